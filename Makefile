@@ -1,0 +1,76 @@
+# tilegraph - the two commands a new user runs (as root on Debian):
+#   make demo   installs what is missing, builds, trains the tutorial model
+#   make test   installs what is missing, builds, runs the whole test suite
+# Other targets: build, bench, format, asan, tsan, fuzz, clean.
+
+BUILD      ?= build
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+
+# Every Debian package the project needs, and why (docs/dependencies.md).
+DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
+               libsqlite3-dev sqlite3 dataset-fashion-mnist clang
+DEB_BENCH_PACKAGES = python3-torch python3-numpy
+
+.PHONY: all demo test build deps bench-deps bench format asan tsan fuzz clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root to install:$$missing" >&2; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+bench-deps: deps
+	@missing=""; for p in $(DEB_BENCH_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/tilegraph train --model mnist-pipeline --epochs 3 --batch-size 40 \
+	  --optimizer adamw --lr 0.001 --save $(BUILD)/mnist-pipeline.safetensors
+	./$(BUILD)/tilegraph infer --model mnist-pipeline --load $(BUILD)/mnist-pipeline.safetensors --index 0
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: bench-deps build
+	@for b in $(BUILD)/bench/bench_*; do $$b || exit 1; done
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Sanitizer builds, each in its own directory.
+asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=address,undefined
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE slow
+
+tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DTG_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -1,0 +1,52 @@
+/* tilegraph/dtype.h - element types and conversions between them.
+ *
+ * f16 is IEEE 754 binary16, bf16 is the top half of an f32. Conversions round
+ * to nearest even, keep infinities and NaN, and flush nothing: subnormal f16
+ * values are produced and read exactly.
+ */
+#ifndef TILEGRAPH_DTYPE_H
+#define TILEGRAPH_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_DTYPE_LIST(X) \
+    X(TG_F32, "f32", 4)  \
+    X(TG_F16, "f16", 2)  \
+    X(TG_BF16, "bf16", 2) \
+    X(TG_U8, "u8", 1)    \
+    X(TG_I32, "i32", 4)
+
+typedef enum tg_dtype {
+#define TG_DTYPE_ENUM(code, name, size) code,
+    TG_DTYPE_LIST(TG_DTYPE_ENUM)
+#undef TG_DTYPE_ENUM
+        TG_DTYPE_COUNT
+} tg_dtype;
+
+/* Bytes per element; 0 for a value out of range. */
+size_t tg_dtype_size(tg_dtype t);
+/* "f32", "f16", ...; "?" for a value out of range. */
+const char *tg_dtype_name(tg_dtype t);
+/* Parse "f32", "float32", "fp16", "half", "bf16", "u8", "i32"; -1 if unknown. */
+int tg_dtype_parse(const char *name);
+
+uint16_t tg_f32_to_f16(float f);
+float tg_f16_to_f32(uint16_t h);
+uint16_t tg_f32_to_bf16(float f);
+float tg_bf16_to_f32(uint16_t b);
+
+/* Array forms; they use the CPU's conversion instructions when present. */
+void tg_f32_to_f16_array(const float *src, uint16_t *dst, size_t n);
+void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n);
+void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n);
+void tg_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/* tilegraph/status.h - status codes and error messages.
+ *
+ * Every function that can fail returns a tg_status. TG_OK is zero. On failure
+ * a sentence naming the object at fault (op, tensor, device, file or option)
+ * is kept per thread and returned by tg_error_message() until the next
+ * failure on that thread. Codes, names and default messages come from one
+ * X-macro list, so they cannot drift apart.
+ */
+#ifndef TILEGRAPH_STATUS_H
+#define TILEGRAPH_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_STATUS_LIST(X)                                                  \
+    X(TG_OK, "ok")                                                         \
+    X(TG_ERR_INVALID_ARG, "invalid argument")                              \
+    X(TG_ERR_SHAPE, "shape mismatch")                                      \
+    X(TG_ERR_DTYPE, "unsupported data type")                               \
+    X(TG_ERR_NOMEM, "out of memory")                                       \
+    X(TG_ERR_IO, "input/output error")                                     \
+    X(TG_ERR_FORMAT, "malformed file")                                     \
+    X(TG_ERR_CONFIG, "invalid configuration")                              \
+    X(TG_ERR_NOT_FOUND, "not found")                                       \
+    X(TG_ERR_NUMERIC, "numerical error")                                   \
+    X(TG_ERR_UNSUPPORTED, "unsupported")                                   \
+    X(TG_ERR_INTERNAL, "internal error")
+
+typedef enum tg_status {
+#define TG_STATUS_ENUM(code, text) code,
+    TG_STATUS_LIST(TG_STATUS_ENUM)
+#undef TG_STATUS_ENUM
+        TG_STATUS_COUNT
+} tg_status;
+
+/* "TG_ERR_SHAPE" for TG_ERR_SHAPE; "TG_UNKNOWN" for a value out of range. */
+const char *tg_status_name(tg_status s);
+
+/* The message of the last failure on the calling thread ("" if none). The
+ * pointer stays valid until the next failure on this thread. */
+const char *tg_error_message(void);
+
+/* Forget the calling thread's last message. */
+void tg_error_clear(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

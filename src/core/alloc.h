@@ -1,0 +1,29 @@
+/* core/alloc.h - the one allocator every module goes through.
+ *
+ * It counts live bytes (so tests can compare what the engine really holds with
+ * what the memory plan says) and can be told to fail the N-th allocation (so
+ * tests prove that every allocation failure is handled). Thread-safe.
+ */
+#ifndef TG_CORE_ALLOC_H
+#define TG_CORE_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *tg_malloc(size_t size);
+void *tg_calloc(size_t count, size_t size);
+void *tg_realloc(void *ptr, size_t size);
+/* 64-byte aligned; free with tg_free like the others. */
+void *tg_malloc_aligned(size_t size);
+void tg_free(void *ptr);
+char *tg_strdup(const char *s);
+
+/* Bytes currently allocated through this allocator, and the peak. */
+int64_t tg_alloc_live_bytes(void);
+int64_t tg_alloc_peak_bytes(void);
+void tg_alloc_reset_peak(void);
+
+/* Make the n-th allocation from now fail (n >= 1); 0 switches it off. For tests. */
+void tg_alloc_fail_after(int64_t n);
+
+#endif

@@ -1,0 +1,358 @@
+/* graph/graph.c - the graph: nodes, names, scopes, blocks, sticky errors. */
+#include "graph/node.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "ops/op.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *tg_role_name(tg_role r)
+{
+    static const char *const names[TG_ROLE_COUNT] = {
+        "activation", "input", "param", "state", "constant", "gradient", "update",
+    };
+    return (unsigned)r < TG_ROLE_COUNT ? names[r] : "?";
+}
+
+tg_graph *tg_graph_create(void)
+{
+    tg_graph *g = tg_calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->arena = tg_arena_create(256 * 1024);
+    if (!g->arena) {
+        tg_free(g);
+        return NULL;
+    }
+    g->current_block = -1;
+    g->training = true;
+    return g;
+}
+
+void tg_graph_destroy(tg_graph *g)
+{
+    if (!g)
+        return;
+    tg_free(g->nodes);
+    tg_free(g->blocks);
+    tg_free(g->names);
+    tg_free(g->error);
+    tg_arena_destroy(g->arena);
+    tg_free(g);
+}
+
+tg_status tg_graph_status(const tg_graph *g) { return g ? g->status : TG_ERR_INVALID_ARG; }
+
+const char *tg_graph_error(const tg_graph *g) { return g && g->error ? g->error : ""; }
+
+void tg_graph_set_training(tg_graph *g, bool training) { g->training = training; }
+bool tg_graph_training(const tg_graph *g) { return g->training; }
+int tg_graph_tensor_count(const tg_graph *g) { return g->n_nodes; }
+
+tg_tensor *tg_graph_tensor(const tg_graph *g, int index)
+{
+    return index >= 0 && index < g->n_nodes ? g->nodes[index] : NULL;
+}
+
+tg_tensor *tg_graph_fail(tg_graph *g, tg_status s, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tg_error(s, "%s", msg);
+    if (g && g->status == TG_OK) {
+        g->status = s;
+        g->error = tg_strdup(msg);
+    }
+    return NULL;
+}
+
+/* ---- names ------------------------------------------------------------------ */
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int names_grow(tg_graph *g)
+{
+    int cap = g->names_cap ? g->names_cap * 2 : 256;
+    tg_tensor **slots = tg_calloc((size_t)cap, sizeof *slots);
+    if (!slots)
+        return 0;
+    for (int i = 0; i < g->names_cap; i++) {
+        tg_tensor *t = g->names[i];
+        if (!t)
+            continue;
+        uint64_t j = name_hash(t->name) & (uint64_t)(cap - 1);
+        while (slots[j])
+            j = (j + 1) & (uint64_t)(cap - 1);
+        slots[j] = t;
+    }
+    tg_free(g->names);
+    g->names = slots;
+    g->names_cap = cap;
+    return 1;
+}
+
+tg_tensor *tg_graph_find(const tg_graph *g, const char *name)
+{
+    if (!g || !name || !g->names_cap)
+        return NULL;
+    uint64_t mask = (uint64_t)g->names_cap - 1, j = name_hash(name) & mask;
+    for (; g->names[j]; j = (j + 1) & mask)
+        if (strcmp(g->names[j]->name, name) == 0)
+            return g->names[j];
+    return NULL;
+}
+
+/* Rebuild the name table from the nodes (after a rename; renames are rare). */
+static int names_rebuild(tg_graph *g)
+{
+    tg_free(g->names);
+    g->names = NULL;
+    g->names_cap = g->names_used = 0;
+    if (!names_grow(g))
+        return 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (!t->name)
+            continue;
+        if ((g->names_used + 1) * 2 > g->names_cap && !names_grow(g))
+            return 0;
+        uint64_t mask = (uint64_t)g->names_cap - 1, j = name_hash(t->name) & mask;
+        while (g->names[j])
+            j = (j + 1) & mask;
+        g->names[j] = t;
+        g->names_used++;
+    }
+    return 1;
+}
+
+/* Give t the name `base`, or base.1, base.2, ... if taken. */
+static int assign_name(tg_graph *g, tg_tensor *t, const char *base)
+{
+    if ((g->names_used + 1) * 2 > g->names_cap && !names_grow(g))
+        return 0;
+    const char *name = base;
+    char buf[512];
+    for (int k = 1; tg_graph_find(g, name); k++) {
+        snprintf(buf, sizeof buf, "%s.%d", base, k);
+        name = buf;
+    }
+    t->name = tg_arena_strdup(g->arena, name);
+    if (!t->name)
+        return 0;
+    uint64_t mask = (uint64_t)g->names_cap - 1, j = name_hash(t->name) & mask;
+    while (g->names[j])
+        j = (j + 1) & mask;
+    g->names[j] = t;
+    g->names_used++;
+    return 1;
+}
+
+static void scoped_name(const tg_graph *g, const char *leaf, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < g->scope_depth && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s/", g->scope[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "%s", leaf);
+}
+
+void tg_graph_rename(tg_graph *g, tg_tensor *t, const char *name)
+{
+    if (!g || !t || !name)
+        return;
+    t->name = NULL;
+    char full[512];
+    scoped_name(g, name, full, sizeof full);
+    if (!names_rebuild(g) || !assign_name(g, t, full))
+        tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
+}
+
+/* ---- scopes and blocks --------------------------------------------------- */
+
+void tg_scope_push(tg_graph *g, const char *name)
+{
+    if (g->scope_depth >= TG_MAX_SCOPE_DEPTH) {
+        tg_graph_fail(g, TG_ERR_INVALID_ARG, "scope '%s': scopes nested deeper than %d", name,
+                      TG_MAX_SCOPE_DEPTH);
+        return;
+    }
+    const char *copy = tg_arena_strdup(g->arena, name ? name : "");
+    if (!copy) {
+        tg_graph_fail(g, TG_ERR_NOMEM, "scope '%s': out of memory", name);
+        return;
+    }
+    g->scope[g->scope_depth++] = copy;
+}
+
+void tg_scope_pop(tg_graph *g)
+{
+    if (g->scope_depth > 0)
+        g->scope_depth--;
+}
+
+void tg_block_begin_on(tg_graph *g, const char *name, int device_id)
+{
+    for (int i = 0; i < g->n_blocks; i++)
+        if (strcmp(g->blocks[i].name, name) == 0) {
+            g->current_block = i;
+            if (device_id >= 0)
+                g->blocks[i].device_id = device_id;
+            return;
+        }
+    if (g->n_blocks == g->cap_blocks) {
+        int cap = g->cap_blocks ? g->cap_blocks * 2 : 8;
+        tg_block_info *b = tg_realloc(g->blocks, (size_t)cap * sizeof *b);
+        if (!b) {
+            tg_graph_fail(g, TG_ERR_NOMEM, "block '%s': out of memory", name);
+            return;
+        }
+        g->blocks = b;
+        g->cap_blocks = cap;
+    }
+    g->blocks[g->n_blocks].name = tg_arena_strdup(g->arena, name);
+    g->blocks[g->n_blocks].device_id = device_id;
+    g->current_block = g->n_blocks++;
+}
+
+void tg_block_begin(tg_graph *g, const char *name) { tg_block_begin_on(g, name, -1); }
+
+void tg_block_end(tg_graph *g) { g->current_block = -1; }
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+static tg_tensor *append_node(tg_graph *g)
+{
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 256;
+        tg_tensor **nodes = tg_realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes)
+            return NULL;
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    tg_tensor *t = tg_arena_alloc(g->arena, sizeof *t);
+    if (!t)
+        return NULL;
+    t->id = g->n_nodes;
+    t->block = g->current_block;
+    g->nodes[g->n_nodes++] = t;
+    return t;
+}
+
+tg_tensor *tg_node_create(tg_graph *g, tg_op op, int n_in, tg_tensor *const *in,
+                          const tg_node_params *p)
+{
+    if (!g || g->status != TG_OK)
+        return NULL;
+    const tg_op_def *def = tg_op_get(op);
+    char full[512];
+    scoped_name(g, tg_op_name(op), full, sizeof full);
+    if (n_in < 0 || n_in > TG_MAX_INPUTS)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "%s: %d inputs (at most %d)", full, n_in,
+                             TG_MAX_INPUTS);
+    for (int i = 0; i < n_in; i++)
+        if (!in[i])
+            return tg_graph_fail(g, TG_ERR_INVALID_ARG, "%s: input %d is missing", full, i);
+    tg_tensor tmp = {0};
+    tmp.op = op;
+    tmp.n_in = n_in;
+    tmp.dtype = TG_F32;
+    tmp.block = g->current_block;
+    for (int i = 0; i < n_in; i++)
+        tmp.in[i] = in[i];
+    if (p)
+        tmp.p = *p;
+    if (def && def->infer) {
+        tg_error_clear();
+        tg_status s = def->infer(&tmp);
+        if (s != TG_OK)
+            return tg_graph_fail(g, s, "%s: %s", full, tg_error_message());
+    }
+    tg_tensor *t = append_node(g);
+    if (!t)
+        return tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
+    int id = t->id;
+    *t = tmp;
+    t->id = id;
+    if (!assign_name(g, t, full))
+        return tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
+    return t;
+}
+
+static tg_tensor *make_leaf(tg_graph *g, tg_op op, tg_role role, const char *name, tg_dtype dtype,
+                            tg_shape shape, tg_init init)
+{
+    if (!g || g->status != TG_OK)
+        return NULL;
+    char full[512];
+    scoped_name(g, name ? name : tg_op_name(op), full, sizeof full);
+    if (shape.ndim < 0 || shape.ndim > TG_MAX_DIMS)
+        return tg_graph_fail(g, TG_ERR_SHAPE, "%s: %d dimensions (at most %d)", full, shape.ndim,
+                             TG_MAX_DIMS);
+    for (int i = 0; i < shape.ndim; i++)
+        if (shape.dim[i] < 0)
+            return tg_graph_fail(g, TG_ERR_SHAPE, "%s: dimension %d is negative (%lld)", full, i,
+                                 (long long)shape.dim[i]);
+    if ((unsigned)dtype >= TG_DTYPE_COUNT)
+        return tg_graph_fail(g, TG_ERR_DTYPE, "%s: unknown dtype %d", full, (int)dtype);
+    tg_tensor *t = append_node(g);
+    if (!t)
+        return tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
+    t->op = op;
+    t->role = role;
+    t->dtype = dtype;
+    t->shape = shape;
+    t->init = init;
+    if (!assign_name(g, t, full))
+        return tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
+    return t;
+}
+
+tg_tensor *tg_input(tg_graph *g, const char *name, tg_dtype dtype, tg_shape shape)
+{
+    return make_leaf(g, TG_OP_INPUT, TG_ROLE_INPUT, name, dtype, shape,
+                     (tg_init){TG_INIT_ZEROS, 0, 0});
+}
+
+tg_tensor *tg_param(tg_graph *g, const char *name, tg_shape shape, tg_init init)
+{
+    return make_leaf(g, TG_OP_PARAM, TG_ROLE_PARAM, name, TG_F32, shape, init);
+}
+
+tg_tensor *tg_state(tg_graph *g, const char *name, tg_shape shape, tg_init init)
+{
+    return make_leaf(g, TG_OP_STATE, TG_ROLE_STATE, name, TG_F32, shape, init);
+}
+
+tg_tensor *tg_constant(tg_graph *g, tg_shape shape, float value)
+{
+    return make_leaf(g, TG_OP_CONSTANT, TG_ROLE_CONSTANT, "constant", TG_F32, shape,
+                     (tg_init){TG_INIT_CONSTANT, value, 0});
+}
+
+/* ---- tensor accessors ----------------------------------------------------- */
+
+tg_shape tg_tensor_shape(const tg_tensor *t) { return t ? t->shape : tg_shape_of(0, NULL); }
+tg_dtype tg_tensor_dtype(const tg_tensor *t) { return t ? t->dtype : TG_F32; }
+const char *tg_tensor_name(const tg_tensor *t) { return t ? t->name : ""; }
+int tg_tensor_id(const tg_tensor *t) { return t ? t->id : -1; }
+tg_tensor *tg_tensor_grad(const tg_tensor *t) { return t ? t->grad : NULL; }
+
+void tg_tensor_mark_output(tg_tensor *t)
+{
+    if (t)
+        t->flags |= TG_NODE_OUTPUT;
+}

@@ -1,0 +1,11 @@
+/* ops/leaf.c - leaves: inputs, parameters, state and constants.
+ *
+ * Leaves have no kernel: the engine fills them from the host (inputs), from
+ * their initialiser (parameters, state, constants) or from a checkpoint.
+ */
+#include "ops/op.h"
+
+const tg_op_def tg_opdef_INPUT = {.name = "input"};
+const tg_op_def tg_opdef_PARAM = {.name = "param"};
+const tg_op_def tg_opdef_STATE = {.name = "state"};
+const tg_op_def tg_opdef_CONSTANT = {.name = "constant"};

@@ -1,0 +1,67 @@
+/* ops/op.h - the op table: what each op kind brings.
+ *
+ * One tg_op_def per op kind, defined in the op's family file
+ * (src/ops/<family>.c) as `const tg_op_def tg_opdef_<ENUM>`. The registry
+ * (ops/registry.c) gathers them into a table indexed by tg_op.
+ *
+ * Kernels:
+ *  - forward: the fast f32 kernel used by the engine. It may use the pool to
+ *    split work over the device's threads and `scratch` (scratch(node, T)
+ *    bytes, planned by the compiler) for temporary buffers.
+ *  - reference: plain loops in double precision, for testing the fast kernel
+ *    and for gradient checks by finite differences. Inputs and output are
+ *    doubles whatever the dtype (i32 labels arrive as doubles).
+ * Both read in[i] (typed by node->in[i]->dtype for the fast kernel) and write
+ * out; ops with n_mutated > 0 write into in[0..n_mutated-1] instead.
+ *
+ * backward: given the node and the gradient of its output (dout), append ops
+ * computing the gradient of each input i with need[i] set, into din[i]. It
+ * may leave din[i] NULL for an input with no gradient (labels, indices).
+ */
+#ifndef TG_OPS_OP_H
+#define TG_OPS_OP_H
+
+#include "core/pool.h"
+#include "graph/node.h"
+
+#include <stddef.h>
+
+typedef struct tg_kernel_args {
+    const tg_tensor *node;
+    void *in[TG_MAX_INPUTS];
+    void *out;
+    void *scratch;
+    size_t scratch_bytes;
+    tg_pool *pool;
+    int64_t step;  /* weight updates done so far (optimizer, dropout) */
+    uint64_t seed; /* the session's random seed */
+} tg_kernel_args;
+
+typedef struct tg_ref_args {
+    const tg_tensor *node;
+    double *in[TG_MAX_INPUTS];
+    double *out;
+    int64_t step;
+    uint64_t seed;
+} tg_ref_args;
+
+typedef struct tg_op_def {
+    const char *name;
+    /* Check inputs and parameters, set node->shape and node->dtype (and
+     * flags such as TG_NODE_ALIAS); on failure return a status with a message
+     * saying what is wrong (the caller prefixes the node's name). */
+    tg_status (*infer)(tg_tensor *node);
+    /* Floating-point operations of one run (multiply-add = 2). */
+    double (*flops)(const tg_tensor *node);
+    /* Temporary bytes the fast kernel needs with n_threads threads; NULL = 0. */
+    size_t (*scratch)(const tg_tensor *node, int n_threads);
+    void (*forward)(const tg_kernel_args *a);
+    void (*reference)(const tg_ref_args *a);
+    tg_status (*backward)(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din);
+} tg_op_def;
+
+const tg_op_def *tg_op_get(tg_op op);
+const char *tg_op_name(tg_op op);
+
+#endif

@@ -1,0 +1,27 @@
+/* ops/registry.c - the table of op definitions, indexed by tg_op. */
+#include "ops/op.h"
+
+#define TG_OP_DECLARE(e, name, family) extern const tg_op_def tg_opdef_##e;
+TG_OP_LIST(TG_OP_DECLARE)
+#undef TG_OP_DECLARE
+
+static const tg_op_def *const op_table[TG_OP_COUNT] = {
+#define TG_OP_ENTRY(e, name, family) [TG_OP_##e] = &tg_opdef_##e,
+    TG_OP_LIST(TG_OP_ENTRY)
+#undef TG_OP_ENTRY
+};
+
+const tg_op_def *tg_op_get(tg_op op)
+{
+    return (unsigned)op < TG_OP_COUNT ? op_table[op] : NULL;
+}
+
+const char *tg_op_name(tg_op op)
+{
+    static const char *const names[TG_OP_COUNT] = {
+#define TG_OP_NAME(e, name, family) [TG_OP_##e] = name,
+        TG_OP_LIST(TG_OP_NAME)
+#undef TG_OP_NAME
+    };
+    return (unsigned)op < TG_OP_COUNT ? names[op] : "?";
+}

@@ -1,0 +1,294 @@
+/* tests/tg_test.c - test harness, gradient check and kernel check. */
+#include "tg_test.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/pool.h"
+#include "core/rng.h"
+#include "graph/init.h"
+#include "ops/op.h"
+#include "runtime/interp.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int tg_test_failed_checks;
+static int tests_passed, tests_failed;
+static const char *current_test = "";
+
+void tg_test_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  FAIL %s:%d [%s] ", file, line, current_test);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    tg_test_failed_checks++;
+}
+
+void tg_test_run(const char *name, void (*fn)(void))
+{
+    int before = tg_test_failed_checks;
+    current_test = name;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fn();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    if (tg_test_failed_checks == before) {
+        tests_passed++;
+        printf("  ok   %-48s %8.1f ms\n", name, ms);
+    } else {
+        tests_failed++;
+        printf("  FAIL %-48s %8.1f ms\n", name, ms);
+    }
+    fflush(stdout);
+}
+
+int tg_test_finish(void)
+{
+    printf("%d passed, %d failed\n", tests_passed, tests_failed);
+    return tests_failed ? 1 : 0;
+}
+
+const char *tg_test_fashion_dir(void)
+{
+    static const char *dir = "/usr/share/datasets/fashion-mnist";
+    const char *env = getenv("TG_FASHION_MNIST_DIR");
+    if (env && *env)
+        dir = env;
+    char path[512];
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
+    return access(path, R_OK) == 0 ? dir : NULL;
+}
+
+/* ---- shared set-up ------------------------------------------------------------ */
+
+static void defaults(tg_check_opts *o)
+{
+    if (o->int_range <= 0)
+        o->int_range = 1;
+    if (o->tol <= 0)
+        o->tol = 1e-6;
+    if (o->step <= 0)
+        o->step = 1e-6;
+    if (o->max_elems <= 0)
+        o->max_elems = 48;
+}
+
+static void fill_inputs(const tg_graph *g, tg_interp *ip, const tg_check_opts *o)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 12345);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_INPUT)
+            continue;
+        double *d = tg_interp_data(ip, t);
+        for (int64_t k = 0; k < tg_numel(t); k++)
+            d[k] = t->dtype == TG_I32 || t->dtype == TG_U8 ? (double)((7 * k + 3) % o->int_range)
+                                                           : 2.0 * tg_rng_uniform(&rng) - 1.0;
+    }
+}
+
+static tg_tensor *build_with_loss(tg_graph *g, tg_test_build_fn build, void *ctx,
+                                  tg_tensor **out_)
+{
+    tg_tensor *out = build(g, ctx);
+    *out_ = out;
+    if (!out)
+        return NULL;
+    tg_tensor *r = tg_input(g, "gradcheck_weights", TG_F32, out->shape);
+    unsigned all = (1u << out->shape.ndim) - 1u;
+    return tg_reduce_sum(g, tg_mul(g, out, r), all, false);
+}
+
+static double run_loss(tg_interp *ip, const tg_tensor *loss)
+{
+    if (tg_interp_run(ip, 0) != TG_OK)
+        return NAN;
+    return tg_interp_data(ip, loss)[0];
+}
+
+int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_opts o)
+{
+    defaults(&o);
+    int ok = 1;
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, o.training);
+    tg_tensor *out = NULL;
+    tg_tensor *loss = build_with_loss(g, build, ctx, &out);
+    if (!loss || tg_graph_status(g) != TG_OK) {
+        tg_test_fail(__FILE__, __LINE__, "%s: building failed: %s", label, tg_graph_error(g));
+        tg_graph_destroy(g);
+        return 0;
+    }
+    if (tg_graph_backward(g, loss) != TG_OK) {
+        tg_test_fail(__FILE__, __LINE__, "%s: backward failed: %s", label, tg_error_message());
+        tg_graph_destroy(g);
+        return 0;
+    }
+    tg_interp *ip = NULL;
+    if (tg_interp_create(g, 7, &ip) != TG_OK) {
+        tg_test_fail(__FILE__, __LINE__, "%s: %s", label, tg_error_message());
+        tg_graph_destroy(g);
+        return 0;
+    }
+    fill_inputs(g, ip, &o);
+    if (tg_interp_run(ip, 0) != TG_OK) {
+        tg_test_fail(__FILE__, __LINE__, "%s: %s", label, tg_error_message());
+        ok = 0;
+    }
+    tg_rng rng;
+    tg_rng_seed(&rng, 99);
+    int n_params = 0;
+    for (int i = 0; ok && i < g->n_nodes; i++) {
+        tg_tensor *p = g->nodes[i];
+        if (p->op != TG_OP_PARAM)
+            continue;
+        n_params++;
+        if (!p->grad) {
+            tg_test_fail(__FILE__, __LINE__, "%s: parameter '%s' got no gradient", label, p->name);
+            ok = 0;
+            continue;
+        }
+        int64_t n = tg_numel(p);
+        double *analytic = malloc((size_t)n * sizeof(double));
+        tg_interp_run(ip, 0);
+        memcpy(analytic, tg_interp_data(ip, p->grad), (size_t)n * sizeof(double));
+        double *v = tg_interp_data(ip, p);
+        int probes = n < o.max_elems ? (int)n : o.max_elems;
+        double worst = 0;
+        int64_t worst_k = 0;
+        double worst_a = 0, worst_n = 0;
+        for (int j = 0; j < probes; j++) {
+            int64_t k = n <= o.max_elems ? j : (int64_t)tg_rng_below(&rng, (uint64_t)n);
+            double saved = v[k];
+            v[k] = saved + o.step;
+            double lp = run_loss(ip, loss);
+            v[k] = saved - o.step;
+            double lm = run_loss(ip, loss);
+            v[k] = saved;
+            double numeric = (lp - lm) / (2 * o.step);
+            double scale = fabs(numeric) > 1 ? fabs(numeric) : 1;
+            double err = fabs(analytic[k] - numeric) / scale;
+            if (!(err <= worst)) {
+                worst = err;
+                worst_k = k;
+                worst_a = analytic[k];
+                worst_n = numeric;
+            }
+        }
+        if (!(worst <= o.tol)) {
+            tg_test_fail(__FILE__, __LINE__,
+                         "%s: gradient of '%s'[%lld]: analytic %.10g, numeric %.10g (error %.3g > %.3g)",
+                         label, p->name, (long long)worst_k, worst_a, worst_n, worst, o.tol);
+            ok = 0;
+        }
+        free(analytic);
+    }
+    if (ok && n_params == 0) {
+        tg_test_fail(__FILE__, __LINE__, "%s: the graph has no parameters to check", label);
+        ok = 0;
+    }
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+    return ok;
+}
+
+/* ---- fast kernels against the reference ------------------------------------------ */
+
+static void to_f32(const tg_tensor *t, const double *src, void *dst)
+{
+    int64_t n = tg_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        if (t->dtype == TG_I32)
+            ((int32_t *)dst)[k] = (int32_t)src[k];
+        else if (t->dtype == TG_U8)
+            ((uint8_t *)dst)[k] = (uint8_t)src[k];
+        else
+            ((float *)dst)[k] = (float)src[k];
+    }
+}
+
+int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads,
+                     double rtol, tg_check_opts o)
+{
+    defaults(&o);
+    int ok = 1;
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, o.training);
+    tg_tensor *out = NULL;
+    tg_tensor *loss = build_with_loss(g, build, ctx, &out);
+    if (!loss || tg_graph_backward(g, loss) != TG_OK) {
+        tg_test_fail(__FILE__, __LINE__, "%s: building failed: %s %s", label, tg_graph_error(g),
+                     tg_error_message());
+        tg_graph_destroy(g);
+        return 0;
+    }
+    tg_interp *ip = NULL;
+    tg_interp_create(g, 7, &ip);
+    fill_inputs(g, ip, &o);
+    tg_interp_run(ip, 0);
+
+    tg_pool *pool = tg_pool_create(threads);
+    void **buf = calloc((size_t)g->n_nodes, sizeof(void *));
+    for (int i = 0; i < g->n_nodes && ok; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (t->flags & TG_NODE_ALIAS) {
+            buf[i] = buf[t->in[0]->id];
+            continue;
+        }
+        size_t bytes = tg_nbytes(t);
+        buf[i] = calloc(1, bytes ? bytes : 1);
+        if (t->n_in == 0) {
+            to_f32(t, tg_interp_data(ip, t), buf[i]);
+            continue;
+        }
+        const tg_op_def *def = tg_op_get(t->op);
+        if (!def->forward) {
+            tg_test_fail(__FILE__, __LINE__, "%s: '%s' (%s) has no fast kernel", label, t->name,
+                         tg_op_name(t->op));
+            ok = 0;
+            break;
+        }
+        size_t sb = def->scratch ? def->scratch(t, threads) : 0;
+        void *scratch = sb ? malloc(sb) : NULL;
+        tg_kernel_args a = {.node = t, .out = buf[i], .scratch = scratch, .scratch_bytes = sb,
+                            .pool = pool, .step = 0, .seed = 7};
+        for (int k = 0; k < t->n_in; k++)
+            a.in[k] = buf[t->in[k]->id];
+        def->forward(&a);
+        free(scratch);
+        /* Compare the node's output (mutating ops: skip, their output is empty). */
+        const double *ref = tg_interp_data(ip, t);
+        int64_t n = tg_numel(t);
+        double max_ref = 0;
+        for (int64_t k = 0; k < n; k++)
+            if (fabs(ref[k]) > max_ref)
+                max_ref = fabs(ref[k]);
+        for (int64_t k = 0; k < n && t->dtype == TG_F32; k++) {
+            double got = ((float *)buf[i])[k];
+            double tol = rtol * (fabs(ref[k]) + max_ref * 0.01 + 1e-6);
+            if (!(fabs(got - ref[k]) <= tol)) {
+                tg_test_fail(__FILE__, __LINE__,
+                             "%s: '%s' (%s, %d threads) element %lld: fast %.8g, reference %.8g",
+                             label, t->name, tg_op_name(t->op), threads, (long long)k, got, ref[k]);
+                ok = 0;
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!(g->nodes[i]->flags & TG_NODE_ALIAS))
+            free(buf[i]);
+    free(buf);
+    tg_pool_destroy(pool);
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+    return ok;
+}

@@ -1,0 +1,77 @@
+/* tests/tg_test.h - the small test harness every test links.
+ *
+ *     static void test_shapes(void) { TG_CHECK(tg_shape_numel(s) == 12); }
+ *     int main(void) { TG_RUN(test_shapes); return tg_test_finish(); }
+ *
+ * A failed check prints file:line and the expression and marks the running
+ * test failed; the test goes on. tg_test_finish prints "N passed, N failed"
+ * and returns non-zero if any test failed.
+ *
+ * Op harnesses (for tests/ops/):
+ *  - tg_gradcheck builds a graph with `build` (which makes its own tg_param
+ *    leaves, TG_INIT_UNIFORM(-1, 1) is a good choice, and tg_input leaves),
+ *    differentiates sum(out * r) for a random r, and compares every
+ *    parameter's gradient with central finite differences, all in double
+ *    precision through the reference kernels.
+ *  - tg_check_kernels runs the same graph (forward and backward ops) through
+ *    every op's fast f32 kernel on `threads` threads and compares each node's
+ *    output with the double reference, relative tolerance rtol.
+ * Inputs are filled with U(-1, 1) for f32 and (7k+3) mod int_range for i32.
+ */
+#ifndef TG_TEST_H
+#define TG_TEST_H
+
+#include "graph/node.h"
+
+#include <math.h>
+#include <stdio.h>
+
+extern int tg_test_failed_checks;
+
+void tg_test_fail(const char *file, int line, const char *fmt, ...);
+void tg_test_run(const char *name, void (*fn)(void));
+int tg_test_finish(void);
+
+#define TG_CHECK(cond)                                                  \
+    do {                                                                \
+        if (!(cond))                                                    \
+            tg_test_fail(__FILE__, __LINE__, "check failed: %s", #cond); \
+    } while (0)
+
+#define TG_CHECK_OK(expr)                                                            \
+    do {                                                                             \
+        tg_status tg_s_ = (expr);                                                    \
+        if (tg_s_ != TG_OK)                                                          \
+            tg_test_fail(__FILE__, __LINE__, "%s returned %s: %s", #expr,            \
+                         tg_status_name(tg_s_), tg_error_message());                 \
+    } while (0)
+
+#define TG_CHECK_NEAR(a, b, tol)                                                     \
+    do {                                                                             \
+        double tg_a_ = (a), tg_b_ = (b);                                             \
+        if (!(fabs(tg_a_ - tg_b_) <= (tol)))                                         \
+            tg_test_fail(__FILE__, __LINE__, "%s = %.9g, %s = %.9g (tolerance %g)", #a, \
+                         tg_a_, #b, tg_b_, (double)(tol));                           \
+    } while (0)
+
+#define TG_RUN(fn) tg_test_run(#fn, fn)
+
+typedef tg_tensor *(*tg_test_build_fn)(tg_graph *g, void *ctx);
+
+typedef struct tg_check_opts {
+    int int_range;   /* i32 inputs are in [0, int_range); default 1 */
+    double tol;      /* gradcheck: max |analytic - numeric| / max(1, |numeric|); default 1e-6 */
+    double step;     /* finite-difference step; default 1e-6 */
+    int max_elems;   /* elements probed per parameter; default 48 */
+    bool training;   /* graph training mode; default false unless set */
+} tg_check_opts;
+
+/* Both return 1 on success (and report failures through tg_test_fail). */
+int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_opts opts);
+int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads,
+                     double rtol, tg_check_opts opts);
+
+/* The data directory of Debian's dataset-fashion-mnist, or NULL if absent. */
+const char *tg_test_fashion_dir(void);
+
+#endif
