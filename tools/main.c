@@ -1,11 +1,53 @@
 /* tools/main.c - the `tilegraph` command: dispatch to subcommands. */
-#include <stdio.h>
+#include "cli.h"
+
 #include <string.h>
+
+#ifndef TG_VERSION
+#define TG_VERSION "0"
+#endif
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"help", NULL, "show this help"},
+};
+
+#define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
+
+static void usage(FILE *out)
+{
+    fprintf(out, "tilegraph %s - train and run neural networks, and see where memory and time go\n\n"
+                 "usage: tilegraph <command> [options]\n\ncommands:\n",
+            TG_VERSION);
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out, "\n'tilegraph <command> --help' describes a command's options.\n");
+}
 
 int main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    puts("tilegraph: under construction");
-    return 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("tilegraph %s\n", TG_VERSION);
+        return 0;
+    }
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        if (subcommands[i].run && !strcmp(name, subcommands[i].name))
+            return subcommands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "tilegraph: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return 2;
 }

@@ -1,0 +1,48 @@
+/* tilegraph/options.h - session options, by their PopTorch-style names.
+ *
+ * Options are key/value pairs validated against one table (docs/options.md
+ * lists it): an unknown key or a malformed value is an error whose message
+ * names the key and lists the valid ones. The same keys are accepted from the
+ * C API, from command-line flags and from JSON.
+ *
+ *     tg_options *o = tg_options_create();
+ *     tg_options_set(o, "randomSeed", "42");
+ *     tg_options_set_int(o, "threadsPerDevice", 2);
+ *     ...
+ *     tg_options_destroy(o);
+ */
+#ifndef TILEGRAPH_OPTIONS_H
+#define TILEGRAPH_OPTIONS_H
+
+#include "tilegraph/status.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_options tg_options;
+
+tg_options *tg_options_create(void);
+void tg_options_destroy(tg_options *o);
+tg_options *tg_options_clone(const tg_options *o);
+
+/* Set from text ("42", "true", "pipelined"); validated against the table. */
+tg_status tg_options_set(tg_options *o, const char *key, const char *value);
+tg_status tg_options_set_int(tg_options *o, const char *key, int64_t value);
+int64_t tg_options_get_int(const tg_options *o, const char *key);
+double tg_options_get_float(const tg_options *o, const char *key);
+const char *tg_options_get_string(const tg_options *o, const char *key);
+
+/* Number of options in the table and their names, defaults and descriptions
+ * (for --help and docs). */
+int tg_options_count(void);
+const char *tg_options_key(int index);
+const char *tg_options_default(int index);
+const char *tg_options_description(int index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,61 @@
+/* tilegraph/session.h - compile a graph and run it.
+ *
+ * A session compiles the graph (schedule and memory plan), allocates the one
+ * arena the plan asks for, fills parameters from their initialisers and runs
+ * the compiled program; nothing is allocated per run. The graph must outlive
+ * the session. A session is used from one thread at a time.
+ *
+ *     tg_session *s;
+ *     if (tg_session_create(g, opts, &s) != TG_OK) puts(tg_error_message());
+ *     tg_session_write(s, images, buf, bytes);
+ *     tg_session_run(s);           // forward, backward and update
+ *     tg_session_read(s, loss, &value, sizeof value);
+ *     tg_session_destroy(s);
+ */
+#ifndef TILEGRAPH_SESSION_H
+#define TILEGRAPH_SESSION_H
+
+#include "tilegraph/graph.h"
+#include "tilegraph/options.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_session tg_session;
+
+/* opts may be NULL for the defaults. */
+tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out);
+void tg_session_destroy(tg_session *s);
+
+/* Copy host data into an input (or a parameter/state); bytes must match. */
+tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes);
+/* Copy a tensor out: parameters, state, inputs, and outputs marked with
+ * tg_tensor_mark_output (other values do not outlive their last use). */
+tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes);
+
+/* Run the program once. Fails (TG_ERR_NUMERIC) if a scalar output is NaN or
+ * infinite and debug.checkNaN is on, naming the output and the step. */
+tg_status tg_session_run(tg_session *s);
+
+/* Weight updates done so far; checkpoints save and restore it. */
+int64_t tg_session_step(const tg_session *s);
+void tg_session_set_step(tg_session *s, int64_t step);
+
+/* Copy every parameter and state tensor of `dst` from the tensor with the same
+ * name in `src` (an inference session takes a training session's weights).
+ * Optimizer state is copied only where both have it. Fails naming a tensor
+ * that is missing or has another shape. */
+tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
+
+/* Bytes of the arena (everything the session's device holds). */
+size_t tg_session_arena_bytes(const tg_session *s);
+/* Threads the session computes with. */
+int tg_session_threads(const tg_session *s);
+/* FLOPs of one run. */
+double tg_session_flops(const tg_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,198 @@
+/* core/options.c - the option table and validated key/value storage.
+ *
+ * One table lists every option with its type, default, limits and purpose;
+ * everything else (parsing, errors, --help, docs) is derived from it.
+ */
+#include "tilegraph/options.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM } opt_type;
+
+typedef struct {
+    const char *key;
+    opt_type type;
+    const char *def;
+    double min, max;    /* OPT_INT, OPT_FLOAT */
+    const char *values; /* OPT_ENUM: "a|b|c" */
+    const char *help;
+} opt_spec;
+
+static const opt_spec option_table[] = {
+    {"randomSeed", OPT_INT, "0", 0, 9.2e18, NULL,
+     "seed for parameter initialisation, shuffling and dropout"},
+    {"target", OPT_ENUM, "cpu", 0, 0, "cpu", "the device type to compile for"},
+    {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
+     "threads each device computes with (0: all CPUs of the machine)"},
+    {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
+     "after every run, fail with a message naming the output if a loss is NaN or infinite"},
+};
+
+#define N_OPTIONS ((int)(sizeof option_table / sizeof option_table[0]))
+
+struct tg_options {
+    char *values[N_OPTIONS];
+};
+
+int tg_options_count(void) { return N_OPTIONS; }
+const char *tg_options_key(int i) { return i >= 0 && i < N_OPTIONS ? option_table[i].key : NULL; }
+const char *tg_options_default(int i)
+{
+    return i >= 0 && i < N_OPTIONS ? option_table[i].def : NULL;
+}
+const char *tg_options_description(int i)
+{
+    return i >= 0 && i < N_OPTIONS ? option_table[i].help : NULL;
+}
+
+static int find_option(const char *key)
+{
+    for (int i = 0; key && i < N_OPTIONS; i++)
+        if (strcmp(option_table[i].key, key) == 0)
+            return i;
+    return -1;
+}
+
+tg_options *tg_options_create(void) { return tg_calloc(1, sizeof(tg_options)); }
+
+void tg_options_destroy(tg_options *o)
+{
+    if (!o)
+        return;
+    for (int i = 0; i < N_OPTIONS; i++)
+        tg_free(o->values[i]);
+    tg_free(o);
+}
+
+tg_options *tg_options_clone(const tg_options *o)
+{
+    tg_options *c = tg_options_create();
+    for (int i = 0; c && o && i < N_OPTIONS; i++)
+        if (o->values[i] && !(c->values[i] = tg_strdup(o->values[i]))) {
+            tg_options_destroy(c);
+            return NULL;
+        }
+    return c;
+}
+
+static tg_status unknown_key(const char *key)
+{
+    char list[2048];
+    size_t used = 0;
+    list[0] = '\0';
+    for (int i = 0; i < N_OPTIONS && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                 option_table[i].key);
+    return tg_error(TG_ERR_CONFIG, "unknown option '%s'; valid options: %s", key ? key : "(null)",
+                    list);
+}
+
+static int enum_has(const char *values, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = values; p && *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0)
+            return 1;
+        p = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+static tg_status check_value(const opt_spec *s, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (s->type) {
+    case OPT_INT: {
+        long long x = strtoll(v, &end, 10);
+        if (!*v || *end || errno)
+            return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not an integer", s->key, v);
+        if ((double)x < s->min || (double)x > s->max)
+            return tg_error(TG_ERR_CONFIG, "option '%s': %lld is outside [%.0f, %.0f]", s->key, x,
+                            s->min, s->max);
+        return TG_OK;
+    }
+    case OPT_FLOAT: {
+        double x = strtod(v, &end);
+        if (!*v || *end || errno)
+            return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not a number", s->key, v);
+        if (x < s->min || x > s->max)
+            return tg_error(TG_ERR_CONFIG, "option '%s': %g is outside [%g, %g]", s->key, x, s->min,
+                            s->max);
+        return TG_OK;
+    }
+    case OPT_BOOL:
+        if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "1") && strcmp(v, "0"))
+            return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not true or false", s->key, v);
+        return TG_OK;
+    case OPT_ENUM:
+        if (!enum_has(s->values, v))
+            return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not one of %s", s->key, v,
+                            s->values);
+        return TG_OK;
+    }
+    return TG_OK;
+}
+
+tg_status tg_options_set(tg_options *o, const char *key, const char *value)
+{
+    int i = find_option(key);
+    if (i < 0)
+        return unknown_key(key);
+    if (!value)
+        return tg_error(TG_ERR_CONFIG, "option '%s': no value", key);
+    TG_TRY(check_value(&option_table[i], value));
+    char *copy = tg_strdup(value);
+    if (!copy)
+        return tg_error(TG_ERR_NOMEM, "option '%s': out of memory", key);
+    tg_free(o->values[i]);
+    o->values[i] = copy;
+    return TG_OK;
+}
+
+tg_status tg_options_set_int(tg_options *o, const char *key, int64_t value)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)value);
+    return tg_options_set(o, key, buf);
+}
+
+static const char *value_of(const tg_options *o, const char *key)
+{
+    int i = find_option(key);
+    if (i < 0)
+        return NULL;
+    return o && o->values[i] ? o->values[i] : option_table[i].def;
+}
+
+int64_t tg_options_get_int(const tg_options *o, const char *key)
+{
+    const char *v = value_of(o, key);
+    if (!v)
+        return 0;
+    if (!strcmp(v, "true"))
+        return 1;
+    if (!strcmp(v, "false"))
+        return 0;
+    return strtoll(v, NULL, 10);
+}
+
+double tg_options_get_float(const tg_options *o, const char *key)
+{
+    const char *v = value_of(o, key);
+    return v ? strtod(v, NULL) : 0.0;
+}
+
+const char *tg_options_get_string(const tg_options *o, const char *key)
+{
+    const char *v = value_of(o, key);
+    return v ? v : "";
+}

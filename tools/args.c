@@ -1,0 +1,130 @@
+/* tools/args.c - table-driven command-line flags with generated --help.
+ *
+ * Every subcommand describes its flags in one table; parsing, range checks,
+ * error messages and --help come from it, so they cannot disagree.
+ * Accepts "--flag value" and "--flag=value"; booleans take no value.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_print_help(const cli_command *cmd, FILE *out)
+{
+    fprintf(out, "%s\n\nusage: %s\n\noptions:\n", cmd->summary, cmd->usage);
+    int width = 0;
+    for (int i = 0; i < cmd->n_flags; i++) {
+        int w = (int)strlen(cmd->flags[i].name) + (cmd->flags[i].arg ? (int)strlen(cmd->flags[i].arg) + 1 : 0);
+        if (w > width)
+            width = w;
+    }
+    for (int i = 0; i < cmd->n_flags; i++) {
+        const cli_flag *f = &cmd->flags[i];
+        char left[96];
+        snprintf(left, sizeof left, "%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+        fprintf(out, "  %-*s  %s", width, left, f->help);
+        switch (f->type) {
+        case CLI_INT:
+            fprintf(out, " (default %lld)", (long long)*(int64_t *)f->value);
+            break;
+        case CLI_FLOAT:
+            fprintf(out, " (default %g)", *(double *)f->value);
+            break;
+        case CLI_STRING:
+            if (*(const char **)f->value)
+                fprintf(out, " (default %s)", *(const char **)f->value);
+            break;
+        case CLI_BOOL:
+            break;
+        }
+        fputc('\n', out);
+    }
+    fprintf(out, "  %-*s  %s\n", width, "--help", "show this help");
+    if (cmd->details)
+        fprintf(out, "\n%s\n", cmd->details);
+}
+
+static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case CLI_INT: {
+        long long x = strtoll(v, &end, 10);
+        if (!*v || *end || errno) {
+            fprintf(stderr, "tilegraph %s: %s expects an integer, not '%s'\n", cmd->name, f->name, v);
+            return -1;
+        }
+        if (f->min <= f->max && ((double)x < f->min || (double)x > f->max)) {
+            fprintf(stderr, "tilegraph %s: %s must be between %.0f and %.0f, not %lld\n", cmd->name,
+                    f->name, f->min, f->max, x);
+            return -1;
+        }
+        *(int64_t *)f->value = x;
+        return 0;
+    }
+    case CLI_FLOAT: {
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || !isfinite(x)) {
+            fprintf(stderr, "tilegraph %s: %s expects a number, not '%s'\n", cmd->name, f->name, v);
+            return -1;
+        }
+        if (f->min <= f->max && (x < f->min || x > f->max)) {
+            fprintf(stderr, "tilegraph %s: %s must be between %g and %g, not %g\n", cmd->name,
+                    f->name, f->min, f->max, x);
+            return -1;
+        }
+        *(double *)f->value = x;
+        return 0;
+    }
+    case CLI_STRING:
+        *(const char **)f->value = v;
+        return 0;
+    case CLI_BOOL:
+        *(bool *)f->value = true;
+        return 0;
+    }
+    return -1;
+}
+
+int cli_parse(const cli_command *cmd, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cli_print_help(cmd, stdout);
+            return 1;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_flag *f = NULL;
+        for (int k = 0; k < cmd->n_flags && !f; k++)
+            if (strlen(cmd->flags[k].name) == len && strncmp(cmd->flags[k].name, a, len) == 0)
+                f = &cmd->flags[k];
+        if (!f) {
+            fprintf(stderr, "tilegraph %s: unknown option '%.*s' (see tilegraph %s --help)\n",
+                    cmd->name, (int)len, a, cmd->name);
+            return -1;
+        }
+        const char *v = NULL;
+        if (f->type == CLI_BOOL) {
+            if (eq) {
+                fprintf(stderr, "tilegraph %s: %s takes no value\n", cmd->name, f->name);
+                return -1;
+            }
+        } else if (eq) {
+            v = eq + 1;
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        } else {
+            fprintf(stderr, "tilegraph %s: %s needs a value (%s)\n", cmd->name, f->name,
+                    f->arg ? f->arg : "value");
+            return -1;
+        }
+        if (set_value(cmd, f, v ? v : "") != 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* tools/cli.h - shared pieces of the `tilegraph` command: flag tables,
+ * progress bars, number formatting, and the subcommands' entry points. */
+#ifndef TG_TOOLS_CLI_H
+#define TG_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- flags ------------------------------------------------------------------- */
+
+typedef enum { CLI_INT, CLI_FLOAT, CLI_STRING, CLI_BOOL } cli_type;
+
+typedef struct cli_flag {
+    const char *name; /* "--epochs" */
+    cli_type type;
+    void *value;      /* int64_t*, double*, const char**, bool* */
+    const char *arg;  /* placeholder in help: "N" */
+    const char *help;
+    double min, max;  /* CLI_INT / CLI_FLOAT limits (min > max: none) */
+} cli_flag;
+
+typedef struct cli_command {
+    const char *name;    /* "train" */
+    const char *summary; /* one line */
+    const char *usage;   /* "tilegraph train [options]" */
+    const char *details; /* paragraph after the flags, or NULL */
+    cli_flag *flags;
+    int n_flags;
+} cli_command;
+
+/* Parse argv (after the subcommand name). Returns 0 on success, 1 if --help
+ * was printed, -1 on an error (printed to stderr, naming the flag). */
+int cli_parse(const cli_command *cmd, int argc, char **argv);
+void cli_print_help(const cli_command *cmd, FILE *out);
+
+/* ---- output ------------------------------------------------------------------ */
+
+/* "1.5 KiB", "12.0 MiB" */
+char *cli_bytes(double bytes, char *buf, size_t cap);
+/* "850 ns", "12.3 ms", "4.50 s", "2 min 05 s" */
+char *cli_duration(double seconds, char *buf, size_t cap);
+double cli_now(void);
+
+typedef struct cli_progress {
+    const char *label;
+    int64_t total, done;
+    double start, last_draw;
+    bool tty, enabled;
+    char status[160];
+} cli_progress;
+
+void cli_progress_start(cli_progress *p, const char *label, int64_t total, bool enabled);
+/* Advance to `done` and show `status` ("loss 0.41 | acc 86.2% | 9.1k samples/s"). */
+void cli_progress_update(cli_progress *p, int64_t done, const char *status);
+void cli_progress_finish(cli_progress *p, const char *status);
+
+/* ---- subcommands ---------------------------------------------------------------- */
+
+int cmd_train(int argc, char **argv);
+int cmd_infer(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+
+#endif
