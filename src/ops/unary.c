@@ -1,0 +1,308 @@
+/* ops/unary.c - elementwise activations and their derivatives: RELU, GELU
+ * (exact erf form, PyTorch's default), SIGMOID, TANH, the _BWD ops that
+ * apply their derivatives, and SCALE (x * scale + shift).
+ *
+ * Backward ops take (dy, x) when the derivative needs the input (RELU_BWD,
+ * GELU_BWD) and (dy, y) when the output is enough (SIGMOID_BWD, TANH_BWD),
+ * so sigmoid and tanh need not keep their input alive for the backward pass.
+ *
+ * Params: SCALE: p.f[0] = scale, p.f[1] = shift. GELU_BWD: p.i[0] = order k,
+ * computing dy * gelu^(k+1)(x): order 0 is the gradient of gelu, order 1
+ * (dy * gelu''(x)) exists so that GELU_BWD itself has a gradient rule.
+ */
+#include "ops/broadcast.h"
+
+#include "core/error.h"
+
+#include <math.h>
+
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT_2PI 0.39894228040143267794
+
+/* ---- shape rules ---------------------------------------------------------------- */
+
+static tg_status infer_unary(tg_tensor *node)
+{
+    if (node->n_in != 1)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
+    if (node->in[0]->dtype != TG_F32)
+        return tg_error(TG_ERR_DTYPE, "input '%s' is %s; this op takes f32", node->in[0]->name,
+                        tg_dtype_name(node->in[0]->dtype));
+    node->dtype = TG_F32;
+    node->shape = node->in[0]->shape;
+    return TG_OK;
+}
+
+static tg_status infer_bwd(tg_tensor *node)
+{
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy and x or y), got %d", node->n_in);
+    for (int k = 0; k < 2; k++)
+        if (node->in[k]->dtype != TG_F32)
+            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; this op takes f32", k,
+                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
+    if (!tg_shape_equal(node->in[0]->shape, node->in[1]->shape)) {
+        char a[96], b[96];
+        return tg_error(TG_ERR_SHAPE, "dy %s and its operand %s differ in shape",
+                        tg_shape_str(node->in[0]->shape, a, sizeof a),
+                        tg_shape_str(node->in[1]->shape, b, sizeof b));
+    }
+    if (node->op == TG_OP_GELU_BWD && (node->p.i[0] < 0 || node->p.i[0] > 1))
+        return tg_error(TG_ERR_UNSUPPORTED, "derivative order %lld of gelu (only 1 and 2 exist)",
+                        (long long)node->p.i[0] + 1);
+    node->dtype = TG_F32;
+    node->shape = node->in[0]->shape;
+    return TG_OK;
+}
+
+/* FLOPs per element; a transcendental (exp, erf, tanh) counts as 4. */
+static double per_elem(const tg_tensor *node)
+{
+    switch (node->op) {
+    case TG_OP_RELU: return 1;
+    case TG_OP_RELU_BWD: return 1;
+    case TG_OP_GELU: return 8;
+    case TG_OP_GELU_BWD: return 14;
+    case TG_OP_SIGMOID: return 6;
+    case TG_OP_SIGMOID_BWD: return 3;
+    case TG_OP_TANH: return 4;
+    case TG_OP_TANH_BWD: return 3;
+    case TG_OP_SCALE: return 2;
+    default: return 1;
+    }
+}
+
+static double flops(const tg_tensor *node) { return per_elem(node) * (double)tg_numel(node); }
+
+/* ---- fast kernels ------------------------------------------------------------------ */
+
+typedef struct map_job {
+    tg_op op;
+    const float *x, *y; /* y: second input of the _BWD ops */
+    float *out;
+    float s, b;  /* SCALE */
+    int order;   /* GELU_BWD */
+} map_job;
+
+static void map_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const map_job *j = ctx;
+    const float *x = j->x + begin, *y = j->y + begin;
+    float *o = j->out + begin;
+    int64_t n = end - begin;
+    const float r2 = (float)INV_SQRT2, r2pi = (float)INV_SQRT_2PI;
+    switch (j->op) {
+    case TG_OP_RELU:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] > 0.0f ? x[q] : 0.0f;
+        break;
+    case TG_OP_RELU_BWD: /* x = dy, y = forward input */
+        for (int64_t q = 0; q < n; q++)
+            o[q] = y[q] > 0.0f ? x[q] : 0.0f;
+        break;
+    case TG_OP_GELU:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = 0.5f * x[q] * (1.0f + erff(x[q] * r2));
+        break;
+    case TG_OP_GELU_BWD:
+        for (int64_t q = 0; q < n; q++) {
+            float v = y[q], pdf = r2pi * expf(-0.5f * v * v);
+            o[q] = j->order == 0 ? x[q] * (0.5f * (1.0f + erff(v * r2)) + v * pdf)
+                                 : x[q] * pdf * (2.0f - v * v);
+        }
+        break;
+    case TG_OP_SIGMOID:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = 1.0f / (1.0f + expf(-x[q]));
+        break;
+    case TG_OP_SIGMOID_BWD:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] * y[q] * (1.0f - y[q]);
+        break;
+    case TG_OP_TANH:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = tanhf(x[q]);
+        break;
+    case TG_OP_TANH_BWD:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] * (1.0f - y[q] * y[q]);
+        break;
+    case TG_OP_SCALE:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] * j->s + j->b;
+        break;
+    default: break;
+    }
+}
+
+static void fwd_map(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    map_job j = {.op = node->op, .x = a->in[0], .out = a->out};
+    j.y = node->n_in > 1 ? a->in[1] : a->in[0];
+    j.s = node->p.f[0];
+    j.b = node->p.f[1];
+    j.order = (int)node->p.i[0];
+    int64_t n = tg_numel(node);
+    tg_par_for(a->pool, n, n, map_range, &j);
+}
+
+/* ---- reference kernels ---------------------------------------------------------------- */
+
+static void ref_map(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    const double *x = a->in[0], *y = node->n_in > 1 ? a->in[1] : a->in[0];
+    double s = node->p.f[0], b = node->p.f[1];
+    int order = (int)node->p.i[0];
+    int64_t n = tg_numel(node);
+    for (int64_t k = 0; k < n; k++) {
+        double v = y[k], r;
+        switch (node->op) {
+        case TG_OP_RELU: r = x[k] > 0 ? x[k] : 0; break;
+        case TG_OP_RELU_BWD: r = v > 0 ? x[k] : 0; break;
+        case TG_OP_GELU: r = 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2)); break;
+        case TG_OP_GELU_BWD: {
+            double pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
+            r = order == 0 ? x[k] * (0.5 * (1 + erf(v * INV_SQRT2)) + v * pdf)
+                           : x[k] * pdf * (2 - v * v);
+            break;
+        }
+        case TG_OP_SIGMOID: r = 1 / (1 + exp(-x[k])); break;
+        case TG_OP_SIGMOID_BWD: r = x[k] * v * (1 - v); break;
+        case TG_OP_TANH: r = tanh(x[k]); break;
+        case TG_OP_TANH_BWD: r = x[k] * (1 - v * v); break;
+        case TG_OP_SCALE: r = x[k] * s + b; break;
+        default: r = 0; break;
+        }
+        a->out[k] = r;
+    }
+}
+
+/* ---- builders ------------------------------------------------------------------------ */
+
+static tg_tensor *unary(tg_graph *g, tg_op op, tg_tensor *x, const tg_node_params *p)
+{
+    return tg_node_create(g, op, 1, &x, p);
+}
+
+static tg_tensor *bwd_op(tg_graph *g, tg_op op, tg_tensor *dy, tg_tensor *xy, int order)
+{
+    tg_node_params p = {0};
+    p.i[0] = order;
+    return tg_node_create(g, op, 2, (tg_tensor *[]){dy, xy}, &p);
+}
+
+tg_tensor *tg_relu(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_RELU, x, NULL); }
+tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_GELU, x, NULL); }
+tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_SIGMOID, x, NULL); }
+tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_TANH, x, NULL); }
+
+tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift)
+{
+    tg_node_params p = {0};
+    p.f[0] = scale;
+    p.f[1] = shift;
+    return unary(g, TG_OP_SCALE, x, &p);
+}
+
+/* ---- gradient rules --------------------------------------------------------------------- */
+
+static tg_status bwd_relu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din)
+{
+    din[0] = bwd_op(g, TG_OP_RELU_BWD, dout, node->in[0], 0);
+    return TG_OK;
+}
+
+/* relu_bwd(dy, x) is linear in dy; its derivative in x is 0 almost everywhere. */
+static tg_status bwd_relu_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                              tg_tensor **din)
+{
+    if (need[0])
+        din[0] = bwd_op(g, TG_OP_RELU_BWD, dout, node->in[1], 0);
+    return TG_OK;
+}
+
+static tg_status bwd_gelu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din)
+{
+    din[0] = bwd_op(g, TG_OP_GELU_BWD, dout, node->in[0], 0);
+    return TG_OK;
+}
+
+/* gelu_bwd_k(dy, x) = dy * gelu^(k+1)(x): linear in dy; in x it is
+ * dy * gelu^(k+2)(x), the next order. */
+static tg_status bwd_gelu_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                              tg_tensor **din)
+{
+    int order = (int)node->p.i[0];
+    tg_tensor *dy = node->in[0], *x = node->in[1];
+    if (need[0])
+        din[0] = bwd_op(g, TG_OP_GELU_BWD, dout, x, order);
+    if (need[1]) {
+        if (order >= 1)
+            return tg_error(TG_ERR_UNSUPPORTED, "%s: derivative order %d of gelu is not available",
+                            node->name, order + 3);
+        din[1] = bwd_op(g, TG_OP_GELU_BWD, tg_mul(g, dout, dy), x, order + 1);
+    }
+    return TG_OK;
+}
+
+static tg_status bwd_sigmoid(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                             tg_tensor **din)
+{
+    din[0] = bwd_op(g, TG_OP_SIGMOID_BWD, dout, node, 0);
+    return TG_OK;
+}
+
+/* dy * y * (1 - y): in y the derivative is dy * (1 - 2y). */
+static tg_status bwd_sigmoid_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                 tg_tensor **din)
+{
+    tg_tensor *dy = node->in[0], *y = node->in[1];
+    if (need[0])
+        din[0] = bwd_op(g, TG_OP_SIGMOID_BWD, dout, y, 0);
+    if (need[1])
+        din[1] = tg_mul(g, tg_mul(g, dout, dy), tg_scale(g, y, -2.0f, 1.0f));
+    return TG_OK;
+}
+
+static tg_status bwd_tanh(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din)
+{
+    din[0] = bwd_op(g, TG_OP_TANH_BWD, dout, node, 0);
+    return TG_OK;
+}
+
+/* dy * (1 - y^2): in y the derivative is dy * (-2y). */
+static tg_status bwd_tanh_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                              tg_tensor **din)
+{
+    tg_tensor *dy = node->in[0], *y = node->in[1];
+    if (need[0])
+        din[0] = bwd_op(g, TG_OP_TANH_BWD, dout, y, 0);
+    if (need[1])
+        din[1] = tg_mul(g, tg_mul(g, dout, dy), tg_scale(g, y, -2.0f, 0.0f));
+    return TG_OK;
+}
+
+static tg_status bwd_scale(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                           tg_tensor **din)
+{
+    din[0] = tg_scale(g, dout, node->p.f[0], 0.0f);
+    return TG_OK;
+}
+
+#define UNARY_DEF(E, NAME, INFER, BWD) \
+    const tg_op_def tg_opdef_##E = {NAME, INFER, flops, NULL, fwd_map, ref_map, BWD}
+
+UNARY_DEF(RELU, "relu", infer_unary, bwd_relu);
+UNARY_DEF(RELU_BWD, "relu_bwd", infer_bwd, bwd_relu_bwd);
+UNARY_DEF(GELU, "gelu", infer_unary, bwd_gelu);
+UNARY_DEF(GELU_BWD, "gelu_bwd", infer_bwd, bwd_gelu_bwd);
+UNARY_DEF(SIGMOID, "sigmoid", infer_unary, bwd_sigmoid);
+UNARY_DEF(SIGMOID_BWD, "sigmoid_bwd", infer_bwd, bwd_sigmoid_bwd);
+UNARY_DEF(TANH, "tanh", infer_unary, bwd_tanh);
+UNARY_DEF(TANH_BWD, "tanh_bwd", infer_bwd, bwd_tanh_bwd);
+UNARY_DEF(SCALE, "scale", infer_unary, bwd_scale);

@@ -1,0 +1,172 @@
+/* tests/ops/test_unary.c - RELU, GELU, SIGMOID, TANH, their _BWD ops and
+ * SCALE: gradients (first and second order) against finite differences,
+ * fast kernels against the reference, and values from PyTorch. */
+#include "tg_test.h"
+
+#include "ops/op.h"
+#include "runtime/interp.h"
+
+#include <string.h>
+
+typedef struct {
+    tg_op op;
+    tg_shape shape;
+    bool second; /* differentiate the _BWD op itself (dy and x/y are parameters) */
+} un_case;
+
+static tg_tensor *apply(tg_graph *g, tg_op op, tg_tensor *x)
+{
+    switch (op) {
+    case TG_OP_RELU: return tg_relu(g, x);
+    case TG_OP_GELU: return tg_gelu(g, x);
+    case TG_OP_SIGMOID: return tg_sigmoid(g, x);
+    case TG_OP_TANH: return tg_tanh(g, x);
+    default: return tg_scale(g, x, -1.5f, 0.25f);
+    }
+}
+
+static tg_tensor *build_unary(tg_graph *g, void *ctx)
+{
+    const un_case *c = ctx;
+    tg_init u = {TG_INIT_UNIFORM, -2, 2};
+    if (!c->second)
+        return apply(g, c->op, tg_param(g, "x", c->shape, u));
+    /* out = op_bwd(dy, x or y): build it through the public op so the node
+     * is exactly what autodiff makes, then use it as the output. */
+    tg_tensor *dy = tg_param(g, "dy", c->shape, u);
+    /* relu_bwd has no gradient in x (0 almost everywhere): x is an input */
+    tg_tensor *x = c->op == TG_OP_RELU ? tg_input(g, "x", TG_F32, c->shape)
+                                       : tg_param(g, "x", c->shape, u);
+    tg_op bwd = c->op + 1; /* X_BWD follows X in op_list.h */
+    /* sigmoid/tanh backward take y in (0,1)/(-1,1): feed the forward output */
+    tg_tensor *xy = c->op == TG_OP_SIGMOID || c->op == TG_OP_TANH ? apply(g, c->op, x) : x;
+    tg_node_params p = {0};
+    return tg_node_create(g, bwd, 2, (tg_tensor *[]){dy, xy}, &p);
+}
+
+static const tg_op ops[] = {TG_OP_RELU, TG_OP_GELU, TG_OP_SIGMOID, TG_OP_TANH, TG_OP_SCALE};
+
+static void test_gradcheck(void)
+{
+    for (int o = 0; o < 5; o++) {
+        un_case c = {ops[o], tg_shape3(2, 3, 5), false};
+        tg_gradcheck(tg_op_name(c.op), build_unary, &c, (tg_check_opts){0});
+        if (c.op == TG_OP_SCALE)
+            continue;
+        c.second = true;
+        char label[64];
+        snprintf(label, sizeof label, "%s second order", tg_op_name(c.op));
+        tg_gradcheck(label, build_unary, &c, (tg_check_opts){0});
+    }
+}
+
+static void test_kernels(void)
+{
+    for (int o = 0; o < 5; o++)
+        for (int big = 0; big <= 1; big++)
+            for (int second = 0; second <= (ops[o] != TG_OP_SCALE); second++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    /* the big shape (40000 elements) takes the pool path */
+                    un_case c = {ops[o], big ? tg_shape2(200, 200) : tg_shape2(7, 9), second};
+                    char label[64];
+                    snprintf(label, sizeof label, "%s%s%s", tg_op_name(c.op),
+                             second ? " second order" : "", big ? " large" : "");
+                    /* The harness's loss sums all 40000 products out * r; float
+                     * rounding of that cancelling sum exceeds 2e-5 relative,
+                     * so the large cases get a looser (still bug-catching) bound. */
+                    tg_check_kernels(label, build_unary, &c, threads, big ? 1e-3 : 2e-5,
+                                     (tg_check_opts){0});
+                }
+}
+
+/* Values of the exact formulas PyTorch uses (erf GELU), computed in float64
+ * with Python's math module. */
+static void test_values(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(5));
+    tg_tensor *dy = tg_input(g, "dy", TG_F32, tg_shape1(5));
+    tg_tensor *outs[5];
+    for (int o = 0; o < 5; o++)
+        outs[o] = apply(g, ops[o], x);
+    tg_tensor *gelu_bwd =
+        tg_node_create(g, TG_OP_GELU_BWD, 2, (tg_tensor *[]){dy, x}, &(tg_node_params){0});
+    tg_tensor *relu_bwd =
+        tg_node_create(g, TG_OP_RELU_BWD, 2, (tg_tensor *[]){dy, x}, &(tg_node_params){0});
+    TG_CHECK_OK(tg_graph_status(g));
+    const double xv[5] = {-2, -0.5, 0, 0.5, 3};
+    const double want[5][5] = {
+        {0, 0, 0, 0.5, 3},
+        {-0.04550026389635842, -0.15426876936299344, 0, 0.34573123063700656, 2.99595030590511},
+        {0.11920292202211755, 0.3775406687981454, 0.5, 0.6224593312018546, 0.9525741268224334},
+        {-0.9640275800758169, -0.46211715726000974, 0, 0.46211715726000974, 0.9950547536867305},
+        {3.25, 1, 0.25, -0.5, -4.25},
+    };
+    /* d gelu / dx at xv, times dy = 1 */
+    const double want_gelu_grad[5] = {-0.08523180107819692, 0.13250487534383712, 0.5,
+                                      0.8674951246561629, 1.011945647204184};
+    for (int threads = 1; threads <= 2; threads++) {
+        tg_pool *pool = tg_pool_create(threads);
+        float xf[5], dyf[5] = {1, 1, 1, 1, 1}, out[5];
+        for (int k = 0; k < 5; k++)
+            xf[k] = (float)xv[k];
+        for (int o = 0; o < 5; o++) {
+            tg_kernel_args a = {.node = outs[o], .in = {xf}, .out = out, .pool = pool};
+            tg_op_get(outs[o]->op)->forward(&a);
+            for (int k = 0; k < 5; k++)
+                TG_CHECK_NEAR(out[k], want[o][k], 2e-7 * (1 + fabs(want[o][k])));
+        }
+        tg_kernel_args a = {.node = gelu_bwd, .in = {dyf, xf}, .out = out, .pool = pool};
+        tg_op_get(TG_OP_GELU_BWD)->forward(&a);
+        for (int k = 0; k < 5; k++)
+            TG_CHECK_NEAR(out[k], want_gelu_grad[k], 3e-7);
+        a.node = relu_bwd;
+        tg_op_get(TG_OP_RELU_BWD)->forward(&a);
+        const double want_relu_grad[5] = {0, 0, 0, 1, 1}; /* 0 at x = 0, as PyTorch */
+        for (int k = 0; k < 5; k++)
+            TG_CHECK_NEAR(out[k], want_relu_grad[k], 0);
+        tg_pool_destroy(pool);
+    }
+    /* the reference kernels give the same values in double */
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_interp_create(g, 1, &ip));
+    memcpy(tg_interp_data(ip, x), xv, sizeof xv);
+    TG_CHECK_OK(tg_interp_run(ip, 0));
+    for (int o = 0; o < 5; o++)
+        for (int k = 0; k < 5; k++)
+            TG_CHECK_NEAR(tg_interp_data(ip, outs[o])[k], want[o][k], 1e-12);
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+}
+
+static void test_bad_inputs(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    TG_CHECK(tg_relu(g, l) == NULL);
+    TG_CHECK(tg_graph_status(g) == TG_ERR_DTYPE);
+    TG_CHECK(strstr(tg_graph_error(g), "relu: input 'labels' is i32") != NULL);
+    tg_graph_destroy(g);
+
+    g = tg_graph_create();
+    tg_tensor *a = tg_input(g, "a", TG_F32, tg_shape1(4));
+    tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape1(5));
+    TG_CHECK(tg_node_create(g, TG_OP_TANH_BWD, 2, (tg_tensor *[]){a, b}, NULL) == NULL);
+    TG_CHECK(tg_graph_status(g) == TG_ERR_SHAPE);
+    TG_CHECK(strstr(tg_graph_error(g), "tanh_bwd: dy [4] and its operand [5] differ") != NULL);
+    tg_graph_destroy(g);
+
+    g = tg_graph_create();
+    TG_CHECK(tg_sigmoid(g, NULL) == NULL);
+    TG_CHECK(tg_graph_status(g) == TG_ERR_INVALID_ARG);
+    tg_graph_destroy(g);
+}
+
+int main(void)
+{
+    TG_RUN(test_values);
+    TG_RUN(test_bad_inputs);
+    TG_RUN(test_gradcheck);
+    TG_RUN(test_kernels);
+    return tg_test_finish();
+}
