@@ -1,0 +1,347 @@
+/* ops/matmul.c - MATMUL (batched, optional transposes) and LINEAR (x w^T + b).
+ *
+ * MATMUL: a [..., M, K] (or [..., K, M] with trans_a) times b [..., K, N]
+ * (or [..., N, K] with trans_b) gives [..., M, N]. Operand modes, by which
+ * inputs carry the batch dims (all dims but the last two):
+ *   - both, with equal batch dims: one product per batch element;
+ *   - only a (b 2-D): b is shared by every batch element;
+ *   - only b (a 2-D): a is shared (made by gradient rules);
+ *   - both, with p.i[2] ("sum") set: the products are summed over the batch
+ *     and the output is 2-D [M, N] (the gradient of a shared operand).
+ * Params: p.i[0] = trans_a, p.i[1] = trans_b, p.i[2] = sum over batch.
+ * With these four modes the gradient of every mode is again a MATMUL, so the
+ * gradient rules close on themselves (higher derivatives work).
+ *
+ * Gradients: with opA = op(A), dopA = dC opB^T and dopB = opA^T dC, each
+ * written as a single MATMUL with the transposes folded into the flags. The
+ * input gradient and the weight gradient are separate ops (as llm.c keeps
+ * them), so a scheduler may run them apart.
+ *
+ * LINEAR: x [..., in], w [out, in] (PyTorch's layout), optional b [out]:
+ * out = x w^T + b, the bias written first and the GEMM accumulated onto it.
+ *
+ * Fast kernels are OpenBLAS sgemm, single-threaded per call and split over
+ * the device's pool by us (ops/blas.h).
+ */
+#include "ops/blas.h"
+#include "ops/op.h"
+
+#include "core/error.h"
+
+#include <string.h>
+
+/* ---- MATMUL geometry ------------------------------------------------------------ */
+
+typedef struct mm_dims {
+    int64_t batch;      /* number of products */
+    int64_t M, N, K;
+    bool ta, tb, sum;
+    bool a_batched, b_batched;
+} mm_dims;
+
+static mm_dims mm_get(const tg_tensor *node)
+{
+    const tg_tensor *a = node->in[0], *b = node->in[1];
+    mm_dims d;
+    d.ta = node->p.i[0] != 0;
+    d.tb = node->p.i[1] != 0;
+    d.sum = node->p.i[2] != 0;
+    int na = a->shape.ndim, nb = b->shape.ndim;
+    d.M = d.ta ? a->shape.dim[na - 1] : a->shape.dim[na - 2];
+    d.K = d.ta ? a->shape.dim[na - 2] : a->shape.dim[na - 1];
+    d.N = d.tb ? b->shape.dim[nb - 2] : b->shape.dim[nb - 1];
+    d.a_batched = na > 2;
+    d.b_batched = nb > 2;
+    const tg_tensor *bt = d.a_batched ? a : b;
+    d.batch = 1;
+    for (int i = 0; i < bt->shape.ndim - 2; i++)
+        d.batch *= bt->shape.dim[i];
+    return d;
+}
+
+static tg_status infer_matmul(tg_tensor *node)
+{
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs, got %d", node->n_in);
+    const tg_tensor *a = node->in[0], *b = node->in[1];
+    char sa[96], sb[96];
+    tg_shape_str(a->shape, sa, sizeof sa);
+    tg_shape_str(b->shape, sb, sizeof sb);
+    for (int k = 0; k < 2; k++)
+        if (node->in[k]->dtype != TG_F32)
+            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; matmul takes f32", k,
+                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
+    if (a->shape.ndim < 2 || b->shape.ndim < 2)
+        return tg_error(TG_ERR_SHAPE, "a %s and b %s: both need at least 2 dimensions", sa, sb);
+    mm_dims d = mm_get(node);
+    int64_t kb = d.tb ? b->shape.dim[b->shape.ndim - 1] : b->shape.dim[b->shape.ndim - 2];
+    if (d.K != kb)
+        return tg_error(TG_ERR_SHAPE,
+                        "a %s%s and b %s%s: inner dimensions %lld and %lld differ", sa,
+                        d.ta ? " (transposed)" : "", sb, d.tb ? " (transposed)" : "",
+                        (long long)d.K, (long long)kb);
+    if (d.a_batched && d.b_batched) {
+        bool same = a->shape.ndim == b->shape.ndim;
+        for (int i = 0; same && i < a->shape.ndim - 2; i++)
+            same = a->shape.dim[i] == b->shape.dim[i];
+        if (!same)
+            return tg_error(TG_ERR_SHAPE,
+                            "a %s and b %s: batch dimensions differ (they must be equal, or b "
+                            "must be 2-D)",
+                            sa, sb);
+    }
+    if (d.sum && !(d.a_batched && d.b_batched))
+        return tg_error(TG_ERR_INVALID_ARG, "a %s and b %s: summing over the batch needs both "
+                        "operands batched", sa, sb);
+    node->dtype = TG_F32;
+    if (d.sum) {
+        node->shape = tg_shape2(d.M, d.N);
+        return TG_OK;
+    }
+    const tg_tensor *bt = d.a_batched ? a : b;
+    tg_shape s = bt->shape;
+    s.dim[s.ndim - 2] = d.M;
+    s.dim[s.ndim - 1] = d.N;
+    node->shape = s;
+    return TG_OK;
+}
+
+static double flops_matmul(const tg_tensor *node)
+{
+    mm_dims d = mm_get(node);
+    return 2.0 * (double)d.batch * (double)d.M * (double)d.N * (double)d.K;
+}
+
+/* ---- MATMUL kernels ------------------------------------------------------------- */
+
+typedef struct mm_job {
+    mm_dims d;
+    const float *a, *b;
+    float *c;
+} mm_job;
+
+/* One thread per range of batch elements. */
+static void mm_batches(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const mm_job *j = ctx;
+    const mm_dims *d = &j->d;
+    int lda = (int)(d->ta ? d->M : d->K), ldb = (int)(d->tb ? d->K : d->N);
+    for (int64_t i = begin; i < end; i++)
+        tg_sgemm(d->ta, d->tb, (int)d->M, (int)d->N, (int)d->K, 1.0f,
+                 j->a + (d->a_batched ? i * d->M * d->K : 0), lda,
+                 j->b + (d->b_batched ? i * d->K * d->N : 0), ldb, 0.0f,
+                 j->c + i * d->M * d->N, (int)d->N);
+}
+
+/* Summed mode: each thread owns a block of 16-row groups of C and accumulates
+ * every batch element into it, so no partial sums need merging. */
+static void mm_sum_rows(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const mm_job *j = ctx;
+    const mm_dims *d = &j->d;
+    int lda = (int)(d->ta ? d->M : d->K), ldb = (int)(d->tb ? d->K : d->N);
+    int64_t lo = begin * 16, hi = end * 16 < d->M ? end * 16 : d->M;
+    for (int64_t i = 0; i < d->batch; i++) {
+        const float *a = j->a + i * d->M * d->K;
+        a += d->ta ? lo : lo * d->K;
+        tg_sgemm(d->ta, d->tb, (int)(hi - lo), (int)d->N, (int)d->K, 1.0f, a, lda,
+                 j->b + i * d->K * d->N, ldb, i ? 1.0f : 0.0f, j->c + lo * d->N, (int)d->N);
+    }
+}
+
+static void fwd_matmul(const tg_kernel_args *a)
+{
+    mm_job j = {mm_get(a->node), a->in[0], a->in[1], a->out};
+    const mm_dims *d = &j.d;
+    int T = tg_pool_threads(a->pool);
+    if (d->K == 0) {
+        memset(a->out, 0, tg_nbytes(a->node));
+        return;
+    }
+    if (d->a_batched && !d->b_batched && !d->ta) {
+        /* a shared b: the batch is just more rows of one GEMM */
+        tg_sgemm_pool(a->pool, false, d->tb, (int)(d->batch * d->M), (int)d->N, (int)d->K, 1.0f,
+                      j.a, (int)d->K, j.b, (int)(d->tb ? d->K : d->N), 0.0f, j.c, (int)d->N);
+    } else if (d->sum) {
+        if (T > 1 && d->M >= 32 && flops_matmul(a->node) > 2e6)
+            tg_pool_for(a->pool, (d->M + 15) / 16, mm_sum_rows, &j);
+        else
+            mm_sum_rows(&j, 0, (d->M + 15) / 16, 0);
+    } else if (d->batch >= T || flops_matmul(a->node) < 2e6) {
+        tg_pool_for(T > 1 && d->batch > 1 ? a->pool : NULL, d->batch, mm_batches, &j);
+    } else {
+        int lda = (int)(d->ta ? d->M : d->K), ldb = (int)(d->tb ? d->K : d->N);
+        for (int64_t i = 0; i < d->batch; i++)
+            tg_sgemm_pool(a->pool, d->ta, d->tb, (int)d->M, (int)d->N, (int)d->K, 1.0f,
+                          j.a + (d->a_batched ? i * d->M * d->K : 0), lda,
+                          j.b + (d->b_batched ? i * d->K * d->N : 0), ldb, 0.0f,
+                          j.c + i * d->M * d->N, (int)d->N);
+    }
+}
+
+static void ref_matmul(const tg_ref_args *a)
+{
+    mm_dims d = mm_get(a->node);
+    int64_t M = d.M, N = d.N, K = d.K;
+    int64_t n_out = d.sum ? M * N : d.batch * M * N;
+    for (int64_t i = 0; i < n_out; i++)
+        a->out[i] = 0;
+    for (int64_t bi = 0; bi < d.batch; bi++) {
+        const double *A = a->in[0] + (d.a_batched ? bi * M * K : 0);
+        const double *B = a->in[1] + (d.b_batched ? bi * K * N : 0);
+        double *C = a->out + (d.sum ? 0 : bi * M * N);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (d.ta ? A[k * M + m] : A[m * K + k]) * (d.tb ? B[n * K + k] : B[k * N + n]);
+                C[m * N + n] += s;
+            }
+    }
+}
+
+/* ---- MATMUL builders and gradient ----------------------------------------------------- */
+
+static tg_tensor *matmul_op(tg_graph *g, tg_tensor *a, tg_tensor *b, bool ta, bool tb, bool sum)
+{
+    tg_node_params p = {0};
+    p.i[0] = ta;
+    p.i[1] = tb;
+    p.i[2] = sum;
+    return tg_node_create(g, TG_OP_MATMUL, 2, (tg_tensor *[]){a, b}, &p);
+}
+
+tg_tensor *tg_matmul(tg_graph *g, tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b)
+{
+    return matmul_op(g, a, b, trans_a, trans_b, false);
+}
+
+/* x y (with flags), summed over the batch when the target is 2-D but both
+ * factors are batched. */
+static tg_tensor *product_for(tg_graph *g, const tg_tensor *target, tg_tensor *x, tg_tensor *y,
+                              bool tx, bool ty)
+{
+    bool sum = target->shape.ndim == 2 && x->shape.ndim > 2 && y->shape.ndim > 2;
+    return matmul_op(g, x, y, tx, ty, sum);
+}
+
+static tg_status bwd_matmul(tg_graph *g, tg_tensor *node, tg_tensor *dc, const bool *need,
+                            tg_tensor **din)
+{
+    tg_tensor *A = node->in[0], *B = node->in[1];
+    bool ta = node->p.i[0] != 0, tb = node->p.i[1] != 0;
+    if (need[0]) /* dopA = dC opB^T */
+        din[0] = ta ? product_for(g, A, B, dc, tb, true) : product_for(g, A, dc, B, false, !tb);
+    if (need[1]) /* dopB = opA^T dC */
+        din[1] = tb ? product_for(g, B, dc, A, true, ta) : product_for(g, B, A, dc, !ta, false);
+    return TG_OK;
+}
+
+const tg_op_def tg_opdef_MATMUL = {"matmul",   infer_matmul, flops_matmul, NULL,
+                                   fwd_matmul, ref_matmul,   bwd_matmul};
+
+/* ---- LINEAR ------------------------------------------------------------------------- */
+
+static tg_status infer_linear(tg_tensor *node)
+{
+    if (node->n_in != 2 && node->n_in != 3)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 or 3 inputs (x, w, bias), got %d",
+                        node->n_in);
+    for (int k = 0; k < node->n_in; k++)
+        if (node->in[k]->dtype != TG_F32)
+            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; linear takes f32", k,
+                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
+    const tg_tensor *x = node->in[0], *w = node->in[1];
+    char sx[96], sw[96], sbias[96];
+    tg_shape_str(x->shape, sx, sizeof sx);
+    tg_shape_str(w->shape, sw, sizeof sw);
+    if (x->shape.ndim < 2)
+        return tg_error(TG_ERR_SHAPE, "x %s must have at least 2 dimensions ([N, in])", sx);
+    if (w->shape.ndim != 2)
+        return tg_error(TG_ERR_SHAPE, "weight %s must be 2-D [out, in]", sw);
+    int64_t in = x->shape.dim[x->shape.ndim - 1];
+    if (w->shape.dim[1] != in)
+        return tg_error(TG_ERR_SHAPE, "x %s has %lld input features but weight %s expects %lld",
+                        sx, (long long)in, sw, (long long)w->shape.dim[1]);
+    if (node->n_in == 3) {
+        const tg_tensor *b = node->in[2];
+        if (b->shape.ndim != 1 || b->shape.dim[0] != w->shape.dim[0])
+            return tg_error(TG_ERR_SHAPE, "bias %s must be [%lld] for weight %s",
+                            tg_shape_str(b->shape, sbias, sizeof sbias),
+                            (long long)w->shape.dim[0], sw);
+    }
+    node->dtype = TG_F32;
+    node->shape = x->shape;
+    node->shape.dim[node->shape.ndim - 1] = w->shape.dim[0];
+    return TG_OK;
+}
+
+static double flops_linear(const tg_tensor *node)
+{
+    const tg_tensor *w = node->in[1];
+    double rows = (double)tg_numel(node) / (double)(w->shape.dim[0] ? w->shape.dim[0] : 1);
+    return 2.0 * rows * (double)w->shape.dim[0] * (double)w->shape.dim[1] +
+           (node->n_in == 3 ? (double)tg_numel(node) : 0.0);
+}
+
+static void fwd_linear(const tg_kernel_args *a)
+{
+    const tg_tensor *w = a->node->in[1];
+    int out_f = (int)w->shape.dim[0], in_f = (int)w->shape.dim[1];
+    int rows = out_f ? (int)(tg_numel(a->node) / out_f) : 0;
+    float *y = a->out;
+    const float *bias = a->node->n_in == 3 ? a->in[2] : NULL;
+    if (bias)
+        for (int r = 0; r < rows; r++)
+            memcpy(y + (size_t)r * out_f, bias, (size_t)out_f * sizeof(float));
+    if (in_f == 0) {
+        if (!bias)
+            memset(y, 0, tg_nbytes(a->node));
+        return;
+    }
+    tg_sgemm_pool(a->pool, false, true, rows, out_f, in_f, 1.0f, a->in[0], in_f, a->in[1], in_f,
+                  bias ? 1.0f : 0.0f, y, out_f);
+}
+
+static void ref_linear(const tg_ref_args *a)
+{
+    const tg_tensor *w = a->node->in[1];
+    int64_t out_f = w->shape.dim[0], in_f = w->shape.dim[1];
+    int64_t rows = out_f ? tg_numel(a->node) / out_f : 0;
+    const double *x = a->in[0], *W = a->in[1], *b = a->node->n_in == 3 ? a->in[2] : NULL;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < out_f; o++) {
+            double s = b ? b[o] : 0.0;
+            for (int64_t i = 0; i < in_f; i++)
+                s += x[r * in_f + i] * W[o * in_f + i];
+            a->out[r * out_f + o] = s;
+        }
+}
+
+/* dx = dy w; dw = dy^T x (summed over leading batch dims); db = sum of dy
+ * over every dim but the last. */
+static tg_status bwd_linear(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bool *need,
+                            tg_tensor **din)
+{
+    tg_tensor *x = node->in[0], *w = node->in[1];
+    if (need[0])
+        din[0] = matmul_op(g, dy, w, false, false, false);
+    if (need[1])
+        din[1] = matmul_op(g, dy, x, true, false, x->shape.ndim > 2);
+    if (node->n_in == 3 && need[2]) {
+        unsigned mask = (1u << (dy->shape.ndim - 1)) - 1u;
+        din[2] = tg_reduce_sum(g, dy, mask, false);
+    }
+    return TG_OK;
+}
+
+tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b)
+{
+    tg_tensor *in[3] = {x, w, b};
+    return tg_node_create(g, TG_OP_LINEAR, b ? 3 : 2, in, NULL);
+}
+
+const tg_op_def tg_opdef_LINEAR = {"linear",   infer_linear, flops_linear, NULL,
+                                   fwd_linear, ref_linear,   bwd_linear};
