@@ -175,7 +175,452 @@ tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool ke
     return tg_scale(g, s, count ? 1.0f / (float)count : NAN, 0.0f);
 }
 
+/* ---- helpers ---------------------------------------------------------------------- */
+
+/* Normalise a possibly negative axis of an ndim-dim tensor in place. */
+static tg_status norm_axis(int64_t *axis, int ndim)
+{
+    int64_t a = *axis < 0 ? *axis + ndim : *axis;
+    if (a < 0 || a >= ndim)
+        return tg_error(TG_ERR_INVALID_ARG, "axis %lld out of range for %d dimensions",
+                        (long long)*axis, ndim);
+    *axis = a;
+    return TG_OK;
+}
+
+/* Elements before and after `axis`. */
+static void outer_inner(tg_shape s, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= s.dim[d];
+    for (int d = axis + 1; d < s.ndim; d++)
+        *inner *= s.dim[d];
+}
+
+/* ---- TRANSPOSE ----------------------------------------------------------------------- */
+
+static tg_status infer_transpose(tg_tensor *node)
+{
+    tg_shape in = node->in[0]->shape;
+    bool seen[TG_MAX_DIMS] = {false};
+    for (int d = 0; d < in.ndim; d++) {
+        int64_t q = node->p.i[d];
+        if (q < 0 || q >= in.ndim || seen[q]) {
+            char a[96];
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "perm[%d] = %lld: not a permutation of the %d axes of %s", d,
+                            (long long)q, in.ndim, tg_shape_str(in, a, sizeof a));
+        }
+        seen[q] = true;
+    }
+    node->dtype = node->in[0]->dtype;
+    node->shape = in;
+    for (int d = 0; d < in.ndim; d++)
+        node->shape.dim[d] = in.dim[node->p.i[d]];
+    return TG_OK;
+}
+
+/* The input read in output order: output dims with the input's element
+ * strides, size-1 dims dropped and regular neighbours merged, so that a
+ * batch of 2-D transposes becomes three dims and a no-op permutation one. */
+typedef struct perm_view {
+    int nd;
+    int64_t dim[TG_MAX_DIMS], stride[TG_MAX_DIMS];
+} perm_view;
+
+static void perm_view_init(perm_view *v, const tg_tensor *node)
+{
+    tg_shape in = node->in[0]->shape;
+    int64_t istride[TG_MAX_DIMS], s = 1;
+    for (int d = in.ndim - 1; d >= 0; d--) {
+        istride[d] = s;
+        s *= in.dim[d];
+    }
+    v->nd = 0;
+    for (int d = 0; d < in.ndim; d++) {
+        int64_t n = node->shape.dim[d], st = istride[node->p.i[d]];
+        if (n == 1)
+            continue;
+        if (v->nd > 0 && v->stride[v->nd - 1] == st * n) {
+            v->dim[v->nd - 1] *= n;
+            v->stride[v->nd - 1] = st;
+            continue;
+        }
+        v->dim[v->nd] = n;
+        v->stride[v->nd++] = st;
+    }
+    if (v->nd == 0) {
+        v->nd = 1;
+        v->dim[0] = 1;
+        v->stride[0] = 1;
+    }
+}
+
+typedef struct transpose_job {
+    perm_view v;
+    const char *in;
+    char *out;
+    size_t es; /* element size */
+} transpose_job;
+
+enum { TILE = 32 };
+
+static int64_t view_offset(const perm_view *v, int64_t flat, int upto)
+{
+    int64_t off = 0;
+    for (int d = upto - 1; d >= 0; d--) {
+        off += (flat % v->dim[d]) * v->stride[d];
+        flat /= v->dim[d];
+    }
+    return off;
+}
+
+#define COPY_ELEM(dst, src, es)                                   \
+    do {                                                          \
+        if ((es) == 4)                                            \
+            memcpy((dst), (src), 4);                              \
+        else if ((es) == 2)                                       \
+            memcpy((dst), (src), 2);                              \
+        else                                                      \
+            memcpy((dst), (src), (es));                           \
+    } while (0)
+
+/* Units are output rows (innermost dim) when the innermost dim is
+ * contiguous in the input (plain runs) or when no tiling applies. */
+static void transpose_rows(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const transpose_job *j = ctx;
+    const perm_view *v = &j->v;
+    int last = v->nd - 1;
+    int64_t n = v->dim[last], st = v->stride[last];
+    for (int64_t r = begin; r < end; r++) {
+        const char *src = j->in + (size_t)view_offset(v, r, last) * j->es;
+        char *dst = j->out + (size_t)(r * n) * j->es;
+        if (st == 1)
+            memcpy(dst, src, (size_t)n * j->es);
+        else
+            for (int64_t q = 0; q < n; q++)
+                COPY_ELEM(dst + (size_t)q * j->es, src + (size_t)(q * st) * j->es, j->es);
+    }
+}
+
+/* Batched 2-D transpose (the second-innermost view dim is contiguous in the
+ * input): TILE x TILE blocks so both sides stay in cache. Units are
+ * (batch, row tile) pairs. */
+static void transpose_tiles(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const transpose_job *j = ctx;
+    const perm_view *v = &j->v;
+    int nd = v->nd;
+    int64_t R = v->dim[nd - 2], C = v->dim[nd - 1], cs = v->stride[nd - 1];
+    int64_t row_tiles = (R + TILE - 1) / TILE;
+    size_t es = j->es;
+    for (int64_t u = begin; u < end; u++) {
+        int64_t b = u / row_tiles, i0 = (u % row_tiles) * TILE;
+        int64_t i1 = i0 + TILE < R ? i0 + TILE : R;
+        const char *src = j->in + (size_t)view_offset(v, b, nd - 2) * es;
+        char *dst = j->out + (size_t)(b * R * C) * es;
+        for (int64_t j0 = 0; j0 < C; j0 += TILE) {
+            int64_t j1 = j0 + TILE < C ? j0 + TILE : C;
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t q = j0; q < j1; q++)
+                    COPY_ELEM(dst + (size_t)(i * C + q) * es, src + (size_t)(i + q * cs) * es, es);
+        }
+    }
+}
+
+static void fwd_transpose(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    transpose_job j = {.in = a->in[0], .out = a->out, .es = tg_dtype_size(node->dtype)};
+    perm_view_init(&j.v, node);
+    int64_t n = tg_numel(node);
+    if (n == 0)
+        return;
+    int nd = j.v.nd;
+    if (nd >= 2 && j.v.stride[nd - 1] != 1 && j.v.stride[nd - 2] == 1) {
+        int64_t units = n / (j.v.dim[nd - 2] * j.v.dim[nd - 1]) * ((j.v.dim[nd - 2] + TILE - 1) / TILE);
+        tg_par_for(a->pool, units, n, transpose_tiles, &j);
+    } else {
+        tg_par_for(a->pool, n / j.v.dim[nd - 1], n, transpose_rows, &j);
+    }
+}
+
+static void ref_transpose(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_shape in = node->in[0]->shape;
+    int64_t n = tg_numel(node), istride[TG_MAX_DIMS], s = 1;
+    for (int d = in.ndim - 1; d >= 0; d--) {
+        istride[d] = s;
+        s *= in.dim[d];
+    }
+    for (int64_t o = 0; o < n; o++) {
+        int64_t rest = o, off = 0;
+        for (int d = node->shape.ndim - 1; d >= 0; d--) {
+            off += (rest % node->shape.dim[d]) * istride[node->p.i[d]];
+            rest /= node->shape.dim[d];
+        }
+        a->out[o] = a->in[0][off];
+    }
+}
+
+static tg_status bwd_transpose(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                               tg_tensor **din)
+{
+    int inv[TG_MAX_DIMS];
+    for (int d = 0; d < node->shape.ndim; d++)
+        inv[node->p.i[d]] = d;
+    din[0] = tg_transpose(g, dout, inv);
+    return TG_OK;
+}
+
+tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm)
+{
+    tg_node_params p = {0};
+    if (x && !perm)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "transpose: no permutation given");
+    for (int d = 0; x && d < x->shape.ndim; d++)
+        p.i[d] = perm[d];
+    return tg_node_create(g, TG_OP_TRANSPOSE, 1, &x, &p);
+}
+
+/* ---- CONCAT ----------------------------------------------------------------------- */
+
+static tg_status infer_concat(tg_tensor *node)
+{
+    const tg_tensor *x0 = node->in[0];
+    if (node->n_in < 1)
+        return tg_error(TG_ERR_INVALID_ARG, "needs at least one input");
+    TG_TRY(norm_axis(&node->p.i[0], x0->shape.ndim));
+    int axis = (int)node->p.i[0];
+    node->shape = x0->shape;
+    node->dtype = x0->dtype;
+    for (int k = 1; k < node->n_in; k++) {
+        const tg_tensor *x = node->in[k];
+        bool ok = x->shape.ndim == x0->shape.ndim;
+        for (int d = 0; ok && d < x0->shape.ndim; d++)
+            ok = d == axis || x->shape.dim[d] == x0->shape.dim[d];
+        if (!ok) {
+            char a[96], b[96];
+            return tg_error(TG_ERR_SHAPE,
+                            "input %d %s does not match input 0 %s outside axis %d", k,
+                            tg_shape_str(x->shape, a, sizeof a), tg_shape_str(x0->shape, b, sizeof b),
+                            axis);
+        }
+        if (x->dtype != x0->dtype)
+            return tg_error(TG_ERR_DTYPE, "input %d is %s, input 0 is %s", k,
+                            tg_dtype_name(x->dtype), tg_dtype_name(x0->dtype));
+        node->shape.dim[axis] += x->shape.dim[axis];
+    }
+    return TG_OK;
+}
+
+typedef struct concat_job {
+    const tg_tensor *node;
+    void *const *in;
+    char *out;
+    size_t es;
+    int64_t inner, out_row; /* elements after the axis; output elements per outer index */
+} concat_job;
+
+static void concat_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const concat_job *j = ctx;
+    const tg_tensor *node = j->node;
+    int axis = (int)node->p.i[0];
+    for (int64_t o = begin; o < end; o++) {
+        char *dst = j->out + (size_t)(o * j->out_row) * j->es;
+        for (int k = 0; k < node->n_in; k++) {
+            size_t run = (size_t)(node->in[k]->shape.dim[axis] * j->inner) * j->es;
+            memcpy(dst, (const char *)j->in[k] + o * run, run);
+            dst += run;
+        }
+    }
+}
+
+static void fwd_concat(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    int64_t outer, inner;
+    outer_inner(node->shape, (int)node->p.i[0], &outer, &inner);
+    concat_job j = {node, a->in, a->out, tg_dtype_size(node->dtype), inner,
+                    node->shape.dim[node->p.i[0]] * inner};
+    tg_par_for(a->pool, outer, tg_numel(node), concat_range, &j);
+}
+
+static void ref_concat(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    int axis = (int)node->p.i[0];
+    int64_t outer, inner;
+    outer_inner(node->shape, axis, &outer, &inner);
+    double *dst = a->out;
+    for (int64_t o = 0; o < outer; o++)
+        for (int k = 0; k < node->n_in; k++) {
+            int64_t run = node->in[k]->shape.dim[axis] * inner;
+            for (int64_t q = 0; q < run; q++)
+                *dst++ = a->in[k][o * run + q];
+        }
+}
+
+static tg_status bwd_concat(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                            tg_tensor **din)
+{
+    int axis = (int)node->p.i[0];
+    int64_t start = 0;
+    for (int k = 0; k < node->n_in; k++) {
+        int64_t len = node->in[k]->shape.dim[axis];
+        if (need[k])
+            din[k] = tg_slice(g, dout, axis, start, start + len);
+        start += len;
+    }
+    return TG_OK;
+}
+
+tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis)
+{
+    if (n < 1 || n > TG_MAX_INPUTS || !xs)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "concat: %d inputs (takes 1 to %d)", n,
+                             TG_MAX_INPUTS);
+    tg_node_params p = {0};
+    p.i[0] = axis;
+    return tg_node_create(g, TG_OP_CONCAT, n, xs, &p);
+}
+
+/* ---- SLICE and SLICE_BWD ---------------------------------------------------------- */
+
+static tg_status infer_slice(tg_tensor *node)
+{
+    tg_shape in = node->in[0]->shape;
+    TG_TRY(norm_axis(&node->p.i[0], in.ndim));
+    int axis = (int)node->p.i[0];
+    int64_t start = node->p.i[1], end = node->p.i[2];
+    /* SLICE cuts from the input; SLICE_BWD places dy into p.i[3] elements */
+    int64_t len = node->op == TG_OP_SLICE ? in.dim[axis] : node->p.i[3];
+    if (start < 0 || start > end || end > len) {
+        char a[96];
+        return tg_error(TG_ERR_INVALID_ARG, "range [%lld, %lld) does not fit axis %d of length %lld%s%s",
+                        (long long)start, (long long)end, axis, (long long)len,
+                        node->op == TG_OP_SLICE ? " in " : "",
+                        node->op == TG_OP_SLICE ? tg_shape_str(in, a, sizeof a) : "");
+    }
+    node->dtype = node->in[0]->dtype;
+    node->shape = in;
+    if (node->op == TG_OP_SLICE) {
+        node->shape.dim[axis] = end - start;
+    } else {
+        if (in.dim[axis] != end - start)
+            return tg_error(TG_ERR_SHAPE, "dy has %lld elements along axis %d, range [%lld, %lld) has %lld",
+                            (long long)in.dim[axis], axis, (long long)start, (long long)end,
+                            (long long)(end - start));
+        node->shape.dim[axis] = len;
+    }
+    return TG_OK;
+}
+
+/* The big tensor (SLICE's input, SLICE_BWD's output) has `len` rows of
+ * `inner` per outer index; the small one holds rows [start, end). */
+typedef struct slice_job {
+    const char *in;
+    char *out;
+    size_t es;
+    int64_t inner, len, start, end;
+    bool scatter; /* SLICE_BWD */
+} slice_job;
+
+static void slice_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const slice_job *j = ctx;
+    size_t es = j->es, run = (size_t)((j->end - j->start) * j->inner) * es;
+    size_t big = (size_t)(j->len * j->inner) * es, head = (size_t)(j->start * j->inner) * es;
+    for (int64_t o = begin; o < end; o++) {
+        if (j->scatter) {
+            char *dst = j->out + (size_t)o * big;
+            memset(dst, 0, head);
+            memcpy(dst + head, j->in + (size_t)o * run, run);
+            memset(dst + head + run, 0, big - head - run);
+        } else {
+            memcpy(j->out + (size_t)o * run, j->in + (size_t)o * big + head, run);
+        }
+    }
+}
+
+static void fwd_slice(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    bool scatter = node->op == TG_OP_SLICE_BWD;
+    const tg_tensor *big = scatter ? node : node->in[0];
+    int axis = (int)node->p.i[0];
+    int64_t outer, inner;
+    outer_inner(big->shape, axis, &outer, &inner);
+    slice_job j = {a->in[0], a->out,      tg_dtype_size(node->dtype), inner, big->shape.dim[axis],
+                   node->p.i[1], node->p.i[2], scatter};
+    tg_par_for(a->pool, outer, tg_numel(big), slice_range, &j);
+}
+
+static void ref_slice(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    bool scatter = node->op == TG_OP_SLICE_BWD;
+    const tg_tensor *big = scatter ? node : node->in[0];
+    int axis = (int)node->p.i[0];
+    int64_t outer, inner, len = big->shape.dim[axis], start = node->p.i[1], end = node->p.i[2];
+    outer_inner(big->shape, axis, &outer, &inner);
+    if (scatter)
+        for (int64_t k = 0; k < tg_numel(node); k++)
+            a->out[k] = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t r = start; r < end; r++)
+            for (int64_t q = 0; q < inner; q++) {
+                int64_t bi = (o * len + r) * inner + q, si = (o * (end - start) + r - start) * inner + q;
+                if (scatter)
+                    a->out[bi] = a->in[0][si];
+                else
+                    a->out[si] = a->in[0][bi];
+            }
+}
+
+static tg_tensor *slice_bwd(tg_graph *g, tg_tensor *dy, const tg_node_params *fwd, int64_t len)
+{
+    tg_node_params p = *fwd;
+    p.i[3] = len;
+    return tg_node_create(g, TG_OP_SLICE_BWD, 1, &dy, &p);
+}
+
+static tg_status bwd_slice(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                           tg_tensor **din)
+{
+    din[0] = slice_bwd(g, dout, &node->p, node->in[0]->shape.dim[node->p.i[0]]);
+    return TG_OK;
+}
+
+static tg_status bwd_slice_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                               tg_tensor **din)
+{
+    din[0] = tg_slice(g, dout, (int)node->p.i[0], node->p.i[1], node->p.i[2]);
+    return TG_OK;
+}
+
+tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end)
+{
+    tg_node_params p = {0};
+    p.i[0] = axis;
+    p.i[1] = start;
+    p.i[2] = end;
+    return tg_node_create(g, TG_OP_SLICE, 1, &x, &p);
+}
+
 const tg_op_def tg_opdef_RESHAPE = {"reshape", infer_reshape, flops_none, NULL,
                                     fwd_alias, ref_alias,     bwd_reshape};
 const tg_op_def tg_opdef_REDUCE_SUM = {"reduce_sum", infer_reduce, flops_reduce, NULL,
                                        fwd_reduce,   ref_reduce,   bwd_reduce};
+const tg_op_def tg_opdef_TRANSPOSE = {"transpose",   infer_transpose, flops_none, NULL,
+                                      fwd_transpose, ref_transpose,   bwd_transpose};
+const tg_op_def tg_opdef_CONCAT = {"concat",   infer_concat, flops_none, NULL,
+                                   fwd_concat, ref_concat,   bwd_concat};
+const tg_op_def tg_opdef_SLICE = {"slice",   infer_slice, flops_none, NULL,
+                                  fwd_slice, ref_slice,   bwd_slice};
+const tg_op_def tg_opdef_SLICE_BWD = {"slice_bwd", infer_slice, flops_none, NULL,
+                                      fwd_slice,   ref_slice,   bwd_slice_bwd};
