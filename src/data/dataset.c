@@ -1,0 +1,169 @@
+/* data/dataset.c - MNIST and Fashion-MNIST from their IDX files. */
+#include "data/dataset.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "data/idx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const fashion_classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress",
+                                                "Coat",        "Sandal",  "Shirt",    "Sneaker",
+                                                "Bag",         "Ankle boot"};
+static const char *const digit_classes[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+
+static const struct {
+    const char *name, *env, *dir;
+    float mean, std;
+} kinds[TG_DATASET_KIND_COUNT] = {
+    [TG_DATASET_FASHION_MNIST] = {"fashion-mnist", "TG_FASHION_MNIST_DIR",
+                                  "/usr/share/datasets/fashion-mnist", 0.2860f, 0.3530f},
+    [TG_DATASET_MNIST] = {"mnist", "TG_MNIST_DIR", "/usr/share/datasets/mnist", 0.1307f, 0.3081f},
+};
+
+int tg_dataset_kind_parse(const char *name)
+{
+    if (!name)
+        return -1;
+    if (strcmp(name, "fashion-mnist") == 0 || strcmp(name, "fashion") == 0)
+        return TG_DATASET_FASHION_MNIST;
+    if (strcmp(name, "mnist") == 0)
+        return TG_DATASET_MNIST;
+    return -1;
+}
+
+const char *tg_dataset_kind_name(tg_dataset_kind kind)
+{
+    return (unsigned)kind < TG_DATASET_KIND_COUNT ? kinds[kind].name : "?";
+}
+
+const char *tg_dataset_default_dir(tg_dataset_kind kind)
+{
+    if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
+        return NULL;
+    const char *env = getenv(kinds[kind].env);
+    return env && *env ? env : kinds[kind].dir;
+}
+
+/* Class names for the generic constructor: up to 100 classes named by number. */
+static const char *const *numbered_classes(int n)
+{
+    static char names[100][4];
+    static const char *ptrs[100];
+    static int ready;
+    if (n > 100)
+        return NULL;
+    if (!ready) { /* idempotent: racing initialisers write the same bytes */
+        for (int i = 0; i < 100; i++) {
+            snprintf(names[i], sizeof names[i], "%d", i);
+            ptrs[i] = names[i];
+        }
+        ready = 1;
+    }
+    return ptrs;
+}
+
+tg_status tg_dataset_create(const char *name, int64_t n, int c, int h, int w, int num_classes,
+                            tg_dataset **out)
+{
+    *out = NULL;
+    if (!name)
+        name = "dataset";
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || num_classes <= 0 || num_classes > 100)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "dataset '%s': invalid geometry n=%lld c=%d h=%d w=%d classes=%d", name,
+                        (long long)n, c, h, w, num_classes);
+    int64_t per = (int64_t)c * h * w;
+    if (n > INT64_MAX / per || (uint64_t)(n * per) > SIZE_MAX / 2)
+        return tg_error(TG_ERR_INVALID_ARG, "dataset '%s': too large", name);
+    tg_dataset *ds = tg_calloc(1, sizeof *ds);
+    if (!ds)
+        return tg_error(TG_ERR_NOMEM, "dataset '%s': out of memory", name);
+    ds->images = tg_calloc((size_t)(n * per), 1);
+    ds->labels = tg_calloc((size_t)n, sizeof *ds->labels);
+    if (!ds->images || !ds->labels) {
+        tg_dataset_destroy(ds);
+        return tg_error(TG_ERR_NOMEM, "dataset '%s': out of memory for %lld samples", name,
+                        (long long)n);
+    }
+    snprintf(ds->name, sizeof ds->name, "%s", name);
+    ds->n = n;
+    ds->c = c, ds->h = h, ds->w = w;
+    ds->num_classes = num_classes;
+    ds->class_names = numbered_classes(num_classes);
+    ds->mean = 0.5f;
+    ds->std = 0.5f;
+    *out = ds;
+    return TG_OK;
+}
+
+void tg_dataset_destroy(tg_dataset *ds)
+{
+    if (!ds)
+        return;
+    tg_free(ds->images);
+    tg_free(ds->labels);
+    tg_free(ds);
+}
+
+const char *tg_dataset_class_name(const tg_dataset *ds, int label)
+{
+    if (!ds || label < 0 || label >= ds->num_classes || !ds->class_names)
+        return "?";
+    return ds->class_names[label];
+}
+
+tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
+                          int64_t max_samples, tg_dataset **out)
+{
+    *out = NULL;
+    if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
+        return tg_error(TG_ERR_INVALID_ARG, "unknown dataset kind %d", (int)kind);
+    if (!dir)
+        dir = tg_dataset_default_dir(kind);
+    const char *prefix = split == TG_SPLIT_TRAIN ? "train" : "t10k";
+    char ip[1024], lp[1024];
+    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    tg_idx img, lab;
+    tg_status st = tg_idx_load_pair(ip, lp, max_samples, &img, &lab);
+    if (st != TG_OK)
+        return tg_error_prefix(st, "%s dataset", kinds[kind].name);
+    for (int64_t i = 0; i < lab.dim[0]; i++) {
+        if (lab.data[i] >= 10) {
+            st = tg_error(TG_ERR_FORMAT, "%s: label %d of item %lld is not a class (0..9)", lp,
+                          lab.data[i], (long long)i);
+            tg_idx_free(&img);
+            tg_idx_free(&lab);
+            return st;
+        }
+    }
+    tg_dataset *ds = tg_calloc(1, sizeof *ds);
+    int32_t *labels = tg_malloc((size_t)lab.dim[0] * sizeof *labels);
+    if (!ds || !labels) {
+        tg_free(ds);
+        tg_free(labels);
+        tg_idx_free(&img);
+        tg_idx_free(&lab);
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the labels", lp);
+    }
+    for (int64_t i = 0; i < lab.dim[0]; i++)
+        labels[i] = lab.data[i];
+    snprintf(ds->name, sizeof ds->name, "%s/%s", kinds[kind].name,
+             split == TG_SPLIT_TRAIN ? "train" : "test");
+    ds->n = img.dim[0];
+    ds->c = 1;
+    ds->h = (int)img.dim[1];
+    ds->w = (int)img.dim[2];
+    ds->images = img.data; /* [n, rows, cols] is [n, 1, rows, cols]: take it as is */
+    ds->labels = labels;
+    ds->num_classes = 10;
+    ds->class_names = kind == TG_DATASET_FASHION_MNIST ? fashion_classes : digit_classes;
+    ds->mean = kinds[kind].mean;
+    ds->std = kinds[kind].std;
+    tg_idx_free(&lab);
+    *out = ds;
+    return TG_OK;
+}
