@@ -31,6 +31,10 @@ tg_options *tg_options_clone(const tg_options *o);
 /* Set from text ("42", "true", "pipelined"); validated against the table. */
 tg_status tg_options_set(tg_options *o, const char *key, const char *value);
 tg_status tg_options_set_int(tg_options *o, const char *key, int64_t value);
+/* Apply every key of a JSON object: {"randomSeed": 42, "threadsPerDevice": "2"}.
+ * `source` names the text in error messages (a file name or an env var). */
+tg_status tg_options_set_json(tg_options *o, const char *json, const char *source);
+
 int64_t tg_options_get_int(const tg_options *o, const char *key);
 double tg_options_get_float(const tg_options *o, const char *key);
 const char *tg_options_get_string(const tg_options *o, const char *key);

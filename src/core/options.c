@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -195,4 +196,42 @@ const char *tg_options_get_string(const tg_options *o, const char *key)
 {
     const char *v = value_of(o, key);
     return v ? v : "";
+}
+
+tg_status tg_options_set_json(tg_options *o, const char *json, const char *source)
+{
+    tg_arena *arena = tg_arena_create(16 * 1024);
+    if (!arena)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    tg_json *root = NULL;
+    tg_status s = tg_json_parse(arena, json, strlen(json), source, &root);
+    if (s == TG_OK && root->type != TG_JSON_OBJECT)
+        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
+                     tg_json_type_name(root->type));
+    for (size_t i = 0; s == TG_OK && i < root->count; i++) {
+        const char *key = root->keys[i];
+        const tg_json *v = root->items[i];
+        char buf[64];
+        const char *text = NULL;
+        if (v->type == TG_JSON_STRING) {
+            text = v->string;
+        } else if (v->type == TG_JSON_NUMBER) {
+            if (v->is_int)
+                snprintf(buf, sizeof buf, "%lld", (long long)v->integer);
+            else
+                snprintf(buf, sizeof buf, "%.17g", v->number);
+            text = buf;
+        } else if (v->type == TG_JSON_BOOL) {
+            text = v->boolean ? "true" : "false";
+        } else {
+            s = tg_error(TG_ERR_CONFIG, "%s:%d:%d: option '%s' must be a string, number or boolean",
+                         source, v->line, v->col, key);
+            break;
+        }
+        s = tg_options_set(o, key, text);
+        if (s != TG_OK)
+            tg_error_prefix(s, "%s", source);
+    }
+    tg_arena_destroy(arena);
+    return s;
 }
