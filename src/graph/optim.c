@@ -1,0 +1,260 @@
+/* graph/optim.c - optimizer settings, learning-rate schedules and building
+ * the optimizer into the graph.
+ *
+ * tg_graph_add_optimizer gives every parameter with a gradient its state
+ * tensors (zero-initialised, named "<param>/<state>" as PyTorch names them)
+ * and one update node that rewrites the parameter and its state in place:
+ *
+ *     SGD_UPDATE(param, [momentum_buffer,] grad)
+ *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)
+ *
+ * The mutated inputs come first (node->n_mutated of them, set by the op's
+ * shape rule); the settings travel in the node params (ops/optim_params.h).
+ * Each update is placed in the block of the parameter's gradient, so a
+ * pipeline stage updates the weights it computed the gradients of.
+ */
+#include "graph/node.h"
+
+#include "core/error.h"
+#include "ops/optim_params.h"
+#include "tilegraph/optim.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- settings ------------------------------------------------------------------ */
+
+static tg_optimizer base(tg_optimizer_kind kind, float lr)
+{
+    tg_optimizer o = {0};
+    o.kind = kind;
+    o.lr = (tg_lr_schedule){.kind = TG_LR_CONSTANT, .lr = lr, .step_size = 1, .gamma = 0.1f,
+                            .total_steps = 1, .min_lr = 0.0f};
+    return o;
+}
+
+tg_optimizer tg_optimizer_sgd(float lr, float momentum)
+{
+    tg_optimizer o = base(TG_OPT_SGD, lr);
+    o.momentum = momentum;
+    return o;
+}
+
+tg_optimizer tg_optimizer_adam(float lr)
+{
+    tg_optimizer o = base(TG_OPT_ADAM, lr);
+    o.beta1 = 0.9f;
+    o.beta2 = 0.999f;
+    o.eps = 1e-8f;
+    return o;
+}
+
+tg_optimizer tg_optimizer_adamw(float lr)
+{
+    tg_optimizer o = tg_optimizer_adam(lr);
+    o.kind = TG_OPT_ADAMW;
+    o.weight_decay = 0.01f;
+    return o;
+}
+
+float tg_lr_at(const tg_lr_schedule *s, int64_t step)
+{
+    if (!s)
+        return 0.0f;
+    if (step < 0)
+        step = 0;
+    switch (s->kind) {
+    case TG_LR_CONSTANT: break;
+    case TG_LR_STEP:
+        if (s->step_size > 0)
+            return (float)((double)s->lr * pow((double)s->gamma, (double)(step / s->step_size)));
+        break;
+    case TG_LR_COSINE:
+        if (s->total_steps > 0) {
+            const double pi = 3.14159265358979323846;
+            double t = (double)(step < s->total_steps ? step : s->total_steps);
+            double lo = s->min_lr, hi = s->lr;
+            return (float)(lo + (hi - lo) * (1.0 + cos(pi * t / (double)s->total_steps)) / 2.0);
+        }
+        break;
+    }
+    return s->lr;
+}
+
+static const char *const kind_names[] = {"sgd", "adam", "adamw"};
+
+int tg_optimizer_parse(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int k = 0; k < 3; k++) {
+        const char *a = name, *b = kind_names[k];
+        while (*a && tolower((unsigned char)*a) == *b)
+            a++, b++;
+        if (!*a && !*b)
+            return k;
+    }
+    return -1;
+}
+
+const char *tg_optimizer_name(tg_optimizer_kind k)
+{
+    return (unsigned)k < 3 ? kind_names[k] : "?";
+}
+
+/* Written so that NaN fails every range test. */
+static bool in_range(double x, double lo, double hi, bool hi_open)
+{
+    return x >= lo && (hi_open ? x < hi : x <= hi);
+}
+
+tg_status tg_optimizer_validate(const tg_optimizer *o)
+{
+    if (!o)
+        return tg_error(TG_ERR_INVALID_ARG, "optimizer: no settings given");
+    if ((unsigned)o->kind > TG_OPT_ADAMW)
+        return tg_error(TG_ERR_CONFIG, "optimizer: unknown kind %d (sgd, adam or adamw)",
+                        (int)o->kind);
+    const char *name = tg_optimizer_name(o->kind);
+    const tg_lr_schedule *s = &o->lr;
+    if (!in_range(s->lr, 0, INFINITY, true))
+        return tg_error(TG_ERR_CONFIG, "optimizer %s: learning rate lr = %g must be >= 0 and finite",
+                        name, s->lr);
+    switch (s->kind) {
+    case TG_LR_CONSTANT: break;
+    case TG_LR_STEP:
+        if (s->step_size < 1)
+            return tg_error(TG_ERR_CONFIG,
+                            "optimizer %s: step lr schedule: step_size = %lld must be at least 1",
+                            name, (long long)s->step_size);
+        if (!in_range(s->gamma, 0, INFINITY, true))
+            return tg_error(TG_ERR_CONFIG,
+                            "optimizer %s: step lr schedule: gamma = %g must be >= 0 and finite",
+                            name, s->gamma);
+        break;
+    case TG_LR_COSINE:
+        if (s->total_steps < 1)
+            return tg_error(TG_ERR_CONFIG,
+                            "optimizer %s: cosine lr schedule: total_steps = %lld must be at least 1",
+                            name, (long long)s->total_steps);
+        if (!in_range(s->min_lr, 0, INFINITY, true))
+            return tg_error(TG_ERR_CONFIG,
+                            "optimizer %s: cosine lr schedule: min_lr = %g must be >= 0 and finite",
+                            name, s->min_lr);
+        break;
+    default:
+        return tg_error(TG_ERR_CONFIG,
+                        "optimizer %s: unknown lr schedule kind %d (constant, step or cosine)", name,
+                        (int)s->kind);
+    }
+    if (!in_range(o->weight_decay, 0, INFINITY, true))
+        return tg_error(TG_ERR_CONFIG, "optimizer %s: weight_decay = %g must be >= 0 and finite",
+                        name, o->weight_decay);
+    if (o->kind == TG_OPT_SGD) {
+        if (!in_range(o->momentum, 0, 1, true))
+            return tg_error(TG_ERR_CONFIG, "optimizer sgd: momentum = %g is outside [0, 1)",
+                            o->momentum);
+        if (!in_range(o->dampening, 0, 1, false))
+            return tg_error(TG_ERR_CONFIG, "optimizer sgd: dampening = %g is outside [0, 1]",
+                            o->dampening);
+        if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+            return tg_error(TG_ERR_CONFIG,
+                            "optimizer sgd: nesterov needs momentum > 0 and dampening = 0 "
+                            "(momentum = %g, dampening = %g)",
+                            o->momentum, o->dampening);
+    } else {
+        if (!in_range(o->beta1, 0, 1, true))
+            return tg_error(TG_ERR_CONFIG, "optimizer %s: beta1 = %g is outside [0, 1)", name,
+                            o->beta1);
+        if (!in_range(o->beta2, 0, 1, true))
+            return tg_error(TG_ERR_CONFIG, "optimizer %s: beta2 = %g is outside [0, 1)", name,
+                            o->beta2);
+        if (!in_range(o->eps, 0, INFINITY, true))
+            return tg_error(TG_ERR_CONFIG, "optimizer %s: eps = %g must be >= 0 and finite", name,
+                            o->eps);
+    }
+    return TG_OK;
+}
+
+/* ---- building ------------------------------------------------------------------ */
+
+static tg_tensor *make_state(tg_graph *g, const tg_tensor *param, const char *what)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", param->name, what);
+    return tg_state(g, name, param->shape, (tg_init){TG_INIT_ZEROS, 0, 0});
+}
+
+/* State and update node for one parameter; NULL (graph error set) on failure. */
+static tg_tensor *add_update(tg_graph *g, const tg_optimizer *o, const tg_node_params *p,
+                             tg_tensor *param)
+{
+    tg_tensor *in[4];
+    int n = 0;
+    tg_op op;
+    in[n++] = param;
+    if (o->kind == TG_OPT_SGD) {
+        op = TG_OP_SGD_UPDATE;
+        if (o->momentum != 0)
+            in[n++] = make_state(g, param, "momentum_buffer");
+    } else {
+        op = TG_OP_ADAM_UPDATE;
+        in[n++] = make_state(g, param, "exp_avg");
+        in[n++] = make_state(g, param, "exp_avg_sq");
+    }
+    in[n++] = param->grad;
+    tg_tensor *u = tg_node_create(g, op, n, in, p);
+    if (!u)
+        return NULL;
+    u->role = TG_ROLE_UPDATE;
+    u->flags |= TG_NODE_OPTIMIZER;
+    char name[512];
+    snprintf(name, sizeof name, "%s/update", param->name);
+    tg_graph_rename(g, u, name);
+    return g->status == TG_OK ? u : NULL;
+}
+
+tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt)
+{
+    if (!g)
+        return tg_error(TG_ERR_INVALID_ARG, "add optimizer: no graph given");
+    if (g->status != TG_OK)
+        return tg_error(g->status, "add optimizer: the graph has an earlier error: %s",
+                        tg_graph_error(g));
+    tg_status s = tg_optimizer_validate(opt);
+    if (s != TG_OK) {
+        tg_graph_fail(g, s, "%s", tg_error_message());
+        return s;
+    }
+    int n = g->n_nodes, with_grad = 0;
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->flags & TG_NODE_OPTIMIZER) {
+            tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                          "add optimizer: the graph already has an optimizer ('%s')", t->name);
+            return g->status;
+        }
+        with_grad += t->op == TG_OP_PARAM && t->grad;
+    }
+    if (!with_grad) {
+        tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                      "add optimizer: no parameter has a gradient (call tg_graph_backward first)");
+        return g->status;
+    }
+    tg_node_params p = tg_optim_params_put(opt);
+    /* Parameter names are already full names: build outside any user scope. */
+    int saved_depth = g->scope_depth, saved_block = g->current_block;
+    g->scope_depth = 0;
+    for (int i = 0; i < n && g->status == TG_OK; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_PARAM || !t->grad)
+            continue;
+        g->current_block = t->grad->block;
+        add_update(g, opt, &p, t);
+    }
+    g->scope_depth = saved_depth;
+    g->current_block = saved_block;
+    return g->status;
+}
