@@ -1,0 +1,398 @@
+/* ops/conv.c - 2-D convolution: CONV2D (x, w, optional bias), its data
+ * gradient CONV2D_BWD_DATA (dy, w) -> dx and its weight gradient
+ * CONV2D_BWD_WEIGHT (dy, x) -> dw, with stride, padding, dilation and groups.
+ *
+ * This file holds the shape rules, FLOP counts, double reference kernels and
+ * gradient rules; the fast kernels are in conv_gemm.c and conv_direct.c (see
+ * conv.h for the params layout and how the method is chosen).
+ *
+ * Gradient rules: the three ops are bilinear, and each one's gradient is
+ * again made of the three (so higher derivatives exist):
+ *   y  = conv(x, w):           dx = bwd_data(dy, w),  dw = bwd_weight(dy, x)
+ *   dx = bwd_data(dy, w):      d(dy) = conv(g, w),    dw = bwd_weight(dy, g)
+ *   dw = bwd_weight(dy, x):    d(dy) = conv(x, g),    dx = bwd_data(dy, g)
+ * and the bias gradient is dy summed over N, H, W (tg_reduce_sum).
+ */
+#include "ops/conv.h"
+
+#include "core/error.h"
+
+#include <string.h>
+
+static tg_conv_method forced_method = TG_CONV_AUTO;
+
+void tg_conv_force_method(tg_conv_method m) { forced_method = m; }
+
+/* ---- geometry ------------------------------------------------------------------- */
+
+static void params_to_geom(const tg_node_params *p, tg_conv_geom *g)
+{
+    g->sh = p->i[0];
+    g->sw = p->i[1];
+    g->ph = p->i[2];
+    g->pw = p->i[3];
+    g->dh = p->i[4];
+    g->dw = p->i[5];
+    g->G = p->i[6];
+}
+
+static int64_t out_size(int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride)
+{
+    int64_t span = dil * (k - 1) + 1;
+    return in + 2 * pad < span ? 0 : (in + 2 * pad - span) / stride + 1;
+}
+
+tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
+{
+    tg_conv_geom g;
+    params_to_geom(&node->p, &g);
+    const tg_shape *s0 = &node->in[0]->shape, *s1 = &node->in[1]->shape;
+    switch (node->op) {
+    case TG_OP_CONV2D: /* x, w */
+        g.N = s0->dim[0], g.C = s0->dim[1], g.H = s0->dim[2], g.W = s0->dim[3];
+        g.K = s1->dim[0], g.R = s1->dim[2], g.S = s1->dim[3];
+        break;
+    case TG_OP_CONV2D_BWD_DATA: /* dy, w */
+        g.N = s0->dim[0], g.K = s0->dim[1];
+        g.C = s1->dim[1] * g.G, g.R = s1->dim[2], g.S = s1->dim[3];
+        g.H = node->p.i[8], g.W = node->p.i[9];
+        break;
+    default: /* BWD_WEIGHT: dy, x */
+        g.N = s1->dim[0], g.C = s1->dim[1], g.H = s1->dim[2], g.W = s1->dim[3];
+        g.K = s0->dim[1], g.R = node->p.i[8], g.S = node->p.i[9];
+        break;
+    }
+    g.OH = out_size(g.H, g.ph, g.dh, g.R, g.sh);
+    g.OW = out_size(g.W, g.pw, g.dw, g.S, g.sw);
+    return g;
+}
+
+/* ---- shape rules ------------------------------------------------------------------ */
+
+static tg_status check_params(const tg_node_params *p)
+{
+    const char *names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w",
+                           "groups"};
+    for (int i = 0; i < 7; i++) {
+        int64_t lo = (i == 2 || i == 3) ? 0 : 1;
+        if (p->i[i] < lo || p->i[i] > (1 << 20))
+            return tg_error(TG_ERR_INVALID_ARG, "%s is %lld (must be %s)", names[i],
+                            (long long)p->i[i], lo ? "at least 1" : "0 or more");
+    }
+    return TG_OK;
+}
+
+static tg_status check_4d(const tg_tensor *t, const char *what)
+{
+    char s[96];
+    if (t->dtype != TG_F32)
+        return tg_error(TG_ERR_DTYPE, "%s '%s' is %s; conv2d takes f32", what, t->name,
+                        tg_dtype_name(t->dtype));
+    if (t->shape.ndim != 4)
+        return tg_error(TG_ERR_SHAPE, "%s %s must be 4-D", what,
+                        tg_shape_str(t->shape, s, sizeof s));
+    return TG_OK;
+}
+
+/* Checks shared by the three ops once the geometry is known. */
+static tg_status check_geom(const tg_conv_geom *g, const char *xs, const char *ws)
+{
+    if (g->C % g->G != 0 || g->K % g->G != 0)
+        return tg_error(TG_ERR_SHAPE,
+                        "x %s and weight %s: %lld input and %lld output channels are not both "
+                        "divisible by groups = %lld",
+                        xs, ws, (long long)g->C, (long long)g->K, (long long)g->G);
+    if (g->R < 1 || g->S < 1)
+        return tg_error(TG_ERR_SHAPE, "weight %s: empty kernel", ws);
+    if (g->OH < 1 || g->OW < 1)
+        return tg_error(TG_ERR_SHAPE,
+                        "x %s with weight %s: the (dilated) %lldx%lld kernel does not fit the "
+                        "padded input",
+                        xs, ws, (long long)g->R, (long long)g->S);
+    return TG_OK;
+}
+
+static tg_status infer_conv(tg_tensor *node)
+{
+    if (node->n_in != 2 && node->n_in != 3)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 or 3 inputs (x, weight, bias), got %d",
+                        node->n_in);
+    TG_TRY(check_params(&node->p));
+    TG_TRY(check_4d(node->in[0], "x"));
+    TG_TRY(check_4d(node->in[1], "weight"));
+    const tg_tensor *x = node->in[0], *w = node->in[1];
+    char xs[96], ws[96], bs[96];
+    tg_shape_str(x->shape, xs, sizeof xs);
+    tg_shape_str(w->shape, ws, sizeof ws);
+    tg_conv_geom g = tg_conv_geom_of(node);
+    if (w->shape.dim[1] * g.G != g.C)
+        return tg_error(TG_ERR_SHAPE,
+                        "x %s has %lld channels but weight %s with groups = %lld expects %lld", xs,
+                        (long long)g.C, ws, (long long)g.G, (long long)(w->shape.dim[1] * g.G));
+    TG_TRY(check_geom(&g, xs, ws));
+    if (node->n_in == 3) {
+        const tg_tensor *b = node->in[2];
+        if (b->dtype != TG_F32 || b->shape.ndim != 1 || b->shape.dim[0] != g.K)
+            return tg_error(TG_ERR_SHAPE, "bias %s must be f32 [%lld] for weight %s",
+                            tg_shape_str(b->shape, bs, sizeof bs), (long long)g.K, ws);
+    }
+    node->dtype = TG_F32;
+    node->shape = tg_shape4(g.N, g.K, g.OH, g.OW);
+    return TG_OK;
+}
+
+static tg_status infer_bwd_data(tg_tensor *node)
+{
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy, weight), got %d", node->n_in);
+    TG_TRY(check_params(&node->p));
+    TG_TRY(check_4d(node->in[0], "dy"));
+    TG_TRY(check_4d(node->in[1], "weight"));
+    char ys[96], ws[96], xs[96];
+    tg_shape_str(node->in[0]->shape, ys, sizeof ys);
+    tg_shape_str(node->in[1]->shape, ws, sizeof ws);
+    if (node->p.i[8] < 1 || node->p.i[9] < 1)
+        return tg_error(TG_ERR_INVALID_ARG, "input size %lldx%lld is empty",
+                        (long long)node->p.i[8], (long long)node->p.i[9]);
+    tg_conv_geom g = tg_conv_geom_of(node);
+    tg_shape_str(tg_shape4(g.N, g.C, g.H, g.W), xs, sizeof xs);
+    TG_TRY(check_geom(&g, xs, ws));
+    if (node->in[1]->shape.dim[0] != g.K || node->in[0]->shape.dim[2] != g.OH ||
+        node->in[0]->shape.dim[3] != g.OW)
+        return tg_error(TG_ERR_SHAPE, "dy %s does not match weight %s and input %s (expected "
+                        "[%lld, %lld, %lld, %lld])",
+                        ys, ws, xs, (long long)g.N, (long long)node->in[1]->shape.dim[0],
+                        (long long)g.OH, (long long)g.OW);
+    node->dtype = TG_F32;
+    node->shape = tg_shape4(g.N, g.C, g.H, g.W);
+    return TG_OK;
+}
+
+static tg_status infer_bwd_weight(tg_tensor *node)
+{
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy, x), got %d", node->n_in);
+    TG_TRY(check_params(&node->p));
+    TG_TRY(check_4d(node->in[0], "dy"));
+    TG_TRY(check_4d(node->in[1], "x"));
+    char ys[96], ws[96], xs[96];
+    tg_shape_str(node->in[0]->shape, ys, sizeof ys);
+    tg_shape_str(node->in[1]->shape, xs, sizeof xs);
+    if (node->p.i[8] < 1 || node->p.i[9] < 1)
+        return tg_error(TG_ERR_INVALID_ARG, "kernel size %lldx%lld is empty",
+                        (long long)node->p.i[8], (long long)node->p.i[9]);
+    tg_conv_geom g = tg_conv_geom_of(node);
+    tg_shape_str(tg_shape4(g.K, g.C / g.G, g.R, g.S), ws, sizeof ws);
+    TG_TRY(check_geom(&g, xs, ws));
+    const tg_shape *dy = &node->in[0]->shape;
+    if (dy->dim[0] != g.N || dy->dim[2] != g.OH || dy->dim[3] != g.OW)
+        return tg_error(TG_ERR_SHAPE, "dy %s does not match x %s and weight %s (expected "
+                        "[%lld, %lld, %lld, %lld])",
+                        ys, xs, ws, (long long)g.N, (long long)g.K, (long long)g.OH,
+                        (long long)g.OW);
+    node->dtype = TG_F32;
+    node->shape = tg_shape4(g.K, g.C / g.G, g.R, g.S);
+    return TG_OK;
+}
+
+/* Every one of the three ops does the same multiply-adds. */
+static double flops_conv(const tg_tensor *node)
+{
+    tg_conv_geom g = tg_conv_geom_of(node);
+    double f = 2.0 * (double)g.N * (double)g.K * (double)g.OH * (double)g.OW *
+               (double)(g.C / g.G) * (double)g.R * (double)g.S;
+    if (node->op == TG_OP_CONV2D && node->n_in == 3)
+        f += (double)tg_numel(node);
+    return f;
+}
+
+/* ---- method choice and fast kernels ---------------------------------------------------- */
+
+bool tg_conv_direct_supported(const tg_conv_geom *g)
+{
+    return g->G == 1 && g->sh == 1 && g->sw == 1;
+}
+
+/* The direct kernels compute a "wide" output as broad as the padded input,
+ * so they waste (Wp - OW) / Wp of their work; they win where the GEMM is
+ * small and awkward (few input channels, few output channels) and lose to
+ * OpenBLAS on large channel counts. The thresholds come from
+ * bench/bench_kernels.c on an AVX-512 machine. */
+tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
+{
+    if (!tg_conv_direct_supported(g))
+        return TG_CONV_GEMM;
+    if (forced_method != TG_CONV_AUTO)
+        return forced_method;
+    int64_t Wp = g->W + 2 * g->pw;
+    if (g->OW * 2 < Wp)
+        return TG_CONV_GEMM;
+    int64_t crs = g->C * g->R * g->S;
+    (void)op;
+    return crs * g->K <= 16384 ? TG_CONV_DIRECT : TG_CONV_GEMM;
+}
+
+static size_t scratch_conv(const tg_tensor *node, int n_threads)
+{
+    tg_conv_geom g = tg_conv_geom_of(node);
+    return tg_conv_method_for(node->op, &g) == TG_CONV_DIRECT
+               ? tg_conv_direct_scratch(node->op, &g, n_threads)
+               : tg_conv_gemm_scratch(node->op, &g, n_threads);
+}
+
+static void fwd_conv(const tg_kernel_args *a)
+{
+    tg_conv_geom g = tg_conv_geom_of(a->node);
+    if (tg_conv_method_for(a->node->op, &g) == TG_CONV_DIRECT)
+        tg_conv_direct_run(a->node->op, &g, a);
+    else
+        tg_conv_gemm_run(a->node->op, &g, a);
+}
+
+/* ---- reference kernels ------------------------------------------------------------------ */
+
+/* Calls fn(x_index, w_index, y_index) for every multiply-add of the conv, in
+ * plain loops; each reference kernel is one accumulation pattern over it. */
+#define CONV_LOOPS(g, BODY)                                                                   \
+    do {                                                                                      \
+        int64_t Cg_ = (g).C / (g).G, Kg_ = (g).K / (g).G;                                     \
+        for (int64_t n = 0; n < (g).N; n++)                                                   \
+            for (int64_t k = 0; k < (g).K; k++) {                                             \
+                int64_t grp = k / Kg_;                                                        \
+                for (int64_t oy = 0; oy < (g).OH; oy++)                                       \
+                    for (int64_t ox = 0; ox < (g).OW; ox++) {                                 \
+                        int64_t yi = ((n * (g).K + k) * (g).OH + oy) * (g).OW + ox;           \
+                        for (int64_t c = 0; c < Cg_; c++)                                     \
+                            for (int64_t r = 0; r < (g).R; r++) {                             \
+                                int64_t iy = oy * (g).sh - (g).ph + r * (g).dh;               \
+                                if (iy < 0 || iy >= (g).H)                                    \
+                                    continue;                                                 \
+                                for (int64_t s = 0; s < (g).S; s++) {                         \
+                                    int64_t ix = ox * (g).sw - (g).pw + s * (g).dw;           \
+                                    if (ix < 0 || ix >= (g).W)                                \
+                                        continue;                                             \
+                                    int64_t xi =                                              \
+                                        ((n * (g).C + grp * Cg_ + c) * (g).H + iy) * (g).W + ix; \
+                                    int64_t wi = ((k * Cg_ + c) * (g).R + r) * (g).S + s;     \
+                                    BODY;                                                     \
+                                }                                                             \
+                            }                                                                 \
+                    }                                                                         \
+            }                                                                                 \
+    } while (0)
+
+static void ref_conv(const tg_ref_args *a)
+{
+    tg_conv_geom g = tg_conv_geom_of(a->node);
+    int64_t n_out = tg_numel(a->node);
+    const double *bias = a->node->n_in == 3 ? a->in[2] : NULL;
+    int64_t plane = g.OH * g.OW;
+    for (int64_t i = 0; i < n_out; i++)
+        a->out[i] = bias ? bias[(i / plane) % g.K] : 0.0;
+    const double *x = a->in[0], *w = a->in[1];
+    double *y = a->out;
+    CONV_LOOPS(g, y[yi] += x[xi] * w[wi]);
+}
+
+static void ref_bwd_data(const tg_ref_args *a)
+{
+    tg_conv_geom g = tg_conv_geom_of(a->node);
+    memset(a->out, 0, (size_t)tg_numel(a->node) * sizeof(double));
+    const double *dy = a->in[0], *w = a->in[1];
+    double *dx = a->out;
+    CONV_LOOPS(g, dx[xi] += dy[yi] * w[wi]);
+}
+
+static void ref_bwd_weight(const tg_ref_args *a)
+{
+    tg_conv_geom g = tg_conv_geom_of(a->node);
+    memset(a->out, 0, (size_t)tg_numel(a->node) * sizeof(double));
+    const double *dy = a->in[0], *x = a->in[1];
+    double *dw = a->out;
+    CONV_LOOPS(g, dw[wi] += dy[yi] * x[xi]);
+}
+
+/* ---- builders and gradient rules --------------------------------------------------------- */
+
+static tg_tensor *bwd_data_op(tg_graph *g, tg_tensor *dy, tg_tensor *w, tg_node_params p,
+                              int64_t H, int64_t W)
+{
+    p.i[8] = H;
+    p.i[9] = W;
+    return tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){dy, w}, &p);
+}
+
+static tg_tensor *bwd_weight_op(tg_graph *g, tg_tensor *dy, tg_tensor *x, tg_node_params p,
+                                int64_t R, int64_t S)
+{
+    p.i[8] = R;
+    p.i[9] = S;
+    return tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){dy, x}, &p);
+}
+
+static tg_tensor *conv_op(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                          tg_node_params p)
+{
+    p.i[8] = p.i[9] = 0;
+    tg_tensor *in[3] = {x, w, b};
+    return tg_node_create(g, TG_OP_CONV2D, b ? 3 : 2, in, &p);
+}
+
+tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params cp)
+{
+    tg_node_params p = {0};
+    p.i[0] = cp.stride_h;
+    p.i[1] = cp.stride_w;
+    p.i[2] = cp.pad_h;
+    p.i[3] = cp.pad_w;
+    p.i[4] = cp.dilation_h;
+    p.i[5] = cp.dilation_w;
+    p.i[6] = cp.groups;
+    return conv_op(g, x, w, b, p);
+}
+
+static tg_status bwd_conv(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bool *need,
+                          tg_tensor **din)
+{
+    tg_tensor *x = node->in[0], *w = node->in[1];
+    if (need[0])
+        din[0] = bwd_data_op(g, dy, w, node->p, x->shape.dim[2], x->shape.dim[3]);
+    if (need[1])
+        din[1] = bwd_weight_op(g, dy, x, node->p, w->shape.dim[2], w->shape.dim[3]);
+    if (node->n_in == 3 && need[2])
+        din[2] = tg_reduce_sum(g, dy, 1u | 4u | 8u, false);
+    return TG_OK;
+}
+
+/* dx = bwd_data(dy, w); gx is the gradient arriving at dx. */
+static tg_status bwd_bwd_data(tg_graph *g, tg_tensor *node, tg_tensor *gx, const bool *need,
+                              tg_tensor **din)
+{
+    tg_tensor *dy = node->in[0], *w = node->in[1];
+    if (need[0])
+        din[0] = conv_op(g, gx, w, NULL, node->p);
+    if (need[1])
+        din[1] = bwd_weight_op(g, dy, gx, node->p, w->shape.dim[2], w->shape.dim[3]);
+    return TG_OK;
+}
+
+/* dw = bwd_weight(dy, x); gw is the gradient arriving at dw. */
+static tg_status bwd_bwd_weight(tg_graph *g, tg_tensor *node, tg_tensor *gw, const bool *need,
+                                tg_tensor **din)
+{
+    tg_tensor *dy = node->in[0], *x = node->in[1];
+    if (need[0])
+        din[0] = conv_op(g, x, gw, NULL, node->p);
+    if (need[1])
+        din[1] = bwd_data_op(g, dy, gw, node->p, x->shape.dim[2], x->shape.dim[3]);
+    return TG_OK;
+}
+
+const tg_op_def tg_opdef_CONV2D = {"conv2d", infer_conv, flops_conv, scratch_conv,
+                                   fwd_conv, ref_conv,   bwd_conv};
+const tg_op_def tg_opdef_CONV2D_BWD_DATA = {"conv2d_bwd_data", infer_bwd_data, flops_conv,
+                                            scratch_conv,      fwd_conv,       ref_bwd_data,
+                                            bwd_bwd_data};
+const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {"conv2d_bwd_weight", infer_bwd_weight, flops_conv,
+                                              scratch_conv,        fwd_conv,         ref_bwd_weight,
+                                              bwd_bwd_weight};

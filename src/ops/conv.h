@@ -1,0 +1,57 @@
+/* ops/conv.h - 2-D convolution internals shared by conv.c (op definitions),
+ * conv_gemm.c (im2col + sgemm kernels) and conv_direct.c (SIMD direct
+ * kernels for stride-1 convolutions with few channels).
+ *
+ * Node params of CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_WEIGHT:
+ *   p.i[0..6] = stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups
+ *   BWD_DATA:   p.i[8], p.i[9] = H, W of the input x (not derivable from dy
+ *               when the stride is above 1)
+ *   BWD_WEIGHT: p.i[8], p.i[9] = KH, KW of the weight
+ *
+ * Method: every kernel picks, from the geometry alone (so the scratch size
+ * and the kernel agree), either the direct SIMD kernels or im2col + sgemm.
+ */
+#ifndef TG_OPS_CONV_H
+#define TG_OPS_CONV_H
+
+#include "ops/op.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct tg_conv_geom {
+    int64_t N, C, H, W;  /* input x [N, C, H, W] */
+    int64_t K, R, S;     /* weight [K, C/G, R, S] */
+    int64_t OH, OW;      /* output y [N, K, OH, OW] */
+    int64_t sh, sw, ph, pw, dh, dw, G;
+} tg_conv_geom;
+
+/* Geometry of a conv node of any of the three kinds (shapes already inferred). */
+tg_conv_geom tg_conv_geom_of(const tg_tensor *node);
+
+typedef enum tg_conv_method {
+    TG_CONV_AUTO = 0,
+    TG_CONV_GEMM,
+    TG_CONV_DIRECT,
+} tg_conv_method;
+
+/* The method `op` (one of the three conv ops) uses for this geometry. */
+tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g);
+/* Whether the direct kernels can run this geometry at all. */
+bool tg_conv_direct_supported(const tg_conv_geom *g);
+/* For tests and benchmarks only: make every conv use `m` where it can
+ * (TG_CONV_AUTO restores the heuristic). Not thread-safe; set it before
+ * building scratch plans or running kernels. */
+void tg_conv_force_method(tg_conv_method m);
+
+/* Scratch bytes and kernels of each method. `which` is the op kind; the
+ * kernel reads in[] / writes out as the op's tg_kernel_args say. */
+size_t tg_conv_gemm_scratch(tg_op which, const tg_conv_geom *g, int n_threads);
+void tg_conv_gemm_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *a);
+size_t tg_conv_direct_scratch(tg_op which, const tg_conv_geom *g, int n_threads);
+void tg_conv_direct_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *a);
+
+/* Scratch is carved into 64-byte aligned pieces. */
+static inline size_t tg_conv_align(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+#endif

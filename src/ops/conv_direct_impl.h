@@ -1,0 +1,214 @@
+/* ops/conv_direct_impl.h - the inner loops of the direct convolution
+ * kernels, written once and compiled per instruction set: conv_direct.c
+ * includes this file after defining
+ *   VL          floats per vector (16, 8 or 4)
+ *   SFX         suffix of the generated functions (_avx512, _avx2, _base)
+ *   VT, VZERO(), VSET1(f), VLOAD(p), VSTORE(p, v), VADD(a, b), VFMA(a, b, c)
+ *   CB_MAX      most output channels kept in registers at once
+ *   WB_CO, WB_T largest register block of the weight-gradient kernel
+ * under a matching `#pragma GCC target`. No include guard: included 3 times.
+ *
+ * Layout ("wide" trick): an image padded to Hp x Wp is read as one flat
+ * array; output position q = oy * Wp + ox reads input q + off(c, r, s) with
+ * off = c*Hp*Wp + r*dh*Wp + s*dw, so a run of VL consecutive q is one
+ * unaligned vector load per tap. Positions with ox >= OW are computed and
+ * thrown away (forward) or carry zero gradient (backward). See conv_direct.c.
+ */
+
+#define DCAT_(a, b) a##b
+#define DCAT(a, b) DCAT_(a, b)
+#define DFN(name) DCAT(name, SFX)
+
+/* Forward, one block of cb output channels starting at co0, one image.
+ * wt is the weight transposed to [C*R*S][K]; yw the wide output [K][Qp]. */
+static inline __attribute__((always_inline)) void
+DFN(fwd_block)(const dplan *d, const float *xp, const float *wt, const float *bias, int64_t co0,
+               float *yw, const int cb)
+{
+    const int64_t K = d->g.K, C = d->g.C, R = d->g.R, S = d->g.S;
+    const int64_t rstep = d->g.dh * d->Wp, sstep = d->g.dw;
+    for (int64_t qc = 0; qc < d->Qc; qc++) {
+        VT acc[CB_MAX];
+#pragma GCC unroll 32
+        for (int c = 0; c < cb; c++)
+            acc[c] = bias ? VSET1(bias[co0 + c]) : VZERO();
+        const float *wp = wt + co0;
+        const float *xq = xp + qc * VL;
+        for (int64_t ci = 0; ci < C; ci++)
+            for (int64_t r = 0; r < R; r++) {
+                const float *row = xq + ci * d->HpWp + r * rstep;
+                for (int64_t s = 0; s < S; s++) {
+                    VT v = VLOAD(row + s * sstep);
+#pragma GCC unroll 32
+                    for (int c = 0; c < cb; c++)
+                        acc[c] = VFMA(v, VSET1(wp[c]), acc[c]);
+                    wp += K;
+                }
+            }
+#pragma GCC unroll 32
+        for (int c = 0; c < cb; c++)
+            VSTORE(yw + (co0 + c) * d->Qp + qc * VL, acc[c]);
+    }
+}
+
+#define DFWD_CASE(n)                                          \
+    case n:                                                   \
+        DFN(fwd_block)(d, xp, wt, bias, co0, yw, (n) > CB_MAX ? CB_MAX : (n)); \
+        break;
+
+static void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, const float *bias,
+                           float *yw)
+{
+    int64_t K = d->g.K, n_blocks = (K + CB_MAX - 1) / CB_MAX;
+    for (int64_t b = 0, co0 = 0; b < n_blocks; b++) {
+        int cb = (int)(K / n_blocks + (b < K % n_blocks));
+        switch (cb) {
+            DFWD_CASE(1) DFWD_CASE(2) DFWD_CASE(3) DFWD_CASE(4) DFWD_CASE(5) DFWD_CASE(6)
+            DFWD_CASE(7) DFWD_CASE(8) DFWD_CASE(9) DFWD_CASE(10) DFWD_CASE(11) DFWD_CASE(12)
+#if CB_MAX > 12
+            DFWD_CASE(13) DFWD_CASE(14) DFWD_CASE(15) DFWD_CASE(16) DFWD_CASE(17)
+            DFWD_CASE(18) DFWD_CASE(19) DFWD_CASE(20) DFWD_CASE(21) DFWD_CASE(22)
+            DFWD_CASE(23) DFWD_CASE(24)
+#endif
+        default: break;
+        }
+        co0 += cb;
+    }
+}
+
+/* Backward data, one block of cb input channels starting at ci0, one image:
+ * dxp[ci][q + off(r, s)] += sum_co w[co][ci][r][s] * dyw[co][q]. wt2 is the
+ * weight transposed to [R*S][K][C]; dyw the wide gradient [K][Qp] with zeros
+ * at the thrown-away positions; dxp the padded wide input gradient. */
+static inline __attribute__((always_inline)) void
+DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t ci0, float *dxp,
+                    const int cb)
+{
+    const int64_t K = d->g.K, C = d->g.C, R = d->g.R, S = d->g.S;
+    const int64_t rstep = d->g.dh * d->Wp, sstep = d->g.dw;
+    for (int64_t qc = 0; qc < d->Qc; qc++) {
+        const float *dq = dyw + qc * VL;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t s = 0; s < S; s++) {
+                VT acc[CB_MAX];
+#pragma GCC unroll 32
+                for (int c = 0; c < cb; c++)
+                    acc[c] = VZERO();
+                const float *wp = wt2 + (r * S + s) * K * C + ci0;
+                for (int64_t co = 0; co < K; co++) {
+                    VT v = VLOAD(dq + co * d->Qp);
+#pragma GCC unroll 32
+                    for (int c = 0; c < cb; c++)
+                        acc[c] = VFMA(v, VSET1(wp[c]), acc[c]);
+                    wp += C;
+                }
+                float *base = dxp + qc * VL + r * rstep + s * sstep + ci0 * d->HpWp;
+#pragma GCC unroll 32
+                for (int c = 0; c < cb; c++) {
+                    float *p = base + c * d->HpWp;
+                    VSTORE(p, VADD(VLOAD(p), acc[c]));
+                }
+            }
+    }
+}
+
+#define DBWD_CASE(n)                                               \
+    case n:                                                        \
+        DFN(bwd_data_block)(d, dyw, wt2, ci0, dxp, (n) > CB_MAX ? CB_MAX : (n)); \
+        break;
+
+static void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *wt2, float *dxp)
+{
+    int64_t C = d->g.C, n_blocks = (C + CB_MAX - 1) / CB_MAX;
+    for (int64_t b = 0, ci0 = 0; b < n_blocks; b++) {
+        int cb = (int)(C / n_blocks + (b < C % n_blocks));
+        switch (cb) {
+            DBWD_CASE(1) DBWD_CASE(2) DBWD_CASE(3) DBWD_CASE(4) DBWD_CASE(5) DBWD_CASE(6)
+            DBWD_CASE(7) DBWD_CASE(8) DBWD_CASE(9) DBWD_CASE(10) DBWD_CASE(11) DBWD_CASE(12)
+#if CB_MAX > 12
+            DBWD_CASE(13) DBWD_CASE(14) DBWD_CASE(15) DBWD_CASE(16) DBWD_CASE(17)
+            DBWD_CASE(18) DBWD_CASE(19) DBWD_CASE(20) DBWD_CASE(21) DBWD_CASE(22)
+            DBWD_CASE(23) DBWD_CASE(24)
+#endif
+        default: break;
+        }
+        ci0 += cb;
+    }
+}
+
+/* Backward weight, one register block of cb output channels x tb taps (a tap
+ * is one (c, r, s)), over cnt prepared images: accv[co][t] (VL partial sums
+ * per weight element) += sum_q dyw[co][q] * xp[q + off(t)]. */
+static inline __attribute__((always_inline)) void
+DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64_t cnt,
+                      int64_t co0, int64_t t0, float *accv, const int cb, const int tb)
+{
+    const int64_t CRS = d->CRS, RS = d->g.R * d->g.S, S = d->g.S;
+    int64_t offs[WB_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < tb; t++) {
+        int64_t tap = t0 + t, c = tap / RS, r = (tap % RS) / S, s = tap % S;
+        offs[t] = c * d->HpWp + r * d->g.dh * d->Wp + s * d->g.dw;
+    }
+    VT acc[WB_CO][WB_T];
+#pragma GCC unroll 8
+    for (int c = 0; c < cb; c++)
+#pragma GCC unroll 8
+        for (int t = 0; t < tb; t++)
+            acc[c][t] = VLOAD(accv + ((co0 + c) * CRS + t0 + t) * VL);
+    for (int64_t img = 0; img < cnt; img++) {
+        const float *xq = xps + img * d->xp_f, *dq = dyws + img * d->yw_f + co0 * d->Qp;
+        for (int64_t qc = 0; qc < d->Qc; qc++, xq += VL, dq += VL) {
+            VT dv[WB_CO];
+#pragma GCC unroll 8
+            for (int c = 0; c < cb; c++)
+                dv[c] = VLOAD(dq + c * d->Qp);
+#pragma GCC unroll 8
+            for (int t = 0; t < tb; t++) {
+                VT xv = VLOAD(xq + offs[t]);
+#pragma GCC unroll 8
+                for (int c = 0; c < cb; c++)
+                    acc[c][t] = VFMA(dv[c], xv, acc[c][t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < cb; c++)
+#pragma GCC unroll 8
+        for (int t = 0; t < tb; t++)
+            VSTORE(accv + ((co0 + c) * CRS + t0 + t) * VL, acc[c][t]);
+}
+
+#define DW_CASE(c, t)                                                                      \
+    case (c) * 8 + (t):                                                                    \
+        DFN(bwd_weight_block)(d, xps, dyws, cnt, co0, t0, accv, (c) > WB_CO ? WB_CO : (c), \
+                              (t) > WB_T ? WB_T : (t));                                    \
+        break;
+#define DW_ROW(c) DW_CASE(c, 1) DW_CASE(c, 2) DW_CASE(c, 3) DW_CASE(c, 4) DW_CASE(c, 5) DW_CASE(c, 6)
+
+static void DFN(bwd_weight_images)(const dplan *d, const float *xps, const float *dyws,
+                                   int64_t cnt, float *accv)
+{
+    int64_t K = d->g.K, CRS = d->CRS;
+    int64_t nbc = (K + WB_CO - 1) / WB_CO, nbt = (CRS + WB_T - 1) / WB_T;
+    for (int64_t bc = 0, co0 = 0; bc < nbc; bc++) {
+        int cb = (int)(K / nbc + (bc < K % nbc));
+        for (int64_t bt = 0, t0 = 0; bt < nbt; bt++) {
+            int tb = (int)(CRS / nbt + (bt < CRS % nbt));
+            switch (cb * 8 + tb) {
+                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4)
+            default: break;
+            }
+            t0 += tb;
+        }
+        co0 += cb;
+    }
+}
+
+#undef DFWD_CASE
+#undef DBWD_CASE
+#undef DW_CASE
+#undef DW_ROW
+#undef DFN
+#undef DCAT
+#undef DCAT_

@@ -1,0 +1,40 @@
+/* ops/simd.c - run-time CPU feature detection for the SIMD kernels. */
+#include "ops/simd.h"
+
+#include <stdatomic.h>
+
+static tg_simd_level cap = TG_SIMD_AVX512;
+
+static tg_simd_level detect(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+        return TG_SIMD_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return TG_SIMD_AVX2;
+#endif
+    return TG_SIMD_BASE;
+}
+
+tg_simd_level tg_simd_level_get(void)
+{
+    static atomic_int detected = -1; /* every thread that races here stores the same value */
+    int d = atomic_load_explicit(&detected, memory_order_relaxed);
+    if (d < 0) {
+        d = (int)detect();
+        atomic_store_explicit(&detected, d, memory_order_relaxed);
+    }
+    return (tg_simd_level)d < cap ? (tg_simd_level)d : cap;
+}
+
+void tg_simd_cap(tg_simd_level level) { cap = level; }
+
+const char *tg_simd_level_name(tg_simd_level level)
+{
+    switch (level) {
+    case TG_SIMD_AVX512: return "avx512";
+    case TG_SIMD_AVX2: return "avx2";
+    default: return "base";
+    }
+}

@@ -1,0 +1,263 @@
+/* tests/ops/test_conv.c - CONV2D and its two gradient ops: finite-difference
+ * gradients for stride, padding, dilation, groups, odd sizes and bias; each
+ * fast method (im2col + sgemm, direct SIMD at every instruction-set level)
+ * against the double reference at 1 and 2 threads, including the tutorial
+ * network's exact shapes; hand-computed values; shape errors. */
+#include "tg_test.h"
+
+#include "ops/conv.h"
+#include "ops/simd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const tg_init U11 = {TG_INIT_UNIFORM, -1, 1};
+
+typedef struct conv_case {
+    int64_t N, C, H, W, K, R, S;
+    tg_conv2d_params p;
+    bool bias;
+    bool x_param; /* differentiate x too (exercises CONV2D_BWD_DATA) */
+} conv_case;
+
+#define P(sh, sw, ph, pw, dh, dw, g) ((tg_conv2d_params){sh, sw, ph, pw, dh, dw, g})
+
+static tg_tensor *build_conv(tg_graph *g, void *ctx)
+{
+    const conv_case *c = ctx;
+    tg_shape xs = tg_shape4(c->N, c->C, c->H, c->W);
+    tg_tensor *x = c->x_param ? tg_param(g, "x", xs, U11) : tg_input(g, "x", TG_F32, xs);
+    tg_tensor *w = tg_param(g, "w", tg_shape4(c->K, c->C / c->p.groups, c->R, c->S), U11);
+    tg_tensor *b = c->bias ? tg_param(g, "b", tg_shape1(c->K), U11) : NULL;
+    return tg_conv2d(g, x, w, b, c->p);
+}
+
+static const conv_case small_cases[] = {
+    {2, 3, 6, 5, 4, 3, 3, P(1, 1, 0, 0, 1, 1, 1), true, true},   /* plain */
+    {2, 2, 7, 6, 3, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true},  /* stride 2, pad 1, odd */
+    {1, 2, 7, 7, 2, 3, 3, P(1, 1, 2, 2, 2, 2, 1), true, true},   /* dilation 2 */
+    {2, 4, 5, 6, 6, 2, 3, P(2, 1, 1, 0, 1, 1, 2), true, true},   /* groups 2, mixed strides */
+    {2, 3, 4, 4, 3, 3, 3, P(1, 1, 1, 1, 1, 1, 3), false, true},  /* depthwise */
+    {2, 3, 4, 5, 2, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true, true},   /* 1x1 */
+    {1, 1, 6, 6, 2, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true, false},  /* one channel, 5x5 */
+    {1, 2, 5, 4, 2, 2, 3, P(3, 2, 2, 1, 2, 1, 1), true, true},   /* stride > kernel */
+};
+#define N_SMALL (sizeof small_cases / sizeof *small_cases)
+
+static void test_conv_gradcheck(void)
+{
+    for (size_t i = 0; i < N_SMALL; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "conv case %zu", i);
+        TG_CHECK(tg_gradcheck(label, build_conv, (void *)&small_cases[i], (tg_check_opts){0}));
+    }
+}
+
+/* The gradient ops' own gradient rules (second derivatives of a conv). */
+typedef struct bwd_case {
+    conv_case c;
+    bool weight; /* CONV2D_BWD_WEIGHT, else CONV2D_BWD_DATA */
+} bwd_case;
+
+static tg_tensor *build_bwd(tg_graph *g, void *ctx)
+{
+    const bwd_case *b = ctx;
+    const conv_case *c = &b->c;
+    int64_t OH = (c->H + 2 * c->p.pad_h - c->p.dilation_h * (c->R - 1) - 1) / c->p.stride_h + 1;
+    int64_t OW = (c->W + 2 * c->p.pad_w - c->p.dilation_w * (c->S - 1) - 1) / c->p.stride_w + 1;
+    tg_tensor *dy = tg_param(g, "dy", tg_shape4(c->N, c->K, OH, OW), U11);
+    tg_node_params p = {0};
+    p.i[0] = c->p.stride_h, p.i[1] = c->p.stride_w, p.i[2] = c->p.pad_h, p.i[3] = c->p.pad_w;
+    p.i[4] = c->p.dilation_h, p.i[5] = c->p.dilation_w, p.i[6] = c->p.groups;
+    if (b->weight) {
+        tg_tensor *x = tg_param(g, "x", tg_shape4(c->N, c->C, c->H, c->W), U11);
+        p.i[8] = c->R, p.i[9] = c->S;
+        return tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){dy, x}, &p);
+    }
+    tg_tensor *w = tg_param(g, "w", tg_shape4(c->K, c->C / c->p.groups, c->R, c->S), U11);
+    p.i[8] = c->H, p.i[9] = c->W;
+    return tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){dy, w}, &p);
+}
+
+static void test_gradient_ops_gradcheck(void)
+{
+    for (size_t i = 0; i < N_SMALL; i++)
+        for (int wgt = 0; wgt < 2; wgt++) {
+            bwd_case b = {small_cases[i], wgt != 0};
+            char label[64];
+            snprintf(label, sizeof label, "conv case %zu %s", i, wgt ? "bwd_weight" : "bwd_data");
+            TG_CHECK(tg_gradcheck(label, build_bwd, &b, (tg_check_opts){0}));
+            TG_CHECK(tg_check_kernels(label, build_bwd, &b, 2, 1e-4, (tg_check_opts){0}));
+        }
+}
+
+/* Every method and instruction-set level the machine has, at 1 and 2 threads. */
+static void check_all_methods(const char *what, const conv_case *c)
+{
+    static const tg_conv_method methods[] = {TG_CONV_AUTO, TG_CONV_GEMM, TG_CONV_DIRECT};
+    static const tg_simd_level levels[] = {TG_SIMD_AVX512, TG_SIMD_AVX2, TG_SIMD_BASE};
+    for (int m = 0; m < 3; m++)
+        for (int l = 0; l < 3; l++) {
+            if (methods[m] != TG_CONV_DIRECT && l > 0)
+                continue; /* only the direct kernels depend on the level */
+            tg_conv_force_method(methods[m]);
+            tg_simd_cap(levels[l]);
+            for (int t = 1; t <= 2; t++) {
+                char label[128];
+                snprintf(label, sizeof label, "%s method %d level %s", what, m,
+                         tg_simd_level_name(levels[l]));
+                TG_CHECK(tg_check_kernels(label, build_conv, (void *)c, t, 2e-4,
+                                          (tg_check_opts){0}));
+            }
+        }
+    tg_conv_force_method(TG_CONV_AUTO);
+    tg_simd_cap(TG_SIMD_AVX512);
+}
+
+static void test_conv_kernels_small(void)
+{
+    for (size_t i = 0; i < N_SMALL; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "conv case %zu", i);
+        check_all_methods(label, &small_cases[i]);
+    }
+}
+
+static void test_conv_kernels_random(void)
+{
+    /* sizes chosen to hit vector tails, block remainders and thread splits */
+    static const conv_case cases[] = {
+        {3, 5, 11, 13, 7, 3, 3, P(1, 1, 1, 1, 1, 1, 1), true, true},
+        {5, 3, 9, 17, 26, 3, 2, P(1, 1, 0, 1, 1, 1, 1), true, true},
+        {2, 13, 8, 8, 5, 5, 5, P(1, 1, 2, 2, 1, 1, 1), false, true},
+        {4, 6, 10, 9, 8, 3, 3, P(2, 2, 1, 1, 1, 1, 2), true, true},
+        {3, 4, 12, 12, 9, 3, 3, P(1, 1, 3, 3, 3, 3, 1), true, true},
+        {1, 8, 6, 6, 8, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "random conv %zu", i);
+        check_all_methods(label, &cases[i]);
+    }
+}
+
+/* The tutorial network's convolutions at batch 40, and a ResNet-like layer
+ * with enough channels that the heuristic picks the GEMM method. */
+static void test_conv_kernels_model_shapes(void)
+{
+    static const conv_case tutorial1 = {40, 1, 28, 28, 10, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true,
+                                        false};
+    static const conv_case tutorial2 = {40, 10, 12, 12, 20, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true,
+                                        true};
+    static const conv_case resnet = {2, 64, 8, 8, 64, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true};
+    check_all_methods("tutorial conv1", &tutorial1);
+    check_all_methods("tutorial conv2", &tutorial2);
+    check_all_methods("resnet 64x64", &resnet);
+    tg_conv_geom g1 = {40, 1, 28, 28, 10, 5, 5, 24, 24, 1, 1, 0, 0, 1, 1, 1};
+    tg_conv_geom gr = {2, 64, 8, 8, 64, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1};
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &g1) == TG_CONV_DIRECT);
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &g1) == TG_CONV_DIRECT);
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &gr) == TG_CONV_GEMM);
+}
+
+/* x = 1..16 as 4x4, w = [[1, 0], [0, -1]]: y[i][j] = x[i][j] - x[i+1][j+1] = -5
+ * everywhere; with stride 2 and bias 0.5: -4.5 at 2x2 positions. */
+static void test_conv_values(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 1, 4, 4));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(1, 1, 2, 2));
+    tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape1(1));
+    tg_tensor *y1 = tg_conv2d(g, x, w, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    tg_tensor *y2 = tg_conv2d(g, x, w, b, P(2, 2, 0, 0, 1, 1, 1));
+    tg_tensor *y3 = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1)); /* padded: 5x5 */
+    TG_CHECK_OK(tg_graph_status(g));
+    TG_CHECK(y1 && tg_shape_equal(y1->shape, tg_shape4(1, 1, 3, 3)));
+    TG_CHECK(y2 && tg_shape_equal(y2->shape, tg_shape4(1, 1, 2, 2)));
+    TG_CHECK(y3 && tg_shape_equal(y3->shape, tg_shape4(1, 1, 5, 5)));
+    if (tg_graph_status(g) != TG_OK) {
+        tg_graph_destroy(g);
+        return;
+    }
+    float X[16], W[4] = {1, 0, 0, -1}, B[1] = {0.5f}, Y1[9], Y2[4], Y3[25];
+    for (int i = 0; i < 16; i++)
+        X[i] = (float)(i + 1);
+    const tg_op_def *def = tg_op_get(TG_OP_CONV2D);
+    for (int m = TG_CONV_GEMM; m <= TG_CONV_DIRECT; m++) {
+        tg_conv_force_method((tg_conv_method)m);
+        tg_tensor *ys[3] = {y1, y2, y3};
+        float *outs[3] = {Y1, Y2, Y3};
+        for (int k = 0; k < 3; k++) {
+            size_t sb = def->scratch(ys[k], 1);
+            void *scratch = malloc(sb);
+            tg_kernel_args a = {.node = ys[k], .in = {X, W, B}, .out = outs[k], .scratch = scratch,
+                                .scratch_bytes = sb};
+            def->forward(&a);
+            free(scratch);
+        }
+        for (int i = 0; i < 9; i++)
+            TG_CHECK_NEAR(Y1[i], -5.0, 1e-6);
+        for (int i = 0; i < 4; i++)
+            TG_CHECK_NEAR(Y2[i], -4.5, 1e-6);
+        /* padded corner (0,0) sees only x[0][0] under the -1 tap; (4,4) only x[3][3] under 1 */
+        TG_CHECK_NEAR(Y3[0], -1.0, 1e-6);
+        TG_CHECK_NEAR(Y3[24], 16.0, 1e-6);
+        TG_CHECK_NEAR(Y3[6], -5.0, 1e-6);
+    }
+    tg_conv_force_method(TG_CONV_AUTO);
+    tg_graph_destroy(g);
+}
+
+static const char *build_error(tg_shape xs, tg_shape ws, int64_t bias_len, tg_conv2d_params p)
+{
+    static char msg[1024];
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, xs);
+    tg_tensor *w = tg_param(g, "w", ws, U11);
+    tg_tensor *b = bias_len ? tg_param(g, "b", tg_shape1(bias_len), U11) : NULL;
+    tg_scope_push(g, "layer1");
+    tg_tensor *y = tg_conv2d(g, x, w, b, p);
+    TG_CHECK(y == NULL);
+    TG_CHECK(tg_graph_status(g) != TG_OK);
+    snprintf(msg, sizeof msg, "%s", tg_graph_error(g));
+    tg_graph_destroy(g);
+    return msg;
+}
+
+static void expect_in(const char *msg, const char *a, const char *b)
+{
+    TG_CHECK(strstr(msg, a) != NULL);
+    TG_CHECK(strstr(msg, b) != NULL);
+    if (!strstr(msg, a) || !strstr(msg, b))
+        fprintf(stderr, "    message was: %s\n", msg);
+}
+
+static void test_shape_errors(void)
+{
+    const char *m;
+    m = build_error(tg_shape4(2, 3, 8, 8), tg_shape4(4, 2, 3, 3), 0, P(1, 1, 0, 0, 1, 1, 1));
+    expect_in(m, "layer1/conv2d", "[2, 3, 8, 8]");
+    expect_in(m, "[4, 2, 3, 3]", "3 channels");
+    m = build_error(tg_shape4(2, 3, 4, 4), tg_shape4(4, 3, 5, 5), 0, P(1, 1, 0, 0, 1, 1, 1));
+    expect_in(m, "conv2d", "does not fit");
+    m = build_error(tg_shape4(2, 4, 8, 8), tg_shape4(3, 2, 3, 3), 0, P(1, 1, 0, 0, 1, 1, 2));
+    expect_in(m, "conv2d", "divisible by groups");
+    m = build_error(tg_shape4(2, 3, 8, 8), tg_shape4(4, 3, 3, 3), 5, P(1, 1, 0, 0, 1, 1, 1));
+    expect_in(m, "conv2d", "bias [5]");
+    m = build_error(tg_shape3(3, 8, 8), tg_shape4(4, 3, 3, 3), 0, P(1, 1, 0, 0, 1, 1, 1));
+    expect_in(m, "conv2d", "[3, 8, 8] must be 4-D");
+    m = build_error(tg_shape4(2, 3, 8, 8), tg_shape4(4, 3, 3, 3), 0, P(0, 1, 0, 0, 1, 1, 1));
+    expect_in(m, "conv2d", "stride_h is 0");
+}
+
+int main(void)
+{
+    TG_RUN(test_conv_values);
+    TG_RUN(test_conv_gradcheck);
+    TG_RUN(test_gradient_ops_gradcheck);
+    TG_RUN(test_conv_kernels_small);
+    TG_RUN(test_conv_kernels_random);
+    TG_RUN(test_conv_kernels_model_shapes);
+    TG_RUN(test_shape_errors);
+    return tg_test_finish();
+}
