@@ -94,7 +94,7 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
     switch (j->op) {
     case TG_OP_RELU:
         for (int64_t q = 0; q < n; q++)
-            o[q] = x[q] > 0.0f ? x[q] : 0.0f;
+            o[q] = x[q] < 0.0f ? 0.0f : x[q]; /* NaN passes through, as in PyTorch */
         break;
     case TG_OP_RELU_BWD: /* x = dy, y = forward input */
         for (int64_t q = 0; q < n; q++)
@@ -159,7 +159,7 @@ static void ref_map(const tg_ref_args *a)
     for (int64_t k = 0; k < n; k++) {
         double v = y[k], r;
         switch (node->op) {
-        case TG_OP_RELU: r = x[k] > 0 ? x[k] : 0; break;
+        case TG_OP_RELU: r = x[k] < 0 ? 0 : x[k]; break;
         case TG_OP_RELU_BWD: r = v > 0 ? x[k] : 0; break;
         case TG_OP_GELU: r = 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2)); break;
         case TG_OP_GELU_BWD: {

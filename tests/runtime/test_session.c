@@ -1,0 +1,192 @@
+/* tests/runtime/test_session.c - the engine runs what the reference
+ * interpreter computes, allocates nothing per run, and reports misuse. */
+#include "tg_test.h"
+
+#include "core/alloc.h"
+#include "runtime/interp.h"
+#include "runtime/session_internal.h"
+#include "tilegraph/optim.h"
+
+#include <string.h>
+
+typedef struct {
+    tg_tensor *x, *labels, *logits, *loss;
+} mlp;
+
+/* A two-layer MLP with a cross-entropy loss. */
+static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
+{
+    tg_graph *g = tg_graph_create();
+    m->x = tg_input(g, "x", TG_F32, tg_shape2(batch, 12));
+    m->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    tg_tensor *w1 = tg_param(g, "w1", tg_shape2(16, 12), (tg_init){TG_INIT_FAN_IN_UNIFORM, 12, 0});
+    tg_tensor *b1 = tg_param(g, "b1", tg_shape1(16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 12, 0});
+    tg_tensor *w2 = tg_param(g, "w2", tg_shape2(5, 16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 16, 0});
+    tg_tensor *h = tg_relu(g, tg_linear(g, m->x, w1, b1));
+    m->logits = tg_linear(g, h, w2, NULL);
+    m->loss = tg_cross_entropy(g, m->logits, m->labels);
+    tg_tensor_mark_output(m->logits);
+    tg_tensor_mark_output(m->loss);
+    if (opt) {
+        TG_CHECK_OK(tg_graph_backward(g, m->loss));
+        TG_CHECK_OK(tg_graph_add_optimizer(g, opt));
+    }
+    TG_CHECK_OK(tg_graph_status(g));
+    return g;
+}
+
+static void fill(float *x, int32_t *y, int batch, int step)
+{
+    for (int i = 0; i < batch * 12; i++)
+        x[i] = (float)((i * 37 + step * 11) % 19) / 9.0f - 1.0f;
+    for (int i = 0; i < batch; i++)
+        y[i] = (i * 3 + step) % 5;
+}
+
+static void train_matches_interpreter(const tg_optimizer *opt, int threads)
+{
+    enum { BATCH = 8 };
+    mlp m;
+    tg_graph *g = build_mlp(&m, BATCH, opt);
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", 5);
+    tg_session *s = NULL;
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    TG_CHECK_OK(tg_interp_create(g, 5, &ip));
+    float x[BATCH * 12];
+    int32_t y[BATCH];
+    for (int step = 0; s && ip && step < 4; step++) {
+        fill(x, y, BATCH, step);
+        TG_CHECK_OK(tg_session_write(s, m.x, x, sizeof x));
+        TG_CHECK_OK(tg_session_write(s, m.labels, y, sizeof y));
+        double *dx = tg_interp_data(ip, m.x), *dy = tg_interp_data(ip, m.labels);
+        for (int i = 0; i < BATCH * 12; i++)
+            dx[i] = x[i];
+        for (int i = 0; i < BATCH; i++)
+            dy[i] = y[i];
+        TG_CHECK_OK(tg_session_run(s));
+        TG_CHECK_OK(tg_interp_run(ip, step));
+        float loss = 0;
+        TG_CHECK_OK(tg_session_read(s, m.loss, &loss, sizeof loss));
+        TG_CHECK_NEAR(loss, tg_interp_data(ip, m.loss)[0], 1e-4);
+    }
+    TG_CHECK(tg_session_step(s) == 4);
+    /* after four updates every parameter agrees with the double reference */
+    for (int i = 0; s && ip && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_PARAM)
+            continue;
+        const float *fast = tg_session_data(s, t);
+        const double *ref = tg_interp_data(ip, t);
+        for (int64_t k = 0; k < tg_numel(t); k++)
+            TG_CHECK_NEAR(fast[k], ref[k], 1e-4 + 1e-4 * fabs(ref[k]));
+    }
+    tg_interp_destroy(ip);
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+static void test_sgd_momentum_matches_reference(void)
+{
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.9f);
+    train_matches_interpreter(&opt, 1);
+    train_matches_interpreter(&opt, 2);
+}
+
+static void test_adamw_matches_reference(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    train_matches_interpreter(&opt, 1);
+    train_matches_interpreter(&opt, 2);
+}
+
+/* The engine allocates its arena once; a run allocates nothing. */
+static void test_run_allocates_nothing(void)
+{
+    mlp m;
+    tg_optimizer opt = tg_optimizer_adam(0.01f);
+    tg_graph *g = build_mlp(&m, 8, &opt);
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", 2);
+    int64_t before = tg_alloc_live_bytes();
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    int64_t held = tg_alloc_live_bytes() - before;
+    /* the arena is all but a few KiB of what the session holds */
+    TG_CHECK((size_t)held >= tg_session_arena_bytes(s));
+    TG_CHECK((size_t)held - tg_session_arena_bytes(s) < 16 * 1024);
+    tg_alloc_reset_peak();
+    int64_t live = tg_alloc_live_bytes();
+    for (int i = 0; i < 5; i++)
+        TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK(tg_alloc_live_bytes() == live);
+    TG_CHECK(tg_alloc_peak_bytes() == live);
+    tg_session_destroy(s);
+    TG_CHECK(tg_alloc_live_bytes() == before);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+static void test_misuse_is_reported(void)
+{
+    mlp m;
+    tg_graph *g = build_mlp(&m, 4, NULL);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, NULL, &s));
+    float small[3];
+    TG_CHECK(tg_session_write(s, m.x, small, sizeof small) == TG_ERR_INVALID_ARG);
+    TG_CHECK(strstr(tg_error_message(), "'x'") != NULL);
+    /* the hidden layer is an intermediate value: not readable */
+    const tg_tensor *hidden = m.logits->in[0];
+    float buf[64];
+    TG_CHECK(tg_session_read(s, hidden, buf, tg_nbytes(hidden)) == TG_ERR_INVALID_ARG);
+    TG_CHECK(strstr(tg_error_message(), "intermediate") != NULL);
+    /* a NaN input makes the loss NaN: the run says so, naming the loss */
+    float x[4 * 12];
+    int32_t y[4] = {0, 1, 2, 3};
+    for (int i = 0; i < 48; i++)
+        x[i] = i == 7 ? NAN : 0.5f;
+    TG_CHECK_OK(tg_session_write(s, m.x, x, sizeof x));
+    TG_CHECK_OK(tg_session_write(s, m.labels, y, sizeof y));
+    TG_CHECK(tg_session_run(s) == TG_ERR_NUMERIC);
+    TG_CHECK(strstr(tg_error_message(), "cross_entropy") != NULL);
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+}
+
+/* An inference session takes the trained weights by name. */
+static void test_copy_weights_between_sessions(void)
+{
+    mlp mt, mi;
+    tg_optimizer opt = tg_optimizer_sgd(0.5f, 0.0f);
+    tg_graph *gt = build_mlp(&mt, 8, &opt), *gi = build_mlp(&mi, 2, NULL);
+    tg_session *st = NULL, *si = NULL;
+    TG_CHECK_OK(tg_session_create(gt, NULL, &st));
+    TG_CHECK_OK(tg_session_create(gi, NULL, &si));
+    float x[8 * 12];
+    int32_t y[8];
+    fill(x, y, 8, 0);
+    tg_session_write(st, mt.x, x, sizeof x);
+    tg_session_write(st, mt.labels, y, sizeof y);
+    TG_CHECK_OK(tg_session_run(st));
+    TG_CHECK_OK(tg_session_copy_weights(si, st));
+    const tg_tensor *w_t = tg_graph_find(gt, "w1"), *w_i = tg_graph_find(gi, "w1");
+    TG_CHECK(memcmp(tg_session_data(st, w_t), tg_session_data(si, w_i), tg_nbytes(w_t)) == 0);
+    tg_session_destroy(st);
+    tg_session_destroy(si);
+    tg_graph_destroy(gt);
+    tg_graph_destroy(gi);
+}
+
+int main(void)
+{
+    TG_RUN(test_sgd_momentum_matches_reference);
+    TG_RUN(test_adamw_matches_reference);
+    TG_RUN(test_run_allocates_nothing);
+    TG_RUN(test_misuse_is_reported);
+    TG_RUN(test_copy_weights_between_sessions);
+    return tg_test_finish();
+}
