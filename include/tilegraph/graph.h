@@ -142,9 +142,12 @@ tg_tensor *tg_matmul(tg_graph *g, tg_tensor *a, tg_tensor *b, bool trans_a, bool
 /* x [N, in], w [out, in] (PyTorch's layout), b [out] or NULL -> [N, out] */
 tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b);
 
+/* Same elements, new shape; one dimension may be -1 (inferred, as in
+ * PyTorch). No copy: the result shares x's storage. */
 tg_tensor *tg_reshape(tg_graph *g, tg_tensor *x, tg_shape shape);
 /* Keep dims before `axis`, join the rest: [N, C, H, W] -> [N, C*H*W] for axis 1. */
 tg_tensor *tg_flatten(tg_graph *g, tg_tensor *x, int axis);
+/* Output dim d is x's dim perm[d]; perm has x's number of dims. */
 tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm);
 tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis);
 /* Elements start..end-1 along axis (negative axis counts from the end). */
@@ -156,7 +159,10 @@ tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool ke
 tg_tensor *tg_softmax(tg_graph *g, tg_tensor *x, int axis);
 tg_tensor *tg_log_softmax(tg_graph *g, tg_tensor *x, int axis);
 
-/* Losses return a scalar: the mean over the batch. labels are TG_I32 [N]. */
+/* Losses return a scalar (ndim 0): the mean over the batch. labels are
+ * TG_I32 [N] in [0, C); a label outside that range is not clamped or skipped:
+ * it makes that sample's loss (hence the mean) and its gradient row NaN, so
+ * the engine's NaN check reports it. */
 tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *labels);
 tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels);
 tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);

@@ -85,8 +85,9 @@ typedef struct arith_job {
     float *out;
 } arith_job;
 
-/* One inner run of n outputs. The three stride patterns that cover the fast
- * cases get their own loops so the compiler vectorises them. */
+/* One inner run of n outputs. On the innermost merged dim a contiguous
+ * input has stride 1 or 0 (stretched), so three patterns cover every case
+ * and each gets its own loop, which the compiler vectorises. */
 #define RUN_LOOPS(EXPR)                                                 \
     do {                                                                \
         if (sa == 1 && sb == 1)                                         \
@@ -106,7 +107,7 @@ typedef struct arith_job {
                 float y = b[q];                                         \
                 o[q] = EXPR;                                            \
             }                                                           \
-        } else                                                          \
+        } else /* both stretched: cannot happen, kept as a safe net */ \
             for (int64_t q = 0; q < n; q++) {                           \
                 float x = a[q * sa], y = b[q * sb];                     \
                 o[q] = EXPR;                                            \

@@ -151,7 +151,10 @@ static void run_fast(tg_graph *g, tg_tensor *const *ins, const float *const *val
     void **buf = calloc((size_t)g->n_nodes, sizeof(void *));
     for (int i = 0; i < g->n_nodes; i++) {
         tg_tensor *t = g->nodes[i];
-        buf[i] = calloc(1, tg_nbytes(t) + 4);
+        buf[i] = malloc(tg_nbytes(t) + 4);
+        /* outputs start as NaN bytes: a kernel must write every element,
+         * the engine's buffers are reused and never cleared */
+        memset(buf[i], 0xff, tg_nbytes(t) + 4);
         for (int k = 0; k < n_ins; k++)
             if (ins[k] == t)
                 memcpy(buf[i], vals[k], tg_nbytes(t));

@@ -24,7 +24,10 @@ static void run_fast(tg_graph *g, tg_tensor *in, const float *vals, tg_tensor *o
             buf[i] = buf[t->in[0]->id];
             continue;
         }
-        buf[i] = calloc(1, tg_nbytes(t) + 4);
+        buf[i] = malloc(tg_nbytes(t) + 4);
+        /* outputs start as NaN bytes: a kernel must write every element,
+         * the engine's buffers are reused and never cleared */
+        memset(buf[i], 0xff, tg_nbytes(t) + 4);
         if (t == in)
             memcpy(buf[i], vals, tg_nbytes(t));
         if (t->n_in == 0)
@@ -119,10 +122,17 @@ static void test_transpose(void)
     check_case("transpose mixed", &c);
     c = (sh_case){.kind = 2, .shape = tg_shape3(2, 3, 4), .perm = {0, 1, 2}};
     check_case("transpose identity", &c);
+    /* last axis stays last: contiguous runs copied row by row */
+    c = (sh_case){.kind = 2, .shape = tg_shape3(3, 4, 5), .perm = {1, 0, 2}};
+    check_case("transpose keep last", &c);
     /* big batched transposes: tiled path with ragged tiles, on the pool */
     c = (sh_case){.kind = 2, .shape = tg_shape3(4, 97, 131), .perm = {0, 2, 1}};
     for (int threads = 1; threads <= 2; threads++)
         tg_check_kernels("transpose large", build_shape, &c, threads, 1e-3, (tg_check_opts){0});
+    c = (sh_case){.kind = 2, .shape = tg_shape4(30, 40, 2, 17), .perm = {1, 0, 2, 3}};
+    for (int threads = 1; threads <= 2; threads++)
+        tg_check_kernels("transpose large runs", build_shape, &c, threads, 1e-3,
+                         (tg_check_opts){0});
     c = (sh_case){.kind = 2, .shape = tg_shape4(3, 40, 20, 17), .perm = {2, 0, 3, 1}};
     for (int threads = 1; threads <= 2; threads++)
         tg_check_kernels("transpose large strided", build_shape, &c, threads, 1e-3,
