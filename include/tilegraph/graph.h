@@ -89,6 +89,8 @@ typedef enum tg_init_kind {
     /* PyTorch's Conv2d/Linear default for weights and biases:
      * U(-1/sqrt(fan_in), 1/sqrt(fan_in)), with fan_in = a. */
     TG_INIT_FAN_IN_UNIFORM,
+    /* Normalisation statistics [2, C]: row 0 (means) zeros, row 1 (variances) ones. */
+    TG_INIT_NORM_STATS,
 } tg_init_kind;
 
 typedef struct tg_init {

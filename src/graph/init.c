@@ -33,6 +33,10 @@ void tg_init_fill_f32(const tg_tensor *t, uint64_t seed, float *dst)
         for (int64_t i = 0; i < n; i++)
             dst[i] = (float)in->a;
         return;
+    case TG_INIT_NORM_STATS:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = i < n / 2 ? 0.0f : 1.0f;
+        return;
     case TG_INIT_NORMAL:
         for (int64_t i = 0; i < n; i++)
             dst[i] = (float)(in->a + in->b * tg_rng_normal(&rng));

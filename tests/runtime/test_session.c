@@ -1,5 +1,6 @@
 /* tests/runtime/test_session.c - the engine runs what the reference
- * interpreter computes, allocates nothing per run, and reports misuse. */
+ * interpreter computes, allocates nothing per run, and reports misuse.
+ * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
 #include "core/alloc.h"
