@@ -1,0 +1,364 @@
+/* ops/pool.c - 2-D max and average pooling and their gradients.
+ *
+ * Params: i[0..5] = kernel h, w, stride h, w, padding h, w; the backward ops
+ * also keep the input's height and width in i[6], i[7]. Max pooling pads
+ * with -infinity and picks the first maximum of a window (as PyTorch); its
+ * gradient recomputes that choice from x instead of storing indices, which
+ * saves an index tensor per pooling layer. Average pooling counts padding in
+ * the divisor (PyTorch's default count_include_pad=True). Work is split over
+ * the device's threads by (sample, channel) planes.
+ */
+#include "ops/op.h"
+
+#include "core/error.h"
+
+#include <float.h>
+#include <math.h>
+
+enum { KH, KW, SH, SW, PH, PW, IH, IW };
+
+typedef struct {
+    int64_t planes, ih, iw, oh, ow;
+    int kh, kw, sh, sw, ph, pw;
+} pool_geom;
+
+static pool_geom geom(const tg_tensor *node, tg_shape in_shape, tg_shape out_shape)
+{
+    const int64_t *p = node->p.i;
+    pool_geom g = {in_shape.dim[0] * in_shape.dim[1], in_shape.dim[2], in_shape.dim[3],
+                   out_shape.dim[2], out_shape.dim[3], (int)p[KH], (int)p[KW], (int)p[SH],
+                   (int)p[SW], (int)p[PH], (int)p[PW]};
+    return g;
+}
+
+/* The input shape of a pooling node (forward: its input; backward: stored). */
+static tg_shape input_shape(const tg_tensor *node)
+{
+    if (node->op == TG_OP_MAXPOOL2D || node->op == TG_OP_AVGPOOL2D)
+        return node->in[0]->shape;
+    tg_shape s = node->in[0]->shape;
+    s.dim[2] = node->p.i[IH];
+    s.dim[3] = node->p.i[IW];
+    return s;
+}
+
+static tg_shape output_shape(const tg_tensor *node)
+{
+    return node->op == TG_OP_MAXPOOL2D || node->op == TG_OP_AVGPOOL2D ? node->shape
+                                                                         : node->in[0]->shape;
+}
+
+static tg_status infer_pool(tg_tensor *node)
+{
+    const tg_tensor *x = node->in[0];
+    const int64_t *p = node->p.i;
+    char buf[64];
+    if (x->shape.ndim != 4 || x->dtype != TG_F32)
+        return tg_error(TG_ERR_SHAPE, "pooling takes an f32 [N, C, H, W] tensor, not %s %s",
+                        tg_dtype_name(x->dtype), tg_shape_str(x->shape, buf, sizeof buf));
+    if (p[KH] < 1 || p[KW] < 1 || p[SH] < 1 || p[SW] < 1 || p[PH] < 0 || p[PW] < 0)
+        return tg_error(TG_ERR_INVALID_ARG, "kernel %lldx%lld, stride %lldx%lld, padding %lldx%lld: "
+                        "kernel and stride must be positive, padding not negative",
+                        (long long)p[KH], (long long)p[KW], (long long)p[SH], (long long)p[SW],
+                        (long long)p[PH], (long long)p[PW]);
+    if (2 * p[PH] > p[KH] || 2 * p[PW] > p[KW])
+        return tg_error(TG_ERR_INVALID_ARG, "padding %lldx%lld is more than half the kernel %lldx%lld",
+                        (long long)p[PH], (long long)p[PW], (long long)p[KH], (long long)p[KW]);
+    int64_t oh = (x->shape.dim[2] + 2 * p[PH] - p[KH]) / p[SH] + 1;
+    int64_t ow = (x->shape.dim[3] + 2 * p[PW] - p[KW]) / p[SW] + 1;
+    if (x->shape.dim[2] + 2 * p[PH] < p[KH] || x->shape.dim[3] + 2 * p[PW] < p[KW] || oh < 1 || ow < 1)
+        return tg_error(TG_ERR_SHAPE, "a %lldx%lld window does not fit in the %s input",
+                        (long long)p[KH], (long long)p[KW], tg_shape_str(x->shape, buf, sizeof buf));
+    node->shape = tg_shape4(x->shape.dim[0], x->shape.dim[1], oh, ow);
+    return TG_OK;
+}
+
+static tg_status infer_bwd(tg_tensor *node)
+{
+    node->shape = input_shape(node);
+    return TG_OK;
+}
+
+static double flops_pool(const tg_tensor *node)
+{
+    const int64_t *p = node->p.i;
+    return (double)tg_shape_numel(output_shape(node)) * (double)(p[KH] * p[KW]);
+}
+
+/* ---- max ----------------------------------------------------------------------- */
+
+typedef struct {
+    const tg_kernel_args *a;
+    pool_geom g;
+} pool_job;
+
+/* The flat index (within a plane) of the first maximum of window (oy, ox). */
+static inline int64_t window_argmax(const float *x, const pool_geom *g, int64_t oy, int64_t ox)
+{
+    int64_t best = -1;
+    float bv = -INFINITY;
+    for (int ky = 0; ky < g->kh; ky++) {
+        int64_t iy = oy * g->sh - g->ph + ky;
+        if (iy < 0 || iy >= g->ih)
+            continue;
+        for (int kx = 0; kx < g->kw; kx++) {
+            int64_t ix = ox * g->sw - g->pw + kx;
+            if (ix < 0 || ix >= g->iw)
+                continue;
+            float v = x[iy * g->iw + ix];
+            if (best < 0 || v > bv || (v != v && bv == bv)) { /* NaN wins, as in PyTorch */
+                best = iy * g->iw + ix;
+                bv = v;
+            }
+        }
+    }
+    return best;
+}
+
+static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const pool_job *j = ctx;
+    const pool_geom *g = &j->g;
+    const float *x = j->a->in[0];
+    float *y = j->a->out;
+    bool plain = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *xp = x + pl * g->ih * g->iw;
+        float *yp = y + pl * g->oh * g->ow;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            if (plain) { /* the common 2x2/2 case: no bounds checks */
+                const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+                    float m = b > a ? b : a;
+                    m = c > m ? c : m;
+                    m = d > m ? d : m;
+                    yp[oy * g->ow + ox] = (a != a || b != b || c != c || d != d) ? NAN : m;
+                }
+                continue;
+            }
+            for (int64_t ox = 0; ox < g->ow; ox++)
+                yp[oy * g->ow + ox] = xp[window_argmax(xp, g, oy, ox)];
+        }
+    }
+    (void)t;
+}
+
+static void fwd_maxpool(const tg_kernel_args *a)
+{
+    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
+    tg_pool_for(a->pool, j.g.planes, max_fwd_planes, &j);
+}
+
+static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const pool_job *j = ctx;
+    const pool_geom *g = &j->g;
+    const float *dy = j->a->in[0], *x = j->a->in[1];
+    float *dx = j->a->out;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *xp = x + pl * g->ih * g->iw, *dyp = dy + pl * g->oh * g->ow;
+        float *dxp = dx + pl * g->ih * g->iw;
+        for (int64_t k = 0; k < g->ih * g->iw; k++)
+            dxp[k] = 0.0f;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++)
+                dxp[window_argmax(xp, g, oy, ox)] += dyp[oy * g->ow + ox];
+    }
+    (void)t;
+}
+
+static void fwd_maxpool_bwd(const tg_kernel_args *a)
+{
+    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
+    tg_pool_for(a->pool, j.g.planes, max_bwd_planes, &j);
+}
+
+/* ---- average ------------------------------------------------------------------------ */
+
+static void avg_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const pool_job *j = ctx;
+    const pool_geom *g = &j->g;
+    const float *x = j->a->in[0];
+    float *y = j->a->out;
+    float inv = 1.0f / (float)(g->kh * g->kw);
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *xp = x + pl * g->ih * g->iw;
+        float *yp = y + pl * g->oh * g->ow;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float s = 0.0f;
+                for (int ky = 0; ky < g->kh; ky++) {
+                    int64_t iy = oy * g->sh - g->ph + ky;
+                    if (iy < 0 || iy >= g->ih)
+                        continue;
+                    for (int kx = 0; kx < g->kw; kx++) {
+                        int64_t ix = ox * g->sw - g->pw + kx;
+                        if (ix >= 0 && ix < g->iw)
+                            s += xp[iy * g->iw + ix];
+                    }
+                }
+                yp[oy * g->ow + ox] = s * inv;
+            }
+    }
+    (void)t;
+}
+
+static void fwd_avgpool(const tg_kernel_args *a)
+{
+    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
+    tg_pool_for(a->pool, j.g.planes, avg_fwd_planes, &j);
+}
+
+static void avg_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const pool_job *j = ctx;
+    const pool_geom *g = &j->g;
+    const float *dy = j->a->in[0];
+    float *dx = j->a->out;
+    float inv = 1.0f / (float)(g->kh * g->kw);
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *dyp = dy + pl * g->oh * g->ow;
+        float *dxp = dx + pl * g->ih * g->iw;
+        for (int64_t k = 0; k < g->ih * g->iw; k++)
+            dxp[k] = 0.0f;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float v = dyp[oy * g->ow + ox] * inv;
+                for (int ky = 0; ky < g->kh; ky++) {
+                    int64_t iy = oy * g->sh - g->ph + ky;
+                    if (iy < 0 || iy >= g->ih)
+                        continue;
+                    for (int kx = 0; kx < g->kw; kx++) {
+                        int64_t ix = ox * g->sw - g->pw + kx;
+                        if (ix >= 0 && ix < g->iw)
+                            dxp[iy * g->iw + ix] += v;
+                    }
+                }
+            }
+    }
+    (void)t;
+}
+
+static void fwd_avgpool_bwd(const tg_kernel_args *a)
+{
+    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
+    tg_pool_for(a->pool, j.g.planes, avg_bwd_planes, &j);
+}
+
+/* ---- reference kernels (double) ---------------------------------------------------------- */
+
+static void ref_pool(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    pool_geom g = geom(node, input_shape(node), output_shape(node));
+    bool is_max = node->op == TG_OP_MAXPOOL2D || node->op == TG_OP_MAXPOOL2D_BWD;
+    bool bwd = node->op == TG_OP_MAXPOOL2D_BWD || node->op == TG_OP_AVGPOOL2D_BWD;
+    const double *x = bwd ? (is_max ? a->in[1] : NULL) : a->in[0];
+    const double *dy = bwd ? a->in[0] : NULL;
+    if (bwd)
+        for (int64_t k = 0; k < g.planes * g.ih * g.iw; k++)
+            a->out[k] = 0.0;
+    for (int64_t pl = 0; pl < g.planes; pl++)
+        for (int64_t oy = 0; oy < g.oh; oy++)
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                double acc = 0.0, best = -INFINITY;
+                int64_t arg = -1, o = (pl * g.oh + oy) * g.ow + ox;
+                for (int ky = 0; ky < g.kh; ky++)
+                    for (int kx = 0; kx < g.kw; kx++) {
+                        int64_t iy = oy * g.sh - g.ph + ky, ix = ox * g.sw - g.pw + kx;
+                        if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
+                            continue;
+                        int64_t i = (pl * g.ih + iy) * g.iw + ix;
+                        if (bwd && !is_max)
+                            a->out[i] += dy[o] / (g.kh * g.kw);
+                        else if (is_max && (arg < 0 || x[i] > best)) {
+                            arg = i;
+                            best = x[i];
+                        } else if (!is_max)
+                            acc += x[i];
+                    }
+                if (!bwd)
+                    a->out[o] = is_max ? best : acc / (g.kh * g.kw);
+                else if (is_max)
+                    a->out[arg] += dy[o];
+            }
+}
+
+/* ---- builders and gradient rules ------------------------------------------------------------ */
+
+static tg_tensor *pool(tg_graph *g, tg_op op, tg_tensor *x, int kh, int kw, int sh, int sw,
+                       int ph, int pw)
+{
+    tg_node_params p = {0};
+    p.i[KH] = kh, p.i[KW] = kw, p.i[SH] = sh, p.i[SW] = sw, p.i[PH] = ph, p.i[PW] = pw;
+    return tg_node_create(g, op, 1, &x, &p);
+}
+
+tg_tensor *tg_maxpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad)
+{
+    return pool(g, TG_OP_MAXPOOL2D, x, kernel, kernel, stride, stride, pad, pad);
+}
+
+tg_tensor *tg_avgpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad)
+{
+    return pool(g, TG_OP_AVGPOOL2D, x, kernel, kernel, stride, stride, pad, pad);
+}
+
+tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x)
+{
+    if (x && x->shape.ndim != 4)
+        return tg_graph_fail(g, TG_ERR_SHAPE, "global average pool: '%s' is not [N, C, H, W]",
+                             x->name);
+    int h = x ? (int)x->shape.dim[2] : 1, w = x ? (int)x->shape.dim[3] : 1;
+    return pool(g, TG_OP_AVGPOOL2D, x, h, w, 1, 1, 0, 0);
+}
+
+static tg_status bwd_pool(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din)
+{
+    (void)need;
+    tg_node_params p = node->p;
+    p.i[IH] = node->in[0]->shape.dim[2];
+    p.i[IW] = node->in[0]->shape.dim[3];
+    if (node->op == TG_OP_MAXPOOL2D) {
+        tg_tensor *in[3] = {dout, node->in[0], node};
+        din[0] = tg_node_create(g, TG_OP_MAXPOOL2D_BWD, 3, in, &p);
+    } else {
+        din[0] = tg_node_create(g, TG_OP_AVGPOOL2D_BWD, 1, &dout, &p);
+    }
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+/* avgpool_bwd is linear in dy: its gradient is an average pool of the same window. */
+static tg_status bwd_avgpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                 tg_tensor **din)
+{
+    (void)need;
+    const int64_t *p = node->p.i;
+    din[0] = pool(g, TG_OP_AVGPOOL2D, dout, (int)p[KH], (int)p[KW], (int)p[SH], (int)p[SW],
+                  (int)p[PH], (int)p[PW]);
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+/* maxpool_bwd's derivative in x and y is zero almost everywhere; in dy it would
+ * need a gather by argmax, which no training graph asks for. */
+static tg_status bwd_maxpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                 tg_tensor **din)
+{
+    (void)g, (void)dout, (void)din;
+    if (need[0])
+        return tg_error(TG_ERR_UNSUPPORTED, "%s: the second derivative of max pooling is not "
+                        "implemented", node->name);
+    return TG_OK;
+}
+
+const tg_op_def tg_opdef_MAXPOOL2D = {"maxpool2d", infer_pool, flops_pool, NULL, fwd_maxpool,
+                                      ref_pool, bwd_pool};
+const tg_op_def tg_opdef_MAXPOOL2D_BWD = {"maxpool2d_bwd", infer_bwd, flops_pool, NULL,
+                                          fwd_maxpool_bwd, ref_pool, bwd_maxpool_bwd};
+const tg_op_def tg_opdef_AVGPOOL2D = {"avgpool2d", infer_pool, flops_pool, NULL, fwd_avgpool,
+                                      ref_pool, bwd_pool};
+const tg_op_def tg_opdef_AVGPOOL2D_BWD = {"avgpool2d_bwd", infer_bwd, flops_pool, NULL,
+                                          fwd_avgpool_bwd, ref_pool, bwd_avgpool_bwd};
