@@ -70,11 +70,13 @@ static dplan make_plan(tg_op which, const tg_conv_geom *g, int T)
         d.slice_f = d.xp_f + d.yw_f;
         break;
     default: {
-        /* prepare up to ~192 KiB of images at once: they stay in L2 while
-         * every register block streams over them */
-        size_t per = d.xp_f + d.yw_f;
+        /* prepare as many images at once as keep one block row's data in L1
+         * (~40 KiB: the images and 4 gradient rows of each) while the
+         * register blocks stream over them: from L2 the loads, not the FMAs,
+         * would set the pace */
+        size_t per = d.xp_f + d.yw_f, per_l1 = d.xp_f + (size_t)(4 * d.Qp);
         int64_t per_thread = (g->N + T - 1) / T;
-        d.nbw = (int64_t)((192 * 1024 / sizeof(float)) / per);
+        d.nbw = (int64_t)((40 * 1024 / sizeof(float)) / per_l1);
         if (d.nbw < 1)
             d.nbw = 1;
         if (d.nbw > per_thread)
@@ -153,7 +155,8 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
 #define VADD(a, b) _mm512_add_ps((a), (b))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define CB_MAX 24
+#define CB_MAX 12
+#define CB_BWD 24
 #define WB_CO 4
 #define WB_T 6
 #include "ops/conv_direct_impl.h"
@@ -167,6 +170,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #undef VADD
 #undef VFMA
 #undef CB_MAX
+#undef CB_BWD
 #undef WB_CO
 #undef WB_T
 #pragma GCC pop_options
@@ -182,7 +186,8 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VSTORE(p, v) _mm256_storeu_ps((p), (v))
 #define VADD(a, b) _mm256_add_ps((a), (b))
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define CB_MAX 12
+#define CB_MAX 6
+#define CB_BWD 12
 #define WB_CO 3
 #define WB_T 4
 #include "ops/conv_direct_impl.h"
@@ -196,6 +201,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #undef VADD
 #undef VFMA
 #undef CB_MAX
+#undef CB_BWD
 #undef WB_CO
 #undef WB_T
 #pragma GCC pop_options
@@ -229,7 +235,8 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #define VSTORE(p, v) v4_store((p), (v))
 #define VADD(a, b) v4_add((a), (b))
 #define VFMA(a, b, c) v4_fma((a), (b), (c))
-#define CB_MAX 12
+#define CB_MAX 6
+#define CB_BWD 12
 #define WB_CO 3
 #define WB_T 4
 #include "ops/conv_direct_impl.h"
@@ -243,6 +250,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #undef VADD
 #undef VFMA
 #undef CB_MAX
+#undef CB_BWD
 #undef WB_CO
 #undef WB_T
 

@@ -4,7 +4,8 @@
  *   VL          floats per vector (16, 8 or 4)
  *   SFX         suffix of the generated functions (_avx512, _avx2, _base)
  *   VT, VZERO(), VSET1(f), VLOAD(p), VSTORE(p, v), VADD(a, b), VFMA(a, b, c)
- *   CB_MAX      most output channels kept in registers at once
+ *   CB_MAX      most output channels in registers (x2 vectors) in the forward
+ *   CB_BWD      most input channels in registers in the backward data kernel
  *   WB_CO, WB_T largest register block of the weight-gradient kernel
  * under a matching `#pragma GCC target`. No include guard: included 3 times.
  *
@@ -19,7 +20,9 @@
 #define DCAT(a, b) DCAT_(a, b)
 #define DFN(name) DCAT(name, SFX)
 
-/* Forward, one block of cb output channels starting at co0, one image.
+/* Forward, one block of cb output channels starting at co0, one image, two
+ * vectors of positions at a time (each weight broadcast feeds two FMAs, which
+ * halves the broadcast loads) and a last single vector if Qc is odd.
  * wt is the weight transposed to [C*R*S][K]; yw the wide output [K][Qp]. */
 static inline __attribute__((always_inline)) void
 DFN(fwd_block)(const dplan *d, const float *xp, const float *wt, const float *bias, int64_t co0,
@@ -27,7 +30,35 @@ DFN(fwd_block)(const dplan *d, const float *xp, const float *wt, const float *bi
 {
     const int64_t K = d->g.K, C = d->g.C, R = d->g.R, S = d->g.S;
     const int64_t rstep = d->g.dh * d->Wp, sstep = d->g.dw;
-    for (int64_t qc = 0; qc < d->Qc; qc++) {
+    int64_t qc = 0;
+    for (; qc + 1 < d->Qc; qc += 2) {
+        VT a0[CB_MAX], a1[CB_MAX];
+#pragma GCC unroll 32
+        for (int c = 0; c < cb; c++)
+            a0[c] = a1[c] = bias ? VSET1(bias[co0 + c]) : VZERO();
+        const float *wp = wt + co0;
+        const float *xq = xp + qc * VL;
+        for (int64_t ci = 0; ci < C; ci++)
+            for (int64_t r = 0; r < R; r++) {
+                const float *row = xq + ci * d->HpWp + r * rstep;
+                for (int64_t s = 0; s < S; s++) {
+                    VT v0 = VLOAD(row + s * sstep), v1 = VLOAD(row + s * sstep + VL);
+#pragma GCC unroll 32
+                    for (int c = 0; c < cb; c++) {
+                        VT w = VSET1(wp[c]);
+                        a0[c] = VFMA(v0, w, a0[c]);
+                        a1[c] = VFMA(v1, w, a1[c]);
+                    }
+                    wp += K;
+                }
+            }
+#pragma GCC unroll 32
+        for (int c = 0; c < cb; c++) {
+            VSTORE(yw + (co0 + c) * d->Qp + qc * VL, a0[c]);
+            VSTORE(yw + (co0 + c) * d->Qp + qc * VL + VL, a1[c]);
+        }
+    }
+    if (qc < d->Qc) {
         VT acc[CB_MAX];
 #pragma GCC unroll 32
         for (int c = 0; c < cb; c++)
@@ -64,11 +95,8 @@ static void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, con
         int cb = (int)(K / n_blocks + (b < K % n_blocks));
         switch (cb) {
             DFWD_CASE(1) DFWD_CASE(2) DFWD_CASE(3) DFWD_CASE(4) DFWD_CASE(5) DFWD_CASE(6)
+#if CB_MAX > 6
             DFWD_CASE(7) DFWD_CASE(8) DFWD_CASE(9) DFWD_CASE(10) DFWD_CASE(11) DFWD_CASE(12)
-#if CB_MAX > 12
-            DFWD_CASE(13) DFWD_CASE(14) DFWD_CASE(15) DFWD_CASE(16) DFWD_CASE(17)
-            DFWD_CASE(18) DFWD_CASE(19) DFWD_CASE(20) DFWD_CASE(21) DFWD_CASE(22)
-            DFWD_CASE(23) DFWD_CASE(24)
 #endif
         default: break;
         }
@@ -90,7 +118,7 @@ DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t 
         const float *dq = dyw + qc * VL;
         for (int64_t r = 0; r < R; r++)
             for (int64_t s = 0; s < S; s++) {
-                VT acc[CB_MAX];
+                VT acc[CB_BWD];
 #pragma GCC unroll 32
                 for (int c = 0; c < cb; c++)
                     acc[c] = VZERO();
@@ -114,18 +142,18 @@ DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t 
 
 #define DBWD_CASE(n)                                               \
     case n:                                                        \
-        DFN(bwd_data_block)(d, dyw, wt2, ci0, dxp, (n) > CB_MAX ? CB_MAX : (n)); \
+        DFN(bwd_data_block)(d, dyw, wt2, ci0, dxp, (n) > CB_BWD ? CB_BWD : (n)); \
         break;
 
 static void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *wt2, float *dxp)
 {
-    int64_t C = d->g.C, n_blocks = (C + CB_MAX - 1) / CB_MAX;
+    int64_t C = d->g.C, n_blocks = (C + CB_BWD - 1) / CB_BWD;
     for (int64_t b = 0, ci0 = 0; b < n_blocks; b++) {
         int cb = (int)(C / n_blocks + (b < C % n_blocks));
         switch (cb) {
             DBWD_CASE(1) DBWD_CASE(2) DBWD_CASE(3) DBWD_CASE(4) DBWD_CASE(5) DBWD_CASE(6)
             DBWD_CASE(7) DBWD_CASE(8) DBWD_CASE(9) DBWD_CASE(10) DBWD_CASE(11) DBWD_CASE(12)
-#if CB_MAX > 12
+#if CB_BWD > 12
             DBWD_CASE(13) DBWD_CASE(14) DBWD_CASE(15) DBWD_CASE(16) DBWD_CASE(17)
             DBWD_CASE(18) DBWD_CASE(19) DBWD_CASE(20) DBWD_CASE(21) DBWD_CASE(22)
             DBWD_CASE(23) DBWD_CASE(24)
