@@ -115,13 +115,18 @@ static inline int64_t window_argmax(const float *x, const pool_geom *g, int64_t 
     return best;
 }
 
+static bool is_plain_2x2(const pool_geom *g)
+{
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
+}
+
 static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
     const float *x = j->a->in[0];
     float *y = j->a->out;
-    bool plain = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
+    bool plain = is_plain_2x2(g);
     for (int64_t pl = begin; pl < end; pl++) {
         const float *xp = x + pl * g->ih * g->iw;
         float *yp = y + pl * g->oh * g->ow;
@@ -161,6 +166,26 @@ static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
         float *dxp = dx + pl * g->ih * g->iw;
         for (int64_t k = 0; k < g->ih * g->iw; k++)
             dxp[k] = 0.0f;
+        if (is_plain_2x2(g)) { /* windows do not overlap: one store per window */
+            for (int64_t oy = 0; oy < g->oh; oy++) {
+                const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
+                float *d0 = dxp + 2 * oy * g->iw, *d1 = d0 + g->iw;
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+                    float v = dyp[oy * g->ow + ox];
+                    /* first maximum in row-major window order, as window_argmax */
+                    if (a >= b && a >= c && a >= d)
+                        d0[2 * ox] = v;
+                    else if (b >= c && b >= d)
+                        d0[2 * ox + 1] = v;
+                    else if (c >= d)
+                        d1[2 * ox] = v;
+                    else
+                        d1[2 * ox + 1] = v;
+                }
+            }
+            continue;
+        }
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++)
                 dxp[window_argmax(xp, g, oy, ox)] += dyp[oy * g->ow + ox];
