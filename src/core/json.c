@@ -484,7 +484,7 @@ static long find_duplicate(const member *m, size_t n)
 static int close_container(parser *ps, tg_json *v, size_t base, const unsigned char *open)
 {
     size_t n = ps->stack_len - base;
-    const member *m = ps->stack + base;
+    const member *m = n ? ps->stack + base : NULL; /* the stack is NULL until first used */
     if (v->type == TG_JSON_OBJECT) {
         long dup = find_duplicate(m, n);
         if (dup == -2) {
@@ -776,4 +776,34 @@ tg_status tg_json_get_array(const tg_json *obj, const char *key, const tg_json *
 tg_status tg_json_get_object(const tg_json *obj, const char *key, const tg_json **out)
 {
     return typed(obj, key, TG_JSON_OBJECT, out);
+}
+
+int tg_json_equal(const tg_json *a, const tg_json *b)
+{
+    if (!a || !b || a->type != b->type)
+        return a == b;
+    switch (a->type) {
+    case TG_JSON_NULL:
+        return 1;
+    case TG_JSON_BOOL:
+        return a->boolean == b->boolean;
+    case TG_JSON_NUMBER:
+        return a->number == b->number && (!a->is_int || !b->is_int || a->integer == b->integer);
+    case TG_JSON_STRING:
+        return a->len == b->len && memcmp(a->string, b->string, a->len) == 0;
+    case TG_JSON_ARRAY:
+    case TG_JSON_OBJECT:
+        if (a->count != b->count)
+            return 0;
+        for (size_t i = 0; i < a->count; i++) {
+            if (a->type == TG_JSON_OBJECT &&
+                (a->key_lens[i] != b->key_lens[i] || memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
+                return 0;
+            if (!tg_json_equal(a->items[i], b->items[i]))
+                return 0;
+        }
+        return 1;
+    default:
+        return 0;
+    }
 }

@@ -109,13 +109,18 @@ tg_status tg_json_get_bool(const tg_json *obj, const char *key, bool *out);
 tg_status tg_json_get_array(const tg_json *obj, const char *key, const tg_json **out);
 tg_status tg_json_get_object(const tg_json *obj, const char *key, const tg_json **out);
 
+/* 1 if two trees hold the same JSON: same types, strings and keys byte for
+ * byte, members in the same order, numbers equal as doubles (and as integers
+ * when both are exact integers). Positions and sources are ignored. */
+int tg_json_equal(const tg_json *a, const tg_json *b);
+
 /* 1 if the `len` bytes at s are well-formed UTF-8 (no overlong forms, no
  * surrogates, nothing above U+10FFFF), else 0. */
 int tg_json_utf8_valid(const char *s, size_t len);
 
 /* ---- writer ----------------------------------------------------------------- */
 
-#define TG_JSON_WRITER_MAX_DEPTH 64
+#define TG_JSON_WRITER_MAX_DEPTH 128 /* as deep as the reader accepts by default */
 
 typedef struct tg_json_writer {
     char *buf; /* NUL-terminated while no error occurred; owned (tg_malloc) */
@@ -152,6 +157,8 @@ void tg_json_uint(tg_json_writer *w, uint64_t v);
 void tg_json_number(tg_json_writer *w, double v);
 void tg_json_bool(tg_json_writer *w, bool v);
 void tg_json_null(tg_json_writer *w);
+/* Write a parsed tree (exact integers stay exact). */
+void tg_json_value(tg_json_writer *w, const tg_json *v);
 /* Append `len` bytes verbatim (the caller vouches they are JSON). */
 void tg_json_raw(tg_json_writer *w, const char *text, size_t len);
 

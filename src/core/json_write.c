@@ -263,6 +263,45 @@ void tg_json_null(tg_json_writer *w)
     append(w, "null", 4);
 }
 
+void tg_json_value(tg_json_writer *w, const tg_json *v)
+{
+    if (!v) {
+        set_error(w, TG_ERR_INVALID_ARG, "NULL value");
+        return;
+    }
+    switch (v->type) {
+    case TG_JSON_NULL: tg_json_null(w); break;
+    case TG_JSON_BOOL: tg_json_bool(w, v->boolean); break;
+    case TG_JSON_NUMBER:
+        if (v->is_int)
+            tg_json_int(w, v->integer);
+        else
+            tg_json_number(w, v->number);
+        break;
+    case TG_JSON_STRING: tg_json_string_n(w, v->string, v->len); break;
+    case TG_JSON_ARRAY:
+    case TG_JSON_OBJECT: {
+        int obj = v->type == TG_JSON_OBJECT;
+        open_container(w, obj);
+        for (size_t i = 0; i < v->count && w->status == TG_OK; i++) {
+            if (obj) {
+                /* Keys may hold NUL (from \u0000): write them with their length. */
+                if (w->has_item[w->depth])
+                    append(w, ",", 1);
+                w->has_item[w->depth] = 1;
+                write_quoted(w, v->keys[i], v->key_lens[i]);
+                append(w, ":", 1);
+                w->after_key = true;
+            }
+            tg_json_value(w, v->items[i]);
+        }
+        close_container(w, obj);
+        break;
+    }
+    default: set_error(w, TG_ERR_INVALID_ARG, "unknown value type");
+    }
+}
+
 void tg_json_raw(tg_json_writer *w, const char *text, size_t len)
 {
     before_value(w);
