@@ -753,11 +753,17 @@ tg_status tg_json_get_int(const tg_json *obj, const char *key, int64_t *out)
 {
     const tg_json *v;
     TG_TRY(typed(obj, key, TG_JSON_NUMBER, &v));
-    if (!v->is_int)
-        return tg_error(TG_ERR_FORMAT, "%s:%d:%d: key '%s' must be an integer, found %.17g",
-                        v->source, v->line, v->col, key, v->number);
-    *out = v->integer;
-    return TG_OK;
+    if (v->is_int) {
+        *out = v->integer;
+        return TG_OK;
+    }
+    /* 2.0 or 1e3 name an integer exactly; 2.5 or 1e30 do not. */
+    if (v->number == floor(v->number) && fabs(v->number) < 9223372036854775808.0) {
+        *out = (int64_t)v->number;
+        return TG_OK;
+    }
+    return tg_error(TG_ERR_FORMAT, "%s:%d:%d: key '%s' must be an integer, found %.17g", v->source,
+                    v->line, v->col, key, v->number);
 }
 
 tg_status tg_json_get_bool(const tg_json *obj, const char *key, bool *out)

@@ -101,7 +101,8 @@ const tg_json *tg_json_at(const tg_json *arr, size_t i);
 
 /* Typed getters: a missing key or a value of the wrong type fails with
  * TG_ERR_NOT_FOUND or TG_ERR_FORMAT and a message naming source, position and
- * key. tg_json_get_int also fails for a number that is not an exact integer. */
+ * key. tg_json_get_int accepts exact integers (3, 3.0, 3e2) and fails for others
+ * (2.5, 1e30). */
 tg_status tg_json_get_string(const tg_json *obj, const char *key, const char **out);
 tg_status tg_json_get_number(const tg_json *obj, const char *key, double *out);
 tg_status tg_json_get_int(const tg_json *obj, const char *key, int64_t *out);

@@ -198,6 +198,12 @@ static void test_typed_getters(void)
     tg_status st = tg_json_get_number(o, "lr", &d);
     TG_CHECK(st == TG_ERR_FORMAT);
     TG_CHECK(strstr(tg_error_message(), "t.json:2:8: key 'lr' must be a number, found string"));
+    tg_json *e = parse_ok("{\"a\": 3.0, \"b\": 1e3, \"c\": 1e30}");
+    TG_CHECK_OK(tg_json_get_int(e, "a", &i));
+    TG_CHECK(i == 3);
+    TG_CHECK_OK(tg_json_get_int(e, "b", &i));
+    TG_CHECK(i == 1000);
+    TG_CHECK(tg_json_get_int(e, "c", &i) == TG_ERR_FORMAT);
     st = tg_json_get_int(o, "steps", &i);
     TG_CHECK(st == TG_ERR_FORMAT && strstr(tg_error_message(), "key 'steps' must be an integer"));
     st = tg_json_get_bool(o, "missing", &b);
