@@ -248,7 +248,12 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
             st = source_read(s, probe, sizeof probe, &got);
             extra += got;
         } while (st == TG_OK && got == sizeof probe && extra < ((uint64_t)1 << 20));
-        if (st == TG_OK && extra)
+        if (st == TG_OK && s->gz_cut)
+            st = tg_error(TG_ERR_FORMAT,
+                          "%s: truncated: the compressed stream ends before its end marker, so its "
+                          "checksum cannot be verified",
+                          name);
+        else if (st == TG_OK && extra)
             st = tg_error(TG_ERR_FORMAT,
                           "%s: trailing data: %s%llu extra bytes after the %llu bytes of %s the header "
                           "promises",

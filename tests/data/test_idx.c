@@ -227,6 +227,16 @@ static void test_truncated_and_trailing(void)
     const char *p = tmp_path("cut.gz");
     write_file(p, gz, ng / 2, 0);
     EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "truncated", p);
+    /* All the data, but the gzip trailer (CRC and length) cut off. */
+    EXPECT_FAIL(tg_idx_parse(gz, ng - 4, "tail.gz", 3, 0, &a), TG_ERR_FORMAT, "before its end marker", "tail.gz");
+    write_file(p, gz, ng - 4, 0);
+    EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "before its end marker", p);
+    /* A wrong checksum. */
+    gz[ng - 8] ^= 1;
+    EXPECT_FAIL(tg_idx_parse(gz, ng, "crc.gz", 3, 0, &a), TG_ERR_FORMAT, "corrupt gzip data", "crc.gz");
+    write_file(p, gz, ng, 0);
+    EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "corrupt gzip data", p);
+    gz[ng - 8] ^= 1;
     /* Corrupt compressed data. */
     memcpy(gz + 12, "\xff\xff\xff\xff\xff\xff", 6);
     tg_status st = tg_idx_parse(gz, ng, "bad.gz", 3, 0, &a);
