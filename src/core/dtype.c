@@ -114,6 +114,7 @@ float tg_f16_to_f32(uint16_t h)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(const float *src, uint16_t *dst,
                                                                  size_t n)
@@ -137,11 +138,16 @@ __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(const uint16_t *
         dst[i] = tg_f16_to_f32(src[i]);
 }
 
+/* CPUID leaf 1, ECX bit 29 is F16C (clang's __builtin_cpu_supports does not
+ * know the name, so ask the CPU directly). */
 static int cpu_has_f16c(void)
 {
     static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    if (cached < 0) {
+        unsigned a, b, c, d;
+        cached = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) &&
+                 (c & (1u << 29)) != 0;
+    }
     return cached;
 }
 #else
