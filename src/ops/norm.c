@@ -1,0 +1,649 @@
+/* ops/norm.c - batch, group and layer normalisation as separate ops for the
+ * statistics and for the normalisation, so batch norm's running-statistics
+ * update and the backward pass share one statistics tensor:
+ *
+ *   NORM_STATS(x) -> [2, G]           mean and biased variance per group
+ *   NORM_APPLY(x, stats, gamma?, beta?) = (x - mean) / sqrt(var + eps) * gamma + beta
+ *   RUNNING_STATS_UPDATE(running [2, C], stats [2, C])   mutates `running`
+ *
+ * and gradient ops, each reading what it needs:
+ *   NORM_APPLY_BWD_X(dy, stats, gamma?)       dx with the statistics held constant
+ *   NORM_APPLY_BWD_STATS(dy, x, stats, gamma?) -> [2, G]  d(mean), d(var)
+ *   NORM_APPLY_BWD_AFFINE(dy, x, stats) -> [2, Caff]     d(gamma), d(beta)
+ *   NORM_STATS_BWD(dstats, x, stats)          dx through the statistics
+ * Autodiff adds the two paths into x, which gives exactly the usual
+ * normalisation gradient (the gradient checks in tests/ops/test_norm.c
+ * compare the whole composition with finite differences).
+ *
+ * Grouping (p.i[0] = mode, p.i[1] = its argument), on x viewed as
+ * [outer, G, inner] for the statistics and as [a, Caff, b] for gamma/beta:
+ *   batch (0): x [N, C, ...]        stats per channel  [N, C, S]   affine [N, C, S]
+ *   group (1, groups): x [N, C, ...] stats per (n, group) [1, N*groups, C/groups*S]
+ *                                                                affine [N, C, S]
+ *   layer (2, k): the last k dims   stats per row [1, rows, inner] affine [rows, inner, 1]
+ * (S is the product of the dims after C). Other params: p.i[2] = has gamma,
+ * p.i[3] = has beta, p.f[0] = eps; RUNNING_STATS_UPDATE: p.f[0] = momentum,
+ * p.i[4] = elements per channel (for the unbiased variance n / (n - 1)).
+ */
+#include "ops/broadcast.h"
+
+#include "core/error.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { NORM_BATCH = 0, NORM_GROUP = 1, NORM_LAYER = 2 };
+
+typedef struct norm_view {
+    int64_t outer, G, inner; /* statistics groups */
+    int64_t a, Caff, b;      /* affine parameters */
+    int64_t count;           /* elements per group: outer * inner */
+} norm_view;
+
+/* The tensor whose shape defines the view: x or dy, by op. */
+static const tg_tensor *shaped_input(const tg_tensor *node)
+{
+    return node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
+}
+
+static norm_view view_of_shape(const tg_node_params *p, tg_shape s)
+{
+    norm_view v;
+    int64_t numel = tg_shape_numel(s);
+    if (p->i[0] == NORM_LAYER) {
+        int64_t inner = 1;
+        for (int d = s.ndim - (int)p->i[1]; d < s.ndim; d++)
+            inner *= s.dim[d];
+        v.outer = 1, v.inner = inner, v.G = inner ? numel / inner : 0;
+        v.a = v.G, v.Caff = inner, v.b = 1;
+    } else {
+        int64_t N = s.dim[0], C = s.dim[1], S = 1;
+        for (int d = 2; d < s.ndim; d++)
+            S *= s.dim[d];
+        v.a = N, v.Caff = C, v.b = S;
+        if (p->i[0] == NORM_BATCH)
+            v.outer = N, v.G = C, v.inner = S;
+        else
+            v.outer = 1, v.G = N * p->i[1], v.inner = C / p->i[1] * S;
+    }
+    v.count = v.outer * v.inner;
+    return v;
+}
+
+static norm_view view_of(const tg_tensor *node)
+{
+    return view_of_shape(&node->p, shaped_input(node)->shape);
+}
+
+/* ---- shape rules ------------------------------------------------------------------------- */
+
+static tg_status need_f32(const tg_tensor *t, const char *what)
+{
+    if (t->dtype != TG_F32)
+        return tg_error(TG_ERR_DTYPE, "%s '%s' is %s; normalisation takes f32", what, t->name,
+                        tg_dtype_name(t->dtype));
+    return TG_OK;
+}
+
+static tg_status check_x(const tg_node_params *p, const tg_tensor *x)
+{
+    char s[96];
+    tg_shape_str(x->shape, s, sizeof s);
+    TG_TRY(need_f32(x, "x"));
+    switch (p->i[0]) {
+    case NORM_BATCH:
+        if (x->shape.ndim < 2)
+            return tg_error(TG_ERR_SHAPE, "batch norm needs x [N, C, ...], got %s", s);
+        return TG_OK;
+    case NORM_GROUP:
+        if (x->shape.ndim < 2)
+            return tg_error(TG_ERR_SHAPE, "group norm needs x [N, C, ...], got %s", s);
+        if (p->i[1] < 1 || x->shape.dim[1] % p->i[1] != 0)
+            return tg_error(TG_ERR_SHAPE, "x %s: %lld channels do not split into %lld groups", s,
+                            (long long)x->shape.dim[1], (long long)p->i[1]);
+        return TG_OK;
+    case NORM_LAYER:
+        if (p->i[1] < 1 || p->i[1] > x->shape.ndim)
+            return tg_error(TG_ERR_SHAPE, "x %s has no last %lld dimensions to normalise over", s,
+                            (long long)p->i[1]);
+        return TG_OK;
+    default:
+        return tg_error(TG_ERR_INVALID_ARG, "unknown normalisation mode %lld",
+                        (long long)p->i[0]);
+    }
+}
+
+static tg_status check_same(const tg_tensor *t, tg_shape want, const char *what)
+{
+    TG_TRY(need_f32(t, what));
+    if (!tg_shape_equal(t->shape, want)) {
+        char a[96], b[96];
+        return tg_error(TG_ERR_SHAPE, "%s %s must be %s", what, tg_shape_str(t->shape, a, sizeof a),
+                        tg_shape_str(want, b, sizeof b));
+    }
+    return TG_OK;
+}
+
+/* gamma and beta: [C] for batch and group norm, the normalised dims for layer norm. */
+static tg_shape affine_shape(const tg_node_params *p, tg_shape xs)
+{
+    if (p->i[0] != NORM_LAYER)
+        return tg_shape1(xs.dim[1]);
+    tg_shape s = tg_shape_of(0, NULL);
+    for (int d = xs.ndim - (int)p->i[1]; d < xs.ndim; d++)
+        s.dim[s.ndim++] = xs.dim[d];
+    return s;
+}
+
+static int n_affine(const tg_tensor *node) { return (node->p.i[2] != 0) + (node->p.i[3] != 0); }
+
+static tg_status check_affine(const tg_tensor *node, int first, bool beta_too)
+{
+    tg_shape want = affine_shape(&node->p, shaped_input(node)->shape);
+    int k = first;
+    if (node->p.i[2])
+        TG_TRY(check_same(node->in[k++], want, "gamma"));
+    if (beta_too && node->p.i[3])
+        TG_TRY(check_same(node->in[k++], want, "beta"));
+    return TG_OK;
+}
+
+static tg_status infer_norm(tg_tensor *node)
+{
+    static const int base_inputs[] = {
+        [TG_OP_NORM_STATS] = 1,          [TG_OP_NORM_STATS_BWD] = 3,
+        [TG_OP_NORM_APPLY] = 2,          [TG_OP_NORM_APPLY_BWD_X] = 2,
+        [TG_OP_NORM_APPLY_BWD_STATS] = 3, [TG_OP_NORM_APPLY_BWD_AFFINE] = 3,
+    };
+    int want = base_inputs[node->op];
+    if (node->op == TG_OP_NORM_APPLY)
+        want += n_affine(node);
+    else if (node->op == TG_OP_NORM_APPLY_BWD_X || node->op == TG_OP_NORM_APPLY_BWD_STATS)
+        want += node->p.i[2] != 0;
+    if (node->n_in != want)
+        return tg_error(TG_ERR_INVALID_ARG, "takes %d inputs, got %d", want, node->n_in);
+    const tg_tensor *x = shaped_input(node);
+    TG_TRY(check_x(&node->p, x));
+    if (!(node->p.f[0] > 0.0f) && node->op != TG_OP_NORM_STATS && node->op != TG_OP_NORM_STATS_BWD)
+        return tg_error(TG_ERR_INVALID_ARG, "eps %g must be positive", (double)node->p.f[0]);
+    norm_view v = view_of(node);
+    tg_shape stats = tg_shape2(2, v.G);
+    node->dtype = TG_F32;
+    switch (node->op) {
+    case TG_OP_NORM_STATS:
+        if (v.count == 0)
+            return tg_error(TG_ERR_SHAPE, "normalising over no elements");
+        node->shape = stats;
+        return TG_OK;
+    case TG_OP_NORM_STATS_BWD:
+        TG_TRY(check_same(node->in[0], stats, "dstats"));
+        TG_TRY(check_same(node->in[2], stats, "stats"));
+        node->shape = x->shape;
+        return TG_OK;
+    case TG_OP_NORM_APPLY:
+        TG_TRY(check_same(node->in[1], stats, "stats"));
+        TG_TRY(check_affine(node, 2, true));
+        node->shape = x->shape;
+        return TG_OK;
+    case TG_OP_NORM_APPLY_BWD_X:
+        TG_TRY(check_same(node->in[1], stats, "stats"));
+        TG_TRY(check_affine(node, 2, false));
+        node->shape = x->shape;
+        return TG_OK;
+    case TG_OP_NORM_APPLY_BWD_STATS:
+        TG_TRY(check_same(node->in[1], x->shape, "x"));
+        TG_TRY(check_same(node->in[2], stats, "stats"));
+        TG_TRY(check_affine(node, 3, false));
+        node->shape = stats;
+        return TG_OK;
+    default: /* BWD_AFFINE */
+        TG_TRY(check_same(node->in[1], x->shape, "x"));
+        TG_TRY(check_same(node->in[2], stats, "stats"));
+        node->shape = tg_shape2(2, v.Caff);
+        return TG_OK;
+    }
+}
+
+static tg_status infer_running(tg_tensor *node)
+{
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (running stats, batch stats), got %d",
+                        node->n_in);
+    const tg_tensor *r = node->in[0], *s = node->in[1];
+    TG_TRY(need_f32(r, "running stats"));
+    char a[96];
+    if (r->shape.ndim != 2 || r->shape.dim[0] != 2)
+        return tg_error(TG_ERR_SHAPE, "running stats '%s' %s must be [2, C]", r->name,
+                        tg_shape_str(r->shape, a, sizeof a));
+    TG_TRY(check_same(s, r->shape, "batch stats"));
+    if (node->p.i[4] < 2)
+        return tg_error(TG_ERR_SHAPE, "expected more than 1 value per channel when training, "
+                        "got %lld", (long long)node->p.i[4]);
+    node->dtype = TG_F32;
+    node->shape = tg_shape1(0);
+    node->n_mutated = 1;
+    node->role = TG_ROLE_UPDATE;
+    return TG_OK;
+}
+
+static double flops_norm(const tg_tensor *node)
+{
+    double n = (double)tg_numel(shaped_input(node));
+    switch (node->op) {
+    case TG_OP_NORM_STATS: return 3 * n;
+    case TG_OP_NORM_APPLY: return 2 * n + 2 * (double)n_affine(node) * n / 2;
+    case TG_OP_NORM_APPLY_BWD_X: return 2 * n;
+    default: return 4 * n;
+    }
+}
+
+static double flops_running(const tg_tensor *node) { return 6.0 * (double)tg_numel(node->in[0]); }
+
+/* ---- kernel arithmetic shared by the fast (float) and reference (double) paths ------------- */
+
+/* Index helpers on the [outer, G, inner] and [a, Caff, b] views. A run is a
+ * stretch of consecutive elements with one group and one affine index:
+ * each (o, c) row of b elements for batch/group norm (b divides inner), and
+ * for layer norm (b = 1) each row of inner elements with the affine index
+ * running along it. */
+static inline int64_t group_of(const norm_view *v, int64_t flat)
+{
+    return (flat / v->inner) % v->G;
+}
+
+/* The fast kernels: ranges of "rows" (a*Caff rows of b elements, or for
+ * layer norm G rows of inner elements), one thread per range. */
+typedef struct norm_job {
+    const tg_tensor *node;
+    norm_view v;
+    const float *in[4];
+    float *out;
+    float eps;
+} norm_job;
+
+/* Per-group mean and rstd from stats (float kernels). */
+static inline void mean_rstd(const float *stats, int64_t G, int64_t g, float eps, float *mean,
+                             float *rstd)
+{
+    *mean = stats[g];
+    *rstd = 1.0f / sqrtf(stats[G + g] + eps);
+}
+
+/* Rows: for layer norm a row is one group (inner elements, gamma along it);
+ * otherwise a row is (o, c): b elements sharing group and gamma[c]. */
+static bool is_layer(const tg_tensor *node) { return node->p.i[0] == NORM_LAYER; }
+
+static int64_t n_rows(const tg_tensor *node, const norm_view *v)
+{
+    return is_layer(node) ? v->G : v->a * v->Caff;
+}
+
+static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const norm_job *j = ctx;
+    const norm_view *v = &j->v;
+    const tg_tensor *node = j->node;
+    bool layer = is_layer(node);
+    int64_t len = layer ? v->inner : v->b;
+    bool has_g = node->p.i[2] != 0, has_b = node->p.i[3] != 0;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t base = r * len;
+        int64_t grp = layer ? r : group_of(v, base), c = layer ? 0 : r % v->Caff;
+        float *o = j->out + base;
+        switch (node->op) {
+        case TG_OP_NORM_APPLY: {
+            const float *x = j->in[0] + base, *st = j->in[1];
+            const float *gam = has_g ? j->in[2] : NULL, *bet = has_b ? j->in[2 + has_g] : NULL;
+            float mean, rstd;
+            mean_rstd(st, v->G, grp, j->eps, &mean, &rstd);
+            if (layer) {
+                for (int64_t i = 0; i < len; i++) {
+                    float y = (x[i] - mean) * rstd;
+                    o[i] = y * (gam ? gam[i] : 1.0f) + (bet ? bet[i] : 0.0f);
+                }
+            } else {
+                float s = rstd * (gam ? gam[c] : 1.0f), sh = (bet ? bet[c] : 0.0f) - mean * s;
+                for (int64_t i = 0; i < len; i++)
+                    o[i] = x[i] * s + sh;
+            }
+            break;
+        }
+        case TG_OP_NORM_APPLY_BWD_X: {
+            const float *dy = j->in[0] + base, *st = j->in[1], *gam = has_g ? j->in[2] : NULL;
+            float mean, rstd;
+            mean_rstd(st, v->G, grp, j->eps, &mean, &rstd);
+            if (layer)
+                for (int64_t i = 0; i < len; i++)
+                    o[i] = dy[i] * rstd * (gam ? gam[i] : 1.0f);
+            else {
+                float s = rstd * (gam ? gam[c] : 1.0f);
+                for (int64_t i = 0; i < len; i++)
+                    o[i] = dy[i] * s;
+            }
+            break;
+        }
+        default: { /* NORM_STATS_BWD: dx = dmean / n + dvar * 2 (x - mean) / n */
+            const float *ds = j->in[0], *x = j->in[1] + base, *st = j->in[2];
+            float inv_n = 1.0f / (float)v->count, mean = st[grp];
+            float a0 = ds[grp] * inv_n, a1 = 2.0f * ds[v->G + grp] * inv_n;
+            for (int64_t i = 0; i < len; i++)
+                o[i] = a0 + a1 * (x[i] - mean);
+            break;
+        }
+        }
+    }
+}
+
+/* Reductions per group: NORM_STATS and NORM_APPLY_BWD_STATS. Each thread
+ * owns a range of groups and walks the group's runs (outer x inner). */
+static void group_reduce(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const norm_job *j = ctx;
+    const norm_view *v = &j->v;
+    const tg_tensor *node = j->node;
+    int64_t G = v->G;
+    bool layer = is_layer(node), has_g = node->p.i[2] != 0;
+    for (int64_t grp = begin; grp < end; grp++) {
+        if (node->op == TG_OP_NORM_STATS) {
+            /* two passes in double: exact enough for any batch size */
+            double s = 0, ss = 0;
+            for (int64_t o = 0; o < v->outer; o++) {
+                const float *x = j->in[0] + (o * G + grp) * v->inner;
+                for (int64_t i = 0; i < v->inner; i++)
+                    s += x[i];
+            }
+            double mean = s / (double)v->count;
+            for (int64_t o = 0; o < v->outer; o++) {
+                const float *x = j->in[0] + (o * G + grp) * v->inner;
+                for (int64_t i = 0; i < v->inner; i++) {
+                    double d = x[i] - mean;
+                    ss += d * d;
+                }
+            }
+            j->out[grp] = (float)mean;
+            j->out[G + grp] = (float)(ss / (double)v->count);
+            continue;
+        }
+        /* BWD_STATS: dmean = -rstd sum(dy g), dvar = -rstd^3 / 2 sum(dy g (x - mean)) */
+        const float *st = j->in[2], *gam = has_g ? j->in[3] : NULL;
+        float mean, rstd;
+        mean_rstd(st, G, grp, j->eps, &mean, &rstd);
+        double s1 = 0, s2 = 0;
+        for (int64_t o = 0; o < v->outer; o++) {
+            int64_t base = (o * G + grp) * v->inner;
+            const float *dy = j->in[0] + base, *x = j->in[1] + base;
+            for (int64_t i = 0; i < v->inner; i++) {
+                float gi = gam ? gam[layer ? i : ((base + i) / v->b) % v->Caff] : 1.0f;
+                float d = dy[i] * gi;
+                s1 += d;
+                s2 += d * (x[i] - mean);
+            }
+        }
+        j->out[grp] = (float)(-rstd * s1);
+        j->out[G + grp] = (float)(-0.5 * (double)rstd * rstd * rstd * s2);
+    }
+}
+
+/* NORM_APPLY_BWD_AFFINE: dgamma[c] = sum dy * xhat, dbeta[c] = sum dy, each
+ * thread owning a range of affine indices c. */
+static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const norm_job *j = ctx;
+    const norm_view *v = &j->v;
+    const float *dy = j->in[0], *x = j->in[1], *st = j->in[2];
+    int64_t Caff = v->Caff;
+    if (!is_layer(j->node)) { /* batch and group norm: runs of b elements per (a, c) */
+        for (int64_t c = begin; c < end; c++) {
+            double sg = 0, sb = 0;
+            for (int64_t a = 0; a < v->a; a++) {
+                int64_t base = (a * Caff + c) * v->b;
+                float mean, rstd;
+                mean_rstd(st, v->G, group_of(v, base), j->eps, &mean, &rstd);
+                float rg = 0.0f, rb = 0.0f;
+                for (int64_t i = 0; i < v->b; i++) {
+                    rg += dy[base + i] * (x[base + i] - mean);
+                    rb += dy[base + i];
+                }
+                sg += (double)rg * rstd;
+                sb += rb;
+            }
+            j->out[c] = (float)sg;
+            j->out[Caff + c] = (float)sb;
+        }
+        return;
+    }
+    /* layer norm: rows of Caff contiguous elements, one group per row */
+    for (int64_t c = begin; c < end; c++)
+        j->out[c] = j->out[Caff + c] = 0.0f;
+    for (int64_t a = 0; a < v->a; a++) {
+        float mean, rstd;
+        mean_rstd(st, v->G, a, j->eps, &mean, &rstd);
+        for (int64_t c = begin; c < end; c++) {
+            int64_t f = a * Caff + c;
+            j->out[c] += dy[f] * (x[f] - mean) * rstd;
+            j->out[Caff + c] += dy[f];
+        }
+    }
+}
+
+static void fwd_norm(const tg_kernel_args *a)
+{
+    norm_job j = {.node = a->node, .v = view_of(a->node), .out = a->out, .eps = a->node->p.f[0]};
+    for (int k = 0; k < a->node->n_in && k < 4; k++)
+        j.in[k] = a->in[k];
+    int64_t n = tg_numel(shaped_input(a->node));
+    switch (a->node->op) {
+    case TG_OP_NORM_STATS:
+    case TG_OP_NORM_APPLY_BWD_STATS:
+        tg_par_for(a->pool, j.v.G, 2 * n, group_reduce, &j);
+        break;
+    case TG_OP_NORM_APPLY_BWD_AFFINE:
+        tg_par_for(a->pool, j.v.Caff, 2 * n, affine_reduce, &j);
+        break;
+    default:
+        tg_par_for(a->pool, n_rows(a->node, &j.v), n, elementwise_rows, &j);
+        break;
+    }
+}
+
+static void fwd_running(const tg_kernel_args *a)
+{
+    float *run = a->in[0];
+    const float *st = a->in[1];
+    int64_t C = a->node->in[0]->shape.dim[1];
+    double m = a->node->p.f[0], n = (double)a->node->p.i[4];
+    for (int64_t c = 0; c < C; c++) {
+        run[c] = (float)((1 - m) * run[c] + m * st[c]);
+        run[C + c] = (float)((1 - m) * run[C + c] + m * st[C + c] * n / (n - 1));
+    }
+}
+
+/* ---- reference kernels: one formula per element, in double ----------------------------------- */
+
+static void ref_norm(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    norm_view v = view_of(node);
+    int64_t n = tg_numel(shaped_input(node)), G = v.G;
+    double eps = node->p.f[0], cnt = (double)v.count;
+    bool has_g = node->p.i[2] != 0, has_b = node->p.i[3] != 0;
+    double *out = a->out;
+    int64_t n_out = tg_numel(node);
+    switch (node->op) {
+    case TG_OP_NORM_STATS:
+    case TG_OP_NORM_APPLY_BWD_STATS:
+    case TG_OP_NORM_APPLY_BWD_AFFINE:
+        memset(out, 0, (size_t)n_out * sizeof(double));
+        break;
+    default: break;
+    }
+    if (node->op == TG_OP_NORM_STATS) {
+        for (int64_t f = 0; f < n; f++)
+            out[group_of(&v, f)] += a->in[0][f] / cnt;
+        for (int64_t f = 0; f < n; f++) {
+            double d = a->in[0][f] - out[group_of(&v, f)];
+            out[G + group_of(&v, f)] += d * d / cnt;
+        }
+        return;
+    }
+    for (int64_t f = 0; f < n; f++) {
+        int64_t grp = group_of(&v, f), c = (f / v.b) % v.Caff;
+        const double *st = node->op == TG_OP_NORM_STATS_BWD || node->op == TG_OP_NORM_APPLY_BWD_STATS ||
+                                   node->op == TG_OP_NORM_APPLY_BWD_AFFINE
+                               ? a->in[2]
+                               : a->in[1];
+        double mean = st[grp], rstd = 1.0 / sqrt(st[G + grp] + eps);
+        switch (node->op) {
+        case TG_OP_NORM_APPLY: {
+            double y = (a->in[0][f] - mean) * rstd;
+            out[f] = y * (has_g ? a->in[2][c] : 1.0) + (has_b ? a->in[2 + has_g][c] : 0.0);
+            break;
+        }
+        case TG_OP_NORM_APPLY_BWD_X:
+            out[f] = a->in[0][f] * rstd * (has_g ? a->in[2][c] : 1.0);
+            break;
+        case TG_OP_NORM_APPLY_BWD_STATS: {
+            double d = a->in[0][f] * (has_g ? a->in[3][c] : 1.0);
+            out[grp] += -rstd * d;
+            out[G + grp] += -0.5 * rstd * rstd * rstd * d * (a->in[1][f] - mean);
+            break;
+        }
+        case TG_OP_NORM_APPLY_BWD_AFFINE:
+            out[c] += a->in[0][f] * (a->in[1][f] - mean) * rstd;
+            out[v.Caff + c] += a->in[0][f];
+            break;
+        default: /* NORM_STATS_BWD */
+            out[f] = a->in[0][grp] / cnt + a->in[0][G + grp] * 2.0 * (a->in[1][f] - mean) / cnt;
+            break;
+        }
+    }
+}
+
+static void ref_running(const tg_ref_args *a)
+{
+    double *run = a->in[0];
+    const double *st = a->in[1];
+    int64_t C = a->node->in[0]->shape.dim[1];
+    double m = a->node->p.f[0], n = (double)a->node->p.i[4];
+    for (int64_t c = 0; c < C; c++) {
+        run[c] = (1 - m) * run[c] + m * st[c];
+        run[C + c] = (1 - m) * run[C + c] + m * st[C + c] * n / (n - 1);
+    }
+}
+
+/* ---- builders and gradient rules --------------------------------------------------------------- */
+
+static tg_node_params norm_params(int mode, int64_t arg, bool g, bool b, float eps)
+{
+    tg_node_params p = {0};
+    p.i[0] = mode, p.i[1] = arg, p.i[2] = g, p.i[3] = b;
+    p.f[0] = eps;
+    return p;
+}
+
+static tg_tensor *make(tg_graph *g, tg_op op, int n, tg_tensor *const *in, tg_node_params p)
+{
+    return tg_node_create(g, op, n, in, &p);
+}
+
+/* stats = NORM_STATS(x): dx = NORM_STATS_BWD(dstats, x, stats). */
+static tg_status bwd_stats(tg_graph *g, tg_tensor *node, tg_tensor *ds, const bool *need,
+                           tg_tensor **din)
+{
+    din[0] = make(g, TG_OP_NORM_STATS_BWD, 3, (tg_tensor *[]){ds, node->in[0], node}, node->p);
+    return TG_OK;
+}
+
+/* y = NORM_APPLY(x, stats, gamma?, beta?) */
+static tg_status bwd_apply(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bool *need,
+                           tg_tensor **din)
+{
+    tg_tensor *x = node->in[0], *stats = node->in[1];
+    bool has_g = node->p.i[2] != 0, has_b = node->p.i[3] != 0;
+    tg_tensor *gamma = has_g ? node->in[2] : NULL;
+    if (need[0]) {
+        tg_tensor *in[3] = {dy, stats, gamma};
+        din[0] = make(g, TG_OP_NORM_APPLY_BWD_X, has_g ? 3 : 2, in, node->p);
+    }
+    if (need[1]) {
+        tg_tensor *in[4] = {dy, x, stats, gamma};
+        din[1] = make(g, TG_OP_NORM_APPLY_BWD_STATS, has_g ? 4 : 3, in, node->p);
+    }
+    bool need_g = has_g && need[2], need_b = has_b && need[2 + has_g];
+    if (need_g || need_b) {
+        tg_tensor *aff = make(g, TG_OP_NORM_APPLY_BWD_AFFINE, 3, (tg_tensor *[]){dy, x, stats},
+                              node->p);
+        tg_shape ps = node->in[2]->shape;
+        if (need_g)
+            din[2] = tg_reshape(g, tg_slice(g, aff, 0, 0, 1), ps);
+        if (need_b)
+            din[2 + has_g] = tg_reshape(g, tg_slice(g, aff, 0, 1, 2), ps);
+    }
+    return TG_OK;
+}
+
+static tg_tensor *normalise(tg_graph *g, tg_tensor *x, tg_tensor *stats, tg_tensor *gamma,
+                            tg_tensor *beta, tg_node_params p)
+{
+    tg_tensor *in[4] = {x, stats};
+    int n = 2;
+    if (gamma)
+        in[n++] = gamma;
+    if (beta)
+        in[n++] = beta;
+    return make(g, TG_OP_NORM_APPLY, n, in, p);
+}
+
+tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
+                         tg_tensor *running_stats, float eps)
+{
+    tg_node_params p = norm_params(NORM_BATCH, 0, gamma != NULL, beta != NULL, eps);
+    if (!g || !x)
+        return make(g, TG_OP_NORM_STATS, 1, &x, p); /* records the missing input */
+    if (!tg_graph_training(g) && running_stats)
+        return normalise(g, x, running_stats, gamma, beta, p);
+    tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
+    if (stats && running_stats) {
+        tg_node_params up = {0};
+        up.f[0] = 0.1f;
+        up.i[4] = view_of_shape(&p, x->shape).count;
+        tg_node_create(g, TG_OP_RUNNING_STATS_UPDATE, 2, (tg_tensor *[]){running_stats, stats},
+                       &up);
+    }
+    return normalise(g, x, stats, gamma, beta, p);
+}
+
+tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma,
+                         tg_tensor *beta, float eps)
+{
+    tg_node_params p = norm_params(NORM_GROUP, groups, gamma != NULL, beta != NULL, eps);
+    tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
+    return normalise(g, x, stats, gamma, beta, p);
+}
+
+tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
+                         tg_tensor *beta, float eps)
+{
+    tg_node_params p = norm_params(NORM_LAYER, norm_dims, gamma != NULL, beta != NULL, eps);
+    tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
+    return normalise(g, x, stats, gamma, beta, p);
+}
+
+const tg_op_def tg_opdef_NORM_STATS = {"norm_stats", infer_norm, flops_norm, NULL,
+                                       fwd_norm,     ref_norm,   bwd_stats};
+const tg_op_def tg_opdef_NORM_STATS_BWD = {"norm_stats_bwd", infer_norm, flops_norm, NULL,
+                                           fwd_norm,         ref_norm,   NULL};
+const tg_op_def tg_opdef_NORM_APPLY = {"norm_apply", infer_norm, flops_norm, NULL,
+                                       fwd_norm,     ref_norm,   bwd_apply};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {"norm_apply_bwd_x", infer_norm, flops_norm, NULL,
+                                             fwd_norm,           ref_norm,   NULL};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {"norm_apply_bwd_stats", infer_norm, flops_norm,
+                                                 NULL, fwd_norm, ref_norm, NULL};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {"norm_apply_bwd_affine", infer_norm, flops_norm,
+                                                  NULL, fwd_norm, ref_norm, NULL};
+const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {"running_stats_update", infer_running,
+                                                 flops_running, NULL, fwd_running, ref_running,
+                                                 NULL};
