@@ -5,9 +5,12 @@
 
 static tg_init fan_in(double n) { return (tg_init){TG_INIT_FAN_IN_UNIFORM, n, 0}; }
 
-/* Create the op under the caller's scope with the layer's own name. */
+/* The op is created inside the layer's scope, so a shape error names the
+ * layer ("layer1/conv/conv2d: x [...] has 3 channels ..."); then, with the
+ * scope popped, it is renamed to the layer's own name ("layer1/conv"). */
 static tg_tensor *named(tg_graph *g, tg_tensor *t, const char *name)
 {
+    tg_scope_pop(g);
     if (t)
         tg_graph_rename(g, t, name);
     return t;
@@ -28,7 +31,6 @@ tg_tensor *tg_nn_conv2d_ex(tg_graph *g, tg_tensor *x, const char *name,
                             tg_shape4(c->out_channels, c->in_channels / groups, c->kernel, c->kernel),
                             fan_in(fan));
     tg_tensor *b = c->bias ? tg_param(g, "bias", tg_shape1(c->out_channels), fan_in(fan)) : NULL;
-    tg_scope_pop(g);
     int dil = c->dilation > 0 ? c->dilation : 1, stride = c->stride > 0 ? c->stride : 1;
     tg_conv2d_params p = {stride, stride, c->padding, c->padding, dil, dil, groups};
     return named(g, tg_conv2d(g, x, w, b, p), name);
@@ -49,7 +51,6 @@ tg_tensor *tg_nn_linear(tg_graph *g, tg_tensor *x, const char *name, int in, int
     tg_scope_push(g, name);
     tg_tensor *w = tg_param(g, "weight", tg_shape2(out, in), fan_in(in));
     tg_tensor *b = bias ? tg_param(g, "bias", tg_shape1(out), fan_in(in)) : NULL;
-    tg_scope_pop(g);
     return named(g, tg_linear(g, x, w, b), name);
 }
 
@@ -66,7 +67,6 @@ tg_tensor *tg_nn_batch_norm2d(tg_graph *g, tg_tensor *x, const char *name, int c
     affine(g, channels, &gamma, &beta);
     tg_tensor *running = tg_state(g, "running_stats", tg_shape2(2, channels),
                                   (tg_init){TG_INIT_NORM_STATS, 0, 0});
-    tg_scope_pop(g);
     return named(g, tg_batch_norm(g, x, gamma, beta, running, 1e-5f), name);
 }
 
@@ -75,7 +75,6 @@ tg_tensor *tg_nn_group_norm(tg_graph *g, tg_tensor *x, const char *name, int gro
     tg_tensor *gamma, *beta;
     tg_scope_push(g, name);
     affine(g, channels, &gamma, &beta);
-    tg_scope_pop(g);
     return named(g, tg_group_norm(g, x, groups, gamma, beta, 1e-5f), name);
 }
 
@@ -84,6 +83,5 @@ tg_tensor *tg_nn_layer_norm(tg_graph *g, tg_tensor *x, const char *name, int siz
     tg_tensor *gamma, *beta;
     tg_scope_push(g, name);
     affine(g, size, &gamma, &beta);
-    tg_scope_pop(g);
     return named(g, tg_layer_norm(g, x, 1, gamma, beta, 1e-5f), name);
 }
