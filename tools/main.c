@@ -14,7 +14,9 @@ typedef struct {
 } subcommand;
 
 static const subcommand subcommands[] = {
-    {"help", NULL, "show this help"},
+    {"train", cmd_train, "train a model (Fashion-MNIST by default) and report test accuracy"},
+    {"infer", cmd_infer, "classify test images with a trained checkpoint"},
+    {"models", cmd_models, "list the built-in models"},
 };
 
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM } opt_type;
+typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING } opt_type;
 
 typedef struct {
     const char *key;
@@ -32,7 +32,31 @@ static const opt_spec option_table[] = {
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
      "threads each device computes with (0: all CPUs of the machine)"},
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
-     "after every run, fail with a message naming the output if a loss is NaN or infinite"},
+     "after every micro-batch, fail with a message naming the output if a scalar output "
+     "(a loss) is NaN or infinite"},
+    {"executionStrategy", OPT_ENUM, "single", 0, 0, "single|pipelined|sharded",
+     "single: the whole model on one device; pipelined: stages on devices, all busy once the "
+     "pipeline is full; sharded: stages on devices, one micro-batch at a time"},
+    {"pipelineSchedule", OPT_ENUM, "grouped", 0, 0, "grouped|interleaved|gpipe|1f1b",
+     "order of forward and backward passes of the micro-batches on each device (pipelined)"},
+    {"stages", OPT_STRING, "", 0, 0, NULL,
+     "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
+     "block)"},
+    {"split", OPT_STRING, "", 0, 0, NULL,
+     "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\""},
+    {"devices", OPT_INT, "0", 0, 64, NULL, "devices available (0: one per stage)"},
+    {"memoryPerDevice", OPT_INT, "0", 0, 9.2e18, NULL,
+     "device memory capacity in bytes (0: unlimited); a plan that does not fit fails to compile"},
+    {"replicationFactor", OPT_INT, "1", 1, 64, NULL,
+     "replicas of the whole model; gradients are averaged across them before each update"},
+    {"Training.gradientAccumulation", OPT_INT, "1", 1, 1e6, NULL,
+     "micro-batches whose gradients are averaged into one weight update"},
+    {"deviceIterations", OPT_INT, "1", 1, 1e6, NULL,
+     "weight updates (or inference batches) the devices run per host call"},
+    {"outputMode", OPT_ENUM, "default", 0, 0, "default|all|sum|final|everyN",
+     "which micro-batches' outputs come back to the host (default: final when training, all "
+     "for inference)"},
+    {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL, "outputMode everyN: return every N-th iteration"},
 };
 
 #define N_OPTIONS ((int)(sizeof option_table / sizeof option_table[0]))
@@ -133,6 +157,8 @@ static tg_status check_value(const opt_spec *s, const char *v)
     case OPT_BOOL:
         if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "1") && strcmp(v, "0"))
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not true or false", s->key, v);
+        return TG_OK;
+    case OPT_STRING:
         return TG_OK;
     case OPT_ENUM:
         if (!enum_has(s->values, v))

@@ -1,0 +1,129 @@
+/* bench/bench_train.c - training throughput of mnist-pipeline (batch 40,
+ * AdamW lr 0.001, the pipelining tutorial's settings) on 1 and 2 threads,
+ * side by side with the PyTorch reference (../shared/reference/
+ * torch_mnist_pipeline.py) run in the same process tree, same machine, same
+ * moment. One JSON line per case.
+ *
+ * Environment: TG_BENCH_SAMPLES (training samples per measurement, default
+ * the whole 60000), TG_TORCH_REFERENCE (path of the reference script),
+ * TG_BENCH_NO_TORCH=1 to skip the reference.
+ */
+#include "tilegraph/models.h"
+#include "tilegraph/session.h"
+
+#include "core/alloc.h"
+#include "data/loader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef TG_SOURCE_DIR
+#define TG_SOURCE_DIR "."
+#endif
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Samples per second of one pass over `n` training samples. */
+static double train_rate(const tg_dataset *ds, int threads, int batch)
+{
+    const tg_model_spec *m = tg_model_find("mnist-pipeline");
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    tg_model_graph mg;
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_session *s = NULL;
+    if (tg_model_graph_create(m, batch, &opt, &mg) != TG_OK || tg_session_create(mg.graph, o, &s) != TG_OK) {
+        fprintf(stderr, "bench_train: %s\n", tg_error_message());
+        exit(1);
+    }
+    tg_loader_config lc = tg_loader_defaults(ds, batch);
+    lc.mean = m->mean;
+    lc.std = m->std;
+    tg_loader *l = NULL;
+    tg_loader_create(ds, &lc, &l);
+    float *img = tg_malloc((size_t)batch * 784 * sizeof(float));
+    int32_t *lab = tg_malloc((size_t)batch * sizeof(int32_t));
+    float loss = 0;
+    tg_loader_start_epoch(l, 0);
+    int64_t steps = tg_loader_steps_per_epoch(l), count = 0, seen = 0;
+    double t0 = now();
+    for (int64_t k = 0; k < steps; k++) {
+        tg_loader_next(l, img, lab, &count);
+        tg_session_write(s, mg.images, img, (size_t)count * 784 * sizeof(float));
+        tg_session_write(s, mg.labels, lab, (size_t)count * sizeof(int32_t));
+        if (tg_session_run(s) != TG_OK) {
+            fprintf(stderr, "bench_train: %s\n", tg_error_message());
+            exit(1);
+        }
+        tg_session_read(s, mg.loss, &loss, sizeof loss);
+        seen += count;
+    }
+    double rate = (double)seen / (now() - t0);
+    tg_free(img);
+    tg_free(lab);
+    tg_loader_destroy(l);
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
+    tg_options_destroy(o);
+    return rate;
+}
+
+/* The reference's samples/s for one epoch on `threads` threads, or -1. */
+static double torch_rate(int threads, char *version, size_t cap)
+{
+    if (getenv("TG_BENCH_NO_TORCH"))
+        return -1;
+    const char *script = getenv("TG_TORCH_REFERENCE");
+    char path[1024], cmd[1200], line[1024];
+    if (!script) {
+        snprintf(path, sizeof path, "%s/../shared/reference/torch_mnist_pipeline.py", TG_SOURCE_DIR);
+        script = path;
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' --threads %d --epochs 1 --batch-size 40 2>/dev/null",
+             script, threads);
+    FILE *p = popen(cmd, "r");
+    double rate = -1;
+    while (p && fgets(line, sizeof line, p)) {
+        char *at = strstr(line, "\"samples_per_s\":");
+        if (at)
+            rate = atof(at + 16);
+        char *sys = strstr(line, "\"system\": \"");
+        if (sys) {
+            sys += 11;
+            size_t n = strcspn(sys, "\"");
+            snprintf(version, cap, "%.*s", (int)(n < cap ? n : cap - 1), sys);
+        }
+    }
+    if (p)
+        pclose(p);
+    return rate;
+}
+
+int main(void)
+{
+    tg_dataset *ds = NULL;
+    const char *limit = getenv("TG_BENCH_SAMPLES");
+    if (tg_dataset_load(TG_DATASET_FASHION_MNIST, NULL, TG_SPLIT_TRAIN, limit ? atoll(limit) : 0, &ds) != TG_OK) {
+        fprintf(stderr, "bench_train: %s\n", tg_error_message());
+        return 1;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        double ours = train_rate(ds, threads, 40);
+        char version[64] = "none";
+        double ref = torch_rate(threads, version, sizeof version);
+        printf("{\"bench\":\"train_mnist_pipeline\",\"batch\":40,\"optimizer\":\"adamw\","
+               "\"threads\":%d,\"samples\":%lld,\"samples_per_s\":%.1f,\"reference\":\"%s\","
+               "\"reference_samples_per_s\":%.1f,\"ratio\":%.3f}\n",
+               threads, (long long)ds->n, ours, version, ref, ref > 0 ? ours / ref : 0.0);
+        fflush(stdout);
+    }
+    tg_dataset_destroy(ds);
+    return 0;
+}

@@ -1,0 +1,291 @@
+/* compile/placement.c - blocks to stages to devices, for every node. */
+#include "compile/placement.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define TG_MAX_BLOCKS 256
+
+typedef struct {
+    const char *names[TG_MAX_BLOCKS];
+    int device[TG_MAX_BLOCKS];
+    int n;
+} block_list;
+
+static bool is_forward(const tg_tensor *t)
+{
+    return t->n_in > 0 && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
+}
+
+/* "layer3.8" matches "layer3/8" and anything under it. */
+static bool name_matches(const char *name, const char *split)
+{
+    size_t n = strlen(split);
+    for (size_t i = 0; i < n; i++) {
+        char a = name[i], b = split[i] == '.' ? '/' : split[i];
+        if (a != b && !(a == '.' && b == '/'))
+            return false;
+    }
+    return name[n] == '\0' || name[n] == '/';
+}
+
+/* Forward nodes' blocks from split points; returns the number of blocks. */
+static tg_status blocks_from_split(const tg_graph *g, const char *spec, int *block_of,
+                                   block_list *bl)
+{
+    char buf[1024], *points[TG_MAX_BLOCKS];
+    int n_points = 0;
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *tok = strtok(buf, ","); tok && n_points < TG_MAX_BLOCKS - 1; tok = strtok(NULL, ","))
+        points[n_points++] = tok;
+    int current = 0;
+    bl->n = n_points + 1;
+    for (int b = 0; b < bl->n; b++) {
+        static char names[TG_MAX_BLOCKS][16];
+        snprintf(names[b], sizeof names[b], "S%d", b);
+        bl->names[b] = names[b];
+        bl->device[b] = -1;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!is_forward(t))
+            continue;
+        while (current < n_points && name_matches(t->name, points[current]))
+            current++;
+        block_of[i] = current;
+    }
+    if (current < n_points)
+        return tg_error(TG_ERR_CONFIG,
+                        "split point '%s' matches no op of the model (op names look like '%s')",
+                        points[current], g->n_nodes ? g->nodes[g->n_nodes - 1]->name : "");
+    return TG_OK;
+}
+
+/* Parse "B1,B2|B3,B4" into stage numbers for the blocks in bl. */
+static tg_status stages_from_spec(const char *spec, const block_list *bl, int *stage_of_block,
+                                  int *n_stages)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (int b = 0; b < bl->n; b++)
+        stage_of_block[b] = -1;
+    int stage = 0;
+    char *save_stage = NULL;
+    for (char *st = strtok_r(buf, "|", &save_stage); st; st = strtok_r(NULL, "|", &save_stage)) {
+        char *save_block = NULL;
+        for (char *name = strtok_r(st, ",", &save_block); name;
+             name = strtok_r(NULL, ",", &save_block)) {
+            while (*name == ' ')
+                name++;
+            int found = -1;
+            for (int b = 0; b < bl->n; b++)
+                if (strcmp(bl->names[b], name) == 0)
+                    found = b;
+            if (found < 0) {
+                char list[512] = "";
+                size_t used = 0;
+                for (int b = 0; b < bl->n && used < sizeof list; b++)
+                    used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", b ? ", " : "",
+                                             bl->names[b]);
+                return tg_error(TG_ERR_CONFIG,
+                                "stages \"%s\": stage %d names block '%s', which the model does "
+                                "not have (its blocks: %s)", spec, stage, name, list);
+            }
+            if (stage_of_block[found] >= 0)
+                return tg_error(TG_ERR_CONFIG, "stages \"%s\": block '%s' is in two stages", spec,
+                                name);
+            stage_of_block[found] = stage;
+        }
+        stage++;
+    }
+    for (int b = 0; b < bl->n; b++)
+        if (stage_of_block[b] < 0)
+            return tg_error(TG_ERR_CONFIG, "stages \"%s\": block '%s' is in no stage", spec,
+                            bl->names[b]);
+    *n_stages = stage;
+    return TG_OK;
+}
+
+static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_placement *p,
+                                int *block_of, block_list *bl, int *stage_of_block)
+{
+    const char *split = tg_options_get_string(o, "split");
+    const char *spec = tg_options_get_string(o, "stages");
+    for (int i = 0; i < g->n_nodes; i++)
+        block_of[i] = -1;
+    if (*split) {
+        TG_TRY(blocks_from_split(g, split, block_of, bl));
+    } else {
+        bl->n = g->n_blocks < TG_MAX_BLOCKS ? g->n_blocks : TG_MAX_BLOCKS;
+        for (int b = 0; b < bl->n; b++) {
+            bl->names[b] = g->blocks[b].name;
+            bl->device[b] = g->blocks[b].device_id;
+        }
+        for (int i = 0; i < g->n_nodes; i++)
+            if (is_forward(g->nodes[i]))
+                block_of[i] = g->nodes[i]->block;
+    }
+    if (bl->n == 0) {
+        p->n_stages = 1;
+        return TG_OK;
+    }
+    if (*spec) {
+        TG_TRY(stages_from_spec(spec, bl, stage_of_block, &p->n_stages));
+    } else {
+        /* one stage per block, in the order blocks first appear in the model */
+        int next = 0;
+        for (int b = 0; b < bl->n; b++)
+            stage_of_block[b] = -1;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (block_of[i] >= 0 && stage_of_block[block_of[i]] < 0)
+                stage_of_block[block_of[i]] = next++;
+        for (int b = 0; b < bl->n; b++)
+            if (stage_of_block[b] < 0)
+                stage_of_block[b] = next++;
+        p->n_stages = next;
+    }
+    return TG_OK;
+}
+
+/* Stage of every needed node; checks that data flows from earlier stages to later ones. */
+static tg_status assign_nodes(const tg_graph *g, const bool *needed, tg_placement *p,
+                              const int *block_of, const int *stage_of_block, const block_list *bl)
+{
+    int *s = p->stage_of;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        s[i] = -1;
+        if (!needed[i] || !is_forward(t))
+            continue;
+        int in_max = 0;
+        for (int k = 0; k < t->n_in; k++)
+            if (t->in[k]->n_in > 0 && s[t->in[k]->id] > in_max)
+                in_max = s[t->in[k]->id];
+        s[i] = block_of[i] >= 0 ? stage_of_block[block_of[i]] : in_max;
+        for (int k = 0; k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            if (x->n_in > 0 && s[x->id] > s[i])
+                return tg_error(TG_ERR_CONFIG,
+                                "stage order runs against the data flow: '%s' (stage %d%s%s) "
+                                "feeds '%s' (stage %d%s%s)",
+                                x->name, s[x->id], block_of[x->id] >= 0 ? ", block " : "",
+                                block_of[x->id] >= 0 ? bl->names[block_of[x->id]] : "", t->name,
+                                s[i], block_of[i] >= 0 ? ", block " : "",
+                                block_of[i] >= 0 ? bl->names[block_of[i]] : "");
+        }
+    }
+    /* backward ops follow their forward op; updates follow their parameter's gradient */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || t->n_in == 0 || is_forward(t))
+            continue;
+        if ((t->flags & TG_NODE_BACKWARD) && t->forward_of)
+            s[i] = s[t->forward_of->id];
+        else if (t->flags & TG_NODE_OPTIMIZER)
+            s[i] = -2; /* resolved below, from the parameter */
+        else
+            for (int k = 0; k < t->n_in; k++)
+                if (s[t->in[k]->id] > s[i])
+                    s[i] = s[t->in[k]->id];
+        if (s[i] < 0 && s[i] != -2)
+            s[i] = 0;
+    }
+    /* leaves: with their first consumer (lowest stage) */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        for (int k = 0; needed[i] && k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            if (x->n_in == 0 && s[i] >= 0 && (s[x->id] < 0 || s[i] < s[x->id]))
+                s[x->id] = s[i];
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (needed[i] && s[i] == -2)
+            s[i] = s[t->in[0]->id] >= 0 ? s[t->in[0]->id] : 0;
+        if (needed[i] && s[i] < 0)
+            s[i] = 0;
+    }
+    return TG_OK;
+}
+
+static tg_status assign_devices(const tg_options *o, tg_placement *p, const block_list *bl,
+                                const int *stage_of_block)
+{
+    int available = (int)tg_options_get_int(o, "devices");
+    p->device_of_stage = tg_calloc((size_t)p->n_stages + 1, sizeof(int));
+    if (!p->device_of_stage)
+        return tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    for (int st = 0; st < p->n_stages; st++)
+        p->device_of_stage[st] = st;
+    for (int b = 0; b < bl->n; b++)
+        if (bl->device[b] >= 0)
+            p->device_of_stage[stage_of_block[b]] = bl->device[b];
+    p->n_devices = 0;
+    for (int st = 0; st < p->n_stages; st++) {
+        int d = p->device_of_stage[st];
+        for (int k = 0; k < st; k++)
+            if (p->device_of_stage[k] == d)
+                return tg_error(TG_ERR_CONFIG, "stages %d and %d are both on device %d; each "
+                                "stage needs a device of its own", k, st, d);
+        if (d + 1 > p->n_devices)
+            p->n_devices = d + 1;
+        if (st > 0 && d < p->device_of_stage[st - 1])
+            return tg_error(TG_ERR_CONFIG, "stage %d is on device %d, before stage %d's device %d: "
+                            "devices must follow the stage order", st, d, st - 1,
+                            p->device_of_stage[st - 1]);
+    }
+    if (available > 0 && p->n_devices > available)
+        return tg_error(TG_ERR_CONFIG, "the model needs device %d but only %d device%s available "
+                        "(option devices)", p->n_devices - 1, available,
+                        available == 1 ? " is" : "s are");
+    if (p->n_devices != p->n_stages)
+        return tg_error(TG_ERR_CONFIG, "%d stages on devices up to %d: leave no device between "
+                        "stages unused", p->n_stages, p->n_devices - 1);
+    return TG_OK;
+}
+
+tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, tg_placement *p)
+{
+    memset(p, 0, sizeof *p);
+    p->stage_of = tg_calloc((size_t)g->n_nodes + 1, sizeof(int));
+    int *block_of = tg_calloc((size_t)g->n_nodes + 1, sizeof(int));
+    block_list *bl = tg_calloc(1, sizeof *bl);
+    int *stage_of_block = tg_calloc(TG_MAX_BLOCKS, sizeof(int));
+    tg_status s = TG_OK;
+    if (!p->stage_of || !block_of || !bl || !stage_of_block) {
+        s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
+        goto done;
+    }
+    if (strcmp(tg_options_get_string(o, "executionStrategy"), "single") == 0) {
+        p->n_stages = p->n_devices = 1;
+        p->device_of_stage = tg_calloc(1, sizeof(int));
+        if (!p->device_of_stage)
+            s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
+        for (int i = 0; i < g->n_nodes; i++)
+            p->stage_of[i] = needed[i] ? 0 : -1;
+        goto done;
+    }
+    s = forward_stages(g, o, p, block_of, bl, stage_of_block);
+    if (s == TG_OK)
+        s = assign_nodes(g, needed, p, block_of, stage_of_block, bl);
+    if (s == TG_OK)
+        s = assign_devices(o, p, bl, stage_of_block);
+done:
+    tg_free(block_of);
+    tg_free(bl);
+    tg_free(stage_of_block);
+    if (s != TG_OK)
+        tg_placement_free(p);
+    return s;
+}
+
+void tg_placement_free(tg_placement *p)
+{
+    tg_free(p->stage_of);
+    tg_free(p->device_of_stage);
+    memset(p, 0, sizeof *p);
+}

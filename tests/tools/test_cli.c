@@ -1,0 +1,138 @@
+/* tests/tools/test_cli.c - the `tilegraph` command as a user meets it:
+ * help, bad flags, bad data, a corrupt checkpoint, and a train/infer round
+ * trip. Every failure must exit non-zero with a message naming the culprit. */
+#include "tg_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+static char output[65536];
+
+/* Run `tilegraph ARGS`, capture stdout+stderr in `output`, return the exit code. */
+static int run(const char *args)
+{
+    char cmd[2048], path[512];
+    snprintf(path, sizeof path, "%s/out.txt", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s/tilegraph %s > %s 2>&1", TG_BINARY_DIR, args, path);
+    int r = system(cmd);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(output, 1, sizeof output - 1, f) : 0;
+    output[n] = '\0';
+    if (f)
+        fclose(f);
+    return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+#define EXPECT(args, code, text)                                                          \
+    do {                                                                                  \
+        int rc_ = run(args);                                                              \
+        if (rc_ != (code) || !strstr(output, text))                                       \
+            tg_test_fail(__FILE__, __LINE__, "tilegraph %s: exit %d (want %d), output:\n%s", \
+                         args, rc_, code, output);                                        \
+    } while (0)
+
+static void test_help_everywhere(void)
+{
+    EXPECT("--help", 0, "train");
+    EXPECT("train --help", 0, "--batch-size");
+    EXPECT("infer --help", 0, "--load");
+    EXPECT("models", 0, "mnist-pipeline");
+    EXPECT("frobnicate", 2, "unknown command 'frobnicate'");
+}
+
+static void test_bad_flags(void)
+{
+    EXPECT("train --bogus", 2, "unknown option '--bogus'");
+    EXPECT("train --epochs abc", 2, "--epochs expects an integer");
+    EXPECT("train --epochs 0", 2, "--epochs must be between");
+    EXPECT("train --lr", 2, "--lr needs a value");
+    EXPECT("train --model nope", 1, "unknown model 'nope'");
+    EXPECT("train --optimizer rmsprop --train-limit 100 --test-limit 100", 1,
+           "unknown optimizer 'rmsprop'");
+    EXPECT("infer --model mnist-pipeline", 2, "--load FILE is required");
+}
+
+static void write_file(const char *name, const void *data, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(data, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void test_bad_data(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "train --data %s/nowhere --train-limit 10", tmpdir);
+    EXPECT(args, 1, "nowhere");
+    /* a truncated images file: the header promises 60000 images */
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/bad", tmpdir);
+    mkdir(bad, 0755);
+    unsigned char header[16] = {0, 0, 8, 3, 0, 0, 0xea, 0x60, 0, 0, 0, 28, 0, 0, 0, 28};
+    write_file("bad/train-images-idx3-ubyte.gz", header, sizeof header);
+    write_file("bad/train-labels-idx1-ubyte.gz", header, 8);
+    write_file("bad/t10k-images-idx3-ubyte.gz", header, sizeof header);
+    write_file("bad/t10k-labels-idx1-ubyte.gz", header, 8);
+    snprintf(args, sizeof args, "train --data %s", bad);
+    EXPECT(args, 1, "train-images-idx3-ubyte.gz");
+    EXPECT(args, 1, "truncated");
+}
+
+static void test_corrupt_checkpoint(void)
+{
+    char args[1024];
+    write_file("corrupt.safetensors", "\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13);
+    snprintf(args, sizeof args, "infer --model mnist-pipeline --load %s/corrupt.safetensors",
+             tmpdir);
+    EXPECT(args, 1, "corrupt.safetensors");
+    snprintf(args, sizeof args, "infer --model mnist-pipeline --load %s/missing.safetensors",
+             tmpdir);
+    EXPECT(args, 1, "missing.safetensors");
+}
+
+static void test_train_save_infer(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args,
+             "train --model fashion-basic --train-limit 2000 --test-limit 500 --epochs 1 "
+             "--threads 2 --quiet --save %s/w.safetensors",
+             tmpdir);
+    EXPECT(args, 0, "test accuracy:");
+    snprintf(args, sizeof args,
+             "infer --model fashion-basic --load %s/w.safetensors --index 0 --count 3", tmpdir);
+    EXPECT(args, 0, "predicted:");
+    /* the checkpoint of one model does not load into another */
+    snprintf(args, sizeof args, "infer --model mnist-pipeline --load %s/w.safetensors", tmpdir);
+    EXPECT(args, 1, "fashion-basic");
+    snprintf(args, sizeof args,
+             "train --model fashion-basic --train-limit 200 --test-limit 100 --json --threads 1");
+    EXPECT(args, 0, "\"test_accuracy\":");
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_cli_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    TG_RUN(test_help_everywhere);
+    TG_RUN(test_bad_flags);
+    TG_RUN(test_bad_data);
+    TG_RUN(test_corrupt_checkpoint);
+    if (tg_test_fashion_dir())
+        TG_RUN(test_train_save_infer);
+    else
+        printf("  skip test_train_save_infer: Fashion-MNIST not installed\n");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        return 1;
+    return tg_test_finish();
+}

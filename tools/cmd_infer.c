@@ -1,0 +1,99 @@
+/* tools/cmd_infer.c - `tilegraph infer`: classify test images with a
+ * trained checkpoint, as the tutorial's last cell does. */
+#include "cli.h"
+#include "train_util.h"
+
+#include "tilegraph/checkpoint.h"
+
+#include "core/alloc.h"
+
+#include <math.h>
+#include <string.h>
+
+int cmd_infer(int argc, char **argv)
+{
+    const char *model = "fashion-basic", *dataset = "fashion-mnist", *data = NULL, *load = NULL;
+    int64_t index = 0, count = 1, threads = 0;
+    bool json = false;
+    cli_flag flags[] = {
+        {"--model", CLI_STRING, &model, "NAME", "model from the zoo", 1, 0},
+        {"--load", CLI_STRING, &load, "FILE", "checkpoint written by tilegraph train --save", 1, 0},
+        {"--dataset", CLI_STRING, &dataset, "NAME", "fashion-mnist or mnist", 1, 0},
+        {"--data", CLI_STRING, &data, "DIR", "directory of the IDX files (default: Debian's)", 1, 0},
+        {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
+        {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
+        {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},
+        {"--json", CLI_BOOL, &json, NULL, "print JSON lines for scripts", 1, 0},
+    };
+    cli_command cmd = {"infer", "Classify test images with a trained checkpoint.",
+                       "tilegraph infer --model NAME --load FILE [--index N] [--count N]",
+                       "Example:\n  tilegraph train --model fashion-basic --save w.safetensors\n"
+                       "  tilegraph infer --model fashion-basic --load w.safetensors --index 0",
+                       flags, (int)(sizeof flags / sizeof flags[0])};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r)
+        return r > 0 ? 0 : 2;
+    if (!load) {
+        fprintf(stderr, "tilegraph infer: --load FILE is required (a checkpoint from "
+                        "tilegraph train --save FILE)\n");
+        return 2;
+    }
+    train_context ctx;
+    if (train_context_open(&ctx, model, dataset, data, -1, 0) != 0)
+        return 1;
+    int status = 1;
+    tg_model_graph mg = {0};
+    tg_session *s = NULL;
+    float *image = NULL;
+    const tg_dataset *d = ctx.test;
+    if (index + count > d->n) {
+        fprintf(stderr, "tilegraph infer: images %lld..%lld do not exist: %s has %lld\n",
+                (long long)index, (long long)(index + count - 1), d->name, (long long)d->n);
+        goto done;
+    }
+    if (tg_model_graph_create(ctx.model, 1, NULL, &mg) != TG_OK ||
+        train_session_create(mg.graph, 0, threads, &s) != TG_OK ||
+        tg_checkpoint_load(s, load, ctx.model->name) != TG_OK) {
+        fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+        goto done;
+    }
+    int64_t pixels = (int64_t)d->c * d->h * d->w;
+    int classes = ctx.model->classes;
+    image = tg_malloc((size_t)pixels * sizeof(float));
+    float scores[1024];
+    if (!image || classes > 1024) {
+        fprintf(stderr, "tilegraph infer: out of memory\n");
+        goto done;
+    }
+    for (int64_t i = index; i < index + count; i++) {
+        const uint8_t *px = d->images + i * pixels;
+        for (int64_t k = 0; k < pixels; k++)
+            image[k] = ((float)px[k] / 255.0f - ctx.model->mean) / ctx.model->std;
+        if (tg_session_write(s, mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
+            tg_session_run(s) != TG_OK ||
+            tg_session_read(s, mg.output, scores, (size_t)classes * sizeof(float)) != TG_OK) {
+            fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+            goto done;
+        }
+        int pred = tg_argmax(scores, classes);
+        const char *pname = tg_dataset_class_name(d, pred), *lname = tg_dataset_class_name(d, d->labels[i]);
+        if (json) {
+            printf("{\"index\":%lld,\"predicted\":%d,\"predicted_name\":\"%s\",\"label\":%d,"
+                   "\"label_name\":\"%s\",\"scores\":[",
+                   (long long)i, pred, pname, d->labels[i], lname);
+            for (int c = 0; c < classes; c++)
+                printf("%s%.6g", c ? "," : "", scores[c]);
+            printf("]}\n");
+        } else {
+            printf("image %lld: predicted: %s (label: %s)%s\n", (long long)i, pname, lname,
+                   pred == d->labels[i] ? "" : "  <- wrong");
+        }
+    }
+    status = 0;
+done:
+    tg_free(image);
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
+    train_context_close(&ctx);
+    return status;
+}

@@ -1,0 +1,243 @@
+/* tools/cmd_train.c - `tilegraph train`: train a model from the zoo on
+ * Fashion-MNIST (or MNIST) and report test accuracy and throughput.
+ *
+ * The loop is the whole training step, top to bottom: load a batch, write it
+ * to the device, run the compiled program (forward, backward, update), read
+ * the loss and predictions back.
+ */
+#include "cli.h"
+#include "train_util.h"
+
+#include "tilegraph/checkpoint.h"
+#include "tilegraph/models.h"
+#include "tilegraph/session.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "data/loader.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct train_args {
+    const char *model, *data, *dataset, *optimizer, *schedule, *save, *load;
+    int64_t epochs, batch, eval_batch, seed, threads, train_limit, test_limit, step_epochs;
+    double lr, momentum, weight_decay, gamma, min_lr;
+    bool nesterov, json, quiet;
+} train_args;
+
+static int parse_args(train_args *a, int argc, char **argv)
+{
+    *a = (train_args){.model = "fashion-basic", .dataset = "fashion-mnist", .optimizer = "sgd",
+                      .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
+                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1};
+    cli_flag flags[] = {
+        {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models)", 1, 0},
+        {"--dataset", CLI_STRING, &a->dataset, "NAME", "fashion-mnist or mnist", 1, 0},
+        {"--data", CLI_STRING, &a->data, "DIR", "directory of the IDX files (default: Debian's)", 1, 0},
+        {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
+        {"--batch-size", CLI_INT, &a->batch, "N", "samples per training step", 1, 65536},
+        {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536},
+        {"--optimizer", CLI_STRING, &a->optimizer, "NAME", "sgd, adam or adamw", 1, 0},
+        {"--lr", CLI_FLOAT, &a->lr, "X", "learning rate", 0, 1e3},
+        {"--momentum", CLI_FLOAT, &a->momentum, "X", "SGD momentum", 0, 0.999999},
+        {"--nesterov", CLI_BOOL, &a->nesterov, NULL, "Nesterov momentum (SGD)", 1, 0},
+        {"--weight-decay", CLI_FLOAT, &a->weight_decay, "X",
+         "weight decay (default: 0, AdamW 0.01)", -1, 1e3},
+        {"--lr-schedule", CLI_STRING, &a->schedule, "KIND", "constant, step or cosine", 1, 0},
+        {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays", 1, 10000},
+        {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1},
+        {"--lr-min", CLI_FLOAT, &a->min_lr, "X", "cosine schedule: final learning rate", 0, 1e3},
+        {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0, 9e18},
+        {"--threads", CLI_INT, &a->threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},
+        {"--train-limit", CLI_INT, &a->train_limit, "N", "use only the first N training samples", 0, 1e9},
+        {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples", 0, 1e9},
+        {"--load", CLI_STRING, &a->load, "FILE", "start from this checkpoint (.safetensors)", 1, 0},
+        {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0},
+        {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1, 0},
+        {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
+    };
+    cli_command cmd = {"train", "Train a model from the zoo and report its test accuracy.",
+                       "tilegraph train [--model NAME] [--epochs N] [--batch-size N] [options]",
+                       "Example (the profiling talk's tutorial):\n"
+                       "  tilegraph train --model fashion-basic --optimizer sgd --lr 0.05 "
+                       "--batch-size 16 --epochs 5",
+                       flags, (int)(sizeof flags / sizeof flags[0])};
+    return cli_parse(&cmd, argc, argv);
+}
+
+static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optimizer *opt)
+{
+    int kind = tg_optimizer_parse(a->optimizer);
+    if (kind < 0) {
+        fprintf(stderr, "tilegraph train: unknown optimizer '%s' (sgd, adam or adamw)\n",
+                a->optimizer);
+        return -1;
+    }
+    *opt = kind == TG_OPT_SGD    ? tg_optimizer_sgd((float)a->lr, (float)a->momentum)
+           : kind == TG_OPT_ADAM ? tg_optimizer_adam((float)a->lr)
+                                 : tg_optimizer_adamw((float)a->lr);
+    opt->nesterov = a->nesterov;
+    if (a->weight_decay >= 0)
+        opt->weight_decay = (float)a->weight_decay;
+    if (!strcmp(a->schedule, "step")) {
+        opt->lr.kind = TG_LR_STEP;
+        opt->lr.step_size = a->step_epochs * steps_per_epoch;
+        opt->lr.gamma = (float)a->gamma;
+    } else if (!strcmp(a->schedule, "cosine")) {
+        opt->lr.kind = TG_LR_COSINE;
+        opt->lr.total_steps = a->epochs * steps_per_epoch;
+        opt->lr.min_lr = (float)a->min_lr;
+    } else if (strcmp(a->schedule, "constant")) {
+        fprintf(stderr, "tilegraph train: unknown --lr-schedule '%s' (constant, step or cosine)\n",
+                a->schedule);
+        return -1;
+    }
+    if (tg_optimizer_validate(opt) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct epoch_stats {
+    double loss_sum, seconds;
+    int64_t correct, seen, steps;
+} epoch_stats;
+
+/* One epoch of training; returns TG_OK or the first failure. */
+static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_graph *mg,
+                             tg_loader *loader, int64_t epoch, float *images, int32_t *labels,
+                             float *scores, epoch_stats *st)
+{
+    int classes = (int)tg_tensor_shape(mg->output).dim[1];
+    cli_progress bar;
+    char label[32], status[160];
+    snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)a->epochs);
+    memset(st, 0, sizeof *st);
+    tg_loader_start_epoch(loader, epoch);
+    int64_t steps = tg_loader_steps_per_epoch(loader);
+    cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
+    double t0 = cli_now();
+    for (int64_t k = 0; k < steps; k++) {
+        int64_t count = 0;
+        float loss = 0;
+        TG_TRY(tg_loader_next(loader, images, labels, &count));
+        TG_TRY(tg_session_write(s, mg->images, images, (size_t)count * tg_loader_sample_size(loader) * sizeof(float)));
+        TG_TRY(tg_session_write(s, mg->labels, labels, (size_t)count * sizeof(int32_t)));
+        TG_TRY(tg_session_run(s));
+        TG_TRY(tg_session_read(s, mg->loss, &loss, sizeof loss));
+        TG_TRY(tg_session_read(s, mg->output, scores, (size_t)count * classes * sizeof(float)));
+        st->correct += tg_count_correct(scores, labels, count, classes);
+        st->seen += count;
+        st->loss_sum += loss;
+        st->steps++;
+        double dt = cli_now() - t0;
+        snprintf(status, sizeof status, "loss %.4f | acc %5.2f%% | %.0f samples/s",
+                 st->loss_sum / (double)st->steps, 100.0 * (double)st->correct / (double)st->seen,
+                 (double)st->seen / (dt > 0 ? dt : 1e-9));
+        cli_progress_update(&bar, k + 1, status);
+    }
+    st->seconds = cli_now() - t0;
+    cli_progress_finish(&bar, status);
+    return TG_OK;
+}
+
+static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
+{
+    double sps = (double)st->seen / st->seconds;
+    if (a->json) {
+        printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%.4f,"
+               "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f}\n",
+               a->model, (long long)epoch + 1, st->loss_sum / (double)st->steps,
+               100.0 * (double)st->correct / (double)st->seen, test_acc, sps, st->seconds);
+    } else {
+        char t[32];
+        printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
+               "%.0f samples/s (%s)\n",
+               (long long)epoch + 1, st->loss_sum / (double)st->steps,
+               100.0 * (double)st->correct / (double)st->seen, test_acc, sps,
+               cli_duration(st->seconds, t, sizeof t));
+    }
+    fflush(stdout);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_args a;
+    int r = parse_args(&a, argc, argv);
+    if (r)
+        return r > 0 ? 0 : 2;
+    train_context ctx;
+    if (train_context_open(&ctx, a.model, a.dataset, a.data, a.train_limit, a.test_limit) != 0)
+        return 1;
+    int status = 1;
+    tg_optimizer opt;
+    tg_loader_config lc = tg_loader_defaults(ctx.train, a.batch);
+    lc.seed = (uint64_t)a.seed;
+    lc.mean = ctx.model->mean;
+    lc.std = ctx.model->std;
+    tg_loader *loader = NULL;
+    tg_model_graph mg = {0};
+    tg_session *s = NULL;
+    float *images = NULL, *scores = NULL;
+    int32_t *labels = NULL;
+    if (tg_loader_create(ctx.train, &lc, &loader) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    if (make_optimizer(&a, tg_loader_steps_per_epoch(loader), &opt) != 0)
+        goto done;
+    if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
+        train_session_create(mg.graph, a.seed, a.threads, &s) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    if (a.load && tg_checkpoint_load(s, a.load, ctx.model->name) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    images = tg_malloc((size_t)a.batch * (size_t)tg_loader_sample_size(loader) * sizeof(float));
+    labels = tg_malloc((size_t)a.batch * sizeof(int32_t));
+    scores = tg_malloc((size_t)a.batch * (size_t)ctx.model->classes * sizeof(float));
+    if (!images || !labels || !scores) {
+        fprintf(stderr, "tilegraph train: out of memory\n");
+        goto done;
+    }
+    if (!a.json)
+        print_setup(&ctx, s, a.batch, tg_loader_steps_per_epoch(loader));
+    double total_seconds = 0, test_acc = 0;
+    int64_t total_samples = 0;
+    for (int64_t e = 0; e < a.epochs; e++) {
+        epoch_stats st;
+        if (train_epoch(&a, s, &mg, loader, e, images, labels, scores, &st) != TG_OK ||
+            evaluate(&ctx, s, a.eval_batch, a.threads, !a.quiet && !a.json, &test_acc) != TG_OK) {
+            fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+            goto done;
+        }
+        total_seconds += st.seconds;
+        total_samples += st.seen;
+        print_epoch(&a, e, &st, test_acc);
+    }
+    if (a.save && tg_checkpoint_save(s, a.save, ctx.model->name) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    if (!a.json) {
+        printf("test accuracy: %.2f%%\n", test_acc);
+        printf("training: %.0f samples/s on %d thread%s\n", (double)total_samples / total_seconds,
+               tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
+        if (a.save)
+            printf("saved: %s\n", a.save);
+    }
+    status = 0;
+done:
+    tg_free(images);
+    tg_free(labels);
+    tg_free(scores);
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
+    tg_loader_destroy(loader);
+    train_context_close(&ctx);
+    return status;
+}
