@@ -99,26 +99,40 @@ size_t tg_conv_direct_scratch(tg_op which, const tg_conv_geom *g, int n_threads)
 
 /* ---- per-image data movement (no SIMD needed) ------------------------------------------ */
 
-/* xp = x zero-padded to [C][Hp][Wp], then zero slack. */
+/* xp = x zero-padded to [C][Hp][Wp], then zero slack. Only the padding is
+ * zeroed (not the whole buffer first): for one-channel layers this copy
+ * costs as much as the arithmetic. */
 static void pad_image(const dplan *d, const float *x, float *xp)
 {
     const tg_conv_geom *g = &d->g;
-    memset(xp, 0, d->xp_f * sizeof(float));
-    for (int64_t c = 0; c < g->C; c++)
-        for (int64_t y = 0; y < g->H; y++)
-            memcpy(xp + c * d->HpWp + (y + g->ph) * d->Wp + g->pw, x + (c * g->H + y) * g->W,
-                   (size_t)g->W * sizeof(float));
+    size_t top = (size_t)(g->ph * d->Wp) * sizeof(float);
+    for (int64_t c = 0; c < g->C; c++) {
+        float *pc = xp + c * d->HpWp;
+        memset(pc, 0, top);
+        for (int64_t y = 0; y < g->H; y++) {
+            float *row = pc + (y + g->ph) * d->Wp;
+            for (int64_t i = 0; i < g->pw; i++)
+                row[i] = row[g->pw + g->W + i] = 0.0f;
+            memcpy(row + g->pw, x + (c * g->H + y) * g->W, (size_t)g->W * sizeof(float));
+        }
+        memset(pc + (g->ph + g->H) * d->Wp, 0, top);
+    }
+    memset(xp + g->C * d->HpWp, 0, (d->xp_f - (size_t)(g->C * d->HpWp)) * sizeof(float));
 }
 
-/* dyw[co][oy*Wp + ox] = dy[co][oy][ox], zero elsewhere. */
+/* dyw[co][oy*Wp + ox] = dy[co][oy][ox], zero at ox >= OW and past the last row. */
 static void widen_grad(const dplan *d, const float *dy, float *dyw)
 {
     const tg_conv_geom *g = &d->g;
-    memset(dyw, 0, d->yw_f * sizeof(float));
-    for (int64_t k = 0; k < g->K; k++)
-        for (int64_t oy = 0; oy < g->OH; oy++)
-            memcpy(dyw + k * d->Qp + oy * d->Wp, dy + (k * g->OH + oy) * g->OW,
-                   (size_t)g->OW * sizeof(float));
+    for (int64_t k = 0; k < g->K; k++) {
+        float *pk = dyw + k * d->Qp;
+        for (int64_t oy = 0; oy < g->OH; oy++) {
+            float *row = pk + oy * d->Wp;
+            memcpy(row, dy + (k * g->OH + oy) * g->OW, (size_t)g->OW * sizeof(float));
+            int64_t gap = oy + 1 < g->OH ? d->Wp - g->OW : d->Qp - (oy * d->Wp + g->OW);
+            memset(row + g->OW, 0, (size_t)gap * sizeof(float));
+        }
+    }
 }
 
 /* y[co][oy][ox] = yw[co][oy*Wp + ox] */
@@ -360,6 +374,11 @@ static void sum_weight(void *ctx, int64_t b, int64_t e, int t)
 void tg_conv_direct_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *a)
 {
     int T = tg_pool_threads(a->pool);
+    tg_pool *pool = a->pool;
+    if (tg_conv_direct_scratch(which, g, T) > a->scratch_bytes) { /* planned for fewer threads */
+        T = 1;
+        pool = NULL;
+    }
     djob j;
     j.d = make_plan(which, g, T);
     j.k = pick_kernels(j.d.vl);
@@ -388,9 +407,9 @@ void tg_conv_direct_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args
         for (int t = 0; t < T; t++)
             memset((float *)(j.slices + (size_t)t * j.slice_bytes) + j.d.nbw * (j.d.xp_f + j.d.yw_f),
                    0, (size_t)(K * j.d.CRS * j.d.vl) * sizeof(float));
-    tg_pool_for(a->pool, g->N, run_images, &j);
+    tg_pool_for(pool, g->N, run_images, &j);
     if (which == TG_OP_CONV2D_BWD_WEIGHT) {
         dsum_job s = {&j, T};
-        tg_pool_for(T > 1 && K * j.d.CRS > 4096 ? a->pool : NULL, K * j.d.CRS, sum_weight, &s);
+        tg_pool_for(T > 1 && K * j.d.CRS > 4096 ? pool : NULL, K * j.d.CRS, sum_weight, &s);
     }
 }

@@ -171,12 +171,19 @@ static inline __attribute__((always_inline)) void
 DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64_t cnt,
                       int64_t co0, int64_t t0, float *accv, const int cb, const int tb)
 {
-    const int64_t CRS = d->CRS, RS = d->g.R * d->g.S, S = d->g.S;
+    const int64_t CRS = d->CRS, RS = d->g.R * d->g.S, R = d->g.R, S = d->g.S;
     int64_t offs[WB_T];
-#pragma GCC unroll 8
+    /* (c, r, s) of tap t0, then stepped without divisions */
+    int64_t c_ = t0 / RS, r_ = (t0 % RS) / S, s_ = t0 % S;
     for (int t = 0; t < tb; t++) {
-        int64_t tap = t0 + t, c = tap / RS, r = (tap % RS) / S, s = tap % S;
-        offs[t] = c * d->HpWp + r * d->g.dh * d->Wp + s * d->g.dw;
+        offs[t] = c_ * d->HpWp + r_ * d->g.dh * d->Wp + s_ * d->g.dw;
+        if (++s_ == S) {
+            s_ = 0;
+            if (++r_ == R) {
+                r_ = 0;
+                c_++;
+            }
+        }
     }
     VT acc[WB_CO][WB_T];
 #pragma GCC unroll 8

@@ -319,6 +319,11 @@ void tg_conv_gemm_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *
 {
     tg_blas_init();
     int T = tg_pool_threads(a->pool);
+    tg_pool *pool = a->pool;
+    if (tg_conv_gemm_scratch(which, g, T) > a->scratch_bytes) { /* planned for fewer threads */
+        T = 1;
+        pool = NULL;
+    }
     gemm_job j;
     j.p = make_plan(which, g, T);
     j.which = which;
@@ -329,9 +334,9 @@ void tg_conv_gemm_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *
     j.scratch = (char *)(((uintptr_t)a->scratch + 63) & ~(uintptr_t)63);
     if (j.p.slices > 1) {
         j.gemm_pool = NULL;
-        tg_pool_for(a->pool, g->N, run_range, &j);
+        tg_pool_for(pool, g->N, run_range, &j);
     } else {
-        j.gemm_pool = a->pool;
+        j.gemm_pool = pool;
         run_range(&j, 0, g->N, 0);
     }
     if (j.p.part_f) {
@@ -339,6 +344,6 @@ void tg_conv_gemm_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *
                      tg_conv_align(j.p.cols_f * sizeof(float)) +
                          tg_conv_align(j.p.tmp_f * sizeof(float)),
                      j.p.slices};
-        tg_pool_for(a->pool, (int64_t)j.p.part_f, sum_partials, &s);
+        tg_pool_for(pool, (int64_t)j.p.part_f, sum_partials, &s);
     }
 }

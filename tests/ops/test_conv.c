@@ -158,6 +158,10 @@ static void test_conv_kernels_model_shapes(void)
     tg_conv_geom gr = {2, 64, 8, 8, 64, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1};
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &g1) == TG_CONV_DIRECT);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &g1) == TG_CONV_DIRECT);
+    tg_conv_geom g2 = {40, 10, 12, 12, 20, 5, 5, 8, 8, 1, 1, 0, 0, 1, 1, 1};
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &g2) == TG_CONV_DIRECT);
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_DATA, &g2) == TG_CONV_DIRECT);
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &g2) == TG_CONV_DIRECT);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_DATA, &gr) == TG_CONV_GEMM);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &gr) == TG_CONV_GEMM);
     tg_conv_geom g128 = {2, 128, 8, 8, 128, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1};
