@@ -28,15 +28,30 @@ typedef struct tg_session tg_session;
 tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out);
 void tg_session_destroy(tg_session *s);
 
-/* Copy host data into an input (or a parameter/state); bytes must match. */
+/* Copy host data into an input (all micro-batches of one run: see
+ * tg_session_samples_per_run) or into a weight or state tensor (on every
+ * replica). */
 tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes);
 /* Copy a tensor out: parameters, state, inputs, and outputs marked with
  * tg_tensor_mark_output (other values do not outlive their last use). */
 tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes);
 
-/* Run the program once. Fails (TG_ERR_NUMERIC) if a scalar output is NaN or
- * infinite and debug.checkNaN is on, naming the output and the step. */
+/* Run one host step: deviceIterations weight updates, each over
+ * Training.gradientAccumulation micro-batches, on every replica. Inputs must
+ * have been written with all those micro-batches, in the order
+ * [device iteration][replica][micro-batch]. Fails (TG_ERR_NUMERIC) if a
+ * scalar output is NaN or infinite and debug.checkNaN is on, naming the
+ * output, step, micro-batch and replica; every device stops. */
 tg_status tg_session_run(tg_session *s);
+
+/* Copies of output `t` one run returns under outputMode: all: every
+ * micro-batch of every replica and iteration; sum and final: one per replica;
+ * everyN: every micro-batch of every N-th iteration. tg_session_read of an
+ * output takes that many times the tensor's bytes. */
+int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t);
+/* Samples one run consumes: micro-batch x accumulation x iterations x
+ * replicas, with the micro-batch size read from the input's first dimension. */
+int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input);
 
 /* Weight updates done so far; checkpoints save and restore it. */
 int64_t tg_session_step(const tg_session *s);
@@ -48,9 +63,9 @@ void tg_session_set_step(tg_session *s, int64_t step);
  * that is missing or has another shape. */
 tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
 
-/* Bytes of the arena (everything the session's device holds). */
+/* Bytes of all device arenas of all replicas. */
 size_t tg_session_arena_bytes(const tg_session *s);
-/* Threads the session computes with. */
+/* Threads each device computes with. */
 int tg_session_threads(const tg_session *s);
 /* FLOPs of one run. */
 double tg_session_flops(const tg_session *s);

@@ -1,9 +1,11 @@
-/* compile/memplan.c - every buffer's place in the device arena.
+/* compile/memplan.c - every buffer's place in its device's arena.
  *
- * Layout: persistent regions first (parameters, state, constants, inputs),
- * each tensor at its own offset; then the activation region, where tensors
- * and kernel scratch share offsets when their live ranges (in steps) do not
- * overlap. Placement is "greedy by size": the largest buffer first, each at
+ * Layout: persistent regions first (weights, optimizer state, accumulators,
+ * constants), each buffer at its own offset; then the slotted regions
+ * (host-stream inputs, pipeline stash, receive buffers), one slot per
+ * micro-batch in flight; then the activation region, where tensors and kernel
+ * scratch share offsets when their live ranges (steps on the device's
+ * timeline) do not overlap. Placement is "greedy by size": the largest buffer first, each at
  * the lowest offset that does not collide with an already placed buffer live
  * at the same time. It is simple, deterministic and close to optimal on
  * layered networks; the peak of the activation region is reported as is.
@@ -68,84 +70,114 @@ static size_t place_greedy(plan_item *items, int n)
     return extent;
 }
 
-/* Live ranges of activation buffers from the schedule. */
-static void compute_liveness(tg_program *p, const int *step_of)
+static int timeline_base(const tg_device_program *dp, int phase)
 {
-    const tg_graph *g = p->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        tg_buffer *b = &p->buffers[p->root[i]];
-        if (b->region != TG_REGION_ACTIVATION)
-            continue;
-        if (step_of[i] >= 0 && (b->first < 0 || step_of[i] < b->first))
-            b->first = step_of[i];
-        if (step_of[i] > b->last)
-            b->last = step_of[i];
-        if (g->nodes[i]->flags & TG_NODE_OUTPUT)
-            b->last = p->n_steps;
-    }
-    for (int s = 0; s < p->n_steps; s++) {
-        const tg_tensor *t = g->nodes[p->steps[s].node];
-        for (int k = 0; k < t->n_in; k++) {
-            tg_buffer *b = &p->buffers[p->root[t->in[k]->id]];
-            if (b->region == TG_REGION_ACTIVATION && s > b->last)
-                b->last = s;
+    int base = 0;
+    for (int ph = 0; ph < phase; ph++)
+        base += dp->n_steps[ph];
+    return base;
+}
+
+static void extend(tg_buffer *b, int at)
+{
+    if (b->first < 0 || at < b->first)
+        b->first = at;
+    if (at > b->last)
+        b->last = at;
+}
+
+/* Live ranges of the device's activation buffers on its timeline
+ * (forward steps, then backward steps, then update steps). */
+static void compute_liveness(tg_program *p, int d)
+{
+    tg_device_program *dp = &p->devices[d];
+    int end_f = timeline_base(dp, TG_PHASE_BACKWARD) - 1;
+    int end_b = timeline_base(dp, TG_PHASE_UPDATE) - 1;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+        int base = timeline_base(dp, ph);
+        for (int s = 0; s < dp->n_steps[ph]; s++) {
+            const tg_step *st = &dp->steps[ph][s];
+            if (st->out >= 0)
+                extend(&p->buffers[st->out], base + s);
+            for (int k = 0; k < TG_MAX_INPUTS; k++)
+                if (k < p->graph->nodes[st->node]->n_in && st->in[k] >= 0)
+                    extend(&p->buffers[st->in[k]], base + s);
         }
+    }
+    /* streamed to the host at the end of the forward pass */
+    for (int k = 0; k < dp->n_outputs; k++)
+        extend(&p->buffers[dp->outputs[k]], end_f);
+    /* sent to another device at the end of the producing phase */
+    for (int k = 0; k < p->n_transfers; k++) {
+        const tg_transfer *t = &p->transfers[k];
+        if (t->src_device == d)
+            extend(&p->buffers[t->src_buffer], t->phase == TG_PHASE_FORWARD ? end_f : end_b);
+    }
+    /* added into the accumulators at the end of the backward pass */
+    for (int k = 0; k < dp->n_accumulators; k++)
+        extend(&p->buffers[dp->accumulators[k].grad_buffer], end_b);
+    /* with micro-batches in flight, what the backward pass needs from the
+     * forward pass gets a slot per micro-batch */
+    for (int i = 0; i < p->n_buffers; i++) {
+        tg_buffer *b = &p->buffers[i];
+        if (b->device == d && b->region == TG_REGION_ACTIVATION && dp->stash_depth > 1 &&
+            b->first <= end_f && b->last > end_f)
+            b->region = TG_REGION_STASH;
     }
 }
 
-tg_status tg_memplan(tg_program *p)
+tg_status tg_memplan_device(tg_program *p, int d)
 {
-    const tg_graph *g = p->graph;
-    int n = g->n_nodes;
-    int *step_of = tg_malloc(((size_t)n + 1) * sizeof *step_of);
-    plan_item *items = tg_calloc((size_t)n + (size_t)p->n_steps + 1, sizeof *items);
-    if (!step_of || !items) {
-        tg_free(step_of);
-        tg_free(items);
+    tg_device_program *dp = &p->devices[d];
+    int n_steps = timeline_base(dp, TG_PHASE_COUNT);
+    plan_item *items = tg_calloc((size_t)p->n_buffers + (size_t)n_steps + 1, sizeof *items);
+    if (!items)
         return tg_error(TG_ERR_NOMEM, "memory plan: out of memory");
-    }
-    for (int i = 0; i < n; i++)
-        step_of[i] = -1;
-    for (int s = 0; s < p->n_steps; s++)
-        step_of[p->steps[s].node] = s;
+    compute_liveness(p, d);
 
-    /* Persistent regions: one after the other, in region order then node order. */
+    /* persistent and slotted regions, one after the other */
     size_t at = 0;
-    for (tg_region r = TG_REGION_PARAM; r <= TG_REGION_INPUT; r++) {
+    for (int r = TG_REGION_PARAM; r < TG_REGION_ACTIVATION; r++) {
         size_t start = at;
-        for (int i = 0; i < n; i++) {
+        bool slotted = r == TG_REGION_INPUT || r == TG_REGION_STASH || r == TG_REGION_EXCHANGE;
+        for (int i = 0; i < p->n_buffers; i++) {
             tg_buffer *b = &p->buffers[i];
-            if (p->root[i] != i || b->region != r)
+            if (b->device != d || (int)b->region != r)
                 continue;
+            b->slots = slotted ? dp->stash_depth : 1;
+            b->stride = align_up(b->bytes);
             b->offset = at;
             b->first = -1;
-            b->last = p->n_steps;
-            at = align_up(at + b->bytes);
+            b->last = n_steps;
+            at += b->stride * (size_t)b->slots;
         }
-        p->region_bytes[r] = at - start;
+        dp->region_bytes[r] = at - start;
     }
     size_t act_base = at;
 
-    compute_liveness(p, step_of);
     int n_items = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < p->n_buffers; i++) {
         tg_buffer *b = &p->buffers[i];
-        if (p->root[i] != i || b->region != TG_REGION_ACTIVATION)
+        if (b->device != d || b->region != TG_REGION_ACTIVATION)
             continue;
-        if (b->first < 0) /* never produced by a step: not needed */
-            b->first = b->last < 0 ? 0 : b->last;
-        if (b->last < b->first)
-            b->last = b->first;
+        if (b->first < 0)
+            b->first = b->last = 0;
+        b->slots = 1;
+        b->stride = align_up(b->bytes);
         items[n_items++] = (plan_item){b->bytes, 0, b->first, b->last, &b->offset};
     }
-    p->scratch_peak = 0;
-    for (int s = 0; s < p->n_steps; s++) {
-        tg_step *st = &p->steps[s];
-        if (st->scratch_bytes == 0)
-            continue;
-        if (st->scratch_bytes > p->scratch_peak)
-            p->scratch_peak = st->scratch_bytes;
-        items[n_items++] = (plan_item){st->scratch_bytes, 0, s, s, &st->scratch_offset};
+    dp->scratch_peak = 0;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+        int base = timeline_base(dp, ph);
+        for (int s = 0; s < dp->n_steps[ph]; s++) {
+            tg_step *st = &dp->steps[ph][s];
+            if (st->scratch_bytes == 0)
+                continue;
+            if (st->scratch_bytes > dp->scratch_peak)
+                dp->scratch_peak = st->scratch_bytes;
+            items[n_items++] =
+                (plan_item){st->scratch_bytes, 0, base + s, base + s, &st->scratch_offset};
+        }
     }
     size_t extent = place_greedy(items, n_items);
     tg_status status = TG_OK;
@@ -154,10 +186,9 @@ tg_status tg_memplan(tg_program *p)
     } else {
         for (int i = 0; i < n_items; i++)
             *items[i].out = act_base + items[i].offset;
-        p->region_bytes[TG_REGION_ACTIVATION] = align_up(extent);
-        p->arena_bytes = act_base + align_up(extent);
+        dp->region_bytes[TG_REGION_ACTIVATION] = align_up(extent);
+        dp->arena_bytes = act_base + align_up(extent);
     }
-    tg_free(step_of);
     tg_free(items);
     return status;
 }

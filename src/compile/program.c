@@ -1,15 +1,52 @@
-/* compile/program.c - compile a graph into a program: schedule, then plan. */
+/* compile/program.c - compile a graph into per-device programs:
+ * schedule -> placement -> phases and steps -> buffers and transfers ->
+ * memory plan per device. */
 #include "compile/program.h"
 
+#include "compile/placement.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/pool.h"
 #include "ops/op.h"
 
-/* Leaves live in the region of their role; computed values are activations. */
-static tg_region region_of(const tg_tensor *t)
+#include <stdio.h>
+#include <string.h>
+
+const char *tg_region_name(tg_region r)
 {
-    if (t->n_in > 0)
-        return TG_REGION_ACTIVATION;
+    static const char *const names[] = {
+#define TG_REGION_NAME(e, name) name,
+        TG_REGION_LIST(TG_REGION_NAME)
+#undef TG_REGION_NAME
+    };
+    return (unsigned)r < TG_REGION_COUNT ? names[r] : "?";
+}
+
+static tg_phase phase_of(const tg_tensor *t)
+{
+    if (t->flags & TG_NODE_OPTIMIZER)
+        return TG_PHASE_UPDATE;
+    return (t->flags & TG_NODE_BACKWARD) ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
+}
+
+static bool runs_as_step(const tg_tensor *t) { return t->n_in > 0 && !(t->flags & TG_NODE_ALIAS); }
+
+static int add_buffer(tg_program *p, int node, int device, tg_region region, size_t bytes)
+{
+    if (p->n_buffers == p->cap_buffers) {
+        int cap = p->cap_buffers ? 2 * p->cap_buffers : 256;
+        tg_buffer *b = tg_realloc(p->buffers, (size_t)cap * sizeof *b);
+        if (!b)
+            return -1;
+        p->buffers = b;
+        p->cap_buffers = cap;
+    }
+    p->buffers[p->n_buffers] = (tg_buffer){node, device, region, 0, bytes, 1, bytes, -1, -1};
+    return p->n_buffers++;
+}
+
+static tg_region leaf_region(const tg_tensor *t)
+{
     switch (t->role) {
     case TG_ROLE_PARAM:
         return TG_REGION_PARAM;
@@ -22,56 +59,309 @@ static tg_region region_of(const tg_tensor *t)
     }
 }
 
-static bool runs_as_step(const tg_tensor *t)
+int tg_program_buffer_on(const tg_program *p, int id, int device)
 {
-    return t->n_in > 0 && !(t->flags & TG_NODE_ALIAS);
+    int home = p->home[id];
+    if (home < 0 || p->buffers[home].device == device)
+        return home;
+    for (int k = 0; k < p->n_transfers; k++)
+        if (p->transfers[k].src_buffer == home && p->transfers[k].dst_device == device)
+            return p->transfers[k].dst_buffer;
+    return -1;
 }
 
-static tg_status make_buffers(tg_program *p, const int *order, int n_order)
+/* ---- reading the options --------------------------------------------------------- */
+
+static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_stages)
+{
+    const char *strategy = tg_options_get_string(o, "executionStrategy");
+    int m = (int)tg_options_get_int(o, "Training.gradientAccumulation");
+    int iters = (int)tg_options_get_int(o, "deviceIterations");
+    p->replicas = (int)tg_options_get_int(o, "replicationFactor");
+    tg_schedule_kind kind = TG_SCHEDULE_SHARDED;
+    if (strcmp(strategy, "pipelined") == 0) {
+        kind = (tg_schedule_kind)tg_schedule_parse(tg_options_get_string(o, "pipelineSchedule"));
+        if (p->training && m < n_stages)
+            return tg_error(TG_ERR_CONFIG,
+                            "pipelined training over %d stages needs Training.gradientAccumulation "
+                            "of at least %d (it is %d): the pipeline must hold one micro-batch "
+                            "per stage", n_stages, n_stages, m);
+    }
+    if (!p->training && m > 1)
+        return tg_error(TG_ERR_CONFIG, "Training.gradientAccumulation is %d, but an inference "
+                        "program has no gradients: set it to 1", m);
+    /* inference pipelines its device iterations as micro-batches */
+    p->micro_batches = p->training ? m : iters;
+    p->iterations = p->training ? iters : 1;
+    p->accumulate = p->training && m * p->replicas > 1;
+    return tg_pipe_schedule_build(kind, p->n_devices, p->micro_batches, p->training, &p->schedule);
+}
+
+/* ---- steps, buffers, transfers ------------------------------------------------------- */
+
+static tg_status add_step(tg_program *p, const tg_tensor *t)
+{
+    tg_device_program *dp = &p->devices[p->device_of[t->id]];
+    tg_phase ph = phase_of(t);
+    const tg_op_def *def = tg_op_get(t->op);
+    if (!def || !def->forward)
+        return tg_error(TG_ERR_UNSUPPORTED, "%s: op '%s' has no kernel", t->name,
+                        tg_op_name(t->op));
+    tg_step *st = &dp->steps[ph][dp->n_steps[ph]++];
+    memset(st, 0, sizeof *st);
+    st->node = t->id;
+    st->out = -1;
+    st->scratch_bytes = def->scratch ? def->scratch(t, p->n_threads) : 0;
+    if (def->flops)
+        dp->flops[ph] += def->flops(t);
+    return TG_OK;
+}
+
+static tg_status make_homes(tg_program *p, const int *order, int n_order)
 {
     const tg_graph *g = p->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        p->root[i] = (t->flags & TG_NODE_ALIAS) ? p->root[t->in[0]->id] : i;
-        p->buffers[i] = (tg_buffer){TG_REGION_NONE, 0, 0, -1, -1};
-    }
     for (int k = 0; k < n_order; k++) {
         const tg_tensor *t = g->nodes[order[k]];
-        if (p->root[t->id] != t->id || tg_nbytes(t) == 0)
+        if (t->flags & TG_NODE_ALIAS) {
+            p->home[t->id] = p->home[t->in[0]->id];
             continue;
-        tg_buffer *b = &p->buffers[t->id];
-        b->bytes = tg_nbytes(t);
-        b->region = region_of(t);
-    }
-    /* Leaves that nothing needs still keep their storage: a parameter is part
-     * of the model (and of checkpoints) even when this program does not read it. */
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->n_in == 0 && t->role != TG_ROLE_INPUT && p->buffers[i].region == TG_REGION_NONE &&
-            tg_nbytes(t) > 0) {
-            p->buffers[i].bytes = tg_nbytes(t);
-            p->buffers[i].region = region_of(t);
+        }
+        if (tg_nbytes(t) == 0)
+            continue;
+        tg_region r = t->n_in == 0 ? leaf_region(t) : TG_REGION_ACTIVATION;
+        p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, tg_nbytes(t));
+        if (p->home[t->id] < 0)
+            return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        if (t->op == TG_OP_INPUT) {
+            tg_device_program *dp = &p->devices[p->device_of[t->id]];
+            dp->inputs[dp->n_inputs++] = p->home[t->id];
         }
     }
-    for (int k = 0; k < n_order; k++) {
-        const tg_tensor *t = g->nodes[order[k]];
-        if (!runs_as_step(t))
-            continue;
-        const tg_op_def *def = tg_op_get(t->op);
-        if (!def || !def->forward)
-            return tg_error(TG_ERR_UNSUPPORTED, "%s: op '%s' has no kernel", t->name,
-                            tg_op_name(t->op));
-        tg_step *st = &p->steps[p->n_steps++];
-        st->node = t->id;
-        st->scratch_bytes = def->scratch ? def->scratch(t, p->n_threads) : 0;
-        st->scratch_offset = 0;
-        if (def->flops)
-            p->flops += def->flops(t);
+    /* Parameters and state nothing reads still belong to the model (and its
+     * checkpoints): keep them, on the first device. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->n_in == 0 && p->home[i] < 0 && t->role != TG_ROLE_INPUT && tg_nbytes(t) > 0) {
+            p->device_of[i] = 0;
+            p->home[i] = add_buffer(p, i, 0, leaf_region(t), tg_nbytes(t));
+            if (p->home[i] < 0)
+                return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        }
     }
     return TG_OK;
 }
 
-tg_status tg_program_compile(const tg_graph *g, int n_threads, tg_program **out)
+static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, int device,
+                               tg_phase use)
+{
+    const tg_graph *g = p->graph;
+    int home = p->home[reader->in[k]->id];
+    if (home < 0 || p->buffers[home].device == device)
+        return TG_OK;
+    const tg_tensor *value = g->nodes[p->buffers[home].node];
+    tg_transfer *tr = NULL;
+    for (int i = 0; i < p->n_transfers && !tr; i++)
+        if (p->transfers[i].src_buffer == home && p->transfers[i].dst_device == device)
+            tr = &p->transfers[i];
+    if (!tr) {
+        if (value->n_in == 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "'%s' is used on device %d and device %d; a weight or input shared by "
+                            "two stages is not supported (put its users in one stage)",
+                            value->name, p->buffers[home].device, device);
+        if (p->n_transfers == p->cap_transfers) {
+            int cap = p->cap_transfers ? 2 * p->cap_transfers : 32;
+            tg_transfer *t = tg_realloc(p->transfers, (size_t)cap * sizeof *t);
+            if (!t)
+                return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+            p->transfers = t;
+            p->cap_transfers = cap;
+        }
+        int dst = add_buffer(p, value->id, device, TG_REGION_EXCHANGE, tg_nbytes(value));
+        if (dst < 0)
+            return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        tr = &p->transfers[p->n_transfers++];
+        *tr = (tg_transfer){value->id, p->buffers[home].device, device, phase_of(value), home, dst,
+                            false, false};
+        if (tr->phase == TG_PHASE_UPDATE)
+            return tg_error(TG_ERR_CONFIG, "'%s' is computed by an update on device %d and read "
+                            "on device %d", value->name, tr->src_device, device);
+    }
+    if (use == TG_PHASE_FORWARD)
+        tr->used_forward = true;
+    else
+        tr->used_backward = true;
+    if (use == TG_PHASE_FORWARD && tr->phase == TG_PHASE_BACKWARD)
+        return tg_error(TG_ERR_CONFIG, "'%s' is read in the forward pass on device %d but computed "
+                        "in the backward pass on device %d", value->name, device, tr->src_device);
+    return TG_OK;
+}
+
+static tg_status make_transfers_and_links(tg_program *p)
+{
+    const tg_graph *g = p->graph;
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int s = 0; s < p->devices[d].n_steps[ph]; s++) {
+                tg_step *st = &p->devices[d].steps[ph][s];
+                const tg_tensor *t = g->nodes[st->node];
+                for (int k = 0; k < t->n_in; k++)
+                    TG_TRY(need_transfer(p, t, k, d, (tg_phase)ph));
+            }
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int s = 0; s < p->devices[d].n_steps[ph]; s++) {
+                tg_step *st = &p->devices[d].steps[ph][s];
+                const tg_tensor *t = g->nodes[st->node];
+                st->out = p->home[t->id];
+                for (int k = 0; k < t->n_in; k++)
+                    st->in[k] = tg_program_buffer_on(p, t->in[k]->id, d);
+            }
+    return TG_OK;
+}
+
+/* Gradients summed over micro-batches (and averaged over replicas) before the
+ * update: the update reads the accumulator instead of the gradient. */
+static tg_status make_accumulators(tg_program *p)
+{
+    const tg_graph *g = p->graph;
+    for (int d = 0; d < p->n_devices; d++) {
+        tg_device_program *dp = &p->devices[d];
+        for (int s = 0; s < dp->n_steps[TG_PHASE_UPDATE]; s++) {
+            tg_step *st = &dp->steps[TG_PHASE_UPDATE][s];
+            const tg_tensor *u = g->nodes[st->node];
+            if (!(u->flags & TG_NODE_OPTIMIZER))
+                continue;
+            int k = u->n_in - 1, grad = st->in[k];
+            if (grad < 0)
+                continue;
+            int acc = add_buffer(p, u->in[0]->id, d, TG_REGION_ACCUMULATOR, p->buffers[grad].bytes);
+            if (acc < 0)
+                return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+            dp->accumulators[dp->n_accumulators++] = (tg_accumulator){u->in[0]->id, grad, acc};
+            st->in[k] = acc;
+        }
+    }
+    return TG_OK;
+}
+
+static void find_outputs(tg_program *p)
+{
+    const tg_graph *g = p->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        int home = p->home[i];
+        if (!(t->flags & TG_NODE_OUTPUT) || home < 0 || t->n_in == 0)
+            continue;
+        tg_device_program *dp = &p->devices[p->buffers[home].device];
+        bool seen = false;
+        for (int k = 0; k < dp->n_outputs; k++)
+            seen |= dp->outputs[k] == home;
+        if (!seen)
+            dp->outputs[dp->n_outputs++] = home;
+    }
+}
+
+static tg_status allocate_lists(tg_program *p, int n_order)
+{
+    const tg_graph *g = p->graph;
+    p->devices = tg_calloc((size_t)p->n_devices, sizeof *p->devices);
+    p->device_of = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    p->home = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    if (!p->devices || !p->device_of || !p->home)
+        return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+    for (int i = 0; i < g->n_nodes; i++)
+        p->device_of[i] = p->home[i] = -1;
+    for (int d = 0; d < p->n_devices; d++) {
+        tg_device_program *dp = &p->devices[d];
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            if (!(dp->steps[ph] = tg_calloc((size_t)n_order + 1, sizeof(tg_step))))
+                return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        dp->inputs = tg_calloc((size_t)g->n_nodes + 1, sizeof(int));
+        dp->outputs = tg_calloc((size_t)g->n_nodes + 1, sizeof(int));
+        dp->accumulators = tg_calloc((size_t)n_order + 1, sizeof(tg_accumulator));
+        if (!dp->inputs || !dp->outputs || !dp->accumulators)
+            return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        dp->stash_depth = p->schedule.stash_depth ? p->schedule.stash_depth[d] : 1;
+    }
+    return TG_OK;
+}
+
+static tg_status check_capacity(const tg_program *p, const tg_options *o)
+{
+    int64_t cap = tg_options_get_int(o, "memoryPerDevice");
+    for (int d = 0; cap > 0 && d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        if ((int64_t)dp->arena_bytes <= cap)
+            continue;
+        tg_region worst = TG_REGION_PARAM;
+        for (int r = 0; r < TG_REGION_COUNT; r++)
+            if (dp->region_bytes[r] > dp->region_bytes[worst])
+                worst = (tg_region)r;
+        return tg_error(TG_ERR_NOMEM,
+                        "device %d needs %zu bytes but has %lld (memoryPerDevice); the largest "
+                        "part is %s, %zu bytes", d, dp->arena_bytes, (long long)cap,
+                        tg_region_name(worst), dp->region_bytes[worst]);
+    }
+    return TG_OK;
+}
+
+static tg_status compile(tg_program *p, const tg_options *o)
+{
+    const tg_graph *g = p->graph;
+    int *order = NULL, n_order = 0;
+    bool *needed = NULL;
+    tg_placement pl = {0};
+    tg_status s = tg_schedule(g, &order, &n_order);
+    if (s == TG_OK && !(needed = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool))))
+        s = tg_error(TG_ERR_NOMEM, "compile: out of memory");
+    for (int k = 0; s == TG_OK && k < n_order; k++) {
+        needed[order[k]] = true;
+        p->training |= (g->nodes[order[k]]->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) != 0;
+    }
+    if (s == TG_OK)
+        s = tg_place(g, o, needed, &pl);
+    if (s == TG_OK) {
+        p->n_devices = pl.n_devices;
+        s = read_shape_options(p, o, pl.n_stages);
+    }
+    if (s == TG_OK)
+        s = allocate_lists(p, n_order);
+    for (int i = 0; s == TG_OK && i < g->n_nodes; i++)
+        if (needed[i])
+            p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
+    if (s == TG_OK)
+        s = make_homes(p, order, n_order);
+    for (int k = 0; s == TG_OK && k < n_order; k++)
+        if (runs_as_step(g->nodes[order[k]]))
+            s = add_step(p, g->nodes[order[k]]);
+    if (s == TG_OK)
+        s = make_transfers_and_links(p);
+    if (s == TG_OK && p->accumulate)
+        s = make_accumulators(p);
+    if (s == TG_OK)
+        find_outputs(p);
+    for (int d = 0; s == TG_OK && d < p->n_devices; d++)
+        s = tg_memplan_device(p, d);
+    if (s == TG_OK)
+        s = check_capacity(p, o);
+    if (s == TG_OK) {
+        double per_run = 0;
+        for (int d = 0; d < p->n_devices; d++) {
+            const tg_device_program *dp = &p->devices[d];
+            p->arena_bytes += dp->arena_bytes;
+            per_run += (dp->flops[TG_PHASE_FORWARD] + dp->flops[TG_PHASE_BACKWARD]) *
+                           p->micro_batches + dp->flops[TG_PHASE_UPDATE];
+        }
+        p->flops = per_run * p->iterations * p->replicas;
+    }
+    tg_placement_free(&pl);
+    tg_free(order);
+    tg_free(needed);
+    return s;
+}
+
+tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out)
 {
     *out = NULL;
     if (!g)
@@ -82,21 +372,10 @@ tg_status tg_program_compile(const tg_graph *g, int n_threads, tg_program **out)
     if (!p)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     p->graph = g;
-    p->n_threads = n_threads < 1 ? 1 : n_threads;
-    int *order = NULL, n_order = 0;
-    tg_status s = tg_schedule(g, &order, &n_order);
-    if (s == TG_OK) {
-        p->steps = tg_calloc((size_t)n_order + 1, sizeof *p->steps);
-        p->buffers = tg_calloc((size_t)g->n_nodes + 1, sizeof *p->buffers);
-        p->root = tg_calloc((size_t)g->n_nodes + 1, sizeof *p->root);
-        if (!p->steps || !p->buffers || !p->root)
-            s = tg_error(TG_ERR_NOMEM, "compile: out of memory");
-    }
-    if (s == TG_OK)
-        s = make_buffers(p, order, n_order);
-    if (s == TG_OK)
-        s = tg_memplan(p);
-    tg_free(order);
+    p->n_threads = (int)tg_options_get_int(o, "threadsPerDevice");
+    if (p->n_threads <= 0)
+        p->n_threads = tg_cpu_count();
+    tg_status s = compile(p, o);
     if (s != TG_OK) {
         tg_program_destroy(p);
         return s;
@@ -109,8 +388,19 @@ void tg_program_destroy(tg_program *p)
 {
     if (!p)
         return;
-    tg_free(p->steps);
+    for (int d = 0; p->devices && d < p->n_devices; d++) {
+        tg_device_program *dp = &p->devices[d];
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            tg_free(dp->steps[ph]);
+        tg_free(dp->inputs);
+        tg_free(dp->outputs);
+        tg_free(dp->accumulators);
+    }
+    tg_free(p->devices);
+    tg_pipe_schedule_free(&p->schedule);
+    tg_free(p->device_of);
+    tg_free(p->home);
     tg_free(p->buffers);
-    tg_free(p->root);
+    tg_free(p->transfers);
     tg_free(p);
 }

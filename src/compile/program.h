@@ -1,69 +1,132 @@
-/* compile/program.h - the executable: what runs, in which order, where every
- * byte lives.
+/* compile/program.h - the executable: what each device runs, in which
+ * order, and where every byte lives.
  *
  * A program is compiled from a graph and is the whole truth about a run: the
- * engine allocates exactly `arena_bytes` and executes exactly `steps`, and
- * the memory report, liveness and schedule shown to the user are read from
- * here. The graph must outlive the program.
+ * engine allocates exactly each device's `arena_bytes` (per replica) and
+ * executes exactly its steps, and the memory report, liveness and schedule
+ * shown to the user are read from here. The graph must outlive the program.
+ *
+ * Each device runs three phases: forward (F) and backward (B) once per
+ * micro-batch, in the order of the pipeline schedule, and update (U) once
+ * per weight update. Buffers that must survive from a micro-batch's forward
+ * to its backward (stashed activations, inputs, values received from other
+ * devices) have one slot per micro-batch in flight: slot = micro-batch mod
+ * slots. Everything else lives within one phase and shares memory by
+ * liveness. Values that cross devices are copied after the producing phase
+ * into a receive buffer on the consumer (a transfer).
  */
 #ifndef TG_COMPILE_PROGRAM_H
 #define TG_COMPILE_PROGRAM_H
 
+#include "compile/pipeline.h"
 #include "graph/node.h"
+#include "tilegraph/options.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define TG_ALIGN 64
 
-/* Where a tensor's bytes live. Persistent regions hold values across runs. */
+/* Where a buffer lives. Persistent regions keep their values across runs. */
+#define TG_REGION_LIST(X)                                          \
+    X(NONE, "none")               /* not stored */                 \
+    X(PARAM, "weights")           /* trainable parameters */       \
+    X(STATE, "optimizer state")   /* optimizer state, running stats */ \
+    X(ACCUMULATOR, "gradient accumulators")                        \
+    X(CONSTANT, "constants")                                       \
+    X(INPUT, "host-stream buffers") /* inputs fed by the host, per micro-batch */ \
+    X(STASH, "pipeline stash")    /* kept from forward to backward */ \
+    X(EXCHANGE, "inter-device copy buffers")                       \
+    X(ACTIVATION, "activations")  /* within one phase, shared by liveness */
+
 typedef enum tg_region {
-    TG_REGION_NONE,      /* not stored: dead code, aliases, empty outputs */
-    TG_REGION_PARAM,     /* trainable weights */
-    TG_REGION_STATE,     /* optimizer state, running statistics */
-    TG_REGION_CONSTANT,  /* constants */
-    TG_REGION_INPUT,     /* host-fed inputs */
-    TG_REGION_ACTIVATION /* transient: offsets reused by liveness */
+#define TG_REGION_ENUM(e, name) TG_REGION_##e,
+    TG_REGION_LIST(TG_REGION_ENUM)
+#undef TG_REGION_ENUM
+        TG_REGION_COUNT
 } tg_region;
 
+const char *tg_region_name(tg_region r);
+
+typedef enum tg_phase { TG_PHASE_FORWARD, TG_PHASE_BACKWARD, TG_PHASE_UPDATE, TG_PHASE_COUNT } tg_phase;
+
 typedef struct tg_buffer {
+    int node;       /* the value it holds (the root, for aliases) */
+    int device;
     tg_region region;
-    size_t offset; /* from the arena start */
-    size_t bytes;
-    int first, last; /* live from step `first` to step `last` inclusive; -1/n for persistent */
+    size_t offset;  /* of slot 0, from the device arena's start */
+    size_t bytes;   /* of one slot */
+    int slots;      /* >= 1 */
+    size_t stride;  /* between slots */
+    int first, last; /* activations: live steps on the device's timeline */
 } tg_buffer;
 
 typedef struct tg_step {
-    int node;        /* node id */
+    int node;
+    int out;                /* buffer index, -1 for an empty output */
+    int in[TG_MAX_INPUTS];  /* buffer indices */
     size_t scratch_offset, scratch_bytes;
 } tg_step;
 
+/* A value sent from one device to another after a phase of the sender. */
+typedef struct tg_transfer {
+    int node;
+    int src_device, dst_device;
+    tg_phase phase;       /* the sender's phase that produces it */
+    int src_buffer, dst_buffer;
+    bool used_forward, used_backward; /* by the receiver */
+} tg_transfer;
+
+/* A parameter's gradient summed over the micro-batches of one update. */
+typedef struct tg_accumulator {
+    int param, grad_buffer, acc_buffer;
+} tg_accumulator;
+
+typedef struct tg_device_program {
+    tg_step *steps[TG_PHASE_COUNT];
+    int n_steps[TG_PHASE_COUNT];
+    int *inputs, n_inputs;   /* buffers the host streams in before each forward */
+    int *outputs, n_outputs; /* buffers streamed to the host after each forward */
+    tg_accumulator *accumulators;
+    int n_accumulators;
+    size_t arena_bytes;
+    size_t region_bytes[TG_REGION_COUNT];
+    size_t scratch_peak;
+    int stash_depth;         /* slots of stash, input and exchange buffers */
+    double flops[TG_PHASE_COUNT];
+} tg_device_program;
+
 typedef struct tg_program {
     const tg_graph *graph;
-    int n_threads;      /* the thread count scratch was sized for */
-    tg_step *steps;
-    int n_steps;
-    tg_buffer *buffers; /* per node id; aliases point at their root's entry through `root` */
-    int *root;          /* per node id: the node whose storage it uses (itself unless alias) */
-    size_t arena_bytes;
-    size_t region_bytes[TG_REGION_ACTIVATION + 1]; /* totals; activation = peak extent */
-    size_t scratch_peak;
-    double flops;       /* per run */
+    int n_threads; /* per device */
+    int n_devices;
+    int micro_batches; /* per weight update (or per inference run) */
+    int iterations;    /* weight updates per run */
+    int replicas;
+    bool training;
+    bool accumulate;   /* gradients go through accumulators (micro-batches x replicas > 1) */
+    tg_pipe_schedule schedule;
+    int *device_of;    /* per node: the device that computes or holds it; -1 none */
+    int *home;         /* per node: its buffer on its device, through aliases; -1 none */
+    tg_buffer *buffers;
+    int n_buffers, cap_buffers;
+    tg_device_program *devices;
+    tg_transfer *transfers;
+    int n_transfers, cap_transfers;
+    size_t arena_bytes; /* all devices of one replica */
+    double flops;       /* one run: every micro-batch and update of every replica */
 } tg_program;
 
-/* Compile `g` for one device with `n_threads` threads: schedule the nodes the
- * outputs and updates need, plan every buffer. */
-tg_status tg_program_compile(const tg_graph *g, int n_threads, tg_program **out);
+/* Compile `g` with the options (strategy, stages, schedule, replication,
+ * accumulation, device iterations, threads per device, memory per device). */
+tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out);
 void tg_program_destroy(tg_program *p);
 
-/* The buffer holding node `id`'s value (through aliases). */
-static inline const tg_buffer *tg_program_buffer(const tg_program *p, int id)
-{
-    return &p->buffers[p->root[id]];
-}
+/* The buffer a step on `device` reads for node `id` (its own or a received copy). */
+int tg_program_buffer_on(const tg_program *p, int id, int device);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);
-tg_status tg_memplan(tg_program *p);
+tg_status tg_memplan_device(tg_program *p, int device);
 
 #endif

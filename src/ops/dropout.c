@@ -59,7 +59,7 @@ static void drop_range(void *ctx, int64_t begin, int64_t end, int t)
 static void fwd_dropout(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    drop_job j = {a->in[0], a->out, mask_key(a->seed, a->step, node->p.i[0]), node->p.f[0],
+    drop_job j = {a->in[0], a->out, mask_key(a->seed ^ (a->stream ? tg_hash64(a->stream) : 0), a->step, node->p.i[0]), node->p.f[0],
                   1.0f / (1.0f - node->p.f[0])};
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, n, drop_range, &j);

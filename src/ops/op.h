@@ -35,6 +35,10 @@ typedef struct tg_kernel_args {
     tg_pool *pool;
     int64_t step;  /* weight updates done so far (optimizer, dropout) */
     uint64_t seed; /* the session's random seed */
+    /* Which micro-batch of which replica this run of the op serves (0 for
+     * the first micro-batch of replica 0): random ops mix it into their key
+     * so that micro-batches and replicas get different dropout masks. */
+    uint64_t stream;
 } tg_kernel_args;
 
 typedef struct tg_ref_args {

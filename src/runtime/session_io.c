@@ -1,0 +1,340 @@
+/* runtime/session_io.c - creating a session (compile, allocate every arena
+ * once, initialise weights identically on every replica) and moving data
+ * between the host and the devices. */
+#include "runtime/engine.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "graph/init.h"
+
+#include <string.h>
+
+static int n_arenas(const tg_session *s) { return s->program->replicas * s->program->n_devices; }
+
+static void fill_leaves(tg_session *s)
+{
+    const tg_program *p = s->program;
+    const tg_graph *g = s->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        int b = p->home[i];
+        if (t->n_in > 0 || b < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
+            continue;
+        for (int r = 0; r < p->replicas; r++) {
+            unsigned char *arena = s->arena[r * p->n_devices + p->buffers[b].device];
+            tg_init_fill_f32(t, s->seed, (float *)(arena + p->buffers[b].offset));
+        }
+    }
+}
+
+static tg_status allocate(tg_session *s, int threads)
+{
+    const tg_program *p = s->program;
+    int n = n_arenas(s), nodes = s->graph->n_nodes;
+    s->arena = tg_calloc((size_t)n, sizeof *s->arena);
+    s->pools = tg_calloc((size_t)n, sizeof *s->pools);
+    s->threads = tg_calloc((size_t)n, sizeof *s->threads);
+    s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
+    s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
+    s->host_in = tg_calloc((size_t)nodes + 1, sizeof *s->host_in);
+    s->host_out = tg_calloc((size_t)nodes + 1, sizeof *s->host_out);
+    s->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
+    s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
+    s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
+    s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
+    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->host_in ||
+        !s->host_out || !s->produced || !s->consumed || !s->barrier_count || !s->barrier_gen)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = p->devices[i % p->n_devices].arena_bytes;
+        s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
+        if (!s->arena[i])
+            return tg_error(TG_ERR_NOMEM, "session: cannot allocate %zu bytes for device %d of "
+                            "replica %d", bytes, i % p->n_devices, i / p->n_devices);
+        memset(s->arena[i], 0, bytes);
+        if (!(s->pools[i] = tg_pool_create(threads)))
+            return TG_ERR_NOMEM;
+    }
+    int64_t count = tg_session_stream_count(s);
+    for (int d = 0; d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        for (int k = 0; k < dp->n_inputs + dp->n_outputs; k++) {
+            const tg_buffer *b = &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
+            unsigned char **slot = k < dp->n_inputs ? &s->host_in[b->node] : &s->host_out[b->node];
+            if (!(*slot = tg_calloc((size_t)count, b->bytes)))
+                return tg_error(TG_ERR_NOMEM, "session: out of memory for the host stream of '%s'",
+                                s->graph->nodes[b->node]->name);
+        }
+    }
+    return TG_OK;
+}
+
+static int parse_output_mode(const char *m, bool training)
+{
+    if (!strcmp(m, "all"))
+        return TG_OUTPUT_ALL;
+    if (!strcmp(m, "sum"))
+        return TG_OUTPUT_SUM;
+    if (!strcmp(m, "final"))
+        return TG_OUTPUT_FINAL;
+    if (!strcmp(m, "everyN"))
+        return TG_OUTPUT_EVERY_N;
+    return training ? TG_OUTPUT_FINAL : TG_OUTPUT_ALL;
+}
+
+tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out)
+{
+    *out = NULL;
+    if (!g)
+        return tg_error(TG_ERR_INVALID_ARG, "session: no graph");
+    tg_session *s = tg_calloc(1, sizeof *s);
+    if (!s)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
+    s->graph = g;
+    s->seed = (uint64_t)tg_options_get_int(opts, "randomSeed");
+    s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
+    tg_status st = tg_program_compile(g, opts, &s->program);
+    if (st == TG_OK) {
+        const tg_program *p = s->program;
+        s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
+        s->output_period = (int)tg_options_get_int(opts, "outputReturnPeriod");
+        int threads = (int)tg_options_get_int(opts, "threadsPerDevice");
+        if (threads <= 0) {
+            threads = tg_cpu_count() / (p->replicas * p->n_devices);
+            threads = threads < 1 ? 1 : threads;
+        }
+        s->program->n_threads = threads > s->program->n_threads ? s->program->n_threads : threads;
+        if (s->output_mode == TG_OUTPUT_EVERY_N && p->iterations % s->output_period)
+            st = tg_error(TG_ERR_CONFIG, "outputMode everyN: deviceIterations (%d) is not a "
+                          "multiple of outputReturnPeriod (%d)", p->iterations, s->output_period);
+        if (st == TG_OK)
+            st = allocate(s, s->program->n_threads);
+    }
+    if (st != TG_OK) {
+        tg_session_destroy(s);
+        return st;
+    }
+    fill_leaves(s);
+    *out = s;
+    return TG_OK;
+}
+
+void tg_session_destroy(tg_session *s)
+{
+    if (!s)
+        return;
+    int n = s->program ? n_arenas(s) : 0;
+    for (int i = 0; i < n; i++) {
+        if (s->pools)
+            tg_pool_destroy(s->pools[i]);
+        if (s->arena)
+            tg_free(s->arena[i]);
+    }
+    for (int i = 0; s->host_in && i < s->graph->n_nodes; i++) {
+        tg_free(s->host_in[i]);
+        tg_free(s->host_out[i]);
+    }
+    tg_free(s->host_in);
+    tg_free(s->host_out);
+    tg_free(s->arena);
+    tg_free(s->pools);
+    tg_free(s->threads);
+    tg_free(s->ctx);
+    tg_free(s->last_busy);
+    tg_free(s->produced);
+    tg_free(s->consumed);
+    tg_free(s->barrier_count);
+    tg_free(s->barrier_gen);
+    tg_program_destroy(s->program);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->changed);
+    tg_free(s);
+}
+
+/* ---- access -------------------------------------------------------------------------- */
+
+static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *t)
+{
+    if (!s || !t || t->id >= s->graph->n_nodes || s->graph->nodes[t->id] != t)
+        return NULL;
+    int b = s->program->home[t->id];
+    if (b < 0)
+        return NULL;
+    const tg_buffer *buf = &s->program->buffers[b];
+    return s->arena[r * s->program->n_devices + buf->device] + buf->offset;
+}
+
+void *tg_session_data(const tg_session *s, const tg_tensor *t) { return replica_data(s, 0, t); }
+const tg_program *tg_session_program(const tg_session *s) { return s->program; }
+const tg_graph *tg_session_graph(const tg_session *s) { return s->graph; }
+
+static bool is_leaf_value(const tg_tensor *t)
+{
+    return t->op == TG_OP_PARAM || t->op == TG_OP_STATE || t->op == TG_OP_CONSTANT;
+}
+
+int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t)
+{
+    const tg_program *p = s->program;
+    if (!t || !s->host_out[t->id])
+        return 1;
+    switch (s->output_mode) {
+    case TG_OUTPUT_SUM:
+    case TG_OUTPUT_FINAL:
+        return p->replicas;
+    case TG_OUTPUT_EVERY_N:
+        return tg_session_stream_count(s) / s->output_period;
+    default:
+        return tg_session_stream_count(s);
+    }
+}
+
+tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes)
+{
+    if (!t || !replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: tensor '%s' is not stored by this program",
+                        t ? t->name : "(null)");
+    if (t->op == TG_OP_INPUT) {
+        int64_t count = tg_session_stream_count(s);
+        if (bytes != (size_t)count * tg_nbytes(t))
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "session: input '%s' takes %lld micro-batch%s of %zu bytes per run "
+                            "(iterations x replicas x accumulation), %zu bytes in all, not %zu",
+                            t->name, (long long)count, count == 1 ? "" : "es", tg_nbytes(t),
+                            (size_t)count * tg_nbytes(t), bytes);
+        memcpy(s->host_in[t->id], data, bytes);
+        return TG_OK;
+    }
+    if (!is_leaf_value(t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is computed; only inputs, weights and "
+                        "state can be written", t->name);
+    if (bytes != tg_nbytes(t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
+                        tg_nbytes(t), bytes);
+    for (int r = 0; r < s->program->replicas; r++)
+        memcpy(replica_data(s, r, t), data, bytes);
+    return TG_OK;
+}
+
+static void read_output(const tg_session *s, const tg_tensor *t, unsigned char *dst)
+{
+    const tg_program *p = s->program;
+    size_t nb = tg_nbytes(t);
+    const unsigned char *src = s->host_out[t->id];
+    int64_t count = tg_session_stream_count(s), per_replica = count / p->replicas;
+    switch (s->output_mode) {
+    case TG_OUTPUT_ALL:
+        memcpy(dst, src, (size_t)count * nb);
+        return;
+    case TG_OUTPUT_FINAL:
+        for (int r = 0; r < p->replicas; r++) {
+            int64_t it = p->iterations - 1, j = p->micro_batches - 1;
+            int64_t h = p->training ? (it * p->replicas + r) * p->micro_batches + j
+                                    : j * p->replicas + r;
+            memcpy(dst + (size_t)r * nb, src + (size_t)h * nb, nb);
+        }
+        return;
+    case TG_OUTPUT_SUM:
+        memset(dst, 0, (size_t)p->replicas * nb);
+        for (int64_t h = 0; h < count && t->dtype == TG_F32; h++) {
+            int r = p->training ? (int)((h / p->micro_batches) % p->replicas) : (int)(h % p->replicas);
+            float *d = (float *)(dst + (size_t)r * nb);
+            const float *v = (const float *)(src + (size_t)h * nb);
+            for (int64_t i = 0; i < tg_numel(t); i++)
+                d[i] += v[i];
+        }
+        (void)per_replica;
+        return;
+    case TG_OUTPUT_EVERY_N: {
+        int64_t per_iter = count / (p->training ? p->iterations : p->micro_batches), k = 0;
+        for (int64_t h = 0; h < count; h++)
+            if ((h / per_iter + 1) % s->output_period == 0)
+                memcpy(dst + (size_t)(k++) * nb, src + (size_t)h * nb, nb);
+        return;
+    }
+    }
+}
+
+tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes)
+{
+    if (!t || !replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: tensor '%s' is not stored by this program",
+                        t ? t->name : "(null)");
+    if (s->host_out[t->id]) {
+        int64_t count = tg_session_output_count(s, t);
+        if (bytes != (size_t)count * tg_nbytes(t))
+            return tg_error(TG_ERR_INVALID_ARG, "session: output '%s' returns %lld cop%s of %zu "
+                            "bytes per run (outputMode), %zu bytes in all, not %zu", t->name,
+                            (long long)count, count == 1 ? "y" : "ies", tg_nbytes(t),
+                            (size_t)count * tg_nbytes(t), bytes);
+        read_output(s, t, data);
+        return TG_OK;
+    }
+    if (!is_leaf_value(t) && t->op != TG_OP_INPUT)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "session: '%s' is an intermediate value; mark it as an output to read it",
+                        t->name);
+    if (t->op == TG_OP_INPUT)
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is an input; read it from the host",
+                        t->name);
+    if (bytes != tg_nbytes(t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
+                        tg_nbytes(t), bytes);
+    memcpy(data, replica_data(s, 0, t), bytes);
+    return TG_OK;
+}
+
+int64_t tg_session_step(const tg_session *s) { return s->step; }
+void tg_session_set_step(tg_session *s, int64_t step) { s->step = step; }
+int tg_session_threads(const tg_session *s) { return s->program->n_threads; }
+double tg_session_flops(const tg_session *s) { return s->program->flops; }
+
+size_t tg_session_arena_bytes(const tg_session *s)
+{
+    return s->program->arena_bytes * (size_t)s->program->replicas;
+}
+
+int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input)
+{
+    return tg_session_stream_count(s) * (input && input->shape.ndim ? input->shape.dim[0] : 1);
+}
+
+tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
+{
+    const tg_graph *g = dst->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !replica_data(dst, 0, t))
+            continue;
+        const tg_tensor *from = tg_graph_find(src->graph, t->name);
+        if (!from || !replica_data(src, 0, from)) {
+            if (t->op == TG_OP_STATE)
+                continue; /* optimizer state the source does not have */
+            return tg_error(TG_ERR_NOT_FOUND, "copy weights: '%s' is not in the source session",
+                            t->name);
+        }
+        if (!tg_shape_equal(from->shape, t->shape) || from->dtype != t->dtype) {
+            char a[64], b[64];
+            return tg_error(TG_ERR_SHAPE, "copy weights: '%s' is %s in the source but %s here",
+                            t->name, tg_shape_str(from->shape, a, sizeof a),
+                            tg_shape_str(t->shape, b, sizeof b));
+        }
+        for (int r = 0; r < dst->program->replicas; r++)
+            memcpy(replica_data(dst, r, t), replica_data(src, 0, from), tg_nbytes(t));
+    }
+    return TG_OK;
+}
+
+void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor *t)
+{
+    return replica < s->program->replicas ? replica_data(s, replica, t) : NULL;
+}
+
+double tg_session_last_run_seconds(const tg_session *s) { return s->last_run_seconds; }
+
+double tg_session_busy_seconds(const tg_session *s, int replica, int device)
+{
+    return s->last_busy[replica * s->program->n_devices + device];
+}
