@@ -193,22 +193,29 @@ static tg_status assign_nodes(const tg_graph *g, const bool *needed, tg_placemen
         if (s[i] < 0 && s[i] != -2)
             s[i] = 0;
     }
-    /* leaves: with their first consumer (lowest stage) */
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        for (int k = 0; needed[i] && k < t->n_in; k++) {
-            const tg_tensor *x = t->in[k];
-            if (x->n_in == 0 && s[i] >= 0 && (s[x->id] < 0 || s[i] < s[x->id]))
-                s[x->id] = s[i];
+    /* leaves go with their first consumer (lowest stage): first from the
+     * forward and backward ops, then updates follow their parameter, then
+     * optimizer state follows its update */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < g->n_nodes; i++) {
+            const tg_tensor *t = g->nodes[i];
+            if (!needed[i] || s[i] < 0)
+                continue;
+            for (int k = 0; k < t->n_in; k++) {
+                const tg_tensor *x = t->in[k];
+                if (x->n_in == 0 && (s[x->id] < 0 || s[i] < s[x->id]))
+                    s[x->id] = s[i];
+            }
         }
+        for (int i = 0; pass == 0 && i < g->n_nodes; i++)
+            if (needed[i] && s[i] == -2) {
+                int param = s[g->nodes[i]->in[0]->id];
+                s[i] = param >= 0 ? param : 0;
+            }
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (needed[i] && s[i] == -2)
-            s[i] = s[t->in[0]->id] >= 0 ? s[t->in[0]->id] : 0;
+    for (int i = 0; i < g->n_nodes; i++)
         if (needed[i] && s[i] < 0)
             s[i] = 0;
-    }
     return TG_OK;
 }
 

@@ -14,7 +14,9 @@ typedef struct tg_session tg_session;
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
-    double busy; /* seconds spent computing in the last run */
+    double busy;     /* seconds spent computing in the last run */
+    int in_flight;   /* forwards whose backward has not run yet */
+    int max_in_flight;
 } device_ctx;
 
 struct tg_session {
@@ -42,6 +44,7 @@ struct tg_session {
     device_ctx *ctx;
     double last_run_seconds;
     double *last_busy; /* [replica * n_devices + device] */
+    int *max_in_flight; /* the most micro-batches any run had stashed, per device */
 };
 
 typedef enum tg_output_mode {

@@ -234,6 +234,8 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     }
     run_steps(c, TG_PHASE_FORWARD, it, g);
     c->busy += now_s() - t0;
+    if (p->training && ++c->in_flight > c->max_in_flight)
+        c->max_in_flight = c->in_flight;
     if (!check_outputs(c, it, j, g))
         return false;
     release(c, TG_PHASE_FORWARD, g);
@@ -275,6 +277,7 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
         return false;
     double t0 = now_s();
     run_steps(c, TG_PHASE_BACKWARD, it, g);
+    c->in_flight--;
     if (p->accumulate)
         accumulate(c, j, g);
     c->busy += now_s() - t0;
@@ -344,7 +347,7 @@ tg_status tg_session_run(tg_session *s)
     s->fail_status = TG_OK;
     double t0 = now_s();
     for (int i = 0; i < n; i++)
-        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0};
+        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0};
     if (n == 1) {
         device_main(&s->ctx[0]);
     } else {
@@ -358,8 +361,12 @@ tg_status tg_session_run(tg_session *s)
             pthread_join(s->threads[i], NULL);
     }
     s->last_run_seconds = now_s() - t0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         s->last_busy[i] = s->ctx[i].busy;
+        int d = i % p->n_devices;
+        if (s->ctx[i].max_in_flight > s->max_in_flight[d])
+            s->max_in_flight[d] = s->ctx[i].max_in_flight;
+    }
     if (p->training && !s->abort)
         s->step += p->iterations;
     if (s->abort)

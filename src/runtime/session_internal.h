@@ -16,5 +16,8 @@ void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor 
  * spent computing in it (its busy fraction is the ratio). */
 double tg_session_last_run_seconds(const tg_session *s);
 double tg_session_busy_seconds(const tg_session *s, int replica, int device);
+/* The most micro-batches device `device` ever held between a forward and its
+ * backward (never more than the compiled stash depth). */
+int tg_session_max_in_flight(const tg_session *s, int device);
 
 #endif

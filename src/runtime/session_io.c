@@ -36,13 +36,14 @@ static tg_status allocate(tg_session *s, int threads)
     s->threads = tg_calloc((size_t)n, sizeof *s->threads);
     s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
     s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
+    s->max_in_flight = tg_calloc((size_t)p->n_devices, sizeof *s->max_in_flight);
     s->host_in = tg_calloc((size_t)nodes + 1, sizeof *s->host_in);
     s->host_out = tg_calloc((size_t)nodes + 1, sizeof *s->host_out);
     s->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->host_in ||
+    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->max_in_flight || !s->host_in ||
         !s->host_out || !s->produced || !s->consumed || !s->barrier_count || !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     for (int i = 0; i < n; i++) {
@@ -143,6 +144,7 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->threads);
     tg_free(s->ctx);
     tg_free(s->last_busy);
+    tg_free(s->max_in_flight);
     tg_free(s->produced);
     tg_free(s->consumed);
     tg_free(s->barrier_count);
@@ -333,6 +335,8 @@ void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor 
 }
 
 double tg_session_last_run_seconds(const tg_session *s) { return s->last_run_seconds; }
+
+int tg_session_max_in_flight(const tg_session *s, int device) { return s->max_in_flight[device]; }
 
 double tg_session_busy_seconds(const tg_session *s, int replica, int device)
 {
