@@ -218,9 +218,9 @@ bool tg_conv_direct_supported(const tg_conv_geom *g)
  * set in L1: the forward streams C*R*S x 12 weights per block of output
  * channels, the weight gradient keeps VL partial sums per weight element.
  * Within those bounds they beat im2col + sgemm (bench/bench_kernels.c on an
- * AVX-512 machine: 1.2-2x on the tutorial layers, 1.3x on a 64-channel 3x3
- * forward), except for the data gradient, where the scatter form only wins
- * with several input channels and few weights. */
+ * AVX-512 machine: 1.2-2.5x on the tutorial layers, 1.1-1.4x on a 64-channel
+ * 3x3 forward and weight gradient), except for the data gradient, where the
+ * scatter form only wins with several input channels and few weights. */
 tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
 {
     if (!tg_conv_direct_supported(g))
@@ -235,7 +235,8 @@ tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
     case TG_OP_CONV2D: return crs <= 1024 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     case TG_OP_CONV2D_BWD_DATA:
         return g->C >= 4 && crs * g->K <= 16384 ? TG_CONV_DIRECT : TG_CONV_GEMM;
-    default: return crs * g->K <= 16384 ? TG_CONV_DIRECT : TG_CONV_GEMM;
+    default: /* VL partial sums per weight element: at most 4 MiB per thread */
+        return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     }
 }
 

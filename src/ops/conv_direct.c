@@ -70,13 +70,16 @@ static dplan make_plan(tg_op which, const tg_conv_geom *g, int T)
         d.slice_f = d.xp_f + d.yw_f;
         break;
     default: {
-        /* prepare as many images at once as keep one block row's data in L1
-         * (~40 KiB: the images and 4 gradient rows of each) while the
-         * register blocks stream over them: from L2 the loads, not the FMAs,
-         * would set the pace */
-        size_t per = d.xp_f + d.yw_f, per_l1 = d.xp_f + (size_t)(4 * d.Qp);
+        /* images prepared at once: every register block streams over all of
+         * them before its partial sums go back to memory, so more images
+         * mean less partial-sum traffic; a block touches only a few rows of
+         * each image, which stay in L1 however many images there are, and
+         * the whole group stays in L2 (<= 256 KiB) */
+        size_t per = d.xp_f + d.yw_f;
         int64_t per_thread = (g->N + T - 1) / T;
-        d.nbw = (int64_t)((40 * 1024 / sizeof(float)) / per_l1);
+        d.nbw = (int64_t)((256 * 1024 / sizeof(float)) / per);
+        if (d.nbw > 16)
+            d.nbw = 16;
         if (d.nbw < 1)
             d.nbw = 1;
         if (d.nbw > per_thread)
@@ -171,8 +174,8 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define CB_MAX 12
 #define CB_BWD 24
-#define WB_CO 4
-#define WB_T 6
+#define WB_CO 5
+#define WB_T 5
 #include "ops/conv_direct_impl.h"
 #undef VL
 #undef SFX

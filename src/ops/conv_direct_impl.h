@@ -231,7 +231,7 @@ static void DFN(bwd_weight_images)(const dplan *d, const float *xps, const float
         for (int64_t bt = 0, t0 = 0; bt < nbt; bt++) {
             int tb = (int)(CRS / nbt + (bt < CRS % nbt));
             switch (cb * 8 + tb) {
-                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4)
+                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5)
             default: break;
             }
             t0 += tb;
