@@ -26,11 +26,13 @@ void cli_print_help(const cli_command *cmd, FILE *out)
         snprintf(left, sizeof left, "%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
         fprintf(out, "  %-*s  %s", width, left, f->help);
         switch (f->type) {
-        case CLI_INT:
-            fprintf(out, " (default %lld)", (long long)*(int64_t *)f->value);
+        case CLI_INT: /* a negative default means "not set": the help says what then */
+            if (*(int64_t *)f->value >= 0)
+                fprintf(out, " (default %lld)", (long long)*(int64_t *)f->value);
             break;
         case CLI_FLOAT:
-            fprintf(out, " (default %g)", *(double *)f->value);
+            if (*(double *)f->value >= 0)
+                fprintf(out, " (default %g)", *(double *)f->value);
             break;
         case CLI_STRING:
             if (*(const char **)f->value)

@@ -10,6 +10,14 @@
 #include <math.h>
 #include <string.h>
 
+static tg_options *infer_options(int64_t threads)
+{
+    device_args dev;
+    device_args_defaults(&dev);
+    dev.threads = threads;
+    return device_options(&dev, "infer", true);
+}
+
 int cmd_infer(int argc, char **argv)
 {
     const char *model = "fashion-basic", *dataset = "fashion-mnist", *data = NULL, *load = NULL;
@@ -44,6 +52,7 @@ int cmd_infer(int argc, char **argv)
     int status = 1;
     tg_model_graph mg = {0};
     tg_session *s = NULL;
+    tg_options *o = NULL;
     float *image = NULL;
     const tg_dataset *d = ctx.test;
     if (index + count > d->n) {
@@ -52,7 +61,7 @@ int cmd_infer(int argc, char **argv)
         goto done;
     }
     if (tg_model_graph_create(ctx.model, 1, NULL, &mg) != TG_OK ||
-        train_session_create(mg.graph, 0, threads, &s) != TG_OK ||
+        !(o = infer_options(threads)) || tg_session_create(mg.graph, o, &s) != TG_OK ||
         tg_checkpoint_load(s, load, ctx.model->name) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         goto done;
@@ -93,6 +102,7 @@ int cmd_infer(int argc, char **argv)
 done:
     tg_free(image);
     tg_session_destroy(s);
+    tg_options_destroy(o);
     tg_model_graph_destroy(&mg);
     train_context_close(&ctx);
     return status;

@@ -6,6 +6,7 @@
  * the loss and predictions back.
  */
 #include "cli.h"
+#include "device_flags.h"
 #include "train_util.h"
 
 #include "tilegraph/checkpoint.h"
@@ -21,9 +22,10 @@
 
 typedef struct train_args {
     const char *model, *data, *dataset, *optimizer, *schedule, *save, *load;
-    int64_t epochs, batch, eval_batch, seed, threads, train_limit, test_limit, step_epochs;
+    int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
     bool nesterov, json, quiet;
+    device_args dev;
 } train_args;
 
 static int parse_args(train_args *a, int argc, char **argv)
@@ -31,12 +33,13 @@ static int parse_args(train_args *a, int argc, char **argv)
     *a = (train_args){.model = "fashion-basic", .dataset = "fashion-mnist", .optimizer = "sgd",
                       .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
                       .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1};
-    cli_flag flags[] = {
+    device_args_defaults(&a->dev);
+    cli_flag flags[64] = {
         {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models)", 1, 0},
         {"--dataset", CLI_STRING, &a->dataset, "NAME", "fashion-mnist or mnist", 1, 0},
         {"--data", CLI_STRING, &a->data, "DIR", "directory of the IDX files (default: Debian's)", 1, 0},
         {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
-        {"--batch-size", CLI_INT, &a->batch, "N", "samples per training step", 1, 65536},
+        {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
         {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536},
         {"--optimizer", CLI_STRING, &a->optimizer, "NAME", "sgd, adam or adamw", 1, 0},
         {"--lr", CLI_FLOAT, &a->lr, "X", "learning rate", 0, 1e3},
@@ -49,21 +52,30 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1},
         {"--lr-min", CLI_FLOAT, &a->min_lr, "X", "cosine schedule: final learning rate", 0, 1e3},
         {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0, 9e18},
-        {"--threads", CLI_INT, &a->threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},
-        {"--train-limit", CLI_INT, &a->train_limit, "N", "use only the first N training samples", 0, 1e9},
-        {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples", 0, 1e9},
+        {"--train-limit", CLI_INT, &a->train_limit, "N", "use only the first N training samples (0: all)", 0, 1e9},
+        {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)", 0, 1e9},
         {"--load", CLI_STRING, &a->load, "FILE", "start from this checkpoint (.safetensors)", 1, 0},
         {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0},
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1, 0},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
     };
+    int n = 0;
+    while (flags[n].name)
+        n++;
+    n += device_flags(&a->dev, flags + n);
     cli_command cmd = {"train", "Train a model from the zoo and report its test accuracy.",
                        "tilegraph train [--model NAME] [--epochs N] [--batch-size N] [options]",
-                       "Example (the profiling talk's tutorial):\n"
+                       "--batch-size is the micro-batch: one host step takes batch x "
+                       "gradient-accumulation x device-iterations x replicas samples.\n\n"
+                       "Examples:\n"
                        "  tilegraph train --model fashion-basic --optimizer sgd --lr 0.05 "
-                       "--batch-size 16 --epochs 5",
-                       flags, (int)(sizeof flags / sizeof flags[0])};
-    return cli_parse(&cmd, argc, argv);
+                       "--batch-size 16 --epochs 5\n"
+                       "  tilegraph train --model mnist-pipeline --strategy pipelined --batch-size 40 "
+                       "--gradient-accumulation 10 --device-iterations 10 --optimizer adamw --lr 0.001",
+                       flags, n};
+    int r = cli_parse(&cmd, argc, argv);
+    a->dev.seed = a->seed;
+    return r;
 }
 
 static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optimizer *opt)
@@ -102,17 +114,15 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
 
 typedef struct epoch_stats {
     double loss_sum, seconds;
-    int64_t correct, seen, steps;
+    int64_t correct, scored, losses, seen, steps;
 } epoch_stats;
 
 /* One epoch of training; returns TG_OK or the first failure. */
 static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_graph *mg,
-                             tg_loader *loader, int64_t epoch, float *images, int32_t *labels,
-                             float *scores, epoch_stats *st)
+                             tg_loader *loader, int64_t epoch, step_buffers *b, epoch_stats *st)
 {
-    int classes = (int)tg_tensor_shape(mg->output).dim[1];
     cli_progress bar;
-    char label[32], status[160];
+    char label[32], status[160] = "";
     snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)a->epochs);
     memset(st, 0, sizeof *st);
     tg_loader_start_epoch(loader, epoch);
@@ -121,20 +131,18 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     double t0 = cli_now();
     for (int64_t k = 0; k < steps; k++) {
         int64_t count = 0;
-        float loss = 0;
-        TG_TRY(tg_loader_next(loader, images, labels, &count));
-        TG_TRY(tg_session_write(s, mg->images, images, (size_t)count * tg_loader_sample_size(loader) * sizeof(float)));
-        TG_TRY(tg_session_write(s, mg->labels, labels, (size_t)count * sizeof(int32_t)));
-        TG_TRY(tg_session_run(s));
-        TG_TRY(tg_session_read(s, mg->loss, &loss, sizeof loss));
-        TG_TRY(tg_session_read(s, mg->output, scores, (size_t)count * classes * sizeof(float)));
-        st->correct += tg_count_correct(scores, labels, count, classes);
+        TG_TRY(tg_loader_next(loader, b->images, b->labels, &count));
+        TG_TRY(run_step(s, mg, b, count));
+        st->correct += b->correct;
+        st->scored += b->scored;
+        st->loss_sum += b->loss_sum;
+        st->losses += b->losses_count;
         st->seen += count;
-        st->loss_sum += loss;
         st->steps++;
         double dt = cli_now() - t0;
         snprintf(status, sizeof status, "loss %.4f | acc %5.2f%% | %.0f samples/s",
-                 st->loss_sum / (double)st->steps, 100.0 * (double)st->correct / (double)st->seen,
+                 st->loss_sum / (double)(st->losses ? st->losses : 1),
+                 100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1),
                  (double)st->seen / (dt > 0 ? dt : 1e-9));
         cli_progress_update(&bar, k + 1, status);
     }
@@ -149,14 +157,15 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
     if (a->json) {
         printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%.4f,"
                "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f}\n",
-               a->model, (long long)epoch + 1, st->loss_sum / (double)st->steps,
-               100.0 * (double)st->correct / (double)st->seen, test_acc, sps, st->seconds);
+               a->model, (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
+               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
+               st->seconds);
     } else {
         char t[32];
         printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
                "%.0f samples/s (%s)\n",
-               (long long)epoch + 1, st->loss_sum / (double)st->steps,
-               100.0 * (double)st->correct / (double)st->seen, test_acc, sps,
+               (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
+               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
                cli_duration(st->seconds, t, sizeof t));
     }
     fflush(stdout);
@@ -173,35 +182,53 @@ int cmd_train(int argc, char **argv)
         return 1;
     int status = 1;
     tg_optimizer opt;
-    tg_loader_config lc = tg_loader_defaults(ctx.train, a.batch);
-    lc.seed = (uint64_t)a.seed;
-    lc.mean = ctx.model->mean;
-    lc.std = ctx.model->std;
     tg_loader *loader = NULL;
     tg_model_graph mg = {0};
     tg_session *s = NULL;
-    float *images = NULL, *scores = NULL;
-    int32_t *labels = NULL;
+    step_buffers b = {0};
+    tg_options *o = device_options(&a.dev, "train", false);
+    if (!o)
+        goto done;
+    /* the optimizer needs the steps per epoch (schedules), which need the session's
+     * samples per step: build with a constant rate first, then rebuild if needed */
+    opt = tg_optimizer_sgd(0.0f, 0.0f);
+    if (make_optimizer(&a, 1, &opt) != 0)
+        goto done;
+    if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
+        tg_session_create(mg.graph, o, &s) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    int64_t per_step = tg_session_samples_per_run(s, mg.images);
+    tg_loader_config lc = tg_loader_defaults(ctx.train, per_step);
+    lc.seed = (uint64_t)a.seed;
+    lc.mean = ctx.model->mean;
+    lc.std = ctx.model->std;
     if (tg_loader_create(ctx.train, &lc, &loader) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    if (make_optimizer(&a, tg_loader_steps_per_epoch(loader), &opt) != 0)
-        goto done;
-    if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
-        train_session_create(mg.graph, a.seed, a.threads, &s) != TG_OK) {
-        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-        goto done;
+    int64_t updates_per_epoch = tg_loader_steps_per_epoch(loader) * (per_step / a.batch) /
+                                (a.dev.accumulation > 0 ? a.dev.accumulation : 1) /
+                                (a.dev.replicas > 0 ? a.dev.replicas : 1);
+    if (strcmp(a.schedule, "constant") != 0) {
+        tg_session_destroy(s);
+        tg_model_graph_destroy(&mg);
+        s = NULL;
+        if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
+            goto done;
+        if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
+            tg_session_create(mg.graph, o, &s) != TG_OK) {
+            fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+            goto done;
+        }
     }
     if (a.load && tg_checkpoint_load(s, a.load, ctx.model->name) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    images = tg_malloc((size_t)a.batch * (size_t)tg_loader_sample_size(loader) * sizeof(float));
-    labels = tg_malloc((size_t)a.batch * sizeof(int32_t));
-    scores = tg_malloc((size_t)a.batch * (size_t)ctx.model->classes * sizeof(float));
-    if (!images || !labels || !scores) {
-        fprintf(stderr, "tilegraph train: out of memory\n");
+    if (step_buffers_init(&b, s, &mg, ctx.model) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
     if (!a.json)
@@ -210,8 +237,8 @@ int cmd_train(int argc, char **argv)
     int64_t total_samples = 0;
     for (int64_t e = 0; e < a.epochs; e++) {
         epoch_stats st;
-        if (train_epoch(&a, s, &mg, loader, e, images, labels, scores, &st) != TG_OK ||
-            evaluate(&ctx, s, a.eval_batch, a.threads, !a.quiet && !a.json, &test_acc) != TG_OK) {
+        if (train_epoch(&a, s, &mg, loader, e, &b, &st) != TG_OK ||
+            evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc) != TG_OK) {
             fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
             goto done;
         }
@@ -225,19 +252,17 @@ int cmd_train(int argc, char **argv)
     }
     if (!a.json) {
         printf("test accuracy: %.2f%%\n", test_acc);
-        printf("training: %.0f samples/s on %d thread%s\n", (double)total_samples / total_seconds,
-               tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
+        printf("training: %.0f samples/s\n", (double)total_samples / total_seconds);
         if (a.save)
             printf("saved: %s\n", a.save);
     }
     status = 0;
 done:
-    tg_free(images);
-    tg_free(labels);
-    tg_free(scores);
+    step_buffers_free(&b);
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
     tg_loader_destroy(loader);
+    tg_options_destroy(o);
     train_context_close(&ctx);
     return status;
 }

@@ -3,6 +3,8 @@
 
 #include "cli.h"
 
+#include "runtime/session_internal.h"
+
 #include "core/alloc.h"
 #include "core/error.h"
 #include "data/loader.h"
@@ -51,20 +53,6 @@ void train_context_close(train_context *ctx)
     memset(ctx, 0, sizeof *ctx);
 }
 
-tg_status train_session_create(tg_graph *g, int64_t seed, int64_t threads, tg_session **out)
-{
-    tg_options *o = tg_options_create();
-    if (!o)
-        return tg_error(TG_ERR_NOMEM, "out of memory");
-    tg_status s = tg_options_set_int(o, "randomSeed", seed);
-    if (s == TG_OK)
-        s = tg_options_set_int(o, "threadsPerDevice", threads);
-    if (s == TG_OK)
-        s = tg_session_create(g, o, out);
-    tg_options_destroy(o);
-    return s;
-}
-
 int tg_argmax(const float *v, int n)
 {
     int best = 0;
@@ -74,15 +62,70 @@ int tg_argmax(const float *v, int n)
     return best;
 }
 
-int64_t tg_count_correct(const float *scores, const int32_t *labels, int64_t n, int classes)
+tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg,
+                            const tg_model_spec *m)
 {
-    int64_t correct = 0;
-    for (int64_t i = 0; i < n; i++)
-        correct += tg_argmax(scores + i * classes, classes) == labels[i];
-    return correct;
+    memset(b, 0, sizeof *b);
+    b->batch = tg_tensor_shape(mg->images).dim[0];
+    b->samples = tg_session_samples_per_run(s, mg->images);
+    b->classes = m->classes;
+    b->n_scores = tg_session_output_count(s, mg->output);
+    b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
+    int64_t pixels = (int64_t)m->channels * m->height * m->width;
+    b->images = tg_calloc((size_t)(b->samples * pixels), sizeof(float));
+    b->labels = tg_calloc((size_t)b->samples, sizeof(int32_t));
+    b->scores = tg_malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
+    b->losses = tg_malloc((size_t)(b->n_losses + 1) * sizeof(float));
+    if (!b->images || !b->labels || !b->scores || !b->losses)
+        return tg_error(TG_ERR_NOMEM, "out of memory for the host buffers");
+    return TG_OK;
 }
 
-static tg_status eval_session(train_context *ctx, int64_t batch, int64_t threads)
+void step_buffers_free(step_buffers *b)
+{
+    tg_free(b->images);
+    tg_free(b->labels);
+    tg_free(b->scores);
+    tg_free(b->losses);
+    memset(b, 0, sizeof *b);
+}
+
+tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int64_t count)
+{
+    int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
+    TG_TRY(tg_session_write(s, mg->images, b->images, (size_t)(b->samples * pixels) * sizeof(float)));
+    if (mg->labels)
+        TG_TRY(tg_session_write(s, mg->labels, b->labels, (size_t)b->samples * sizeof(int32_t)));
+    TG_TRY(tg_session_run(s));
+    TG_TRY(tg_session_read(s, mg->output, b->scores,
+                           (size_t)(b->n_scores * b->batch * b->classes) * sizeof(float)));
+    b->loss_sum = 0;
+    b->losses_count = 0;
+    if (mg->loss) {
+        TG_TRY(tg_session_read(s, mg->loss, b->losses, (size_t)b->n_losses * sizeof(float)));
+        for (int64_t k = 0; k < b->n_losses; k++)
+            b->loss_sum += b->losses[k];
+        /* outputMode sum returns a sum over micro-batches per replica */
+        b->losses_count = tg_session_output_index(s, mg->loss, 0) < 0 && b->n_losses
+                              ? b->samples / b->batch
+                              : b->n_losses;
+    }
+    b->correct = b->scored = 0;
+    for (int64_t k = 0; k < b->n_scores; k++) {
+        int64_t h = tg_session_output_index(s, mg->output, k);
+        for (int64_t i = 0; h >= 0 && i < b->batch; i++) {
+            int64_t sample = h * b->batch + i;
+            if (sample >= count)
+                continue; /* padding of a short final step */
+            b->correct += tg_argmax(b->scores + (k * b->batch + i) * b->classes, (int)b->classes) ==
+                          b->labels[sample];
+            b->scored++;
+        }
+    }
+    return TG_OK;
+}
+
+static tg_status eval_session(train_context *ctx, const device_args *dev, int64_t batch)
 {
     if (ctx->eval_session && ctx->eval_batch == batch)
         return TG_OK;
@@ -91,60 +134,49 @@ static tg_status eval_session(train_context *ctx, int64_t batch, int64_t threads
     ctx->eval_session = NULL;
     ctx->eval_batch = batch;
     TG_TRY(tg_model_graph_create(ctx->model, (int)batch, NULL, &ctx->eval_graph));
-    return train_session_create(ctx->eval_graph.graph, 0, threads, &ctx->eval_session);
+    tg_options *o = device_options(dev, "evaluate", true);
+    if (!o)
+        return tg_error(TG_ERR_CONFIG, "evaluation options are not valid");
+    tg_status s = tg_session_create(ctx->eval_graph.graph, o, &ctx->eval_session);
+    tg_options_destroy(o);
+    return s;
 }
 
-tg_status evaluate(train_context *ctx, const tg_session *trained, int64_t batch, int64_t threads,
-                   bool progress, double *accuracy)
+tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
+                   int64_t batch, bool progress, double *accuracy)
 {
     if (batch > ctx->test->n)
         batch = ctx->test->n;
-    TG_TRY(eval_session(ctx, batch, threads));
+    TG_TRY(eval_session(ctx, dev, batch));
     tg_session *s = ctx->eval_session;
+    const tg_model_graph *mg = &ctx->eval_graph;
     TG_TRY(tg_session_copy_weights(s, trained));
-    tg_loader_config lc = tg_loader_defaults(ctx->test, batch);
+    step_buffers b;
+    tg_status st = step_buffers_init(&b, s, mg, ctx->model);
+    tg_loader_config lc = tg_loader_defaults(ctx->test, b.samples);
     lc.shuffle = false;
     lc.drop_last = false;
     lc.mean = ctx->model->mean;
     lc.std = ctx->model->std;
     tg_loader *loader = NULL;
-    TG_TRY(tg_loader_create(ctx->test, &lc, &loader));
-    int classes = ctx->model->classes;
-    int64_t sample = tg_loader_sample_size(loader);
-    float *images = tg_calloc((size_t)(batch * sample), sizeof(float));
-    float *scores = tg_malloc((size_t)(batch * classes) * sizeof(float));
-    int32_t *labels = tg_malloc((size_t)batch * sizeof(int32_t));
-    tg_status st = images && scores && labels ? TG_OK : tg_error(TG_ERR_NOMEM, "out of memory");
-    int64_t correct = 0, seen = 0, steps = tg_loader_steps_per_epoch(loader);
+    if (st == TG_OK)
+        st = tg_loader_create(ctx->test, &lc, &loader);
+    int64_t correct = 0, scored = 0, steps = loader ? tg_loader_steps_per_epoch(loader) : 0;
     cli_progress bar;
     cli_progress_start(&bar, "evaluate", steps, progress && isatty(STDERR_FILENO));
     for (int64_t k = 0; st == TG_OK && k < steps; k++) {
         int64_t count = 0;
-        st = tg_loader_next(loader, images, labels, &count);
-        /* a short final batch runs padded; only its real samples count */
+        st = tg_loader_next(loader, b.images, b.labels, &count);
         if (st == TG_OK)
-            st = tg_session_write(s, ctx->eval_graph.images, images,
-                                  (size_t)(batch * sample) * sizeof(float));
-        if (st == TG_OK)
-            st = tg_session_run(s);
-        if (st == TG_OK)
-            st = tg_session_read(s, ctx->eval_graph.output, scores,
-                                 (size_t)(batch * classes) * sizeof(float));
-        if (st == TG_OK) {
-            correct += tg_count_correct(scores, labels, count, classes);
-            seen += count;
-        }
+            st = run_step(s, mg, &b, count);
+        correct += b.correct;
+        scored += b.scored;
         cli_progress_update(&bar, k + 1, NULL);
     }
-    if (progress && st == TG_OK) {
-        /* the epoch line that follows says the result; clear the bar */
-        if (bar.tty)
-            fprintf(stderr, "\r\033[K");
-    }
-    *accuracy = seen ? 100.0 * (double)correct / (double)seen : 0.0;
-    tg_free(images);
-    tg_free(scores);
-    tg_free(labels);
+    if (progress && bar.tty && bar.enabled)
+        fprintf(stderr, "\r\033[K"); /* the epoch line that follows says the result */
+    *accuracy = scored ? 100.0 * (double)correct / (double)scored : 0.0;
+    step_buffers_free(&b);
     tg_loader_destroy(loader);
     return st;
 }
@@ -156,9 +188,13 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     printf("model %s: %s\n", ctx->model->name, ctx->model->description);
     printf("data: %s (%lld samples), %s (%lld samples)\n", ctx->train->name,
            (long long)ctx->train->n, ctx->test->name, (long long)ctx->test->n);
-    printf("batch %lld, %lld steps per epoch, %d thread%s, device memory %s, %.2f MFLOP per step\n",
-           (long long)batch, (long long)steps_per_epoch, tg_session_threads(s),
-           tg_session_threads(s) == 1 ? "" : "s",
+    const tg_program *p = tg_session_program(s);
+    printf("micro-batch %lld, %lld samples and %lld host steps per epoch, %d device%s x %d "
+           "replica%s, %d thread%s per device\n",
+           (long long)batch, (long long)(steps_per_epoch * tg_session_samples_per_run(s, NULL) * batch),
+           (long long)steps_per_epoch, p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas,
+           p->replicas == 1 ? "" : "s", tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
+    printf("device memory %s, %.2f MFLOP per host step\n",
            cli_bytes((double)tg_session_arena_bytes(s), arena, sizeof arena),
            tg_session_flops(s) / 1e6);
     fflush(stdout);

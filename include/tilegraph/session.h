@@ -49,6 +49,10 @@ tg_status tg_session_run(tg_session *s);
  * everyN: every micro-batch of every N-th iteration. tg_session_read of an
  * output takes that many times the tensor's bytes. */
 int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t);
+/* Which micro-batch the k-th returned copy belongs to, as its position in
+ * the input stream ([iteration][replica][micro-batch]); -1 for outputMode
+ * sum (a copy is then a sum over micro-batches) or k out of range. */
+int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k);
 /* Samples one run consumes: micro-batch x accumulation x iterations x
  * replicas, with the micro-batch size read from the input's first dimension. */
 int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input);

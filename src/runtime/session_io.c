@@ -220,6 +220,28 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
     return TG_OK;
 }
 
+int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k)
+{
+    const tg_program *p = s->program;
+    if (!t || !s->host_out[t->id] || k < 0 || k >= tg_session_output_count(s, t))
+        return -1;
+    switch (s->output_mode) {
+    case TG_OUTPUT_ALL:
+        return k;
+    case TG_OUTPUT_FINAL:
+        return p->training ? ((int64_t)(p->iterations - 1) * p->replicas + k) * p->micro_batches +
+                                 p->micro_batches - 1
+                           : (int64_t)(p->micro_batches - 1) * p->replicas + k;
+    case TG_OUTPUT_EVERY_N: {
+        int64_t per_iter = tg_session_stream_count(s) / (p->training ? p->iterations : p->micro_batches);
+        int64_t iter = (k / per_iter + 1) * s->output_period - 1;
+        return iter * per_iter + k % per_iter;
+    }
+    default:
+        return -1;
+    }
+}
+
 static void read_output(const tg_session *s, const tg_tensor *t, unsigned char *dst)
 {
     const tg_program *p = s->program;

@@ -1,0 +1,135 @@
+/* tools/device_flags.c - command-line flags for multi-device execution. */
+#include "device_flags.h"
+
+#include "core/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void device_args_defaults(device_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->replicas = a->accumulation = a->iterations = -1;
+    a->devices = a->threads = a->eval_iterations = a->memory = -1;
+}
+
+int device_flags(device_args *a, cli_flag *f)
+{
+    cli_flag list[DEVICE_FLAG_COUNT] = {
+        {"--strategy", CLI_STRING, &a->strategy, "KIND",
+         "single, pipelined or sharded (executionStrategy)", 1, 0},
+        {"--stages", CLI_STRING, &a->stages, "SPEC", "blocks per stage: \"B1,B2|B3,B4\"", 1, 0},
+        {"--split", CLI_STRING, &a->split, "LAYERS",
+         "start new blocks at these layers: \"layer3.8\"", 1, 0},
+        {"--schedule", CLI_STRING, &a->schedule, "KIND",
+         "pipeline schedule: grouped, interleaved, gpipe or 1f1b", 1, 0},
+        {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1, 64},
+        {"--gradient-accumulation", CLI_INT, &a->accumulation, "N",
+         "micro-batches per weight update", 1, 1e6},
+        {"--device-iterations", CLI_INT, &a->iterations, "N",
+         "weight updates per host step", 1, 1e6},
+        {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
+         "batches per host step when evaluating (default 1, or 10 on several devices)", 1, 1e6},
+        {"--output-mode", CLI_STRING, &a->output_mode, "MODE",
+         "all, sum, final or everyN (default all, so every loss is shown)", 1, 0},
+        {"--devices", CLI_INT, &a->devices, "N", "devices available (default: one per stage)", 1, 64},
+        {"--threads-per-device", CLI_INT, &a->threads, "N",
+         "threads each device computes with (0: share the CPUs)", 0, 1024},
+        {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024},
+        {"--memory-per-device", CLI_INT, &a->memory, "BYTES", "device capacity (0: unlimited)", 0,
+         9e18},
+        {"--options", CLI_STRING, &a->options_file, "FILE",
+         "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
+    };
+    memcpy(f, list, sizeof list);
+    return DEVICE_FLAG_COUNT;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = (len + 4096 + 1) * 2;
+            char *nb = tg_realloc(buf, cap);
+            if (!nb)
+                break;
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, 4096, f);
+        len += n;
+        if (n < 4096)
+            break;
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+static bool set(tg_options *o, const char *command, const char *key, const char *value)
+{
+    if (tg_options_set(o, key, value) == TG_OK)
+        return true;
+    fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
+    return false;
+}
+
+static bool set_int(tg_options *o, const char *command, const char *key, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return v < 0 || set(o, command, key, buf);
+}
+
+tg_options *device_options(const device_args *a, const char *command, bool inference)
+{
+    tg_options *o = tg_options_create();
+    if (!o)
+        return NULL;
+    bool ok = true;
+    if (a->options_file) {
+        char *text = read_text(a->options_file);
+        if (!text) {
+            fprintf(stderr, "tilegraph %s: cannot read options file '%s'\n", command, a->options_file);
+            ok = false;
+        } else if (tg_options_set_json(o, text, a->options_file) != TG_OK) {
+            fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
+            ok = false;
+        }
+        tg_free(text);
+    }
+    ok = ok && (!a->strategy || set(o, command, "executionStrategy", a->strategy));
+    ok = ok && (!a->stages || set(o, command, "stages", a->stages));
+    ok = ok && (!a->split || set(o, command, "split", a->split));
+    ok = ok && (!a->schedule || set(o, command, "pipelineSchedule", a->schedule));
+    ok = ok && set_int(o, command, "replicationFactor", a->replicas);
+    ok = ok && set_int(o, command, "devices", a->devices);
+    ok = ok && set_int(o, command, "threadsPerDevice", a->threads);
+    ok = ok && set_int(o, command, "memoryPerDevice", a->memory);
+    ok = ok && set_int(o, command, "randomSeed", a->seed);
+    /* the command shows every micro-batch's loss and accuracy unless told otherwise */
+    if (ok && !a->output_mode && !strcmp(tg_options_get_string(o, "outputMode"), "default"))
+        ok = set(o, command, "outputMode", "all");
+    ok = ok && (!a->output_mode || set(o, command, "outputMode", a->output_mode));
+    if (inference) {
+        int64_t iters = a->eval_iterations;
+        if (iters < 0)
+            iters = strcmp(tg_options_get_string(o, "executionStrategy"), "single") ? 10 : 1;
+        ok = ok && set(o, command, "Training.gradientAccumulation", "1");
+        ok = ok && set_int(o, command, "deviceIterations", iters);
+        ok = ok && set(o, command, "outputMode", "all");
+    } else {
+        ok = ok && set_int(o, command, "Training.gradientAccumulation", a->accumulation);
+        ok = ok && set_int(o, command, "deviceIterations", a->iterations);
+    }
+    if (!ok) {
+        tg_options_destroy(o);
+        return NULL;
+    }
+    return o;
+}

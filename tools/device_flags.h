@@ -1,0 +1,29 @@
+/* tools/device_flags.h - the flags that say how a model runs on devices,
+ * shared by the commands that train, infer and compile. They set the
+ * PopTorch-named options (docs/options.md); --options FILE reads the same
+ * options from JSON, and flags given on the command line win over it. */
+#ifndef TG_TOOLS_DEVICE_FLAGS_H
+#define TG_TOOLS_DEVICE_FLAGS_H
+
+#include "cli.h"
+
+#include "tilegraph/options.h"
+
+typedef struct device_args {
+    const char *strategy, *stages, *split, *schedule, *output_mode, *options_file;
+    int64_t replicas, accumulation, iterations, devices, threads, eval_iterations, seed;
+    int64_t memory;
+} device_args;
+
+#define DEVICE_FLAG_COUNT 14
+
+/* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
+int device_flags(device_args *a, cli_flag *flags);
+void device_args_defaults(device_args *a);
+
+/* The options for training (inference = false) or evaluation; NULL after
+ * printing the error. Evaluation runs with accumulation 1 and
+ * --eval-device-iterations. */
+tg_options *device_options(const device_args *a, const char *command, bool inference);
+
+#endif
