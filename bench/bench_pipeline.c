@@ -1,0 +1,151 @@
+/* bench/bench_pipeline.c - multi-device execution on this machine.
+ *
+ * 1. Per pipeline schedule, for mnist-pipeline (its stages are unequal: the
+ *    convolutions dominate) and for a balanced 4-block MLP, in 2 stages
+ *    (B1,B2|B3,B4) on 2 devices of one thread each, gradient accumulation
+ *    m = 16: each device's
+ *    measured busy fraction (seconds computing / wall seconds) beside the
+ *    fill-drain theory m / (m + N - 1) and the schedule's own unit-time
+ *    simulation, and samples/s.
+ * 2. Data parallelism: samples/s of 2 replicas against 1 replica (one
+ *    device, one thread each), measured in the same run.
+ * One JSON line per case. TG_BENCH_STEPS sets host steps per measurement.
+ */
+#include "tilegraph/models.h"
+#include "tilegraph/nn.h"
+#include "tilegraph/session.h"
+
+#include "compile/pipeline.h"
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "runtime/session_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Four equal blocks (Linear 512->512, ReLU), so stages are balanced and the
+ * busy fractions show the schedule itself. */
+static tg_status balanced_mlp(int batch, const tg_optimizer *opt, tg_model_graph *mg)
+{
+    tg_graph *g = tg_graph_create();
+    mg->graph = g;
+    mg->images = tg_input(g, "x", TG_F32, tg_shape2(batch, 512));
+    mg->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    tg_tensor *h = mg->images;
+    for (int b = 0; b < 4; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "B%d", b + 1);
+        tg_block_begin(g, name);
+        h = tg_relu(g, tg_nn_linear(g, h, name, 512, 512, true));
+    }
+    mg->output = tg_nn_linear(g, h, "head", 512, 10, true);
+    mg->loss = tg_cross_entropy(g, mg->output, mg->labels);
+    tg_block_end(g);
+    tg_tensor_mark_output(mg->output);
+    tg_tensor_mark_output(mg->loss);
+    TG_TRY(tg_graph_backward(g, mg->loss));
+    return tg_graph_add_optimizer(g, opt);
+}
+
+typedef struct {
+    double samples_per_s;
+    double busy[8];
+    int devices;
+} result;
+
+static result measure(bool mlp, const char *const *kv, int steps)
+{
+    result res = {0};
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    tg_model_graph mg;
+    tg_options *o = tg_options_create();
+    tg_options_set(o, "threadsPerDevice", "1");
+    for (int i = 0; kv[i]; i += 2)
+        if (tg_options_set(o, kv[i], kv[i + 1]) != TG_OK) {
+            fprintf(stderr, "bench_pipeline: %s\n", tg_error_message());
+            exit(1);
+        }
+    tg_session *s = NULL;
+    tg_status st = mlp ? balanced_mlp(64, &opt, &mg)
+                       : tg_model_graph_create(tg_model_find("mnist-pipeline"), 40, &opt, &mg);
+    if (st != TG_OK || tg_session_create(mg.graph, o, &s) != TG_OK) {
+        fprintf(stderr, "bench_pipeline: %s\n", tg_error_message());
+        exit(1);
+    }
+    int64_t n = tg_session_samples_per_run(s, mg.images);
+    int64_t pixels = tg_shape_numel(tg_tensor_shape(mg.images)) / tg_tensor_shape(mg.images).dim[0];
+    float *img = tg_malloc((size_t)(n * pixels) * sizeof(float));
+    int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
+    tg_rng r;
+    tg_rng_seed(&r, 1);
+    for (int64_t i = 0; i < n * pixels; i++)
+        img[i] = (float)tg_rng_uniform(&r);
+    for (int64_t i = 0; i < n; i++)
+        lab[i] = (int32_t)tg_rng_below(&r, 10);
+    tg_session_write(s, mg.images, img, (size_t)(n * pixels) * sizeof(float));
+    tg_session_write(s, mg.labels, lab, (size_t)n * sizeof(int32_t));
+    tg_session_run(s); /* warm-up */
+    const tg_program *p = tg_session_program(s);
+    res.devices = p->n_devices;
+    double wall = 0, busy[8] = {0};
+    double t0 = now();
+    for (int k = 0; k < steps; k++) {
+        tg_session_run(s);
+        wall += tg_session_last_run_seconds(s);
+        for (int d = 0; d < p->n_devices && d < 8; d++)
+            busy[d] += tg_session_busy_seconds(s, 0, d);
+    }
+    res.samples_per_s = (double)(n * steps) / (now() - t0);
+    for (int d = 0; d < p->n_devices && d < 8; d++)
+        res.busy[d] = busy[d] / wall;
+    tg_free(img);
+    tg_free(lab);
+    tg_session_destroy(s);
+    tg_graph_destroy(mg.graph);
+    tg_options_destroy(o);
+    return res;
+}
+
+int main(void)
+{
+    const char *env = getenv("TG_BENCH_STEPS");
+    int steps = env ? atoi(env) : 20;
+    static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b"};
+    const int m = 16, n_dev = 2;
+    for (int model = 0; model < 2; model++)
+        for (int k = 0; k < 4; k++) {
+            const char *kv[] = {"executionStrategy", "pipelined", "stages", "B1,B2|B3,B4",
+                                "pipelineSchedule", schedules[k], "Training.gradientAccumulation",
+                                "16", NULL};
+            result r = measure(model == 1, kv, steps);
+            tg_pipe_schedule sch;
+            double sim[8] = {0};
+            tg_pipe_schedule_build((tg_schedule_kind)tg_schedule_parse(schedules[k]), n_dev, m,
+                                   true, &sch);
+            tg_pipe_schedule_simulate(&sch, sim);
+            printf("{\"bench\":\"pipeline\",\"model\":\"%s\",\"schedule\":\"%s\","
+                   "\"devices\":%d,\"micro_batches\":%d,\"busy\":[%.3f,%.3f],\"theory\":%.3f,"
+                   "\"simulated\":[%.3f,%.3f],\"stash_depth\":[%d,%d],\"samples_per_s\":%.1f}\n",
+                   model ? "balanced-mlp" : "mnist-pipeline", schedules[k], n_dev, m, r.busy[0],
+                   r.busy[1], (double)m / (m + n_dev - 1), sim[0], sim[1], sch.stash_depth[0],
+                   sch.stash_depth[1], r.samples_per_s);
+            tg_pipe_schedule_free(&sch);
+            fflush(stdout);
+        }
+    const char *one[] = {"replicationFactor", "1", NULL};
+    const char *two[] = {"replicationFactor", "2", NULL};
+    result r1 = measure(false, one, steps * 4), r2 = measure(false, two, steps * 2);
+    printf("{\"bench\":\"replicas\",\"replicas_1_samples_per_s\":%.1f,"
+           "\"replicas_2_samples_per_s\":%.1f,\"speedup\":%.3f,\"target\":1.8}\n",
+           r1.samples_per_s, r2.samples_per_s, r2.samples_per_s / r1.samples_per_s);
+    return 0;
+}
