@@ -17,6 +17,7 @@ static const subcommand subcommands[] = {
     {"train", cmd_train, "train a model (Fashion-MNIST by default) and report test accuracy"},
     {"infer", cmd_infer, "classify test images with a trained checkpoint"},
     {"models", cmd_models, "list the built-in models"},
+    {"options", cmd_options, "list the session options and their defaults"},
 };
 
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))

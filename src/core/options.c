@@ -30,7 +30,7 @@ static const opt_spec option_table[] = {
      "seed for parameter initialisation, shuffling and dropout"},
     {"target", OPT_ENUM, "cpu", 0, 0, "cpu", "the device type to compile for"},
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
-     "threads each device computes with (0: all CPUs of the machine)"},
+     "threads each device computes with (0: the machine's CPUs shared among all devices and replicas)"},
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},

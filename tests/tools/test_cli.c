@@ -44,6 +44,33 @@ static void test_help_everywhere(void)
     EXPECT("frobnicate", 2, "unknown command 'frobnicate'");
 }
 
+/* docs/options.md lists every option the library knows */
+static void test_options_documented(void)
+{
+    EXPECT("options --json", 0, "randomSeed");
+    char path[512], doc[65536];
+    snprintf(path, sizeof path, "%s/docs/options.md", TG_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(doc, 1, sizeof doc - 1, f) : 0;
+    doc[n] = '\0';
+    if (f)
+        fclose(f);
+    char keys[8192];
+    snprintf(keys, sizeof keys, "%s", output);
+    for (char *k = strstr(keys, "\"key\":\""); k; k = strstr(k, "\"key\":\"")) {
+        k += 7;
+        char *end = strchr(k, '"');
+        if (!end)
+            break;
+        *end = '\0';
+        char needle[128];
+        snprintf(needle, sizeof needle, "`%s`", k);
+        if (!strstr(doc, needle))
+            tg_test_fail(__FILE__, __LINE__, "docs/options.md does not list option '%s'", k);
+        k = end + 1;
+    }
+}
+
 static void test_bad_flags(void)
 {
     EXPECT("train --bogus", 2, "unknown option '--bogus'");
@@ -54,6 +81,13 @@ static void test_bad_flags(void)
     EXPECT("train --optimizer rmsprop --train-limit 100 --test-limit 100", 1,
            "unknown optimizer 'rmsprop'");
     EXPECT("infer --model mnist-pipeline", 2, "--load FILE is required");
+    EXPECT("train --model mnist-pipeline --strategy diagonal --train-limit 100 --test-limit 100", 1,
+           "single|pipelined|sharded");
+    EXPECT("train --model mnist-pipeline --strategy pipelined --gradient-accumulation 2 "
+           "--train-limit 400 --test-limit 100", 1, "at least 4");
+    EXPECT("train --model mnist-pipeline --strategy pipelined --stages 'B1|B2' --train-limit 400 "
+           "--test-limit 100", 1, "is in no stage");
+    EXPECT("train --options /nonexistent.json --train-limit 100", 1, "/nonexistent.json");
 }
 
 static void write_file(const char *name, const void *data, size_t n)
@@ -86,6 +120,19 @@ static void test_bad_data(void)
     EXPECT(args, 1, "truncated");
 }
 
+static void test_bad_options_file(void)
+{
+    char args[1024];
+    const char *bad = "{\"replicationFactor\": 2,\n \"colour\": \"red\"}";
+    write_file("bad.json", bad, strlen(bad));
+    snprintf(args, sizeof args, "train --options %s/bad.json --train-limit 100", tmpdir);
+    EXPECT(args, 1, "unknown option 'colour'");
+    const char *broken = "{\"replicationFactor\": }";
+    write_file("broken.json", broken, strlen(broken));
+    snprintf(args, sizeof args, "train --options %s/broken.json --train-limit 100", tmpdir);
+    EXPECT(args, 1, "broken.json:1:");
+}
+
 static void test_corrupt_checkpoint(void)
 {
     char args[1024];
@@ -115,6 +162,15 @@ static void test_train_save_infer(void)
     snprintf(args, sizeof args,
              "train --model fashion-basic --train-limit 200 --test-limit 100 --json --threads 1");
     EXPECT(args, 0, "\"test_accuracy\":");
+    /* several devices and replicas, end to end through the command */
+    EXPECT("train --model mnist-pipeline --strategy pipelined --gradient-accumulation 4 "
+           "--device-iterations 2 --batch-size 8 --train-limit 640 --test-limit 200 --quiet",
+           0, "test accuracy:");
+    EXPECT("train --model mnist-pipeline --strategy sharded --batch-size 8 --train-limit 160 "
+           "--test-limit 100 --quiet", 0, "test accuracy:");
+    EXPECT("train --model mnist-pipeline --strategy pipelined --stages 'B1,B2|B3,B4' --replicas 2 "
+           "--gradient-accumulation 2 --batch-size 8 --train-limit 320 --test-limit 100 --quiet",
+           0, "2 devices x 2 replicas");
 }
 
 int main(void)
@@ -123,8 +179,10 @@ int main(void)
     if (!mkdtemp(tmpdir))
         return 1;
     TG_RUN(test_help_everywhere);
+    TG_RUN(test_options_documented);
     TG_RUN(test_bad_flags);
     TG_RUN(test_bad_data);
+    TG_RUN(test_bad_options_file);
     TG_RUN(test_corrupt_checkpoint);
     if (tg_test_fashion_dir())
         TG_RUN(test_train_save_infer);
