@@ -1,0 +1,127 @@
+/* tests/runtime/test_checkpoint.c - checkpoints: a round trip restores
+ * weights, optimizer state and the update counter exactly; a corrupt,
+ * mismatched or missing file is an error that changes nothing. */
+#include "tg_test.h"
+
+#include "runtime/session_internal.h"
+#include "tilegraph/checkpoint.h"
+#include "tilegraph/models.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static tg_session *trained(tg_model_graph *mg, const char *model, int steps)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find(model), 2, &opt, mg));
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(mg->graph, NULL, &s));
+    float img[2 * 784];
+    int32_t lab[2] = {3, 7};
+    for (int i = 0; i < 2 * 784; i++)
+        img[i] = (float)((i * 13) % 17) / 8.0f - 1.0f;
+    for (int k = 0; s && k < steps; k++) {
+        tg_session_write(s, mg->images, img, sizeof img);
+        tg_session_write(s, mg->labels, lab, sizeof lab);
+        TG_CHECK_OK(tg_session_run(s));
+    }
+    return s;
+}
+
+/* All parameters and state of a and b are byte-identical. */
+static bool same_state(const tg_session *a, const tg_session *b)
+{
+    const tg_graph *g = tg_session_graph(a);
+    for (int i = 0; i < tg_graph_tensor_count(g); i++) {
+        const tg_tensor *t = tg_graph_tensor(g, i);
+        if (t->op != TG_OP_PARAM && t->op != TG_OP_STATE)
+            continue;
+        const tg_tensor *u = tg_graph_find(tg_session_graph(b), t->name);
+        if (!u || memcmp(tg_session_data(a, t), tg_session_data(b, u), tg_nbytes(t)) != 0)
+            return false;
+    }
+    return true;
+}
+
+static void test_round_trip(void)
+{
+    tg_model_graph ma, mb;
+    tg_session *a = trained(&ma, "mnist-pipeline", 3), *b = trained(&mb, "mnist-pipeline", 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    TG_CHECK_OK(tg_checkpoint_save(a, path, "mnist-pipeline"));
+    TG_CHECK(!same_state(a, b));
+    TG_CHECK_OK(tg_checkpoint_load(b, path, "mnist-pipeline"));
+    TG_CHECK(same_state(a, b));
+    TG_CHECK(tg_session_step(b) == 3);
+    tg_session_destroy(a);
+    tg_session_destroy(b);
+    tg_model_graph_destroy(&ma);
+    tg_model_graph_destroy(&mb);
+}
+
+static void test_bad_files_change_nothing(void)
+{
+    tg_model_graph ma, mb;
+    tg_session *a = trained(&ma, "mnist-pipeline", 1), *f = trained(&mb, "fashion-basic", 1);
+    tg_model_graph mc;
+    tg_session *c = trained(&mc, "mnist-pipeline", 2);
+    char good[128], other[128], bad[128];
+    snprintf(good, sizeof good, "%s/a.safetensors", dir);
+    snprintf(other, sizeof other, "%s/f.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    TG_CHECK_OK(tg_checkpoint_save(a, good, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_save(f, other, "fashion-basic"));
+    /* another model's checkpoint: named as such */
+    TG_CHECK(tg_checkpoint_load(c, other, "mnist-pipeline") == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "fashion-basic") != NULL);
+    /* the same, without the model check: a missing tensor, named */
+    TG_CHECK(tg_checkpoint_load(c, other, NULL) != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "layer1.conv.weight") != NULL);
+    /* a truncated copy of a good file */
+    FILE *in = fopen(good, "rb"), *out = fopen(bad, "wb");
+    char buf[4096];
+    size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+    if (out) {
+        fwrite(buf, 1, n / 2, out);
+        fclose(out);
+    }
+    if (in)
+        fclose(in);
+    TG_CHECK(tg_checkpoint_load(c, bad, "mnist-pipeline") != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "bad.safetensors") != NULL);
+    /* none of the failures touched c: it still equals a fresh copy of itself */
+    tg_model_graph md;
+    tg_session *d = trained(&md, "mnist-pipeline", 2);
+    TG_CHECK(same_state(c, d));
+    /* and a missing file */
+    snprintf(bad, sizeof bad, "%s/none.safetensors", dir);
+    TG_CHECK(tg_checkpoint_load(c, bad, NULL) != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "none.safetensors") != NULL);
+    tg_session_destroy(a);
+    tg_session_destroy(c);
+    tg_session_destroy(d);
+    tg_session_destroy(f);
+    tg_model_graph_destroy(&ma);
+    tg_model_graph_destroy(&mb);
+    tg_model_graph_destroy(&mc);
+    tg_model_graph_destroy(&md);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/tg_ckpt_XXXXXX");
+    if (!mkdtemp(dir))
+        return 1;
+    TG_RUN(test_round_trip);
+    TG_RUN(test_bad_files_change_nothing);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        return 1;
+    return tg_test_finish();
+}
