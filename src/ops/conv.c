@@ -214,13 +214,12 @@ bool tg_conv_direct_supported(const tg_conv_geom *g)
 }
 
 /* The direct kernels compute a "wide" output as broad as the padded input,
- * so they waste (Wp - OW) / Wp of their work, and they keep their working
- * set in L1: the forward streams C*R*S x 12 weights per block of output
+ * so they waste (Wp - OW) / Wp of their work, and they want their working
+ * set near L1: the forward streams C*R*S x 12 weights per block of output
  * channels, the weight gradient keeps VL partial sums per weight element.
  * Within those bounds they beat im2col + sgemm (bench/bench_kernels.c on an
- * AVX-512 machine: 1.2-2.5x on the tutorial layers, 1.1-1.4x on a 64-channel
- * 3x3 forward and weight gradient), except for the data gradient, where the
- * scatter form only wins with several input channels and few weights. */
+ * AVX-512 machine: 1.1-2.9x on the tutorial layers and on a 64-channel 3x3
+ * layer); beyond them (128 channels and up) OpenBLAS's blocking wins. */
 tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
 {
     if (!tg_conv_direct_supported(g))
@@ -230,11 +229,12 @@ tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
     int64_t Wp = g->W + 2 * g->pw;
     if (g->OW * 2 < Wp) /* half the work thrown away: im2col wins */
         return TG_CONV_GEMM;
+    if (g->R == 1 && g->S == 1 && g->ph == 0 && g->pw == 0)
+        return TG_CONV_GEMM; /* pointwise: the image is the GEMM operand, no im2col */
     int64_t crs = g->C * g->R * g->S;
     switch (op) {
     case TG_OP_CONV2D: return crs <= 1024 ? TG_CONV_DIRECT : TG_CONV_GEMM;
-    case TG_OP_CONV2D_BWD_DATA:
-        return g->C >= 4 && crs * g->K <= 16384 ? TG_CONV_DIRECT : TG_CONV_GEMM;
+    case TG_OP_CONV2D_BWD_DATA: return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     default: /* VL partial sums per weight element: at most 4 MiB per thread */
         return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     }

@@ -173,7 +173,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VADD(a, b) _mm512_add_ps((a), (b))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define CB_MAX 12
-#define CB_BWD 24
+#define CB_BWD 12
 #define WB_CO 5
 #define WB_T 5
 #include "ops/conv_direct_impl.h"
@@ -204,7 +204,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VADD(a, b) _mm256_add_ps((a), (b))
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define CB_MAX 6
-#define CB_BWD 12
+#define CB_BWD 6
 #define WB_CO 3
 #define WB_T 4
 #include "ops/conv_direct_impl.h"
@@ -253,7 +253,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #define VADD(a, b) v4_add((a), (b))
 #define VFMA(a, b, c) v4_fma((a), (b), (c))
 #define CB_MAX 6
-#define CB_BWD 12
+#define CB_BWD 6
 #define WB_CO 3
 #define WB_T 4
 #include "ops/conv_direct_impl.h"

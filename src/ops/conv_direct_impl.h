@@ -5,7 +5,7 @@
  *   SFX         suffix of the generated functions (_avx512, _avx2, _base)
  *   VT, VZERO(), VSET1(f), VLOAD(p), VSTORE(p, v), VADD(a, b), VFMA(a, b, c)
  *   CB_MAX      most output channels in registers (x2 vectors) in the forward
- *   CB_BWD      most input channels in registers in the backward data kernel
+ *   CB_BWD      most input channels in registers (x2 vectors) in the backward data
  *   WB_CO, WB_T largest register block of the weight-gradient kernel
  * under a matching `#pragma GCC target`. No include guard: included 3 times.
  *
@@ -107,14 +107,44 @@ static void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, con
 /* Backward data, one block of cb input channels starting at ci0, one image:
  * dxp[ci][q + off(r, s)] += sum_co w[co][ci][r][s] * dyw[co][q]. wt2 is the
  * weight transposed to [R*S][K][C]; dyw the wide gradient [K][Qp] with zeros
- * at the thrown-away positions; dxp the padded wide input gradient. */
+ * at the thrown-away positions; dxp the padded wide input gradient. Two
+ * vectors of positions share each weight broadcast, as in the forward. */
 static inline __attribute__((always_inline)) void
 DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t ci0, float *dxp,
                     const int cb)
 {
     const int64_t K = d->g.K, C = d->g.C, R = d->g.R, S = d->g.S;
     const int64_t rstep = d->g.dh * d->Wp, sstep = d->g.dw;
-    for (int64_t qc = 0; qc < d->Qc; qc++) {
+    int64_t qc = 0;
+    for (; qc + 1 < d->Qc; qc += 2) {
+        const float *dq = dyw + qc * VL;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t s = 0; s < S; s++) {
+                VT a0[CB_BWD], a1[CB_BWD];
+#pragma GCC unroll 32
+                for (int c = 0; c < cb; c++)
+                    a0[c] = a1[c] = VZERO();
+                const float *wp = wt2 + (r * S + s) * K * C + ci0;
+                for (int64_t co = 0; co < K; co++) {
+                    VT v0 = VLOAD(dq + co * d->Qp), v1 = VLOAD(dq + co * d->Qp + VL);
+#pragma GCC unroll 32
+                    for (int c = 0; c < cb; c++) {
+                        VT w = VSET1(wp[c]);
+                        a0[c] = VFMA(v0, w, a0[c]);
+                        a1[c] = VFMA(v1, w, a1[c]);
+                    }
+                    wp += C;
+                }
+                float *base = dxp + qc * VL + r * rstep + s * sstep + ci0 * d->HpWp;
+#pragma GCC unroll 32
+                for (int c = 0; c < cb; c++) {
+                    float *p = base + c * d->HpWp;
+                    VSTORE(p, VADD(VLOAD(p), a0[c]));
+                    VSTORE(p + VL, VADD(VLOAD(p + VL), a1[c]));
+                }
+            }
+    }
+    if (qc < d->Qc) {
         const float *dq = dyw + qc * VL;
         for (int64_t r = 0; r < R; r++)
             for (int64_t s = 0; s < S; s++) {

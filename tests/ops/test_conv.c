@@ -141,9 +141,9 @@ static void test_conv_kernels_random(void)
     }
 }
 
-/* The tutorial network's convolutions at batch 40, and a ResNet-like layer
- * with enough channels that the heuristic picks the GEMM method for its data
- * gradient (every shape also runs with each method forced). */
+/* The tutorial network's convolutions at batch 40 and a ResNet-like layer,
+ * each with every method forced; and which method the heuristic picks
+ * (128 channels and strides go to im2col + sgemm). */
 static void test_conv_kernels_model_shapes(void)
 {
     static const conv_case tutorial1 = {40, 1, 28, 28, 10, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true,
@@ -162,13 +162,16 @@ static void test_conv_kernels_model_shapes(void)
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &g2) == TG_CONV_DIRECT);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_DATA, &g2) == TG_CONV_DIRECT);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &g2) == TG_CONV_DIRECT);
-    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_DATA, &gr) == TG_CONV_GEMM);
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_DATA, &gr) == TG_CONV_DIRECT);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &gr) == TG_CONV_DIRECT);
     tg_conv_geom g128 = {2, 128, 8, 8, 128, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1};
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &g128) == TG_CONV_GEMM);
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_WEIGHT, &g128) == TG_CONV_GEMM);
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D_BWD_DATA, &g128) == TG_CONV_GEMM);
     tg_conv_geom s2 = {2, 4, 8, 8, 4, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1, 1};
     TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &s2) == TG_CONV_GEMM);
+    tg_conv_geom pw = {2, 16, 8, 8, 16, 1, 1, 8, 8, 1, 1, 0, 0, 1, 1, 1};
+    TG_CHECK(tg_conv_method_for(TG_OP_CONV2D, &pw) == TG_CONV_GEMM);
 }
 
 /* x = 1..16 as 4x4, w = [[1, 0], [0, -1]]: y[i][j] = x[i][j] - x[i+1][j+1] = -5
