@@ -114,6 +114,19 @@ tg_tensor *tg_graph_find(const tg_graph *g, const char *name)
     return NULL;
 }
 
+/* Add t (named) to the table, growing it to stay at most half full. */
+static int names_insert(tg_graph *g, tg_tensor *t)
+{
+    if ((g->names_used + 1) * 2 > g->names_cap && !names_grow(g))
+        return 0;
+    uint64_t mask = (uint64_t)g->names_cap - 1, j = name_hash(t->name) & mask;
+    while (g->names[j])
+        j = (j + 1) & mask;
+    g->names[j] = t;
+    g->names_used++;
+    return 1;
+}
+
 /* Rebuild the name table from the nodes (after a rename; renames are rare). */
 static int names_rebuild(tg_graph *g)
 {
@@ -126,13 +139,8 @@ static int names_rebuild(tg_graph *g)
         tg_tensor *t = g->nodes[i];
         if (!t->name)
             continue;
-        if ((g->names_used + 1) * 2 > g->names_cap && !names_grow(g))
+        if (!names_insert(g, t))
             return 0;
-        uint64_t mask = (uint64_t)g->names_cap - 1, j = name_hash(t->name) & mask;
-        while (g->names[j])
-            j = (j + 1) & mask;
-        g->names[j] = t;
-        g->names_used++;
     }
     return 1;
 }
@@ -140,8 +148,6 @@ static int names_rebuild(tg_graph *g)
 /* Give t the name `base`, or base.1, base.2, ... if taken. */
 static int assign_name(tg_graph *g, tg_tensor *t, const char *base)
 {
-    if ((g->names_used + 1) * 2 > g->names_cap && !names_grow(g))
-        return 0;
     const char *name = base;
     char buf[512];
     for (int k = 1; tg_graph_find(g, name); k++) {
@@ -149,14 +155,7 @@ static int assign_name(tg_graph *g, tg_tensor *t, const char *base)
         name = buf;
     }
     t->name = tg_arena_strdup(g->arena, name);
-    if (!t->name)
-        return 0;
-    uint64_t mask = (uint64_t)g->names_cap - 1, j = name_hash(t->name) & mask;
-    while (g->names[j])
-        j = (j + 1) & mask;
-    g->names[j] = t;
-    g->names_used++;
-    return 1;
+    return t->name && names_insert(g, t);
 }
 
 static void scoped_name(const tg_graph *g, const char *leaf, char *buf, size_t cap)

@@ -149,12 +149,6 @@ static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
-static void fwd_maxpool(const tg_kernel_args *a)
-{
-    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
-    tg_pool_for(a->pool, j.g.planes, max_fwd_planes, &j);
-}
-
 static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
@@ -193,84 +187,65 @@ static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
-static void fwd_maxpool_bwd(const tg_kernel_args *a)
-{
-    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
-    tg_pool_for(a->pool, j.g.planes, max_bwd_planes, &j);
-}
-
 /* ---- average ------------------------------------------------------------------------ */
 
-static void avg_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+/* The part of window (oy, ox) inside the input: rows [y0, y1), columns [x0, x1). */
+static void window_bounds(const pool_geom *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1,
+                          int64_t *x0, int64_t *x1)
+{
+    *y0 = oy * g->sh - g->ph;
+    *x0 = ox * g->sw - g->pw;
+    *y1 = *y0 + g->kh < g->ih ? *y0 + g->kh : g->ih;
+    *x1 = *x0 + g->kw < g->iw ? *x0 + g->kw : g->iw;
+    *y0 = *y0 < 0 ? 0 : *y0;
+    *x0 = *x0 < 0 ? 0 : *x0;
+}
+
+static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
-    const float *x = j->a->in[0];
-    float *y = j->a->out;
+    bool bwd = j->a->node->op == TG_OP_AVGPOOL2D_BWD;
+    const float *src = j->a->in[0];
+    float *dst = j->a->out;
     float inv = 1.0f / (float)(g->kh * g->kw);
+    int64_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow;
     for (int64_t pl = begin; pl < end; pl++) {
-        const float *xp = x + pl * g->ih * g->iw;
-        float *yp = y + pl * g->oh * g->ow;
+        /* forward: x plane -> y plane; backward: dy plane -> dx plane */
+        const float *sp = src + pl * (bwd ? out_plane : in_plane);
+        float *dp = dst + pl * (bwd ? in_plane : out_plane);
+        if (bwd)
+            for (int64_t k = 0; k < in_plane; k++)
+                dp[k] = 0.0f;
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++) {
-                float s = 0.0f;
-                for (int ky = 0; ky < g->kh; ky++) {
-                    int64_t iy = oy * g->sh - g->ph + ky;
-                    if (iy < 0 || iy >= g->ih)
-                        continue;
-                    for (int kx = 0; kx < g->kw; kx++) {
-                        int64_t ix = ox * g->sw - g->pw + kx;
-                        if (ix >= 0 && ix < g->iw)
-                            s += xp[iy * g->iw + ix];
+                int64_t y0, y1, x0, x1;
+                window_bounds(g, oy, ox, &y0, &y1, &x0, &x1);
+                float acc = 0.0f, v = bwd ? sp[oy * g->ow + ox] * inv : 0.0f;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        if (bwd)
+                            dp[iy * g->iw + ix] += v;
+                        else
+                            acc += sp[iy * g->iw + ix];
                     }
-                }
-                yp[oy * g->ow + ox] = s * inv;
+                if (!bwd)
+                    dp[oy * g->ow + ox] = acc * inv;
             }
     }
     (void)t;
 }
 
-static void fwd_avgpool(const tg_kernel_args *a)
+/* Every pooling kernel splits the work by (sample, channel) planes. */
+static void run_planes(const tg_kernel_args *a, tg_pool_fn fn)
 {
     pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
-    tg_pool_for(a->pool, j.g.planes, avg_fwd_planes, &j);
+    tg_pool_for(a->pool, j.g.planes, fn, &j);
 }
 
-static void avg_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const pool_job *j = ctx;
-    const pool_geom *g = &j->g;
-    const float *dy = j->a->in[0];
-    float *dx = j->a->out;
-    float inv = 1.0f / (float)(g->kh * g->kw);
-    for (int64_t pl = begin; pl < end; pl++) {
-        const float *dyp = dy + pl * g->oh * g->ow;
-        float *dxp = dx + pl * g->ih * g->iw;
-        for (int64_t k = 0; k < g->ih * g->iw; k++)
-            dxp[k] = 0.0f;
-        for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                float v = dyp[oy * g->ow + ox] * inv;
-                for (int ky = 0; ky < g->kh; ky++) {
-                    int64_t iy = oy * g->sh - g->ph + ky;
-                    if (iy < 0 || iy >= g->ih)
-                        continue;
-                    for (int kx = 0; kx < g->kw; kx++) {
-                        int64_t ix = ox * g->sw - g->pw + kx;
-                        if (ix >= 0 && ix < g->iw)
-                            dxp[iy * g->iw + ix] += v;
-                    }
-                }
-            }
-    }
-    (void)t;
-}
-
-static void fwd_avgpool_bwd(const tg_kernel_args *a)
-{
-    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
-    tg_pool_for(a->pool, j.g.planes, avg_bwd_planes, &j);
-}
+static void fwd_maxpool(const tg_kernel_args *a) { run_planes(a, max_fwd_planes); }
+static void fwd_maxpool_bwd(const tg_kernel_args *a) { run_planes(a, max_bwd_planes); }
+static void fwd_avgpool(const tg_kernel_args *a) { run_planes(a, avg_planes); }
 
 /* ---- reference kernels (double) ---------------------------------------------------------- */
 
@@ -386,4 +361,4 @@ const tg_op_def tg_opdef_MAXPOOL2D_BWD = {"maxpool2d_bwd", infer_bwd, flops_pool
 const tg_op_def tg_opdef_AVGPOOL2D = {"avgpool2d", infer_pool, flops_pool, NULL, fwd_avgpool,
                                       ref_pool, bwd_pool};
 const tg_op_def tg_opdef_AVGPOOL2D_BWD = {"avgpool2d_bwd", infer_bwd, flops_pool, NULL,
-                                          fwd_avgpool_bwd, ref_pool, bwd_avgpool_bwd};
+                                          fwd_avgpool, ref_pool, bwd_avgpool_bwd};
