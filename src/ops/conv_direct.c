@@ -161,8 +161,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 /* ---- the inner loops, once per instruction set ---------------------------------------------- */
 
 #ifdef TG_HAVE_X86
-#pragma GCC push_options
-#pragma GCC target("avx512f,fma")
+#define DTARGET __attribute__((target("avx512f,fma")))
 #define VL 16
 #define SFX _avx512
 #define VT __m512
@@ -190,10 +189,9 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #undef CB_BWD
 #undef WB_CO
 #undef WB_T
-#pragma GCC pop_options
+#undef DTARGET
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#define DTARGET __attribute__((target("avx2,fma")))
 #define VL 8
 #define SFX _avx2
 #define VT __m256
@@ -221,7 +219,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #undef CB_BWD
 #undef WB_CO
 #undef WB_T
-#pragma GCC pop_options
+#undef DTARGET
 #endif
 
 /* Baseline: 4 floats per "vector" in portable C that compilers map to SSE2. */
@@ -243,6 +241,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
         c.f[i] += a.f[i] * b.f[i];
     return c;
 }
+#define DTARGET
 #define VL 4
 #define SFX _base
 #define VT v4
@@ -270,6 +269,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #undef CB_BWD
 #undef WB_CO
 #undef WB_T
+#undef DTARGET
 
 typedef void (*fwd_fn)(const dplan *, const float *, const float *, const float *, float *);
 typedef void (*bwd_data_fn)(const dplan *, const float *, const float *, float *);

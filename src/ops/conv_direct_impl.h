@@ -7,7 +7,9 @@
  *   CB_MAX      most output channels in registers (x2 vectors) in the forward
  *   CB_BWD      most input channels in registers (x2 vectors) in the backward data
  *   WB_CO, WB_T largest register block of the weight-gradient kernel
- * under a matching `#pragma GCC target`. No include guard: included 3 times.
+ *   DTARGET     the target attribute of every function (empty for the baseline),
+ *               which GCC and clang both honour per function
+ * No include guard: included 3 times.
  *
  * Layout ("wide" trick): an image padded to Hp x Wp is read as one flat
  * array; output position q = oy * Wp + ox reads input q + off(c, r, s) with
@@ -24,7 +26,7 @@
  * vectors of positions at a time (each weight broadcast feeds two FMAs, which
  * halves the broadcast loads) and a last single vector if Qc is odd.
  * wt is the weight transposed to [C*R*S][K]; yw the wide output [K][Qp]. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) DTARGET void
 DFN(fwd_block)(const dplan *d, const float *xp, const float *wt, const float *bias, int64_t co0,
                float *yw, const int cb)
 {
@@ -87,7 +89,7 @@ DFN(fwd_block)(const dplan *d, const float *xp, const float *wt, const float *bi
         DFN(fwd_block)(d, xp, wt, bias, co0, yw, (n) > CB_MAX ? CB_MAX : (n)); \
         break;
 
-static void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, const float *bias,
+static DTARGET void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, const float *bias,
                            float *yw)
 {
     int64_t K = d->g.K, n_blocks = (K + CB_MAX - 1) / CB_MAX;
@@ -109,7 +111,7 @@ static void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, con
  * weight transposed to [R*S][K][C]; dyw the wide gradient [K][Qp] with zeros
  * at the thrown-away positions; dxp the padded wide input gradient. Two
  * vectors of positions share each weight broadcast, as in the forward. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) DTARGET void
 DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t ci0, float *dxp,
                     const int cb)
 {
@@ -175,7 +177,7 @@ DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t 
         DFN(bwd_data_block)(d, dyw, wt2, ci0, dxp, (n) > CB_BWD ? CB_BWD : (n)); \
         break;
 
-static void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *wt2, float *dxp)
+static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *wt2, float *dxp)
 {
     int64_t C = d->g.C, n_blocks = (C + CB_BWD - 1) / CB_BWD;
     for (int64_t b = 0, ci0 = 0; b < n_blocks; b++) {
@@ -197,7 +199,7 @@ static void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *w
 /* Backward weight, one register block of cb output channels x tb taps (a tap
  * is one (c, r, s)), over cnt prepared images: accv[co][t] (VL partial sums
  * per weight element) += sum_q dyw[co][q] * xp[q + off(t)]. */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) DTARGET void
 DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64_t cnt,
                       int64_t co0, int64_t t0, float *accv, const int cb, const int tb)
 {
@@ -251,7 +253,7 @@ DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64
         break;
 #define DW_ROW(c) DW_CASE(c, 1) DW_CASE(c, 2) DW_CASE(c, 3) DW_CASE(c, 4) DW_CASE(c, 5) DW_CASE(c, 6)
 
-static void DFN(bwd_weight_images)(const dplan *d, const float *xps, const float *dyws,
+static DTARGET void DFN(bwd_weight_images)(const dplan *d, const float *xps, const float *dyws,
                                    int64_t cnt, float *accv)
 {
     int64_t K = d->g.K, CRS = d->CRS;
