@@ -57,6 +57,21 @@ static const opt_spec option_table[] = {
      "which micro-batches' outputs come back to the host (default: final when training, all "
      "for inference)"},
     {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL, "outputMode everyN: return every N-th iteration"},
+    /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
+    {"autoReport.all", OPT_BOOL, "false", 0, 0, NULL,
+     "write the graph and the execution profile of every compiled program"},
+    {"autoReport.outputGraphProfile", OPT_BOOL, "false", 0, 0, NULL,
+     "write the graph profile (memory plan, liveness, program tree)"},
+    {"autoReport.outputExecutionProfile", OPT_BOOL, "false", 0, 0, NULL,
+     "write the execution profile (the timed steps of the first runs)"},
+    {"autoReport.directory", OPT_STRING, "./report", 0, 0, NULL,
+     "where profiles go: DIR/training/profile.sqlite, DIR/inference/profile.sqlite"},
+    {"autoReport.executionProfileProgramRunCount", OPT_INT, "2", 1, 1e6, NULL,
+     "host steps whose execution is recorded (the first N), so profiles stay small"},
+    {"profiler.includeFlopEstimates", OPT_BOOL, "true", 0, 0, NULL,
+     "record FLOP counts per op and per executed step"},
+    {"debug.allowOutOfMemory", OPT_BOOL, "false", 0, 0, NULL,
+     "compile a plan that does not fit the device memory anyway, so it can be looked at"},
 };
 
 #define N_OPTIONS ((int)(sizeof option_table / sizeof option_table[0]))

@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "graph/init.h"
 #include "ops/op.h"
+#include "profile/profile.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -31,11 +32,36 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
+double tg_engine_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define now_s tg_engine_now
+
+const char *tg_event_name(tg_event_kind k)
+{
+    static const char *const names[] = {
+#define TG_EVENT_NAME(e, name) name,
+        TG_EVENT_LIST(TG_EVENT_NAME)
+#undef TG_EVENT_NAME
+    };
+    return (unsigned)k < TG_EVENT_COUNT ? names[k] : "?";
+}
+
+/* Record an event that ran from t0 to now (seconds); no-op when not recording. */
+static void record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
+                   double t0, int64_t bytes, double flops)
+{
+    tg_recorder *r = c->rec;
+    if (!r || r->n_events >= r->cap_events)
+        return;
+    double origin = c->s->t_origin;
+    r->events[r->n_events++] = (tg_event){(int16_t)kind, (int16_t)ph, (int32_t)j, (int32_t)it,
+                                          peer, (int64_t)((t0 - origin) * 1e9),
+                                          (int64_t)((now_s() - origin) * 1e9), bytes, flops};
 }
 
 /* ---- addressing ------------------------------------------------------------------- */
@@ -141,7 +167,14 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
-        tg_op_get(t->op)->forward(&a);
+        if (c->rec) {
+            double t0 = now_s();
+            tg_op_get(t->op)->forward(&a);
+            c->rec->op_ns[t->id] += (int64_t)((now_s() - t0) * 1e9);
+            c->rec->op_calls[t->id]++;
+        } else {
+            tg_op_get(t->op)->forward(&a);
+        }
     }
 }
 
@@ -152,9 +185,13 @@ static bool receive(device_ctx *c, tg_phase ph, int64_t g)
     for (int t = 0; t < p->n_transfers; t++) {
         const tg_transfer *tr = &p->transfers[t];
         bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
-        if (tr->dst_device == c->device && used &&
-            !wait_for(c->s, produced(c->s, c->replica, t), g + 1))
+        if (tr->dst_device != c->device || !used)
+            continue;
+        double t0 = now_s();
+        if (!wait_for(c->s, produced(c->s, c->replica, t), g + 1))
             return false;
+        int64_t m = p->micro_batches;
+        record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
     }
     return true;
 }
@@ -181,11 +218,15 @@ static bool send(device_ctx *c, tg_phase ph, int64_t g)
         if (tr->src_device != c->device || tr->phase != ph)
             continue;
         int slots = p->buffers[tr->dst_buffer].slots;
+        double t0 = now_s();
         if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
             return false;
         memcpy(slot_ptr(s, c->replica, tr->dst_buffer, g), slot_ptr(s, c->replica, tr->src_buffer, g),
                p->buffers[tr->src_buffer].bytes);
         publish(s, produced(s, c->replica, t), g + 1);
+        int64_t m = p->micro_batches;
+        record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t0,
+               (int64_t)p->buffers[tr->src_buffer].bytes, 0);
     }
     return true;
 }
@@ -195,11 +236,13 @@ static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    int64_t h = host_index(p, it, c->replica, j);
+    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
+    double t0 = now_s();
     for (int k = 0; k < dp->n_outputs; k++) {
         const tg_buffer *b = &p->buffers[dp->outputs[k]];
         const unsigned char *src = slot_ptr(s, c->replica, dp->outputs[k], g);
         memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
+        streamed += (int64_t)b->bytes;
         const tg_tensor *t = p->graph->nodes[b->node];
         if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)
             continue;
@@ -214,6 +257,8 @@ static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
             return false;
         }
     }
+    if (dp->n_outputs)
+        record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
     return true;
 }
 
@@ -226,13 +271,18 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     if (!receive(c, TG_PHASE_FORWARD, g))
         return false;
     double t0 = now_s();
-    int64_t h = host_index(p, it, c->replica, j);
+    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
     for (int k = 0; k < dp->n_inputs; k++) {
         const tg_buffer *b = &p->buffers[dp->inputs[k]];
         memcpy(slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
                b->bytes);
+        streamed += (int64_t)b->bytes;
     }
+    if (dp->n_inputs)
+        record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+    double t1 = now_s();
     run_steps(c, TG_PHASE_FORWARD, it, g);
+    record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0, dp->flops[TG_PHASE_FORWARD]);
     c->busy += now_s() - t0;
     if (p->training && ++c->in_flight > c->max_in_flight)
         c->max_in_flight = c->in_flight;
@@ -277,9 +327,14 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
         return false;
     double t0 = now_s();
     run_steps(c, TG_PHASE_BACKWARD, it, g);
+    record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0,
+           0, p->devices[c->device].flops[TG_PHASE_BACKWARD]);
     c->in_flight--;
-    if (p->accumulate)
+    if (p->accumulate) {
+        double t1 = now_s();
         accumulate(c, j, g);
+        record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
+    }
     c->busy += now_s() - t0;
     release(c, TG_PHASE_BACKWARD, g);
     return send(c, TG_PHASE_BACKWARD, g);
@@ -328,10 +383,16 @@ static void *device_main(void *arg)
         }
         if (!p->training)
             continue;
-        if (p->replicas > 1 && !all_reduce(c))
-            return NULL;
+        double t_ar = now_s();
+        if (p->replicas > 1) {
+            if (!all_reduce(c))
+                return NULL;
+            record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
+        }
         double t0 = now_s();
         run_steps(c, TG_PHASE_UPDATE, it, 0);
+        record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
+               p->devices[c->device].flops[TG_PHASE_UPDATE]);
         c->busy += now_s() - t0;
     }
     return NULL;
@@ -346,8 +407,13 @@ tg_status tg_session_run(tg_session *s)
     s->abort = false;
     s->fail_status = TG_OK;
     double t0 = now_s();
-    for (int i = 0; i < n; i++)
-        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0};
+    bool recording = s->recorders && s->runs < s->runs_to_record;
+    for (int i = 0; i < n; i++) {
+        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
+                                 recording ? &s->recorders[i] : NULL};
+        if (recording)
+            s->recorders[i].n_events = 0;
+    }
     if (n == 1) {
         device_main(&s->ctx[0]);
     } else {
@@ -371,5 +437,8 @@ tg_status tg_session_run(tg_session *s)
         s->step += p->iterations;
     if (s->abort)
         return tg_error(s->fail_status, "%s", s->fail_message);
+    s->runs++;
+    if (recording)
+        return tg_profile_record_run(s->profile, s, s->runs - 1);
     return TG_OK;
 }

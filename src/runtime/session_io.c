@@ -6,7 +6,11 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "graph/init.h"
+#include "profile/profile.h"
 
+#include <stdlib.h>
+
+#include <stdio.h>
 #include <string.h>
 
 static int n_arenas(const tg_session *s) { return s->program->replicas * s->program->n_devices; }
@@ -83,7 +87,50 @@ static int parse_output_mode(const char *m, bool training)
     return training ? TG_OUTPUT_FINAL : TG_OUTPUT_ALL;
 }
 
-tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out)
+/* The caller's options with TILEGRAPH_ENGINE_OPTIONS (JSON, like
+ * POPLAR_ENGINE_OPTIONS) applied on top. */
+static tg_status effective_options(const tg_options *opts, tg_options **out)
+{
+    *out = opts ? tg_options_clone(opts) : tg_options_create();
+    if (!*out)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    const char *env = getenv("TILEGRAPH_ENGINE_OPTIONS");
+    if (env && *env)
+        return tg_options_set_json(*out, env, "TILEGRAPH_ENGINE_OPTIONS");
+    return TG_OK;
+}
+
+static tg_status start_profiling(tg_session *s, const tg_options *o)
+{
+    bool all = tg_options_get_int(o, "autoReport.all") != 0;
+    bool graph = all || tg_options_get_int(o, "autoReport.outputGraphProfile") != 0;
+    bool execution = all || tg_options_get_int(o, "autoReport.outputExecutionProfile") != 0;
+    if (!graph && !execution)
+        return TG_OK;
+    const tg_program *p = s->program;
+    TG_TRY(tg_profile_open(tg_options_get_string(o, "autoReport.directory"), p, o, execution,
+                           &s->profile));
+    if (!execution)
+        return TG_OK;
+    s->runs_to_record = tg_options_get_int(o, "autoReport.executionProfileProgramRunCount");
+    int n = n_arenas(s);
+    s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
+    if (!s->recorders)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
+    for (int i = 0; i < n; i++) {
+        tg_recorder *r = &s->recorders[i];
+        int d = i % p->n_devices;
+        r->cap_events = (p->schedule.n_ops[d] * (4 + 2 * p->n_transfers) + 4) * p->iterations + 16;
+        r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
+        r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
+        r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
+        if (!r->events || !r->op_ns || !r->op_calls)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
+    }
+    return TG_OK;
+}
+
+tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
 {
     *out = NULL;
     if (!g)
@@ -94,9 +141,17 @@ tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **ou
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
     s->graph = g;
+    s->t_origin = tg_engine_now();
+    tg_options *opts = NULL;
+    tg_status st = effective_options(user_opts, &opts);
+    if (st != TG_OK) {
+        tg_options_destroy(opts);
+        tg_session_destroy(s);
+        return st;
+    }
     s->seed = (uint64_t)tg_options_get_int(opts, "randomSeed");
     s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
-    tg_status st = tg_program_compile(g, opts, &s->program);
+    st = tg_program_compile(g, opts, &s->program);
     if (st == TG_OK) {
         const tg_program *p = s->program;
         s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
@@ -112,7 +167,10 @@ tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **ou
                           "multiple of outputReturnPeriod (%d)", p->iterations, s->output_period);
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
+        if (st == TG_OK)
+            st = start_profiling(s, opts);
     }
+    tg_options_destroy(opts);
     if (st != TG_OK) {
         tg_session_destroy(s);
         return st;
@@ -127,6 +185,14 @@ void tg_session_destroy(tg_session *s)
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
+    if (s->profile && tg_profile_close(s->profile, s) != TG_OK)
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message()); /* destroy cannot fail */
+    for (int i = 0; s->recorders && i < n; i++) {
+        tg_free(s->recorders[i].events);
+        tg_free(s->recorders[i].op_ns);
+        tg_free(s->recorders[i].op_calls);
+    }
+    tg_free(s->recorders);
     for (int i = 0; i < n; i++) {
         if (s->pools)
             tg_pool_destroy(s->pools[i]);

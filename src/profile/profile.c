@@ -1,0 +1,478 @@
+/* profile/profile.c - writing the graph and execution profile to SQLite.
+ *
+ * Everything is written inside transactions with prepared statements; the
+ * graph profile once at compile time, the execution events after each
+ * recorded run. The schema is versioned (meta.schema_version) and documented
+ * in docs/profile-format.md.
+ */
+#include "profile/profile.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "ops/op.h"
+#include "runtime/engine.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#ifndef TG_VERSION
+#define TG_VERSION "0"
+#endif
+
+struct tg_profile {
+    sqlite3 *db;
+    char path[1024];
+    const tg_program *program;
+};
+
+static const char *const schema =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+    "CREATE TABLE devices(device INTEGER PRIMARY KEY, arena_bytes INTEGER, stash_depth INTEGER,"
+    " scratch_peak INTEGER, threads INTEGER, flops_forward REAL, flops_backward REAL,"
+    " flops_update REAL);"
+    "CREATE TABLE memory(device INTEGER, category TEXT, bytes INTEGER,"
+    " PRIMARY KEY(device, category));"
+    "CREATE TABLE ops(id INTEGER PRIMARY KEY, name TEXT, type TEXT, block TEXT, device INTEGER,"
+    " phase TEXT, flops REAL, bytes_in INTEGER, bytes_out INTEGER, forward_of INTEGER,"
+    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0);"
+    "CREATE TABLE tensors(id INTEGER PRIMARY KEY, node INTEGER, name TEXT, category TEXT,"
+    " dtype TEXT, shape TEXT, bytes INTEGER, slots INTEGER, device INTEGER, offset INTEGER,"
+    " first_step INTEGER, last_step INTEGER, always_live INTEGER);"
+    "CREATE TABLE steps(id INTEGER PRIMARY KEY, parent INTEGER, device INTEGER, kind TEXT,"
+    " phase TEXT, name TEXT, op INTEGER, position INTEGER);"
+    "CREATE TABLE schedule(device INTEGER, position INTEGER, micro_batch INTEGER, phase TEXT,"
+    " PRIMARY KEY(device, position));"
+    "CREATE TABLE liveness(device INTEGER, step INTEGER, name TEXT, live_bytes INTEGER,"
+    " always_live_bytes INTEGER, PRIMARY KEY(device, step));"
+    "CREATE TABLE trace(run INTEGER, replica INTEGER, device INTEGER, kind TEXT, phase TEXT,"
+    " iteration INTEGER, micro_batch INTEGER, peer INTEGER, start_ns INTEGER, end_ns INTEGER,"
+    " bytes INTEGER, flops REAL);"
+    "CREATE INDEX trace_by_device ON trace(device, replica, start_ns);";
+
+static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
+
+static tg_status db_error(const tg_profile *pf, const char *what)
+{
+    return tg_error(TG_ERR_IO, "profile %s: %s: %s", pf->path, what,
+                    pf->db ? sqlite3_errmsg(pf->db) : "cannot open");
+}
+
+static tg_status exec(tg_profile *pf, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(pf->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        tg_status s = tg_error(TG_ERR_IO, "profile %s: %s", pf->path, err ? err : "error");
+        sqlite3_free(err);
+        return s;
+    }
+    return TG_OK;
+}
+
+/* Prepare, bind by a format string ("i" int64, "d" double, "s" text, "n"
+ * null), step, finalize. */
+static tg_status insert(tg_profile *pf, sqlite3_stmt *st, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    sqlite3_reset(st);
+    for (int i = 0; types[i]; i++) {
+        switch (types[i]) {
+        case 'i':
+            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+            break;
+        case 'd':
+            sqlite3_bind_double(st, i + 1, va_arg(ap, double));
+            break;
+        case 's': {
+            const char *v = va_arg(ap, const char *);
+            if (v)
+                sqlite3_bind_text(st, i + 1, v, -1, SQLITE_TRANSIENT);
+            else
+                sqlite3_bind_null(st, i + 1);
+            break;
+        }
+        default:
+            sqlite3_bind_null(st, i + 1);
+        }
+    }
+    va_end(ap);
+    return sqlite3_step(st) == SQLITE_DONE ? TG_OK : db_error(pf, "insert");
+}
+
+static sqlite3_stmt *prepare(tg_profile *pf, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(pf->db, sql, -1, &st, NULL);
+    return st;
+}
+
+/* ---- graph profile ----------------------------------------------------------------- */
+
+static tg_status write_meta(tg_profile *pf, const tg_options *o)
+{
+    const tg_program *p = pf->program;
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO meta VALUES(?, ?)");
+    if (!st)
+        return db_error(pf, "prepare");
+    char created[64], buf[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n_ops = 0, n_steps = 0;
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            n_steps += p->devices[d].n_steps[ph];
+    for (int i = 0; i < p->graph->n_nodes; i++)
+        n_ops += p->device_of[i] >= 0 && p->graph->nodes[i]->n_in > 0;
+    struct { const char *k; const char *v; int64_t i; } rows[] = {
+        {"schema_version", NULL, TG_PROFILE_SCHEMA_VERSION},
+        {"tilegraph_version", TG_VERSION, 0},
+        {"created", created, 0},
+        {"program", p->training ? "training" : "inference", 0},
+        {"target", tg_options_get_string(o, "target"), 0},
+        {"devices", NULL, p->n_devices},
+        {"replicas", NULL, p->replicas},
+        {"micro_batches", NULL, p->micro_batches},
+        {"iterations", NULL, p->iterations},
+        {"schedule", tg_schedule_name(p->schedule.kind), 0},
+        {"strategy", tg_options_get_string(o, "executionStrategy"), 0},
+        {"threads_per_device", NULL, p->n_threads},
+        {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
+        {"ops", NULL, n_ops},
+        {"tensors", NULL, p->n_buffers},
+        {"steps", NULL, n_steps},
+        {"transfers", NULL, p->n_transfers},
+        {"arena_bytes", NULL, (int64_t)p->arena_bytes},
+        {"flops_per_run", NULL, (int64_t)p->flops},
+    };
+    tg_status s = TG_OK;
+    for (size_t i = 0; s == TG_OK && i < sizeof rows / sizeof rows[0]; i++) {
+        const char *v = rows[i].v;
+        if (!v) {
+            snprintf(buf, sizeof buf, "%lld", (long long)rows[i].i);
+            v = buf;
+        }
+        s = insert(pf, st, "ss", rows[i].k, v);
+    }
+    /* every option with its value, for reproducing the run */
+    for (int i = 0; s == TG_OK && i < tg_options_count(); i++) {
+        char key[160];
+        snprintf(key, sizeof key, "option.%s", tg_options_key(i));
+        s = insert(pf, st, "ss", key, tg_options_get_string(o, tg_options_key(i)));
+    }
+    sqlite3_finalize(st);
+    return s;
+}
+
+static tg_status write_devices(tg_profile *pf)
+{
+    const tg_program *p = pf->program;
+    sqlite3_stmt *dev = prepare(pf, "INSERT INTO devices VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    sqlite3_stmt *mem = prepare(pf, "INSERT INTO memory VALUES(?, ?, ?)");
+    tg_status s = dev && mem ? TG_OK : db_error(pf, "prepare");
+    for (int d = 0; s == TG_OK && d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        s = insert(pf, dev, "iiiiiddd", (int64_t)d, (int64_t)dp->arena_bytes,
+                   (int64_t)dp->stash_depth, (int64_t)dp->scratch_peak, (int64_t)p->n_threads,
+                   dp->flops[0], dp->flops[1], dp->flops[2]);
+        for (int r = TG_REGION_PARAM; s == TG_OK && r < TG_REGION_COUNT; r++)
+            s = insert(pf, mem, "isi", (int64_t)d, tg_region_name((tg_region)r),
+                       (int64_t)dp->region_bytes[r]);
+        if (s == TG_OK)
+            s = insert(pf, mem, "isi", (int64_t)d, "kernel scratch (peak)", (int64_t)dp->scratch_peak);
+    }
+    sqlite3_finalize(dev);
+    sqlite3_finalize(mem);
+    return s;
+}
+
+static tg_status write_ops(tg_profile *pf, bool flops)
+{
+    const tg_program *p = pf->program;
+    const tg_graph *g = p->graph;
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
+                                   "bytes_in, bytes_out, forward_of) VALUES(?,?,?,?,?,?,?,?,?,?)");
+    tg_status s = st ? TG_OK : db_error(pf, "prepare");
+    for (int i = 0; s == TG_OK && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (p->device_of[i] < 0 || t->n_in == 0)
+            continue;
+        const tg_op_def *def = tg_op_get(t->op);
+        int64_t in_bytes = 0;
+        for (int k = 0; k < t->n_in; k++)
+            in_bytes += (int64_t)tg_nbytes(t->in[k]);
+        const char *block = t->block >= 0 && t->block < g->n_blocks ? g->blocks[t->block].name : NULL;
+        const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
+                            : (t->flags & TG_NODE_BACKWARD) ? "backward"
+                                                            : "forward";
+        s = insert(pf, st, "isssisdddi", (int64_t)i, t->name, tg_op_name(t->op), block,
+                   (int64_t)p->device_of[i], phase,
+                   flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
+                   (double)tg_nbytes(t), t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+    }
+    sqlite3_finalize(st);
+    return s;
+}
+
+static tg_status write_tensors(tg_profile *pf)
+{
+    const tg_program *p = pf->program;
+    const tg_graph *g = p->graph;
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    tg_status s = st ? TG_OK : db_error(pf, "prepare");
+    for (int i = 0; s == TG_OK && i < p->n_buffers; i++) {
+        const tg_buffer *b = &p->buffers[i];
+        const tg_tensor *t = g->nodes[b->node];
+        char shape[96];
+        tg_shape_str(t->shape, shape, sizeof shape);
+        bool always = b->region != TG_REGION_ACTIVATION;
+        s = insert(pf, st, "iissssiiiiiii", (int64_t)i, (int64_t)b->node, t->name,
+                   tg_region_name(b->region), tg_dtype_name(t->dtype), shape, (int64_t)b->bytes,
+                   (int64_t)b->slots, (int64_t)b->device, (int64_t)b->offset, (int64_t)b->first,
+                   (int64_t)b->last, (int64_t)always);
+    }
+    sqlite3_finalize(st);
+    return s;
+}
+
+/* The program tree of each device: device -> repeat(iterations) -> phases
+ * -> steps, with copies, host streams, accumulation and all-reduce as steps
+ * of their own. */
+static tg_status write_program_tree(tg_profile *pf)
+{
+    const tg_program *p = pf->program;
+    const tg_graph *g = p->graph;
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO steps VALUES(?,?,?,?,?,?,?,?)");
+    sqlite3_stmt *sch = prepare(pf, "INSERT INTO schedule VALUES(?,?,?,?)");
+    tg_status s = st && sch ? TG_OK : db_error(pf, "prepare");
+    int64_t id = 0;
+    char name[256];
+    for (int d = 0; s == TG_OK && d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        int64_t root = id++, loop = id++;
+        snprintf(name, sizeof name, "device %d", d);
+        s = insert(pf, st, "inisssni", root, (int64_t)d, "program", NULL, name, (int64_t)0);
+        snprintf(name, sizeof name, "repeat %d device iterations", p->iterations);
+        if (s == TG_OK)
+            s = insert(pf, st, "iiisssni", loop, root, (int64_t)d, "repeat", NULL, name, (int64_t)0);
+        int position = 0;
+        for (int ph = 0; s == TG_OK && ph < TG_PHASE_COUNT; ph++) {
+            if (ph != TG_PHASE_FORWARD && !p->training)
+                break;
+            if (ph == TG_PHASE_UPDATE && p->replicas > 1) {
+                snprintf(name, sizeof name, "all-reduce %d accumulators over %d replicas",
+                         dp->n_accumulators, p->replicas);
+                s = insert(pf, st, "iiisssni", id++, loop, (int64_t)d, "all_reduce", "update", name,
+                           (int64_t)position++);
+            }
+            int64_t phase_id = id++;
+            snprintf(name, sizeof name, "%s pass%s", phase_names[ph],
+                     ph == TG_PHASE_UPDATE ? "" : " (each micro-batch)");
+            if (s == TG_OK)
+                s = insert(pf, st, "iiisssni", phase_id, loop, (int64_t)d, "phase", phase_names[ph],
+                           name, (int64_t)position++);
+            int k = 0;
+            if (ph == TG_PHASE_FORWARD && dp->n_inputs && s == TG_OK)
+                s = insert(pf, st, "iiisssni", id++, phase_id, (int64_t)d, "stream_in",
+                           phase_names[ph], "stream inputs from the host", (int64_t)k++);
+            for (int i = 0; s == TG_OK && i < dp->n_steps[ph]; i++) {
+                const tg_tensor *t = g->nodes[dp->steps[ph][i].node];
+                s = insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "execute", phase_names[ph],
+                           t->name, (int64_t)t->id, (int64_t)k++);
+            }
+            if (ph == TG_PHASE_FORWARD && dp->n_outputs && s == TG_OK)
+                s = insert(pf, st, "iiisssni", id++, phase_id, (int64_t)d, "stream_out",
+                           phase_names[ph], "stream outputs to the host", (int64_t)k++);
+            if (ph == TG_PHASE_BACKWARD && dp->n_accumulators && s == TG_OK)
+                s = insert(pf, st, "iiisssni", id++, phase_id, (int64_t)d, "accumulate",
+                           phase_names[ph], "add gradients into the accumulators", (int64_t)k++);
+            for (int t = 0; s == TG_OK && t < p->n_transfers; t++) {
+                const tg_transfer *tr = &p->transfers[t];
+                if (tr->src_device != d || (int)tr->phase != ph)
+                    continue;
+                snprintf(name, sizeof name, "copy %s to device %d", g->nodes[tr->node]->name,
+                         tr->dst_device);
+                s = insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "copy", phase_names[ph],
+                           name, (int64_t)tr->node, (int64_t)k++);
+            }
+        }
+        const tg_pipe_schedule *sc = &p->schedule;
+        for (int k = 0; s == TG_OK && k < sc->n_ops[d]; k++)
+            s = insert(pf, sch, "iiis", (int64_t)d, (int64_t)k, (int64_t)sc->ops[d][k].micro_batch,
+                       sc->ops[d][k].backward ? "backward" : "forward");
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(sch);
+    return s;
+}
+
+static tg_status write_liveness(tg_profile *pf)
+{
+    const tg_program *p = pf->program;
+    const tg_graph *g = p->graph;
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO liveness VALUES(?,?,?,?,?)");
+    tg_status s = st ? TG_OK : db_error(pf, "prepare");
+    for (int d = 0; s == TG_OK && d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        int n = 0;
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            n += dp->n_steps[ph];
+        int64_t *live = tg_calloc((size_t)n + 2, sizeof(int64_t));
+        if (!live) {
+            s = tg_error(TG_ERR_NOMEM, "profile: out of memory");
+            break;
+        }
+        int64_t always = 0;
+        for (int i = 0; i < p->n_buffers; i++) {
+            const tg_buffer *b = &p->buffers[i];
+            if (b->device != d)
+                continue;
+            if (b->region != TG_REGION_ACTIVATION) {
+                always += (int64_t)(b->stride * (size_t)b->slots);
+                continue;
+            }
+            for (int k = b->first < 0 ? 0 : b->first; k <= b->last && k < n; k++)
+                live[k] += (int64_t)b->bytes;
+        }
+        int k = 0;
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int i = 0; i < dp->n_steps[ph]; i++, k++) {
+                const tg_step *stp = &dp->steps[ph][i];
+                live[k] += (int64_t)stp->scratch_bytes;
+                if (s == TG_OK)
+                    s = insert(pf, st, "iisii", (int64_t)d, (int64_t)k, g->nodes[stp->node]->name,
+                               live[k], always);
+            }
+        tg_free(live);
+    }
+    sqlite3_finalize(st);
+    return s;
+}
+
+static tg_status make_dirs(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return tg_error(TG_ERR_IO, "profile: cannot create directory '%s': %s", buf,
+                            strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return tg_error(TG_ERR_IO, "profile: cannot create directory '%s': %s", buf, strerror(errno));
+    return TG_OK;
+}
+
+tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o,
+                          bool execution, tg_profile **out)
+{
+    *out = NULL;
+    tg_profile *pf = tg_calloc(1, sizeof *pf);
+    if (!pf)
+        return tg_error(TG_ERR_NOMEM, "profile: out of memory");
+    pf->program = p;
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/%s", dir, p->training ? "training" : "inference");
+    tg_status s = make_dirs(sub);
+    snprintf(pf->path, sizeof pf->path, "%s/profile.sqlite", sub);
+    if (s == TG_OK && remove(pf->path) != 0 && errno != ENOENT)
+        s = tg_error(TG_ERR_IO, "profile: cannot replace '%s': %s", pf->path, strerror(errno));
+    if (s == TG_OK && sqlite3_open(pf->path, &pf->db) != SQLITE_OK)
+        s = db_error(pf, "open");
+    bool flops = tg_options_get_int(o, "profiler.includeFlopEstimates") != 0;
+    if (s == TG_OK)
+        s = exec(pf, "PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF; BEGIN;");
+    if (s == TG_OK)
+        s = exec(pf, schema);
+    if (s == TG_OK)
+        s = write_meta(pf, o);
+    if (s == TG_OK)
+        s = write_devices(pf);
+    if (s == TG_OK)
+        s = write_ops(pf, flops);
+    if (s == TG_OK)
+        s = write_tensors(pf);
+    if (s == TG_OK)
+        s = write_program_tree(pf);
+    if (s == TG_OK)
+        s = write_liveness(pf);
+    if (s == TG_OK)
+        s = exec(pf, execution ? "INSERT INTO meta VALUES('execution_profile', 'true'); COMMIT;"
+                               : "INSERT INTO meta VALUES('execution_profile', 'false'); COMMIT;");
+    if (s != TG_OK) {
+        if (pf->db)
+            sqlite3_close(pf->db);
+        tg_free(pf);
+        return s;
+    }
+    *out = pf;
+    return TG_OK;
+}
+
+const char *tg_profile_path(const tg_profile *pf) { return pf->path; }
+
+/* ---- execution profile ------------------------------------------------------------ */
+
+tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int64_t run)
+{
+    if (!pf)
+        return TG_OK;
+    const tg_program *p = pf->program;
+    TG_TRY(exec(pf, "BEGIN"));
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO trace VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+    tg_status status = st ? TG_OK : db_error(pf, "prepare");
+    for (int i = 0; status == TG_OK && i < p->replicas * p->n_devices; i++) {
+        const tg_recorder *r = &s->recorders[i];
+        for (int k = 0; status == TG_OK && k < r->n_events; k++) {
+            const tg_event *e = &r->events[k];
+            status = insert(pf, st, "iiissiiiiiid", run, (int64_t)(i / p->n_devices),
+                            (int64_t)(i % p->n_devices), tg_event_name((tg_event_kind)e->kind),
+                            phase_names[e->phase], (int64_t)e->iteration, (int64_t)e->micro_batch,
+                            (int64_t)e->peer, e->start_ns, e->end_ns, e->bytes, e->flops);
+        }
+    }
+    sqlite3_finalize(st);
+    if (status == TG_OK)
+        status = exec(pf, "COMMIT");
+    else
+        exec(pf, "ROLLBACK");
+    return status;
+}
+
+tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s)
+{
+    if (!pf)
+        return TG_OK;
+    const tg_program *p = pf->program;
+    tg_status status = TG_OK;
+    if (s && s->recorders) {
+        status = exec(pf, "BEGIN");
+        sqlite3_stmt *st = prepare(pf, "UPDATE ops SET calls = ?, total_ns = ? WHERE id = ?");
+        for (int n = 0; status == TG_OK && st && n < p->graph->n_nodes; n++) {
+            int64_t calls = 0, ns = 0;
+            for (int i = 0; i < p->replicas * p->n_devices; i++) {
+                calls += s->recorders[i].op_calls[n];
+                ns += s->recorders[i].op_ns[n];
+            }
+            if (calls)
+                status = insert(pf, st, "iii", calls, ns, (int64_t)n);
+        }
+        sqlite3_finalize(st);
+        if (status == TG_OK)
+            status = exec(pf, "COMMIT");
+    }
+    if (sqlite3_close(pf->db) != SQLITE_OK && status == TG_OK)
+        status = db_error(pf, "close");
+    tg_free(pf);
+    return status;
+}

@@ -1,0 +1,31 @@
+/* profile/profile.h - the profile of one compiled program: a SQLite
+ * database (schema in docs/profile-format.md) holding what was planned (the
+ * graph profile: target, memory plan, liveness, program tree, ops, tensors)
+ * and what ran (the execution profile: the timed steps of the first runs).
+ *
+ * Written by the session when autoReport.* asks for it; read by the
+ * analysers and by anyone with `sqlite3`.
+ */
+#ifndef TG_PROFILE_PROFILE_H
+#define TG_PROFILE_PROFILE_H
+
+#include "compile/program.h"
+#include "tilegraph/options.h"
+
+#define TG_PROFILE_SCHEMA_VERSION 1
+
+typedef struct tg_profile tg_profile;
+struct tg_session;
+
+/* Create DIR/<training|inference>/profile.sqlite (replacing an older one) and
+ * write the graph profile of `p` into it. `execution` says whether runs will
+ * be recorded. */
+tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o,
+                          bool execution, tg_profile **out);
+/* Append the events of the session's last run (run number `run`). */
+tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int64_t run);
+/* Write the per-op totals and close the file. */
+tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s);
+const char *tg_profile_path(const tg_profile *pf);
+
+#endif
