@@ -189,17 +189,12 @@ int cmd_train(int argc, char **argv)
     tg_options *o = device_options(&a.dev, "train", false);
     if (!o)
         goto done;
-    /* the optimizer needs the steps per epoch (schedules), which need the session's
-     * samples per step: build with a constant rate first, then rebuild if needed */
-    opt = tg_optimizer_sgd(0.0f, 0.0f);
-    if (make_optimizer(&a, 1, &opt) != 0)
-        goto done;
-    if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
-        tg_session_create(mg.graph, o, &s) != TG_OK) {
-        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-        goto done;
-    }
-    int64_t per_step = tg_session_samples_per_run(s, mg.images);
+    /* a host step's samples, from the options: the loader and the learning
+     * rate schedule (which counts weight updates) need them before the
+     * session exists */
+    int64_t m = tg_options_get_int(o, "Training.gradientAccumulation");
+    int64_t per_update = a.batch * m * tg_options_get_int(o, "replicationFactor");
+    int64_t per_step = per_update * tg_options_get_int(o, "deviceIterations");
     tg_loader_config lc = tg_loader_defaults(ctx.train, per_step);
     lc.seed = (uint64_t)a.seed;
     lc.mean = ctx.model->mean;
@@ -208,20 +203,13 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    int64_t updates_per_epoch = tg_loader_steps_per_epoch(loader) * (per_step / a.batch) /
-                                (a.dev.accumulation > 0 ? a.dev.accumulation : 1) /
-                                (a.dev.replicas > 0 ? a.dev.replicas : 1);
-    if (strcmp(a.schedule, "constant") != 0) {
-        tg_session_destroy(s);
-        tg_model_graph_destroy(&mg);
-        s = NULL;
-        if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
-            goto done;
-        if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
-            tg_session_create(mg.graph, o, &s) != TG_OK) {
-            fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-            goto done;
-        }
+    int64_t updates_per_epoch = tg_loader_steps_per_epoch(loader) * per_step / per_update;
+    if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
+        goto done;
+    if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
+        tg_session_create(mg.graph, o, &s) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
     }
     if (a.load && tg_checkpoint_load(s, a.load, ctx.model->name) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
@@ -251,6 +239,10 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     if (!a.json) {
+        if (a.dev.profile || a.dev.profile_dir)
+            printf("profiles: %s/training/profile.sqlite, %s/inference/profile.sqlite\n",
+                   a.dev.profile_dir ? a.dev.profile_dir : "./profile",
+                   a.dev.profile_dir ? a.dev.profile_dir : "./profile");
         printf("test accuracy: %.2f%%\n", test_acc);
         printf("training: %.0f samples/s\n", (double)total_samples / total_seconds);
         if (a.save)

@@ -40,6 +40,10 @@ int device_flags(device_args *a, cli_flag *f)
          9e18},
         {"--options", CLI_STRING, &a->options_file, "FILE",
          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
+        {"--profile", CLI_BOOL, &a->profile, NULL,
+         "write graph and execution profiles (autoReport.all)", 1, 0},
+        {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
+         "where profiles go (default ./profile): DIR/training, DIR/inference", 1, 0},
     };
     memcpy(f, list, sizeof list);
     return DEVICE_FLAG_COUNT;
@@ -112,6 +116,10 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && set_int(o, command, "threadsPerDevice", a->threads);
     ok = ok && set_int(o, command, "memoryPerDevice", a->memory);
     ok = ok && set_int(o, command, "randomSeed", a->seed);
+    if (a->profile || a->profile_dir) {
+        ok = ok && set(o, command, "autoReport.all", "true");
+        ok = ok && set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");
+    }
     /* the command shows every micro-batch's loss and accuracy unless told otherwise */
     if (ok && !a->output_mode && !strcmp(tg_options_get_string(o, "outputMode"), "default"))
         ok = set(o, command, "outputMode", "all");
