@@ -30,14 +30,20 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Samples per second of one pass over `n` training samples. */
-static double train_rate(const tg_dataset *ds, int threads, int batch)
+/* Samples per second of one pass over the training samples; with a profile
+ * directory, the graph profile and the first two host steps' execution are
+ * recorded into it. */
+static double train_rate(const tg_dataset *ds, int threads, int batch, const char *profile_dir)
 {
     const tg_model_spec *m = tg_model_find("mnist-pipeline");
     tg_optimizer opt = tg_optimizer_adamw(0.001f);
     tg_model_graph mg;
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", threads);
+    if (profile_dir) {
+        tg_options_set(o, "autoReport.all", "true");
+        tg_options_set(o, "autoReport.directory", profile_dir);
+    }
     tg_session *s = NULL;
     if (tg_model_graph_create(m, batch, &opt, &mg) != TG_OK || tg_session_create(mg.graph, o, &s) != TG_OK) {
         fprintf(stderr, "bench_train: %s\n", tg_error_message());
@@ -53,7 +59,7 @@ static double train_rate(const tg_dataset *ds, int threads, int batch)
     float loss = 0;
     tg_loader_start_epoch(l, 0);
     int64_t steps = tg_loader_steps_per_epoch(l), count = 0, seen = 0;
-    double t0 = now();
+    double t0 = now(); /* includes writing the profile, when on */
     for (int64_t k = 0; k < steps; k++) {
         tg_loader_next(l, img, lab, &count);
         tg_session_write(s, mg.images, img, (size_t)count * 784 * sizeof(float));
@@ -115,7 +121,7 @@ int main(void)
         return 1;
     }
     for (int threads = 1; threads <= 2; threads++) {
-        double ours = train_rate(ds, threads, 40);
+        double ours = train_rate(ds, threads, 40, NULL);
         char version[64] = "none";
         double ref = torch_rate(threads, version, sizeof version);
         printf("{\"bench\":\"train_mnist_pipeline\",\"batch\":40,\"optimizer\":\"adamw\","
@@ -123,6 +129,18 @@ int main(void)
                "\"reference_samples_per_s\":%.1f,\"ratio\":%.3f}\n",
                threads, (long long)ds->n, ours, version, ref, ref > 0 ? ours / ref : 0.0);
         fflush(stdout);
+    }
+    /* profiling overhead: the same training with profiles on, in the same run */
+    char dir[] = "/tmp/tg_bench_profile_XXXXXX";
+    if (mkdtemp(dir)) {
+        double off = train_rate(ds, 1, 40, NULL), on = train_rate(ds, 1, 40, dir);
+        printf("{\"bench\":\"profile_overhead\",\"threads\":1,\"samples_per_s_off\":%.1f,"
+               "\"samples_per_s_on\":%.1f,\"slowdown_percent\":%.2f,\"target_percent\":5}\n",
+               off, on, 100.0 * (off - on) / off);
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "bench_train: could not remove %s\n", dir);
     }
     tg_dataset_destroy(ds);
     return 0;
