@@ -102,60 +102,13 @@ size_t tg_conv_direct_scratch(tg_op which, const tg_conv_geom *g, int n_threads)
 
 /* ---- per-image data movement (no SIMD needed) ------------------------------------------ */
 
-/* xp = x zero-padded to [C][Hp][Wp], then zero slack. Only the padding is
- * zeroed (not the whole buffer first): for one-channel layers this copy
- * costs as much as the arithmetic. */
-static void pad_image(const dplan *d, const float *x, float *xp)
+/* The padding of xp, the gaps of a wide gradient and the slack after both
+ * sit at the same places for every image, so each thread zeroes its buffers
+ * once per call and then only copies the rows of each image in. */
+static inline void copy_tail(float *d, const float *s, int n)
 {
-    const tg_conv_geom *g = &d->g;
-    size_t top = (size_t)(g->ph * d->Wp) * sizeof(float);
-    for (int64_t c = 0; c < g->C; c++) {
-        float *pc = xp + c * d->HpWp;
-        memset(pc, 0, top);
-        for (int64_t y = 0; y < g->H; y++) {
-            float *row = pc + (y + g->ph) * d->Wp;
-            for (int64_t i = 0; i < g->pw; i++)
-                row[i] = row[g->pw + g->W + i] = 0.0f;
-            memcpy(row + g->pw, x + (c * g->H + y) * g->W, (size_t)g->W * sizeof(float));
-        }
-        memset(pc + (g->ph + g->H) * d->Wp, 0, top);
-    }
-    memset(xp + g->C * d->HpWp, 0, (d->xp_f - (size_t)(g->C * d->HpWp)) * sizeof(float));
-}
-
-/* dyw[co][oy*Wp + ox] = dy[co][oy][ox], zero at ox >= OW and past the last row. */
-static void widen_grad(const dplan *d, const float *dy, float *dyw)
-{
-    const tg_conv_geom *g = &d->g;
-    for (int64_t k = 0; k < g->K; k++) {
-        float *pk = dyw + k * d->Qp;
-        for (int64_t oy = 0; oy < g->OH; oy++) {
-            float *row = pk + oy * d->Wp;
-            memcpy(row, dy + (k * g->OH + oy) * g->OW, (size_t)g->OW * sizeof(float));
-            int64_t gap = oy + 1 < g->OH ? d->Wp - g->OW : d->Qp - (oy * d->Wp + g->OW);
-            memset(row + g->OW, 0, (size_t)gap * sizeof(float));
-        }
-    }
-}
-
-/* y[co][oy][ox] = yw[co][oy*Wp + ox] */
-static void narrow_output(const dplan *d, const float *yw, float *y)
-{
-    const tg_conv_geom *g = &d->g;
-    for (int64_t k = 0; k < g->K; k++)
-        for (int64_t oy = 0; oy < g->OH; oy++)
-            memcpy(y + (k * g->OH + oy) * g->OW, yw + k * d->Qp + oy * d->Wp,
-                   (size_t)g->OW * sizeof(float));
-}
-
-/* dx = the interior of the padded gradient dxp */
-static void crop_image(const dplan *d, const float *dxp, float *dx)
-{
-    const tg_conv_geom *g = &d->g;
-    for (int64_t c = 0; c < g->C; c++)
-        for (int64_t y = 0; y < g->H; y++)
-            memcpy(dx + (c * g->H + y) * g->W, dxp + c * d->HpWp + (y + g->ph) * d->Wp + g->pw,
-                   (size_t)g->W * sizeof(float));
+    for (int i = 0; i < n; i++)
+        d[i] = s[i];
 }
 
 /* ---- the inner loops, once per instruction set ---------------------------------------------- */
@@ -171,6 +124,9 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
 #define VADD(a, b) _mm512_add_ps((a), (b))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define VCOPY_TAIL(d, s, n)                                                    \
+    _mm512_mask_storeu_ps((d), (__mmask16)((1u << (n)) - 1u),                  \
+                          _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (s)))
 #define CB_MAX 12
 #define CB_BWD 12
 #define WB_CO 5
@@ -185,6 +141,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #undef VSTORE
 #undef VADD
 #undef VFMA
+#undef VCOPY_TAIL
 #undef CB_MAX
 #undef CB_BWD
 #undef WB_CO
@@ -201,6 +158,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #define VSTORE(p, v) _mm256_storeu_ps((p), (v))
 #define VADD(a, b) _mm256_add_ps((a), (b))
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define VCOPY_TAIL(d, s, n) copy_tail((d), (s), (n))
 #define CB_MAX 6
 #define CB_BWD 6
 #define WB_CO 3
@@ -215,6 +173,7 @@ static void crop_image(const dplan *d, const float *dxp, float *dx)
 #undef VSTORE
 #undef VADD
 #undef VFMA
+#undef VCOPY_TAIL
 #undef CB_MAX
 #undef CB_BWD
 #undef WB_CO
@@ -251,6 +210,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #define VSTORE(p, v) v4_store((p), (v))
 #define VADD(a, b) v4_add((a), (b))
 #define VFMA(a, b, c) v4_fma((a), (b), (c))
+#define VCOPY_TAIL(d, s, n) copy_tail((d), (s), (n))
 #define CB_MAX 6
 #define CB_BWD 6
 #define WB_CO 3
@@ -265,6 +225,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #undef VSTORE
 #undef VADD
 #undef VFMA
+#undef VCOPY_TAIL
 #undef CB_MAX
 #undef CB_BWD
 #undef WB_CO
@@ -274,23 +235,27 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 typedef void (*fwd_fn)(const dplan *, const float *, const float *, const float *, float *);
 typedef void (*bwd_data_fn)(const dplan *, const float *, const float *, float *);
 typedef void (*bwd_weight_fn)(const dplan *, const float *, const float *, int64_t, float *);
+typedef void (*copy_fn)(float *, int64_t, const float *, int64_t, int64_t, int64_t);
 
 typedef struct dkernels {
     fwd_fn fwd;
     bwd_data_fn bwd_data;
     bwd_weight_fn bwd_weight;
+    copy_fn copy;
 } dkernels;
 
 static dkernels pick_kernels(int vl)
 {
 #ifdef TG_HAVE_X86
     if (vl == 16)
-        return (dkernels){fwd_image_avx512, bwd_data_image_avx512, bwd_weight_images_avx512};
+        return (dkernels){fwd_image_avx512, bwd_data_image_avx512, bwd_weight_images_avx512,
+                           copy_rows_avx512};
     if (vl == 8)
-        return (dkernels){fwd_image_avx2, bwd_data_image_avx2, bwd_weight_images_avx2};
+        return (dkernels){fwd_image_avx2, bwd_data_image_avx2, bwd_weight_images_avx2,
+                           copy_rows_avx2};
 #endif
     (void)vl;
-    return (dkernels){fwd_image_base, bwd_data_image_base, bwd_weight_images_base};
+    return (dkernels){fwd_image_base, bwd_data_image_base, bwd_weight_images_base, copy_rows_base};
 }
 
 /* ---- threads over images ------------------------------------------------------------------- */
@@ -306,41 +271,61 @@ typedef struct djob {
     size_t slice_bytes;
 } djob;
 
+/* x image n into the interior of a padded buffer whose margins are zero */
+static void pad_into(const djob *j, const float *x, float *xp)
+{
+    const dplan *d = &j->d;
+    const tg_conv_geom *g = &d->g;
+    for (int64_t c = 0; c < g->C; c++)
+        j->k.copy(xp + c * d->HpWp + g->ph * d->Wp + g->pw, d->Wp, x + c * g->H * g->W, g->W,
+                  g->H, g->W);
+}
+
 static void run_images(void *ctx, int64_t b, int64_t e, int t)
 {
     const djob *j = ctx;
     const dplan *d = &j->d;
     const tg_conv_geom *g = &d->g;
     float *slice = (float *)(j->slices + (size_t)t * j->slice_bytes);
-    int64_t CHW = g->C * g->H * g->W, KP = g->K * g->OH * g->OW;
+    int64_t CHW = g->C * g->H * g->W, KP = g->K * g->OH * g->OW, P = g->OH * g->OW;
     switch (j->which) {
     case TG_OP_CONV2D: {
         float *xp = slice, *yw = slice + d->xp_f;
+        memset(xp, 0, d->xp_f * sizeof(float));
         for (int64_t n = b; n < e; n++) {
-            pad_image(d, j->in0 + n * CHW, xp);
+            pad_into(j, j->in0 + n * CHW, xp);
             j->k.fwd(d, xp, j->shared, j->bias, yw);
-            narrow_output(d, yw, j->out + n * KP);
+            for (int64_t k = 0; k < g->K; k++) /* the wide output's valid columns */
+                j->k.copy(j->out + n * KP + k * P, g->OW, yw + k * d->Qp, d->Wp, g->OH, g->OW);
         }
         break;
     }
     case TG_OP_CONV2D_BWD_DATA: {
         float *dxp = slice, *dyw = slice + d->xp_f;
+        memset(dyw, 0, d->yw_f * sizeof(float));
         for (int64_t n = b; n < e; n++) {
-            widen_grad(d, j->in0 + n * KP, dyw);
+            for (int64_t k = 0; k < g->K; k++)
+                j->k.copy(dyw + k * d->Qp, d->Wp, j->in0 + n * KP + k * P, g->OW, g->OH, g->OW);
             memset(dxp, 0, d->xp_f * sizeof(float));
             j->k.bwd_data(d, dyw, j->shared, dxp);
-            crop_image(d, dxp, j->out + n * CHW);
+            for (int64_t c = 0; c < g->C; c++) /* the interior of the padded gradient */
+                j->k.copy(j->out + n * CHW + c * g->H * g->W, g->W,
+                          dxp + c * d->HpWp + g->ph * d->Wp + g->pw, d->Wp, g->H, g->W);
         }
         break;
     }
     default: {
         float *xps = slice, *dyws = slice + d->nbw * d->xp_f;
         float *accv = dyws + d->nbw * d->yw_f; /* zeroed by the caller */
+        memset(slice, 0, (size_t)d->nbw * (d->xp_f + d->yw_f) * sizeof(float));
         for (int64_t n0 = b; n0 < e; n0 += d->nbw) {
             int64_t cnt = e - n0 < d->nbw ? e - n0 : d->nbw;
             for (int64_t i = 0; i < cnt; i++) {
-                widen_grad(d, j->in0 + (n0 + i) * KP, dyws + i * d->yw_f);
-                pad_image(d, j->in1 + (n0 + i) * CHW, xps + i * d->xp_f);
+                float *dyw = dyws + i * d->yw_f;
+                for (int64_t k = 0; k < g->K; k++)
+                    j->k.copy(dyw + k * d->Qp, d->Wp, j->in0 + (n0 + i) * KP + k * P, g->OW,
+                              g->OH, g->OW);
+                pad_into(j, j->in1 + (n0 + i) * CHW, xps + i * d->xp_f);
             }
             j->k.bwd_weight(d, xps, dyws, cnt, accv);
         }

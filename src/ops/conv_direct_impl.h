@@ -4,6 +4,7 @@
  *   VL          floats per vector (16, 8 or 4)
  *   SFX         suffix of the generated functions (_avx512, _avx2, _base)
  *   VT, VZERO(), VSET1(f), VLOAD(p), VSTORE(p, v), VADD(a, b), VFMA(a, b, c)
+ *   VCOPY_TAIL(dst, src, n)      copy n < VL floats
  *   CB_MAX      most output channels in registers (x2 vectors) in the forward
  *   CB_BWD      most input channels in registers (x2 vectors) in the backward data
  *   WB_CO, WB_T largest register block of the weight-gradient kernel
@@ -21,6 +22,21 @@
 #define DCAT_(a, b) a##b
 #define DCAT(a, b) DCAT_(a, b)
 #define DFN(name) DCAT(name, SFX)
+
+/* Copy rows of len floats between strided layouts (padding an image,
+ * widening a gradient, narrowing an output): rows are short and many, so an
+ * inline vector loop beats a libc call per row. */
+static DTARGET void DFN(copy_rows)(float *dst, int64_t dst_stride, const float *src,
+                                   int64_t src_stride, int64_t rows, int64_t len)
+{
+    for (int64_t r = 0; r < rows; r++, dst += dst_stride, src += src_stride) {
+        int64_t i = 0;
+        for (; i + VL <= len; i += VL)
+            VSTORE(dst + i, VLOAD(src + i));
+        if (i < len)
+            VCOPY_TAIL(dst + i, src + i, (int)(len - i));
+    }
+}
 
 /* Forward, one block of cb output channels starting at co0, one image, two
  * vectors of positions at a time (each weight broadcast feeds two FMAs, which
