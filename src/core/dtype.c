@@ -102,8 +102,8 @@ float tg_f16_to_f32(uint16_t h)
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
-    if (exp == 0x1f)
-        return bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0x1f) /* infinity, or NaN made quiet as the F16C instructions do */
+        return bits_f32(sign | 0x7f800000u | (mant ? 0x00400000u : 0u) | (mant << 13));
     if (exp == 0) {
         if (mant == 0)
             return bits_f32(sign);
