@@ -1,7 +1,9 @@
 /* ops/conv_direct.c - direct SIMD convolution kernels for stride 1 and
- * groups 1 (any padding and dilation), the fast path for layers with few
- * channels, where im2col + GEMM gives OpenBLAS thin, awkward matrices: the
- * first layer of a small CNN (1 input channel) and its weight gradient.
+ * groups 1 (any padding and dilation), the fast path for small and medium
+ * layers (up to about 64 channels of 3x3 or 5x5: see tg_conv_method_for),
+ * where im2col + GEMM gives OpenBLAS thin, awkward matrices (the first layer
+ * of a small CNN has 1 input channel) or spends as long on im2col as on the
+ * GEMM.
  *
  * Each image is copied into a zero-padded "wide" buffer of Hp x Wp (plus one
  * vector of zero slack), and outputs are computed at positions q = oy*Wp + ox
@@ -100,11 +102,9 @@ size_t tg_conv_direct_scratch(tg_op which, const tg_conv_geom *g, int n_threads)
            (size_t)T * tg_conv_align(d.slice_f * sizeof(float));
 }
 
-/* ---- per-image data movement (no SIMD needed) ------------------------------------------ */
+/* ---- per-image data movement ------------------------------------------------------------- */
 
-/* The padding of xp, the gaps of a wide gradient and the slack after both
- * sit at the same places for every image, so each thread zeroes its buffers
- * once per call and then only copies the rows of each image in. */
+/* The baseline's copy of a row's last n < VL floats. */
 static inline void copy_tail(float *d, const float *s, int n)
 {
     for (int i = 0; i < n; i++)
@@ -271,7 +271,12 @@ typedef struct djob {
     size_t slice_bytes;
 } djob;
 
-/* x image n into the interior of a padded buffer whose margins are zero */
+/* The padding of xp, the gaps of a wide gradient and the slack after both
+ * sit at the same places for every image, so each thread zeroes its buffers
+ * once per call and then only copies the rows of each image in (the copies
+ * are the per-ISA copy_rows: short rows, many of them).
+ *
+ * x image into the interior of a padded buffer whose margins are zero. */
 static void pad_into(const djob *j, const float *x, float *xp)
 {
     const dplan *d = &j->d;
