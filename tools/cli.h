@@ -61,6 +61,7 @@ void cli_progress_finish(cli_progress *p, const char *status);
 int cmd_train(int argc, char **argv);
 int cmd_infer(int argc, char **argv);
 int cmd_models(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 int cmd_options(int argc, char **argv);
 
 #endif

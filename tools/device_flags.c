@@ -40,6 +40,8 @@ int device_flags(device_args *a, cli_flag *f)
          9e18},
         {"--options", CLI_STRING, &a->options_file, "FILE",
          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
+        {"--engine-option", CLI_STRING, &a->engine_options, "KEY=VALUE[,...]",
+         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true", 1, 0},
         {"--profile", CLI_BOOL, &a->profile, NULL,
          "write graph and execution profiles (autoReport.all)", 1, 0},
         {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
@@ -116,6 +118,21 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && set_int(o, command, "threadsPerDevice", a->threads);
     ok = ok && set_int(o, command, "memoryPerDevice", a->memory);
     ok = ok && set_int(o, command, "randomSeed", a->seed);
+    if (ok && a->engine_options) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", a->engine_options);
+        char *save = NULL;
+        for (char *kv = strtok_r(buf, ",", &save); ok && kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (!eq) {
+                fprintf(stderr, "tilegraph %s: --engine-option '%s' is not KEY=VALUE\n", command, kv);
+                ok = false;
+                break;
+            }
+            *eq = '\0';
+            ok = set(o, command, kv, eq + 1);
+        }
+    }
     if (a->profile || a->profile_dir) {
         ok = ok && set(o, command, "autoReport.all", "true");
         ok = ok && set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");

@@ -16,6 +16,7 @@ typedef struct {
 static const subcommand subcommands[] = {
     {"train", cmd_train, "train a model (Fashion-MNIST by default) and report test accuracy"},
     {"infer", cmd_infer, "classify test images with a trained checkpoint"},
+    {"compile", cmd_compile, "compile a model for the devices and print its memory plan"},
     {"models", cmd_models, "list the built-in models"},
     {"options", cmd_options, "list the session options and their defaults"},
 };

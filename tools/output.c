@@ -5,24 +5,13 @@
  */
 #include "cli.h"
 
+#include "core/units.h"
+
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-char *cli_bytes(double b, char *buf, size_t cap)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, cap, "%.0f B", b);
-    else
-        snprintf(buf, cap, b < 10 ? "%.2f %s" : b < 100 ? "%.1f %s" : "%.0f %s", b, units[u]);
-    return buf;
-}
+char *cli_bytes(double b, char *buf, size_t cap) { return tg_bytes_str(b, buf, cap); }
 
 char *cli_duration(double s, char *buf, size_t cap)
 {

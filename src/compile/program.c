@@ -7,6 +7,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/pool.h"
+#include "core/units.h"
 #include "ops/op.h"
 
 #include <stdio.h>
@@ -287,24 +288,64 @@ static tg_status allocate_lists(tg_program *p, int n_order)
     return TG_OK;
 }
 
+/* "needs X but has Y; largest: ...; largest buffers: ..." for device d. */
+static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
+{
+    const tg_device_program *dp = &p->devices[d];
+    char msg[2048], a[32], b[32];
+    size_t used = (size_t)snprintf(msg, sizeof msg, "device %d needs %s but has %s (memoryPerDevice)",
+                                   d, tg_bytes_str((double)dp->arena_bytes, a, sizeof a),
+                                   tg_bytes_str((double)cap, b, sizeof b));
+    /* the three largest categories */
+    bool shown[TG_REGION_COUNT] = {0};
+    for (int k = 0; k < 3 && used < sizeof msg; k++) {
+        int best = -1;
+        for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
+            if (!shown[r] && dp->region_bytes[r] &&
+                (best < 0 || dp->region_bytes[r] > dp->region_bytes[best]))
+                best = r;
+        if (best < 0)
+            break;
+        shown[best] = true;
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %s %s", k ? "," : "; largest:",
+                                 tg_region_name((tg_region)best),
+                                 tg_bytes_str((double)dp->region_bytes[best], a, sizeof a));
+    }
+    /* the three largest buffers */
+    int top[3] = {-1, -1, -1};
+    for (int i = 0; i < p->n_buffers; i++) {
+        const tg_buffer *buf = &p->buffers[i];
+        if (buf->device != d)
+            continue;
+        size_t sz = buf->stride * (size_t)buf->slots;
+        for (int k = 0; k < 3; k++) {
+            const tg_buffer *t = top[k] >= 0 ? &p->buffers[top[k]] : NULL;
+            if (!t || sz > t->stride * (size_t)t->slots) {
+                for (int j = 2; j > k; j--)
+                    top[j] = top[j - 1];
+                top[k] = i;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < 3 && top[k] >= 0 && used < sizeof msg; k++) {
+        const tg_buffer *buf = &p->buffers[top[k]];
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s '%s' (%s) %s x %d", k ? "," : "; largest buffers:",
+                                 p->graph->nodes[buf->node]->name, tg_region_name(buf->region),
+                                 tg_bytes_str((double)buf->bytes, a, sizeof a), buf->slots);
+    }
+    return tg_error(TG_ERR_NOMEM, "%s. Set debug.allowOutOfMemory to compile it anyway and look "
+                    "at the plan", msg);
+}
+
 static tg_status check_capacity(const tg_program *p, const tg_options *o)
 {
     int64_t cap = tg_options_get_int(o, "memoryPerDevice");
     if (tg_options_get_int(o, "debug.allowOutOfMemory"))
         return TG_OK; /* compile anyway; the profile and reports show the overflow */
-    for (int d = 0; cap > 0 && d < p->n_devices; d++) {
-        const tg_device_program *dp = &p->devices[d];
-        if ((int64_t)dp->arena_bytes <= cap)
-            continue;
-        tg_region worst = TG_REGION_PARAM;
-        for (int r = 0; r < TG_REGION_COUNT; r++)
-            if (dp->region_bytes[r] > dp->region_bytes[worst])
-                worst = (tg_region)r;
-        return tg_error(TG_ERR_NOMEM,
-                        "device %d needs %zu bytes but has %lld (memoryPerDevice); the largest "
-                        "part is %s, %zu bytes", d, dp->arena_bytes, (long long)cap,
-                        tg_region_name(worst), dp->region_bytes[worst]);
-    }
+    for (int d = 0; cap > 0 && d < p->n_devices; d++)
+        if ((int64_t)p->devices[d].arena_bytes > cap)
+            return out_of_memory(p, d, cap);
     return TG_OK;
 }
 

@@ -101,6 +101,22 @@ static void write_file(const char *name, const void *data, size_t n)
     }
 }
 
+static void test_compile_plans_and_reports_out_of_memory(void)
+{
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10", 0,
+           "pipeline stash");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 --json",
+           0, "\"per_device\":[");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 4000000", 1, "device 0 needs 14.3 MiB but has 3.81 MiB");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 4000000", 1, "largest buffers: 'layer1/conv' (pipeline stash)");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true", 0,
+           "14.3 MiB");
+    EXPECT("compile --model mnist-pipeline --engine-option nonsense", 1, "not KEY=VALUE");
+}
+
 static void test_bad_data(void)
 {
     char args[1024];
@@ -181,6 +197,7 @@ int main(void)
     TG_RUN(test_help_everywhere);
     TG_RUN(test_options_documented);
     TG_RUN(test_bad_flags);
+    TG_RUN(test_compile_plans_and_reports_out_of_memory);
     TG_RUN(test_bad_data);
     TG_RUN(test_bad_options_file);
     TG_RUN(test_corrupt_checkpoint);

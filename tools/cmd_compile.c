@@ -1,0 +1,172 @@
+/* tools/cmd_compile.c - `tilegraph compile`: compile a model for the devices
+ * and print the plan, without running anything: per device the planned
+ * memory by category, the peak of live activations, the stash depth, and the
+ * FLOPs per micro-batch. "Will it fit" is answered here, in milliseconds. */
+#include "cli.h"
+#include "device_flags.h"
+
+#include "compile/program.h"
+#include "core/error.h"
+#include "tilegraph/models.h"
+
+#include <string.h>
+
+static int64_t peak_live(const tg_program *p, int d, int *at)
+{
+    const tg_device_program *dp = &p->devices[d];
+    int n = dp->n_steps[0] + dp->n_steps[1] + dp->n_steps[2];
+    int64_t best = 0;
+    *at = 0;
+    for (int s = 0; s < n; s++) {
+        int64_t live = 0;
+        for (int i = 0; i < p->n_buffers; i++) {
+            const tg_buffer *b = &p->buffers[i];
+            if (b->device == d && b->region == TG_REGION_ACTIVATION && b->first <= s && s <= b->last)
+                live += (int64_t)b->bytes;
+        }
+        if (live > best) {
+            best = live;
+            *at = s;
+        }
+    }
+    return best;
+}
+
+static const char *step_name(const tg_program *p, int d, int s)
+{
+    const tg_device_program *dp = &p->devices[d];
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+        if (s < dp->n_steps[ph])
+            return p->graph->nodes[dp->steps[ph][s].node]->name;
+        s -= dp->n_steps[ph];
+    }
+    return "";
+}
+
+static void print_text(const tg_program *p, const char *model, double ms)
+{
+    char a[32], b[32];
+    printf("%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
+           "compiled in %.1f ms\n\n", model, p->training ? "training" : "inference", p->n_devices,
+           p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
+           p->micro_batches, p->micro_batches == 1 ? "" : "es", tg_schedule_name(p->schedule.kind),
+           ms);
+    printf("%-28s", "memory");
+    for (int d = 0; d < p->n_devices; d++) {
+        char h[16];
+        snprintf(h, sizeof h, "device %d", d);
+        printf(" %12s", h);
+    }
+    printf("\n");
+    for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++) {
+        printf("%-28s", tg_region_name((tg_region)r));
+        for (int d = 0; d < p->n_devices; d++)
+            printf(" %12s", cli_bytes((double)p->devices[d].region_bytes[r], a, sizeof a));
+        printf("\n");
+    }
+    printf("%-28s", "  of which kernel scratch");
+    for (int d = 0; d < p->n_devices; d++)
+        printf(" %12s", cli_bytes((double)p->devices[d].scratch_peak, a, sizeof a));
+    printf("\n%-28s", "total");
+    for (int d = 0; d < p->n_devices; d++)
+        printf(" %12s", cli_bytes((double)p->devices[d].arena_bytes, a, sizeof a));
+    printf("\n%-28s", "stash depth (slots)");
+    for (int d = 0; d < p->n_devices; d++)
+        printf(" %12d", p->devices[d].stash_depth);
+    printf("\n%-28s", "MFLOP per micro-batch");
+    for (int d = 0; d < p->n_devices; d++)
+        printf(" %12.1f", (p->devices[d].flops[0] + p->devices[d].flops[1]) / 1e6);
+    printf("\n\npeak liveness:\n");
+    for (int d = 0; d < p->n_devices; d++) {
+        int at;
+        int64_t live = peak_live(p, d, &at);
+        printf("  device %d: %s of activations live at step %d (%s)\n", d,
+               cli_bytes((double)live, b, sizeof b), at, step_name(p, d, at));
+    }
+    printf("\nall devices of one replica: %s; %d replica%s: %s\n",
+           cli_bytes((double)p->arena_bytes, a, sizeof a), p->replicas, p->replicas == 1 ? "" : "s",
+           cli_bytes((double)p->arena_bytes * p->replicas, b, sizeof b));
+}
+
+static void print_json(const tg_program *p, const char *model, double ms)
+{
+    printf("{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
+           "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"compile_ms\":%.3f,"
+           "\"arena_bytes\":%zu,\"per_device\":[",
+           model, p->training ? "training" : "inference", p->n_devices, p->replicas,
+           p->micro_batches, p->iterations, tg_schedule_name(p->schedule.kind), ms, p->arena_bytes);
+    for (int d = 0; d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        int at;
+        int64_t live = peak_live(p, d, &at);
+        printf("%s{\"device\":%d,\"total_bytes\":%zu,\"stash_depth\":%d,\"scratch_peak_bytes\":%zu,"
+               "\"peak_live_bytes\":%lld,\"peak_live_step\":%d,\"memory\":{",
+               d ? "," : "", d, dp->arena_bytes, dp->stash_depth, dp->scratch_peak,
+               (long long)live, at);
+        for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
+            printf("%s\"%s\":%zu", r > TG_REGION_PARAM ? "," : "", tg_region_name((tg_region)r),
+                   dp->region_bytes[r]);
+        printf("}}");
+    }
+    printf("]}\n");
+}
+
+int cmd_compile(int argc, char **argv)
+{
+    const char *model = "mnist-pipeline", *optimizer = "adamw";
+    int64_t batch = 40;
+    bool inference = false, json = false;
+    device_args dev;
+    device_args_defaults(&dev);
+    cli_flag flags[64] = {
+        {"--model", CLI_STRING, &model, "NAME", "model from the zoo", 1, 0},
+        {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6},
+        {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam or adamw (its state is planned)", 1, 0},
+        {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
+        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
+    };
+    int n = 5 + device_flags(&dev, flags + 5);
+    cli_command cmd = {"compile", "Compile a model for the devices and print its memory plan.",
+                       "tilegraph compile --model NAME [--batch-size N] [device options]",
+                       "Nothing runs: this shows what a run would hold on each device.\n"
+                       "Example:\n  tilegraph compile --model mnist-pipeline --strategy pipelined "
+                       "--gradient-accumulation 10",
+                       flags, n};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r)
+        return r > 0 ? 0 : 2;
+    const tg_model_spec *m = tg_model_find(model);
+    int kind = tg_optimizer_parse(optimizer);
+    if (!m || kind < 0) {
+        fprintf(stderr, "tilegraph compile: %s\n",
+                m ? "unknown optimizer (sgd, adam or adamw)" : tg_error_message());
+        return 1;
+    }
+    tg_options *o = device_options(&dev, "compile", inference);
+    if (!o)
+        return 1;
+    tg_optimizer opt = kind == TG_OPT_SGD ? tg_optimizer_sgd(0.01f, 0.9f)
+                       : kind == TG_OPT_ADAM ? tg_optimizer_adam(0.001f)
+                                             : tg_optimizer_adamw(0.001f);
+    tg_model_graph mg;
+    tg_program *p = NULL;
+    double t0 = cli_now();
+    tg_status s = tg_model_graph_create(m, (int)batch, inference ? NULL : &opt, &mg);
+    if (s == TG_OK)
+        s = tg_program_compile(mg.graph, o, &p);
+    double ms = (cli_now() - t0) * 1e3;
+    int status = 0;
+    if (s != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        status = 1;
+    } else if (json) {
+        print_json(p, m->name, ms);
+    } else {
+        print_text(p, m->name, ms);
+    }
+    tg_program_destroy(p);
+    if (s == TG_OK || mg.graph)
+        tg_model_graph_destroy(&mg);
+    tg_options_destroy(o);
+    return status;
+}
