@@ -1,17 +1,28 @@
-/* models/zoo.c - the table of built-in models and the training-graph builder. */
+/* models/zoo.c - the table of built-in models, their inputs and
+ * normalisation, and the training-graph builder. */
 #include "tilegraph/models.h"
 
 #include "core/error.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const tg_model_spec tg_model_fashion_basic;
 extern const tg_model_spec tg_model_mnist_pipeline;
+extern const tg_model_spec tg_model_resnet18;
+extern const tg_model_spec tg_model_resnet34;
+extern const tg_model_spec tg_model_resnet50;
+extern const tg_model_spec tg_model_resnet101;
 
 static const tg_model_spec *const models[] = {
     &tg_model_fashion_basic,
     &tg_model_mnist_pipeline,
+    &tg_model_resnet18,
+    &tg_model_resnet34,
+    &tg_model_resnet50,
+    &tg_model_resnet101,
 };
 
 #define N_MODELS ((int)(sizeof models / sizeof models[0]))
@@ -39,22 +50,99 @@ const tg_model_spec *tg_model_find(const char *name)
     return NULL;
 }
 
+tg_model_input tg_model_default_input(const tg_model_spec *m)
+{
+    return (tg_model_input){m->channels, m->height, m->width, m->classes};
+}
+
+bool tg_model_any_input(const tg_model_spec *m) { return m->build_for != NULL; }
+
+/* One positive int of "CxHxW" at *p, advancing *p past it. */
+static bool parse_dim(const char **p, int *out)
+{
+    if (**p < '0' || **p > '9')
+        return false; /* strtol would take a sign or spaces */
+    char *end;
+    errno = 0;
+    long v = strtol(*p, &end, 10);
+    if (errno || v <= 0 || v > 1000000)
+        return false;
+    *out = (int)v;
+    *p = end;
+    return true;
+}
+
+tg_status tg_model_input_parse(const char *text, tg_model_input *in)
+{
+    const char *p = text ? text : "";
+    int d[3];
+    for (int i = 0; i < 3; i++) {
+        if (!parse_dim(&p, &d[i]) || *p != (i < 2 ? 'x' : '\0'))
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "input shape '%s': expected CxHxW with positive integers, like 3x64x64",
+                            text ? text : "(null)");
+        p += i < 2;
+    }
+    in->channels = d[0];
+    in->height = d[1];
+    in->width = d[2];
+    return TG_OK;
+}
+
+void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, float *std)
+{
+    bool per_channel = m->channel_mean && m->channel_std && channels == m->channels;
+    for (int c = 0; c < channels; c++) {
+        mean[c] = per_channel ? m->channel_mean[c] : m->mean;
+        std[c] = per_channel ? m->channel_std[c] : m->std;
+    }
+}
+
 tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_optimizer *opt,
                                 tg_model_graph *out)
+{
+    return tg_model_graph_create_ex(m, batch, opt, NULL, out);
+}
+
+/* Whether `in` is an input the model can be built for; sets the message. */
+static tg_status check_input(const tg_model_spec *m, const tg_model_input *in)
+{
+    if (in->channels <= 0 || in->height <= 0 || in->width <= 0 || in->classes <= 0)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "%s: input %dx%dx%d with %d classes: every size must be positive", m->name,
+                        in->channels, in->height, in->width, in->classes);
+    tg_model_input d = tg_model_default_input(m);
+    if (!m->build_for && memcmp(in, &d, sizeof d) != 0)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "%s is built for %dx%dx%d inputs and %d classes only, not %dx%dx%d and %d",
+                        m->name, d.channels, d.height, d.width, d.classes, in->channels,
+                        in->height, in->width, in->classes);
+    return TG_OK;
+}
+
+tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_optimizer *opt,
+                                   const tg_model_input *in, tg_model_graph *out)
 {
     memset(out, 0, sizeof *out);
     if (batch <= 0)
         return tg_error(TG_ERR_INVALID_ARG, "%s: batch size must be positive, not %d", m->name,
                         batch);
+    tg_model_input shape = in ? *in : tg_model_default_input(m);
+    TG_TRY(check_input(m, &shape));
     tg_graph *g = tg_graph_create();
     if (!g)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", m->name);
     tg_graph_set_training(g, opt != NULL);
     out->graph = g;
-    out->images = tg_input(g, "images", TG_F32, tg_shape4(batch, m->channels, m->height, m->width));
+    out->input = shape;
+    out->images = tg_input(g, "images", TG_F32,
+                           tg_shape4(batch, shape.channels, shape.height, shape.width));
     if (opt)
         out->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
-    tg_status s = m->build(g, out->images, out->labels, &out->output, opt ? &out->loss : NULL);
+    tg_tensor **loss = opt ? &out->loss : NULL;
+    tg_status s = m->build_for
+                      ? m->build_for(g, &shape, out->images, out->labels, &out->output, loss)
+                      : m->build(g, out->images, out->labels, &out->output, loss);
     if (s == TG_OK && tg_graph_status(g) != TG_OK)
         s = tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
     if (s == TG_OK) {

@@ -7,6 +7,13 @@
  *
  *   fashion-basic   the profiling talk's Fashion-MNIST classifier
  *   mnist-pipeline  the pipelining tutorial's network, blocks B1..B4
+ *   resnet18, resnet34, resnet50, resnet101
+ *                   torchvision's ResNets (v1.5), for any input shape and
+ *                   class count; by default CIFAR-10 (3x32x32, 10 classes)
+ *
+ * Most models are made for one input shape; models with build_for (the
+ * ResNets) build for any input given to tg_model_graph_create_ex, and the
+ * spec's channels/height/width/classes are then only their default.
  */
 #ifndef TILEGRAPH_MODELS_H
 #define TILEGRAPH_MODELS_H
@@ -18,18 +25,32 @@
 extern "C" {
 #endif
 
+/* The input a model is built for: images C x H x W and the class count. */
+typedef struct tg_model_input {
+    int channels, height, width;
+    int classes;
+} tg_model_input;
+
 typedef struct tg_model_spec {
     const char *name;
     const char *description;
-    int channels, height, width; /* input image shape */
+    int channels, height, width; /* input image shape (the default, with build_for) */
     int classes;
-    float mean, std; /* input normalisation: (x/255 - mean) / std */
+    /* Input normalisation: (x/255 - mean) / std. With channel_mean and
+     * channel_std (`channels` entries each) the normalisation is per channel
+     * and mean/std are their averages, for code that takes one value. */
+    float mean, std;
+    const float *channel_mean, *channel_std; /* NULL: mean/std for every channel */
     /* x: [N, C, H, W] f32. Sets *out to the class scores (logits or log
      * probabilities: argmax is the prediction either way); when labels is
      * non-NULL also sets *loss to the model's training loss, in the block of
-     * the last layer. */
+     * the last layer. NULL for models with build_for. */
     tg_status (*build)(tg_graph *g, tg_tensor *x, tg_tensor *labels, tg_tensor **out,
                        tg_tensor **loss);
+    /* The same for models that build for any input: `in` gives the shape
+     * (x's shape too) and the class count. NULL for fixed-input models. */
+    tg_status (*build_for)(tg_graph *g, const tg_model_input *in, tg_tensor *x,
+                           tg_tensor *labels, tg_tensor **out, tg_tensor **loss);
 } tg_model_spec;
 
 int tg_model_count(void);
@@ -37,19 +58,40 @@ const tg_model_spec *tg_model_at(int index);
 /* NULL (and a message listing the models) if there is no such model. */
 const tg_model_spec *tg_model_find(const char *name);
 
+/* The spec's own input shape and class count. */
+tg_model_input tg_model_default_input(const tg_model_spec *m);
+/* Whether the model builds for inputs other than its default. */
+bool tg_model_any_input(const tg_model_spec *m);
+/* Parse "CxHxW" ("3x64x64") into in->channels, height and width (classes is
+ * left alone); each a positive integer. Fails (TG_ERR_INVALID_ARG) naming
+ * the text otherwise. */
+tg_status tg_model_input_parse(const char *text, tg_model_input *in);
+/* The per-channel normalisation for `channels` channels into mean[] and
+ * std[]: the spec's per-channel values when it has them for that many
+ * channels, else its mean and std for every channel. */
+void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, float *std);
+
 /* A model's graph with its inputs and outputs. */
 typedef struct tg_model_graph {
     tg_graph *graph;   /* owned: tg_model_graph_destroy frees it */
+    tg_model_input input; /* what it was built for */
     tg_tensor *images; /* input [batch, C, H, W] f32 */
     tg_tensor *labels; /* input [batch] i32 (training only) */
     tg_tensor *output; /* scores [batch, classes], marked as output */
     tg_tensor *loss;   /* scalar, marked as output (training only) */
 } tg_model_graph;
 
-/* Build the model for `batch` samples. With opt non-NULL: a training graph
- * (loss, backward pass, optimizer updates); with NULL: inference. */
+/* Build the model for `batch` samples of its default input. With opt
+ * non-NULL: a training graph (loss, backward pass, optimizer updates); with
+ * NULL: inference. */
 tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_optimizer *opt,
                                 tg_model_graph *out);
+/* The same for the input `in` (NULL: the default). A fixed-input model
+ * accepts only its default input; a model with build_for any positive shape
+ * and class count (its own shape rules may still refuse one, naming the
+ * layer). */
+tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_optimizer *opt,
+                                   const tg_model_input *in, tg_model_graph *out);
 void tg_model_graph_destroy(tg_model_graph *mg);
 
 #ifdef __cplusplus
