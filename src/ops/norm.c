@@ -335,8 +335,88 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* Sums over one run of contiguous elements, in 4 x 4 float lanes (GCC and
+ * clang vector types, SSE2 on any x86-64; runs are short, so float partial
+ * sums lose nothing that matters) and returned in double for the sum across
+ * runs. Plain loops here stay scalar: the compiler will not reassociate a
+ * float sum by itself. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f load4(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline double hsum4(v4f a, v4f b, v4f c, v4f d)
+{
+    v4f s = (a + b) + (c + d);
+    return (double)s[0] + (double)s[1] + (double)s[2] + (double)s[3];
+}
+
+static double run_sum(const float *x, int64_t n)
+{
+    v4f a = {0}, b = {0}, c = {0}, d = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a += load4(x + i);
+        b += load4(x + i + 4);
+        c += load4(x + i + 8);
+        d += load4(x + i + 12);
+    }
+    double s = hsum4(a, b, c, d);
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+static double run_sq_dev(const float *x, int64_t n, float mean)
+{
+    v4f a = {0}, b = {0}, c = {0}, d = {0}, m = {mean, mean, mean, mean};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v4f e = load4(x + i) - m, f = load4(x + i + 4) - m;
+        v4f g = load4(x + i + 8) - m, h = load4(x + i + 12) - m;
+        a += e * e, b += f * f, c += g * g, d += h * h;
+    }
+    double s = hsum4(a, b, c, d);
+    for (; i < n; i++)
+        s += (double)(x[i] - mean) * (x[i] - mean);
+    return s;
+}
+
+/* *s1 += sum g dy, *s2 += sum g dy (x - mean), with g[i] (or 1 if g is NULL). */
+static void run_dy_sums(const float *dy, const float *x, const float *g, int64_t n, float mean,
+                        double *s1, double *s2)
+{
+    v4f a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, m = {mean, mean, mean, mean};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v4f d0 = load4(dy + i), d1 = load4(dy + i + 4);
+        if (g) {
+            d0 *= load4(g + i);
+            d1 *= load4(g + i + 4);
+        }
+        a0 += d0, a1 += d1;
+        b0 += d0 * (load4(x + i) - m);
+        b1 += d1 * (load4(x + i + 4) - m);
+    }
+    v4f z = {0};
+    double a = hsum4(a0, a1, z, z), b = hsum4(b0, b1, z, z);
+    for (; i < n; i++) {
+        float d = dy[i] * (g ? g[i] : 1.0f);
+        a += d;
+        b += (double)d * (x[i] - mean);
+    }
+    *s1 += a;
+    *s2 += b;
+}
+
 /* Reductions per group: NORM_STATS and NORM_APPLY_BWD_STATS. Each thread
- * owns a range of groups and walks the group's runs (outer x inner). */
+ * owns a range of groups and walks the group's runs: outer x inner, and for
+ * batch and group norm each inner part splits further into runs of b
+ * elements sharing one gamma. */
 static void group_reduce(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
@@ -347,21 +427,13 @@ static void group_reduce(void *ctx, int64_t begin, int64_t end, int t)
     bool layer = is_layer(node), has_g = node->p.i[2] != 0;
     for (int64_t grp = begin; grp < end; grp++) {
         if (node->op == TG_OP_NORM_STATS) {
-            /* two passes in double: exact enough for any batch size */
+            /* two passes: the mean, then squared deviations from it */
             double s = 0, ss = 0;
-            for (int64_t o = 0; o < v->outer; o++) {
-                const float *x = j->in[0] + (o * G + grp) * v->inner;
-                for (int64_t i = 0; i < v->inner; i++)
-                    s += x[i];
-            }
+            for (int64_t o = 0; o < v->outer; o++)
+                s += run_sum(j->in[0] + (o * G + grp) * v->inner, v->inner);
             double mean = s / (double)v->count;
-            for (int64_t o = 0; o < v->outer; o++) {
-                const float *x = j->in[0] + (o * G + grp) * v->inner;
-                for (int64_t i = 0; i < v->inner; i++) {
-                    double d = x[i] - mean;
-                    ss += d * d;
-                }
-            }
+            for (int64_t o = 0; o < v->outer; o++)
+                ss += run_sq_dev(j->in[0] + (o * G + grp) * v->inner, v->inner, (float)mean);
             j->out[grp] = (float)mean;
             j->out[G + grp] = (float)(ss / (double)v->count);
             continue;
@@ -374,11 +446,16 @@ static void group_reduce(void *ctx, int64_t begin, int64_t end, int t)
         for (int64_t o = 0; o < v->outer; o++) {
             int64_t base = (o * G + grp) * v->inner;
             const float *dy = j->in[0] + base, *x = j->in[1] + base;
-            for (int64_t i = 0; i < v->inner; i++) {
-                float gi = gam ? gam[layer ? i : ((base + i) / v->b) % v->Caff] : 1.0f;
-                float d = dy[i] * gi;
-                s1 += d;
-                s2 += d * (x[i] - mean);
+            if (layer || !gam) {
+                run_dy_sums(dy, x, layer ? gam : NULL, v->inner, mean, &s1, &s2);
+                continue;
+            }
+            for (int64_t i = 0; i < v->inner; i += v->b) { /* one channel per run */
+                double r1 = 0, r2 = 0;
+                run_dy_sums(dy + i, x + i, NULL, v->b, mean, &r1, &r2);
+                float gi = gam[((base + i) / v->b) % v->Caff];
+                s1 += gi * r1;
+                s2 += gi * r2;
             }
         }
         j->out[grp] = (float)(-rstd * s1);
@@ -402,12 +479,9 @@ static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
                 int64_t base = (a * Caff + c) * v->b;
                 float mean, rstd;
                 mean_rstd(st, v->G, group_of(v, base), j->eps, &mean, &rstd);
-                float rg = 0.0f, rb = 0.0f;
-                for (int64_t i = 0; i < v->b; i++) {
-                    rg += dy[base + i] * (x[base + i] - mean);
-                    rb += dy[base + i];
-                }
-                sg += (double)rg * rstd;
+                double rb = 0, rg = 0;
+                run_dy_sums(dy + base, x + base, NULL, v->b, mean, &rb, &rg);
+                sg += rg * rstd;
                 sb += rb;
             }
             j->out[c] = (float)sg;
