@@ -11,7 +11,7 @@
  * show both methods where both apply, which is how the heuristic in
  * ops/conv.c was chosen.
  *
- * Usage: bench_kernels [seconds per case, default 0.3]
+ * Usage: bench_kernels [seconds per case, default 0.3] [threads: 1 or 2, default both]
  */
 #include "core/alloc.h"
 #include "core/pool.h"
@@ -216,6 +216,9 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         min_seconds = atof(argv[1]);
+    int t_lo = 1, t_hi = 2;
+    if (argc > 2)
+        t_lo = t_hi = atoi(argv[2]) > 0 ? atoi(argv[2]) : 1;
     tg_blas_init();
     static const conv_shape convs[] = {
         {"tutorial conv1", 40, 1, 28, 28, 10, 5, 5, 0},
@@ -223,7 +226,7 @@ int main(int argc, char **argv)
         {"resnet 3x3", 8, 64, 32, 32, 64, 3, 3, 1},
     };
     fprintf(stderr, "simd level: %s\n", tg_simd_level_name(tg_simd_level_get()));
-    for (int T = 1; T <= 2; T++) {
+    for (int T = t_lo; T <= t_hi; T++) {
         tg_pool *pool = tg_pool_create(T);
         double sq = sgemm_gflops(pool, false, false, 512, 512, 512);
         printf("{\"bench\":\"sgemm\",\"shape\":\"512x512x512\",\"threads\":%d,\"gflops\":%.2f,"
