@@ -1,7 +1,8 @@
 /* data/loader.c - seeded per-epoch shuffling and normalised batch filling.
  *
- * Normalisation goes through a 256-entry table computed once (a u8 pixel has
- * only 256 values), so filling a step is one table lookup per pixel.
+ * Normalisation goes through a 256-entry table per channel computed once (a
+ * u8 pixel has only 256 values), so filling a step is one table lookup per
+ * pixel. With one mean and std every channel uses table 0.
  */
 #include "data/loader.h"
 
@@ -19,7 +20,7 @@ struct tg_loader {
     int64_t epoch;
     int64_t pos; /* next position in order[] */
     int64_t *order;
-    float lut[256];
+    float lut[TG_LOADER_MAX_CHANNELS][256];
 };
 
 tg_loader_config tg_loader_defaults(const tg_dataset *ds, int64_t samples_per_step)
@@ -44,6 +45,21 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
     if (!(cfg->std > 0.0f) || !isfinite(cfg->std) || !isfinite(cfg->mean))
         return tg_error(TG_ERR_CONFIG, "loader for %s: normalisation std must be positive and finite, "
                         "got mean %g std %g", ds->name, (double)cfg->mean, (double)cfg->std);
+    if (cfg->channel_stats != 0 && cfg->channel_stats != ds->c)
+        return tg_error(TG_ERR_CONFIG,
+                        "loader for %s: normalisation statistics for %d channels but the images "
+                        "have %d", ds->name, cfg->channel_stats, ds->c);
+    if (cfg->channel_stats > TG_LOADER_MAX_CHANNELS)
+        return tg_error(TG_ERR_CONFIG,
+                        "loader for %s: per-channel normalisation covers at most %d channels, "
+                        "not %d", ds->name, TG_LOADER_MAX_CHANNELS, cfg->channel_stats);
+    for (int c = 0; c < cfg->channel_stats; c++)
+        if (!(cfg->channel_std[c] > 0.0f) || !isfinite(cfg->channel_std[c]) ||
+            !isfinite(cfg->channel_mean[c]))
+            return tg_error(TG_ERR_CONFIG,
+                            "loader for %s: channel %d's normalisation std must be positive and "
+                            "finite, got mean %g std %g", ds->name, c,
+                            (double)cfg->channel_mean[c], (double)cfg->channel_std[c]);
     if (cfg->drop_last && cfg->samples_per_step > ds->n)
         return tg_error(TG_ERR_CONFIG,
                         "loader for %s: %lld samples per step but the dataset has only %lld samples, "
@@ -60,8 +76,13 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
     l->cfg = *cfg;
     l->order = order;
     l->sample_size = (int64_t)ds->c * ds->h * ds->w;
-    for (int v = 0; v < 256; v++)
-        l->lut[v] = (float)(((double)v / 255.0 - cfg->mean) / cfg->std);
+    int tables = cfg->channel_stats ? cfg->channel_stats : 1;
+    for (int c = 0; c < tables; c++) {
+        double mean = cfg->channel_stats ? cfg->channel_mean[c] : cfg->mean;
+        double std = cfg->channel_stats ? cfg->channel_std[c] : cfg->std;
+        for (int v = 0; v < 256; v++)
+            l->lut[c][v] = (float)(((double)v / 255.0 - mean) / std);
+    }
     tg_loader_start_epoch(l, 0);
     *out = l;
     return TG_OK;
@@ -116,13 +137,16 @@ tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, int64_t *
         return TG_OK; /* epoch exhausted */
     if (!images || !labels)
         return tg_error(TG_ERR_INVALID_ARG, "loader for %s: no output buffers", l->ds->name);
-    const int64_t per = l->sample_size;
+    const int64_t per = l->sample_size, plane = (int64_t)l->ds->h * l->ds->w;
     for (int64_t k = 0; k < take; k++) {
         int64_t idx = l->order[l->pos + k];
-        const uint8_t *src = l->ds->images + idx * per;
-        float *dst = images + k * per;
-        for (int64_t p = 0; p < per; p++)
-            dst[p] = l->lut[src[p]];
+        for (int c = 0; c < l->ds->c; c++) {
+            const uint8_t *src = l->ds->images + idx * per + c * plane;
+            float *dst = images + k * per + c * plane;
+            const float *lut = l->lut[l->cfg.channel_stats ? c : 0];
+            for (int64_t p = 0; p < plane; p++)
+                dst[p] = lut[src[p]];
+        }
         labels[k] = l->ds->labels[idx];
     }
     l->pos += take;
