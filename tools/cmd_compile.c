@@ -70,6 +70,9 @@ static void print_text(const tg_program *p, const char *model, double ms)
     printf("\n%-28s", "total");
     for (int d = 0; d < p->n_devices; d++)
         printf(" %12s", cli_bytes((double)p->devices[d].arena_bytes, a, sizeof a));
+    printf("\n%-28s", "offloaded to host");
+    for (int d = 0; d < p->n_devices; d++)
+        printf(" %12s", cli_bytes((double)p->devices[d].offloaded_bytes, a, sizeof a));
     printf("\n%-28s", "stash depth (slots)");
     for (int d = 0; d < p->n_devices; d++)
         printf(" %12d", p->devices[d].stash_depth);
@@ -100,9 +103,10 @@ static void print_json(const tg_program *p, const char *model, double ms)
         int at;
         int64_t live = peak_live(p, d, &at);
         printf("%s{\"device\":%d,\"total_bytes\":%zu,\"stash_depth\":%d,\"scratch_peak_bytes\":%zu,"
-               "\"peak_live_bytes\":%lld,\"peak_live_step\":%d,\"memory\":{",
+               "\"offloaded_bytes\":%zu,\"peak_live_bytes\":%lld,\"peak_live_step\":%d,"
+               "\"memory\":{",
                d ? "," : "", d, dp->arena_bytes, dp->stash_depth, dp->scratch_peak,
-               (long long)live, at);
+               dp->offloaded_bytes, (long long)live, at);
         for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
             printf("%s\"%s\":%zu", r > TG_REGION_PARAM ? "," : "", tg_region_name((tg_region)r),
                    dp->region_bytes[r]);

@@ -42,6 +42,9 @@ int device_flags(device_args *a, cli_flag *f)
          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
         {"--engine-option", CLI_STRING, &a->engine_options, "KEY=VALUE[,...]",
          "set options by name: debug.allowOutOfMemory=true,autoReport.all=true", 1, 0},
+        {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
+         "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
+        {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
         {"--profile", CLI_BOOL, &a->profile, NULL,
          "write graph and execution profiles (autoReport.all)", 1, 0},
         {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
@@ -133,6 +136,8 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
             ok = set(o, command, kv, eq + 1);
         }
     }
+    if (a->offload_optimizer)
+        ok = ok && set(o, command, "TensorLocations.optimizer.onChip", "false");
     if (a->profile || a->profile_dir) {
         ok = ok && set(o, command, "autoReport.all", "true");
         ok = ok && set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");

@@ -12,12 +12,12 @@
 typedef struct device_args {
     const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
     const char *engine_options; /* "key=value,key=value" */
-    bool profile;
+    bool profile, offload_optimizer;
     int64_t replicas, accumulation, iterations, devices, threads, eval_iterations, seed;
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 17
+#define DEVICE_FLAG_COUNT 19
 
 /* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
 int device_flags(device_args *a, cli_flag *flags);

@@ -42,7 +42,7 @@ static int add_buffer(tg_program *p, int node, int device, tg_region region, siz
         p->buffers = b;
         p->cap_buffers = cap;
     }
-    p->buffers[p->n_buffers] = (tg_buffer){node, device, region, 0, bytes, 1, bytes, -1, -1};
+    p->buffers[p->n_buffers] = (tg_buffer){node, device, region, 0, bytes, 1, bytes, -1, -1, false};
     return p->n_buffers++;
 }
 
@@ -118,7 +118,23 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     return TG_OK;
 }
 
-static tg_status make_homes(tg_program *p, const int *order, int n_order)
+/* Optimizer state: a state leaf read only by optimizer updates. */
+static bool is_optimizer_state(const tg_graph *g, const tg_tensor *t)
+{
+    if (t->op != TG_OP_STATE)
+        return false;
+    bool used = false;
+    for (int i = t->id + 1; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++)
+            if (g->nodes[i]->in[k] == t) {
+                if (!(g->nodes[i]->flags & TG_NODE_OPTIMIZER))
+                    return false;
+                used = true;
+            }
+    return used;
+}
+
+static tg_status make_homes(tg_program *p, const int *order, int n_order, bool offload_optimizer)
 {
     const tg_graph *g = p->graph;
     for (int k = 0; k < n_order; k++) {
@@ -129,10 +145,15 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order)
         }
         if (tg_nbytes(t) == 0)
             continue;
-        tg_region r = t->n_in == 0 ? leaf_region(t) : TG_REGION_ACTIVATION;
+        bool offload = offload_optimizer && is_optimizer_state(g, t);
+        tg_region r = t->n_in == 0 && !offload ? leaf_region(t) : TG_REGION_ACTIVATION;
         p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, tg_nbytes(t));
         if (p->home[t->id] < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        if (offload) {
+            p->buffers[p->home[t->id]].offloaded = true;
+            p->devices[p->device_of[t->id]].offloaded_bytes += tg_nbytes(t);
+        }
         if (t->op == TG_OP_INPUT) {
             tg_device_program *dp = &p->devices[p->device_of[t->id]];
             dp->inputs[dp->n_inputs++] = p->home[t->id];
@@ -374,7 +395,8 @@ static tg_status compile(tg_program *p, const tg_options *o)
         if (needed[i])
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
     if (s == TG_OK)
-        s = make_homes(p, order, n_order);
+        s = make_homes(p, order, n_order,
+                       !tg_options_get_int(o, "TensorLocations.optimizer.onChip"));
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);

@@ -59,6 +59,10 @@ typedef struct tg_buffer {
     int slots;      /* >= 1 */
     size_t stride;  /* between slots */
     int first, last; /* activations: live steps on the device's timeline */
+    /* Offloaded (TensorLocations): the value lives in host memory and is
+     * streamed into this (activation) buffer for the one update step that
+     * uses it, then streamed back. */
+    bool offloaded;
 } tg_buffer;
 
 typedef struct tg_step {
@@ -92,6 +96,7 @@ typedef struct tg_device_program {
     size_t arena_bytes;
     size_t region_bytes[TG_REGION_COUNT];
     size_t scratch_peak;
+    size_t offloaded_bytes;  /* kept in host memory, streamed in for the update */
     int stash_depth;         /* slots of stash, input and exchange buffers */
     double flops[TG_PHASE_COUNT];
 } tg_device_program;

@@ -57,6 +57,9 @@ static const opt_spec option_table[] = {
      "which micro-batches' outputs come back to the host (default: final when training, all "
      "for inference)"},
     {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL, "outputMode everyN: return every N-th iteration"},
+    {"TensorLocations.optimizer.onChip", OPT_BOOL, "true", 0, 0, NULL,
+     "false: keep optimizer state in host memory and stream it in for each weight update "
+     "(less device memory, more host traffic)"},
     /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
     {"autoReport.all", OPT_BOOL, "false", 0, 0, NULL,
      "write the graph and the execution profile of every compiled program"},

@@ -186,6 +186,8 @@ static tg_status write_devices(tg_profile *pf)
                        (int64_t)dp->region_bytes[r]);
         if (s == TG_OK)
             s = insert(pf, mem, "isi", (int64_t)d, "kernel scratch (peak)", (int64_t)dp->scratch_peak);
+        if (s == TG_OK)
+            s = insert(pf, mem, "isi", (int64_t)d, "offloaded to host", (int64_t)dp->offloaded_bytes);
     }
     sqlite3_finalize(dev);
     sqlite3_finalize(mem);

@@ -63,6 +63,8 @@ struct tg_session {
     /* host streams, per node id: all micro-batches of one run, in
      * [iteration][replica][micro-batch] order (NULL for other nodes) */
     unsigned char **host_in, **host_out;
+    /* offloaded buffers' host copies: [buffer * replicas + replica] (NULL otherwise) */
+    unsigned char **host_state;
     uint64_t seed;
     int64_t step;
     bool check_nan;

@@ -145,6 +145,28 @@ static int64_t *consumed(tg_session *s, int r, int t) { return &s->consumed[r * 
 
 /* ---- phases ---------------------------------------------------------------------- */
 
+/* Offloaded inputs of a step: in from host memory before it runs, the ones
+ * it updates back out after. Returns the bytes moved. */
+static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                                const tg_kernel_args *a, bool in, int64_t it)
+{
+    const tg_program *p = c->s->program;
+    int64_t moved = 0;
+    double t0 = now_s();
+    for (int i = 0; i < t->n_in; i++) {
+        if (st->in[i] < 0 || !p->buffers[st->in[i]].offloaded || (!in && i >= t->n_mutated))
+            continue;
+        unsigned char *host = c->s->host_state[st->in[i] * p->replicas + c->replica];
+        size_t bytes = p->buffers[st->in[i]].bytes;
+        memcpy(in ? a->in[i] : host, in ? host : a->in[i], bytes);
+        moved += (int64_t)bytes;
+    }
+    if (moved)
+        record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1, -1, t0,
+               moved, 0);
+    return moved;
+}
+
 static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
 {
     tg_session *s = c->s;
@@ -167,6 +189,7 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
+        int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
         if (c->rec) {
             double t0 = now_s();
             tg_op_get(t->op)->forward(&a);
@@ -175,6 +198,8 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         } else {
             tg_op_get(t->op)->forward(&a);
         }
+        if (offloaded)
+            stream_offloaded(c, st, t, &a, false, it);
     }
 }
 

@@ -15,19 +15,18 @@
 
 static int n_arenas(const tg_session *s) { return s->program->replicas * s->program->n_devices; }
 
+static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *t);
+
 static void fill_leaves(tg_session *s)
 {
     const tg_program *p = s->program;
     const tg_graph *g = s->graph;
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        int b = p->home[i];
-        if (t->n_in > 0 || b < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
+        if (t->n_in > 0 || p->home[i] < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
             continue;
-        for (int r = 0; r < p->replicas; r++) {
-            unsigned char *arena = s->arena[r * p->n_devices + p->buffers[b].device];
-            tg_init_fill_f32(t, s->seed, (float *)(arena + p->buffers[b].offset));
-        }
+        for (int r = 0; r < p->replicas; r++)
+            tg_init_fill_f32(t, s->seed, (float *)replica_data(s, r, t));
     }
 }
 
@@ -60,6 +59,14 @@ static tg_status allocate(tg_session *s, int threads)
         if (!(s->pools[i] = tg_pool_create(threads)))
             return TG_ERR_NOMEM;
     }
+    s->host_state = tg_calloc((size_t)(p->n_buffers * p->replicas) + 1, sizeof *s->host_state);
+    if (!s->host_state)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    for (int b = 0; b < p->n_buffers; b++)
+        for (int r = 0; p->buffers[b].offloaded && r < p->replicas; r++)
+            if (!(s->host_state[b * p->replicas + r] = tg_calloc(1, p->buffers[b].bytes)))
+                return tg_error(TG_ERR_NOMEM, "session: out of host memory for offloaded '%s'",
+                                s->graph->nodes[p->buffers[b].node]->name);
     int64_t count = tg_session_stream_count(s);
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
@@ -205,6 +212,9 @@ void tg_session_destroy(tg_session *s)
     }
     tg_free(s->host_in);
     tg_free(s->host_out);
+    for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)
+        tg_free(s->host_state[i]);
+    tg_free(s->host_state);
     tg_free(s->arena);
     tg_free(s->pools);
     tg_free(s->threads);
@@ -231,6 +241,8 @@ static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *
     if (b < 0)
         return NULL;
     const tg_buffer *buf = &s->program->buffers[b];
+    if (buf->offloaded)
+        return s->host_state[b * s->program->replicas + r];
     return s->arena[r * s->program->n_devices + buf->device] + buf->offset;
 }
 
