@@ -9,7 +9,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "runtime/session_internal.h"
+#include "runtime/engine.h"
 #include "tilegraph/models.h"
 
 #include <string.h>
@@ -329,6 +329,36 @@ static void test_failing_step_stops_every_device(void)
     destroy(&t);
 }
 
+/* What the engine allocates is the planned arenas (plus the host-side
+ * streams and bookkeeping), and a run allocates nothing. */
+static void test_allocation_is_the_plan(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    tg_model_graph mg;
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), BATCH, &opt, &mg));
+    tg_options *o = options((const char *[]){"executionStrategy", "pipelined",
+                                             "Training.gradientAccumulation", "8",
+                                             "replicationFactor", "2", NULL});
+    int64_t before = tg_alloc_live_bytes();
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    if (s) {
+        int64_t held = tg_alloc_live_bytes() - before;
+        int64_t streams = tg_session_samples_per_run(s, mg.images) * (784 + 1) * 4 +
+                          tg_session_stream_count(s) * (BATCH * 10 + 1) * 4;
+        int64_t arenas = (int64_t)tg_session_arena_bytes(s);
+        TG_CHECK(held - streams >= arenas);
+        TG_CHECK(held - streams <= arenas + arenas / 20);
+        train(&(trainer){mg, s}, 1); /* warm */
+        int64_t live = tg_alloc_live_bytes();
+        train(&(trainer){mg, s}, 2);
+        TG_CHECK(tg_alloc_live_bytes() == live);
+    }
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
 int main(void)
 {
     TG_RUN(test_sharded_is_bit_identical_to_one_device);
@@ -339,5 +369,6 @@ int main(void)
     TG_RUN(test_pipelined_inference_matches_one_device);
     TG_RUN(test_bad_configurations);
     TG_RUN(test_failing_step_stops_every_device);
+    TG_RUN(test_allocation_is_the_plan);
     return tg_test_finish();
 }
