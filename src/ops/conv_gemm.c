@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define GEMM_COLUMNS 512
+#define GEMM_COLS_MAX_FLOATS (1 << 20)
 
 typedef struct gemm_plan {
     tg_conv_geom g;
@@ -47,6 +48,8 @@ static gemm_plan make_plan(tg_op which, const tg_conv_geom *g, int T)
     p.nb = (GEMM_COLUMNS + p.P - 1) / p.P;
     if (p.nb > per_slice)
         p.nb = per_slice;
+    if (p.nb * p.CgRS * p.P > GEMM_COLS_MAX_FLOATS) /* deep layers: keep im2col's buffer modest */
+        p.nb = GEMM_COLS_MAX_FLOATS / (p.CgRS * p.P);
     if (p.nb < 1 || p.pointwise)
         p.nb = 1;
     p.cols_f = p.pointwise ? 0 : (size_t)(p.CgRS * p.nb * p.P);
