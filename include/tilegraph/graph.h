@@ -186,6 +186,11 @@ tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
 
 /* ---- autodiff ------------------------------------------------------------- */
 
+/* Mark t as a recomputation checkpoint (PopTorch's recomputationCheckpoint):
+ * with the option recomputation=pipeline, the backward pass keeps t and
+ * recomputes the activations after it instead of keeping them. Returns t. */
+tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t);
+
 /* Append the backward pass of scalar `loss` as ordinary ops; afterwards
  * tg_tensor_grad(p) is the gradient of every parameter p that loss depends on. */
 tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);

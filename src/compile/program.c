@@ -402,6 +402,9 @@ static tg_status compile(tg_program *p, const tg_options *o)
             s = add_step(p, g->nodes[order[k]]);
     if (s == TG_OK)
         s = make_transfers_and_links(p);
+    if (s == TG_OK && p->training &&
+        strcmp(tg_options_get_string(o, "recomputation"), "pipeline") == 0)
+        s = tg_recompute(p);
     if (s == TG_OK && p->accumulate)
         s = make_accumulators(p);
     if (s == TG_OK)

@@ -133,5 +133,6 @@ int tg_program_buffer_on(const tg_program *p, int id, int device);
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);
 tg_status tg_memplan_device(tg_program *p, int device);
+tg_status tg_recompute(tg_program *p);
 
 #endif

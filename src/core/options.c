@@ -57,6 +57,9 @@ static const opt_spec option_table[] = {
      "which micro-batches' outputs come back to the host (default: final when training, all "
      "for inference)"},
     {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL, "outputMode everyN: return every N-th iteration"},
+    {"recomputation", OPT_ENUM, "none", 0, 0, "none|pipeline",
+     "pipeline: each device keeps only its inputs and recomputation checkpoints for the backward "
+     "pass and recomputes the other activations there (less stash, more compute)"},
     {"TensorLocations.optimizer.onChip", OPT_BOOL, "true", 0, 0, NULL,
      "false: keep optimizer state in host memory and stream it in for each weight update "
      "(less device memory, more host traffic)"},

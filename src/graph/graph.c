@@ -350,6 +350,14 @@ const char *tg_tensor_name(const tg_tensor *t) { return t ? t->name : ""; }
 int tg_tensor_id(const tg_tensor *t) { return t ? t->id : -1; }
 tg_tensor *tg_tensor_grad(const tg_tensor *t) { return t ? t->grad : NULL; }
 
+tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t)
+{
+    (void)g;
+    if (t)
+        t->flags |= TG_NODE_CHECKPOINT;
+    return t;
+}
+
 void tg_tensor_mark_output(tg_tensor *t)
 {
     if (t)

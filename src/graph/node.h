@@ -38,7 +38,8 @@ enum {
     TG_NODE_OUTPUT = 1u << 0,   /* readable after the run */
     TG_NODE_BACKWARD = 1u << 1, /* made by autodiff */
     TG_NODE_ALIAS = 1u << 2,    /* shares in[0]'s storage */
-    TG_NODE_OPTIMIZER = 1u << 3 /* made by the optimizer */
+    TG_NODE_OPTIMIZER = 1u << 3, /* made by the optimizer */
+    TG_NODE_CHECKPOINT = 1u << 4 /* kept for the backward pass when recomputing */
 };
 
 typedef struct tg_node_params {

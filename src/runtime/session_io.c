@@ -6,6 +6,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "graph/init.h"
+#include "ops/blas.h"
 #include "profile/profile.h"
 
 #include <stdlib.h>
@@ -145,6 +146,9 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     tg_session *s = tg_calloc(1, sizeof *s);
     if (!s)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    /* OpenBLAS starts its own threads at load; pin it to one now, not at the
+     * first GEMM, so they do not spin while the devices work */
+    tg_blas_init();
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
     s->graph = g;
