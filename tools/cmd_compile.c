@@ -117,8 +117,8 @@ static void print_json(const tg_program *p, const char *model, double ms)
 
 int cmd_compile(int argc, char **argv)
 {
-    const char *model = "mnist-pipeline", *optimizer = "adamw";
-    int64_t batch = 40;
+    const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL;
+    int64_t batch = 40, classes = 0;
     bool inference = false, json = false;
     device_args dev;
     device_args_defaults(&dev);
@@ -128,8 +128,10 @@ int cmd_compile(int argc, char **argv)
         {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam or adamw (its state is planned)", 1, 0},
         {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
         {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
+        {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0},
+        {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6},
     };
-    int n = 5 + device_flags(&dev, flags + 5);
+    int n = 7 + device_flags(&dev, flags + 7);
     cli_command cmd = {"compile", "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
@@ -146,6 +148,13 @@ int cmd_compile(int argc, char **argv)
                 m ? "unknown optimizer (sgd, adam or adamw)" : tg_error_message());
         return 1;
     }
+    tg_model_input in = tg_model_default_input(m);
+    if (input && tg_model_input_parse(input, &in) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: --input: %s\n", tg_error_message());
+        return 2;
+    }
+    if (classes > 0)
+        in.classes = (int)classes;
     tg_options *o = device_options(&dev, "compile", inference);
     if (!o)
         return 1;
@@ -155,7 +164,7 @@ int cmd_compile(int argc, char **argv)
     tg_model_graph mg;
     tg_program *p = NULL;
     double t0 = cli_now();
-    tg_status s = tg_model_graph_create(m, (int)batch, inference ? NULL : &opt, &mg);
+    tg_status s = tg_model_graph_create_ex(m, (int)batch, inference ? NULL : &opt, &in, &mg);
     if (s == TG_OK)
         s = tg_program_compile(mg.graph, o, &p);
     double ms = (cli_now() - t0) * 1e3;
@@ -169,8 +178,7 @@ int cmd_compile(int argc, char **argv)
         print_text(p, m->name, ms);
     }
     tg_program_destroy(p);
-    if (s == TG_OK || mg.graph)
-        tg_model_graph_destroy(&mg);
+    tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
     return status;
 }
