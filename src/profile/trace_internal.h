@@ -21,7 +21,7 @@ typedef struct tg_trace_settings {
     int n_channels;
     char channels[TG_TRACE_MAX_CHANNELS][TG_TRACE_CHANNEL_NAME_MAX + 1];
     char directory[1024];
-    int64_t max_events;         /* per thread */
+    int64_t max_events; /* per thread */
     int64_t heatmap_interval_ns;
 } tg_trace_settings;
 
