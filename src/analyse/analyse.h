@@ -1,0 +1,146 @@
+/* analyse/analyse.h - the Graph Analyser's views of a profile, as tables.
+ *
+ * Every view (summary, insights, memory, liveness, program, operations,
+ * trace) reads a profile (docs/profile-format.md) and fills a tg_an_view: a
+ * list of titled tables whose cells are either text or numbers with a unit
+ * kind (bytes, nanoseconds, count, fraction), plus free-text notes. Keeping
+ * the numbers as numbers is what lets one renderer print aligned text, one
+ * print JSON, and one compare two reports row by row with differences,
+ * without each view knowing about any of them.
+ *
+ * A row's key is its TEXT and ID cells (a tensor's name, a device); the
+ * comparison matches rows of two reports by key, so tensors present in only
+ * one report show up as such.
+ */
+#ifndef TG_ANALYSE_H
+#define TG_ANALYSE_H
+
+#include "tilegraph/status.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct tg_profile_reader tg_profile_reader;
+
+typedef enum tg_an_kind {
+    TG_AN_TEXT,  /* part of the row's key (a name, a category) */
+    TG_AN_ID,    /* an integer that is part of the key (a device, a step) */
+    TG_AN_LABEL, /* text that is not part of the key (a target, a schedule) */
+    TG_AN_BAR,   /* a text bar chart: shown in text only */
+    TG_AN_COUNT, /* integer */
+    TG_AN_BYTES,
+    TG_AN_NS,    /* a duration in nanoseconds */
+    TG_AN_FRAC,  /* 0..1, printed as a percentage */
+    TG_AN_NUM,   /* any other number */
+    TG_AN_KIND_COUNT
+} tg_an_kind;
+
+enum { TG_AN_MAX_COLS = 40 }; /* a compared table: 4 columns per number */
+
+typedef struct tg_an_cell {
+    double num; /* NaN: no value (printed as a dash, null in JSON) */
+    char *text; /* TEXT, LABEL and BAR only; owned */
+} tg_an_cell;
+
+typedef struct tg_an_table {
+    char *title;
+    int n_cols;
+    char *cols[TG_AN_MAX_COLS];
+    tg_an_kind kinds[TG_AN_MAX_COLS];
+    int n_rows, cap_rows;
+    tg_an_cell *cells; /* n_rows * n_cols */
+} tg_an_table;
+
+typedef struct tg_an_view {
+    const char *name;
+    int n_tables;
+    tg_an_table *tables;
+    int n_notes;
+    char **notes; /* sentences printed after the tables */
+} tg_an_view;
+
+/* Filters from the command line; negative / NULL: none. */
+typedef struct tg_an_filter {
+    int device;
+    int step;
+    const char *op; /* substring of an op or tensor name */
+    int top;        /* rows in "largest" lists; <= 0: 20 */
+} tg_an_filter;
+
+void tg_an_filter_defaults(tg_an_filter *f);
+
+/* Open REPORT: a profile.sqlite, or a directory holding
+ * training/profile.sqlite (preferred) or inference/profile.sqlite. */
+tg_status tg_an_open(const char *report, tg_profile_reader **out);
+
+/* The names of the views, in order; NULL-terminated. */
+extern const char *const tg_an_view_names[];
+bool tg_an_view_known(const char *name);
+
+/* Fill `view` (zeroed by the caller) with view `name` of the profile. */
+tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f,
+                      tg_an_view *view);
+void tg_an_view_free(tg_an_view *view);
+bool tg_an_kind_is_text(tg_an_kind k);
+
+/* ---- building tables (table.c) ---- */
+tg_an_table *tg_an_table_add(tg_an_view *v, const char *title, int n_cols, const char *const *cols,
+                             const tg_an_kind *kinds);
+/* Append a row: for each column, a `const char *` for TEXT, LABEL and BAR
+ * columns and a `double` for the others (IDs too), in order. */
+void tg_an_row(tg_an_table *t, ...);
+void tg_an_note(tg_an_view *v, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Format one number of kind `k` for people ("1.5 MiB", "12.3 ms", "42.0%"). */
+char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap);
+
+/* ---- output (render.c) ---- */
+void tg_an_print_text(const tg_an_view *v, FILE *out);
+/* One JSON object {"view":..,"tables":[{"title":..,"columns":[..],"rows":[{..}]}],"notes":[..]}. */
+tg_status tg_an_print_json(const tg_an_view *v, FILE *out);
+
+/* ---- comparison (compare.c) ---- */
+/* Fill `out` with a side-by-side table per table of `a` and `b`: for every
+ * numeric column source, target and difference (absolute and %); rows
+ * matched by key, rows of one report only marked "only in A"/"only in B". */
+tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *out);
+/* TG_ERR_CONFIG naming both when the profiles are of different targets or
+ * program kinds (training/inference). */
+tg_status tg_an_check_comparable(tg_profile_reader *a, tg_profile_reader *b);
+
+/* The views, one family per file. */
+tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_liveness(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_program(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+
+/* Time per device over the first recorded host step (replica 0), from the
+ * trace table; shared by the trace view and the insights. */
+enum { TG_AN_MAX_DEVICES = 64 };
+typedef struct tg_an_times {
+    int run;          /* the first recorded host step; -1: no trace */
+    int n_devices;
+    double wall_ns;   /* first start to last end over all devices */
+    double execute[TG_AN_MAX_DEVICES], copy[TG_AN_MAX_DEVICES], host[TG_AN_MAX_DEVICES],
+        all_reduce[TG_AN_MAX_DEVICES], accumulate[TG_AN_MAX_DEVICES], wait[TG_AN_MAX_DEVICES],
+        other[TG_AN_MAX_DEVICES];
+    int micro_batches, iterations;
+} tg_an_times;
+tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);
+
+/* Run `sql` and call `row` for each result row; errors name the profile. */
+typedef struct sqlite3_stmt sqlite3_stmt;
+tg_status tg_an_query(tg_profile_reader *r, const char *sql, int (*row)(sqlite3_stmt *, void *),
+                      void *ctx);
+/* Prepare `sql` (with `?` parameters to bind); error names the profile. */
+tg_status tg_an_prepare(tg_profile_reader *r, const char *sql, sqlite3_stmt **out);
+
+#endif

@@ -1,0 +1,232 @@
+/* analyse/table.c - opening a report, building view tables, and the view
+ * dispatch. The views themselves live in views_*.c. */
+#include "analyse/analyse.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "profile/reader.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *const tg_an_view_names[] = {"summary", "insights", "memory", "liveness",
+                                        "program", "operations", "trace", NULL};
+
+bool tg_an_view_known(const char *name)
+{
+    for (int i = 0; tg_an_view_names[i]; i++)
+        if (!strcmp(tg_an_view_names[i], name))
+            return true;
+    return false;
+}
+
+void tg_an_filter_defaults(tg_an_filter *f)
+{
+    f->device = -1;
+    f->step = -1;
+    f->op = NULL;
+    f->top = 20;
+}
+
+tg_status tg_an_open(const char *report, tg_profile_reader **out)
+{
+    *out = NULL;
+    struct stat st;
+    if (stat(report, &st) != 0)
+        return tg_error(TG_ERR_IO, "report '%s' does not exist", report);
+    if (!S_ISDIR(st.st_mode))
+        return tg_profile_reader_open(report, out);
+    static const char *const subs[] = {"training/profile.sqlite", "inference/profile.sqlite",
+                                       "profile.sqlite"};
+    char path[4096];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", report, subs[i]);
+        if (stat(path, &st) == 0)
+            return tg_profile_reader_open(path, out);
+    }
+    return tg_error(TG_ERR_NOT_FOUND,
+                    "report directory '%s' holds no training/profile.sqlite or "
+                    "inference/profile.sqlite",
+                    report);
+}
+
+tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f,
+                      tg_an_view *v)
+{
+    v->name = name;
+    if (!strcmp(name, "summary"))
+        return tg_an_view_summary(r, f, v);
+    if (!strcmp(name, "insights"))
+        return tg_an_view_insights(r, f, v);
+    if (!strcmp(name, "memory"))
+        return tg_an_view_memory(r, f, v);
+    if (!strcmp(name, "liveness"))
+        return tg_an_view_liveness(r, f, v);
+    if (!strcmp(name, "program"))
+        return tg_an_view_program(r, f, v);
+    if (!strcmp(name, "operations"))
+        return tg_an_view_operations(r, f, v);
+    if (!strcmp(name, "trace"))
+        return tg_an_view_trace(r, f, v);
+    return tg_error(TG_ERR_INVALID_ARG,
+                    "unknown view '%s' (summary, insights, memory, liveness, program, "
+                    "operations or trace)",
+                    name);
+}
+
+void tg_an_view_free(tg_an_view *v)
+{
+    for (int t = 0; t < v->n_tables; t++) {
+        tg_an_table *tb = &v->tables[t];
+        for (int i = 0; i < tb->n_rows * tb->n_cols; i++)
+            tg_free(tb->cells[i].text);
+        for (int c = 0; c < tb->n_cols; c++)
+            tg_free(tb->cols[c]);
+        tg_free(tb->cells);
+        tg_free(tb->title);
+    }
+    tg_free(v->tables);
+    for (int i = 0; i < v->n_notes; i++)
+        tg_free(v->notes[i]);
+    tg_free(v->notes);
+    memset(v, 0, sizeof *v);
+}
+
+bool tg_an_kind_is_text(tg_an_kind k) { return k == TG_AN_TEXT || k == TG_AN_LABEL || k == TG_AN_BAR; }
+
+static char *dup_or_empty(const char *s) { return tg_strdup(s ? s : ""); }
+
+tg_an_table *tg_an_table_add(tg_an_view *v, const char *title, int n_cols, const char *const *cols,
+                             const tg_an_kind *kinds)
+{
+    tg_an_table *grown = tg_realloc(v->tables, sizeof *grown * (size_t)(v->n_tables + 1));
+    if (!grown)
+        return NULL;
+    v->tables = grown;
+    tg_an_table *t = &v->tables[v->n_tables++];
+    memset(t, 0, sizeof *t);
+    t->title = dup_or_empty(title);
+    t->n_cols = n_cols < TG_AN_MAX_COLS ? n_cols : TG_AN_MAX_COLS;
+    for (int c = 0; c < t->n_cols; c++) {
+        t->cols[c] = dup_or_empty(cols[c]);
+        t->kinds[c] = kinds[c];
+    }
+    return t;
+}
+
+void tg_an_row(tg_an_table *t, ...)
+{
+    if (!t)
+        return;
+    if (t->n_rows == t->cap_rows) {
+        int cap = t->cap_rows ? 2 * t->cap_rows : 16;
+        tg_an_cell *c = tg_realloc(t->cells, sizeof *c * (size_t)cap * (size_t)t->n_cols);
+        if (!c)
+            return;
+        t->cells = c;
+        t->cap_rows = cap;
+    }
+    tg_an_cell *row = &t->cells[(size_t)t->n_rows * (size_t)t->n_cols];
+    va_list ap;
+    va_start(ap, t);
+    for (int c = 0; c < t->n_cols; c++) {
+        if (tg_an_kind_is_text(t->kinds[c])) {
+            row[c].text = dup_or_empty(va_arg(ap, const char *));
+            row[c].num = 0;
+        } else {
+            row[c].text = NULL;
+            row[c].num = va_arg(ap, double);
+        }
+    }
+    va_end(ap);
+    t->n_rows++;
+}
+
+void tg_an_note(tg_an_view *v, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **n = tg_realloc(v->notes, sizeof *n * (size_t)(v->n_notes + 1));
+    if (!n)
+        return;
+    v->notes = n;
+    v->notes[v->n_notes++] = tg_strdup(buf);
+}
+
+char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
+{
+    if (isnan(v)) {
+        snprintf(buf, cap, "\xe2\x80\x94"); /* em dash: no value */
+        return buf;
+    }
+    switch (k) {
+    case TG_AN_BYTES:
+        if (v < 0) {
+            tg_bytes_str(-v, buf + 1, cap - 1);
+            buf[0] = '-';
+            return buf;
+        }
+        return tg_bytes_str(v, buf, cap);
+    case TG_AN_NS: {
+        double a = v < 0 ? -v : v, s = a * 1e-9;
+        const char *sign = v < 0 ? "-" : "";
+        if (a < 1e3)
+            snprintf(buf, cap, "%s%.0f ns", sign, a);
+        else if (a < 1e6)
+            snprintf(buf, cap, "%s%.1f us", sign, a / 1e3);
+        else if (a < 1e9)
+            snprintf(buf, cap, "%s%.2f ms", sign, a / 1e6);
+        else
+            snprintf(buf, cap, "%s%.3f s", sign, s);
+        return buf;
+    }
+    case TG_AN_FRAC:
+        snprintf(buf, cap, "%.1f%%", v * 100);
+        return buf;
+    case TG_AN_ID:
+    case TG_AN_COUNT:
+        snprintf(buf, cap, "%.0f", v);
+        return buf;
+    case TG_AN_NUM:
+        if (v != 0 && (v >= 1e7 || v <= -1e7))
+            snprintf(buf, cap, "%.3g", v);
+        else
+            snprintf(buf, cap, "%.4g", v);
+        return buf;
+    default:
+        snprintf(buf, cap, "%g", v);
+        return buf;
+    }
+}
+
+tg_status tg_an_prepare(tg_profile_reader *r, const char *sql, sqlite3_stmt **out)
+{
+    sqlite3 *db = tg_profile_reader_db(r);
+    if (sqlite3_prepare_v2(db, sql, -1, out, NULL) != SQLITE_OK)
+        return tg_error(TG_ERR_FORMAT, "%s: %s", tg_profile_reader_path(r), sqlite3_errmsg(db));
+    return TG_OK;
+}
+
+tg_status tg_an_query(tg_profile_reader *r, const char *sql, int (*row)(sqlite3_stmt *, void *),
+                      void *ctx)
+{
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r, sql, &st));
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (row(st, ctx))
+            break;
+    tg_status s = TG_OK;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        s = tg_error(TG_ERR_FORMAT, "%s: %s", tg_profile_reader_path(r),
+                     sqlite3_errmsg(tg_profile_reader_db(r)));
+    sqlite3_finalize(st);
+    return s;
+}

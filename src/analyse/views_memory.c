@@ -1,0 +1,189 @@
+/* analyse/views_memory.c - where the memory goes: the Memory Report (per
+ * device, per category, largest tensors) and the Liveness Report (live
+ * bytes per program step, the peak, and the tensors live at a chosen step). */
+#include "analyse/analyse.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "profile/reader.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_devices(tg_profile_reader *r)
+{
+    int64_t n = 0;
+    if (tg_profile_reader_int(r, "SELECT COUNT(*) FROM devices", 0, &n) != TG_OK)
+        return 0;
+    return (int)n;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? (const char *)s : "";
+}
+
+/* ---- memory --------------------------------------------------------------- */
+
+tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    static const char *const cols[] = {"device", "category", "bytes", "share"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_TEXT, TG_AN_BYTES, TG_AN_FRAC};
+    tg_an_table *t = tg_an_table_add(v, "Memory by category", 4, cols, kinds);
+    static const char *const tcols[] = {"device", "total"};
+    static const tg_an_kind tkinds[] = {TG_AN_ID, TG_AN_BYTES};
+    tg_an_table *tot = tg_an_table_add(v, "Memory per device", 2, tcols, tkinds);
+    t = &v->tables[0]; /* the second add may have moved the first */
+    sqlite3_stmt *st;
+    /* kernel scratch is part of activations: it is listed, but not counted in the share */
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT m.device, m.category, m.bytes, "
+                         "(SELECT SUM(bytes) FROM memory x WHERE x.device = m.device "
+                         "AND x.category NOT LIKE 'kernel scratch%') "
+                         "FROM memory m ORDER BY m.device, m.bytes DESC",
+                         &st));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        if (f->device >= 0 && d != f->device)
+            continue;
+        double b = sqlite3_column_double(st, 2), total = sqlite3_column_double(st, 3);
+        tg_an_row(t, (double)d, col_text(st, 1), b, total > 0 ? b / total : 0.0);
+    }
+    sqlite3_finalize(st);
+    TG_TRY(tg_an_prepare(r, "SELECT device, arena_bytes FROM devices ORDER BY device", &st));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        if (f->device < 0 || d == f->device)
+            tg_an_row(tot, (double)d, sqlite3_column_double(st, 1));
+    }
+    sqlite3_finalize(st);
+
+    static const char *const lcols[] = {"tensor", "device", "category", "dtype", "shape",
+                                        "slots", "bytes"};
+    static const tg_an_kind lkinds[] = {TG_AN_TEXT,  TG_AN_ID,    TG_AN_LABEL, TG_AN_LABEL,
+                                        TG_AN_LABEL, TG_AN_COUNT, TG_AN_BYTES};
+    char title[96];
+    snprintf(title, sizeof title, "Largest tensors (all slots, top %d)", f->top);
+    tg_an_table *big = tg_an_table_add(v, title, 7, lcols, lkinds);
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT name, device, category, dtype, shape, slots, bytes * slots "
+                         "FROM tensors WHERE (?1 < 0 OR device = ?1) "
+                         "AND (?2 IS NULL OR instr(name, ?2) > 0) "
+                         "ORDER BY bytes * slots DESC, name LIMIT ?3",
+                         &st));
+    sqlite3_bind_int(st, 1, f->device);
+    if (f->op)
+        sqlite3_bind_text(st, 2, f->op, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, f->top);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        tg_an_row(big, col_text(st, 0), (double)sqlite3_column_int(st, 1), col_text(st, 2),
+                  col_text(st, 3), col_text(st, 4), (double)sqlite3_column_int(st, 5),
+                  sqlite3_column_double(st, 6));
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+/* ---- liveness ------------------------------------------------------------- */
+
+static void bar(double frac, char *buf, size_t cap)
+{
+    enum { WIDTH = 30 };
+    int eighths = (int)(frac * WIDTH * 8 + 0.5), used = 0;
+    static const char *const parts[] = {"",
+                                        "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d",
+                                        "\xe2\x96\x8c", "\xe2\x96\x8b", "\xe2\x96\x8a",
+                                        "\xe2\x96\x89"};
+    buf[0] = '\0';
+    for (int i = 0; i < eighths / 8 && used + 4 < (int)cap; i++)
+        used += snprintf(buf + used, cap - (size_t)used, "\xe2\x96\x88"); /* full block */
+    if (eighths % 8 && used + 4 < (int)cap)
+        snprintf(buf + used, cap - (size_t)used, "%s", parts[eighths % 8]);
+}
+
+static tg_status tensors_at(tg_profile_reader *r, tg_an_view *v, int d, int step, int always,
+                            const tg_an_filter *f)
+{
+    static const char *const cols[] = {"tensor", "category", "shape", "bytes"};
+    static const tg_an_kind kinds[] = {TG_AN_TEXT, TG_AN_LABEL, TG_AN_LABEL, TG_AN_BYTES};
+    char title[128];
+    snprintf(title, sizeof title, "%s tensors at the chosen step, device %d",
+             always ? "Always-live" : "Not-always-live", d);
+    tg_an_table *t = tg_an_table_add(v, title, 4, cols, kinds);
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT name, category, shape, bytes * slots FROM tensors "
+                         "WHERE device = ?1 AND always_live = ?3 AND "
+                         "(?3 = 1 OR (first_step <= ?2 AND last_step >= ?2)) "
+                         "AND (?4 IS NULL OR instr(name, ?4) > 0) "
+                         "ORDER BY bytes * slots DESC, name",
+                         &st));
+    sqlite3_bind_int(st, 1, d);
+    sqlite3_bind_int(st, 2, step);
+    sqlite3_bind_int(st, 3, always);
+    if (f->op)
+        sqlite3_bind_text(st, 4, f->op, -1, SQLITE_STATIC);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n++ < (always ? f->top : 1 << 30))
+        tg_an_row(t, col_text(st, 0), col_text(st, 1), col_text(st, 2),
+                  sqlite3_column_double(st, 3));
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+tg_status tg_an_view_liveness(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    int nd = n_devices(r);
+    for (int d = 0; d < nd; d++) {
+        if (f->device >= 0 && d != f->device)
+            continue;
+        int64_t peak = 0, peak_step = 0, n_steps = 0;
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT MAX(live_bytes) FROM liveness WHERE device = %d", d);
+        TG_TRY(tg_profile_reader_int(r, sql, 0, &peak));
+        snprintf(sql, sizeof sql,
+                 "SELECT step FROM liveness WHERE device = %d ORDER BY live_bytes DESC, step "
+                 "LIMIT 1",
+                 d);
+        TG_TRY(tg_profile_reader_int(r, sql, 0, &peak_step));
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM liveness WHERE device = %d", d);
+        TG_TRY(tg_profile_reader_int(r, sql, 0, &n_steps));
+
+        static const char *const cols[] = {"step", "op", "live", "always live", ""};
+        static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_TEXT, TG_AN_BYTES, TG_AN_BYTES,
+                                           TG_AN_BAR};
+        char title[96];
+        snprintf(title, sizeof title, "Live bytes per step, device %d", d);
+        tg_an_table *t = tg_an_table_add(v, title, 5, cols, kinds);
+        sqlite3_stmt *st;
+        TG_TRY(tg_an_prepare(r,
+                             "SELECT step, name, live_bytes, always_live_bytes FROM liveness "
+                             "WHERE device = ?1 ORDER BY step",
+                             &st));
+        sqlite3_bind_int(st, 1, d);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            double live = sqlite3_column_double(st, 2);
+            char b[160];
+            bar(peak > 0 ? live / (double)peak : 0, b, sizeof b);
+            if (sqlite3_column_int64(st, 0) == peak_step)
+                strncat(b, " peak", sizeof b - strlen(b) - 1);
+            tg_an_row(t, (double)sqlite3_column_int(st, 0), col_text(st, 1), live,
+                      sqlite3_column_double(st, 3), b);
+        }
+        sqlite3_finalize(st);
+        int chosen = f->step >= 0 ? f->step : (int)peak_step;
+        if (chosen >= n_steps) {
+            tg_an_note(v, "device %d: step %d is past its last step (%lld)", d, chosen,
+                       (long long)n_steps - 1);
+            continue;
+        }
+        char pb[32];
+        tg_an_note(v, "device %d: peak %s of activations at step %lld; chosen step %d%s", d,
+                   tg_an_format(TG_AN_BYTES, (double)peak, pb, sizeof pb), (long long)peak_step,
+                   chosen, f->step >= 0 ? "" : " (the peak)");
+        TG_TRY(tensors_at(r, v, d, chosen, 0, f));
+        TG_TRY(tensors_at(r, v, d, chosen, 1, f));
+    }
+    return TG_OK;
+}

@@ -1,0 +1,82 @@
+/* analyse/views_summary.c - the "Program Information" summary: what was
+ * compiled for which target, memory per device and replica, graph
+ * statistics, and which tilegraph wrote the profile. */
+#include "analyse/analyse.h"
+
+#include "core/error.h"
+#include "profile/reader.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+static double meta_num(tg_profile_reader *r, const char *key)
+{
+    return atof(tg_profile_reader_meta(r, key));
+}
+
+typedef struct {
+    tg_an_table *t;
+    int device;
+} dev_ctx;
+
+static int device_row(sqlite3_stmt *st, void *p)
+{
+    dev_ctx *c = p;
+    int d = sqlite3_column_int(st, 0);
+    if (c->device < 0 || c->device == d)
+        tg_an_row(c->t, (double)d, sqlite3_column_double(st, 1), (double)sqlite3_column_int(st, 2),
+                  sqlite3_column_double(st, 3),
+                  sqlite3_column_double(st, 4) + sqlite3_column_double(st, 5));
+    return 0;
+}
+
+tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    static const char *const info_cols[] = {"item", "value"};
+    static const tg_an_kind info_kinds[] = {TG_AN_TEXT, TG_AN_LABEL};
+    tg_an_table *t = tg_an_table_add(v, "Program information", 2, info_cols, info_kinds);
+    static const char *const keys[][2] = {
+        {"program", "program"},         {"target", "target"},
+        {"strategy", "strategy"},       {"schedule", "schedule"},
+        {"tilegraph version", "tilegraph_version"}, {"created", "created"},
+        {"profile", NULL},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        tg_an_row(t, keys[i][0],
+                  keys[i][1] ? tg_profile_reader_meta(r, keys[i][1]) : tg_profile_reader_path(r));
+
+    static const char *const n_cols[] = {"item", "value"};
+    static const tg_an_kind n_kinds[] = {TG_AN_TEXT, TG_AN_COUNT};
+    t = tg_an_table_add(v, "Configuration and graph statistics", 2, n_cols, n_kinds);
+    static const char *const counts[][2] = {
+        {"devices", "devices"},           {"replicas", "replicas"},
+        {"micro-batches", "micro_batches"}, {"device iterations", "iterations"},
+        {"threads per device", "threads_per_device"},
+        {"ops", "ops"},                   {"tensors", "tensors"},
+        {"program steps", "steps"},       {"inter-device transfers", "transfers"},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        tg_an_row(t, counts[i][0], meta_num(r, counts[i][1]));
+
+    static const char *const m_cols[] = {"item", "value"};
+    static const tg_an_kind m_kinds[] = {TG_AN_TEXT, TG_AN_BYTES};
+    t = tg_an_table_add(v, "Memory", 2, m_cols, m_kinds);
+    double replica = meta_num(r, "arena_bytes"), replicas = meta_num(r, "replicas");
+    double limit = meta_num(r, "memory_per_device");
+    tg_an_row(t, "per replica (all devices)", replica);
+    tg_an_row(t, "total (all replicas)", replica * (replicas > 0 ? replicas : 1));
+    tg_an_row(t, "memory per device (limit)", limit > 0 ? limit : NAN);
+
+    static const char *const d_cols[] = {"device", "memory", "stash depth", "scratch peak",
+                                         "MFLOP per micro-batch"};
+    static const tg_an_kind d_kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_COUNT, TG_AN_BYTES,
+                                         TG_AN_NUM};
+    dev_ctx c = {tg_an_table_add(v, "Per device", 5, d_cols, d_kinds), f->device};
+    TG_TRY(tg_an_query(r,
+                       "SELECT device, arena_bytes, stash_depth, scratch_peak, "
+                       "flops_forward / 1e6, flops_backward / 1e6 FROM devices ORDER BY device",
+                       device_row, &c));
+    tg_an_note(v, "FLOPs per host step: %.4g", meta_num(r, "flops_per_run"));
+    return TG_OK;
+}

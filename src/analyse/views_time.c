@@ -1,0 +1,154 @@
+/* analyse/views_time.c - where the time goes: the Execution Trace view. Per
+ * device, the first recorded host step split into compute, copies between
+ * devices, host streams, all-reduce, gradient accumulation, waiting, and
+ * idle (what remains of the wall time); the busy fraction; and per
+ * micro-batch forward and backward time. */
+#include "analyse/analyse.h"
+
+#include "core/error.h"
+#include "profile/reader.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
+{
+    memset(t, 0, sizeof *t);
+    t->micro_batches = atoi(tg_profile_reader_meta(r, "micro_batches"));
+    t->iterations = atoi(tg_profile_reader_meta(r, "iterations"));
+    int64_t nd = 0, run = -1;
+    TG_TRY(tg_profile_reader_int(r, "SELECT COUNT(*) FROM devices", 0, &nd));
+    t->n_devices = nd < TG_AN_MAX_DEVICES ? (int)nd : TG_AN_MAX_DEVICES;
+    TG_TRY(tg_profile_reader_int(r, "SELECT MIN(run) FROM trace", -1, &run));
+    t->run = (int)run;
+    if (run < 0)
+        return TG_OK;
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT (SELECT MAX(end_ns) - MIN(start_ns) FROM trace "
+                         "WHERE run = ?1 AND replica = 0)",
+                         &st));
+    sqlite3_bind_int(st, 1, t->run);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        t->wall_ns = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, kind, SUM(end_ns - start_ns) FROM trace "
+                         "WHERE run = ?1 AND replica = 0 GROUP BY device, kind",
+                         &st));
+    sqlite3_bind_int(st, 1, t->run);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        const char *k = (const char *)sqlite3_column_text(st, 1);
+        double ns = sqlite3_column_double(st, 2);
+        if (d < 0 || d >= t->n_devices || !k)
+            continue;
+        if (!strcmp(k, "execute"))
+            t->execute[d] += ns;
+        else if (!strncmp(k, "copy", 4))
+            t->copy[d] += ns;
+        else if (!strncmp(k, "stream", 6))
+            t->host[d] += ns;
+        else if (!strcmp(k, "all-reduce"))
+            t->all_reduce[d] += ns;
+        else if (!strncmp(k, "accumulate", 10))
+            t->accumulate[d] += ns;
+        else if (!strncmp(k, "wait", 4))
+            t->wait[d] += ns;
+        else
+            t->other[d] += ns;
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+static double idle_of(const tg_an_times *t, int d)
+{
+    double idle = t->wall_ns - t->execute[d] - t->copy[d] - t->host[d] - t->all_reduce[d] -
+                  t->accumulate[d] - t->wait[d] - t->other[d];
+    return idle > 0 ? idle : 0;
+}
+
+tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    tg_an_times t;
+    TG_TRY(tg_an_times_read(r, &t));
+    if (t.run < 0) {
+        tg_an_note(v, "%s holds no execution trace (was the program run with autoReport "
+                      "execution profiling on?)",
+                   tg_profile_reader_path(r));
+        return TG_OK;
+    }
+    char wb[32];
+    tg_an_note(v, "host step %d, replica 0: wall time %s", t.run,
+               tg_an_format(TG_AN_NS, t.wall_ns, wb, sizeof wb));
+    static const char *const cols[] = {"device", "compute", "copies", "host streams",
+                                       "all-reduce", "accumulate", "waiting", "idle", "busy"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_NS, TG_AN_NS,
+                                       TG_AN_NS, TG_AN_NS, TG_AN_NS, TG_AN_FRAC};
+    tg_an_table *tt = tg_an_table_add(v, "Time per device, first recorded host step", 9, cols,
+                                      kinds);
+    tg_an_table *tp = tg_an_table_add(v, "Proportions of the wall time", 9, cols, kinds);
+    tt = &v->tables[v->n_tables - 2];
+    for (int i = 1; i < 8; i++)
+        tp->kinds[i] = TG_AN_FRAC;
+    double w = t.wall_ns > 0 ? t.wall_ns : 1;
+    for (int d = 0; d < t.n_devices; d++) {
+        if (f->device >= 0 && d != f->device)
+            continue;
+        double idle = idle_of(&t, d), busy = t.execute[d] / w;
+        tg_an_row(tt, (double)d, t.execute[d], t.copy[d], t.host[d], t.all_reduce[d],
+                  t.accumulate[d], t.wait[d], idle, busy);
+        tg_an_row(tp, (double)d, t.execute[d] / w, t.copy[d] / w, t.host[d] / w,
+                  t.all_reduce[d] / w, t.accumulate[d] / w, t.wait[d] / w, idle / w, busy);
+    }
+
+    /* per micro-batch: execute time summed over devices, averaged over iterations */
+    static const char *const mcols[] = {"micro-batch", "forward", "backward", "span"};
+    static const tg_an_kind mkinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_NS};
+    tg_an_table *tm = tg_an_table_add(v, "Per micro-batch (compute summed over devices, mean "
+                                         "over device iterations)",
+                                      4, mcols, mkinds);
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT micro_batch, "
+                         "SUM(CASE WHEN phase = 'forward' THEN end_ns - start_ns ELSE 0 END), "
+                         "SUM(CASE WHEN phase = 'backward' THEN end_ns - start_ns ELSE 0 END), "
+                         "COUNT(DISTINCT iteration) FROM trace "
+                         "WHERE run = ?1 AND replica = 0 AND kind = 'execute' "
+                         "AND micro_batch >= 0 AND (?2 < 0 OR device = ?2) "
+                         "GROUP BY micro_batch ORDER BY micro_batch",
+                         &st));
+    sqlite3_bind_int(st, 1, t.run);
+    sqlite3_bind_int(st, 2, f->device);
+    sqlite3_stmt *span;
+    tg_status s = tg_an_prepare(r,
+                                "SELECT AVG(e - b) FROM (SELECT iteration, MIN(start_ns) AS b, "
+                                "MAX(end_ns) AS e FROM trace WHERE run = ?1 AND replica = 0 "
+                                "AND kind = 'execute' AND micro_batch = ?2 "
+                                "AND (?3 < 0 OR device = ?3) GROUP BY iteration)",
+                                &span);
+    if (s != TG_OK) {
+        sqlite3_finalize(st);
+        return s;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int mb = sqlite3_column_int(st, 0);
+        double its = sqlite3_column_double(st, 3);
+        if (its < 1)
+            its = 1;
+        sqlite3_reset(span);
+        sqlite3_bind_int(span, 1, t.run);
+        sqlite3_bind_int(span, 2, mb);
+        sqlite3_bind_int(span, 3, f->device);
+        double sp = sqlite3_step(span) == SQLITE_ROW ? sqlite3_column_double(span, 0) : 0;
+        tg_an_row(tm, (double)mb, sqlite3_column_double(st, 1) / its,
+                  sqlite3_column_double(st, 2) / its, sp);
+    }
+    sqlite3_finalize(span);
+    sqlite3_finalize(st);
+    tg_an_note(v, "busy = compute / wall time; idle = wall time minus every recorded event; "
+                  "span = first start to last end of a micro-batch's compute across devices");
+    return TG_OK;
+}

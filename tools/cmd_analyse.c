@@ -1,0 +1,56 @@
+/* tools/cmd_analyse.c - `tilegraph analyse REPORT [VIEW]`: the Graph
+ * Analyser's views of a profile in the terminal (or as JSON). REPORT is a
+ * profile.sqlite or the autoReport directory that holds one. */
+#include "analyse_args.h"
+
+#include "profile/reader.h"
+
+#include <string.h>
+
+int cmd_analyse(int argc, char **argv)
+{
+    analyse_args a;
+    cli_flag flags[8];
+    int n = analyse_flags(&a, flags, false);
+    cli_command cmd = {
+        "analyse", "Show a profile's views: summary, insights, memory, liveness, program, "
+                   "operations or trace.",
+        "tilegraph analyse REPORT [summary|insights|memory|liveness|program|operations|trace] "
+        "[options]",
+        "REPORT is a profile.sqlite file or a directory holding training/profile.sqlite (or\n"
+        "inference/profile.sqlite), as written with autoReport.all. The view defaults to summary.\n"
+        "Example:\n  tilegraph analyse ./report trace",
+        flags, n};
+    int r = analyse_parse(&cmd, &a, argc, argv);
+    if (r)
+        return r > 0 ? 0 : 2;
+    if (a.n_positional < 1 || a.n_positional > 2) {
+        fprintf(stderr, "tilegraph analyse: expected REPORT [VIEW] (see tilegraph analyse --help)\n");
+        return 2;
+    }
+    const char *view = a.n_positional > 1 ? a.positional[1] : "summary";
+    if (!tg_an_view_known(view)) {
+        fprintf(stderr, "tilegraph analyse: unknown view '%s' (summary, insights, memory, "
+                        "liveness, program, operations or trace)\n", view);
+        return 2;
+    }
+    tg_profile_reader *rd = NULL;
+    if (tg_an_open(a.positional[0], &rd) != TG_OK) {
+        fprintf(stderr, "tilegraph analyse: %s\n", tg_error_message());
+        return 1;
+    }
+    tg_an_filter f;
+    analyse_filter(&a, &f);
+    tg_an_view v;
+    memset(&v, 0, sizeof v);
+    int status = 0;
+    if (tg_an_build(rd, view, &f, &v) != TG_OK) {
+        fprintf(stderr, "tilegraph analyse: %s\n", tg_error_message());
+        status = 1;
+    } else {
+        status = analyse_print(&v, a.json);
+    }
+    tg_an_view_free(&v);
+    tg_profile_reader_close(rd);
+    return status;
+}

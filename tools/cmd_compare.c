@@ -1,0 +1,86 @@
+/* tools/cmd_compare.c - `tilegraph compare A B [VIEW]`: two profiles side
+ * by side, with source, target and difference for every number, and rows
+ * (tensors, ops) of one report only marked. Profiles of different targets
+ * or program kinds are refused unless --force. */
+#include "analyse_args.h"
+
+#include "profile/reader.h"
+
+#include <string.h>
+
+static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char *view,
+                        const tg_an_filter *f, bool json)
+{
+    tg_an_view va, vb, out;
+    memset(&va, 0, sizeof va);
+    memset(&vb, 0, sizeof vb);
+    memset(&out, 0, sizeof out);
+    int status = 0;
+    if (tg_an_build(ra, view, f, &va) != TG_OK || tg_an_build(rb, view, f, &vb) != TG_OK ||
+        tg_an_compare(&va, &vb, &out) != TG_OK) {
+        fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
+        status = 1;
+    } else {
+        status = analyse_print(&out, json);
+    }
+    tg_an_view_free(&va);
+    tg_an_view_free(&vb);
+    tg_an_view_free(&out);
+    return status;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    analyse_args a;
+    cli_flag flags[8];
+    int n = analyse_flags(&a, flags, true);
+    cli_command cmd = {
+        "compare", "Compare two profiles side by side, with differences.",
+        "tilegraph compare A B [summary|insights|memory|liveness|program|operations|trace|all] "
+        "[options]",
+        "A and B are profile.sqlite files or autoReport directories. Every number shows A, B,\n"
+        "B - A and (B - A) / A; rows in one report only are marked 'only in A' or 'only in B'.\n"
+        "The view defaults to all (every view in turn; with --json one object per line).\n"
+        "Example:\n  tilegraph compare ./report_pipelined ./report_sharded memory",
+        flags, n};
+    int r = analyse_parse(&cmd, &a, argc, argv);
+    if (r)
+        return r > 0 ? 0 : 2;
+    if (a.n_positional < 2 || a.n_positional > 3) {
+        fprintf(stderr, "tilegraph compare: expected A B [VIEW] (see tilegraph compare --help)\n");
+        return 2;
+    }
+    const char *view = a.n_positional > 2 ? a.positional[2] : "all";
+    if (strcmp(view, "all") && !tg_an_view_known(view)) {
+        fprintf(stderr, "tilegraph compare: unknown view '%s' (summary, insights, memory, "
+                        "liveness, program, operations, trace or all)\n", view);
+        return 2;
+    }
+    tg_profile_reader *ra = NULL, *rb = NULL;
+    if (tg_an_open(a.positional[0], &ra) != TG_OK || tg_an_open(a.positional[1], &rb) != TG_OK) {
+        fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
+        tg_profile_reader_close(ra);
+        return 1;
+    }
+    int status = 0;
+    if (!a.force && tg_an_check_comparable(ra, rb) != TG_OK) {
+        fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
+        status = 1;
+    }
+    tg_an_filter f;
+    analyse_filter(&a, &f);
+    if (!status && !a.json)
+        printf("A: %s\nB: %s\n\n", tg_profile_reader_path(ra), tg_profile_reader_path(rb));
+    for (int i = 0; !status && tg_an_view_names[i]; i++) {
+        if (strcmp(view, "all") && strcmp(view, tg_an_view_names[i]))
+            continue;
+        if (!strcmp(view, "all") && !a.json)
+            printf("==== %s ====\n", tg_an_view_names[i]);
+        status = compare_view(ra, rb, tg_an_view_names[i], &f, a.json);
+        if (!strcmp(view, "all") && !a.json)
+            printf("\n");
+    }
+    tg_profile_reader_close(rb);
+    tg_profile_reader_close(ra);
+    return status;
+}
