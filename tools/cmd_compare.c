@@ -69,6 +69,12 @@ int cmd_compare(int argc, char **argv)
     }
     tg_an_filter f;
     analyse_filter(&a, &f);
+    /* "only in A" must mean absent from B, not outside B's top N: compare everything */
+    bool top_given = false;
+    for (int i = 0; i < argc; i++)
+        top_given |= !strncmp(argv[i], "--top", 5);
+    if (!top_given)
+        f.top = 1 << 30;
     if (!status && !a.json)
         printf("A: %s\nB: %s\n\n", tg_profile_reader_path(ra), tg_profile_reader_path(rb));
     for (int i = 0; !status && tg_an_view_names[i]; i++) {

@@ -64,9 +64,8 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
                                         "slots", "bytes"};
     static const tg_an_kind lkinds[] = {TG_AN_TEXT,  TG_AN_ID,    TG_AN_LABEL, TG_AN_LABEL,
                                         TG_AN_LABEL, TG_AN_COUNT, TG_AN_BYTES};
-    char title[96];
-    snprintf(title, sizeof title, "Largest tensors (all slots, top %d)", f->top);
-    tg_an_table *big = tg_an_table_add(v, title, 7, lcols, lkinds);
+    tg_an_table *big = tg_an_table_add(v, "Largest tensors (bytes over all slots)", 7, lcols,
+                                       lkinds);
     TG_TRY(tg_an_prepare(r,
                          "SELECT name, device, category, dtype, shape, slots, bytes * slots "
                          "FROM tensors WHERE (?1 < 0 OR device = ?1) "

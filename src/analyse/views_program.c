@@ -88,9 +88,7 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
     static const tg_an_kind okinds[] = {TG_AN_TEXT,  TG_AN_LABEL, TG_AN_ID,
                                         TG_AN_LABEL, TG_AN_COUNT, TG_AN_NUM,
                                         TG_AN_NS,    TG_AN_NS,    TG_AN_FRAC};
-    char title[96];
-    snprintf(title, sizeof title, "Per op (top %d by time)", f->top);
-    t = tg_an_table_add(v, title, 9, ocols, okinds);
+    t = tg_an_table_add(v, "Per op, by time", 9, ocols, okinds);
     TG_TRY(tg_an_prepare(r,
                          "SELECT name, type, device, phase, calls, flops * calls, total_ns "
                          "FROM ops WHERE (?1 < 0 OR device = ?1) "
