@@ -23,6 +23,7 @@
 typedef struct train_args {
     const char *model, *data, *dataset, *optimizer, *schedule, *save, *load;
     int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs;
+    double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
     bool nesterov, json, quiet;
     device_args dev;
@@ -51,6 +52,8 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays", 1, 10000},
         {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1},
         {"--lr-min", CLI_FLOAT, &a->min_lr, "X", "cosine schedule: final learning rate", 0, 1e3},
+        {"--lr-warmup-epochs", CLI_FLOAT, &a->warmup_epochs, "X",
+         "raise the rate linearly over the first X epochs", 0, 1e4},
         {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0, 9e18},
         {"--train-limit", CLI_INT, &a->train_limit, "N", "use only the first N training samples (0: all)", 0, 1e9},
         {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)", 0, 1e9},
@@ -105,6 +108,7 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
                 a->schedule);
         return -1;
     }
+    opt->lr.warmup_steps = (int64_t)(a->warmup_epochs * (double)steps_per_epoch);
     if (tg_optimizer_validate(opt) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         return -1;

@@ -25,6 +25,7 @@ typedef enum tg_lr_kind {
     TG_LR_STEP,     /* lr * gamma^floor(step / step_size) */
     TG_LR_COSINE,   /* min_lr + (lr - min_lr) * (1 + cos(pi * min(step, total) / total)) / 2 */
 } tg_lr_kind;
+/* (Each kind may be preceded by a linear warm-up: warmup_steps below.) */
 
 typedef struct tg_lr_schedule {
     tg_lr_kind kind;
@@ -33,6 +34,9 @@ typedef struct tg_lr_schedule {
     float gamma;         /* TG_LR_STEP: decay factor */
     int64_t total_steps; /* TG_LR_COSINE: updates over which to anneal */
     float min_lr;        /* TG_LR_COSINE: final learning rate */
+    /* Any kind: over the first warmup_steps updates the rate rises linearly,
+     * scaled by (step + 1) / warmup_steps (0: no warm-up). */
+    int64_t warmup_steps;
 } tg_lr_schedule;
 
 typedef enum tg_optimizer_kind { TG_OPT_SGD, TG_OPT_ADAM, TG_OPT_ADAMW } tg_optimizer_kind;

@@ -59,28 +59,37 @@ tg_optimizer tg_optimizer_adamw(float lr)
     return o;
 }
 
-float tg_lr_at(const tg_lr_schedule *s, int64_t step)
+static double base_lr(const tg_lr_schedule *s, int64_t step)
 {
-    if (!s)
-        return 0.0f;
-    if (step < 0)
-        step = 0;
     switch (s->kind) {
-    case TG_LR_CONSTANT: break;
+    case TG_LR_CONSTANT:
+        break;
     case TG_LR_STEP:
         if (s->step_size > 0)
-            return (float)((double)s->lr * pow((double)s->gamma, (double)(step / s->step_size)));
+            return (double)s->lr * pow((double)s->gamma, (double)(step / s->step_size));
         break;
     case TG_LR_COSINE:
         if (s->total_steps > 0) {
             const double pi = 3.14159265358979323846;
             double t = (double)(step < s->total_steps ? step : s->total_steps);
             double lo = s->min_lr, hi = s->lr;
-            return (float)(lo + (hi - lo) * (1.0 + cos(pi * t / (double)s->total_steps)) / 2.0);
+            return lo + (hi - lo) * (1.0 + cos(pi * t / (double)s->total_steps)) / 2.0;
         }
         break;
     }
     return s->lr;
+}
+
+float tg_lr_at(const tg_lr_schedule *s, int64_t step)
+{
+    if (!s)
+        return 0.0f;
+    if (step < 0)
+        step = 0;
+    double lr = base_lr(s, step);
+    if (s->warmup_steps > 0 && step < s->warmup_steps)
+        lr *= (double)(step + 1) / (double)s->warmup_steps;
+    return (float)lr;
 }
 
 static const char *const kind_names[] = {"sgd", "adam", "adamw"};
@@ -149,6 +158,9 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
                         "optimizer %s: unknown lr schedule kind %d (constant, step or cosine)", name,
                         (int)s->kind);
     }
+    if (s->warmup_steps < 0)
+        return tg_error(TG_ERR_CONFIG, "optimizer %s: warmup_steps = %lld must not be negative",
+                        name, (long long)s->warmup_steps);
     if (!in_range(o->weight_decay, 0, INFINITY, true))
         return tg_error(TG_ERR_CONFIG, "optimizer %s: weight_decay = %g must be >= 0 and finite",
                         name, o->weight_decay);

@@ -16,6 +16,7 @@ enum {
     TG_OPTP_STEP_SIZE = 2,   /* i */
     TG_OPTP_TOTAL_STEPS = 3, /* i */
     TG_OPTP_NESTEROV = 4,    /* i: 0 or 1 */
+    TG_OPTP_WARMUP = 5,      /* i: warm-up updates */
 };
 
 enum {
@@ -37,6 +38,7 @@ static inline tg_node_params tg_optim_params_put(const tg_optimizer *o)
     p.i[TG_OPTP_STEP_SIZE] = o->lr.step_size;
     p.i[TG_OPTP_TOTAL_STEPS] = o->lr.total_steps;
     p.i[TG_OPTP_NESTEROV] = sgd && o->nesterov;
+    p.i[TG_OPTP_WARMUP] = o->lr.warmup_steps;
     p.f[TG_OPTP_LR] = o->lr.lr;
     p.f[TG_OPTP_GAMMA] = o->lr.gamma;
     p.f[TG_OPTP_MIN_LR] = o->lr.min_lr;
@@ -55,6 +57,7 @@ static inline tg_optimizer tg_optim_params_get(const tg_node_params *p)
     o.lr.kind = (tg_lr_kind)p->i[TG_OPTP_LR_KIND];
     o.lr.step_size = p->i[TG_OPTP_STEP_SIZE];
     o.lr.total_steps = p->i[TG_OPTP_TOTAL_STEPS];
+    o.lr.warmup_steps = p->i[TG_OPTP_WARMUP];
     o.lr.lr = p->f[TG_OPTP_LR];
     o.lr.gamma = p->f[TG_OPTP_GAMMA];
     o.lr.min_lr = p->f[TG_OPTP_MIN_LR];

@@ -342,8 +342,25 @@ static void test_add_errors(void)
     tg_graph_destroy(g);
 }
 
+/* A linear warm-up scales any schedule over its first updates. */
+static void test_lr_warmup(void)
+{
+    tg_lr_schedule s = {.kind = TG_LR_COSINE, .lr = 0.01f, .total_steps = 100, .warmup_steps = 4};
+    tg_lr_schedule plain = s;
+    plain.warmup_steps = 0;
+    for (int64_t k = 0; k < 4; k++)
+        TG_CHECK_NEAR(tg_lr_at(&s, k), tg_lr_at(&plain, k) * (double)(k + 1) / 4.0, 1e-9);
+    for (int64_t k = 4; k < 100; k += 7)
+        TG_CHECK(tg_lr_at(&s, k) == tg_lr_at(&plain, k));
+    tg_optimizer o = tg_optimizer_adam(0.01f);
+    o.lr.warmup_steps = -1;
+    TG_CHECK(tg_optimizer_validate(&o) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "warmup_steps") != NULL);
+}
+
 int main(void)
 {
+    TG_RUN(test_lr_warmup);
     TG_RUN(test_defaults);
     TG_RUN(test_parse_and_name);
     TG_RUN(test_lr_constant);
