@@ -158,28 +158,36 @@ static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
     for (int64_t pl = begin; pl < end; pl++) {
         const float *xp = x + pl * g->ih * g->iw, *dyp = dy + pl * g->oh * g->ow;
         float *dxp = dx + pl * g->ih * g->iw;
-        for (int64_t k = 0; k < g->ih * g->iw; k++)
-            dxp[k] = 0.0f;
-        if (is_plain_2x2(g)) { /* windows do not overlap: one store per window */
+        if (is_plain_2x2(g)) {
+            /* Windows do not overlap: every covered element is written once,
+             * branch-free (the winner gets dy, the others 0), and only the odd
+             * last row or column outside every window is cleared. */
             for (int64_t oy = 0; oy < g->oh; oy++) {
                 const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
                 float *d0 = dxp + 2 * oy * g->iw, *d1 = d0 + g->iw;
+                const float *dyr = dyp + oy * g->ow;
                 for (int64_t ox = 0; ox < g->ow; ox++) {
                     float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-                    float v = dyp[oy * g->ow + ox];
+                    float v = dyr[ox];
                     /* first maximum in row-major window order, as window_argmax */
-                    if (a >= b && a >= c && a >= d)
-                        d0[2 * ox] = v;
-                    else if (b >= c && b >= d)
-                        d0[2 * ox + 1] = v;
-                    else if (c >= d)
-                        d1[2 * ox] = v;
-                    else
-                        d1[2 * ox + 1] = v;
+                    bool pa = a >= b && a >= c && a >= d;
+                    bool pb = !pa && b >= c && b >= d;
+                    bool pc = !pa && !pb && c >= d;
+                    bool pd = !pa && !pb && !pc;
+                    d0[2 * ox] = pa ? v : 0.0f;
+                    d0[2 * ox + 1] = pb ? v : 0.0f;
+                    d1[2 * ox] = pc ? v : 0.0f;
+                    d1[2 * ox + 1] = pd ? v : 0.0f;
                 }
+                for (int64_t ix = 2 * g->ow; ix < g->iw; ix++)
+                    d0[ix] = d1[ix] = 0.0f;
             }
+            for (int64_t k = 2 * g->oh * g->iw; k < g->ih * g->iw; k++)
+                dxp[k] = 0.0f;
             continue;
         }
+        for (int64_t k = 0; k < g->ih * g->iw; k++)
+            dxp[k] = 0.0f;
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++)
                 dxp[window_argmax(xp, g, oy, ox)] += dyp[oy * g->ow + ox];
