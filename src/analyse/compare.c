@@ -97,10 +97,10 @@ static int layout(const tg_an_table *a, char names[][64], tg_an_kind *kinds, int
             kinds[n] = k, src[n] = c, what[n++] = 1;
             snprintf(names[n], 64, "%s (B)", cn);
             kinds[n] = k, src[n] = c, what[n++] = 2;
-            snprintf(names[n], 64, "diff");
+            snprintf(names[n], 64, "%s diff", cn); /* unique: JSON keys are column names */
             kinds[n] = k == TG_AN_ID ? TG_AN_NUM : k, src[n] = c, what[n++] = 3;
             if (k != TG_AN_FRAC) { /* a relative change of a share says little */
-                snprintf(names[n], 64, "diff %%");
+                snprintf(names[n], 64, "%s diff %%", cn);
                 kinds[n] = TG_AN_FRAC, src[n] = c, what[n++] = 4;
             }
         }
