@@ -18,10 +18,28 @@ static int width(const char *s)
     return w;
 }
 
-static void pad(FILE *out, int n)
+/* Spaces are held back until something follows them, so lines never end in
+ * blanks (an empty last column, a bar of zero length). */
+typedef struct {
+    FILE *out;
+    int pending;
+} line_out;
+
+static void pad(line_out *l, int n) { l->pending += n > 0 ? n : 0; }
+
+static void put(line_out *l, const char *s)
 {
-    for (int i = 0; i < n; i++)
-        fputc(' ', out);
+    if (!*s)
+        return;
+    for (; l->pending > 0; l->pending--)
+        fputc(' ', l->out);
+    fputs(s, l->out);
+}
+
+static void end_line(line_out *l)
+{
+    l->pending = 0;
+    fputc('\n', l->out);
 }
 
 static const char *cell_text(const tg_an_table *t, int r, int c, char *buf, size_t cap)
@@ -47,23 +65,23 @@ static void print_table(const tg_an_table *t, FILE *out)
         }
     }
     /* text columns align left, numbers right; the last text column needs no padding */
+    line_out l = {out, 0};
     for (int r = -1; r < t->n_rows; r++) {
-        fputs("  ", out);
+        pad(&l, 2);
         for (int c = 0; c < t->n_cols; c++) {
             const char *s = r < 0 ? t->cols[c] : cell_text(t, r, c, buf, sizeof buf);
             int gap = w[c] - width(s);
             if (c)
-                fputs("  ", out);
+                pad(&l, 2);
             if (tg_an_kind_is_text(t->kinds[c])) {
-                fputs(s, out);
-                if (c + 1 < t->n_cols)
-                    pad(out, gap);
+                put(&l, s);
+                pad(&l, gap);
             } else {
-                pad(out, gap);
-                fputs(s, out);
+                pad(&l, gap);
+                put(&l, s);
             }
         }
-        fputc('\n', out);
+        end_line(&l);
     }
     if (t->n_rows == 0)
         fputs("  (none)\n", out);
