@@ -195,8 +195,11 @@ tg_status tg_trace_heatmap_bins(tg_trace_channel *ch, const char *name, const do
                                 int n_edges);
 
 /* Name the calling thread in the trace ("loader", "replica 0 device 1");
- * at most 63 bytes are kept. Unnamed threads are "thread N". Cheap; may be
- * called while tracing is off. */
+ * at most 63 bytes are kept. Unnamed threads are "thread N". A thread that
+ * takes the name of a thread that has exited continues that thread's track
+ * (so device threads started afresh for each run keep one track per device);
+ * call it before the thread records anything. Takes a lock; may be called
+ * while tracing is off. */
 void tg_trace_thread_name(const char *name);
 
 /* A copy of `s` that lives for the process, the same pointer for equal

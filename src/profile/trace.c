@@ -10,6 +10,11 @@
  *  - a chunk's `next` is published (release) before the first record in it;
  *  - buffers stay in the registry after their thread exits, so the engine can
  *    join its threads and then write the trace.
+ * The engine starts new device threads for each run; so that a device keeps
+ * one track, a thread that names itself after a thread that has exited
+ * adopts that thread's buffer (a pthread key destructor marks buffers whose
+ * thread exited; the adoption happens under the registry lock, which orders
+ * the old owner's last writes before the new owner's first).
  * Only tg_trace_clear frees buffers. It bumps a generation number, so a
  * thread whose thread-local pointer names a buffer of an older generation
  * registers a new one instead of touching freed memory; it must not run
@@ -60,7 +65,9 @@ typedef struct open_region {
 
 typedef struct thread_buf {
     int index;
+    uint64_t serial;            /* never reused, unlike addresses */
     char name[THREAD_NAME_MAX]; /* guarded by g_lock */
+    bool exited;                /* guarded by g_lock: its thread is gone */
     _Atomic(chunk *) head;
     _Atomic uint64_t dropped, unmatched;
     /* owner thread only: */
@@ -78,6 +85,11 @@ static atomic_int g_n_channels;
 /* Registry of thread buffers, guarded by g_lock. */
 static thread_buf **g_threads;
 static int g_n_threads, g_cap_threads;
+static uint64_t g_next_serial = 1;
+/* Its destructor runs when a thread that has a buffer exits. */
+static pthread_key_t g_exit_key;
+static pthread_once_t g_exit_key_once = PTHREAD_ONCE_INIT;
+static bool g_exit_key_ok;
 static _Atomic uint64_t g_generation = 1;
 static _Atomic uint64_t g_lost; /* events lost before a thread had a buffer */
 static _Atomic int64_t g_max_events = 1 << 20;
@@ -255,8 +267,33 @@ static void name_thread(thread_buf *b)
         snprintf(b->name, sizeof b->name, "thread %d", b->index);
 }
 
+static void thread_exited(void *serial)
+{
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_n_threads; i++) /* not found: freed by a clear */
+        if (g_threads[i]->serial == (uint64_t)(uintptr_t)serial)
+            g_threads[i]->exited = true;
+    pthread_mutex_unlock(&g_lock);
+    tls_buf = NULL; /* anything recorded later on this thread gets a new buffer */
+}
+
+static void make_exit_key(void)
+{
+    g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exited) == 0;
+}
+
+/* Called with g_lock held: make b the calling thread's buffer. */
+static void own_locked(thread_buf *b)
+{
+    tls_buf = b;
+    tls_generation = atomic_load(&g_generation);
+    if (g_exit_key_ok)
+        pthread_setspecific(g_exit_key, (void *)(uintptr_t)b->serial);
+}
+
 static thread_buf *register_thread(void)
 {
+    pthread_once(&g_exit_key_once, make_exit_key);
     thread_buf *b = tg_calloc(1, sizeof *b);
     if (!b)
         return NULL;
@@ -273,10 +310,10 @@ static thread_buf *register_thread(void)
         g_cap_threads = cap;
     }
     b->index = g_n_threads;
+    b->serial = g_next_serial++;
     name_thread(b);
     g_threads[g_n_threads++] = b;
-    tls_buf = b;
-    tls_generation = atomic_load(&g_generation);
+    own_locked(b);
     pthread_mutex_unlock(&g_lock);
     return b;
 }
@@ -461,11 +498,19 @@ void tg_trace_thread_name(const char *name)
 {
     snprintf(tls_name, sizeof tls_name, "%s", name ? name : "");
     thread_buf *b = existing_buf();
+    pthread_once(&g_exit_key_once, make_exit_key);
+    pthread_mutex_lock(&g_lock);
     if (b) {
-        pthread_mutex_lock(&g_lock);
         name_thread(b);
-        pthread_mutex_unlock(&g_lock);
+    } else if (tls_name[0]) { /* continue the track of an exited namesake */
+        for (int i = 0; i < g_n_threads; i++)
+            if (g_threads[i]->exited && strcmp(g_threads[i]->name, tls_name) == 0) {
+                g_threads[i]->exited = false;
+                own_locked(g_threads[i]);
+                break;
+            }
     }
+    pthread_mutex_unlock(&g_lock);
 }
 
 /* ---- interned names -------------------------------------------------------------- */

@@ -549,6 +549,80 @@ static void test_threads(void)
     remove(OUT_DIR "/concurrent.json");
 }
 
+/* A thread named like one that has exited continues its track; one named
+ * like a thread still running gets its own. */
+typedef struct device_thread {
+    tg_trace_channel *ch;
+    pthread_mutex_t *lock;
+    pthread_cond_t *cond;
+    int *recorded, *release; /* under lock */
+} device_thread;
+
+static void *device_thread_main(void *p)
+{
+    device_thread *d = p;
+    tg_trace_thread_name("replica 0 device 0");
+    TG_TRACE_SCOPE(d->ch, "run")
+    {
+        tg_trace_value(d->ch, "x", 1);
+    }
+    pthread_mutex_lock(d->lock);
+    (*d->recorded)++;
+    pthread_cond_broadcast(d->cond);
+    while (!*d->release)
+        pthread_cond_wait(d->cond, d->lock);
+    pthread_mutex_unlock(d->lock);
+    return NULL;
+}
+
+static void test_thread_tracks(void)
+{
+    reset("{\"enable\":\"true\"}");
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int recorded = 0, release = 1;
+    device_thread d = {tg_trace_channel_get("t.tracks"), &lock, &cond, &recorded, &release};
+    for (int run = 0; run < 3; run++) { /* one thread per run, one after the other */
+        pthread_t t;
+        TG_CHECK(pthread_create(&t, NULL, device_thread_main, &d) == 0);
+        pthread_join(t, NULL);
+    }
+    collected *c = collect();
+    TG_CHECK(c->threads == 1 && c->n == 6 && !strcmp(c->thread_names[0], "replica 0 device 0"));
+    int ok = 1;
+    for (int i = 0; i < c->n; i++)
+        ok &= c->ev[i].kind != TG_TRACE_REGION || (c->ev[i].depth == 0 && c->ev[i].end_ns > 0);
+    TG_CHECK(ok);
+    free(c);
+
+    /* Two alive at once: the second may adopt the exited track, but cannot
+     * share the first one's. */
+    release = 0;
+    pthread_t t1, t2;
+    TG_CHECK(pthread_create(&t1, NULL, device_thread_main, &d) == 0);
+    TG_CHECK(pthread_create(&t2, NULL, device_thread_main, &d) == 0);
+    pthread_mutex_lock(&lock);
+    while (recorded < 5)
+        pthread_cond_wait(&cond, &lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    c = collect();
+    TG_CHECK(c->threads == 2 && c->n == 10);
+    TG_CHECK(c->thread_events[0] + c->thread_events[1] == 10 &&
+             (c->thread_events[0] == 8 || c->thread_events[1] == 8));
+    free(c);
+
+    /* After a clear, the name starts a new track. */
+    tg_trace_clear();
+    pthread_t t3;
+    TG_CHECK(pthread_create(&t3, NULL, device_thread_main, &d) == 0);
+    pthread_join(t3, NULL);
+    TG_CHECK(tg_trace_get_stats().threads == 1 && tg_trace_get_stats().events == 2);
+}
+
 /* ---- Chrome export ---------------------------------------------------------------- */
 
 static char *read_file(const char *path, size_t *len)
@@ -997,6 +1071,7 @@ int main(void)
     TG_RUN(test_heatmap);
     TG_RUN(test_config_errors);
     TG_RUN(test_threads);
+    TG_RUN(test_thread_tracks);
     TG_RUN(test_chrome_export);
     TG_RUN(test_intern);
     return tg_test_finish();
