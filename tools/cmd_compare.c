@@ -9,7 +9,7 @@
 #include <string.h>
 
 static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char *view,
-                        const tg_an_filter *f, bool json)
+                        const tg_an_filter *f, int top, bool json)
 {
     tg_an_view va, vb, out;
     memset(&va, 0, sizeof va);
@@ -21,6 +21,11 @@ static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
         status = 1;
     } else {
+        /* the lists were compared whole (so "only in" is true); now shorten them */
+        for (int i = 0; i < out.n_tables; i++)
+            if (!strncmp(out.tables[i].title, "Largest", 7) ||
+                !strncmp(out.tables[i].title, "Per op,", 7))
+                tg_an_table_truncate(&out.tables[i], top);
         status = analyse_print(&out, json);
     }
     tg_an_view_free(&va);
@@ -69,12 +74,13 @@ int cmd_compare(int argc, char **argv)
     }
     tg_an_filter f;
     analyse_filter(&a, &f);
-    /* "only in A" must mean absent from B, not outside B's top N: compare everything */
+    /* "only in A" must mean absent from B, not outside B's top N: compare
+     * everything, then show the first --top rows (all when not given) */
     bool top_given = false;
     for (int i = 0; i < argc; i++)
         top_given |= !strncmp(argv[i], "--top", 5);
-    if (!top_given)
-        f.top = 1 << 30;
+    int top = top_given ? f.top : -1;
+    f.top = 1 << 30;
     if (!status && !a.json)
         printf("A: %s\nB: %s\n\n", tg_profile_reader_path(ra), tg_profile_reader_path(rb));
     for (int i = 0; !status && tg_an_view_names[i]; i++) {
@@ -82,7 +88,7 @@ int cmd_compare(int argc, char **argv)
             continue;
         if (!strcmp(view, "all") && !a.json)
             printf("==== %s ====\n", tg_an_view_names[i]);
-        status = compare_view(ra, rb, tg_an_view_names[i], &f, a.json);
+        status = compare_view(ra, rb, tg_an_view_names[i], &f, top, a.json);
         if (!strcmp(view, "all") && !a.json)
             printf("\n");
     }

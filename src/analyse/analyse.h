@@ -90,6 +90,8 @@ tg_an_table *tg_an_table_add(tg_an_view *v, const char *title, int n_cols, const
 /* Append a row: for each column, a `const char *` for TEXT, LABEL and BAR
  * columns and a `double` for the others (IDs too), in order. */
 void tg_an_row(tg_an_table *t, ...);
+/* Keep the first n rows. */
+void tg_an_table_truncate(tg_an_table *t, int n);
 void tg_an_note(tg_an_view *v, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

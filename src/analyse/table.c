@@ -146,6 +146,15 @@ void tg_an_row(tg_an_table *t, ...)
     t->n_rows++;
 }
 
+void tg_an_table_truncate(tg_an_table *t, int n)
+{
+    if (n < 0 || n >= t->n_rows)
+        return;
+    for (size_t i = (size_t)n * (size_t)t->n_cols; i < (size_t)t->n_rows * (size_t)t->n_cols; i++)
+        tg_free(t->cells[i].text);
+    t->n_rows = n;
+}
+
 void tg_an_note(tg_an_view *v, const char *fmt, ...)
 {
     char buf[1024];
