@@ -1,7 +1,10 @@
 /* tools/main.c - the `tilegraph` command: dispatch to subcommands. */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "tilegraph/trace.h"
 
 #ifndef TG_VERSION
 #define TG_VERSION "0"
@@ -35,8 +38,20 @@ static void usage(FILE *out)
     fprintf(out, "\n'tilegraph <command> --help' describes a command's options.\n");
 }
 
+static void write_trace_at_exit(void)
+{
+    if (tg_trace_shutdown() != TG_OK)
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+}
+
 int main(int argc, char **argv)
 {
+    /* TILEGRAPH_TRACE switches host tracing on for any command */
+    if (tg_trace_configure_env() != TG_OK) {
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        return 2;
+    }
+    atexit(write_trace_at_exit);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/units.h"
+#include "tilegraph/trace.h"
 #include "ops/op.h"
 
 #include <stdio.h>
@@ -376,15 +377,20 @@ static tg_status compile(tg_program *p, const tg_options *o)
     int *order = NULL, n_order = 0;
     bool *needed = NULL;
     tg_placement pl = {0};
+    tg_trace_channel *ch = tg_trace_channel_get("compile");
+    tg_trace_begin(ch, "schedule");
     tg_status s = tg_schedule(g, &order, &n_order);
+    tg_trace_end(ch);
     if (s == TG_OK && !(needed = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool))))
         s = tg_error(TG_ERR_NOMEM, "compile: out of memory");
     for (int k = 0; s == TG_OK && k < n_order; k++) {
         needed[order[k]] = true;
         p->training |= (g->nodes[order[k]]->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) != 0;
     }
+    tg_trace_begin(ch, "placement");
     if (s == TG_OK)
         s = tg_place(g, o, needed, &pl);
+    tg_trace_end(ch);
     if (s == TG_OK) {
         p->n_devices = pl.n_devices;
         s = read_shape_options(p, o, pl.n_stages);
@@ -409,8 +415,10 @@ static tg_status compile(tg_program *p, const tg_options *o)
         s = make_accumulators(p);
     if (s == TG_OK)
         find_outputs(p);
+    tg_trace_begin(ch, "memory plan");
     for (int d = 0; s == TG_OK && d < p->n_devices; d++)
         s = tg_memplan_device(p, d);
+    tg_trace_end(ch);
     if (s == TG_OK)
         s = check_capacity(p, o);
     if (s == TG_OK) {

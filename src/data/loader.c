@@ -6,6 +6,8 @@
  */
 #include "data/loader.h"
 
+#include "tilegraph/trace.h"
+
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -138,6 +140,10 @@ tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, int64_t *
     if (!images || !labels)
         return tg_error(TG_ERR_INVALID_ARG, "loader for %s: no output buffers", l->ds->name);
     const int64_t per = l->sample_size, plane = (int64_t)l->ds->h * l->ds->w;
+    static tg_trace_channel *data;
+    if (!data)
+        data = tg_trace_channel_get("data");
+    tg_trace_begin(data, "load batch");
     for (int64_t k = 0; k < take; k++) {
         int64_t idx = l->order[l->pos + k];
         for (int c = 0; c < l->ds->c; c++) {
@@ -149,6 +155,7 @@ tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, int64_t *
         }
         labels[k] = l->ds->labels[idx];
     }
+    tg_trace_end(data);
     l->pos += take;
     *count = take;
     return TG_OK;

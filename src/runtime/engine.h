@@ -83,8 +83,12 @@ struct tg_session {
     double last_run_seconds;
     double *last_busy; /* [replica * n_devices + device] */
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
-    /* profiling */
+    /* profiling and host tracing */
     struct tg_profile *profile; /* NULL when off */
+    bool trace_devices;         /* host tracing is on: keep device steps for the export */
+    struct tg_trace_device_step **trace_steps; /* [replica * n_devices + device][...] */
+    size_t *trace_n, *trace_cap;
+    uint64_t link_base; /* link ids of this session's host steps start after it */
     tg_recorder *recorders;     /* [replica * n_devices + device], when recording */
     int64_t runs, runs_to_record;
     double t_origin;

@@ -21,10 +21,12 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/pool.h"
+#include "core/alloc.h"
 #include "core/rng.h"
 #include "graph/init.h"
 #include "ops/op.h"
 #include "profile/profile.h"
+#include "tilegraph/trace.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -103,14 +105,36 @@ static void fail(tg_session *s, tg_status st, const char *msg)
     pthread_mutex_unlock(&s->lock);
 }
 
+static tg_trace_channel *engine_channel(void)
+{
+    static tg_trace_channel *ch;
+    if (!ch)
+        ch = tg_trace_channel_get("engine");
+    return ch;
+}
+
+static tg_trace_channel *comms_channel(void)
+{
+    static tg_trace_channel *ch;
+    if (!ch)
+        ch = tg_trace_channel_get("comms");
+    return ch;
+}
+
 /* Wait until *counter >= target; false if the run was aborted meanwhile. */
 static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
 {
     pthread_mutex_lock(&s->lock);
-    while (*counter < target && !s->abort)
-        pthread_cond_wait(&s->changed, &s->lock);
+    bool waiting = *counter < target && !s->abort;
+    if (waiting) {
+        tg_trace_begin(comms_channel(), "wait for device");
+        while (*counter < target && !s->abort)
+            pthread_cond_wait(&s->changed, &s->lock);
+    }
     bool ok = !s->abort;
     pthread_mutex_unlock(&s->lock);
+    if (waiting)
+        tg_trace_end(comms_channel());
     return ok;
 }
 
@@ -397,6 +421,11 @@ static void *device_main(void *arg)
 {
     device_ctx *c = arg;
     tg_session *s = c->s;
+    if (s->program->replicas * s->program->n_devices > 1) {
+        char name[48];
+        snprintf(name, sizeof name, "replica %d device %d", c->replica, c->device);
+        tg_trace_thread_name(tg_trace_intern(name));
+    }
     const tg_program *p = s->program;
     const tg_pipe_schedule *sch = &p->schedule;
     for (int64_t it = 0; it < p->iterations; it++) {
@@ -410,7 +439,10 @@ static void *device_main(void *arg)
             continue;
         double t_ar = now_s();
         if (p->replicas > 1) {
-            if (!all_reduce(c))
+            tg_trace_begin(comms_channel(), "all-reduce");
+            bool reduced = all_reduce(c);
+            tg_trace_end(comms_channel());
+            if (!reduced)
                 return NULL;
             record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
         }
@@ -423,6 +455,35 @@ static void *device_main(void *arg)
     return NULL;
 }
 
+/* Copy the recorded run's device events into the tracks the host-trace
+ * export will carry (host-side work after the run, not in the step loop). */
+static void keep_device_steps(tg_session *s, uint64_t link)
+{
+    const tg_program *p = s->program;
+    int64_t origin = (int64_t)(s->t_origin * 1e9);
+    for (int i = 0; i < p->replicas * p->n_devices; i++) {
+        const tg_recorder *r = &s->recorders[i];
+        size_t need = s->trace_n[i] + (size_t)r->n_events;
+        if (need > s->trace_cap[i]) {
+            size_t cap = need * 2;
+            tg_trace_device_step *st = tg_realloc(s->trace_steps[i], cap * sizeof *st);
+            if (!st)
+                return; /* the export shows fewer steps, the run is unaffected */
+            s->trace_steps[i] = st;
+            s->trace_cap[i] = cap;
+        }
+        for (int k = 0; k < r->n_events; k++) {
+            const tg_event *e = &r->events[k];
+            static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
+                                                    TG_TRACE_PHASE_UPDATE};
+            tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
+            s->trace_steps[i][s->trace_n[i]++] = (tg_trace_device_step){
+                tg_event_name((tg_event_kind)e->kind), origin + e->start_ns, origin + e->end_ns,
+                e->micro_batch, ph, link};
+        }
+    }
+}
+
 tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
@@ -433,6 +494,8 @@ tg_status tg_session_run(tg_session *s)
     s->fail_status = TG_OK;
     double t0 = now_s();
     bool recording = s->recorders && s->runs < s->runs_to_record;
+    uint64_t link = s->link_base + (uint64_t)s->runs + 1;
+    tg_trace_begin_link(engine_channel(), "host step", link);
     for (int i = 0; i < n; i++) {
         s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
                                  recording ? &s->recorders[i] : NULL};
@@ -452,6 +515,7 @@ tg_status tg_session_run(tg_session *s)
             pthread_join(s->threads[i], NULL);
     }
     s->last_run_seconds = now_s() - t0;
+    tg_trace_end(engine_channel());
     for (int i = 0; i < n; i++) {
         s->last_busy[i] = s->ctx[i].busy;
         int d = i % p->n_devices;
@@ -463,7 +527,9 @@ tg_status tg_session_run(tg_session *s)
     if (s->abort)
         return tg_error(s->fail_status, "%s", s->fail_message);
     s->runs++;
-    if (recording)
+    if (recording && s->trace_devices)
+        keep_device_steps(s, link);
+    if (recording && s->profile)
         return tg_profile_record_run(s->profile, s, s->runs - 1);
     return TG_OK;
 }

@@ -8,6 +8,7 @@
 #include "graph/init.h"
 #include "ops/blas.h"
 #include "profile/profile.h"
+#include "tilegraph/trace.h"
 
 #include <stdlib.h>
 
@@ -113,18 +114,26 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     bool all = tg_options_get_int(o, "autoReport.all") != 0;
     bool graph = all || tg_options_get_int(o, "autoReport.outputGraphProfile") != 0;
     bool execution = all || tg_options_get_int(o, "autoReport.outputExecutionProfile") != 0;
-    if (!graph && !execution)
+    /* host tracing on the engine channel also wants the devices' steps */
+    s->trace_devices = tg_trace_channel_enabled(tg_trace_channel_get("engine"));
+    if (!graph && !execution && !s->trace_devices)
         return TG_OK;
     const tg_program *p = s->program;
-    TG_TRY(tg_profile_open(tg_options_get_string(o, "autoReport.directory"), p, o, execution,
-                           &s->profile));
-    if (!execution)
+    if (graph || execution)
+        TG_TRY(tg_profile_open(tg_options_get_string(o, "autoReport.directory"), p, o, execution,
+                               &s->profile));
+    if (!execution && !s->trace_devices)
         return TG_OK;
     s->runs_to_record = tg_options_get_int(o, "autoReport.executionProfileProgramRunCount");
     int n = n_arenas(s);
     s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
     if (!s->recorders)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
+    s->trace_steps = tg_calloc((size_t)n, sizeof *s->trace_steps);
+    s->trace_n = tg_calloc((size_t)n, sizeof *s->trace_n);
+    s->trace_cap = tg_calloc((size_t)n, sizeof *s->trace_cap);
+    if (!s->trace_steps || !s->trace_n || !s->trace_cap)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
     for (int i = 0; i < n; i++) {
         tg_recorder *r = &s->recorders[i];
         int d = i % p->n_devices;
@@ -153,8 +162,12 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     pthread_cond_init(&s->changed, NULL);
     s->graph = g;
     s->t_origin = tg_engine_now();
+    static uint64_t sessions; /* link ids of host steps are unique across sessions */
+    s->link_base = __atomic_add_fetch(&sessions, 1, __ATOMIC_RELAXED) << 32;
     tg_options *opts = NULL;
-    tg_status st = effective_options(user_opts, &opts);
+    tg_status st = tg_trace_configure_env();
+    if (st == TG_OK)
+        st = effective_options(user_opts, &opts);
     if (st != TG_OK) {
         tg_options_destroy(opts);
         tg_session_destroy(s);
@@ -162,7 +175,10 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     }
     s->seed = (uint64_t)tg_options_get_int(opts, "randomSeed");
     s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
-    st = tg_program_compile(g, opts, &s->program);
+    if (st == TG_OK) {
+        TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
+            st = tg_program_compile(g, opts, &s->program);
+    }
     if (st == TG_OK) {
         const tg_program *p = s->program;
         s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
@@ -191,6 +207,32 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     return TG_OK;
 }
 
+/* The host trace with this session's device steps as tracks:
+ * <trace directory>/tilegraph-<pid>-<training|inference>.trace.json. */
+static tg_status export_trace(const tg_session *s)
+{
+    const tg_program *p = s->program;
+    int n = n_arenas(s);
+    tg_trace_device_track *tracks = tg_calloc((size_t)n, sizeof *tracks);
+    if (!tracks)
+        return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
+    for (int i = 0; i < n; i++)
+        tracks[i] = (tg_trace_device_track){i / p->n_devices, i % p->n_devices, NULL,
+                                            s->trace_steps[i], s->trace_n[i], NULL, 0};
+    char path[1024];
+    const char *base = tg_trace_output_path();
+    size_t len = strlen(base);
+    const char *suffix = ".trace.json";
+    size_t keep = len > strlen(suffix) ? len - strlen(suffix) : len;
+    snprintf(path, sizeof path, "%.*s-%s.trace.json", (int)keep, base,
+             p->training ? "training" : "inference");
+    tg_status st = tg_trace_flush(); /* creates the directory */
+    if (st == TG_OK)
+        st = tg_trace_export_chrome(path, tracks, (size_t)n);
+    tg_free(tracks);
+    return st;
+}
+
 void tg_session_destroy(tg_session *s)
 {
     if (!s)
@@ -198,6 +240,13 @@ void tg_session_destroy(tg_session *s)
     int n = s->program ? n_arenas(s) : 0;
     if (s->profile && tg_profile_close(s->profile, s) != TG_OK)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message()); /* destroy cannot fail */
+    if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    for (int i = 0; s->trace_steps && i < n; i++)
+        tg_free(s->trace_steps[i]);
+    tg_free(s->trace_steps);
+    tg_free(s->trace_n);
+    tg_free(s->trace_cap);
     for (int i = 0; s->recorders && i < n; i++) {
         tg_free(s->recorders[i].events);
         tg_free(s->recorders[i].op_ns);

@@ -1,0 +1,158 @@
+/* tests/profile/test_trace_export.c - one Chrome trace of a replicated,
+ * pipelined run: host steps and every (replica, device) track, each event
+ * with its required fields, begin/end pairs nested, host steps linked to the
+ * device steps they caused.
+ * TG_TEST_LABELS: threads */
+#include "tg_test.h"
+
+#include "core/arena.h"
+#include "core/json.h"
+#include "core/rng.h"
+#include "tilegraph/models.h"
+#include "tilegraph/session.h"
+#include "tilegraph/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void run_replicated_pipeline(void)
+{
+    tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
+    tg_model_graph mg;
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 4, &opt, &mg));
+    tg_options *o = tg_options_create();
+    tg_options_set(o, "threadsPerDevice", "1");
+    tg_options_set(o, "executionStrategy", "pipelined");
+    tg_options_set(o, "stages", "B1,B2|B3,B4");
+    tg_options_set(o, "replicationFactor", "2");
+    tg_options_set(o, "Training.gradientAccumulation", "4");
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    int64_t n = s ? tg_session_samples_per_run(s, mg.images) : 0;
+    float *img = calloc((size_t)n * 784, sizeof(float));
+    int32_t *lab = calloc((size_t)n, sizeof(int32_t));
+    for (int k = 0; s && k < 3; k++) {
+        tg_session_write(s, mg.images, img, (size_t)n * 784 * sizeof(float));
+        tg_session_write(s, mg.labels, lab, (size_t)n * sizeof(int32_t));
+        TG_CHECK_OK(tg_session_run(s));
+    }
+    tg_session_destroy(s); /* writes the export */
+    free(img);
+    free(lab);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+static const char *str(const tg_json *ev, const char *key)
+{
+    const tg_json *v = tg_json_get(ev, key);
+    return v && v->type == TG_JSON_STRING ? v->string : NULL;
+}
+
+static bool num(const tg_json *ev, const char *key, double *out)
+{
+    const tg_json *v = tg_json_get(ev, key);
+    if (!v || v->type != TG_JSON_NUMBER)
+        return false;
+    *out = v->number;
+    return true;
+}
+
+static void test_export_of_a_replicated_pipeline(void)
+{
+    char dir[] = "/tmp/tg_trace_export_XXXXXX";
+    if (!mkdtemp(dir))
+        return;
+    char config[256];
+    snprintf(config, sizeof config, "{\"enable\":\"true\",\"directory\":\"%s\"}", dir);
+    TG_CHECK_OK(tg_trace_configure(config, "test"));
+    run_replicated_pipeline();
+    char path[512];
+    snprintf(path, sizeof path, "%s/tilegraph-%d-training.trace.json", dir, (int)getpid());
+    size_t len = 0;
+    char *text = slurp(path, &len);
+    TG_CHECK(text != NULL);
+    tg_arena *arena = tg_arena_create(1 << 20);
+    tg_json *root = NULL;
+    if (text)
+        TG_CHECK_OK(tg_json_parse(arena, text, len, path, &root));
+    const tg_json *events = root ? tg_json_get(root, "traceEvents") : NULL;
+    TG_CHECK(events && events->type == TG_JSON_ARRAY && events->count > 0);
+    bool named_replica[2] = {0}, named_device[2][2] = {{0}};
+    int x_steps[2][2] = {{0}}, host_steps = 0, depth[64] = {0};
+    for (size_t i = 0; events && i < events->count; i++) {
+        const tg_json *ev = events->items[i];
+        const char *ph = str(ev, "ph"), *name = str(ev, "name");
+        double pid = -1, tid = -1, ts = -1, dur = -1;
+        bool has_pid = num(ev, "pid", &pid), has_tid = num(ev, "tid", &tid);
+        if (!ph || !name || !has_pid || (!has_tid && strcmp(ph, "M") != 0)) {
+            tg_test_fail(__FILE__, __LINE__, "event %zu lacks name, ph, pid or tid", i);
+            continue;
+        }
+        if (strcmp(ph, "M") != 0 && !num(ev, "ts", &ts))
+            tg_test_fail(__FILE__, __LINE__, "event %zu (%s) has no ts", i, name);
+        if (strcmp(ph, "X") == 0) {
+            if (!num(ev, "dur", &dur) || dur < 0)
+                tg_test_fail(__FILE__, __LINE__, "complete event %zu (%s) has no dur", i, name);
+            int r = (int)pid - 2, d = (int)tid - 1;
+            if (r >= 0 && r < 2 && d >= 0 && d < 2)
+                x_steps[r][d]++;
+        }
+        if (strcmp(ph, "B") == 0 || strcmp(ph, "E") == 0) {
+            int t = (int)tid & 63;
+            depth[t] += strcmp(ph, "B") == 0 ? 1 : -1;
+            TG_CHECK(depth[t] >= 0); /* never an end before its begin */
+            if (strcmp(ph, "B") == 0 && strcmp(name, "host step") == 0)
+                host_steps++;
+        }
+        if (strcmp(ph, "M") == 0) {
+            const tg_json *args = tg_json_get(ev, "args");
+            const char *value = args ? str(args, "name") : NULL;
+            if (value && strncmp(value, "replica ", 8) == 0 && pid >= 2 && pid < 4)
+                named_replica[(int)pid - 2] = true;
+            if (value && strncmp(value, "device ", 7) == 0 && pid >= 2 && pid < 4 && tid >= 1 &&
+                tid < 3)
+                named_device[(int)pid - 2][(int)tid - 1] = true;
+        }
+    }
+    for (int t = 0; t < 64; t++)
+        TG_CHECK(depth[t] == 0); /* every begin has its end */
+    TG_CHECK(host_steps == 3);
+    for (int r = 0; r < 2; r++) {
+        TG_CHECK(named_replica[r]);
+        for (int d = 0; d < 2; d++) {
+            TG_CHECK(named_device[r][d]);
+            /* two recorded host steps: 4 forwards, 4 backwards and an update each */
+            TG_CHECK(x_steps[r][d] >= 2 * 9);
+        }
+    }
+    tg_arena_destroy(arena);
+    free(text);
+    tg_trace_shutdown();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+}
+
+int main(void)
+{
+    TG_RUN(test_export_of_a_replicated_pipeline);
+    return tg_test_finish();
+}
