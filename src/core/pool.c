@@ -18,9 +18,15 @@
 
 #define TG_POOL_SPIN 20000
 
+typedef struct {
+    struct tg_pool *pool;
+    int index;
+} worker_arg;
+
 struct tg_pool {
     int n_threads;
     pthread_t *threads;
+    worker_arg *args; /* owned by the pool, so a starting worker frees nothing */
     pthread_mutex_t mutex;
     pthread_cond_t wake, done;
     atomic_uint generation;
@@ -30,11 +36,6 @@ struct tg_pool {
     void *ctx;
     int64_t n;
 };
-
-typedef struct {
-    tg_pool *pool;
-    int index;
-} worker_arg;
 
 static void cpu_relax(void)
 {
@@ -52,10 +53,9 @@ static void run_range(tg_pool *p, int t)
 
 static void *worker_main(void *arg_)
 {
-    worker_arg *arg = arg_;
+    const worker_arg *arg = arg_;
     tg_pool *p = arg->pool;
     int index = arg->index;
-    tg_free(arg);
     unsigned seen = 0;
     for (;;) {
         for (int i = 0; i < TG_POOL_SPIN && atomic_load(&p->generation) == seen &&
@@ -97,18 +97,13 @@ tg_pool *tg_pool_create(int n_threads)
     if (n_threads == 1)
         return p;
     p->threads = tg_calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads)
+    p->args = tg_calloc((size_t)n_threads, sizeof *p->args);
+    if (!p->threads || !p->args)
         goto fail;
     for (int t = 1; t < n_threads; t++) {
-        worker_arg *arg = tg_malloc(sizeof *arg);
-        if (!arg)
+        p->args[t] = (worker_arg){p, t};
+        if (pthread_create(&p->threads[t], NULL, worker_main, &p->args[t]) != 0)
             goto fail_started;
-        arg->pool = p;
-        arg->index = t;
-        if (pthread_create(&p->threads[t], NULL, worker_main, arg) != 0) {
-            tg_free(arg);
-            goto fail_started;
-        }
         continue;
     fail_started:
         p->n_threads = t; /* only threads 1..t-1 exist */
@@ -136,6 +131,7 @@ void tg_pool_destroy(tg_pool *p)
             pthread_join(p->threads[t], NULL);
         tg_free(p->threads);
     }
+    tg_free(p->args);
     pthread_mutex_destroy(&p->mutex);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
