@@ -3,12 +3,13 @@
  *
  * Seed 003's configuration: torchvision's ResNet-101 on CIFAR-10 resized to
  * 3x64x64, batch 64, AdamW, fp32, with torchvision's default 1000-class head
- * (the seed calls torchvision.models.resnet101() as it is). Cases: one device; and pipelined over two
- * devices split at layer3.8 with gradient accumulation 3 (the seed's
- * out-of-memory run). The program is compiled with tg_program_compile only:
- * no arena is allocated. One JSON line per case: graph build seconds (model,
- * backward pass, optimizer), compile seconds, nodes, and per device the
- * arena bytes and the bytes of each region of the plan.
+ * (the seed calls torchvision.models.resnet101() as it is). Cases: one
+ * device; and pipelined over two devices split at layer3.8 with gradient
+ * accumulation 3 (the seed's out-of-memory run). The program is compiled
+ * with tg_program_compile only: no arena is allocated. One JSON line per
+ * case: graph build seconds (model, backward pass, optimizer), compile
+ * seconds, nodes, and per device the arena bytes and the bytes of each
+ * region of the plan.
  * TG_BENCH_MODEL, TG_BENCH_BATCH, TG_BENCH_INPUT ("3x64x64") and
  * TG_BENCH_CLASSES change the model.
  */

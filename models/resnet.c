@@ -108,13 +108,13 @@ static tg_status build(const resnet_arch *a, tg_graph *g, const tg_model_input *
                        tg_tensor *labels, tg_tensor **out, tg_tensor **loss)
 {
     int cin = 64;
-    if (in->height >= IMAGENET_STEM_MIN && in->width >= IMAGENET_STEM_MIN) {
-        x = tg_relu(g, tg_nn_batch_norm2d(g, conv(g, x, "conv1", in->channels, 64, 7, 2), "bn1", 64));
+    bool imagenet_stem = in->height >= IMAGENET_STEM_MIN && in->width >= IMAGENET_STEM_MIN;
+    x = conv(g, x, "conv1", in->channels, 64, imagenet_stem ? 7 : 3, imagenet_stem ? 2 : 1);
+    x = tg_relu(g, tg_nn_batch_norm2d(g, x, "bn1", 64));
+    if (imagenet_stem) {
         x = tg_maxpool2d(g, x, 3, 2, 1);
         if (x)
             tg_graph_rename(g, x, "maxpool");
-    } else {
-        x = tg_relu(g, tg_nn_batch_norm2d(g, conv(g, x, "conv1", in->channels, 64, 3, 1), "bn1", 64));
     }
     for (int l = 0; l < 4; l++) {
         char lname[8], bname[12];

@@ -4,6 +4,7 @@
  * the engine's forward pass against the double reference interpreter. */
 #include "tg_test.h"
 
+#include "compile/program.h"
 #include "core/alloc.h"
 #include "data/safetensors.h"
 #include "runtime/interp.h"
@@ -260,6 +261,43 @@ static void test_inputs_and_defaults(void)
     TG_CHECK(strstr(tg_error_message(), "resnet50") != NULL);
 }
 
+/* Seed 003's pipeline: "--split layer3.8" puts layer3's blocks 0..7 on the
+ * first device and block 8 (with its weights) onwards on the second. */
+static void test_split_layer3_8(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    tg_model_graph mg = build("resnet101", 2, &opt, 3, 64, 64, 10);
+    tg_options *o = tg_options_create();
+    tg_options_set(o, "executionStrategy", "pipelined");
+    tg_options_set(o, "split", "layer3.8");
+    tg_options_set_int(o, "Training.gradientAccumulation", 3);
+    tg_program *p = NULL;
+    if (mg.graph)
+        TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
+    TG_CHECK(p && p->n_devices == 2);
+    static const struct {
+        const char *name;
+        int device;
+    } where[] = {
+        {"conv1", 0},          {"layer2/0/downsample/0/weight", 0},
+        {"layer3/7/conv3", 0}, {"layer3/7/relu.1", 0},
+        {"layer3/8/conv1", 1}, {"layer3/8/conv1/weight", 1},
+        {"layer4/0/conv2", 1}, {"fc/weight", 1},
+    };
+    for (size_t i = 0; p && i < sizeof where / sizeof where[0]; i++) {
+        const tg_tensor *t = tg_graph_find(mg.graph, where[i].name);
+        TG_CHECK(t != NULL);
+        if (t && p->device_of[t->id] != where[i].device) {
+            printf("    %s is on device %d, not %d\n", where[i].name, p->device_of[t->id],
+                   where[i].device);
+            TG_CHECK(0);
+        }
+    }
+    tg_program_destroy(p);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
 static void fill_images(float *x, size_t n, unsigned seed)
 {
     for (size_t i = 0; i < n; i++)
@@ -393,6 +431,7 @@ int main(void)
     TG_RUN(test_stem_follows_input_size);
     TG_RUN(test_output_shapes);
     TG_RUN(test_inputs_and_defaults);
+    TG_RUN(test_split_layer3_8);
     TG_RUN(test_resnet18_trains_on_engine);
     TG_RUN(test_resnet18_forward_matches_interpreter);
     return tg_test_finish();
