@@ -123,6 +123,7 @@ tg_status tg_an_view_program(tg_profile_reader *r, const tg_an_filter *f, tg_an_
 tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 
 /* Time per device over the first recorded host step (replica 0), from the
  * trace table; shared by the trace view and the insights. */

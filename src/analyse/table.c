@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 const char *const tg_an_view_names[] = {"summary", "insights", "memory", "liveness",
-                                        "program", "operations", "trace", NULL};
+                                        "program", "operations", "trace", "host", NULL};
 
 bool tg_an_view_known(const char *name)
 {
@@ -72,9 +72,11 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
         return tg_an_view_operations(r, f, v);
     if (!strcmp(name, "trace"))
         return tg_an_view_trace(r, f, v);
+    if (!strcmp(name, "host"))
+        return tg_an_view_host(r, f, v);
     return tg_error(TG_ERR_INVALID_ARG,
                     "unknown view '%s' (summary, insights, memory, liveness, program, "
-                    "operations or trace)",
+                    "operations, trace or host)",
                     name);
 }
 

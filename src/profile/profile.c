@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "ops/op.h"
 #include "runtime/engine.h"
+#include "tilegraph/trace.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -52,7 +53,9 @@ static const char *const schema =
     "CREATE TABLE trace(run INTEGER, replica INTEGER, device INTEGER, kind TEXT, phase TEXT,"
     " iteration INTEGER, micro_batch INTEGER, peer INTEGER, start_ns INTEGER, end_ns INTEGER,"
     " bytes INTEGER, flops REAL);"
-    "CREATE INDEX trace_by_device ON trace(device, replica, start_ns);";
+    "CREATE INDEX trace_by_device ON trace(device, replica, start_ns);"
+    "CREATE TABLE host_trace(thread TEXT, channel TEXT, kind TEXT, name TEXT, start_ns INTEGER,"
+    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);";
 
 static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
 
@@ -451,6 +454,53 @@ tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int6
     return status;
 }
 
+typedef struct {
+    tg_profile *pf;
+    sqlite3_stmt *st;
+    const char *threads[256];
+    tg_status status;
+} host_ctx;
+
+static int host_thread(const tg_trace_thread_info *t, void *ctx_)
+{
+    host_ctx *c = ctx_;
+    if (t->index >= 0 && t->index < 256)
+        c->threads[t->index] = t->name;
+    return 0;
+}
+
+static int host_event(const tg_trace_event *e, void *ctx_)
+{
+    host_ctx *c = ctx_;
+    const char *thread = e->thread >= 0 && e->thread < 256 ? c->threads[e->thread] : NULL;
+    c->status = insert(c->pf, c->st, "ssssiiiid", thread ? thread : "?", e->channel,
+                       tg_trace_kind_name(e->kind), e->name, e->start_ns, e->end_ns,
+                       (int64_t)e->depth, (int64_t)e->link, e->value);
+    return c->status != TG_OK;
+}
+
+/* The host trace recorded so far (tilegraph/trace.h), as the System
+ * Analyser's data: every thread's regions, instants and series. */
+static tg_status write_host_trace(tg_profile *pf)
+{
+    if (tg_trace_get_stats().threads == 0)
+        return TG_OK;
+    host_ctx c = {pf, prepare(pf, "INSERT INTO host_trace VALUES(?,?,?,?,?,?,?,?,?)"), {0}, TG_OK};
+    if (!c.st)
+        return db_error(pf, "prepare");
+    tg_status s = exec(pf, "BEGIN");
+    if (s == TG_OK)
+        s = tg_trace_visit(host_thread, host_event, &c);
+    if (s == TG_OK)
+        s = c.status;
+    sqlite3_finalize(c.st);
+    if (s == TG_OK)
+        s = exec(pf, "COMMIT");
+    else
+        exec(pf, "ROLLBACK");
+    return s;
+}
+
 tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s)
 {
     if (!pf)
@@ -473,6 +523,8 @@ tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s)
         if (status == TG_OK)
             status = exec(pf, "COMMIT");
     }
+    if (status == TG_OK)
+        status = write_host_trace(pf);
     if (sqlite3_close(pf->db) != SQLITE_OK && status == TG_OK)
         status = db_error(pf, "close");
     tg_free(pf);

@@ -1,0 +1,153 @@
+/* analyse/views_host.c - the System Analyser's call tree: the host trace's
+ * regions aggregated by their path from the outermost region, with self and
+ * total time and their share of the traced time, like the reference's
+ * Summary / Call Tree panel.
+ *
+ * Regions are read per thread in the order they began; a stack gives each
+ * its parent, so a region's path is its parent's path plus its name. Self
+ * time is total time minus the time of the regions directly inside it.
+ */
+#include "analyse/analyse.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "profile/reader.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_DEPTH = 64, MAX_NODES = 4096 };
+
+typedef struct call_node {
+    char name[96];
+    int parent, depth;
+    double self, total;
+    int64_t calls;
+} call_node;
+
+typedef struct {
+    call_node *nodes;
+    int n;
+    /* the current thread's open regions: node index and end time */
+    int stack[MAX_DEPTH];
+    int64_t stack_end[MAX_DEPTH];
+    int depth;
+    char thread[128];
+    double traced_ns;
+    int64_t first_ns, last_ns;
+} call_tree;
+
+static int child(call_tree *t, int parent, const char *name)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->nodes[i].parent == parent && !strcmp(t->nodes[i].name, name))
+            return i;
+    if (t->n == MAX_NODES)
+        return -1;
+    call_node *c = &t->nodes[t->n];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->parent = parent;
+    c->depth = parent < 0 ? 0 : t->nodes[parent].depth + 1;
+    return t->n++;
+}
+
+static int add_region(sqlite3_stmt *st, void *ctx)
+{
+    call_tree *t = ctx;
+    const char *thread = (const char *)sqlite3_column_text(st, 0);
+    const char *name = (const char *)sqlite3_column_text(st, 1);
+    int64_t start = sqlite3_column_int64(st, 2), end = sqlite3_column_int64(st, 3);
+    if (!thread || !name || end < start)
+        return 0;
+    if (strcmp(thread, t->thread) != 0) {
+        snprintf(t->thread, sizeof t->thread, "%s", thread);
+        t->depth = 0;
+    }
+    while (t->depth > 0 && t->stack_end[t->depth - 1] <= start)
+        t->depth--; /* regions that ended before this one began */
+    int parent = t->depth > 0 ? t->stack[t->depth - 1] : -1;
+    int node = child(t, parent, name);
+    if (node < 0)
+        return 0;
+    double dur = (double)(end - start);
+    t->nodes[node].total += dur;
+    t->nodes[node].self += dur;
+    t->nodes[node].calls++;
+    if (parent >= 0)
+        t->nodes[parent].self -= dur;
+    else
+        t->traced_ns += dur;
+    if (t->depth < MAX_DEPTH) {
+        t->stack[t->depth] = node;
+        t->stack_end[t->depth++] = end;
+    }
+    if (t->first_ns == 0 || start < t->first_ns)
+        t->first_ns = start;
+    if (end > t->last_ns)
+        t->last_ns = end;
+    return 0;
+}
+
+/* Depth first, children by total time, largest first. */
+static void emit(const call_tree *t, tg_an_table *table, int parent, int top)
+{
+    int order[MAX_NODES], n = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->nodes[i].parent == parent)
+            order[n++] = i;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            if (t->nodes[order[b]].total > t->nodes[order[a]].total) {
+                int tmp = order[a];
+                order[a] = order[b];
+                order[b] = tmp;
+            }
+    for (int k = 0; k < n && table->n_rows < top; k++) {
+        const call_node *c = &t->nodes[order[k]];
+        char label[160];
+        snprintf(label, sizeof label, "%*s%s", 2 * c->depth, "", c->name);
+        double share = t->traced_ns > 0 ? 1.0 / t->traced_ns : 0;
+        tg_an_row(table, label, c->self, c->self * share, c->total, c->total * share,
+                  (double)c->calls);
+        emit(t, table, order[k], top);
+    }
+}
+
+tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    int64_t has = 0;
+    if (tg_profile_reader_int(r, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'host_trace'", 0,
+                              &has) != TG_OK || !has ||
+        tg_profile_reader_int(r, "SELECT COUNT(*) FROM host_trace", 0, &has) != TG_OK || !has) {
+        tg_an_note(v, "No host trace in this profile: run with TILEGRAPH_TRACE='{\"enable\":"
+                      "\"true\"}' as well as autoReport to record one.");
+        return TG_OK;
+    }
+    call_tree t = {0};
+    t.nodes = tg_calloc(MAX_NODES, sizeof *t.nodes);
+    if (!t.nodes)
+        return tg_error(TG_ERR_NOMEM, "host view: out of memory");
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT thread, name, start_ns, end_ns FROM host_trace WHERE kind = 'region' AND "
+             "end_ns >= start_ns %s ORDER BY thread, start_ns, depth",
+             f->op ? "AND name LIKE '%' || ? || '%'" : "");
+    tg_status s = tg_an_query(r, sql, add_region, &t);
+    if (s == TG_OK) {
+        static const char *const cols[] = {"activity", "self time", "self", "total time", "total",
+                                           "calls"};
+        static const tg_an_kind kinds[] = {TG_AN_TEXT, TG_AN_NS,   TG_AN_FRAC,
+                                           TG_AN_NS,   TG_AN_FRAC, TG_AN_COUNT};
+        tg_an_table *table = tg_an_table_add(v, "Host call tree (all threads, aggregated)", 6,
+                                             cols, kinds);
+        emit(&t, table, -1, f->top > 0 ? f->top * 10 : 200);
+        tg_an_note(v, "Traced time %.3f s over %d distinct activities; shares are of the time in "
+                      "outermost regions, summed over threads.",
+                   t.traced_ns / 1e9, t.n);
+    }
+    tg_free(t.nodes);
+    return s;
+}
