@@ -127,22 +127,30 @@ static int names_insert(tg_graph *g, tg_tensor *t)
     return 1;
 }
 
-/* Rebuild the name table from the nodes (after a rename; renames are rare). */
-static int names_rebuild(tg_graph *g)
+/* Remove t from the table. Linear probing: the entries after the hole
+ * that would not be found across it are moved back (Knuth's algorithm R),
+ * so a rename costs a few probes, not a rebuild. */
+static void names_remove(tg_graph *g, const tg_tensor *t)
 {
-    tg_free(g->names);
-    g->names = NULL;
-    g->names_cap = g->names_used = 0;
-    if (!names_grow(g))
-        return 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        tg_tensor *t = g->nodes[i];
-        if (!t->name)
-            continue;
-        if (!names_insert(g, t))
-            return 0;
+    if (!g->names_cap || !t->name)
+        return;
+    uint64_t mask = (uint64_t)g->names_cap - 1, i = name_hash(t->name) & mask;
+    while (g->names[i] && g->names[i] != t)
+        i = (i + 1) & mask;
+    if (!g->names[i])
+        return;
+    g->names[i] = NULL;
+    g->names_used--;
+    for (uint64_t j = (i + 1) & mask; g->names[j]; j = (j + 1) & mask) {
+        uint64_t home = name_hash(g->names[j]->name) & mask;
+        /* move back unless its home lies cyclically in (i, j] */
+        bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            g->names[i] = g->names[j];
+            g->names[j] = NULL;
+            i = j;
+        }
     }
-    return 1;
 }
 
 /* Give t the name `base`, or base.1, base.2, ... if taken. */
@@ -172,10 +180,11 @@ void tg_graph_rename(tg_graph *g, tg_tensor *t, const char *name)
 {
     if (!g || !t || !name)
         return;
+    names_remove(g, t);
     t->name = NULL;
     char full[512];
     scoped_name(g, name, full, sizeof full);
-    if (!names_rebuild(g) || !assign_name(g, t, full))
+    if (!assign_name(g, t, full))
         tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
 }
 

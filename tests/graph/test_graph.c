@@ -30,6 +30,32 @@ static void test_names_scopes_and_blocks(void)
     tg_graph_destroy(g);
 }
 
+/* Many renames keep every name findable (removal from the open-addressed
+ * name table must not lose entries that probed past the removed one). */
+static void test_many_renames(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(4)), *t[300];
+    for (int i = 0; i < 300; i++)
+        t[i] = tg_relu(g, x);
+    for (int i = 0; i < 300; i += 2) {
+        char name[32];
+        snprintf(name, sizeof name, "renamed%d", i);
+        tg_graph_rename(g, t[i], name);
+    }
+    for (int i = 0; i < 300; i++) {
+        char name[32];
+        if (i % 2 == 0)
+            snprintf(name, sizeof name, "renamed%d", i);
+        else
+            snprintf(name, sizeof name, i ? "relu.%d" : "relu", i);
+        TG_CHECK(tg_graph_find(g, name) == t[i]);
+    }
+    TG_CHECK(tg_graph_find(g, "relu") == NULL); /* t[0] was renamed */
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_graph_destroy(g);
+}
+
 static void test_errors_are_sticky_and_named(void)
 {
     tg_graph *g = tg_graph_create();
@@ -92,6 +118,7 @@ static void test_backward_needs_a_scalar_loss(void)
 int main(void)
 {
     TG_RUN(test_names_scopes_and_blocks);
+    TG_RUN(test_many_renames);
     TG_RUN(test_errors_are_sticky_and_named);
     TG_RUN(test_autodiff_sums_contributions_and_skips_the_rest);
     TG_RUN(test_backward_needs_a_scalar_loss);
