@@ -3,6 +3,7 @@
  * are not good profiles (and survives damaged ones).
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
 #include "core/rng.h"
 #include "profile/reader.h"
@@ -16,42 +17,25 @@
 
 static char dir[64];
 
-typedef struct {
-    tg_model_graph mg;
-    tg_session *s;
-} run_ctx;
+static const char *const pipelined[] = {"executionStrategy", "pipelined",
+                                        "Training.gradientAccumulation", "4", "deviceIterations",
+                                        "2", NULL};
 
-static void train(run_ctx *c, bool profile, int runs)
+static void train(tg_test_model *c, bool profile, int runs)
 {
-    tg_optimizer opt = tg_optimizer_adamw(0.01f);
-    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 8, &opt, &c->mg));
-    tg_options *o = tg_options_create();
-    tg_options_set(o, "threadsPerDevice", "1");
-    tg_options_set(o, "executionStrategy", "pipelined");
-    tg_options_set(o, "Training.gradientAccumulation", "4");
-    tg_options_set(o, "deviceIterations", "2");
+    const char *kv[16];
+    int n = 0;
+    for (; pipelined[n]; n++)
+        kv[n] = pipelined[n];
     if (profile) {
-        TG_CHECK_OK(tg_options_set(o, "autoReport.all", "true"));
-        TG_CHECK_OK(tg_options_set(o, "autoReport.directory", dir));
+        kv[n++] = "autoReport.all";
+        kv[n++] = "true";
+        kv[n++] = "autoReport.directory";
+        kv[n++] = dir;
     }
-    TG_CHECK_OK(tg_session_create(c->mg.graph, o, &c->s));
-    tg_options_destroy(o);
-    int64_t n = c->s ? tg_session_samples_per_run(c->s, c->mg.images) : 0;
-    float *img = malloc((size_t)n * 784 * sizeof(float));
-    int32_t *lab = malloc((size_t)n * sizeof(int32_t));
-    tg_rng r;
-    tg_rng_seed(&r, 5);
-    for (int k = 0; c->s && k < runs; k++) {
-        for (int64_t i = 0; i < n * 784; i++)
-            img[i] = (float)tg_rng_uniform(&r);
-        for (int64_t i = 0; i < n; i++)
-            lab[i] = (int32_t)tg_rng_below(&r, 10);
-        tg_session_write(c->s, c->mg.images, img, (size_t)n * 784 * sizeof(float));
-        tg_session_write(c->s, c->mg.labels, lab, (size_t)n * sizeof(int32_t));
-        TG_CHECK_OK(tg_session_run(c->s));
-    }
-    free(img);
-    free(lab);
+    kv[n] = NULL;
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    tg_test_train(c, 8, &opt, kv, runs, 5, NULL);
 }
 
 static int64_t query_int(tg_profile_reader *r, const char *sql)
@@ -118,7 +102,7 @@ static void check_against_plan(const tg_program *p, tg_profile_reader *r)
 
 static void test_profile_matches_plan_and_schedule(void)
 {
-    run_ctx c = {0};
+    tg_test_model c;
     train(&c, true, 3);
     char path[128];
     snprintf(path, sizeof path, "%s/training/profile.sqlite", dir);
@@ -132,9 +116,8 @@ static void test_profile_matches_plan_and_schedule(void)
         /* rebuild the plan to compare against (the session's program is gone) */
         tg_options *o = tg_options_create();
         tg_options_set(o, "threadsPerDevice", "1");
-        tg_options_set(o, "executionStrategy", "pipelined");
-        tg_options_set(o, "Training.gradientAccumulation", "4");
-        tg_options_set(o, "deviceIterations", "2");
+        for (int i = 0; pipelined[i]; i += 2)
+            tg_options_set(o, pipelined[i], pipelined[i + 1]);
         tg_program *plan = NULL;
         TG_CHECK_OK(tg_program_compile(c.mg.graph, o, &plan));
         if (plan)
@@ -149,21 +132,12 @@ static void test_profile_matches_plan_and_schedule(void)
 
 static void test_profiling_changes_no_result(void)
 {
-    run_ctx on = {0}, off = {0};
+    tg_test_model on, off;
     train(&on, true, 3);
     train(&off, false, 3);
-    const tg_graph *g = on.mg.graph;
-    for (int i = 0; on.s && off.s && i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->op == TG_OP_PARAM)
-            TG_CHECK(memcmp(tg_session_data(on.s, t),
-                            tg_session_data(off.s, tg_graph_find(off.mg.graph, t->name)),
-                            tg_nbytes(t)) == 0);
-    }
-    tg_session_destroy(on.s);
-    tg_session_destroy(off.s);
-    tg_model_graph_destroy(&on.mg);
-    tg_model_graph_destroy(&off.mg);
+    TG_CHECK(tg_test_same_weights(&on, &off, true));
+    tg_test_model_destroy(&on);
+    tg_test_model_destroy(&off);
 }
 
 static void copy_file(const char *from, const char *to, long keep)

@@ -2,8 +2,8 @@
  * (TensorLocations.optimizer.onChip = false): the device holds less, the
  * training numbers are bit-identical, and the traffic is in the profile. */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
-#include "core/rng.h"
 #include "profile/reader.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/checkpoint.h"
@@ -13,60 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    tg_model_graph mg;
-    tg_session *s;
-} run_ctx;
-
-static void train(run_ctx *c, const char *const *kv, int runs)
-{
-    tg_optimizer opt = tg_optimizer_adamw(0.01f);
-    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 8, &opt, &c->mg));
-    tg_options *o = tg_options_create();
-    tg_options_set(o, "threadsPerDevice", "1");
-    for (int i = 0; kv && kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
-    TG_CHECK_OK(tg_session_create(c->mg.graph, o, &c->s));
-    tg_options_destroy(o);
-    int64_t n = c->s ? tg_session_samples_per_run(c->s, c->mg.images) : 0;
-    float *img = malloc((size_t)n * 784 * sizeof(float));
-    int32_t *lab = malloc((size_t)n * sizeof(int32_t));
-    tg_rng r;
-    tg_rng_seed(&r, 9);
-    for (int k = 0; c->s && k < runs; k++) {
-        for (int64_t i = 0; i < n * 784; i++)
-            img[i] = (float)tg_rng_uniform(&r);
-        for (int64_t i = 0; i < n; i++)
-            lab[i] = (int32_t)tg_rng_below(&r, 10);
-        tg_session_write(c->s, c->mg.images, img, (size_t)n * 784 * sizeof(float));
-        tg_session_write(c->s, c->mg.labels, lab, (size_t)n * sizeof(int32_t));
-        TG_CHECK_OK(tg_session_run(c->s));
-    }
-    free(img);
-    free(lab);
-}
-
-static bool same_params_and_state(const run_ctx *a, const run_ctx *b)
-{
-    const tg_graph *g = a->mg.graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->op != TG_OP_PARAM && t->op != TG_OP_STATE)
-            continue;
-        const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
-        if (memcmp(tg_session_data(a->s, t), tg_session_data(b->s, u), tg_nbytes(t)) != 0)
-            return false;
-    }
-    return true;
-}
-
 static void compare(const char *const *base, const char *const *offloaded)
 {
-    run_ctx on = {0}, off = {0};
-    train(&on, base, 3);
-    train(&off, offloaded, 3);
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    tg_test_model on, off;
+    tg_test_train(&on, 8, &opt, base, 3, 9, NULL);
+    tg_test_train(&off, 8, &opt, offloaded, 3, 9, NULL);
     if (on.s && off.s) {
-        TG_CHECK(same_params_and_state(&on, &off));
+        TG_CHECK(tg_test_same_weights(&on, &off, true));
         const tg_program *pon = tg_session_program(on.s), *poff = tg_session_program(off.s);
         size_t state_on = 0, state_off = 0, host = 0;
         for (int d = 0; d < pon->n_devices; d++) {
@@ -77,10 +31,8 @@ static void compare(const char *const *base, const char *const *offloaded)
         TG_CHECK(state_off == 0 && state_on > 0 && host >= state_on / 2);
         TG_CHECK(poff->arena_bytes < pon->arena_bytes);
     }
-    tg_session_destroy(on.s);
-    tg_session_destroy(off.s);
-    tg_model_graph_destroy(&on.mg);
-    tg_model_graph_destroy(&off.mg);
+    tg_test_model_destroy(&on);
+    tg_test_model_destroy(&off);
 }
 
 static void test_offload_is_exact_on_one_device(void)
@@ -102,19 +54,22 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
     char dir[] = "/tmp/tg_offload_XXXXXX";
     if (!mkdtemp(dir))
         return;
-    run_ctx c = {0};
-    train(&c, (const char *[]){"TensorLocations.optimizer.onChip", "false", "autoReport.all", "true",
-                               "autoReport.directory", dir, NULL},
-          2);
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    tg_test_model c, d;
+    tg_test_train(&c, 8, &opt,
+                  (const char *[]){"TensorLocations.optimizer.onChip", "false", "autoReport.all",
+                                   "true", "autoReport.directory", dir, NULL},
+                  2, 9, NULL);
     char ckpt[128], path[128];
     snprintf(ckpt, sizeof ckpt, "%s/w.safetensors", dir);
     TG_CHECK_OK(tg_checkpoint_save(c.s, ckpt, "mnist-pipeline"));
-    run_ctx d = {0};
-    train(&d, (const char *[]){"TensorLocations.optimizer.onChip", "false", NULL}, 0);
+    tg_test_train(&d, 8, &opt, (const char *[]){"TensorLocations.optimizer.onChip", "false", NULL},
+                  0, 9, NULL);
     TG_CHECK_OK(tg_checkpoint_load(d.s, ckpt, "mnist-pipeline"));
-    TG_CHECK(same_params_and_state(&c, &d));
+    TG_CHECK(tg_test_same_weights(&c, &d, true));
     tg_session_destroy(c.s);
     tg_session_destroy(d.s);
+    c.s = d.s = NULL;
     snprintf(path, sizeof path, "%s/training/profile.sqlite", dir);
     tg_profile_reader *r = NULL;
     TG_CHECK_OK(tg_profile_reader_open(path, &r));
@@ -124,8 +79,8 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
                                              "AND kind = 'stream from host'", 0, &bytes));
     TG_CHECK(bytes > 0);
     tg_profile_reader_close(r);
-    tg_model_graph_destroy(&c.mg);
-    tg_model_graph_destroy(&d.mg);
+    tg_test_model_destroy(&c);
+    tg_test_model_destroy(&d);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -1,0 +1,32 @@
+/* tests/tg_test_train.h - a small training run for tests that compare two
+ * ways of running the same model (offloading, recomputation, profiling,
+ * several devices): the tutorial's mnist-pipeline, random but reproducible
+ * data, a session with one thread per device and the given options. */
+#ifndef TG_TEST_TRAIN_H
+#define TG_TEST_TRAIN_H
+
+#include "tilegraph/models.h"
+#include "tilegraph/session.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct tg_test_model {
+    tg_model_graph mg;
+    tg_session *s;
+} tg_test_model;
+
+/* Build mnist-pipeline for `batch` with `opt`, apply `prepare` to the graph
+ * (may be NULL), create a session with threadsPerDevice=1 and the key/value
+ * options `kv` (NULL-terminated, may be NULL), and run `runs` host steps of
+ * data drawn from `seed`. Failures are test failures. */
+void tg_test_train(tg_test_model *c, int batch, const tg_optimizer *opt, const char *const *kv,
+                   int runs, uint64_t seed, void (*prepare)(tg_graph *g));
+/* More host steps of the same kind of data. */
+void tg_test_train_more(tg_test_model *c, int runs, uint64_t seed);
+void tg_test_model_destroy(tg_test_model *c);
+/* Whether every parameter (and, with state, every state tensor) of a and b
+ * holds the same bytes. */
+bool tg_test_same_weights(const tg_test_model *a, const tg_test_model *b, bool state);
+
+#endif
