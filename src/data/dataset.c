@@ -1,4 +1,6 @@
-/* data/dataset.c - MNIST and Fashion-MNIST from their IDX files. */
+/* data/dataset.c - dataset kinds, MNIST and Fashion-MNIST from their IDX
+ * files; CIFAR-10 (data/cifar.c) and synthetic data (data/synthetic.c) are
+ * dispatched from tg_dataset_load. */
 #include "data/dataset.h"
 
 #include "core/alloc.h"
@@ -21,6 +23,9 @@ static const struct {
     [TG_DATASET_FASHION_MNIST] = {"fashion-mnist", "TG_FASHION_MNIST_DIR",
                                   "/usr/share/datasets/fashion-mnist", 0.2860f, 0.3530f},
     [TG_DATASET_MNIST] = {"mnist", "TG_MNIST_DIR", "/usr/share/datasets/mnist", 0.1307f, 0.3081f},
+    [TG_DATASET_CIFAR10] = {"cifar10", "TG_CIFAR10_DIR", "/usr/share/datasets/cifar10", 0.4734f,
+                            0.2516f},
+    [TG_DATASET_SYNTHETIC] = {"synthetic", "", "", 0.5f, 0.5f},
 };
 
 int tg_dataset_kind_parse(const char *name)
@@ -31,6 +36,10 @@ int tg_dataset_kind_parse(const char *name)
         return TG_DATASET_FASHION_MNIST;
     if (strcmp(name, "mnist") == 0)
         return TG_DATASET_MNIST;
+    if (strcmp(name, "cifar10") == 0 || strcmp(name, "cifar-10") == 0)
+        return TG_DATASET_CIFAR10;
+    if (strcmp(name, "synthetic") == 0)
+        return TG_DATASET_SYNTHETIC;
     return -1;
 }
 
@@ -43,6 +52,8 @@ const char *tg_dataset_default_dir(tg_dataset_kind kind)
 {
     if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
         return NULL;
+    if (kind == TG_DATASET_SYNTHETIC)
+        return NULL; /* generated: no directory */
     const char *env = getenv(kinds[kind].env);
     return env && *env ? env : kinds[kind].dir;
 }
@@ -121,8 +132,21 @@ tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
     *out = NULL;
     if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
         return tg_error(TG_ERR_INVALID_ARG, "unknown dataset kind %d", (int)kind);
+    if (kind == TG_DATASET_SYNTHETIC) {
+        /* CIFAR's shape and split sizes; the test split another seed. */
+        int64_t n = split == TG_SPLIT_TRAIN ? 50000 : 10000;
+        if (max_samples > 0 && max_samples < n)
+            n = max_samples;
+        tg_status st = tg_dataset_synthetic(n, 3, 32, 32, 10, split == TG_SPLIT_TRAIN ? 1 : 2, out);
+        if (st == TG_OK)
+            snprintf((*out)->name, sizeof (*out)->name, "synthetic/%s",
+                     split == TG_SPLIT_TRAIN ? "train" : "test");
+        return st;
+    }
     if (!dir)
         dir = tg_dataset_default_dir(kind);
+    if (kind == TG_DATASET_CIFAR10)
+        return tg_cifar10_load(dir, split, max_samples, out);
     const char *prefix = split == TG_SPLIT_TRAIN ? "train" : "t10k";
     char ip[1024], lp[1024];
     snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, prefix);

@@ -5,21 +5,29 @@
  * loaders read MNIST and Fashion-MNIST from the four IDX files of their
  * usual layout (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
  * t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz), by default from
- * Debian's dataset package directory. A dataset is immutable once loaded and
- * may be read from any number of threads.
+ * Debian's dataset package directory; CIFAR-10 from its binary batches
+ * (data_batch_1.bin .. data_batch_5.bin, test_batch.bin, see data/cifar.c and
+ * docs/formats.md); and "synthetic" data of any shape generated in memory. A
+ * dataset is immutable once loaded and may be read from any number of threads.
  */
 #ifndef TG_DATA_DATASET_H
 #define TG_DATA_DATASET_H
 
 #include "tilegraph/status.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum tg_dataset_kind {
     TG_DATASET_FASHION_MNIST,
     TG_DATASET_MNIST,
+    TG_DATASET_CIFAR10,   /* "cifar10": 3x32x32, 10 classes, binary batches */
+    TG_DATASET_SYNTHETIC, /* "synthetic": CIFAR-shaped generated data, no files */
     TG_DATASET_KIND_COUNT
 } tg_dataset_kind;
+
+/* Channels per-channel statistics can cover (as the loader's). */
+#define TG_DATASET_MAX_CHANNEL_STATS 4
 
 typedef enum tg_split { TG_SPLIT_TRAIN, TG_SPLIT_TEST } tg_split;
 
@@ -34,9 +42,14 @@ typedef struct tg_dataset {
     /* The normalisation the reference tutorials use for this data:
      * x -> (x / 255 - mean) / std. */
     float mean, std;
+    /* Per-channel statistics when channel_stats == c (CIFAR-10's usual
+     * mean/std per RGB channel); 0 when only mean and std apply. */
+    int channel_stats;
+    float channel_mean[TG_DATASET_MAX_CHANNEL_STATS], channel_std[TG_DATASET_MAX_CHANNEL_STATS];
 } tg_dataset;
 
-/* "fashion-mnist" / "fashion" and "mnist"; -1 if unknown. */
+/* "fashion-mnist" / "fashion", "mnist", "cifar10" / "cifar-10" and
+ * "synthetic"; -1 if unknown. */
 int tg_dataset_kind_parse(const char *name);
 const char *tg_dataset_kind_name(tg_dataset_kind kind);
 
@@ -45,7 +58,11 @@ const char *tg_dataset_kind_name(tg_dataset_kind kind);
  * $TG_MNIST_DIR or /usr/share/datasets/mnist. */
 const char *tg_dataset_default_dir(tg_dataset_kind kind);
 
-/* Load one split from `dir` (NULL: the default directory). max_samples > 0
+/* Load one split from `dir` (NULL: the default directory; CIFAR-10 reads
+ * $TG_CIFAR10_DIR or /usr/share/datasets/cifar10, and also looks in a
+ * `cifar-10-batches-bin` subdirectory, the archive's layout; synthetic
+ * ignores dir and makes 50000 train / 10000 test samples of 3x32x32, the
+ * test split from another seed but the same class patterns). max_samples > 0
  * keeps only the first max_samples samples (for tests); 0 keeps all. Every
  * label is checked to be a valid class. On failure *out is NULL and the
  * message names the file at fault. The caller destroys the result. */
@@ -56,6 +73,23 @@ tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
  * class names are "0", "1", ...; mean 0.5, std 0.5 until the caller sets them. */
 tg_status tg_dataset_create(const char *name, int64_t n, int c, int h, int w, int num_classes,
                             tg_dataset **out);
+
+/* Deterministic, learnable synthetic data: n samples of c x h x w, labels
+ * drawn from `seed`, each image its class's pattern (fixed by the geometry
+ * and class count alone, so two seeds give two samples of the same task) plus
+ * uniform noise. Patterns are left-right symmetric, so random horizontal
+ * flips keep the task the same. Named "synthetic"; mean/std 0.5. */
+tg_status tg_dataset_synthetic(int64_t n, int c, int h, int w, int num_classes, uint64_t seed,
+                               tg_dataset **out);
+
+/* CIFAR-10 binary records (1 label byte + 3072 channel-planar pixel bytes)
+ * from memory, as one file's contents; `name` is used in messages. Rejects
+ * an empty buffer, a size not a multiple of 3073 bytes and a label over 9.
+ * max_samples > 0 keeps the first max_samples records. (data/cifar.c) */
+tg_status tg_cifar10_parse(const void *buf, size_t len, const char *name, int64_t max_samples,
+                           tg_dataset **out);
+/* One split from a directory of CIFAR-10 batches (tg_dataset_load calls this). */
+tg_status tg_cifar10_load(const char *dir, tg_split split, int64_t max_samples, tg_dataset **out);
 
 void tg_dataset_destroy(tg_dataset *ds);
 
