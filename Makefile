@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 
 # Every Debian package the project needs, and why (docs/dependencies.md).
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
-               libsqlite3-dev sqlite3 dataset-fashion-mnist clang
+               libsqlite3-dev sqlite3 dataset-fashion-mnist clang chromium
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
 .PHONY: all demo test build deps bench-deps bench format asan tsan fuzz clean

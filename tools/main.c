@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"compile", cmd_compile, "compile a model for the devices and print its memory plan"},
     {"models", cmd_models, "list the built-in models"},
     {"options", cmd_options, "list the session options and their defaults"},
+    {"report", cmd_report, "write a self-contained HTML report of a profile (or two, compared)"},
     {"analyse", cmd_analyse, "show a profile's views: summary, memory, liveness, trace, ..."},
     {"compare", cmd_compare, "compare two profiles side by side, with differences"},
 };

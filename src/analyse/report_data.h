@@ -1,0 +1,15 @@
+/* analyse/report_data.h - the data of one profile as the JSON object the HTML
+ * report page reads: meta, devices, memory, tensors, steps, schedule,
+ * liveness, the trace of run 0 and ops. */
+#ifndef TG_ANALYSE_REPORT_DATA_H
+#define TG_ANALYSE_REPORT_DATA_H
+
+#include "core/json.h"
+#include "profile/reader.h"
+
+/* Append one object to `w`: {"meta": {key: value, ...}, "devices": T, ...}
+ * where each table T is {"cols": [names], "rows": [[values], ...]} (rows as
+ * arrays keep the embedded page small). */
+tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w);
+
+#endif

@@ -1,0 +1,539 @@
+/* web/report.js - renders the tilegraph report page from the embedded JSON
+ * (see src/analyse/report_data.c for its shape). Plain browser JavaScript, no
+ * libraries. Every computed figure the tests check is written into the DOM
+ * with an id or data-* attribute. The URL hash selects the tab and its state:
+ * #summary, #memory, #liveness/device=0&step=12&step2=20, #program,
+ * #operations/sort=flops&filter=conv, #trace/from=0&to=5000000 (ns from the
+ * start of the run). */
+'use strict';
+var errorsBox = document.getElementById('errors');
+function reportError(msg) { errorsBox.textContent += msg + '\n'; }
+window.onerror = function (msg, src, line, col) { reportError(msg + ' (' + line + ':' + col + ')'); };
+window.addEventListener('unhandledrejection', function (e) { reportError(String(e.reason)); });
+
+/* ---- helpers ---- */
+function el(tag, attrs) {
+  var e = document.createElement(tag);
+  if (attrs) for (var k in attrs) {
+    if (k === 'text') e.textContent = attrs[k];
+    else if (k === 'cls') e.className = attrs[k];
+    else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), attrs[k]);
+    else e.setAttribute(k, attrs[k]);
+  }
+  for (var i = 2; i < arguments.length; i++) {
+    var c = arguments[i];
+    if (c == null) continue;
+    if (Array.isArray(c)) c.forEach(function (x) { if (x != null) e.appendChild(typeof x === 'string' ? document.createTextNode(x) : x); });
+    else e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return e;
+}
+var SVGNS = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs) {
+  var e = document.createElementNS(SVGNS, tag);
+  for (var k in attrs) e.setAttribute(k, attrs[k]);
+  return e;
+}
+function fmtBytes(b) {
+  if (b == null || isNaN(b)) return '-';
+  var a = Math.abs(b), u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], i = 0;
+  while (a >= 1024 && i < u.length - 1) { a /= 1024; i++; }
+  return (b < 0 ? '-' : '') + (i === 0 ? a.toFixed(0) : a.toFixed(a < 10 ? 2 : 1)) + ' ' + u[i];
+}
+function fmtNs(ns) {
+  var a = Math.abs(ns);
+  if (a < 1e3) return ns.toFixed(0) + ' ns';
+  if (a < 1e6) return (ns / 1e3).toFixed(1) + ' us';
+  if (a < 1e9) return (ns / 1e6).toFixed(2) + ' ms';
+  return (ns / 1e9).toFixed(2) + ' s';
+}
+function fmtNum(x) {
+  if (x == null) return '-';
+  var a = Math.abs(x);
+  if (a >= 1e12) return (x / 1e12).toFixed(2) + ' T';
+  if (a >= 1e9) return (x / 1e9).toFixed(2) + ' G';
+  if (a >= 1e6) return (x / 1e6).toFixed(2) + ' M';
+  if (a >= 1e3) return (x / 1e3).toFixed(1) + ' k';
+  return String(Math.round(x * 100) / 100);
+}
+function pct(x) { return (x * 100).toFixed(1) + '%'; }
+function diffCells(a, b, fmt) {
+  var d = b - a, rel = a ? d / a : (d ? Infinity : 0);
+  var cls = 'num ' + (d > 0 ? 'pos' : d < 0 ? 'neg' : '');
+  return [el('td', { cls: cls, 'data-value': d }, (d > 0 ? '+' : '') + fmt(d)),
+          el('td', { cls: cls }, isFinite(rel) ? (d > 0 ? '+' : '') + pct(rel) : 'new')];
+}
+function table(headers, rows, attrs) {
+  return el('table', attrs || {}, el('thead', null, el('tr', null, headers.map(function (h) {
+    return el('th', { cls: /^[#]|bytes|flops|time|share|count|calls|diff|%|device \d|slots/.test(h) ? 'num' : '' }, h);
+  }))), el('tbody', null, rows));
+}
+function td(v, cls, attrs) { var a = attrs || {}; if (cls) a.cls = cls; return el('td', a, v); }
+function sum(arr, f) { var s = 0; for (var i = 0; i < arr.length; i++) s += f(arr[i]); return s; }
+
+/* ---- data ---- */
+function rowsOf(t) {
+  if (!t) return [];
+  return t.rows.map(function (r) { var o = {}; t.cols.forEach(function (c, i) { o[c] = r[i]; }); return o; });
+}
+var CATEGORY_COLOURS = {
+  'weights': '#2f6fdb', 'optimizer state': '#7a5af8', 'gradient accumulators': '#ee46bc',
+  'constants': '#667085', 'host-stream buffers': '#15b79e', 'pipeline stash': '#f79009',
+  'inter-device copy buffers': '#06aed4', 'activations': '#f04438', 'kernel scratch': '#fda29b',
+  'offloaded to host': '#98a2b3'
+};
+/* Categories that are not part of the arena total: kernel scratch is inside
+ * activations, offloaded state lives on the host. */
+function inArena(cat) { return cat !== 'kernel scratch' && cat !== 'offloaded to host'; }
+function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
+
+function loadReport(raw) {
+  var r = { path: raw.path, meta: raw.meta };
+  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  r.nDevices = r.devices.length;
+  r.deviceTotal = r.devices.map(function (d) {
+    return sum(r.memory.filter(function (m) { return m.device === d.device && inArena(m.category); }), function (m) { return m.bytes; });
+  });
+  r.replicas = +r.meta.replicas || 1;
+  /* trace: times relative to the first event of run 0 */
+  var t0 = Infinity, t1 = -Infinity;
+  r.trace.forEach(function (e) { if (e.start_ns < t0) t0 = e.start_ns; if (e.end_ns > t1) t1 = e.end_ns; });
+  r.t0 = isFinite(t0) ? t0 : 0; r.span = isFinite(t1) ? t1 - t0 : 0;
+  r.trace.forEach(function (e) { e.s = e.start_ns - r.t0; e.e = e.end_ns - r.t0; });
+  r.busy = r.devices.map(function (d) {
+    return r.span ? sum(r.trace.filter(function (e) { return e.device === d.device && e.replica === 0 && e.kind === 'execute'; }), function (e) { return e.e - e.s; }) / r.span : 0;
+  });
+  return r;
+}
+
+var data, reports = [], cur = 0;
+try {
+  data = JSON.parse(document.getElementById('report-data').textContent);
+  reports = data.reports.map(loadReport);
+} catch (e) { reportError('cannot read the report data: ' + e.message); }
+
+/* ---- tabs and hash ---- */
+var TABS = [['summary', 'Summary'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
+            ['operations', 'Operations'], ['trace', 'Execution Trace']];
+var renderers = {};
+function parseHash() {
+  var h = location.hash.replace(/^#/, ''), parts = h.split('/'), tab = parts[0] || 'summary', args = {};
+  (parts[1] || '').split('&').forEach(function (kv) { if (!kv) return; var p = kv.split('='); args[decodeURIComponent(p[0])] = decodeURIComponent(p[1] || ''); });
+  if (!TABS.some(function (t) { return t[0] === tab; })) tab = 'summary';
+  return { tab: tab, args: args };
+}
+function setHash(tab, args) {
+  var s = Object.keys(args || {}).filter(function (k) { return args[k] !== '' && args[k] != null; })
+    .map(function (k) { return encodeURIComponent(k) + '=' + encodeURIComponent(args[k]); }).join('&');
+  history.replaceState(null, '', '#' + tab + (s ? '/' + s : ''));
+  route();
+}
+function route() {
+  if (!reports.length) return;
+  var h = parseHash();
+  TABS.forEach(function (t) {
+    document.getElementById('tab-' + t[0]).classList.toggle('active', t[0] === h.tab);
+    document.getElementById('nav-' + t[0]).classList.toggle('active', t[0] === h.tab);
+  });
+  var sec = document.getElementById('tab-' + h.tab);
+  sec.textContent = '';
+  try { renderers[h.tab](sec, h.args); } catch (e) { reportError(h.tab + ': ' + e.message + '\n' + e.stack); }
+  document.body.setAttribute('data-tab', h.tab);
+}
+
+/* ---- Summary ---- */
+var SUMMARY_KEYS = [['program', 'program'], ['target', 'target'], ['strategy', 'strategy'], ['schedule', 'schedule'],
+  ['devices', 'devices'], ['replicas', 'replicas'], ['micro_batches', 'micro-batches per update'],
+  ['iterations', 'device iterations'], ['threads_per_device', 'threads per device'], ['ops', 'ops'],
+  ['tensors', 'tensors'], ['steps', 'program steps'], ['transfers', 'transfers'],
+  ['arena_bytes', 'arena bytes (one replica)'], ['flops_per_run', 'FLOPs per run'], ['tilegraph_version', 'version'],
+  ['created', 'created']];
+renderers.summary = function (sec) {
+  var a = reports[0], b = reports[1];
+  sec.appendChild(el('div', { cls: 'cards' },
+    el('div', { cls: 'card' }, el('div', { cls: 'muted' }, 'devices'), el('div', { cls: 'v', id: 'device-count', 'data-value': a.nDevices }, String(a.nDevices))),
+    el('div', { cls: 'card' }, el('div', { cls: 'muted' }, 'replicas'), el('div', { cls: 'v' }, String(a.replicas))),
+    el('div', { cls: 'card' }, el('div', { cls: 'muted' }, 'arena, all devices'), el('div', { cls: 'v', id: 'total-memory', 'data-value': sum(a.deviceTotal, function (x) { return x; }) }, fmtBytes(sum(a.deviceTotal, function (x) { return x; })))),
+    el('div', { cls: 'card' }, el('div', { cls: 'muted' }, 'run 0 duration'), el('div', { cls: 'v', id: 'run-duration', 'data-value': a.span }, fmtNs(a.span)))));
+  sec.appendChild(el('h2', null, 'Program information'));
+  var isNum = function (k) { return /^-?\d+(\.\d+)?$/.test(a.meta[k] || ''); };
+  var hdr = b ? ['', 'source (' + a.path + ')', 'target (' + b.path + ')', 'diff', 'diff %'] : ['', 'value'];
+  sec.appendChild(table(hdr, SUMMARY_KEYS.filter(function (k) { return k[0] in a.meta || (b && k[0] in b.meta); }).map(function (k) {
+    var va = a.meta[k[0]], fmt = /bytes/.test(k[0]) ? function (x) { return fmtBytes(+x); } : isNum(k[0]) ? function (x) { return fmtNum(+x); } : String;
+    var cells = [td(k[1]), td(va == null ? '-' : fmt(va), isNum(k[0]) ? 'num' : '', { id: 'meta-' + k[0], 'data-value': va })];
+    if (b) {
+      var vb = b.meta[k[0]];
+      cells.push(td(vb == null ? '-' : fmt(vb), isNum(k[0]) ? 'num' : '', { id: 'meta-b-' + k[0], 'data-value': vb }));
+      if (isNum(k[0]) && vb != null) cells = cells.concat(diffCells(+va, +vb, fmt));
+      else cells.push(td(va === vb ? '' : 'differs'), td(''));
+    }
+    return el('tr', null, cells);
+  }), { id: 'summary-meta' }));
+  sec.appendChild(el('h2', null, 'Per device'));
+  var nd = Math.max(a.nDevices, b ? b.nDevices : 0), rows = [];
+  for (var d = 0; d < nd; d++) {
+    var cells = [td('device ' + d),
+      td(d < a.nDevices ? fmtBytes(a.deviceTotal[d]) : '-', 'num', { id: 'device-memory-' + d, 'data-value': d < a.nDevices ? a.deviceTotal[d] : '' }),
+      td(d < a.nDevices ? pct(a.busy[d]) : '-', 'num', { id: 'device-busy-' + d, 'data-value': d < a.nDevices ? a.busy[d].toFixed(4) : '' })];
+    if (b) {
+      cells.push(td(d < b.nDevices ? fmtBytes(b.deviceTotal[d]) : '-', 'num', { id: 'device-memory-b-' + d, 'data-value': d < b.nDevices ? b.deviceTotal[d] : '' }));
+      cells = cells.concat(diffCells(d < a.nDevices ? a.deviceTotal[d] : 0, d < b.nDevices ? b.deviceTotal[d] : 0, fmtBytes));
+      cells.push(td(d < b.nDevices ? pct(b.busy[d]) : '-', 'num'));
+    }
+    rows.push(el('tr', null, cells));
+  }
+  sec.appendChild(table(b ? ['device', 'memory (source)', 'busy (source)', 'memory (target)', 'memory diff', 'diff %', 'busy (target)']
+                          : ['device', 'memory (arena)', 'busy share of run 0'], rows, { id: 'summary-devices' }));
+  if (b) {
+    sec.appendChild(el('h2', null, 'Tensors present in only one report'));
+    var na = {}, nb = {};
+    a.tensors.forEach(function (t) { na[t.name] = t; }); b.tensors.forEach(function (t) { nb[t.name] = t; });
+    var only = [];
+    Object.keys(na).forEach(function (n) { if (!(n in nb)) only.push([n, 'source only', na[n].bytes]); });
+    Object.keys(nb).forEach(function (n) { if (!(n in na)) only.push([n, 'target only', nb[n].bytes]); });
+    sec.appendChild(only.length ? table(['tensor', 'in', 'bytes'], only.slice(0, 200).map(function (o) { return el('tr', null, td(o[0]), td(o[1]), td(fmtBytes(o[2]), 'num')); }), { id: 'summary-only' })
+                                : el('p', { id: 'summary-only', cls: 'muted' }, 'Both reports hold the same tensors.'));
+  }
+};
+
+/* ---- Memory ---- */
+function memoryBars(r, title, scale) {
+  var box = el('div', null, el('h3', null, title));
+  var cats = [];
+  r.memory.forEach(function (m) { if (inArena(m.category) && cats.indexOf(m.category) < 0) cats.push(m.category); });
+  r.devices.forEach(function (d, i) {
+    var bar = el('div', { cls: 'bar', style: 'width:' + Math.max(2, 700 * r.deviceTotal[i] / scale) + 'px' });
+    r.memory.filter(function (m) { return m.device === d.device && inArena(m.category) && m.bytes > 0; }).forEach(function (m) {
+      bar.appendChild(el('span', { title: m.category + ': ' + fmtBytes(m.bytes), 'data-category': m.category,
+        style: 'width:' + (100 * m.bytes / (r.deviceTotal[i] || 1)) + '%;background:' + colourOf(m.category) }));
+    });
+    box.appendChild(el('div', { cls: 'bar-row' }, el('span', { cls: 'label' }, 'device ' + d.device), bar, el('span', null, fmtBytes(r.deviceTotal[i]))));
+  });
+  box.appendChild(el('div', { cls: 'legend' }, cats.map(function (c) { return el('span', null, el('i', { style: 'background:' + colourOf(c) }), c); })));
+  return box;
+}
+renderers.memory = function (sec, args) {
+  var a = reports[0], b = reports[1];
+  var scale = Math.max.apply(null, a.deviceTotal.concat(b ? b.deviceTotal : []).concat([1]));
+  sec.appendChild(el('h2', null, 'Memory per device, by category'));
+  sec.appendChild(memoryBars(a, b ? 'source: ' + a.path : a.path, scale));
+  if (b) sec.appendChild(memoryBars(b, 'target: ' + b.path, scale));
+  /* category table: devices as columns */
+  var cats = [];
+  a.memory.concat(b ? b.memory : []).forEach(function (m) { if (cats.indexOf(m.category) < 0) cats.push(m.category); });
+  var get = function (r, d, c) { var m = r.memory.filter(function (x) { return x.device === d && x.category === c; })[0]; return m ? m.bytes : 0; };
+  var nd = Math.max(a.nDevices, b ? b.nDevices : 0), hdr = ['category'], rows = [];
+  for (var d = 0; d < nd; d++) hdr = hdr.concat(b ? ['device ' + d + ' source', 'device ' + d + ' target', 'diff'] : ['device ' + d]);
+  cats.forEach(function (c) {
+    var cells = [td(c + (inArena(c) ? '' : ' *'))];
+    for (var d = 0; d < nd; d++) {
+      var va = get(a, d, c);
+      cells.push(td(fmtBytes(va), 'num', { id: 'mem-' + d + '-' + c.replace(/\W+/g, '-'), 'data-value': va }));
+      if (b) { var vb = get(b, d, c); cells.push(td(fmtBytes(vb), 'num', { 'data-value': vb }), diffCells(va, vb, fmtBytes)[0]); }
+    }
+    rows.push(el('tr', null, cells));
+  });
+  sec.appendChild(table(hdr, rows, { id: 'memory-categories' }));
+  sec.appendChild(el('p', { cls: 'muted' }, '* not added to the arena total: kernel scratch is part of activations; offloaded state is kept in host memory.'));
+  /* largest tensors */
+  var r = reports[cur], dev = args.device != null && args.device !== '' ? +args.device : null;
+  sec.appendChild(el('h2', null, 'Largest tensors' + (b ? ' (' + r.path + ')' : '')));
+  var pick = el('select', { onchange: function () { setHash('memory', { device: this.value }); } },
+    el('option', { value: '' }, 'all devices'), r.devices.map(function (d) { var o = el('option', { value: d.device }, 'device ' + d.device); if (dev === d.device) o.selected = true; return o; }));
+  sec.appendChild(el('div', { cls: 'controls' }, 'device ', pick));
+  var ts = r.tensors.filter(function (t) { return dev == null || t.device === dev; }).slice()
+    .sort(function (x, y) { return y.bytes * y.slots - x.bytes * x.slots; }).slice(0, 40);
+  sec.appendChild(table(['tensor', 'category', 'dtype', 'shape', 'device', 'bytes (one slot)', 'slots', 'total bytes', 'live steps'], ts.map(function (t) {
+    return el('tr', { 'data-name': t.name }, td(t.name), td(t.category), td(t.dtype), td(t.shape), td(String(t.device), 'num'),
+      td(fmtBytes(t.bytes), 'num'), td(String(t.slots), 'num'), td(fmtBytes(t.bytes * t.slots), 'num', { 'data-value': t.bytes * t.slots }),
+      td(t.always_live ? 'always' : t.first_step + '-' + t.last_step));
+  }), { id: 'largest-tensors' }));
+};
+
+/* ---- Liveness ---- */
+function liveAt(r, device, step) {
+  return r.tensors.filter(function (t) { return t.device === device && !t.always_live && t.first_step <= step && step <= t.last_step; })
+    .sort(function (x, y) { return y.bytes * y.slots - x.bytes * x.slots || (x.name < y.name ? -1 : 1); });
+}
+renderers.liveness = function (sec, args) {
+  var r = reports[cur];
+  var dev = args.device != null && args.device !== '' ? +args.device : null;
+  var s1 = args.step != null && args.step !== '' ? +args.step : null, s2 = args.step2 != null && args.step2 !== '' ? +args.step2 : null;
+  sec.appendChild(el('h2', null, 'Live bytes over program steps'));
+  sec.appendChild(el('p', { cls: 'muted' }, 'Activations live at each step (plus its kernel scratch), on each device\'s timeline: forward, backward, then update steps. Click a step to list its live tensors; shift-click a second step to see what changed between them.'));
+  var W = 1300, H = 130;
+  r.devices.forEach(function (d) {
+    var pts = r.liveness.filter(function (l) { return l.device === d.device; });
+    if (!pts.length) return;
+    var max = Math.max.apply(null, pts.map(function (l) { return l.live_bytes; }).concat([1]));
+    var peak = pts.reduce(function (p, l) { return l.live_bytes > p.live_bytes ? l : p; }, pts[0]);
+    var n = pts.length, bw = (W - 70) / n;
+    var g = svg('svg', { width: W, height: H + 24, class: 'chart', id: 'liveness-device-' + d.device, 'data-peak-step': peak.step, 'data-peak-bytes': peak.live_bytes });
+    var t = svg('text', { x: 4, y: 14, 'font-size': 12 }); t.textContent = 'device ' + d.device + ' - peak ' + fmtBytes(peak.live_bytes) + ' at step ' + peak.step + ' (' + peak.name + ')';
+    g.appendChild(t);
+    var path = '';
+    pts.forEach(function (l, i) {
+      var h = (H - 24) * l.live_bytes / max, x = 60 + i * bw, y = H - h;
+      var sel = dev === d.device && (l.step === s1 || l.step === s2);
+      var rect = svg('rect', { x: x + 0.5, y: 20, width: Math.max(1, bw - 1), height: H - 20, fill: sel ? '#ffe08a' : 'transparent', class: 'step', 'data-step': l.step });
+      var tt = svg('title', {}); tt.textContent = 'step ' + l.step + ': ' + l.name + ' - ' + fmtBytes(l.live_bytes); rect.appendChild(tt);
+      rect.addEventListener('click', function (ev) {
+        if (ev.shiftKey && dev === d.device && s1 != null) setHash('liveness', { device: d.device, step: s1, step2: l.step });
+        else setHash('liveness', { device: d.device, step: l.step });
+      });
+      g.appendChild(rect);
+      path += (i ? 'L' : 'M') + (x + bw / 2).toFixed(1) + ' ' + y.toFixed(1);
+      var bar = svg('rect', { x: x + 1, y: y, width: Math.max(1, bw - 2), height: h, fill: '#f04438', 'fill-opacity': 0.35, 'pointer-events': 'none' });
+      g.appendChild(bar);
+    });
+    g.appendChild(svg('path', { d: path, fill: 'none', stroke: '#b42318', 'stroke-width': 1.5, 'pointer-events': 'none' }));
+    var ax = svg('text', { x: 4, y: 32, 'font-size': 10, fill: '#667085' }); ax.textContent = fmtBytes(max); g.appendChild(ax);
+    var ax2 = svg('text', { x: 60, y: H + 16, 'font-size': 10, fill: '#667085' }); ax2.textContent = 'step 0'; g.appendChild(ax2);
+    var ax3 = svg('text', { x: W - 10, y: H + 16, 'font-size': 10, fill: '#667085', 'text-anchor': 'end' }); ax3.textContent = 'step ' + pts[n - 1].step; g.appendChild(ax3);
+    sec.appendChild(g);
+  });
+  if (dev == null || s1 == null) return;
+  var nameOf = function (s) { var l = r.liveness.filter(function (x) { return x.device === dev && x.step === s; })[0]; return l ? l.name : '?'; };
+  var live1 = liveAt(r, dev, s1);
+  sec.appendChild(el('h2', { id: 'live-title', 'data-device': dev, 'data-step': s1 }, 'Device ' + dev + ', step ' + s1 + ' (' + nameOf(s1) + '): ' + live1.length + ' live tensors, ' + fmtBytes(sum(live1, function (t) { return t.bytes * t.slots; }))));
+  var rowsFor = function (ts) { return ts.map(function (t) { return el('tr', { 'data-name': t.name }, td(t.name), td(t.category), td(t.shape), td(fmtBytes(t.bytes * t.slots), 'num'), td(t.first_step + '-' + t.last_step)); }); };
+  sec.appendChild(table(['tensor', 'category', 'shape', 'bytes', 'live steps'], rowsFor(live1), { id: 'live-list', 'data-count': live1.length }));
+  if (s2 != null) {
+    var live2 = liveAt(r, dev, s2), n1 = {}, n2 = {};
+    live1.forEach(function (t) { n1[t.name] = 1; }); live2.forEach(function (t) { n2[t.name] = 1; });
+    var added = live2.filter(function (t) { return !n1[t.name]; }), freed = live1.filter(function (t) { return !n2[t.name]; });
+    sec.appendChild(el('h2', { id: 'live-diff-title' }, 'From step ' + s1 + ' to step ' + s2 + ' (' + nameOf(s2) + '): ' + fmtBytes(sum(live2, function (t) { return t.bytes * t.slots; }) - sum(live1, function (t) { return t.bytes * t.slots; })) + ' change'));
+    sec.appendChild(el('h3', null, 'live at step ' + s2 + ' only (' + added.length + ')'));
+    sec.appendChild(table(['tensor', 'category', 'shape', 'bytes', 'live steps'], rowsFor(added), { id: 'live-added', 'data-count': added.length }));
+    sec.appendChild(el('h3', null, 'live at step ' + s1 + ' only (' + freed.length + ')'));
+    sec.appendChild(table(['tensor', 'category', 'shape', 'bytes', 'live steps'], rowsFor(freed), { id: 'live-freed', 'data-count': freed.length }));
+  }
+};
+
+/* ---- Program Tree ---- */
+renderers.program = function (sec) {
+  var r = reports[cur], kids = {}, roots = [];
+  r.steps.forEach(function (s) { if (s.parent == null) roots.push(s); else (kids[s.parent] = kids[s.parent] || []).push(s); });
+  Object.keys(kids).forEach(function (k) { kids[k].sort(function (x, y) { return x.position - y.position; }); });
+  var opName = {}; r.ops.forEach(function (o) { opName[o.id] = o; });
+  var count = 0;
+  function node(s, depth) {
+    count++;
+    var label = [el('span', { cls: 'kind' }, s.kind), s.name, s.phase ? el('span', { cls: 'muted' }, '  ' + s.phase) : null,
+      s.op != null && opName[s.op] ? el('span', { cls: 'muted' }, '  ' + opName[s.op].type) : null];
+    var c = kids[s.id];
+    if (!c) return el('div', { cls: 'leaf', 'data-step-id': s.id }, label);
+    var det = el('details', { 'data-step-id': s.id }, el('summary', null, label, el('span', { cls: 'muted' }, '  (' + c.length + ')')));
+    if (depth < 3) det.open = true;
+    c.forEach(function (k) { det.appendChild(node(k, depth + 1)); });
+    return det;
+  }
+  sec.appendChild(el('div', { cls: 'controls' },
+    el('button', { onclick: function () { sec.querySelectorAll('details').forEach(function (d) { d.open = true; }); } }, 'expand all'),
+    el('button', { onclick: function () { sec.querySelectorAll('details').forEach(function (d) { d.open = false; }); } }, 'collapse all')));
+  var tree = el('div', { cls: 'tree', id: 'program-tree' });
+  roots.forEach(function (s) { tree.appendChild(node(s, 0)); });
+  tree.setAttribute('data-count', count);
+  sec.appendChild(tree);
+};
+
+/* ---- Operations ---- */
+var OP_COLS = [['name', 'op'], ['type', 'type'], ['block', 'block'], ['device', 'device'], ['phase', 'phase'], ['flops', 'flops'],
+  ['bytes_in', 'bytes in'], ['bytes_out', 'bytes out'], ['calls', 'calls'], ['total_ns', 'time'], ['share', 'time share']];
+renderers.operations = function (sec, args) {
+  var r = reports[cur], sortKey = args.sort || 'total_ns', desc = args.dir !== 'asc', filter = (args.filter || '').toLowerCase();
+  var total = sum(r.ops, function (o) { return o.total_ns || 0; }) || 1;
+  r.ops.forEach(function (o) { o.share = (o.total_ns || 0) / total; });
+  /* per type */
+  var types = {};
+  r.ops.forEach(function (o) { var t = types[o.type] = types[o.type] || { type: o.type, count: 0, flops: 0, ns: 0 }; t.count++; t.flops += o.flops || 0; t.ns += o.total_ns || 0; });
+  var tl = Object.keys(types).map(function (k) { return types[k]; }).sort(function (x, y) { return y.ns - x.ns; });
+  sec.appendChild(el('h2', null, 'By op type'));
+  sec.appendChild(table(['type', 'count', 'flops', 'time', 'time share'], tl.map(function (t) {
+    return el('tr', null, td(t.type), td(String(t.count), 'num'), td(fmtNum(t.flops), 'num'), td(fmtNs(t.ns), 'num'), td(pct(t.ns / total), 'num'));
+  }), { id: 'op-types' }));
+  sec.appendChild(el('h2', null, 'Operations'));
+  var input = el('input', { type: 'search', placeholder: 'filter by name, type, phase', value: args.filter || '', id: 'op-filter' });
+  input.addEventListener('change', function () { setHash('operations', { sort: sortKey, dir: desc ? 'desc' : 'asc', filter: input.value }); });
+  sec.appendChild(el('div', { cls: 'controls' }, input, el('span', { cls: 'muted' }, 'click a column to sort')));
+  var rows = r.ops.filter(function (o) { return !filter || (o.name + ' ' + o.type + ' ' + o.phase + ' ' + o.block).toLowerCase().indexOf(filter) >= 0; });
+  rows.sort(function (x, y) { var a = x[sortKey], b = y[sortKey]; var c = typeof a === 'number' ? a - b : String(a).localeCompare(String(b)); return desc ? -c : c; });
+  var thead = el('tr', null, OP_COLS.map(function (c) {
+    return el('th', { cls: 'sortable' + (/name|type|block|phase/.test(c[0]) ? '' : ' num'), 'data-key': c[0],
+      onclick: function () { setHash('operations', { sort: c[0], dir: sortKey === c[0] && desc ? 'asc' : 'desc', filter: input.value }); } },
+      c[1] + (sortKey === c[0] ? (desc ? ' \u25bc' : ' \u25b2') : ''));
+  }));
+  var body = el('tbody', null, rows.map(function (o) {
+    return el('tr', { 'data-name': o.name }, td(o.name), td(o.type), td(o.block), td(String(o.device), 'num'), td(o.phase), td(fmtNum(o.flops), 'num'),
+      td(fmtBytes(o.bytes_in), 'num'), td(fmtBytes(o.bytes_out), 'num'), td(String(o.calls), 'num'), td(fmtNs(o.total_ns || 0), 'num'), td(pct(o.share), 'num'));
+  }));
+  sec.appendChild(el('table', { id: 'ops-table', 'data-count': rows.length, 'data-sort': sortKey }, el('thead', null, thead), body));
+};
+
+/* ---- Execution Trace ---- */
+var KIND_STYLE = {
+  'stream from host': ['#15b79e', 0.45], 'stream to host': ['#0e9384', 0.45], 'copy to device': ['#06aed4', 0.45],
+  'wait for device': ['#d0d5dd', 0.25], 'accumulate gradients': ['#ee46bc', 0.6], 'all-reduce': ['#7a5af8', 0.6]
+};
+var PHASE_COLOUR = { forward: '#2f6fdb', backward: '#f79009', update: '#12b76a' };
+function traceStyle(e) {
+  if (e.kind === 'execute') return [PHASE_COLOUR[e.phase] || '#667085', 1];
+  return KIND_STYLE[e.kind] || ['#98a2b3', 0.4];
+}
+function rangeSummary(r, from, to) {
+  var len = Math.max(1, to - from), out = [];
+  for (var rep = 0; rep < r.replicas; rep++) r.devices.forEach(function (d) {
+    var acc = {};
+    r.trace.forEach(function (e) {
+      if (e.device !== d.device || e.replica !== rep) return;
+      var ov = Math.min(e.e, to) - Math.max(e.s, from);
+      if (ov > 0) acc[e.kind] = (acc[e.kind] || 0) + ov;
+    });
+    out.push({ device: d.device, replica: rep, acc: acc, len: len });
+  });
+  return out;
+}
+/* Pipeline phases of device iteration 0: ramp-up until the last device starts
+ * its first forward, ramp-down from when the first device has run its last
+ * forward... measured on execute events. */
+function pipelinePhases(r) {
+  var ex = r.trace.filter(function (e) { return e.kind === 'execute' && e.replica === 0 && e.iteration === 0 && e.phase !== 'update'; });
+  if (!ex.length || r.nDevices < 2) return null;
+  var firstStart = r.devices.map(function (d) { return Math.min.apply(null, ex.filter(function (e) { return e.device === d.device; }).map(function (e) { return e.s; }).concat([Infinity])); });
+  var lastEnd = r.devices.map(function (d) { return Math.max.apply(null, ex.filter(function (e) { return e.device === d.device; }).map(function (e) { return e.e; }).concat([-Infinity])); });
+  var start = Math.min.apply(null, firstStart), end = Math.max.apply(null, lastEnd);
+  var steadyFrom = Math.max.apply(null, firstStart), steadyTo = Math.min.apply(null, lastEnd);
+  if (!(steadyFrom < steadyTo)) return null;
+  return { start: start, steadyFrom: steadyFrom, steadyTo: steadyTo, end: end };
+}
+renderers.trace = function (sec, args) {
+  var r = reports[cur];
+  if (!r.trace.length) { sec.appendChild(el('p', { id: 'trace-empty' }, 'This profile holds no execution trace (execution_profile is off).')); return; }
+  var phases = pipelinePhases(r);
+  var iter0 = r.trace.filter(function (e) { return e.iteration === 0; });
+  var i0end = Math.max.apply(null, iter0.map(function (e) { return e.e; }).concat([r.span]).slice(0, iter0.length || 1));
+  var view = { from: args.vfrom != null ? +args.vfrom : 0, to: args.vto != null ? +args.vto : (r.meta.iterations > 1 ? i0end : r.span) };
+  var sel = args.from != null && args.to != null ? { from: +args.from, to: +args.to } : null;
+  sec.appendChild(el('h2', null, 'Execution trace of host step 0 (' + fmtNs(r.span) + ', ' + (r.meta.iterations || 1) + ' device iterations)'));
+  var info = el('span', { cls: 'muted', id: 'trace-view', 'data-from': view.from, 'data-to': view.to });
+  function go(v, s) {
+    var a = { vfrom: Math.round(v.from), vto: Math.round(v.to) };
+    if (s) { a.from = Math.round(s.from); a.to = Math.round(s.to); }
+    setHash('trace', a);
+  }
+  sec.appendChild(el('div', { cls: 'controls' },
+    el('button', { onclick: function () { var c = (view.from + view.to) / 2, w = (view.to - view.from) / 4; go({ from: c - w, to: c + w }, sel); } }, 'zoom in'),
+    el('button', { onclick: function () { var c = (view.from + view.to) / 2, w = (view.to - view.from); go({ from: Math.max(0, c - w), to: Math.min(r.span, c + w) }, sel); } }, 'zoom out'),
+    el('button', { onclick: function () { go({ from: 0, to: i0end }, sel); } }, 'first device iteration'),
+    el('button', { onclick: function () { go({ from: 0, to: r.span }, sel); } }, 'whole host step'),
+    el('button', { onclick: function () { if (sel) go(sel, sel); } }, 'zoom to selection'),
+    info));
+  sec.appendChild(el('p', { cls: 'muted' }, 'Drag to select a time range (summary below); the mouse wheel zooms around the pointer; shift-drag pans.'));
+  var lanes = [];
+  for (var rep = 0; rep < r.replicas; rep++) r.devices.forEach(function (d) { lanes.push({ device: d.device, replica: rep }); });
+  var LH = 34, TOP = 36, LEFT = 120, W = 1340, H = TOP + lanes.length * LH + 30;
+  var cv = el('canvas', { id: 'trace-canvas', width: W, height: H });
+  sec.appendChild(cv);
+  var ctx = cv.getContext('2d'), PW = W - LEFT - 10;
+  var X = function (t) { return LEFT + (t - view.from) / (view.to - view.from) * PW; };
+  var T = function (x) { return view.from + (x - LEFT) / PW * (view.to - view.from); };
+  info.textContent = 'view ' + fmtNs(view.from) + ' - ' + fmtNs(view.to);
+  function draw(drag) {
+    ctx.clearRect(0, 0, W, H);
+    ctx.font = '11px sans-serif';
+    if (phases) [[phases.start, phases.steadyFrom, 'ramp-up', '#fef0c7'], [phases.steadyFrom, phases.steadyTo, 'steady state', '#d1fadf'],
+                 [phases.steadyTo, phases.end, 'ramp-down', '#fef0c7']].forEach(function (p) {
+      var x0 = Math.max(LEFT, X(p[0])), x1 = Math.min(W - 10, X(p[1]));
+      if (x1 <= x0) return;
+      ctx.fillStyle = p[3]; ctx.fillRect(x0, 16, x1 - x0, H - 46);
+      ctx.fillStyle = '#344054'; if (x1 - x0 > 50) ctx.fillText(p[2] + ' (iteration 0)', x0 + 4, 28);
+    });
+    lanes.forEach(function (l, i) {
+      var y = TOP + i * LH;
+      ctx.fillStyle = '#1d2430'; ctx.fillText('device ' + l.device + (r.replicas > 1 ? ' r' + l.replica : ''), 6, y + LH / 2 + 4);
+      ctx.strokeStyle = '#eaecf0'; ctx.beginPath(); ctx.moveTo(LEFT, y + LH - 2); ctx.lineTo(W - 10, y + LH - 2); ctx.stroke();
+      r.trace.forEach(function (e) {
+        if (e.device !== l.device || e.replica !== l.replica || e.e < view.from || e.s > view.to) return;
+        var st = traceStyle(e), x0 = X(e.s), x1 = X(e.e), h = (LH - 6) * st[1];
+        ctx.fillStyle = st[0];
+        ctx.fillRect(x0, y + (LH - 6 - h), Math.max(0.6, x1 - x0), h);
+        if (e.kind === 'execute' && x1 - x0 > 14 && e.micro_batch >= 0) {
+          ctx.fillStyle = '#fff'; ctx.fillText(String(e.micro_batch), x0 + 2, y + LH / 2 + 2);
+        }
+      });
+    });
+    /* time axis */
+    ctx.fillStyle = '#667085';
+    for (var k = 0; k <= 8; k++) { var t = view.from + (view.to - view.from) * k / 8; ctx.fillText(fmtNs(t), X(t) - (k === 8 ? 50 : 0), H - 8); }
+    var s = drag || sel;
+    if (s) { ctx.fillStyle = 'rgba(47,111,219,0.15)'; ctx.fillRect(X(s.from), TOP - 4, X(s.to) - X(s.from), lanes.length * LH + 4);
+             ctx.strokeStyle = '#2f6fdb'; ctx.strokeRect(X(s.from), TOP - 4, X(s.to) - X(s.from), lanes.length * LH + 4); }
+  }
+  draw();
+  var down = null;
+  cv.addEventListener('mousedown', function (ev) { down = { x: ev.offsetX, shift: ev.shiftKey, v: { from: view.from, to: view.to } }; });
+  cv.addEventListener('mousemove', function (ev) {
+    if (!down) return;
+    if (down.shift) { var dt = (down.x - ev.offsetX) / PW * (down.v.to - down.v.from); view.from = down.v.from + dt; view.to = down.v.to + dt; draw(); }
+    else { var a = T(Math.min(down.x, ev.offsetX)), b = T(Math.max(down.x, ev.offsetX)); draw({ from: a, to: b }); }
+  });
+  cv.addEventListener('mouseup', function (ev) {
+    if (!down) return;
+    var d = down; down = null;
+    if (d.shift) go(view, sel);
+    else if (Math.abs(ev.offsetX - d.x) > 3) go(view, { from: T(Math.min(d.x, ev.offsetX)), to: T(Math.max(d.x, ev.offsetX)) });
+  });
+  cv.addEventListener('wheel', function (ev) {
+    ev.preventDefault();
+    var t = T(ev.offsetX), f = ev.deltaY > 0 ? 1.25 : 0.8;
+    go({ from: Math.max(0, t - (t - view.from) * f), to: t + (view.to - t) * f }, sel);
+  }, { passive: false });
+  /* legend */
+  var leg = el('div', { cls: 'legend' });
+  Object.keys(PHASE_COLOUR).forEach(function (p) { leg.appendChild(el('span', null, el('i', { style: 'background:' + PHASE_COLOUR[p] }), p + ' (execute)')); });
+  Object.keys(KIND_STYLE).forEach(function (k) { leg.appendChild(el('span', null, el('i', { style: 'background:' + KIND_STYLE[k][0] }), k)); });
+  sec.appendChild(leg);
+  /* summary of the selected range (the whole host step when nothing is selected) */
+  var range = sel || { from: 0, to: r.span };
+  sec.appendChild(el('h2', null, (sel ? 'Selected range ' : 'Whole host step ') + fmtNs(range.from) + ' - ' + fmtNs(range.to) + ' (' + fmtNs(range.to - range.from) + ')'));
+  var kinds = ['execute', 'copy to device', 'stream from host', 'stream to host', 'wait for device', 'accumulate gradients', 'all-reduce'];
+  var summ = rangeSummary(r, range.from, range.to);
+  sec.appendChild(table(['device', 'busy (execute)'].concat(kinds.slice(1)).concat(['idle']), summ.map(function (s) {
+    var busy = (s.acc.execute || 0) / s.len, other = 0;
+    var cells = [td('device ' + s.device + (r.replicas > 1 ? ' replica ' + s.replica : '')),
+                 td(pct(busy), 'num', { id: 'range-busy-' + s.device + '-' + s.replica, 'data-value': busy.toFixed(4) })];
+    kinds.slice(1).forEach(function (k) { var v = (s.acc[k] || 0) / s.len; other += k === 'wait for device' ? 0 : v; cells.push(td(pct(v), 'num')); });
+    cells.push(td(pct(Math.max(0, 1 - busy - other - (s.acc['wait for device'] || 0) / s.len)), 'num'));
+    return el('tr', null, cells);
+  }), { id: 'trace-summary', 'data-from': range.from, 'data-to': range.to }));
+  if (phases) sec.appendChild(el('p', { id: 'pipeline-phases', 'data-ramp-up': phases.steadyFrom - phases.start, 'data-steady': phases.steadyTo - phases.steadyFrom, 'data-ramp-down': phases.end - phases.steadyTo },
+    'Device iteration 0: ramp-up ' + fmtNs(phases.steadyFrom - phases.start) + ', steady state ' + fmtNs(phases.steadyTo - phases.steadyFrom) + ', ramp-down ' + fmtNs(phases.end - phases.steadyTo) + '.'));
+  /* per micro-batch timing on each device (iteration 0) */
+  var mb = {};
+  r.trace.forEach(function (e) { if (e.kind === 'execute' && e.iteration === 0 && e.replica === 0 && e.micro_batch >= 0) { var k = e.device + '/' + e.phase; (mb[k] = mb[k] || []).push(e.e - e.s); } });
+  sec.appendChild(el('h2', null, 'Execute time per micro-batch (iteration 0)'));
+  sec.appendChild(table(['device', 'phase', 'micro-batches', 'mean', 'min', 'max'], Object.keys(mb).sort().map(function (k) {
+    var v = mb[k], p = k.split('/');
+    return el('tr', null, td(p[0], 'num'), td(p[1]), td(String(v.length), 'num'), td(fmtNs(sum(v, function (x) { return x; }) / v.length), 'num'),
+      td(fmtNs(Math.min.apply(null, v)), 'num'), td(fmtNs(Math.max.apply(null, v)), 'num'));
+  })));
+};
+
+/* ---- start ---- */
+(function start() {
+  var nav = document.getElementById('tabs');
+  TABS.forEach(function (t) { nav.appendChild(el('a', { href: '#' + t[0], id: 'nav-' + t[0] }, t[1])); });
+  if (!reports.length) return;
+  var a = reports[0];
+  document.getElementById('subtitle').textContent = a.meta.program + ' program, ' + a.nDevices + ' device(s), ' + a.meta.strategy + ' - ' + a.path +
+    (reports[1] ? '  compared with  ' + reports[1].path : '');
+  if (reports.length > 1) {
+    var pick = document.getElementById('report-pick');
+    reports.forEach(function (r, i) { pick.appendChild(el('option', { value: i }, (i ? 'target: ' : 'source: ') + r.path)); });
+    pick.addEventListener('change', function () { cur = +pick.value; route(); });
+    document.getElementById('report-pick-label').hidden = false;
+  }
+  window.addEventListener('hashchange', route);
+  route();
+  document.body.setAttribute('data-ready', '1');
+})();
