@@ -7,6 +7,7 @@
 
 #include "compile/program.h"
 #include "core/error.h"
+#include "target/target.h"
 #include "tilegraph/models.h"
 
 #include <string.h>
@@ -41,6 +42,98 @@ static const char *step_name(const tg_program *p, int d, int s)
         s -= dp->n_steps[ph];
     }
     return "";
+}
+
+#define HIST_BINS 8
+
+/* Tiles per bin of total bytes, bins of equal width up to the larger of the
+ * tile capacity and the fullest tile. */
+static int64_t hist_top(const tg_tile_plan *tp, int d)
+{
+    int64_t top = tp->target.tile_memory;
+    return tp->devices[d].max_bytes > top ? tp->devices[d].max_bytes : top;
+}
+
+static void histogram(const tg_tile_plan *tp, int d, int counts[HIST_BINS])
+{
+    int64_t top = hist_top(tp, d);
+    for (int k = 0; k < HIST_BINS; k++)
+        counts[k] = 0;
+    for (int t = 0; t < tp->target.tiles; t++) {
+        int64_t b = tg_tile_bytes(tp, d, t);
+        int k = (int)((double)b / (double)top * HIST_BINS);
+        counts[k >= HIST_BINS ? HIST_BINS - 1 : k]++;
+    }
+}
+
+static const char *const phase_names[3] = {"forward", "backward", "update"};
+
+static void print_tiles_text(const tg_program *p)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    const tg_target_desc *t = &tp->target;
+    char a[32], b[32];
+    printf("\ntarget %s: %d tiles per device, %s per tile (%s per device), %d workers per tile, "
+           "%.2f GHz\n", t->name, t->tiles, cli_bytes((double)t->tile_memory, a, sizeof a),
+           cli_bytes((double)t->tile_memory * t->tiles, b, sizeof b), t->workers,
+           t->clock_hz / 1e9);
+    for (int d = 0; d < tp->n_devices; d++) {
+        const tg_tile_device *td = &tp->devices[d];
+        const int64_t *row = &td->bytes[(size_t)td->max_tile * TG_TILE_CAT_COUNT];
+        printf("  device %d: max tile %d holds %s (%.0f%% of its memory)%s\n", d, td->max_tile,
+               cli_bytes((double)td->max_bytes, a, sizeof a),
+               100.0 * (double)td->max_bytes / (double)t->tile_memory,
+               td->max_bytes > t->tile_memory ? "  OUT OF MEMORY" : "");
+        for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
+            printf("    %-26s %12s on tile %d, %12s on all tiles\n", tg_tile_cat_name((tg_tile_cat)c),
+                   cli_bytes((double)row[c], a, sizeof a), td->max_tile,
+                   cli_bytes((double)td->total[c], b, sizeof b));
+        int counts[HIST_BINS];
+        histogram(tp, d, counts);
+        int64_t top = hist_top(tp, d);
+        printf("    tiles by memory:");
+        for (int k = 0; k < HIST_BINS; k++)
+            printf("%s %s-%s: %d", k ? "," : "",
+                   cli_bytes((double)top * k / HIST_BINS, a, sizeof a),
+                   cli_bytes((double)top * (k + 1) / HIST_BINS, b, sizeof b), counts[k]);
+        printf("\n    cycles:");
+        for (int ph = 0; ph < 3; ph++)
+            printf("%s %s %.0f (%.3f ms, of which copies %.0f)", ph ? "," : "", phase_names[ph],
+                   td->cycles[ph], td->cycles[ph] / t->clock_hz * 1e3, td->copy_cycles[ph]);
+        printf(" (forward and backward per micro-batch, update per weight update)\n");
+    }
+}
+
+static void print_tiles_json(const tg_program *p)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    const tg_target_desc *t = &tp->target;
+    printf(",\"target\":{\"name\":\"%s\",\"tiles\":%d,\"memory_per_tile\":%lld,"
+           "\"workers_per_tile\":%d,\"clock_hz\":%.0f},\"tiles\":[", t->name, t->tiles,
+           (long long)t->tile_memory, t->workers, t->clock_hz);
+    for (int d = 0; d < tp->n_devices; d++) {
+        const tg_tile_device *td = &tp->devices[d];
+        const int64_t *row = &td->bytes[(size_t)td->max_tile * TG_TILE_CAT_COUNT];
+        printf("%s{\"device\":%d,\"max_tile\":%d,\"max_tile_bytes\":%lld,\"fits\":%s,"
+               "\"max_tile_memory\":{", d ? "," : "", d, td->max_tile, (long long)td->max_bytes,
+               td->max_bytes <= t->tile_memory ? "true" : "false");
+        for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
+            printf("%s\"%s\":%lld", c ? "," : "", tg_tile_cat_name((tg_tile_cat)c), (long long)row[c]);
+        printf("},\"all_tiles_memory\":{");
+        for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
+            printf("%s\"%s\":%lld", c ? "," : "", tg_tile_cat_name((tg_tile_cat)c),
+                   (long long)td->total[c]);
+        int counts[HIST_BINS];
+        histogram(tp, d, counts);
+        printf("},\"histogram_bin_bytes\":%lld,\"histogram\":[", (long long)(hist_top(tp, d) / HIST_BINS));
+        for (int k = 0; k < HIST_BINS; k++)
+            printf("%s%d", k ? "," : "", counts[k]);
+        printf("],\"cycles\":{");
+        for (int ph = 0; ph < 3; ph++)
+            printf("%s\"%s\":%.0f", ph ? "," : "", phase_names[ph], td->cycles[ph]);
+        printf("}}");
+    }
+    printf("]");
 }
 
 static void print_text(const tg_program *p, const char *model, double ms)
@@ -89,6 +182,8 @@ static void print_text(const tg_program *p, const char *model, double ms)
     printf("\nall devices of one replica: %s; %d replica%s: %s\n",
            cli_bytes((double)p->arena_bytes, a, sizeof a), p->replicas, p->replicas == 1 ? "" : "s",
            cli_bytes((double)p->arena_bytes * p->replicas, b, sizeof b));
+    if (p->tile_plan)
+        print_tiles_text(p);
 }
 
 static void print_json(const tg_program *p, const char *model, double ms)
@@ -112,12 +207,16 @@ static void print_json(const tg_program *p, const char *model, double ms)
                    dp->region_bytes[r]);
         printf("}}");
     }
-    printf("]}\n");
+    printf("]");
+    if (p->tile_plan)
+        print_tiles_json(p);
+    printf("}\n");
 }
 
 int cmd_compile(int argc, char **argv)
 {
     const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL;
+    const char *target = NULL, *target_desc = NULL;
     int64_t batch = 40, classes = 0;
     bool inference = false, json = false;
     device_args dev;
@@ -130,8 +229,11 @@ int cmd_compile(int argc, char **argv)
         {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
         {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0},
         {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6},
+        {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1, 0},
+        {"--target-description", CLI_STRING, &target_desc, "FILE",
+         "with --target mk2: a JSON file describing another tile processor", 1, 0},
     };
-    int n = 7 + device_flags(&dev, flags + 7);
+    int n = 9 + device_flags(&dev, flags + 9);
     cli_command cmd = {"compile", "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
@@ -158,6 +260,12 @@ int cmd_compile(int argc, char **argv)
     tg_options *o = device_options(&dev, "compile", inference);
     if (!o)
         return 1;
+    if ((target && tg_options_set(o, "target", target) != TG_OK) ||
+        (target_desc && tg_options_set(o, "targetDescription", target_desc) != TG_OK)) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        tg_options_destroy(o);
+        return 2;
+    }
     tg_optimizer opt = kind == TG_OPT_SGD ? tg_optimizer_sgd(0.01f, 0.9f)
                        : kind == TG_OPT_ADAM ? tg_optimizer_adam(0.001f)
                                              : tg_optimizer_adamw(0.001f);

@@ -10,6 +10,7 @@
 #include "core/units.h"
 #include "tilegraph/trace.h"
 #include "ops/op.h"
+#include "target/target.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -365,6 +366,8 @@ static tg_status check_capacity(const tg_program *p, const tg_options *o)
     int64_t cap = tg_options_get_int(o, "memoryPerDevice");
     if (tg_options_get_int(o, "debug.allowOutOfMemory"))
         return TG_OK; /* compile anyway; the profile and reports show the overflow */
+    if (p->tile_plan)
+        TG_TRY(tg_tile_plan_check(p)); /* per tile on tiled targets */
     for (int d = 0; cap > 0 && d < p->n_devices; d++)
         if ((int64_t)p->devices[d].arena_bytes > cap)
             return out_of_memory(p, d, cap);
@@ -419,6 +422,15 @@ static tg_status compile(tg_program *p, const tg_options *o)
     for (int d = 0; s == TG_OK && d < p->n_devices; d++)
         s = tg_memplan_device(p, d);
     tg_trace_end(ch);
+    tg_target_desc target;
+    bool tiled = false;
+    if (s == TG_OK)
+        s = tg_target_from_options(o, &tiled, &target);
+    if (s == TG_OK && tiled) {
+        tg_trace_begin(ch, "tile plan");
+        s = tg_tile_plan_build(p, &target);
+        tg_trace_end(ch);
+    }
     if (s == TG_OK)
         s = check_capacity(p, o);
     if (s == TG_OK) {
@@ -478,5 +490,6 @@ void tg_program_destroy(tg_program *p)
     tg_free(p->home);
     tg_free(p->buffers);
     tg_free(p->transfers);
+    tg_tile_plan_destroy(p->tile_plan);
     tg_free(p);
 }

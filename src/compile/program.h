@@ -120,6 +120,7 @@ typedef struct tg_program {
     int n_transfers, cap_transfers;
     size_t arena_bytes; /* all devices of one replica */
     double flops;       /* one run: every micro-batch and update of every replica */
+    struct tg_tile_plan *tile_plan; /* tiled targets (mk2): tiles, memory and cycles; else NULL */
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,

@@ -28,7 +28,10 @@ typedef struct {
 static const opt_spec option_table[] = {
     {"randomSeed", OPT_INT, "0", 0, 9.2e18, NULL,
      "seed for parameter initialisation, shuffling and dropout"},
-    {"target", OPT_ENUM, "cpu", 0, 0, "cpu", "the device type to compile for"},
+    {"target", OPT_ENUM, "cpu", 0, 0, "cpu|mk2",
+     "the device type to compile for: cpu, or mk2, the simulated tile processor (docs/targets.md)"},
+    {"targetDescription", OPT_STRING, "", 0, 0, NULL,
+     "target mk2: a JSON file describing another tile processor (docs/targets.md); empty: the Mk2"},
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
      "threads each device computes with (0: the machine's CPUs shared among all devices and replicas)"},
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,

@@ -1,0 +1,437 @@
+/* target/tileplan.c - a compiled program on a tile processor: every buffer
+ * of a device mapped linearly over the device's tiles, per tile memory by
+ * category (variables exact, code and vertex state estimated), the per tile
+ * capacity check, and a bulk-synchronous cycle estimate per step.
+ *
+ * Mapping: always-live buffers (weights, optimizer state, accumulators,
+ * constants and the slotted host-stream, stash and receive buffers) are laid
+ * one after the other from tile 0 up, each over ceil(grains / tiles) grains
+ * per tile starting where the previous one ended, so small tensors do not
+ * all pile up on tile 0. Activations and kernel scratch are mapped the same
+ * way with their own cursor; large ones cover every tile. A tile's activation
+ * bytes are its own peak over the device's timeline (a sweep over live
+ * ranges), which is what a tile really needs; the device-wide arena may be
+ * larger because its peak is reached at a different step on another tile.
+ */
+#include "target/target.h"
+
+#include "compile/program.h"
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "ops/op.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *tg_tile_cat_name(tg_tile_cat c)
+{
+    static const char *const names[] = {
+#define TG_TILE_CAT_NAME(e, name) name,
+        TG_TILE_CAT_LIST(TG_TILE_CAT_NAME)
+#undef TG_TILE_CAT_NAME
+    };
+    return (unsigned)c < TG_TILE_CAT_COUNT ? names[c] : "?";
+}
+
+tg_tile_span tg_tile_map_linear(int64_t bytes, int64_t grain, int tiles, int start)
+{
+    tg_tile_span sp = {start % tiles, 0, 0};
+    if (bytes <= 0)
+        return sp;
+    int64_t grains = (bytes + grain - 1) / grain;
+    int64_t per = (grains + tiles - 1) / tiles;
+    sp.chunk = per * grain;
+    sp.used = (int)((bytes + sp.chunk - 1) / sp.chunk);
+    return sp;
+}
+
+int64_t tg_tile_span_bytes(const tg_tile_span *sp, int64_t bytes, int tiles, int t)
+{
+    if (sp->used <= 0)
+        return 0;
+    int k = (t - sp->start + tiles) % tiles; /* position of tile t in the span */
+    if (k >= sp->used)
+        return 0;
+    return k < sp->used - 1 ? sp->chunk : bytes - sp->chunk * (sp->used - 1);
+}
+
+/* Add `v` per byte-share of a span to every tile it covers. */
+static void span_add(int64_t *bytes, int cat, const tg_tile_span *sp, int64_t total, int tiles)
+{
+    for (int k = 0; k < sp->used; k++) {
+        int t = (sp->start + k) % tiles;
+        int64_t b = k < sp->used - 1 ? sp->chunk : total - sp->chunk * (sp->used - 1);
+        bytes[(size_t)t * TG_TILE_CAT_COUNT + cat] += b;
+    }
+}
+
+double tg_tile_step_cycles(const tg_target_desc *t, double flops, bool f16, int tiles_used,
+                           double exchange_bytes, double *compute, double *exchange)
+{
+    if (tiles_used < 1)
+        tiles_used = 1;
+    double rate = f16 ? t->flops_per_cycle_f16 : t->flops_per_cycle_f32;
+    double c = flops / ((double)tiles_used * rate);
+    double x = exchange_bytes / ((double)tiles_used * t->exchange_bytes_per_cycle);
+    if (compute)
+        *compute = c;
+    if (exchange)
+        *exchange = x;
+    return c + x + t->sync_cycles;
+}
+
+static int64_t buffer_bytes(const tg_buffer *b)
+{
+    return b->region == TG_REGION_ACTIVATION ? (int64_t)b->stride
+                                             : (int64_t)(b->stride * (size_t)b->slots);
+}
+
+static bool same_span(const tg_tile_span *a, const tg_tile_span *b)
+{
+    return a->start == b->start && a->used == b->used && a->chunk == b->chunk;
+}
+
+typedef struct {
+    int time;
+    int sign; /* -1 ends (at last + 1), +1 starts */
+    tg_tile_span span;
+    int64_t bytes;
+} live_event;
+
+static int by_time(const void *a_, const void *b_)
+{
+    const live_event *a = a_, *b = b_;
+    if (a->time != b->time)
+        return a->time < b->time ? -1 : 1;
+    return a->sign - b->sign; /* ends before starts at the same step */
+}
+
+/* Activations (and scratch) at each tile's peak over the timeline. */
+static tg_status activation_peaks(const tg_program *p, const tg_tile_plan *tp, int d,
+                                  const tg_tile_span *scratch_span, tg_tile_device *td)
+{
+    const tg_device_program *dp = &p->devices[d];
+    int tiles = tp->target.tiles, n_steps = 0;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+        n_steps += dp->n_steps[ph];
+    live_event *ev = tg_malloc(2 * ((size_t)p->n_buffers + (size_t)n_steps + 1) * sizeof *ev);
+    int64_t *cur = tg_calloc((size_t)tiles, sizeof *cur);
+    if (!ev || !cur) {
+        tg_free(ev);
+        tg_free(cur);
+        return tg_error(TG_ERR_NOMEM, "tile plan: out of memory");
+    }
+    int n = 0;
+    for (int i = 0; i < p->n_buffers; i++) {
+        const tg_buffer *b = &p->buffers[i];
+        if (b->device != d || b->region != TG_REGION_ACTIVATION || b->first < 0)
+            continue;
+        ev[n++] = (live_event){b->first, 1, tp->span[i], buffer_bytes(b)};
+        ev[n++] = (live_event){b->last + 1, -1, tp->span[i], buffer_bytes(b)};
+    }
+    for (int ph = 0, base = 0; ph < TG_PHASE_COUNT; base += dp->n_steps[ph++])
+        for (int s = 0; s < dp->n_steps[ph]; s++) {
+            int64_t sb = (int64_t)dp->steps[ph][s].scratch_bytes;
+            if (sb == 0)
+                continue;
+            ev[n++] = (live_event){base + s, 1, scratch_span[base + s], sb};
+            ev[n++] = (live_event){base + s + 1, -1, scratch_span[base + s], sb};
+        }
+    qsort(ev, (size_t)n, sizeof *ev, by_time);
+    for (int i = 0; i < n;) {
+        int time = ev[i].time;
+        bool grew = false;
+        for (; i < n && ev[i].time == time; i++) {
+            const live_event *e = &ev[i];
+            for (int k = 0; k < e->span.used; k++) {
+                int t = (e->span.start + k) % tiles;
+                int64_t b = k < e->span.used - 1 ? e->span.chunk
+                                                 : e->bytes - e->span.chunk * (e->span.used - 1);
+                cur[t] += e->sign * b;
+            }
+            grew |= e->sign > 0;
+        }
+        for (int t = 0; grew && t < tiles; t++) {
+            int64_t *peak = &td->bytes[(size_t)t * TG_TILE_CAT_COUNT + TG_TILE_ACTIVATIONS];
+            if (cur[t] > *peak) {
+                *peak = cur[t];
+                td->peak_step[t] = time;
+            }
+        }
+    }
+    tg_free(ev);
+    tg_free(cur);
+    return TG_OK;
+}
+
+/* The tiles a step's work runs on: where its output is mapped (or its
+ * largest input when it has no output buffer). */
+static tg_tile_span work_span(const tg_program *p, const tg_tile_plan *tp, const tg_step *st)
+{
+    if (st->out >= 0 && tp->span[st->out].used > 0)
+        return tp->span[st->out];
+    const tg_tensor *t = p->graph->nodes[st->node];
+    int best = -1;
+    for (int k = 0; k < t->n_in; k++)
+        if (st->in[k] >= 0 && (best < 0 || p->buffers[st->in[k]].bytes > p->buffers[best].bytes))
+            best = st->in[k];
+    if (best >= 0 && tp->span[best].used > 0)
+        return tp->span[best];
+    return (tg_tile_span){0, 1, 0};
+}
+
+static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
+{
+    const tg_target_desc *tg = &tp->target;
+    const tg_device_program *dp = &p->devices[d];
+    tg_tile_device *td = &tp->devices[d];
+    int tiles = tg->tiles, n_steps = 0;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+        n_steps += dp->n_steps[ph];
+    td->bytes = tg_calloc((size_t)tiles * TG_TILE_CAT_COUNT, sizeof *td->bytes);
+    td->peak_step = tg_calloc((size_t)tiles, sizeof *td->peak_step);
+    tg_tile_span *scratch_span = tg_calloc((size_t)n_steps + 1, sizeof *scratch_span);
+    unsigned char *kinds = tg_calloc((size_t)tiles * TG_OP_COUNT, 1);
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+        td->step_cycles[ph] = tg_calloc((size_t)dp->n_steps[ph] + 1, sizeof(double));
+    bool ok = td->bytes && td->peak_step && scratch_span && kinds && td->step_cycles[0] &&
+              td->step_cycles[1] && td->step_cycles[2];
+    if (!ok) {
+        tg_free(scratch_span);
+        tg_free(kinds);
+        return tg_error(TG_ERR_NOMEM, "tile plan: out of memory");
+    }
+
+    /* variables: always-live from tile 0 up, activations with their own cursor */
+    int live_cursor = 0, act_cursor = 0;
+    for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
+        for (int i = 0; i < p->n_buffers; i++) {
+            const tg_buffer *b = &p->buffers[i];
+            if (b->device != d || (int)b->region != r)
+                continue;
+            int64_t bytes = buffer_bytes(b);
+            int *cursor = r == TG_REGION_ACTIVATION ? &act_cursor : &live_cursor;
+            tp->span[i] = tg_tile_map_linear(bytes, tg->grain_bytes, tiles, *cursor);
+            *cursor = (tp->span[i].start + tp->span[i].used) % tiles;
+            if (r != TG_REGION_ACTIVATION)
+                span_add(td->bytes, TG_TILE_ALWAYS_LIVE, &tp->span[i], bytes, tiles);
+        }
+    for (int ph = 0, base = 0; ph < TG_PHASE_COUNT; base += dp->n_steps[ph++])
+        for (int s = 0; s < dp->n_steps[ph]; s++) {
+            int64_t sb = (int64_t)dp->steps[ph][s].scratch_bytes;
+            scratch_span[base + s] = tg_tile_map_linear(sb, tg->grain_bytes, tiles, act_cursor);
+            act_cursor = (scratch_span[base + s].start + scratch_span[base + s].used) % tiles;
+        }
+    tg_status s = activation_peaks(p, tp, d, scratch_span, td);
+    tg_free(scratch_span);
+    if (s != TG_OK) {
+        tg_free(kinds);
+        return s;
+    }
+
+    /* estimated code and vertex state, and cycles, per step */
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+        for (int k = 0; k < dp->n_steps[ph]; k++) {
+            const tg_step *st = &dp->steps[ph][k];
+            const tg_tensor *t = p->graph->nodes[st->node];
+            tg_tile_span w = work_span(p, tp, st);
+            double moved = 0;
+            for (int j = 0; j < t->n_in; j++)
+                if (st->in[j] >= 0 && !same_span(&tp->span[st->in[j]], &w))
+                    moved += (double)p->buffers[st->in[j]].bytes;
+            double per_tile_kib = moved / w.used / 1024.0;
+            for (int j = 0; j < w.used; j++) {
+                int tile = (w.start + j) % tiles;
+                int64_t *row = &td->bytes[(size_t)tile * TG_TILE_CAT_COUNT];
+                row[TG_TILE_VERTEX_STATE] += (int64_t)tg->workers * tg->vertex_state_bytes;
+                row[TG_TILE_EXCHANGE_CODE] +=
+                    tg->exchange_code_bytes + (int64_t)(tg->exchange_code_per_kib * per_tile_kib);
+                if ((unsigned)t->op < TG_OP_COUNT)
+                    kinds[(size_t)tile * TG_OP_COUNT + t->op] = 1;
+            }
+            const tg_op_def *def = tg_op_get(t->op);
+            double flops = def && def->flops ? def->flops(t) : 0;
+            td->step_cycles[ph][k] =
+                tg_tile_step_cycles(tg, flops, t->dtype == TG_F16, w.used, moved, NULL, NULL);
+            td->cycles[ph] += td->step_cycles[ph][k];
+        }
+
+    /* copies: host streams in before the forward pass and out after it,
+     * device-to-device transfers after the producing phase, offloaded state
+     * in and out around the update; their exchange code on the tiles they touch */
+    for (int i = 0; i < p->n_buffers; i++) {
+        const tg_buffer *b = &p->buffers[i];
+        if (b->device != d)
+            continue;
+        bool streamed = b->region == TG_REGION_INPUT || b->region == TG_REGION_EXCHANGE ||
+                        b->offloaded;
+        for (int k = 0; k < dp->n_outputs && !streamed; k++)
+            streamed = dp->outputs[k] == i;
+        for (int k = 0; k < p->n_transfers && !streamed; k++)
+            streamed = p->transfers[k].src_buffer == i;
+        if (!streamed)
+            continue;
+        const tg_tile_span *sp = &tp->span[i];
+        for (int j = 0; j < sp->used; j++) {
+            int tile = (sp->start + j) % tiles;
+            int64_t on = tg_tile_span_bytes(sp, (int64_t)b->bytes, tiles, tile);
+            td->bytes[(size_t)tile * TG_TILE_CAT_COUNT + TG_TILE_EXCHANGE_CODE] +=
+                tg->exchange_code_bytes + (int64_t)(tg->exchange_code_per_kib * on / 1024.0);
+        }
+    }
+    for (int k = 0; k < dp->n_inputs; k++)
+        td->copy_cycles[TG_PHASE_FORWARD] +=
+            (double)p->buffers[dp->inputs[k]].bytes / tg->host_bytes_per_cycle;
+    for (int k = 0; k < dp->n_outputs; k++)
+        td->copy_cycles[TG_PHASE_FORWARD] +=
+            (double)p->buffers[dp->outputs[k]].bytes / tg->host_bytes_per_cycle;
+    for (int k = 0; k < p->n_transfers; k++) {
+        const tg_transfer *x = &p->transfers[k];
+        if (x->src_device == d || x->dst_device == d)
+            td->copy_cycles[x->phase] +=
+                (double)p->buffers[x->src_buffer].bytes / tg->link_bytes_per_cycle;
+    }
+    td->copy_cycles[TG_PHASE_UPDATE] += 2.0 * (double)dp->offloaded_bytes / tg->host_bytes_per_cycle;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+        if (td->copy_cycles[ph] > 0) {
+            td->copy_cycles[ph] += tg->sync_cycles;
+            td->cycles[ph] += td->copy_cycles[ph];
+        }
+
+    /* vertex code per distinct op kind, control code for every step on every tile */
+    for (int tile = 0; tile < tiles; tile++) {
+        int64_t *row = &td->bytes[(size_t)tile * TG_TILE_CAT_COUNT];
+        int n_kinds = 0;
+        for (int op = 0; op < TG_OP_COUNT; op++)
+            n_kinds += kinds[(size_t)tile * TG_OP_COUNT + op];
+        row[TG_TILE_VERTEX_CODE] = n_kinds * tg->vertex_code_bytes;
+        row[TG_TILE_CONTROL_CODE] = (int64_t)n_steps * tg->control_code_bytes;
+    }
+    tg_free(kinds);
+
+    td->max_tile = 0;
+    td->max_bytes = -1;
+    for (int tile = 0; tile < tiles; tile++) {
+        int64_t sum = 0;
+        for (int c = 0; c < TG_TILE_CAT_COUNT; c++) {
+            sum += td->bytes[(size_t)tile * TG_TILE_CAT_COUNT + c];
+            td->total[c] += td->bytes[(size_t)tile * TG_TILE_CAT_COUNT + c];
+        }
+        if (sum > td->max_bytes) {
+            td->max_bytes = sum;
+            td->max_tile = tile;
+        }
+    }
+    return TG_OK;
+}
+
+tg_status tg_tile_plan_build(tg_program *p, const tg_target_desc *t)
+{
+    tg_tile_plan *tp = tg_calloc(1, sizeof *tp);
+    if (!tp)
+        return tg_error(TG_ERR_NOMEM, "tile plan: out of memory");
+    tp->target = *t;
+    tp->n_devices = p->n_devices;
+    tp->span = tg_calloc((size_t)p->n_buffers + 1, sizeof *tp->span);
+    tp->devices = tg_calloc((size_t)p->n_devices, sizeof *tp->devices);
+    p->tile_plan = tp;
+    if (!tp->span || !tp->devices)
+        return tg_error(TG_ERR_NOMEM, "tile plan: out of memory");
+    for (int d = 0; d < p->n_devices; d++)
+        TG_TRY(plan_device(p, tp, d));
+    return TG_OK;
+}
+
+void tg_tile_plan_destroy(tg_tile_plan *tp)
+{
+    if (!tp)
+        return;
+    for (int d = 0; tp->devices && d < tp->n_devices; d++) {
+        tg_free(tp->devices[d].bytes);
+        tg_free(tp->devices[d].peak_step);
+        for (int ph = 0; ph < 3; ph++)
+            tg_free(tp->devices[d].step_cycles[ph]);
+    }
+    tg_free(tp->devices);
+    tg_free(tp->span);
+    tg_free(tp);
+}
+
+int64_t tg_tile_bytes(const tg_tile_plan *tp, int d, int t)
+{
+    int64_t sum = 0;
+    for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
+        sum += tp->devices[d].bytes[(size_t)t * TG_TILE_CAT_COUNT + c];
+    return sum;
+}
+
+static tg_status tile_out_of_memory(const tg_program *p, int d)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    const tg_tile_device *td = &tp->devices[d];
+    int tile = td->max_tile, over = 0, tiles = tp->target.tiles;
+    for (int t = 0; t < tiles; t++)
+        over += tg_tile_bytes(tp, d, t) > tp->target.tile_memory;
+    const int64_t *row = &td->bytes[(size_t)tile * TG_TILE_CAT_COUNT];
+    char msg[3072], a[32], b[32];
+    size_t used = (size_t)snprintf(
+        msg, sizeof msg, "device %d tile %d needs %s but has %s (%s memory per tile; %d of %d "
+        "tiles over)", d, tile, tg_bytes_str((double)td->max_bytes, a, sizeof a),
+        tg_bytes_str((double)tp->target.tile_memory, b, sizeof b), tp->target.name, over, tiles);
+    bool shown[TG_TILE_CAT_COUNT] = {0};
+    for (int k = 0; k < TG_TILE_CAT_COUNT && used < sizeof msg; k++) {
+        int best = -1;
+        for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
+            if (!shown[c] && row[c] > 0 && (best < 0 || row[c] > row[best]))
+                best = c;
+        if (best < 0)
+            break;
+        shown[best] = true;
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %s %s", k ? "," : "; largest:",
+                                 tg_tile_cat_name((tg_tile_cat)best),
+                                 tg_bytes_str((double)row[best], a, sizeof a));
+    }
+    /* the tensors on that tile: always-live ones and those live at its peak */
+    enum { TOP = 5 };
+    int top[TOP];
+    int64_t top_bytes[TOP];
+    for (int k = 0; k < TOP; k++)
+        top[k] = -1, top_bytes[k] = 0;
+    int at = td->peak_step[tile];
+    for (int i = 0; i < p->n_buffers; i++) {
+        const tg_buffer *buf = &p->buffers[i];
+        if (buf->device != d)
+            continue;
+        if (buf->region == TG_REGION_ACTIVATION && !(buf->first <= at && at <= buf->last))
+            continue;
+        int64_t on = tg_tile_span_bytes(&tp->span[i], buffer_bytes(buf), tiles, tile);
+        for (int k = 0; k < TOP; k++)
+            if (on > top_bytes[k]) {
+                for (int j = TOP - 1; j > k; j--)
+                    top[j] = top[j - 1], top_bytes[j] = top_bytes[j - 1];
+                top[k] = i;
+                top_bytes[k] = on;
+                break;
+            }
+    }
+    for (int k = 0; k < TOP && top[k] >= 0 && used < sizeof msg; k++) {
+        const tg_buffer *buf = &p->buffers[top[k]];
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s '%s' (%s) %s",
+                                 k ? "," : "; largest tensors on the tile:",
+                                 p->graph->nodes[buf->node]->name, tg_region_name(buf->region),
+                                 tg_bytes_str((double)top_bytes[k], a, sizeof a));
+    }
+    return tg_error(TG_ERR_NOMEM, "%s. Set debug.allowOutOfMemory to compile it anyway and look "
+                    "at the plan", msg);
+}
+
+tg_status tg_tile_plan_check(const tg_program *p)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    for (int d = 0; tp && d < tp->n_devices; d++)
+        if (tp->devices[d].max_bytes > tp->target.tile_memory)
+            return tile_out_of_memory(p, d);
+    return TG_OK;
+}
