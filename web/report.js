@@ -79,12 +79,12 @@ function rowsOf(t) {
 var CATEGORY_COLOURS = {
   'weights': '#2f6fdb', 'optimizer state': '#7a5af8', 'gradient accumulators': '#ee46bc',
   'constants': '#667085', 'host-stream buffers': '#15b79e', 'pipeline stash': '#f79009',
-  'inter-device copy buffers': '#06aed4', 'activations': '#f04438', 'kernel scratch': '#fda29b',
+  'inter-device copy buffers': '#06aed4', 'activations': '#f04438', 'kernel scratch (peak)': '#fda29b',
   'offloaded to host': '#98a2b3'
 };
 /* Categories that are not part of the arena total: kernel scratch is inside
  * activations, offloaded state lives on the host. */
-function inArena(cat) { return cat !== 'kernel scratch' && cat !== 'offloaded to host'; }
+function inArena(cat) { return !/^kernel scratch/.test(cat) && cat !== 'offloaded to host'; }
 function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {

@@ -1,0 +1,157 @@
+#!/bin/sh
+# tests/analyse/report_test.sh - `tilegraph report` tested in a real browser.
+#
+# Makes a small pipelined training profile, writes the HTML report, loads it in
+# headless Chromium (--dump-dom) with the URL hash selecting each tab, and
+# checks the figures the page computed against the profile (read with
+# sqlite3): device count and per-device memory (Summary), the live tensors
+# listed after a scripted click on a liveness step and the change between two
+# steps, the busy share per device (Execution Trace), the operations and
+# program-tree counts; that the page reports no JavaScript errors; that a
+# comparison page shows both reports; and that bad inputs fail with exit 1.
+# Saves a screenshot of each tab in BUILD/report-screenshots/.
+# Usage: report_test.sh TILEGRAPH_BINARY BUILD_DIR. Exit 77: skipped.
+set -u
+TG=$1
+BUILD=$2
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$CHROMIUM" ] || ! command -v sqlite3 >/dev/null; then
+    echo "SKIP: chromium or sqlite3 is not installed"
+    exit 77
+fi
+WORK=$(mktemp -d)
+SHOTS=$BUILD/report-screenshots
+mkdir -p "$SHOTS"
+trap 'rm -rf "$WORK"' EXIT
+FAIL=0
+fail() { echo "FAIL: $*"; FAIL=1; }
+ok() { echo "ok: $*"; }
+
+TILEGRAPH_ENGINE_OPTIONS="{\"autoReport.all\":\"true\",\"autoReport.directory\":\"$WORK/rep\"}" \
+    "$TG" train --model mnist-pipeline --strategy pipelined --train-limit 640 --test-limit 200 \
+    --batch-size 8 --gradient-accumulation 4 --epochs 1 --quiet > "$WORK/train.log" 2>&1
+if [ ! -f "$WORK/rep/training/profile.sqlite" ]; then
+    if grep -qi "fashion\|dataset\|not found" "$WORK/train.log"; then
+        echo "SKIP: training could not run:"; cat "$WORK/train.log"; exit 77
+    fi
+    echo "FAIL: no profile written"; cat "$WORK/train.log"; exit 1
+fi
+DB=$WORK/rep/training/profile.sqlite
+q() { sqlite3 "$DB" "$1"; }
+
+"$TG" report "$WORK/rep" -o "$WORK/report.html" > /dev/null || fail "report exited $?"
+[ -s "$WORK/report.html" ] || { echo "FAIL: no report.html"; exit 1; }
+grep -qi '<script [^>]*src=\|<link [^>]*href=\|<img [^>]*src=\|url(\|@import' "$WORK/report.html" \
+    && fail "the page refers to external resources"
+
+browse() { # browse HASH OUT: the DOM after the page ran, with the hash set
+    prof=$(mktemp -d "$WORK/chrome.XXXXXX")
+    timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$prof" --dump-dom "file://$3#$1" > "$2" 2> /dev/null
+}
+# attr FILE ID ATTR: the value of attribute ATTR of the element with id ID
+attr() { grep -o "id=\"$2\"[^>]*" "$1" | head -1 | sed -n "s/.* $3=\"\([^\"]*\)\".*/\1/p"; }
+errors_empty() { # the page catches window.onerror into <div id="errors">
+    if grep -q '<div id="errors"></div>' "$1"; then ok "$2: no JavaScript errors"
+    else fail "$2: JavaScript errors: $(grep -o '<div id="errors">[^<]*' "$1")"; fi
+}
+R=$WORK/report.html
+
+# ---- Summary: device count and the memory of each device
+browse summary "$WORK/summary.html" "$R"
+errors_empty "$WORK/summary.html" summary
+n=$(q "SELECT COUNT(*) FROM devices")
+v=$(attr "$WORK/summary.html" device-count data-value)
+[ "$v" = "$n" ] && ok "device count $v" || fail "device count: page '$v', profile $n"
+for d in $(q "SELECT device FROM devices"); do
+    want=$(q "SELECT arena_bytes FROM devices WHERE device = $d")
+    got=$(attr "$WORK/summary.html" device-memory-$d data-value)
+    [ "$got" = "$want" ] && ok "device $d memory $got" || fail "device $d memory: page '$got', arena $want"
+done
+
+# ---- Liveness: a click on the peak step of device 1 lists its live tensors
+dev=1
+step=$(q "SELECT step FROM liveness WHERE device = $dev ORDER BY live_bytes DESC, step LIMIT 1")
+step2=$(q "SELECT MAX(step) FROM liveness WHERE device = $dev")
+browse "liveness/device=$dev&step=$step&step2=1" "$WORK/live.html" "$R"
+errors_empty "$WORK/live.html" liveness
+want=$(q "SELECT name FROM tensors WHERE device = $dev AND always_live = 0 AND first_step <= $step
+          AND last_step >= $step ORDER BY name")
+got=$(grep -o 'id="live-list".*' "$WORK/live.html" | sed 's#</table>.*##' | grep -o 'data-name="[^"]*"' \
+      | sed 's/data-name="\(.*\)"/\1/' | LC_ALL=C sort)
+want=$(echo "$want" | LC_ALL=C sort)
+if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "live tensors at device $dev step $step: $(echo $got)"
+else fail "live tensors at device $dev step $step: page [$(echo $got)], profile [$(echo $want)]"; fi
+added=$(q "SELECT COUNT(*) FROM tensors WHERE device = $dev AND always_live = 0 AND first_step <= 1
+           AND last_step >= 1 AND NOT (first_step <= $step AND last_step >= $step)")
+got=$(attr "$WORK/live.html" live-added data-count)
+[ "$got" = "$added" ] && ok "tensors live at step 1 only: $got" || fail "live at step 1 only: page '$got', profile $added"
+freed=$(q "SELECT COUNT(*) FROM tensors WHERE device = $dev AND always_live = 0 AND first_step <= $step
+           AND last_step >= $step AND NOT (first_step <= 1 AND last_step >= 1)")
+got=$(attr "$WORK/live.html" live-freed data-count)
+[ "$got" = "$freed" ] && [ "$freed" -gt 0 ] && ok "tensors live at step $step only: $got" || fail "live at step $step only: page '$got', profile $freed"
+
+# ---- Execution Trace: busy share per device over the whole host step 0
+browse trace "$WORK/trace.html" "$R"
+errors_empty "$WORK/trace.html" trace
+for d in $(q "SELECT device FROM devices"); do
+    want=$(q "SELECT printf('%.4f', SUM(end_ns - start_ns) * 1.0 / (SELECT MAX(end_ns) - MIN(start_ns)
+              FROM trace WHERE run = 0)) FROM trace WHERE run = 0 AND replica = 0 AND device = $d
+              AND kind = 'execute'")
+    got=$(attr "$WORK/trace.html" range-busy-$d-0 data-value)
+    [ -n "$got" ] && [ "$got" = "$want" ] && ok "device $d busy $got" || fail "device $d busy: page '$got', profile '$want'"
+done
+grep -q 'id="pipeline-phases"' "$WORK/trace.html" && ok "pipeline phases shown" || fail "no pipeline phases"
+
+# ---- Operations and Program Tree: every op and every step is shown
+browse "operations/sort=flops" "$WORK/ops.html" "$R"
+errors_empty "$WORK/ops.html" operations
+v=$(attr "$WORK/ops.html" ops-table data-count); n=$(q "SELECT COUNT(*) FROM ops")
+[ "$v" = "$n" ] && ok "operations $v" || fail "operations: page '$v', profile $n"
+first=$(sed -n '/id="ops-table"/,$p' "$WORK/ops.html" | grep -o '<tr data-name="[^"]*"' | head -1 | sed 's/.*="\(.*\)"/\1/')
+want=$(q "SELECT name FROM ops ORDER BY flops DESC LIMIT 1")
+[ "$first" = "$want" ] && ok "sorted by flops: $first first" || fail "sort by flops: page '$first', profile '$want'"
+browse program "$WORK/program.html" "$R"
+errors_empty "$WORK/program.html" program
+v=$(attr "$WORK/program.html" program-tree data-count); n=$(q "SELECT COUNT(*) FROM steps")
+[ "$v" = "$n" ] && ok "program tree $v steps" || fail "program tree: page '$v', profile $n"
+
+# ---- Two reports: both shown, with differences
+"$TG" report "$DB" "$WORK/rep/inference/profile.sqlite" -o "$WORK/compare.html" > /dev/null || fail "compare report exited $?"
+browse summary "$WORK/cmp.html" "$WORK/compare.html"
+errors_empty "$WORK/cmp.html" comparison
+a=$(attr "$WORK/cmp.html" meta-program data-value); b=$(attr "$WORK/cmp.html" meta-b-program data-value)
+[ "$a" = training ] && [ "$b" = inference ] && ok "comparison shows training and inference" || fail "comparison: '$a' '$b'"
+browse memory "$WORK/cmpmem.html" "$WORK/compare.html"
+errors_empty "$WORK/cmpmem.html" "comparison memory"
+grep -q 'device 0 target' "$WORK/cmpmem.html" && ok "memory compared" || fail "memory tab shows no comparison"
+
+# ---- Bad inputs: a clear error and exit 1, no page
+echo "not a profile" > "$WORK/junk.sqlite"
+"$TG" report "$WORK/junk.sqlite" -o "$WORK/bad.html" 2> "$WORK/err.txt"
+rc=$?
+[ $rc = 1 ] && [ ! -e "$WORK/bad.html" ] && grep -q junk.sqlite "$WORK/err.txt" && ok "not a profile: $(cat "$WORK/err.txt")" \
+    || fail "not a profile: exit $rc, $(cat "$WORK/err.txt")"
+cp "$DB" "$WORK/other.sqlite"
+sqlite3 "$WORK/other.sqlite" "UPDATE meta SET value = 'tiled' WHERE key = 'target'"
+"$TG" report "$DB" "$WORK/other.sqlite" -o "$WORK/bad.html" 2> "$WORK/err.txt"
+rc=$?
+[ $rc = 1 ] && [ ! -e "$WORK/bad.html" ] && grep -q "different targets" "$WORK/err.txt" && ok "different targets: $(cat "$WORK/err.txt")" \
+    || fail "different targets: exit $rc, $(cat "$WORK/err.txt")"
+
+# ---- Screenshots of each tab, for people to look at
+for t in summary memory "liveness/device=1&step=$step&step2=1" program operations trace; do
+    name=${t%%/*}
+    prof=$(mktemp -d "$WORK/chrome.XXXXXX")
+    timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars \
+        --user-data-dir="$prof" --window-size=1400,900 --screenshot="$SHOTS/$name.png" "file://$R#$t" > /dev/null 2>&1
+    [ -s "$SHOTS/$name.png" ] || fail "no screenshot of $name"
+done
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,900 --screenshot="$SHOTS/compare-summary.png" "file://$WORK/compare.html#summary" > /dev/null 2>&1
+cp "$R" "$SHOTS/report.html"
+echo "screenshots: $SHOTS"
+exit $FAIL
