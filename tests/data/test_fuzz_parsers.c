@@ -4,7 +4,8 @@
  * Each parser gets a seed corpus of valid inputs built here, then a few
  * thousand mutations of it drawn from a fixed seed: bit flips, interesting
  * bytes, truncations, inserted and deleted bytes, copied chunks, and length
- * or size fields set to huge values. Every input must either be rejected with
+ * or size fields set to huge values. (The CIFAR-10 reader has no header:
+ * its mutants test the size and label checks.) Every input must either be rejected with
  * a message or accepted as a self-consistent result; none may crash, and
  * none may leak (the allocator's live-byte count is compared after each).
  * The libFuzzer targets in fuzz/ do the same open-endedly.
@@ -13,6 +14,7 @@
 #include "core/arena.h"
 #include "core/json.h"
 #include "core/rng.h"
+#include "data/dataset.h"
 #include "data/idx.h"
 #include "data/safetensors.h"
 #include "tg_test.h"
@@ -363,10 +365,53 @@ static void test_fuzz_safetensors(void)
     corpus_free(&c);
 }
 
+/* ---- CIFAR-10 binary -------------------------------------------------------------- */
+
+static int check_cifar(const unsigned char *buf, size_t len)
+{
+    int accepted = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        tg_dataset *ds = NULL;
+        tg_error_clear();
+        tg_status s = tg_cifar10_parse(buf, len, "fuzz.bin", pass ? 1 : 0, &ds);
+        if (s != TG_OK) {
+            rejected_properly(ds != NULL);
+            continue;
+        }
+        /* accepted: whole records, labels 0..9, the pixels as given */
+        TG_CHECK(len % 3073 == 0 && ds->n == (pass ? 1 : (int64_t)(len / 3073)));
+        int bad = 0;
+        for (int64_t i = 0; i < ds->n; i++) {
+            bad += ds->labels[i] != buf[i * 3073] || ds->labels[i] > 9;
+            bad += memcmp(ds->images + i * 3072, buf + i * 3073 + 1, 3072) != 0;
+        }
+        TG_CHECK(bad == 0);
+        tg_dataset_destroy(ds);
+        accepted |= pass == 0;
+    }
+    return accepted;
+}
+
+static void test_fuzz_cifar(void)
+{
+    static unsigned char rec[2 * 3073];
+    for (int k = 0; k < 2; k++) {
+        rec[k * 3073] = (unsigned char)(k * 9); /* labels 0 and 9, the edges */
+        for (int p = 0; p < 3072; p++)
+            rec[k * 3073 + 1 + p] = (unsigned char)(k * 7 + p);
+    }
+    corpus c = {0};
+    corpus_add(&c, rec, 3073);
+    corpus_add(&c, rec, sizeof rec);
+    run_fuzz("cifar10", &c, FIELDS_NONE, check_cifar, 4);
+    corpus_free(&c);
+}
+
 int main(void)
 {
     TG_RUN(test_fuzz_json);
     TG_RUN(test_fuzz_idx);
     TG_RUN(test_fuzz_safetensors);
+    TG_RUN(test_fuzz_cifar);
     return tg_test_finish();
 }
