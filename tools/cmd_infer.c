@@ -20,14 +20,17 @@ static tg_options *infer_options(int64_t threads)
 
 int cmd_infer(int argc, char **argv)
 {
-    const char *model = "fashion-basic", *dataset = "fashion-mnist", *data = NULL, *load = NULL;
+    const char *model = "fashion-basic", *load = NULL;
+    data_args data;
+    data_args_defaults(&data);
     int64_t index = 0, count = 1, threads = 0;
     bool json = false;
     cli_flag flags[] = {
         {"--model", CLI_STRING, &model, "NAME", "model from the zoo", 1, 0},
         {"--load", CLI_STRING, &load, "FILE", "checkpoint written by tilegraph train --save", 1, 0},
-        {"--dataset", CLI_STRING, &dataset, "NAME", "fashion-mnist or mnist", 1, 0},
-        {"--data", CLI_STRING, &data, "DIR", "directory of the IDX files (default: Debian's)", 1, 0},
+        {"--dataset", CLI_STRING, &data.dataset, "NAME",
+         "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},
+        {"--data", CLI_STRING, &data.data, "SPEC", "DIR, cifar10:DIR, mnist:DIR or synthetic", 1, 0},
         {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
         {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
         {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},
@@ -47,7 +50,7 @@ int cmd_infer(int argc, char **argv)
         return 2;
     }
     train_context ctx;
-    if (train_context_open(&ctx, model, dataset, data, -1, 0) != 0)
+    if (train_context_open(&ctx, model, &data, -1, 0) != 0)
         return 1;
     int status = 1;
     tg_model_graph mg = {0};
@@ -60,14 +63,20 @@ int cmd_infer(int argc, char **argv)
                 (long long)index, (long long)(index + count - 1), d->name, (long long)d->n);
         goto done;
     }
-    if (tg_model_graph_create(ctx.model, 1, NULL, &mg) != TG_OK ||
+    if (tg_model_graph_create_ex(ctx.model, 1, NULL, &ctx.input, &mg) != TG_OK ||
         !(o = infer_options(threads)) || tg_session_create(mg.graph, o, &s) != TG_OK ||
         tg_checkpoint_load(s, load, ctx.model->name) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         goto done;
     }
-    int64_t pixels = (int64_t)d->c * d->h * d->w;
-    int classes = ctx.model->classes;
+    int64_t pixels = (int64_t)d->c * d->h * d->w, plane = (int64_t)d->h * d->w;
+    int classes = ctx.input.classes;
+    float mean[16], std[16];
+    if (d->c > 16) {
+        fprintf(stderr, "tilegraph infer: %d channels are not supported\n", d->c);
+        goto done;
+    }
+    tg_model_normalisation(ctx.model, d->c, mean, std);
     image = tg_malloc((size_t)pixels * sizeof(float));
     float scores[1024];
     if (!image || classes > 1024) {
@@ -77,7 +86,7 @@ int cmd_infer(int argc, char **argv)
     for (int64_t i = index; i < index + count; i++) {
         const uint8_t *px = d->images + i * pixels;
         for (int64_t k = 0; k < pixels; k++)
-            image[k] = ((float)px[k] / 255.0f - ctx.model->mean) / ctx.model->std;
+            image[k] = ((float)px[k] / 255.0f - mean[k / plane]) / std[k / plane];
         if (tg_session_write(s, mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
             tg_session_run(s) != TG_OK ||
             tg_session_read(s, mg.output, scores, (size_t)classes * sizeof(float)) != TG_OK) {

@@ -21,24 +21,24 @@
 #include <string.h>
 
 typedef struct train_args {
-    const char *model, *data, *dataset, *optimizer, *schedule, *save, *load;
+    const char *model, *optimizer, *schedule, *save, *load;
     int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs;
     double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
     bool nesterov, json, quiet;
     device_args dev;
+    data_args data;
 } train_args;
 
 static int parse_args(train_args *a, int argc, char **argv)
 {
-    *a = (train_args){.model = "fashion-basic", .dataset = "fashion-mnist", .optimizer = "sgd",
+    *a = (train_args){.model = "fashion-basic", .optimizer = "sgd",
                       .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
                       .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1};
     device_args_defaults(&a->dev);
+    data_args_defaults(&a->data);
     cli_flag flags[64] = {
         {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models)", 1, 0},
-        {"--dataset", CLI_STRING, &a->dataset, "NAME", "fashion-mnist or mnist", 1, 0},
-        {"--data", CLI_STRING, &a->data, "DIR", "directory of the IDX files (default: Debian's)", 1, 0},
         {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
         {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536},
@@ -65,6 +65,7 @@ static int parse_args(train_args *a, int argc, char **argv)
     int n = 0;
     while (flags[n].name)
         n++;
+    n += data_flags(&a->data, flags + n);
     n += device_flags(&a->dev, flags + n);
     cli_command cmd = {"train", "Train a model from the zoo and report its test accuracy.",
                        "tilegraph train [--model NAME] [--epochs N] [--batch-size N] [options]",
@@ -182,7 +183,7 @@ int cmd_train(int argc, char **argv)
     if (r)
         return r > 0 ? 0 : 2;
     train_context ctx;
-    if (train_context_open(&ctx, a.model, a.dataset, a.data, a.train_limit, a.test_limit) != 0)
+    if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0)
         return 1;
     int status = 1;
     tg_optimizer opt;
@@ -199,18 +200,19 @@ int cmd_train(int argc, char **argv)
     int64_t m = tg_options_get_int(o, "Training.gradientAccumulation");
     int64_t per_update = a.batch * m * tg_options_get_int(o, "replicationFactor");
     int64_t per_step = per_update * tg_options_get_int(o, "deviceIterations");
-    tg_loader_config lc = tg_loader_defaults(ctx.train, per_step);
+    tg_loader_config lc;
+    tg_status ls = loader_config(&ctx, ctx.train, per_step, true, &lc);
     lc.seed = (uint64_t)a.seed;
-    lc.mean = ctx.model->mean;
-    lc.std = ctx.model->std;
-    if (tg_loader_create(ctx.train, &lc, &loader) != TG_OK) {
+    if (ls == TG_OK)
+        ls = tg_loader_create(ctx.train, &lc, &loader);
+    if (ls != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
     int64_t updates_per_epoch = tg_loader_steps_per_epoch(loader) * per_step / per_update;
     if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
         goto done;
-    if (tg_model_graph_create(ctx.model, (int)a.batch, &opt, &mg) != TG_OK ||
+    if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||
         tg_session_create(mg.graph, o, &s) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
@@ -219,7 +221,7 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    if (step_buffers_init(&b, s, &mg, ctx.model) != TG_OK) {
+    if (step_buffers_init(&b, s, &mg) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }

@@ -9,39 +9,150 @@
 #include "core/error.h"
 #include "data/loader.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int train_context_open(train_context *ctx, const char *model, const char *dataset,
-                       const char *dir, int64_t train_limit, int64_t test_limit)
+void data_args_defaults(data_args *d)
+{
+    memset(d, 0, sizeof *d);
+    d->dataset = "fashion-mnist";
+    d->loader = "sync";
+}
+
+int data_flags(data_args *d, cli_flag *f)
+{
+    cli_flag list[DATA_FLAG_COUNT] = {
+        {"--dataset", CLI_STRING, &d->dataset, "NAME",
+         "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},
+        {"--data", CLI_STRING, &d->data, "SPEC",
+         "DIR, cifar10:DIR, mnist:DIR or synthetic (default: Debian's Fashion-MNIST)", 1, 0},
+        {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1, 0},
+        {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads (default 1)", 0, 64},
+        {"--prefetch-depth", CLI_INT, &d->prefetch_depth, "N",
+         "async loader: host steps prepared ahead (default 3)", 0, 1024},
+        {"--flip", CLI_FLOAT, &d->flip, "P", "random horizontal flip probability (training)", 0, 1},
+        {"--resize", CLI_STRING, &d->resize, "HxW", "resize images (bilinear), e.g. 64x64", 1, 0},
+    };
+    memcpy(f, list, sizeof list);
+    return DATA_FLAG_COUNT;
+}
+
+/* "cifar10:DIR" -> kind and dir; "synthetic" -> kind; "DIR" -> the --dataset kind. */
+static int data_source(const data_args *d, char *dir, size_t cap)
+{
+    dir[0] = '\0';
+    const char *spec = d->data;
+    if (!spec)
+        return tg_dataset_kind_parse(d->dataset);
+    const char *colon = strchr(spec, ':');
+    if (colon) {
+        char kind[32];
+        snprintf(kind, sizeof kind, "%.*s", (int)(colon - spec), spec);
+        snprintf(dir, cap, "%s", colon + 1);
+        return tg_dataset_kind_parse(kind);
+    }
+    int kind = tg_dataset_kind_parse(spec);
+    if (kind >= 0)
+        return kind;
+    snprintf(dir, cap, "%s", spec);
+    return tg_dataset_kind_parse(d->dataset);
+}
+
+static int parse_size(const char *text, int *h, int *w)
+{
+    char *end = NULL;
+    long a = strtol(text, &end, 10);
+    if (!end || *end != 'x')
+        return -1;
+    long b = strtol(end + 1, &end, 10);
+    if (*end || a < 1 || b < 1 || a > 4096 || b > 4096)
+        return -1;
+    *h = (int)a;
+    *w = (int)b;
+    return 0;
+}
+
+int train_context_open(train_context *ctx, const char *model, const data_args *data,
+                       int64_t train_limit, int64_t test_limit)
 {
     memset(ctx, 0, sizeof *ctx);
+    ctx->data = *data;
     ctx->model = tg_model_find(model);
     if (!ctx->model) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         return -1;
     }
-    int kind = tg_dataset_kind_parse(dataset);
+    char dir[1024];
+    int kind = data_source(data, dir, sizeof dir);
     if (kind < 0) {
-        fprintf(stderr, "tilegraph: unknown dataset '%s' (fashion-mnist or mnist)\n", dataset);
+        fprintf(stderr, "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
+                        "optionally KIND:DIR)\n", data->data ? data->data : data->dataset);
+        return -1;
+    }
+    if (tg_loader_mode_parse(data->loader) < 0) {
+        fprintf(stderr, "tilegraph: --loader '%s' is not sync or async\n", data->loader);
         return -1;
     }
     if ((train_limit >= 0 &&
-         tg_dataset_load(kind, dir, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
-        tg_dataset_load(kind, dir, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
+         tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
+        tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         train_context_close(ctx);
         return -1;
     }
     const tg_dataset *d = ctx->test;
-    if (d->c != ctx->model->channels || d->h != ctx->model->height || d->w != ctx->model->width) {
-        fprintf(stderr, "tilegraph: model %s takes %dx%dx%d images but %s has %dx%dx%d\n",
-                ctx->model->name, ctx->model->channels, ctx->model->height, ctx->model->width,
-                d->name, d->c, d->h, d->w);
+    tg_model_input in = {d->c, d->h, d->w, d->num_classes};
+    if (data->resize && parse_size(data->resize, &in.height, &in.width) != 0) {
+        fprintf(stderr, "tilegraph: --resize '%s' is not HxW (for example 64x64)\n", data->resize);
         train_context_close(ctx);
         return -1;
     }
+    if (!tg_model_any_input(ctx->model)) {
+        tg_model_input want = tg_model_default_input(ctx->model);
+        if (in.channels != want.channels || in.height != want.height || in.width != want.width) {
+            fprintf(stderr, "tilegraph: model %s takes %dx%dx%d images but %s gives %dx%dx%d\n",
+                    ctx->model->name, want.channels, want.height, want.width, d->name, in.channels,
+                    in.height, in.width);
+            train_context_close(ctx);
+            return -1;
+        }
+        in.classes = want.classes;
+    }
+    ctx->input = in;
     return 0;
+}
+
+tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t samples_per_step,
+                        bool training, tg_loader_config *lc)
+{
+    *lc = tg_loader_defaults(ds, samples_per_step);
+    float mean[TG_LOADER_MAX_CHANNELS], std[TG_LOADER_MAX_CHANNELS];
+    if (ds->c > TG_LOADER_MAX_CHANNELS)
+        return tg_error(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", ds->name, ds->c,
+                        TG_LOADER_MAX_CHANNELS);
+    tg_model_normalisation(ctx->model, ds->c, mean, std);
+    lc->channel_stats = ds->c;
+    for (int c = 0; c < ds->c; c++) {
+        lc->channel_mean[c] = mean[c];
+        lc->channel_std[c] = std[c];
+    }
+    lc->mean = ctx->model->mean;
+    lc->std = ctx->model->std;
+    if (ctx->input.height != ds->h || ctx->input.width != ds->w) {
+        lc->out_h = ctx->input.height;
+        lc->out_w = ctx->input.width;
+    }
+    if (training) {
+        lc->flip_prob = (float)ctx->data.flip;
+        lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
+        lc->num_workers = (int)ctx->data.workers;
+        lc->prefetch_depth = (int)ctx->data.prefetch_depth;
+    } else {
+        lc->shuffle = false;
+        lc->drop_last = false;
+    }
+    return TG_OK;
 }
 
 void train_context_close(train_context *ctx)
@@ -62,16 +173,15 @@ int tg_argmax(const float *v, int n)
     return best;
 }
 
-tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg,
-                            const tg_model_spec *m)
+tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg)
 {
     memset(b, 0, sizeof *b);
     b->batch = tg_tensor_shape(mg->images).dim[0];
     b->samples = tg_session_samples_per_run(s, mg->images);
-    b->classes = m->classes;
+    b->classes = tg_tensor_shape(mg->output).dim[1];
     b->n_scores = tg_session_output_count(s, mg->output);
     b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
-    int64_t pixels = (int64_t)m->channels * m->height * m->width;
+    int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
     b->images = tg_calloc((size_t)(b->samples * pixels), sizeof(float));
     b->labels = tg_calloc((size_t)b->samples, sizeof(int32_t));
     b->scores = tg_malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
@@ -133,7 +243,7 @@ static tg_status eval_session(train_context *ctx, const device_args *dev, int64_
     tg_model_graph_destroy(&ctx->eval_graph);
     ctx->eval_session = NULL;
     ctx->eval_batch = batch;
-    TG_TRY(tg_model_graph_create(ctx->model, (int)batch, NULL, &ctx->eval_graph));
+    TG_TRY(tg_model_graph_create_ex(ctx->model, (int)batch, NULL, &ctx->input, &ctx->eval_graph));
     tg_options *o = device_options(dev, "evaluate", true);
     if (!o)
         return tg_error(TG_ERR_CONFIG, "evaluation options are not valid");
@@ -152,13 +262,11 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
     const tg_model_graph *mg = &ctx->eval_graph;
     TG_TRY(tg_session_copy_weights(s, trained));
     step_buffers b;
-    tg_status st = step_buffers_init(&b, s, mg, ctx->model);
-    tg_loader_config lc = tg_loader_defaults(ctx->test, b.samples);
-    lc.shuffle = false;
-    lc.drop_last = false;
-    lc.mean = ctx->model->mean;
-    lc.std = ctx->model->std;
+    tg_status st = step_buffers_init(&b, s, mg);
+    tg_loader_config lc;
     tg_loader *loader = NULL;
+    if (st == TG_OK)
+        st = loader_config(ctx, ctx->test, b.samples, false, &lc);
     if (st == TG_OK)
         st = tg_loader_create(ctx->test, &lc, &loader);
     int64_t correct = 0, scored = 0, steps = loader ? tg_loader_steps_per_epoch(loader) : 0;

@@ -10,11 +10,29 @@
 #include "tilegraph/session.h"
 
 #include "data/dataset.h"
+#include "data/loader.h"
 
 #include <stdbool.h>
 
+/* Where the data comes from and how it is loaded (the --data and loader flags). */
+typedef struct data_args {
+    const char *data;    /* "DIR", "KIND:DIR" (cifar10:DIR) or "KIND" (synthetic) */
+    const char *dataset; /* the kind when --data is a bare directory */
+    const char *loader;  /* "sync" or "async" */
+    int64_t workers, prefetch_depth;
+    double flip;         /* random horizontal flip probability (training) */
+    const char *resize;  /* "HxW": bilinear resize of every image */
+} data_args;
+
+void data_args_defaults(data_args *d);
+/* The flags that fill d (room for DATA_FLAG_COUNT). */
+#define DATA_FLAG_COUNT 7
+int data_flags(data_args *d, cli_flag *flags);
+
 typedef struct train_context {
     const tg_model_spec *model;
+    tg_model_input input; /* what the model is built for: the data's shape after resizing */
+    data_args data;
     tg_dataset *train, *test; /* train is NULL when only testing */
     /* the evaluation graph and session, made on first use */
     tg_model_graph eval_graph;
@@ -24,8 +42,12 @@ typedef struct train_context {
 
 /* Find the model and load the data (train_limit < 0: no training split).
  * Prints the error and returns -1 on failure. */
-int train_context_open(train_context *ctx, const char *model, const char *dataset,
-                       const char *dir, int64_t train_limit, int64_t test_limit);
+int train_context_open(train_context *ctx, const char *model, const data_args *data,
+                       int64_t train_limit, int64_t test_limit);
+/* The loader settings for this model and data: normalisation, resize, and
+ * for training the flips and the loading mode. */
+tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t samples_per_step,
+                        bool training, tg_loader_config *lc);
 void train_context_close(train_context *ctx);
 
 /* Host buffers for one run of a session, and what the last run returned. */
@@ -40,8 +62,7 @@ typedef struct step_buffers {
     int64_t correct, scored;
 } step_buffers;
 
-tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg,
-                            const tg_model_spec *m);
+tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg);
 void step_buffers_free(step_buffers *b);
 
 /* Write the step's samples (the first `count` are real, the rest padding),

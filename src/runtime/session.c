@@ -150,15 +150,28 @@ static void publish(tg_session *s, int64_t *counter, int64_t value)
 static bool replica_barrier(tg_session *s, int device)
 {
     pthread_mutex_lock(&s->lock);
-    int64_t gen = s->barrier_gen[device];
+    int64_t gen = __atomic_load_n(&s->barrier_gen[device], __ATOMIC_ACQUIRE);
     if (++s->barrier_count[device] == s->program->replicas) {
         s->barrier_count[device] = 0;
-        s->barrier_gen[device]++;
+        __atomic_store_n(&s->barrier_gen[device], gen + 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&s->changed);
-    } else {
-        while (s->barrier_gen[device] == gen && !s->abort)
-            pthread_cond_wait(&s->changed, &s->lock);
+        bool ok = !s->abort;
+        pthread_mutex_unlock(&s->lock);
+        return ok;
     }
+    pthread_mutex_unlock(&s->lock);
+    /* Replicas arrive within microseconds of each other: spin a little
+     * before sleeping, since a wake-up costs more than the wait. */
+    for (int i = 0; i < 20000; i++) {
+        if (__atomic_load_n(&s->barrier_gen[device], __ATOMIC_ACQUIRE) != gen)
+            break;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&s->lock);
+    while (__atomic_load_n(&s->barrier_gen[device], __ATOMIC_ACQUIRE) == gen && !s->abort)
+        pthread_cond_wait(&s->changed, &s->lock);
     bool ok = !s->abort;
     pthread_mutex_unlock(&s->lock);
     return ok;
