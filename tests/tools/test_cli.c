@@ -136,6 +136,20 @@ static void test_bad_data(void)
     EXPECT(args, 1, "truncated");
 }
 
+static void test_data_and_loader_flags(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "train --data cifar10:%s/nocifar --model resnet18", tmpdir);
+    EXPECT(args, 1, "data_batch_1.bin");
+    EXPECT("train --data nosuchkind:/tmp --train-limit 10", 1, "unknown data 'nosuchkind:/tmp'");
+    EXPECT("train --loader eager --train-limit 10", 1, "--loader 'eager' is not sync or async");
+    EXPECT("train --resize 64 --train-limit 10", 1, "--resize '64' is not HxW");
+    EXPECT("train --model fashion-basic --data synthetic", 1, "takes 1x28x28 images");
+    /* a ResNet built for the data's shape, on synthetic CIFAR-shaped data, async loading */
+    EXPECT("train --model resnet18 --data synthetic --train-limit 32 --test-limit 16 --batch-size 8 "
+           "--loader async --workers 2 --flip 0.5 --threads 2 --quiet", 0, "test accuracy:");
+}
+
 static void test_bad_options_file(void)
 {
     char args[1024];
@@ -200,6 +214,7 @@ int main(void)
     TG_RUN(test_compile_plans_and_reports_out_of_memory);
     TG_RUN(test_bad_data);
     TG_RUN(test_bad_options_file);
+    TG_RUN(test_data_and_loader_flags);
     TG_RUN(test_corrupt_checkpoint);
     if (tg_test_fashion_dir())
         TG_RUN(test_train_save_infer);
