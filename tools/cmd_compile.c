@@ -4,6 +4,7 @@
  * FLOPs per micro-batch. "Will it fit" is answered here, in milliseconds. */
 #include "cli.h"
 #include "device_flags.h"
+#include "insights.h"
 
 #include "compile/program.h"
 #include "core/error.h"
@@ -218,7 +219,7 @@ int cmd_compile(int argc, char **argv)
     const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL;
     const char *target = NULL, *target_desc = NULL;
     int64_t batch = 40, classes = 0;
-    bool inference = false, json = false;
+    bool inference = false, json = false, insights = false;
     device_args dev;
     device_args_defaults(&dev);
     cli_flag flags[64] = {
@@ -232,8 +233,10 @@ int cmd_compile(int argc, char **argv)
         {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1, 0},
         {"--target-description", CLI_STRING, &target_desc, "FILE",
          "with --target mk2: a JSON file describing another tile processor", 1, 0},
+        {"--insights", CLI_BOOL, &insights, NULL,
+         "quantify memory remedies (shown anyway when over or near capacity)", 1, 0},
     };
-    int n = 9 + device_flags(&dev, flags + 9);
+    int n = 10 + device_flags(&dev, flags + 10);
     cli_command cmd = {"compile", "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
@@ -284,6 +287,10 @@ int cmd_compile(int argc, char **argv)
         print_json(p, m->name, ms);
     } else {
         print_text(p, m->name, ms);
+        if (insights || insights_wanted(p, o)) {
+            insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
+            print_insights(&im, p, stdout);
+        }
     }
     tg_program_destroy(p);
     tg_model_graph_destroy(&mg);

@@ -115,6 +115,13 @@ static void test_compile_plans_and_reports_out_of_memory(void)
            "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true", 0,
            "14.3 MiB");
     EXPECT("compile --model mnist-pipeline --engine-option nonsense", 1, "not KEY=VALUE");
+    /* over capacity but allowed: the plan and the remedies, each re-planned */
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
+           "recomputation (keep only stage inputs)     14.3 MiB -> 5.26 MiB, saves 9.06 MiB (63%), fits");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
+           "half the micro-batch");
 }
 
 static void test_bad_data(void)

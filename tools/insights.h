@@ -1,0 +1,25 @@
+/* tools/insights.h - quantified memory remedies for `tilegraph compile`. */
+#ifndef TG_TOOLS_INSIGHTS_H
+#define TG_TOOLS_INSIGHTS_H
+
+#include "cli.h"
+
+#include "tilegraph/models.h"
+#include "tilegraph/options.h"
+
+struct tg_program;
+
+/* What is needed to compile the model again. */
+typedef struct insight_model {
+    const tg_model_spec *spec;
+    const tg_model_input *input;
+    const tg_optimizer *optimizer; /* NULL: inference */
+    int batch;
+    const tg_options *options;
+} insight_model;
+
+/* Over, or within 10% of, the capacity (memoryPerDevice, or a tile's memory). */
+bool insights_wanted(const struct tg_program *p, const tg_options *o);
+void print_insights(const insight_model *m, const struct tg_program *p, FILE *out);
+
+#endif
