@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "ops/op.h"
 #include "runtime/engine.h"
+#include "target/target.h"
 #include "tilegraph/trace.h"
 
 #include <errno.h>
@@ -52,8 +53,12 @@ static const char *const schema =
     " always_live_bytes INTEGER, PRIMARY KEY(device, step));"
     "CREATE TABLE trace(run INTEGER, replica INTEGER, device INTEGER, kind TEXT, phase TEXT,"
     " iteration INTEGER, micro_batch INTEGER, peer INTEGER, start_ns INTEGER, end_ns INTEGER,"
-    " bytes INTEGER, flops REAL);"
+    " bytes INTEGER, flops REAL, start_cycles INTEGER, end_cycles INTEGER);"
     "CREATE INDEX trace_by_device ON trace(device, replica, start_ns);"
+    "CREATE TABLE tiles(device INTEGER, tile INTEGER, category TEXT, bytes INTEGER,"
+    " PRIMARY KEY(device, tile, category));"
+    "CREATE TABLE tile_spans(tensor INTEGER PRIMARY KEY, tile_start INTEGER, tiles INTEGER,"
+    " bytes_per_tile INTEGER);"
     "CREATE TABLE host_trace(thread TEXT, channel TEXT, kind TEXT, name TEXT, start_ns INTEGER,"
     " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);";
 
@@ -153,6 +158,9 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"transfers", NULL, p->n_transfers},
         {"arena_bytes", NULL, (int64_t)p->arena_bytes},
         {"flops_per_run", NULL, (int64_t)p->flops},
+        {"trace_clock", p->tile_plan ? "cycles (the cycle model's timeline; start_ns and end_ns "
+                                       "are those cycles at the target's clock)"
+                                     : "ns (measured, wall clock)", 0},
     };
     tg_status s = TG_OK;
     for (size_t i = 0; s == TG_OK && i < sizeof rows / sizeof rows[0]; i++) {
@@ -360,6 +368,46 @@ static tg_status write_liveness(tg_profile *pf)
     return s;
 }
 
+/* Tiled targets: every tile's bytes by category, each tensor's tile span,
+ * and the target's numbers in meta. */
+static tg_status write_tiles(tg_profile *pf)
+{
+    const tg_program *p = pf->program;
+    const tg_tile_plan *tp = p->tile_plan;
+    if (!tp)
+        return TG_OK;
+    sqlite3_stmt *meta = prepare(pf, "INSERT INTO meta VALUES(?, ?)");
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO tiles VALUES(?,?,?,?)");
+    sqlite3_stmt *sp = prepare(pf, "INSERT INTO tile_spans VALUES(?,?,?,?)");
+    tg_status s = meta && st && sp ? TG_OK : db_error(pf, "prepare");
+    char buf[64];
+    struct { const char *k; int64_t v; } rows[] = {
+        {"tiles_per_device", tp->target.tiles},
+        {"memory_per_tile", tp->target.tile_memory},
+        {"workers_per_tile", tp->target.workers},
+        {"clock_hz", (int64_t)tp->target.clock_hz},
+    };
+    for (size_t i = 0; s == TG_OK && i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(buf, sizeof buf, "%lld", (long long)rows[i].v);
+        s = insert(pf, meta, "ss", rows[i].k, buf);
+    }
+    for (int d = 0; s == TG_OK && d < tp->n_devices; d++)
+        for (int t = 0; s == TG_OK && t < tp->target.tiles; t++)
+            for (int c = 0; s == TG_OK && c < TG_TILE_CAT_COUNT; c++) {
+                int64_t b = tp->devices[d].bytes[t * TG_TILE_CAT_COUNT + c];
+                if (b)
+                    s = insert(pf, st, "iisi", (int64_t)d, (int64_t)t,
+                               tg_tile_cat_name((tg_tile_cat)c), b);
+            }
+    for (int i = 0; s == TG_OK && i < p->n_buffers; i++)
+        s = insert(pf, sp, "iiii", (int64_t)i, (int64_t)tp->span[i].start, (int64_t)tp->span[i].used,
+                   tp->span[i].chunk);
+    sqlite3_finalize(meta);
+    sqlite3_finalize(st);
+    sqlite3_finalize(sp);
+    return s;
+}
+
 static tg_status make_dirs(const char *path)
 {
     char buf[1024];
@@ -412,6 +460,8 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     if (s == TG_OK)
         s = write_liveness(pf);
     if (s == TG_OK)
+        s = write_tiles(pf);
+    if (s == TG_OK)
         s = exec(pf, execution ? "INSERT INTO meta VALUES('execution_profile', 'true'); COMMIT;"
                                : "INSERT INTO meta VALUES('execution_profile', 'false'); COMMIT;");
     if (s != TG_OK) {
@@ -428,19 +478,70 @@ const char *tg_profile_path(const tg_profile *pf) { return pf->path; }
 
 /* ---- execution profile ------------------------------------------------------------ */
 
+typedef struct {
+    tg_profile *pf;
+    sqlite3_stmt *st;
+    int64_t run;
+    int replica;
+    double ns_per_cycle, base_cycles;
+} sim_ctx;
+
+/* One simulated step of a tiled target: its cycles and the time they take. */
+static tg_status sim_event(void *ctx_, int d, int ph, int it, int j, double start, double end)
+{
+    sim_ctx *c = ctx_;
+    const tg_device_program *dp = &c->pf->program->devices[d];
+    start += c->base_cycles;
+    end += c->base_cycles;
+    return insert(c->pf, c->st, "iiissiiiiiidii", c->run, (int64_t)c->replica, (int64_t)d, "execute",
+                  phase_names[ph], (int64_t)it, (int64_t)j, (int64_t)-1,
+                  (int64_t)(start * c->ns_per_cycle), (int64_t)(end * c->ns_per_cycle), (int64_t)0,
+                  dp->flops[ph], (int64_t)start, (int64_t)end);
+}
+
+/* On a tiled target the trace is the cycle model's timeline of the host
+ * step (every replica alike), placed after the previous recorded steps. */
+static tg_status record_simulated(tg_profile *pf, sqlite3_stmt *st, int64_t run)
+{
+    const tg_program *p = pf->program;
+    sim_ctx c = {pf, st, run, 0, 1e9 / p->tile_plan->target.clock_hz, 0};
+    int64_t last = 0;
+    if (run > 0) {
+        sqlite3_stmt *q = prepare(pf, "SELECT MAX(end_cycles) FROM trace");
+        if (q && sqlite3_step(q) == SQLITE_ROW)
+            last = sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+    }
+    c.base_cycles = (double)last;
+    tg_status s = TG_OK;
+    for (int r = 0; s == TG_OK && r < p->replicas; r++) {
+        c.replica = r;
+        s = tg_tile_simulate(p, sim_event, &c);
+    }
+    return s;
+}
+
 tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int64_t run)
 {
     if (!pf)
         return TG_OK;
     const tg_program *p = pf->program;
     TG_TRY(exec(pf, "BEGIN"));
-    sqlite3_stmt *st = prepare(pf, "INSERT INTO trace VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO trace VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     tg_status status = st ? TG_OK : db_error(pf, "prepare");
+    if (status == TG_OK && p->tile_plan) {
+        status = record_simulated(pf, st, run);
+        sqlite3_finalize(st);
+        if (status == TG_OK)
+            return exec(pf, "COMMIT");
+        exec(pf, "ROLLBACK");
+        return status;
+    }
     for (int i = 0; status == TG_OK && i < p->replicas * p->n_devices; i++) {
         const tg_recorder *r = &s->recorders[i];
         for (int k = 0; status == TG_OK && k < r->n_events; k++) {
             const tg_event *e = &r->events[k];
-            status = insert(pf, st, "iiissiiiiiid", run, (int64_t)(i / p->n_devices),
+            status = insert(pf, st, "iiissiiiiiidnn", run, (int64_t)(i / p->n_devices),
                             (int64_t)(i % p->n_devices), tg_event_name((tg_event_kind)e->kind),
                             phase_names[e->phase], (int64_t)e->iteration, (int64_t)e->micro_batch,
                             (int64_t)e->peer, e->start_ns, e->end_ns, e->bytes, e->flops);

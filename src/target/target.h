@@ -116,6 +116,14 @@ void tg_tile_plan_destroy(tg_tile_plan *tp);
 /* Bytes of tile t of device d (all categories). */
 int64_t tg_tile_bytes(const tg_tile_plan *tp, int d, int t);
 
+/* The timeline of one host step on the tiled target, from the cycle model:
+ * fn is called for every forward, backward (micro_batch >= 0) and update
+ * (micro_batch -1) of every device, with start and end in cycles from the
+ * start of the host step. Stops at fn's first failure. */
+typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, int iteration,
+                                      int micro_batch, double start_cycles, double end_cycles);
+tg_status tg_tile_simulate(const struct tg_program *p, tg_tile_event_fn fn, void *ctx);
+
 /* Capacity: on a tile over memoryPerTile, TG_ERR_NOMEM with a message naming
  * the device and tile, needed against available, the largest categories and
  * tensors on that tile. */

@@ -1,0 +1,90 @@
+/* target/tilesim.c - the execution timeline of one host step on a tiled
+ * target, from the cycle model: each device runs its pipeline schedule,
+ * every forward or backward pass taking the cycles the model gives that
+ * phase, waiting for the neighbouring device as the schedule's dependencies
+ * say (a forward needs the previous device's forward of that micro-batch, a
+ * backward the next device's backward), then its update. The result is what
+ * the profile records as the trace on such a target, in cycles. */
+#include "target/target.h"
+
+#include "compile/program.h"
+#include "core/alloc.h"
+#include "core/error.h"
+
+tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    const tg_pipe_schedule *sch = &p->schedule;
+    int n = p->n_devices, m = p->micro_batches;
+    if (!tp)
+        return tg_error(TG_ERR_INVALID_ARG, "simulate: the program has no tile plan");
+    double *end_f = tg_calloc((size_t)(n * m) + 1, sizeof(double));
+    double *end_b = tg_calloc((size_t)(n * m) + 1, sizeof(double));
+    double *clock = tg_calloc((size_t)n + 1, sizeof(double));
+    int *next = tg_calloc((size_t)n + 1, sizeof(int));
+    if (!end_f || !end_b || !clock || !next) {
+        tg_free(end_f);
+        tg_free(end_b);
+        tg_free(clock);
+        tg_free(next);
+        return tg_error(TG_ERR_NOMEM, "simulate: out of memory");
+    }
+    tg_status s = TG_OK;
+    double start_of_iteration = 0;
+    for (int it = 0; it < p->iterations && s == TG_OK; it++) {
+        for (int d = 0; d < n; d++) {
+            clock[d] = start_of_iteration;
+            next[d] = 0;
+        }
+        for (int i = 0; i < n * m; i++)
+            end_f[i] = end_b[i] = -1;
+        /* advance every device as far as its dependencies allow, until all are done */
+        for (bool progress = true; progress && s == TG_OK;) {
+            progress = false;
+            for (int d = 0; d < n && s == TG_OK; d++) {
+                while (next[d] < sch->n_ops[d]) {
+                    tg_pipe_op op = sch->ops[d][next[d]];
+                    int j = op.micro_batch;
+                    double ready = clock[d];
+                    if (!op.backward) {
+                        if (d > 0 && end_f[(d - 1) * m + j] < 0)
+                            break;
+                        if (d > 0 && end_f[(d - 1) * m + j] > ready)
+                            ready = end_f[(d - 1) * m + j];
+                    } else {
+                        if (end_f[d * m + j] < 0 || (d < n - 1 && end_b[(d + 1) * m + j] < 0))
+                            break;
+                        if (d < n - 1 && end_b[(d + 1) * m + j] > ready)
+                            ready = end_b[(d + 1) * m + j];
+                    }
+                    tg_phase ph = op.backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
+                    double end = ready + tp->devices[d].cycles[ph];
+                    (op.backward ? end_b : end_f)[d * m + j] = end;
+                    s = fn(ctx, d, ph, it, j, ready, end);
+                    clock[d] = end;
+                    next[d]++;
+                    progress = true;
+                    if (s != TG_OK)
+                        break;
+                }
+            }
+        }
+        /* the update on each device, then (bulk-synchronous) the next iteration */
+        double iteration_end = 0;
+        for (int d = 0; d < n && s == TG_OK; d++) {
+            double end = clock[d];
+            if (p->training) {
+                end += tp->devices[d].cycles[TG_PHASE_UPDATE];
+                s = fn(ctx, d, TG_PHASE_UPDATE, it, -1, clock[d], end);
+            }
+            if (end > iteration_end)
+                iteration_end = end;
+        }
+        start_of_iteration = iteration_end + tp->target.sync_cycles;
+    }
+    tg_free(end_f);
+    tg_free(end_b);
+    tg_free(clock);
+    tg_free(next);
+    return s;
+}
