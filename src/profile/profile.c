@@ -381,7 +381,16 @@ static tg_status write_tiles(tg_profile *pf)
     sqlite3_stmt *sp = prepare(pf, "INSERT INTO tile_spans VALUES(?,?,?,?)");
     tg_status s = meta && st && sp ? TG_OK : db_error(pf, "prepare");
     char buf[64];
+    int64_t sets = 0, vertices = 0, edges = 0;
+    for (int d = 0; d < tp->n_devices; d++) {
+        sets += tp->devices[d].compute_sets;
+        vertices += tp->devices[d].vertices;
+        edges += tp->devices[d].edges;
+    }
     struct { const char *k; int64_t v; } rows[] = {
+        {"compute_sets", sets},
+        {"vertices", vertices},
+        {"edges", edges},
         {"tiles_per_device", tp->target.tiles},
         {"memory_per_tile", tp->target.tile_memory},
         {"workers_per_tile", tp->target.workers},

@@ -99,6 +99,10 @@ typedef struct tg_tile_device {
     double *step_cycles[3]; /* per phase, per step */
     double cycles[3];       /* per phase: one micro-batch (F, B) or one update (U) */
     double copy_cycles[3];  /* of which host streams and device-to-device copies */
+    /* graph statistics in the tile processor's terms: a compute set per step,
+     * a vertex per worker on each tile a step runs on, an edge per operand
+     * (inputs and output) of each vertex */
+    int64_t compute_sets, vertices, edges;
 } tg_tile_device;
 
 typedef struct tg_tile_plan {

@@ -237,6 +237,9 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             const tg_step *st = &dp->steps[ph][k];
             const tg_tensor *t = p->graph->nodes[st->node];
             tg_tile_span w = work_span(p, tp, st);
+            td->compute_sets++;
+            td->vertices += (int64_t)w.used * tg->workers;
+            td->edges += (int64_t)w.used * tg->workers * (t->n_in + 1);
             double moved = 0;
             for (int j = 0; j < t->n_in; j++)
                 if (st->in[j] >= 0 && !same_span(&tp->span[st->in[j]], &w))

@@ -44,6 +44,11 @@ static void test_mk2_profile(void)
     if (r) {
         TG_CHECK(strncmp(tg_profile_reader_meta(r, "trace_clock"), "cycles", 6) == 0);
         TG_CHECK(strcmp(tg_profile_reader_meta(r, "tiles_per_device"), "1472") == 0);
+        /* one compute set per step; 6 workers on each tile a step uses */
+        TG_CHECK(atoll(tg_profile_reader_meta(r, "compute_sets")) ==
+                 atoll(tg_profile_reader_meta(r, "steps")));
+        TG_CHECK(atoll(tg_profile_reader_meta(r, "vertices")) % 6 == 0);
+        TG_CHECK(atoll(tg_profile_reader_meta(r, "edges")) > atoll(tg_profile_reader_meta(r, "vertices")));
         int64_t v = 0;
         for (int d = 0; d < n_devices; d++) {
             snprintf(sql, sizeof sql, "SELECT SUM(bytes) FROM tiles WHERE device = %d", d);
