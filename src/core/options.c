@@ -79,6 +79,11 @@ static const opt_spec option_table[] = {
      "host steps whose execution is recorded (the first N), so profiles stay small"},
     {"profiler.includeFlopEstimates", OPT_BOOL, "true", 0, 0, NULL,
      "record FLOP counts per op and per executed step"},
+    {"trace.enable", OPT_BOOL, "false", 0, 0, NULL,
+     "record the host trace (as TILEGRAPH_TRACE does), from the first session created with it"},
+    {"trace.directory", OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
+    {"trace.channels", OPT_STRING, "*", 0, 0, NULL,
+     "channels to record, comma-separated (compile, engine, data, comms), or *"},
     {"debug.allowOutOfMemory", OPT_BOOL, "false", 0, 0, NULL,
      "compile a plan that does not fit the device memory anyway, so it can be looked at"},
 };

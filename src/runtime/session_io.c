@@ -5,6 +5,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "graph/init.h"
 #include "ops/blas.h"
 #include "profile/profile.h"
@@ -96,6 +97,37 @@ static int parse_output_mode(const char *m, bool training)
     return training ? TG_OUTPUT_FINAL : TG_OUTPUT_ALL;
 }
 
+/* The engine options trace.* switch host tracing on like TILEGRAPH_TRACE. */
+static tg_status configure_trace(const tg_options *o)
+{
+    if (!tg_options_get_int(o, "trace.enable"))
+        return TG_OK;
+    tg_json_writer w;
+    tg_json_writer_init(&w);
+    tg_json_begin_object(&w);
+    tg_json_key(&w, "enable");
+    tg_json_string(&w, "true");
+    tg_json_key(&w, "directory");
+    tg_json_string(&w, tg_options_get_string(o, "trace.directory"));
+    tg_json_key(&w, "channels");
+    tg_json_begin_array(&w);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", tg_options_get_string(o, "trace.channels"));
+    char *save = NULL;
+    for (char *ch = strtok_r(buf, ",", &save); ch; ch = strtok_r(NULL, ",", &save))
+        tg_json_string(&w, ch);
+    tg_json_end_array(&w);
+    tg_json_end_object(&w);
+    char *json = NULL;
+    size_t len = 0;
+    tg_status s = tg_json_writer_finish(&w, &json, &len);
+    if (s == TG_OK)
+        s = tg_trace_configure(json, "engine options trace.*");
+    tg_free(json);
+    tg_json_writer_free(&w);
+    return s;
+}
+
 /* The caller's options with TILEGRAPH_ENGINE_OPTIONS (JSON, like
  * POPLAR_ENGINE_OPTIONS) applied on top. */
 static tg_status effective_options(const tg_options *opts, tg_options **out)
@@ -168,6 +200,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     tg_status st = tg_trace_configure_env();
     if (st == TG_OK)
         st = effective_options(user_opts, &opts);
+    if (st == TG_OK)
+        st = configure_trace(opts);
     if (st != TG_OK) {
         tg_options_destroy(opts);
         tg_session_destroy(s);

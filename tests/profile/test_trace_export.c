@@ -151,8 +151,45 @@ static void test_export_of_a_replicated_pipeline(void)
         tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
 }
 
+/* The engine options trace.* switch host tracing on like TILEGRAPH_TRACE. */
+static void test_trace_from_engine_options(void)
+{
+    char dir[] = "/tmp/tg_trace_options_XXXXXX";
+    if (!mkdtemp(dir))
+        return;
+    tg_model_graph mg;
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 2, NULL, &mg));
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "trace.enable", "true"));
+    TG_CHECK_OK(tg_options_set(o, "trace.directory", dir));
+    TG_CHECK_OK(tg_options_set(o, "trace.channels", "engine"));
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    float img[2 * 784] = {0};
+    if (s) {
+        tg_session_write(s, mg.images, img, sizeof img);
+        TG_CHECK_OK(tg_session_run(s));
+    }
+    tg_session_destroy(s);
+    char path[256];
+    snprintf(path, sizeof path, "%s/tilegraph-%d-inference.trace.json", dir, (int)getpid());
+    TG_CHECK(access(path, R_OK) == 0);
+    TG_CHECK_OK(tg_options_set(o, "trace.channels", "engine,not a channel"));
+    tg_trace_shutdown();
+    TG_CHECK(tg_session_create(mg.graph, o, &s) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "trace.*") != NULL);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+    tg_trace_shutdown();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+}
+
 int main(void)
 {
     TG_RUN(test_export_of_a_replicated_pipeline);
+    TG_RUN(test_trace_from_engine_options);
     return tg_test_finish();
 }
