@@ -1,11 +1,16 @@
 /* analyse/report_data.c - a profile's tables as the JSON the HTML report page
  * reads (see report_data.h). The page does all the arithmetic; this file
- * only copies rows, so the page and the profile cannot disagree. */
+ * only copies rows, so the page and the profile cannot disagree. The one
+ * reshaping: the `tiles` table of tiled targets (tiles x categories rows per
+ * device) is written as one dense array per device and category, indexed by
+ * tile, which is a fifth of the size of its rows. */
 #include "analyse/report_data.h"
 
 #include "core/error.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Which rows of each table the page needs, in a stable order. Only run 0 of
@@ -71,8 +76,105 @@ static tg_status write_table(tg_profile_reader *r, const char *sql, tg_json_writ
     return s;
 }
 
+/* Whether the profile has table `name` (tiles, tile_spans and host_trace
+ * are only written on tiled targets or when tracing is on). */
+static int has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1,
+                           &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        found = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* Pads the open per-tile array with zeros up to tile `to` (tiles with no
+ * bytes of that category have no row). */
+static void pad_tiles(tg_json_writer *w, int64_t *next, int64_t to)
+{
+    for (; *next < to; (*next)++)
+        tg_json_int(w, 0);
+}
+
+/* "tiles": {"per_device": N, "devices": [{"device": d, "bytes": {category:
+ * [bytes of tile 0, 1, ... N-1]}}]}, streamed from the rows in order. */
+static tg_status write_tiles(tg_profile_reader *r, int64_t per_device, tg_json_writer *w)
+{
+    sqlite3 *db = tg_profile_reader_db(r);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT device, category, tile, bytes FROM tiles "
+                           "ORDER BY device, category, tile",
+                           -1, &st, NULL) != SQLITE_OK)
+        return tg_error(TG_ERR_FORMAT, "%s: cannot read tiles (%s)", tg_profile_reader_path(r),
+                        sqlite3_errmsg(db));
+    tg_json_begin_object(w);
+    tg_json_key(w, "per_device");
+    tg_json_int(w, per_device);
+    tg_json_key(w, "devices");
+    tg_json_begin_array(w);
+    int64_t dev = -1, next = 0;
+    char cat[128] = "";
+    int in_array = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t d = sqlite3_column_int64(st, 0), tile = sqlite3_column_int64(st, 2);
+        const char *c = (const char *)sqlite3_column_text(st, 1);
+        if (!c)
+            c = "";
+        if (d != dev || strncmp(c, cat, sizeof cat - 1) != 0) {
+            if (in_array) {
+                pad_tiles(w, &next, per_device);
+                tg_json_end_array(w);
+            }
+            if (d != dev) {
+                if (dev >= 0) {
+                    tg_json_end_object(w);
+                    tg_json_end_object(w);
+                }
+                dev = d;
+                tg_json_begin_object(w);
+                tg_json_key(w, "device");
+                tg_json_int(w, d);
+                tg_json_key(w, "bytes");
+                tg_json_begin_object(w);
+            }
+            snprintf(cat, sizeof cat, "%s", c);
+            tg_json_key(w, cat);
+            tg_json_begin_array(w);
+            in_array = 1;
+            next = 0;
+        }
+        /* a tile outside 0..per_device-1 would break the dense layout */
+        if (tile < next || tile >= per_device)
+            continue;
+        pad_tiles(w, &next, tile);
+        tg_json_int(w, sqlite3_column_int64(st, 3));
+        next++;
+    }
+    if (in_array) {
+        pad_tiles(w, &next, per_device);
+        tg_json_end_array(w);
+    }
+    if (dev >= 0) {
+        tg_json_end_object(w);
+        tg_json_end_object(w);
+    }
+    tg_json_end_array(w);
+    tg_json_end_object(w);
+    tg_status s = TG_OK;
+    if (rc != SQLITE_DONE)
+        s = tg_error(TG_ERR_FORMAT, "%s: cannot read tiles (%s)", tg_profile_reader_path(r),
+                     sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return s;
+}
+
 tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
 {
+    int64_t tiles_per_device = 0;
     sqlite3 *db = tg_profile_reader_db(r);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta ORDER BY key", -1, &st, NULL) != SQLITE_OK)
@@ -88,12 +190,33 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
         const char *v = (const char *)sqlite3_column_text(st, 1);
         tg_json_key(w, k ? k : "");
         tg_json_string(w, v ? v : "");
+        if (k && v && strcmp(k, "tiles_per_device") == 0)
+            tiles_per_device = strtoll(v, NULL, 10);
     }
     sqlite3_finalize(st);
     tg_json_end_object(w);
     for (size_t i = 0; i < sizeof report_tables / sizeof report_tables[0]; i++) {
         tg_json_key(w, report_tables[i].key);
         tg_status s = write_table(r, report_tables[i].sql, w);
+        if (s != TG_OK)
+            return s;
+    }
+    /* Tiled targets: the per-tile memory (capped so a corrupt meta value
+     * cannot make the page enormous). */
+    if (tiles_per_device > 0 && tiles_per_device <= (1 << 20) && has_table(db, "tiles")) {
+        tg_json_key(w, "tiles");
+        tg_status s = write_tiles(r, tiles_per_device, w);
+        if (s != TG_OK)
+            return s;
+    }
+    /* The host threads' regions (TILEGRAPH_TRACE): the page builds the
+     * timeline, flame graph and call tree from them. */
+    if (has_table(db, "host_trace")) {
+        tg_json_key(w, "host_trace");
+        tg_status s = write_table(r,
+                                  "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
+                                  "WHERE kind = 'region' ORDER BY thread, start_ns, depth",
+                                  w);
         if (s != TG_OK)
             return s;
     }

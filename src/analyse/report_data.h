@@ -1,6 +1,8 @@
 /* analyse/report_data.h - the data of one profile as the JSON object the HTML
  * report page reads: meta, devices, memory, tensors, steps, schedule,
- * liveness, the trace of run 0 and ops. */
+ * liveness, the trace of run 0 and ops; on tiled targets the bytes per tile
+ * and category, and the host threads' regions when the profile has a
+ * host_trace. */
 #ifndef TG_ANALYSE_REPORT_DATA_H
 #define TG_ANALYSE_REPORT_DATA_H
 
