@@ -55,6 +55,32 @@ int tg_test_finish(void)
     return tests_failed ? 1 : 0;
 }
 
+void tg_test_remove_dir(const char *dir)
+{
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+}
+
+char *tg_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[got] = '\0';
+    if (len)
+        *len = got;
+    return buf;
+}
+
 const char *tg_test_fashion_dir(void)
 {
     static const char *dir = "/usr/share/datasets/fashion-mnist";

@@ -71,6 +71,11 @@ int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_
 int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads,
                      double rtol, tg_check_opts opts);
 
+/* Remove a directory tree a test made (a failure is a test failure). */
+void tg_test_remove_dir(const char *dir);
+/* The whole file, NUL-terminated (free it); NULL if it cannot be read. */
+char *tg_test_read_file(const char *path, size_t *len);
+
 /* The data directory of Debian's dataset-fashion-mnist, or NULL if absent. */
 const char *tg_test_fashion_dir(void);
 

@@ -47,9 +47,7 @@ static void test_host_call_tree(void)
         char *calls = strstr(at, "\"calls\":");
         TG_CHECK(calls && atoi(calls + 8) == 21);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+    tg_test_remove_dir(dir);
 }
 
 int main(void)

@@ -264,9 +264,6 @@ int main(void)
     TG_RUN(test_reader_rejects_bad_files);
     TG_RUN(test_reader_survives_damage);
     TG_RUN(test_engine_options_from_the_environment);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        return 1;
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }

@@ -79,10 +79,7 @@ static void test_mk2_profile(void)
         TG_CHECK(v == 2);
     }
     tg_profile_reader_close(r);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+    tg_test_remove_dir(dir);
 }
 
 int main(void)

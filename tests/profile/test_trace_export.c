@@ -16,21 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void run_replicated_pipeline(void)
 {
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
@@ -86,7 +71,7 @@ static void test_export_of_a_replicated_pipeline(void)
     char path[512];
     snprintf(path, sizeof path, "%s/tilegraph-%d-training.trace.json", dir, (int)getpid());
     size_t len = 0;
-    char *text = slurp(path, &len);
+    char *text = tg_test_read_file(path, &len);
     TG_CHECK(text != NULL);
     tg_arena *arena = tg_arena_create(1 << 20);
     tg_json *root = NULL;
@@ -145,10 +130,7 @@ static void test_export_of_a_replicated_pipeline(void)
     tg_arena_destroy(arena);
     free(text);
     tg_trace_shutdown();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+    tg_test_remove_dir(dir);
 }
 
 /* The engine options trace.* switch host tracing on like TILEGRAPH_TRACE. */
@@ -181,10 +163,7 @@ static void test_trace_from_engine_options(void)
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);
     tg_trace_shutdown();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+    tg_test_remove_dir(dir);
 }
 
 int main(void)

@@ -119,9 +119,6 @@ int main(void)
         return 1;
     TG_RUN(test_round_trip);
     TG_RUN(test_bad_files_change_nothing);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        return 1;
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }

@@ -81,10 +81,7 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
     tg_profile_reader_close(r);
     tg_test_model_destroy(&c);
     tg_test_model_destroy(&d);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
+    tg_test_remove_dir(dir);
 }
 
 int main(void)

@@ -227,9 +227,6 @@ int main(void)
         TG_RUN(test_train_save_infer);
     else
         printf("  skip test_train_save_infer: Fashion-MNIST not installed\n");
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        return 1;
+    tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
