@@ -280,14 +280,17 @@ static bool send(device_ctx *c, tg_phase ph, int64_t g)
         if (tr->src_device != c->device || tr->phase != ph)
             continue;
         int slots = p->buffers[tr->dst_buffer].slots;
+        int64_t m = p->micro_batches;
         double t0 = now_s();
         if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
             return false;
+        double t1 = now_s();
+        if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
+            record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
         memcpy(slot_ptr(s, c->replica, tr->dst_buffer, g), slot_ptr(s, c->replica, tr->src_buffer, g),
                p->buffers[tr->src_buffer].bytes);
         publish(s, produced(s, c->replica, t), g + 1);
-        int64_t m = p->micro_batches;
-        record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t0,
+        record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
                (int64_t)p->buffers[tr->src_buffer].bytes, 0);
     }
     return true;

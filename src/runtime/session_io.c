@@ -169,7 +169,12 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     for (int i = 0; i < n; i++) {
         tg_recorder *r = &s->recorders[i];
         int d = i % p->n_devices;
-        r->cap_events = (p->schedule.n_ops[d] * (4 + 2 * p->n_transfers) + 4) * p->iterations + 16;
+        /* per pass: the phase, host streams in and out, accumulation, and for
+         * each transfer a wait to receive, a wait for a free slot and the copy;
+         * per update: offloaded state in and out around each update step */
+        int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
+        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + 4) *
+                            p->iterations + 16;
         r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
         r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
         r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
