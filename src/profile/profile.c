@@ -42,6 +42,7 @@ static const char *const schema =
     "CREATE TABLE ops(id INTEGER PRIMARY KEY, name TEXT, type TEXT, block TEXT, device INTEGER,"
     " phase TEXT, flops REAL, bytes_in INTEGER, bytes_out INTEGER, forward_of INTEGER,"
     " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0);"
+    "CREATE TABLE op_edges(producer INTEGER, consumer INTEGER, PRIMARY KEY(producer, consumer));"
     "CREATE TABLE tensors(id INTEGER PRIMARY KEY, node INTEGER, name TEXT, category TEXT,"
     " dtype TEXT, shape TEXT, bytes INTEGER, slots INTEGER, device INTEGER, offset INTEGER,"
     " first_step INTEGER, last_step INTEGER, always_live INTEGER);"
@@ -228,6 +229,23 @@ static tg_status write_ops(tg_profile *pf, bool flops)
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
                    (double)tg_nbytes(t), t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+    }
+    sqlite3_finalize(st);
+    /* the data flow between ops (through leaves and aliases too): the operations graph */
+    st = prepare(pf, "INSERT OR IGNORE INTO op_edges VALUES(?, ?)");
+    if (s == TG_OK && !st)
+        s = db_error(pf, "prepare");
+    for (int i = 0; s == TG_OK && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (p->device_of[i] < 0 || t->n_in == 0)
+            continue;
+        for (int k = 0; s == TG_OK && k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            while (x->flags & TG_NODE_ALIAS) /* a reshape is a view of its input */
+                x = x->in[0];
+            if (x->n_in > 0 && p->device_of[x->id] >= 0)
+                s = insert(pf, st, "ii", (int64_t)x->id, (int64_t)i);
+        }
     }
     sqlite3_finalize(st);
     return s;
