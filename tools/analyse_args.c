@@ -13,6 +13,7 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
     a->device = -1;
     a->step = -1;
     a->top = 20;
+    a->tile = -1;
     int n = 0;
     flags[n++] = (cli_flag){"--device", CLI_INT, &a->device, "N", "only device N (all when unset)", 0, 4096};
     flags[n++] = (cli_flag){"--step", CLI_INT, &a->step, "N",
@@ -21,6 +22,9 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
     flags[n++] = (cli_flag){"--op", CLI_STRING, &a->op, "NAME",
                             "only ops and tensors whose name contains NAME", 1, 0};
     flags[n++] = (cli_flag){"--top", CLI_INT, &a->top, "N", "rows in 'largest' and 'top' lists", 1, 1e6};
+    flags[n++] = (cli_flag){"--tile", CLI_INT, &a->tile, "N",
+                            "tiled targets, memory view: what tile N of each device holds", 0,
+                            1e6};
     flags[n++] = (cli_flag){"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0};
     if (with_force)
         flags[n++] = (cli_flag){"--force", CLI_BOOL, &a->force, NULL,
@@ -68,6 +72,7 @@ void analyse_filter(const analyse_args *a, tg_an_filter *f)
     f->step = (int)a->step;
     f->op = a->op;
     f->top = (int)a->top;
+    f->tile = (int)a->tile;
 }
 
 int analyse_print(const tg_an_view *v, bool json)

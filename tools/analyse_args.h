@@ -9,7 +9,7 @@
 #include "analyse/analyse.h"
 
 typedef struct analyse_args {
-    int64_t device, step, top;
+    int64_t device, step, top, tile;
     const char *op;
     bool json, force;
     const char *positional[8];

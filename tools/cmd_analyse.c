@@ -44,9 +44,10 @@ int cmd_analyse(int argc, char **argv)
     tg_an_view v;
     memset(&v, 0, sizeof v);
     int status = 0;
-    if (tg_an_build(rd, view, &f, &v) != TG_OK) {
+    tg_status bs = tg_an_build(rd, view, &f, &v);
+    if (bs != TG_OK) {
         fprintf(stderr, "tilegraph analyse: %s\n", tg_error_message());
-        status = 1;
+        status = bs == TG_ERR_INVALID_ARG ? 2 : 1; /* a bad filter (--tile) is a usage error */
     } else {
         status = analyse_print(&v, a.json);
     }

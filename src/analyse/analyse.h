@@ -66,6 +66,7 @@ typedef struct tg_an_filter {
     int step;
     const char *op; /* substring of an op or tensor name */
     int top;        /* rows in "largest" lists; <= 0: 20 */
+    int tile;       /* tiled targets: the memory view of this one tile */
 } tg_an_filter;
 
 void tg_an_filter_defaults(tg_an_filter *f);
@@ -124,6 +125,14 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
 tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+
+/* Tiled targets (views_tiles.c): the tile count per device (0: no tiles);
+ * the memory view's tile sections (with f->tile, that tile's contents;
+ * TG_ERR_INVALID_ARG when the profile has no tiles or no such tile); the
+ * trace view's cycles and tile balance. Both add nothing without tiles. */
+int tg_an_tiles_per_device(tg_profile_reader *r);
+tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 
 /* Time per device over the first recorded host step (replica 0), from the
  * trace table; shared by the trace view and the insights. */

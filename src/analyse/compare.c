@@ -195,11 +195,20 @@ static tg_status compare_table(const tg_an_table *a, const tg_an_table *b, tg_an
     return TG_OK;
 }
 
+/* The per-device top-tile lists (tiled targets) hold every tile when
+ * compared (compare lifts --top), thousands of rows of unrelated tiles. */
+static bool skip_table(const tg_an_table *t) { return !strncmp(t->title, "Top tiles", 9); }
+
 tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *out)
 {
     out->name = a->name;
+    bool skipped_top_tiles = false;
     for (int i = 0; i < a->n_tables; i++) {
         const tg_an_table *ta = &a->tables[i], *tb = NULL;
+        if (skip_table(ta)) {
+            skipped_top_tiles = true;
+            continue;
+        }
         for (int j = 0; j < b->n_tables && !tb; j++)
             if (!strcmp(b->tables[j].title, ta->title) && same_columns(ta, &b->tables[j]))
                 tb = &b->tables[j];
@@ -208,6 +217,10 @@ tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *ou
     /* tables B has and A lacks (a fifth device, say): B's side only */
     for (int j = 0; j < b->n_tables; j++) {
         const tg_an_table *tb = &b->tables[j];
+        if (skip_table(tb)) {
+            skipped_top_tiles = true;
+            continue;
+        }
         bool found = false;
         for (int i = 0; i < a->n_tables && !found; i++)
             found = !strcmp(a->tables[i].title, tb->title) && same_columns(&a->tables[i], tb);
@@ -217,6 +230,11 @@ tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *ou
         empty.n_rows = 0;
         TG_TRY(compare_table(&empty, tb, out));
     }
+    if (skipped_top_tiles)
+        tg_an_note(out, "top tiles are not compared: each report's largest tiles are different "
+                        "tiles, so matching them by device and tile says little; the tile "
+                        "memory per device and the histograms are compared above, and "
+                        "--tile N compares one tile of both");
     for (int i = 0; i < a->n_notes; i++)
         tg_an_note(out, "A: %s", a->notes[i]);
     for (int i = 0; i < b->n_notes; i++)

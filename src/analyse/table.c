@@ -30,6 +30,7 @@ void tg_an_filter_defaults(tg_an_filter *f)
     f->step = -1;
     f->op = NULL;
     f->top = 20;
+    f->tile = -1;
 }
 
 tg_status tg_an_open(const char *report, tg_profile_reader **out)

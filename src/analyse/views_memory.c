@@ -81,7 +81,7 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
                   col_text(st, 3), col_text(st, 4), (double)sqlite3_column_int(st, 5),
                   sqlite3_column_double(st, 6));
     sqlite3_finalize(st);
-    return TG_OK;
+    return tg_an_view_memory_tiles(r, f, v);
 }
 
 /* ---- liveness ------------------------------------------------------------- */

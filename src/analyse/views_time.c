@@ -150,5 +150,5 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
     sqlite3_finalize(st);
     tg_an_note(v, "busy = compute / wall time; idle = wall time minus every recorded event; "
                   "span = first start to last end of a micro-batch's compute across devices");
-    return TG_OK;
+    return tg_an_view_trace_tiles(r, f, v);
 }
