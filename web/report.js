@@ -89,7 +89,8 @@ function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
-  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
   r.nDevices = r.devices.length;
   r.deviceTotal = r.devices.map(function (d) {
     return sum(r.memory.filter(function (m) { return m.device === d.device && inArena(m.category); }), function (m) { return m.bytes; });
@@ -114,8 +115,12 @@ try {
 
 /* ---- tabs and hash ---- */
 var TABS = [['summary', 'Summary'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
-            ['operations', 'Operations'], ['trace', 'Execution Trace']];
+            ['operations', 'Operations'], ['trace', 'Execution Trace'], ['host', 'Host']];
 var renderers = {};
+/* Render times (ms) of each tab shown, and data-load: from navigation start
+ * until the first tab is shown. With the hash #timing the page renders every
+ * tab once at load (what the responsiveness check reads). */
+var timings = document.getElementById('timings');
 function parseHash() {
   var h = location.hash.replace(/^#/, ''), parts = h.split('/'), tab = parts[0] || 'summary', args = {};
   (parts[1] || '').split('&').forEach(function (kv) { if (!kv) return; var p = kv.split('='); args[decodeURIComponent(p[0])] = decodeURIComponent(p[1] || ''); });
@@ -135,10 +140,12 @@ function route() {
     document.getElementById('tab-' + t[0]).classList.toggle('active', t[0] === h.tab);
     document.getElementById('nav-' + t[0]).classList.toggle('active', t[0] === h.tab);
   });
-  var sec = document.getElementById('tab-' + h.tab);
+  var sec = document.getElementById('tab-' + h.tab), t0 = performance.now();
   sec.textContent = '';
   try { renderers[h.tab](sec, h.args); } catch (e) { reportError(h.tab + ': ' + e.message + '\n' + e.stack); }
   document.body.setAttribute('data-tab', h.tab);
+  void document.body.offsetHeight; /* include the layout in the time */
+  timings.setAttribute('data-tab-' + h.tab, (performance.now() - t0).toFixed(1));
 }
 
 /* ---- Summary ---- */
@@ -235,6 +242,7 @@ renderers.memory = function (sec, args) {
   });
   sec.appendChild(table(hdr, rows, { id: 'memory-categories' }));
   sec.appendChild(el('p', { cls: 'muted' }, '* not added to the arena total: kernel scratch is part of activations; offloaded state is kept in host memory.'));
+  if (reports[cur].tiles) renderTiles(sec, reports[cur], args);
   /* largest tensors */
   var r = reports[cur], dev = args.device != null && args.device !== '' ? +args.device : null;
   sec.appendChild(el('h2', null, 'Largest tensors' + (b ? ' (' + r.path + ')' : '')));
@@ -519,11 +527,261 @@ renderers.trace = function (sec, args) {
   })));
 };
 
+/* ---- Memory per tile (tiled targets) ----
+ * data.tiles = {per_device: N, devices: [{device, bytes: {category: [N]}}]}.
+ * Each device gets a heat map (one cell per tile, coloured by its bytes
+ * against memory_per_tile, tiles over capacity crossed) and a histogram. */
+function tileTotals(r) {
+  if (r.tileTotals) return r.tileTotals;
+  var n = r.tiles.per_device;
+  r.tileTotals = r.tiles.devices.map(function (d) {
+    var tot = new Float64Array(n);
+    Object.keys(d.bytes).forEach(function (c) { var a = d.bytes[c]; for (var i = 0; i < n; i++) tot[i] += a[i]; });
+    var max = 0, maxTile = 0, over = 0;
+    for (var i = 0; i < n; i++) { if (tot[i] > max) { max = tot[i]; maxTile = i; } }
+    var cap = +r.meta.memory_per_tile || 0;
+    if (cap) for (i = 0; i < n; i++) if (tot[i] > cap) over++;
+    return { device: d.device, tot: tot, max: max, maxTile: maxTile, over: over, cats: d.bytes };
+  });
+  return r.tileTotals;
+}
+/* white -> yellow -> red for 0..1 of the tile's capacity */
+function heat(f) {
+  f = Math.max(0, Math.min(1, f));
+  var r, g, b;
+  if (f < 0.5) { var t = f / 0.5; r = 255; g = 255 - t * 40; b = 255 - t * 200; }
+  else { t = (f - 0.5) / 0.5; r = 255 - t * 60; g = 215 - t * 185; b = 55 - t * 25; }
+  return 'rgb(' + (r | 0) + ',' + (g | 0) + ',' + (b | 0) + ')';
+}
+function renderTiles(sec, r, args) {
+  var cap = +r.meta.memory_per_tile || 0, n = r.tiles.per_device, tt = tileTotals(r);
+  var COLS = 64, CELL = 12, rowsN = Math.ceil(n / COLS);
+  /* Colour scale: the tile memory, or (when every tile is far below it, as
+   * on small models) the fullest tile of all devices, so the spread shows. */
+  var fullest = Math.max.apply(null, tt.map(function (d) { return d.max; }).concat([1]));
+  var scaleBy = args.scale || (cap && fullest > cap / 4 ? 'capacity' : 'fullest');
+  var ref = scaleBy === 'capacity' && cap ? cap : fullest;
+  sec.appendChild(el('h2', null, 'Memory per tile (' + n + ' tiles per device, ' + fmtBytes(cap) + ' each)'));
+  sec.appendChild(el('p', { cls: 'muted' }, 'Each cell is a tile (tile 0 top left, ' + COLS + ' per row), coloured by its bytes; tiles over capacity are dark with a cross. Hover a tile for its bytes; click it for its bytes by category.'));
+  var scalePick = el('select', { id: 'tile-scale', onchange: function () { setHash('memory', { device: args.device, tdev: args.tdev, tile: args.tile, scale: this.value }); } },
+    el('option', { value: 'capacity' }, 'the tile memory (' + fmtBytes(cap) + ')'), el('option', { value: 'fullest' }, 'the fullest tile (' + fmtBytes(fullest) + ')'));
+  scalePick.value = scaleBy;
+  sec.appendChild(el('div', { cls: 'controls' }, 'colour scale: 100% = ', scalePick));
+  var leg = el('div', { cls: 'legend', id: 'tile-legend' });
+  [0, 0.25, 0.5, 0.75, 1].forEach(function (f) { leg.appendChild(el('span', null, el('i', { style: 'background:' + heat(f) }), fmtBytes(f * ref))); });
+  leg.appendChild(el('span', null, el('i', { style: 'background:#3b0764' }), 'over capacity'));
+  sec.appendChild(leg);
+
+  var selDev = args.tdev != null && args.tdev !== '' ? +args.tdev : null, selTile = args.tile != null && args.tile !== '' ? +args.tile : null;
+  tt.forEach(function (d) {
+    var box = el('div', { cls: 'tile-device' });
+    box.appendChild(el('h3', { id: 'tile-map-title-' + d.device }, 'device ' + d.device + ': fullest tile ',
+      el('span', { id: 'tile-max-' + d.device, 'data-value': d.max, 'data-tile': d.maxTile }, fmtBytes(d.max) + ' (tile ' + d.maxTile + ', ' + (cap ? pct(d.max / cap) : '-') + ')'),
+      ', ', el('span', { id: 'tile-over-' + d.device, 'data-value': d.over }, d.over + ' over capacity'),
+      ', mean ' + fmtBytes(sum(d.tot, function (x) { return x; }) / n)));
+    var W = COLS * CELL, H = rowsN * CELL;
+    var cv = el('canvas', { id: 'tile-map-' + d.device, cls: 'tile-map', width: W, height: H, 'data-tiles': n });
+    var ctx = cv.getContext('2d');
+    for (var i = 0; i < n; i++) {
+      var x = (i % COLS) * CELL, y = Math.floor(i / COLS) * CELL, f = cap ? d.tot[i] / cap : 0;
+      ctx.fillStyle = f > 1 ? '#3b0764' : heat(d.tot[i] / ref);
+      ctx.fillRect(x, y, CELL - 1, CELL - 1);
+      if (f > 1) { ctx.strokeStyle = '#fff'; ctx.beginPath(); ctx.moveTo(x + 2, y + 2); ctx.lineTo(x + CELL - 3, y + CELL - 3); ctx.moveTo(x + CELL - 3, y + 2); ctx.lineTo(x + 2, y + CELL - 3); ctx.stroke(); }
+    }
+    if (selDev === d.device && selTile != null && selTile < n) {
+      ctx.strokeStyle = '#2f6fdb'; ctx.lineWidth = 2;
+      ctx.strokeRect((selTile % COLS) * CELL - 1, Math.floor(selTile / COLS) * CELL - 1, CELL + 1, CELL + 1);
+    }
+    var tileAt = function (ev) { var c = Math.floor(ev.offsetX / CELL), rr = Math.floor(ev.offsetY / CELL), t = rr * COLS + c; return c < COLS && t < n ? t : -1; };
+    cv.addEventListener('mousemove', function (ev) {
+      var t = tileAt(ev);
+      cv.title = t < 0 ? '' : 'tile ' + t + ': ' + fmtBytes(d.tot[t]) + (cap ? ' (' + pct(d.tot[t] / cap) + ')' : '') + '\n' +
+        Object.keys(d.cats).filter(function (c) { return d.cats[c][t]; }).map(function (c) { return c + ': ' + fmtBytes(d.cats[c][t]); }).join('\n');
+    });
+    cv.addEventListener('click', function (ev) { var t = tileAt(ev); if (t >= 0) setHash('memory', { device: args.device, tdev: d.device, tile: t }); });
+    var side = el('div');
+    /* histogram of the tiles' bytes: 20 bins up to the capacity (or the max) */
+    var top = Math.max(ref, d.max, 1), NB = 20, bins = new Array(NB + 1).join('0').split('').map(Number);
+    for (i = 0; i < n; i++) bins[Math.min(NB - 1, Math.floor(d.tot[i] / top * NB))]++;
+    var HW = 420, HH = 150, bmax = Math.max.apply(null, bins.concat([1]));
+    var g = svg('svg', { width: HW, height: HH + 30, class: 'chart', id: 'tile-hist-' + d.device, 'data-bins': bins.join(',') });
+    bins.forEach(function (b, k) {
+      var h = (HH - 10) * b / bmax, x = 30 + k * (HW - 40) / NB;
+      var rc = svg('rect', { x: x, y: HH - h, width: (HW - 40) / NB - 2, height: h, fill: (k + 1) * top / NB > cap && cap ? '#b42318' : '#2f6fdb' });
+      var tl = svg('title', {}); tl.textContent = fmtBytes(k * top / NB) + ' - ' + fmtBytes((k + 1) * top / NB) + ': ' + b + ' tiles'; rc.appendChild(tl);
+      g.appendChild(rc);
+    });
+    var l0 = svg('text', { x: 30, y: HH + 14, 'font-size': 10, fill: '#667085' }); l0.textContent = '0'; g.appendChild(l0);
+    var l1 = svg('text', { x: HW - 10, y: HH + 14, 'font-size': 10, fill: '#667085', 'text-anchor': 'end' }); l1.textContent = fmtBytes(top); g.appendChild(l1);
+    var l2 = svg('text', { x: 30, y: HH + 27, 'font-size': 10, fill: '#667085' }); l2.textContent = 'tiles by bytes (' + bmax + ' in the tallest bin; red: over the tile memory)'; g.appendChild(l2);
+    side.appendChild(g);
+    if (selDev === d.device && selTile != null && selTile < n) {
+      side.appendChild(el('h3', { id: 'tile-detail-title', 'data-device': d.device, 'data-tile': selTile }, 'tile ' + selTile + ': ' + fmtBytes(d.tot[selTile]) + (cap ? ' of ' + fmtBytes(cap) : '')));
+      side.appendChild(table(['category', 'bytes'], Object.keys(d.cats).map(function (c) {
+        return el('tr', { 'data-category': c }, td(c), td(fmtBytes(d.cats[c][selTile]), 'num', { 'data-value': d.cats[c][selTile] }));
+      }), { id: 'tile-detail', 'data-value': d.tot[selTile] }));
+    }
+    box.appendChild(el('div', { cls: 'flex' }, cv, side));
+    sec.appendChild(box);
+  });
+}
+
+/* ---- Host (TILEGRAPH_TRACE regions) ----
+ * Regions of each thread nest (start order, containment); the call tree
+ * aggregates them by call path: thread > region > region ... with calls,
+ * total time and self time (total minus its children's). */
+function hostModel(r) {
+  if (r.hostModel) return r.hostModel;
+  var ev = r.host_trace, t0 = Infinity, t1 = -Infinity;
+  ev.forEach(function (e) { if (e.start_ns < t0) t0 = e.start_ns; if (e.end_ns > t1) t1 = e.end_ns; });
+  var root = { name: 'all threads', path: '', calls: 0, total: 0, self: 0, kids: {}, order: [], depth: 0 };
+  var threads = [], byThread = {};
+  ev.forEach(function (e) { if (!byThread[e.thread]) { byThread[e.thread] = []; threads.push(e.thread); } byThread[e.thread].push(e); });
+  function child(p, name) {
+    var k = p.kids[name];
+    if (!k) { k = p.kids[name] = { name: name, path: p.path ? p.path + ' > ' + name : name, calls: 0, total: 0, self: 0, kids: {}, order: [], depth: p.depth + 1, parent: p }; p.order.push(k); }
+    return k;
+  }
+  threads.forEach(function (th) {
+    var list = byThread[th].slice().sort(function (a, b) { return a.start_ns - b.start_ns || a.depth - b.depth || b.end_ns - a.end_ns; });
+    var tn = child(root, th), stack = [];
+    list.forEach(function (e) {
+      while (stack.length && !(stack[stack.length - 1].e.start_ns <= e.start_ns && e.end_ns <= stack[stack.length - 1].e.end_ns)) stack.pop();
+      var node = child(stack.length ? stack[stack.length - 1].node : tn, e.name), d = e.end_ns - e.start_ns;
+      node.calls++; node.total += d;
+      e.lvl = stack.length; e.node = node;
+      if (!stack.length) { tn.total += d; tn.calls++; }
+      stack.push({ e: e, node: node });
+    });
+  });
+  function finish(n) {
+    var kt = 0;
+    n.order.forEach(function (k) { finish(k); kt += k.total; });
+    n.self = n.parent ? Math.max(0, n.total - kt) : 0;
+    n.order.sort(function (a, b) { return b.total - a.total; });
+  }
+  root.order.forEach(function (k) { root.total += k.total; });
+  finish(root);
+  root.order.forEach(function (k) { k.self = 0; }); /* a thread's time is its regions' */
+  var byPath = {};
+  (function index(n) { byPath[n.path] = n; n.order.forEach(index); })(root);
+  r.hostModel = { t0: t0, span: t1 - t0, root: root, threads: threads, byThread: byThread, byPath: byPath };
+  return r.hostModel;
+}
+renderers.host = function (sec, args) {
+  var r = reports[cur];
+  if (!r.host_trace.length) { sec.appendChild(el('p', { id: 'host-empty' }, 'This profile holds no host trace: run with TILEGRAPH_TRACE=\'{"enable":"true","directory":"DIR"}\' to record the host threads\' regions.')); return; }
+  var m = hostModel(r), selPath = args.path || '', sel = selPath ? m.byPath[selPath] || null : null;
+  sec.appendChild(el('h2', null, 'Host threads (' + m.threads.length + ' threads, ' + r.host_trace.length + ' regions over ' + fmtNs(m.span) + ')'));
+  /* timeline: one lane per thread, a row per nesting level */
+  var RH = 14, LEFT = 170, W = 1340, PW = W - LEFT - 10, lanes = [], y = 20;
+  m.threads.forEach(function (th) {
+    var maxLvl = 0; m.byThread[th].forEach(function (e) { if (e.lvl > maxLvl) maxLvl = e.lvl; });
+    lanes.push({ th: th, y: y, levels: maxLvl + 1 }); y += (maxLvl + 1) * RH + 8;
+  });
+  var H = y + 20, view = { from: 0, to: m.span || 1 };
+  var cv = el('canvas', { id: 'host-timeline', width: W, height: H, 'data-threads': m.threads.length });
+  sec.appendChild(el('h3', null, 'Timeline (wheel zooms, drag pans, double-click resets)'));
+  sec.appendChild(cv);
+  var ctx = cv.getContext('2d');
+  var X = function (t) { return LEFT + (t - view.from) / (view.to - view.from) * PW; };
+  function colourFor(name) { var h = 0; for (var i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) % 360; return 'hsl(' + h + ',60%,62%)'; }
+  function drawTimeline() {
+    ctx.clearRect(0, 0, W, H); ctx.font = '10px sans-serif';
+    lanes.forEach(function (l) {
+      ctx.fillStyle = '#1d2430'; ctx.fillText(l.th.length > 26 ? l.th.slice(0, 25) + '\u2026' : l.th, 4, l.y + 10);
+      ctx.strokeStyle = '#eaecf0'; ctx.beginPath(); ctx.moveTo(LEFT, l.y + l.levels * RH + 3); ctx.lineTo(W - 10, l.y + l.levels * RH + 3); ctx.stroke();
+      var lastX = [];
+      m.byThread[l.th].forEach(function (e) {
+        var s = e.start_ns - m.t0, en = e.end_ns - m.t0;
+        if (en < view.from || s > view.to) return;
+        var x0 = Math.max(LEFT, X(s)), x1 = Math.min(W - 10, X(en));
+        if (x1 - x0 < 0.5 && lastX[e.lvl] !== undefined && x0 - lastX[e.lvl] < 0.5) return; /* skip sub-pixel crowds */
+        lastX[e.lvl] = x1;
+        ctx.fillStyle = sel && e.node === sel ? '#2f6fdb' : colourFor(e.name);
+        ctx.fillRect(x0, l.y + e.lvl * RH, Math.max(0.5, x1 - x0 - 0.5), RH - 2);
+        if (x1 - x0 > 40) { ctx.fillStyle = '#1d2430'; ctx.fillText(e.name.slice(0, Math.floor((x1 - x0) / 6)), x0 + 2, l.y + e.lvl * RH + 10); }
+      });
+    });
+    ctx.fillStyle = '#667085';
+    for (var k = 0; k <= 8; k++) { var t = view.from + (view.to - view.from) * k / 8; ctx.fillText(fmtNs(t), X(t) - (k === 8 ? 50 : 0), H - 6); }
+  }
+  drawTimeline();
+  var drag = null;
+  cv.addEventListener('wheel', function (ev) {
+    ev.preventDefault();
+    var t = view.from + (ev.offsetX - LEFT) / PW * (view.to - view.from), f = ev.deltaY > 0 ? 1.25 : 0.8;
+    view = { from: Math.max(0, t - (t - view.from) * f), to: Math.min(m.span, t + (view.to - t) * f) }; drawTimeline();
+  }, { passive: false });
+  cv.addEventListener('mousedown', function (ev) { drag = { x: ev.offsetX, v: { from: view.from, to: view.to } }; });
+  cv.addEventListener('mousemove', function (ev) {
+    if (!drag) return;
+    var dt = (drag.x - ev.offsetX) / PW * (drag.v.to - drag.v.from); view = { from: drag.v.from + dt, to: drag.v.to + dt }; drawTimeline();
+  });
+  window.addEventListener('mouseup', function () { drag = null; });
+  cv.addEventListener('dblclick', function () { view = { from: 0, to: m.span || 1 }; drawTimeline(); });
+  /* flame graph: width = total time of the path, children under parents */
+  sec.appendChild(el('h3', null, 'Flame graph (aggregated by call path; click a box to select it in the call tree)'));
+  var FH = 16, maxDepth = 0;
+  (function dep(n) { if (n.depth > maxDepth) maxDepth = n.depth; n.order.forEach(dep); })(m.root);
+  var fc = el('canvas', { id: 'host-flame', width: W, height: (maxDepth + 1) * FH + 4 });
+  sec.appendChild(fc);
+  var fctx = fc.getContext('2d'), boxes = [];
+  fctx.font = '10px sans-serif';
+  (function lay(n, x, w) {
+    if (w < 0.3) return;
+    var yy = n.depth * FH;
+    fctx.fillStyle = sel === n ? '#2f6fdb' : n.depth === 0 ? '#d0d5dd' : colourFor(n.name);
+    fctx.fillRect(x, yy, Math.max(0.5, w - 1), FH - 1);
+    if (sel === n) { fctx.strokeStyle = '#1d2430'; fctx.lineWidth = 2; fctx.strokeRect(x + 1, yy + 1, w - 3, FH - 3); }
+    if (w > 30) { fctx.fillStyle = sel === n ? '#fff' : '#1d2430'; fctx.fillText((n.name + ' ' + fmtNs(n.total)).slice(0, Math.floor(w / 6)), x + 3, yy + 11); }
+    boxes.push({ x: x, y: yy, w: w, n: n });
+    var cx = x;
+    n.order.forEach(function (k) { var kw = n.total ? w * k.total / n.total : 0; lay(k, cx, kw); cx += kw; });
+  })(m.root, 0, W);
+  var boxAt = function (ev) { for (var i = boxes.length - 1; i >= 0; i--) { var b = boxes[i]; if (ev.offsetX >= b.x && ev.offsetX < b.x + b.w && ev.offsetY >= b.y && ev.offsetY < b.y + FH) return b.n; } return null; };
+  fc.addEventListener('mousemove', function (ev) { var n = boxAt(ev); fc.title = n ? (n.path || n.name) + '\n' + n.calls + ' calls, total ' + fmtNs(n.total) + ', self ' + fmtNs(n.self) : ''; });
+  fc.addEventListener('click', function (ev) { var n = boxAt(ev); if (n) setHash('host', { path: n.path }); });
+  /* call tree: expanded to depth 2 and along the selected path */
+  var open = {}, total = m.root.total || 1;
+  for (var p = sel; p; p = p.parent) open[p.path] = 1;
+  if (!sel) m.root.order.forEach(function (k) { open[k.path] = 1; });
+  var body = el('tbody'), rowsShown = 0;
+  function addRows(n) {
+    n.order.forEach(function (k) {
+      var kidsN = k.order.length, isOpen = !!open[k.path];
+      var tog = kidsN ? el('span', { cls: 'tog' }, isOpen ? '\u25be ' : '\u25b8 ') : el('span', { cls: 'tog' }, '  ');
+      var tr = el('tr', { 'data-path': k.path, 'data-name': k.name, 'data-calls': k.calls, 'data-total': k.total, 'data-self': k.self, cls: sel === k ? 'selected' : '' },
+        el('td', { style: 'padding-left:' + (8 + 14 * (k.depth - 1)) + 'px' }, tog, k.name),
+        td(String(k.calls), 'num'), td(fmtNs(k.total), 'num'), td(pct(k.total / total), 'num'), td(fmtNs(k.self), 'num'), td(pct(k.self / total), 'num'));
+      if (sel === k) tr.id = 'host-selected';
+      if (kidsN) tr.addEventListener('click', function () { if (isOpen) delete open[k.path]; else open[k.path] = 1; redraw(); });
+      body.appendChild(tr); rowsShown++;
+      if (kidsN && isOpen && rowsShown < 2000) addRows(k);
+    });
+  }
+  function redraw() { body.textContent = ''; rowsShown = 0; addRows(m.root); }
+  sec.appendChild(el('h3', null, 'Call tree' + (sel ? ': ' + sel.path : '') + ' (click a row to expand or collapse it)'));
+  addRows(m.root);
+  sec.appendChild(table(['call path', 'calls', 'total', 'total %', 'self', 'self %'], [], { id: 'host-tree' }));
+  var tbl = sec.querySelector('#host-tree'); tbl.replaceChild(body, tbl.querySelector('tbody'));
+  /* regions by name, over every path */
+  var names = {};
+  r.host_trace.forEach(function (e) { var x = names[e.name] = names[e.name] || { calls: 0, total: 0, self: 0 }; x.calls++; x.total += e.end_ns - e.start_ns; });
+  (function selfs(n) { if (n.depth >= 2) names[n.name].self += n.self; n.order.forEach(selfs); })(m.root);
+  sec.appendChild(el('h3', null, 'Regions by name (all call paths)'));
+  sec.appendChild(table(['region', 'calls', 'total', 'self', 'self %'], Object.keys(names).sort(function (a, b) { return names[b].self - names[a].self; }).map(function (k) {
+    var x = names[k];
+    return el('tr', { 'data-name': k, 'data-calls': x.calls }, td(k), td(String(x.calls), 'num'), td(fmtNs(x.total), 'num'), td(fmtNs(x.self), 'num'), td(pct(x.self / total), 'num'));
+  }), { id: 'host-names' }));
+};
+
 /* ---- start ---- */
 (function start() {
   var nav = document.getElementById('tabs');
   TABS.forEach(function (t) { nav.appendChild(el('a', { href: '#' + t[0], id: 'nav-' + t[0] }, t[1])); });
   if (!reports.length) return;
+  if (!reports.some(function (r) { return r.host_trace.length; })) document.getElementById('nav-host').hidden = true;
   var a = reports[0];
   document.getElementById('subtitle').textContent = a.meta.program + ' program, ' + a.nDevices + ' device(s), ' + a.meta.strategy + ' - ' + a.path +
     (reports[1] ? '  compared with  ' + reports[1].path : '');
@@ -534,6 +792,13 @@ renderers.trace = function (sec, args) {
     document.getElementById('report-pick-label').hidden = false;
   }
   window.addEventListener('hashchange', route);
+  var timingRun = /^#timing/.test(location.hash);
+  if (timingRun) history.replaceState(null, '', '#summary');
   route();
+  timings.setAttribute('data-load', performance.now().toFixed(1));
+  if (timingRun) {
+    TABS.forEach(function (t) { history.replaceState(null, '', '#' + t[0]); route(); });
+    history.replaceState(null, '', '#summary'); route();
+  }
   document.body.setAttribute('data-ready', '1');
 })();
