@@ -8,7 +8,10 @@
 # listed after a scripted click on a liveness step and the change between two
 # steps, the busy share per device (Execution Trace), the operations and
 # program-tree counts; that the page reports no JavaScript errors; that a
-# comparison page shows both reports; and that bad inputs fail with exit 1.
+# comparison page shows both reports; that on an mk2 profile the Memory tab
+# has a tile map per device with the fullest tile's bytes and a clicked tile's
+# bytes by category, and with TILEGRAPH_TRACE the Host tab's call counts and
+# times; and that bad inputs fail with exit 1.
 # Saves a screenshot of each tab in BUILD/report-screenshots/.
 # Usage: report_test.sh TILEGRAPH_BINARY BUILD_DIR. Exit 77: skipped.
 set -u
@@ -127,6 +130,62 @@ browse memory "$WORK/cmpmem.html" "$WORK/compare.html"
 errors_empty "$WORK/cmpmem.html" "comparison memory"
 grep -q 'device 0 target' "$WORK/cmpmem.html" && ok "memory compared" || fail "memory tab shows no comparison"
 
+# ---- A tiled target (mk2) with the host trace on: the tile map and the Host tab
+TILEGRAPH_TRACE="{\"enable\":\"true\",\"directory\":\"$WORK/trace\"}" \
+    "$TG" train --model mnist-pipeline --strategy pipelined --train-limit 64 --test-limit 16 \
+    --batch-size 8 --gradient-accumulation 4 --epochs 1 --quiet --profile --profile-dir "$WORK/mk2" \
+    --engine-option target=mk2 > "$WORK/mk2.log" 2>&1 || { fail "mk2 training: $(cat "$WORK/mk2.log")"; }
+MDB=$WORK/mk2/training/profile.sqlite
+M=$WORK/mk2.html
+mq() { sqlite3 "$MDB" "$1"; }
+"$TG" report "$WORK/mk2" -o "$M" > /dev/null || fail "mk2 report exited $?"
+tmax=$(mq "SELECT tile FROM (SELECT tile, SUM(bytes) s FROM tiles WHERE device = 0 GROUP BY tile) ORDER BY s DESC, tile LIMIT 1")
+browse "memory/tdev=0&tile=$tmax" "$WORK/mk2mem.html" "$M"
+errors_empty "$WORK/mk2mem.html" "mk2 memory"
+want=$(mq "SELECT value FROM meta WHERE key = 'tiles_per_device'")
+got=$(attr "$WORK/mk2mem.html" tile-map-0 data-tiles)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "tile map of $got tiles" || fail "tile map: page '$got' tiles, profile '$want'"
+n=$(grep -o 'id="tile-map-[0-9]*"' "$WORK/mk2mem.html" | wc -l); nd=$(mq "SELECT COUNT(DISTINCT device) FROM tiles")
+[ "$n" = "$nd" ] && ok "a tile map per device ($n)" || fail "tile maps: page $n, profile $nd devices"
+for d in $(mq "SELECT DISTINCT device FROM tiles"); do
+    want=$(mq "SELECT MAX(s) FROM (SELECT SUM(bytes) s FROM tiles WHERE device = $d GROUP BY tile)")
+    got=$(attr "$WORK/mk2mem.html" tile-max-$d data-value)
+    [ "$got" = "$want" ] && ok "device $d fullest tile $got bytes" || fail "device $d fullest tile: page '$got', profile $want"
+    want=$(mq "SELECT COUNT(*) FROM (SELECT SUM(bytes) s FROM tiles WHERE device = $d GROUP BY tile)
+               WHERE s > (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'memory_per_tile')")
+    got=$(attr "$WORK/mk2mem.html" tile-over-$d data-value)
+    [ "$got" = "$want" ] && ok "device $d tiles over capacity: $got" || fail "device $d over capacity: page '$got', profile $want"
+done
+# the clicked tile (device 0's fullest) lists its bytes by category
+want=$(mq "SELECT category || '=' || bytes FROM tiles WHERE device = 0 AND tile = $tmax AND bytes > 0 ORDER BY category")
+got=$(grep -o 'id="tile-detail".*' "$WORK/mk2mem.html" | sed 's#</table>.*##' | grep -o '<tr data-category="[^"]*"><td>[^<]*</td><td[^>]*data-value="[0-9]*"' \
+      | sed 's/<tr data-category="\([^"]*\)".*data-value="\([0-9]*\)"/\1=\2/' | grep -v '=0$' | LC_ALL=C sort)
+want=$(echo "$want" | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "tile $tmax by category: $(echo $got)" || fail "tile $tmax by category: page [$(echo $got)], profile [$(echo $want)]"
+# Host: calls of "host step" in the by-name table and summed over the call tree's paths
+want=$(mq "SELECT COUNT(*) FROM host_trace WHERE kind = 'region' AND name = 'host step'")
+browse "host" "$WORK/host.html" "$M"
+errors_empty "$WORK/host.html" host
+got=$(grep -o 'id="host-names".*' "$WORK/host.html" | grep -o '<tr data-name="host step" data-calls="[0-9]*"' | sed 's/.*data-calls="\([0-9]*\)"/\1/')
+[ "$want" -gt 0 ] && [ "$got" = "$want" ] && ok "host step calls $got" || fail "host step calls: page '$got', profile $want"
+got=$(grep -o 'id="host-tree".*' "$WORK/host.html" | sed 's#</table>.*##' | grep -o 'data-name="host step" data-calls="[0-9]*"' \
+      | sed 's/.*data-calls="\([0-9]*\)"/\1/' | awk '{ s += $1 } END { print s + 0 }')
+[ "$got" = "$want" ] && ok "call tree: host step called $got times" || fail "call tree host step calls: page '$got', profile $want"
+want=$(mq "SELECT printf('%d', SUM(end_ns - start_ns)) FROM host_trace WHERE kind = 'region' AND name = 'host step'")
+got=$(grep -o 'id="host-tree".*' "$WORK/host.html" | sed 's#</table>.*##' | grep -o 'data-name="host step" data-calls="[0-9]*" data-total="[0-9]*"' \
+      | sed 's/.*data-total="\([0-9]*\)"/\1/' | awk '{ s += $1 } END { printf "%d", s }')
+[ "$got" = "$want" ] && ok "call tree: host step total $got ns" || fail "call tree host step total: page '$got', profile $want"
+# selecting a path (what a click on its flame-graph box does) highlights it in the call tree
+path=$(grep -o 'data-path="[^"]*host step"' "$WORK/host.html" | head -1 | sed 's/data-path="\(.*\)"/\1/; s/&gt;/>/g')
+enc=$(printf '%s' "$path" | sed 's/ /%20/g; s/>/%3E/g')
+browse "host/path=$enc" "$WORK/hostsel.html" "$M"
+got=$(grep -o '<tr [^>]*id="host-selected"' "$WORK/hostsel.html" | grep -o 'data-path="[^"]*"' | sed 's/data-path="\(.*\)"/\1/; s/&gt;/>/g')
+[ -n "$path" ] && [ "$got" = "$path" ] && ok "selected path '$got'" || fail "selected path: page '$got', wanted '$path'"
+# render times of every tab (informational: no timing assertions in tests)
+browse timing "$WORK/timing.html" "$M"
+errors_empty "$WORK/timing.html" "every tab"
+echo "render times (ms): $(grep -o '<div id="timings"[^>]*' "$WORK/timing.html" | grep -o 'data-[a-z-]*="[0-9.]*"' | tr '\n' ' ')"
+
 # ---- Bad inputs: a clear error and exit 1, no page
 echo "not a profile" > "$WORK/junk.sqlite"
 "$TG" report "$WORK/junk.sqlite" -o "$WORK/bad.html" 2> "$WORK/err.txt"
@@ -152,6 +211,14 @@ done
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
     --window-size=1400,900 --screenshot="$SHOTS/compare-summary.png" "file://$WORK/compare.html#summary" > /dev/null 2>&1
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1500 --screenshot="$SHOTS/memory-tiles.png" "file://$M#memory/tdev=0&tile=$tmax" > /dev/null 2>&1
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1000 --screenshot="$SHOTS/host.png" "file://$M#host/path=$enc" > /dev/null 2>&1
+for f in memory-tiles host; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
+cp "$M" "$SHOTS/report-mk2.html"
 cp "$R" "$SHOTS/report.html"
 echo "screenshots: $SHOTS"
 exit $FAIL
