@@ -371,11 +371,21 @@ renderers.operations = function (sec, args) {
       onclick: function () { setHash('operations', { sort: c[0], dir: sortKey === c[0] && desc ? 'asc' : 'desc', filter: input.value }); } },
       c[1] + (sortKey === c[0] ? (desc ? ' \u25bc' : ' \u25b2') : ''));
   }));
-  var body = el('tbody', null, rows.map(function (o) {
+  /* a page of rows at a time: a ResNet-50 has over a thousand ops, and
+   * building every row made switching to this tab take a few hundred ms */
+  var PAGE = 200, pages = Math.max(1, Math.ceil(rows.length / PAGE)), page = Math.min(pages - 1, Math.max(0, +args.page || 0));
+  var goPage = function (p) { setHash('operations', { sort: sortKey, dir: desc ? 'desc' : 'asc', filter: input.value, page: p || '' }); };
+  var pager = el('div', { cls: 'controls', id: 'ops-pager', 'data-page': page, 'data-pages': pages },
+    el('button', { onclick: function () { goPage(page - 1); } }, '\u25c0 previous'),
+    el('span', null, 'rows ' + (rows.length ? page * PAGE + 1 : 0) + '-' + Math.min(rows.length, (page + 1) * PAGE) + ' of ' + rows.length),
+    el('button', { onclick: function () { goPage(page + 1); } }, 'next \u25b6'));
+  pager.firstChild.disabled = page === 0; pager.lastChild.disabled = page >= pages - 1;
+  var body = el('tbody', null, rows.slice(page * PAGE, (page + 1) * PAGE).map(function (o) {
     return el('tr', { 'data-name': o.name }, td(o.name), td(o.type), td(o.block), td(String(o.device), 'num'), td(o.phase), td(fmtNum(o.flops), 'num'),
       td(fmtBytes(o.bytes_in), 'num'), td(fmtBytes(o.bytes_out), 'num'), td(String(o.calls), 'num'), td(fmtNs(o.total_ns || 0), 'num'), td(pct(o.share), 'num'));
   }));
   sec.appendChild(el('table', { id: 'ops-table', 'data-count': rows.length, 'data-sort': sortKey }, el('thead', null, thead), body));
+  if (pages > 1) sec.appendChild(pager);
 };
 
 /* ---- Execution Trace ---- */
