@@ -72,7 +72,8 @@ void analyse_filter(const analyse_args *a, tg_an_filter *f)
     f->step = (int)a->step;
     f->op = a->op;
     f->top = (int)a->top;
-    f->tile = (int)a->tile;
+    f->by_tile = a->tile >= 0;
+    f->tile = f->by_tile ? (int)a->tile : 0;
 }
 
 int analyse_print(const tg_an_view *v, bool json)

@@ -16,10 +16,14 @@ static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char
     memset(&vb, 0, sizeof vb);
     memset(&out, 0, sizeof out);
     int status = 0;
-    if (tg_an_build(ra, view, f, &va) != TG_OK || tg_an_build(rb, view, f, &vb) != TG_OK ||
-        tg_an_compare(&va, &vb, &out) != TG_OK) {
+    tg_status s = tg_an_build(ra, view, f, &va);
+    if (s == TG_OK)
+        s = tg_an_build(rb, view, f, &vb);
+    if (s == TG_OK)
+        s = tg_an_compare(&va, &vb, &out);
+    if (s != TG_OK) {
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
-        status = 1;
+        status = s == TG_ERR_INVALID_ARG ? 2 : 1; /* a bad filter (--tile) is a usage error */
     } else {
         /* the lists were compared whole (so "only in" is true); now shorten them */
         for (int i = 0; i < out.n_tables; i++)

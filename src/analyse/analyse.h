@@ -66,7 +66,10 @@ typedef struct tg_an_filter {
     int step;
     const char *op; /* substring of an op or tensor name */
     int top;        /* rows in "largest" lists; <= 0: 20 */
-    int tile;       /* tiled targets: the memory view of this one tile */
+    /* tiled targets: the memory view of tile `tile` only when `by_tile`
+     * (a flag, so a zero-initialised filter means no tile, not tile 0) */
+    bool by_tile;
+    int tile;
 } tg_an_filter;
 
 void tg_an_filter_defaults(tg_an_filter *f);

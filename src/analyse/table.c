@@ -30,7 +30,8 @@ void tg_an_filter_defaults(tg_an_filter *f)
     f->step = -1;
     f->op = NULL;
     f->top = 20;
-    f->tile = -1;
+    f->by_tile = false;
+    f->tile = 0;
 }
 
 tg_status tg_an_open(const char *report, tg_profile_reader **out)
@@ -59,6 +60,9 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
                       tg_an_view *v)
 {
     v->name = name;
+    if (f->by_tile && strcmp(name, "memory"))
+        tg_an_note(v, "--tile %d applies to the memory view only; the %s view shows all tiles",
+                   f->tile, name);
     if (!strcmp(name, "summary"))
         return tg_an_view_summary(r, f, v);
     if (!strcmp(name, "insights"))

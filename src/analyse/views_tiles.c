@@ -170,17 +170,17 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
 {
     int n_tiles = tg_an_tiles_per_device(r);
     if (n_tiles <= 0) {
-        if (f->tile >= 0)
+        if (f->by_tile)
             return tg_error(TG_ERR_INVALID_ARG,
                             "--tile %d: %s is of target '%s', which has no tiles", f->tile,
                             tg_profile_reader_path(r), tg_profile_reader_meta(r, "target"));
         return TG_OK;
     }
-    if (f->tile >= n_tiles)
+    if (f->by_tile && (f->tile < 0 || f->tile >= n_tiles))
         return tg_error(TG_ERR_INVALID_ARG,
                         "--tile %d is beyond the %d tiles per device of %s (0 to %d)", f->tile,
                         n_tiles, tg_profile_reader_path(r), n_tiles - 1);
-    if (f->tile >= 0)
+    if (f->by_tile)
         return one_tile(r, f, v, n_tiles);
 
     double capacity = atof(tg_profile_reader_meta(r, "memory_per_tile"));

@@ -267,6 +267,10 @@ static void test_bad_tile(void)
     EXPECT(args, 2, "--tile expects an integer");
     snprintf(args, sizeof args, "analyse %s/cpu memory --tile 0", tmpdir);
     EXPECT(args, 2, "which has no tiles");
+    snprintf(args, sizeof args, "compare %s/mk2 %s/mk2s memory --tile %d", tmpdir, tmpdir, n_tiles);
+    EXPECT(args, 2, "is beyond the");
+    snprintf(args, sizeof args, "analyse %s/mk2 trace --tile 3", tmpdir);
+    EXPECT(args, 0, "--tile 3 applies to the memory view only");
 }
 
 static void test_cpu_has_no_tiles(void)
