@@ -199,7 +199,12 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
                                         "mean tile", "largest / mean", "over capacity"};
     static const tg_an_kind skinds[] = {TG_AN_ID,    TG_AN_COUNT, TG_AN_COUNT, TG_AN_BYTES,
                                         TG_AN_BYTES, TG_AN_NUM,   TG_AN_COUNT};
-    tg_an_table *sum = tg_an_table_add(v, "Tile memory per device", 7, scols, skinds);
+    /* tables are kept by index: adding one may move the others */
+    if (!tg_an_table_add(v, "Tile memory per device", 7, scols, skinds)) {
+        tg_free(b);
+        tg_free(order);
+        return tg_error(TG_ERR_NOMEM, "out of memory building the tile tables");
+    }
     int sum_i = v->n_tables - 1;
 
     /* top tiles: device, tile, total, share of a tile's memory, then one column per category */
@@ -209,10 +214,12 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
     tg_an_kind tkinds[4 + MAX_CATS] = {TG_AN_ID, TG_AN_ID, TG_AN_BYTES, TG_AN_FRAC};
     for (int c = 0; c < nc; c++)
         tcols[4 + c] = cats[c], tkinds[4 + c] = TG_AN_BYTES;
-    tg_an_table *top = tg_an_table_add(v, "Top tiles (bytes by category)", 4 + nc, tcols, tkinds);
+    if (!tg_an_table_add(v, "Top tiles (bytes by category)", 4 + nc, tcols, tkinds)) {
+        tg_free(b);
+        tg_free(order);
+        return tg_error(TG_ERR_NOMEM, "out of memory building the tile tables");
+    }
     int top_i = v->n_tables - 1;
-    (void)sum;
-    (void)top;
 
     sqlite3_stmt *cat_st = NULL;
     s = tg_an_prepare(r, "SELECT category, bytes FROM tiles WHERE device = ?1 AND tile = ?2",
@@ -349,9 +356,9 @@ tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg
                                        "tiles used"};
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_NUM,
                                        TG_AN_COUNT};
-    tg_an_table *t = tg_an_table_add(v, "Tile balance (bytes per tile)", 5, cols, kinds);
+    if (!tg_an_table_add(v, "Tile balance (bytes per tile)", 5, cols, kinds))
+        return tg_error(TG_ERR_NOMEM, "out of memory building the tile balance");
     int ti = v->n_tables - 1;
-    (void)t;
     double *b = tg_malloc(sizeof *b * (size_t)n_tiles);
     if (!b)
         return tg_error(TG_ERR_NOMEM, "out of memory reading the tiles of %s",
