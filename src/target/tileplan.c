@@ -279,7 +279,7 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         const tg_tile_span *sp = &tp->span[i];
         for (int j = 0; j < sp->used; j++) {
             int tile = (sp->start + j) % tiles;
-            int64_t on = tg_tile_span_bytes(sp, (int64_t)b->bytes, tiles, tile);
+            int64_t on = tg_tile_span_bytes(sp, buffer_bytes(b), tiles, tile);
             td->bytes[(size_t)tile * TG_TILE_CAT_COUNT + TG_TILE_EXCHANGE_CODE] +=
                 tg->exchange_code_bytes + (int64_t)(tg->exchange_code_per_kib * on / 1024.0);
         }

@@ -64,6 +64,8 @@ static void test_mk2_profile(void)
                 TG_CHECK(v == 0);
             }
         }
+        TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM tiles WHERE bytes < 0", -1, &v));
+        TG_CHECK(v == 0); /* streamed buffers' exchange code counts every slot they span */
         TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM tile_spans", -1, &v));
         TG_CHECK(v == n_buffers);
         /* a forward never starts before the previous device's forward of that micro-batch ends */
