@@ -3,7 +3,8 @@
  * only copies rows, so the page and the profile cannot disagree. The one
  * reshaping: the `tiles` table of tiled targets (tiles x categories rows per
  * device) is written as one dense array per device and category, indexed by
- * tile, which is a fifth of the size of its rows. */
+ * tile, which is a fifth of the size of its rows. `op_edges` (the operations
+ * graph) is copied when the profile has it. */
 #include "analyse/report_data.h"
 
 #include "core/error.h"
@@ -206,6 +207,15 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
     if (tiles_per_device > 0 && tiles_per_device <= (1 << 20) && has_table(db, "tiles")) {
         tg_json_key(w, "tiles");
         tg_status s = write_tiles(r, tiles_per_device, w);
+        if (s != TG_OK)
+            return s;
+    }
+    /* The operations graph (producer -> consumer op ids); profiles written
+     * before the table existed simply have no graph. */
+    if (has_table(db, "op_edges")) {
+        tg_json_key(w, "op_edges");
+        tg_status s = write_table(r, "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer",
+                                  w);
         if (s != TG_OK)
             return s;
     }
