@@ -15,6 +15,7 @@ window.addEventListener('unhandledrejection', function (e) { reportError(String(
 function el(tag, attrs) {
   var e = document.createElement(tag);
   if (attrs) for (var k in attrs) {
+    if (attrs[k] == null) continue;
     if (k === 'text') e.textContent = attrs[k];
     else if (k === 'cls') e.className = attrs[k];
     else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), attrs[k]);
@@ -89,7 +90,7 @@ function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
-  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
   r.nDevices = r.devices.length;
   r.deviceTotal = r.devices.map(function (d) {
@@ -265,6 +266,7 @@ function liveAt(r, device, step) {
 }
 renderers.liveness = function (sec, args) {
   var r = reports[cur];
+  if (reports[1]) renderLivenessCompare(sec, reports[0], reports[1]);
   var dev = args.device != null && args.device !== '' ? +args.device : null;
   var s1 = args.step != null && args.step !== '' ? +args.step : null, s2 = args.step2 != null && args.step2 !== '' ? +args.step2 : null;
   sec.appendChild(el('h2', null, 'Live bytes over program steps'));
@@ -321,6 +323,7 @@ renderers.liveness = function (sec, args) {
 /* ---- Program Tree ---- */
 renderers.program = function (sec) {
   var r = reports[cur], kids = {}, roots = [];
+  if (reports[1]) renderProgramCompare(sec, reports[0], reports[1]);
   r.steps.forEach(function (s) { if (s.parent == null) roots.push(s); else (kids[s.parent] = kids[s.parent] || []).push(s); });
   Object.keys(kids).forEach(function (k) { kids[k].sort(function (x, y) { return x.position - y.position; }); });
   var opName = {}; r.ops.forEach(function (o) { opName[o.id] = o; });
@@ -345,11 +348,265 @@ renderers.program = function (sec) {
   sec.appendChild(tree);
 };
 
+/* ---- Two reports: the comparisons at the top of Liveness, Program Tree,
+ * Operations and Execution Trace (A = the first report, B = the second) ---- */
+function cmpHeading(sec, what, a, b) {
+  sec.appendChild(el('h2', null, what + ': A compared with B'));
+  sec.appendChild(el('p', { cls: 'muted' }, 'A = ' + a.path + ', B = ' + b.path + '. Differences are B - A. The selector in the header chooses which report the views below show.'));
+}
+function renderLivenessCompare(sec, a, b) {
+  cmpHeading(sec, 'Live bytes', a, b);
+  var W = 1300, H = 130, nd = Math.max(a.nDevices, b.nDevices), rows = [];
+  for (var d = 0; d < nd; d++) {
+    var pa = a.liveness.filter(function (l) { return l.device === d; }), pb = b.liveness.filter(function (l) { return l.device === d; });
+    var peak = function (p) { return p.reduce(function (m, l) { return Math.max(m, l.live_bytes); }, 0); };
+    var ka = peak(pa), kb = peak(pb), max = Math.max(ka, kb, 1), n = Math.max(pa.length, pb.length, 2);
+    var g = svg('svg', { width: W, height: H + 24, class: 'chart', id: 'liveness-compare-' + d, 'data-peak-a': ka, 'data-peak-b': kb });
+    var t = svg('text', { x: 4, y: 14, 'font-size': 12 });
+    t.textContent = 'device ' + d + ' - peak A ' + fmtBytes(ka) + ', B ' + fmtBytes(kb) + ' (' + (kb >= ka ? '+' : '') + fmtBytes(kb - ka) + ')';
+    g.appendChild(t);
+    [[pa, '#2f6fdb', 'A'], [pb, '#f79009', 'B']].forEach(function (s) {
+      if (!s[0].length) return;
+      var path = s[0].map(function (l, i) { return (i ? 'L' : 'M') + (60 + i * (W - 70) / (n - 1)).toFixed(1) + ' ' + (H - (H - 24) * l.live_bytes / max).toFixed(1); }).join('');
+      g.appendChild(svg('path', { d: path, fill: 'none', stroke: s[1], 'stroke-width': 1.5 }));
+    });
+    var ax = svg('text', { x: 4, y: 32, 'font-size': 10, fill: '#667085' }); ax.textContent = fmtBytes(max); g.appendChild(ax);
+    var ax2 = svg('text', { x: W - 10, y: H + 16, 'font-size': 10, fill: '#667085', 'text-anchor': 'end' }); ax2.textContent = 'step ' + (n - 1); g.appendChild(ax2);
+    sec.appendChild(g);
+    rows.push(el('tr', null, td('device ' + d), td(fmtBytes(ka), 'num', { 'data-value': ka }), td(fmtBytes(kb), 'num', { 'data-value': kb }),
+      diffCells(ka, kb, fmtBytes), td(String(pa.length), 'num'), td(String(pb.length), 'num')));
+  }
+  sec.appendChild(el('div', { cls: 'legend' }, el('span', null, el('i', { style: 'background:#2f6fdb' }), 'A'), el('span', null, el('i', { style: 'background:#f79009' }), 'B')));
+  sec.appendChild(table(['device', 'peak A', 'peak B', 'diff', 'diff %', 'steps A', 'steps B'], rows, { id: 'liveness-compare' }));
+}
+function renderProgramCompare(sec, a, b) {
+  cmpHeading(sec, 'Program steps', a, b);
+  var nd = Math.max(a.nDevices, b.nDevices), kinds = [], count = function (r, d, k) {
+    return r.steps.filter(function (s) { return (d == null || s.device === d) && (k == null || s.kind === k); }).length;
+  };
+  a.steps.concat(b.steps).forEach(function (s) { if (kinds.indexOf(s.kind) < 0) kinds.push(s.kind); });
+  var rows = [];
+  for (var d = 0; d < nd; d++) {
+    var ca = count(a, d), cb = count(b, d);
+    rows.push(el('tr', { 'data-device': d, 'data-a': ca, 'data-b': cb }, td('device ' + d), td(String(ca), 'num'), td(String(cb), 'num'), diffCells(ca, cb, String)));
+  }
+  sec.appendChild(table(['device', 'steps A', 'steps B', 'diff', 'diff %'], rows, { id: 'program-compare' }));
+  sec.appendChild(table(['kind', 'steps A', 'steps B', 'diff', 'diff %'], kinds.map(function (k) {
+    var ca = count(a, null, k), cb = count(b, null, k);
+    return el('tr', { 'data-kind': k }, td(k), td(String(ca), 'num'), td(String(cb), 'num'), diffCells(ca, cb, String));
+  }), { id: 'program-compare-kinds' }));
+}
+function renderOpsCompare(sec, a, b) {
+  cmpHeading(sec, 'Operations by type', a, b);
+  var types = {}, add = function (r, side) {
+    r.ops.forEach(function (o) {
+      var t = types[o.type] = types[o.type] || { type: o.type, A: { count: 0, flops: 0, ns: 0 }, B: { count: 0, flops: 0, ns: 0 } };
+      t[side].count++; t[side].flops += o.flops || 0; t[side].ns += o.total_ns || 0;
+    });
+  };
+  add(a, 'A'); add(b, 'B');
+  var tl = Object.keys(types).map(function (k) { return types[k]; }).sort(function (x, y) { return Math.max(y.A.ns, y.B.ns) - Math.max(x.A.ns, x.B.ns); });
+  var nsFmt = function (x) { return fmtNs(x); };
+  sec.appendChild(table(['type', 'count A', 'count B', 'diff', 'flops A', 'flops B', 'diff', 'diff %', 'time A', 'time B', 'diff', 'diff %', ''], tl.map(function (t) {
+    var only = !t.B.count ? 'only in A' : !t.A.count ? 'only in B' : '';
+    return el('tr', { 'data-type': t.type, 'data-count-a': t.A.count, 'data-count-b': t.B.count },
+      td(t.type), td(String(t.A.count), 'num'), td(String(t.B.count), 'num'), diffCells(t.A.count, t.B.count, String)[0],
+      td(fmtNum(t.A.flops), 'num'), td(fmtNum(t.B.flops), 'num'), diffCells(t.A.flops, t.B.flops, fmtNum),
+      td(fmtNs(t.A.ns), 'num'), td(fmtNs(t.B.ns), 'num'), diffCells(t.A.ns, t.B.ns, nsFmt),
+      td(only, only === 'only in A' ? 'only-a' : 'only-b'));
+  }), { id: 'op-types-compare' }));
+  /* ops by name present in only one of the two */
+  var na = {}, nb = {}, only = [];
+  a.ops.forEach(function (o) { na[o.name] = o; }); b.ops.forEach(function (o) { nb[o.name] = o; });
+  a.ops.forEach(function (o) { if (!(o.name in nb)) only.push([o, 'only in A']); });
+  b.ops.forEach(function (o) { if (!(o.name in na)) only.push([o, 'only in B']); });
+  var nA = only.filter(function (x) { return x[1] === 'only in A'; }).length;
+  sec.appendChild(el('h3', { id: 'ops-only-title', 'data-only-a': nA, 'data-only-b': only.length - nA },
+    'Ops present in only one report: ' + nA + ' only in A, ' + (only.length - nA) + ' only in B' + (only.length > 300 ? ' (first 300 listed)' : '')));
+  if (only.length) sec.appendChild(table(['op', 'type', 'phase', 'in', 'flops', 'time'], only.slice(0, 300).map(function (x) {
+    return el('tr', { 'data-name': x[0].name, 'data-in': x[1] === 'only in A' ? 'A' : 'B' }, td(x[0].name), td(x[0].type), td(x[0].phase),
+      td(x[1], x[1] === 'only in A' ? 'only-a' : 'only-b'), td(fmtNum(x[0].flops), 'num'), td(fmtNs(x[0].total_ns || 0), 'num'));
+  }), { id: 'ops-only' }));
+  sec.appendChild(el('h2', null, 'Showing: ' + reports[cur].path));
+}
+function renderTraceCompare(sec, a, b) {
+  cmpHeading(sec, 'Busy share of host step 0', a, b);
+  var nd = Math.max(a.nDevices, b.nDevices), rows = [];
+  var pp = function (x) { return (x * 100).toFixed(1) + ' pt'; };
+  for (var d = 0; d < nd; d++) {
+    var ba = d < a.nDevices ? a.busy[d] : 0, bb = d < b.nDevices ? b.busy[d] : 0;
+    rows.push(el('tr', null, td('device ' + d), td(pct(ba), 'num', { id: 'busy-a-' + d, 'data-value': ba.toFixed(4) }),
+      td(pct(bb), 'num', { id: 'busy-b-' + d, 'data-value': bb.toFixed(4) }), diffCells(ba, bb, pp)));
+  }
+  rows.push(el('tr', null, td('host step 0 duration'), td(fmtNs(a.span), 'num'), td(fmtNs(b.span), 'num'), diffCells(a.span, b.span, fmtNs)));
+  sec.appendChild(table(['device', 'busy A', 'busy B', 'diff', 'diff %'], rows, { id: 'trace-compare' }));
+  sec.appendChild(el('h2', null, 'Showing: ' + reports[cur].path));
+}
+
+/* ---- Operations graph ----
+ * The op_edges table drawn on a canvas: layer = longest path from a source
+ * among the ops shown (left to right), ops in a layer ordered by device then
+ * by their producers' mean position (fewer crossings). Fill = phase, outline =
+ * device, radius grows with FLOPs. Forward ops only by default (a ResNet-50
+ * has ~280 of its ~1100 there); backward and update are toggles. */
+var DEVICE_COLOURS = ['#344054', '#c11574', '#0e9384', '#b54708', '#5925dc', '#026aa2', '#3f621a', '#b42318'];
+function opGraphModel(r, phases, filter) {
+  var shown = {}, nodes = [];
+  r.ops.forEach(function (o) {
+    if (!phases[o.phase]) return;
+    if (filter && (o.name + ' ' + o.type).toLowerCase().indexOf(filter) < 0) return;
+    shown[o.id] = { op: o, layer: 0, ins: [], outs: [] }; nodes.push(shown[o.id]);
+  });
+  var edges = [];
+  r.op_edges.forEach(function (e) {
+    var p = shown[e.producer], c = shown[e.consumer];
+    if (!p || !c || p === c) return;
+    p.outs.push(c); c.ins.push(p); edges.push([p, c]);
+  });
+  /* longest path from a source (Kahn's order; a cycle, which a profile
+   * should not have, leaves its ops in layer 0) */
+  var indeg = new Map(), queue = [];
+  nodes.forEach(function (n) { indeg.set(n, n.ins.length); if (!n.ins.length) queue.push(n); });
+  for (var qi = 0; qi < queue.length; qi++) {
+    var n = queue[qi];
+    n.outs.forEach(function (c) { if (c.layer < n.layer + 1) c.layer = n.layer + 1; indeg.set(c, indeg.get(c) - 1); if (!indeg.get(c)) queue.push(c); });
+  }
+  var layers = [];
+  queue.forEach(function (n) { (layers[n.layer] = layers[n.layer] || []).push(n); });
+  nodes.forEach(function (n) { if (indeg.get(n) > 0) (layers[0] = layers[0] || []).push(n); });
+  var maxRows = 1;
+  layers.forEach(function (l) {
+    if (!l) return;
+    l.forEach(function (n) { n.key = n.ins.length ? sum(n.ins, function (p) { return p.row || 0; }) / n.ins.length : n.op.id * 1e-6; });
+    l.sort(function (a, b) { return a.op.device - b.op.device || a.key - b.key || a.op.id - b.op.id; });
+    l.forEach(function (n, i) { n.row = i - (l.length - 1) / 2; });
+    if (l.length > maxRows) maxRows = l.length;
+  });
+  /* A deep network is a long chain (a ResNet-50's forward pass has ~215
+   * layers): the layers wrap into bands, read left to right, top to bottom,
+   * so the fitted view keeps the ops large enough to see and click. */
+  var SX = 44, SY = 30, perBand = Math.max(8, Math.min(layers.length, 30)), bandH = maxRows * SY + 36;
+  layers.forEach(function (l, x) {
+    if (!l) return;
+    l.forEach(function (n) { n.x = (x % perBand) * SX; n.y = Math.floor(x / perBand) * bandH + (n.row + (maxRows - 1) / 2) * SY; });
+  });
+  var maxFlops = Math.max.apply(null, nodes.map(function (n) { return n.op.flops || 0; }).concat([1]));
+  nodes.forEach(function (n) { n.rad = 4 + 9 * Math.sqrt((n.op.flops || 0) / maxFlops); });
+  return { nodes: nodes, edges: edges, byId: shown, layers: layers.length, maxRows: maxRows,
+           w: (Math.min(perBand, layers.length) - 1) * SX, h: Math.ceil(layers.length / perBand) * bandH - 36, bandH: bandH, perBand: perBand };
+}
+function renderOpGraph(sec, r, args, selId, go) {
+  var phases = { forward: 1, backward: args.gbwd === '1', update: args.gupd === '1' };
+  var gf = (args.gfilter || '').toLowerCase();
+  sec.appendChild(el('h2', null, 'Operations graph'));
+  if (!r.op_edges.length) { sec.appendChild(el('p', { cls: 'muted', id: 'ops-graph-none' }, 'This profile has no op_edges table (written by an older tilegraph).')); return; }
+  var t0 = performance.now(), m = opGraphModel(r, phases, gf);
+  var gfilter = el('input', { type: 'search', placeholder: 'show ops whose name matches', value: args.gfilter || '', id: 'graph-filter' });
+  gfilter.addEventListener('change', function () { go({ gfilter: gfilter.value }); });
+  var box = function (key, label) {
+    var c = el('input', { type: 'checkbox', id: 'graph-' + key });
+    c.checked = args[key] === '1';
+    c.addEventListener('change', function () { var o = {}; o[key] = c.checked ? '1' : ''; go(o); });
+    return el('label', null, c, ' ' + label);
+  };
+  sec.appendChild(el('div', { cls: 'controls' }, gfilter, box('gbwd', 'backward'), box('gupd', 'update'),
+    el('span', { cls: 'muted' }, m.nodes.length + ' ops, ' + m.edges.length + ' edges, ' + m.layers + ' layers. Wheel zooms, drag pans, click an op to select it, double-click resets.')));
+  var W = 1340, H = Math.max(260, Math.min(760, m.h + 60));
+  var cv = el('canvas', { id: 'ops-graph', width: W, height: H, 'data-nodes': m.nodes.length, 'data-edges': m.edges.length, 'data-layers': m.layers, 'data-rows': m.maxRows });
+  sec.appendChild(cv);
+  var leg = el('div', { cls: 'legend' });
+  Object.keys(PHASE_COLOUR).forEach(function (p) { leg.appendChild(el('span', null, el('i', { style: 'background:' + PHASE_COLOUR[p] }), p)); });
+  r.devices.forEach(function (d) { leg.appendChild(el('span', null, el('i', { style: 'background:#fff;border:2px solid ' + DEVICE_COLOURS[d.device % DEVICE_COLOURS.length] }), 'device ' + d.device)); });
+  leg.appendChild(el('span', { cls: 'muted' }, 'size: FLOPs'));
+  sec.appendChild(leg);
+  var ctx = cv.getContext('2d');
+  /* fit: the whole graph, but never so small that a node is under 2 px */
+  var gw = Math.max(1, m.w), gh = Math.max(1, m.h);
+  var fit = function () { var k = Math.max(0.02, Math.min((W - 40) / gw, (H - 40) / gh, 1.5)); return { k: k, x: W / 2 - k * gw / 2, y: H / 2 - k * gh / 2 }; };
+  var view = fit();
+  var sel = selId != null ? m.byId[selId] : null;
+  if (sel && view.k < 0.5) view = { k: 0.8, x: W / 2 - 0.8 * sel.x, y: H / 2 - 0.8 * sel.y };
+  function draw() {
+    ctx.setTransform(1, 0, 0, 1, 0, 0); ctx.clearRect(0, 0, W, H);
+    ctx.setTransform(view.k, 0, 0, view.k, view.x, view.y);
+    /* edges within a band solid, edges wrapping to a later band faint */
+    ctx.lineWidth = 1 / view.k;
+    [[false, 'rgba(102,112,133,0.55)'], [true, 'rgba(102,112,133,0.18)']].forEach(function (p) {
+      ctx.strokeStyle = p[1]; ctx.beginPath();
+      m.edges.forEach(function (e) { if ((Math.floor(e[0].layer / m.perBand) !== Math.floor(e[1].layer / m.perBand)) === p[0]) { ctx.moveTo(e[0].x, e[0].y); ctx.lineTo(e[1].x, e[1].y); } });
+      ctx.stroke();
+    });
+    if (sel) {
+      ctx.strokeStyle = '#1d2430'; ctx.lineWidth = 2.5 / view.k; ctx.beginPath();
+      sel.ins.concat(sel.outs).forEach(function (o) { ctx.moveTo(sel.x, sel.y); ctx.lineTo(o.x, o.y); });
+      ctx.stroke();
+    }
+    m.nodes.forEach(function (n) {
+      ctx.beginPath(); ctx.arc(n.x, n.y, n.rad, 0, 6.2832);
+      ctx.fillStyle = PHASE_COLOUR[n.op.phase] || '#98a2b3'; ctx.fill();
+      ctx.lineWidth = (n === sel ? 4 : 2) / Math.max(view.k, 0.5);
+      ctx.strokeStyle = n === sel ? '#fdb022' : DEVICE_COLOURS[n.op.device % DEVICE_COLOURS.length]; ctx.stroke();
+    });
+    if (view.k > 0.9) {
+      ctx.fillStyle = '#1d2430'; ctx.font = (10 / Math.min(view.k, 1.5)) + 'px sans-serif';
+      m.nodes.forEach(function (n) { ctx.fillText(n.op.type, n.x - n.rad, n.y + n.rad + 10 / Math.min(view.k, 1.5)); });
+    }
+  }
+  draw();
+  var nodeAt = function (ev) {
+    var wx = (ev.offsetX - view.x) / view.k, wy = (ev.offsetY - view.y) / view.k, best = null, bd = Infinity;
+    m.nodes.forEach(function (n) { var d = (n.x - wx) * (n.x - wx) + (n.y - wy) * (n.y - wy); if (d < bd) { bd = d; best = n; } });
+    return best && Math.sqrt(bd) <= best.rad + 3 / view.k ? best : null;
+  };
+  var down = null;
+  cv.addEventListener('mousedown', function (ev) { down = { x: ev.offsetX, y: ev.offsetY, v: { k: view.k, x: view.x, y: view.y }, moved: false }; });
+  cv.addEventListener('mousemove', function (ev) {
+    if (down) {
+      if (Math.abs(ev.offsetX - down.x) + Math.abs(ev.offsetY - down.y) > 3) down.moved = true;
+      view = { k: down.v.k, x: down.v.x + ev.offsetX - down.x, y: down.v.y + ev.offsetY - down.y }; draw(); return;
+    }
+    var n = nodeAt(ev);
+    cv.title = n ? n.op.name + '\n' + n.op.type + ', ' + n.op.phase + ', device ' + n.op.device + '\n' + fmtNum(n.op.flops) + ' FLOPs, ' + fmtNs(n.op.total_ns || 0) : '';
+    cv.style.cursor = n ? 'pointer' : 'grab';
+  });
+  cv.addEventListener('mouseup', function (ev) {
+    var d = down; down = null;
+    if (d && !d.moved) { var n = nodeAt(ev); if (n) go({ op: n.op.id }); }
+  });
+  cv.addEventListener('mouseleave', function () { down = null; });
+  cv.addEventListener('wheel', function (ev) {
+    ev.preventDefault();
+    var f = ev.deltaY > 0 ? 0.8 : 1.25, k = Math.max(0.02, Math.min(8, view.k * f)), s = k / view.k;
+    view = { k: k, x: ev.offsetX - (ev.offsetX - view.x) * s, y: ev.offsetY - (ev.offsetY - view.y) * s }; draw();
+  }, { passive: false });
+  cv.addEventListener('dblclick', function () { view = fit(); draw(); });
+  cv.setAttribute('data-ms', (performance.now() - t0).toFixed(1));
+  if (selId != null) {
+    var o = r.ops.filter(function (x) { return x.id === selId; })[0];
+    if (!o) return;
+    var nameOf = function (id) { var x = r.ops.filter(function (y) { return y.id === id; })[0]; return x ? x.name : String(id); };
+    var ins = r.op_edges.filter(function (e) { return e.consumer === selId; }).map(function (e) { return nameOf(e.producer); });
+    var outs = r.op_edges.filter(function (e) { return e.producer === selId; }).map(function (e) { return nameOf(e.consumer); });
+    sec.appendChild(el('h3', { id: 'op-detail-title', 'data-op': selId }, 'Selected: ' + o.name));
+    sec.appendChild(table(['', ''], [
+      ['type', o.type], ['block', o.block], ['device', String(o.device)], ['phase', o.phase], ['FLOPs', fmtNum(o.flops)],
+      ['bytes in / out', fmtBytes(o.bytes_in) + ' / ' + fmtBytes(o.bytes_out)], ['calls', String(o.calls)], ['time', fmtNs(o.total_ns || 0)],
+      ['forward of', o.forward_of >= 0 ? nameOf(o.forward_of) : '-'],
+      ['inputs from (' + ins.length + ')', ins.join(', ') || '-'], ['outputs to (' + outs.length + ')', outs.join(', ') || '-']
+    ].map(function (kv) { return el('tr', null, td(kv[0]), td(kv[1])); }), { id: 'op-detail' }));
+  }
+}
+
 /* ---- Operations ---- */
 var OP_COLS = [['name', 'op'], ['type', 'type'], ['block', 'block'], ['device', 'device'], ['phase', 'phase'], ['flops', 'flops'],
   ['bytes_in', 'bytes in'], ['bytes_out', 'bytes out'], ['calls', 'calls'], ['total_ns', 'time'], ['share', 'time share']];
 renderers.operations = function (sec, args) {
   var r = reports[cur], sortKey = args.sort || 'total_ns', desc = args.dir !== 'asc', filter = (args.filter || '').toLowerCase();
+  var selId = args.op != null && args.op !== '' ? +args.op : null;
+  /* every control keeps the others' state (graph filter, toggles, selection) */
+  var go = function (o) { var a = {}; Object.keys(args).forEach(function (k) { a[k] = args[k]; }); Object.keys(o).forEach(function (k) { a[k] = o[k]; }); setHash('operations', a); };
+  if (reports[1]) renderOpsCompare(sec, reports[0], reports[1]);
+  renderOpGraph(sec, r, args, selId, function (o) { if ('op' in o) o.page = ''; go(o); });
   var total = sum(r.ops, function (o) { return o.total_ns || 0; }) || 1;
   r.ops.forEach(function (o) { o.share = (o.total_ns || 0) / total; });
   /* per type */
@@ -362,26 +619,30 @@ renderers.operations = function (sec, args) {
   }), { id: 'op-types' }));
   sec.appendChild(el('h2', null, 'Operations'));
   var input = el('input', { type: 'search', placeholder: 'filter by name, type, phase', value: args.filter || '', id: 'op-filter' });
-  input.addEventListener('change', function () { setHash('operations', { sort: sortKey, dir: desc ? 'desc' : 'asc', filter: input.value }); });
+  input.addEventListener('change', function () { go({ filter: input.value, page: '' }); });
   sec.appendChild(el('div', { cls: 'controls' }, input, el('span', { cls: 'muted' }, 'click a column to sort')));
   var rows = r.ops.filter(function (o) { return !filter || (o.name + ' ' + o.type + ' ' + o.phase + ' ' + o.block).toLowerCase().indexOf(filter) >= 0; });
   rows.sort(function (x, y) { var a = x[sortKey], b = y[sortKey]; var c = typeof a === 'number' ? a - b : String(a).localeCompare(String(b)); return desc ? -c : c; });
   var thead = el('tr', null, OP_COLS.map(function (c) {
     return el('th', { cls: 'sortable' + (/name|type|block|phase/.test(c[0]) ? '' : ' num'), 'data-key': c[0],
-      onclick: function () { setHash('operations', { sort: c[0], dir: sortKey === c[0] && desc ? 'asc' : 'desc', filter: input.value }); } },
+      onclick: function () { go({ sort: c[0], dir: sortKey === c[0] && desc ? 'asc' : 'desc', filter: input.value, page: '' }); } },
       c[1] + (sortKey === c[0] ? (desc ? ' \u25bc' : ' \u25b2') : ''));
   }));
   /* a page of rows at a time: a ResNet-50 has over a thousand ops, and
    * building every row made switching to this tab take a few hundred ms */
   var PAGE = 200, pages = Math.max(1, Math.ceil(rows.length / PAGE)), page = Math.min(pages - 1, Math.max(0, +args.page || 0));
-  var goPage = function (p) { setHash('operations', { sort: sortKey, dir: desc ? 'desc' : 'asc', filter: input.value, page: p || '' }); };
+  /* a selected op (clicked in the graph) opens the page that holds it */
+  var selIdx = selId == null ? -1 : rows.findIndex(function (o) { return o.id === selId; });
+  if (selIdx >= 0 && (args.page == null || args.page === '')) page = Math.floor(selIdx / PAGE);
+  var goPage = function (p) { go({ filter: input.value, page: p || '' }); };
   var pager = el('div', { cls: 'controls', id: 'ops-pager', 'data-page': page, 'data-pages': pages },
     el('button', { onclick: function () { goPage(page - 1); } }, '\u25c0 previous'),
     el('span', null, 'rows ' + (rows.length ? page * PAGE + 1 : 0) + '-' + Math.min(rows.length, (page + 1) * PAGE) + ' of ' + rows.length),
     el('button', { onclick: function () { goPage(page + 1); } }, 'next \u25b6'));
   pager.firstChild.disabled = page === 0; pager.lastChild.disabled = page >= pages - 1;
   var body = el('tbody', null, rows.slice(page * PAGE, (page + 1) * PAGE).map(function (o) {
-    return el('tr', { 'data-name': o.name }, td(o.name), td(o.type), td(o.block), td(String(o.device), 'num'), td(o.phase), td(fmtNum(o.flops), 'num'),
+    return el('tr', { 'data-name': o.name, 'data-id': o.id, cls: o.id === selId ? 'selected' : '', id: o.id === selId ? 'ops-selected' : null,
+                      onclick: function () { go({ op: o.id }); } }, td(o.name), td(o.type), td(o.block), td(String(o.device), 'num'), td(o.phase), td(fmtNum(o.flops), 'num'),
       td(fmtBytes(o.bytes_in), 'num'), td(fmtBytes(o.bytes_out), 'num'), td(String(o.calls), 'num'), td(fmtNs(o.total_ns || 0), 'num'), td(pct(o.share), 'num'));
   }));
   sec.appendChild(el('table', { id: 'ops-table', 'data-count': rows.length, 'data-sort': sortKey }, el('thead', null, thead), body));
@@ -426,6 +687,7 @@ function pipelinePhases(r) {
 }
 renderers.trace = function (sec, args) {
   var r = reports[cur];
+  if (reports[1]) renderTraceCompare(sec, reports[0], reports[1]);
   if (!r.trace.length) { sec.appendChild(el('p', { id: 'trace-empty' }, 'This profile holds no execution trace (execution_profile is off).')); return; }
   var phases = pipelinePhases(r);
   var iter0 = r.trace.filter(function (e) { return e.iteration === 0; });
