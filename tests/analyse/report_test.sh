@@ -115,6 +115,25 @@ v=$(attr "$WORK/ops.html" ops-table data-count); n=$(q "SELECT COUNT(*) FROM ops
 first=$(sed -n '/id="ops-table"/,$p' "$WORK/ops.html" | grep -o '<tr data-name="[^"]*"' | head -1 | sed 's/.*="\(.*\)"/\1/')
 want=$(q "SELECT name FROM ops ORDER BY flops DESC LIMIT 1")
 [ "$first" = "$want" ] && ok "sorted by flops: $first first" || fail "sort by flops: page '$first', profile '$want'"
+# the operations graph: forward ops only by default, the op_edges among them
+v=$(attr "$WORK/ops.html" ops-graph data-nodes); n=$(q "SELECT COUNT(*) FROM ops WHERE phase = 'forward'")
+[ "$n" -gt 0 ] && [ "$v" = "$n" ] && ok "ops graph: $v forward ops" || fail "ops graph nodes: page '$v', profile $n forward ops"
+v=$(attr "$WORK/ops.html" ops-graph data-edges)
+n=$(q "SELECT COUNT(*) FROM op_edges e JOIN ops p ON p.id = e.producer JOIN ops c ON c.id = e.consumer
+       WHERE p.phase = 'forward' AND c.phase = 'forward' AND p.id <> c.id")
+[ "$n" -gt 0 ] && [ "$v" = "$n" ] && ok "ops graph: $v edges" || fail "ops graph edges: page '$v', profile $n"
+# with backward and update shown, every op; a selected op (what a click does) is highlighted and detailed
+sel=$(q "SELECT id FROM ops WHERE phase = 'backward' ORDER BY flops DESC, id LIMIT 1")
+browse "operations/gbwd=1&gupd=1&op=$sel" "$WORK/opsall.html" "$R"
+errors_empty "$WORK/opsall.html" "operations graph, all phases"
+v=$(attr "$WORK/opsall.html" ops-graph data-nodes); n=$(q "SELECT COUNT(*) FROM ops")
+[ "$v" = "$n" ] && ok "ops graph, all phases: $v ops" || fail "ops graph, all phases: page '$v', profile $n"
+v=$(attr "$WORK/opsall.html" ops-graph data-edges); n=$(q "SELECT COUNT(*) FROM op_edges WHERE producer <> consumer")
+[ "$v" = "$n" ] && ok "ops graph, all phases: $v edges" || fail "ops graph, all phases edges: page '$v', profile $n"
+got=$(grep -o '<tr [^>]*id="ops-selected"' "$WORK/opsall.html" | grep -o 'data-id="[0-9]*"' | grep -o '[0-9]*')
+d=$(attr "$WORK/opsall.html" op-detail-title data-op)
+[ -n "$sel" ] && [ "$got" = "$sel" ] && [ "$d" = "$sel" ] && ok "op $sel selected: highlighted row and details" \
+    || fail "selected op $sel: row '$got', details '$d'"
 browse program "$WORK/program.html" "$R"
 errors_empty "$WORK/program.html" program
 v=$(attr "$WORK/program.html" program-tree data-count); n=$(q "SELECT COUNT(*) FROM steps")
@@ -129,6 +148,39 @@ a=$(attr "$WORK/cmp.html" meta-program data-value); b=$(attr "$WORK/cmp.html" me
 browse memory "$WORK/cmpmem.html" "$WORK/compare.html"
 errors_empty "$WORK/cmpmem.html" "comparison memory"
 grep -q 'device 0 target' "$WORK/cmpmem.html" && ok "memory compared" || fail "memory tab shows no comparison"
+# every tab compares: op counts per type in A and B (SQL on both), only-in-one ops, steps, busy, peaks
+IDB=$WORK/rep/inference/profile.sqlite
+browse operations "$WORK/cmpops.html" "$WORK/compare.html"
+errors_empty "$WORK/cmpops.html" "comparison operations"
+want=$(sqlite3 "$DB" "ATTACH '$IDB' AS b;
+    SELECT t.type || '=' || (SELECT COUNT(*) FROM main.ops WHERE type = t.type) || '/' || (SELECT COUNT(*) FROM b.ops WHERE type = t.type)
+      FROM (SELECT type FROM main.ops UNION SELECT type FROM b.ops) t ORDER BY 1")
+got=$(grep -o '<tr data-type="[^"]*" data-count-a="[0-9]*" data-count-b="[0-9]*"' "$WORK/cmpops.html" \
+      | sed 's/<tr data-type="\([^"]*\)" data-count-a="\([0-9]*\)" data-count-b="\([0-9]*\)"/\1=\2\/\3/' | LC_ALL=C sort)
+want=$(echo "$want" | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "op types compared: $(echo $got)" || fail "op types compared: page [$(echo $got)], profiles [$(echo $want)]"
+want=$(sqlite3 "$DB" "ATTACH '$IDB' AS b; SELECT COUNT(*) FROM main.ops WHERE name NOT IN (SELECT name FROM b.ops)")
+got=$(attr "$WORK/cmpops.html" ops-only-title data-only-a)
+[ "$got" = "$want" ] && ok "ops only in A: $got" || fail "ops only in A: page '$got', profiles $want"
+browse program "$WORK/cmpprog.html" "$WORK/compare.html"
+errors_empty "$WORK/cmpprog.html" "comparison program tree"
+for d in $(q "SELECT device FROM devices"); do
+    want="$(q "SELECT COUNT(*) FROM steps WHERE device = $d")/$(sqlite3 "$IDB" "SELECT COUNT(*) FROM steps WHERE device = $d")"
+    got=$(grep -o "<tr data-device=\"$d\" data-a=\"[0-9]*\" data-b=\"[0-9]*\"" "$WORK/cmpprog.html" | sed 's/.*data-a="\([0-9]*\)" data-b="\([0-9]*\)"/\1\/\2/')
+    [ "$got" = "$want" ] && ok "device $d steps A/B $got" || fail "device $d steps A/B: page '$got', profiles $want"
+done
+browse liveness "$WORK/cmplive.html" "$WORK/compare.html"
+errors_empty "$WORK/cmplive.html" "comparison liveness"
+want="$(q "SELECT MAX(live_bytes) FROM liveness WHERE device = 0")/$(sqlite3 "$IDB" "SELECT MAX(live_bytes) FROM liveness WHERE device = 0")"
+got="$(attr "$WORK/cmplive.html" liveness-compare-0 data-peak-a)/$(attr "$WORK/cmplive.html" liveness-compare-0 data-peak-b)"
+[ "$got" = "$want" ] && ok "device 0 peaks A/B $got" || fail "device 0 peaks A/B: page '$got', profiles $want"
+browse trace "$WORK/cmptrace.html" "$WORK/compare.html"
+errors_empty "$WORK/cmptrace.html" "comparison trace"
+busy() { sqlite3 "$1" "SELECT printf('%.4f', SUM(end_ns - start_ns) * 1.0 / (SELECT MAX(end_ns) - MIN(start_ns)
+          FROM trace WHERE run = 0)) FROM trace WHERE run = 0 AND replica = 0 AND device = 0 AND kind = 'execute'"; }
+want="$(busy "$DB")/$(busy "$IDB")"
+got="$(attr "$WORK/cmptrace.html" busy-a-0 data-value)/$(attr "$WORK/cmptrace.html" busy-b-0 data-value)"
+[ "$got" = "$want" ] && ok "device 0 busy A/B $got" || fail "device 0 busy A/B: page '$got', profiles $want"
 
 # ---- A tiled target (mk2) with the host trace on: the tile map and the Host tab
 TILEGRAPH_TRACE="{\"enable\":\"true\",\"directory\":\"$WORK/trace\"}" \
@@ -217,7 +269,13 @@ timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --di
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
     --window-size=1400,1000 --screenshot="$SHOTS/host.png" "file://$M#host/path=$enc" > /dev/null 2>&1
-for f in memory-tiles host; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1100 --screenshot="$SHOTS/ops-graph.png" "file://$R#operations/gbwd=1&gupd=1&op=$sel" > /dev/null 2>&1
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1100 --screenshot="$SHOTS/compare-operations.png" "file://$WORK/compare.html#operations" > /dev/null 2>&1
+for f in memory-tiles host ops-graph compare-operations; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
 cp "$M" "$SHOTS/report-mk2.html"
 cp "$R" "$SHOTS/report.html"
 echo "screenshots: $SHOTS"
