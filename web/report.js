@@ -495,6 +495,7 @@ function opGraphModel(r, phases, filter) {
   return { nodes: nodes, edges: edges, byId: shown, layers: layers.length, maxRows: maxRows,
            w: (Math.min(perBand, layers.length) - 1) * SX, h: Math.ceil(layers.length / perBand) * bandH - 36, bandH: bandH, perBand: perBand };
 }
+var opGraphView = {};
 function renderOpGraph(sec, r, args, selId, go) {
   var phases = { forward: 1, backward: args.gbwd === '1', update: args.gupd === '1' };
   var gf = (args.gfilter || '').toLowerCase();
@@ -522,11 +523,15 @@ function renderOpGraph(sec, r, args, selId, go) {
   var ctx = cv.getContext('2d');
   /* fit: the whole graph, but never so small that a node is under 2 px */
   var gw = Math.max(1, m.w), gh = Math.max(1, m.h);
-  var fit = function () { var k = Math.max(0.02, Math.min((W - 40) / gw, (H - 40) / gh, 1.5)); return { k: k, x: W / 2 - k * gw / 2, y: H / 2 - k * gh / 2 }; };
-  var view = fit();
+  var fit = function () { var k = Math.max(0.02, Math.min((W - 80) / gw, (H - 40) / gh, 1.3)); return { k: k, x: W / 2 - k * gw / 2, y: H / 2 - k * gh / 2 }; };
+  /* the pan and zoom survive a click (which re-renders the tab) */
+  var viewKey = r.path + '|' + args.gbwd + args.gupd + '|' + gf, view = fit();
   var sel = selId != null ? m.byId[selId] : null;
-  if (sel && view.k < 0.5) view = { k: 0.8, x: W / 2 - 0.8 * sel.x, y: H / 2 - 0.8 * sel.y };
+  if (opGraphView.key === viewKey) view = opGraphView.view;
+  else if (sel && view.k < 0.5) view = { k: 0.8, x: W / 2 - 0.8 * sel.x, y: H / 2 - 0.8 * sel.y };
+  opGraphView = { key: viewKey, view: view };
   function draw() {
+    opGraphView.view = view;
     ctx.setTransform(1, 0, 0, 1, 0, 0); ctx.clearRect(0, 0, W, H);
     ctx.setTransform(view.k, 0, 0, view.k, view.x, view.y);
     /* edges within a band solid, edges wrapping to a later band faint */
@@ -547,6 +552,7 @@ function renderOpGraph(sec, r, args, selId, go) {
       ctx.lineWidth = (n === sel ? 4 : 2) / Math.max(view.k, 0.5);
       ctx.strokeStyle = n === sel ? '#fdb022' : DEVICE_COLOURS[n.op.device % DEVICE_COLOURS.length]; ctx.stroke();
     });
+    if (sel) { ctx.beginPath(); ctx.arc(sel.x, sel.y, sel.rad + 5 / view.k, 0, 6.2832); ctx.strokeStyle = '#1d2430'; ctx.lineWidth = 2.5 / view.k; ctx.stroke(); }
     if (view.k > 0.9) {
       ctx.fillStyle = '#1d2430'; ctx.font = (10 / Math.min(view.k, 1.5)) + 'px sans-serif';
       m.nodes.forEach(function (n) { ctx.fillText(n.op.type, n.x - n.rad, n.y + n.rad + 10 / Math.min(view.k, 1.5)); });
