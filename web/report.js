@@ -243,6 +243,7 @@ renderers.memory = function (sec, args) {
   });
   sec.appendChild(table(hdr, rows, { id: 'memory-categories' }));
   sec.appendChild(el('p', { cls: 'muted' }, '* not added to the arena total: kernel scratch is part of activations; offloaded state is kept in host memory.'));
+  if (b && a.tiles && b.tiles) renderTilesCompare(sec, a, b, args);
   if (reports[cur].tiles) renderTiles(sec, reports[cur], args);
   /* largest tensors */
   var r = reports[cur], dev = args.device != null && args.device !== '' ? +args.device : null;
@@ -904,6 +905,55 @@ function renderTiles(sec, r, args) {
   });
 }
 
+/* Two reports on a tiled target: per device the tile summary of A and B
+ * with the differences, then each device's heat maps of A and B side by
+ * side on one colour scale (the tile memory, or the fullest tile of both). */
+function renderTilesCompare(sec, a, b, args) {
+  var ta = tileTotals(a), tb = tileTotals(b), cap = +a.meta.memory_per_tile || +b.meta.memory_per_tile || 0;
+  var na = a.tiles.per_device, nb = b.tiles.per_device;
+  cmpHeading(sec, 'Memory per tile', a, b);
+  var nd = Math.max(ta.length, tb.length), rows = [];
+  var stat = function (t, n) { return t ? { tiles: n, max: t.max, mean: sum(t.tot, function (x) { return x; }) / n, over: t.over } : { tiles: 0, max: 0, mean: 0, over: 0 }; };
+  for (var i = 0; i < nd; i++) {
+    var da = ta[i] ? ta[i].device : tb[i].device, sa = stat(ta[i], na), sb = stat(tb[i], nb);
+    [['tiles', 'tiles', String], ['largest tile', 'max', fmtBytes], ['mean tile', 'mean', fmtBytes], ['tiles over capacity', 'over', String]].forEach(function (k, j) {
+      rows.push(el('tr', { 'data-device': da, 'data-stat': k[1] }, td(j ? '' : 'device ' + da), td(k[0]),
+        td(k[2](sa[k[1]]), 'num', { id: 'tile-cmp-' + k[1] + '-a-' + da, 'data-value': sa[k[1]] }),
+        td(k[2](sb[k[1]]), 'num', { id: 'tile-cmp-' + k[1] + '-b-' + da, 'data-value': sb[k[1]] }), diffCells(sa[k[1]], sb[k[1]], k[2])));
+    });
+  }
+  sec.appendChild(table(['device', '', 'A', 'B', 'diff', 'diff %'], rows, { id: 'tile-compare' }));
+  var fullest = Math.max.apply(null, ta.concat(tb).map(function (d) { return d.max; }).concat([1]));
+  var scaleBy = args.scale || (cap && fullest > cap / 4 ? 'capacity' : 'fullest'), ref = scaleBy === 'capacity' && cap ? cap : fullest;
+  var leg = el('div', { cls: 'legend', id: 'tile-compare-legend', 'data-ref': ref });
+  leg.appendChild(el('span', null, 'one colour scale for A and B, 100% = ' + (ref === cap ? 'the tile memory' : 'the fullest tile of both') + ':'));
+  [0, 0.25, 0.5, 0.75, 1].forEach(function (f) { leg.appendChild(el('span', null, el('i', { style: 'background:' + heat(f) }), fmtBytes(f * ref))); });
+  leg.appendChild(el('span', null, el('i', { style: 'background:#3b0764' }), 'over capacity'));
+  sec.appendChild(leg);
+  var COLS = 64, CELL = 9;
+  var map = function (d, n, label, id) {
+    var cv = el('canvas', { id: id, cls: 'tile-map', width: COLS * CELL, height: Math.ceil(n / COLS) * CELL, 'data-tiles': n, 'data-ref': ref });
+    var ctx = cv.getContext('2d');
+    for (var i = 0; i < n; i++) {
+      var x = (i % COLS) * CELL, y = Math.floor(i / COLS) * CELL, over = cap && d.tot[i] > cap;
+      ctx.fillStyle = over ? '#3b0764' : heat(d.tot[i] / ref);
+      ctx.fillRect(x, y, CELL - 1, CELL - 1);
+    }
+    cv.addEventListener('mousemove', function (ev) {
+      var t = Math.floor(ev.offsetY / CELL) * COLS + Math.floor(ev.offsetX / CELL);
+      cv.title = t < n ? label + ' tile ' + t + ': ' + fmtBytes(d.tot[t]) : '';
+    });
+    return el('div', null, el('div', { cls: 'muted' }, label + ': largest ' + fmtBytes(d.max) + ' (tile ' + d.maxTile + ')'), cv);
+  };
+  for (i = 0; i < nd; i++) {
+    var dev = ta[i] ? ta[i].device : tb[i].device;
+    sec.appendChild(el('h3', null, 'device ' + dev + ': A and B'));
+    sec.appendChild(el('div', { cls: 'flex' }, ta[i] ? map(ta[i], na, 'A', 'tile-cmp-map-a-' + dev) : el('div', null, 'not in A'),
+      tb[i] ? map(tb[i], nb, 'B', 'tile-cmp-map-b-' + dev) : el('div', null, 'not in B')));
+  }
+  sec.appendChild(el('h2', null, 'Showing: ' + reports[cur].path));
+}
+
 /* ---- Host (TILEGRAPH_TRACE regions) ----
  * Regions of each thread nest (start order, containment); the call tree
  * aggregates them by call path: thread > region > region ... with calls,
@@ -946,7 +996,38 @@ function hostModel(r) {
   r.hostModel = { t0: t0, span: t1 - t0, root: root, threads: threads, byThread: byThread, byPath: byPath };
   return r.hostModel;
 }
+/* Two reports: the call trees of A and B merged by call path (thread >
+ * region > ...), each path with its calls, total and self time in A and B
+ * and the differences; paths in one report only are marked. */
+function renderHostCompare(sec, a, b) {
+  cmpHeading(sec, 'Host call tree', a, b);
+  var ma = hostModel(a), mb = hostModel(b), rows = [], nOnly = { A: 0, B: 0 };
+  var nsFmt = function (x) { return fmtNs(x); };
+  (function walk(na, nb, depth) {
+    var kids = [], seen = {};
+    (na ? na.order : []).concat(nb ? nb.order : []).forEach(function (k) { if (!seen[k.name]) { seen[k.name] = 1; kids.push(k.name); } });
+    var tot = function (name) { var x = na && na.kids[name], y = nb && nb.kids[name]; return Math.max(x ? x.total : 0, y ? y.total : 0); };
+    kids.sort(function (x, y) { return tot(y) - tot(x); });
+    kids.forEach(function (name) {
+      var ka = na && na.kids[name] || null, kb = nb && nb.kids[name] || null, k = ka || kb;
+      var only = !kb ? 'only in A' : !ka ? 'only in B' : '';
+      if (only) nOnly[only.slice(-1)]++;
+      var ca = ka ? ka.calls : 0, cb = kb ? kb.calls : 0, ta = ka ? ka.total : 0, tb = kb ? kb.total : 0, sa = ka ? ka.self : 0, sb = kb ? kb.self : 0;
+      if (rows.length < 3000) rows.push(el('tr', { 'data-path': k.path, 'data-name': name, 'data-calls-a': ca, 'data-calls-b': cb, 'data-total-a': ta, 'data-total-b': tb, 'data-in': only ? only.slice(-1) : 'AB' },
+        el('td', { style: 'padding-left:' + (8 + 14 * (depth - 1)) + 'px' }, name),
+        td(String(ca), 'num'), td(String(cb), 'num'), diffCells(ca, cb, String)[0],
+        td(fmtNs(ta), 'num'), td(fmtNs(tb), 'num'), diffCells(ta, tb, nsFmt),
+        td(fmtNs(sa), 'num'), td(fmtNs(sb), 'num'), diffCells(sa, sb, nsFmt),
+        td(only, only === 'only in A' ? 'only-a' : only ? 'only-b' : '')));
+      walk(ka, kb, depth + 1);
+    });
+  })(ma.root, mb.root, 1);
+  sec.appendChild(el('p', { id: 'host-compare-only', 'data-only-a': nOnly.A, 'data-only-b': nOnly.B },
+    'All threads: total A ' + fmtNs(ma.root.total) + ', B ' + fmtNs(mb.root.total) + '. Call paths in one report only: ' + nOnly.A + ' only in A, ' + nOnly.B + ' only in B' + (rows.length >= 3000 ? ' (first 3000 paths listed)' : '') + '.'));
+  sec.appendChild(table(['call path', 'calls A', 'calls B', 'diff', 'total A', 'total B', 'diff', 'diff %', 'self A', 'self B', 'diff', 'diff %', ''], rows, { id: 'host-compare' }));
+}
 renderers.host = function (sec, args) {
+  if (reports[1]) { renderHostCompare(sec, reports[0], reports[1]); sec.appendChild(el('h2', null, 'Showing: ' + reports[cur].path)); }
   var r = reports[cur];
   if (!r.host_trace.length) { sec.appendChild(el('p', { id: 'host-empty' }, 'This profile holds no host trace: run with TILEGRAPH_TRACE=\'{"enable":"true","directory":"DIR"}\' to record the host threads\' regions.')); return; }
   var m = hostModel(r), selPath = args.path || '', sel = selPath ? m.byPath[selPath] || null : null;
