@@ -11,7 +11,9 @@
 # comparison page shows both reports; that on an mk2 profile the Memory tab
 # has a tile map per device with the fullest tile's bytes and a clicked tile's
 # bytes by category, and with TILEGRAPH_TRACE the Host tab's call counts and
-# times; and that bad inputs fail with exit 1.
+# times; on two mk2 profiles (pipelined and sharded, host trace on) the
+# compared Host call tree's "host step" calls and the compared tile
+# summaries' largest tiles of A and B; and that bad inputs fail with exit 1.
 # Saves a screenshot of each tab in BUILD/report-screenshots/.
 # Usage: report_test.sh TILEGRAPH_BINARY BUILD_DIR. Exit 77: skipped.
 set -u
@@ -233,6 +235,41 @@ enc=$(printf '%s' "$path" | sed 's/ /%20/g; s/>/%3E/g')
 browse "host/path=$enc" "$WORK/hostsel.html" "$M"
 got=$(grep -o '<tr [^>]*id="host-selected"' "$WORK/hostsel.html" | grep -o 'data-path="[^"]*"' | sed 's/data-path="\(.*\)"/\1/; s/&gt;/>/g')
 [ -n "$path" ] && [ "$got" = "$path" ] && ok "selected path '$got'" || fail "selected path: page '$got', wanted '$path'"
+# ---- Two mk2 profiles with the host trace (pipelined A, sharded B): the
+# compared Host call tree and tile summaries against each profile
+TILEGRAPH_TRACE="{\"enable\":\"true\",\"directory\":\"$WORK/trace-sharded\"}" \
+    "$TG" train --model mnist-pipeline --strategy sharded --train-limit 64 --test-limit 16 \
+    --batch-size 8 --gradient-accumulation 4 --epochs 1 --quiet --profile --profile-dir "$WORK/mk2s" \
+    --engine-option target=mk2 > "$WORK/mk2s.log" 2>&1 || { fail "mk2 sharded training: $(cat "$WORK/mk2s.log")"; }
+SDB=$WORK/mk2s/training/profile.sqlite
+MC=$WORK/mk2cmp.html
+"$TG" report "$MDB" "$SDB" -o "$MC" > /dev/null || fail "mk2 compare report exited $?"
+browse host "$WORK/cmphost.html" "$MC"
+errors_empty "$WORK/cmphost.html" "comparison host"
+# "host step" calls summed over the compared call tree's paths, for A and for B
+for side in a b; do
+    [ $side = a ] && db=$MDB || db=$SDB
+    want=$(sqlite3 "$db" "SELECT COUNT(*) FROM host_trace WHERE kind = 'region' AND name = 'host step'")
+    got=$(grep -o 'id="host-compare".*' "$WORK/cmphost.html" | sed 's#</table>.*##' \
+          | grep -o "data-name=\"host step\" data-calls-a=\"[0-9]*\" data-calls-b=\"[0-9]*\"" \
+          | sed "s/.*data-calls-$side=\"\([0-9]*\)\".*/\1/" | awk '{ s += $1 } END { print s + 0 }')
+    [ "$want" -gt 0 ] && [ "$got" = "$want" ] && ok "compared call tree: host step calls in $side $got" \
+        || fail "compared call tree host step calls in $side: page '$got', profile $want"
+done
+echo "compared call tree: $(attr "$WORK/cmphost.html" host-compare-only data-only-a) paths only in A, $(attr "$WORK/cmphost.html" host-compare-only data-only-b) only in B"
+browse memory "$WORK/cmptiles.html" "$MC"
+errors_empty "$WORK/cmptiles.html" "comparison tiles"
+for d in $(mq "SELECT DISTINCT device FROM tiles"); do
+    for side in a b; do
+        [ $side = a ] && db=$MDB || db=$SDB
+        want=$(sqlite3 "$db" "SELECT MAX(s) FROM (SELECT SUM(bytes) s FROM tiles WHERE device = $d GROUP BY tile)")
+        got=$(attr "$WORK/cmptiles.html" tile-cmp-max-$side-$d data-value)
+        [ -n "$want" ] && [ "$got" = "$want" ] && ok "compared tiles: device $d largest tile in $side $got" \
+            || fail "compared tiles: device $d largest tile in $side: page '$got', profile '$want'"
+    done
+    ra=$(attr "$WORK/cmptiles.html" tile-cmp-map-a-$d data-ref); rb=$(attr "$WORK/cmptiles.html" tile-cmp-map-b-$d data-ref)
+    [ -n "$ra" ] && [ "$ra" = "$rb" ] && ok "device $d heat maps of A and B on one scale ($ra)" || fail "device $d heat map scales: A '$ra', B '$rb'"
+done
 # render times of every tab (informational: no timing assertions in tests)
 browse timing "$WORK/timing.html" "$M"
 errors_empty "$WORK/timing.html" "every tab"
@@ -275,7 +312,13 @@ timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --di
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
     --window-size=1400,1100 --screenshot="$SHOTS/compare-operations.png" "file://$WORK/compare.html#operations" > /dev/null 2>&1
-for f in memory-tiles host ops-graph compare-operations; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1000 --screenshot="$SHOTS/compare-host.png" "file://$MC#host" > /dev/null 2>&1
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1700 --screenshot="$SHOTS/compare-tiles.png" "file://$MC#memory" > /dev/null 2>&1
+for f in memory-tiles host ops-graph compare-operations compare-host compare-tiles; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
 cp "$M" "$SHOTS/report-mk2.html"
 cp "$R" "$SHOTS/report.html"
 echo "screenshots: $SHOTS"
