@@ -1000,7 +1000,8 @@ function hostModel(r) {
  * region > ...), each path with its calls, total and self time in A and B
  * and the differences; paths in one report only are marked. */
 function renderHostCompare(sec, a, b) {
-  cmpHeading(sec, 'Host call tree', a, b);
+  sec.appendChild(el('h2', null, 'Host call tree: A compared with B'));
+  sec.appendChild(el('p', { cls: 'muted' }, 'A = ' + a.path + ', B = ' + b.path + '. Differences are B - A. Below, the timeline, flame graph and call tree of A, then of B.'));
   var ma = hostModel(a), mb = hostModel(b), rows = [], nOnly = { A: 0, B: 0 };
   var nsFmt = function (x) { return fmtNs(x); };
   (function walk(na, nb, depth) {
@@ -1026,10 +1027,19 @@ function renderHostCompare(sec, a, b) {
     'All threads: total A ' + fmtNs(ma.root.total) + ', B ' + fmtNs(mb.root.total) + '. Call paths in one report only: ' + nOnly.A + ' only in A, ' + nOnly.B + ' only in B' + (rows.length >= 3000 ? ' (first 3000 paths listed)' : '') + '.'));
   sec.appendChild(table(['call path', 'calls A', 'calls B', 'diff', 'total A', 'total B', 'diff', 'diff %', 'self A', 'self B', 'diff', 'diff %', ''], rows, { id: 'host-compare' }));
 }
+/* With two reports the compared call tree comes first, then the timeline,
+ * flame graph and call tree of A and of B one above the other (ids of B's
+ * suffixed -b). */
 renderers.host = function (sec, args) {
-  if (reports[1]) { renderHostCompare(sec, reports[0], reports[1]); sec.appendChild(el('h2', null, 'Showing: ' + reports[cur].path)); }
-  var r = reports[cur];
-  if (!r.host_trace.length) { sec.appendChild(el('p', { id: 'host-empty' }, 'This profile holds no host trace: run with TILEGRAPH_TRACE=\'{"enable":"true","directory":"DIR"}\' to record the host threads\' regions.')); return; }
+  if (!reports[1]) { hostView(sec, reports[0], args, ''); return; }
+  renderHostCompare(sec, reports[0], reports[1]);
+  reports.forEach(function (r, i) {
+    sec.appendChild(el('h2', { cls: 'report-head' }, (i ? 'B: ' : 'A: ') + r.path));
+    hostView(sec, r, args, i ? '-b' : '');
+  });
+};
+function hostView(sec, r, args, sfx) {
+  if (!r.host_trace.length) { sec.appendChild(el('p', { id: 'host-empty' + sfx }, 'This profile holds no host trace: run with TILEGRAPH_TRACE=\'{"enable":"true","directory":"DIR"}\' to record the host threads\' regions.')); return; }
   var m = hostModel(r), selPath = args.path || '', sel = selPath ? m.byPath[selPath] || null : null;
   sec.appendChild(el('h2', null, 'Host threads (' + m.threads.length + ' threads, ' + r.host_trace.length + ' regions over ' + fmtNs(m.span) + ')'));
   /* timeline: one lane per thread, a row per nesting level */
@@ -1039,7 +1049,7 @@ renderers.host = function (sec, args) {
     lanes.push({ th: th, y: y, levels: maxLvl + 1 }); y += (maxLvl + 1) * RH + 8;
   });
   var H = y + 20, view = { from: 0, to: m.span || 1 };
-  var cv = el('canvas', { id: 'host-timeline', width: W, height: H, 'data-threads': m.threads.length });
+  var cv = el('canvas', { id: 'host-timeline' + sfx, width: W, height: H, 'data-threads': m.threads.length });
   sec.appendChild(el('h3', null, 'Timeline (wheel zooms, drag pans, double-click resets)'));
   sec.appendChild(cv);
   var ctx = cv.getContext('2d');
@@ -1083,7 +1093,7 @@ renderers.host = function (sec, args) {
   sec.appendChild(el('h3', null, 'Flame graph (aggregated by call path; click a box to select it in the call tree)'));
   var FH = 16, maxDepth = 0;
   (function dep(n) { if (n.depth > maxDepth) maxDepth = n.depth; n.order.forEach(dep); })(m.root);
-  var fc = el('canvas', { id: 'host-flame', width: W, height: (maxDepth + 1) * FH + 4 });
+  var fc = el('canvas', { id: 'host-flame' + sfx, width: W, height: (maxDepth + 1) * FH + 4 });
   sec.appendChild(fc);
   var fctx = fc.getContext('2d'), boxes = [];
   fctx.font = '10px sans-serif';
@@ -1113,7 +1123,7 @@ renderers.host = function (sec, args) {
       var tr = el('tr', { 'data-path': k.path, 'data-name': k.name, 'data-calls': k.calls, 'data-total': k.total, 'data-self': k.self, cls: sel === k ? 'selected' : '' },
         el('td', { style: 'padding-left:' + (8 + 14 * (k.depth - 1)) + 'px' }, tog, k.name),
         td(String(k.calls), 'num'), td(fmtNs(k.total), 'num'), td(pct(k.total / total), 'num'), td(fmtNs(k.self), 'num'), td(pct(k.self / total), 'num'));
-      if (sel === k) tr.id = 'host-selected';
+      if (sel === k) tr.id = 'host-selected' + sfx;
       if (kidsN) tr.addEventListener('click', function () { if (isOpen) delete open[k.path]; else open[k.path] = 1; redraw(); });
       body.appendChild(tr); rowsShown++;
       if (kidsN && isOpen && rowsShown < 2000) addRows(k);
@@ -1122,8 +1132,8 @@ renderers.host = function (sec, args) {
   function redraw() { body.textContent = ''; rowsShown = 0; addRows(m.root); }
   sec.appendChild(el('h3', null, 'Call tree' + (sel ? ': ' + sel.path : '') + ' (click a row to expand or collapse it)'));
   addRows(m.root);
-  sec.appendChild(table(['call path', 'calls', 'total', 'total %', 'self', 'self %'], [], { id: 'host-tree' }));
-  var tbl = sec.querySelector('#host-tree'); tbl.replaceChild(body, tbl.querySelector('tbody'));
+  sec.appendChild(table(['call path', 'calls', 'total', 'total %', 'self', 'self %'], [], { id: 'host-tree' + sfx }));
+  var tbl = sec.querySelector('#host-tree' + sfx); tbl.replaceChild(body, tbl.querySelector('tbody'));
   /* regions by name, over every path */
   var names = {};
   r.host_trace.forEach(function (e) { var x = names[e.name] = names[e.name] || { calls: 0, total: 0, self: 0 }; x.calls++; x.total += e.end_ns - e.start_ns; });
@@ -1132,8 +1142,8 @@ renderers.host = function (sec, args) {
   sec.appendChild(table(['region', 'calls', 'total', 'self', 'self %'], Object.keys(names).sort(function (a, b) { return names[b].self - names[a].self; }).map(function (k) {
     var x = names[k];
     return el('tr', { 'data-name': k, 'data-calls': x.calls }, td(k), td(String(x.calls), 'num'), td(fmtNs(x.total), 'num'), td(fmtNs(x.self), 'num'), td(pct(x.self / total), 'num'));
-  }), { id: 'host-names' }));
-};
+  }), { id: 'host-names' + sfx }));
+}
 
 /* ---- start ---- */
 (function start() {

@@ -256,6 +256,16 @@ for side in a b; do
     [ "$want" -gt 0 ] && [ "$got" = "$want" ] && ok "compared call tree: host step calls in $side $got" \
         || fail "compared call tree host step calls in $side: page '$got', profile $want"
 done
+# below it, the call trees of A and of B one above the other (B's ids end in -b)
+for sfx in "" -b; do
+    [ -z "$sfx" ] && db=$MDB || db=$SDB
+    want=$(sqlite3 "$db" "SELECT COUNT(*) FROM host_trace WHERE kind = 'region' AND name = 'host step'")
+    got=$(grep -o "id=\"host-tree$sfx\".*" "$WORK/cmphost.html" | sed 's#</table>.*##' | grep -o 'data-name="host step" data-calls="[0-9]*"' \
+          | sed 's/.*data-calls="\([0-9]*\)"/\1/' | awk '{ s += $1 } END { print s + 0 }')
+    grep -q "id=\"host-timeline$sfx\"" "$WORK/cmphost.html" && grep -q "id=\"host-flame$sfx\"" "$WORK/cmphost.html" \
+        && [ "$got" = "$want" ] && ok "host view host-tree$sfx: timeline, flame graph, host step calls $got" \
+        || fail "host view host-tree$sfx: host step calls page '$got', profile $want, or no timeline/flame graph"
+done
 echo "compared call tree: $(attr "$WORK/cmphost.html" host-compare-only data-only-a) paths only in A, $(attr "$WORK/cmphost.html" host-compare-only data-only-b) only in B"
 browse memory "$WORK/cmptiles.html" "$MC"
 errors_empty "$WORK/cmptiles.html" "comparison tiles"
@@ -314,7 +324,7 @@ timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --di
     --window-size=1400,1100 --screenshot="$SHOTS/compare-operations.png" "file://$WORK/compare.html#operations" > /dev/null 2>&1
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
-    --window-size=1400,1000 --screenshot="$SHOTS/compare-host.png" "file://$MC#host" > /dev/null 2>&1
+    --window-size=1400,1900 --screenshot="$SHOTS/compare-host.png" "file://$MC#host" > /dev/null 2>&1
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
     --window-size=1400,1700 --screenshot="$SHOTS/compare-tiles.png" "file://$MC#memory" > /dev/null 2>&1
