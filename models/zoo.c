@@ -52,7 +52,7 @@ const tg_model_spec *tg_model_find(const char *name)
 
 tg_model_input tg_model_default_input(const tg_model_spec *m)
 {
-    return (tg_model_input){m->channels, m->height, m->width, m->classes};
+    return (tg_model_input){m->channels, m->height, m->width, m->classes, false};
 }
 
 bool tg_model_any_input(const tg_model_spec *m) { return m->build_for != NULL; }
@@ -112,7 +112,8 @@ static tg_status check_input(const tg_model_spec *m, const tg_model_input *in)
                         "%s: input %dx%dx%d with %d classes: every size must be positive", m->name,
                         in->channels, in->height, in->width, in->classes);
     tg_model_input d = tg_model_default_input(m);
-    if (!m->build_for && memcmp(in, &d, sizeof d) != 0)
+    if (!m->build_for && (in->channels != d.channels || in->height != d.height ||
+                          in->width != d.width || in->classes != d.classes))
         return tg_error(TG_ERR_INVALID_ARG,
                         "%s is built for %dx%dx%d inputs and %d classes only, not %dx%dx%d and %d",
                         m->name, d.channels, d.height, d.width, d.classes, in->channels,
@@ -135,14 +136,22 @@ tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_o
     tg_graph_set_training(g, opt != NULL);
     out->graph = g;
     out->input = shape;
-    out->images = tg_input(g, "images", TG_F32,
+    out->images = tg_input(g, "images", shape.eight_bit ? TG_U8 : TG_F32,
                            tg_shape4(batch, shape.channels, shape.height, shape.width));
     if (opt)
         out->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    tg_tensor *x = out->images;
+    if (shape.eight_bit) {
+        float mean[16], std[16];
+        if (shape.channels > 16)
+            return tg_error(TG_ERR_INVALID_ARG, "%s: 8-bit input of %d channels", m->name,
+                            shape.channels);
+        tg_model_normalisation(m, shape.channels, mean, std);
+        x = tg_normalize_u8(g, x, mean, std);
+    }
     tg_tensor **loss = opt ? &out->loss : NULL;
-    tg_status s = m->build_for
-                      ? m->build_for(g, &shape, out->images, out->labels, &out->output, loss)
-                      : m->build(g, out->images, out->labels, &out->output, loss);
+    tg_status s = m->build_for ? m->build_for(g, &shape, x, out->labels, &out->output, loss)
+                               : m->build(g, x, out->labels, &out->output, loss);
     if (s == TG_OK && tg_graph_status(g) != TG_OK)
         s = tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
     if (s == TG_OK) {

@@ -136,7 +136,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     double t0 = cli_now();
     for (int64_t k = 0; k < steps; k++) {
         int64_t count = 0;
-        TG_TRY(tg_loader_next(loader, b->images, b->labels, &count));
+        TG_TRY(load_step(loader, b, &count));
         TG_TRY(run_step(s, mg, b, count));
         st->correct += b->correct;
         st->scored += b->scored;

@@ -33,6 +33,8 @@ int data_flags(data_args *d, cli_flag *f)
          "async loader: host steps prepared ahead (default 3)", 0, 1024},
         {"--flip", CLI_FLOAT, &d->flip, "P", "random horizontal flip probability (training)", 0, 1},
         {"--resize", CLI_STRING, &d->resize, "HxW", "resize images (bilinear), e.g. 64x64", 1, 0},
+        {"--eight-bit-io", CLI_BOOL, &d->eight_bit, NULL,
+         "stream images as 8-bit and normalise them on the device (a quarter of the bytes)", 1, 0},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -102,7 +104,7 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         return -1;
     }
     const tg_dataset *d = ctx->test;
-    tg_model_input in = {d->c, d->h, d->w, d->num_classes};
+    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit};
     if (data->resize && parse_size(data->resize, &in.height, &in.width) != 0) {
         fprintf(stderr, "tilegraph: --resize '%s' is not HxW (for example 64x64)\n", data->resize);
         train_context_close(ctx);
@@ -143,6 +145,7 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
         lc->out_h = ctx->input.height;
         lc->out_w = ctx->input.width;
     }
+    lc->output_u8 = ctx->input.eight_bit;
     if (training) {
         lc->flip_prob = (float)ctx->data.flip;
         lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
@@ -182,11 +185,14 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     b->n_scores = tg_session_output_count(s, mg->output);
     b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
-    b->images = tg_calloc((size_t)(b->samples * pixels), sizeof(float));
+    if (tg_tensor_dtype(mg->images) == TG_U8)
+        b->images_u8 = tg_calloc((size_t)(b->samples * pixels), 1);
+    else
+        b->images = tg_calloc((size_t)(b->samples * pixels), sizeof(float));
     b->labels = tg_calloc((size_t)b->samples, sizeof(int32_t));
     b->scores = tg_malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
     b->losses = tg_malloc((size_t)(b->n_losses + 1) * sizeof(float));
-    if (!b->images || !b->labels || !b->scores || !b->losses)
+    if ((!b->images && !b->images_u8) || !b->labels || !b->scores || !b->losses)
         return tg_error(TG_ERR_NOMEM, "out of memory for the host buffers");
     return TG_OK;
 }
@@ -194,16 +200,27 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
 void step_buffers_free(step_buffers *b)
 {
     tg_free(b->images);
+    tg_free(b->images_u8);
     tg_free(b->labels);
     tg_free(b->scores);
     tg_free(b->losses);
     memset(b, 0, sizeof *b);
 }
 
+tg_status load_step(tg_loader *loader, step_buffers *b, int64_t *count)
+{
+    return b->images_u8 ? tg_loader_next_u8(loader, b->images_u8, b->labels, count)
+                        : tg_loader_next(loader, b->images, b->labels, count);
+}
+
 tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int64_t count)
 {
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
-    TG_TRY(tg_session_write(s, mg->images, b->images, (size_t)(b->samples * pixels) * sizeof(float)));
+    if (b->images_u8)
+        TG_TRY(tg_session_write(s, mg->images, b->images_u8, (size_t)(b->samples * pixels)));
+    else
+        TG_TRY(tg_session_write(s, mg->images, b->images,
+                                (size_t)(b->samples * pixels) * sizeof(float)));
     if (mg->labels)
         TG_TRY(tg_session_write(s, mg->labels, b->labels, (size_t)b->samples * sizeof(int32_t)));
     TG_TRY(tg_session_run(s));
@@ -274,7 +291,7 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
     cli_progress_start(&bar, "evaluate", steps, progress && isatty(STDERR_FILENO));
     for (int64_t k = 0; st == TG_OK && k < steps; k++) {
         int64_t count = 0;
-        st = tg_loader_next(loader, b.images, b.labels, &count);
+        st = load_step(loader, &b, &count);
         if (st == TG_OK)
             st = run_step(s, mg, &b, count);
         correct += b.correct;

@@ -22,11 +22,12 @@ typedef struct data_args {
     int64_t workers, prefetch_depth;
     double flip;         /* random horizontal flip probability (training) */
     const char *resize;  /* "HxW": bilinear resize of every image */
+    bool eight_bit;      /* stream u8 images, normalise them on the device */
 } data_args;
 
 void data_args_defaults(data_args *d);
 /* The flags that fill d (room for DATA_FLAG_COUNT). */
-#define DATA_FLAG_COUNT 7
+#define DATA_FLAG_COUNT 8
 int data_flags(data_args *d, cli_flag *flags);
 
 typedef struct train_context {
@@ -54,6 +55,7 @@ void train_context_close(train_context *ctx);
 typedef struct step_buffers {
     int64_t samples, batch, classes;
     float *images, *scores, *losses;
+    uint8_t *images_u8; /* 8-bit input: what is streamed instead of images */
     int32_t *labels;
     int64_t n_scores, n_losses; /* copies returned per run (outputMode) */
     /* results of the last run_step */
@@ -64,6 +66,10 @@ typedef struct step_buffers {
 
 tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg);
 void step_buffers_free(step_buffers *b);
+
+/* Fill the buffers with the loader's next step (8-bit or f32, as the model's
+ * input is); *count is 0 at the end of the epoch. */
+tg_status load_step(tg_loader *loader, step_buffers *b, int64_t *count);
 
 /* Write the step's samples (the first `count` are real, the rest padding),
  * run, and score the returned outputs against the labels. */

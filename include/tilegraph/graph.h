@@ -180,6 +180,10 @@ tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma
 /* Normalises over the last `norm_dims` dims; gamma/beta have those dims' shape. */
 tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
                          tg_tensor *beta, float eps);
+/* u8 images [N, C, ...] -> f32 (x / 255 - mean[c]) / std[c], on the device
+ * (8-bit input: the host streams a quarter of the bytes). At most 4 channels;
+ * the arithmetic is the data loader's, so results are bit-identical. */
+tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const float *std);
 /* Identity in inference mode; in training, zeroes with probability p and
  * scales by 1/(1-p), from the session seed, the op and the step. */
 tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);

@@ -29,6 +29,9 @@ extern "C" {
 typedef struct tg_model_input {
     int channels, height, width;
     int classes;
+    /* 8-bit input: images arrive as u8 and are normalised on the device
+     * (tg_normalize_u8), so the host streams a quarter of the bytes */
+    bool eight_bit;
 } tg_model_input;
 
 typedef struct tg_model_spec {
@@ -75,7 +78,7 @@ void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, f
 typedef struct tg_model_graph {
     tg_graph *graph;   /* owned: tg_model_graph_destroy frees it */
     tg_model_input input; /* what it was built for */
-    tg_tensor *images; /* input [batch, C, H, W] f32 */
+    tg_tensor *images; /* input [batch, C, H, W] f32 (u8 with input.eight_bit) */
     tg_tensor *labels; /* input [batch] i32 (training only) */
     tg_tensor *output; /* scores [batch, classes], marked as output */
     tg_tensor *loss;   /* scalar, marked as output (training only) */
