@@ -132,21 +132,6 @@ static inline void copy_tail(float *d, const float *s, int n)
 #define WB_CO 5
 #define WB_T 5
 #include "ops/conv_direct_impl.h"
-#undef VL
-#undef SFX
-#undef VT
-#undef VZERO
-#undef VSET1
-#undef VLOAD
-#undef VSTORE
-#undef VADD
-#undef VFMA
-#undef VCOPY_TAIL
-#undef CB_MAX
-#undef CB_BWD
-#undef WB_CO
-#undef WB_T
-#undef DTARGET
 
 #define DTARGET __attribute__((target("avx2,fma")))
 #define VL 8
@@ -164,21 +149,6 @@ static inline void copy_tail(float *d, const float *s, int n)
 #define WB_CO 3
 #define WB_T 4
 #include "ops/conv_direct_impl.h"
-#undef VL
-#undef SFX
-#undef VT
-#undef VZERO
-#undef VSET1
-#undef VLOAD
-#undef VSTORE
-#undef VADD
-#undef VFMA
-#undef VCOPY_TAIL
-#undef CB_MAX
-#undef CB_BWD
-#undef WB_CO
-#undef WB_T
-#undef DTARGET
 #endif
 
 /* Baseline: 4 floats per "vector" in portable C that compilers map to SSE2. */
@@ -216,21 +186,6 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #define WB_CO 3
 #define WB_T 4
 #include "ops/conv_direct_impl.h"
-#undef VL
-#undef SFX
-#undef VT
-#undef VZERO
-#undef VSET1
-#undef VLOAD
-#undef VSTORE
-#undef VADD
-#undef VFMA
-#undef VCOPY_TAIL
-#undef CB_MAX
-#undef CB_BWD
-#undef WB_CO
-#undef WB_T
-#undef DTARGET
 
 typedef void (*fwd_fn)(const dplan *, const float *, const float *, const float *, float *);
 typedef void (*bwd_data_fn)(const dplan *, const float *, const float *, float *);

@@ -10,7 +10,7 @@
  *   WB_CO, WB_T largest register block of the weight-gradient kernel
  *   DTARGET     the target attribute of every function (empty for the baseline),
  *               which GCC and clang both honour per function
- * No include guard: included 3 times.
+ * No include guard: included 3 times; it undefines these parameters at its end.
  *
  * Layout ("wide" trick): an image padded to Hp x Wp is read as one flat
  * array; output position q = oy * Wp + ox reads input q + off(c, r, s) with
@@ -295,3 +295,20 @@ static DTARGET void DFN(bwd_weight_images)(const dplan *d, const float *xps, con
 #undef DFN
 #undef DCAT
 #undef DCAT_
+
+/* Undefine the parameters so the next instantiation can define its own. */
+#undef VL
+#undef SFX
+#undef VT
+#undef VZERO
+#undef VSET1
+#undef VLOAD
+#undef VSTORE
+#undef VADD
+#undef VFMA
+#undef VCOPY_TAIL
+#undef CB_MAX
+#undef CB_BWD
+#undef WB_CO
+#undef WB_T
+#undef DTARGET
