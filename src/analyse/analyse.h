@@ -105,6 +105,10 @@ void tg_an_note(tg_an_view *v, const char *fmt, ...)
 /* Format one number of kind `k` for people ("1.5 MiB", "12.3 ms", "42.0%"). */
 char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap);
 
+/* A bar of Unicode blocks, 30 cells for frac 1, in eighths of a cell.
+ * keep_visible gives any frac > 0 at least one eighth. */
+void tg_an_bar(double frac, bool keep_visible, char *buf, size_t cap);
+
 /* ---- output (render.c) ---- */
 void tg_an_print_text(const tg_an_view *v, FILE *out);
 /* One JSON object {"view":..,"tables":[{"title":..,"columns":[..],"rows":[{..}]}],"notes":[..]}. */

@@ -222,6 +222,23 @@ char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
     }
 }
 
+void tg_an_bar(double frac, bool keep_visible, char *buf, size_t cap)
+{
+    enum { WIDTH = 30 };
+    int eighths = (int)(frac * WIDTH * 8 + 0.5), used = 0;
+    static const char *const parts[] = {"",
+                                        "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d",
+                                        "\xe2\x96\x8c", "\xe2\x96\x8b", "\xe2\x96\x8a",
+                                        "\xe2\x96\x89"};
+    buf[0] = '\0';
+    if (keep_visible && frac > 0 && eighths == 0)
+        eighths = 1;
+    for (int i = 0; i < eighths / 8 && used + 4 < (int)cap; i++)
+        used += snprintf(buf + used, cap - (size_t)used, "\xe2\x96\x88"); /* full block */
+    if (eighths % 8 && used + 4 < (int)cap)
+        snprintf(buf + used, cap - (size_t)used, "%s", parts[eighths % 8]);
+}
+
 tg_status tg_an_prepare(tg_profile_reader *r, const char *sql, sqlite3_stmt **out)
 {
     sqlite3 *db = tg_profile_reader_db(r);

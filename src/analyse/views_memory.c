@@ -86,21 +86,6 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
 
 /* ---- liveness ------------------------------------------------------------- */
 
-static void bar(double frac, char *buf, size_t cap)
-{
-    enum { WIDTH = 30 };
-    int eighths = (int)(frac * WIDTH * 8 + 0.5), used = 0;
-    static const char *const parts[] = {"",
-                                        "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d",
-                                        "\xe2\x96\x8c", "\xe2\x96\x8b", "\xe2\x96\x8a",
-                                        "\xe2\x96\x89"};
-    buf[0] = '\0';
-    for (int i = 0; i < eighths / 8 && used + 4 < (int)cap; i++)
-        used += snprintf(buf + used, cap - (size_t)used, "\xe2\x96\x88"); /* full block */
-    if (eighths % 8 && used + 4 < (int)cap)
-        snprintf(buf + used, cap - (size_t)used, "%s", parts[eighths % 8]);
-}
-
 static tg_status tensors_at(tg_profile_reader *r, tg_an_view *v, int d, int step, int always,
                             const tg_an_filter *f)
 {
@@ -164,7 +149,7 @@ tg_status tg_an_view_liveness(tg_profile_reader *r, const tg_an_filter *f, tg_an
         while (sqlite3_step(st) == SQLITE_ROW) {
             double live = sqlite3_column_double(st, 2);
             char b[160];
-            bar(peak > 0 ? live / (double)peak : 0, b, sizeof b);
+            tg_an_bar(peak > 0 ? live / (double)peak : 0, false, b, sizeof b);
             if (sqlite3_column_int64(st, 0) == peak_step)
                 strncat(b, " peak", sizeof b - strlen(b) - 1);
             tg_an_row(t, (double)sqlite3_column_int(st, 0), col_text(st, 1), live,

@@ -73,23 +73,6 @@ static tile_stats stats_of(const double *b, int n, double capacity)
     return s;
 }
 
-static void bar(double frac, char *buf, size_t cap)
-{
-    enum { WIDTH = 30 };
-    int eighths = (int)(frac * WIDTH * 8 + 0.5), used = 0;
-    static const char *const parts[] = {"",
-                                        "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d",
-                                        "\xe2\x96\x8c", "\xe2\x96\x8b", "\xe2\x96\x8a",
-                                        "\xe2\x96\x89"};
-    buf[0] = '\0';
-    if (frac > 0 && eighths == 0)
-        eighths = 1; /* a non-empty bin stays visible */
-    for (int i = 0; i < eighths / 8 && used + 4 < (int)cap; i++)
-        used += snprintf(buf + used, cap - (size_t)used, "\xe2\x96\x88");
-    if (eighths % 8 && used + 4 < (int)cap)
-        snprintf(buf + used, cap - (size_t)used, "%s", parts[eighths % 8]);
-}
-
 /* The categories of the tiles table, in a fixed order (for the top-tile columns). */
 enum { MAX_CATS = 16 };
 static int categories(tg_profile_reader *r, char cats[][48])
@@ -284,7 +267,7 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
             most = counts[k] > most ? counts[k] : most;
         for (int k = 0; k < HIST_BINS; k++) {
             char bb[160];
-            bar(most > 0 ? (double)counts[k] / most : 0, bb, sizeof bb);
+            tg_an_bar(most > 0 ? (double)counts[k] / most : 0, true, bb, sizeof bb);
             tg_an_row(h, (double)k, k * width, (k + 1) * width, (double)counts[k], bb);
         }
     }
