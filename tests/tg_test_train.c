@@ -63,7 +63,9 @@ bool tg_test_same_weights(const tg_test_model *a, const tg_test_model *b, bool s
         if (t->op != TG_OP_PARAM && !(state && t->op == TG_OP_STATE))
             continue;
         const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
-        if (!u || memcmp(tg_session_data(a->s, t), tg_session_data(b->s, u), tg_nbytes(t)) != 0)
+        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(a->s, t));
+        if (!u || tg_session_storage_dtype(b->s, u) != tg_session_storage_dtype(a->s, t) ||
+            memcmp(tg_session_data(a->s, t), tg_session_data(b->s, u), bytes) != 0)
             return false;
     }
     return true;

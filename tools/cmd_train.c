@@ -120,6 +120,8 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
 typedef struct epoch_stats {
     double loss_sum, seconds;
     int64_t correct, scored, losses, seen, steps;
+    int64_t skipped;   /* updates skipped for overflowing gradients (loss scaling) */
+    float loss_scale;  /* at the end of the epoch */
 } epoch_stats;
 
 /* One epoch of training; returns TG_OK or the first failure. */
@@ -130,6 +132,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     char label[32], status[160] = "";
     snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)a->epochs);
     memset(st, 0, sizeof *st);
+    int64_t skipped_before = tg_session_skipped_updates(s);
     tg_loader_start_epoch(loader, epoch);
     int64_t steps = tg_loader_steps_per_epoch(loader);
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
@@ -152,6 +155,8 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         cli_progress_update(&bar, k + 1, status);
     }
     st->seconds = cli_now() - t0;
+    st->skipped = tg_session_skipped_updates(s) - skipped_before;
+    st->loss_scale = tg_session_loss_scale(s);
     cli_progress_finish(&bar, status);
     return TG_OK;
 }
@@ -161,10 +166,11 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
     double sps = (double)st->seen / st->seconds;
     if (a->json) {
         printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%.4f,"
-               "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f}\n",
+               "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f,"
+               "\"loss_scale\":%g,\"skipped_updates\":%lld}\n",
                a->model, (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
                100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               st->seconds);
+               st->seconds, (double)st->loss_scale, (long long)st->skipped);
     } else {
         char t[32];
         printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
@@ -172,6 +178,9 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
                (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
                100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
                cli_duration(st->seconds, t, sizeof t));
+        if (a->dev.loss_scaling || st->skipped)
+            printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
+                   (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");
     }
     fflush(stdout);
 }

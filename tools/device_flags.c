@@ -45,6 +45,20 @@ int device_flags(device_args *a, cli_flag *f)
         {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
+        {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
+         "storage types: 32.32, 16.32, 16.16, bf16.32 or bf16.bf16 (kernels compute in f32)", 1, 0},
+        {"--loss-scaling", CLI_STRING, &a->loss_scaling, "KIND",
+         "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0},
+        {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale, default 1024",
+         1, 0},
+        {"--accum-type", CLI_STRING, &a->accum_type, "TYPE",
+         "gradient accumulators: auto (the model's type), f32, f16 or bf16", 1, 0},
+        {"--first-moment-type", CLI_STRING, &a->first_moment, "TYPE",
+         "Adam's exp_avg, SGD's momentum: f32, f16 or bf16", 1, 0},
+        {"--second-moment-type", CLI_STRING, &a->second_moment, "TYPE",
+         "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0},
+        {"--stochastic-rounding", CLI_BOOL, &a->stochastic_rounding, NULL,
+         "round half-precision weight updates stochastically", 1, 0},
         {"--profile", CLI_BOOL, &a->profile, NULL,
          "write graph and execution profiles (autoReport.all)", 1, 0},
         {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
@@ -121,6 +135,13 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && set_int(o, command, "threadsPerDevice", a->threads);
     ok = ok && set_int(o, command, "memoryPerDevice", a->memory);
     ok = ok && set_int(o, command, "randomSeed", a->seed);
+    ok = ok && (!a->precision || set(o, command, "precision", a->precision));
+    ok = ok && (!a->loss_scaling || set(o, command, "lossScaling", a->loss_scaling));
+    ok = ok && (!a->loss_scale || set(o, command, "lossScalingFactor", a->loss_scale));
+    ok = ok && (!a->accum_type || set(o, command, "accumType", a->accum_type));
+    ok = ok && (!a->first_moment || set(o, command, "firstOrderMomentumAccumType", a->first_moment));
+    ok = ok && (!a->second_moment || set(o, command, "secondOrderMomentumAccumType", a->second_moment));
+    ok = ok && (!a->stochastic_rounding || set(o, command, "Precision.enableStochasticRounding", "true"));
     if (ok && a->engine_options) {
         char buf[1024];
         snprintf(buf, sizeof buf, "%s", a->engine_options);

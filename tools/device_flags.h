@@ -12,12 +12,14 @@
 typedef struct device_args {
     const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
     const char *engine_options; /* "key=value,key=value" */
-    bool profile, offload_optimizer;
+    /* precision (compile/precision.h) */
+    const char *precision, *loss_scaling, *loss_scale, *accum_type, *first_moment, *second_moment;
+    bool profile, offload_optimizer, stochastic_rounding;
     int64_t replicas, accumulation, iterations, devices, threads, eval_iterations, seed;
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 19
+#define DEVICE_FLAG_COUNT 26
 
 /* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
 int device_flags(device_args *a, cli_flag *flags);

@@ -57,6 +57,14 @@ int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t
  * replicas, with the micro-batch size read from the input's first dimension. */
 int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input);
 
+/* Loss scaling (options lossScaling*): the current scale, and the updates
+ * skipped so far because a gradient overflowed. */
+float tg_session_loss_scale(const tg_session *s);
+int64_t tg_session_skipped_updates(const tg_session *s);
+/* How the session stores tensor t (precision option): f32, f16 or bf16 for
+ * floats; tg_session_write and tg_session_read always take t's own type. */
+tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t);
+
 /* Weight updates done so far; checkpoints save and restore it. */
 int64_t tg_session_step(const tg_session *s);
 void tg_session_set_step(tg_session *s, int64_t step);

@@ -34,8 +34,14 @@ static tg_phase phase_of(const tg_tensor *t)
 
 static bool runs_as_step(const tg_tensor *t) { return t->n_in > 0 && !(t->flags & TG_NODE_ALIAS); }
 
-static int add_buffer(tg_program *p, int node, int device, tg_region region, size_t bytes)
+size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t)
 {
+    return (size_t)tg_numel(t) * tg_dtype_size(p->storage[t->id]);
+}
+
+static int add_buffer(tg_program *p, int node, int device, tg_region region, tg_dtype dtype)
+{
+    size_t bytes = (size_t)tg_numel(p->graph->nodes[node]) * tg_dtype_size(dtype);
     if (p->n_buffers == p->cap_buffers) {
         int cap = p->cap_buffers ? 2 * p->cap_buffers : 256;
         tg_buffer *b = tg_realloc(p->buffers, (size_t)cap * sizeof *b);
@@ -44,7 +50,7 @@ static int add_buffer(tg_program *p, int node, int device, tg_region region, siz
         p->buffers = b;
         p->cap_buffers = cap;
     }
-    p->buffers[p->n_buffers] = (tg_buffer){node, device, region, 0, bytes, 1, bytes, -1, -1, false};
+    p->buffers[p->n_buffers] = (tg_buffer){node, device, dtype, region, 0, bytes, 1, bytes, -1, -1, false};
     return p->n_buffers++;
 }
 
@@ -115,6 +121,7 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     st->node = t->id;
     st->out = -1;
     st->scratch_bytes = def->scratch ? def->scratch(t, p->n_threads) : 0;
+    st->kernel_scratch = st->scratch_bytes;
     if (def->flops)
         dp->flops[ph] += def->flops(t);
     return TG_OK;
@@ -149,12 +156,12 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order, bool o
             continue;
         bool offload = offload_optimizer && is_optimizer_state(g, t);
         tg_region r = t->n_in == 0 && !offload ? leaf_region(t) : TG_REGION_ACTIVATION;
-        p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, tg_nbytes(t));
+        p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, p->storage[t->id]);
         if (p->home[t->id] < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         if (offload) {
             p->buffers[p->home[t->id]].offloaded = true;
-            p->devices[p->device_of[t->id]].offloaded_bytes += tg_nbytes(t);
+            p->devices[p->device_of[t->id]].offloaded_bytes += tg_program_node_bytes(p, t);
         }
         if (t->op == TG_OP_INPUT) {
             tg_device_program *dp = &p->devices[p->device_of[t->id]];
@@ -167,7 +174,7 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order, bool o
         const tg_tensor *t = g->nodes[i];
         if (t->n_in == 0 && p->home[i] < 0 && t->role != TG_ROLE_INPUT && tg_nbytes(t) > 0) {
             p->device_of[i] = 0;
-            p->home[i] = add_buffer(p, i, 0, leaf_region(t), tg_nbytes(t));
+            p->home[i] = add_buffer(p, i, 0, leaf_region(t), p->storage[i]);
             if (p->home[i] < 0)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         }
@@ -201,7 +208,7 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
             p->transfers = t;
             p->cap_transfers = cap;
         }
-        int dst = add_buffer(p, value->id, device, TG_REGION_EXCHANGE, tg_nbytes(value));
+        int dst = add_buffer(p, value->id, device, TG_REGION_EXCHANGE, p->buffers[home].dtype);
         if (dst < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         tr = &p->transfers[p->n_transfers++];
@@ -259,7 +266,7 @@ static tg_status make_accumulators(tg_program *p)
             int k = u->n_in - 1, grad = st->in[k];
             if (grad < 0)
                 continue;
-            int acc = add_buffer(p, u->in[0]->id, d, TG_REGION_ACCUMULATOR, p->buffers[grad].bytes);
+            int acc = add_buffer(p, u->in[0]->id, d, TG_REGION_ACCUMULATOR, p->precision.accum);
             if (acc < 0)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
             dp->accumulators[dp->n_accumulators++] = (tg_accumulator){u->in[0]->id, grad, acc};
@@ -267,6 +274,39 @@ static tg_status make_accumulators(tg_program *p)
         }
     }
     return TG_OK;
+}
+
+static size_t f32_bytes(const tg_tensor *t) { return ((size_t)tg_numel(t) * 4 + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
+
+size_t tg_program_staging_bytes(const tg_program *p, const tg_step *st, bool *staged)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    bool scaled = (t->flags & TG_NODE_OPTIMIZER) && t->n_mutated > 0 &&
+                  p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    size_t bytes = 0;
+    for (int k = 0; k < t->n_in; k++) {
+        int b = st->in[k];
+        if (b >= 0 && (p->buffers[b].dtype != t->in[k]->dtype || (scaled && k == t->n_in - 1)))
+            bytes += f32_bytes(t->in[k]);
+    }
+    if (st->out >= 0 && p->buffers[st->out].dtype != t->dtype)
+        bytes += f32_bytes(t);
+    *staged = bytes > 0;
+    return bytes;
+}
+
+/* Add each step's f32 staging to its scratch, before the memory plan. */
+static void plan_staging(tg_program *p)
+{
+    size_t align = TG_ALIGN;
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
+                tg_step *st = &p->devices[d].steps[ph][k];
+                size_t extra = tg_program_staging_bytes(p, st, &st->staged);
+                if (st->staged)
+                    st->scratch_bytes = ((st->kernel_scratch + align - 1) & ~(align - 1)) + extra;
+            }
 }
 
 static void find_outputs(tg_program *p)
@@ -292,7 +332,8 @@ static tg_status allocate_lists(tg_program *p, int n_order)
     p->devices = tg_calloc((size_t)p->n_devices, sizeof *p->devices);
     p->device_of = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     p->home = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
-    if (!p->devices || !p->device_of || !p->home)
+    p->storage = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(tg_dtype));
+    if (!p->devices || !p->device_of || !p->home || !p->storage)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     for (int i = 0; i < g->n_nodes; i++)
         p->device_of[i] = p->home[i] = -1;
@@ -400,6 +441,10 @@ static tg_status compile(tg_program *p, const tg_options *o)
     }
     if (s == TG_OK)
         s = allocate_lists(p, n_order);
+    if (s == TG_OK)
+        s = tg_precision_read(o, &p->precision);
+    if (s == TG_OK)
+        tg_precision_assign(g, &p->precision, p->storage);
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++)
         if (needed[i])
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
@@ -416,8 +461,10 @@ static tg_status compile(tg_program *p, const tg_options *o)
         s = tg_recompute(p);
     if (s == TG_OK && p->accumulate)
         s = make_accumulators(p);
-    if (s == TG_OK)
+    if (s == TG_OK) {
         find_outputs(p);
+        plan_staging(p);
+    }
     tg_trace_begin(ch, "memory plan");
     for (int d = 0; s == TG_OK && d < p->n_devices; d++)
         s = tg_memplan_device(p, d);
@@ -488,6 +535,7 @@ void tg_program_destroy(tg_program *p)
     tg_pipe_schedule_free(&p->schedule);
     tg_free(p->device_of);
     tg_free(p->home);
+    tg_free(p->storage);
     tg_free(p->buffers);
     tg_free(p->transfers);
     tg_tile_plan_destroy(p->tile_plan);

@@ -19,6 +19,7 @@
 #define TG_COMPILE_PROGRAM_H
 
 #include "compile/pipeline.h"
+#include "compile/precision.h"
 #include "graph/node.h"
 #include "tilegraph/options.h"
 
@@ -53,6 +54,7 @@ typedef enum tg_phase { TG_PHASE_FORWARD, TG_PHASE_BACKWARD, TG_PHASE_UPDATE, TG
 typedef struct tg_buffer {
     int node;       /* the value it holds (the root, for aliases) */
     int device;
+    tg_dtype dtype; /* how the value is stored (compile/precision.h) */
     tg_region region;
     size_t offset;  /* of slot 0, from the device arena's start */
     size_t bytes;   /* of one slot */
@@ -69,7 +71,11 @@ typedef struct tg_step {
     int node;
     int out;                /* buffer index, -1 for an empty output */
     int in[TG_MAX_INPUTS];  /* buffer indices */
-    size_t scratch_offset, scratch_bytes;
+    size_t scratch_offset, scratch_bytes; /* kernel scratch, then f32 staging */
+    size_t kernel_scratch;  /* the kernel's own part of scratch_bytes */
+    /* Inputs or output stored in another type than the kernel computes in:
+     * the engine stages them through f32 copies after the kernel scratch. */
+    bool staged;
 } tg_step;
 
 /* A value sent from one device to another after a phase of the sender. */
@@ -121,6 +127,8 @@ typedef struct tg_program {
     size_t arena_bytes; /* all devices of one replica */
     double flops;       /* one run: every micro-batch and update of every replica */
     struct tg_tile_plan *tile_plan; /* tiled targets (mk2): tiles, memory and cycles; else NULL */
+    tg_precision precision;
+    tg_dtype *storage;  /* per node: its storage type */
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,
@@ -130,6 +138,13 @@ void tg_program_destroy(tg_program *p);
 
 /* The buffer a step on `device` reads for node `id` (its own or a received copy). */
 int tg_program_buffer_on(const tg_program *p, int id, int device);
+
+/* Bytes of node t as stored by the program. */
+size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t);
+
+/* Bytes of f32 staging a step needs for its inputs and output kept in
+ * another type (0 when it needs none); fills staged. */
+size_t tg_program_staging_bytes(const tg_program *p, const tg_step *st, bool *staged);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

@@ -63,6 +63,25 @@ static const opt_spec option_table[] = {
     {"recomputation", OPT_ENUM, "none", 0, 0, "none|pipeline",
      "pipeline: each device keeps only its inputs and recomputation checkpoints for the backward "
      "pass and recomputes the other activations there (less stash, more compute)"},
+    {"precision", OPT_ENUM, "32.32", 0, 0, "32.32|16.32|16.16|bf16.32|bf16.bf16|32.16|32.bf16",
+     "storage types INPUT.MODEL: host-stream inputs, then weights, activations and gradients "
+     "(kernels compute in f32 either way)"},
+    {"accumType", OPT_ENUM, "auto", 0, 0, "auto|f32|f16|bf16",
+     "gradient accumulators' type (auto: the model's type)"},
+    {"firstOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
+     "Adam's exp_avg and SGD's momentum buffer"},
+    {"secondOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16", "Adam's exp_avg_sq"},
+    {"Precision.enableStochasticRounding", OPT_BOOL, "false", 0, 0, NULL,
+     "round half-precision weight and optimizer-state updates stochastically, so updates "
+     "smaller than half an ulp still move the weights on average"},
+    {"lossScaling", OPT_ENUM, "none", 0, 0, "none|static|dynamic",
+     "multiply the loss by lossScalingFactor before the backward pass and divide the gradients "
+     "before the update; an update whose gradients overflow is skipped, and dynamic halves the "
+     "factor then and doubles it after lossScalingGrowthInterval good updates"},
+    {"lossScalingFactor", OPT_FLOAT, "1024", 1e-30, 1e30, NULL,
+     "the loss scale (static), or the starting one (dynamic)"},
+    {"lossScalingGrowthInterval", OPT_INT, "200", 1, 1e9, NULL,
+     "dynamic loss scaling: good updates in a row before the scale doubles"},
     {"TensorLocations.optimizer.onChip", OPT_BOOL, "true", 0, 0, NULL,
      "false: keep optimizer state in host memory and stream it in for each weight update "
      "(less device memory, more host traffic)"},

@@ -128,8 +128,10 @@ tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss)
     int saved_block = g->current_block;
     g->current_block = loss->block;
     st.grad[loss->id] = tg_constant(g, loss->shape, 1.0f);
-    if (st.grad[loss->id])
+    if (st.grad[loss->id]) {
         tg_graph_rename(g, st.grad[loss->id], "loss_grad_seed");
+        st.grad[loss->id]->flags |= TG_NODE_LOSS_SEED;
+    }
     g->current_block = saved_block;
     g->scope_depth = saved_depth;
     if (!st.grad[loss->id]) {

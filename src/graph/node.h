@@ -39,7 +39,8 @@ enum {
     TG_NODE_BACKWARD = 1u << 1, /* made by autodiff */
     TG_NODE_ALIAS = 1u << 2,    /* shares in[0]'s storage */
     TG_NODE_OPTIMIZER = 1u << 3, /* made by the optimizer */
-    TG_NODE_CHECKPOINT = 1u << 4 /* kept for the backward pass when recomputing */
+    TG_NODE_CHECKPOINT = 1u << 4, /* kept for the backward pass when recomputing */
+    TG_NODE_LOSS_SEED = 1u << 5   /* d(loss)/d(loss): the loss scale goes here */
 };
 
 typedef struct tg_node_params {

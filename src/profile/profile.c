@@ -220,7 +220,7 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         const tg_op_def *def = tg_op_get(t->op);
         int64_t in_bytes = 0;
         for (int k = 0; k < t->n_in; k++)
-            in_bytes += (int64_t)tg_nbytes(t->in[k]);
+            in_bytes += (int64_t)tg_program_node_bytes(p, t->in[k]);
         const char *block = t->block >= 0 && t->block < g->n_blocks ? g->blocks[t->block].name : NULL;
         const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
                             : (t->flags & TG_NODE_BACKWARD) ? "backward"
@@ -228,7 +228,7 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         s = insert(pf, st, "isssisdddi", (int64_t)i, t->name, tg_op_name(t->op), block,
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
-                   (double)tg_nbytes(t), t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+                   (double)tg_program_node_bytes(p, t), t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
     }
     sqlite3_finalize(st);
     /* the data flow between ops (through leaves and aliases too): the operations graph */
@@ -264,7 +264,7 @@ static tg_status write_tensors(tg_profile *pf)
         tg_shape_str(t->shape, shape, sizeof shape);
         bool always = b->region != TG_REGION_ACTIVATION;
         s = insert(pf, st, "iissssiiiiiii", (int64_t)i, (int64_t)b->node, t->name,
-                   tg_region_name(b->region), tg_dtype_name(t->dtype), shape, (int64_t)b->bytes,
+                   tg_region_name(b->region), tg_dtype_name(b->dtype), shape, (int64_t)b->bytes,
                    (int64_t)b->slots, (int64_t)b->device, (int64_t)b->offset, (int64_t)b->first,
                    (int64_t)b->last, (int64_t)always);
     }

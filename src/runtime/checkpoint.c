@@ -6,6 +6,7 @@
 #include "tilegraph/checkpoint.h"
 
 #include "core/alloc.h"
+#include "core/convert.h"
 #include "core/error.h"
 #include "data/safetensors.h"
 #include "runtime/session_internal.h"
@@ -52,7 +53,7 @@ tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *
             break;
         }
         n++;
-        e->dtype = tg_st_dtype_from_tg(t->dtype);
+        e->dtype = tg_st_dtype_from_tg(tg_session_storage_dtype(s, t)); /* as stored: f16 halves it */
         e->ndim = t->shape.ndim;
         for (int d = 0; d < t->shape.ndim; d++)
             e->shape[d] = t->shape.dim[d];
@@ -76,9 +77,11 @@ tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *
 
 /* Check one tensor of the session against the file; *data is NULL when the
  * file does not have it. */
-static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const void **data)
+static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const void **data,
+                              tg_dtype *dtype)
 {
     *data = NULL;
+    *dtype = t->dtype;
     char *name = file_name_of(t->name);
     if (!name)
         return tg_error(TG_ERR_NOMEM, "out of memory");
@@ -92,8 +95,11 @@ static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const
         int64_t shape[TG_MAX_DIMS];
         for (int d = 0; d < t->shape.ndim; d++)
             shape[d] = t->shape.dim[d];
-        st = tg_safetensors_get(f, name, tg_st_dtype_from_tg(t->dtype), t->shape.ndim, shape,
-                                data);
+        /* a float tensor may have been saved in another float type (precision) */
+        int saved = tg_st_dtype_to_tg(e->dtype);
+        if (saved >= 0 && tg_dtype_is_float((tg_dtype)saved) && tg_dtype_is_float(t->dtype))
+            *dtype = (tg_dtype)saved;
+        st = tg_safetensors_get(f, name, tg_st_dtype_from_tg(*dtype), t->shape.ndim, shape, data);
     }
     tg_free(name);
     return st;
@@ -114,11 +120,13 @@ tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model)
         for (int i = 0; i < g->n_nodes && st == TG_OK; i++) {
             const tg_tensor *t = g->nodes[i];
             const void *data = NULL;
+            tg_dtype saved = t->dtype;
             if (!is_saved(s, t))
                 continue;
-            st = match_tensor(f, t, &data);
+            st = match_tensor(f, t, &data, &saved);
             if (st == TG_OK && pass == 1 && data)
-                memcpy(tg_session_data(s, t), data, tg_nbytes(t));
+                tg_convert(data, saved, tg_session_data(s, t), tg_session_storage_dtype(s, t),
+                           (size_t)tg_numel(t));
         }
     }
     const char *step = tg_safetensors_metadata(f, "step");

@@ -53,6 +53,10 @@ typedef struct device_ctx {
     int in_flight;   /* forwards whose backward has not run yet */
     int max_in_flight;
     tg_recorder *rec; /* NULL unless this run is being recorded */
+    /* loss scaling: every device keeps its own copy and takes the same
+     * decisions from the same overflow flags, so no one waits to be told */
+    float loss_scale;
+    int64_t good_updates, skipped_updates;
 } device_ctx;
 
 struct tg_session {
@@ -83,6 +87,13 @@ struct tg_session {
     double last_run_seconds;
     double *last_busy; /* [replica * n_devices + device] */
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
+    /* loss scaling and overflow checks (compile/precision.h) */
+    bool check_overflow;
+    float loss_scale;
+    int64_t good_updates, skipped_updates;
+    int64_t *overflow_mark;             /* per replica: 1 + the last update that overflowed */
+    int64_t *group_count, *group_gen;   /* per replica: a barrier over its devices */
+    int seed_buffer;                    /* the loss gradient's seed, scaled; -1 none */
     /* profiling and host tracing */
     struct tg_profile *profile; /* NULL when off */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */

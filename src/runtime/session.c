@@ -22,10 +22,12 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/alloc.h"
+#include "core/convert.h"
 #include "core/rng.h"
 #include "graph/init.h"
 #include "ops/op.h"
 #include "profile/profile.h"
+#include "runtime/staging.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -147,13 +149,14 @@ static void publish(tg_session *s, int64_t *counter, int64_t value)
 }
 
 /* All replicas of one device meet here; false if aborted. */
-static bool replica_barrier(tg_session *s, int device)
+/* Wait until `parties` threads have arrived at the barrier (count, gen). */
+static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
 {
     pthread_mutex_lock(&s->lock);
-    int64_t gen = __atomic_load_n(&s->barrier_gen[device], __ATOMIC_ACQUIRE);
-    if (++s->barrier_count[device] == s->program->replicas) {
-        s->barrier_count[device] = 0;
-        __atomic_store_n(&s->barrier_gen[device], gen + 1, __ATOMIC_RELEASE);
+    int64_t gen = __atomic_load_n(gen_p, __ATOMIC_ACQUIRE);
+    if (++*count == parties) {
+        *count = 0;
+        __atomic_store_n(gen_p, gen + 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&s->changed);
         bool ok = !s->abort;
         pthread_mutex_unlock(&s->lock);
@@ -163,18 +166,30 @@ static bool replica_barrier(tg_session *s, int device)
     /* Replicas arrive within microseconds of each other: spin a little
      * before sleeping, since a wake-up costs more than the wait. */
     for (int i = 0; i < 20000; i++) {
-        if (__atomic_load_n(&s->barrier_gen[device], __ATOMIC_ACQUIRE) != gen)
+        if (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) != gen)
             break;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     }
     pthread_mutex_lock(&s->lock);
-    while (__atomic_load_n(&s->barrier_gen[device], __ATOMIC_ACQUIRE) == gen && !s->abort)
+    while (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) == gen && !s->abort)
         pthread_cond_wait(&s->changed, &s->lock);
     bool ok = !s->abort;
     pthread_mutex_unlock(&s->lock);
     return ok;
+}
+
+/* The same device of every replica (the all-reduce). */
+static bool replica_barrier(tg_session *s, int device)
+{
+    return barrier(s, &s->barrier_count[device], &s->barrier_gen[device], s->program->replicas);
+}
+
+/* Every device of one replica (agreeing on a skipped update). */
+static bool device_barrier(tg_session *s, int replica)
+{
+    return barrier(s, &s->group_count[replica], &s->group_gen[replica], s->program->n_devices);
 }
 
 static int64_t *produced(tg_session *s, int r, int t) { return &s->produced[r * s->program->n_transfers + t]; }
@@ -227,13 +242,16 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
         int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
+        tg_stage_opts so = {1.0f / c->loss_scale, p->precision.stochastic_rounding,
+                            tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
+                                                          (uint64_t)t->id))};
         if (c->rec) {
             double t0 = now_s();
-            tg_op_get(t->op)->forward(&a);
+            tg_stage_run(p, st, &a, &so);
             c->rec->op_ns[t->id] += (int64_t)((now_s() - t0) * 1e9);
             c->rec->op_calls[t->id]++;
         } else {
-            tg_op_get(t->op)->forward(&a);
+            tg_stage_run(p, st, &a, &so);
         }
         if (offloaded)
             stream_offloaded(c, st, t, &a, false, it);
@@ -368,18 +386,10 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
     bool last = j == p->micro_batches - 1 && p->replicas == 1;
     for (int k = 0; k < dp->n_accumulators; k++) {
         const tg_accumulator *a = &dp->accumulators[k];
-        float *acc = (float *)slot_ptr(s, c->replica, a->acc_buffer, 0);
-        const float *grad = (const float *)slot_ptr(s, c->replica, a->grad_buffer, g);
-        int64_t n = (int64_t)(p->buffers[a->acc_buffer].bytes / sizeof(float));
-        if (j == 0)
-            for (int64_t i = 0; i < n; i++)
-                acc[i] = grad[i];
-        else
-            for (int64_t i = 0; i < n; i++)
-                acc[i] += grad[i];
-        if (last)
-            for (int64_t i = 0; i < n; i++)
-                acc[i] *= scale;
+        const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
+        tg_accumulate_typed(slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
+                            slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
+                            tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
     }
 }
 
@@ -417,20 +427,89 @@ static bool all_reduce(device_ctx *c)
     float scale = 1.0f / (float)(p->micro_batches * R);
     if (!replica_barrier(s, c->device))
         return false;
+    unsigned char *copies[64];
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
-        int64_t n = (int64_t)(p->buffers[buf].bytes / sizeof(float));
+        int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
         int64_t begin = n * c->replica / R, end = n * (c->replica + 1) / R;
-        for (int64_t i = begin; i < end; i++) {
-            float sum = 0.0f;
-            for (int r = 0; r < R; r++)
-                sum += ((const float *)slot_ptr(s, r, buf, 0))[i];
-            sum *= scale;
-            for (int r = 0; r < R; r++)
-                ((float *)slot_ptr(s, r, buf, 0))[i] = sum;
-        }
+        for (int r = 0; r < R; r++)
+            copies[r] = slot_ptr(s, r, buf, 0);
+        tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
     }
     return replica_barrier(s, c->device);
+}
+
+/* The parameter whose gradient (as the update will read it) holds a NaN or
+ * an infinity on this device, or NULL. */
+static const tg_tensor *overflowed_gradient(device_ctx *c)
+{
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (!(u->flags & TG_NODE_OPTIMIZER) || u->n_mutated == 0 || b < 0)
+            continue;
+        if (tg_first_nonfinite(slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
+                               (size_t)tg_numel(u->in[0])) >= 0)
+            return u->in[0];
+    }
+    return NULL;
+}
+
+/* Whether update `it` runs. Every device of a replica checks its gradients
+ * and they agree (a barrier) whether any overflowed; then each adjusts its
+ * copy of the loss scale the same way. Without loss scaling an overflow is
+ * an error naming the step and the parameter. Sets *ok false on failure. */
+static bool update_runs(device_ctx *c, int64_t it, bool *ok)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_precision *pr = &p->precision;
+    *ok = true;
+    if (!s->check_overflow)
+        return true;
+    int64_t mark = s->step + it + 1;
+    const tg_tensor *bad = overflowed_gradient(c);
+    if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "step %lld, replica %d: the gradient of '%s' (stored as %s) "
+                 "holds NaN or infinity; turn on loss scaling (lossScaling=dynamic), lower the "
+                 "learning rate, or store the model in bf16", (long long)(s->step + it),
+                 c->replica, bad->name, tg_dtype_name(pr->model));
+        fail(s, TG_ERR_NUMERIC, msg);
+        *ok = false;
+        return false;
+    }
+    if (bad)
+        __atomic_store_n(&s->overflow_mark[c->replica], mark, __ATOMIC_RELEASE);
+    if (p->n_devices > 1 && !device_barrier(s, c->replica)) {
+        *ok = false;
+        return false;
+    }
+    bool overflow = __atomic_load_n(&s->overflow_mark[c->replica], __ATOMIC_ACQUIRE) == mark;
+    bool dynamic = pr->loss_scaling == TG_LOSS_SCALING_DYNAMIC;
+    if (overflow) {
+        c->skipped_updates++;
+        c->good_updates = 0;
+        if (dynamic && c->loss_scale > 1.0f / 16384)
+            c->loss_scale *= 0.5f;
+    } else if (dynamic && ++c->good_updates >= pr->growth_interval) {
+        c->good_updates = 0;
+        if (c->loss_scale < 16777216.0f)
+            c->loss_scale *= 2.0f;
+    }
+    return !overflow;
+}
+
+/* The loss gradient's seed is the loss scale. */
+static void write_loss_scale(device_ctx *c)
+{
+    tg_session *s = c->s;
+    int b = s->seed_buffer;
+    if (b >= 0 && s->program->buffers[b].device == c->device)
+        memcpy(slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
 }
 
 static void *device_main(void *arg)
@@ -445,6 +524,7 @@ static void *device_main(void *arg)
     const tg_program *p = s->program;
     const tg_pipe_schedule *sch = &p->schedule;
     for (int64_t it = 0; it < p->iterations; it++) {
+        write_loss_scale(c);
         for (int k = 0; k < sch->n_ops[c->device]; k++) {
             tg_pipe_op op = sch->ops[c->device][k];
             bool ok = op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
@@ -461,6 +541,12 @@ static void *device_main(void *arg)
             if (!reduced)
                 return NULL;
             record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
+        }
+        bool ok = true;
+        if (!update_runs(c, it, &ok)) {
+            if (!ok)
+                return NULL;
+            continue;
         }
         double t0 = now_s();
         run_steps(c, TG_PHASE_UPDATE, it, 0);
@@ -514,7 +600,8 @@ tg_status tg_session_run(tg_session *s)
     tg_trace_begin_link(engine_channel(), "host step", link);
     for (int i = 0; i < n; i++) {
         s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
-                                 recording ? &s->recorders[i] : NULL};
+                                 recording ? &s->recorders[i] : NULL, s->loss_scale,
+                                 s->good_updates, 0};
         if (recording)
             s->recorders[i].n_events = 0;
     }
@@ -538,8 +625,12 @@ tg_status tg_session_run(tg_session *s)
         if (s->ctx[i].max_in_flight > s->max_in_flight[d])
             s->max_in_flight[d] = s->ctx[i].max_in_flight;
     }
-    if (p->training && !s->abort)
+    if (p->training && !s->abort) {
         s->step += p->iterations;
+        s->loss_scale = s->ctx[0].loss_scale;
+        s->good_updates = s->ctx[0].good_updates;
+        s->skipped_updates += s->ctx[0].skipped_updates;
+    }
     if (s->abort)
         return tg_error(s->fail_status, "%s", s->fail_message);
     s->runs++;

@@ -4,6 +4,7 @@
 #include "runtime/engine.h"
 
 #include "core/alloc.h"
+#include "core/convert.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "graph/init.h"
@@ -20,7 +21,10 @@ static int n_arenas(const tg_session *s) { return s->program->replicas * s->prog
 
 static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *t);
 
-static void fill_leaves(tg_session *s)
+static tg_dtype stored_as(const tg_session *s, const tg_tensor *t) { return s->program->storage[t->id]; }
+
+/* Initial values are drawn in f32 (the same numbers whatever the storage). */
+static tg_status fill_leaves(tg_session *s)
 {
     const tg_program *p = s->program;
     const tg_graph *g = s->graph;
@@ -28,9 +32,39 @@ static void fill_leaves(tg_session *s)
         const tg_tensor *t = g->nodes[i];
         if (t->n_in > 0 || p->home[i] < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
             continue;
+        if (stored_as(s, t) == TG_F32) {
+            for (int r = 0; r < p->replicas; r++)
+                tg_init_fill_f32(t, s->seed, (float *)replica_data(s, r, t));
+            continue;
+        }
+        float *tmp = tg_malloc((size_t)tg_numel(t) * sizeof(float) + 1);
+        if (!tmp)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory initialising '%s'", t->name);
+        tg_init_fill_f32(t, s->seed, tmp);
         for (int r = 0; r < p->replicas; r++)
-            tg_init_fill_f32(t, s->seed, (float *)replica_data(s, r, t));
+            tg_convert(tmp, TG_F32, replica_data(s, r, t), stored_as(s, t), (size_t)tg_numel(t));
+        tg_free(tmp);
     }
+    return TG_OK;
+}
+
+/* Loss scaling and overflow checks: the engine's per-run state. */
+static tg_status setup_precision(tg_session *s)
+{
+    const tg_program *p = s->program;
+    s->check_overflow = p->training && tg_precision_checks_overflow(&p->precision);
+    s->loss_scale = p->precision.loss_scale;
+    s->seed_buffer = -1;
+    for (int i = 0; i < s->graph->n_nodes; i++)
+        if ((s->graph->nodes[i]->flags & TG_NODE_LOSS_SEED) &&
+            p->precision.loss_scaling != TG_LOSS_SCALING_NONE)
+            s->seed_buffer = p->home[i];
+    s->overflow_mark = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    s->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    s->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    if (!s->overflow_mark || !s->group_count || !s->group_gen)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    return TG_OK;
 }
 
 static tg_status allocate(tg_session *s, int threads)
@@ -234,14 +268,17 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
         if (st == TG_OK)
+            st = setup_precision(s);
+        if (st == TG_OK)
             st = start_profiling(s, opts);
     }
     tg_options_destroy(opts);
+    if (st == TG_OK)
+        st = fill_leaves(s);
     if (st != TG_OK) {
         tg_session_destroy(s);
         return st;
     }
-    fill_leaves(s);
     *out = s;
     return TG_OK;
 }
@@ -317,6 +354,9 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->consumed);
     tg_free(s->barrier_count);
     tg_free(s->barrier_gen);
+    tg_free(s->overflow_mark);
+    tg_free(s->group_count);
+    tg_free(s->group_gen);
     tg_program_destroy(s->program);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->changed);
@@ -376,7 +416,8 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
                             "(iterations x replicas x accumulation), %zu bytes in all, not %zu",
                             t->name, (long long)count, count == 1 ? "" : "es", tg_nbytes(t),
                             (size_t)count * tg_nbytes(t), bytes);
-        memcpy(s->host_in[t->id], data, bytes);
+        tg_convert(data, t->dtype, s->host_in[t->id], stored_as(s, t),
+                   (size_t)(count * tg_numel(t)));
         return TG_OK;
     }
     if (!is_leaf_value(t))
@@ -386,7 +427,7 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
                         tg_nbytes(t), bytes);
     for (int r = 0; r < s->program->replicas; r++)
-        memcpy(replica_data(s, r, t), data, bytes);
+        tg_convert(data, t->dtype, replica_data(s, r, t), stored_as(s, t), (size_t)tg_numel(t));
     return TG_OK;
 }
 
@@ -412,43 +453,59 @@ int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t
     }
 }
 
-static void read_output(const tg_session *s, const tg_tensor *t, unsigned char *dst)
+/* Copy the k-th returned value of output t (stored copy h) into dst, in the
+ * tensor's own type. */
+static void copy_out(const tg_session *s, const tg_tensor *t, unsigned char *dst, int64_t h)
+{
+    size_t sb = (size_t)tg_numel(t) * tg_dtype_size(stored_as(s, t));
+    tg_convert(s->host_out[t->id] + (size_t)h * sb, stored_as(s, t), dst, t->dtype,
+               (size_t)tg_numel(t));
+}
+
+static tg_status read_output(const tg_session *s, const tg_tensor *t, unsigned char *dst)
 {
     const tg_program *p = s->program;
     size_t nb = tg_nbytes(t);
-    const unsigned char *src = s->host_out[t->id];
-    int64_t count = tg_session_stream_count(s), per_replica = count / p->replicas;
+    int64_t count = tg_session_stream_count(s), n = tg_numel(t);
     switch (s->output_mode) {
     case TG_OUTPUT_ALL:
-        memcpy(dst, src, (size_t)count * nb);
-        return;
+        for (int64_t h = 0; h < count; h++)
+            copy_out(s, t, dst + (size_t)h * nb, h);
+        return TG_OK;
     case TG_OUTPUT_FINAL:
         for (int r = 0; r < p->replicas; r++) {
             int64_t it = p->iterations - 1, j = p->micro_batches - 1;
             int64_t h = p->training ? (it * p->replicas + r) * p->micro_batches + j
                                     : j * p->replicas + r;
-            memcpy(dst + (size_t)r * nb, src + (size_t)h * nb, nb);
+            copy_out(s, t, dst + (size_t)r * nb, h);
         }
-        return;
-    case TG_OUTPUT_SUM:
+        return TG_OK;
+    case TG_OUTPUT_SUM: {
         memset(dst, 0, (size_t)p->replicas * nb);
-        for (int64_t h = 0; h < count && t->dtype == TG_F32; h++) {
+        if (t->dtype != TG_F32)
+            return TG_OK;
+        float *v = tg_malloc((size_t)n * sizeof(float) + 1);
+        if (!v)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory reading '%s'", t->name);
+        for (int64_t h = 0; h < count; h++) {
             int r = p->training ? (int)((h / p->micro_batches) % p->replicas) : (int)(h % p->replicas);
             float *d = (float *)(dst + (size_t)r * nb);
-            const float *v = (const float *)(src + (size_t)h * nb);
-            for (int64_t i = 0; i < tg_numel(t); i++)
+            copy_out(s, t, (unsigned char *)v, h);
+            for (int64_t i = 0; i < n; i++)
                 d[i] += v[i];
         }
-        (void)per_replica;
-        return;
+        tg_free(v);
+        return TG_OK;
+    }
     case TG_OUTPUT_EVERY_N: {
         int64_t per_iter = count / (p->training ? p->iterations : p->micro_batches), k = 0;
         for (int64_t h = 0; h < count; h++)
             if ((h / per_iter + 1) % s->output_period == 0)
-                memcpy(dst + (size_t)(k++) * nb, src + (size_t)h * nb, nb);
-        return;
+                copy_out(s, t, dst + (size_t)(k++) * nb, h);
+        return TG_OK;
     }
     }
+    return TG_OK;
 }
 
 tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes)
@@ -463,8 +520,7 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
                             "bytes per run (outputMode), %zu bytes in all, not %zu", t->name,
                             (long long)count, count == 1 ? "y" : "ies", tg_nbytes(t),
                             (size_t)count * tg_nbytes(t), bytes);
-        read_output(s, t, data);
-        return TG_OK;
+        return read_output(s, t, data);
     }
     if (!is_leaf_value(t) && t->op != TG_OP_INPUT)
         return tg_error(TG_ERR_INVALID_ARG,
@@ -476,11 +532,17 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
     if (bytes != tg_nbytes(t))
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
                         tg_nbytes(t), bytes);
-    memcpy(data, replica_data(s, 0, t), bytes);
+    tg_convert(replica_data(s, 0, t), stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
     return TG_OK;
 }
 
 int64_t tg_session_step(const tg_session *s) { return s->step; }
+float tg_session_loss_scale(const tg_session *s) { return s->loss_scale; }
+int64_t tg_session_skipped_updates(const tg_session *s) { return s->skipped_updates; }
+tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t)
+{
+    return replica_data(s, 0, t) ? stored_as(s, t) : t->dtype;
+}
 void tg_session_set_step(tg_session *s, int64_t step) { s->step = step; }
 int tg_session_threads(const tg_session *s) { return s->program->n_threads; }
 double tg_session_flops(const tg_session *s) { return s->program->flops; }
@@ -516,7 +578,8 @@ tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
                             tg_shape_str(t->shape, b, sizeof b));
         }
         for (int r = 0; r < dst->program->replicas; r++)
-            memcpy(replica_data(dst, r, t), replica_data(src, 0, from), tg_nbytes(t));
+            tg_convert(replica_data(src, 0, from), stored_as(src, from), replica_data(dst, r, t),
+                       stored_as(dst, t), (size_t)tg_numel(t));
     }
     return TG_OK;
 }

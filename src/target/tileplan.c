@@ -257,7 +257,8 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             const tg_op_def *def = tg_op_get(t->op);
             double flops = def && def->flops ? def->flops(t) : 0;
             td->step_cycles[ph][k] =
-                tg_tile_step_cycles(tg, flops, t->dtype == TG_F16, w.used, moved, NULL, NULL);
+                tg_tile_step_cycles(tg, flops, p->storage[t->id] == TG_F16, w.used, moved, NULL,
+                                    NULL);
             td->cycles[ph] += td->step_cycles[ph][k];
         }
 

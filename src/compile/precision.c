@@ -1,0 +1,92 @@
+/* compile/precision.c - storage types from the precision options. */
+#include "compile/precision.h"
+
+#include "core/convert.h"
+#include "core/error.h"
+
+#include <string.h>
+
+/* "32", "16" or "bf16" */
+static int part_dtype(const char *s, size_t n)
+{
+    if (n == 2 && !strncmp(s, "32", 2))
+        return TG_F32;
+    if (n == 2 && !strncmp(s, "16", 2))
+        return TG_F16;
+    if (n == 4 && !strncmp(s, "bf16", 4))
+        return TG_BF16;
+    return -1;
+}
+
+static tg_dtype type_option(const tg_options *o, const char *key, tg_dtype if_auto)
+{
+    const char *v = tg_options_get_string(o, key);
+    return !strcmp(v, "auto") ? if_auto : (tg_dtype)tg_dtype_parse(v);
+}
+
+tg_status tg_precision_read(const tg_options *o, tg_precision *out)
+{
+    const char *v = tg_options_get_string(o, "precision");
+    const char *dot = strchr(v, '.');
+    int in = dot ? part_dtype(v, (size_t)(dot - v)) : -1;
+    int model = dot ? part_dtype(dot + 1, strlen(dot + 1)) : -1;
+    if (in < 0 || model < 0)
+        return tg_error(TG_ERR_CONFIG, "option 'precision': '%s' is not INPUT.MODEL with each of "
+                        "32, 16 or bf16 (32.32, 16.32, 16.16, bf16.bf16)", v);
+    out->input = (tg_dtype)in;
+    out->model = (tg_dtype)model;
+    out->accum = type_option(o, "accumType", out->model);
+    out->first_moment = type_option(o, "firstOrderMomentumAccumType", TG_F32);
+    out->second_moment = type_option(o, "secondOrderMomentumAccumType", TG_F32);
+    out->stochastic_rounding = tg_options_get_int(o, "Precision.enableStochasticRounding") != 0;
+    const char *ls = tg_options_get_string(o, "lossScaling");
+    out->loss_scaling = !strcmp(ls, "dynamic") ? TG_LOSS_SCALING_DYNAMIC
+                        : !strcmp(ls, "static") ? TG_LOSS_SCALING_STATIC
+                                                : TG_LOSS_SCALING_NONE;
+    out->loss_scale = out->loss_scaling == TG_LOSS_SCALING_NONE
+                          ? 1.0f
+                          : (float)tg_options_get_float(o, "lossScalingFactor");
+    out->growth_interval = (int)tg_options_get_int(o, "lossScalingGrowthInterval");
+    return TG_OK;
+}
+
+bool tg_precision_checks_overflow(const tg_precision *pr)
+{
+    return pr->model != TG_F32 || pr->accum != TG_F32 || pr->first_moment != TG_F32 ||
+           pr->second_moment != TG_F32 || pr->loss_scaling != TG_LOSS_SCALING_NONE;
+}
+
+static tg_dtype default_storage(const tg_tensor *t, const tg_precision *pr)
+{
+    if (t->dtype != TG_F32 || tg_numel(t) <= 1)
+        return t->dtype; /* integers, bytes, and scalars such as losses */
+    switch (t->role) {
+    case TG_ROLE_INPUT:
+        return pr->input;
+    case TG_ROLE_PARAM:
+    case TG_ROLE_ACTIVATION:
+    case TG_ROLE_GRADIENT:
+        return pr->model;
+    default:
+        return t->dtype; /* constants, running statistics; moments below */
+    }
+}
+
+void tg_precision_assign(const tg_graph *g, const tg_precision *pr, tg_dtype *storage)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        storage[i] = default_storage(g->nodes[i], pr);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *u = g->nodes[i];
+        if (!(u->flags & TG_NODE_OPTIMIZER) || u->n_mutated < 2)
+            continue;
+        /* SGD(param, momentum, grad), ADAM(param, exp_avg, exp_avg_sq, grad) */
+        storage[u->in[1]->id] = pr->first_moment;
+        if (u->op == TG_OP_ADAM_UPDATE)
+            storage[u->in[2]->id] = pr->second_moment;
+    }
+    /* an alias is stored as its root */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->flags & TG_NODE_ALIAS)
+            storage[i] = storage[g->nodes[i]->in[0]->id];
+}

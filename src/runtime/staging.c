@@ -1,0 +1,114 @@
+/* runtime/staging.c - f32 staging of half-precision steps and typed reductions. */
+#include "runtime/staging.h"
+
+#include "core/convert.h"
+
+#include <string.h>
+
+static size_t align_up(size_t x) { return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
+
+void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
+                  const tg_stage_opts *o)
+{
+    const tg_tensor *t = a->node;
+    const tg_op_def *def = tg_op_get(t->op);
+    if (!st->staged) {
+        def->forward(a);
+        return;
+    }
+    bool update = (t->flags & TG_NODE_OPTIMIZER) && t->n_mutated > 0;
+    bool scaled = update && p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    unsigned char *stage = (unsigned char *)a->scratch + align_up(st->kernel_scratch);
+    void *stored_in[TG_MAX_INPUTS] = {0}, *stored_out = NULL;
+    for (int k = 0; k < t->n_in; k++) {
+        int b = st->in[k];
+        bool grad = scaled && k == t->n_in - 1;
+        if (b < 0 || (p->buffers[b].dtype == t->in[k]->dtype && !grad))
+            continue;
+        int64_t n = tg_numel(t->in[k]);
+        float *f = (float *)stage;
+        tg_convert(a->in[k], p->buffers[b].dtype, f, TG_F32, (size_t)n);
+        if (grad && o->grad_unscale != 1.0f)
+            for (int64_t i = 0; i < n; i++)
+                f[i] *= o->grad_unscale;
+        stored_in[k] = a->in[k];
+        a->in[k] = f;
+        stage += align_up((size_t)n * 4);
+    }
+    if (st->out >= 0 && p->buffers[st->out].dtype != t->dtype) {
+        stored_out = a->out;
+        a->out = stage;
+    }
+    a->scratch = st->kernel_scratch ? a->scratch : NULL;
+    a->scratch_bytes = st->kernel_scratch;
+    def->forward(a);
+    for (int k = 0; k < t->n_mutated; k++) {
+        tg_dtype dt = p->buffers[st->in[k]].dtype;
+        if (!stored_in[k] || dt == TG_F32)
+            continue;
+        size_t n = (size_t)tg_numel(t->in[k]);
+        if (update && o->stochastic)
+            tg_convert_stochastic(a->in[k], stored_in[k], dt, n, o->round_key ^ (uint64_t)k, 0);
+        else
+            tg_convert(a->in[k], TG_F32, stored_in[k], dt, n);
+    }
+    if (stored_out)
+        tg_convert(a->out, TG_F32, stored_out, p->buffers[st->out].dtype, (size_t)tg_numel(t));
+}
+
+#define CHUNK 1024
+
+void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, int64_t n,
+                         bool first, float scale)
+{
+    if (at == TG_F32 && gt == TG_F32) {
+        float *a = acc;
+        const float *g = grad;
+        if (first)
+            memcpy(a, g, (size_t)n * 4);
+        else
+            for (int64_t i = 0; i < n; i++)
+                a[i] += g[i];
+        if (scale != 1.0f)
+            for (int64_t i = 0; i < n; i++)
+                a[i] *= scale;
+        return;
+    }
+    float fa[CHUNK], fg[CHUNK];
+    size_t as = tg_dtype_size(at), gs = tg_dtype_size(gt);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        size_t k = (size_t)(n - i < CHUNK ? n - i : CHUNK);
+        unsigned char *ap = (unsigned char *)acc + (size_t)i * as;
+        tg_convert((const unsigned char *)grad + (size_t)i * gs, gt, fg, TG_F32, k);
+        if (first)
+            memcpy(fa, fg, k * 4);
+        else {
+            tg_convert(ap, at, fa, TG_F32, k);
+            for (size_t e = 0; e < k; e++)
+                fa[e] += fg[e];
+        }
+        if (scale != 1.0f)
+            for (size_t e = 0; e < k; e++)
+                fa[e] *= scale;
+        tg_convert(fa, TG_F32, ap, at, k);
+    }
+}
+
+void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t begin, int64_t end,
+                     float scale)
+{
+    size_t es = tg_dtype_size(t);
+    float sum[CHUNK], x[CHUNK];
+    for (int64_t i = begin; i < end; i += CHUNK) {
+        size_t k = (size_t)(end - i < CHUNK ? end - i : CHUNK);
+        for (int r = 0; r < R; r++) {
+            tg_convert(copies[r] + (size_t)i * es, t, r ? x : sum, TG_F32, k);
+            for (size_t e = 0; r && e < k; e++)
+                sum[e] += x[e];
+        }
+        for (size_t e = 0; e < k; e++)
+            sum[e] *= scale;
+        for (int r = 0; r < R; r++)
+            tg_convert(sum, TG_F32, copies[r] + (size_t)i * es, t, k);
+    }
+}

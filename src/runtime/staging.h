@@ -1,0 +1,36 @@
+/* runtime/staging.h - kernels over values stored in half precision, and the
+ * gradient reductions for every storage type.
+ *
+ * Kernels compute in f32. A step the compiler marked `staged` has inputs or
+ * an output stored as f16/bf16 (or a gradient to unscale): its inputs are
+ * converted into f32 copies in the step's planned scratch, the kernel runs
+ * on those, and its output and the inputs it updates in place are rounded
+ * back into their storage.
+ */
+#ifndef TG_RUNTIME_STAGING_H
+#define TG_RUNTIME_STAGING_H
+
+#include "compile/program.h"
+#include "ops/op.h"
+
+typedef struct tg_stage_opts {
+    float grad_unscale; /* the optimizer's gradient is multiplied by this (1/loss scale) */
+    bool stochastic;    /* round the update's in-place writes stochastically */
+    uint64_t round_key; /* for stochastic rounding: differs per update and step */
+} tg_stage_opts;
+
+/* Run step st's kernel with args a (its buffers' pointers), staging as planned. */
+void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
+                  const tg_stage_opts *o);
+
+/* acc = grad (first) or acc + grad, then acc *= scale when scale != 1;
+ * acc and grad of any float type, summed in f32. */
+void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, int64_t n,
+                         bool first, float scale);
+
+/* Elements [begin, end) of R replicas' copies of one buffer: each becomes
+ * scale * the sum over replicas, summed in f32 in replica order. */
+void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t begin, int64_t end,
+                     float scale);
+
+#endif
