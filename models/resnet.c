@@ -29,7 +29,9 @@
  * stem (7x7 conv with stride 2 and padding 3, then 3x3 max pool with stride 2
  * and padding 1, so 4x smaller); smaller ones, like CIFAR's 32x32, get the
  * usual CIFAR stem (3x3 conv with stride 1 and padding 1, no max pool), since
- * downsampling a 32x32 image 32 times leaves a 1x1 map by layer4. conv1.weight
+ * downsampling a 32x32 image 32 times leaves a 1x1 map by layer4. The
+ * input's `stem` overrides the choice: seed 003 trains torchvision's
+ * unmodified resnet101 (the ImageNet stem) on 32x32 CIFAR-10. conv1.weight
  * is then [64, C, 3, 3] instead of [64, C, 7, 7]; every other tensor keeps
  * its shape.
  *
@@ -108,7 +110,9 @@ static tg_status build(const resnet_arch *a, tg_graph *g, const tg_model_input *
                        tg_tensor *labels, tg_tensor **out, tg_tensor **loss)
 {
     int cin = 64;
-    bool imagenet_stem = in->height >= IMAGENET_STEM_MIN && in->width >= IMAGENET_STEM_MIN;
+    bool imagenet_stem = in->stem == TG_STEM_AUTO
+                             ? in->height >= IMAGENET_STEM_MIN && in->width >= IMAGENET_STEM_MIN
+                             : in->stem == TG_STEM_IMAGENET;
     x = conv(g, x, "conv1", in->channels, 64, imagenet_stem ? 7 : 3, imagenet_stem ? 2 : 1);
     x = tg_relu(g, tg_nn_batch_norm2d(g, x, "bn1", 64));
     if (imagenet_stem) {

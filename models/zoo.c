@@ -52,7 +52,7 @@ const tg_model_spec *tg_model_find(const char *name)
 
 tg_model_input tg_model_default_input(const tg_model_spec *m)
 {
-    return (tg_model_input){m->channels, m->height, m->width, m->classes, false};
+    return (tg_model_input){m->channels, m->height, m->width, m->classes, false, TG_STEM_AUTO};
 }
 
 bool tg_model_any_input(const tg_model_spec *m) { return m->build_for != NULL; }
@@ -87,6 +87,18 @@ tg_status tg_model_input_parse(const char *text, tg_model_input *in)
     in->height = d[1];
     in->width = d[2];
     return TG_OK;
+}
+
+tg_status tg_model_stem_parse(const char *text, tg_model_input *in)
+{
+    static const char *const names[] = {"auto", "imagenet", "cifar"};
+    for (int i = 0; i < 3; i++)
+        if (text && strcmp(text, names[i]) == 0) {
+            in->stem = i;
+            return TG_OK;
+        }
+    return tg_error(TG_ERR_INVALID_ARG, "stem '%s': expected auto, imagenet or cifar",
+                    text ? text : "(null)");
 }
 
 void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, float *std)

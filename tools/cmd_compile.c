@@ -216,7 +216,7 @@ static void print_json(const tg_program *p, const char *model, double ms)
 
 int cmd_compile(int argc, char **argv)
 {
-    const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL;
+    const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL, *stem = NULL;
     const char *target = NULL, *target_desc = NULL;
     int64_t batch = 40, classes = 0;
     bool inference = false, json = false, insights = false;
@@ -230,6 +230,8 @@ int cmd_compile(int argc, char **argv)
         {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
         {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0},
         {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6},
+        {"--stem", CLI_STRING, &stem, "KIND",
+         "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
         {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1, 0},
         {"--target-description", CLI_STRING, &target_desc, "FILE",
          "with --target mk2: a JSON file describing another tile processor", 1, 0},
@@ -260,6 +262,10 @@ int cmd_compile(int argc, char **argv)
     }
     if (classes > 0)
         in.classes = (int)classes;
+    if (stem && tg_model_stem_parse(stem, &in) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: --stem: %s\n", tg_error_message());
+        return 2;
+    }
     tg_options *o = device_options(&dev, "compile", inference);
     if (!o)
         return 1;

@@ -1,6 +1,7 @@
 /* tools/device_flags.c - command-line flags for multi-device execution. */
 #include "device_flags.h"
 
+#include "compile/placement.h"
 #include "core/alloc.h"
 
 #include <stdlib.h>
@@ -17,7 +18,7 @@ int device_flags(device_args *a, cli_flag *f)
 {
     cli_flag list[DEVICE_FLAG_COUNT] = {
         {"--strategy", CLI_STRING, &a->strategy, "KIND",
-         "single, pipelined or sharded (executionStrategy)", 1, 0},
+         "single, pipelined or sharded (default: pipelined with --split, --stages or --devices > 1)", 1, 0},
         {"--stages", CLI_STRING, &a->stages, "SPEC", "blocks per stage: \"B1,B2|B3,B4\"", 1, 0},
         {"--split", CLI_STRING, &a->split, "LAYERS",
          "start new blocks at these layers: \"layer3.8\"", 1, 0},
@@ -170,7 +171,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     if (inference) {
         int64_t iters = a->eval_iterations;
         if (iters < 0)
-            iters = strcmp(tg_options_get_string(o, "executionStrategy"), "single") ? 10 : 1;
+            iters = strcmp(tg_execution_strategy(o), "single") ? 10 : 1;
         ok = ok && set(o, command, "Training.gradientAccumulation", "1");
         ok = ok && set_int(o, command, "deviceIterations", iters);
         ok = ok && set(o, command, "outputMode", "all");

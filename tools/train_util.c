@@ -35,6 +35,8 @@ int data_flags(data_args *d, cli_flag *f)
         {"--resize", CLI_STRING, &d->resize, "HxW", "resize images (bilinear), e.g. 64x64", 1, 0},
         {"--eight-bit-io", CLI_BOOL, &d->eight_bit, NULL,
          "stream images as 8-bit and normalise them on the device (a quarter of the bytes)", 1, 0},
+        {"--stem", CLI_STRING, &d->stem, "KIND",
+         "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -104,7 +106,12 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         return -1;
     }
     const tg_dataset *d = ctx->test;
-    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit};
+    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO};
+    if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
+        fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());
+        train_context_close(ctx);
+        return -1;
+    }
     if (data->resize && parse_size(data->resize, &in.height, &in.width) != 0) {
         fprintf(stderr, "tilegraph: --resize '%s' is not HxW (for example 64x64)\n", data->resize);
         train_context_close(ctx);

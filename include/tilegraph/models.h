@@ -32,7 +32,13 @@ typedef struct tg_model_input {
     /* 8-bit input: images arrive as u8 and are normalised on the device
      * (tg_normalize_u8), so the host streams a quarter of the bytes */
     bool eight_bit;
+    /* ResNets: which stem (see models/resnet.c); auto picks by image size */
+    enum { TG_STEM_AUTO, TG_STEM_IMAGENET, TG_STEM_CIFAR } stem;
 } tg_model_input;
+
+/* "auto", "imagenet" (torchvision's 7x7/2 conv and max pool) or "cifar"
+ * (3x3/1 conv, no pool) into in->stem. */
+tg_status tg_model_stem_parse(const char *text, tg_model_input *in);
 
 typedef struct tg_model_spec {
     const char *name;

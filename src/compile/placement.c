@@ -255,6 +255,16 @@ static tg_status assign_devices(const tg_options *o, tg_placement *p, const bloc
     return TG_OK;
 }
 
+const char *tg_execution_strategy(const tg_options *o)
+{
+    const char *s = tg_options_get_string(o, "executionStrategy");
+    if (strcmp(s, "auto") != 0)
+        return s;
+    bool divided = *tg_options_get_string(o, "split") || *tg_options_get_string(o, "stages") ||
+                   tg_options_get_int(o, "devices") > 1;
+    return divided ? "pipelined" : "single";
+}
+
 tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, tg_placement *p)
 {
     memset(p, 0, sizeof *p);
@@ -267,7 +277,7 @@ tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, t
         s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
         goto done;
     }
-    if (strcmp(tg_options_get_string(o, "executionStrategy"), "single") == 0) {
+    if (strcmp(tg_execution_strategy(o), "single") == 0) {
         p->n_stages = p->n_devices = 1;
         p->device_of_stage = tg_calloc(1, sizeof(int));
         if (!p->device_of_stage)

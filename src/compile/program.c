@@ -83,7 +83,7 @@ int tg_program_buffer_on(const tg_program *p, int id, int device)
 
 static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_stages)
 {
-    const char *strategy = tg_options_get_string(o, "executionStrategy");
+    const char *strategy = tg_execution_strategy(o);
     int m = (int)tg_options_get_int(o, "Training.gradientAccumulation");
     int iters = (int)tg_options_get_int(o, "deviceIterations");
     p->replicas = (int)tg_options_get_int(o, "replicationFactor");

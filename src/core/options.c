@@ -37,9 +37,10 @@ static const opt_spec option_table[] = {
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},
-    {"executionStrategy", OPT_ENUM, "single", 0, 0, "single|pipelined|sharded",
+    {"executionStrategy", OPT_ENUM, "auto", 0, 0, "auto|single|pipelined|sharded",
      "single: the whole model on one device; pipelined: stages on devices, all busy once the "
-     "pipeline is full; sharded: stages on devices, one micro-batch at a time"},
+     "pipeline is full; sharded: stages on devices, one micro-batch at a time; auto: pipelined "
+     "when split, stages or devices > 1 say how to divide the model, else single"},
     {"pipelineSchedule", OPT_ENUM, "grouped", 0, 0, "grouped|interleaved|gpipe|1f1b",
      "order of forward and backward passes of the micro-batches on each device (pipelined)"},
     {"stages", OPT_STRING, "", 0, 0, NULL,

@@ -96,7 +96,7 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
         for (int64_t q = 0; q < n; q++)
             o[q] = x[q] < 0.0f ? 0.0f : x[q]; /* NaN passes through, as in PyTorch */
         break;
-    case TG_OP_RELU_BWD: /* x = dy, y = forward input */
+    case TG_OP_RELU_BWD: /* x = dy, y = the forward input or output (same sign) */
         for (int64_t q = 0; q < n; q++)
             o[q] = y[q] > 0.0f ? x[q] : 0.0f;
         break;
@@ -208,10 +208,13 @@ tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift)
 
 /* ---- gradient rules --------------------------------------------------------------------- */
 
+/* relu_bwd reads the output: y > 0 exactly where x > 0, and the output is
+ * what the next layer keeps anyway, so the input (a batch-norm output,
+ * typically) need not live until the backward pass. */
 static tg_status bwd_relu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                           tg_tensor **din)
 {
-    din[0] = bwd_op(g, TG_OP_RELU_BWD, dout, node->in[0], 0);
+    din[0] = bwd_op(g, TG_OP_RELU_BWD, dout, node, 0);
     return TG_OK;
 }
 

@@ -7,6 +7,7 @@
  */
 #include "profile/profile.h"
 
+#include "compile/placement.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "ops/op.h"
@@ -150,7 +151,7 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"micro_batches", NULL, p->micro_batches},
         {"iterations", NULL, p->iterations},
         {"schedule", tg_schedule_name(p->schedule.kind), 0},
-        {"strategy", tg_options_get_string(o, "executionStrategy"), 0},
+        {"strategy", tg_execution_strategy(o), 0},
         {"threads_per_device", NULL, p->n_threads},
         {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
         {"ops", NULL, n_ops},
