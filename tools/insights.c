@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "target/target.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The largest need of a compiled program and the capacity it is held to. */
@@ -31,9 +32,9 @@ static void need_of(const tg_program *p, const tg_options *o, int64_t *need, int
     *unit = "the largest device";
 }
 
-/* Compile the model with one change; *need < 0 when it does not compile. */
-static void what_if(const insight_model *m, int batch, const char *key, const char *value,
-                    int64_t *need)
+/* Compile the model with the changes kv (key, value, ..., NULL); *need < 0
+ * when it does not compile. */
+static void what_if(const insight_model *m, int batch, const char *const *kv, int64_t *need)
 {
     *need = -1;
     tg_options *o = tg_options_clone(m->options);
@@ -42,10 +43,11 @@ static void what_if(const insight_model *m, int batch, const char *key, const ch
     if (!o)
         return;
     tg_options_set(o, "debug.allowOutOfMemory", "true");
-    if (key && tg_options_set(o, key, value) != TG_OK) {
-        tg_options_destroy(o);
-        return;
-    }
+    for (int i = 0; kv && kv[i]; i += 2)
+        if (tg_options_set(o, kv[i], kv[i + 1]) != TG_OK) {
+            tg_options_destroy(o);
+            return;
+        }
     if (tg_model_graph_create_ex(m->spec, batch, m->optimizer, m->input, &mg) == TG_OK) {
         if (tg_program_compile(mg.graph, o, &p) == TG_OK) {
             int64_t cap;
@@ -56,6 +58,97 @@ static void what_if(const insight_model *m, int batch, const char *key, const ch
         tg_model_graph_destroy(&mg);
     }
     tg_options_destroy(o);
+}
+
+/* The device that needs the most memory. */
+static int fullest_device(const tg_program *p)
+{
+    int best = 0;
+    for (int d = 1; d < p->n_devices; d++) {
+        int64_t a = p->tile_plan ? p->tile_plan->devices[d].max_bytes : (int64_t)p->devices[d].arena_bytes;
+        int64_t b = p->tile_plan ? p->tile_plan->devices[best].max_bytes
+                                 : (int64_t)p->devices[best].arena_bytes;
+        if (a > b)
+            best = d;
+    }
+    return best;
+}
+
+/* "layer3/8/conv1/..." -> "layer3.8" (torchvision's module path, what
+ * --split takes); false for names outside such a layer. */
+static bool layer_of(const char *name, char *out, size_t cap)
+{
+    const char *slash = strncmp(name, "layer", 5) == 0 ? strchr(name, '/') : NULL;
+    const char *end = slash ? strchr(slash + 1, '/') : NULL;
+    if (!end || (size_t)(end - name) >= cap)
+        return false;
+    memcpy(out, name, (size_t)(end - name));
+    out[end - name] = '\0';
+    out[slash - name] = '.';
+    return true;
+}
+
+/* Index of the first forward node inside layer `point` ("layer3.8"). */
+static int first_node_of(const tg_graph *g, const char *point)
+{
+    char name[64];
+    for (int i = 0; i < g->n_nodes; i++)
+        if (layer_of(g->nodes[i]->name, name, sizeof name) && strcmp(name, point) == 0)
+            return i;
+    return g->n_nodes;
+}
+
+/* The split list `old` with `point` added, in forward order (as --split wants). */
+static bool add_split_point(const tg_graph *g, const char *old, const char *point, char *out,
+                            size_t cap)
+{
+    char buf[512], *points[33];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", old);
+    for (char *tok = strtok(buf, ","); tok && n < 32; tok = strtok(NULL, ","))
+        points[n++] = tok;
+    points[n++] = (char *)point;
+    for (int i = 1; i < n; i++) /* insertion sort by position in the model */
+        for (int j = i; j > 0 && first_node_of(g, points[j]) < first_node_of(g, points[j - 1]); j--) {
+            char *t = points[j];
+            points[j] = points[j - 1];
+            points[j - 1] = t;
+        }
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? "," : "", points[i]);
+    return used < cap;
+}
+
+/* One more pipeline stage: split the fullest device's layers where half of
+ * its forward values' bytes lie on each side. Fills split (the option's new
+ * value); false when the model has no layers to split at. */
+static bool split_further(const tg_program *p, const tg_options *o, char *split, size_t cap,
+                          char *point, size_t point_cap)
+{
+    const tg_graph *g = p->graph;
+    int d = fullest_device(p);
+    double total = 0, seen = 0;
+    char first[64] = "", name[64];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (p->device_of[i] == d && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) &&
+            layer_of(t->name, name, sizeof name))
+            total += (double)tg_program_node_bytes(p, t);
+    }
+    for (int i = 0; i < g->n_nodes && total > 0; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (p->device_of[i] != d || (t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) ||
+            !layer_of(t->name, name, sizeof name))
+            continue;
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", name);
+        seen += (double)tg_program_node_bytes(p, t);
+        if (seen * 2 >= total && strcmp(name, first) != 0 && snprintf(point, point_cap, "%s", name))
+            return add_split_point(g, tg_options_get_string(o, "split"), name, split, cap);
+    }
+    return false;
 }
 
 bool insights_wanted(const tg_program *p, const tg_options *o)
@@ -77,24 +170,31 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
         fprintf(out, " of %s (%.0f%%)", cli_bytes((double)cap, b, sizeof b),
                 100.0 * (double)need / (double)cap);
     fprintf(out, "; each remedy below is this model compiled again with that one change:\n");
+    char split[512], devices[16], point[64], where[80] = "";
+    bool can_split = split_further(p, m->options, split, sizeof split, point, sizeof point);
+    snprintf(devices, sizeof devices, "%d", p->n_devices + 1);
+    if (can_split)
+        snprintf(where, sizeof where, "at %s too", point);
+    bool half = p->precision.model != TG_F32;
     struct {
         const char *what;
         int batch;
-        const char *key, *value;
+        const char *kv[8];
         const char *unavailable;
     } remedies[] = {
-        {"half the micro-batch", m->batch / 2, NULL, NULL, NULL},
-        {"recomputation (keep only stage inputs)", m->batch, "recomputation", "pipeline", NULL},
-        {"offload optimizer state to the host", m->batch, "TensorLocations.optimizer.onChip",
-         "false", NULL},
-        {"fp16 weights and activations", 0, NULL, NULL, "not yet: half precision arrives with the "
-                                                       "optimisation-journey work"},
-        {"recomputation checkpoints", 0, NULL, NULL,
+        {"half the micro-batch", m->batch / 2, {NULL}, NULL},
+        {"fp16 weights, activations, gradients", m->batch, {"precision", "16.16", NULL},
+         half ? "already stored in half precision" : NULL},
+        {"recomputation (keep only stage inputs)", m->batch, {"recomputation", "pipeline", NULL}, NULL},
+        {"offload optimizer state to the host", m->batch,
+         {"TensorLocations.optimizer.onChip", "false", NULL}, NULL},
+        {"one more pipeline stage", m->batch,
+         {"split", split, "devices", devices, "executionStrategy", "pipelined", NULL},
+         can_split ? NULL : "split the model at more layers (--split a,b or --stages) and compile again"},
+        {"recomputation checkpoints", 0, {NULL},
          "mark values with tg_recomputation_checkpoint: fewer recomputed, more kept"},
-        {"available memory proportion", 0, NULL, NULL, "not yet: kernel scratch is not capped"},
-        {"replicated tensor sharding", 0, NULL, NULL, "not yet"},
-        {"more pipeline stages", 0, NULL, NULL,
-         "split the model at more layers (--split a,b or --stages) and compile again"},
+        {"available memory proportion", 0, {NULL}, "not yet: kernel scratch is not capped"},
+        {"replicated tensor sharding", 0, {NULL}, "not yet"},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
         if (remedies[i].unavailable || remedies[i].batch < 1) {
@@ -103,15 +203,17 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
             continue;
         }
         int64_t after;
-        what_if(m, remedies[i].batch, remedies[i].key, remedies[i].value, &after);
+        what_if(m, remedies[i].batch, remedies[i].kv, &after);
         if (after < 0) {
             fprintf(out, "  %-42s does not compile: %s\n", remedies[i].what, tg_error_message());
             continue;
         }
-        fprintf(out, "  %-42s %s -> %s, saves %s (%.0f%%)%s\n", remedies[i].what,
+        fprintf(out, "  %-42s %s -> %s, saves %s (%.0f%%)%s%s%s\n", remedies[i].what,
                 cli_bytes((double)need, a, sizeof a), cli_bytes((double)after, b, sizeof b),
                 cli_bytes((double)(need - after), c, sizeof c),
                 need ? 100.0 * (double)(need - after) / (double)need : 0.0,
-                cap > 0 ? (after <= cap ? ", fits" : ", still over") : "");
+                cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
+                remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? "; split " : "",
+                remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? where : "");
     }
 }

@@ -331,8 +331,10 @@ static tg_status bwd_pool(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
     p.i[IH] = node->in[0]->shape.dim[2];
     p.i[IW] = node->in[0]->shape.dim[3];
     if (node->op == TG_OP_MAXPOOL2D) {
-        tg_tensor *in[3] = {dout, node->in[0], node};
-        din[0] = tg_node_create(g, TG_OP_MAXPOOL2D_BWD, 3, in, &p);
+        /* (dy, x): the window maxima are found again in x, so the pooled
+         * output need not live until the backward pass */
+        tg_tensor *in[2] = {dout, node->in[0]};
+        din[0] = tg_node_create(g, TG_OP_MAXPOOL2D_BWD, 2, in, &p);
     } else {
         din[0] = tg_node_create(g, TG_OP_AVGPOOL2D_BWD, 1, &dout, &p);
     }
