@@ -219,7 +219,7 @@ int cmd_compile(int argc, char **argv)
     const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL, *stem = NULL;
     const char *target = NULL, *target_desc = NULL;
     int64_t batch = 40, classes = 0;
-    bool inference = false, json = false, insights = false;
+    bool inference = false, json = false, insights = false, eight_bit = false;
     device_args dev;
     device_args_defaults(&dev);
     cli_flag flags[64] = {
@@ -227,6 +227,8 @@ int cmd_compile(int argc, char **argv)
         {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6},
         {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam or adamw (its state is planned)", 1, 0},
         {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
+        {"--eight-bit-io", CLI_BOOL, &eight_bit, NULL,
+         "u8 images in the host stream, normalised on the device", 1, 0},
         {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
         {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0},
         {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6},
@@ -262,6 +264,7 @@ int cmd_compile(int argc, char **argv)
     }
     if (classes > 0)
         in.classes = (int)classes;
+    in.eight_bit = eight_bit;
     if (stem && tg_model_stem_parse(stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --stem: %s\n", tg_error_message());
         return 2;

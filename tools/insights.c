@@ -122,31 +122,42 @@ static bool add_split_point(const tg_graph *g, const char *old, const char *poin
 }
 
 /* One more pipeline stage: split the fullest device's layers where half of
- * its forward values' bytes lie on each side. Fills split (the option's new
- * value); false when the model has no layers to split at. */
+ * its bytes lie on each side (every value of a layer: its activations, and
+ * its weights with their gradients and optimizer state). Fills split (the
+ * option's new value) and point; false when there are no layers to split at. */
+#define MAX_LAYERS 256
 static bool split_further(const tg_program *p, const tg_options *o, char *split, size_t cap,
                           char *point, size_t point_cap)
 {
     const tg_graph *g = p->graph;
-    int d = fullest_device(p);
-    double total = 0, seen = 0;
-    char first[64] = "", name[64];
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (p->device_of[i] == d && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) &&
-            layer_of(t->name, name, sizeof name))
-            total += (double)tg_program_node_bytes(p, t);
-    }
-    for (int i = 0; i < g->n_nodes && total > 0; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (p->device_of[i] != d || (t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) ||
-            !layer_of(t->name, name, sizeof name))
-            continue;
-        if (!first[0])
-            snprintf(first, sizeof first, "%s", name);
-        seen += (double)tg_program_node_bytes(p, t);
-        if (seen * 2 >= total && strcmp(name, first) != 0 && snprintf(point, point_cap, "%s", name))
-            return add_split_point(g, tg_options_get_string(o, "split"), name, split, cap);
+    int d = fullest_device(p), n = 0;
+    static char names[MAX_LAYERS][64];
+    double bytes[MAX_LAYERS] = {0}, total = 0;
+    char name[64];
+    /* layers in forward order, then every value's bytes to its layer */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < g->n_nodes; i++) {
+            const tg_tensor *t = g->nodes[i];
+            bool forward = t->n_in > 0 && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
+            if (p->device_of[i] != d || !layer_of(t->name, name, sizeof name) || (pass == 0 && !forward))
+                continue;
+            int k = 0;
+            while (k < n && strcmp(names[k], name) != 0)
+                k++;
+            if (k == n && pass == 0 && n < MAX_LAYERS)
+                snprintf(names[n++], sizeof names[0], "%s", name);
+            if (pass == 1 && k < n && p->home[i] >= 0) {
+                bytes[k] += (double)tg_program_node_bytes(p, t);
+                total += (double)tg_program_node_bytes(p, t);
+            }
+        }
+    double seen = 0;
+    for (int k = 0; k < n; k++) {
+        if (k > 0 && seen * 2 >= total) {
+            snprintf(point, point_cap, "%s", names[k]);
+            return add_split_point(g, tg_options_get_string(o, "split"), names[k], split, cap);
+        }
+        seen += bytes[k];
     }
     return false;
 }
