@@ -187,6 +187,11 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
     if (can_split)
         snprintf(where, sizeof where, "at %s too", point);
     bool half = p->precision.model != TG_F32;
+    char replicas[16];
+    snprintf(replicas, sizeof replicas, "%d", p->replicas > 1 ? p->replicas : 2);
+    bool rts = tg_options_get_int(m->options, "TensorLocations.optimizer.replicatedTensorSharding") != 0 &&
+               p->replicas > 1;
+    bool offloading = !tg_options_get_int(m->options, "TensorLocations.optimizer.onChip");
     struct {
         const char *what;
         int batch;
@@ -204,8 +209,12 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
          can_split ? NULL : "split the model at more layers (--split a,b or --stages) and compile again"},
         {"recomputation checkpoints", 0, {NULL},
          "mark values with tg_recomputation_checkpoint: fewer recomputed, more kept"},
-        {"available memory proportion", 0, {NULL}, "not yet: kernel scratch is not capped"},
-        {"replicated tensor sharding", 0, {NULL}, "not yet"},
+        {"available memory proportion 0.1", m->batch, {"availableMemoryProportion", "0.1", NULL},
+         cap > 0 ? NULL : "needs a capacity (memoryPerDevice or a tiled target)"},
+        {p->replicas > 1 ? "replicated tensor sharding" : "replicated tensor sharding, 2 replicas",
+         m->batch, {"TensorLocations.optimizer.replicatedTensorSharding", "true",
+                    "replicationFactor", replicas, NULL},
+         rts ? "already sharded" : offloading ? "instead of offloading: set onChip=true first" : NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
         if (remedies[i].unavailable || remedies[i].batch < 1) {

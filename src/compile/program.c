@@ -50,7 +50,7 @@ static int add_buffer(tg_program *p, int node, int device, tg_region region, tg_
         p->buffers = b;
         p->cap_buffers = cap;
     }
-    p->buffers[p->n_buffers] = (tg_buffer){node, device, dtype, region, 0, bytes, 1, bytes, -1, -1, false};
+    p->buffers[p->n_buffers] = (tg_buffer){node, device, dtype, region, 0, bytes, 1, bytes, -1, -1, false, false};
     return p->n_buffers++;
 }
 
@@ -121,6 +121,9 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     st->node = t->id;
     st->out = -1;
     st->scratch_bytes = def->scratch ? def->scratch(t, p->n_threads) : 0;
+    /* over the proportion: kernels fall back to one thread, which needs the least */
+    if (st->scratch_bytes > p->scratch_cap && p->n_threads > 1)
+        st->scratch_bytes = def->scratch(t, 1);
     st->kernel_scratch = st->scratch_bytes;
     if (def->flops)
         dp->flops[ph] += def->flops(t);
@@ -143,7 +146,8 @@ static bool is_optimizer_state(const tg_graph *g, const tg_tensor *t)
     return used;
 }
 
-static tg_status make_homes(tg_program *p, const int *order, int n_order, bool offload_optimizer)
+static tg_status make_homes(tg_program *p, const int *order, int n_order, bool offload_optimizer,
+                            bool shard_optimizer)
 {
     const tg_graph *g = p->graph;
     for (int k = 0; k < n_order; k++) {
@@ -159,6 +163,12 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order, bool o
         p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, p->storage[t->id]);
         if (p->home[t->id] < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+        if (shard_optimizer && p->replicas > 1 && is_optimizer_state(g, t)) {
+            tg_buffer *b = &p->buffers[p->home[t->id]];
+            int64_t n = tg_numel(t), shard = (n + p->replicas - 1) / p->replicas;
+            b->sharded = true;
+            b->bytes = b->stride = (size_t)shard * tg_dtype_size(b->dtype);
+        }
         if (offload) {
             p->buffers[p->home[t->id]].offloaded = true;
             p->devices[p->device_of[t->id]].offloaded_bytes += tg_program_node_bytes(p, t);
@@ -415,6 +425,19 @@ static tg_status check_capacity(const tg_program *p, const tg_options *o)
     return TG_OK;
 }
 
+static tg_status read_scratch_cap(tg_program *p, const tg_options *o)
+{
+    tg_target_desc target;
+    bool tiled = false;
+    TG_TRY(tg_target_from_options(o, &tiled, &target));
+    int64_t cap = tg_options_get_int(o, "memoryPerDevice");
+    if (cap <= 0 && tiled)
+        cap = (int64_t)target.tiles * target.tile_memory;
+    double share = tg_options_get_float(o, "availableMemoryProportion");
+    p->scratch_cap = cap > 0 ? (size_t)(share * (double)cap) : SIZE_MAX;
+    return TG_OK;
+}
+
 static tg_status compile(tg_program *p, const tg_options *o)
 {
     const tg_graph *g = p->graph;
@@ -448,9 +471,15 @@ static tg_status compile(tg_program *p, const tg_options *o)
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++)
         if (needed[i])
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
+    bool offload = !tg_options_get_int(o, "TensorLocations.optimizer.onChip");
+    bool shard = tg_options_get_int(o, "TensorLocations.optimizer.replicatedTensorSharding") != 0;
+    if (s == TG_OK && offload && shard)
+        s = tg_error(TG_ERR_CONFIG, "TensorLocations.optimizer: offloading and replicated tensor "
+                     "sharding together are not supported; choose one");
     if (s == TG_OK)
-        s = make_homes(p, order, n_order,
-                       !tg_options_get_int(o, "TensorLocations.optimizer.onChip"));
+        s = make_homes(p, order, n_order, offload, shard);
+    if (s == TG_OK)
+        s = read_scratch_cap(p, o);
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);

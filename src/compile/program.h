@@ -65,6 +65,9 @@ typedef struct tg_buffer {
      * streamed into this (activation) buffer for the one update step that
      * uses it, then streamed back. */
     bool offloaded;
+    /* Replicated tensor sharding: replica r holds elements
+     * [n*r/R, n*(r+1)/R) of the value, at the start of the buffer. */
+    bool sharded;
 } tg_buffer;
 
 typedef struct tg_step {
@@ -129,6 +132,9 @@ typedef struct tg_program {
     struct tg_tile_plan *tile_plan; /* tiled targets (mk2): tiles, memory and cycles; else NULL */
     tg_precision precision;
     tg_dtype *storage;  /* per node: its storage type */
+    /* availableMemoryProportion x the device capacity: the most kernel
+     * scratch one step is planned with (SIZE_MAX without a capacity) */
+    size_t scratch_cap;
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,
@@ -138,6 +144,14 @@ void tg_program_destroy(tg_program *p);
 
 /* The buffer a step on `device` reads for node `id` (its own or a received copy). */
 int tg_program_buffer_on(const tg_program *p, int id, int device);
+
+/* Elements [*begin, *end) of an n-element value that replica r of R holds
+ * or updates under replicated tensor sharding (also the all-reduce's share). */
+static inline void tg_shard_range(int64_t n, int r, int R, int64_t *begin, int64_t *end)
+{
+    *begin = n * r / R;
+    *end = n * (r + 1) / R;
+}
 
 /* Bytes of node t as stored by the program. */
 size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t);

@@ -83,10 +83,17 @@ static const opt_spec option_table[] = {
      "the loss scale (static), or the starting one (dynamic)"},
     {"lossScalingGrowthInterval", OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
+    {"availableMemoryProportion", OPT_FLOAT, "0.6", 0.001, 1, NULL,
+     "the share of a device's memory one step's kernel scratch (im2col and the like) may take; "
+     "a kernel over it is planned for one thread, which needs less (only with a capacity: "
+     "memoryPerDevice or a tiled target)"},
     {"TensorLocations.optimizer.onChip", OPT_BOOL, "true", 0, 0, NULL,
      "false: keep optimizer state in host memory and stream it in for each weight update "
      "(less device memory, more host traffic)"},
     /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
+    {"TensorLocations.optimizer.replicatedTensorSharding", OPT_BOOL, "false", 0, 0, NULL,
+     "with replicas: each replica keeps 1/replicationFactor of the optimizer state, updates that "
+     "share of the weights and sends it to the others (less memory, an all-gather per update)"},
     {"autoReport.all", OPT_BOOL, "false", 0, 0, NULL,
      "write the graph and the execution profile of every compiled program"},
     {"autoReport.outputGraphProfile", OPT_BOOL, "false", 0, 0, NULL,

@@ -57,7 +57,15 @@ tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *
         e->ndim = t->shape.ndim;
         for (int d = 0; d < t->shape.ndim; d++)
             e->shape[d] = t->shape.dim[d];
-        e->data = tg_session_data(s, t);
+        /* a copy: the value may be spread over the replicas (sharding) */
+        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(s, t));
+        void *copy = tg_malloc(bytes + 1);
+        if (!copy) {
+            st = tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
+            break;
+        }
+        tg_session_value_out(s, t, copy);
+        e->data = copy;
     }
     char step[32];
     snprintf(step, sizeof step, "%lld", (long long)tg_session_step(s));
@@ -69,8 +77,10 @@ tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *
     };
     if (st == TG_OK)
         st = tg_safetensors_write(path, list, n, meta, sizeof meta / sizeof meta[0]);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         tg_free((char *)list[i].name);
+        tg_free((void *)list[i].data);
+    }
     tg_free(list);
     return st;
 }
@@ -105,6 +115,20 @@ static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const
     return st;
 }
 
+/* The file's values, converted to the session's storage type, into every
+ * replica (or its shard). */
+static tg_status load_value(tg_session *s, const tg_tensor *t, const void *data, tg_dtype saved)
+{
+    tg_dtype stored = tg_session_storage_dtype(s, t);
+    void *tmp = tg_malloc((size_t)tg_numel(t) * tg_dtype_size(stored) + 1);
+    if (!tmp)
+        return tg_error(TG_ERR_NOMEM, "checkpoint: out of memory for '%s'", t->name);
+    tg_convert(data, saved, tmp, stored, (size_t)tg_numel(t));
+    tg_status st = tg_session_value_in(s, t, tmp);
+    tg_free(tmp);
+    return st;
+}
+
 tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model)
 {
     tg_safetensors *f = NULL;
@@ -125,8 +149,7 @@ tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model)
                 continue;
             st = match_tensor(f, t, &data, &saved);
             if (st == TG_OK && pass == 1 && data)
-                tg_convert(data, saved, tg_session_data(s, t), tg_session_storage_dtype(s, t),
-                           (size_t)tg_numel(t));
+                st = load_value(s, t, data, saved);
         }
     }
     const char *step = tg_safetensors_metadata(f, "step");

@@ -219,6 +219,71 @@ static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tenso
     return moved;
 }
 
+/* An update whose optimizer state is sharded over the replicas. */
+static bool is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
+{
+    if (!(t->flags & TG_NODE_OPTIMIZER) || t->n_mutated < 2)
+        return false;
+    return st->in[1] >= 0 && p->buffers[st->in[1]].sharded;
+}
+
+/* Replicated tensor sharding: this replica updates only its share of the
+ * weight. The kernel gets a view of the node with every input one shard
+ * long (built in *node and in[]), the weight and gradient pointers moved to
+ * the shard's start; the state buffers hold just the shard. Element-wise
+ * updates make the result bit-identical to updating the whole tensor. */
+static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                                   tg_kernel_args *a, tg_stage_opts *so, tg_tensor *node,
+                                   tg_tensor *in)
+{
+    const tg_program *p = c->s->program;
+    int64_t begin, end;
+    tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+    *node = *t;
+    for (int k = 0; k < t->n_in; k++) {
+        in[k] = *t->in[k];
+        in[k].shape = tg_shape1(end - begin);
+        node->in[k] = &in[k];
+        if (!p->buffers[st->in[k]].sharded)
+            a->in[k] = (unsigned char *)a->in[k] +
+                       (size_t)begin * tg_dtype_size(p->buffers[st->in[k]].dtype);
+    }
+    a->node = node;
+    so->first = begin;
+    return node;
+}
+
+/* After a sharded update: send this replica's share of each updated weight
+ * to every other replica, then wait until all shares have arrived. */
+static bool gather_weights(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    double t0 = now_s();
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    bool any = false;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        if (!is_sharded_update(p, st, t))
+            continue;
+        any = true;
+        int64_t begin, end;
+        tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
+        const unsigned char *mine = slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
+        for (int r = 0; r < p->replicas; r++)
+            if (r != c->replica)
+                memcpy(slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
+                       (size_t)(end - begin) * es);
+    }
+    if (!any)
+        return true;
+    bool ok = replica_barrier(s, c->device);
+    record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
+    return ok;
+}
+
 static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
 {
     tg_session *s = c->s;
@@ -244,7 +309,10 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
         tg_stage_opts so = {1.0f / c->loss_scale, p->precision.stochastic_rounding,
                             tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
-                                                          (uint64_t)t->id))};
+                                                          (uint64_t)t->id)), 0};
+        tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
+        if (ph == TG_PHASE_UPDATE && is_sharded_update(p, st, t))
+            t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
         if (c->rec) {
             double t0 = now_s();
             tg_stage_run(p, st, &a, &so);
@@ -552,6 +620,8 @@ static void *device_main(void *arg)
         run_steps(c, TG_PHASE_UPDATE, it, 0);
         record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
                p->devices[c->device].flops[TG_PHASE_UPDATE]);
+        if (p->replicas > 1 && !gather_weights(c, it))
+            return NULL;
         c->busy += now_s() - t0;
     }
     return NULL;

@@ -10,6 +10,12 @@
 void *tg_session_data(const tg_session *s, const tg_tensor *t);
 const tg_program *tg_session_program(const tg_session *s);
 const tg_graph *tg_session_graph(const tg_session *s);
+/* A persistent value (weights, state) as stored, all of it: out of the
+ * session (gathered from the replicas' shards under replicated tensor
+ * sharding) and into it (to every replica, or its shard). dst/src hold
+ * numel x the storage type's size (tg_session_storage_dtype). */
+tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *dst);
+tg_status tg_session_value_in(tg_session *s, const tg_tensor *t, const void *src);
 /* The same for another replica (NULL past the last). */
 void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor *t);
 /* Wall time of the last run, and the seconds one device of one replica

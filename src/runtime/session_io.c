@@ -23,6 +23,83 @@ static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *
 
 static tg_dtype stored_as(const tg_session *s, const tg_tensor *t) { return s->program->storage[t->id]; }
 
+static const tg_buffer *home_buffer(const tg_session *s, const tg_tensor *t)
+{
+    int b = s->program->home[t->id];
+    return b >= 0 ? &s->program->buffers[b] : NULL;
+}
+
+static size_t stored_bytes(const tg_session *s, const tg_tensor *t)
+{
+    return (size_t)tg_numel(t) * tg_dtype_size(stored_as(s, t));
+}
+
+/* A persistent value as stored (all of it) into dst, gathered from the
+ * replicas' shards under replicated tensor sharding, else replica 0's. */
+static void gather_value(const tg_session *s, const tg_tensor *t, unsigned char *dst)
+{
+    const tg_buffer *b = home_buffer(s, t);
+    if (!b->sharded) {
+        memcpy(dst, replica_data(s, 0, t), stored_bytes(s, t));
+        return;
+    }
+    size_t es = tg_dtype_size(b->dtype);
+    for (int r = 0; r < s->program->replicas; r++) {
+        int64_t begin, end;
+        tg_shard_range(tg_numel(t), r, s->program->replicas, &begin, &end);
+        memcpy(dst + (size_t)begin * es, replica_data(s, r, t), (size_t)(end - begin) * es);
+    }
+}
+
+/* The reverse: every replica gets the value, or its shard of it. */
+static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigned char *src)
+{
+    const tg_buffer *b = home_buffer(s, t);
+    size_t es = tg_dtype_size(b->dtype);
+    for (int r = 0; r < s->program->replicas; r++) {
+        int64_t begin = 0, end = tg_numel(t);
+        if (b->sharded)
+            tg_shard_range(tg_numel(t), r, s->program->replicas, &begin, &end);
+        memcpy(replica_data(s, r, t), src + (size_t)begin * es, (size_t)(end - begin) * es);
+    }
+}
+
+/* Write a persistent value given in t's own type: converted to its storage
+ * type and copied to every replica (or shard). */
+static tg_status write_value(tg_session *s, const tg_tensor *t, const void *data)
+{
+    const tg_buffer *b = home_buffer(s, t);
+    if (!b->sharded) {
+        for (int r = 0; r < s->program->replicas; r++)
+            tg_convert(data, t->dtype, replica_data(s, r, t), stored_as(s, t), (size_t)tg_numel(t));
+        return TG_OK;
+    }
+    unsigned char *tmp = tg_malloc(stored_bytes(s, t) + 1);
+    if (!tmp)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory writing '%s'", t->name);
+    tg_convert(data, t->dtype, tmp, stored_as(s, t), (size_t)tg_numel(t));
+    scatter_value(s, t, tmp);
+    tg_free(tmp);
+    return TG_OK;
+}
+
+/* Read a persistent value into data, in t's own type. */
+static tg_status read_value(const tg_session *s, const tg_tensor *t, void *data)
+{
+    const tg_buffer *b = home_buffer(s, t);
+    if (!b->sharded) {
+        tg_convert(replica_data(s, 0, t), stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
+        return TG_OK;
+    }
+    unsigned char *tmp = tg_malloc(stored_bytes(s, t) + 1);
+    if (!tmp)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory reading '%s'", t->name);
+    gather_value(s, t, tmp);
+    tg_convert(tmp, stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
+    tg_free(tmp);
+    return TG_OK;
+}
+
 /* Initial values are drawn in f32 (the same numbers whatever the storage). */
 static tg_status fill_leaves(tg_session *s)
 {
@@ -32,7 +109,7 @@ static tg_status fill_leaves(tg_session *s)
         const tg_tensor *t = g->nodes[i];
         if (t->n_in > 0 || p->home[i] < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
             continue;
-        if (stored_as(s, t) == TG_F32) {
+        if (stored_as(s, t) == TG_F32 && !home_buffer(s, t)->sharded) {
             for (int r = 0; r < p->replicas; r++)
                 tg_init_fill_f32(t, s->seed, (float *)replica_data(s, r, t));
             continue;
@@ -41,9 +118,9 @@ static tg_status fill_leaves(tg_session *s)
         if (!tmp)
             return tg_error(TG_ERR_NOMEM, "session: out of memory initialising '%s'", t->name);
         tg_init_fill_f32(t, s->seed, tmp);
-        for (int r = 0; r < p->replicas; r++)
-            tg_convert(tmp, TG_F32, replica_data(s, r, t), stored_as(s, t), (size_t)tg_numel(t));
+        tg_status st = write_value(s, t, tmp);
         tg_free(tmp);
+        TG_TRY(st);
     }
     return TG_OK;
 }
@@ -426,9 +503,7 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
     if (bytes != tg_nbytes(t))
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
                         tg_nbytes(t), bytes);
-    for (int r = 0; r < s->program->replicas; r++)
-        tg_convert(data, t->dtype, replica_data(s, r, t), stored_as(s, t), (size_t)tg_numel(t));
-    return TG_OK;
+    return write_value(s, t, data);
 }
 
 int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k)
@@ -532,13 +607,28 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
     if (bytes != tg_nbytes(t))
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
                         tg_nbytes(t), bytes);
-    tg_convert(replica_data(s, 0, t), stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
-    return TG_OK;
+    return read_value(s, t, data);
 }
 
 int64_t tg_session_step(const tg_session *s) { return s->step; }
 float tg_session_loss_scale(const tg_session *s) { return s->loss_scale; }
 int64_t tg_session_skipped_updates(const tg_session *s) { return s->skipped_updates; }
+tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *dst)
+{
+    if (!replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is not stored", t ? t->name : "(null)");
+    gather_value(s, t, dst);
+    return TG_OK;
+}
+
+tg_status tg_session_value_in(tg_session *s, const tg_tensor *t, const void *src)
+{
+    if (!replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is not stored", t ? t->name : "(null)");
+    scatter_value(s, t, src);
+    return TG_OK;
+}
+
 tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t)
 {
     return replica_data(s, 0, t) ? stored_as(s, t) : t->dtype;
@@ -577,9 +667,13 @@ tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
                             t->name, tg_shape_str(from->shape, a, sizeof a),
                             tg_shape_str(t->shape, b, sizeof b));
         }
-        for (int r = 0; r < dst->program->replicas; r++)
-            tg_convert(replica_data(src, 0, from), stored_as(src, from), replica_data(dst, r, t),
-                       stored_as(dst, t), (size_t)tg_numel(t));
+        float *tmp = tg_malloc(tg_nbytes(t) + 1);
+        tg_status st = tmp ? read_value(src, from, tmp)
+                           : tg_error(TG_ERR_NOMEM, "copy weights: out of memory for '%s'", t->name);
+        if (st == TG_OK)
+            st = write_value(dst, t, tmp);
+        tg_free(tmp);
+        TG_TRY(st);
     }
     return TG_OK;
 }

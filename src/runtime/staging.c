@@ -48,7 +48,8 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
             continue;
         size_t n = (size_t)tg_numel(t->in[k]);
         if (update && o->stochastic)
-            tg_convert_stochastic(a->in[k], stored_in[k], dt, n, o->round_key ^ (uint64_t)k, 0);
+            tg_convert_stochastic(a->in[k], stored_in[k], dt, n, o->round_key ^ (uint64_t)k,
+                                  (uint64_t)o->first);
         else
             tg_convert(a->in[k], TG_F32, stored_in[k], dt, n);
     }

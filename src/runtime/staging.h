@@ -17,6 +17,7 @@ typedef struct tg_stage_opts {
     float grad_unscale; /* the optimizer's gradient is multiplied by this (1/loss scale) */
     bool stochastic;    /* round the update's in-place writes stochastically */
     uint64_t round_key; /* for stochastic rounding: differs per update and step */
+    int64_t first;      /* the element the kernel's first one is (a shard's start) */
 } tg_stage_opts;
 
 /* Run step st's kernel with args a (its buffers' pointers), staging as planned. */

@@ -1,0 +1,145 @@
+/* tests/runtime/test_sharding.c - replicated tensor sharding: each replica
+ * keeps a share of the optimizer state and updates that share of the
+ * weights; training is bit-identical to unsharded replicas, the plan's
+ * optimizer state shrinks by the replica count, the state reads back whole,
+ * and checkpoints move between sharded and unsharded sessions.
+ * TG_TEST_LABELS: threads */
+#include "tg_test.h"
+#include "tg_test_train.h"
+
+#include "core/error.h"
+#include "runtime/session_internal.h"
+#include "tilegraph/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { BATCH = 4 };
+
+/* Every parameter and state tensor of a and b holds the same values (read
+ * whole, in f32) and every replica of a holds the same weights. */
+static bool same_values(const tg_test_model *a, const tg_test_model *b)
+{
+    const tg_graph *g = a->mg.graph;
+    bool same = true;
+    for (int i = 0; i < g->n_nodes && same; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !tg_session_data(a->s, t))
+            continue;
+        const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
+        float *x = malloc(tg_nbytes(t)), *y = malloc(tg_nbytes(t));
+        same = u && tg_session_read(a->s, t, x, tg_nbytes(t)) == TG_OK &&
+               tg_session_read(b->s, u, y, tg_nbytes(t)) == TG_OK &&
+               memcmp(x, y, tg_nbytes(t)) == 0;
+        if (!same)
+            printf("  differs: %s\n", t->name);
+        free(x);
+        free(y);
+    }
+    return same;
+}
+
+static void check_replicas_agree(const tg_test_model *m)
+{
+    const tg_graph *g = m->mg.graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_PARAM)
+            continue;
+        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(m->s, t));
+        TG_CHECK(memcmp(tg_session_replica_data(m->s, 0, t), tg_session_replica_data(m->s, 1, t),
+                        bytes) == 0);
+    }
+}
+
+static void test_sharded_matches_unsharded(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model plain, sharded;
+    const char *const base[] = {"replicationFactor", "2", "Training.gradientAccumulation", "2", NULL};
+    const char *const rts[] = {"replicationFactor", "2", "Training.gradientAccumulation", "2",
+                               "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
+    tg_test_train(&plain, BATCH, &opt, base, 4, 11, NULL);
+    tg_test_train(&sharded, BATCH, &opt, rts, 4, 11, NULL);
+    TG_CHECK(same_values(&plain, &sharded));
+    check_replicas_agree(&sharded);
+    const tg_program *a = tg_session_program(plain.s), *b = tg_session_program(sharded.s);
+    size_t sa = a->devices[0].region_bytes[TG_REGION_STATE], sb = b->devices[0].region_bytes[TG_REGION_STATE];
+    printf("  optimizer state per replica: %zu -> %zu bytes\n", sa, sb);
+    TG_CHECK(sb < sa * 0.55 && sb > sa * 0.4);
+    tg_test_model_destroy(&plain);
+    tg_test_model_destroy(&sharded);
+}
+
+static void test_sharded_half_pipelined(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model plain, sharded;
+    const char *const base[] = {"replicationFactor", "2", "Training.gradientAccumulation", "4",
+                                "executionStrategy", "pipelined", "stages", "B1,B2|B3,B4",
+                                "precision", "16.16", "Precision.enableStochasticRounding", "true",
+                                "firstOrderMomentumAccumType", "f16", NULL};
+    const char *const rts[] = {"replicationFactor", "2", "Training.gradientAccumulation", "4",
+                               "executionStrategy", "pipelined", "stages", "B1,B2|B3,B4",
+                               "precision", "16.16", "Precision.enableStochasticRounding", "true",
+                               "firstOrderMomentumAccumType", "f16",
+                               "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
+    tg_test_train(&plain, BATCH, &opt, base, 3, 12, NULL);
+    tg_test_train(&sharded, BATCH, &opt, rts, 3, 12, NULL);
+    TG_CHECK(same_values(&plain, &sharded));
+    check_replicas_agree(&sharded);
+    tg_test_model_destroy(&plain);
+    tg_test_model_destroy(&sharded);
+}
+
+static void test_checkpoints_cross_sharding(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model sharded, plain;
+    const char *const rts[] = {"replicationFactor", "2",
+                               "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
+    tg_test_train(&sharded, BATCH, &opt, rts, 3, 13, NULL);
+    tg_test_train(&plain, BATCH, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, 13, NULL);
+    char path[] = "/tmp/tg_sharding_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    TG_CHECK(fd >= 0);
+    close(fd);
+    TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
+    TG_CHECK(same_values(&sharded, &plain));
+    check_replicas_agree(&plain); /* the load reached every replica */
+    /* and both continue identically */
+    tg_test_train_more(&sharded, 2, 14);
+    tg_test_train_more(&plain, 2, 14);
+    TG_CHECK(same_values(&sharded, &plain));
+    remove(path);
+    tg_test_model_destroy(&sharded);
+    tg_test_model_destroy(&plain);
+}
+
+static void test_sharding_and_offload_conflict(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_model_graph mg;
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), BATCH, &opt, &mg));
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "replicationFactor", "2"));
+    TG_CHECK_OK(tg_options_set(o, "TensorLocations.optimizer.replicatedTensorSharding", "true"));
+    TG_CHECK_OK(tg_options_set(o, "TensorLocations.optimizer.onChip", "false"));
+    tg_session *s = NULL;
+    TG_CHECK(tg_session_create(mg.graph, o, &s) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "replicated tensor sharding") != NULL);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+int main(void)
+{
+    TG_RUN(test_sharded_matches_unsharded);
+    TG_RUN(test_sharded_half_pipelined);
+    TG_RUN(test_checkpoints_cross_sharding);
+    TG_RUN(test_sharding_and_offload_conflict);
+    return tg_test_finish();
+}
