@@ -32,9 +32,43 @@ static void need_of(const tg_program *p, const tg_options *o, int64_t *need, int
     *unit = "the largest device";
 }
 
-/* Compile the model with the changes kv (key, value, ..., NULL); *need < 0
- * when it does not compile. */
-static void what_if(const insight_model *m, int batch, const char *const *kv, int64_t *need)
+static bool layer_of(const char *name, char *out, size_t cap);
+
+/* The unit a forward value belongs to: its residual block ("layer3.8") in a
+ * ResNet, else its top-level scope ("layer1", "B2"). */
+static void unit_of(const char *name, char *out, size_t cap)
+{
+    if (layer_of(name, out, cap))
+        return;
+    const char *slash = strchr(name, '/');
+    size_t n = slash ? (size_t)(slash - name) : strlen(name);
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), name);
+}
+
+/* Recomputation checkpoints at every unit's output: the last forward value
+ * of each unit is kept, the rest recomputed from it. */
+static void checkpoint_units(tg_graph *g)
+{
+    char unit[64], next[64];
+    tg_tensor *last = NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (t->n_in == 0 || (t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)))
+            continue;
+        if (last) {
+            unit_of(last->name, unit, sizeof unit);
+            unit_of(t->name, next, sizeof next);
+            if (strcmp(unit, next) != 0)
+                tg_recomputation_checkpoint(g, last);
+        }
+        last = t;
+    }
+}
+
+/* Compile the model with the changes kv (key, value, ..., NULL), after
+ * prepare(graph) when given; *need < 0 when it does not compile. */
+static void what_if(const insight_model *m, int batch, const char *const *kv,
+                    void (*prepare)(tg_graph *), int64_t *need)
 {
     *need = -1;
     tg_options *o = tg_options_clone(m->options);
@@ -49,6 +83,8 @@ static void what_if(const insight_model *m, int batch, const char *const *kv, in
             return;
         }
     if (tg_model_graph_create_ex(m->spec, batch, m->optimizer, m->input, &mg) == TG_OK) {
+        if (prepare)
+            prepare(mg.graph);
         if (tg_program_compile(mg.graph, o, &p) == TG_OK) {
             int64_t cap;
             const char *unit;
@@ -197,24 +233,28 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
         int batch;
         const char *kv[8];
         const char *unavailable;
+        void (*prepare)(tg_graph *);
     } remedies[] = {
-        {"half the micro-batch", m->batch / 2, {NULL}, NULL},
+        {"half the micro-batch", m->batch / 2, {NULL}, NULL, NULL},
         {"fp16 weights, activations, gradients", m->batch, {"precision", "16.16", NULL},
-         half ? "already stored in half precision" : NULL},
-        {"recomputation (keep only stage inputs)", m->batch, {"recomputation", "pipeline", NULL}, NULL},
+         half ? "already stored in half precision" : NULL, NULL},
+        {"recomputation (keep only stage inputs)", m->batch, {"recomputation", "pipeline", NULL}, NULL,
+         NULL},
         {"offload optimizer state to the host", m->batch,
-         {"TensorLocations.optimizer.onChip", "false", NULL}, NULL},
+         {"TensorLocations.optimizer.onChip", "false", NULL}, NULL, NULL},
         {"one more pipeline stage", m->batch,
          {"split", split, "devices", devices, "executionStrategy", "pipelined", NULL},
-         can_split ? NULL : "split the model at more layers (--split a,b or --stages) and compile again"},
-        {"recomputation checkpoints", 0, {NULL},
-         "mark values with tg_recomputation_checkpoint: fewer recomputed, more kept"},
+         can_split ? NULL : "split the model at more layers (--split a,b or --stages) and compile again",
+         NULL},
+        {"recomputation, a checkpoint per block", m->batch, {"recomputation", "pipeline", NULL},
+         NULL, checkpoint_units},
         {"available memory proportion 0.1", m->batch, {"availableMemoryProportion", "0.1", NULL},
-         cap > 0 ? NULL : "needs a capacity (memoryPerDevice or a tiled target)"},
+         cap > 0 ? NULL : "needs a capacity (memoryPerDevice or a tiled target)", NULL},
         {p->replicas > 1 ? "replicated tensor sharding" : "replicated tensor sharding, 2 replicas",
          m->batch, {"TensorLocations.optimizer.replicatedTensorSharding", "true",
                     "replicationFactor", replicas, NULL},
-         rts ? "already sharded" : offloading ? "instead of offloading: set onChip=true first" : NULL},
+         rts ? "already sharded" : offloading ? "instead of offloading: set onChip=true first" : NULL,
+         NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
         if (remedies[i].unavailable || remedies[i].batch < 1) {
@@ -223,7 +263,7 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
             continue;
         }
         int64_t after;
-        what_if(m, remedies[i].batch, remedies[i].kv, &after);
+        what_if(m, remedies[i].batch, remedies[i].kv, remedies[i].prepare, &after);
         if (after < 0) {
             fprintf(out, "  %-42s does not compile: %s\n", remedies[i].what, tg_error_message());
             continue;

@@ -125,6 +125,15 @@ static void test_compile_plans_and_reports_out_of_memory(void)
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
            "fp16 weights, activations, gradients       14.3 MiB -> 9.00 MiB");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
+           "recomputation, a checkpoint per block      14.3 MiB -> 7.01 MiB, saves 7.30 MiB (51%), fits");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true --replicas 2", 0,
+           "replicated tensor sharding                 14.3 MiB -> 14.3 MiB, saves 1.00 KiB (0%)");
+    /* --split alone divides the model over devices (executionStrategy auto) */
+    EXPECT("compile --model resnet18 --input 3x32x32 --split layer3.0 --batch-size 4 "
+           "--gradient-accumulation 2", 0, "2 devices x 1 replica");
     /* one more stage: the fullest device's layers split where half its bytes lie
      * (layer4 holds most of resnet18's weights, so the split falls inside it) */
     EXPECT("compile --model resnet18 --input 3x32x32 --split layer3.0 --batch-size 8 "
