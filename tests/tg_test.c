@@ -63,6 +63,12 @@ void tg_test_remove_dir(const char *dir)
         tg_test_fail(__FILE__, __LINE__, "cannot remove %s", dir);
 }
 
+void tg_test_check_no_leak(int64_t live)
+{
+    if (tg_alloc_live_bytes() != live)
+        tg_test_fail(__FILE__, __LINE__, "leaked %lld bytes", (long long)(tg_alloc_live_bytes() - live));
+}
+
 char *tg_test_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

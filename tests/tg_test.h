@@ -21,6 +21,8 @@
 #ifndef TG_TEST_H
 #define TG_TEST_H
 
+#include <stdint.h>
+
 #include "graph/node.h"
 
 #include <math.h>
@@ -73,6 +75,9 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
 
 /* Remove a directory tree a test made (a failure is a test failure). */
 void tg_test_remove_dir(const char *dir);
+/* Fail if the library holds another number of bytes than `live` (taken from
+ * tg_alloc_live_bytes before the tests ran). */
+void tg_test_check_no_leak(int64_t live);
 /* The whole file, NUL-terminated (free it); NULL if it cannot be read. */
 char *tg_test_read_file(const char *path, size_t *len);
 

@@ -5,6 +5,7 @@
  * pipelined and sharded runs shows both with differences, tensors of one
  * report only are marked, and bad inputs exit 1 naming the file. */
 #include "tg_test.h"
+#include "tg_test_cli.h"
 
 #include "core/arena.h"
 #include "core/json.h"
@@ -17,44 +18,11 @@
 #include <unistd.h>
 
 static char tmpdir[256], pipe_db[512], shard_db[512];
-static char output[1 << 20];
 
-/* Run `tilegraph ARGS`; stdout in `output` (stderr too when `with_err`). */
-static int run_ex(const char *args, int with_err)
-{
-    char cmd[2048], path[512];
-    snprintf(path, sizeof path, "%s/out.txt", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/tilegraph %s > %s %s", TG_BINARY_DIR, args, path,
-             with_err ? "2>&1" : "2>/dev/null");
-    int r = system(cmd);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(output, 1, sizeof output - 1, f) : 0;
-    output[n] = '\0';
-    if (f)
-        fclose(f);
-    return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
-#define EXPECT(args, code, text)                                                              \
-    do {                                                                                      \
-        int rc_ = run_ex(args, 1);                                                            \
-        if (rc_ != (code) || !strstr(output, text))                                           \
-            tg_test_fail(__FILE__, __LINE__, "tilegraph %s: exit %d (want %d, '%s'), output:\n%.2000s", \
-                         args, rc_, code, text, output);                                      \
-    } while (0)
-
-/* Run and parse the JSON it prints; NULL (and a failure) when it does not. */
-static const tg_json *run_json(tg_arena *arena, const char *args)
-{
-    int rc = run_ex(args, 0);
-    tg_json *root = NULL;
-    if (rc != 0 || tg_json_parse(arena, output, strlen(output), args, &root) != TG_OK) {
-        tg_test_fail(__FILE__, __LINE__, "tilegraph %s: exit %d or not JSON: %s\n%.500s", args,
-                     rc, tg_error_message(), output);
-        return NULL;
-    }
-    return root;
-}
+#define output tg_cli_output
+#define run_ex(args, with_err) tg_cli_run(tmpdir, args, with_err)
+#define run_json(arena, args) tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__)
+#define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
 
 static const tg_json *table(const tg_json *root, const char *title_prefix)
 {
@@ -68,17 +36,8 @@ static const tg_json *table(const tg_json *root, const char *title_prefix)
     return NULL;
 }
 
-static double num(const tg_json *row, const char *key)
-{
-    const tg_json *v = tg_json_get(row, key);
-    return v && v->type == TG_JSON_NUMBER ? v->number : NAN;
-}
-
-static const char *str(const tg_json *row, const char *key)
-{
-    const tg_json *v = tg_json_get(row, key);
-    return v && v->type == TG_JSON_STRING ? v->string : "";
-}
+#define num tg_cli_num
+#define str tg_cli_str
 
 static double sql_num(const char *db_path, const char *sql, int device, const char *text)
 {
@@ -328,9 +287,6 @@ int main(void)
     TG_RUN(test_other_views);
     TG_RUN(test_compare);
     TG_RUN(test_bad_inputs);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        return 1;
+    tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

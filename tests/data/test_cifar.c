@@ -251,9 +251,6 @@ int main(void)
     TG_RUN(test_parse_memory);
     TG_RUN(test_kinds);
     TG_RUN(test_synthetic);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }

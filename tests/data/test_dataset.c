@@ -118,11 +118,7 @@ int main(void)
     TG_RUN(test_made_directory);
     TG_RUN(test_kind_names);
     TG_RUN(test_real_fashion_mnist);
-    if (tg_alloc_live_bytes() != live)
-        tg_test_fail(__FILE__, __LINE__, "leaked %lld bytes", (long long)(tg_alloc_live_bytes() - live));
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tg_test_check_no_leak(live);
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }

@@ -318,9 +318,6 @@ int main(void)
     TG_RUN(test_pair_mismatch_and_io);
     TG_RUN(test_no_leaks_on_failure);
     TG_RUN(test_real_fashion_mnist);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

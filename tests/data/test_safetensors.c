@@ -463,11 +463,7 @@ int main(void)
     TG_RUN(test_atomic_write_on_allocation_failure);
     TG_RUN(test_read_only_directory);
     TG_RUN(test_loader_allocation_failures);
-    if (tg_alloc_live_bytes() != live)
-        tg_test_fail(__FILE__, __LINE__, "leaked %lld bytes", (long long)(tg_alloc_live_bytes() - live));
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tg_test_check_no_leak(live);
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }

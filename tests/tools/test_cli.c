@@ -2,6 +2,7 @@
  * help, bad flags, bad data, a corrupt checkpoint, and a train/infer round
  * trip. Every failure must exit non-zero with a message naming the culprit. */
 #include "tg_test.h"
+#include "tg_test_cli.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,30 +11,10 @@
 #include <unistd.h>
 
 static char tmpdir[256];
-static char output[65536];
 
-/* Run `tilegraph ARGS`, capture stdout+stderr in `output`, return the exit code. */
-static int run(const char *args)
-{
-    char cmd[2048], path[512];
-    snprintf(path, sizeof path, "%s/out.txt", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/tilegraph %s > %s 2>&1", TG_BINARY_DIR, args, path);
-    int r = system(cmd);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(output, 1, sizeof output - 1, f) : 0;
-    output[n] = '\0';
-    if (f)
-        fclose(f);
-    return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
-#define EXPECT(args, code, text)                                                          \
-    do {                                                                                  \
-        int rc_ = run(args);                                                              \
-        if (rc_ != (code) || !strstr(output, text))                                       \
-            tg_test_fail(__FILE__, __LINE__, "tilegraph %s: exit %d (want %d), output:\n%s", \
-                         args, rc_, code, output);                                        \
-    } while (0)
+#define output tg_cli_output
+#define run(args) tg_cli_run(tmpdir, args, 1)
+#define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
 
 static void test_help_everywhere(void)
 {

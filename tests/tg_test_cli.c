@@ -1,0 +1,55 @@
+/* tests/tg_test_cli.c - the command runner of tg_test_cli.h. */
+#include "tg_test_cli.h"
+
+#include "tg_test.h"
+
+#include "core/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+char tg_cli_output[1 << 21];
+
+int tg_cli_run(const char *dir, const char *args, int with_err)
+{
+    char cmd[4096], path[512];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s/tilegraph %s > %s %s", TG_BINARY_DIR, args, path,
+             with_err ? "2>&1" : "2>/dev/null");
+    int r = system(cmd);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(tg_cli_output, 1, sizeof tg_cli_output - 1, f) : 0;
+    tg_cli_output[n] = '\0';
+    if (f)
+        fclose(f);
+    return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, const char *file,
+                           int line)
+{
+    int rc = tg_cli_run(dir, args, 0);
+    tg_json *root = NULL;
+    if (rc != 0 ||
+        tg_json_parse(arena, tg_cli_output, strlen(tg_cli_output), args, &root) != TG_OK) {
+        tg_test_fail(file, line, "tilegraph %s: exit %d or not JSON: %s\n%.500s", args, rc,
+                     tg_error_message(), tg_cli_output);
+        return NULL;
+    }
+    return root;
+}
+
+double tg_cli_num(const tg_json *row, const char *key)
+{
+    const tg_json *v = tg_json_get(row, key);
+    return v && v->type == TG_JSON_NUMBER ? v->number : NAN;
+}
+
+const char *tg_cli_str(const tg_json *row, const char *key)
+{
+    const tg_json *v = tg_json_get(row, key);
+    return v && v->type == TG_JSON_STRING ? v->string : "";
+}

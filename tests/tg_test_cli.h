@@ -1,0 +1,35 @@
+/* tests/tg_test_cli.h - running the `tilegraph` command from tests: the
+ * build tree's binary, its output captured through a file in the test's
+ * temporary directory. */
+#ifndef TG_TEST_CLI_H
+#define TG_TEST_CLI_H
+
+#include "core/arena.h"
+#include "core/json.h"
+
+/* What the last tg_cli_run printed. */
+extern char tg_cli_output[1 << 21];
+
+/* Run `tilegraph ARGS` with its output in dir/out.txt: stdout into
+ * tg_cli_output, and stderr too when with_err. Returns the exit code. */
+int tg_cli_run(const char *dir, const char *args, int with_err);
+
+/* Run and parse the JSON it prints; NULL (and a test failure) when it exits
+ * non-zero or prints something else. */
+const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, const char *file,
+                           int line);
+
+/* A row's number (NAN when missing) and string ("" when missing). */
+double tg_cli_num(const tg_json *row, const char *key);
+const char *tg_cli_str(const tg_json *row, const char *key);
+
+/* The command exits with `code` and its output (stdout and stderr) holds `text`. */
+#define TG_CLI_EXPECT(dir, args, code, text)                                                   \
+    do {                                                                                       \
+        int rc_ = tg_cli_run(dir, args, 1);                                                    \
+        if (rc_ != (code) || !strstr(tg_cli_output, text))                                     \
+            tg_test_fail(__FILE__, __LINE__, "tilegraph %s: exit %d (want %d, '%s'), output:\n%.2000s", \
+                         args, rc_, code, text, tg_cli_output);                                \
+    } while (0)
+
+#endif
