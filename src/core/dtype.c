@@ -179,7 +179,10 @@ void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n)
 /* The bf16 loops work on the bits, branch-free, so the compiler vectorises
  * them (AVX-512 BF16's VCVTNEPS2BF16 would flush subnormals, which the
  * scalar form promises not to). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+/* One copy per instruction set, picked at load time (an ifunc). Not under the
+ * sanitizers: the ifunc resolver runs before their runtime starts. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TG_WIDE_CLONES __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 #else
 #define TG_WIDE_CLONES
