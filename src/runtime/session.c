@@ -107,20 +107,28 @@ static void fail(tg_session *s, tg_status st, const char *msg)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* A channel looked up once; device threads may race to the first lookup,
+ * which is harmless (the same pointer) but must be atomic. */
+static tg_trace_channel *cached_channel(tg_trace_channel **cache, const char *name)
+{
+    tg_trace_channel *ch = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (!ch) {
+        ch = tg_trace_channel_get(name);
+        __atomic_store_n(cache, ch, __ATOMIC_RELEASE);
+    }
+    return ch;
+}
+
 static tg_trace_channel *engine_channel(void)
 {
     static tg_trace_channel *ch;
-    if (!ch)
-        ch = tg_trace_channel_get("engine");
-    return ch;
+    return cached_channel(&ch, "engine");
 }
 
 static tg_trace_channel *comms_channel(void)
 {
     static tg_trace_channel *ch;
-    if (!ch)
-        ch = tg_trace_channel_get("comms");
-    return ch;
+    return cached_channel(&ch, "comms");
 }
 
 /* Wait until *counter >= target; false if the run was aborted meanwhile. */
