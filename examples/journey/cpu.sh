@@ -15,7 +15,7 @@ HALF="--precision 16.16 --loss-scaling static --loss-scale 1000 --accum-type f16
 step() {
     name=$1; shift
     printf '\n== %s: tilegraph %s\n' "$name" "$*"
-    "$TG" "$@" 2>&1 | grep -E "^(epoch|  loss scale|training:)"
+    "$TG" "$@" 2>&1 | grep -E "^(epoch [0-9]+:|  loss scale|training:)"
 }
 
 step "base"                    $BASE --gradient-accumulation 3
