@@ -7,6 +7,42 @@
 
 static size_t align_up(size_t x) { return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
 
+/* Below this many elements a conversion runs on the calling thread. */
+#define CONVERT_PARALLEL_MIN 65536
+
+typedef struct convert_job {
+    const unsigned char *src;
+    unsigned char *dst;
+    tg_dtype sd, dd;
+    float scale; /* applied after converting to f32 (dd == f32 only) */
+} convert_job;
+
+static void convert_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const convert_job *j = ctx;
+    size_t ss = tg_dtype_size(j->sd), ds = tg_dtype_size(j->dd);
+    tg_convert(j->src + (size_t)begin * ss, j->sd, j->dst + (size_t)begin * ds, j->dd,
+               (size_t)(end - begin));
+    if (j->scale != 1.0f) {
+        float *f = (float *)(void *)(j->dst + (size_t)begin * ds);
+        for (int64_t i = 0; i < end - begin; i++)
+            f[i] *= j->scale;
+    }
+}
+
+/* dst = src converted (times scale, into f32), over the device's threads
+ * when the tensor is large. */
+static void convert_on(tg_pool *pool, const void *src, tg_dtype sd, void *dst, tg_dtype dd,
+                       int64_t n, float scale)
+{
+    convert_job j = {src, dst, sd, dd, scale};
+    if (n >= CONVERT_PARALLEL_MIN && pool && tg_pool_threads(pool) > 1)
+        tg_pool_for(pool, n, convert_range, &j);
+    else
+        convert_range(&j, 0, n, 0);
+}
+
 void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
                   const tg_stage_opts *o)
 {
@@ -27,10 +63,8 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
             continue;
         int64_t n = tg_numel(t->in[k]);
         float *f = (float *)stage;
-        tg_convert(a->in[k], p->buffers[b].dtype, f, TG_F32, (size_t)n);
-        if (grad && o->grad_unscale != 1.0f)
-            for (int64_t i = 0; i < n; i++)
-                f[i] *= o->grad_unscale;
+        convert_on(a->pool, a->in[k], p->buffers[b].dtype, f, TG_F32, n,
+                   grad ? o->grad_unscale : 1.0f);
         stored_in[k] = a->in[k];
         a->in[k] = f;
         stage += align_up((size_t)n * 4);
@@ -51,10 +85,10 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
             tg_convert_stochastic(a->in[k], stored_in[k], dt, n, o->round_key ^ (uint64_t)k,
                                   (uint64_t)o->first);
         else
-            tg_convert(a->in[k], TG_F32, stored_in[k], dt, n);
+            convert_on(a->pool, a->in[k], TG_F32, stored_in[k], dt, (int64_t)n, 1.0f);
     }
     if (stored_out)
-        tg_convert(a->out, TG_F32, stored_out, p->buffers[st->out].dtype, (size_t)tg_numel(t));
+        convert_on(a->pool, a->out, TG_F32, stored_out, p->buffers[st->out].dtype, tg_numel(t), 1.0f);
 }
 
 #define CHUNK 1024
