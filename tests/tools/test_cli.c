@@ -69,6 +69,22 @@ static void test_bad_flags(void)
     EXPECT("train --model mnist-pipeline --strategy pipelined --stages 'B1|B2' --train-limit 400 "
            "--test-limit 100", 1, "is in no stage");
     EXPECT("train --options /nonexistent.json --train-limit 100", 1, "/nonexistent.json");
+    EXPECT("train --precision 8.8 --train-limit 100", 1, "option 'precision': '8.8' is not one of");
+    EXPECT("train --loss-scaling sometimes --train-limit 100", 1, "static|dynamic");
+    EXPECT("train --precision 16.16 --loss-scale 0 --train-limit 100", 1, "lossScalingFactor");
+    EXPECT("compile --model resnet18 --stem round", 2, "expected auto, imagenet or cifar");
+}
+
+/* half precision from the command line: the epoch reports the loss scale */
+static void test_precision_flags(void)
+{
+    EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 400 --test-limit 100 "
+           "--precision 16.16 --loss-scaling dynamic", 0,
+           "loss scale 1024, 0 updates skipped for overflowing gradients");
+    EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 400 --test-limit 100 "
+           "--precision bf16.bf16 --stochastic-rounding --json", 0, "\"skipped_updates\":0");
+    /* the plan shows the halving: mnist-pipeline's weights are 352 KiB in f32 */
+    EXPECT("compile --model mnist-pipeline --precision 16.16", 0, "weights                           176 KiB");
 }
 
 static void write_file(const char *name, const void *data, size_t n)
@@ -218,6 +234,7 @@ int main(void)
     TG_RUN(test_help_everywhere);
     TG_RUN(test_options_documented);
     TG_RUN(test_bad_flags);
+    TG_RUN(test_precision_flags);
     TG_RUN(test_compile_plans_and_reports_out_of_memory);
     TG_RUN(test_bad_data);
     TG_RUN(test_bad_options_file);
