@@ -39,6 +39,7 @@ void cli_print_help(const cli_command *cmd, FILE *out)
                 fprintf(out, " (default %s)", *(const char **)f->value);
             break;
         case CLI_BOOL:
+        case CLI_LIST:
             break;
         }
         fputc('\n', out);
@@ -87,6 +88,17 @@ static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
     case CLI_BOOL:
         *(bool *)f->value = true;
         return 0;
+    case CLI_LIST: {
+        char *list = f->value;
+        size_t used = strlen(list), need = used + (used ? 1 : 0) + strlen(v);
+        if (need >= CLI_LIST_CAP) {
+            fprintf(stderr, "tilegraph %s: %s: the values given add up to more than %d characters\n",
+                    cmd->name, f->name, CLI_LIST_CAP - 1);
+            return -1;
+        }
+        snprintf(list + used, CLI_LIST_CAP - used, "%s%s", used ? "," : "", v);
+        return 0;
+    }
     }
     return -1;
 }

@@ -10,12 +10,15 @@
 
 /* ---- flags ------------------------------------------------------------------- */
 
-typedef enum { CLI_INT, CLI_FLOAT, CLI_STRING, CLI_BOOL } cli_type;
+/* CLI_LIST: a flag that may be given several times; each value is appended,
+ * comma-separated, to a char[CLI_LIST_CAP] buffer. */
+typedef enum { CLI_INT, CLI_FLOAT, CLI_STRING, CLI_BOOL, CLI_LIST } cli_type;
+#define CLI_LIST_CAP 2048
 
 typedef struct cli_flag {
     const char *name; /* "--epochs" */
     cli_type type;
-    void *value;      /* int64_t*, double*, const char**, bool* */
+    void *value;      /* int64_t*, double*, const char**, bool*, char[CLI_LIST_CAP] */
     const char *arg;  /* placeholder in help: "N" */
     const char *help;
     double min, max;  /* CLI_INT / CLI_FLOAT limits (min > max: none) */

@@ -41,8 +41,8 @@ int device_flags(device_args *a, cli_flag *f)
          9e18},
         {"--options", CLI_STRING, &a->options_file, "FILE",
          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
-        {"--engine-option", CLI_STRING, &a->engine_options, "KEY=VALUE[,...]",
-         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true", 1, 0},
+        {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
+         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be repeated)", 1, 0},
         {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
@@ -143,8 +143,8 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && (!a->first_moment || set(o, command, "firstOrderMomentumAccumType", a->first_moment));
     ok = ok && (!a->second_moment || set(o, command, "secondOrderMomentumAccumType", a->second_moment));
     ok = ok && (!a->stochastic_rounding || set(o, command, "Precision.enableStochasticRounding", "true"));
-    if (ok && a->engine_options) {
-        char buf[1024];
+    if (ok && a->engine_options[0]) {
+        char buf[CLI_LIST_CAP];
         snprintf(buf, sizeof buf, "%s", a->engine_options);
         char *save = NULL;
         for (char *kv = strtok_r(buf, ",", &save); ok && kv; kv = strtok_r(NULL, ",", &save)) {

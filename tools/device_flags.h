@@ -11,7 +11,7 @@
 
 typedef struct device_args {
     const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
-    const char *engine_options; /* "key=value,key=value" */
+    char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */
     /* precision (compile/precision.h) */
     const char *precision, *loss_scaling, *loss_scale, *accum_type, *first_moment, *second_moment;
     bool profile, offload_optimizer, stochastic_rounding;

@@ -112,6 +112,10 @@ static void test_compile_plans_and_reports_out_of_memory(void)
            "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true", 0,
            "14.3 MiB");
     EXPECT("compile --model mnist-pipeline --engine-option nonsense", 1, "not KEY=VALUE");
+    /* --engine-option given twice: both apply (recomputation brings 14.3 MiB to 5.04 MiB) */
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+           "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true "
+           "--engine-option recomputation=pipeline", 0, "needs 5.04 MiB of 3.81 MiB");
     /* over capacity but allowed: the plan and the remedies, each re-planned */
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
