@@ -1,0 +1,116 @@
+/* tests/core/test_convert.c - storage conversions: every pair of float types
+ * round-trips what the narrower type holds, stochastic rounding picks one of
+ * the two neighbours with the right odds (so it is unbiased) and is
+ * reproducible from its key, and the non-finite scan finds the first NaN or
+ * infinity in each type. */
+#include "tg_test.h"
+
+#include "core/convert.h"
+
+#include <math.h>
+#include <string.h>
+
+static void test_pairs(void)
+{
+    const float v[] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 1e-7f, 3.14159f, -1e5f, INFINITY};
+    enum { N = sizeof v / sizeof v[0] };
+    const tg_dtype types[] = {TG_F32, TG_F16, TG_BF16};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            unsigned char x[N * 4], y[N * 4];
+            float back[N], direct[N];
+            tg_convert(v, TG_F32, x, types[a], N);       /* what type a holds */
+            tg_convert(x, types[a], y, types[b], N);     /* a -> b */
+            tg_convert(y, types[b], back, TG_F32, N);
+            tg_convert(x, types[a], direct, TG_F32, N);  /* a's values, exactly */
+            unsigned char z[N * 4];
+            tg_convert(direct, TG_F32, z, types[b], N);  /* rounded once from f32 */
+            float expect[N];
+            tg_convert(z, types[b], expect, TG_F32, N);
+            for (int i = 0; i < N; i++)
+                TG_CHECK(memcmp(&back[i], &expect[i], 4) == 0 ||
+                         (isnan(back[i]) && isnan(expect[i])));
+        }
+}
+
+/* The two neighbours of x in type t (by magnitude), as f32. */
+static void neighbours(float x, tg_dtype t, float *lo, float *hi)
+{
+    uint16_t h;
+    tg_convert(&x, TG_F32, &h, t, 1);
+    float n;
+    tg_convert(&h, t, &n, TG_F32, 1);
+    uint16_t other = fabsf(n) > fabsf(x) ? (uint16_t)(h - 1) : (uint16_t)(h + 1);
+    float m;
+    tg_convert(&other, t, &m, TG_F32, 1);
+    *lo = fabsf(n) < fabsf(m) ? n : m;
+    *hi = fabsf(n) < fabsf(m) ? m : n;
+}
+
+static void test_stochastic_is_unbiased(void)
+{
+    const float xs[] = {1.0f + 1.0f / 3000.0f, -0.1f, 1234.567f, 3e-6f};
+    const tg_dtype types[] = {TG_F16, TG_BF16};
+    enum { N = 40000 };
+    static float src[N], out[N];
+    static uint16_t h[N];
+    for (int t = 0; t < 2; t++)
+        for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {
+            float x = xs[k], lo, hi;
+            neighbours(x, types[t], &lo, &hi);
+            for (int i = 0; i < N; i++)
+                src[i] = x;
+            tg_convert_stochastic(src, h, types[t], N, 42 + (uint64_t)k, 0);
+            tg_convert(h, types[t], out, TG_F32, N);
+            double mean = 0;
+            int others = 0;
+            for (int i = 0; i < N; i++) {
+                mean += out[i];
+                others += out[i] != lo && out[i] != hi;
+            }
+            mean /= N;
+            TG_CHECK(others == 0);
+            /* the mean is x within 4 standard errors of the two-point draw */
+            double p = (fabs((double)x) - fabs((double)lo)) / (fabs((double)hi) - fabs((double)lo));
+            double se = fabs((double)hi - (double)lo) * sqrt(p * (1 - p) / N);
+            TG_CHECK(fabs(mean - (double)x) <= 4 * se + 1e-12);
+            /* the same key and element index give the same bits */
+            static uint16_t again[N];
+            tg_convert_stochastic(src, again, types[t], N, 42 + (uint64_t)k, 0);
+            TG_CHECK(memcmp(h, again, sizeof h) == 0);
+            /* an offset start rounds element i as the whole array's element first + i */
+            tg_convert_stochastic(src + 100, again, types[t], 10, 42 + (uint64_t)k, 100);
+            TG_CHECK(memcmp(h + 100, again, 10 * sizeof(uint16_t)) == 0);
+        }
+    /* representable values and non-finite ones are kept exactly */
+    float exact[3] = {0.5f, INFINITY, NAN};
+    uint16_t e[3];
+    tg_convert_stochastic(exact, e, TG_F16, 3, 1, 0);
+    TG_CHECK(tg_f16_to_f32(e[0]) == 0.5f && isinf(tg_f16_to_f32(e[1])) && isnan(tg_f16_to_f32(e[2])));
+}
+
+static void test_first_nonfinite(void)
+{
+    float f[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    TG_CHECK(tg_first_nonfinite(f, TG_F32, 8) == -1);
+    f[5] = NAN;
+    f[6] = INFINITY;
+    TG_CHECK(tg_first_nonfinite(f, TG_F32, 8) == 5);
+    uint16_t h[8];
+    tg_convert(f, TG_F32, h, TG_F16, 8);
+    TG_CHECK(tg_first_nonfinite(h, TG_F16, 8) == 5);
+    TG_CHECK(tg_first_nonfinite(h, TG_F16, 5) == -1);
+    float big[2] = {1e5f, 1.0f}; /* finite in f32 and bf16, infinite in f16 */
+    tg_convert(big, TG_F32, h, TG_F16, 2);
+    TG_CHECK(tg_first_nonfinite(h, TG_F16, 2) == 0);
+    tg_convert(big, TG_F32, h, TG_BF16, 2);
+    TG_CHECK(tg_first_nonfinite(h, TG_BF16, 2) == -1);
+}
+
+int main(void)
+{
+    TG_RUN(test_pairs);
+    TG_RUN(test_stochastic_is_unbiased);
+    TG_RUN(test_first_nonfinite);
+    return tg_test_finish();
+}
