@@ -205,7 +205,7 @@ static tg_status check_value(const opt_spec *s, const char *v)
         double x = strtod(v, &end);
         if (!*v || *end || errno)
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not a number", s->key, v);
-        if (x < s->min || x > s->max)
+        if (!(x >= s->min && x <= s->max)) /* NaN fails both */
             return tg_error(TG_ERR_CONFIG, "option '%s': %g is outside [%g, %g]", s->key, x, s->min,
                             s->max);
         return TG_OK;

@@ -132,6 +132,14 @@ static void test_options(void)
     TG_CHECK(strstr(tg_error_message(), "valid options:") != NULL);
     TG_CHECK(strstr(tg_error_message(), "replicationFactor") != NULL);
     TG_CHECK(tg_options_set(o, "debug.checkNaN", "maybe") == TG_ERR_CONFIG);
+    /* a float option: NaN and infinities are out of every range */
+    TG_CHECK_OK(tg_options_set(o, "lossScalingFactor", "128"));
+    TG_CHECK(tg_options_get_float(o, "lossScalingFactor") == 128.0);
+    TG_CHECK(tg_options_set(o, "lossScalingFactor", "nan") == TG_ERR_CONFIG);
+    TG_CHECK(tg_options_set(o, "lossScalingFactor", "inf") == TG_ERR_CONFIG);
+    TG_CHECK(tg_options_set(o, "availableMemoryProportion", "1.5") == TG_ERR_CONFIG);
+    TG_CHECK(tg_options_set(o, "precision", "16.8") == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "32.32|16.32|16.16") != NULL);
     TG_CHECK_OK(tg_options_set_json(o, "{\"deviceIterations\": 10, \"outputMode\": \"all\", "
                                        "\"debug.checkNaN\": false}", "opts.json"));
     TG_CHECK(tg_options_get_int(o, "deviceIterations") == 10);
