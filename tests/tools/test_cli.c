@@ -75,6 +75,22 @@ static void test_bad_flags(void)
     EXPECT("compile --model resnet18 --stem round", 2, "expected auto, imagenet or cifar");
 }
 
+/* Seed 003 on mk2, from the compile report alone: fp32 at micro-batch 64 is
+ * out of memory, the seed's 16.16 (with its AdamW types) fits. */
+static void test_journey_memory_story(void)
+{
+    const char *base = "compile --target mk2 --model resnet101 --input 3x32x32 --stem imagenet "
+                       "--split layer3.8 --batch-size 64 --gradient-accumulation 3";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --precision 32.32", base);
+    EXPECT(args, 1, "device 1 tile 115 needs 717 KiB but has 624 KiB");
+    snprintf(args, sizeof args, "%s --precision 32.32 --engine-option debug.allowOutOfMemory=true", base);
+    EXPECT(args, 0, "fp16 weights, activations, gradients       717 KiB -> 515 KiB, saves 202 KiB (28%), fits");
+    snprintf(args, sizeof args, "%s --precision 16.16 --loss-scaling static --loss-scale 1000 "
+             "--accum-type f16 --first-moment-type f16", base);
+    EXPECT(args, 0, "device 1: max tile 904 holds 472 KiB (76% of its memory)");
+}
+
 /* half precision from the command line: the epoch reports the loss scale */
 static void test_precision_flags(void)
 {
@@ -239,6 +255,7 @@ int main(void)
     TG_RUN(test_options_documented);
     TG_RUN(test_bad_flags);
     TG_RUN(test_precision_flags);
+    TG_RUN(test_journey_memory_story);
     TG_RUN(test_compile_plans_and_reports_out_of_memory);
     TG_RUN(test_bad_data);
     TG_RUN(test_bad_options_file);
