@@ -137,14 +137,23 @@ static void print_tiles_json(const tg_program *p)
     printf("]");
 }
 
+/* "16.16" from the storage types: 32, 16 or bf16 per side. */
+static const char *precision_text(const tg_program *p, char *buf, size_t cap)
+{
+    const char *in = p->precision.input == TG_F16 ? "16" : p->precision.input == TG_BF16 ? "bf16" : "32";
+    const char *mo = p->precision.model == TG_F16 ? "16" : p->precision.model == TG_BF16 ? "bf16" : "32";
+    snprintf(buf, cap, "%s.%s", in, mo);
+    return buf;
+}
+
 static void print_text(const tg_program *p, const char *model, double ms)
 {
-    char a[32], b[32];
+    char a[32], b[32], prec[16];
     printf("%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
-           "compiled in %.1f ms\n\n", model, p->training ? "training" : "inference", p->n_devices,
-           p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
+           "precision %s, compiled in %.1f ms\n\n", model, p->training ? "training" : "inference",
+           p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
            p->micro_batches, p->micro_batches == 1 ? "" : "es", tg_schedule_name(p->schedule.kind),
-           ms);
+           precision_text(p, prec, sizeof prec), ms);
     printf("%-28s", "memory");
     for (int d = 0; d < p->n_devices; d++) {
         char h[16];
@@ -189,11 +198,13 @@ static void print_text(const tg_program *p, const char *model, double ms)
 
 static void print_json(const tg_program *p, const char *model, double ms)
 {
+    char prec[16];
     printf("{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
-           "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"compile_ms\":%.3f,"
-           "\"arena_bytes\":%zu,\"per_device\":[",
+           "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"precision\":\"%s\","
+           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"per_device\":[",
            model, p->training ? "training" : "inference", p->n_devices, p->replicas,
-           p->micro_batches, p->iterations, tg_schedule_name(p->schedule.kind), ms, p->arena_bytes);
+           p->micro_batches, p->iterations, tg_schedule_name(p->schedule.kind),
+           precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
         int at;
