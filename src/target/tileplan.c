@@ -12,6 +12,8 @@
  * bytes are its own peak over the device's timeline (a sweep over live
  * ranges), which is what a tile really needs; the device-wide arena may be
  * larger because its peak is reached at a different step on another tile.
+ * Half-precision steps count only their kernel's scratch: the host engine's
+ * f32 staging is not something the tile processor would hold.
  */
 #include "target/target.h"
 
@@ -24,6 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A step's scratch on the tile processor: its kernel's own. The f32 staging
+ * of half-precision steps is how the host emulates them; the tile processor
+ * computes in f16 and needs none. */
+static int64_t device_scratch(const tg_step *st) { return (int64_t)st->kernel_scratch; }
 
 const char *tg_tile_cat_name(tg_tile_cat c)
 {
@@ -133,7 +140,7 @@ static tg_status activation_peaks(const tg_program *p, const tg_tile_plan *tp, i
     }
     for (int ph = 0, base = 0; ph < TG_PHASE_COUNT; base += dp->n_steps[ph++])
         for (int s = 0; s < dp->n_steps[ph]; s++) {
-            int64_t sb = (int64_t)dp->steps[ph][s].scratch_bytes;
+            int64_t sb = device_scratch(&dp->steps[ph][s]);
             if (sb == 0)
                 continue;
             ev[n++] = (live_event){base + s, 1, scratch_span[base + s], sb};
@@ -220,7 +227,7 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         }
     for (int ph = 0, base = 0; ph < TG_PHASE_COUNT; base += dp->n_steps[ph++])
         for (int s = 0; s < dp->n_steps[ph]; s++) {
-            int64_t sb = (int64_t)dp->steps[ph][s].scratch_bytes;
+            int64_t sb = device_scratch(&dp->steps[ph][s]);
             scratch_span[base + s] = tg_tile_map_linear(sb, tg->grain_bytes, tiles, act_cursor);
             act_cursor = (scratch_span[base + s].start + scratch_span[base + s].used) % tiles;
         }
