@@ -193,9 +193,9 @@ TG_WIDE_CLONES void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t
     const uint32_t *u = (const uint32_t *)(const void *)src;
     for (size_t i = 0; i < n; i++) {
         uint32_t x = u[i];
-        uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-        uint32_t quiet = (x >> 16) | 0x0040u;
-        dst[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+        uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+        uint32_t quiet = x | 0x00400000u; /* a NaN keeps its payload's top and stays quiet */
+        dst[i] = (uint16_t)(((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded) >> 16);
     }
 }
 
