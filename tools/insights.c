@@ -12,24 +12,29 @@
 #include <stdio.h>
 #include <string.h>
 
+/* What device d needs: its fullest tile on a tiled target, else its arena. */
+static int64_t device_need(const tg_program *p, int d)
+{
+    return p->tile_plan ? p->tile_plan->devices[d].max_bytes : (int64_t)p->devices[d].arena_bytes;
+}
+
+/* The device that needs the most memory. */
+static int fullest_device(const tg_program *p)
+{
+    int best = 0;
+    for (int d = 1; d < p->n_devices; d++)
+        if (device_need(p, d) > device_need(p, best))
+            best = d;
+    return best;
+}
+
 /* The largest need of a compiled program and the capacity it is held to. */
 static void need_of(const tg_program *p, const tg_options *o, int64_t *need, int64_t *cap,
                     const char **unit)
 {
-    *need = 0;
-    if (p->tile_plan) {
-        for (int d = 0; d < p->tile_plan->n_devices; d++)
-            if (p->tile_plan->devices[d].max_bytes > *need)
-                *need = p->tile_plan->devices[d].max_bytes;
-        *cap = p->tile_plan->target.tile_memory;
-        *unit = "the fullest tile";
-        return;
-    }
-    for (int d = 0; d < p->n_devices; d++)
-        if ((int64_t)p->devices[d].arena_bytes > *need)
-            *need = (int64_t)p->devices[d].arena_bytes;
-    *cap = tg_options_get_int(o, "memoryPerDevice");
-    *unit = "the largest device";
+    *need = device_need(p, fullest_device(p));
+    *cap = p->tile_plan ? p->tile_plan->target.tile_memory : tg_options_get_int(o, "memoryPerDevice");
+    *unit = p->tile_plan ? "the fullest tile" : "the largest device";
 }
 
 static bool layer_of(const char *name, char *out, size_t cap);
@@ -94,20 +99,6 @@ static void what_if(const insight_model *m, int batch, const char *const *kv,
         tg_model_graph_destroy(&mg);
     }
     tg_options_destroy(o);
-}
-
-/* The device that needs the most memory. */
-static int fullest_device(const tg_program *p)
-{
-    int best = 0;
-    for (int d = 1; d < p->n_devices; d++) {
-        int64_t a = p->tile_plan ? p->tile_plan->devices[d].max_bytes : (int64_t)p->devices[d].arena_bytes;
-        int64_t b = p->tile_plan ? p->tile_plan->devices[best].max_bytes
-                                 : (int64_t)p->devices[best].arena_bytes;
-        if (a > b)
-            best = d;
-    }
-    return best;
 }
 
 /* "layer3/8/conv1/..." -> "layer3.8" (torchvision's module path, what

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t align_up(size_t x) { return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
 
 typedef struct {
     size_t bytes, offset;
@@ -60,7 +59,7 @@ static size_t place_greedy(plan_item *items, int n)
                 break; /* fits in the gap before live[j] */
             size_t end = live[j]->offset + live[j]->bytes;
             if (end > at)
-                at = align_up(end);
+                at = tg_align(end);
         }
         items[i].offset = at;
         if (at + items[i].bytes > extent)
@@ -145,7 +144,7 @@ tg_status tg_memplan_device(tg_program *p, int d)
             if (b->device != d || (int)b->region != r)
                 continue;
             b->slots = slotted ? dp->stash_depth : 1;
-            b->stride = align_up(b->bytes);
+            b->stride = tg_align(b->bytes);
             b->offset = at;
             b->first = -1;
             b->last = n_steps;
@@ -163,7 +162,7 @@ tg_status tg_memplan_device(tg_program *p, int d)
         if (b->first < 0)
             b->first = b->last = 0;
         b->slots = 1;
-        b->stride = align_up(b->bytes);
+        b->stride = tg_align(b->bytes);
         items[n_items++] = (plan_item){b->bytes, 0, b->first, b->last, &b->offset};
     }
     dp->scratch_peak = 0;
@@ -186,8 +185,8 @@ tg_status tg_memplan_device(tg_program *p, int d)
     } else {
         for (int i = 0; i < n_items; i++)
             *items[i].out = act_base + items[i].offset;
-        dp->region_bytes[TG_REGION_ACTIVATION] = align_up(extent);
-        dp->arena_bytes = act_base + align_up(extent);
+        dp->region_bytes[TG_REGION_ACTIVATION] = tg_align(extent);
+        dp->arena_bytes = act_base + tg_align(extent);
     }
     tg_free(items);
     return status;

@@ -78,8 +78,8 @@ void tg_precision_assign(const tg_graph *g, const tg_precision *pr, tg_dtype *st
         storage[i] = default_storage(g->nodes[i], pr);
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *u = g->nodes[i];
-        if (!(u->flags & TG_NODE_OPTIMIZER) || u->n_mutated < 2)
-            continue;
+        if (!tg_is_weight_update(u) || u->n_mutated < 2)
+            continue; /* no state */
         /* SGD(param, momentum, grad), ADAM(param, exp_avg, exp_avg_sq, grad) */
         storage[u->in[1]->id] = pr->first_moment;
         if (u->op == TG_OP_ADAM_UPDATE)

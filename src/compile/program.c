@@ -286,36 +286,39 @@ static tg_status make_accumulators(tg_program *p)
     return TG_OK;
 }
 
-static size_t f32_bytes(const tg_tensor *t) { return ((size_t)tg_numel(t) * 4 + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
-
-size_t tg_program_staging_bytes(const tg_program *p, const tg_step *st, bool *staged)
+bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
-    bool scaled = (t->flags & TG_NODE_OPTIMIZER) && t->n_mutated > 0 &&
-                  p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
-    size_t bytes = 0;
-    for (int k = 0; k < t->n_in; k++) {
-        int b = st->in[k];
-        if (b >= 0 && (p->buffers[b].dtype != t->in[k]->dtype || (scaled && k == t->n_in - 1)))
-            bytes += f32_bytes(t->in[k]);
-    }
-    if (st->out >= 0 && p->buffers[st->out].dtype != t->dtype)
-        bytes += f32_bytes(t);
-    *staged = bytes > 0;
-    return bytes;
+    int b = st->in[k];
+    if (b < 0)
+        return false;
+    bool unscaled_grad = tg_is_weight_update(t) && k == t->n_in - 1 &&
+                         p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    return p->buffers[b].dtype != t->in[k]->dtype || unscaled_grad;
+}
+
+bool tg_step_stages_output(const tg_program *p, const tg_step *st)
+{
+    return st->out >= 0 && p->buffers[st->out].dtype != p->graph->nodes[st->node]->dtype;
 }
 
 /* Add each step's f32 staging to its scratch, before the memory plan. */
 static void plan_staging(tg_program *p)
 {
-    size_t align = TG_ALIGN;
     for (int d = 0; d < p->n_devices; d++)
         for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
-            for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
-                tg_step *st = &p->devices[d].steps[ph][k];
-                size_t extra = tg_program_staging_bytes(p, st, &st->staged);
+            for (int s = 0; s < p->devices[d].n_steps[ph]; s++) {
+                tg_step *st = &p->devices[d].steps[ph][s];
+                const tg_tensor *t = p->graph->nodes[st->node];
+                size_t extra = 0;
+                for (int k = 0; k < t->n_in; k++)
+                    if (tg_step_stages_input(p, st, k))
+                        extra += tg_align((size_t)tg_numel(t->in[k]) * sizeof(float));
+                if (tg_step_stages_output(p, st))
+                    extra += tg_align((size_t)tg_numel(t) * sizeof(float));
+                st->staged = extra > 0;
                 if (st->staged)
-                    st->scratch_bytes = ((st->kernel_scratch + align - 1) & ~(align - 1)) + extra;
+                    st->scratch_bytes = tg_align(st->kernel_scratch) + extra;
             }
 }
 

@@ -28,6 +28,9 @@
 
 #define TG_ALIGN 64
 
+/* x rounded up to TG_ALIGN, as every buffer, slot and scratch part is. */
+static inline size_t tg_align(size_t x) { return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
+
 /* Where a buffer lives. Persistent regions keep their values across runs. */
 #define TG_REGION_LIST(X)                                          \
     X(NONE, "none")               /* not stored */                 \
@@ -156,9 +159,13 @@ static inline void tg_shard_range(int64_t n, int r, int R, int64_t *begin, int64
 /* Bytes of node t as stored by the program. */
 size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t);
 
-/* Bytes of f32 staging a step needs for its inputs and output kept in
- * another type (0 when it needs none); fills staged. */
-size_t tg_program_staging_bytes(const tg_program *p, const tg_step *st, bool *staged);
+/* Whether step st reads input k through an f32 copy: the input is stored in
+ * another type than its node's, or it is a weight update's gradient to be
+ * divided by the loss scale. The output likewise, when stored in another
+ * type. The staging area follows the kernel's scratch (aligned): one aligned
+ * f32 copy per staged input in input order, then the output's. */
+bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k);
+bool tg_step_stages_output(const tg_program *p, const tg_step *st);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

@@ -111,4 +111,12 @@ static inline size_t tg_nbytes(const tg_tensor *t)
 
 const char *tg_role_name(tg_role r);
 
+/* A weight update (SGD_UPDATE, ADAM_UPDATE, made by the optimizer): it
+ * rewrites the parameter in[0] and its state in[1..n_mutated-1], and reads
+ * the gradient in[n_in - 1]. */
+static inline bool tg_is_weight_update(const tg_tensor *t)
+{
+    return (t->flags & TG_NODE_OPTIMIZER) && t->n_mutated > 0;
+}
+
 #endif

@@ -156,8 +156,8 @@ static void publish(tg_session *s, int64_t *counter, int64_t value)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* All replicas of one device meet here; false if aborted. */
-/* Wait until `parties` threads have arrived at the barrier (count, gen). */
+/* Wait until `parties` threads have arrived at the barrier (count, gen);
+ * false if the run was aborted. */
 static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
 {
     pthread_mutex_lock(&s->lock);
@@ -230,9 +230,8 @@ static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tenso
 /* An update whose optimizer state is sharded over the replicas. */
 static bool is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
 {
-    if (!(t->flags & TG_NODE_OPTIMIZER) || t->n_mutated < 2)
-        return false;
-    return st->in[1] >= 0 && p->buffers[st->in[1]].sharded;
+    return tg_is_weight_update(t) && t->n_mutated >= 2 && st->in[1] >= 0 &&
+           p->buffers[st->in[1]].sharded;
 }
 
 /* Replicated tensor sharding: this replica updates only its share of the
@@ -315,9 +314,10 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
         int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
-        tg_stage_opts so = {1.0f / c->loss_scale, p->precision.stochastic_rounding,
-                            tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
-                                                          (uint64_t)t->id)), 0};
+        tg_stage_opts so = {1.0f / c->loss_scale, p->precision.stochastic_rounding, 0, 0};
+        if (so.stochastic && ph == TG_PHASE_UPDATE)
+            so.round_key = tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
+                                                         (uint64_t)t->id));
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
         if (ph == TG_PHASE_UPDATE && is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
@@ -507,7 +507,8 @@ static bool all_reduce(device_ctx *c)
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
         int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
-        int64_t begin = n * c->replica / R, end = n * (c->replica + 1) / R;
+        int64_t begin, end;
+        tg_shard_range(n, c->replica, R, &begin, &end);
         for (int r = 0; r < R; r++)
             copies[r] = slot_ptr(s, r, buf, 0);
         tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
@@ -525,7 +526,7 @@ static const tg_tensor *overflowed_gradient(device_ctx *c)
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
         const tg_tensor *u = p->graph->nodes[st->node];
         int b = st->in[u->n_in - 1];
-        if (!(u->flags & TG_NODE_OPTIMIZER) || u->n_mutated == 0 || b < 0)
+        if (!tg_is_weight_update(u) || b < 0)
             continue;
         if (tg_first_nonfinite(slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
                                (size_t)tg_numel(u->in[0])) >= 0)

@@ -532,8 +532,7 @@ int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t
  * tensor's own type. */
 static void copy_out(const tg_session *s, const tg_tensor *t, unsigned char *dst, int64_t h)
 {
-    size_t sb = (size_t)tg_numel(t) * tg_dtype_size(stored_as(s, t));
-    tg_convert(s->host_out[t->id] + (size_t)h * sb, stored_as(s, t), dst, t->dtype,
+    tg_convert(s->host_out[t->id] + (size_t)h * stored_bytes(s, t), stored_as(s, t), dst, t->dtype,
                (size_t)tg_numel(t));
 }
 

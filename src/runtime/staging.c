@@ -5,7 +5,6 @@
 
 #include <string.h>
 
-static size_t align_up(size_t x) { return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
 
 /* Below this many elements a conversion runs on the calling thread. */
 #define CONVERT_PARALLEL_MIN 65536
@@ -52,24 +51,22 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
         def->forward(a);
         return;
     }
-    bool update = (t->flags & TG_NODE_OPTIMIZER) && t->n_mutated > 0;
-    bool scaled = update && p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
-    unsigned char *stage = (unsigned char *)a->scratch + align_up(st->kernel_scratch);
+    bool update = tg_is_weight_update(t);
+    unsigned char *stage = (unsigned char *)a->scratch + tg_align(st->kernel_scratch);
     void *stored_in[TG_MAX_INPUTS] = {0}, *stored_out = NULL;
     for (int k = 0; k < t->n_in; k++) {
-        int b = st->in[k];
-        bool grad = scaled && k == t->n_in - 1;
-        if (b < 0 || (p->buffers[b].dtype == t->in[k]->dtype && !grad))
+        if (!tg_step_stages_input(p, st, k))
             continue;
         int64_t n = tg_numel(t->in[k]);
         float *f = (float *)stage;
-        convert_on(a->pool, a->in[k], p->buffers[b].dtype, f, TG_F32, n,
+        bool grad = update && k == t->n_in - 1; /* staged: divide by the loss scale */
+        convert_on(a->pool, a->in[k], p->buffers[st->in[k]].dtype, f, TG_F32, n,
                    grad ? o->grad_unscale : 1.0f);
         stored_in[k] = a->in[k];
         a->in[k] = f;
-        stage += align_up((size_t)n * 4);
+        stage += tg_align((size_t)n * sizeof(float));
     }
-    if (st->out >= 0 && p->buffers[st->out].dtype != t->dtype) {
+    if (tg_step_stages_output(p, st)) {
         stored_out = a->out;
         a->out = stage;
     }
