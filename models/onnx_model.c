@@ -44,20 +44,25 @@ static tg_status spec_shapes(const tg_onnx_model *m, tg_model_spec *s)
 {
     const char *path = tg_onnx_path(m);
     if (tg_onnx_input_count(m) != 1 || tg_onnx_output_count(m) < 1)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: a model for --model takes one input (images) "
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: a model for --model takes one input (images) "
                         "and gives the logits as its first output; this one has %d inputs and "
-                        "%d outputs", path, tg_onnx_input_count(m), tg_onnx_output_count(m));
+                        "%d outputs",
+                        path, tg_onnx_input_count(m), tg_onnx_output_count(m));
     tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
     bool ok_in = (in.ndim == 4 || in.ndim == 2) && strcmp(in.dtype, "float") == 0;
     for (int d = 1; ok_in && d < in.ndim; d++)
         ok_in = in.dim[d] > 0;
     if (!ok_in)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: input '%s' must be float [batch, C, H, W] or "
-                        "[batch, features] with fixed sizes after the batch dimension", path,
-                        in.name);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: input '%s' must be float [batch, C, H, W] or "
+                        "[batch, features] with fixed sizes after the batch dimension",
+                        path, in.name);
     if (out.ndim != 2 || out.dim[1] <= 0)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: output '%s' must be the logits [batch, "
-                        "classes]", path, out.name);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: output '%s' must be the logits [batch, "
+                        "classes]",
+                        path, out.name);
     s->channels = (int)in.dim[1];
     s->height = in.ndim == 4 ? (int)in.dim[2] : 1;
     s->width = in.ndim == 4 ? (int)in.dim[3] : 1;
@@ -109,8 +114,8 @@ void tg_model_close(const tg_model_spec *m)
     tg_free(o);
 }
 
-tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x,
-                              tg_tensor *labels, tg_tensor **out, tg_tensor **loss)
+tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x, tg_tensor *labels,
+                              tg_tensor **out, tg_tensor **loss)
 {
     tg_onnx_build_config c = {.batch = tg_tensor_shape(x).dim[0], .inputs = &x, .n_inputs = 1};
     tg_onnx_outputs io;
@@ -118,14 +123,18 @@ tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x,
     *out = io.outputs[0];
     tg_shape s = tg_tensor_shape(*out);
     if (s.ndim != 2 || s.dim[0] != c.batch)
-        return tg_error(TG_ERR_SHAPE, "%s: the first output has shape [%lld...] (%d dims), not "
-                        "the logits [batch, classes]", m->name, (long long)s.dim[0], s.ndim);
+        return tg_error(TG_ERR_SHAPE,
+                        "%s: the first output has shape [%lld...] (%d dims), not "
+                        "the logits [batch, classes]",
+                        m->name, (long long)s.dim[0], s.ndim);
     if (!loss)
         return TG_OK;
     /* the data sets here label classes; mse needs value targets */
     if (m->loss == TG_LOSS_MSE)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: --loss mse needs value labels, which the "
-                        "classification data sets do not have; use cross-entropy", m->name);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: --loss mse needs value labels, which the "
+                        "classification data sets do not have; use cross-entropy",
+                        m->name);
     *loss = tg_cross_entropy(g, *out, labels);
     return *loss ? TG_OK : tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
 }

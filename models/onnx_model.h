@@ -8,7 +8,7 @@
 
 /* Import m->onnx onto images x; *out: the logits [N, classes]; with loss
  * non-NULL also the training loss (m->loss) against labels. */
-tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x,
-                              tg_tensor *labels, tg_tensor **out, tg_tensor **loss);
+tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x, tg_tensor *labels,
+                              tg_tensor **out, tg_tensor **loss);
 
 #endif

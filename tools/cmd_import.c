@@ -32,7 +32,8 @@ static count *tally(count *list, int *n, int cap, const char *name, size_t len)
 static void print_value(const char *what, tg_onnx_value v, bool json, bool first)
 {
     if (json) {
-        printf("%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":[", first ? "" : ",", v.name, v.dtype);
+        printf("%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":[", first ? "" : ",", v.name,
+               v.dtype);
         for (int d = 0; d < v.ndim; d++)
             printf("%s%lld", d ? "," : "", (long long)v.dim[d]);
         printf("]}");
@@ -159,12 +160,13 @@ int cmd_import(int argc, char **argv)
     int64_t batch = 1;
     bool json = false, list = false;
     cli_flag flags[] = {
-        {"--batch-size", CLI_INT, &batch, "N", "size of a dynamic batch dimension (default 1)",
-         1, 1e6},
+        {"--batch-size", CLI_INT, &batch, "N", "size of a dynamic batch dimension (default 1)", 1,
+         1e6},
         {"--params", CLI_BOOL, &list, NULL, "list every parameter with its shape", 1, 0},
         {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
     };
-    cli_command cmd = {"import", "Show an ONNX model as tilegraph imports it.",
+    cli_command cmd = {"import",
+                       "Show an ONNX model as tilegraph imports it.",
                        "tilegraph import FILE.onnx [--batch-size N] [--params] [--json]",
                        "Prints the inputs and outputs with their shapes, the parameters (named "
                        "as in the file:\nPyTorch's state_dict names) by top-level scope, and the "
@@ -172,7 +174,8 @@ int cmd_import(int argc, char **argv)
                        "importer cannot map is reported, all at once.\n"
                        "Example:\n  tilegraph import resnet18.onnx --batch-size 32\n"
                        "  tilegraph train --model resnet18.onnx --data synthetic --split layer3.0",
-                       flags, (int)(sizeof flags / sizeof flags[0])};
+                       flags,
+                       (int)(sizeof flags / sizeof flags[0])};
     const char *path = NULL;
     /* the file is the one positional argument */
     char *rest[16];

@@ -52,8 +52,7 @@ tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
 /* The same from memory (`name` is used in messages); a model with external
  * data is refused (there is no directory to read it from). The bytes are
  * copied: `data` may be freed after the call. */
-tg_status tg_onnx_load_buffer(const void *data, size_t size, const char *name,
-                              tg_onnx_model **out);
+tg_status tg_onnx_load_buffer(const void *data, size_t size, const char *name, tg_onnx_model **out);
 void tg_onnx_model_destroy(tg_onnx_model *m);
 
 /* ---- summary -------------------------------------------------------------- */

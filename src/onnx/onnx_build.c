@@ -92,8 +92,10 @@ const tg_onnx_data *ob_const(onnx_builder *b, int i)
     if (!v)
         return NULL;
     if (v->t) {
-        ob_fail(b, TG_ERR_UNSUPPORTED, "input %d ('%s') must be known at import (a constant or "
-                "computed from shapes) but depends on the model's inputs", i, v->name);
+        ob_fail(b, TG_ERR_UNSUPPORTED,
+                "input %d ('%s') must be known at import (a constant or "
+                "computed from shapes) but depends on the model's inputs",
+                i, v->name);
         return NULL;
     }
     return decode_init(b, v) == TG_OK ? &v->c : NULL;
@@ -104,13 +106,14 @@ static tg_shape data_shape(const tg_onnx_data *d)
     return tg_shape_of(d->ndim, d->dim);
 }
 
-tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data, bool state)
+tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data,
+                    bool state)
 {
     /* parameters keep the file's names, outside the node's scope */
     if (b->scope[0])
         tg_scope_pop(b->g);
-    tg_tensor *t = state ? tg_state_data(b->g, name, shape, data)
-                         : tg_param_data(b->g, name, shape, data);
+    tg_tensor *t =
+        state ? tg_state_data(b->g, name, shape, data) : tg_param_data(b->g, name, shape, data);
     if (b->scope[0])
         tg_scope_push(b->g, b->scope);
     return t;
@@ -124,8 +127,10 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
     if (decode_init(b, v) != TG_OK)
         return NULL;
     if (!v->c.f) {
-        ob_fail(b, TG_ERR_UNSUPPORTED, "input %d ('%s') is a %s constant; only float tensors "
-                "flow through the graph", i, v->name, tg_onnx_elem_name(v->c.elem_type));
+        ob_fail(b, TG_ERR_UNSUPPORTED,
+                "input %d ('%s') is a %s constant; only float tensors "
+                "flow through the graph",
+                i, v->name, tg_onnx_elem_name(v->c.elem_type));
         return NULL;
     }
     /* a float initializer is a weight (trainable, named as in the file);
@@ -176,7 +181,10 @@ tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d)
     return TG_OK;
 }
 
-int ob_opset(const onnx_builder *b) { return b->m->opset; }
+int ob_opset(const onnx_builder *b)
+{
+    return b->m->opset;
+}
 
 /* ---- attributes ---------------------------------------------------------- */
 
@@ -245,8 +253,8 @@ const char *tg_onnx_supported_ops(void)
     for (int k = 0; k < tg_onnx_nn_op_count + tg_onnx_fold_op_count; k++) {
         const ob_op *op = k < tg_onnx_nn_op_count ? &tg_onnx_nn_ops[k]
                                                   : &tg_onnx_fold_ops[k - tg_onnx_nn_op_count];
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
-                                 op->op_type);
+        used +=
+            (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
         if (used >= sizeof list)
             break;
     }
@@ -356,8 +364,27 @@ static tg_status given_input(onnx_builder *b, tg_tensor *t, const char *name, tg
     return TG_OK;
 }
 
+/* A bound integer input: a constant like any folded value. */
+static tg_status bind_input(onnx_builder *b, int i, tg_onnx_outputs *out)
+{
+    tg_onnx_value v = tg_onnx_input(b->m, i);
+    const tg_onnx_data *d = b->bound[i];
+    if (!d->i)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "input '%s': only integer inputs can be bound",
+                       v.name);
+    ob_value *val = find(b, v.name);
+    TG_TRY(ob_data_new(b, false, d->ndim, d->dim, &val->c));
+    memcpy(val->c.i, d->i, (size_t)d->n * sizeof(int64_t));
+    val->c.elem_type = d->elem_type;
+    val->known = true;
+    out->inputs[out->n_inputs++] = NULL;
+    return TG_OK;
+}
+
 static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
 {
+    if (b->bound && b->bound[i])
+        return bind_input(b, i, out);
     tg_onnx_value v = tg_onnx_input(b->m, i);
     if (v.ndim < 0)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "input '%s' has no declared shape", v.name);
@@ -366,8 +393,10 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
         if (v.dim[d] >= 0)
             continue;
         if (d > 0 || b->cfg->batch <= 0)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "input '%s': dimension %d is dynamic; only a "
-                           "dynamic first (batch) dimension is taken, from the batch size", v.name, d);
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "input '%s': dimension %d is dynamic; only a "
+                           "dynamic first (batch) dimension is taken, from the batch size",
+                           v.name, d);
         s.dim[d] = b->cfg->batch;
     }
     tg_dtype dt;
@@ -423,12 +452,66 @@ static tg_status check_inputs_known(onnx_builder *b, const Onnx__NodeProto *n)
         const ob_value *v = n->input[i][0] ? find(b, n->input[i]) : NULL;
         if (v && !v->known && v->init < 0) {
             b->node = n;
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "input '%s' is an output the importer does not "
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "input '%s' is an output the importer does not "
                            "produce (an optional output such as a mask or batch statistics)",
                            v->name);
         }
     }
     return TG_OK;
+}
+
+/* A graph output known at import (shape arithmetic, a constant): the graph
+ * computes in f32, so integers are given as floats. */
+static tg_status constant_output(onnx_builder *b, ob_value *v, tg_tensor **out)
+{
+    if (decode_init(b, v) != TG_OK)
+        return TG_ERR_FORMAT;
+    if (!v->c.f && !v->c.i)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "graph output '%s' is an optional output the "
+                       "importer does not produce (batch or layer norm statistics, a mask)",
+                       v->name);
+    float *f = v->c.f;
+    if (!f) {
+        f = tg_malloc((size_t)(v->c.n ? v->c.n : 1) * sizeof(float));
+        if (!f)
+            return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; k < v->c.n; k++)
+            f[k] = (float)v->c.i[k];
+    }
+    *out = tg_constant_data(b->g, "constant", data_shape(&v->c), f);
+    if (f != v->c.f)
+        tg_free(f);
+    return TG_OK;
+}
+
+/* Whether output `name` comes (through Identity, Dropout, Cast) from a view
+ * op or straight from an input or initializer. */
+static bool output_needs_copy(const tg_onnx_model *m, const char *name)
+{
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    static const char *const through[] = {"Identity", "Dropout", "Cast"};
+    const Onnx__GraphProto *g = m->graph;
+    for (int hops = 0; hops < 64; hops++) {
+        const Onnx__NodeProto *p = NULL;
+        for (size_t k = 0; k < g->n_node && !p; k++)
+            for (size_t o = 0; o < g->node[k]->n_output && !p; o++)
+                if (!strcmp(g->node[k]->output[o], name))
+                    p = g->node[k];
+        if (!p || p->n_input == 0)
+            return true; /* an input, an initializer or a constant */
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(p->op_type, views[i]))
+                return true;
+        bool pass = false;
+        for (int i = 0; i < 3; i++)
+            pass |= !strcmp(p->op_type, through[i]);
+        if (!pass)
+            return false;
+        name = p->input[0];
+    }
+    return true;
 }
 
 static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
@@ -455,14 +538,20 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
     b->node = NULL;
     for (size_t k = 0; k < g->n_output; k++) {
         ob_value *v = find(b, g->output[k]->name);
-        if (!v->t && v->known && v->c.f && v->init < 0)
-            v->t = tg_constant_data(b->g, v->name, data_shape(&v->c), v->c.f);
-        if (!v->t)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "graph output '%s' is not a float tensor the "
-                           "graph computes", v->name);
-        tg_tensor_mark_output(v->t);
+        tg_tensor *t = v->t;
+        if (!t)
+            TG_TRY(constant_output(b, v, &t));
+        /* a view or a leaf has no output buffer of its own: copy it */
+        bool is_input = false;
+        for (int i = 0; i < out->n_inputs; i++)
+            is_input |= out->inputs[i] == t;
+        if (is_input || v->init >= 0 || output_needs_copy(b->m, v->name))
+            t = tg_scale(b->g, t, 1.0f, 0.0f);
+        if (!t)
+            return ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
+        tg_tensor_mark_output(t);
         if (out->n_outputs < TG_ONNX_MAX_IO)
-            out->outputs[out->n_outputs++] = v->t;
+            out->outputs[out->n_outputs++] = t;
     }
     return TG_OK;
 }
@@ -470,11 +559,17 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
 tg_status tg_onnx_build(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
                         tg_onnx_outputs *out)
 {
+    return tg_onnx_build_bound(m, g, c, NULL, out);
+}
+
+tg_status tg_onnx_build_bound(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
+                              const tg_onnx_data *const *bound, tg_onnx_outputs *out)
+{
     if (!m || !g || !out)
         return tg_error(TG_ERR_INVALID_ARG, "tg_onnx_build: no model, graph or output given");
     memset(out, 0, sizeof *out);
     tg_onnx_build_config dflt = {0};
-    onnx_builder b = {.m = m, .g = g, .cfg = c ? c : &dflt};
+    onnx_builder b = {.m = m, .g = g, .cfg = c ? c : &dflt, .bound = bound};
     const Onnx__GraphProto *gp = m->graph;
     size_t n = gp->n_initializer + gp->n_input + 1;
     for (size_t k = 0; k < gp->n_node; k++)

@@ -18,16 +18,17 @@
 
 typedef struct ob_value {
     const char *name;
-    tg_tensor *t;     /* in the graph, or NULL */
-    tg_onnx_data c;   /* a constant (c.f or c.i set) when t is NULL */
-    int init;         /* >= 0: an initializer, decoded into c on first use */
-    bool known;       /* produced (t or c) */
+    tg_tensor *t;   /* in the graph, or NULL */
+    tg_onnx_data c; /* a constant (c.f or c.i set) when t is NULL */
+    int init;       /* >= 0: an initializer, decoded into c on first use */
+    bool known;     /* produced (t or c) */
 } ob_value;
 
 typedef struct onnx_builder {
     const tg_onnx_model *m;
     tg_graph *g;
     const tg_onnx_build_config *cfg;
+    const tg_onnx_data *const *bound; /* per model input, or NULL */
     ob_value *vals;
     int n_vals;
     tg_onnx_names index;
@@ -67,7 +68,8 @@ const char *ob_attr_string(const onnx_builder *b, const char *name, char *buf, s
 const Onnx__AttributeProto *ob_attr(const onnx_builder *b, const char *name);
 
 /* A parameter/state made at the root scope (names as in the file). */
-tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data, bool state);
+tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data,
+                    bool state);
 
 /* Input i's shape, whether a tensor or a constant. */
 tg_status ob_shape(onnx_builder *b, int i, tg_shape *out);

@@ -16,15 +16,14 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-tg_status ob_data_new(onnx_builder *b, bool is_float, int ndim, const int64_t *dim,
-                      tg_onnx_data *d)
+tg_status ob_data_new(onnx_builder *b, bool is_float, int ndim, const int64_t *dim, tg_onnx_data *d)
 {
     memset(d, 0, sizeof *d);
     if (ndim > TG_MAX_DIMS)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "a constant of %d dimensions (at most %d)", ndim,
                        TG_MAX_DIMS);
-    d->elem_type = is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
-                            : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    d->elem_type =
+        is_float ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT : ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     d->ndim = ndim;
     d->n = 1;
     for (int k = 0; k < TG_MAX_DIMS; k++)
@@ -58,9 +57,9 @@ tg_status ob_shape(onnx_builder *b, int i, tg_shape *out)
     if (!ob_is_const(b, i)) {
         tg_tensor *t = ob_tensor(b, i);
         if (!t)
-            return tg_graph_status(b->g) ? ob_fail(b, tg_graph_status(b->g), "%s",
-                                                   tg_graph_error(b->g))
-                                         : TG_ERR_INVALID_ARG;
+            return tg_graph_status(b->g)
+                       ? ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g))
+                       : TG_ERR_INVALID_ARG;
         *out = tg_tensor_shape(t);
         return TG_OK;
     }
@@ -82,7 +81,10 @@ static tg_status copy_data(onnx_builder *b, const tg_onnx_data *src, tg_onnx_dat
     return TG_OK;
 }
 
-static double get(const tg_onnx_data *d, int64_t k) { return d->f ? d->f[k] : (double)d->i[k]; }
+static double get(const tg_onnx_data *d, int64_t k)
+{
+    return d->f ? d->f[k] : (double)d->i[k];
+}
 
 /* A constant (or tensor) with a new shape: the shared tail of Reshape,
  * Squeeze, Unsqueeze and Flatten. */
@@ -193,8 +195,10 @@ static tg_status gather_tensor(onnx_builder *b, int axis, const tg_onnx_data *id
         return TG_ERR_INVALID_ARG;
     tg_shape s = tg_tensor_shape(x);
     if (idx->n < 1 || idx->n > 64 || idx->ndim > 1)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "Gather on a tensor takes a scalar or up to 64 "
-                       "constant indices (got %lld in %d dims)", (long long)idx->n, idx->ndim);
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "Gather on a tensor takes a scalar or up to 64 "
+                       "constant indices (got %lld in %d dims)",
+                       (long long)idx->n, idx->ndim);
     tg_tensor *parts[64];
     for (int64_t k = 0; k < idx->n; k++) {
         int64_t i = idx->i[k] < 0 ? idx->i[k] + s.dim[axis] : idx->i[k];
@@ -248,8 +252,10 @@ static tg_status map_gather(onnx_builder *b)
             int64_t i = idx->i[k] < 0 ? idx->i[k] + s.dim[axis] : idx->i[k];
             if (i < 0 || i >= s.dim[axis]) {
                 tg_onnx_data_free(&out);
-                return ob_fail(b, TG_ERR_INVALID_ARG, "index %lld is out of range for dimension "
-                               "%lld", (long long)idx->i[k], (long long)s.dim[axis]);
+                return ob_fail(b, TG_ERR_INVALID_ARG,
+                               "index %lld is out of range for dimension "
+                               "%lld",
+                               (long long)idx->i[k], (long long)s.dim[axis]);
             }
             for (int64_t j = 0; j < inner; j++, w++) {
                 int64_t r = (o * s.dim[axis] + i) * inner + j;
@@ -302,8 +308,7 @@ static tg_status map_squeeze(onnx_builder *b)
         int a = 0;
         TG_TRY(ob_axis(b, axes[k], s.ndim, &a));
         if (s.dim[a] != 1)
-            return ob_fail(b, TG_ERR_SHAPE, "axis %d has size %lld, not 1", a,
-                           (long long)s.dim[a]);
+            return ob_fail(b, TG_ERR_SHAPE, "axis %d has size %lld, not 1", a, (long long)s.dim[a]);
         drop[a] = true;
     }
     tg_shape o = tg_shape_of(0, NULL);
@@ -321,8 +326,10 @@ static tg_status map_reshape(onnx_builder *b)
     if (!t)
         return TG_ERR_UNSUPPORTED;
     if (!t->i || t->ndim != 1 || t->n > TG_MAX_DIMS)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "the target shape must be 1-D integers with at "
-                       "most %d values", TG_MAX_DIMS);
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "the target shape must be 1-D integers with at "
+                       "most %d values",
+                       TG_MAX_DIMS);
     bool allowzero = ob_attr_int(b, "allowzero", 0) != 0;
     tg_shape o = tg_shape_of(0, NULL);
     o.ndim = (int)t->n;
@@ -332,8 +339,10 @@ static tg_status map_reshape(onnx_builder *b)
         int64_t v = t->i[d];
         if (v == 0 && !allowzero) {
             if (d >= s.ndim)
-                return ob_fail(b, TG_ERR_SHAPE, "target dim %d is 0 (copy) but the input has "
-                               "%d dims", d, s.ndim);
+                return ob_fail(b, TG_ERR_SHAPE,
+                               "target dim %d is 0 (copy) but the input has "
+                               "%d dims",
+                               d, s.ndim);
             v = s.dim[d];
         }
         if (v == -1) {
@@ -349,8 +358,10 @@ static tg_status map_reshape(onnx_builder *b)
     }
     if (infer >= 0) {
         if (known == 0 || tg_shape_numel(s) % known)
-            return ob_fail(b, TG_ERR_SHAPE, "cannot infer the -1 dim: %lld elements into blocks "
-                           "of %lld", (long long)tg_shape_numel(s), (long long)known);
+            return ob_fail(b, TG_ERR_SHAPE,
+                           "cannot infer the -1 dim: %lld elements into blocks "
+                           "of %lld",
+                           (long long)tg_shape_numel(s), (long long)known);
         o.dim[infer] = tg_shape_numel(s) / known;
     }
     return reshaped(b, o);
@@ -404,8 +415,10 @@ static tg_status map_concat(onnx_builder *b)
 
 static bool float_type(int64_t t)
 {
-    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
-           t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
 }
 
 static tg_status map_cast(onnx_builder *b)
@@ -430,7 +443,8 @@ static tg_status map_cast(onnx_builder *b)
         if (d.f)
             d.f[k] = (float)get(c, k);
         else
-            d.i[k] = to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL ? get(c, k) != 0 : (int64_t)get(c, k);
+            d.i[k] =
+                to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL ? get(c, k) != 0 : (int64_t)get(c, k);
     }
     return ob_set_const(b, 0, &d);
 }
@@ -474,7 +488,8 @@ static tg_status map_range(onnx_builder *b)
     if (!dl)
         return TG_ERR_UNSUPPORTED;
     if (s->n != 1 || l->n != 1 || dl->n != 1 || get(dl, 0) == 0)
-        return ob_fail(b, TG_ERR_INVALID_ARG, "start, limit and delta must be scalars, delta "
+        return ob_fail(b, TG_ERR_INVALID_ARG,
+                       "start, limit and delta must be scalars, delta "
                        "non-zero");
     double start = get(s, 0), limit = get(l, 0), delta = get(dl, 0);
     double steps = (limit - start) / delta;

@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 struct tg_onnx_model {
-    char *path;                 /* as given, for messages */
-    Onnx__ModelProto *proto;    /* protobuf-c owned tree */
+    char *path;              /* as given, for messages */
+    Onnx__ModelProto *proto; /* protobuf-c owned tree */
     const Onnx__GraphProto *graph;
     int opset;
     /* per initializer: its external data (NULL when stored inline) */
@@ -41,16 +41,26 @@ void tg_onnx_names_put(tg_onnx_names *s, const char *key, int val);
 /* -1 if absent */
 int tg_onnx_names_get(const tg_onnx_names *s, const char *key);
 
+/* forward: see below */
+typedef struct tg_onnx_data tg_onnx_data;
+
+/* tg_onnx_build with some inputs known: bound[k] non-NULL gives the values
+ * of the model's input k, which is then a constant folded at import (shape
+ * and axes inputs, as ONNX's backend tests feed them) and out->inputs[k]
+ * is NULL. Only integer inputs may be bound. */
+tg_status tg_onnx_build_bound(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
+                              const tg_onnx_data *const *bound, tg_onnx_outputs *out);
+
 /* A tensor's values decoded into host arrays: floating types into f,
  * integer and boolean types into i (exactly one is non-NULL). */
-typedef struct tg_onnx_data {
+struct tg_onnx_data {
     int elem_type; /* ONNX TensorProto.DataType */
     int ndim;
     int64_t dim[TG_MAX_DIMS];
     int64_t n;
     float *f;
     int64_t *i;
-} tg_onnx_data;
+};
 
 /* Decode t (its external bytes, if any, in ext/ext_size). `what` names it in
  * messages. Checks the declared dims against the data. */

@@ -36,8 +36,10 @@ static tg_status read_file(const char *path, uint8_t **out, size_t *size)
     }
     if (n > TG_ONNX_MAX_BYTES) {
         fclose(f);
-        return tg_error(TG_ERR_FORMAT, "%s: %lld bytes, above ONNX's 2 GiB limit for one file "
-                        "(export the weights as external data)", path, (long long)n);
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: %lld bytes, above ONNX's 2 GiB limit for one file "
+                        "(export the weights as external data)",
+                        path, (long long)n);
     }
     uint8_t *buf = tg_malloc((size_t)n + 1);
     if (!buf) {
@@ -98,10 +100,13 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
         return tg_error(TG_ERR_FORMAT, "%s: initializer %s has external data without a location",
                         m->path, what);
     if (!dir)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: initializer %s has external data ('%s'), which "
-                        "needs the model loaded from a file", m->path, what, loc);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: initializer %s has external data ('%s'), which "
+                        "needs the model loaded from a file",
+                        m->path, what, loc);
     if (location_escapes(loc))
-        return tg_error(TG_ERR_FORMAT, "%s: initializer %s: external data location '%s' leaves "
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: initializer %s: external data location '%s' leaves "
                         "the model's directory (only relative paths inside it are read)",
                         m->path, what, loc);
     int64_t offset, length;
@@ -111,8 +116,10 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
     snprintf(path, sizeof path, "%s%s", dir, loc);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return tg_error(TG_ERR_IO, "%s: initializer %s: cannot open its external data file '%s' "
-                        "(it must sit beside the model)", m->path, what, path);
+        return tg_error(TG_ERR_IO,
+                        "%s: initializer %s: cannot open its external data file '%s' "
+                        "(it must sit beside the model)",
+                        m->path, what, path);
     fseek(f, 0, SEEK_END);
     int64_t file_size = (int64_t)ftell(f);
     if (offset < 0)
@@ -121,9 +128,11 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
         length = file_size - offset;
     if (offset > file_size || length > file_size - offset) {
         fclose(f);
-        return tg_error(TG_ERR_FORMAT, "%s: initializer %s: external data '%s' has %lld bytes, "
-                        "but offset %lld + length %lld go past its end", m->path, what, path,
-                        (long long)file_size, (long long)offset, (long long)length);
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: initializer %s: external data '%s' has %lld bytes, "
+                        "but offset %lld + length %lld go past its end",
+                        m->path, what, path, (long long)file_size, (long long)offset,
+                        (long long)length);
     }
     m->external[k] = tg_malloc((size_t)length + 1);
     m->external_size[k] = (size_t)length;
@@ -154,16 +163,17 @@ static tg_status check_initializers(tg_onnx_model *m, const char *dir)
         int64_t n = 1;
         for (size_t d = 0; d < t->n_dims; d++) {
             if (t->dims[d] < 0 || (t->dims[d] > 0 && n > TG_ONNX_MAX_BYTES * 4 / t->dims[d]))
-                return tg_error(TG_ERR_FORMAT, "%s: initializer %s: dimension %zu is %lld",
-                                m->path, t->name, d, (long long)t->dims[d]);
+                return tg_error(TG_ERR_FORMAT, "%s: initializer %s: dimension %zu is %lld", m->path,
+                                t->name, d, (long long)t->dims[d]);
             n *= t->dims[d];
         }
         size_t raw = m->external[k] ? m->external_size[k] : t->raw_data.len;
         bool has_raw = m->external[k] || t->has_raw_data;
         if (es && has_raw && raw != (size_t)n * es)
-            return tg_error(TG_ERR_FORMAT, "%s: initializer %s: dims declare %lld %s elements "
-                            "(%lld bytes) but its data holds %zu bytes", m->path, t->name,
-                            (long long)n, tg_onnx_elem_name(t->data_type),
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: initializer %s: dims declare %lld %s elements "
+                            "(%lld bytes) but its data holds %zu bytes",
+                            m->path, t->name, (long long)n, tg_onnx_elem_name(t->data_type),
                             (long long)(n * (int64_t)es), raw);
         if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
             m->float_elements += n;
@@ -183,15 +193,17 @@ static tg_status check_opset(tg_onnx_model *m)
     if (m->opset < 0)
         return tg_error(TG_ERR_FORMAT, "%s: imports no default-domain (ai.onnx) opset", m->path);
     if (m->opset < TG_ONNX_MIN_OPSET || m->opset > TG_ONNX_MAX_OPSET)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: opset %d is not supported (opsets %d to %d are); "
-                        "re-export with torch.onnx.export(..., opset_version=%d)", m->path,
-                        m->opset, TG_ONNX_MIN_OPSET, TG_ONNX_MAX_OPSET, TG_ONNX_MAX_OPSET);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: opset %d is not supported (opsets %d to %d are); "
+                        "re-export with torch.onnx.export(..., opset_version=%d)",
+                        m->path, m->opset, TG_ONNX_MIN_OPSET, TG_ONNX_MAX_OPSET, TG_ONNX_MAX_OPSET);
     return TG_OK;
 }
 
 static const char *node_label(const Onnx__NodeProto *n, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "node '%s' (%s)", n->name && *n->name ? n->name : "", n->op_type ? n->op_type : "?");
+    snprintf(buf, cap, "node '%s' (%s)", n->name && *n->name ? n->name : "",
+             n->op_type ? n->op_type : "?");
     return buf;
 }
 
@@ -228,14 +240,16 @@ static tg_status check_topology(tg_onnx_model *m)
                 continue; /* "" is an omitted optional input */
             int producer = tg_onnx_names_get(&later, in);
             if (producer >= 0)
-                s = tg_error(TG_ERR_FORMAT, "%s: %s uses '%s' before node %d ('%s') makes it: "
-                             "the graph has a cycle or is not in topological order", m->path,
-                             node_label(n, label, sizeof label), in, producer,
+                s = tg_error(TG_ERR_FORMAT,
+                             "%s: %s uses '%s' before node %d ('%s') makes it: "
+                             "the graph has a cycle or is not in topological order",
+                             m->path, node_label(n, label, sizeof label), in, producer,
                              g->node[producer]->name ? g->node[producer]->name : "");
             else
-                s = tg_error(TG_ERR_FORMAT, "%s: %s reads '%s', which no node, input or "
-                             "initializer provides (a dangling input)", m->path,
-                             node_label(n, label, sizeof label), in);
+                s = tg_error(TG_ERR_FORMAT,
+                             "%s: %s reads '%s', which no node, input or "
+                             "initializer provides (a dangling input)",
+                             m->path, node_label(n, label, sizeof label), in);
         }
         for (size_t o = 0; o < n->n_output; o++)
             if (*n->output[o])
@@ -273,8 +287,10 @@ static tg_status load_bytes(tg_onnx_model *m, const uint8_t *buf, size_t size, c
 {
     m->proto = onnx__model_proto__unpack(NULL, size, buf);
     if (!m->proto)
-        return tg_error(TG_ERR_FORMAT, "%s: not an ONNX model (the protobuf is truncated or "
-                        "corrupt, or this is another kind of file)", m->path);
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: not an ONNX model (the protobuf is truncated or "
+                        "corrupt, or this is another kind of file)",
+                        m->path);
     if (!m->proto->graph)
         return tg_error(TG_ERR_FORMAT, "%s: the model has no graph", m->path);
     m->graph = m->proto->graph;
@@ -370,8 +386,14 @@ static tg_onnx_value value_of(const Onnx__ValueInfoProto *v)
     return r;
 }
 
-const char *tg_onnx_path(const tg_onnx_model *m) { return m->path; }
-int tg_onnx_opset(const tg_onnx_model *m) { return m->opset; }
+const char *tg_onnx_path(const tg_onnx_model *m)
+{
+    return m->path;
+}
+int tg_onnx_opset(const tg_onnx_model *m)
+{
+    return m->opset;
+}
 
 const char *tg_onnx_producer(const tg_onnx_model *m)
 {
@@ -382,22 +404,43 @@ const char *tg_onnx_producer(const tg_onnx_model *m)
     return buf;
 }
 
-int tg_onnx_input_count(const tg_onnx_model *m) { return m->n_inputs; }
+int tg_onnx_input_count(const tg_onnx_model *m)
+{
+    return m->n_inputs;
+}
 
 tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i)
 {
     return value_of(m->graph->input[m->inputs[i]]);
 }
 
-int tg_onnx_output_count(const tg_onnx_model *m) { return (int)m->graph->n_output; }
-tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i) { return value_of(m->graph->output[i]); }
-int tg_onnx_initializer_count(const tg_onnx_model *m) { return (int)m->graph->n_initializer; }
-int64_t tg_onnx_float_elements(const tg_onnx_model *m) { return m->float_elements; }
-int tg_onnx_node_count(const tg_onnx_model *m) { return (int)m->graph->n_node; }
+int tg_onnx_output_count(const tg_onnx_model *m)
+{
+    return (int)m->graph->n_output;
+}
+tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i)
+{
+    return value_of(m->graph->output[i]);
+}
+int tg_onnx_initializer_count(const tg_onnx_model *m)
+{
+    return (int)m->graph->n_initializer;
+}
+int64_t tg_onnx_float_elements(const tg_onnx_model *m)
+{
+    return m->float_elements;
+}
+int tg_onnx_node_count(const tg_onnx_model *m)
+{
+    return (int)m->graph->n_node;
+}
 
 const char *tg_onnx_node_name(const tg_onnx_model *m, int i)
 {
     return m->graph->node[i]->name ? m->graph->node[i]->name : "";
 }
 
-const char *tg_onnx_node_op(const tg_onnx_model *m, int i) { return m->graph->node[i]->op_type; }
+const char *tg_onnx_node_op(const tg_onnx_model *m, int i)
+{
+    return m->graph->node[i]->op_type;
+}

@@ -55,4 +55,3 @@ int tg_onnx_names_get(const tg_onnx_names *s, const char *key)
     size_t i = names_slot(s, key);
     return s->keys[i] ? s->vals[i] : -1;
 }
-

@@ -37,9 +37,10 @@ static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel,
         if (n != 4)
             return ob_fail(b, TG_ERR_INVALID_ARG, "pads has %d values (4 for 2-D)", n);
         if (a[0] != a[2] || a[1] != a[3])
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "asymmetric pads [%lld, %lld, %lld, %lld] are "
-                           "not supported (begin and end must be equal)", (long long)a[0],
-                           (long long)a[1], (long long)a[2], (long long)a[3]);
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "asymmetric pads [%lld, %lld, %lld, %lld] are "
+                           "not supported (begin and end must be equal)",
+                           (long long)a[0], (long long)a[1], (long long)a[2], (long long)a[3]);
         w->p[0] = a[0];
         w->p[1] = a[1];
     }
@@ -50,8 +51,10 @@ static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel,
             int64_t total = (out - 1) * w->s[i] + (w->k[i] - 1) * w->d[i] + 1 - in;
             total = total > 0 ? total : 0;
             if (total % 2)
-                return ob_fail(b, TG_ERR_UNSUPPORTED, "auto_pad %s needs asymmetric padding "
-                               "here (%lld in all on dim %d)", mode, (long long)total, 2 + i);
+                return ob_fail(b, TG_ERR_UNSUPPORTED,
+                               "auto_pad %s needs asymmetric padding "
+                               "here (%lld in all on dim %d)",
+                               mode, (long long)total, 2 + i);
             w->p[i] = total / 2;
         }
     } else if (mode[0] && strcmp(mode, "NOTSET") && strcmp(mode, "VALID")) {
@@ -67,8 +70,10 @@ static tg_status need_4d(onnx_builder *b, tg_tensor *x)
     if (!x)
         return TG_ERR_UNSUPPORTED;
     if (tg_tensor_shape(x).ndim != 4)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "only 2-D (4-dimensional NCHW) inputs are "
-                       "supported, not %d dimensions", tg_tensor_shape(x).ndim);
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "only 2-D (4-dimensional NCHW) inputs are "
+                       "supported, not %d dimensions",
+                       tg_tensor_shape(x).ndim);
     return TG_OK;
 }
 
@@ -91,8 +96,13 @@ static tg_status map_conv(onnx_builder *b)
         return ob_fail(b, TG_ERR_SHAPE, "kernel_shape disagrees with the weight's shape");
     window win;
     TG_TRY(read_window(b, tg_tensor_shape(x), &ws.dim[2], &win));
-    tg_conv2d_params p = {(int)win.s[0], (int)win.s[1], (int)win.p[0], (int)win.p[1],
-                          (int)win.d[0], (int)win.d[1], (int)ob_attr_int(b, "group", 1)};
+    tg_conv2d_params p = {(int)win.s[0],
+                          (int)win.s[1],
+                          (int)win.p[0],
+                          (int)win.p[1],
+                          (int)win.d[0],
+                          (int)win.d[1],
+                          (int)ob_attr_int(b, "group", 1)};
     return ob_set(b, 0, tg_conv2d(b->g, x, w, bias, p));
 }
 
@@ -130,8 +140,10 @@ static tg_status map_matmul(onnx_builder *b)
     tg_tensor *b2 = sb.ndim == 1 ? tg_reshape(b->g, m, tg_shape2(sb.dim[0], 1)) : m;
     tg_shape s2a = tg_tensor_shape(a2), s2b = tg_tensor_shape(b2);
     if (s2b.ndim > 2 && s2b.ndim != s2a.ndim)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "batched MatMul of %d-D by %d-D (the batch dims "
-                       "must be equal or B 2-D)", s2a.ndim, s2b.ndim);
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "batched MatMul of %d-D by %d-D (the batch dims "
+                       "must be equal or B 2-D)",
+                       s2a.ndim, s2b.ndim);
     tg_tensor *y = tg_matmul(b->g, a2, b2, false, false);
     if (y && (sa.ndim == 1 || sb.ndim == 1)) {
         tg_shape o = tg_tensor_shape(y), r = tg_shape_of(0, NULL);
@@ -150,9 +162,12 @@ typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
 static double fold_one(bin_kind k, double x, double y, bool integer)
 {
     switch (k) {
-    case BIN_ADD: return x + y;
-    case BIN_SUB: return x - y;
-    case BIN_MUL: return x * y;
+    case BIN_ADD:
+        return x + y;
+    case BIN_SUB:
+        return x - y;
+    case BIN_MUL:
+        return x * y;
     default:
         if (integer)
             return y != 0 ? (double)((int64_t)x / (int64_t)y) : 0.0;
@@ -167,8 +182,10 @@ static tg_status fold_binary(onnx_builder *b, bin_kind k)
     if (!y)
         return TG_ERR_UNSUPPORTED;
     if (x->n != y->n && x->n != 1 && y->n != 1)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "folding constants of %lld and %lld elements "
-                       "(same size or one element)", (long long)x->n, (long long)y->n);
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "folding constants of %lld and %lld elements "
+                       "(same size or one element)",
+                       (long long)x->n, (long long)y->n);
     const tg_onnx_data *big = x->n >= y->n ? x : y;
     bool is_float = x->f || y->f;
     if (k == BIN_DIV && !is_float)
@@ -201,10 +218,22 @@ static tg_status binary(onnx_builder *b, bin_kind k)
     return ob_set(b, 0, fn[k](b->g, x, y));
 }
 
-static tg_status map_add(onnx_builder *b) { return binary(b, BIN_ADD); }
-static tg_status map_sub(onnx_builder *b) { return binary(b, BIN_SUB); }
-static tg_status map_mul(onnx_builder *b) { return binary(b, BIN_MUL); }
-static tg_status map_div(onnx_builder *b) { return binary(b, BIN_DIV); }
+static tg_status map_add(onnx_builder *b)
+{
+    return binary(b, BIN_ADD);
+}
+static tg_status map_sub(onnx_builder *b)
+{
+    return binary(b, BIN_SUB);
+}
+static tg_status map_mul(onnx_builder *b)
+{
+    return binary(b, BIN_MUL);
+}
+static tg_status map_div(onnx_builder *b)
+{
+    return binary(b, BIN_DIV);
+}
 
 static tg_status unary(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *))
 {
@@ -212,9 +241,18 @@ static tg_status unary(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *
     return x ? ob_set(b, 0, fn(b->g, x)) : TG_ERR_UNSUPPORTED;
 }
 
-static tg_status map_relu(onnx_builder *b) { return unary(b, tg_relu); }
-static tg_status map_sigmoid(onnx_builder *b) { return unary(b, tg_sigmoid); }
-static tg_status map_tanh(onnx_builder *b) { return unary(b, tg_tanh); }
+static tg_status map_relu(onnx_builder *b)
+{
+    return unary(b, tg_relu);
+}
+static tg_status map_sigmoid(onnx_builder *b)
+{
+    return unary(b, tg_sigmoid);
+}
+static tg_status map_tanh(onnx_builder *b)
+{
+    return unary(b, tg_tanh);
+}
 
 /* Pow with a constant exponent the builder computes exactly. */
 static tg_status map_pow(onnx_builder *b)
@@ -249,8 +287,14 @@ static tg_status softmax_like(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_t
     return ob_set(b, 0, tg_reshape(b->g, y, s));
 }
 
-static tg_status map_softmax(onnx_builder *b) { return softmax_like(b, tg_softmax); }
-static tg_status map_log_softmax(onnx_builder *b) { return softmax_like(b, tg_log_softmax); }
+static tg_status map_softmax(onnx_builder *b)
+{
+    return softmax_like(b, tg_softmax);
+}
+static tg_status map_log_softmax(onnx_builder *b)
+{
+    return softmax_like(b, tg_log_softmax);
+}
 
 /* ---- pooling ------------------------------------------------------------- */
 
@@ -262,7 +306,8 @@ static tg_status pool_window(onnx_builder *b, tg_tensor *x, window *w)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "kernel_shape must have 2 values (2-D pooling)");
     TG_TRY(read_window(b, tg_tensor_shape(x), ks, w));
     if (w->k[0] != w->k[1] || w->s[0] != w->s[1] || w->p[0] != w->p[1])
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "rectangular windows (kernel %lldx%lld, strides "
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "rectangular windows (kernel %lldx%lld, strides "
                        "%lldx%lld, pads %lldx%lld) are not supported: square ones are",
                        (long long)w->k[0], (long long)w->k[1], (long long)w->s[0],
                        (long long)w->s[1], (long long)w->p[0], (long long)w->p[1]);
@@ -270,6 +315,11 @@ static tg_status pool_window(onnx_builder *b, tg_tensor *x, window *w)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated pooling is not supported");
     if (ob_attr_int(b, "ceil_mode", 0))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "ceil_mode=1 is not supported");
+    if (2 * w->p[0] > w->k[0])
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "pads of %lld with a kernel of %lld (at most half "
+                       "the kernel, as PyTorch allows)",
+                       (long long)w->p[0], (long long)w->k[0]);
     return TG_OK;
 }
 
@@ -292,7 +342,8 @@ static tg_status map_avgpool(onnx_builder *b)
     TG_TRY(pool_window(b, x, &w));
     /* tg_avgpool2d divides by the whole window, padding included */
     if (w.p[0] && !ob_attr_int(b, "count_include_pad", 0))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "padding with count_include_pad=0 is not "
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "padding with count_include_pad=0 is not "
                        "supported (PyTorch's default count_include_pad=True is)");
     return ob_set(b, 0, tg_avgpool2d(b->g, x, (int)w.k[0], (int)w.s[0], (int)w.p[0]));
 }
@@ -325,7 +376,8 @@ static tg_status map_batch_norm(onnx_builder *b)
     if (!beta)
         return TG_ERR_UNSUPPORTED;
     if (!ob_is_const(b, 3) || !ob_is_const(b, 4))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "the running mean and variance must be "
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "the running mean and variance must be "
                        "initializers (they become the batch norm's state)");
     const tg_onnx_data *mean = ob_const(b, 3), *var = mean ? ob_const(b, 4) : NULL;
     if (!var)
@@ -337,8 +389,10 @@ static tg_status map_batch_norm(onnx_builder *b)
      * PyTorch's 0.1 for the new ones, i.e. ONNX's 0.9 */
     float momentum = ob_attr_float(b, "momentum", 0.9f);
     if (tg_graph_training(b->g) && fabsf(momentum - 0.9f) > 1e-6f)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "momentum %g in training (0.9, PyTorch's 0.1, is "
-                       "supported)", (double)momentum);
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "momentum %g in training (0.9, PyTorch's 0.1, is "
+                       "supported)",
+                       (double)momentum);
     float *stats = tg_malloc((size_t)(2 * c) * sizeof(float));
     if (!stats)
         return ob_fail(b, TG_ERR_NOMEM, "out of memory");
@@ -348,8 +402,8 @@ static tg_status map_batch_norm(onnx_builder *b)
     stats_name(b->node->input[3], name, sizeof name);
     tg_tensor *running = ob_param(b, name, tg_shape2(2, c), stats, true);
     tg_free(stats);
-    return ob_set(b, 0, tg_batch_norm(b->g, x, gamma, beta, running,
-                                      ob_attr_float(b, "epsilon", 1e-5f)));
+    return ob_set(b, 0,
+                  tg_batch_norm(b->g, x, gamma, beta, running, ob_attr_float(b, "epsilon", 1e-5f)));
 }
 
 static tg_status map_layer_norm(onnx_builder *b)
@@ -363,8 +417,8 @@ static tg_status map_layer_norm(onnx_builder *b)
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", -1), nd, &axis));
     if (ob_attr_int(b, "stash_type", 1) != 1)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "stash_type other than float");
-    return ob_set(b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta,
-                                      ob_attr_float(b, "epsilon", 1e-5f)));
+    return ob_set(
+        b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, ob_attr_float(b, "epsilon", 1e-5f)));
 }
 
 static tg_status map_dropout(onnx_builder *b)
@@ -396,8 +450,8 @@ static tg_status map_flatten(onnx_builder *b)
     tg_shape s = tg_tensor_shape(x);
     int64_t a = ob_attr_int(b, "axis", 1);
     if (a < -s.ndim || a > s.ndim)
-        return ob_fail(b, TG_ERR_INVALID_ARG, "axis %lld is out of range for %d dims",
-                       (long long)a, s.ndim);
+        return ob_fail(b, TG_ERR_INVALID_ARG, "axis %lld is out of range for %d dims", (long long)a,
+                       s.ndim);
     int axis = (int)(a < 0 ? a + s.ndim : a);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < s.ndim; d++)
@@ -431,7 +485,8 @@ static tg_status map_slice(onnx_builder *b)
     if (!en || (ob_has_input(b, 3) && !ax) || (ob_has_input(b, 4) && !sp))
         return TG_ERR_UNSUPPORTED;
     if (!st->i || !en->i || st->n != en->n || (ax && ax->n != st->n) || (sp && sp->n != st->n))
-        return ob_fail(b, TG_ERR_FORMAT, "starts, ends, axes and steps must be integer lists of "
+        return ob_fail(b, TG_ERR_FORMAT,
+                       "starts, ends, axes and steps must be integer lists of "
                        "one length");
     tg_tensor *y = x;
     for (int64_t k = 0; k < st->n; k++) {
@@ -481,11 +536,18 @@ static tg_status reduce(onnx_builder *b, bool mean)
     if (n == 0)
         mask = (1u << nd) - 1;
     bool keep = ob_attr_int(b, "keepdims", 1) != 0;
-    return ob_set(b, 0, mean ? tg_reduce_mean(b->g, x, mask, keep) : tg_reduce_sum(b->g, x, mask, keep));
+    return ob_set(b, 0,
+                  mean ? tg_reduce_mean(b->g, x, mask, keep) : tg_reduce_sum(b->g, x, mask, keep));
 }
 
-static tg_status map_reduce_mean(onnx_builder *b) { return reduce(b, true); }
-static tg_status map_reduce_sum(onnx_builder *b) { return reduce(b, false); }
+static tg_status map_reduce_mean(onnx_builder *b)
+{
+    return reduce(b, true);
+}
+static tg_status map_reduce_sum(onnx_builder *b)
+{
+    return reduce(b, false);
+}
 
 #define WINDOW_ATTRS "auto_pad,kernel_shape,pads,strides"
 

@@ -39,16 +39,17 @@ size_t tg_onnx_elem_size(int t)
 
 const char *tg_onnx_elem_name(int t)
 {
-    static const char *names[] = {"undefined", "float",  "uint8",     "int8",      "uint16",
-                                  "int16",     "int32",  "int64",     "string",    "bool",
-                                  "float16",   "double", "uint32",    "uint64",    "complex64",
+    static const char *names[] = {"undefined",  "float",   "uint8",  "int8",   "uint16",
+                                  "int16",      "int32",   "int64",  "string", "bool",
+                                  "float16",    "double",  "uint32", "uint64", "complex64",
                                   "complex128", "bfloat16"};
     return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
 }
 
 static bool is_float_type(int t)
 {
-    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
            t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
            t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
 }
@@ -57,16 +58,24 @@ static bool is_float_type(int t)
 static void raw_element(int t, const uint8_t *p, float *f, int64_t *i)
 {
     switch (t) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: memcpy(f, p, 4); return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+        memcpy(f, p, 4);
+        return;
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: {
         double d;
         memcpy(&d, p, 8);
         *f = (float)d;
         return;
     }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *f = tg_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); return;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *f = tg_bf16_to_f32((uint16_t)(p[0] | p[1] << 8)); return;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: memcpy(i, p, 8); return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+        *f = tg_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
+        *f = tg_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
+        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        memcpy(i, p, 8);
+        return;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
         int32_t v;
         memcpy(&v, p, 4);
@@ -79,8 +88,12 @@ static void raw_element(int t, const uint8_t *p, float *f, int64_t *i)
         *i = v;
         return;
     }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *i = (int8_t)p[0]; return;
-    default: *i = p[0]; return; /* uint8, bool */
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+        *i = (int8_t)p[0];
+        return;
+    default:
+        *i = p[0];
+        return; /* uint8, bool */
     }
 }
 
@@ -110,26 +123,42 @@ static tg_status decode_typed(const Onnx__TensorProto *t, const char *what, tg_o
     int e = d->elem_type;
     size_t have;
     switch (e) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: have = t->n_float_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: have = t->n_double_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: have = t->n_int64_data; break;
-    default: have = t->n_int32_data; break; /* int32 and narrower, float16, bool */
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+        have = t->n_float_data;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+        have = t->n_double_data;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        have = t->n_int64_data;
+        break;
+    default:
+        have = t->n_int32_data;
+        break; /* int32 and narrower, float16, bool */
     }
     if ((int64_t)have != d->n)
         return tg_error(TG_ERR_FORMAT, "%s: declares %lld elements (dims) but holds %zu", what,
                         (long long)d->n, have);
     for (int64_t k = 0; k < d->n; k++) {
         switch (e) {
-        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: d->f[k] = t->float_data[k]; break;
-        case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: d->f[k] = (float)t->double_data[k]; break;
-        case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: d->i[k] = t->int64_data[k]; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+            d->f[k] = t->float_data[k];
+            break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+            d->f[k] = (float)t->double_data[k];
+            break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+            d->i[k] = t->int64_data[k];
+            break;
         case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
             d->f[k] = tg_f16_to_f32((uint16_t)t->int32_data[k]);
             break;
         case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
             d->f[k] = tg_bf16_to_f32((uint16_t)t->int32_data[k]);
             break;
-        default: d->i[k] = t->int32_data[k]; break;
+        default:
+            d->i[k] = t->int32_data[k];
+            break;
         }
     }
     return TG_OK;
@@ -142,20 +171,23 @@ tg_status tg_onnx_data_decode(const Onnx__TensorProto *t, const uint8_t *ext, si
     d->elem_type = t->data_type;
     size_t es = tg_onnx_elem_size(t->data_type);
     if (!es)
-        return tg_error(TG_ERR_DTYPE, "%s: element type %s is not supported (float, double, "
-                        "float16, bfloat16 and integer types are)", what,
-                        tg_onnx_elem_name(t->data_type));
+        return tg_error(TG_ERR_DTYPE,
+                        "%s: element type %s is not supported (float, double, "
+                        "float16, bfloat16 and integer types are)",
+                        what, tg_onnx_elem_name(t->data_type));
     TG_TRY(declared_count(t, what, d));
-    bool external = t->has_data_location &&
-                    t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    bool external =
+        t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     if (external && !ext && d->n > 0)
         return tg_error(TG_ERR_FORMAT, "%s: external data was not read", what);
     const uint8_t *raw = external ? ext : t->has_raw_data ? t->raw_data.data : NULL;
     size_t raw_size = external ? ext_size : t->raw_data.len;
     if (raw && raw_size != (size_t)d->n * es)
-        return tg_error(TG_ERR_FORMAT, "%s: dims %s %lld %s elements (%lld bytes) but the data "
-                        "holds %zu bytes", what, "declare", (long long)d->n,
-                        tg_onnx_elem_name(t->data_type), (long long)(d->n * (int64_t)es), raw_size);
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: dims %s %lld %s elements (%lld bytes) but the data "
+                        "holds %zu bytes",
+                        what, "declare", (long long)d->n, tg_onnx_elem_name(t->data_type),
+                        (long long)(d->n * (int64_t)es), raw_size);
     size_t n = (size_t)(d->n ? d->n : 1);
     if (is_float_type(d->elem_type))
         d->f = tg_malloc(n * sizeof(float));
@@ -170,7 +202,8 @@ tg_status tg_onnx_data_decode(const Onnx__TensorProto *t, const uint8_t *ext, si
         return s;
     }
     for (int64_t k = 0; k < d->n; k++)
-        raw_element(d->elem_type, raw + (size_t)k * es, d->f ? d->f + k : NULL, d->i ? d->i + k : NULL);
+        raw_element(d->elem_type, raw + (size_t)k * es, d->f ? d->f + k : NULL,
+                    d->i ? d->i + k : NULL);
     return TG_OK;
 }
 

@@ -15,9 +15,24 @@
 #include <math.h>
 #include <string.h>
 
+/* Whether any op of g reads t (an input only shape arithmetic used is not
+ * stored by the program, so there is nothing to write). */
+static bool onnx_input_used(tg_graph *g, const tg_tensor *t)
+{
+    for (int i = 0; i < tg_graph_tensor_count(g); i++) {
+        const tg_tensor *n = tg_graph_tensor(g, i);
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == t)
+                return true;
+    }
+    return false;
+}
+
 /* Write input k from d (floats as f32, integers as i32). */
 static tg_status onnx_write_input(tg_session *s, const tg_tensor *t, const tg_onnx_data *d)
 {
+    if (d->n == 0)
+        return TG_OK; /* an empty tensor is not stored */
     if (tg_shape_numel(tg_tensor_shape(t)) != d->n)
         return tg_error(TG_ERR_SHAPE, "input '%s' takes %lld values, the data has %lld",
                         tg_tensor_name(t), (long long)tg_shape_numel(tg_tensor_shape(t)),
@@ -37,10 +52,16 @@ static tg_status onnx_write_input(tg_session *s, const tg_tensor *t, const tg_on
 }
 
 /* Build m (inference, batch for a dynamic batch dim), feed inputs, run once
- * and read every output into outs[k] (float, with the output's shape). */
+ * and read every output into outs[k] (float, with the output's shape).
+ * Integer inputs are bound as constants (shape and axes inputs). *built
+ * says whether the failure, if any, came after the import. */
 static tg_status onnx_run(const tg_onnx_model *m, int64_t batch, const tg_onnx_data *inputs,
-                          int n_in, tg_onnx_data *outs, int *n_out)
+                          int n_in, tg_onnx_data *outs, int *n_out, bool *built)
 {
+    const tg_onnx_data *bound[TG_ONNX_MAX_IO] = {NULL};
+    for (int k = 0; k < n_in && k < TG_ONNX_MAX_IO; k++)
+        bound[k] = inputs[k].i ? &inputs[k] : NULL;
+    *built = false;
     tg_graph *g = tg_graph_create();
     tg_graph_set_training(g, false);
     tg_onnx_build_config c = {.batch = batch};
@@ -48,14 +69,16 @@ static tg_status onnx_run(const tg_onnx_model *m, int64_t batch, const tg_onnx_d
     tg_session *s = NULL;
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", 1);
-    tg_status st = tg_onnx_build(m, g, &c, &io);
-    if (st == TG_OK && io.n_inputs != n_in)
-        st = tg_error(TG_ERR_INVALID_ARG, "the model has %d inputs, the test data %d",
-                      io.n_inputs, n_in);
+    tg_status st = n_in == tg_onnx_input_count(m)
+                       ? tg_onnx_build_bound(m, g, &c, bound, &io)
+                       : tg_error(TG_ERR_INVALID_ARG, "the model has %d inputs, the test data %d",
+                                  tg_onnx_input_count(m), n_in);
+    *built = st == TG_OK;
     if (st == TG_OK)
         st = tg_session_create(g, o, &s);
     for (int k = 0; st == TG_OK && k < n_in; k++)
-        st = onnx_write_input(s, io.inputs[k], &inputs[k]);
+        if (io.inputs[k] && onnx_input_used(g, io.inputs[k]))
+            st = onnx_write_input(s, io.inputs[k], &inputs[k]);
     if (st == TG_OK)
         st = tg_session_run(s);
     *n_out = 0;
@@ -68,8 +91,10 @@ static tg_status onnx_run(const tg_onnx_model *m, int64_t batch, const tg_onnx_d
         memcpy(d->dim, sh.dim, sizeof d->dim);
         d->n = tg_shape_numel(sh);
         d->f = tg_malloc((size_t)(d->n ? d->n : 1) * sizeof(float));
-        st = d->f ? tg_session_read(s, io.outputs[k], d->f, (size_t)d->n * sizeof(float))
-                  : TG_ERR_NOMEM;
+        if (!d->f)
+            st = TG_ERR_NOMEM;
+        else if (d->n > 0) /* an empty output has nothing to read */
+            st = tg_session_read(s, io.outputs[k], d->f, (size_t)d->n * sizeof(float));
         (*n_out)++;
     }
     tg_session_destroy(s);
