@@ -118,8 +118,29 @@ typedef struct tg_conv2d_params {
 
 /* x [N, Cin, H, W], w [Cout, Cin/groups, KH, KW], b [Cout] or NULL. */
 tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
+/* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
+ * side (none more than half the dilated window, as PyTorch requires);
+ * dilation (>= 1) is for max pooling only, average pooling rejects anything
+ * but 1. ceil_mode rounds the output size up as PyTorch and ONNX do: the
+ * last window must start inside the input or its top/left padding.
+ * count_include_pad (average only): divide by the window's size within the
+ * padded input (a ceil_mode window hanging past the padding counts only up
+ * to it, as PyTorch), else by the number of input elements covered. Max
+ * pooling pads with -infinity and its gradient goes to the first maximum of
+ * each window. */
+typedef struct tg_pool2d_params {
+    int kernel_h, kernel_w, stride_h, stride_w;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int dilation_h, dilation_w;
+    bool ceil_mode;
+    bool count_include_pad;
+} tg_pool2d_params;
+
+tg_tensor *tg_maxpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
+tg_tensor *tg_avgpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
+/* Square window, `pad` on every side, dilation 1, no ceil_mode. */
 tg_tensor *tg_maxpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
-/* count_include_pad follows PyTorch's default (true). */
+/* As tg_maxpool2d; count_include_pad follows PyTorch's default (true). */
 tg_tensor *tg_avgpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
 /* [N, C, H, W] -> [N, C, 1, 1] */
 tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x);
