@@ -245,6 +245,103 @@ static tg_status map_relu(onnx_builder *b)
 {
     return unary(b, tg_relu);
 }
+static tg_status map_erf(onnx_builder *b)
+{
+    return unary(b, tg_erf);
+}
+static tg_status map_exp(onnx_builder *b)
+{
+    return unary(b, tg_exp);
+}
+static tg_status map_log(onnx_builder *b)
+{
+    return unary(b, tg_log);
+}
+static tg_status map_sqrt(onnx_builder *b)
+{
+    return unary(b, tg_sqrt);
+}
+static tg_status map_neg(onnx_builder *b)
+{
+    return unary(b, tg_neg);
+}
+static tg_status map_abs(onnx_builder *b)
+{
+    return unary(b, tg_abs);
+}
+static tg_status map_reciprocal(onnx_builder *b)
+{
+    return unary(b, tg_reciprocal);
+}
+
+static tg_status map_leaky_relu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0, tg_leaky_relu(b->g, x, ob_attr_float(b, "alpha", 0.01f)))
+             : TG_ERR_UNSUPPORTED;
+}
+
+/* One bound of Clip: an optional constant scalar input. */
+static tg_status clip_bound(onnx_builder *b, int i, float dflt, float *out)
+{
+    *out = dflt;
+    if (!ob_has_input(b, i))
+        return TG_OK;
+    const tg_onnx_data *d = ob_const(b, i);
+    if (!d)
+        return TG_ERR_UNSUPPORTED;
+    if (d->n != 1)
+        return ob_fail(b, TG_ERR_FORMAT, "input %d must be one value", i);
+    *out = d->f ? d->f[0] : (float)d->i[0];
+    return TG_OK;
+}
+
+static tg_status map_clip(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    float lo, hi;
+    TG_TRY(clip_bound(b, 1, -INFINITY, &lo));
+    TG_TRY(clip_bound(b, 2, INFINITY, &hi));
+    if (isnan(lo) || isnan(hi))
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "a NaN bound");
+    return ob_set(b, 0, tg_clip(b->g, x, lo, hi));
+}
+
+/* Max, Min, Sum, Mean: any number of inputs, broadcast pairwise. */
+static tg_status variadic(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, tg_tensor *),
+                          bool mean)
+{
+    int n = (int)b->node->n_input;
+    tg_tensor *y = n > 0 ? ob_tensor(b, 0) : NULL;
+    for (int k = 1; y && k < n; k++) {
+        tg_tensor *x = ob_tensor(b, k);
+        y = x ? fn(b->g, y, x) : NULL;
+    }
+    if (!y)
+        return n > 0 ? TG_ERR_UNSUPPORTED : ob_fail(b, TG_ERR_FORMAT, "no inputs");
+    if (mean && n > 1)
+        y = tg_scale(b->g, y, 1.0f / (float)n, 0.0f);
+    return ob_set(b, 0, y);
+}
+
+static tg_status map_max(onnx_builder *b)
+{
+    return variadic(b, tg_maximum, false);
+}
+static tg_status map_min(onnx_builder *b)
+{
+    return variadic(b, tg_minimum, false);
+}
+static tg_status map_sum(onnx_builder *b)
+{
+    return variadic(b, tg_add, false);
+}
+static tg_status map_mean(onnx_builder *b)
+{
+    return variadic(b, tg_add, true);
+}
 static tg_status map_sigmoid(onnx_builder *b)
 {
     return unary(b, tg_sigmoid);
@@ -254,7 +351,7 @@ static tg_status map_tanh(onnx_builder *b)
     return unary(b, tg_tanh);
 }
 
-/* Pow with a constant exponent the builder computes exactly. */
+/* Pow; squares (the decomposed layer norm's Pow(x - mean, 2)) as x * x. */
 static tg_status map_pow(onnx_builder *b)
 {
     const tg_onnx_data *e = ob_is_const(b, 1) ? ob_const(b, 1) : NULL;
@@ -266,7 +363,8 @@ static tg_status map_pow(onnx_builder *b)
         return ob_set(b, 0, x);
     if (v == 2.0)
         return ob_set(b, 0, tg_mul(b->g, x, x));
-    return ob_fail(b, TG_ERR_UNSUPPORTED, "only a constant exponent of 1 or 2 is supported");
+    tg_tensor *y = ob_tensor(b, 1);
+    return y ? ob_set(b, 0, tg_pow(b->g, x, y)) : TG_ERR_UNSUPPORTED;
 }
 
 /* Softmax before opset 13 works on the input flattened to 2-D at `axis`. */
@@ -298,28 +396,72 @@ static tg_status map_log_softmax(onnx_builder *b)
 
 /* ---- pooling ------------------------------------------------------------- */
 
-static tg_status pool_window(onnx_builder *b, tg_tensor *x, window *w)
+/* kernel_shape, strides, pads (per side), dilations, ceil_mode and auto_pad
+ * into the builder's pooling parameters. */
+static tg_status pool_params(onnx_builder *b, tg_tensor *x, tg_pool2d_params *p)
 {
     int n;
-    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n);
+    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n), *a;
     if (!ks || n != 2)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "kernel_shape must have 2 values (2-D pooling)");
-    TG_TRY(read_window(b, tg_tensor_shape(x), ks, w));
-    if (w->k[0] != w->k[1] || w->s[0] != w->s[1] || w->p[0] != w->p[1])
+    tg_pool2d_params q = {(int)ks[0], (int)ks[1], 1, 1, 0, 0, 0, 0, 1, 1, false, false};
+    if ((a = ob_attr_ints(b, "strides", &n)) && n == 2) {
+        q.stride_h = (int)a[0];
+        q.stride_w = (int)a[1];
+    }
+    if ((a = ob_attr_ints(b, "dilations", &n)) && n == 2) {
+        q.dilation_h = (int)a[0];
+        q.dilation_w = (int)a[1];
+    }
+    if ((a = ob_attr_ints(b, "pads", &n))) {
+        if (n != 4)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "pads has %d values (4 for 2-D)", n);
+        q.pad_top = (int)a[0];
+        q.pad_left = (int)a[1];
+        q.pad_bottom = (int)a[2];
+        q.pad_right = (int)a[3];
+    }
+    q.ceil_mode = ob_attr_int(b, "ceil_mode", 0) != 0;
+    char mode_buf[32];
+    const char *mode = ob_attr_string(b, "auto_pad", mode_buf, sizeof mode_buf);
+    bool upper = !strcmp(mode, "SAME_UPPER");
+    if (upper || !strcmp(mode, "SAME_LOWER")) {
+        /* output ceil(in / stride); the odd padding pixel goes at the end
+         * for SAME_UPPER, at the start for SAME_LOWER */
+        tg_shape s = tg_tensor_shape(x);
+        int k[2] = {(q.kernel_h - 1) * q.dilation_h + 1, (q.kernel_w - 1) * q.dilation_w + 1};
+        int st[2] = {q.stride_h, q.stride_w}, lo[2], hi[2];
+        for (int i = 0; i < 2; i++) {
+            int64_t in = s.dim[2 + i], out = (in + st[i] - 1) / st[i];
+            int64_t total = (out - 1) * st[i] + k[i] - in;
+            total = total > 0 ? total : 0;
+            lo[i] = (int)(upper ? total / 2 : total - total / 2);
+            hi[i] = (int)(total - lo[i]);
+        }
+        q.pad_top = lo[0];
+        q.pad_left = lo[1];
+        q.pad_bottom = hi[0];
+        q.pad_right = hi[1];
+    } else if (!strcmp(mode, "VALID")) {
+        q.pad_top = q.pad_left = q.pad_bottom = q.pad_right = 0;
+    } else if (mode[0] && strcmp(mode, "NOTSET")) {
+        return ob_fail(b, TG_ERR_INVALID_ARG, "auto_pad '%s' is unknown", mode);
+    }
+    *p = q;
+    return TG_OK;
+}
+
+/* The builder refuses pads over half the window; ONNX allows them but
+ * PyTorch never exports them: refuse as unsupported, naming the values. */
+static tg_status check_pool_pads(onnx_builder *b, const tg_pool2d_params *p)
+{
+    int kh = (p->kernel_h - 1) * p->dilation_h + 1, kw = (p->kernel_w - 1) * p->dilation_w + 1;
+    if (2 * p->pad_top > kh || 2 * p->pad_bottom > kh || 2 * p->pad_left > kw ||
+        2 * p->pad_right > kw)
         return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "rectangular windows (kernel %lldx%lld, strides "
-                       "%lldx%lld, pads %lldx%lld) are not supported: square ones are",
-                       (long long)w->k[0], (long long)w->k[1], (long long)w->s[0],
-                       (long long)w->s[1], (long long)w->p[0], (long long)w->p[1]);
-    if (w->d[0] != 1 || w->d[1] != 1)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated pooling is not supported");
-    if (ob_attr_int(b, "ceil_mode", 0))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "ceil_mode=1 is not supported");
-    if (2 * w->p[0] > w->k[0])
-        return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "pads of %lld with a kernel of %lld (at most half "
-                       "the kernel, as PyTorch allows)",
-                       (long long)w->p[0], (long long)w->k[0]);
+                       "pads [%d, %d, %d, %d] with a %dx%d window (at "
+                       "most half the window, as PyTorch allows)",
+                       p->pad_top, p->pad_left, p->pad_bottom, p->pad_right, kh, kw);
     return TG_OK;
 }
 
@@ -327,25 +469,25 @@ static tg_status map_maxpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
     TG_TRY(need_4d(b, x));
-    window w;
-    TG_TRY(pool_window(b, x, &w));
+    tg_pool2d_params p;
+    TG_TRY(pool_params(b, x, &p));
+    TG_TRY(check_pool_pads(b, &p));
     if (ob_attr_int(b, "storage_order", 0))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "storage_order=1 is not supported");
-    return ob_set(b, 0, tg_maxpool2d(b->g, x, (int)w.k[0], (int)w.s[0], (int)w.p[0]));
+    return ob_set(b, 0, tg_maxpool2d_ex(b->g, x, p));
 }
 
 static tg_status map_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
     TG_TRY(need_4d(b, x));
-    window w;
-    TG_TRY(pool_window(b, x, &w));
-    /* tg_avgpool2d divides by the whole window, padding included */
-    if (w.p[0] && !ob_attr_int(b, "count_include_pad", 0))
-        return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "padding with count_include_pad=0 is not "
-                       "supported (PyTorch's default count_include_pad=True is)");
-    return ob_set(b, 0, tg_avgpool2d(b->g, x, (int)w.k[0], (int)w.s[0], (int)w.p[0]));
+    tg_pool2d_params p;
+    TG_TRY(pool_params(b, x, &p));
+    TG_TRY(check_pool_pads(b, &p));
+    if (p.dilation_h != 1 || p.dilation_w != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
+    p.count_include_pad = ob_attr_int(b, "count_include_pad", 0) != 0;
+    return ob_set(b, 0, tg_avgpool2d_ex(b->g, x, p));
 }
 
 static tg_status map_global_avgpool(onnx_builder *b)
@@ -561,12 +703,25 @@ const ob_op tg_onnx_nn_ops[] = {
     {"Div", map_div, ""},
     {"Pow", map_pow, ""},
     {"Relu", map_relu, ""},
+    {"Erf", map_erf, ""},
+    {"Exp", map_exp, ""},
+    {"Log", map_log, ""},
+    {"Sqrt", map_sqrt, ""},
+    {"Neg", map_neg, ""},
+    {"Abs", map_abs, ""},
+    {"Reciprocal", map_reciprocal, ""},
+    {"LeakyRelu", map_leaky_relu, "alpha"},
+    {"Clip", map_clip, ""},
+    {"Max", map_max, ""},
+    {"Min", map_min, ""},
+    {"Sum", map_sum, ""},
+    {"Mean", map_mean, ""},
     {"Sigmoid", map_sigmoid, ""},
     {"Tanh", map_tanh, ""},
     {"Softmax", map_softmax, "axis"},
     {"LogSoftmax", map_log_softmax, "axis"},
     {"MaxPool", map_maxpool, WINDOW_ATTRS ",ceil_mode,dilations,storage_order"},
-    {"AveragePool", map_avgpool, WINDOW_ATTRS ",ceil_mode,count_include_pad"},
+    {"AveragePool", map_avgpool, WINDOW_ATTRS ",ceil_mode,count_include_pad,dilations"},
     {"GlobalAveragePool", map_global_avgpool, ""},
     {"BatchNormalization", map_batch_norm, "epsilon,momentum,training_mode"},
     {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
