@@ -34,6 +34,11 @@ static ob_value *find(const onnx_builder *b, const char *name)
     return k >= 0 ? &b->vals[k] : NULL;
 }
 
+ob_value *ob_find(const onnx_builder *b, const char *name)
+{
+    return find(b, name);
+}
+
 static ob_value *add_value(onnx_builder *b, const char *name)
 {
     ob_value *v = find(b, name);
@@ -70,6 +75,13 @@ static tg_status decode_init(onnx_builder *b, ob_value *v)
     snprintf(what, sizeof what, "%s: initializer %s", m->path, v->name);
     return tg_onnx_data_decode(m->graph->initializer[v->init], m->external[v->init],
                                m->external_size[v->init], what, &v->c);
+}
+
+const tg_onnx_data *ob_value_const(onnx_builder *b, ob_value *v)
+{
+    if (!v || v->t || !v->known || decode_init(b, v) != TG_OK)
+        return NULL;
+    return v->c.f || v->c.i ? &v->c : NULL;
 }
 
 int ob_initializer(const onnx_builder *b, int i)
@@ -420,6 +432,21 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
     return t ? TG_OK : ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
 }
 
+void ob_enter(onnx_builder *b, const Onnx__NodeProto *n)
+{
+    b->node = n;
+    node_scope(b, n);
+    if (b->scope[0])
+        tg_scope_push(b->g, b->scope);
+}
+
+void ob_leave(onnx_builder *b)
+{
+    if (b->scope[0])
+        tg_scope_pop(b->g);
+    b->scope[0] = '\0';
+}
+
 static tg_status map_node(onnx_builder *b, const Onnx__NodeProto *n)
 {
     b->node = n;
@@ -431,12 +458,9 @@ static tg_status map_node(onnx_builder *b, const Onnx__NodeProto *n)
         if (!in_list(op->attrs, n->attribute[k]->name))
             return ob_fail(b, TG_ERR_UNSUPPORTED, "attribute '%s' is not supported (%s takes: %s)",
                            n->attribute[k]->name, n->op_type, op->attrs[0] ? op->attrs : "none");
-    node_scope(b, n);
-    if (b->scope[0])
-        tg_scope_push(b->g, b->scope);
+    ob_enter(b, n);
     tg_status s = op->map(b);
-    if (b->scope[0])
-        tg_scope_pop(b->g);
+    ob_leave(b);
     if (s != TG_OK)
         return s;
     if (tg_graph_status(b->g) != TG_OK)
@@ -531,10 +555,21 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
     TG_TRY(tg_onnx_check_ops(b->m));
     for (int i = 0; i < b->m->n_inputs; i++)
         TG_TRY(make_input(b, i, out));
-    for (size_t k = 0; k < g->n_node; k++) {
-        TG_TRY(check_inputs_known(b, g->node[k]));
-        TG_TRY(map_node(b, g->node[k]));
+    bool *skip = tg_calloc(g->n_node + 1, sizeof *skip);
+    if (!skip)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", b->m->path);
+    tg_status s = TG_OK;
+    for (size_t k = 0; k < g->n_node && s == TG_OK; k++) {
+        if (skip[k])
+            continue; /* covered by a pattern */
+        s = check_inputs_known(b, g->node[k]);
+        if (s == TG_OK && !ob_match_gelu(b, (int)k, skip))
+            s = map_node(b, g->node[k]);
+        if (s == TG_OK && tg_graph_status(b->g) != TG_OK)
+            s = ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
     }
+    tg_free(skip);
+    TG_TRY(s);
     b->node = NULL;
     for (size_t k = 0; k < g->n_output; k++) {
         ob_value *v = find(b, g->output[k]->name);

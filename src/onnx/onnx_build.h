@@ -80,6 +80,20 @@ tg_status ob_data_new(onnx_builder *b, bool is_float, int ndim, const int64_t *d
  * range for `ndim` dims. */
 tg_status ob_axis(onnx_builder *b, int64_t axis, int ndim, int *out);
 
+/* The value named `name` (NULL if none), and its constant (an initializer
+ * decoded on first use; NULL for a graph tensor or on failure). */
+ob_value *ob_find(const onnx_builder *b, const char *name);
+const tg_onnx_data *ob_value_const(onnx_builder *b, ob_value *v);
+
+/* Make n the current node and push its scope; ob_leave pops it. */
+void ob_enter(onnx_builder *b, const Onnx__NodeProto *n);
+void ob_leave(onnx_builder *b);
+
+/* Patterns (onnx_pattern.c): if node k starts GELU's erf form, build
+ * tg_gelu for it, set the pattern's last output, mark the nodes it covers
+ * in skip[] and return true. */
+bool ob_match_gelu(onnx_builder *b, int k, bool *skip);
+
 /* Opset of the model (semantics of some ops changed over opsets). */
 int ob_opset(const onnx_builder *b);
 

@@ -79,6 +79,40 @@ static void test_mlp_matches_pytorch(void)
     check_against_pytorch("tiny_mlp");
 }
 
+/* nn.GELU's five exported nodes become one gelu op; LayerNorm matches in
+ * its fused (opset 17) and decomposed (opset 13) forms. */
+static void check_gelu(const char *name)
+{
+    check_against_pytorch(name);
+    char path[512];
+    snprintf(path, sizeof path, FIXTURES "%s.onnx", name);
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(tg_onnx_load(path, &m));
+    if (!m)
+        return;
+    tg_graph *g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 3};
+    tg_onnx_outputs io;
+    TG_CHECK_OK(tg_onnx_build(m, g, &c, &io));
+    int gelu = 0, erf = 0;
+    for (int i = 0; i < tg_graph_tensor_count(g); i++) {
+        gelu += tg_graph_tensor(g, i)->op == TG_OP_GELU;
+        erf += tg_graph_tensor(g, i)->op == TG_OP_ERF;
+    }
+    TG_CHECK(gelu == 1 && erf == 0);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+static void test_gelu_layer_norm_opset17(void)
+{
+    check_gelu("tiny_gelu_ln17");
+}
+static void test_gelu_layer_norm_decomposed(void)
+{
+    check_gelu("tiny_gelu_ln13");
+}
+
 /* Parameters keep the state_dict names; ops sit in module scopes. */
 static void test_names_and_scopes(void)
 {
@@ -160,6 +194,8 @@ int main(void)
     TG_RUN(test_summary);
     TG_RUN(test_cnn_matches_pytorch);
     TG_RUN(test_mlp_matches_pytorch);
+    TG_RUN(test_gelu_layer_norm_opset17);
+    TG_RUN(test_gelu_layer_norm_decomposed);
     TG_RUN(test_names_and_scopes);
     TG_RUN(test_train_through_model_source);
     return tg_test_finish();
