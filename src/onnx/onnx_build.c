@@ -381,12 +381,12 @@ static tg_status bind_input(onnx_builder *b, int i, tg_onnx_outputs *out)
 {
     tg_onnx_value v = tg_onnx_input(b->m, i);
     const tg_onnx_data *d = b->bound[i];
-    if (!d->i)
-        return ob_fail(b, TG_ERR_INVALID_ARG, "input '%s': only integer inputs can be bound",
-                       v.name);
     ob_value *val = find(b, v.name);
-    TG_TRY(ob_data_new(b, false, d->ndim, d->dim, &val->c));
-    memcpy(val->c.i, d->i, (size_t)d->n * sizeof(int64_t));
+    TG_TRY(ob_data_new(b, d->f != NULL, d->ndim, d->dim, &val->c));
+    if (d->f)
+        memcpy(val->c.f, d->f, (size_t)d->n * sizeof(float));
+    else
+        memcpy(val->c.i, d->i, (size_t)d->n * sizeof(int64_t));
     val->c.elem_type = d->elem_type;
     val->known = true;
     out->inputs[out->n_inputs++] = NULL;

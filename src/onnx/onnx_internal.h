@@ -47,7 +47,7 @@ typedef struct tg_onnx_data tg_onnx_data;
 /* tg_onnx_build with some inputs known: bound[k] non-NULL gives the values
  * of the model's input k, which is then a constant folded at import (shape
  * and axes inputs, as ONNX's backend tests feed them) and out->inputs[k]
- * is NULL. Only integer inputs may be bound. */
+ * is NULL. (Float inputs bound this way are constants, not parameters.) */
 tg_status tg_onnx_build_bound(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
                               const tg_onnx_data *const *bound, tg_onnx_outputs *out);
 

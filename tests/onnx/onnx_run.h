@@ -51,16 +51,34 @@ static tg_status onnx_write_input(tg_session *s, const tg_tensor *t, const tg_on
     return st;
 }
 
+/* Whether model input `name` feeds a position the importer needs known at
+ * import: a batch norm's statistics, scale and bias, or Clip's bounds (the
+ * backend tests feed them as inputs; exported models have initializers). */
+static bool onnx_input_is_parameter(const tg_onnx_model *m, const char *name)
+{
+    const Onnx__GraphProto *g = m->graph;
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *n = g->node[k];
+        bool bn = !strcmp(n->op_type, "BatchNormalization"), clip = !strcmp(n->op_type, "Clip");
+        for (size_t i = 1; (bn || clip) && i < n->n_input; i++)
+            if (!strcmp(n->input[i], name))
+                return true;
+    }
+    return false;
+}
+
 /* Build m (inference, batch for a dynamic batch dim), feed inputs, run once
  * and read every output into outs[k] (float, with the output's shape).
- * Integer inputs are bound as constants (shape and axes inputs). *built
+ * Integer inputs (shape and axes) and the inputs onnx_input_is_parameter
+ * names are bound as constants. *built
  * says whether the failure, if any, came after the import. */
 static tg_status onnx_run(const tg_onnx_model *m, int64_t batch, const tg_onnx_data *inputs,
                           int n_in, tg_onnx_data *outs, int *n_out, bool *built)
 {
     const tg_onnx_data *bound[TG_ONNX_MAX_IO] = {NULL};
     for (int k = 0; k < n_in && k < TG_ONNX_MAX_IO; k++)
-        bound[k] = inputs[k].i ? &inputs[k] : NULL;
+        bound[k] =
+            inputs[k].i || onnx_input_is_parameter(m, tg_onnx_input(m, k).name) ? &inputs[k] : NULL;
     *built = false;
     tg_graph *g = tg_graph_create();
     tg_graph_set_training(g, false);

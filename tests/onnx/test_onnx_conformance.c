@@ -34,6 +34,27 @@ typedef struct reason {
 } reason;
 
 static reason reasons[MAX_REASONS];
+/* op types of the cases that passed, each counted once per case */
+static reason covered[MAX_REASONS];
+static int n_covered;
+
+static void count_covered(const tg_onnx_model *m)
+{
+    for (int i = 0; i < tg_onnx_node_count(m); i++) {
+        const char *op = tg_onnx_node_op(m, i);
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(tg_onnx_node_op(m, j), op);
+        int k = 0;
+        while (k < n_covered && strcmp(covered[k].text, op))
+            k++;
+        if (seen || (k == n_covered && n_covered == MAX_REASONS))
+            continue;
+        if (k == n_covered)
+            snprintf(covered[n_covered++].text, sizeof covered[0].text, "%s", op);
+        covered[k].n++;
+    }
+}
 static int n_reasons, passed, failed, skipped;
 
 static void count_reason(const char *text)
@@ -206,6 +227,7 @@ static void run_case(const char *dir, const char *name)
         skip_build_failure(why);
     } else if (ok && sets > 0) {
         passed++;
+        count_covered(m);
     } else {
         failed++;
         printf("FAILED %s/%s: %s\n", strrchr(dir, '/') + 1, name, why[0] ? why : "no test data");
@@ -258,6 +280,11 @@ int main(void)
     for (int i = 0; i < n_reasons; i++)
         printf("%s %s x%d", i ? "," : "", reasons[i].text, reasons[i].n);
     printf(")\n");
+    qsort(covered, (size_t)n_covered, sizeof *covered, by_count);
+    printf("passing cases by op:");
+    for (int i = 0; i < n_covered; i++)
+        printf("%s %s x%d", i ? "," : "", covered[i].text, covered[i].n);
+    printf("\n");
     if (failed)
         tg_test_fail(__FILE__, __LINE__, "%d conformance cases of supported ops failed", failed);
     return tg_test_finish();
