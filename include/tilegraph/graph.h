@@ -200,6 +200,16 @@ tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm);
 tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis);
 /* Elements start..end-1 along axis (negative axis counts from the end). */
 tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end);
+typedef enum tg_pad_mode {
+    TG_PAD_CONSTANT, /* the value given */
+    TG_PAD_REFLECT,  /* mirror without repeating the border (numpy/PyTorch "reflect") */
+    TG_PAD_EDGE,     /* repeat the border element (PyTorch "replicate") */
+} tg_pad_mode;
+/* Pad (or, with negative values, crop) every axis: pads has 2 * ndim values,
+ * the begins of axes 0..ndim-1 then their ends (ONNX Pad's order). Reflect
+ * padding must be shorter than the axis, as in PyTorch. The gradient sums
+ * dy over every output element read from an input element. */
+tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode, float value);
 /* Sum or mean over the axes set in `axes_mask` (bit i = axis i). */
 tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);

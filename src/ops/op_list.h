@@ -51,6 +51,8 @@
     X(SLICE, "slice", shape)                            \
     X(SLICE_BWD, "slice_bwd", shape)                    \
     X(REDUCE_SUM, "reduce_sum", shape)                  \
+    X(PAD, "pad", pad)                                  \
+    X(PAD_BWD, "pad_bwd", pad)                          \
     /* dense */                                         \
     X(MATMUL, "matmul", matmul)                         \
     X(LINEAR, "linear", matmul)                         \
