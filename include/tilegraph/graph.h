@@ -118,6 +118,13 @@ typedef struct tg_conv2d_params {
 
 /* x [N, Cin, H, W], w [Cout, Cin/groups, KH, KW], b [Cout] or NULL. */
 tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
+/* As tg_conv2d with padding that may differ per side (ONNX Conv's pads,
+ * auto_pad SAME_UPPER/SAME_LOWER): p.pad_h and p.pad_w are the top and left
+ * padding, pad_bottom and pad_right the others. Equal sides build exactly
+ * tg_conv2d; otherwise the excess of the larger side is an explicit zero
+ * tg_pad node in front of a conv padded by the smaller side. */
+tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p,
+                        int pad_bottom, int pad_right);
 /* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
  * side (none more than half the dilated window, as PyTorch requires);
  * dilation (>= 1) is for max pooling only, average pooling rejects anything
