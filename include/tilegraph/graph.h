@@ -207,6 +207,13 @@ tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm);
 tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis);
 /* Elements start..end-1 along axis (negative axis counts from the end). */
 tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end);
+/* Elements start, start + step, ... before end along axis, as ONNX Slice and
+ * Python's x[start:end:step]: a negative start or end counts from the end,
+ * then both are clamped to the axis (so INT64_MAX / INT64_MIN mean "to the
+ * end"); step may be negative, not 0. Step 1 builds tg_slice. A slice that
+ * selects nothing is an error. */
+tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
+                       int64_t step);
 typedef enum tg_pad_mode {
     TG_PAD_CONSTANT, /* the value given */
     TG_PAD_REFLECT,  /* mirror without repeating the border (numpy/PyTorch "reflect") */

@@ -50,6 +50,8 @@
     X(CONCAT, "concat", shape)                          \
     X(SLICE, "slice", shape)                            \
     X(SLICE_BWD, "slice_bwd", shape)                    \
+    X(SLICE_STEP, "slice_step", slice_step)             \
+    X(SLICE_STEP_BWD, "slice_step_bwd", slice_step)     \
     X(REDUCE_SUM, "reduce_sum", shape)                  \
     X(PAD, "pad", pad)                                  \
     X(PAD_BWD, "pad_bwd", pad)                          \
