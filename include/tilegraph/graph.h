@@ -227,6 +227,11 @@ tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mo
 /* Sum or mean over the axes set in `axes_mask` (bit i = axis i). */
 tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+/* Largest / smallest element over the axes in `axes_mask` (ONNX ReduceMax /
+ * ReduceMin, torch.amax / torch.amin): NaN if the group holds one. The
+ * gradient is split evenly between the elements equal to the result. */
+tg_tensor *tg_reduce_max(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+tg_tensor *tg_reduce_min(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 
 tg_tensor *tg_softmax(tg_graph *g, tg_tensor *x, int axis);
 tg_tensor *tg_log_softmax(tg_graph *g, tg_tensor *x, int axis);

@@ -53,6 +53,9 @@
     X(SLICE_STEP, "slice_step", slice_step)             \
     X(SLICE_STEP_BWD, "slice_step_bwd", slice_step)     \
     X(REDUCE_SUM, "reduce_sum", shape)                  \
+    X(REDUCE_MAX, "reduce_max", reduce_minmax)          \
+    X(REDUCE_MIN, "reduce_min", reduce_minmax)          \
+    X(REDUCE_MINMAX_BWD, "reduce_minmax_bwd", reduce_minmax) \
     X(PAD, "pad", pad)                                  \
     X(PAD_BWD, "pad_bwd", pad)                          \
     /* dense */                                         \
