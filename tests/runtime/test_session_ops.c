@@ -2,7 +2,8 @@
  * ops, leaky_relu, clip, pow, maximum/minimum, pad, asymmetric conv, general
  * pooling, strided slices) trained through the engine: a small CNN made of
  * all of them follows the reference interpreter step by step at 1 and 2
- * threads, and trains in half precision (16.16) too, through the staging.
+ * threads and on the mk2 target, and trains in half precision (16.16) as
+ * in f32, through the staging.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
@@ -82,7 +83,7 @@ static void fill(float *x, int32_t *y, int step)
         y[i] = (i + step) % CLASSES;
 }
 
-static void matches_interpreter(int threads)
+static void matches_interpreter(int threads, const char *target)
 {
     net m;
     tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.9f);
@@ -90,6 +91,7 @@ static void matches_interpreter(int threads)
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", threads);
     tg_options_set_int(o, "randomSeed", 3);
+    TG_CHECK_OK(tg_options_set(o, "target", target));
     tg_session *s = NULL;
     tg_interp *ip = NULL;
     TG_CHECK_OK(tg_session_create(g, o, &s));
@@ -127,8 +129,9 @@ static void matches_interpreter(int threads)
 
 static void test_engine_matches_reference(void)
 {
-    matches_interpreter(1);
-    matches_interpreter(2);
+    matches_interpreter(1, "cpu");
+    matches_interpreter(2, "cpu");
+    matches_interpreter(1, "mk2"); /* tile mapping and the cycle model see every new op */
 }
 
 /* Losses of 30 SGD steps on one fixed batch with the given precision. */
