@@ -153,6 +153,9 @@ tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64
                              x->name);
     /* ONNX Slice: negative indices count from the end, then clamp */
     int64_t n = x->shape.dim[a], count;
+    /* a step as long as the axis takes one element at most: clamping it keeps
+     * the arithmetic below from overflowing on INT64_MAX-like steps */
+    step = step > n ? n : step < -n ? -n : step;
     start = start < 0 ? start + n : start;
     end = end < 0 ? end + n : end;
     if (step > 0) {
