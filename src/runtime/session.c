@@ -14,7 +14,9 @@
  * is free (the receiver released micro-batch g - slots) and the receiver
  * waits until micro-batch g has arrived. The schedules guarantee progress
  * (compile/pipeline.h). Any failure sets an abort flag that wakes every
- * waiting thread, so a failing step never hangs.
+ * waiting thread, so a failing step never hangs. Before the updates, the
+ * devices of a replica meet once more (update_runs): to agree whether a
+ * gradient overflowed and, with max_grad_norm, on the gradients' global norm.
  */
 #include "runtime/engine.h"
 
@@ -26,6 +28,7 @@
 #include "core/rng.h"
 #include "graph/init.h"
 #include "ops/op.h"
+#include "ops/optim_params.h"
 #include "profile/profile.h"
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
@@ -535,20 +538,98 @@ static const tg_tensor *overflowed_gradient(device_ctx *c)
     return NULL;
 }
 
+/* This device's gradients' sums of squares, one per update, where every
+ * device of the replica will read them after the barrier. The slots
+ * alternate with the update's parity: a device can be at most one update
+ * ahead of the others (the barrier), so it never overwrites sums another
+ * still reads. */
+static void post_grad_squares(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int n_nodes = s->graph->n_nodes;
+    double *mine = s->grad_squares + ((size_t)((s->step + it) & 1) * (size_t)p->replicas +
+                                      (size_t)c->replica) * (size_t)n_nodes;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (tg_is_weight_update(u) && b >= 0)
+            mine[st->node] = tg_sum_squares_typed(slot_ptr(s, c->replica, b, 0),
+                                                  p->buffers[b].dtype, tg_numel(u->in[0]));
+    }
+}
+
+/* clip_grad_norm_ over every parameter of the model: the global norm from
+ * all devices' sums, added in graph order whatever the placement (so one
+ * device, a pipeline and replicas agree to the bit), unscaled by the loss
+ * scale the gradients were made with; then this device scales its own. */
+static void clip_gradients(device_ctx *c, int64_t it, float loss_scale)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_graph *g = s->graph;
+    const double *all = s->grad_squares + ((size_t)((s->step + it) & 1) * (size_t)p->replicas +
+                                           (size_t)c->replica) * (size_t)g->n_nodes;
+    double total = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (tg_is_weight_update(g->nodes[i]))
+            total += all[i];
+    bool scaled = p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    double norm = sqrt(total) / (scaled ? (double)loss_scale : 1.0);
+    float factor = tg_grad_clip_factor(norm, s->max_grad_norm);
+    if (factor >= 1.0f)
+        return;
+    const tg_device_program *dp = &p->devices[c->device];
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (tg_is_weight_update(u) && b >= 0)
+            tg_scale_typed(slot_ptr(s, c->replica, b, 0), p->buffers[b].dtype,
+                           tg_numel(u->in[0]), factor);
+    }
+}
+
+/* Dynamic loss scaling: halve after an overflow, double after
+ * growth_interval good updates. */
+static void adjust_loss_scale(device_ctx *c, bool overflow)
+{
+    const tg_precision *pr = &c->s->program->precision;
+    bool dynamic = pr->loss_scaling == TG_LOSS_SCALING_DYNAMIC;
+    if (overflow) {
+        c->skipped_updates++;
+        c->good_updates = 0;
+        if (dynamic && c->loss_scale > 1.0f / 16384)
+            c->loss_scale *= 0.5f;
+    } else if (dynamic && ++c->good_updates >= pr->growth_interval) {
+        c->good_updates = 0;
+        if (c->loss_scale < 16777216.0f)
+            c->loss_scale *= 2.0f;
+    }
+}
+
 /* Whether update `it` runs. Every device of a replica checks its gradients
  * and they agree (a barrier) whether any overflowed; then each adjusts its
  * copy of the loss scale the same way. Without loss scaling an overflow is
- * an error naming the step and the parameter. Sets *ok false on failure. */
+ * an error naming the step and the parameter. With max_grad_norm the same
+ * barrier carries each device's gradients' sums of squares, and every device
+ * clips its gradients by the global norm before any update runs. Replicas
+ * need no exchange: after the all-reduce their gradients are identical, and
+ * so are their norms. Sets *ok false on failure. */
 static bool update_runs(device_ctx *c, int64_t it, bool *ok)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_precision *pr = &p->precision;
     *ok = true;
-    if (!s->check_overflow)
+    bool clip = s->max_grad_norm > 0;
+    if (!s->check_overflow && !clip)
         return true;
     int64_t mark = s->step + it + 1;
-    const tg_tensor *bad = overflowed_gradient(c);
+    float loss_scale = c->loss_scale; /* the scale these gradients were made with */
+    const tg_tensor *bad = s->check_overflow ? overflowed_gradient(c) : NULL;
     if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
         char msg[512];
         snprintf(msg, sizeof msg, "step %lld, replica %d: the gradient of '%s' (stored as %s) "
@@ -561,22 +642,18 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
     }
     if (bad)
         __atomic_store_n(&s->overflow_mark[c->replica], mark, __ATOMIC_RELEASE);
+    if (clip)
+        post_grad_squares(c, it);
     if (p->n_devices > 1 && !device_barrier(s, c->replica)) {
         *ok = false;
         return false;
     }
-    bool overflow = __atomic_load_n(&s->overflow_mark[c->replica], __ATOMIC_ACQUIRE) == mark;
-    bool dynamic = pr->loss_scaling == TG_LOSS_SCALING_DYNAMIC;
-    if (overflow) {
-        c->skipped_updates++;
-        c->good_updates = 0;
-        if (dynamic && c->loss_scale > 1.0f / 16384)
-            c->loss_scale *= 0.5f;
-    } else if (dynamic && ++c->good_updates >= pr->growth_interval) {
-        c->good_updates = 0;
-        if (c->loss_scale < 16777216.0f)
-            c->loss_scale *= 2.0f;
-    }
+    bool overflow = s->check_overflow &&
+                    __atomic_load_n(&s->overflow_mark[c->replica], __ATOMIC_ACQUIRE) == mark;
+    if (s->check_overflow)
+        adjust_loss_scale(c, overflow);
+    if (clip && !overflow)
+        clip_gradients(c, it, loss_scale);
     return !overflow;
 }
 
