@@ -66,7 +66,9 @@ static void train(trainer *t, int runs)
     tg_free(lab);
 }
 
-/* All parameters of replica `r`, concatenated (caller frees). */
+/* All parameters of replica `r`, concatenated, as f32 (caller frees).
+ * Replica 0 is read through tg_session_read, which converts half-precision
+ * storage; other replicas are read raw (f32 configurations only). */
 static float *params(const trainer *t, int r, int64_t *count)
 {
     const tg_graph *g = t->mg.graph;
@@ -80,7 +82,10 @@ static float *params(const trainer *t, int r, int64_t *count)
         const tg_tensor *p = g->nodes[i];
         if (p->op != TG_OP_PARAM)
             continue;
-        memcpy(all + at, tg_session_replica_data(t->s, r, p), tg_nbytes(p));
+        if (r == 0)
+            TG_CHECK_OK(tg_session_read(t->s, p, all + at, tg_nbytes(p)));
+        else
+            memcpy(all + at, tg_session_replica_data(t->s, r, p), tg_nbytes(p));
         at += tg_numel(p);
     }
     *count = n;
@@ -241,6 +246,47 @@ static void test_lamb_with_sharding_is_refused(void)
     destroy(&t);
 }
 
+/* LAMB with clipping where the update is staged (half-precision storage,
+ * loss scaling) or its state streamed (offload): it trains, the weights stay
+ * finite and move, and offloading changes nothing. */
+static void test_lamb_staged_and_offloaded(void)
+{
+    tg_optimizer opt = tg_optimizer_lamb(0.01f);
+    opt.max_grad_norm = 0.1f;
+    static const char *const configs[][7] = {
+        {NULL},
+        {"TensorLocations.optimizer.onChip", "false", NULL},
+        {"precision", "16.16", "lossScaling", "dynamic", NULL},
+    };
+    float *first = NULL;
+    for (int k = 0; k < 3; k++) {
+        trainer t;
+        TG_CHECK_OK(make(&t, BATCH, &opt, configs[k][0] ? configs[k] : NULL));
+        if (!t.s) {
+            destroy(&t);
+            continue;
+        }
+        int64_t n;
+        float *before = params(&t, 0, &n);
+        train(&t, 3);
+        float *after = params(&t, 0, &n);
+        bool finite = true;
+        for (int64_t i = 0; i < n; i++)
+            finite &= isfinite(after[i]) != 0;
+        TG_CHECK(finite);
+        TG_CHECK(distance(before, after, n) > 1e-3);
+        if (k == 0)
+            first = after;
+        else if (k == 1 && first)
+            TG_CHECK(memcmp(first, after, (size_t)n * sizeof(float)) == 0);
+        if (k != 0)
+            tg_free(after);
+        tg_free(before);
+        destroy(&t);
+    }
+    tg_free(first);
+}
+
 int main(void)
 {
     TG_RUN(test_clipped_step_has_the_clipped_norm);
@@ -248,5 +294,6 @@ int main(void)
     TG_RUN(test_pipeline_is_bit_identical_to_one_device);
     TG_RUN(test_replicas_agree_and_match_a_larger_batch);
     TG_RUN(test_lamb_with_sharding_is_refused);
+    TG_RUN(test_lamb_staged_and_offloaded);
     return tg_test_finish();
 }
