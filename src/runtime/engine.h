@@ -57,6 +57,9 @@ typedef struct device_ctx {
      * decisions from the same overflow flags, so no one waits to be told */
     float loss_scale;
     int64_t good_updates, skipped_updates;
+    /* the scale the current update's gradients were made with: update_runs
+     * may grow loss_scale before the update unscales them */
+    float grad_scale;
 } device_ctx;
 
 struct tg_session {

@@ -317,7 +317,8 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
         int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
-        tg_stage_opts so = {1.0f / c->loss_scale, p->precision.stochastic_rounding, 0, 0};
+        float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
+        tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
         if (so.stochastic && ph == TG_PHASE_UPDATE)
             so.round_key = tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
                                                          (uint64_t)t->id));
@@ -624,11 +625,11 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
     const tg_program *p = s->program;
     const tg_precision *pr = &p->precision;
     *ok = true;
+    c->grad_scale = c->loss_scale; /* before adjust_loss_scale may grow it */
     bool clip = s->max_grad_norm > 0;
     if (!s->check_overflow && !clip)
         return true;
     int64_t mark = s->step + it + 1;
-    float loss_scale = c->loss_scale; /* the scale these gradients were made with */
     const tg_tensor *bad = s->check_overflow ? overflowed_gradient(c) : NULL;
     if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
         char msg[512];
@@ -653,7 +654,7 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
     if (s->check_overflow)
         adjust_loss_scale(c, overflow);
     if (clip && !overflow)
-        clip_gradients(c, it, loss_scale);
+        clip_gradients(c, it, c->grad_scale);
     return !overflow;
 }
 
@@ -757,7 +758,7 @@ tg_status tg_session_run(tg_session *s)
     for (int i = 0; i < n; i++) {
         s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
                                  recording ? &s->recorders[i] : NULL, s->loss_scale,
-                                 s->good_updates, 0};
+                                 s->good_updates, 0, s->loss_scale};
         if (recording)
             s->recorders[i].n_events = 0;
     }

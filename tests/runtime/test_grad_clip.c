@@ -287,6 +287,38 @@ static void test_lamb_staged_and_offloaded(void)
     tg_free(first);
 }
 
+/* Dynamic loss scaling in f32: powers of two scale exactly, so the weights
+ * equal those of a run without loss scaling, also on the updates where the
+ * scale grows (the gradients are unscaled by the scale they were made with,
+ * not the grown one), and with clipping, which sees unscaled gradients. */
+static void test_growing_loss_scale_changes_nothing(void)
+{
+    for (int clip = 0; clip < 2; clip++) {
+        tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.9f);
+        opt.max_grad_norm = clip ? 0.05f : 0.0f;
+        trainer plain, scaled;
+        TG_CHECK_OK(make(&plain, BATCH, &opt, NULL));
+        TG_CHECK_OK(make(&scaled, BATCH, &opt,
+                         (const char *[]){"lossScaling", "dynamic", "lossScalingFactor", "64",
+                                          "lossScalingGrowthInterval", "1", NULL}));
+        if (plain.s && scaled.s) {
+            train(&plain, 4);
+            train(&scaled, 4);
+            int64_t n;
+            float *x = params(&plain, 0, &n), *y = params(&scaled, 0, &n);
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++)
+                worst = fmax(worst, fabs((double)x[i] - y[i]));
+            if (worst > 1e-6)
+                tg_test_fail(__FILE__, __LINE__, "clip %d: weights differ by %.3g", clip, worst);
+            tg_free(x);
+            tg_free(y);
+        }
+        destroy(&plain);
+        destroy(&scaled);
+    }
+}
+
 int main(void)
 {
     TG_RUN(test_clipped_step_has_the_clipped_norm);
@@ -295,5 +327,6 @@ int main(void)
     TG_RUN(test_replicas_agree_and_match_a_larger_batch);
     TG_RUN(test_lamb_with_sharding_is_refused);
     TG_RUN(test_lamb_staged_and_offloaded);
+    TG_RUN(test_growing_loss_scale_changes_nothing);
     return tg_test_finish();
 }
