@@ -539,58 +539,76 @@ static const tg_tensor *overflowed_gradient(device_ctx *c)
     return NULL;
 }
 
-/* This device's gradients' sums of squares, one per update, where every
- * device of the replica will read them after the barrier. The slots
- * alternate with the update's parity: a device can be at most one update
- * ahead of the others (the barrier), so it never overwrites sums another
- * still reads. */
-static void post_grad_squares(device_ctx *c, int64_t it)
+/* The gradient-clipping work over this device's updates: each update's sum
+ * of squares (or its scaling) is done whole by one thread, so spreading the
+ * updates over the device's threads changes no bit. */
+typedef struct clip_job {
+    device_ctx *c;
+    double *sums; /* indexed by node id: post the sums here... */
+    float factor; /* ...or scale the gradients by this */
+} clip_job;
+
+static void clip_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    tg_session *s = c->s;
+    (void)thread;
+    const clip_job *j = ctx;
+    tg_session *s = j->c->s;
     const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    int n_nodes = s->graph->n_nodes;
-    double *mine = s->grad_squares + ((size_t)((s->step + it) & 1) * (size_t)p->replicas +
-                                      (size_t)c->replica) * (size_t)n_nodes;
-    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+    const tg_device_program *dp = &p->devices[j->c->device];
+    for (int64_t k = begin; k < end; k++) {
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
         const tg_tensor *u = p->graph->nodes[st->node];
         int b = st->in[u->n_in - 1];
-        if (tg_is_weight_update(u) && b >= 0)
-            mine[st->node] = tg_sum_squares_typed(slot_ptr(s, c->replica, b, 0),
-                                                  p->buffers[b].dtype, tg_numel(u->in[0]));
+        if (!tg_is_weight_update(u) || b < 0)
+            continue;
+        void *grad = slot_ptr(s, j->c->replica, b, 0);
+        if (j->sums)
+            j->sums[st->node] = tg_sum_squares_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]));
+        else
+            tg_scale_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]), j->factor);
     }
 }
 
+static void clip_run(clip_job *j)
+{
+    const tg_program *p = j->c->s->program;
+    int n = p->devices[j->c->device].n_steps[TG_PHASE_UPDATE];
+    tg_pool *pool = j->c->s->pools[j->c->replica * p->n_devices + j->c->device];
+    if (n > 1 && tg_pool_threads(pool) > 1)
+        tg_pool_for(pool, n, clip_range, j);
+    else if (n > 0)
+        clip_range(j, 0, n, 0);
+}
+
+/* This replica's row of sums for update `it`. The rows alternate with the
+ * update's parity: a device can be at most one update ahead of the others
+ * (the barrier), so it never overwrites sums another still reads. */
+static double *grad_squares_row(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    size_t row = (size_t)((s->step + it) & 1) * (size_t)s->program->replicas + (size_t)c->replica;
+    return s->grad_squares + row * (size_t)s->graph->n_nodes;
+}
+
 /* clip_grad_norm_ over every parameter of the model: the global norm from
- * all devices' sums, added in graph order whatever the placement (so one
- * device, a pipeline and replicas agree to the bit), unscaled by the loss
- * scale the gradients were made with; then this device scales its own. */
+ * all devices' sums (posted before the barrier), added in graph order
+ * whatever the placement (so one device, a pipeline and replicas agree to
+ * the bit), unscaled by the loss scale the gradients were made with; then
+ * this device scales its own gradients. */
 static void clip_gradients(device_ctx *c, int64_t it, float loss_scale)
 {
     tg_session *s = c->s;
-    const tg_program *p = s->program;
     const tg_graph *g = s->graph;
-    const double *all = s->grad_squares + ((size_t)((s->step + it) & 1) * (size_t)p->replicas +
-                                           (size_t)c->replica) * (size_t)g->n_nodes;
+    const double *all = grad_squares_row(c, it);
     double total = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (tg_is_weight_update(g->nodes[i]))
             total += all[i];
-    bool scaled = p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    bool scaled = s->program->precision.loss_scaling != TG_LOSS_SCALING_NONE;
     double norm = sqrt(total) / (scaled ? (double)loss_scale : 1.0);
-    float factor = tg_grad_clip_factor(norm, s->max_grad_norm);
-    if (factor >= 1.0f)
-        return;
-    const tg_device_program *dp = &p->devices[c->device];
-    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
-        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
-        const tg_tensor *u = p->graph->nodes[st->node];
-        int b = st->in[u->n_in - 1];
-        if (tg_is_weight_update(u) && b >= 0)
-            tg_scale_typed(slot_ptr(s, c->replica, b, 0), p->buffers[b].dtype,
-                           tg_numel(u->in[0]), factor);
-    }
+    clip_job j = {c, NULL, tg_grad_clip_factor(norm, s->max_grad_norm)};
+    if (j.factor < 1.0f)
+        clip_run(&j);
 }
 
 /* Dynamic loss scaling: halve after an overflow, double after
@@ -643,8 +661,10 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
     }
     if (bad)
         __atomic_store_n(&s->overflow_mark[c->replica], mark, __ATOMIC_RELEASE);
-    if (clip)
-        post_grad_squares(c, it);
+    if (clip) { /* this device's sums, for every device to read after the barrier */
+        clip_job j = {c, grad_squares_row(c, it), 1.0f};
+        clip_run(&j);
+    }
     if (p->n_devices > 1 && !device_barrier(s, c->replica)) {
         *ok = false;
         return false;
