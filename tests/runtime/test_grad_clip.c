@@ -4,7 +4,8 @@
  * gives (an SGD step of norm lr * max_grad_norm) on one device, pipelined
  * over 2 devices, sharded over 4 and with loss scaling; one device and a
  * pipeline agree to the bit; replicas stay identical and match a larger
- * batch; LAMB with replicated tensor sharding is refused by name.
+ * batch; with replicated tensor sharding AdamW clips bit-identically and
+ * LAMB is refused by name.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
@@ -234,16 +235,26 @@ static void test_lamb_with_sharding_is_refused(void)
     TG_CHECK(strstr(tg_error_message(), "lamb") != NULL);
     TG_CHECK(strstr(tg_error_message(), "turn sharding off") != NULL);
     destroy(&t);
-    /* AdamW shards as before, clipping included */
+    /* AdamW shards as before, clipping included: bit-identical to unsharded replicas */
     opt = tg_optimizer_adamw(0.01f);
     opt.max_grad_norm = 0.05f;
-    TG_CHECK_OK(
-        make(&t, BATCH, &opt,
-             (const char *[]){"replicationFactor", "2",
-                              "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL}));
-    if (t.s)
+    trainer plain;
+    TG_CHECK_OK(make(&plain, BATCH, &opt, (const char *[]){"replicationFactor", "2", NULL}));
+    TG_CHECK_OK(make(&t, BATCH, &opt,
+                     (const char *[]){"replicationFactor", "2",
+                                      "TensorLocations.optimizer.replicatedTensorSharding", "true",
+                                      NULL}));
+    if (t.s && plain.s) {
         train(&t, 2);
+        train(&plain, 2);
+        int64_t n;
+        float *x = params(&t, 1, &n), *y = params(&plain, 1, &n);
+        TG_CHECK(memcmp(x, y, (size_t)n * sizeof(float)) == 0);
+        tg_free(x);
+        tg_free(y);
+    }
     destroy(&t);
+    destroy(&plain);
 }
 
 /* LAMB with clipping where the update is staged (half-precision storage,
