@@ -11,6 +11,8 @@
 #ifndef TILEGRAPH_CHECKPOINT_H
 #define TILEGRAPH_CHECKPOINT_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/session.h"
 
 #ifdef __cplusplus
@@ -18,14 +20,14 @@ extern "C" {
 #endif
 
 /* Write every parameter and state tensor of `s`; `model` names the model. */
-tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
+TG_API tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
 
 /* Load into `s` every parameter (required) and state tensor (optional: a
  * checkpoint without optimizer state restores the weights only). Fails
  * naming the file and the tensor on a missing parameter, a shape or dtype
  * mismatch, or a corrupt file; on failure nothing in `s` is changed. If
  * `model` is non-NULL and the file records another model, that is an error. */
-tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
+TG_API tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
 
 #ifdef __cplusplus
 }
