@@ -1,0 +1,22 @@
+"""tilegraph - PopTorch's Python API over the tilegraph C library.
+
+    import tilegraph as poptorch
+
+runs PopTorch scripts: Options, Block/BeginBlock, PipelinedExecution and
+ShardedExecution, trainingModel/inferenceModel, poptorch.optim and
+DataLoader. Graphs, compilation and execution are the C library's
+(libtilegraph.so through cffi); docs/python.md says what is supported.
+"""
+from . import optim
+from ._lib import TilegraphError
+from .blocks import BeginBlock, Block
+from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
+from .model import InferenceModel, TrainingModel, inferenceModel, trainingModel
+from .options import (OutputMode, Options, PipelinedExecution, ShardedExecution, Stage,
+                      TensorLocationSettings)
+
+__version__ = "0.1.0"
+__all__ = ["optim", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
+           "DataLoaderMode", "InferenceModel", "TrainingModel", "inferenceModel", "trainingModel",
+           "OutputMode", "Options", "PipelinedExecution", "ShardedExecution", "Stage",
+           "TensorLocationSettings"]

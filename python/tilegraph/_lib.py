@@ -1,0 +1,125 @@
+"""tilegraph._lib - the C library through cffi in ABI mode.
+
+Only the declarations the package calls are declared here; they must match
+include/tilegraph/*.h (enums are declared as int, which is their C size).
+The library is found through TILEGRAPH_LIBRARY, then the build tree beside
+this checkout (../../build), then the system's loader path.
+"""
+import os
+
+import cffi
+
+ffi = cffi.FFI()
+ffi.cdef("""
+typedef int tg_status;
+typedef int tg_dtype;
+typedef struct tg_graph tg_graph;
+typedef struct tg_tensor tg_tensor;
+typedef struct tg_options tg_options;
+typedef struct tg_session tg_session;
+typedef struct tg_onnx_model tg_onnx_model;
+typedef struct tg_shape { int ndim; int64_t dim[6]; } tg_shape;
+
+const char *tg_error_message(void);
+const char *tg_status_name(tg_status s);
+
+tg_options *tg_options_create(void);
+void tg_options_destroy(tg_options *o);
+tg_status tg_options_set(tg_options *o, const char *key, const char *value);
+int tg_options_count(void);
+const char *tg_options_key(int index);
+
+tg_graph *tg_graph_create(void);
+void tg_graph_destroy(tg_graph *g);
+tg_status tg_graph_status(const tg_graph *g);
+const char *tg_graph_error(const tg_graph *g);
+void tg_graph_set_training(tg_graph *g, bool training);
+tg_tensor *tg_graph_find(const tg_graph *g, const char *name);
+tg_shape tg_tensor_shape(const tg_tensor *t);
+tg_dtype tg_tensor_dtype(const tg_tensor *t);
+const char *tg_tensor_name(const tg_tensor *t);
+void tg_tensor_mark_output(tg_tensor *t);
+tg_tensor *tg_input(tg_graph *g, const char *name, tg_dtype dtype, tg_shape shape);
+tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *labels);
+tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels);
+tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
+tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);
+
+typedef struct tg_lr_schedule {
+    int kind; float lr; int64_t step_size; float gamma; int64_t total_steps;
+    float min_lr; int64_t warmup_steps;
+} tg_lr_schedule;
+typedef struct tg_optimizer {
+    int kind; tg_lr_schedule lr; float weight_decay; float momentum, dampening;
+    bool nesterov; float beta1, beta2, eps; bool bias_correction;
+    float max_weight_norm; float max_grad_norm;
+} tg_optimizer;
+tg_optimizer tg_optimizer_sgd(float lr, float momentum);
+tg_optimizer tg_optimizer_adam(float lr);
+tg_optimizer tg_optimizer_adamw(float lr);
+tg_optimizer tg_optimizer_lamb(float lr);
+tg_status tg_optimizer_validate(const tg_optimizer *opt);
+tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
+
+tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
+void tg_onnx_model_destroy(tg_onnx_model *m);
+typedef struct tg_onnx_build_config {
+    int64_t batch; tg_tensor *const *inputs; int n_inputs;
+} tg_onnx_build_config;
+typedef struct tg_onnx_outputs {
+    int n_inputs, n_outputs; tg_tensor *inputs[16]; tg_tensor *outputs[16];
+} tg_onnx_outputs;
+tg_status tg_onnx_build(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
+                        tg_onnx_outputs *out);
+
+tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out);
+void tg_session_destroy(tg_session *s);
+tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes);
+tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes);
+tg_status tg_session_run(tg_session *s);
+int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t);
+int64_t tg_session_step(const tg_session *s);
+void tg_session_set_step(tg_session *s, int64_t step);
+tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
+""")
+
+TG_F32, TG_F16, TG_BF16, TG_U8, TG_I32 = range(5)
+
+
+def _candidates():
+    env = os.environ.get("TILEGRAPH_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.path.normpath(os.path.join(here, "..", "..", "build"))
+    return [os.path.join(build, "libtilegraph.so.0"), os.path.join(build, "libtilegraph.so"),
+            "libtilegraph.so.0", "libtilegraph.so"]
+
+
+def _open():
+    tried = []
+    for path in _candidates():
+        try:
+            return ffi.dlopen(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    raise ImportError("tilegraph: cannot load libtilegraph.so; tried " + "; ".join(tried) +
+                      ". Build it (cmake --build build) or set TILEGRAPH_LIBRARY to its path.")
+
+
+lib = _open()
+
+
+class TilegraphError(RuntimeError):
+    """A failure reported by the C library, with its message."""
+
+
+def message():
+    return ffi.string(lib.tg_error_message()).decode()
+
+
+def check(status, what):
+    """Raise TilegraphError naming `what` and the library's message on failure."""
+    if status != 0:
+        name = ffi.string(lib.tg_status_name(status)).decode()
+        raise TilegraphError(f"{what}: {message()} ({name})")

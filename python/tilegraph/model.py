@@ -1,0 +1,382 @@
+"""tilegraph.model - poptorch.trainingModel and inferenceModel.
+
+A model is compiled on its first call: the torch module runs once on the host
+(to record blocks and, for training, the loss module it returns), is exported
+to ONNX in a temporary directory, imported by the C library, given the loss,
+backward pass and optimizer by the library, and run in a tilegraph session.
+Weights stay in the session between calls; copyWeightsToHost() writes them
+back into the torch module under their state_dict names.
+"""
+import sys
+import tempfile
+import weakref
+
+import numpy as np
+import torch
+
+from . import blocks as _blocks
+from ._lib import TG_F32, TG_I32, TilegraphError, check, ffi, lib
+from .options import Options, make_c_options
+
+# The losses the wrapper recognises in `return output, loss`, and how to build them.
+_LOSSES = {torch.nn.CrossEntropyLoss: "cross_entropy", torch.nn.NLLLoss: "nll",
+           torch.nn.MSELoss: "mse"}
+_live_training = weakref.WeakSet()
+
+
+class _Output(torch.nn.Module):
+    """The user's module reduced to its first output; it is exported as `m`."""
+
+    def __init__(self, module, labels):
+        super().__init__()
+        self.m = module
+        self._labels = labels
+
+    def forward(self, x):
+        out = self.m(x) if self._labels is None else self.m(x, self._labels)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _shape(dims):
+    s = ffi.new("tg_shape *")
+    s.ndim = len(dims)
+    for i in range(6):
+        s.dim[i] = dims[i] if i < len(dims) else 1
+    return s[0]
+
+
+def _tensor_dims(t):
+    s = lib.tg_tensor_shape(t)
+    return tuple(s.dim[i] for i in range(s.ndim))
+
+
+class _Model:
+    training = False
+
+    def __init__(self, model, options):
+        if not isinstance(model, torch.nn.Module):
+            raise ValueError(f"poptorch: expected a torch.nn.Module, got {type(model).__name__}")
+        self.model = model
+        self.options = options.clone() if options is not None else Options()
+        self._graph = self._session = None
+        self._tmp = None
+
+    # ---- host batches -------------------------------------------------------------
+    def _factor(self):
+        v = self.options.values
+        acc = int(v.get("Training.gradientAccumulation", 1)) if self.training else 1
+        return acc * int(v.get("deviceIterations", 1)) * int(v.get("replicationFactor", 1))
+
+    def _micro(self, x):
+        if not isinstance(x, torch.Tensor) or x.dim() < 1:
+            raise ValueError("poptorch: the model's input must be a torch.Tensor with a batch dimension")
+        f = self._factor()
+        if x.shape[0] % f:
+            raise ValueError(f"poptorch: the host batch of {x.shape[0]} samples is not a multiple of "
+                             f"gradientAccumulation x deviceIterations x replicationFactor = {f}; use "
+                             "poptorch.DataLoader with the same options, or resize the batch")
+        return x.shape[0] // f
+
+    # ---- compiling ----------------------------------------------------------------
+    def _record(self, x, labels):
+        """Run the module once on the host, recording blocks and loss modules."""
+        seen = []
+        hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append((mod, inp)))
+                 for m in self.model.modules() if type(m) in _LOSSES]
+        rec = _blocks.Recorder(self.model)
+        was = self.model.training
+        self.model.train(self.training)
+        try:
+            with rec, torch.no_grad():
+                result = self.model(x) if labels is None else self.model(x, labels)
+        finally:
+            self.model.train(was)
+            for h in hooks:
+                h.remove()
+        return result, seen, rec.blocks
+
+    def _placement(self, blocks):
+        """tilegraph's split/stages options for the recorded blocks and the strategy."""
+        if not blocks:
+            if self.options.strategy is not None:
+                raise ValueError("poptorch: an execution strategy names blocks, but the model ran "
+                                 "no poptorch.Block or BeginBlock")
+            return {}
+        for name, first, _ in blocks:
+            if first is None:
+                raise ValueError(f"poptorch.Block \"{name}\": tilegraph places blocks by the modules "
+                                 "they call, and this block called no torch.nn.Module")
+        index = {b[0]: i for i, b in enumerate(blocks)}
+        split = ",".join("m." + b[1] for b in blocks[1:])
+        strategy = self.options.strategy
+        if strategy is not None:
+            groups = [s.blocks for s in strategy.stages]
+        else:  # auto-staging: blocks with the same ipu_id share a stage, in device order
+            ids = [b[2] if b[2] is not None else i for i, b in enumerate(blocks)]
+            groups = [[b[0] for b, d in zip(blocks, ids) if d == dev] for dev in sorted(set(ids))]
+        named = [n for g in groups for n in g]
+        for n in named:
+            if n not in index:
+                raise ValueError(f"poptorch.Stage: block \"{n}\" is not used by the model (it ran "
+                                 f"blocks {', '.join(b[0] for b in blocks)})")
+        missing = [b[0] for b in blocks if b[0] not in named]
+        if missing:
+            raise ValueError(f"poptorch execution strategy: block(s) {', '.join(missing)} are in no "
+                             "poptorch.Stage")
+        stages = "|".join(",".join(f"S{index[n]}" for n in g) for g in groups)
+        v = {"split": split, "stages": stages}
+        if strategy is None and len(groups) > 1:
+            v["executionStrategy"] = "pipelined"
+        return v
+
+    def _export(self, x, labels, micro):
+        self._tmp = tempfile.TemporaryDirectory(prefix="tilegraph-")
+        path = f"{self._tmp.name}/model.onnx"
+        wrapper = _Output(self.model, labels)
+        was = self.model.training
+        try:
+            mode = torch.onnx.TrainingMode.TRAINING if self.training else torch.onnx.TrainingMode.EVAL
+            torch.onnx.export(wrapper, x[:micro], path, training=mode, do_constant_folding=False,
+                              input_names=["input"], output_names=["output"], opset_version=13)
+        except Exception as e:
+            raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
+        finally:
+            self.model.train(was)
+        return path
+
+    def _build(self, path, micro, loss_kind, optimizer):
+        """The graph: the imported model, and for training its loss, backward and optimizer."""
+        g = ffi.gc(lib.tg_graph_create(), lib.tg_graph_destroy)
+        lib.tg_graph_set_training(g, self.training)
+        m = ffi.new("tg_onnx_model **")
+        check(lib.tg_onnx_load(path.encode(), m), f"poptorch: importing {type(self.model).__name__}")
+        try:
+            cfg = ffi.new("tg_onnx_build_config *", {"batch": micro})
+            io = ffi.new("tg_onnx_outputs *")
+            check(lib.tg_onnx_build(m[0], g, cfg, io), f"poptorch: building {type(self.model).__name__}")
+        finally:
+            lib.tg_onnx_model_destroy(m[0])
+        self._input, self._output, self._labels, self._loss = io.inputs[0], io.outputs[0], None, None
+        if self.training:
+            self._add_loss(g, micro, loss_kind)
+            check(lib.tg_graph_backward(g, self._loss), "poptorch: the backward pass")
+            check(lib.tg_graph_add_optimizer(g, optimizer.c()), "poptorch: the optimizer")
+        if lib.tg_graph_status(g) != 0:
+            raise TilegraphError("poptorch: " + ffi.string(lib.tg_graph_error(g)).decode())
+        return g
+
+    def _add_loss(self, g, micro, kind):
+        out_dims = _tensor_dims(self._output)
+        if kind == "mse":
+            self._labels = lib.tg_input(g, b"labels", TG_F32, _shape(out_dims))
+            self._loss = lib.tg_mse_loss(g, self._output, self._labels)
+        else:
+            self._labels = lib.tg_input(g, b"labels", TG_I32, _shape((micro,)))
+            build = lib.tg_cross_entropy if kind == "cross_entropy" else lib.tg_nll_loss
+            self._loss = build(g, self._output, self._labels)
+        if self._loss != ffi.NULL:
+            lib.tg_tensor_mark_output(self._loss)
+
+    def _open_session(self, extra):
+        values = dict(self.options.values)
+        values.update(extra)
+        self._c_options = make_c_options(values)
+        s = ffi.new("tg_session **")
+        check(lib.tg_session_create(self._graph, self._c_options, s),
+              f"poptorch: compiling {type(self.model).__name__}")
+        return ffi.gc(s[0], lib.tg_session_destroy)
+
+    def _compile(self, x, labels):
+        micro = self._micro(x)
+        xm = x[:micro]
+        lm = None if labels is None else labels[:micro]
+        result, losses, recorded = self._record(xm, lm)
+        loss_kind = self._loss_kind(result, losses) if self.training else None
+        placement = self._placement(recorded)
+        print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
+        path = self._export(x, lm, micro)
+        self._micro_batch = micro
+        self._loss_kind_name = loss_kind
+        self._placement_values = placement
+        self._graph = self._build(path, micro, loss_kind, getattr(self, "optimizer", None))
+        self._handle = self._open_session({**placement, **self._extra_options()})
+
+    def _extra_options(self):
+        return {}
+
+    def compile(self, *args):
+        if self._graph is None:
+            self._compile(*self._args(*args))
+
+    # ---- running ------------------------------------------------------------------
+    def _write(self, t, array):
+        a = np.ascontiguousarray(array)
+        check(lib.tg_session_write(self._handle, t, ffi.from_buffer(a), a.nbytes),
+              f"poptorch: writing {ffi.string(lib.tg_tensor_name(t)).decode()}")
+
+    def _read_output(self, t):
+        count = lib.tg_session_output_count(self._handle, t)
+        dims = _tensor_dims(t)
+        a = np.empty((count,) + dims, dtype=np.float32)
+        check(lib.tg_session_read(self._handle, t, ffi.from_buffer(a), a.nbytes),
+              f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
+        if len(dims) == 0:
+            return torch.from_numpy(a)
+        return torch.from_numpy(a.reshape((count * dims[0],) + dims[1:]))
+
+    def _check_input(self, x):
+        if self._graph is not None and x.shape[0] != self._micro_batch * self._factor():
+            raise ValueError(f"poptorch: the model was compiled for host batches of "
+                             f"{self._micro_batch * self._factor()} samples, got {x.shape[0]}")
+        dims = _tensor_dims(self._input)
+        if tuple(x.shape[1:]) != dims[1:]:
+            raise ValueError(f"poptorch: the input's sample shape {tuple(x.shape[1:])} is not the "
+                             f"compiled one {dims[1:]}")
+
+    # ---- weights ------------------------------------------------------------------
+    def _weights(self):
+        """(torch tensors to fill, graph tensor) pairs for the module's state."""
+        pairs = []
+        for name, t in self.model.state_dict().items():
+            gt = lib.tg_graph_find(self._graph, ("m." + name).encode())
+            if gt != ffi.NULL and lib.tg_tensor_dtype(gt) == TG_F32:
+                pairs.append(([t], gt))
+        for name, mod in self.model.named_modules():
+            if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.track_running_stats:
+                gt = lib.tg_graph_find(self._graph, f"m.{name}.running_stats".encode())
+                if gt != ffi.NULL:
+                    pairs.append(([mod.running_mean, mod.running_var], gt))
+        return pairs
+
+    def copyWeightsToHost(self):
+        if self._graph is None or self._handle is None:
+            return
+        for targets, gt in self._weights():
+            dims = _tensor_dims(gt)
+            a = np.empty(dims, dtype=np.float32)
+            check(lib.tg_session_read(self._handle, gt, ffi.from_buffer(a), a.nbytes),
+                  f"poptorch.copyWeightsToHost: {ffi.string(lib.tg_tensor_name(gt)).decode()}")
+            rows = a.reshape(len(targets), -1) if len(targets) > 1 else [a]
+            with torch.no_grad():
+                for t, r in zip(targets, rows):
+                    t.copy_(torch.from_numpy(np.ascontiguousarray(r)).reshape(t.shape))
+
+    def copyWeightsToDevice(self):
+        if self._graph is None or self._handle is None:
+            return
+        for targets, gt in self._weights():
+            a = np.concatenate([t.detach().cpu().float().numpy().reshape(-1) for t in targets])
+            self._write(gt, a)
+
+    def detachFromDevice(self):
+        """Write the weights back to the module and free the session; the next call recompiles."""
+        self.copyWeightsToHost()
+        self._handle = self._graph = None
+        self._tmp = None
+
+    def isAttachedToDevice(self):
+        return self._graph is not None
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["model"], name)
+
+
+class TrainingModel(_Model):
+    training = True
+
+    def __init__(self, model, options, optimizer):
+        super().__init__(model, options)
+        from .optim import _Optimizer
+        if optimizer is None:
+            from .optim import SGD
+            optimizer = SGD(model.parameters(), lr=0.01)
+        if not isinstance(optimizer, _Optimizer):
+            raise ValueError("poptorch.trainingModel: optimizer must be a poptorch.optim optimizer "
+                             f"(SGD, Adam, AdamW, LAMB), got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self._handle = None
+        _live_training.add(self)
+
+    def _extra_options(self):
+        return self.optimizer.options()
+
+    def _loss_kind(self, result, losses):
+        accepted = "return (output, loss) with loss from torch.nn.CrossEntropyLoss, NLLLoss or MSELoss"
+        if not isinstance(result, (tuple, list)) or len(result) < 2:
+            raise ValueError(f"poptorch.trainingModel: the model must {accepted}")
+        if len(losses) != 1:
+            raise ValueError(f"poptorch.trainingModel: the model ran {len(losses)} loss modules; it "
+                             f"must {accepted}, exactly one")
+        mod, inp = losses[0]
+        if inp[0] is not result[0]:
+            raise ValueError(f"poptorch.trainingModel: {type(mod).__name__} must take the model's "
+                             "returned output as its first argument")
+        if getattr(mod, "reduction", "mean") != "mean":
+            raise ValueError(f"poptorch.trainingModel: {type(mod).__name__}(reduction="
+                             f"'{mod.reduction}') is not supported; use reduction='mean'")
+        return _LOSSES[type(mod)]
+
+    def _args(self, x, labels=None):
+        if labels is None:
+            raise ValueError("poptorch.trainingModel: call it with (input, labels)")
+        return x, labels
+
+    def __call__(self, x, labels=None):
+        x, labels = self._args(x, labels)
+        if self._graph is None:
+            self._compile(x, labels)
+        self._check_input(x)
+        if labels.shape[0] != x.shape[0]:
+            raise ValueError(f"poptorch: {labels.shape[0]} labels for {x.shape[0]} inputs")
+        self._write(self._input, x.detach().float().numpy())
+        lab = labels.detach().numpy()
+        self._write(self._labels, lab.astype(np.float32 if self._loss_kind_name == "mse" else np.int32))
+        check(lib.tg_session_run(self._handle), "poptorch: running the training step")
+        return self._read_output(self._output), self._read_output(self._loss)
+
+    def setOptimizer(self, optimizer):
+        """A new optimizer (a new learning rate); the session keeps weights and state."""
+        if type(optimizer) is not type(self.optimizer):
+            raise ValueError(f"poptorch.setOptimizer: the model was compiled with "
+                             f"{type(self.optimizer).__name__}, got {type(optimizer).__name__}")
+        optimizer.c()
+        self.optimizer = optimizer
+        if self._graph is None:
+            return
+        # The update rule is part of the compiled graph: rebuild it with the new
+        # settings and carry weights, optimizer state and the step count over.
+        old_graph, old = self._graph, self._handle
+        self._graph = self._build(f"{self._tmp.name}/model.onnx", self._micro_batch,
+                                  self._loss_kind_name, optimizer)
+        self._handle = self._open_session({**self._placement_values, **self._extra_options()})
+        check(lib.tg_session_copy_weights(self._handle, old), "poptorch.setOptimizer")
+        lib.tg_session_set_step(self._handle, lib.tg_session_step(old))
+        del old, old_graph
+
+
+class InferenceModel(_Model):
+    def __init__(self, model, options):
+        super().__init__(model, options)
+        self._handle = None
+
+    def _args(self, x):
+        return x, None
+
+    def __call__(self, x):
+        if self._graph is None:
+            for tm in list(_live_training):  # PopTorch copies trained weights implicitly
+                if tm.model is self.model or any(m is self.model for m in tm.model.modules()):
+                    tm.copyWeightsToHost()
+            self._compile(x, None)
+        self._check_input(x)
+        self._write(self._input, x.detach().float().numpy())
+        check(lib.tg_session_run(self._handle), "poptorch: running inference")
+        return self._read_output(self._output)
+
+
+def trainingModel(model, options=None, optimizer=None):
+    return TrainingModel(model, options, optimizer)
+
+
+def inferenceModel(model, options=None):
+    return InferenceModel(model, options)

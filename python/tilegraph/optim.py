@@ -1,0 +1,120 @@
+"""tilegraph.optim - poptorch.optim.SGD/Adam/AdamW/LAMB as tilegraph optimizers.
+
+Each keeps PopTorch's arguments and turns them into the C library's
+tg_optimizer (the update rules are the library's) plus the session options
+they imply (loss scaling, accumulator and momentum types).
+"""
+import math
+
+import torch
+
+from ._lib import ffi, lib, message
+
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", None: None}
+
+
+def _dtype(value, name):
+    if value not in _DTYPES:
+        raise ValueError(f"poptorch.optim: {name} must be torch.float32, torch.float16 or "
+                         f"torch.bfloat16, got {value!r}")
+    return _DTYPES[value]
+
+
+class _Optimizer:
+    _maker = None
+
+    def __init__(self, params, lr, weight_decay=0.0, loss_scaling=None, accum_type=None,
+                 first_order_momentum_accum_type=None, second_order_momentum_accum_type=None,
+                 max_grad_norm=None, **_ignored):
+        self.param_groups = [{"params": list(params), "lr": lr}]
+        self.weight_decay = weight_decay
+        self.loss_scaling = loss_scaling
+        self.max_grad_norm = max_grad_norm
+        self.types = {"accumType": _dtype(accum_type, "accum_type"),
+                      "firstOrderMomentumAccumType":
+                          _dtype(first_order_momentum_accum_type, "first_order_momentum_accum_type"),
+                      "secondOrderMomentumAccumType":
+                          _dtype(second_order_momentum_accum_type, "second_order_momentum_accum_type")}
+        self.c()  # validate now, so a bad argument fails where it was given
+
+    @property
+    def lr(self):
+        return self.param_groups[0]["lr"]
+
+    def _fill(self, o):
+        pass
+
+    def c(self):
+        """The tg_optimizer for the current settings."""
+        o = ffi.new("tg_optimizer *", type(self)._maker(float(self.lr)))
+        o.weight_decay = float(self.weight_decay)
+        if self.max_grad_norm is not None:
+            o.max_grad_norm = float(self.max_grad_norm)
+        self._fill(o)
+        if lib.tg_optimizer_validate(o) != 0:
+            raise ValueError(f"poptorch.optim.{type(self).__name__}: {message()}")
+        return o
+
+    def options(self):
+        """Session options the optimizer implies."""
+        v = {k: t for k, t in self.types.items() if t is not None}
+        if self.loss_scaling not in (None, 1, 1.0):
+            if not (self.loss_scaling > 0 and math.isfinite(self.loss_scaling)):
+                raise ValueError(f"poptorch.optim: loss_scaling must be positive, got {self.loss_scaling}")
+            v["lossScaling"] = "static"
+            v["lossScalingFactor"] = str(self.loss_scaling)
+        return v
+
+    def state_dict(self):
+        return {"lr": self.lr}
+
+
+class SGD(_Optimizer):
+    _maker = staticmethod(lambda lr: lib.tg_optimizer_sgd(lr, 0.0))
+
+    def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 **kw):
+        self.momentum, self.dampening, self.nesterov = momentum, dampening, nesterov
+        super().__init__(params, lr, weight_decay, **kw)
+
+    def _fill(self, o):
+        o.momentum, o.dampening, o.nesterov = self.momentum, self.dampening, bool(self.nesterov)
+
+
+class _AdamLike(_Optimizer):
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
+                 bias_correction=True, **kw):
+        self.betas, self.eps, self.bias_correction = betas, eps, bias_correction
+        if weight_decay is None:
+            weight_decay = self._default_decay
+        super().__init__(params, lr, weight_decay, **kw)
+
+    def _fill(self, o):
+        o.beta1, o.beta2 = self.betas
+        o.eps = self.eps
+        o.bias_correction = bool(self.bias_correction)
+
+
+class Adam(_AdamLike):
+    _maker = staticmethod(lambda lr: lib.tg_optimizer_adam(lr))
+    _default_decay = 0.0
+
+
+class AdamW(_AdamLike):
+    _maker = staticmethod(lambda lr: lib.tg_optimizer_adamw(lr))
+    _default_decay = 0.01
+
+
+class LAMB(_AdamLike):
+    _maker = staticmethod(lambda lr: lib.tg_optimizer_lamb(lr))
+    _default_decay = 0.01
+
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
+                 bias_correction=True, max_weight_norm=None, **kw):
+        self.max_weight_norm = max_weight_norm
+        super().__init__(params, lr, betas, eps, weight_decay, bias_correction, **kw)
+
+    def _fill(self, o):
+        super()._fill(o)
+        if self.max_weight_norm is not None:
+            o.max_weight_norm = float(self.max_weight_norm)
