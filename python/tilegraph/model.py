@@ -12,7 +12,9 @@ import tempfile
 import weakref
 
 import numpy as np
+import onnx
 import torch
+from onnx import numpy_helper
 
 from . import blocks as _blocks
 from ._lib import TG_F32, TG_I32, TilegraphError, check, ffi, lib
@@ -33,8 +35,37 @@ class _Output(torch.nn.Module):
         self._labels = labels
 
     def forward(self, x):
-        out = self.m(x) if self._labels is None else self.m(x, self._labels)
-        return out[0] if isinstance(out, (tuple, list)) else out
+        if self._labels is None:
+            return self.m(x)
+        # The loss is tilegraph's (appended to the imported output), so the
+        # loss modules give a constant while tracing and leave no nodes.
+        losses = [m for m in self.m.modules() if type(m) in _LOSSES]
+        for m in losses:
+            m.forward = lambda *_a, **_k: torch.zeros(())
+        try:
+            out = self.m(x, self._labels)
+        finally:
+            for m in losses:
+                del m.forward
+        return out[0]
+
+
+def _reset_buffers(path, buffers):
+    """Put the buffers' values from before the export back into the file.
+
+    Tracing in training mode runs batch norm once, so the exporter writes
+    running statistics already moved by one update; the file must start from
+    the module's own.
+    """
+    model = onnx.load(path)
+    changed = False
+    for init in model.graph.initializer:
+        value = buffers.get(init.name[2:]) if init.name.startswith("m.") else None
+        if value is not None and value.is_floating_point():
+            init.CopyFrom(numpy_helper.from_array(value.detach().cpu().numpy(), init.name))
+            changed = True
+    if changed:
+        onnx.save(model, path)
 
 
 def _shape(dims):
@@ -111,8 +142,14 @@ class _Model:
         strategy = self.options.strategy
         if strategy is not None:
             groups = [s.blocks for s in strategy.stages]
-        else:  # auto-staging: blocks with the same ipu_id share a stage, in device order
-            ids = [b[2] if b[2] is not None else i for i, b in enumerate(blocks)]
+        elif all(b[2] is None for b in blocks):
+            return {}  # blocks without a strategy or ipu ids: one device, as in PopTorch
+        else:  # auto-staging: blocks with the same ipu_id share a stage, in device order;
+            # a block without one stays on the device of the block before it
+            ids, dev = [], 0
+            for b in blocks:
+                dev = b[2] if b[2] is not None else dev
+                ids.append(dev)
             groups = [[b[0] for b, d in zip(blocks, ids) if d == dev] for dev in sorted(set(ids))]
         named = [n for g in groups for n in g]
         for n in named:
@@ -129,10 +166,16 @@ class _Model:
             v["executionStrategy"] = "pipelined"
         return v
 
-    def _export(self, x, labels, micro):
+    def _restore(self, buffers):
+        with torch.no_grad():
+            for k, v in self.model.named_buffers():
+                v.copy_(buffers[k])
+
+    def _export(self, x, labels, micro, buffers):
         self._tmp = tempfile.TemporaryDirectory(prefix="tilegraph-")
         path = f"{self._tmp.name}/model.onnx"
         wrapper = _Output(self.model, labels)
+        self._restore(buffers)
         was = self.model.training
         try:
             mode = torch.onnx.TrainingMode.TRAINING if self.training else torch.onnx.TrainingMode.EVAL
@@ -142,6 +185,7 @@ class _Model:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:
             self.model.train(was)
+        _reset_buffers(path, buffers)
         return path
 
     def _build(self, path, micro, loss_kind, optimizer):
@@ -190,11 +234,17 @@ class _Model:
         micro = self._micro(x)
         xm = x[:micro]
         lm = None if labels is None else labels[:micro]
-        result, losses, recorded = self._record(xm, lm)
-        loss_kind = self._loss_kind(result, losses) if self.training else None
-        placement = self._placement(recorded)
-        print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
-        path = self._export(x, lm, micro)
+        # The host run and the export run the module in training mode, which
+        # moves batch-norm statistics: keep the buffers as they were.
+        buffers = {k: v.clone() for k, v in self.model.named_buffers()}
+        try:
+            result, losses, recorded = self._record(xm, lm)
+            loss_kind = self._loss_kind(result, losses) if self.training else None
+            placement = self._placement(recorded)
+            print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
+            path = self._export(x, lm, micro, buffers)
+        finally:
+            self._restore(buffers)
         self._micro_batch = micro
         self._loss_kind_name = loss_kind
         self._placement_values = placement

@@ -1,0 +1,71 @@
+"""tests/python/tg_pytest.py - shared helpers for the Python package's tests.
+
+skip_without_deps() exits 77 (CTest's "skipped") when torch or cffi is
+missing, so the C suite stays green on machines without them; the small
+models here keep each test file to a few seconds.
+"""
+import sys
+
+
+def skip_without_deps():
+    try:
+        import cffi  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: {e} (install python3-torch and python3-cffi)")
+        sys.exit(77)
+
+
+skip_without_deps()
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import tilegraph as poptorch  # noqa: E402
+
+
+class Small(nn.Module):
+    """A conv net in four blocks, small enough to compile in well under a second."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3)
+        self.conv2 = nn.Conv2d(4, 4, 3)
+        self.fc1 = nn.Linear(4 * 4 * 4, 16)
+        self.fc2 = nn.Linear(16, 5)
+
+    def forward(self, x):
+        with poptorch.Block("B1"):
+            x = torch.relu(self.conv1(x))
+        with poptorch.Block("B2"):
+            x = torch.relu(self.conv2(x))
+        with poptorch.Block("B3"):
+            x = torch.relu(self.fc1(x.flatten(1)))
+        with poptorch.Block("B4"):
+            x = self.fc2(x)
+        return x
+
+
+class WithLoss(nn.Module):
+    """PopTorch's TrainingModelWithLoss: returns (output, loss)."""
+
+    def __init__(self, model, loss=None):
+        super().__init__()
+        self.model = model
+        self.loss = loss if loss is not None else nn.CrossEntropyLoss()
+
+    def forward(self, x, labels=None):
+        out = self.model(x)
+        if labels is None:
+            return out
+        return out, self.loss(out, labels)
+
+
+def data(n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 5, (n,), generator=g)
+
+
+def net(seed=0):
+    torch.manual_seed(seed)
+    return Small()
