@@ -1,0 +1,125 @@
+"""tests/python/test_blocks.py - Block/BeginBlock and how they become tilegraph stages.
+
+Staging is checked through what the library does with it: a pipeline over
+N stages refuses fewer than N micro-batches (its message names the stage
+count), and a pipelined or sharded run must give the single-device losses.
+"""
+import unittest
+
+from tg_pytest import WithLoss, data, net, poptorch
+import torch
+import torch.nn as nn
+
+from tilegraph import TilegraphError
+
+
+def train(model, options, steps=2, n=16):
+    x, y = data(n)
+    tm = poptorch.trainingModel(WithLoss(model), options, poptorch.optim.SGD(model.parameters(), lr=0.1))
+    return torch.cat([tm(x, y)[1] for _ in range(steps)]), tm
+
+
+def opts(accumulation, strategy=None):
+    o = poptorch.Options().outputMode(poptorch.OutputMode.All)
+    o.Training.gradientAccumulation(accumulation)
+    if strategy is not None:
+        o.setExecutionStrategy(strategy)
+    return o
+
+
+def stages(n):
+    return [poptorch.Stage(f"B{i + 1}").ipu(i) for i in range(n)]
+
+
+class BlocksTest(unittest.TestCase):
+    def test_four_stages_from_four_blocks(self):
+        with self.assertRaisesRegex(TilegraphError, "over 4 stages"):
+            train(net(), opts(2, poptorch.PipelinedExecution(*stages(4))))
+
+    def test_grouped_stages(self):
+        s = poptorch.PipelinedExecution(poptorch.Stage("B1", "B2").ipu(0), poptorch.Stage("B3", "B4").ipu(1))
+        with self.assertRaisesRegex(TilegraphError, "over 2 stages"):
+            train(net(), opts(1, s), n=8)
+        train(net(), opts(2, s))  # two micro-batches fill two stages
+
+    def test_pipelined_and_sharded_match_one_device(self):
+        single, _ = train(net(), opts(4))
+        piped, _ = train(net(), opts(4, poptorch.PipelinedExecution("B1", "B2", "B3", "B4")))
+        sharded, _ = train(net(), opts(4, poptorch.ShardedExecution(*stages(4))))
+        self.assertTrue(torch.allclose(single, piped, atol=1e-5))
+        self.assertTrue(torch.allclose(single, sharded, atol=1e-5))
+        self.assertLess(single[-1].item(), single[0].item() + 1.0)
+
+    def test_unknown_and_missing_blocks(self):
+        bad = poptorch.PipelinedExecution(poptorch.Stage("B1", "B2", "B3").ipu(0), poptorch.Stage("B9").ipu(1))
+        with self.assertRaisesRegex(ValueError, "B9"):
+            train(net(), opts(4, bad))
+        partial = poptorch.PipelinedExecution(poptorch.Stage("B1", "B2").ipu(0), poptorch.Stage("B3").ipu(1))
+        with self.assertRaisesRegex(ValueError, "B4 are in no poptorch.Stage"):
+            train(net(), opts(4, partial))
+
+    def test_auto_staging_by_ipu_id(self):
+        class Auto(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(64, 8)
+                self.b = nn.Linear(8, 8)
+                self.c = nn.Linear(8, 5)
+
+            def forward(self, x):
+                x = x.flatten(1)
+                with poptorch.Block(ipu_id=0):
+                    x = torch.relu(self.a(x))
+                with poptorch.Block(ipu_id=1):
+                    x = torch.relu(self.b(x))
+                    x = self.c(x)
+                return x
+
+        torch.manual_seed(0)
+        with self.assertRaisesRegex(TilegraphError, "over 2 stages"):
+            train(Auto(), opts(1), n=8)
+        torch.manual_seed(0)
+        auto, _ = train(Auto(), opts(2))
+        torch.manual_seed(0)
+        m = Auto()
+        x, y = data(16)
+        ref = nn.functional.cross_entropy(m(x[:8]), y[:8])
+        self.assertAlmostEqual(auto[0].item(), ref.item(), places=5)
+
+    def test_begin_block(self):
+        class Plain(nn.Module):  # Small's layers without Block contexts
+            def __init__(self):
+                super().__init__()
+                self.conv1, self.conv2 = nn.Conv2d(1, 4, 3), nn.Conv2d(4, 4, 3)
+                self.fc1, self.fc2 = nn.Linear(64, 16), nn.Linear(16, 5)
+
+            def forward(self, x):
+                x = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+                return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+        m = Plain()
+        poptorch.BeginBlock(m.conv1, "S1", ipu_id=0)
+        poptorch.BeginBlock(m.fc1, "S2", ipu_id=1)
+        with self.assertRaisesRegex(TilegraphError, "over 2 stages"):
+            train(m, opts(1), n=8)
+        train(m, opts(2))
+
+    def test_block_without_module_is_refused(self):
+        class NoModule(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(64, 5)
+
+            def forward(self, x):
+                with poptorch.Block("B1"):
+                    x = self.fc(x.flatten(1))
+                with poptorch.Block("B2"):
+                    x = x * 2
+                return x
+
+        with self.assertRaisesRegex(ValueError, "Block \"B2\".*no torch.nn.Module"):
+            train(NoModule(), opts(2, poptorch.PipelinedExecution("B1", "B2")))
+
+
+if __name__ == "__main__":
+    unittest.main()
