@@ -7,6 +7,7 @@ backward pass and optimizer by the library, and run in a tilegraph session.
 Weights stay in the session between calls; copyWeightsToHost() writes them
 back into the torch module under their state_dict names.
 """
+import inspect
 import sys
 import tempfile
 import weakref
@@ -114,6 +115,13 @@ class _Model:
         seen = []
         hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append((mod, inp)))
                  for m in self.model.modules() if type(m) in _LOSSES]
+        if labels is not None:
+            try:
+                inspect.signature(self.model.forward).bind(x, labels)
+            except TypeError as e:
+                raise ValueError(f"poptorch.trainingModel: {type(self.model).__name__}.forward must "
+                                 "take (input, labels) and return (output, loss) with loss from "
+                                 f"torch.nn.CrossEntropyLoss, NLLLoss or MSELoss ({e})") from None
         rec = _blocks.Recorder(self.model)
         was = self.model.training
         self.model.train(self.training)
