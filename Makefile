@@ -11,7 +11,9 @@ PREFIX     ?= /usr/local
 # Every Debian package the project needs, and why (docs/dependencies.md).
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
                libsqlite3-dev sqlite3 dataset-fashion-mnist clang chromium \
-               libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3
+               libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3 \
+               python3-torch python3-torchvision python3-numpy python3-cffi python3-onnx \
+               python3-tqdm
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
 .PHONY: all demo test build install deps bench-deps bench format asan tsan fuzz clean

@@ -10,9 +10,11 @@ import sys
 def skip_without_deps():
     try:
         import cffi  # noqa: F401
+        import numpy  # noqa: F401
+        import onnx  # noqa: F401
         import torch  # noqa: F401
     except ImportError as e:
-        print(f"skipped: {e} (install python3-torch and python3-cffi)")
+        print(f"skipped: {e} (make deps installs python3-torch, python3-cffi, python3-onnx)")
         sys.exit(77)
 
 
