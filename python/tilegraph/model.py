@@ -201,13 +201,19 @@ class _Model:
         g = ffi.gc(lib.tg_graph_create(), lib.tg_graph_destroy)
         lib.tg_graph_set_training(g, self.training)
         m = ffi.new("tg_onnx_model **")
-        check(lib.tg_onnx_load(path.encode(), m), f"poptorch: importing {type(self.model).__name__}")
         try:
-            cfg = ffi.new("tg_onnx_build_config *", {"batch": micro})
-            io = ffi.new("tg_onnx_outputs *")
-            check(lib.tg_onnx_build(m[0], g, cfg, io), f"poptorch: building {type(self.model).__name__}")
-        finally:
-            lib.tg_onnx_model_destroy(m[0])
+            check(lib.tg_onnx_load(path.encode(), m), f"poptorch: importing {type(self.model).__name__}")
+            try:
+                cfg = ffi.new("tg_onnx_build_config *", {"batch": micro})
+                io = ffi.new("tg_onnx_outputs *")
+                check(lib.tg_onnx_build(m[0], g, cfg, io), f"poptorch: building {type(self.model).__name__}")
+            finally:
+                lib.tg_onnx_model_destroy(m[0])
+        except TilegraphError as e:
+            # Speak of the user's module: not of the temporary file, nor of the
+            # wrapper's "/m" scope that every node name starts with.
+            text = str(e).replace(path + ": ", "").replace("'/m/", "'/")
+            raise TilegraphError(text) from None
         self._input, self._output, self._labels, self._loss = io.inputs[0], io.outputs[0], None, None
         if self.training:
             self._add_loss(g, micro, loss_kind)
@@ -256,7 +262,7 @@ class _Model:
         self._micro_batch = micro
         self._loss_kind_name = loss_kind
         self._placement_values = placement
-        self._graph = self._build(path, micro, loss_kind, getattr(self, "optimizer", None))
+        self._graph = self._build(path, micro, loss_kind, self.optimizer if self.training else None)
         self._handle = self._open_session({**placement, **self._extra_options()})
 
     def _extra_options(self):
@@ -336,7 +342,11 @@ class _Model:
         return self._graph is not None
 
     def __getattr__(self, name):
-        return getattr(self.__dict__["model"], name)
+        # Like PopTorch's wrapper, the rest is the torch module's (model.eval(), ...).
+        model = self.__dict__.get("model")
+        if model is None:
+            raise AttributeError(name)
+        return getattr(model, name)
 
 
 class TrainingModel(_Model):
