@@ -280,6 +280,82 @@ const char *tg_options_get_string(const tg_options *o, const char *key)
     return v ? v : "";
 }
 
+int tg_options_is_engine(const char *key)
+{
+    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug."};
+    for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+const char *tg_options_flag(const char *key)
+{
+    static const char *const flags[][2] = {
+        {"executionStrategy", "--strategy"},
+        {"stages", "--stages"},
+        {"split", "--split"},
+        {"pipelineSchedule", "--schedule"},
+        {"replicationFactor", "--replicas"},
+        {"Training.gradientAccumulation", "--gradient-accumulation"},
+        {"deviceIterations", "--device-iterations"},
+        {"outputMode", "--output-mode"},
+        {"devices", "--devices"},
+        {"threadsPerDevice", "--threads-per-device"},
+        {"memoryPerDevice", "--memory-per-device"},
+        {"randomSeed", "--seed"},
+        {"precision", "--precision"},
+        {"lossScaling", "--loss-scaling"},
+        {"lossScalingFactor", "--loss-scale"},
+        {"accumType", "--accum-type"},
+        {"firstOrderMomentumAccumType", "--first-moment-type"},
+        {"secondOrderMomentumAccumType", "--second-moment-type"},
+        {"Precision.enableStochasticRounding", "--stochastic-rounding"},
+        {"TensorLocations.optimizer.onChip", "--offload-optimizer"},
+        {"target", "--target"},
+    };
+    for (size_t i = 0; key && i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(flags[i][0], key) == 0)
+            return flags[i][1];
+    return NULL;
+}
+
+tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source)
+{
+    tg_arena *arena = tg_arena_create(16 * 1024);
+    if (!arena)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    tg_json *root = NULL;
+    tg_status s = tg_json_parse(arena, json, strlen(json), source, &root);
+    if (s == TG_OK && root->type != TG_JSON_OBJECT)
+        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
+                     tg_json_type_name(root->type));
+    for (size_t i = 0; s == TG_OK && i < root->count; i++) {
+        const char *key = root->keys[i];
+        if (tg_options_is_engine(key))
+            continue;
+        if (find_option(key) < 0) {
+            s = tg_error_prefix(unknown_key(key), "%s", source);
+            break;
+        }
+        /* The engine does not see these: the command sized its loader and
+         * schedule from the program's own options, so taking them here would
+         * silently train on something else. */
+        const char *flag = tg_options_flag(key);
+        const char *what = "is not an engine option (only autoReport.*, profiler.*, trace.* and "
+                           "debug.* are read from here)";
+        if (flag)
+            s = tg_error(TG_ERR_CONFIG, "%s: '%s' %s; set it with %s or in --options FILE", source,
+                         key, what, flag);
+        else
+            s = tg_error(TG_ERR_CONFIG,
+                         "%s: '%s' %s; set it with --options FILE or --engine-option %s=VALUE",
+                         source, key, what, key);
+    }
+    tg_arena_destroy(arena);
+    return s == TG_OK ? tg_options_set_json(o, json, source) : s;
+}
+
 tg_status tg_options_set_json(tg_options *o, const char *json, const char *source)
 {
     tg_arena *arena = tg_arena_create(16 * 1024);

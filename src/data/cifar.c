@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -153,10 +154,9 @@ tg_status tg_cifar10_load(const char *dir, tg_split split, int64_t max_samples, 
     }
     int64_t filled = 0;
     for (int f = 0; f < files && filled < total && st == TG_OK; f++) {
-        FILE *fp = fopen(paths[f], "rb");
-        if (!fp) {
-            st = tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
-                          "cifar10 dataset: %s: cannot open: %s", paths[f], strerror(errno));
+        FILE *fp;
+        if ((st = tg_fopen_regular(paths[f], &fp)) != TG_OK) {
+            tg_error_prefix(st, "cifar10 dataset");
             break;
         }
         int64_t want = records[f] < total - filled ? records[f] : total - filled;

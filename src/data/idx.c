@@ -12,6 +12,7 @@
 #include "data/idx.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -312,14 +313,12 @@ tg_status tg_idx_load(const char *path, int want_ndim, int64_t max_items, tg_idx
     memset(out, 0, sizeof *out);
     if (!path)
         return tg_error(TG_ERR_INVALID_ARG, "no IDX file name given");
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s", path,
-                        strerror(errno));
+    int fd;
+    TG_TRY(tg_open_regular(path, &fd)); /* a FIFO is refused, not waited on */
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return tg_error(TG_ERR_IO, "%s: not a regular file", path);
+        return tg_error(TG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     }
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {

@@ -2,6 +2,7 @@
 #include "profile/reader.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "profile/profile.h"
 
@@ -89,6 +90,9 @@ tg_status tg_profile_reader_open(const char *path, tg_profile_reader **out)
     tg_status s = TG_OK;
     if (access(path, R_OK) != 0)
         s = tg_error(TG_ERR_IO, "%s: cannot read the profile (missing or not readable)", path);
+    /* SQLite opens the file itself: a FIFO would block it forever. */
+    else if ((s = tg_check_regular(path)) != TG_OK)
+        tg_error_prefix(s, "profile");
     else if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         s = fail(r, "cannot open as SQLite");
     if (s == TG_OK)

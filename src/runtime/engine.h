@@ -95,7 +95,10 @@ struct tg_session {
     int64_t *group_count, *group_gen;   /* per replica: a barrier over its devices */
     int seed_buffer;                    /* the loss gradient's seed, scaled; -1 none */
     /* profiling and host tracing */
-    struct tg_profile *profile; /* NULL when off */
+    struct tg_profile *profile; /* NULL when off, or after it failed */
+    tg_status profile_status;   /* the first failure writing the profile */
+    char profile_error[512];    /* its message */
+    bool profile_reported;      /* tg_session_finish_profile returned it */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */
     struct tg_trace_device_step **trace_steps; /* [replica * n_devices + device][...] */
     size_t *trace_n, *trace_cap;
