@@ -43,7 +43,7 @@ const char *tg_file_kind(unsigned mode)
 
 static tg_status not_regular(const char *path, unsigned mode)
 {
-    return tg_error(TG_ERR_IO, "'%s' is %s, not a regular file: give the path of a file", path,
+    return tg_error(TG_ERR_IO, "%s is %s, not a regular file: give the path of a file", path,
                     tg_file_kind(mode));
 }
 
@@ -371,7 +371,7 @@ tg_status tg_check_regular(const char *path)
         return tg_error(TG_ERR_INVALID_ARG, "no input file name given");
     struct stat st;
     if (stat(path, &st) != 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "cannot open '%s': %s",
+        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s",
                         path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return not_regular(path, st.st_mode);
@@ -386,7 +386,7 @@ tg_status tg_open_regular(const char *path, int *fd)
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
     int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f < 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "cannot open '%s': %s",
+        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s",
                         path, strerror(errno));
     struct stat st;
     if (fstat(f, &st) != 0) {

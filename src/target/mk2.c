@@ -154,7 +154,7 @@ tg_status tg_target_desc_load(const char *path, tg_target_desc *out)
     FILE *f;
     tg_status so = tg_fopen_regular(path, &f);
     if (so != TG_OK)
-        return tg_error_prefix(so, "targetDescription");
+        return tg_error_prefix(TG_ERR_IO, "targetDescription");
     char *buf = NULL;
     size_t len = 0, cap = 0;
     tg_status s = TG_OK;
