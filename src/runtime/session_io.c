@@ -425,8 +425,9 @@ void tg_session_destroy(tg_session *s)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
     else if (s->profile_status != TG_OK && !s->profile_reported)
         fprintf(stderr, "tilegraph: %s\n", s->profile_error);
+    /* reported once, at the program's tg_trace_shutdown */
     if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
-        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        tg_trace_note_failure(TG_ERR_IO);
     for (int i = 0; s->trace_steps && i < n; i++)
         tg_free(s->trace_steps[i]);
     tg_free(s->trace_steps);
