@@ -13,12 +13,11 @@
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 
-#include "tilegraph/trace.h"
-
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/loader.h"
+#include "profile/trace_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -142,8 +141,10 @@ static int probe_outputs(const train_args *a)
         st = tg_probe_writable_dir("--profile-dir", a->dev.profile_dir);
     else if (st == TG_OK && a->dev.profile)
         st = tg_probe_writable_dir("--profile", "./profile");
-    if (st == TG_OK && tg_trace_is_on())
-        st = tg_probe_writable("host trace", tg_trace_output_path());
+    tg_trace_settings ts;
+    tg_trace_settings_get(&ts);
+    if (st == TG_OK && ts.enable)
+        st = tg_probe_writable_dir("host trace directory", ts.directory);
     if (st != TG_OK) {
         fprintf(stderr, "tilegraph train: %s (nothing was trained)\n", tg_error_message());
         return -1;
