@@ -10,6 +10,7 @@
 #include "core/json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,15 @@ static tg_status check_value(const opt_spec *s, const char *v)
     switch (s->type) {
     case OPT_INT: {
         long long x = strtoll(v, &end, 10);
+        if (*v && (*end || errno)) {
+            /* 1e23 or 99999999999999999999: a number, but out of range or
+             * written as a float; say which rather than "not an integer". */
+            char *fend = NULL;
+            double d = strtod(v, &fend);
+            if (fend != v && !*fend && isfinite(d) && d == floor(d))
+                return tg_error(TG_ERR_CONFIG, "option '%s': %s is outside [%.0f, %.0f]", s->key,
+                                v, s->min, s->max);
+        }
         if (!*v || *end || errno)
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not an integer", s->key, v);
         if ((double)x < s->min || (double)x > s->max)
@@ -203,10 +213,13 @@ static tg_status check_value(const opt_spec *s, const char *v)
     }
     case OPT_FLOAT: {
         double x = strtod(v, &end);
+        /* ERANGE on underflow (1e-320) still parses a number: judge it by the range */
+        if (*v && !*end && errno == ERANGE && fabs(x) < 1.0)
+            errno = 0;
         if (!*v || *end || errno)
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not a number", s->key, v);
         if (!(x >= s->min && x <= s->max)) /* NaN fails both */
-            return tg_error(TG_ERR_CONFIG, "option '%s': %g is outside [%g, %g]", s->key, x, s->min,
+            return tg_error(TG_ERR_CONFIG, "option '%s': %s is outside [%g, %g]", s->key, v, s->min,
                             s->max);
         return TG_OK;
     }
@@ -278,6 +291,17 @@ const char *tg_options_get_string(const tg_options *o, const char *key)
 {
     const char *v = value_of(o, key);
     return v ? v : "";
+}
+
+/* The shortest %g text that reads back as v ("1e+23", not
+ * "9.9999999999999992e+22"), so messages quote what the user wrote. */
+static void shortest(char *buf, size_t cap, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
 }
 
 int tg_options_is_engine(const char *key)
@@ -377,7 +401,7 @@ tg_status tg_options_set_json(tg_options *o, const char *json, const char *sourc
             if (v->is_int)
                 snprintf(buf, sizeof buf, "%lld", (long long)v->integer);
             else
-                snprintf(buf, sizeof buf, "%.17g", v->number);
+                shortest(buf, sizeof buf, v->number);
             text = buf;
         } else if (v->type == TG_JSON_BOOL) {
             text = v->boolean ? "true" : "false";
