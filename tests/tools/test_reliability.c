@@ -361,6 +361,20 @@ static void test_damaged_checkpoints_refused(void)
     EXPECT(1, "metadata 'step' is '-1'", "", "train --load neg.st " SMALL);
 }
 
+/* ---- W5: flags that cannot apply are errors -------------------------------------- */
+
+static void test_flags_that_cannot_apply(void)
+{
+    EXPECT(1, "has no blocks to group into stages", "",
+           "compile --model fashion-basic --stages 'B1|B2'");
+    EXPECT(1, "has no blocks to put on several devices", "",
+           "compile --model fashion-basic --devices 2");
+    EXPECT(1, "stages cannot apply with executionStrategy single", "",
+           "compile --model mnist-pipeline --strategy single --stages 'B1,B2|B3,B4'");
+    EXPECT(2, "--profile and --profile-dir do not apply", "", "compile --profile");
+    EXPECT(1, "has no blocks", "", "train --devices 2 " SMALL);
+}
+
 /* ---- D5: a trace that cannot be written fails the command, once ------------------- */
 
 static void test_trace_failure_changes_exit_code(void)
@@ -389,6 +403,7 @@ int main(void)
     TG_RUN(test_signals_stop_at_a_step_boundary);
     TG_RUN(test_damaged_checkpoints_refused);
     TG_RUN(test_trace_failure_changes_exit_code);
+    TG_RUN(test_flags_that_cannot_apply);
     tg_test_remove_dir(dir);
     return tg_test_finish();
 }
