@@ -52,7 +52,9 @@ int cmd_infer(int argc, char **argv)
         return 2;
     }
     train_context ctx;
-    if (train_context_open(&ctx, model, &data, -1, 0) != 0)
+    /* Read only the images asked for: a huge (or bomb) test split costs
+     * nothing beyond them. */
+    if (train_context_open(&ctx, model, &data, -1, index + count) != 0)
         return 1;
     int status = 1;
     tg_model_graph mg = {0};
@@ -60,7 +62,7 @@ int cmd_infer(int argc, char **argv)
     tg_options *o = NULL;
     float *image = NULL;
     const tg_dataset *d = ctx.test;
-    if (index + count > d->n) {
+    if (index + count > d->n) { /* d->n is at most index + count: the file holds fewer */
         fprintf(stderr, "tilegraph infer: images %lld..%lld do not exist: %s has %lld\n",
                 (long long)index, (long long)(index + count - 1), d->name, (long long)d->n);
         goto done;

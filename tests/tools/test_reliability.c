@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define DATA "/usr/share/datasets/fashion-mnist"
 /* a small, quick run: 12 host steps per epoch */
@@ -361,6 +362,59 @@ static void test_damaged_checkpoints_refused(void)
     EXPECT(1, "metadata 'step' is '-1'", "", "train --load neg.st " SMALL);
 }
 
+/* ---- W3 and memory: the data ---------------------------------------------------- */
+
+static void link_data(const char *sub, const char *name)
+{
+    char from[512], to[512];
+    snprintf(from, sizeof from, "%s/%s", DATA, name);
+    snprintf(to, sizeof to, "%s/%s/%s", dir, sub, name);
+    TG_CHECK(symlink(from, to) == 0);
+}
+
+static void be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
+}
+
+/* W3: a training split of 1x1 images must not be trained on a 28x28 model. */
+static void test_train_split_size_checked(void)
+{
+    mkdir(in_dir("tiny"), 0755);
+    link_data("tiny", "train-labels-idx1-ubyte.gz");
+    link_data("tiny", "t10k-images-idx3-ubyte.gz");
+    link_data("tiny", "t10k-labels-idx1-ubyte.gz");
+    size_t n = 16 + 60000;
+    unsigned char *b = calloc(1, n);
+    be32(b, 0x803), be32(b + 4, 60000), be32(b + 8, 1), be32(b + 12, 1);
+    write_bytes(in_dir("tiny/train-images-idx3-ubyte.gz"), b, (long)n);
+    free(b);
+    EXPECT(1, "holds 1x1x1 images but the test split", "", "train --data tiny " SMALL);
+    TG_CHECK(!strstr(out, "\"epoch\""));
+}
+
+/* infer --index/--count reads only the images it needs: a test split cut
+ * after its 100th image (the header still promises 10000) serves --count 1. */
+static void test_infer_reads_only_what_it_needs(void)
+{
+    mkdir(in_dir("cut"), 0755);
+    link_data("cut", "t10k-labels-idx1-ubyte.gz");
+    gzFile in = gzopen(DATA "/t10k-images-idx3-ubyte.gz", "rb");
+    size_t n = 16 + 100 * 784;
+    unsigned char *b = malloc(n);
+    TG_CHECK(in && gzread(in, b, (unsigned)n) == (int)n);
+    if (in)
+        gzclose(in);
+    gzFile o = gzopen(in_dir("cut/t10k-images-idx3-ubyte.gz"), "wb");
+    TG_CHECK(o && gzwrite(o, b, (unsigned)n) == (int)n);
+    if (o)
+        gzclose(o);
+    free(b);
+    EXPECT(0, "image 3: predicted", "", "infer --data cut --load full.st --index 3 --count 1");
+    EXPECT(1, "truncated", "", "infer --data cut --load full.st --index 99 --count 2");
+}
+
 /* ---- W5: flags that cannot apply are errors -------------------------------------- */
 
 static void test_flags_that_cannot_apply(void)
@@ -404,6 +458,8 @@ int main(void)
     TG_RUN(test_damaged_checkpoints_refused);
     TG_RUN(test_trace_failure_changes_exit_code);
     TG_RUN(test_flags_that_cannot_apply);
+    TG_RUN(test_train_split_size_checked);
+    TG_RUN(test_infer_reads_only_what_it_needs);
     tg_test_remove_dir(dir);
     return tg_test_finish();
 }
