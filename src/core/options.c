@@ -377,7 +377,21 @@ tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char
                          source, key, what, key);
     }
     tg_arena_destroy(arena);
-    return s == TG_OK ? tg_options_set_json(o, json, source) : s;
+    if (s != TG_OK)
+        return s;
+    /* All or nothing: a bad value after good ones must not half-apply. */
+    tg_options *c = tg_options_clone(o);
+    if (!c)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    s = tg_options_set_json(c, json, source);
+    if (s == TG_OK)
+        for (int i = 0; i < N_OPTIONS; i++) {
+            char *t = o->values[i];
+            o->values[i] = c->values[i];
+            c->values[i] = t;
+        }
+    tg_options_destroy(c);
+    return s;
 }
 
 tg_status tg_options_set_json(tg_options *o, const char *json, const char *source)
