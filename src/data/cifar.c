@@ -144,8 +144,10 @@ tg_status tg_cifar10_load(const char *dir, tg_split split, int64_t max_samples, 
         total = max_samples;
     tg_dataset *ds;
     tg_status st = cifar_dataset("cifar10", total, &ds);
-    if (st != TG_OK)
-        return st;
+    if (st != TG_OK) /* name the files whose sizes asked for it */
+        return tg_error_prefix(st, "%s (%d file%s from %s: %lld records by their sizes)",
+                               split == TG_SPLIT_TRAIN ? "training split" : "test split", files,
+                               files == 1 ? "" : "s", paths[0], (long long)total);
     snprintf(ds->name, sizeof ds->name, "cifar10/%s", split == TG_SPLIT_TRAIN ? "train" : "test");
     uint8_t *chunk = tg_malloc((size_t)READ_CHUNK_RECORDS * CIFAR_RECORD);
     if (!chunk) {

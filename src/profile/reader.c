@@ -36,9 +36,13 @@ static tg_status check(tg_profile_reader *r)
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(r->db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
         char msg[512];
-        bool corrupt = sqlite3_errcode(r->db) == SQLITE_CORRUPT;
-        snprintf(msg, sizeof msg, corrupt ? "the file is damaged or truncated (%s)"
-                                          : "not a tilegraph profile (%s)",
+        int code = sqlite3_errcode(r->db);
+        bool corrupt = code == SQLITE_CORRUPT;
+        bool busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
+        snprintf(msg, sizeof msg,
+                 busy      ? "another program is writing it (%s): wait until it has finished"
+                 : corrupt ? "the file is damaged or truncated (%s)"
+                           : "not a tilegraph profile (%s)",
                  sqlite3_errmsg(r->db));
         return fail(r, msg);
     }
