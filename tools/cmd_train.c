@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "data/loader.h"
 #include "profile/trace_internal.h"
 
@@ -276,16 +277,46 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     return TG_OK;
 }
 
+/* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
+ * never the `nan` that is not JSON, and the model name is escaped. */
+static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
+                             double test_acc, double sps)
+{
+    tg_json_writer w;
+    tg_json_writer_init(&w);
+    tg_json_begin_object(&w);
+    tg_json_key(&w, "model");
+    tg_json_string(&w, a->model);
+    tg_json_key(&w, "epoch");
+    tg_json_int(&w, epoch + 1);
+    tg_json_key(&w, "train_loss");
+    tg_json_number(&w, st->loss_sum / (double)(st->losses ? st->losses : 1));
+    tg_json_key(&w, "train_accuracy");
+    tg_json_number(&w, 100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1));
+    tg_json_key(&w, "test_accuracy");
+    tg_json_number(&w, test_acc);
+    tg_json_key(&w, "samples_per_s");
+    tg_json_number(&w, sps);
+    tg_json_key(&w, "seconds");
+    tg_json_number(&w, st->seconds);
+    tg_json_key(&w, "loss_scale");
+    tg_json_number(&w, st->loss_scale);
+    tg_json_key(&w, "skipped_updates");
+    tg_json_int(&w, st->skipped);
+    tg_json_end_object(&w);
+    char *text = NULL;
+    size_t len = 0;
+    if (tg_json_writer_finish(&w, &text, &len) == TG_OK)
+        printf("%s\n", text);
+    tg_free(text);
+    tg_json_writer_free(&w);
+}
+
 static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
 {
-    double sps = (double)st->seen / st->seconds;
+    double sps = st->seconds > 0 ? (double)st->seen / st->seconds : 0.0;
     if (a->json) {
-        printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%.4f,"
-               "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f,"
-               "\"loss_scale\":%g,\"skipped_updates\":%lld}\n",
-               a->model, (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
-               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               st->seconds, (double)st->loss_scale, (long long)st->skipped);
+        print_epoch_json(a, epoch, st, test_acc, sps);
     } else {
         char t[32];
         printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "

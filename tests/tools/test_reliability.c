@@ -429,6 +429,16 @@ static void test_flags_that_cannot_apply(void)
     EXPECT(1, "has no blocks", "", "train --devices 2 " SMALL);
 }
 
+/* ---- JSON never prints nan; a NaN loss says what to do ---------------------------- */
+
+static void test_nan_loss(void)
+{
+    TG_CHECK(run("", "train --lr 1000 --engine-option debug.checkNaN=false " SMALL) == 0);
+    TG_CHECK(strstr(out, "\"train_loss\":null") && !strstr(out, "nan"));
+    EXPECT(1, "'nll_loss' is NaN", "", "train --lr 1000 " SMALL);
+    TG_CHECK(strstr(out, "try a lower --lr") != NULL);
+}
+
 /* ---- D5: a trace that cannot be written fails the command, once ------------------- */
 
 static void test_trace_failure_changes_exit_code(void)
@@ -458,6 +468,7 @@ int main(void)
     TG_RUN(test_damaged_checkpoints_refused);
     TG_RUN(test_trace_failure_changes_exit_code);
     TG_RUN(test_flags_that_cannot_apply);
+    TG_RUN(test_nan_loss);
     TG_RUN(test_train_split_size_checked);
     TG_RUN(test_infer_reads_only_what_it_needs);
     tg_test_remove_dir(dir);
