@@ -93,6 +93,46 @@ static int is_temp_of(const char *name, const char *base, long *pid)
     return 1;
 }
 
+/* 1 when `name` starts with `prefix` and ends in .tmp.PID of a PID that
+ * does not run (ESRCH; EPERM means it runs under another user). */
+static int stale_with_prefix(const char *name, const char *prefix)
+{
+    if (strncmp(name, prefix, strlen(prefix)) != 0)
+        return 0;
+    const char *t = strstr(name, ".tmp.");
+    while (t && strstr(t + 1, ".tmp."))
+        t = strstr(t + 1, ".tmp.");
+    long pid;
+    if (!t)
+        return 0;
+    char base[512];
+    size_t n = (size_t)(t - name);
+    if (n >= sizeof base)
+        return 0;
+    memcpy(base, name, n);
+    base[n] = '\0';
+    if (!is_temp_of(name, base, &pid) || pid == (long)getpid())
+        return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int tg_atomic_file_clean_stale_prefix(const char *dir, const char *prefix)
+{
+    int removed = 0;
+    DIR *d = dir && prefix ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!stale_with_prefix(e->d_name, prefix))
+            continue;
+        char full[1536];
+        if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, e->d_name) < sizeof full)
+            removed += unlink(full) == 0;
+    }
+    if (d)
+        closedir(d);
+    return removed;
+}
+
 int tg_atomic_file_clean_stale(const char *path)
 {
     if (!path || !*path)
@@ -371,8 +411,8 @@ tg_status tg_check_regular(const char *path)
         return tg_error(TG_ERR_INVALID_ARG, "no input file name given");
     struct stat st;
     if (stat(path, &st) != 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s",
-                        path, strerror(errno));
+        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s", path,
+                        strerror(errno));
     if (!S_ISREG(st.st_mode))
         return not_regular(path, st.st_mode);
     return TG_OK;
@@ -386,8 +426,8 @@ tg_status tg_open_regular(const char *path, int *fd)
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
     int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f < 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s",
-                        path, strerror(errno));
+        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s", path,
+                        strerror(errno));
     struct stat st;
     if (fstat(f, &st) != 0) {
         tg_status s = tg_error(TG_ERR_IO, "cannot read '%s': %s", path, strerror(errno));

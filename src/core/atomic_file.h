@@ -68,6 +68,10 @@ tg_status tg_atomic_file_write(const char *path, const void *buf, size_t len);
  * process (left by killed runs). Returns how many were removed. */
 int tg_atomic_file_clean_stale(const char *path);
 
+/* The same for every NAME.tmp.PID in `dir` whose NAME starts with `prefix`:
+ * for outputs whose own names carry a pid (host traces). */
+int tg_atomic_file_clean_stale_prefix(const char *dir, const char *prefix);
+
 /* Check, before any work is done, that PATH could be written atomically: it
  * is not a directory or other non-regular file, its directory exists and a
  * temporary can be created there (which catches missing directories,

@@ -10,6 +10,7 @@
 #include "profile/trace_internal.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -304,6 +305,8 @@ tg_status tg_trace_flush(void)
     tg_trace_settings s;
     tg_trace_settings_get(&s);
     TG_TRY(make_directory(s.directory));
+    /* traces of killed runs are named for their pids: clean theirs here */
+    tg_atomic_file_clean_stale_prefix(s.directory, "tilegraph-");
     return tg_trace_write(tg_trace_output_path());
 }
 

@@ -158,6 +158,22 @@ static void test_stale_temporaries_of_dead_pids_are_removed(void)
     unlink(other);
 }
 
+static void test_stale_temporaries_by_prefix(void)
+{
+    char dead[600], live[600], other[600];
+    long d = dead_pid();
+    snprintf(dead, sizeof dead, "%s/tilegraph-%ld.trace.json.tmp.%ld", dir, d, d);
+    snprintf(live, sizeof live, "%s/tilegraph-1.trace.json.tmp.%ld", dir, (long)getppid());
+    snprintf(other, sizeof other, "%s/report.html.tmp.%ld", dir, d);
+    fclose(fopen(dead, "wb"));
+    fclose(fopen(live, "wb"));
+    fclose(fopen(other, "wb"));
+    TG_CHECK(tg_atomic_file_clean_stale_prefix(dir, "tilegraph-") == 1);
+    TG_CHECK(access(dead, F_OK) != 0 && access(live, F_OK) == 0 && access(other, F_OK) == 0);
+    unlink(live);
+    unlink(other);
+}
+
 static void test_probe_writable(void)
 {
     TG_CHECK_OK(tg_probe_writable("--save", path_in("fresh.safetensors")));
@@ -244,6 +260,7 @@ int main(void)
     TG_RUN(test_reserve_for_a_writer_that_opens_itself);
     TG_RUN(test_commit_of_vanished_temp_fails_cleanly);
     TG_RUN(test_stale_temporaries_of_dead_pids_are_removed);
+    TG_RUN(test_stale_temporaries_by_prefix);
     TG_RUN(test_probe_writable);
     TG_RUN(test_probe_writable_dir_creates_it);
     TG_RUN(test_open_regular_refuses_fifo_without_blocking);
