@@ -23,6 +23,7 @@
 #define CIFAR_PIXELS 3072
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
 #define CIFAR_TRAIN_FILES 5
+#define CIFAR_MAX_FILE_RECORDS 1000000 /* 100 times the official files' 10000 */
 #define READ_CHUNK_RECORDS 256 /* ~786 KB of records per fread */
 
 static const char *const cifar_classes[10] = {"airplane", "automobile", "bird",  "cat",  "deer",
@@ -69,6 +70,14 @@ static tg_status check_size(const char *name, uint64_t bytes)
     if (bytes % CIFAR_RECORD != 0)
         return tg_error(TG_ERR_FORMAT, "%s: %llu bytes is not a whole number of %d-byte records",
                         name, (unsigned long long)bytes, CIFAR_RECORD);
+    /* The split is allocated from the files' sizes before it is read: a
+     * huge (or sparse) file must not cost its size in memory for nothing.
+     * CIFAR-10's batch files hold 10000 records each. */
+    if (bytes / CIFAR_RECORD > CIFAR_MAX_FILE_RECORDS)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: %llu records, more than the %d a CIFAR-10 batch file can hold here "
+                        "(the official ones hold 10000): not a CIFAR-10 batch file",
+                        name, (unsigned long long)(bytes / CIFAR_RECORD), CIFAR_MAX_FILE_RECORDS);
     return TG_OK;
 }
 
