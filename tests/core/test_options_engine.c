@@ -9,6 +9,8 @@
 #include "tilegraph/options.h"
 #include "tilegraph/session.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +90,49 @@ static void test_messages_quote_the_input(void)
     tg_options_destroy(o);
 }
 
+/* The fuzzer's seeds (fuzz/corpus/options) replayed: the first byte picks
+ * the reader, as in fuzz/fuzz_options.c; engine text never sets anything but
+ * engine options, and a refusal says why. */
+static void test_fuzz_corpus_replay(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fuzz/corpus/options", TG_SOURCE_DIR);
+    DIR *d = opendir(path);
+    TG_CHECK(d != NULL);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[1300], text[4096];
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        FILE *fp = fopen(f, "rb");
+        size_t len = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+        if (fp)
+            fclose(fp);
+        if (len < 1)
+            continue;
+        text[len] = '\0';
+        tg_options *o = tg_options_create();
+        tg_error_clear();
+        tg_status st = text[0] % 3 == 0   ? tg_options_set_json(o, text + 1, e->d_name)
+                       : text[0] % 3 == 1 ? tg_options_set_engine_json(o, text + 1, e->d_name)
+                                          : TG_OK;
+        if (text[0] % 3 == 1)
+            for (int i = 0; i < tg_options_count(); i++) {
+                const char *k = tg_options_key(i);
+                TG_CHECK(tg_options_is_engine(k) ||
+                         !strcmp(tg_options_get_string(o, k), tg_options_default(i)));
+            }
+        TG_CHECK(st == TG_OK || tg_error_message()[0] != '\0');
+        tg_options_destroy(o);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    TG_CHECK(n >= 5);
+}
+
 int main(void)
 {
     unsetenv("TILEGRAPH_ENGINE_OPTIONS");
@@ -96,5 +141,6 @@ int main(void)
     TG_RUN(test_engine_json_refuses_training_options);
     TG_RUN(test_session_reads_both_variables);
     TG_RUN(test_messages_quote_the_input);
+    TG_RUN(test_fuzz_corpus_replay);
     return tg_test_finish();
 }
