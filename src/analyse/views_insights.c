@@ -72,7 +72,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     double balanced = sum / n, gain = t.execute[longest] - balanced;
     double bubble = 1 - busy_sum / (n * w);
     int m = t.micro_batches > 0 ? t.micro_batches : 1;
-    double theory = (double)(n - 1) / (double)(m + n - 1);
+    double theory = (double)(n - 1) / ((double)m + n - 1); /* m is the profile's: no int sum */
     const char *strategy = tg_profile_reader_meta(r, "strategy");
     bool pipelined = !strcmp(strategy, "pipelined");
 
