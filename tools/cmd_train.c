@@ -21,7 +21,8 @@
 #include <string.h>
 
 typedef struct train_args {
-    const char *model, *optimizer, *schedule, *save, *load;
+    const char *model, *optimizer, *schedule, *save, *load, *target;
+    int64_t return_period; /* --output-return-period; -1: not given */
     int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs;
     double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
@@ -34,7 +35,7 @@ static int parse_args(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.model = "fashion-basic", .optimizer = "sgd",
                       .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
-                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1};
+                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1, .return_period = -1};
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
     cli_flag flags[64] = {
@@ -61,6 +62,10 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0},
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1, 0},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
+        {"--target", CLI_STRING, &a->target, "NAME",
+         "cpu or mk2 (the simulated tile processor); default cpu", 1, 0},
+        {"--output-return-period", CLI_INT, &a->return_period, "N",
+         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6},
     };
     int n = 0;
     while (flags[n].name)
@@ -80,6 +85,32 @@ static int parse_args(train_args *a, int argc, char **argv)
     int r = cli_parse(&cmd, argc, argv);
     a->dev.seed = a->seed;
     return r;
+}
+
+/* --target and --output-return-period: the options target and
+ * outputReturnPeriod, over --engine-option and --options. A return period
+ * without --output-mode everyN would be ignored, so it is an error. */
+static int apply_train_options(const train_args *a, tg_options *o)
+{
+    if (a->target && tg_options_set(o, "target", a->target) != TG_OK) {
+        fprintf(stderr, "tilegraph train: --target: %s\n", tg_error_message());
+        return -1;
+    }
+    if (a->return_period < 0)
+        return 0;
+    if (strcmp(tg_options_get_string(o, "outputMode"), "everyN")) {
+        fprintf(stderr, "tilegraph train: --output-return-period applies to --output-mode everyN "
+                        "only (the output mode is '%s'); add --output-mode everyN\n",
+                tg_options_get_string(o, "outputMode"));
+        return -1;
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)a->return_period);
+    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
+        fprintf(stderr, "tilegraph train: --output-return-period: %s\n", tg_error_message());
+        return -1;
+    }
+    return 0;
 }
 
 static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optimizer *opt)
@@ -148,9 +179,11 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         st->seen += count;
         st->steps++;
         double dt = cli_now() - t0;
-        snprintf(status, sizeof status, "loss %.4f | acc %5.2f%% | %.0f samples/s",
-                 st->loss_sum / (double)(st->losses ? st->losses : 1),
-                 100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1),
+        char acc[24] = "n/a";
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%5.2f%%", 100.0 * (double)st->correct / (double)st->scored);
+        snprintf(status, sizeof status, "loss %.4f | acc %s | %.0f samples/s",
+                 st->loss_sum / (double)(st->losses ? st->losses : 1), acc,
                  (double)st->seen / (dt > 0 ? dt : 1e-9));
         cli_progress_update(&bar, k + 1, status);
     }
@@ -161,23 +194,32 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     return TG_OK;
 }
 
+/* The train accuracy needs every sample's prediction: an output mode that
+ * returns only sums or the last iteration scores nothing, and says so
+ * rather than print 0%. */
 static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
 {
     double sps = (double)st->seen / st->seconds;
+    double loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
+    double train_acc = st->scored ? 100.0 * (double)st->correct / (double)st->scored : NAN;
     if (a->json) {
-        printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%.4f,"
+        char acc[32] = "null";
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%.4f", train_acc);
+        printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%s,"
                "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f,"
                "\"loss_scale\":%g,\"skipped_updates\":%lld}\n",
-               a->model, (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
-               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               st->seconds, (double)st->loss_scale, (long long)st->skipped);
+               a->model, (long long)epoch + 1, loss, acc, test_acc, sps, st->seconds,
+               (double)st->loss_scale, (long long)st->skipped);
     } else {
-        char t[32];
-        printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
+        char t[32], acc[96];
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%.2f%%", train_acc);
+        else
+            snprintf(acc, sizeof acc, "not available (the output mode returns no predictions)");
+        printf("epoch %lld: train loss %.4f, train accuracy %s, test accuracy %.2f%%, "
                "%.0f samples/s (%s)\n",
-               (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
-               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               cli_duration(st->seconds, t, sizeof t));
+               (long long)epoch + 1, loss, acc, test_acc, sps, cli_duration(st->seconds, t, sizeof t));
         if (a->dev.loss_scaling || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");
@@ -201,7 +243,7 @@ int cmd_train(int argc, char **argv)
     tg_session *s = NULL;
     step_buffers b = {0};
     tg_options *o = device_options(&a.dev, "train", false);
-    if (!o)
+    if (!o || apply_train_options(&a, o) != 0)
         goto done;
     /* a host step's samples, from the options: the loader and the learning
      * rate schedule (which counts weight updates) need them before the
