@@ -225,6 +225,13 @@ static void print_json(const tg_program *p, const char *model, double ms)
     printf("}\n");
 }
 
+/* A plan over its capacity (not a failed allocation of this process): the
+ * planner's message is the one that offers debug.allowOutOfMemory. */
+static bool is_over_capacity(tg_status s)
+{
+    return s == TG_ERR_NOMEM && strstr(tg_error_message(), "debug.allowOutOfMemory") != NULL;
+}
+
 int cmd_compile(int argc, char **argv)
 {
     const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL, *stem = NULL;
@@ -300,8 +307,21 @@ int cmd_compile(int argc, char **argv)
         s = tg_program_compile(mg.graph, o, &p);
     double ms = (cli_now() - t0) * 1e3;
     int status = 0;
-    if (s != TG_OK) {
-        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+    if (s != TG_OK && is_over_capacity(s) && !json) {
+        /* the remedies are what a user needs most when it does not fit:
+         * plan it again allowing the overflow, and quantify them */
+        fprintf(stderr, "tilegraph compile: out of memory: %s\n", tg_error_message());
+        status = 1;
+        tg_options *over = tg_options_clone(o);
+        if (over && tg_options_set(over, "debug.allowOutOfMemory", "true") == TG_OK &&
+            tg_program_compile(mg.graph, over, &p) == TG_OK) {
+            insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
+            print_insights(&im, p, stdout);
+        }
+        tg_options_destroy(over);
+    } else if (s != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s%s\n", is_over_capacity(s) ? "out of memory: " : "",
+                tg_error_message());
         status = 1;
     } else if (json) {
         print_json(p, m->name, ms);
