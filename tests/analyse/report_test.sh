@@ -45,6 +45,9 @@ DB=$WORK/rep/training/profile.sqlite
 q() { sqlite3 "$DB" "$1"; }
 
 "$TG" report "$WORK/rep" -o "$WORK/report.html" > /dev/null || fail "report exited $?"
+# the training/ subdirectory is accepted as analyse accepts it (issue 15, item 6)
+"$TG" report "$WORK/rep/training" -o "$WORK/report-sub.html" > /dev/null && [ -s "$WORK/report-sub.html" ] \
+    && ok "report DIR/training" || fail "report DIR/training failed"
 [ -s "$WORK/report.html" ] || { echo "FAIL: no report.html"; exit 1; }
 grep -qi '<script [^>]*src=\|<link [^>]*href=\|<img [^>]*src=\|url(\|@import' "$WORK/report.html" \
     && fail "the page refers to external resources"
@@ -97,6 +100,20 @@ freed=$(q "SELECT COUNT(*) FROM tensors WHERE device = $dev AND always_live = 0 
 got=$(attr "$WORK/live.html" live-freed data-count)
 [ "$got" = "$freed" ] && [ "$freed" -gt 0 ] && ok "tensors live at step $step only: $got" || fail "live at step $step only: page '$got', profile $freed"
 
+# the live tensors, the step's kernel scratch and the always-live baseline add up (issue 15, item 9)
+lb=$(q "SELECT live_bytes FROM liveness WHERE device = $dev AND step = $step")
+al=$(q "SELECT always_live_bytes FROM liveness WHERE device = $dev AND step = $step")
+tb=$(q "SELECT COALESCE(SUM(bytes * slots), 0) FROM tensors WHERE device = $dev AND always_live = 0
+        AND first_step <= $step AND last_step >= $step")
+tot() { grep -o "<tr data-kind=\"$1\" data-value=\"[0-9]*\"" "$WORK/live.html" | sed 's/.*data-value="\([0-9]*\)"/\1/'; }
+got="$(tot tensors)+$(tot scratch)=$(tot live), $(tot always), $(tot total)"
+want="$tb+$((lb - tb))=$lb, $al, $((lb + al))"
+[ "$got" = "$want" ] && ok "step $step adds up: tensors+scratch=live, always live, in use: $got" \
+    || fail "step $step totals: page '$got', profile '$want'"
+got=$(attr "$WORK/live.html" liveness-device-$dev data-always-live)
+[ "$got" = "$al" ] && [ "$al" -gt 0 ] && ok "liveness chart draws the always-live baseline ($got)" \
+    || fail "liveness chart baseline: page '$got', profile $al"
+
 # ---- Execution Trace: busy share per device over the whole host step 0
 browse trace "$WORK/trace.html" "$R"
 errors_empty "$WORK/trace.html" trace
@@ -117,6 +134,14 @@ v=$(attr "$WORK/ops.html" ops-table data-count); n=$(q "SELECT COUNT(*) FROM ops
 first=$(sed -n '/id="ops-table"/,$p' "$WORK/ops.html" | grep -o '<tr data-name="[^"]*"' | head -1 | sed 's/.*="\(.*\)"/\1/')
 want=$(q "SELECT name FROM ops ORDER BY flops DESC LIMIT 1")
 [ "$first" = "$want" ] && ok "sorted by flops: $first first" || fail "sort by flops: page '$first', profile '$want'"
+# FLOPs columns say per call or all calls; per type they are the total over calls, as in analyse
+grep -q '>FLOPs per call' "$WORK/ops.html" && grep -q '>FLOPs (all calls)' "$WORK/ops.html" \
+    && ok "FLOPs columns say per call and all calls" || fail "FLOPs column headers do not say which"
+want=$(q "SELECT type || '=' || CAST(SUM(flops * calls) AS INTEGER) FROM ops GROUP BY type ORDER BY type")
+got=$(grep -o '<tr data-type="[^"]*" data-flops="[0-9.e+]*"' "$WORK/ops.html" \
+      | sed 's/<tr data-type="\([^"]*\)" data-flops="\([^"]*\)"/\1 \2/' | awk '{ printf "%s=%d\n", $1, $2 }' | LC_ALL=C sort)
+want=$(echo "$want" | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "FLOPs per type, all calls: $(echo $got)" || fail "FLOPs per type: page [$(echo $got)], profile [$(echo $want)]"
 # the operations graph: forward ops only by default, the op_edges among them
 v=$(attr "$WORK/ops.html" ops-graph data-nodes); n=$(q "SELECT COUNT(*) FROM ops WHERE phase = 'forward'")
 [ "$n" -gt 0 ] && [ "$v" = "$n" ] && ok "ops graph: $v forward ops" || fail "ops graph nodes: page '$v', profile $n forward ops"
@@ -244,6 +269,11 @@ TILEGRAPH_TRACE="{\"enable\":\"true\",\"directory\":\"$WORK/trace-sharded\"}" \
 SDB=$WORK/mk2s/training/profile.sqlite
 MC=$WORK/mk2cmp.html
 "$TG" report "$MDB" "$SDB" -o "$MC" > /dev/null || fail "mk2 compare report exited $?"
+# the header describes each report by its own meta (B is sharded, issue 15 item 9)
+browse summary "$WORK/cmpsum.html" "$MC"
+sa=$(attr "$WORK/cmpsum.html" subtitle data-strategy-a); sb=$(attr "$WORK/cmpsum.html" subtitle data-strategy-b)
+want="$(mq "SELECT value FROM meta WHERE key = 'strategy'")/$(sqlite3 "$SDB" "SELECT value FROM meta WHERE key = 'strategy'")"
+[ "$sa/$sb" = "$want" ] && [ "$sb" = sharded ] && ok "compare header: A $sa, B $sb" || fail "compare header: page '$sa/$sb', profiles $want"
 browse host "$WORK/cmphost.html" "$MC"
 errors_empty "$WORK/cmphost.html" "comparison host"
 # "host step" calls summed over the compared call tree's paths, for A and for B
