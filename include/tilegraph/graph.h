@@ -117,10 +117,30 @@ typedef struct tg_conv2d_params {
 } tg_conv2d_params;
 
 /* x [N, Cin, H, W], w [Cout, Cin/groups, KH, KW], b [Cout] or NULL. */
-tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
-                     tg_conv2d_params p);
+tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
+/* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
+ * side (none more than half the dilated window, as PyTorch requires);
+ * dilation (>= 1) is for max pooling only, average pooling rejects anything
+ * but 1. ceil_mode rounds the output size up as PyTorch and ONNX do: the
+ * last window must start inside the input or its top/left padding.
+ * count_include_pad (average only): divide by the window's size within the
+ * padded input (a ceil_mode window hanging past the padding counts only up
+ * to it, as PyTorch), else by the number of input elements covered. Max
+ * pooling pads with -infinity and its gradient goes to the first maximum of
+ * each window. */
+typedef struct tg_pool2d_params {
+    int kernel_h, kernel_w, stride_h, stride_w;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int dilation_h, dilation_w;
+    bool ceil_mode;
+    bool count_include_pad;
+} tg_pool2d_params;
+
+tg_tensor *tg_maxpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
+tg_tensor *tg_avgpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
+/* Square window, `pad` on every side, dilation 1, no ceil_mode. */
 tg_tensor *tg_maxpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
-/* count_include_pad follows PyTorch's default (true). */
+/* As tg_maxpool2d; count_include_pad follows PyTorch's default (true). */
 tg_tensor *tg_avgpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
 /* [N, C, H, W] -> [N, C, 1, 1] */
 tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x);
@@ -132,12 +152,38 @@ tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x);
 tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x);
 /* x * scale + shift */
 tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift);
+/* Elementwise math, as the C99 functions (erff, expf, logf, sqrtf, fabsf) and
+ * with PyTorch's gradients: log and sqrt give -inf/NaN/inf outside their
+ * domain rather than an error; abs has gradient sign(x), 0 at 0. */
+tg_tensor *tg_erf(tg_graph *g, tg_tensor *x);
+tg_tensor *tg_exp(tg_graph *g, tg_tensor *x);
+tg_tensor *tg_log(tg_graph *g, tg_tensor *x);
+tg_tensor *tg_sqrt(tg_graph *g, tg_tensor *x);
+tg_tensor *tg_neg(tg_graph *g, tg_tensor *x);
+tg_tensor *tg_abs(tg_graph *g, tg_tensor *x);
+tg_tensor *tg_reciprocal(tg_graph *g, tg_tensor *x); /* 1 / x */
+/* x > 0 ? x : alpha * x (ONNX LeakyRelu; PyTorch's default alpha is 0.01). */
+tg_tensor *tg_leaky_relu(tg_graph *g, tg_tensor *x, float alpha);
+/* min(max(x, min), max) (ONNX Clip, ReLU6 = clip(x, 0, 6)); -INFINITY or
+ * INFINITY for no bound; min > max gives max everywhere, NaN stays NaN. The
+ * gradient is 1 strictly inside (min, max) and 0 elsewhere, as PyTorch's
+ * hardtanh (ReLU6). NaN bounds are an error. */
+tg_tensor *tg_clip(tg_graph *g, tg_tensor *x, float min, float max);
 
 /* Elementwise with NumPy broadcasting. */
 tg_tensor *tg_add(tg_graph *g, tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_sub(tg_graph *g, tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_mul(tg_graph *g, tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_div(tg_graph *g, tg_tensor *a, tg_tensor *b);
+/* a ^ b (powf). Gradients as PyTorch: to a, b a^(b-1) (0 where b = 0); to b,
+ * a^b log(a) (0 where a = 0 and b >= 0; NaN for a < 0). Only the gradient in
+ * dy of pow's backward op exists: no second derivative in a or b. */
+tg_tensor *tg_pow(tg_graph *g, tg_tensor *a, tg_tensor *b);
+/* Elementwise larger / smaller (ONNX Max / Min of 2 inputs, torch.maximum /
+ * torch.minimum): NaN if either is NaN. The gradient goes to the larger
+ * (smaller) input; on a tie each input gets half, as PyTorch. */
+tg_tensor *tg_maximum(tg_graph *g, tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_minimum(tg_graph *g, tg_tensor *a, tg_tensor *b);
 
 /* [..., M, K] x [..., K, N] -> [..., M, N], batch dims equal or b 2-D. */
 tg_tensor *tg_matmul(tg_graph *g, tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
@@ -175,8 +221,8 @@ tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
  * as PyTorch); in inference mode it normalises with running_stats. */
 tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                          tg_tensor *running_stats, float eps);
-tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma,
-                         tg_tensor *beta, float eps);
+tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma, tg_tensor *beta,
+                         float eps);
 /* Normalises over the last `norm_dims` dims; gamma/beta have those dims' shape. */
 tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
                          tg_tensor *beta, float eps);

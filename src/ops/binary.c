@@ -1,10 +1,14 @@
-/* ops/binary.c - elementwise ADD, SUB, MUL, DIV with NumPy broadcasting,
- * and the two ops that move between broadcast shapes: SUM_TO (sum down to
- * a smaller broadcast-compatible shape: the gradient of a broadcast) and
- * EXPAND (broadcast up to a larger shape: the gradient of SUM_TO).
+/* ops/binary.c - elementwise ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM with
+ * NumPy broadcasting, the backward ops POW_BWD and MINMAX_BWD, and the two
+ * ops that move between broadcast shapes: SUM_TO (sum down to a smaller
+ * broadcast-compatible shape: the gradient of a broadcast) and EXPAND
+ * (broadcast up to a larger shape: the gradient of SUM_TO).
  *
  * Params: SUM_TO and EXPAND keep their target shape in p.i[0..] (see
- * tg_params_put_shape). The arithmetic ops have none.
+ * tg_params_put_shape). The arithmetic ops have none. POW_BWD and
+ * MINMAX_BWD take (dy, a, b), dy at the broadcast output's shape, and give
+ * the gradient of input p.i[0] (0 = a, 1 = b) at that shape (the caller sums
+ * it down); MINMAX_BWD's p.i[1] is 1 for MINIMUM, 0 for MAXIMUM.
  *
  * Fast kernels view the inputs through a merged strided view (tg_bcast), so
  * the common cases reduce to one inner loop over contiguous memory: same
@@ -15,6 +19,8 @@
 #include "ops/broadcast.h"
 
 #include "core/error.h"
+
+#include <math.h>
 
 /* ---- shape rules ------------------------------------------------------------------- */
 
@@ -34,6 +40,28 @@ static tg_status infer_arith(tg_tensor *node)
     TG_TRY(need_f32(node, 1));
     node->dtype = TG_F32;
     return tg_broadcast_shape(node->in[0]->shape, node->in[1]->shape, &node->shape);
+}
+
+/* (dy, a, b): a and b broadcast to dy's shape, which is the output's. */
+static tg_status infer_grad3(tg_tensor *node)
+{
+    if (node->n_in != 3)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 3 inputs (dy, a, b), got %d", node->n_in);
+    for (int k = 0; k < 3; k++)
+        TG_TRY(need_f32(node, k));
+    tg_shape out;
+    TG_TRY(tg_broadcast_shape(node->in[1]->shape, node->in[2]->shape, &out));
+    if (!tg_shape_equal(out, node->in[0]->shape)) {
+        char a[96], b[96];
+        return tg_error(TG_ERR_SHAPE, "dy %s is not the broadcast shape %s of its operands",
+                        tg_shape_str(node->in[0]->shape, a, sizeof a),
+                        tg_shape_str(out, b, sizeof b));
+    }
+    if (node->p.i[0] != 0 && node->p.i[0] != 1)
+        return tg_error(TG_ERR_INVALID_ARG, "input index %lld (0 or 1)", (long long)node->p.i[0]);
+    node->dtype = TG_F32;
+    node->shape = out;
+    return TG_OK;
 }
 
 static tg_status infer_sum_to(tg_tensor *node)
@@ -70,13 +98,35 @@ static tg_status infer_expand(tg_tensor *node)
     return TG_OK;
 }
 
-static double flops_out(const tg_tensor *node) { return (double)tg_numel(node); }
-static double flops_in(const tg_tensor *node) { return (double)tg_numel(node->in[0]); }
-static double flops_none(const tg_tensor *node) { return 0; }
+static double flops_out(const tg_tensor *node)
+{
+    return (double)tg_numel(node);
+}
+static double flops_in(const tg_tensor *node)
+{
+    return (double)tg_numel(node->in[0]);
+}
+static double flops_none(const tg_tensor *node)
+{
+    return 0;
+}
+/* powf and logf count as 4 each, as the transcendental functions in unary.c. */
+static double flops_pow(const tg_tensor *node)
+{
+    return 4 * (double)tg_numel(node);
+}
+static double flops_pow_bwd(const tg_tensor *node)
+{
+    return 10 * (double)tg_numel(node);
+}
+static double flops_minmax_bwd(const tg_tensor *node)
+{
+    return 3 * (double)tg_numel(node);
+}
 
 /* ---- fast kernels ------------------------------------------------------------------ */
 
-typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_COPY } arith;
+typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_COPY } arith;
 
 typedef struct arith_job {
     arith op;
@@ -88,41 +138,61 @@ typedef struct arith_job {
 /* One inner run of n outputs. On the innermost merged dim a contiguous
  * input has stride 1 or 0 (stretched), so three patterns cover every case
  * and each gets its own loop, which the compiler vectorises. */
-#define RUN_LOOPS(EXPR)                                                 \
-    do {                                                                \
-        if (sa == 1 && sb == 1)                                         \
-            for (int64_t q = 0; q < n; q++) {                           \
-                float x = a[q], y = b[q];                               \
-                o[q] = EXPR;                                            \
-            }                                                           \
-        else if (sa == 1 && sb == 0) {                                  \
-            float y = b[0];                                             \
-            for (int64_t q = 0; q < n; q++) {                           \
-                float x = a[q];                                         \
-                o[q] = EXPR;                                            \
-            }                                                           \
-        } else if (sa == 0 && sb == 1) {                                \
-            float x = a[0];                                             \
-            for (int64_t q = 0; q < n; q++) {                           \
-                float y = b[q];                                         \
-                o[q] = EXPR;                                            \
-            }                                                           \
-        } else /* both stretched: cannot happen, kept as a safe net */ \
-            for (int64_t q = 0; q < n; q++) {                           \
-                float x = a[q * sa], y = b[q * sb];                     \
-                o[q] = EXPR;                                            \
-            }                                                           \
+#define RUN_LOOPS(EXPR)                                                                            \
+    do {                                                                                           \
+        if (sa == 1 && sb == 1)                                                                    \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float x = a[q], y = b[q];                                                          \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+        else if (sa == 1 && sb == 0) {                                                             \
+            float y = b[0];                                                                        \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float x = a[q];                                                                    \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+        } else if (sa == 0 && sb == 1) {                                                           \
+            float x = a[0];                                                                        \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float y = b[q];                                                                    \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+        } else /* both stretched: cannot happen, kept as a safe net */                             \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float x = a[q * sa], y = b[q * sb];                                                \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
     } while (0)
 
 static void run_inner(arith op, const float *a, int64_t sa, const float *b, int64_t sb, float *o,
                       int64_t n)
 {
     switch (op) {
-    case OP_ADD: RUN_LOOPS(x + y); break;
-    case OP_SUB: RUN_LOOPS(x - y); break;
-    case OP_MUL: RUN_LOOPS(x * y); break;
-    case OP_DIV: RUN_LOOPS(x / y); break;
-    case OP_COPY: RUN_LOOPS(((void)y, x)); break;
+    case OP_ADD:
+        RUN_LOOPS(x + y);
+        break;
+    case OP_SUB:
+        RUN_LOOPS(x - y);
+        break;
+    case OP_MUL:
+        RUN_LOOPS(x * y);
+        break;
+    case OP_DIV:
+        RUN_LOOPS(x / y);
+        break;
+    case OP_POW:
+        RUN_LOOPS(powf(x, y));
+        break;
+    /* NaN in either operand gives NaN, as torch.maximum / torch.minimum */
+    case OP_MAX:
+        RUN_LOOPS(x > y || x != x ? x : y);
+        break;
+    case OP_MIN:
+        RUN_LOOPS(x < y || x != x ? x : y);
+        break;
+    case OP_COPY:
+        RUN_LOOPS(((void)y, x));
+        break;
     }
 }
 
@@ -153,17 +223,114 @@ static void arith_forward(const tg_kernel_args *a, arith op)
     tg_par_for(a->pool, n, n, arith_range, &j);
 }
 
-static void fwd_add(const tg_kernel_args *a) { arith_forward(a, OP_ADD); }
-static void fwd_sub(const tg_kernel_args *a) { arith_forward(a, OP_SUB); }
-static void fwd_mul(const tg_kernel_args *a) { arith_forward(a, OP_MUL); }
-static void fwd_div(const tg_kernel_args *a) { arith_forward(a, OP_DIV); }
-static void fwd_expand(const tg_kernel_args *a) { arith_forward(a, OP_COPY); }
+static void fwd_add(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_ADD);
+}
+static void fwd_sub(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_SUB);
+}
+static void fwd_mul(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_MUL);
+}
+static void fwd_div(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_DIV);
+}
+static void fwd_pow(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_POW);
+}
+static void fwd_max(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_MAX);
+}
+static void fwd_min(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_MIN);
+}
+static void fwd_expand(const tg_kernel_args *a)
+{
+    arith_forward(a, OP_COPY);
+}
 
 static void fwd_sum_to(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
     tg_shape in = node->in[0]->shape;
     tg_sum_f32(a->pool, in, tg_shape_pad_left(node->shape, in.ndim), a->in[0], a->out);
+}
+
+/* ---- gradient kernels of POW, MAXIMUM, MINIMUM ----------------------------------------- */
+
+/* The factor dy is multiplied by, for the gradient of input `which` at one
+ * element with operands u = a, v = b. Written once for float and double
+ * through the macro so that the fast and reference kernels agree. */
+#define POW_GRAD(T, POW, LOG, which, u, v)                                                         \
+    ((which) == 0 ? ((v) == 0 ? (T)0 : (v)*POW((u), (v) - (T)1))                                   \
+                  : ((u) == 0 && (v) >= 0 ? (T)0 : POW((u), (v)) * LOG((u))))
+/* PyTorch's rule: on a tie half each; otherwise all to the winner. A NaN
+ * compares false both ways, so then both inputs get the whole gradient. */
+#define MINMAX_GRAD(T, is_min, which, u, v)                                                        \
+    ((u) == (v) ? (T)0.5                                                                           \
+     : ((which) == 0 ? ((is_min) ? (u) > (v) : (u) < (v)) : ((is_min) ? (v) > (u) : (v) < (u)))    \
+         ? (T)0                                                                                    \
+         : (T)1)
+
+typedef struct grad3_job {
+    const tg_tensor *node;
+    tg_bcast bc; /* a and b seen at dy's shape */
+    const float *dy, *a, *b;
+    float *out;
+} grad3_job;
+
+static void grad3_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const grad3_job *j = ctx;
+    const tg_bcast *bc = &j->bc;
+    int last = bc->ndim - 1, which = (int)j->node->p.i[0], is_min = (int)j->node->p.i[1];
+    bool is_pow = j->node->op == TG_OP_POW_BWD;
+    int64_t inner = bc->dim[last], sa = bc->stride[0][last], sb = bc->stride[1][last];
+    for (int64_t k = begin; k < end;) {
+        int64_t i = k % inner, n = inner - i < end - k ? inner - i : end - k;
+        int64_t off[2];
+        tg_bcast_offsets(bc, k, off);
+        const float *a = j->a + off[0], *b = j->b + off[1], *dy = j->dy + k;
+        float *o = j->out + k;
+        for (int64_t q = 0; q < n; q++) {
+            float u = a[q * sa], v = b[q * sb];
+            o[q] = dy[q] * (is_pow ? POW_GRAD(float, powf, logf, which, u, v)
+                                   : MINMAX_GRAD(float, is_min, which, u, v));
+        }
+        k += n;
+    }
+    (void)t;
+}
+
+static void fwd_grad3(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    grad3_job j = {.node = node, .dy = a->in[0], .a = a->in[1], .b = a->in[2], .out = a->out};
+    tg_shape ins[2] = {node->in[1]->shape, node->in[2]->shape};
+    tg_bcast_init(&j.bc, node->shape, 2, ins);
+    int64_t n = tg_numel(node);
+    tg_par_for(a->pool, n, n, grad3_range, &j);
+}
+
+static void ref_grad3(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    int which = (int)node->p.i[0], is_min = (int)node->p.i[1];
+    tg_shape sa = node->in[1]->shape, sb = node->in[2]->shape;
+    for (int64_t k = 0; k < tg_numel(node); k++) {
+        double u = a->in[1][tg_bcast_ref_offset(node->shape, sa, k)];
+        double v = a->in[2][tg_bcast_ref_offset(node->shape, sb, k)];
+        a->out[k] =
+            a->in[0][k] * (node->op == TG_OP_POW_BWD ? POW_GRAD(double, pow, log, which, u, v)
+                                                     : MINMAX_GRAD(double, is_min, which, u, v));
+    }
 }
 
 /* ---- reference kernels ---------------------------------------------------------------- */
@@ -178,20 +345,66 @@ static void arith_ref(const tg_ref_args *a, arith op)
         double u = x[tg_bcast_ref_offset(node->shape, sa, k)];
         double v = y[tg_bcast_ref_offset(node->shape, sb, k)];
         switch (op) {
-        case OP_ADD: a->out[k] = u + v; break;
-        case OP_SUB: a->out[k] = u - v; break;
-        case OP_MUL: a->out[k] = u * v; break;
-        case OP_DIV: a->out[k] = u / v; break;
-        case OP_COPY: a->out[k] = u; break;
+        case OP_ADD:
+            a->out[k] = u + v;
+            break;
+        case OP_SUB:
+            a->out[k] = u - v;
+            break;
+        case OP_MUL:
+            a->out[k] = u * v;
+            break;
+        case OP_DIV:
+            a->out[k] = u / v;
+            break;
+        case OP_POW:
+            a->out[k] = pow(u, v);
+            break;
+        case OP_MAX:
+            a->out[k] = u > v || u != u ? u : v;
+            break;
+        case OP_MIN:
+            a->out[k] = u < v || u != u ? u : v;
+            break;
+        case OP_COPY:
+            a->out[k] = u;
+            break;
         }
     }
 }
 
-static void ref_add(const tg_ref_args *a) { arith_ref(a, OP_ADD); }
-static void ref_sub(const tg_ref_args *a) { arith_ref(a, OP_SUB); }
-static void ref_mul(const tg_ref_args *a) { arith_ref(a, OP_MUL); }
-static void ref_div(const tg_ref_args *a) { arith_ref(a, OP_DIV); }
-static void ref_expand(const tg_ref_args *a) { arith_ref(a, OP_COPY); }
+static void ref_add(const tg_ref_args *a)
+{
+    arith_ref(a, OP_ADD);
+}
+static void ref_sub(const tg_ref_args *a)
+{
+    arith_ref(a, OP_SUB);
+}
+static void ref_mul(const tg_ref_args *a)
+{
+    arith_ref(a, OP_MUL);
+}
+static void ref_div(const tg_ref_args *a)
+{
+    arith_ref(a, OP_DIV);
+}
+static void ref_pow(const tg_ref_args *a)
+{
+    arith_ref(a, OP_POW);
+}
+static void ref_max(const tg_ref_args *a)
+{
+    arith_ref(a, OP_MAX);
+}
+static void ref_min(const tg_ref_args *a)
+{
+    arith_ref(a, OP_MIN);
+}
+static void ref_expand(const tg_ref_args *a)
+{
+    arith_ref(a, OP_COPY);
+}
 
 static void ref_sum_to(const tg_ref_args *a)
 {
@@ -220,6 +433,29 @@ tg_tensor *tg_mul(tg_graph *g, tg_tensor *a, tg_tensor *b)
 tg_tensor *tg_div(tg_graph *g, tg_tensor *a, tg_tensor *b)
 {
     return tg_node_create(g, TG_OP_DIV, 2, (tg_tensor *[]){a, b}, NULL);
+}
+
+tg_tensor *tg_pow(tg_graph *g, tg_tensor *a, tg_tensor *b)
+{
+    return tg_node_create(g, TG_OP_POW, 2, (tg_tensor *[]){a, b}, NULL);
+}
+
+tg_tensor *tg_maximum(tg_graph *g, tg_tensor *a, tg_tensor *b)
+{
+    return tg_node_create(g, TG_OP_MAXIMUM, 2, (tg_tensor *[]){a, b}, NULL);
+}
+
+tg_tensor *tg_minimum(tg_graph *g, tg_tensor *a, tg_tensor *b)
+{
+    return tg_node_create(g, TG_OP_MINIMUM, 2, (tg_tensor *[]){a, b}, NULL);
+}
+
+static tg_tensor *grad3(tg_graph *g, tg_op op, tg_tensor *dy, const tg_tensor *fwd, int which)
+{
+    tg_node_params p = {0};
+    p.i[0] = which;
+    p.i[1] = fwd->op == TG_OP_MINIMUM;
+    return tg_node_create(g, op, 3, (tg_tensor *[]){dy, fwd->in[0], fwd->in[1]}, &p);
 }
 
 static tg_tensor *shape_op(tg_graph *g, tg_op op, tg_tensor *x, tg_shape shape)
@@ -284,6 +520,37 @@ static tg_status bwd_div(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
     return TG_OK;
 }
 
+/* Each input's gradient is computed at the output's shape by a 3-input
+ * backward op and summed down to the input's shape. */
+static tg_status bwd_pow_minmax(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    tg_op op = node->op == TG_OP_POW ? TG_OP_POW_BWD : TG_OP_MINMAX_BWD;
+    for (int k = 0; k < 2; k++)
+        if (need[k])
+            din[k] = tg_sum_to(g, grad3(g, op, dout, node, k), node->in[k]->shape);
+    return TG_OK;
+}
+
+/* Both are linear in dy: the gradient in dy is the same op applied to the
+ * incoming gradient. In a and b, MINMAX_BWD is piecewise constant (no
+ * gradient); POW_BWD's second derivatives are not implemented. */
+static tg_status bwd_grad3(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                           tg_tensor **din)
+{
+    if (node->op == TG_OP_POW_BWD && (need[1] || need[2]))
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: the second derivative of pow in its base or exponent is not "
+                        "implemented; only the gradient in dy is",
+                        node->name);
+    if (need[0]) {
+        tg_node_params p = node->p;
+        din[0] =
+            tg_node_create(g, node->op, 3, (tg_tensor *[]){dout, node->in[1], node->in[2]}, &p);
+    }
+    return TG_OK;
+}
+
 static tg_status bwd_sum_to(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                             tg_tensor **din)
 {
@@ -302,7 +569,17 @@ const tg_op_def tg_opdef_ADD = {"add", infer_arith, flops_out, NULL, fwd_add, re
 const tg_op_def tg_opdef_SUB = {"sub", infer_arith, flops_out, NULL, fwd_sub, ref_sub, bwd_add_sub};
 const tg_op_def tg_opdef_MUL = {"mul", infer_arith, flops_out, NULL, fwd_mul, ref_mul, bwd_mul};
 const tg_op_def tg_opdef_DIV = {"div", infer_arith, flops_out, NULL, fwd_div, ref_div, bwd_div};
-const tg_op_def tg_opdef_SUM_TO = {"sum_to",   infer_sum_to, flops_in, NULL,
+const tg_op_def tg_opdef_POW = {"pow",   infer_arith, flops_pow,     NULL,
+                                fwd_pow, ref_pow,     bwd_pow_minmax};
+const tg_op_def tg_opdef_POW_BWD = {"pow_bwd", infer_grad3, flops_pow_bwd, NULL,
+                                    fwd_grad3, ref_grad3,   bwd_grad3};
+const tg_op_def tg_opdef_MAXIMUM = {"maximum", infer_arith, flops_out,     NULL,
+                                    fwd_max,   ref_max,     bwd_pow_minmax};
+const tg_op_def tg_opdef_MINIMUM = {"minimum", infer_arith, flops_out,     NULL,
+                                    fwd_min,   ref_min,     bwd_pow_minmax};
+const tg_op_def tg_opdef_MINMAX_BWD = {"minmax_bwd", infer_grad3, flops_minmax_bwd, NULL,
+                                       fwd_grad3,    ref_grad3,   bwd_grad3};
+const tg_op_def tg_opdef_SUM_TO = {"sum_to",   infer_sum_to, flops_in,  NULL,
                                    fwd_sum_to, ref_sum_to,   bwd_sum_to};
 const tg_op_def tg_opdef_EXPAND = {"expand",   infer_expand, flops_none, NULL,
                                    fwd_expand, ref_expand,   bwd_expand};

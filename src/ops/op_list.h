@@ -20,10 +20,28 @@
     X(TANH, "tanh", unary)                              \
     X(TANH_BWD, "tanh_bwd", unary)                      \
     X(SCALE, "scale", unary)                            \
+    X(ERF, "erf", unary)                                \
+    X(ERF_BWD, "erf_bwd", unary)                        \
+    X(EXP, "exp", unary)                                \
+    X(LOG, "log", unary)                                \
+    X(SQRT, "sqrt", unary)                              \
+    X(NEG, "neg", unary)                                \
+    X(ABS, "abs", unary)                                \
+    X(ABS_BWD, "abs_bwd", unary)                        \
+    X(RECIPROCAL, "reciprocal", unary)                  \
+    X(LEAKY_RELU, "leaky_relu", unary)                  \
+    X(LEAKY_RELU_BWD, "leaky_relu_bwd", unary)          \
+    X(CLIP, "clip", unary)                              \
+    X(CLIP_BWD, "clip_bwd", unary)                      \
     X(ADD, "add", binary)                               \
     X(SUB, "sub", binary)                               \
     X(MUL, "mul", binary)                               \
     X(DIV, "div", binary)                               \
+    X(POW, "pow", binary)                               \
+    X(POW_BWD, "pow_bwd", binary)                       \
+    X(MAXIMUM, "maximum", binary)                       \
+    X(MINIMUM, "minimum", binary)                       \
+    X(MINMAX_BWD, "minmax_bwd", binary)                 \
     X(SUM_TO, "sum_to", binary)                         \
     X(EXPAND, "expand", binary)                         \
     /* shape */                                         \

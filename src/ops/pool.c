@@ -1,12 +1,19 @@
-/* ops/pool.c - 2-D max and average pooling and their gradients.
+/* ops/pool.c - 2-D max and average pooling and their gradients, with
+ * ONNX's generality: asymmetric padding, dilation (max only), ceil_mode and
+ * count_include_pad.
  *
- * Params: i[0..5] = kernel h, w, stride h, w, padding h, w; the backward ops
- * also keep the input's height and width in i[6], i[7]. Max pooling pads
- * with -infinity and picks the first maximum of a window (as PyTorch); its
- * gradient recomputes that choice from x instead of storing indices, which
- * saves an index tensor per pooling layer. Average pooling counts padding in
- * the divisor (PyTorch's default count_include_pad=True). Work is split over
- * the device's threads by (sample, channel) planes.
+ * Params: i[0..5] = kernel h, w, stride h, w, padding top, left; i[8..13] =
+ * padding bottom, right, dilation h, w, ceil_mode, count_include_pad. The
+ * backward ops also keep the input's height and width in i[6], i[7]. Max
+ * pooling pads with -infinity and picks the first maximum of a window (as
+ * PyTorch); its gradient recomputes that choice from x instead of storing
+ * indices, which saves an index tensor per pooling layer. Average pooling
+ * divides by the window's size inside the padded input when
+ * count_include_pad is set (PyTorch's default), else by the number of input
+ * elements it covers. ceil_mode follows PyTorch and ONNX: the output size
+ * rounds up, but the last window must start inside the input or its left
+ * (top) padding. Work is split over the device's threads by (sample,
+ * channel) planes.
  */
 #include "ops/op.h"
 
@@ -14,20 +21,35 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
-enum { KH, KW, SH, SW, PH, PW, IH, IW };
+enum { KH, KW, SH, SW, PT, PL, IH, IW, PB, PR, DH, DW, CEIL, CIP };
 
 typedef struct {
     int64_t planes, ih, iw, oh, ow;
-    int kh, kw, sh, sw, ph, pw;
+    int kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+    bool cip;
 } pool_geom;
 
 static pool_geom geom(const tg_tensor *node, tg_shape in_shape, tg_shape out_shape)
 {
     const int64_t *p = node->p.i;
-    pool_geom g = {in_shape.dim[0] * in_shape.dim[1], in_shape.dim[2], in_shape.dim[3],
-                   out_shape.dim[2], out_shape.dim[3], (int)p[KH], (int)p[KW], (int)p[SH],
-                   (int)p[SW], (int)p[PH], (int)p[PW]};
+    pool_geom g = {in_shape.dim[0] * in_shape.dim[1],
+                   in_shape.dim[2],
+                   in_shape.dim[3],
+                   out_shape.dim[2],
+                   out_shape.dim[3],
+                   (int)p[KH],
+                   (int)p[KW],
+                   (int)p[SH],
+                   (int)p[SW],
+                   (int)p[PT],
+                   (int)p[PL],
+                   (int)p[PB],
+                   (int)p[PR],
+                   (int)p[DH],
+                   (int)p[DW],
+                   p[CIP] != 0};
     return g;
 }
 
@@ -45,7 +67,67 @@ static tg_shape input_shape(const tg_tensor *node)
 static tg_shape output_shape(const tg_tensor *node)
 {
     return node->op == TG_OP_MAXPOOL2D || node->op == TG_OP_AVGPOOL2D ? node->shape
-                                                                         : node->in[0]->shape;
+                                                                      : node->in[0]->shape;
+}
+
+/* Output length along one axis (PyTorch's pooling_output_shape), 0 if the
+ * window does not fit. */
+static int64_t out_len(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d,
+                       bool ceil_mode)
+{
+    int64_t span = d * (k - 1) + 1, room = in + p0 + p1 - span;
+    if (room < 0)
+        return 0;
+    int64_t n = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
+    if (ceil_mode && (n - 1) * s >= in + p0)
+        n--; /* the last window would start in the bottom/right padding */
+    return n;
+}
+
+/* True if some window along an axis covers no input element (possible with
+ * dilation): max pooling would have nothing to pick, averaging nothing to count. */
+static bool has_empty_window(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p0, int64_t d)
+{
+    for (int64_t o = 0; o < out; o++) {
+        bool hit = false;
+        for (int64_t t = 0; t < k && !hit; t++) {
+            int64_t i = o * s - p0 + t * d;
+            hit = i >= 0 && i < in;
+        }
+        if (!hit)
+            return true;
+    }
+    return false;
+}
+
+static tg_status check_params(const int64_t *p, bool is_max)
+{
+    if (p[KH] < 1 || p[KW] < 1 || p[SH] < 1 || p[SW] < 1 || p[DH] < 1 || p[DW] < 1)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "kernel %lldx%lld, stride %lldx%lld, dilation %lldx%lld: all must be "
+                        "positive",
+                        (long long)p[KH], (long long)p[KW], (long long)p[SH], (long long)p[SW],
+                        (long long)p[DH], (long long)p[DW]);
+    if (p[PT] < 0 || p[PL] < 0 || p[PB] < 0 || p[PR] < 0)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "padding top %lld, left %lld, bottom %lld, right %lld: none may be "
+                        "negative (crop with tg_pad first)",
+                        (long long)p[PT], (long long)p[PL], (long long)p[PB], (long long)p[PR]);
+    if (!is_max && (p[DH] != 1 || p[DW] != 1))
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "dilation %lldx%lld: average pooling supports only dilation 1 (as "
+                        "PyTorch's AvgPool2d)",
+                        (long long)p[DH], (long long)p[DW]);
+    /* PyTorch's rule: no side pads more than half the (dilated) window, so a
+     * window never lies mostly in padding. */
+    int64_t sh = p[DH] * (p[KH] - 1) + 1, sw = p[DW] * (p[KW] - 1) + 1;
+    if (2 * p[PT] > sh || 2 * p[PB] > sh || 2 * p[PL] > sw || 2 * p[PR] > sw)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "padding top %lld, left %lld, bottom %lld, right %lld is more than half "
+                        "the kernel %lldx%lld",
+                        (long long)p[PT], (long long)p[PL], (long long)p[PB], (long long)p[PR],
+                        (long long)sh, (long long)sw);
+    return TG_OK;
 }
 
 static tg_status infer_pool(tg_tensor *node)
@@ -56,19 +138,22 @@ static tg_status infer_pool(tg_tensor *node)
     if (x->shape.ndim != 4 || x->dtype != TG_F32)
         return tg_error(TG_ERR_SHAPE, "pooling takes an f32 [N, C, H, W] tensor, not %s %s",
                         tg_dtype_name(x->dtype), tg_shape_str(x->shape, buf, sizeof buf));
-    if (p[KH] < 1 || p[KW] < 1 || p[SH] < 1 || p[SW] < 1 || p[PH] < 0 || p[PW] < 0)
-        return tg_error(TG_ERR_INVALID_ARG, "kernel %lldx%lld, stride %lldx%lld, padding %lldx%lld: "
-                        "kernel and stride must be positive, padding not negative",
-                        (long long)p[KH], (long long)p[KW], (long long)p[SH], (long long)p[SW],
-                        (long long)p[PH], (long long)p[PW]);
-    if (2 * p[PH] > p[KH] || 2 * p[PW] > p[KW])
-        return tg_error(TG_ERR_INVALID_ARG, "padding %lldx%lld is more than half the kernel %lldx%lld",
-                        (long long)p[PH], (long long)p[PW], (long long)p[KH], (long long)p[KW]);
-    int64_t oh = (x->shape.dim[2] + 2 * p[PH] - p[KH]) / p[SH] + 1;
-    int64_t ow = (x->shape.dim[3] + 2 * p[PW] - p[KW]) / p[SW] + 1;
-    if (x->shape.dim[2] + 2 * p[PH] < p[KH] || x->shape.dim[3] + 2 * p[PW] < p[KW] || oh < 1 || ow < 1)
+    TG_TRY(check_params(p, node->op == TG_OP_MAXPOOL2D));
+    int64_t h = x->shape.dim[2], w = x->shape.dim[3];
+    int64_t oh = out_len(h, p[KH], p[SH], p[PT], p[PB], p[DH], p[CEIL]);
+    int64_t ow = out_len(w, p[KW], p[SW], p[PL], p[PR], p[DW], p[CEIL]);
+    if (oh < 1 || ow < 1)
         return tg_error(TG_ERR_SHAPE, "a %lldx%lld window does not fit in the %s input",
-                        (long long)p[KH], (long long)p[KW], tg_shape_str(x->shape, buf, sizeof buf));
+                        (long long)p[KH], (long long)p[KW],
+                        tg_shape_str(x->shape, buf, sizeof buf));
+    if (has_empty_window(h, oh, p[KH], p[SH], p[PT], p[DH]) ||
+        has_empty_window(w, ow, p[KW], p[SW], p[PL], p[DW]))
+        return tg_error(TG_ERR_SHAPE,
+                        "with dilation %lldx%lld some %lldx%lld window of the %s input covers "
+                        "only padding; use a smaller dilation or padding",
+                        (long long)p[DH], (long long)p[DW], (long long)p[KH], (long long)p[KW],
+                        tg_shape_str(x->shape, buf, sizeof buf));
+    node->dtype = TG_F32;
     node->shape = tg_shape4(x->shape.dim[0], x->shape.dim[1], oh, ow);
     return TG_OK;
 }
@@ -98,11 +183,11 @@ static inline int64_t window_argmax(const float *x, const pool_geom *g, int64_t 
     int64_t best = -1;
     float bv = -INFINITY;
     for (int ky = 0; ky < g->kh; ky++) {
-        int64_t iy = oy * g->sh - g->ph + ky;
+        int64_t iy = oy * g->sh - g->pt + ky * g->dh;
         if (iy < 0 || iy >= g->ih)
             continue;
         for (int kx = 0; kx < g->kw; kx++) {
-            int64_t ix = ox * g->sw - g->pw + kx;
+            int64_t ix = ox * g->sw - g->pl + kx * g->dw;
             if (ix < 0 || ix >= g->iw)
                 continue;
             float v = x[iy * g->iw + ix];
@@ -115,9 +200,13 @@ static inline int64_t window_argmax(const float *x, const pool_geom *g, int64_t 
     return best;
 }
 
+/* 2x2 windows, stride 2, no padding or dilation, every window inside the
+ * input (ceil_mode can add a last window that is not). */
 static bool is_plain_2x2(const pool_geom *g)
 {
-    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0;
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pt == 0 && g->pl == 0 &&
+           g->pb == 0 && g->pr == 0 && g->dh == 1 && g->dw == 1 && 2 * g->oh <= g->ih &&
+           2 * g->ow <= g->iw;
 }
 
 static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
@@ -197,16 +286,30 @@ static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 
 /* ---- average ------------------------------------------------------------------------ */
 
-/* The part of window (oy, ox) inside the input: rows [y0, y1), columns [x0, x1). */
-static void window_bounds(const pool_geom *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1,
-                          int64_t *x0, int64_t *x1)
+static int64_t min64(int64_t a, int64_t b)
 {
-    *y0 = oy * g->sh - g->ph;
-    *x0 = ox * g->sw - g->pw;
-    *y1 = *y0 + g->kh < g->ih ? *y0 + g->kh : g->ih;
-    *x1 = *x0 + g->kw < g->iw ? *x0 + g->kw : g->iw;
-    *y0 = *y0 < 0 ? 0 : *y0;
-    *x0 = *x0 < 0 ? 0 : *x0;
+    return a < b ? a : b;
+}
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* The part of window (oy, ox) inside the input: rows [y0, y1), columns
+ * [x0, x1); returns the divisor: with count_include_pad the window's size
+ * within the padded input (PyTorch: a ceil_mode window hanging past the
+ * bottom/right padding counts only up to it), else the covered input
+ * elements. Without ceil_mode or cut windows that is kh * kw. */
+static int64_t window_bounds(const pool_geom *g, int64_t oy, int64_t ox, int64_t *y0, int64_t *y1,
+                             int64_t *x0, int64_t *x1)
+{
+    int64_t ys = oy * g->sh - g->pt, xs = ox * g->sw - g->pl;
+    int64_t ye = min64(ys + g->kh, g->ih + g->pb), xe = min64(xs + g->kw, g->iw + g->pr);
+    *y0 = max64(ys, 0);
+    *x0 = max64(xs, 0);
+    *y1 = min64(ye, g->ih);
+    *x1 = min64(xe, g->iw);
+    return g->cip ? (ye - ys) * (xe - xs) : (*y1 - *y0) * (*x1 - *x0);
 }
 
 static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
@@ -216,7 +319,6 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
     bool bwd = j->a->node->op == TG_OP_AVGPOOL2D_BWD;
     const float *src = j->a->in[0];
     float *dst = j->a->out;
-    float inv = 1.0f / (float)(g->kh * g->kw);
     int64_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow;
     for (int64_t pl = begin; pl < end; pl++) {
         /* forward: x plane -> y plane; backward: dy plane -> dx plane */
@@ -228,7 +330,7 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 int64_t y0, y1, x0, x1;
-                window_bounds(g, oy, ox, &y0, &y1, &x0, &x1);
+                float inv = 1.0f / (float)window_bounds(g, oy, ox, &y0, &y1, &x0, &x1);
                 float acc = 0.0f, v = bwd ? sp[oy * g->ow + ox] * inv : 0.0f;
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = x0; ix < x1; ix++) {
@@ -251,9 +353,18 @@ static void run_planes(const tg_kernel_args *a, tg_pool_fn fn)
     tg_pool_for(a->pool, j.g.planes, fn, &j);
 }
 
-static void fwd_maxpool(const tg_kernel_args *a) { run_planes(a, max_fwd_planes); }
-static void fwd_maxpool_bwd(const tg_kernel_args *a) { run_planes(a, max_bwd_planes); }
-static void fwd_avgpool(const tg_kernel_args *a) { run_planes(a, avg_planes); }
+static void fwd_maxpool(const tg_kernel_args *a)
+{
+    run_planes(a, max_fwd_planes);
+}
+static void fwd_maxpool_bwd(const tg_kernel_args *a)
+{
+    run_planes(a, max_bwd_planes);
+}
+static void fwd_avgpool(const tg_kernel_args *a)
+{
+    run_planes(a, avg_planes);
+}
 
 /* ---- reference kernels (double) ---------------------------------------------------------- */
 
@@ -272,15 +383,17 @@ static void ref_pool(const tg_ref_args *a)
         for (int64_t oy = 0; oy < g.oh; oy++)
             for (int64_t ox = 0; ox < g.ow; ox++) {
                 double acc = 0.0, best = -INFINITY;
-                int64_t arg = -1, o = (pl * g.oh + oy) * g.ow + ox;
+                int64_t arg = -1, o = (pl * g.oh + oy) * g.ow + ox, y0, y1, x0, x1;
+                double count = (double)window_bounds(&g, oy, ox, &y0, &y1, &x0, &x1);
                 for (int ky = 0; ky < g.kh; ky++)
                     for (int kx = 0; kx < g.kw; kx++) {
-                        int64_t iy = oy * g.sh - g.ph + ky, ix = ox * g.sw - g.pw + kx;
+                        int64_t iy = oy * g.sh - g.pt + ky * g.dh;
+                        int64_t ix = ox * g.sw - g.pl + kx * g.dw;
                         if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
                             continue;
                         int64_t i = (pl * g.ih + iy) * g.iw + ix;
                         if (bwd && !is_max)
-                            a->out[i] += dy[o] / (g.kh * g.kw);
+                            a->out[i] += dy[o] / count;
                         else if (is_max && (arg < 0 || x[i] > best)) {
                             arg = i;
                             best = x[i];
@@ -288,7 +401,7 @@ static void ref_pool(const tg_ref_args *a)
                             acc += x[i];
                     }
                 if (!bwd)
-                    a->out[o] = is_max ? best : acc / (g.kh * g.kw);
+                    a->out[o] = is_max ? best : acc / count;
                 else if (is_max)
                     a->out[arg] += dy[o];
             }
@@ -296,22 +409,41 @@ static void ref_pool(const tg_ref_args *a)
 
 /* ---- builders and gradient rules ------------------------------------------------------------ */
 
-static tg_tensor *pool(tg_graph *g, tg_op op, tg_tensor *x, int kh, int kw, int sh, int sw,
-                       int ph, int pw)
+static tg_tensor *pool(tg_graph *g, tg_op op, tg_tensor *x, tg_pool2d_params q)
 {
     tg_node_params p = {0};
-    p.i[KH] = kh, p.i[KW] = kw, p.i[SH] = sh, p.i[SW] = sw, p.i[PH] = ph, p.i[PW] = pw;
+    p.i[KH] = q.kernel_h, p.i[KW] = q.kernel_w, p.i[SH] = q.stride_h, p.i[SW] = q.stride_w;
+    p.i[PT] = q.pad_top, p.i[PL] = q.pad_left, p.i[PB] = q.pad_bottom, p.i[PR] = q.pad_right;
+    p.i[DH] = q.dilation_h, p.i[DW] = q.dilation_w;
+    p.i[CEIL] = q.ceil_mode, p.i[CIP] = q.count_include_pad;
     return tg_node_create(g, op, 1, &x, &p);
+}
+
+/* Square windows, symmetric padding, PyTorch's defaults otherwise. */
+static tg_pool2d_params square(int kernel, int stride, int pad)
+{
+    return (tg_pool2d_params){kernel, kernel, stride, stride, pad,   pad,
+                              pad,    pad,    1,      1,      false, true};
+}
+
+tg_tensor *tg_maxpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p)
+{
+    return pool(g, TG_OP_MAXPOOL2D, x, p);
+}
+
+tg_tensor *tg_avgpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p)
+{
+    return pool(g, TG_OP_AVGPOOL2D, x, p);
 }
 
 tg_tensor *tg_maxpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad)
 {
-    return pool(g, TG_OP_MAXPOOL2D, x, kernel, kernel, stride, stride, pad, pad);
+    return pool(g, TG_OP_MAXPOOL2D, x, square(kernel, stride, pad));
 }
 
 tg_tensor *tg_avgpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad)
 {
-    return pool(g, TG_OP_AVGPOOL2D, x, kernel, kernel, stride, stride, pad, pad);
+    return pool(g, TG_OP_AVGPOOL2D, x, square(kernel, stride, pad));
 }
 
 tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x)
@@ -320,7 +452,9 @@ tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x)
         return tg_graph_fail(g, TG_ERR_SHAPE, "global average pool: '%s' is not [N, C, H, W]",
                              x->name);
     int h = x ? (int)x->shape.dim[2] : 1, w = x ? (int)x->shape.dim[3] : 1;
-    return pool(g, TG_OP_AVGPOOL2D, x, h, w, 1, 1, 0, 0);
+    tg_pool2d_params p = square(1, 1, 0);
+    p.kernel_h = h, p.kernel_w = w;
+    return pool(g, TG_OP_AVGPOOL2D, x, p);
 }
 
 static tg_status bwd_pool(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
@@ -346,9 +480,9 @@ static tg_status bwd_avgpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
                                  tg_tensor **din)
 {
     (void)need;
-    const int64_t *p = node->p.i;
-    din[0] = pool(g, TG_OP_AVGPOOL2D, dout, (int)p[KH], (int)p[KW], (int)p[SH], (int)p[SW],
-                  (int)p[PH], (int)p[PW]);
+    tg_node_params p = node->p;
+    p.i[IH] = p.i[IW] = 0;
+    din[0] = tg_node_create(g, TG_OP_AVGPOOL2D, 1, &dout, &p);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
@@ -359,16 +493,18 @@ static tg_status bwd_maxpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
 {
     (void)g, (void)dout, (void)din;
     if (need[0])
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: the second derivative of max pooling is not "
-                        "implemented", node->name);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: the second derivative of max pooling is not "
+                        "implemented",
+                        node->name);
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_MAXPOOL2D = {"maxpool2d", infer_pool, flops_pool, NULL, fwd_maxpool,
-                                      ref_pool, bwd_pool};
-const tg_op_def tg_opdef_MAXPOOL2D_BWD = {"maxpool2d_bwd", infer_bwd, flops_pool, NULL,
-                                          fwd_maxpool_bwd, ref_pool, bwd_maxpool_bwd};
-const tg_op_def tg_opdef_AVGPOOL2D = {"avgpool2d", infer_pool, flops_pool, NULL, fwd_avgpool,
-                                      ref_pool, bwd_pool};
-const tg_op_def tg_opdef_AVGPOOL2D_BWD = {"avgpool2d_bwd", infer_bwd, flops_pool, NULL,
-                                          fwd_avgpool, ref_pool, bwd_avgpool_bwd};
+const tg_op_def tg_opdef_MAXPOOL2D = {"maxpool2d", infer_pool, flops_pool, NULL,
+                                      fwd_maxpool, ref_pool,   bwd_pool};
+const tg_op_def tg_opdef_MAXPOOL2D_BWD = {"maxpool2d_bwd", infer_bwd, flops_pool,     NULL,
+                                          fwd_maxpool_bwd, ref_pool,  bwd_maxpool_bwd};
+const tg_op_def tg_opdef_AVGPOOL2D = {"avgpool2d", infer_pool, flops_pool, NULL,
+                                      fwd_avgpool, ref_pool,   bwd_pool};
+const tg_op_def tg_opdef_AVGPOOL2D_BWD = {"avgpool2d_bwd", infer_bwd, flops_pool,     NULL,
+                                          fwd_avgpool,     ref_pool,  bwd_avgpool_bwd};

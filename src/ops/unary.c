@@ -1,14 +1,20 @@
-/* ops/unary.c - elementwise activations and their derivatives: RELU, GELU
- * (exact erf form, PyTorch's default), SIGMOID, TANH, the _BWD ops that
- * apply their derivatives, and SCALE (x * scale + shift).
+/* ops/unary.c - elementwise functions of one tensor and their derivatives:
+ * the activations RELU, GELU (exact erf form, PyTorch's default), SIGMOID,
+ * TANH, LEAKY_RELU and CLIP (ONNX Clip, ReLU6, PyTorch's hardtanh/clamp),
+ * the math functions ERF, EXP, LOG, SQRT, NEG, ABS, RECIPROCAL, SCALE
+ * (x * scale + shift), and the _BWD ops that apply derivatives.
  *
  * Backward ops take (dy, x) when the derivative needs the input (RELU_BWD,
- * GELU_BWD) and (dy, y) when the output is enough (SIGMOID_BWD, TANH_BWD),
- * so sigmoid and tanh need not keep their input alive for the backward pass.
+ * GELU_BWD, ERF_BWD, ABS_BWD) and (dy, y) when the output is enough
+ * (SIGMOID_BWD, TANH_BWD, CLIP_BWD; LEAKY_RELU_BWD when alpha >= 0), so
+ * those ops need not keep their input alive for the backward pass. EXP,
+ * LOG, SQRT, NEG and RECIPROCAL differentiate through MUL/DIV/SCALE.
  *
- * Params: SCALE: p.f[0] = scale, p.f[1] = shift. GELU_BWD: p.i[0] = order k,
- * computing dy * gelu^(k+1)(x): order 0 is the gradient of gelu, order 1
- * (dy * gelu''(x)) exists so that GELU_BWD itself has a gradient rule.
+ * Params: SCALE: p.f[0] = scale, p.f[1] = shift. LEAKY_RELU(_BWD): p.f[0] =
+ * alpha. CLIP(_BWD): p.f[0] = min, p.f[1] = max (+-infinity for no bound).
+ * GELU_BWD: p.i[0] = order k, computing dy * gelu^(k+1)(x): order 0 is the
+ * gradient of gelu, order 1 (dy * gelu''(x)) exists so that GELU_BWD itself
+ * has a gradient rule.
  */
 #include "ops/broadcast.h"
 
@@ -18,6 +24,7 @@
 
 #define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794
+#define TWO_OVER_SQRT_PI 1.12837916709551257390
 
 /* ---- shape rules ---------------------------------------------------------------- */
 
@@ -59,20 +66,51 @@ static tg_status infer_bwd(tg_tensor *node)
 static double per_elem(const tg_tensor *node)
 {
     switch (node->op) {
-    case TG_OP_RELU: return 1;
-    case TG_OP_RELU_BWD: return 1;
-    case TG_OP_GELU: return 8;
-    case TG_OP_GELU_BWD: return 14;
-    case TG_OP_SIGMOID: return 6;
-    case TG_OP_SIGMOID_BWD: return 3;
-    case TG_OP_TANH: return 4;
-    case TG_OP_TANH_BWD: return 3;
-    case TG_OP_SCALE: return 2;
-    default: return 1;
+    case TG_OP_RELU:
+        return 1;
+    case TG_OP_RELU_BWD:
+        return 1;
+    case TG_OP_GELU:
+        return 8;
+    case TG_OP_GELU_BWD:
+        return 14;
+    case TG_OP_SIGMOID:
+        return 6;
+    case TG_OP_SIGMOID_BWD:
+        return 3;
+    case TG_OP_TANH:
+        return 4;
+    case TG_OP_TANH_BWD:
+        return 3;
+    case TG_OP_SCALE:
+        return 2;
+    case TG_OP_ERF:
+        return 4;
+    case TG_OP_ERF_BWD:
+        return 7;
+    case TG_OP_EXP:
+        return 4;
+    case TG_OP_LOG:
+        return 4;
+    case TG_OP_SQRT:
+        return 4;
+    case TG_OP_LEAKY_RELU:
+        return 2;
+    case TG_OP_LEAKY_RELU_BWD:
+        return 2;
+    case TG_OP_CLIP:
+        return 2;
+    case TG_OP_CLIP_BWD:
+        return 2;
+    default:
+        return 1; /* RELU, NEG, ABS, ABS_BWD, RECIPROCAL */
     }
 }
 
-static double flops(const tg_tensor *node) { return per_elem(node) * (double)tg_numel(node); }
+static double flops(const tg_tensor *node)
+{
+    return per_elem(node) * (double)tg_numel(node);
+}
 
 /* ---- fast kernels ------------------------------------------------------------------ */
 
@@ -80,9 +118,75 @@ typedef struct map_job {
     tg_op op;
     const float *x, *y; /* y: second input of the _BWD ops */
     float *out;
-    float s, b;  /* SCALE */
-    int order;   /* GELU_BWD */
+    float s, b; /* SCALE */
+    int order;  /* GELU_BWD */
 } map_job;
+
+/* The math functions and the activations with parameters (s, b = p.f[0],
+ * p.f[1]); kept apart from map_range so that each switch stays short. */
+static void map_math(tg_op op, const float *x, const float *y, float *o, int64_t n, float s,
+                     float b)
+{
+    const float c = (float)TWO_OVER_SQRT_PI;
+    switch (op) {
+    case TG_OP_ERF:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = erff(x[q]);
+        break;
+    case TG_OP_ERF_BWD: /* x = dy, y = the forward input */
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] * c * expf(-y[q] * y[q]);
+        break;
+    case TG_OP_EXP:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = expf(x[q]);
+        break;
+    case TG_OP_LOG:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = logf(x[q]);
+        break;
+    case TG_OP_SQRT:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = sqrtf(x[q]);
+        break;
+    case TG_OP_NEG:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = -x[q];
+        break;
+    case TG_OP_ABS:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = fabsf(x[q]);
+        break;
+    case TG_OP_ABS_BWD: /* dy * sign(x), sign(0) = 0 as PyTorch */
+        for (int64_t q = 0; q < n; q++)
+            o[q] = y[q] > 0.0f ? x[q] : y[q] < 0.0f ? -x[q] : 0.0f;
+        break;
+    case TG_OP_RECIPROCAL:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = 1.0f / x[q];
+        break;
+    case TG_OP_LEAKY_RELU: /* s = alpha; NaN passes through */
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] > 0.0f ? x[q] : x[q] * s;
+        break;
+    case TG_OP_LEAKY_RELU_BWD:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = y[q] > 0.0f ? x[q] : x[q] * s;
+        break;
+    case TG_OP_CLIP: /* s = min, b = max; min > max gives max (as numpy and PyTorch) */
+        for (int64_t q = 0; q < n; q++) {
+            float v = x[q] < s ? s : x[q];
+            o[q] = v > b ? b : v;
+        }
+        break;
+    case TG_OP_CLIP_BWD: /* y = the output: strictly inside (min, max) iff x is */
+        for (int64_t q = 0; q < n; q++)
+            o[q] = y[q] > s && y[q] < b ? x[q] : 0.0f;
+        break;
+    default:
+        break;
+    }
+}
 
 static void map_range(void *ctx, int64_t begin, int64_t end, int t)
 {
@@ -131,7 +235,9 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
         for (int64_t q = 0; q < n; q++)
             o[q] = x[q] * j->s + j->b;
         break;
-    default: break;
+    default:
+        map_math(j->op, x, y, o, n, j->s, j->b);
+        break;
     }
 }
 
@@ -149,6 +255,43 @@ static void fwd_map(const tg_kernel_args *a)
 
 /* ---- reference kernels ---------------------------------------------------------------- */
 
+/* u = the first input, v = the second (or the first again), s, b = p.f[0..1]. */
+static double ref_math(tg_op op, double u, double v, double s, double b)
+{
+    switch (op) {
+    case TG_OP_ERF:
+        return erf(u);
+    case TG_OP_ERF_BWD:
+        return u * TWO_OVER_SQRT_PI * exp(-v * v);
+    case TG_OP_EXP:
+        return exp(u);
+    case TG_OP_LOG:
+        return log(u);
+    case TG_OP_SQRT:
+        return sqrt(u);
+    case TG_OP_NEG:
+        return -u;
+    case TG_OP_ABS:
+        return fabs(u);
+    case TG_OP_ABS_BWD:
+        return v > 0 ? u : v < 0 ? -u : 0;
+    case TG_OP_RECIPROCAL:
+        return 1 / u;
+    case TG_OP_LEAKY_RELU:
+        return u > 0 ? u : u * s;
+    case TG_OP_LEAKY_RELU_BWD:
+        return v > 0 ? u : u * s;
+    case TG_OP_CLIP: {
+        double r = u < s ? s : u;
+        return r > b ? b : r;
+    }
+    case TG_OP_CLIP_BWD:
+        return v > s && v < b ? u : 0;
+    default:
+        return 0;
+    }
+}
+
 static void ref_map(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
@@ -159,21 +302,39 @@ static void ref_map(const tg_ref_args *a)
     for (int64_t k = 0; k < n; k++) {
         double v = y[k], r;
         switch (node->op) {
-        case TG_OP_RELU: r = x[k] < 0 ? 0 : x[k]; break;
-        case TG_OP_RELU_BWD: r = v > 0 ? x[k] : 0; break;
-        case TG_OP_GELU: r = 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2)); break;
+        case TG_OP_RELU:
+            r = x[k] < 0 ? 0 : x[k];
+            break;
+        case TG_OP_RELU_BWD:
+            r = v > 0 ? x[k] : 0;
+            break;
+        case TG_OP_GELU:
+            r = 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2));
+            break;
         case TG_OP_GELU_BWD: {
             double pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
             r = order == 0 ? x[k] * (0.5 * (1 + erf(v * INV_SQRT2)) + v * pdf)
                            : x[k] * pdf * (2 - v * v);
             break;
         }
-        case TG_OP_SIGMOID: r = 1 / (1 + exp(-x[k])); break;
-        case TG_OP_SIGMOID_BWD: r = x[k] * v * (1 - v); break;
-        case TG_OP_TANH: r = tanh(x[k]); break;
-        case TG_OP_TANH_BWD: r = x[k] * (1 - v * v); break;
-        case TG_OP_SCALE: r = x[k] * s + b; break;
-        default: r = 0; break;
+        case TG_OP_SIGMOID:
+            r = 1 / (1 + exp(-x[k]));
+            break;
+        case TG_OP_SIGMOID_BWD:
+            r = x[k] * v * (1 - v);
+            break;
+        case TG_OP_TANH:
+            r = tanh(x[k]);
+            break;
+        case TG_OP_TANH_BWD:
+            r = x[k] * (1 - v * v);
+            break;
+        case TG_OP_SCALE:
+            r = x[k] * s + b;
+            break;
+        default:
+            r = ref_math(node->op, x[k], v, s, b);
+            break;
         }
         a->out[k] = r;
     }
@@ -193,10 +354,86 @@ static tg_tensor *bwd_op(tg_graph *g, tg_op op, tg_tensor *dy, tg_tensor *xy, in
     return tg_node_create(g, op, 2, (tg_tensor *[]){dy, xy}, &p);
 }
 
-tg_tensor *tg_relu(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_RELU, x, NULL); }
-tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_GELU, x, NULL); }
-tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_SIGMOID, x, NULL); }
-tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x) { return unary(g, TG_OP_TANH, x, NULL); }
+/* A backward op that keeps the forward node's float params (alpha, bounds). */
+static tg_tensor *bwd_op_f(tg_graph *g, tg_op op, tg_tensor *dy, tg_tensor *xy,
+                           const tg_tensor *fwd)
+{
+    tg_node_params p = {0};
+    p.f[0] = fwd->p.f[0];
+    p.f[1] = fwd->p.f[1];
+    return tg_node_create(g, op, 2, (tg_tensor *[]){dy, xy}, &p);
+}
+
+tg_tensor *tg_relu(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_RELU, x, NULL);
+}
+tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_GELU, x, NULL);
+}
+tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_SIGMOID, x, NULL);
+}
+tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_TANH, x, NULL);
+}
+
+tg_tensor *tg_erf(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_ERF, x, NULL);
+}
+tg_tensor *tg_exp(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_EXP, x, NULL);
+}
+tg_tensor *tg_log(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_LOG, x, NULL);
+}
+tg_tensor *tg_sqrt(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_SQRT, x, NULL);
+}
+tg_tensor *tg_neg(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_NEG, x, NULL);
+}
+tg_tensor *tg_abs(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_ABS, x, NULL);
+}
+tg_tensor *tg_reciprocal(tg_graph *g, tg_tensor *x)
+{
+    return unary(g, TG_OP_RECIPROCAL, x, NULL);
+}
+
+tg_tensor *tg_leaky_relu(tg_graph *g, tg_tensor *x, float alpha)
+{
+    if (!isfinite(alpha))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "leaky_relu: alpha is %g; give a finite slope (0.01 is PyTorch's "
+                             "default)",
+                             (double)alpha);
+    tg_node_params p = {0};
+    p.f[0] = alpha;
+    return unary(g, TG_OP_LEAKY_RELU, x, &p);
+}
+
+tg_tensor *tg_clip(tg_graph *g, tg_tensor *x, float min, float max)
+{
+    if (isnan(min) || isnan(max))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "clip: bounds [%g, %g] contain NaN; pass -INFINITY or INFINITY for "
+                             "no bound",
+                             (double)min, (double)max);
+    tg_node_params p = {0};
+    p.f[0] = min;
+    p.f[1] = max;
+    return unary(g, TG_OP_CLIP, x, &p);
+}
 
 tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift)
 {
@@ -297,7 +534,112 @@ static tg_status bwd_scale(tg_graph *g, tg_tensor *node, tg_tensor *dout, const 
     return TG_OK;
 }
 
-#define UNARY_DEF(E, NAME, INFER, BWD) \
+/* erf'(x) = 2/sqrt(pi) exp(-x^2). */
+static tg_status bwd_erf(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    din[0] = bwd_op(g, TG_OP_ERF_BWD, dout, node->in[0], 0);
+    return TG_OK;
+}
+
+/* erf_bwd(dy, x) = dy erf'(x): linear in dy; in x, d/dx erf'(x) = -2x erf'(x),
+ * so the gradient is erf_bwd(dout * dy * (-2x), x). */
+static tg_status bwd_erf_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                             tg_tensor **din)
+{
+    tg_tensor *dy = node->in[0], *x = node->in[1];
+    if (need[0])
+        din[0] = bwd_op(g, TG_OP_ERF_BWD, dout, x, 0);
+    if (need[1])
+        din[1] =
+            bwd_op(g, TG_OP_ERF_BWD, tg_mul(g, tg_mul(g, dout, dy), tg_scale(g, x, -2, 0)), x, 0);
+    return TG_OK;
+}
+
+/* d exp(x) = exp(x): read the output. */
+static tg_status bwd_exp(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    din[0] = tg_mul(g, dout, node);
+    return TG_OK;
+}
+
+static tg_status bwd_log(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    din[0] = tg_div(g, dout, node->in[0]);
+    return TG_OK;
+}
+
+/* d sqrt(x) = 1 / (2 sqrt(x)): read the output (infinite at 0, as PyTorch). */
+static tg_status bwd_sqrt(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din)
+{
+    din[0] = tg_div(g, tg_scale(g, dout, 0.5f, 0.0f), node);
+    return TG_OK;
+}
+
+static tg_status bwd_neg(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    din[0] = tg_neg(g, dout);
+    return TG_OK;
+}
+
+static tg_status bwd_abs(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    din[0] = bwd_op(g, TG_OP_ABS_BWD, dout, node->in[0], 0);
+    return TG_OK;
+}
+
+/* abs_bwd(dy, x) = dy sign(x): linear in dy, 0 almost everywhere in x. */
+static tg_status bwd_abs_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                             tg_tensor **din)
+{
+    if (need[0])
+        din[0] = bwd_op(g, TG_OP_ABS_BWD, dout, node->in[1], 0);
+    return TG_OK;
+}
+
+/* d (1/x) = -1/x^2 = -y^2: read the output. */
+static tg_status bwd_reciprocal(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    din[0] = tg_neg(g, tg_mul(g, dout, tg_mul(g, node, node)));
+    return TG_OK;
+}
+
+/* With alpha >= 0, y > 0 exactly where x > 0, so the output decides (and
+ * the input need not live); a negative alpha flips the sign of y for x < 0,
+ * so then the input decides. */
+static tg_status bwd_leaky_relu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    tg_tensor *xy = node->p.f[0] >= 0 ? node : node->in[0];
+    din[0] = bwd_op_f(g, TG_OP_LEAKY_RELU_BWD, dout, xy, node);
+    return TG_OK;
+}
+
+/* Both _BWD ops below are linear in dy and piecewise constant in x or y. */
+static tg_status bwd_masked_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    if (need[0])
+        din[0] = bwd_op_f(g, node->op, dout, node->in[1], node);
+    return TG_OK;
+}
+
+/* Gradient 1 strictly inside (min, max), 0 elsewhere (PyTorch's hardtanh;
+ * torch.clamp passes the gradient at the bounds themselves as well). */
+static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                          tg_tensor **din)
+{
+    din[0] = bwd_op_f(g, TG_OP_CLIP_BWD, dout, node, node);
+    return TG_OK;
+}
+
+#define UNARY_DEF(E, NAME, INFER, BWD)                                                             \
     const tg_op_def tg_opdef_##E = {NAME, INFER, flops, NULL, fwd_map, ref_map, BWD}
 
 UNARY_DEF(RELU, "relu", infer_unary, bwd_relu);
@@ -309,3 +651,16 @@ UNARY_DEF(SIGMOID_BWD, "sigmoid_bwd", infer_bwd, bwd_sigmoid_bwd);
 UNARY_DEF(TANH, "tanh", infer_unary, bwd_tanh);
 UNARY_DEF(TANH_BWD, "tanh_bwd", infer_bwd, bwd_tanh_bwd);
 UNARY_DEF(SCALE, "scale", infer_unary, bwd_scale);
+UNARY_DEF(ERF, "erf", infer_unary, bwd_erf);
+UNARY_DEF(ERF_BWD, "erf_bwd", infer_bwd, bwd_erf_bwd);
+UNARY_DEF(EXP, "exp", infer_unary, bwd_exp);
+UNARY_DEF(LOG, "log", infer_unary, bwd_log);
+UNARY_DEF(SQRT, "sqrt", infer_unary, bwd_sqrt);
+UNARY_DEF(NEG, "neg", infer_unary, bwd_neg);
+UNARY_DEF(ABS, "abs", infer_unary, bwd_abs);
+UNARY_DEF(ABS_BWD, "abs_bwd", infer_bwd, bwd_abs_bwd);
+UNARY_DEF(RECIPROCAL, "reciprocal", infer_unary, bwd_reciprocal);
+UNARY_DEF(LEAKY_RELU, "leaky_relu", infer_unary, bwd_leaky_relu);
+UNARY_DEF(LEAKY_RELU_BWD, "leaky_relu_bwd", infer_bwd, bwd_masked_bwd);
+UNARY_DEF(CLIP, "clip", infer_unary, bwd_clip);
+UNARY_DEF(CLIP_BWD, "clip_bwd", infer_bwd, bwd_masked_bwd);

@@ -1,6 +1,7 @@
-/* tests/ops/test_binary.c - ADD, SUB, MUL, DIV with broadcasting, SUM_TO
- * and EXPAND: gradients against finite differences, fast kernels against
- * the reference at 1 and 2 threads, hand-computed values and shape errors. */
+/* tests/ops/test_binary.c - ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM with
+ * broadcasting (and POW_BWD, MINMAX_BWD), SUM_TO and EXPAND: gradients
+ * against finite differences, fast kernels against the reference at 1 and 2
+ * threads, hand-computed and PyTorch values, and shape errors. */
 #include "tg_test.h"
 
 #include "ops/broadcast.h"
@@ -20,19 +21,33 @@ static tg_tensor *build_binary(tg_graph *g, void *ctx)
 {
     const bin_case *c = ctx;
     tg_init u = {TG_INIT_UNIFORM, -1, 1};
-    tg_tensor *a = c->a_input ? tg_input(g, "a", TG_F32, c->a) : tg_param(g, "a", c->a, u);
+    /* pow's base stays positive: its exponent's gradient takes log(a) */
+    tg_init ua = c->op == TG_OP_POW ? (tg_init){TG_INIT_UNIFORM, 0.5, 2} : u;
+    tg_tensor *a = c->a_input ? tg_input(g, "a", TG_F32, c->a) : tg_param(g, "a", c->a, ua);
     /* keep divisors away from 0 so finite differences stay accurate */
     tg_tensor *b = c->op == TG_OP_DIV ? tg_param(g, "b", c->b, (tg_init){TG_INIT_UNIFORM, 0.5, 2})
                                       : tg_param(g, "b", c->b, u);
     switch (c->op) {
-    case TG_OP_ADD: return tg_add(g, a, b);
-    case TG_OP_SUB: return tg_sub(g, a, b);
-    case TG_OP_MUL: return tg_mul(g, a, b);
-    default: return tg_div(g, a, b);
+    case TG_OP_ADD:
+        return tg_add(g, a, b);
+    case TG_OP_SUB:
+        return tg_sub(g, a, b);
+    case TG_OP_MUL:
+        return tg_mul(g, a, b);
+    case TG_OP_POW:
+        return tg_pow(g, a, b);
+    case TG_OP_MAXIMUM:
+        return tg_maximum(g, a, b);
+    case TG_OP_MINIMUM:
+        return tg_minimum(g, a, b);
+    default:
+        return tg_div(g, a, b);
     }
 }
 
-static const tg_op arith_ops[] = {TG_OP_ADD, TG_OP_SUB, TG_OP_MUL, TG_OP_DIV};
+static const tg_op arith_ops[] = {TG_OP_ADD, TG_OP_SUB,     TG_OP_MUL,    TG_OP_DIV,
+                                  TG_OP_POW, TG_OP_MAXIMUM, TG_OP_MINIMUM};
+#define N_ARITH (int)(sizeof arith_ops / sizeof arith_ops[0])
 
 /* Shape pairs: same, scalar (both ways), row, column, middle axis, both
  * sides broadcast, rank-0 scalar, and leading-dim broadcast. */
@@ -56,7 +71,7 @@ static void test_gradcheck_arith(void)
     tg_shape as[16], bs[16];
     int n;
     shape_pairs(as, bs, &n);
-    for (int o = 0; o < 4; o++)
+    for (int o = 0; o < N_ARITH; o++)
         for (int k = 0; k < n; k++) {
             bin_case c = {arith_ops[o], as[k], bs[k], false};
             char label[64];
@@ -70,7 +85,7 @@ static void test_kernels_arith(void)
     tg_shape as[16], bs[16];
     int n;
     shape_pairs(as, bs, &n);
-    for (int o = 0; o < 4; o++)
+    for (int o = 0; o < N_ARITH; o++)
         for (int k = 0; k < n; k++)
             for (int threads = 1; threads <= 2; threads++) {
                 bin_case c = {arith_ops[o], as[k], bs[k], false};
@@ -90,6 +105,9 @@ static void test_kernels_large(void)
         {TG_OP_MUL, tg_shape2(256, 160), tg_shape2(256, 1), true},
         {TG_OP_DIV, tg_shape4(8, 16, 16, 17), tg_shape3(16, 1, 1), true},
         {TG_OP_SUB, tg_shape_of(0, NULL), tg_shape3(40, 30, 30), true},
+        {TG_OP_POW, tg_shape2(256, 160), tg_shape1(160), false},
+        {TG_OP_MAXIMUM, tg_shape4(8, 16, 16, 17), tg_shape3(16, 1, 1), false},
+        {TG_OP_MINIMUM, tg_shape2(256, 160), tg_shape2(256, 160), false},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int threads = 1; threads <= 2; threads++) {
@@ -178,10 +196,10 @@ static void test_values(void)
     tg_tensor *a = tg_input(g, "a", TG_F32, tg_shape2(2, 3));
     tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape1(3));
     tg_tensor *c = tg_input(g, "c", TG_F32, tg_shape2(2, 1));
-    tg_tensor *add = tg_add(g, a, b);             /* row broadcast */
-    tg_tensor *sub = tg_sub(g, c, a);             /* column broadcast */
-    tg_tensor *mul = tg_mul(g, b, c);             /* outer product [2, 3] */
-    tg_tensor *dv = tg_div(g, a, c);              /* column divide */
+    tg_tensor *add = tg_add(g, a, b);              /* row broadcast */
+    tg_tensor *sub = tg_sub(g, c, a);              /* column broadcast */
+    tg_tensor *mul = tg_mul(g, b, c);              /* outer product [2, 3] */
+    tg_tensor *dv = tg_div(g, a, c);               /* column divide */
     tg_tensor *st = tg_sum_to(g, a, tg_shape1(3)); /* column sums */
     tg_tensor *sr = tg_sum_to(g, a, tg_shape2(2, 1));
     TG_CHECK_OK(tg_graph_status(g));
@@ -216,6 +234,72 @@ static void test_values(void)
     }
     TG_CHECK(tg_shape_equal(mul->shape, tg_shape2(2, 3)));
     TG_CHECK(tg_shape_equal(st->shape, tg_shape1(3)));
+    tg_graph_destroy(g);
+}
+
+/* PyTorch 1.13's values and gradients of torch.maximum, torch.minimum and
+ * torch.pow (float64) at a tie, a NaN, and the pow edge cases at a = 0 and
+ * b = 0, each differentiated by itself (sum of the output). */
+static void test_pow_minmax_values(void)
+{
+    const double av[5] = {1, 2, 3, NAN, -1}, bv[5] = {2, 2, 1, 0, 0};
+    const double want[2][5] = {{2, 2, 3, NAN, 0}, {1, 2, 1, NAN, -1}};
+    const double want_da[2][5] = {{0, 0.5, 1, 1, 0}, {1, 0.5, 0, 1, 1}};
+    const double pa[4] = {0, 2, 0, 4}, pb[4] = {0, 3, 2, 0.5};
+    const double want_pow[4] = {1, 8, 0, 2}, want_pa[4] = {0, 12, 0, 0.25};
+    const double want_pb[4] = {0, 5.545177444479562, 0, 2.772588722239781};
+    for (int o = 0; o < 3; o++) {
+        int n = o < 2 ? 5 : 4;
+        tg_graph *g = tg_graph_create();
+        tg_tensor *a = tg_param(g, "a", tg_shape1(n), (tg_init){TG_INIT_ZEROS, 0, 0});
+        tg_tensor *b = tg_param(g, "b", tg_shape1(n), (tg_init){TG_INIT_ZEROS, 0, 0});
+        tg_tensor *y = o == 0   ? tg_maximum(g, a, b)
+                       : o == 1 ? tg_minimum(g, a, b)
+                                : tg_pow(g, a, b);
+        TG_CHECK_OK(tg_graph_backward(g, tg_reduce_sum(g, y, 1, false)));
+        tg_interp *ip = NULL;
+        TG_CHECK_OK(tg_interp_create(g, 1, &ip));
+        memcpy(tg_interp_data(ip, a), o < 2 ? av : pa, (size_t)n * sizeof(double));
+        memcpy(tg_interp_data(ip, b), o < 2 ? bv : pb, (size_t)n * sizeof(double));
+        TG_CHECK_OK(tg_interp_run(ip, 0));
+        const double *yv = tg_interp_data(ip, y), *da = tg_interp_data(ip, tg_tensor_grad(a)),
+                     *db = tg_interp_data(ip, tg_tensor_grad(b));
+        for (int k = 0; k < n; k++) {
+            double w = o < 2 ? want[o][k] : want_pow[k];
+            TG_CHECK(isnan(w) ? isnan(yv[k]) : fabs(yv[k] - w) < 1e-12);
+            TG_CHECK_NEAR(da[k], o < 2 ? want_da[o][k] : want_pa[k], 1e-12);
+            /* max/min: b's gradient mirrors a's, except both get all of it at a NaN */
+            double wb = o < 2 ? (k == 3 ? 1 : 1 - want_da[o][k]) : want_pb[k];
+            TG_CHECK_NEAR(db[k], wb, 1e-12);
+        }
+        /* the fast kernels agree, NaN included */
+        float af[5], bf[5], out[5];
+        for (int k = 0; k < n; k++)
+            af[k] = (float)(o < 2 ? av[k] : pa[k]), bf[k] = (float)(o < 2 ? bv[k] : pb[k]);
+        tg_kernel_args ka = {.node = y, .in = {af, bf}, .out = out};
+        tg_op_get(y->op)->forward(&ka);
+        for (int k = 0; k < n; k++)
+            TG_CHECK(isnan(yv[k]) ? isnan(out[k]) : fabs(out[k] - yv[k]) < 1e-6);
+        tg_interp_destroy(ip);
+        tg_graph_destroy(g);
+    }
+}
+
+/* pow_bwd has a gradient in dy only: asking for more is a clear error. */
+static tg_tensor *build_pow_second(tg_graph *g, void *ctx)
+{
+    tg_init u = {TG_INIT_UNIFORM, 0.5, 2};
+    tg_tensor *a = tg_param(g, "a", tg_shape1(3), u), *b = tg_param(g, "b", tg_shape1(3), u);
+    tg_tensor *y = tg_pow(g, a, b);
+    return tg_node_create(g, TG_OP_POW_BWD, 3, (tg_tensor *[]){y, a, b}, &(tg_node_params){0});
+}
+
+static void test_pow_second_order(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *out = build_pow_second(g, NULL);
+    TG_CHECK(tg_graph_backward(g, tg_reduce_sum(g, out, 1, false)) == TG_ERR_UNSUPPORTED);
+    TG_CHECK(strstr(tg_error_message(), "second derivative of pow") != NULL);
     tg_graph_destroy(g);
 }
 
@@ -261,6 +345,13 @@ static void test_bad_shapes(void)
     tg_graph_destroy(g);
 
     g = tg_graph_create();
+    a = tg_input(g, "a", TG_F32, tg_shape2(3, 4));
+    b = tg_input(g, "b", TG_F32, tg_shape2(2, 4));
+    TG_CHECK(tg_maximum(g, a, b) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "maximum: cannot broadcast [3, 4] with [2, 4]") != NULL);
+    tg_graph_destroy(g);
+
+    g = tg_graph_create();
     a = tg_input(g, "a", TG_F32, tg_shape1(4));
     TG_CHECK(tg_add(g, a, NULL) == NULL);
     TG_CHECK(tg_graph_status(g) == TG_ERR_INVALID_ARG);
@@ -289,6 +380,8 @@ static void test_bcast_views(void)
 int main(void)
 {
     TG_RUN(test_values);
+    TG_RUN(test_pow_minmax_values);
+    TG_RUN(test_pow_second_order);
     TG_RUN(test_bad_shapes);
     TG_RUN(test_bcast_views);
     TG_RUN(test_gradcheck_arith);

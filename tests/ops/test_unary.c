@@ -1,6 +1,8 @@
 /* tests/ops/test_unary.c - RELU, GELU, SIGMOID, TANH, their _BWD ops and
- * SCALE: gradients (first and second order) against finite differences,
- * fast kernels against the reference, and values from PyTorch. */
+ * SCALE, and the math ops ERF, EXP, LOG, SQRT, NEG, ABS, RECIPROCAL,
+ * LEAKY_RELU, CLIP with their _BWD ops: gradients (first and second order)
+ * against finite differences, fast kernels against the reference, and
+ * values from PyTorch. */
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -17,11 +19,16 @@ typedef struct {
 static tg_tensor *apply(tg_graph *g, tg_op op, tg_tensor *x)
 {
     switch (op) {
-    case TG_OP_RELU: return tg_relu(g, x);
-    case TG_OP_GELU: return tg_gelu(g, x);
-    case TG_OP_SIGMOID: return tg_sigmoid(g, x);
-    case TG_OP_TANH: return tg_tanh(g, x);
-    default: return tg_scale(g, x, -1.5f, 0.25f);
+    case TG_OP_RELU:
+        return tg_relu(g, x);
+    case TG_OP_GELU:
+        return tg_gelu(g, x);
+    case TG_OP_SIGMOID:
+        return tg_sigmoid(g, x);
+    case TG_OP_TANH:
+        return tg_tanh(g, x);
+    default:
+        return tg_scale(g, x, -1.5f, 0.25f);
     }
 }
 
@@ -35,8 +42,8 @@ static tg_tensor *build_unary(tg_graph *g, void *ctx)
      * is exactly what autodiff makes, then use it as the output. */
     tg_tensor *dy = tg_param(g, "dy", c->shape, u);
     /* relu_bwd has no gradient in x (0 almost everywhere): x is an input */
-    tg_tensor *x = c->op == TG_OP_RELU ? tg_input(g, "x", TG_F32, c->shape)
-                                       : tg_param(g, "x", c->shape, u);
+    tg_tensor *x =
+        c->op == TG_OP_RELU ? tg_input(g, "x", TG_F32, c->shape) : tg_param(g, "x", c->shape, u);
     tg_op bwd = c->op + 1; /* X_BWD follows X in op_list.h */
     /* sigmoid/tanh backward take y in (0,1)/(-1,1): feed the forward output */
     tg_tensor *xy = c->op == TG_OP_SIGMOID || c->op == TG_OP_TANH ? apply(g, c->op, x) : x;
@@ -162,8 +169,205 @@ static void test_bad_inputs(void)
     tg_graph_destroy(g);
 }
 
+/* ---- the math ops ------------------------------------------------------------- */
+
+static const tg_op math_ops[] = {TG_OP_ERF,        TG_OP_EXP,        TG_OP_LOG,
+                                 TG_OP_SQRT,       TG_OP_NEG,        TG_OP_ABS,
+                                 TG_OP_RECIPROCAL, TG_OP_LEAKY_RELU, TG_OP_CLIP};
+#define N_MATH (int)(sizeof math_ops / sizeof math_ops[0])
+
+static tg_tensor *apply_math(tg_graph *g, tg_op op, tg_tensor *x)
+{
+    switch (op) {
+    case TG_OP_ERF:
+        return tg_erf(g, x);
+    case TG_OP_EXP:
+        return tg_exp(g, x);
+    case TG_OP_LOG:
+        return tg_log(g, x);
+    case TG_OP_SQRT:
+        return tg_sqrt(g, x);
+    case TG_OP_NEG:
+        return tg_neg(g, x);
+    case TG_OP_ABS:
+        return tg_abs(g, x);
+    case TG_OP_RECIPROCAL:
+        return tg_reciprocal(g, x);
+    case TG_OP_LEAKY_RELU:
+        return tg_leaky_relu(g, x, 0.1f);
+    default:
+        return tg_clip(g, x, -0.5f, 0.7f);
+    }
+}
+
+/* The op's own backward op, or TG_OP_COUNT if it differentiates through others. */
+static tg_op math_bwd(tg_op op)
+{
+    switch (op) {
+    case TG_OP_ERF:
+        return TG_OP_ERF_BWD;
+    case TG_OP_ABS:
+        return TG_OP_ABS_BWD;
+    case TG_OP_LEAKY_RELU:
+        return TG_OP_LEAKY_RELU_BWD;
+    case TG_OP_CLIP:
+        return TG_OP_CLIP_BWD;
+    default:
+        return TG_OP_COUNT;
+    }
+}
+
+static tg_tensor *build_math(tg_graph *g, void *ctx)
+{
+    const un_case *c = ctx;
+    /* log, sqrt and reciprocal want x away from 0 and negative values */
+    bool positive = c->op == TG_OP_LOG || c->op == TG_OP_SQRT || c->op == TG_OP_RECIPROCAL;
+    tg_init u = {TG_INIT_UNIFORM, positive ? 0.5 : -2, 2};
+    if (!c->second)
+        return apply_math(g, c->op, tg_param(g, "x", c->shape, u));
+    tg_tensor *dy = tg_param(g, "dy", c->shape, u);
+    /* only erf_bwd has a gradient in x; the others are piecewise constant in x */
+    tg_tensor *x =
+        c->op == TG_OP_ERF ? tg_param(g, "x", c->shape, u) : tg_input(g, "x", TG_F32, c->shape);
+    tg_tensor *fwd = apply_math(g, c->op, x);
+    /* clip_bwd and leaky_relu_bwd (alpha >= 0) read the output, the others x */
+    tg_tensor *xy = c->op == TG_OP_CLIP || c->op == TG_OP_LEAKY_RELU ? fwd : x;
+    tg_node_params p = fwd ? fwd->p : (tg_node_params){0};
+    return tg_node_create(g, math_bwd(c->op), 2, (tg_tensor *[]){dy, xy}, &p);
+}
+
+/* leaky_relu with a negative slope: the gradient is decided by x, not y. */
+static tg_tensor *build_leaky_neg(tg_graph *g, void *ctx)
+{
+    tg_tensor *x = tg_param(g, "x", tg_shape2(4, 6), (tg_init){TG_INIT_UNIFORM, -2, 2});
+    return tg_leaky_relu(g, x, -0.5f);
+}
+
+static void test_math_gradcheck(void)
+{
+    tg_gradcheck("leaky_relu negative slope", build_leaky_neg, NULL, (tg_check_opts){0});
+    for (int o = 0; o < N_MATH; o++)
+        for (int second = 0; second <= (math_bwd(math_ops[o]) != TG_OP_COUNT); second++) {
+            un_case c = {math_ops[o], tg_shape3(2, 3, 5), second};
+            char label[64];
+            snprintf(label, sizeof label, "%s%s", tg_op_name(c.op), second ? " second order" : "");
+            tg_gradcheck(label, build_math, &c, (tg_check_opts){0});
+        }
+}
+
+static void test_math_kernels(void)
+{
+    for (int o = 0; o < N_MATH; o++)
+        for (int big = 0; big <= 1; big++)
+            for (int second = 0; second <= (math_bwd(math_ops[o]) != TG_OP_COUNT); second++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    un_case c = {math_ops[o], big ? tg_shape2(200, 200) : tg_shape2(7, 9), second};
+                    char label[64];
+                    snprintf(label, sizeof label, "%s%s%s", tg_op_name(c.op),
+                             second ? " second order" : "", big ? " large" : "");
+                    tg_check_kernels(label, build_math, &c, threads, big ? 1e-3 : 2e-5,
+                                     (tg_check_opts){0});
+                }
+}
+
+/* Values and gradients from PyTorch 1.13 in float64 (torch.erf,
+ * leaky_relu(x, 0.1), hardtanh(x, -0.5, 6) for clip, torch.abs). */
+static void test_math_values(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_param(g, "x", tg_shape1(5), (tg_init){TG_INIT_ZEROS, 0, 0});
+    tg_tensor *outs[4] = {tg_erf(g, x), tg_leaky_relu(g, x, 0.1f), tg_clip(g, x, -0.5f, 6.0f),
+                          tg_abs(g, x)};
+    tg_tensor *loss = tg_reduce_sum(g, outs[0], 1, false);
+    for (int o = 1; o < 4; o++)
+        loss = tg_add(g, loss, tg_reduce_sum(g, outs[o], 1, false));
+    TG_CHECK_OK(tg_graph_status(g));
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    const double xv[5] = {-2, -0.5, 0, 0.5, 3};
+    const double want[4][5] = {
+        {-0.9953222650189527, -0.5204998778130465, 0, 0.5204998778130465, 0.9999779095030014},
+        {-0.2, -0.05, 0, 0.5, 3},
+        {-0.5, -0.5, 0, 0.5, 3},
+        {2, 0.5, 0, 0.5, 3},
+    };
+    /* sum of the four gradients: erf' + leaky' + clip' (0 at the bound -0.5) + sign;
+     * alpha is stored as a float, hence the 1e-7 tolerances */
+    const double erf_grad[5] = {0.020666985354092053, 0.8787825789354448, 1.1283791670955126,
+                                0.8787825789354448, 0.00013925305194674786};
+    const double rest[5] = {0.1 + 0 - 1, 0.1 + 0 - 1, 0.1 + 1 + 0, 1 + 1 + 1, 1 + 1 + 1};
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_interp_create(g, 1, &ip));
+    memcpy(tg_interp_data(ip, x), xv, sizeof xv);
+    TG_CHECK_OK(tg_interp_run(ip, 0));
+    for (int o = 0; o < 4; o++)
+        for (int k = 0; k < 5; k++)
+            TG_CHECK_NEAR(tg_interp_data(ip, outs[o])[k], want[o][k], 1e-7);
+    for (int k = 0; k < 5; k++)
+        TG_CHECK_NEAR(tg_interp_data(ip, tg_tensor_grad(x))[k], erf_grad[k] + rest[k], 1e-7);
+    /* and the fast kernels give the forward values in float */
+    tg_pool *pool = tg_pool_create(1);
+    float xf[5], out[5];
+    for (int k = 0; k < 5; k++)
+        xf[k] = (float)xv[k];
+    for (int o = 0; o < 4; o++) {
+        tg_kernel_args a = {.node = outs[o], .in = {xf}, .out = out, .pool = pool};
+        tg_op_get(outs[o]->op)->forward(&a);
+        for (int k = 0; k < 5; k++)
+            TG_CHECK_NEAR(out[k], want[o][k], 2e-7 * (1 + fabs(want[o][k])));
+    }
+    tg_pool_destroy(pool);
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+}
+
+/* Unbounded clip sides, min > max, NaN propagation. */
+static void test_clip_edges(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(4));
+    tg_tensor *relu6 = tg_clip(g, x, 0.0f, 6.0f);
+    tg_tensor *upper = tg_clip(g, x, -INFINITY, 1.0f);
+    tg_tensor *crossed = tg_clip(g, x, 2.0f, 1.0f);
+    TG_CHECK_OK(tg_graph_status(g));
+    const float xv[4] = {-3, 0.5f, 9, NAN};
+    const float want[3][4] = {{0, 0.5f, 6, NAN}, {-3, 0.5f, 1, NAN}, {1, 1, 1, NAN}};
+    tg_tensor *outs[3] = {relu6, upper, crossed};
+    float out[4];
+    for (int o = 0; o < 3; o++) {
+        tg_kernel_args a = {.node = outs[o], .in = {(void *)xv}, .out = out};
+        tg_op_get(TG_OP_CLIP)->forward(&a);
+        for (int k = 0; k < 3; k++)
+            TG_CHECK_NEAR(out[k], want[o][k], 0);
+        TG_CHECK(isnan(out[3]));
+    }
+    tg_graph_destroy(g);
+
+    g = tg_graph_create();
+    x = tg_input(g, "x", TG_F32, tg_shape1(4));
+    TG_CHECK(tg_clip(g, x, NAN, 1.0f) == NULL);
+    TG_CHECK(tg_graph_status(g) == TG_ERR_INVALID_ARG);
+    TG_CHECK(strstr(tg_graph_error(g), "clip: bounds [nan, 1] contain NaN") != NULL);
+    tg_graph_destroy(g);
+    g = tg_graph_create();
+    x = tg_input(g, "x", TG_F32, tg_shape1(4));
+    TG_CHECK(tg_leaky_relu(g, x, INFINITY) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "leaky_relu: alpha is inf") != NULL);
+    tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    TG_CHECK(tg_exp(g, l) == NULL); /* sticky */
+    tg_graph_destroy(g);
+    g = tg_graph_create();
+    l = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    TG_CHECK(tg_sqrt(g, l) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "sqrt: input 'labels' is i32") != NULL);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
+    TG_RUN(test_math_values);
+    TG_RUN(test_clip_edges);
+    TG_RUN(test_math_gradcheck);
+    TG_RUN(test_math_kernels);
     TG_RUN(test_values);
     TG_RUN(test_bad_inputs);
     TG_RUN(test_gradcheck);

@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""ONNX parity with PyTorch: the same network, the same initial weights, the
+same batches, trained for the same number of steps by PyTorch and by
+tilegraph (through its ONNX importer), in fp32. Prints one JSON line per
+model with the largest relative difference of the per-step losses and of the
+final weights, and both sides' training speed measured in the same run.
+
+The PyTorch side exports the model before training (torch.onnx.export with
+training=TrainingMode.TRAINING and do_constant_folding=False, so the
+initializers keep the state_dict names), writes the batches, trains, and
+writes its final weights. The tilegraph side is build/bench/bench_onnx_parity,
+which imports the same file, trains on the same batches and writes its losses
+and a safetensors checkpoint. Needs Debian's python3-torch and
+python3-torchvision (make bench-deps).
+
+usage: /usr/bin/python3 bench/onnx_parity.py [--model seed004|resnet18|all]
+           [--steps 50] [--threads 1] [--optimizer sgd|adamw] [--build build]
+"""
+import argparse, json, os, struct, subprocess, sys, tempfile, time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class ConvLayer(nn.Module):
+    def __init__(self, cin, cout, k, pool):
+        super().__init__()
+        self.conv, self.pool, self.relu = nn.Conv2d(cin, cout, k), nn.MaxPool2d(pool), nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.pool(self.conv(x)))
+
+
+class Seed004Network(nn.Module):
+    """The pipelining tutorial's network (seed 004), as in
+    ../shared/reference/torch_mnist_pipeline.py."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer1, self.layer2 = ConvLayer(1, 10, 5, 2), ConvLayer(10, 20, 5, 2)
+        self.layer3, self.layer3_act, self.layer4 = nn.Linear(320, 256), nn.ReLU(), nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = self.layer2(self.layer1(x)).view(-1, 320)
+        return self.layer4(self.layer3_act(self.layer3(x)))
+
+
+# name -> (constructor, input shape C,H,W, batch size, learning rate)
+MODELS = {
+    "seed004": (Seed004Network, (1, 28, 28), 40, {"sgd": 0.05, "adamw": 0.001}),
+    "resnet18": (lambda: __import__("torchvision").models.resnet18(num_classes=10), (3, 32, 32), 16,
+                 {"sgd": 0.01, "adamw": 0.0005}),
+}
+
+
+def export(model, shape, batch, path):
+    model.train()
+    x = torch.zeros((batch,) + shape)
+    torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+
+
+def make_optimizer(kind, params, lr):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    return torch.optim.AdamW(params, lr=lr)
+
+
+def train_torch(model, xs, ys, kind, lr):
+    """Losses per step and the seconds the steps took."""
+    opt, loss_fn, losses = make_optimizer(kind, model.parameters(), lr), nn.CrossEntropyLoss(), []
+    t0 = time.perf_counter()
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, time.perf_counter() - t0
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header, data = json.loads(f.read(n)), f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__" or info["dtype"] != "F32":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], np.float32).reshape(info["shape"])
+    return out
+
+
+def rel_diff(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-12))
+
+
+def run(name, a):
+    make, shape, batch, lrs = MODELS[name]
+    lr = lrs[a.optimizer]
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(a.threads)
+    model = make()
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    xs = [torch.randn((batch,) + shape, generator=gen) for _ in range(a.steps)]
+    ys = [torch.randint(0, 10, (batch,), generator=gen) for _ in range(a.steps)]
+    with tempfile.TemporaryDirectory(prefix="tg-parity-") as d:
+        onnx_path, data_path = os.path.join(d, "model.onnx"), os.path.join(d, "batches.bin")
+        export(model, shape, batch, onnx_path)
+        with open(data_path, "wb") as f:
+            for x in xs:
+                f.write(x.numpy().astype(np.float32).tobytes())
+            for y in ys:
+                f.write(y.numpy().astype(np.int32).tobytes())
+        torch_losses, torch_s = train_torch(model, xs, ys, a.optimizer, lr)
+        ckpt, losses_path = os.path.join(d, "tg.safetensors"), os.path.join(d, "losses.json")
+        cmd = [os.path.join(a.build, "bench", "bench_onnx_parity"), onnx_path, data_path,
+               "--steps", str(a.steps), "--batch-size", str(batch), "--optimizer", a.optimizer,
+               "--lr", repr(lr), "--threads", str(a.threads), "--save", ckpt,
+               "--losses", losses_path]
+        subprocess.run(cmd, check=True)
+        with open(losses_path) as f:
+            tg = json.load(f)
+        tg_weights = read_safetensors(ckpt)
+    torch_weights = {k: v.detach().numpy() for k, v in model.state_dict().items()
+                     if v.dtype == torch.float32}
+    # tilegraph keeps a batch norm's running mean and variance as the rows of
+    # one [2, C] state tensor, "<module>.running_stats"
+    for k in list(tg_weights):
+        if k.endswith(".running_stats"):
+            stats = tg_weights.pop(k)
+            tg_weights[k[:-len("stats")] + "mean"], tg_weights[k[:-len("stats")] + "var"] = stats
+    missing = sorted(set(torch_weights) - set(tg_weights))
+    weight_diff = max(rel_diff(tg_weights[k], v) for k, v in torch_weights.items() if k in tg_weights)
+    loss_diff = max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(tg["losses"], torch_losses))
+    result = {
+        "bench": "onnx_parity", "model": name, "optimizer": a.optimizer, "steps": a.steps,
+        "batch_size": batch, "threads": a.threads,
+        "max_rel_loss_diff": loss_diff, "max_rel_weight_diff": weight_diff,
+        "first_loss": [tg["losses"][0], torch_losses[0]],
+        "last_loss": [tg["losses"][-1], torch_losses[-1]],
+        "weights_compared": len(torch_weights) - len(missing), "weights_missing": missing,
+        "tilegraph_samples_per_s": round(a.steps * batch / tg["seconds"], 1),
+        "pytorch_samples_per_s": round(a.steps * batch / torch_s, 1),
+        "system": "pytorch-" + torch.__version__,
+    }
+    result["speed_ratio"] = round(result["tilegraph_samples_per_s"] / result["pytorch_samples_per_s"], 3)
+    print(json.dumps(result), flush=True)
+    return loss_diff < 1e-3 and not missing
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="all", choices=["all"] + sorted(MODELS))
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
+    a = ap.parse_args()
+    names = sorted(MODELS) if a.model == "all" else [a.model]
+    ok = all([run(n, a) for n in names])
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
