@@ -156,6 +156,33 @@ var SUMMARY_KEYS = [['program', 'program'], ['target', 'target'], ['strategy', '
   ['tensors', 'tensors'], ['steps', 'program steps'], ['transfers', 'transfers'],
   ['arena_bytes', 'arena bytes (one replica)'], ['flops_per_run', 'FLOPs per run'], ['tilegraph_version', 'version'],
   ['created', 'created']];
+/* Tiled targets (mk2), as PopVision's summary shows an IPU: tiles, the
+ * memory of a tile, a device and all devices, and the graph's compute sets,
+ * vertices and edges (the same figures as `tilegraph analyse summary`). */
+function renderTiledSummary(sec, a, b) {
+  var tiled = function (r) { return r && +(r.meta.tiles_per_device || 0) > 0; };
+  if (!tiled(a) && !tiled(b)) return;
+  var fig = function (r, k) {
+    if (!tiled(r)) return null;
+    var m = r.meta, tiles = +m.tiles_per_device, per = +m.memory_per_tile, n = (+m.devices || 1) * (+m.replicas || 1);
+    return { tiles_per_device: tiles, tiles_all: tiles * n, workers_per_tile: +m.workers_per_tile, compute_sets: +m.compute_sets,
+             vertices: +m.vertices, edges: +m.edges, memory_per_tile: per, memory_per_device: tiles * per, memory_all: tiles * per * n }[k];
+  };
+  var rows = [['tiles_per_device', 'tiles per device'], ['tiles_all', 'tiles in all'], ['workers_per_tile', 'worker threads per tile'],
+    ['compute_sets', 'compute sets'], ['vertices', 'vertices'], ['edges', 'edges'], ['memory_per_tile', 'memory per tile'],
+    ['memory_per_device', 'memory per device'], ['memory_all', 'memory of all devices']].map(function (k) {
+    var exact = function (x) { return String(x).replace(/\B(?=(\d{3})+(?!\d))/g, ','); };
+    var fmt = /memory/.test(k[0]) ? fmtBytes : exact, va = fig(a, k[0]), cells = [td(k[1]), td(va == null ? '-' : fmt(va), 'num', { id: 'tiled-' + k[0], 'data-value': va == null ? '' : va })];
+    if (b) {
+      var vb = fig(b, k[0]);
+      cells.push(td(vb == null ? '-' : fmt(vb), 'num', { id: 'tiled-b-' + k[0], 'data-value': vb == null ? '' : vb }));
+      cells = cells.concat(va != null && vb != null ? diffCells(va, vb, fmt) : [td(''), td('')]);
+    }
+    return el('tr', null, cells);
+  });
+  sec.appendChild(el('h2', null, 'Target (tiles)'));
+  sec.appendChild(table(b ? ['', 'source', 'target', 'diff', 'diff %'] : ['', 'value'], rows, { id: 'summary-tiles' }));
+}
 renderers.summary = function (sec) {
   var a = reports[0], b = reports[1];
   sec.appendChild(el('div', { cls: 'cards' },
@@ -167,6 +194,13 @@ renderers.summary = function (sec) {
   var isNum = function (k) { return /^-?\d+(\.\d+)?$/.test(a.meta[k] || ''); };
   var hdr = b ? ['', 'source (' + a.path + ')', 'target (' + b.path + ')', 'diff', 'diff %'] : ['', 'value'];
   sec.appendChild(table(hdr, SUMMARY_KEYS.filter(function (k) { return k[0] in a.meta || (b && k[0] in b.meta); }).map(function (k) {
+    /* a pipeline schedule means nothing on one device: name none (as analyse does) */
+    var sched = function (r) { return r.nDevices === 1 ? 'none (one device)' : r.meta.schedule; };
+    if (k[0] === 'schedule') {
+      var sc = [td(k[1]), td(sched(a), '', { id: 'meta-schedule', 'data-value': sched(a) })];
+      if (b) sc.push(td(sched(b), '', { id: 'meta-b-schedule', 'data-value': sched(b) }), td(sched(a) === sched(b) ? '' : 'differs'), td(''));
+      return el('tr', null, sc);
+    }
     var va = a.meta[k[0]], fmt = /bytes/.test(k[0]) ? function (x) { return fmtBytes(+x); } : isNum(k[0]) ? function (x) { return fmtNum(+x); } : String;
     var cells = [td(k[1]), td(va == null ? '-' : fmt(va), isNum(k[0]) ? 'num' : '', { id: 'meta-' + k[0], 'data-value': va })];
     if (b) {
@@ -177,6 +211,7 @@ renderers.summary = function (sec) {
     }
     return el('tr', null, cells);
   }), { id: 'summary-meta' }));
+  renderTiledSummary(sec, a, b);
   sec.appendChild(el('h2', null, 'Per device'));
   var nd = Math.max(a.nDevices, b ? b.nDevices : 0), rows = [];
   for (var d = 0; d < nd; d++) {

@@ -218,6 +218,17 @@ MDB=$WORK/mk2/training/profile.sqlite
 M=$WORK/mk2.html
 mq() { sqlite3 "$MDB" "$1"; }
 "$TG" report "$WORK/mk2" -o "$M" > /dev/null || fail "mk2 report exited $?"
+# Summary on mk2: tiles, memory per tile / device / all devices, compute sets, vertices, edges
+browse summary "$WORK/mk2sum.html" "$M"
+errors_empty "$WORK/mk2sum.html" "mk2 summary"
+mv() { mq "SELECT CAST(value AS INTEGER) FROM meta WHERE key = '$1'"; }
+n=$(( $(mv devices) * $(mv replicas) ))
+want="$(mv tiles_per_device) $(( $(mv tiles_per_device) * n )) $(mv compute_sets) $(mv vertices) $(mv edges) $(mv memory_per_tile) $(( $(mv tiles_per_device) * $(mv memory_per_tile) )) $(( $(mv tiles_per_device) * $(mv memory_per_tile) * n ))"
+got=""
+for k in tiles_per_device tiles_all compute_sets vertices edges memory_per_tile memory_per_device memory_all; do
+    got="$got $(attr "$WORK/mk2sum.html" tiled-$k data-value)"
+done
+[ "${got# }" = "$want" ] && ok "mk2 summary: $want" || fail "mk2 summary: page '${got# }', profile '$want'"
 tmax=$(mq "SELECT tile FROM (SELECT tile, SUM(bytes) s FROM tiles WHERE device = 0 GROUP BY tile) ORDER BY s DESC, tile LIMIT 1")
 browse "memory/tdev=0&tile=$tmax" "$WORK/mk2mem.html" "$M"
 errors_empty "$WORK/mk2mem.html" "mk2 memory"

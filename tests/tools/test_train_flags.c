@@ -107,6 +107,26 @@ static void test_sum_accuracy(void)
     TG_CHECK(strstr(tg_cli_output, "\"train_accuracy\":null") == NULL);
 }
 
+/* issue 15, item 7: a strategy that cannot divide a model without blocks
+ * is refused, not run on one device; a one-device program names no
+ * pipeline schedule */
+static void test_strategy_without_blocks(void)
+{
+    EXPECT(TRAIN "--strategy pipelined", 1, "this model has none");
+    EXPECT("compile --model fashion-basic --strategy sharded", 1, "use --strategy single");
+    EXPECT("compile --model fashion-basic", 0, "schedule none (one device)");
+    EXPECT("compile --model mnist-pipeline", 0, "schedule none (one device)");
+    EXPECT("compile --model mnist-pipeline --json", 0, "\"schedule\":\"none\"");
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 4", 0,
+           "4 devices");
+    TG_CHECK(strstr(tg_cli_output, "schedule none") == NULL);
+    char args[600];
+    snprintf(args, sizeof args, TRAIN "--profile-dir %s/single", tmpdir);
+    EXPECT(args, 0, "test accuracy");
+    snprintf(args, sizeof args, "analyse %s/single summary", tmpdir);
+    EXPECT(args, 0, "none (one device)");
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -122,6 +142,7 @@ int main(void)
     TG_RUN(test_target_flag);
     TG_RUN(test_return_period);
     TG_RUN(test_sum_accuracy);
+    TG_RUN(test_strategy_without_blocks);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
