@@ -369,7 +369,10 @@ timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --di
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
     --window-size=1400,1700 --screenshot="$SHOTS/compare-tiles.png" "file://$MC#memory" > /dev/null 2>&1
-for f in memory-tiles host ops-graph compare-operations compare-host compare-tiles; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1100 --screenshot="$SHOTS/summary-mk2.png" "file://$M#summary" > /dev/null 2>&1
+for f in memory-tiles host ops-graph compare-operations compare-host compare-tiles summary-mk2; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
 cp "$M" "$SHOTS/report-mk2.html"
 cp "$R" "$SHOTS/report.html"
 echo "screenshots: $SHOTS"
