@@ -92,6 +92,7 @@ function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
   ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
+  r.insights = raw.insights || null;
   r.nDevices = r.devices.length;
   r.deviceTotal = r.devices.map(function (d) {
     return sum(r.memory.filter(function (m) { return m.device === d.device && inArena(m.category); }), function (m) { return m.bytes; });
@@ -115,7 +116,7 @@ try {
 } catch (e) { reportError('cannot read the report data: ' + e.message); }
 
 /* ---- tabs and hash ---- */
-var TABS = [['summary', 'Summary'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
+var TABS = [['summary', 'Summary'], ['insights', 'Insights'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
             ['operations', 'Operations'], ['trace', 'Execution Trace'], ['host', 'Host']];
 var renderers = {};
 /* Render times (ms) of each tab shown, and data-load: from navigation start
@@ -148,6 +149,42 @@ function route() {
   void document.body.offsetHeight; /* include the layout in the time */
   timings.setAttribute('data-tab-' + h.tab, (performance.now() - t0).toFixed(1));
 }
+
+/* ---- Insights: the tables and sentences of `tilegraph analyse insights`,
+ * built by the same C code (report_data.c), shown as they are ---- */
+function fmtKind(kind, v) {
+  if (v == null) return '-';
+  if (kind === 'bytes') return fmtBytes(v);
+  if (kind === 'ns') return fmtNs(v);
+  if (kind === 'frac') return pct(v);
+  if (kind === 'count' || kind === 'id') return String(v);
+  if (kind === 'num') return fmtNum(v);
+  return String(v);
+}
+function renderInsightsOf(sec, r, sfx) {
+  var ins = r.insights;
+  if (!ins) { sec.appendChild(el('p', { cls: 'muted' }, 'This report holds no insights (written by an older tilegraph).')); return; }
+  if (ins.error) { sec.appendChild(el('p', { id: 'insights-error' + sfx }, 'The insights cannot be built: ' + ins.error)); return; }
+  ins.tables.forEach(function (t, ti) {
+    var keep = t.kinds.map(function (k, c) { return k !== 'bar' ? c : -1; }).filter(function (c) { return c >= 0; });
+    sec.appendChild(el('h3', null, t.title));
+    sec.appendChild(table(keep.map(function (c) { return t.cols[c]; }), t.rows.map(function (row) {
+      return el('tr', null, keep.map(function (c) {
+        var k = t.kinds[c], text = k === 'text' || k === 'label';
+        return td(fmtKind(k, row[c]), text ? '' : 'num', { 'data-col': t.cols[c], 'data-value': row[c] == null ? '' : row[c] });
+      }));
+    }), { id: 'insights' + sfx + '-' + ti, 'data-title': t.title }));
+  });
+  sec.appendChild(el('h3', null, 'What they say'));
+  sec.appendChild(el('ul', { id: 'insights-notes' + sfx, 'data-count': ins.notes.length }, ins.notes.map(function (n) { return el('li', null, n); })));
+}
+renderers.insights = function (sec) {
+  sec.appendChild(el('p', { cls: 'muted' }, 'What to look at first, for memory and for time: the same tables and sentences as tilegraph analyse REPORT insights.'));
+  reports.forEach(function (r, i) {
+    if (reports.length > 1) sec.appendChild(el('h2', null, (i ? 'B (target): ' : 'A (source): ') + r.path));
+    renderInsightsOf(sec, r, i ? '-b' : '');
+  });
+};
 
 /* ---- Summary ---- */
 var SUMMARY_KEYS = [['program', 'program'], ['target', 'target'], ['strategy', 'strategy'], ['schedule', 'schedule'],

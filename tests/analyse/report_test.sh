@@ -114,6 +114,17 @@ got=$(attr "$WORK/live.html" liveness-device-$dev data-always-live)
 [ "$got" = "$al" ] && [ "$al" -gt 0 ] && ok "liveness chart draws the always-live baseline ($got)" \
     || fail "liveness chart baseline: page '$got', profile $al"
 
+# ---- Insights: the tables of `analyse insights`, each device's total = its arena
+browse insights "$WORK/ins.html" "$R"
+errors_empty "$WORK/ins.html" insights
+got=$(grep -o '<table id="insights-0" data-title="Memory".*' "$WORK/ins.html" | sed 's#</table>.*##' \
+      | grep -o 'data-col="total" data-value="[0-9]*"' | sed 's/.*data-value="\([0-9]*\)"/\1/' | awk '{ s += $1 } END { print s + 0 }')
+want=$(q "SELECT SUM(arena_bytes) FROM devices")
+[ "$got" = "$want" ] && ok "insights: memory totals $got" || fail "insights memory totals: page '$got', profile $want"
+n=$(attr "$WORK/ins.html" insights-notes data-count)
+[ -n "$n" ] && [ "$n" -gt 3 ] && grep -q 'the pipeline bubble' "$WORK/ins.html" && ok "insights: $n sentences" \
+    || fail "insights sentences: '$n'"
+
 # ---- Execution Trace: busy share per device over the whole host step 0
 browse trace "$WORK/trace.html" "$R"
 errors_empty "$WORK/trace.html" trace
@@ -229,6 +240,15 @@ for k in tiles_per_device tiles_all compute_sets vertices edges memory_per_tile 
     got="$got $(attr "$WORK/mk2sum.html" tiled-$k data-value)"
 done
 [ "${got# }" = "$want" ] && ok "mk2 summary: $want" || fail "mk2 summary: page '${got# }', profile '$want'"
+# Insights on mk2: the fullest tile of each device against a tile's memory
+browse insights "$WORK/mk2ins.html" "$M"
+errors_empty "$WORK/mk2ins.html" "mk2 insights"
+got=$(grep -o '<table id="insights-[0-9]*" data-title="Fullest tile per device".*' "$WORK/mk2ins.html" | sed 's#</table>.*##' \
+      | grep -o 'data-col="bytes" data-value="[0-9]*"' | sed 's/.*data-value="\([0-9]*\)"/\1/' | tr '\n' ' ')
+want=$(mq "SELECT MAX(s) FROM (SELECT device, SUM(bytes) s FROM tiles GROUP BY device, tile) GROUP BY device ORDER BY device" | tr '\n' ' ')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "mk2 insights: fullest tiles $got" || fail "mk2 insights fullest tiles: page '$got', profile '$want'"
+grep -q 'the limit of a device is' "$WORK/mk2ins.html" && ok "mk2 insights: the tile memory is the limit" \
+    || fail "mk2 insights: no tile-memory limit sentence"
 tmax=$(mq "SELECT tile FROM (SELECT tile, SUM(bytes) s FROM tiles WHERE device = 0 GROUP BY tile) ORDER BY s DESC, tile LIMIT 1")
 browse "memory/tdev=0&tile=$tmax" "$WORK/mk2mem.html" "$M"
 errors_empty "$WORK/mk2mem.html" "mk2 memory"
@@ -340,7 +360,7 @@ rc=$?
     || fail "different targets: exit $rc, $(cat "$WORK/err.txt")"
 
 # ---- Screenshots of each tab, for people to look at
-for t in summary memory "liveness/device=1&step=$step&step2=1" program operations trace; do
+for t in summary insights memory "liveness/device=1&step=$step&step2=1" program operations trace; do
     name=${t%%/*}
     prof=$(mktemp -d "$WORK/chrome.XXXXXX")
     timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
