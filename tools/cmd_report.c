@@ -27,16 +27,20 @@ static int check_output(const char *out, tg_profile_reader *const *r, int n)
     if (stat(out, &so) != 0)
         return 0; /* a new file */
     if (S_ISDIR(so.st_mode)) {
-        fprintf(stderr, "tilegraph report: -o '%s' is a directory; name the HTML file to write, "
-                        "e.g. -o %s/report.html\n", out, out);
+        fprintf(stderr,
+                "tilegraph report: -o '%s' is a directory; name the HTML file to write, "
+                "e.g. -o %s/report.html\n",
+                out, out);
         return 1;
     }
     for (int i = 0; i < n; i++)
         if (stat(tg_profile_reader_path(r[i]), &si) == 0 && si.st_dev == so.st_dev &&
             si.st_ino == so.st_ino) {
-            fprintf(stderr, "tilegraph report: -o '%s' is the profile being read (%s); "
-                            "writing the page there would destroy it: choose another file, "
-                            "e.g. -o report.html\n", out, tg_profile_reader_path(r[i]));
+            fprintf(stderr,
+                    "tilegraph report: -o '%s' is the profile being read (%s); "
+                    "writing the page there would destroy it: choose another file, "
+                    "e.g. -o report.html\n",
+                    out, tg_profile_reader_path(r[i]));
             return 1;
         }
     return 0;
@@ -106,8 +110,10 @@ static int write_atomically(const char *out, const char *json, size_t json_len)
         err = errno;
     if (err) {
         unlink(tmp);
-        fprintf(stderr, "tilegraph report: cannot write '%s': %s (any previous file is left "
-                        "as it was)\n", out, strerror(err));
+        fprintf(stderr,
+                "tilegraph report: cannot write '%s': %s (any previous file is left "
+                "as it was)\n",
+                out, strerror(err));
         return 1;
     }
     return 0;
@@ -119,12 +125,14 @@ int cmd_report(int argc, char **argv)
     cli_flag flags[] = {
         {"-o", CLI_STRING, &out, "FILE", "the HTML file to write", 1, 0},
     };
-    cli_command cmd = {"report", "write a self-contained HTML report of a profile",
+    cli_command cmd = {"report",
+                       "write a self-contained HTML report of a profile",
                        "tilegraph report REPORT [OTHER] [-o report.html]",
                        "REPORT and OTHER are profile.sqlite files or directories holding "
                        "training/profile.sqlite (autoReport.directory). With OTHER the page "
                        "compares the two. The page needs no network and opens in any browser.",
-                       flags, (int)(sizeof flags / sizeof flags[0])};
+                       flags,
+                       (int)(sizeof flags / sizeof flags[0])};
     /* positional arguments first, then the flags */
     const char *pos[2] = {NULL, NULL};
     int n_pos = 0;
@@ -174,8 +182,9 @@ int cmd_report(int argc, char **argv)
         snprintf(ta, sizeof ta, "%s", tg_profile_reader_meta(r[0], "target"));
         const char *tb = tg_profile_reader_meta(r[1], "target");
         if (strcmp(ta, tb) != 0) {
-            fprintf(stderr, "tilegraph report: %s and %s are profiles of different targets "
-                            "('%s' and '%s'); compare reports of the same target\n",
+            fprintf(stderr,
+                    "tilegraph report: %s and %s are profiles of different targets "
+                    "('%s' and '%s'); compare reports of the same target\n",
                     path[0], path[1], ta, tb);
             goto done;
         }

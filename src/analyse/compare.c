@@ -14,7 +14,10 @@
 #include <math.h>
 #include <string.h>
 
-static bool is_key(tg_an_kind k) { return k == TG_AN_TEXT || k == TG_AN_ID; }
+static bool is_key(tg_an_kind k)
+{
+    return k == TG_AN_TEXT || k == TG_AN_ID;
+}
 
 static const tg_an_cell *cell(const tg_an_table *t, int r, int c)
 {
@@ -88,7 +91,7 @@ static int *map_slot(str_map *m, const char *key, bool insert)
 
 typedef struct keyed_rows {
     int n;
-    char **full; /* each row's full key, owned */
+    char **full;  /* each row's full key, owned */
     str_map rows; /* full key -> row */
 } keyed_rows;
 
@@ -284,7 +287,10 @@ static tg_status compare_table(const tg_an_table *a, const tg_an_table *b, tg_an
 
 /* The per-device top-tile lists (tiled targets) hold every tile when
  * compared (compare lifts --top), thousands of rows of unrelated tiles. */
-static bool skip_table(const tg_an_table *t) { return !strncmp(t->title, "Top tiles", 9); }
+static bool skip_table(const tg_an_table *t)
+{
+    return !strncmp(t->title, "Top tiles", 9);
+}
 
 tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *out)
 {

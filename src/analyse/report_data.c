@@ -23,8 +23,8 @@
  * numbers as numbers (no value: null), kinds by name ("bytes", "ns", ...),
  * so the page shows the same figures and sentences. A profile the view
  * refuses gives {"error": message}, and the rest of the page still works. */
-static const char *const kind_names[TG_AN_KIND_COUNT] = {"text",  "id",    "label", "bar", "count",
-                                                         "bytes", "ns",    "frac",  "num"};
+static const char *const kind_names[TG_AN_KIND_COUNT] = {"text",  "id", "label", "bar", "count",
+                                                         "bytes", "ns", "frac",  "num"};
 
 static void write_view_table(const tg_an_table *t, tg_json_writer *w)
 {
@@ -250,7 +250,8 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
     int64_t tiles_per_device = 0;
     sqlite3 *db = tg_profile_reader_db(r);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta ORDER BY key", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta ORDER BY key", -1, &st, NULL) !=
+        SQLITE_OK)
         return tg_error(TG_ERR_FORMAT, "%s: cannot read meta (%s)", tg_profile_reader_path(r),
                         sqlite3_errmsg(db));
     tg_json_begin_object(w);
@@ -286,8 +287,8 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
      * before the table existed simply have no graph. */
     if (has_table(db, "op_edges")) {
         tg_json_key(w, "op_edges");
-        tg_status s = write_table(r, "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer",
-                                  w);
+        tg_status s = write_table(
+            r, "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer", w);
         if (s != TG_OK)
             return s;
     }
@@ -295,10 +296,11 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
      * timeline, flame graph and call tree from them. */
     if (has_table(db, "host_trace")) {
         tg_json_key(w, "host_trace");
-        tg_status s = write_table(r,
-                                  "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
-                                  "WHERE kind = 'region' ORDER BY thread, start_ns, depth",
-                                  w);
+        tg_status s =
+            write_table(r,
+                        "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
+                        "WHERE kind = 'region' ORDER BY thread, start_ns, depth",
+                        w);
         if (s != TG_OK)
             return s;
     }

@@ -62,7 +62,9 @@ static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
         tg_an_note(v, "memory: device %d's fullest tile (%d) holds %s of its %s (%.0f%%)%s", d,
                    tile, tg_an_format(TG_AN_BYTES, bytes, a, sizeof a),
                    tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b), 100 * frac,
-                   frac > 1 ? ": over capacity" : frac >= 0.9 ? ": close to the limit" : "");
+                   frac > 1      ? ": over capacity"
+                   : frac >= 0.9 ? ": close to the limit"
+                                 : "");
     }
     sqlite3_finalize(st);
     return TG_OK;
@@ -106,8 +108,9 @@ static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_a
         tg_an_note(v, "offloading: none (no tensor is kept in host memory and the update "
                       "phase streams nothing)");
     else
-        tg_an_note(v, "offloading: %s kept in host memory; the update phase of the first "
-                      "recorded host step streams %s in and %s out for it%s",
+        tg_an_note(v,
+                   "offloading: %s kept in host memory; the update phase of the first "
+                   "recorded host step streams %s in and %s out for it%s",
                    tg_an_format(TG_AN_BYTES, offloaded, a, sizeof a),
                    tg_an_format(TG_AN_BYTES, in, b, sizeof b),
                    tg_an_format(TG_AN_BYTES, out, c, sizeof c),
@@ -120,8 +123,8 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     (void)f;
     char a[32], b[32], c[32];
     /* ---- memory ---- */
-    static const char *const mcols[] = {"device", "largest category", "bytes", "share", "total",
-                                        "of limit"};
+    static const char *const mcols[] = {"device", "largest category", "bytes", "share",
+                                        "total",  "of limit"};
     static const tg_an_kind mkinds[] = {TG_AN_ID,   TG_AN_LABEL, TG_AN_BYTES,
                                         TG_AN_FRAC, TG_AN_BYTES, TG_AN_FRAC};
     tg_an_table *mt = tg_an_table_add(v, "Memory", 6, mcols, mkinds);
@@ -199,20 +202,23 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
 
-    tg_an_note(v, "time: the longest stage is device %d with %s of compute; perfectly balanced "
-                  "stages would take %s each, %s (%.0f%%) less",
+    tg_an_note(v,
+               "time: the longest stage is device %d with %s of compute; perfectly balanced "
+               "stages would take %s each, %s (%.0f%%) less",
                longest, tg_an_format(TG_AN_NS, t.execute[longest], a, sizeof a),
                tg_an_format(TG_AN_NS, balanced, b, sizeof b),
                tg_an_format(TG_AN_NS, gain, c, sizeof c),
                t.execute[longest] > 0 ? 100 * gain / t.execute[longest] : 0.0);
     if (pipelined)
-        tg_an_note(v, "time: the pipeline bubble (devices not computing) is %.1f%% measured "
-                      "against %.1f%% in theory for %d stages and %d micro-batches, "
-                      "(N-1)/(m+N-1)",
+        tg_an_note(v,
+                   "time: the pipeline bubble (devices not computing) is %.1f%% measured "
+                   "against %.1f%% in theory for %d stages and %d micro-batches, "
+                   "(N-1)/(m+N-1)",
                    100 * bubble, 100 * theory, n, m);
     else
-        tg_an_note(v, "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
-                      "no theoretical bubble applies)",
+        tg_an_note(v,
+                   "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
+                   "no theoretical bubble applies)",
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
     tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
                tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
