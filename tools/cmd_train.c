@@ -263,10 +263,18 @@ int cmd_train(int argc, char **argv)
     int64_t updates_per_epoch = tg_loader_steps_per_epoch(loader) * per_step / per_update;
     if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
         goto done;
+    double compile_start = cli_now();
     if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||
         tg_session_create(mg.graph, o, &s) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
+    }
+    /* PopTorch's line, so a user sees that and how long the graph compiled
+     * (the graph, its passes and the plans: all before the first step) */
+    if (!a.json) {
+        char t[32];
+        printf("Graph compilation: 100%% (%s)\n",
+               cli_duration(cli_now() - compile_start, t, sizeof t));
     }
     if (a.load && tg_checkpoint_load(s, a.load, ctx.model->name) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());

@@ -5,7 +5,7 @@
  * `compare` list the host view in --help and in the unknown-view error;
  * `train --target` and `--output-return-period` exist and take effect;
  * `--output-mode sum` says the train accuracy is not available instead of
- * printing 0.00%. */
+ * printing 0.00%; train prints "Graph compilation: 100%" with the time. */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
@@ -127,6 +127,14 @@ static void test_strategy_without_blocks(void)
     EXPECT(args, 0, "none (one device)");
 }
 
+/* "Graph compilation: 100%" and the time, as PopTorch prints it; not in JSON */
+static void test_compile_line(void)
+{
+    EXPECT(TRAIN, 0, "Graph compilation: 100% (");
+    EXPECT(TRAIN "--json", 0, "\"epoch\":1");
+    TG_CHECK(strstr(tg_cli_output, "Graph compilation") == NULL);
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -143,6 +151,7 @@ int main(void)
     TG_RUN(test_return_period);
     TG_RUN(test_sum_accuracy);
     TG_RUN(test_strategy_without_blocks);
+    TG_RUN(test_compile_line);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
