@@ -894,7 +894,38 @@ renderers.trace = function (sec, args) {
     return el('tr', null, td(p[0], 'num'), td(p[1]), td(String(v.length), 'num'), td(fmtNs(sum(v, function (x) { return x; }) / v.length), 'num'),
       td(fmtNs(Math.min.apply(null, v)), 'num'), td(fmtNs(Math.max.apply(null, v)), 'num'));
   })));
+  renderTransfers(sec, r);
 };
+
+/* Bytes per host stream and per inter-device copy in host step 0 (replica
+ * 0), as `tilegraph analyse trace` lists them: a copy is recorded on the
+ * sender (Tx) with the receiver as peer; the receiver's Rx rows are the same
+ * events seen from the other side. */
+function renderTransfers(sec, r) {
+  var groups = {}, add = function (device, what, peer, e) {
+    var k = device + '|' + what + '|' + peer, g = groups[k] = groups[k] || { device: device, what: what, peer: peer, n: 0, bytes: 0, ns: 0 };
+    g.n++; g.bytes += e.bytes || 0; g.ns += e.e - e.s;
+  };
+  r.trace.forEach(function (e) {
+    if (e.replica !== 0) return;
+    if (e.kind === 'stream from host') add(e.device, 'stream from host (Rx)', -1, e);
+    else if (e.kind === 'stream to host') add(e.device, 'stream to host (Tx)', -1, e);
+    else if (e.kind === 'copy to device') { add(e.device, 'copy to device (Tx)', e.peer, e); if (e.peer >= 0) add(e.peer, 'copy from device (Rx)', e.device, e); }
+  });
+  var list = Object.keys(groups).map(function (k) { return groups[k]; })
+    .sort(function (a, b) { return a.device - b.device || (a.what < b.what ? -1 : a.what > b.what ? 1 : 0) || a.peer - b.peer; });
+  sec.appendChild(el('h2', null, 'Transfers (host step 0, replica 0)'));
+  if (!list.length) {
+    sec.appendChild(el('p', { cls: 'muted', id: 'transfers-none' }, 'The trace records no host streams or inter-device copies' + (r.tiles ? ' (the mk2 cycle model times compute only).' : '.')));
+    return;
+  }
+  sec.appendChild(table(['device', 'transfer', 'peer', 'count', 'bytes', 'time', 'GB/s'], list.map(function (g) {
+    return el('tr', { 'data-device': g.device, 'data-transfer': g.what, 'data-peer': g.peer, 'data-count': g.n, 'data-bytes': g.bytes },
+      td(String(g.device), 'num'), td(g.what), td(g.peer >= 0 ? String(g.peer) : 'host'), td(String(g.n), 'num'), td(fmtBytes(g.bytes), 'num'),
+      td(fmtNs(g.ns), 'num'), td(g.ns > 0 ? (g.bytes / g.ns).toFixed(3) : '-', 'num'));
+  }), { id: 'transfers', 'data-rows': list.length }));
+  sec.appendChild(el('p', { cls: 'muted' }, 'GB/s = bytes / time, the time including any wait for a free slot.'));
+}
 
 /* ---- Memory per tile (tiled targets) ----
  * data.tiles = {per_device: N, devices: [{device, bytes: {category: [N]}}]}.

@@ -136,6 +136,18 @@ for d in $(q "SELECT device FROM devices"); do
     [ -n "$got" ] && [ "$got" = "$want" ] && ok "device $d busy $got" || fail "device $d busy: page '$got', profile '$want'"
 done
 grep -q 'id="pipeline-phases"' "$WORK/trace.html" && ok "pipeline phases shown" || fail "no pipeline phases"
+# transfers: bytes per device, transfer and peer (Tx on the sender, Rx on the receiver), as in analyse trace
+want=$(q "SELECT device || '|Tx|' || peer || '|' || COUNT(*) || '|' || SUM(bytes) FROM trace WHERE run = 0 AND replica = 0
+          AND kind = 'copy to device' GROUP BY device, peer
+          UNION ALL SELECT peer || '|Rx|' || device || '|' || COUNT(*) || '|' || SUM(bytes) FROM trace WHERE run = 0
+          AND replica = 0 AND kind = 'copy to device' GROUP BY device, peer
+          UNION ALL SELECT device || '|host-in|-1|' || COUNT(*) || '|' || SUM(bytes) FROM trace WHERE run = 0
+          AND replica = 0 AND kind = 'stream from host' GROUP BY device" | LC_ALL=C sort)
+got=$(grep -o '<tr data-device="[0-9]*" data-transfer="[^"]*" data-peer="-*[0-9]*" data-count="[0-9]*" data-bytes="[0-9]*"' "$WORK/trace.html" \
+      | sed 's/<tr data-device="\([0-9]*\)" data-transfer="\([^"]*\)" data-peer="\(-*[0-9]*\)" data-count="\([0-9]*\)" data-bytes="\([0-9]*\)"/\1|\2|\3|\4|\5/' \
+      | sed 's/|copy to device (Tx)|/|Tx|/; s/|copy from device (Rx)|/|Rx|/; s/|stream from host (Rx)|/|host-in|/' | grep -v 'stream to host' | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "transfers: $(echo $got | wc -w) device/peer rows match" \
+    || fail "transfers: page [$(echo $got)], profile [$(echo $want)]"
 
 # ---- Operations and Program Tree: every op and every step is shown
 browse "operations/sort=flops" "$WORK/ops.html" "$R"
