@@ -9,7 +9,8 @@ CMAKE_ARGS ?=
 
 # Every Debian package the project needs, and why (docs/dependencies.md).
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
-               libsqlite3-dev sqlite3 dataset-fashion-mnist clang chromium
+               libsqlite3-dev sqlite3 dataset-fashion-mnist clang chromium \
+               libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
 .PHONY: all demo test build deps bench-deps bench format asan tsan fuzz clean

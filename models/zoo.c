@@ -3,6 +3,7 @@
 #include "tilegraph/models.h"
 
 #include "core/error.h"
+#include "onnx_model.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -162,7 +163,8 @@ tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_o
         x = tg_normalize_u8(g, x, mean, std);
     }
     tg_tensor **loss = opt ? &out->loss : NULL;
-    tg_status s = m->build_for ? m->build_for(g, &shape, x, out->labels, &out->output, loss)
+    tg_status s = m->onnx ? tg_model_onnx_build(m, g, x, out->labels, &out->output, loss)
+                  : m->build_for ? m->build_for(g, &shape, x, out->labels, &out->output, loss)
                                : m->build(g, x, out->labels, &out->output, loss);
     if (s == TG_OK && tg_graph_status(g) != TG_OK)
         s = tg_error(tg_graph_status(g), "%s", tg_graph_error(g));

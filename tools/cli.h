@@ -69,5 +69,6 @@ int cmd_options(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_analyse(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 #endif

@@ -248,7 +248,7 @@ int cmd_compile(int argc, char **argv)
     device_args dev;
     device_args_defaults(&dev);
     cli_flag flags[64] = {
-        {"--model", CLI_STRING, &model, "NAME", "model from the zoo", 1, 0},
+        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0},
         {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6},
         {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam or adamw (its state is planned)", 1, 0},
         {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
@@ -275,16 +275,17 @@ int cmd_compile(int argc, char **argv)
     int r = cli_parse(&cmd, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
-    const tg_model_spec *m = tg_model_find(model);
+    const tg_model_spec *m = NULL;
     int kind = tg_optimizer_parse(optimizer);
-    if (!m || kind < 0) {
+    if (kind < 0 || tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n",
-                m ? "unknown optimizer (sgd, adam or adamw)" : tg_error_message());
+                kind < 0 ? "unknown optimizer (sgd, adam or adamw)" : tg_error_message());
         return 1;
     }
     tg_model_input in = tg_model_default_input(m);
     if (input && tg_model_input_parse(input, &in) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --input: %s\n", tg_error_message());
+        tg_model_close(m);
         return 2;
     }
     if (classes > 0)
@@ -292,15 +293,19 @@ int cmd_compile(int argc, char **argv)
     in.eight_bit = eight_bit;
     if (stem && tg_model_stem_parse(stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --stem: %s\n", tg_error_message());
+        tg_model_close(m);
         return 2;
     }
     tg_options *o = device_options(&dev, "compile", inference);
-    if (!o)
+    if (!o) {
+        tg_model_close(m);
         return 1;
+    }
     if ((target && tg_options_set(o, "target", target) != TG_OK) ||
         (target_desc && tg_options_set(o, "targetDescription", target_desc) != TG_OK)) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         tg_options_destroy(o);
+        tg_model_close(m);
         return 2;
     }
     tg_optimizer opt = kind == TG_OPT_SGD ? tg_optimizer_sgd(0.01f, 0.9f)
@@ -342,5 +347,6 @@ int cmd_compile(int argc, char **argv)
     tg_program_destroy(p);
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
+    tg_model_close(m);
     return status;
 }

@@ -26,7 +26,7 @@ int cmd_infer(int argc, char **argv)
     int64_t index = 0, count = 1, threads = 0;
     bool json = false;
     cli_flag flags[] = {
-        {"--model", CLI_STRING, &model, "NAME", "model from the zoo", 1, 0},
+        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0},
         {"--load", CLI_STRING, &load, "FILE", "checkpoint written by tilegraph train --save", 1, 0},
         {"--dataset", CLI_STRING, &data.dataset, "NAME",
          "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},

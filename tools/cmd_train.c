@@ -39,7 +39,7 @@ static int parse_args(train_args *a, int argc, char **argv)
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
     cli_flag flags[64] = {
-        {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models)", 1, 0},
+        {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0},
         {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
         {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536},

@@ -21,6 +21,7 @@ static const subcommand subcommands[] = {
     {"infer", cmd_infer, "classify test images with a trained checkpoint"},
     {"compile", cmd_compile, "compile a model for the devices and print its memory plan"},
     {"models", cmd_models, "list the built-in models"},
+    {"import", cmd_import, "show an ONNX model as tilegraph imports it (for --model FILE.onnx)"},
     {"options", cmd_options, "list the session options and their defaults"},
     {"report", cmd_report, "write a self-contained HTML report of a profile (or two, compared)"},
     {"analyse", cmd_analyse, "show a profile's views: summary, memory, liveness, trace, ..."},

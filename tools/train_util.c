@@ -20,6 +20,7 @@ void data_args_defaults(data_args *d)
     d->loader = "sync";
     d->workers = -1; /* not given: the loader's default (and an error without --loader async) */
     d->prefetch_depth = -1;
+    d->loss = "cross-entropy";
 }
 
 int data_flags(data_args *d, cli_flag *f)
@@ -39,6 +40,8 @@ int data_flags(data_args *d, cli_flag *f)
          "stream images as 8-bit and normalise them on the device (a quarter of the bytes)", 1, 0},
         {"--stem", CLI_STRING, &d->stem, "KIND",
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
+        {"--loss", CLI_STRING, &d->loss, "KIND",
+         "ONNX models: the loss appended to the logits, cross-entropy (default) or mse", 1, 0},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -84,8 +87,13 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->data = *data;
-    ctx->model = tg_model_find(model);
-    if (!ctx->model) {
+    int loss = tg_model_loss_parse(data->loss ? data->loss : "cross-entropy");
+    if (loss < 0) {
+        fprintf(stderr, "tilegraph: --loss '%s' is not cross-entropy or mse\n", data->loss);
+        return -1;
+    }
+    /* a zoo name or an ONNX file */
+    if (tg_model_open(model, (tg_model_loss)loss, &ctx->model) != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         return -1;
     }
@@ -183,6 +191,7 @@ void train_context_close(train_context *ctx)
     tg_model_graph_destroy(&ctx->eval_graph);
     tg_dataset_destroy(ctx->train);
     tg_dataset_destroy(ctx->test);
+    tg_model_close(ctx->model);
     memset(ctx, 0, sizeof *ctx);
 }
 

@@ -95,6 +95,8 @@ typedef enum tg_init_kind {
     TG_INIT_FAN_IN_UNIFORM,
     /* Normalisation statistics [2, C]: row 0 (means) zeros, row 1 (variances) ones. */
     TG_INIT_NORM_STATS,
+    /* Given values (tg_param_data and friends: imported weights). */
+    TG_INIT_DATA,
 } tg_init_kind;
 
 typedef struct tg_init {
@@ -110,6 +112,12 @@ tg_tensor *tg_param(tg_graph *g, const char *name, tg_shape shape, tg_init init)
 tg_tensor *tg_state(tg_graph *g, const char *name, tg_shape shape, tg_init init);
 /* A constant filled with one value. */
 tg_tensor *tg_constant(tg_graph *g, tg_shape shape, float value);
+/* The same leaves filled from `data` (numel(shape) floats, copied into the
+ * graph: the caller keeps ownership of `data`). The ONNX importer makes its
+ * initializers with these. */
+tg_tensor *tg_param_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
+tg_tensor *tg_state_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
+tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
 
 /* ---- ops ------------------------------------------------------------------ */
 

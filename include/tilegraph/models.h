@@ -40,6 +40,12 @@ typedef struct tg_model_input {
  * (3x3/1 conv, no pool) into in->stem. */
 tg_status tg_model_stem_parse(const char *text, tg_model_input *in);
 
+/* The loss appended to an imported model's logits. */
+typedef enum tg_model_loss {
+    TG_LOSS_CROSS_ENTROPY, /* labels are class indices (the default) */
+    TG_LOSS_MSE,           /* against the one-hot labels */
+} tg_model_loss;
+
 typedef struct tg_model_spec {
     const char *name;
     const char *description;
@@ -60,12 +66,27 @@ typedef struct tg_model_spec {
      * (x's shape too) and the class count. NULL for fixed-input models. */
     tg_status (*build_for)(tg_graph *g, const tg_model_input *in, tg_tensor *x,
                            tg_tensor *labels, tg_tensor **out, tg_tensor **loss);
+    /* Set for a model read from an ONNX file (tg_model_open): the importer
+     * builds it, its first output taken as the logits; NULL for the zoo. */
+    const struct tg_onnx_model *onnx;
+    tg_model_loss loss; /* ONNX models: the loss appended for training */
 } tg_model_spec;
 
 int tg_model_count(void);
 const tg_model_spec *tg_model_at(int index);
 /* NULL (and a message listing the models) if there is no such model. */
 const tg_model_spec *tg_model_find(const char *name);
+
+/* A zoo name or the path of an ONNX file ("model.onnx"): *out is the zoo's
+ * spec, or a spec made for the file (input shape and classes from its
+ * first input and output, a dynamic batch dimension allowed, normalisation
+ * x/255 since an exported model's own preprocessing is not in the file).
+ * Release it with tg_model_close (a no-op for zoo specs). Fails naming the
+ * model or the file (an unsupported op, opset or input shape...). */
+tg_status tg_model_open(const char *name_or_path, tg_model_loss loss, const tg_model_spec **out);
+void tg_model_close(const tg_model_spec *m);
+/* Parse "cross-entropy" or "mse"; -1 otherwise. */
+int tg_model_loss_parse(const char *text);
 
 /* The spec's own input shape and class count. */
 tg_model_input tg_model_default_input(const tg_model_spec *m);

@@ -351,6 +351,44 @@ tg_tensor *tg_constant(tg_graph *g, tg_shape shape, float value)
                      (tg_init){TG_INIT_CONSTANT, value, 0});
 }
 
+/* A leaf whose initial values are a copy of `data`, kept in the graph's arena
+ * so the caller's buffer (an ONNX file's initializer) can go away. */
+static tg_tensor *make_data_leaf(tg_graph *g, tg_op op, tg_role role, const char *name,
+                                 tg_shape shape, const float *data)
+{
+    if (!g || g->status != TG_OK)
+        return NULL;
+    if (!data)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "%s: no data given", name ? name : "leaf");
+    tg_tensor *t = make_leaf(g, op, role, name, TG_F32, shape, (tg_init){TG_INIT_DATA, 0, 0});
+    if (!t)
+        return NULL;
+    size_t bytes = (size_t)tg_shape_numel(shape) * sizeof(float);
+    float *copy = tg_arena_alloc(g->arena, bytes ? bytes : 1);
+    if (!copy)
+        return tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory for %zu bytes of data", t->name,
+                             bytes);
+    memcpy(copy, data, bytes);
+    t->init_data = copy;
+    return t;
+}
+
+tg_tensor *tg_param_data(tg_graph *g, const char *name, tg_shape shape, const float *data)
+{
+    return make_data_leaf(g, TG_OP_PARAM, TG_ROLE_PARAM, name, shape, data);
+}
+
+tg_tensor *tg_state_data(tg_graph *g, const char *name, tg_shape shape, const float *data)
+{
+    return make_data_leaf(g, TG_OP_STATE, TG_ROLE_STATE, name, shape, data);
+}
+
+tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const float *data)
+{
+    return make_data_leaf(g, TG_OP_CONSTANT, TG_ROLE_CONSTANT, name ? name : "constant", shape,
+                          data);
+}
+
 /* ---- tensor accessors ----------------------------------------------------- */
 
 tg_shape tg_tensor_shape(const tg_tensor *t) { return t ? t->shape : tg_shape_of(0, NULL); }

@@ -4,6 +4,7 @@
 #include "core/rng.h"
 
 #include <math.h>
+#include <string.h>
 
 static uint64_t name_seed(const char *name, uint64_t seed)
 {
@@ -36,6 +37,9 @@ void tg_init_fill_f32(const tg_tensor *t, uint64_t seed, float *dst)
     case TG_INIT_NORM_STATS:
         for (int64_t i = 0; i < n; i++)
             dst[i] = i < n / 2 ? 0.0f : 1.0f;
+        return;
+    case TG_INIT_DATA:
+        memcpy(dst, t->init_data, (size_t)n * sizeof(float));
         return;
     case TG_INIT_NORMAL:
         for (int64_t i = 0; i < n; i++)

@@ -64,6 +64,7 @@ struct tg_tensor {
     tg_tensor *grad;       /* gradient node, after autodiff */
     tg_tensor *forward_of; /* for backward nodes: the forward node they derive from */
     tg_init init;          /* leaves: how to fill */
+    const float *init_data; /* TG_INIT_DATA: numel floats in the graph's arena */
 };
 
 typedef struct tg_block_info {

@@ -1,0 +1,140 @@
+/* models/onnx_model.c - an ONNX file as a model: the spec made from the
+ * file's input and output, and the training graph around the imported
+ * network (its output taken as logits, the loss appended).
+ *
+ * A zoo name and an ONNX path are both "a model" to the commands, so
+ * --model FILE.onnx works wherever a zoo name does (train, infer, compile).
+ */
+#include "onnx_model.h"
+
+#include "tilegraph/onnx.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A spec with the strings and the model it owns. */
+typedef struct onnx_spec {
+    tg_model_spec spec; /* first: tg_model_close casts back */
+    tg_onnx_model *model;
+    char name[256];
+    char description[768];
+} onnx_spec;
+
+static bool is_onnx_path(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    return n > 5 && !strcmp(s + n - 5, ".onnx");
+}
+
+int tg_model_loss_parse(const char *text)
+{
+    if (text && !strcmp(text, "cross-entropy"))
+        return TG_LOSS_CROSS_ENTROPY;
+    if (text && !strcmp(text, "mse"))
+        return TG_LOSS_MSE;
+    return -1;
+}
+
+/* Image shape and classes from the file: input [N, C, H, W] (or [N, K],
+ * taken as K x 1 x 1) and output [N, classes]. */
+static tg_status spec_shapes(const tg_onnx_model *m, tg_model_spec *s)
+{
+    const char *path = tg_onnx_path(m);
+    if (tg_onnx_input_count(m) != 1 || tg_onnx_output_count(m) < 1)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: a model for --model takes one input (images) "
+                        "and gives the logits as its first output; this one has %d inputs and "
+                        "%d outputs",
+                        path, tg_onnx_input_count(m), tg_onnx_output_count(m));
+    tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
+    bool ok_in = (in.ndim == 4 || in.ndim == 2) && strcmp(in.dtype, "float") == 0;
+    for (int d = 1; ok_in && d < in.ndim; d++)
+        ok_in = in.dim[d] > 0;
+    if (!ok_in)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: input '%s' must be float [batch, C, H, W] or "
+                        "[batch, features] with fixed sizes after the batch dimension",
+                        path, in.name);
+    if (out.ndim != 2 || out.dim[1] <= 0)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: output '%s' must be the logits [batch, "
+                        "classes]",
+                        path, out.name);
+    s->channels = (int)in.dim[1];
+    s->height = in.ndim == 4 ? (int)in.dim[2] : 1;
+    s->width = in.ndim == 4 ? (int)in.dim[3] : 1;
+    s->classes = (int)out.dim[1];
+    return TG_OK;
+}
+
+tg_status tg_model_open(const char *name, tg_model_loss loss, const tg_model_spec **out)
+{
+    *out = NULL;
+    if (!is_onnx_path(name)) {
+        *out = tg_model_find(name);
+        return *out ? TG_OK : TG_ERR_NOT_FOUND;
+    }
+    onnx_spec *o = tg_calloc(1, sizeof *o);
+    if (!o)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", name);
+    tg_status s = tg_onnx_load(name, &o->model);
+    if (s == TG_OK)
+        s = tg_onnx_check_ops(o->model);
+    if (s == TG_OK)
+        s = spec_shapes(o->model, &o->spec);
+    if (s != TG_OK) {
+        tg_onnx_model_destroy(o->model);
+        tg_free(o);
+        return s;
+    }
+    const char *base = strrchr(name, '/');
+    snprintf(o->name, sizeof o->name, "%s", base ? base + 1 : name);
+    snprintf(o->description, sizeof o->description, "imported from %s (opset %d%s%s)", name,
+             tg_onnx_opset(o->model), *tg_onnx_producer(o->model) ? ", " : "",
+             tg_onnx_producer(o->model));
+    o->spec.name = o->name;
+    o->spec.description = o->description;
+    o->spec.mean = 0.0f; /* images in [0, 1]: the exported model's own scaling applies */
+    o->spec.std = 1.0f;
+    o->spec.onnx = o->model;
+    o->spec.loss = loss;
+    *out = &o->spec;
+    return TG_OK;
+}
+
+void tg_model_close(const tg_model_spec *m)
+{
+    if (!m || !m->onnx)
+        return;
+    onnx_spec *o = (onnx_spec *)(void *)m;
+    tg_onnx_model_destroy(o->model);
+    tg_free(o);
+}
+
+tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x, tg_tensor *labels,
+                              tg_tensor **out, tg_tensor **loss)
+{
+    tg_onnx_build_config c = {.batch = tg_tensor_shape(x).dim[0], .inputs = &x, .n_inputs = 1};
+    tg_onnx_outputs io;
+    TG_TRY(tg_onnx_build(m->onnx, g, &c, &io));
+    *out = io.outputs[0];
+    tg_shape s = tg_tensor_shape(*out);
+    if (s.ndim != 2 || s.dim[0] != c.batch)
+        return tg_error(TG_ERR_SHAPE,
+                        "%s: the first output has shape [%lld...] (%d dims), not "
+                        "the logits [batch, classes]",
+                        m->name, (long long)s.dim[0], s.ndim);
+    if (!loss)
+        return TG_OK;
+    /* the data sets here label classes; mse needs value targets */
+    if (m->loss == TG_LOSS_MSE)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: --loss mse needs value labels, which the "
+                        "classification data sets do not have; use cross-entropy",
+                        m->name);
+    *loss = tg_cross_entropy(g, *out, labels);
+    return *loss ? TG_OK : tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
+}

@@ -1,0 +1,627 @@
+/* onnx/onnx_build.c - appending a loaded ONNX model to a graph: the value
+ * table, scopes from PyTorch node names, attribute access, and the dispatch
+ * of each node to its op mapping (onnx_ops.c, onnx_fold.c).
+ */
+#include "onnx/onnx_build.h"
+
+#include "core/alloc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- failures ------------------------------------------------------------ */
+
+tg_status ob_fail(onnx_builder *b, tg_status s, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const Onnx__NodeProto *n = b->node;
+    if (!n)
+        return tg_error(s, "%s: %s", b->m->path, msg);
+    return tg_error(s, "%s: node '%s' (%s): %s", b->m->path, n->name ? n->name : "", n->op_type,
+                    msg);
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+static ob_value *find(const onnx_builder *b, const char *name)
+{
+    int k = tg_onnx_names_get(&b->index, name);
+    return k >= 0 ? &b->vals[k] : NULL;
+}
+
+ob_value *ob_find(const onnx_builder *b, const char *name)
+{
+    return find(b, name);
+}
+
+static ob_value *add_value(onnx_builder *b, const char *name)
+{
+    ob_value *v = find(b, name);
+    if (v)
+        return v;
+    v = &b->vals[b->n_vals];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->init = -1;
+    tg_onnx_names_put(&b->index, name, b->n_vals++);
+    return v;
+}
+
+bool ob_has_input(const onnx_builder *b, int i)
+{
+    return i < (int)b->node->n_input && b->node->input[i][0];
+}
+
+static ob_value *input_value(onnx_builder *b, int i)
+{
+    if (!ob_has_input(b, i)) {
+        ob_fail(b, TG_ERR_FORMAT, "input %d is missing", i);
+        return NULL;
+    }
+    return find(b, b->node->input[i]);
+}
+
+static tg_status decode_init(onnx_builder *b, ob_value *v)
+{
+    if (v->init < 0 || v->c.f || v->c.i)
+        return TG_OK;
+    const tg_onnx_model *m = b->m;
+    char what[512];
+    snprintf(what, sizeof what, "%s: initializer %s", m->path, v->name);
+    return tg_onnx_data_decode(m->graph->initializer[v->init], m->external[v->init],
+                               m->external_size[v->init], what, &v->c);
+}
+
+const tg_onnx_data *ob_value_const(onnx_builder *b, ob_value *v)
+{
+    if (!v || v->t || !v->known || decode_init(b, v) != TG_OK)
+        return NULL;
+    return v->c.f || v->c.i ? &v->c : NULL;
+}
+
+int ob_initializer(const onnx_builder *b, int i)
+{
+    if (!ob_has_input(b, i))
+        return -1;
+    const ob_value *v = find(b, b->node->input[i]);
+    return v && !v->t ? v->init : -1;
+}
+
+bool ob_is_const(onnx_builder *b, int i)
+{
+    const ob_value *v = ob_has_input(b, i) ? find(b, b->node->input[i]) : NULL;
+    return v && !v->t;
+}
+
+const tg_onnx_data *ob_const(onnx_builder *b, int i)
+{
+    ob_value *v = input_value(b, i);
+    if (!v)
+        return NULL;
+    if (v->t) {
+        ob_fail(b, TG_ERR_UNSUPPORTED,
+                "input %d ('%s') must be known at import (a constant or "
+                "computed from shapes) but depends on the model's inputs",
+                i, v->name);
+        return NULL;
+    }
+    return decode_init(b, v) == TG_OK ? &v->c : NULL;
+}
+
+static tg_shape data_shape(const tg_onnx_data *d)
+{
+    return tg_shape_of(d->ndim, d->dim);
+}
+
+tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data,
+                    bool state)
+{
+    /* parameters keep the file's names, outside the node's scope */
+    if (b->scope[0])
+        tg_scope_pop(b->g);
+    tg_tensor *t =
+        state ? tg_state_data(b->g, name, shape, data) : tg_param_data(b->g, name, shape, data);
+    if (b->scope[0])
+        tg_scope_push(b->g, b->scope);
+    return t;
+}
+
+tg_tensor *ob_tensor(onnx_builder *b, int i)
+{
+    ob_value *v = input_value(b, i);
+    if (!v || v->t)
+        return v ? v->t : NULL;
+    if (decode_init(b, v) != TG_OK)
+        return NULL;
+    if (!v->c.f) {
+        ob_fail(b, TG_ERR_UNSUPPORTED,
+                "input %d ('%s') is a %s constant; only float tensors "
+                "flow through the graph",
+                i, v->name, tg_onnx_elem_name(v->c.elem_type));
+        return NULL;
+    }
+    /* a float initializer is a weight (trainable, named as in the file);
+     * other constants (Constant nodes, folded values) are constants */
+    v->t = v->init >= 0 ? ob_param(b, v->name, data_shape(&v->c), v->c.f, false)
+                        : tg_constant_data(b->g, "constant", data_shape(&v->c), v->c.f);
+    return v->t;
+}
+
+static tg_status output_value(onnx_builder *b, int k, ob_value **out)
+{
+    if (k >= (int)b->node->n_output || !b->node->output[k][0]) {
+        *out = NULL; /* an unused optional output */
+        return TG_OK;
+    }
+    *out = find(b, b->node->output[k]);
+    return TG_OK;
+}
+
+tg_status ob_set(onnx_builder *b, int k, tg_tensor *t)
+{
+    /* without a graph error, the helper that returned NULL has already
+     * recorded what went wrong */
+    if (!t)
+        return tg_graph_status(b->g) != TG_OK
+                   ? ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g))
+                   : TG_ERR_UNSUPPORTED;
+    ob_value *v;
+    TG_TRY(output_value(b, k, &v));
+    if (v) {
+        v->t = t;
+        v->known = true;
+    }
+    return TG_OK;
+}
+
+tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d)
+{
+    ob_value *v;
+    TG_TRY(output_value(b, k, &v));
+    if (!v) {
+        tg_onnx_data_free(d);
+        return TG_OK;
+    }
+    v->c = *d;
+    v->known = true;
+    memset(d, 0, sizeof *d);
+    return TG_OK;
+}
+
+int ob_opset(const onnx_builder *b)
+{
+    return b->m->opset;
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+const Onnx__AttributeProto *ob_attr(const onnx_builder *b, const char *name)
+{
+    for (size_t k = 0; k < b->node->n_attribute; k++)
+        if (b->node->attribute[k]->name && !strcmp(b->node->attribute[k]->name, name))
+            return b->node->attribute[k];
+    return NULL;
+}
+
+int64_t ob_attr_int(const onnx_builder *b, const char *name, int64_t dflt)
+{
+    const Onnx__AttributeProto *a = ob_attr(b, name);
+    return a && a->has_i ? a->i : dflt;
+}
+
+float ob_attr_float(const onnx_builder *b, const char *name, float dflt)
+{
+    const Onnx__AttributeProto *a = ob_attr(b, name);
+    return a && a->has_f ? a->f : dflt;
+}
+
+const int64_t *ob_attr_ints(const onnx_builder *b, const char *name, int *n)
+{
+    const Onnx__AttributeProto *a = ob_attr(b, name);
+    *n = a ? (int)a->n_ints : 0;
+    return a && a->n_ints ? a->ints : NULL;
+}
+
+const float *ob_attr_floats(const onnx_builder *b, const char *name, int *n)
+{
+    const Onnx__AttributeProto *a = ob_attr(b, name);
+    *n = a ? (int)a->n_floats : 0;
+    return a && a->n_floats ? a->floats : NULL;
+}
+
+const char *ob_attr_string(const onnx_builder *b, const char *name, char *buf, size_t cap)
+{
+    const Onnx__AttributeProto *a = ob_attr(b, name);
+    if (!a || !a->has_s)
+        return "";
+    snprintf(buf, cap, "%.*s", (int)a->s.len, (const char *)a->s.data);
+    return buf;
+}
+
+/* ---- op table ------------------------------------------------------------ */
+
+const ob_op *ob_find_op(const char *op_type)
+{
+    for (int k = 0; k < tg_onnx_nn_op_count; k++)
+        if (!strcmp(tg_onnx_nn_ops[k].op_type, op_type))
+            return &tg_onnx_nn_ops[k];
+    for (int k = 0; k < tg_onnx_fold_op_count; k++)
+        if (!strcmp(tg_onnx_fold_ops[k].op_type, op_type))
+            return &tg_onnx_fold_ops[k];
+    return NULL;
+}
+
+const char *tg_onnx_supported_ops(void)
+{
+    static char list[2048];
+    if (list[0])
+        return list;
+    size_t used = 0;
+    for (int k = 0; k < tg_onnx_nn_op_count + tg_onnx_fold_op_count; k++) {
+        const ob_op *op = k < tg_onnx_nn_op_count ? &tg_onnx_nn_ops[k]
+                                                  : &tg_onnx_fold_ops[k - tg_onnx_nn_op_count];
+        used +=
+            (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
+        if (used >= sizeof list)
+            break;
+    }
+    return list;
+}
+
+static bool is_default_domain(const Onnx__NodeProto *n)
+{
+    return !n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx");
+}
+
+tg_status tg_onnx_check_ops(const tg_onnx_model *m)
+{
+    char list[2048] = "";
+    size_t used = 0;
+    int missing = 0;
+    const Onnx__GraphProto *g = m->graph;
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *n = g->node[k];
+        if (is_default_domain(n) && ob_find_op(n->op_type))
+            continue;
+        bool seen = false; /* list each op type once */
+        for (size_t j = 0; j < k && !seen; j++)
+            seen = !strcmp(g->node[j]->op_type, n->op_type) &&
+                   !(is_default_domain(g->node[j]) && ob_find_op(g->node[j]->op_type));
+        if (seen)
+            continue;
+        missing++;
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s%s%s (node '%s')",
+                                     missing > 1 ? ", " : "", is_default_domain(n) ? "" : n->domain,
+                                     is_default_domain(n) ? "" : ".", n->op_type,
+                                     n->name ? n->name : "");
+    }
+    if (!missing)
+        return TG_OK;
+    return tg_error(TG_ERR_UNSUPPORTED, "%s: %d unsupported op type%s: %s. Supported: %s", m->path,
+                    missing, missing == 1 ? "" : "s", list, tg_onnx_supported_ops());
+}
+
+/* Whether `name` appears in the comma-separated list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* ---- scopes -------------------------------------------------------------- */
+
+/* "/layer3/layer3.0/conv1/Conv" -> scope "layer3/0/conv1", leaf "Conv": the
+ * exporter writes each enclosing module's name, each either the full dotted
+ * path ("layer3.0") or the attribute name ("conv1"); joined as a module path
+ * with '/' for '.', the ops sit where --split layer3.0 looks. */
+static void node_scope(onnx_builder *b, const Onnx__NodeProto *n)
+{
+    char path[512] = "";
+    const char *name = n->name && *n->name ? n->name : n->op_type;
+    const char *last = strrchr(name, '/');
+    snprintf(b->leaf, sizeof b->leaf, "%s", last ? last + 1 : name);
+    if (!b->leaf[0])
+        snprintf(b->leaf, sizeof b->leaf, "%s", n->op_type);
+    for (const char *p = name; last && p < last;) {
+        if (*p == '/') {
+            p++;
+            continue;
+        }
+        const char *end = strchr(p, '/');
+        size_t len = (size_t)(end - p), have = strlen(path);
+        bool extends = have && len > have && !strncmp(p, path, have) && p[have] == '.';
+        if (extends)
+            snprintf(path, sizeof path, "%.*s", (int)len, p);
+        else
+            snprintf(path + have, sizeof path - have, "%s%.*s", have ? "." : "", (int)len, p);
+        p = end;
+    }
+    for (char *c = path; *c; c++)
+        if (*c == '.')
+            *c = '/';
+    snprintf(b->scope, sizeof b->scope, "%s", path);
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+/* A tensor the caller made for input `name` (the model zoo's images):
+ * the same shape, or the same elements per sample, reshaped. */
+static tg_status given_input(onnx_builder *b, tg_tensor *t, const char *name, tg_shape want,
+                             tg_tensor **out)
+{
+    tg_shape have = tg_tensor_shape(t);
+    char hs[96], ws[96];
+    if (tg_shape_equal(have, want)) {
+        *out = t;
+        return TG_OK;
+    }
+    if (tg_tensor_dtype(t) != TG_F32 || tg_shape_numel(have) != tg_shape_numel(want) ||
+        have.dim[0] != want.dim[0])
+        return ob_fail(b, TG_ERR_SHAPE, "input '%s' is %s but the data gives %s", name,
+                       tg_shape_str(want, ws, sizeof ws), tg_shape_str(have, hs, sizeof hs));
+    *out = tg_reshape(b->g, t, want);
+    return TG_OK;
+}
+
+/* A bound integer input: a constant like any folded value. */
+static tg_status bind_input(onnx_builder *b, int i, tg_onnx_outputs *out)
+{
+    tg_onnx_value v = tg_onnx_input(b->m, i);
+    const tg_onnx_data *d = b->bound[i];
+    ob_value *val = find(b, v.name);
+    TG_TRY(ob_data_new(b, d->f != NULL, d->ndim, d->dim, &val->c));
+    if (d->f)
+        memcpy(val->c.f, d->f, (size_t)d->n * sizeof(float));
+    else
+        memcpy(val->c.i, d->i, (size_t)d->n * sizeof(int64_t));
+    val->c.elem_type = d->elem_type;
+    val->known = true;
+    out->inputs[out->n_inputs++] = NULL;
+    return TG_OK;
+}
+
+static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
+{
+    if (b->bound && b->bound[i])
+        return bind_input(b, i, out);
+    tg_onnx_value v = tg_onnx_input(b->m, i);
+    if (v.ndim < 0)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "input '%s' has no declared shape", v.name);
+    tg_shape s = tg_shape_of(v.ndim, v.dim);
+    for (int d = 0; d < v.ndim; d++) {
+        if (v.dim[d] >= 0)
+            continue;
+        if (d > 0 || b->cfg->batch <= 0)
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "input '%s': dimension %d is dynamic; only a "
+                           "dynamic first (batch) dimension is taken, from the batch size",
+                           v.name, d);
+        s.dim[d] = b->cfg->batch;
+    }
+    tg_dtype dt;
+    if (!strcmp(v.dtype, "float"))
+        dt = TG_F32;
+    else if (!strcmp(v.dtype, "int64") || !strcmp(v.dtype, "int32"))
+        dt = TG_I32;
+    else
+        return ob_fail(b, TG_ERR_DTYPE, "input '%s' is %s (float and integer inputs are taken)",
+                       v.name, v.dtype);
+    tg_tensor *t = NULL;
+    if (b->cfg->inputs && i < b->cfg->n_inputs)
+        TG_TRY(given_input(b, b->cfg->inputs[i], v.name, s, &t));
+    else
+        t = tg_input(b->g, v.name, dt, s);
+    ob_value *val = find(b, v.name);
+    val->t = t;
+    val->known = true;
+    if (out->n_inputs < TG_ONNX_MAX_IO)
+        out->inputs[out->n_inputs++] = t;
+    return t ? TG_OK : ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
+}
+
+void ob_enter(onnx_builder *b, const Onnx__NodeProto *n)
+{
+    b->node = n;
+    node_scope(b, n);
+    if (b->scope[0])
+        tg_scope_push(b->g, b->scope);
+}
+
+void ob_leave(onnx_builder *b)
+{
+    if (b->scope[0])
+        tg_scope_pop(b->g);
+    b->scope[0] = '\0';
+}
+
+static tg_status map_node(onnx_builder *b, const Onnx__NodeProto *n)
+{
+    b->node = n;
+    const ob_op *op = is_default_domain(n) ? ob_find_op(n->op_type) : NULL;
+    if (!op)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "op type %s is not supported (supported: %s)",
+                       n->op_type, tg_onnx_supported_ops());
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if (!in_list(op->attrs, n->attribute[k]->name))
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "attribute '%s' is not supported (%s takes: %s)",
+                           n->attribute[k]->name, n->op_type, op->attrs[0] ? op->attrs : "none");
+    ob_enter(b, n);
+    tg_status s = op->map(b);
+    ob_leave(b);
+    if (s != TG_OK)
+        return s;
+    if (tg_graph_status(b->g) != TG_OK)
+        return ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
+    return TG_OK;
+}
+
+/* Outputs a mapping did not produce may only be unused (BatchNormalization's
+ * training statistics, Dropout's mask): check at first use. */
+static tg_status check_inputs_known(onnx_builder *b, const Onnx__NodeProto *n)
+{
+    for (size_t i = 0; i < n->n_input; i++) {
+        const ob_value *v = n->input[i][0] ? find(b, n->input[i]) : NULL;
+        if (v && !v->known && v->init < 0) {
+            b->node = n;
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "input '%s' is an output the importer does not "
+                           "produce (an optional output such as a mask or batch statistics)",
+                           v->name);
+        }
+    }
+    return TG_OK;
+}
+
+/* A graph output known at import (shape arithmetic, a constant): the graph
+ * computes in f32, so integers are given as floats. */
+static tg_status constant_output(onnx_builder *b, ob_value *v, tg_tensor **out)
+{
+    if (decode_init(b, v) != TG_OK)
+        return TG_ERR_FORMAT;
+    if (!v->c.f && !v->c.i)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "graph output '%s' is an optional output the "
+                       "importer does not produce (batch or layer norm statistics, a mask)",
+                       v->name);
+    float *f = v->c.f;
+    if (!f) {
+        f = tg_malloc((size_t)(v->c.n ? v->c.n : 1) * sizeof(float));
+        if (!f)
+            return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; k < v->c.n; k++)
+            f[k] = (float)v->c.i[k];
+    }
+    *out = tg_constant_data(b->g, "constant", data_shape(&v->c), f);
+    if (f != v->c.f)
+        tg_free(f);
+    return TG_OK;
+}
+
+/* Whether output `name` comes (through Identity, Dropout, Cast) from a view
+ * op or straight from an input or initializer. */
+static bool output_needs_copy(const tg_onnx_model *m, const char *name)
+{
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    static const char *const through[] = {"Identity", "Dropout", "Cast"};
+    const Onnx__GraphProto *g = m->graph;
+    for (int hops = 0; hops < 64; hops++) {
+        const Onnx__NodeProto *p = NULL;
+        for (size_t k = 0; k < g->n_node && !p; k++)
+            for (size_t o = 0; o < g->node[k]->n_output && !p; o++)
+                if (!strcmp(g->node[k]->output[o], name))
+                    p = g->node[k];
+        if (!p || p->n_input == 0)
+            return true; /* an input, an initializer or a constant */
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(p->op_type, views[i]))
+                return true;
+        bool pass = false;
+        for (int i = 0; i < 3; i++)
+            pass |= !strcmp(p->op_type, through[i]);
+        if (!pass)
+            return false;
+        name = p->input[0];
+    }
+    return true;
+}
+
+static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
+{
+    const Onnx__GraphProto *g = b->m->graph;
+    for (size_t k = 0; k < g->n_initializer; k++) {
+        ob_value *v = add_value(b, g->initializer[k]->name);
+        v->init = (int)k;
+        v->known = true;
+    }
+    for (size_t k = 0; k < g->n_input; k++)
+        add_value(b, g->input[k]->name);
+    for (size_t k = 0; k < g->n_node; k++)
+        for (size_t o = 0; o < g->node[k]->n_output; o++)
+            if (g->node[k]->output[o][0])
+                add_value(b, g->node[k]->output[o]);
+    TG_TRY(tg_onnx_check_ops(b->m));
+    for (int i = 0; i < b->m->n_inputs; i++)
+        TG_TRY(make_input(b, i, out));
+    bool *skip = tg_calloc(g->n_node + 1, sizeof *skip);
+    if (!skip)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", b->m->path);
+    tg_status s = TG_OK;
+    for (size_t k = 0; k < g->n_node && s == TG_OK; k++) {
+        if (skip[k])
+            continue; /* covered by a pattern */
+        s = check_inputs_known(b, g->node[k]);
+        if (s == TG_OK && !ob_match_gelu(b, (int)k, skip))
+            s = map_node(b, g->node[k]);
+        if (s == TG_OK && tg_graph_status(b->g) != TG_OK)
+            s = ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
+    }
+    tg_free(skip);
+    TG_TRY(s);
+    b->node = NULL;
+    for (size_t k = 0; k < g->n_output; k++) {
+        ob_value *v = find(b, g->output[k]->name);
+        tg_tensor *t = v->t;
+        if (!t)
+            TG_TRY(constant_output(b, v, &t));
+        /* a view or a leaf has no output buffer of its own: copy it */
+        bool is_input = false;
+        for (int i = 0; i < out->n_inputs; i++)
+            is_input |= out->inputs[i] == t;
+        if (is_input || v->init >= 0 || output_needs_copy(b->m, v->name))
+            t = tg_scale(b->g, t, 1.0f, 0.0f);
+        if (!t)
+            return ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
+        tg_tensor_mark_output(t);
+        if (out->n_outputs < TG_ONNX_MAX_IO)
+            out->outputs[out->n_outputs++] = t;
+    }
+    return TG_OK;
+}
+
+tg_status tg_onnx_build(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
+                        tg_onnx_outputs *out)
+{
+    return tg_onnx_build_bound(m, g, c, NULL, out);
+}
+
+tg_status tg_onnx_build_bound(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
+                              const tg_onnx_data *const *bound, tg_onnx_outputs *out)
+{
+    if (!m || !g || !out)
+        return tg_error(TG_ERR_INVALID_ARG, "tg_onnx_build: no model, graph or output given");
+    memset(out, 0, sizeof *out);
+    tg_onnx_build_config dflt = {0};
+    onnx_builder b = {.m = m, .g = g, .cfg = c ? c : &dflt, .bound = bound};
+    const Onnx__GraphProto *gp = m->graph;
+    size_t n = gp->n_initializer + gp->n_input + 1;
+    for (size_t k = 0; k < gp->n_node; k++)
+        n += gp->node[k]->n_output;
+    if (m->n_inputs > TG_ONNX_MAX_IO || gp->n_output > TG_ONNX_MAX_IO)
+        return tg_error(TG_ERR_UNSUPPORTED, "%s: %d inputs and %zu outputs (at most %d each)",
+                        m->path, m->n_inputs, gp->n_output, TG_ONNX_MAX_IO);
+    b.vals = tg_calloc(n, sizeof *b.vals);
+    if (!b.vals || !tg_onnx_names_init(&b.index, n)) {
+        tg_free(b.vals);
+        tg_onnx_names_free(&b.index);
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", m->path);
+    }
+    tg_status s = build_all(&b, out);
+    for (int k = 0; k < b.n_vals; k++)
+        tg_onnx_data_free(&b.vals[k].c);
+    tg_free(b.vals);
+    tg_onnx_names_free(&b.index);
+    return s;
+}

@@ -1,0 +1,115 @@
+/* onnx/onnx_build.h - the state of one tg_onnx_build and the helpers op
+ * mappings use (internal).
+ *
+ * Every ONNX value is either a graph tensor or a constant known at import
+ * (an initializer not yet placed in the graph, a Constant, or shape
+ * arithmetic folded from known shapes). Mappings ask for what they need:
+ * ob_tensor() places a constant in the graph (a float initializer becomes a
+ * parameter named as in the file); ob_const() insists on a constant.
+ */
+#ifndef TG_ONNX_BUILD_H
+#define TG_ONNX_BUILD_H
+
+#include "onnx/onnx_internal.h"
+
+#include "core/error.h"
+
+#include <stdbool.h>
+
+typedef struct ob_value {
+    const char *name;
+    tg_tensor *t;   /* in the graph, or NULL */
+    tg_onnx_data c; /* a constant (c.f or c.i set) when t is NULL */
+    int init;       /* >= 0: an initializer, decoded into c on first use */
+    bool known;     /* produced (t or c) */
+} ob_value;
+
+typedef struct onnx_builder {
+    const tg_onnx_model *m;
+    tg_graph *g;
+    const tg_onnx_build_config *cfg;
+    const tg_onnx_data *const *bound; /* per model input, or NULL */
+    ob_value *vals;
+    int n_vals;
+    tg_onnx_names index;
+    const Onnx__NodeProto *node; /* the node being mapped */
+    char scope[512];             /* its scope ("layer3/0/conv1"), "" for none */
+    char leaf[256];              /* its own name ("Conv") */
+} onnx_builder;
+
+/* Record a failure naming the file and the current node. */
+tg_status ob_fail(onnx_builder *b, tg_status s, const char *fmt, ...) TG_PRINTF(3, 4);
+
+/* Input i of the current node, as a graph tensor; NULL (after ob_fail) if
+ * it is missing or cannot be one. */
+tg_tensor *ob_tensor(onnx_builder *b, int i);
+/* Input i as a constant; NULL (after ob_fail) if it depends on the model's
+ * inputs or is missing. */
+const tg_onnx_data *ob_const(onnx_builder *b, int i);
+bool ob_has_input(const onnx_builder *b, int i);
+/* Whether input i is known at import (without failing). */
+bool ob_is_const(onnx_builder *b, int i);
+/* Input i's initializer index if it is an unplaced initializer, else -1. */
+int ob_initializer(const onnx_builder *b, int i);
+
+/* Set output k of the current node. The constant form takes ownership of
+ * d's arrays. */
+tg_status ob_set(onnx_builder *b, int k, tg_tensor *t);
+tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d);
+
+/* Attributes: the default when absent. */
+int64_t ob_attr_int(const onnx_builder *b, const char *name, int64_t dflt);
+float ob_attr_float(const onnx_builder *b, const char *name, float dflt);
+/* NULL (and *n = 0) when absent. */
+const int64_t *ob_attr_ints(const onnx_builder *b, const char *name, int *n);
+const float *ob_attr_floats(const onnx_builder *b, const char *name, int *n);
+/* "" when absent. */
+const char *ob_attr_string(const onnx_builder *b, const char *name, char *buf, size_t cap);
+const Onnx__AttributeProto *ob_attr(const onnx_builder *b, const char *name);
+
+/* A parameter/state made at the root scope (names as in the file). */
+tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data,
+                    bool state);
+
+/* Input i's shape, whether a tensor or a constant. */
+tg_status ob_shape(onnx_builder *b, int i, tg_shape *out);
+/* A new constant of the given shape (float or int64 values, zeroed). */
+tg_status ob_data_new(onnx_builder *b, bool is_float, int ndim, const int64_t *dim,
+                      tg_onnx_data *d);
+/* A negative axis counts from the end; fails naming the node when out of
+ * range for `ndim` dims. */
+tg_status ob_axis(onnx_builder *b, int64_t axis, int ndim, int *out);
+
+/* The value named `name` (NULL if none), and its constant (an initializer
+ * decoded on first use; NULL for a graph tensor or on failure). */
+ob_value *ob_find(const onnx_builder *b, const char *name);
+const tg_onnx_data *ob_value_const(onnx_builder *b, ob_value *v);
+
+/* Make n the current node and push its scope; ob_leave pops it. */
+void ob_enter(onnx_builder *b, const Onnx__NodeProto *n);
+void ob_leave(onnx_builder *b);
+
+/* Patterns (onnx_pattern.c): if node k starts GELU's erf form, build
+ * tg_gelu for it, set the pattern's last output, mark the nodes it covers
+ * in skip[] and return true. */
+bool ob_match_gelu(onnx_builder *b, int k, bool *skip);
+
+/* Opset of the model (semantics of some ops changed over opsets). */
+int ob_opset(const onnx_builder *b);
+
+typedef tg_status (*ob_map_fn)(onnx_builder *b);
+
+typedef struct ob_op {
+    const char *op_type;
+    ob_map_fn map;
+    const char *attrs; /* the attributes it understands, comma-separated */
+} ob_op;
+
+/* The op tables: NN ops (onnx_ops.c) and constant folding (onnx_fold.c). */
+const ob_op *ob_find_op(const char *op_type);
+extern const ob_op tg_onnx_nn_ops[];
+extern const int tg_onnx_nn_op_count;
+extern const ob_op tg_onnx_fold_ops[];
+extern const int tg_onnx_fold_op_count;
+
+#endif

@@ -1,0 +1,409 @@
+/* tests/onnx/test_onnx_errors.c - bad input to the ONNX importer: each
+ * fault gets a clear error naming the file, the node and the fault, and
+ * nothing crashes. The models are built in memory with protobuf-c and then
+ * broken on purpose; a deterministic mutation loop over a real export
+ * checks that corrupt bytes are refused or imported, never a crash. */
+#include "tg_test.h"
+
+#include "tilegraph/onnx.h"
+
+#include "core/alloc.h"
+#include "onnx/onnx_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIXTURES TG_SOURCE_DIR "/tests/onnx/fixtures/"
+
+/* ---- building models ------------------------------------------------------ */
+
+typedef struct model_parts {
+    Onnx__ModelProto model;
+    Onnx__GraphProto graph;
+    Onnx__OperatorSetIdProto opset, *opsets[1];
+    Onnx__NodeProto nodes[4], *node_ptrs[4];
+    char *ins[4][3], *outs[4][1];
+    Onnx__ValueInfoProto in, out, *in_ptrs[1], *out_ptrs[1];
+    Onnx__TypeProto in_type;
+    Onnx__TypeProto__Tensor in_tensor;
+    Onnx__TensorShapeProto in_shape;
+    Onnx__TensorShapeProto__Dimension dims[2], *dim_ptrs[2];
+    Onnx__TensorProto init, *init_ptrs[1];
+    int64_t init_dims[2];
+    float init_data[6];
+    Onnx__StringStringEntryProto ext[1], *ext_ptrs[1];
+    Onnx__AttributeProto attr, *attr_ptrs[1];
+    int64_t pads[4];
+} model_parts;
+
+/* x [2, 3] -> Relu chain of n nodes -> y, opset 13. */
+static void make_model(model_parts *p, int n_nodes)
+{
+    memset(p, 0, sizeof *p);
+    onnx__model_proto__init(&p->model);
+    onnx__graph_proto__init(&p->graph);
+    onnx__operator_set_id_proto__init(&p->opset);
+    p->opset.domain = "";
+    p->opset.has_version = 1;
+    p->opset.version = 13;
+    p->opsets[0] = &p->opset;
+    p->model.n_opset_import = 1;
+    p->model.opset_import = p->opsets;
+    p->model.has_ir_version = 1;
+    p->model.ir_version = 7;
+    p->model.graph = &p->graph;
+    static char *names[] = {"x", "h1", "h2", "h3", "y"};
+    for (int k = 0; k < n_nodes; k++) {
+        Onnx__NodeProto *nd = &p->nodes[k];
+        onnx__node_proto__init(nd);
+        nd->op_type = "Relu";
+        nd->name = k == 0 ? "/layer1/Relu" : "/layer2/Relu";
+        p->ins[k][0] = names[k];
+        p->outs[k][0] = k == n_nodes - 1 ? "y" : names[k + 1];
+        nd->n_input = 1;
+        nd->input = p->ins[k];
+        nd->n_output = 1;
+        nd->output = p->outs[k];
+        p->node_ptrs[k] = nd;
+    }
+    p->graph.n_node = (size_t)n_nodes;
+    p->graph.node = p->node_ptrs;
+    onnx__value_info_proto__init(&p->in);
+    onnx__type_proto__init(&p->in_type);
+    onnx__type_proto__tensor__init(&p->in_tensor);
+    onnx__tensor_shape_proto__init(&p->in_shape);
+    for (int d = 0; d < 2; d++) {
+        onnx__tensor_shape_proto__dimension__init(&p->dims[d]);
+        p->dims[d].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        p->dims[d].dim_value = d ? 3 : 2;
+        p->dim_ptrs[d] = &p->dims[d];
+    }
+    p->in_shape.n_dim = 2;
+    p->in_shape.dim = p->dim_ptrs;
+    p->in_tensor.has_elem_type = 1;
+    p->in_tensor.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    p->in_tensor.shape = &p->in_shape;
+    p->in_type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    p->in_type.tensor_type = &p->in_tensor;
+    p->in.name = "x";
+    p->in.type = &p->in_type;
+    p->in_ptrs[0] = &p->in;
+    p->graph.n_input = 1;
+    p->graph.input = p->in_ptrs;
+    onnx__value_info_proto__init(&p->out);
+    p->out.name = "y";
+    p->out_ptrs[0] = &p->out;
+    p->graph.n_output = 1;
+    p->graph.output = p->out_ptrs;
+}
+
+/* An initializer "w" [2, 3] with raw data of `bytes` bytes. */
+static void add_initializer(model_parts *p, size_t bytes)
+{
+    onnx__tensor_proto__init(&p->init);
+    p->init.name = "w";
+    p->init.has_data_type = 1;
+    p->init.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    p->init_dims[0] = 2;
+    p->init_dims[1] = 3;
+    p->init.n_dims = 2;
+    p->init.dims = p->init_dims;
+    p->init.has_raw_data = 1;
+    p->init.raw_data.data = (uint8_t *)p->init_data;
+    p->init.raw_data.len = bytes;
+    p->init_ptrs[0] = &p->init;
+    p->graph.n_initializer = 1;
+    p->graph.initializer = p->init_ptrs;
+}
+
+/* Pack into a heap buffer and load it as `name`. */
+static tg_status load_parts(model_parts *p, const char *name, tg_onnx_model **m)
+{
+    size_t n = onnx__model_proto__get_packed_size(&p->model);
+    uint8_t *buf = malloc(n + 1);
+    onnx__model_proto__pack(&p->model, buf);
+    tg_status s = tg_onnx_load_buffer(buf, n, name, m);
+    free(buf);
+    return s;
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(data, 1, n, f);
+        fclose(f);
+    }
+}
+
+/* The load fails with `code` and a message holding each of the strings. */
+static void expect_error(tg_status got, tg_status code, const char *a, const char *b, const char *c,
+                         int line)
+{
+    const char *msg = tg_error_message();
+    if (got != code)
+        tg_test_fail(__FILE__, line, "got %s, expected %s: %s", tg_status_name(got),
+                     tg_status_name(code), msg);
+    const char *want[] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (want[i] && !strstr(msg, want[i]))
+            tg_test_fail(__FILE__, line, "message lacks '%s': %s", want[i], msg);
+}
+
+#define EXPECT(got, code, a, b, c) expect_error(got, code, a, b, c, __LINE__)
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_good_model_loads(void)
+{
+    model_parts p;
+    make_model(&p, 2);
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "good.onnx", &m));
+    TG_CHECK(m && tg_onnx_node_count(m) == 2);
+    tg_onnx_model_destroy(m);
+}
+
+static void test_missing_truncated_and_wrong_files(void)
+{
+    tg_onnx_model *m = NULL;
+    EXPECT(tg_onnx_load("/nonexistent/model.onnx", &m), TG_ERR_IO, "/nonexistent/model.onnx", NULL,
+           NULL);
+    /* a PNG is not a model */
+    const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13};
+    EXPECT(tg_onnx_load_buffer(png, sizeof png, "picture.onnx", &m), TG_ERR_FORMAT, "picture.onnx",
+           "not an ONNX model", NULL);
+    /* an empty file parses as an empty message: no graph */
+    EXPECT(tg_onnx_load_buffer("", 0, "empty.onnx", &m), TG_ERR_FORMAT, "empty.onnx", "no graph",
+           NULL);
+    /* a real export cut in half */
+    FILE *f = fopen(FIXTURES "tiny_cnn.onnx", "rb");
+    uint8_t *buf = malloc(1 << 20);
+    size_t n = f ? fread(buf, 1, 1 << 20, f) : 0;
+    if (f)
+        fclose(f);
+    TG_CHECK(n > 1000);
+    EXPECT(tg_onnx_load_buffer(buf, n / 2, "half.onnx", &m), TG_ERR_FORMAT, "half.onnx",
+           "truncated or corrupt", NULL);
+    TG_CHECK(m == NULL);
+    free(buf);
+}
+
+static void test_opset(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    p.opset.version = 9;
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "old.onnx", &m), TG_ERR_UNSUPPORTED, "old.onnx", "opset 9", "11 to 17");
+    p.opset.version = 18;
+    EXPECT(load_parts(&p, "new.onnx", &m), TG_ERR_UNSUPPORTED, "opset 18", NULL, NULL);
+    p.opset.domain = "ai.onnx.ml";
+    EXPECT(load_parts(&p, "ml.onnx", &m), TG_ERR_FORMAT, "no default-domain", NULL, NULL);
+}
+
+static void test_unsupported_ops_listed_at_once(void)
+{
+    model_parts p;
+    make_model(&p, 3);
+    p.nodes[0].op_type = "Foo";
+    p.nodes[1].op_type = "Bar";
+    p.nodes[2].op_type = "Foo";
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "ops.onnx", &m));
+    EXPECT(tg_onnx_check_ops(m), TG_ERR_UNSUPPORTED, "2 unsupported op types",
+           "Foo (node "
+           "'/layer1/Relu')",
+           "Supported: Conv");
+    TG_CHECK(strstr(tg_error_message(), "Bar") != NULL);
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    EXPECT(tg_onnx_build(m, g, NULL, &io), TG_ERR_UNSUPPORTED, "Foo", "Bar", NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+static void test_size_mismatch(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    add_initializer(&p, 20); /* 6 floats need 24 bytes */
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "size.onnx", &m), TG_ERR_FORMAT, "initializer w", "24 bytes", "20 bytes");
+    p.init_dims[1] = -3;
+    EXPECT(load_parts(&p, "neg.onnx", &m), TG_ERR_FORMAT, "initializer w", "dimension 1", NULL);
+}
+
+static void test_external_data(void)
+{
+    char dir[] = "/tmp/tg_onnx_ext_XXXXXX";
+    TG_CHECK(mkdtemp(dir) != NULL);
+    model_parts p;
+    make_model(&p, 1);
+    add_initializer(&p, 0);
+    p.init.has_raw_data = 0;
+    p.init.has_data_location = 1;
+    p.init.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    onnx__string_string_entry_proto__init(&p.ext[0]);
+    p.ext[0].key = "location";
+    p.ext[0].value = "weights.bin";
+    p.ext_ptrs[0] = &p.ext[0];
+    p.init.n_external_data = 1;
+    p.init.external_data = p.ext_ptrs;
+    size_t n = onnx__model_proto__get_packed_size(&p.model);
+    uint8_t *buf = malloc(n + 256); /* room for the longer location below */
+    onnx__model_proto__pack(&p.model, buf);
+    char path[256], data[256];
+    snprintf(path, sizeof path, "%s/m.onnx", dir);
+    snprintf(data, sizeof data, "%s/weights.bin", dir);
+    write_file(path, buf, n);
+    tg_onnx_model *m = NULL;
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_IO, path, "weights.bin", "beside the model");
+    /* present but short: 16 bytes for 24 */
+    write_file(data, p.init_data, 16);
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_FORMAT, "initializer w", "16 bytes", NULL);
+    /* right size: loads, and the values come through */
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    write_file(data, w, sizeof w);
+    TG_CHECK_OK(tg_onnx_load(path, &m));
+    TG_CHECK(m && tg_onnx_float_elements(m) == 6);
+    tg_onnx_model_destroy(m);
+    m = NULL;
+    /* a location that leaves the directory is refused */
+    p.ext[0].value = "../../etc/passwd";
+    onnx__model_proto__pack(&p.model, buf);
+    write_file(path, buf, onnx__model_proto__get_packed_size(&p.model));
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_FORMAT, "leaves the model's directory", NULL, NULL);
+    /* and from memory there is no directory at all */
+    p.ext[0].value = "weights.bin";
+    EXPECT(load_parts(&p, "mem.onnx", &m), TG_ERR_UNSUPPORTED, "external data", NULL, NULL);
+    free(buf);
+    unlink(path);
+    unlink(data);
+    rmdir(dir);
+}
+
+static void test_cycle_and_dangling_input(void)
+{
+    model_parts p;
+    make_model(&p, 3);
+    /* node 0 reads what node 2 makes: x -> ... cycle h1 <- h3 */
+    p.ins[0][0] = "h3";
+    p.outs[2][0] = "h3";
+    p.out.name = "h3";
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "cycle.onnx", &m), TG_ERR_FORMAT, "cycle.onnx",
+           "node '/layer1/Relu' (Relu)", "cycle");
+    make_model(&p, 2);
+    p.ins[1][0] = "nowhere";
+    EXPECT(load_parts(&p, "dangle.onnx", &m), TG_ERR_FORMAT, "node '/layer2/Relu' (Relu)",
+           "'nowhere'", "dangling");
+    make_model(&p, 1);
+    p.out.name = "missing";
+    EXPECT(load_parts(&p, "out.onnx", &m), TG_ERR_FORMAT, "graph output 'missing'", NULL, NULL);
+}
+
+static void test_unsupported_attribute_names_node(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    onnx__attribute_proto__init(&p.attr);
+    p.attr.name = "alpha";
+    p.attr.has_type = 1;
+    p.attr.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    p.attr.has_f = 1;
+    p.attr.f = 0.5f;
+    p.attr_ptrs[0] = &p.attr;
+    p.nodes[0].n_attribute = 1;
+    p.nodes[0].attribute = p.attr_ptrs;
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "attr.onnx", &m));
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    EXPECT(tg_onnx_build(m, g, NULL, &io), TG_ERR_UNSUPPORTED, "attr.onnx",
+           "node '/layer1/Relu' (Relu)", "attribute 'alpha'");
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+static void test_dynamic_batch_needs_size(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    p.dims[0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+    p.dims[0].dim_param = "batch";
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "dyn.onnx", &m));
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    EXPECT(tg_onnx_build(m, g, NULL, &io), TG_ERR_UNSUPPORTED, "input 'x'", "dynamic", NULL);
+    tg_graph_destroy(g);
+    g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 5};
+    TG_CHECK_OK(tg_onnx_build(m, g, &c, &io));
+    TG_CHECK(io.n_outputs == 1 && tg_tensor_shape(io.outputs[0]).dim[0] == 5);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+/* Flip, drop and overwrite bytes of a real export: every result is either
+ * an error with a message or a model that builds or fails cleanly. */
+static void test_mutations_never_crash(void)
+{
+    FILE *f = fopen(FIXTURES "tiny_cnn.onnx", "rb");
+    uint8_t *orig = malloc(1 << 20), *buf = malloc(1 << 20);
+    size_t n = f ? fread(orig, 1, 1 << 20, f) : 0;
+    if (f)
+        fclose(f);
+    uint64_t state = 12345;
+    int loaded = 0, refused = 0;
+    for (int iter = 0; iter < 400 && n; iter++) {
+        memcpy(buf, orig, n);
+        size_t len = n;
+        for (int k = 0; k < 1 + iter % 8; k++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            size_t at = (size_t)(state >> 33) % len;
+            if (k % 3 == 2)
+                len = at + 1; /* truncate */
+            else
+                buf[at] ^= (uint8_t)(1u << ((state >> 20) & 7));
+        }
+        tg_onnx_model *m = NULL;
+        if (tg_onnx_load_buffer(buf, len, "mutant.onnx", &m) != TG_OK) {
+            TG_CHECK(strstr(tg_error_message(), "mutant.onnx") != NULL);
+            refused++;
+            continue;
+        }
+        loaded++;
+        tg_graph *g = tg_graph_create();
+        tg_onnx_build_config c = {.batch = 2};
+        tg_onnx_outputs io;
+        if (tg_onnx_build(m, g, &c, &io) != TG_OK)
+            TG_CHECK(tg_error_message()[0] != '\0');
+        tg_graph_destroy(g);
+        tg_onnx_model_destroy(m);
+    }
+    TG_CHECK(loaded > 0 && refused > 0);
+    free(orig);
+    free(buf);
+}
+
+int main(void)
+{
+    int64_t live = tg_alloc_live_bytes();
+    TG_RUN(test_good_model_loads);
+    TG_RUN(test_missing_truncated_and_wrong_files);
+    TG_RUN(test_opset);
+    TG_RUN(test_unsupported_ops_listed_at_once);
+    TG_RUN(test_size_mismatch);
+    TG_RUN(test_external_data);
+    TG_RUN(test_cycle_and_dangling_input);
+    TG_RUN(test_unsupported_attribute_names_node);
+    TG_RUN(test_dynamic_batch_needs_size);
+    TG_RUN(test_mutations_never_crash);
+    tg_test_check_no_leak(live);
+    return tg_test_finish();
+}

@@ -1,0 +1,202 @@
+/* tests/onnx/test_onnx_import.c - importing the committed PyTorch exports
+ * (tests/onnx/fixtures, made by make_fixtures.py): the summary, parameter
+ * names, the inference output against PyTorch's, the scopes --split uses,
+ * training through the model zoo's ONNX source, and the resulting
+ * checkpoint names. */
+#include "tg_test.h"
+
+#include "onnx_run.h"
+
+#include "tilegraph/checkpoint.h"
+#include "tilegraph/models.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FIXTURES TG_SOURCE_DIR "/tests/onnx/fixtures/"
+
+static void test_summary(void)
+{
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(tg_onnx_load(FIXTURES "tiny_cnn.onnx", &m));
+    if (!m)
+        return;
+    TG_CHECK(tg_onnx_opset(m) == 13);
+    TG_CHECK(strstr(tg_onnx_producer(m), "pytorch") != NULL);
+    TG_CHECK(tg_onnx_input_count(m) == 1);
+    tg_onnx_value in = tg_onnx_input(m, 0);
+    TG_CHECK(!strcmp(in.name, "input") && !strcmp(in.dtype, "float"));
+    TG_CHECK(in.ndim == 4 && in.dim[0] == -1 && in.dim[1] == 1 && in.dim[2] == 28);
+    TG_CHECK(tg_onnx_output_count(m) == 1 && tg_onnx_output(m, 0).dim[1] == 10);
+    /* conv1 8x1x3x3+8, bn1 4x8, two blocks of 2 convs 8x8x3x3 and 2 bns, fc 10x8+10 */
+    TG_CHECK(tg_onnx_float_elements(m) == 80 + 32 + 2 * (2 * 576 + 2 * 32) + 90);
+    int convs = 0;
+    for (int i = 0; i < tg_onnx_node_count(m); i++)
+        convs += !strcmp(tg_onnx_node_op(m, i), "Conv");
+    TG_CHECK(convs == 5);
+    TG_CHECK_OK(tg_onnx_check_ops(m));
+    tg_onnx_model_destroy(m);
+}
+
+/* The inference output equals PyTorch's eval() output for the same input. */
+static void check_against_pytorch(const char *name)
+{
+    char path[512];
+    tg_onnx_model *m = NULL;
+    snprintf(path, sizeof path, FIXTURES "%s.onnx", name);
+    TG_CHECK_OK(tg_onnx_load(path, &m));
+    tg_onnx_data in, want, got[TG_ONNX_MAX_IO];
+    snprintf(path, sizeof path, FIXTURES "%s.input.pb", name);
+    TG_CHECK_OK(tg_onnx_data_read_file(path, &in));
+    snprintf(path, sizeof path, FIXTURES "%s.output.pb", name);
+    TG_CHECK_OK(tg_onnx_data_read_file(path, &want));
+    int n_out = 0;
+    bool built;
+    if (m && in.f && want.f) {
+        TG_CHECK_OK(onnx_run(m, in.dim[0], &in, 1, got, &n_out, &built));
+        TG_CHECK(n_out == 1);
+        double worst;
+        if (n_out == 1 && !onnx_allclose(&got[0], &want, 1e-4, 1e-5, &worst))
+            tg_test_fail(__FILE__, __LINE__, "%s: output differs from PyTorch's by %g", name,
+                         worst);
+    }
+    for (int k = 0; k < n_out; k++)
+        tg_onnx_data_free(&got[k]);
+    tg_onnx_data_free(&in);
+    tg_onnx_data_free(&want);
+    tg_onnx_model_destroy(m);
+}
+
+static void test_cnn_matches_pytorch(void)
+{
+    check_against_pytorch("tiny_cnn");
+}
+/* the MLP's reshape target is a Shape/Gather/Unsqueeze/Concat chain */
+static void test_mlp_matches_pytorch(void)
+{
+    check_against_pytorch("tiny_mlp");
+}
+
+/* nn.GELU's five exported nodes become one gelu op; LayerNorm matches in
+ * its fused (opset 17) and decomposed (opset 13) forms. */
+static void check_gelu(const char *name)
+{
+    check_against_pytorch(name);
+    char path[512];
+    snprintf(path, sizeof path, FIXTURES "%s.onnx", name);
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(tg_onnx_load(path, &m));
+    if (!m)
+        return;
+    tg_graph *g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 3};
+    tg_onnx_outputs io;
+    TG_CHECK_OK(tg_onnx_build(m, g, &c, &io));
+    int gelu = 0, erf = 0;
+    for (int i = 0; i < tg_graph_tensor_count(g); i++) {
+        gelu += tg_graph_tensor(g, i)->op == TG_OP_GELU;
+        erf += tg_graph_tensor(g, i)->op == TG_OP_ERF;
+    }
+    TG_CHECK(gelu == 1 && erf == 0);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+static void test_gelu_layer_norm_opset17(void)
+{
+    check_gelu("tiny_gelu_ln17");
+}
+static void test_gelu_layer_norm_decomposed(void)
+{
+    check_gelu("tiny_gelu_ln13");
+}
+
+/* Parameters keep the state_dict names; ops sit in module scopes. */
+static void test_names_and_scopes(void)
+{
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(tg_onnx_load(FIXTURES "tiny_cnn.onnx", &m));
+    if (!m)
+        return;
+    tg_graph *g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 4};
+    tg_onnx_outputs io;
+    TG_CHECK_OK(tg_onnx_build(m, g, &c, &io));
+    TG_CHECK(io.n_inputs == 1 && tg_tensor_shape(io.inputs[0]).dim[0] == 4);
+    tg_tensor *w = tg_graph_find(g, "layer1.0.conv1.weight");
+    TG_CHECK(w && w->role == TG_ROLE_PARAM && tg_tensor_shape(w).dim[0] == 8);
+    tg_tensor *stats = tg_graph_find(g, "layer2.0.bn2.running_stats");
+    TG_CHECK(stats && stats->role == TG_ROLE_STATE && tg_tensor_shape(stats).dim[0] == 2);
+    bool scoped = false;
+    for (int i = 0; i < tg_graph_tensor_count(g); i++)
+        scoped |= !strncmp(tg_tensor_name(tg_graph_tensor(g, i)), "layer2/0/conv1/", 15);
+    TG_CHECK(scoped);
+    TG_CHECK(tg_graph_find(g, "layer2.0.bn2.num_batches_tracked") == NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+/* --model FILE.onnx: the zoo's ONNX source trains, and a checkpoint of it
+ * carries the PyTorch names. */
+static void test_train_through_model_source(void)
+{
+    const tg_model_spec *spec = NULL;
+    TG_CHECK_OK(tg_model_open(FIXTURES "tiny_cnn.onnx", TG_LOSS_CROSS_ENTROPY, &spec));
+    if (!spec)
+        return;
+    TG_CHECK(spec->channels == 1 && spec->height == 28 && spec->classes == 10);
+    tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
+    tg_model_graph mg;
+    TG_CHECK_OK(tg_model_graph_create(spec, 8, &opt, &mg));
+    tg_session *s = NULL;
+    if (mg.graph)
+        TG_CHECK_OK(tg_session_create(mg.graph, NULL, &s));
+    if (s) {
+        float x[8 * 28 * 28], loss[2];
+        int32_t y[8];
+        for (int i = 0; i < 8 * 28 * 28; i++)
+            x[i] = (float)((i * 7919) % 255) / 255.0f;
+        for (int i = 0; i < 8; i++)
+            y[i] = i % 10;
+        for (int step = 0; step < 2; step++) {
+            TG_CHECK_OK(tg_session_write(s, mg.images, x, sizeof x));
+            TG_CHECK_OK(tg_session_write(s, mg.labels, y, sizeof y));
+            TG_CHECK_OK(tg_session_run(s));
+            TG_CHECK_OK(tg_session_read(s, mg.loss, &loss[step], sizeof(float)));
+        }
+        /* a second step on the same batch has a lower loss */
+        TG_CHECK(isfinite(loss[0]) && loss[1] < loss[0]);
+        char path[] = "/tmp/tg_onnx_ckpt_XXXXXX";
+        int fd = mkstemp(path);
+        if (fd >= 0)
+            close(fd);
+        TG_CHECK_OK(tg_checkpoint_save(s, path, spec->name));
+        FILE *f = fopen(path, "rb");
+        char head[8192] = "";
+        if (f) {
+            size_t got = fread(head, 1, sizeof head - 1, f);
+            head[got] = '\0';
+            fclose(f);
+        }
+        TG_CHECK(strstr(head + 8, "\"layer1.0.conv1.weight\"") != NULL);
+        TG_CHECK(strstr(head + 8, "\"fc.bias\"") != NULL);
+        unlink(path);
+    }
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
+    tg_model_close(spec);
+}
+
+int main(void)
+{
+    TG_RUN(test_summary);
+    TG_RUN(test_cnn_matches_pytorch);
+    TG_RUN(test_mlp_matches_pytorch);
+    TG_RUN(test_gelu_layer_norm_opset17);
+    TG_RUN(test_gelu_layer_norm_decomposed);
+    TG_RUN(test_names_and_scopes);
+    TG_RUN(test_train_through_model_source);
+    return tg_test_finish();
+}
