@@ -128,9 +128,12 @@ int cmd_report(int argc, char **argv)
     cli_command cmd = {"report",
                        "write a self-contained HTML report of a profile",
                        "tilegraph report REPORT [OTHER] [-o report.html]",
-                       "REPORT and OTHER are profile.sqlite files or directories holding "
-                       "training/profile.sqlite (autoReport.directory). With OTHER the page "
-                       "compares the two. The page needs no network and opens in any browser.",
+                       "REPORT and OTHER are what `tilegraph analyse` takes: profile.sqlite "
+                       "files, directories holding training/profile.sqlite (autoReport.directory) "
+                       "or such a training/ or inference/ directory. With OTHER the page "
+                       "compares the two. The page needs no network and opens in any browser; "
+                       "it is written to a temporary file and renamed over FILE, never over a "
+                       "profile it reads.",
                        flags,
                        (int)(sizeof flags / sizeof flags[0])};
     /* positional arguments first, then the flags */
