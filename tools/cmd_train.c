@@ -26,8 +26,9 @@
 #include <string.h>
 
 typedef struct train_args {
-    const char *model, *optimizer, *schedule, *save, *load;
+    const char *model, *optimizer, *schedule, *save, *load, *target;
     const char *checkpoint_every, *resume; /* docs/reliability.md */
+    int64_t return_period; /* --output-return-period; -1: not given */
     int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs, max_steps;
     double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
@@ -43,7 +44,7 @@ static int parse_args(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.model = "fashion-basic", .optimizer = "sgd",
                       .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
-                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1};
+                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1, .return_period = -1};
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
     cli_flag flags[96] = { /* room for the data and device flags appended below */
@@ -83,6 +84,10 @@ static int parse_args(train_args *a, int argc, char **argv)
          "--load/--resume: accept a checkpoint holding NaN or infinity", 1, 0},
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1, 0},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
+        {"--target", CLI_STRING, &a->target, "NAME",
+         "cpu or mk2 (the simulated tile processor); default cpu", 1, 0},
+        {"--output-return-period", CLI_INT, &a->return_period, "N",
+         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6},
     };
     int n = 0;
     while (flags[n].name)
@@ -153,6 +158,32 @@ static int probe_outputs(const train_args *a)
         st = tg_probe_writable_dir("host trace directory", ts.directory);
     if (st != TG_OK) {
         fprintf(stderr, "tilegraph train: %s (nothing was trained)\n", tg_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+/* --target and --output-return-period: the options target and
+ * outputReturnPeriod, over --engine-option and --options. A return period
+ * without --output-mode everyN would be ignored, so it is an error. */
+static int apply_train_options(const train_args *a, tg_options *o)
+{
+    if (a->target && tg_options_set(o, "target", a->target) != TG_OK) {
+        fprintf(stderr, "tilegraph train: --target: %s\n", tg_error_message());
+        return -1;
+    }
+    if (a->return_period < 0)
+        return 0;
+    if (strcmp(tg_options_get_string(o, "outputMode"), "everyN")) {
+        fprintf(stderr, "tilegraph train: --output-return-period applies to --output-mode everyN "
+                        "only (the output mode is '%s'); add --output-mode everyN\n",
+                tg_options_get_string(o, "outputMode"));
+        return -1;
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)a->return_period);
+    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
+        fprintf(stderr, "tilegraph train: --output-return-period: %s\n", tg_error_message());
         return -1;
     }
     return 0;
@@ -275,9 +306,11 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         st->seen += count;
         st->steps++;
         double dt = cli_now() - t0;
-        snprintf(status, sizeof status, "loss %.4f | acc %5.2f%% | %.0f samples/s",
-                 st->loss_sum / (double)(st->losses ? st->losses : 1),
-                 100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1),
+        char acc[24] = "n/a";
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%5.2f%%", 100.0 * (double)st->correct / (double)st->scored);
+        snprintf(status, sizeof status, "loss %.4f | acc %s | %.0f samples/s",
+                 st->loss_sum / (double)(st->losses ? st->losses : 1), acc,
                  (double)st->seen / (dt > 0 ? dt : 1e-9));
         cli_progress_update(&bar, k + 1, status);
         if (a->every_steps && pos->done % a->every_steps == 0)
@@ -293,7 +326,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
 /* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
  * never the `nan` that is not JSON, and the model name is escaped. */
 static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
-                             double test_acc, double sps)
+                             double train_acc, double test_acc, double sps)
 {
     tg_json_writer w;
     tg_json_writer_init(&w);
@@ -305,7 +338,7 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
     tg_json_key(&w, "train_loss");
     tg_json_number(&w, st->loss_sum / (double)(st->losses ? st->losses : 1));
     tg_json_key(&w, "train_accuracy");
-    tg_json_number(&w, 100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1));
+    tg_json_number(&w, train_acc); /* NaN (null): the output mode returns no predictions */
     tg_json_key(&w, "test_accuracy");
     tg_json_number(&w, test_acc);
     tg_json_key(&w, "samples_per_s");
@@ -325,18 +358,25 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
     tg_json_writer_free(&w);
 }
 
+/* The train accuracy needs every sample's prediction: an output mode that
+ * returns only sums or the last iteration scores nothing, and says so
+ * rather than print 0%. */
 static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
 {
     double sps = st->seconds > 0 ? (double)st->seen / st->seconds : 0.0;
+    double loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
+    double train_acc = st->scored ? 100.0 * (double)st->correct / (double)st->scored : NAN;
     if (a->json) {
-        print_epoch_json(a, epoch, st, test_acc, sps);
+        print_epoch_json(a, epoch, st, train_acc, test_acc, sps);
     } else {
-        char t[32];
-        printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
+        char t[32], acc[96];
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%.2f%%", train_acc);
+        else
+            snprintf(acc, sizeof acc, "not available (the output mode returns no predictions)");
+        printf("epoch %lld: train loss %.4f, train accuracy %s, test accuracy %.2f%%, "
                "%.0f samples/s (%s)\n",
-               (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
-               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               cli_duration(st->seconds, t, sizeof t));
+               (long long)epoch + 1, loss, acc, test_acc, sps, cli_duration(st->seconds, t, sizeof t));
         if (a->dev.loss_scaling || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");
@@ -445,7 +485,7 @@ int cmd_train(int argc, char **argv)
     train_pos pos = {0};
     pos.model = ctx.model->name;
     tg_options *o = device_options(&a.dev, "train", false);
-    if (!o)
+    if (!o || apply_train_options(&a, o) != 0)
         goto done;
     /* a host step's samples, from the options: the loader and the learning
      * rate schedule (which counts weight updates) need them before the
@@ -469,10 +509,18 @@ int cmd_train(int argc, char **argv)
     int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
     if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
         goto done;
+    double compile_start = cli_now();
     if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||
         tg_session_create(mg.graph, o, &s) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
+    }
+    /* PopTorch's line, so a user sees that and how long the graph compiled
+     * (the graph, its passes and the plans: all before the first step) */
+    if (!a.json) {
+        char t[32];
+        printf("Graph compilation: 100%% (%s)\n",
+               cli_duration(cli_now() - compile_start, t, sizeof t));
     }
     const char *start = a.resume ? a.resume : a.load;
     if (start &&

@@ -49,7 +49,7 @@ int device_flags(device_args *a, cli_flag *f)
          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
         {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
-         "storage types: 32.32, 16.32, 16.16, bf16.32 or bf16.bf16 (kernels compute in f32)", 1, 0},
+         "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels compute in f32)", 1, 0},
         {"--loss-scaling", CLI_STRING, &a->loss_scaling, "KIND",
          "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0},
         {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale, default 1024",

@@ -18,6 +18,8 @@ void data_args_defaults(data_args *d)
     memset(d, 0, sizeof *d);
     d->dataset = "fashion-mnist";
     d->loader = "sync";
+    d->workers = -1; /* not given: the loader's default (and an error without --loader async) */
+    d->prefetch_depth = -1;
     d->loss = "cross-entropy";
 }
 
@@ -106,6 +108,16 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         fprintf(stderr, "tilegraph: --loader '%s' is not sync or async\n", data->loader);
         return -1;
     }
+    /* the sync loader has no workers and prepares nothing ahead: a flag
+     * for the async one would be silently ignored */
+    if (tg_loader_mode_parse(data->loader) != TG_LOADER_ASYNC &&
+        (data->workers >= 0 || data->prefetch_depth >= 0)) {
+        fprintf(stderr, "tilegraph: %s applies to the async loader only; add --loader async "
+                        "(or drop %s)\n",
+                data->workers >= 0 ? "--workers" : "--prefetch-depth",
+                data->workers >= 0 ? "--workers" : "--prefetch-depth");
+        return -1;
+    }
     if ((train_limit >= 0 &&
          tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
         tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
@@ -174,8 +186,8 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     if (training) {
         lc->flip_prob = (float)ctx->data.flip;
         lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
-        lc->num_workers = (int)ctx->data.workers;
-        lc->prefetch_depth = (int)ctx->data.prefetch_depth;
+        lc->num_workers = ctx->data.workers > 0 ? (int)ctx->data.workers : 0; /* 0: default */
+        lc->prefetch_depth = ctx->data.prefetch_depth > 0 ? (int)ctx->data.prefetch_depth : 0;
     } else {
         lc->shuffle = false;
         lc->drop_last = false;

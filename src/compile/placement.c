@@ -142,6 +142,15 @@ static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_place
                             "divide it with split (--split LAYERS), or use replicationFactor "
                             "(--replicas) for data parallelism",
                             (long long)tg_options_get_int(o, "devices"));
+        /* a strategy asked for by name that cannot divide the model would
+         * silently run on one device: say so instead */
+        const char *asked = tg_options_get_string(o, "executionStrategy");
+        if (strcmp(asked, "pipelined") == 0 || strcmp(asked, "sharded") == 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "executionStrategy '%s' divides a model at its blocks, and this "
+                            "model has none: split it with --split LAYERS (option split), mark "
+                            "blocks with tg_block_begin_on, or use --strategy single",
+                            asked);
         p->n_stages = 1;
         return TG_OK;
     }

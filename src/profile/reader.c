@@ -28,6 +28,21 @@ static tg_status fail(tg_profile_reader *r, const char *what)
     return tg_error(TG_ERR_FORMAT, "%s: %s", r->path, what);
 }
 
+/* A profile locked by its writer is not a broken one: say what to do. */
+static bool is_locked(sqlite3 *db)
+{
+    int code = sqlite3_errcode(db) & 0xff; /* the primary code of an extended one */
+    return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
+
+static tg_status locked(tg_profile_reader *r)
+{
+    return tg_error(TG_ERR_IO,
+                    "%s: the profile is being written by a running tilegraph (the database is "
+                    "locked); wait until that run finishes, then open it again",
+                    r->path);
+}
+
 static tg_status check(tg_profile_reader *r)
 {
     char *err = NULL;
@@ -35,6 +50,8 @@ static tg_status check(tg_profile_reader *r)
     /* quick_check reads every page: a truncated or damaged file fails here */
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(r->db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
+        if (is_locked(r->db))
+            return locked(r);
         char msg[512];
         int code = sqlite3_errcode(r->db);
         bool corrupt = code == SQLITE_CORRUPT;
@@ -51,7 +68,10 @@ static tg_status check(tg_profile_reader *r)
         snprintf(result, sizeof result, "%s", (const char *)sqlite3_column_text(st, 0));
     else if (rc != SQLITE_DONE)
         snprintf(result, sizeof result, "%s", sqlite3_errmsg(r->db));
+    bool busy = rc != SQLITE_ROW && rc != SQLITE_DONE && is_locked(r->db);
     sqlite3_finalize(st);
+    if (busy)
+        return locked(r);
     if (strcmp(result, "ok") != 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "the file is damaged or truncated (%s)", result);
