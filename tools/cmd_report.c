@@ -8,6 +8,7 @@
 #include "analyse/analyse.h"
 #include "analyse/report_data.h"
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -93,27 +94,21 @@ static void write_page(FILE *f, const char *json, size_t json_len)
  * truncated one. Returns 0 or 1 (after the message). */
 static int write_atomically(const char *out, const char *json, size_t json_len)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "tilegraph report: cannot write '%s': %s\n", out, strerror(errno));
-        return 1;
+    tg_atomic_file af;
+    tg_status st = tg_atomic_file_open(out, &af);
+    if (st == TG_OK) {
+        write_page(af.f, json, json_len);
+        if (ferror(af.f)) {
+            tg_atomic_file_abort(&af);
+            st = tg_error(TG_ERR_IO, "%s: cannot write the page: %s", out,
+                          strerror(errno ? errno : EIO));
+        } else {
+            st = tg_atomic_file_commit(&af);
+        }
     }
-    write_page(f, json, json_len);
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, out) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
-        fprintf(stderr,
-                "tilegraph report: cannot write '%s': %s (any previous file is left "
-                "as it was)\n",
-                out, strerror(err));
+    if (st != TG_OK) {
+        fprintf(stderr, "tilegraph report: %s (any previous file is left as it was)\n",
+                tg_error_message());
         return 1;
     }
     return 0;
