@@ -642,6 +642,9 @@ static tg_status map_slice(onnx_builder *b)
         hi = hi < 0 ? hi + n : hi;
         lo = lo < 0 ? 0 : lo > n ? n : lo;
         hi = hi < lo ? lo : hi > n ? n : hi;
+        /* the slice kernels are not written for empty tensors */
+        if (hi == lo)
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "the slice of axis %d is empty", axis);
         if (lo != 0 || hi != n)
             y = tg_slice(b->g, y, axis, lo, hi);
     }
