@@ -125,10 +125,18 @@ static tg_status check_typed_count(const Onnx__TensorProto *t, const char *what,
 {
     size_t have;
     switch (d->elem_type) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: have = t->n_float_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: have = t->n_double_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: have = t->n_int64_data; break;
-    default: have = t->n_int32_data; break; /* int32 and narrower, float16, bool */
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+        have = t->n_float_data;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+        have = t->n_double_data;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        have = t->n_int64_data;
+        break;
+    default:
+        have = t->n_int32_data;
+        break; /* int32 and narrower, float16, bool */
     }
     if ((int64_t)have != d->n)
         return tg_error(TG_ERR_FORMAT, "%s: declares %lld elements (dims) but holds %zu", what,
