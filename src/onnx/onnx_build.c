@@ -258,7 +258,7 @@ const ob_op *ob_find_op(const char *op_type)
 
 const char *tg_onnx_supported_ops(void)
 {
-    static char list[2048];
+    static _Thread_local char list[2048]; /* built once per thread: no lock needed */
     if (list[0])
         return list;
     size_t used = 0;
