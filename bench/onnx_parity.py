@@ -16,7 +16,7 @@ python3-torchvision (make bench-deps).
 usage: /usr/bin/python3 bench/onnx_parity.py [--model seed004|resnet18|all]
            [--steps 50] [--threads 1] [--optimizer sgd|adamw] [--build build]
 """
-import argparse, json, os, struct, subprocess, sys, tempfile, time
+import argparse, copy, json, os, struct, subprocess, sys, tempfile, time
 
 import numpy as np
 import torch
@@ -50,7 +50,7 @@ class Seed004Network(nn.Module):
 MODELS = {
     "seed004": (Seed004Network, (1, 28, 28), 40, {"sgd": 0.05, "adamw": 0.001}),
     "resnet18": (lambda: __import__("torchvision").models.resnet18(num_classes=10), (3, 32, 32), 16,
-                 {"sgd": 0.01, "adamw": 0.0005}),
+                 {"sgd": 0.001, "adamw": 0.0001}),
 }
 
 
@@ -94,6 +94,17 @@ def read_safetensors(path):
     return out
 
 
+def max_rel(xs, refs):
+    return max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(xs, refs))
+
+
+def steps_within(xs, refs, tol=1e-3):
+    n = 0
+    while n < len(xs) and abs(xs[n] - refs[n]) <= tol * max(abs(refs[n]), 1e-12):
+        n += 1
+    return n
+
+
 def rel_diff(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-12))
@@ -107,7 +118,12 @@ def run(name, a):
     model = make()
     gen = torch.Generator().manual_seed(a.seed + 1)
     xs = [torch.randn((batch,) + shape, generator=gen) for _ in range(a.steps)]
-    ys = [torch.randint(0, 10, (batch,), generator=gen) for _ in range(a.steps)]
+    # labels a fixed function of the images (the class of a random linear
+    # projection), so the models learn instead of fitting noise
+    proj = torch.randn((int(np.prod(shape)), 10), generator=gen)
+    ys = [(x.flatten(1) @ proj).argmax(1) for x in xs]
+    # the floor: how far PyTorch in fp32 drifts from itself in fp64
+    model64 = copy.deepcopy(model).double()
     with tempfile.TemporaryDirectory(prefix="tg-parity-") as d:
         onnx_path, data_path = os.path.join(d, "model.onnx"), os.path.join(d, "batches.bin")
         export(model, shape, batch, onnx_path)
@@ -117,6 +133,7 @@ def run(name, a):
             for y in ys:
                 f.write(y.numpy().astype(np.int32).tobytes())
         torch_losses, torch_s = train_torch(model, xs, ys, a.optimizer, lr)
+        losses64, _ = train_torch(model64, [x.double() for x in xs], ys, a.optimizer, lr)
         ckpt, losses_path = os.path.join(d, "tg.safetensors"), os.path.join(d, "losses.json")
         cmd = [os.path.join(a.build, "bench", "bench_onnx_parity"), onnx_path, data_path,
                "--steps", str(a.steps), "--batch-size", str(batch), "--optimizer", a.optimizer,
@@ -135,12 +152,29 @@ def run(name, a):
             stats = tg_weights.pop(k)
             tg_weights[k[:-len("stats")] + "mean"], tg_weights[k[:-len("stats")] + "var"] = stats
     missing = sorted(set(torch_weights) - set(tg_weights))
-    weight_diff = max(rel_diff(tg_weights[k], v) for k, v in torch_weights.items() if k in tg_weights)
-    loss_diff = max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(tg["losses"], torch_losses))
+    diffs = {k: rel_diff(tg_weights[k], v) for k, v in torch_weights.items() if k in tg_weights}
+    weight_diff = max(diffs.values())
+    if a.verbose:
+        for i, (p, q) in enumerate(zip(tg["losses"], torch_losses)):
+            print(f"step {i:3d}  tilegraph {p:.7f}  pytorch {q:.7f}", file=sys.stderr)
+        for k in sorted(diffs, key=diffs.get, reverse=True)[:8]:
+            print(f"weight {k}: relative difference {diffs[k]:.3g}", file=sys.stderr)
+    loss_diff = max_rel(tg["losses"], torch_losses)
+    floor_loss_diff = max_rel(torch_losses, losses64)
+    w64 = model64.state_dict()
+    floor_weight_diff = max(rel_diff(v.numpy(), w64[k].numpy()) for k, v in
+                            ((k, v.detach()) for k, v in model.state_dict().items())
+                            if v.dtype == torch.float32)
     result = {
         "bench": "onnx_parity", "model": name, "optimizer": a.optimizer, "steps": a.steps,
         "batch_size": batch, "threads": a.threads,
         "max_rel_loss_diff": loss_diff, "max_rel_weight_diff": weight_diff,
+        "pytorch_fp32_vs_fp64_loss_diff": floor_loss_diff,
+        # how many steps each pair stays within the goal of 1e-3
+        "steps_within_1e-3": steps_within(tg["losses"], torch_losses),
+        "pytorch_fp32_vs_fp64_steps_within_1e-3": steps_within(torch_losses, losses64),
+        "tilegraph_vs_fp64_steps_within_1e-3": steps_within(tg["losses"], losses64),
+        "pytorch_fp32_vs_fp64_weight_diff": floor_weight_diff,
         "first_loss": [tg["losses"][0], torch_losses[0]],
         "last_loss": [tg["losses"][-1], torch_losses[-1]],
         "weights_compared": len(torch_weights) - len(missing), "weights_missing": missing,
@@ -150,7 +184,9 @@ def run(name, a):
     }
     result["speed_ratio"] = round(result["tilegraph_samples_per_s"] / result["pytorch_samples_per_s"], 3)
     print(json.dumps(result), flush=True)
-    return loss_diff < 1e-3 and not missing
+    # the goal is 1e-3 on every step's loss; a chaotic run (ResNet-18 here)
+    # misses it, and the fp64 columns say whether PyTorch's own fp32 does too
+    return not missing and loss_diff < 1e-3
 
 
 def main():
@@ -160,6 +196,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--verbose", action="store_true", help="per-step losses and the most different weights")
     ap.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
     a = ap.parse_args()
     names = sorted(MODELS) if a.model == "all" else [a.model]

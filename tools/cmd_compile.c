@@ -236,7 +236,7 @@ int cmd_compile(int argc, char **argv)
     cli_flag flags[64] = {
         {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0},
         {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6},
-        {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam or adamw (its state is planned)", 1, 0},
+        {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam, adamw or lamb (its state is planned)", 1, 0},
         {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
         {"--eight-bit-io", CLI_BOOL, &eight_bit, NULL,
          "u8 images in the host stream, normalised on the device", 1, 0},
@@ -265,7 +265,7 @@ int cmd_compile(int argc, char **argv)
     int kind = tg_optimizer_parse(optimizer);
     if (kind < 0 || tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n",
-                kind < 0 ? "unknown optimizer (sgd, adam or adamw)" : tg_error_message());
+                kind < 0 ? "unknown optimizer (sgd, adam, adamw or lamb)" : tg_error_message());
         return 1;
     }
     tg_model_input in = tg_model_default_input(m);
@@ -295,8 +295,9 @@ int cmd_compile(int argc, char **argv)
         return 2;
     }
     tg_optimizer opt = kind == TG_OPT_SGD ? tg_optimizer_sgd(0.01f, 0.9f)
-                       : kind == TG_OPT_ADAM ? tg_optimizer_adam(0.001f)
-                                             : tg_optimizer_adamw(0.001f);
+                       : kind == TG_OPT_ADAM  ? tg_optimizer_adam(0.001f)
+                       : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(0.001f)
+                                              : tg_optimizer_lamb(0.001f);
     tg_model_graph mg;
     tg_program *p = NULL;
     double t0 = cli_now();

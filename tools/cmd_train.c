@@ -25,7 +25,8 @@ typedef struct train_args {
     int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs;
     double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
-    bool nesterov, json, quiet;
+    double max_grad_norm;
+    bool nesterov, no_bias_correction, json, quiet;
     device_args dev;
     data_args data;
 } train_args;
@@ -42,12 +43,16 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
         {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536},
-        {"--optimizer", CLI_STRING, &a->optimizer, "NAME", "sgd, adam or adamw", 1, 0},
+        {"--optimizer", CLI_STRING, &a->optimizer, "NAME", "sgd, adam, adamw or lamb", 1, 0},
         {"--lr", CLI_FLOAT, &a->lr, "X", "learning rate", 0, 1e3},
         {"--momentum", CLI_FLOAT, &a->momentum, "X", "SGD momentum", 0, 0.999999},
         {"--nesterov", CLI_BOOL, &a->nesterov, NULL, "Nesterov momentum (SGD)", 1, 0},
         {"--weight-decay", CLI_FLOAT, &a->weight_decay, "X",
-         "weight decay (default: 0, AdamW 0.01)", -1, 1e3},
+         "weight decay (default: 0, AdamW and LAMB 0.01)", -1, 1e3},
+        {"--max-grad-norm", CLI_FLOAT, &a->max_grad_norm, "X",
+         "clip the gradients by their global norm, as clip_grad_norm_ (0: off)", 0, 1e30},
+        {"--no-bias-correction", CLI_BOOL, &a->no_bias_correction, NULL,
+         "Adam, AdamW, LAMB: no 1 - beta^t division of the moments", 1, 0},
         {"--lr-schedule", CLI_STRING, &a->schedule, "KIND", "constant, step or cosine", 1, 0},
         {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays", 1, 10000},
         {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1},
@@ -86,14 +91,22 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
 {
     int kind = tg_optimizer_parse(a->optimizer);
     if (kind < 0) {
-        fprintf(stderr, "tilegraph train: unknown optimizer '%s' (sgd, adam or adamw)\n",
+        fprintf(stderr, "tilegraph train: unknown optimizer '%s' (sgd, adam, adamw or lamb)\n",
                 a->optimizer);
         return -1;
     }
-    *opt = kind == TG_OPT_SGD    ? tg_optimizer_sgd((float)a->lr, (float)a->momentum)
-           : kind == TG_OPT_ADAM ? tg_optimizer_adam((float)a->lr)
-                                 : tg_optimizer_adamw((float)a->lr);
+    *opt = kind == TG_OPT_SGD     ? tg_optimizer_sgd((float)a->lr, (float)a->momentum)
+           : kind == TG_OPT_ADAM  ? tg_optimizer_adam((float)a->lr)
+           : kind == TG_OPT_ADAMW ? tg_optimizer_adamw((float)a->lr)
+                                  : tg_optimizer_lamb((float)a->lr);
     opt->nesterov = a->nesterov;
+    opt->max_grad_norm = (float)a->max_grad_norm;
+    if (a->no_bias_correction && kind == TG_OPT_SGD) {
+        fprintf(stderr, "tilegraph train: --no-bias-correction applies to adam, adamw and lamb, "
+                        "not to sgd\n");
+        return -1;
+    }
+    opt->bias_correction = !a->no_bias_correction;
     if (a->weight_decay >= 0)
         opt->weight_decay = (float)a->weight_decay;
     if (!strcmp(a->schedule, "step")) {

@@ -126,6 +126,13 @@ typedef struct tg_conv2d_params {
 
 /* x [N, Cin, H, W], w [Cout, Cin/groups, KH, KW], b [Cout] or NULL. */
 tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
+/* As tg_conv2d with padding that may differ per side (ONNX Conv's pads,
+ * auto_pad SAME_UPPER/SAME_LOWER): p.pad_h and p.pad_w are the top and left
+ * padding, pad_bottom and pad_right the others. Equal sides build exactly
+ * tg_conv2d; otherwise the excess of the larger side is an explicit zero
+ * tg_pad node in front of a conv padded by the smaller side. */
+tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p,
+                        int pad_bottom, int pad_right);
 /* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
  * side (none more than half the dilated window, as PyTorch requires);
  * dilation (>= 1) is for max pooling only, average pooling rejects anything
@@ -208,9 +215,31 @@ tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm);
 tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis);
 /* Elements start..end-1 along axis (negative axis counts from the end). */
 tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end);
+/* Elements start, start + step, ... before end along axis, as ONNX Slice and
+ * Python's x[start:end:step]: a negative start or end counts from the end,
+ * then both are clamped to the axis (so INT64_MAX / INT64_MIN mean "to the
+ * end"); step may be negative, not 0. Step 1 builds tg_slice. A slice that
+ * selects nothing is an error. */
+tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
+                       int64_t step);
+typedef enum tg_pad_mode {
+    TG_PAD_CONSTANT, /* the value given */
+    TG_PAD_REFLECT,  /* mirror without repeating the border (numpy/PyTorch "reflect") */
+    TG_PAD_EDGE,     /* repeat the border element (PyTorch "replicate") */
+} tg_pad_mode;
+/* Pad (or, with negative values, crop) every axis: pads has 2 * ndim values,
+ * the begins of axes 0..ndim-1 then their ends (ONNX Pad's order). Reflect
+ * padding must be shorter than the axis, as in PyTorch. The gradient sums
+ * dy over every output element read from an input element. */
+tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode, float value);
 /* Sum or mean over the axes set in `axes_mask` (bit i = axis i). */
 tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+/* Largest / smallest element over the axes in `axes_mask` (ONNX ReduceMax /
+ * ReduceMin, torch.amax / torch.amin): NaN if the group holds one. The
+ * gradient is split evenly between the elements equal to the result. */
+tg_tensor *tg_reduce_max(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+tg_tensor *tg_reduce_min(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 
 tg_tensor *tg_softmax(tg_graph *g, tg_tensor *x, int axis);
 tg_tensor *tg_log_softmax(tg_graph *g, tg_tensor *x, int axis);

@@ -6,10 +6,13 @@
  * parameter in place. The update ops read the session's update counter
  * (`step`, the number of updates already done), from which the schedule gives
  * the learning rate and Adam its bias correction. Semantics follow PyTorch's
- * torch.optim.SGD, Adam and AdamW exactly, so results are comparable.
+ * torch.optim.SGD, Adam and AdamW exactly, so results are comparable; LAMB
+ * follows poptorch.optim.LAMB (PyTorch has none), and bias_correction and
+ * max_grad_norm mean what they mean in poptorch.optim.
  *
  * State tensors are named after the parameter the way PyTorch names optimizer
- * state: "<param>/momentum_buffer", "<param>/exp_avg", "<param>/exp_avg_sq".
+ * state: "<param>/momentum_buffer", "<param>/exp_avg", "<param>/exp_avg_sq"
+ * (LAMB keeps Adam's two moments under Adam's names).
  */
 #ifndef TILEGRAPH_OPTIM_H
 #define TILEGRAPH_OPTIM_H
@@ -39,7 +42,15 @@ typedef struct tg_lr_schedule {
     int64_t warmup_steps;
 } tg_lr_schedule;
 
-typedef enum tg_optimizer_kind { TG_OPT_SGD, TG_OPT_ADAM, TG_OPT_ADAMW } tg_optimizer_kind;
+typedef enum tg_optimizer_kind {
+    TG_OPT_SGD,
+    TG_OPT_ADAM,
+    TG_OPT_ADAMW,
+    /* Adam's moments, then a per-parameter trust ratio (poptorch.optim.LAMB):
+     *   r = m_hat / (sqrt(v_hat) + eps) + weight_decay * w
+     *   w -= lr * (||w|| / ||r||) * r     (ratio 1 when either norm is 0) */
+    TG_OPT_LAMB,
+} tg_optimizer_kind;
 
 typedef struct tg_optimizer {
     tg_optimizer_kind kind;
@@ -48,24 +59,39 @@ typedef struct tg_optimizer {
     /* SGD */
     float momentum, dampening;
     bool nesterov;
-    /* Adam, AdamW */
+    /* Adam, AdamW, LAMB */
     float beta1, beta2, eps;
+    /* Divide the moments by 1 - beta^t (PyTorch's Adam always does). The
+     * constructors set it; a zero-initialised struct has it off. */
+    bool bias_correction;
+    /* LAMB: ||w|| in the trust ratio is clipped to this (0 or inf: no clip). */
+    float max_weight_norm;
+    /* Any kind: before the updates, scale every gradient by
+     * max_grad_norm / (total_norm + 1e-6) when that is below 1, total_norm
+     * being the norm over ALL parameters' gradients (after the replicas'
+     * all-reduce and the loss-scale unscale, over every pipeline stage) as
+     * torch.nn.utils.clip_grad_norm_. 0 or inf: off. */
+    float max_grad_norm;
 } tg_optimizer;
 
 /* PyTorch's defaults: SGD(momentum=0), Adam(betas=(0.9, 0.999), eps=1e-8),
- * AdamW(the same, weight_decay=0.01). Constant learning rate. */
+ * AdamW(the same, weight_decay=0.01); PopTorch's LAMB(betas=(0.9, 0.999),
+ * eps=1e-8, weight_decay=0.01). Bias correction on, no clipping, constant
+ * learning rate. */
 tg_optimizer tg_optimizer_sgd(float lr, float momentum);
 tg_optimizer tg_optimizer_adam(float lr);
 tg_optimizer tg_optimizer_adamw(float lr);
+tg_optimizer tg_optimizer_lamb(float lr);
 
 /* Learning rate for the update with index `step` (0 for the first). */
 float tg_lr_at(const tg_lr_schedule *s, int64_t step);
-/* "sgd", "adam", "adamw" -> kind; -1 if unknown. */
+/* "sgd", "adam", "adamw", "lamb" -> kind; -1 if unknown. */
 int tg_optimizer_parse(const char *name);
 const char *tg_optimizer_name(tg_optimizer_kind k);
 
 /* Check the settings (a clear error naming a bad one: negative lr, momentum
- * outside [0, 1), nesterov without momentum, betas outside [0, 1), ...). */
+ * outside [0, 1), nesterov without momentum, betas outside [0, 1), a
+ * negative or NaN max_grad_norm, max_weight_norm on another kind than LAMB). */
 tg_status tg_optimizer_validate(const tg_optimizer *opt);
 
 /* Append state and update ops for every parameter that has a gradient. */

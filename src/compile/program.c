@@ -10,6 +10,7 @@
 #include "core/units.h"
 #include "tilegraph/trace.h"
 #include "ops/op.h"
+#include "ops/optim_params.h"
 #include "target/target.h"
 
 #include <stdio.h>
@@ -144,6 +145,25 @@ static bool is_optimizer_state(const tg_graph *g, const tg_tensor *t)
                 used = true;
             }
     return used;
+}
+
+/* Replicated tensor sharding has each replica update a slice of every
+ * weight, which is exact for element-wise updates only. LAMB's trust ratio
+ * needs ||r|| over the whole tensor and r comes from the sharded moments:
+ * it would take a cross-replica reduction inside every LAMB update (one
+ * barrier per weight) for little gain, so the combination is refused. */
+static tg_status check_shardable(const tg_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op == TG_OP_ADAM_UPDATE && tg_optim_params_get(&t->p).kind == TG_OPT_LAMB)
+            return tg_error(TG_ERR_CONFIG,
+                            "TensorLocations.optimizer.replicatedTensorSharding: the lamb "
+                            "optimizer ('%s') needs each weight's whole norm and cannot be "
+                            "sharded over replicas; turn sharding off or use adamw",
+                            t->name);
+    }
+    return TG_OK;
 }
 
 static tg_status make_homes(tg_program *p, const int *order, int n_order, bool offload_optimizer,
@@ -479,6 +499,8 @@ static tg_status compile(tg_program *p, const tg_options *o)
     if (s == TG_OK && offload && shard)
         s = tg_error(TG_ERR_CONFIG, "TensorLocations.optimizer: offloading and replicated tensor "
                      "sharding together are not supported; choose one");
+    if (s == TG_OK && shard && p->replicas > 1)
+        s = check_shardable(g);
     if (s == TG_OK)
         s = make_homes(p, order, n_order, offload, shard);
     if (s == TG_OK)

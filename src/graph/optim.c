@@ -6,12 +6,14 @@
  * and one update node that rewrites the parameter and its state in place:
  *
  *     SGD_UPDATE(param, [momentum_buffer,] grad)
- *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)
+ *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)    (Adam, AdamW, LAMB)
  *
  * The mutated inputs come first (node->n_mutated of them, set by the op's
  * shape rule); the settings travel in the node params (ops/optim_params.h).
  * Each update is placed in the block of the parameter's gradient, so a
  * pipeline stage updates the weights it computed the gradients of.
+ * max_grad_norm travels in every update's params too, but the clipping is
+ * the engine's (it needs every parameter's gradient: runtime/session.c).
  */
 #include "graph/node.h"
 
@@ -30,6 +32,7 @@ static tg_optimizer base(tg_optimizer_kind kind, float lr)
 {
     tg_optimizer o = {0};
     o.kind = kind;
+    o.bias_correction = true;
     o.lr = (tg_lr_schedule){.kind = TG_LR_CONSTANT, .lr = lr, .step_size = 1, .gamma = 0.1f,
                             .total_steps = 1, .min_lr = 0.0f};
     return o;
@@ -56,6 +59,13 @@ tg_optimizer tg_optimizer_adamw(float lr)
     tg_optimizer o = tg_optimizer_adam(lr);
     o.kind = TG_OPT_ADAMW;
     o.weight_decay = 0.01f;
+    return o;
+}
+
+tg_optimizer tg_optimizer_lamb(float lr)
+{
+    tg_optimizer o = tg_optimizer_adamw(lr);
+    o.kind = TG_OPT_LAMB;
     return o;
 }
 
@@ -92,13 +102,14 @@ float tg_lr_at(const tg_lr_schedule *s, int64_t step)
     return (float)lr;
 }
 
-static const char *const kind_names[] = {"sgd", "adam", "adamw"};
+static const char *const kind_names[] = {"sgd", "adam", "adamw", "lamb"};
+#define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
 
 int tg_optimizer_parse(const char *name)
 {
     if (!name)
         return -1;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_KINDS; k++) {
         const char *a = name, *b = kind_names[k];
         while (*a && tolower((unsigned char)*a) == *b)
             a++, b++;
@@ -110,7 +121,7 @@ int tg_optimizer_parse(const char *name)
 
 const char *tg_optimizer_name(tg_optimizer_kind k)
 {
-    return (unsigned)k < 3 ? kind_names[k] : "?";
+    return (unsigned)k < (unsigned)N_KINDS ? kind_names[k] : "?";
 }
 
 /* Written so that NaN fails every range test. */
@@ -123,8 +134,8 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
 {
     if (!o)
         return tg_error(TG_ERR_INVALID_ARG, "optimizer: no settings given");
-    if ((unsigned)o->kind > TG_OPT_ADAMW)
-        return tg_error(TG_ERR_CONFIG, "optimizer: unknown kind %d (sgd, adam or adamw)",
+    if ((unsigned)o->kind > TG_OPT_LAMB)
+        return tg_error(TG_ERR_CONFIG, "optimizer: unknown kind %d (sgd, adam, adamw or lamb)",
                         (int)o->kind);
     const char *name = tg_optimizer_name(o->kind);
     const tg_lr_schedule *s = &o->lr;
@@ -164,6 +175,19 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
     if (!in_range(o->weight_decay, 0, INFINITY, true))
         return tg_error(TG_ERR_CONFIG, "optimizer %s: weight_decay = %g must be >= 0 and finite",
                         name, o->weight_decay);
+    /* inf is allowed: it means off, as in PyTorch */
+    if (!in_range(o->max_grad_norm, 0, INFINITY, false))
+        return tg_error(TG_ERR_CONFIG,
+                        "optimizer %s: max_grad_norm = %g must be >= 0 (0 or inf: no clipping)",
+                        name, o->max_grad_norm);
+    if (!in_range(o->max_weight_norm, 0, INFINITY, false))
+        return tg_error(TG_ERR_CONFIG,
+                        "optimizer %s: max_weight_norm = %g must be >= 0 (0 or inf: no clipping)",
+                        name, o->max_weight_norm);
+    if (o->max_weight_norm != 0 && o->kind != TG_OPT_LAMB)
+        return tg_error(TG_ERR_CONFIG,
+                        "optimizer %s: max_weight_norm = %g applies to lamb only; leave it 0",
+                        name, o->max_weight_norm);
     if (o->kind == TG_OPT_SGD) {
         if (!in_range(o->momentum, 0, 1, true))
             return tg_error(TG_ERR_CONFIG, "optimizer sgd: momentum = %g is outside [0, 1)",

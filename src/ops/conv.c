@@ -21,7 +21,10 @@
 
 static tg_conv_method forced_method = TG_CONV_AUTO;
 
-void tg_conv_force_method(tg_conv_method m) { forced_method = m; }
+void tg_conv_force_method(tg_conv_method m)
+{
+    forced_method = m;
+}
 
 /* ---- geometry ------------------------------------------------------------------- */
 
@@ -71,8 +74,8 @@ tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
 
 static tg_status check_params(const tg_node_params *p)
 {
-    const char *names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w",
-                           "groups"};
+    const char *names[] = {"stride_h",   "stride_w",   "pad_h", "pad_w",
+                           "dilation_h", "dilation_w", "groups"};
     for (int i = 0; i < 7; i++) {
         int64_t lo = (i == 2 || i == 3) ? 0 : 1;
         if (p->i[i] < lo || p->i[i] > (1 << 20))
@@ -159,7 +162,8 @@ static tg_status infer_bwd_data(tg_tensor *node)
     TG_TRY(check_geom(&g, xs, ws));
     if (node->in[1]->shape.dim[0] != g.K || node->in[0]->shape.dim[2] != g.OH ||
         node->in[0]->shape.dim[3] != g.OW)
-        return tg_error(TG_ERR_SHAPE, "dy %s does not match weight %s and input %s (expected "
+        return tg_error(TG_ERR_SHAPE,
+                        "dy %s does not match weight %s and input %s (expected "
                         "[%lld, %lld, %lld, %lld])",
                         ys, ws, xs, (long long)g.N, (long long)node->in[1]->shape.dim[0],
                         (long long)g.OH, (long long)g.OW);
@@ -186,7 +190,8 @@ static tg_status infer_bwd_weight(tg_tensor *node)
     TG_TRY(check_geom(&g, xs, ws));
     const tg_shape *dy = &node->in[0]->shape;
     if (dy->dim[0] != g.N || dy->dim[2] != g.OH || dy->dim[3] != g.OW)
-        return tg_error(TG_ERR_SHAPE, "dy %s does not match x %s and weight %s (expected "
+        return tg_error(TG_ERR_SHAPE,
+                        "dy %s does not match x %s and weight %s (expected "
                         "[%lld, %lld, %lld, %lld])",
                         ys, xs, ws, (long long)g.N, (long long)g.K, (long long)g.OH,
                         (long long)g.OW);
@@ -199,8 +204,8 @@ static tg_status infer_bwd_weight(tg_tensor *node)
 static double flops_conv(const tg_tensor *node)
 {
     tg_conv_geom g = tg_conv_geom_of(node);
-    double f = 2.0 * (double)g.N * (double)g.K * (double)g.OH * (double)g.OW *
-               (double)(g.C / g.G) * (double)g.R * (double)g.S;
+    double f = 2.0 * (double)g.N * (double)g.K * (double)g.OH * (double)g.OW * (double)(g.C / g.G) *
+               (double)g.R * (double)g.S;
     if (node->op == TG_OP_CONV2D && node->n_in == 3)
         f += (double)tg_numel(node);
     return f;
@@ -233,8 +238,10 @@ tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
         return TG_CONV_GEMM; /* pointwise: the image is the GEMM operand, no im2col */
     int64_t crs = g->C * g->R * g->S;
     switch (op) {
-    case TG_OP_CONV2D: return crs <= 1024 ? TG_CONV_DIRECT : TG_CONV_GEMM;
-    case TG_OP_CONV2D_BWD_DATA: return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
+    case TG_OP_CONV2D:
+        return crs <= 1024 ? TG_CONV_DIRECT : TG_CONV_GEMM;
+    case TG_OP_CONV2D_BWD_DATA:
+        return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     default: /* VL partial sums per weight element: at most 4 MiB per thread */
         return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     }
@@ -261,32 +268,32 @@ static void fwd_conv(const tg_kernel_args *a)
 
 /* Calls fn(x_index, w_index, y_index) for every multiply-add of the conv, in
  * plain loops; each reference kernel is one accumulation pattern over it. */
-#define CONV_LOOPS(g, BODY)                                                                   \
-    do {                                                                                      \
-        int64_t Cg_ = (g).C / (g).G, Kg_ = (g).K / (g).G;                                     \
-        for (int64_t n = 0; n < (g).N; n++)                                                   \
-            for (int64_t k = 0; k < (g).K; k++) {                                             \
-                int64_t grp = k / Kg_;                                                        \
-                for (int64_t oy = 0; oy < (g).OH; oy++)                                       \
-                    for (int64_t ox = 0; ox < (g).OW; ox++) {                                 \
-                        int64_t yi = ((n * (g).K + k) * (g).OH + oy) * (g).OW + ox;           \
-                        for (int64_t c = 0; c < Cg_; c++)                                     \
-                            for (int64_t r = 0; r < (g).R; r++) {                             \
-                                int64_t iy = oy * (g).sh - (g).ph + r * (g).dh;               \
-                                if (iy < 0 || iy >= (g).H)                                    \
-                                    continue;                                                 \
-                                for (int64_t s = 0; s < (g).S; s++) {                         \
-                                    int64_t ix = ox * (g).sw - (g).pw + s * (g).dw;           \
-                                    if (ix < 0 || ix >= (g).W)                                \
-                                        continue;                                             \
-                                    int64_t xi =                                              \
-                                        ((n * (g).C + grp * Cg_ + c) * (g).H + iy) * (g).W + ix; \
-                                    int64_t wi = ((k * Cg_ + c) * (g).R + r) * (g).S + s;     \
-                                    BODY;                                                     \
-                                }                                                             \
-                            }                                                                 \
-                    }                                                                         \
-            }                                                                                 \
+#define CONV_LOOPS(g, BODY)                                                                        \
+    do {                                                                                           \
+        int64_t Cg_ = (g).C / (g).G, Kg_ = (g).K / (g).G;                                          \
+        for (int64_t n = 0; n < (g).N; n++)                                                        \
+            for (int64_t k = 0; k < (g).K; k++) {                                                  \
+                int64_t grp = k / Kg_;                                                             \
+                for (int64_t oy = 0; oy < (g).OH; oy++)                                            \
+                    for (int64_t ox = 0; ox < (g).OW; ox++) {                                      \
+                        int64_t yi = ((n * (g).K + k) * (g).OH + oy) * (g).OW + ox;                \
+                        for (int64_t c = 0; c < Cg_; c++)                                          \
+                            for (int64_t r = 0; r < (g).R; r++) {                                  \
+                                int64_t iy = oy * (g).sh - (g).ph + r * (g).dh;                    \
+                                if (iy < 0 || iy >= (g).H)                                         \
+                                    continue;                                                      \
+                                for (int64_t s = 0; s < (g).S; s++) {                              \
+                                    int64_t ix = ox * (g).sw - (g).pw + s * (g).dw;                \
+                                    if (ix < 0 || ix >= (g).W)                                     \
+                                        continue;                                                  \
+                                    int64_t xi =                                                   \
+                                        ((n * (g).C + grp * Cg_ + c) * (g).H + iy) * (g).W + ix;   \
+                                    int64_t wi = ((k * Cg_ + c) * (g).R + r) * (g).S + s;          \
+                                    BODY;                                                          \
+                                }                                                                  \
+                            }                                                                      \
+                    }                                                                              \
+            }                                                                                      \
     } while (0)
 
 static void ref_conv(const tg_ref_args *a)
@@ -322,8 +329,8 @@ static void ref_bwd_weight(const tg_ref_args *a)
 
 /* ---- builders and gradient rules --------------------------------------------------------- */
 
-static tg_tensor *bwd_data_op(tg_graph *g, tg_tensor *dy, tg_tensor *w, tg_node_params p,
-                              int64_t H, int64_t W)
+static tg_tensor *bwd_data_op(tg_graph *g, tg_tensor *dy, tg_tensor *w, tg_node_params p, int64_t H,
+                              int64_t W)
 {
     p.i[8] = H;
     p.i[9] = W;
@@ -338,8 +345,7 @@ static tg_tensor *bwd_weight_op(tg_graph *g, tg_tensor *dy, tg_tensor *x, tg_nod
     return tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){dy, x}, &p);
 }
 
-static tg_tensor *conv_op(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
-                          tg_node_params p)
+static tg_tensor *conv_op(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_node_params p)
 {
     p.i[8] = p.i[9] = 0;
     tg_tensor *in[3] = {x, w, b};
@@ -357,6 +363,31 @@ tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_c
     p.i[5] = cp.dilation_w;
     p.i[6] = cp.groups;
     return conv_op(g, x, w, b, p);
+}
+
+/* The conv kernels pad symmetrically; the part of an asymmetric padding
+ * beyond the smaller side goes into an explicit zero tg_pad in front, so
+ * the kernels and their gradients stay as they are. */
+tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params cp,
+                        int pad_bottom, int pad_right)
+{
+    int top = cp.pad_h, left = cp.pad_w;
+    if (top < 0 || left < 0 || pad_bottom < 0 || pad_right < 0)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "conv2d: padding top %d, left %d, bottom %d, right %d: none may be "
+                             "negative (crop with tg_pad first)",
+                             top, left, pad_bottom, pad_right);
+    int sym_h = top < pad_bottom ? top : pad_bottom, sym_w = left < pad_right ? left : pad_right;
+    if (x && (top != pad_bottom || left != pad_right)) {
+        if (x->shape.ndim != 4)
+            return tg_conv2d(g, x, w, b, cp); /* its shape rule names the fault */
+        int64_t pads[8] = {0, 0, top - sym_h,        left - sym_w,
+                           0, 0, pad_bottom - sym_h, pad_right - sym_w};
+        x = tg_pad(g, x, pads, TG_PAD_CONSTANT, 0.0f);
+    }
+    cp.pad_h = sym_h;
+    cp.pad_w = sym_w;
+    return tg_conv2d(g, x, w, b, cp);
 }
 
 static tg_status bwd_conv(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bool *need,

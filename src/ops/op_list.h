@@ -50,7 +50,14 @@
     X(CONCAT, "concat", shape)                          \
     X(SLICE, "slice", shape)                            \
     X(SLICE_BWD, "slice_bwd", shape)                    \
+    X(SLICE_STEP, "slice_step", slice_step)             \
+    X(SLICE_STEP_BWD, "slice_step_bwd", slice_step)     \
     X(REDUCE_SUM, "reduce_sum", shape)                  \
+    X(REDUCE_MAX, "reduce_max", reduce_minmax)          \
+    X(REDUCE_MIN, "reduce_min", reduce_minmax)          \
+    X(REDUCE_MINMAX_BWD, "reduce_minmax_bwd", reduce_minmax) \
+    X(PAD, "pad", pad)                                  \
+    X(PAD_BWD, "pad_bwd", pad)                          \
     /* dense */                                         \
     X(MATMUL, "matmul", matmul)                         \
     X(LINEAR, "linear", matmul)                         \

@@ -1,7 +1,7 @@
 /* ops/optim.c - the optimizer update ops, SGD_UPDATE and ADAM_UPDATE.
  *
  *     SGD_UPDATE(param, [momentum_buffer,] grad)
- *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)      (Adam and AdamW)
+ *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)      (Adam, AdamW, LAMB)
  *
  * They rewrite their first n_in - 1 inputs in place and output nothing. The
  * settings are in the node params (ops/optim_params.h); the learning rate of
@@ -16,6 +16,18 @@
  *   Adam:  g = g + wd*p                  (AdamW instead: p = p*(1 - lr*wd))
  *          m = b1*m + (1 - b1)*g;  v = b2*v + (1 - b2)*g*g
  *          p = p - (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps),  bc = 1 - b^t
+ *          (bias_correction off: bc = 1, PopTorch's meaning)
+ *   LAMB:  m, v as Adam (no L2 term);  r = (m/bc1) / (sqrt(v)/sqrt(bc2) + eps) + wd*p
+ *          trust = ||p|| / ||r||  (||p|| clipped to max_weight_norm; 1 if a norm is 0)
+ *          p = p - lr*trust*r
+ *
+ * LAMB's two norms are reductions over the whole tensor, so its kernel makes
+ * two passes: the moments and the norms' partial sums per block of
+ * LAMB_BLOCK elements (in double, into the op's planned scratch when the
+ * blocks run on several threads), then the step. The blocks' sums are added
+ * in block order, so the result does not depend on the number of threads.
+ * The direction r is recomputed in the second pass rather than stored: it
+ * costs a square root per element but no tensor-sized scratch.
  *
  * As in PyTorch, the per-update scalars (lr, bias corrections) are computed
  * in double and the element loops run in f32. The fast kernels are plain
@@ -90,11 +102,13 @@ static double flops_sgd(const tg_tensor *node)
     return per * (double)tg_numel(node->in[0]);
 }
 
-/* Per element: decay 2, moments 3 + 4, sqrt, divide, add eps, divide, step 2. */
+/* Per element: decay 2, moments 3 + 4, sqrt, divide, add eps, divide, step 2;
+ * LAMB also squares and sums p and r (4) and recomputes r for its step (5). */
 static double flops_adam(const tg_tensor *node)
 {
     tg_optimizer o = tg_optim_params_get(&node->p);
-    return (13.0 + (o.weight_decay != 0 ? 2 : 0)) * (double)tg_numel(node->in[0]);
+    double lamb = o.kind == TG_OPT_LAMB ? 9.0 : 0.0;
+    return (13.0 + lamb + (o.weight_decay != 0 ? 2 : 0)) * (double)tg_numel(node->in[0]);
 }
 
 /* ---- fast kernels ------------------------------------------------------------------ */
@@ -243,7 +257,7 @@ static void adam_range(void *ctx, int64_t begin, int64_t end, int thread)
 
 /* The per-update scalars, in double as PyTorch computes them. */
 typedef struct adam_scalars {
-    double lr, l2, shrink, step_size, bc2_sqrt;
+    double lr, l2, shrink, step_size, bc1, bc2_sqrt;
 } adam_scalars;
 
 static adam_scalars adam_prepare(const tg_optimizer *o, int64_t step)
@@ -252,11 +266,159 @@ static adam_scalars adam_prepare(const tg_optimizer *o, int64_t step)
     double t = (double)(step < 0 ? 1 : step + 1);
     s.lr = tg_lr_at(&o->lr, step);
     bool w = o->kind == TG_OPT_ADAMW;
-    s.l2 = w ? 0.0 : o->weight_decay;
+    s.l2 = o->kind == TG_OPT_ADAM ? o->weight_decay : 0.0; /* LAMB decays inside r */
     s.shrink = w ? 1.0 - s.lr * o->weight_decay : 1.0;
-    s.step_size = s.lr / (1.0 - pow((double)o->beta1, t));
-    s.bc2_sqrt = sqrt(1.0 - pow((double)o->beta2, t));
+    bool bc = o->bias_correction;
+    s.bc1 = bc ? 1.0 - pow((double)o->beta1, t) : 1.0;
+    s.step_size = s.lr / s.bc1;
+    s.bc2_sqrt = bc ? sqrt(1.0 - pow((double)o->beta2, t)) : 1.0;
     return s;
+}
+
+/* ---- LAMB ---------------------------------------------------------------------------- */
+
+#define LAMB_BLOCK ADAM_CHUNK
+
+typedef struct lamb_job {
+    float *p, *m, *v;
+    const float *g;
+    float b1, c1, b2, c2, bc1, bc2_sqrt, eps, wd;
+    float step;   /* second pass: lr * trust ratio */
+    int64_t n;
+    double *sums; /* first pass on threads: per block, sum p^2 and sum r^2 */
+} lamb_job;
+
+static int lamb_block_len(const lamb_job *j, int64_t b)
+{
+    int64_t left = j->n - b * LAMB_BLOCK;
+    return left < LAMB_BLOCK ? (int)left : LAMB_BLOCK;
+}
+
+/* r for the block starting at element `at` (c elements) from its moments. */
+static void lamb_direction(const lamb_job *j, int64_t at, int c, float *restrict r)
+{
+    const float *restrict p = j->p + at, *restrict m = j->m + at, *restrict v = j->v + at;
+    const float bc1 = j->bc1, bc2_sqrt = j->bc2_sqrt, eps = j->eps, wd = j->wd;
+    for (int i = 0; i < c; i++)
+        r[i] = v[i];
+    sqrt_block(r, c);
+    for (int i = 0; i < c; i++)
+        r[i] = m[i] / bc1 / (r[i] / bc2_sqrt + eps) + wd * p[i];
+}
+
+/* First pass over block b: new moments, then sum p^2 and sum r^2. */
+static void lamb_block_sums(const lamb_job *j, int64_t b, double *sum_p, double *sum_r)
+{
+    int64_t at = b * LAMB_BLOCK;
+    int c = lamb_block_len(j, b);
+    float *restrict m = j->m + at, *restrict v = j->v + at;
+    const float *restrict g = j->g + at, *restrict p = j->p + at;
+    const float b1 = j->b1, c1 = j->c1, b2 = j->b2, c2 = j->c2;
+    for (int i = 0; i < c; i++) {
+        float gi = g[i];
+        m[i] = b1 * m[i] + c1 * gi;
+        v[i] = b2 * v[i] + c2 * gi * gi;
+    }
+    float r[LAMB_BLOCK];
+    lamb_direction(j, at, c, r);
+    double sp = 0, sr = 0;
+    for (int i = 0; i < c; i++) {
+        sp += (double)p[i] * p[i];
+        sr += (double)r[i] * r[i];
+    }
+    *sum_p = sp;
+    *sum_r = sr;
+}
+
+static void lamb_sums_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const lamb_job *j = ctx;
+    for (int64_t b = begin; b < end; b++)
+        lamb_block_sums(j, b, &j->sums[2 * b], &j->sums[2 * b + 1]);
+}
+
+static void lamb_step_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const lamb_job *j = ctx;
+    float r[LAMB_BLOCK];
+    for (int64_t b = begin; b < end; b++) {
+        int64_t at = b * LAMB_BLOCK;
+        int c = lamb_block_len(j, b);
+        lamb_direction(j, at, c, r);
+        float *restrict p = j->p + at;
+        const float step = j->step;
+        for (int i = 0; i < c; i++)
+            p[i] = p[i] - step * r[i];
+    }
+}
+
+/* ||p|| / ||r|| from the sums of squares, ||p|| clipped to max_weight_norm
+ * (0 or inf: no clip); 1 when either norm is 0, as PopTorch. */
+static double lamb_trust(double sum_p, double sum_r, float max_weight_norm)
+{
+    double wn = sqrt(sum_p), rn = sqrt(sum_r);
+    if (max_weight_norm > 0 && isfinite(max_weight_norm) && wn > max_weight_norm)
+        wn = max_weight_norm;
+    return wn == 0 || rn == 0 ? 1.0 : wn / rn;
+}
+
+static int64_t lamb_blocks(const tg_tensor *node)
+{
+    return (tg_numel(node->in[0]) + LAMB_BLOCK - 1) / LAMB_BLOCK;
+}
+
+/* Only a threaded first pass needs room for the blocks' sums. */
+static size_t scratch_adam(const tg_tensor *node, int n_threads)
+{
+    tg_optimizer o = tg_optim_params_get(&node->p);
+    if (o.kind != TG_OPT_LAMB || n_threads <= 1 || tg_numel(node->in[0]) < OPTIM_PARALLEL_MIN)
+        return 0;
+    return (size_t)lamb_blocks(node) * 2 * sizeof(double);
+}
+
+static void fwd_lamb(const tg_kernel_args *a, const tg_optimizer *o, const adam_scalars *s)
+{
+    const tg_tensor *node = a->node;
+    lamb_job j = {
+        .p = a->in[0],
+        .m = a->in[1],
+        .v = a->in[2],
+        .g = a->in[3],
+        .b1 = o->beta1,
+        .c1 = (float)(1.0 - (double)o->beta1),
+        .b2 = o->beta2,
+        .c2 = (float)(1.0 - (double)o->beta2),
+        .bc1 = (float)s->bc1,
+        .bc2_sqrt = (float)s->bc2_sqrt,
+        .eps = o->eps,
+        .wd = o->weight_decay,
+        .n = tg_numel(node->in[0]),
+    };
+    int64_t nb = lamb_blocks(node);
+    bool threads = a->pool && tg_pool_threads(a->pool) > 1 && j.n >= OPTIM_PARALLEL_MIN;
+    double sum_p = 0, sum_r = 0;
+    if (threads && a->scratch && a->scratch_bytes >= (size_t)nb * 2 * sizeof(double)) {
+        j.sums = a->scratch;
+        tg_pool_for(a->pool, nb, lamb_sums_range, &j);
+        for (int64_t b = 0; b < nb; b++) {
+            sum_p += j.sums[2 * b];
+            sum_r += j.sums[2 * b + 1];
+        }
+    } else {
+        for (int64_t b = 0; b < nb; b++) {
+            double sp, sr;
+            lamb_block_sums(&j, b, &sp, &sr);
+            sum_p += sp;
+            sum_r += sr;
+        }
+    }
+    j.step = (float)(s->lr * lamb_trust(sum_p, sum_r, o->max_weight_norm));
+    if (threads)
+        tg_pool_for(a->pool, nb, lamb_step_range, &j);
+    else if (nb > 0)
+        lamb_step_range(&j, 0, nb, 0);
 }
 
 static void fwd_adam(const tg_kernel_args *a)
@@ -264,6 +426,10 @@ static void fwd_adam(const tg_kernel_args *a)
     const tg_tensor *node = a->node;
     tg_optimizer o = tg_optim_params_get(&node->p);
     adam_scalars s = adam_prepare(&o, a->step);
+    if (o.kind == TG_OPT_LAMB) {
+        fwd_lamb(a, &o, &s);
+        return;
+    }
     adam_job j = {
         .p = a->in[0],
         .m = a->in[1],
@@ -306,11 +472,34 @@ static void ref_sgd(const tg_ref_args *a)
     }
 }
 
+static void ref_lamb(const tg_ref_args *a, const tg_optimizer *o, const adam_scalars *s)
+{
+    double *p = a->in[0], *m = a->in[1], *v = a->in[2];
+    const double *g = a->in[3];
+    double b1 = o->beta1, b2 = o->beta2, eps = o->eps, wd = o->weight_decay;
+    int64_t n = tg_numel(a->node->in[0]);
+    double sum_p = 0, sum_r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + (1 - b1) * g[i];
+        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        double r = m[i] / s->bc1 / (sqrt(v[i]) / s->bc2_sqrt + eps) + wd * p[i];
+        sum_p += p[i] * p[i];
+        sum_r += r * r;
+    }
+    double step = s->lr * lamb_trust(sum_p, sum_r, o->max_weight_norm);
+    for (int64_t i = 0; i < n; i++)
+        p[i] -= step * (m[i] / s->bc1 / (sqrt(v[i]) / s->bc2_sqrt + eps) + wd * p[i]);
+}
+
 static void ref_adam(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
     tg_optimizer o = tg_optim_params_get(&node->p);
     adam_scalars s = adam_prepare(&o, a->step);
+    if (o.kind == TG_OPT_LAMB) {
+        ref_lamb(a, &o, &s);
+        return;
+    }
     double *p = a->in[0], *m = a->in[1], *v = a->in[2];
     const double *g = a->in[3];
     double b1 = o.beta1, b2 = o.beta2, eps = o.eps;
@@ -340,6 +529,7 @@ const tg_op_def tg_opdef_ADAM_UPDATE = {
     .name = "adam_update",
     .infer = infer_adam,
     .flops = flops_adam,
+    .scratch = scratch_adam,
     .forward = fwd_adam,
     .reference = ref_adam,
 };

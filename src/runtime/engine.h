@@ -57,6 +57,9 @@ typedef struct device_ctx {
      * decisions from the same overflow flags, so no one waits to be told */
     float loss_scale;
     int64_t good_updates, skipped_updates;
+    /* the scale the current update's gradients were made with: update_runs
+     * may grow loss_scale before the update unscales them */
+    float grad_scale;
 } device_ctx;
 
 struct tg_session {
@@ -94,6 +97,9 @@ struct tg_session {
     int64_t *overflow_mark;             /* per replica: 1 + the last update that overflowed */
     int64_t *group_count, *group_gen;   /* per replica: a barrier over its devices */
     int seed_buffer;                    /* the loss gradient's seed, scaled; -1 none */
+    /* gradient clipping by the global norm (tg_optimizer.max_grad_norm; 0: off) */
+    float max_grad_norm;
+    double *grad_squares; /* [parity of the update][replica][node]: sum g^2 of each update's gradient */
     /* profiling and host tracing */
     struct tg_profile *profile; /* NULL when off */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */

@@ -1,10 +1,17 @@
-/* runtime/interp.c - double-precision reference interpreter. */
+/* runtime/interp.c - double-precision reference interpreter.
+ *
+ * It also clips the gradients by their global norm (max_grad_norm) the way
+ * the engine does, in double, so the engine's clipping has an independent
+ * check: before the first optimizer update runs, every gradient is known. */
 #include "runtime/interp.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
 #include "graph/init.h"
 #include "ops/op.h"
+#include "ops/optim_params.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -65,13 +72,43 @@ void tg_interp_destroy(tg_interp *ip)
 
 double *tg_interp_data(tg_interp *ip, const tg_tensor *t) { return ip->data[t->id]; }
 
+/* clip_grad_norm_ over every update's gradient (the graph's optimizer
+ * appends all updates after the backward pass, so all are computed). */
+static void clip_gradients(tg_interp *ip, float max_norm)
+{
+    const tg_graph *g = ip->g;
+    double total = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *u = g->nodes[i];
+        if (!tg_is_weight_update(u))
+            continue;
+        const double *x = ip->data[u->in[u->n_in - 1]->id];
+        for (int64_t k = 0; k < tg_numel(u->in[0]); k++)
+            total += x[k] * x[k];
+    }
+    float factor = tg_grad_clip_factor(sqrt(total), max_norm);
+    for (int i = 0; i < g->n_nodes && factor < 1.0f; i++) {
+        const tg_tensor *u = g->nodes[i];
+        if (!tg_is_weight_update(u))
+            continue;
+        double *x = ip->data[u->in[u->n_in - 1]->id];
+        for (int64_t k = 0; k < tg_numel(u->in[0]); k++)
+            x[k] *= factor;
+    }
+}
+
 tg_status tg_interp_run(tg_interp *ip, int64_t step)
 {
     const tg_graph *g = ip->g;
+    bool clipped = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         if (t->n_in == 0)
             continue;
+        if (!clipped && tg_is_weight_update(t)) {
+            clipped = true;
+            clip_gradients(ip, tg_optim_params_get(&t->p).max_grad_norm);
+        }
         const tg_op_def *def = tg_op_get(t->op);
         if (t->flags & TG_NODE_ALIAS)
             continue; /* shares its input's buffer */

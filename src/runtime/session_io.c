@@ -9,9 +9,11 @@
 #include "core/json.h"
 #include "graph/init.h"
 #include "ops/blas.h"
+#include "ops/optim_params.h"
 #include "profile/profile.h"
 #include "tilegraph/trace.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include <stdio.h>
@@ -136,6 +138,18 @@ static tg_status setup_precision(tg_session *s)
         if ((s->graph->nodes[i]->flags & TG_NODE_LOSS_SEED) &&
             p->precision.loss_scaling != TG_LOSS_SCALING_NONE)
             s->seed_buffer = p->home[i];
+    for (int i = 0; i < s->graph->n_nodes && p->training; i++)
+        if (tg_is_weight_update(s->graph->nodes[i])) {
+            /* one optimizer per graph: every update carries the same setting */
+            float m = tg_optim_params_get(&s->graph->nodes[i]->p).max_grad_norm;
+            s->max_grad_norm = m > 0 && isfinite(m) ? m : 0.0f;
+            break;
+        }
+    if (s->max_grad_norm > 0) {
+        s->grad_squares = tg_calloc((size_t)(2 * p->replicas * s->graph->n_nodes), sizeof(double));
+        if (!s->grad_squares)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    }
     s->overflow_mark = tg_calloc((size_t)p->replicas, sizeof(int64_t));
     s->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
     s->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
@@ -432,6 +446,7 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->barrier_count);
     tg_free(s->barrier_gen);
     tg_free(s->overflow_mark);
+    tg_free(s->grad_squares);
     tg_free(s->group_count);
     tg_free(s->group_gen);
     tg_program_destroy(s->program);

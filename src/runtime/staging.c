@@ -1,4 +1,5 @@
-/* runtime/staging.c - f32 staging of half-precision steps and typed reductions. */
+/* runtime/staging.c - f32 staging of half-precision steps and typed reductions
+ * (gradient accumulation, the replicas' all-reduce, gradient clipping). */
 #include "runtime/staging.h"
 
 #include "core/convert.h"
@@ -142,5 +143,45 @@ void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t be
             sum[e] *= scale;
         for (int r = 0; r < R; r++)
             tg_convert(sum, TG_F32, copies[r] + (size_t)i * es, t, k);
+    }
+}
+
+double tg_sum_squares_typed(const void *x, tg_dtype t, int64_t n)
+{
+    double sum = 0;
+    if (t == TG_F32) {
+        const float *f = x;
+        for (int64_t i = 0; i < n; i++)
+            sum += (double)f[i] * f[i];
+        return sum;
+    }
+    float f[CHUNK];
+    size_t es = tg_dtype_size(t);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        size_t k = (size_t)(n - i < CHUNK ? n - i : CHUNK);
+        tg_convert((const unsigned char *)x + (size_t)i * es, t, f, TG_F32, k);
+        for (size_t e = 0; e < k; e++)
+            sum += (double)f[e] * f[e];
+    }
+    return sum;
+}
+
+void tg_scale_typed(void *x, tg_dtype t, int64_t n, float scale)
+{
+    if (t == TG_F32) {
+        float *f = x;
+        for (int64_t i = 0; i < n; i++)
+            f[i] *= scale;
+        return;
+    }
+    float f[CHUNK];
+    size_t es = tg_dtype_size(t);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        size_t k = (size_t)(n - i < CHUNK ? n - i : CHUNK);
+        unsigned char *at = (unsigned char *)x + (size_t)i * es;
+        tg_convert(at, t, f, TG_F32, k);
+        for (size_t e = 0; e < k; e++)
+            f[e] *= scale;
+        tg_convert(f, TG_F32, at, t, k);
     }
 }

@@ -34,4 +34,11 @@ void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, 
 void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t begin, int64_t end,
                      float scale);
 
+/* Sum of x^2 over n elements of any float type, in double and in element
+ * order (a fixed order: the gradient clipping's norm is deterministic). */
+double tg_sum_squares_typed(const void *x, tg_dtype t, int64_t n);
+
+/* x *= scale over n elements of any float type (computed in f32). */
+void tg_scale_typed(void *x, tg_dtype t, int64_t n, float scale);
+
 #endif

@@ -26,9 +26,16 @@ static void test_defaults(void)
     tg_optimizer w = tg_optimizer_adamw(1e-3f);
     TG_CHECK(w.kind == TG_OPT_ADAMW && w.weight_decay == 0.01f);
     TG_CHECK(w.beta1 == 0.9f && w.beta2 == 0.999f && w.eps == 1e-8f);
+    tg_optimizer l = tg_optimizer_lamb(1e-3f);
+    TG_CHECK(l.kind == TG_OPT_LAMB && l.weight_decay == 0.01f && l.eps == 1e-8f);
+    TG_CHECK(l.beta1 == 0.9f && l.beta2 == 0.999f && l.max_weight_norm == 0);
+    /* PyTorch's default: bias correction on, no clipping */
+    TG_CHECK(a.bias_correction && w.bias_correction && l.bias_correction);
+    TG_CHECK(s.max_grad_norm == 0 && a.max_grad_norm == 0 && l.max_grad_norm == 0);
     TG_CHECK_OK(tg_optimizer_validate(&s));
     TG_CHECK_OK(tg_optimizer_validate(&a));
     TG_CHECK_OK(tg_optimizer_validate(&w));
+    TG_CHECK_OK(tg_optimizer_validate(&l));
 }
 
 static void test_parse_and_name(void)
@@ -36,11 +43,12 @@ static void test_parse_and_name(void)
     TG_CHECK(tg_optimizer_parse("sgd") == TG_OPT_SGD);
     TG_CHECK(tg_optimizer_parse("adam") == TG_OPT_ADAM);
     TG_CHECK(tg_optimizer_parse("AdamW") == TG_OPT_ADAMW);
+    TG_CHECK(tg_optimizer_parse("LAMB") == TG_OPT_LAMB);
     TG_CHECK(tg_optimizer_parse("adamw2") == -1);
     TG_CHECK(tg_optimizer_parse("ada") == -1);
     TG_CHECK(tg_optimizer_parse("") == -1);
     TG_CHECK(tg_optimizer_parse(NULL) == -1);
-    for (int k = TG_OPT_SGD; k <= TG_OPT_ADAMW; k++)
+    for (int k = TG_OPT_SGD; k <= TG_OPT_LAMB; k++)
         TG_CHECK(tg_optimizer_parse(tg_optimizer_name((tg_optimizer_kind)k)) == k);
     TG_CHECK(strcmp(tg_optimizer_name((tg_optimizer_kind)7), "?") == 0);
 }
@@ -101,7 +109,23 @@ static void expect_invalid(tg_optimizer o, const char *needle)
 
 static void test_validate(void)
 {
-    tg_optimizer o = tg_optimizer_sgd(-0.1f, 0);
+    tg_optimizer o = tg_optimizer_sgd(0.1f, 0);
+    o.max_grad_norm = -1;
+    expect_invalid(o, "max_grad_norm = -1");
+    o.max_grad_norm = NAN;
+    expect_invalid(o, "max_grad_norm = nan");
+    o.max_grad_norm = INFINITY; /* inf: off, as in PyTorch */
+    TG_CHECK_OK(tg_optimizer_validate(&o));
+    o = tg_optimizer_adamw(0.1f);
+    o.max_weight_norm = 2;
+    expect_invalid(o, "applies to lamb only");
+    o = tg_optimizer_lamb(0.1f);
+    o.max_weight_norm = -2;
+    expect_invalid(o, "max_weight_norm = -2");
+    o.max_weight_norm = 2;
+    o.bias_correction = false;
+    TG_CHECK_OK(tg_optimizer_validate(&o));
+    o = tg_optimizer_sgd(-0.1f, 0);
     expect_invalid(o, "lr = -0.1");
     o = tg_optimizer_sgd(NAN, 0);
     expect_invalid(o, "lr = nan");
@@ -278,11 +302,17 @@ static void test_add_sgd_plain(void)
 
 static void test_add_adam(void)
 {
-    for (int kind = TG_OPT_ADAM; kind <= TG_OPT_ADAMW; kind++) {
+    for (int kind = TG_OPT_ADAM; kind <= TG_OPT_LAMB; kind++) {
         small_graph s = make_graph();
         tg_graph *g = s.g;
-        tg_optimizer o = kind == TG_OPT_ADAM ? tg_optimizer_adam(1e-3f) : tg_optimizer_adamw(1e-3f);
+        tg_optimizer o = kind == TG_OPT_ADAM    ? tg_optimizer_adam(1e-3f)
+                         : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(1e-3f)
+                                                : tg_optimizer_lamb(1e-3f);
         o.beta2 = 0.98f;
+        /* every setting survives the trip through the node params */
+        o.bias_correction = kind != TG_OPT_ADAMW;
+        o.max_grad_norm = 0.25f * (float)kind;
+        o.max_weight_norm = kind == TG_OPT_LAMB ? 3.5f : 0.0f;
         TG_CHECK_OK(tg_graph_add_optimizer(g, &o));
         int stage1 = s.gw->block;
         check_state(g, "net/fc/weight/exp_avg", s.w, stage1);
@@ -297,6 +327,9 @@ static void test_add_adam(void)
             tg_optimizer back = tg_optim_params_get(&u->p);
             TG_CHECK((int)back.kind == kind && back.beta1 == 0.9f && back.beta2 == 0.98f);
             TG_CHECK(back.eps == 1e-8f && back.weight_decay == o.weight_decay);
+            TG_CHECK(back.bias_correction == o.bias_correction);
+            TG_CHECK(back.max_grad_norm == o.max_grad_norm);
+            TG_CHECK(back.max_weight_norm == o.max_weight_norm);
         }
         check_update(g, "net/fc/bias/update", TG_OP_ADAM_UPDATE, s.b, 4, -1);
         TG_CHECK(tg_graph_find(g, "frozen/exp_avg") == NULL);

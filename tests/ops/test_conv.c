@@ -2,12 +2,14 @@
  * gradients for stride, padding, dilation, groups, odd sizes and bias; each
  * fast method (im2col + sgemm, direct SIMD at every instruction-set level)
  * against the double reference at 1 and 2 threads, including the tutorial
- * network's exact shapes; hand-computed values; shape errors.
+ * network's exact shapes; hand-computed values; shape errors; asymmetric
+ * padding (tg_conv2d_ex) against PyTorch.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
 #include "ops/conv.h"
 #include "ops/simd.h"
+#include "runtime/interp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,14 +36,14 @@ static tg_tensor *build_conv(tg_graph *g, void *ctx)
 }
 
 static const conv_case small_cases[] = {
-    {2, 3, 6, 5, 4, 3, 3, P(1, 1, 0, 0, 1, 1, 1), true, true},   /* plain */
-    {2, 2, 7, 6, 3, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true},  /* stride 2, pad 1, odd */
-    {1, 2, 7, 7, 2, 3, 3, P(1, 1, 2, 2, 2, 2, 1), true, true},   /* dilation 2 */
-    {2, 4, 5, 6, 6, 2, 3, P(2, 1, 1, 0, 1, 1, 2), true, true},   /* groups 2, mixed strides */
-    {2, 3, 4, 4, 3, 3, 3, P(1, 1, 1, 1, 1, 1, 3), false, true},  /* depthwise */
-    {2, 3, 4, 5, 2, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true, true},   /* 1x1 */
-    {1, 1, 6, 6, 2, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true, false},  /* one channel, 5x5 */
-    {1, 2, 5, 4, 2, 2, 3, P(3, 2, 2, 1, 2, 1, 1), true, true},   /* stride > kernel */
+    {2, 3, 6, 5, 4, 3, 3, P(1, 1, 0, 0, 1, 1, 1), true, true},  /* plain */
+    {2, 2, 7, 6, 3, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true}, /* stride 2, pad 1, odd */
+    {1, 2, 7, 7, 2, 3, 3, P(1, 1, 2, 2, 2, 2, 1), true, true},  /* dilation 2 */
+    {2, 4, 5, 6, 6, 2, 3, P(2, 1, 1, 0, 1, 1, 2), true, true},  /* groups 2, mixed strides */
+    {2, 3, 4, 4, 3, 3, 3, P(1, 1, 1, 1, 1, 1, 3), false, true}, /* depthwise */
+    {2, 3, 4, 5, 2, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true, true},  /* 1x1 */
+    {1, 1, 6, 6, 2, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true, false}, /* one channel, 5x5 */
+    {1, 2, 5, 4, 2, 2, 3, P(3, 2, 2, 1, 2, 1, 1), true, true},  /* stride > kernel */
 };
 #define N_SMALL (sizeof small_cases / sizeof *small_cases)
 
@@ -108,8 +110,8 @@ static void check_methods(const char *what, const conv_case *c, bool all_levels)
                 char label[128];
                 snprintf(label, sizeof label, "%s method %d level %s", what, m,
                          tg_simd_level_name(levels[l]));
-                TG_CHECK(tg_check_kernels(label, build_conv, (void *)c, t, 2e-4,
-                                          (tg_check_opts){0}));
+                TG_CHECK(
+                    tg_check_kernels(label, build_conv, (void *)c, t, 2e-4, (tg_check_opts){0}));
             }
         }
     tg_conv_force_method(TG_CONV_AUTO);
@@ -148,10 +150,10 @@ static void test_conv_kernels_random(void)
  * (128 channels and strides go to im2col + sgemm). */
 static void test_conv_kernels_model_shapes(void)
 {
-    static const conv_case tutorial1 = {40, 1, 28, 28, 10, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true,
-                                        false};
-    static const conv_case tutorial2 = {40, 10, 12, 12, 20, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true,
-                                        true};
+    static const conv_case tutorial1 = {40,   1,    28, 28, 10, 5, 5, P(1, 1, 0, 0, 1, 1, 1),
+                                        true, false};
+    static const conv_case tutorial2 = {40,   10,  12, 12, 20, 5, 5, P(1, 1, 0, 0, 1, 1, 1),
+                                        true, true};
     static const conv_case resnet = {2, 64, 8, 8, 64, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true};
     /* large: the best level only (the levels are covered on the cases above) */
     check_methods("tutorial conv1", &tutorial1, false);
@@ -207,7 +209,10 @@ static void test_conv_values(void)
         for (int k = 0; k < 3; k++) {
             size_t sb = def->scratch(ys[k], 1);
             void *scratch = malloc(sb);
-            tg_kernel_args a = {.node = ys[k], .in = {X, W, B}, .out = outs[k], .scratch = scratch,
+            tg_kernel_args a = {.node = ys[k],
+                                .in = {X, W, B},
+                                .out = outs[k],
+                                .scratch = scratch,
                                 .scratch_bytes = sb};
             def->forward(&a);
             free(scratch);
@@ -267,8 +272,82 @@ static void test_shape_errors(void)
     expect_in(m, "conv2d", "stride_h is 0");
 }
 
+/* ---- asymmetric padding ---------------------------------------------------------------- */
+
+typedef struct {
+    conv_case c;
+    int pad_bottom, pad_right; /* c.p.pad_h / pad_w are the top / left padding */
+} ex_case;
+
+static tg_tensor *build_conv_ex(tg_graph *g, void *ctx)
+{
+    const ex_case *e = ctx;
+    const conv_case *c = &e->c;
+    tg_tensor *x = tg_param(g, "x", tg_shape4(c->N, c->C, c->H, c->W), U11);
+    tg_tensor *w = tg_param(g, "w", tg_shape4(c->K, c->C / c->p.groups, c->R, c->S), U11);
+    tg_tensor *b = c->bias ? tg_param(g, "b", tg_shape1(c->K), U11) : NULL;
+    return tg_conv2d_ex(g, x, w, b, c->p, e->pad_bottom, e->pad_right);
+}
+
+static void test_conv_ex(void)
+{
+    const ex_case cases[] = {
+        {{2, 3, 6, 5, 4, 3, 3, P(2, 2, 0, 0, 1, 1, 1), true, true}, 1, 1}, /* SAME_UPPER */
+        {{2, 3, 6, 5, 4, 3, 3, P(2, 2, 1, 1, 1, 1, 1), true, true}, 0, 0}, /* SAME_LOWER */
+        {{1, 4, 7, 6, 4, 3, 2, P(1, 2, 2, 0, 2, 1, 2), false, true}, 1, 3},
+        {{8, 16, 14, 14, 16, 3, 3, P(2, 2, 0, 1, 1, 1, 1), true, true}, 1, 0}, /* pool path */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "asymmetric conv case %zu", i);
+        tg_gradcheck(label, build_conv_ex, (void *)&cases[i], (tg_check_opts){.max_elems = 24});
+        for (int threads = 1; threads <= 2; threads++)
+            tg_check_kernels(label, build_conv_ex, (void *)&cases[i], threads, 1e-4,
+                             (tg_check_opts){0});
+    }
+}
+
+/* F.conv2d(F.pad(x, (0, 2, 1, 0)), w, b, stride=(2, 1)) from PyTorch 1.13
+ * (float64), x [1, 2, 4, 5] = ((5k mod 13) - 6) / 4, w [3, 2, 2, 3] = ((7k
+ * mod 11) - 5) / 5; and equal sides build one plain conv node. */
+static void test_conv_ex_values(void)
+{
+    const double want[30] = {-0.95, -0.95, 1.65,  0.45,  0.3,  0.25,  0.3,  1.0,   1.7,  -1.3,
+                             0.75,  -1.7,  -1.55, -0.85, -0.8, 0.95,  -3.1, -1.95, 0.25, -0.8,
+                             -0.3,  1.95,  -0.35, -0.5,  0.85, -2.75, 0.65, -0.5,  -1.2, 2.45};
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 2, 4, 5));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(3, 2, 2, 3));
+    tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape1(3));
+    tg_tensor *y = tg_conv2d_ex(g, x, w, b, P(2, 1, 1, 0, 1, 1, 1), 0, 2);
+    TG_CHECK_OK(tg_graph_status(g));
+    TG_CHECK(y && tg_shape_equal(y->shape, tg_shape4(1, 3, 2, 5)));
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_interp_create(g, 1, &ip));
+    for (int k = 0; k < 40; k++)
+        tg_interp_data(ip, x)[k] = ((5 * k) % 13 - 6) / 4.0;
+    for (int k = 0; k < 36; k++)
+        tg_interp_data(ip, w)[k] = ((7 * k) % 11 - 5) / 5.0;
+    const double bv[3] = {0.5, -1.0, 0.25};
+    memcpy(tg_interp_data(ip, b), bv, sizeof bv);
+    TG_CHECK_OK(tg_interp_run(ip, 0));
+    for (int k = 0; k < 30 && y; k++)
+        TG_CHECK_NEAR(tg_interp_data(ip, y)[k], want[k], 1e-12);
+    tg_interp_destroy(ip);
+    int before = tg_graph_tensor_count(g);
+    tg_tensor *sym = tg_conv2d_ex(g, x, w, b, P(1, 1, 1, 2, 1, 1, 1), 1, 2);
+    TG_CHECK(sym && sym->op == TG_OP_CONV2D && sym->in[0] == x);
+    TG_CHECK(tg_graph_tensor_count(g) == before + 1);
+    TG_CHECK(tg_conv2d_ex(g, x, w, b, P(1, 1, 1, 0, 1, 1, 1), -1, 0) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "conv2d: padding top 1, left 0, bottom -1, right 0: none "
+                                       "may be negative") != NULL);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
+    TG_RUN(test_conv_ex_values);
+    TG_RUN(test_conv_ex);
     TG_RUN(test_conv_values);
     TG_RUN(test_conv_gradcheck);
     TG_RUN(test_gradient_ops_gradcheck);

@@ -1,5 +1,7 @@
 /* tests/ops/test_optim.c - SGD_UPDATE and ADAM_UPDATE: the kernels against
- * torch.optim, fast against reference, the shape rule's errors.
+ * torch.optim (and, for bias_correction off, LAMB and gradient clipping,
+ * against PyTorch numbers from tests/ops/gen_optim_golden.py), fast against
+ * reference on 1 and 2 threads, the shape rule's errors.
  *
  * The kernels are called directly (tg_op_get(op)->forward/reference) on
  * update nodes built by tg_graph_add_optimizer from a parameter whose
@@ -12,8 +14,12 @@
 #include "core/pool.h"
 #include "core/rng.h"
 #include "ops/op.h"
+#include "core/convert.h"
 #include "ops/optim_params.h"
+#include "runtime/staging.h"
 #include "tilegraph/optim.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -38,6 +44,8 @@ static one_update build(const tg_optimizer *o, int64_t n)
 }
 
 /* ---- three steps against torch.optim ------------------------------------------------ */
+
+enum { N_GOLDEN = 11 };
 
 /* Reference numbers made once with PyTorch 1.13 (/usr/bin/python3), torch.optim
  * in float64 on p0 below with the gradients G, hyper-parameters rounded to
@@ -74,7 +82,19 @@ static tg_optimizer adam_opt(tg_optimizer o, float b1, float b2, float eps, floa
     return o;
 }
 
-static golden goldens[7];
+static tg_optimizer no_bias_correction(tg_optimizer o)
+{
+    o.bias_correction = false;
+    return o;
+}
+
+static tg_optimizer max_weight_norm(tg_optimizer o, float m)
+{
+    o.max_weight_norm = m;
+    return o;
+}
+
+static golden goldens[N_GOLDEN];
 
 static void make_goldens(void)
 {
@@ -156,6 +176,58 @@ static void make_goldens(void)
           {0.00016998781157493426, 0.00028995626739501288, 9.2408811416611053e-05},
           {0.00023231702128918049, 0.00028966631486068977, 0.00045231176893774345}}},
         1e-9};
+    /* Bias correction off and LAMB: from tests/ops/gen_optim_golden.py
+     * (PyTorch 1.13; torch.optim has neither, so that script writes them in
+     * plain torch ops after PopTorch's definitions). */
+    /* goldens[4] (torch.optim.AdamW) again from the plain-ops rule: it agrees. */
+    /* AdamW(lr=0.01, betas=(0.8, 0.99), eps=1e-3, weight_decay=0.1, bias_correction=False) */
+    goldens[7] = (golden){"adamw no bias correction", no_bias_correction(adam_opt(tg_optimizer_adamw(0.01f), 0.8f, 0.99f, 1e-3f, 0.1f)),
+        {{0.48131817550892086, -0.97995237391387469, 1.9786451539897327},
+         {0.49599594064909203, -0.99137790374800239, 1.9581156980823147},
+         {0.49574468632691099, -1.0003599923076276, 1.9669599871942092}},
+        {{{0.019999998807907107, -0.039999997615814215, 0.059999996423721308},
+          {-0.063999995946884186, 0.067999995470047023, 0.057999997258186296},
+          {-0.001200000500678991, 0.054399997186660734, -0.073599994349479725}},
+         {{9.9999904632568375e-05, 0.0003999996185302735, 0.00089999914169311521},
+          {0.00169899838066101, 0.0028959972419738732, 0.00091599913501738683},
+          {0.0023070078170108633, 0.0028670372971725164, 0.0045068357191753224}}},
+        1e-12};
+    /* Adam(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, bias_correction=False) */
+    goldens[8] = (golden){"adam no bias correction", no_bias_correction(adam_opt(tg_optimizer_adam(0.01f), 0.9f, 0.999f, 1e-8f, 0.1f)),
+        {{0.46837707966572001, -0.96837704633205612, 1.9683770329985708},
+         {0.48635861162692046, -0.97675805626803613, 1.9288423347033574},
+         {0.47970341752758106, -0.97812843322112986, 1.9187580205678454}},
+        {{{0.015000003650784511, -0.030000007301569022, 0.050000012218952256},
+          {-0.02181623462551624, 0.013316233148361931, 0.069683786313330109},
+          {0.010228982665951021, 0.0022170264790406322, 0.022003819948663461}},
+         {{2.2499710544940935e-05, 8.999884217976374e-05, 0.00024999678432937602},
+          {0.00014719920937848524, 0.00025244658710228945, 0.00031067485954719583},
+          {0.00023623424186887187, 0.00026173458422354558, 0.00047610529982571227}}},
+        1e-12};
+    /* LAMB(lr=0.01, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.1) */
+    goldens[9] = (golden){"lamb", adam_opt(tg_optimizer_lamb(0.01f), 0.9f, 0.999f, 1e-6f, 0.1f),
+        {{0.48758042401841017, -0.98698895085696936, 1.9858061031014795},
+         {0.49758716210092352, -0.9937192695449798, 1.9665681522212206},
+         {0.49661236927721053, -1.0145913487506981, 1.9751502377812475}},
+        {{{0.010000002384185792, -0.020000004768371583, 0.030000007152557372},
+          {-0.031000007629394588, 0.032000008106231798, 0.032000006914138623},
+          {-0.0029000001668928743, 0.028800006532668971, -0.031200008845329599}},
+         {{9.9998712539672858e-06, 3.9999485015869143e-05, 8.9998841285705557e-05},
+          {0.00016998781157493426, 0.00028995626739501288, 9.2408811416611053e-05},
+          {0.00023231702128918049, 0.00028966631486068977, 0.00045231176893774345}}},
+        1e-12};
+    /* LAMB(lr=0.02, betas=(0.8, 0.99), eps=1e-4, weight_decay=0, bias_correction=False, max_weight_norm=1.5) */
+    goldens[10] = (golden){"lamb no bias correction max_weight_norm", max_weight_norm(no_bias_correction(adam_opt(tg_optimizer_lamb(0.02f), 0.8f, 0.99f, 1e-4f, 0)), 1.5f),
+        {{0.48274638772838829, -0.98266054882279552, 1.9826317457347868},
+         {0.49955974011619103, -0.99635128316970922, 1.9618983202027462},
+         {0.50006090521619329, -1.0167357356559852, 1.983903385304767}},
+        {{{0.019999998807907107, -0.039999997615814215, 0.059999996423721308},
+          {-0.063999995946884186, 0.067999995470047023, 0.057999997258186296},
+          {-0.001200000500678991, 0.054399997186660734, -0.073599994349479725}},
+         {{9.9999904632568375e-05, 0.0003999996185302735, 0.00089999914169311521},
+          {0.00169899838066101, 0.0028959972419738732, 0.00091599913501738683},
+          {0.0023070078170108633, 0.0028670372971725164, 0.0045068357191753224}}},
+        1e-12};
 }
 
 static bool near(double a, double b, double rtol, double atol)
@@ -211,13 +283,13 @@ static void check_golden(const golden *gd, bool use_ref)
 
 static void test_reference_matches_torch(void)
 {
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < N_GOLDEN; k++)
         check_golden(&goldens[k], true);
 }
 
 static void test_fast_matches_torch(void)
 {
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < N_GOLDEN; k++)
         check_golden(&goldens[k], false);
 }
 
@@ -266,6 +338,96 @@ static void test_adam_first_step_is_lr(void)
     tg_graph_destroy(b.g);
 }
 
+/* LAMB's rules by hand: a zero weight has trust ratio 1 (the step is lr*r,
+ * exactly Adam's first step with r = sign(g)); a weight of norm 3 takes a
+ * step of norm lr*3 whatever the gradient; max_weight_norm caps that norm. */
+static void test_lamb_trust_ratio(void)
+{
+    tg_optimizer o = adam_opt(tg_optimizer_lamb(0.1f), 0.9f, 0.999f, 0, 0);
+    one_update b = build(&o, 2);
+    double p[2] = {0, 0}, m[2] = {0}, v[2] = {0}, g[2] = {0.5, -2};
+    tg_ref_args r = {.node = b.u, .in = {p, m, v, g}, .step = 0};
+    tg_op_get(TG_OP_ADAM_UPDATE)->reference(&r);
+    TG_CHECK_NEAR(p[0], -0.1, 1e-7);
+    TG_CHECK_NEAR(p[1], 0.1, 1e-7);
+    tg_graph_destroy(b.g);
+
+    for (int capped = 0; capped < 2; capped++) {
+        o = max_weight_norm(adam_opt(tg_optimizer_lamb(0.1f), 0.9f, 0.999f, 0, 0),
+                            capped ? 1.5f : 0.0f);
+        b = build(&o, 2);
+        /* r = sign(g) = (1, 1), ||r|| = sqrt 2; ||p|| = 3 (or 1.5 capped) */
+        float fp[2] = {3, 0}, fm[2] = {0}, fv[2] = {0}, fg[2] = {1, 7};
+        tg_kernel_args a = {.node = b.u, .in = {fp, fm, fv, fg}, .step = 0};
+        tg_op_get(TG_OP_ADAM_UPDATE)->forward(&a);
+        double norm = capped ? 1.5 : 3.0, moved = 0.1 * norm / sqrt(2.0);
+        TG_CHECK_NEAR(fp[0], 3 - moved, 1e-6);
+        TG_CHECK_NEAR(fp[1], -moved, 1e-6);
+        tg_graph_destroy(b.g);
+    }
+}
+
+/* Bias correction off: the first Adam step is lr * m / (sqrt(v) + eps) with
+ * m = 0.1 g and v = 0.001 g^2, i.e. lr * 0.1/sqrt(0.001) * sign(g). */
+static void test_no_bias_correction_first_step(void)
+{
+    tg_optimizer o = no_bias_correction(adam_opt(tg_optimizer_adam(0.01f), 0.9f, 0.999f, 0, 0));
+    one_update b = build(&o, 2);
+    float p[2] = {1, 1}, m[2] = {0}, v[2] = {0}, g[2] = {0.5f, -40};
+    tg_kernel_args a = {.node = b.u, .in = {p, m, v, g}, .step = 0};
+    tg_op_get(TG_OP_ADAM_UPDATE)->forward(&a);
+    double moved = 0.01 * (1.0 - 0.9f) / sqrt(1.0 - 0.999f);
+    TG_CHECK_NEAR(p[0], 1 - moved, 1e-6);
+    TG_CHECK_NEAR(p[1], 1 + moved, 1e-6);
+    tg_graph_destroy(b.g);
+}
+
+/* ---- gradient clipping against torch.nn.utils.clip_grad_norm_ ------------------- */
+
+typedef struct clip_golden {
+    float max_norm;
+    double total, a[3], b[2];
+} clip_golden;
+
+/* From tests/ops/gen_optim_golden.py: a.grad = (0.3, -1.2, 0.4), b.grad = (2, -0.5). */
+static const clip_golden clip_goldens[2] = {
+    /* clip_grad_norm_([a, b], max_norm=0.5) */
+    {0.5f, 2.4372115213907879, {0.061545720237151477, -0.24618288094860591, 0.08206096031620197}, {0.41030480158100985, -0.10257620039525246}},
+    /* clip_grad_norm_([a, b], max_norm=10) */
+    {10.0f, 2.4372115213907879, {0.29999999999999999, -1.2, 0.40000000000000002}, {2, -0.5}},
+};
+
+/* The engine's clipping is these three steps (runtime/session.c): sums of
+ * squares per gradient, the factor from the global norm, the scaling; here
+ * on two gradients, in f32 and bf16 storage. */
+static void test_clip_matches_torch(void)
+{
+    for (int k = 0; k < 2; k++) {
+        const clip_golden *c = &clip_goldens[k];
+        float a[3] = {0.3f, -1.2f, 0.4f}, b[2] = {2.0f, -0.5f};
+        double total = sqrt(tg_sum_squares_typed(a, TG_F32, 3) + tg_sum_squares_typed(b, TG_F32, 2));
+        TG_CHECK_NEAR(total, c->total, 1e-6);
+        float factor = tg_grad_clip_factor(total, c->max_norm);
+        tg_scale_typed(a, TG_F32, 3, factor);
+        tg_scale_typed(b, TG_F32, 2, factor);
+        for (int i = 0; i < 3; i++)
+            TG_CHECK_NEAR(a[i], c->a[i], 1e-6);
+        for (int i = 0; i < 2; i++)
+            TG_CHECK_NEAR(b[i], c->b[i], 1e-6);
+        /* the same in bf16 storage, to bf16's precision */
+        uint16_t h[2];
+        tg_convert(b, TG_F32, h, TG_BF16, 2);
+        float back[2];
+        tg_scale_typed(h, TG_BF16, 2, 2.0f);
+        tg_convert(h, TG_BF16, back, TG_F32, 2);
+        TG_CHECK_NEAR(back[0], 2 * c->b[0], 1e-2 * fabs(c->b[0]) + 1e-6);
+    }
+    /* off: 0 and inf leave the gradients alone, whatever their norm */
+    TG_CHECK(tg_grad_clip_factor(1e30, 0.0f) == 1.0f);
+    TG_CHECK(tg_grad_clip_factor(1e30, INFINITY) == 1.0f);
+    TG_CHECK(tg_grad_clip_factor(0.5, 1.0f) == 1.0f);
+}
+
 /* ---- fast kernel against reference, 1 and 2 threads ------------------------------- */
 
 static void fast_vs_reference(const char *label, const tg_optimizer *o, int64_t n, tg_pool *pool1,
@@ -279,6 +441,9 @@ static void fast_vs_reference(const char *label, const tg_optimizer *o, int64_t 
     int n_in = b.u->n_in;
     float *f1[4], *f2[4];
     double *d[4];
+    const tg_op_def *def = tg_op_get(b.u->op);
+    size_t scratch_bytes = def->scratch ? def->scratch(b.u, 2) : 0;
+    void *scratch = scratch_bytes ? tg_malloc(scratch_bytes) : NULL;
     tg_rng rng;
     tg_rng_seed(&rng, 42);
     for (int k = 0; k < n_in; k++) {
@@ -301,7 +466,9 @@ static void fast_vs_reference(const char *label, const tg_optimizer *o, int64_t 
                 d[n_in - 1][i] = x;
             }
         tg_kernel_args a1 = {.node = b.u, .pool = pool1, .step = step};
-        tg_kernel_args a2 = {.node = b.u, .pool = pool2, .step = step};
+        /* the scratch the compiler would plan for 2 threads (LAMB's norms) */
+        tg_kernel_args a2 = {.node = b.u, .pool = pool2, .step = step, .scratch = scratch,
+                             .scratch_bytes = scratch_bytes};
         tg_ref_args r = {.node = b.u, .step = step};
         for (int k = 0; k < n_in; k++) {
             a1.in[k] = f1[k];
@@ -330,6 +497,7 @@ static void fast_vs_reference(const char *label, const tg_optimizer *o, int64_t 
         tg_free(f2[k]);
         tg_free(d[k]);
     }
+    tg_free(scratch);
     tg_graph_destroy(b.g);
 }
 
@@ -339,7 +507,7 @@ static void test_fast_vs_reference_threads(void)
     TG_CHECK(pool1 && pool2);
     /* large enough to split over 2 threads; odd, so chunk and vector tails run */
     const int64_t n = 70001;
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < N_GOLDEN; k++)
         fast_vs_reference(goldens[k].label, &goldens[k].opt, n, pool1, pool2);
     tg_pool_destroy(pool1);
     tg_pool_destroy(pool2);
@@ -418,6 +586,9 @@ int main(void)
     TG_RUN(test_fast_matches_torch);
     TG_RUN(test_sgd_by_hand);
     TG_RUN(test_adam_first_step_is_lr);
+    TG_RUN(test_lamb_trust_ratio);
+    TG_RUN(test_no_bias_correction_first_step);
+    TG_RUN(test_clip_matches_torch);
     TG_RUN(test_fast_vs_reference_threads);
     TG_RUN(test_infer_errors);
     TG_RUN(test_infer_result);

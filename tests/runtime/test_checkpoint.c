@@ -14,9 +14,9 @@
 
 static char dir[64];
 
-static tg_session *trained(tg_model_graph *mg, const char *model, int steps)
+static tg_session *trained_with(tg_model_graph *mg, const char *model, int steps,
+                               tg_optimizer opt)
 {
-    tg_optimizer opt = tg_optimizer_adamw(0.01f);
     TG_CHECK_OK(tg_model_graph_create(tg_model_find(model), 2, &opt, mg));
     tg_session *s = NULL;
     TG_CHECK_OK(tg_session_create(mg->graph, NULL, &s));
@@ -30,6 +30,11 @@ static tg_session *trained(tg_model_graph *mg, const char *model, int steps)
         TG_CHECK_OK(tg_session_run(s));
     }
     return s;
+}
+
+static tg_session *trained(tg_model_graph *mg, const char *model, int steps)
+{
+    return trained_with(mg, model, steps, tg_optimizer_adamw(0.01f));
 }
 
 /* All parameters and state of a and b are byte-identical. */
@@ -58,6 +63,52 @@ static void test_round_trip(void)
     TG_CHECK_OK(tg_checkpoint_load(b, path, "mnist-pipeline"));
     TG_CHECK(same_state(a, b));
     TG_CHECK(tg_session_step(b) == 3);
+    tg_session_destroy(a);
+    tg_session_destroy(b);
+    tg_model_graph_destroy(&ma);
+    tg_model_graph_destroy(&mb);
+}
+
+/* LAMB's state has Adam's names ("<param>/exp_avg", "<param>/exp_avg_sq"):
+ * a checkpoint restores it, and a resumed run continues exactly. */
+static void test_lamb_round_trip_resumes_exactly(void)
+{
+    tg_optimizer opt = tg_optimizer_lamb(0.01f);
+    opt.max_grad_norm = 0.5f;
+    tg_model_graph ma, mb;
+    tg_session *a = trained_with(&ma, "mnist-pipeline", 3, opt);
+    tg_session *b = trained_with(&mb, "mnist-pipeline", 0, opt);
+    /* every parameter has "<param>/exp_avg" and "<param>/exp_avg_sq" */
+    int params = 0, named = 0;
+    for (int i = 0; i < tg_graph_tensor_count(ma.graph); i++) {
+        const tg_tensor *t = tg_graph_tensor(ma.graph, i);
+        if (t->op != TG_OP_PARAM)
+            continue;
+        char m[512], v[512];
+        snprintf(m, sizeof m, "%s/exp_avg", t->name);
+        snprintf(v, sizeof v, "%s/exp_avg_sq", t->name);
+        params++;
+        named += tg_graph_find(ma.graph, m) && tg_graph_find(ma.graph, v);
+    }
+    TG_CHECK(params > 0 && named == params);
+    char path[128];
+    snprintf(path, sizeof path, "%s/lamb.safetensors", dir);
+    TG_CHECK_OK(tg_checkpoint_save(a, path, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_load(b, path, "mnist-pipeline"));
+    TG_CHECK(same_state(a, b));
+    /* one more identical step on each: still identical (state and step count restored) */
+    float img[2 * 784];
+    int32_t lab[2] = {1, 4};
+    for (int i = 0; i < 2 * 784; i++)
+        img[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+    tg_session *both[2] = {a, b};
+    tg_model_graph *mgs[2] = {&ma, &mb};
+    for (int k = 0; k < 2 && a && b; k++) {
+        TG_CHECK_OK(tg_session_write(both[k], mgs[k]->images, img, sizeof img));
+        TG_CHECK_OK(tg_session_write(both[k], mgs[k]->labels, lab, sizeof lab));
+        TG_CHECK_OK(tg_session_run(both[k]));
+    }
+    TG_CHECK(same_state(a, b));
     tg_session_destroy(a);
     tg_session_destroy(b);
     tg_model_graph_destroy(&ma);
@@ -118,6 +169,7 @@ int main(void)
     if (!mkdtemp(dir))
         return 1;
     TG_RUN(test_round_trip);
+    TG_RUN(test_lamb_round_trip_resumes_exactly);
     TG_RUN(test_bad_files_change_nothing);
     tg_test_remove_dir(dir);
     return tg_test_finish();

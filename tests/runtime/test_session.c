@@ -104,6 +104,23 @@ static void test_adamw_matches_reference(void)
     train_matches_interpreter(&opt, 2);
 }
 
+/* LAMB, bias correction off and clipping by the global norm, against the
+ * double-precision interpreter (which clips independently of the engine). */
+static void test_lamb_and_clipping_match_reference(void)
+{
+    tg_optimizer opts[3] = {tg_optimizer_lamb(0.01f), tg_optimizer_adamw(0.01f),
+                            tg_optimizer_sgd(0.2f, 0.9f)};
+    opts[0].max_grad_norm = 0.1f;
+    opts[0].max_weight_norm = 1.0f;
+    opts[1].bias_correction = false;
+    opts[1].max_grad_norm = 0.05f;
+    opts[2].max_grad_norm = 0.02f;
+    for (int k = 0; k < 3; k++) {
+        train_matches_interpreter(&opts[k], 1);
+        train_matches_interpreter(&opts[k], 2);
+    }
+}
+
 /* The engine allocates its arena once; a run allocates nothing. */
 static void test_run_allocates_nothing(void)
 {
@@ -187,6 +204,7 @@ int main(void)
 {
     TG_RUN(test_sgd_momentum_matches_reference);
     TG_RUN(test_adamw_matches_reference);
+    TG_RUN(test_lamb_and_clipping_match_reference);
     TG_RUN(test_run_allocates_nothing);
     TG_RUN(test_misuse_is_reported);
     TG_RUN(test_copy_weights_between_sessions);

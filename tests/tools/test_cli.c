@@ -61,6 +61,9 @@ static void test_bad_flags(void)
     EXPECT("train --model nope", 1, "unknown model 'nope'");
     EXPECT("train --optimizer rmsprop --train-limit 100 --test-limit 100", 1,
            "unknown optimizer 'rmsprop'");
+    EXPECT("train --max-grad-norm -1", 2, "--max-grad-norm must be between 0");
+    EXPECT("train --optimizer sgd --no-bias-correction --train-limit 100 --test-limit 100", 1,
+           "--no-bias-correction applies to adam, adamw and lamb");
     EXPECT("infer --model mnist-pipeline", 2, "--load FILE is required");
     EXPECT("train --model mnist-pipeline --strategy diagonal --train-limit 100 --test-limit 100", 1,
            "single|pipelined|sharded");

@@ -1,0 +1,246 @@
+/* ops/reduce_minmax.c - REDUCE_MAX and REDUCE_MIN over a set of axes (ONNX
+ * ReduceMax / ReduceMin, torch.amax / torch.amin) and their gradient
+ * REDUCE_MINMAX_BWD.
+ *
+ * Params: p.i[0] = axes mask (bit i = axis i), p.i[1] = keepdim. A NaN in a
+ * group makes its result NaN (as PyTorch). The gradient follows torch.amax:
+ * it is split evenly between the elements equal to the result (ties share
+ * it), computed as torch.amax does, dy / count * (x == y), so a group whose
+ * result is NaN (count 0) gets NaN gradients, as in PyTorch.
+ *
+ * REDUCE_MINMAX_BWD takes (dy, x, y) with dy and y in the "keep" shape (x's
+ * rank, 1 on every reduced axis) and gives dx in x's shape; p.i[0] is the
+ * mask. Its fast kernel counts the ties of each group in scratch.
+ */
+#include "ops/broadcast.h"
+
+#include "core/error.h"
+
+#include <math.h>
+#include <string.h>
+
+/* x's shape with 1 on every reduced axis. */
+static tg_shape keep_shape(tg_shape x, int64_t mask)
+{
+    for (int d = 0; d < x.ndim; d++)
+        if (mask & (1ll << d))
+            x.dim[d] = 1;
+    return x;
+}
+
+/* ---- shape rules ------------------------------------------------------------------- */
+
+static tg_status need_f32(const tg_tensor *node, int k)
+{
+    if (node->in[k]->dtype != TG_F32)
+        return tg_error(TG_ERR_DTYPE, "input '%s' is %s; this op takes f32", node->in[k]->name,
+                        tg_dtype_name(node->in[k]->dtype));
+    return TG_OK;
+}
+
+static tg_status check_mask(int64_t mask, tg_shape in)
+{
+    if (mask <= 0 || (mask >> in.ndim) != 0) {
+        char a[96];
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "axes mask 0x%llx must name at least one axis, and only axes of %s",
+                        (unsigned long long)mask, tg_shape_str(in, a, sizeof a));
+    }
+    return TG_OK;
+}
+
+static tg_status infer_reduce(tg_tensor *node)
+{
+    if (node->n_in != 1)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
+    TG_TRY(need_f32(node, 0));
+    tg_shape in = node->in[0]->shape;
+    int64_t mask = node->p.i[0];
+    TG_TRY(check_mask(mask, in));
+    node->dtype = TG_F32;
+    if (node->p.i[1]) {
+        node->shape = keep_shape(in, mask);
+        return TG_OK;
+    }
+    node->shape = tg_shape_of(0, NULL);
+    for (int d = 0; d < in.ndim; d++)
+        if (!(mask & (1ll << d)))
+            node->shape.dim[node->shape.ndim++] = in.dim[d];
+    return TG_OK;
+}
+
+static tg_status infer_bwd(tg_tensor *node)
+{
+    if (node->n_in != 3)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 3 inputs (dy, x, y), got %d", node->n_in);
+    for (int k = 0; k < 3; k++)
+        TG_TRY(need_f32(node, k));
+    tg_shape x = node->in[1]->shape;
+    TG_TRY(check_mask(node->p.i[0], x));
+    tg_shape k = keep_shape(x, node->p.i[0]);
+    if (!tg_shape_equal(node->in[0]->shape, k) || !tg_shape_equal(node->in[2]->shape, k)) {
+        char a[96];
+        return tg_error(TG_ERR_SHAPE, "dy and y must have the reduced shape %s",
+                        tg_shape_str(k, a, sizeof a));
+    }
+    node->dtype = TG_F32;
+    node->shape = x;
+    return TG_OK;
+}
+
+static double flops_fwd(const tg_tensor *node)
+{
+    return (double)tg_numel(node->in[0]);
+}
+static double flops_bwd(const tg_tensor *node)
+{
+    return 3 * (double)tg_numel(node);
+}
+
+/* ---- fast kernels ------------------------------------------------------------------ */
+
+/* Calls BODY(i, g) for every element i of x (shape xs) with g the offset of
+ * its group in the keep shape ks, one merged inner run at a time. */
+#define FOR_GROUPS(xs, ks, BODY)                                                                   \
+    do {                                                                                           \
+        tg_bcast bc_;                                                                              \
+        tg_shape in_[2] = {(ks), (ks)};                                                            \
+        tg_bcast_init(&bc_, (xs), 2, in_);                                                         \
+        int last_ = bc_.ndim - 1;                                                                  \
+        int64_t inner_ = bc_.dim[last_], s_ = bc_.stride[0][last_];                                \
+        int64_t total_ = tg_shape_numel(xs);                                                       \
+        for (int64_t k_ = 0; k_ < total_; k_ += inner_) {                                          \
+            int64_t off_[2];                                                                       \
+            tg_bcast_offsets(&bc_, k_, off_);                                                      \
+            for (int64_t q_ = 0; q_ < inner_; q_++) {                                              \
+                int64_t i = k_ + q_, g = off_[0] + q_ * s_;                                        \
+                BODY;                                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static void fwd_reduce(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, node->p.i[0]);
+    const float *x = a->in[0];
+    float *y = a->out;
+    bool is_max = node->op == TG_OP_REDUCE_MAX;
+    for (int64_t k = 0; k < tg_numel(node); k++)
+        y[k] = is_max ? -INFINITY : INFINITY;
+    /* NaN wins and then stays: v > NaN and v < NaN are false */
+    if (is_max)
+        FOR_GROUPS(xs, ks, y[g] = x[i] > y[g] || x[i] != x[i] ? x[i] : y[g]);
+    else
+        FOR_GROUPS(xs, ks, y[g] = x[i] < y[g] || x[i] != x[i] ? x[i] : y[g]);
+}
+
+static size_t scratch_bwd(const tg_tensor *node, int n_threads)
+{
+    (void)n_threads;
+    return (size_t)tg_numel(node->in[2]) * sizeof(float);
+}
+
+static void fwd_bwd(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_shape xs = node->shape, ks = node->in[2]->shape;
+    const float *dy = a->in[0], *x = a->in[1], *y = a->in[2];
+    float *count = a->scratch, *dx = a->out;
+    memset(count, 0, (size_t)tg_numel(node->in[2]) * sizeof(float));
+    FOR_GROUPS(xs, ks, count[g] += x[i] == y[g] ? 1.0f : 0.0f);
+    FOR_GROUPS(xs, ks, dx[i] = dy[g] / count[g] * (x[i] == y[g] ? 1.0f : 0.0f));
+}
+
+/* ---- reference kernels (plain loops over every element) ------------------------------ */
+
+static void ref_reduce(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, node->p.i[0]);
+    bool is_max = node->op == TG_OP_REDUCE_MAX;
+    for (int64_t k = 0; k < tg_numel(node); k++)
+        a->out[k] = is_max ? -INFINITY : INFINITY;
+    for (int64_t i = 0; i < tg_shape_numel(xs); i++) {
+        double v = a->in[0][i], *r = &a->out[tg_bcast_ref_offset(xs, ks, i)];
+        if (isnan(v) || (is_max ? v > *r : v < *r))
+            *r = isnan(*r) ? *r : v;
+    }
+}
+
+/* Counts live in dx's first slots: group g's count in out[g]. Every element
+ * i lies at or after its group's offset g(i) (keep shape strides are never
+ * larger), so writing dx from the last element down never overwrites a count
+ * still to be read. No allocation: reference kernels cannot fail. */
+static void ref_bwd(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_shape xs = node->shape, ks = node->in[2]->shape;
+    int64_t n = tg_shape_numel(xs), groups = tg_shape_numel(ks);
+    const double *dy = a->in[0], *x = a->in[1], *y = a->in[2];
+    for (int64_t g = 0; g < groups; g++)
+        a->out[g] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = tg_bcast_ref_offset(xs, ks, i);
+        a->out[g] += x[i] == y[g];
+    }
+    for (int64_t i = n - 1; i >= 0; i--) {
+        int64_t g = tg_bcast_ref_offset(xs, ks, i);
+        a->out[i] = dy[g] / a->out[g] * (x[i] == y[g] ? 1.0 : 0.0);
+    }
+}
+
+/* ---- builders and gradient rules --------------------------------------------------------- */
+
+static tg_tensor *reduce(tg_graph *g, tg_op op, tg_tensor *x, unsigned axes_mask, bool keepdim)
+{
+    tg_node_params p = {0};
+    p.i[0] = axes_mask;
+    p.i[1] = keepdim;
+    return tg_node_create(g, op, 1, &x, &p);
+}
+
+tg_tensor *tg_reduce_max(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim)
+{
+    return reduce(g, TG_OP_REDUCE_MAX, x, axes_mask, keepdim);
+}
+
+tg_tensor *tg_reduce_min(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim)
+{
+    return reduce(g, TG_OP_REDUCE_MIN, x, axes_mask, keepdim);
+}
+
+static tg_status bwd_reduce(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                            tg_tensor **din)
+{
+    tg_tensor *x = node->in[0];
+    tg_shape ks = keep_shape(x->shape, node->p.i[0]);
+    tg_tensor *in[3] = {tg_reshape(g, dout, ks), x, tg_reshape(g, node, ks)};
+    tg_node_params p = {0};
+    p.i[0] = node->p.i[0];
+    din[0] = tg_node_create(g, TG_OP_REDUCE_MINMAX_BWD, 3, in, &p);
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+/* dx[i] = dy[g(i)] * w[i] with w = (x == y) / count: linear in dy, whose
+ * gradient is the group sum of dout * w, and w is this op applied to ones.
+ * Piecewise constant in x and y: no gradient there. */
+static tg_status bwd_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    if (!need[0])
+        return TG_OK;
+    tg_tensor *dy = node->in[0], *x = node->in[1], *y = node->in[2];
+    tg_tensor *ones = tg_constant(g, dy->shape, 1.0f);
+    tg_node_params p = node->p;
+    tg_tensor *w = tg_node_create(g, TG_OP_REDUCE_MINMAX_BWD, 3, (tg_tensor *[]){ones, x, y}, &p);
+    din[0] = tg_reduce_sum(g, tg_mul(g, dout, w), (unsigned)node->p.i[0], true);
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+const tg_op_def tg_opdef_REDUCE_MAX = {"reduce_max", infer_reduce, flops_fwd, NULL,
+                                       fwd_reduce,   ref_reduce,   bwd_reduce};
+const tg_op_def tg_opdef_REDUCE_MIN = {"reduce_min", infer_reduce, flops_fwd, NULL,
+                                       fwd_reduce,   ref_reduce,   bwd_reduce};
+const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {
+    "reduce_minmax_bwd", infer_bwd, flops_bwd, scratch_bwd, fwd_bwd, ref_bwd, bwd_bwd};

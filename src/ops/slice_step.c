@@ -1,0 +1,205 @@
+/* ops/slice_step.c - strided slicing along one axis (ONNX Slice with steps,
+ * Python's x[start:end:step], negative steps included): SLICE_STEP and its
+ * gradient SLICE_STEP_BWD, and the builder tg_slice_ex, which reads start
+ * and end as ONNX does and builds a plain SLICE when the step is 1.
+ *
+ * Params: p.i[0] = axis (normalised to >= 0), p.i[1] = the first index read,
+ * p.i[2] = step (not 0), p.i[3] = count (>= 1): output row r along the axis
+ * is input row start + r * step. SLICE_STEP_BWD adds p.i[4] = the input's
+ * length along the axis and scatters dy's rows back (distinct rows, so no
+ * two land on the same place; the others are zero).
+ */
+#include "ops/broadcast.h"
+
+#include "core/error.h"
+
+#include <string.h>
+
+enum { AXIS, START, STEP, COUNT, LEN };
+
+static void outer_inner(tg_shape s, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= s.dim[d];
+    for (int d = axis + 1; d < s.ndim; d++)
+        *inner *= s.dim[d];
+}
+
+/* ---- shape rule ------------------------------------------------------------------- */
+
+static tg_status infer_slice_step(tg_tensor *node)
+{
+    if (node->n_in != 1)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
+    bool bwd = node->op == TG_OP_SLICE_STEP_BWD;
+    tg_shape in = node->in[0]->shape;
+    int64_t *p = node->p.i;
+    if (p[AXIS] < 0 || p[AXIS] >= in.ndim)
+        return tg_error(TG_ERR_INVALID_ARG, "axis %lld out of range for %d dimensions",
+                        (long long)p[AXIS], in.ndim);
+    int axis = (int)p[AXIS];
+    int64_t len = bwd ? p[LEN] : in.dim[axis], last = p[START] + (p[COUNT] - 1) * p[STEP];
+    if (p[STEP] == 0 || p[COUNT] < 1 || p[START] < 0 || p[START] >= len || last < 0 || last >= len)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "%lld rows from %lld by step %lld do not fit axis %d of length %lld",
+                        (long long)p[COUNT], (long long)p[START], (long long)p[STEP], axis,
+                        (long long)len);
+    if (bwd && in.dim[axis] != p[COUNT])
+        return tg_error(TG_ERR_SHAPE, "dy has %lld rows along axis %d, the slice %lld",
+                        (long long)in.dim[axis], axis, (long long)p[COUNT]);
+    node->dtype = node->in[0]->dtype;
+    node->shape = in;
+    node->shape.dim[axis] = bwd ? len : p[COUNT];
+    return TG_OK;
+}
+
+static double flops_none(const tg_tensor *node)
+{
+    return 0;
+}
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+typedef struct step_job {
+    const char *in;
+    char *out;
+    size_t row;                      /* bytes of one row (the elements after the axis) */
+    int64_t len, start, step, count; /* len: rows of the big tensor per outer index */
+    bool scatter;                    /* SLICE_STEP_BWD */
+} step_job;
+
+static void step_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const step_job *j = ctx;
+    for (int64_t o = begin; o < end; o++) {
+        const char *big_in = j->in + (size_t)(o * j->len) * j->row;
+        char *big_out = j->out + (size_t)(o * j->len) * j->row;
+        if (j->scatter)
+            memset(big_out, 0, (size_t)j->len * j->row);
+        for (int64_t r = 0; r < j->count; r++) {
+            size_t b = (size_t)(j->start + r * j->step) * j->row;
+            size_t s = (size_t)(o * j->count + r) * j->row;
+            if (j->scatter)
+                memcpy(big_out + b, j->in + s, j->row);
+            else
+                memcpy(j->out + s, big_in + b, j->row);
+        }
+    }
+    (void)t;
+}
+
+static void fwd_slice_step(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    bool scatter = node->op == TG_OP_SLICE_STEP_BWD;
+    const tg_tensor *big = scatter ? node : node->in[0];
+    const int64_t *p = node->p.i;
+    int64_t outer, inner;
+    outer_inner(big->shape, (int)p[AXIS], &outer, &inner);
+    step_job j = {a->in[0],
+                  a->out,
+                  (size_t)inner * tg_dtype_size(node->dtype),
+                  big->shape.dim[p[AXIS]],
+                  p[START],
+                  p[STEP],
+                  p[COUNT],
+                  scatter};
+    tg_par_for(a->pool, outer, tg_numel(big), step_range, &j);
+}
+
+static void ref_slice_step(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    bool scatter = node->op == TG_OP_SLICE_STEP_BWD;
+    const tg_tensor *big = scatter ? node : node->in[0];
+    const int64_t *p = node->p.i;
+    int64_t outer, inner, len = big->shape.dim[p[AXIS]];
+    outer_inner(big->shape, (int)p[AXIS], &outer, &inner);
+    if (scatter)
+        for (int64_t k = 0; k < tg_numel(node); k++)
+            a->out[k] = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t r = 0; r < p[COUNT]; r++)
+            for (int64_t q = 0; q < inner; q++) {
+                int64_t bi = (o * len + p[START] + r * p[STEP]) * inner + q;
+                int64_t si = (o * p[COUNT] + r) * inner + q;
+                if (scatter)
+                    a->out[bi] = a->in[0][si];
+                else
+                    a->out[si] = a->in[0][bi];
+            }
+}
+
+/* ---- builder and gradient rules --------------------------------------------------------- */
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
+                       int64_t step)
+{
+    if (!x)
+        return tg_node_create(g, TG_OP_SLICE_STEP, 1, &x, NULL); /* records the NULL input */
+    int ndim = x->shape.ndim, a = axis < 0 ? axis + ndim : axis;
+    if (a < 0 || a >= ndim)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "slice: axis %d out of range for '%s' with %d dimensions", axis,
+                             x->name, ndim);
+    if (step == 0)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "slice: step 0 along axis %d of '%s'", axis,
+                             x->name);
+    /* ONNX Slice: negative indices count from the end, then clamp */
+    int64_t n = x->shape.dim[a], count;
+    /* a step as long as the axis takes one element at most: clamping it keeps
+     * the arithmetic below from overflowing on INT64_MAX-like steps */
+    step = step > n ? n : step < -n ? -n : step;
+    start = start < 0 ? start + n : start;
+    end = end < 0 ? end + n : end;
+    if (step > 0) {
+        start = clamp64(start, 0, n);
+        end = clamp64(end, 0, n);
+        count = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+        start = clamp64(start, 0, n - 1);
+        end = clamp64(end, -1, n - 1);
+        count = start > end ? (start - end - step - 1) / -step : 0;
+    }
+    if (count < 1)
+        return tg_graph_fail(g, TG_ERR_SHAPE,
+                             "slice: [%lld:%lld:%lld] selects nothing from axis %d (length %lld) "
+                             "of '%s'",
+                             (long long)start, (long long)end, (long long)step, axis, (long long)n,
+                             x->name);
+    if (step == 1)
+        return tg_slice(g, x, a, start, start + count);
+    tg_node_params p = {0};
+    p.i[AXIS] = a, p.i[START] = start, p.i[STEP] = step, p.i[COUNT] = count;
+    return tg_node_create(g, TG_OP_SLICE_STEP, 1, &x, &p);
+}
+
+static tg_status bwd_slice_step(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    tg_node_params p = node->p;
+    p.i[LEN] = node->in[0]->shape.dim[p.i[AXIS]];
+    din[0] = tg_node_create(g, TG_OP_SLICE_STEP_BWD, 1, &dout, &p);
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+static tg_status bwd_slice_step_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                    tg_tensor **din)
+{
+    tg_node_params p = node->p;
+    p.i[LEN] = 0;
+    din[0] = tg_node_create(g, TG_OP_SLICE_STEP, 1, &dout, &p);
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+const tg_op_def tg_opdef_SLICE_STEP = {"slice_step",   infer_slice_step, flops_none,    NULL,
+                                       fwd_slice_step, ref_slice_step,   bwd_slice_step};
+const tg_op_def tg_opdef_SLICE_STEP_BWD = {
+    "slice_step_bwd", infer_slice_step, flops_none,        NULL,
+    fwd_slice_step,   ref_slice_step,   bwd_slice_step_bwd};

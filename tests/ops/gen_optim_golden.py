@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""tests/ops/gen_optim_golden.py - expected values for tests/ops/test_optim.c:
+bias_correction on and off, LAMB, and clip_grad_norm_, from PyTorch.
+
+Run with Debian's Python (torch 1.13):  /usr/bin/python3 tests/ops/gen_optim_golden.py
+It prints C initialisers that are pasted into the test (which must not need
+torch). Everything runs in float64 with the hyper-parameters rounded to
+float32, as tilegraph stores them, on the same P0 and G as the older goldens.
+
+- AdamW with bias correction is torch.optim.AdamW itself.
+- torch.optim has no switch for bias correction and no LAMB, so those are
+  written here in plain torch ops, following PopTorch's definitions
+  (poptorch.optim.AdamW/Adam with bias_correction=False: the moments are used
+  without the 1 - beta^t divisions; poptorch.optim.LAMB: Adam's moments,
+  r = m_hat / (sqrt(v_hat) + eps) + weight_decay * w, trust ratio
+  ||w|| / ||r|| with ||w|| clipped to max_weight_norm, 1 when either norm is
+  0, w -= lr * trust * r).
+- Gradient clipping is torch.nn.utils.clip_grad_norm_ itself.
+"""
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+
+P0 = [0.5, -1.0, 2.0]
+G = [[0.1, -0.2, 0.3], [-0.4, 0.5, 0.05], [0.25, 0.0, -0.6]]
+
+
+def f32(x):
+    return float(np.float32(x))
+
+
+def c_row(xs):
+    return "{" + ", ".join("%.17g" % float(x) for x in xs) + "}"
+
+
+N_GOLDEN = [7]  # the index of the next golden in the C test's goldens[]
+
+
+def print_golden(label, c_opt, ps, ms, vs):
+    """One `goldens[k] = (golden){...};` statement of tests/ops/test_optim.c."""
+    print("    /* %s */" % label)
+    print('    goldens[%d] = (golden){"%s", %s,' % (N_GOLDEN[0], c_label(label), c_opt))
+    print("        {" + ",\n         ".join(c_row(p) for p in ps) + "},")
+    print("        {{" + ",\n          ".join(c_row(m) for m in ms) + "},")
+    print("         {" + ",\n          ".join(c_row(v) for v in vs) + "}},")
+    print("        1e-12};")
+    N_GOLDEN[0] += 1
+
+
+def c_label(label):
+    return label.split(" (")[0].split("(")[0].lower() + (
+        " no bias correction" if "bias_correction=False" in label else "") + (
+        " max_weight_norm" if "max_weight_norm" in label else "")
+
+
+def adamw_torch(lr, b1, b2, eps, wd):
+    p = torch.nn.Parameter(torch.tensor(P0))
+    opt = torch.optim.AdamW([p], lr=f32(lr), betas=(f32(b1), f32(b2)), eps=f32(eps),
+                            weight_decay=f32(wd))
+    ps, ms, vs = [], [], []
+    for k in range(3):
+        p.grad = torch.tensor(G[k])
+        opt.step()
+        st = opt.state[p]
+        ps.append(p.detach().clone())
+        ms.append(st["exp_avg"].clone())
+        vs.append(st["exp_avg_sq"].clone())
+    return ps, ms, vs
+
+
+def adam_manual(lr, b1, b2, eps, wd, decoupled, bias_correction):
+    """Adam (L2) or AdamW (decoupled) as torch.optim's single-tensor code,
+    with the bias corrections optional."""
+    lr, b1, b2, eps, wd = f32(lr), f32(b1), f32(b2), f32(eps), f32(wd)
+    p = torch.tensor(P0)
+    m = torch.zeros(3)
+    v = torch.zeros(3)
+    ps, ms, vs = [], [], []
+    for k in range(3):
+        t = k + 1
+        g = torch.tensor(G[k])
+        if decoupled:
+            p = p * (1 - lr * wd)
+        elif wd != 0:
+            g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        bc1 = 1 - b1 ** t if bias_correction else 1.0
+        bc2 = 1 - b2 ** t if bias_correction else 1.0
+        p = p - (lr / bc1) * m / (v.sqrt() / (bc2 ** 0.5) + eps)
+        ps.append(p.clone())
+        ms.append(m.clone())
+        vs.append(v.clone())
+    return ps, ms, vs
+
+
+def lamb(lr, b1, b2, eps, wd, bias_correction, max_weight_norm):
+    lr, b1, b2, eps, wd = f32(lr), f32(b1), f32(b2), f32(eps), f32(wd)
+    p = torch.tensor(P0)
+    m = torch.zeros(3)
+    v = torch.zeros(3)
+    ps, ms, vs = [], [], []
+    for k in range(3):
+        t = k + 1
+        g = torch.tensor(G[k])
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        bc1 = 1 - b1 ** t if bias_correction else 1.0
+        bc2 = 1 - b2 ** t if bias_correction else 1.0
+        r = (m / bc1) / ((v / bc2).sqrt() + eps) + wd * p
+        wn = p.norm()
+        if max_weight_norm is not None:
+            wn = torch.clamp(wn, max=f32(max_weight_norm))
+        rn = r.norm()
+        trust = 1.0 if wn == 0 or rn == 0 else float(wn / rn)
+        p = p - lr * trust * r
+        ps.append(p.clone())
+        ms.append(m.clone())
+        vs.append(v.clone())
+    return ps, ms, vs
+
+
+def clip(max_norm):
+    a = torch.nn.Parameter(torch.zeros(3))
+    b = torch.nn.Parameter(torch.zeros(2, 1))
+    a.grad = torch.tensor([0.3, -1.2, 0.4])
+    b.grad = torch.tensor([[2.0], [-0.5]])
+    total = torch.nn.utils.clip_grad_norm_([a, b], f32(max_norm))
+    print("    /* clip_grad_norm_([a, b], max_norm=%g) */" % max_norm)
+    print("    {%.1ff, %.17g, %s, %s}," % (max_norm, float(total), c_row(a.grad),
+                                        c_row(b.grad.flatten())))
+
+
+def main():
+    print("/* generated by tests/ops/gen_optim_golden.py (torch %s) */" % torch.__version__)
+    ps, ms, vs = adamw_torch(0.01, 0.8, 0.99, 1e-3, 0.1)
+    mp, mm, mv = adam_manual(0.01, 0.8, 0.99, 1e-3, 0.1, True, True)
+    # the plain-ops rule must reproduce torch.optim.AdamW before it is trusted without bias correction
+    assert all(torch.allclose(x, y, rtol=1e-13, atol=0) for x, y in zip(ps, mp))
+    print("    /* goldens[4] (torch.optim.AdamW) again from the plain-ops rule: it agrees. */")
+    print_golden("AdamW(lr=0.01, betas=(0.8, 0.99), eps=1e-3, weight_decay=0.1, "
+                 "bias_correction=False)",
+                 "no_bias_correction(adam_opt(tg_optimizer_adamw(0.01f), 0.8f, 0.99f, 1e-3f, 0.1f))",
+                 *adam_manual(0.01, 0.8, 0.99, 1e-3, 0.1, True, False))
+    print_golden("Adam(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, "
+                 "bias_correction=False)",
+                 "no_bias_correction(adam_opt(tg_optimizer_adam(0.01f), 0.9f, 0.999f, 1e-8f, 0.1f))",
+                 *adam_manual(0.01, 0.9, 0.999, 1e-8, 0.1, False, False))
+    print_golden("LAMB(lr=0.01, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.1)",
+                 "adam_opt(tg_optimizer_lamb(0.01f), 0.9f, 0.999f, 1e-6f, 0.1f)",
+                 *lamb(0.01, 0.9, 0.999, 1e-6, 0.1, True, None))
+    print_golden("LAMB(lr=0.02, betas=(0.8, 0.99), eps=1e-4, weight_decay=0, "
+                 "bias_correction=False, max_weight_norm=1.5)",
+                 "max_weight_norm(no_bias_correction(adam_opt(tg_optimizer_lamb(0.02f), 0.8f, "
+                 "0.99f, 1e-4f, 0)), 1.5f)",
+                 *lamb(0.02, 0.8, 0.99, 1e-4, 0.0, False, 1.5))
+    print("static const clip_golden clip_goldens[2] = {")
+    clip(0.5)
+    clip(10.0)
+    print("};")
+
+
+main()
