@@ -1,19 +1,20 @@
 # tilegraph - the two commands a new user runs (as root on Debian):
 #   make demo   installs what is missing, builds, trains the tutorial model
 #   make test   installs what is missing, builds, runs the whole test suite
-# Other targets: build, bench, format, asan, tsan, fuzz, clean.
+# Other targets: build, install (PREFIX, DESTDIR), bench, format, asan, tsan, fuzz, clean.
 
 BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
+PREFIX     ?= /usr/local
 
 # Every Debian package the project needs, and why (docs/dependencies.md).
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
                libsqlite3-dev sqlite3 dataset-fashion-mnist clang chromium \
-               libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
+               libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
-.PHONY: all demo test build deps bench-deps bench format asan tsan fuzz clean
+.PHONY: all demo test build install deps bench-deps bench format asan tsan fuzz clean
 
 all: build
 
@@ -62,6 +63,14 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The command, libtilegraph.a and .so, the headers and tilegraph.pc under
+# $(DESTDIR)$(PREFIX): `cc prog.c $$(pkg-config --cflags --libs tilegraph)`.
+install: build
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 bench: bench-deps build
 	@for b in $(BUILD)/bench/bench_*; do $$b || exit 1; done

@@ -1,5 +1,6 @@
 # onnx.proto (from Debian's libonnx-dev) compiled by protoc-c at build time
-# into a small static library, tg_onnx_proto: the ONNX importer (src/onnx/)
+# into an object library, tg_onnx_proto, linked into both libtilegraph.a
+# and libtilegraph.so (hidden: it is not part of the API): the ONNX importer (src/onnx/)
 # parses models with it instead of a hand-written protobuf reader. The
 # generated header is reached as "onnx.pb-c.h" by the importer and its tests.
 pkg_check_modules(PROTOBUF_C IMPORTED_TARGET libprotobuf-c)
@@ -20,7 +21,9 @@ add_custom_command(OUTPUT ${TG_ONNX_GEN_DIR}/onnx.pb-c.c ${TG_ONNX_GEN_DIR}/onnx
                            --c_out=${TG_ONNX_GEN_DIR} ${TG_ONNX_PROTO}
                    DEPENDS ${TG_ONNX_PROTO}
                    COMMENT "Compiling onnx.proto with protoc-c")
-add_library(tg_onnx_proto STATIC ${TG_ONNX_GEN_DIR}/onnx.pb-c.c)
+add_library(tg_onnx_proto OBJECT ${TG_ONNX_GEN_DIR}/onnx.pb-c.c)
+set_target_properties(tg_onnx_proto PROPERTIES POSITION_INDEPENDENT_CODE ON
+                      C_VISIBILITY_PRESET hidden)
 # generated code: our warning flags are not its business
 target_compile_options(tg_onnx_proto PRIVATE -w)
 target_include_directories(tg_onnx_proto PUBLIC ${TG_ONNX_GEN_DIR})

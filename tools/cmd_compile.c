@@ -261,6 +261,11 @@ int cmd_compile(int argc, char **argv)
     int r = cli_parse(&cmd, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
+    if (dev.profile || dev.profile_dir) { /* a flag that cannot apply is an error, not ignored */
+        fprintf(stderr, "tilegraph compile: --profile and --profile-dir do not apply: compile "
+                        "runs nothing to profile; use them with tilegraph train or infer\n");
+        return 2;
+    }
     const tg_model_spec *m = NULL;
     int kind = tg_optimizer_parse(optimizer);
     if (kind < 0 || tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {

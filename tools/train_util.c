@@ -114,6 +114,16 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         return -1;
     }
     const tg_dataset *d = ctx->test;
+    /* The model is built for the test split's images; a train split of
+     * another size would be silently resized into garbage. */
+    const tg_dataset *t = ctx->train;
+    if (t && (t->c != d->c || t->h != d->h || t->w != d->w)) {
+        fprintf(stderr, "tilegraph: the training split %s holds %dx%dx%d images but the test split "
+                        "%s %dx%dx%d: give files of one data set\n",
+                t->name, t->c, t->h, t->w, d->name, d->c, d->h, d->w);
+        train_context_close(ctx);
+        return -1;
+    }
     tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO};
     if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());

@@ -11,21 +11,41 @@
 #ifndef TILEGRAPH_CHECKPOINT_H
 #define TILEGRAPH_CHECKPOINT_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/session.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Write every parameter and state tensor of `s`; `model` names the model. */
-tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
+/* Write every parameter and state tensor of `s`; `model` names the model.
+ * The metadata also holds the engine state a resumed run needs (the update
+ * counter, the loss scale and its counters). */
+TG_API tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
+
+/* The same with extra metadata: kv holds n_pairs (key, value) string pairs,
+ * kv[2i] and kv[2i+1] (the command's loader position, for --resume). */
+#define TG_CHECKPOINT_MAX_META 8
+TG_API tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const char *model,
+                                  const char *const *kv, size_t n_pairs);
+
+/* One metadata value of a checkpoint file, into buf[0..cap). */
+TG_API tg_status tg_checkpoint_read_meta(const char *path, const char *key, char *buf, size_t cap);
 
 /* Load into `s` every parameter (required) and state tensor (optional: a
  * checkpoint without optimizer state restores the weights only). Fails
  * naming the file and the tensor on a missing parameter, a shape or dtype
  * mismatch, or a corrupt file; on failure nothing in `s` is changed. If
- * `model` is non-NULL and the file records another model, that is an error. */
-tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
+ * `model` is non-NULL and the file records another model, that is an error.
+ * A float tensor holding NaN or infinity is refused (TG_ERR_NUMERIC, naming
+ * it); the metadata integers must be plain non-negative integers. */
+TG_API tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
+
+/* Flags of tg_checkpoint_load_ex. */
+#define TG_CHECKPOINT_ALLOW_NON_FINITE 1u /* load NaN/infinite values anyway */
+TG_API tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *model,
+                                unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef TILEGRAPH_DTYPE_H
 #define TILEGRAPH_DTYPE_H
 
+#include "tilegraph/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,22 +31,22 @@ typedef enum tg_dtype {
 } tg_dtype;
 
 /* Bytes per element; 0 for a value out of range. */
-size_t tg_dtype_size(tg_dtype t);
+TG_API size_t tg_dtype_size(tg_dtype t);
 /* "f32", "f16", ...; "?" for a value out of range. */
-const char *tg_dtype_name(tg_dtype t);
+TG_API const char *tg_dtype_name(tg_dtype t);
 /* Parse "f32", "float32", "fp16", "half", "bf16", "u8", "i32"; -1 if unknown. */
-int tg_dtype_parse(const char *name);
+TG_API int tg_dtype_parse(const char *name);
 
-uint16_t tg_f32_to_f16(float f);
-float tg_f16_to_f32(uint16_t h);
-uint16_t tg_f32_to_bf16(float f);
-float tg_bf16_to_f32(uint16_t b);
+TG_API uint16_t tg_f32_to_f16(float f);
+TG_API float tg_f16_to_f32(uint16_t h);
+TG_API uint16_t tg_f32_to_bf16(float f);
+TG_API float tg_bf16_to_f32(uint16_t b);
 
 /* Array forms; they use the CPU's conversion instructions when present. */
-void tg_f32_to_f16_array(const float *src, uint16_t *dst, size_t n);
-void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n);
-void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n);
-void tg_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n);
+TG_API void tg_f32_to_f16_array(const float *src, uint16_t *dst, size_t n);
+TG_API void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n);
+TG_API void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n);
+TG_API void tg_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n);
 
 #ifdef __cplusplus
 }

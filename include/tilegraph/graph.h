@@ -28,6 +28,8 @@
 #ifndef TILEGRAPH_GRAPH_H
 #define TILEGRAPH_GRAPH_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/dtype.h"
 #include "tilegraph/shape.h"
 #include "tilegraph/status.h"
@@ -43,40 +45,40 @@ typedef struct tg_tensor tg_tensor;
 
 /* ---- graph ---------------------------------------------------------------- */
 
-tg_graph *tg_graph_create(void);
-void tg_graph_destroy(tg_graph *g);
+TG_API tg_graph *tg_graph_create(void);
+TG_API void tg_graph_destroy(tg_graph *g);
 /* The first error recorded while building (TG_OK if none); its message is in
  * tg_graph_error(). */
-tg_status tg_graph_status(const tg_graph *g);
-const char *tg_graph_error(const tg_graph *g);
+TG_API tg_status tg_graph_status(const tg_graph *g);
+TG_API const char *tg_graph_error(const tg_graph *g);
 /* Training mode changes what batch norm and dropout build. Default: training. */
-void tg_graph_set_training(tg_graph *g, bool training);
-bool tg_graph_training(const tg_graph *g);
-int tg_graph_tensor_count(const tg_graph *g);
-tg_tensor *tg_graph_tensor(const tg_graph *g, int index);
+TG_API void tg_graph_set_training(tg_graph *g, bool training);
+TG_API bool tg_graph_training(const tg_graph *g);
+TG_API int tg_graph_tensor_count(const tg_graph *g);
+TG_API tg_tensor *tg_graph_tensor(const tg_graph *g, int index);
 /* Find a tensor by its full name ("layer1/conv/weight"); NULL if none. */
-tg_tensor *tg_graph_find(const tg_graph *g, const char *name);
+TG_API tg_tensor *tg_graph_find(const tg_graph *g, const char *name);
 
-void tg_scope_push(tg_graph *g, const char *name);
-void tg_scope_pop(tg_graph *g);
+TG_API void tg_scope_push(tg_graph *g, const char *name);
+TG_API void tg_scope_pop(tg_graph *g);
 /* Ops created until tg_block_end belong to block `name`. device_id >= 0 asks
  * for auto-staging onto that device; -1 leaves placement to the stages. */
-void tg_block_begin(tg_graph *g, const char *name);
-void tg_block_begin_on(tg_graph *g, const char *name, int device_id);
-void tg_block_end(tg_graph *g);
+TG_API void tg_block_begin(tg_graph *g, const char *name);
+TG_API void tg_block_begin_on(tg_graph *g, const char *name, int device_id);
+TG_API void tg_block_end(tg_graph *g);
 
 /* ---- tensors -------------------------------------------------------------- */
 
-tg_shape tg_tensor_shape(const tg_tensor *t);
-tg_dtype tg_tensor_dtype(const tg_tensor *t);
-const char *tg_tensor_name(const tg_tensor *t);
+TG_API tg_shape tg_tensor_shape(const tg_tensor *t);
+TG_API tg_dtype tg_tensor_dtype(const tg_tensor *t);
+TG_API const char *tg_tensor_name(const tg_tensor *t);
 /* Rename to scope + name (the graph makes it unique with a ".N" suffix). */
-void tg_graph_rename(tg_graph *g, tg_tensor *t, const char *name);
-int tg_tensor_id(const tg_tensor *t);
+TG_API void tg_graph_rename(tg_graph *g, tg_tensor *t, const char *name);
+TG_API int tg_tensor_id(const tg_tensor *t);
 /* The gradient of `t` after tg_graph_backward, else NULL. */
-tg_tensor *tg_tensor_grad(const tg_tensor *t);
+TG_API tg_tensor *tg_tensor_grad(const tg_tensor *t);
 /* Keep this tensor readable after a run (outputs, losses, metrics). */
-void tg_tensor_mark_output(tg_tensor *t);
+TG_API void tg_tensor_mark_output(tg_tensor *t);
 
 /* ---- leaves --------------------------------------------------------------- */
 
@@ -101,19 +103,19 @@ typedef struct tg_init {
 } tg_init;
 
 /* Data fed from the host for every run. */
-tg_tensor *tg_input(tg_graph *g, const char *name, tg_dtype dtype, tg_shape shape);
+TG_API tg_tensor *tg_input(tg_graph *g, const char *name, tg_dtype dtype, tg_shape shape);
 /* A trainable parameter, initialised from the session's random seed. */
-tg_tensor *tg_param(tg_graph *g, const char *name, tg_shape shape, tg_init init);
+TG_API tg_tensor *tg_param(tg_graph *g, const char *name, tg_shape shape, tg_init init);
 /* Persistent state that is not trained (batch norm running statistics). */
-tg_tensor *tg_state(tg_graph *g, const char *name, tg_shape shape, tg_init init);
+TG_API tg_tensor *tg_state(tg_graph *g, const char *name, tg_shape shape, tg_init init);
 /* A constant filled with one value. */
-tg_tensor *tg_constant(tg_graph *g, tg_shape shape, float value);
+TG_API tg_tensor *tg_constant(tg_graph *g, tg_shape shape, float value);
 /* The same leaves filled from `data` (numel(shape) floats, copied into the
  * graph: the caller keeps ownership of `data`). The ONNX importer makes its
  * initializers with these. */
-tg_tensor *tg_param_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
-tg_tensor *tg_state_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
-tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
+TG_API tg_tensor *tg_param_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
+TG_API tg_tensor *tg_state_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
+TG_API tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
 
 /* ---- ops ------------------------------------------------------------------ */
 
@@ -125,13 +127,13 @@ typedef struct tg_conv2d_params {
 } tg_conv2d_params;
 
 /* x [N, Cin, H, W], w [Cout, Cin/groups, KH, KW], b [Cout] or NULL. */
-tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
+TG_API tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
 /* As tg_conv2d with padding that may differ per side (ONNX Conv's pads,
  * auto_pad SAME_UPPER/SAME_LOWER): p.pad_h and p.pad_w are the top and left
  * padding, pad_bottom and pad_right the others. Equal sides build exactly
  * tg_conv2d; otherwise the excess of the larger side is an explicit zero
  * tg_pad node in front of a conv padded by the smaller side. */
-tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p,
+TG_API tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p,
                         int pad_bottom, int pad_right);
 /* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
  * side (none more than half the dilated window, as PyTorch requires);
@@ -151,76 +153,76 @@ typedef struct tg_pool2d_params {
     bool count_include_pad;
 } tg_pool2d_params;
 
-tg_tensor *tg_maxpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
-tg_tensor *tg_avgpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
+TG_API tg_tensor *tg_maxpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
+TG_API tg_tensor *tg_avgpool2d_ex(tg_graph *g, tg_tensor *x, tg_pool2d_params p);
 /* Square window, `pad` on every side, dilation 1, no ceil_mode. */
-tg_tensor *tg_maxpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
+TG_API tg_tensor *tg_maxpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
 /* As tg_maxpool2d; count_include_pad follows PyTorch's default (true). */
-tg_tensor *tg_avgpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
+TG_API tg_tensor *tg_avgpool2d(tg_graph *g, tg_tensor *x, int kernel, int stride, int pad);
 /* [N, C, H, W] -> [N, C, 1, 1] */
-tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x);
 
-tg_tensor *tg_relu(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_relu(tg_graph *g, tg_tensor *x);
 /* The exact (erf) GELU, PyTorch's default. */
-tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x);
 /* x * scale + shift */
-tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift);
+TG_API tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift);
 /* Elementwise math, as the C99 functions (erff, expf, logf, sqrtf, fabsf) and
  * with PyTorch's gradients: log and sqrt give -inf/NaN/inf outside their
  * domain rather than an error; abs has gradient sign(x), 0 at 0. */
-tg_tensor *tg_erf(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_exp(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_log(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_sqrt(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_neg(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_abs(tg_graph *g, tg_tensor *x);
-tg_tensor *tg_reciprocal(tg_graph *g, tg_tensor *x); /* 1 / x */
+TG_API tg_tensor *tg_erf(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_exp(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_log(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_sqrt(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_neg(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_abs(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_reciprocal(tg_graph *g, tg_tensor *x); /* 1 / x */
 /* x > 0 ? x : alpha * x (ONNX LeakyRelu; PyTorch's default alpha is 0.01). */
-tg_tensor *tg_leaky_relu(tg_graph *g, tg_tensor *x, float alpha);
+TG_API tg_tensor *tg_leaky_relu(tg_graph *g, tg_tensor *x, float alpha);
 /* min(max(x, min), max) (ONNX Clip, ReLU6 = clip(x, 0, 6)); -INFINITY or
  * INFINITY for no bound; min > max gives max everywhere, NaN stays NaN. The
  * gradient is 1 strictly inside (min, max) and 0 elsewhere, as PyTorch's
  * hardtanh (ReLU6). NaN bounds are an error. */
-tg_tensor *tg_clip(tg_graph *g, tg_tensor *x, float min, float max);
+TG_API tg_tensor *tg_clip(tg_graph *g, tg_tensor *x, float min, float max);
 
 /* Elementwise with NumPy broadcasting. */
-tg_tensor *tg_add(tg_graph *g, tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_sub(tg_graph *g, tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_mul(tg_graph *g, tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_div(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_add(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_sub(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_mul(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_div(tg_graph *g, tg_tensor *a, tg_tensor *b);
 /* a ^ b (powf). Gradients as PyTorch: to a, b a^(b-1) (0 where b = 0); to b,
  * a^b log(a) (0 where a = 0 and b >= 0; NaN for a < 0). Only the gradient in
  * dy of pow's backward op exists: no second derivative in a or b. */
-tg_tensor *tg_pow(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_pow(tg_graph *g, tg_tensor *a, tg_tensor *b);
 /* Elementwise larger / smaller (ONNX Max / Min of 2 inputs, torch.maximum /
  * torch.minimum): NaN if either is NaN. The gradient goes to the larger
  * (smaller) input; on a tie each input gets half, as PyTorch. */
-tg_tensor *tg_maximum(tg_graph *g, tg_tensor *a, tg_tensor *b);
-tg_tensor *tg_minimum(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_maximum(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_minimum(tg_graph *g, tg_tensor *a, tg_tensor *b);
 
 /* [..., M, K] x [..., K, N] -> [..., M, N], batch dims equal or b 2-D. */
-tg_tensor *tg_matmul(tg_graph *g, tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
+TG_API tg_tensor *tg_matmul(tg_graph *g, tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
 /* x [N, in], w [out, in] (PyTorch's layout), b [out] or NULL -> [N, out] */
-tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b);
+TG_API tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b);
 
 /* Same elements, new shape; one dimension may be -1 (inferred, as in
  * PyTorch). No copy: the result shares x's storage. */
-tg_tensor *tg_reshape(tg_graph *g, tg_tensor *x, tg_shape shape);
+TG_API tg_tensor *tg_reshape(tg_graph *g, tg_tensor *x, tg_shape shape);
 /* Keep dims before `axis`, join the rest: [N, C, H, W] -> [N, C*H*W] for axis 1. */
-tg_tensor *tg_flatten(tg_graph *g, tg_tensor *x, int axis);
+TG_API tg_tensor *tg_flatten(tg_graph *g, tg_tensor *x, int axis);
 /* Output dim d is x's dim perm[d]; perm has x's number of dims. */
-tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm);
-tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis);
+TG_API tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm);
+TG_API tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis);
 /* Elements start..end-1 along axis (negative axis counts from the end). */
-tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end);
+TG_API tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end);
 /* Elements start, start + step, ... before end along axis, as ONNX Slice and
  * Python's x[start:end:step]: a negative start or end counts from the end,
  * then both are clamped to the axis (so INT64_MAX / INT64_MIN mean "to the
  * end"); step may be negative, not 0. Step 1 builds tg_slice. A slice that
  * selects nothing is an error. */
-tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
+TG_API tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
                        int64_t step);
 typedef enum tg_pad_mode {
     TG_PAD_CONSTANT, /* the value given */
@@ -231,56 +233,56 @@ typedef enum tg_pad_mode {
  * the begins of axes 0..ndim-1 then their ends (ONNX Pad's order). Reflect
  * padding must be shorter than the axis, as in PyTorch. The gradient sums
  * dy over every output element read from an input element. */
-tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode, float value);
+TG_API tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode, float value);
 /* Sum or mean over the axes set in `axes_mask` (bit i = axis i). */
-tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
-tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+TG_API tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+TG_API tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 /* Largest / smallest element over the axes in `axes_mask` (ONNX ReduceMax /
  * ReduceMin, torch.amax / torch.amin): NaN if the group holds one. The
  * gradient is split evenly between the elements equal to the result. */
-tg_tensor *tg_reduce_max(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
-tg_tensor *tg_reduce_min(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+TG_API tg_tensor *tg_reduce_max(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
+TG_API tg_tensor *tg_reduce_min(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 
-tg_tensor *tg_softmax(tg_graph *g, tg_tensor *x, int axis);
-tg_tensor *tg_log_softmax(tg_graph *g, tg_tensor *x, int axis);
+TG_API tg_tensor *tg_softmax(tg_graph *g, tg_tensor *x, int axis);
+TG_API tg_tensor *tg_log_softmax(tg_graph *g, tg_tensor *x, int axis);
 
 /* Losses return a scalar (ndim 0): the mean over the batch. labels are
  * TG_I32 [N] in [0, C); a label outside that range is not clamped or skipped:
  * it makes that sample's loss (hence the mean) and its gradient row NaN, so
  * the engine's NaN check reports it. */
-tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *labels);
-tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels);
-tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *labels);
+TG_API tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels);
+TG_API tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
 
 /* Normalisations over [N, C, ...]: gamma/beta [C] (or NULL for none). In
  * training mode batch norm normalises with the batch statistics and updates
  * running_stats ([2, C]: mean then variance, momentum 0.1, unbiased variance,
  * as PyTorch); in inference mode it normalises with running_stats. */
-tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
+TG_API tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                          tg_tensor *running_stats, float eps);
-tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma, tg_tensor *beta,
+TG_API tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma, tg_tensor *beta,
                          float eps);
 /* Normalises over the last `norm_dims` dims; gamma/beta have those dims' shape. */
-tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
+TG_API tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
                          tg_tensor *beta, float eps);
 /* u8 images [N, C, ...] -> f32 (x / 255 - mean[c]) / std[c], on the device
  * (8-bit input: the host streams a quarter of the bytes). At most 4 channels;
  * the arithmetic is the data loader's, so results are bit-identical. */
-tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const float *std);
+TG_API tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const float *std);
 /* Identity in inference mode; in training, zeroes with probability p and
  * scales by 1/(1-p), from the session seed, the op and the step. */
-tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
+TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
 
 /* ---- autodiff ------------------------------------------------------------- */
 
 /* Mark t as a recomputation checkpoint (PopTorch's recomputationCheckpoint):
  * with the option recomputation=pipeline, the backward pass keeps t and
  * recomputes the activations after it instead of keeping them. Returns t. */
-tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t);
+TG_API tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t);
 
 /* Append the backward pass of scalar `loss` as ordinary ops; afterwards
  * tg_tensor_grad(p) is the gradient of every parameter p that loss depends on. */
-tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);
+TG_API tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);
 
 #ifdef __cplusplus
 }

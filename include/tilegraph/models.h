@@ -18,6 +18,8 @@
 #ifndef TILEGRAPH_MODELS_H
 #define TILEGRAPH_MODELS_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/graph.h"
 #include "tilegraph/optim.h"
 
@@ -38,7 +40,7 @@ typedef struct tg_model_input {
 
 /* "auto", "imagenet" (torchvision's 7x7/2 conv and max pool) or "cifar"
  * (3x3/1 conv, no pool) into in->stem. */
-tg_status tg_model_stem_parse(const char *text, tg_model_input *in);
+TG_API tg_status tg_model_stem_parse(const char *text, tg_model_input *in);
 
 /* The loss appended to an imported model's logits. */
 typedef enum tg_model_loss {
@@ -72,10 +74,10 @@ typedef struct tg_model_spec {
     tg_model_loss loss; /* ONNX models: the loss appended for training */
 } tg_model_spec;
 
-int tg_model_count(void);
-const tg_model_spec *tg_model_at(int index);
+TG_API int tg_model_count(void);
+TG_API const tg_model_spec *tg_model_at(int index);
 /* NULL (and a message listing the models) if there is no such model. */
-const tg_model_spec *tg_model_find(const char *name);
+TG_API const tg_model_spec *tg_model_find(const char *name);
 
 /* A zoo name or the path of an ONNX file ("model.onnx"): *out is the zoo's
  * spec, or a spec made for the file (input shape and classes from its
@@ -83,23 +85,23 @@ const tg_model_spec *tg_model_find(const char *name);
  * x/255 since an exported model's own preprocessing is not in the file).
  * Release it with tg_model_close (a no-op for zoo specs). Fails naming the
  * model or the file (an unsupported op, opset or input shape...). */
-tg_status tg_model_open(const char *name_or_path, tg_model_loss loss, const tg_model_spec **out);
-void tg_model_close(const tg_model_spec *m);
+TG_API tg_status tg_model_open(const char *name_or_path, tg_model_loss loss, const tg_model_spec **out);
+TG_API void tg_model_close(const tg_model_spec *m);
 /* Parse "cross-entropy" or "mse"; -1 otherwise. */
-int tg_model_loss_parse(const char *text);
+TG_API int tg_model_loss_parse(const char *text);
 
 /* The spec's own input shape and class count. */
-tg_model_input tg_model_default_input(const tg_model_spec *m);
+TG_API tg_model_input tg_model_default_input(const tg_model_spec *m);
 /* Whether the model builds for inputs other than its default. */
-bool tg_model_any_input(const tg_model_spec *m);
+TG_API bool tg_model_any_input(const tg_model_spec *m);
 /* Parse "CxHxW" ("3x64x64") into in->channels, height and width (classes is
  * left alone); each a positive integer. Fails (TG_ERR_INVALID_ARG) naming
  * the text otherwise. */
-tg_status tg_model_input_parse(const char *text, tg_model_input *in);
+TG_API tg_status tg_model_input_parse(const char *text, tg_model_input *in);
 /* The per-channel normalisation for `channels` channels into mean[] and
  * std[]: the spec's per-channel values when it has them for that many
  * channels, else its mean and std for every channel. */
-void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, float *std);
+TG_API void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, float *std);
 
 /* A model's graph with its inputs and outputs. */
 typedef struct tg_model_graph {
@@ -114,15 +116,15 @@ typedef struct tg_model_graph {
 /* Build the model for `batch` samples of its default input. With opt
  * non-NULL: a training graph (loss, backward pass, optimizer updates); with
  * NULL: inference. */
-tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_optimizer *opt,
+TG_API tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_optimizer *opt,
                                 tg_model_graph *out);
 /* The same for the input `in` (NULL: the default). A fixed-input model
  * accepts only its default input; a model with build_for any positive shape
  * and class count (its own shape rules may still refuse one, naming the
  * layer). */
-tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_optimizer *opt,
+TG_API tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_optimizer *opt,
                                    const tg_model_input *in, tg_model_graph *out);
-void tg_model_graph_destroy(tg_model_graph *mg);
+TG_API void tg_model_graph_destroy(tg_model_graph *mg);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,8 @@
 #ifndef TILEGRAPH_ONNX_H
 #define TILEGRAPH_ONNX_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/graph.h"
 
 #include <stdbool.h>
@@ -48,12 +50,12 @@ typedef struct tg_onnx_model tg_onnx_model;
 /* Parse and validate `path`. On success *out is owned by the caller
  * (tg_onnx_model_destroy). External data is read relative to the file's
  * directory; a location escaping it is refused. */
-tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
+TG_API tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
 /* The same from memory (`name` is used in messages); a model with external
  * data is refused (there is no directory to read it from). The bytes are
  * copied: `data` may be freed after the call. */
-tg_status tg_onnx_load_buffer(const void *data, size_t size, const char *name, tg_onnx_model **out);
-void tg_onnx_model_destroy(tg_onnx_model *m);
+TG_API tg_status tg_onnx_load_buffer(const void *data, size_t size, const char *name, tg_onnx_model **out);
+TG_API void tg_onnx_model_destroy(tg_onnx_model *m);
 
 /* ---- summary -------------------------------------------------------------- */
 
@@ -66,31 +68,31 @@ typedef struct tg_onnx_value {
     int64_t dim[TG_MAX_DIMS];
 } tg_onnx_value;
 
-const char *tg_onnx_path(const tg_onnx_model *m);
+TG_API const char *tg_onnx_path(const tg_onnx_model *m);
 /* The default-domain ("ai.onnx") opset the model imports. */
-int tg_onnx_opset(const tg_onnx_model *m);
+TG_API int tg_onnx_opset(const tg_onnx_model *m);
 /* "pytorch 1.13.1" and the like; "" if the file does not say. */
-const char *tg_onnx_producer(const tg_onnx_model *m);
+TG_API const char *tg_onnx_producer(const tg_onnx_model *m);
 /* Graph inputs that are not initializers (what the user feeds). */
-int tg_onnx_input_count(const tg_onnx_model *m);
-tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
-int tg_onnx_output_count(const tg_onnx_model *m);
-tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i);
+TG_API int tg_onnx_input_count(const tg_onnx_model *m);
+TG_API tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
+TG_API int tg_onnx_output_count(const tg_onnx_model *m);
+TG_API tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i);
 /* Initializers: all of them, and the elements of the float ones. */
-int tg_onnx_initializer_count(const tg_onnx_model *m);
-int64_t tg_onnx_float_elements(const tg_onnx_model *m);
+TG_API int tg_onnx_initializer_count(const tg_onnx_model *m);
+TG_API int64_t tg_onnx_float_elements(const tg_onnx_model *m);
 /* Nodes in file order: name ("" if none) and op type. */
-int tg_onnx_node_count(const tg_onnx_model *m);
-const char *tg_onnx_node_name(const tg_onnx_model *m, int i);
-const char *tg_onnx_node_op(const tg_onnx_model *m, int i);
+TG_API int tg_onnx_node_count(const tg_onnx_model *m);
+TG_API const char *tg_onnx_node_name(const tg_onnx_model *m, int i);
+TG_API const char *tg_onnx_node_op(const tg_onnx_model *m, int i);
 
 /* TG_OK if every node's op type is one the importer maps; otherwise
  * TG_ERR_UNSUPPORTED with a message listing every unsupported op type (with
  * a node of each) and the supported set. Attributes are checked by
  * tg_onnx_build, which names the node and attribute. */
-tg_status tg_onnx_check_ops(const tg_onnx_model *m);
+TG_API tg_status tg_onnx_check_ops(const tg_onnx_model *m);
 /* The op types the importer maps, comma-separated. */
-const char *tg_onnx_supported_ops(void);
+TG_API const char *tg_onnx_supported_ops(void);
 
 /* ---- building ------------------------------------------------------------- */
 
@@ -119,7 +121,7 @@ typedef struct tg_onnx_outputs {
  * TG_I32), parameters and state with the file's values (copied into the
  * graph), the nodes. Fails naming the file, the node and the fault (an
  * unsupported op or attribute, a shape the ops refuse). */
-tg_status tg_onnx_build(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
+TG_API tg_status tg_onnx_build(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
                         tg_onnx_outputs *out);
 
 #ifdef __cplusplus

@@ -17,6 +17,8 @@
 #ifndef TILEGRAPH_OPTIM_H
 #define TILEGRAPH_OPTIM_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/graph.h"
 
 #ifdef __cplusplus
@@ -78,24 +80,24 @@ typedef struct tg_optimizer {
  * AdamW(the same, weight_decay=0.01); PopTorch's LAMB(betas=(0.9, 0.999),
  * eps=1e-8, weight_decay=0.01). Bias correction on, no clipping, constant
  * learning rate. */
-tg_optimizer tg_optimizer_sgd(float lr, float momentum);
-tg_optimizer tg_optimizer_adam(float lr);
-tg_optimizer tg_optimizer_adamw(float lr);
-tg_optimizer tg_optimizer_lamb(float lr);
+TG_API tg_optimizer tg_optimizer_sgd(float lr, float momentum);
+TG_API tg_optimizer tg_optimizer_adam(float lr);
+TG_API tg_optimizer tg_optimizer_adamw(float lr);
+TG_API tg_optimizer tg_optimizer_lamb(float lr);
 
 /* Learning rate for the update with index `step` (0 for the first). */
-float tg_lr_at(const tg_lr_schedule *s, int64_t step);
+TG_API float tg_lr_at(const tg_lr_schedule *s, int64_t step);
 /* "sgd", "adam", "adamw", "lamb" -> kind; -1 if unknown. */
-int tg_optimizer_parse(const char *name);
-const char *tg_optimizer_name(tg_optimizer_kind k);
+TG_API int tg_optimizer_parse(const char *name);
+TG_API const char *tg_optimizer_name(tg_optimizer_kind k);
 
 /* Check the settings (a clear error naming a bad one: negative lr, momentum
  * outside [0, 1), nesterov without momentum, betas outside [0, 1), a
  * negative or NaN max_grad_norm, max_weight_norm on another kind than LAMB). */
-tg_status tg_optimizer_validate(const tg_optimizer *opt);
+TG_API tg_status tg_optimizer_validate(const tg_optimizer *opt);
 
 /* Append state and update ops for every parameter that has a gradient. */
-tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
+TG_API tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
 
 #ifdef __cplusplus
 }

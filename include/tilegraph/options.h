@@ -14,6 +14,8 @@
 #ifndef TILEGRAPH_OPTIONS_H
 #define TILEGRAPH_OPTIONS_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/status.h"
 
 #include <stdint.h>
@@ -24,27 +26,37 @@ extern "C" {
 
 typedef struct tg_options tg_options;
 
-tg_options *tg_options_create(void);
-void tg_options_destroy(tg_options *o);
-tg_options *tg_options_clone(const tg_options *o);
+TG_API tg_options *tg_options_create(void);
+TG_API void tg_options_destroy(tg_options *o);
+TG_API tg_options *tg_options_clone(const tg_options *o);
 
 /* Set from text ("42", "true", "pipelined"); validated against the table. */
-tg_status tg_options_set(tg_options *o, const char *key, const char *value);
-tg_status tg_options_set_int(tg_options *o, const char *key, int64_t value);
+TG_API tg_status tg_options_set(tg_options *o, const char *key, const char *value);
+TG_API tg_status tg_options_set_int(tg_options *o, const char *key, int64_t value);
 /* Apply every key of a JSON object: {"randomSeed": 42, "threadsPerDevice": "2"}.
  * `source` names the text in error messages (a file name or an env var). */
-tg_status tg_options_set_json(tg_options *o, const char *json, const char *source);
+TG_API tg_status tg_options_set_json(tg_options *o, const char *json, const char *source);
+/* The same for engine options only (autoReport.*, profiler.*, trace.*,
+ * debug.*), as Poplar's POPLAR_ENGINE_OPTIONS takes: any other key - a
+ * training or compile option such as deviceIterations - is refused by name,
+ * with the command-line flag that sets it, and nothing is applied. */
+TG_API tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source);
+/* 1 for an engine option's key (see above), else 0. */
+TG_API int tg_options_is_engine(const char *key);
+/* The tilegraph command-line flag that sets option `key` ("--device-iterations"),
+ * or NULL when there is none (set it with --options FILE or --engine-option). */
+TG_API const char *tg_options_flag(const char *key);
 
-int64_t tg_options_get_int(const tg_options *o, const char *key);
-double tg_options_get_float(const tg_options *o, const char *key);
-const char *tg_options_get_string(const tg_options *o, const char *key);
+TG_API int64_t tg_options_get_int(const tg_options *o, const char *key);
+TG_API double tg_options_get_float(const tg_options *o, const char *key);
+TG_API const char *tg_options_get_string(const tg_options *o, const char *key);
 
 /* Number of options in the table and their names, defaults and descriptions
  * (for --help and docs). */
-int tg_options_count(void);
-const char *tg_options_key(int index);
-const char *tg_options_default(int index);
-const char *tg_options_description(int index);
+TG_API int tg_options_count(void);
+TG_API const char *tg_options_key(int index);
+TG_API const char *tg_options_default(int index);
+TG_API const char *tg_options_description(int index);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,8 @@
 #ifndef TILEGRAPH_SESSION_H
 #define TILEGRAPH_SESSION_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/graph.h"
 #include "tilegraph/options.h"
 
@@ -25,16 +27,16 @@ extern "C" {
 typedef struct tg_session tg_session;
 
 /* opts may be NULL for the defaults. */
-tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out);
-void tg_session_destroy(tg_session *s);
+TG_API tg_status tg_session_create(tg_graph *g, const tg_options *opts, tg_session **out);
+TG_API void tg_session_destroy(tg_session *s);
 
 /* Copy host data into an input (all micro-batches of one run: see
  * tg_session_samples_per_run) or into a weight or state tensor (on every
  * replica). */
-tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes);
+TG_API tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes);
 /* Copy a tensor out: parameters, state, inputs, and outputs marked with
  * tg_tensor_mark_output (other values do not outlive their last use). */
-tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes);
+TG_API tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes);
 
 /* Run one host step: deviceIterations weight updates, each over
  * Training.gradientAccumulation micro-batches, on every replica. Inputs must
@@ -42,45 +44,53 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
  * [device iteration][replica][micro-batch]. Fails (TG_ERR_NUMERIC) if a
  * scalar output is NaN or infinite and debug.checkNaN is on, naming the
  * output, step, micro-batch and replica; every device stops. */
-tg_status tg_session_run(tg_session *s);
+TG_API tg_status tg_session_run(tg_session *s);
 
 /* Copies of output `t` one run returns under outputMode: all: every
  * micro-batch of every replica and iteration; sum and final: one per replica;
  * everyN: every micro-batch of every N-th iteration. tg_session_read of an
  * output takes that many times the tensor's bytes. */
-int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t);
+TG_API int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t);
 /* Which micro-batch the k-th returned copy belongs to, as its position in
  * the input stream ([iteration][replica][micro-batch]); -1 for outputMode
  * sum (a copy is then a sum over micro-batches) or k out of range. */
-int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k);
+TG_API int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k);
 /* Samples one run consumes: micro-batch x accumulation x iterations x
  * replicas, with the micro-batch size read from the input's first dimension. */
-int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input);
+TG_API int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input);
 
 /* Loss scaling (options lossScaling*): the current scale, and the updates
  * skipped so far because a gradient overflowed. */
-float tg_session_loss_scale(const tg_session *s);
-int64_t tg_session_skipped_updates(const tg_session *s);
+TG_API float tg_session_loss_scale(const tg_session *s);
+TG_API int64_t tg_session_skipped_updates(const tg_session *s);
 /* How the session stores tensor t (precision option): f32, f16 or bf16 for
  * floats; tg_session_write and tg_session_read always take t's own type. */
-tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t);
+TG_API tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t);
+
+/* Finish the profile now (autoReport.*): write its totals and give it its
+ * final name. Returns the first failure writing the profile, including one
+ * during an earlier run: such a failure does not fail tg_session_run (the
+ * profile is dropped and training goes on), so a caller that must report it
+ * calls this, after saving what matters. TG_OK when profiling is off.
+ * tg_session_destroy does the same and prints a failure on stderr. */
+TG_API tg_status tg_session_finish_profile(tg_session *s);
 
 /* Weight updates done so far; checkpoints save and restore it. */
-int64_t tg_session_step(const tg_session *s);
-void tg_session_set_step(tg_session *s, int64_t step);
+TG_API int64_t tg_session_step(const tg_session *s);
+TG_API void tg_session_set_step(tg_session *s, int64_t step);
 
 /* Copy every parameter and state tensor of `dst` from the tensor with the same
  * name in `src` (an inference session takes a training session's weights).
  * Optimizer state is copied only where both have it. Fails naming a tensor
  * that is missing or has another shape. */
-tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
+TG_API tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
 
 /* Bytes of all device arenas of all replicas. */
-size_t tg_session_arena_bytes(const tg_session *s);
+TG_API size_t tg_session_arena_bytes(const tg_session *s);
 /* Threads each device computes with. */
-int tg_session_threads(const tg_session *s);
+TG_API int tg_session_threads(const tg_session *s);
 /* FLOPs of one run. */
-double tg_session_flops(const tg_session *s);
+TG_API double tg_session_flops(const tg_session *s);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 #ifndef TILEGRAPH_SHAPE_H
 #define TILEGRAPH_SHAPE_H
 
+#include "tilegraph/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,16 +19,16 @@ typedef struct tg_shape {
 } tg_shape;
 
 /* Build a shape from a list: tg_shape_of(2, (int64_t[]){3, 4}). */
-tg_shape tg_shape_of(int ndim, const int64_t *dims);
-tg_shape tg_shape1(int64_t a);
-tg_shape tg_shape2(int64_t a, int64_t b);
-tg_shape tg_shape3(int64_t a, int64_t b, int64_t c);
-tg_shape tg_shape4(int64_t a, int64_t b, int64_t c, int64_t d);
+TG_API tg_shape tg_shape_of(int ndim, const int64_t *dims);
+TG_API tg_shape tg_shape1(int64_t a);
+TG_API tg_shape tg_shape2(int64_t a, int64_t b);
+TG_API tg_shape tg_shape3(int64_t a, int64_t b, int64_t c);
+TG_API tg_shape tg_shape4(int64_t a, int64_t b, int64_t c, int64_t d);
 
-int64_t tg_shape_numel(tg_shape s);
-int tg_shape_equal(tg_shape a, tg_shape b);
+TG_API int64_t tg_shape_numel(tg_shape s);
+TG_API int tg_shape_equal(tg_shape a, tg_shape b);
 /* "[40, 1, 28, 28]" into buf; returns buf. */
-char *tg_shape_str(tg_shape s, char *buf, size_t cap);
+TG_API char *tg_shape_str(tg_shape s, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #ifndef TILEGRAPH_STATUS_H
 #define TILEGRAPH_STATUS_H
 
+#include "tilegraph/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,14 +37,14 @@ typedef enum tg_status {
 } tg_status;
 
 /* "TG_ERR_SHAPE" for TG_ERR_SHAPE; "TG_UNKNOWN" for a value out of range. */
-const char *tg_status_name(tg_status s);
+TG_API const char *tg_status_name(tg_status s);
 
 /* The message of the last failure on the calling thread ("" if none). The
  * pointer stays valid until the next failure on this thread. */
-const char *tg_error_message(void);
+TG_API const char *tg_error_message(void);
 
 /* Forget the calling thread's last message. */
-void tg_error_clear(void);
+TG_API void tg_error_clear(void);
 
 #ifdef __cplusplus
 }

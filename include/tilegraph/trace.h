@@ -45,6 +45,8 @@
 #ifndef TILEGRAPH_TRACE_H
 #define TILEGRAPH_TRACE_H
 
+#include "tilegraph/export.h"
+
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
@@ -71,10 +73,10 @@ typedef struct tg_trace_channel tg_trace_channel;
  * NULL channel does nothing. Whether a new channel records follows the
  * current configuration. The library's own channels are "compile", "engine",
  * "data" and "comms" (docs/tracing.md). */
-tg_trace_channel *tg_trace_channel_get(const char *name);
-const char *tg_trace_channel_name(const tg_trace_channel *ch);
+TG_API tg_trace_channel *tg_trace_channel_get(const char *name);
+TG_API const char *tg_trace_channel_name(const tg_trace_channel *ch);
 /* Whether events on `ch` are being recorded now (false for NULL). */
-bool tg_trace_channel_enabled(const tg_trace_channel *ch);
+TG_API bool tg_trace_channel_enabled(const tg_trace_channel *ch);
 
 /* ---- configuration --------------------------------------------------------------- */
 
@@ -91,29 +93,29 @@ bool tg_trace_channel_enabled(const tg_trace_channel *ch);
  * a message naming `source` (NULL: "trace configuration"), the position and
  * the key, and listing the valid keys; nothing changes then. Enabling does
  * not discard events already recorded. */
-tg_status tg_trace_configure(const char *json, const char *source);
+TG_API tg_status tg_trace_configure(const char *json, const char *source);
 /* tg_trace_configure with the TILEGRAPH_TRACE environment variable; TG_OK and
  * no change when it is unset or empty, or when the same text was already
  * applied (so calling it for every session is cheap). */
-tg_status tg_trace_configure_env(void);
+TG_API tg_status tg_trace_configure_env(void);
 /* Record on the named channels from now on, in addition to those already
  * enabled: "engine,data"; "*" means every channel. Other settings stay. */
-tg_status tg_trace_enable(const char *channels);
+TG_API tg_status tg_trace_enable(const char *channels);
 /* Stop recording on every channel; recorded events are kept. */
-void tg_trace_disable(void);
+TG_API void tg_trace_disable(void);
 
 /* ---- recording --------------------------------------------------------------------- */
 
 /* Internal: nonzero while any channel is enabled. Read only through the
  * inline functions below. */
-extern int tg_trace_on_;
+extern TG_API int tg_trace_on_;
 /* Internal: the out-of-line halves of the recording calls below. */
-void tg_trace_rec_begin(tg_trace_channel *ch, const char *name, uint64_t link);
-void tg_trace_rec_end(tg_trace_channel *ch);
-void tg_trace_rec_instant(tg_trace_channel *ch, const char *name, uint64_t link);
-void tg_trace_rec_value(tg_trace_channel *ch, const char *name, double value);
-void tg_trace_rec_heatmap(tg_trace_channel *ch, const char *name, double value);
-int tg_trace_is_on(void);
+TG_API void tg_trace_rec_begin(tg_trace_channel *ch, const char *name, uint64_t link);
+TG_API void tg_trace_rec_end(tg_trace_channel *ch);
+TG_API void tg_trace_rec_instant(tg_trace_channel *ch, const char *name, uint64_t link);
+TG_API void tg_trace_rec_value(tg_trace_channel *ch, const char *name, double value);
+TG_API void tg_trace_rec_heatmap(tg_trace_channel *ch, const char *name, double value);
+TG_API int tg_trace_is_on(void);
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TG_TRACE_ON_() __builtin_expect(__atomic_load_n(&tg_trace_on_, __ATOMIC_RELAXED) != 0, 0)
@@ -191,7 +193,7 @@ static inline void tg_trace_heatmap(tg_trace_channel *ch, const char *name, doub
  * [e_last, +inf). Without a call, the bins are 0, 1, 2, 4, ..., 1024.
  * Applies to samples already recorded too (bins are counted when read).
  * `name` is copied. Thread-safe. */
-tg_status tg_trace_heatmap_bins(tg_trace_channel *ch, const char *name, const double *edges,
+TG_API tg_status tg_trace_heatmap_bins(tg_trace_channel *ch, const char *name, const double *edges,
                                 int n_edges);
 
 /* Name the calling thread in the trace ("loader", "replica 0 device 1");
@@ -200,19 +202,19 @@ tg_status tg_trace_heatmap_bins(tg_trace_channel *ch, const char *name, const do
  * (so device threads started afresh for each run keep one track per device);
  * call it before the thread records anything. Takes a lock; may be called
  * while tracing is off. */
-void tg_trace_thread_name(const char *name);
+TG_API void tg_trace_thread_name(const char *name);
 
 /* A copy of `s` that lives for the process, the same pointer for equal
  * strings: for names computed at run time (op names). NULL when out of memory
  * or s is NULL. Takes a lock: intern once, not per event. */
-const char *tg_trace_intern(const char *s);
+TG_API const char *tg_trace_intern(const char *s);
 
 /* The clock every event is stamped with: CLOCK_MONOTONIC, in ns. Device
  * tracks passed to the exporter use it too. */
-int64_t tg_trace_clock_ns(void);
+TG_API int64_t tg_trace_clock_ns(void);
 /* Time zero of the written trace: when tracing was first enabled since the
  * last tg_trace_clear (0 if never). */
-int64_t tg_trace_origin_ns(void);
+TG_API int64_t tg_trace_origin_ns(void);
 
 /* ---- reading the recorded events ----------------------------------------------- */
 
@@ -225,7 +227,7 @@ typedef enum tg_trace_kind {
 } tg_trace_kind;
 
 /* "region", "instant", "value", "sample". */
-const char *tg_trace_kind_name(tg_trace_kind k);
+TG_API const char *tg_trace_kind_name(tg_trace_kind k);
 
 typedef struct tg_trace_event {
     tg_trace_kind kind;
@@ -257,13 +259,13 @@ typedef int (*tg_trace_event_fn)(const tg_trace_event *e, void *ctx);
  * may not be seen; a region still open is seen with end_ns -1. The pointers
  * in the structs are valid during the call. Callbacks may record events but
  * must not call tg_trace_clear or tg_trace_shutdown. */
-tg_status tg_trace_visit(tg_trace_thread_fn on_thread, tg_trace_event_fn on_event, void *ctx);
+TG_API tg_status tg_trace_visit(tg_trace_thread_fn on_thread, tg_trace_event_fn on_event, void *ctx);
 
 typedef struct tg_trace_stats {
     int threads;
     uint64_t events, dropped, unmatched_ends;
 } tg_trace_stats;
-tg_trace_stats tg_trace_get_stats(void);
+TG_API tg_trace_stats tg_trace_get_stats(void);
 
 /* Summary of the series `name` on channel `channel`, over every thread. A
  * series with no points gives TG_ERR_NOT_FOUND. NaN points are counted in
@@ -273,7 +275,7 @@ typedef struct tg_trace_series_summary {
     double min, max, mean, last; /* last: the latest point in time */
     int64_t first_ns, last_ns;
 } tg_trace_series_summary;
-tg_status tg_trace_series(const char *channel, const char *name, tg_trace_series_summary *out);
+TG_API tg_status tg_trace_series(const char *channel, const char *name, tg_trace_series_summary *out);
 
 /* One time slice of one heatmap: the samples of [start_ns, end_ns) (slices
  * are aligned to tg_trace_origin_ns and heatmapIntervalMs long) counted in
@@ -288,27 +290,32 @@ typedef struct tg_trace_heatmap_slice {
 typedef int (*tg_trace_slice_fn)(const tg_trace_heatmap_slice *s, void *ctx);
 /* Every slice of every heatmap, grouped by heatmap (channel, then name) and
  * in time order within one. Stops when fn returns nonzero. */
-tg_status tg_trace_heatmap_visit(tg_trace_slice_fn fn, void *ctx);
+TG_API tg_status tg_trace_heatmap_visit(tg_trace_slice_fn fn, void *ctx);
 
 /* ---- writing ------------------------------------------------------------------------- */
 
 /* The file tg_trace_flush writes: <directory>/tilegraph-<pid>.trace.json. */
-const char *tg_trace_output_path(void);
+TG_API const char *tg_trace_output_path(void);
 /* Write every event recorded so far, as Chrome trace-event JSON, to `path`
  * (replaced atomically: written beside it, then renamed). Events stay
  * recorded, so a later write contains them again. */
-tg_status tg_trace_write(const char *path);
+TG_API tg_status tg_trace_write(const char *path);
 /* tg_trace_write to tg_trace_output_path(), creating the directory. TG_OK
  * without writing when tracing was never enabled. */
-tg_status tg_trace_flush(void);
+TG_API tg_status tg_trace_flush(void);
 /* Flush (when tracing was enabled), then disable, forget the configuration
  * and free every event (tg_trace_clear). Returns the flush's status. Call it
  * at the end of the program - the library never does - while no other
  * thread records. The `tilegraph` command calls it at exit. */
-tg_status tg_trace_shutdown(void);
+TG_API tg_status tg_trace_shutdown(void);
 /* Free every recorded event and reset the time origin; the configuration
  * stays. Only while no other thread records. */
-void tg_trace_clear(void);
+TG_API void tg_trace_clear(void);
+/* Remember that a trace write made elsewhere (a session's device-track
+ * export) failed with the current error message: the next tg_trace_shutdown
+ * returns the first such failure if its own write succeeds, so the program
+ * reports one failure once and can exit non-zero. Thread-safe. */
+TG_API void tg_trace_note_failure(tg_status status);
 
 /* ---- export with device tracks (the engine's execution trace) ------------- */
 
@@ -320,7 +327,7 @@ typedef enum tg_trace_phase {
     TG_TRACE_PHASE_COUNT
 } tg_trace_phase;
 /* "other", "forward", "backward", "update". */
-const char *tg_trace_phase_name(tg_trace_phase p);
+TG_API const char *tg_trace_phase_name(tg_trace_phase p);
 
 /* One step a device executed. Times are tg_trace_clock_ns() (on a target
  * that counts cycles, convert to this clock first). */
@@ -360,7 +367,7 @@ typedef struct tg_trace_device_track {
  * tracks are only read. Fails with TG_ERR_INVALID_ARG (naming the track) for
  * a negative replica or device, a step that ends before it starts, or two
  * tracks for the same (replica, device). */
-tg_status tg_trace_export_chrome(const char *path, const tg_trace_device_track *tracks,
+TG_API tg_status tg_trace_export_chrome(const char *path, const tg_trace_device_track *tracks,
                                  size_t n_tracks);
 
 #ifdef __cplusplus

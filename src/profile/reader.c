@@ -2,6 +2,7 @@
 #include "profile/reader.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "profile/profile.h"
 
@@ -35,9 +36,13 @@ static tg_status check(tg_profile_reader *r)
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(r->db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
         char msg[512];
-        bool corrupt = sqlite3_errcode(r->db) == SQLITE_CORRUPT;
-        snprintf(msg, sizeof msg, corrupt ? "the file is damaged or truncated (%s)"
-                                          : "not a tilegraph profile (%s)",
+        int code = sqlite3_errcode(r->db);
+        bool corrupt = code == SQLITE_CORRUPT;
+        bool busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
+        snprintf(msg, sizeof msg,
+                 busy      ? "another program is writing it (%s): wait until it has finished"
+                 : corrupt ? "the file is damaged or truncated (%s)"
+                           : "not a tilegraph profile (%s)",
                  sqlite3_errmsg(r->db));
         return fail(r, msg);
     }
@@ -89,6 +94,9 @@ tg_status tg_profile_reader_open(const char *path, tg_profile_reader **out)
     tg_status s = TG_OK;
     if (access(path, R_OK) != 0)
         s = tg_error(TG_ERR_IO, "%s: cannot read the profile (missing or not readable)", path);
+    /* SQLite opens the file itself: a FIFO would block it forever. */
+    else if ((s = tg_check_regular(path)) != TG_OK)
+        tg_error_prefix(s, "profile");
     else if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         s = fail(r, "cannot open as SQLite");
     if (s == TG_OK)

@@ -1,0 +1,34 @@
+/* tilegraph/tilegraph.h - the whole public API in one include.
+ *
+ *     #include <tilegraph/tilegraph.h>
+ *     cc prog.c $(pkg-config --cflags --libs tilegraph)
+ *
+ * status.h   status codes and the per-thread error message
+ * dtype.h    element types (f32, f16, bf16, u8, i32) and conversions
+ * shape.h    tensor shapes
+ * graph.h    building a graph: inputs, parameters, ops, blocks, autodiff
+ * nn.h       PyTorch-style layers (parameters plus the op)
+ * optim.h    optimizers and learning-rate schedules
+ * options.h  session options by PopTorch's names
+ * session.h  compiling and running a graph on its devices
+ * checkpoint.h  safetensors checkpoints with PyTorch's parameter names
+ * models.h   the built-in model zoo
+ * trace.h    host-side tracing and the Chrome-trace export
+ * See docs/README.md for where each part is described.
+ */
+#ifndef TILEGRAPH_TILEGRAPH_H
+#define TILEGRAPH_TILEGRAPH_H
+
+#include "tilegraph/checkpoint.h"
+#include "tilegraph/dtype.h"
+#include "tilegraph/graph.h"
+#include "tilegraph/models.h"
+#include "tilegraph/nn.h"
+#include "tilegraph/optim.h"
+#include "tilegraph/options.h"
+#include "tilegraph/session.h"
+#include "tilegraph/shape.h"
+#include "tilegraph/status.h"
+#include "tilegraph/trace.h"
+
+#endif

@@ -1,0 +1,36 @@
+#!/bin/sh
+# scripts/check_layers.sh - includes point one way (docs/architecture.md):
+#   core -> graph, ops, data -> onnx -> compile, target -> profile -> runtime -> analyse -> tools
+# A file under src/ may include headers of its own layer or lower ones. Each
+# back edge that still exists is listed in KNOWN below with the issue that
+# removes it; any other back edge fails (exit 1), naming the file and line.
+# usage: scripts/check_layers.sh [SOURCE_DIR]
+cd "${1:-$(dirname "$0")/..}" || exit 2
+KNOWN="src/profile/profile.c:runtime"   # the profile reads the session's recorders
+rank() {
+    case $1 in
+    core) echo 1 ;; graph | ops | data) echo 2 ;; onnx) echo 3 ;; compile | target) echo 4 ;;
+    profile) echo 5 ;; runtime) echo 6 ;; analyse) echo 7 ;; *) echo 0 ;;
+    esac
+}
+bad=0 edges=0
+for f in $(find src -name '*.[ch]' | sort); do
+    layer=$(echo "$f" | cut -d/ -f2)
+    me=$(rank "$layer")
+    [ "$me" -gt 0 ] || continue
+    grep -nE '^#include "[a-z_]+/' "$f" | while IFS= read -r line; do
+        inc=$(echo "$line" | sed -E 's/^[0-9]+:#include "([a-z_]+)\/.*/\1/')
+        [ "$(rank "$inc")" -gt "$me" ] || continue
+        case " $KNOWN " in *" $f:$inc "*) continue ;; esac
+        echo "$f:${line%%:*}: $layer includes $inc/ (a higher layer): ${line#*:}"
+    done
+done >/tmp/check_layers.$$
+if [ -s /tmp/check_layers.$$ ]; then
+    cat /tmp/check_layers.$$
+    echo "check_layers: $(wc -l </tmp/check_layers.$$) includes point up a layer"
+    bad=1
+else
+    echo "check_layers: every include points down or sideways (known back edges: $KNOWN)"
+fi
+rm -f /tmp/check_layers.$$
+exit $bad
