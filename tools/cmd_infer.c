@@ -31,6 +31,8 @@ int cmd_infer(int argc, char **argv)
         {"--dataset", CLI_STRING, &data.dataset, "NAME",
          "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},
         {"--data", CLI_STRING, &data.data, "SPEC", "DIR, cifar10:DIR, mnist:DIR or synthetic", 1, 0},
+        {"--normalize", CLI_STRING, &data.normalize, "MEAN/STD",
+         "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0},
         {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
         {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
         {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},

@@ -42,6 +42,9 @@ int data_flags(data_args *d, cli_flag *f)
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
         {"--loss", CLI_STRING, &d->loss, "KIND",
          "ONNX models: the loss appended to the logits, cross-entropy (default) or mse", 1, 0},
+        {"--normalize", CLI_STRING, &d->normalize, "MEAN/STD",
+         "normalise images as (x/255 - MEAN) / STD, per channel with commas: 0.1307/0.3081 "
+         "(default: the zoo model's own; none for ONNX models)", 1, 0},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -136,7 +139,7 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         train_context_close(ctx);
         return -1;
     }
-    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO};
+    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO, 0, {0}, {0}};
     if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());
         train_context_close(ctx);
@@ -144,6 +147,16 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     }
     if (data->resize && parse_size(data->resize, &in.height, &in.width) != 0) {
         fprintf(stderr, "tilegraph: --resize '%s' is not HxW (for example 64x64)\n", data->resize);
+        train_context_close(ctx);
+        return -1;
+    }
+    if (data->normalize && (tg_model_normalisation_parse(data->normalize, &in) != TG_OK ||
+                            (in.norm_channels != 1 && in.norm_channels != in.channels))) {
+        if (in.norm_channels > 1 && in.norm_channels != in.channels)
+            fprintf(stderr, "tilegraph: --normalize '%s' gives %d channels but the images have %d\n",
+                    data->normalize, in.norm_channels, in.channels);
+        else
+            fprintf(stderr, "tilegraph: --normalize: %s\n", tg_error_message());
         train_context_close(ctx);
         return -1;
     }
@@ -170,7 +183,7 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     if (ds->c > TG_LOADER_MAX_CHANNELS)
         return tg_error(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", ds->name, ds->c,
                         TG_LOADER_MAX_CHANNELS);
-    tg_model_normalisation(ctx->model, ds->c, mean, std);
+    tg_model_input_normalisation(ctx->model, &ctx->input, ds->c, mean, std);
     lc->channel_stats = ds->c;
     for (int c = 0; c < ds->c; c++) {
         lc->channel_mean[c] = mean[c];
@@ -178,6 +191,13 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     }
     lc->mean = ctx->model->mean;
     lc->std = ctx->model->std;
+    if (ctx->input.norm_channels > 0) { /* the averages, for code that takes one value */
+        lc->mean = lc->std = 0;
+        for (int c = 0; c < ds->c; c++) {
+            lc->mean += mean[c] / (float)ds->c;
+            lc->std += std[c] / (float)ds->c;
+        }
+    }
     if (ctx->input.height != ds->h || ctx->input.width != ds->w) {
         lc->out_h = ctx->input.height;
         lc->out_w = ctx->input.width;

@@ -79,6 +79,31 @@ static void test_model_option(void)
     }
 }
 
+/* --normalize: the data set's statistics for a model exported from a
+ * PyTorch script that normalised in its data loader; it changes training,
+ * and bad values are refused naming the text. */
+static void test_normalize(void)
+{
+    TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.5", 1, "MEAN/STD");
+    TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.2/0", 1, "std positive");
+    TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.1,x/0.3", 1, "0.1,x/0.3");
+    TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.1,0.2/0.3,0.4", 1,
+                  "gives 2 channels but the images have 1");
+    if (access("/usr/share/datasets/fashion-mnist", R_OK) != 0)
+        return;
+    const char *base = "train --model " FIXTURE " --epochs 1 --train-limit 200 --test-limit 50 "
+                       "--batch-size 20 --json";
+    char args[1024];
+    tg_arena *a = tg_arena_create(1 << 16);
+    const tg_json *plain = tg_cli_json(tmpdir, a, base, __FILE__, __LINE__);
+    snprintf(args, sizeof args, "%s --normalize 0.2860/0.3530", base);
+    const tg_json *norm = tg_cli_json(tmpdir, a, args, __FILE__, __LINE__);
+    TG_CHECK(plain && norm);
+    if (plain && norm)
+        TG_CHECK(tg_cli_num(plain, "train_loss") != tg_cli_num(norm, "train_loss"));
+    tg_arena_destroy(a);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir))
@@ -86,6 +111,7 @@ int main(void)
     TG_RUN(test_import_text_and_json);
     TG_RUN(test_import_errors_and_help);
     TG_RUN(test_model_option);
+    TG_RUN(test_normalize);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
