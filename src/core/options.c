@@ -344,16 +344,24 @@ const char *tg_options_flag(const char *key)
     return NULL;
 }
 
+/* Options text as a JSON object (anything else is refused, naming source). */
+static tg_status parse_options_object(tg_arena *arena, const char *json, const char *source,
+                                      tg_json **root)
+{
+    tg_status s = tg_json_parse(arena, json, strlen(json), source, root);
+    if (s == TG_OK && (*root)->type != TG_JSON_OBJECT)
+        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
+                     tg_json_type_name((*root)->type));
+    return s;
+}
+
 tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source)
 {
     tg_arena *arena = tg_arena_create(16 * 1024);
     if (!arena)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
     tg_json *root = NULL;
-    tg_status s = tg_json_parse(arena, json, strlen(json), source, &root);
-    if (s == TG_OK && root->type != TG_JSON_OBJECT)
-        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
-                     tg_json_type_name(root->type));
+    tg_status s = parse_options_object(arena, json, source, &root);
     for (size_t i = 0; s == TG_OK && i < root->count; i++) {
         const char *key = root->keys[i];
         if (tg_options_is_engine(key))
@@ -400,10 +408,7 @@ tg_status tg_options_set_json(tg_options *o, const char *json, const char *sourc
     if (!arena)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
     tg_json *root = NULL;
-    tg_status s = tg_json_parse(arena, json, strlen(json), source, &root);
-    if (s == TG_OK && root->type != TG_JSON_OBJECT)
-        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
-                     tg_json_type_name(root->type));
+    tg_status s = parse_options_object(arena, json, source, &root);
     for (size_t i = 0; s == TG_OK && i < root->count; i++) {
         const char *key = root->keys[i];
         const tg_json *v = root->items[i];
