@@ -127,12 +127,6 @@ def run(name, a):
         tg_weights = read_safetensors(ckpt)
     torch_weights = {k: v.detach().numpy() for k, v in model.state_dict().items()
                      if v.dtype == torch.float32}
-    # tilegraph keeps a batch norm's running mean and variance as the rows of
-    # one [2, C] state tensor, "<module>.running_stats"
-    for k in list(tg_weights):
-        if k.endswith(".running_stats"):
-            stats = tg_weights.pop(k)
-            tg_weights[k[:-len("stats")] + "mean"], tg_weights[k[:-len("stats")] + "var"] = stats
     missing = sorted(set(torch_weights) - set(tg_weights))
     diffs = {k: rel_diff(tg_weights[k], v) for k, v in torch_weights.items() if k in tg_weights}
     weight_diff = max(diffs.values())

@@ -4,7 +4,11 @@
  * Tensor names are the graph's names with '/' turned into '.', so a model
  * whose scopes follow PyTorch module names writes PyTorch's state_dict keys
  * ("layer1.conv.weight"); optimizer state follows as
- * "layer1.conv.weight.exp_avg". The metadata records the tilegraph version,
+ * "layer1.conv.weight.exp_avg". A batch norm's running statistics, one [2, C]
+ * state tensor in the graph, are written as PyTorch's buffers
+ * "<module>.running_mean", "<module>.running_var" and
+ * "<module>.num_batches_tracked" (the updates done), so the weights load into
+ * the PyTorch module with load_state_dict; loading takes either form. The metadata records the tilegraph version,
  * the model name and the update counter. Files are written atomically: a
  * crash or a full disk mid-write leaves the previous file intact.
  */

@@ -31,6 +31,22 @@ static char *file_name_of(const char *graph_name)
     return s;
 }
 
+/* Batch norm keeps its running mean and variance as the rows of one state
+ * tensor "<module>.running_stats" [2, C]; the file carries them under
+ * PyTorch's names, "<module>.running_mean" and "<module>.running_var" [C] (and
+ * "<module>.num_batches_tracked"), so a checkpoint loads into the PyTorch
+ * module. The length of "<module>." is returned, or -1 for other tensors. */
+static const char RUNNING_STATS[] = "running_stats";
+
+static int running_stats_prefix(const char *file_name, const tg_tensor *t)
+{
+    size_t n = strlen(file_name), k = sizeof RUNNING_STATS - 1;
+    if (t->op != TG_OP_STATE || t->shape.ndim != 2 || t->shape.dim[0] != 2 || n <= k ||
+        strcmp(file_name + n - k, RUNNING_STATS) != 0 || (n > k && file_name[n - k - 1] != '.'))
+        return -1;
+    return (int)(n - k);
+}
+
 static bool is_saved(const tg_session *s, const tg_tensor *t)
 {
     return (t->op == TG_OP_PARAM || t->op == TG_OP_STATE) && tg_session_data(s, t) != NULL;
@@ -58,6 +74,47 @@ static size_t engine_meta_fill(const tg_session *s, engine_meta *m, tg_st_meta *
     return 4;
 }
 
+/* Turn entry e (a [2, C] running_stats copy) into running_mean and
+ * running_var [C], and append num_batches_tracked (the updates done: what
+ * PyTorch counts in training, one per batch). e stays the owner of the
+ * data; the entries after it point into it or own their own. */
+static tg_status split_running_stats(const tg_session *s, tg_st_tensor *e, int prefix, size_t *n,
+                                     const char *path)
+{
+    const char *suffix[3] = {"running_var", "num_batches_tracked", "running_mean"};
+    char *names[3];
+    int64_t *count = tg_malloc(sizeof *count);
+    for (int i = 0; i < 3; i++) {
+        size_t len = (size_t)prefix + strlen(suffix[i]) + 1;
+        names[i] = tg_malloc(len);
+        if (names[i])
+            snprintf(names[i], len, "%.*s%s", prefix, e->name, suffix[i]);
+    }
+    if (!names[0] || !names[1] || !names[2] || !count) {
+        for (int i = 0; i < 3; i++)
+            tg_free(names[i]);
+        tg_free(count);
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
+    }
+    *count = tg_session_step(s);
+    size_t half = e->nbytes / 2;
+    tg_st_tensor *var = e + 1, *tracked = e + 2;
+    *var = *e;
+    var->name = names[0];
+    var->ndim = 1;
+    var->shape[0] = e->shape[1];
+    var->data = (const char *)e->data + half;
+    var->nbytes = 0; /* marks data it does not own */
+    *tracked = (tg_st_tensor){.name = names[1], .dtype = TG_ST_I64, .ndim = 0, .data = count,
+                              .nbytes = sizeof *count};
+    tg_free((char *)e->name);
+    e->name = names[2];
+    e->ndim = 1;
+    e->shape[0] = e->shape[1];
+    *n += 2;
+    return TG_OK;
+}
+
 tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model)
 {
     return tg_checkpoint_save_meta(s, path, model, NULL, 0);
@@ -67,7 +124,8 @@ tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const c
                                   const char *const *kv, size_t n_pairs)
 {
     const tg_graph *g = tg_session_graph(s);
-    tg_st_tensor *list = tg_calloc((size_t)g->n_nodes + 1, sizeof *list);
+    /* up to three entries a tensor: running statistics become three */
+    tg_st_tensor *list = tg_calloc(3 * (size_t)g->n_nodes + 1, sizeof *list);
     if (!list)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
     size_t n = 0;
@@ -96,6 +154,10 @@ tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const c
         }
         tg_session_value_out(s, t, copy);
         e->data = copy;
+        e->nbytes = bytes;
+        int prefix = running_stats_prefix(e->name, t);
+        if (prefix >= 0)
+            st = split_running_stats(s, e, prefix, &n, path);
     }
     engine_meta em;
     tg_st_meta meta[7 + TG_CHECKPOINT_MAX_META];
@@ -112,25 +174,63 @@ tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const c
         st = tg_safetensors_write(path, list, n, meta, n_meta);
     for (size_t i = 0; i < n; i++) {
         tg_free((char *)list[i].name);
-        tg_free((void *)list[i].data);
+        if (list[i].nbytes) /* 0: points into the entry before it */
+            tg_free((void *)list[i].data);
     }
     tg_free(list);
     return st;
 }
 
+/* A [2, C] running_stats tensor from the file's running_mean and
+ * running_var [C] (PyTorch's names, as tg_checkpoint_save writes them): a
+ * joined copy in *owned, in the type of the mean. Nothing is found (TG_OK,
+ * *owned NULL) when the file has neither. */
+static tg_status join_running_stats(const tg_safetensors *f, const tg_tensor *t, const char *name,
+                                    int prefix, void **owned, tg_dtype *dtype)
+{
+    char mean_name[1024], var_name[1024];
+    snprintf(mean_name, sizeof mean_name, "%.*srunning_mean", prefix, name);
+    snprintf(var_name, sizeof var_name, "%.*srunning_var", prefix, name);
+    const tg_st_tensor *m = tg_safetensors_find(f, mean_name);
+    if (!m && !tg_safetensors_find(f, var_name))
+        return TG_OK;
+    int saved = m ? tg_st_dtype_to_tg(m->dtype) : -1;
+    if (saved >= 0 && tg_dtype_is_float((tg_dtype)saved))
+        *dtype = (tg_dtype)saved;
+    int64_t c = t->shape.dim[1];
+    const void *mean = NULL, *var = NULL;
+    tg_st_dtype want = tg_st_dtype_from_tg(*dtype);
+    TG_TRY(tg_safetensors_get(f, mean_name, want, 1, &c, &mean));
+    TG_TRY(tg_safetensors_get(f, var_name, want, 1, &c, &var));
+    size_t half = (size_t)c * tg_dtype_size(*dtype);
+    char *joined = tg_malloc(2 * half + 1);
+    if (!joined)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for '%s'", tg_safetensors_name(f), name);
+    memcpy(joined, mean, half);
+    memcpy(joined + half, var, half);
+    *owned = joined;
+    return TG_OK;
+}
+
 /* Check one tensor of the session against the file; *data is NULL when the
- * file does not have it. */
+ * file does not have it. *owned (freed by the caller) holds data assembled
+ * from several tensors of the file. */
 static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const void **data,
-                              tg_dtype *dtype)
+                              tg_dtype *dtype, void **owned)
 {
     *data = NULL;
+    *owned = NULL;
     *dtype = t->dtype;
     char *name = file_name_of(t->name);
     if (!name)
         return tg_error(TG_ERR_NOMEM, "out of memory");
     tg_status st = TG_OK;
     const tg_st_tensor *e = tg_safetensors_find(f, name);
-    if (!e) {
+    int prefix = e ? -1 : running_stats_prefix(name, t);
+    if (prefix >= 0) {
+        st = join_running_stats(f, t, name, prefix, owned, dtype);
+        *data = *owned;
+    } else if (!e) {
         if (t->op == TG_OP_PARAM)
             st = tg_error(TG_ERR_NOT_FOUND, "%s: has no tensor '%s' (is it a checkpoint of this model?)",
                           tg_safetensors_name(f), name);
@@ -271,14 +371,16 @@ tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *mod
         for (int i = 0; i < g->n_nodes && st == TG_OK; i++) {
             const tg_tensor *t = g->nodes[i];
             const void *data = NULL;
+            void *owned = NULL;
             tg_dtype saved = t->dtype;
             if (!is_saved(s, t))
                 continue;
-            st = match_tensor(f, t, &data, &saved);
+            st = match_tensor(f, t, &data, &saved, &owned);
             if (st == TG_OK && pass == 0 && !(flags & TG_CHECKPOINT_ALLOW_NON_FINITE))
                 st = check_finite(f, t, data, saved);
             if (st == TG_OK && pass == 1 && data)
                 st = load_value(s, t, data, saved);
+            tg_free(owned);
         }
         if (st == TG_OK)
             st = read_engine_meta(f, s, pass == 1);

@@ -351,13 +351,37 @@ static void test_resnet18_trains_on_engine(void)
         const int n = (int)(sizeof resnet18_names / sizeof resnet18_names[0]);
         for (int i = 0; i < n; i++)
             TG_CHECK(tg_safetensors_find(st, resnet18_names[i]) != NULL);
-        const tg_st_tensor *rs = tg_safetensors_find(st, "layer2.0.downsample.1.running_stats");
-        TG_CHECK(rs && rs->ndim == 2 && rs->shape[0] == 2 && rs->shape[1] == 128);
+        /* PyTorch's buffers, not tilegraph's [2, C] state, so the file
+         * loads into torchvision's module */
+        TG_CHECK(tg_safetensors_find(st, "layer2.0.downsample.1.running_stats") == NULL);
+        const tg_st_tensor *mean = tg_safetensors_find(st, "layer2.0.downsample.1.running_mean");
+        const tg_st_tensor *var = tg_safetensors_find(st, "layer2.0.downsample.1.running_var");
+        const tg_st_tensor *nbt =
+            tg_safetensors_find(st, "layer2.0.downsample.1.num_batches_tracked");
+        TG_CHECK(mean && mean->ndim == 1 && mean->shape[0] == 128);
+        TG_CHECK(var && var->ndim == 1 && var->shape[0] == 128);
+        TG_CHECK(nbt && nbt->ndim == 0 && nbt->dtype == TG_ST_I64 && *(const int64_t *)nbt->data == 3);
         /* running statistics moved from (0, 1) after three training steps */
-        const float *v = rs ? rs->data : NULL;
-        TG_CHECK(v && v[0] != 0.0f && v[128] != 1.0f);
+        const tg_tensor *rs = tg_graph_find(mg.graph, "layer2/0/downsample/1/running_stats");
+        const float *live = s && rs ? tg_session_data(s, rs) : NULL;
+        if (mean && var && live) {
+            const float *m = mean->data, *v = var->data;
+            TG_CHECK(m[0] != 0.0f && v[0] != 1.0f);
+            TG_CHECK(memcmp(m, live, 128 * sizeof(float)) == 0);
+            TG_CHECK(memcmp(v, live + 128, 128 * sizeof(float)) == 0);
+        }
         tg_safetensors_destroy(st);
     }
+    /* and back: a fresh session takes the statistics from the two tensors */
+    tg_session *fresh = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &fresh));
+    const tg_tensor *rs = tg_graph_find(mg.graph, "layer2/0/downsample/1/running_stats");
+    if (fresh && rs && s) {
+        TG_CHECK_OK(tg_checkpoint_load(fresh, path, "resnet18"));
+        TG_CHECK(memcmp(tg_session_data(fresh, rs), tg_session_data(s, rs),
+                        2 * 128 * sizeof(float)) == 0);
+    }
+    tg_session_destroy(fresh);
     remove(path);
     tg_session_destroy(s);
     tg_options_destroy(o);
