@@ -23,27 +23,9 @@ import torch
 import torch.nn as nn
 
 
-class ConvLayer(nn.Module):
-    def __init__(self, cin, cout, k, pool):
-        super().__init__()
-        self.conv, self.pool, self.relu = nn.Conv2d(cin, cout, k), nn.MaxPool2d(pool), nn.ReLU()
-
-    def forward(self, x):
-        return self.relu(self.pool(self.conv(x)))
-
-
-class Seed004Network(nn.Module):
-    """The pipelining tutorial's network (seed 004), as in
-    ../shared/reference/torch_mnist_pipeline.py."""
-
-    def __init__(self):
-        super().__init__()
-        self.layer1, self.layer2 = ConvLayer(1, 10, 5, 2), ConvLayer(10, 20, 5, 2)
-        self.layer3, self.layer3_act, self.layer4 = nn.Linear(320, 256), nn.ReLU(), nn.Linear(256, 10)
-
-    def forward(self, x):
-        x = self.layer2(self.layer1(x)).view(-1, 320)
-        return self.layer4(self.layer3_act(self.layer3(x)))
+# the network and the export recipe are the ones users are shown
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "onnx"))
+from export import Seed004Network  # noqa: E402
 
 
 # name -> (constructor, input shape C,H,W, batch size, learning rate)
@@ -145,12 +127,6 @@ def run(name, a):
         tg_weights = read_safetensors(ckpt)
     torch_weights = {k: v.detach().numpy() for k, v in model.state_dict().items()
                      if v.dtype == torch.float32}
-    # tilegraph keeps a batch norm's running mean and variance as the rows of
-    # one [2, C] state tensor, "<module>.running_stats"
-    for k in list(tg_weights):
-        if k.endswith(".running_stats"):
-            stats = tg_weights.pop(k)
-            tg_weights[k[:-len("stats")] + "mean"], tg_weights[k[:-len("stats")] + "var"] = stats
     missing = sorted(set(torch_weights) - set(tg_weights))
     diffs = {k: rel_diff(tg_weights[k], v) for k, v in torch_weights.items() if k in tg_weights}
     weight_diff = max(diffs.values())

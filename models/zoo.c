@@ -6,6 +6,7 @@
 #include "onnx_model.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ const tg_model_spec *tg_model_find(const char *name)
 
 tg_model_input tg_model_default_input(const tg_model_spec *m)
 {
-    return (tg_model_input){m->channels, m->height, m->width, m->classes, false, TG_STEM_AUTO};
+    return (tg_model_input){m->channels, m->height, m->width, m->classes, false, TG_STEM_AUTO, 0, {0}, {0}};
 }
 
 bool tg_model_any_input(const tg_model_spec *m) { return m->build_for != NULL; }
@@ -111,6 +112,63 @@ void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, f
     }
 }
 
+void tg_model_input_normalisation(const tg_model_spec *m, const tg_model_input *in,
+                                  int channels, float *mean, float *std)
+{
+    if (!in || in->norm_channels <= 0) {
+        tg_model_normalisation(m, channels, mean, std);
+        return;
+    }
+    for (int c = 0; c < channels; c++) {
+        int k = in->norm_channels == 1 ? 0 : c % in->norm_channels;
+        mean[c] = in->norm_mean[k];
+        std[c] = in->norm_std[k];
+    }
+}
+
+/* "a,b,c" into v[]; the count, or -1 for anything else. */
+static int parse_floats(const char *text, const char *end, float *v, int cap)
+{
+    int n = 0;
+    while (text < end) {
+        char *stop;
+        errno = 0;
+        double x = strtod(text, &stop);
+        if (stop == text || errno || !isfinite(x) || n == cap || stop > end)
+            return -1;
+        v[n++] = (float)x;
+        text = stop;
+        if (text < end && *text++ != ',')
+            return -1;
+        if (text == end && text[-1] == ',')
+            return -1;
+    }
+    return n;
+}
+
+tg_status tg_model_normalisation_parse(const char *text, tg_model_input *in)
+{
+    const char *slash = text ? strchr(text, '/') : NULL;
+    float mean[TG_MODEL_MAX_NORM_CHANNELS], std[TG_MODEL_MAX_NORM_CHANNELS];
+    int nm = slash ? parse_floats(text, slash, mean, TG_MODEL_MAX_NORM_CHANNELS) : -1;
+    int ns = slash ? parse_floats(slash + 1, slash + strlen(slash), std,
+                                  TG_MODEL_MAX_NORM_CHANNELS)
+                   : -1;
+    bool ok = nm > 0 && nm == ns;
+    for (int c = 0; ok && c < ns; c++)
+        ok = std[c] > 0;
+    if (!ok)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "normalisation '%s': expected MEAN/STD with 1 to %d comma-separated "
+                        "values each, the same count, every std positive (for example "
+                        "0.1307/0.3081 or 0.485,0.456,0.406/0.229,0.224,0.225)",
+                        text ? text : "(null)", TG_MODEL_MAX_NORM_CHANNELS);
+    in->norm_channels = nm;
+    memcpy(in->norm_mean, mean, sizeof(float) * (size_t)nm);
+    memcpy(in->norm_std, std, sizeof(float) * (size_t)nm);
+    return TG_OK;
+}
+
 tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_optimizer *opt,
                                 tg_model_graph *out)
 {
@@ -159,7 +217,7 @@ tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_o
         if (shape.channels > 16)
             return tg_error(TG_ERR_INVALID_ARG, "%s: 8-bit input of %d channels", m->name,
                             shape.channels);
-        tg_model_normalisation(m, shape.channels, mean, std);
+        tg_model_input_normalisation(m, &shape, shape.channels, mean, std);
         x = tg_normalize_u8(g, x, mean, std);
     }
     tg_tensor **loss = opt ? &out->loss : NULL;

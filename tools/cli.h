@@ -59,6 +59,17 @@ void cli_progress_start(cli_progress *p, const char *label, int64_t total, bool 
 void cli_progress_update(cli_progress *p, int64_t done, const char *status);
 void cli_progress_finish(cli_progress *p, const char *status);
 
+/* ---- stopping on a signal ------------------------------------------------------- */
+
+/* The signal (SIGINT or SIGTERM) that asked the command to stop, or 0. A
+ * command that calls cli_stop_at_step_boundaries() polls this at each host
+ * step and stops cleanly (checkpoint, profiles, trace); any other command
+ * and a second signal end the process as the signal normally does. */
+int cli_stop_signal(void);
+void cli_stop_at_step_boundaries(void);
+/* The exit code for a stop by signal `sig`: 128 + sig (130, 143). */
+int cli_signal_exit_code(int sig);
+
 /* ---- subcommands ---------------------------------------------------------------- */
 
 int cmd_train(int argc, char **argv);

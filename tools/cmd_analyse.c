@@ -12,11 +12,14 @@ int cmd_analyse(int argc, char **argv)
     analyse_args a;
     cli_flag flags[8];
     int n = analyse_flags(&a, flags, false);
+    char views[256], usage[400], list[256];
+    analyse_view_list(views, sizeof views, ", ", " or ", NULL);
+    char desc[320];
+    snprintf(desc, sizeof desc, "Show a profile's views: %s.", views);
+    snprintf(usage, sizeof usage, "tilegraph analyse REPORT [%s] [options]",
+             analyse_view_list(list, sizeof list, "|", "|", NULL));
     cli_command cmd = {
-        "analyse", "Show a profile's views: summary, insights, memory, liveness, program, "
-                   "operations or trace.",
-        "tilegraph analyse REPORT [summary|insights|memory|liveness|program|operations|trace] "
-        "[options]",
+        "analyse", desc, usage,
         "REPORT is a profile.sqlite file or a directory holding training/profile.sqlite (or\n"
         "inference/profile.sqlite), as written with autoReport.all. The view defaults to summary.\n"
         "Example:\n  tilegraph analyse ./report trace",
@@ -30,8 +33,7 @@ int cmd_analyse(int argc, char **argv)
     }
     const char *view = a.n_positional > 1 ? a.positional[1] : "summary";
     if (!tg_an_view_known(view)) {
-        fprintf(stderr, "tilegraph analyse: unknown view '%s' (summary, insights, memory, "
-                        "liveness, program, operations or trace)\n", view);
+        fprintf(stderr, "tilegraph analyse: unknown view '%s' (%s)\n", view, views);
         return 2;
     }
     tg_profile_reader *rd = NULL;

@@ -43,10 +43,12 @@ int cmd_compare(int argc, char **argv)
     analyse_args a;
     cli_flag flags[8];
     int n = analyse_flags(&a, flags, true);
+    char views[256], usage[400], list[256];
+    analyse_view_list(views, sizeof views, ", ", " or ", "all");
+    snprintf(usage, sizeof usage, "tilegraph compare A B [%s] [options]",
+             analyse_view_list(list, sizeof list, "|", "|", "all"));
     cli_command cmd = {
-        "compare", "Compare two profiles side by side, with differences.",
-        "tilegraph compare A B [summary|insights|memory|liveness|program|operations|trace|all] "
-        "[options]",
+        "compare", "Compare two profiles side by side, with differences.", usage,
         "A and B are profile.sqlite files or autoReport directories. Every number shows A, B,\n"
         "B - A and (B - A) / A; rows in one report only are marked 'only in A' or 'only in B'.\n"
         "The view defaults to all (every view in turn; with --json one object per line).\n"
@@ -61,8 +63,7 @@ int cmd_compare(int argc, char **argv)
     }
     const char *view = a.n_positional > 2 ? a.positional[2] : "all";
     if (strcmp(view, "all") && !tg_an_view_known(view)) {
-        fprintf(stderr, "tilegraph compare: unknown view '%s' (summary, insights, memory, "
-                        "liveness, program, operations, trace or all)\n", view);
+        fprintf(stderr, "tilegraph compare: unknown view '%s' (%s)\n", view, views);
         return 2;
     }
     tg_profile_reader *ra = NULL, *rb = NULL;

@@ -146,13 +146,20 @@ static const char *precision_text(const tg_program *p, char *buf, size_t cap)
     return buf;
 }
 
+/* A pipeline schedule means nothing on one device (it was labelled
+ * "sharded" for one model and "grouped" for another): say none. */
+static const char *schedule_text(const tg_program *p)
+{
+    return p->n_devices == 1 ? "none (one device)" : tg_schedule_name(p->schedule.kind);
+}
+
 static void print_text(const tg_program *p, const char *model, double ms)
 {
     char a[32], b[32], prec[16];
     printf("%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
            "precision %s, compiled in %.1f ms\n\n", model, p->training ? "training" : "inference",
            p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
-           p->micro_batches, p->micro_batches == 1 ? "" : "es", tg_schedule_name(p->schedule.kind),
+           p->micro_batches, p->micro_batches == 1 ? "" : "es", schedule_text(p),
            precision_text(p, prec, sizeof prec), ms);
     printf("%-28s", "memory");
     for (int d = 0; d < p->n_devices; d++) {
@@ -203,7 +210,7 @@ static void print_json(const tg_program *p, const char *model, double ms)
            "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"precision\":\"%s\","
            "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"per_device\":[",
            model, p->training ? "training" : "inference", p->n_devices, p->replicas,
-           p->micro_batches, p->iterations, tg_schedule_name(p->schedule.kind),
+           p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
            precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
@@ -223,6 +230,13 @@ static void print_json(const tg_program *p, const char *model, double ms)
     if (p->tile_plan)
         print_tiles_json(p);
     printf("}\n");
+}
+
+/* A plan over its capacity (not a failed allocation of this process): the
+ * planner's message is the one that offers debug.allowOutOfMemory. */
+static bool is_over_capacity(tg_status s)
+{
+    return s == TG_ERR_NOMEM && strstr(tg_error_message(), "debug.allowOutOfMemory") != NULL;
 }
 
 int cmd_compile(int argc, char **argv)
@@ -261,6 +275,11 @@ int cmd_compile(int argc, char **argv)
     int r = cli_parse(&cmd, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
+    if (dev.profile || dev.profile_dir) { /* a flag that cannot apply is an error, not ignored */
+        fprintf(stderr, "tilegraph compile: --profile and --profile-dir do not apply: compile "
+                        "runs nothing to profile; use them with tilegraph train or infer\n");
+        return 2;
+    }
     const tg_model_spec *m = NULL;
     int kind = tg_optimizer_parse(optimizer);
     if (kind < 0 || tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
@@ -306,8 +325,21 @@ int cmd_compile(int argc, char **argv)
         s = tg_program_compile(mg.graph, o, &p);
     double ms = (cli_now() - t0) * 1e3;
     int status = 0;
-    if (s != TG_OK) {
-        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+    if (s != TG_OK && is_over_capacity(s) && !json) {
+        /* the remedies are what a user needs most when it does not fit:
+         * plan it again allowing the overflow, and quantify them */
+        fprintf(stderr, "tilegraph compile: out of memory: %s\n", tg_error_message());
+        status = 1;
+        tg_options *over = tg_options_clone(o);
+        if (over && tg_options_set(over, "debug.allowOutOfMemory", "true") == TG_OK &&
+            tg_program_compile(mg.graph, over, &p) == TG_OK) {
+            insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
+            print_insights(&im, p, stdout);
+        }
+        tg_options_destroy(over);
+    } else if (s != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s%s\n", is_over_capacity(s) ? "out of memory: " : "",
+                tg_error_message());
         status = 1;
     } else if (json) {
         print_json(p, m->name, ms);

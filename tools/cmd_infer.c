@@ -24,17 +24,21 @@ int cmd_infer(int argc, char **argv)
     data_args data;
     data_args_defaults(&data);
     int64_t index = 0, count = 1, threads = 0;
-    bool json = false;
+    bool json = false, allow_non_finite = false;
     cli_flag flags[] = {
         {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0},
         {"--load", CLI_STRING, &load, "FILE", "checkpoint written by tilegraph train --save", 1, 0},
         {"--dataset", CLI_STRING, &data.dataset, "NAME",
          "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},
         {"--data", CLI_STRING, &data.data, "SPEC", "DIR, cifar10:DIR, mnist:DIR or synthetic", 1, 0},
+        {"--normalize", CLI_STRING, &data.normalize, "MEAN/STD",
+         "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0},
         {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
         {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
         {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},
         {"--json", CLI_BOOL, &json, NULL, "print JSON lines for scripts", 1, 0},
+        {"--allow-non-finite", CLI_BOOL, &allow_non_finite, NULL,
+         "load a checkpoint holding NaN or infinity anyway", 1, 0},
     };
     cli_command cmd = {"infer", "Classify test images with a trained checkpoint.",
                        "tilegraph infer --model NAME --load FILE [--index N] [--count N]",
@@ -50,7 +54,9 @@ int cmd_infer(int argc, char **argv)
         return 2;
     }
     train_context ctx;
-    if (train_context_open(&ctx, model, &data, -1, 0) != 0)
+    /* Read only the images asked for: a huge (or bomb) test split costs
+     * nothing beyond them. */
+    if (train_context_open(&ctx, model, &data, -1, index + count) != 0)
         return 1;
     int status = 1;
     tg_model_graph mg = {0};
@@ -58,14 +64,15 @@ int cmd_infer(int argc, char **argv)
     tg_options *o = NULL;
     float *image = NULL;
     const tg_dataset *d = ctx.test;
-    if (index + count > d->n) {
+    if (index + count > d->n) { /* d->n is at most index + count: the file holds fewer */
         fprintf(stderr, "tilegraph infer: images %lld..%lld do not exist: %s has %lld\n",
                 (long long)index, (long long)(index + count - 1), d->name, (long long)d->n);
         goto done;
     }
     if (tg_model_graph_create_ex(ctx.model, 1, NULL, &ctx.input, &mg) != TG_OK ||
         !(o = infer_options(threads)) || tg_session_create(mg.graph, o, &s) != TG_OK ||
-        tg_checkpoint_load(s, load, ctx.model->name) != TG_OK) {
+        tg_checkpoint_load_ex(s, load, ctx.model->name,
+                              allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         goto done;
     }
@@ -99,8 +106,8 @@ int cmd_infer(int argc, char **argv)
             printf("{\"index\":%lld,\"predicted\":%d,\"predicted_name\":\"%s\",\"label\":%d,"
                    "\"label_name\":\"%s\",\"scores\":[",
                    (long long)i, pred, pname, d->labels[i], lname);
-            for (int c = 0; c < classes; c++)
-                printf("%s%.6g", c ? "," : "", scores[c]);
+            for (int c = 0; c < classes; c++) /* JSON has no NaN: null, as JSON.stringify */
+                printf(isfinite(scores[c]) ? "%s%.6g" : "%snull", c ? "," : "", scores[c]);
             printf("]}\n");
         } else {
             printf("image %lld: predicted: %s (label: %s)%s\n", (long long)i, pname, lname,

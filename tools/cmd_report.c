@@ -5,26 +5,46 @@
  * differences. */
 #include "cli.h"
 
+#include "analyse/analyse.h"
 #include "analyse/report_data.h"
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The page, from the generated web_assets.c (cmake/embed_web.cmake). */
 extern const unsigned char tg_web_report_html[], tg_web_report_css[], tg_web_report_js[];
 extern const size_t tg_web_report_html_len, tg_web_report_css_len, tg_web_report_js_len;
 
-/* A directory means its training profile (what autoReport.directory holds). */
-static void resolve(const char *arg, char *out, size_t cap)
+/* Refuse an output that is one of the inputs (`report p.sqlite -o
+ * p.sqlite` would replace the profile with HTML) or a directory. */
+static int check_output(const char *out, tg_profile_reader *const *r, int n)
 {
-    struct stat st;
-    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(out, cap, "%s/training/profile.sqlite", arg);
-    else
-        snprintf(out, cap, "%s", arg);
+    struct stat so, si;
+    if (stat(out, &so) != 0)
+        return 0; /* a new file */
+    if (S_ISDIR(so.st_mode)) {
+        fprintf(stderr,
+                "tilegraph report: -o '%s' is a directory; name the HTML file to write, "
+                "e.g. -o %s/report.html\n",
+                out, out);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (stat(tg_profile_reader_path(r[i]), &si) == 0 && si.st_dev == so.st_dev &&
+            si.st_ino == so.st_ino) {
+            fprintf(stderr,
+                    "tilegraph report: -o '%s' is the profile being read (%s); "
+                    "writing the page there would destroy it: choose another file, "
+                    "e.g. -o report.html\n",
+                    out, tg_profile_reader_path(r[i]));
+            return 1;
+        }
+    return 0;
 }
 
 /* Write JSON so that it cannot end the <script> block it sits in: "</"
@@ -69,18 +89,48 @@ static void write_page(FILE *f, const char *json, size_t json_len)
     }
 }
 
+/* Write the page to a temporary beside `out`, then rename it over `out`:
+ * a full disk or a kill leaves the previous report whole, never a
+ * truncated one. Returns 0 or 1 (after the message). */
+static int write_atomically(const char *out, const char *json, size_t json_len)
+{
+    tg_atomic_file af;
+    tg_status st = tg_atomic_file_open(out, &af);
+    if (st == TG_OK) {
+        write_page(af.f, json, json_len);
+        if (ferror(af.f)) {
+            tg_atomic_file_abort(&af);
+            st = tg_error(TG_ERR_IO, "%s: cannot write the page: %s", out,
+                          strerror(errno ? errno : EIO));
+        } else {
+            st = tg_atomic_file_commit(&af);
+        }
+    }
+    if (st != TG_OK) {
+        fprintf(stderr, "tilegraph report: %s (any previous file is left as it was)\n",
+                tg_error_message());
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const char *out = "report.html";
     cli_flag flags[] = {
         {"-o", CLI_STRING, &out, "FILE", "the HTML file to write", 1, 0},
     };
-    cli_command cmd = {"report", "write a self-contained HTML report of a profile",
+    cli_command cmd = {"report",
+                       "write a self-contained HTML report of a profile",
                        "tilegraph report REPORT [OTHER] [-o report.html]",
-                       "REPORT and OTHER are profile.sqlite files or directories holding "
-                       "training/profile.sqlite (autoReport.directory). With OTHER the page "
-                       "compares the two. The page needs no network and opens in any browser.",
-                       flags, (int)(sizeof flags / sizeof flags[0])};
+                       "REPORT and OTHER are what `tilegraph analyse` takes: profile.sqlite "
+                       "files, directories holding training/profile.sqlite (autoReport.directory) "
+                       "or such a training/ or inference/ directory. With OTHER the page "
+                       "compares the two. The page needs no network and opens in any browser; "
+                       "it is written to a temporary file and renamed over FILE, never over a "
+                       "profile it reads.",
+                       flags,
+                       (int)(sizeof flags / sizeof flags[0])};
     /* positional arguments first, then the flags */
     const char *pos[2] = {NULL, NULL};
     int n_pos = 0;
@@ -108,26 +158,31 @@ int cmd_report(int argc, char **argv)
     }
 
     tg_profile_reader *r[2] = {NULL, NULL};
-    char path[2][1024];
+    const char *path[2] = {NULL, NULL};
     int rc = 1;
     tg_json_writer w;
     tg_json_writer_init(&w);
     char *json = NULL;
     size_t json_len = 0;
+    /* the same resolution as `analyse`: a file, an autoReport directory or
+     * its training/ or inference/ subdirectory */
     for (int i = 0; i < n_pos; i++) {
-        resolve(pos[i], path[i], sizeof path[i]);
-        if (tg_profile_reader_open(path[i], &r[i]) != TG_OK) {
+        if (tg_an_open(pos[i], &r[i]) != TG_OK) {
             fprintf(stderr, "tilegraph report: %s\n", tg_error_message());
             goto done;
         }
+        path[i] = tg_profile_reader_path(r[i]);
     }
+    if (check_output(out, r, n_pos))
+        goto done;
     if (n_pos == 2) {
         char ta[128];
         snprintf(ta, sizeof ta, "%s", tg_profile_reader_meta(r[0], "target"));
         const char *tb = tg_profile_reader_meta(r[1], "target");
         if (strcmp(ta, tb) != 0) {
-            fprintf(stderr, "tilegraph report: %s and %s are profiles of different targets "
-                            "('%s' and '%s'); compare reports of the same target\n",
+            fprintf(stderr,
+                    "tilegraph report: %s and %s are profiles of different targets "
+                    "('%s' and '%s'); compare reports of the same target\n",
                     path[0], path[1], ta, tb);
             goto done;
         }
@@ -146,16 +201,8 @@ int cmd_report(int argc, char **argv)
         fprintf(stderr, "tilegraph report: %s\n", tg_error_message());
         goto done;
     }
-    FILE *f = fopen(out, "wb");
-    if (!f) {
-        fprintf(stderr, "tilegraph report: cannot write '%s': %s\n", out, strerror(errno));
+    if (write_atomically(out, json, json_len) != 0)
         goto done;
-    }
-    write_page(f, json, json_len);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "tilegraph report: cannot write '%s': %s\n", out, strerror(errno));
-        goto done;
-    }
     printf("%s\n", out);
     rc = 0;
 done:

@@ -14,31 +14,40 @@
 #include "tilegraph/session.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "data/loader.h"
+#include "profile/trace_internal.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct train_args {
-    const char *model, *optimizer, *schedule, *save, *load;
-    int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs;
+    const char *model, *optimizer, *schedule, *save, *load, *target;
+    const char *checkpoint_every, *resume; /* docs/reliability.md */
+    int64_t return_period; /* --output-return-period; -1: not given */
+    int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs, max_steps;
     double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
     double max_grad_norm;
-    bool nesterov, no_bias_correction, json, quiet;
+    bool nesterov, no_bias_correction, json, quiet, allow_non_finite;
     device_args dev;
     data_args data;
+    /* --checkpoint-every, parsed: every N host steps, or every N epochs */
+    int64_t every_steps, every_epochs;
 } train_args;
 
 static int parse_args(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.model = "fashion-basic", .optimizer = "sgd",
                       .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
-                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1};
+                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1, .return_period = -1};
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
-    cli_flag flags[64] = {
+    cli_flag flags[96] = { /* room for the data and device flags appended below */
         {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0},
         {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
@@ -64,8 +73,21 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)", 0, 1e9},
         {"--load", CLI_STRING, &a->load, "FILE", "start from this checkpoint (.safetensors)", 1, 0},
         {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0},
+        {"--checkpoint-every", CLI_STRING, &a->checkpoint_every, "N|Ne",
+         "also write --save every N host steps (Ne: every N epochs), and when stopped by a signal",
+         1, 0},
+        {"--resume", CLI_STRING, &a->resume, "FILE",
+         "continue the run that wrote this checkpoint, bit for bit (same flags)", 1, 0},
+        {"--max-steps", CLI_INT, &a->max_steps, "N",
+         "stop after N host steps in all, as Ctrl-C would but exit 0 (0: no limit)", 0, 9e18},
+        {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
+         "--load/--resume: accept a checkpoint holding NaN or infinity", 1, 0},
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1, 0},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
+        {"--target", CLI_STRING, &a->target, "NAME",
+         "cpu or mk2 (the simulated tile processor); default cpu", 1, 0},
+        {"--output-return-period", CLI_INT, &a->return_period, "N",
+         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6},
     };
     int n = 0;
     while (flags[n].name)
@@ -85,6 +107,86 @@ static int parse_args(train_args *a, int argc, char **argv)
     int r = cli_parse(&cmd, argc, argv);
     a->dev.seed = a->seed;
     return r;
+}
+
+/* "N" host steps or "Ne" epochs, N >= 1. */
+static int parse_every(const char *text, int64_t *steps, int64_t *epochs)
+{
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    bool epochs_unit = end && *end == 'e' && end[1] == '\0';
+    if (errno || end == text || n < 1 || (*end && !epochs_unit) || text[0] == '-' ||
+        text[0] == '+' || text[0] == ' ')
+        return -1;
+    *(epochs_unit ? epochs : steps) = n;
+    return 0;
+}
+
+/* Flags that cannot apply are errors, not ignored. */
+static int check_args(train_args *a)
+{
+    const char *bad = NULL;
+    if (a->checkpoint_every && parse_every(a->checkpoint_every, &a->every_steps, &a->every_epochs))
+        bad = "--checkpoint-every takes N (host steps) or Ne (epochs), N >= 1: 500 or 2e";
+    else if (a->checkpoint_every && !a->save)
+        bad = "--checkpoint-every needs --save FILE: the checkpoint is written there";
+    else if (a->resume && a->load)
+        bad = "--resume and --load both give the starting weights: use one (--resume also "
+              "continues the step count and the data position)";
+    if (bad) {
+        fprintf(stderr, "tilegraph train: %s\n", bad);
+        return -1;
+    }
+    return 0;
+}
+
+/* Outputs are checked before any work: a missing directory or read-only
+ * mount found after an hour of training would lose the hour. */
+static int probe_outputs(const train_args *a)
+{
+    tg_status st = TG_OK;
+    if (a->save)
+        st = tg_probe_writable("--save", a->save);
+    if (st == TG_OK && a->dev.profile_dir)
+        st = tg_probe_writable_dir("--profile-dir", a->dev.profile_dir);
+    else if (st == TG_OK && a->dev.profile)
+        st = tg_probe_writable_dir("--profile", "./profile");
+    tg_trace_settings ts;
+    tg_trace_settings_get(&ts);
+    if (st == TG_OK && ts.enable)
+        st = tg_probe_writable_dir("host trace directory", ts.directory);
+    if (st != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s (nothing was trained)\n", tg_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+/* --target and --output-return-period: the options target and
+ * outputReturnPeriod, over --engine-option and --options. A return period
+ * without --output-mode everyN would be ignored, so it is an error. */
+static int apply_train_options(const train_args *a, tg_options *o)
+{
+    if (a->target && tg_options_set(o, "target", a->target) != TG_OK) {
+        fprintf(stderr, "tilegraph train: --target: %s\n", tg_error_message());
+        return -1;
+    }
+    if (a->return_period < 0)
+        return 0;
+    if (strcmp(tg_options_get_string(o, "outputMode"), "everyN")) {
+        fprintf(stderr, "tilegraph train: --output-return-period applies to --output-mode everyN "
+                        "only (the output mode is '%s'); add --output-mode everyN\n",
+                tg_options_get_string(o, "outputMode"));
+        return -1;
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)a->return_period);
+    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
+        fprintf(stderr, "tilegraph train: --output-return-period: %s\n", tg_error_message());
+        return -1;
+    }
+    return 0;
 }
 
 static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optimizer *opt)
@@ -137,23 +239,66 @@ typedef struct epoch_stats {
     float loss_scale;  /* at the end of the epoch */
 } epoch_stats;
 
-/* One epoch of training; returns TG_OK or the first failure. */
+/* Where the run is: the next host step is `step` of epoch `epoch`, and
+ * `done` host steps ran in this process. */
+typedef struct train_pos {
+    int64_t epoch, step, done;
+    int64_t per_step; /* samples per host step, recorded for --resume */
+    int stop;         /* the signal that stopped the run, -1 for --max-steps, 0 none */
+    const char *model;
+} train_pos;
+
+/* The checkpoint of --save, with the loader position for --resume. */
+static tg_status save_checkpoint(const train_args *a, const tg_session *s, const char *model,
+                                 const train_pos *pos)
+{
+    char epoch[32], step[32], seed[32], per[32];
+    snprintf(epoch, sizeof epoch, "%lld", (long long)pos->epoch);
+    snprintf(step, sizeof step, "%lld", (long long)pos->step);
+    snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
+    snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
+    const char *kv[] = {"train_epoch", epoch, "train_epoch_step",       step,
+                        "train_seed",  seed,  "train_samples_per_step", per};
+    return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
+}
+
+/* Stop here? A signal, or --max-steps reached. */
+static bool should_stop(const train_args *a, train_pos *pos)
+{
+    if (cli_stop_signal())
+        pos->stop = cli_stop_signal();
+    else if (a->max_steps && pos->done >= a->max_steps)
+        pos->stop = -1;
+    return pos->stop != 0;
+}
+
+/* One epoch of training from host step pos->step; returns TG_OK or the
+ * first failure. Stops early, at a host-step boundary, when should_stop. */
 static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_graph *mg,
-                             tg_loader *loader, int64_t epoch, step_buffers *b, epoch_stats *st)
+                             tg_loader *loader, train_pos *pos, step_buffers *b, epoch_stats *st)
 {
     cli_progress bar;
     char label[32], status[160] = "";
+    int64_t epoch = pos->epoch;
     snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)a->epochs);
     memset(st, 0, sizeof *st);
     int64_t skipped_before = tg_session_skipped_updates(s);
     tg_loader_start_epoch(loader, epoch);
     int64_t steps = tg_loader_steps_per_epoch(loader);
+    /* A resumed run skips the steps its checkpoint had done: the order of an
+     * epoch depends on (seed, epoch) only, so this lands on the same samples. */
+    for (int64_t k = 0; k < pos->step; k++) {
+        int64_t count = 0;
+        TG_TRY(load_step(loader, b, &count));
+    }
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
     double t0 = cli_now();
-    for (int64_t k = 0; k < steps; k++) {
+    for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
         int64_t count = 0;
         TG_TRY(load_step(loader, b, &count));
         TG_TRY(run_step(s, mg, b, count));
+        pos->step = k + 1;
+        pos->done++;
         st->correct += b->correct;
         st->scored += b->scored;
         st->loss_sum += b->loss_sum;
@@ -161,11 +306,15 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         st->seen += count;
         st->steps++;
         double dt = cli_now() - t0;
-        snprintf(status, sizeof status, "loss %.4f | acc %5.2f%% | %.0f samples/s",
-                 st->loss_sum / (double)(st->losses ? st->losses : 1),
-                 100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1),
+        char acc[24] = "n/a";
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%5.2f%%", 100.0 * (double)st->correct / (double)st->scored);
+        snprintf(status, sizeof status, "loss %.4f | acc %s | %.0f samples/s",
+                 st->loss_sum / (double)(st->losses ? st->losses : 1), acc,
                  (double)st->seen / (dt > 0 ? dt : 1e-9));
         cli_progress_update(&bar, k + 1, status);
+        if (a->every_steps && pos->done % a->every_steps == 0)
+            TG_TRY(save_checkpoint(a, s, pos->model, pos));
     }
     st->seconds = cli_now() - t0;
     st->skipped = tg_session_skipped_updates(s) - skipped_before;
@@ -174,28 +323,143 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     return TG_OK;
 }
 
+/* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
+ * never the `nan` that is not JSON, and the model name is escaped. */
+static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
+                             double train_acc, double test_acc, double sps)
+{
+    tg_json_writer w;
+    tg_json_writer_init(&w);
+    tg_json_begin_object(&w);
+    tg_json_key(&w, "model");
+    tg_json_string(&w, a->model);
+    tg_json_key(&w, "epoch");
+    tg_json_int(&w, epoch + 1);
+    tg_json_key(&w, "train_loss");
+    tg_json_number(&w, st->loss_sum / (double)(st->losses ? st->losses : 1));
+    tg_json_key(&w, "train_accuracy");
+    tg_json_number(&w, train_acc); /* NaN (null): the output mode returns no predictions */
+    tg_json_key(&w, "test_accuracy");
+    tg_json_number(&w, test_acc);
+    tg_json_key(&w, "samples_per_s");
+    tg_json_number(&w, sps);
+    tg_json_key(&w, "seconds");
+    tg_json_number(&w, st->seconds);
+    tg_json_key(&w, "loss_scale");
+    tg_json_number(&w, st->loss_scale);
+    tg_json_key(&w, "skipped_updates");
+    tg_json_int(&w, st->skipped);
+    tg_json_end_object(&w);
+    char *text = NULL;
+    size_t len = 0;
+    if (tg_json_writer_finish(&w, &text, &len) == TG_OK)
+        printf("%s\n", text);
+    tg_free(text);
+    tg_json_writer_free(&w);
+}
+
+/* The train accuracy needs every sample's prediction: an output mode that
+ * returns only sums or the last iteration scores nothing, and says so
+ * rather than print 0%. */
 static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
 {
-    double sps = (double)st->seen / st->seconds;
+    double sps = st->seconds > 0 ? (double)st->seen / st->seconds : 0.0;
+    double loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
+    double train_acc = st->scored ? 100.0 * (double)st->correct / (double)st->scored : NAN;
     if (a->json) {
-        printf("{\"model\":\"%s\",\"epoch\":%lld,\"train_loss\":%.6f,\"train_accuracy\":%.4f,"
-               "\"test_accuracy\":%.4f,\"samples_per_s\":%.1f,\"seconds\":%.3f,"
-               "\"loss_scale\":%g,\"skipped_updates\":%lld}\n",
-               a->model, (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
-               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               st->seconds, (double)st->loss_scale, (long long)st->skipped);
+        print_epoch_json(a, epoch, st, train_acc, test_acc, sps);
     } else {
-        char t[32];
-        printf("epoch %lld: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, "
+        char t[32], acc[96];
+        if (st->scored)
+            snprintf(acc, sizeof acc, "%.2f%%", train_acc);
+        else
+            snprintf(acc, sizeof acc, "not available (the output mode returns no predictions)");
+        printf("epoch %lld: train loss %.4f, train accuracy %s, test accuracy %.2f%%, "
                "%.0f samples/s (%s)\n",
-               (long long)epoch + 1, st->loss_sum / (double)(st->losses ? st->losses : 1),
-               100.0 * (double)st->correct / (double)(st->scored ? st->scored : 1), test_acc, sps,
-               cli_duration(st->seconds, t, sizeof t));
+               (long long)epoch + 1, loss, acc, test_acc, sps, cli_duration(st->seconds, t, sizeof t));
         if (a->dev.loss_scaling || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");
     }
     fflush(stdout);
+}
+
+/* --resume: where the checkpoint's run stopped. Its seed and host-step size
+ * must be this run's, or the data order would differ. */
+static int resume_position(const train_args *a, int64_t per_step, int64_t steps_per_epoch,
+                           train_pos *pos)
+{
+    const char *keys[] = {"train_epoch", "train_epoch_step", "train_seed",
+                          "train_samples_per_step"};
+    int64_t v[4];
+    for (int i = 0; i < 4; i++) {
+        char buf[32], *end = NULL;
+        if (tg_checkpoint_read_meta(a->resume, keys[i], buf, sizeof buf) != TG_OK) {
+            fprintf(stderr,
+                    "tilegraph train: --resume: %s (only a checkpoint written by train "
+                    "--save can be resumed; use --load to start from its weights)\n",
+                    tg_error_message());
+            return -1;
+        }
+        errno = 0;
+        v[i] = strtoll(buf, &end, 10);
+        if (errno || !*buf || *end || v[i] < 0) {
+            fprintf(stderr,
+                    "tilegraph train: --resume %s: metadata '%s' is '%s', not a "
+                    "non-negative integer\n",
+                    a->resume, keys[i], buf);
+            return -1;
+        }
+    }
+    if (v[2] != a->seed || v[3] != per_step) {
+        fprintf(stderr,
+                "tilegraph train: --resume %s: the run used --seed %lld and %lld samples "
+                "per host step, this one --seed %lld and %lld; give the same --seed, "
+                "--batch-size, --gradient-accumulation, --device-iterations and "
+                "--replicas to continue it\n",
+                a->resume, (long long)v[2], (long long)v[3], (long long)a->seed,
+                (long long)per_step);
+        return -1;
+    }
+    if (v[1] > steps_per_epoch) {
+        fprintf(stderr,
+                "tilegraph train: --resume %s: stopped at host step %lld of an epoch, "
+                "but an epoch has %lld here: is --data or --train-limit different?\n",
+                a->resume, (long long)v[1], (long long)steps_per_epoch);
+        return -1;
+    }
+    pos->epoch = v[0];
+    pos->step = v[1];
+    return 0;
+}
+
+/* Profiles are closed (and renamed into place) after the checkpoint is safe;
+ * a profile failure is reported once and makes the exit code non-zero. */
+static int finish_profiles(tg_session *train, tg_session *eval)
+{
+    int failed = 0;
+    tg_session *list[2] = {train, eval};
+    for (int i = 0; i < 2; i++)
+        if (tg_session_finish_profile(list[i]) != TG_OK) {
+            fprintf(stderr,
+                    "tilegraph train: %s (the profile was not written; the checkpoint "
+                    "is not affected)\n",
+                    tg_error_message());
+            failed = 1;
+        }
+    return failed;
+}
+
+static void explain_failure(const train_args *a, tg_status st)
+{
+    fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+    if (st == TG_ERR_NUMERIC)
+        fprintf(stderr,
+                "tilegraph train: the run diverged; try a lower --lr, --loss-scaling "
+                "dynamic or --lr-warmup-epochs%s\n",
+                a->every_steps || a->every_epochs
+                    ? ", and --resume the last checkpoint (it holds the weights before this step)"
+                    : "; --checkpoint-every keeps the weights of long runs");
 }
 
 int cmd_train(int argc, char **argv)
@@ -204,6 +468,11 @@ int cmd_train(int argc, char **argv)
     int r = parse_args(&a, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
+    if (check_args(&a) != 0)
+        return 2;
+    if (probe_outputs(&a) != 0)
+        return 1;
+    cli_stop_at_step_boundaries();
     train_context ctx;
     if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0)
         return 1;
@@ -213,8 +482,10 @@ int cmd_train(int argc, char **argv)
     tg_model_graph mg = {0};
     tg_session *s = NULL;
     step_buffers b = {0};
+    train_pos pos = {0};
+    pos.model = ctx.model->name;
     tg_options *o = device_options(&a.dev, "train", false);
-    if (!o)
+    if (!o || apply_train_options(&a, o) != 0)
         goto done;
     /* a host step's samples, from the options: the loader and the learning
      * rate schedule (which counts weight updates) need them before the
@@ -222,6 +493,7 @@ int cmd_train(int argc, char **argv)
     int64_t m = tg_options_get_int(o, "Training.gradientAccumulation");
     int64_t per_update = a.batch * m * tg_options_get_int(o, "replicationFactor");
     int64_t per_step = per_update * tg_options_get_int(o, "deviceIterations");
+    pos.per_step = per_step;
     tg_loader_config lc;
     tg_status ls = loader_config(&ctx, ctx.train, per_step, true, &lc);
     lc.seed = (uint64_t)a.seed;
@@ -231,15 +503,29 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    int64_t updates_per_epoch = tg_loader_steps_per_epoch(loader) * per_step / per_update;
+    int64_t steps_per_epoch = tg_loader_steps_per_epoch(loader);
+    if (a.resume && resume_position(&a, per_step, steps_per_epoch, &pos) != 0)
+        goto done;
+    int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
     if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
         goto done;
+    double compile_start = cli_now();
     if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||
         tg_session_create(mg.graph, o, &s) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    if (a.load && tg_checkpoint_load(s, a.load, ctx.model->name) != TG_OK) {
+    /* PopTorch's line, so a user sees that and how long the graph compiled
+     * (the graph, its passes and the plans: all before the first step) */
+    if (!a.json) {
+        char t[32];
+        printf("Graph compilation: 100%% (%s)\n",
+               cli_duration(cli_now() - compile_start, t, sizeof t));
+    }
+    const char *start = a.resume ? a.resume : a.load;
+    if (start &&
+        tg_checkpoint_load_ex(s, start, ctx.model->name,
+                              a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
@@ -248,22 +534,47 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     if (!a.json)
-        print_setup(&ctx, s, a.batch, tg_loader_steps_per_epoch(loader));
+        print_setup(&ctx, s, a.batch, steps_per_epoch);
     double total_seconds = 0, test_acc = 0;
     int64_t total_samples = 0;
-    for (int64_t e = 0; e < a.epochs; e++) {
+    for (; pos.epoch < a.epochs && !pos.stop; pos.epoch++, pos.step = 0) {
         epoch_stats st;
-        if (train_epoch(&a, s, &mg, loader, e, &b, &st) != TG_OK ||
-            evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc) != TG_OK) {
-            fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        tg_status ts = train_epoch(&a, s, &mg, loader, &pos, &b, &st);
+        if (ts == TG_OK && pos.step < steps_per_epoch)
+            break; /* stopped inside the epoch: the position stays there */
+        if (ts == TG_OK)
+            ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
+        if (ts != TG_OK) {
+            explain_failure(&a, ts);
             goto done;
         }
         total_seconds += st.seconds;
         total_samples += st.seen;
-        print_epoch(&a, e, &st, test_acc);
+        print_epoch(&a, pos.epoch, &st, test_acc);
+        if (a.every_epochs && (pos.epoch + 1) % a.every_epochs == 0 && pos.epoch + 1 < a.epochs) {
+            train_pos next = pos;
+            next.epoch++, next.step = 0;
+            if (save_checkpoint(&a, s, ctx.model->name, &next) != TG_OK) {
+                fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+                goto done;
+            }
+        }
+        if (!pos.stop)
+            should_stop(&a, &pos);
     }
-    if (a.save && tg_checkpoint_save(s, a.save, ctx.model->name) != TG_OK) {
+    if (pos.stop && pos.step >= steps_per_epoch)
+        pos.epoch++, pos.step = 0; /* stopped at an epoch's end: resume at the next */
+    if (a.save && save_checkpoint(&a, s, ctx.model->name, &pos) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    int profile_failed = finish_profiles(s, ctx.eval_session);
+    if (pos.stop) {
+        fprintf(stderr, "tilegraph train: stopped %s at epoch %lld, host step %lld%s%s\n",
+                pos.stop > 0 ? "by a signal" : "by --max-steps", (long long)pos.epoch + 1,
+                (long long)pos.step, a.save ? "; continue with --resume " : "",
+                a.save ? a.save : "");
+        status = pos.stop > 0 ? cli_signal_exit_code(pos.stop) : profile_failed;
         goto done;
     }
     if (!a.json) {
@@ -272,11 +583,12 @@ int cmd_train(int argc, char **argv)
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile");
         printf("test accuracy: %.2f%%\n", test_acc);
-        printf("training: %.0f samples/s\n", (double)total_samples / total_seconds);
+        if (total_seconds > 0)
+            printf("training: %.0f samples/s\n", (double)total_samples / total_seconds);
         if (a.save)
             printf("saved: %s\n", a.save);
     }
-    status = 0;
+    status = profile_failed;
 done:
     step_buffers_free(&b);
     tg_session_destroy(s);

@@ -3,6 +3,8 @@
 
 #include "compile/placement.h"
 #include "core/alloc.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,7 @@ int device_flags(device_args *a, cli_flag *f)
          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
         {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
-         "storage types: 32.32, 16.32, 16.16, bf16.32 or bf16.bf16 (kernels compute in f32)", 1, 0},
+         "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels compute in f32)", 1, 0},
         {"--loss-scaling", CLI_STRING, &a->loss_scaling, "KIND",
          "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0},
         {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale, default 1024",
@@ -69,19 +71,26 @@ int device_flags(device_args *a, cli_flag *f)
     return DEVICE_FLAG_COUNT;
 }
 
+/* The whole file as a string; NULL after recording why (a directory or a
+ * FIFO is refused before it is read: "--options DIR" must not parse as an
+ * empty document, a FIFO must not hang). */
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    FILE *f;
+    if (tg_fopen_regular(path, &f) != TG_OK)
         return NULL;
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = (len + 4096 + 1) * 2;
-            char *nb = tg_realloc(buf, cap);
-            if (!nb)
-                break;
+            char *nb = cap > ((size_t)1 << 24) ? NULL : tg_realloc(buf, cap);
+            if (!nb) {
+                tg_error(TG_ERR_CONFIG, "'%s' is over 16 MB: not an options file", path);
+                tg_free(buf);
+                fclose(f);
+                return NULL;
+            }
             buf = nb;
         }
         size_t n = fread(buf + len, 1, 4096, f);
@@ -119,7 +128,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     if (a->options_file) {
         char *text = read_text(a->options_file);
         if (!text) {
-            fprintf(stderr, "tilegraph %s: cannot read options file '%s'\n", command, a->options_file);
+            fprintf(stderr, "tilegraph %s: --options: %s\n", command, tg_error_message());
             ok = false;
         } else if (tg_options_set_json(o, text, a->options_file) != TG_OK) {
             fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());

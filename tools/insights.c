@@ -259,10 +259,12 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
             fprintf(out, "  %-42s does not compile: %s\n", remedies[i].what, tg_error_message());
             continue;
         }
-        fprintf(out, "  %-42s %s -> %s, saves %s (%.0f%%)%s%s%s\n", remedies[i].what,
+        /* a remedy can cost memory here (f16 staging, say): "adds", not "saves -N B" */
+        int64_t saved = need - after;
+        fprintf(out, "  %-42s %s -> %s, %s %s (%.0f%%)%s%s%s\n", remedies[i].what,
                 cli_bytes((double)need, a, sizeof a), cli_bytes((double)after, b, sizeof b),
-                cli_bytes((double)(need - after), c, sizeof c),
-                need ? 100.0 * (double)(need - after) / (double)need : 0.0,
+                saved < 0 ? "adds" : "saves", cli_bytes((double)(saved < 0 ? -saved : saved), c, sizeof c),
+                need ? 100.0 * (double)(saved < 0 ? -saved : saved) / (double)need : 0.0,
                 cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
                 remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? "; split " : "",
                 remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? where : "");

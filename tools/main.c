@@ -1,6 +1,7 @@
 /* tools/main.c - the `tilegraph` command: dispatch to subcommands. */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,11 +41,48 @@ static void usage(FILE *out)
     fprintf(out, "\n'tilegraph <command> --help' describes a command's options.\n");
 }
 
-static void write_trace_at_exit(void)
+/* ---- signals: stop at a step boundary, or die as usual -------------------------- */
+
+static volatile sig_atomic_t stop_signal, polling;
+
+/* Async-signal-safe: a flag, or the default action. A second signal always
+ * gets the default action (SA_RESETHAND), so a stuck command still dies. */
+static void on_stop_signal(int sig)
 {
-    if (tg_trace_shutdown() != TG_OK)
-        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    if (!polling) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
 }
+
+int cli_stop_signal(void) { return stop_signal; }
+void cli_stop_at_step_boundaries(void) { polling = 1; }
+int cli_signal_exit_code(int sig) { return 128 + sig; }
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The host trace is written once, at the end. Its failure is the command's
+ * failure (one message, a non-zero exit), not a warning. */
+static int finish_trace(int rc)
+{
+    if (tg_trace_shutdown() == TG_OK)
+        return rc;
+    fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    return rc ? rc : 1;
+}
+
+static void write_trace_at_exit(void) { (void)finish_trace(0); }
 
 int main(int argc, char **argv)
 {
@@ -53,7 +91,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         return 2;
     }
-    atexit(write_trace_at_exit);
+    atexit(write_trace_at_exit); /* for paths that call exit(); a no-op after finish_trace */
+    catch_stop_signals();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -69,7 +108,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         if (subcommands[i].run && !strcmp(name, subcommands[i].name))
-            return subcommands[i].run(argc - 2, argv + 2);
+            return finish_trace(subcommands[i].run(argc - 2, argv + 2));
     fprintf(stderr, "tilegraph: unknown command '%s'\n\n", name);
     usage(stderr);
     return 2;

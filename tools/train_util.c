@@ -18,6 +18,8 @@ void data_args_defaults(data_args *d)
     memset(d, 0, sizeof *d);
     d->dataset = "fashion-mnist";
     d->loader = "sync";
+    d->workers = -1; /* not given: the loader's default (and an error without --loader async) */
+    d->prefetch_depth = -1;
     d->loss = "cross-entropy";
 }
 
@@ -40,6 +42,9 @@ int data_flags(data_args *d, cli_flag *f)
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
         {"--loss", CLI_STRING, &d->loss, "KIND",
          "ONNX models: the loss appended to the logits, cross-entropy (default) or mse", 1, 0},
+        {"--normalize", CLI_STRING, &d->normalize, "MEAN/STD",
+         "normalise images as (x/255 - MEAN) / STD, per channel with commas: 0.1307/0.3081 "
+         "(default: the zoo model's own; none for ONNX models)", 1, 0},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -106,6 +111,16 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         fprintf(stderr, "tilegraph: --loader '%s' is not sync or async\n", data->loader);
         return -1;
     }
+    /* the sync loader has no workers and prepares nothing ahead: a flag
+     * for the async one would be silently ignored */
+    if (tg_loader_mode_parse(data->loader) != TG_LOADER_ASYNC &&
+        (data->workers >= 0 || data->prefetch_depth >= 0)) {
+        fprintf(stderr, "tilegraph: %s applies to the async loader only; add --loader async "
+                        "(or drop %s)\n",
+                data->workers >= 0 ? "--workers" : "--prefetch-depth",
+                data->workers >= 0 ? "--workers" : "--prefetch-depth");
+        return -1;
+    }
     if ((train_limit >= 0 &&
          tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
         tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
@@ -114,7 +129,17 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         return -1;
     }
     const tg_dataset *d = ctx->test;
-    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO};
+    /* The model is built for the test split's images; a train split of
+     * another size would be silently resized into garbage. */
+    const tg_dataset *t = ctx->train;
+    if (t && (t->c != d->c || t->h != d->h || t->w != d->w)) {
+        fprintf(stderr, "tilegraph: the training split %s holds %dx%dx%d images but the test split "
+                        "%s %dx%dx%d: give files of one data set\n",
+                t->name, t->c, t->h, t->w, d->name, d->c, d->h, d->w);
+        train_context_close(ctx);
+        return -1;
+    }
+    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO, 0, {0}, {0}};
     if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());
         train_context_close(ctx);
@@ -122,6 +147,16 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     }
     if (data->resize && parse_size(data->resize, &in.height, &in.width) != 0) {
         fprintf(stderr, "tilegraph: --resize '%s' is not HxW (for example 64x64)\n", data->resize);
+        train_context_close(ctx);
+        return -1;
+    }
+    if (data->normalize && (tg_model_normalisation_parse(data->normalize, &in) != TG_OK ||
+                            (in.norm_channels != 1 && in.norm_channels != in.channels))) {
+        if (in.norm_channels > 1 && in.norm_channels != in.channels)
+            fprintf(stderr, "tilegraph: --normalize '%s' gives %d channels but the images have %d\n",
+                    data->normalize, in.norm_channels, in.channels);
+        else
+            fprintf(stderr, "tilegraph: --normalize: %s\n", tg_error_message());
         train_context_close(ctx);
         return -1;
     }
@@ -148,7 +183,7 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     if (ds->c > TG_LOADER_MAX_CHANNELS)
         return tg_error(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", ds->name, ds->c,
                         TG_LOADER_MAX_CHANNELS);
-    tg_model_normalisation(ctx->model, ds->c, mean, std);
+    tg_model_input_normalisation(ctx->model, &ctx->input, ds->c, mean, std);
     lc->channel_stats = ds->c;
     for (int c = 0; c < ds->c; c++) {
         lc->channel_mean[c] = mean[c];
@@ -156,6 +191,13 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     }
     lc->mean = ctx->model->mean;
     lc->std = ctx->model->std;
+    if (ctx->input.norm_channels > 0) { /* the averages, for code that takes one value */
+        lc->mean = lc->std = 0;
+        for (int c = 0; c < ds->c; c++) {
+            lc->mean += mean[c] / (float)ds->c;
+            lc->std += std[c] / (float)ds->c;
+        }
+    }
     if (ctx->input.height != ds->h || ctx->input.width != ds->w) {
         lc->out_h = ctx->input.height;
         lc->out_w = ctx->input.width;
@@ -164,8 +206,8 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     if (training) {
         lc->flip_prob = (float)ctx->data.flip;
         lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
-        lc->num_workers = (int)ctx->data.workers;
-        lc->prefetch_depth = (int)ctx->data.prefetch_depth;
+        lc->num_workers = ctx->data.workers > 0 ? (int)ctx->data.workers : 0; /* 0: default */
+        lc->prefetch_depth = ctx->data.prefetch_depth > 0 ? (int)ctx->data.prefetch_depth : 0;
     } else {
         lc->shuffle = false;
         lc->drop_last = false;

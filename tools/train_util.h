@@ -25,11 +25,12 @@ typedef struct data_args {
     bool eight_bit;      /* stream u8 images, normalise them on the device */
     const char *stem;    /* ResNets: auto, imagenet or cifar */
     const char *loss;    /* ONNX models: the loss appended (cross-entropy or mse) */
+    const char *normalize; /* "MEAN/STD": the input's normalisation (default: the model's) */
 } data_args;
 
 void data_args_defaults(data_args *d);
 /* The flags that fill d (room for DATA_FLAG_COUNT). */
-#define DATA_FLAG_COUNT 10
+#define DATA_FLAG_COUNT 11
 int data_flags(data_args *d, cli_flag *flags);
 
 typedef struct train_context {

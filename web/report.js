@@ -66,7 +66,7 @@ function diffCells(a, b, fmt) {
 }
 function table(headers, rows, attrs) {
   return el('table', attrs || {}, el('thead', null, el('tr', null, headers.map(function (h) {
-    return el('th', { cls: /^[#]|bytes|flops|time|share|count|calls|diff|%|device \d|slots/.test(h) ? 'num' : '' }, h);
+    return el('th', { cls: /^[#]|bytes|flops|FLOPs|time|share|count|calls|diff|%|device \d|slots/.test(h) ? 'num' : '' }, h);
   }))), el('tbody', null, rows));
 }
 function td(v, cls, attrs) { var a = attrs || {}; if (cls) a.cls = cls; return el('td', a, v); }
@@ -92,6 +92,7 @@ function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
   ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
+  r.insights = raw.insights || null;
   r.nDevices = r.devices.length;
   r.deviceTotal = r.devices.map(function (d) {
     return sum(r.memory.filter(function (m) { return m.device === d.device && inArena(m.category); }), function (m) { return m.bytes; });
@@ -115,7 +116,7 @@ try {
 } catch (e) { reportError('cannot read the report data: ' + e.message); }
 
 /* ---- tabs and hash ---- */
-var TABS = [['summary', 'Summary'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
+var TABS = [['summary', 'Summary'], ['insights', 'Insights'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
             ['operations', 'Operations'], ['trace', 'Execution Trace'], ['host', 'Host']];
 var renderers = {};
 /* Render times (ms) of each tab shown, and data-load: from navigation start
@@ -149,6 +150,42 @@ function route() {
   timings.setAttribute('data-tab-' + h.tab, (performance.now() - t0).toFixed(1));
 }
 
+/* ---- Insights: the tables and sentences of `tilegraph analyse insights`,
+ * built by the same C code (report_data.c), shown as they are ---- */
+function fmtKind(kind, v) {
+  if (v == null) return '-';
+  if (kind === 'bytes') return fmtBytes(v);
+  if (kind === 'ns') return fmtNs(v);
+  if (kind === 'frac') return pct(v);
+  if (kind === 'count' || kind === 'id') return String(v);
+  if (kind === 'num') return fmtNum(v);
+  return String(v);
+}
+function renderInsightsOf(sec, r, sfx) {
+  var ins = r.insights;
+  if (!ins) { sec.appendChild(el('p', { cls: 'muted' }, 'This report holds no insights (written by an older tilegraph).')); return; }
+  if (ins.error) { sec.appendChild(el('p', { id: 'insights-error' + sfx }, 'The insights cannot be built: ' + ins.error)); return; }
+  ins.tables.forEach(function (t, ti) {
+    var keep = t.kinds.map(function (k, c) { return k !== 'bar' ? c : -1; }).filter(function (c) { return c >= 0; });
+    sec.appendChild(el('h3', null, t.title));
+    sec.appendChild(table(keep.map(function (c) { return t.cols[c]; }), t.rows.map(function (row) {
+      return el('tr', null, keep.map(function (c) {
+        var k = t.kinds[c], text = k === 'text' || k === 'label';
+        return td(fmtKind(k, row[c]), text ? '' : 'num', { 'data-col': t.cols[c], 'data-value': row[c] == null ? '' : row[c] });
+      }));
+    }), { id: 'insights' + sfx + '-' + ti, 'data-title': t.title }));
+  });
+  sec.appendChild(el('h3', null, 'What they say'));
+  sec.appendChild(el('ul', { id: 'insights-notes' + sfx, 'data-count': ins.notes.length }, ins.notes.map(function (n) { return el('li', null, n); })));
+}
+renderers.insights = function (sec) {
+  sec.appendChild(el('p', { cls: 'muted' }, 'What to look at first, for memory and for time: the same tables and sentences as tilegraph analyse REPORT insights.'));
+  reports.forEach(function (r, i) {
+    if (reports.length > 1) sec.appendChild(el('h2', null, (i ? 'B (target): ' : 'A (source): ') + r.path));
+    renderInsightsOf(sec, r, i ? '-b' : '');
+  });
+};
+
 /* ---- Summary ---- */
 var SUMMARY_KEYS = [['program', 'program'], ['target', 'target'], ['strategy', 'strategy'], ['schedule', 'schedule'],
   ['devices', 'devices'], ['replicas', 'replicas'], ['micro_batches', 'micro-batches per update'],
@@ -156,6 +193,33 @@ var SUMMARY_KEYS = [['program', 'program'], ['target', 'target'], ['strategy', '
   ['tensors', 'tensors'], ['steps', 'program steps'], ['transfers', 'transfers'],
   ['arena_bytes', 'arena bytes (one replica)'], ['flops_per_run', 'FLOPs per run'], ['tilegraph_version', 'version'],
   ['created', 'created']];
+/* Tiled targets (mk2), as PopVision's summary shows an IPU: tiles, the
+ * memory of a tile, a device and all devices, and the graph's compute sets,
+ * vertices and edges (the same figures as `tilegraph analyse summary`). */
+function renderTiledSummary(sec, a, b) {
+  var tiled = function (r) { return r && +(r.meta.tiles_per_device || 0) > 0; };
+  if (!tiled(a) && !tiled(b)) return;
+  var fig = function (r, k) {
+    if (!tiled(r)) return null;
+    var m = r.meta, tiles = +m.tiles_per_device, per = +m.memory_per_tile, n = (+m.devices || 1) * (+m.replicas || 1);
+    return { tiles_per_device: tiles, tiles_all: tiles * n, workers_per_tile: +m.workers_per_tile, compute_sets: +m.compute_sets,
+             vertices: +m.vertices, edges: +m.edges, memory_per_tile: per, memory_per_device: tiles * per, memory_all: tiles * per * n }[k];
+  };
+  var rows = [['tiles_per_device', 'tiles per device'], ['tiles_all', 'tiles in all'], ['workers_per_tile', 'worker threads per tile'],
+    ['compute_sets', 'compute sets'], ['vertices', 'vertices'], ['edges', 'edges'], ['memory_per_tile', 'memory per tile'],
+    ['memory_per_device', 'memory per device'], ['memory_all', 'memory of all devices']].map(function (k) {
+    var exact = function (x) { return String(x).replace(/\B(?=(\d{3})+(?!\d))/g, ','); };
+    var fmt = /memory/.test(k[0]) ? fmtBytes : exact, va = fig(a, k[0]), cells = [td(k[1]), td(va == null ? '-' : fmt(va), 'num', { id: 'tiled-' + k[0], 'data-value': va == null ? '' : va })];
+    if (b) {
+      var vb = fig(b, k[0]);
+      cells.push(td(vb == null ? '-' : fmt(vb), 'num', { id: 'tiled-b-' + k[0], 'data-value': vb == null ? '' : vb }));
+      cells = cells.concat(va != null && vb != null ? diffCells(va, vb, fmt) : [td(''), td('')]);
+    }
+    return el('tr', null, cells);
+  });
+  sec.appendChild(el('h2', null, 'Target (tiles)'));
+  sec.appendChild(table(b ? ['', 'source', 'target', 'diff', 'diff %'] : ['', 'value'], rows, { id: 'summary-tiles' }));
+}
 renderers.summary = function (sec) {
   var a = reports[0], b = reports[1];
   sec.appendChild(el('div', { cls: 'cards' },
@@ -167,6 +231,13 @@ renderers.summary = function (sec) {
   var isNum = function (k) { return /^-?\d+(\.\d+)?$/.test(a.meta[k] || ''); };
   var hdr = b ? ['', 'source (' + a.path + ')', 'target (' + b.path + ')', 'diff', 'diff %'] : ['', 'value'];
   sec.appendChild(table(hdr, SUMMARY_KEYS.filter(function (k) { return k[0] in a.meta || (b && k[0] in b.meta); }).map(function (k) {
+    /* a pipeline schedule means nothing on one device: name none (as analyse does) */
+    var sched = function (r) { return r.nDevices === 1 ? 'none (one device)' : r.meta.schedule; };
+    if (k[0] === 'schedule') {
+      var sc = [td(k[1]), td(sched(a), '', { id: 'meta-schedule', 'data-value': sched(a) })];
+      if (b) sc.push(td(sched(b), '', { id: 'meta-b-schedule', 'data-value': sched(b) }), td(sched(a) === sched(b) ? '' : 'differs'), td(''));
+      return el('tr', null, sc);
+    }
     var va = a.meta[k[0]], fmt = /bytes/.test(k[0]) ? function (x) { return fmtBytes(+x); } : isNum(k[0]) ? function (x) { return fmtNum(+x); } : String;
     var cells = [td(k[1]), td(va == null ? '-' : fmt(va), isNum(k[0]) ? 'num' : '', { id: 'meta-' + k[0], 'data-value': va })];
     if (b) {
@@ -177,6 +248,7 @@ renderers.summary = function (sec) {
     }
     return el('tr', null, cells);
   }), { id: 'summary-meta' }));
+  renderTiledSummary(sec, a, b);
   sec.appendChild(el('h2', null, 'Per device'));
   var nd = Math.max(a.nDevices, b ? b.nDevices : 0), rows = [];
   for (var d = 0; d < nd; d++) {
@@ -271,29 +343,32 @@ renderers.liveness = function (sec, args) {
   var dev = args.device != null && args.device !== '' ? +args.device : null;
   var s1 = args.step != null && args.step !== '' ? +args.step : null, s2 = args.step2 != null && args.step2 !== '' ? +args.step2 : null;
   sec.appendChild(el('h2', null, 'Live bytes over program steps'));
-  sec.appendChild(el('p', { cls: 'muted' }, 'Activations live at each step (plus its kernel scratch), on each device\'s timeline: forward, backward, then update steps. Click a step to list its live tensors; shift-click a second step to see what changed between them.'));
+  sec.appendChild(el('p', { cls: 'muted' }, 'Activations live at each step (plus its kernel scratch, red) above the always-live baseline (weights, optimizer state, stash, buffers; grey), on each device\'s timeline: forward, backward, then update steps. Click a step to list its live tensors; shift-click a second step to see what changed between them.'));
   var W = 1300, H = 130;
   r.devices.forEach(function (d) {
     var pts = r.liveness.filter(function (l) { return l.device === d.device; });
     if (!pts.length) return;
-    var max = Math.max.apply(null, pts.map(function (l) { return l.live_bytes; }).concat([1]));
+    var base = function (l) { return l.always_live_bytes || 0; };
+    var max = Math.max.apply(null, pts.map(function (l) { return l.live_bytes + base(l); }).concat([1]));
     var peak = pts.reduce(function (p, l) { return l.live_bytes > p.live_bytes ? l : p; }, pts[0]);
     var n = pts.length, bw = (W - 70) / n;
-    var g = svg('svg', { width: W, height: H + 24, class: 'chart', id: 'liveness-device-' + d.device, 'data-peak-step': peak.step, 'data-peak-bytes': peak.live_bytes });
-    var t = svg('text', { x: 4, y: 14, 'font-size': 12 }); t.textContent = 'device ' + d.device + ' - peak ' + fmtBytes(peak.live_bytes) + ' at step ' + peak.step + ' (' + peak.name + ')';
+    var g = svg('svg', { width: W, height: H + 24, class: 'chart', id: 'liveness-device-' + d.device, 'data-peak-step': peak.step, 'data-peak-bytes': peak.live_bytes,
+                         'data-always-live': base(peak), 'data-peak-total': peak.live_bytes + base(peak) });
+    var t = svg('text', { x: 4, y: 14, 'font-size': 12 }); t.textContent = 'device ' + d.device + ' - peak ' + fmtBytes(peak.live_bytes) + ' at step ' + peak.step + ' (' + peak.name + ') on ' + fmtBytes(base(peak)) + ' always live: ' + fmtBytes(peak.live_bytes + base(peak)) + ' in use';
     g.appendChild(t);
     var path = '';
     pts.forEach(function (l, i) {
-      var h = (H - 24) * l.live_bytes / max, x = 60 + i * bw, y = H - h;
+      var hb = (H - 24) * base(l) / max, h = (H - 24) * l.live_bytes / max, x = 60 + i * bw, y = H - hb - h;
       var sel = dev === d.device && (l.step === s1 || l.step === s2);
       var rect = svg('rect', { x: x + 0.5, y: 20, width: Math.max(1, bw - 1), height: H - 20, fill: sel ? '#ffe08a' : 'transparent', class: 'step', 'data-step': l.step });
-      var tt = svg('title', {}); tt.textContent = 'step ' + l.step + ': ' + l.name + ' - ' + fmtBytes(l.live_bytes); rect.appendChild(tt);
+      var tt = svg('title', {}); tt.textContent = 'step ' + l.step + ': ' + l.name + ' - ' + fmtBytes(l.live_bytes) + ' live + ' + fmtBytes(base(l)) + ' always live'; rect.appendChild(tt);
       rect.addEventListener('click', function (ev) {
         if (ev.shiftKey && dev === d.device && s1 != null) setHash('liveness', { device: d.device, step: s1, step2: l.step });
         else setHash('liveness', { device: d.device, step: l.step });
       });
       g.appendChild(rect);
       path += (i ? 'L' : 'M') + (x + bw / 2).toFixed(1) + ' ' + y.toFixed(1);
+      g.appendChild(svg('rect', { x: x + 1, y: H - hb, width: Math.max(1, bw - 2), height: hb, fill: '#98a2b3', 'fill-opacity': 0.45, 'pointer-events': 'none' }));
       var bar = svg('rect', { x: x + 1, y: y, width: Math.max(1, bw - 2), height: h, fill: '#f04438', 'fill-opacity': 0.35, 'pointer-events': 'none' });
       g.appendChild(bar);
     });
@@ -309,6 +384,19 @@ renderers.liveness = function (sec, args) {
   sec.appendChild(el('h2', { id: 'live-title', 'data-device': dev, 'data-step': s1 }, 'Device ' + dev + ', step ' + s1 + ' (' + nameOf(s1) + '): ' + live1.length + ' live tensors, ' + fmtBytes(sum(live1, function (t) { return t.bytes * t.slots; }))));
   var rowsFor = function (ts) { return ts.map(function (t) { return el('tr', { 'data-name': t.name }, td(t.name), td(t.category), td(t.shape), td(fmtBytes(t.bytes * t.slots), 'num'), td(t.first_step + '-' + t.last_step)); }); };
   sec.appendChild(table(['tensor', 'category', 'shape', 'bytes', 'live steps'], rowsFor(live1), { id: 'live-list', 'data-count': live1.length }));
+  /* the live tensors, the op's kernel scratch (no tensor) and the always-live
+   * baseline add up to what the step holds */
+  var l1 = r.liveness.filter(function (x) { return x.device === dev && x.step === s1; })[0];
+  if (l1) {
+    var tensorBytes = sum(live1, function (t) { return t.bytes * t.slots; }), scratch = Math.max(0, l1.live_bytes - tensorBytes);
+    var totalRow = function (what, v, key) { return el('tr', { 'data-kind': key, 'data-value': v }, td(what), td(fmtBytes(v), 'num')); };
+    sec.appendChild(table(['at step ' + s1, 'bytes'], [
+      totalRow('live tensors (' + live1.length + ')', tensorBytes, 'tensors'),
+      totalRow('kernel scratch of ' + l1.name, scratch, 'scratch'),
+      totalRow('live (the chart\'s red)', l1.live_bytes, 'live'),
+      totalRow('always live (grey)', l1.always_live_bytes || 0, 'always'),
+      totalRow('in use', l1.live_bytes + (l1.always_live_bytes || 0), 'total')], { id: 'live-totals' }));
+  }
   if (s2 != null) {
     var live2 = liveAt(r, dev, s2), n1 = {}, n2 = {};
     live1.forEach(function (t) { n1[t.name] = 1; }); live2.forEach(function (t) { n2[t.name] = 1; });
@@ -402,13 +490,13 @@ function renderOpsCompare(sec, a, b) {
   var types = {}, add = function (r, side) {
     r.ops.forEach(function (o) {
       var t = types[o.type] = types[o.type] || { type: o.type, A: { count: 0, flops: 0, ns: 0 }, B: { count: 0, flops: 0, ns: 0 } };
-      t[side].count++; t[side].flops += o.flops || 0; t[side].ns += o.total_ns || 0;
+      t[side].count++; t[side].flops += (o.flops || 0) * (o.calls || 0); t[side].ns += o.total_ns || 0;
     });
   };
   add(a, 'A'); add(b, 'B');
   var tl = Object.keys(types).map(function (k) { return types[k]; }).sort(function (x, y) { return Math.max(y.A.ns, y.B.ns) - Math.max(x.A.ns, x.B.ns); });
   var nsFmt = function (x) { return fmtNs(x); };
-  sec.appendChild(table(['type', 'count A', 'count B', 'diff', 'flops A', 'flops B', 'diff', 'diff %', 'time A', 'time B', 'diff', 'diff %', ''], tl.map(function (t) {
+  sec.appendChild(table(['type', 'count A', 'count B', 'diff', 'FLOPs (all calls) A', 'FLOPs (all calls) B', 'diff', 'diff %', 'time A', 'time B', 'diff', 'diff %', ''], tl.map(function (t) {
     var only = !t.B.count ? 'only in A' : !t.A.count ? 'only in B' : '';
     return el('tr', { 'data-type': t.type, 'data-count-a': t.A.count, 'data-count-b': t.B.count },
       td(t.type), td(String(t.A.count), 'num'), td(String(t.B.count), 'num'), diffCells(t.A.count, t.B.count, String)[0],
@@ -424,7 +512,7 @@ function renderOpsCompare(sec, a, b) {
   var nA = only.filter(function (x) { return x[1] === 'only in A'; }).length;
   sec.appendChild(el('h3', { id: 'ops-only-title', 'data-only-a': nA, 'data-only-b': only.length - nA },
     'Ops present in only one report: ' + nA + ' only in A, ' + (only.length - nA) + ' only in B' + (only.length > 300 ? ' (first 300 listed)' : '')));
-  if (only.length) sec.appendChild(table(['op', 'type', 'phase', 'in', 'flops', 'time'], only.slice(0, 300).map(function (x) {
+  if (only.length) sec.appendChild(table(['op', 'type', 'phase', 'in', 'FLOPs per call', 'time'], only.slice(0, 300).map(function (x) {
     return el('tr', { 'data-name': x[0].name, 'data-in': x[1] === 'only in A' ? 'A' : 'B' }, td(x[0].name), td(x[0].type), td(x[0].phase),
       td(x[1], x[1] === 'only in A' ? 'only-a' : 'only-b'), td(fmtNum(x[0].flops), 'num'), td(fmtNs(x[0].total_ns || 0), 'num'));
   }), { id: 'ops-only' }));
@@ -605,8 +693,10 @@ function renderOpGraph(sec, r, args, selId, go) {
 }
 
 /* ---- Operations ---- */
-var OP_COLS = [['name', 'op'], ['type', 'type'], ['block', 'block'], ['device', 'device'], ['phase', 'phase'], ['flops', 'flops'],
-  ['bytes_in', 'bytes in'], ['bytes_out', 'bytes out'], ['calls', 'calls'], ['total_ns', 'time'], ['share', 'time share']];
+/* FLOPs are the profile's per call; the total over the recorded calls is
+ * what `tilegraph analyse operations` shows: both, each saying which */
+var OP_COLS = [['name', 'op'], ['type', 'type'], ['block', 'block'], ['device', 'device'], ['phase', 'phase'], ['flops', 'FLOPs per call'],
+  ['flops_total', 'FLOPs (all calls)'], ['bytes_in', 'bytes in'], ['bytes_out', 'bytes out'], ['calls', 'calls'], ['total_ns', 'time'], ['share', 'time share']];
 renderers.operations = function (sec, args) {
   var r = reports[cur], sortKey = args.sort || 'total_ns', desc = args.dir !== 'asc', filter = (args.filter || '').toLowerCase();
   var selId = args.op != null && args.op !== '' ? +args.op : null;
@@ -615,14 +705,14 @@ renderers.operations = function (sec, args) {
   if (reports[1]) renderOpsCompare(sec, reports[0], reports[1]);
   renderOpGraph(sec, r, args, selId, function (o) { if ('op' in o) o.page = ''; go(o); });
   var total = sum(r.ops, function (o) { return o.total_ns || 0; }) || 1;
-  r.ops.forEach(function (o) { o.share = (o.total_ns || 0) / total; });
+  r.ops.forEach(function (o) { o.share = (o.total_ns || 0) / total; o.flops_total = (o.flops || 0) * (o.calls || 0); });
   /* per type */
   var types = {};
-  r.ops.forEach(function (o) { var t = types[o.type] = types[o.type] || { type: o.type, count: 0, flops: 0, ns: 0 }; t.count++; t.flops += o.flops || 0; t.ns += o.total_ns || 0; });
+  r.ops.forEach(function (o) { var t = types[o.type] = types[o.type] || { type: o.type, count: 0, flops: 0, ns: 0 }; t.count++; t.flops += o.flops_total; t.ns += o.total_ns || 0; });
   var tl = Object.keys(types).map(function (k) { return types[k]; }).sort(function (x, y) { return y.ns - x.ns; });
   sec.appendChild(el('h2', null, 'By op type'));
-  sec.appendChild(table(['type', 'count', 'flops', 'time', 'time share'], tl.map(function (t) {
-    return el('tr', null, td(t.type), td(String(t.count), 'num'), td(fmtNum(t.flops), 'num'), td(fmtNs(t.ns), 'num'), td(pct(t.ns / total), 'num'));
+  sec.appendChild(table(['type', 'count', 'FLOPs (all calls)', 'time', 'time share'], tl.map(function (t) {
+    return el('tr', { 'data-type': t.type, 'data-flops': t.flops }, td(t.type), td(String(t.count), 'num'), td(fmtNum(t.flops), 'num'), td(fmtNs(t.ns), 'num'), td(pct(t.ns / total), 'num'));
   }), { id: 'op-types' }));
   sec.appendChild(el('h2', null, 'Operations'));
   var input = el('input', { type: 'search', placeholder: 'filter by name, type, phase', value: args.filter || '', id: 'op-filter' });
@@ -650,7 +740,7 @@ renderers.operations = function (sec, args) {
   var body = el('tbody', null, rows.slice(page * PAGE, (page + 1) * PAGE).map(function (o) {
     return el('tr', { 'data-name': o.name, 'data-id': o.id, cls: o.id === selId ? 'selected' : '', id: o.id === selId ? 'ops-selected' : null,
                       onclick: function () { go({ op: o.id }); } }, td(o.name), td(o.type), td(o.block), td(String(o.device), 'num'), td(o.phase), td(fmtNum(o.flops), 'num'),
-      td(fmtBytes(o.bytes_in), 'num'), td(fmtBytes(o.bytes_out), 'num'), td(String(o.calls), 'num'), td(fmtNs(o.total_ns || 0), 'num'), td(pct(o.share), 'num'));
+      td(fmtNum(o.flops_total), 'num'), td(fmtBytes(o.bytes_in), 'num'), td(fmtBytes(o.bytes_out), 'num'), td(String(o.calls), 'num'), td(fmtNs(o.total_ns || 0), 'num'), td(pct(o.share), 'num'));
   }));
   sec.appendChild(el('table', { id: 'ops-table', 'data-count': rows.length, 'data-sort': sortKey }, el('thead', null, thead), body));
   if (pages > 1) sec.appendChild(pager);
@@ -804,7 +894,38 @@ renderers.trace = function (sec, args) {
     return el('tr', null, td(p[0], 'num'), td(p[1]), td(String(v.length), 'num'), td(fmtNs(sum(v, function (x) { return x; }) / v.length), 'num'),
       td(fmtNs(Math.min.apply(null, v)), 'num'), td(fmtNs(Math.max.apply(null, v)), 'num'));
   })));
+  renderTransfers(sec, r);
 };
+
+/* Bytes per host stream and per inter-device copy in host step 0 (replica
+ * 0), as `tilegraph analyse trace` lists them: a copy is recorded on the
+ * sender (Tx) with the receiver as peer; the receiver's Rx rows are the same
+ * events seen from the other side. */
+function renderTransfers(sec, r) {
+  var groups = {}, add = function (device, what, peer, e) {
+    var k = device + '|' + what + '|' + peer, g = groups[k] = groups[k] || { device: device, what: what, peer: peer, n: 0, bytes: 0, ns: 0 };
+    g.n++; g.bytes += e.bytes || 0; g.ns += e.e - e.s;
+  };
+  r.trace.forEach(function (e) {
+    if (e.replica !== 0) return;
+    if (e.kind === 'stream from host') add(e.device, 'stream from host (Rx)', -1, e);
+    else if (e.kind === 'stream to host') add(e.device, 'stream to host (Tx)', -1, e);
+    else if (e.kind === 'copy to device') { add(e.device, 'copy to device (Tx)', e.peer, e); if (e.peer >= 0) add(e.peer, 'copy from device (Rx)', e.device, e); }
+  });
+  var list = Object.keys(groups).map(function (k) { return groups[k]; })
+    .sort(function (a, b) { return a.device - b.device || (a.what < b.what ? -1 : a.what > b.what ? 1 : 0) || a.peer - b.peer; });
+  sec.appendChild(el('h2', null, 'Transfers (host step 0, replica 0)'));
+  if (!list.length) {
+    sec.appendChild(el('p', { cls: 'muted', id: 'transfers-none' }, 'The trace records no host streams or inter-device copies' + (r.tiles ? ' (the mk2 cycle model times compute only).' : '.')));
+    return;
+  }
+  sec.appendChild(table(['device', 'transfer', 'peer', 'count', 'bytes', 'time', 'GB/s'], list.map(function (g) {
+    return el('tr', { 'data-device': g.device, 'data-transfer': g.what, 'data-peer': g.peer, 'data-count': g.n, 'data-bytes': g.bytes },
+      td(String(g.device), 'num'), td(g.what), td(g.peer >= 0 ? String(g.peer) : 'host'), td(String(g.n), 'num'), td(fmtBytes(g.bytes), 'num'),
+      td(fmtNs(g.ns), 'num'), td(g.ns > 0 ? (g.bytes / g.ns).toFixed(3) : '-', 'num'));
+  }), { id: 'transfers', 'data-rows': list.length }));
+  sec.appendChild(el('p', { cls: 'muted' }, 'GB/s = bytes / time, the time including any wait for a free slot.'));
+}
 
 /* ---- Memory per tile (tiled targets) ----
  * data.tiles = {per_device: N, devices: [{device, bytes: {category: [N]}}]}.
@@ -1152,8 +1273,12 @@ function hostView(sec, r, args, sfx) {
   if (!reports.length) return;
   if (!reports.some(function (r) { return r.host_trace.length; })) document.getElementById('nav-host').hidden = true;
   var a = reports[0];
-  document.getElementById('subtitle').textContent = a.meta.program + ' program, ' + a.nDevices + ' device(s), ' + a.meta.strategy + ' - ' + a.path +
-    (reports[1] ? '  compared with  ' + reports[1].path : '');
+  /* each report described by its own meta: B may be of another strategy */
+  var describe = function (r) { return r.meta.program + ' program, ' + r.nDevices + ' device(s), ' + r.meta.strategy + ' - ' + r.path; };
+  var sub = document.getElementById('subtitle');
+  sub.textContent = reports[1] ? 'A: ' + describe(a) + '  |  B: ' + describe(reports[1]) : describe(a);
+  sub.setAttribute('data-strategy-a', a.meta.strategy || '');
+  if (reports[1]) sub.setAttribute('data-strategy-b', reports[1].meta.strategy || '');
   if (reports.length > 1) {
     var pick = document.getElementById('report-pick');
     reports.forEach(function (r, i) { pick.appendChild(el('option', { value: i }, (i ? 'target: ' : 'source: ') + r.path)); });

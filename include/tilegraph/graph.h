@@ -61,8 +61,12 @@ TG_API tg_tensor *tg_graph_find(const tg_graph *g, const char *name);
 
 TG_API void tg_scope_push(tg_graph *g, const char *name);
 TG_API void tg_scope_pop(tg_graph *g);
-/* Ops created until tg_block_end belong to block `name`. device_id >= 0 asks
- * for auto-staging onto that device; -1 leaves placement to the stages. */
+/* Ops created until tg_block_end belong to block `name`. Blocks are where a
+ * divided strategy (executionStrategy pipelined or sharded, or auto with
+ * split, stages or devices > 1) cuts the model into stages; device_id >= 0
+ * then places the block's stage on that device, -1 leaves it to the stage
+ * order. Under the single strategy (auto's choice otherwise) blocks are
+ * annotations only and everything runs on one device. */
 TG_API void tg_block_begin(tg_graph *g, const char *name);
 TG_API void tg_block_begin_on(tg_graph *g, const char *name, int device_id);
 TG_API void tg_block_end(tg_graph *g);

@@ -27,6 +27,8 @@
 extern "C" {
 #endif
 
+#define TG_MODEL_MAX_NORM_CHANNELS 4
+
 /* The input a model is built for: images C x H x W and the class count. */
 typedef struct tg_model_input {
     int channels, height, width;
@@ -36,6 +38,12 @@ typedef struct tg_model_input {
     bool eight_bit;
     /* ResNets: which stem (see models/resnet.c); auto picks by image size */
     enum { TG_STEM_AUTO, TG_STEM_IMAGENET, TG_STEM_CIFAR } stem;
+    /* The input's normalisation, (x/255 - norm_mean[c]) / norm_std[c], when
+     * norm_channels > 0 (1: the same for every channel); 0: the spec's own.
+     * An ONNX model's spec has none (images in [0, 1]), so a model trained in
+     * PyTorch behind transforms.Normalize needs the same values here. */
+    int norm_channels;
+    float norm_mean[TG_MODEL_MAX_NORM_CHANNELS], norm_std[TG_MODEL_MAX_NORM_CHANNELS];
 } tg_model_input;
 
 /* "auto", "imagenet" (torchvision's 7x7/2 conv and max pool) or "cifar"
@@ -102,6 +110,15 @@ TG_API tg_status tg_model_input_parse(const char *text, tg_model_input *in);
  * std[]: the spec's per-channel values when it has them for that many
  * channels, else its mean and std for every channel. */
 TG_API void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, float *std);
+/* Parse "MEAN/STD" ("0.1307/0.3081") or per channel
+ * ("0.485,0.456,0.406/0.229,0.224,0.225") into in->norm_*: 1 to
+ * TG_MODEL_MAX_NORM_CHANNELS values each, the same count, every std
+ * positive. Fails (TG_ERR_INVALID_ARG) naming the text otherwise. */
+TG_API tg_status tg_model_normalisation_parse(const char *text, tg_model_input *in);
+/* The normalisation of `channels` channels for input `in` of model m:
+ * in's own when it has one, else the spec's (tg_model_normalisation). */
+TG_API void tg_model_input_normalisation(const tg_model_spec *m, const tg_model_input *in,
+                                         int channels, float *mean, float *std);
 
 /* A model's graph with its inputs and outputs. */
 typedef struct tg_model_graph {

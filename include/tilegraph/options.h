@@ -36,6 +36,16 @@ TG_API tg_status tg_options_set_int(tg_options *o, const char *key, int64_t valu
 /* Apply every key of a JSON object: {"randomSeed": 42, "threadsPerDevice": "2"}.
  * `source` names the text in error messages (a file name or an env var). */
 TG_API tg_status tg_options_set_json(tg_options *o, const char *json, const char *source);
+/* The same for engine options only (autoReport.*, profiler.*, trace.*,
+ * debug.*), as Poplar's POPLAR_ENGINE_OPTIONS takes: any other key - a
+ * training or compile option such as deviceIterations - is refused by name,
+ * with the command-line flag that sets it, and nothing is applied. */
+TG_API tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source);
+/* 1 for an engine option's key (see above), else 0. */
+TG_API int tg_options_is_engine(const char *key);
+/* The tilegraph command-line flag that sets option `key` ("--device-iterations"),
+ * or NULL when there is none (set it with --options FILE or --engine-option). */
+TG_API const char *tg_options_flag(const char *key);
 
 TG_API int64_t tg_options_get_int(const tg_options *o, const char *key);
 TG_API double tg_options_get_float(const tg_options *o, const char *key);

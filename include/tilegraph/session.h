@@ -67,6 +67,14 @@ TG_API int64_t tg_session_skipped_updates(const tg_session *s);
  * floats; tg_session_write and tg_session_read always take t's own type. */
 TG_API tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t);
 
+/* Finish the profile now (autoReport.*): write its totals and give it its
+ * final name. Returns the first failure writing the profile, including one
+ * during an earlier run: such a failure does not fail tg_session_run (the
+ * profile is dropped and training goes on), so a caller that must report it
+ * calls this, after saving what matters. TG_OK when profiling is off.
+ * tg_session_destroy does the same and prints a failure on stderr. */
+TG_API tg_status tg_session_finish_profile(tg_session *s);
+
 /* Weight updates done so far; checkpoints save and restore it. */
 TG_API int64_t tg_session_step(const tg_session *s);
 TG_API void tg_session_set_step(tg_session *s, int64_t step);

@@ -311,6 +311,11 @@ TG_API tg_status tg_trace_shutdown(void);
 /* Free every recorded event and reset the time origin; the configuration
  * stays. Only while no other thread records. */
 TG_API void tg_trace_clear(void);
+/* Remember that a trace write made elsewhere (a session's device-track
+ * export) failed with the current error message: the next tg_trace_shutdown
+ * returns the first such failure if its own write succeeds, so the program
+ * reports one failure once and can exit non-zero. Thread-safe. */
+TG_API void tg_trace_note_failure(tg_status status);
 
 /* ---- export with device tracks (the engine's execution trace) ------------- */
 

@@ -133,11 +133,14 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 
-/* Tiled targets (views_tiles.c): the tile count per device (0: no tiles);
+/* Tiled targets (views_tiles.c): the tile count per device (0: no tiles;
+ * TG_ERR_FORMAT naming the profile when its meta is not 0..TG_AN_MAX_TILES,
+ * the most a target description allows);
  * the memory view's tile sections (with f->tile, that tile's contents;
  * TG_ERR_INVALID_ARG when the profile has no tiles or no such tile); the
  * trace view's cycles and tile balance. Both add nothing without tiles. */
-int tg_an_tiles_per_device(tg_profile_reader *r);
+enum { TG_AN_MAX_TILES = 1 << 20 };
+tg_status tg_an_tiles_per_device(tg_profile_reader *r, int *out);
 tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 

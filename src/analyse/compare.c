@@ -1,6 +1,7 @@
 /* analyse/compare.c - two reports side by side, like the Graph Analyser's
  * comparison: for each table of a view, rows matched by key (TEXT and ID
- * cells, with a running count so repeated keys pair up in order), and for
+ * cells, with a running count so repeated keys pair up in order; by hash,
+ * so linear in the rows), and for
  * every numeric column the source, the target and the difference, absolute
  * and relative. A row in one report only is marked "only in A" / "only in B"
  * and compared against nothing (the Graph Analyser's dash and -100%). */
@@ -13,7 +14,10 @@
 #include <math.h>
 #include <string.h>
 
-static bool is_key(tg_an_kind k) { return k == TG_AN_TEXT || k == TG_AN_ID; }
+static bool is_key(tg_an_kind k)
+{
+    return k == TG_AN_TEXT || k == TG_AN_ID;
+}
 
 static const tg_an_cell *cell(const tg_an_table *t, int r, int c)
 {
@@ -35,27 +39,106 @@ static void row_key(const tg_an_table *t, int r, char *buf, size_t cap)
     }
 }
 
-static int find_row(const tg_an_table *t, const char *key, int occurrence)
+/* Rows matched by hash, so a million-row table compares in linear time: a
+ * row's full key is its key plus its occurrence number ("\x1e" and the count
+ * of rows with that key before it), which pairs repeated keys in order. */
+typedef struct str_map {
+    size_t cap; /* a power of two, at least twice the entries */
+    const char **keys;
+    int *vals;
+} str_map;
+
+static uint64_t hash_str(const char *s)
 {
-    char k[1024];
-    for (int r = 0, seen = 0; r < t->n_rows; r++) {
-        row_key(t, r, k, sizeof k);
-        if (!strcmp(k, key) && seen++ == occurrence)
-            return r;
-    }
-    return -1;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
 }
 
-static int occurrence_of(const tg_an_table *t, int row)
+static bool map_init(str_map *m, int n)
 {
-    char k[1024], k2[1024];
-    row_key(t, row, k, sizeof k);
-    int n = 0;
-    for (int r = 0; r < row; r++) {
-        row_key(t, r, k2, sizeof k2);
-        n += !strcmp(k, k2);
+    m->cap = 16;
+    while (m->cap < 2 * (size_t)n + 2)
+        m->cap *= 2;
+    m->keys = tg_calloc(m->cap, sizeof *m->keys);
+    m->vals = tg_calloc(m->cap, sizeof *m->vals);
+    return m->keys && m->vals;
+}
+
+static void map_free(str_map *m)
+{
+    tg_free(m->keys);
+    tg_free(m->vals);
+}
+
+/* The value slot of `key` (owned by the caller, kept alive as long as the
+ * map); with `insert`, a new slot (value 0) when absent; else NULL. */
+static int *map_slot(str_map *m, const char *key, bool insert)
+{
+    size_t i = hash_str(key) & (m->cap - 1);
+    while (m->keys[i]) {
+        if (!strcmp(m->keys[i], key))
+            return &m->vals[i];
+        i = (i + 1) & (m->cap - 1);
     }
-    return n;
+    if (!insert)
+        return NULL;
+    m->keys[i] = key;
+    m->vals[i] = 0;
+    return &m->vals[i];
+}
+
+typedef struct keyed_rows {
+    int n;
+    char **full;  /* each row's full key, owned */
+    str_map rows; /* full key -> row */
+} keyed_rows;
+
+static void keyed_free(keyed_rows *k)
+{
+    for (int r = 0; k->full && r < k->n; r++)
+        tg_free(k->full[r]);
+    tg_free(k->full);
+    map_free(&k->rows);
+}
+
+static tg_status keyed_build(const tg_an_table *t, keyed_rows *k)
+{
+    memset(k, 0, sizeof *k);
+    k->n = t->n_rows;
+    str_map counts = {0};
+    char **plain = tg_calloc((size_t)t->n_rows + 1, sizeof *plain);
+    k->full = tg_calloc((size_t)t->n_rows + 1, sizeof *k->full);
+    bool ok = plain && k->full && map_init(&counts, t->n_rows) && map_init(&k->rows, t->n_rows);
+    char key[1024], full[1040];
+    for (int r = 0; ok && r < t->n_rows; r++) {
+        row_key(t, r, key, sizeof key);
+        ok = (plain[r] = tg_strdup(key)) != NULL;
+        if (!ok)
+            break;
+        int occurrence = (*map_slot(&counts, plain[r], true))++;
+        snprintf(full, sizeof full, "%s\x1e%d", key, occurrence);
+        ok = (k->full[r] = tg_strdup(full)) != NULL;
+        if (ok)
+            *map_slot(&k->rows, k->full[r], true) = r;
+    }
+    for (int r = 0; plain && r < t->n_rows; r++)
+        tg_free(plain[r]);
+    tg_free(plain);
+    map_free(&counts);
+    if (!ok) {
+        keyed_free(k);
+        return tg_error(TG_ERR_NOMEM, "out of memory matching the rows of '%s'", t->title);
+    }
+    return TG_OK;
+}
+
+/* The row of `k` with full key `full`, or -1. */
+static int keyed_find(keyed_rows *k, const char *full)
+{
+    int *slot = map_slot(&k->rows, full, false);
+    return slot ? *slot : -1;
 }
 
 static bool same_columns(const tg_an_table *a, const tg_an_table *b)
@@ -180,24 +263,34 @@ static tg_status compare_table(const tg_an_table *a, const tg_an_table *b, tg_an
     tg_an_table *t = tg_an_table_add(out, a->title, n, np, kinds);
     if (!t)
         return tg_error(TG_ERR_NOMEM, "out of memory comparing '%s'", a->title);
-    char key[1024];
-    /* A's rows in A's order, then B's rows that A lacks */
-    for (int r = 0; r < a->n_rows; r++) {
-        row_key(a, r, key, sizeof key);
-        put_row(t, a, r, b, b ? find_row(b, key, occurrence_of(a, r)) : -1, src, what);
-    }
-    if (b)
-        for (int r = 0; r < b->n_rows; r++) {
-            row_key(b, r, key, sizeof key);
-            if (find_row(a, key, occurrence_of(b, r)) < 0)
-                put_row(t, a, -1, b, r, src, what);
+    keyed_rows ka, kb;
+    TG_TRY(keyed_build(a, &ka));
+    if (b) {
+        tg_status s = keyed_build(b, &kb);
+        if (s != TG_OK) {
+            keyed_free(&ka);
+            return s;
         }
+    }
+    /* A's rows in A's order, then B's rows that A lacks */
+    for (int r = 0; r < a->n_rows; r++)
+        put_row(t, a, r, b, b ? keyed_find(&kb, ka.full[r]) : -1, src, what);
+    if (b)
+        for (int r = 0; r < b->n_rows; r++)
+            if (keyed_find(&ka, kb.full[r]) < 0)
+                put_row(t, a, -1, b, r, src, what);
+    keyed_free(&ka);
+    if (b)
+        keyed_free(&kb);
     return TG_OK;
 }
 
 /* The per-device top-tile lists (tiled targets) hold every tile when
  * compared (compare lifts --top), thousands of rows of unrelated tiles. */
-static bool skip_table(const tg_an_table *t) { return !strncmp(t->title, "Top tiles", 9); }
+static bool skip_table(const tg_an_table *t)
+{
+    return !strncmp(t->title, "Top tiles", 9);
+}
 
 tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *out)
 {

@@ -4,15 +4,87 @@
  * reshaping: the `tiles` table of tiled targets (tiles x categories rows per
  * device) is written as one dense array per device and category, indexed by
  * tile, which is a fifth of the size of its rows. `op_edges` (the operations
- * graph) is copied when the profile has it. */
+ * graph) is copied when the profile has it. The insights view is written
+ * as `analyse insights` builds it (its figures are sums and sentences). */
 #include "analyse/report_data.h"
+
+#include "analyse/analyse.h"
 
 #include "core/error.h"
 
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The insights view exactly as `tilegraph analyse insights` builds it:
+ * {"tables": [{"title", "cols", "kinds", "rows": [[cell...]]}], "notes"},
+ * numbers as numbers (no value: null), kinds by name ("bytes", "ns", ...),
+ * so the page shows the same figures and sentences. A profile the view
+ * refuses gives {"error": message}, and the rest of the page still works. */
+static const char *const kind_names[TG_AN_KIND_COUNT] = {"text",  "id", "label", "bar", "count",
+                                                         "bytes", "ns", "frac",  "num"};
+
+static void write_view_table(const tg_an_table *t, tg_json_writer *w)
+{
+    tg_json_begin_object(w);
+    tg_json_key(w, "title");
+    tg_json_string(w, t->title);
+    tg_json_key(w, "cols");
+    tg_json_begin_array(w);
+    for (int c = 0; c < t->n_cols; c++)
+        tg_json_string(w, t->cols[c]);
+    tg_json_end_array(w);
+    tg_json_key(w, "kinds");
+    tg_json_begin_array(w);
+    for (int c = 0; c < t->n_cols; c++)
+        tg_json_string(w, kind_names[t->kinds[c]]);
+    tg_json_end_array(w);
+    tg_json_key(w, "rows");
+    tg_json_begin_array(w);
+    for (int r = 0; r < t->n_rows; r++) {
+        tg_json_begin_array(w);
+        for (int c = 0; c < t->n_cols; c++) {
+            const tg_an_cell *x = &t->cells[(size_t)r * (size_t)t->n_cols + (size_t)c];
+            if (tg_an_kind_is_text(t->kinds[c]))
+                tg_json_string(w, x->text ? x->text : "");
+            else if (isfinite(x->num))
+                tg_json_number(w, x->num);
+            else
+                tg_json_null(w);
+        }
+        tg_json_end_array(w);
+    }
+    tg_json_end_array(w);
+    tg_json_end_object(w);
+}
+
+static void write_insights(tg_profile_reader *r, tg_json_writer *w)
+{
+    tg_an_filter f;
+    tg_an_filter_defaults(&f);
+    tg_an_view v;
+    memset(&v, 0, sizeof v);
+    tg_json_begin_object(w);
+    if (tg_an_build(r, "insights", &f, &v) != TG_OK) {
+        tg_json_key(w, "error");
+        tg_json_string(w, tg_error_message());
+    } else {
+        tg_json_key(w, "tables");
+        tg_json_begin_array(w);
+        for (int i = 0; i < v.n_tables; i++)
+            write_view_table(&v.tables[i], w);
+        tg_json_end_array(w);
+        tg_json_key(w, "notes");
+        tg_json_begin_array(w);
+        for (int i = 0; i < v.n_notes; i++)
+            tg_json_string(w, v.notes[i]);
+        tg_json_end_array(w);
+    }
+    tg_json_end_object(w);
+    tg_an_view_free(&v);
+}
 
 /* Which rows of each table the page needs, in a stable order. Only run 0 of
  * the trace: the page shows one host step (later runs repeat it). */
@@ -178,7 +250,8 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
     int64_t tiles_per_device = 0;
     sqlite3 *db = tg_profile_reader_db(r);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta ORDER BY key", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta ORDER BY key", -1, &st, NULL) !=
+        SQLITE_OK)
         return tg_error(TG_ERR_FORMAT, "%s: cannot read meta (%s)", tg_profile_reader_path(r),
                         sqlite3_errmsg(db));
     tg_json_begin_object(w);
@@ -214,8 +287,8 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
      * before the table existed simply have no graph. */
     if (has_table(db, "op_edges")) {
         tg_json_key(w, "op_edges");
-        tg_status s = write_table(r, "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer",
-                                  w);
+        tg_status s = write_table(
+            r, "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer", w);
         if (s != TG_OK)
             return s;
     }
@@ -223,13 +296,16 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
      * timeline, flame graph and call tree from them. */
     if (has_table(db, "host_trace")) {
         tg_json_key(w, "host_trace");
-        tg_status s = write_table(r,
-                                  "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
-                                  "WHERE kind = 'region' ORDER BY thread, start_ns, depth",
-                                  w);
+        tg_status s =
+            write_table(r,
+                        "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
+                        "WHERE kind = 'region' ORDER BY thread, start_ns, depth",
+                        w);
         if (s != TG_OK)
             return s;
     }
+    tg_json_key(w, "insights");
+    write_insights(r, w);
     tg_json_end_object(w);
     return TG_OK;
 }

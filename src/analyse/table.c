@@ -225,6 +225,8 @@ char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
 void tg_an_bar(double frac, bool keep_visible, char *buf, size_t cap)
 {
     enum { WIDTH = 30 };
+    /* a damaged profile gives negative, huge or NaN shares: draw 0..1 */
+    frac = frac > 0 ? (frac < 1 ? frac : 1) : 0;
     int eighths = (int)(frac * WIDTH * 8 + 0.5), used = 0;
     static const char *const parts[] = {"",
                                         "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d",

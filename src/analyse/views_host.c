@@ -135,7 +135,15 @@ tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
              "SELECT thread, name, start_ns, end_ns FROM host_trace WHERE kind = 'region' AND "
              "end_ns >= start_ns %s ORDER BY thread, start_ns, depth",
              f->op ? "AND name LIKE '%' || ? || '%'" : "");
-    tg_status s = tg_an_query(r, sql, add_region, &t);
+    sqlite3_stmt *st = NULL;
+    tg_status s = tg_an_prepare(r, sql, &st);
+    if (s == TG_OK) {
+        if (f->op)
+            sqlite3_bind_text(st, 1, f->op, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            add_region(st, &t);
+        sqlite3_finalize(st);
+    }
     if (s == TG_OK) {
         static const char *const cols[] = {"activity", "self time", "self", "total time", "total",
                                            "calls"};
@@ -143,7 +151,9 @@ tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
                                            TG_AN_NS,   TG_AN_FRAC, TG_AN_COUNT};
         tg_an_table *table = tg_an_table_add(v, "Host call tree (all threads, aggregated)", 6,
                                              cols, kinds);
-        emit(&t, table, -1, f->top > 0 ? f->top * 10 : 200);
+        /* compare asks for every row with a huge --top: no overflow, all nodes */
+        int rows = f->top <= 0 ? 200 : f->top > MAX_NODES / 10 ? MAX_NODES : f->top * 10;
+        emit(&t, table, -1, rows);
         tg_an_note(v, "Traced time %.3f s over %d distinct activities; shares are of the time in "
                       "outermost regions, summed over threads.",
                    t.traced_ns / 1e9, t.n);

@@ -14,17 +14,123 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The memory a device may hold: memory_per_device when set; on tiled
+ * targets (mk2) the tiles times the memory of a tile, which is a limit even
+ * when no device limit was set. `from` says where it came from (NULL: set). */
+static tg_status device_limit(tg_profile_reader *r, double *limit, const char **from)
+{
+    static char how[128];
+    *limit = atof(tg_profile_reader_meta(r, "memory_per_device"));
+    *from = NULL;
+    if (*limit > 0)
+        return TG_OK;
+    int tiles = 0;
+    TG_TRY(tg_an_tiles_per_device(r, &tiles));
+    double per_tile = atof(tg_profile_reader_meta(r, "memory_per_tile"));
+    if (tiles > 0 && per_tile > 0) {
+        char b[32];
+        *limit = tiles * per_tile;
+        snprintf(how, sizeof how, "%d tiles of %s each", tiles,
+                 tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b));
+        *from = how;
+    }
+    return TG_OK;
+}
+
+/* Tiled targets: a device is only as full as its fullest tile. */
+static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
+{
+    int tiles = 0;
+    TG_TRY(tg_an_tiles_per_device(r, &tiles));
+    double per_tile = atof(tg_profile_reader_meta(r, "memory_per_tile"));
+    if (tiles <= 0 || !(per_tile > 0))
+        return TG_OK;
+    static const char *const cols[] = {"device", "largest tile", "bytes", "of tile memory"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_COUNT, TG_AN_BYTES, TG_AN_FRAC};
+    tg_an_table *t = tg_an_table_add(v, "Fullest tile per device", 4, cols, kinds);
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, tile, MAX(total) FROM (SELECT device, tile, "
+                         "SUM(bytes) AS total FROM tiles GROUP BY device, tile) "
+                         "GROUP BY device ORDER BY device",
+                         &st));
+    char a[32], b[32];
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0), tile = sqlite3_column_int(st, 1);
+        double bytes = sqlite3_column_double(st, 2), frac = bytes / per_tile;
+        tg_an_row(t, (double)d, (double)tile, bytes, frac);
+        tg_an_note(v, "memory: device %d's fullest tile (%d) holds %s of its %s (%.0f%%)%s", d,
+                   tile, tg_an_format(TG_AN_BYTES, bytes, a, sizeof a),
+                   tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b), 100 * frac,
+                   frac > 1      ? ": over capacity"
+                   : frac >= 0.9 ? ": close to the limit"
+                                 : "");
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+/* Offloading: the bytes each device keeps in host memory (the memory
+ * table's "offloaded to host") and the update phase's stream traffic that
+ * moves them in the first recorded host step. */
+static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_an_view *v)
+{
+    static const char *const cols[] = {"device", "offloaded to host", "update streams in",
+                                       "update streams out"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT d.device, "
+                         "(SELECT COALESCE(SUM(bytes), 0) FROM memory m WHERE m.device = "
+                         " d.device AND m.category = 'offloaded to host'), "
+                         "(SELECT COALESCE(SUM(bytes), 0) FROM trace t WHERE t.device = d.device "
+                         " AND t.run = ?1 AND t.phase = 'update' AND t.kind = 'stream from host'), "
+                         "(SELECT COALESCE(SUM(bytes), 0) FROM trace t WHERE t.device = d.device "
+                         " AND t.run = ?1 AND t.phase = 'update' AND t.kind = 'stream to host') "
+                         "FROM devices d ORDER BY d.device",
+                         &st));
+    sqlite3_bind_int(st, 1, times->run);
+    tg_an_table *t = NULL;
+    double offloaded = 0, in = 0, out = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        double o = sqlite3_column_double(st, 1), i = sqlite3_column_double(st, 2),
+               x = sqlite3_column_double(st, 3);
+        if (o <= 0 && i <= 0 && x <= 0)
+            continue;
+        if (!t)
+            t = tg_an_table_add(v, "Offloading", 4, cols, kinds);
+        tg_an_row(t, (double)sqlite3_column_int(st, 0), o, i, x);
+        offloaded += o, in += i, out += x;
+    }
+    sqlite3_finalize(st);
+    char a[32], b[32], c[32];
+    if (!t)
+        tg_an_note(v, "offloading: none (no tensor is kept in host memory and the update "
+                      "phase streams nothing)");
+    else
+        tg_an_note(v,
+                   "offloading: %s kept in host memory; the update phase of the first "
+                   "recorded host step streams %s in and %s out for it%s",
+                   tg_an_format(TG_AN_BYTES, offloaded, a, sizeof a),
+                   tg_an_format(TG_AN_BYTES, in, b, sizeof b),
+                   tg_an_format(TG_AN_BYTES, out, c, sizeof c),
+                   times->run < 0 ? " (no execution trace recorded)" : "");
+    return TG_OK;
+}
+
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     (void)f;
     char a[32], b[32], c[32];
     /* ---- memory ---- */
-    static const char *const mcols[] = {"device", "largest category", "bytes", "share", "total",
-                                        "of limit"};
+    static const char *const mcols[] = {"device", "largest category", "bytes", "share",
+                                        "total",  "of limit"};
     static const tg_an_kind mkinds[] = {TG_AN_ID,   TG_AN_LABEL, TG_AN_BYTES,
                                         TG_AN_FRAC, TG_AN_BYTES, TG_AN_FRAC};
     tg_an_table *mt = tg_an_table_add(v, "Memory", 6, mcols, mkinds);
-    double limit = atof(tg_profile_reader_meta(r, "memory_per_device"));
+    double limit = 0;
+    const char *limit_from = NULL;
+    TG_TRY(device_limit(r, &limit, &limit_from));
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
                          "SELECT d.device, d.arena_bytes, "
@@ -52,13 +158,17 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     sqlite3_finalize(st);
     if (limit <= 0)
         tg_an_note(v, "memory: no memory_per_device limit was set, so no device is near one");
+    else if (limit_from)
+        tg_an_note(v, "memory: the limit of a device is %s (%s)",
+                   tg_an_format(TG_AN_BYTES, limit, a, sizeof a), limit_from);
+    TG_TRY(tile_insights(r, v));
 
     /* ---- time ---- */
     tg_an_times t;
     TG_TRY(tg_an_times_read(r, &t));
     if (t.run < 0 || t.n_devices == 0) {
         tg_an_note(v, "time: the profile holds no execution trace");
-        return TG_OK;
+        return offloading(r, &t, v);
     }
     int n = t.n_devices, longest = 0;
     double sum = 0, host = 0, busy_sum = 0, w = t.wall_ns > 0 ? t.wall_ns : 1;
@@ -72,7 +182,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     double balanced = sum / n, gain = t.execute[longest] - balanced;
     double bubble = 1 - busy_sum / (n * w);
     int m = t.micro_batches > 0 ? t.micro_batches : 1;
-    double theory = (double)(n - 1) / (double)(m + n - 1);
+    double theory = (double)(n - 1) / ((double)m + n - 1); /* m is the profile's: no int sum */
     const char *strategy = tg_profile_reader_meta(r, "strategy");
     bool pipelined = !strcmp(strategy, "pipelined");
 
@@ -92,23 +202,25 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
 
-    tg_an_note(v, "time: the longest stage is device %d with %s of compute; perfectly balanced "
-                  "stages would take %s each, %s (%.0f%%) less",
+    tg_an_note(v,
+               "time: the longest stage is device %d with %s of compute; perfectly balanced "
+               "stages would take %s each, %s (%.0f%%) less",
                longest, tg_an_format(TG_AN_NS, t.execute[longest], a, sizeof a),
                tg_an_format(TG_AN_NS, balanced, b, sizeof b),
                tg_an_format(TG_AN_NS, gain, c, sizeof c),
                t.execute[longest] > 0 ? 100 * gain / t.execute[longest] : 0.0);
     if (pipelined)
-        tg_an_note(v, "time: the pipeline bubble (devices not computing) is %.1f%% measured "
-                      "against %.1f%% in theory for %d stages and %d micro-batches, "
-                      "(N-1)/(m+N-1)",
+        tg_an_note(v,
+                   "time: the pipeline bubble (devices not computing) is %.1f%% measured "
+                   "against %.1f%% in theory for %d stages and %d micro-batches, "
+                   "(N-1)/(m+N-1)",
                    100 * bubble, 100 * theory, n, m);
     else
-        tg_an_note(v, "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
-                      "no theoretical bubble applies)",
+        tg_an_note(v,
+                   "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
+                   "no theoretical bubble applies)",
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
     tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
                tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
-    tg_an_note(v, "offloading: none (this profile records no offloaded tensors or their traffic)");
-    return TG_OK;
+    return offloading(r, &t, v);
 }

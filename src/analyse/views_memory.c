@@ -86,6 +86,38 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
 
 /* ---- liveness ------------------------------------------------------------- */
 
+/* The step's live bytes are its live tensors plus its op's kernel scratch,
+ * which is no tensor: a row of its own, so the list adds up to the step's
+ * live bytes, and a note with the always-live baseline on top. */
+static tg_status scratch_row(tg_profile_reader *r, tg_an_view *v, tg_an_table *t, int d, int step,
+                             double listed)
+{
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT name, live_bytes, always_live_bytes FROM liveness "
+                         "WHERE device = ?1 AND step = ?2",
+                         &st));
+    sqlite3_bind_int(st, 1, d);
+    sqlite3_bind_int(st, 2, step);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        double live = sqlite3_column_double(st, 1), always = sqlite3_column_double(st, 2);
+        char name[160], a[32], b[32], c[32], e[32];
+        snprintf(name, sizeof name, "(kernel scratch of %s)", col_text(st, 0));
+        double scratch = live - listed;
+        if (scratch > 0)
+            tg_an_row(t, name, "kernel scratch", "", scratch);
+        tg_an_note(v, "device %d, step %d: %s of live tensors + %s of kernel scratch = %s live; "
+                      "with %s always live, %s in use",
+                   d, step, tg_an_format(TG_AN_BYTES, listed, a, sizeof a),
+                   tg_an_format(TG_AN_BYTES, scratch > 0 ? scratch : 0, b, sizeof b),
+                   tg_an_format(TG_AN_BYTES, live, c, sizeof c),
+                   tg_an_format(TG_AN_BYTES, always, e, sizeof e),
+                   tg_an_format(TG_AN_BYTES, live + always, name, sizeof name));
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
 static tg_status tensors_at(tg_profile_reader *r, tg_an_view *v, int d, int step, int always,
                             const tg_an_filter *f)
 {
@@ -109,11 +141,16 @@ static tg_status tensors_at(tg_profile_reader *r, tg_an_view *v, int d, int step
     if (f->op)
         sqlite3_bind_text(st, 4, f->op, -1, SQLITE_STATIC);
     int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW && n++ < (always ? f->top : 1 << 30))
+    double listed = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n++ < (always ? f->top : 1 << 30)) {
         tg_an_row(t, col_text(st, 0), col_text(st, 1), col_text(st, 2),
                   sqlite3_column_double(st, 3));
+        listed += sqlite3_column_double(st, 3);
+    }
     sqlite3_finalize(st);
-    return TG_OK;
+    if (always || f->op)
+        return TG_OK;
+    return scratch_row(r, v, t, d, step, listed);
 }
 
 tg_status tg_an_view_liveness(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)

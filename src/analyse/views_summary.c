@@ -9,6 +9,7 @@
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double meta_num(tg_profile_reader *r, const char *key)
 {
@@ -31,6 +32,35 @@ static int device_row(sqlite3_stmt *st, void *p)
     return 0;
 }
 
+/* Tiled targets (mk2), as PopVision's summary shows an IPU: tiles per
+ * device, memory per tile, the memory of a device and of all devices, and
+ * the graph's compute sets, vertices and edges from the profile. */
+static tg_status tiled_summary(tg_profile_reader *r, tg_an_view *v)
+{
+    int tiles = 0;
+    TG_TRY(tg_an_tiles_per_device(r, &tiles));
+    if (tiles <= 0)
+        return TG_OK;
+    double per_tile = meta_num(r, "memory_per_tile"), devices = meta_num(r, "devices");
+    double replicas = meta_num(r, "replicas");
+    replicas = replicas > 0 ? replicas : 1;
+    static const char *const cols[] = {"item", "value"};
+    static const tg_an_kind bytes[] = {TG_AN_TEXT, TG_AN_BYTES};
+    static const tg_an_kind counts[] = {TG_AN_TEXT, TG_AN_COUNT};
+    tg_an_table *t = tg_an_table_add(v, "Target (tiles)", 2, cols, counts);
+    tg_an_row(t, "tiles per device", (double)tiles);
+    tg_an_row(t, "tiles in all", tiles * devices * replicas);
+    tg_an_row(t, "worker threads per tile", meta_num(r, "workers_per_tile"));
+    tg_an_row(t, "compute sets", meta_num(r, "compute_sets"));
+    tg_an_row(t, "vertices", meta_num(r, "vertices"));
+    tg_an_row(t, "edges", meta_num(r, "edges"));
+    t = tg_an_table_add(v, "Target memory", 2, cols, bytes);
+    tg_an_row(t, "memory per tile", per_tile);
+    tg_an_row(t, "memory per device", tiles * per_tile);
+    tg_an_row(t, "memory of all devices", tiles * per_tile * devices * replicas);
+    return TG_OK;
+}
+
 tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     static const char *const info_cols[] = {"item", "value"};
@@ -42,9 +72,15 @@ tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_
         {"tilegraph version", "tilegraph_version"}, {"created", "created"},
         {"profile", NULL},
     };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        tg_an_row(t, keys[i][0],
-                  keys[i][1] ? tg_profile_reader_meta(r, keys[i][1]) : tg_profile_reader_path(r));
+    bool one_device = meta_num(r, "devices") == 1;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        /* a pipeline schedule means nothing on one device: do not name one */
+        if (one_device && !strcmp(keys[i][0], "schedule"))
+            tg_an_row(t, keys[i][0], "none (one device)");
+        else
+            tg_an_row(t, keys[i][0],
+                      keys[i][1] ? tg_profile_reader_meta(r, keys[i][1]) : tg_profile_reader_path(r));
+    }
 
     static const char *const n_cols[] = {"item", "value"};
     static const tg_an_kind n_kinds[] = {TG_AN_TEXT, TG_AN_COUNT};
@@ -78,5 +114,5 @@ tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_
                        "flops_forward / 1e6, flops_backward / 1e6 FROM devices ORDER BY device",
                        device_row, &c));
     tg_an_note(v, "FLOPs per host step: %.4g", meta_num(r, "flops_per_run"));
-    return TG_OK;
+    return tiled_summary(r, v);
 }

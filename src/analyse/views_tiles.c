@@ -11,15 +11,52 @@
 #include "core/error.h"
 #include "profile/reader.h"
 
+#include <errno.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { HIST_BINS = 10 };
 
-int tg_an_tiles_per_device(tg_profile_reader *r)
+tg_status tg_an_tiles_per_device(tg_profile_reader *r, int *out)
 {
-    return atoi(tg_profile_reader_meta(r, "tiles_per_device"));
+    *out = 0;
+    const char *v = tg_profile_reader_meta(r, "tiles_per_device");
+    if (!*v)
+        return TG_OK; /* a target without tiles */
+    /* the count sizes arrays and loops: a damaged or crafted profile must not
+     * make them huge (a target description allows 1 to TG_AN_MAX_TILES) */
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < 0 || n > TG_AN_MAX_TILES)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: meta tiles_per_device '%s' is not a tile count from 0 to %d; the "
+                        "profile is damaged: write it again with --profile",
+                        tg_profile_reader_path(r), v, TG_AN_MAX_TILES);
+    *out = (int)n;
+    return TG_OK;
+}
+
+/* The bytes a tensor spread over `span` tiles, `per` bytes a tile and
+ * `total` in all, holds on the tile at distance k0 from its first tile
+ * (0 <= k0 < n_tiles); a span longer than the device wraps round again.
+ * Closed form, so a crafted span of 2^63 tiles costs no more than one. */
+static double bytes_on_tile(int64_t k0, int64_t span, int64_t n_tiles, double per, double total)
+{
+    if (!(per > 0) || !(total > 0) || span <= 0 || k0 >= span)
+        return 0;
+    /* the tiles k = 0.. that hold anything: k * per < total, and k < span */
+    double cover = ceil(total / per);
+    int64_t m = cover < (double)span ? (int64_t)cover : span;
+    if (k0 >= m)
+        return 0;
+    int64_t visits = (m - 1 - k0) / n_tiles + 1, last = k0 + (visits - 1) * n_tiles;
+    /* every visit before the last holds a full `per` (its k is at most
+     * m - 1 - n_tiles, so more than `per` is left); the last what is left */
+    double left = total - (double)last * per;
+    return (double)(visits - 1) * per + (left < per ? (left > 0 ? left : 0) : per);
 }
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -71,6 +108,27 @@ static tile_stats stats_of(const double *b, int n, double capacity)
     }
     s.mean = n > 0 ? sum / n : 0;
     return s;
+}
+
+/* qsort has no context argument: the bytes being sorted by, set just before
+ * each sort (the views run on one thread). */
+static const double *sort_bytes;
+
+static int by_bytes_desc(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    if (sort_bytes[a] != sort_bytes[b])
+        return sort_bytes[a] > sort_bytes[b] ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Rows of the top-tile list: --top, at most MAX_TOP_TILES (compare asks for
+ * every row, and a million-tile list of unrelated tiles says nothing). */
+enum { MAX_TOP_TILES = 1000 };
+static int top_tiles(const tg_an_filter *f, int n_tiles)
+{
+    int want = f->top > 0 && f->top < n_tiles ? f->top : n_tiles;
+    return want < MAX_TOP_TILES ? want : MAX_TOP_TILES;
 }
 
 /* The categories of the tiles table, in a fixed order (for the top-tile columns). */
@@ -131,12 +189,11 @@ static tg_status one_tile(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t start = sqlite3_column_int64(st, 3), span = sqlite3_column_int64(st, 4);
         double per = sqlite3_column_double(st, 5), total = sqlite3_column_double(st, 6);
-        int64_t k = ((tile - start) % n_tiles + n_tiles) % n_tiles;
-        double on = 0;
-        for (; k < span; k += n_tiles) { /* a span longer than the device wraps round again */
-            double left = total - (double)k * per;
-            on += left < per ? (left > 0 ? left : 0) : per;
-        }
+        /* residues first: tile - start itself may overflow for a crafted start */
+        int64_t k0 = ((int64_t)tile % n_tiles - start % n_tiles) % n_tiles;
+        if (k0 < 0)
+            k0 += n_tiles;
+        double on = bytes_on_tile(k0, span, n_tiles, per, total);
         if (on <= 0)
             continue;
         tg_an_row(tt, col_text(st, 0), (double)sqlite3_column_int(st, 1), col_text(st, 2),
@@ -151,7 +208,8 @@ static tg_status one_tile(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
 
 tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
-    int n_tiles = tg_an_tiles_per_device(r);
+    int n_tiles = 0;
+    TG_TRY(tg_an_tiles_per_device(r, &n_tiles));
     if (n_tiles <= 0) {
         if (f->by_tile)
             return tg_error(TG_ERR_INVALID_ARG,
@@ -219,17 +277,13 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
         tg_an_note(v, "device %d: tiles over capacity: %d (of %s per tile)", d, ts.over,
                    capacity > 0 ? tg_an_format(TG_AN_BYTES, capacity, cb, sizeof cb) : "no limit");
 
-        /* the top tiles: a selection by bytes, ties by tile number */
+        /* the top tiles: sorted by bytes, ties by tile number */
         for (int t = 0; t < n_tiles; t++)
             order[t] = t;
-        int want = f->top < n_tiles ? f->top : n_tiles;
+        sort_bytes = b;
+        qsort(order, (size_t)n_tiles, sizeof *order, by_bytes_desc);
+        int want = top_tiles(f, n_tiles);
         for (int i = 0; i < want; i++) {
-            int best = i;
-            for (int j = i + 1; j < n_tiles; j++)
-                if (b[order[j]] > b[order[best]])
-                    best = j;
-            int tmp = order[i];
-            order[i] = order[best], order[best] = tmp;
             int tile = order[i];
             double per_cat[MAX_CATS] = {0};
             sqlite3_reset(cat_st);
@@ -285,13 +339,14 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
         tg_an_note(v, "tiles: bins of the histogram run from 'from' (included) to 'to' "
                       "(excluded; the last bin includes the largest tile); top tiles list the "
                       "%d largest tiles per device",
-                   f->top < n_tiles ? f->top : n_tiles);
+                   top_tiles(f, n_tiles));
     return s;
 }
 
 tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
-    int n_tiles = tg_an_tiles_per_device(r);
+    int n_tiles = 0;
+    TG_TRY(tg_an_tiles_per_device(r, &n_tiles));
     if (n_tiles <= 0)
         return TG_OK;
     double capacity = atof(tg_profile_reader_meta(r, "memory_per_tile"));

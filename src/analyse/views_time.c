@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "profile/reader.h"
 
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,62 @@ static double idle_of(const tg_an_times *t, int d)
     double idle = t->wall_ns - t->execute[d] - t->copy[d] - t->host[d] - t->all_reduce[d] -
                   t->accumulate[d] - t->wait[d] - t->other[d];
     return idle > 0 ? idle : 0;
+}
+
+/* Bytes moved in the host step, as the reference's execution trace gives
+ * them per stream and per inter-device copy: a copy is recorded on the
+ * sending device (Tx) with the receiver as its peer, so the receiver's Rx
+ * rows are the same events seen from the other side. Time includes waiting
+ * for a free slot, so bytes / time is a lower bound of the link's rate. */
+static tg_status transfers(tg_profile_reader *r, const tg_an_filter *f, int run, tg_an_view *v)
+{
+    static const char *const cols[] = {"device", "transfer", "peer", "count", "bytes", "time",
+                                       "GB/s"};
+    static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_TEXT, TG_AN_ID, TG_AN_COUNT,
+                                       TG_AN_BYTES, TG_AN_NS,   TG_AN_NUM};
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(
+        r,
+        "SELECT device, CASE kind WHEN 'stream from host' THEN 'stream from host (Rx)' "
+        " WHEN 'stream to host' THEN 'stream to host (Tx)' ELSE 'copy to device (Tx)' END, "
+        " peer, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM trace "
+        " WHERE run = ?1 AND replica = 0 AND (?2 < 0 OR device = ?2) "
+        " AND kind IN ('stream from host', 'stream to host', 'copy to device') "
+        " GROUP BY device, kind, peer "
+        "UNION ALL "
+        "SELECT peer, 'copy from device (Rx)', device, COUNT(*), SUM(bytes), "
+        " SUM(end_ns - start_ns) FROM trace WHERE run = ?1 AND replica = 0 "
+        " AND kind = 'copy to device' AND peer >= 0 AND (?2 < 0 OR peer = ?2) "
+        " GROUP BY peer, device ORDER BY 1, 2, 3",
+        &st));
+    sqlite3_bind_int(st, 1, run);
+    sqlite3_bind_int(st, 2, f->device);
+    tg_an_table *t = NULL;
+    double total = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!t)
+            t = tg_an_table_add(v, "Transfers, first recorded host step (replica 0)", 7, cols,
+                                kinds);
+        double bytes = sqlite3_column_double(st, 4), ns = sqlite3_column_double(st, 5);
+        int peer = sqlite3_column_int(st, 2);
+        tg_an_row(t, (double)sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 1),
+                  peer >= 0 ? (double)peer : NAN, sqlite3_column_double(st, 3), bytes, ns,
+                  ns > 0 ? bytes / ns : NAN);
+        total += bytes;
+    }
+    sqlite3_finalize(st);
+    char b[32];
+    if (t)
+        tg_an_note(v, "transfers: %s moved (Rx rows of copies are the Tx rows seen from the "
+                      "receiver, so copies count twice in this sum); GB/s = bytes / time, time "
+                      "including any wait for a free slot",
+                   tg_an_format(TG_AN_BYTES, total, b, sizeof b));
+    else
+        tg_an_note(v, "transfers: the trace records no host streams or inter-device copies%s",
+                   atoi(tg_profile_reader_meta(r, "tiles_per_device")) > 0
+                       ? " (the mk2 cycle model times compute only)"
+                       : "");
+    return TG_OK;
 }
 
 tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
@@ -150,5 +207,6 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
     sqlite3_finalize(st);
     tg_an_note(v, "busy = compute / wall time; idle = wall time minus every recorded event; "
                   "span = first start to last end of a micro-batch's compute across devices");
+    TG_TRY(transfers(r, f, t.run, v));
     return tg_an_view_trace_tiles(r, f, v);
 }

@@ -129,6 +129,28 @@ static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_place
                 block_of[i] = g->nodes[i]->block;
     }
     if (bl->n == 0) {
+        /* Flags that cannot apply are errors: silently running on one device
+         * would not be what was asked for. */
+        if (*spec)
+            return tg_error(TG_ERR_CONFIG,
+                            "stages \"%s\": the model has no blocks to group into stages; "
+                            "divide it with split (--split LAYERS) first",
+                            spec);
+        if (tg_options_get_int(o, "devices") > 1)
+            return tg_error(TG_ERR_CONFIG,
+                            "devices %lld: the model has no blocks to put on several devices; "
+                            "divide it with split (--split LAYERS), or use replicationFactor "
+                            "(--replicas) for data parallelism",
+                            (long long)tg_options_get_int(o, "devices"));
+        /* a strategy asked for by name that cannot divide the model would
+         * silently run on one device: say so instead */
+        const char *asked = tg_options_get_string(o, "executionStrategy");
+        if (strcmp(asked, "pipelined") == 0 || strcmp(asked, "sharded") == 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "executionStrategy '%s' divides a model at its blocks, and this "
+                            "model has none: split it with --split LAYERS (option split), mark "
+                            "blocks with tg_block_begin_on, or use --strategy single",
+                            asked);
         p->n_stages = 1;
         return TG_OK;
     }
@@ -278,6 +300,16 @@ tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, t
         goto done;
     }
     if (strcmp(tg_execution_strategy(o), "single") == 0) {
+        const char *div = *tg_options_get_string(o, "stages") ? "stages"
+                          : *tg_options_get_string(o, "split") ? "split"
+                                                               : NULL;
+        if (div) {
+            s = tg_error(TG_ERR_CONFIG,
+                         "%s cannot apply with executionStrategy single (the whole model on one "
+                         "device): drop --%s, or use --strategy pipelined or sharded",
+                         div, div);
+            goto done;
+        }
         p->n_stages = p->n_devices = 1;
         p->device_of_stage = tg_calloc(1, sizeof(int));
         if (!p->device_of_stage)

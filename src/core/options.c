@@ -10,6 +10,7 @@
 #include "core/json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,15 @@ static tg_status check_value(const opt_spec *s, const char *v)
     switch (s->type) {
     case OPT_INT: {
         long long x = strtoll(v, &end, 10);
+        if (*v && (*end || errno)) {
+            /* 1e23 or 99999999999999999999: a number, but out of range or
+             * written as a float; say which rather than "not an integer". */
+            char *fend = NULL;
+            double d = strtod(v, &fend);
+            if (fend != v && !*fend && isfinite(d) && d == floor(d))
+                return tg_error(TG_ERR_CONFIG, "option '%s': %s is outside [%.0f, %.0f]", s->key,
+                                v, s->min, s->max);
+        }
         if (!*v || *end || errno)
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not an integer", s->key, v);
         if ((double)x < s->min || (double)x > s->max)
@@ -203,10 +213,13 @@ static tg_status check_value(const opt_spec *s, const char *v)
     }
     case OPT_FLOAT: {
         double x = strtod(v, &end);
+        /* ERANGE on underflow (1e-320) still parses a number: judge it by the range */
+        if (*v && !*end && errno == ERANGE && fabs(x) < 1.0)
+            errno = 0;
         if (!*v || *end || errno)
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not a number", s->key, v);
         if (!(x >= s->min && x <= s->max)) /* NaN fails both */
-            return tg_error(TG_ERR_CONFIG, "option '%s': %g is outside [%g, %g]", s->key, x, s->min,
+            return tg_error(TG_ERR_CONFIG, "option '%s': %s is outside [%g, %g]", s->key, v, s->min,
                             s->max);
         return TG_OK;
     }
@@ -280,16 +293,122 @@ const char *tg_options_get_string(const tg_options *o, const char *key)
     return v ? v : "";
 }
 
+/* The shortest %g text that reads back as v ("1e+23", not
+ * "9.9999999999999992e+22"), so messages quote what the user wrote. */
+static void shortest(char *buf, size_t cap, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+int tg_options_is_engine(const char *key)
+{
+    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug."};
+    for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+const char *tg_options_flag(const char *key)
+{
+    static const char *const flags[][2] = {
+        {"executionStrategy", "--strategy"},
+        {"stages", "--stages"},
+        {"split", "--split"},
+        {"pipelineSchedule", "--schedule"},
+        {"replicationFactor", "--replicas"},
+        {"Training.gradientAccumulation", "--gradient-accumulation"},
+        {"deviceIterations", "--device-iterations"},
+        {"outputMode", "--output-mode"},
+        {"devices", "--devices"},
+        {"threadsPerDevice", "--threads-per-device"},
+        {"memoryPerDevice", "--memory-per-device"},
+        {"randomSeed", "--seed"},
+        {"precision", "--precision"},
+        {"lossScaling", "--loss-scaling"},
+        {"lossScalingFactor", "--loss-scale"},
+        {"accumType", "--accum-type"},
+        {"firstOrderMomentumAccumType", "--first-moment-type"},
+        {"secondOrderMomentumAccumType", "--second-moment-type"},
+        {"Precision.enableStochasticRounding", "--stochastic-rounding"},
+        {"TensorLocations.optimizer.onChip", "--offload-optimizer"},
+        {"target", "--target"},
+    };
+    for (size_t i = 0; key && i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(flags[i][0], key) == 0)
+            return flags[i][1];
+    return NULL;
+}
+
+/* Options text as a JSON object (anything else is refused, naming source). */
+static tg_status parse_options_object(tg_arena *arena, const char *json, const char *source,
+                                      tg_json **root)
+{
+    tg_status s = tg_json_parse(arena, json, strlen(json), source, root);
+    if (s == TG_OK && (*root)->type != TG_JSON_OBJECT)
+        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
+                     tg_json_type_name((*root)->type));
+    return s;
+}
+
+tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source)
+{
+    tg_arena *arena = tg_arena_create(16 * 1024);
+    if (!arena)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    tg_json *root = NULL;
+    tg_status s = parse_options_object(arena, json, source, &root);
+    for (size_t i = 0; s == TG_OK && i < root->count; i++) {
+        const char *key = root->keys[i];
+        if (tg_options_is_engine(key))
+            continue;
+        if (find_option(key) < 0) {
+            s = tg_error_prefix(unknown_key(key), "%s", source);
+            break;
+        }
+        /* The engine does not see these: the command sized its loader and
+         * schedule from the program's own options, so taking them here would
+         * silently train on something else. */
+        const char *flag = tg_options_flag(key);
+        const char *what = "is not an engine option (only autoReport.*, profiler.*, trace.* and "
+                           "debug.* are read from here)";
+        if (flag)
+            s = tg_error(TG_ERR_CONFIG, "%s: '%s' %s; set it with %s or in --options FILE", source,
+                         key, what, flag);
+        else
+            s = tg_error(TG_ERR_CONFIG,
+                         "%s: '%s' %s; set it with --options FILE or --engine-option %s=VALUE",
+                         source, key, what, key);
+    }
+    tg_arena_destroy(arena);
+    if (s != TG_OK)
+        return s;
+    /* All or nothing: a bad value after good ones must not half-apply. */
+    tg_options *c = tg_options_clone(o);
+    if (!c)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    s = tg_options_set_json(c, json, source);
+    if (s == TG_OK)
+        for (int i = 0; i < N_OPTIONS; i++) {
+            char *t = o->values[i];
+            o->values[i] = c->values[i];
+            c->values[i] = t;
+        }
+    tg_options_destroy(c);
+    return s;
+}
+
 tg_status tg_options_set_json(tg_options *o, const char *json, const char *source)
 {
     tg_arena *arena = tg_arena_create(16 * 1024);
     if (!arena)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
     tg_json *root = NULL;
-    tg_status s = tg_json_parse(arena, json, strlen(json), source, &root);
-    if (s == TG_OK && root->type != TG_JSON_OBJECT)
-        s = tg_error(TG_ERR_CONFIG, "%s: options must be a JSON object, not %s", source,
-                     tg_json_type_name(root->type));
+    tg_status s = parse_options_object(arena, json, source, &root);
     for (size_t i = 0; s == TG_OK && i < root->count; i++) {
         const char *key = root->keys[i];
         const tg_json *v = root->items[i];
@@ -301,7 +420,7 @@ tg_status tg_options_set_json(tg_options *o, const char *json, const char *sourc
             if (v->is_int)
                 snprintf(buf, sizeof buf, "%lld", (long long)v->integer);
             else
-                snprintf(buf, sizeof buf, "%.17g", v->number);
+                shortest(buf, sizeof buf, v->number);
             text = buf;
         } else if (v->type == TG_JSON_BOOL) {
             text = v->boolean ? "true" : "false";

@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -22,6 +23,7 @@
 #define CIFAR_PIXELS 3072
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
 #define CIFAR_TRAIN_FILES 5
+#define CIFAR_MAX_FILE_RECORDS 1000000 /* 100 times the official files' 10000 */
 #define READ_CHUNK_RECORDS 256 /* ~786 KB of records per fread */
 
 static const char *const cifar_classes[10] = {"airplane", "automobile", "bird",  "cat",  "deer",
@@ -68,6 +70,14 @@ static tg_status check_size(const char *name, uint64_t bytes)
     if (bytes % CIFAR_RECORD != 0)
         return tg_error(TG_ERR_FORMAT, "%s: %llu bytes is not a whole number of %d-byte records",
                         name, (unsigned long long)bytes, CIFAR_RECORD);
+    /* The split is allocated from the files' sizes before it is read: a
+     * huge (or sparse) file must not cost its size in memory for nothing.
+     * CIFAR-10's batch files hold 10000 records each. */
+    if (bytes / CIFAR_RECORD > CIFAR_MAX_FILE_RECORDS)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: %llu records, more than the %d a CIFAR-10 batch file can hold here "
+                        "(the official ones hold 10000): not a CIFAR-10 batch file",
+                        name, (unsigned long long)(bytes / CIFAR_RECORD), CIFAR_MAX_FILE_RECORDS);
     return TG_OK;
 }
 
@@ -143,8 +153,10 @@ tg_status tg_cifar10_load(const char *dir, tg_split split, int64_t max_samples, 
         total = max_samples;
     tg_dataset *ds;
     tg_status st = cifar_dataset("cifar10", total, &ds);
-    if (st != TG_OK)
-        return st;
+    if (st != TG_OK) /* name the files whose sizes asked for it */
+        return tg_error_prefix(st, "%s (%d file%s from %s: %lld records by their sizes)",
+                               split == TG_SPLIT_TRAIN ? "training split" : "test split", files,
+                               files == 1 ? "" : "s", paths[0], (long long)total);
     snprintf(ds->name, sizeof ds->name, "cifar10/%s", split == TG_SPLIT_TRAIN ? "train" : "test");
     uint8_t *chunk = tg_malloc((size_t)READ_CHUNK_RECORDS * CIFAR_RECORD);
     if (!chunk) {
@@ -153,10 +165,9 @@ tg_status tg_cifar10_load(const char *dir, tg_split split, int64_t max_samples, 
     }
     int64_t filled = 0;
     for (int f = 0; f < files && filled < total && st == TG_OK; f++) {
-        FILE *fp = fopen(paths[f], "rb");
-        if (!fp) {
-            st = tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
-                          "cifar10 dataset: %s: cannot open: %s", paths[f], strerror(errno));
+        FILE *fp;
+        if ((st = tg_fopen_regular(paths[f], &fp)) != TG_OK) {
+            tg_error_prefix(st, "cifar10 dataset");
             break;
         }
         int64_t want = records[f] < total - filled ? records[f] : total - filled;

@@ -96,8 +96,8 @@ tg_status tg_dataset_create(const char *name, int64_t n, int c, int h, int w, in
     ds->labels = tg_calloc((size_t)n, sizeof *ds->labels);
     if (!ds->images || !ds->labels) {
         tg_dataset_destroy(ds);
-        return tg_error(TG_ERR_NOMEM, "dataset '%s': out of memory for %lld samples", name,
-                        (long long)n);
+        return tg_error(TG_ERR_NOMEM, "dataset '%s': out of memory for %lld samples (%lld bytes)",
+                        name, (long long)n, (long long)(n * per));
     }
     snprintf(ds->name, sizeof ds->name, "%s", name);
     ds->n = n;

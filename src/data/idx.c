@@ -12,6 +12,7 @@
 #include "data/idx.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -35,6 +36,7 @@ typedef struct source {
     /* file */
     gzFile gz;
     int64_t known_remaining; /* bytes left when the size is known (raw), else -1 */
+    int64_t compressed, max_inflated; /* gzip file: its size and 1032 times it; else -1 */
 } source;
 
 /* ---- reading from a source ---------------------------------------------------- */
@@ -92,6 +94,18 @@ static tg_status inflate_some(source *s, unsigned char *dst, size_t n, size_t *g
     return TG_OK;
 }
 
+/* zlib prefixes its message with the name given to gzdopen, "<fd:3>: ",
+ * which means nothing to a user: the file's own name is in our message. */
+static const char *gz_reason(const char *msg)
+{
+    if (msg && strncmp(msg, "<fd:", 4) == 0) {
+        const char *colon = strstr(msg, ": ");
+        if (colon)
+            return colon + 2;
+    }
+    return msg ? msg : "unknown error";
+}
+
 /* Read up to n bytes; *got < n only at the end of the data. */
 static tg_status source_read(source *s, void *dst, size_t n, size_t *got)
 {
@@ -108,7 +122,7 @@ static tg_status source_read(source *s, void *dst, size_t n, size_t *got)
                     return tg_error(TG_ERR_NOMEM, "%s: out of memory while decompressing", s->name);
                 if (code == Z_ERRNO)
                     return tg_error(TG_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
-                return tg_error(TG_ERR_FORMAT, "%s: corrupt gzip data: %s", s->name, msg);
+                return tg_error(TG_ERR_FORMAT, "%s: corrupt gzip data: %s", s->name, gz_reason(msg));
             }
             if (r == 0) {
                 int code;
@@ -187,6 +201,13 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
             return tg_error(TG_ERR_FORMAT, "%s: %s in the header is 0", name, dim_names[ndim - 1][i]);
         if (i > 0)
             item_bytes *= dim[i]; /* two u32 factors: no overflow in 64 bits */
+        /* Image sides become ints downstream: bound them well below INT_MAX. */
+        if (i > 0 && dim[i] > TG_IDX_MAX_SIDE)
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: %s in the header is %llu, over the limit of %d: not an image "
+                            "file (or a damaged one)",
+                            name, dim_names[ndim - 1][i], (unsigned long long)dim[i],
+                            TG_IDX_MAX_SIDE);
     }
     if (dim[0] > TG_IDX_MAX_BYTES / item_bytes)
         return tg_error(TG_ERR_FORMAT,
@@ -199,6 +220,14 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
     if (max_items > 0 && (uint64_t)max_items < items)
         items = (uint64_t)max_items;
     uint64_t want = items * item_bytes;
+
+    /* Deflate cannot expand more than 1032:1, so a compressed file too small
+     * for the promise is truncated: say so before allocating or inflating. */
+    if (s->max_inflated >= 0 && want > (uint64_t)s->max_inflated)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: truncated: header promises %llu bytes of %s, more than its %lld "
+                        "compressed bytes can hold",
+                        name, (unsigned long long)want, what, (long long)s->compressed);
 
     /* With a known size, reject a truncated file before allocating. */
     if (s->known_remaining >= 0) {
@@ -293,8 +322,13 @@ tg_status tg_idx_parse(const void *buf, size_t len, const char *name, int want_n
     s.mem = buf;
     s.mem_len = buf ? len : 0;
     s.known_remaining = -1;
+    s.compressed = s.max_inflated = -1;
     if (s.mem_len >= 2 && s.mem[0] == 0x1f && s.mem[1] == 0x8b) {
         s.mem_gzip = 1;
+        if (s.mem_len < ((size_t)1 << 40)) {
+            s.compressed = (int64_t)s.mem_len;
+            s.max_inflated = 1032 * (int64_t)s.mem_len + 4096;
+        }
         if (inflateInit2(&s.zs, 16 + MAX_WBITS) != Z_OK)
             return tg_error(TG_ERR_NOMEM, "%s: cannot start decompression", s.name);
         s.zs_live = 1;
@@ -312,14 +346,12 @@ tg_status tg_idx_load(const char *path, int want_ndim, int64_t max_items, tg_idx
     memset(out, 0, sizeof *out);
     if (!path)
         return tg_error(TG_ERR_INVALID_ARG, "no IDX file name given");
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s", path,
-                        strerror(errno));
+    int fd;
+    TG_TRY(tg_open_regular(path, &fd)); /* a FIFO is refused, not waited on */
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return tg_error(TG_ERR_IO, "%s: not a regular file", path);
+        return tg_error(TG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     }
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
@@ -331,13 +363,18 @@ tg_status tg_idx_load(const char *path, int want_ndim, int64_t max_items, tg_idx
     s.name = path;
     s.gz = gz;
     s.known_remaining = -1;
+    s.compressed = s.max_inflated = -1;
     /* gzdirect tells after the first read whether the file is raw; peeking
      * one byte is the documented way to make it decide. */
     int c = gzgetc(gz);
     if (c >= 0) {
         gzungetc(c, gz);
-        if (gzdirect(gz))
+        if (gzdirect(gz)) {
             s.known_remaining = (int64_t)st.st_size;
+        } else if (st.st_size < ((int64_t)1 << 40)) {
+            s.compressed = (int64_t)st.st_size;
+            s.max_inflated = 1032 * (int64_t)st.st_size + 4096;
+        }
     }
     tg_status status = parse(&s, want_ndim, max_items, out);
     gzclose(gz);

@@ -28,6 +28,9 @@
 #define TG_IDX_LABELS 1 /* want_ndim for a labels file */
 #define TG_IDX_IMAGES 3 /* want_ndim for an images file */
 
+/* Largest image side accepted: rows and columns become ints downstream. */
+#define TG_IDX_MAX_SIDE 65536
+
 /* Largest payload accepted (16 GiB): a header promising more is malformed. */
 #define TG_IDX_MAX_BYTES ((uint64_t)1 << 34)
 

@@ -27,6 +27,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -479,8 +480,14 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
         else
             s->f = tg_malloc((size_t)(S * l->out_per) * sizeof(float));
         s->labels = tg_malloc((size_t)S * sizeof(int32_t));
-        if ((!s->u && !s->f) || !s->labels)
-            return create_fail(l, "out of memory for the step buffers");
+        if ((!s->u && !s->f) || !s->labels) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "out of memory for the step buffers (%lld samples of %lld values per host "
+                     "step, %d buffer%s)",
+                     (long long)S, (long long)l->out_per, l->nslots, l->nslots == 1 ? "" : "s");
+            return create_fail(l, why);
+        }
     }
     draw_order(l, 0);
     if (async) {

@@ -10,6 +10,7 @@
 #include "data/safetensors.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -467,14 +468,12 @@ tg_status tg_safetensors_load(const char *path, tg_safetensors **out)
     *out = NULL;
     if (!path)
         return tg_error(TG_ERR_INVALID_ARG, "no safetensors file name given");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tg_error(errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: cannot open: %s", path,
-                        strerror(errno));
+    int fd;
+    TG_TRY(tg_open_regular(path, &fd)); /* a FIFO is refused, not waited on */
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        return tg_error(TG_ERR_IO, "%s: not a regular file", path);
+        return tg_error(TG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     }
     uint64_t total = (uint64_t)sb.st_size;
     tg_status s;

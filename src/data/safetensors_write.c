@@ -1,24 +1,20 @@
 /* data/safetensors_write.c - safetensors writer, atomic on disk.
  *
  * Inputs are checked completely before any file is touched. The file is
- * then written under a temporary name next to the target and renamed over it
- * only once its bytes are on disk (fsync), so a reader of `path` sees either
- * the old file or the complete new one, never a torn write - even if the
- * process dies or the disk fills mid-write. The directory is synced after
- * the rename so the new name itself survives a crash.
+ * then written through tg_atomic_file (core/atomic_file.h): a reader of
+ * `path` sees either the old file or the complete new one, never a torn
+ * write - even if the process dies or the disk fills mid-write.
  */
 #include "data/safetensors.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct plan {
     size_t *order;     /* tensors in file order */
@@ -265,49 +261,13 @@ tg_status tg_safetensors_encode(const tg_st_tensor *tensors, size_t n, const tg_
     return TG_OK;
 }
 
-/* ---- atomic file write ------------------------------------------------------------ */
+/* ---- the file ---------------------------------------------------------------------- */
 
-static tg_status write_all(int fd, const char *tmp, const void *src, size_t n)
+static tg_status put(tg_atomic_file *af, const void *src, size_t n)
 {
-    const unsigned char *p = src;
-    while (n) {
-        ssize_t w = write(fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return tg_error(TG_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        p += w;
-        n -= (size_t)w;
-    }
+    if (n && fwrite(src, 1, n, af->f) != n)
+        return tg_error(TG_ERR_IO, "%s: write failed: %s", af->tmp, strerror(errno ? errno : EIO));
     return TG_OK;
-}
-
-/* The directory holding `path` ("." for a bare name), in `dir` (strlen(path) + 2 bytes). */
-static void parent_dir(const char *path, char *dir)
-{
-    strcpy(dir, path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        strcpy(dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-}
-
-/* fsync the directory, so that the rename itself is durable. Nothing here
- * allocates: after the rename a failure could no longer keep the old file. */
-static tg_status sync_dir(const char *path, const char *dir)
-{
-    tg_status s = TG_OK;
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
-            s = tg_error(TG_ERR_IO, "%s: written, but syncing directory '%s' failed: %s", path, dir,
-                         strerror(errno));
-        close(fd);
-    }
-    return s;
 }
 
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *tensors, size_t n,
@@ -317,52 +277,29 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *tensors, si
         return tg_error(TG_ERR_INVALID_ARG, "no safetensors file name given");
     plan p;
     TG_TRY(make_plan(path, tensors, n, meta, n_meta, &p));
-    size_t plen = strlen(path);
-    char *tmp = tg_malloc(2 * plen + 40); /* temp name, then the directory name */
-    if (!tmp) {
-        plan_free(&p);
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    char *dir = tmp + plen + 32;
-    parent_dir(path, dir);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        tg_status s = tg_error(TG_ERR_IO, "%s: cannot create temporary file '%s': %s", path, tmp,
-                               strerror(errno));
-        tg_free(tmp);
+    tg_atomic_file af;
+    tg_status s = tg_atomic_file_open(path, &af);
+    if (s != TG_OK) {
         plan_free(&p);
         return s;
     }
-    /* Keep the permissions of the file being replaced. */
-    struct stat old;
-    if (stat(path, &old) == 0 && S_ISREG(old.st_mode))
-        (void)fchmod(fd, old.st_mode & 07777);
-
     /* From here on every failure removes the temporary file. */
-    tg_status s = build_header(path, tensors, n, meta, n_meta, &p);
+    s = build_header(path, tensors, n, meta, n_meta, &p);
     unsigned char prefix[8];
     put_le64(prefix, p.hlen);
     if (s == TG_OK)
-        s = write_all(fd, tmp, prefix, 8);
+        s = put(&af, prefix, 8);
     if (s == TG_OK)
-        s = write_all(fd, tmp, p.header, p.hlen);
+        s = put(&af, p.header, p.hlen);
     for (size_t k = 0; k < n && s == TG_OK; k++) {
         size_t i = p.order[k];
         if (p.nbytes[i])
-            s = write_all(fd, tmp, tensors[i].data, (size_t)p.nbytes[i]);
+            s = put(&af, tensors[i].data, (size_t)p.nbytes[i]);
     }
-    if (s == TG_OK && fsync(fd) != 0)
-        s = tg_error(TG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && s == TG_OK)
-        s = tg_error(TG_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (s == TG_OK && rename(tmp, path) != 0)
-        s = tg_error(TG_ERR_IO, "%s: cannot rename '%s' over it: %s", path, tmp, strerror(errno));
-    if (s != TG_OK)
-        unlink(tmp);
+    if (s == TG_OK)
+        s = tg_atomic_file_commit(&af);
     else
-        s = sync_dir(path, dir);
-    tg_free(tmp);
+        tg_atomic_file_abort(&af);
     plan_free(&p);
     return s;
 }

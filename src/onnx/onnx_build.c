@@ -131,11 +131,45 @@ tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const flo
     return t;
 }
 
+/* A float initializer's little-endian raw bytes, used in place when they
+ * are float-aligned, so the weights are copied once (into the graph) rather
+ * than decoded first: the bulk of a ResNet-50 import. */
+static const float *raw_floats(const onnx_builder *b, const ob_value *v, tg_shape *shape)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const tg_onnx_model *m = b->m;
+    const Onnx__TensorProto *t = m->graph->initializer[v->init];
+    const uint8_t *raw = m->external[v->init] ? m->external[v->init]
+                         : t->has_raw_data    ? t->raw_data.data
+                                              : NULL;
+    size_t len = m->external[v->init] ? m->external_size[v->init] : t->raw_data.len;
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || !raw || t->n_dims > TG_MAX_DIMS ||
+        (uintptr_t)raw % _Alignof(float) != 0)
+        return NULL;
+    *shape = tg_shape_of((int)t->n_dims, t->dims);
+    /* the loader checked the size; a zero-element tensor takes the slow path */
+    return tg_shape_numel(*shape) > 0 && len == (size_t)tg_shape_numel(*shape) * sizeof(float)
+               ? (const float *)(const void *)raw
+               : NULL;
+#else
+    (void)b;
+    (void)v;
+    (void)shape;
+    return NULL;
+#endif
+}
+
 tg_tensor *ob_tensor(onnx_builder *b, int i)
 {
     ob_value *v = input_value(b, i);
     if (!v || v->t)
         return v ? v->t : NULL;
+    tg_shape raw_shape;
+    const float *raw = v->init >= 0 && !v->c.f && !v->c.i ? raw_floats(b, v, &raw_shape) : NULL;
+    if (raw) {
+        v->t = ob_param(b, v->name, raw_shape, raw, false);
+        return v->t;
+    }
     if (decode_init(b, v) != TG_OK)
         return NULL;
     if (!v->c.f) {
@@ -258,7 +292,7 @@ const ob_op *ob_find_op(const char *op_type)
 
 const char *tg_onnx_supported_ops(void)
 {
-    static char list[2048];
+    static _Thread_local char list[2048]; /* built once per thread: no lock needed */
     if (list[0])
         return list;
     size_t used = 0;

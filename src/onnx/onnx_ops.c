@@ -13,10 +13,11 @@
 
 /* ---- shared attribute checks --------------------------------------------- */
 
-/* Conv/pool window attributes for 2-D inputs, refusing what the builder
- * cannot do (asymmetric pads, odd SAME padding). */
+/* Conv window attributes for 2-D inputs: strides, dilations, and padding
+ * per side (pads, or auto_pad SAME_UPPER/SAME_LOWER: the odd pixel at the
+ * end for UPPER, at the start for LOWER). */
 typedef struct window {
-    int64_t k[2], s[2], p[2], d[2];
+    int64_t k[2], s[2], lo[2], hi[2], d[2];
 } window;
 
 static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel, window *w)
@@ -27,7 +28,7 @@ static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel,
     for (int i = 0; i < 2; i++) {
         w->k[i] = kernel[i];
         w->s[i] = w->d[i] = 1;
-        w->p[i] = 0;
+        w->lo[i] = w->hi[i] = 0;
     }
     if ((a = ob_attr_ints(b, "strides", &n)) && n == 2)
         memcpy(w->s, a, sizeof w->s);
@@ -36,32 +37,29 @@ static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel,
     if ((a = ob_attr_ints(b, "pads", &n))) {
         if (n != 4)
             return ob_fail(b, TG_ERR_INVALID_ARG, "pads has %d values (4 for 2-D)", n);
-        if (a[0] != a[2] || a[1] != a[3])
-            return ob_fail(b, TG_ERR_UNSUPPORTED,
-                           "asymmetric pads [%lld, %lld, %lld, %lld] are "
-                           "not supported (begin and end must be equal)",
-                           (long long)a[0], (long long)a[1], (long long)a[2], (long long)a[3]);
-        w->p[0] = a[0];
-        w->p[1] = a[1];
+        for (int i = 0; i < 2; i++) {
+            w->lo[i] = a[i];
+            w->hi[i] = a[2 + i];
+        }
     }
     const char *mode = ob_attr_string(b, "auto_pad", pad_mode, sizeof pad_mode);
-    if (!strcmp(mode, "SAME_UPPER") || !strcmp(mode, "SAME_LOWER")) {
+    bool upper = !strcmp(mode, "SAME_UPPER");
+    if (upper || !strcmp(mode, "SAME_LOWER")) {
         for (int i = 0; i < 2; i++) {
             int64_t in = x.dim[2 + i], out = (in + w->s[i] - 1) / w->s[i];
             int64_t total = (out - 1) * w->s[i] + (w->k[i] - 1) * w->d[i] + 1 - in;
             total = total > 0 ? total : 0;
-            if (total % 2)
-                return ob_fail(b, TG_ERR_UNSUPPORTED,
-                               "auto_pad %s needs asymmetric padding "
-                               "here (%lld in all on dim %d)",
-                               mode, (long long)total, 2 + i);
-            w->p[i] = total / 2;
+            w->lo[i] = upper ? total / 2 : total - total / 2;
+            w->hi[i] = total - w->lo[i];
         }
-    } else if (mode[0] && strcmp(mode, "NOTSET") && strcmp(mode, "VALID")) {
-        return ob_fail(b, TG_ERR_INVALID_ARG, "auto_pad '%s' is unknown", mode);
     } else if (!strcmp(mode, "VALID")) {
-        w->p[0] = w->p[1] = 0;
+        w->lo[0] = w->lo[1] = w->hi[0] = w->hi[1] = 0;
+    } else if (mode[0] && strcmp(mode, "NOTSET")) {
+        return ob_fail(b, TG_ERR_INVALID_ARG, "auto_pad '%s' is unknown", mode);
     }
+    for (int i = 0; i < 2; i++)
+        if (w->lo[i] < 0 || w->hi[i] < 0)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "negative pads");
     return TG_OK;
 }
 
@@ -98,12 +96,12 @@ static tg_status map_conv(onnx_builder *b)
     TG_TRY(read_window(b, tg_tensor_shape(x), &ws.dim[2], &win));
     tg_conv2d_params p = {(int)win.s[0],
                           (int)win.s[1],
-                          (int)win.p[0],
-                          (int)win.p[1],
+                          (int)win.lo[0],
+                          (int)win.lo[1],
                           (int)win.d[0],
                           (int)win.d[1],
                           (int)ob_attr_int(b, "group", 1)};
-    return ob_set(b, 0, tg_conv2d(b->g, x, w, bias, p));
+    return ob_set(b, 0, tg_conv2d_ex(b->g, x, w, bias, p, (int)win.hi[0], (int)win.hi[1]));
 }
 
 static tg_status map_gemm(onnx_builder *b)
@@ -634,21 +632,28 @@ static tg_status map_slice(onnx_builder *b)
     for (int64_t k = 0; k < st->n; k++) {
         int axis = 0;
         TG_TRY(ob_axis(b, ax ? ax->i[k] : k, s.ndim, &axis));
-        if (sp && sp->i[k] != 1)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "step %lld on axis %d (only 1 is supported)",
-                           (long long)sp->i[k], axis);
+        if (sp && sp->i[k] == 0)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "step 0 on axis %d", axis);
+        if (sp && sp->i[k] != 1) {
+            /* tg_slice_ex reads start and end as ONNX does */
+            y = tg_slice_ex(b->g, y, axis, st->i[k], en->i[k], sp->i[k]);
+            continue;
+        }
         int64_t n = s.dim[axis], lo = st->i[k], hi = en->i[k];
         lo = lo < 0 ? lo + n : lo;
         hi = hi < 0 ? hi + n : hi;
         lo = lo < 0 ? 0 : lo > n ? n : lo;
         hi = hi < lo ? lo : hi > n ? n : hi;
+        /* the slice kernels are not written for empty tensors */
+        if (hi == lo)
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "the slice of axis %d is empty", axis);
         if (lo != 0 || hi != n)
             y = tg_slice(b->g, y, axis, lo, hi);
     }
     return ob_set(b, 0, y);
 }
 
-static tg_status reduce(onnx_builder *b, bool mean)
+static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool))
 {
     tg_tensor *x = ob_tensor(b, 0);
     if (!x)
@@ -678,17 +683,59 @@ static tg_status reduce(onnx_builder *b, bool mean)
     if (n == 0)
         mask = (1u << nd) - 1;
     bool keep = ob_attr_int(b, "keepdims", 1) != 0;
-    return ob_set(b, 0,
-                  mean ? tg_reduce_mean(b->g, x, mask, keep) : tg_reduce_sum(b->g, x, mask, keep));
+    return ob_set(b, 0, fn(b->g, x, mask, keep));
 }
 
 static tg_status map_reduce_mean(onnx_builder *b)
 {
-    return reduce(b, true);
+    return reduce(b, tg_reduce_mean);
 }
 static tg_status map_reduce_sum(onnx_builder *b)
 {
-    return reduce(b, false);
+    return reduce(b, tg_reduce_sum);
+}
+
+static tg_status map_reduce_max(onnx_builder *b)
+{
+    return reduce(b, tg_reduce_max);
+}
+static tg_status map_reduce_min(onnx_builder *b)
+{
+    return reduce(b, tg_reduce_min);
+}
+
+/* Pad (opset 11+): pads and constant_value as constant inputs. */
+static tg_status map_pad(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    const tg_onnx_data *pads = x ? ob_const(b, 1) : NULL;
+    if (!pads)
+        return TG_ERR_UNSUPPORTED;
+    int nd = tg_tensor_shape(x).ndim;
+    if (!pads->i || pads->n != 2 * nd)
+        return ob_fail(b, TG_ERR_FORMAT, "pads must be %d integers for %d dims", 2 * nd, nd);
+    float value = 0.0f;
+    if (ob_has_input(b, 2)) {
+        const tg_onnx_data *v = ob_const(b, 2);
+        if (!v || v->n != 1)
+            return v ? ob_fail(b, TG_ERR_FORMAT, "constant_value must be one value")
+                     : TG_ERR_UNSUPPORTED;
+        value = v->f ? v->f[0] : (float)v->i[0];
+    }
+    if (ob_has_input(b, 3))
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "the axes input (opset 18)");
+    char buf[32];
+    const char *mode = ob_attr_string(b, "mode", buf, sizeof buf);
+    tg_pad_mode m;
+    if (!mode[0] || !strcmp(mode, "constant"))
+        m = TG_PAD_CONSTANT;
+    else if (!strcmp(mode, "reflect"))
+        m = TG_PAD_REFLECT;
+    else if (!strcmp(mode, "edge"))
+        m = TG_PAD_EDGE;
+    else
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "mode '%s' (constant, reflect and edge are)", mode);
+    return ob_set(b, 0, tg_pad(b->g, x, pads->i, m, value));
 }
 
 #define WINDOW_ATTRS "auto_pad,kernel_shape,pads,strides"
@@ -731,5 +778,8 @@ const ob_op tg_onnx_nn_ops[] = {
     {"Slice", map_slice, ""},
     {"ReduceMean", map_reduce_mean, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceSum", map_reduce_sum, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceMax", map_reduce_max, "axes,keepdims"},
+    {"ReduceMin", map_reduce_min, "axes,keepdims"},
+    {"Pad", map_pad, "mode"},
 };
 const int tg_onnx_nn_op_count = (int)(sizeof tg_onnx_nn_ops / sizeof tg_onnx_nn_ops[0]);

@@ -118,11 +118,13 @@ static tg_status declared_count(const Onnx__TensorProto *t, const char *what, tg
     return TG_OK;
 }
 
-static tg_status decode_typed(const Onnx__TensorProto *t, const char *what, tg_onnx_data *d)
+/* The typed field's element count must equal the declared one; checked
+ * before anything is allocated for the declared size. */
+static tg_status check_typed_count(const Onnx__TensorProto *t, const char *what,
+                                   const tg_onnx_data *d)
 {
-    int e = d->elem_type;
     size_t have;
-    switch (e) {
+    switch (d->elem_type) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
         have = t->n_float_data;
         break;
@@ -139,6 +141,12 @@ static tg_status decode_typed(const Onnx__TensorProto *t, const char *what, tg_o
     if ((int64_t)have != d->n)
         return tg_error(TG_ERR_FORMAT, "%s: declares %lld elements (dims) but holds %zu", what,
                         (long long)d->n, have);
+    return TG_OK;
+}
+
+static void decode_typed(const Onnx__TensorProto *t, tg_onnx_data *d)
+{
+    int e = d->elem_type;
     for (int64_t k = 0; k < d->n; k++) {
         switch (e) {
         case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
@@ -161,7 +169,6 @@ static tg_status decode_typed(const Onnx__TensorProto *t, const char *what, tg_o
             break;
         }
     }
-    return TG_OK;
 }
 
 tg_status tg_onnx_data_decode(const Onnx__TensorProto *t, const uint8_t *ext, size_t ext_size,
@@ -188,6 +195,8 @@ tg_status tg_onnx_data_decode(const Onnx__TensorProto *t, const uint8_t *ext, si
                         "holds %zu bytes",
                         what, "declare", (long long)d->n, tg_onnx_elem_name(t->data_type),
                         (long long)(d->n * (int64_t)es), raw_size);
+    if (!raw)
+        TG_TRY(check_typed_count(t, what, d));
     size_t n = (size_t)(d->n ? d->n : 1);
     if (is_float_type(d->elem_type))
         d->f = tg_malloc(n * sizeof(float));
@@ -196,10 +205,8 @@ tg_status tg_onnx_data_decode(const Onnx__TensorProto *t, const uint8_t *ext, si
     if (!d->f && !d->i)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory for %lld elements", what, (long long)d->n);
     if (!raw) {
-        tg_status s = decode_typed(t, what, d);
-        if (s != TG_OK)
-            tg_onnx_data_free(d);
-        return s;
+        decode_typed(t, d);
+        return TG_OK;
     }
     for (int64_t k = 0; k < d->n; k++)
         raw_element(d->elem_type, raw + (size_t)k * es, d->f ? d->f + k : NULL,

@@ -17,12 +17,14 @@
  * metadata names every process and thread.
  *
  * The JSON writer's buffer is drained to the file every megabyte, so a large
- * trace is never held twice in memory; the file is written beside its final
- * name and renamed, so readers never see half a trace.
+ * trace is never held twice in memory; the file goes through tg_atomic_file
+ * (written beside its final name, fsynced and renamed), so readers never see
+ * half a trace.
  */
 #include "profile/trace_internal.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -542,42 +544,33 @@ tg_status tg_trace_export_chrome(const char *path, const tg_trace_device_track *
         return tg_error(TG_ERR_INVALID_ARG, "trace export: %zu tracks but no array", n_tracks);
     TG_TRY(check_tracks(tracks, n_tracks));
 
-    size_t len = strlen(path);
-    char *tmp = tg_malloc(len + 32);
-    if (!tmp)
-        return tg_error(TG_ERR_NOMEM, "trace export '%s': out of memory", path);
-    snprintf(tmp, len + 32, "%s.tmp%ld", path, (long)getpid());
     exporter *x = tg_calloc(1, sizeof *x);
-    FILE *f = x ? fopen(tmp, "wb") : NULL;
-    if (!f) {
-        tg_status st =
-            x ? tg_error(TG_ERR_IO, "trace export: cannot create '%s': %s", tmp, strerror(errno))
-              : tg_error(TG_ERR_NOMEM, "trace export '%s': out of memory", path);
+    if (!x)
+        return tg_error(TG_ERR_NOMEM, "trace export '%s': out of memory", path);
+    tg_atomic_file af;
+    tg_status st = tg_atomic_file_open(path, &af);
+    if (st != TG_OK) {
         tg_free(x);
-        tg_free(tmp);
-        return st;
+        return tg_error_prefix(st, "trace export");
     }
     tg_json_writer_init(&x->w);
-    x->f = f;
+    x->f = af.f;
     x->origin = find_origin(tracks, n_tracks);
     x->now = tg_trace_clock_ns();
 
-    tg_status st = write_document(x, tracks, n_tracks);
+    st = write_document(x, tracks, n_tracks);
     if (st == TG_OK)
         st = tg_json_writer_finish(&x->w, NULL, NULL);
-    if (fclose(f) != 0 && !x->io_errno)
-        x->io_errno = errno ? errno : EIO;
     if (st == TG_OK && x->io_errno)
-        st = tg_error(TG_ERR_IO, "trace export: cannot write '%s': %s", tmp, strerror(x->io_errno));
-    if (st == TG_OK && rename(tmp, path) != 0)
-        st = tg_error(TG_ERR_IO, "trace export: cannot rename '%s' to '%s': %s", tmp, path,
-                      strerror(errno));
-    if (st != TG_OK)
-        remove(tmp);
+        st = tg_error(TG_ERR_IO, "trace export: cannot write '%s': %s", af.tmp,
+                      strerror(x->io_errno));
+    if (st == TG_OK && (st = tg_atomic_file_commit(&af)) != TG_OK)
+        tg_error_prefix(st, "trace export");
+    else if (st != TG_OK)
+        tg_atomic_file_abort(&af);
     tg_json_writer_free(&x->w);
     tg_free(x->links);
     tg_free(x);
-    tg_free(tmp);
     return st;
 }
 

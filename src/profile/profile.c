@@ -9,6 +9,7 @@
 
 #include "compile/placement.h"
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "ops/op.h"
 #include "runtime/engine.h"
@@ -16,12 +17,14 @@
 #include "tilegraph/trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef TG_VERSION
 #define TG_VERSION "0"
@@ -29,7 +32,9 @@
 
 struct tg_profile {
     sqlite3 *db;
-    char path[1024];
+    char path[1024];         /* the final name; the database is written under af.tmp */
+    tg_atomic_file af;       /* renamed over `path` only by a successful close */
+    int lock_fd;             /* DIR/<kind>/.profile.lock, held (fcntl) while writing */
     const tg_program *program;
 };
 
@@ -454,6 +459,49 @@ static tg_status make_dirs(const char *path)
     return TG_OK;
 }
 
+/* Two runs writing one profile directory would replace each other's files
+ * (once leaving one run's training profile beside another's inference
+ * profile). The directory is locked while its profile is written: an fcntl
+ * lock, so it goes away with the process however it ends. The lock file
+ * holds the owner's pid for the message. */
+static tg_status lock_dir(tg_profile *pf, const char *sub)
+{
+    char lock[1100];
+    snprintf(lock, sizeof lock, "%s/.profile.lock", sub);
+    pf->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (pf->lock_fd < 0)
+        return tg_error(TG_ERR_IO, "profile: cannot create '%s': %s", lock, strerror(errno));
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(pf->lock_fd, F_SETLK, &fl) != 0) {
+        char owner[32] = "";
+        ssize_t n = pread(pf->lock_fd, owner, sizeof owner - 1, 0);
+        owner[n > 0 ? n : 0] = '\0';
+        close(pf->lock_fd);
+        pf->lock_fd = -1;
+        return tg_error(TG_ERR_IO,
+                        "profile: '%s' is being written by another run (pid %s); wait for it "
+                        "or give this run another --profile-dir (autoReport.directory)",
+                        sub, owner[0] ? owner : "unknown");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    /* The pid only serves the message of a run that is refused: best effort. */
+    if (ftruncate(pf->lock_fd, 0) == 0)
+        (void)!pwrite(pf->lock_fd, pid, (size_t)len, 0);
+    return TG_OK;
+}
+
+static void release(tg_profile *pf)
+{
+    if (pf->db)
+        sqlite3_close(pf->db);
+    pf->db = NULL;
+    tg_atomic_file_abort(&pf->af);
+    if (pf->lock_fd >= 0)
+        close(pf->lock_fd);
+    tg_free(pf);
+}
+
 tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o,
                           bool execution, tg_profile **out)
 {
@@ -462,13 +510,20 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     if (!pf)
         return tg_error(TG_ERR_NOMEM, "profile: out of memory");
     pf->program = p;
+    pf->lock_fd = -1;
     char sub[1024];
     snprintf(sub, sizeof sub, "%s/%s", dir, p->training ? "training" : "inference");
     tg_status s = make_dirs(sub);
     snprintf(pf->path, sizeof pf->path, "%s/profile.sqlite", sub);
-    if (s == TG_OK && remove(pf->path) != 0 && errno != ENOENT)
-        s = tg_error(TG_ERR_IO, "profile: cannot replace '%s': %s", pf->path, strerror(errno));
-    if (s == TG_OK && sqlite3_open(pf->path, &pf->db) != SQLITE_OK)
+    if (s == TG_OK)
+        s = lock_dir(pf, sub);
+    /* Written under a temporary name and renamed by tg_profile_close: the
+     * previous profile stays whole until then, and a killed run leaves no
+     * partial file that would read as a normal profile. That is also why
+     * the fast, unsafe journal settings below are harmless. */
+    if (s == TG_OK && (s = tg_atomic_file_reserve(pf->path, &pf->af)) != TG_OK)
+        tg_error_prefix(s, "profile");
+    if (s == TG_OK && sqlite3_open(pf->af.tmp, &pf->db) != SQLITE_OK)
         s = db_error(pf, "open");
     bool flops = tg_options_get_int(o, "profiler.includeFlopEstimates") != 0;
     if (s == TG_OK)
@@ -493,9 +548,7 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
         s = exec(pf, execution ? "INSERT INTO meta VALUES('execution_profile', 'true'); COMMIT;"
                                : "INSERT INTO meta VALUES('execution_profile', 'false'); COMMIT;");
     if (s != TG_OK) {
-        if (pf->db)
-            sqlite3_close(pf->db);
-        tg_free(pf);
+        release(pf);
         return s;
     }
     *out = pf;
@@ -656,6 +709,16 @@ tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s)
         status = write_host_trace(pf);
     if (sqlite3_close(pf->db) != SQLITE_OK && status == TG_OK)
         status = db_error(pf, "close");
-    tg_free(pf);
+    pf->db = NULL;
+    /* Only a complete profile takes the final name. */
+    if (status == TG_OK && (status = tg_atomic_file_commit(&pf->af)) != TG_OK)
+        tg_error_prefix(status, "profile");
+    release(pf);
     return status;
+}
+
+void tg_profile_abort(tg_profile *pf)
+{
+    if (pf)
+        release(pf);
 }

@@ -17,15 +17,20 @@
 typedef struct tg_profile tg_profile;
 struct tg_session;
 
-/* Create DIR/<training|inference>/profile.sqlite (replacing an older one) and
- * write the graph profile of `p` into it. `execution` says whether runs will
- * be recorded. */
+/* Start DIR/<training|inference>/profile.sqlite and write the graph profile
+ * of `p` into it. `execution` says whether runs will be recorded. The file is
+ * written under a temporary name (core/atomic_file.h) and replaces an older
+ * profile only when tg_profile_close succeeds. The directory is locked
+ * meanwhile: a second run on it fails here with a message naming it. */
 tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o,
                           bool execution, tg_profile **out);
 /* Append the events of the session's last run (run number `run`). */
 tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int64_t run);
-/* Write the per-op totals and close the file. */
+/* Write the per-op totals, close the file and give it its final name. On
+ * failure the temporary is removed and the previous profile kept. Frees pf. */
 tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s);
+/* Drop the profile being written (the previous one stays). Frees pf. */
+void tg_profile_abort(tg_profile *pf);
 const char *tg_profile_path(const tg_profile *pf);
 
 #endif

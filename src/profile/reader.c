@@ -2,6 +2,7 @@
 #include "profile/reader.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "profile/profile.h"
 
@@ -27,6 +28,21 @@ static tg_status fail(tg_profile_reader *r, const char *what)
     return tg_error(TG_ERR_FORMAT, "%s: %s", r->path, what);
 }
 
+/* A profile locked by its writer is not a broken one: say what to do. */
+static bool is_locked(sqlite3 *db)
+{
+    int code = sqlite3_errcode(db) & 0xff; /* the primary code of an extended one */
+    return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
+
+static tg_status locked(tg_profile_reader *r)
+{
+    return tg_error(TG_ERR_IO,
+                    "%s: the profile is being written by a running tilegraph (the database is "
+                    "locked); wait until that run finishes, then open it again",
+                    r->path);
+}
+
 static tg_status check(tg_profile_reader *r)
 {
     char *err = NULL;
@@ -34,10 +50,16 @@ static tg_status check(tg_profile_reader *r)
     /* quick_check reads every page: a truncated or damaged file fails here */
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(r->db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
+        if (is_locked(r->db))
+            return locked(r);
         char msg[512];
-        bool corrupt = sqlite3_errcode(r->db) == SQLITE_CORRUPT;
-        snprintf(msg, sizeof msg, corrupt ? "the file is damaged or truncated (%s)"
-                                          : "not a tilegraph profile (%s)",
+        int code = sqlite3_errcode(r->db);
+        bool corrupt = code == SQLITE_CORRUPT;
+        bool busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
+        snprintf(msg, sizeof msg,
+                 busy      ? "another program is writing it (%s): wait until it has finished"
+                 : corrupt ? "the file is damaged or truncated (%s)"
+                           : "not a tilegraph profile (%s)",
                  sqlite3_errmsg(r->db));
         return fail(r, msg);
     }
@@ -46,7 +68,10 @@ static tg_status check(tg_profile_reader *r)
         snprintf(result, sizeof result, "%s", (const char *)sqlite3_column_text(st, 0));
     else if (rc != SQLITE_DONE)
         snprintf(result, sizeof result, "%s", sqlite3_errmsg(r->db));
+    bool busy = rc != SQLITE_ROW && rc != SQLITE_DONE && is_locked(r->db);
     sqlite3_finalize(st);
+    if (busy)
+        return locked(r);
     if (strcmp(result, "ok") != 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "the file is damaged or truncated (%s)", result);
@@ -89,6 +114,9 @@ tg_status tg_profile_reader_open(const char *path, tg_profile_reader **out)
     tg_status s = TG_OK;
     if (access(path, R_OK) != 0)
         s = tg_error(TG_ERR_IO, "%s: cannot read the profile (missing or not readable)", path);
+    /* SQLite opens the file itself: a FIFO would block it forever. */
+    else if ((s = tg_check_regular(path)) != TG_OK)
+        tg_error_prefix(s, "profile");
     else if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         s = fail(r, "cannot open as SQLite");
     if (s == TG_OK)

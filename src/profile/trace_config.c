@@ -10,6 +10,7 @@
 #include "profile/trace_internal.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -304,12 +305,33 @@ tg_status tg_trace_flush(void)
     tg_trace_settings s;
     tg_trace_settings_get(&s);
     TG_TRY(make_directory(s.directory));
+    /* traces of killed runs are named for their pids: clean theirs here */
+    tg_atomic_file_clean_stale_prefix(s.directory, "tilegraph-");
     return tg_trace_write(tg_trace_output_path());
+}
+
+static pthread_mutex_t noted_lock = PTHREAD_MUTEX_INITIALIZER;
+static tg_status noted_status;
+static char noted_message[512];
+
+void tg_trace_note_failure(tg_status status)
+{
+    pthread_mutex_lock(&noted_lock);
+    if (noted_status == TG_OK && status != TG_OK) {
+        noted_status = status;
+        snprintf(noted_message, sizeof noted_message, "%s", tg_error_message());
+    }
+    pthread_mutex_unlock(&noted_lock);
 }
 
 tg_status tg_trace_shutdown(void)
 {
     tg_status st = tg_trace_flush();
+    pthread_mutex_lock(&noted_lock);
+    if (st == TG_OK && noted_status != TG_OK)
+        st = tg_error(noted_status, "%s", noted_message);
+    noted_status = TG_OK;
+    pthread_mutex_unlock(&noted_lock);
     tg_trace_settings s;
     tg_trace_settings_default(&s);
     tg_trace_settings_apply(&s);

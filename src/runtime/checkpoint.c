@@ -9,8 +9,10 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "data/safetensors.h"
+#include "runtime/engine.h"
 #include "runtime/session_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +31,101 @@ static char *file_name_of(const char *graph_name)
     return s;
 }
 
+/* Batch norm keeps its running mean and variance as the rows of one state
+ * tensor "<module>.running_stats" [2, C]; the file carries them under
+ * PyTorch's names, "<module>.running_mean" and "<module>.running_var" [C] (and
+ * "<module>.num_batches_tracked"), so a checkpoint loads into the PyTorch
+ * module. The length of "<module>." is returned, or -1 for other tensors. */
+static const char RUNNING_STATS[] = "running_stats";
+
+static int running_stats_prefix(const char *file_name, const tg_tensor *t)
+{
+    size_t n = strlen(file_name), k = sizeof RUNNING_STATS - 1;
+    if (t->op != TG_OP_STATE || t->shape.ndim != 2 || t->shape.dim[0] != 2 || n <= k ||
+        strcmp(file_name + n - k, RUNNING_STATS) != 0 || (n > k && file_name[n - k - 1] != '.'))
+        return -1;
+    return (int)(n - k);
+}
+
 static bool is_saved(const tg_session *s, const tg_tensor *t)
 {
     return (t->op == TG_OP_PARAM || t->op == TG_OP_STATE) && tg_session_data(s, t) != NULL;
 }
 
+/* Metadata the engine needs to continue exactly where it stopped, beside
+ * the update counter: the loss-scaling state. 9 significant digits give a
+ * float back exactly. */
+typedef struct engine_meta {
+    char step[32], loss_scale[32], good[32], skipped[32];
+} engine_meta;
+
+static size_t engine_meta_fill(const tg_session *s, engine_meta *m, tg_st_meta *out)
+{
+    snprintf(m->step, sizeof m->step, "%lld", (long long)tg_session_step(s));
+    snprintf(m->loss_scale, sizeof m->loss_scale, "%.9g", (double)s->loss_scale);
+    snprintf(m->good, sizeof m->good, "%lld", (long long)s->good_updates);
+    snprintf(m->skipped, sizeof m->skipped, "%lld", (long long)s->skipped_updates);
+    out[0] = (tg_st_meta){"step", m->step};
+    out[1] = (tg_st_meta){"skipped_updates", m->skipped};
+    if (s->program->precision.loss_scaling != TG_LOSS_SCALING_DYNAMIC)
+        return 2; /* a static scale is an option of the session, not state */
+    out[2] = (tg_st_meta){"loss_scale", m->loss_scale};
+    out[3] = (tg_st_meta){"good_updates", m->good};
+    return 4;
+}
+
+/* Turn entry e (a [2, C] running_stats copy) into running_mean and
+ * running_var [C], and append num_batches_tracked (the updates done: what
+ * PyTorch counts in training, one per batch). e stays the owner of the
+ * data; the entries after it point into it or own their own. */
+static tg_status split_running_stats(const tg_session *s, tg_st_tensor *e, int prefix, size_t *n,
+                                     const char *path)
+{
+    const char *suffix[3] = {"running_var", "num_batches_tracked", "running_mean"};
+    char *names[3];
+    int64_t *count = tg_malloc(sizeof *count);
+    for (int i = 0; i < 3; i++) {
+        size_t len = (size_t)prefix + strlen(suffix[i]) + 1;
+        names[i] = tg_malloc(len);
+        if (names[i])
+            snprintf(names[i], len, "%.*s%s", prefix, e->name, suffix[i]);
+    }
+    if (!names[0] || !names[1] || !names[2] || !count) {
+        for (int i = 0; i < 3; i++)
+            tg_free(names[i]);
+        tg_free(count);
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
+    }
+    *count = tg_session_step(s);
+    size_t half = e->nbytes / 2;
+    tg_st_tensor *var = e + 1, *tracked = e + 2;
+    *var = *e;
+    var->name = names[0];
+    var->ndim = 1;
+    var->shape[0] = e->shape[1];
+    var->data = (const char *)e->data + half;
+    var->nbytes = 0; /* marks data it does not own */
+    *tracked = (tg_st_tensor){.name = names[1], .dtype = TG_ST_I64, .ndim = 0, .data = count,
+                              .nbytes = sizeof *count};
+    tg_free((char *)e->name);
+    e->name = names[2];
+    e->ndim = 1;
+    e->shape[0] = e->shape[1];
+    *n += 2;
+    return TG_OK;
+}
+
 tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model)
 {
+    return tg_checkpoint_save_meta(s, path, model, NULL, 0);
+}
+
+tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const char *model,
+                                  const char *const *kv, size_t n_pairs)
+{
     const tg_graph *g = tg_session_graph(s);
-    tg_st_tensor *list = tg_calloc((size_t)g->n_nodes + 1, sizeof *list);
+    /* up to three entries a tensor: running statistics become three */
+    tg_st_tensor *list = tg_calloc(3 * (size_t)g->n_nodes + 1, sizeof *list);
     if (!list)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
     size_t n = 0;
@@ -66,38 +154,83 @@ tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *
         }
         tg_session_value_out(s, t, copy);
         e->data = copy;
+        e->nbytes = bytes;
+        int prefix = running_stats_prefix(e->name, t);
+        if (prefix >= 0)
+            st = split_running_stats(s, e, prefix, &n, path);
     }
-    char step[32];
-    snprintf(step, sizeof step, "%lld", (long long)tg_session_step(s));
-    tg_st_meta meta[] = {
-        {"format", "tilegraph"},
-        {"tilegraph_version", TG_VERSION},
-        {"model", model ? model : ""},
-        {"step", step},
-    };
+    engine_meta em;
+    tg_st_meta meta[7 + TG_CHECKPOINT_MAX_META];
+    meta[0] = (tg_st_meta){"format", "tilegraph"};
+    meta[1] = (tg_st_meta){"tilegraph_version", TG_VERSION};
+    meta[2] = (tg_st_meta){"model", model ? model : ""};
+    size_t n_meta = 3 + engine_meta_fill(s, &em, meta + 3);
+    if (n_pairs > TG_CHECKPOINT_MAX_META || (n_pairs && !kv))
+        st = tg_error(TG_ERR_INVALID_ARG, "%s: %zu extra metadata pairs (at most %d)", path,
+                      n_pairs, TG_CHECKPOINT_MAX_META);
+    for (size_t i = 0; st == TG_OK && i < n_pairs; i++)
+        meta[n_meta++] = (tg_st_meta){kv[2 * i], kv[2 * i + 1]};
     if (st == TG_OK)
-        st = tg_safetensors_write(path, list, n, meta, sizeof meta / sizeof meta[0]);
+        st = tg_safetensors_write(path, list, n, meta, n_meta);
     for (size_t i = 0; i < n; i++) {
         tg_free((char *)list[i].name);
-        tg_free((void *)list[i].data);
+        if (list[i].nbytes) /* 0: points into the entry before it */
+            tg_free((void *)list[i].data);
     }
     tg_free(list);
     return st;
 }
 
+/* A [2, C] running_stats tensor from the file's running_mean and
+ * running_var [C] (PyTorch's names, as tg_checkpoint_save writes them): a
+ * joined copy in *owned, in the type of the mean. Nothing is found (TG_OK,
+ * *owned NULL) when the file has neither. */
+static tg_status join_running_stats(const tg_safetensors *f, const tg_tensor *t, const char *name,
+                                    int prefix, void **owned, tg_dtype *dtype)
+{
+    char mean_name[1024], var_name[1024];
+    snprintf(mean_name, sizeof mean_name, "%.*srunning_mean", prefix, name);
+    snprintf(var_name, sizeof var_name, "%.*srunning_var", prefix, name);
+    const tg_st_tensor *m = tg_safetensors_find(f, mean_name);
+    if (!m && !tg_safetensors_find(f, var_name))
+        return TG_OK;
+    int saved = m ? tg_st_dtype_to_tg(m->dtype) : -1;
+    if (saved >= 0 && tg_dtype_is_float((tg_dtype)saved))
+        *dtype = (tg_dtype)saved;
+    int64_t c = t->shape.dim[1];
+    const void *mean = NULL, *var = NULL;
+    tg_st_dtype want = tg_st_dtype_from_tg(*dtype);
+    TG_TRY(tg_safetensors_get(f, mean_name, want, 1, &c, &mean));
+    TG_TRY(tg_safetensors_get(f, var_name, want, 1, &c, &var));
+    size_t half = (size_t)c * tg_dtype_size(*dtype);
+    char *joined = tg_malloc(2 * half + 1);
+    if (!joined)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for '%s'", tg_safetensors_name(f), name);
+    memcpy(joined, mean, half);
+    memcpy(joined + half, var, half);
+    *owned = joined;
+    return TG_OK;
+}
+
 /* Check one tensor of the session against the file; *data is NULL when the
- * file does not have it. */
+ * file does not have it. *owned (freed by the caller) holds data assembled
+ * from several tensors of the file. */
 static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const void **data,
-                              tg_dtype *dtype)
+                              tg_dtype *dtype, void **owned)
 {
     *data = NULL;
+    *owned = NULL;
     *dtype = t->dtype;
     char *name = file_name_of(t->name);
     if (!name)
         return tg_error(TG_ERR_NOMEM, "out of memory");
     tg_status st = TG_OK;
     const tg_st_tensor *e = tg_safetensors_find(f, name);
-    if (!e) {
+    int prefix = e ? -1 : running_stats_prefix(name, t);
+    if (prefix >= 0) {
+        st = join_running_stats(f, t, name, prefix, owned, dtype);
+        *data = *owned;
+    } else if (!e) {
         if (t->op == TG_OP_PARAM)
             st = tg_error(TG_ERR_NOT_FOUND, "%s: has no tensor '%s' (is it a checkpoint of this model?)",
                           tg_safetensors_name(f), name);
@@ -129,7 +262,101 @@ static tg_status load_value(tg_session *s, const tg_tensor *t, const void *data,
     return st;
 }
 
+/* A metadata integer written by tg_checkpoint_save: digits only, in
+ * [0, max]; *out is kept when the key is absent (an older checkpoint).
+ * Anything else means the file was edited or damaged. */
+static tg_status meta_int(const tg_safetensors *f, const char *key, int64_t max, int64_t *out)
+{
+    const char *v = tg_safetensors_metadata(f, key);
+    if (!v)
+        return TG_OK;
+    int64_t x = 0;
+    int ok = *v != '\0';
+    for (const char *c = v; ok && *c; c++) {
+        ok = *c >= '0' && *c <= '9' && x <= (max - (*c - '0')) / 10;
+        x = ok ? 10 * x + (*c - '0') : x;
+    }
+    if (!ok)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: metadata '%s' is '%.40s', not an integer in [0, %lld]; the file was "
+                        "edited or damaged (save the checkpoint again)",
+                        tg_safetensors_name(f), key, v, (long long)max);
+    *out = x;
+    return TG_OK;
+}
+
+static tg_status meta_scale(const tg_safetensors *f, float *out)
+{
+    const char *v = tg_safetensors_metadata(f, "loss_scale");
+    if (!v)
+        return TG_OK;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= 1e-30 && x <= 1e30))
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: metadata 'loss_scale' is '%.40s', not a number in [1e-30, 1e30]; "
+                        "the file was edited or damaged",
+                        tg_safetensors_name(f), v);
+    *out = (float)x;
+    return TG_OK;
+}
+
+/* The engine state beside the tensors, all checked before any is applied.
+ * The bound leaves room for the additions of later runs (no overflow). */
+static tg_status read_engine_meta(const tg_safetensors *f, tg_session *s, bool apply)
+{
+    const int64_t max = (int64_t)1 << 62;
+    int64_t step = s->step, good = s->good_updates, skipped = s->skipped_updates;
+    float scale = s->loss_scale;
+    TG_TRY(meta_int(f, "step", max, &step));
+    TG_TRY(meta_int(f, "good_updates", max, &good));
+    TG_TRY(meta_int(f, "skipped_updates", max, &skipped));
+    TG_TRY(meta_scale(f, &scale));
+    if (apply) {
+        tg_session_set_step(s, step);
+        s->skipped_updates = skipped;
+        /* Only a dynamic scale is state; a static one is the session's option. */
+        if (s->program->precision.loss_scaling == TG_LOSS_SCALING_DYNAMIC) {
+            s->good_updates = good;
+            s->loss_scale = scale;
+        }
+    }
+    return TG_OK;
+}
+
+/* NaN or infinity in a float tensor: the run that saved it had diverged. */
+static tg_status check_finite(const tg_safetensors *f, const tg_tensor *t, const void *data,
+                              tg_dtype saved)
+{
+    if (!data || !tg_dtype_is_float(saved))
+        return TG_OK;
+    size_t n = (size_t)tg_numel(t);
+    float *tmp = tg_malloc(n * sizeof(float) + 1);
+    if (!tmp)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory checking '%s'", tg_safetensors_name(f),
+                        t->name);
+    tg_convert(data, saved, tmp, TG_F32, n);
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (!isfinite(tmp[i]))
+            bad = i;
+    tg_status st = TG_OK;
+    if (bad < n)
+        st = tg_error(TG_ERR_NUMERIC,
+                      "%s: tensor '%s' holds %s at element %zu: the run that saved it diverged; "
+                      "train again (a lower --lr, --loss-scaling dynamic) or pass "
+                      "--allow-non-finite to load it anyway",
+                      tg_safetensors_name(f), t->name, isnan(tmp[bad]) ? "NaN" : "infinity", bad);
+    tg_free(tmp);
+    return st;
+}
+
 tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model)
+{
+    return tg_checkpoint_load_ex(s, path, model, 0);
+}
+
+tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *model, unsigned flags)
 {
     tg_safetensors *f = NULL;
     TG_TRY(tg_safetensors_load(path, &f));
@@ -144,17 +371,38 @@ tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model)
         for (int i = 0; i < g->n_nodes && st == TG_OK; i++) {
             const tg_tensor *t = g->nodes[i];
             const void *data = NULL;
+            void *owned = NULL;
             tg_dtype saved = t->dtype;
             if (!is_saved(s, t))
                 continue;
-            st = match_tensor(f, t, &data, &saved);
+            st = match_tensor(f, t, &data, &saved, &owned);
+            if (st == TG_OK && pass == 0 && !(flags & TG_CHECKPOINT_ALLOW_NON_FINITE))
+                st = check_finite(f, t, data, saved);
             if (st == TG_OK && pass == 1 && data)
                 st = load_value(s, t, data, saved);
+            tg_free(owned);
         }
+        if (st == TG_OK)
+            st = read_engine_meta(f, s, pass == 1);
     }
-    const char *step = tg_safetensors_metadata(f, "step");
-    if (st == TG_OK && step)
-        tg_session_set_step(s, strtoll(step, NULL, 10));
+    tg_safetensors_destroy(f);
+    return st;
+}
+
+tg_status tg_checkpoint_read_meta(const char *path, const char *key, char *buf, size_t cap)
+{
+    if (cap)
+        buf[0] = '\0';
+    tg_safetensors *f = NULL;
+    TG_TRY(tg_safetensors_load(path, &f));
+    const char *v = tg_safetensors_metadata(f, key);
+    tg_status st = TG_OK;
+    if (!v)
+        st = tg_error(TG_ERR_NOT_FOUND, "%s: has no metadata '%s'", path, key);
+    else if (strlen(v) >= cap)
+        st = tg_error(TG_ERR_FORMAT, "%s: metadata '%s' is too long", path, key);
+    else
+        memcpy(buf, v, strlen(v) + 1);
     tg_safetensors_destroy(f);
     return st;
 }

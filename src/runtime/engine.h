@@ -101,7 +101,10 @@ struct tg_session {
     float max_grad_norm;
     double *grad_squares; /* [parity of the update][replica][node]: sum g^2 of each update's gradient */
     /* profiling and host tracing */
-    struct tg_profile *profile; /* NULL when off */
+    struct tg_profile *profile; /* NULL when off, or after it failed */
+    tg_status profile_status;   /* the first failure writing the profile */
+    char profile_error[512];    /* its message */
+    bool profile_reported;      /* tg_session_finish_profile returned it */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */
     struct tg_trace_device_step **trace_steps; /* [replica * n_devices + device][...] */
     size_t *trace_n, *trace_cap;

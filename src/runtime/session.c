@@ -763,6 +763,18 @@ static void keep_device_steps(tg_session *s, uint64_t link)
     }
 }
 
+/* A failure to write the profile (a full disk) must not stop training or
+ * cost the weights: the profile is dropped (its temporary removed, the
+ * previous profile kept) and the failure kept for tg_session_finish_profile,
+ * which the command reports after saving its checkpoint. */
+static void drop_profile(tg_session *s)
+{
+    s->profile_status = TG_ERR_IO;
+    snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
+    tg_profile_abort(s->profile);
+    s->profile = NULL;
+}
+
 tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
@@ -813,7 +825,7 @@ tg_status tg_session_run(tg_session *s)
     s->runs++;
     if (recording && s->trace_devices)
         keep_device_steps(s, link);
-    if (recording && s->profile)
-        return tg_profile_record_run(s->profile, s, s->runs - 1);
+    if (recording && s->profile && tg_profile_record_run(s->profile, s, s->runs - 1) != TG_OK)
+        drop_profile(s);
     return TG_OK;
 }

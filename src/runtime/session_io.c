@@ -14,6 +14,7 @@
 #include "tilegraph/trace.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include <stdio.h>
@@ -253,16 +254,26 @@ static tg_status configure_trace(const tg_options *o)
     return s;
 }
 
-/* The caller's options with TILEGRAPH_ENGINE_OPTIONS (JSON, like
- * POPLAR_ENGINE_OPTIONS) applied on top. */
+/* The caller's options with the engine options of POPLAR_ENGINE_OPTIONS,
+ * then TILEGRAPH_ENGINE_OPTIONS (JSON, the latter wins) applied on top. Only
+ * engine options are taken (tg_options_set_engine_json): a training option
+ * there is refused by name rather than half-applied. */
 static tg_status effective_options(const tg_options *opts, tg_options **out)
 {
+    static atomic_int told_poplar;
     *out = opts ? tg_options_clone(opts) : tg_options_create();
     if (!*out)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    const char *poplar = getenv("POPLAR_ENGINE_OPTIONS");
+    if (poplar && *poplar) {
+        if (atomic_exchange(&told_poplar, 1) == 0)
+            fprintf(stderr, "tilegraph: reading engine options from POPLAR_ENGINE_OPTIONS too "
+                            "(TILEGRAPH_ENGINE_OPTIONS wins where both set a key)\n");
+        TG_TRY(tg_options_set_engine_json(*out, poplar, "POPLAR_ENGINE_OPTIONS"));
+    }
     const char *env = getenv("TILEGRAPH_ENGINE_OPTIONS");
     if (env && *env)
-        return tg_options_set_json(*out, env, "TILEGRAPH_ENGINE_OPTIONS");
+        return tg_options_set_engine_json(*out, env, "TILEGRAPH_ENGINE_OPTIONS");
     return TG_OK;
 }
 
@@ -400,15 +411,37 @@ static tg_status export_trace(const tg_session *s)
     return st;
 }
 
+tg_status tg_session_finish_profile(tg_session *s)
+{
+    if (!s)
+        return TG_OK;
+    if (s->profile_status != TG_OK) {
+        s->profile_reported = true;
+        return tg_error(s->profile_status, "%s", s->profile_error);
+    }
+    tg_status st = tg_profile_close(s->profile, s);
+    s->profile = NULL;
+    if (st != TG_OK) {
+        s->profile_status = st;
+        s->profile_reported = true;
+        snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
+    }
+    return st;
+}
+
 void tg_session_destroy(tg_session *s)
 {
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
+    /* destroy cannot fail: a profile failure nobody asked about is printed */
     if (s->profile && tg_profile_close(s->profile, s) != TG_OK)
-        fprintf(stderr, "tilegraph: %s\n", tg_error_message()); /* destroy cannot fail */
-    if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    else if (s->profile_status != TG_OK && !s->profile_reported)
+        fprintf(stderr, "tilegraph: %s\n", s->profile_error);
+    /* reported once, at the program's tg_trace_shutdown */
+    if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
+        tg_trace_note_failure(TG_ERR_IO);
     for (int i = 0; s->trace_steps && i < n; i++)
         tg_free(s->trace_steps[i]);
     tg_free(s->trace_steps);

@@ -10,6 +10,7 @@
 #include "target/target.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -150,10 +151,10 @@ tg_status tg_target_desc_parse(const char *text, size_t len, const char *source,
 
 tg_status tg_target_desc_load(const char *path, tg_target_desc *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_error(TG_ERR_IO, "targetDescription: cannot open '%s': %s", path,
-                        strerror(errno));
+    FILE *f;
+    tg_status so = tg_fopen_regular(path, &f);
+    if (so != TG_OK)
+        return tg_error_prefix(TG_ERR_IO, "targetDescription");
     char *buf = NULL;
     size_t len = 0, cap = 0;
     tg_status s = TG_OK;

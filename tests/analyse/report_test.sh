@@ -45,6 +45,9 @@ DB=$WORK/rep/training/profile.sqlite
 q() { sqlite3 "$DB" "$1"; }
 
 "$TG" report "$WORK/rep" -o "$WORK/report.html" > /dev/null || fail "report exited $?"
+# the training/ subdirectory is accepted as analyse accepts it (issue 15, item 6)
+"$TG" report "$WORK/rep/training" -o "$WORK/report-sub.html" > /dev/null && [ -s "$WORK/report-sub.html" ] \
+    && ok "report DIR/training" || fail "report DIR/training failed"
 [ -s "$WORK/report.html" ] || { echo "FAIL: no report.html"; exit 1; }
 grep -qi '<script [^>]*src=\|<link [^>]*href=\|<img [^>]*src=\|url(\|@import' "$WORK/report.html" \
     && fail "the page refers to external resources"
@@ -97,6 +100,31 @@ freed=$(q "SELECT COUNT(*) FROM tensors WHERE device = $dev AND always_live = 0 
 got=$(attr "$WORK/live.html" live-freed data-count)
 [ "$got" = "$freed" ] && [ "$freed" -gt 0 ] && ok "tensors live at step $step only: $got" || fail "live at step $step only: page '$got', profile $freed"
 
+# the live tensors, the step's kernel scratch and the always-live baseline add up (issue 15, item 9)
+lb=$(q "SELECT live_bytes FROM liveness WHERE device = $dev AND step = $step")
+al=$(q "SELECT always_live_bytes FROM liveness WHERE device = $dev AND step = $step")
+tb=$(q "SELECT COALESCE(SUM(bytes * slots), 0) FROM tensors WHERE device = $dev AND always_live = 0
+        AND first_step <= $step AND last_step >= $step")
+tot() { grep -o "<tr data-kind=\"$1\" data-value=\"[0-9]*\"" "$WORK/live.html" | sed 's/.*data-value="\([0-9]*\)"/\1/'; }
+got="$(tot tensors)+$(tot scratch)=$(tot live), $(tot always), $(tot total)"
+want="$tb+$((lb - tb))=$lb, $al, $((lb + al))"
+[ "$got" = "$want" ] && ok "step $step adds up: tensors+scratch=live, always live, in use: $got" \
+    || fail "step $step totals: page '$got', profile '$want'"
+got=$(attr "$WORK/live.html" liveness-device-$dev data-always-live)
+[ "$got" = "$al" ] && [ "$al" -gt 0 ] && ok "liveness chart draws the always-live baseline ($got)" \
+    || fail "liveness chart baseline: page '$got', profile $al"
+
+# ---- Insights: the tables of `analyse insights`, each device's total = its arena
+browse insights "$WORK/ins.html" "$R"
+errors_empty "$WORK/ins.html" insights
+got=$(grep -o '<table id="insights-0" data-title="Memory".*' "$WORK/ins.html" | sed 's#</table>.*##' \
+      | grep -o 'data-col="total" data-value="[0-9]*"' | sed 's/.*data-value="\([0-9]*\)"/\1/' | awk '{ s += $1 } END { print s + 0 }')
+want=$(q "SELECT SUM(arena_bytes) FROM devices")
+[ "$got" = "$want" ] && ok "insights: memory totals $got" || fail "insights memory totals: page '$got', profile $want"
+n=$(attr "$WORK/ins.html" insights-notes data-count)
+[ -n "$n" ] && [ "$n" -gt 3 ] && grep -q 'the pipeline bubble' "$WORK/ins.html" && ok "insights: $n sentences" \
+    || fail "insights sentences: '$n'"
+
 # ---- Execution Trace: busy share per device over the whole host step 0
 browse trace "$WORK/trace.html" "$R"
 errors_empty "$WORK/trace.html" trace
@@ -108,6 +136,18 @@ for d in $(q "SELECT device FROM devices"); do
     [ -n "$got" ] && [ "$got" = "$want" ] && ok "device $d busy $got" || fail "device $d busy: page '$got', profile '$want'"
 done
 grep -q 'id="pipeline-phases"' "$WORK/trace.html" && ok "pipeline phases shown" || fail "no pipeline phases"
+# transfers: bytes per device, transfer and peer (Tx on the sender, Rx on the receiver), as in analyse trace
+want=$(q "SELECT device || '|Tx|' || peer || '|' || COUNT(*) || '|' || SUM(bytes) FROM trace WHERE run = 0 AND replica = 0
+          AND kind = 'copy to device' GROUP BY device, peer
+          UNION ALL SELECT peer || '|Rx|' || device || '|' || COUNT(*) || '|' || SUM(bytes) FROM trace WHERE run = 0
+          AND replica = 0 AND kind = 'copy to device' GROUP BY device, peer
+          UNION ALL SELECT device || '|host-in|-1|' || COUNT(*) || '|' || SUM(bytes) FROM trace WHERE run = 0
+          AND replica = 0 AND kind = 'stream from host' GROUP BY device" | LC_ALL=C sort)
+got=$(grep -o '<tr data-device="[0-9]*" data-transfer="[^"]*" data-peer="-*[0-9]*" data-count="[0-9]*" data-bytes="[0-9]*"' "$WORK/trace.html" \
+      | sed 's/<tr data-device="\([0-9]*\)" data-transfer="\([^"]*\)" data-peer="\(-*[0-9]*\)" data-count="\([0-9]*\)" data-bytes="\([0-9]*\)"/\1|\2|\3|\4|\5/' \
+      | sed 's/|copy to device (Tx)|/|Tx|/; s/|copy from device (Rx)|/|Rx|/; s/|stream from host (Rx)|/|host-in|/' | grep -v 'stream to host' | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "transfers: $(echo $got | wc -w) device/peer rows match" \
+    || fail "transfers: page [$(echo $got)], profile [$(echo $want)]"
 
 # ---- Operations and Program Tree: every op and every step is shown
 browse "operations/sort=flops" "$WORK/ops.html" "$R"
@@ -117,6 +157,14 @@ v=$(attr "$WORK/ops.html" ops-table data-count); n=$(q "SELECT COUNT(*) FROM ops
 first=$(sed -n '/id="ops-table"/,$p' "$WORK/ops.html" | grep -o '<tr data-name="[^"]*"' | head -1 | sed 's/.*="\(.*\)"/\1/')
 want=$(q "SELECT name FROM ops ORDER BY flops DESC LIMIT 1")
 [ "$first" = "$want" ] && ok "sorted by flops: $first first" || fail "sort by flops: page '$first', profile '$want'"
+# FLOPs columns say per call or all calls; per type they are the total over calls, as in analyse
+grep -q '>FLOPs per call' "$WORK/ops.html" && grep -q '>FLOPs (all calls)' "$WORK/ops.html" \
+    && ok "FLOPs columns say per call and all calls" || fail "FLOPs column headers do not say which"
+want=$(q "SELECT type || '=' || CAST(SUM(flops * calls) AS INTEGER) FROM ops GROUP BY type ORDER BY type")
+got=$(grep -o '<tr data-type="[^"]*" data-flops="[0-9.e+]*"' "$WORK/ops.html" \
+      | sed 's/<tr data-type="\([^"]*\)" data-flops="\([^"]*\)"/\1 \2/' | awk '{ printf "%s=%d\n", $1, $2 }' | LC_ALL=C sort)
+want=$(echo "$want" | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "FLOPs per type, all calls: $(echo $got)" || fail "FLOPs per type: page [$(echo $got)], profile [$(echo $want)]"
 # the operations graph: forward ops only by default, the op_edges among them
 v=$(attr "$WORK/ops.html" ops-graph data-nodes); n=$(q "SELECT COUNT(*) FROM ops WHERE phase = 'forward'")
 [ "$n" -gt 0 ] && [ "$v" = "$n" ] && ok "ops graph: $v forward ops" || fail "ops graph nodes: page '$v', profile $n forward ops"
@@ -193,6 +241,26 @@ MDB=$WORK/mk2/training/profile.sqlite
 M=$WORK/mk2.html
 mq() { sqlite3 "$MDB" "$1"; }
 "$TG" report "$WORK/mk2" -o "$M" > /dev/null || fail "mk2 report exited $?"
+# Summary on mk2: tiles, memory per tile / device / all devices, compute sets, vertices, edges
+browse summary "$WORK/mk2sum.html" "$M"
+errors_empty "$WORK/mk2sum.html" "mk2 summary"
+mv() { mq "SELECT CAST(value AS INTEGER) FROM meta WHERE key = '$1'"; }
+n=$(( $(mv devices) * $(mv replicas) ))
+want="$(mv tiles_per_device) $(( $(mv tiles_per_device) * n )) $(mv compute_sets) $(mv vertices) $(mv edges) $(mv memory_per_tile) $(( $(mv tiles_per_device) * $(mv memory_per_tile) )) $(( $(mv tiles_per_device) * $(mv memory_per_tile) * n ))"
+got=""
+for k in tiles_per_device tiles_all compute_sets vertices edges memory_per_tile memory_per_device memory_all; do
+    got="$got $(attr "$WORK/mk2sum.html" tiled-$k data-value)"
+done
+[ "${got# }" = "$want" ] && ok "mk2 summary: $want" || fail "mk2 summary: page '${got# }', profile '$want'"
+# Insights on mk2: the fullest tile of each device against a tile's memory
+browse insights "$WORK/mk2ins.html" "$M"
+errors_empty "$WORK/mk2ins.html" "mk2 insights"
+got=$(grep -o '<table id="insights-[0-9]*" data-title="Fullest tile per device".*' "$WORK/mk2ins.html" | sed 's#</table>.*##' \
+      | grep -o 'data-col="bytes" data-value="[0-9]*"' | sed 's/.*data-value="\([0-9]*\)"/\1/' | tr '\n' ' ')
+want=$(mq "SELECT MAX(s) FROM (SELECT device, SUM(bytes) s FROM tiles GROUP BY device, tile) GROUP BY device ORDER BY device" | tr '\n' ' ')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "mk2 insights: fullest tiles $got" || fail "mk2 insights fullest tiles: page '$got', profile '$want'"
+grep -q 'the limit of a device is' "$WORK/mk2ins.html" && ok "mk2 insights: the tile memory is the limit" \
+    || fail "mk2 insights: no tile-memory limit sentence"
 tmax=$(mq "SELECT tile FROM (SELECT tile, SUM(bytes) s FROM tiles WHERE device = 0 GROUP BY tile) ORDER BY s DESC, tile LIMIT 1")
 browse "memory/tdev=0&tile=$tmax" "$WORK/mk2mem.html" "$M"
 errors_empty "$WORK/mk2mem.html" "mk2 memory"
@@ -244,6 +312,11 @@ TILEGRAPH_TRACE="{\"enable\":\"true\",\"directory\":\"$WORK/trace-sharded\"}" \
 SDB=$WORK/mk2s/training/profile.sqlite
 MC=$WORK/mk2cmp.html
 "$TG" report "$MDB" "$SDB" -o "$MC" > /dev/null || fail "mk2 compare report exited $?"
+# the header describes each report by its own meta (B is sharded, issue 15 item 9)
+browse summary "$WORK/cmpsum.html" "$MC"
+sa=$(attr "$WORK/cmpsum.html" subtitle data-strategy-a); sb=$(attr "$WORK/cmpsum.html" subtitle data-strategy-b)
+want="$(mq "SELECT value FROM meta WHERE key = 'strategy'")/$(sqlite3 "$SDB" "SELECT value FROM meta WHERE key = 'strategy'")"
+[ "$sa/$sb" = "$want" ] && [ "$sb" = sharded ] && ok "compare header: A $sa, B $sb" || fail "compare header: page '$sa/$sb', profiles $want"
 browse host "$WORK/cmphost.html" "$MC"
 errors_empty "$WORK/cmphost.html" "comparison host"
 # "host step" calls summed over the compared call tree's paths, for A and for B
@@ -299,7 +372,7 @@ rc=$?
     || fail "different targets: exit $rc, $(cat "$WORK/err.txt")"
 
 # ---- Screenshots of each tab, for people to look at
-for t in summary memory "liveness/device=1&step=$step&step2=1" program operations trace; do
+for t in summary insights memory "liveness/device=1&step=$step&step2=1" program operations trace; do
     name=${t%%/*}
     prof=$(mktemp -d "$WORK/chrome.XXXXXX")
     timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
@@ -328,7 +401,10 @@ timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --di
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
     --window-size=1400,1700 --screenshot="$SHOTS/compare-tiles.png" "file://$MC#memory" > /dev/null 2>&1
-for f in memory-tiles host ops-graph compare-operations compare-host compare-tiles; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$(mktemp -d "$WORK/chrome.XXXXXX")" \
+    --window-size=1400,1100 --screenshot="$SHOTS/summary-mk2.png" "file://$M#summary" > /dev/null 2>&1
+for f in memory-tiles host ops-graph compare-operations compare-host compare-tiles summary-mk2; do [ -s "$SHOTS/$f.png" ] || fail "no screenshot $f.png"; done
 cp "$M" "$SHOTS/report-mk2.html"
 cp "$R" "$SHOTS/report.html"
 echo "screenshots: $SHOTS"

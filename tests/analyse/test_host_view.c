@@ -47,6 +47,25 @@ static void test_host_call_tree(void)
         char *calls = strstr(at, "\"calls\":");
         TG_CHECK(calls && atoi(calls + 8) == 21);
     }
+    /* issue 15 item 1: compare lifts --top to "all", which overflowed the
+     * row limit to nothing ("(none)", "rows": []) */
+    snprintf(cmd, sizeof cmd, "%s/tilegraph compare %s %s host --json 2>&1", TG_BINARY_DIR, dir,
+             dir);
+    TG_CHECK(run(cmd) == 0);
+    TG_CHECK(strstr(out, "\"rows\": []") == NULL && strstr(out, "\"rows\":[]") == NULL);
+    at = strstr(out, "\"host step\"");
+    TG_CHECK(at != NULL);
+    if (at) {
+        char *calls = strstr(at, "\"calls (B)\":");
+        TG_CHECK(calls && atoi(calls + 12) == 21);
+    }
+    snprintf(cmd, sizeof cmd, "%s/tilegraph compare %s %s host 2>&1", TG_BINARY_DIR, dir, dir);
+    TG_CHECK(run(cmd) == 0);
+    TG_CHECK(strstr(out, "(none)") == NULL && strstr(out, "host step") != NULL);
+    /* --op filters the regions by name (its parameter was never bound) */
+    snprintf(cmd, sizeof cmd, "%s/tilegraph analyse %s host --op load 2>&1", TG_BINARY_DIR, dir);
+    TG_CHECK(run(cmd) == 0);
+    TG_CHECK(strstr(out, "load batch") != NULL && strstr(out, "host step") == NULL);
     tg_test_remove_dir(dir);
 }
 

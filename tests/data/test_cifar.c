@@ -145,6 +145,15 @@ static void test_errors(void)
     buf[4 * REC] = 10;
     write_file(dir, "data_batch_3.bin", buf, 10 * REC);
     expect_error(TG_SPLIT_TRAIN, "data_batch_3.bin: record 4 has label 10", NULL);
+    /* A huge sparse file (12.9 GB of holes) is refused before anything is
+     * allocated or read. */
+    char big[512];
+    snprintf(big, sizeof big, "%s/data_batch_3.bin", dir);
+    FILE *bf = fopen(big, "wb");
+    TG_CHECK(bf && ftruncate(fileno(bf), (off_t)4194304 * REC) == 0);
+    if (bf)
+        fclose(bf);
+    expect_error(TG_SPLIT_TRAIN, "data_batch_3.bin: 4194304 records", "not a CIFAR-10 batch file");
     /* Empty. */
     write_file(dir, "data_batch_3.bin", buf, 0);
     expect_error(TG_SPLIT_TRAIN, "data_batch_3.bin: empty file", NULL);

@@ -21,7 +21,7 @@ static tg_model_graph build(const char *model, int batch, const tg_optimizer *op
                             int w, int classes)
 {
     tg_model_graph mg;
-    tg_model_input in = {c, h, w, classes, false, TG_STEM_AUTO};
+    tg_model_input in = {c, h, w, classes, false, TG_STEM_AUTO, 0, {0}, {0}};
     TG_CHECK_OK(tg_model_graph_create_ex(tg_model_find(model), batch, opt, &in, &mg));
     return mg;
 }
@@ -235,7 +235,7 @@ static void test_inputs_and_defaults(void)
     tg_model_normalisation(tg_model_find("fashion-basic"), 1, mean, std);
     TG_CHECK_NEAR(mean[0], 0.2860, 1e-6);
 
-    tg_model_input in = {0, 0, 0, 10, false, TG_STEM_AUTO};
+    tg_model_input in = {0, 0, 0, 10, false, TG_STEM_AUTO, 0, {0}, {0}};
     TG_CHECK_OK(tg_model_input_parse("3x64x48", &in));
     TG_CHECK(in.channels == 3 && in.height == 64 && in.width == 48 && in.classes == 10);
     static const char *const bad[] = {"3x64", "3x64x64x", "0x64x64", "3x-4x64", "3 x64x64",
@@ -247,7 +247,7 @@ static void test_inputs_and_defaults(void)
     TG_CHECK(tg_model_input_parse(NULL, &in) == TG_ERR_INVALID_ARG);
 
     /* a fixed-input model refuses another input, naming both */
-    tg_model_input other = {3, 32, 32, 10, false, TG_STEM_AUTO};
+    tg_model_input other = {3, 32, 32, 10, false, TG_STEM_AUTO, 0, {0}, {0}};
     TG_CHECK(tg_model_graph_create_ex(tg_model_find("fashion-basic"), 2, NULL, &other, &mg) ==
              TG_ERR_INVALID_ARG);
     TG_CHECK(strstr(tg_error_message(), "1x28x28") && strstr(tg_error_message(), "3x32x32"));
@@ -256,7 +256,7 @@ static void test_inputs_and_defaults(void)
     other = tg_model_default_input(tg_model_find("fashion-basic"));
     TG_CHECK_OK(tg_model_graph_create_ex(tg_model_find("fashion-basic"), 2, NULL, &other, &mg));
     tg_model_graph_destroy(&mg);
-    tg_model_input zero = {3, 32, 32, 0, false, TG_STEM_AUTO};
+    tg_model_input zero = {3, 32, 32, 0, false, TG_STEM_AUTO, 0, {0}, {0}};
     TG_CHECK(tg_model_graph_create_ex(m, 2, NULL, &zero, &mg) == TG_ERR_INVALID_ARG);
     TG_CHECK(strstr(tg_error_message(), "resnet50") != NULL);
 }
@@ -351,13 +351,37 @@ static void test_resnet18_trains_on_engine(void)
         const int n = (int)(sizeof resnet18_names / sizeof resnet18_names[0]);
         for (int i = 0; i < n; i++)
             TG_CHECK(tg_safetensors_find(st, resnet18_names[i]) != NULL);
-        const tg_st_tensor *rs = tg_safetensors_find(st, "layer2.0.downsample.1.running_stats");
-        TG_CHECK(rs && rs->ndim == 2 && rs->shape[0] == 2 && rs->shape[1] == 128);
+        /* PyTorch's buffers, not tilegraph's [2, C] state, so the file
+         * loads into torchvision's module */
+        TG_CHECK(tg_safetensors_find(st, "layer2.0.downsample.1.running_stats") == NULL);
+        const tg_st_tensor *mean = tg_safetensors_find(st, "layer2.0.downsample.1.running_mean");
+        const tg_st_tensor *var = tg_safetensors_find(st, "layer2.0.downsample.1.running_var");
+        const tg_st_tensor *nbt =
+            tg_safetensors_find(st, "layer2.0.downsample.1.num_batches_tracked");
+        TG_CHECK(mean && mean->ndim == 1 && mean->shape[0] == 128);
+        TG_CHECK(var && var->ndim == 1 && var->shape[0] == 128);
+        TG_CHECK(nbt && nbt->ndim == 0 && nbt->dtype == TG_ST_I64 && *(const int64_t *)nbt->data == 3);
         /* running statistics moved from (0, 1) after three training steps */
-        const float *v = rs ? rs->data : NULL;
-        TG_CHECK(v && v[0] != 0.0f && v[128] != 1.0f);
+        const tg_tensor *rs = tg_graph_find(mg.graph, "layer2/0/downsample/1/running_stats");
+        const float *live = s && rs ? tg_session_data(s, rs) : NULL;
+        if (mean && var && live) {
+            const float *m = mean->data, *v = var->data;
+            TG_CHECK(m[0] != 0.0f && v[0] != 1.0f);
+            TG_CHECK(memcmp(m, live, 128 * sizeof(float)) == 0);
+            TG_CHECK(memcmp(v, live + 128, 128 * sizeof(float)) == 0);
+        }
         tg_safetensors_destroy(st);
     }
+    /* and back: a fresh session takes the statistics from the two tensors */
+    tg_session *fresh = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &fresh));
+    const tg_tensor *rs = tg_graph_find(mg.graph, "layer2/0/downsample/1/running_stats");
+    if (fresh && rs && s) {
+        TG_CHECK_OK(tg_checkpoint_load(fresh, path, "resnet18"));
+        TG_CHECK(memcmp(tg_session_data(fresh, rs), tg_session_data(s, rs),
+                        2 * 128 * sizeof(float)) == 0);
+    }
+    tg_session_destroy(fresh);
     remove(path);
     tg_session_destroy(s);
     tg_options_destroy(o);
@@ -374,7 +398,7 @@ static void test_resnet18_forward_matches_interpreter(void)
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "images", TG_F32, tg_shape4(N, C, H, W));
     tg_tensor *out = NULL;
-    tg_model_input in = {C, H, W, CLASSES, false, TG_STEM_AUTO};
+    tg_model_input in = {C, H, W, CLASSES, false, TG_STEM_AUTO, 0, {0}, {0}};
     TG_CHECK_OK(m->build_for(g, &in, x, NULL, &out, NULL));
     tg_tensor_mark_output(out);
     /* also compare an inner value: layer4's input */

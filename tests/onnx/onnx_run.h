@@ -52,14 +52,16 @@ static tg_status onnx_write_input(tg_session *s, const tg_tensor *t, const tg_on
 }
 
 /* Whether model input `name` feeds a position the importer needs known at
- * import: a batch norm's statistics, scale and bias, or Clip's bounds (the
+ * import: a batch norm's statistics, scale and bias, Clip's bounds or Pad's
+ * constant value (the
  * backend tests feed them as inputs; exported models have initializers). */
 static bool onnx_input_is_parameter(const tg_onnx_model *m, const char *name)
 {
     const Onnx__GraphProto *g = m->graph;
     for (size_t k = 0; k < g->n_node; k++) {
         const Onnx__NodeProto *n = g->node[k];
-        bool bn = !strcmp(n->op_type, "BatchNormalization"), clip = !strcmp(n->op_type, "Clip");
+        bool bn = !strcmp(n->op_type, "BatchNormalization"),
+             clip = !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Pad");
         for (size_t i = 1; (bn || clip) && i < n->n_input; i++)
             if (!strcmp(n->input[i], name))
                 return true;

@@ -160,6 +160,13 @@ static void test_train_through_model_source(void)
             x[i] = (float)((i * 7919) % 255) / 255.0f;
         for (int i = 0; i < 8; i++)
             y[i] = i % 10;
+        /* batch norm trains with batch statistics and updates its running
+         * statistics (PyTorch: new = 0.9 old + 0.1 batch) */
+        tg_tensor *stats = tg_graph_find(mg.graph, "layer1.0.bn1.running_stats");
+        float before[16], after[16];
+        TG_CHECK(stats && tg_shape_numel(tg_tensor_shape(stats)) == 16);
+        if (stats)
+            TG_CHECK_OK(tg_session_read(s, stats, before, sizeof before));
         for (int step = 0; step < 2; step++) {
             TG_CHECK_OK(tg_session_write(s, mg.images, x, sizeof x));
             TG_CHECK_OK(tg_session_write(s, mg.labels, y, sizeof y));
@@ -168,6 +175,13 @@ static void test_train_through_model_source(void)
         }
         /* a second step on the same batch has a lower loss */
         TG_CHECK(isfinite(loss[0]) && loss[1] < loss[0]);
+        if (stats) {
+            TG_CHECK_OK(tg_session_read(s, stats, after, sizeof after));
+            int changed = 0;
+            for (int i = 0; i < 16; i++)
+                changed += after[i] != before[i];
+            TG_CHECK(changed == 16);
+        }
         char path[] = "/tmp/tg_onnx_ckpt_XXXXXX";
         int fd = mkstemp(path);
         if (fd >= 0)

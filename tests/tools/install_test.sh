@@ -19,7 +19,9 @@ soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
 case $soname in libtilegraph.so.[0-9]*) ;; *) echo "install_test: bad soname '$soname'" >&2; exit 1;; esac
 
 # Exported symbols against the declarations in the public headers.
-nm -D --defined-only "$lib" | awk '$2 ~ /[TDBR]/ {print $3}' | sort -u >"$tmp/exported"
+# (a sanitizer build adds its own instrumentation symbols, __odr_asan.* and the like)
+nm -D --defined-only "$lib" | awk '$2 ~ /[TDBR]/ {print $3}' |
+    grep -vE '^__(odr_asan|asan|ubsan|tsan)' | sort -u >"$tmp/exported"
 grep -ohE '\btg_[a-z0-9_]+_?\s*[(;]' "$root"/include/tilegraph/*.h | sed 's/[ (;]*$//' | sort -u >"$tmp/declared"
 extra=$(comm -23 "$tmp/exported" "$tmp/declared")
 if [ -n "$extra" ]; then
@@ -32,8 +34,14 @@ echo "exported: $(wc -l <"$tmp/exported") public symbols, soname $soname"
 # The examples, built the way the README says, against the installed copy.
 pcdir=$(dirname "$(find "$root" -name tilegraph.pc | head -n 1)")
 flags=$(PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="$tmp/root" pkg-config --cflags --libs tilegraph)
+# a sanitizer build of the library needs its runtime linked first
+san=""
+ldd "$lib" | grep -q libasan && san="$san,address"
+ldd "$lib" | grep -q libubsan && san="$san,undefined"
+ldd "$lib" | grep -q libtsan && san="$san,thread"
+san=${san:+-fsanitize=${san#,}}
 for ex in train_spirals run_checkpoint; do
-    cc -std=c11 -Wall -Werror "$src/examples/c/$ex.c" $flags -lm -o "$tmp/$ex"
+    cc -std=c11 -Wall -Werror $san "$src/examples/c/$ex.c" $flags -lm -o "$tmp/$ex"
 done
 export LD_LIBRARY_PATH="$(dirname "$lib")"
 ldd "$tmp/train_spirals" | grep -q "$(dirname "$lib")/libtilegraph.so" || {

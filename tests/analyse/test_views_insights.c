@@ -1,0 +1,128 @@
+/* tests/analyse/test_views_insights.c - `analyse insights` tells the truth
+ * about offloading and tile memory (issue 15, items 2 and 3): a profile
+ * with the optimizer state offloaded shows the bytes kept in host memory
+ * and the update phase's stream traffic, equal to SQL on the profile; on
+ * mk2 the limit of a device is its tiles times a tile's memory (not "no
+ * limit was set") and the fullest tile of each device is named. */
+#include "tg_test.h"
+#include "tg_test_cli.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+#define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
+
+static double sql_num(const char *db_path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    double out = NAN;
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        out = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+static const tg_json *rows_of(const tg_json *root, const char *title)
+{
+    const tg_json *tables = root ? tg_json_get(root, "tables") : NULL;
+    for (size_t i = 0; tables && i < tables->count; i++) {
+        const tg_json *t = tg_json_get(tables->items[i], "title");
+        if (t && t->type == TG_JSON_STRING && !strcmp(t->string, title))
+            return tg_json_get(tables->items[i], "rows");
+    }
+    tg_test_fail(__FILE__, __LINE__, "no table '%s'", title);
+    return NULL;
+}
+
+static int train(const char *dir, const char *extra)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s/tilegraph train --model fashion-basic --batch-size 8 --train-limit 160 "
+             "--test-limit 40 --quiet --profile --profile-dir %s/%s %s > %s/train.txt 2>&1",
+             TG_BINARY_DIR, tmpdir, dir, extra, tmpdir);
+    return system(cmd);
+}
+
+static void test_offloading(void)
+{
+    TG_CHECK(train("off", "--optimizer adam --offload-optimizer") == 0);
+    char db[512], args[600];
+    snprintf(db, sizeof db, "%s/off/training/profile.sqlite", tmpdir);
+    double kept = sql_num(db, "SELECT SUM(bytes) FROM memory WHERE category = 'offloaded to host'");
+    double in = sql_num(db, "SELECT SUM(bytes) FROM trace WHERE run = (SELECT MIN(run) FROM "
+                            "trace) AND phase = 'update' AND kind = 'stream from host'");
+    double out = sql_num(db, "SELECT SUM(bytes) FROM trace WHERE run = (SELECT MIN(run) FROM "
+                             "trace) AND phase = 'update' AND kind = 'stream to host'");
+    TG_CHECK(kept > 0 && in > 0 && out > 0);
+    tg_arena *arena = tg_arena_create(1 << 20);
+    snprintf(args, sizeof args, "analyse %s insights --json", db);
+    const tg_json *root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    const tg_json *rows = rows_of(root, "Offloading");
+    TG_CHECK(rows && rows->count == 1);
+    if (rows && rows->count == 1) {
+        TG_CHECK(tg_cli_num(rows->items[0], "offloaded to host") == kept);
+        TG_CHECK(tg_cli_num(rows->items[0], "update streams in") == in);
+        TG_CHECK(tg_cli_num(rows->items[0], "update streams out") == out);
+    }
+    snprintf(args, sizeof args, "analyse %s insights", db);
+    EXPECT(args, 0, "kept in host memory");
+    TG_CHECK(strstr(tg_cli_output, "offloading: none") == NULL);
+    tg_arena_destroy(arena);
+
+    /* without offloading it says none, and has no table */
+    TG_CHECK(train("plain", "") == 0);
+    snprintf(args, sizeof args, "analyse %s/plain insights", tmpdir);
+    EXPECT(args, 0, "offloading: none");
+}
+
+static void test_mk2_limit(void)
+{
+    TG_CHECK(train("mk2", "--engine-option target=mk2") == 0);
+    char db[512], args[600];
+    snprintf(db, sizeof db, "%s/mk2/training/profile.sqlite", tmpdir);
+    double tiles = sql_num(db, "SELECT value FROM meta WHERE key = 'tiles_per_device'");
+    double per_tile = sql_num(db, "SELECT value FROM meta WHERE key = 'memory_per_tile'");
+    double arena_bytes = sql_num(db, "SELECT arena_bytes FROM devices WHERE device = 0");
+    double fullest = sql_num(db, "SELECT MAX(t) FROM (SELECT SUM(bytes) AS t FROM tiles WHERE "
+                                 "device = 0 GROUP BY tile)");
+    TG_CHECK(tiles > 0 && per_tile > 0 && fullest > 0);
+    snprintf(args, sizeof args, "analyse %s insights", db);
+    EXPECT(args, 0, "tiles of 624 KiB each");
+    TG_CHECK(strstr(tg_cli_output, "no memory_per_device limit") == NULL);
+    tg_arena *arena = tg_arena_create(1 << 20);
+    snprintf(args, sizeof args, "analyse %s insights --json", db);
+    const tg_json *root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    const tg_json *mem = rows_of(root, "Memory");
+    if (mem && mem->count > 0)
+        TG_CHECK_NEAR(tg_cli_num(mem->items[0], "of limit"), arena_bytes / (tiles * per_tile),
+                      1e-12);
+    const tg_json *full = rows_of(root, "Fullest tile per device");
+    if (full && full->count > 0) {
+        TG_CHECK(tg_cli_num(full->items[0], "bytes") == fullest);
+        TG_CHECK_NEAR(tg_cli_num(full->items[0], "of tile memory"), fullest / per_tile, 1e-12);
+    }
+    tg_arena_destroy(arena);
+}
+
+int main(void)
+{
+    if (!tg_test_fashion_dir()) {
+        printf("  skip: Fashion-MNIST not installed\n");
+        return 77;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_insights_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    TG_RUN(test_offloading);
+    TG_RUN(test_mk2_limit);
+    tg_test_remove_dir(tmpdir);
+    return tg_test_finish();
+}

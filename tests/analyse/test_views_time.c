@@ -1,0 +1,126 @@
+/* tests/analyse/test_views_time.c - the trace view's transfers (issue 15,
+ * "execution trace: bytes per stream copy and per inter-device copy"): per
+ * device the host streams (Rx from the host, Tx to it) and the inter-device
+ * copies sent (Tx, recorded on the sender) and received (Rx, the same
+ * events seen from the receiver), with counts and bytes equal to SQL on the
+ * profile's trace; on mk2, whose cycle model records compute only, a note
+ * says so. */
+#include "tg_test.h"
+#include "tg_test_cli.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmpdir[256], db[512];
+
+static double sql(const char *q, int device, int peer)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    double out = NAN;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, device);
+        sqlite3_bind_int(st, 2, peer);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            out = sqlite3_column_double(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return out;
+}
+
+#define RUN0 "run = (SELECT MIN(run) FROM trace) AND replica = 0"
+
+static void test_transfers(void)
+{
+    tg_arena *arena = tg_arena_create(1 << 20);
+    char args[700];
+    snprintf(args, sizeof args, "analyse %s trace --json", db);
+    const tg_json *root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    const tg_json *tables = root ? tg_json_get(root, "tables") : NULL, *rows = NULL;
+    for (size_t i = 0; tables && i < tables->count; i++) {
+        const tg_json *t = tg_json_get(tables->items[i], "title");
+        if (t && !strncmp(t->string, "Transfers", 9))
+            rows = tg_json_get(tables->items[i], "rows");
+    }
+    TG_CHECK(rows && rows->count > 0);
+    int checked = 0, tx = 0, rx = 0;
+    for (size_t i = 0; rows && i < rows->count; i++) {
+        const tg_json *row = rows->items[i];
+        int d = (int)tg_cli_num(row, "device"), peer = (int)tg_cli_num(row, "peer");
+        const char *what = tg_cli_str(row, "transfer");
+        double bytes = tg_cli_num(row, "bytes"), count = tg_cli_num(row, "count"), want = NAN,
+               want_n = NAN;
+        if (!strcmp(what, "copy to device (Tx)")) {
+            want = sql("SELECT SUM(bytes) FROM trace WHERE " RUN0 " AND kind = 'copy to device' "
+                       "AND device = ?1 AND peer = ?2",
+                       d, peer);
+            want_n = sql("SELECT COUNT(*) FROM trace WHERE " RUN0 " AND kind = 'copy to device' "
+                         "AND device = ?1 AND peer = ?2",
+                         d, peer);
+            tx++;
+        } else if (!strcmp(what, "copy from device (Rx)")) {
+            want = sql("SELECT SUM(bytes) FROM trace WHERE " RUN0 " AND kind = 'copy to device' "
+                       "AND peer = ?1 AND device = ?2",
+                       d, peer);
+            want_n = sql("SELECT COUNT(*) FROM trace WHERE " RUN0 " AND kind = 'copy to device' "
+                         "AND peer = ?1 AND device = ?2",
+                         d, peer);
+            rx++;
+        } else if (!strcmp(what, "stream from host (Rx)") || !strcmp(what, "stream to host (Tx)")) {
+            const char *q = what[7] == 'f'
+                                ? "SELECT SUM(bytes) FROM trace WHERE " RUN0
+                                  " AND kind = 'stream from host' AND device = ?1 AND ?2 = ?2"
+                                : "SELECT SUM(bytes) FROM trace WHERE " RUN0
+                                  " AND kind = 'stream to host' AND device = ?1 AND ?2 = ?2";
+            want = sql(q, d, 0);
+            want_n = count;
+        }
+        if (bytes == want && count == want_n)
+            checked++;
+        else
+            tg_test_fail(__FILE__, __LINE__, "device %d %s peer %d: %g bytes x %g, SQL %g x %g", d,
+                         what, peer, bytes, count, want, want_n);
+    }
+    TG_CHECK(tx > 0 && tx == rx); /* every copy sent is received */
+    TG_CHECK(checked == (int)(rows ? rows->count : 0));
+    double all_tx = sql("SELECT SUM(bytes) FROM trace WHERE " RUN0 " AND kind = 'copy to device' "
+                        "AND ?1 = ?2",
+                        0, 0);
+    TG_CHECK(all_tx > 0);
+    tg_arena_destroy(arena);
+
+    snprintf(args, sizeof args, "analyse %s/mk2 trace", tmpdir);
+    TG_CLI_EXPECT(tmpdir, args, 0, "transfers: the trace records no host streams");
+}
+
+int main(void)
+{
+    if (!tg_test_fashion_dir()) {
+        printf("  skip: Fashion-MNIST not installed\n");
+        return 77;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_views_time_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd,
+             "%s/tilegraph train --model mnist-pipeline --strategy pipelined "
+             "--gradient-accumulation 4 --batch-size 8 --train-limit 64 --test-limit 16 --quiet "
+             "--profile-dir %s/cpu > %s/train.txt 2>&1 && "
+             "%s/tilegraph train --model mnist-pipeline --strategy pipelined "
+             "--gradient-accumulation 4 --batch-size 8 --train-limit 64 --test-limit 16 --quiet "
+             "--target mk2 --profile-dir %s/mk2 >> %s/train.txt 2>&1",
+             TG_BINARY_DIR, tmpdir, tmpdir, TG_BINARY_DIR, tmpdir, tmpdir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "training failed; see %s/train.txt\n", tmpdir);
+        return 1;
+    }
+    snprintf(db, sizeof db, "%s/cpu/training/profile.sqlite", tmpdir);
+    TG_RUN(test_transfers);
+    tg_test_remove_dir(tmpdir);
+    return tg_test_finish();
+}
