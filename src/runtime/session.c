@@ -48,25 +48,15 @@ double tg_engine_now(void)
 
 #define now_s tg_engine_now
 
-const char *tg_event_name(tg_event_kind k)
-{
-    static const char *const names[] = {
-#define TG_EVENT_NAME(e, name) name,
-        TG_EVENT_LIST(TG_EVENT_NAME)
-#undef TG_EVENT_NAME
-    };
-    return (unsigned)k < TG_EVENT_COUNT ? names[k] : "?";
-}
-
 /* Record an event that ran from t0 to now (seconds); no-op when not recording. */
 static void record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
                    double t0, int64_t bytes, double flops)
 {
-    tg_recorder *r = c->rec;
+    tg_profile_recorder *r = c->rec;
     if (!r || r->n_events >= r->cap_events)
         return;
     double origin = c->s->t_origin;
-    r->events[r->n_events++] = (tg_event){(int16_t)kind, (int16_t)ph, (int32_t)j, (int32_t)it,
+    r->events[r->n_events++] = (tg_profile_event){(int16_t)kind, (int16_t)ph, (int32_t)j, (int32_t)it,
                                           peer, (int64_t)((t0 - origin) * 1e9),
                                           (int64_t)((now_s() - origin) * 1e9), bytes, flops};
 }
@@ -741,7 +731,7 @@ static void keep_device_steps(tg_session *s, uint64_t link)
     const tg_program *p = s->program;
     int64_t origin = (int64_t)(s->t_origin * 1e9);
     for (int i = 0; i < p->replicas * p->n_devices; i++) {
-        const tg_recorder *r = &s->recorders[i];
+        const tg_profile_recorder *r = &s->recorders[i];
         size_t need = s->trace_n[i] + (size_t)r->n_events;
         if (need > s->trace_cap[i]) {
             size_t cap = need * 2;
@@ -752,7 +742,7 @@ static void keep_device_steps(tg_session *s, uint64_t link)
             s->trace_cap[i] = cap;
         }
         for (int k = 0; k < r->n_events; k++) {
-            const tg_event *e = &r->events[k];
+            const tg_profile_event *e = &r->events[k];
             static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
                                                     TG_TRACE_PHASE_UPDATE};
             tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
@@ -825,7 +815,7 @@ tg_status tg_session_run(tg_session *s)
     s->runs++;
     if (recording && s->trace_devices)
         keep_device_steps(s, link);
-    if (recording && s->profile && tg_profile_record_run(s->profile, s, s->runs - 1) != TG_OK)
+    if (recording && s->profile && tg_profile_record_run(s->profile, s->recorders, s->runs - 1) != TG_OK)
         drop_profile(s);
     return TG_OK;
 }

@@ -303,7 +303,7 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     if (!s->trace_steps || !s->trace_n || !s->trace_cap)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
     for (int i = 0; i < n; i++) {
-        tg_recorder *r = &s->recorders[i];
+        tg_profile_recorder *r = &s->recorders[i];
         int d = i % p->n_devices;
         /* per pass: the phase, host streams in and out, accumulation, and for
          * each transfer a wait to receive, a wait for a free slot and the copy;
@@ -419,7 +419,7 @@ tg_status tg_session_finish_profile(tg_session *s)
         s->profile_reported = true;
         return tg_error(s->profile_status, "%s", s->profile_error);
     }
-    tg_status st = tg_profile_close(s->profile, s);
+    tg_status st = tg_profile_close(s->profile, s->recorders);
     s->profile = NULL;
     if (st != TG_OK) {
         s->profile_status = st;
@@ -435,7 +435,7 @@ void tg_session_destroy(tg_session *s)
         return;
     int n = s->program ? n_arenas(s) : 0;
     /* destroy cannot fail: a profile failure nobody asked about is printed */
-    if (s->profile && tg_profile_close(s->profile, s) != TG_OK)
+    if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
     else if (s->profile_status != TG_OK && !s->profile_reported)
         fprintf(stderr, "tilegraph: %s\n", s->profile_error);
