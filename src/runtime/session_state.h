@@ -1,7 +1,8 @@
-/* runtime/engine.h - the session's insides, shared by the engine
- * (session.c: running) and its set-up and host I/O (session_io.c). */
-#ifndef TG_RUNTIME_ENGINE_H
-#define TG_RUNTIME_ENGINE_H
+/* runtime/session_state.h - the session's state (struct tg_session and the
+ * per-device context of a run), shared by the engine (engine.c: running),
+ * its set-up and host I/O (session.c) and checkpoints (checkpoint.c). */
+#ifndef TG_RUNTIME_SESSION_STATE_H
+#define TG_RUNTIME_SESSION_STATE_H
 
 #include "runtime/session_internal.h"
 

@@ -1,0 +1,823 @@
+/* runtime/engine.c - a compiled program on its devices: the engine (the
+ * host step, the device loop and its steps). Creating a session and moving
+ * data in and out of it is runtime/session.c.
+ *
+ * The session owns the program, one arena per (replica, device) exactly as
+ * planned, one thread pool per (replica, device), and the host-side stream
+ * buffers. A run is one host step: every replica runs every device's
+ * schedule for deviceIterations weight updates (or inference batches),
+ * each device on a thread of its own. Devices meet only where the program
+ * says: receive buffers filled by explicit copies (transfers), the
+ * accumulators' all-reduce across replicas, and the host streams. With one
+ * device and one replica everything runs on the calling thread.
+ *
+ * Flow control: a transfer's receive buffer has one slot per micro-batch in
+ * flight on the receiver; the sender waits until the slot of micro-batch g
+ * is free (the receiver released micro-batch g - slots) and the receiver
+ * waits until micro-batch g has arrived. The schedules guarantee progress
+ * (compile/pipeline.h). Any failure sets an abort flag that wakes every
+ * waiting thread, so a failing step never hangs. Before the updates, the
+ * devices of a replica meet once more (update_runs): to agree whether a
+ * gradient overflowed and, with max_grad_norm, on the gradients' global norm.
+ */
+#include "runtime/session_state.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/pool.h"
+#include "core/alloc.h"
+#include "core/convert.h"
+#include "core/rng.h"
+#include "graph/init.h"
+#include "ops/op.h"
+#include "ops/optim_params.h"
+#include "profile/profile.h"
+#include "runtime/staging.h"
+#include "tilegraph/trace.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+double tg_engine_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define now_s tg_engine_now
+
+/* Record an event that ran from t0 to now (seconds); no-op when not recording. */
+static void record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
+                   double t0, int64_t bytes, double flops)
+{
+    tg_profile_recorder *r = c->rec;
+    if (!r || r->n_events >= r->cap_events)
+        return;
+    double origin = c->s->t_origin;
+    r->events[r->n_events++] = (tg_profile_event){(int16_t)kind, (int16_t)ph, (int32_t)j, (int32_t)it,
+                                          peer, (int64_t)((t0 - origin) * 1e9),
+                                          (int64_t)((now_s() - origin) * 1e9), bytes, flops};
+}
+
+/* ---- addressing ------------------------------------------------------------------- */
+
+static inline unsigned char *slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
+{
+    const tg_buffer *b = &s->program->buffers[buffer];
+    unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
+    return arena + b->offset + (size_t)(g % b->slots) * b->stride;
+}
+
+/* Position of (iteration, replica, micro-batch) in the host streams:
+ * [device iteration][replica][accumulation micro-batch]. Inference pipelines
+ * its iterations as micro-batches, so there j is the iteration. */
+static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
+{
+    if (!p->training)
+        return j * p->replicas + r;
+    return (it * p->replicas + r) * p->micro_batches + j;
+}
+
+int64_t tg_session_stream_count(const tg_session *s)
+{
+    const tg_program *p = s->program;
+    return (int64_t)p->iterations * p->replicas * p->micro_batches;
+}
+
+/* ---- synchronisation ------------------------------------------------------------------- */
+
+static void fail(tg_session *s, tg_status st, const char *msg)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->abort) {
+        s->abort = true;
+        s->fail_status = st;
+        snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
+    }
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A channel looked up once; device threads may race to the first lookup,
+ * which is harmless (the same pointer) but must be atomic. */
+static tg_trace_channel *cached_channel(tg_trace_channel **cache, const char *name)
+{
+    tg_trace_channel *ch = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (!ch) {
+        ch = tg_trace_channel_get(name);
+        __atomic_store_n(cache, ch, __ATOMIC_RELEASE);
+    }
+    return ch;
+}
+
+static tg_trace_channel *engine_channel(void)
+{
+    static tg_trace_channel *ch;
+    return cached_channel(&ch, "engine");
+}
+
+static tg_trace_channel *comms_channel(void)
+{
+    static tg_trace_channel *ch;
+    return cached_channel(&ch, "comms");
+}
+
+/* Wait until *counter >= target; false if the run was aborted meanwhile. */
+static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
+{
+    pthread_mutex_lock(&s->lock);
+    bool waiting = *counter < target && !s->abort;
+    if (waiting) {
+        tg_trace_begin(comms_channel(), "wait for device");
+        while (*counter < target && !s->abort)
+            pthread_cond_wait(&s->changed, &s->lock);
+    }
+    bool ok = !s->abort;
+    pthread_mutex_unlock(&s->lock);
+    if (waiting)
+        tg_trace_end(comms_channel());
+    return ok;
+}
+
+static void publish(tg_session *s, int64_t *counter, int64_t value)
+{
+    pthread_mutex_lock(&s->lock);
+    *counter = value;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Wait until `parties` threads have arrived at the barrier (count, gen);
+ * false if the run was aborted. */
+static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
+{
+    pthread_mutex_lock(&s->lock);
+    int64_t gen = __atomic_load_n(gen_p, __ATOMIC_ACQUIRE);
+    if (++*count == parties) {
+        *count = 0;
+        __atomic_store_n(gen_p, gen + 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&s->changed);
+        bool ok = !s->abort;
+        pthread_mutex_unlock(&s->lock);
+        return ok;
+    }
+    pthread_mutex_unlock(&s->lock);
+    /* Replicas arrive within microseconds of each other: spin a little
+     * before sleeping, since a wake-up costs more than the wait. */
+    for (int i = 0; i < 20000; i++) {
+        if (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) != gen)
+            break;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&s->lock);
+    while (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) == gen && !s->abort)
+        pthread_cond_wait(&s->changed, &s->lock);
+    bool ok = !s->abort;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/* The same device of every replica (the all-reduce). */
+static bool replica_barrier(tg_session *s, int device)
+{
+    return barrier(s, &s->barrier_count[device], &s->barrier_gen[device], s->program->replicas);
+}
+
+/* Every device of one replica (agreeing on a skipped update). */
+static bool device_barrier(tg_session *s, int replica)
+{
+    return barrier(s, &s->group_count[replica], &s->group_gen[replica], s->program->n_devices);
+}
+
+static int64_t *produced(tg_session *s, int r, int t) { return &s->produced[r * s->program->n_transfers + t]; }
+static int64_t *consumed(tg_session *s, int r, int t) { return &s->consumed[r * s->program->n_transfers + t]; }
+
+/* ---- phases ---------------------------------------------------------------------- */
+
+/* Offloaded inputs of a step: in from host memory before it runs, the ones
+ * it updates back out after. Returns the bytes moved. */
+static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                                const tg_kernel_args *a, bool in, int64_t it)
+{
+    const tg_program *p = c->s->program;
+    int64_t moved = 0;
+    double t0 = now_s();
+    for (int i = 0; i < t->n_in; i++) {
+        if (st->in[i] < 0 || !p->buffers[st->in[i]].offloaded || (!in && i >= t->n_mutated))
+            continue;
+        unsigned char *host = c->s->host_state[st->in[i] * p->replicas + c->replica];
+        size_t bytes = p->buffers[st->in[i]].bytes;
+        memcpy(in ? a->in[i] : host, in ? host : a->in[i], bytes);
+        moved += (int64_t)bytes;
+    }
+    if (moved)
+        record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1, -1, t0,
+               moved, 0);
+    return moved;
+}
+
+/* An update whose optimizer state is sharded over the replicas. */
+static bool is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
+{
+    return tg_is_weight_update(t) && t->n_mutated >= 2 && st->in[1] >= 0 &&
+           p->buffers[st->in[1]].sharded;
+}
+
+/* Replicated tensor sharding: this replica updates only its share of the
+ * weight. The kernel gets a view of the node with every input one shard
+ * long (built in *node and in[]), the weight and gradient pointers moved to
+ * the shard's start; the state buffers hold just the shard. Element-wise
+ * updates make the result bit-identical to updating the whole tensor. */
+static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                                   tg_kernel_args *a, tg_stage_opts *so, tg_tensor *node,
+                                   tg_tensor *in)
+{
+    const tg_program *p = c->s->program;
+    int64_t begin, end;
+    tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+    *node = *t;
+    for (int k = 0; k < t->n_in; k++) {
+        in[k] = *t->in[k];
+        in[k].shape = tg_shape1(end - begin);
+        node->in[k] = &in[k];
+        if (!p->buffers[st->in[k]].sharded)
+            a->in[k] = (unsigned char *)a->in[k] +
+                       (size_t)begin * tg_dtype_size(p->buffers[st->in[k]].dtype);
+    }
+    a->node = node;
+    so->first = begin;
+    return node;
+}
+
+/* After a sharded update: send this replica's share of each updated weight
+ * to every other replica, then wait until all shares have arrived. */
+static bool gather_weights(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    double t0 = now_s();
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    bool any = false;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        if (!is_sharded_update(p, st, t))
+            continue;
+        any = true;
+        int64_t begin, end;
+        tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
+        const unsigned char *mine = slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
+        for (int r = 0; r < p->replicas; r++)
+            if (r != c->replica)
+                memcpy(slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
+                       (size_t)(end - begin) * es);
+    }
+    if (!any)
+        return true;
+    bool ok = replica_barrier(s, c->device);
+    record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
+    return ok;
+}
+
+static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
+    tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
+    for (int k = 0; k < dp->n_steps[ph]; k++) {
+        const tg_step *st = &dp->steps[ph][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        tg_kernel_args a = {
+            .node = t,
+            .out = st->out >= 0 ? slot_ptr(s, c->replica, st->out, g) : NULL,
+            .scratch = st->scratch_bytes ? arena + st->scratch_offset : NULL,
+            .scratch_bytes = st->scratch_bytes,
+            .pool = pool,
+            .step = s->step + it,
+            .seed = s->seed,
+            .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
+        };
+        for (int i = 0; i < t->n_in; i++)
+            a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
+        int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
+        float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
+        tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
+        if (so.stochastic && ph == TG_PHASE_UPDATE)
+            so.round_key = tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
+                                                         (uint64_t)t->id));
+        tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
+        if (ph == TG_PHASE_UPDATE && is_sharded_update(p, st, t))
+            t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
+        if (c->rec) {
+            double t0 = now_s();
+            tg_stage_run(p, st, &a, &so);
+            c->rec->op_ns[t->id] += (int64_t)((now_s() - t0) * 1e9);
+            c->rec->op_calls[t->id]++;
+        } else {
+            tg_stage_run(p, st, &a, &so);
+        }
+        if (offloaded)
+            stream_offloaded(c, st, t, &a, false, it);
+    }
+}
+
+/* Wait for everything this device receives for micro-batch g in phase ph. */
+static bool receive(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
+        if (tr->dst_device != c->device || !used)
+            continue;
+        double t0 = now_s();
+        if (!wait_for(c->s, produced(c->s, c->replica, t), g + 1))
+            return false;
+        int64_t m = p->micro_batches;
+        record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
+    }
+    return true;
+}
+
+/* Free the receive slots whose last use on this device was phase ph. */
+static void release(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        tg_phase last = tr->used_backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
+        if (tr->dst_device == c->device && last == ph)
+            publish(c->s, consumed(c->s, c->replica, t), g + 1);
+    }
+}
+
+/* Copy what this device produced in phase ph to the devices that read it. */
+static bool send(device_ctx *c, tg_phase ph, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->src_device != c->device || tr->phase != ph)
+            continue;
+        int slots = p->buffers[tr->dst_buffer].slots;
+        int64_t m = p->micro_batches;
+        double t0 = now_s();
+        if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
+            return false;
+        double t1 = now_s();
+        if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
+            record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
+        memcpy(slot_ptr(s, c->replica, tr->dst_buffer, g), slot_ptr(s, c->replica, tr->src_buffer, g),
+               p->buffers[tr->src_buffer].bytes);
+        publish(s, produced(s, c->replica, t), g + 1);
+        record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
+               (int64_t)p->buffers[tr->src_buffer].bytes, 0);
+    }
+    return true;
+}
+
+static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
+    double t0 = now_s();
+    for (int k = 0; k < dp->n_outputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->outputs[k]];
+        const unsigned char *src = slot_ptr(s, c->replica, dp->outputs[k], g);
+        memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
+        streamed += (int64_t)b->bytes;
+        const tg_tensor *t = p->graph->nodes[b->node];
+        if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)
+            continue;
+        float v;
+        memcpy(&v, src, sizeof v);
+        if (!isfinite(v)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "step %lld, micro-batch %lld, replica %d: '%s' is %s",
+                     (long long)(s->step + it), (long long)j, c->replica, t->name,
+                     isnan(v) ? "NaN" : "infinite");
+            fail(s, TG_ERR_NUMERIC, msg);
+            return false;
+        }
+    }
+    if (dp->n_outputs)
+        record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+    return true;
+}
+
+static bool forward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t g = it * p->micro_batches + j;
+    if (!receive(c, TG_PHASE_FORWARD, g))
+        return false;
+    double t0 = now_s();
+    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
+    for (int k = 0; k < dp->n_inputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->inputs[k]];
+        memcpy(slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
+               b->bytes);
+        streamed += (int64_t)b->bytes;
+    }
+    if (dp->n_inputs)
+        record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+    double t1 = now_s();
+    run_steps(c, TG_PHASE_FORWARD, it, g);
+    record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0, dp->flops[TG_PHASE_FORWARD]);
+    c->busy += now_s() - t0;
+    if (p->training && ++c->in_flight > c->max_in_flight)
+        c->max_in_flight = c->in_flight;
+    if (!check_outputs(c, it, j, g))
+        return false;
+    release(c, TG_PHASE_FORWARD, g);
+    return send(c, TG_PHASE_FORWARD, g);
+}
+
+/* acc = g (first micro-batch) or acc + g; on the last micro-batch of a single
+ * replica also scale to the mean (with replicas the all-reduce does it). */
+static void accumulate(device_ctx *c, int64_t j, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    float scale = 1.0f / (float)(p->micro_batches * p->replicas);
+    bool last = j == p->micro_batches - 1 && p->replicas == 1;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        const tg_accumulator *a = &dp->accumulators[k];
+        const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
+        tg_accumulate_typed(slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
+                            slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
+                            tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
+    }
+}
+
+static bool backward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    int64_t g = it * p->micro_batches + j;
+    if (!receive(c, TG_PHASE_BACKWARD, g))
+        return false;
+    double t0 = now_s();
+    run_steps(c, TG_PHASE_BACKWARD, it, g);
+    record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0,
+           0, p->devices[c->device].flops[TG_PHASE_BACKWARD]);
+    c->in_flight--;
+    if (p->accumulate) {
+        double t1 = now_s();
+        accumulate(c, j, g);
+        record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
+    }
+    c->busy += now_s() - t0;
+    release(c, TG_PHASE_BACKWARD, g);
+    return send(c, TG_PHASE_BACKWARD, g);
+}
+
+/* Mean of the accumulators over replicas, identical on every replica: each
+ * replica sums its share of the elements over all replicas, in replica
+ * order, and writes the result to all of them. */
+static bool all_reduce(device_ctx *c)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int R = p->replicas;
+    float scale = 1.0f / (float)(p->micro_batches * R);
+    if (!replica_barrier(s, c->device))
+        return false;
+    unsigned char *copies[64];
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        int buf = dp->accumulators[k].acc_buffer;
+        int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
+        int64_t begin, end;
+        tg_shard_range(n, c->replica, R, &begin, &end);
+        for (int r = 0; r < R; r++)
+            copies[r] = slot_ptr(s, r, buf, 0);
+        tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
+    }
+    return replica_barrier(s, c->device);
+}
+
+/* The parameter whose gradient (as the update will read it) holds a NaN or
+ * an infinity on this device, or NULL. */
+static const tg_tensor *overflowed_gradient(device_ctx *c)
+{
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (!tg_is_weight_update(u) || b < 0)
+            continue;
+        if (tg_first_nonfinite(slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
+                               (size_t)tg_numel(u->in[0])) >= 0)
+            return u->in[0];
+    }
+    return NULL;
+}
+
+/* The gradient-clipping work over this device's updates: each update's sum
+ * of squares (or its scaling) is done whole by one thread, so spreading the
+ * updates over the device's threads changes no bit. */
+typedef struct clip_job {
+    device_ctx *c;
+    double *sums; /* indexed by node id: post the sums here... */
+    float factor; /* ...or scale the gradients by this */
+} clip_job;
+
+static void clip_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const clip_job *j = ctx;
+    tg_session *s = j->c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[j->c->device];
+    for (int64_t k = begin; k < end; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (!tg_is_weight_update(u) || b < 0)
+            continue;
+        void *grad = slot_ptr(s, j->c->replica, b, 0);
+        if (j->sums)
+            j->sums[st->node] = tg_sum_squares_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]));
+        else
+            tg_scale_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]), j->factor);
+    }
+}
+
+static void clip_run(clip_job *j)
+{
+    const tg_program *p = j->c->s->program;
+    int n = p->devices[j->c->device].n_steps[TG_PHASE_UPDATE];
+    tg_pool *pool = j->c->s->pools[j->c->replica * p->n_devices + j->c->device];
+    if (n > 1 && tg_pool_threads(pool) > 1)
+        tg_pool_for(pool, n, clip_range, j);
+    else if (n > 0)
+        clip_range(j, 0, n, 0);
+}
+
+/* This replica's row of sums for update `it`. The rows alternate with the
+ * update's parity: a device can be at most one update ahead of the others
+ * (the barrier), so it never overwrites sums another still reads. */
+static double *grad_squares_row(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    size_t row = (size_t)((s->step + it) & 1) * (size_t)s->program->replicas + (size_t)c->replica;
+    return s->grad_squares + row * (size_t)s->graph->n_nodes;
+}
+
+/* clip_grad_norm_ over every parameter of the model: the global norm from
+ * all devices' sums (posted before the barrier), added in graph order
+ * whatever the placement (so one device, a pipeline and replicas agree to
+ * the bit), unscaled by the loss scale the gradients were made with; then
+ * this device scales its own gradients. */
+static void clip_gradients(device_ctx *c, int64_t it, float loss_scale)
+{
+    tg_session *s = c->s;
+    const tg_graph *g = s->graph;
+    const double *all = grad_squares_row(c, it);
+    double total = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (tg_is_weight_update(g->nodes[i]))
+            total += all[i];
+    bool scaled = s->program->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    double norm = sqrt(total) / (scaled ? (double)loss_scale : 1.0);
+    clip_job j = {c, NULL, tg_grad_clip_factor(norm, s->max_grad_norm)};
+    if (j.factor < 1.0f)
+        clip_run(&j);
+}
+
+/* Dynamic loss scaling: halve after an overflow, double after
+ * growth_interval good updates. */
+static void adjust_loss_scale(device_ctx *c, bool overflow)
+{
+    const tg_precision *pr = &c->s->program->precision;
+    bool dynamic = pr->loss_scaling == TG_LOSS_SCALING_DYNAMIC;
+    if (overflow) {
+        c->skipped_updates++;
+        c->good_updates = 0;
+        if (dynamic && c->loss_scale > 1.0f / 16384)
+            c->loss_scale *= 0.5f;
+    } else if (dynamic && ++c->good_updates >= pr->growth_interval) {
+        c->good_updates = 0;
+        if (c->loss_scale < 16777216.0f)
+            c->loss_scale *= 2.0f;
+    }
+}
+
+/* Whether update `it` runs. Every device of a replica checks its gradients
+ * and they agree (a barrier) whether any overflowed; then each adjusts its
+ * copy of the loss scale the same way. Without loss scaling an overflow is
+ * an error naming the step and the parameter. With max_grad_norm the same
+ * barrier carries each device's gradients' sums of squares, and every device
+ * clips its gradients by the global norm before any update runs. Replicas
+ * need no exchange: after the all-reduce their gradients are identical, and
+ * so are their norms. Sets *ok false on failure. */
+static bool update_runs(device_ctx *c, int64_t it, bool *ok)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_precision *pr = &p->precision;
+    *ok = true;
+    c->grad_scale = c->loss_scale; /* before adjust_loss_scale may grow it */
+    bool clip = s->max_grad_norm > 0;
+    if (!s->check_overflow && !clip)
+        return true;
+    int64_t mark = s->step + it + 1;
+    const tg_tensor *bad = s->check_overflow ? overflowed_gradient(c) : NULL;
+    if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "step %lld, replica %d: the gradient of '%s' (stored as %s) "
+                 "holds NaN or infinity; turn on loss scaling (lossScaling=dynamic), lower the "
+                 "learning rate, or store the model in bf16", (long long)(s->step + it),
+                 c->replica, bad->name, tg_dtype_name(pr->model));
+        fail(s, TG_ERR_NUMERIC, msg);
+        *ok = false;
+        return false;
+    }
+    if (bad)
+        __atomic_store_n(&s->overflow_mark[c->replica], mark, __ATOMIC_RELEASE);
+    if (clip) { /* this device's sums, for every device to read after the barrier */
+        clip_job j = {c, grad_squares_row(c, it), 1.0f};
+        clip_run(&j);
+    }
+    if (p->n_devices > 1 && !device_barrier(s, c->replica)) {
+        *ok = false;
+        return false;
+    }
+    bool overflow = s->check_overflow &&
+                    __atomic_load_n(&s->overflow_mark[c->replica], __ATOMIC_ACQUIRE) == mark;
+    if (s->check_overflow)
+        adjust_loss_scale(c, overflow);
+    if (clip && !overflow)
+        clip_gradients(c, it, c->grad_scale);
+    return !overflow;
+}
+
+/* The loss gradient's seed is the loss scale. */
+static void write_loss_scale(device_ctx *c)
+{
+    tg_session *s = c->s;
+    int b = s->seed_buffer;
+    if (b >= 0 && s->program->buffers[b].device == c->device)
+        memcpy(slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
+}
+
+static void *device_main(void *arg)
+{
+    device_ctx *c = arg;
+    tg_session *s = c->s;
+    if (s->program->replicas * s->program->n_devices > 1) {
+        char name[48];
+        snprintf(name, sizeof name, "replica %d device %d", c->replica, c->device);
+        tg_trace_thread_name(tg_trace_intern(name));
+    }
+    const tg_program *p = s->program;
+    const tg_pipe_schedule *sch = &p->schedule;
+    for (int64_t it = 0; it < p->iterations; it++) {
+        write_loss_scale(c);
+        for (int k = 0; k < sch->n_ops[c->device]; k++) {
+            tg_pipe_op op = sch->ops[c->device][k];
+            bool ok = op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
+            if (!ok)
+                return NULL;
+        }
+        if (!p->training)
+            continue;
+        double t_ar = now_s();
+        if (p->replicas > 1) {
+            tg_trace_begin(comms_channel(), "all-reduce");
+            bool reduced = all_reduce(c);
+            tg_trace_end(comms_channel());
+            if (!reduced)
+                return NULL;
+            record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
+        }
+        bool ok = true;
+        if (!update_runs(c, it, &ok)) {
+            if (!ok)
+                return NULL;
+            continue;
+        }
+        double t0 = now_s();
+        run_steps(c, TG_PHASE_UPDATE, it, 0);
+        record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
+               p->devices[c->device].flops[TG_PHASE_UPDATE]);
+        if (p->replicas > 1 && !gather_weights(c, it))
+            return NULL;
+        c->busy += now_s() - t0;
+    }
+    return NULL;
+}
+
+/* Copy the recorded run's device events into the tracks the host-trace
+ * export will carry (host-side work after the run, not in the step loop). */
+static void keep_device_steps(tg_session *s, uint64_t link)
+{
+    const tg_program *p = s->program;
+    int64_t origin = (int64_t)(s->t_origin * 1e9);
+    for (int i = 0; i < p->replicas * p->n_devices; i++) {
+        const tg_profile_recorder *r = &s->recorders[i];
+        size_t need = s->trace_n[i] + (size_t)r->n_events;
+        if (need > s->trace_cap[i]) {
+            size_t cap = need * 2;
+            tg_trace_device_step *st = tg_realloc(s->trace_steps[i], cap * sizeof *st);
+            if (!st)
+                return; /* the export shows fewer steps, the run is unaffected */
+            s->trace_steps[i] = st;
+            s->trace_cap[i] = cap;
+        }
+        for (int k = 0; k < r->n_events; k++) {
+            const tg_profile_event *e = &r->events[k];
+            static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
+                                                    TG_TRACE_PHASE_UPDATE};
+            tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
+            s->trace_steps[i][s->trace_n[i]++] = (tg_trace_device_step){
+                tg_event_name((tg_event_kind)e->kind), origin + e->start_ns, origin + e->end_ns,
+                e->micro_batch, ph, link};
+        }
+    }
+}
+
+/* A failure to write the profile (a full disk) must not stop training or
+ * cost the weights: the profile is dropped (its temporary removed, the
+ * previous profile kept) and the failure kept for tg_session_finish_profile,
+ * which the command reports after saving its checkpoint. */
+static void drop_profile(tg_session *s)
+{
+    s->profile_status = TG_ERR_IO;
+    snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
+    tg_profile_abort(s->profile);
+    s->profile = NULL;
+}
+
+tg_status tg_session_run(tg_session *s)
+{
+    const tg_program *p = s->program;
+    int n = p->replicas * p->n_devices;
+    memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    s->abort = false;
+    s->fail_status = TG_OK;
+    double t0 = now_s();
+    bool recording = s->recorders && s->runs < s->runs_to_record;
+    uint64_t link = s->link_base + (uint64_t)s->runs + 1;
+    tg_trace_begin_link(engine_channel(), "host step", link);
+    for (int i = 0; i < n; i++) {
+        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
+                                 recording ? &s->recorders[i] : NULL, s->loss_scale,
+                                 s->good_updates, 0, s->loss_scale};
+        if (recording)
+            s->recorders[i].n_events = 0;
+    }
+    if (n == 1) {
+        device_main(&s->ctx[0]);
+    } else {
+        int started = 0;
+        for (; started < n; started++)
+            if (pthread_create(&s->threads[started], NULL, device_main, &s->ctx[started]) != 0) {
+                fail(s, TG_ERR_NOMEM, "cannot start a device thread");
+                break;
+            }
+        for (int i = 0; i < started; i++)
+            pthread_join(s->threads[i], NULL);
+    }
+    s->last_run_seconds = now_s() - t0;
+    tg_trace_end(engine_channel());
+    for (int i = 0; i < n; i++) {
+        s->last_busy[i] = s->ctx[i].busy;
+        int d = i % p->n_devices;
+        if (s->ctx[i].max_in_flight > s->max_in_flight[d])
+            s->max_in_flight[d] = s->ctx[i].max_in_flight;
+    }
+    if (p->training && !s->abort) {
+        s->step += p->iterations;
+        s->loss_scale = s->ctx[0].loss_scale;
+        s->good_updates = s->ctx[0].good_updates;
+        s->skipped_updates += s->ctx[0].skipped_updates;
+    }
+    if (s->abort)
+        return tg_error(s->fail_status, "%s", s->fail_message);
+    s->runs++;
+    if (recording && s->trace_devices)
+        keep_device_steps(s, link);
+    if (recording && s->profile && tg_profile_record_run(s->profile, s->recorders, s->runs - 1) != TG_OK)
+        drop_profile(s);
+    return TG_OK;
+}
