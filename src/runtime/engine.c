@@ -11,7 +11,7 @@
  * accumulators' all-reduce across replicas, and the host streams. With one
  * device and one replica everything runs on the calling thread.
  *
- * Flow control: a transfer's receive buffer has one slot per micro-batch in
+ * Flow control (runtime/exchange.c): a transfer's receive buffer has one slot per micro-batch in
  * flight on the receiver; the sender waits until the slot of micro-batch g
  * is free (the receiver released micro-batch g - slots) and the receiver
  * waits until micro-batch g has arrived. The schedules guarantee progress
@@ -32,6 +32,7 @@
 #include "ops/op.h"
 #include "ops/optim_params.h"
 #include "profile/profile.h"
+#include "runtime/exchange.h"
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
 
@@ -51,7 +52,7 @@ double tg_engine_now(void)
 #define now_s tg_engine_now
 
 /* Record an event that ran from t0 to now (seconds); no-op when not recording. */
-static void record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
+void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
                    double t0, int64_t bytes, double flops)
 {
     tg_profile_recorder *r = c->rec;
@@ -65,7 +66,7 @@ static void record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, i
 
 /* ---- addressing ------------------------------------------------------------------- */
 
-static inline unsigned char *slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
+unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
 {
     const tg_buffer *b = &s->program->buffers[buffer];
     unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
@@ -88,115 +89,11 @@ int64_t tg_session_stream_count(const tg_session *s)
     return (int64_t)p->iterations * p->replicas * p->micro_batches;
 }
 
-/* ---- synchronisation ------------------------------------------------------------------- */
-
-static void fail(tg_session *s, tg_status st, const char *msg)
-{
-    pthread_mutex_lock(&s->lock);
-    if (!s->abort) {
-        s->abort = true;
-        s->fail_status = st;
-        snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
-    }
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* A channel looked up once; device threads may race to the first lookup,
- * which is harmless (the same pointer) but must be atomic. */
-static tg_trace_channel *cached_channel(tg_trace_channel **cache, const char *name)
-{
-    tg_trace_channel *ch = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (!ch) {
-        ch = tg_trace_channel_get(name);
-        __atomic_store_n(cache, ch, __ATOMIC_RELEASE);
-    }
-    return ch;
-}
-
 static tg_trace_channel *engine_channel(void)
 {
     static tg_trace_channel *ch;
-    return cached_channel(&ch, "engine");
+    return tg_exchange_cached_channel(&ch, "engine");
 }
-
-static tg_trace_channel *comms_channel(void)
-{
-    static tg_trace_channel *ch;
-    return cached_channel(&ch, "comms");
-}
-
-/* Wait until *counter >= target; false if the run was aborted meanwhile. */
-static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
-{
-    pthread_mutex_lock(&s->lock);
-    bool waiting = *counter < target && !s->abort;
-    if (waiting) {
-        tg_trace_begin(comms_channel(), "wait for device");
-        while (*counter < target && !s->abort)
-            pthread_cond_wait(&s->changed, &s->lock);
-    }
-    bool ok = !s->abort;
-    pthread_mutex_unlock(&s->lock);
-    if (waiting)
-        tg_trace_end(comms_channel());
-    return ok;
-}
-
-static void publish(tg_session *s, int64_t *counter, int64_t value)
-{
-    pthread_mutex_lock(&s->lock);
-    *counter = value;
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* Wait until `parties` threads have arrived at the barrier (count, gen);
- * false if the run was aborted. */
-static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
-{
-    pthread_mutex_lock(&s->lock);
-    int64_t gen = __atomic_load_n(gen_p, __ATOMIC_ACQUIRE);
-    if (++*count == parties) {
-        *count = 0;
-        __atomic_store_n(gen_p, gen + 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&s->changed);
-        bool ok = !s->abort;
-        pthread_mutex_unlock(&s->lock);
-        return ok;
-    }
-    pthread_mutex_unlock(&s->lock);
-    /* Replicas arrive within microseconds of each other: spin a little
-     * before sleeping, since a wake-up costs more than the wait. */
-    for (int i = 0; i < 20000; i++) {
-        if (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) != gen)
-            break;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    pthread_mutex_lock(&s->lock);
-    while (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) == gen && !s->abort)
-        pthread_cond_wait(&s->changed, &s->lock);
-    bool ok = !s->abort;
-    pthread_mutex_unlock(&s->lock);
-    return ok;
-}
-
-/* The same device of every replica (the all-reduce). */
-static bool replica_barrier(tg_session *s, int device)
-{
-    return barrier(s, &s->barrier_count[device], &s->barrier_gen[device], s->program->replicas);
-}
-
-/* Every device of one replica (agreeing on a skipped update). */
-static bool device_barrier(tg_session *s, int replica)
-{
-    return barrier(s, &s->group_count[replica], &s->group_gen[replica], s->program->n_devices);
-}
-
-static int64_t *produced(tg_session *s, int r, int t) { return &s->produced[r * s->program->n_transfers + t]; }
-static int64_t *consumed(tg_session *s, int r, int t) { return &s->consumed[r * s->program->n_transfers + t]; }
 
 /* ---- phases ---------------------------------------------------------------------- */
 
@@ -217,7 +114,7 @@ static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tenso
         moved += (int64_t)bytes;
     }
     if (moved)
-        record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1, -1, t0,
+        tg_engine_record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1, -1, t0,
                moved, 0);
     return moved;
 }
@@ -273,16 +170,16 @@ static bool gather_weights(device_ctx *c, int64_t it)
         int64_t begin, end;
         tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
         size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
-        const unsigned char *mine = slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
+        const unsigned char *mine = tg_engine_slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
         for (int r = 0; r < p->replicas; r++)
             if (r != c->replica)
-                memcpy(slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
+                memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
                        (size_t)(end - begin) * es);
     }
     if (!any)
         return true;
-    bool ok = replica_barrier(s, c->device);
-    record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
+    bool ok = tg_exchange_replica_barrier(s, c->device);
+    tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
     return ok;
 }
 
@@ -298,7 +195,7 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         const tg_tensor *t = p->graph->nodes[st->node];
         tg_kernel_args a = {
             .node = t,
-            .out = st->out >= 0 ? slot_ptr(s, c->replica, st->out, g) : NULL,
+            .out = st->out >= 0 ? tg_engine_slot_ptr(s, c->replica, st->out, g) : NULL,
             .scratch = st->scratch_bytes ? arena + st->scratch_offset : NULL,
             .scratch_bytes = st->scratch_bytes,
             .pool = pool,
@@ -307,7 +204,7 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
             .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
         };
         for (int i = 0; i < t->n_in; i++)
-            a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
+            a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
         int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
         tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
@@ -330,62 +227,6 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
     }
 }
 
-/* Wait for everything this device receives for micro-batch g in phase ph. */
-static bool receive(device_ctx *c, tg_phase ph, int64_t g)
-{
-    const tg_program *p = c->s->program;
-    for (int t = 0; t < p->n_transfers; t++) {
-        const tg_transfer *tr = &p->transfers[t];
-        bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
-        if (tr->dst_device != c->device || !used)
-            continue;
-        double t0 = now_s();
-        if (!wait_for(c->s, produced(c->s, c->replica, t), g + 1))
-            return false;
-        int64_t m = p->micro_batches;
-        record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
-    }
-    return true;
-}
-
-/* Free the receive slots whose last use on this device was phase ph. */
-static void release(device_ctx *c, tg_phase ph, int64_t g)
-{
-    const tg_program *p = c->s->program;
-    for (int t = 0; t < p->n_transfers; t++) {
-        const tg_transfer *tr = &p->transfers[t];
-        tg_phase last = tr->used_backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
-        if (tr->dst_device == c->device && last == ph)
-            publish(c->s, consumed(c->s, c->replica, t), g + 1);
-    }
-}
-
-/* Copy what this device produced in phase ph to the devices that read it. */
-static bool send(device_ctx *c, tg_phase ph, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    for (int t = 0; t < p->n_transfers; t++) {
-        const tg_transfer *tr = &p->transfers[t];
-        if (tr->src_device != c->device || tr->phase != ph)
-            continue;
-        int slots = p->buffers[tr->dst_buffer].slots;
-        int64_t m = p->micro_batches;
-        double t0 = now_s();
-        if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
-            return false;
-        double t1 = now_s();
-        if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
-            record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
-        memcpy(slot_ptr(s, c->replica, tr->dst_buffer, g), slot_ptr(s, c->replica, tr->src_buffer, g),
-               p->buffers[tr->src_buffer].bytes);
-        publish(s, produced(s, c->replica, t), g + 1);
-        record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
-               (int64_t)p->buffers[tr->src_buffer].bytes, 0);
-    }
-    return true;
-}
-
 static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
 {
     tg_session *s = c->s;
@@ -395,7 +236,7 @@ static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
     double t0 = now_s();
     for (int k = 0; k < dp->n_outputs; k++) {
         const tg_buffer *b = &p->buffers[dp->outputs[k]];
-        const unsigned char *src = slot_ptr(s, c->replica, dp->outputs[k], g);
+        const unsigned char *src = tg_engine_slot_ptr(s, c->replica, dp->outputs[k], g);
         memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
         streamed += (int64_t)b->bytes;
         const tg_tensor *t = p->graph->nodes[b->node];
@@ -408,12 +249,12 @@ static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
             snprintf(msg, sizeof msg, "step %lld, micro-batch %lld, replica %d: '%s' is %s",
                      (long long)(s->step + it), (long long)j, c->replica, t->name,
                      isnan(v) ? "NaN" : "infinite");
-            fail(s, TG_ERR_NUMERIC, msg);
+            tg_exchange_fail(s, TG_ERR_NUMERIC, msg);
             return false;
         }
     }
     if (dp->n_outputs)
-        record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+        tg_engine_record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
     return true;
 }
 
@@ -423,28 +264,28 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
     int64_t g = it * p->micro_batches + j;
-    if (!receive(c, TG_PHASE_FORWARD, g))
+    if (!tg_exchange_receive(c, TG_PHASE_FORWARD, g))
         return false;
     double t0 = now_s();
     int64_t h = host_index(p, it, c->replica, j), streamed = 0;
     for (int k = 0; k < dp->n_inputs; k++) {
         const tg_buffer *b = &p->buffers[dp->inputs[k]];
-        memcpy(slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
+        memcpy(tg_engine_slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
                b->bytes);
         streamed += (int64_t)b->bytes;
     }
     if (dp->n_inputs)
-        record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+        tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
     double t1 = now_s();
     run_steps(c, TG_PHASE_FORWARD, it, g);
-    record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0, dp->flops[TG_PHASE_FORWARD]);
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0, dp->flops[TG_PHASE_FORWARD]);
     c->busy += now_s() - t0;
     if (p->training && ++c->in_flight > c->max_in_flight)
         c->max_in_flight = c->in_flight;
     if (!check_outputs(c, it, j, g))
         return false;
-    release(c, TG_PHASE_FORWARD, g);
-    return send(c, TG_PHASE_FORWARD, g);
+    tg_exchange_release(c, TG_PHASE_FORWARD, g);
+    return tg_exchange_send(c, TG_PHASE_FORWARD, g);
 }
 
 /* acc = g (first micro-batch) or acc + g; on the last micro-batch of a single
@@ -459,8 +300,8 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
     for (int k = 0; k < dp->n_accumulators; k++) {
         const tg_accumulator *a = &dp->accumulators[k];
         const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
-        tg_accumulate_typed(slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
-                            slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
+        tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
+                            tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
                             tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
     }
 }
@@ -470,21 +311,21 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
     tg_session *s = c->s;
     const tg_program *p = s->program;
     int64_t g = it * p->micro_batches + j;
-    if (!receive(c, TG_PHASE_BACKWARD, g))
+    if (!tg_exchange_receive(c, TG_PHASE_BACKWARD, g))
         return false;
     double t0 = now_s();
     run_steps(c, TG_PHASE_BACKWARD, it, g);
-    record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0,
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0,
            0, p->devices[c->device].flops[TG_PHASE_BACKWARD]);
     c->in_flight--;
     if (p->accumulate) {
         double t1 = now_s();
         accumulate(c, j, g);
-        record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
+        tg_engine_record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
     }
     c->busy += now_s() - t0;
-    release(c, TG_PHASE_BACKWARD, g);
-    return send(c, TG_PHASE_BACKWARD, g);
+    tg_exchange_release(c, TG_PHASE_BACKWARD, g);
+    return tg_exchange_send(c, TG_PHASE_BACKWARD, g);
 }
 
 /* Mean of the accumulators over replicas, identical on every replica: each
@@ -497,7 +338,7 @@ static bool all_reduce(device_ctx *c)
     const tg_device_program *dp = &p->devices[c->device];
     int R = p->replicas;
     float scale = 1.0f / (float)(p->micro_batches * R);
-    if (!replica_barrier(s, c->device))
+    if (!tg_exchange_replica_barrier(s, c->device))
         return false;
     unsigned char *copies[64];
     for (int k = 0; k < dp->n_accumulators; k++) {
@@ -506,10 +347,10 @@ static bool all_reduce(device_ctx *c)
         int64_t begin, end;
         tg_shard_range(n, c->replica, R, &begin, &end);
         for (int r = 0; r < R; r++)
-            copies[r] = slot_ptr(s, r, buf, 0);
+            copies[r] = tg_engine_slot_ptr(s, r, buf, 0);
         tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
     }
-    return replica_barrier(s, c->device);
+    return tg_exchange_replica_barrier(s, c->device);
 }
 
 /* The parameter whose gradient (as the update will read it) holds a NaN or
@@ -524,7 +365,7 @@ static const tg_tensor *overflowed_gradient(device_ctx *c)
         int b = st->in[u->n_in - 1];
         if (!tg_is_weight_update(u) || b < 0)
             continue;
-        if (tg_first_nonfinite(slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
+        if (tg_first_nonfinite(tg_engine_slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
                                (size_t)tg_numel(u->in[0])) >= 0)
             return u->in[0];
     }
@@ -553,7 +394,7 @@ static void clip_range(void *ctx, int64_t begin, int64_t end, int thread)
         int b = st->in[u->n_in - 1];
         if (!tg_is_weight_update(u) || b < 0)
             continue;
-        void *grad = slot_ptr(s, j->c->replica, b, 0);
+        void *grad = tg_engine_slot_ptr(s, j->c->replica, b, 0);
         if (j->sums)
             j->sums[st->node] = tg_sum_squares_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]));
         else
@@ -647,7 +488,7 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
                  "holds NaN or infinity; turn on loss scaling (lossScaling=dynamic), lower the "
                  "learning rate, or store the model in bf16", (long long)(s->step + it),
                  c->replica, bad->name, tg_dtype_name(pr->model));
-        fail(s, TG_ERR_NUMERIC, msg);
+        tg_exchange_fail(s, TG_ERR_NUMERIC, msg);
         *ok = false;
         return false;
     }
@@ -657,7 +498,7 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
         clip_job j = {c, grad_squares_row(c, it), 1.0f};
         clip_run(&j);
     }
-    if (p->n_devices > 1 && !device_barrier(s, c->replica)) {
+    if (p->n_devices > 1 && !tg_exchange_device_barrier(s, c->replica)) {
         *ok = false;
         return false;
     }
@@ -676,7 +517,7 @@ static void write_loss_scale(device_ctx *c)
     tg_session *s = c->s;
     int b = s->seed_buffer;
     if (b >= 0 && s->program->buffers[b].device == c->device)
-        memcpy(slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
+        memcpy(tg_engine_slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
 }
 
 static void *device_main(void *arg)
@@ -702,12 +543,12 @@ static void *device_main(void *arg)
             continue;
         double t_ar = now_s();
         if (p->replicas > 1) {
-            tg_trace_begin(comms_channel(), "all-reduce");
+            tg_trace_begin(tg_exchange_comms_channel(), "all-reduce");
             bool reduced = all_reduce(c);
-            tg_trace_end(comms_channel());
+            tg_trace_end(tg_exchange_comms_channel());
             if (!reduced)
                 return NULL;
-            record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
+            tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
         }
         bool ok = true;
         if (!update_runs(c, it, &ok)) {
@@ -717,7 +558,7 @@ static void *device_main(void *arg)
         }
         double t0 = now_s();
         run_steps(c, TG_PHASE_UPDATE, it, 0);
-        record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
+        tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
                p->devices[c->device].flops[TG_PHASE_UPDATE]);
         if (p->replicas > 1 && !gather_weights(c, it))
             return NULL;
@@ -792,7 +633,7 @@ tg_status tg_session_run(tg_session *s)
         int started = 0;
         for (; started < n; started++)
             if (pthread_create(&s->threads[started], NULL, device_main, &s->ctx[started]) != 0) {
-                fail(s, TG_ERR_NOMEM, "cannot start a device thread");
+                tg_exchange_fail(s, TG_ERR_NOMEM, "cannot start a device thread");
                 break;
             }
         for (int i = 0; i < started; i++)

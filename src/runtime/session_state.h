@@ -83,6 +83,12 @@ struct tg_session {
 
 /* Seconds on the monotonic clock. */
 double tg_engine_now(void);
+/* Record an event of device c that ran from t0 to now (seconds); no-op
+ * when the run is not recorded. */
+void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                      int peer, double t0, int64_t bytes, double flops);
+/* Slot of micro-batch g of a program buffer in a replica's arena. */
+unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g);
 
 typedef enum tg_output_mode {
     TG_OUTPUT_ALL,
