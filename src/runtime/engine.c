@@ -52,16 +52,22 @@ double tg_engine_now(void)
 #define now_s tg_engine_now
 
 /* Record an event that ran from t0 to now (seconds); no-op when not recording. */
-void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
-                   double t0, int64_t bytes, double flops)
+void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                      int peer, double t0, int64_t bytes, double flops)
 {
     tg_profile_recorder *r = c->rec;
     if (!r || r->n_events >= r->cap_events)
         return;
     double origin = c->s->t_origin;
-    r->events[r->n_events++] = (tg_profile_event){(int16_t)kind, (int16_t)ph, (int32_t)j, (int32_t)it,
-                                          peer, (int64_t)((t0 - origin) * 1e9),
-                                          (int64_t)((now_s() - origin) * 1e9), bytes, flops};
+    r->events[r->n_events++] = (tg_profile_event){(int16_t)kind,
+                                                  (int16_t)ph,
+                                                  (int32_t)j,
+                                                  (int32_t)it,
+                                                  peer,
+                                                  (int64_t)((t0 - origin) * 1e9),
+                                                  (int64_t)((now_s() - origin) * 1e9),
+                                                  bytes,
+                                                  flops};
 }
 
 /* ---- addressing ------------------------------------------------------------------- */
@@ -114,8 +120,8 @@ static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tenso
         moved += (int64_t)bytes;
     }
     if (moved)
-        tg_engine_record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1, -1, t0,
-               moved, 0);
+        tg_engine_record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1,
+                         -1, t0, moved, 0);
     return moved;
 }
 
@@ -170,7 +176,8 @@ static bool gather_weights(device_ctx *c, int64_t it)
         int64_t begin, end;
         tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
         size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
-        const unsigned char *mine = tg_engine_slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
+        const unsigned char *mine =
+            tg_engine_slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
         for (int r = 0; r < p->replicas; r++)
             if (r != c->replica)
                 memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
@@ -209,8 +216,8 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
         tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
         if (so.stochastic && ph == TG_PHASE_UPDATE)
-            so.round_key = tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
-                                                         (uint64_t)t->id));
+            so.round_key = tg_hash64(
+                s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u + (uint64_t)t->id));
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
         if (ph == TG_PHASE_UPDATE && is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
@@ -270,15 +277,16 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     int64_t h = host_index(p, it, c->replica, j), streamed = 0;
     for (int k = 0; k < dp->n_inputs; k++) {
         const tg_buffer *b = &p->buffers[dp->inputs[k]];
-        memcpy(tg_engine_slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
-               b->bytes);
+        memcpy(tg_engine_slot_ptr(s, c->replica, dp->inputs[k], g),
+               s->host_in[b->node] + (size_t)h * b->bytes, b->bytes);
         streamed += (int64_t)b->bytes;
     }
     if (dp->n_inputs)
         tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
     double t1 = now_s();
     run_steps(c, TG_PHASE_FORWARD, it, g);
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0, dp->flops[TG_PHASE_FORWARD]);
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0,
+                     dp->flops[TG_PHASE_FORWARD]);
     c->busy += now_s() - t0;
     if (p->training && ++c->in_flight > c->max_in_flight)
         c->max_in_flight = c->in_flight;
@@ -315,8 +323,8 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
         return false;
     double t0 = now_s();
     run_steps(c, TG_PHASE_BACKWARD, it, g);
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0,
-           0, p->devices[c->device].flops[TG_PHASE_BACKWARD]);
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
+                     p->devices[c->device].flops[TG_PHASE_BACKWARD]);
     c->in_flight--;
     if (p->accumulate) {
         double t1 = now_s();
@@ -484,10 +492,11 @@ static bool update_runs(device_ctx *c, int64_t it, bool *ok)
     const tg_tensor *bad = s->check_overflow ? overflowed_gradient(c) : NULL;
     if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
         char msg[512];
-        snprintf(msg, sizeof msg, "step %lld, replica %d: the gradient of '%s' (stored as %s) "
+        snprintf(msg, sizeof msg,
+                 "step %lld, replica %d: the gradient of '%s' (stored as %s) "
                  "holds NaN or infinity; turn on loss scaling (lossScaling=dynamic), lower the "
-                 "learning rate, or store the model in bf16", (long long)(s->step + it),
-                 c->replica, bad->name, tg_dtype_name(pr->model));
+                 "learning rate, or store the model in bf16",
+                 (long long)(s->step + it), c->replica, bad->name, tg_dtype_name(pr->model));
         tg_exchange_fail(s, TG_ERR_NUMERIC, msg);
         *ok = false;
         return false;
@@ -535,7 +544,8 @@ static void *device_main(void *arg)
         write_loss_scale(c);
         for (int k = 0; k < sch->n_ops[c->device]; k++) {
             tg_pipe_op op = sch->ops[c->device][k];
-            bool ok = op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
+            bool ok =
+                op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
             if (!ok)
                 return NULL;
         }
@@ -559,7 +569,7 @@ static void *device_main(void *arg)
         double t0 = now_s();
         run_steps(c, TG_PHASE_UPDATE, it, 0);
         tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
-               p->devices[c->device].flops[TG_PHASE_UPDATE]);
+                         p->devices[c->device].flops[TG_PHASE_UPDATE]);
         if (p->replicas > 1 && !gather_weights(c, it))
             return NULL;
         c->busy += now_s() - t0;
@@ -589,9 +599,13 @@ static void keep_device_steps(tg_session *s, uint64_t link)
             static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
                                                     TG_TRACE_PHASE_UPDATE};
             tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
-            s->trace_steps[i][s->trace_n[i]++] = (tg_trace_device_step){
-                tg_event_name((tg_event_kind)e->kind), origin + e->start_ns, origin + e->end_ns,
-                e->micro_batch, ph, link};
+            s->trace_steps[i][s->trace_n[i]++] =
+                (tg_trace_device_step){tg_event_name((tg_event_kind)e->kind),
+                                       origin + e->start_ns,
+                                       origin + e->end_ns,
+                                       e->micro_batch,
+                                       ph,
+                                       link};
         }
     }
 }
@@ -621,9 +635,17 @@ tg_status tg_session_run(tg_session *s)
     uint64_t link = s->link_base + (uint64_t)s->runs + 1;
     tg_trace_begin_link(engine_channel(), "host step", link);
     for (int i = 0; i < n; i++) {
-        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
-                                 recording ? &s->recorders[i] : NULL, s->loss_scale,
-                                 s->good_updates, 0, s->loss_scale};
+        s->ctx[i] = (device_ctx){s,
+                                 i / p->n_devices,
+                                 i % p->n_devices,
+                                 0.0,
+                                 0,
+                                 0,
+                                 recording ? &s->recorders[i] : NULL,
+                                 s->loss_scale,
+                                 s->good_updates,
+                                 0,
+                                 s->loss_scale};
         if (recording)
             s->recorders[i].n_events = 0;
     }
@@ -658,7 +680,8 @@ tg_status tg_session_run(tg_session *s)
     s->runs++;
     if (recording && s->trace_devices)
         keep_device_steps(s, link);
-    if (recording && s->profile && tg_profile_record_run(s->profile, s->recorders, s->runs - 1) != TG_OK)
+    if (recording && s->profile &&
+        tg_profile_record_run(s->profile, s->recorders, s->runs - 1) != TG_OK)
         drop_profile(s);
     return TG_OK;
 }
