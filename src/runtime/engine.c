@@ -32,6 +32,7 @@
 #include "ops/op.h"
 #include "ops/optim_params.h"
 #include "profile/profile.h"
+#include "runtime/allreduce.h"
 #include "runtime/exchange.h"
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
@@ -125,13 +126,6 @@ static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tenso
     return moved;
 }
 
-/* An update whose optimizer state is sharded over the replicas. */
-static bool is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
-{
-    return tg_is_weight_update(t) && t->n_mutated >= 2 && st->in[1] >= 0 &&
-           p->buffers[st->in[1]].sharded;
-}
-
 /* Replicated tensor sharding: this replica updates only its share of the
  * weight. The kernel gets a view of the node with every input one shard
  * long (built in *node and in[]), the weight and gradient pointers moved to
@@ -156,38 +150,6 @@ static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_te
     a->node = node;
     so->first = begin;
     return node;
-}
-
-/* After a sharded update: send this replica's share of each updated weight
- * to every other replica, then wait until all shares have arrived. */
-static bool gather_weights(device_ctx *c, int64_t it)
-{
-    tg_session *s = c->s;
-    double t0 = now_s();
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    bool any = false;
-    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
-        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
-        const tg_tensor *t = p->graph->nodes[st->node];
-        if (!is_sharded_update(p, st, t))
-            continue;
-        any = true;
-        int64_t begin, end;
-        tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
-        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
-        const unsigned char *mine =
-            tg_engine_slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
-        for (int r = 0; r < p->replicas; r++)
-            if (r != c->replica)
-                memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
-                       (size_t)(end - begin) * es);
-    }
-    if (!any)
-        return true;
-    bool ok = tg_exchange_replica_barrier(s, c->device);
-    tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
-    return ok;
 }
 
 static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
@@ -219,7 +181,7 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
             so.round_key = tg_hash64(
                 s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u + (uint64_t)t->id));
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
-        if (ph == TG_PHASE_UPDATE && is_sharded_update(p, st, t))
+        if (ph == TG_PHASE_UPDATE && tg_allreduce_is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
         if (c->rec) {
             double t0 = now_s();
@@ -334,31 +296,6 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
     c->busy += now_s() - t0;
     tg_exchange_release(c, TG_PHASE_BACKWARD, g);
     return tg_exchange_send(c, TG_PHASE_BACKWARD, g);
-}
-
-/* Mean of the accumulators over replicas, identical on every replica: each
- * replica sums its share of the elements over all replicas, in replica
- * order, and writes the result to all of them. */
-static bool all_reduce(device_ctx *c)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    int R = p->replicas;
-    float scale = 1.0f / (float)(p->micro_batches * R);
-    if (!tg_exchange_replica_barrier(s, c->device))
-        return false;
-    unsigned char *copies[64];
-    for (int k = 0; k < dp->n_accumulators; k++) {
-        int buf = dp->accumulators[k].acc_buffer;
-        int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
-        int64_t begin, end;
-        tg_shard_range(n, c->replica, R, &begin, &end);
-        for (int r = 0; r < R; r++)
-            copies[r] = tg_engine_slot_ptr(s, r, buf, 0);
-        tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
-    }
-    return tg_exchange_replica_barrier(s, c->device);
 }
 
 /* The parameter whose gradient (as the update will read it) holds a NaN or
@@ -554,7 +491,7 @@ static void *device_main(void *arg)
         double t_ar = now_s();
         if (p->replicas > 1) {
             tg_trace_begin(tg_exchange_comms_channel(), "all-reduce");
-            bool reduced = all_reduce(c);
+            bool reduced = tg_allreduce_run(c);
             tg_trace_end(tg_exchange_comms_channel());
             if (!reduced)
                 return NULL;
@@ -570,7 +507,7 @@ static void *device_main(void *arg)
         run_steps(c, TG_PHASE_UPDATE, it, 0);
         tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
                          p->devices[c->device].flops[TG_PHASE_UPDATE]);
-        if (p->replicas > 1 && !gather_weights(c, it))
+        if (p->replicas > 1 && !tg_allreduce_gather_weights(c, it))
             return NULL;
         c->busy += now_s() - t0;
     }
