@@ -34,6 +34,7 @@
 #include "profile/profile.h"
 #include "runtime/allreduce.h"
 #include "runtime/exchange.h"
+#include "runtime/streams.h"
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
 
@@ -80,16 +81,6 @@ unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, 
     return arena + b->offset + (size_t)(g % b->slots) * b->stride;
 }
 
-/* Position of (iteration, replica, micro-batch) in the host streams:
- * [device iteration][replica][accumulation micro-batch]. Inference pipelines
- * its iterations as micro-batches, so there j is the iteration. */
-static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
-{
-    if (!p->training)
-        return j * p->replicas + r;
-    return (it * p->replicas + r) * p->micro_batches + j;
-}
-
 int64_t tg_session_stream_count(const tg_session *s)
 {
     const tg_program *p = s->program;
@@ -103,28 +94,6 @@ static tg_trace_channel *engine_channel(void)
 }
 
 /* ---- phases ---------------------------------------------------------------------- */
-
-/* Offloaded inputs of a step: in from host memory before it runs, the ones
- * it updates back out after. Returns the bytes moved. */
-static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
-                                const tg_kernel_args *a, bool in, int64_t it)
-{
-    const tg_program *p = c->s->program;
-    int64_t moved = 0;
-    double t0 = now_s();
-    for (int i = 0; i < t->n_in; i++) {
-        if (st->in[i] < 0 || !p->buffers[st->in[i]].offloaded || (!in && i >= t->n_mutated))
-            continue;
-        unsigned char *host = c->s->host_state[st->in[i] * p->replicas + c->replica];
-        size_t bytes = p->buffers[st->in[i]].bytes;
-        memcpy(in ? a->in[i] : host, in ? host : a->in[i], bytes);
-        moved += (int64_t)bytes;
-    }
-    if (moved)
-        tg_engine_record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1,
-                         -1, t0, moved, 0);
-    return moved;
-}
 
 /* Replicated tensor sharding: this replica updates only its share of the
  * weight. The kernel gets a view of the node with every input one shard
@@ -174,7 +143,7 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
-        int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
+        int64_t offloaded = tg_streams_offloaded(c, st, t, &a, true, it);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
         tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
         if (so.stochastic && ph == TG_PHASE_UPDATE)
@@ -192,39 +161,8 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
             tg_stage_run(p, st, &a, &so);
         }
         if (offloaded)
-            stream_offloaded(c, st, t, &a, false, it);
+            tg_streams_offloaded(c, st, t, &a, false, it);
     }
-}
-
-static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
-    double t0 = now_s();
-    for (int k = 0; k < dp->n_outputs; k++) {
-        const tg_buffer *b = &p->buffers[dp->outputs[k]];
-        const unsigned char *src = tg_engine_slot_ptr(s, c->replica, dp->outputs[k], g);
-        memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
-        streamed += (int64_t)b->bytes;
-        const tg_tensor *t = p->graph->nodes[b->node];
-        if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)
-            continue;
-        float v;
-        memcpy(&v, src, sizeof v);
-        if (!isfinite(v)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "step %lld, micro-batch %lld, replica %d: '%s' is %s",
-                     (long long)(s->step + it), (long long)j, c->replica, t->name,
-                     isnan(v) ? "NaN" : "infinite");
-            tg_exchange_fail(s, TG_ERR_NUMERIC, msg);
-            return false;
-        }
-    }
-    if (dp->n_outputs)
-        tg_engine_record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
-    return true;
 }
 
 static bool forward(device_ctx *c, int64_t it, int64_t j)
@@ -236,15 +174,7 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     if (!tg_exchange_receive(c, TG_PHASE_FORWARD, g))
         return false;
     double t0 = now_s();
-    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
-    for (int k = 0; k < dp->n_inputs; k++) {
-        const tg_buffer *b = &p->buffers[dp->inputs[k]];
-        memcpy(tg_engine_slot_ptr(s, c->replica, dp->inputs[k], g),
-               s->host_in[b->node] + (size_t)h * b->bytes, b->bytes);
-        streamed += (int64_t)b->bytes;
-    }
-    if (dp->n_inputs)
-        tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+    tg_streams_inputs(c, it, j, g);
     double t1 = now_s();
     run_steps(c, TG_PHASE_FORWARD, it, g);
     tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0,
@@ -252,7 +182,7 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     c->busy += now_s() - t0;
     if (p->training && ++c->in_flight > c->max_in_flight)
         c->max_in_flight = c->in_flight;
-    if (!check_outputs(c, it, j, g))
+    if (!tg_streams_outputs(c, it, j, g))
         return false;
     tg_exchange_release(c, TG_PHASE_FORWARD, g);
     return tg_exchange_send(c, TG_PHASE_FORWARD, g);
