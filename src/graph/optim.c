@@ -13,7 +13,7 @@
  * Each update is placed in the block of the parameter's gradient, so a
  * pipeline stage updates the weights it computed the gradients of.
  * max_grad_norm travels in every update's params too, but the clipping is
- * the engine's (it needs every parameter's gradient: runtime/session.c).
+ * the engine's (it needs every parameter's gradient: runtime/engine.c).
  */
 #include "graph/node.h"
 

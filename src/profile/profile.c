@@ -12,7 +12,6 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "ops/op.h"
-#include "runtime/engine.h"
 #include "target/target.h"
 #include "tilegraph/trace.h"
 
@@ -602,7 +601,17 @@ static tg_status record_simulated(tg_profile *pf, sqlite3_stmt *st, int64_t run)
     return s;
 }
 
-tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int64_t run)
+const char *tg_event_name(tg_event_kind k)
+{
+    static const char *const names[] = {
+#define TG_EVENT_NAME(e, name) name,
+        TG_EVENT_LIST(TG_EVENT_NAME)
+#undef TG_EVENT_NAME
+    };
+    return (unsigned)k < TG_EVENT_COUNT ? names[k] : "?";
+}
+
+tg_status tg_profile_record_run(tg_profile *pf, const tg_profile_recorder *recorders, int64_t run)
 {
     if (!pf)
         return TG_OK;
@@ -619,9 +628,9 @@ tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int6
         return status;
     }
     for (int i = 0; status == TG_OK && i < p->replicas * p->n_devices; i++) {
-        const tg_recorder *r = &s->recorders[i];
+        const tg_profile_recorder *r = &recorders[i];
         for (int k = 0; status == TG_OK && k < r->n_events; k++) {
-            const tg_event *e = &r->events[k];
+            const tg_profile_event *e = &r->events[k];
             status = insert(pf, st, "iiissiiiiiidnn", run, (int64_t)(i / p->n_devices),
                             (int64_t)(i % p->n_devices), tg_event_name((tg_event_kind)e->kind),
                             phase_names[e->phase], (int64_t)e->iteration, (int64_t)e->micro_batch,
@@ -683,20 +692,20 @@ static tg_status write_host_trace(tg_profile *pf)
     return s;
 }
 
-tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s)
+tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders)
 {
     if (!pf)
         return TG_OK;
     const tg_program *p = pf->program;
     tg_status status = TG_OK;
-    if (s && s->recorders) {
+    if (recorders) {
         status = exec(pf, "BEGIN");
         sqlite3_stmt *st = prepare(pf, "UPDATE ops SET calls = ?, total_ns = ? WHERE id = ?");
         for (int n = 0; status == TG_OK && st && n < p->graph->n_nodes; n++) {
             int64_t calls = 0, ns = 0;
             for (int i = 0; i < p->replicas * p->n_devices; i++) {
-                calls += s->recorders[i].op_calls[n];
-                ns += s->recorders[i].op_ns[n];
+                calls += recorders[i].op_calls[n];
+                ns += recorders[i].op_ns[n];
             }
             if (calls)
                 status = insert(pf, st, "iii", calls, ns, (int64_t)n);

@@ -15,20 +15,57 @@
 #define TG_PROFILE_SCHEMA_VERSION 1
 
 typedef struct tg_profile tg_profile;
-struct tg_session;
+
+/* What an executed step was, for the execution profile. */
+#define TG_EVENT_LIST(X)                                                                           \
+    X(PHASE, "execute") /* a phase's ops (forward, backward, update) */                            \
+    X(STREAM_IN, "stream from host")                                                               \
+    X(STREAM_OUT, "stream to host")                                                                \
+    X(COPY, "copy to device")  /* a transfer, including waiting for a free slot */                 \
+    X(WAIT, "wait for device") /* waiting for a transfer to arrive */                              \
+    X(ACCUMULATE, "accumulate gradients")                                                          \
+    X(ALL_REDUCE, "all-reduce")
+
+typedef enum tg_event_kind {
+#define TG_EVENT_ENUM(e, name) TG_EVENT_##e,
+    TG_EVENT_LIST(TG_EVENT_ENUM)
+#undef TG_EVENT_ENUM
+        TG_EVENT_COUNT
+} tg_event_kind;
+
+const char *tg_event_name(tg_event_kind k);
+
+typedef struct tg_profile_event {
+    int16_t kind, phase;
+    int32_t micro_batch, iteration, peer; /* peer: the other device of a copy or wait */
+    int64_t start_ns, end_ns;             /* since the session was created */
+    int64_t bytes;
+    double flops;
+} tg_profile_event;
+
+/* Per (replica, device) record of one run, filled by the engine and read
+ * here: the profile's own type, so the profile never sees the session; allocated once when
+ * execution profiling is on, so recording never allocates. */
+typedef struct tg_profile_recorder {
+    tg_profile_event *events;
+    int n_events, cap_events;
+    int64_t *op_ns, *op_calls; /* per node id, summed over recorded runs */
+} tg_profile_recorder;
 
 /* Start DIR/<training|inference>/profile.sqlite and write the graph profile
  * of `p` into it. `execution` says whether runs will be recorded. The file is
  * written under a temporary name (core/atomic_file.h) and replaces an older
  * profile only when tg_profile_close succeeds. The directory is locked
  * meanwhile: a second run on it fails here with a message naming it. */
-tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o,
-                          bool execution, tg_profile **out);
-/* Append the events of the session's last run (run number `run`). */
-tg_status tg_profile_record_run(tg_profile *pf, const struct tg_session *s, int64_t run);
-/* Write the per-op totals, close the file and give it its final name. On
- * failure the temporary is removed and the previous profile kept. Frees pf. */
-tg_status tg_profile_close(tg_profile *pf, const struct tg_session *s);
+tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o, bool execution,
+                          tg_profile **out);
+/* Append the events of the last run (run number `run`): `recorders` holds
+ * one record per (replica, device), [replica * n_devices + device]. */
+tg_status tg_profile_record_run(tg_profile *pf, const tg_profile_recorder *recorders, int64_t run);
+/* Write the per-op totals (summed over `recorders`, as for
+ * tg_profile_record_run; NULL when runs were not recorded), close the file and give it its final
+ * name. On failure the temporary is removed and the previous profile kept. Frees pf. */
+tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders);
 /* Drop the profile being written (the previous one stays). Frees pf. */
 void tg_profile_abort(tg_profile *pf);
 const char *tg_profile_path(const tg_profile *pf);

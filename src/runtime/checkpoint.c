@@ -9,7 +9,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "data/safetensors.h"
-#include "runtime/engine.h"
+#include "runtime/session_state.h"
 #include "runtime/session_internal.h"
 
 #include <math.h>

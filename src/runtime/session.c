@@ -1,831 +1,740 @@
-/* runtime/session.c - a compiled program on its devices: the engine.
- *
- * The session owns the program, one arena per (replica, device) exactly as
- * planned, one thread pool per (replica, device), and the host-side stream
- * buffers. A run is one host step: every replica runs every device's
- * schedule for deviceIterations weight updates (or inference batches),
- * each device on a thread of its own. Devices meet only where the program
- * says: receive buffers filled by explicit copies (transfers), the
- * accumulators' all-reduce across replicas, and the host streams. With one
- * device and one replica everything runs on the calling thread.
- *
- * Flow control: a transfer's receive buffer has one slot per micro-batch in
- * flight on the receiver; the sender waits until the slot of micro-batch g
- * is free (the receiver released micro-batch g - slots) and the receiver
- * waits until micro-batch g has arrived. The schedules guarantee progress
- * (compile/pipeline.h). Any failure sets an abort flag that wakes every
- * waiting thread, so a failing step never hangs. Before the updates, the
- * devices of a replica meet once more (update_runs): to agree whether a
- * gradient overflowed and, with max_grad_norm, on the gradients' global norm.
- */
-#include "runtime/engine.h"
+/* runtime/session.c - creating and destroying a session (compile, allocate every arena
+ * once, initialise weights identically on every replica) and moving data
+ * between the host and the devices. Running it is runtime/engine.c. */
+#include "runtime/session_state.h"
 
 #include "core/alloc.h"
-#include "core/error.h"
-#include "core/pool.h"
-#include "core/alloc.h"
 #include "core/convert.h"
-#include "core/rng.h"
+#include "core/error.h"
+#include "core/json.h"
 #include "graph/init.h"
-#include "ops/op.h"
+#include "ops/blas.h"
 #include "ops/optim_params.h"
 #include "profile/profile.h"
-#include "runtime/staging.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
-#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
-double tg_engine_now(void)
+static int n_arenas(const tg_session *s) { return s->program->replicas * s->program->n_devices; }
+
+static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *t);
+
+static tg_dtype stored_as(const tg_session *s, const tg_tensor *t) { return s->program->storage[t->id]; }
+
+static const tg_buffer *home_buffer(const tg_session *s, const tg_tensor *t)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+    int b = s->program->home[t->id];
+    return b >= 0 ? &s->program->buffers[b] : NULL;
 }
 
-#define now_s tg_engine_now
-
-const char *tg_event_name(tg_event_kind k)
+static size_t stored_bytes(const tg_session *s, const tg_tensor *t)
 {
-    static const char *const names[] = {
-#define TG_EVENT_NAME(e, name) name,
-        TG_EVENT_LIST(TG_EVENT_NAME)
-#undef TG_EVENT_NAME
-    };
-    return (unsigned)k < TG_EVENT_COUNT ? names[k] : "?";
+    return (size_t)tg_numel(t) * tg_dtype_size(stored_as(s, t));
 }
 
-/* Record an event that ran from t0 to now (seconds); no-op when not recording. */
-static void record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j, int peer,
-                   double t0, int64_t bytes, double flops)
+/* A persistent value as stored (all of it) into dst, gathered from the
+ * replicas' shards under replicated tensor sharding, else replica 0's. */
+static void gather_value(const tg_session *s, const tg_tensor *t, unsigned char *dst)
 {
-    tg_recorder *r = c->rec;
-    if (!r || r->n_events >= r->cap_events)
+    const tg_buffer *b = home_buffer(s, t);
+    if (!b->sharded) {
+        memcpy(dst, replica_data(s, 0, t), stored_bytes(s, t));
         return;
-    double origin = c->s->t_origin;
-    r->events[r->n_events++] = (tg_event){(int16_t)kind, (int16_t)ph, (int32_t)j, (int32_t)it,
-                                          peer, (int64_t)((t0 - origin) * 1e9),
-                                          (int64_t)((now_s() - origin) * 1e9), bytes, flops};
-}
-
-/* ---- addressing ------------------------------------------------------------------- */
-
-static inline unsigned char *slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
-{
-    const tg_buffer *b = &s->program->buffers[buffer];
-    unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
-    return arena + b->offset + (size_t)(g % b->slots) * b->stride;
-}
-
-/* Position of (iteration, replica, micro-batch) in the host streams:
- * [device iteration][replica][accumulation micro-batch]. Inference pipelines
- * its iterations as micro-batches, so there j is the iteration. */
-static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
-{
-    if (!p->training)
-        return j * p->replicas + r;
-    return (it * p->replicas + r) * p->micro_batches + j;
-}
-
-int64_t tg_session_stream_count(const tg_session *s)
-{
-    const tg_program *p = s->program;
-    return (int64_t)p->iterations * p->replicas * p->micro_batches;
-}
-
-/* ---- synchronisation ------------------------------------------------------------------- */
-
-static void fail(tg_session *s, tg_status st, const char *msg)
-{
-    pthread_mutex_lock(&s->lock);
-    if (!s->abort) {
-        s->abort = true;
-        s->fail_status = st;
-        snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
     }
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* A channel looked up once; device threads may race to the first lookup,
- * which is harmless (the same pointer) but must be atomic. */
-static tg_trace_channel *cached_channel(tg_trace_channel **cache, const char *name)
-{
-    tg_trace_channel *ch = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (!ch) {
-        ch = tg_trace_channel_get(name);
-        __atomic_store_n(cache, ch, __ATOMIC_RELEASE);
-    }
-    return ch;
-}
-
-static tg_trace_channel *engine_channel(void)
-{
-    static tg_trace_channel *ch;
-    return cached_channel(&ch, "engine");
-}
-
-static tg_trace_channel *comms_channel(void)
-{
-    static tg_trace_channel *ch;
-    return cached_channel(&ch, "comms");
-}
-
-/* Wait until *counter >= target; false if the run was aborted meanwhile. */
-static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
-{
-    pthread_mutex_lock(&s->lock);
-    bool waiting = *counter < target && !s->abort;
-    if (waiting) {
-        tg_trace_begin(comms_channel(), "wait for device");
-        while (*counter < target && !s->abort)
-            pthread_cond_wait(&s->changed, &s->lock);
-    }
-    bool ok = !s->abort;
-    pthread_mutex_unlock(&s->lock);
-    if (waiting)
-        tg_trace_end(comms_channel());
-    return ok;
-}
-
-static void publish(tg_session *s, int64_t *counter, int64_t value)
-{
-    pthread_mutex_lock(&s->lock);
-    *counter = value;
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* Wait until `parties` threads have arrived at the barrier (count, gen);
- * false if the run was aborted. */
-static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
-{
-    pthread_mutex_lock(&s->lock);
-    int64_t gen = __atomic_load_n(gen_p, __ATOMIC_ACQUIRE);
-    if (++*count == parties) {
-        *count = 0;
-        __atomic_store_n(gen_p, gen + 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&s->changed);
-        bool ok = !s->abort;
-        pthread_mutex_unlock(&s->lock);
-        return ok;
-    }
-    pthread_mutex_unlock(&s->lock);
-    /* Replicas arrive within microseconds of each other: spin a little
-     * before sleeping, since a wake-up costs more than the wait. */
-    for (int i = 0; i < 20000; i++) {
-        if (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) != gen)
-            break;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    pthread_mutex_lock(&s->lock);
-    while (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) == gen && !s->abort)
-        pthread_cond_wait(&s->changed, &s->lock);
-    bool ok = !s->abort;
-    pthread_mutex_unlock(&s->lock);
-    return ok;
-}
-
-/* The same device of every replica (the all-reduce). */
-static bool replica_barrier(tg_session *s, int device)
-{
-    return barrier(s, &s->barrier_count[device], &s->barrier_gen[device], s->program->replicas);
-}
-
-/* Every device of one replica (agreeing on a skipped update). */
-static bool device_barrier(tg_session *s, int replica)
-{
-    return barrier(s, &s->group_count[replica], &s->group_gen[replica], s->program->n_devices);
-}
-
-static int64_t *produced(tg_session *s, int r, int t) { return &s->produced[r * s->program->n_transfers + t]; }
-static int64_t *consumed(tg_session *s, int r, int t) { return &s->consumed[r * s->program->n_transfers + t]; }
-
-/* ---- phases ---------------------------------------------------------------------- */
-
-/* Offloaded inputs of a step: in from host memory before it runs, the ones
- * it updates back out after. Returns the bytes moved. */
-static int64_t stream_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
-                                const tg_kernel_args *a, bool in, int64_t it)
-{
-    const tg_program *p = c->s->program;
-    int64_t moved = 0;
-    double t0 = now_s();
-    for (int i = 0; i < t->n_in; i++) {
-        if (st->in[i] < 0 || !p->buffers[st->in[i]].offloaded || (!in && i >= t->n_mutated))
-            continue;
-        unsigned char *host = c->s->host_state[st->in[i] * p->replicas + c->replica];
-        size_t bytes = p->buffers[st->in[i]].bytes;
-        memcpy(in ? a->in[i] : host, in ? host : a->in[i], bytes);
-        moved += (int64_t)bytes;
-    }
-    if (moved)
-        record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1, -1, t0,
-               moved, 0);
-    return moved;
-}
-
-/* An update whose optimizer state is sharded over the replicas. */
-static bool is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
-{
-    return tg_is_weight_update(t) && t->n_mutated >= 2 && st->in[1] >= 0 &&
-           p->buffers[st->in[1]].sharded;
-}
-
-/* Replicated tensor sharding: this replica updates only its share of the
- * weight. The kernel gets a view of the node with every input one shard
- * long (built in *node and in[]), the weight and gradient pointers moved to
- * the shard's start; the state buffers hold just the shard. Element-wise
- * updates make the result bit-identical to updating the whole tensor. */
-static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_tensor *t,
-                                   tg_kernel_args *a, tg_stage_opts *so, tg_tensor *node,
-                                   tg_tensor *in)
-{
-    const tg_program *p = c->s->program;
-    int64_t begin, end;
-    tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
-    *node = *t;
-    for (int k = 0; k < t->n_in; k++) {
-        in[k] = *t->in[k];
-        in[k].shape = tg_shape1(end - begin);
-        node->in[k] = &in[k];
-        if (!p->buffers[st->in[k]].sharded)
-            a->in[k] = (unsigned char *)a->in[k] +
-                       (size_t)begin * tg_dtype_size(p->buffers[st->in[k]].dtype);
-    }
-    a->node = node;
-    so->first = begin;
-    return node;
-}
-
-/* After a sharded update: send this replica's share of each updated weight
- * to every other replica, then wait until all shares have arrived. */
-static bool gather_weights(device_ctx *c, int64_t it)
-{
-    tg_session *s = c->s;
-    double t0 = now_s();
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    bool any = false;
-    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
-        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
-        const tg_tensor *t = p->graph->nodes[st->node];
-        if (!is_sharded_update(p, st, t))
-            continue;
-        any = true;
+    size_t es = tg_dtype_size(b->dtype);
+    for (int r = 0; r < s->program->replicas; r++) {
         int64_t begin, end;
-        tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
-        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
-        const unsigned char *mine = slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
-        for (int r = 0; r < p->replicas; r++)
-            if (r != c->replica)
-                memcpy(slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
-                       (size_t)(end - begin) * es);
-    }
-    if (!any)
-        return true;
-    bool ok = replica_barrier(s, c->device);
-    record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
-    return ok;
-}
-
-static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
-    tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
-    for (int k = 0; k < dp->n_steps[ph]; k++) {
-        const tg_step *st = &dp->steps[ph][k];
-        const tg_tensor *t = p->graph->nodes[st->node];
-        tg_kernel_args a = {
-            .node = t,
-            .out = st->out >= 0 ? slot_ptr(s, c->replica, st->out, g) : NULL,
-            .scratch = st->scratch_bytes ? arena + st->scratch_offset : NULL,
-            .scratch_bytes = st->scratch_bytes,
-            .pool = pool,
-            .step = s->step + it,
-            .seed = s->seed,
-            .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
-        };
-        for (int i = 0; i < t->n_in; i++)
-            a.in[i] = st->in[i] >= 0 ? slot_ptr(s, c->replica, st->in[i], g) : NULL;
-        int64_t offloaded = stream_offloaded(c, st, t, &a, true, it);
-        float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
-        tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
-        if (so.stochastic && ph == TG_PHASE_UPDATE)
-            so.round_key = tg_hash64(s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u +
-                                                         (uint64_t)t->id));
-        tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
-        if (ph == TG_PHASE_UPDATE && is_sharded_update(p, st, t))
-            t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
-        if (c->rec) {
-            double t0 = now_s();
-            tg_stage_run(p, st, &a, &so);
-            c->rec->op_ns[t->id] += (int64_t)((now_s() - t0) * 1e9);
-            c->rec->op_calls[t->id]++;
-        } else {
-            tg_stage_run(p, st, &a, &so);
-        }
-        if (offloaded)
-            stream_offloaded(c, st, t, &a, false, it);
+        tg_shard_range(tg_numel(t), r, s->program->replicas, &begin, &end);
+        memcpy(dst + (size_t)begin * es, replica_data(s, r, t), (size_t)(end - begin) * es);
     }
 }
 
-/* Wait for everything this device receives for micro-batch g in phase ph. */
-static bool receive(device_ctx *c, tg_phase ph, int64_t g)
+/* The reverse: every replica gets the value, or its shard of it. */
+static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigned char *src)
 {
-    const tg_program *p = c->s->program;
-    for (int t = 0; t < p->n_transfers; t++) {
-        const tg_transfer *tr = &p->transfers[t];
-        bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
-        if (tr->dst_device != c->device || !used)
-            continue;
-        double t0 = now_s();
-        if (!wait_for(c->s, produced(c->s, c->replica, t), g + 1))
-            return false;
-        int64_t m = p->micro_batches;
-        record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
-    }
-    return true;
-}
-
-/* Free the receive slots whose last use on this device was phase ph. */
-static void release(device_ctx *c, tg_phase ph, int64_t g)
-{
-    const tg_program *p = c->s->program;
-    for (int t = 0; t < p->n_transfers; t++) {
-        const tg_transfer *tr = &p->transfers[t];
-        tg_phase last = tr->used_backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
-        if (tr->dst_device == c->device && last == ph)
-            publish(c->s, consumed(c->s, c->replica, t), g + 1);
+    const tg_buffer *b = home_buffer(s, t);
+    size_t es = tg_dtype_size(b->dtype);
+    for (int r = 0; r < s->program->replicas; r++) {
+        int64_t begin = 0, end = tg_numel(t);
+        if (b->sharded)
+            tg_shard_range(tg_numel(t), r, s->program->replicas, &begin, &end);
+        memcpy(replica_data(s, r, t), src + (size_t)begin * es, (size_t)(end - begin) * es);
     }
 }
 
-/* Copy what this device produced in phase ph to the devices that read it. */
-static bool send(device_ctx *c, tg_phase ph, int64_t g)
+/* Write a persistent value given in t's own type: converted to its storage
+ * type and copied to every replica (or shard). */
+static tg_status write_value(tg_session *s, const tg_tensor *t, const void *data)
 {
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    for (int t = 0; t < p->n_transfers; t++) {
-        const tg_transfer *tr = &p->transfers[t];
-        if (tr->src_device != c->device || tr->phase != ph)
-            continue;
-        int slots = p->buffers[tr->dst_buffer].slots;
-        int64_t m = p->micro_batches;
-        double t0 = now_s();
-        if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
-            return false;
-        double t1 = now_s();
-        if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
-            record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
-        memcpy(slot_ptr(s, c->replica, tr->dst_buffer, g), slot_ptr(s, c->replica, tr->src_buffer, g),
-               p->buffers[tr->src_buffer].bytes);
-        publish(s, produced(s, c->replica, t), g + 1);
-        record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
-               (int64_t)p->buffers[tr->src_buffer].bytes, 0);
+    const tg_buffer *b = home_buffer(s, t);
+    if (!b->sharded) {
+        for (int r = 0; r < s->program->replicas; r++)
+            tg_convert(data, t->dtype, replica_data(s, r, t), stored_as(s, t), (size_t)tg_numel(t));
+        return TG_OK;
     }
-    return true;
-}
-
-static bool check_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
-    double t0 = now_s();
-    for (int k = 0; k < dp->n_outputs; k++) {
-        const tg_buffer *b = &p->buffers[dp->outputs[k]];
-        const unsigned char *src = slot_ptr(s, c->replica, dp->outputs[k], g);
-        memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
-        streamed += (int64_t)b->bytes;
-        const tg_tensor *t = p->graph->nodes[b->node];
-        if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)
-            continue;
-        float v;
-        memcpy(&v, src, sizeof v);
-        if (!isfinite(v)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "step %lld, micro-batch %lld, replica %d: '%s' is %s",
-                     (long long)(s->step + it), (long long)j, c->replica, t->name,
-                     isnan(v) ? "NaN" : "infinite");
-            fail(s, TG_ERR_NUMERIC, msg);
-            return false;
-        }
-    }
-    if (dp->n_outputs)
-        record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
-    return true;
-}
-
-static bool forward(device_ctx *c, int64_t it, int64_t j)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    int64_t g = it * p->micro_batches + j;
-    if (!receive(c, TG_PHASE_FORWARD, g))
-        return false;
-    double t0 = now_s();
-    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
-    for (int k = 0; k < dp->n_inputs; k++) {
-        const tg_buffer *b = &p->buffers[dp->inputs[k]];
-        memcpy(slot_ptr(s, c->replica, dp->inputs[k], g), s->host_in[b->node] + (size_t)h * b->bytes,
-               b->bytes);
-        streamed += (int64_t)b->bytes;
-    }
-    if (dp->n_inputs)
-        record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
-    double t1 = now_s();
-    run_steps(c, TG_PHASE_FORWARD, it, g);
-    record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0, dp->flops[TG_PHASE_FORWARD]);
-    c->busy += now_s() - t0;
-    if (p->training && ++c->in_flight > c->max_in_flight)
-        c->max_in_flight = c->in_flight;
-    if (!check_outputs(c, it, j, g))
-        return false;
-    release(c, TG_PHASE_FORWARD, g);
-    return send(c, TG_PHASE_FORWARD, g);
-}
-
-/* acc = g (first micro-batch) or acc + g; on the last micro-batch of a single
- * replica also scale to the mean (with replicas the all-reduce does it). */
-static void accumulate(device_ctx *c, int64_t j, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    float scale = 1.0f / (float)(p->micro_batches * p->replicas);
-    bool last = j == p->micro_batches - 1 && p->replicas == 1;
-    for (int k = 0; k < dp->n_accumulators; k++) {
-        const tg_accumulator *a = &dp->accumulators[k];
-        const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
-        tg_accumulate_typed(slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
-                            slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
-                            tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
-    }
-}
-
-static bool backward(device_ctx *c, int64_t it, int64_t j)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    int64_t g = it * p->micro_batches + j;
-    if (!receive(c, TG_PHASE_BACKWARD, g))
-        return false;
-    double t0 = now_s();
-    run_steps(c, TG_PHASE_BACKWARD, it, g);
-    record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0,
-           0, p->devices[c->device].flops[TG_PHASE_BACKWARD]);
-    c->in_flight--;
-    if (p->accumulate) {
-        double t1 = now_s();
-        accumulate(c, j, g);
-        record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
-    }
-    c->busy += now_s() - t0;
-    release(c, TG_PHASE_BACKWARD, g);
-    return send(c, TG_PHASE_BACKWARD, g);
-}
-
-/* Mean of the accumulators over replicas, identical on every replica: each
- * replica sums its share of the elements over all replicas, in replica
- * order, and writes the result to all of them. */
-static bool all_reduce(device_ctx *c)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    int R = p->replicas;
-    float scale = 1.0f / (float)(p->micro_batches * R);
-    if (!replica_barrier(s, c->device))
-        return false;
-    unsigned char *copies[64];
-    for (int k = 0; k < dp->n_accumulators; k++) {
-        int buf = dp->accumulators[k].acc_buffer;
-        int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
-        int64_t begin, end;
-        tg_shard_range(n, c->replica, R, &begin, &end);
-        for (int r = 0; r < R; r++)
-            copies[r] = slot_ptr(s, r, buf, 0);
-        tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
-    }
-    return replica_barrier(s, c->device);
-}
-
-/* The parameter whose gradient (as the update will read it) holds a NaN or
- * an infinity on this device, or NULL. */
-static const tg_tensor *overflowed_gradient(device_ctx *c)
-{
-    const tg_program *p = c->s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
-        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
-        const tg_tensor *u = p->graph->nodes[st->node];
-        int b = st->in[u->n_in - 1];
-        if (!tg_is_weight_update(u) || b < 0)
-            continue;
-        if (tg_first_nonfinite(slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
-                               (size_t)tg_numel(u->in[0])) >= 0)
-            return u->in[0];
-    }
-    return NULL;
-}
-
-/* The gradient-clipping work over this device's updates: each update's sum
- * of squares (or its scaling) is done whole by one thread, so spreading the
- * updates over the device's threads changes no bit. */
-typedef struct clip_job {
-    device_ctx *c;
-    double *sums; /* indexed by node id: post the sums here... */
-    float factor; /* ...or scale the gradients by this */
-} clip_job;
-
-static void clip_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    const clip_job *j = ctx;
-    tg_session *s = j->c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[j->c->device];
-    for (int64_t k = begin; k < end; k++) {
-        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
-        const tg_tensor *u = p->graph->nodes[st->node];
-        int b = st->in[u->n_in - 1];
-        if (!tg_is_weight_update(u) || b < 0)
-            continue;
-        void *grad = slot_ptr(s, j->c->replica, b, 0);
-        if (j->sums)
-            j->sums[st->node] = tg_sum_squares_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]));
-        else
-            tg_scale_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]), j->factor);
-    }
-}
-
-static void clip_run(clip_job *j)
-{
-    const tg_program *p = j->c->s->program;
-    int n = p->devices[j->c->device].n_steps[TG_PHASE_UPDATE];
-    tg_pool *pool = j->c->s->pools[j->c->replica * p->n_devices + j->c->device];
-    if (n > 1 && tg_pool_threads(pool) > 1)
-        tg_pool_for(pool, n, clip_range, j);
-    else if (n > 0)
-        clip_range(j, 0, n, 0);
-}
-
-/* This replica's row of sums for update `it`. The rows alternate with the
- * update's parity: a device can be at most one update ahead of the others
- * (the barrier), so it never overwrites sums another still reads. */
-static double *grad_squares_row(device_ctx *c, int64_t it)
-{
-    tg_session *s = c->s;
-    size_t row = (size_t)((s->step + it) & 1) * (size_t)s->program->replicas + (size_t)c->replica;
-    return s->grad_squares + row * (size_t)s->graph->n_nodes;
-}
-
-/* clip_grad_norm_ over every parameter of the model: the global norm from
- * all devices' sums (posted before the barrier), added in graph order
- * whatever the placement (so one device, a pipeline and replicas agree to
- * the bit), unscaled by the loss scale the gradients were made with; then
- * this device scales its own gradients. */
-static void clip_gradients(device_ctx *c, int64_t it, float loss_scale)
-{
-    tg_session *s = c->s;
-    const tg_graph *g = s->graph;
-    const double *all = grad_squares_row(c, it);
-    double total = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (tg_is_weight_update(g->nodes[i]))
-            total += all[i];
-    bool scaled = s->program->precision.loss_scaling != TG_LOSS_SCALING_NONE;
-    double norm = sqrt(total) / (scaled ? (double)loss_scale : 1.0);
-    clip_job j = {c, NULL, tg_grad_clip_factor(norm, s->max_grad_norm)};
-    if (j.factor < 1.0f)
-        clip_run(&j);
-}
-
-/* Dynamic loss scaling: halve after an overflow, double after
- * growth_interval good updates. */
-static void adjust_loss_scale(device_ctx *c, bool overflow)
-{
-    const tg_precision *pr = &c->s->program->precision;
-    bool dynamic = pr->loss_scaling == TG_LOSS_SCALING_DYNAMIC;
-    if (overflow) {
-        c->skipped_updates++;
-        c->good_updates = 0;
-        if (dynamic && c->loss_scale > 1.0f / 16384)
-            c->loss_scale *= 0.5f;
-    } else if (dynamic && ++c->good_updates >= pr->growth_interval) {
-        c->good_updates = 0;
-        if (c->loss_scale < 16777216.0f)
-            c->loss_scale *= 2.0f;
-    }
-}
-
-/* Whether update `it` runs. Every device of a replica checks its gradients
- * and they agree (a barrier) whether any overflowed; then each adjusts its
- * copy of the loss scale the same way. Without loss scaling an overflow is
- * an error naming the step and the parameter. With max_grad_norm the same
- * barrier carries each device's gradients' sums of squares, and every device
- * clips its gradients by the global norm before any update runs. Replicas
- * need no exchange: after the all-reduce their gradients are identical, and
- * so are their norms. Sets *ok false on failure. */
-static bool update_runs(device_ctx *c, int64_t it, bool *ok)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_precision *pr = &p->precision;
-    *ok = true;
-    c->grad_scale = c->loss_scale; /* before adjust_loss_scale may grow it */
-    bool clip = s->max_grad_norm > 0;
-    if (!s->check_overflow && !clip)
-        return true;
-    int64_t mark = s->step + it + 1;
-    const tg_tensor *bad = s->check_overflow ? overflowed_gradient(c) : NULL;
-    if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "step %lld, replica %d: the gradient of '%s' (stored as %s) "
-                 "holds NaN or infinity; turn on loss scaling (lossScaling=dynamic), lower the "
-                 "learning rate, or store the model in bf16", (long long)(s->step + it),
-                 c->replica, bad->name, tg_dtype_name(pr->model));
-        fail(s, TG_ERR_NUMERIC, msg);
-        *ok = false;
-        return false;
-    }
-    if (bad)
-        __atomic_store_n(&s->overflow_mark[c->replica], mark, __ATOMIC_RELEASE);
-    if (clip) { /* this device's sums, for every device to read after the barrier */
-        clip_job j = {c, grad_squares_row(c, it), 1.0f};
-        clip_run(&j);
-    }
-    if (p->n_devices > 1 && !device_barrier(s, c->replica)) {
-        *ok = false;
-        return false;
-    }
-    bool overflow = s->check_overflow &&
-                    __atomic_load_n(&s->overflow_mark[c->replica], __ATOMIC_ACQUIRE) == mark;
-    if (s->check_overflow)
-        adjust_loss_scale(c, overflow);
-    if (clip && !overflow)
-        clip_gradients(c, it, c->grad_scale);
-    return !overflow;
-}
-
-/* The loss gradient's seed is the loss scale. */
-static void write_loss_scale(device_ctx *c)
-{
-    tg_session *s = c->s;
-    int b = s->seed_buffer;
-    if (b >= 0 && s->program->buffers[b].device == c->device)
-        memcpy(slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
-}
-
-static void *device_main(void *arg)
-{
-    device_ctx *c = arg;
-    tg_session *s = c->s;
-    if (s->program->replicas * s->program->n_devices > 1) {
-        char name[48];
-        snprintf(name, sizeof name, "replica %d device %d", c->replica, c->device);
-        tg_trace_thread_name(tg_trace_intern(name));
-    }
-    const tg_program *p = s->program;
-    const tg_pipe_schedule *sch = &p->schedule;
-    for (int64_t it = 0; it < p->iterations; it++) {
-        write_loss_scale(c);
-        for (int k = 0; k < sch->n_ops[c->device]; k++) {
-            tg_pipe_op op = sch->ops[c->device][k];
-            bool ok = op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
-            if (!ok)
-                return NULL;
-        }
-        if (!p->training)
-            continue;
-        double t_ar = now_s();
-        if (p->replicas > 1) {
-            tg_trace_begin(comms_channel(), "all-reduce");
-            bool reduced = all_reduce(c);
-            tg_trace_end(comms_channel());
-            if (!reduced)
-                return NULL;
-            record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
-        }
-        bool ok = true;
-        if (!update_runs(c, it, &ok)) {
-            if (!ok)
-                return NULL;
-            continue;
-        }
-        double t0 = now_s();
-        run_steps(c, TG_PHASE_UPDATE, it, 0);
-        record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
-               p->devices[c->device].flops[TG_PHASE_UPDATE]);
-        if (p->replicas > 1 && !gather_weights(c, it))
-            return NULL;
-        c->busy += now_s() - t0;
-    }
-    return NULL;
-}
-
-/* Copy the recorded run's device events into the tracks the host-trace
- * export will carry (host-side work after the run, not in the step loop). */
-static void keep_device_steps(tg_session *s, uint64_t link)
-{
-    const tg_program *p = s->program;
-    int64_t origin = (int64_t)(s->t_origin * 1e9);
-    for (int i = 0; i < p->replicas * p->n_devices; i++) {
-        const tg_recorder *r = &s->recorders[i];
-        size_t need = s->trace_n[i] + (size_t)r->n_events;
-        if (need > s->trace_cap[i]) {
-            size_t cap = need * 2;
-            tg_trace_device_step *st = tg_realloc(s->trace_steps[i], cap * sizeof *st);
-            if (!st)
-                return; /* the export shows fewer steps, the run is unaffected */
-            s->trace_steps[i] = st;
-            s->trace_cap[i] = cap;
-        }
-        for (int k = 0; k < r->n_events; k++) {
-            const tg_event *e = &r->events[k];
-            static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
-                                                    TG_TRACE_PHASE_UPDATE};
-            tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
-            s->trace_steps[i][s->trace_n[i]++] = (tg_trace_device_step){
-                tg_event_name((tg_event_kind)e->kind), origin + e->start_ns, origin + e->end_ns,
-                e->micro_batch, ph, link};
-        }
-    }
-}
-
-/* A failure to write the profile (a full disk) must not stop training or
- * cost the weights: the profile is dropped (its temporary removed, the
- * previous profile kept) and the failure kept for tg_session_finish_profile,
- * which the command reports after saving its checkpoint. */
-static void drop_profile(tg_session *s)
-{
-    s->profile_status = TG_ERR_IO;
-    snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
-    tg_profile_abort(s->profile);
-    s->profile = NULL;
-}
-
-tg_status tg_session_run(tg_session *s)
-{
-    const tg_program *p = s->program;
-    int n = p->replicas * p->n_devices;
-    memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
-    memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
-    s->abort = false;
-    s->fail_status = TG_OK;
-    double t0 = now_s();
-    bool recording = s->recorders && s->runs < s->runs_to_record;
-    uint64_t link = s->link_base + (uint64_t)s->runs + 1;
-    tg_trace_begin_link(engine_channel(), "host step", link);
-    for (int i = 0; i < n; i++) {
-        s->ctx[i] = (device_ctx){s, i / p->n_devices, i % p->n_devices, 0.0, 0, 0,
-                                 recording ? &s->recorders[i] : NULL, s->loss_scale,
-                                 s->good_updates, 0, s->loss_scale};
-        if (recording)
-            s->recorders[i].n_events = 0;
-    }
-    if (n == 1) {
-        device_main(&s->ctx[0]);
-    } else {
-        int started = 0;
-        for (; started < n; started++)
-            if (pthread_create(&s->threads[started], NULL, device_main, &s->ctx[started]) != 0) {
-                fail(s, TG_ERR_NOMEM, "cannot start a device thread");
-                break;
-            }
-        for (int i = 0; i < started; i++)
-            pthread_join(s->threads[i], NULL);
-    }
-    s->last_run_seconds = now_s() - t0;
-    tg_trace_end(engine_channel());
-    for (int i = 0; i < n; i++) {
-        s->last_busy[i] = s->ctx[i].busy;
-        int d = i % p->n_devices;
-        if (s->ctx[i].max_in_flight > s->max_in_flight[d])
-            s->max_in_flight[d] = s->ctx[i].max_in_flight;
-    }
-    if (p->training && !s->abort) {
-        s->step += p->iterations;
-        s->loss_scale = s->ctx[0].loss_scale;
-        s->good_updates = s->ctx[0].good_updates;
-        s->skipped_updates += s->ctx[0].skipped_updates;
-    }
-    if (s->abort)
-        return tg_error(s->fail_status, "%s", s->fail_message);
-    s->runs++;
-    if (recording && s->trace_devices)
-        keep_device_steps(s, link);
-    if (recording && s->profile && tg_profile_record_run(s->profile, s, s->runs - 1) != TG_OK)
-        drop_profile(s);
+    unsigned char *tmp = tg_malloc(stored_bytes(s, t) + 1);
+    if (!tmp)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory writing '%s'", t->name);
+    tg_convert(data, t->dtype, tmp, stored_as(s, t), (size_t)tg_numel(t));
+    scatter_value(s, t, tmp);
+    tg_free(tmp);
     return TG_OK;
+}
+
+/* Read a persistent value into data, in t's own type. */
+static tg_status read_value(const tg_session *s, const tg_tensor *t, void *data)
+{
+    const tg_buffer *b = home_buffer(s, t);
+    if (!b->sharded) {
+        tg_convert(replica_data(s, 0, t), stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
+        return TG_OK;
+    }
+    unsigned char *tmp = tg_malloc(stored_bytes(s, t) + 1);
+    if (!tmp)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory reading '%s'", t->name);
+    gather_value(s, t, tmp);
+    tg_convert(tmp, stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
+    tg_free(tmp);
+    return TG_OK;
+}
+
+/* Initial values are drawn in f32 (the same numbers whatever the storage). */
+static tg_status fill_leaves(tg_session *s)
+{
+    const tg_program *p = s->program;
+    const tg_graph *g = s->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->n_in > 0 || p->home[i] < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
+            continue;
+        if (stored_as(s, t) == TG_F32 && !home_buffer(s, t)->sharded) {
+            for (int r = 0; r < p->replicas; r++)
+                tg_init_fill_f32(t, s->seed, (float *)replica_data(s, r, t));
+            continue;
+        }
+        float *tmp = tg_malloc((size_t)tg_numel(t) * sizeof(float) + 1);
+        if (!tmp)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory initialising '%s'", t->name);
+        tg_init_fill_f32(t, s->seed, tmp);
+        tg_status st = write_value(s, t, tmp);
+        tg_free(tmp);
+        TG_TRY(st);
+    }
+    return TG_OK;
+}
+
+/* Loss scaling and overflow checks: the engine's per-run state. */
+static tg_status setup_precision(tg_session *s)
+{
+    const tg_program *p = s->program;
+    s->check_overflow = p->training && tg_precision_checks_overflow(&p->precision);
+    s->loss_scale = p->precision.loss_scale;
+    s->seed_buffer = -1;
+    for (int i = 0; i < s->graph->n_nodes; i++)
+        if ((s->graph->nodes[i]->flags & TG_NODE_LOSS_SEED) &&
+            p->precision.loss_scaling != TG_LOSS_SCALING_NONE)
+            s->seed_buffer = p->home[i];
+    for (int i = 0; i < s->graph->n_nodes && p->training; i++)
+        if (tg_is_weight_update(s->graph->nodes[i])) {
+            /* one optimizer per graph: every update carries the same setting */
+            float m = tg_optim_params_get(&s->graph->nodes[i]->p).max_grad_norm;
+            s->max_grad_norm = m > 0 && isfinite(m) ? m : 0.0f;
+            break;
+        }
+    if (s->max_grad_norm > 0) {
+        s->grad_squares = tg_calloc((size_t)(2 * p->replicas * s->graph->n_nodes), sizeof(double));
+        if (!s->grad_squares)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    }
+    s->overflow_mark = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    s->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    s->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    if (!s->overflow_mark || !s->group_count || !s->group_gen)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    return TG_OK;
+}
+
+static tg_status allocate(tg_session *s, int threads)
+{
+    const tg_program *p = s->program;
+    int n = n_arenas(s), nodes = s->graph->n_nodes;
+    s->arena = tg_calloc((size_t)n, sizeof *s->arena);
+    s->pools = tg_calloc((size_t)n, sizeof *s->pools);
+    s->threads = tg_calloc((size_t)n, sizeof *s->threads);
+    s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
+    s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
+    s->max_in_flight = tg_calloc((size_t)p->n_devices, sizeof *s->max_in_flight);
+    s->host_in = tg_calloc((size_t)nodes + 1, sizeof *s->host_in);
+    s->host_out = tg_calloc((size_t)nodes + 1, sizeof *s->host_out);
+    s->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
+    s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
+    s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
+    s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
+    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->max_in_flight || !s->host_in ||
+        !s->host_out || !s->produced || !s->consumed || !s->barrier_count || !s->barrier_gen)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = p->devices[i % p->n_devices].arena_bytes;
+        s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
+        if (!s->arena[i])
+            return tg_error(TG_ERR_NOMEM, "session: cannot allocate %zu bytes for device %d of "
+                            "replica %d", bytes, i % p->n_devices, i / p->n_devices);
+        memset(s->arena[i], 0, bytes);
+        if (!(s->pools[i] = tg_pool_create(threads)))
+            return TG_ERR_NOMEM;
+    }
+    s->host_state = tg_calloc((size_t)(p->n_buffers * p->replicas) + 1, sizeof *s->host_state);
+    if (!s->host_state)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    for (int b = 0; b < p->n_buffers; b++)
+        for (int r = 0; p->buffers[b].offloaded && r < p->replicas; r++)
+            if (!(s->host_state[b * p->replicas + r] = tg_calloc(1, p->buffers[b].bytes)))
+                return tg_error(TG_ERR_NOMEM, "session: out of host memory for offloaded '%s'",
+                                s->graph->nodes[p->buffers[b].node]->name);
+    int64_t count = tg_session_stream_count(s);
+    for (int d = 0; d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        for (int k = 0; k < dp->n_inputs + dp->n_outputs; k++) {
+            const tg_buffer *b = &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
+            unsigned char **slot = k < dp->n_inputs ? &s->host_in[b->node] : &s->host_out[b->node];
+            if (!(*slot = tg_calloc((size_t)count, b->bytes)))
+                return tg_error(TG_ERR_NOMEM, "session: out of memory for the host stream of '%s'",
+                                s->graph->nodes[b->node]->name);
+        }
+    }
+    return TG_OK;
+}
+
+static int parse_output_mode(const char *m, bool training)
+{
+    if (!strcmp(m, "all"))
+        return TG_OUTPUT_ALL;
+    if (!strcmp(m, "sum"))
+        return TG_OUTPUT_SUM;
+    if (!strcmp(m, "final"))
+        return TG_OUTPUT_FINAL;
+    if (!strcmp(m, "everyN"))
+        return TG_OUTPUT_EVERY_N;
+    return training ? TG_OUTPUT_FINAL : TG_OUTPUT_ALL;
+}
+
+/* The engine options trace.* switch host tracing on like TILEGRAPH_TRACE. */
+static tg_status configure_trace(const tg_options *o)
+{
+    if (!tg_options_get_int(o, "trace.enable"))
+        return TG_OK;
+    tg_json_writer w;
+    tg_json_writer_init(&w);
+    tg_json_begin_object(&w);
+    tg_json_key(&w, "enable");
+    tg_json_string(&w, "true");
+    tg_json_key(&w, "directory");
+    tg_json_string(&w, tg_options_get_string(o, "trace.directory"));
+    tg_json_key(&w, "channels");
+    tg_json_begin_array(&w);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", tg_options_get_string(o, "trace.channels"));
+    char *save = NULL;
+    for (char *ch = strtok_r(buf, ",", &save); ch; ch = strtok_r(NULL, ",", &save))
+        tg_json_string(&w, ch);
+    tg_json_end_array(&w);
+    tg_json_end_object(&w);
+    char *json = NULL;
+    size_t len = 0;
+    tg_status s = tg_json_writer_finish(&w, &json, &len);
+    if (s == TG_OK)
+        s = tg_trace_configure(json, "engine options trace.*");
+    tg_free(json);
+    tg_json_writer_free(&w);
+    return s;
+}
+
+/* The caller's options with the engine options of POPLAR_ENGINE_OPTIONS,
+ * then TILEGRAPH_ENGINE_OPTIONS (JSON, the latter wins) applied on top. Only
+ * engine options are taken (tg_options_set_engine_json): a training option
+ * there is refused by name rather than half-applied. */
+static tg_status effective_options(const tg_options *opts, tg_options **out)
+{
+    static atomic_int told_poplar;
+    *out = opts ? tg_options_clone(opts) : tg_options_create();
+    if (!*out)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    const char *poplar = getenv("POPLAR_ENGINE_OPTIONS");
+    if (poplar && *poplar) {
+        if (atomic_exchange(&told_poplar, 1) == 0)
+            fprintf(stderr, "tilegraph: reading engine options from POPLAR_ENGINE_OPTIONS too "
+                            "(TILEGRAPH_ENGINE_OPTIONS wins where both set a key)\n");
+        TG_TRY(tg_options_set_engine_json(*out, poplar, "POPLAR_ENGINE_OPTIONS"));
+    }
+    const char *env = getenv("TILEGRAPH_ENGINE_OPTIONS");
+    if (env && *env)
+        return tg_options_set_engine_json(*out, env, "TILEGRAPH_ENGINE_OPTIONS");
+    return TG_OK;
+}
+
+static tg_status start_profiling(tg_session *s, const tg_options *o)
+{
+    bool all = tg_options_get_int(o, "autoReport.all") != 0;
+    bool graph = all || tg_options_get_int(o, "autoReport.outputGraphProfile") != 0;
+    bool execution = all || tg_options_get_int(o, "autoReport.outputExecutionProfile") != 0;
+    /* host tracing on the engine channel also wants the devices' steps */
+    s->trace_devices = tg_trace_channel_enabled(tg_trace_channel_get("engine"));
+    if (!graph && !execution && !s->trace_devices)
+        return TG_OK;
+    const tg_program *p = s->program;
+    if (graph || execution)
+        TG_TRY(tg_profile_open(tg_options_get_string(o, "autoReport.directory"), p, o, execution,
+                               &s->profile));
+    if (!execution && !s->trace_devices)
+        return TG_OK;
+    s->runs_to_record = tg_options_get_int(o, "autoReport.executionProfileProgramRunCount");
+    int n = n_arenas(s);
+    s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
+    if (!s->recorders)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
+    s->trace_steps = tg_calloc((size_t)n, sizeof *s->trace_steps);
+    s->trace_n = tg_calloc((size_t)n, sizeof *s->trace_n);
+    s->trace_cap = tg_calloc((size_t)n, sizeof *s->trace_cap);
+    if (!s->trace_steps || !s->trace_n || !s->trace_cap)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
+    for (int i = 0; i < n; i++) {
+        tg_profile_recorder *r = &s->recorders[i];
+        int d = i % p->n_devices;
+        /* per pass: the phase, host streams in and out, accumulation, and for
+         * each transfer a wait to receive, a wait for a free slot and the copy;
+         * per update: offloaded state in and out around each update step */
+        int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
+        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + 4) *
+                            p->iterations + 16;
+        r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
+        r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
+        r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
+        if (!r->events || !r->op_ns || !r->op_calls)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
+    }
+    return TG_OK;
+}
+
+tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
+{
+    *out = NULL;
+    if (!g)
+        return tg_error(TG_ERR_INVALID_ARG, "session: no graph");
+    tg_session *s = tg_calloc(1, sizeof *s);
+    if (!s)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    /* OpenBLAS starts its own threads at load; pin it to one now, not at the
+     * first GEMM, so they do not spin while the devices work */
+    tg_blas_init();
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
+    s->graph = g;
+    s->t_origin = tg_engine_now();
+    static uint64_t sessions; /* link ids of host steps are unique across sessions */
+    s->link_base = __atomic_add_fetch(&sessions, 1, __ATOMIC_RELAXED) << 32;
+    tg_options *opts = NULL;
+    tg_status st = tg_trace_configure_env();
+    if (st == TG_OK)
+        st = effective_options(user_opts, &opts);
+    if (st == TG_OK)
+        st = configure_trace(opts);
+    if (st != TG_OK) {
+        tg_options_destroy(opts);
+        tg_session_destroy(s);
+        return st;
+    }
+    s->seed = (uint64_t)tg_options_get_int(opts, "randomSeed");
+    s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
+    if (st == TG_OK) {
+        TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
+            st = tg_program_compile(g, opts, &s->program);
+    }
+    if (st == TG_OK) {
+        const tg_program *p = s->program;
+        s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
+        s->output_period = (int)tg_options_get_int(opts, "outputReturnPeriod");
+        int threads = (int)tg_options_get_int(opts, "threadsPerDevice");
+        if (threads <= 0) {
+            threads = tg_cpu_count() / (p->replicas * p->n_devices);
+            threads = threads < 1 ? 1 : threads;
+        }
+        s->program->n_threads = threads > s->program->n_threads ? s->program->n_threads : threads;
+        if (s->output_mode == TG_OUTPUT_EVERY_N && p->iterations % s->output_period)
+            st = tg_error(TG_ERR_CONFIG, "outputMode everyN: deviceIterations (%d) is not a "
+                          "multiple of outputReturnPeriod (%d)", p->iterations, s->output_period);
+        if (st == TG_OK)
+            st = allocate(s, s->program->n_threads);
+        if (st == TG_OK)
+            st = setup_precision(s);
+        if (st == TG_OK)
+            st = start_profiling(s, opts);
+    }
+    tg_options_destroy(opts);
+    if (st == TG_OK)
+        st = fill_leaves(s);
+    if (st != TG_OK) {
+        tg_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return TG_OK;
+}
+
+/* The host trace with this session's device steps as tracks:
+ * <trace directory>/tilegraph-<pid>-<training|inference>.trace.json. */
+static tg_status export_trace(const tg_session *s)
+{
+    const tg_program *p = s->program;
+    int n = n_arenas(s);
+    tg_trace_device_track *tracks = tg_calloc((size_t)n, sizeof *tracks);
+    if (!tracks)
+        return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
+    for (int i = 0; i < n; i++)
+        tracks[i] = (tg_trace_device_track){i / p->n_devices, i % p->n_devices, NULL,
+                                            s->trace_steps[i], s->trace_n[i], NULL, 0};
+    char path[1024];
+    const char *base = tg_trace_output_path();
+    size_t len = strlen(base);
+    const char *suffix = ".trace.json";
+    size_t keep = len > strlen(suffix) ? len - strlen(suffix) : len;
+    snprintf(path, sizeof path, "%.*s-%s.trace.json", (int)keep, base,
+             p->training ? "training" : "inference");
+    tg_status st = tg_trace_flush(); /* creates the directory */
+    if (st == TG_OK)
+        st = tg_trace_export_chrome(path, tracks, (size_t)n);
+    tg_free(tracks);
+    return st;
+}
+
+tg_status tg_session_finish_profile(tg_session *s)
+{
+    if (!s)
+        return TG_OK;
+    if (s->profile_status != TG_OK) {
+        s->profile_reported = true;
+        return tg_error(s->profile_status, "%s", s->profile_error);
+    }
+    tg_status st = tg_profile_close(s->profile, s->recorders);
+    s->profile = NULL;
+    if (st != TG_OK) {
+        s->profile_status = st;
+        s->profile_reported = true;
+        snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
+    }
+    return st;
+}
+
+void tg_session_destroy(tg_session *s)
+{
+    if (!s)
+        return;
+    int n = s->program ? n_arenas(s) : 0;
+    /* destroy cannot fail: a profile failure nobody asked about is printed */
+    if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    else if (s->profile_status != TG_OK && !s->profile_reported)
+        fprintf(stderr, "tilegraph: %s\n", s->profile_error);
+    /* reported once, at the program's tg_trace_shutdown */
+    if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
+        tg_trace_note_failure(TG_ERR_IO);
+    for (int i = 0; s->trace_steps && i < n; i++)
+        tg_free(s->trace_steps[i]);
+    tg_free(s->trace_steps);
+    tg_free(s->trace_n);
+    tg_free(s->trace_cap);
+    for (int i = 0; s->recorders && i < n; i++) {
+        tg_free(s->recorders[i].events);
+        tg_free(s->recorders[i].op_ns);
+        tg_free(s->recorders[i].op_calls);
+    }
+    tg_free(s->recorders);
+    for (int i = 0; i < n; i++) {
+        if (s->pools)
+            tg_pool_destroy(s->pools[i]);
+        if (s->arena)
+            tg_free(s->arena[i]);
+    }
+    for (int i = 0; s->host_in && i < s->graph->n_nodes; i++) {
+        tg_free(s->host_in[i]);
+        tg_free(s->host_out[i]);
+    }
+    tg_free(s->host_in);
+    tg_free(s->host_out);
+    for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)
+        tg_free(s->host_state[i]);
+    tg_free(s->host_state);
+    tg_free(s->arena);
+    tg_free(s->pools);
+    tg_free(s->threads);
+    tg_free(s->ctx);
+    tg_free(s->last_busy);
+    tg_free(s->max_in_flight);
+    tg_free(s->produced);
+    tg_free(s->consumed);
+    tg_free(s->barrier_count);
+    tg_free(s->barrier_gen);
+    tg_free(s->overflow_mark);
+    tg_free(s->grad_squares);
+    tg_free(s->group_count);
+    tg_free(s->group_gen);
+    tg_program_destroy(s->program);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->changed);
+    tg_free(s);
+}
+
+/* ---- access -------------------------------------------------------------------------- */
+
+static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *t)
+{
+    if (!s || !t || t->id >= s->graph->n_nodes || s->graph->nodes[t->id] != t)
+        return NULL;
+    int b = s->program->home[t->id];
+    if (b < 0)
+        return NULL;
+    const tg_buffer *buf = &s->program->buffers[b];
+    if (buf->offloaded)
+        return s->host_state[b * s->program->replicas + r];
+    return s->arena[r * s->program->n_devices + buf->device] + buf->offset;
+}
+
+void *tg_session_data(const tg_session *s, const tg_tensor *t) { return replica_data(s, 0, t); }
+const tg_program *tg_session_program(const tg_session *s) { return s->program; }
+const tg_graph *tg_session_graph(const tg_session *s) { return s->graph; }
+
+static bool is_leaf_value(const tg_tensor *t)
+{
+    return t->op == TG_OP_PARAM || t->op == TG_OP_STATE || t->op == TG_OP_CONSTANT;
+}
+
+int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t)
+{
+    const tg_program *p = s->program;
+    if (!t || !s->host_out[t->id])
+        return 1;
+    switch (s->output_mode) {
+    case TG_OUTPUT_SUM:
+    case TG_OUTPUT_FINAL:
+        return p->replicas;
+    case TG_OUTPUT_EVERY_N:
+        return tg_session_stream_count(s) / s->output_period;
+    default:
+        return tg_session_stream_count(s);
+    }
+}
+
+tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes)
+{
+    if (!t || !replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: tensor '%s' is not stored by this program",
+                        t ? t->name : "(null)");
+    if (t->op == TG_OP_INPUT) {
+        int64_t count = tg_session_stream_count(s);
+        if (bytes != (size_t)count * tg_nbytes(t))
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "session: input '%s' takes %lld micro-batch%s of %zu bytes per run "
+                            "(iterations x replicas x accumulation), %zu bytes in all, not %zu",
+                            t->name, (long long)count, count == 1 ? "" : "es", tg_nbytes(t),
+                            (size_t)count * tg_nbytes(t), bytes);
+        tg_convert(data, t->dtype, s->host_in[t->id], stored_as(s, t),
+                   (size_t)(count * tg_numel(t)));
+        return TG_OK;
+    }
+    if (!is_leaf_value(t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is computed; only inputs, weights and "
+                        "state can be written", t->name);
+    if (bytes != tg_nbytes(t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
+                        tg_nbytes(t), bytes);
+    return write_value(s, t, data);
+}
+
+int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k)
+{
+    const tg_program *p = s->program;
+    if (!t || !s->host_out[t->id] || k < 0 || k >= tg_session_output_count(s, t))
+        return -1;
+    switch (s->output_mode) {
+    case TG_OUTPUT_ALL:
+        return k;
+    case TG_OUTPUT_FINAL:
+        return p->training ? ((int64_t)(p->iterations - 1) * p->replicas + k) * p->micro_batches +
+                                 p->micro_batches - 1
+                           : (int64_t)(p->micro_batches - 1) * p->replicas + k;
+    case TG_OUTPUT_EVERY_N: {
+        int64_t per_iter = tg_session_stream_count(s) / (p->training ? p->iterations : p->micro_batches);
+        int64_t iter = (k / per_iter + 1) * s->output_period - 1;
+        return iter * per_iter + k % per_iter;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* Copy the k-th returned value of output t (stored copy h) into dst, in the
+ * tensor's own type. */
+static void copy_out(const tg_session *s, const tg_tensor *t, unsigned char *dst, int64_t h)
+{
+    tg_convert(s->host_out[t->id] + (size_t)h * stored_bytes(s, t), stored_as(s, t), dst, t->dtype,
+               (size_t)tg_numel(t));
+}
+
+static tg_status read_output(const tg_session *s, const tg_tensor *t, unsigned char *dst)
+{
+    const tg_program *p = s->program;
+    size_t nb = tg_nbytes(t);
+    int64_t count = tg_session_stream_count(s), n = tg_numel(t);
+    switch (s->output_mode) {
+    case TG_OUTPUT_ALL:
+        for (int64_t h = 0; h < count; h++)
+            copy_out(s, t, dst + (size_t)h * nb, h);
+        return TG_OK;
+    case TG_OUTPUT_FINAL:
+        for (int r = 0; r < p->replicas; r++) {
+            int64_t it = p->iterations - 1, j = p->micro_batches - 1;
+            int64_t h = p->training ? (it * p->replicas + r) * p->micro_batches + j
+                                    : j * p->replicas + r;
+            copy_out(s, t, dst + (size_t)r * nb, h);
+        }
+        return TG_OK;
+    case TG_OUTPUT_SUM: {
+        memset(dst, 0, (size_t)p->replicas * nb);
+        if (t->dtype != TG_F32)
+            return TG_OK;
+        float *v = tg_malloc((size_t)n * sizeof(float) + 1);
+        if (!v)
+            return tg_error(TG_ERR_NOMEM, "session: out of memory reading '%s'", t->name);
+        for (int64_t h = 0; h < count; h++) {
+            int r = p->training ? (int)((h / p->micro_batches) % p->replicas) : (int)(h % p->replicas);
+            float *d = (float *)(dst + (size_t)r * nb);
+            copy_out(s, t, (unsigned char *)v, h);
+            for (int64_t i = 0; i < n; i++)
+                d[i] += v[i];
+        }
+        tg_free(v);
+        return TG_OK;
+    }
+    case TG_OUTPUT_EVERY_N: {
+        int64_t per_iter = count / (p->training ? p->iterations : p->micro_batches), k = 0;
+        for (int64_t h = 0; h < count; h++)
+            if ((h / per_iter + 1) % s->output_period == 0)
+                copy_out(s, t, dst + (size_t)(k++) * nb, h);
+        return TG_OK;
+    }
+    }
+    return TG_OK;
+}
+
+tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes)
+{
+    if (!t || !replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: tensor '%s' is not stored by this program",
+                        t ? t->name : "(null)");
+    if (s->host_out[t->id]) {
+        int64_t count = tg_session_output_count(s, t);
+        if (bytes != (size_t)count * tg_nbytes(t))
+            return tg_error(TG_ERR_INVALID_ARG, "session: output '%s' returns %lld cop%s of %zu "
+                            "bytes per run (outputMode), %zu bytes in all, not %zu", t->name,
+                            (long long)count, count == 1 ? "y" : "ies", tg_nbytes(t),
+                            (size_t)count * tg_nbytes(t), bytes);
+        return read_output(s, t, data);
+    }
+    if (!is_leaf_value(t) && t->op != TG_OP_INPUT)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "session: '%s' is an intermediate value; mark it as an output to read it",
+                        t->name);
+    if (t->op == TG_OP_INPUT)
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is an input; read it from the host",
+                        t->name);
+    if (bytes != tg_nbytes(t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
+                        tg_nbytes(t), bytes);
+    return read_value(s, t, data);
+}
+
+int64_t tg_session_step(const tg_session *s) { return s->step; }
+float tg_session_loss_scale(const tg_session *s) { return s->loss_scale; }
+int64_t tg_session_skipped_updates(const tg_session *s) { return s->skipped_updates; }
+tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *dst)
+{
+    if (!replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is not stored", t ? t->name : "(null)");
+    gather_value(s, t, dst);
+    return TG_OK;
+}
+
+tg_status tg_session_value_in(tg_session *s, const tg_tensor *t, const void *src)
+{
+    if (!replica_data(s, 0, t))
+        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is not stored", t ? t->name : "(null)");
+    scatter_value(s, t, src);
+    return TG_OK;
+}
+
+tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t)
+{
+    return replica_data(s, 0, t) ? stored_as(s, t) : t->dtype;
+}
+void tg_session_set_step(tg_session *s, int64_t step) { s->step = step; }
+int tg_session_threads(const tg_session *s) { return s->program->n_threads; }
+double tg_session_flops(const tg_session *s) { return s->program->flops; }
+
+size_t tg_session_arena_bytes(const tg_session *s)
+{
+    return s->program->arena_bytes * (size_t)s->program->replicas;
+}
+
+int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input)
+{
+    return tg_session_stream_count(s) * (input && input->shape.ndim ? input->shape.dim[0] : 1);
+}
+
+tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
+{
+    const tg_graph *g = dst->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !replica_data(dst, 0, t))
+            continue;
+        const tg_tensor *from = tg_graph_find(src->graph, t->name);
+        if (!from || !replica_data(src, 0, from)) {
+            if (t->op == TG_OP_STATE)
+                continue; /* optimizer state the source does not have */
+            return tg_error(TG_ERR_NOT_FOUND, "copy weights: '%s' is not in the source session",
+                            t->name);
+        }
+        if (!tg_shape_equal(from->shape, t->shape) || from->dtype != t->dtype) {
+            char a[64], b[64];
+            return tg_error(TG_ERR_SHAPE, "copy weights: '%s' is %s in the source but %s here",
+                            t->name, tg_shape_str(from->shape, a, sizeof a),
+                            tg_shape_str(t->shape, b, sizeof b));
+        }
+        float *tmp = tg_malloc(tg_nbytes(t) + 1);
+        tg_status st = tmp ? read_value(src, from, tmp)
+                           : tg_error(TG_ERR_NOMEM, "copy weights: out of memory for '%s'", t->name);
+        if (st == TG_OK)
+            st = write_value(dst, t, tmp);
+        tg_free(tmp);
+        TG_TRY(st);
+    }
+    return TG_OK;
+}
+
+void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor *t)
+{
+    return replica < s->program->replicas ? replica_data(s, replica, t) : NULL;
+}
+
+double tg_session_last_run_seconds(const tg_session *s) { return s->last_run_seconds; }
+
+int tg_session_max_in_flight(const tg_session *s, int device) { return s->max_in_flight[device]; }
+
+double tg_session_busy_seconds(const tg_session *s, int replica, int device)
+{
+    return s->last_busy[replica * s->program->n_devices + device];
 }

@@ -397,7 +397,7 @@ static const clip_golden clip_goldens[2] = {
     {10.0f, 2.4372115213907879, {0.29999999999999999, -1.2, 0.40000000000000002}, {2, -0.5}},
 };
 
-/* The engine's clipping is these three steps (runtime/session.c): sums of
+/* The engine's clipping is these three steps (runtime/engine.c): sums of
  * squares per gradient, the factor from the global norm, the scaling; here
  * on two gradients, in f32 and bf16 storage. */
 static void test_clip_matches_torch(void)

@@ -9,7 +9,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "runtime/engine.h"
+#include "runtime/session_state.h"
 #include "tilegraph/models.h"
 
 #include <string.h>

@@ -1,50 +1,17 @@
-/* runtime/engine.h - the session's insides, shared by the engine
- * (session.c: running) and its set-up and host I/O (session_io.c). */
-#ifndef TG_RUNTIME_ENGINE_H
-#define TG_RUNTIME_ENGINE_H
+/* runtime/session_state.h - the session's state (struct tg_session and the
+ * per-device context of a run), shared by the engine (engine.c: running),
+ * its set-up and host I/O (session.c) and checkpoints (checkpoint.c). */
+#ifndef TG_RUNTIME_SESSION_STATE_H
+#define TG_RUNTIME_SESSION_STATE_H
 
 #include "runtime/session_internal.h"
 
 #include "core/pool.h"
+#include "profile/profile.h"
 
 #include <pthread.h>
 
 typedef struct tg_session tg_session;
-
-/* What an executed step was, for the execution profile. */
-#define TG_EVENT_LIST(X)                                                   \
-    X(PHASE, "execute")          /* a phase's ops (forward, backward, update) */ \
-    X(STREAM_IN, "stream from host")                                       \
-    X(STREAM_OUT, "stream to host")                                        \
-    X(COPY, "copy to device")    /* a transfer, including waiting for a free slot */ \
-    X(WAIT, "wait for device")   /* waiting for a transfer to arrive */    \
-    X(ACCUMULATE, "accumulate gradients")                                  \
-    X(ALL_REDUCE, "all-reduce")
-
-typedef enum tg_event_kind {
-#define TG_EVENT_ENUM(e, name) TG_EVENT_##e,
-    TG_EVENT_LIST(TG_EVENT_ENUM)
-#undef TG_EVENT_ENUM
-        TG_EVENT_COUNT
-} tg_event_kind;
-
-const char *tg_event_name(tg_event_kind k);
-
-typedef struct tg_event {
-    int16_t kind, phase;
-    int32_t micro_batch, iteration, peer; /* peer: the other device of a copy or wait */
-    int64_t start_ns, end_ns;             /* since the session was created */
-    int64_t bytes;
-    double flops;
-} tg_event;
-
-/* Per (replica, device) record of one run; allocated once when execution
- * profiling is on, so recording never allocates. */
-typedef struct tg_recorder {
-    tg_event *events;
-    int n_events, cap_events;
-    int64_t *op_ns, *op_calls; /* per node id, summed over recorded runs */
-} tg_recorder;
 
 typedef struct device_ctx {
     tg_session *s;
@@ -52,7 +19,7 @@ typedef struct device_ctx {
     double busy;     /* seconds spent computing in the last run */
     int in_flight;   /* forwards whose backward has not run yet */
     int max_in_flight;
-    tg_recorder *rec; /* NULL unless this run is being recorded */
+    tg_profile_recorder *rec; /* NULL unless this run is being recorded */
     /* loss scaling: every device keeps its own copy and takes the same
      * decisions from the same overflow flags, so no one waits to be told */
     float loss_scale;
@@ -109,13 +76,19 @@ struct tg_session {
     struct tg_trace_device_step **trace_steps; /* [replica * n_devices + device][...] */
     size_t *trace_n, *trace_cap;
     uint64_t link_base; /* link ids of this session's host steps start after it */
-    tg_recorder *recorders;     /* [replica * n_devices + device], when recording */
+    tg_profile_recorder *recorders;     /* [replica * n_devices + device], when recording */
     int64_t runs, runs_to_record;
     double t_origin;
 };
 
 /* Seconds on the monotonic clock. */
 double tg_engine_now(void);
+/* Record an event of device c that ran from t0 to now (seconds); no-op
+ * when the run is not recorded. */
+void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                      int peer, double t0, int64_t bytes, double flops);
+/* Slot of micro-batch g of a program buffer in a replica's arena. */
+unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g);
 
 typedef enum tg_output_mode {
     TG_OUTPUT_ALL,

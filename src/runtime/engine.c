@@ -1,0 +1,554 @@
+/* runtime/engine.c - a compiled program on its devices: the engine (the
+ * host step, the device loop and its steps). Creating a session and moving
+ * data in and out of it is runtime/session.c.
+ *
+ * The session owns the program, one arena per (replica, device) exactly as
+ * planned, one thread pool per (replica, device), and the host-side stream
+ * buffers. A run is one host step: every replica runs every device's
+ * schedule for deviceIterations weight updates (or inference batches),
+ * each device on a thread of its own. Devices meet only where the program
+ * says: receive buffers filled by explicit copies (transfers), the
+ * accumulators' all-reduce across replicas, and the host streams. With one
+ * device and one replica everything runs on the calling thread.
+ *
+ * Flow control (runtime/exchange.c): a transfer's receive buffer has one slot per micro-batch in
+ * flight on the receiver; the sender waits until the slot of micro-batch g
+ * is free (the receiver released micro-batch g - slots) and the receiver
+ * waits until micro-batch g has arrived. The schedules guarantee progress
+ * (compile/pipeline.h). Any failure sets an abort flag that wakes every
+ * waiting thread, so a failing step never hangs. Before the updates, the
+ * devices of a replica meet once more (update_runs): to agree whether a
+ * gradient overflowed and, with max_grad_norm, on the gradients' global norm.
+ */
+#include "runtime/session_state.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/pool.h"
+#include "core/alloc.h"
+#include "core/convert.h"
+#include "core/rng.h"
+#include "graph/init.h"
+#include "ops/op.h"
+#include "ops/optim_params.h"
+#include "profile/profile.h"
+#include "runtime/allreduce.h"
+#include "runtime/exchange.h"
+#include "runtime/streams.h"
+#include "runtime/staging.h"
+#include "tilegraph/trace.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+double tg_engine_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define now_s tg_engine_now
+
+/* Record an event that ran from t0 to now (seconds); no-op when not recording. */
+void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                      int peer, double t0, int64_t bytes, double flops)
+{
+    tg_profile_recorder *r = c->rec;
+    if (!r || r->n_events >= r->cap_events)
+        return;
+    double origin = c->s->t_origin;
+    r->events[r->n_events++] = (tg_profile_event){(int16_t)kind,
+                                                  (int16_t)ph,
+                                                  (int32_t)j,
+                                                  (int32_t)it,
+                                                  peer,
+                                                  (int64_t)((t0 - origin) * 1e9),
+                                                  (int64_t)((now_s() - origin) * 1e9),
+                                                  bytes,
+                                                  flops};
+}
+
+/* ---- addressing ------------------------------------------------------------------- */
+
+unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
+{
+    const tg_buffer *b = &s->program->buffers[buffer];
+    unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
+    return arena + b->offset + (size_t)(g % b->slots) * b->stride;
+}
+
+int64_t tg_session_stream_count(const tg_session *s)
+{
+    const tg_program *p = s->program;
+    return (int64_t)p->iterations * p->replicas * p->micro_batches;
+}
+
+static tg_trace_channel *engine_channel(void)
+{
+    static tg_trace_channel *ch;
+    return tg_exchange_cached_channel(&ch, "engine");
+}
+
+/* ---- phases ---------------------------------------------------------------------- */
+
+/* Replicated tensor sharding: this replica updates only its share of the
+ * weight. The kernel gets a view of the node with every input one shard
+ * long (built in *node and in[]), the weight and gradient pointers moved to
+ * the shard's start; the state buffers hold just the shard. Element-wise
+ * updates make the result bit-identical to updating the whole tensor. */
+static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                                   tg_kernel_args *a, tg_stage_opts *so, tg_tensor *node,
+                                   tg_tensor *in)
+{
+    const tg_program *p = c->s->program;
+    int64_t begin, end;
+    tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+    *node = *t;
+    for (int k = 0; k < t->n_in; k++) {
+        in[k] = *t->in[k];
+        in[k].shape = tg_shape1(end - begin);
+        node->in[k] = &in[k];
+        if (!p->buffers[st->in[k]].sharded)
+            a->in[k] = (unsigned char *)a->in[k] +
+                       (size_t)begin * tg_dtype_size(p->buffers[st->in[k]].dtype);
+    }
+    a->node = node;
+    so->first = begin;
+    return node;
+}
+
+static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
+    tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
+    for (int k = 0; k < dp->n_steps[ph]; k++) {
+        const tg_step *st = &dp->steps[ph][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        tg_kernel_args a = {
+            .node = t,
+            .out = st->out >= 0 ? tg_engine_slot_ptr(s, c->replica, st->out, g) : NULL,
+            .scratch = st->scratch_bytes ? arena + st->scratch_offset : NULL,
+            .scratch_bytes = st->scratch_bytes,
+            .pool = pool,
+            .step = s->step + it,
+            .seed = s->seed,
+            .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
+        };
+        for (int i = 0; i < t->n_in; i++)
+            a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
+        int64_t offloaded = tg_streams_offloaded(c, st, t, &a, true, it);
+        float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
+        tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
+        if (so.stochastic && ph == TG_PHASE_UPDATE)
+            so.round_key = tg_hash64(
+                s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u + (uint64_t)t->id));
+        tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
+        if (ph == TG_PHASE_UPDATE && tg_allreduce_is_sharded_update(p, st, t))
+            t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
+        if (c->rec) {
+            double t0 = now_s();
+            tg_stage_run(p, st, &a, &so);
+            c->rec->op_ns[t->id] += (int64_t)((now_s() - t0) * 1e9);
+            c->rec->op_calls[t->id]++;
+        } else {
+            tg_stage_run(p, st, &a, &so);
+        }
+        if (offloaded)
+            tg_streams_offloaded(c, st, t, &a, false, it);
+    }
+}
+
+static bool forward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t g = it * p->micro_batches + j;
+    if (!tg_exchange_receive(c, TG_PHASE_FORWARD, g))
+        return false;
+    double t0 = now_s();
+    tg_streams_inputs(c, it, j, g);
+    double t1 = now_s();
+    run_steps(c, TG_PHASE_FORWARD, it, g);
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0,
+                     dp->flops[TG_PHASE_FORWARD]);
+    c->busy += now_s() - t0;
+    if (p->training && ++c->in_flight > c->max_in_flight)
+        c->max_in_flight = c->in_flight;
+    if (!tg_streams_outputs(c, it, j, g))
+        return false;
+    tg_exchange_release(c, TG_PHASE_FORWARD, g);
+    return tg_exchange_send(c, TG_PHASE_FORWARD, g);
+}
+
+/* acc = g (first micro-batch) or acc + g; on the last micro-batch of a single
+ * replica also scale to the mean (with replicas the all-reduce does it). */
+static void accumulate(device_ctx *c, int64_t j, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    float scale = 1.0f / (float)(p->micro_batches * p->replicas);
+    bool last = j == p->micro_batches - 1 && p->replicas == 1;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        const tg_accumulator *a = &dp->accumulators[k];
+        const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
+        tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
+                            tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
+                            tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
+    }
+}
+
+static bool backward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    int64_t g = it * p->micro_batches + j;
+    if (!tg_exchange_receive(c, TG_PHASE_BACKWARD, g))
+        return false;
+    double t0 = now_s();
+    run_steps(c, TG_PHASE_BACKWARD, it, g);
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
+                     p->devices[c->device].flops[TG_PHASE_BACKWARD]);
+    c->in_flight--;
+    if (p->accumulate) {
+        double t1 = now_s();
+        accumulate(c, j, g);
+        tg_engine_record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
+    }
+    c->busy += now_s() - t0;
+    tg_exchange_release(c, TG_PHASE_BACKWARD, g);
+    return tg_exchange_send(c, TG_PHASE_BACKWARD, g);
+}
+
+/* The parameter whose gradient (as the update will read it) holds a NaN or
+ * an infinity on this device, or NULL. */
+static const tg_tensor *overflowed_gradient(device_ctx *c)
+{
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (!tg_is_weight_update(u) || b < 0)
+            continue;
+        if (tg_first_nonfinite(tg_engine_slot_ptr(c->s, c->replica, b, 0), p->buffers[b].dtype,
+                               (size_t)tg_numel(u->in[0])) >= 0)
+            return u->in[0];
+    }
+    return NULL;
+}
+
+/* The gradient-clipping work over this device's updates: each update's sum
+ * of squares (or its scaling) is done whole by one thread, so spreading the
+ * updates over the device's threads changes no bit. */
+typedef struct clip_job {
+    device_ctx *c;
+    double *sums; /* indexed by node id: post the sums here... */
+    float factor; /* ...or scale the gradients by this */
+} clip_job;
+
+static void clip_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const clip_job *j = ctx;
+    tg_session *s = j->c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[j->c->device];
+    for (int64_t k = begin; k < end; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *u = p->graph->nodes[st->node];
+        int b = st->in[u->n_in - 1];
+        if (!tg_is_weight_update(u) || b < 0)
+            continue;
+        void *grad = tg_engine_slot_ptr(s, j->c->replica, b, 0);
+        if (j->sums)
+            j->sums[st->node] = tg_sum_squares_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]));
+        else
+            tg_scale_typed(grad, p->buffers[b].dtype, tg_numel(u->in[0]), j->factor);
+    }
+}
+
+static void clip_run(clip_job *j)
+{
+    const tg_program *p = j->c->s->program;
+    int n = p->devices[j->c->device].n_steps[TG_PHASE_UPDATE];
+    tg_pool *pool = j->c->s->pools[j->c->replica * p->n_devices + j->c->device];
+    if (n > 1 && tg_pool_threads(pool) > 1)
+        tg_pool_for(pool, n, clip_range, j);
+    else if (n > 0)
+        clip_range(j, 0, n, 0);
+}
+
+/* This replica's row of sums for update `it`. The rows alternate with the
+ * update's parity: a device can be at most one update ahead of the others
+ * (the barrier), so it never overwrites sums another still reads. */
+static double *grad_squares_row(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    size_t row = (size_t)((s->step + it) & 1) * (size_t)s->program->replicas + (size_t)c->replica;
+    return s->grad_squares + row * (size_t)s->graph->n_nodes;
+}
+
+/* clip_grad_norm_ over every parameter of the model: the global norm from
+ * all devices' sums (posted before the barrier), added in graph order
+ * whatever the placement (so one device, a pipeline and replicas agree to
+ * the bit), unscaled by the loss scale the gradients were made with; then
+ * this device scales its own gradients. */
+static void clip_gradients(device_ctx *c, int64_t it, float loss_scale)
+{
+    tg_session *s = c->s;
+    const tg_graph *g = s->graph;
+    const double *all = grad_squares_row(c, it);
+    double total = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (tg_is_weight_update(g->nodes[i]))
+            total += all[i];
+    bool scaled = s->program->precision.loss_scaling != TG_LOSS_SCALING_NONE;
+    double norm = sqrt(total) / (scaled ? (double)loss_scale : 1.0);
+    clip_job j = {c, NULL, tg_grad_clip_factor(norm, s->max_grad_norm)};
+    if (j.factor < 1.0f)
+        clip_run(&j);
+}
+
+/* Dynamic loss scaling: halve after an overflow, double after
+ * growth_interval good updates. */
+static void adjust_loss_scale(device_ctx *c, bool overflow)
+{
+    const tg_precision *pr = &c->s->program->precision;
+    bool dynamic = pr->loss_scaling == TG_LOSS_SCALING_DYNAMIC;
+    if (overflow) {
+        c->skipped_updates++;
+        c->good_updates = 0;
+        if (dynamic && c->loss_scale > 1.0f / 16384)
+            c->loss_scale *= 0.5f;
+    } else if (dynamic && ++c->good_updates >= pr->growth_interval) {
+        c->good_updates = 0;
+        if (c->loss_scale < 16777216.0f)
+            c->loss_scale *= 2.0f;
+    }
+}
+
+/* Whether update `it` runs. Every device of a replica checks its gradients
+ * and they agree (a barrier) whether any overflowed; then each adjusts its
+ * copy of the loss scale the same way. Without loss scaling an overflow is
+ * an error naming the step and the parameter. With max_grad_norm the same
+ * barrier carries each device's gradients' sums of squares, and every device
+ * clips its gradients by the global norm before any update runs. Replicas
+ * need no exchange: after the all-reduce their gradients are identical, and
+ * so are their norms. Sets *ok false on failure. */
+static bool update_runs(device_ctx *c, int64_t it, bool *ok)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_precision *pr = &p->precision;
+    *ok = true;
+    c->grad_scale = c->loss_scale; /* before adjust_loss_scale may grow it */
+    bool clip = s->max_grad_norm > 0;
+    if (!s->check_overflow && !clip)
+        return true;
+    int64_t mark = s->step + it + 1;
+    const tg_tensor *bad = s->check_overflow ? overflowed_gradient(c) : NULL;
+    if (bad && pr->loss_scaling == TG_LOSS_SCALING_NONE && s->check_nan) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "step %lld, replica %d: the gradient of '%s' (stored as %s) "
+                 "holds NaN or infinity; turn on loss scaling (lossScaling=dynamic), lower the "
+                 "learning rate, or store the model in bf16",
+                 (long long)(s->step + it), c->replica, bad->name, tg_dtype_name(pr->model));
+        tg_exchange_fail(s, TG_ERR_NUMERIC, msg);
+        *ok = false;
+        return false;
+    }
+    if (bad)
+        __atomic_store_n(&s->overflow_mark[c->replica], mark, __ATOMIC_RELEASE);
+    if (clip) { /* this device's sums, for every device to read after the barrier */
+        clip_job j = {c, grad_squares_row(c, it), 1.0f};
+        clip_run(&j);
+    }
+    if (p->n_devices > 1 && !tg_exchange_device_barrier(s, c->replica)) {
+        *ok = false;
+        return false;
+    }
+    bool overflow = s->check_overflow &&
+                    __atomic_load_n(&s->overflow_mark[c->replica], __ATOMIC_ACQUIRE) == mark;
+    if (s->check_overflow)
+        adjust_loss_scale(c, overflow);
+    if (clip && !overflow)
+        clip_gradients(c, it, c->grad_scale);
+    return !overflow;
+}
+
+/* The loss gradient's seed is the loss scale. */
+static void write_loss_scale(device_ctx *c)
+{
+    tg_session *s = c->s;
+    int b = s->seed_buffer;
+    if (b >= 0 && s->program->buffers[b].device == c->device)
+        memcpy(tg_engine_slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
+}
+
+static void *device_main(void *arg)
+{
+    device_ctx *c = arg;
+    tg_session *s = c->s;
+    if (s->program->replicas * s->program->n_devices > 1) {
+        char name[48];
+        snprintf(name, sizeof name, "replica %d device %d", c->replica, c->device);
+        tg_trace_thread_name(tg_trace_intern(name));
+    }
+    const tg_program *p = s->program;
+    const tg_pipe_schedule *sch = &p->schedule;
+    for (int64_t it = 0; it < p->iterations; it++) {
+        write_loss_scale(c);
+        for (int k = 0; k < sch->n_ops[c->device]; k++) {
+            tg_pipe_op op = sch->ops[c->device][k];
+            bool ok =
+                op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
+            if (!ok)
+                return NULL;
+        }
+        if (!p->training)
+            continue;
+        double t_ar = now_s();
+        if (p->replicas > 1) {
+            tg_trace_begin(tg_exchange_comms_channel(), "all-reduce");
+            bool reduced = tg_allreduce_run(c);
+            tg_trace_end(tg_exchange_comms_channel());
+            if (!reduced)
+                return NULL;
+            tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
+        }
+        bool ok = true;
+        if (!update_runs(c, it, &ok)) {
+            if (!ok)
+                return NULL;
+            continue;
+        }
+        double t0 = now_s();
+        run_steps(c, TG_PHASE_UPDATE, it, 0);
+        tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
+                         p->devices[c->device].flops[TG_PHASE_UPDATE]);
+        if (p->replicas > 1 && !tg_allreduce_gather_weights(c, it))
+            return NULL;
+        c->busy += now_s() - t0;
+    }
+    return NULL;
+}
+
+/* Copy the recorded run's device events into the tracks the host-trace
+ * export will carry (host-side work after the run, not in the step loop). */
+static void keep_device_steps(tg_session *s, uint64_t link)
+{
+    const tg_program *p = s->program;
+    int64_t origin = (int64_t)(s->t_origin * 1e9);
+    for (int i = 0; i < p->replicas * p->n_devices; i++) {
+        const tg_profile_recorder *r = &s->recorders[i];
+        size_t need = s->trace_n[i] + (size_t)r->n_events;
+        if (need > s->trace_cap[i]) {
+            size_t cap = need * 2;
+            tg_trace_device_step *st = tg_realloc(s->trace_steps[i], cap * sizeof *st);
+            if (!st)
+                return; /* the export shows fewer steps, the run is unaffected */
+            s->trace_steps[i] = st;
+            s->trace_cap[i] = cap;
+        }
+        for (int k = 0; k < r->n_events; k++) {
+            const tg_profile_event *e = &r->events[k];
+            static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
+                                                    TG_TRACE_PHASE_UPDATE};
+            tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
+            s->trace_steps[i][s->trace_n[i]++] =
+                (tg_trace_device_step){tg_event_name((tg_event_kind)e->kind),
+                                       origin + e->start_ns,
+                                       origin + e->end_ns,
+                                       e->micro_batch,
+                                       ph,
+                                       link};
+        }
+    }
+}
+
+/* A failure to write the profile (a full disk) must not stop training or
+ * cost the weights: the profile is dropped (its temporary removed, the
+ * previous profile kept) and the failure kept for tg_session_finish_profile,
+ * which the command reports after saving its checkpoint. */
+static void drop_profile(tg_session *s)
+{
+    s->profile_status = TG_ERR_IO;
+    snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
+    tg_profile_abort(s->profile);
+    s->profile = NULL;
+}
+
+tg_status tg_session_run(tg_session *s)
+{
+    const tg_program *p = s->program;
+    int n = p->replicas * p->n_devices;
+    memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    s->abort = false;
+    s->fail_status = TG_OK;
+    double t0 = now_s();
+    bool recording = s->recorders && s->runs < s->runs_to_record;
+    uint64_t link = s->link_base + (uint64_t)s->runs + 1;
+    tg_trace_begin_link(engine_channel(), "host step", link);
+    for (int i = 0; i < n; i++) {
+        s->ctx[i] = (device_ctx){s,
+                                 i / p->n_devices,
+                                 i % p->n_devices,
+                                 0.0,
+                                 0,
+                                 0,
+                                 recording ? &s->recorders[i] : NULL,
+                                 s->loss_scale,
+                                 s->good_updates,
+                                 0,
+                                 s->loss_scale};
+        if (recording)
+            s->recorders[i].n_events = 0;
+    }
+    if (n == 1) {
+        device_main(&s->ctx[0]);
+    } else {
+        int started = 0;
+        for (; started < n; started++)
+            if (pthread_create(&s->threads[started], NULL, device_main, &s->ctx[started]) != 0) {
+                tg_exchange_fail(s, TG_ERR_NOMEM, "cannot start a device thread");
+                break;
+            }
+        for (int i = 0; i < started; i++)
+            pthread_join(s->threads[i], NULL);
+    }
+    s->last_run_seconds = now_s() - t0;
+    tg_trace_end(engine_channel());
+    for (int i = 0; i < n; i++) {
+        s->last_busy[i] = s->ctx[i].busy;
+        int d = i % p->n_devices;
+        if (s->ctx[i].max_in_flight > s->max_in_flight[d])
+            s->max_in_flight[d] = s->ctx[i].max_in_flight;
+    }
+    if (p->training && !s->abort) {
+        s->step += p->iterations;
+        s->loss_scale = s->ctx[0].loss_scale;
+        s->good_updates = s->ctx[0].good_updates;
+        s->skipped_updates += s->ctx[0].skipped_updates;
+    }
+    if (s->abort)
+        return tg_error(s->fail_status, "%s", s->fail_message);
+    s->runs++;
+    if (recording && s->trace_devices)
+        keep_device_steps(s, link);
+    if (recording && s->profile &&
+        tg_profile_record_run(s->profile, s->recorders, s->runs - 1) != TG_OK)
+        drop_profile(s);
+    return TG_OK;
+}

@@ -1,0 +1,181 @@
+/* runtime/exchange.c - what devices and replicas exchange during a run:
+ * inter-device copies (transfers) with their flow control, and the
+ * barriers the all-reduce and the update decisions meet at.
+ *
+ * A transfer's receive buffer has one slot per micro-batch in flight on the
+ * receiver; the sender waits until the slot of micro-batch g is free and
+ * the receiver waits until micro-batch g has arrived. Every wait wakes on
+ * the run's abort flag (tg_exchange_fail), so a failing step never hangs.
+ */
+#include "runtime/exchange.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- synchronisation ------------------------------------------------------------------- */
+
+void tg_exchange_fail(tg_session *s, tg_status st, const char *msg)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->abort) {
+        s->abort = true;
+        s->fail_status = st;
+        snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
+    }
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A channel looked up once; device threads may race to the first lookup,
+ * which is harmless (the same pointer) but must be atomic. */
+tg_trace_channel *tg_exchange_cached_channel(tg_trace_channel **cache, const char *name)
+{
+    tg_trace_channel *ch = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (!ch) {
+        ch = tg_trace_channel_get(name);
+        __atomic_store_n(cache, ch, __ATOMIC_RELEASE);
+    }
+    return ch;
+}
+
+tg_trace_channel *tg_exchange_comms_channel(void)
+{
+    static tg_trace_channel *ch;
+    return tg_exchange_cached_channel(&ch, "comms");
+}
+
+/* Wait until *counter >= target; false if the run was aborted meanwhile. */
+static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
+{
+    pthread_mutex_lock(&s->lock);
+    bool waiting = *counter < target && !s->abort;
+    if (waiting) {
+        tg_trace_begin(tg_exchange_comms_channel(), "wait for device");
+        while (*counter < target && !s->abort)
+            pthread_cond_wait(&s->changed, &s->lock);
+    }
+    bool ok = !s->abort;
+    pthread_mutex_unlock(&s->lock);
+    if (waiting)
+        tg_trace_end(tg_exchange_comms_channel());
+    return ok;
+}
+
+static void publish(tg_session *s, int64_t *counter, int64_t value)
+{
+    pthread_mutex_lock(&s->lock);
+    *counter = value;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Wait until `parties` threads have arrived at the barrier (count, gen);
+ * false if the run was aborted. */
+static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
+{
+    pthread_mutex_lock(&s->lock);
+    int64_t gen = __atomic_load_n(gen_p, __ATOMIC_ACQUIRE);
+    if (++*count == parties) {
+        *count = 0;
+        __atomic_store_n(gen_p, gen + 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&s->changed);
+        bool ok = !s->abort;
+        pthread_mutex_unlock(&s->lock);
+        return ok;
+    }
+    pthread_mutex_unlock(&s->lock);
+    /* Replicas arrive within microseconds of each other: spin a little
+     * before sleeping, since a wake-up costs more than the wait. */
+    for (int i = 0; i < 20000; i++) {
+        if (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) != gen)
+            break;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&s->lock);
+    while (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) == gen && !s->abort)
+        pthread_cond_wait(&s->changed, &s->lock);
+    bool ok = !s->abort;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/* The same device of every replica (the all-reduce). */
+bool tg_exchange_replica_barrier(tg_session *s, int device)
+{
+    return barrier(s, &s->barrier_count[device], &s->barrier_gen[device], s->program->replicas);
+}
+
+/* Every device of one replica (agreeing on a skipped update). */
+bool tg_exchange_device_barrier(tg_session *s, int replica)
+{
+    return barrier(s, &s->group_count[replica], &s->group_gen[replica], s->program->n_devices);
+}
+
+static int64_t *produced(tg_session *s, int r, int t)
+{
+    return &s->produced[r * s->program->n_transfers + t];
+}
+static int64_t *consumed(tg_session *s, int r, int t)
+{
+    return &s->consumed[r * s->program->n_transfers + t];
+}
+
+/* Wait for everything this device receives for micro-batch g in phase ph. */
+bool tg_exchange_receive(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
+        if (tr->dst_device != c->device || !used)
+            continue;
+        double t0 = tg_engine_now();
+        if (!wait_for(c->s, produced(c->s, c->replica, t), g + 1))
+            return false;
+        int64_t m = p->micro_batches;
+        tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
+    }
+    return true;
+}
+
+/* Free the receive slots whose last use on this device was phase ph. */
+void tg_exchange_release(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        tg_phase last = tr->used_backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
+        if (tr->dst_device == c->device && last == ph)
+            publish(c->s, consumed(c->s, c->replica, t), g + 1);
+    }
+}
+
+/* Copy what this device produced in phase ph to the devices that read it. */
+bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->src_device != c->device || tr->phase != ph)
+            continue;
+        int slots = p->buffers[tr->dst_buffer].slots;
+        int64_t m = p->micro_batches;
+        double t0 = tg_engine_now();
+        if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
+            return false;
+        double t1 = tg_engine_now();
+        if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
+            tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
+        memcpy(tg_engine_slot_ptr(s, c->replica, tr->dst_buffer, g),
+               tg_engine_slot_ptr(s, c->replica, tr->src_buffer, g),
+               p->buffers[tr->src_buffer].bytes);
+        publish(s, produced(s, c->replica, t), g + 1);
+        tg_engine_record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
+                         (int64_t)p->buffers[tr->src_buffer].bytes, 0);
+    }
+    return true;
+}

@@ -1,0 +1,27 @@
+/* runtime/exchange.h - inter-device copies, flow control and barriers of a
+ * run (exchange.c), called by the engine's device loop (engine.c). */
+#ifndef TG_RUNTIME_EXCHANGE_H
+#define TG_RUNTIME_EXCHANGE_H
+
+#include "runtime/session_state.h"
+#include "tilegraph/trace.h"
+
+/* Abort the run with status st: every waiting device thread wakes up. The
+ * first failure's message is the one reported. */
+void tg_exchange_fail(tg_session *s, tg_status st, const char *msg);
+/* A trace channel looked up once per process, safe to race on. */
+tg_trace_channel *tg_exchange_cached_channel(tg_trace_channel **cache, const char *name);
+/* The "comms" channel: waiting for devices and the all-reduce. */
+tg_trace_channel *tg_exchange_comms_channel(void);
+/* The same device of every replica meets (the all-reduce); false if aborted. */
+bool tg_exchange_replica_barrier(tg_session *s, int device);
+/* Every device of one replica meets (agreeing on an update); false if aborted. */
+bool tg_exchange_device_barrier(tg_session *s, int replica);
+/* Wait for what device c receives for micro-batch g in phase ph. */
+bool tg_exchange_receive(device_ctx *c, tg_phase ph, int64_t g);
+/* Free the receive slots whose last use on device c was phase ph. */
+void tg_exchange_release(device_ctx *c, tg_phase ph, int64_t g);
+/* Copy what device c produced in phase ph to the devices that read it. */
+bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g);
+
+#endif

@@ -1,0 +1,92 @@
+/* runtime/streams.c - the host streams of a run: each micro-batch's inputs
+ * in from the host and outputs back to it (checked for NaN on request),
+ * and offloaded optimizer state in and out around its update. */
+#include "runtime/streams.h"
+
+#include "runtime/exchange.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Position of (iteration, replica, micro-batch) in the host streams:
+ * [device iteration][replica][accumulation micro-batch]. Inference pipelines
+ * its iterations as micro-batches, so there j is the iteration. */
+static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
+{
+    if (!p->training)
+        return j * p->replicas + r;
+    return (it * p->replicas + r) * p->micro_batches + j;
+}
+
+/* Micro-batch j of iteration it from the host's input streams into the
+ * device's input buffers (slot g). */
+void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    double t0 = tg_engine_now();
+    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
+    for (int k = 0; k < dp->n_inputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->inputs[k]];
+        memcpy(tg_engine_slot_ptr(s, c->replica, dp->inputs[k], g),
+               s->host_in[b->node] + (size_t)h * b->bytes, b->bytes);
+        streamed += (int64_t)b->bytes;
+    }
+    if (dp->n_inputs)
+        tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+}
+
+/* Offloaded inputs of a step: in from host memory before it runs, the ones
+ * it updates back out after. Returns the bytes moved. */
+int64_t tg_streams_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                             const tg_kernel_args *a, bool in, int64_t it)
+{
+    const tg_program *p = c->s->program;
+    int64_t moved = 0;
+    double t0 = tg_engine_now();
+    for (int i = 0; i < t->n_in; i++) {
+        if (st->in[i] < 0 || !p->buffers[st->in[i]].offloaded || (!in && i >= t->n_mutated))
+            continue;
+        unsigned char *host = c->s->host_state[st->in[i] * p->replicas + c->replica];
+        size_t bytes = p->buffers[st->in[i]].bytes;
+        memcpy(in ? a->in[i] : host, in ? host : a->in[i], bytes);
+        moved += (int64_t)bytes;
+    }
+    if (moved)
+        tg_engine_record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1,
+                         -1, t0, moved, 0);
+    return moved;
+}
+
+bool tg_streams_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
+    double t0 = tg_engine_now();
+    for (int k = 0; k < dp->n_outputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->outputs[k]];
+        const unsigned char *src = tg_engine_slot_ptr(s, c->replica, dp->outputs[k], g);
+        memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
+        streamed += (int64_t)b->bytes;
+        const tg_tensor *t = p->graph->nodes[b->node];
+        if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)
+            continue;
+        float v;
+        memcpy(&v, src, sizeof v);
+        if (!isfinite(v)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "step %lld, micro-batch %lld, replica %d: '%s' is %s",
+                     (long long)(s->step + it), (long long)j, c->replica, t->name,
+                     isnan(v) ? "NaN" : "infinite");
+            tg_exchange_fail(s, TG_ERR_NUMERIC, msg);
+            return false;
+        }
+    }
+    if (dp->n_outputs)
+        tg_engine_record(c, TG_EVENT_STREAM_OUT, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
+    return true;
+}

@@ -1,0 +1,19 @@
+/* runtime/streams.h - host streams of a run (streams.c), called by the
+ * engine's device loop (engine.c). */
+#ifndef TG_RUNTIME_STREAMS_H
+#define TG_RUNTIME_STREAMS_H
+
+#include "ops/op.h"
+#include "runtime/session_state.h"
+
+/* Micro-batch j of iteration it from the host into the device (slot g). */
+void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g);
+/* Micro-batch j's outputs (slot g) to the host; false (the run aborted)
+ * when a checked scalar output is NaN or infinite. */
+bool tg_streams_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g);
+/* Offloaded inputs of an update step in from host memory (in) or its
+ * mutated ones back out; returns the bytes moved. */
+int64_t tg_streams_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
+                             const tg_kernel_args *a, bool in, int64_t it);
+
+#endif
