@@ -17,7 +17,6 @@ tools/cmd_compare.c:profile/reader.h
 tools/cmd_compile.c:compile/program.h
 tools/cmd_compile.c:core/error.h
 tools/cmd_compile.c:target/target.h
-tools/cmd_import.c:graph/node.h
 tools/cmd_infer.c:core/alloc.h
 tools/cmd_report.c:core/alloc.h
 tools/cmd_report.c:core/atomic_file.h
