@@ -6,8 +6,6 @@
 
 #include "tilegraph/onnx.h"
 
-#include "graph/node.h"
-
 #include <string.h>
 
 typedef struct count {
@@ -55,7 +53,7 @@ static void print_params(tg_graph *g, bool json, bool list)
         printf(",\"parameters\":[");
     for (int i = 0; i < tg_graph_tensor_count(g); i++) {
         tg_tensor *t = tg_graph_tensor(g, i);
-        if (t->role != TG_ROLE_PARAM)
+        if (!tg_tensor_is_param(t))
             continue;
         const char *name = tg_tensor_name(t);
         int64_t numel = tg_shape_numel(tg_tensor_shape(t));

@@ -3,8 +3,6 @@
 
 #include "cli.h"
 
-#include "runtime/session_internal.h"
-
 #include "core/alloc.h"
 #include "core/error.h"
 #include "data/loader.h"
@@ -371,12 +369,12 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     printf("model %s: %s\n", ctx->model->name, ctx->model->description);
     printf("data: %s (%lld samples), %s (%lld samples)\n", ctx->train->name,
            (long long)ctx->train->n, ctx->test->name, (long long)ctx->test->n);
-    const tg_program *p = tg_session_program(s);
+    int devices = tg_session_devices(s), replicas = tg_session_replicas(s);
     printf("micro-batch %lld, %lld samples and %lld host steps per epoch, %d device%s x %d "
            "replica%s, %d thread%s per device\n",
            (long long)batch, (long long)(steps_per_epoch * tg_session_samples_per_run(s, NULL) * batch),
-           (long long)steps_per_epoch, p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas,
-           p->replicas == 1 ? "" : "s", tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
+           (long long)steps_per_epoch, devices, devices == 1 ? "" : "s", replicas,
+           replicas == 1 ? "" : "s", tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
     printf("device memory %s, %.2f MFLOP per host step\n",
            cli_bytes((double)tg_session_arena_bytes(s), arena, sizeof arena),
            tg_session_flops(s) / 1e6);

@@ -76,6 +76,8 @@ TG_API void tg_block_end(tg_graph *g);
 TG_API tg_shape tg_tensor_shape(const tg_tensor *t);
 TG_API tg_dtype tg_tensor_dtype(const tg_tensor *t);
 TG_API const char *tg_tensor_name(const tg_tensor *t);
+/* True for a trainable parameter (tg_param, tg_param_data), false otherwise or for NULL. */
+TG_API bool tg_tensor_is_param(const tg_tensor *t);
 /* Rename to scope + name (the graph makes it unique with a ".N" suffix). */
 TG_API void tg_graph_rename(tg_graph *g, tg_tensor *t, const char *name);
 TG_API int tg_tensor_id(const tg_tensor *t);

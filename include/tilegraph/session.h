@@ -89,6 +89,10 @@ TG_API tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
 TG_API size_t tg_session_arena_bytes(const tg_session *s);
 /* Threads each device computes with. */
 TG_API int tg_session_threads(const tg_session *s);
+/* Devices one replica is placed over (pipeline stages share them). */
+TG_API int tg_session_devices(const tg_session *s);
+/* Replicas (data-parallel copies of the devices) the session runs. */
+TG_API int tg_session_replicas(const tg_session *s);
 /* FLOPs of one run. */
 TG_API double tg_session_flops(const tg_session *s);
 

@@ -394,6 +394,7 @@ tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const
 tg_shape tg_tensor_shape(const tg_tensor *t) { return t ? t->shape : tg_shape_of(0, NULL); }
 tg_dtype tg_tensor_dtype(const tg_tensor *t) { return t ? t->dtype : TG_F32; }
 const char *tg_tensor_name(const tg_tensor *t) { return t ? t->name : ""; }
+bool tg_tensor_is_param(const tg_tensor *t) { return t && t->role == TG_ROLE_PARAM; }
 int tg_tensor_id(const tg_tensor *t) { return t ? t->id : -1; }
 tg_tensor *tg_tensor_grad(const tg_tensor *t) { return t ? t->grad : NULL; }
 

@@ -682,6 +682,8 @@ tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t)
 }
 void tg_session_set_step(tg_session *s, int64_t step) { s->step = step; }
 int tg_session_threads(const tg_session *s) { return s->program->n_threads; }
+int tg_session_devices(const tg_session *s) { return s->program->n_devices; }
+int tg_session_replicas(const tg_session *s) { return s->program->replicas; }
 double tg_session_flops(const tg_session *s) { return s->program->flops; }
 
 size_t tg_session_arena_bytes(const tg_session *s)

@@ -19,6 +19,8 @@ static void test_names_scopes_and_blocks(void)
     TG_CHECK(strcmp(tg_tensor_name(a), "layer1/relu") == 0);
     TG_CHECK(strcmp(tg_tensor_name(b), "layer1/relu.1") == 0);
     TG_CHECK(strcmp(tg_tensor_name(w), "layer1/weight") == 0);
+    TG_CHECK(tg_tensor_is_param(w) && !tg_tensor_is_param(x) && !tg_tensor_is_param(a) &&
+             !tg_tensor_is_param(NULL));
     TG_CHECK(tg_graph_find(g, "layer1/relu.1") == b && tg_graph_find(g, "nope") == NULL);
     TG_CHECK(a->block == 0 && x->block == -1 && strcmp(g->blocks[0].name, "B1") == 0);
     tg_graph_rename(g, b, "act");

@@ -105,6 +105,9 @@ static void test_sharded_is_bit_identical_to_one_device(void)
     TG_CHECK_OK(make(&four, BATCH, &opt, (const char *[]){"executionStrategy", "sharded", NULL}));
     if (one.s && four.s) {
         TG_CHECK(tg_session_program(four.s)->n_devices == 4);
+        /* the public counts the CLI prints agree with the program */
+        TG_CHECK(tg_session_devices(four.s) == 4 && tg_session_replicas(four.s) == 1);
+        TG_CHECK(tg_session_devices(one.s) == 1 && tg_session_replicas(one.s) == 1);
         train(&one, 3);
         train(&four, 3);
         bool same;
@@ -154,6 +157,8 @@ static void test_replicas_match_a_larger_batch_and_stay_identical(void)
     TG_CHECK_OK(make(&big, 2 * BATCH, &opt, NULL));
     TG_CHECK_OK(make(&two, BATCH, &opt, (const char *[]){"replicationFactor", "2", NULL}));
     if (big.s && two.s) {
+        TG_CHECK(tg_session_replicas(two.s) == 2 && tg_session_devices(two.s) == 1);
+        TG_CHECK(tg_session_replicas(big.s) == 1);
         for (int step = 0; step < 3; step++) {
             train(&big, 1);
             train(&two, 1);

@@ -1,0 +1,74 @@
+#!/bin/sh
+# scripts/check_tools_api.sh - tools/ is a client of the library (issue 16,
+# docs/architecture.md): a file under tools/ may include only the public API
+# (tilegraph/*.h), the analyse layer (analyse/*.h), the tools' own headers
+# (a name without a directory) and system headers (<...>). Any other quoted
+# include reaches into the library's insides and fails (exit 1), naming the
+# file and line, unless it is listed in KNOWN below: those are the includes
+# that remain to be replaced by a public call or moved into src/analyse.
+# Shrink KNOWN as they go; an entry that no longer exists also fails, so the
+# list cannot go stale.
+# usage: scripts/check_tools_api.sh [SOURCE_DIR]
+cd "${1:-$(dirname "$0")/..}" || exit 2
+KNOWN="
+tools/analyse_args.c:core/alloc.h
+tools/cmd_analyse.c:profile/reader.h
+tools/cmd_compare.c:profile/reader.h
+tools/cmd_compile.c:compile/program.h
+tools/cmd_compile.c:core/error.h
+tools/cmd_compile.c:target/target.h
+tools/cmd_infer.c:core/alloc.h
+tools/cmd_report.c:core/alloc.h
+tools/cmd_report.c:core/atomic_file.h
+tools/cmd_report.c:core/error.h
+tools/cmd_train.c:core/alloc.h
+tools/cmd_train.c:core/atomic_file.h
+tools/cmd_train.c:core/error.h
+tools/cmd_train.c:core/json.h
+tools/cmd_train.c:data/loader.h
+tools/cmd_train.c:profile/trace_internal.h
+tools/device_flags.c:compile/placement.h
+tools/device_flags.c:core/alloc.h
+tools/device_flags.c:core/atomic_file.h
+tools/device_flags.c:core/error.h
+tools/insights.c:compile/program.h
+tools/insights.c:core/error.h
+tools/insights.c:target/target.h
+tools/output.c:core/units.h
+tools/train_util.c:core/alloc.h
+tools/train_util.c:core/error.h
+tools/train_util.c:data/loader.h
+tools/train_util.h:data/dataset.h
+tools/train_util.h:data/loader.h
+"
+out=/tmp/check_tools_api.$$
+: >"$out"
+seen=""
+for f in $(find tools -maxdepth 1 -name '*.[ch]' | sort); do
+    # Quoted includes with a directory part: everything else is allowed.
+    for inc in $(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]*\/[^"]*)".*/\1/p' "$f"); do
+        case $inc in tilegraph/*.h | analyse/*.h) continue ;; esac
+        seen="$seen $f:$inc"
+        case "$KNOWN" in *"
+$f:$inc
+"*) continue ;; esac
+        line=$(grep -n "#[[:space:]]*include[[:space:]]*\"$inc\"" "$f" | head -1 | cut -d: -f1)
+        echo "$f:$line: includes \"$inc\", a library internal: use the public API" \
+            "(include/tilegraph/*.h), add a TG_API call, or move the code into src/analyse" >>"$out"
+    done
+done
+for k in $KNOWN; do
+    case "$seen " in *" $k "*) ;; *)
+        echo "$k: listed in KNOWN of scripts/check_tools_api.sh but no longer included: remove it from KNOWN" >>"$out" ;;
+    esac
+done
+if [ -s "$out" ]; then
+    cat "$out"
+    echo "check_tools_api: $(wc -l <"$out") problems"
+    rm -f "$out"
+    exit 1
+fi
+rm -f "$out"
+echo "check_tools_api: tools/ includes only the public API, analyse/ and its own headers" \
+    "($(echo $KNOWN | wc -w) known internal includes remain)"
+exit 0
