@@ -1,7 +1,8 @@
 # tilegraph - the two commands a new user runs (as root on Debian):
 #   make demo   installs what is missing, builds, trains the tutorial model
 #   make test   installs what is missing, builds, runs the whole test suite
-# Other targets: build, install (PREFIX, DESTDIR), bench, format, asan, tsan, fuzz, clean.
+# Other targets: build, install (PREFIX, DESTDIR), bench, format, format-check, asan, tsan,
+# fuzz, clean.
 
 BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
@@ -10,13 +11,13 @@ PREFIX     ?= /usr/local
 
 # Every Debian package the project needs, and why (docs/dependencies.md).
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
-               libsqlite3-dev sqlite3 dataset-fashion-mnist clang chromium \
+               libsqlite3-dev sqlite3 dataset-fashion-mnist clang clang-format chromium \
                libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3 \
                python3-torch python3-torchvision python3-numpy python3-cffi python3-onnx \
                python3-tqdm
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
-.PHONY: all demo test build install deps bench-deps bench format asan tsan fuzz clean
+.PHONY: all demo test build install format-check deps bench-deps bench format asan tsan fuzz clean
 
 all: build
 
@@ -79,6 +80,10 @@ bench: bench-deps build
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Every C file as `make format` leaves it (CI runs this).
+format-check: deps
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 # Sanitizer builds, each in its own directory.
 asan: deps

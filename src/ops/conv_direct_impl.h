@@ -111,6 +111,8 @@ static DTARGET void DFN(fwd_image)(const dplan *d, const float *xp, const float 
     int64_t K = d->g.K, n_blocks = (K + CB_MAX - 1) / CB_MAX;
     for (int64_t b = 0, co0 = 0; b < n_blocks; b++) {
         int cb = (int)(K / n_blocks + (b < K % n_blocks));
+        /* one case per macro, laid out by hand */
+        /* clang-format off */
         switch (cb) {
             DFWD_CASE(1) DFWD_CASE(2) DFWD_CASE(3) DFWD_CASE(4) DFWD_CASE(5) DFWD_CASE(6)
 #if CB_MAX > 6
@@ -118,6 +120,7 @@ static DTARGET void DFN(fwd_image)(const dplan *d, const float *xp, const float 
 #endif
         default: break;
         }
+        /* clang-format on */
         co0 += cb;
     }
 }
@@ -198,6 +201,8 @@ static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const 
     int64_t C = d->g.C, n_blocks = (C + CB_BWD - 1) / CB_BWD;
     for (int64_t b = 0, ci0 = 0; b < n_blocks; b++) {
         int cb = (int)(C / n_blocks + (b < C % n_blocks));
+        /* one case per macro, laid out by hand */
+        /* clang-format off */
         switch (cb) {
             DBWD_CASE(1) DBWD_CASE(2) DBWD_CASE(3) DBWD_CASE(4) DBWD_CASE(5) DBWD_CASE(6)
             DBWD_CASE(7) DBWD_CASE(8) DBWD_CASE(9) DBWD_CASE(10) DBWD_CASE(11) DBWD_CASE(12)
@@ -208,6 +213,7 @@ static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const 
 #endif
         default: break;
         }
+        /* clang-format on */
         ci0 += cb;
     }
 }
