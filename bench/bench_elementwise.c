@@ -128,7 +128,8 @@ int main(void)
         double dt = now() - t0;
         base = dt < base ? dt : base;
     }
-    printf("{\"bench\":\"elementwise\",\"elements\":%d,\"plain_add_gbs\":%.2f", N, 12.0 * N / base / 1e9);
+    printf("{\"bench\":\"elementwise\",\"elements\":%d,\"plain_add_gbs\":%.2f", N,
+           12.0 * N / base / 1e9);
     double t1[sizeof k / sizeof k[0]];
     for (int threads = 1; threads <= 2; threads++) {
         tg_pool *pool = tg_pool_create(threads);

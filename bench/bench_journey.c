@@ -66,9 +66,19 @@ static tg_options *options_for(const step_def *st)
     snprintf(m, sizeof m, "%d", st->accumulation);
     snprintf(it, sizeof it, "%d", st->iterations);
     const char *split = getenv("BENCH_JOURNEY_SPLIT");
-    const char *common[] = {"split", split && *split ? split : "layer3.0", "executionStrategy", "pipelined", "threadsPerDevice", "1",
-                            "Training.gradientAccumulation", m, "deviceIterations", it,
-                            "outputMode", "final", NULL};
+    const char *common[] = {"split",
+                            split && *split ? split : "layer3.0",
+                            "executionStrategy",
+                            "pipelined",
+                            "threadsPerDevice",
+                            "1",
+                            "Training.gradientAccumulation",
+                            m,
+                            "deviceIterations",
+                            it,
+                            "outputMode",
+                            "final",
+                            NULL};
     for (int i = 0; common[i]; i += 2)
         if (tg_options_set(o, common[i], common[i + 1]) != TG_OK)
             goto bad;
@@ -171,9 +181,17 @@ int main(void)
     const char *env_rounds = getenv("BENCH_JOURNEY_ROUNDS");
     int rounds = env_rounds && atoi(env_rounds) > 0 ? atoi(env_rounds) : 2;
     static const char *const f32[] = {NULL};
-    static const char *const half[] = {"precision", "16.16", "lossScaling", "static",
-                                       "lossScalingFactor", "1000", "accumType", "f16",
-                                       "firstOrderMomentumAccumType", "f16", NULL};
+    static const char *const half[] = {"precision",
+                                       "16.16",
+                                       "lossScaling",
+                                       "static",
+                                       "lossScalingFactor",
+                                       "1000",
+                                       "accumType",
+                                       "f16",
+                                       "firstOrderMomentumAccumType",
+                                       "f16",
+                                       NULL};
     const step_def steps[] = {
         {"base", f32, 3, 1, false, false},
         {"16.16", half, 3, 1, false, false},
@@ -191,16 +209,18 @@ int main(void)
         for (int i = 0; i < N_STEPS; i++) {
             step_result x;
             if (measure(&steps[i], ds, samples, &x) != TG_OK) {
-                fprintf(stderr, "bench_journey: step '%s': %s\n", steps[i].name, tg_error_message());
+                fprintf(stderr, "bench_journey: step '%s': %s\n", steps[i].name,
+                        tg_error_message());
                 tg_dataset_destroy(ds);
                 return 1;
             }
             if (x.samples_per_s > r[i].samples_per_s)
                 r[i] = x;
         }
-    fprintf(stderr, "ResNet-18 (ImageNet stem) on 3x32x32, split at layer3.0, 2 cpu devices x 1 thread, "
-                    "micro-batch %d, %lld samples timed per step, best of %d rounds\n\n", BATCH,
-            (long long)samples, rounds);
+    fprintf(stderr,
+            "ResNet-18 (ImageNet stem) on 3x32x32, split at layer3.0, 2 cpu devices x 1 thread, "
+            "micro-batch %d, %lld samples timed per step, best of %d rounds\n\n",
+            BATCH, (long long)samples, rounds);
     fprintf(stderr, "%-16s %10s %7s %12s %12s %7s %14s %7s %9s\n", "step", "samples/s", "x base",
             "device 0", "device 1", "x base", "stream B/smpl", "x base", "host wait");
     for (int i = 0; i < N_STEPS; i++) {
@@ -210,18 +230,21 @@ int main(void)
                 steps[i].name, r[i].samples_per_s, r[i].samples_per_s / r[0].samples_per_s,
                 (double)r[i].device_bytes[0] / 1048576.0, (double)r[i].device_bytes[1] / 1048576.0,
                 mem / mem0, r[i].stream_bytes_per_sample,
-                r[i].stream_bytes_per_sample / r[0].stream_bytes_per_sample, 100.0 * r[i].wait_share);
+                r[i].stream_bytes_per_sample / r[0].stream_bytes_per_sample,
+                100.0 * r[i].wait_share);
     }
-    printf("{\"bench\":\"journey\",\"model\":\"resnet18\",\"input\":\"3x32x32\",\"stem\":\"imagenet\","
-           "\"devices\":2,\"micro_batch\":%d,\"samples_timed\":%lld,\"rounds\":%d,\"steps\":[",
-           BATCH, (long long)samples, rounds);
+    printf(
+        "{\"bench\":\"journey\",\"model\":\"resnet18\",\"input\":\"3x32x32\",\"stem\":\"imagenet\","
+        "\"devices\":2,\"micro_batch\":%d,\"samples_timed\":%lld,\"rounds\":%d,\"steps\":[",
+        BATCH, (long long)samples, rounds);
     for (int i = 0; i < N_STEPS; i++)
-        printf("%s{\"step\":\"%s\",\"samples_per_s\":%.1f,\"speedup\":%.3f,\"device_bytes\":[%zu,%zu],"
-               "\"stream_bytes_per_sample\":%.1f,\"stream_ratio\":%.3f,\"host_wait_share\":%.4f}",
-               i ? "," : "", steps[i].name, r[i].samples_per_s,
-               r[i].samples_per_s / r[0].samples_per_s, r[i].device_bytes[0], r[i].device_bytes[1],
-               r[i].stream_bytes_per_sample, r[i].stream_bytes_per_sample / r[0].stream_bytes_per_sample,
-               r[i].wait_share);
+        printf(
+            "%s{\"step\":\"%s\",\"samples_per_s\":%.1f,\"speedup\":%.3f,\"device_bytes\":[%zu,%zu],"
+            "\"stream_bytes_per_sample\":%.1f,\"stream_ratio\":%.3f,\"host_wait_share\":%.4f}",
+            i ? "," : "", steps[i].name, r[i].samples_per_s,
+            r[i].samples_per_s / r[0].samples_per_s, r[i].device_bytes[0], r[i].device_bytes[1],
+            r[i].stream_bytes_per_sample,
+            r[i].stream_bytes_per_sample / r[0].stream_bytes_per_sample, r[i].wait_share);
     printf("]}\n");
     tg_dataset_destroy(ds);
     return 0;

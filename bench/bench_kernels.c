@@ -92,7 +92,14 @@ static void run_gemm(void *ctx)
 
 static double sgemm_gflops(tg_pool *pool, bool ta, bool tb, int M, int N, int K)
 {
-    gemm_ctx g = {pool, ta, tb, M, N, K, rand_buf((int64_t)M * K), rand_buf((int64_t)K * N),
+    gemm_ctx g = {pool,
+                  ta,
+                  tb,
+                  M,
+                  N,
+                  K,
+                  rand_buf((int64_t)M * K),
+                  rand_buf((int64_t)K * N),
                   rand_buf((int64_t)M * N)};
     double s = time_it(run_gemm, &g);
     tg_free(g.A);

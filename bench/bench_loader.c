@@ -112,23 +112,27 @@ int main(void)
     result i1 = run(ds, TG_LOADER_ASYNC, 1, 0, compute, 0);
     result i2 = run(ds, TG_LOADER_ASYNC, 2, 0, compute, 0);
 
-    printf("{\"bench\":\"loader\",\"data\":\"synthetic 3x32x32 -> 64x64, flip 0.5, normalised\","
-           "\"samples_per_step\":%d,\"samples_per_epoch\":%d,\"epochs\":%d,\"prefetch_depth\":%d,"
-           "\"loader_only_samples_per_s\":{\"sync\":%.0f,\"async_1_worker\":%.0f,\"async_2_workers\":%.0f,"
-           "\"sync_u8\":%.0f,\"async_2_workers_u8\":%.0f},"
-           "\"with_compute\":{\"compute_ms_per_step\":%.3f,"
-           "\"samples_per_s\":{\"sync\":%.0f,\"async_1_worker\":%.0f,\"async_2_workers\":%.0f},"
-           "\"consumer_wait_share\":{\"sync\":%.3f,\"async_1_worker\":%.3f,\"async_2_workers\":%.3f},"
-           "\"speedup_async_1_worker\":%.2f,\"speedup_async_2_workers\":%.2f},"
-           "\"with_idle_device\":{\"samples_per_s\":{\"sync\":%.0f,\"async_1_worker\":%.0f,"
-           "\"async_2_workers\":%.0f},\"consumer_wait_share\":{\"sync\":%.3f,\"async_1_worker\":%.3f,"
-           "\"async_2_workers\":%.3f},\"speedup_async_1_worker\":%.2f,\"speedup_async_2_workers\":%.2f}}\n",
-           STEP, N, EPOCHS, TG_LOADER_DEFAULT_PREFETCH, sync.samples_per_s, a1.samples_per_s,
-           a2.samples_per_s, s8.samples_per_s, a8.samples_per_s, compute * 1e3, csync.samples_per_s,
-           c1.samples_per_s, c2.samples_per_s, csync.wait_share, c1.wait_share, c2.wait_share,
-           c1.samples_per_s / csync.samples_per_s, c2.samples_per_s / csync.samples_per_s,
-           isync.samples_per_s, i1.samples_per_s, i2.samples_per_s, isync.wait_share, i1.wait_share,
-           i2.wait_share, i1.samples_per_s / isync.samples_per_s, i2.samples_per_s / isync.samples_per_s);
+    printf(
+        "{\"bench\":\"loader\",\"data\":\"synthetic 3x32x32 -> 64x64, flip 0.5, normalised\","
+        "\"samples_per_step\":%d,\"samples_per_epoch\":%d,\"epochs\":%d,\"prefetch_depth\":%d,"
+        "\"loader_only_samples_per_s\":{\"sync\":%.0f,\"async_1_worker\":%.0f,\"async_2_workers\":%"
+        ".0f,"
+        "\"sync_u8\":%.0f,\"async_2_workers_u8\":%.0f},"
+        "\"with_compute\":{\"compute_ms_per_step\":%.3f,"
+        "\"samples_per_s\":{\"sync\":%.0f,\"async_1_worker\":%.0f,\"async_2_workers\":%.0f},"
+        "\"consumer_wait_share\":{\"sync\":%.3f,\"async_1_worker\":%.3f,\"async_2_workers\":%.3f},"
+        "\"speedup_async_1_worker\":%.2f,\"speedup_async_2_workers\":%.2f},"
+        "\"with_idle_device\":{\"samples_per_s\":{\"sync\":%.0f,\"async_1_worker\":%.0f,"
+        "\"async_2_workers\":%.0f},\"consumer_wait_share\":{\"sync\":%.3f,\"async_1_worker\":%.3f,"
+        "\"async_2_workers\":%.3f},\"speedup_async_1_worker\":%.2f,\"speedup_async_2_workers\":%."
+        "2f}}\n",
+        STEP, N, EPOCHS, TG_LOADER_DEFAULT_PREFETCH, sync.samples_per_s, a1.samples_per_s,
+        a2.samples_per_s, s8.samples_per_s, a8.samples_per_s, compute * 1e3, csync.samples_per_s,
+        c1.samples_per_s, c2.samples_per_s, csync.wait_share, c1.wait_share, c2.wait_share,
+        c1.samples_per_s / csync.samples_per_s, c2.samples_per_s / csync.samples_per_s,
+        isync.samples_per_s, i1.samples_per_s, i2.samples_per_s, isync.wait_share, i1.wait_share,
+        i2.wait_share, i1.samples_per_s / isync.samples_per_s,
+        i2.samples_per_s / isync.samples_per_s);
     tg_dataset_destroy(ds);
     return 0;
 }

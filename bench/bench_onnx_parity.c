@@ -38,8 +38,13 @@ static int parse_args(int argc, char **argv, parity_args *a)
 {
     if (argc < 3)
         return usage();
-    *a = (parity_args){.model = argv[1], .batches = argv[2], .steps = 50, .batch = 16,
-                       .threads = 1, .optimizer = "sgd", .lr = 0.01f};
+    *a = (parity_args){.model = argv[1],
+                       .batches = argv[2],
+                       .steps = 50,
+                       .batch = 16,
+                       .threads = 1,
+                       .optimizer = "sgd",
+                       .lr = 0.01f};
     for (int i = 3; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--steps"))
@@ -90,8 +95,8 @@ static tg_status build(const parity_args *a, tg_graph *g, tg_tensor **x, tg_tens
     *labels = tg_input(g, "labels", TG_I32, tg_shape1(a->batch));
     *loss = tg_cross_entropy(g, io.outputs[0], *labels);
     tg_tensor_mark_output(*loss);
-    tg_optimizer opt = strcmp(a->optimizer, "adamw") ? tg_optimizer_sgd(a->lr, 0.9f)
-                                                     : tg_optimizer_adamw(a->lr);
+    tg_optimizer opt =
+        strcmp(a->optimizer, "adamw") ? tg_optimizer_sgd(a->lr, 0.9f) : tg_optimizer_adamw(a->lr);
     if ((st = tg_graph_status(g)) != TG_OK || (st = tg_graph_backward(g, *loss)) != TG_OK)
         return st;
     return tg_graph_add_optimizer(g, &opt);
@@ -163,7 +168,8 @@ int main(int argc, char **argv)
         const int32_t *ys = (const int32_t *)(data + x_bytes) + (size_t)a.batch * (size_t)i;
         if (tg_session_write(s, x, xs, per_batch * sizeof(float)) != TG_OK ||
             tg_session_write(s, labels, ys, (size_t)a.batch * sizeof(int32_t)) != TG_OK ||
-            tg_session_run(s) != TG_OK || tg_session_read(s, loss, &losses[i], sizeof(float)) != TG_OK)
+            tg_session_run(s) != TG_OK ||
+            tg_session_read(s, loss, &losses[i], sizeof(float)) != TG_OK)
             return fail("training");
     }
     double seconds = now() - t0;

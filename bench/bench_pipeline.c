@@ -124,9 +124,15 @@ int main(void)
     const int m = 16, n_dev = 2;
     for (int model = 0; model < 2; model++)
         for (int k = 0; k < 4; k++) {
-            const char *kv[] = {"executionStrategy", "pipelined", "stages", "B1,B2|B3,B4",
-                                "pipelineSchedule", schedules[k], "Training.gradientAccumulation",
-                                "16", NULL};
+            const char *kv[] = {"executionStrategy",
+                                "pipelined",
+                                "stages",
+                                "B1,B2|B3,B4",
+                                "pipelineSchedule",
+                                schedules[k],
+                                "Training.gradientAccumulation",
+                                "16",
+                                NULL};
             result r = measure(model == 1, kv, steps);
             tg_pipe_schedule sch;
             double sim[8] = {0};

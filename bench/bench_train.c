@@ -45,7 +45,8 @@ static double train_rate(const tg_dataset *ds, int threads, int batch, const cha
         tg_options_set(o, "autoReport.directory", profile_dir);
     }
     tg_session *s = NULL;
-    if (tg_model_graph_create(m, batch, &opt, &mg) != TG_OK || tg_session_create(mg.graph, o, &s) != TG_OK) {
+    if (tg_model_graph_create(m, batch, &opt, &mg) != TG_OK ||
+        tg_session_create(mg.graph, o, &s) != TG_OK) {
         fprintf(stderr, "bench_train: %s\n", tg_error_message());
         exit(1);
     }
@@ -89,11 +90,13 @@ static double torch_rate(int threads, char *version, size_t cap)
     const char *script = getenv("TG_TORCH_REFERENCE");
     char path[1024], cmd[1200], line[1024];
     if (!script) {
-        snprintf(path, sizeof path, "%s/../shared/reference/torch_mnist_pipeline.py", TG_SOURCE_DIR);
+        snprintf(path, sizeof path, "%s/../shared/reference/torch_mnist_pipeline.py",
+                 TG_SOURCE_DIR);
         script = path;
     }
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' --threads %d --epochs 1 --batch-size 40 2>/dev/null",
-             script, threads);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s' --threads %d --epochs 1 --batch-size 40 2>/dev/null", script,
+             threads);
     FILE *p = popen(cmd, "r");
     double rate = -1;
     while (p && fgets(line, sizeof line, p)) {
@@ -116,7 +119,8 @@ int main(void)
 {
     tg_dataset *ds = NULL;
     const char *limit = getenv("TG_BENCH_SAMPLES");
-    if (tg_dataset_load(TG_DATASET_FASHION_MNIST, NULL, TG_SPLIT_TRAIN, limit ? atoll(limit) : 0, &ds) != TG_OK) {
+    if (tg_dataset_load(TG_DATASET_FASHION_MNIST, NULL, TG_SPLIT_TRAIN, limit ? atoll(limit) : 0,
+                        &ds) != TG_OK) {
         fprintf(stderr, "bench_train: %s\n", tg_error_message());
         return 1;
     }

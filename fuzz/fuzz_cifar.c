@@ -22,7 +22,8 @@ static void check(const uint8_t *data, size_t size, int64_t max_samples)
         return;
     }
     int64_t records = (int64_t)(size / 3073);
-    if (size % 3073 != 0 || ds->n <= 0 || ds->n > records || (max_samples > 0 && ds->n > max_samples))
+    if (size % 3073 != 0 || ds->n <= 0 || ds->n > records ||
+        (max_samples > 0 && ds->n > max_samples))
         abort();
     if (ds->c != 3 || ds->h != 32 || ds->w != 32 || ds->num_classes != 10)
         abort();

@@ -36,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++)
             numel *= (uint64_t)t->shape[d];
-        if (numel * tg_st_dtype_size(t->dtype) != t->nbytes || tg_safetensors_find(st, t->name) != t)
+        if (numel * tg_st_dtype_size(t->dtype) != t->nbytes ||
+            tg_safetensors_find(st, t->name) != t)
             abort();
         for (size_t k = 0; k < t->nbytes; k++)
             sum += ((const unsigned char *)t->data)[k];

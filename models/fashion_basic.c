@@ -23,7 +23,11 @@ static tg_status build(tg_graph *g, tg_tensor *x, tg_tensor *labels, tg_tensor *
 const tg_model_spec tg_model_fashion_basic = {
     .name = "fashion-basic",
     .description = "Fashion-MNIST classifier of the profiling talk (2 conv, group norm, 2 linear)",
-    .channels = 1, .height = 28, .width = 28, .classes = 10,
-    .mean = 0.2860f, .std = 0.3530f,
+    .channels = 1,
+    .height = 28,
+    .width = 28,
+    .classes = 10,
+    .mean = 0.2860f,
+    .std = 0.3530f,
     .build = build,
 };

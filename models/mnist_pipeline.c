@@ -37,7 +37,11 @@ static tg_status build(tg_graph *g, tg_tensor *x, tg_tensor *labels, tg_tensor *
 const tg_model_spec tg_model_mnist_pipeline = {
     .name = "mnist-pipeline",
     .description = "the pipelining tutorial's network in blocks B1..B4 (2 conv, 2 linear)",
-    .channels = 1, .height = 28, .width = 28, .classes = 10,
-    .mean = 0.2860f, .std = 0.3530f,
+    .channels = 1,
+    .height = 28,
+    .width = 28,
+    .classes = 10,
+    .mean = 0.2860f,
+    .std = 0.3530f,
     .build = build,
 };

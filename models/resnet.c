@@ -147,18 +147,23 @@ static const float cifar10_mean[3] = {0.4914f, 0.4822f, 0.4465f};
 static const float cifar10_std[3] = {0.2470f, 0.2435f, 0.2616f};
 
 #define RESNET(depth, is_bottleneck, b1, b2, b3, b4, what)                                         \
-    static tg_status build_##depth(tg_graph *g, const tg_model_input *in, tg_tensor *x,          \
-                                   tg_tensor *labels, tg_tensor **out, tg_tensor **loss)          \
+    static tg_status build_##depth(tg_graph *g, const tg_model_input *in, tg_tensor *x,            \
+                                   tg_tensor *labels, tg_tensor **out, tg_tensor **loss)           \
     {                                                                                              \
-        static const resnet_arch arch = {is_bottleneck, {b1, b2, b3, b4}};                        \
+        static const resnet_arch arch = {is_bottleneck, {b1, b2, b3, b4}};                         \
         return build(&arch, g, in, x, labels, out, loss);                                          \
     }                                                                                              \
     const tg_model_spec tg_model_resnet##depth = {                                                 \
         .name = "resnet" #depth,                                                                   \
-        .description = "torchvision's ResNet-" #depth " (" what "), any CxHxW input",             \
-        .channels = 3, .height = 32, .width = 32, .classes = 10,                                   \
-        .mean = (0.4914f + 0.4822f + 0.4465f) / 3, .std = (0.2470f + 0.2435f + 0.2616f) / 3,       \
-        .channel_mean = cifar10_mean, .channel_std = cifar10_std,                                  \
+        .description = "torchvision's ResNet-" #depth " (" what "), any CxHxW input",              \
+        .channels = 3,                                                                             \
+        .height = 32,                                                                              \
+        .width = 32,                                                                               \
+        .classes = 10,                                                                             \
+        .mean = (0.4914f + 0.4822f + 0.4465f) / 3,                                                 \
+        .std = (0.2470f + 0.2435f + 0.2616f) / 3,                                                  \
+        .channel_mean = cifar10_mean,                                                              \
+        .channel_std = cifar10_std,                                                                \
         .build_for = build_##depth,                                                                \
     };
 

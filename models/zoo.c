@@ -19,17 +19,16 @@ extern const tg_model_spec tg_model_resnet50;
 extern const tg_model_spec tg_model_resnet101;
 
 static const tg_model_spec *const models[] = {
-    &tg_model_fashion_basic,
-    &tg_model_mnist_pipeline,
-    &tg_model_resnet18,
-    &tg_model_resnet34,
-    &tg_model_resnet50,
-    &tg_model_resnet101,
+    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18,
+    &tg_model_resnet34,      &tg_model_resnet50,       &tg_model_resnet101,
 };
 
 #define N_MODELS ((int)(sizeof models / sizeof models[0]))
 
-int tg_model_count(void) { return N_MODELS; }
+int tg_model_count(void)
+{
+    return N_MODELS;
+}
 
 const tg_model_spec *tg_model_at(int index)
 {
@@ -54,10 +53,14 @@ const tg_model_spec *tg_model_find(const char *name)
 
 tg_model_input tg_model_default_input(const tg_model_spec *m)
 {
-    return (tg_model_input){m->channels, m->height, m->width, m->classes, false, TG_STEM_AUTO, 0, {0}, {0}};
+    return (tg_model_input){m->channels,  m->height, m->width, m->classes, false,
+                            TG_STEM_AUTO, 0,         {0},      {0}};
 }
 
-bool tg_model_any_input(const tg_model_spec *m) { return m->build_for != NULL; }
+bool tg_model_any_input(const tg_model_spec *m)
+{
+    return m->build_for != NULL;
+}
 
 /* One positive int of "CxHxW" at *p, advancing *p past it. */
 static bool parse_dim(const char **p, int *out)
@@ -112,8 +115,8 @@ void tg_model_normalisation(const tg_model_spec *m, int channels, float *mean, f
     }
 }
 
-void tg_model_input_normalisation(const tg_model_spec *m, const tg_model_input *in,
-                                  int channels, float *mean, float *std)
+void tg_model_input_normalisation(const tg_model_spec *m, const tg_model_input *in, int channels,
+                                  float *mean, float *std)
 {
     if (!in || in->norm_channels <= 0) {
         tg_model_normalisation(m, channels, mean, std);
@@ -151,8 +154,7 @@ tg_status tg_model_normalisation_parse(const char *text, tg_model_input *in)
     const char *slash = text ? strchr(text, '/') : NULL;
     float mean[TG_MODEL_MAX_NORM_CHANNELS], std[TG_MODEL_MAX_NORM_CHANNELS];
     int nm = slash ? parse_floats(text, slash, mean, TG_MODEL_MAX_NORM_CHANNELS) : -1;
-    int ns = slash ? parse_floats(slash + 1, slash + strlen(slash), std,
-                                  TG_MODEL_MAX_NORM_CHANNELS)
+    int ns = slash ? parse_floats(slash + 1, slash + strlen(slash), std, TG_MODEL_MAX_NORM_CHANNELS)
                    : -1;
     bool ok = nm > 0 && nm == ns;
     for (int c = 0; ok && c < ns; c++)
@@ -187,8 +189,8 @@ static tg_status check_input(const tg_model_spec *m, const tg_model_input *in)
                           in->width != d.width || in->classes != d.classes))
         return tg_error(TG_ERR_INVALID_ARG,
                         "%s is built for %dx%dx%d inputs and %d classes only, not %dx%dx%d and %d",
-                        m->name, d.channels, d.height, d.width, d.classes, in->channels,
-                        in->height, in->width, in->classes);
+                        m->name, d.channels, d.height, d.width, d.classes, in->channels, in->height,
+                        in->width, in->classes);
     return TG_OK;
 }
 
@@ -221,9 +223,9 @@ tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_o
         x = tg_normalize_u8(g, x, mean, std);
     }
     tg_tensor **loss = opt ? &out->loss : NULL;
-    tg_status s = m->onnx ? tg_model_onnx_build(m, g, x, out->labels, &out->output, loss)
+    tg_status s = m->onnx        ? tg_model_onnx_build(m, g, x, out->labels, &out->output, loss)
                   : m->build_for ? m->build_for(g, &shape, x, out->labels, &out->output, loss)
-                               : m->build(g, x, out->labels, &out->output, loss);
+                                 : m->build(g, x, out->labels, &out->output, loss);
     if (s == TG_OK && tg_graph_status(g) != TG_OK)
         s = tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
     if (s == TG_OK) {

@@ -66,7 +66,8 @@ void tg_test_remove_dir(const char *dir)
 void tg_test_check_no_leak(int64_t live)
 {
     if (tg_alloc_live_bytes() != live)
-        tg_test_fail(__FILE__, __LINE__, "leaked %lld bytes", (long long)(tg_alloc_live_bytes() - live));
+        tg_test_fail(__FILE__, __LINE__, "leaked %lld bytes",
+                     (long long)(tg_alloc_live_bytes() - live));
 }
 
 char *tg_test_read_file(const char *path, size_t *len)
@@ -127,8 +128,7 @@ static void fill_inputs(const tg_graph *g, tg_interp *ip, const tg_check_opts *o
     }
 }
 
-static tg_tensor *build_with_loss(tg_graph *g, tg_test_build_fn build, void *ctx,
-                                  tg_tensor **out_)
+static tg_tensor *build_with_loss(tg_graph *g, tg_test_build_fn build, void *ctx, tg_tensor **out_)
 {
     tg_tensor *out = build(g, ctx);
     *out_ = out;
@@ -216,9 +216,10 @@ int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_
             }
         }
         if (!(worst <= o.tol)) {
-            tg_test_fail(__FILE__, __LINE__,
-                         "%s: gradient of '%s'[%lld]: analytic %.10g, numeric %.10g (error %.3g > %.3g)",
-                         label, p->name, (long long)worst_k, worst_a, worst_n, worst, o.tol);
+            tg_test_fail(
+                __FILE__, __LINE__,
+                "%s: gradient of '%s'[%lld]: analytic %.10g, numeric %.10g (error %.3g > %.3g)",
+                label, p->name, (long long)worst_k, worst_a, worst_n, worst, o.tol);
             ok = 0;
         }
         free(analytic);
@@ -247,8 +248,8 @@ static void to_f32(const tg_tensor *t, const double *src, void *dst)
     }
 }
 
-int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads,
-                     double rtol, tg_check_opts o)
+int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads, double rtol,
+                     tg_check_opts o)
 {
     defaults(&o);
     int ok = 1;
@@ -292,8 +293,13 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
         }
         size_t sb = def->scratch ? def->scratch(t, threads) : 0;
         void *scratch = sb ? malloc(sb) : NULL;
-        tg_kernel_args a = {.node = t, .out = buf[i], .scratch = scratch, .scratch_bytes = sb,
-                            .pool = pool, .step = 0, .seed = 7};
+        tg_kernel_args a = {.node = t,
+                            .out = buf[i],
+                            .scratch = scratch,
+                            .scratch_bytes = sb,
+                            .pool = pool,
+                            .step = 0,
+                            .seed = 7};
         for (int k = 0; k < t->n_in; k++)
             a.in[k] = buf[t->in[k]->id];
         def->forward(&a);

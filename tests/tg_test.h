@@ -34,26 +34,26 @@ void tg_test_fail(const char *file, int line, const char *fmt, ...);
 void tg_test_run(const char *name, void (*fn)(void));
 int tg_test_finish(void);
 
-#define TG_CHECK(cond)                                                  \
-    do {                                                                \
-        if (!(cond))                                                    \
-            tg_test_fail(__FILE__, __LINE__, "check failed: %s", #cond); \
+#define TG_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            tg_test_fail(__FILE__, __LINE__, "check failed: %s", #cond);                           \
     } while (0)
 
-#define TG_CHECK_OK(expr)                                                            \
-    do {                                                                             \
-        tg_status tg_s_ = (expr);                                                    \
-        if (tg_s_ != TG_OK)                                                          \
-            tg_test_fail(__FILE__, __LINE__, "%s returned %s: %s", #expr,            \
-                         tg_status_name(tg_s_), tg_error_message());                 \
+#define TG_CHECK_OK(expr)                                                                          \
+    do {                                                                                           \
+        tg_status tg_s_ = (expr);                                                                  \
+        if (tg_s_ != TG_OK)                                                                        \
+            tg_test_fail(__FILE__, __LINE__, "%s returned %s: %s", #expr, tg_status_name(tg_s_),   \
+                         tg_error_message());                                                      \
     } while (0)
 
-#define TG_CHECK_NEAR(a, b, tol)                                                     \
-    do {                                                                             \
-        double tg_a_ = (a), tg_b_ = (b);                                             \
-        if (!(fabs(tg_a_ - tg_b_) <= (tol)))                                         \
-            tg_test_fail(__FILE__, __LINE__, "%s = %.9g, %s = %.9g (tolerance %g)", #a, \
-                         tg_a_, #b, tg_b_, (double)(tol));                           \
+#define TG_CHECK_NEAR(a, b, tol)                                                                   \
+    do {                                                                                           \
+        double tg_a_ = (a), tg_b_ = (b);                                                           \
+        if (!(fabs(tg_a_ - tg_b_) <= (tol)))                                                       \
+            tg_test_fail(__FILE__, __LINE__, "%s = %.9g, %s = %.9g (tolerance %g)", #a, tg_a_, #b, \
+                         tg_b_, (double)(tol));                                                    \
     } while (0)
 
 #define TG_RUN(fn) tg_test_run(#fn, fn)
@@ -61,17 +61,17 @@ int tg_test_finish(void);
 typedef tg_tensor *(*tg_test_build_fn)(tg_graph *g, void *ctx);
 
 typedef struct tg_check_opts {
-    int int_range;   /* i32 inputs are in [0, int_range); default 1 */
-    double tol;      /* gradcheck: max |analytic - numeric| / max(1, |numeric|); default 1e-6 */
-    double step;     /* finite-difference step; default 1e-6 */
-    int max_elems;   /* elements probed per parameter; default 48 */
-    bool training;   /* graph training mode; default false unless set */
+    int int_range; /* i32 inputs are in [0, int_range); default 1 */
+    double tol;    /* gradcheck: max |analytic - numeric| / max(1, |numeric|); default 1e-6 */
+    double step;   /* finite-difference step; default 1e-6 */
+    int max_elems; /* elements probed per parameter; default 48 */
+    bool training; /* graph training mode; default false unless set */
 } tg_check_opts;
 
 /* Both return 1 on success (and report failures through tg_test_fail). */
 int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_opts opts);
-int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads,
-                     double rtol, tg_check_opts opts);
+int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads, double rtol,
+                     tg_check_opts opts);
 
 /* Remove a directory tree a test made (a failure is a test failure). */
 void tg_test_remove_dir(const char *dir);

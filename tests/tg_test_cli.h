@@ -24,12 +24,13 @@ double tg_cli_num(const tg_json *row, const char *key);
 const char *tg_cli_str(const tg_json *row, const char *key);
 
 /* The command exits with `code` and its output (stdout and stderr) holds `text`. */
-#define TG_CLI_EXPECT(dir, args, code, text)                                                   \
-    do {                                                                                       \
-        int rc_ = tg_cli_run(dir, args, 1);                                                    \
-        if (rc_ != (code) || !strstr(tg_cli_output, text))                                     \
-            tg_test_fail(__FILE__, __LINE__, "tilegraph %s: exit %d (want %d, '%s'), output:\n%.2000s", \
-                         args, rc_, code, text, tg_cli_output);                                \
+#define TG_CLI_EXPECT(dir, args, code, text)                                                       \
+    do {                                                                                           \
+        int rc_ = tg_cli_run(dir, args, 1);                                                        \
+        if (rc_ != (code) || !strstr(tg_cli_output, text))                                         \
+            tg_test_fail(__FILE__, __LINE__,                                                       \
+                         "tilegraph %s: exit %d (want %d, '%s'), output:\n%.2000s", args, rc_,     \
+                         code, text, tg_cli_output);                                               \
     } while (0)
 
 #endif

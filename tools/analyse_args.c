@@ -15,20 +15,36 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
     a->top = 20;
     a->tile = -1;
     int n = 0;
-    flags[n++] = (cli_flag){"--device", CLI_INT, &a->device, "N", "only device N (all when unset)", 0, 4096};
-    flags[n++] = (cli_flag){"--step", CLI_INT, &a->step, "N",
-                            "liveness: the program step to list live tensors at (the peak when unset)",
-                            0, 1e9};
-    flags[n++] = (cli_flag){"--op", CLI_STRING, &a->op, "NAME",
-                            "only ops and tensors whose name contains NAME", 1, 0};
-    flags[n++] = (cli_flag){"--top", CLI_INT, &a->top, "N", "rows in 'largest' and 'top' lists", 1, 1e6};
-    flags[n++] = (cli_flag){"--tile", CLI_INT, &a->tile, "N",
-                            "tiled targets, memory view: what tile N of each device holds", 0,
+    flags[n++] =
+        (cli_flag){"--device", CLI_INT, &a->device, "N", "only device N (all when unset)", 0, 4096};
+    flags[n++] =
+        (cli_flag){"--step",
+                   CLI_INT,
+                   &a->step,
+                   "N",
+                   "liveness: the program step to list live tensors at (the peak when unset)",
+                   0,
+                   1e9};
+    flags[n++] = (cli_flag){
+        "--op", CLI_STRING, &a->op, "NAME", "only ops and tensors whose name contains NAME", 1, 0};
+    flags[n++] =
+        (cli_flag){"--top", CLI_INT, &a->top, "N", "rows in 'largest' and 'top' lists", 1, 1e6};
+    flags[n++] = (cli_flag){"--tile",
+                            CLI_INT,
+                            &a->tile,
+                            "N",
+                            "tiled targets, memory view: what tile N of each device holds",
+                            0,
                             1e6};
     flags[n++] = (cli_flag){"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0};
     if (with_force)
-        flags[n++] = (cli_flag){"--force", CLI_BOOL, &a->force, NULL,
-                                "compare profiles of different targets or program kinds", 1, 0};
+        flags[n++] = (cli_flag){"--force",
+                                CLI_BOOL,
+                                &a->force,
+                                NULL,
+                                "compare profiles of different targets or program kinds",
+                                1,
+                                0};
     return n;
 }
 

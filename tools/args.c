@@ -16,7 +16,8 @@ void cli_print_help(const cli_command *cmd, FILE *out)
     fprintf(out, "%s\n\nusage: %s\n\noptions:\n", cmd->summary, cmd->usage);
     int width = 0;
     for (int i = 0; i < cmd->n_flags; i++) {
-        int w = (int)strlen(cmd->flags[i].name) + (cmd->flags[i].arg ? (int)strlen(cmd->flags[i].arg) + 1 : 0);
+        int w = (int)strlen(cmd->flags[i].name) +
+                (cmd->flags[i].arg ? (int)strlen(cmd->flags[i].arg) + 1 : 0);
         if (w > width)
             width = w;
     }
@@ -57,7 +58,8 @@ static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
     case CLI_INT: {
         long long x = strtoll(v, &end, 10);
         if (!*v || *end || errno) {
-            fprintf(stderr, "tilegraph %s: %s expects an integer, not '%s'\n", cmd->name, f->name, v);
+            fprintf(stderr, "tilegraph %s: %s expects an integer, not '%s'\n", cmd->name, f->name,
+                    v);
             return -1;
         }
         if (f->min <= f->max && ((double)x < f->min || (double)x > f->max)) {
@@ -92,7 +94,8 @@ static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
         char *list = f->value;
         size_t used = strlen(list), need = used + (used ? 1 : 0) + strlen(v);
         if (need >= CLI_LIST_CAP) {
-            fprintf(stderr, "tilegraph %s: %s: the values given add up to more than %d characters\n",
+            fprintf(stderr,
+                    "tilegraph %s: %s: the values given add up to more than %d characters\n",
                     cmd->name, f->name, CLI_LIST_CAP - 1);
             return -1;
         }

@@ -18,10 +18,10 @@ typedef enum { CLI_INT, CLI_FLOAT, CLI_STRING, CLI_BOOL, CLI_LIST } cli_type;
 typedef struct cli_flag {
     const char *name; /* "--epochs" */
     cli_type type;
-    void *value;      /* int64_t*, double*, const char**, bool*, char[CLI_LIST_CAP] */
-    const char *arg;  /* placeholder in help: "N" */
+    void *value;     /* int64_t*, double*, const char**, bool*, char[CLI_LIST_CAP] */
+    const char *arg; /* placeholder in help: "N" */
     const char *help;
-    double min, max;  /* CLI_INT / CLI_FLOAT limits (min > max: none) */
+    double min, max; /* CLI_INT / CLI_FLOAT limits (min > max: none) */
 } cli_flag;
 
 typedef struct cli_command {

@@ -19,16 +19,20 @@ int cmd_analyse(int argc, char **argv)
     snprintf(usage, sizeof usage, "tilegraph analyse REPORT [%s] [options]",
              analyse_view_list(list, sizeof list, "|", "|", NULL));
     cli_command cmd = {
-        "analyse", desc, usage,
+        "analyse",
+        desc,
+        usage,
         "REPORT is a profile.sqlite file or a directory holding training/profile.sqlite (or\n"
         "inference/profile.sqlite), as written with autoReport.all. The view defaults to summary.\n"
         "Example:\n  tilegraph analyse ./report trace",
-        flags, n};
+        flags,
+        n};
     int r = analyse_parse(&cmd, &a, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
     if (a.n_positional < 1 || a.n_positional > 2) {
-        fprintf(stderr, "tilegraph analyse: expected REPORT [VIEW] (see tilegraph analyse --help)\n");
+        fprintf(stderr,
+                "tilegraph analyse: expected REPORT [VIEW] (see tilegraph analyse --help)\n");
         return 2;
     }
     const char *view = a.n_positional > 1 ? a.positional[1] : "summary";

@@ -48,12 +48,15 @@ int cmd_compare(int argc, char **argv)
     snprintf(usage, sizeof usage, "tilegraph compare A B [%s] [options]",
              analyse_view_list(list, sizeof list, "|", "|", "all"));
     cli_command cmd = {
-        "compare", "Compare two profiles side by side, with differences.", usage,
+        "compare",
+        "Compare two profiles side by side, with differences.",
+        usage,
         "A and B are profile.sqlite files or autoReport directories. Every number shows A, B,\n"
         "B - A and (B - A) / A; rows in one report only are marked 'only in A' or 'only in B'.\n"
         "The view defaults to all (every view in turn; with --json one object per line).\n"
         "Example:\n  tilegraph compare ./report_pipelined ./report_sharded memory",
-        flags, n};
+        flags,
+        n};
     int r = analyse_parse(&cmd, &a, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;

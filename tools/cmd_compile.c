@@ -23,7 +23,8 @@ static int64_t peak_live(const tg_program *p, int d, int *at)
         int64_t live = 0;
         for (int i = 0; i < p->n_buffers; i++) {
             const tg_buffer *b = &p->buffers[i];
-            if (b->device == d && b->region == TG_REGION_ACTIVATION && b->first <= s && s <= b->last)
+            if (b->device == d && b->region == TG_REGION_ACTIVATION && b->first <= s &&
+                s <= b->last)
                 live += (int64_t)b->bytes;
         }
         if (live > best) {
@@ -75,7 +76,8 @@ static void print_tiles_text(const tg_program *p)
     const tg_target_desc *t = &tp->target;
     char a[32], b[32];
     printf("\ntarget %s: %d tiles per device, %s per tile (%s per device), %d workers per tile, "
-           "%.2f GHz\n", t->name, t->tiles, cli_bytes((double)t->tile_memory, a, sizeof a),
+           "%.2f GHz\n",
+           t->name, t->tiles, cli_bytes((double)t->tile_memory, a, sizeof a),
            cli_bytes((double)t->tile_memory * t->tiles, b, sizeof b), t->workers,
            t->clock_hz / 1e9);
     for (int d = 0; d < tp->n_devices; d++) {
@@ -86,9 +88,9 @@ static void print_tiles_text(const tg_program *p)
                100.0 * (double)td->max_bytes / (double)t->tile_memory,
                td->max_bytes > t->tile_memory ? "  OUT OF MEMORY" : "");
         for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
-            printf("    %-26s %12s on tile %d, %12s on all tiles\n", tg_tile_cat_name((tg_tile_cat)c),
-                   cli_bytes((double)row[c], a, sizeof a), td->max_tile,
-                   cli_bytes((double)td->total[c], b, sizeof b));
+            printf("    %-26s %12s on tile %d, %12s on all tiles\n",
+                   tg_tile_cat_name((tg_tile_cat)c), cli_bytes((double)row[c], a, sizeof a),
+                   td->max_tile, cli_bytes((double)td->total[c], b, sizeof b));
         int counts[HIST_BINS];
         histogram(tp, d, counts);
         int64_t top = hist_top(tp, d);
@@ -110,23 +112,26 @@ static void print_tiles_json(const tg_program *p)
     const tg_tile_plan *tp = p->tile_plan;
     const tg_target_desc *t = &tp->target;
     printf(",\"target\":{\"name\":\"%s\",\"tiles\":%d,\"memory_per_tile\":%lld,"
-           "\"workers_per_tile\":%d,\"clock_hz\":%.0f},\"tiles\":[", t->name, t->tiles,
-           (long long)t->tile_memory, t->workers, t->clock_hz);
+           "\"workers_per_tile\":%d,\"clock_hz\":%.0f},\"tiles\":[",
+           t->name, t->tiles, (long long)t->tile_memory, t->workers, t->clock_hz);
     for (int d = 0; d < tp->n_devices; d++) {
         const tg_tile_device *td = &tp->devices[d];
         const int64_t *row = &td->bytes[(size_t)td->max_tile * TG_TILE_CAT_COUNT];
         printf("%s{\"device\":%d,\"max_tile\":%d,\"max_tile_bytes\":%lld,\"fits\":%s,"
-               "\"max_tile_memory\":{", d ? "," : "", d, td->max_tile, (long long)td->max_bytes,
+               "\"max_tile_memory\":{",
+               d ? "," : "", d, td->max_tile, (long long)td->max_bytes,
                td->max_bytes <= t->tile_memory ? "true" : "false");
         for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
-            printf("%s\"%s\":%lld", c ? "," : "", tg_tile_cat_name((tg_tile_cat)c), (long long)row[c]);
+            printf("%s\"%s\":%lld", c ? "," : "", tg_tile_cat_name((tg_tile_cat)c),
+                   (long long)row[c]);
         printf("},\"all_tiles_memory\":{");
         for (int c = 0; c < TG_TILE_CAT_COUNT; c++)
             printf("%s\"%s\":%lld", c ? "," : "", tg_tile_cat_name((tg_tile_cat)c),
                    (long long)td->total[c]);
         int counts[HIST_BINS];
         histogram(tp, d, counts);
-        printf("},\"histogram_bin_bytes\":%lld,\"histogram\":[", (long long)(hist_top(tp, d) / HIST_BINS));
+        printf("},\"histogram_bin_bytes\":%lld,\"histogram\":[",
+               (long long)(hist_top(tp, d) / HIST_BINS));
         for (int k = 0; k < HIST_BINS; k++)
             printf("%s%d", k ? "," : "", counts[k]);
         printf("],\"cycles\":{");
@@ -140,8 +145,12 @@ static void print_tiles_json(const tg_program *p)
 /* "16.16" from the storage types: 32, 16 or bf16 per side. */
 static const char *precision_text(const tg_program *p, char *buf, size_t cap)
 {
-    const char *in = p->precision.input == TG_F16 ? "16" : p->precision.input == TG_BF16 ? "bf16" : "32";
-    const char *mo = p->precision.model == TG_F16 ? "16" : p->precision.model == TG_BF16 ? "bf16" : "32";
+    const char *in = p->precision.input == TG_F16    ? "16"
+                     : p->precision.input == TG_BF16 ? "bf16"
+                                                     : "32";
+    const char *mo = p->precision.model == TG_F16    ? "16"
+                     : p->precision.model == TG_BF16 ? "bf16"
+                                                     : "32";
     snprintf(buf, cap, "%s.%s", in, mo);
     return buf;
 }
@@ -157,9 +166,10 @@ static void print_text(const tg_program *p, const char *model, double ms)
 {
     char a[32], b[32], prec[16];
     printf("%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
-           "precision %s, compiled in %.1f ms\n\n", model, p->training ? "training" : "inference",
-           p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
-           p->micro_batches, p->micro_batches == 1 ? "" : "es", schedule_text(p),
+           "precision %s, compiled in %.1f ms\n\n",
+           model, p->training ? "training" : "inference", p->n_devices,
+           p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s", p->micro_batches,
+           p->micro_batches == 1 ? "" : "es", schedule_text(p),
            precision_text(p, prec, sizeof prec), ms);
     printf("%-28s", "memory");
     for (int d = 0; d < p->n_devices; d++) {
@@ -248,9 +258,11 @@ int cmd_compile(int argc, char **argv)
     device_args dev;
     device_args_defaults(&dev);
     cli_flag flags[64] = {
-        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0},
+        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
+         1, 0},
         {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6},
-        {"--optimizer", CLI_STRING, &optimizer, "NAME", "sgd, adam, adamw or lamb (its state is planned)", 1, 0},
+        {"--optimizer", CLI_STRING, &optimizer, "NAME",
+         "sgd, adam, adamw or lamb (its state is planned)", 1, 0},
         {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
         {"--eight-bit-io", CLI_BOOL, &eight_bit, NULL,
          "u8 images in the host stream, normalised on the device", 1, 0},
@@ -259,19 +271,22 @@ int cmd_compile(int argc, char **argv)
         {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6},
         {"--stem", CLI_STRING, &stem, "KIND",
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
-        {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1, 0},
+        {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1,
+         0},
         {"--target-description", CLI_STRING, &target_desc, "FILE",
          "with --target mk2: a JSON file describing another tile processor", 1, 0},
         {"--insights", CLI_BOOL, &insights, NULL,
          "quantify memory remedies (shown anyway when over or near capacity)", 1, 0},
     };
     int n = 10 + device_flags(&dev, flags + 10);
-    cli_command cmd = {"compile", "Compile a model for the devices and print its memory plan.",
+    cli_command cmd = {"compile",
+                       "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
                        "Example:\n  tilegraph compile --model mnist-pipeline --strategy pipelined "
                        "--gradient-accumulation 10",
-                       flags, n};
+                       flags,
+                       n};
     int r = cli_parse(&cmd, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
@@ -313,7 +328,7 @@ int cmd_compile(int argc, char **argv)
         tg_model_close(m);
         return 2;
     }
-    tg_optimizer opt = kind == TG_OPT_SGD ? tg_optimizer_sgd(0.01f, 0.9f)
+    tg_optimizer opt = kind == TG_OPT_SGD     ? tg_optimizer_sgd(0.01f, 0.9f)
                        : kind == TG_OPT_ADAM  ? tg_optimizer_adam(0.001f)
                        : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(0.001f)
                                               : tg_optimizer_lamb(0.001f);

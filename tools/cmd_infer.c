@@ -26,11 +26,13 @@ int cmd_infer(int argc, char **argv)
     int64_t index = 0, count = 1, threads = 0;
     bool json = false, allow_non_finite = false;
     cli_flag flags[] = {
-        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0},
+        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
+         1, 0},
         {"--load", CLI_STRING, &load, "FILE", "checkpoint written by tilegraph train --save", 1, 0},
         {"--dataset", CLI_STRING, &data.dataset, "NAME",
          "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},
-        {"--data", CLI_STRING, &data.data, "SPEC", "DIR, cifar10:DIR, mnist:DIR or synthetic", 1, 0},
+        {"--data", CLI_STRING, &data.data, "SPEC", "DIR, cifar10:DIR, mnist:DIR or synthetic", 1,
+         0},
         {"--normalize", CLI_STRING, &data.normalize, "MEAN/STD",
          "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0},
         {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
@@ -40,11 +42,13 @@ int cmd_infer(int argc, char **argv)
         {"--allow-non-finite", CLI_BOOL, &allow_non_finite, NULL,
          "load a checkpoint holding NaN or infinity anyway", 1, 0},
     };
-    cli_command cmd = {"infer", "Classify test images with a trained checkpoint.",
+    cli_command cmd = {"infer",
+                       "Classify test images with a trained checkpoint.",
                        "tilegraph infer --model NAME --load FILE [--index N] [--count N]",
                        "Example:\n  tilegraph train --model fashion-basic --save w.safetensors\n"
                        "  tilegraph infer --model fashion-basic --load w.safetensors --index 0",
-                       flags, (int)(sizeof flags / sizeof flags[0])};
+                       flags,
+                       (int)(sizeof flags / sizeof flags[0])};
     int r = cli_parse(&cmd, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
@@ -101,7 +105,8 @@ int cmd_infer(int argc, char **argv)
             goto done;
         }
         int pred = tg_argmax(scores, classes);
-        const char *pname = tg_dataset_class_name(d, pred), *lname = tg_dataset_class_name(d, d->labels[i]);
+        const char *pname = tg_dataset_class_name(d, pred),
+                   *lname = tg_dataset_class_name(d, d->labels[i]);
         if (json) {
             printf("{\"index\":%lld,\"predicted\":%d,\"predicted_name\":\"%s\",\"label\":%d,"
                    "\"label_name\":\"%s\",\"scores\":[",

@@ -28,7 +28,7 @@
 typedef struct train_args {
     const char *model, *optimizer, *schedule, *save, *load, *target;
     const char *checkpoint_every, *resume; /* docs/reliability.md */
-    int64_t return_period; /* --output-return-period; -1: not given */
+    int64_t return_period;                 /* --output-return-period; -1: not given */
     int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs, max_steps;
     double warmup_epochs;
     double lr, momentum, weight_decay, gamma, min_lr;
@@ -42,16 +42,27 @@ typedef struct train_args {
 
 static int parse_args(train_args *a, int argc, char **argv)
 {
-    *a = (train_args){.model = "fashion-basic", .optimizer = "sgd",
-                      .schedule = "constant", .epochs = 1, .batch = 16, .eval_batch = 500,
-                      .lr = 0.05, .weight_decay = -1, .gamma = 0.1, .step_epochs = 1, .return_period = -1};
+    *a = (train_args){.model = "fashion-basic",
+                      .optimizer = "sgd",
+                      .schedule = "constant",
+                      .epochs = 1,
+                      .batch = 16,
+                      .eval_batch = 500,
+                      .lr = 0.05,
+                      .weight_decay = -1,
+                      .gamma = 0.1,
+                      .step_epochs = 1,
+                      .return_period = -1};
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
-    cli_flag flags[96] = { /* room for the data and device flags appended below */
-        {"--model", CLI_STRING, &a->model, "NAME", "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0},
+    cli_flag flags[96] = {
+        /* room for the data and device flags appended below */
+        {"--model", CLI_STRING, &a->model, "NAME",
+         "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0},
         {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
-        {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536},
+        {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1,
+         65536},
         {"--optimizer", CLI_STRING, &a->optimizer, "NAME", "sgd, adam, adamw or lamb", 1, 0},
         {"--lr", CLI_FLOAT, &a->lr, "X", "learning rate", 0, 1e3},
         {"--momentum", CLI_FLOAT, &a->momentum, "X", "SGD momentum", 0, 0.999999},
@@ -63,14 +74,18 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--no-bias-correction", CLI_BOOL, &a->no_bias_correction, NULL,
          "Adam, AdamW, LAMB: no 1 - beta^t division of the moments", 1, 0},
         {"--lr-schedule", CLI_STRING, &a->schedule, "KIND", "constant, step or cosine", 1, 0},
-        {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays", 1, 10000},
+        {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays",
+         1, 10000},
         {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1},
         {"--lr-min", CLI_FLOAT, &a->min_lr, "X", "cosine schedule: final learning rate", 0, 1e3},
         {"--lr-warmup-epochs", CLI_FLOAT, &a->warmup_epochs, "X",
          "raise the rate linearly over the first X epochs", 0, 1e4},
-        {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0, 9e18},
-        {"--train-limit", CLI_INT, &a->train_limit, "N", "use only the first N training samples (0: all)", 0, 1e9},
-        {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)", 0, 1e9},
+        {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0,
+         9e18},
+        {"--train-limit", CLI_INT, &a->train_limit, "N",
+         "use only the first N training samples (0: all)", 0, 1e9},
+        {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)",
+         0, 1e9},
         {"--load", CLI_STRING, &a->load, "FILE", "start from this checkpoint (.safetensors)", 1, 0},
         {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0},
         {"--checkpoint-every", CLI_STRING, &a->checkpoint_every, "N|Ne",
@@ -82,7 +97,8 @@ static int parse_args(train_args *a, int argc, char **argv)
          "stop after N host steps in all, as Ctrl-C would but exit 0 (0: no limit)", 0, 9e18},
         {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
          "--load/--resume: accept a checkpoint holding NaN or infinity", 1, 0},
-        {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1, 0},
+        {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1,
+         0},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
         {"--target", CLI_STRING, &a->target, "NAME",
          "cpu or mk2 (the simulated tile processor); default cpu", 1, 0},
@@ -94,16 +110,19 @@ static int parse_args(train_args *a, int argc, char **argv)
         n++;
     n += data_flags(&a->data, flags + n);
     n += device_flags(&a->dev, flags + n);
-    cli_command cmd = {"train", "Train a model from the zoo and report its test accuracy.",
-                       "tilegraph train [--model NAME] [--epochs N] [--batch-size N] [options]",
-                       "--batch-size is the micro-batch: one host step takes batch x "
-                       "gradient-accumulation x device-iterations x replicas samples.\n\n"
-                       "Examples:\n"
-                       "  tilegraph train --model fashion-basic --optimizer sgd --lr 0.05 "
-                       "--batch-size 16 --epochs 5\n"
-                       "  tilegraph train --model mnist-pipeline --strategy pipelined --batch-size 40 "
-                       "--gradient-accumulation 10 --device-iterations 10 --optimizer adamw --lr 0.001",
-                       flags, n};
+    cli_command cmd = {
+        "train",
+        "Train a model from the zoo and report its test accuracy.",
+        "tilegraph train [--model NAME] [--epochs N] [--batch-size N] [options]",
+        "--batch-size is the micro-batch: one host step takes batch x "
+        "gradient-accumulation x device-iterations x replicas samples.\n\n"
+        "Examples:\n"
+        "  tilegraph train --model fashion-basic --optimizer sgd --lr 0.05 "
+        "--batch-size 16 --epochs 5\n"
+        "  tilegraph train --model mnist-pipeline --strategy pipelined --batch-size 40 "
+        "--gradient-accumulation 10 --device-iterations 10 --optimizer adamw --lr 0.001",
+        flags,
+        n};
     int r = cli_parse(&cmd, argc, argv);
     a->dev.seed = a->seed;
     return r;
@@ -175,8 +194,9 @@ static int apply_train_options(const train_args *a, tg_options *o)
     if (a->return_period < 0)
         return 0;
     if (strcmp(tg_options_get_string(o, "outputMode"), "everyN")) {
-        fprintf(stderr, "tilegraph train: --output-return-period applies to --output-mode everyN "
-                        "only (the output mode is '%s'); add --output-mode everyN\n",
+        fprintf(stderr,
+                "tilegraph train: --output-return-period applies to --output-mode everyN "
+                "only (the output mode is '%s'); add --output-mode everyN\n",
                 tg_options_get_string(o, "outputMode"));
         return -1;
     }
@@ -235,8 +255,8 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
 typedef struct epoch_stats {
     double loss_sum, seconds;
     int64_t correct, scored, losses, seen, steps;
-    int64_t skipped;   /* updates skipped for overflowing gradients (loss scaling) */
-    float loss_scale;  /* at the end of the epoch */
+    int64_t skipped;  /* updates skipped for overflowing gradients (loss scaling) */
+    float loss_scale; /* at the end of the epoch */
 } epoch_stats;
 
 /* Where the run is: the next host step is `step` of epoch `epoch`, and
@@ -376,7 +396,8 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
             snprintf(acc, sizeof acc, "not available (the output mode returns no predictions)");
         printf("epoch %lld: train loss %.4f, train accuracy %s, test accuracy %.2f%%, "
                "%.0f samples/s (%s)\n",
-               (long long)epoch + 1, loss, acc, test_acc, sps, cli_duration(st->seconds, t, sizeof t));
+               (long long)epoch + 1, loss, acc, test_acc, sps,
+               cli_duration(st->seconds, t, sizeof t));
         if (a->dev.loss_scaling || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");

@@ -20,22 +20,26 @@ int device_flags(device_args *a, cli_flag *f)
 {
     cli_flag list[DEVICE_FLAG_COUNT] = {
         {"--strategy", CLI_STRING, &a->strategy, "KIND",
-         "single, pipelined or sharded (default: pipelined with --split, --stages or --devices > 1)", 1, 0},
+         "single, pipelined or sharded (default: pipelined with --split, --stages or --devices > "
+         "1)",
+         1, 0},
         {"--stages", CLI_STRING, &a->stages, "SPEC", "blocks per stage: \"B1,B2|B3,B4\"", 1, 0},
         {"--split", CLI_STRING, &a->split, "LAYERS",
          "start new blocks at these layers: \"layer3.8\"", 1, 0},
         {"--schedule", CLI_STRING, &a->schedule, "KIND",
          "pipeline schedule: grouped, interleaved, gpipe or 1f1b", 1, 0},
-        {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1, 64},
+        {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1,
+         64},
         {"--gradient-accumulation", CLI_INT, &a->accumulation, "N",
          "micro-batches per weight update", 1, 1e6},
-        {"--device-iterations", CLI_INT, &a->iterations, "N",
-         "weight updates per host step", 1, 1e6},
+        {"--device-iterations", CLI_INT, &a->iterations, "N", "weight updates per host step", 1,
+         1e6},
         {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
          "batches per host step when evaluating (default 1, or 10 on several devices)", 1, 1e6},
         {"--output-mode", CLI_STRING, &a->output_mode, "MODE",
          "all, sum, final or everyN (default all, so every loss is shown)", 1, 0},
-        {"--devices", CLI_INT, &a->devices, "N", "devices available (default: one per stage)", 1, 64},
+        {"--devices", CLI_INT, &a->devices, "N", "devices available (default: one per stage)", 1,
+         64},
         {"--threads-per-device", CLI_INT, &a->threads, "N",
          "threads each device computes with (0: share the CPUs)", 0, 1024},
         {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024},
@@ -44,12 +48,15 @@ int device_flags(device_args *a, cli_flag *f)
         {"--options", CLI_STRING, &a->options_file, "FILE",
          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
         {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
-         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be repeated)", 1, 0},
+         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be repeated)",
+         1, 0},
         {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
         {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
-         "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels compute in f32)", 1, 0},
+         "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
+         "compute in f32)",
+         1, 0},
         {"--loss-scaling", CLI_STRING, &a->loss_scaling, "KIND",
          "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0},
         {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale, default 1024",
@@ -149,9 +156,12 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && (!a->loss_scaling || set(o, command, "lossScaling", a->loss_scaling));
     ok = ok && (!a->loss_scale || set(o, command, "lossScalingFactor", a->loss_scale));
     ok = ok && (!a->accum_type || set(o, command, "accumType", a->accum_type));
-    ok = ok && (!a->first_moment || set(o, command, "firstOrderMomentumAccumType", a->first_moment));
-    ok = ok && (!a->second_moment || set(o, command, "secondOrderMomentumAccumType", a->second_moment));
-    ok = ok && (!a->stochastic_rounding || set(o, command, "Precision.enableStochasticRounding", "true"));
+    ok =
+        ok && (!a->first_moment || set(o, command, "firstOrderMomentumAccumType", a->first_moment));
+    ok = ok &&
+         (!a->second_moment || set(o, command, "secondOrderMomentumAccumType", a->second_moment));
+    ok = ok &&
+         (!a->stochastic_rounding || set(o, command, "Precision.enableStochasticRounding", "true"));
     if (ok && a->engine_options[0]) {
         char buf[CLI_LIST_CAP];
         snprintf(buf, sizeof buf, "%s", a->engine_options);
@@ -159,7 +169,8 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         for (char *kv = strtok_r(buf, ",", &save); ok && kv; kv = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(kv, '=');
             if (!eq) {
-                fprintf(stderr, "tilegraph %s: --engine-option '%s' is not KEY=VALUE\n", command, kv);
+                fprintf(stderr, "tilegraph %s: --engine-option '%s' is not KEY=VALUE\n", command,
+                        kv);
                 ok = false;
                 break;
             }
@@ -171,7 +182,8 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         ok = ok && set(o, command, "TensorLocations.optimizer.onChip", "false");
     if (a->profile || a->profile_dir) {
         ok = ok && set(o, command, "autoReport.all", "true");
-        ok = ok && set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");
+        ok = ok &&
+             set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");
     }
     /* the command shows every micro-batch's loss and accuracy unless told otherwise */
     if (ok && !a->output_mode && !strcmp(tg_options_get_string(o, "outputMode"), "default"))

@@ -33,7 +33,8 @@ static void need_of(const tg_program *p, const tg_options *o, int64_t *need, int
                     const char **unit)
 {
     *need = device_need(p, fullest_device(p));
-    *cap = p->tile_plan ? p->tile_plan->target.tile_memory : tg_options_get_int(o, "memoryPerDevice");
+    *cap =
+        p->tile_plan ? p->tile_plan->target.tile_memory : tg_options_get_int(o, "memoryPerDevice");
     *unit = p->tile_plan ? "the fullest tile" : "the largest device";
 }
 
@@ -136,7 +137,8 @@ static bool add_split_point(const tg_graph *g, const char *old, const char *poin
         points[n++] = tok;
     points[n++] = (char *)point;
     for (int i = 1; i < n; i++) /* insertion sort by position in the model */
-        for (int j = i; j > 0 && first_node_of(g, points[j]) < first_node_of(g, points[j - 1]); j--) {
+        for (int j = i; j > 0 && first_node_of(g, points[j]) < first_node_of(g, points[j - 1]);
+             j--) {
             char *t = points[j];
             points[j] = points[j - 1];
             points[j - 1] = t;
@@ -166,7 +168,8 @@ static bool split_further(const tg_program *p, const tg_options *o, char *split,
         for (int i = 0; i < g->n_nodes; i++) {
             const tg_tensor *t = g->nodes[i];
             bool forward = t->n_in > 0 && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
-            if (p->device_of[i] != d || !layer_of(t->name, name, sizeof name) || (pass == 0 && !forward))
+            if (p->device_of[i] != d || !layer_of(t->name, name, sizeof name) ||
+                (pass == 0 && !forward))
                 continue;
             int k = 0;
             while (k < n && strcmp(names[k], name) != 0)
@@ -216,8 +219,9 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
     bool half = p->precision.model != TG_F32;
     char replicas[16];
     snprintf(replicas, sizeof replicas, "%d", p->replicas > 1 ? p->replicas : 2);
-    bool rts = tg_options_get_int(m->options, "TensorLocations.optimizer.replicatedTensorSharding") != 0 &&
-               p->replicas > 1;
+    bool rts =
+        tg_options_get_int(m->options, "TensorLocations.optimizer.replicatedTensorSharding") != 0 &&
+        p->replicas > 1;
     bool offloading = !tg_options_get_int(m->options, "TensorLocations.optimizer.onChip");
     struct {
         const char *what;
@@ -227,24 +231,44 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
         void (*prepare)(tg_graph *);
     } remedies[] = {
         {"half the micro-batch", m->batch / 2, {NULL}, NULL, NULL},
-        {"fp16 weights, activations, gradients", m->batch, {"precision", "16.16", NULL},
-         half ? "already stored in half precision" : NULL, NULL},
-        {"recomputation (keep only stage inputs)", m->batch, {"recomputation", "pipeline", NULL}, NULL,
+        {"fp16 weights, activations, gradients",
+         m->batch,
+         {"precision", "16.16", NULL},
+         half ? "already stored in half precision" : NULL,
          NULL},
-        {"offload optimizer state to the host", m->batch,
-         {"TensorLocations.optimizer.onChip", "false", NULL}, NULL, NULL},
-        {"one more pipeline stage", m->batch,
+        {"recomputation (keep only stage inputs)",
+         m->batch,
+         {"recomputation", "pipeline", NULL},
+         NULL,
+         NULL},
+        {"offload optimizer state to the host",
+         m->batch,
+         {"TensorLocations.optimizer.onChip", "false", NULL},
+         NULL,
+         NULL},
+        {"one more pipeline stage",
+         m->batch,
          {"split", split, "devices", devices, "executionStrategy", "pipelined", NULL},
-         can_split ? NULL : "split the model at more layers (--split a,b or --stages) and compile again",
+         can_split ? NULL
+                   : "split the model at more layers (--split a,b or --stages) and compile again",
          NULL},
-        {"recomputation, a checkpoint per block", m->batch, {"recomputation", "pipeline", NULL},
-         NULL, checkpoint_units},
-        {"available memory proportion 0.1", m->batch, {"availableMemoryProportion", "0.1", NULL},
-         cap > 0 ? NULL : "needs a capacity (memoryPerDevice or a tiled target)", NULL},
+        {"recomputation, a checkpoint per block",
+         m->batch,
+         {"recomputation", "pipeline", NULL},
+         NULL,
+         checkpoint_units},
+        {"available memory proportion 0.1",
+         m->batch,
+         {"availableMemoryProportion", "0.1", NULL},
+         cap > 0 ? NULL : "needs a capacity (memoryPerDevice or a tiled target)",
+         NULL},
         {p->replicas > 1 ? "replicated tensor sharding" : "replicated tensor sharding, 2 replicas",
-         m->batch, {"TensorLocations.optimizer.replicatedTensorSharding", "true",
-                    "replicationFactor", replicas, NULL},
-         rts ? "already sharded" : offloading ? "instead of offloading: set onChip=true first" : NULL,
+         m->batch,
+         {"TensorLocations.optimizer.replicatedTensorSharding", "true", "replicationFactor",
+          replicas, NULL},
+         rts          ? "already sharded"
+         : offloading ? "instead of offloading: set onChip=true first"
+                      : NULL,
          NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
@@ -263,7 +287,8 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
         int64_t saved = need - after;
         fprintf(out, "  %-42s %s -> %s, %s %s (%.0f%%)%s%s%s\n", remedies[i].what,
                 cli_bytes((double)need, a, sizeof a), cli_bytes((double)after, b, sizeof b),
-                saved < 0 ? "adds" : "saves", cli_bytes((double)(saved < 0 ? -saved : saved), c, sizeof c),
+                saved < 0 ? "adds" : "saves",
+                cli_bytes((double)(saved < 0 ? -saved : saved), c, sizeof c),
                 need ? 100.0 * (double)(saved < 0 ? -saved : saved) / (double)need : 0.0,
                 cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
                 remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? "; split " : "",

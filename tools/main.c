@@ -33,8 +33,9 @@ static const subcommand subcommands[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "tilegraph %s - train and run neural networks, and see where memory and time go\n\n"
-                 "usage: tilegraph <command> [options]\n\ncommands:\n",
+    fprintf(out,
+            "tilegraph %s - train and run neural networks, and see where memory and time go\n\n"
+            "usage: tilegraph <command> [options]\n\ncommands:\n",
             TG_VERSION);
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
@@ -57,9 +58,18 @@ static void on_stop_signal(int sig)
     stop_signal = sig;
 }
 
-int cli_stop_signal(void) { return stop_signal; }
-void cli_stop_at_step_boundaries(void) { polling = 1; }
-int cli_signal_exit_code(int sig) { return 128 + sig; }
+int cli_stop_signal(void)
+{
+    return stop_signal;
+}
+void cli_stop_at_step_boundaries(void)
+{
+    polling = 1;
+}
+int cli_signal_exit_code(int sig)
+{
+    return 128 + sig;
+}
 
 static void catch_stop_signals(void)
 {
@@ -82,7 +92,10 @@ static int finish_trace(int rc)
     return rc ? rc : 1;
 }
 
-static void write_trace_at_exit(void) { (void)finish_trace(0); }
+static void write_trace_at_exit(void)
+{
+    (void)finish_trace(0);
+}
 
 int main(int argc, char **argv)
 {

@@ -11,7 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-char *cli_bytes(double b, char *buf, size_t cap) { return tg_bytes_str(b, buf, cap); }
+char *cli_bytes(double b, char *buf, size_t cap)
+{
+    return tg_bytes_str(b, buf, cap);
+}
 
 char *cli_duration(double s, char *buf, size_t cap)
 {
@@ -65,8 +68,8 @@ static void draw(cli_progress *p, bool final)
         }
         bar[used] = '\0';
         fprintf(stderr, "\r\033[K%s %3d%% |%s| %lld/%lld [%s%s%s] %s", p->label, pct, bar,
-                (long long)p->done, (long long)p->total, el, final ? "" : " < ",
-                final ? "" : eta, p->status);
+                (long long)p->done, (long long)p->total, el, final ? "" : " < ", final ? "" : eta,
+                p->status);
         if (final)
             fputc('\n', stderr);
     } else {

@@ -24,11 +24,12 @@ void data_args_defaults(data_args *d)
 int data_flags(data_args *d, cli_flag *f)
 {
     cli_flag list[DATA_FLAG_COUNT] = {
-        {"--dataset", CLI_STRING, &d->dataset, "NAME",
-         "fashion-mnist, mnist, cifar10 or synthetic", 1, 0},
+        {"--dataset", CLI_STRING, &d->dataset, "NAME", "fashion-mnist, mnist, cifar10 or synthetic",
+         1, 0},
         {"--data", CLI_STRING, &d->data, "SPEC",
          "DIR, cifar10:DIR, mnist:DIR or synthetic (default: Debian's Fashion-MNIST)", 1, 0},
-        {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1, 0},
+        {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
+         0},
         {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads (default 1)", 0, 64},
         {"--prefetch-depth", CLI_INT, &d->prefetch_depth, "N",
          "async loader: host steps prepared ahead (default 3)", 0, 1024},
@@ -42,7 +43,8 @@ int data_flags(data_args *d, cli_flag *f)
          "ONNX models: the loss appended to the logits, cross-entropy (default) or mse", 1, 0},
         {"--normalize", CLI_STRING, &d->normalize, "MEAN/STD",
          "normalise images as (x/255 - MEAN) / STD, per channel with commas: 0.1307/0.3081 "
-         "(default: the zoo model's own; none for ONNX models)", 1, 0},
+         "(default: the zoo model's own; none for ONNX models)",
+         1, 0},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -101,8 +103,10 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     char dir[1024];
     int kind = data_source(data, dir, sizeof dir);
     if (kind < 0) {
-        fprintf(stderr, "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
-                        "optionally KIND:DIR)\n", data->data ? data->data : data->dataset);
+        fprintf(stderr,
+                "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
+                "optionally KIND:DIR)\n",
+                data->data ? data->data : data->dataset);
         return -1;
     }
     if (tg_loader_mode_parse(data->loader) < 0) {
@@ -113,15 +117,17 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
      * for the async one would be silently ignored */
     if (tg_loader_mode_parse(data->loader) != TG_LOADER_ASYNC &&
         (data->workers >= 0 || data->prefetch_depth >= 0)) {
-        fprintf(stderr, "tilegraph: %s applies to the async loader only; add --loader async "
-                        "(or drop %s)\n",
+        fprintf(stderr,
+                "tilegraph: %s applies to the async loader only; add --loader async "
+                "(or drop %s)\n",
                 data->workers >= 0 ? "--workers" : "--prefetch-depth",
                 data->workers >= 0 ? "--workers" : "--prefetch-depth");
         return -1;
     }
-    if ((train_limit >= 0 &&
-         tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
-        tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
+    if ((train_limit >= 0 && tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
+                                             &ctx->train) != TG_OK) ||
+        tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) !=
+            TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         train_context_close(ctx);
         return -1;
@@ -131,13 +137,15 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
      * another size would be silently resized into garbage. */
     const tg_dataset *t = ctx->train;
     if (t && (t->c != d->c || t->h != d->h || t->w != d->w)) {
-        fprintf(stderr, "tilegraph: the training split %s holds %dx%dx%d images but the test split "
-                        "%s %dx%dx%d: give files of one data set\n",
+        fprintf(stderr,
+                "tilegraph: the training split %s holds %dx%dx%d images but the test split "
+                "%s %dx%dx%d: give files of one data set\n",
                 t->name, t->c, t->h, t->w, d->name, d->c, d->h, d->w);
         train_context_close(ctx);
         return -1;
     }
-    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO, 0, {0}, {0}};
+    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO,
+                         0,    {0},  {0}};
     if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());
         train_context_close(ctx);
@@ -151,7 +159,8 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     if (data->normalize && (tg_model_normalisation_parse(data->normalize, &in) != TG_OK ||
                             (in.norm_channels != 1 && in.norm_channels != in.channels))) {
         if (in.norm_channels > 1 && in.norm_channels != in.channels)
-            fprintf(stderr, "tilegraph: --normalize '%s' gives %d channels but the images have %d\n",
+            fprintf(stderr,
+                    "tilegraph: --normalize '%s' gives %d channels but the images have %d\n",
                     data->normalize, in.norm_channels, in.channels);
         else
             fprintf(stderr, "tilegraph: --normalize: %s\n", tg_error_message());
@@ -372,7 +381,8 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     int devices = tg_session_devices(s), replicas = tg_session_replicas(s);
     printf("micro-batch %lld, %lld samples and %lld host steps per epoch, %d device%s x %d "
            "replica%s, %d thread%s per device\n",
-           (long long)batch, (long long)(steps_per_epoch * tg_session_samples_per_run(s, NULL) * batch),
+           (long long)batch,
+           (long long)(steps_per_epoch * tg_session_samples_per_run(s, NULL) * batch),
            (long long)steps_per_epoch, devices, devices == 1 ? "" : "s", replicas,
            replicas == 1 ? "" : "s", tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
     printf("device memory %s, %.2f MFLOP per host step\n",

@@ -20,11 +20,11 @@ typedef struct data_args {
     const char *dataset; /* the kind when --data is a bare directory */
     const char *loader;  /* "sync" or "async" */
     int64_t workers, prefetch_depth;
-    double flip;         /* random horizontal flip probability (training) */
-    const char *resize;  /* "HxW": bilinear resize of every image */
-    bool eight_bit;      /* stream u8 images, normalise them on the device */
-    const char *stem;    /* ResNets: auto, imagenet or cifar */
-    const char *loss;    /* ONNX models: the loss appended (cross-entropy or mse) */
+    double flip;           /* random horizontal flip probability (training) */
+    const char *resize;    /* "HxW": bilinear resize of every image */
+    bool eight_bit;        /* stream u8 images, normalise them on the device */
+    const char *stem;      /* ResNets: auto, imagenet or cifar */
+    const char *loss;      /* ONNX models: the loss appended (cross-entropy or mse) */
     const char *normalize; /* "MEAN/STD": the input's normalisation (default: the model's) */
 } data_args;
 

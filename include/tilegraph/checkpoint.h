@@ -8,9 +8,9 @@
  * state tensor in the graph, are written as PyTorch's buffers
  * "<module>.running_mean", "<module>.running_var" and
  * "<module>.num_batches_tracked" (the updates done), so the weights load into
- * the PyTorch module with load_state_dict; loading takes either form. The metadata records the tilegraph version,
- * the model name and the update counter. Files are written atomically: a
- * crash or a full disk mid-write leaves the previous file intact.
+ * the PyTorch module with load_state_dict; loading takes either form. The metadata records the
+ * tilegraph version, the model name and the update counter. Files are written atomically: a crash
+ * or a full disk mid-write leaves the previous file intact.
  */
 #ifndef TILEGRAPH_CHECKPOINT_H
 #define TILEGRAPH_CHECKPOINT_H
@@ -32,7 +32,7 @@ TG_API tg_status tg_checkpoint_save(const tg_session *s, const char *path, const
  * kv[2i] and kv[2i+1] (the command's loader position, for --resume). */
 #define TG_CHECKPOINT_MAX_META 8
 TG_API tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const char *model,
-                                  const char *const *kv, size_t n_pairs);
+                                         const char *const *kv, size_t n_pairs);
 
 /* One metadata value of a checkpoint file, into buf[0..cap). */
 TG_API tg_status tg_checkpoint_read_meta(const char *path, const char *key, char *buf, size_t cap);
@@ -49,7 +49,7 @@ TG_API tg_status tg_checkpoint_load(tg_session *s, const char *path, const char 
 /* Flags of tg_checkpoint_load_ex. */
 #define TG_CHECKPOINT_ALLOW_NON_FINITE 1u /* load NaN/infinite values anyway */
 TG_API tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *model,
-                                unsigned flags);
+                                       unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -16,11 +16,11 @@
 extern "C" {
 #endif
 
-#define TG_DTYPE_LIST(X) \
-    X(TG_F32, "f32", 4)  \
-    X(TG_F16, "f16", 2)  \
-    X(TG_BF16, "bf16", 2) \
-    X(TG_U8, "u8", 1)    \
+#define TG_DTYPE_LIST(X)                                                                           \
+    X(TG_F32, "f32", 4)                                                                            \
+    X(TG_F16, "f16", 2)                                                                            \
+    X(TG_BF16, "bf16", 2)                                                                          \
+    X(TG_U8, "u8", 1)                                                                              \
     X(TG_I32, "i32", 4)
 
 typedef enum tg_dtype {

@@ -121,7 +121,8 @@ TG_API tg_tensor *tg_constant(tg_graph *g, tg_shape shape, float value);
  * initializers with these. */
 TG_API tg_tensor *tg_param_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
 TG_API tg_tensor *tg_state_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
-TG_API tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const float *data);
+TG_API tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape,
+                                   const float *data);
 
 /* ---- ops ------------------------------------------------------------------ */
 
@@ -133,14 +134,15 @@ typedef struct tg_conv2d_params {
 } tg_conv2d_params;
 
 /* x [N, Cin, H, W], w [Cout, Cin/groups, KH, KW], b [Cout] or NULL. */
-TG_API tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p);
+TG_API tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                            tg_conv2d_params p);
 /* As tg_conv2d with padding that may differ per side (ONNX Conv's pads,
  * auto_pad SAME_UPPER/SAME_LOWER): p.pad_h and p.pad_w are the top and left
  * padding, pad_bottom and pad_right the others. Equal sides build exactly
  * tg_conv2d; otherwise the excess of the larger side is an explicit zero
  * tg_pad node in front of a conv padded by the smaller side. */
-TG_API tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params p,
-                        int pad_bottom, int pad_right);
+TG_API tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                               tg_conv2d_params p, int pad_bottom, int pad_right);
 /* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
  * side (none more than half the dilated window, as PyTorch requires);
  * dilation (>= 1) is for max pooling only, average pooling rejects anything
@@ -229,7 +231,7 @@ TG_API tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, i
  * end"); step may be negative, not 0. Step 1 builds tg_slice. A slice that
  * selects nothing is an error. */
 TG_API tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
-                       int64_t step);
+                              int64_t step);
 typedef enum tg_pad_mode {
     TG_PAD_CONSTANT, /* the value given */
     TG_PAD_REFLECT,  /* mirror without repeating the border (numpy/PyTorch "reflect") */
@@ -239,7 +241,8 @@ typedef enum tg_pad_mode {
  * the begins of axes 0..ndim-1 then their ends (ONNX Pad's order). Reflect
  * padding must be shorter than the axis, as in PyTorch. The gradient sums
  * dy over every output element read from an input element. */
-TG_API tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode, float value);
+TG_API tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode,
+                         float value);
 /* Sum or mean over the axes set in `axes_mask` (bit i = axis i). */
 TG_API tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 TG_API tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
@@ -265,12 +268,12 @@ TG_API tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
  * running_stats ([2, C]: mean then variance, momentum 0.1, unbiased variance,
  * as PyTorch); in inference mode it normalises with running_stats. */
 TG_API tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
-                         tg_tensor *running_stats, float eps);
-TG_API tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma, tg_tensor *beta,
-                         float eps);
+                                tg_tensor *running_stats, float eps);
+TG_API tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma,
+                                tg_tensor *beta, float eps);
 /* Normalises over the last `norm_dims` dims; gamma/beta have those dims' shape. */
 TG_API tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
-                         tg_tensor *beta, float eps);
+                                tg_tensor *beta, float eps);
 /* u8 images [N, C, ...] -> f32 (x / 255 - mean[c]) / std[c], on the device
  * (8-bit input: the host streams a quarter of the bytes). At most 4 channels;
  * the arithmetic is the data loader's, so results are bit-identical. */

@@ -74,8 +74,8 @@ typedef struct tg_model_spec {
                        tg_tensor **loss);
     /* The same for models that build for any input: `in` gives the shape
      * (x's shape too) and the class count. NULL for fixed-input models. */
-    tg_status (*build_for)(tg_graph *g, const tg_model_input *in, tg_tensor *x,
-                           tg_tensor *labels, tg_tensor **out, tg_tensor **loss);
+    tg_status (*build_for)(tg_graph *g, const tg_model_input *in, tg_tensor *x, tg_tensor *labels,
+                           tg_tensor **out, tg_tensor **loss);
     /* Set for a model read from an ONNX file (tg_model_open): the importer
      * builds it, its first output taken as the logits; NULL for the zoo. */
     const struct tg_onnx_model *onnx;
@@ -93,7 +93,8 @@ TG_API const tg_model_spec *tg_model_find(const char *name);
  * x/255 since an exported model's own preprocessing is not in the file).
  * Release it with tg_model_close (a no-op for zoo specs). Fails naming the
  * model or the file (an unsupported op, opset or input shape...). */
-TG_API tg_status tg_model_open(const char *name_or_path, tg_model_loss loss, const tg_model_spec **out);
+TG_API tg_status tg_model_open(const char *name_or_path, tg_model_loss loss,
+                               const tg_model_spec **out);
 TG_API void tg_model_close(const tg_model_spec *m);
 /* Parse "cross-entropy" or "mse"; -1 otherwise. */
 TG_API int tg_model_loss_parse(const char *text);
@@ -122,25 +123,26 @@ TG_API void tg_model_input_normalisation(const tg_model_spec *m, const tg_model_
 
 /* A model's graph with its inputs and outputs. */
 typedef struct tg_model_graph {
-    tg_graph *graph;   /* owned: tg_model_graph_destroy frees it */
+    tg_graph *graph;      /* owned: tg_model_graph_destroy frees it */
     tg_model_input input; /* what it was built for */
-    tg_tensor *images; /* input [batch, C, H, W] f32 (u8 with input.eight_bit) */
-    tg_tensor *labels; /* input [batch] i32 (training only) */
-    tg_tensor *output; /* scores [batch, classes], marked as output */
-    tg_tensor *loss;   /* scalar, marked as output (training only) */
+    tg_tensor *images;    /* input [batch, C, H, W] f32 (u8 with input.eight_bit) */
+    tg_tensor *labels;    /* input [batch] i32 (training only) */
+    tg_tensor *output;    /* scores [batch, classes], marked as output */
+    tg_tensor *loss;      /* scalar, marked as output (training only) */
 } tg_model_graph;
 
 /* Build the model for `batch` samples of its default input. With opt
  * non-NULL: a training graph (loss, backward pass, optimizer updates); with
  * NULL: inference. */
 TG_API tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_optimizer *opt,
-                                tg_model_graph *out);
+                                       tg_model_graph *out);
 /* The same for the input `in` (NULL: the default). A fixed-input model
  * accepts only its default input; a model with build_for any positive shape
  * and class count (its own shape rules may still refuse one, naming the
  * layer). */
-TG_API tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_optimizer *opt,
-                                   const tg_model_input *in, tg_model_graph *out);
+TG_API tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch,
+                                          const tg_optimizer *opt, const tg_model_input *in,
+                                          tg_model_graph *out);
 TG_API void tg_model_graph_destroy(tg_model_graph *mg);
 
 #ifdef __cplusplus

@@ -26,17 +26,18 @@ typedef struct tg_nn_conv2d_config {
 
 /* Conv2d(cin, cout, kernel, stride, padding) with bias. */
 TG_API tg_tensor *tg_nn_conv2d(tg_graph *g, tg_tensor *x, const char *name, int cin, int cout,
-                        int kernel, int stride, int padding);
+                               int kernel, int stride, int padding);
 /* The general form (dilation, groups, no bias). */
 TG_API tg_tensor *tg_nn_conv2d_ex(tg_graph *g, tg_tensor *x, const char *name,
-                           const tg_nn_conv2d_config *c);
+                                  const tg_nn_conv2d_config *c);
 /* Linear(in, out): x [N, in] -> [N, out]. */
-TG_API tg_tensor *tg_nn_linear(tg_graph *g, tg_tensor *x, const char *name, int in, int out, bool bias);
+TG_API tg_tensor *tg_nn_linear(tg_graph *g, tg_tensor *x, const char *name, int in, int out,
+                               bool bias);
 /* BatchNorm2d(channels), eps 1e-5, with running statistics as state. */
 TG_API tg_tensor *tg_nn_batch_norm2d(tg_graph *g, tg_tensor *x, const char *name, int channels);
 /* GroupNorm(groups, channels), eps 1e-5. */
 TG_API tg_tensor *tg_nn_group_norm(tg_graph *g, tg_tensor *x, const char *name, int groups,
-                            int channels);
+                                   int channels);
 /* LayerNorm over the last dimension of size `size`, eps 1e-5. */
 TG_API tg_tensor *tg_nn_layer_norm(tg_graph *g, tg_tensor *x, const char *name, int size);
 

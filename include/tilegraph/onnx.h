@@ -54,7 +54,8 @@ TG_API tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
 /* The same from memory (`name` is used in messages); a model with external
  * data is refused (there is no directory to read it from). The bytes are
  * copied: `data` may be freed after the call. */
-TG_API tg_status tg_onnx_load_buffer(const void *data, size_t size, const char *name, tg_onnx_model **out);
+TG_API tg_status tg_onnx_load_buffer(const void *data, size_t size, const char *name,
+                                     tg_onnx_model **out);
 TG_API void tg_onnx_model_destroy(tg_onnx_model *m);
 
 /* ---- summary -------------------------------------------------------------- */
@@ -122,7 +123,7 @@ typedef struct tg_onnx_outputs {
  * graph), the nodes. Fails naming the file, the node and the fault (an
  * unsupported op or attribute, a shape the ops refuse). */
 TG_API tg_status tg_onnx_build(const tg_onnx_model *m, tg_graph *g, const tg_onnx_build_config *c,
-                        tg_onnx_outputs *out);
+                               tg_onnx_outputs *out);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,8 @@ TG_API void tg_session_destroy(tg_session *s);
 /* Copy host data into an input (all micro-batches of one run: see
  * tg_session_samples_per_run) or into a weight or state tensor (on every
  * replica). */
-TG_API tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, size_t bytes);
+TG_API tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data,
+                                  size_t bytes);
 /* Copy a tensor out: parameters, state, inputs, and outputs marked with
  * tg_tensor_mark_output (other values do not outlive their last use). */
 TG_API tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t bytes);

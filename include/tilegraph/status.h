@@ -15,18 +15,18 @@
 extern "C" {
 #endif
 
-#define TG_STATUS_LIST(X)                                                  \
-    X(TG_OK, "ok")                                                         \
-    X(TG_ERR_INVALID_ARG, "invalid argument")                              \
-    X(TG_ERR_SHAPE, "shape mismatch")                                      \
-    X(TG_ERR_DTYPE, "unsupported data type")                               \
-    X(TG_ERR_NOMEM, "out of memory")                                       \
-    X(TG_ERR_IO, "input/output error")                                     \
-    X(TG_ERR_FORMAT, "malformed file")                                     \
-    X(TG_ERR_CONFIG, "invalid configuration")                              \
-    X(TG_ERR_NOT_FOUND, "not found")                                       \
-    X(TG_ERR_NUMERIC, "numerical error")                                   \
-    X(TG_ERR_UNSUPPORTED, "unsupported")                                   \
+#define TG_STATUS_LIST(X)                                                                          \
+    X(TG_OK, "ok")                                                                                 \
+    X(TG_ERR_INVALID_ARG, "invalid argument")                                                      \
+    X(TG_ERR_SHAPE, "shape mismatch")                                                              \
+    X(TG_ERR_DTYPE, "unsupported data type")                                                       \
+    X(TG_ERR_NOMEM, "out of memory")                                                               \
+    X(TG_ERR_IO, "input/output error")                                                             \
+    X(TG_ERR_FORMAT, "malformed file")                                                             \
+    X(TG_ERR_CONFIG, "invalid configuration")                                                      \
+    X(TG_ERR_NOT_FOUND, "not found")                                                               \
+    X(TG_ERR_NUMERIC, "numerical error")                                                           \
+    X(TG_ERR_UNSUPPORTED, "unsupported")                                                           \
     X(TG_ERR_INTERNAL, "internal error")
 
 typedef enum tg_status {

@@ -194,7 +194,7 @@ static inline void tg_trace_heatmap(tg_trace_channel *ch, const char *name, doub
  * Applies to samples already recorded too (bins are counted when read).
  * `name` is copied. Thread-safe. */
 TG_API tg_status tg_trace_heatmap_bins(tg_trace_channel *ch, const char *name, const double *edges,
-                                int n_edges);
+                                       int n_edges);
 
 /* Name the calling thread in the trace ("loader", "replica 0 device 1");
  * at most 63 bytes are kept. Unnamed threads are "thread N". A thread that
@@ -259,7 +259,8 @@ typedef int (*tg_trace_event_fn)(const tg_trace_event *e, void *ctx);
  * may not be seen; a region still open is seen with end_ns -1. The pointers
  * in the structs are valid during the call. Callbacks may record events but
  * must not call tg_trace_clear or tg_trace_shutdown. */
-TG_API tg_status tg_trace_visit(tg_trace_thread_fn on_thread, tg_trace_event_fn on_event, void *ctx);
+TG_API tg_status tg_trace_visit(tg_trace_thread_fn on_thread, tg_trace_event_fn on_event,
+                                void *ctx);
 
 typedef struct tg_trace_stats {
     int threads;
@@ -275,7 +276,8 @@ typedef struct tg_trace_series_summary {
     double min, max, mean, last; /* last: the latest point in time */
     int64_t first_ns, last_ns;
 } tg_trace_series_summary;
-TG_API tg_status tg_trace_series(const char *channel, const char *name, tg_trace_series_summary *out);
+TG_API tg_status tg_trace_series(const char *channel, const char *name,
+                                 tg_trace_series_summary *out);
 
 /* One time slice of one heatmap: the samples of [start_ns, end_ns) (slices
  * are aligned to tg_trace_origin_ns and heatmapIntervalMs long) counted in
@@ -368,7 +370,7 @@ typedef struct tg_trace_device_track {
  * a negative replica or device, a step that ends before it starts, or two
  * tracks for the same (replica, device). */
 TG_API tg_status tg_trace_export_chrome(const char *path, const tg_trace_device_track *tracks,
-                                 size_t n_tracks);
+                                        size_t n_tracks);
 
 #ifdef __cplusplus
 }

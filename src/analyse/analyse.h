@@ -30,9 +30,9 @@ typedef enum tg_an_kind {
     TG_AN_BAR,   /* a text bar chart: shown in text only */
     TG_AN_COUNT, /* integer */
     TG_AN_BYTES,
-    TG_AN_NS,    /* a duration in nanoseconds */
-    TG_AN_FRAC,  /* 0..1, printed as a percentage */
-    TG_AN_NUM,   /* any other number */
+    TG_AN_NS,   /* a duration in nanoseconds */
+    TG_AN_FRAC, /* 0..1, printed as a percentage */
+    TG_AN_NUM,  /* any other number */
     TG_AN_KIND_COUNT
 } tg_an_kind;
 
@@ -148,9 +148,9 @@ tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg
  * trace table; shared by the trace view and the insights. */
 enum { TG_AN_MAX_DEVICES = 64 };
 typedef struct tg_an_times {
-    int run;          /* the first recorded host step; -1: no trace */
+    int run; /* the first recorded host step; -1: no trace */
     int n_devices;
-    double wall_ns;   /* first start to last end over all devices */
+    double wall_ns; /* first start to last end over all devices */
     double execute[TG_AN_MAX_DEVICES], copy[TG_AN_MAX_DEVICES], host[TG_AN_MAX_DEVICES],
         all_reduce[TG_AN_MAX_DEVICES], accumulate[TG_AN_MAX_DEVICES], wait[TG_AN_MAX_DEVICES],
         other[TG_AN_MAX_DEVICES];

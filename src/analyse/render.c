@@ -25,7 +25,10 @@ typedef struct {
     int pending;
 } line_out;
 
-static void pad(line_out *l, int n) { l->pending += n > 0 ? n : 0; }
+static void pad(line_out *l, int n)
+{
+    l->pending += n > 0 ? n : 0;
+}
 
 static void put(line_out *l, const char *s)
 {

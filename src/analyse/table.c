@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const tg_an_view_names[] = {"summary", "insights", "memory", "liveness",
-                                        "program", "operations", "trace", "host", NULL};
+const char *const tg_an_view_names[] = {"summary",    "insights", "memory", "liveness", "program",
+                                        "operations", "trace",    "host",   NULL};
 
 bool tg_an_view_known(const char *name)
 {
@@ -56,8 +56,7 @@ tg_status tg_an_open(const char *report, tg_profile_reader **out)
                     report);
 }
 
-tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f,
-                      tg_an_view *v)
+tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f, tg_an_view *v)
 {
     v->name = name;
     if (f->by_tile && strcmp(name, "memory"))
@@ -103,9 +102,15 @@ void tg_an_view_free(tg_an_view *v)
     memset(v, 0, sizeof *v);
 }
 
-bool tg_an_kind_is_text(tg_an_kind k) { return k == TG_AN_TEXT || k == TG_AN_LABEL || k == TG_AN_BAR; }
+bool tg_an_kind_is_text(tg_an_kind k)
+{
+    return k == TG_AN_TEXT || k == TG_AN_LABEL || k == TG_AN_BAR;
+}
 
-static char *dup_or_empty(const char *s) { return tg_strdup(s ? s : ""); }
+static char *dup_or_empty(const char *s)
+{
+    return tg_strdup(s ? s : "");
+}
 
 tg_an_table *tg_an_table_add(tg_an_view *v, const char *title, int n_cols, const char *const *cols,
                              const tg_an_kind *kinds)
@@ -229,8 +234,12 @@ void tg_an_bar(double frac, bool keep_visible, char *buf, size_t cap)
     frac = frac > 0 ? (frac < 1 ? frac : 1) : 0;
     int eighths = (int)(frac * WIDTH * 8 + 0.5), used = 0;
     static const char *const parts[] = {"",
-                                        "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d",
-                                        "\xe2\x96\x8c", "\xe2\x96\x8b", "\xe2\x96\x8a",
+                                        "\xe2\x96\x8f",
+                                        "\xe2\x96\x8e",
+                                        "\xe2\x96\x8d",
+                                        "\xe2\x96\x8c",
+                                        "\xe2\x96\x8b",
+                                        "\xe2\x96\x8a",
                                         "\xe2\x96\x89"};
     buf[0] = '\0';
     if (keep_visible && frac > 0 && eighths == 0)

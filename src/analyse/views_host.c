@@ -120,8 +120,9 @@ tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
 {
     int64_t has = 0;
     if (tg_profile_reader_int(r, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'host_trace'", 0,
-                              &has) != TG_OK || !has ||
-        tg_profile_reader_int(r, "SELECT COUNT(*) FROM host_trace", 0, &has) != TG_OK || !has) {
+                              &has) != TG_OK ||
+        !has || tg_profile_reader_int(r, "SELECT COUNT(*) FROM host_trace", 0, &has) != TG_OK ||
+        !has) {
         tg_an_note(v, "No host trace in this profile: run with TILEGRAPH_TRACE='{\"enable\":"
                       "\"true\"}' as well as autoReport to record one.");
         return TG_OK;
@@ -145,17 +146,18 @@ tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
         sqlite3_finalize(st);
     }
     if (s == TG_OK) {
-        static const char *const cols[] = {"activity", "self time", "self", "total time", "total",
-                                           "calls"};
+        static const char *const cols[] = {"activity",   "self time", "self",
+                                           "total time", "total",     "calls"};
         static const tg_an_kind kinds[] = {TG_AN_TEXT, TG_AN_NS,   TG_AN_FRAC,
                                            TG_AN_NS,   TG_AN_FRAC, TG_AN_COUNT};
-        tg_an_table *table = tg_an_table_add(v, "Host call tree (all threads, aggregated)", 6,
-                                             cols, kinds);
+        tg_an_table *table =
+            tg_an_table_add(v, "Host call tree (all threads, aggregated)", 6, cols, kinds);
         /* compare asks for every row with a huge --top: no overflow, all nodes */
         int rows = f->top <= 0 ? 200 : f->top > MAX_NODES / 10 ? MAX_NODES : f->top * 10;
         emit(&t, table, -1, rows);
-        tg_an_note(v, "Traced time %.3f s over %d distinct activities; shares are of the time in "
-                      "outermost regions, summed over threads.",
+        tg_an_note(v,
+                   "Traced time %.3f s over %d distinct activities; shares are of the time in "
+                   "outermost regions, summed over threads.",
                    t.traced_ns / 1e9, t.n);
     }
     tg_free(t.nodes);

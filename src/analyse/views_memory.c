@@ -60,12 +60,12 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
     }
     sqlite3_finalize(st);
 
-    static const char *const lcols[] = {"tensor", "device", "category", "dtype", "shape",
-                                        "slots", "bytes"};
+    static const char *const lcols[] = {"tensor", "device", "category", "dtype",
+                                        "shape",  "slots",  "bytes"};
     static const tg_an_kind lkinds[] = {TG_AN_TEXT,  TG_AN_ID,    TG_AN_LABEL, TG_AN_LABEL,
                                         TG_AN_LABEL, TG_AN_COUNT, TG_AN_BYTES};
-    tg_an_table *big = tg_an_table_add(v, "Largest tensors (bytes over all slots)", 7, lcols,
-                                       lkinds);
+    tg_an_table *big =
+        tg_an_table_add(v, "Largest tensors (bytes over all slots)", 7, lcols, lkinds);
     TG_TRY(tg_an_prepare(r,
                          "SELECT name, device, category, dtype, shape, slots, bytes * slots "
                          "FROM tensors WHERE (?1 < 0 OR device = ?1) "
@@ -106,8 +106,9 @@ static tg_status scratch_row(tg_profile_reader *r, tg_an_view *v, tg_an_table *t
         double scratch = live - listed;
         if (scratch > 0)
             tg_an_row(t, name, "kernel scratch", "", scratch);
-        tg_an_note(v, "device %d, step %d: %s of live tensors + %s of kernel scratch = %s live; "
-                      "with %s always live, %s in use",
+        tg_an_note(v,
+                   "device %d, step %d: %s of live tensors + %s of kernel scratch = %s live; "
+                   "with %s always live, %s in use",
                    d, step, tg_an_format(TG_AN_BYTES, listed, a, sizeof a),
                    tg_an_format(TG_AN_BYTES, scratch > 0 ? scratch : 0, b, sizeof b),
                    tg_an_format(TG_AN_BYTES, live, c, sizeof c),

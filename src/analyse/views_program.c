@@ -63,9 +63,10 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
     TG_TRY(tg_profile_reader_int(r, "SELECT COALESCE(SUM(total_ns), 0) FROM ops", 0, &total_ns));
     double total = total_ns > 0 ? (double)total_ns : 1;
 
-    static const char *const tcols[] = {"type", "ops", "calls", "FLOPs (all calls)", "time", "share"};
-    static const tg_an_kind tkinds[] = {TG_AN_TEXT,  TG_AN_COUNT, TG_AN_COUNT,
-                                        TG_AN_NUM,   TG_AN_NS,    TG_AN_FRAC};
+    static const char *const tcols[] = {"type", "ops",  "calls", "FLOPs (all calls)",
+                                        "time", "share"};
+    static const tg_an_kind tkinds[] = {TG_AN_TEXT, TG_AN_COUNT, TG_AN_COUNT,
+                                        TG_AN_NUM,  TG_AN_NS,    TG_AN_FRAC};
     tg_an_table *t = tg_an_table_add(v, "Per op type", 6, tcols, tkinds);
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
@@ -83,11 +84,11 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
                   sqlite3_column_double(st, 4) / total);
     sqlite3_finalize(st);
 
-    static const char *const ocols[] = {"op",    "type",          "device", "phase", "calls",
-                                        "FLOPs (all calls)", "time per call", "time", "share"};
-    static const tg_an_kind okinds[] = {TG_AN_TEXT,  TG_AN_LABEL, TG_AN_ID,
-                                        TG_AN_LABEL, TG_AN_COUNT, TG_AN_NUM,
-                                        TG_AN_NS,    TG_AN_NS,    TG_AN_FRAC};
+    static const char *const ocols[] = {
+        "op",   "type", "device", "phase", "calls", "FLOPs (all calls)", "time per call",
+        "time", "share"};
+    static const tg_an_kind okinds[] = {TG_AN_TEXT, TG_AN_LABEL, TG_AN_ID, TG_AN_LABEL, TG_AN_COUNT,
+                                        TG_AN_NUM,  TG_AN_NS,    TG_AN_NS, TG_AN_FRAC};
     t = tg_an_table_add(v, "Per op, by time", 9, ocols, okinds);
     TG_TRY(tg_an_prepare(r,
                          "SELECT name, type, device, phase, calls, flops * calls, total_ns "

@@ -67,9 +67,12 @@ tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_
     static const tg_an_kind info_kinds[] = {TG_AN_TEXT, TG_AN_LABEL};
     tg_an_table *t = tg_an_table_add(v, "Program information", 2, info_cols, info_kinds);
     static const char *const keys[][2] = {
-        {"program", "program"},         {"target", "target"},
-        {"strategy", "strategy"},       {"schedule", "schedule"},
-        {"tilegraph version", "tilegraph_version"}, {"created", "created"},
+        {"program", "program"},
+        {"target", "target"},
+        {"strategy", "strategy"},
+        {"schedule", "schedule"},
+        {"tilegraph version", "tilegraph_version"},
+        {"created", "created"},
         {"profile", NULL},
     };
     bool one_device = meta_num(r, "devices") == 1;
@@ -79,18 +82,23 @@ tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_
             tg_an_row(t, keys[i][0], "none (one device)");
         else
             tg_an_row(t, keys[i][0],
-                      keys[i][1] ? tg_profile_reader_meta(r, keys[i][1]) : tg_profile_reader_path(r));
+                      keys[i][1] ? tg_profile_reader_meta(r, keys[i][1])
+                                 : tg_profile_reader_path(r));
     }
 
     static const char *const n_cols[] = {"item", "value"};
     static const tg_an_kind n_kinds[] = {TG_AN_TEXT, TG_AN_COUNT};
     t = tg_an_table_add(v, "Configuration and graph statistics", 2, n_cols, n_kinds);
     static const char *const counts[][2] = {
-        {"devices", "devices"},           {"replicas", "replicas"},
-        {"micro-batches", "micro_batches"}, {"device iterations", "iterations"},
+        {"devices", "devices"},
+        {"replicas", "replicas"},
+        {"micro-batches", "micro_batches"},
+        {"device iterations", "iterations"},
         {"threads per device", "threads_per_device"},
-        {"ops", "ops"},                   {"tensors", "tensors"},
-        {"program steps", "steps"},       {"inter-device transfers", "transfers"},
+        {"ops", "ops"},
+        {"tensors", "tensors"},
+        {"program steps", "steps"},
+        {"inter-device transfers", "transfers"},
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         tg_an_row(t, counts[i][0], meta_num(r, counts[i][1]));

@@ -169,19 +169,20 @@ static tg_status one_tile(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
                   col_text(st, 2), sqlite3_column_double(st, 3));
     sqlite3_finalize(st);
 
-    static const char *const tcols[] = {"tensor", "device", "category", "tile start", "tiles",
-                                        "bytes on tile"};
+    static const char *const tcols[] = {"tensor",     "device", "category",
+                                        "tile start", "tiles",  "bytes on tile"};
     static const tg_an_kind tkinds[] = {TG_AN_TEXT,  TG_AN_ID,    TG_AN_LABEL,
                                         TG_AN_COUNT, TG_AN_COUNT, TG_AN_BYTES};
     snprintf(title, sizeof title, "Tensors mapped on tile %d", tile);
     tg_an_table *tt = tg_an_table_add(v, title, 6, tcols, tkinds);
-    TG_TRY(tg_an_prepare(r,
-                         "SELECT t.name, t.device, t.category, s.tile_start, s.tiles, "
-                         "s.bytes_per_tile, t.bytes * t.slots FROM tile_spans s "
-                         "JOIN tensors t ON t.id = s.tensor "
-                         "WHERE (?1 < 0 OR t.device = ?1) AND (?2 IS NULL OR instr(t.name, ?2) > 0) "
-                         "ORDER BY t.device, t.id",
-                         &st));
+    TG_TRY(
+        tg_an_prepare(r,
+                      "SELECT t.name, t.device, t.category, s.tile_start, s.tiles, "
+                      "s.bytes_per_tile, t.bytes * t.slots FROM tile_spans s "
+                      "JOIN tensors t ON t.id = s.tensor "
+                      "WHERE (?1 < 0 OR t.device = ?1) AND (?2 IS NULL OR instr(t.name, ?2) > 0) "
+                      "ORDER BY t.device, t.id",
+                      &st));
     sqlite3_bind_int(st, 1, f->device);
     if (f->op)
         sqlite3_bind_text(st, 2, f->op, -1, SQLITE_STATIC);
@@ -236,8 +237,9 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
     }
     tg_status s = TG_OK;
 
-    static const char *const scols[] = {"device", "tiles", "tiles used", "largest tile",
-                                        "mean tile", "largest / mean", "over capacity"};
+    static const char *const scols[] = {"device",       "tiles",     "tiles used",
+                                        "largest tile", "mean tile", "largest / mean",
+                                        "over capacity"};
     static const tg_an_kind skinds[] = {TG_AN_ID,    TG_AN_COUNT, TG_AN_COUNT, TG_AN_BYTES,
                                         TG_AN_BYTES, TG_AN_NUM,   TG_AN_COUNT};
     /* tables are kept by index: adding one may move the others */
@@ -332,13 +334,15 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
     if (s == TG_OK)
         s = tg_profile_reader_int(r, "SELECT COUNT(*) FROM tiles WHERE bytes < 0", 0, &negative);
     if (s == TG_OK && negative > 0)
-        tg_an_note(v, "tiles: %lld row%s of the tiles table hold negative bytes (a fault of "
-                      "the profile's writer); their tiles count in the histogram's first bin",
+        tg_an_note(v,
+                   "tiles: %lld row%s of the tiles table hold negative bytes (a fault of "
+                   "the profile's writer); their tiles count in the histogram's first bin",
                    (long long)negative, negative == 1 ? "" : "s");
     if (s == TG_OK)
-        tg_an_note(v, "tiles: bins of the histogram run from 'from' (included) to 'to' "
-                      "(excluded; the last bin includes the largest tile); top tiles list the "
-                      "%d largest tiles per device",
+        tg_an_note(v,
+                   "tiles: bins of the histogram run from 'from' (included) to 'to' "
+                   "(excluded; the last bin includes the largest tile); top tiles list the "
+                   "%d largest tiles per device",
                    top_tiles(f, n_tiles));
     return s;
 }
@@ -356,15 +360,16 @@ tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg
     snprintf(clock, sizeof clock, "%s", tg_profile_reader_meta(r, "trace_clock"));
     double hz = atof(tg_profile_reader_meta(r, "clock_hz"));
     if (run >= 0) {
-        tg_an_note(v, "the times are the cycle model's, not measured: trace_clock is '%s'; "
-                      "cycles are converted to time at %.3g GHz",
+        tg_an_note(v,
+                   "the times are the cycle model's, not measured: trace_clock is '%s'; "
+                   "cycles are converted to time at %.3g GHz",
                    clock[0] ? clock : "unset", hz / 1e9);
         static const char *const ccols[] = {"device", "wall cycles", "compute cycles",
                                             "other cycles", "busy"};
         static const tg_an_kind ckinds[] = {TG_AN_ID, TG_AN_COUNT, TG_AN_COUNT, TG_AN_COUNT,
                                             TG_AN_FRAC};
-        tg_an_table *ct = tg_an_table_add(v, "Cycles per device, first recorded host step", 5,
-                                          ccols, ckinds);
+        tg_an_table *ct =
+            tg_an_table_add(v, "Cycles per device, first recorded host step", 5, ccols, ckinds);
         int64_t wall = 0;
         char sql[256];
         snprintf(sql, sizeof sql,
@@ -392,8 +397,7 @@ tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg
     }
     static const char *const cols[] = {"device", "largest tile", "mean tile", "largest / mean",
                                        "tiles used"};
-    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_NUM,
-                                       TG_AN_COUNT};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_NUM, TG_AN_COUNT};
     if (!tg_an_table_add(v, "Tile balance (bytes per tile)", 5, cols, kinds))
         return tg_error(TG_ERR_NOMEM, "out of memory building the tile balance");
     int ti = v->n_tables - 1;
@@ -414,8 +418,9 @@ tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg
         double ratio = ts.mean > 0 ? ts.max / ts.mean : 0;
         tg_an_row(&v->tables[ti], (double)d, ts.max, ts.mean, ratio, (double)ts.used);
         char mb[32], ab[32];
-        tg_an_note(v, "device %d tile balance: largest tile %d holds %s, the mean tile %s: "
-                      "%.2fx the mean over %d tiles (1.00x is perfectly even)",
+        tg_an_note(v,
+                   "device %d tile balance: largest tile %d holds %s, the mean tile %s: "
+                   "%.2fx the mean over %d tiles (1.00x is perfectly even)",
                    d, ts.max_tile, tg_an_format(TG_AN_BYTES, ts.max, mb, sizeof mb),
                    tg_an_format(TG_AN_BYTES, ts.mean, ab, sizeof ab), ratio, n_tiles);
     }

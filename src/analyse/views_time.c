@@ -78,8 +78,8 @@ static double idle_of(const tg_an_times *t, int d)
  * for a free slot, so bytes / time is a lower bound of the link's rate. */
 static tg_status transfers(tg_profile_reader *r, const tg_an_filter *f, int run, tg_an_view *v)
 {
-    static const char *const cols[] = {"device", "transfer", "peer", "count", "bytes", "time",
-                                       "GB/s"};
+    static const char *const cols[] = {"device", "transfer", "peer", "count",
+                                       "bytes",  "time",     "GB/s"};
     static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_TEXT, TG_AN_ID, TG_AN_COUNT,
                                        TG_AN_BYTES, TG_AN_NS,   TG_AN_NUM};
     sqlite3_stmt *st;
@@ -115,9 +115,10 @@ static tg_status transfers(tg_profile_reader *r, const tg_an_filter *f, int run,
     sqlite3_finalize(st);
     char b[32];
     if (t)
-        tg_an_note(v, "transfers: %s moved (Rx rows of copies are the Tx rows seen from the "
-                      "receiver, so copies count twice in this sum); GB/s = bytes / time, time "
-                      "including any wait for a free slot",
+        tg_an_note(v,
+                   "transfers: %s moved (Rx rows of copies are the Tx rows seen from the "
+                   "receiver, so copies count twice in this sum); GB/s = bytes / time, time "
+                   "including any wait for a free slot",
                    tg_an_format(TG_AN_BYTES, total, b, sizeof b));
     else
         tg_an_note(v, "transfers: the trace records no host streams or inter-device copies%s",
@@ -132,20 +133,22 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
     tg_an_times t;
     TG_TRY(tg_an_times_read(r, &t));
     if (t.run < 0) {
-        tg_an_note(v, "%s holds no execution trace (was the program run with autoReport "
-                      "execution profiling on?)",
+        tg_an_note(v,
+                   "%s holds no execution trace (was the program run with autoReport "
+                   "execution profiling on?)",
                    tg_profile_reader_path(r));
         return TG_OK;
     }
     char wb[32];
     tg_an_note(v, "host step %d, replica 0: wall time %s", t.run,
                tg_an_format(TG_AN_NS, t.wall_ns, wb, sizeof wb));
-    static const char *const cols[] = {"device", "compute", "copies", "host streams",
-                                       "all-reduce", "accumulate", "waiting", "idle", "busy"};
-    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_NS, TG_AN_NS,
+    static const char *const cols[] = {"device",       "compute",    "copies",
+                                       "host streams", "all-reduce", "accumulate",
+                                       "waiting",      "idle",       "busy"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_NS,  TG_AN_NS,
                                        TG_AN_NS, TG_AN_NS, TG_AN_NS, TG_AN_FRAC};
-    tg_an_table *tt = tg_an_table_add(v, "Time per device, first recorded host step", 9, cols,
-                                      kinds);
+    tg_an_table *tt =
+        tg_an_table_add(v, "Time per device, first recorded host step", 9, cols, kinds);
     tg_an_table *tp = tg_an_table_add(v, "Proportions of the wall time", 9, cols, kinds);
     tt = &v->tables[v->n_tables - 2];
     for (int i = 1; i < 8; i++)
@@ -164,8 +167,9 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
     /* per micro-batch: execute time summed over devices, averaged over iterations */
     static const char *const mcols[] = {"micro-batch", "forward", "backward", "span"};
     static const tg_an_kind mkinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_NS};
-    tg_an_table *tm = tg_an_table_add(v, "Per micro-batch (compute summed over devices, mean "
-                                         "over device iterations)",
+    tg_an_table *tm = tg_an_table_add(v,
+                                      "Per micro-batch (compute summed over devices, mean "
+                                      "over device iterations)",
                                       4, mcols, mkinds);
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct {
     size_t bytes, offset;
     int first, last;

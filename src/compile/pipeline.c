@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const schedule_names[TG_SCHEDULE_COUNT] = {"grouped", "interleaved", "gpipe",
-                                                               "1f1b", "sharded"};
+                                                              "1f1b", "sharded"};
 
 const char *tg_schedule_name(tg_schedule_kind k)
 {
@@ -147,8 +147,8 @@ int tg_pipe_schedule_simulate(const tg_pipe_schedule *s, double *busy)
     }
     for (int i = 0; i < 2 * n * m; i++)
         done[i] = -1;
-#define DONE_F(d, j) done[((d) * m + (j)) * 2]
-#define DONE_B(d, j) done[((d) * m + (j)) * 2 + 1]
+#define DONE_F(d, j) done[((d)*m + (j)) * 2]
+#define DONE_B(d, j) done[((d)*m + (j)) * 2 + 1]
     int cycle = 0, remaining = 0, *worked = tg_calloc((size_t)n, sizeof(int));
     for (int d = 0; d < n; d++)
         remaining += s->n_ops[d];

@@ -92,7 +92,8 @@ static tg_status stages_from_spec(const char *spec, const block_list *bl, int *s
                                              bl->names[b]);
                 return tg_error(TG_ERR_CONFIG,
                                 "stages \"%s\": stage %d names block '%s', which the model does "
-                                "not have (its blocks: %s)", spec, stage, name, list);
+                                "not have (its blocks: %s)",
+                                spec, stage, name, list);
             }
             if (stage_of_block[found] >= 0)
                 return tg_error(TG_ERR_CONFIG, "stages \"%s\": block '%s' is in two stages", spec,
@@ -258,22 +259,28 @@ static tg_status assign_devices(const tg_options *o, tg_placement *p, const bloc
         int d = p->device_of_stage[st];
         for (int k = 0; k < st; k++)
             if (p->device_of_stage[k] == d)
-                return tg_error(TG_ERR_CONFIG, "stages %d and %d are both on device %d; each "
-                                "stage needs a device of its own", k, st, d);
+                return tg_error(TG_ERR_CONFIG,
+                                "stages %d and %d are both on device %d; each "
+                                "stage needs a device of its own",
+                                k, st, d);
         if (d + 1 > p->n_devices)
             p->n_devices = d + 1;
         if (st > 0 && d < p->device_of_stage[st - 1])
-            return tg_error(TG_ERR_CONFIG, "stage %d is on device %d, before stage %d's device %d: "
-                            "devices must follow the stage order", st, d, st - 1,
-                            p->device_of_stage[st - 1]);
+            return tg_error(TG_ERR_CONFIG,
+                            "stage %d is on device %d, before stage %d's device %d: "
+                            "devices must follow the stage order",
+                            st, d, st - 1, p->device_of_stage[st - 1]);
     }
     if (available > 0 && p->n_devices > available)
-        return tg_error(TG_ERR_CONFIG, "the model needs device %d but only %d device%s available "
-                        "(option devices)", p->n_devices - 1, available,
-                        available == 1 ? " is" : "s are");
+        return tg_error(TG_ERR_CONFIG,
+                        "the model needs device %d but only %d device%s available "
+                        "(option devices)",
+                        p->n_devices - 1, available, available == 1 ? " is" : "s are");
     if (p->n_devices != p->n_stages)
-        return tg_error(TG_ERR_CONFIG, "%d stages on devices up to %d: leave no device between "
-                        "stages unused", p->n_stages, p->n_devices - 1);
+        return tg_error(TG_ERR_CONFIG,
+                        "%d stages on devices up to %d: leave no device between "
+                        "stages unused",
+                        p->n_stages, p->n_devices - 1);
     return TG_OK;
 }
 
@@ -300,7 +307,7 @@ tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, t
         goto done;
     }
     if (strcmp(tg_execution_strategy(o), "single") == 0) {
-        const char *div = *tg_options_get_string(o, "stages") ? "stages"
+        const char *div = *tg_options_get_string(o, "stages")  ? "stages"
                           : *tg_options_get_string(o, "split") ? "split"
                                                                : NULL;
         if (div) {

@@ -20,7 +20,7 @@
 
 typedef struct tg_placement {
     int n_stages, n_devices;
-    int *stage_of;  /* per node id; -1 for nodes nothing needs */
+    int *stage_of; /* per node id; -1 for nodes nothing needs */
     int *device_of_stage;
 } tg_placement;
 

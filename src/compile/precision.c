@@ -31,8 +31,10 @@ tg_status tg_precision_read(const tg_options *o, tg_precision *out)
     int in = dot ? part_dtype(v, (size_t)(dot - v)) : -1;
     int model = dot ? part_dtype(dot + 1, strlen(dot + 1)) : -1;
     if (in < 0 || model < 0)
-        return tg_error(TG_ERR_CONFIG, "option 'precision': '%s' is not INPUT.MODEL with each of "
-                        "32, 16 or bf16 (32.32, 16.32, 16.16, bf16.bf16)", v);
+        return tg_error(TG_ERR_CONFIG,
+                        "option 'precision': '%s' is not INPUT.MODEL with each of "
+                        "32, 16 or bf16 (32.32, 16.32, 16.16, bf16.bf16)",
+                        v);
     out->input = (tg_dtype)in;
     out->model = (tg_dtype)model;
     out->accum = type_option(o, "accumType", out->model);
@@ -40,7 +42,7 @@ tg_status tg_precision_read(const tg_options *o, tg_precision *out)
     out->second_moment = type_option(o, "secondOrderMomentumAccumType", TG_F32);
     out->stochastic_rounding = tg_options_get_int(o, "Precision.enableStochasticRounding") != 0;
     const char *ls = tg_options_get_string(o, "lossScaling");
-    out->loss_scaling = !strcmp(ls, "dynamic") ? TG_LOSS_SCALING_DYNAMIC
+    out->loss_scaling = !strcmp(ls, "dynamic")  ? TG_LOSS_SCALING_DYNAMIC
                         : !strcmp(ls, "static") ? TG_LOSS_SCALING_STATIC
                                                 : TG_LOSS_SCALING_NONE;
     out->loss_scale = out->loss_scaling == TG_LOSS_SCALING_NONE

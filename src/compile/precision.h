@@ -23,14 +23,14 @@ typedef enum tg_loss_scaling {
 } tg_loss_scaling;
 
 typedef struct tg_precision {
-    tg_dtype input, model;     /* host-stream inputs; weights, activations, gradients */
-    tg_dtype accum;            /* gradient accumulators */
-    tg_dtype first_moment;     /* Adam exp_avg, SGD momentum buffer */
-    tg_dtype second_moment;    /* Adam exp_avg_sq */
-    bool stochastic_rounding;  /* for the weight update's writes of half values */
+    tg_dtype input, model;    /* host-stream inputs; weights, activations, gradients */
+    tg_dtype accum;           /* gradient accumulators */
+    tg_dtype first_moment;    /* Adam exp_avg, SGD momentum buffer */
+    tg_dtype second_moment;   /* Adam exp_avg_sq */
+    bool stochastic_rounding; /* for the weight update's writes of half values */
     tg_loss_scaling loss_scaling;
-    float loss_scale;          /* static factor, or the dynamic one's start */
-    int growth_interval;       /* dynamic: double the scale after this many good updates */
+    float loss_scale;    /* static factor, or the dynamic one's start */
+    int growth_interval; /* dynamic: double the scale after this many good updates */
 } tg_precision;
 
 /* Read precision, lossScaling*, accumType, *MomentumAccumType and

@@ -33,7 +33,10 @@ static tg_phase phase_of(const tg_tensor *t)
     return (t->flags & TG_NODE_BACKWARD) ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
 }
 
-static bool runs_as_step(const tg_tensor *t) { return t->n_in > 0 && !(t->flags & TG_NODE_ALIAS); }
+static bool runs_as_step(const tg_tensor *t)
+{
+    return t->n_in > 0 && !(t->flags & TG_NODE_ALIAS);
+}
 
 size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t)
 {
@@ -51,7 +54,8 @@ static int add_buffer(tg_program *p, int node, int device, tg_region region, tg_
         p->buffers = b;
         p->cap_buffers = cap;
     }
-    p->buffers[p->n_buffers] = (tg_buffer){node, device, dtype, region, 0, bytes, 1, bytes, -1, -1, false, false};
+    p->buffers[p->n_buffers] =
+        (tg_buffer){node, device, dtype, region, 0, bytes, 1, bytes, -1, -1, false, false};
     return p->n_buffers++;
 }
 
@@ -95,11 +99,14 @@ static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_st
             return tg_error(TG_ERR_CONFIG,
                             "pipelined training over %d stages needs Training.gradientAccumulation "
                             "of at least %d (it is %d): the pipeline must hold one micro-batch "
-                            "per stage", n_stages, n_stages, m);
+                            "per stage",
+                            n_stages, n_stages, m);
     }
     if (!p->training && m > 1)
-        return tg_error(TG_ERR_CONFIG, "Training.gradientAccumulation is %d, but an inference "
-                        "program has no gradients: set it to 1", m);
+        return tg_error(TG_ERR_CONFIG,
+                        "Training.gradientAccumulation is %d, but an inference "
+                        "program has no gradients: set it to 1",
+                        m);
     /* inference pipelines its device iterations as micro-batches */
     p->micro_batches = p->training ? m : iters;
     p->iterations = p->training ? iters : 1;
@@ -242,19 +249,23 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
         if (dst < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         tr = &p->transfers[p->n_transfers++];
-        *tr = (tg_transfer){value->id, p->buffers[home].device, device, phase_of(value), home, dst,
-                            false, false};
+        *tr = (tg_transfer){
+            value->id, p->buffers[home].device, device, phase_of(value), home, dst, false, false};
         if (tr->phase == TG_PHASE_UPDATE)
-            return tg_error(TG_ERR_CONFIG, "'%s' is computed by an update on device %d and read "
-                            "on device %d", value->name, tr->src_device, device);
+            return tg_error(TG_ERR_CONFIG,
+                            "'%s' is computed by an update on device %d and read "
+                            "on device %d",
+                            value->name, tr->src_device, device);
     }
     if (use == TG_PHASE_FORWARD)
         tr->used_forward = true;
     else
         tr->used_backward = true;
     if (use == TG_PHASE_FORWARD && tr->phase == TG_PHASE_BACKWARD)
-        return tg_error(TG_ERR_CONFIG, "'%s' is read in the forward pass on device %d but computed "
-                        "in the backward pass on device %d", value->name, device, tr->src_device);
+        return tg_error(TG_ERR_CONFIG,
+                        "'%s' is read in the forward pass on device %d but computed "
+                        "in the backward pass on device %d",
+                        value->name, device, tr->src_device);
     return TG_OK;
 }
 
@@ -390,9 +401,9 @@ static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
 {
     const tg_device_program *dp = &p->devices[d];
     char msg[2048], a[32], b[32];
-    size_t used = (size_t)snprintf(msg, sizeof msg, "device %d needs %s but has %s (memoryPerDevice)",
-                                   d, tg_bytes_str((double)dp->arena_bytes, a, sizeof a),
-                                   tg_bytes_str((double)cap, b, sizeof b));
+    size_t used = (size_t)snprintf(
+        msg, sizeof msg, "device %d needs %s but has %s (memoryPerDevice)", d,
+        tg_bytes_str((double)dp->arena_bytes, a, sizeof a), tg_bytes_str((double)cap, b, sizeof b));
     /* the three largest categories */
     bool shown[TG_REGION_COUNT] = {0};
     for (int k = 0; k < 3 && used < sizeof msg; k++) {
@@ -404,8 +415,8 @@ static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
         if (best < 0)
             break;
         shown[best] = true;
-        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %s %s", k ? "," : "; largest:",
-                                 tg_region_name((tg_region)best),
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %s %s",
+                                 k ? "," : "; largest:", tg_region_name((tg_region)best),
                                  tg_bytes_str((double)dp->region_bytes[best], a, sizeof a));
     }
     /* the three largest buffers */
@@ -427,12 +438,15 @@ static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
     }
     for (int k = 0; k < 3 && top[k] >= 0 && used < sizeof msg; k++) {
         const tg_buffer *buf = &p->buffers[top[k]];
-        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s '%s' (%s) %s x %d", k ? "," : "; largest buffers:",
-                                 p->graph->nodes[buf->node]->name, tg_region_name(buf->region),
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s '%s' (%s) %s x %d",
+                                 k ? "," : "; largest buffers:", p->graph->nodes[buf->node]->name,
+                                 tg_region_name(buf->region),
                                  tg_bytes_str((double)buf->bytes, a, sizeof a), buf->slots);
     }
-    return tg_error(TG_ERR_NOMEM, "%s. Set debug.allowOutOfMemory to compile it anyway and look "
-                    "at the plan", msg);
+    return tg_error(TG_ERR_NOMEM,
+                    "%s. Set debug.allowOutOfMemory to compile it anyway and look "
+                    "at the plan",
+                    msg);
 }
 
 static tg_status check_capacity(const tg_program *p, const tg_options *o)
@@ -498,7 +512,7 @@ static tg_status compile(tg_program *p, const tg_options *o)
     bool shard = tg_options_get_int(o, "TensorLocations.optimizer.replicatedTensorSharding") != 0;
     if (s == TG_OK && offload && shard)
         s = tg_error(TG_ERR_CONFIG, "TensorLocations.optimizer: offloading and replicated tensor "
-                     "sharding together are not supported; choose one");
+                                    "sharding together are not supported; choose one");
     if (s == TG_OK && shard && p->replicas > 1)
         s = check_shardable(g);
     if (s == TG_OK)
@@ -539,8 +553,9 @@ static tg_status compile(tg_program *p, const tg_options *o)
         for (int d = 0; d < p->n_devices; d++) {
             const tg_device_program *dp = &p->devices[d];
             p->arena_bytes += dp->arena_bytes;
-            per_run += (dp->flops[TG_PHASE_FORWARD] + dp->flops[TG_PHASE_BACKWARD]) *
-                           p->micro_batches + dp->flops[TG_PHASE_UPDATE];
+            per_run +=
+                (dp->flops[TG_PHASE_FORWARD] + dp->flops[TG_PHASE_BACKWARD]) * p->micro_batches +
+                dp->flops[TG_PHASE_UPDATE];
         }
         p->flops = per_run * p->iterations * p->replicas;
     }

@@ -29,19 +29,22 @@
 #define TG_ALIGN 64
 
 /* x rounded up to TG_ALIGN, as every buffer, slot and scratch part is. */
-static inline size_t tg_align(size_t x) { return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1); }
+static inline size_t tg_align(size_t x)
+{
+    return (x + TG_ALIGN - 1) & ~(size_t)(TG_ALIGN - 1);
+}
 
 /* Where a buffer lives. Persistent regions keep their values across runs. */
-#define TG_REGION_LIST(X)                                          \
-    X(NONE, "none")               /* not stored */                 \
-    X(PARAM, "weights")           /* trainable parameters */       \
-    X(STATE, "optimizer state")   /* optimizer state, running stats */ \
-    X(ACCUMULATOR, "gradient accumulators")                        \
-    X(CONSTANT, "constants")                                       \
-    X(INPUT, "host-stream buffers") /* inputs fed by the host, per micro-batch */ \
-    X(STASH, "pipeline stash")    /* kept from forward to backward */ \
-    X(EXCHANGE, "inter-device copy buffers")                       \
-    X(ACTIVATION, "activations")  /* within one phase, shared by liveness */
+#define TG_REGION_LIST(X)                                                                          \
+    X(NONE, "none")             /* not stored */                                                   \
+    X(PARAM, "weights")         /* trainable parameters */                                         \
+    X(STATE, "optimizer state") /* optimizer state, running stats */                               \
+    X(ACCUMULATOR, "gradient accumulators")                                                        \
+    X(CONSTANT, "constants")                                                                       \
+    X(INPUT, "host-stream buffers") /* inputs fed by the host, per micro-batch */                  \
+    X(STASH, "pipeline stash")      /* kept from forward to backward */                            \
+    X(EXCHANGE, "inter-device copy buffers")                                                       \
+    X(ACTIVATION, "activations") /* within one phase, shared by liveness */
 
 typedef enum tg_region {
 #define TG_REGION_ENUM(e, name) TG_REGION_##e,
@@ -52,17 +55,22 @@ typedef enum tg_region {
 
 const char *tg_region_name(tg_region r);
 
-typedef enum tg_phase { TG_PHASE_FORWARD, TG_PHASE_BACKWARD, TG_PHASE_UPDATE, TG_PHASE_COUNT } tg_phase;
+typedef enum tg_phase {
+    TG_PHASE_FORWARD,
+    TG_PHASE_BACKWARD,
+    TG_PHASE_UPDATE,
+    TG_PHASE_COUNT
+} tg_phase;
 
 typedef struct tg_buffer {
-    int node;       /* the value it holds (the root, for aliases) */
+    int node; /* the value it holds (the root, for aliases) */
     int device;
     tg_dtype dtype; /* how the value is stored (compile/precision.h) */
     tg_region region;
-    size_t offset;  /* of slot 0, from the device arena's start */
-    size_t bytes;   /* of one slot */
-    int slots;      /* >= 1 */
-    size_t stride;  /* between slots */
+    size_t offset;   /* of slot 0, from the device arena's start */
+    size_t bytes;    /* of one slot */
+    int slots;       /* >= 1 */
+    size_t stride;   /* between slots */
     int first, last; /* activations: live steps on the device's timeline */
     /* Offloaded (TensorLocations): the value lives in host memory and is
      * streamed into this (activation) buffer for the one update step that
@@ -75,10 +83,10 @@ typedef struct tg_buffer {
 
 typedef struct tg_step {
     int node;
-    int out;                /* buffer index, -1 for an empty output */
-    int in[TG_MAX_INPUTS];  /* buffer indices */
+    int out;                              /* buffer index, -1 for an empty output */
+    int in[TG_MAX_INPUTS];                /* buffer indices */
     size_t scratch_offset, scratch_bytes; /* kernel scratch, then f32 staging */
-    size_t kernel_scratch;  /* the kernel's own part of scratch_bytes */
+    size_t kernel_scratch;                /* the kernel's own part of scratch_bytes */
     /* Inputs or output stored in another type than the kernel computes in:
      * the engine stages them through f32 copies after the kernel scratch. */
     bool staged;
@@ -88,7 +96,7 @@ typedef struct tg_step {
 typedef struct tg_transfer {
     int node;
     int src_device, dst_device;
-    tg_phase phase;       /* the sender's phase that produces it */
+    tg_phase phase; /* the sender's phase that produces it */
     int src_buffer, dst_buffer;
     bool used_forward, used_backward; /* by the receiver */
 } tg_transfer;
@@ -108,8 +116,8 @@ typedef struct tg_device_program {
     size_t arena_bytes;
     size_t region_bytes[TG_REGION_COUNT];
     size_t scratch_peak;
-    size_t offloaded_bytes;  /* kept in host memory, streamed in for the update */
-    int stash_depth;         /* slots of stash, input and exchange buffers */
+    size_t offloaded_bytes; /* kept in host memory, streamed in for the update */
+    int stash_depth;        /* slots of stash, input and exchange buffers */
     double flops[TG_PHASE_COUNT];
 } tg_device_program;
 
@@ -121,20 +129,20 @@ typedef struct tg_program {
     int iterations;    /* weight updates per run */
     int replicas;
     bool training;
-    bool accumulate;   /* gradients go through accumulators (micro-batches x replicas > 1) */
+    bool accumulate; /* gradients go through accumulators (micro-batches x replicas > 1) */
     tg_pipe_schedule schedule;
-    int *device_of;    /* per node: the device that computes or holds it; -1 none */
-    int *home;         /* per node: its buffer on its device, through aliases; -1 none */
+    int *device_of; /* per node: the device that computes or holds it; -1 none */
+    int *home;      /* per node: its buffer on its device, through aliases; -1 none */
     tg_buffer *buffers;
     int n_buffers, cap_buffers;
     tg_device_program *devices;
     tg_transfer *transfers;
     int n_transfers, cap_transfers;
-    size_t arena_bytes; /* all devices of one replica */
-    double flops;       /* one run: every micro-batch and update of every replica */
+    size_t arena_bytes;             /* all devices of one replica */
+    double flops;                   /* one run: every micro-batch and update of every replica */
     struct tg_tile_plan *tile_plan; /* tiled targets (mk2): tiles, memory and cycles; else NULL */
     tg_precision precision;
-    tg_dtype *storage;  /* per node: its storage type */
+    tg_dtype *storage; /* per node: its storage type */
     /* availableMemoryProportion x the device capacity: the most kernel
      * scratch one step is planned with (SIZE_MAX without a capacity) */
     size_t scratch_cap;

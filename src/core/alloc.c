@@ -46,7 +46,10 @@ void *tg_malloc(size_t size)
     return (char *)raw + TG_ALLOC_HEADER;
 }
 
-void *tg_malloc_aligned(size_t size) { return tg_malloc(size); }
+void *tg_malloc_aligned(size_t size)
+{
+    return tg_malloc(size);
+}
 
 void *tg_calloc(size_t n, size_t size)
 {
@@ -95,7 +98,19 @@ char *tg_strdup(const char *s)
     return d;
 }
 
-int64_t tg_alloc_live_bytes(void) { return atomic_load(&live_bytes); }
-int64_t tg_alloc_peak_bytes(void) { return atomic_load(&peak_bytes); }
-void tg_alloc_reset_peak(void) { atomic_store(&peak_bytes, atomic_load(&live_bytes)); }
-void tg_alloc_fail_after(int64_t n) { atomic_store(&fail_countdown, (long long)n); }
+int64_t tg_alloc_live_bytes(void)
+{
+    return atomic_load(&live_bytes);
+}
+int64_t tg_alloc_peak_bytes(void)
+{
+    return atomic_load(&peak_bytes);
+}
+void tg_alloc_reset_peak(void)
+{
+    atomic_store(&peak_bytes, atomic_load(&live_bytes));
+}
+void tg_alloc_fail_after(int64_t n)
+{
+    atomic_store(&fail_countdown, (long long)n);
+}

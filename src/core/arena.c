@@ -82,4 +82,7 @@ char *tg_arena_printf(tg_arena *a, const char *fmt, ...)
     return d;
 }
 
-size_t tg_arena_used(const tg_arena *a) { return a->total_used; }
+size_t tg_arena_used(const tg_arena *a)
+{
+    return a->total_used;
+}

@@ -6,7 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-bool tg_dtype_is_float(tg_dtype t) { return t == TG_F32 || t == TG_F16 || t == TG_BF16; }
+bool tg_dtype_is_float(tg_dtype t)
+{
+    return t == TG_F32 || t == TG_F16 || t == TG_BF16;
+}
 
 /* Through an f32 buffer on the stack for half-to-half conversions. */
 #define CONVERT_CHUNK 1024

@@ -30,11 +30,14 @@ const char *tg_dtype_name(tg_dtype t)
 
 int tg_dtype_parse(const char *name)
 {
-    static const struct { const char *name; tg_dtype t; } aliases[] = {
-        {"f32", TG_F32},  {"float32", TG_F32}, {"fp32", TG_F32}, {"float", TG_F32},
-        {"f16", TG_F16},  {"float16", TG_F16}, {"fp16", TG_F16}, {"half", TG_F16},
-        {"bf16", TG_BF16}, {"bfloat16", TG_BF16}, {"u8", TG_U8}, {"uint8", TG_U8},
-        {"i32", TG_I32},  {"int32", TG_I32},
+    static const struct {
+        const char *name;
+        tg_dtype t;
+    } aliases[] = {
+        {"f32", TG_F32},   {"float32", TG_F32},   {"fp32", TG_F32}, {"float", TG_F32},
+        {"f16", TG_F16},   {"float16", TG_F16},   {"fp16", TG_F16}, {"half", TG_F16},
+        {"bf16", TG_BF16}, {"bfloat16", TG_BF16}, {"u8", TG_U8},    {"uint8", TG_U8},
+        {"i32", TG_I32},   {"int32", TG_I32},
     };
     if (!name)
         return -1;
@@ -67,7 +70,10 @@ uint16_t tg_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-float tg_bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+float tg_bf16_to_f32(uint16_t b)
+{
+    return bits_f32((uint32_t)b << 16);
+}
 
 uint16_t tg_f32_to_f16(float f)
 {
@@ -78,7 +84,7 @@ uint16_t tg_f32_to_f16(float f)
         return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
     if (abs >= 0x477ff000u) /* rounds to >= 65520: overflow to infinity */
         return (uint16_t)(sign | 0x7c00u);
-    if (abs < 0x38800000u) { /* below the smallest normal f16: subnormal or zero */
+    if (abs < 0x38800000u) {   /* below the smallest normal f16: subnormal or zero */
         if (abs < 0x33000000u) /* below half the smallest subnormal */
             return (uint16_t)sign;
         uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
@@ -117,7 +123,7 @@ float tg_f16_to_f32(uint16_t h)
 #include <cpuid.h>
 #include <immintrin.h>
 __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(const float *src, uint16_t *dst,
-                                                                 size_t n)
+                                                                size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -129,7 +135,7 @@ __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(const float *src
 }
 
 __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(const uint16_t *src, float *dst,
-                                                                 size_t n)
+                                                                size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -151,7 +157,10 @@ static int cpu_has_f16c(void)
     return cached;
 }
 #else
-static int cpu_has_f16c(void) { return 0; }
+static int cpu_has_f16c(void)
+{
+    return 0;
+}
 #define f32_to_f16_f16c(s, d, n) ((void)0)
 #define f16_to_f32_f16c(s, d, n) ((void)0)
 #endif
@@ -181,8 +190,8 @@ void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n)
  * scalar form promises not to). */
 /* One copy per instruction set, picked at load time (an ifunc). Not under the
  * sanitizers: the ifunc resolver runs before their runtime starts. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&                             \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define TG_WIDE_CLONES __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 #else
 #define TG_WIDE_CLONES

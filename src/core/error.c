@@ -31,9 +31,15 @@ static const char *status_text(tg_status s)
     return (unsigned)s < TG_STATUS_COUNT ? texts[s] : "unknown error";
 }
 
-const char *tg_error_message(void) { return tg_last_message; }
+const char *tg_error_message(void)
+{
+    return tg_last_message;
+}
 
-void tg_error_clear(void) { tg_last_message[0] = '\0'; }
+void tg_error_clear(void)
+{
+    tg_last_message[0] = '\0';
+}
 
 tg_status tg_error(tg_status status, const char *fmt, ...)
 {

@@ -19,11 +19,11 @@ tg_status tg_error(tg_status status, const char *fmt, ...) TG_PRINTF(2, 3);
 tg_status tg_error_prefix(tg_status status, const char *fmt, ...) TG_PRINTF(2, 3);
 
 /* Evaluate a call returning tg_status and return it from the caller on failure. */
-#define TG_TRY(expr)                   \
-    do {                               \
-        tg_status tg_try_s_ = (expr);  \
-        if (tg_try_s_ != TG_OK)        \
-            return tg_try_s_;          \
+#define TG_TRY(expr)                                                                               \
+    do {                                                                                           \
+        tg_status tg_try_s_ = (expr);                                                              \
+        if (tg_try_s_ != TG_OK)                                                                    \
+            return tg_try_s_;                                                                      \
     } while (0)
 
 #endif

@@ -286,14 +286,38 @@ static int parse_string(parser *ps, const char **out, size_t *out_len)
         const unsigned char *esc = p;
         p++; /* p < close: the first pass skipped the byte after each '\' */
         switch (*p) {
-        case '"': *o++ = '"'; p++; break;
-        case '\\': *o++ = '\\'; p++; break;
-        case '/': *o++ = '/'; p++; break;
-        case 'b': *o++ = '\b'; p++; break;
-        case 'f': *o++ = '\f'; p++; break;
-        case 'n': *o++ = '\n'; p++; break;
-        case 'r': *o++ = '\r'; p++; break;
-        case 't': *o++ = '\t'; p++; break;
+        case '"':
+            *o++ = '"';
+            p++;
+            break;
+        case '\\':
+            *o++ = '\\';
+            p++;
+            break;
+        case '/':
+            *o++ = '/';
+            p++;
+            break;
+        case 'b':
+            *o++ = '\b';
+            p++;
+            break;
+        case 'f':
+            *o++ = '\f';
+            p++;
+            break;
+        case 'n':
+            *o++ = '\n';
+            p++;
+            break;
+        case 'r':
+            *o++ = '\r';
+            p++;
+            break;
+        case 't':
+            *o++ = '\t';
+            p++;
+            break;
         case 'u': {
             uint32_t cp;
             if (!hex4(p + 1, close, &cp)) {
@@ -336,7 +360,10 @@ static int parse_string(parser *ps, const char **out, size_t *out_len)
 
 /* ---- numbers --------------------------------------------------------------- */
 
-static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 static tg_json *parse_number(parser *ps)
 {
@@ -493,8 +520,8 @@ static int close_container(parser *ps, tg_json *v, size_t base, const unsigned c
         }
         if (dup >= 0) {
             const tg_json *val = m[dup].value;
-            ps->status = tg_error(TG_ERR_FORMAT, "%s:%d:%d: duplicate key '%s' in object", ps->source,
-                                  val->line, val->col, m[dup].key);
+            ps->status = tg_error(TG_ERR_FORMAT, "%s:%d:%d: duplicate key '%s' in object",
+                                  ps->source, val->line, val->col, m[dup].key);
             return 0;
         }
     }
@@ -727,7 +754,8 @@ static tg_status typed(const tg_json *obj, const char *key, tg_json_type want, c
                         obj->col, key);
     if (v->type != want)
         return tg_error(TG_ERR_FORMAT, "%s:%d:%d: key '%s' must be %s %s, found %s", v->source,
-                        v->line, v->col, key, want == TG_JSON_ARRAY || want == TG_JSON_OBJECT ? "an" : "a",
+                        v->line, v->col, key,
+                        want == TG_JSON_ARRAY || want == TG_JSON_OBJECT ? "an" : "a",
                         tg_json_type_name(want), tg_json_type_name(v->type));
     *out = v;
     return TG_OK;
@@ -802,8 +830,8 @@ int tg_json_equal(const tg_json *a, const tg_json *b)
         if (a->count != b->count)
             return 0;
         for (size_t i = 0; i < a->count; i++) {
-            if (a->type == TG_JSON_OBJECT &&
-                (a->key_lens[i] != b->key_lens[i] || memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
+            if (a->type == TG_JSON_OBJECT && (a->key_lens[i] != b->key_lens[i] ||
+                                              memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
                 return 0;
             if (!tg_json_equal(a->items[i], b->items[i]))
                 return 0;

@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tg_json_writer_init(tg_json_writer *w) { memset(w, 0, sizeof *w); }
+void tg_json_writer_init(tg_json_writer *w)
+{
+    memset(w, 0, sizeof *w);
+}
 
 void tg_json_writer_free(tg_json_writer *w)
 {
@@ -109,10 +112,22 @@ static void close_container(tg_json_writer *w, int is_object)
     append(w, is_object ? "}" : "]", 1);
 }
 
-void tg_json_begin_object(tg_json_writer *w) { open_container(w, 1); }
-void tg_json_end_object(tg_json_writer *w) { close_container(w, 1); }
-void tg_json_begin_array(tg_json_writer *w) { open_container(w, 0); }
-void tg_json_end_array(tg_json_writer *w) { close_container(w, 0); }
+void tg_json_begin_object(tg_json_writer *w)
+{
+    open_container(w, 1);
+}
+void tg_json_end_object(tg_json_writer *w)
+{
+    close_container(w, 1);
+}
+void tg_json_begin_array(tg_json_writer *w)
+{
+    open_container(w, 0);
+}
+void tg_json_end_array(tg_json_writer *w)
+{
+    close_container(w, 0);
+}
 
 /* Quoted, escaped string; invalid UTF-8 bytes become U+FFFD. */
 static void write_quoted(tg_json_writer *w, const char *s, size_t len)
@@ -148,13 +163,27 @@ static void write_quoted(tg_json_writer *w, const char *s, size_t len)
         size_t n = 2;
         esc[0] = '\\';
         switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
         default:
             memcpy(esc, "\\u00", 4);
             esc[4] = hex[c >> 4];
@@ -270,15 +299,21 @@ void tg_json_value(tg_json_writer *w, const tg_json *v)
         return;
     }
     switch (v->type) {
-    case TG_JSON_NULL: tg_json_null(w); break;
-    case TG_JSON_BOOL: tg_json_bool(w, v->boolean); break;
+    case TG_JSON_NULL:
+        tg_json_null(w);
+        break;
+    case TG_JSON_BOOL:
+        tg_json_bool(w, v->boolean);
+        break;
     case TG_JSON_NUMBER:
         if (v->is_int)
             tg_json_int(w, v->integer);
         else
             tg_json_number(w, v->number);
         break;
-    case TG_JSON_STRING: tg_json_string_n(w, v->string, v->len); break;
+    case TG_JSON_STRING:
+        tg_json_string_n(w, v->string, v->len);
+        break;
     case TG_JSON_ARRAY:
     case TG_JSON_OBJECT: {
         int obj = v->type == TG_JSON_OBJECT;
@@ -298,7 +333,8 @@ void tg_json_value(tg_json_writer *w, const tg_json *v)
         close_container(w, obj);
         break;
     }
-    default: set_error(w, TG_ERR_INVALID_ARG, "unknown value type");
+    default:
+        set_error(w, TG_ERR_INVALID_ARG, "unknown value type");
     }
 }
 

@@ -34,7 +34,8 @@ static const opt_spec option_table[] = {
     {"targetDescription", OPT_STRING, "", 0, 0, NULL,
      "target mk2: a JSON file describing another tile processor (docs/targets.md); empty: the Mk2"},
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
-     "threads each device computes with (0: the machine's CPUs shared among all devices and replicas)"},
+     "threads each device computes with (0: the machine's CPUs shared among all devices and "
+     "replicas)"},
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},
@@ -61,7 +62,8 @@ static const opt_spec option_table[] = {
     {"outputMode", OPT_ENUM, "default", 0, 0, "default|all|sum|final|everyN",
      "which micro-batches' outputs come back to the host (default: final when training, all "
      "for inference)"},
-    {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL, "outputMode everyN: return every N-th iteration"},
+    {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL,
+     "outputMode everyN: return every N-th iteration"},
     {"recomputation", OPT_ENUM, "none", 0, 0, "none|pipeline",
      "pipeline: each device keeps only its inputs and recomputation checkpoints for the backward "
      "pass and recomputes the other activations there (less stash, more compute)"},
@@ -122,8 +124,14 @@ struct tg_options {
     char *values[N_OPTIONS];
 };
 
-int tg_options_count(void) { return N_OPTIONS; }
-const char *tg_options_key(int i) { return i >= 0 && i < N_OPTIONS ? option_table[i].key : NULL; }
+int tg_options_count(void)
+{
+    return N_OPTIONS;
+}
+const char *tg_options_key(int i)
+{
+    return i >= 0 && i < N_OPTIONS ? option_table[i].key : NULL;
+}
 const char *tg_options_default(int i)
 {
     return i >= 0 && i < N_OPTIONS ? option_table[i].def : NULL;
@@ -141,7 +149,10 @@ static int find_option(const char *key)
     return -1;
 }
 
-tg_options *tg_options_create(void) { return tg_calloc(1, sizeof(tg_options)); }
+tg_options *tg_options_create(void)
+{
+    return tg_calloc(1, sizeof(tg_options));
+}
 
 void tg_options_destroy(tg_options *o)
 {
@@ -201,8 +212,8 @@ static tg_status check_value(const opt_spec *s, const char *v)
             char *fend = NULL;
             double d = strtod(v, &fend);
             if (fend != v && !*fend && isfinite(d) && d == floor(d))
-                return tg_error(TG_ERR_CONFIG, "option '%s': %s is outside [%.0f, %.0f]", s->key,
-                                v, s->min, s->max);
+                return tg_error(TG_ERR_CONFIG, "option '%s': %s is outside [%.0f, %.0f]", s->key, v,
+                                s->min, s->max);
         }
         if (!*v || *end || errno)
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not an integer", s->key, v);

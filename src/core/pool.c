@@ -58,9 +58,8 @@ static void *worker_main(void *arg_)
     int index = arg->index;
     unsigned seen = 0;
     for (;;) {
-        for (int i = 0; i < TG_POOL_SPIN && atomic_load(&p->generation) == seen &&
-                        !atomic_load(&p->stop);
-             i++)
+        for (int i = 0;
+             i < TG_POOL_SPIN && atomic_load(&p->generation) == seen && !atomic_load(&p->stop); i++)
             cpu_relax();
         if (atomic_load(&p->generation) == seen && !atomic_load(&p->stop)) {
             pthread_mutex_lock(&p->mutex);
@@ -138,7 +137,10 @@ void tg_pool_destroy(tg_pool *p)
     tg_free(p);
 }
 
-int tg_pool_threads(const tg_pool *p) { return p ? p->n_threads : 1; }
+int tg_pool_threads(const tg_pool *p)
+{
+    return p ? p->n_threads : 1;
+}
 
 void tg_pool_for(tg_pool *p, int64_t n, tg_pool_fn fn, void *ctx)
 {

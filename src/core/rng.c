@@ -20,7 +20,10 @@ void tg_rng_seed(tg_rng *r, uint64_t seed)
     }
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t tg_rng_next(tg_rng *r)
 {
@@ -36,7 +39,10 @@ uint64_t tg_rng_next(tg_rng *r)
     return result;
 }
 
-double tg_rng_uniform(tg_rng *r) { return (double)(tg_rng_next(r) >> 11) * 0x1.0p-53; }
+double tg_rng_uniform(tg_rng *r)
+{
+    return (double)(tg_rng_next(r) >> 11) * 0x1.0p-53;
+}
 
 double tg_rng_normal(tg_rng *r)
 {

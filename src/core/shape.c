@@ -12,9 +12,18 @@ tg_shape tg_shape_of(int ndim, const int64_t *dims)
     return s;
 }
 
-tg_shape tg_shape1(int64_t a) { return tg_shape_of(1, (int64_t[]){a}); }
-tg_shape tg_shape2(int64_t a, int64_t b) { return tg_shape_of(2, (int64_t[]){a, b}); }
-tg_shape tg_shape3(int64_t a, int64_t b, int64_t c) { return tg_shape_of(3, (int64_t[]){a, b, c}); }
+tg_shape tg_shape1(int64_t a)
+{
+    return tg_shape_of(1, (int64_t[]){a});
+}
+tg_shape tg_shape2(int64_t a, int64_t b)
+{
+    return tg_shape_of(2, (int64_t[]){a, b});
+}
+tg_shape tg_shape3(int64_t a, int64_t b, int64_t c)
+{
+    return tg_shape_of(3, (int64_t[]){a, b, c});
+}
 tg_shape tg_shape4(int64_t a, int64_t b, int64_t c, int64_t d)
 {
     return tg_shape_of(4, (int64_t[]){a, b, c, d});
@@ -46,7 +55,8 @@ char *tg_shape_str(tg_shape s, char *buf, size_t cap)
     buf[0] = '\0';
     used += (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < s.ndim && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, i ? ", %lld" : "%lld", (long long)s.dim[i]);
+        used +=
+            (size_t)snprintf(buf + used, cap - used, i ? ", %lld" : "%lld", (long long)s.dim[i]);
     if (used < cap)
         snprintf(buf + used, cap - used, "]");
     return buf;

@@ -24,7 +24,7 @@
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
 #define CIFAR_TRAIN_FILES 5
 #define CIFAR_MAX_FILE_RECORDS 1000000 /* 100 times the official files' 10000 */
-#define READ_CHUNK_RECORDS 256 /* ~786 KB of records per fread */
+#define READ_CHUNK_RECORDS 256         /* ~786 KB of records per fread */
 
 static const char *const cifar_classes[10] = {"airplane", "automobile", "bird",  "cat",  "deer",
                                               "dog",      "frog",       "horse", "ship", "truck"};
@@ -66,7 +66,8 @@ static tg_status take_records(const uint8_t *rec, int64_t count, const char *nam
 static tg_status check_size(const char *name, uint64_t bytes)
 {
     if (bytes == 0)
-        return tg_error(TG_ERR_FORMAT, "%s: empty file (expected 3073-byte CIFAR-10 records)", name);
+        return tg_error(TG_ERR_FORMAT, "%s: empty file (expected 3073-byte CIFAR-10 records)",
+                        name);
     if (bytes % CIFAR_RECORD != 0)
         return tg_error(TG_ERR_FORMAT, "%s: %llu bytes is not a whole number of %d-byte records",
                         name, (unsigned long long)bytes, CIFAR_RECORD);

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const fashion_classes[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                                "Coat",        "Sandal",  "Shirt",    "Sneaker",
+static const char *const fashion_classes[10] = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                                 "Bag",         "Ankle boot"};
 static const char *const digit_classes[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
 
@@ -139,7 +139,7 @@ tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
             n = max_samples;
         tg_status st = tg_dataset_synthetic(n, 3, 32, 32, 10, split == TG_SPLIT_TRAIN ? 1 : 2, out);
         if (st == TG_OK)
-            snprintf((*out)->name, sizeof (*out)->name, "synthetic/%s",
+            snprintf((*out)->name, sizeof(*out)->name, "synthetic/%s",
                      split == TG_SPLIT_TRAIN ? "train" : "test");
         return st;
     }

@@ -35,7 +35,7 @@ typedef struct source {
     int gz_cut; /* compressed stream ended early */
     /* file */
     gzFile gz;
-    int64_t known_remaining; /* bytes left when the size is known (raw), else -1 */
+    int64_t known_remaining;          /* bytes left when the size is known (raw), else -1 */
     int64_t compressed, max_inflated; /* gzip file: its size and 1032 times it; else -1 */
 } source;
 
@@ -122,7 +122,8 @@ static tg_status source_read(source *s, void *dst, size_t n, size_t *got)
                     return tg_error(TG_ERR_NOMEM, "%s: out of memory while decompressing", s->name);
                 if (code == Z_ERRNO)
                     return tg_error(TG_ERR_IO, "%s: read error: %s", s->name, strerror(errno));
-                return tg_error(TG_ERR_FORMAT, "%s: corrupt gzip data: %s", s->name, gz_reason(msg));
+                return tg_error(TG_ERR_FORMAT, "%s: corrupt gzip data: %s", s->name,
+                                gz_reason(msg));
             }
             if (r == 0) {
                 int code;
@@ -163,7 +164,8 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
     size_t got;
     TG_TRY(source_read(s, head, 4, &got));
     if (got == 0)
-        return tg_error(TG_ERR_FORMAT, "%s: empty file (expected an IDX header)%s", name, cut_note(s));
+        return tg_error(TG_ERR_FORMAT, "%s: empty file (expected an IDX header)%s", name,
+                        cut_note(s));
     if (got < 4)
         return tg_error(TG_ERR_FORMAT, "%s: truncated header: %zu bytes, an IDX magic needs 4%s",
                         name, got, cut_note(s));
@@ -179,9 +181,10 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
                         name, head[2]);
     int ndim = head[3];
     if (ndim != 1 && ndim != 3)
-        return tg_error(TG_ERR_UNSUPPORTED,
-                        "%s: IDX file has %d dimensions; only 1 (labels) or 3 (images) are supported",
-                        name, ndim);
+        return tg_error(
+            TG_ERR_UNSUPPORTED,
+            "%s: IDX file has %d dimensions; only 1 (labels) or 3 (images) are supported", name,
+            ndim);
     if (want_ndim && ndim != want_ndim)
         return tg_error(TG_ERR_FORMAT,
                         "%s: expected %s (magic 0x%08X) but the file holds %s (magic 0x%08X)", name,
@@ -190,15 +193,18 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
     size_t dims_bytes = 4 * (size_t)ndim;
     TG_TRY(source_read(s, head + 4, dims_bytes, &got));
     if (got < dims_bytes)
-        return tg_error(TG_ERR_FORMAT,
-                        "%s: truncated header: %zu of the %zu bytes of dimension sizes are present%s",
-                        name, got, dims_bytes, cut_note(s));
-    static const char *const dim_names[3][3] = {{"label count"}, {0}, {"image count", "rows", "columns"}};
+        return tg_error(
+            TG_ERR_FORMAT,
+            "%s: truncated header: %zu of the %zu bytes of dimension sizes are present%s", name,
+            got, dims_bytes, cut_note(s));
+    static const char *const dim_names[3][3] = {
+        {"label count"}, {0}, {"image count", "rows", "columns"}};
     uint64_t dim[3] = {1, 1, 1}, item_bytes = 1;
     for (int i = 0; i < ndim; i++) {
         dim[i] = be32(head + 4 + 4 * i);
         if (dim[i] == 0)
-            return tg_error(TG_ERR_FORMAT, "%s: %s in the header is 0", name, dim_names[ndim - 1][i]);
+            return tg_error(TG_ERR_FORMAT, "%s: %s in the header is 0", name,
+                            dim_names[ndim - 1][i]);
         if (i > 0)
             item_bytes *= dim[i]; /* two u32 factors: no overflow in 64 bits */
         /* Image sides become ints downstream: bound them well below INT_MAX. */
@@ -233,11 +239,13 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
     if (s->known_remaining >= 0) {
         s->known_remaining -= 4 + (int64_t)dims_bytes;
         if ((uint64_t)s->known_remaining < promised)
-            return tg_error(TG_ERR_FORMAT, "%s: truncated: header promises %llu bytes of %s, file has %lld",
-                            name, (unsigned long long)promised, what, (long long)s->known_remaining);
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: truncated: header promises %llu bytes of %s, file has %lld", name,
+                            (unsigned long long)promised, what, (long long)s->known_remaining);
         if (items == dim[0] && (uint64_t)s->known_remaining > promised)
             return tg_error(TG_ERR_FORMAT,
-                            "%s: trailing data: %llu extra bytes after the %llu bytes of %s the header promises",
+                            "%s: trailing data: %llu extra bytes after the %llu bytes of %s the "
+                            "header promises",
                             name, (unsigned long long)((uint64_t)s->known_remaining - promised),
                             (unsigned long long)promised, what);
     }
@@ -253,7 +261,8 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
             size_t ncap = cap * 2 < want ? cap * 2 : (size_t)want;
             uint8_t *n = tg_realloc(data, ncap);
             if (!n) {
-                st = tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes of %s", name, ncap, what);
+                st = tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes of %s", name, ncap,
+                              what);
                 break;
             }
             data = n;
@@ -267,8 +276,9 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
             break; /* end of data */
     }
     if (st == TG_OK && have < want)
-        st = tg_error(TG_ERR_FORMAT, "%s: truncated: header promises %llu bytes of %s, file has %zu%s",
-                      name, (unsigned long long)promised, what, have, cut_note(s));
+        st = tg_error(TG_ERR_FORMAT,
+                      "%s: truncated: header promises %llu bytes of %s, file has %zu%s", name,
+                      (unsigned long long)promised, what, have, cut_note(s));
     if (st == TG_OK && items == dim[0] && s->known_remaining < 0) {
         /* Probe for trailing bytes; count up to 1 MiB of them. */
         unsigned char probe[4096];
@@ -283,11 +293,12 @@ static tg_status parse(source *s, int want_ndim, int64_t max_items, tg_idx *out)
                           "checksum cannot be verified",
                           name);
         else if (st == TG_OK && extra)
-            st = tg_error(TG_ERR_FORMAT,
-                          "%s: trailing data: %s%llu extra bytes after the %llu bytes of %s the header "
-                          "promises",
-                          name, got == sizeof probe ? "at least " : "", (unsigned long long)extra,
-                          (unsigned long long)promised, what);
+            st = tg_error(
+                TG_ERR_FORMAT,
+                "%s: trailing data: %s%llu extra bytes after the %llu bytes of %s the header "
+                "promises",
+                name, got == sizeof probe ? "at least " : "", (unsigned long long)extra,
+                (unsigned long long)promised, what);
     }
     if (st != TG_OK) {
         tg_free(data);

@@ -35,10 +35,10 @@
 #define TG_IDX_MAX_BYTES ((uint64_t)1 << 34)
 
 typedef struct tg_idx {
-    int ndim;        /* 1 or 3 */
-    int64_t dim[3];  /* dim[0] is the item count actually loaded */
+    int ndim;           /* 1 or 3 */
+    int64_t dim[3];     /* dim[0] is the item count actually loaded */
     int64_t file_items; /* the item count the header declares */
-    uint8_t *data;   /* dim[0] * dim[1] * dim[2] bytes, owned (tg_malloc) */
+    uint8_t *data;      /* dim[0] * dim[1] * dim[2] bytes, owned (tg_malloc) */
     size_t bytes;
 } tg_idx;
 

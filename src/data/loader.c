@@ -132,7 +132,8 @@ static int flipped(const tg_loader *l, int64_t epoch, int64_t idx)
 {
     if (!(l->cfg.flip_prob > 0.0f))
         return 0;
-    uint64_t key = tg_hash64(l->cfg.seed ^ 0xF11Bull) ^ tg_hash64((uint64_t)epoch + 0x9E3779B97F4A7C15ull);
+    uint64_t key =
+        tg_hash64(l->cfg.seed ^ 0xF11Bull) ^ tg_hash64((uint64_t)epoch + 0x9E3779B97F4A7C15ull);
     return tg_hash_uniform(key, (uint64_t)idx) < l->cfg.flip_prob;
 }
 
@@ -144,7 +145,8 @@ static void resize_sample(const tg_loader *l, const uint8_t *src, int flip, uint
         const uint8_t *plane = src + (int64_t)c * h * w;
         uint8_t *out = dst + (int64_t)c * oh * ow;
         for (int oy = 0; oy < oh; oy++) {
-            const uint8_t *r0 = plane + (int64_t)l->y0[oy] * w, *r1 = plane + (int64_t)l->y1[oy] * w;
+            const uint8_t *r0 = plane + (int64_t)l->y0[oy] * w,
+                          *r1 = plane + (int64_t)l->y1[oy] * w;
             float fy = l->wy[oy];
             for (int ox = 0; ox < ow; ox++) {
                 int sx = flip ? ow - 1 - ox : ox;
@@ -261,9 +263,15 @@ void tg_loader_start_epoch(tg_loader *l, int64_t epoch)
     pthread_mutex_unlock(&l->mu);
 }
 
-int64_t tg_loader_epoch(const tg_loader *l) { return l->epoch; }
+int64_t tg_loader_epoch(const tg_loader *l)
+{
+    return l->epoch;
+}
 
-const int64_t *tg_loader_order(const tg_loader *l) { return l->order; }
+const int64_t *tg_loader_order(const tg_loader *l)
+{
+    return l->order;
+}
 
 /* ---- workers -------------------------------------------------------------------- */
 
@@ -372,28 +380,33 @@ static tg_status check_config(const tg_dataset *ds, const tg_loader_config *cfg)
         return tg_error(TG_ERR_CONFIG, "loader for %s: samples per step must be positive, got %lld",
                         ds->name, (long long)cfg->samples_per_step);
     if (!cfg->output_u8 && (!(cfg->std > 0.0f) || !isfinite(cfg->std) || !isfinite(cfg->mean)))
-        return tg_error(TG_ERR_CONFIG, "loader for %s: normalisation std must be positive and finite, "
-                        "got mean %g std %g", ds->name, (double)cfg->mean, (double)cfg->std);
+        return tg_error(TG_ERR_CONFIG,
+                        "loader for %s: normalisation std must be positive and finite, "
+                        "got mean %g std %g",
+                        ds->name, (double)cfg->mean, (double)cfg->std);
     if (cfg->channel_stats != 0 && cfg->channel_stats != ds->c)
         return tg_error(TG_ERR_CONFIG,
                         "loader for %s: normalisation statistics for %d channels but the images "
-                        "have %d", ds->name, cfg->channel_stats, ds->c);
+                        "have %d",
+                        ds->name, cfg->channel_stats, ds->c);
     if (cfg->channel_stats > TG_LOADER_MAX_CHANNELS)
         return tg_error(TG_ERR_CONFIG,
                         "loader for %s: per-channel normalisation covers at most %d channels, "
-                        "not %d", ds->name, TG_LOADER_MAX_CHANNELS, cfg->channel_stats);
+                        "not %d",
+                        ds->name, TG_LOADER_MAX_CHANNELS, cfg->channel_stats);
     for (int c = 0; c < cfg->channel_stats && !cfg->output_u8; c++)
         if (!(cfg->channel_std[c] > 0.0f) || !isfinite(cfg->channel_std[c]) ||
             !isfinite(cfg->channel_mean[c]))
             return tg_error(TG_ERR_CONFIG,
                             "loader for %s: channel %d's normalisation std must be positive and "
-                            "finite, got mean %g std %g", ds->name, c,
-                            (double)cfg->channel_mean[c], (double)cfg->channel_std[c]);
+                            "finite, got mean %g std %g",
+                            ds->name, c, (double)cfg->channel_mean[c], (double)cfg->channel_std[c]);
     if (cfg->drop_last && cfg->samples_per_step > ds->n)
-        return tg_error(TG_ERR_CONFIG,
-                        "loader for %s: %lld samples per step but the dataset has only %lld samples, "
-                        "so dropping the incomplete step leaves nothing",
-                        ds->name, (long long)cfg->samples_per_step, (long long)ds->n);
+        return tg_error(
+            TG_ERR_CONFIG,
+            "loader for %s: %lld samples per step but the dataset has only %lld samples, "
+            "so dropping the incomplete step leaves nothing",
+            ds->name, (long long)cfg->samples_per_step, (long long)ds->n);
     if (cfg->mode != TG_LOADER_SYNC && cfg->mode != TG_LOADER_ASYNC)
         return tg_error(TG_ERR_CONFIG, "loader for %s: unknown mode %d", ds->name, (int)cfg->mode);
     if (cfg->num_workers < 0 || cfg->num_workers > TG_LOADER_MAX_WORKERS)
@@ -410,7 +423,8 @@ static tg_status check_config(const tg_dataset *ds, const tg_loader_config *cfg)
         cfg->out_h > 16384 || cfg->out_w > 16384)
         return tg_error(TG_ERR_CONFIG,
                         "loader for %s: output size %dx%d; give both height and width (1..16384), "
-                        "or neither", ds->name, cfg->out_h, cfg->out_w);
+                        "or neither",
+                        ds->name, cfg->out_h, cfg->out_w);
     return TG_OK;
 }
 
@@ -426,7 +440,8 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
 {
     *out = NULL;
     if (!ds || !cfg || ds->n <= 0)
-        return tg_error(TG_ERR_INVALID_ARG, "loader: no dataset, no configuration or an empty dataset");
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "loader: no dataset, no configuration or an empty dataset");
     TG_TRY(check_config(ds, cfg));
     tg_loader *l = tg_calloc(1, sizeof *l);
     if (!l)
@@ -469,7 +484,8 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
             l->lut[c][v] = (float)(((double)v / 255.0 - mean) / std);
     }
     int async = cfg->mode == TG_LOADER_ASYNC;
-    l->nslots = async ? (cfg->prefetch_depth ? cfg->prefetch_depth : TG_LOADER_DEFAULT_PREFETCH) : 1;
+    l->nslots =
+        async ? (cfg->prefetch_depth ? cfg->prefetch_depth : TG_LOADER_DEFAULT_PREFETCH) : 1;
     l->slots = tg_calloc((size_t)l->nslots, sizeof *l->slots);
     if (!l->slots)
         return create_fail(l, "out of memory for the step buffers");
@@ -520,9 +536,15 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
 
 /* ---- the consumer ---------------------------------------------------------------- */
 
-int64_t tg_loader_steps_per_epoch(const tg_loader *l) { return l->steps; }
+int64_t tg_loader_steps_per_epoch(const tg_loader *l)
+{
+    return l->steps;
+}
 
-int64_t tg_loader_sample_size(const tg_loader *l) { return l->out_per; }
+int64_t tg_loader_sample_size(const tg_loader *l)
+{
+    return l->out_per;
+}
 
 void tg_loader_sample_shape(const tg_loader *l, int *c, int *h, int *w)
 {
@@ -555,8 +577,10 @@ tg_status tg_loader_borrow(tg_loader *l, tg_loader_batch *b)
 {
     memset(b, 0, sizeof *b);
     if (l->borrowed)
-        return tg_error(TG_ERR_INVALID_ARG, "loader for %s: step %lld is still borrowed; release it "
-                        "first", l->ds->name, (long long)(l->next_step));
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "loader for %s: step %lld is still borrowed; release it "
+                        "first",
+                        l->ds->name, (long long)(l->next_step));
     if (l->next_step >= l->steps)
         return TG_OK; /* epoch exhausted */
     slot *s = &l->slots[l->next_step % l->nslots];
@@ -614,8 +638,10 @@ static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *labels, i
 {
     *count = 0;
     if (l->borrowed)
-        return tg_error(TG_ERR_INVALID_ARG, "loader for %s: step %lld is still borrowed; release it "
-                        "first", l->ds->name, (long long)l->next_step);
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "loader for %s: step %lld is still borrowed; release it "
+                        "first",
+                        l->ds->name, (long long)l->next_step);
     if (l->next_step >= l->steps)
         return TG_OK; /* epoch exhausted */
     if ((!f && !u) || !labels)
@@ -662,6 +688,7 @@ tg_status tg_loader_next_u8(tg_loader *l, uint8_t *images, int32_t *labels, int6
     *count = 0;
     if (!l->cfg.output_u8)
         return tg_error(TG_ERR_INVALID_ARG,
-                        "loader for %s: configured for f32 output; use tg_loader_next", l->ds->name);
+                        "loader for %s: configured for f32 output; use tg_loader_next",
+                        l->ds->name);
     return next_any(l, NULL, images, labels, count);
 }

@@ -57,8 +57,8 @@ typedef enum tg_loader_mode { TG_LOADER_SYNC, TG_LOADER_ASYNC } tg_loader_mode;
 typedef struct tg_loader_config {
     int64_t samples_per_step; /* > 0 */
     uint64_t seed;
-    bool shuffle;   /* false: dataset order every epoch */
-    bool drop_last; /* true: an incomplete final step is skipped */
+    bool shuffle;    /* false: dataset order every epoch */
+    bool drop_last;  /* true: an incomplete final step is skipped */
     float mean, std; /* normalisation; std must be > 0 */
     /* Per-channel normalisation (CIFAR's and ImageNet's statistics): when
      * channel_stats is the dataset's channel count, channel c is normalised

@@ -73,24 +73,35 @@ int tg_st_dtype_parse(const char *name)
 tg_st_dtype tg_st_dtype_from_tg(tg_dtype t)
 {
     switch (t) {
-    case TG_F16: return TG_ST_F16;
-    case TG_BF16: return TG_ST_BF16;
-    case TG_U8: return TG_ST_U8;
-    case TG_I32: return TG_ST_I32;
+    case TG_F16:
+        return TG_ST_F16;
+    case TG_BF16:
+        return TG_ST_BF16;
+    case TG_U8:
+        return TG_ST_U8;
+    case TG_I32:
+        return TG_ST_I32;
     case TG_F32:
-    default: return TG_ST_F32;
+    default:
+        return TG_ST_F32;
     }
 }
 
 int tg_st_dtype_to_tg(tg_st_dtype t)
 {
     switch (t) {
-    case TG_ST_F32: return TG_F32;
-    case TG_ST_F16: return TG_F16;
-    case TG_ST_BF16: return TG_BF16;
-    case TG_ST_U8: return TG_U8;
-    case TG_ST_I32: return TG_I32;
-    default: return -1;
+    case TG_ST_F32:
+        return TG_F32;
+    case TG_ST_F16:
+        return TG_F16;
+    case TG_ST_BF16:
+        return TG_BF16;
+    case TG_ST_U8:
+        return TG_U8;
+    case TG_ST_I32:
+        return TG_I32;
+    default:
+        return -1;
     }
 }
 
@@ -139,19 +150,21 @@ static tg_status parse_metadata(tg_safetensors *st, const tg_json *m)
 {
     const char *file = st->name;
     if (m->type != TG_JSON_OBJECT)
-        return tg_error(TG_ERR_FORMAT, "%s: __metadata__ must be an object of strings, found %s", file,
-                        tg_json_type_name(m->type));
+        return tg_error(TG_ERR_FORMAT, "%s: __metadata__ must be an object of strings, found %s",
+                        file, tg_json_type_name(m->type));
     st->meta = tg_arena_alloc(st->arena, (m->count ? m->count : 1) * sizeof *st->meta);
     if (!st->meta)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", file);
     for (size_t i = 0; i < m->count; i++) {
         const tg_json *v = m->items[i];
         if (v->type != TG_JSON_STRING)
-            return tg_error(TG_ERR_FORMAT, "%s: __metadata__ value for key '%s' must be a string, found %s",
-                            file, m->keys[i], tg_json_type_name(v->type));
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: __metadata__ value for key '%s' must be a string, found %s", file,
+                            m->keys[i], tg_json_type_name(v->type));
         if (strlen(m->keys[i]) != m->key_lens[i] || strlen(v->string) != v->len)
-            return tg_error(TG_ERR_FORMAT, "%s: __metadata__ key '%s' or its value contains a NUL character",
-                            file, m->keys[i]);
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: __metadata__ key '%s' or its value contains a NUL character", file,
+                            m->keys[i]);
         st->meta[i] = (tg_st_meta){m->keys[i], v->string};
     }
     st->n_meta = m->count;
@@ -159,13 +172,13 @@ static tg_status parse_metadata(tg_safetensors *st, const tg_json *m)
 }
 
 /* Fill t (and *begin) from one header entry, checking it on its own. */
-static tg_status parse_entry(const char *file, const char *name, const tg_json *e, uint64_t data_len,
-                             tg_st_tensor *t, uint64_t *begin)
+static tg_status parse_entry(const char *file, const char *name, const tg_json *e,
+                             uint64_t data_len, tg_st_tensor *t, uint64_t *begin)
 {
     char lb[16];
     if (e->type != TG_JSON_OBJECT)
-        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': entry must be an object, found %s", file, name,
-                        tg_json_type_name(e->type));
+        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': entry must be an object, found %s", file,
+                        name, tg_json_type_name(e->type));
     for (size_t i = 0; i < e->count; i++) {
         const char *k = e->keys[i];
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0)
@@ -175,19 +188,23 @@ static tg_status parse_entry(const char *file, const char *name, const tg_json *
                   *off = tg_json_get(e, "data_offsets");
     if (!dt || !sh || !off)
         return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': missing field '%s'", file, name,
-                        !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+                        !dt   ? "dtype"
+                        : !sh ? "shape"
+                              : "data_offsets");
     if (dt->type != TG_JSON_STRING)
-        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': dtype must be a string, found %s", file, name,
-                        tg_json_type_name(dt->type));
+        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': dtype must be a string, found %s", file,
+                        name, tg_json_type_name(dt->type));
     int dtype = tg_st_dtype_parse(dt->string);
     if (dtype < 0)
-        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", file, name, dt->string);
+        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", file, name,
+                        dt->string);
     if (sh->type != TG_JSON_ARRAY)
-        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': shape must be an array, found %s", file, name,
-                        tg_json_type_name(sh->type));
+        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': shape must be an array, found %s", file,
+                        name, tg_json_type_name(sh->type));
     if (sh->count > TG_ST_MAX_DIMS)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: tensor '%s': shape has %zu dimensions, at most %d are supported",
-                        file, name, sh->count, TG_ST_MAX_DIMS);
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: tensor '%s': shape has %zu dimensions, at most %d are supported", file,
+                        name, sh->count, TG_ST_MAX_DIMS);
     t->name = name;
     t->dtype = (tg_st_dtype)dtype;
     t->ndim = (int)sh->count;
@@ -196,8 +213,9 @@ static tg_status parse_entry(const char *file, const char *name, const tg_json *
     for (size_t i = 0; i < sh->count; i++) {
         int64_t d = non_negative_int(sh->items[i]);
         if (d < 0)
-            return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': shape[%zu] must be a non-negative integer",
-                            file, name, i);
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: tensor '%s': shape[%zu] must be a non-negative integer", file,
+                            name, i);
         t->shape[i] = d;
         if (d && numel > UINT64_MAX / (uint64_t)d)
             overflow = 1;
@@ -214,30 +232,35 @@ static tg_status parse_entry(const char *file, const char *name, const tg_json *
     char sb[160];
     if (overflow || numel > UINT64_MAX / esize)
         return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': shape %s %s is too large", file, name,
-                        tg_st_shape_str(t->ndim, t->shape, sb, sizeof sb), lower_name(t->dtype, lb));
+                        tg_st_shape_str(t->ndim, t->shape, sb, sizeof sb),
+                        lower_name(t->dtype, lb));
     uint64_t need = numel * esize;
     if (off->type != TG_JSON_ARRAY || off->count != 2 || non_negative_int(off->items[0]) < 0 ||
         non_negative_int(off->items[1]) < 0)
-        return tg_error(TG_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets must be [begin, end] with non-negative integers",
-                        file, name);
+        return tg_error(
+            TG_ERR_FORMAT,
+            "%s: tensor '%s': data_offsets must be [begin, end] with non-negative integers", file,
+            name);
     uint64_t b = (uint64_t)off->items[0]->integer, e2 = (uint64_t)off->items[1]->integer;
     if (e2 < b)
-        return tg_error(TG_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu) end before they begin",
-                        file, name, (unsigned long long)b, (unsigned long long)e2);
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets [%llu, %llu) end before they begin", file,
+                        name, (unsigned long long)b, (unsigned long long)e2);
     if (e2 > data_len)
-        return tg_error(TG_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets [%llu, %llu) run past the end of the %llu-byte "
-                        "data section",
-                        file, name, (unsigned long long)b, (unsigned long long)e2,
-                        (unsigned long long)data_len);
+        return tg_error(
+            TG_ERR_FORMAT,
+            "%s: tensor '%s': data_offsets [%llu, %llu) run past the end of the %llu-byte "
+            "data section",
+            file, name, (unsigned long long)b, (unsigned long long)e2,
+            (unsigned long long)data_len);
     if (e2 - b != need)
-        return tg_error(TG_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets [%llu, %llu) span %llu bytes but shape %s %s "
-                        "needs %llu",
-                        file, name, (unsigned long long)b, (unsigned long long)e2,
-                        (unsigned long long)(e2 - b), tg_st_shape_str(t->ndim, t->shape, sb, sizeof sb),
-                        lower_name(t->dtype, lb), (unsigned long long)need);
+        return tg_error(
+            TG_ERR_FORMAT,
+            "%s: tensor '%s': data_offsets [%llu, %llu) span %llu bytes but shape %s %s "
+            "needs %llu",
+            file, name, (unsigned long long)b, (unsigned long long)e2, (unsigned long long)(e2 - b),
+            tg_st_shape_str(t->ndim, t->shape, sb, sizeof sb), lower_name(t->dtype, lb),
+            (unsigned long long)need);
     t->nbytes = (size_t)need;
     *begin = b;
     return TG_OK;
@@ -260,7 +283,8 @@ static int cmp_order(const void *a, const void *b)
 
 /* Parse `header` (hlen bytes) and check it describes a data section of
  * data_len bytes exactly. Fills st's tables (data pointers are set later). */
-static tg_status validate_header(tg_safetensors *st, const char *header, size_t hlen, uint64_t data_len)
+static tg_status validate_header(tg_safetensors *st, const char *header, size_t hlen,
+                                 uint64_t data_len)
 {
     const char *file = st->name;
     if (hlen == 0 || header[0] != '{')
@@ -311,17 +335,18 @@ static tg_status validate_header(tg_safetensors *st, const char *header, size_t 
         const order_item *o = &ord[i];
         if (o->begin < at) {
             const order_item *p = &ord[i - 1];
-            s = tg_error(TG_ERR_FORMAT, "%s: tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, %llu)",
-                         file, tmp[o->index].name, (unsigned long long)o->begin,
-                         (unsigned long long)o->end, tmp[p->index].name, (unsigned long long)p->begin,
-                         (unsigned long long)p->end);
+            s = tg_error(
+                TG_ERR_FORMAT, "%s: tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, %llu)",
+                file, tmp[o->index].name, (unsigned long long)o->begin, (unsigned long long)o->end,
+                tmp[p->index].name, (unsigned long long)p->begin, (unsigned long long)p->end);
             goto done;
         }
         if (o->begin > at) {
             s = tg_error(TG_ERR_FORMAT,
                          "%s: bytes [%llu, %llu) of the data section belong to no tensor (before "
                          "tensor '%s')",
-                         file, (unsigned long long)at, (unsigned long long)o->begin, tmp[o->index].name);
+                         file, (unsigned long long)at, (unsigned long long)o->begin,
+                         tmp[o->index].name);
             goto done;
         }
         at = o->end;
@@ -329,9 +354,10 @@ static tg_status validate_header(tg_safetensors *st, const char *header, size_t 
         st->begin[i] = o->begin;
     }
     if (at != data_len) {
-        s = tg_error(TG_ERR_FORMAT,
-                     "%s: the data section has %llu bytes but the tensors cover only %llu (trailing data)",
-                     file, (unsigned long long)data_len, (unsigned long long)at);
+        s = tg_error(
+            TG_ERR_FORMAT,
+            "%s: the data section has %llu bytes but the tensors cover only %llu (trailing data)",
+            file, (unsigned long long)data_len, (unsigned long long)at);
         goto done;
     }
     st->count = count;
@@ -392,15 +418,17 @@ static uint64_t le64(const unsigned char *p)
 }
 
 /* Check the length prefix against the total size; returns the header length. */
-static tg_status check_prefix(const char *file, const unsigned char prefix[8], uint64_t total, size_t *hlen)
+static tg_status check_prefix(const char *file, const unsigned char prefix[8], uint64_t total,
+                              size_t *hlen)
 {
     uint64_t n = le64(prefix);
     if (n > TG_ST_MAX_HEADER)
-        return tg_error(TG_ERR_FORMAT, "%s: header length %llu is more than the %u-byte limit", file,
-                        (unsigned long long)n, TG_ST_MAX_HEADER);
+        return tg_error(TG_ERR_FORMAT, "%s: header length %llu is more than the %u-byte limit",
+                        file, (unsigned long long)n, TG_ST_MAX_HEADER);
     if (n > total - 8)
-        return tg_error(TG_ERR_FORMAT, "%s: header length %llu runs past the end of the file (%llu bytes)",
-                        file, (unsigned long long)n, (unsigned long long)total);
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: header length %llu runs past the end of the file (%llu bytes)", file,
+                        (unsigned long long)n, (unsigned long long)total);
     *hlen = (size_t)n;
     return TG_OK;
 }
@@ -420,7 +448,8 @@ tg_status tg_safetensors_parse(const void *buf, size_t len, const char *name, tg
     if (!buf && len)
         return tg_error(TG_ERR_INVALID_ARG, "%s: no data", name);
     if (len < 8)
-        return tg_error(TG_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length", name, len);
+        return tg_error(TG_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length",
+                        name, len);
     const unsigned char *b = buf;
     size_t hlen;
     TG_TRY(check_prefix(name, b, len, &hlen));
@@ -432,7 +461,8 @@ tg_status tg_safetensors_parse(const void *buf, size_t len, const char *name, tg
     if (s == TG_OK) {
         st->data = tg_malloc(data_len ? data_len : 1);
         if (!st->data)
-            s = tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes of tensor data", name, data_len);
+            s = tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes of tensor data", name,
+                         data_len);
     }
     if (s != TG_OK) {
         tg_safetensors_destroy(st);
@@ -486,7 +516,8 @@ tg_status tg_safetensors_load(const char *path, tg_safetensors **out)
                      (unsigned long long)total);
         goto fail;
     }
-    if ((s = read_all(fd, path, prefix, 8)) != TG_OK || (s = check_prefix(path, prefix, total, &hlen)) != TG_OK)
+    if ((s = read_all(fd, path, prefix, 8)) != TG_OK ||
+        (s = check_prefix(path, prefix, total, &hlen)) != TG_OK)
         goto fail;
     if (total - 8 - hlen > SIZE_MAX / 2) {
         s = tg_error(TG_ERR_NOMEM, "%s: data section too large for this machine", path);
@@ -505,7 +536,8 @@ tg_status tg_safetensors_load(const char *path, tg_safetensors **out)
         goto fail;
     st->data = tg_malloc(data_len ? data_len : 1);
     if (!st->data) {
-        s = tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes of tensor data", path, data_len);
+        s = tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu bytes of tensor data", path,
+                     data_len);
         goto fail;
     }
     if ((s = read_all(fd, path, st->data, data_len)) != TG_OK)
@@ -525,8 +557,14 @@ fail:
 
 /* ---- lookups -------------------------------------------------------------------- */
 
-const char *tg_safetensors_name(const tg_safetensors *st) { return st->name; }
-size_t tg_safetensors_count(const tg_safetensors *st) { return st->count; }
+const char *tg_safetensors_name(const tg_safetensors *st)
+{
+    return st->name;
+}
+size_t tg_safetensors_count(const tg_safetensors *st)
+{
+    return st->count;
+}
 
 const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *st, size_t i)
 {
@@ -547,8 +585,8 @@ const tg_st_tensor *tg_safetensors_find(const tg_safetensors *st, const char *na
     return NULL;
 }
 
-tg_status tg_safetensors_get(const tg_safetensors *st, const char *name, tg_st_dtype dtype, int ndim,
-                             const int64_t *shape, const void **data)
+tg_status tg_safetensors_get(const tg_safetensors *st, const char *name, tg_st_dtype dtype,
+                             int ndim, const int64_t *shape, const void **data)
 {
     *data = NULL;
     const tg_st_tensor *t = tg_safetensors_find(st, name);
@@ -571,7 +609,10 @@ tg_status tg_safetensors_get(const tg_safetensors *st, const char *name, tg_st_d
     return TG_OK;
 }
 
-size_t tg_safetensors_metadata_count(const tg_safetensors *st) { return st->n_meta; }
+size_t tg_safetensors_metadata_count(const tg_safetensors *st)
+{
+    return st->n_meta;
+}
 
 const tg_st_meta *tg_safetensors_metadata_at(const tg_safetensors *st, size_t i)
 {

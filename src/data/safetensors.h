@@ -34,21 +34,21 @@
 #include <stdint.h>
 
 /* Element types of the safetensors spec (sub-byte types are not supported). */
-#define TG_ST_DTYPE_LIST(X)        \
-    X(TG_ST_BOOL, "BOOL", 1)       \
-    X(TG_ST_U8, "U8", 1)           \
-    X(TG_ST_I8, "I8", 1)           \
-    X(TG_ST_F8_E5M2, "F8_E5M2", 1) \
-    X(TG_ST_F8_E4M3, "F8_E4M3", 1) \
-    X(TG_ST_I16, "I16", 2)         \
-    X(TG_ST_U16, "U16", 2)         \
-    X(TG_ST_F16, "F16", 2)         \
-    X(TG_ST_BF16, "BF16", 2)       \
-    X(TG_ST_I32, "I32", 4)         \
-    X(TG_ST_U32, "U32", 4)         \
-    X(TG_ST_F32, "F32", 4)         \
-    X(TG_ST_F64, "F64", 8)         \
-    X(TG_ST_I64, "I64", 8)         \
+#define TG_ST_DTYPE_LIST(X)                                                                        \
+    X(TG_ST_BOOL, "BOOL", 1)                                                                       \
+    X(TG_ST_U8, "U8", 1)                                                                           \
+    X(TG_ST_I8, "I8", 1)                                                                           \
+    X(TG_ST_F8_E5M2, "F8_E5M2", 1)                                                                 \
+    X(TG_ST_F8_E4M3, "F8_E4M3", 1)                                                                 \
+    X(TG_ST_I16, "I16", 2)                                                                         \
+    X(TG_ST_U16, "U16", 2)                                                                         \
+    X(TG_ST_F16, "F16", 2)                                                                         \
+    X(TG_ST_BF16, "BF16", 2)                                                                       \
+    X(TG_ST_I32, "I32", 4)                                                                         \
+    X(TG_ST_U32, "U32", 4)                                                                         \
+    X(TG_ST_F32, "F32", 4)                                                                         \
+    X(TG_ST_F64, "F64", 8)                                                                         \
+    X(TG_ST_I64, "I64", 8)                                                                         \
     X(TG_ST_U64, "U64", 8)
 
 typedef enum tg_st_dtype {
@@ -111,8 +111,7 @@ typedef struct tg_safetensors tg_safetensors;
 /* Load and validate a whole file. *out is NULL on failure. */
 tg_status tg_safetensors_load(const char *path, tg_safetensors **out);
 /* The same from `len` bytes in memory (copied); `name` is used in messages. */
-tg_status tg_safetensors_parse(const void *buf, size_t len, const char *name,
-                               tg_safetensors **out);
+tg_status tg_safetensors_parse(const void *buf, size_t len, const char *name, tg_safetensors **out);
 void tg_safetensors_destroy(tg_safetensors *st);
 
 /* The file name given when loading. */

@@ -17,9 +17,9 @@
 #include <string.h>
 
 typedef struct plan {
-    size_t *order;     /* tensors in file order */
-    uint64_t *nbytes;  /* per input tensor */
-    char *header;      /* JSON padded with spaces to a multiple of 8 */
+    size_t *order;    /* tensors in file order */
+    uint64_t *nbytes; /* per input tensor */
+    char *header;     /* JSON padded with spaces to a multiple of 8 */
     size_t hlen;
     uint64_t data_len;
 } plan;
@@ -77,8 +77,8 @@ static tg_status check_text(const char *file, const char *what, const char *s)
 }
 
 /* Check every input and work out sizes and the file order. */
-static tg_status make_plan(const char *file, const tg_st_tensor *t, size_t n, const tg_st_meta *meta,
-                           size_t n_meta, plan *p)
+static tg_status make_plan(const char *file, const tg_st_tensor *t, size_t n,
+                           const tg_st_meta *meta, size_t n_meta, plan *p)
 {
     memset(p, 0, sizeof *p);
     if ((n && !t) || (n_meta && !meta))
@@ -104,7 +104,8 @@ static tg_status make_plan(const char *file, const tg_st_tensor *t, size_t n, co
         if (strcmp(name, "__metadata__") == 0) {
             s = tg_error(TG_ERR_INVALID_ARG, "%s: '__metadata__' cannot name a tensor", file);
         } else if ((unsigned)x->dtype >= TG_ST_DTYPE_COUNT) {
-            s = tg_error(TG_ERR_DTYPE, "%s: tensor '%s': invalid dtype %d", file, name, (int)x->dtype);
+            s = tg_error(TG_ERR_DTYPE, "%s: tensor '%s': invalid dtype %d", file, name,
+                         (int)x->dtype);
         } else if (x->ndim < 0 || x->ndim > TG_ST_MAX_DIMS) {
             s = tg_error(TG_ERR_SHAPE, "%s: tensor '%s': %d dimensions (0..%d allowed)", file, name,
                          x->ndim, TG_ST_MAX_DIMS);
@@ -113,8 +114,8 @@ static tg_status make_plan(const char *file, const tg_st_tensor *t, size_t n, co
             int zero = 0, over = 0;
             for (int d = 0; d < x->ndim; d++) {
                 if (x->shape[d] < 0) {
-                    s = tg_error(TG_ERR_SHAPE, "%s: tensor '%s': negative dimension in shape %s", file,
-                                 name, tg_st_shape_str(x->ndim, x->shape, sb, sizeof sb));
+                    s = tg_error(TG_ERR_SHAPE, "%s: tensor '%s': negative dimension in shape %s",
+                                 file, name, tg_st_shape_str(x->ndim, x->shape, sb, sizeof sb));
                     break;
                 }
                 zero |= x->shape[d] == 0;
@@ -125,7 +126,8 @@ static tg_status make_plan(const char *file, const tg_st_tensor *t, size_t n, co
             }
             if (zero)
                 bytes = 0, over = 0;
-            if (s == TG_OK && (over || bytes > (uint64_t)SIZE_MAX / 2 || total > UINT64_MAX / 4 - bytes))
+            if (s == TG_OK &&
+                (over || bytes > (uint64_t)SIZE_MAX / 2 || total > UINT64_MAX / 4 - bytes))
                 s = tg_error(TG_ERR_SHAPE, "%s: tensor '%s': shape %s is too large", file, name,
                              tg_st_shape_str(x->ndim, x->shape, sb, sizeof sb));
             if (s == TG_OK && bytes && !x->data)
@@ -157,8 +159,8 @@ static tg_status make_plan(const char *file, const tg_st_tensor *t, size_t n, co
     return TG_OK;
 }
 
-static tg_status build_header(const char *file, const tg_st_tensor *t, size_t n, const tg_st_meta *meta,
-                              size_t n_meta, plan *p)
+static tg_status build_header(const char *file, const tg_st_tensor *t, size_t n,
+                              const tg_st_meta *meta, size_t n_meta, plan *p)
 {
     tg_json_writer w;
     tg_json_writer_init(&w);
@@ -214,8 +216,8 @@ static tg_status build_header(const char *file, const tg_st_tensor *t, size_t n,
     }
     if (len > TG_ST_MAX_HEADER) {
         tg_free(out);
-        return tg_error(TG_ERR_INVALID_ARG, "%s: header of %zu bytes is over the %u-byte limit", file, len,
-                        TG_ST_MAX_HEADER);
+        return tg_error(TG_ERR_INVALID_ARG, "%s: header of %zu bytes is over the %u-byte limit",
+                        file, len, TG_ST_MAX_HEADER);
     }
     p->header = out;
     p->hlen = len;

@@ -44,13 +44,28 @@ void tg_graph_destroy(tg_graph *g)
     tg_free(g);
 }
 
-tg_status tg_graph_status(const tg_graph *g) { return g ? g->status : TG_ERR_INVALID_ARG; }
+tg_status tg_graph_status(const tg_graph *g)
+{
+    return g ? g->status : TG_ERR_INVALID_ARG;
+}
 
-const char *tg_graph_error(const tg_graph *g) { return g && g->error ? g->error : ""; }
+const char *tg_graph_error(const tg_graph *g)
+{
+    return g && g->error ? g->error : "";
+}
 
-void tg_graph_set_training(tg_graph *g, bool training) { g->training = training; }
-bool tg_graph_training(const tg_graph *g) { return g->training; }
-int tg_graph_tensor_count(const tg_graph *g) { return g->n_nodes; }
+void tg_graph_set_training(tg_graph *g, bool training)
+{
+    g->training = training;
+}
+bool tg_graph_training(const tg_graph *g)
+{
+    return g->training;
+}
+int tg_graph_tensor_count(const tg_graph *g)
+{
+    return g->n_nodes;
+}
 
 tg_tensor *tg_graph_tensor(const tg_graph *g, int index)
 {
@@ -235,9 +250,15 @@ void tg_block_begin_on(tg_graph *g, const char *name, int device_id)
     g->current_block = g->n_blocks++;
 }
 
-void tg_block_begin(tg_graph *g, const char *name) { tg_block_begin_on(g, name, -1); }
+void tg_block_begin(tg_graph *g, const char *name)
+{
+    tg_block_begin_on(g, name, -1);
+}
 
-void tg_block_end(tg_graph *g) { g->current_block = -1; }
+void tg_block_end(tg_graph *g)
+{
+    g->current_block = -1;
+}
 
 /* ---- nodes ------------------------------------------------------------------ */
 
@@ -391,12 +412,30 @@ tg_tensor *tg_constant_data(tg_graph *g, const char *name, tg_shape shape, const
 
 /* ---- tensor accessors ----------------------------------------------------- */
 
-tg_shape tg_tensor_shape(const tg_tensor *t) { return t ? t->shape : tg_shape_of(0, NULL); }
-tg_dtype tg_tensor_dtype(const tg_tensor *t) { return t ? t->dtype : TG_F32; }
-const char *tg_tensor_name(const tg_tensor *t) { return t ? t->name : ""; }
-bool tg_tensor_is_param(const tg_tensor *t) { return t && t->role == TG_ROLE_PARAM; }
-int tg_tensor_id(const tg_tensor *t) { return t ? t->id : -1; }
-tg_tensor *tg_tensor_grad(const tg_tensor *t) { return t ? t->grad : NULL; }
+tg_shape tg_tensor_shape(const tg_tensor *t)
+{
+    return t ? t->shape : tg_shape_of(0, NULL);
+}
+tg_dtype tg_tensor_dtype(const tg_tensor *t)
+{
+    return t ? t->dtype : TG_F32;
+}
+const char *tg_tensor_name(const tg_tensor *t)
+{
+    return t ? t->name : "";
+}
+bool tg_tensor_is_param(const tg_tensor *t)
+{
+    return t && t->role == TG_ROLE_PARAM;
+}
+int tg_tensor_id(const tg_tensor *t)
+{
+    return t ? t->id : -1;
+}
+tg_tensor *tg_tensor_grad(const tg_tensor *t)
+{
+    return t ? t->grad : NULL;
+}
 
 tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t)
 {

@@ -35,10 +35,10 @@ typedef enum tg_role {
 } tg_role;
 
 enum {
-    TG_NODE_OUTPUT = 1u << 0,   /* readable after the run */
-    TG_NODE_BACKWARD = 1u << 1, /* made by autodiff */
-    TG_NODE_ALIAS = 1u << 2,    /* shares in[0]'s storage */
-    TG_NODE_OPTIMIZER = 1u << 3, /* made by the optimizer */
+    TG_NODE_OUTPUT = 1u << 0,     /* readable after the run */
+    TG_NODE_BACKWARD = 1u << 1,   /* made by autodiff */
+    TG_NODE_ALIAS = 1u << 2,      /* shares in[0]'s storage */
+    TG_NODE_OPTIMIZER = 1u << 3,  /* made by the optimizer */
     TG_NODE_CHECKPOINT = 1u << 4, /* kept for the backward pass when recomputing */
     TG_NODE_LOSS_SEED = 1u << 5   /* d(loss)/d(loss): the loss scale goes here */
 };
@@ -60,10 +60,10 @@ struct tg_tensor {
     tg_node_params p;
     unsigned flags;
     const char *name;
-    int block;             /* index into g->blocks, -1 for none */
-    tg_tensor *grad;       /* gradient node, after autodiff */
-    tg_tensor *forward_of; /* for backward nodes: the forward node they derive from */
-    tg_init init;          /* leaves: how to fill */
+    int block;              /* index into g->blocks, -1 for none */
+    tg_tensor *grad;        /* gradient node, after autodiff */
+    tg_tensor *forward_of;  /* for backward nodes: the forward node they derive from */
+    tg_init init;           /* leaves: how to fill */
     const float *init_data; /* TG_INIT_DATA: numel floats in the graph's arena */
 };
 
@@ -104,7 +104,10 @@ tg_tensor *tg_graph_fail(tg_graph *g, tg_status s, const char *fmt, ...)
 #endif
     ;
 
-static inline int64_t tg_numel(const tg_tensor *t) { return tg_shape_numel(t->shape); }
+static inline int64_t tg_numel(const tg_tensor *t)
+{
+    return tg_shape_numel(t->shape);
+}
 static inline size_t tg_nbytes(const tg_tensor *t)
 {
     return (size_t)tg_numel(t) * tg_dtype_size(t->dtype);

@@ -33,8 +33,12 @@ static tg_optimizer base(tg_optimizer_kind kind, float lr)
     tg_optimizer o = {0};
     o.kind = kind;
     o.bias_correction = true;
-    o.lr = (tg_lr_schedule){.kind = TG_LR_CONSTANT, .lr = lr, .step_size = 1, .gamma = 0.1f,
-                            .total_steps = 1, .min_lr = 0.0f};
+    o.lr = (tg_lr_schedule){.kind = TG_LR_CONSTANT,
+                            .lr = lr,
+                            .step_size = 1,
+                            .gamma = 0.1f,
+                            .total_steps = 1,
+                            .min_lr = 0.0f};
     return o;
 }
 
@@ -140,10 +144,11 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
     const char *name = tg_optimizer_name(o->kind);
     const tg_lr_schedule *s = &o->lr;
     if (!in_range(s->lr, 0, INFINITY, true))
-        return tg_error(TG_ERR_CONFIG, "optimizer %s: learning rate lr = %g must be >= 0 and finite",
-                        name, s->lr);
+        return tg_error(TG_ERR_CONFIG,
+                        "optimizer %s: learning rate lr = %g must be >= 0 and finite", name, s->lr);
     switch (s->kind) {
-    case TG_LR_CONSTANT: break;
+    case TG_LR_CONSTANT:
+        break;
     case TG_LR_STEP:
         if (s->step_size < 1)
             return tg_error(TG_ERR_CONFIG,
@@ -156,9 +161,10 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
         break;
     case TG_LR_COSINE:
         if (s->total_steps < 1)
-            return tg_error(TG_ERR_CONFIG,
-                            "optimizer %s: cosine lr schedule: total_steps = %lld must be at least 1",
-                            name, (long long)s->total_steps);
+            return tg_error(
+                TG_ERR_CONFIG,
+                "optimizer %s: cosine lr schedule: total_steps = %lld must be at least 1", name,
+                (long long)s->total_steps);
         if (!in_range(s->min_lr, 0, INFINITY, true))
             return tg_error(TG_ERR_CONFIG,
                             "optimizer %s: cosine lr schedule: min_lr = %g must be >= 0 and finite",
@@ -166,8 +172,8 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
         break;
     default:
         return tg_error(TG_ERR_CONFIG,
-                        "optimizer %s: unknown lr schedule kind %d (constant, step or cosine)", name,
-                        (int)s->kind);
+                        "optimizer %s: unknown lr schedule kind %d (constant, step or cosine)",
+                        name, (int)s->kind);
     }
     if (s->warmup_steps < 0)
         return tg_error(TG_ERR_CONFIG, "optimizer %s: warmup_steps = %lld must not be negative",
@@ -186,8 +192,8 @@ tg_status tg_optimizer_validate(const tg_optimizer *o)
                         name, o->max_weight_norm);
     if (o->max_weight_norm != 0 && o->kind != TG_OPT_LAMB)
         return tg_error(TG_ERR_CONFIG,
-                        "optimizer %s: max_weight_norm = %g applies to lamb only; leave it 0",
-                        name, o->max_weight_norm);
+                        "optimizer %s: max_weight_norm = %g applies to lamb only; leave it 0", name,
+                        o->max_weight_norm);
     if (o->kind == TG_OPT_SGD) {
         if (!in_range(o->momentum, 0, 1, true))
             return tg_error(TG_ERR_CONFIG, "optimizer sgd: momentum = %g is outside [0, 1)",

@@ -6,19 +6,24 @@
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
-static void blas_set_single(void) { openblas_set_num_threads(1); }
+static void blas_set_single(void)
+{
+    openblas_set_num_threads(1);
+}
 
-void tg_blas_init(void) { pthread_once(&blas_once, blas_set_single); }
+void tg_blas_init(void)
+{
+    pthread_once(&blas_once, blas_set_single);
+}
 
-void tg_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc)
+void tg_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
     tg_blas_init();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 typedef struct {
@@ -54,8 +59,7 @@ static void gemm_part(void *ctx, int64_t begin, int64_t end, int t)
 }
 
 void tg_sgemm_pool(tg_pool *pool, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                   int ldc)
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     int T = tg_pool_threads(pool);
     double flops = 2.0 * M * N * K;

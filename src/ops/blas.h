@@ -17,13 +17,12 @@
 void tg_blas_init(void);
 
 /* Row-major C[M,N] = alpha * op(A) op(B) + beta * C on the calling thread. */
-void tg_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void tg_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc);
 
 /* The same, split over the pool's threads by rows of C (or by columns when C
  * is wide and short); small products run on the caller alone. */
 void tg_sgemm_pool(tg_pool *pool, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                   int ldc);
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 #endif

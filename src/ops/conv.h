@@ -20,9 +20,9 @@
 #include <stddef.h>
 
 typedef struct tg_conv_geom {
-    int64_t N, C, H, W;  /* input x [N, C, H, W] */
-    int64_t K, R, S;     /* weight [K, C/G, R, S] */
-    int64_t OH, OW;      /* output y [N, K, OH, OW] */
+    int64_t N, C, H, W; /* input x [N, C, H, W] */
+    int64_t K, R, S;    /* weight [K, C/G, R, S] */
+    int64_t OH, OW;     /* output y [N, K, OH, OW] */
     int64_t sh, sw, ph, pw, dh, dw, G;
 } tg_conv_geom;
 
@@ -52,6 +52,9 @@ size_t tg_conv_direct_scratch(tg_op which, const tg_conv_geom *g, int n_threads)
 void tg_conv_direct_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *a);
 
 /* Scratch is carved into 64-byte aligned pieces. */
-static inline size_t tg_conv_align(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+static inline size_t tg_conv_align(size_t bytes)
+{
+    return (bytes + 63) & ~(size_t)63;
+}
 
 #endif

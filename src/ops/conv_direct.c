@@ -38,13 +38,16 @@ typedef struct dplan {
     tg_conv_geom g;
     int vl;
     int64_t Hp, Wp, HpWp, Q, Qc, Qp, CRS;
-    size_t xp_f;  /* floats of one padded image (all channels) + slack */
-    size_t yw_f;  /* floats of one wide output / gradient [K][Qp] */
+    size_t xp_f; /* floats of one padded image (all channels) + slack */
+    size_t yw_f; /* floats of one wide output / gradient [K][Qp] */
     size_t shared_f, slice_f;
-    int64_t nbw;  /* images prepared at once by the weight gradient */
+    int64_t nbw; /* images prepared at once by the weight gradient */
 } dplan;
 
-static int level_vl(tg_simd_level l) { return l == TG_SIMD_AVX512 ? 16 : l == TG_SIMD_AVX2 ? 8 : 4; }
+static int level_vl(tg_simd_level l)
+{
+    return l == TG_SIMD_AVX512 ? 16 : l == TG_SIMD_AVX2 ? 8 : 4;
+}
 
 static dplan make_plan(tg_op which, const tg_conv_geom *g, int T)
 {
@@ -124,8 +127,8 @@ static inline void copy_tail(float *d, const float *s, int n)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
 #define VADD(a, b) _mm512_add_ps((a), (b))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define VCOPY_TAIL(d, s, n)                                                    \
-    _mm512_mask_storeu_ps((d), (__mmask16)((1u << (n)) - 1u),                  \
+#define VCOPY_TAIL(d, s, n)                                                                        \
+    _mm512_mask_storeu_ps((d), (__mmask16)((1u << (n)) - 1u),                                      \
                           _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (s)))
 #define CB_MAX 12
 #define CB_BWD 12
@@ -155,9 +158,20 @@ static inline void copy_tail(float *d, const float *s, int n)
 typedef struct v4 {
     float f[4];
 } v4;
-static inline v4 v4_set1(float a) { return (v4){{a, a, a, a}}; }
-static inline v4 v4_load(const float *p) { v4 v; memcpy(v.f, p, sizeof v.f); return v; }
-static inline void v4_store(float *p, v4 v) { memcpy(p, v.f, sizeof v.f); }
+static inline v4 v4_set1(float a)
+{
+    return (v4){{a, a, a, a}};
+}
+static inline v4 v4_load(const float *p)
+{
+    v4 v;
+    memcpy(v.f, p, sizeof v.f);
+    return v;
+}
+static inline void v4_store(float *p, v4 v)
+{
+    memcpy(p, v.f, sizeof v.f);
+}
 static inline v4 v4_add(v4 a, v4 b)
 {
     for (int i = 0; i < 4; i++)
@@ -204,10 +218,10 @@ static dkernels pick_kernels(int vl)
 #ifdef TG_HAVE_X86
     if (vl == 16)
         return (dkernels){fwd_image_avx512, bwd_data_image_avx512, bwd_weight_images_avx512,
-                           copy_rows_avx512};
+                          copy_rows_avx512};
     if (vl == 8)
         return (dkernels){fwd_image_avx2, bwd_data_image_avx2, bwd_weight_images_avx2,
-                           copy_rows_avx2};
+                          copy_rows_avx2};
 #endif
     (void)vl;
     return (dkernels){fwd_image_base, bwd_data_image_base, bwd_weight_images_base, copy_rows_base};
@@ -237,8 +251,8 @@ static void pad_into(const djob *j, const float *x, float *xp)
     const dplan *d = &j->d;
     const tg_conv_geom *g = &d->g;
     for (int64_t c = 0; c < g->C; c++)
-        j->k.copy(xp + c * d->HpWp + g->ph * d->Wp + g->pw, d->Wp, x + c * g->H * g->W, g->W,
-                  g->H, g->W);
+        j->k.copy(xp + c * d->HpWp + g->ph * d->Wp + g->pw, d->Wp, x + c * g->H * g->W, g->W, g->H,
+                  g->W);
 }
 
 static void run_images(void *ctx, int64_t b, int64_t e, int t)
@@ -283,8 +297,8 @@ static void run_images(void *ctx, int64_t b, int64_t e, int t)
             for (int64_t i = 0; i < cnt; i++) {
                 float *dyw = dyws + i * d->yw_f;
                 for (int64_t k = 0; k < g->K; k++)
-                    j->k.copy(dyw + k * d->Qp, d->Wp, j->in0 + (n0 + i) * KP + k * P, g->OW,
-                              g->OH, g->OW);
+                    j->k.copy(dyw + k * d->Qp, d->Wp, j->in0 + (n0 + i) * KP + k * P, g->OW, g->OH,
+                              g->OW);
                 pad_into(j, j->in1 + (n0 + i) * CHW, xps + i * d->xp_f);
             }
             j->k.bwd_weight(d, xps, dyws, cnt, accv);
@@ -353,7 +367,8 @@ void tg_conv_direct_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args
                     shared[(rs * K + k) * C + c] = w[(k * C + c) * RS + rs];
     if (which == TG_OP_CONV2D_BWD_WEIGHT) /* every slice's sums, also of threads left idle */
         for (int t = 0; t < T; t++)
-            memset((float *)(j.slices + (size_t)t * j.slice_bytes) + j.d.nbw * (j.d.xp_f + j.d.yw_f),
+            memset((float *)(j.slices + (size_t)t * j.slice_bytes) +
+                       j.d.nbw * (j.d.xp_f + j.d.yw_f),
                    0, (size_t)(K * j.d.CRS * j.d.vl) * sizeof(float));
     tg_pool_for(pool, g->N, run_images, &j);
     if (which == TG_OP_CONV2D_BWD_WEIGHT) {

@@ -100,13 +100,13 @@ DFN(fwd_block)(const dplan *d, const float *xp, const float *wt, const float *bi
     }
 }
 
-#define DFWD_CASE(n)                                          \
-    case n:                                                   \
-        DFN(fwd_block)(d, xp, wt, bias, co0, yw, (n) > CB_MAX ? CB_MAX : (n)); \
+#define DFWD_CASE(n)                                                                               \
+    case n:                                                                                        \
+        DFN(fwd_block)(d, xp, wt, bias, co0, yw, (n) > CB_MAX ? CB_MAX : (n));                     \
         break;
 
-static DTARGET void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt, const float *bias,
-                           float *yw)
+static DTARGET void DFN(fwd_image)(const dplan *d, const float *xp, const float *wt,
+                                   const float *bias, float *yw)
 {
     int64_t K = d->g.K, n_blocks = (K + CB_MAX - 1) / CB_MAX;
     for (int64_t b = 0, co0 = 0; b < n_blocks; b++) {
@@ -191,12 +191,13 @@ DFN(bwd_data_block)(const dplan *d, const float *dyw, const float *wt2, int64_t 
     }
 }
 
-#define DBWD_CASE(n)                                               \
-    case n:                                                        \
-        DFN(bwd_data_block)(d, dyw, wt2, ci0, dxp, (n) > CB_BWD ? CB_BWD : (n)); \
+#define DBWD_CASE(n)                                                                               \
+    case n:                                                                                        \
+        DFN(bwd_data_block)(d, dyw, wt2, ci0, dxp, (n) > CB_BWD ? CB_BWD : (n));                   \
         break;
 
-static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *wt2, float *dxp)
+static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const float *wt2,
+                                        float *dxp)
 {
     int64_t C = d->g.C, n_blocks = (C + CB_BWD - 1) / CB_BWD;
     for (int64_t b = 0, ci0 = 0; b < n_blocks; b++) {
@@ -222,8 +223,8 @@ static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const 
  * is one (c, r, s)), over cnt prepared images: accv[co][t] (VL partial sums
  * per weight element) += sum_q dyw[co][q] * xp[q + off(t)]. */
 static inline __attribute__((always_inline)) DTARGET void
-DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64_t cnt,
-                      int64_t co0, int64_t t0, float *accv, const int cb, const int tb)
+DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64_t cnt, int64_t co0,
+                      int64_t t0, float *accv, const int cb, const int tb)
 {
     const int64_t CRS = d->CRS, RS = d->g.R * d->g.S, R = d->g.R, S = d->g.S;
     int64_t offs[WB_T];
@@ -268,15 +269,16 @@ DFN(bwd_weight_block)(const dplan *d, const float *xps, const float *dyws, int64
             VSTORE(accv + ((co0 + c) * CRS + t0 + t) * VL, acc[c][t]);
 }
 
-#define DW_CASE(c, t)                                                                      \
-    case (c) * 8 + (t):                                                                    \
-        DFN(bwd_weight_block)(d, xps, dyws, cnt, co0, t0, accv, (c) > WB_CO ? WB_CO : (c), \
-                              (t) > WB_T ? WB_T : (t));                                    \
+#define DW_CASE(c, t)                                                                              \
+    case (c)*8 + (t):                                                                              \
+        DFN(bwd_weight_block)                                                                      \
+        (d, xps, dyws, cnt, co0, t0, accv, (c) > WB_CO ? WB_CO : (c), (t) > WB_T ? WB_T : (t));    \
         break;
-#define DW_ROW(c) DW_CASE(c, 1) DW_CASE(c, 2) DW_CASE(c, 3) DW_CASE(c, 4) DW_CASE(c, 5) DW_CASE(c, 6)
+#define DW_ROW(c)                                                                                  \
+    DW_CASE(c, 1) DW_CASE(c, 2) DW_CASE(c, 3) DW_CASE(c, 4) DW_CASE(c, 5) DW_CASE(c, 6)
 
 static DTARGET void DFN(bwd_weight_images)(const dplan *d, const float *xps, const float *dyws,
-                                   int64_t cnt, float *accv)
+                                           int64_t cnt, float *accv)
 {
     int64_t K = d->g.K, CRS = d->CRS;
     int64_t nbc = (K + WB_CO - 1) / WB_CO, nbt = (CRS + WB_T - 1) / WB_T;
@@ -285,8 +287,7 @@ static DTARGET void DFN(bwd_weight_images)(const dplan *d, const float *xps, con
         for (int64_t bt = 0, t0 = 0; bt < nbt; bt++) {
             int tb = (int)(CRS / nbt + (bt < CRS % nbt));
             switch (cb * 8 + tb) {
-                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5)
-            default: break;
+                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5) default : break;
             }
             t0 += tb;
         }

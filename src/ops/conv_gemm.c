@@ -27,9 +27,9 @@
 typedef struct gemm_plan {
     tg_conv_geom g;
     int64_t P, Cg, Kg, CgRS;
-    int64_t nb;      /* images per chunk */
-    int slices;      /* scratch slices: T when threads take images, else 1 */
-    bool pointwise;  /* 1x1, stride 1, no padding: no im2col */
+    int64_t nb;                   /* images per chunk */
+    int slices;                   /* scratch slices: T when threads take images, else 1 */
+    bool pointwise;               /* 1x1, stride 1, no padding: no im2col */
     size_t cols_f, tmp_f, part_f; /* floats per slice */
 } gemm_plan;
 
@@ -42,8 +42,7 @@ static gemm_plan make_plan(tg_op which, const tg_conv_geom *g, int T)
     p.Kg = g->K / g->G;
     p.CgRS = p.Cg * g->R * g->S;
     p.slices = g->N >= T ? T : 1;
-    p.pointwise = g->R == 1 && g->S == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 &&
-                  g->pw == 0;
+    p.pointwise = g->R == 1 && g->S == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
     int64_t per_slice = (g->N + p.slices - 1) / p.slices;
     p.nb = (GEMM_COLUMNS + p.P - 1) / p.P;
     if (p.nb > per_slice)
@@ -198,8 +197,8 @@ static void forward_range(const gemm_job *j, int64_t b, int64_t e, float *cols, 
             }
             im2col(p, xg, cnt, cols);
             if (cnt == 1) {
-                tg_sgemm_pool(j->gemm_pool, false, false, (int)p->Kg, (int)p->P, (int)p->CgRS,
-                              1.0f, wg, (int)p->CgRS, cols, (int)p->P, 0.0f, yg, (int)p->P);
+                tg_sgemm_pool(j->gemm_pool, false, false, (int)p->Kg, (int)p->P, (int)p->CgRS, 1.0f,
+                              wg, (int)p->CgRS, cols, (int)p->P, 0.0f, yg, (int)p->P);
                 continue;
             }
             int ld = (int)(cnt * p->P);
@@ -292,9 +291,15 @@ static void run_range(void *ctx, int64_t b, int64_t e, int t)
     float *tmp = (float *)(slice + tg_conv_align(j->p.cols_f * sizeof(float)));
     float *part = (float *)((char *)tmp + tg_conv_align(j->p.tmp_f * sizeof(float)));
     switch (j->which) {
-    case TG_OP_CONV2D: forward_range(j, b, e, cols, tmp); break;
-    case TG_OP_CONV2D_BWD_DATA: bwd_data_range(j, b, e, cols, tmp); break;
-    default: bwd_weight_range(j, b, e, cols, tmp, j->p.part_f ? part : j->out); break;
+    case TG_OP_CONV2D:
+        forward_range(j, b, e, cols, tmp);
+        break;
+    case TG_OP_CONV2D_BWD_DATA:
+        bwd_data_range(j, b, e, cols, tmp);
+        break;
+    default:
+        bwd_weight_range(j, b, e, cols, tmp, j->p.part_f ? part : j->out);
+        break;
     }
 }
 

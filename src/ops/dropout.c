@@ -35,7 +35,10 @@ static tg_status infer_dropout(tg_tensor *node)
 }
 
 /* hash + compare + multiply per element */
-static double flops(const tg_tensor *node) { return 2.0 * (double)tg_numel(node); }
+static double flops(const tg_tensor *node)
+{
+    return 2.0 * (double)tg_numel(node);
+}
 
 static uint64_t mask_key(uint64_t seed, int64_t step, int64_t salt)
 {
@@ -59,8 +62,9 @@ static void drop_range(void *ctx, int64_t begin, int64_t end, int t)
 static void fwd_dropout(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    drop_job j = {a->in[0], a->out, mask_key(a->seed ^ (a->stream ? tg_hash64(a->stream) : 0), a->step, node->p.i[0]), node->p.f[0],
-                  1.0f / (1.0f - node->p.f[0])};
+    drop_job j = {a->in[0], a->out,
+                  mask_key(a->seed ^ (a->stream ? tg_hash64(a->stream) : 0), a->step, node->p.i[0]),
+                  node->p.f[0], 1.0f / (1.0f - node->p.f[0])};
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, n, drop_range, &j);
 }
@@ -105,5 +109,5 @@ tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)
     return t;
 }
 
-const tg_op_def tg_opdef_DROPOUT = {"dropout",   infer_dropout, flops, NULL,
+const tg_op_def tg_opdef_DROPOUT = {"dropout",   infer_dropout, flops,      NULL,
                                     fwd_dropout, ref_dropout,   bwd_dropout};

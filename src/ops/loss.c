@@ -70,7 +70,8 @@ static tg_status check_same(const tg_tensor *node, int k)
     if (!tg_shape_equal(a->shape, b->shape)) {
         char sa[96], sb[96];
         return tg_error(TG_ERR_SHAPE, "input %s and target %s differ in shape (no broadcasting)",
-                        tg_shape_str(a->shape, sa, sizeof sa), tg_shape_str(b->shape, sb, sizeof sb));
+                        tg_shape_str(a->shape, sa, sizeof sa),
+                        tg_shape_str(b->shape, sb, sizeof sb));
     }
     return TG_OK;
 }
@@ -124,12 +125,18 @@ static double flops(const tg_tensor *node)
                              : node->in[0];
     double n = (double)tg_numel(x);
     switch (node->op) {
-    case TG_OP_CROSS_ENTROPY: return 7 * n; /* max, sub, exp (4), sum */
-    case TG_OP_CROSS_ENTROPY_BWD: return 9 * n;
-    case TG_OP_NLL_LOSS: return (double)x->shape.dim[0];
-    case TG_OP_NLL_LOSS_BWD: return (double)tg_numel(node);
-    case TG_OP_MSE_LOSS: return 3 * n;
-    default: return 3 * n;
+    case TG_OP_CROSS_ENTROPY:
+        return 7 * n; /* max, sub, exp (4), sum */
+    case TG_OP_CROSS_ENTROPY_BWD:
+        return 9 * n;
+    case TG_OP_NLL_LOSS:
+        return (double)x->shape.dim[0];
+    case TG_OP_NLL_LOSS_BWD:
+        return (double)tg_numel(node);
+    case TG_OP_MSE_LOSS:
+        return 3 * n;
+    default:
+        return 3 * n;
     }
 }
 
@@ -289,7 +296,10 @@ static void bwd_kernel(const tg_kernel_args *a)
 
 /* ---- reference kernels ------------------------------------------------------------------ */
 
-static bool bad_label(double l, int64_t C) { return !(l >= 0 && l < (double)C); }
+static bool bad_label(double l, int64_t C)
+{
+    return !(l >= 0 && l < (double)C);
+}
 
 static void ref_fwd(const tg_ref_args *a)
 {
@@ -387,8 +397,8 @@ static tg_tensor *nll_bwd(tg_graph *g, tg_tensor *dloss, tg_tensor *labels, int6
 
 /* ---- gradient rules ----------------------------------------------------------------------- */
 
-static tg_status bwd_cross_entropy(tg_graph *g, tg_tensor *node, tg_tensor *dout,
-                                   const bool *need, tg_tensor **din)
+static tg_status bwd_cross_entropy(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                   tg_tensor **din)
 {
     din[0] = tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3,
                             (tg_tensor *[]){dout, node->in[0], node->in[1]}, NULL);
@@ -467,7 +477,7 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
     return TG_OK;
 }
 
-#define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD) \
+#define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD)                                                  \
     const tg_op_def tg_opdef_##E = {NAME, infer_loss, flops, SCRATCH, FWD, REF, BWD}
 
 LOSS_DEF(CROSS_ENTROPY, "cross_entropy", scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy);

@@ -33,7 +33,7 @@
 /* ---- MATMUL geometry ------------------------------------------------------------ */
 
 typedef struct mm_dims {
-    int64_t batch;      /* number of products */
+    int64_t batch; /* number of products */
     int64_t M, N, K;
     bool ta, tb, sum;
     bool a_batched, b_batched;
@@ -76,9 +76,8 @@ static tg_status infer_matmul(tg_tensor *node)
     mm_dims d = mm_get(node);
     int64_t kb = d.tb ? b->shape.dim[b->shape.ndim - 1] : b->shape.dim[b->shape.ndim - 2];
     if (d.K != kb)
-        return tg_error(TG_ERR_SHAPE,
-                        "a %s%s and b %s%s: inner dimensions %lld and %lld differ", sa,
-                        d.ta ? " (transposed)" : "", sb, d.tb ? " (transposed)" : "",
+        return tg_error(TG_ERR_SHAPE, "a %s%s and b %s%s: inner dimensions %lld and %lld differ",
+                        sa, d.ta ? " (transposed)" : "", sb, d.tb ? " (transposed)" : "",
                         (long long)d.K, (long long)kb);
     if (d.a_batched && d.b_batched) {
         bool same = a->shape.ndim == b->shape.ndim;
@@ -91,8 +90,10 @@ static tg_status infer_matmul(tg_tensor *node)
                             sa, sb);
     }
     if (d.sum && !(d.a_batched && d.b_batched))
-        return tg_error(TG_ERR_INVALID_ARG, "a %s and b %s: summing over the batch needs both "
-                        "operands batched", sa, sb);
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "a %s and b %s: summing over the batch needs both "
+                        "operands batched",
+                        sa, sb);
     node->dtype = TG_F32;
     if (d.sum) {
         node->shape = tg_shape2(d.M, d.N);
@@ -130,8 +131,8 @@ static void mm_batches(void *ctx, int64_t begin, int64_t end, int t)
     for (int64_t i = begin; i < end; i++)
         tg_sgemm(d->ta, d->tb, (int)d->M, (int)d->N, (int)d->K, 1.0f,
                  j->a + (d->a_batched ? i * d->M * d->K : 0), lda,
-                 j->b + (d->b_batched ? i * d->K * d->N : 0), ldb, 0.0f,
-                 j->c + i * d->M * d->N, (int)d->N);
+                 j->b + (d->b_batched ? i * d->K * d->N : 0), ldb, 0.0f, j->c + i * d->M * d->N,
+                 (int)d->N);
 }
 
 /* Summed mode: each thread owns a block of 16-row groups of C and accumulates
@@ -196,7 +197,8 @@ static void ref_matmul(const tg_ref_args *a)
             for (int64_t n = 0; n < N; n++) {
                 double s = 0;
                 for (int64_t k = 0; k < K; k++)
-                    s += (d.ta ? A[k * M + m] : A[m * K + k]) * (d.tb ? B[n * K + k] : B[k * N + n]);
+                    s +=
+                        (d.ta ? A[k * M + m] : A[m * K + k]) * (d.tb ? B[n * K + k] : B[k * N + n]);
                 C[m * N + n] += s;
             }
     }
@@ -247,8 +249,7 @@ const tg_op_def tg_opdef_MATMUL = {"matmul",   infer_matmul, flops_matmul, NULL,
 static tg_status infer_linear(tg_tensor *node)
 {
     if (node->n_in != 2 && node->n_in != 3)
-        return tg_error(TG_ERR_INVALID_ARG, "takes 2 or 3 inputs (x, w, bias), got %d",
-                        node->n_in);
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 or 3 inputs (x, w, bias), got %d", node->n_in);
     for (int k = 0; k < node->n_in; k++)
         if (node->in[k]->dtype != TG_F32)
             return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; linear takes f32", k,
@@ -263,14 +264,14 @@ static tg_status infer_linear(tg_tensor *node)
         return tg_error(TG_ERR_SHAPE, "weight %s must be 2-D [out, in]", sw);
     int64_t in = x->shape.dim[x->shape.ndim - 1];
     if (w->shape.dim[1] != in)
-        return tg_error(TG_ERR_SHAPE, "x %s has %lld input features but weight %s expects %lld",
-                        sx, (long long)in, sw, (long long)w->shape.dim[1]);
+        return tg_error(TG_ERR_SHAPE, "x %s has %lld input features but weight %s expects %lld", sx,
+                        (long long)in, sw, (long long)w->shape.dim[1]);
     if (node->n_in == 3) {
         const tg_tensor *b = node->in[2];
         if (b->shape.ndim != 1 || b->shape.dim[0] != w->shape.dim[0])
             return tg_error(TG_ERR_SHAPE, "bias %s must be [%lld] for weight %s",
-                            tg_shape_str(b->shape, sbias, sizeof sbias),
-                            (long long)w->shape.dim[0], sw);
+                            tg_shape_str(b->shape, sbias, sizeof sbias), (long long)w->shape.dim[0],
+                            sw);
     }
     node->dtype = TG_F32;
     node->shape = x->shape;

@@ -108,8 +108,7 @@ static tg_status check_x(const tg_node_params *p, const tg_tensor *x)
                             (long long)p->i[1]);
         return TG_OK;
     default:
-        return tg_error(TG_ERR_INVALID_ARG, "unknown normalisation mode %lld",
-                        (long long)p->i[0]);
+        return tg_error(TG_ERR_INVALID_ARG, "unknown normalisation mode %lld", (long long)p->i[0]);
     }
 }
 
@@ -135,7 +134,10 @@ static tg_shape affine_shape(const tg_node_params *p, tg_shape xs)
     return s;
 }
 
-static int n_affine(const tg_tensor *node) { return (node->p.i[2] != 0) + (node->p.i[3] != 0); }
+static int n_affine(const tg_tensor *node)
+{
+    return (node->p.i[2] != 0) + (node->p.i[3] != 0);
+}
 
 static tg_status check_affine(const tg_tensor *node, int first, bool beta_too)
 {
@@ -151,8 +153,8 @@ static tg_status check_affine(const tg_tensor *node, int first, bool beta_too)
 static tg_status infer_norm(tg_tensor *node)
 {
     static const int base_inputs[] = {
-        [TG_OP_NORM_STATS] = 1,          [TG_OP_NORM_STATS_BWD] = 3,
-        [TG_OP_NORM_APPLY] = 2,          [TG_OP_NORM_APPLY_BWD_X] = 2,
+        [TG_OP_NORM_STATS] = 1,           [TG_OP_NORM_STATS_BWD] = 3,
+        [TG_OP_NORM_APPLY] = 2,           [TG_OP_NORM_APPLY_BWD_X] = 2,
         [TG_OP_NORM_APPLY_BWD_STATS] = 3, [TG_OP_NORM_APPLY_BWD_AFFINE] = 3,
     };
     int want = base_inputs[node->op];
@@ -217,8 +219,10 @@ static tg_status infer_running(tg_tensor *node)
                         tg_shape_str(r->shape, a, sizeof a));
     TG_TRY(check_same(s, r->shape, "batch stats"));
     if (node->p.i[4] < 2)
-        return tg_error(TG_ERR_SHAPE, "expected more than 1 value per channel when training, "
-                        "got %lld", (long long)node->p.i[4]);
+        return tg_error(TG_ERR_SHAPE,
+                        "expected more than 1 value per channel when training, "
+                        "got %lld",
+                        (long long)node->p.i[4]);
     node->dtype = TG_F32;
     node->shape = tg_shape1(0);
     node->n_mutated = 1;
@@ -230,14 +234,21 @@ static double flops_norm(const tg_tensor *node)
 {
     double n = (double)tg_numel(shaped_input(node));
     switch (node->op) {
-    case TG_OP_NORM_STATS: return 3 * n;
-    case TG_OP_NORM_APPLY: return 2 * n + 2 * (double)n_affine(node) * n / 2;
-    case TG_OP_NORM_APPLY_BWD_X: return 2 * n;
-    default: return 4 * n;
+    case TG_OP_NORM_STATS:
+        return 3 * n;
+    case TG_OP_NORM_APPLY:
+        return 2 * n + 2 * (double)n_affine(node) * n / 2;
+    case TG_OP_NORM_APPLY_BWD_X:
+        return 2 * n;
+    default:
+        return 4 * n;
     }
 }
 
-static double flops_running(const tg_tensor *node) { return 6.0 * (double)tg_numel(node->in[0]); }
+static double flops_running(const tg_tensor *node)
+{
+    return 6.0 * (double)tg_numel(node->in[0]);
+}
 
 /* ---- kernel arithmetic shared by the fast (float) and reference (double) paths ------------- */
 
@@ -271,7 +282,10 @@ static inline void mean_rstd(const float *stats, int64_t G, int64_t g, float eps
 
 /* Rows: for layer norm a row is one group (inner elements, gamma along it);
  * otherwise a row is (o, c): b elements sharing group and gamma[c]. */
-static bool is_layer(const tg_tensor *node) { return node->p.i[0] == NORM_LAYER; }
+static bool is_layer(const tg_tensor *node)
+{
+    return node->p.i[0] == NORM_LAYER;
+}
 
 static int64_t n_rows(const tg_tensor *node, const norm_view *v)
 {
@@ -552,7 +566,8 @@ static void ref_norm(const tg_ref_args *a)
     case TG_OP_NORM_APPLY_BWD_AFFINE:
         memset(out, 0, (size_t)n_out * sizeof(double));
         break;
-    default: break;
+    default:
+        break;
     }
     if (node->op == TG_OP_NORM_STATS) {
         for (int64_t f = 0; f < n; f++)
@@ -565,7 +580,8 @@ static void ref_norm(const tg_ref_args *a)
     }
     for (int64_t f = 0; f < n; f++) {
         int64_t grp = group_of(&v, f), c = (f / v.b) % v.Caff;
-        const double *st = node->op == TG_OP_NORM_STATS_BWD || node->op == TG_OP_NORM_APPLY_BWD_STATS ||
+        const double *st = node->op == TG_OP_NORM_STATS_BWD ||
+                                   node->op == TG_OP_NORM_APPLY_BWD_STATS ||
                                    node->op == TG_OP_NORM_APPLY_BWD_AFFINE
                                ? a->in[2]
                                : a->in[1];
@@ -608,7 +624,8 @@ static void ref_running(const tg_ref_args *a)
     }
 }
 
-/* ---- builders and gradient rules --------------------------------------------------------------- */
+/* ---- builders and gradient rules ---------------------------------------------------------------
+ */
 
 static tg_node_params norm_params(int mode, int64_t arg, bool g, bool b, float eps)
 {
@@ -648,8 +665,8 @@ static tg_status bwd_apply(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bo
     }
     bool need_g = has_g && need[2], need_b = has_b && need[2 + has_g];
     if (need_g || need_b) {
-        tg_tensor *aff = make(g, TG_OP_NORM_APPLY_BWD_AFFINE, 3, (tg_tensor *[]){dy, x, stats},
-                              node->p);
+        tg_tensor *aff =
+            make(g, TG_OP_NORM_APPLY_BWD_AFFINE, 3, (tg_tensor *[]){dy, x, stats}, node->p);
         tg_shape ps = node->in[2]->shape;
         if (need_g)
             din[2] = tg_reshape(g, tg_slice(g, aff, 0, 0, 1), ps);
@@ -690,8 +707,8 @@ tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor 
     return normalise(g, x, stats, gamma, beta, p);
 }
 
-tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma,
-                         tg_tensor *beta, float eps)
+tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma, tg_tensor *beta,
+                         float eps)
 {
     tg_node_params p = norm_params(NORM_GROUP, groups, gamma != NULL, beta != NULL, eps);
     tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
@@ -714,10 +731,9 @@ const tg_op_def tg_opdef_NORM_APPLY = {"norm_apply", infer_norm, flops_norm, NUL
                                        fwd_norm,     ref_norm,   bwd_apply};
 const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {"norm_apply_bwd_x", infer_norm, flops_norm, NULL,
                                              fwd_norm,           ref_norm,   NULL};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {"norm_apply_bwd_stats", infer_norm, flops_norm,
-                                                 NULL, fwd_norm, ref_norm, NULL};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {"norm_apply_bwd_affine", infer_norm, flops_norm,
-                                                  NULL, fwd_norm, ref_norm, NULL};
-const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {"running_stats_update", infer_running,
-                                                 flops_running, NULL, fwd_running, ref_running,
-                                                 NULL};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {
+    "norm_apply_bwd_stats", infer_norm, flops_norm, NULL, fwd_norm, ref_norm, NULL};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {
+    "norm_apply_bwd_affine", infer_norm, flops_norm, NULL, fwd_norm, ref_norm, NULL};
+const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {
+    "running_stats_update", infer_running, flops_running, NULL, fwd_running, ref_running, NULL};

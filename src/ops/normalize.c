@@ -31,7 +31,10 @@ static tg_status infer_normalize(tg_tensor *node)
     return TG_OK;
 }
 
-static double flops_normalize(const tg_tensor *node) { return 2.0 * (double)tg_numel(node); }
+static double flops_normalize(const tg_tensor *node)
+{
+    return 2.0 * (double)tg_numel(node);
+}
 
 typedef struct {
     const uint8_t *x;
@@ -89,5 +92,5 @@ tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const f
 }
 
 /* The input is data, not a parameter: no gradient rule. */
-const tg_op_def tg_opdef_NORMALIZE_U8 = {"normalize_u8", infer_normalize, flops_normalize, NULL,
-                                         fwd_normalize, ref_normalize, NULL};
+const tg_op_def tg_opdef_NORMALIZE_U8 = {
+    "normalize_u8", infer_normalize, flops_normalize, NULL, fwd_normalize, ref_normalize, NULL};

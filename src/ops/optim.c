@@ -79,9 +79,9 @@ static tg_status infer_update(tg_tensor *node, tg_op op)
                             what[k], x->name, param->name, tg_dtype_name(x->dtype));
         if (!tg_shape_equal(x->shape, param->shape)) {
             char a[96], b[96];
-            return tg_error(TG_ERR_SHAPE, "parameter '%s' is %s but its %s '%s' is %s",
-                            param->name, tg_shape_str(param->shape, a, sizeof a), what[k],
-                            x->name, tg_shape_str(x->shape, b, sizeof b));
+            return tg_error(TG_ERR_SHAPE, "parameter '%s' is %s but its %s '%s' is %s", param->name,
+                            tg_shape_str(param->shape, a, sizeof a), what[k], x->name,
+                            tg_shape_str(x->shape, b, sizeof b));
         }
     }
     node->dtype = TG_F32;
@@ -90,15 +90,21 @@ static tg_status infer_update(tg_tensor *node, tg_op op)
     return TG_OK;
 }
 
-static tg_status infer_sgd(tg_tensor *node) { return infer_update(node, TG_OP_SGD_UPDATE); }
-static tg_status infer_adam(tg_tensor *node) { return infer_update(node, TG_OP_ADAM_UPDATE); }
+static tg_status infer_sgd(tg_tensor *node)
+{
+    return infer_update(node, TG_OP_SGD_UPDATE);
+}
+static tg_status infer_adam(tg_tensor *node)
+{
+    return infer_update(node, TG_OP_ADAM_UPDATE);
+}
 
 /* Per element: weight decay 2, momentum 3, nesterov 2, the step 2. */
 static double flops_sgd(const tg_tensor *node)
 {
     tg_optimizer o = tg_optim_params_get(&node->p);
-    double per = 2 + (o.weight_decay != 0 ? 2 : 0) + (o.momentum != 0 ? 3 : 0) +
-                 (o.nesterov ? 2 : 0);
+    double per =
+        2 + (o.weight_decay != 0 ? 2 : 0) + (o.momentum != 0 ? 3 : 0) + (o.nesterov ? 2 : 0);
     return per * (double)tg_numel(node->in[0]);
 }
 
@@ -133,37 +139,37 @@ typedef struct sgd_job {
 /* One loop per case, with the gradient-plus-decay expression D substituted,
  * so every loop body is branch-free and vectorises. A zero weight decay adds
  * nothing (not 0*p), exactly as PyTorch skips it. */
-#define SGD_CASES(D)                                                    \
-    do {                                                                \
-        if (!buf)                                                       \
-            for (int64_t i = 0; i < n; i++) {                           \
-                float d = (D);                                          \
-                p[i] = p[i] - lr * d;                                   \
-            }                                                           \
-        else if (j->first && !j->nesterov)                              \
-            for (int64_t i = 0; i < n; i++) {                           \
-                float d = (D);                                          \
-                buf[i] = d;                                             \
-                p[i] = p[i] - lr * d;                                   \
-            }                                                           \
-        else if (j->first)                                              \
-            for (int64_t i = 0; i < n; i++) {                           \
-                float d = (D);                                          \
-                buf[i] = d;                                             \
-                p[i] = p[i] - lr * (d + mom * d);                       \
-            }                                                           \
-        else if (!j->nesterov)                                          \
-            for (int64_t i = 0; i < n; i++) {                           \
-                float d = (D), b = buf[i] * mom + keep * d;             \
-                buf[i] = b;                                             \
-                p[i] = p[i] - lr * b;                                   \
-            }                                                           \
-        else                                                            \
-            for (int64_t i = 0; i < n; i++) {                           \
-                float d = (D), b = buf[i] * mom + keep * d;             \
-                buf[i] = b;                                             \
-                p[i] = p[i] - lr * (d + mom * b);                       \
-            }                                                           \
+#define SGD_CASES(D)                                                                               \
+    do {                                                                                           \
+        if (!buf)                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float d = (D);                                                                     \
+                p[i] = p[i] - lr * d;                                                              \
+            }                                                                                      \
+        else if (j->first && !j->nesterov)                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float d = (D);                                                                     \
+                buf[i] = d;                                                                        \
+                p[i] = p[i] - lr * d;                                                              \
+            }                                                                                      \
+        else if (j->first)                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float d = (D);                                                                     \
+                buf[i] = d;                                                                        \
+                p[i] = p[i] - lr * (d + mom * d);                                                  \
+            }                                                                                      \
+        else if (!j->nesterov)                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float d = (D), b = buf[i] * mom + keep * d;                                        \
+                buf[i] = b;                                                                        \
+                p[i] = p[i] - lr * b;                                                              \
+            }                                                                                      \
+        else                                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float d = (D), b = buf[i] * mom + keep * d;                                        \
+                buf[i] = b;                                                                        \
+                p[i] = p[i] - lr * (d + mom * b);                                                  \
+            }                                                                                      \
     } while (0)
 
 static void sgd_range(void *ctx, int64_t begin, int64_t end, int thread)
@@ -201,7 +207,7 @@ static void fwd_sgd(const tg_kernel_args *a)
 typedef struct adam_job {
     float *p, *m, *v;
     const float *g;
-    float l2, shrink;   /* Adam: g += l2*p; AdamW: p *= shrink */
+    float l2, shrink;     /* Adam: g += l2*p; AdamW: p *= shrink */
     float b1, c1, b2, c2; /* c = 1 - b */
     float step_size, bc2_sqrt, eps;
 } adam_job;
@@ -225,14 +231,14 @@ static void sqrt_block(float *x, int n)
 
 /* AdamW's decay multiplies by shrink = 1 - lr*wd; Adam's shrink is exactly 1
  * (and p*1 == p), so only Adam's L2 term needs its own loop. */
-#define ADAM_MOMENTS(G)                                                 \
-    for (int i = 0; i < c; i++) {                                       \
-        float gi = (G);                                                 \
-        float mi = b1 * m[i] + c1 * gi;                                 \
-        float vi = b2 * v[i] + c2 * gi * gi;                            \
-        m[i] = mi;                                                      \
-        v[i] = vi;                                                      \
-        root[i] = vi;                                                   \
+#define ADAM_MOMENTS(G)                                                                            \
+    for (int i = 0; i < c; i++) {                                                                  \
+        float gi = (G);                                                                            \
+        float mi = b1 * m[i] + c1 * gi;                                                            \
+        float vi = b2 * v[i] + c2 * gi * gi;                                                       \
+        m[i] = mi;                                                                                 \
+        v[i] = vi;                                                                                 \
+        root[i] = vi;                                                                              \
     }
 
 static void adam_range(void *ctx, int64_t begin, int64_t end, int thread)
@@ -283,7 +289,7 @@ typedef struct lamb_job {
     float *p, *m, *v;
     const float *g;
     float b1, c1, b2, c2, bc1, bc2_sqrt, eps, wd;
-    float step;   /* second pass: lr * trust ratio */
+    float step; /* second pass: lr * trust ratio */
     int64_t n;
     double *sums; /* first pass on threads: per block, sum p^2 and sum r^2 */
 } lamb_job;

@@ -17,7 +17,10 @@
 #include <math.h>
 #include <string.h>
 
-static double flops_none(const tg_tensor *node) { return 0; }
+static double flops_none(const tg_tensor *node)
+{
+    return 0;
+}
 
 /* ---- RESHAPE -------------------------------------------------------------------- */
 
@@ -40,8 +43,14 @@ static tg_status infer_reshape(tg_tensor *node)
     return TG_OK;
 }
 
-static void fwd_alias(const tg_kernel_args *a) { (void)a; }
-static void ref_alias(const tg_ref_args *a) { (void)a; }
+static void fwd_alias(const tg_kernel_args *a)
+{
+    (void)a;
+}
+static void ref_alias(const tg_ref_args *a)
+{
+    (void)a;
+}
 
 static tg_status bwd_reshape(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                              tg_tensor **din)
@@ -134,7 +143,10 @@ static tg_status infer_reduce(tg_tensor *node)
     return TG_OK;
 }
 
-static double flops_reduce(const tg_tensor *node) { return (double)tg_numel(node->in[0]); }
+static double flops_reduce(const tg_tensor *node)
+{
+    return (double)tg_numel(node->in[0]);
+}
 
 static void fwd_reduce(const tg_kernel_args *a)
 {
@@ -276,14 +288,14 @@ static int64_t view_offset(const perm_view *v, int64_t flat, int upto)
     return off;
 }
 
-#define COPY_ELEM(dst, src, es)                                   \
-    do {                                                          \
-        if ((es) == 4)                                            \
-            memcpy((dst), (src), 4);                              \
-        else if ((es) == 2)                                       \
-            memcpy((dst), (src), 2);                              \
-        else                                                      \
-            memcpy((dst), (src), (es));                           \
+#define COPY_ELEM(dst, src, es)                                                                    \
+    do {                                                                                           \
+        if ((es) == 4)                                                                             \
+            memcpy((dst), (src), 4);                                                               \
+        else if ((es) == 2)                                                                        \
+            memcpy((dst), (src), 2);                                                               \
+        else                                                                                       \
+            memcpy((dst), (src), (es));                                                            \
     } while (0)
 
 /* Units are output rows (innermost dim) when the innermost dim is
@@ -340,7 +352,8 @@ static void fwd_transpose(const tg_kernel_args *a)
         return;
     int nd = j.v.nd;
     if (nd >= 2 && j.v.stride[nd - 1] != 1 && j.v.stride[nd - 2] == 1) {
-        int64_t units = n / (j.v.dim[nd - 2] * j.v.dim[nd - 1]) * ((j.v.dim[nd - 2] + TILE - 1) / TILE);
+        int64_t units =
+            n / (j.v.dim[nd - 2] * j.v.dim[nd - 1]) * ((j.v.dim[nd - 2] + TILE - 1) / TILE);
         tg_par_for(a->pool, units, n, transpose_tiles, &j);
     } else {
         tg_par_for(a->pool, n / j.v.dim[nd - 1], n, transpose_rows, &j);
@@ -404,10 +417,9 @@ static tg_status infer_concat(tg_tensor *node)
             ok = d == axis || x->shape.dim[d] == x0->shape.dim[d];
         if (!ok) {
             char a[96], b[96];
-            return tg_error(TG_ERR_SHAPE,
-                            "input %d %s does not match input 0 %s outside axis %d", k,
-                            tg_shape_str(x->shape, a, sizeof a), tg_shape_str(x0->shape, b, sizeof b),
-                            axis);
+            return tg_error(TG_ERR_SHAPE, "input %d %s does not match input 0 %s outside axis %d",
+                            k, tg_shape_str(x->shape, a, sizeof a),
+                            tg_shape_str(x0->shape, b, sizeof b), axis);
         }
         if (x->dtype != x0->dtype)
             return tg_error(TG_ERR_DTYPE, "input %d is %s, input 0 is %s", k,
@@ -445,8 +457,9 @@ static void fwd_concat(const tg_kernel_args *a)
     const tg_tensor *node = a->node;
     int64_t outer, inner;
     outer_inner(node->shape, (int)node->p.i[0], &outer, &inner);
-    concat_job j = {node, a->in, a->out, tg_dtype_size(node->dtype), inner,
-                    node->shape.dim[node->p.i[0]] * inner};
+    concat_job j = {node,   a->in,
+                    a->out, tg_dtype_size(node->dtype),
+                    inner,  node->shape.dim[node->p.i[0]] * inner};
     tg_par_for(a->pool, outer, tg_numel(node), concat_range, &j);
 }
 
@@ -501,7 +514,8 @@ static tg_status infer_slice(tg_tensor *node)
     int64_t len = node->op == TG_OP_SLICE ? in.dim[axis] : node->p.i[3];
     if (start < 0 || start > end || end > len) {
         char a[96];
-        return tg_error(TG_ERR_INVALID_ARG, "range [%lld, %lld) does not fit axis %d of length %lld%s%s",
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "range [%lld, %lld) does not fit axis %d of length %lld%s%s",
                         (long long)start, (long long)end, axis, (long long)len,
                         node->op == TG_OP_SLICE ? " in " : "",
                         node->op == TG_OP_SLICE ? tg_shape_str(in, a, sizeof a) : "");
@@ -512,7 +526,8 @@ static tg_status infer_slice(tg_tensor *node)
         node->shape.dim[axis] = end - start;
     } else {
         if (in.dim[axis] != end - start)
-            return tg_error(TG_ERR_SHAPE, "dy has %lld elements along axis %d, range [%lld, %lld) has %lld",
+            return tg_error(TG_ERR_SHAPE,
+                            "dy has %lld elements along axis %d, range [%lld, %lld) has %lld",
                             (long long)in.dim[axis], axis, (long long)start, (long long)end,
                             (long long)(end - start));
         node->shape.dim[axis] = len;
@@ -555,8 +570,9 @@ static void fwd_slice(const tg_kernel_args *a)
     int axis = (int)node->p.i[0];
     int64_t outer, inner;
     outer_inner(big->shape, axis, &outer, &inner);
-    slice_job j = {a->in[0], a->out,      tg_dtype_size(node->dtype), inner, big->shape.dim[axis],
-                   node->p.i[1], node->p.i[2], scatter};
+    slice_job j = {
+        a->in[0],     a->out, tg_dtype_size(node->dtype), inner, big->shape.dim[axis], node->p.i[1],
+        node->p.i[2], scatter};
     tg_par_for(a->pool, outer, tg_numel(big), slice_range, &j);
 }
 
@@ -574,7 +590,8 @@ static void ref_slice(const tg_ref_args *a)
     for (int64_t o = 0; o < outer; o++)
         for (int64_t r = start; r < end; r++)
             for (int64_t q = 0; q < inner; q++) {
-                int64_t bi = (o * len + r) * inner + q, si = (o * (end - start) + r - start) * inner + q;
+                int64_t bi = (o * len + r) * inner + q,
+                        si = (o * (end - start) + r - start) * inner + q;
                 if (scatter)
                     a->out[bi] = a->in[0][si];
                 else
@@ -616,11 +633,11 @@ const tg_op_def tg_opdef_RESHAPE = {"reshape", infer_reshape, flops_none, NULL,
                                     fwd_alias, ref_alias,     bwd_reshape};
 const tg_op_def tg_opdef_REDUCE_SUM = {"reduce_sum", infer_reduce, flops_reduce, NULL,
                                        fwd_reduce,   ref_reduce,   bwd_reduce};
-const tg_op_def tg_opdef_TRANSPOSE = {"transpose",   infer_transpose, flops_none, NULL,
+const tg_op_def tg_opdef_TRANSPOSE = {"transpose",   infer_transpose, flops_none,   NULL,
                                       fwd_transpose, ref_transpose,   bwd_transpose};
 const tg_op_def tg_opdef_CONCAT = {"concat",   infer_concat, flops_none, NULL,
                                    fwd_concat, ref_concat,   bwd_concat};
 const tg_op_def tg_opdef_SLICE = {"slice",   infer_slice, flops_none, NULL,
                                   fwd_slice, ref_slice,   bwd_slice};
-const tg_op_def tg_opdef_SLICE_BWD = {"slice_bwd", infer_slice, flops_none, NULL,
+const tg_op_def tg_opdef_SLICE_BWD = {"slice_bwd", infer_slice, flops_none,   NULL,
                                       fwd_slice,   ref_slice,   bwd_slice_bwd};

@@ -28,13 +28,19 @@ tg_simd_level tg_simd_level_get(void)
     return (tg_simd_level)d < cap ? (tg_simd_level)d : cap;
 }
 
-void tg_simd_cap(tg_simd_level level) { cap = level; }
+void tg_simd_cap(tg_simd_level level)
+{
+    cap = level;
+}
 
 const char *tg_simd_level_name(tg_simd_level level)
 {
     switch (level) {
-    case TG_SIMD_AVX512: return "avx512";
-    case TG_SIMD_AVX2: return "avx2";
-    default: return "base";
+    case TG_SIMD_AVX512:
+        return "avx512";
+    case TG_SIMD_AVX2:
+        return "avx2";
+    default:
+        return "base";
     }
 }

@@ -37,14 +37,15 @@ static tg_status infer_softmax(tg_tensor *node)
         TG_TRY(check_f32(node, k));
     if (node->n_in == 2 && !tg_shape_equal(s, node->in[1]->shape)) {
         char a[96], b[96];
-        return tg_error(TG_ERR_SHAPE, "dy %s and y %s differ in shape", tg_shape_str(s, a, sizeof a),
+        return tg_error(TG_ERR_SHAPE, "dy %s and y %s differ in shape",
+                        tg_shape_str(s, a, sizeof a),
                         tg_shape_str(node->in[1]->shape, b, sizeof b));
     }
     int64_t axis = node->p.i[0] < 0 ? node->p.i[0] + s.ndim : node->p.i[0];
     if (axis < 0 || axis >= s.ndim) {
         char a[96];
-        return tg_error(TG_ERR_INVALID_ARG, "axis %lld out of range for %s", (long long)node->p.i[0],
-                        tg_shape_str(s, a, sizeof a));
+        return tg_error(TG_ERR_INVALID_ARG, "axis %lld out of range for %s",
+                        (long long)node->p.i[0], tg_shape_str(s, a, sizeof a));
     }
     node->p.i[0] = axis;
     node->dtype = TG_F32;
@@ -57,10 +58,14 @@ static double flops(const tg_tensor *node)
 {
     double n = (double)tg_numel(node);
     switch (node->op) {
-    case TG_OP_SOFTMAX: return 7 * n;     /* max, sub, exp, sum, div */
-    case TG_OP_LOG_SOFTMAX: return 7 * n; /* max, sub, exp, sum, sub (+ a log per lane) */
-    case TG_OP_SOFTMAX_BWD: return 4 * n;
-    default: return 6 * n;
+    case TG_OP_SOFTMAX:
+        return 7 * n; /* max, sub, exp, sum, div */
+    case TG_OP_LOG_SOFTMAX:
+        return 7 * n; /* max, sub, exp, sum, sub (+ a log per lane) */
+    case TG_OP_SOFTMAX_BWD:
+        return 4 * n;
+    default:
+        return 6 * n;
     }
 }
 
@@ -268,11 +273,11 @@ static tg_status bwd_log_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *do
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_SOFTMAX = {"softmax",   infer_softmax, flops, NULL,
+const tg_op_def tg_opdef_SOFTMAX = {"softmax",   infer_softmax, flops,      NULL,
                                     fwd_softmax, ref_softmax,   bwd_softmax};
-const tg_op_def tg_opdef_LOG_SOFTMAX = {"log_softmax", infer_softmax, flops, NULL,
+const tg_op_def tg_opdef_LOG_SOFTMAX = {"log_softmax", infer_softmax, flops,      NULL,
                                         fwd_softmax,   ref_softmax,   bwd_softmax};
-const tg_op_def tg_opdef_SOFTMAX_BWD = {"softmax_bwd", infer_softmax, flops, NULL,
+const tg_op_def tg_opdef_SOFTMAX_BWD = {"softmax_bwd", infer_softmax, flops,          NULL,
                                         fwd_softmax,   ref_softmax,   bwd_softmax_bwd};
-const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {"log_softmax_bwd", infer_softmax, flops, NULL,
-                                            fwd_softmax,       ref_softmax,   bwd_log_softmax_bwd};
+const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {
+    "log_softmax_bwd", infer_softmax, flops, NULL, fwd_softmax, ref_softmax, bwd_log_softmax_bwd};

@@ -31,9 +31,9 @@
 
 struct tg_profile {
     sqlite3 *db;
-    char path[1024];         /* the final name; the database is written under af.tmp */
-    tg_atomic_file af;       /* renamed over `path` only by a successful close */
-    int lock_fd;             /* DIR/<kind>/.profile.lock, held (fcntl) while writing */
+    char path[1024];   /* the final name; the database is written under af.tmp */
+    tg_atomic_file af; /* renamed over `path` only by a successful close */
+    int lock_fd;       /* DIR/<kind>/.profile.lock, held (fcntl) while writing */
     const tg_program *program;
 };
 
@@ -144,7 +144,11 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
             n_steps += p->devices[d].n_steps[ph];
     for (int i = 0; i < p->graph->n_nodes; i++)
         n_ops += p->device_of[i] >= 0 && p->graph->nodes[i]->n_in > 0;
-    struct { const char *k; const char *v; int64_t i; } rows[] = {
+    struct {
+        const char *k;
+        const char *v;
+        int64_t i;
+    } rows[] = {
         {"schema_version", NULL, TG_PROFILE_SCHEMA_VERSION},
         {"tilegraph_version", TG_VERSION, 0},
         {"created", created, 0},
@@ -164,9 +168,11 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"transfers", NULL, p->n_transfers},
         {"arena_bytes", NULL, (int64_t)p->arena_bytes},
         {"flops_per_run", NULL, (int64_t)p->flops},
-        {"trace_clock", p->tile_plan ? "cycles (the cycle model's timeline; start_ns and end_ns "
-                                       "are those cycles at the target's clock)"
-                                     : "ns (measured, wall clock)", 0},
+        {"trace_clock",
+         p->tile_plan ? "cycles (the cycle model's timeline; start_ns and end_ns "
+                        "are those cycles at the target's clock)"
+                      : "ns (measured, wall clock)",
+         0},
     };
     tg_status s = TG_OK;
     for (size_t i = 0; s == TG_OK && i < sizeof rows / sizeof rows[0]; i++) {
@@ -202,9 +208,11 @@ static tg_status write_devices(tg_profile *pf)
             s = insert(pf, mem, "isi", (int64_t)d, tg_region_name((tg_region)r),
                        (int64_t)dp->region_bytes[r]);
         if (s == TG_OK)
-            s = insert(pf, mem, "isi", (int64_t)d, "kernel scratch (peak)", (int64_t)dp->scratch_peak);
+            s = insert(pf, mem, "isi", (int64_t)d, "kernel scratch (peak)",
+                       (int64_t)dp->scratch_peak);
         if (s == TG_OK)
-            s = insert(pf, mem, "isi", (int64_t)d, "offloaded to host", (int64_t)dp->offloaded_bytes);
+            s = insert(pf, mem, "isi", (int64_t)d, "offloaded to host",
+                       (int64_t)dp->offloaded_bytes);
     }
     sqlite3_finalize(dev);
     sqlite3_finalize(mem);
@@ -226,14 +234,16 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         int64_t in_bytes = 0;
         for (int k = 0; k < t->n_in; k++)
             in_bytes += (int64_t)tg_program_node_bytes(p, t->in[k]);
-        const char *block = t->block >= 0 && t->block < g->n_blocks ? g->blocks[t->block].name : NULL;
+        const char *block =
+            t->block >= 0 && t->block < g->n_blocks ? g->blocks[t->block].name : NULL;
         const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
                             : (t->flags & TG_NODE_BACKWARD) ? "backward"
                                                             : "forward";
         s = insert(pf, st, "isssisdddi", (int64_t)i, t->name, tg_op_name(t->op), block,
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
-                   (double)tg_program_node_bytes(p, t), t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+                   (double)tg_program_node_bytes(p, t),
+                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
     }
     sqlite3_finalize(st);
     /* the data flow between ops (through leaves and aliases too): the operations graph */
@@ -296,7 +306,8 @@ static tg_status write_program_tree(tg_profile *pf)
         s = insert(pf, st, "inisssni", root, (int64_t)d, "program", NULL, name, (int64_t)0);
         snprintf(name, sizeof name, "repeat %d device iterations", p->iterations);
         if (s == TG_OK)
-            s = insert(pf, st, "iiisssni", loop, root, (int64_t)d, "repeat", NULL, name, (int64_t)0);
+            s = insert(pf, st, "iiisssni", loop, root, (int64_t)d, "repeat", NULL, name,
+                       (int64_t)0);
         int position = 0;
         for (int ph = 0; s == TG_OK && ph < TG_PHASE_COUNT; ph++) {
             if (ph != TG_PHASE_FORWARD && !p->training)
@@ -319,8 +330,8 @@ static tg_status write_program_tree(tg_profile *pf)
                            phase_names[ph], "stream inputs from the host", (int64_t)k++);
             for (int i = 0; s == TG_OK && i < dp->n_steps[ph]; i++) {
                 const tg_tensor *t = g->nodes[dp->steps[ph][i].node];
-                s = insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "execute", phase_names[ph],
-                           t->name, (int64_t)t->id, (int64_t)k++);
+                s = insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "execute",
+                           phase_names[ph], t->name, (int64_t)t->id, (int64_t)k++);
             }
             if (ph == TG_PHASE_FORWARD && dp->n_outputs && s == TG_OK)
                 s = insert(pf, st, "iiisssni", id++, phase_id, (int64_t)d, "stream_out",
@@ -410,7 +421,10 @@ static tg_status write_tiles(tg_profile *pf)
         vertices += tp->devices[d].vertices;
         edges += tp->devices[d].edges;
     }
-    struct { const char *k; int64_t v; } rows[] = {
+    struct {
+        const char *k;
+        int64_t v;
+    } rows[] = {
         {"compute_sets", sets},
         {"vertices", vertices},
         {"edges", edges},
@@ -432,8 +446,8 @@ static tg_status write_tiles(tg_profile *pf)
                                tg_tile_cat_name((tg_tile_cat)c), b);
             }
     for (int i = 0; s == TG_OK && i < p->n_buffers; i++)
-        s = insert(pf, sp, "iiii", (int64_t)i, (int64_t)tp->span[i].start, (int64_t)tp->span[i].used,
-                   tp->span[i].chunk);
+        s = insert(pf, sp, "iiii", (int64_t)i, (int64_t)tp->span[i].start,
+                   (int64_t)tp->span[i].used, tp->span[i].chunk);
     sqlite3_finalize(meta);
     sqlite3_finalize(st);
     sqlite3_finalize(sp);
@@ -454,7 +468,8 @@ static tg_status make_dirs(const char *path)
         *p = '/';
     }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return tg_error(TG_ERR_IO, "profile: cannot create directory '%s': %s", buf, strerror(errno));
+        return tg_error(TG_ERR_IO, "profile: cannot create directory '%s': %s", buf,
+                        strerror(errno));
     return TG_OK;
 }
 
@@ -501,8 +516,8 @@ static void release(tg_profile *pf)
     tg_free(pf);
 }
 
-tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o,
-                          bool execution, tg_profile **out)
+tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o, bool execution,
+                          tg_profile **out)
 {
     *out = NULL;
     tg_profile *pf = tg_calloc(1, sizeof *pf);
@@ -554,7 +569,10 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     return TG_OK;
 }
 
-const char *tg_profile_path(const tg_profile *pf) { return pf->path; }
+const char *tg_profile_path(const tg_profile *pf)
+{
+    return pf->path;
+}
 
 /* ---- execution profile ------------------------------------------------------------ */
 
@@ -573,8 +591,8 @@ static tg_status sim_event(void *ctx_, int d, int ph, int it, int j, double star
     const tg_device_program *dp = &c->pf->program->devices[d];
     start += c->base_cycles;
     end += c->base_cycles;
-    return insert(c->pf, c->st, "iiissiiiiiidii", c->run, (int64_t)c->replica, (int64_t)d, "execute",
-                  phase_names[ph], (int64_t)it, (int64_t)j, (int64_t)-1,
+    return insert(c->pf, c->st, "iiissiiiiiidii", c->run, (int64_t)c->replica, (int64_t)d,
+                  "execute", phase_names[ph], (int64_t)it, (int64_t)j, (int64_t)-1,
                   (int64_t)(start * c->ns_per_cycle), (int64_t)(end * c->ns_per_cycle), (int64_t)0,
                   dp->flops[ph], (int64_t)start, (int64_t)end);
 }

@@ -20,8 +20,8 @@ struct tg_profile_reader {
     char meta[1024];
 };
 
-static const char *const required_tables[] = {"meta",     "devices",  "memory", "ops",  "tensors",
-                                              "steps",    "schedule", "liveness", "trace"};
+static const char *const required_tables[] = {"meta",  "devices",  "memory",   "ops",  "tensors",
+                                              "steps", "schedule", "liveness", "trace"};
 
 static tg_status fail(tg_profile_reader *r, const char *what)
 {
@@ -138,15 +138,25 @@ void tg_profile_reader_close(tg_profile_reader *r)
     tg_free(r);
 }
 
-sqlite3 *tg_profile_reader_db(const tg_profile_reader *r) { return r->db; }
-const char *tg_profile_reader_path(const tg_profile_reader *r) { return r->path; }
-int tg_profile_reader_schema(const tg_profile_reader *r) { return r->schema; }
+sqlite3 *tg_profile_reader_db(const tg_profile_reader *r)
+{
+    return r->db;
+}
+const char *tg_profile_reader_path(const tg_profile_reader *r)
+{
+    return r->path;
+}
+int tg_profile_reader_schema(const tg_profile_reader *r)
+{
+    return r->schema;
+}
 
 const char *tg_profile_reader_meta(tg_profile_reader *r, const char *key)
 {
     r->meta[0] = '\0';
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(r->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(r->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) !=
+        SQLITE_OK)
         return r->meta;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))

@@ -105,8 +105,8 @@ static tg_status split_running_stats(const tg_session *s, tg_st_tensor *e, int p
     var->shape[0] = e->shape[1];
     var->data = (const char *)e->data + half;
     var->nbytes = 0; /* marks data it does not own */
-    *tracked = (tg_st_tensor){.name = names[1], .dtype = TG_ST_I64, .ndim = 0, .data = count,
-                              .nbytes = sizeof *count};
+    *tracked = (tg_st_tensor){
+        .name = names[1], .dtype = TG_ST_I64, .ndim = 0, .data = count, .nbytes = sizeof *count};
     tg_free((char *)e->name);
     e->name = names[2];
     e->ndim = 1;
@@ -141,7 +141,8 @@ tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const c
             break;
         }
         n++;
-        e->dtype = tg_st_dtype_from_tg(tg_session_storage_dtype(s, t)); /* as stored: f16 halves it */
+        e->dtype =
+            tg_st_dtype_from_tg(tg_session_storage_dtype(s, t)); /* as stored: f16 halves it */
         e->ndim = t->shape.ndim;
         for (int d = 0; d < t->shape.ndim; d++)
             e->shape[d] = t->shape.dim[d];
@@ -232,7 +233,8 @@ static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const
         *data = *owned;
     } else if (!e) {
         if (t->op == TG_OP_PARAM)
-            st = tg_error(TG_ERR_NOT_FOUND, "%s: has no tensor '%s' (is it a checkpoint of this model?)",
+            st = tg_error(TG_ERR_NOT_FOUND,
+                          "%s: has no tensor '%s' (is it a checkpoint of this model?)",
                           tg_safetensors_name(f), name);
     } else {
         int64_t shape[TG_MAX_DIMS];

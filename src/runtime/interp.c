@@ -70,7 +70,10 @@ void tg_interp_destroy(tg_interp *ip)
     tg_free(ip);
 }
 
-double *tg_interp_data(tg_interp *ip, const tg_tensor *t) { return ip->data[t->id]; }
+double *tg_interp_data(tg_interp *ip, const tg_tensor *t)
+{
+    return ip->data[t->id];
+}
 
 /* clip_grad_norm_ over every update's gradient (the graph's optimizer
  * appends all updates after the backward pass, so all are computed). */

@@ -20,11 +20,17 @@
 #include <stdio.h>
 #include <string.h>
 
-static int n_arenas(const tg_session *s) { return s->program->replicas * s->program->n_devices; }
+static int n_arenas(const tg_session *s)
+{
+    return s->program->replicas * s->program->n_devices;
+}
 
 static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *t);
 
-static tg_dtype stored_as(const tg_session *s, const tg_tensor *t) { return s->program->storage[t->id]; }
+static tg_dtype stored_as(const tg_session *s, const tg_tensor *t)
+{
+    return s->program->storage[t->id];
+}
 
 static const tg_buffer *home_buffer(const tg_session *s, const tg_tensor *t)
 {
@@ -175,15 +181,18 @@ static tg_status allocate(tg_session *s, int threads)
     s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->max_in_flight || !s->host_in ||
-        !s->host_out || !s->produced || !s->consumed || !s->barrier_count || !s->barrier_gen)
+    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->max_in_flight ||
+        !s->host_in || !s->host_out || !s->produced || !s->consumed || !s->barrier_count ||
+        !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     for (int i = 0; i < n; i++) {
         size_t bytes = p->devices[i % p->n_devices].arena_bytes;
         s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
         if (!s->arena[i])
-            return tg_error(TG_ERR_NOMEM, "session: cannot allocate %zu bytes for device %d of "
-                            "replica %d", bytes, i % p->n_devices, i / p->n_devices);
+            return tg_error(TG_ERR_NOMEM,
+                            "session: cannot allocate %zu bytes for device %d of "
+                            "replica %d",
+                            bytes, i % p->n_devices, i / p->n_devices);
         memset(s->arena[i], 0, bytes);
         if (!(s->pools[i] = tg_pool_create(threads)))
             return TG_ERR_NOMEM;
@@ -200,7 +209,8 @@ static tg_status allocate(tg_session *s, int threads)
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
         for (int k = 0; k < dp->n_inputs + dp->n_outputs; k++) {
-            const tg_buffer *b = &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
+            const tg_buffer *b =
+                &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
             unsigned char **slot = k < dp->n_inputs ? &s->host_in[b->node] : &s->host_out[b->node];
             if (!(*slot = tg_calloc((size_t)count, b->bytes)))
                 return tg_error(TG_ERR_NOMEM, "session: out of memory for the host stream of '%s'",
@@ -309,8 +319,9 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
          * each transfer a wait to receive, a wait for a free slot and the copy;
          * per update: offloaded state in and out around each update step */
         int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
-        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + 4) *
-                            p->iterations + 16;
+        r->cap_events =
+            (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + 4) * p->iterations +
+            16;
         r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
         r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
         r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
@@ -352,7 +363,7 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
     if (st == TG_OK) {
         TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
-            st = tg_program_compile(g, opts, &s->program);
+        st = tg_program_compile(g, opts, &s->program);
     }
     if (st == TG_OK) {
         const tg_program *p = s->program;
@@ -365,8 +376,10 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         }
         s->program->n_threads = threads > s->program->n_threads ? s->program->n_threads : threads;
         if (s->output_mode == TG_OUTPUT_EVERY_N && p->iterations % s->output_period)
-            st = tg_error(TG_ERR_CONFIG, "outputMode everyN: deviceIterations (%d) is not a "
-                          "multiple of outputReturnPeriod (%d)", p->iterations, s->output_period);
+            st = tg_error(TG_ERR_CONFIG,
+                          "outputMode everyN: deviceIterations (%d) is not a "
+                          "multiple of outputReturnPeriod (%d)",
+                          p->iterations, s->output_period);
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
         if (st == TG_OK)
@@ -395,8 +408,8 @@ static tg_status export_trace(const tg_session *s)
     if (!tracks)
         return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
     for (int i = 0; i < n; i++)
-        tracks[i] = (tg_trace_device_track){i / p->n_devices, i % p->n_devices, NULL,
-                                            s->trace_steps[i], s->trace_n[i], NULL, 0};
+        tracks[i] = (tg_trace_device_track){
+            i / p->n_devices, i % p->n_devices, NULL, s->trace_steps[i], s->trace_n[i], NULL, 0};
     char path[1024];
     const char *base = tg_trace_output_path();
     size_t len = strlen(base);
@@ -503,9 +516,18 @@ static unsigned char *replica_data(const tg_session *s, int r, const tg_tensor *
     return s->arena[r * s->program->n_devices + buf->device] + buf->offset;
 }
 
-void *tg_session_data(const tg_session *s, const tg_tensor *t) { return replica_data(s, 0, t); }
-const tg_program *tg_session_program(const tg_session *s) { return s->program; }
-const tg_graph *tg_session_graph(const tg_session *s) { return s->graph; }
+void *tg_session_data(const tg_session *s, const tg_tensor *t)
+{
+    return replica_data(s, 0, t);
+}
+const tg_program *tg_session_program(const tg_session *s)
+{
+    return s->program;
+}
+const tg_graph *tg_session_graph(const tg_session *s)
+{
+    return s->graph;
+}
 
 static bool is_leaf_value(const tg_tensor *t)
 {
@@ -546,8 +568,10 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
         return TG_OK;
     }
     if (!is_leaf_value(t))
-        return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is computed; only inputs, weights and "
-                        "state can be written", t->name);
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "session: '%s' is computed; only inputs, weights and "
+                        "state can be written",
+                        t->name);
     if (bytes != tg_nbytes(t))
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' holds %zu bytes, not %zu", t->name,
                         tg_nbytes(t), bytes);
@@ -567,7 +591,8 @@ int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t
                                  p->micro_batches - 1
                            : (int64_t)(p->micro_batches - 1) * p->replicas + k;
     case TG_OUTPUT_EVERY_N: {
-        int64_t per_iter = tg_session_stream_count(s) / (p->training ? p->iterations : p->micro_batches);
+        int64_t per_iter =
+            tg_session_stream_count(s) / (p->training ? p->iterations : p->micro_batches);
         int64_t iter = (k / per_iter + 1) * s->output_period - 1;
         return iter * per_iter + k % per_iter;
     }
@@ -597,8 +622,8 @@ static tg_status read_output(const tg_session *s, const tg_tensor *t, unsigned c
     case TG_OUTPUT_FINAL:
         for (int r = 0; r < p->replicas; r++) {
             int64_t it = p->iterations - 1, j = p->micro_batches - 1;
-            int64_t h = p->training ? (it * p->replicas + r) * p->micro_batches + j
-                                    : j * p->replicas + r;
+            int64_t h =
+                p->training ? (it * p->replicas + r) * p->micro_batches + j : j * p->replicas + r;
             copy_out(s, t, dst + (size_t)r * nb, h);
         }
         return TG_OK;
@@ -610,7 +635,8 @@ static tg_status read_output(const tg_session *s, const tg_tensor *t, unsigned c
         if (!v)
             return tg_error(TG_ERR_NOMEM, "session: out of memory reading '%s'", t->name);
         for (int64_t h = 0; h < count; h++) {
-            int r = p->training ? (int)((h / p->micro_batches) % p->replicas) : (int)(h % p->replicas);
+            int r =
+                p->training ? (int)((h / p->micro_batches) % p->replicas) : (int)(h % p->replicas);
             float *d = (float *)(dst + (size_t)r * nb);
             copy_out(s, t, (unsigned char *)v, h);
             for (int64_t i = 0; i < n; i++)
@@ -638,9 +664,10 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
     if (s->host_out[t->id]) {
         int64_t count = tg_session_output_count(s, t);
         if (bytes != (size_t)count * tg_nbytes(t))
-            return tg_error(TG_ERR_INVALID_ARG, "session: output '%s' returns %lld cop%s of %zu "
-                            "bytes per run (outputMode), %zu bytes in all, not %zu", t->name,
-                            (long long)count, count == 1 ? "y" : "ies", tg_nbytes(t),
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "session: output '%s' returns %lld cop%s of %zu "
+                            "bytes per run (outputMode), %zu bytes in all, not %zu",
+                            t->name, (long long)count, count == 1 ? "y" : "ies", tg_nbytes(t),
                             (size_t)count * tg_nbytes(t), bytes);
         return read_output(s, t, data);
     }
@@ -657,9 +684,18 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
     return read_value(s, t, data);
 }
 
-int64_t tg_session_step(const tg_session *s) { return s->step; }
-float tg_session_loss_scale(const tg_session *s) { return s->loss_scale; }
-int64_t tg_session_skipped_updates(const tg_session *s) { return s->skipped_updates; }
+int64_t tg_session_step(const tg_session *s)
+{
+    return s->step;
+}
+float tg_session_loss_scale(const tg_session *s)
+{
+    return s->loss_scale;
+}
+int64_t tg_session_skipped_updates(const tg_session *s)
+{
+    return s->skipped_updates;
+}
 tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *dst)
 {
     if (!replica_data(s, 0, t))
@@ -680,11 +716,26 @@ tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t)
 {
     return replica_data(s, 0, t) ? stored_as(s, t) : t->dtype;
 }
-void tg_session_set_step(tg_session *s, int64_t step) { s->step = step; }
-int tg_session_threads(const tg_session *s) { return s->program->n_threads; }
-int tg_session_devices(const tg_session *s) { return s->program->n_devices; }
-int tg_session_replicas(const tg_session *s) { return s->program->replicas; }
-double tg_session_flops(const tg_session *s) { return s->program->flops; }
+void tg_session_set_step(tg_session *s, int64_t step)
+{
+    s->step = step;
+}
+int tg_session_threads(const tg_session *s)
+{
+    return s->program->n_threads;
+}
+int tg_session_devices(const tg_session *s)
+{
+    return s->program->n_devices;
+}
+int tg_session_replicas(const tg_session *s)
+{
+    return s->program->replicas;
+}
+double tg_session_flops(const tg_session *s)
+{
+    return s->program->flops;
+}
 
 size_t tg_session_arena_bytes(const tg_session *s)
 {
@@ -717,8 +768,9 @@ tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
                             tg_shape_str(t->shape, b, sizeof b));
         }
         float *tmp = tg_malloc(tg_nbytes(t) + 1);
-        tg_status st = tmp ? read_value(src, from, tmp)
-                           : tg_error(TG_ERR_NOMEM, "copy weights: out of memory for '%s'", t->name);
+        tg_status st =
+            tmp ? read_value(src, from, tmp)
+                : tg_error(TG_ERR_NOMEM, "copy weights: out of memory for '%s'", t->name);
         if (st == TG_OK)
             st = write_value(dst, t, tmp);
         tg_free(tmp);
@@ -732,9 +784,15 @@ void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor 
     return replica < s->program->replicas ? replica_data(s, replica, t) : NULL;
 }
 
-double tg_session_last_run_seconds(const tg_session *s) { return s->last_run_seconds; }
+double tg_session_last_run_seconds(const tg_session *s)
+{
+    return s->last_run_seconds;
+}
 
-int tg_session_max_in_flight(const tg_session *s, int device) { return s->max_in_flight[device]; }
+int tg_session_max_in_flight(const tg_session *s, int device)
+{
+    return s->max_in_flight[device];
+}
 
 double tg_session_busy_seconds(const tg_session *s, int replica, int device)
 {

@@ -16,8 +16,8 @@ typedef struct tg_session tg_session;
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
-    double busy;     /* seconds spent computing in the last run */
-    int in_flight;   /* forwards whose backward has not run yet */
+    double busy;   /* seconds spent computing in the last run */
+    int in_flight; /* forwards whose backward has not run yet */
     int max_in_flight;
     tg_profile_recorder *rec; /* NULL unless this run is being recorded */
     /* loss scaling: every device keeps its own copy and takes the same
@@ -47,7 +47,7 @@ struct tg_session {
     /* synchronisation for one run */
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    int64_t *produced, *consumed; /* [replica * n_transfers + transfer] */
+    int64_t *produced, *consumed;         /* [replica * n_transfers + transfer] */
     int64_t *barrier_count, *barrier_gen; /* per device */
     bool abort;
     tg_status fail_status;
@@ -55,18 +55,19 @@ struct tg_session {
     pthread_t *threads;
     device_ctx *ctx;
     double last_run_seconds;
-    double *last_busy; /* [replica * n_devices + device] */
+    double *last_busy;  /* [replica * n_devices + device] */
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
     /* loss scaling and overflow checks (compile/precision.h) */
     bool check_overflow;
     float loss_scale;
     int64_t good_updates, skipped_updates;
-    int64_t *overflow_mark;             /* per replica: 1 + the last update that overflowed */
-    int64_t *group_count, *group_gen;   /* per replica: a barrier over its devices */
-    int seed_buffer;                    /* the loss gradient's seed, scaled; -1 none */
+    int64_t *overflow_mark;           /* per replica: 1 + the last update that overflowed */
+    int64_t *group_count, *group_gen; /* per replica: a barrier over its devices */
+    int seed_buffer;                  /* the loss gradient's seed, scaled; -1 none */
     /* gradient clipping by the global norm (tg_optimizer.max_grad_norm; 0: off) */
     float max_grad_norm;
-    double *grad_squares; /* [parity of the update][replica][node]: sum g^2 of each update's gradient */
+    double *
+        grad_squares; /* [parity of the update][replica][node]: sum g^2 of each update's gradient */
     /* profiling and host tracing */
     struct tg_profile *profile; /* NULL when off, or after it failed */
     tg_status profile_status;   /* the first failure writing the profile */
@@ -75,8 +76,8 @@ struct tg_session {
     bool trace_devices;         /* host tracing is on: keep device steps for the export */
     struct tg_trace_device_step **trace_steps; /* [replica * n_devices + device][...] */
     size_t *trace_n, *trace_cap;
-    uint64_t link_base; /* link ids of this session's host steps start after it */
-    tg_profile_recorder *recorders;     /* [replica * n_devices + device], when recording */
+    uint64_t link_base;             /* link ids of this session's host steps start after it */
+    tg_profile_recorder *recorders; /* [replica * n_devices + device], when recording */
     int64_t runs, runs_to_record;
     double t_origin;
 };

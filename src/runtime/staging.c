@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-
 /* Below this many elements a conversion runs on the calling thread. */
 #define CONVERT_PARALLEL_MIN 65536
 
@@ -43,8 +42,7 @@ static void convert_on(tg_pool *pool, const void *src, tg_dtype sd, void *dst, t
         convert_range(&j, 0, n, 0);
 }
 
-void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
-                  const tg_stage_opts *o)
+void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a, const tg_stage_opts *o)
 {
     const tg_tensor *t = a->node;
     const tg_op_def *def = tg_op_get(t->op);
@@ -86,7 +84,8 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
             convert_on(a->pool, a->in[k], TG_F32, stored_in[k], dt, (int64_t)n, 1.0f);
     }
     if (stored_out)
-        convert_on(a->pool, a->out, TG_F32, stored_out, p->buffers[st->out].dtype, tg_numel(t), 1.0f);
+        convert_on(a->pool, a->out, TG_F32, stored_out, p->buffers[st->out].dtype, tg_numel(t),
+                   1.0f);
 }
 
 #define CHUNK 1024

@@ -28,8 +28,8 @@ void tg_target_mk2(tg_target_desc *out)
     out->workers = 6;
     out->clock_hz = 1.33e9;
     out->exchange_bytes_per_cycle = 24;
-    out->link_bytes_per_cycle = 48;  /* ~64 GB/s between two devices */
-    out->host_bytes_per_cycle = 16;  /* ~21 GB/s host streams */
+    out->link_bytes_per_cycle = 48; /* ~64 GB/s between two devices */
+    out->host_bytes_per_cycle = 16; /* ~21 GB/s host streams */
     out->flops_per_cycle_f32 = 32;
     out->flops_per_cycle_f16 = 128; /* 4x f32 */
     out->sync_cycles = 200;
@@ -50,7 +50,10 @@ typedef struct {
     double min, max;
 } desc_key;
 
-#define KEY(k, kind, field, lo, hi) {k, kind, offsetof(tg_target_desc, field), lo, hi}
+#define KEY(k, kind, field, lo, hi)                                                                \
+    {                                                                                              \
+        k, kind, offsetof(tg_target_desc, field), lo, hi                                           \
+    }
 
 static const desc_key keys[] = {
     KEY("name", K_STR, name, 0, 0),
@@ -121,8 +124,8 @@ tg_status tg_target_desc_parse(const char *text, size_t len, const char *source,
     tg_json *root = NULL;
     tg_status s = tg_json_parse(arena, text, len, source, &root);
     if (s == TG_OK && root->type != TG_JSON_OBJECT)
-        s = tg_error(TG_ERR_FORMAT, "%s: a target description is a JSON object, found %s",
-                     source, tg_json_type_name(root->type));
+        s = tg_error(TG_ERR_FORMAT, "%s: a target description is a JSON object, found %s", source,
+                     tg_json_type_name(root->type));
     for (size_t i = 0; s == TG_OK && i < root->count; i++) {
         int k = 0;
         while (k < N_KEYS && strcmp(keys[k].key, root->keys[i]) != 0)
@@ -140,9 +143,10 @@ tg_status tg_target_desc_parse(const char *text, size_t len, const char *source,
         }
     }
     if (s == TG_OK && d.flops_per_cycle_f16 < d.flops_per_cycle_f32)
-        s = tg_error(TG_ERR_CONFIG, "%s: key 'flopsPerCyclePerTileF16' (%g) is below "
-                     "'flopsPerCyclePerTileF32' (%g)", source, d.flops_per_cycle_f16,
-                     d.flops_per_cycle_f32);
+        s = tg_error(TG_ERR_CONFIG,
+                     "%s: key 'flopsPerCyclePerTileF16' (%g) is below "
+                     "'flopsPerCyclePerTileF32' (%g)",
+                     source, d.flops_per_cycle_f16, d.flops_per_cycle_f32);
     tg_arena_destroy(arena);
     if (s == TG_OK)
         *out = d;

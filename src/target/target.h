@@ -35,11 +35,11 @@ typedef struct tg_target_desc {
     double sync_cycles;              /* "syncCycles": one bulk-synchronous barrier */
     int64_t grain_bytes;             /* "grainBytes": unit of the linear tile mapping */
     /* the estimated code and state model, per tile */
-    int64_t vertex_state_bytes;      /* "vertexStateBytes": per vertex (one per worker per step) */
-    int64_t vertex_code_bytes;       /* "vertexCodeBytes": per distinct op kind run on the tile */
-    int64_t control_code_bytes;      /* "controlCodeBytesPerStep": per step, on every tile */
-    int64_t exchange_code_bytes;     /* "exchangeCodeBytesPerStep": per step the tile takes part in */
-    double exchange_code_per_kib;    /* "exchangeCodeBytesPerKiB": per KiB the tile receives */
+    int64_t vertex_state_bytes;   /* "vertexStateBytes": per vertex (one per worker per step) */
+    int64_t vertex_code_bytes;    /* "vertexCodeBytes": per distinct op kind run on the tile */
+    int64_t control_code_bytes;   /* "controlCodeBytesPerStep": per step, on every tile */
+    int64_t exchange_code_bytes;  /* "exchangeCodeBytesPerStep": per step the tile takes part in */
+    double exchange_code_per_kib; /* "exchangeCodeBytesPerKiB": per KiB the tile receives */
 } tg_target_desc;
 
 /* The documents' Mk2 tile processor. */
@@ -59,12 +59,12 @@ tg_status tg_target_from_options(const tg_options *o, bool *tiled, tg_target_des
 /* Per tile memory categories. Variables are exact (the bytes of buffers
  * mapped there; activations at the tile's own peak over live ranges); the
  * code and state categories are estimates. */
-#define TG_TILE_CAT_LIST(X)                          \
-    X(ALWAYS_LIVE, "always-live variables")          \
-    X(ACTIVATIONS, "activations (tile peak)")        \
-    X(VERTEX_STATE, "vertex state")                  \
-    X(VERTEX_CODE, "vertex code")                    \
-    X(CONTROL_CODE, "control code")                  \
+#define TG_TILE_CAT_LIST(X)                                                                        \
+    X(ALWAYS_LIVE, "always-live variables")                                                        \
+    X(ACTIVATIONS, "activations (tile peak)")                                                      \
+    X(VERTEX_STATE, "vertex state")                                                                \
+    X(VERTEX_CODE, "vertex code")                                                                  \
+    X(CONTROL_CODE, "control code")                                                                \
     X(EXCHANGE_CODE, "exchange code")
 
 typedef enum tg_tile_cat {
@@ -91,14 +91,14 @@ tg_tile_span tg_tile_map_linear(int64_t bytes, int64_t grain, int tiles, int sta
 int64_t tg_tile_span_bytes(const tg_tile_span *sp, int64_t bytes, int tiles, int t);
 
 typedef struct tg_tile_device {
-    int64_t *bytes;        /* [tile * TG_TILE_CAT_COUNT + category] */
-    int *peak_step;        /* per tile: timeline step of its activation peak */
-    int max_tile;          /* the tile with the most bytes */
+    int64_t *bytes; /* [tile * TG_TILE_CAT_COUNT + category] */
+    int *peak_step; /* per tile: timeline step of its activation peak */
+    int max_tile;   /* the tile with the most bytes */
     int64_t max_bytes;
     int64_t total[TG_TILE_CAT_COUNT]; /* summed over tiles */
-    double *step_cycles[3]; /* per phase, per step */
-    double cycles[3];       /* per phase: one micro-batch (F, B) or one update (U) */
-    double copy_cycles[3];  /* of which host streams and device-to-device copies */
+    double *step_cycles[3];           /* per phase, per step */
+    double cycles[3];                 /* per phase: one micro-batch (F, B) or one update (U) */
+    double copy_cycles[3];            /* of which host streams and device-to-device copies */
     /* graph statistics in the tile processor's terms: a compute set per step,
      * a vertex per worker on each tile a step runs on, an edge per operand
      * (inputs and output) of each vertex */
@@ -108,7 +108,7 @@ typedef struct tg_tile_device {
 typedef struct tg_tile_plan {
     tg_target_desc target;
     int n_devices;
-    tg_tile_span *span;     /* per program buffer */
+    tg_tile_span *span; /* per program buffer */
     tg_tile_device *devices;
 } tg_tile_plan;
 

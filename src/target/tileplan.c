@@ -30,7 +30,10 @@
 /* A step's scratch on the tile processor: its kernel's own. The f32 staging
  * of half-precision steps is how the host emulates them; the tile processor
  * computes in f16 and needs none. */
-static int64_t device_scratch(const tg_step *st) { return (int64_t)st->kernel_scratch; }
+static int64_t device_scratch(const tg_step *st)
+{
+    return (int64_t)st->kernel_scratch;
+}
 
 const char *tg_tile_cat_name(tg_tile_cat c)
 {
@@ -263,9 +266,8 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             }
             const tg_op_def *def = tg_op_get(t->op);
             double flops = def && def->flops ? def->flops(t) : 0;
-            td->step_cycles[ph][k] =
-                tg_tile_step_cycles(tg, flops, p->storage[t->id] == TG_F16, w.used, moved, NULL,
-                                    NULL);
+            td->step_cycles[ph][k] = tg_tile_step_cycles(tg, flops, p->storage[t->id] == TG_F16,
+                                                         w.used, moved, NULL, NULL);
             td->cycles[ph] += td->step_cycles[ph][k];
         }
 
@@ -276,8 +278,8 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         const tg_buffer *b = &p->buffers[i];
         if (b->device != d)
             continue;
-        bool streamed = b->region == TG_REGION_INPUT || b->region == TG_REGION_EXCHANGE ||
-                        b->offloaded;
+        bool streamed =
+            b->region == TG_REGION_INPUT || b->region == TG_REGION_EXCHANGE || b->offloaded;
         for (int k = 0; k < dp->n_outputs && !streamed; k++)
             streamed = dp->outputs[k] == i;
         for (int k = 0; k < p->n_transfers && !streamed; k++)
@@ -304,7 +306,8 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             td->copy_cycles[x->phase] +=
                 (double)p->buffers[x->src_buffer].bytes / tg->link_bytes_per_cycle;
     }
-    td->copy_cycles[TG_PHASE_UPDATE] += 2.0 * (double)dp->offloaded_bytes / tg->host_bytes_per_cycle;
+    td->copy_cycles[TG_PHASE_UPDATE] +=
+        2.0 * (double)dp->offloaded_bytes / tg->host_bytes_per_cycle;
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
         if (td->copy_cycles[ph] > 0) {
             td->copy_cycles[ph] += tg->sync_cycles;
@@ -388,8 +391,10 @@ static tg_status tile_out_of_memory(const tg_program *p, int d)
     const int64_t *row = &td->bytes[(size_t)tile * TG_TILE_CAT_COUNT];
     char msg[3072], a[32], b[32];
     size_t used = (size_t)snprintf(
-        msg, sizeof msg, "device %d tile %d needs %s but has %s (%s memory per tile; %d of %d "
-        "tiles over)", d, tile, tg_bytes_str((double)td->max_bytes, a, sizeof a),
+        msg, sizeof msg,
+        "device %d tile %d needs %s but has %s (%s memory per tile; %d of %d "
+        "tiles over)",
+        d, tile, tg_bytes_str((double)td->max_bytes, a, sizeof a),
         tg_bytes_str((double)tp->target.tile_memory, b, sizeof b), tp->target.name, over, tiles);
     bool shown[TG_TILE_CAT_COUNT] = {0};
     for (int k = 0; k < TG_TILE_CAT_COUNT && used < sizeof msg; k++) {
@@ -400,8 +405,8 @@ static tg_status tile_out_of_memory(const tg_program *p, int d)
         if (best < 0)
             break;
         shown[best] = true;
-        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %s %s", k ? "," : "; largest:",
-                                 tg_tile_cat_name((tg_tile_cat)best),
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s %s %s",
+                                 k ? "," : "; largest:", tg_tile_cat_name((tg_tile_cat)best),
                                  tg_bytes_str((double)row[best], a, sizeof a));
     }
     /* the tensors on that tile: always-live ones and those live at its peak */
@@ -429,13 +434,15 @@ static tg_status tile_out_of_memory(const tg_program *p, int d)
     }
     for (int k = 0; k < TOP && top[k] >= 0 && used < sizeof msg; k++) {
         const tg_buffer *buf = &p->buffers[top[k]];
-        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s '%s' (%s) %s",
-                                 k ? "," : "; largest tensors on the tile:",
-                                 p->graph->nodes[buf->node]->name, tg_region_name(buf->region),
-                                 tg_bytes_str((double)top_bytes[k], a, sizeof a));
+        used += (size_t)snprintf(
+            msg + used, sizeof msg - used, "%s '%s' (%s) %s",
+            k ? "," : "; largest tensors on the tile:", p->graph->nodes[buf->node]->name,
+            tg_region_name(buf->region), tg_bytes_str((double)top_bytes[k], a, sizeof a));
     }
-    return tg_error(TG_ERR_NOMEM, "%s. Set debug.allowOutOfMemory to compile it anyway and look "
-                    "at the plan", msg);
+    return tg_error(TG_ERR_NOMEM,
+                    "%s. Set debug.allowOutOfMemory to compile it anyway and look "
+                    "at the plan",
+                    msg);
 }
 
 tg_status tg_tile_plan_check(const tg_program *p)

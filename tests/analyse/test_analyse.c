@@ -29,7 +29,8 @@ static const tg_json *table(const tg_json *root, const char *title_prefix)
     const tg_json *tables = tg_json_get(root, "tables");
     for (size_t i = 0; tables && i < tables->count; i++) {
         const tg_json *t = tg_json_get(tables->items[i], "title");
-        if (t && t->type == TG_JSON_STRING && !strncmp(t->string, title_prefix, strlen(title_prefix)))
+        if (t && t->type == TG_JSON_STRING &&
+            !strncmp(t->string, title_prefix, strlen(title_prefix)))
             return tg_json_get(tables->items[i], "rows");
     }
     tg_test_fail(__FILE__, __LINE__, "no table '%s' in the JSON", title_prefix);
@@ -63,12 +64,14 @@ static void test_memory_matches_profile(void)
     char args[1024];
     snprintf(args, sizeof args, "analyse %s/pipe memory --json", tmpdir);
     const tg_json *rows = table(run_json(arena, args), "Memory by category");
-    TG_CHECK(rows && rows->count == (size_t)sql_num(pipe_db, "SELECT COUNT(*) FROM memory", 0, NULL));
+    TG_CHECK(rows &&
+             rows->count == (size_t)sql_num(pipe_db, "SELECT COUNT(*) FROM memory", 0, NULL));
     for (size_t i = 0; rows && i < rows->count; i++) {
         const tg_json *r = rows->items[i];
         int d = (int)num(r, "device");
-        double want = sql_num(pipe_db, "SELECT bytes FROM memory WHERE device = ?1 AND category = ?2",
-                              d, str(r, "category"));
+        double want =
+            sql_num(pipe_db, "SELECT bytes FROM memory WHERE device = ?1 AND category = ?2", d,
+                    str(r, "category"));
         if (num(r, "bytes") != want)
             tg_test_fail(__FILE__, __LINE__, "device %d %s: view %g, profile %g", d,
                          str(r, "category"), num(r, "bytes"), want);
@@ -77,8 +80,9 @@ static void test_memory_matches_profile(void)
     snprintf(args, sizeof args, "analyse %s/pipe memory --device 2 --json", tmpdir);
     rows = table(run_json(arena, args), "Memory per device");
     TG_CHECK(rows && rows->count == 1 && num(rows->items[0], "device") == 2);
-    TG_CHECK(rows && num(rows->items[0], "total") ==
-                         sql_num(pipe_db, "SELECT arena_bytes FROM devices WHERE device = ?1", 2, NULL));
+    TG_CHECK(rows &&
+             num(rows->items[0], "total") ==
+                 sql_num(pipe_db, "SELECT arena_bytes FROM devices WHERE device = ?1", 2, NULL));
     snprintf(args, sizeof args, "analyse %s/pipe memory --top 3", tmpdir);
     EXPECT(args, 0, "pipeline stash");
     EXPECT(args, 0, "KiB");
@@ -95,14 +99,16 @@ static void test_trace_busy_fractions(void)
     TG_CHECK(rows && rows->count == 4);
     double wall = sql_num(pipe_db,
                           "SELECT MAX(end_ns) - MIN(start_ns) FROM trace WHERE replica = 0 AND "
-                          "run = (SELECT MIN(run) FROM trace) AND ?1 = ?1", 0, NULL);
+                          "run = (SELECT MIN(run) FROM trace) AND ?1 = ?1",
+                          0, NULL);
     for (size_t i = 0; rows && i < rows->count; i++) {
         const tg_json *r = rows->items[i];
         int d = (int)num(r, "device");
         double compute = sql_num(pipe_db,
                                  "SELECT SUM(end_ns - start_ns) FROM trace WHERE device = ?1 AND "
                                  "replica = 0 AND kind = 'execute' AND "
-                                 "run = (SELECT MIN(run) FROM trace)", d, NULL);
+                                 "run = (SELECT MIN(run) FROM trace)",
+                                 d, NULL);
         TG_CHECK(d == (int)i);
         TG_CHECK(num(r, "compute") == compute);
         TG_CHECK_NEAR(num(r, "busy"), compute / wall, 1e-12);
@@ -135,10 +141,12 @@ static void test_other_views(void)
     /* liveness at the peak step of device 0 lists exactly the tensors live there */
     double peak = sql_num(pipe_db,
                           "SELECT step FROM liveness WHERE device = ?1 ORDER BY live_bytes DESC, "
-                          "step LIMIT 1", 0, NULL);
+                          "step LIMIT 1",
+                          0, NULL);
     double live = sql_num(pipe_db,
                           "SELECT COUNT(*) FROM tensors WHERE device = 0 AND always_live = 0 AND "
-                          "first_step <= ?1 AND last_step >= ?1", (int)peak, NULL);
+                          "first_step <= ?1 AND last_step >= ?1",
+                          (int)peak, NULL);
     snprintf(args, sizeof args, "analyse %s/pipe liveness --device 0 --json", tmpdir);
     const tg_json *root = run_json(arena, args);
     rows = table(root, "Not-always-live tensors");
@@ -150,14 +158,17 @@ static void test_other_views(void)
         bytes += num(rows->items[i], "bytes");
     }
     TG_CHECK(tensors == live && live > 0);
-    TG_CHECK(bytes == sql_num(pipe_db, "SELECT live_bytes FROM liveness WHERE device = 0 AND "
-                                       "step = ?1", (int)peak, NULL));
+    TG_CHECK(bytes == sql_num(pipe_db,
+                              "SELECT live_bytes FROM liveness WHERE device = 0 AND "
+                              "step = ?1",
+                              (int)peak, NULL));
     snprintf(args, sizeof args, "analyse %s/pipe liveness --device 0 --step %d --json", tmpdir,
              (int)peak == 0 ? 1 : 0);
     rows = table(run_json(arena, args), "Not-always-live tensors");
     double other = sql_num(pipe_db,
                            "SELECT COUNT(*) FROM tensors WHERE device = 0 AND always_live = 0 AND "
-                           "first_step <= ?1 AND last_step >= ?1", (int)peak == 0 ? 1 : 0, NULL);
+                           "first_step <= ?1 AND last_step >= ?1",
+                           (int)peak == 0 ? 1 : 0, NULL);
     tensors = 0;
     for (size_t i = 0; rows && i < rows->count; i++)
         tensors += strcmp(str(rows->items[i], "category"), "kernel scratch") != 0;
@@ -221,10 +232,12 @@ static void test_compare(void)
     for (size_t i = 0; rows && i < rows->count; i++) {
         const tg_json *r = rows->items[i];
         const char *present = str(r, "present");
-        double in_b = sql_num(infer_db, "SELECT COUNT(*) FROM tensors WHERE device = ?1 AND name = ?2",
-                              (int)num(r, "device"), str(r, "tensor"));
-        double in_a = sql_num(pipe_db, "SELECT COUNT(*) FROM tensors WHERE device = ?1 AND name = ?2",
-                              (int)num(r, "device"), str(r, "tensor"));
+        double in_b =
+            sql_num(infer_db, "SELECT COUNT(*) FROM tensors WHERE device = ?1 AND name = ?2",
+                    (int)num(r, "device"), str(r, "tensor"));
+        double in_a =
+            sql_num(pipe_db, "SELECT COUNT(*) FROM tensors WHERE device = ?1 AND name = ?2",
+                    (int)num(r, "device"), str(r, "tensor"));
         if (!strcmp(present, "only in A")) {
             only_a++;
             TG_CHECK(in_a > in_b);
@@ -234,8 +247,10 @@ static void test_compare(void)
             TG_CHECK(in_a > 0 && in_b > 0);
         }
     }
-    TG_CHECK(only_a >= (int)sql_num(pipe_db, "SELECT COUNT(*) FROM tensors WHERE category = ?2 "
-                                             "AND ?1 = ?1", 0, "gradient accumulators"));
+    TG_CHECK(only_a >= (int)sql_num(pipe_db,
+                                    "SELECT COUNT(*) FROM tensors WHERE category = ?2 "
+                                    "AND ?1 = ?1",
+                                    0, "gradient accumulators"));
     double grads = sql_num(pipe_db, "SELECT COUNT(*) FROM tensors WHERE category = ?2 AND ?1 = ?1",
                            0, "optimizer state");
     TG_CHECK(grads > 0); /* trained with adamw: its moments exist in training only */

@@ -86,20 +86,22 @@ static void test_memory_tiles(void)
     for (size_t i = 0; top && i < top->count; i++) {
         const tg_json *r = top->items[i];
         int d = (int)num(r, "device"), t = (int)num(r, "tile");
-        double want = sql_num("SELECT SUM(bytes) FROM tiles WHERE device = ?1 AND tile = ?2", d,
-                              t, 0, NULL);
+        double want =
+            sql_num("SELECT SUM(bytes) FROM tiles WHERE device = ?1 AND tile = ?2", d, t, 0, NULL);
         if (!NEAR(num(r, "bytes"), want))
             tg_test_fail(__FILE__, __LINE__, "device %d tile %d: view %g, SQL %g", d, t,
                          num(r, "bytes"), want);
         /* each category column is that tile's row of the tiles table */
         double vc = num(r, "vertex code");
         double wc = sql_num("SELECT bytes FROM tiles WHERE device = ?1 AND tile = ?2 AND "
-                            "category = 'vertex code'", d, t, 0, NULL);
+                            "category = 'vertex code'",
+                            d, t, 0, NULL);
         TG_CHECK(NEAR(vc, isnan(wc) ? 0 : wc));
         /* the first row of a device is its largest tile */
         if (i % 5 == 0) {
             double max = sql_num("SELECT MAX(s) FROM (SELECT SUM(bytes) AS s FROM tiles "
-                                 "WHERE device = ?1 GROUP BY tile)", d, 0, 0, NULL);
+                                 "WHERE device = ?1 GROUP BY tile)",
+                                 d, 0, 0, NULL);
             if (!NEAR(num(r, "bytes"), max))
                 tg_test_fail(__FILE__, __LINE__, "device %d top tile %g, SQL max %g", d,
                              num(r, "bytes"), max);
@@ -107,7 +109,8 @@ static void test_memory_tiles(void)
         double cap = sql_num("SELECT value FROM meta WHERE key = 'memory_per_tile'", 0, 0, 0, NULL);
         TG_CHECK(cap > 0 && NEAR(num(r, "of tile memory"), num(r, "bytes") / cap));
     }
-    /* per device: the histogram holds every tile; the summary's largest tile and over-capacity count */
+    /* per device: the histogram holds every tile; the summary's largest tile and over-capacity
+     * count */
     const tg_json *sum = table(root, "Tile memory per device");
     TG_CHECK(sum && sum->count == (size_t)n_devices);
     for (int d = 0; d < n_devices; d++) {
@@ -124,9 +127,11 @@ static void test_memory_tiles(void)
         TG_CHECK(h && h->count == 10 && num(h->items[9], "tiles") >= 1);
         const tg_json *s = sum ? sum->items[d] : NULL;
         TG_CHECK(s && num(s, "device") == d && num(s, "tiles") == n_tiles);
-        double over = sql_num("SELECT COUNT(*) FROM (SELECT SUM(bytes) AS s FROM tiles "
-                              "WHERE device = ?1 GROUP BY tile) WHERE s > (SELECT CAST(value AS INTEGER) FROM "
-                              "meta WHERE key = 'memory_per_tile')", d, 0, 0, NULL);
+        double over = sql_num(
+            "SELECT COUNT(*) FROM (SELECT SUM(bytes) AS s FROM tiles "
+            "WHERE device = ?1 GROUP BY tile) WHERE s > (SELECT CAST(value AS INTEGER) FROM "
+            "meta WHERE key = 'memory_per_tile')",
+            d, 0, 0, NULL);
         TG_CHECK(s && num(s, "over capacity") == over);
         double mean = sql_num("SELECT SUM(bytes) * 1.0 / ?2 FROM tiles WHERE device = ?1", d,
                               n_tiles, 0, NULL);
@@ -145,8 +150,8 @@ static void check_one_tile(int tile, int device)
 {
     tg_arena *arena = tg_arena_create(1 << 18);
     char args[1024], title[64];
-    snprintf(args, sizeof args, "analyse %s/mk2 memory --json --tile %d --device %d", tmpdir,
-             tile, device);
+    snprintf(args, sizeof args, "analyse %s/mk2 memory --json --tile %d --device %d", tmpdir, tile,
+             device);
     const tg_json *root = run_json(arena, args);
     snprintf(title, sizeof title, "Tile %d by category", tile);
     const tg_json *cats = table(root, title);
@@ -157,10 +162,11 @@ static void check_one_tile(int tile, int device)
         const tg_json *r = cats->items[i];
         TG_CHECK(num(r, "tile") == tile && num(r, "device") == device);
         double b = sql_num("SELECT bytes FROM tiles WHERE tile = ?1 AND device = ?2 AND "
-                           "category = ?4", tile, device, 0, str(r, "category"));
+                           "category = ?4",
+                           tile, device, 0, str(r, "category"));
         if (!NEAR(num(r, "bytes"), b))
-            tg_test_fail(__FILE__, __LINE__, "tile %d device %d %s: view %g, SQL %g", tile,
-                         device, str(r, "category"), num(r, "bytes"), b);
+            tg_test_fail(__FILE__, __LINE__, "tile %d device %d %s: view %g, SQL %g", tile, device,
+                         str(r, "category"), num(r, "bytes"), b);
     }
     /* the tensors on the tile, straight from tile_spans: covered when the
      * tile's offset into the span (modulo the tile count) is below `tiles`;
@@ -184,8 +190,10 @@ static void check_one_tile(int tile, int device)
         got_bytes += num(r, "bytes on tile");
         snprintf(sql, sizeof sql, "SELECT COUNT(*) %s AND t.name = ?4", covers);
         if (sql_num(sql, tile, device, n_tiles, str(r, "tensor")) < 1)
-            tg_test_fail(__FILE__, __LINE__, "tile %d: '%s' is listed but tile_spans does not "
-                         "cover the tile", tile, str(r, "tensor"));
+            tg_test_fail(__FILE__, __LINE__,
+                         "tile %d: '%s' is listed but tile_spans does not "
+                         "cover the tile",
+                         tile, str(r, "tensor"));
     }
     if (!ts || ts->count != (size_t)want_n || !NEAR(got_bytes, want_bytes))
         tg_test_fail(__FILE__, __LINE__, "tile %d device %d: %zu tensors, %g bytes; SQL %g, %g",
@@ -208,8 +216,8 @@ static void test_one_tile(void)
     char args[1024];
     snprintf(args, sizeof args, "analyse %s/mk2 memory --json --tile 3", tmpdir);
     const tg_json *rows = table(run_json(arena, args), "Tile 3 by category");
-    TG_CHECK(rows && rows->count == (size_t)sql_num("SELECT COUNT(*) FROM tiles WHERE tile = ?1",
-                                                    3, 0, 0, NULL));
+    TG_CHECK(rows && rows->count == (size_t)sql_num("SELECT COUNT(*) FROM tiles WHERE tile = ?1", 3,
+                                                    0, 0, NULL));
     tg_arena_destroy(arena);
 }
 
@@ -263,13 +271,15 @@ static void test_trace_cycles_and_balance(void)
     const tg_json *cy = table(root, "Cycles per device, first recorded host step");
     TG_CHECK(cy && cy->count == (size_t)n_devices);
     double wall = sql_num("SELECT MAX(end_cycles) - MIN(start_cycles) FROM trace WHERE run = "
-                          "(SELECT MIN(run) FROM trace) AND replica = 0", 0, 0, 0, NULL);
+                          "(SELECT MIN(run) FROM trace) AND replica = 0",
+                          0, 0, 0, NULL);
     for (size_t i = 0; cy && i < cy->count; i++) {
         const tg_json *r = cy->items[i];
         int d = (int)num(r, "device");
         double c = sql_num("SELECT SUM(end_cycles - start_cycles) FROM trace WHERE run = "
                            "(SELECT MIN(run) FROM trace) AND replica = 0 AND device = ?1 "
-                           "AND kind = 'execute'", d, 0, 0, NULL);
+                           "AND kind = 'execute'",
+                           d, 0, 0, NULL);
         TG_CHECK(num(r, "wall cycles") == wall && wall > 0);
         TG_CHECK(NEAR(num(r, "compute cycles"), c) && c > 0);
     }
@@ -279,7 +289,8 @@ static void test_trace_cycles_and_balance(void)
         const tg_json *r = bal->items[i];
         int d = (int)num(r, "device");
         double max = sql_num("SELECT MAX(s) FROM (SELECT SUM(bytes) AS s FROM tiles "
-                             "WHERE device = ?1 GROUP BY tile)", d, 0, 0, NULL);
+                             "WHERE device = ?1 GROUP BY tile)",
+                             d, 0, 0, NULL);
         double mean = sql_num("SELECT SUM(bytes) * 1.0 / ?2 FROM tiles WHERE device = ?1", d,
                               n_tiles, 0, NULL);
         TG_CHECK(NEAR(num(r, "largest tile"), max) && NEAR(num(r, "mean tile"), mean));
@@ -305,8 +316,9 @@ static void test_compare_tiles(void)
     TG_CHECK(rows && rows->count >= (size_t)n && n > 0);
     for (size_t i = 0; rows && i < rows->count; i++) {
         const tg_json *r = rows->items[i];
-        double a = sql_num("SELECT bytes FROM tiles WHERE tile = 5 AND device = 1 AND category = ?4",
-                           0, 0, 0, str(r, "category"));
+        double a =
+            sql_num("SELECT bytes FROM tiles WHERE tile = 5 AND device = 1 AND category = ?4", 0, 0,
+                    0, str(r, "category"));
         TG_CHECK(num(r, "tile") == 5 && (isnan(a) || NEAR(num(r, "bytes (A)"), a)));
     }
     TG_CHECK(find_table(root, "Tensors mapped on tile 5") != NULL);

@@ -23,12 +23,13 @@ static void test_host_call_tree(void)
     if (!mkdtemp(dir))
         return;
     /* 640 samples of 8 x 4 micro-batches: 20 host steps; the trace records them all */
-    snprintf(cmd, sizeof cmd,
-             "TILEGRAPH_TRACE='{\"enable\":\"true\",\"directory\":\"%s/trace\"}' "
-             "TILEGRAPH_ENGINE_OPTIONS='{\"autoReport.all\":\"true\",\"autoReport.directory\":\"%s\"}' "
-             "%s/tilegraph train --model mnist-pipeline --strategy pipelined --gradient-accumulation 4 "
-             "--batch-size 8 --train-limit 640 --test-limit 200 --quiet 2>&1",
-             dir, dir, TG_BINARY_DIR);
+    snprintf(
+        cmd, sizeof cmd,
+        "TILEGRAPH_TRACE='{\"enable\":\"true\",\"directory\":\"%s/trace\"}' "
+        "TILEGRAPH_ENGINE_OPTIONS='{\"autoReport.all\":\"true\",\"autoReport.directory\":\"%s\"}' "
+        "%s/tilegraph train --model mnist-pipeline --strategy pipelined --gradient-accumulation 4 "
+        "--batch-size 8 --train-limit 640 --test-limit 200 --quiet 2>&1",
+        dir, dir, TG_BINARY_DIR);
     TG_CHECK(run(cmd) == 0);
     snprintf(cmd, sizeof cmd, "%s/tilegraph analyse %s host 2>&1", TG_BINARY_DIR, dir);
     TG_CHECK(run(cmd) == 0);

@@ -5,7 +5,10 @@
 #include "core/rng.h"
 #include "tilegraph/optim.h"
 
-static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+static size_t align64(size_t x)
+{
+    return (x + 63) & ~(size_t)63;
+}
 
 static tg_program *compile_single(const tg_graph *g, int threads)
 {
@@ -45,7 +48,8 @@ static void check_no_overlap(const tg_program *p)
                 int at = base + s;
                 if (!st->scratch_bytes || at < a->first || at > a->last)
                     continue;
-                if (a->offset < st->scratch_offset + st->scratch_bytes && st->scratch_offset < a_end)
+                if (a->offset < st->scratch_offset + st->scratch_bytes &&
+                    st->scratch_offset < a_end)
                     tg_test_fail(__FILE__, __LINE__, "scratch of step %d overlaps '%s'", at,
                                  g->nodes[a->node]->name);
             }

@@ -5,7 +5,10 @@
 
 #include "compile/pipeline.h"
 
-static int min_int(int a, int b) { return a < b ? a : b; }
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
 
 static void check_complete(const tg_pipe_schedule *s)
 {
@@ -37,16 +40,26 @@ static void test_depths_follow_the_formulas(void)
                 for (int d = 0; d < n; d++) {
                     int want = 0;
                     switch (k) {
-                    case TG_SCHEDULE_GROUPED: want = min_int(2 * (n - d) + 1, m); break;
-                    case TG_SCHEDULE_INTERLEAVED: want = min_int(n - d + 1, m); break;
-                    case TG_SCHEDULE_1F1B: want = min_int(n - d, m); break;
-                    case TG_SCHEDULE_GPIPE: want = m; break;
-                    case TG_SCHEDULE_SHARDED: want = 1; break;
+                    case TG_SCHEDULE_GROUPED:
+                        want = min_int(2 * (n - d) + 1, m);
+                        break;
+                    case TG_SCHEDULE_INTERLEAVED:
+                        want = min_int(n - d + 1, m);
+                        break;
+                    case TG_SCHEDULE_1F1B:
+                        want = min_int(n - d, m);
+                        break;
+                    case TG_SCHEDULE_GPIPE:
+                        want = m;
+                        break;
+                    case TG_SCHEDULE_SHARDED:
+                        want = 1;
+                        break;
                     }
                     if (s.stash_depth[d] != want)
-                        tg_test_fail(__FILE__, __LINE__, "%s N=%d m=%d device %d: depth %d, want %d",
-                                     tg_schedule_name((tg_schedule_kind)k), n, m, d,
-                                     s.stash_depth[d], want);
+                        tg_test_fail(
+                            __FILE__, __LINE__, "%s N=%d m=%d device %d: depth %d, want %d",
+                            tg_schedule_name((tg_schedule_kind)k), n, m, d, s.stash_depth[d], want);
                 }
                 tg_pipe_schedule_free(&s);
             }

@@ -19,12 +19,12 @@ static void test_pairs(void)
         for (int b = 0; b < 3; b++) {
             unsigned char x[N * 4], y[N * 4];
             float back[N], direct[N];
-            tg_convert(v, TG_F32, x, types[a], N);       /* what type a holds */
-            tg_convert(x, types[a], y, types[b], N);     /* a -> b */
+            tg_convert(v, TG_F32, x, types[a], N);   /* what type a holds */
+            tg_convert(x, types[a], y, types[b], N); /* a -> b */
             tg_convert(y, types[b], back, TG_F32, N);
-            tg_convert(x, types[a], direct, TG_F32, N);  /* a's values, exactly */
+            tg_convert(x, types[a], direct, TG_F32, N); /* a's values, exactly */
             unsigned char z[N * 4];
-            tg_convert(direct, TG_F32, z, types[b], N);  /* rounded once from f32 */
+            tg_convert(direct, TG_F32, z, types[b], N); /* rounded once from f32 */
             float expect[N];
             tg_convert(z, types[b], expect, TG_F32, N);
             for (int i = 0; i < N; i++)
@@ -86,7 +86,8 @@ static void test_stochastic_is_unbiased(void)
     float exact[3] = {0.5f, INFINITY, NAN};
     uint16_t e[3];
     tg_convert_stochastic(exact, e, TG_F16, 3, 1, 0);
-    TG_CHECK(tg_f16_to_f32(e[0]) == 0.5f && isinf(tg_f16_to_f32(e[1])) && isnan(tg_f16_to_f32(e[2])));
+    TG_CHECK(tg_f16_to_f32(e[0]) == 0.5f && isinf(tg_f16_to_f32(e[1])) &&
+             isnan(tg_f16_to_f32(e[2])));
 }
 
 static void test_first_nonfinite(void)

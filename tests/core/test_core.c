@@ -140,8 +140,10 @@ static void test_options(void)
     TG_CHECK(tg_options_set(o, "availableMemoryProportion", "1.5") == TG_ERR_CONFIG);
     TG_CHECK(tg_options_set(o, "precision", "16.8") == TG_ERR_CONFIG);
     TG_CHECK(strstr(tg_error_message(), "32.32|16.32|16.16") != NULL);
-    TG_CHECK_OK(tg_options_set_json(o, "{\"deviceIterations\": 10, \"outputMode\": \"all\", "
-                                       "\"debug.checkNaN\": false}", "opts.json"));
+    TG_CHECK_OK(tg_options_set_json(o,
+                                    "{\"deviceIterations\": 10, \"outputMode\": \"all\", "
+                                    "\"debug.checkNaN\": false}",
+                                    "opts.json"));
     TG_CHECK(tg_options_get_int(o, "deviceIterations") == 10);
     TG_CHECK(tg_options_get_int(o, "debug.checkNaN") == 0);
     TG_CHECK(tg_options_set_json(o, "{\"deviceIterations\": [1]}", "opts.json") == TG_ERR_CONFIG);

@@ -21,7 +21,8 @@ static float from_bits(uint32_t u)
 
 static void test_table(void)
 {
-    TG_CHECK(tg_dtype_size(TG_F32) == 4 && tg_dtype_size(TG_BF16) == 2 && tg_dtype_size(TG_U8) == 1);
+    TG_CHECK(tg_dtype_size(TG_F32) == 4 && tg_dtype_size(TG_BF16) == 2 &&
+             tg_dtype_size(TG_U8) == 1);
     TG_CHECK(strcmp(tg_dtype_name(TG_I32), "i32") == 0);
     TG_CHECK(tg_dtype_parse("half") == TG_F16 && tg_dtype_parse("bfloat16") == TG_BF16);
     TG_CHECK(tg_dtype_parse("f64") == -1 && tg_dtype_parse(NULL) == -1);
@@ -32,13 +33,13 @@ static void test_f16_values(void)
 {
     TG_CHECK(tg_f32_to_f16(1.0f) == 0x3c00);
     TG_CHECK(tg_f32_to_f16(-2.0f) == 0xc000);
-    TG_CHECK(tg_f32_to_f16(65504.0f) == 0x7bff);  /* largest finite */
-    TG_CHECK(tg_f32_to_f16(65520.0f) == 0x7c00);  /* rounds to infinity */
+    TG_CHECK(tg_f32_to_f16(65504.0f) == 0x7bff); /* largest finite */
+    TG_CHECK(tg_f32_to_f16(65520.0f) == 0x7c00); /* rounds to infinity */
     TG_CHECK(tg_f32_to_f16(65519.0f) == 0x7bff);
     TG_CHECK(tg_f32_to_f16(from_bits(0x7f800000)) == 0x7c00);
     TG_CHECK((tg_f32_to_f16(from_bits(0x7fc00000)) & 0x7c00) == 0x7c00 &&
              (tg_f32_to_f16(from_bits(0x7fc00000)) & 0x03ff) != 0); /* NaN stays NaN */
-    TG_CHECK(tg_f32_to_f16(5.9604645e-8f) == 0x0001); /* smallest subnormal */
+    TG_CHECK(tg_f32_to_f16(5.9604645e-8f) == 0x0001);               /* smallest subnormal */
     TG_CHECK(tg_f32_to_f16(2.9802322e-8f) == 0x0000); /* half of it: ties to even (0) */
     TG_CHECK(tg_f32_to_f16(8.940697e-8f) == 0x0002);  /* 1.5 subnormals: ties to even (2) */
     /* 1 + 2^-11 is halfway between 1 and 1 + 2^-10: rounds to even (1) */

@@ -30,7 +30,8 @@ static void expect_error(const char *text, size_t len, const char *msg, int line
     tg_json *v = (tg_json *)1;
     tg_status st = tg_json_parse(arena, text, len, "t.json", &v);
     if (st == TG_OK || v != NULL)
-        tg_test_fail(__FILE__, line, "parse of '%.*s' succeeded, expected '%s'", (int)len, text, msg);
+        tg_test_fail(__FILE__, line, "parse of '%.*s' succeeded, expected '%s'", (int)len, text,
+                     msg);
     else if (!strstr(tg_error_message(), msg))
         tg_test_fail(__FILE__, line, "parse of '%.*s': message '%s' lacks '%s'", (int)len, text,
                      tg_error_message(), msg);
@@ -143,10 +144,10 @@ static void test_positions_and_errors(void)
     EXPECT_ERROR("\"\\uD83Dx\"", "not followed by a low surrogate");
     EXPECT_ERROR("\"\\uD83D\\u0041\"", "not followed by a low surrogate");
     EXPECT_ERROR("\"\\uDE00\"", "lone low surrogate");
-    EXPECT_ERROR("\"\xC0\xAF\"", "invalid UTF-8");      /* overlong '/' */
-    EXPECT_ERROR("\"\xED\xA0\x80\"", "invalid UTF-8");  /* encoded surrogate */
+    EXPECT_ERROR("\"\xC0\xAF\"", "invalid UTF-8");         /* overlong '/' */
+    EXPECT_ERROR("\"\xED\xA0\x80\"", "invalid UTF-8");     /* encoded surrogate */
     EXPECT_ERROR("\"\xF4\x90\x80\x80\"", "invalid UTF-8"); /* above U+10FFFF */
-    EXPECT_ERROR("\"\xE2\x82\"", "invalid UTF-8");      /* truncated sequence */
+    EXPECT_ERROR("\"\xE2\x82\"", "invalid UTF-8");         /* truncated sequence */
     EXPECT_ERROR("{\"a\":1,\"a\":2}", "1:12: duplicate key 'a'");
     expect_error("[1,\0 2]", 7, "unexpected byte 0x00", __LINE__);
     /* The column counts characters: two 2-byte characters before the error. */
@@ -168,7 +169,8 @@ static void test_limits(void)
     tg_json_limits lim = {4, 0};
     TG_CHECK_OK(tg_json_parse_ex(arena, "[[[[1]]]]", 9, "d.json", lim, &v));
     st = tg_json_parse_ex(arena, "[[[[[1]]]]]", 11, "d.json", lim, &v);
-    TG_CHECK(st == TG_ERR_FORMAT && strstr(tg_error_message(), "d.json:1:5: nesting deeper than 4"));
+    TG_CHECK(st == TG_ERR_FORMAT &&
+             strstr(tg_error_message(), "d.json:1:5: nesting deeper than 4"));
     lim = (tg_json_limits){0, 8};
     st = tg_json_parse_ex(arena, "[1,2,3,4,5]", 11, "s.json", lim, &v);
     TG_CHECK(st == TG_ERR_FORMAT && strstr(tg_error_message(), "more than the limit of 8"));
@@ -176,8 +178,9 @@ static void test_limits(void)
 
 static void test_typed_getters(void)
 {
-    tg_json *o = parse_ok("{\n \"lr\": \"fast\",\n \"steps\": 2.5, \"name\": \"x\", \"n\": 3, \"on\": true,"
-                          " \"list\": [1], \"sub\": {}}");
+    tg_json *o =
+        parse_ok("{\n \"lr\": \"fast\",\n \"steps\": 2.5, \"name\": \"x\", \"n\": 3, \"on\": true,"
+                 " \"list\": [1], \"sub\": {}}");
     const char *s;
     double d;
     int64_t i;
@@ -207,7 +210,8 @@ static void test_typed_getters(void)
     st = tg_json_get_int(o, "steps", &i);
     TG_CHECK(st == TG_ERR_FORMAT && strstr(tg_error_message(), "key 'steps' must be an integer"));
     st = tg_json_get_bool(o, "missing", &b);
-    TG_CHECK(st == TG_ERR_NOT_FOUND && strstr(tg_error_message(), "t.json:1:1: missing key 'missing'"));
+    TG_CHECK(st == TG_ERR_NOT_FOUND &&
+             strstr(tg_error_message(), "t.json:1:1: missing key 'missing'"));
     st = tg_json_get_object(o, "list", &j);
     TG_CHECK(st == TG_ERR_FORMAT && strstr(tg_error_message(), "must be an object, found array"));
     st = tg_json_get_string(tg_json_get(o, "list"), "x", &s);
@@ -222,7 +226,10 @@ static void test_writer(void)
     tg_json_key(&w, "s");
     tg_json_string(&w, "q\"b\\s\n\x01\xC3\xA9");
     tg_json_key(&w, "bad");
-    tg_json_string_n(&w, "a\xFF" "b", 3);
+    tg_json_string_n(&w,
+                     "a\xFF"
+                     "b",
+                     3);
     tg_json_key(&w, "n");
     tg_json_begin_array(&w);
     tg_json_int(&w, -5);
@@ -240,7 +247,8 @@ static void test_writer(void)
     char *out = NULL;
     size_t len = 0;
     TG_CHECK_OK(tg_json_writer_finish(&w, &out, &len));
-    const char *want = "{\"s\":\"q\\\"b\\\\s\\n\\u0001\xC3\xA9\",\"bad\":\"a\xEF\xBF\xBD" "b\","
+    const char *want = "{\"s\":\"q\\\"b\\\\s\\n\\u0001\xC3\xA9\",\"bad\":\"a\xEF\xBF\xBD"
+                       "b\","
                        "\"n\":[-5,18446744073709551615,0.1,1e+300,null,true,null],\"e\":{}}";
     TG_CHECK(out && strcmp(out, want) == 0);
     if (out && strcmp(out, want) != 0)
@@ -283,8 +291,9 @@ static void test_writer(void)
 
 static void test_number_round_trip(void)
 {
-    const double vals[] = {0.0, -0.0, 1.0, 0.1, 1.0 / 3.0, 6.02214076e23, 5e-324, 1.7976931348623157e308,
-                           -123.456, 0.2860, 0.3530};
+    const double vals[] = {0.0,       -0.0,          1.0,    0.1,
+                           1.0 / 3.0, 6.02214076e23, 5e-324, 1.7976931348623157e308,
+                           -123.456,  0.2860,        0.3530};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         tg_json_writer w;
         tg_json_writer_init(&w);

@@ -14,10 +14,10 @@
 
 #define REC 3073
 
-#define TG_CHECK_STR_CONTAINS(hay, needle)                                               \
-    do {                                                                                \
-        if (!strstr((hay), (needle)))                                                   \
-            tg_test_fail(__FILE__, __LINE__, "'%s' does not contain '%s'", (hay), (needle)); \
+#define TG_CHECK_STR_CONTAINS(hay, needle)                                                         \
+    do {                                                                                           \
+        if (!strstr((hay), (needle)))                                                              \
+            tg_test_fail(__FILE__, __LINE__, "'%s' does not contain '%s'", (hay), (needle));       \
     } while (0)
 
 static char dir[256];
@@ -139,8 +139,8 @@ static void test_errors(void)
         fill_record(buf + k * REC, 2, k);
     /* A size that is not whole records, in the third file. */
     write_file(dir, "data_batch_3.bin", buf, 10 * REC - 1);
-    expect_error(TG_SPLIT_TRAIN, "data_batch_3.bin: 30729 bytes is not a whole number of 3073-byte records",
-                 NULL);
+    expect_error(TG_SPLIT_TRAIN,
+                 "data_batch_3.bin: 30729 bytes is not a whole number of 3073-byte records", NULL);
     /* A label over 9, record 4 of the third file. */
     buf[4 * REC] = 10;
     write_file(dir, "data_batch_3.bin", buf, 10 * REC);

@@ -11,8 +11,8 @@
 
 static char dir[256];
 
-static void write_gz(const char *name, const unsigned char *head, size_t hn, const unsigned char *body,
-                     size_t bn)
+static void write_gz(const char *name, const unsigned char *head, size_t hn,
+                     const unsigned char *body, size_t bn)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -67,7 +67,8 @@ static void test_made_directory(void)
     /* A missing directory names the file it looked for. */
     st = tg_dataset_load(TG_DATASET_MNIST, "/nonexistent/dir", TG_SPLIT_TRAIN, 0, &ds);
     TG_CHECK(st == TG_ERR_NOT_FOUND);
-    TG_CHECK(strstr(tg_error_message(), "/nonexistent/dir/train-images-idx3-ubyte.gz: cannot open"));
+    TG_CHECK(
+        strstr(tg_error_message(), "/nonexistent/dir/train-images-idx3-ubyte.gz: cannot open"));
 }
 
 static void test_kind_names(void)
@@ -90,7 +91,8 @@ static void test_real_fashion_mnist(void)
     tg_dataset *ds = NULL;
     TG_CHECK_OK(tg_dataset_load(TG_DATASET_FASHION_MNIST, fd, TG_SPLIT_TRAIN, 0, &ds));
     TG_CHECK(ds && ds->n == 60000 && ds->h == 28 && ds->w == 28);
-    TG_CHECK(ds && ds->labels[0] == 9 && strcmp(tg_dataset_class_name(ds, ds->labels[0]), "Ankle boot") == 0);
+    TG_CHECK(ds && ds->labels[0] == 9 &&
+             strcmp(tg_dataset_class_name(ds, ds->labels[0]), "Ankle boot") == 0);
     if (ds) { /* every class is present, roughly 6000 each */
         int64_t counts[10] = {0};
         double sum = 0;

@@ -51,12 +51,17 @@ static void corpus_free(corpus *c)
 
 typedef enum { FIELDS_NONE, FIELDS_IDX, FIELDS_SAFETENSORS } field_kind;
 
-static const unsigned char interesting[] = {0x00, 0x01, 0x7f, 0x80, 0xff, '"', '\\', '{', '}', '[',
-                                            ']',  ',',  ':',  '-',  '0',  '9', 'e',  'u', ' ', 0xC3,
-                                            0xED, 0xF4, 0x1f, 0x8b, 0x08, 0x03};
-static const char *const big_numbers[] = {"18446744073709551616", "9223372036854775807",
-                                          "4294967296", "99999999999999999999999", "-1", "1e400",
-                                          "0.5", "100000000"};
+static const unsigned char interesting[] = {0x00, 0x01, 0x7f, 0x80, 0xff, '"',  '\\', '{', '}',
+                                            '[',  ']',  ',',  ':',  '-',  '0',  '9',  'e', 'u',
+                                            ' ',  0xC3, 0xED, 0xF4, 0x1f, 0x8b, 0x08, 0x03};
+static const char *const big_numbers[] = {"18446744073709551616",
+                                          "9223372036854775807",
+                                          "4294967296",
+                                          "99999999999999999999999",
+                                          "-1",
+                                          "1e400",
+                                          "0.5",
+                                          "100000000"};
 
 static void put_be32(unsigned char *p, uint32_t v)
 {
@@ -125,7 +130,8 @@ static size_t mutate(tg_rng *r, unsigned char *buf, size_t len, field_kind field
     }
     default: { /* a length or size field set to a huge or off-by-one value */
         if (fields == FIELDS_IDX && len >= 8) {
-            static const uint32_t vals[] = {0xFFFFFFFFu, 0x7FFFFFFFu, 0x80000000u, 0, 1, 60001, 0x10000};
+            static const uint32_t vals[] = {0xFFFFFFFFu, 0x7FFFFFFFu, 0x80000000u, 0,
+                                            1,           60001,       0x10000};
             size_t field = 4 + 4 * (size_t)tg_rng_below(r, (len >= 16 ? 12 : len - 4) / 4);
             put_be32(buf + field, vals[tg_rng_below(r, sizeof vals / sizeof vals[0])]);
         } else if (fields == FIELDS_SAFETENSORS && len >= 8) {
@@ -133,11 +139,21 @@ static size_t mutate(tg_rng *r, unsigned char *buf, size_t len, field_kind field
             for (int i = 7; i >= 0; i--)
                 old = old << 8 | buf[i];
             switch (tg_rng_below(r, 5)) {
-            case 0: v = (uint64_t)1 << 63; break;
-            case 1: v = UINT64_MAX; break;
-            case 2: v = old + 1; break;
-            case 3: v = old - 1; break;
-            default: v = len - 8 + 1; break;
+            case 0:
+                v = (uint64_t)1 << 63;
+                break;
+            case 1:
+                v = UINT64_MAX;
+                break;
+            case 2:
+                v = old + 1;
+                break;
+            case 3:
+                v = old - 1;
+                break;
+            default:
+                v = len - 8 + 1;
+                break;
             }
             for (int i = 0; i < 8; i++)
                 buf[i] = (unsigned char)(v >> (8 * i));
@@ -161,7 +177,8 @@ static int run_fuzz(const char *label, corpus *c, field_kind fields, check_fn ch
     for (int i = 0; i < c->n; i++) {
         int64_t live = tg_alloc_live_bytes();
         if (!check(c->item[i], c->len[i]))
-            tg_test_fail(__FILE__, __LINE__, "%s: seed %d rejected: %s", label, i, tg_error_message());
+            tg_test_fail(__FILE__, __LINE__, "%s: seed %d rejected: %s", label, i,
+                         tg_error_message());
         leaks += tg_alloc_live_bytes() != live;
     }
     for (int m = 0; m < MUTATIONS; m++) {
@@ -177,8 +194,8 @@ static int run_fuzz(const char *label, corpus *c, field_kind fields, check_fn ch
             tg_test_fail(__FILE__, __LINE__, "%s: mutant %d leaked %lld bytes", label, m,
                          (long long)(tg_alloc_live_bytes() - live));
     }
-    printf("  %s: %d seeds, %d mutants, %d accepted, %d rejected\n", label, c->n, MUTATIONS, accepted,
-           MUTATIONS - accepted);
+    printf("  %s: %d seeds, %d mutants, %d accepted, %d rejected\n", label, c->n, MUTATIONS,
+           accepted, MUTATIONS - accepted);
     TG_CHECK(leaks == 0);
     /* The mutants must exercise both outcomes, or the test proves little. */
     TG_CHECK(accepted > 0 && accepted < MUTATIONS);
@@ -228,12 +245,16 @@ static int check_json(const unsigned char *buf, size_t len)
 static void test_fuzz_json(void)
 {
     static const char *const seeds[] = {
-        "{\"deviceIterations\": 4, \"replicationFactor\": 2, \"Training\": {\"gradientAccumulation\": 8},"
-        " \"outputMode\": \"sum\", \"lossScaling\": 128.5, \"enableExecutableCaching\": true, \"x\": null}",
-        "[\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\", \"\\u00e9\\u20AC\\uD83D\\uDE00\", \"caf\xC3\xA9\", \"\"]",
+        "{\"deviceIterations\": 4, \"replicationFactor\": 2, \"Training\": "
+        "{\"gradientAccumulation\": 8},"
+        " \"outputMode\": \"sum\", \"lossScaling\": 128.5, \"enableExecutableCaching\": true, "
+        "\"x\": null}",
+        "[\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\", \"\\u00e9\\u20AC\\uD83D\\uDE00\", \"caf\xC3\xA9\", "
+        "\"\"]",
         "[0, -0, 1.5e3, -0.125, 1E-2, 12345678901234567, -9223372036854775808, 1e308, 5e-324]",
         "{\"a\": [1, [2, [3, {\"b\": {\"c\": [true, false, null]}}]]], \"d\": {}, \"e\": []}",
-        "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+        "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_"
+        "offsets\":[0,16]}}",
         "\"just a string\"",
         "  \n\t 42 \r\n",
     };
@@ -252,7 +273,8 @@ static int check_idx(const unsigned char *buf, size_t len)
     for (int pass = 0; pass < 2; pass++) {
         tg_idx a;
         tg_error_clear();
-        tg_status s = tg_idx_parse(buf, len, "fuzz.idx", pass ? TG_IDX_IMAGES : 0, pass ? 2 : 0, &a);
+        tg_status s =
+            tg_idx_parse(buf, len, "fuzz.idx", pass ? TG_IDX_IMAGES : 0, pass ? 2 : 0, &a);
         if (s != TG_OK) {
             rejected_properly(a.data != NULL);
             continue;

@@ -144,22 +144,28 @@ static void test_bad_headers(void)
     unsigned char b[64];
     memcpy(b, img, 16);
     b[0] = 0x12;
-    EXPECT_FAIL(tg_idx_parse(b, 16, "x.idx", 3, 0, &a), TG_ERR_FORMAT, "not an IDX file: magic 0x12000803", "x.idx");
+    EXPECT_FAIL(tg_idx_parse(b, 16, "x.idx", 3, 0, &a), TG_ERR_FORMAT,
+                "not an IDX file: magic 0x12000803", "x.idx");
     memcpy(b, img, 16);
     b[2] = 0x0D; /* f32 elements */
-    EXPECT_FAIL(tg_idx_parse(b, 16, "x.idx", 3, 0, &a), TG_ERR_UNSUPPORTED, "element type 0x0D", "x.idx");
+    EXPECT_FAIL(tg_idx_parse(b, 16, "x.idx", 3, 0, &a), TG_ERR_UNSUPPORTED, "element type 0x0D",
+                "x.idx");
     memcpy(b, img, 16);
     b[3] = 2;
-    EXPECT_FAIL(tg_idx_parse(b, 16, "x.idx", 0, 0, &a), TG_ERR_UNSUPPORTED, "has 2 dimensions", "x.idx");
+    EXPECT_FAIL(tg_idx_parse(b, 16, "x.idx", 0, 0, &a), TG_ERR_UNSUPPORTED, "has 2 dimensions",
+                "x.idx");
     EXPECT_FAIL(tg_idx_parse(img, ni, "x.idx", TG_IDX_LABELS, 0, &a), TG_ERR_FORMAT,
-                "expected labels (magic 0x00000801) but the file holds images (magic 0x00000803)", "x.idx");
+                "expected labels (magic 0x00000801) but the file holds images (magic 0x00000803)",
+                "x.idx");
     EXPECT_FAIL(tg_idx_parse(img, 0, "e.idx", 3, 0, &a), TG_ERR_FORMAT, "e.idx: empty file", NULL);
-    EXPECT_FAIL(tg_idx_parse(img, 3, "s.idx", 3, 0, &a), TG_ERR_FORMAT, "truncated header: 3 bytes", "s.idx");
+    EXPECT_FAIL(tg_idx_parse(img, 3, "s.idx", 3, 0, &a), TG_ERR_FORMAT, "truncated header: 3 bytes",
+                "s.idx");
     EXPECT_FAIL(tg_idx_parse(img, 10, "s.idx", 3, 0, &a), TG_ERR_FORMAT,
                 "truncated header: 6 of the 12 bytes", "s.idx");
     memcpy(b, img, 16);
     b[11] = 0; /* rows = 0 */
-    EXPECT_FAIL(tg_idx_parse(b, 16, "z.idx", 3, 0, &a), TG_ERR_FORMAT, "rows in the header is 0", "z.idx");
+    EXPECT_FAIL(tg_idx_parse(b, 16, "z.idx", 3, 0, &a), TG_ERR_FORMAT, "rows in the header is 0",
+                "z.idx");
     TG_CHECK(a.data == NULL && a.bytes == 0);
 }
 
@@ -189,7 +195,8 @@ static void test_huge_dims(void)
     set_be32(b + 4, 100000);
     set_be32(b + 8, 1000);
     set_be32(b + 12, 1000);
-    EXPECT_FAIL(tg_idx_parse(b, 16, "h.idx", 3, 0, &a), TG_ERR_FORMAT, "more than the limit", "h.idx");
+    EXPECT_FAIL(tg_idx_parse(b, 16, "h.idx", 3, 0, &a), TG_ERR_FORMAT, "more than the limit",
+                "h.idx");
     /* 3 GB promised by a tiny compressed file: fails as truncated, without
      * allocating anything like 3 GB. */
     set_be32(b + 4, 4000000);
@@ -237,12 +244,14 @@ static void test_truncated_and_trailing(void)
     write_file(p, gz, ng / 2, 0);
     EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "truncated", p);
     /* All the data, but the gzip trailer (CRC and length) cut off. */
-    EXPECT_FAIL(tg_idx_parse(gz, ng - 4, "tail.gz", 3, 0, &a), TG_ERR_FORMAT, "before its end marker", "tail.gz");
+    EXPECT_FAIL(tg_idx_parse(gz, ng - 4, "tail.gz", 3, 0, &a), TG_ERR_FORMAT,
+                "before its end marker", "tail.gz");
     write_file(p, gz, ng - 4, 0);
     EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "before its end marker", p);
     /* A wrong checksum. */
     gz[ng - 8] ^= 1;
-    EXPECT_FAIL(tg_idx_parse(gz, ng, "crc.gz", 3, 0, &a), TG_ERR_FORMAT, "corrupt gzip data", "crc.gz");
+    EXPECT_FAIL(tg_idx_parse(gz, ng, "crc.gz", 3, 0, &a), TG_ERR_FORMAT, "corrupt gzip data",
+                "crc.gz");
     write_file(p, gz, ng, 0);
     EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "corrupt gzip data", p);
     /* zlib's name for the descriptor means nothing to a user */
@@ -265,7 +274,8 @@ static void test_pair_mismatch_and_io(void)
     EXPECT_FAIL(tg_idx_load_pair(ip, lp, 0, &a, &b), TG_ERR_FORMAT, "holds 20 images but", lp);
     TG_CHECK(strstr(tg_error_message(), "holds 19 labels"));
     TG_CHECK(a.data == NULL && b.data == NULL);
-    EXPECT_FAIL(tg_idx_load(tmp_path("missing.gz"), 3, 0, &a), TG_ERR_NOT_FOUND, "cannot open", "missing.gz");
+    EXPECT_FAIL(tg_idx_load(tmp_path("missing.gz"), 3, 0, &a), TG_ERR_NOT_FOUND, "cannot open",
+                "missing.gz");
     EXPECT_FAIL(tg_idx_load(tmpdir, 3, 0, &a), TG_ERR_IO, "not a regular file", tmpdir);
 }
 

@@ -96,7 +96,8 @@ static int run_epoch(tg_loader *l, const tg_dataset *ds, int64_t sps, int64_t *t
             int64_t idx = order[pos + k];
             TG_CHECK(lab[k] == ds->labels[idx]);
             for (int p = 0; p < C * H * W; p++) {
-                double want = ((double)ds->images[idx * C * H * W + p] / 255.0 - ds->mean) / ds->std;
+                double want =
+                    ((double)ds->images[idx * C * H * W + p] / 255.0 - ds->mean) / ds->std;
                 if (fabs(img[k * C * H * W + p] - want) > 1e-6) {
                     TG_CHECK_NEAR(img[k * C * H * W + p], want, 1e-6);
                     return steps;
@@ -164,7 +165,7 @@ static void test_normalisation_values(void)
     int64_t count;
     TG_CHECK_OK(tg_loader_next(l, img, lab, &count));
     TG_CHECK(count == 3);
-    TG_CHECK_NEAR(img[0], -0.2860 / 0.3530, 1e-6);      /* black */
+    TG_CHECK_NEAR(img[0], -0.2860 / 0.3530, 1e-6);        /* black */
     TG_CHECK_NEAR(img[1], (1.0 - 0.2860) / 0.3530, 1e-6); /* white */
     TG_CHECK_NEAR(img[2], (128.0 / 255 - 0.2860) / 0.3530, 1e-6);
     TG_CHECK_NEAR(img[3], (0.2 - 0.2860) / 0.3530, 1e-6);

@@ -131,9 +131,10 @@ static void test_async_matches_sync(void)
             for (int borrow = 0; borrow < 2; borrow++) {
                 run a = collect(ds, cfg, borrow);
                 if (a.len != ref.len || memcmp(a.bytes, ref.bytes, ref.len) != 0)
-                    tg_test_fail(__FILE__, __LINE__,
-                                 "variant %d, %d workers, depth %d, borrow %d: async differs from sync",
-                                 variant, workers[w], depths[w], borrow);
+                    tg_test_fail(
+                        __FILE__, __LINE__,
+                        "variant %d, %d workers, depth %d, borrow %d: async differs from sync",
+                        variant, workers[w], depths[w], borrow);
                 free(a.bytes);
             }
         }
@@ -165,7 +166,8 @@ static void test_augmentation_exact(void)
             for (int y = 0; y < 8; y++)
                 for (int x = 0; x < 8; x++) {
                     uint8_t v = ds->images[i * 192 + ch * 64 + y * 8 + (7 - x)];
-                    float want = (float)(((double)v / 255.0 - ds->channel_mean[ch]) / ds->channel_std[ch]);
+                    float want =
+                        (float)(((double)v / 255.0 - ds->channel_mean[ch]) / ds->channel_std[ch]);
                     bad += f[i * 192 + ch * 64 + y * 8 + x] != want;
                 }
     TG_CHECK(bad == 0);

@@ -54,7 +54,9 @@ static void fill(unsigned seed)
 
 #define NT 10
 static tg_st_tensor tensors[NT];
-static const tg_st_meta meta[] = {{"format", "pt"}, {"model", "fashion-basic"}, {"step", "12"},
+static const tg_st_meta meta[] = {{"format", "pt"},
+                                  {"model", "fashion-basic"},
+                                  {"step", "12"},
                                   {"note", "quote \" slash \\ newline \n caf\xC3\xA9"}};
 
 static void make_tensors(void)
@@ -105,8 +107,10 @@ static void check_loaded(const tg_safetensors *st)
     }
     TG_CHECK(tg_safetensors_tensor(st, NT) == NULL);
     TG_CHECK(tg_safetensors_metadata_count(st) == 4);
-    TG_CHECK(tg_safetensors_metadata(st, "model") && strcmp(tg_safetensors_metadata(st, "model"), "fashion-basic") == 0);
-    TG_CHECK(tg_safetensors_metadata(st, "note") && strcmp(tg_safetensors_metadata(st, "note"), meta[3].value) == 0);
+    TG_CHECK(tg_safetensors_metadata(st, "model") &&
+             strcmp(tg_safetensors_metadata(st, "model"), "fashion-basic") == 0);
+    TG_CHECK(tg_safetensors_metadata(st, "note") &&
+             strcmp(tg_safetensors_metadata(st, "note"), meta[3].value) == 0);
     TG_CHECK(tg_safetensors_metadata(st, "nope") == NULL);
     TG_CHECK(tg_safetensors_find(st, "nope") == NULL);
 }
@@ -126,14 +130,16 @@ static void test_round_trip(void)
 
     /* Typed lookup. */
     const void *data;
-    TG_CHECK_OK(tg_safetensors_get(st, "layer1.conv.weight", TG_ST_F32, 4, (int64_t[]){10, 1, 5, 5}, &data));
+    TG_CHECK_OK(tg_safetensors_get(st, "layer1.conv.weight", TG_ST_F32, 4, (int64_t[]){10, 1, 5, 5},
+                                   &data));
     TG_CHECK(data && ((const float *)data)[249] == w1[249]);
-    TG_CHECK(tg_safetensors_get(st, "layer2", TG_ST_F32, 1, (int64_t[]){1}, &data) == TG_ERR_NOT_FOUND);
+    TG_CHECK(tg_safetensors_get(st, "layer2", TG_ST_F32, 1, (int64_t[]){1}, &data) ==
+             TG_ERR_NOT_FOUND);
     TG_CHECK(strstr(tg_error_message(), "model.safetensors: no tensor 'layer2'"));
     TG_CHECK(tg_safetensors_get(st, "half", TG_ST_F32, 1, (int64_t[]){3}, &data) == TG_ERR_DTYPE);
     TG_CHECK(strstr(tg_error_message(), "tensor 'half' is f16, expected f32"));
-    TG_CHECK(tg_safetensors_get(st, "layer1.conv.weight", TG_ST_F32, 4, (int64_t[]){10, 1, 3, 3}, &data) ==
-             TG_ERR_SHAPE);
+    TG_CHECK(tg_safetensors_get(st, "layer1.conv.weight", TG_ST_F32, 4, (int64_t[]){10, 1, 3, 3},
+                                &data) == TG_ERR_SHAPE);
     TG_CHECK(strstr(tg_error_message(), "has shape [10, 1, 5, 5], expected [10, 1, 3, 3]"));
     TG_CHECK(data == NULL);
     tg_safetensors_destroy(st);
@@ -206,7 +212,8 @@ static void test_corrupt_files(void)
     expect_bad(file_buf, 5, "5 bytes, too short for the 8-byte header length", __LINE__);
     uint64_t huge = (uint64_t)1 << 63;
     memcpy(file_buf, &huge, 8);
-    expect_bad(file_buf, n, "header length 9223372036854775808 is more than the 100000000-byte limit", __LINE__);
+    expect_bad(file_buf, n,
+               "header length 9223372036854775808 is more than the 100000000-byte limit", __LINE__);
     huge = 5000;
     memcpy(file_buf, &huge, 8);
     expect_bad(file_buf, n, "header length 5000 runs past the end of the file", __LINE__);
@@ -218,33 +225,47 @@ static void test_corrupt_files(void)
     BAD("[1]", 0, "header does not start with '{'");
     BAD("{\"a\":1,}", 0, "model.safetensors header:1:8: expected a string key");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", 8, "header:1:");
-    BAD("{\"__metadata__\":{\"k\":1}}", 0, "__metadata__ value for key 'k' must be a string, found number");
+    BAD("{\"__metadata__\":{\"k\":1}}", 0,
+        "__metadata__ value for key 'k' must be a string, found number");
     BAD("{\"__metadata__\":[]}", 0, "__metadata__ must be an object");
     BAD("{\"a\":[]}", 0, "tensor 'a': entry must be an object, found array");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, "tensor 'a': unknown field 'x'");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8,
+        "tensor 'a': unknown field 'x'");
     BAD("{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'a': missing field 'dtype'");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "tensor 'a': missing field 'shape'");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8,
+        "tensor 'a': missing field 'shape'");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "missing field 'data_offsets'");
-    BAD("{\"a\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'a': unknown dtype 'F31'");
-    BAD("{\"a\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype 'f32'");
+    BAD("{\"a\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+        "tensor 'a': unknown dtype 'F31'");
+    BAD("{\"a\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+        "unknown dtype 'f32'");
     BAD("{\"a\":{\"dtype\":5,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype must be a string");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", 8, "shape must be an array");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape[0] must be a non-negative integer");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8, "shape[0] must be a non-negative integer");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", 8,
+        "shape must be an array");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,
+        "shape[0] must be a non-negative integer");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8,
+        "shape[0] must be a non-negative integer");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8,
         "shape has 9 dimensions, at most 8");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
         "shape [4294967296, 4294967296] f32 is too large");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "data_offsets must be [begin, end]");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,-8]}}", 8, "data_offsets must be [begin, end]");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "data_offsets [8, 0) end before they begin");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8,
+        "data_offsets must be [begin, end]");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,-8]}}", 8,
+        "data_offsets must be [begin, end]");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
+        "data_offsets [8, 0) end before they begin");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
         "data_offsets [0, 8) run past the end of the 4-byte data section");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,18446744073709551615]}}", 8,
         "data_offsets must be [begin, end]");
     /* The canonical message. */
-    BAD("{\"layer1.conv.weight\":{\"dtype\":\"F32\",\"shape\":[10,1,5,5],\"data_offsets\":[0,996]}}", 996,
-        "model.safetensors: tensor 'layer1.conv.weight': data_offsets [0, 996) span 996 bytes but shape "
+    BAD("{\"layer1.conv.weight\":{\"dtype\":\"F32\",\"shape\":[10,1,5,5],\"data_offsets\":[0,996]}"
+        "}",
+        996,
+        "model.safetensors: tensor 'layer1.conv.weight': data_offsets [0, 996) span 996 bytes but "
+        "shape "
         "[10, 1, 5, 5] f32 needs 1000");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
@@ -255,14 +276,16 @@ static void test_corrupt_files(void)
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
         20, "bytes [8, 12) of the data section belong to no tensor (before tensor 'b')");
-    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "bytes [0, 4) of the data section");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
+        "bytes [0, 4) of the data section");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9,
         "the data section has 9 bytes but the tensors cover only 8 (trailing data)");
     BAD("{}", 3, "has 3 bytes but the tensors cover only 0");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
         8, "duplicate key 'a'");
-    BAD("{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "NUL character");
+    BAD("{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+        "NUL character");
     BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}\x01", 8, "header:1:");
     /* Zero-size tensors sit anywhere between others, but not inside one. */
     n = make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
@@ -283,14 +306,16 @@ static void test_corrupt_files(void)
     fwrite(file_buf, 1, n, f);
     fclose(f);
     TG_CHECK(tg_safetensors_load(p, &st) == TG_ERR_FORMAT && st == NULL);
-    TG_CHECK(strstr(tg_error_message(), "bad.safetensors: tensor 'a': data_offsets [0, 8) run past"));
+    TG_CHECK(
+        strstr(tg_error_message(), "bad.safetensors: tensor 'a': data_offsets [0, 8) run past"));
     TG_CHECK(tg_safetensors_load(path_in_dir("missing.safetensors"), &st) == TG_ERR_NOT_FOUND);
     TG_CHECK(strstr(tg_error_message(), "missing.safetensors: cannot open"));
     TG_CHECK(tg_safetensors_load(dir, &st) == TG_ERR_IO);
     f = fopen(p, "wb");
     fwrite("abc", 1, 3, f);
     fclose(f);
-    TG_CHECK(tg_safetensors_load(p, &st) == TG_ERR_FORMAT && strstr(tg_error_message(), "too short"));
+    TG_CHECK(tg_safetensors_load(p, &st) == TG_ERR_FORMAT &&
+             strstr(tg_error_message(), "too short"));
 }
 
 /* ---- writer input checks and atomicity ---------------------------------------------- */
@@ -347,7 +372,8 @@ static void test_writer_rejects_bad_input(void)
     TG_CHECK(tg_safetensors_write(p, t, 1, m, 2) == TG_ERR_INVALID_ARG);
     TG_CHECK(strstr(tg_error_message(), "metadata key 'k' appears twice"));
     TG_CHECK(access(p, F_OK) != 0); /* nothing was created */
-    TG_CHECK(tg_safetensors_write(path_in_dir("no/such/dir/x.safetensors"), t, 1, NULL, 0) == TG_ERR_IO);
+    TG_CHECK(tg_safetensors_write(path_in_dir("no/such/dir/x.safetensors"), t, 1, NULL, 0) ==
+             TG_ERR_IO);
     TG_CHECK(strstr(tg_error_message(), "cannot write") &&
              strstr(tg_error_message(), "No such file or directory"));
     TG_CHECK(temp_files_left() == 0);

@@ -68,10 +68,17 @@ static void test_lr_constant(void)
  *   CosineAnnealingLR(SGD(lr=0.1), T_max=10, eta_min=0.01) */
 static void test_lr_step(void)
 {
-    static const double torch_lr[11] = {
-        0.5, 0.5, 0.5, 0.05000000074505806, 0.05000000074505806, 0.05000000074505806,
-        0.005000000149011613, 0.005000000149011613, 0.005000000149011613,
-        0.0005000000223517421, 0.0005000000223517421};
+    static const double torch_lr[11] = {0.5,
+                                        0.5,
+                                        0.5,
+                                        0.05000000074505806,
+                                        0.05000000074505806,
+                                        0.05000000074505806,
+                                        0.005000000149011613,
+                                        0.005000000149011613,
+                                        0.005000000149011613,
+                                        0.0005000000223517421,
+                                        0.0005000000223517421};
     tg_lr_schedule s = {.kind = TG_LR_STEP, .lr = 0.5f, .step_size = 3, .gamma = 0.1f};
     for (int k = 0; k < 11; k++)
         TG_CHECK_NEAR(tg_lr_at(&s, k), torch_lr[k], 1e-7 * torch_lr[k]);
@@ -81,7 +88,7 @@ static void test_lr_step(void)
 static void test_lr_cosine(void)
 {
     static const double torch_lr[11] = {
-        0.10000000149011612, 0.097797544681462442, 0.091405766073351311, 0.081450337490084901,
+        0.10000000149011612,  0.097797544681462442, 0.091405766073351311, 0.081450337490084901,
         0.068905765644942926, 0.055000000633299351, 0.041094235621655775, 0.028549663776513804,
         0.018594235193247394, 0.012202456585136271, 0.0099999997764825821};
     tg_lr_schedule s = {.kind = TG_LR_COSINE, .lr = 0.1f, .total_steps = 10, .min_lr = 0.01f};
@@ -319,8 +326,7 @@ static void test_add_adam(void)
         check_state(g, "net/fc/weight/exp_avg_sq", s.w, stage1);
         check_state(g, "net/fc/bias/exp_avg", s.b, -1);
         check_state(g, "net/fc/bias/exp_avg_sq", s.b, -1);
-        tg_tensor *u =
-            check_update(g, "net/fc/weight/update", TG_OP_ADAM_UPDATE, s.w, 4, stage1);
+        tg_tensor *u = check_update(g, "net/fc/weight/update", TG_OP_ADAM_UPDATE, s.w, 4, stage1);
         if (u) {
             TG_CHECK(u->in[1] == tg_graph_find(g, "net/fc/weight/exp_avg"));
             TG_CHECK(u->in[2] == tg_graph_find(g, "net/fc/weight/exp_avg_sq"));

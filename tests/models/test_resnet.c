@@ -85,18 +85,15 @@ static void test_parameter_counts_match_torchvision(void)
 /* torchvision's resnet18().named_parameters(), in order. */
 static const char *const resnet18_names[] = {
     "conv1.weight", "bn1.weight", "bn1.bias",
-#define BASIC(L, B)                                                                     \
-    "layer" #L "." #B ".conv1.weight", "layer" #L "." #B ".bn1.weight",                 \
-        "layer" #L "." #B ".bn1.bias", "layer" #L "." #B ".conv2.weight",               \
+#define BASIC(L, B)                                                                                \
+    "layer" #L "." #B ".conv1.weight", "layer" #L "." #B ".bn1.weight",                            \
+        "layer" #L "." #B ".bn1.bias", "layer" #L "." #B ".conv2.weight",                          \
         "layer" #L "." #B ".bn2.weight", "layer" #L "." #B ".bn2.bias"
-#define DOWN(L)                                                                         \
-    "layer" #L ".0.downsample.0.weight", "layer" #L ".0.downsample.1.weight",           \
+#define DOWN(L)                                                                                    \
+    "layer" #L ".0.downsample.0.weight", "layer" #L ".0.downsample.1.weight",                      \
         "layer" #L ".0.downsample.1.bias"
-    BASIC(1, 0), BASIC(1, 1),
-    BASIC(2, 0), DOWN(2), BASIC(2, 1),
-    BASIC(3, 0), DOWN(3), BASIC(3, 1),
-    BASIC(4, 0), DOWN(4), BASIC(4, 1),
-    "fc.weight", "fc.bias",
+    BASIC(1, 0),    BASIC(1, 1),  BASIC(2, 0), DOWN(2),     BASIC(2, 1), BASIC(3, 0), DOWN(3),
+    BASIC(3, 1),    BASIC(4, 0),  DOWN(4),     BASIC(4, 1), "fc.weight", "fc.bias",
 #undef BASIC
 #undef DOWN
 };
@@ -178,7 +175,7 @@ static void test_stem_follows_input_size(void)
         int h, w, kernel, map; /* conv1 kernel; layer1's output size */
         bool maxpool;
     } cases[] = {
-        {32, 32, 3, 32, false}, {63, 64, 3, 63, false}, {64, 64, 7, 16, true},
+        {32, 32, 3, 32, false},  {63, 64, 3, 63, false}, {64, 64, 7, 16, true},
         {224, 224, 7, 56, true}, {16, 16, 3, 16, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -199,8 +196,8 @@ static void test_output_shapes(void)
     for (int m = 0; m < 4; m++)
         for (int s = 0; s < 3; s++) {
             tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.9f);
-            tg_model_graph mg = build(names[m], 3, m == 0 ? &opt : NULL, sizes[s][0], sizes[s][1],
-                                      sizes[s][2], 7);
+            tg_model_graph mg =
+                build(names[m], 3, m == 0 ? &opt : NULL, sizes[s][0], sizes[s][1], sizes[s][2], 7);
             TG_CHECK(mg.output && tg_tensor_shape(mg.output).ndim == 2 &&
                      tg_tensor_shape(mg.output).dim[0] == 3 &&
                      tg_tensor_shape(mg.output).dim[1] == 7);
@@ -238,8 +235,9 @@ static void test_inputs_and_defaults(void)
     tg_model_input in = {0, 0, 0, 10, false, TG_STEM_AUTO, 0, {0}, {0}};
     TG_CHECK_OK(tg_model_input_parse("3x64x48", &in));
     TG_CHECK(in.channels == 3 && in.height == 64 && in.width == 48 && in.classes == 10);
-    static const char *const bad[] = {"3x64", "3x64x64x", "0x64x64", "3x-4x64", "3 x64x64",
-                                      "3x64x64 ", "", "x", "3x64x99999999999"};
+    static const char *const bad[] = {"3x64",    "3x64x64x", "0x64x64",
+                                      "3x-4x64", "3 x64x64", "3x64x64 ",
+                                      "",        "x",        "3x64x99999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         TG_CHECK(tg_model_input_parse(bad[i], &in) == TG_ERR_INVALID_ARG);
         TG_CHECK(strstr(tg_error_message(), "CxHxW") != NULL);
@@ -360,7 +358,8 @@ static void test_resnet18_trains_on_engine(void)
             tg_safetensors_find(st, "layer2.0.downsample.1.num_batches_tracked");
         TG_CHECK(mean && mean->ndim == 1 && mean->shape[0] == 128);
         TG_CHECK(var && var->ndim == 1 && var->shape[0] == 128);
-        TG_CHECK(nbt && nbt->ndim == 0 && nbt->dtype == TG_ST_I64 && *(const int64_t *)nbt->data == 3);
+        TG_CHECK(nbt && nbt->ndim == 0 && nbt->dtype == TG_ST_I64 &&
+                 *(const int64_t *)nbt->data == 3);
         /* running statistics moved from (0, 1) after three training steps */
         const tg_tensor *rs = tg_graph_find(mg.graph, "layer2/0/downsample/1/running_stats");
         const float *live = s && rs ? tg_session_data(s, rs) : NULL;

@@ -15,8 +15,8 @@ static void drop(const tg_tensor *node, const float *x, float *out, uint64_t see
                  int threads)
 {
     tg_pool *pool = tg_pool_create(threads);
-    tg_kernel_args a = {.node = node, .in = {(void *)x}, .out = out, .pool = pool,
-                        .seed = seed, .step = step};
+    tg_kernel_args a = {
+        .node = node, .in = {(void *)x}, .out = out, .pool = pool, .seed = seed, .step = step};
     tg_op_get(TG_OP_DROPOUT)->forward(&a);
     tg_pool_destroy(pool);
 }

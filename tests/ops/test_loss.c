@@ -35,16 +35,21 @@ static tg_tensor *build_loss(tg_graph *g, void *ctx)
             /* nll_bwd does not read x: sum x in so the graph has a gradient for it */
             tg_node_params p = {0};
             p.i[0] = c->c;
-            tg_tensor *b = tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){dl, labels}, &p);
+            tg_tensor *b =
+                tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){dl, labels}, &p);
             return tg_add(g, b, x);
         }
         }
     }
     switch (c->kind) {
-    case 0: return tg_cross_entropy(g, x, labels);
-    case 1: return tg_nll_loss(g, tg_log_softmax(g, x, 1), labels);
-    case 2: return tg_nll_loss(g, x, labels);
-    default: return tg_mse_loss(g, x, target);
+    case 0:
+        return tg_cross_entropy(g, x, labels);
+    case 1:
+        return tg_nll_loss(g, tg_log_softmax(g, x, 1), labels);
+    case 2:
+        return tg_nll_loss(g, x, labels);
+    default:
+        return tg_mse_loss(g, x, target);
     }
 }
 
@@ -68,7 +73,8 @@ static void test_kernels(void)
         for (int second = 0; second <= 1; second++)
             for (int threads = 1; threads <= 2; threads++) {
                 char label[64];
-                snprintf(label, sizeof label, "%s%s", kind_name[kind], second ? " second order" : "");
+                snprintf(label, sizeof label, "%s%s", kind_name[kind],
+                         second ? " second order" : "");
                 loss_case c = {kind, 6, 5, second};
                 tg_check_kernels(label, build_loss, &c, threads, 1e-5,
                                  (tg_check_opts){.int_range = 5});
@@ -87,8 +93,11 @@ static void run_both(const tg_tensor *node, void *const *in_f, double *const *in
     const tg_op_def *def = tg_op_get(node->op);
     size_t sb = def->scratch ? def->scratch(node, threads) : 0;
     double scratch[8];
-    tg_kernel_args a = {.node = node, .out = out_f, .pool = pool,
-                        .scratch = sb ? scratch : NULL, .scratch_bytes = sb};
+    tg_kernel_args a = {.node = node,
+                        .out = out_f,
+                        .pool = pool,
+                        .scratch = sb ? scratch : NULL,
+                        .scratch_bytes = sb};
     tg_ref_args r = {.node = node, .out = out_d};
     for (int k = 0; k < node->n_in; k++) {
         a.in[k] = in_f[k];
@@ -109,7 +118,8 @@ static void test_values(void)
     tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(2));
     tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
     tg_tensor *ce = tg_cross_entropy(g, x, l);
-    tg_tensor *ceb = tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, NULL);
+    tg_tensor *ceb =
+        tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, NULL);
     tg_tensor *nll = tg_nll_loss(g, x, l);
     tg_tensor *y = tg_input(g, "target", TG_F32, tg_shape2(2, 3));
     tg_tensor *mse = tg_mse_loss(g, x, y);
@@ -164,7 +174,8 @@ static void test_bad_labels(void)
     tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(3));
     tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
     tg_tensor *ce = tg_cross_entropy(g, x, l), *nll = tg_nll_loss(g, x, l);
-    tg_tensor *ceb = tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, NULL);
+    tg_tensor *ceb =
+        tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, NULL);
     tg_node_params p = {0};
     p.i[0] = 4;
     tg_tensor *nllb = tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){one, l}, &p);
@@ -212,7 +223,8 @@ static void expect_error(tg_graph *g, tg_status s, const char *text)
 {
     TG_CHECK(tg_graph_status(g) == s);
     if (!strstr(tg_graph_error(g), text))
-        tg_test_fail(__FILE__, __LINE__, "error '%s' does not contain '%s'", tg_graph_error(g), text);
+        tg_test_fail(__FILE__, __LINE__, "error '%s' does not contain '%s'", tg_graph_error(g),
+                     text);
     tg_graph_destroy(g);
 }
 
@@ -222,7 +234,8 @@ static void test_errors(void)
     tg_tensor *x = tg_input(g, "logits", TG_F32, tg_shape2(4, 10));
     tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(5));
     TG_CHECK(tg_cross_entropy(g, x, l) == NULL);
-    expect_error(g, TG_ERR_SHAPE, "cross_entropy: labels [5] do not match logits [4, 10] (expected [4])");
+    expect_error(g, TG_ERR_SHAPE,
+                 "cross_entropy: labels [5] do not match logits [4, 10] (expected [4])");
 
     g = tg_graph_create();
     x = tg_input(g, "logits", TG_F32, tg_shape2(4, 10));

@@ -30,26 +30,21 @@ static tg_shape operand(const int64_t *batch, int64_t r, int64_t c)
 static tg_tensor *build_mm(tg_graph *g, void *ctx)
 {
     const mm_case *c = ctx;
-    tg_tensor *a = tg_param(g, "a", operand(c->batch_a, c->ta ? c->K : c->M, c->ta ? c->M : c->K),
-                            U11);
-    tg_tensor *b = tg_param(g, "b", operand(c->batch_b, c->tb ? c->N : c->K, c->tb ? c->K : c->N),
-                            U11);
+    tg_tensor *a =
+        tg_param(g, "a", operand(c->batch_a, c->ta ? c->K : c->M, c->ta ? c->M : c->K), U11);
+    tg_tensor *b =
+        tg_param(g, "b", operand(c->batch_b, c->tb ? c->N : c->K, c->tb ? c->K : c->N), U11);
     return tg_matmul(g, a, b, c->ta, c->tb);
 }
 
 static const mm_case mm_cases[] = {
-    {{0}, {0}, 3, 4, 5, false, false},
-    {{0}, {0}, 3, 4, 5, true, false},
-    {{0}, {0}, 3, 4, 5, false, true},
-    {{0}, {0}, 3, 4, 5, true, true},
-    {{2}, {2}, 3, 2, 4, false, false},   /* batched */
-    {{2}, {2}, 3, 2, 4, true, true},
-    {{2, 3}, {2, 3}, 2, 3, 2, false, true}, /* two batch dims */
-    {{3}, {0}, 2, 3, 4, false, false},   /* b shared over a's batch */
-    {{3}, {0}, 2, 3, 4, true, false},
-    {{3}, {0}, 2, 3, 4, false, true},
-    {{2, 2}, {0}, 2, 3, 4, true, true},
-    {{0}, {0}, 1, 1, 1, false, false},
+    {{0}, {0}, 3, 4, 5, false, false},  {{0}, {0}, 3, 4, 5, true, false},
+    {{0}, {0}, 3, 4, 5, false, true},   {{0}, {0}, 3, 4, 5, true, true},
+    {{2}, {2}, 3, 2, 4, false, false},                                          /* batched */
+    {{2}, {2}, 3, 2, 4, true, true},    {{2, 3}, {2, 3}, 2, 3, 2, false, true}, /* two batch dims */
+    {{3}, {0}, 2, 3, 4, false, false}, /* b shared over a's batch */
+    {{3}, {0}, 2, 3, 4, true, false},   {{3}, {0}, 2, 3, 4, false, true},
+    {{2, 2}, {0}, 2, 3, 4, true, true}, {{0}, {0}, 1, 1, 1, false, false},
 };
 
 static void test_matmul_gradcheck(void)
@@ -64,21 +59,19 @@ static void test_matmul_gradcheck(void)
 static void test_matmul_kernels(void)
 {
     static const mm_case big[] = {
-        {{0}, {0}, 67, 45, 33, false, false},
-        {{0}, {0}, 67, 45, 33, true, true},
+        {{0}, {0}, 67, 45, 33, false, false},  {{0}, {0}, 67, 45, 33, true, true},
         {{0}, {0}, 130, 129, 70, false, true}, /* large enough to split over threads */
         {{0}, {0}, 20, 300, 70, true, false},  /* wide: split by columns */
-        {{4}, {4}, 17, 9, 12, false, true},
-        {{5}, {0}, 37, 40, 33, false, false},
-        {{1}, {1}, 70, 90, 80, false, false},  /* one large product, split inside */
+        {{4}, {4}, 17, 9, 12, false, true},    {{5}, {0}, 37, 40, 33, false, false},
+        {{1}, {1}, 70, 90, 80, false, false}, /* one large product, split inside */
         {{3}, {0}, 7, 9, 11, true, false},
     };
     for (size_t i = 0; i < sizeof big / sizeof *big; i++)
         for (int t = 1; t <= 2; t++) {
             char label[64];
             snprintf(label, sizeof label, "matmul kernels case %zu", i);
-            TG_CHECK(tg_check_kernels(label, build_mm, (void *)&big[i], t, 1e-4,
-                                      (tg_check_opts){0}));
+            TG_CHECK(
+                tg_check_kernels(label, build_mm, (void *)&big[i], t, 1e-4, (tg_check_opts){0}));
         }
     for (size_t i = 0; i < sizeof mm_cases / sizeof *mm_cases; i++)
         TG_CHECK(tg_check_kernels("matmul small", build_mm, (void *)&mm_cases[i], 2, 1e-4,

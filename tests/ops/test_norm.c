@@ -23,7 +23,10 @@ typedef struct norm_case {
     bool running; /* BN: with running statistics */
 } norm_case;
 
-static tg_shape case_shape(const norm_case *c) { return tg_shape_of(c->ndim, c->dims); }
+static tg_shape case_shape(const norm_case *c)
+{
+    return tg_shape_of(c->ndim, c->dims);
+}
 
 static tg_tensor *build_norm(tg_graph *g, void *ctx)
 {
@@ -37,8 +40,8 @@ static tg_tensor *build_norm(tg_graph *g, void *ctx)
             ps.dim[ps.ndim++] = xs.dim[d];
     }
     /* gamma away from 1 and beta away from 0 so both matter */
-    tg_tensor *gamma = c->gamma ? tg_param(g, "gamma", ps, (tg_init){TG_INIT_UNIFORM, 0.5, 1.5})
-                                : NULL;
+    tg_tensor *gamma =
+        c->gamma ? tg_param(g, "gamma", ps, (tg_init){TG_INIT_UNIFORM, 0.5, 1.5}) : NULL;
     tg_tensor *beta = c->beta ? tg_param(g, "beta", ps, U11) : NULL;
     switch (c->kind) {
     case BN: {
@@ -48,24 +51,21 @@ static tg_tensor *build_norm(tg_graph *g, void *ctx)
                            (tg_init){TG_INIT_UNIFORM, 0.2, 0.9});
         return tg_batch_norm(g, x, gamma, beta, run, 1e-5f);
     }
-    case GN: return tg_group_norm(g, x, c->arg, gamma, beta, 1e-5f);
-    default: return tg_layer_norm(g, x, c->arg, gamma, beta, 1e-5f);
+    case GN:
+        return tg_group_norm(g, x, c->arg, gamma, beta, 1e-5f);
+    default:
+        return tg_layer_norm(g, x, c->arg, gamma, beta, 1e-5f);
     }
 }
 
 static const norm_case cases[] = {
-    {BN, 4, {3, 2, 2, 3}, 0, true, true, true},
-    {BN, 4, {2, 3, 3, 2}, 0, false, false, false},
-    {BN, 2, {5, 3}, 0, true, false, true},
-    {BN, 3, {2, 4, 3}, 0, false, true, true},
-    {GN, 4, {2, 4, 2, 3}, 2, true, true, false},
-    {GN, 4, {2, 6, 3, 1}, 3, false, false, false},
-    {GN, 3, {3, 4, 2}, 1, true, true, false},  /* one group: layer norm over C, S */
+    {BN, 4, {3, 2, 2, 3}, 0, true, true, true},  {BN, 4, {2, 3, 3, 2}, 0, false, false, false},
+    {BN, 2, {5, 3}, 0, true, false, true},       {BN, 3, {2, 4, 3}, 0, false, true, true},
+    {GN, 4, {2, 4, 2, 3}, 2, true, true, false}, {GN, 4, {2, 6, 3, 1}, 3, false, false, false},
+    {GN, 3, {3, 4, 2}, 1, true, true, false},    /* one group: layer norm over C, S */
     {GN, 4, {2, 4, 2, 2}, 4, true, true, false}, /* instance norm */
-    {LN, 2, {4, 5}, 1, true, true, false},
-    {LN, 3, {2, 3, 4}, 2, true, true, false},
-    {LN, 3, {3, 2, 5}, 1, false, false, false},
-    {LN, 2, {3, 6}, 1, true, false, false},
+    {LN, 2, {4, 5}, 1, true, true, false},       {LN, 3, {2, 3, 4}, 2, true, true, false},
+    {LN, 3, {3, 2, 5}, 1, false, false, false},  {LN, 2, {3, 6}, 1, true, false, false},
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -90,8 +90,8 @@ static void test_gradcheck_inference(void)
         if (cases[i].kind != BN || !cases[i].running)
             continue;
         TG_CHECK(tg_gradcheck("batch norm (inference)", build_norm, (void *)&cases[i], o));
-        TG_CHECK(tg_check_kernels("batch norm (inference)", build_norm, (void *)&cases[i], 2,
-                                  1e-4, o));
+        TG_CHECK(
+            tg_check_kernels("batch norm (inference)", build_norm, (void *)&cases[i], 2, 1e-4, o));
     }
 }
 
@@ -103,10 +103,8 @@ static void test_kernels(void)
         for (int t = 1; t <= 2; t++)
             TG_CHECK(tg_check_kernels("norm small", build_norm, (void *)&cases[i], t, 1e-4, o));
     static const norm_case big[] = {
-        {BN, 4, {40, 20, 8, 8}, 0, true, true, true},
-        {BN, 4, {8, 64, 16, 16}, 0, true, true, true},
-        {GN, 4, {4, 32, 8, 8}, 8, true, true, false},
-        {LN, 2, {40, 256}, 1, true, true, false},
+        {BN, 4, {40, 20, 8, 8}, 0, true, true, true}, {BN, 4, {8, 64, 16, 16}, 0, true, true, true},
+        {GN, 4, {4, 32, 8, 8}, 8, true, true, false}, {LN, 2, {40, 256}, 1, true, true, false},
         {LN, 3, {4, 17, 96}, 1, true, true, false},
     };
     for (size_t i = 0; i < sizeof big / sizeof *big; i++)
@@ -123,8 +121,8 @@ static void test_running_stats(void)
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(4, 1));
     tg_scope_push(g, "bn");
-    tg_tensor *run = tg_state(g, "running_stats", tg_shape2(2, 1),
-                              (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    tg_tensor *run =
+        tg_state(g, "running_stats", tg_shape2(2, 1), (tg_init){TG_INIT_NORM_STATS, 0, 0});
     tg_scope_pop(g);
     tg_tensor *y = tg_batch_norm(g, x, NULL, NULL, run, 1e-5f);
     TG_CHECK_OK(tg_graph_status(g));

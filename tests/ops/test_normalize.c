@@ -23,7 +23,8 @@ static tg_tensor *build(tg_graph *g, void *ctx)
 static void test_kernel_and_values(void)
 {
     for (int threads = 1; threads <= 2; threads++)
-        tg_check_kernels("normalize_u8", build, NULL, threads, 1e-6, (tg_check_opts){.int_range = 256});
+        tg_check_kernels("normalize_u8", build, NULL, threads, 1e-6,
+                         (tg_check_opts){.int_range = 256});
     tg_graph *g = tg_graph_create();
     const float mean[1] = {0.5f}, std[1] = {0.25f};
     tg_tensor *x = tg_input(g, "x", TG_U8, tg_shape4(1, 1, 1, 3));
@@ -46,7 +47,8 @@ static void test_bad_inputs(void)
 {
     tg_graph *g = tg_graph_create();
     const float mean[4] = {0}, std[4] = {1, 1, 0, 1};
-    TG_CHECK(tg_normalize_u8(g, tg_input(g, "f", TG_F32, tg_shape4(1, 1, 2, 2)), mean, std) == NULL);
+    TG_CHECK(tg_normalize_u8(g, tg_input(g, "f", TG_F32, tg_shape4(1, 1, 2, 2)), mean, std) ==
+             NULL);
     TG_CHECK(strstr(tg_graph_error(g), "u8") != NULL);
     tg_graph_destroy(g);
     g = tg_graph_create();
@@ -97,7 +99,8 @@ static void test_training_is_bit_identical(void)
         const tg_tensor *t = tg_graph_tensor(a.graph, i);
         if (t->op == TG_OP_PARAM)
             TG_CHECK(memcmp(tg_session_data(sa, t),
-                            tg_session_data(sb, tg_graph_find(b.graph, t->name)), tg_nbytes(t)) == 0);
+                            tg_session_data(sb, tg_graph_find(b.graph, t->name)),
+                            tg_nbytes(t)) == 0);
     }
     /* the host stream of images is a quarter of the bytes */
     TG_CHECK(tg_nbytes(b.images) * 4 == tg_nbytes(a.images));

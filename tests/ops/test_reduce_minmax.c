@@ -36,8 +36,8 @@ static tg_tensor *build(tg_graph *g, void *ctx)
 }
 
 static const red_case cases[] = {
-    {{3, {3, 4, 5}}, 2, false, false, false},        {{3, {3, 4, 5}}, 5, true, true, false},
-    {{3, {3, 4, 5}}, 7, false, false, false},        {{2, {6, 1}}, 1, true, true, false},
+    {{3, {3, 4, 5}}, 2, false, false, false},      {{3, {3, 4, 5}}, 5, true, true, false},
+    {{3, {3, 4, 5}}, 7, false, false, false},      {{2, {6, 1}}, 1, true, true, false},
     {{4, {4, 8, 9, 17}}, 12, false, false, false}, /* a global max pool */
 };
 

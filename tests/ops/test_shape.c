@@ -48,7 +48,8 @@ static void run_fast(tg_graph *g, tg_tensor *in, const float *vals, tg_tensor *o
 /* ---- one builder per op, driven by a case struct ------------------------------------ */
 
 typedef struct {
-    int kind; /* 0 reshape, 1 flatten, 2 transpose, 3 concat, 4 slice, 5 reduce_sum, 6 reduce_mean */
+    int kind; /* 0 reshape, 1 flatten, 2 transpose, 3 concat, 4 slice, 5 reduce_sum, 6 reduce_mean
+               */
     tg_shape shape;
     int perm[TG_MAX_DIMS];
     int axis;
@@ -67,17 +68,22 @@ static tg_tensor *build_shape(tg_graph *g, void *ctx)
     case 0:
         /* reshape then an op, so the alias sits between real kernels */
         return tg_scale(g, tg_reshape(g, x, c->other), 2.0f, 0.0f);
-    case 1: return tg_scale(g, tg_flatten(g, x, c->axis), 1.0f, 0.5f);
-    case 2: return tg_transpose(g, x, c->perm);
+    case 1:
+        return tg_scale(g, tg_flatten(g, x, c->axis), 1.0f, 0.5f);
+    case 2:
+        return tg_transpose(g, x, c->perm);
     case 3: {
         tg_tensor *xs[TG_MAX_INPUTS] = {x};
         for (int k = 1; k < c->n_concat; k++)
             xs[k] = tg_param(g, "y", k % 2 ? c->other : c->shape, U);
         return tg_concat(g, xs, c->n_concat, c->axis);
     }
-    case 4: return tg_slice(g, x, c->axis, c->start, c->end);
-    case 5: return tg_reduce_sum(g, x, c->mask, c->keepdim);
-    default: return tg_reduce_mean(g, x, c->mask, c->keepdim);
+    case 4:
+        return tg_slice(g, x, c->axis, c->start, c->end);
+    case 5:
+        return tg_reduce_sum(g, x, c->mask, c->keepdim);
+    default:
+        return tg_reduce_mean(g, x, c->mask, c->keepdim);
     }
 }
 
@@ -159,18 +165,27 @@ static void test_transpose(void)
 
 static void test_concat(void)
 {
-    sh_case c = {.kind = 3, .shape = tg_shape3(2, 3, 4), .other = tg_shape3(2, 2, 4), .axis = 1,
+    sh_case c = {.kind = 3,
+                 .shape = tg_shape3(2, 3, 4),
+                 .other = tg_shape3(2, 2, 4),
+                 .axis = 1,
                  .n_concat = 2};
     check_case("concat axis 1", &c);
     c.axis = -2;
     check_case("concat axis -2", &c);
-    c = (sh_case){.kind = 3, .shape = tg_shape2(3, 2), .other = tg_shape2(3, 5), .axis = 1,
+    c = (sh_case){.kind = 3,
+                  .shape = tg_shape2(3, 2),
+                  .other = tg_shape2(3, 5),
+                  .axis = 1,
                   .n_concat = TG_MAX_INPUTS};
     check_case("concat 8 inputs", &c);
-    c = (sh_case){.kind = 3, .shape = tg_shape2(2, 3), .other = tg_shape2(4, 3), .axis = 0,
-                  .n_concat = 3};
+    c = (sh_case){
+        .kind = 3, .shape = tg_shape2(2, 3), .other = tg_shape2(4, 3), .axis = 0, .n_concat = 3};
     check_case("concat axis 0", &c);
-    c = (sh_case){.kind = 3, .shape = tg_shape2(300, 80), .other = tg_shape2(300, 60), .axis = 1,
+    c = (sh_case){.kind = 3,
+                  .shape = tg_shape2(300, 80),
+                  .other = tg_shape2(300, 60),
+                  .axis = 1,
                   .n_concat = 2};
     for (int threads = 1; threads <= 2; threads++)
         tg_check_kernels("concat large", build_shape, &c, threads, 1e-3, (tg_check_opts){0});
@@ -307,7 +322,8 @@ static void expect_error(tg_graph *g, tg_status s, const char *text)
 {
     TG_CHECK(tg_graph_status(g) == s);
     if (!strstr(tg_graph_error(g), text))
-        tg_test_fail(__FILE__, __LINE__, "error '%s' does not contain '%s'", tg_graph_error(g), text);
+        tg_test_fail(__FILE__, __LINE__, "error '%s' does not contain '%s'", tg_graph_error(g),
+                     text);
     tg_graph_destroy(g);
 }
 
@@ -316,7 +332,8 @@ static void test_errors(void)
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(3, 4));
     TG_CHECK(tg_reshape(g, x, tg_shape2(5, 2)) == NULL);
-    expect_error(g, TG_ERR_SHAPE, "reshape: cannot reshape [3, 4] (12 elements) to [5, 2] (10 elements)");
+    expect_error(g, TG_ERR_SHAPE,
+                 "reshape: cannot reshape [3, 4] (12 elements) to [5, 2] (10 elements)");
 
     g = tg_graph_create();
     x = tg_input(g, "x", TG_F32, tg_shape2(3, 4));
@@ -332,7 +349,8 @@ static void test_errors(void)
     x = tg_input(g, "x", TG_F32, tg_shape2(2, 3));
     tg_tensor *y = tg_input(g, "y", TG_F32, tg_shape2(3, 3));
     TG_CHECK(tg_concat(g, (tg_tensor *[]){x, y}, 2, 1) == NULL);
-    expect_error(g, TG_ERR_SHAPE, "concat: input 1 [3, 3] does not match input 0 [2, 3] outside axis 1");
+    expect_error(g, TG_ERR_SHAPE,
+                 "concat: input 1 [3, 3] does not match input 0 [2, 3] outside axis 1");
 
     g = tg_graph_create();
     x = tg_input(g, "x", TG_F32, tg_shape2(2, 3));
@@ -350,7 +368,8 @@ static void test_errors(void)
     g = tg_graph_create();
     x = tg_input(g, "x", TG_F32, tg_shape2(2, 3));
     TG_CHECK(tg_slice(g, x, 1, 2, 5) == NULL);
-    expect_error(g, TG_ERR_INVALID_ARG, "slice: range [2, 5) does not fit axis 1 of length 3 in [2, 3]");
+    expect_error(g, TG_ERR_INVALID_ARG,
+                 "slice: range [2, 5) does not fit axis 1 of length 3 in [2, 3]");
 
     g = tg_graph_create();
     x = tg_input(g, "x", TG_F32, tg_shape2(2, 3));

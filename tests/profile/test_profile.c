@@ -17,9 +17,13 @@
 
 static char dir[64];
 
-static const char *const pipelined[] = {"executionStrategy", "pipelined",
-                                        "Training.gradientAccumulation", "4", "deviceIterations",
-                                        "2", NULL};
+static const char *const pipelined[] = {"executionStrategy",
+                                        "pipelined",
+                                        "Training.gradientAccumulation",
+                                        "4",
+                                        "deviceIterations",
+                                        "2",
+                                        NULL};
 
 static void train(tg_test_model *c, bool profile, int runs)
 {
@@ -58,15 +62,20 @@ static void check_against_plan(const tg_program *p, tg_profile_reader *r)
             TG_CHECK(query_int(r, sql) == (int64_t)dp->region_bytes[reg]);
         }
         /* the peak-liveness step: its live tensors and scratch add up to its figure */
-        snprintf(sql, sizeof sql,
-                 "SELECT step FROM liveness WHERE device = %d ORDER BY live_bytes DESC, step LIMIT 1", d);
+        snprintf(
+            sql, sizeof sql,
+            "SELECT step FROM liveness WHERE device = %d ORDER BY live_bytes DESC, step LIMIT 1",
+            d);
         int64_t peak = query_int(r, sql);
-        snprintf(sql, sizeof sql, "SELECT live_bytes FROM liveness WHERE device = %d AND step = %lld",
-                 d, (long long)peak);
-        int64_t live = query_int(r, sql);
         snprintf(sql, sizeof sql,
-                 "SELECT COALESCE(SUM(bytes), 0) FROM tensors WHERE device = %d AND always_live = 0 "
-                 "AND first_step <= %lld AND last_step >= %lld", d, (long long)peak, (long long)peak);
+                 "SELECT live_bytes FROM liveness WHERE device = %d AND step = %lld", d,
+                 (long long)peak);
+        int64_t live = query_int(r, sql);
+        snprintf(
+            sql, sizeof sql,
+            "SELECT COALESCE(SUM(bytes), 0) FROM tensors WHERE device = %d AND always_live = 0 "
+            "AND first_step <= %lld AND last_step >= %lld",
+            d, (long long)peak, (long long)peak);
         int64_t tensors = query_int(r, sql);
         int64_t scratch = 0, k = 0;
         for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
@@ -76,13 +85,16 @@ static void check_against_plan(const tg_program *p, tg_profile_reader *r)
         TG_CHECK(live == tensors + scratch);
         TG_CHECK(live <= (int64_t)dp->region_bytes[TG_REGION_ACTIVATION]);
         /* the program tree: one execute step per planned step */
-        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM steps WHERE device = %d AND kind = 'execute'", d);
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT(*) FROM steps WHERE device = %d AND kind = 'execute'", d);
         TG_CHECK(query_int(r, sql) == dp->n_steps[0] + dp->n_steps[1] + dp->n_steps[2]);
         /* the trace follows the compiled schedule, micro-batch by micro-batch */
         sqlite3_stmt *st = NULL;
-        snprintf(sql, sizeof sql,
-                 "SELECT phase, micro_batch FROM trace WHERE run = 0 AND replica = 0 AND device = %d "
-                 "AND iteration = 0 AND kind = 'execute' AND phase != 'update' ORDER BY start_ns", d);
+        snprintf(
+            sql, sizeof sql,
+            "SELECT phase, micro_batch FROM trace WHERE run = 0 AND replica = 0 AND device = %d "
+            "AND iteration = 0 AND kind = 'execute' AND phase != 'update' ORDER BY start_ns",
+            d);
         sqlite3_prepare_v2(tg_profile_reader_db(r), sql, -1, &st, NULL);
         int pos = 0;
         while (st && sqlite3_step(st) == SQLITE_ROW) {

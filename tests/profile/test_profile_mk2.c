@@ -48,7 +48,8 @@ static void test_mk2_profile(void)
         TG_CHECK(atoll(tg_profile_reader_meta(r, "compute_sets")) ==
                  atoll(tg_profile_reader_meta(r, "steps")));
         TG_CHECK(atoll(tg_profile_reader_meta(r, "vertices")) % 6 == 0);
-        TG_CHECK(atoll(tg_profile_reader_meta(r, "edges")) > atoll(tg_profile_reader_meta(r, "vertices")));
+        TG_CHECK(atoll(tg_profile_reader_meta(r, "edges")) >
+                 atoll(tg_profile_reader_meta(r, "vertices")));
         int64_t v = 0;
         for (int d = 0; d < n_devices; d++) {
             snprintf(sql, sizeof sql, "SELECT SUM(bytes) FROM tiles WHERE device = %d", d);
@@ -59,7 +60,8 @@ static void test_mk2_profile(void)
             for (int ph = 0; ph < 3; ph++) {
                 snprintf(sql, sizeof sql,
                          "SELECT COUNT(*) FROM trace WHERE device = %d AND phase = '%s' AND "
-                         "ABS((end_cycles - start_cycles) - %.0f) > 1", d, phases[ph], cycles[d][ph]);
+                         "ABS((end_cycles - start_cycles) - %.0f) > 1",
+                         d, phases[ph], cycles[d][ph]);
                 TG_CHECK_OK(tg_profile_reader_int(r, sql, -1, &v));
                 TG_CHECK(v == 0);
             }

@@ -14,8 +14,7 @@
 
 static char dir[64];
 
-static tg_session *trained_with(tg_model_graph *mg, const char *model, int steps,
-                               tg_optimizer opt)
+static tg_session *trained_with(tg_model_graph *mg, const char *model, int steps, tg_optimizer opt)
 {
     TG_CHECK_OK(tg_model_graph_create(tg_model_find(model), 2, &opt, mg));
     tg_session *s = NULL;

@@ -240,10 +240,10 @@ static void test_lamb_with_sharding_is_refused(void)
     opt.max_grad_norm = 0.05f;
     trainer plain;
     TG_CHECK_OK(make(&plain, BATCH, &opt, (const char *[]){"replicationFactor", "2", NULL}));
-    TG_CHECK_OK(make(&t, BATCH, &opt,
-                     (const char *[]){"replicationFactor", "2",
-                                      "TensorLocations.optimizer.replicatedTensorSharding", "true",
-                                      NULL}));
+    TG_CHECK_OK(
+        make(&t, BATCH, &opt,
+             (const char *[]){"replicationFactor", "2",
+                              "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL}));
     if (t.s && plain.s) {
         train(&t, 2);
         train(&plain, 2);

@@ -123,21 +123,23 @@ static void test_pipelined_matches_accumulation_on_one_device(void)
     static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b"};
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.9f);
     trainer one;
-    TG_CHECK_OK(make(&one, BATCH, &opt, (const char *[]){"Training.gradientAccumulation", "6", NULL}));
+    TG_CHECK_OK(
+        make(&one, BATCH, &opt, (const char *[]){"Training.gradientAccumulation", "6", NULL}));
     if (one.s)
         train(&one, 2);
     for (int k = 0; k < 4 && one.s; k++) {
         trainer pipe;
-        TG_CHECK_OK(make(&pipe, BATCH, &opt,
-                         (const char *[]){"executionStrategy", "pipelined", "pipelineSchedule",
-                                          schedules[k], "Training.gradientAccumulation", "6",
-                                          NULL}));
+        TG_CHECK_OK(
+            make(&pipe, BATCH, &opt,
+                 (const char *[]){"executionStrategy", "pipelined", "pipelineSchedule",
+                                  schedules[k], "Training.gradientAccumulation", "6", NULL}));
         if (pipe.s) {
             train(&pipe, 2);
             bool same;
             double diff = max_param_diff(&one, &pipe, &same);
             if (!same)
-                tg_test_fail(__FILE__, __LINE__, "%s: weights differ (max %.3g)", schedules[k], diff);
+                tg_test_fail(__FILE__, __LINE__, "%s: weights differ (max %.3g)", schedules[k],
+                             diff);
             /* the engine never held more micro-batches than the plan has slots */
             const tg_program *p = tg_session_program(pipe.s);
             for (int d = 0; d < p->n_devices; d++) {
@@ -182,12 +184,13 @@ static void test_device_iterations_equal_separate_runs(void)
 {
     tg_optimizer opt = tg_optimizer_adam(0.01f);
     trainer once, thrice;
-    TG_CHECK_OK(make(&once, BATCH, &opt,
-                     (const char *[]){"executionStrategy", "pipelined", "Training.gradientAccumulation",
-                                      "4", "deviceIterations", "3", NULL}));
+    TG_CHECK_OK(
+        make(&once, BATCH, &opt,
+             (const char *[]){"executionStrategy", "pipelined", "Training.gradientAccumulation",
+                              "4", "deviceIterations", "3", NULL}));
     TG_CHECK_OK(make(&thrice, BATCH, &opt,
-                     (const char *[]){"executionStrategy", "pipelined", "Training.gradientAccumulation",
-                                      "4", NULL}));
+                     (const char *[]){"executionStrategy", "pipelined",
+                                      "Training.gradientAccumulation", "4", NULL}));
     if (once.s && thrice.s) {
         train(&once, 1);
         train(&thrice, 3);
@@ -204,8 +207,15 @@ static void test_output_modes(void)
 {
     tg_optimizer opt = tg_optimizer_sgd(0.0f, 0.0f); /* lr 0: the loss stays comparable */
     trainer all, fin, sum;
-    const char *base[] = {"Training.gradientAccumulation", "3", "deviceIterations", "2",
-                          "replicationFactor", "2", "outputMode", NULL, NULL};
+    const char *base[] = {"Training.gradientAccumulation",
+                          "3",
+                          "deviceIterations",
+                          "2",
+                          "replicationFactor",
+                          "2",
+                          "outputMode",
+                          NULL,
+                          NULL};
     base[7] = "all";
     TG_CHECK_OK(make(&all, BATCH, &opt, base));
     base[7] = "final";
@@ -245,8 +255,8 @@ static void test_pipelined_inference_matches_one_device(void)
     TG_CHECK_OK(tg_model_graph_create(m, BATCH, NULL, &a));
     TG_CHECK_OK(tg_model_graph_create(m, BATCH, NULL, &b));
     tg_options *o1 = options((const char *[]){"deviceIterations", "5", NULL});
-    tg_options *o4 = options((const char *[]){"executionStrategy", "pipelined", "deviceIterations",
-                                              "5", NULL});
+    tg_options *o4 =
+        options((const char *[]){"executionStrategy", "pipelined", "deviceIterations", "5", NULL});
     tg_session *s1 = NULL, *s4 = NULL;
     TG_CHECK_OK(tg_session_create(a.graph, o1, &s1));
     TG_CHECK_OK(tg_session_create(b.graph, o4, &s4));
@@ -289,9 +299,9 @@ static void test_bad_configurations(void)
     expect_compile_error((const char *[]){"executionStrategy", "pipelined", "stages", "B3,B4|B1,B2",
                                           "Training.gradientAccumulation", "4", NULL},
                          "runs against the data flow");
-    expect_compile_error((const char *[]){"executionStrategy", "pipelined", "stages", "B1|B9",
-                                          NULL},
-                         "names block 'B9'");
+    expect_compile_error(
+        (const char *[]){"executionStrategy", "pipelined", "stages", "B1|B9", NULL},
+        "names block 'B9'");
     expect_compile_error((const char *[]){"executionStrategy", "sharded", "devices", "2", NULL},
                          "only 2 devices");
     expect_compile_error((const char *[]){"executionStrategy", "pipelined",
@@ -341,9 +351,9 @@ static void test_allocation_is_the_plan(void)
     tg_optimizer opt = tg_optimizer_adamw(0.01f);
     tg_model_graph mg;
     TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), BATCH, &opt, &mg));
-    tg_options *o = options((const char *[]){"executionStrategy", "pipelined",
-                                             "Training.gradientAccumulation", "8",
-                                             "replicationFactor", "2", NULL});
+    tg_options *o =
+        options((const char *[]){"executionStrategy", "pipelined", "Training.gradientAccumulation",
+                                 "8", "replicationFactor", "2", NULL});
     int64_t before = tg_alloc_live_bytes();
     tg_session *s = NULL;
     TG_CHECK_OK(tg_session_create(mg.graph, o, &s));

@@ -75,8 +75,10 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
     TG_CHECK_OK(tg_profile_reader_open(path, &r));
     int64_t bytes = 0;
     if (r)
-        TG_CHECK_OK(tg_profile_reader_int(r, "SELECT SUM(bytes) FROM trace WHERE phase = 'update' "
-                                             "AND kind = 'stream from host'", 0, &bytes));
+        TG_CHECK_OK(tg_profile_reader_int(r,
+                                          "SELECT SUM(bytes) FROM trace WHERE phase = 'update' "
+                                          "AND kind = 'stream from host'",
+                                          0, &bytes));
     TG_CHECK(bytes > 0);
     tg_profile_reader_close(r);
     tg_test_model_destroy(&c);

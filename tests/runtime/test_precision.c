@@ -20,7 +20,10 @@
 
 enum { BATCH = 8 };
 
-static tg_optimizer adamw(void) { return tg_optimizer_adamw(0.002f); }
+static tg_optimizer adamw(void)
+{
+    return tg_optimizer_adamw(0.002f);
+}
 
 static const tg_buffer *buffer_of(const tg_session *s, const char *name)
 {
@@ -34,7 +37,8 @@ static void test_plan_stores_half(void)
 {
     tg_optimizer opt = adamw();
     tg_test_model f32, f16, mixed;
-    tg_test_train(&f32, BATCH, &opt, (const char *const[]){"Training.gradientAccumulation", "2", NULL}, 0, 1, NULL);
+    tg_test_train(&f32, BATCH, &opt,
+                  (const char *const[]){"Training.gradientAccumulation", "2", NULL}, 0, 1, NULL);
     tg_test_train(&f16, BATCH, &opt,
                   (const char *const[]){"Training.gradientAccumulation", "2", "precision", "16.16",
                                         "firstOrderMomentumAccumType", "f16", NULL},
@@ -45,11 +49,13 @@ static void test_plan_stores_half(void)
                   0, 1, NULL);
     const tg_program *a = tg_session_program(f32.s), *b = tg_session_program(f16.s);
     /* weights halve (to within the 64-byte alignment of each buffer) */
-    size_t wa = a->devices[0].region_bytes[TG_REGION_PARAM], wb = b->devices[0].region_bytes[TG_REGION_PARAM];
+    size_t wa = a->devices[0].region_bytes[TG_REGION_PARAM],
+           wb = b->devices[0].region_bytes[TG_REGION_PARAM];
     TG_CHECK(wb < wa * 0.52 && wb > wa * 0.45);
     TG_CHECK(b->devices[0].region_bytes[TG_REGION_ACCUMULATOR] <
              a->devices[0].region_bytes[TG_REGION_ACCUMULATOR] * 0.52);
-    TG_CHECK(b->devices[0].region_bytes[TG_REGION_INPUT] < a->devices[0].region_bytes[TG_REGION_INPUT]);
+    TG_CHECK(b->devices[0].region_bytes[TG_REGION_INPUT] <
+             a->devices[0].region_bytes[TG_REGION_INPUT]);
     const tg_buffer *w = buffer_of(f16.s, "layer1/conv/weight");
     TG_CHECK(w && w->dtype == TG_F16);
     const tg_buffer *m1 = buffer_of(f16.s, "layer1/conv/weight/exp_avg");
@@ -107,13 +113,15 @@ static void test_half_training_follows_f32(void)
     tg_test_train(&init, BATCH, &opt, NULL, 0, 7, NULL);
     tg_test_train(&f32, BATCH, &opt, NULL, 20, 7, NULL);
     tg_test_train(&f16, BATCH, &opt,
-                  (const char *const[]){"precision", "16.16", "lossScaling", "dynamic", NULL}, 20, 7, NULL);
-    tg_test_train(&bf16, BATCH, &opt, (const char *const[]){"precision", "bf16.bf16", NULL}, 20, 7, NULL);
+                  (const char *const[]){"precision", "16.16", "lossScaling", "dynamic", NULL}, 20,
+                  7, NULL);
+    tg_test_train(&bf16, BATCH, &opt, (const char *const[]){"precision", "bf16.bf16", NULL}, 20, 7,
+                  NULL);
     double moved = weight_distance(&init, &f32);
     double d16 = weight_distance(&f32, &f16), db16 = weight_distance(&f32, &bf16);
     printf("  f32 moved %.3g per weight; f16 is %.3g from f32, bf16 %.3g\n", moved, d16, db16);
     TG_CHECK(moved > 1e-4);
-    TG_CHECK(d16 < 0.25 * moved);  /* rounding, not a different trajectory */
+    TG_CHECK(d16 < 0.25 * moved); /* rounding, not a different trajectory */
     TG_CHECK(db16 < 0.5 * moved);
     TG_CHECK(tg_session_skipped_updates(f16.s) == 0);
     tg_test_model_destroy(&init);
@@ -143,8 +151,17 @@ static void test_dynamic_scaling_skips_and_recovers(void)
 {
     tg_optimizer opt = adamw();
     tg_test_model c, before;
-    const char *const kv[] = {"precision", "16.16", "lossScaling", "dynamic", "lossScalingFactor", "1024",
-                              "lossScalingGrowthInterval", "3", "debug.checkNaN", "false", NULL};
+    const char *const kv[] = {"precision",
+                              "16.16",
+                              "lossScaling",
+                              "dynamic",
+                              "lossScalingFactor",
+                              "1024",
+                              "lossScalingGrowthInterval",
+                              "3",
+                              "debug.checkNaN",
+                              "false",
+                              NULL};
     tg_test_train(&c, BATCH, &opt, kv, 0, 1, NULL);
     tg_test_train(&before, BATCH, &opt, kv, 0, 1, NULL);
     for (int k = 0; k < 2; k++) {
@@ -173,8 +190,9 @@ static void test_scale_too_high_comes_down(void)
     tg_test_model c;
     /* 2^40: every scaled gradient overflows f16 until the scale has halved
      * about 25 times; the run must recover and train */
-    const char *const kv[] = {"precision", "16.16", "lossScaling", "dynamic", "lossScalingFactor",
-                              "1099511627776", "deviceIterations", "10", NULL};
+    const char *const kv[] = {
+        "precision",        "16.16", "lossScaling", "dynamic", "lossScalingFactor", "1099511627776",
+        "deviceIterations", "10",    NULL};
     tg_test_train(&c, BATCH, &opt, kv, 6, 3, NULL);
     int64_t skipped = tg_session_skipped_updates(c.s);
     float scale = tg_session_loss_scale(c.s);
@@ -188,8 +206,9 @@ static void test_static_scaling_keeps_factor(void)
 {
     tg_optimizer opt = adamw();
     tg_test_model c;
-    const char *const kv[] = {"precision", "16.16", "lossScaling", "static", "lossScalingFactor", "1000",
-                              "debug.checkNaN", "false", NULL};
+    const char *const kv[] = {
+        "precision", "16.16",          "lossScaling", "static", "lossScalingFactor",
+        "1000",      "debug.checkNaN", "false",       NULL};
     tg_test_train(&c, BATCH, &opt, kv, 2, 3, NULL);
     TG_CHECK_OK(step(&c, INFINITY, 1));
     TG_CHECK(tg_session_skipped_updates(c.s) == 1);
@@ -230,13 +249,25 @@ static void test_half_pipelined_matches_one_device(void)
 {
     tg_optimizer opt = adamw();
     tg_test_model one, piped, reps;
-    const char *const base[] = {"precision", "16.16", "Training.gradientAccumulation", "4",
-                                "Precision.enableStochasticRounding", "true", NULL};
-    const char *const pipe[] = {"precision", "16.16", "Training.gradientAccumulation", "4",
-                                "Precision.enableStochasticRounding", "true",
-                                "executionStrategy", "pipelined", NULL};
-    const char *const rep[] = {"precision", "bf16.bf16", "replicationFactor", "2",
-                               "Precision.enableStochasticRounding", "true", NULL};
+    const char *const base[] = {"precision",
+                                "16.16",
+                                "Training.gradientAccumulation",
+                                "4",
+                                "Precision.enableStochasticRounding",
+                                "true",
+                                NULL};
+    const char *const pipe[] = {"precision",
+                                "16.16",
+                                "Training.gradientAccumulation",
+                                "4",
+                                "Precision.enableStochasticRounding",
+                                "true",
+                                "executionStrategy",
+                                "pipelined",
+                                NULL};
+    const char *const rep[] = {
+        "precision", "bf16.bf16", "replicationFactor", "2", "Precision.enableStochasticRounding",
+        "true",      NULL};
     tg_test_train(&one, BATCH, &opt, base, 3, 5, NULL);
     tg_test_train(&piped, BATCH, &opt, pipe, 3, 5, NULL);
     TG_CHECK(tg_test_same_weights(&one, &piped, true));
@@ -245,8 +276,8 @@ static void test_half_pipelined_matches_one_device(void)
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         if (t->op == TG_OP_PARAM)
-            TG_CHECK(memcmp(tg_session_replica_data(reps.s, 0, t), tg_session_replica_data(reps.s, 1, t),
-                            (size_t)tg_numel(t) * 2) == 0);
+            TG_CHECK(memcmp(tg_session_replica_data(reps.s, 0, t),
+                            tg_session_replica_data(reps.s, 1, t), (size_t)tg_numel(t) * 2) == 0);
     }
     tg_test_model_destroy(&one);
     tg_test_model_destroy(&piped);

@@ -53,9 +53,11 @@ static void test_recompute_one_device(void)
 
 static void test_recompute_pipelined_stages(void)
 {
-    const char *base[] = {"executionStrategy", "pipelined", "Training.gradientAccumulation", "8", NULL};
-    const char *re[] = {"executionStrategy", "pipelined", "Training.gradientAccumulation", "8",
-                        "recomputation", "pipeline", NULL};
+    const char *base[] = {"executionStrategy", "pipelined", "Training.gradientAccumulation", "8",
+                          NULL};
+    const char *re[] = {
+        "executionStrategy", "pipelined", "Training.gradientAccumulation", "8", "recomputation",
+        "pipeline",          NULL};
     compare(base, re, false);
     compare(base, re, true);
 }

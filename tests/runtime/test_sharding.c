@@ -58,15 +58,22 @@ static void test_sharded_matches_unsharded(void)
 {
     tg_optimizer opt = tg_optimizer_adamw(0.002f);
     tg_test_model plain, sharded;
-    const char *const base[] = {"replicationFactor", "2", "Training.gradientAccumulation", "2", NULL};
-    const char *const rts[] = {"replicationFactor", "2", "Training.gradientAccumulation", "2",
-                               "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
+    const char *const base[] = {"replicationFactor", "2", "Training.gradientAccumulation", "2",
+                                NULL};
+    const char *const rts[] = {"replicationFactor",
+                               "2",
+                               "Training.gradientAccumulation",
+                               "2",
+                               "TensorLocations.optimizer.replicatedTensorSharding",
+                               "true",
+                               NULL};
     tg_test_train(&plain, BATCH, &opt, base, 4, 11, NULL);
     tg_test_train(&sharded, BATCH, &opt, rts, 4, 11, NULL);
     TG_CHECK(same_values(&plain, &sharded));
     check_replicas_agree(&sharded);
     const tg_program *a = tg_session_program(plain.s), *b = tg_session_program(sharded.s);
-    size_t sa = a->devices[0].region_bytes[TG_REGION_STATE], sb = b->devices[0].region_bytes[TG_REGION_STATE];
+    size_t sa = a->devices[0].region_bytes[TG_REGION_STATE],
+           sb = b->devices[0].region_bytes[TG_REGION_STATE];
     printf("  optimizer state per replica: %zu -> %zu bytes\n", sa, sb);
     TG_CHECK(sb < sa * 0.55 && sb > sa * 0.4);
     tg_test_model_destroy(&plain);
@@ -77,15 +84,38 @@ static void test_sharded_half_pipelined(void)
 {
     tg_optimizer opt = tg_optimizer_adamw(0.002f);
     tg_test_model plain, sharded;
-    const char *const base[] = {"replicationFactor", "2", "Training.gradientAccumulation", "4",
-                                "executionStrategy", "pipelined", "stages", "B1,B2|B3,B4",
-                                "precision", "16.16", "Precision.enableStochasticRounding", "true",
-                                "firstOrderMomentumAccumType", "f16", NULL};
-    const char *const rts[] = {"replicationFactor", "2", "Training.gradientAccumulation", "4",
-                               "executionStrategy", "pipelined", "stages", "B1,B2|B3,B4",
-                               "precision", "16.16", "Precision.enableStochasticRounding", "true",
-                               "firstOrderMomentumAccumType", "f16",
-                               "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
+    const char *const base[] = {"replicationFactor",
+                                "2",
+                                "Training.gradientAccumulation",
+                                "4",
+                                "executionStrategy",
+                                "pipelined",
+                                "stages",
+                                "B1,B2|B3,B4",
+                                "precision",
+                                "16.16",
+                                "Precision.enableStochasticRounding",
+                                "true",
+                                "firstOrderMomentumAccumType",
+                                "f16",
+                                NULL};
+    const char *const rts[] = {"replicationFactor",
+                               "2",
+                               "Training.gradientAccumulation",
+                               "4",
+                               "executionStrategy",
+                               "pipelined",
+                               "stages",
+                               "B1,B2|B3,B4",
+                               "precision",
+                               "16.16",
+                               "Precision.enableStochasticRounding",
+                               "true",
+                               "firstOrderMomentumAccumType",
+                               "f16",
+                               "TensorLocations.optimizer.replicatedTensorSharding",
+                               "true",
+                               NULL};
     tg_test_train(&plain, BATCH, &opt, base, 3, 12, NULL);
     tg_test_train(&sharded, BATCH, &opt, rts, 3, 12, NULL);
     TG_CHECK(same_values(&plain, &sharded));
@@ -101,7 +131,8 @@ static void test_checkpoints_cross_sharding(void)
     const char *const rts[] = {"replicationFactor", "2",
                                "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
     tg_test_train(&sharded, BATCH, &opt, rts, 3, 13, NULL);
-    tg_test_train(&plain, BATCH, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, 13, NULL);
+    tg_test_train(&plain, BATCH, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, 13,
+                  NULL);
     char path[] = "/tmp/tg_sharding_ckpt_XXXXXX";
     int fd = mkstemp(path);
     TG_CHECK(fd >= 0);

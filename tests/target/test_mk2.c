@@ -102,11 +102,12 @@ static void test_program_mapping_conserves_bytes(void)
             const tg_buffer *b = &p->buffers[i];
             if (b->device != d)
                 continue;
-            int64_t bytes = (int64_t)(b->region == TG_REGION_ACTIVATION ? b->stride
-                                                                         : b->stride * b->slots);
+            int64_t bytes =
+                (int64_t)(b->region == TG_REGION_ACTIVATION ? b->stride : b->stride * b->slots);
             int64_t sum = 0;
             for (int t = 0; t < p->tile_plan->target.tiles; t++)
-                sum += tg_tile_span_bytes(&p->tile_plan->span[i], bytes, p->tile_plan->target.tiles, t);
+                sum += tg_tile_span_bytes(&p->tile_plan->span[i], bytes, p->tile_plan->target.tiles,
+                                          t);
             TG_CHECK(sum == bytes);
         }
         int n_steps = dp->n_steps[0] + dp->n_steps[1] + dp->n_steps[2];
@@ -138,7 +139,8 @@ static void test_program_mapping_conserves_bytes(void)
         double sum = 0;
         for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++)
             sum += td->step_cycles[TG_PHASE_FORWARD][s];
-        TG_CHECK_NEAR(sum + td->copy_cycles[TG_PHASE_FORWARD], td->cycles[TG_PHASE_FORWARD], 1e-6 * sum);
+        TG_CHECK_NEAR(sum + td->copy_cycles[TG_PHASE_FORWARD], td->cycles[TG_PHASE_FORWARD],
+                      1e-6 * sum);
     }
     tg_program_destroy(p);
     tg_options_destroy(o);

@@ -68,9 +68,11 @@ static void test_bad_flags(void)
     EXPECT("train --model mnist-pipeline --strategy diagonal --train-limit 100 --test-limit 100", 1,
            "single|pipelined|sharded");
     EXPECT("train --model mnist-pipeline --strategy pipelined --gradient-accumulation 2 "
-           "--train-limit 400 --test-limit 100", 1, "at least 4");
+           "--train-limit 400 --test-limit 100",
+           1, "at least 4");
     EXPECT("train --model mnist-pipeline --strategy pipelined --stages 'B1|B2' --train-limit 400 "
-           "--test-limit 100", 1, "is in no stage");
+           "--test-limit 100",
+           1, "is in no stage");
     EXPECT("train --options /nonexistent.json --train-limit 100", 1, "/nonexistent.json");
     EXPECT("train --precision 8.8 --train-limit 100", 1, "option 'precision': '8.8' is not one of");
     EXPECT("train --loss-scaling sometimes --train-limit 100", 1, "static|dynamic");
@@ -87,10 +89,15 @@ static void test_journey_memory_story(void)
     char args[1024];
     snprintf(args, sizeof args, "%s --precision 32.32", base);
     EXPECT(args, 1, "device 1 tile 115 needs 717 KiB but has 624 KiB");
-    snprintf(args, sizeof args, "%s --precision 32.32 --engine-option debug.allowOutOfMemory=true", base);
-    EXPECT(args, 0, "fp16 weights, activations, gradients       717 KiB -> 513 KiB, saves 204 KiB (28%), fits");
-    snprintf(args, sizeof args, "%s --precision 16.16 --loss-scaling static --loss-scale 1000 "
-             "--accum-type f16 --first-moment-type f16", base);
+    snprintf(args, sizeof args, "%s --precision 32.32 --engine-option debug.allowOutOfMemory=true",
+             base);
+    EXPECT(
+        args, 0,
+        "fp16 weights, activations, gradients       717 KiB -> 513 KiB, saves 204 KiB (28%), fits");
+    snprintf(args, sizeof args,
+             "%s --precision 16.16 --loss-scaling static --loss-scale 1000 "
+             "--accum-type f16 --first-moment-type f16",
+             base);
     EXPECT(args, 0, "device 1: max tile 904 holds 470 KiB (75% of its memory)");
 }
 
@@ -98,12 +105,14 @@ static void test_journey_memory_story(void)
 static void test_precision_flags(void)
 {
     EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 400 --test-limit 100 "
-           "--precision 16.16 --loss-scaling dynamic", 0,
-           "loss scale 1024, 0 updates skipped for overflowing gradients");
+           "--precision 16.16 --loss-scaling dynamic",
+           0, "loss scale 1024, 0 updates skipped for overflowing gradients");
     EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 400 --test-limit 100 "
-           "--precision bf16.bf16 --stochastic-rounding --json", 0, "\"skipped_updates\":0");
+           "--precision bf16.bf16 --stochastic-rounding --json",
+           0, "\"skipped_updates\":0");
     /* the plan shows the halving: mnist-pipeline's weights are 352 KiB in f32 */
-    EXPECT("compile --model mnist-pipeline --precision 16.16", 0, "weights                           176 KiB");
+    EXPECT("compile --model mnist-pipeline --precision 16.16", 0,
+           "weights                           176 KiB");
 }
 
 static void write_file(const char *name, const void *data, size_t n)
@@ -124,41 +133,51 @@ static void test_compile_plans_and_reports_out_of_memory(void)
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 --json",
            0, "\"per_device\":[");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 4000000", 1, "device 0 needs 14.3 MiB but has 3.81 MiB");
+           "--memory-per-device 4000000",
+           1, "device 0 needs 14.3 MiB but has 3.81 MiB");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 4000000", 1, "largest buffers: 'layer1/conv' (pipeline stash)");
+           "--memory-per-device 4000000",
+           1, "largest buffers: 'layer1/conv' (pipeline stash)");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true", 0,
-           "14.3 MiB");
+           "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true",
+           0, "14.3 MiB");
     EXPECT("compile --model mnist-pipeline --engine-option nonsense", 1, "not KEY=VALUE");
     /* --engine-option given twice: both apply (recomputation brings 14.3 MiB to 5.04 MiB) */
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
            "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true "
-           "--engine-option recomputation=pipeline", 0, "needs 5.04 MiB of 3.81 MiB");
+           "--engine-option recomputation=pipeline",
+           0, "needs 5.04 MiB of 3.81 MiB");
     /* over capacity but allowed: the plan and the remedies, each re-planned */
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
-           "recomputation (keep only stage inputs)     14.3 MiB -> 5.04 MiB, saves 9.28 MiB (65%), fits");
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
+           0,
+           "recomputation (keep only stage inputs)     14.3 MiB -> 5.04 MiB, saves 9.28 MiB (65%), "
+           "fits");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
-           "half the micro-batch");
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
+           0, "half the micro-batch");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
-           "fp16 weights, activations, gradients       14.3 MiB -> 9.00 MiB");
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
+           0, "fp16 weights, activations, gradients       14.3 MiB -> 9.00 MiB");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true", 0,
-           "recomputation, a checkpoint per block      14.3 MiB -> 7.01 MiB, saves 7.30 MiB (51%), fits");
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
+           0,
+           "recomputation, a checkpoint per block      14.3 MiB -> 7.01 MiB, saves 7.30 MiB (51%), "
+           "fits");
     EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
-           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true --replicas 2", 0,
+           "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true --replicas 2",
+           0,
            "replicated tensor sharding                 14.3 MiB -> 14.3 MiB, saves 1.00 KiB (0%)");
     /* --split alone divides the model over devices (executionStrategy auto) */
     EXPECT("compile --model resnet18 --input 3x32x32 --split layer3.0 --batch-size 4 "
-           "--gradient-accumulation 2", 0, "2 devices x 1 replica");
+           "--gradient-accumulation 2",
+           0, "2 devices x 1 replica");
     /* one more stage: the fullest device's layers split where half its bytes lie
      * (layer4 holds most of resnet18's weights, so the split falls inside it) */
     EXPECT("compile --model resnet18 --input 3x32x32 --split layer3.0 --batch-size 8 "
            "--gradient-accumulation 4 --memory-per-device 30000000 "
-           "--engine-option debug.allowOutOfMemory=true", 0,
+           "--engine-option debug.allowOutOfMemory=true",
+           0,
            "one more pipeline stage                    234 MiB -> 149 MiB, saves 85.4 MiB (36%), "
            "still over; split at layer4.1 too");
 }
@@ -192,8 +211,10 @@ static void test_data_and_loader_flags(void)
     EXPECT("train --resize 64 --train-limit 10", 1, "--resize '64' is not HxW");
     EXPECT("train --model fashion-basic --data synthetic", 1, "takes 1x28x28 images");
     /* a ResNet built for the data's shape, on synthetic CIFAR-shaped data, async loading */
-    EXPECT("train --model resnet18 --data synthetic --train-limit 32 --test-limit 16 --batch-size 8 "
-           "--loader async --workers 2 --flip 0.5 --threads 2 --quiet", 0, "test accuracy:");
+    EXPECT(
+        "train --model resnet18 --data synthetic --train-limit 32 --test-limit 16 --batch-size 8 "
+        "--loader async --workers 2 --flip 0.5 --threads 2 --quiet",
+        0, "test accuracy:");
 }
 
 static void test_bad_options_file(void)
@@ -243,7 +264,8 @@ static void test_train_save_infer(void)
            "--device-iterations 2 --batch-size 8 --train-limit 640 --test-limit 200 --quiet",
            0, "test accuracy:");
     EXPECT("train --model mnist-pipeline --strategy sharded --batch-size 8 --train-limit 160 "
-           "--test-limit 100 --quiet", 0, "test accuracy:");
+           "--test-limit 100 --quiet",
+           0, "test accuracy:");
     EXPECT("train --model mnist-pipeline --strategy pipelined --stages 'B1,B2|B3,B4' --replicas 2 "
            "--gradient-accumulation 2 --batch-size 8 --train-limit 320 --test-limit 100 --quiet",
            0, "2 devices x 2 replicas");
