@@ -137,7 +137,7 @@ static int parse_floats(const char *text, const char *end, float *v, int cap)
         char *stop;
         errno = 0;
         double x = strtod(text, &stop);
-        if (stop == text || errno || !isfinite(x) || n == cap || stop > end)
+        if (stop == text || errno || !isfinite((float)x) || n == cap || stop > end)
             return -1;
         v[n++] = (float)x;
         text = stop;

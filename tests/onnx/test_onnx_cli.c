@@ -86,6 +86,8 @@ static void test_normalize(void)
 {
     TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.5", 1, "MEAN/STD");
     TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.2/0", 1, "std positive");
+    /* finite as a double, infinite as the float the loader keeps */
+    TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 1e40/1", 1, "'1e40/1'");
     TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.1,x/0.3", 1, "0.1,x/0.3");
     TG_CLI_EXPECT(tmpdir, "train --model " FIXTURE " --normalize 0.1,0.2/0.3,0.4", 1,
                   "gives 2 channels but the images have 1");
