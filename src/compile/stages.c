@@ -270,7 +270,8 @@ tg_status tg_stage_goal_read(const tg_options *o, int n_stages, bool training, t
     int64_t cap = tg_options_get_int(o, "memoryPerDevice");
     if (cap <= 0 && g->cost.tiled)
         cap = (int64_t)g->cost.target.tiles * g->cost.target.tile_memory;
-    g->capacity = cap > 0 ? (double)cap : 0;
+    double margin = tg_options_get_float(o, "autoStages.memoryMargin");
+    g->capacity = cap > 0 ? (double)cap * (1 - margin) : 0;
     tg_pipe_schedule s;
     TG_TRY(tg_pipe_schedule_build(g->kind, n_stages, g->micro_batches, training, &s));
     for (int k = 0; k < n_stages; k++)
@@ -377,9 +378,9 @@ tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal,
     if (best[(S - 1) * n + n - 1] == INFINITY) {
         s = tg_error(TG_ERR_NOMEM,
                      "automatic stages: no split of the model's %d %s over %d devices fits "
-                     "%.1f MB per device (by the estimate); use more devices, recomputation, "
-                     "offloading or a smaller batch",
-                     n, a->from_blocks ? "blocks" : "layer scopes", S, goal->capacity / 1e6);
+                     "%.1f MiB per device (memoryPerDevice less autoStages.memoryMargin, by the "
+                     "estimate); use more devices, recomputation, offloading or a smaller batch",
+                     n, a->from_blocks ? "blocks" : "layer scopes", S, goal->capacity / 1048576.0);
     } else {
         int first[TG_STAGES_MAX + 1];
         for (int k = S - 1, j = n - 1; k >= 0; k--) {
@@ -435,10 +436,9 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
                 nm++;
             int x = find_atom(a, nm);
             if (x < 0)
-                return tg_error(TG_ERR_CONFIG,
-                                "stages \"%s\": '%s' is not one of the model's %s "
-                                "(%s)",
-                                spec, nm, a->from_blocks ? "blocks" : "layer scopes", list);
+                return tg_error(TG_ERR_CONFIG, "%s \"%s\": '%s' is not one of the model's %s (%s)",
+                                stages_form ? "stages" : "split", spec, nm,
+                                a->from_blocks ? "blocks" : "layer scopes", list);
             if (n_stages >= TG_STAGES_MAX)
                 return tg_error(TG_ERR_CONFIG, "stages \"%s\": more than %d stages", spec,
                                 TG_STAGES_MAX);

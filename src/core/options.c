@@ -51,6 +51,10 @@ static const opt_spec option_table[] = {
     {"split", OPT_STRING, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\""},
     {"devices", OPT_INT, "0", 0, 64, NULL, "devices available (0: one per stage)"},
+    {"autoStages.memoryMargin", OPT_FLOAT, "0.1", 0, 0.9, NULL,
+     "stages auto / split auto: the share of memoryPerDevice the memory estimate leaves free for "
+     "what the memory plan adds (raised by 0.1 and the search run again when a chosen split does "
+     "not fit the plan)"},
     {"memoryPerDevice", OPT_INT, "0", 0, 9.2e18, NULL,
      "device memory capacity in bytes (0: unlimited); a plan that does not fit fails to compile"},
     {"replicationFactor", OPT_INT, "1", 1, 64, NULL,
