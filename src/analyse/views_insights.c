@@ -202,13 +202,35 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
 
+    /* devices x threads beyond the cores: the devices take turns on the
+     * cores, and no split or schedule can overlap what cannot run at once */
+    int threads = atoi(tg_profile_reader_meta(r, "threads_per_device"));
+    int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
+    int cores = atoi(tg_profile_reader_meta(r, "cpu_count"));
+    int wanted = n * (threads > 0 ? threads : 1) * (replicas > 0 ? replicas : 1);
+    bool shared = n > 1 && cores > 0 && wanted > cores &&
+                  strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
+    if (shared)
+        tg_an_note(v,
+                   "time: %d devices x %d thread%s%s = %d threads share %d core%s, so the devices "
+                   "take turns on the cores and a pipeline cannot be faster than running them "
+                   "one after another (at most %.2fx over one device, not %dx); balancing the "
+                   "stages will not change that: give each device %d thread%s "
+                   "(--threads-per-device) or use fewer devices",
+                   n, threads, threads == 1 ? "" : "s", replicas > 1 ? " x replicas" : "", wanted,
+                   cores, cores == 1 ? "" : "s",
+                   (double)cores / (threads > 0 ? threads : 1) < n
+                       ? (double)cores / (threads > 0 ? threads : 1)
+                       : (double)n,
+                   n, cores / n > 0 ? cores / n : 1, cores / n > 1 ? "s" : "");
     tg_an_note(v,
                "time: the longest stage is device %d with %s of compute; perfectly balanced "
-               "stages would take %s each, %s (%.0f%%) less",
+               "stages would take %s each, %s (%.0f%%) less%s",
                longest, tg_an_format(TG_AN_NS, t.execute[longest], a, sizeof a),
                tg_an_format(TG_AN_NS, balanced, b, sizeof b),
                tg_an_format(TG_AN_NS, gain, c, sizeof c),
-               t.execute[longest] > 0 ? 100 * gain / t.execute[longest] : 0.0);
+               t.execute[longest] > 0 ? 100 * gain / t.execute[longest] : 0.0,
+               shared ? " if the devices had cores of their own (they share them, above)" : "");
     if (pipelined)
         tg_an_note(v,
                    "time: the pipeline bubble (devices not computing) is %.1f%% measured "

@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/pool.h"
 #include "ops/op.h"
 #include "target/target.h"
 #include "tilegraph/trace.h"
@@ -161,6 +162,9 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"schedule", tg_schedule_name(p->schedule.kind), 0},
         {"strategy", tg_execution_strategy(o), 0},
         {"threads_per_device", NULL, p->n_threads},
+        /* the insights compare devices x threads with it: devices that
+         * share cores take turns instead of overlapping */
+        {"cpu_count", NULL, tg_cpu_count()},
         {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
         {"ops", NULL, n_ops},
         {"tensors", NULL, p->n_buffers},
