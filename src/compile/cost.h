@@ -1,9 +1,9 @@
 /* compile/cost.h - the predicted time of each op on a target.
  *
  * On the cpu target an op's time is an overhead per kernel call plus its
- * FLOPs at the rate of its kind (matrix products, convolutions) or, for the
- * memory-bound rest (element-wise, pooling, losses, updates), the bytes it
- * reads and writes at the machine's copy bandwidth. The rates are measured
+ * FLOPs at the rate of its kind (matrix products, convolutions) or its bytes
+ * read and written at the rate of pooling (windows) or of the memory-bound
+ * rest (element-wise, losses, updates). The rates are measured
  * once per machine by a short calibration (a few milliseconds per kind, on
  * the device's thread count) and cached in $XDG_CACHE_HOME/tilegraph or
  * ~/.cache/tilegraph, keyed by CPU model, thread count and tilegraph version,
@@ -24,13 +24,15 @@
 typedef enum tg_cost_kind {
     TG_COST_GEMM,   /* matmul, linear */
     TG_COST_CONV,   /* conv2d and its two backward ops */
+    TG_COST_POOL,   /* pooling and its backward: bytes moved, at a window's pace */
     TG_COST_MEMORY, /* everything else: bound by bytes moved */
     TG_COST_KIND_COUNT
 } tg_cost_kind;
 
 typedef struct tg_cost_rates {
-    double flops_per_s[TG_COST_KIND_COUNT]; /* GEMM and CONV; unused for MEMORY */
-    double bytes_per_s;                     /* memory-bound ops and device-to-device copies */
+    double flops_per_s[TG_COST_KIND_COUNT]; /* GEMM and CONV */
+    double pool_bytes_per_s;                /* POOL */
+    double bytes_per_s;                     /* MEMORY and device-to-device copies */
     double op_overhead_s;                   /* per kernel call */
     int threads;
     bool calibrated; /* measured on this machine (now or from the cache) */

@@ -7,6 +7,8 @@
  */
 #include "profile/profile.h"
 
+#include "compile/cost.h"
+
 #include "compile/placement.h"
 #include "core/alloc.h"
 #include "core/atomic_file.h"
@@ -17,6 +19,7 @@
 #include "tilegraph/trace.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sqlite3.h>
@@ -47,7 +50,7 @@ static const char *const schema =
     " PRIMARY KEY(device, category));"
     "CREATE TABLE ops(id INTEGER PRIMARY KEY, name TEXT, type TEXT, block TEXT, device INTEGER,"
     " phase TEXT, flops REAL, bytes_in INTEGER, bytes_out INTEGER, forward_of INTEGER,"
-    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0);"
+    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0, predicted_ns REAL);"
     "CREATE TABLE op_edges(producer INTEGER, consumer INTEGER, PRIMARY KEY(producer, consumer));"
     "CREATE TABLE tensors(id INTEGER PRIMARY KEY, node INTEGER, name TEXT, category TEXT,"
     " dtype TEXT, shape TEXT, bytes INTEGER, slots INTEGER, device INTEGER, offset INTEGER,"
@@ -223,12 +226,24 @@ static tg_status write_devices(tg_profile *pf)
     return s;
 }
 
-static tg_status write_ops(tg_profile *pf, bool flops)
+/* The cost model the program would be planned with (compile/cost.h), on
+ * the program's threads; false when it cannot be had (the column stays NULL). */
+static bool cost_model(const tg_program *p, const tg_options *o, tg_cost_model *m)
+{
+    if (tg_cost_model_from_options(o, p->n_devices, m) != TG_OK)
+        return false;
+    return m->tiled || tg_cost_rates_get(p->n_threads, &m->rates) == TG_OK;
+}
+
+static tg_status write_ops(tg_profile *pf, const tg_options *o, bool flops)
 {
     const tg_program *p = pf->program;
     const tg_graph *g = p->graph;
+    tg_cost_model cost;
+    bool predicted = cost_model(p, o, &cost);
     sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
-                                   "bytes_in, bytes_out, forward_of) VALUES(?,?,?,?,?,?,?,?,?,?)");
+                                   "bytes_in, bytes_out, forward_of, predicted_ns) "
+                                   "VALUES(?,?,?,?,?,?,?,?,?,?,?)");
     tg_status s = st ? TG_OK : db_error(pf, "prepare");
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
@@ -243,11 +258,12 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
                             : (t->flags & TG_NODE_BACKWARD) ? "backward"
                                                             : "forward";
-        s = insert(pf, st, "isssisdddi", (int64_t)i, t->name, tg_op_name(t->op), block,
+        s = insert(pf, st, "isssisdddid", (int64_t)i, t->name, tg_op_name(t->op), block,
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
                    (double)tg_program_node_bytes(p, t),
-                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1,
+                   predicted ? tg_cost_node_seconds(&cost, t) * 1e9 : NAN);
     }
     sqlite3_finalize(st);
     /* the data flow between ops (through leaves and aliases too): the operations graph */
@@ -553,7 +569,7 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     if (s == TG_OK)
         s = write_devices(pf);
     if (s == TG_OK)
-        s = write_ops(pf, flops);
+        s = write_ops(pf, o, flops);
     if (s == TG_OK)
         s = write_tensors(pf);
     if (s == TG_OK)
