@@ -47,9 +47,10 @@ static const opt_spec option_table[] = {
      "order of forward and backward passes of the micro-batches on each device (pipelined)"},
     {"stages", OPT_STRING, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
-     "block)"},
+     "block); \"auto\": the cost model's best split over devices (docs/multi-device.md)"},
     {"split", OPT_STRING, "", 0, 0, NULL,
-     "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\""},
+     "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
+     "\"auto\": the cost model's best split at layer boundaries over devices"},
     {"devices", OPT_INT, "0", 0, 64, NULL, "devices available (0: one per stage)"},
     {"autoStages.memoryMargin", OPT_FLOAT, "0.1", 0, 0.9, NULL,
      "stages auto / split auto: the share of memoryPerDevice the memory estimate leaves free for "
