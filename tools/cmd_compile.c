@@ -302,8 +302,10 @@ static int print_predictions(const tg_graph *g, const tg_options *o, const tg_pr
         fprintf(stderr, "tilegraph compile: predicting stages: %s\n", tg_error_message());
         return 1;
     }
-    printf("\npredicted by the cost model (%s rates):\n",
-           best.calibrated ? "this machine's" : "default, TILEGRAPH_CALIBRATION=off");
+    printf("\npredicted by the cost model (%s):\n",
+           best.cycle_model  ? "the target's cycle model"
+           : best.calibrated ? "this machine's rates"
+                             : "default rates, TILEGRAPH_CALIBRATION=off");
     print_split_text(auto_compiled ? "chosen split" : "best split", &best, pa, p, auto_compiled);
     if (pa->compare) {
         if (tg_predict_split(g, o, n, pa->compare, &mine) != TG_OK) {

@@ -46,6 +46,7 @@ typedef struct tg_split_prediction {
     double step_seconds;                         /* simulated host step, the options' schedule */
     double busy[TG_PREDICT_MAX_STAGES];          /* share of the step each device computes */
     bool calibrated;                             /* rates measured on this machine */
+    bool cycle_model;                            /* a tiled target's cycle model (mk2) */
 } tg_split_prediction;
 
 /* The split `spec` of g over n_devices under the options (strategy,

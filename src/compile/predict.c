@@ -98,7 +98,8 @@ tg_status tg_predict_split(const tg_graph *g, const tg_options *o, int n_devices
         tg_stage_plan_spec(&c->atoms, &c->plan, out->spec, sizeof out->spec);
         out->fits = isfinite(c->plan.objective);
         out->step_seconds = r.step_time;
-        out->calibrated = c->goal.cost.rates.calibrated || c->goal.cost.tiled;
+        out->calibrated = c->goal.cost.rates.calibrated;
+        out->cycle_model = c->goal.cost.tiled;
         for (int k = 0; k < c->plan.n_stages && k < TG_PREDICT_MAX_STAGES; k++) {
             const tg_stage_cost *sc = &c->plan.costs[k];
             out->forward[k] = sc->time[TG_SIM_FORWARD];

@@ -135,6 +135,18 @@ static void test_shared_cores(void)
              meta_cores);
     EXPECT(args, 0, want);
     TG_CHECK(strstr(tg_cli_output, "if the devices had cores of their own") != NULL);
+    /* the cost model's prediction beside the measurement, as the profile holds them */
+    double predicted = sql_num(db, "SELECT SUM(predicted_ns * calls) FROM ops WHERE device = 1 "
+                                   "AND calls > 0");
+    TG_CHECK(predicted > 0);
+    tg_arena *arena = tg_arena_create(1 << 20);
+    snprintf(args, sizeof args, "analyse %s insights --json", db);
+    const tg_json *root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    const tg_json *cost = rows_of(root, "Cost model against the measured op time");
+    TG_CHECK(cost && cost->count == 2);
+    if (cost && cost->count == 2)
+        TG_CHECK_NEAR(tg_cli_num(cost->items[1], "predicted"), predicted, 1e-6 * predicted);
+    tg_arena_destroy(arena);
     snprintf(args, sizeof args, "analyse %s/off/training/profile.sqlite insights", tmpdir);
     EXPECT(args, 0, "the longest stage");
     TG_CHECK(strstr(tg_cli_output, "threads share") == NULL);

@@ -149,6 +149,7 @@ static void test_specs_round_trip(void)
     tg_split_prediction best, again;
     TG_CHECK_OK(tg_predict_split(mg.graph, o, 4, "auto", &best));
     TG_CHECK(!best.blocks && best.n_stages == 4 && best.fits);
+    TG_CHECK(!best.calibrated && !best.cycle_model); /* TILEGRAPH_CALIBRATION=off, cpu */
     TG_CHECK_OK(tg_predict_split(mg.graph, o, 4, best.spec, &again));
     TG_CHECK(strcmp(best.spec, again.spec) == 0);
     TG_CHECK_NEAR(again.step_seconds, best.step_seconds, 1e-12);
