@@ -58,13 +58,16 @@ static tg_status predict(const tg_graph *g, const tg_options *o, int n_devices, 
     TG_TRY(needed_nodes(g, &needed, &training));
     tg_status s = tg_stage_goal_read(o, n_devices, training, &c->goal);
     bool scopes = g->n_blocks == 0 || strcmp(tg_options_get_string(o, "split"), "auto") == 0;
-    if (s == TG_OK) {
+    if (s == TG_OK)
         s = plan_with(g, needed, scopes, spec, c);
-        /* split points name layers even in a model with blocks */
-        if (s == TG_OK || scopes || strchr(spec, '|') || strcmp(spec, "auto") == 0)
-            ;
-        else if (plan_with(g, needed, true, spec, c) == TG_OK)
-            s = TG_OK;
+    /* split points name layers even in a model with blocks; when they do
+     * not either, the blocks' message is the one to show */
+    bool split_points = !scopes && !strchr(spec, '|') && strcmp(spec, "auto") != 0;
+    if (s == TG_ERR_CONFIG && split_points) {
+        char first[1024];
+        snprintf(first, sizeof first, "%s", tg_error_message());
+        s = plan_with(g, needed, true, spec, c) == TG_OK ? TG_OK
+                                                         : tg_error(TG_ERR_CONFIG, "%s", first);
     }
     tg_free(needed);
     return s;
