@@ -128,7 +128,7 @@ static tg_tensor *backward_of(tg_graph *g, tg_tensor *fwd)
 /* Representative ops of each kind at the sizes of small networks' layers
  * (in cache, as they run between their producers and consumers). */
 typedef struct calib_set {
-    tg_tensor *tiny, *gemm, *conv, *pool, *memory;
+    tg_tensor *tiny, *gemm, *conv, *pool, *pool_bwd, *memory;
 } calib_set;
 
 static tg_status calib_graph(tg_graph *g, calib_set *c)
@@ -140,13 +140,14 @@ static tg_status calib_graph(tg_graph *g, calib_set *c)
                         tg_input(g, "w", TG_F32, tg_shape4(32, 16, 3, 3)), NULL, cp);
     tg_tensor *pooled =
         tg_maxpool2d(g, tg_input(g, "y", TG_F32, tg_shape4(8, 16, 24, 24)), 2, 2, 0);
-    c->pool = pooled ? backward_of(g, pooled) : NULL;
+    c->pool = pooled;
+    c->pool_bwd = pooled ? backward_of(g, pooled) : NULL;
     c->memory = tg_add(g, tg_input(g, "u", TG_F32, tg_shape1(1 << 16)),
                        tg_input(g, "v", TG_F32, tg_shape1(1 << 16)));
     c->tiny =
         tg_add(g, tg_input(g, "p", TG_F32, tg_shape1(16)), tg_input(g, "q", TG_F32, tg_shape1(16)));
     tg_status s = tg_graph_status(g);
-    if (s == TG_OK && !c->pool)
+    if (s == TG_OK && !c->pool_bwd)
         s = tg_error(TG_ERR_INTERNAL, "cost calibration: no backward for maxpool2d");
     return s;
 }
@@ -163,7 +164,8 @@ static tg_status calibrate(int threads, tg_cost_rates *r)
         double t_tiny = time_kernel(c.tiny, pool, 0.002);
         double t_gemm = time_kernel(c.gemm, pool, 0.004);
         double t_conv = time_kernel(c.conv, pool, 0.004);
-        double t_pool = time_kernel(c.pool, pool, 0.004);
+        /* forward and backward pooling differ per byte: one rate for both */
+        double t_pool = time_kernel(c.pool, pool, 0.004) + time_kernel(c.pool_bwd, pool, 0.004);
         double t_mem = time_kernel(c.memory, pool, 0.004);
         if (t_tiny < 0 || t_gemm <= 0 || t_conv <= 0 || t_pool <= 0 || t_mem <= 0) {
             s = tg_error(TG_ERR_NOMEM, "cost calibration: out of memory");
@@ -174,7 +176,8 @@ static tg_status calibrate(int threads, tg_cost_rates *r)
             r->op_overhead_s = t_tiny;
             r->flops_per_s[TG_COST_GEMM] = tg_op_get(c.gemm->op)->flops(c.gemm) / (t_gemm - over);
             r->flops_per_s[TG_COST_CONV] = tg_op_get(c.conv->op)->flops(c.conv) / (t_conv - over);
-            r->pool_bytes_per_s = tg_cost_node_bytes(c.pool) / (t_pool - over);
+            r->pool_bytes_per_s =
+                (tg_cost_node_bytes(c.pool) + tg_cost_node_bytes(c.pool_bwd)) / (t_pool - 2 * over);
             r->bytes_per_s = tg_cost_node_bytes(c.memory) / (t_mem - over);
             r->calibrated = true;
         }
