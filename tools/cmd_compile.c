@@ -229,10 +229,10 @@ static int print_json(const tg_program *p, const char *model, double ms, const t
     char prec[16];
     printf("{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
            "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"precision\":\"%s\","
-           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"per_device\":[",
+           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"auto_stages\":\"%s\",\"per_device\":[",
            model, p->training ? "training" : "inference", p->n_devices, p->replicas,
            p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
-           precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
+           precision_text(p, prec, sizeof prec), ms, p->arena_bytes, p->auto_stages);
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
         int at;
@@ -307,6 +307,10 @@ static int print_predictions(const tg_graph *g, const tg_options *o, const tg_pr
            : best.calibrated ? "this machine's rates"
                              : "default rates, TILEGRAPH_CALIBRATION=off");
     print_split_text(auto_compiled ? "chosen split" : "best split", &best, pa, p, auto_compiled);
+    if (auto_compiled && strcmp(best.spec, p->auto_stages) != 0)
+        printf("  (the program was compiled with \"%s\": the plan refused the estimate's choice "
+               "and the search ran again with a larger autoStages.memoryMargin)\n",
+               p->auto_stages);
     if (pa->compare) {
         if (tg_predict_split(g, o, n, pa->compare, &mine) != TG_OK) {
             fprintf(stderr, "tilegraph compile: --compare-stages: %s\n", tg_error_message());

@@ -150,6 +150,7 @@ static tg_status auto_stages(const tg_graph *g, const tg_options *o, tg_placemen
             for (int x = plan->first[k]; x < plan->first[k + 1]; x++)
                 stage_of_block[x] = k;
         p->n_stages = plan->n_stages;
+        tg_stage_plan_spec(atoms, plan, p->auto_spec, sizeof p->auto_spec);
     }
     if (atoms)
         tg_stage_atoms_free(atoms);

@@ -497,6 +497,7 @@ static tg_status compile(tg_program *p, const tg_options *o)
     tg_trace_end(ch);
     if (s == TG_OK) {
         p->n_devices = pl.n_devices;
+        snprintf(p->auto_stages, sizeof p->auto_stages, "%s", pl.auto_spec);
         s = read_shape_options(p, o, pl.n_stages);
     }
     if (s == TG_OK)

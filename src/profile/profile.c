@@ -169,6 +169,7 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
          * share cores take turns instead of overlapping */
         {"cpu_count", NULL, tg_cpu_count()},
         {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
+        {"stages_auto", p->auto_stages, 0}, /* the split --stages/--split auto chose */
         {"ops", NULL, n_ops},
         {"tensors", NULL, p->n_buffers},
         {"steps", NULL, n_steps},

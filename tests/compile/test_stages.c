@@ -195,6 +195,9 @@ static void test_blocks_and_errors(void)
     tg_program *p = NULL;
     TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
     TG_CHECK(p && p->n_devices == 2);
+    tg_split_prediction best;
+    TG_CHECK_OK(tg_predict_split(mg.graph, o, 2, "auto", &best));
+    TG_CHECK(p && strcmp(p->auto_stages, best.spec) == 0); /* compiled what was predicted */
     tg_program_destroy(p);
     /* more devices than blocks, no device count, a split that is not auto */
     TG_CHECK_OK(tg_options_set_int(o, "devices", 5));
