@@ -14,6 +14,8 @@ void tg_sim_result_free(tg_sim_result *r)
     tg_free(r->busy);
     tg_free(r->peak_stash);
     tg_free(r->finish_time);
+    tg_free(r->op_start);
+    tg_free(r->op_end);
     memset(r, 0, sizeof *r);
 }
 
@@ -35,9 +37,10 @@ static tg_status check_costs(const tg_stage_cost *c, int n)
 typedef struct sim_state {
     const tg_pipe_schedule *s;
     const tg_stage_cost *c;
-    double *end;  /* end[(d * m + j) * KINDS + kind], < 0 while not run */
-    double *free; /* per device: when it is next free */
-    int *next;    /* per device: index of its next op */
+    double *end;   /* end[(d * m + j) * KINDS + kind], < 0 while not run */
+    double *start; /* the same for starts */
+    double *free;  /* per device: when it is next free */
+    int *next;     /* per device: index of its next op */
 } sim_state;
 
 #define END(st, d, j, k)                                                                           \
@@ -81,6 +84,8 @@ static int sweep(sim_state *st, tg_sim_result *r, int *live)
             double start = ready > st->free[d] ? ready : st->free[d];
             double t = st->c[d].time[kind];
             END(st, d, op.micro_batch, kind) = st->free[d] = start + t;
+            st->start[((size_t)d * st->s->micro_batches + op.micro_batch) * TG_SIM_KIND_COUNT +
+                      kind] = start;
             r->busy_time[d] += t;
             live[d] += op.backward ? -1 : 1;
             if (live[d] > r->peak_stash[d])
@@ -115,8 +120,10 @@ tg_status tg_schedule_simulate_costs(const tg_pipe_schedule *s, const tg_stage_c
     memset(r, 0, sizeof *r);
     int n = s->n_devices, m = s->micro_batches;
     TG_TRY(check_costs(costs, n));
-    sim_state st = {s, costs, NULL, NULL, NULL};
-    st.end = tg_malloc(sizeof(double) * (size_t)n * (size_t)m * TG_SIM_KIND_COUNT + 1);
+    sim_state st = {s, costs, NULL, NULL, NULL, NULL};
+    size_t n_ops = (size_t)n * (size_t)m * TG_SIM_KIND_COUNT;
+    st.end = tg_malloc(sizeof(double) * n_ops + 1);
+    st.start = tg_calloc(n_ops + 1, sizeof(double));
     st.free = tg_calloc((size_t)n, sizeof(double));
     st.next = tg_calloc((size_t)n, sizeof(int));
     int *live = tg_calloc((size_t)n, sizeof(int));
@@ -126,12 +133,12 @@ tg_status tg_schedule_simulate_costs(const tg_pipe_schedule *s, const tg_stage_c
     r->peak_stash = tg_calloc((size_t)n, sizeof(int));
     r->finish_time = tg_calloc((size_t)n, sizeof(double));
     tg_status status = TG_OK;
-    if (!st.end || !st.free || !st.next || !live || !r->busy_time || !r->busy || !r->peak_stash ||
-        !r->finish_time) {
+    if (!st.end || !st.start || !st.free || !st.next || !live || !r->busy_time || !r->busy ||
+        !r->peak_stash || !r->finish_time) {
         status = tg_error(TG_ERR_NOMEM, "schedule simulator: out of memory");
         goto done;
     }
-    for (size_t i = 0; i < (size_t)n * (size_t)m * TG_SIM_KIND_COUNT; i++)
+    for (size_t i = 0; i < n_ops; i++)
         st.end[i] = -1;
     if ((status = run(&st, r, live)) != TG_OK)
         goto done;
@@ -147,7 +154,12 @@ tg_status tg_schedule_simulate_costs(const tg_pipe_schedule *s, const tg_stage_c
     for (int d = 0; d < n; d++)
         r->busy[d] = r->step_time > 0 ? r->busy_time[d] / r->step_time : 0;
     r->bubble = r->step_time > 0 ? 1 - busy_all / (n * r->step_time) : 0;
+    r->micro_batches = m;
+    r->op_start = st.start;
+    r->op_end = st.end;
+    st.start = st.end = NULL;
 done:
+    tg_free(st.start);
     tg_free(st.end);
     tg_free(st.free);
     tg_free(st.next);

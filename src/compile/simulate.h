@@ -47,6 +47,10 @@ typedef struct tg_sim_result {
     double *busy;        /* per device: busy_time / step_time */
     int *peak_stash;     /* per device: most forwards waiting for their backward at once */
     double *finish_time; /* per device: when its update ends */
+    /* the timeline: start and end of op (d, j, kind) at
+     * [(d * micro_batches + j) * TG_SIM_KIND_COUNT + kind] */
+    int micro_batches;
+    double *op_start, *op_end;
 } tg_sim_result;
 
 /* Simulate s with costs[d] for the stage on device d (n_devices entries).

@@ -8,6 +8,7 @@
 #include "profile/profile.h"
 
 #include "compile/cost.h"
+#include "compile/simulate.h"
 
 #include "compile/placement.h"
 #include "core/alloc.h"
@@ -70,7 +71,9 @@ static const char *const schema =
     "CREATE TABLE tile_spans(tensor INTEGER PRIMARY KEY, tile_start INTEGER, tiles INTEGER,"
     " bytes_per_tile INTEGER);"
     "CREATE TABLE host_trace(thread TEXT, channel TEXT, kind TEXT, name TEXT, start_ns INTEGER,"
-    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);";
+    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);"
+    "CREATE TABLE predicted_trace(device INTEGER, phase TEXT, micro_batch INTEGER,"
+    " start_ns REAL, end_ns REAL);";
 
 static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
 
@@ -284,6 +287,72 @@ static tg_status write_ops(tg_profile *pf, const tg_options *o, bool flops)
         }
     }
     sqlite3_finalize(st);
+    return s;
+}
+
+/* Each device's stage cost from its steps' predicted times and the copies
+ * it sends (compile/simulate.h); false when there is no cost model. */
+static bool stage_costs(const tg_program *p, const tg_cost_model *cost, tg_stage_cost *c)
+{
+    for (int d = 0; d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int k = 0; k < dp->n_steps[ph]; k++) {
+                double sec = tg_cost_node_seconds(cost, p->graph->nodes[dp->steps[ph][k].node]);
+                if (ph == TG_PHASE_UPDATE)
+                    c[d].update += sec;
+                else
+                    c[d].time[ph == TG_PHASE_FORWARD ? TG_SIM_FORWARD : TG_SIM_BACKWARD] += sec;
+            }
+    }
+    for (int k = 0; k < p->n_transfers; k++) {
+        const tg_transfer *t = &p->transfers[k];
+        double sec = tg_cost_copy_seconds(cost, (double)p->buffers[t->src_buffer].bytes);
+        if (t->phase == TG_PHASE_FORWARD)
+            c[t->src_device].send_forward += sec;
+        else if (t->phase == TG_PHASE_BACKWARD)
+            c[t->src_device].send_backward += sec;
+    }
+    return true;
+}
+
+/* The schedule's timeline for one weight update as the cost model predicts
+ * it (the simulator's), beside which the analysers draw the measured one. */
+static tg_status write_predicted(tg_profile *pf, const tg_options *o)
+{
+    const tg_program *p = pf->program;
+    tg_cost_model cost;
+    if (!cost_model(p, o, &cost))
+        return TG_OK; /* no model: the table stays empty */
+    tg_stage_cost *c = tg_calloc((size_t)p->n_devices + 1, sizeof *c);
+    if (!c)
+        return tg_error(TG_ERR_NOMEM, "profile: out of memory");
+    tg_sim_result r;
+    tg_status s = TG_OK;
+    if (!stage_costs(p, &cost, c) || tg_schedule_simulate_costs(&p->schedule, c, &r) != TG_OK) {
+        tg_free(c);
+        return TG_OK;
+    }
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO predicted_trace VALUES(?,?,?,?,?)");
+    if (!st)
+        s = db_error(pf, "prepare");
+    for (int d = 0; s == TG_OK && d < p->n_devices; d++) {
+        double last = 0;
+        for (int k = 0; s == TG_OK && k < p->schedule.n_ops[d]; k++) {
+            tg_pipe_op op = p->schedule.ops[d][k];
+            int kind = op.backward ? TG_SIM_BACKWARD : TG_SIM_FORWARD;
+            size_t at = ((size_t)d * r.micro_batches + op.micro_batch) * TG_SIM_KIND_COUNT + kind;
+            s = insert(pf, st, "isidd", (int64_t)d, op.backward ? "backward" : "forward",
+                       (int64_t)op.micro_batch, r.op_start[at] * 1e9, r.op_end[at] * 1e9);
+            last = r.op_end[at] > last ? r.op_end[at] : last;
+        }
+        if (s == TG_OK && p->training)
+            s = insert(pf, st, "isidd", (int64_t)d, "update", (int64_t)-1, last * 1e9,
+                       r.finish_time[d] * 1e9);
+    }
+    sqlite3_finalize(st);
+    tg_sim_result_free(&r);
+    tg_free(c);
     return s;
 }
 
@@ -571,6 +640,8 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
         s = write_devices(pf);
     if (s == TG_OK)
         s = write_ops(pf, o, flops);
+    if (s == TG_OK)
+        s = write_predicted(pf, o);
     if (s == TG_OK)
         s = write_tensors(pf);
     if (s == TG_OK)

@@ -146,6 +146,19 @@ static void test_shared_cores(void)
     TG_CHECK(cost && cost->count == 2);
     if (cost && cost->count == 2)
         TG_CHECK_NEAR(tg_cli_num(cost->items[1], "predicted"), predicted, 1e-6 * predicted);
+    /* the trace view: the simulated timeline's compute beside the measured */
+    double sim = sql_num(db, "SELECT SUM(end_ns - start_ns) FROM predicted_trace WHERE device = 0");
+    double its = sql_num(db, "SELECT value FROM meta WHERE key = 'iterations'");
+    TG_CHECK(sim > 0 && its >= 1);
+    snprintf(args, sizeof args, "analyse %s trace --json", db);
+    root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    const tg_json *pt = rows_of(root, "Predicted (cost model) beside measured, first recorded host "
+                                      "step");
+    TG_CHECK(pt && pt->count == 2);
+    if (pt && pt->count == 2) {
+        TG_CHECK_NEAR(tg_cli_num(pt->items[0], "predicted compute"), sim * its, 1e-6 * sim * its);
+        TG_CHECK(tg_cli_num(pt->items[1], "measured compute") > 0);
+    }
     tg_arena_destroy(arena);
     snprintf(args, sizeof args, "analyse %s/off/training/profile.sqlite insights", tmpdir);
     EXPECT(args, 0, "the longest stage");

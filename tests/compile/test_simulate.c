@@ -68,6 +68,12 @@ static void test_slow_stage_sets_the_pace(void)
     TG_CHECK_NEAR(r.busy_time[1], 25, 1e-9);
     TG_CHECK_NEAR(r.busy[1], 25.0 / 28, 1e-12);
     TG_CHECK(r.peak_stash[0] == 4 && r.peak_stash[1] == 4);
+    /* the timeline: device 1's F0 runs 1..4, device 0's B3 25..26 */
+    TG_CHECK(r.micro_batches == 4);
+    TG_CHECK_NEAR(r.op_start[(1 * 4 + 0) * TG_SIM_KIND_COUNT + TG_SIM_FORWARD], 1, 1e-12);
+    TG_CHECK_NEAR(r.op_end[(1 * 4 + 0) * TG_SIM_KIND_COUNT + TG_SIM_FORWARD], 4, 1e-12);
+    TG_CHECK_NEAR(r.op_start[(0 * 4 + 3) * TG_SIM_KIND_COUNT + TG_SIM_BACKWARD], 25, 1e-12);
+    TG_CHECK_NEAR(r.op_end[(0 * 4 + 3) * TG_SIM_KIND_COUNT + TG_SIM_BACKWARD], 26, 1e-12);
     tg_sim_result_free(&r);
     tg_pipe_schedule_free(&s);
 }
