@@ -229,10 +229,10 @@ static int print_json(const tg_program *p, const char *model, double ms, const t
     char prec[16];
     printf("{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
            "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"precision\":\"%s\","
-           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"auto_stages\":\"%s\",\"per_device\":[",
+           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"per_device\":[",
            model, p->training ? "training" : "inference", p->n_devices, p->replicas,
            p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
-           precision_text(p, prec, sizeof prec), ms, p->arena_bytes, p->auto_stages);
+           precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
         int at;
@@ -250,6 +250,7 @@ static int print_json(const tg_program *p, const char *model, double ms, const t
     printf("]");
     if (p->tile_plan)
         print_tiles_json(p);
+    printf(",\"auto_stages\":\"%s\"", p->auto_stages); /* "": not auto */
     int r = pa->wanted ? print_predictions_json(p->graph, o, p, pa) : 0;
     printf("}\n");
     if (r)
