@@ -10,6 +10,7 @@
 #include "compile/program.h"
 #include "compile/stages.h"
 #include "tilegraph/models.h"
+#include "tilegraph/nn.h"
 #include "tilegraph/optim.h"
 #include "tilegraph/predict.h"
 
@@ -214,6 +215,56 @@ static void test_blocks_and_errors(void)
     tg_model_graph_destroy(&mg);
 }
 
+/* Three blocks of a small MLP: what each atom holds and what crosses each
+ * boundary, against the graph itself. */
+static void test_atom_bytes_and_costs(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
+    tg_block_begin(g, "B1");
+    tg_tensor *h1 = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
+    tg_block_begin(g, "B2");
+    tg_tensor *h2 = tg_relu(g, tg_nn_linear(g, h1, "l2", 32, 32, true));
+    tg_block_begin(g, "B3");
+    tg_tensor *out = tg_nn_linear(g, h2, "l3", 32, 10, true);
+    tg_tensor *loss = tg_cross_entropy(g, out, labels);
+    tg_block_end(g);
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    tg_options *o = options(3, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", ""));
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plan;
+    TG_CHECK_OK(tg_stage_plan_auto(g, o, 3, false, &a, &goal, &plan));
+    TG_CHECK(a.n == 3 && a.from_blocks && strcmp(a.names[1], "B2") == 0);
+    /* one [8, 32] activation crosses each boundary; nothing after the last */
+    TG_CHECK_NEAR(a.cut[0], 8 * 32 * 4, 0);
+    TG_CHECK_NEAR(a.cut[1], 8 * 32 * 4, 0);
+    TG_CHECK_NEAR(a.cut[2], 0, 0);
+    /* weights and biases (doubled: accumulation 8 adds an accumulator) */
+    TG_CHECK_NEAR(a.persistent[0], 2.0 * (16 * 32 + 32) * 4, 0);
+    TG_CHECK_NEAR(a.persistent[2], 2.0 * (32 * 10 + 10) * 4, 0);
+    /* every forward op's cost lands in exactly one atom */
+    double fwd = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->n_in > 0 && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)))
+            fwd += tg_cost_node_seconds(&goal.cost, t);
+    }
+    TG_CHECK_NEAR(a.forward[0] + a.forward[1] + a.forward[2], fwd, 1e-15);
+    TG_CHECK(a.backward[0] > 0 && a.backward[2] > 0 && a.kept[1] > 0);
+    /* three devices, three blocks: one each */
+    TG_CHECK(plan.first[0] == 0 && plan.first[1] == 1 && plan.first[2] == 2);
+    (void)h2;
+    tg_stage_atoms_free(&a);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     setenv("TILEGRAPH_CALIBRATION", "off", 1);
@@ -221,5 +272,6 @@ int main(void)
     TG_RUN(test_mk2_fits_where_uniform_does_not);
     TG_RUN(test_specs_round_trip);
     TG_RUN(test_blocks_and_errors);
+    TG_RUN(test_atom_bytes_and_costs);
     return tg_test_finish();
 }
