@@ -13,6 +13,7 @@
 #include "ops/optim_params.h"
 #include "target/target.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -475,6 +476,48 @@ static tg_status read_scratch_cap(tg_program *p, const tg_options *o)
     return TG_OK;
 }
 
+/* How long the default thread rule watches the machine: five scheduler
+ * ticks at 100 Hz, short beside a compile, long enough to see a busy loop. */
+#define TG_CPU_WINDOW_MS 50
+
+/* Threads per device: the user's, or the default rule's (core/cpus.h) over
+ * every device of every replica. Warn when they exceed the usable cores:
+ * the devices then share cores, and waits between them cost time slices. */
+static void choose_threads(tg_program *p, const tg_options *o)
+{
+    int asked = (int)tg_options_get_int(o, "threadsPerDevice");
+    int parties = p->n_devices * p->replicas;
+    p->threads_auto = asked <= 0;
+    if (p->threads_auto) {
+        p->cpu = tg_cpu_load_sample(TG_CPU_WINDOW_MS);
+        p->n_threads = tg_threads_default(p->cpu.free, parties);
+    } else {
+        int allowed = tg_cpu_count();
+        p->cpu = (tg_cpu_load){allowed, 0, false, allowed};
+        p->n_threads = asked;
+    }
+    p->threads_warning[0] = '\0';
+    if ((int64_t)parties * p->n_threads > p->cpu.allowed)
+        snprintf(p->threads_warning, sizeof p->threads_warning,
+                 "%d device%s x %d replica%s x %d thread%s = %d threads, but this process may "
+                 "use %d core%s: threads will wait for each other's time slices; use fewer "
+                 "devices or replicas, or --threads %d (threadsPerDevice), or leave threads "
+                 "at 0 for the default",
+                 p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas,
+                 p->replicas == 1 ? "" : "s", p->n_threads, p->n_threads == 1 ? "" : "s",
+                 parties * p->n_threads, p->cpu.allowed, p->cpu.allowed == 1 ? "" : "s",
+                 tg_threads_default(p->cpu.allowed, parties));
+}
+
+/* Said once per process on stderr: a training script compiles several
+ * sessions (training, evaluation) of the same shape. */
+static void warn_threads_once(const tg_program *p)
+{
+    static atomic_int warned;
+    if (p->threads_warning[0] && !atomic_exchange(&warned, 1))
+        fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
+}
+
 static tg_status compile(tg_program *p, const tg_options *o)
 {
     const tg_graph *g = p->graph;
@@ -498,6 +541,10 @@ static tg_status compile(tg_program *p, const tg_options *o)
     if (s == TG_OK) {
         p->n_devices = pl.n_devices;
         s = read_shape_options(p, o, pl.n_stages);
+    }
+    if (s == TG_OK) {
+        choose_threads(p, o);
+        warn_threads_once(p);
     }
     if (s == TG_OK)
         s = allocate_lists(p, n_order);
@@ -576,9 +623,6 @@ tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program 
     if (!p)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     p->graph = g;
-    p->n_threads = (int)tg_options_get_int(o, "threadsPerDevice");
-    if (p->n_threads <= 0)
-        p->n_threads = tg_cpu_count();
     tg_status s = compile(p, o);
     if (s != TG_OK) {
         tg_program_destroy(p);

@@ -1,0 +1,101 @@
+/* core/cpus.c - the cores this process may use, how busy they are, and the
+ * default thread count (see cpus.h for the rule). Linux-specific parts fall
+ * back to "all online CPUs, none busy" elsewhere. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
+#include "core/cpus.h"
+
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int tg_cpu_count(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int tg_cpu_free(int allowed, double busy)
+{
+    if (allowed < 1)
+        allowed = 1;
+    if (!(busy > 0)) /* also NaN */
+        busy = 0;
+    int taken = (int)floor(busy + 0.75);
+    int free_cores = allowed - taken;
+    return free_cores < 1 ? 1 : free_cores;
+}
+
+int tg_threads_default(int free_cores, int parties)
+{
+    if (parties < 1)
+        parties = 1;
+    int t = free_cores / parties;
+    return t < 1 ? 1 : t;
+}
+
+#ifdef __linux__
+/* Busy and total jiffies of every CPU in `set`, summed; false on error. */
+static bool read_stat(const cpu_set_t *set, unsigned long long *busy, unsigned long long *total)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return false;
+    char line[512];
+    *busy = *total = 0;
+    bool any = false;
+    while (fgets(line, sizeof line, f)) {
+        int cpu;
+        unsigned long long v[8] = {0};
+        if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
+            continue;
+        if (sscanf(line + 3, "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
+            continue;
+        if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, set))
+            continue;
+        /* user nice system idle iowait irq softirq steal: idle and iowait are free time */
+        unsigned long long all = 0;
+        for (int k = 0; k < 8; k++)
+            all += v[k];
+        *total += all;
+        *busy += all - v[3] - v[4];
+        any = true;
+    }
+    fclose(f);
+    return any;
+}
+#endif
+
+tg_cpu_load tg_cpu_load_sample(int window_ms)
+{
+    tg_cpu_load l = {tg_cpu_count(), 0, false, 0};
+#ifdef __linux__
+    cpu_set_t set;
+    unsigned long long b0, t0, b1, t1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && read_stat(&set, &b0, &t0)) {
+        struct timespec ts = {window_ms / 1000, (long)(window_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        if (read_stat(&set, &b1, &t1) && t1 > t0) {
+            /* busy jiffies over all jiffies of the allowed CPUs, in cores */
+            l.busy = (double)(b1 - b0) / (double)(t1 - t0) * l.allowed;
+            l.measured = true;
+        }
+    }
+#endif
+    l.free = tg_cpu_free(l.allowed, l.busy);
+    return l;
+}
