@@ -167,10 +167,10 @@ static const char *schedule_text(const tg_program *p)
 static void print_threads_text(const tg_program *p)
 {
     if (p->threads_auto)
-        printf("threads: %d per device (default: %d of %d usable cores free, %.1f busy, over %d "
-               "device%s)\n",
-               p->n_threads, p->cpu.free, p->cpu.allowed, p->cpu.busy, p->n_devices * p->replicas,
-               p->n_devices * p->replicas == 1 ? "" : "s");
+        printf("threads: %d per device (default: %d of %d usable cores free, %.1f busy, %.1f "
+               "niced, over %d device%s)\n",
+               p->n_threads, p->cpu.free, p->cpu.allowed, p->cpu.busy, p->cpu.niced,
+               p->n_devices * p->replicas, p->n_devices * p->replicas == 1 ? "" : "s");
     else
         printf("threads: %d per device (threadsPerDevice; %d usable cores)\n", p->n_threads,
                p->cpu.allowed);
@@ -241,9 +241,9 @@ static void print_json(const tg_program *p, const char *model, double ms)
            p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
            precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
     printf("\"threads\":{\"per_device\":%d,\"default\":%s,\"cores_allowed\":%d,"
-           "\"cores_free\":%d,\"cores_busy\":%.2f,\"warning\":",
+           "\"cores_free\":%d,\"cores_busy\":%.2f,\"cores_niced\":%.2f,\"warning\":",
            p->n_threads, p->threads_auto ? "true" : "false", p->cpu.allowed, p->cpu.free,
-           p->cpu.busy);
+           p->cpu.busy, p->cpu.niced);
     if (p->threads_warning[0])
         printf("\"%s\"},\"per_device\":[", p->threads_warning); /* no quotes or backslashes */
     else
@@ -383,8 +383,12 @@ int cmd_compile(int argc, char **argv)
                 tg_error_message());
         status = 1;
     } else if (json) {
+        if (p->threads_warning[0])
+            fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
         print_json(p, m->name, ms);
     } else {
+        if (p->threads_warning[0])
+            fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
         print_text(p, m->name, ms);
         if (insights || insights_wanted(p, o)) {
             insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};

@@ -13,7 +13,6 @@
 #include "ops/optim_params.h"
 #include "target/target.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,9 +128,9 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     memset(st, 0, sizeof *st);
     st->node = t->id;
     st->out = -1;
-    st->scratch_bytes = def->scratch ? def->scratch(t, p->n_threads) : 0;
+    st->scratch_bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
     /* over the proportion: kernels fall back to one thread, which needs the least */
-    if (st->scratch_bytes > p->scratch_cap && p->n_threads > 1)
+    if (st->scratch_bytes > p->scratch_cap && p->plan_threads > 1)
         st->scratch_bytes = def->scratch(t, 1);
     st->kernel_scratch = st->scratch_bytes;
     if (def->flops)
@@ -480,6 +479,16 @@ static tg_status read_scratch_cap(tg_program *p, const tg_options *o)
  * ticks at 100 Hz, short beside a compile, long enough to see a busy loop. */
 #define TG_CPU_WINDOW_MS 50
 
+/* The threads kernel scratch is planned for: the user's count, or every
+ * core this process may use, so that a plan does not depend on the load at
+ * compile time (the run uses n_threads <= this; kernels planned for more
+ * threads than they get use a part of their scratch). */
+static int plan_threads(const tg_options *o)
+{
+    int asked = (int)tg_options_get_int(o, "threadsPerDevice");
+    return asked > 0 ? asked : tg_cpu_count();
+}
+
 /* Threads per device: the user's, or the default rule's (core/cpus.h) over
  * every device of every replica. Warn when they exceed the usable cores:
  * the devices then share cores, and waits between them cost time slices. */
@@ -493,7 +502,7 @@ static void choose_threads(tg_program *p, const tg_options *o)
         p->n_threads = tg_threads_default(p->cpu.free, parties);
     } else {
         int allowed = tg_cpu_count();
-        p->cpu = (tg_cpu_load){allowed, 0, false, allowed};
+        p->cpu = (tg_cpu_load){allowed, 0, 0, false, allowed};
         p->n_threads = asked;
     }
     p->threads_warning[0] = '\0';
@@ -507,15 +516,6 @@ static void choose_threads(tg_program *p, const tg_options *o)
                  p->replicas == 1 ? "" : "s", p->n_threads, p->n_threads == 1 ? "" : "s",
                  parties * p->n_threads, p->cpu.allowed, p->cpu.allowed == 1 ? "" : "s",
                  tg_threads_default(p->cpu.allowed, parties));
-}
-
-/* Said once per process on stderr: a training script compiles several
- * sessions (training, evaluation) of the same shape. */
-static void warn_threads_once(const tg_program *p)
-{
-    static atomic_int warned;
-    if (p->threads_warning[0] && !atomic_exchange(&warned, 1))
-        fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
 }
 
 static tg_status compile(tg_program *p, const tg_options *o)
@@ -542,10 +542,8 @@ static tg_status compile(tg_program *p, const tg_options *o)
         p->n_devices = pl.n_devices;
         s = read_shape_options(p, o, pl.n_stages);
     }
-    if (s == TG_OK) {
-        choose_threads(p, o);
-        warn_threads_once(p);
-    }
+    if (s == TG_OK)
+        p->plan_threads = plan_threads(o);
     if (s == TG_OK)
         s = allocate_lists(p, n_order);
     if (s == TG_OK)
@@ -595,6 +593,8 @@ static tg_status compile(tg_program *p, const tg_options *o)
     }
     if (s == TG_OK)
         s = check_capacity(p, o);
+    if (s == TG_OK)
+        choose_threads(p, o);
     if (s == TG_OK) {
         double per_run = 0;
         for (int d = 0; d < p->n_devices; d++) {

@@ -124,7 +124,8 @@ typedef struct tg_device_program {
 
 typedef struct tg_program {
     const tg_graph *graph;
-    int n_threads;     /* per device */
+    int n_threads;     /* per device, in a run */
+    int plan_threads;  /* kernel scratch is planned for this many (>= n_threads) */
     bool threads_auto; /* n_threads is the default rule's (core/cpus.h), not the user's */
     tg_cpu_load cpu;   /* the cores at compile time (busy measured only for the default) */
     /* non-empty when devices x replicas x threads exceed the cores this

@@ -6,8 +6,10 @@
 #endif
 #include "core/cpus.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,14 +50,16 @@ int tg_threads_default(int free_cores, int parties)
 }
 
 #ifdef __linux__
-/* Busy and total jiffies of every CPU in `set`, summed; false on error. */
-static bool read_stat(const cpu_set_t *set, unsigned long long *busy, unsigned long long *total)
+/* Busy, niced and total jiffies of every CPU in `set`, summed; false on
+ * error. Busy excludes niced time (user time of processes with nice > 0). */
+static bool read_stat(const cpu_set_t *set, unsigned long long *busy, unsigned long long *niced,
+                      unsigned long long *total)
 {
     FILE *f = fopen("/proc/stat", "r");
     if (!f)
         return false;
     char line[512];
-    *busy = *total = 0;
+    *busy = *niced = *total = 0;
     bool any = false;
     while (fgets(line, sizeof line, f)) {
         int cpu;
@@ -72,7 +76,8 @@ static bool read_stat(const cpu_set_t *set, unsigned long long *busy, unsigned l
         for (int k = 0; k < 8; k++)
             all += v[k];
         *total += all;
-        *busy += all - v[3] - v[4];
+        *busy += all - v[1] - v[3] - v[4];
+        *niced += v[1];
         any = true;
     }
     fclose(f);
@@ -82,19 +87,27 @@ static bool read_stat(const cpu_set_t *set, unsigned long long *busy, unsigned l
 
 tg_cpu_load tg_cpu_load_sample(int window_ms)
 {
-    tg_cpu_load l = {tg_cpu_count(), 0, false, 0};
+    tg_cpu_load l = {tg_cpu_count(), 0, 0, false, 0};
 #ifdef __linux__
     cpu_set_t set;
-    unsigned long long b0, t0, b1, t1;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && read_stat(&set, &b0, &t0)) {
+    unsigned long long b0, n0, t0, b1, n1, t1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && read_stat(&set, &b0, &n0, &t0)) {
         struct timespec ts = {window_ms / 1000, (long)(window_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
-        if (read_stat(&set, &b1, &t1) && t1 > t0) {
-            /* busy jiffies over all jiffies of the allowed CPUs, in cores */
+        if (read_stat(&set, &b1, &n1, &t1) && t1 > t0) {
+            /* jiffies over all jiffies of the allowed CPUs, in cores */
             l.busy = (double)(b1 - b0) / (double)(t1 - t0) * l.allowed;
+            l.niced = (double)(n1 - n0) / (double)(t1 - t0) * l.allowed;
             l.measured = true;
         }
     }
+    /* A niced process yields its core to un-niced threads (CFS weights: nice
+     * 10 gets a tenth of nice 0's share), so its time counts as free unless
+     * this process is niced itself. */
+    errno = 0;
+    int mine = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && mine > 0)
+        l.busy += l.niced;
 #endif
     l.free = tg_cpu_free(l.allowed, l.busy);
     return l;

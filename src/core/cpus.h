@@ -3,8 +3,9 @@
  *
  * The rule (docs/multi-device.md, "Threads"): the cores this process may run
  * on (its affinity mask, so taskset and cgroup cpusets count), minus the
- * cores other processes kept busy over a short window (/proc/stat), shared
- * out evenly over the devices of every replica, at least one thread each.
+ * cores other processes kept busy over a short window (/proc/stat; niced
+ * processes' time counts as free, since they yield to un-niced threads),
+ * shared out evenly over the devices of every replica, at least one each.
  */
 #ifndef TG_CORE_CPUS_H
 #define TG_CORE_CPUS_H
@@ -19,6 +20,7 @@ int tg_cpu_count(void);
 typedef struct tg_cpu_load {
     int allowed;   /* tg_cpu_count() */
     double busy;   /* cores kept busy over the window, among the allowed; 0 if unknown */
+    double niced;  /* cores kept busy by niced processes: in busy only if we are niced too */
     bool measured; /* false: /proc/stat could not be read (busy is 0) */
     int free;      /* tg_cpu_free(allowed, busy) */
 } tg_cpu_load;
@@ -27,8 +29,8 @@ typedef struct tg_cpu_load {
 tg_cpu_load tg_cpu_load_sample(int window_ms);
 
 /* Free cores given `allowed` and `busy` (in cores): a core counts as taken
- * when it is busy more than a quarter of the time, so a busy loop (even a
- * niced one) takes its core; at least 1. Pure. */
+ * when it is busy more than a quarter of the time, so one busy loop takes
+ * its core and scheduler noise takes none; at least 1. Pure. */
 int tg_cpu_free(int allowed, double busy);
 
 /* The default threads per device: free cores over `parties` (devices x

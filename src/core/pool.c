@@ -179,9 +179,9 @@ void tg_pool_set_spin_ceiling(tg_pool *p, int ceiling)
 {
     if (!p)
         return;
-    tg_spin_init(&p->caller_spin, ceiling);
+    tg_spin_set_ceiling(&p->caller_spin, ceiling);
     for (int t = 1; p->args && t < p->n_threads; t++)
-        tg_spin_init(&p->args[t].spin, ceiling);
+        tg_spin_set_ceiling(&p->args[t].spin, ceiling);
 }
 
 static bool all_done(void *arg)

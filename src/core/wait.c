@@ -19,8 +19,21 @@ static int clamp_ceiling(int ceiling)
 
 void tg_spin_init(tg_spin *s, int ceiling)
 {
-    s->ceiling = clamp_ceiling(ceiling);
-    atomic_init(&s->budget, s->ceiling);
+    atomic_init(&s->ceiling, clamp_ceiling(ceiling));
+    atomic_init(&s->budget, clamp_ceiling(ceiling));
+}
+
+void tg_spin_set_ceiling(tg_spin *s, int ceiling)
+{
+    atomic_store_explicit(&s->ceiling, clamp_ceiling(ceiling), memory_order_relaxed);
+    atomic_store_explicit(&s->budget, clamp_ceiling(ceiling), memory_order_relaxed);
+}
+
+static void adapt(tg_spin *s, int budget, bool within)
+{
+    int ceiling = atomic_load_explicit(&s->ceiling, memory_order_relaxed);
+    atomic_store_explicit(&s->budget, tg_spin_next_budget(budget, ceiling, within),
+                          memory_order_relaxed);
 }
 
 int tg_spin_next_budget(int budget, int ceiling, bool within)
@@ -39,16 +52,14 @@ bool tg_spin_wait(tg_spin *s, tg_ready_fn ready, void *arg)
     int budget = atomic_load_explicit(&s->budget, memory_order_relaxed);
     for (int i = 0; i < budget; i++) {
         if (ready(arg)) {
-            atomic_store_explicit(&s->budget, tg_spin_next_budget(budget, s->ceiling, true),
-                                  memory_order_relaxed);
+            adapt(s, budget, true);
             return true;
         }
         tg_cpu_relax();
     }
     /* The other side did not come within the window: it is probably off the
      * CPU, so spin less next time, and let whoever is runnable here go first. */
-    atomic_store_explicit(&s->budget, tg_spin_next_budget(budget, s->ceiling, false),
-                          memory_order_relaxed);
+    adapt(s, budget, false);
     for (int i = 0; i < TG_SPIN_YIELDS; i++) {
         if (ready(arg))
             return true;

@@ -32,11 +32,14 @@
  * atomic (relaxed) so that waiters sharing one may race harmlessly. */
 typedef struct tg_spin {
     atomic_int budget;
-    int ceiling;
+    atomic_int ceiling;
 } tg_spin;
 
-/* Start at the ceiling; ceiling is clamped to [TG_SPIN_MIN, TG_SPIN_MAX]. */
+/* Start at the ceiling; ceiling is clamped to [TG_SPIN_MIN, TG_SPIN_MAX].
+ * For a tg_spin no thread uses yet. */
 void tg_spin_init(tg_spin *s, int ceiling);
+/* A new ceiling (and budget) while waiters may be using s. */
+void tg_spin_set_ceiling(tg_spin *s, int ceiling);
 
 /* The budget after a wait: `within` says whether it ended within the spin
  * window. Pure, so that the adaptation can be tested without timing. */

@@ -165,6 +165,15 @@ static tg_status setup_precision(tg_session *s)
     return TG_OK;
 }
 
+/* Said once per process on stderr, when a session is compiled: a training
+ * script compiles several sessions (training, evaluation) of one shape. */
+static void warn_threads_once(const tg_program *p)
+{
+    static atomic_int warned;
+    if (p->threads_warning[0] && !atomic_exchange(&warned, 1))
+        fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
+}
+
 /* How long waiting threads may spin: hardly at all when the run's threads
  * outnumber the free cores, since then the thread waited for is often the
  * one a spinner keeps off the CPU (core/wait.h). */
@@ -385,6 +394,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
                           "outputMode everyN: deviceIterations (%d) is not a "
                           "multiple of outputReturnPeriod (%d)",
                           p->iterations, s->output_period);
+        if (st == TG_OK)
+            warn_threads_once(s->program);
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
         if (st == TG_OK)

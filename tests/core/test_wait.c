@@ -48,13 +48,13 @@ static void test_spin_wait_adapts(void)
 {
     tg_spin s;
     tg_spin_init(&s, 1000);
-    TG_CHECK(atomic_load(&s.budget) == 1000 && s.ceiling == 1000);
+    TG_CHECK(atomic_load(&s.budget) == 1000 && atomic_load(&s.ceiling) == 1000);
     TG_CHECK(!tg_spin_wait(&s, never, NULL)); /* gives up: the caller sleeps */
     TG_CHECK(atomic_load(&s.budget) == 500);
     TG_CHECK(tg_spin_wait(&s, always, NULL));
     TG_CHECK(atomic_load(&s.budget) == 1000);
     tg_spin_init(&s, -5); /* clamped */
-    TG_CHECK(s.ceiling == TG_SPIN_MIN);
+    TG_CHECK(atomic_load(&s.ceiling) == TG_SPIN_MIN);
 }
 
 /* A ring of threads: thread i waits until the token is i (mod N), then
@@ -123,7 +123,7 @@ static void run_ring(int ceiling)
     for (int i = 0; i < RING; i++) {
         TG_CHECK(r.visits[i] == ROUNDS);
         int b = atomic_load(&args[i].spin.budget);
-        TG_CHECK(b >= TG_SPIN_MIN && b <= args[i].spin.ceiling);
+        TG_CHECK(b >= TG_SPIN_MIN && b <= atomic_load(&args[i].spin.ceiling));
     }
     pthread_mutex_destroy(&r.lock);
     pthread_cond_destroy(&r.changed);
