@@ -73,6 +73,34 @@ static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
 /* Offloading: the bytes each device keeps in host memory (the memory
  * table's "offloaded to host") and the update phase's stream traffic that
  * moves them in the first recorded host step. */
+/* Devices that share cores cannot compute at once, whatever the stage
+ * balance: say so rather than let the balance take the blame. Profiles
+ * without the core counts, and tiled targets (simulated cycles), say nothing. */
+static void shared_cores(tg_profile_reader *r, int n_devices, tg_an_view *v)
+{
+    int allowed = atoi(tg_profile_reader_meta(r, "cores_allowed"));
+    int free_cores = atoi(tg_profile_reader_meta(r, "cores_free"));
+    int threads = atoi(tg_profile_reader_meta(r, "threads_per_device"));
+    int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
+    int parties = n_devices * (replicas > 0 ? replicas : 1);
+    if (allowed <= 0 || parties < 2 || atoi(tg_profile_reader_meta(r, "tiles_per_device")) > 0)
+        return;
+    int64_t total = (int64_t)parties * (threads > 0 ? threads : 1);
+    if (total > allowed)
+        tg_an_note(v,
+                   "time: %d devices (of all replicas) x %d thread%s = %lld threads, but the "
+                   "run could use %d cores: the devices share cores, so their stages cannot all "
+                   "compute at once and no stage balance makes this faster than the cores allow; "
+                   "use fewer devices, replicas or threads (threadsPerDevice)",
+                   parties, threads, threads == 1 ? "" : "s", (long long)total, allowed);
+    else if (free_cores > 0 && total > free_cores)
+        tg_an_note(v,
+                   "time: %lld threads on %d usable cores of which %d were free at compile time: "
+                   "other processes shared the cores, so devices waited for time slices as well "
+                   "as for each other",
+                   (long long)total, allowed, free_cores);
+}
+
 static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_an_view *v)
 {
     static const char *const cols[] = {"device", "offloaded to host", "update streams in",
@@ -222,5 +250,6 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
     tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
                tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
+    shared_cores(r, n, v);
     return offloading(r, &t, v);
 }

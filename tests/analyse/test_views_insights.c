@@ -3,9 +3,13 @@
  * with the optimizer state offloaded shows the bytes kept in host memory
  * and the update phase's stream traffic, equal to SQL on the profile; on
  * mk2 the limit of a device is its tiles times a tile's memory (not "no
- * limit was set") and the fullest tile of each device is named. */
+ * limit was set") and the fullest tile of each device is named. A pipeline
+ * whose devices' threads exceed the cores is said to share cores (issue 14,
+ * item 6), and one that fits is not. */
 #include "tg_test.h"
 #include "tg_test_cli.h"
+
+#include "core/cpus.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -112,6 +116,31 @@ static void test_mk2_limit(void)
     tg_arena_destroy(arena);
 }
 
+static void test_shared_cores(void)
+{
+    int cores = tg_cpu_count();
+    const char *cases[][2] = {{"over", "--threads %d"}, {"fits", "--threads 1"}};
+    for (int k = 0; k < 2; k++) {
+        char threads[32], cmd[2048], db[512], args[600];
+        snprintf(threads, sizeof threads, cases[k][1], cores);
+        snprintf(cmd, sizeof cmd,
+                 "%s/tilegraph train --model mnist-pipeline --strategy pipelined --stages "
+                 "'B1,B2|B3,B4' --gradient-accumulation 4 --batch-size 8 --train-limit 64 "
+                 "--test-limit 16 %s "
+                 "--quiet --profile --profile-dir %s/%s > %s/train.txt 2>&1",
+                 TG_BINARY_DIR, threads, tmpdir, cases[k][0], tmpdir);
+        TG_CHECK(system(cmd) == 0);
+        snprintf(db, sizeof db, "%s/%s/training/profile.sqlite", tmpdir, cases[k][0]);
+        TG_CHECK(sql_num(db, "SELECT value FROM meta WHERE key = 'cores_allowed'") == cores);
+        snprintf(args, sizeof args, "analyse %s insights", db);
+        TG_CHECK(tg_cli_run(tmpdir, args, 1) == 0);
+        bool said = strstr(tg_cli_output, "the devices share cores") != NULL;
+        /* two devices of `cores` threads always exceed the cores; of one
+         * thread each, only on a single-core machine */
+        TG_CHECK(said == (k == 0 || cores < 2));
+    }
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -123,6 +152,7 @@ int main(void)
         return 1;
     TG_RUN(test_offloading);
     TG_RUN(test_mk2_limit);
+    TG_RUN(test_shared_cores);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
