@@ -175,6 +175,10 @@ static void run_case(const load_case *lc, int steps, int reps, bool first)
         fprintf(stderr, "bench_load: cannot fork the busy loop\n");
         exit(1);
     }
+    if (lc->hog) { /* the default rule reuses a sample for a second (core/cpus.h) */
+        struct timespec settle = {1, 100000000L};
+        nanosleep(&settle, NULL);
+    }
     for (int k = 0; k < reps; k++)
         for (int v = 0; v < 3; v++) {
             run_result r = measure(variants[v], steps);

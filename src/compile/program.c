@@ -498,7 +498,7 @@ static void choose_threads(tg_program *p, const tg_options *o)
     int parties = p->n_devices * p->replicas;
     p->threads_auto = asked <= 0;
     if (p->threads_auto) {
-        p->cpu = tg_cpu_load_sample(TG_CPU_WINDOW_MS);
+        p->cpu = tg_cpu_load_recent(TG_CPU_WINDOW_MS);
         p->n_threads = tg_threads_default(p->cpu.free, parties);
     } else {
         int allowed = tg_cpu_count();

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -110,5 +111,27 @@ tg_cpu_load tg_cpu_load_sample(int window_ms)
         l.busy += l.niced;
 #endif
     l.free = tg_cpu_free(l.allowed, l.busy);
+    return l;
+}
+
+static double monotonic_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+tg_cpu_load tg_cpu_load_recent(int window_ms)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static tg_cpu_load last;
+    static double taken = -1;
+    pthread_mutex_lock(&lock);
+    if (taken < 0 || monotonic_s() - taken > 1.0) {
+        last = tg_cpu_load_sample(window_ms);
+        taken = monotonic_s();
+    }
+    tg_cpu_load l = last;
+    pthread_mutex_unlock(&lock);
     return l;
 }

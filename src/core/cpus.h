@@ -28,6 +28,11 @@ typedef struct tg_cpu_load {
 /* Sample /proc/stat twice, window_ms apart (the calling thread sleeps). */
 tg_cpu_load tg_cpu_load_sample(int window_ms);
 
+/* The last sample if it is under a second old, else a new one: a process
+ * compiling several programs in a row (training and evaluation sessions,
+ * compile's insights) waits for the window once. Thread-safe. */
+tg_cpu_load tg_cpu_load_recent(int window_ms);
+
 /* Free cores given `allowed` and `busy` (in cores): a core counts as taken
  * when it is busy more than a quarter of the time, so one busy loop takes
  * its core and scheduler noise takes none; at least 1. Pure. */

@@ -79,11 +79,13 @@ static void run_part(tg_pool *p, int part)
     }
 }
 
+/* Sequentially consistent loads in both predicates: with the seq_cst
+ * updates of `sleepers` and `caller_sleeping` they make the Dekker pairs
+ * described at the top of the file. */
 static bool work_or_stop(void *arg)
 {
     tg_pool *p = arg;
-    return unclaimed(atomic_load_explicit(&p->job, memory_order_acquire)) ||
-           atomic_load_explicit(&p->stop, memory_order_acquire);
+    return unclaimed(atomic_load(&p->job)) || atomic_load(&p->stop);
 }
 
 static void wait_for_work(tg_pool *p, tg_spin *spin)
@@ -187,7 +189,7 @@ void tg_pool_set_spin_ceiling(tg_pool *p, int ceiling)
 static bool all_done(void *arg)
 {
     tg_pool *p = arg;
-    return atomic_load_explicit(&p->done, memory_order_acquire) == p->parts;
+    return atomic_load(&p->done) == p->parts;
 }
 
 /* Wait for the parts workers claimed and are still running. */

@@ -47,6 +47,10 @@ static void test_probe(void)
 #ifdef __linux__
     TG_CHECK(l.measured); /* /proc/stat is there on Linux */
 #endif
+    /* within a second the same sample comes back */
+    tg_cpu_load a = tg_cpu_load_recent(20), b = tg_cpu_load_recent(20);
+    TG_CHECK(a.allowed == b.allowed && a.busy == b.busy && a.free == b.free);
+    TG_CHECK(a.free >= 1 && a.free <= a.allowed);
 }
 
 int main(void)
