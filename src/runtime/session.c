@@ -2,6 +2,7 @@
  * once, initialise weights identically on every replica) and moving data
  * between the host and the devices. Running it is runtime/engine.c. */
 #include "runtime/session_state.h"
+#include "runtime/session_dist.h"
 
 #include "core/alloc.h"
 #include "core/convert.h"
@@ -354,6 +355,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         st = effective_options(user_opts, &opts);
     if (st == TG_OK)
         st = configure_trace(opts);
+    if (st == TG_OK)
+        st = tg_session_dist_options(s, opts);
     if (st != TG_OK) {
         tg_options_destroy(opts);
         tg_session_destroy(s);
@@ -386,6 +389,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
             st = setup_precision(s);
         if (st == TG_OK)
             st = start_profiling(s, opts);
+        if (st == TG_OK)
+            st = tg_session_dist_setup(s, opts);
     }
     tg_options_destroy(opts);
     if (st == TG_OK)
@@ -447,6 +452,7 @@ void tg_session_destroy(tg_session *s)
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
+    tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */
     if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
