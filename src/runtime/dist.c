@@ -21,6 +21,7 @@
 
 static int joined; /* tg_dist_init called MPI_Init_thread */
 static int rank, size = 1;
+static int host_size = 1; /* instances on this host (they share its cores) */
 
 struct tg_dist_group {
     int n;
@@ -47,6 +48,10 @@ tg_status tg_dist_init(int *argc, char ***argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* errors end the job rather than return codes nobody waits for */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm host;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    MPI_Comm_size(host, &host_size);
+    MPI_Comm_free(&host);
     if (provided < MPI_THREAD_MULTIPLE && size > 1)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "MPI: this MPI library gives thread level %d, and the devices of an "
@@ -61,7 +66,7 @@ void tg_dist_finalize(void)
     if (joined) {
         MPI_Finalize();
         joined = 0;
-        rank = 0, size = 1;
+        rank = 0, size = 1, host_size = 1;
     }
 }
 
@@ -87,6 +92,11 @@ int tg_dist_instance(void)
 int tg_dist_instances(void)
 {
     return joined ? size : 1;
+}
+
+int tg_dist_host_instances(void)
+{
+    return joined ? host_size : 1;
 }
 
 tg_status tg_dist_sum_i64(int64_t *values, int n)

@@ -13,6 +13,9 @@
 
 typedef struct tg_dist_group tg_dist_group;
 
+/* Instances of the job on this host (1 outside a job): they share its cores. */
+int tg_dist_host_instances(void);
+
 /* A communicator per device (MPI_Comm_dup: every instance creates its
  * sessions in the same order). NULL *out outside a job. */
 tg_status tg_dist_group_create(int n_devices, tg_dist_group **out);

@@ -2,6 +2,7 @@
  * once, initialise weights identically on every replica) and moving data
  * between the host and the devices. Running it is runtime/engine.c. */
 #include "runtime/session_state.h"
+#include "runtime/dist.h"
 #include "runtime/session_dist.h"
 
 #include "core/alloc.h"
@@ -374,7 +375,9 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         s->output_period = (int)tg_options_get_int(opts, "outputReturnPeriod");
         int threads = (int)tg_options_get_int(opts, "threadsPerDevice");
         if (threads <= 0) {
-            threads = tg_cpu_count() / (p->replicas * p->n_devices);
+            /* the instances on this host share its cores: N instances of
+             * R/N replicas get the threads one process of R replicas gets */
+            threads = tg_cpu_count() / (p->replicas * p->n_devices * tg_dist_host_instances());
             threads = threads < 1 ? 1 : threads;
         }
         s->program->n_threads = threads > s->program->n_threads ? s->program->n_threads : threads;

@@ -42,15 +42,18 @@ tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
     return tg_options_set(opts, "replicationFactor", v);
 }
 
-/* The graph as built: every node's op, type, shape, inputs and name. */
+/* The graph as built: every node's op, type, shape, parameters, inputs and name. */
 static uint64_t graph_hash(const tg_graph *g)
 {
     uint64_t h = TG_DIST_HASH_INIT;
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        int head[4] = {(int)t->op, (int)t->dtype, t->shape.ndim, t->n_in};
+        int head[6] = {(int)t->op, (int)t->dtype, t->shape.ndim, t->n_in, (int)t->flags, t->block};
         h = tg_dist_hash(h, head, sizeof head);
         h = tg_dist_hash(h, t->shape.dim, sizeof(t->shape.dim[0]) * (size_t)t->shape.ndim);
+        /* the op's parameters: hyper-parameters such as a learning rate live here */
+        h = tg_dist_hash(h, t->p.i, sizeof t->p.i);
+        h = tg_dist_hash(h, t->p.f, sizeof t->p.f);
         for (int k = 0; k < t->n_in; k++)
             h = tg_dist_hash(h, &t->in[k]->id, sizeof t->in[k]->id);
         if (t->name)
