@@ -174,9 +174,11 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
         av[n++] = "--bind-to";
         av[n++] = "none";
     }
-    if (a->hosts) {
+    if (a->hosts) { /* round-robin over the hosts, as the plan prints */
         av[n++] = "--host";
         av[n++] = hostlist;
+        av[n++] = "--map-by";
+        av[n++] = "node";
     }
     if (a->hostfile) {
         av[n++] = "--hostfile";

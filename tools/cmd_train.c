@@ -329,7 +329,8 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         st->scored += b->scored;
         st->loss_sum += b->loss_sum;
         st->losses += b->losses_count;
-        st->seen += count;
+        st->seen +=
+            count * tg_dist_instances(); /* the job's samples: every instance took as many */
         st->steps++;
         double dt = cli_now() - t0;
         char acc[24] = "n/a";
@@ -604,7 +605,9 @@ int cmd_train(int argc, char **argv)
         epoch_stats st;
         tg_status ts = train_epoch(&a, s, &mg, loader, &pos, &b, &st);
         if (ts == TG_OK && pos.step < steps_per_epoch)
-            break; /* stopped inside the epoch: the position stays there */
+            break;       /* stopped inside the epoch: the position stays there */
+        if (ts == TG_OK) /* an MPI job's instances end each epoch with the same weights */
+            ts = tg_dist_check_weights(s);
         if (ts == TG_OK)
             ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
         if (ts != TG_OK) {

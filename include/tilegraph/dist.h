@@ -54,8 +54,9 @@ TG_API int tg_dist_instances(void);
  * outside a job. */
 TG_API tg_status tg_dist_sum_i64(int64_t *values, int n);
 
-/* Whether every instance holds the same weights and state (a checksum of
- * them compared over the instances): fails naming the instances that differ. */
+/* Whether every instance holds the same parameters (a checksum of them
+ * compared over the instances): fails naming the instances that differ.
+ * Batch norm's running statistics are each replica's own and not compared. */
 TG_API tg_status tg_dist_check_weights(const tg_session *s);
 
 /* Replicas of the whole job (R), and the job's index of this instance's

@@ -187,8 +187,10 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
     }
 }
 
-/* A checksum of every weight and state value as stored (replica 0's copy:
- * the replicas of one instance share theirs through the all-reduce). */
+/* A checksum of every parameter as stored (replica 0's copy: the all-reduce
+ * gives every replica the same). Not the state: batch norm's running
+ * statistics are each replica's own, from its own samples, in one process
+ * as across instances (checkpoints keep replica 0's). */
 static uint64_t weights_hash(const tg_session *s)
 {
     const tg_graph *g = tg_session_graph(s);
@@ -196,7 +198,7 @@ static uint64_t weights_hash(const tg_session *s)
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         const void *d = tg_session_data(s, t);
-        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !d)
+        if (t->op != TG_OP_PARAM || !d)
             continue;
         size_t es = tg_dtype_size(tg_session_storage_dtype(s, t));
         h = tg_dist_hash(h, d, (size_t)tg_numel(t) * es);
@@ -211,6 +213,8 @@ tg_status tg_dist_check_weights(const tg_session *s)
     static const char *const what[] = {"weights after the last update"};
     uint64_t h = weights_hash(s);
     return tg_dist_agree(what, &h, 1,
-                         "the instances' training diverged (a tilegraph defect: report it with "
-                         "the command line)");
+                         "the instances' training diverged; instances on hosts with different "
+                         "core counts compute with different threads per device: give the same "
+                         "--threads-per-device (threadsPerDevice) to all, otherwise report it "
+                         "as a tilegraph defect with the command line");
 }

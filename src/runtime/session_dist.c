@@ -62,11 +62,12 @@ static uint64_t graph_hash(const tg_graph *g)
     return h;
 }
 
-/* The options that shape the program: not where reports go (each instance
- * writes its own) nor how many threads compute (no bit depends on it). */
+/* The options that shape the training: not where reports and traces go
+ * (each instance writes its own). threadsPerDevice counts: the kernels'
+ * partitioning over threads changes the last bits. */
 static uint64_t options_hash(const tg_options *o)
 {
-    static const char *const skip[] = {"autoReport.", "profiler.", "trace.", "threadsPerDevice"};
+    static const char *const skip[] = {"autoReport.", "profiler.", "trace."};
     uint64_t h = TG_DIST_HASH_INIT;
     for (int k = 0; k < tg_options_count(); k++) {
         const char *key = tg_options_key(k);
