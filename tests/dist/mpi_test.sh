@@ -19,7 +19,10 @@ COMMON="--model mnist-pipeline --epochs 1 --batch-size 8 --train-limit 192 --tes
 $T train $COMMON --replicas 2 --gradient-accumulation 2 --save one.safetensors >one.log 2>&1 ||
     fail "one process, 2 replicas"
 timeout 120 $MPI $T train $COMMON --replicas 2 --gradient-accumulation 2 \
-    --save two.safetensors >two.log 2>&1 || fail "2 instances x 1 replica"
+    --save two.safetensors --profile-dir prof >two.log 2>&1 || fail "2 instances x 1 replica"
+for k in 0 1; do # each instance profiles into its own directory
+    [ -s prof/instance-$k/training/profile.sqlite ] || fail "no profile of instance $k"
+done
 cmp one.safetensors two.safetensors || fail "2 x 1 and 1 x 2 give different weights"
 grep -q "test accuracy" two.log || fail "instance 0 printed no result"
 [ "$(grep -c 'test accuracy:' two.log)" = 1 ] || fail "more than instance 0 printed"
