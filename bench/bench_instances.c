@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "%s train %s --replicas 2 2>/dev/null", t, host);
     double one_x2 = samples_per_s(cmd);
     snprintf(cmd, sizeof cmd,
-             "%s run --instances 2 --replicas 2 --mpi-arg --bind-to --mpi-arg none -- train %s "
+             "%s run --instances 2 --replicas 2 -- train %s "
              "2>/dev/null",
              t, host);
     double two_x1 = samples_per_s(cmd);
@@ -59,7 +59,7 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "%s train %s --replicas 1 2>/dev/null", t, mp);
     double single = samples_per_s(cmd);
     snprintf(cmd, sizeof cmd,
-             "%s run --instances 2 --replicas 2 --mpi-arg --bind-to --mpi-arg none -- train %s "
+             "%s run --instances 2 --replicas 2 -- train %s "
              "2>/dev/null",
              t, mp);
     double pair = samples_per_s(cmd);

@@ -169,11 +169,12 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
     if (geteuid() == 0) /* OpenMPI refuses root unless told */
         av[n++] = "--allow-run-as-root";
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (!a->hosts && !a->hostfile && a->instances > cores) {
+    if (!a->hosts && !a->hostfile && a->instances > cores)
         av[n++] = "--oversubscribe"; /* more instances than cores on this one host */
-        av[n++] = "--bind-to";
-        av[n++] = "none";
-    }
+    /* an instance spreads its device threads over its host's cores itself
+     * (threadsPerDevice counts the instances there): no binding to one core */
+    av[n++] = "--bind-to";
+    av[n++] = "none";
     if (a->hosts) { /* round-robin over the hosts, as the plan prints */
         av[n++] = "--host";
         av[n++] = hostlist;

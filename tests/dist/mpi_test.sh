@@ -34,7 +34,7 @@ cmp -s early.safetensors one.safetensors && fail "the weights did not change wit
 # 2. 2 instances x 4 pipelined stages == 1 instance x 2 replicas x 4 stages, through `run`
 P="--strategy pipelined --gradient-accumulation 4"
 $T train $COMMON $P --replicas 2 --save p1.safetensors >p1.log 2>&1 || fail "pipelined, one process"
-timeout 120 $T run --instances 2 --replicas 2 --mpi-arg --bind-to --mpi-arg none -- \
+timeout 120 $T run --instances 2 --replicas 2 -- \
     train $COMMON $P --save p2.safetensors >p2.log 2>&1 || fail "pipelined, 2 instances"
 grep -q "instance 1 on this host: replicas 1..1" p2.log || fail "run printed no plan"
 cmp p1.safetensors p2.safetensors || fail "pipelined 2 x 1 and 1 x 2 differ"
