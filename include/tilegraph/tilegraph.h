@@ -21,6 +21,7 @@
 #define TILEGRAPH_TILEGRAPH_H
 
 #include "tilegraph/checkpoint.h"
+#include "tilegraph/dist.h"
 #include "tilegraph/dtype.h"
 #include "tilegraph/graph.h"
 #include "tilegraph/models.h"

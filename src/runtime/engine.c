@@ -139,7 +139,9 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
             .pool = pool,
             .step = s->step + it,
             .seed = s->seed,
-            .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
+            /* the job's replica index: an instance's replicas draw what
+             * the same replicas draw in one process */
+            .stream = (uint64_t)(s->replica_offset + c->replica) * 0x100000000ull + (uint64_t)g,
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
@@ -195,8 +197,8 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    float scale = 1.0f / (float)(p->micro_batches * p->replicas);
-    bool last = j == p->micro_batches - 1 && p->replicas == 1;
+    float scale = 1.0f / (float)(p->micro_batches * s->global_replicas);
+    bool last = j == p->micro_batches - 1 && s->global_replicas == 1;
     for (int k = 0; k < dp->n_accumulators; k++) {
         const tg_accumulator *a = &dp->accumulators[k];
         const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
@@ -419,7 +421,7 @@ static void *device_main(void *arg)
         if (!p->training)
             continue;
         double t_ar = now_s();
-        if (p->replicas > 1) {
+        if (s->global_replicas > 1) {
             tg_trace_begin(tg_exchange_comms_channel(), "all-reduce");
             bool reduced = tg_allreduce_run(c);
             tg_trace_end(tg_exchange_comms_channel());

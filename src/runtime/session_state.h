@@ -82,6 +82,12 @@ struct tg_session {
     tg_profile_recorder *recorders; /* [replica * n_devices + device], when recording */
     int64_t runs, runs_to_record;
     double t_origin;
+    /* the MPI job (runtime/dist.h): this instance runs replicas
+     * [replica_offset, replica_offset + program->replicas) of
+     * global_replicas; dist is NULL outside a job of several instances */
+    int global_replicas, replica_offset;
+    struct tg_dist_group *dist;
+    unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
 };
 
 /* Seconds on the monotonic clock. */
