@@ -162,6 +162,8 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);
 typedef struct sqlite3_stmt sqlite3_stmt;
 tg_status tg_an_query(tg_profile_reader *r, const char *sql, int (*row)(sqlite3_stmt *, void *),
                       void *ctx);
+/* Whether the profile has table `name` (tables added by a later schema). */
+bool tg_an_has_table(tg_profile_reader *r, const char *name);
 /* Prepare `sql` (with `?` parameters to bind); error names the profile. */
 tg_status tg_an_prepare(tg_profile_reader *r, const char *sql, sqlite3_stmt **out);
 

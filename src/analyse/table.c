@@ -274,3 +274,16 @@ tg_status tg_an_query(tg_profile_reader *r, const char *sql, int (*row)(sqlite3_
     sqlite3_finalize(st);
     return s;
 }
+
+bool tg_an_has_table(tg_profile_reader *r, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(tg_profile_reader_db(r),
+                           "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    bool found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}

@@ -21,7 +21,7 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
     int64_t nd = 0, run = -1;
     TG_TRY(tg_profile_reader_int(r, "SELECT COUNT(*) FROM devices", 0, &nd));
     t->n_devices = nd < TG_AN_MAX_DEVICES ? (int)nd : TG_AN_MAX_DEVICES;
-    TG_TRY(tg_profile_reader_int(r, "SELECT MIN(run) FROM trace", -1, &run));
+    TG_TRY(tg_profile_reader_int(r, "SELECT COALESCE(MIN(run), -1) FROM trace", -1, &run));
     t->run = (int)run;
     if (run < 0)
         return TG_OK;

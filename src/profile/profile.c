@@ -66,7 +66,11 @@ static const char *const schema =
     "CREATE TABLE tile_spans(tensor INTEGER PRIMARY KEY, tile_start INTEGER, tiles INTEGER,"
     " bytes_per_tile INTEGER);"
     "CREATE TABLE host_trace(thread TEXT, channel TEXT, kind TEXT, name TEXT, start_ns INTEGER,"
-    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);";
+    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);"
+    /* added later: a profile from an older tilegraph lacks these */
+    "CREATE TABLE remedies(id INTEGER PRIMARY KEY, remedy TEXT, need_bytes INTEGER,"
+    " after_bytes INTEGER, capacity_bytes INTEGER, outcome TEXT);"
+    "CREATE TABLE counters(step INTEGER, name TEXT, value REAL, PRIMARY KEY(step, name));";
 
 static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
 
@@ -567,6 +571,23 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     }
     *out = pf;
     return TG_OK;
+}
+
+tg_status tg_profile_add_remedy(tg_profile *pf, const char *what, int64_t need, int64_t after,
+                                int64_t capacity, const char *outcome)
+{
+    sqlite3_stmt *st = prepare(pf, after >= 0 ? "INSERT INTO remedies(remedy, need_bytes, "
+                                                "after_bytes, capacity_bytes, outcome) "
+                                                "VALUES(?, ?, ?, ?, ?)"
+                                              : "INSERT INTO remedies(remedy, need_bytes, "
+                                                "after_bytes, capacity_bytes, outcome) "
+                                                "VALUES(?, ?, NULL, ?, ?)");
+    if (!st)
+        return db_error(pf, "prepare");
+    tg_status s = after >= 0 ? insert(pf, st, "siiis", what, need, after, capacity, outcome)
+                             : insert(pf, st, "siis", what, need, capacity, outcome);
+    sqlite3_finalize(st);
+    return s;
 }
 
 const char *tg_profile_path(const tg_profile *pf)

@@ -12,6 +12,9 @@
 #include "compile/program.h"
 #include "tilegraph/options.h"
 
+/* Changes only when an existing table or column changes meaning; added
+ * tables (remedies, counters, histograms) keep it: older profiles lack
+ * them and the views say so (docs/profile-format.md). */
 #define TG_PROFILE_SCHEMA_VERSION 1
 
 typedef struct tg_profile tg_profile;
@@ -69,5 +72,9 @@ tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders)
 /* Drop the profile being written (the previous one stays). Frees pf. */
 void tg_profile_abort(tg_profile *pf);
 const char *tg_profile_path(const tg_profile *pf);
+/* A re-planned memory remedy (analyse/remedies.h) for the graph profile;
+ * `after` < 0: not computed, `outcome` says why. */
+tg_status tg_profile_add_remedy(tg_profile *pf, const char *what, int64_t need, int64_t after,
+                                int64_t capacity, const char *outcome);
 
 #endif
