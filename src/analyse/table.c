@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const tg_an_view_names[] = {"summary",    "insights", "memory", "liveness", "program",
-                                        "operations", "trace",    "host",   NULL};
+const char *const tg_an_view_names[] = {"summary",    "insights", "memory", "liveness",   "program",
+                                        "operations", "trace",    "host",   "histograms", NULL};
 
 bool tg_an_view_known(const char *name)
 {
@@ -78,9 +78,11 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
         return tg_an_view_trace(r, f, v);
     if (!strcmp(name, "host"))
         return tg_an_view_host(r, f, v);
+    if (!strcmp(name, "histograms"))
+        return tg_an_view_histograms(r, f, v);
     return tg_error(TG_ERR_INVALID_ARG,
                     "unknown view '%s' (summary, insights, memory, liveness, program, "
-                    "operations, trace or host)",
+                    "operations, trace, host or histograms)",
                     name);
 }
 

@@ -72,6 +72,19 @@ tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders)
 /* Drop the profile being written (the previous one stays). Frees pf. */
 void tg_profile_abort(tg_profile *pf);
 const char *tg_profile_path(const tg_profile *pf);
+/* A counter's value at host step `step` (samples/s, loss, loss scale, loader
+ * queue depth, memory in use: docs/profile-format.md), kept in memory and
+ * written at close; at most TG_PROFILE_MAX_COUNTERS names. NaN is stored as
+ * NULL. A NULL pf records nothing. */
+enum { TG_PROFILE_MAX_COUNTERS = 32 };
+tg_status tg_profile_counter(tg_profile *pf, int64_t step, const char *name, double value);
+/* The histogram of one tensor's values at recorded run `run` (kind
+ * "weight" or "gradient"): elements, min, max, mean, std, zeros and
+ * non-finite values, and TG_PROFILE_HISTOGRAM_BINS equal bins from min to
+ * max (a JSON array of counts; the non-finite values are in no bin). */
+enum { TG_PROFILE_HISTOGRAM_BINS = 32 };
+tg_status tg_profile_histogram(tg_profile *pf, int64_t run, const char *tensor, const char *kind,
+                               const float *x, int64_t n);
 /* A re-planned memory remedy (analyse/remedies.h) for the graph profile;
  * `after` < 0: not computed, `outcome` says why. */
 tg_status tg_profile_add_remedy(tg_profile *pf, const char *what, int64_t need, int64_t after,
