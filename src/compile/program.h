@@ -146,6 +146,8 @@ typedef struct tg_program {
     /* availableMemoryProportion x the device capacity: the most kernel
      * scratch one step is planned with (SIZE_MAX without a capacity) */
     size_t scratch_cap;
+    /* stages or split "auto": the split chosen (compile/stages.h), else "" */
+    char auto_stages[256];
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,
