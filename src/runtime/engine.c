@@ -571,7 +571,10 @@ static tg_status record_histograms(tg_session *s, int64_t run)
             if (a->param != i)
                 continue;
             const tg_buffer *acc = &p->buffers[a->acc_buffer];
+            /* never past the buffer (a sharded one holds a part) */
             int64_t m = tg_numel(g->nodes[acc->node]);
+            int64_t fits = (int64_t)(acc->bytes / tg_dtype_size(acc->dtype));
+            m = m < fits ? m : fits;
             x = as_floats(tg_engine_slot_ptr(s, 0, a->acc_buffer, 0), acc->dtype, m, &buf, &cap);
             st = x ? tg_profile_histogram(s->profile, run, t->name, "gradient", x, m)
                    : tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
