@@ -91,7 +91,9 @@ static const char *const schema =
     "CREATE TABLE counters(step INTEGER, name TEXT, value REAL, PRIMARY KEY(step, name));"
     "CREATE TABLE histograms(run INTEGER, tensor TEXT, kind TEXT, elements INTEGER, min REAL,"
     " max REAL, mean REAL, std REAL, zeros INTEGER, non_finite INTEGER, bins TEXT,"
-    " PRIMARY KEY(run, tensor, kind));";
+    " PRIMARY KEY(run, tensor, kind));"
+    "CREATE TABLE vertex_types(device INTEGER, type TEXT, vertices INTEGER, state_bytes INTEGER,"
+    " code_bytes INTEGER, PRIMARY KEY(device, type));";
 
 static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
 
@@ -553,6 +555,18 @@ static tg_status write_tiles(tg_profile *pf)
                     s = insert(pf, st, "iisi", (int64_t)d, (int64_t)t,
                                tg_tile_cat_name((tg_tile_cat)c), b);
             }
+    sqlite3_stmt *vt =
+        s == TG_OK ? prepare(pf, "INSERT INTO vertex_types VALUES(?,?,?,?,?)") : NULL;
+    if (s == TG_OK && !vt)
+        s = db_error(pf, "prepare");
+    for (int d = 0; s == TG_OK && d < tp->n_devices; d++)
+        for (int op = 0; s == TG_OK && op < TG_OP_COUNT; op++) {
+            const int64_t *row = &tp->devices[d].vertex_types[op * 3];
+            if (row[0] || row[2])
+                s = insert(pf, vt, "isiii", (int64_t)d, tg_op_name((tg_op)op), row[0], row[1],
+                           row[2]);
+        }
+    sqlite3_finalize(vt);
     for (int i = 0; s == TG_OK && i < p->n_buffers; i++)
         s = insert(pf, sp, "iiii", (int64_t)i, (int64_t)tp->span[i].start,
                    (int64_t)tp->span[i].used, tp->span[i].chunk);

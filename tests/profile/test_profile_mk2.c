@@ -70,6 +70,20 @@ static void test_mk2_profile(void)
                 TG_CHECK(v == 0);
             }
         }
+        /* vertex types: their vertices are the graph's, their state and code the tiles' */
+        TG_CHECK_OK(tg_profile_reader_int(r, "SELECT SUM(vertices) FROM vertex_types", -1, &v));
+        TG_CHECK(v > 0 && v == atoll(tg_profile_reader_meta(r, "vertices")));
+        TG_CHECK_OK(tg_profile_reader_int(
+            r,
+            "SELECT COUNT(*) FROM (SELECT device, SUM(state_bytes) AS s, SUM(code_bytes) AS c "
+            "FROM vertex_types GROUP BY device) t WHERE s != (SELECT SUM(bytes) FROM tiles WHERE "
+            "device = t.device AND category = 'vertex state') OR c != (SELECT SUM(bytes) FROM "
+            "tiles WHERE device = t.device AND category = 'vertex code')",
+            -1, &v));
+        TG_CHECK(v == 0);
+        TG_CHECK_OK(
+            tg_profile_reader_int(r, "SELECT COUNT(DISTINCT device) FROM vertex_types", -1, &v));
+        TG_CHECK(v == n_devices);
         TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM tiles WHERE bytes < 0", -1, &v));
         TG_CHECK(v == 0); /* streamed buffers' exchange code counts every slot they span */
         TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM tile_spans", -1, &v));
