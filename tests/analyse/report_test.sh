@@ -125,6 +125,19 @@ n=$(attr "$WORK/ins.html" insights-notes data-count)
 [ -n "$n" ] && [ "$n" -gt 3 ] && grep -q 'the pipeline bubble' "$WORK/ins.html" && ok "insights: $n sentences" \
     || fail "insights sentences: '$n'"
 
+# the re-planned remedies compile stores in its graph profile: the Insights tab lists them as the profile holds them
+"$TG" compile --model mnist-pipeline --memory-per-device 1000000 --profile-dir "$WORK/oom" > "$WORK/oom.log" 2>&1
+"$TG" report "$WORK/oom" -o "$WORK/oom.html" > /dev/null 2>&1 || fail "report of the compile profile exited $?"
+browse insights "$WORK/oomins.html" "$WORK/oom.html"
+errors_empty "$WORK/oomins.html" "insights of a compile profile"
+ODB=$WORK/oom/training/profile.sqlite
+want=$(sqlite3 "$ODB" "SELECT remedy || '|' || IFNULL(after_bytes, '') FROM remedies ORDER BY id")
+got=$(grep -o '<table id="insights-[0-9]*" data-title="Re-planned remedies (compile)".*' "$WORK/oomins.html" | sed 's#</table>.*##' \
+      | grep -o '<td data-col="remedy" data-value="[^"]*"\|data-col="after" data-value="[0-9]*"' \
+      | sed 's/.*data-col="remedy" data-value="\([^"]*\)"/\1/; s/.*data-col="after" data-value="\([0-9]*\)"/|\1/' | paste -d '' - -)
+[ "$(echo "$want" | wc -l)" -ge 8 ] && [ "$got" = "$want" ] && ok "insights: $(echo "$got" | wc -l) re-planned remedies from compile" \
+    || fail "insights remedies: page [$(echo $got)], profile [$(echo $want)]"
+
 # ---- Execution Trace: busy share per device over the whole host step 0
 browse trace "$WORK/trace.html" "$R"
 errors_empty "$WORK/trace.html" trace
