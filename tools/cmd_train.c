@@ -298,6 +298,18 @@ static bool should_stop(const train_args *a, train_pos *pos)
     return pos->stop != 0;
 }
 
+/* The training loop's series for the profile (one row each per host step;
+ * nothing when no profile is written): samples/s of this step, its mean
+ * loss, and the loader's queue depth after it. */
+static void record_counters(tg_session *s, tg_loader *loader, const step_buffers *b, int64_t count,
+                            double seconds)
+{
+    tg_session_record_counter(s, "samples/s", seconds > 0 ? (double)count / seconds : NAN);
+    tg_session_record_counter(s, "loss",
+                              b->losses_count ? b->loss_sum / (double)b->losses_count : NAN);
+    tg_session_record_counter(s, "loader queue depth", (double)tg_loader_queue_depth(loader));
+}
+
 /* One epoch of training from host step pos->step; returns TG_OK or the
  * first failure. Stops early, at a host-step boundary, when should_stop. */
 static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_graph *mg,
@@ -322,7 +334,9 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
         int64_t count = 0;
         TG_TRY(load_step(loader, b, &count));
+        double step_t0 = cli_now();
         TG_TRY(run_step(s, mg, b, count));
+        record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
         st->correct += b->correct;

@@ -580,6 +580,18 @@ void tg_loader_sample_shape(const tg_loader *l, int *c, int *h, int *w)
     *w = l->ow;
 }
 
+int tg_loader_queue_depth(tg_loader *l)
+{
+    if (l->cfg.mode != TG_LOADER_ASYNC)
+        return 0;
+    int ready = 0;
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->nslots; i++)
+        ready += l->slots[i].ready != 0;
+    pthread_mutex_unlock(&l->mu);
+    return ready;
+}
+
 tg_loader_stats tg_loader_get_stats(const tg_loader *l)
 {
     tg_loader_stats s = l->stats;

@@ -159,6 +159,10 @@ void tg_loader_release(tg_loader *l, tg_loader_batch *b);
 /* Counters since creation. Read by the consumer thread. */
 tg_loader_stats tg_loader_get_stats(const tg_loader *l);
 
+/* Host steps ready in the ring ahead of the consumer (async; 0 in sync
+ * mode, which loads on demand): the queue depth a profile records. */
+int tg_loader_queue_depth(tg_loader *l);
+
 /* The current epoch's sample order: n dataset indices, a permutation. */
 const int64_t *tg_loader_order(const tg_loader *l);
 
