@@ -146,6 +146,9 @@ typedef struct tg_program {
     /* availableMemoryProportion x the device capacity: the most kernel
      * scratch one step is planned with (SIZE_MAX without a capacity) */
     size_t scratch_cap;
+    /* per node: what its op's plan hook built at compile time (ops/op.h);
+     * state NULL and kernel "" for nodes whose op has none */
+    struct tg_kernel_plan *plans;
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,

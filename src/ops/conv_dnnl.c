@@ -1,0 +1,249 @@
+/* ops/conv_dnnl.c - the three convolution ops through oneDNN primitives,
+ * created once per node when the program is compiled (the op table's plan
+ * hook) and run by the op's forward kernel.
+ *
+ * Memory stays plain NCHW / OIHW (GOIHW with groups) in and out, as every
+ * other op reads it: oneDNN then picks among its implementations that
+ * accept plain layouts. The primitives use a user-managed scratchpad whose
+ * size becomes the node's planned kernel scratch, so the memory plan stays
+ * exact and the profile shows it.
+ *
+ * Which nodes use oneDNN (TG_DNNL_AUTO): every node the project's direct
+ * kernels would not run. The direct kernels are kept where conv.c's rule
+ * picks them (stride 1, few channels: the tutorial's 1->10 and 10->20
+ * layers), because there they run in L1 without any layout conversion;
+ * bench/bench_dnnl_conv compares both on ResNet shapes and on those layers.
+ */
+#include "ops/conv.h"
+#include "ops/dnnl_util.h"
+
+#include "core/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct conv_state {
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t md[4]; /* per role: see roles_of */
+    int arg[4];               /* oneDNN argument of each role */
+    int n_args;
+    dnnl_memory_desc_t scratch_md;
+    int n_threads;
+} conv_state;
+
+/* oneDNN's dims of the conv's tensors. */
+static void conv_dims(const tg_conv_geom *g, dnnl_dims_t x, dnnl_dims_t w, int *w_nd, dnnl_dims_t y)
+{
+    x[0] = g->N, x[1] = g->C, x[2] = g->H, x[3] = g->W;
+    y[0] = g->N, y[1] = g->K, y[2] = g->OH, y[3] = g->OW;
+    if (g->G > 1) {
+        *w_nd = 5;
+        w[0] = g->G, w[1] = g->K / g->G, w[2] = g->C / g->G, w[3] = g->R, w[4] = g->S;
+    } else {
+        *w_nd = 4;
+        w[0] = g->K, w[1] = g->C, w[2] = g->R, w[3] = g->S;
+    }
+}
+
+typedef struct conv_mds {
+    dnnl_memory_desc_t x, w, b, y;
+    dnnl_dims_t strides, dilates, pad_l, pad_r;
+} conv_mds;
+
+static tg_status make_mds(const tg_conv_geom *g, conv_mds *m)
+{
+    dnnl_dims_t x, w, y, b = {g->K};
+    int w_nd;
+    conv_dims(g, x, w, &w_nd, y);
+    dnnl_status_t s = tg_dnnl_plain_md(&m->x, 4, x, dnnl_f32);
+    if (s == dnnl_success)
+        s = tg_dnnl_plain_md(&m->w, w_nd, w, dnnl_f32);
+    if (s == dnnl_success)
+        s = tg_dnnl_plain_md(&m->b, 1, b, dnnl_f32);
+    if (s == dnnl_success)
+        s = tg_dnnl_plain_md(&m->y, 4, y, dnnl_f32);
+    m->strides[0] = g->sh, m->strides[1] = g->sw;
+    m->dilates[0] = g->dh - 1, m->dilates[1] = g->dw - 1; /* oneDNN counts the gaps */
+    m->pad_l[0] = m->pad_r[0] = g->ph;
+    m->pad_l[1] = m->pad_r[1] = g->pw;
+    return tg_dnnl_check(s, "conv2d memory descriptors");
+}
+
+static dnnl_status_t fwd_pd(const conv_mds *m, bool bias, const_dnnl_primitive_attr_t attr,
+                            dnnl_engine_t eng, dnnl_primitive_desc_t *pd)
+{
+    dnnl_convolution_desc_t d;
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
+        &d, dnnl_forward_training, dnnl_convolution_direct, &m->x, &m->w, bias ? &m->b : NULL,
+        &m->y, m->strides, m->dilates, m->pad_l, m->pad_r);
+    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, eng, NULL) : s;
+}
+
+/* The primitive descriptor of node's kind; the backward ones need the
+ * forward's as a hint. */
+static dnnl_status_t make_pd(tg_op op, const conv_mds *m, bool bias,
+                             const_dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                             dnnl_primitive_desc_t *pd)
+{
+    if (op == TG_OP_CONV2D)
+        return fwd_pd(m, bias, attr, eng, pd);
+    dnnl_primitive_desc_t hint;
+    dnnl_status_t s = fwd_pd(m, false, NULL, eng, &hint);
+    if (s != dnnl_success)
+        return s;
+    dnnl_convolution_desc_t d;
+    if (op == TG_OP_CONV2D_BWD_DATA)
+        s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->x,
+                                                             &m->w, &m->y, m->strides, m->dilates,
+                                                             m->pad_l, m->pad_r);
+    else
+        s = dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->x,
+                                                                &m->w, NULL, &m->y, m->strides,
+                                                                m->dilates, m->pad_l, m->pad_r);
+    if (s == dnnl_success)
+        s = dnnl_primitive_desc_create(pd, &d, attr, eng, hint);
+    dnnl_primitive_desc_destroy(hint);
+    return s;
+}
+
+/* Which descriptor and oneDNN argument each of in[0], in[1], (in[2]) and
+ * out is, in that order. */
+static void roles_of(tg_op op, bool bias, const conv_mds *m, conv_state *st)
+{
+    if (op == TG_OP_CONV2D) {
+        st->md[0] = m->x, st->arg[0] = DNNL_ARG_SRC;
+        st->md[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
+        if (bias) {
+            st->md[2] = m->b, st->arg[2] = DNNL_ARG_BIAS;
+            st->md[3] = m->y, st->arg[3] = DNNL_ARG_DST;
+            st->n_args = 4;
+        } else {
+            st->md[2] = m->y, st->arg[2] = DNNL_ARG_DST;
+            st->n_args = 3;
+        }
+        return;
+    }
+    st->md[0] = m->y, st->arg[0] = DNNL_ARG_DIFF_DST;
+    st->n_args = 3;
+    if (op == TG_OP_CONV2D_BWD_DATA) {
+        st->md[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
+        st->md[2] = m->x, st->arg[2] = DNNL_ARG_DIFF_SRC;
+    } else {
+        st->md[1] = m->x, st->arg[1] = DNNL_ARG_SRC;
+        st->md[2] = m->w, st->arg[2] = DNNL_ARG_DIFF_WEIGHTS;
+    }
+}
+
+static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
+                              conv_state *st, tg_kernel_plan *plan)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    if (!eng)
+        return ts;
+    conv_mds m;
+    TG_TRY(make_mds(g, &m));
+    bool bias = node->op == TG_OP_CONV2D && node->n_in == 3;
+    roles_of(node->op, bias, &m, st);
+    dnnl_primitive_attr_t attr;
+    TG_TRY(tg_dnnl_check(dnnl_primitive_attr_create(&attr), "conv2d attributes"));
+    dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    /* the scratchpad and the implementation depend on the team size */
+    tg_dnnl_threads(n_threads);
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success)
+        s = make_pd(node->op, &m, bias, attr, eng, &pd);
+    dnnl_primitive_attr_destroy(attr);
+    TG_TRY(tg_dnnl_check(s, "creating the conv2d primitive descriptor"));
+    const char *impl = "?";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s", impl);
+    st->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    plan->scratch = dnnl_memory_desc_get_size(&st->scratch_md);
+    s = dnnl_primitive_create(&st->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    st->n_threads = n_threads;
+    return tg_dnnl_check(s, "creating the conv2d primitive");
+}
+
+tg_status tg_conv_dnnl_plan(const tg_tensor *node, int n_threads, tg_kernel_plan *plan)
+{
+    tg_conv_geom g = tg_conv_geom_of(node);
+    tg_dnnl_mode mode = tg_dnnl_mode_get();
+    tg_conv_method own = tg_conv_method_for(node->op, &g);
+    const char *own_name = own == TG_CONV_DIRECT ? "own direct" : "own im2col+sgemm";
+    snprintf(plan->kernel, sizeof plan->kernel, "%s", own_name);
+    if (mode == TG_DNNL_NEVER || (mode == TG_DNNL_AUTO && own == TG_CONV_DIRECT))
+        return TG_OK;
+    conv_state *st = tg_calloc(1, sizeof *st);
+    if (!st)
+        return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
+    tg_status s = create_state(node, &g, n_threads, st, plan);
+    if (s == TG_OK) {
+        plan->state = st;
+        return TG_OK;
+    }
+    tg_conv_dnnl_free(st);
+    plan->scratch = 0;
+    /* oneDNN lacking an implementation is no error: the own kernels run */
+    if (s == TG_ERR_UNSUPPORTED) {
+        snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN implementation)", own_name);
+        return TG_OK;
+    }
+    return s;
+}
+
+void tg_conv_dnnl_free(void *state)
+{
+    conv_state *st = state;
+    if (st && st->prim)
+        dnnl_primitive_destroy(st->prim);
+    tg_free(st);
+}
+
+/* Failing here means oneDNN could not allocate a few bytes of bookkeeping
+ * for memory objects it was already shown to accept at compile time: no
+ * result can be produced, and kernels have no status to return. */
+static void run_failed(dnnl_status_t s)
+{
+    fprintf(stderr, "tilegraph: a oneDNN convolution failed at run time: %s\n", tg_error_message());
+    (void)s;
+    abort();
+}
+
+void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
+{
+    const conv_state *st = state;
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_exec_arg_t args[5];
+    int n = 0;
+    dnnl_status_t s = dnnl_success;
+    for (int k = 0; k < st->n_args && s == dnnl_success; k++) {
+        void *ptr = k == st->n_args - 1 ? a->out : a->in[k];
+        args[n].arg = st->arg[k];
+        s = dnnl_memory_create(&args[n].memory, &st->md[k], eng, ptr);
+        n += s == dnnl_success;
+    }
+    if (s == dnnl_success && st->scratch_md.ndims) {
+        args[n].arg = DNNL_ARG_SCRATCHPAD;
+        s = dnnl_memory_create(&args[n].memory, &st->scratch_md, eng, a->scratch);
+        n += s == dnnl_success;
+    }
+    dnnl_stream_t stream = NULL;
+    if (s == dnnl_success)
+        s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    tg_dnnl_threads(st->n_threads);
+    if (s == dnnl_success)
+        s = dnnl_primitive_execute(st->prim, stream, n, args);
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(stream);
+    if (stream)
+        dnnl_stream_destroy(stream);
+    for (int k = 0; k < n; k++)
+        dnnl_memory_destroy(args[k].memory);
+    if (s != dnnl_success) {
+        tg_dnnl_check(s, "running a conv2d primitive");
+        run_failed(s);
+    }
+}
