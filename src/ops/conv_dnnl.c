@@ -2,11 +2,16 @@
  * created once per node when the program is compiled (the op table's plan
  * hook) and run by the op's forward kernel.
  *
- * Memory stays plain NCHW / OIHW (GOIHW with groups) in and out, as every
- * other op reads it: oneDNN then picks among its implementations that
- * accept plain layouts. The primitives use a user-managed scratchpad whose
- * size becomes the node's planned kernel scratch, so the memory plan stays
- * exact and the profile shows it.
+ * Memory stays plain NCHW / OIHW (GOIHW with groups) between ops, as every
+ * other op reads it. The primitive itself is created with "any" formats so
+ * that oneDNN picks its fast blocked implementation (e.g. nChw16c with
+ * AVX-512); where the format it wants differs from the plain one, a reorder
+ * primitive (also created at compile time) converts the operand into a
+ * buffer, and the output back. The primitive's scratchpad (user-managed),
+ * those buffers and the reorders' scratchpad make up the node's planned
+ * kernel scratch, so the memory plan stays exact and the profile shows it.
+ * Keeping blocked layouts across ops (no reorders between two convs) is the
+ * next step: the compiler choosing formats for the whole graph.
  *
  * Which nodes use oneDNN (TG_DNNL_AUTO): every node the project's direct
  * kernels would not run. The direct kernels are kept where conv.c's rule
@@ -24,10 +29,14 @@
 
 typedef struct conv_state {
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t md[4]; /* per role: see roles_of */
-    int arg[4];               /* oneDNN argument of each role */
-    int n_args;
-    dnnl_memory_desc_t scratch_md;
+    int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
+    int arg[4];                  /* oneDNN argument of each role */
+    dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */
+    dnnl_memory_desc_t inner[4]; /* the layout the primitive takes */
+    dnnl_primitive_t reorder[4]; /* user <-> inner where they differ, else NULL */
+    size_t buf_off[4];           /* of the inner copy in scratch */
+    dnnl_memory_desc_t scratch_md, reorder_scratch_md[4];
+    size_t reorder_scratch_off;
     int n_threads;
 } conv_state;
 
@@ -46,7 +55,8 @@ static void conv_dims(const tg_conv_geom *g, dnnl_dims_t x, dnnl_dims_t w, int *
 }
 
 typedef struct conv_mds {
-    dnnl_memory_desc_t x, w, b, y;
+    dnnl_memory_desc_t x, w, b, y; /* plain */
+    dnnl_memory_desc_t ax, aw, ay; /* format "any": oneDNN's choice */
     dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
@@ -62,6 +72,12 @@ static tg_status make_mds(const tg_conv_geom *g, conv_mds *m)
         s = tg_dnnl_plain_md(&m->b, 1, b, dnnl_f32);
     if (s == dnnl_success)
         s = tg_dnnl_plain_md(&m->y, 4, y, dnnl_f32);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&m->ax, 4, x, dnnl_f32, dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&m->aw, w_nd, w, dnnl_f32, dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&m->ay, 4, y, dnnl_f32, dnnl_format_tag_any);
     m->strides[0] = g->sh, m->strides[1] = g->sw;
     m->dilates[0] = g->dh - 1, m->dilates[1] = g->dw - 1; /* oneDNN counts the gaps */
     m->pad_l[0] = m->pad_r[0] = g->ph;
@@ -74,8 +90,8 @@ static dnnl_status_t fwd_pd(const conv_mds *m, bool bias, const_dnnl_primitive_a
 {
     dnnl_convolution_desc_t d;
     dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
-        &d, dnnl_forward_training, dnnl_convolution_direct, &m->x, &m->w, bias ? &m->b : NULL,
-        &m->y, m->strides, m->dilates, m->pad_l, m->pad_r);
+        &d, dnnl_forward_training, dnnl_convolution_direct, &m->ax, &m->aw, bias ? &m->b : NULL,
+        &m->ay, m->strides, m->dilates, m->pad_l, m->pad_r);
     return s == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, eng, NULL) : s;
 }
 
@@ -93,12 +109,12 @@ static dnnl_status_t make_pd(tg_op op, const conv_mds *m, bool bias,
         return s;
     dnnl_convolution_desc_t d;
     if (op == TG_OP_CONV2D_BWD_DATA)
-        s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->x,
-                                                             &m->w, &m->y, m->strides, m->dilates,
+        s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->ax,
+                                                             &m->aw, &m->ay, m->strides, m->dilates,
                                                              m->pad_l, m->pad_r);
     else
-        s = dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->x,
-                                                                &m->w, NULL, &m->y, m->strides,
+        s = dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->ax,
+                                                                &m->aw, NULL, &m->ay, m->strides,
                                                                 m->dilates, m->pad_l, m->pad_r);
     if (s == dnnl_success)
         s = dnnl_primitive_desc_create(pd, &d, attr, eng, hint);
@@ -106,32 +122,74 @@ static dnnl_status_t make_pd(tg_op op, const conv_mds *m, bool bias,
     return s;
 }
 
-/* Which descriptor and oneDNN argument each of in[0], in[1], (in[2]) and
- * out is, in that order. */
+/* Which plain descriptor and oneDNN argument each of in[0], in[1], (in[2])
+ * and out is, in that order. */
 static void roles_of(tg_op op, bool bias, const conv_mds *m, conv_state *st)
 {
     if (op == TG_OP_CONV2D) {
-        st->md[0] = m->x, st->arg[0] = DNNL_ARG_SRC;
-        st->md[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
+        st->user[0] = m->x, st->arg[0] = DNNL_ARG_SRC;
+        st->user[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
         if (bias) {
-            st->md[2] = m->b, st->arg[2] = DNNL_ARG_BIAS;
-            st->md[3] = m->y, st->arg[3] = DNNL_ARG_DST;
+            st->user[2] = m->b, st->arg[2] = DNNL_ARG_BIAS;
+            st->user[3] = m->y, st->arg[3] = DNNL_ARG_DST;
             st->n_args = 4;
         } else {
-            st->md[2] = m->y, st->arg[2] = DNNL_ARG_DST;
+            st->user[2] = m->y, st->arg[2] = DNNL_ARG_DST;
             st->n_args = 3;
         }
         return;
     }
-    st->md[0] = m->y, st->arg[0] = DNNL_ARG_DIFF_DST;
+    st->user[0] = m->y, st->arg[0] = DNNL_ARG_DIFF_DST;
     st->n_args = 3;
     if (op == TG_OP_CONV2D_BWD_DATA) {
-        st->md[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
-        st->md[2] = m->x, st->arg[2] = DNNL_ARG_DIFF_SRC;
+        st->user[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
+        st->user[2] = m->x, st->arg[2] = DNNL_ARG_DIFF_SRC;
     } else {
-        st->md[1] = m->x, st->arg[1] = DNNL_ARG_SRC;
-        st->md[2] = m->w, st->arg[2] = DNNL_ARG_DIFF_WEIGHTS;
+        st->user[1] = m->x, st->arg[1] = DNNL_ARG_SRC;
+        st->user[2] = m->w, st->arg[2] = DNNL_ARG_DIFF_WEIGHTS;
     }
+}
+
+/* A reorder between the plain and the primitive's layout of role k (into
+ * the primitive for inputs, out of it for the output), its scratchpad
+ * user-managed too. */
+static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
+                                  const_dnnl_primitive_attr_t attr)
+{
+    bool out = k == st->n_args - 1;
+    const dnnl_memory_desc_t *from = out ? &st->inner[k] : &st->user[k];
+    const dnnl_memory_desc_t *to = out ? &st->user[k] : &st->inner[k];
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, attr);
+    if (s != dnnl_success)
+        return s;
+    st->reorder_scratch_md[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    s = dnnl_primitive_create(&st->reorder[k], pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+/* The layouts the primitive chose, the reorders to them, and the scratch
+ * layout: primitive scratchpad, inner copies, one shared reorder scratchpad. */
+static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
+                                  const_dnnl_primitive_attr_t attr, size_t *bytes)
+{
+    st->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t off = tg_conv_align(dnnl_memory_desc_get_size(&st->scratch_md)), reorder_scratch = 0;
+    dnnl_status_t s = dnnl_success;
+    for (int k = 0; k < st->n_args && s == dnnl_success; k++) {
+        st->inner[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, st->arg[k]);
+        if (dnnl_memory_desc_equal(&st->inner[k], &st->user[k]))
+            continue;
+        s = make_reorder(st, k, eng, attr);
+        st->buf_off[k] = off;
+        off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
+        size_t rs = dnnl_memory_desc_get_size(&st->reorder_scratch_md[k]);
+        reorder_scratch = rs > reorder_scratch ? rs : reorder_scratch;
+    }
+    st->reorder_scratch_off = off;
+    *bytes = off + reorder_scratch;
+    return s;
 }
 
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
@@ -150,20 +208,22 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int 
     dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(n_threads);
+    st->n_threads = n_threads;
     dnnl_primitive_desc_t pd = NULL;
     if (s == dnnl_success)
         s = make_pd(node->op, &m, bias, attr, eng, &pd);
+    if (s == dnnl_success) {
+        const char *impl = "?";
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s", impl);
+        s = plan_layouts(st, pd, eng, attr, &plan->scratch);
+    }
+    if (s == dnnl_success)
+        s = dnnl_primitive_create(&st->prim, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_attr_destroy(attr);
-    TG_TRY(tg_dnnl_check(s, "creating the conv2d primitive descriptor"));
-    const char *impl = "?";
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s", impl);
-    st->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    plan->scratch = dnnl_memory_desc_get_size(&st->scratch_md);
-    s = dnnl_primitive_create(&st->prim, pd);
-    dnnl_primitive_desc_destroy(pd);
-    st->n_threads = n_threads;
-    return tg_dnnl_check(s, "creating the conv2d primitive");
+    return tg_dnnl_check(s, "creating the conv2d primitives");
 }
 
 tg_status tg_conv_dnnl_plan(const tg_tensor *node, int n_threads, tg_kernel_plan *plan)
@@ -196,8 +256,13 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, int n_threads, tg_kernel_plan
 void tg_conv_dnnl_free(void *state)
 {
     conv_state *st = state;
-    if (st && st->prim)
+    if (!st)
+        return;
+    if (st->prim)
         dnnl_primitive_destroy(st->prim);
+    for (int k = 0; k < 4; k++)
+        if (st->reorder[k])
+            dnnl_primitive_destroy(st->reorder[k]);
     tg_free(st);
 }
 
@@ -206,9 +271,44 @@ void tg_conv_dnnl_free(void *state)
  * result can be produced, and kernels have no status to return. */
 static void run_failed(dnnl_status_t s)
 {
-    fprintf(stderr, "tilegraph: a oneDNN convolution failed at run time: %s\n", tg_error_message());
-    (void)s;
+    tg_dnnl_check(s, "running a conv2d primitive");
+    fprintf(stderr, "tilegraph: %s\n", tg_error_message());
     abort();
+}
+
+/* A memory object over ptr (none for an empty descriptor). */
+static dnnl_memory_t mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, void *ptr)
+{
+    dnnl_memory_t m = NULL;
+    if (md->ndims == 0)
+        return NULL;
+    dnnl_status_t s = dnnl_memory_create(&m, md, eng, ptr);
+    if (s != dnnl_success)
+        run_failed(s);
+    return m;
+}
+
+static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *args)
+{
+    dnnl_status_t s = dnnl_primitive_execute(prim, stream, n, args);
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(stream);
+    if (s != dnnl_success)
+        run_failed(s);
+}
+
+/* Reorder role k between its plain memory and its inner copy. */
+static void run_reorder(const conv_state *st, int k, dnnl_engine_t eng, dnnl_stream_t stream,
+                        dnnl_memory_t user, dnnl_memory_t inner, unsigned char *scratch)
+{
+    bool out = k == st->n_args - 1;
+    dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], eng, scratch + st->reorder_scratch_off);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
+                               {DNNL_ARG_TO, out ? user : inner},
+                               {DNNL_ARG_SCRATCHPAD, rs}};
+    exec(st->reorder[k], stream, rs ? 3 : 2, args);
+    if (rs)
+        dnnl_memory_destroy(rs);
 }
 
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
@@ -216,34 +316,39 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
     const conv_state *st = state;
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    unsigned char *scratch = a->scratch;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    if (s != dnnl_success)
+        run_failed(s);
+    tg_dnnl_threads(st->n_threads);
+    dnnl_memory_t user[4] = {0}, inner[4] = {0};
     dnnl_exec_arg_t args[5];
     int n = 0;
-    dnnl_status_t s = dnnl_success;
-    for (int k = 0; k < st->n_args && s == dnnl_success; k++) {
-        void *ptr = k == st->n_args - 1 ? a->out : a->in[k];
+    for (int k = 0; k < st->n_args; k++) {
+        user[k] = mem(&st->user[k], eng, k == st->n_args - 1 ? a->out : a->in[k]);
+        if (st->reorder[k])
+            inner[k] = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
+        if (st->reorder[k] && k < st->n_args - 1)
+            run_reorder(st, k, eng, stream, user[k], inner[k], scratch);
         args[n].arg = st->arg[k];
-        s = dnnl_memory_create(&args[n].memory, &st->md[k], eng, ptr);
-        n += s == dnnl_success;
+        args[n++].memory = inner[k] ? inner[k] : user[k];
     }
-    if (s == dnnl_success && st->scratch_md.ndims) {
+    dnnl_memory_t sp = mem(&st->scratch_md, eng, scratch);
+    if (sp) {
         args[n].arg = DNNL_ARG_SCRATCHPAD;
-        s = dnnl_memory_create(&args[n].memory, &st->scratch_md, eng, a->scratch);
-        n += s == dnnl_success;
+        args[n++].memory = sp;
     }
-    dnnl_stream_t stream = NULL;
-    if (s == dnnl_success)
-        s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
-    tg_dnnl_threads(st->n_threads);
-    if (s == dnnl_success)
-        s = dnnl_primitive_execute(st->prim, stream, n, args);
-    if (s == dnnl_success)
-        s = dnnl_stream_wait(stream);
-    if (stream)
-        dnnl_stream_destroy(stream);
-    for (int k = 0; k < n; k++)
-        dnnl_memory_destroy(args[k].memory);
-    if (s != dnnl_success) {
-        tg_dnnl_check(s, "running a conv2d primitive");
-        run_failed(s);
+    exec(st->prim, stream, n, args);
+    int o = st->n_args - 1;
+    if (st->reorder[o])
+        run_reorder(st, o, eng, stream, user[o], inner[o], scratch);
+    if (sp)
+        dnnl_memory_destroy(sp);
+    for (int k = 0; k < st->n_args; k++) {
+        dnnl_memory_destroy(user[k]);
+        if (inner[k])
+            dnnl_memory_destroy(inner[k]);
     }
+    dnnl_stream_destroy(stream);
 }

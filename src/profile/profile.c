@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "ops/dnnl_util.h"
 #include "ops/op.h"
 #include "target/target.h"
 #include "tilegraph/trace.h"
@@ -46,7 +47,7 @@ static const char *const schema =
     " PRIMARY KEY(device, category));"
     "CREATE TABLE ops(id INTEGER PRIMARY KEY, name TEXT, type TEXT, block TEXT, device INTEGER,"
     " phase TEXT, flops REAL, bytes_in INTEGER, bytes_out INTEGER, forward_of INTEGER,"
-    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0);"
+    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0, kernel TEXT);"
     "CREATE TABLE op_edges(producer INTEGER, consumer INTEGER, PRIMARY KEY(producer, consumer));"
     "CREATE TABLE tensors(id INTEGER PRIMARY KEY, node INTEGER, name TEXT, category TEXT,"
     " dtype TEXT, shape TEXT, bytes INTEGER, slots INTEGER, device INTEGER, offset INTEGER,"
@@ -168,6 +169,7 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"transfers", NULL, p->n_transfers},
         {"arena_bytes", NULL, (int64_t)p->arena_bytes},
         {"flops_per_run", NULL, (int64_t)p->flops},
+        {"onednn_isa", tg_dnnl_isa_name(), 0},
         {"trace_clock",
          p->tile_plan ? "cycles (the cycle model's timeline; start_ns and end_ns "
                         "are those cycles at the target's clock)"
@@ -224,7 +226,8 @@ static tg_status write_ops(tg_profile *pf, bool flops)
     const tg_program *p = pf->program;
     const tg_graph *g = p->graph;
     sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
-                                   "bytes_in, bytes_out, forward_of) VALUES(?,?,?,?,?,?,?,?,?,?)");
+                                   "bytes_in, bytes_out, forward_of, kernel) "
+                                   "VALUES(?,?,?,?,?,?,?,?,?,?,?)");
     tg_status s = st ? TG_OK : db_error(pf, "prepare");
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
@@ -239,11 +242,12 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
                             : (t->flags & TG_NODE_BACKWARD) ? "backward"
                                                             : "forward";
-        s = insert(pf, st, "isssisdddi", (int64_t)i, t->name, tg_op_name(t->op), block,
+        const char *kernel = p->plans[i].kernel[0] ? p->plans[i].kernel : NULL;
+        s = insert(pf, st, "isssisdddis", (int64_t)i, t->name, tg_op_name(t->op), block,
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
                    (double)tg_program_node_bytes(p, t),
-                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1, kernel);
     }
     sqlite3_finalize(st);
     /* the data flow between ops (through leaves and aliases too): the operations graph */
