@@ -10,6 +10,7 @@
  *    "own_kernel":"own im2col+sgemm","own_gflops":..,
  *    "dnnl_kernel":"oneDNN jit:avx512_core","dnnl_gflops":..,"ratio":..,
  *    "auto":"oneDNN ..."}
+ * bf16_* is oneDNN multiplying in bf16 (f32 accumulation, f32 in and out).
  * ratio = dnnl / own; "auto" is what TG_KERNELS=auto (the default) picks.
  * Figures taken on a loaded machine are not claims.
  *
@@ -49,14 +50,15 @@ static float *rand_buf(int64_t n)
 
 /* GFLOP/s of node t's kernel planned in `mode`: the best of 3 timed
  * batches after a warm-up; the kernel's name into `kernel`. */
-static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, char *kernel, size_t cap)
+static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, tg_dtype compute,
+                          char *kernel, size_t cap)
 {
     const tg_op_def *def = tg_op_get(t->op);
     const tg_op_planner *pl = tg_op_planner_get(t->op);
     int threads = tg_pool_threads(pool);
     tg_dnnl_force_mode(mode, true);
     tg_kernel_plan plan = {0};
-    if (pl->plan(t, threads, &plan) != TG_OK) {
+    if (pl->plan(t, &(tg_plan_opts){threads, compute}, &plan) != TG_OK) {
         fprintf(stderr, "bench_dnnl_conv: planning %s: %s\n", t->name, tg_error_message());
         exit(1);
     }
@@ -137,19 +139,23 @@ static void bench_shape(const conv_shape *cs, tg_pool *pool)
     tg_tensor *nodes[3] = {y, dx, dw};
     for (int k = 0; k < 3; k++) {
         char own_k[96], dnnl_k[96];
-        double own = node_gflops(nodes[k], pool, TG_DNNL_NEVER, own_k, sizeof own_k);
-        double dnnl = node_gflops(nodes[k], pool, TG_DNNL_ALWAYS, dnnl_k, sizeof dnnl_k);
+        char bf_k[96];
+        double own = node_gflops(nodes[k], pool, TG_DNNL_NEVER, TG_F32, own_k, sizeof own_k);
+        double dnnl = node_gflops(nodes[k], pool, TG_DNNL_ALWAYS, TG_F32, dnnl_k, sizeof dnnl_k);
+        double bf = node_gflops(nodes[k], pool, TG_DNNL_ALWAYS, TG_BF16, bf_k, sizeof bf_k);
         tg_kernel_plan ap = {0};
         tg_dnnl_force_mode(TG_DNNL_AUTO, true);
-        tg_op_planner_get(nodes[k]->op)->plan(nodes[k], tg_pool_threads(pool), &ap);
+        tg_op_planner_get(nodes[k]->op)
+            ->plan(nodes[k], &(tg_plan_opts){tg_pool_threads(pool), TG_F32}, &ap);
         tg_dnnl_force_mode(TG_DNNL_AUTO, false);
         if (ap.state)
             tg_op_planner_get(nodes[k]->op)->plan_free(ap.state);
         printf("{\"bench\":\"dnnl_conv\",\"net\":\"%s\",\"kind\":\"%s\",\"shape\":\"%s\","
                "\"threads\":%d,\"own_kernel\":\"%s\",\"own_gflops\":%.2f,\"dnnl_kernel\":\"%s\","
-               "\"dnnl_gflops\":%.2f,\"ratio\":%.3f,\"auto\":\"%s\",\"isa\":\"%s\"}\n",
+               "\"dnnl_gflops\":%.2f,\"ratio\":%.3f,\"bf16_kernel\":\"%s\",\"bf16_gflops\":%.2f,"
+               "\"auto\":\"%s\",\"isa\":\"%s\"}\n",
                cs->net, tg_op_name(nodes[k]->op), shape, tg_pool_threads(pool), own_k, own, dnnl_k,
-               dnnl, dnnl / own, ap.kernel, tg_dnnl_isa_name());
+               dnnl, dnnl / own, bf_k, bf, ap.kernel, tg_dnnl_isa_name());
         fflush(stdout);
     }
     tg_graph_destroy(g);

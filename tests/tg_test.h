@@ -70,6 +70,7 @@ typedef struct tg_check_opts {
      * program does, and count the nodes whose plan built kernel state */
     bool planned;
     int *n_planned;
+    tg_dtype compute; /* with planned: tg_plan_opts.compute (TG_F32 unless set) */
 } tg_check_opts;
 
 /* Both return 1 on success (and report failures through tg_test_fail). */

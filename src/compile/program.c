@@ -125,7 +125,9 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     const tg_op_planner *def = tg_op_planner_get(t->op);
     if (!def || kp->state || kp->kernel[0])
         return TG_OK;
-    tg_status s = def->plan(t, p->n_threads, kp);
+    bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
+    tg_plan_opts po = {p->n_threads, bf16 ? TG_BF16 : TG_F32};
+    tg_status s = def->plan(t, &po, kp);
     if (s != TG_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", tg_error_message());

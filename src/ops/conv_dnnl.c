@@ -13,11 +13,19 @@
  * Keeping blocked layouts across ops (no reorders between two convs) is the
  * next step: the compiler choosing formats for the whole graph.
  *
- * Which nodes use oneDNN (TG_DNNL_AUTO): every node the project's direct
- * kernels would not run. The direct kernels are kept where conv.c's rule
- * picks them (stride 1, few channels: the tutorial's 1->10 and 10->20
- * layers), because there they run in L1 without any layout conversion;
- * bench/bench_dnnl_conv compares both on ResNet shapes and on those layers.
+ * Which nodes use oneDNN (TG_DNNL_AUTO; TG_KERNELS=own|dnnl forces):
+ *  - not where conv.c's rule picks the direct kernels (stride 1, few
+ *    channels: the tutorial's 1->10 and 10->20 layers, ResNet's 64-channel
+ *    3x3 layers): there they run in L1 with no layout conversion. Measured
+ *    by bench/bench_dnnl_conv in one run on a loaded 2-core AVX-512 machine,
+ *    1 thread, forward / data / weight GFLOP/s, own vs oneDNN: 64->64 3x3 at
+ *    8x8 52.7/38.1/26.7 vs 24.9/40.8/37.1; the tutorial's 1->10 layer fell
+ *    to oneDNN's gemm:jit at 13 ms per weight gradient (direct: 0.27 ms);
+ *  - everywhere else (strides, 1x1, 128+ channels, groups), where the own
+ *    kernels are im2col + sgemm: oneDNN was 1.1-3.9x faster on most ResNet-18
+ *    shapes in that run (a few below 1x: the figures need a quiet machine);
+ *  - with more than one thread per device only if OpenMP threads sleep when
+ *    idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait says why).
  */
 #include "ops/conv.h"
 #include "ops/dnnl_util.h"
@@ -56,11 +64,30 @@ static void conv_dims(const tg_conv_geom *g, dnnl_dims_t x, dnnl_dims_t w, int *
 
 typedef struct conv_mds {
     dnnl_memory_desc_t x, w, b, y; /* plain */
-    dnnl_memory_desc_t ax, aw, ay; /* format "any": oneDNN's choice */
+    dnnl_memory_desc_t ax, aw, ay; /* format "any": oneDNN's choice, in the op's types */
+    dnnl_memory_desc_t fx, fw, fy; /* the same for the forward hint of a backward op */
     dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
-static tg_status make_mds(const tg_conv_geom *g, conv_mds *m)
+/* Format "any" descriptors of x, w, y: the multiplied operands in `mul`,
+ * the op's result in f32 (y for the forward, x for the data gradient, w for
+ * the weight gradient); `hint` has all three in `mul`. */
+static dnnl_status_t any_mds(tg_op op, bool hint, dnnl_data_type_t mul, const dnnl_dims_t x,
+                             const dnnl_dims_t w, int w_nd, const dnnl_dims_t y,
+                             dnnl_memory_desc_t out[3])
+{
+    dnnl_data_type_t dt[3] = {mul, mul, mul};
+    if (!hint)
+        dt[op == TG_OP_CONV2D ? 2 : op == TG_OP_CONV2D_BWD_DATA ? 0 : 1] = dnnl_f32;
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&out[0], 4, x, dt[0], dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&out[1], w_nd, w, dt[1], dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&out[2], 4, y, dt[2], dnnl_format_tag_any);
+    return s;
+}
+
+static tg_status make_mds(const tg_conv_geom *g, tg_op op, dnnl_data_type_t mul, conv_mds *m)
 {
     dnnl_dims_t x, w, y, b = {g->K};
     int w_nd;
@@ -72,12 +99,13 @@ static tg_status make_mds(const tg_conv_geom *g, conv_mds *m)
         s = tg_dnnl_plain_md(&m->b, 1, b, dnnl_f32);
     if (s == dnnl_success)
         s = tg_dnnl_plain_md(&m->y, 4, y, dnnl_f32);
+    dnnl_memory_desc_t a[3], f[3];
     if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_tag(&m->ax, 4, x, dnnl_f32, dnnl_format_tag_any);
+        s = any_mds(op, false, mul, x, w, w_nd, y, a);
     if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_tag(&m->aw, w_nd, w, dnnl_f32, dnnl_format_tag_any);
-    if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_tag(&m->ay, 4, y, dnnl_f32, dnnl_format_tag_any);
+        s = any_mds(op, true, mul, x, w, w_nd, y, f);
+    m->ax = a[0], m->aw = a[1], m->ay = a[2];
+    m->fx = f[0], m->fw = f[1], m->fy = f[2];
     m->strides[0] = g->sh, m->strides[1] = g->sw;
     m->dilates[0] = g->dh - 1, m->dilates[1] = g->dw - 1; /* oneDNN counts the gaps */
     m->pad_l[0] = m->pad_r[0] = g->ph;
@@ -85,13 +113,15 @@ static tg_status make_mds(const tg_conv_geom *g, conv_mds *m)
     return tg_dnnl_check(s, "conv2d memory descriptors");
 }
 
-static dnnl_status_t fwd_pd(const conv_mds *m, bool bias, const_dnnl_primitive_attr_t attr,
-                            dnnl_engine_t eng, dnnl_primitive_desc_t *pd)
+static dnnl_status_t fwd_pd(const conv_mds *m, bool hint, bool bias,
+                            const_dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                            dnnl_primitive_desc_t *pd)
 {
     dnnl_convolution_desc_t d;
     dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
-        &d, dnnl_forward_training, dnnl_convolution_direct, &m->ax, &m->aw, bias ? &m->b : NULL,
-        &m->ay, m->strides, m->dilates, m->pad_l, m->pad_r);
+        &d, dnnl_forward_training, dnnl_convolution_direct, hint ? &m->fx : &m->ax,
+        hint ? &m->fw : &m->aw, bias ? &m->b : NULL, hint ? &m->fy : &m->ay, m->strides, m->dilates,
+        m->pad_l, m->pad_r);
     return s == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, eng, NULL) : s;
 }
 
@@ -102,9 +132,9 @@ static dnnl_status_t make_pd(tg_op op, const conv_mds *m, bool bias,
                              dnnl_primitive_desc_t *pd)
 {
     if (op == TG_OP_CONV2D)
-        return fwd_pd(m, bias, attr, eng, pd);
+        return fwd_pd(m, false, bias, attr, eng, pd);
     dnnl_primitive_desc_t hint;
-    dnnl_status_t s = fwd_pd(m, false, NULL, eng, &hint);
+    dnnl_status_t s = fwd_pd(m, true, false, NULL, eng, &hint);
     if (s != dnnl_success)
         return s;
     dnnl_convolution_desc_t d;
@@ -193,14 +223,14 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
 }
 
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
-                              conv_state *st, tg_kernel_plan *plan)
+                              dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     if (!eng)
         return ts;
     conv_mds m;
-    TG_TRY(make_mds(g, &m));
+    TG_TRY(make_mds(g, node->op, mul, &m));
     bool bias = node->op == TG_OP_CONV2D && node->n_in == 3;
     roles_of(node->op, bias, &m, st);
     dnnl_primitive_attr_t attr;
@@ -215,7 +245,8 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int 
     if (s == dnnl_success) {
         const char *impl = "?";
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s", impl);
+        snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s%s", impl,
+                 mul == dnnl_bf16 ? " (bf16)" : "");
         s = plan_layouts(st, pd, eng, attr, &plan->scratch);
     }
     if (s == dnnl_success)
@@ -226,8 +257,25 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int 
     return tg_dnnl_check(s, "creating the conv2d primitives");
 }
 
-tg_status tg_conv_dnnl_plan(const tg_tensor *node, int n_threads, tg_kernel_plan *plan)
+/* A fresh state in `mul`; TG_ERR_UNSUPPORTED when oneDNN has no
+ * implementation for it. */
+static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
+                           dnnl_data_type_t mul, tg_kernel_plan *plan)
 {
+    conv_state *st = tg_calloc(1, sizeof *st);
+    if (!st)
+        return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
+    tg_status s = create_state(node, g, n_threads, mul, st, plan);
+    if (s == TG_OK)
+        plan->state = st;
+    else
+        tg_conv_dnnl_free(st);
+    return s;
+}
+
+tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
+{
+    int n_threads = opts->n_threads;
     tg_conv_geom g = tg_conv_geom_of(node);
     tg_dnnl_mode mode = tg_dnnl_mode_get();
     tg_conv_method own = tg_conv_method_for(node->op, &g);
@@ -235,15 +283,19 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, int n_threads, tg_kernel_plan
     snprintf(plan->kernel, sizeof plan->kernel, "%s", own_name);
     if (mode == TG_DNNL_NEVER || (mode == TG_DNNL_AUTO && own == TG_CONV_DIRECT))
         return TG_OK;
-    conv_state *st = tg_calloc(1, sizeof *st);
-    if (!st)
-        return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
-    tg_status s = create_state(node, &g, n_threads, st, plan);
-    if (s == TG_OK) {
-        plan->state = st;
+    if (mode == TG_DNNL_AUTO && n_threads > 1 && !tg_dnnl_passive_wait()) {
+        snprintf(plan->kernel, sizeof plan->kernel,
+                 "%s (oneDNN with %d threads needs OMP_WAIT_POLICY=passive)", own_name, n_threads);
         return TG_OK;
     }
-    tg_conv_dnnl_free(st);
+    /* bf16 needs AVX-512 (native with AVX512_BF16): elsewhere f32 */
+    tg_status s = TG_ERR_UNSUPPORTED;
+    if (opts->compute == TG_BF16)
+        s = try_state(node, &g, n_threads, dnnl_bf16, plan);
+    if (s == TG_ERR_UNSUPPORTED)
+        s = try_state(node, &g, n_threads, dnnl_f32, plan);
+    if (s == TG_OK)
+        return TG_OK;
     plan->scratch = 0;
     /* oneDNN lacking an implementation is no error: the own kernels run */
     if (s == TG_ERR_UNSUPPORTED) {

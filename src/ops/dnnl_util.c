@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine;
@@ -47,6 +48,12 @@ void tg_dnnl_threads(int n)
 {
     if (n > 0 && omp_get_max_threads() != n)
         omp_set_num_threads(n);
+}
+
+bool tg_dnnl_passive_wait(void)
+{
+    const char *e = getenv("OMP_WAIT_POLICY");
+    return e && strcasecmp(e, "passive") == 0;
 }
 
 const char *tg_dnnl_isa_name(void)

@@ -31,6 +31,15 @@ dnnl_status_t tg_dnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim
 /* Make the calling thread's next OpenMP regions (oneDNN's) use n threads. */
 void tg_dnnl_threads(int n);
 
+/* Whether OpenMP's idle threads sleep (OMP_WAIT_POLICY=passive, read by
+ * libgomp when it loads). With the default policy, a team's idle threads
+ * spin for a while after each primitive and fight the device's own pool
+ * threads for the cores: measured on the 2-core test machine, the tutorial
+ * network with every conv on oneDNN at --threads 2 trained at 166
+ * samples/s by default, 1,041 with GOMP_SPINCOUNT=1000, 2,071 passive
+ * (3,003 at --threads 1), in one loaded run. */
+bool tg_dnnl_passive_wait(void);
+
 /* The ISA oneDNN's JIT kernels use on this machine ("avx512_core_bf16", ...). */
 const char *tg_dnnl_isa_name(void);
 

@@ -5,7 +5,7 @@
  * choice and its recorded kernel name; a compiled program's steps take the
  * primitive's scratchpad as their planned scratch; and training through a
  * session with oneDNN gives the same losses as with the own kernels.
- * Nothing here needs AVX-512: oneDNN picks what the CPU has.
+ * bf16 arithmetic within bf16 tolerance. Nothing here needs AVX-512: oneDNN picks what the CPU has.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
@@ -77,6 +77,40 @@ static void test_dnnl_kernels_match_reference(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* bf16 arithmetic (--precision bf16.*): oneDNN multiplies bf16 operands
+ * (8-bit mantissas: relative error ~2^-8 per product) accumulating in f32.
+ * Where oneDNN has no bf16 kernel (no AVX-512) the f32 one runs, which
+ * passes the same check; the kernel name says which. */
+static void test_bf16_kernels_match_reference(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (size_t i = 0; i < N_CASES; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "oneDNN bf16 conv case %zu", i);
+        int planned = 0;
+        tg_check_opts o = {.planned = true, .n_planned = &planned, .compute = TG_BF16};
+        /* the harness allows rtol x (|ref| + 1% of the largest |ref|): 0.25 gives
+         * 0.25% of the largest value, about bf16's rounding (2^-8) of the sums */
+        TG_CHECK(tg_check_kernels(label, build_conv, (void *)&cases[i], 2, 0.25, o));
+        TG_CHECK(planned == 2 + cases[i].x_param);
+    }
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 8, 8));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 32, 3, 3));
+    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1));
+    tg_kernel_plan kp = {0};
+    TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)->plan(y, &(tg_plan_opts){1, TG_BF16}, &kp));
+    bool avx512 = strncmp(tg_dnnl_isa_name(), "avx512_core", 11) == 0;
+    TG_CHECK(kp.state != NULL);
+    if (avx512 && !strstr(kp.kernel, "(bf16)"))
+        tg_test_fail(__FILE__, __LINE__, "ISA %s, yet the bf16 plan chose '%s'", tg_dnnl_isa_name(),
+                     kp.kernel);
+    if (kp.state)
+        tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* With the own kernels forced, no node gets oneDNN state, and the
  * harness still checks them against the reference. */
 static void test_own_kernels_when_forced(void)
@@ -110,8 +144,8 @@ static void test_choice_and_kernel_name(void)
     TG_CHECK(pl != NULL && tg_op_planner_get(TG_OP_RELU) == NULL);
     tg_dnnl_force_mode(TG_DNNL_AUTO, true);
     tg_kernel_plan k1 = {0}, k2 = {0};
-    TG_CHECK_OK(pl->plan(y1, 1, &k1));
-    TG_CHECK_OK(pl->plan(y2, 1, &k2));
+    TG_CHECK_OK(pl->plan(y1, &(tg_plan_opts){1, TG_F32}, &k1));
+    TG_CHECK_OK(pl->plan(y2, &(tg_plan_opts){1, TG_F32}, &k2));
     TG_CHECK(k1.state == NULL && strcmp(k1.kernel, "own direct") == 0);
     TG_CHECK(k2.state != NULL && strncmp(k2.kernel, "oneDNN ", 7) == 0 && strlen(k2.kernel) > 7);
     if (k2.state)
@@ -207,9 +241,46 @@ static void test_training_matches_own_kernels(void)
     }
 }
 
+/* Threads of this process, from /proc (-1 if unreadable). */
+static int process_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A device of one thread runs oneDNN on that thread alone: OpenMP must not
+ * start a team of one per core (2 devices x 1 thread on 2 cores would
+ * oversubscribe). Runs first, before any 2-thread team exists. */
+static void test_one_thread_device_starts_no_openmp_threads(void)
+{
+    int before = process_threads();
+    float losses[4];
+    train(TG_DNNL_ALWAYS, 1, losses);
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    int planned = 0;
+    tg_check_opts o = {.planned = true, .n_planned = &planned};
+    TG_CHECK(tg_check_kernels("one thread", build_conv, (void *)&cases[9], 1, 2e-4, o));
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+    TG_CHECK(planned == 3);
+    int after = process_threads();
+    TG_CHECK(before > 0);
+    if (after != before)
+        tg_test_fail(__FILE__, __LINE__, "%d threads before, %d after one-thread oneDNN runs",
+                     before, after);
+}
+
 int main(void)
 {
+    TG_RUN(test_one_thread_device_starts_no_openmp_threads);
     TG_RUN(test_dnnl_kernels_match_reference);
+    TG_RUN(test_bf16_kernels_match_reference);
     TG_RUN(test_own_kernels_when_forced);
     TG_RUN(test_choice_and_kernel_name);
     TG_RUN(test_training_matches_own_kernels);
