@@ -123,7 +123,7 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
 {
     tg_kernel_plan *kp = &p->plans[t->id];
     const tg_op_planner *def = tg_op_planner_get(t->op);
-    if (!def || kp->state || kp->kernel[0])
+    if (!def || !p->plan_kernels || kp->state || kp->kernel[0])
         return TG_OK;
     bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
     tg_plan_opts po = {p->n_threads, bf16 ? TG_BF16 : TG_F32};
@@ -550,6 +550,11 @@ static tg_status compile(tg_program *p, const tg_options *o)
         s = make_homes(p, order, n_order, offload, shard);
     if (s == TG_OK)
         s = read_scratch_cap(p, o);
+    tg_target_desc host_or_tiles;
+    bool tiled_target = false;
+    if (s == TG_OK)
+        s = tg_target_from_options(o, &tiled_target, &host_or_tiles);
+    p->plan_kernels = !tiled_target;
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);

@@ -149,6 +149,9 @@ typedef struct tg_program {
     /* per node: what its op's plan hook built at compile time (ops/op.h);
      * state NULL and kernel "" for nodes whose op has none */
     struct tg_kernel_plan *plans;
+    /* whether the plan hooks run: on the cpu target; a tiled target models
+     * its own kernels, and host libraries' buffers have no place on tiles */
+    bool plan_kernels;
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,
