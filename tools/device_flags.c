@@ -23,9 +23,11 @@ int device_flags(device_args *a, cli_flag *f)
          "single, pipelined or sharded (default: pipelined with --split, --stages or --devices > "
          "1)",
          1, 0},
-        {"--stages", CLI_STRING, &a->stages, "SPEC", "blocks per stage: \"B1,B2|B3,B4\"", 1, 0},
+        {"--stages", CLI_STRING, &a->stages, "SPEC",
+         "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0},
         {"--split", CLI_STRING, &a->split, "LAYERS",
-         "start new blocks at these layers: \"layer3.8\"", 1, 0},
+         "start new blocks at these layers: \"layer3.8\", or auto (the best layer boundaries)", 1,
+         0},
         {"--schedule", CLI_STRING, &a->schedule, "KIND",
          "pipeline schedule: grouped, interleaved, gpipe or 1f1b", 1, 0},
         {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1,

@@ -528,6 +528,7 @@ static tg_status compile(tg_program *p, const tg_options *o)
     tg_trace_end(ch);
     if (s == TG_OK) {
         p->n_devices = pl.n_devices;
+        snprintf(p->auto_stages, sizeof p->auto_stages, "%s", pl.auto_spec);
         s = read_shape_options(p, o, pl.n_stages);
     }
     if (s == TG_OK)
@@ -601,6 +602,45 @@ static tg_status compile(tg_program *p, const tg_options *o)
     return s;
 }
 
+/* Automatic stages choose by a memory estimate; the plan is exact. When the
+ * chosen split does not fit the plan, leave a larger margin and search
+ * again (a few times: each retry removes the splits that came closest). */
+static void auto_stages_retry(const tg_graph *g, const tg_options *o, tg_program **p, tg_status *s)
+{
+    bool is_auto = strcmp(tg_options_get_string(o, "stages"), "auto") == 0 ||
+                   strcmp(tg_options_get_string(o, "split"), "auto") == 0;
+    if (!is_auto || tg_options_get_int(o, "memoryPerDevice") <= 0 || !*p)
+        return;
+    char first[1024]; /* the plan's own message says what did not fit */
+    snprintf(first, sizeof first, "%s", tg_error_message());
+    if (strncmp(first, "automatic stages", 16) == 0)
+        return; /* the search itself found nothing: a larger margin finds less */
+    double margin = tg_options_get_float(o, "autoStages.memoryMargin");
+    tg_options *again = tg_options_clone(o);
+    int threads = (*p)->n_threads;
+    for (int k = 0; again && *s == TG_ERR_NOMEM && k < 2 && margin + 0.1 <= 0.9; k++) {
+        char text[32];
+        margin += 0.1;
+        snprintf(text, sizeof text, "%.2f", margin);
+        if (tg_options_set(again, "autoStages.memoryMargin", text) != TG_OK)
+            break;
+        tg_program_destroy(*p);
+        if (!(*p = tg_calloc(1, sizeof **p))) {
+            *s = tg_error(TG_ERR_NOMEM, "compile: out of memory");
+            break;
+        }
+        (*p)->graph = g;
+        (*p)->n_threads = threads;
+        *s = compile(*p, again);
+    }
+    if (*s == TG_ERR_NOMEM)
+        *s = tg_error(TG_ERR_NOMEM,
+                      "%s (automatic stages searched again leaving %.0f%% of memoryPerDevice "
+                      "free, and no split fitted)",
+                      first, margin * 100);
+    tg_options_destroy(again);
+}
+
 tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out)
 {
     *out = NULL;
@@ -616,6 +656,8 @@ tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program 
     if (p->n_threads <= 0)
         p->n_threads = tg_cpu_count();
     tg_status s = compile(p, o);
+    if (s == TG_ERR_NOMEM)
+        auto_stages_retry(g, o, &p, &s);
     if (s != TG_OK) {
         tg_program_destroy(p);
         return s;

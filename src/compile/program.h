@@ -152,6 +152,8 @@ typedef struct tg_program {
     /* whether the plan hooks run: on the cpu target; a tiled target models
      * its own kernels, and host libraries' buffers have no place on tiles */
     bool plan_kernels;
+    /* stages or split "auto": the split chosen (compile/stages.h), else "" */
+    char auto_stages[256];
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,
