@@ -291,7 +291,17 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
             ok = 0;
             break;
         }
-        size_t sb = def->scratch ? def->scratch(t, threads) : 0;
+        tg_kernel_plan plan = {0};
+        const tg_op_planner *planner = o.planned ? tg_op_planner_get(t->op) : NULL;
+        if (planner && planner->plan(t, &(tg_plan_opts){threads, o.compute}, &plan) != TG_OK) {
+            tg_test_fail(__FILE__, __LINE__, "%s: planning '%s' failed: %s", label, t->name,
+                         tg_error_message());
+            ok = 0;
+            break;
+        }
+        if (plan.state && o.n_planned)
+            (*o.n_planned)++;
+        size_t sb = plan.state ? plan.scratch : def->scratch ? def->scratch(t, threads) : 0;
         void *scratch = sb ? malloc(sb) : NULL;
         tg_kernel_args a = {.node = t,
                             .out = buf[i],
@@ -299,11 +309,14 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
                             .scratch_bytes = sb,
                             .pool = pool,
                             .step = 0,
-                            .seed = 7};
+                            .seed = 7,
+                            .plan = plan.state};
         for (int k = 0; k < t->n_in; k++)
             a.in[k] = buf[t->in[k]->id];
         def->forward(&a);
         free(scratch);
+        if (plan.state)
+            planner->plan_free(plan.state);
         /* Compare the node's output (mutating ops: skip, their output is empty). */
         const double *ref = tg_interp_data(ip, t);
         int64_t n = tg_numel(t);

@@ -66,6 +66,11 @@ typedef struct tg_check_opts {
     double step;   /* finite-difference step; default 1e-6 */
     int max_elems; /* elements probed per parameter; default 48 */
     bool training; /* graph training mode; default false unless set */
+    /* tg_check_kernels: run the ops' plan hooks (ops/op.h) as a compiled
+     * program does, and count the nodes whose plan built kernel state */
+    bool planned;
+    int *n_planned;
+    tg_dtype compute; /* with planned: tg_plan_opts.compute (TG_F32 unless set) */
 } tg_check_opts;
 
 /* Both return 1 on success (and report failures through tg_test_fail). */

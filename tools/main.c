@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tilegraph/dist.h"
 #include "tilegraph/trace.h"
@@ -119,8 +120,31 @@ static int joins_job(const char *name)
     return !strcmp(name, "train") || !strcmp(name, "infer") || !strcmp(name, "compile");
 }
 
+/* oneDNN's OpenMP threads must sleep when idle, or after every convolution
+ * they spin against the devices' own threads for the cores (measured in
+ * src/ops/dnnl_util.h). libgomp reads OMP_WAIT_POLICY only when it loads,
+ * before main, so the command sets it and starts itself again; a policy
+ * the user chose is kept. Should the exec fail, the variable is removed
+ * again and the command runs on (with more than one thread per device the
+ * compiler then keeps the own convolution kernels). */
+static void ensure_passive_openmp(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+        return;
+    /* by its own path, not /proc/self/exe: the process keeps its name
+     * (ps, pgrep, tilegraph monitor) */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        execv(self, argv);
+    }
+    unsetenv("OMP_WAIT_POLICY");
+}
+
 int main(int argc, char **argv)
 {
+    ensure_passive_openmp(argv);
     /* TILEGRAPH_TRACE switches host tracing on for any command */
     if (tg_trace_configure_env() != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());

@@ -398,5 +398,7 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     printf("device memory %s, %.2f MFLOP per host step\n",
            cli_bytes((double)tg_session_arena_bytes(s), arena, sizeof arena),
            tg_session_flops(s) / 1e6);
+    char kernels[160];
+    printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
     fflush(stdout);
 }

@@ -104,6 +104,10 @@ TG_API int tg_session_devices(const tg_session *s);
 TG_API int tg_session_replicas(const tg_session *s);
 /* FLOPs of one run. */
 TG_API double tg_session_flops(const tg_session *s);
+/* Which kernels the compiler chose for the ops that choose (convolutions),
+ * as one line into buf (cap bytes, truncated), e.g. "oneDNN (ISA
+ * avx512_core_bf16) for 6 of 8 convolution ops, 6 in bf16"; returns buf. */
+TG_API const char *tg_session_kernels(const tg_session *s, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -85,16 +85,26 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
     sqlite3_finalize(st);
 
     static const char *const ocols[] = {
-        "op",   "type", "device", "phase", "calls", "FLOPs (all calls)", "time per call",
+        "op",   "type", "kernel", "device", "phase", "calls", "FLOPs (all calls)", "time per call",
         "time", "share"};
-    static const tg_an_kind okinds[] = {TG_AN_TEXT, TG_AN_LABEL, TG_AN_ID, TG_AN_LABEL, TG_AN_COUNT,
-                                        TG_AN_NUM,  TG_AN_NS,    TG_AN_NS, TG_AN_FRAC};
-    t = tg_an_table_add(v, "Per op, by time", 9, ocols, okinds);
+    static const tg_an_kind okinds[] = {TG_AN_TEXT,  TG_AN_LABEL, TG_AN_LABEL, TG_AN_ID,
+                                        TG_AN_LABEL, TG_AN_COUNT, TG_AN_NUM,   TG_AN_NS,
+                                        TG_AN_NS,    TG_AN_FRAC};
+    t = tg_an_table_add(v, "Per op, by time", 10, ocols, okinds);
+    /* profiles written before ops.kernel existed have no such column */
+    int64_t has_kernel = 0;
+    TG_TRY(tg_profile_reader_int(
+        r, "SELECT COUNT(*) FROM pragma_table_info('ops') WHERE name = 'kernel'", 0, &has_kernel));
     TG_TRY(tg_an_prepare(r,
-                         "SELECT name, type, device, phase, calls, flops * calls, total_ns "
-                         "FROM ops WHERE (?1 < 0 OR device = ?1) "
-                         "AND (?2 IS NULL OR instr(name, ?2) > 0) "
-                         "ORDER BY total_ns DESC, name LIMIT ?3",
+                         has_kernel
+                             ? "SELECT name, type, device, phase, calls, flops * calls, total_ns, "
+                               "COALESCE(kernel, '') FROM ops WHERE (?1 < 0 OR device = ?1) "
+                               "AND (?2 IS NULL OR instr(name, ?2) > 0) "
+                               "ORDER BY total_ns DESC, name LIMIT ?3"
+                             : "SELECT name, type, device, phase, calls, flops * calls, total_ns, "
+                               "'' FROM ops WHERE (?1 < 0 OR device = ?1) "
+                               "AND (?2 IS NULL OR instr(name, ?2) > 0) "
+                               "ORDER BY total_ns DESC, name LIMIT ?3",
                          &st));
     sqlite3_bind_int(st, 1, f->device);
     if (f->op)
@@ -102,9 +112,9 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
     sqlite3_bind_int(st, 3, f->top);
     while (sqlite3_step(st) == SQLITE_ROW) {
         double calls = sqlite3_column_double(st, 4), ns = sqlite3_column_double(st, 6);
-        tg_an_row(t, col_text(st, 0), col_text(st, 1), (double)sqlite3_column_int(st, 2),
-                  col_text(st, 3), calls, sqlite3_column_double(st, 5),
-                  calls > 0 ? ns / calls : 0.0, ns, ns / total);
+        tg_an_row(t, col_text(st, 0), col_text(st, 1), col_text(st, 7),
+                  (double)sqlite3_column_int(st, 2), col_text(st, 3), calls,
+                  sqlite3_column_double(st, 5), calls > 0 ? ns / calls : 0.0, ns, ns / total);
     }
     sqlite3_finalize(st);
     char tb[32];

@@ -119,6 +119,33 @@ static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_st
 
 /* ---- steps, buffers, transfers ------------------------------------------------------- */
 
+/* Run the op's plan hook once per node (a node recomputed in the backward
+ * phase shares its state). A planned kernel whose scratch exceeds the
+ * proportion is dropped: the op's own kernels then run with their scratch. */
+static tg_status plan_node(tg_program *p, const tg_tensor *t)
+{
+    tg_kernel_plan *kp = &p->plans[t->id];
+    const tg_op_planner *def = tg_op_planner_get(t->op);
+    if (!def || !p->plan_kernels || kp->state || kp->kernel[0])
+        return TG_OK;
+    bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
+    /* planned for the most threads the run may use (n_threads is chosen
+     * later, from the load); the run sizes its team to its device's pool */
+    tg_plan_opts po = {p->plan_threads, bf16 ? TG_BF16 : TG_F32};
+    tg_status s = def->plan(t, &po, kp);
+    if (s != TG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tg_error_message());
+        return tg_error(s, "%s: %s", t->name, why);
+    }
+    if (kp->state && kp->scratch > p->scratch_cap) {
+        def->plan_free(kp->state);
+        kp->state = NULL;
+        snprintf(kp->kernel, sizeof kp->kernel, "own (planned scratch over the proportion)");
+    }
+    return TG_OK;
+}
+
 static tg_status add_step(tg_program *p, const tg_tensor *t)
 {
     tg_device_program *dp = &p->devices[p->device_of[t->id]];
@@ -131,10 +158,15 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     memset(st, 0, sizeof *st);
     st->node = t->id;
     st->out = -1;
-    st->scratch_bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
-    /* over the proportion: kernels fall back to one thread, which needs the least */
-    if (st->scratch_bytes > p->scratch_cap && p->plan_threads > 1)
-        st->scratch_bytes = def->scratch(t, 1);
+    TG_TRY(plan_node(p, t));
+    if (p->plans[t->id].state) {
+        st->scratch_bytes = p->plans[t->id].scratch;
+    } else {
+        st->scratch_bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
+        /* over the proportion: kernels fall back to one thread, which needs the least */
+        if (st->scratch_bytes > p->scratch_cap && p->plan_threads > 1)
+            st->scratch_bytes = def->scratch(t, 1);
+    }
     st->kernel_scratch = st->scratch_bytes;
     if (def->flops)
         dp->flops[ph] += def->flops(t);
@@ -380,7 +412,8 @@ static tg_status allocate_lists(tg_program *p, int n_order)
     p->device_of = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     p->home = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     p->storage = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(tg_dtype));
-    if (!p->devices || !p->device_of || !p->home || !p->storage)
+    p->plans = tg_calloc((size_t)g->n_nodes + 1, sizeof *p->plans);
+    if (!p->devices || !p->device_of || !p->home || !p->storage || !p->plans)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     for (int i = 0; i < g->n_nodes; i++)
         p->device_of[i] = p->home[i] = -1;
@@ -568,6 +601,11 @@ static tg_status compile(tg_program *p, const tg_options *o)
         s = make_homes(p, order, n_order, offload, shard);
     if (s == TG_OK)
         s = read_scratch_cap(p, o);
+    tg_target_desc host_or_tiles;
+    bool tiled_target = false;
+    if (s == TG_OK)
+        s = tg_target_from_options(o, &tiled_target, &host_or_tiles);
+    p->plan_kernels = !tiled_target;
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);
@@ -694,6 +732,10 @@ void tg_program_destroy(tg_program *p)
     tg_free(p->device_of);
     tg_free(p->home);
     tg_free(p->storage);
+    for (int i = 0; p->plans && i < p->graph->n_nodes; i++)
+        if (p->plans[i].state)
+            tg_op_planner_get(p->graph->nodes[i]->op)->plan_free(p->plans[i].state);
+    tg_free(p->plans);
     tg_free(p->buffers);
     tg_free(p->transfers);
     tg_tile_plan_destroy(p->tile_plan);

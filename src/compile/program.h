@@ -153,6 +153,12 @@ typedef struct tg_program {
     /* availableMemoryProportion x the device capacity: the most kernel
      * scratch one step is planned with (SIZE_MAX without a capacity) */
     size_t scratch_cap;
+    /* per node: what its op's plan hook built at compile time (ops/op.h);
+     * state NULL and kernel "" for nodes whose op has none */
+    struct tg_kernel_plan *plans;
+    /* whether the plan hooks run: on the cpu target; a tiled target models
+     * its own kernels, and host libraries' buffers have no place on tiles */
+    bool plan_kernels;
     /* stages or split "auto": the split chosen (compile/stages.h), else "" */
     char auto_stages[256];
 } tg_program;

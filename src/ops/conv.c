@@ -257,6 +257,10 @@ static size_t scratch_conv(const tg_tensor *node, int n_threads)
 
 static void fwd_conv(const tg_kernel_args *a)
 {
+    if (a->plan) {
+        tg_conv_dnnl_run(a->plan, a);
+        return;
+    }
     tg_conv_geom g = tg_conv_geom_of(a->node);
     if (tg_conv_method_for(a->node->op, &g) == TG_CONV_DIRECT)
         tg_conv_direct_run(a->node->op, &g, a);
@@ -435,3 +439,4 @@ const tg_op_def tg_opdef_CONV2D_BWD_DATA = {"conv2d_bwd_data", infer_bwd_data, f
 const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {"conv2d_bwd_weight", infer_bwd_weight, flops_conv,
                                               scratch_conv,        fwd_conv,         ref_bwd_weight,
                                               bwd_bwd_weight};
+const tg_op_planner tg_conv_planner = {tg_conv_dnnl_plan, tg_conv_dnnl_free};

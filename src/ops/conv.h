@@ -51,6 +51,12 @@ void tg_conv_gemm_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *
 size_t tg_conv_direct_scratch(tg_op which, const tg_conv_geom *g, int n_threads);
 void tg_conv_direct_run(tg_op which, const tg_conv_geom *g, const tg_kernel_args *a);
 
+/* The oneDNN path (conv_dnnl.c): the op table's plan hook for the three
+ * ops, its state's destructor, and the kernel running a planned node. */
+tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan);
+void tg_conv_dnnl_free(void *state);
+void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a);
+
 /* Scratch is carved into 64-byte aligned pieces. */
 static inline size_t tg_conv_align(size_t bytes)
 {

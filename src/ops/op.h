@@ -14,6 +14,13 @@
  * Both read in[i] (typed by node->in[i]->dtype for the fast kernel) and write
  * out; ops with n_mutated > 0 write into in[0..n_mutated-1] instead.
  *
+ * plan (optional, tg_op_planner): called once per node when a program is compiled, with the
+ * device's thread count and compute type (tg_plan_opts). It may build kernel state for the node's
+ * planned shapes (e.g. oneDNN primitives) into plan->state, with the scratch bytes that state needs
+ * in plan->scratch (planned into the device arena like scratch()'s) and the kernel's name in
+ * plan->kernel; plan_free destroys the state with the program. forward then finds the state in
+ * a->plan, and must still run without it (a->plan NULL: tests, benchmarks, other callers).
+ *
  * backward: given the node and the gradient of its output (dout), append ops
  * computing the gradient of each input i with need[i] set, into din[i]. It
  * may leave din[i] NULL for an input with no gradient (labels, indices).
@@ -39,7 +46,25 @@ typedef struct tg_kernel_args {
      * the first micro-batch of replica 0): random ops mix it into their key
      * so that micro-batches and replicas get different dropout masks. */
     uint64_t stream;
+    /* The node's state from its op's plan hook, or NULL. */
+    const void *plan;
 } tg_kernel_args;
+
+/* What the compiler tells an op's plan hook about the program. */
+typedef struct tg_plan_opts {
+    int n_threads; /* the device's */
+    /* TG_BF16 when the program's precision asks for bf16 arithmetic
+     * (--precision bf16.*): matrix-like kernels may then multiply in bf16,
+     * accumulating in f32, with f32 in and out. TG_F32 (0) otherwise. */
+    tg_dtype compute;
+} tg_plan_opts;
+
+/* What an op's plan hook decided for one node. */
+typedef struct tg_kernel_plan {
+    void *state;     /* NULL: forward runs without planned state */
+    size_t scratch;  /* bytes the planned kernel needs (with state; else scratch()'s) */
+    char kernel[96]; /* the kernel chosen, for the compile output and the profile */
+} tg_kernel_plan;
 
 typedef struct tg_ref_args {
     const tg_tensor *node;
@@ -65,7 +90,16 @@ typedef struct tg_op_def {
                           tg_tensor **din);
 } tg_op_def;
 
+/* The plan hooks of an op kind that has them (see above); few ops do, so
+ * they live apart from tg_op_def, listed in registry.c. */
+typedef struct tg_op_planner {
+    tg_status (*plan)(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan);
+    void (*plan_free)(void *state);
+} tg_op_planner;
+
 const tg_op_def *tg_op_get(tg_op op);
 const char *tg_op_name(tg_op op);
+/* The op's plan hooks, or NULL when it has none. */
+const tg_op_planner *tg_op_planner_get(tg_op op);
 
 #endif

@@ -25,3 +25,17 @@ const char *tg_op_name(tg_op op)
     };
     return (unsigned)op < TG_OP_COUNT ? names[op] : "?";
 }
+
+/* The ops with plan hooks (op.h). */
+extern const tg_op_planner tg_conv_planner;
+
+static const tg_op_planner *const planners[TG_OP_COUNT] = {
+    [TG_OP_CONV2D] = &tg_conv_planner,
+    [TG_OP_CONV2D_BWD_DATA] = &tg_conv_planner,
+    [TG_OP_CONV2D_BWD_WEIGHT] = &tg_conv_planner,
+};
+
+const tg_op_planner *tg_op_planner_get(tg_op op)
+{
+    return (unsigned)op < TG_OP_COUNT ? planners[op] : NULL;
+}

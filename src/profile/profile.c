@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "ops/dnnl_util.h"
 #include "core/pool.h"
 #include "ops/op.h"
 #include "target/target.h"
@@ -61,7 +62,7 @@ static const char *const schema =
     " PRIMARY KEY(device, category));"
     "CREATE TABLE ops(id INTEGER PRIMARY KEY, name TEXT, type TEXT, block TEXT, device INTEGER,"
     " phase TEXT, flops REAL, bytes_in INTEGER, bytes_out INTEGER, forward_of INTEGER,"
-    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0, predicted_ns REAL);"
+    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0, predicted_ns REAL, kernel TEXT);"
     "CREATE TABLE op_edges(producer INTEGER, consumer INTEGER, PRIMARY KEY(producer, consumer));"
     "CREATE TABLE tensors(id INTEGER PRIMARY KEY, node INTEGER, name TEXT, category TEXT,"
     " dtype TEXT, shape TEXT, bytes INTEGER, slots INTEGER, device INTEGER, offset INTEGER,"
@@ -198,6 +199,7 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"transfers", NULL, p->n_transfers},
         {"arena_bytes", NULL, (int64_t)p->arena_bytes},
         {"flops_per_run", NULL, (int64_t)p->flops},
+        {"onednn_isa", tg_dnnl_isa_name(), 0},
         {"trace_clock",
          p->tile_plan ? "cycles (the cycle model's timeline; start_ns and end_ns "
                         "are those cycles at the target's clock)"
@@ -265,8 +267,8 @@ static tg_status write_ops(tg_profile *pf, const tg_options *o, bool flops)
     tg_cost_model cost;
     bool predicted = cost_model(p, o, &cost);
     sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
-                                   "bytes_in, bytes_out, forward_of, predicted_ns) "
-                                   "VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+                                   "bytes_in, bytes_out, forward_of, predicted_ns, kernel) "
+                                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
     tg_status s = st ? TG_OK : db_error(pf, "prepare");
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
@@ -281,12 +283,13 @@ static tg_status write_ops(tg_profile *pf, const tg_options *o, bool flops)
         const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
                             : (t->flags & TG_NODE_BACKWARD) ? "backward"
                                                             : "forward";
-        s = insert(pf, st, "isssisdddid", (int64_t)i, t->name, tg_op_name(t->op), block,
+        const char *kernel = p->plans[i].kernel[0] ? p->plans[i].kernel : NULL;
+        s = insert(pf, st, "isssisdddids", (int64_t)i, t->name, tg_op_name(t->op), block,
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
                    (double)tg_program_node_bytes(p, t),
                    t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1,
-                   predicted ? tg_cost_node_seconds(&cost, t) * 1e9 : NAN);
+                   predicted ? tg_cost_node_seconds(&cost, t) * 1e9 : NAN, kernel);
     }
     sqlite3_finalize(st);
     /* the data flow between ops (through leaves and aliases too): the operations graph */

@@ -143,6 +143,7 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
             /* the job's replica index: an instance's replicas draw what
              * the same replicas draw in one process */
             .stream = (uint64_t)(s->replica_offset + c->replica) * 0x100000000ull + (uint64_t)g,
+            .plan = p->plans[t->id].state,
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;

@@ -12,6 +12,8 @@
 #include "core/json.h"
 #include "graph/init.h"
 #include "ops/blas.h"
+#include "ops/dnnl_util.h"
+#include "ops/op.h"
 #include "ops/optim_params.h"
 #include "profile/profile.h"
 #include "tilegraph/trace.h"
@@ -752,6 +754,24 @@ void tg_session_set_step(tg_session *s, int64_t step)
 {
     s->step = step;
 }
+const char *tg_session_kernels(const tg_session *s, char *buf, size_t cap)
+{
+    const tg_program *p = s->program;
+    int planned = 0, dnnl = 0, bf16 = 0;
+    for (int i = 0; i < p->graph->n_nodes; i++) {
+        const tg_kernel_plan *kp = &p->plans[i];
+        planned += kp->kernel[0] != 0;
+        dnnl += kp->state != NULL;
+        bf16 += kp->state != NULL && strstr(kp->kernel, "(bf16)") != NULL;
+    }
+    if (!planned)
+        snprintf(buf, cap, "no op chooses between kernels");
+    else
+        snprintf(buf, cap, "oneDNN (ISA %s) for %d of %d convolution ops%s%.0d%s",
+                 tg_dnnl_isa_name(), dnnl, planned, bf16 ? ", " : "", bf16, bf16 ? " in bf16" : "");
+    return buf;
+}
+
 int tg_session_threads(const tg_session *s)
 {
     return s->program->n_threads;

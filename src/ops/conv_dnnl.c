@@ -1,0 +1,408 @@
+/* ops/conv_dnnl.c - the three convolution ops through oneDNN primitives,
+ * created once per node when the program is compiled (the op table's plan
+ * hook) and run by the op's forward kernel.
+ *
+ * Memory stays plain NCHW / OIHW (GOIHW with groups) between ops, as every
+ * other op reads it. The primitive itself is created with "any" formats so
+ * that oneDNN picks its fast blocked implementation (e.g. nChw16c with
+ * AVX-512); where the format it wants differs from the plain one, a reorder
+ * primitive (also created at compile time) converts the operand into a
+ * buffer, and the output back. The primitive's scratchpad (user-managed),
+ * those buffers and the reorders' scratchpad make up the node's planned
+ * kernel scratch, so the memory plan stays exact and the profile shows it.
+ * Keeping blocked layouts across ops (no reorders between two convs) is the
+ * next step: the compiler choosing formats for the whole graph.
+ *
+ * Which nodes use oneDNN (TG_DNNL_AUTO; TG_KERNELS=own|dnnl forces):
+ *  - not where conv.c's rule picks the direct kernels (stride 1, few
+ *    channels: the tutorial's 1->10 and 10->20 layers, ResNet's 64-channel
+ *    3x3 layers): there they run in L1 with no layout conversion. Measured
+ *    by bench/bench_dnnl_conv in one run on a loaded 2-core AVX-512 machine,
+ *    1 thread, forward / data / weight GFLOP/s, own vs oneDNN: 64->64 3x3 at
+ *    8x8 52.7/38.1/26.7 vs 24.9/40.8/37.1; the tutorial's 1->10 layer fell
+ *    to oneDNN's gemm:jit at 13 ms per weight gradient (direct: 0.27 ms);
+ *  - everywhere else (strides, 1x1, 128+ channels, groups), where the own
+ *    kernels are im2col + sgemm: oneDNN was 1.1-3.9x faster on most ResNet-18
+ *    shapes in that run (a few below 1x: the figures need a quiet machine);
+ *  - with more than one thread per device only if OpenMP threads sleep when
+ *    idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait says why).
+ */
+#include "ops/conv.h"
+#include "ops/dnnl_util.h"
+
+#include "core/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct conv_state {
+    dnnl_primitive_t prim;
+    int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
+    int arg[4];                  /* oneDNN argument of each role */
+    dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */
+    dnnl_memory_desc_t inner[4]; /* the layout the primitive takes */
+    dnnl_primitive_t reorder[4]; /* user <-> inner where they differ, else NULL */
+    size_t buf_off[4];           /* of the inner copy in scratch */
+    dnnl_memory_desc_t scratch_md, reorder_scratch_md[4];
+    size_t reorder_scratch_off;
+    int n_threads;
+} conv_state;
+
+/* oneDNN's dims of the conv's tensors. */
+static void conv_dims(const tg_conv_geom *g, dnnl_dims_t x, dnnl_dims_t w, int *w_nd, dnnl_dims_t y)
+{
+    x[0] = g->N, x[1] = g->C, x[2] = g->H, x[3] = g->W;
+    y[0] = g->N, y[1] = g->K, y[2] = g->OH, y[3] = g->OW;
+    if (g->G > 1) {
+        *w_nd = 5;
+        w[0] = g->G, w[1] = g->K / g->G, w[2] = g->C / g->G, w[3] = g->R, w[4] = g->S;
+    } else {
+        *w_nd = 4;
+        w[0] = g->K, w[1] = g->C, w[2] = g->R, w[3] = g->S;
+    }
+}
+
+typedef struct conv_mds {
+    dnnl_memory_desc_t x, w, b, y; /* plain */
+    dnnl_memory_desc_t ax, aw, ay; /* format "any": oneDNN's choice, in the op's types */
+    dnnl_memory_desc_t fx, fw, fy; /* the same for the forward hint of a backward op */
+    dnnl_dims_t strides, dilates, pad_l, pad_r;
+} conv_mds;
+
+/* Format "any" descriptors of x, w, y: the multiplied operands in `mul`,
+ * the op's result in f32 (y for the forward, x for the data gradient, w for
+ * the weight gradient); `hint` has all three in `mul`. */
+static dnnl_status_t any_mds(tg_op op, bool hint, dnnl_data_type_t mul, const dnnl_dims_t x,
+                             const dnnl_dims_t w, int w_nd, const dnnl_dims_t y,
+                             dnnl_memory_desc_t out[3])
+{
+    dnnl_data_type_t dt[3] = {mul, mul, mul};
+    if (!hint)
+        dt[op == TG_OP_CONV2D ? 2 : op == TG_OP_CONV2D_BWD_DATA ? 0 : 1] = dnnl_f32;
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&out[0], 4, x, dt[0], dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&out[1], w_nd, w, dt[1], dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&out[2], 4, y, dt[2], dnnl_format_tag_any);
+    return s;
+}
+
+static tg_status make_mds(const tg_conv_geom *g, tg_op op, dnnl_data_type_t mul, conv_mds *m)
+{
+    dnnl_dims_t x, w, y, b = {g->K};
+    int w_nd;
+    conv_dims(g, x, w, &w_nd, y);
+    dnnl_status_t s = tg_dnnl_plain_md(&m->x, 4, x, dnnl_f32);
+    if (s == dnnl_success)
+        s = tg_dnnl_plain_md(&m->w, w_nd, w, dnnl_f32);
+    if (s == dnnl_success)
+        s = tg_dnnl_plain_md(&m->b, 1, b, dnnl_f32);
+    if (s == dnnl_success)
+        s = tg_dnnl_plain_md(&m->y, 4, y, dnnl_f32);
+    dnnl_memory_desc_t a[3], f[3];
+    if (s == dnnl_success)
+        s = any_mds(op, false, mul, x, w, w_nd, y, a);
+    if (s == dnnl_success)
+        s = any_mds(op, true, mul, x, w, w_nd, y, f);
+    m->ax = a[0], m->aw = a[1], m->ay = a[2];
+    m->fx = f[0], m->fw = f[1], m->fy = f[2];
+    m->strides[0] = g->sh, m->strides[1] = g->sw;
+    m->dilates[0] = g->dh - 1, m->dilates[1] = g->dw - 1; /* oneDNN counts the gaps */
+    m->pad_l[0] = m->pad_r[0] = g->ph;
+    m->pad_l[1] = m->pad_r[1] = g->pw;
+    return tg_dnnl_check(s, "conv2d memory descriptors");
+}
+
+static dnnl_status_t fwd_pd(const conv_mds *m, bool hint, bool bias,
+                            const_dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                            dnnl_primitive_desc_t *pd)
+{
+    dnnl_convolution_desc_t d;
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
+        &d, dnnl_forward_training, dnnl_convolution_direct, hint ? &m->fx : &m->ax,
+        hint ? &m->fw : &m->aw, bias ? &m->b : NULL, hint ? &m->fy : &m->ay, m->strides, m->dilates,
+        m->pad_l, m->pad_r);
+    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, eng, NULL) : s;
+}
+
+/* The primitive descriptor of node's kind; the backward ones need the
+ * forward's as a hint. */
+static dnnl_status_t make_pd(tg_op op, const conv_mds *m, bool bias,
+                             const_dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                             dnnl_primitive_desc_t *pd)
+{
+    if (op == TG_OP_CONV2D)
+        return fwd_pd(m, false, bias, attr, eng, pd);
+    dnnl_primitive_desc_t hint;
+    dnnl_status_t s = fwd_pd(m, true, false, NULL, eng, &hint);
+    if (s != dnnl_success)
+        return s;
+    dnnl_convolution_desc_t d;
+    if (op == TG_OP_CONV2D_BWD_DATA)
+        s = dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &m->ax,
+                                                             &m->aw, &m->ay, m->strides, m->dilates,
+                                                             m->pad_l, m->pad_r);
+    else
+        s = dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &m->ax,
+                                                                &m->aw, NULL, &m->ay, m->strides,
+                                                                m->dilates, m->pad_l, m->pad_r);
+    if (s == dnnl_success)
+        s = dnnl_primitive_desc_create(pd, &d, attr, eng, hint);
+    dnnl_primitive_desc_destroy(hint);
+    return s;
+}
+
+/* Which plain descriptor and oneDNN argument each of in[0], in[1], (in[2])
+ * and out is, in that order. */
+static void roles_of(tg_op op, bool bias, const conv_mds *m, conv_state *st)
+{
+    if (op == TG_OP_CONV2D) {
+        st->user[0] = m->x, st->arg[0] = DNNL_ARG_SRC;
+        st->user[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
+        if (bias) {
+            st->user[2] = m->b, st->arg[2] = DNNL_ARG_BIAS;
+            st->user[3] = m->y, st->arg[3] = DNNL_ARG_DST;
+            st->n_args = 4;
+        } else {
+            st->user[2] = m->y, st->arg[2] = DNNL_ARG_DST;
+            st->n_args = 3;
+        }
+        return;
+    }
+    st->user[0] = m->y, st->arg[0] = DNNL_ARG_DIFF_DST;
+    st->n_args = 3;
+    if (op == TG_OP_CONV2D_BWD_DATA) {
+        st->user[1] = m->w, st->arg[1] = DNNL_ARG_WEIGHTS;
+        st->user[2] = m->x, st->arg[2] = DNNL_ARG_DIFF_SRC;
+    } else {
+        st->user[1] = m->x, st->arg[1] = DNNL_ARG_SRC;
+        st->user[2] = m->w, st->arg[2] = DNNL_ARG_DIFF_WEIGHTS;
+    }
+}
+
+/* A reorder between the plain and the primitive's layout of role k (into
+ * the primitive for inputs, out of it for the output), its scratchpad
+ * user-managed too. */
+static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
+                                  const_dnnl_primitive_attr_t attr)
+{
+    bool out = k == st->n_args - 1;
+    const dnnl_memory_desc_t *from = out ? &st->inner[k] : &st->user[k];
+    const dnnl_memory_desc_t *to = out ? &st->user[k] : &st->inner[k];
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, attr);
+    if (s != dnnl_success)
+        return s;
+    st->reorder_scratch_md[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    s = dnnl_primitive_create(&st->reorder[k], pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+/* The layouts the primitive chose, the reorders to them, and the scratch
+ * layout: primitive scratchpad, inner copies, one shared reorder scratchpad. */
+static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
+                                  const_dnnl_primitive_attr_t attr, size_t *bytes)
+{
+    st->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t off = tg_conv_align(dnnl_memory_desc_get_size(&st->scratch_md)), reorder_scratch = 0;
+    dnnl_status_t s = dnnl_success;
+    for (int k = 0; k < st->n_args && s == dnnl_success; k++) {
+        st->inner[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, st->arg[k]);
+        if (dnnl_memory_desc_equal(&st->inner[k], &st->user[k]))
+            continue;
+        s = make_reorder(st, k, eng, attr);
+        st->buf_off[k] = off;
+        off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
+        size_t rs = dnnl_memory_desc_get_size(&st->reorder_scratch_md[k]);
+        reorder_scratch = rs > reorder_scratch ? rs : reorder_scratch;
+    }
+    st->reorder_scratch_off = off;
+    *bytes = off + reorder_scratch;
+    return s;
+}
+
+static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
+                              dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    if (!eng)
+        return ts;
+    conv_mds m;
+    TG_TRY(make_mds(g, node->op, mul, &m));
+    bool bias = node->op == TG_OP_CONV2D && node->n_in == 3;
+    roles_of(node->op, bias, &m, st);
+    dnnl_primitive_attr_t attr;
+    TG_TRY(tg_dnnl_check(dnnl_primitive_attr_create(&attr), "conv2d attributes"));
+    dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    /* the scratchpad and the implementation depend on the team size */
+    tg_dnnl_threads(n_threads);
+    st->n_threads = n_threads;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success)
+        s = make_pd(node->op, &m, bias, attr, eng, &pd);
+    if (s == dnnl_success) {
+        const char *impl = "?";
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s%s", impl,
+                 mul == dnnl_bf16 ? " (bf16)" : "");
+        s = plan_layouts(st, pd, eng, attr, &plan->scratch);
+    }
+    if (s == dnnl_success)
+        s = dnnl_primitive_create(&st->prim, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    dnnl_primitive_attr_destroy(attr);
+    return tg_dnnl_check(s, "creating the conv2d primitives");
+}
+
+/* A fresh state in `mul`; TG_ERR_UNSUPPORTED when oneDNN has no
+ * implementation for it. */
+static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
+                           dnnl_data_type_t mul, tg_kernel_plan *plan)
+{
+    conv_state *st = tg_calloc(1, sizeof *st);
+    if (!st)
+        return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
+    tg_status s = create_state(node, g, n_threads, mul, st, plan);
+    if (s == TG_OK)
+        plan->state = st;
+    else
+        tg_conv_dnnl_free(st);
+    return s;
+}
+
+tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
+{
+    int n_threads = opts->n_threads;
+    tg_conv_geom g = tg_conv_geom_of(node);
+    tg_dnnl_mode mode = tg_dnnl_mode_get();
+    tg_conv_method own = tg_conv_method_for(node->op, &g);
+    const char *own_name = own == TG_CONV_DIRECT ? "own direct" : "own im2col+sgemm";
+    snprintf(plan->kernel, sizeof plan->kernel, "%s", own_name);
+    if (mode == TG_DNNL_NEVER || (mode == TG_DNNL_AUTO && own == TG_CONV_DIRECT))
+        return TG_OK;
+    if (mode == TG_DNNL_AUTO && n_threads > 1 && !tg_dnnl_passive_wait()) {
+        snprintf(plan->kernel, sizeof plan->kernel,
+                 "%s (oneDNN with %d threads needs OMP_WAIT_POLICY=passive)", own_name, n_threads);
+        return TG_OK;
+    }
+    /* bf16 needs AVX-512 (native with AVX512_BF16): elsewhere f32 */
+    tg_status s = TG_ERR_UNSUPPORTED;
+    if (opts->compute == TG_BF16)
+        s = try_state(node, &g, n_threads, dnnl_bf16, plan);
+    if (s == TG_ERR_UNSUPPORTED)
+        s = try_state(node, &g, n_threads, dnnl_f32, plan);
+    if (s == TG_OK)
+        return TG_OK;
+    plan->scratch = 0;
+    /* oneDNN lacking an implementation is no error: the own kernels run */
+    if (s == TG_ERR_UNSUPPORTED) {
+        snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN implementation)", own_name);
+        return TG_OK;
+    }
+    return s;
+}
+
+void tg_conv_dnnl_free(void *state)
+{
+    conv_state *st = state;
+    if (!st)
+        return;
+    if (st->prim)
+        dnnl_primitive_destroy(st->prim);
+    for (int k = 0; k < 4; k++)
+        if (st->reorder[k])
+            dnnl_primitive_destroy(st->reorder[k]);
+    tg_free(st);
+}
+
+/* Failing here means oneDNN could not allocate a few bytes of bookkeeping
+ * for memory objects it was already shown to accept at compile time: no
+ * result can be produced, and kernels have no status to return. */
+static void run_failed(dnnl_status_t s)
+{
+    tg_dnnl_check(s, "running a conv2d primitive");
+    fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    abort();
+}
+
+/* A memory object over ptr (none for an empty descriptor). */
+static dnnl_memory_t mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, void *ptr)
+{
+    dnnl_memory_t m = NULL;
+    if (md->ndims == 0)
+        return NULL;
+    dnnl_status_t s = dnnl_memory_create(&m, md, eng, ptr);
+    if (s != dnnl_success)
+        run_failed(s);
+    return m;
+}
+
+static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *args)
+{
+    dnnl_status_t s = dnnl_primitive_execute(prim, stream, n, args);
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(stream);
+    if (s != dnnl_success)
+        run_failed(s);
+}
+
+/* Reorder role k between its plain memory and its inner copy. */
+static void run_reorder(const conv_state *st, int k, dnnl_engine_t eng, dnnl_stream_t stream,
+                        dnnl_memory_t user, dnnl_memory_t inner, unsigned char *scratch)
+{
+    bool out = k == st->n_args - 1;
+    dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], eng, scratch + st->reorder_scratch_off);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
+                               {DNNL_ARG_TO, out ? user : inner},
+                               {DNNL_ARG_SCRATCHPAD, rs}};
+    exec(st->reorder[k], stream, rs ? 3 : 2, args);
+    if (rs)
+        dnnl_memory_destroy(rs);
+}
+
+void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
+{
+    const conv_state *st = state;
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    unsigned char *scratch = a->scratch;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    if (s != dnnl_success)
+        run_failed(s);
+    /* the device's own threads: at most those the primitive was made for */
+    int team = a->pool ? tg_pool_threads(a->pool) : 1;
+    tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
+    dnnl_memory_t user[4] = {0}, inner[4] = {0};
+    dnnl_exec_arg_t args[5];
+    int n = 0;
+    for (int k = 0; k < st->n_args; k++) {
+        user[k] = mem(&st->user[k], eng, k == st->n_args - 1 ? a->out : a->in[k]);
+        if (st->reorder[k])
+            inner[k] = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
+        if (st->reorder[k] && k < st->n_args - 1)
+            run_reorder(st, k, eng, stream, user[k], inner[k], scratch);
+        args[n].arg = st->arg[k];
+        args[n++].memory = inner[k] ? inner[k] : user[k];
+    }
+    dnnl_memory_t sp = mem(&st->scratch_md, eng, scratch);
+    if (sp) {
+        args[n].arg = DNNL_ARG_SCRATCHPAD;
+        args[n++].memory = sp;
+    }
+    exec(st->prim, stream, n, args);
+    int o = st->n_args - 1;
+    if (st->reorder[o])
+        run_reorder(st, o, eng, stream, user[o], inner[o], scratch);
+    if (sp)
+        dnnl_memory_destroy(sp);
+    for (int k = 0; k < st->n_args; k++) {
+        dnnl_memory_destroy(user[k]);
+        if (inner[k])
+            dnnl_memory_destroy(inner[k]);
+    }
+    dnnl_stream_destroy(stream);
+}

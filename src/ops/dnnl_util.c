@@ -1,0 +1,106 @@
+/* ops/dnnl_util.c - the oneDNN engine, descriptors, statuses and threads
+ * shared by the oneDNN-backed kernels (see dnnl_util.h). */
+#include "ops/dnnl_util.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static dnnl_engine_t engine;
+static dnnl_status_t engine_status;
+
+/* One engine for the process: it holds no per-run state, and primitives
+ * created on it may run on any thread. It lives until the process ends. */
+static void create_engine(void)
+{
+    engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
+}
+
+dnnl_engine_t tg_dnnl_engine(tg_status *status)
+{
+    pthread_once(&engine_once, create_engine);
+    *status = tg_dnnl_check(engine_status, "creating oneDNN's CPU engine");
+    return engine_status == dnnl_success ? engine : NULL;
+}
+
+tg_status tg_dnnl_check(dnnl_status_t s, const char *what)
+{
+    if (s == dnnl_success)
+        return TG_OK;
+    tg_status code = s == dnnl_out_of_memory   ? TG_ERR_NOMEM
+                     : s == dnnl_unimplemented ? TG_ERR_UNSUPPORTED
+                                               : TG_ERR_INTERNAL;
+    return tg_error(code, "%s: oneDNN %s", what, dnnl_status2str(s));
+}
+
+dnnl_status_t tg_dnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
+                               dnnl_data_type_t dt)
+{
+    dnnl_format_tag_t tag = ndims == 5 ? dnnl_goihw : ndims == 4 ? dnnl_nchw : dnnl_a;
+    return dnnl_memory_desc_init_by_tag(md, ndims, dims, dt, tag);
+}
+
+void tg_dnnl_threads(int n)
+{
+    if (n > 0 && omp_get_max_threads() != n)
+        omp_set_num_threads(n);
+}
+
+bool tg_dnnl_passive_wait(void)
+{
+    const char *e = getenv("OMP_WAIT_POLICY");
+    return e && strcasecmp(e, "passive") == 0;
+}
+
+const char *tg_dnnl_isa_name(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+        return "sse41";
+    case dnnl_cpu_isa_avx:
+        return "avx";
+    case dnnl_cpu_isa_avx2:
+        return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+        return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic:
+        return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+        return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+        return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+        return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+        return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+        return "avx512_core_amx";
+    default:
+        return "no JIT (reference C++ kernels)";
+    }
+}
+
+static tg_dnnl_mode forced_mode;
+static bool mode_forced;
+
+tg_dnnl_mode tg_dnnl_mode_get(void)
+{
+    if (mode_forced)
+        return forced_mode;
+    const char *e = getenv("TG_KERNELS");
+    if (e && strcmp(e, "own") == 0)
+        return TG_DNNL_NEVER;
+    if (e && strcmp(e, "dnnl") == 0)
+        return TG_DNNL_ALWAYS;
+    return TG_DNNL_AUTO;
+}
+
+void tg_dnnl_force_mode(tg_dnnl_mode m, bool forced)
+{
+    forced_mode = m;
+    mode_forced = forced;
+}

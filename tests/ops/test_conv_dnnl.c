@@ -1,0 +1,288 @@
+/* tests/ops/test_conv_dnnl.c - the oneDNN convolutions (ops/conv_dnnl.c)
+ * against the double reference: every kind (forward with and without bias,
+ * backward data, backward weights) on groups, depthwise, strides, padding,
+ * dilation, 1x1, 7x7 and odd sizes at 1 and 2 threads; the compile-time
+ * choice and its recorded kernel name; a compiled program's steps take the
+ * primitive's scratchpad as their planned scratch; and training through a
+ * session with oneDNN gives the same losses as with the own kernels.
+ * bf16 arithmetic within bf16 tolerance. Nothing here needs AVX-512: oneDNN picks what the CPU has.
+ * TG_TEST_LABELS: threads */
+#include "tg_test.h"
+
+#include "compile/program.h"
+#include "ops/conv.h"
+#include "ops/dnnl_util.h"
+#include "runtime/interp.h"
+#include "tilegraph/optim.h"
+#include "tilegraph/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const tg_init U11 = {TG_INIT_UNIFORM, -1, 1};
+
+typedef struct conv_case {
+    int64_t N, C, H, W, K, R, S;
+    tg_conv2d_params p;
+    bool bias;
+    bool x_param; /* differentiate x too (adds CONV2D_BWD_DATA) */
+} conv_case;
+
+#define P(sh, sw, ph, pw, dh, dw, g) ((tg_conv2d_params){sh, sw, ph, pw, dh, dw, g})
+
+static tg_tensor *build_conv(tg_graph *g, void *ctx)
+{
+    const conv_case *c = ctx;
+    tg_shape xs = tg_shape4(c->N, c->C, c->H, c->W);
+    tg_tensor *x = c->x_param ? tg_param(g, "x", xs, U11) : tg_input(g, "x", TG_F32, xs);
+    tg_tensor *w = tg_param(g, "w", tg_shape4(c->K, c->C / c->p.groups, c->R, c->S), U11);
+    tg_tensor *b = c->bias ? tg_param(g, "b", tg_shape1(c->K), U11) : NULL;
+    return tg_conv2d(g, x, w, b, c->p);
+}
+
+static const conv_case cases[] = {
+    {2, 3, 6, 5, 4, 3, 3, P(1, 1, 0, 0, 1, 1, 1), true, true},    /* plain, odd width */
+    {2, 2, 7, 6, 3, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true},   /* stride 2, pad 1 */
+    {1, 2, 7, 7, 2, 3, 3, P(1, 1, 2, 2, 2, 2, 1), true, true},    /* dilation 2 */
+    {2, 4, 5, 6, 6, 2, 3, P(2, 1, 1, 0, 1, 1, 2), true, true},    /* groups 2, mixed */
+    {2, 3, 4, 4, 3, 3, 3, P(1, 1, 1, 1, 1, 1, 3), false, true},   /* depthwise */
+    {2, 8, 4, 5, 16, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true, true},   /* 1x1 */
+    {2, 16, 9, 9, 16, 1, 1, P(2, 2, 0, 0, 1, 1, 1), false, true}, /* 1x1 stride 2 */
+    {2, 3, 15, 15, 8, 7, 7, P(2, 2, 3, 3, 1, 1, 1), true, false}, /* ResNet stem, 7x7 */
+    {1, 2, 5, 4, 2, 2, 3, P(3, 2, 2, 1, 2, 1, 1), true, true},    /* stride > kernel */
+    {3, 32, 8, 8, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 1), true, true},  /* blocked-friendly */
+    {2, 32, 9, 7, 64, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true}, /* downsample, odd */
+    {2, 16, 6, 6, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true, true},  /* groups 4, wide */
+    {1, 1, 12, 12, 4, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true, false}, /* one channel, 5x5 */
+};
+#define N_CASES (sizeof cases / sizeof *cases)
+
+/* Every kind through oneDNN (forced), at 1 and 2 threads; every conv node
+ * of the graph must have been planned with a primitive. */
+static void test_dnnl_kernels_match_reference(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (size_t i = 0; i < N_CASES; i++)
+        for (int t = 1; t <= 2; t++) {
+            char label[64];
+            snprintf(label, sizeof label, "oneDNN conv case %zu", i);
+            int planned = 0;
+            tg_check_opts o = {.planned = true, .n_planned = &planned};
+            TG_CHECK(tg_check_kernels(label, build_conv, (void *)&cases[i], t, 2e-4, o));
+            int convs = 2 + cases[i].x_param; /* forward, weight gradient, data gradient */
+            if (planned != convs)
+                tg_test_fail(__FILE__, __LINE__, "%s: %d of %d conv nodes planned with oneDNN",
+                             label, planned, convs);
+        }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* bf16 arithmetic (--precision bf16.*): oneDNN multiplies bf16 operands
+ * (8-bit mantissas: relative error ~2^-8 per product) accumulating in f32.
+ * Where oneDNN has no bf16 kernel (no AVX-512) the f32 one runs, which
+ * passes the same check; the kernel name says which. */
+static void test_bf16_kernels_match_reference(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (size_t i = 0; i < N_CASES; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "oneDNN bf16 conv case %zu", i);
+        int planned = 0;
+        tg_check_opts o = {.planned = true, .n_planned = &planned, .compute = TG_BF16};
+        /* the harness allows rtol x (|ref| + 1% of the largest |ref|): 0.25 gives
+         * 0.25% of the largest value, about bf16's rounding (2^-8) of the sums */
+        TG_CHECK(tg_check_kernels(label, build_conv, (void *)&cases[i], 2, 0.25, o));
+        TG_CHECK(planned == 2 + cases[i].x_param);
+    }
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 8, 8));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 32, 3, 3));
+    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1));
+    tg_kernel_plan kp = {0};
+    TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)->plan(y, &(tg_plan_opts){1, TG_BF16}, &kp));
+    bool avx512 = strncmp(tg_dnnl_isa_name(), "avx512_core", 11) == 0;
+    TG_CHECK(kp.state != NULL);
+    if (avx512 && !strstr(kp.kernel, "(bf16)"))
+        tg_test_fail(__FILE__, __LINE__, "ISA %s, yet the bf16 plan chose '%s'", tg_dnnl_isa_name(),
+                     kp.kernel);
+    if (kp.state)
+        tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* With the own kernels forced, no node gets oneDNN state, and the
+ * harness still checks them against the reference. */
+static void test_own_kernels_when_forced(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_NEVER, true);
+    int planned = 0;
+    tg_check_opts o = {.planned = true, .n_planned = &planned};
+    TG_CHECK(tg_check_kernels("own conv", build_conv, (void *)&cases[9], 2, 2e-4, o));
+    TG_CHECK(planned == 0);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* The recorded kernel: the tutorial's 1->10 5x5 conv keeps the direct
+ * kernel, a 64-channel stride-2 ResNet conv goes to oneDNN, whose
+ * implementation name is recorded. */
+static void test_choice_and_kernel_name(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x1 = tg_input(g, "x1", TG_F32, tg_shape4(40, 1, 28, 28));
+    tg_tensor *w1 = tg_input(g, "w1", TG_F32, tg_shape4(10, 1, 5, 5));
+    tg_tensor *y1 = tg_conv2d(g, x1, w1, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    tg_tensor *x2 = tg_input(g, "x2", TG_F32, tg_shape4(4, 64, 16, 16));
+    tg_tensor *w2 = tg_input(g, "w2", TG_F32, tg_shape4(128, 64, 3, 3));
+    tg_tensor *y2 = tg_conv2d(g, x2, w2, NULL, P(2, 2, 1, 1, 1, 1, 1));
+    TG_CHECK_OK(tg_graph_status(g));
+    if (tg_graph_status(g) != TG_OK) {
+        tg_graph_destroy(g);
+        return;
+    }
+    const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
+    TG_CHECK(pl != NULL && tg_op_planner_get(TG_OP_RELU) == NULL);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, true);
+    tg_kernel_plan k1 = {0}, k2 = {0};
+    TG_CHECK_OK(pl->plan(y1, &(tg_plan_opts){1, TG_F32}, &k1));
+    TG_CHECK_OK(pl->plan(y2, &(tg_plan_opts){1, TG_F32}, &k2));
+    TG_CHECK(k1.state == NULL && strcmp(k1.kernel, "own direct") == 0);
+    TG_CHECK(k2.state != NULL && strncmp(k2.kernel, "oneDNN ", 7) == 0 && strlen(k2.kernel) > 7);
+    if (k2.state)
+        pl->plan_free(k2.state);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+    TG_CHECK(strlen(tg_dnnl_isa_name()) > 0);
+    tg_graph_destroy(g);
+}
+
+/* A small conv net trained for a few SGD steps. */
+typedef struct net {
+    tg_tensor *x, *labels, *loss;
+} net;
+
+static tg_graph *build_net(net *n)
+{
+    tg_graph *g = tg_graph_create();
+    n->x = tg_input(g, "x", TG_F32, tg_shape4(4, 3, 12, 12));
+    n->labels = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    tg_tensor *w1 =
+        tg_param(g, "w1", tg_shape4(16, 3, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 27, 0});
+    tg_tensor *b1 = tg_param(g, "b1", tg_shape1(16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 27, 0});
+    tg_tensor *w2 =
+        tg_param(g, "w2", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+    tg_tensor *h = tg_relu(g, tg_conv2d(g, n->x, w1, b1, P(2, 2, 1, 1, 1, 1, 1)));
+    h = tg_relu(g, tg_conv2d(g, h, w2, NULL, P(2, 2, 1, 1, 1, 1, 1)));
+    h = tg_reduce_mean(g, h, 4u | 8u, false); /* [4, 32] */
+    tg_tensor *wl = tg_param(g, "wl", tg_shape2(5, 32), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    n->loss = tg_cross_entropy(g, tg_linear(g, h, wl, NULL), n->labels);
+    tg_tensor_mark_output(n->loss);
+    TG_CHECK_OK(tg_graph_backward(g, n->loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.9f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    TG_CHECK_OK(tg_graph_status(g));
+    return g;
+}
+
+/* Losses of 4 steps with the given kernel mode; checks the program's conv
+ * steps: planned with oneDNN exactly when expected, their kernel scratch
+ * the primitive's scratchpad, inside the device arena. */
+static void train(tg_dnnl_mode mode, int threads, float *losses)
+{
+    tg_dnnl_force_mode(mode, true);
+    net n;
+    tg_graph *g = build_net(&n);
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", 3);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    for (int ph = 0; p && ph < TG_PHASE_COUNT; ph++)
+        for (int k = 0; k < p->devices[0].n_steps[ph]; k++) {
+            const tg_step *st = &p->devices[0].steps[ph][k];
+            const tg_tensor *t = g->nodes[st->node];
+            if (!tg_op_planner_get(t->op))
+                continue;
+            const tg_kernel_plan *kp = &p->plans[st->node];
+            TG_CHECK((kp->state != NULL) == (mode == TG_DNNL_ALWAYS));
+            if (kp->state)
+                TG_CHECK(st->kernel_scratch == kp->scratch);
+            TG_CHECK(st->scratch_offset + st->scratch_bytes <= p->devices[0].arena_bytes);
+        }
+    tg_program_destroy(p);
+    float x[4 * 3 * 12 * 12];
+    int32_t y[4];
+    for (int step = 0; s && step < 4; step++) {
+        for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+            x[i] = (float)(((int)i * 37) % 19) / 9.0f - 1.0f; /* the same batch: */
+        for (int i = 0; i < 4; i++)
+            y[i] = (i * 3) % 5; /* the loss must fall */
+        TG_CHECK_OK(tg_session_write(s, n.x, x, sizeof x));
+        TG_CHECK_OK(tg_session_write(s, n.labels, y, sizeof y));
+        TG_CHECK_OK(tg_session_run(s));
+        TG_CHECK_OK(tg_session_read(s, n.loss, &losses[step], sizeof(float)));
+    }
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+static void test_training_matches_own_kernels(void)
+{
+    for (int t = 1; t <= 2; t++) {
+        float own[4], dnnl[4];
+        train(TG_DNNL_NEVER, t, own);
+        train(TG_DNNL_ALWAYS, t, dnnl);
+        for (int i = 0; i < 4; i++)
+            TG_CHECK_NEAR(dnnl[i], own[i], 1e-4 * (1 + own[i]));
+        TG_CHECK(own[3] < own[0]); /* it trains */
+    }
+}
+
+/* Threads of this process, from /proc (-1 if unreadable). */
+static int process_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A device of one thread runs oneDNN on that thread alone: OpenMP must not
+ * start a team of one per core (2 devices x 1 thread on 2 cores would
+ * oversubscribe). Runs first, before any 2-thread team exists. */
+static void test_one_thread_device_starts_no_openmp_threads(void)
+{
+    int before = process_threads();
+    float losses[4];
+    train(TG_DNNL_ALWAYS, 1, losses);
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    int planned = 0;
+    tg_check_opts o = {.planned = true, .n_planned = &planned};
+    TG_CHECK(tg_check_kernels("one thread", build_conv, (void *)&cases[9], 1, 2e-4, o));
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+    TG_CHECK(planned == 3);
+    int after = process_threads();
+    TG_CHECK(before > 0);
+    if (after != before)
+        tg_test_fail(__FILE__, __LINE__, "%d threads before, %d after one-thread oneDNN runs",
+                     before, after);
+}
+
+int main(void)
+{
+    TG_RUN(test_one_thread_device_starts_no_openmp_threads);
+    TG_RUN(test_dnnl_kernels_match_reference);
+    TG_RUN(test_bf16_kernels_match_reference);
+    TG_RUN(test_own_kernels_when_forced);
+    TG_RUN(test_choice_and_kernel_name);
+    TG_RUN(test_training_matches_own_kernels);
+    return tg_test_finish();
+}
