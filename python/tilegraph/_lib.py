@@ -119,7 +119,13 @@ def message():
 
 
 def check(status, what):
-    """Raise TilegraphError naming `what` and the library's message on failure."""
+    """Raise TilegraphError naming `what` and the library's message on failure.
+
+    `what` may be a function giving the text, so that calls made every step
+    build no message unless one is needed.
+    """
     if status != 0:
         name = ffi.string(lib.tg_status_name(status)).decode()
+        if callable(what):
+            what = what()
         raise TilegraphError(f"{what}: {message()} ({name})")

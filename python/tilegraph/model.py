@@ -92,6 +92,7 @@ class _Model:
         self.options = options.clone() if options is not None else Options()
         self._graph = self._session = None
         self._tmp = None
+        self._dims_cache = {}
 
     # ---- host batches -------------------------------------------------------------
     def _factor(self):
@@ -275,24 +276,36 @@ class _Model:
     # ---- running ------------------------------------------------------------------
     def _write(self, t, array):
         a = np.ascontiguousarray(array)
+        # Zero-copy: the session copies straight from the array's own memory.
         check(lib.tg_session_write(self._handle, t, ffi.from_buffer(a), a.nbytes),
-              f"poptorch: writing {ffi.string(lib.tg_tensor_name(t)).decode()}")
+              lambda: f"poptorch: writing {ffi.string(lib.tg_tensor_name(t)).decode()}")
 
     def _read_output(self, t):
         count = lib.tg_session_output_count(self._handle, t)
-        dims = _tensor_dims(t)
+        dims = self._dims(t)
+        # A new array per call: the returned tensor is the caller's to keep.
         a = np.empty((count,) + dims, dtype=np.float32)
         check(lib.tg_session_read(self._handle, t, ffi.from_buffer(a), a.nbytes),
-              f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
+              lambda: f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
         if len(dims) == 0:
             return torch.from_numpy(a)
         return torch.from_numpy(a.reshape((count * dims[0],) + dims[1:]))
+
+    def _dims(self, t):
+        """A graph tensor's dims, asked of the library once per compiled graph."""
+        key = (self._graph, t)
+        if self._dims_cache.get("graph") is not self._graph:
+            self._dims_cache = {"graph": self._graph}
+        dims = self._dims_cache.get(key)
+        if dims is None:
+            dims = self._dims_cache[key] = _tensor_dims(t)
+        return dims
 
     def _check_input(self, x):
         if self._graph is not None and x.shape[0] != self._micro_batch * self._factor():
             raise ValueError(f"poptorch: the model was compiled for host batches of "
                              f"{self._micro_batch * self._factor()} samples, got {x.shape[0]}")
-        dims = _tensor_dims(self._input)
+        dims = self._dims(self._input)
         if tuple(x.shape[1:]) != dims[1:]:
             raise ValueError(f"poptorch: the input's sample shape {tuple(x.shape[1:])} is not the "
                              f"compiled one {dims[1:]}")
