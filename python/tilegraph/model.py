@@ -7,7 +7,11 @@ backward pass and optimizer by the library, and run in a tilegraph session.
 Weights stay in the session between calls; copyWeightsToHost() writes them
 back into the torch module under their state_dict names.
 """
+import contextlib
 import inspect
+import linecache
+import os
+import re
 import sys
 import tempfile
 import weakref
@@ -67,6 +71,77 @@ def _reset_buffers(path, buffers):
             changed = True
     if changed:
         onnx.save(model, path)
+
+
+@contextlib.contextmanager
+def _quiet_onnx_log():
+    """Export with verbose=True (source locations kept) without the graph dump.
+
+    torch 1.13 turns its C++ graph log on for verbose exports through
+    torch.onnx.utils.setup_onnx_logging; with that replaced for the export,
+    doc strings are kept and nothing is printed. Without that hook (another
+    torch), export quietly without locations.
+    """
+    utils = torch.onnx.utils
+    original = getattr(utils, "setup_onnx_logging", None)
+    if original is None:
+        yield False
+        return
+    utils.setup_onnx_logging = lambda verbose: contextlib.nullcontext()
+    try:
+        yield True
+    finally:
+        utils.setup_onnx_logging = original
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_frame(doc_string):
+    """The first (file, line) of a node's recorded stack that is the user's code."""
+    for line in doc_string.splitlines():
+        m = re.match(r"(.*)\((\d+)\): \S+$", line.strip())
+        if m and not m.group(1).startswith((_TORCH_DIR, _PACKAGE_DIR)) and os.path.isfile(m.group(1)):
+            return m.group(1), int(m.group(2))
+    return None
+
+
+def _module_of(node_name, model):
+    """The user's module a node came from, by the exporter's scope in its name ("/m/layer1/layer1.0/conv1/Conv")."""
+    parts = node_name.strip("/").split("/")[1:-1]  # drop the wrapper's "m" and the op
+    path, found = "", (model, type(model).__name__ + " (the model)")
+    for p in parts:
+        path = p if path and p.startswith(path + ".") else (f"{path}.{p}" if path else p)
+        try:
+            found = (model.get_submodule(path), path)
+        except AttributeError:
+            break
+    mod, name = found
+    return f"{name} ({type(mod).__name__})" if mod is not model else name
+
+
+def _where(path, text, model, limit=3):
+    """Lines naming the module and the Python line behind each node an error names."""
+    names = list(dict.fromkeys(re.findall(r"node '([^']+)'", text)))[:limit]
+    if not names:
+        return ""
+    try:
+        nodes = {n.name: n for n in onnx.load(path).graph.node}
+    except Exception:  # the file itself is at fault: the error already says so
+        return ""
+    out = []
+    for name in names:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        line = f"\n  {node.op_type} ('{name.replace('/m/', '/', 1)}') from {_module_of(name, model)}"
+        frame = _user_frame(node.doc_string)
+        if frame:
+            code = linecache.getline(frame[0], frame[1]).strip()
+            line += f", made at {frame[0]}:{frame[1]}" + (f": {code}" if code else "")
+        out.append(line)
+    return "".join(out)
 
 
 def _shape(dims):
@@ -188,8 +263,12 @@ class _Model:
         was = self.model.training
         try:
             mode = torch.onnx.TrainingMode.TRAINING if self.training else torch.onnx.TrainingMode.EVAL
-            torch.onnx.export(wrapper, x[:micro], path, training=mode, do_constant_folding=False,
-                              input_names=["input"], output_names=["output"], opset_version=13)
+            with _quiet_onnx_log() as verbose:
+                # verbose=True is what makes torch keep each node's Python
+                # stack in its doc_string, which errors then point at.
+                torch.onnx.export(wrapper, x[:micro], path, training=mode, do_constant_folding=False,
+                                  input_names=["input"], output_names=["output"], opset_version=13,
+                                  verbose=verbose)
         except Exception as e:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:
@@ -213,8 +292,9 @@ class _Model:
         except TilegraphError as e:
             # Speak of the user's module: not of the temporary file, nor of the
             # wrapper's "/m" scope that every node name starts with.
+            where = _where(path, str(e), self.model)
             text = str(e).replace(path + ": ", "").replace("'/m/", "'/")
-            raise TilegraphError(text) from None
+            raise TilegraphError(text + where) from None
         self._input, self._output, self._labels, self._loss = io.inputs[0], io.outputs[0], None, None
         if self.training:
             self._add_loss(g, micro, loss_kind)
