@@ -67,7 +67,7 @@ def _reset_buffers(path, buffers):
     for init in model.graph.initializer:
         value = buffers.get(init.name[2:]) if init.name.startswith("m.") else None
         if value is not None and value.is_floating_point():
-            init.CopyFrom(numpy_helper.from_array(value.detach().cpu().numpy(), init.name))
+            init.CopyFrom(numpy_helper.from_array(value.detach().cpu().float().numpy(), init.name))
             changed = True
     if changed:
         onnx.save(model, path)
@@ -319,6 +319,7 @@ class _Model:
     def _open_session(self, extra):
         values = dict(self.options.values)
         values.update(extra)
+        self._session_values = values  # what the session was made with
         self._c_options = make_c_options(values)
         s = ffi.new("tg_session **")
         check(lib.tg_session_create(self._graph, self._c_options, s),
@@ -332,6 +333,13 @@ class _Model:
         # The host run and the export run the module in training mode, which
         # moves batch-norm statistics: keep the buffers as they were.
         buffers = {k: v.clone() for k, v in self.model.named_buffers()}
+        precision = self._precision(x)
+        if self._host_float:
+            # model.half(): torch 1.13 has no half kernels on the CPU, so the
+            # host run and the export use the module in float (exact for
+            # half values); tilegraph stores it in half by `precision`.
+            self.model.float()
+            x, xm = x.float(), xm.float()
         try:
             result, losses, recorded = self._record(xm, lm)
             loss_kind = self._loss_kind(result, losses) if self.training else None
@@ -339,15 +347,40 @@ class _Model:
             print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
             path = self._export(x, lm, micro, buffers)
         finally:
+            if self._host_float:
+                self.model.to(self._model_dtype)
             self._restore(buffers)
         self._micro_batch = micro
         self._loss_kind_name = loss_kind
+        if precision is not None:
+            placement = {**placement, "precision": precision}
         self._placement_values = placement
         self._graph = self._build(path, micro, loss_kind, self.optimizer if self.training else None)
         self._handle = self._open_session({**placement, **self._extra_options()})
 
     def _extra_options(self):
         return {}
+
+    def _precision(self, x):
+        """tilegraph's `precision` IN.MODEL for a half model or half input, else None.
+
+        PopTorch takes half precision from the tensors (model.half(), a half
+        input); an explicit precision option set by the user wins.
+        """
+        names = {torch.float16: "16", torch.bfloat16: "bf16"}
+        dtypes = {p.dtype for p in self.model.parameters()}
+        self._host_float = False
+        if not dtypes & set(names) and x.dtype not in names:
+            return None
+        if len(dtypes) > 1:
+            raise ValueError(f"poptorch: {type(self.model).__name__}'s parameters mix "
+                             f"{', '.join(sorted(str(d) for d in dtypes))}; convert the whole model "
+                             "(model.half() or model.float())")
+        self._model_dtype = dtypes.pop() if dtypes else torch.float32
+        self._host_float = True
+        if "precision" in self.options.values:
+            return None
+        return f"{names.get(x.dtype, '32')}.{names.get(self._model_dtype, '32')}"
 
     def compile(self, *args):
         if self._graph is None:
