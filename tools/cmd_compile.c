@@ -163,15 +163,33 @@ static const char *schedule_text(const tg_program *p)
     return p->n_devices == 1 ? "none (one device)" : tg_schedule_name(p->schedule.kind);
 }
 
+/* The threads per device and where the number came from; the warning when
+ * the devices' threads exceed the cores (also on stderr, once, at compile). */
+static void print_threads_text(const tg_program *p)
+{
+    if (p->threads_auto)
+        printf("threads: %d per device (default: %d of %d usable cores free, %.1f busy, %.1f "
+               "niced, over %d device%s)\n",
+               p->n_threads, p->cpu.free, p->cpu.allowed, p->cpu.busy, p->cpu.niced,
+               p->n_devices * p->replicas, p->n_devices * p->replicas == 1 ? "" : "s");
+    else
+        printf("threads: %d per device (threadsPerDevice; %d usable cores)\n", p->n_threads,
+               p->cpu.allowed);
+    if (p->threads_warning[0])
+        printf("warning: %s\n", p->threads_warning);
+    printf("\n");
+}
+
 static void print_text(const tg_program *p, const char *model, double ms)
 {
     char a[32], b[32], prec[16];
     printf("%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
-           "precision %s, compiled in %.1f ms\n\n",
+           "precision %s, compiled in %.1f ms\n",
            model, p->training ? "training" : "inference", p->n_devices,
            p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s", p->micro_batches,
            p->micro_batches == 1 ? "" : "es", schedule_text(p),
            precision_text(p, prec, sizeof prec), ms);
+    print_threads_text(p);
     printf("%-28s", "memory");
     for (int d = 0; d < p->n_devices; d++) {
         char h[16];
@@ -229,10 +247,18 @@ static int print_json(const tg_program *p, const char *model, double ms, const t
     char prec[16];
     printf("{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
            "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"precision\":\"%s\","
-           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"per_device\":[",
+           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,",
            model, p->training ? "training" : "inference", p->n_devices, p->replicas,
            p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
            precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
+    printf("\"threads\":{\"per_device\":%d,\"default\":%s,\"cores_allowed\":%d,"
+           "\"cores_free\":%d,\"cores_busy\":%.2f,\"cores_niced\":%.2f,\"warning\":",
+           p->n_threads, p->threads_auto ? "true" : "false", p->cpu.allowed, p->cpu.free,
+           p->cpu.busy, p->cpu.niced);
+    if (p->threads_warning[0])
+        printf("\"%s\"},\"per_device\":[", p->threads_warning); /* no quotes or backslashes */
+    else
+        printf("null},\"per_device\":[");
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
         int at;
@@ -519,8 +545,12 @@ int cmd_compile(int argc, char **argv)
                 tg_error_message());
         status = 1;
     } else if (json) {
+        if (p->threads_warning[0])
+            fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
         status = print_json(p, m->name, ms, o, &pa);
     } else {
+        if (p->threads_warning[0])
+            fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
         print_text(p, m->name, ms);
         if (pa.wanted && p->n_devices > 1)
             status = print_predictions(mg.graph, o, p, &pa, auto_split);

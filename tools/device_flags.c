@@ -43,7 +43,7 @@ int device_flags(device_args *a, cli_flag *f)
         {"--devices", CLI_INT, &a->devices, "N", "devices available (default: one per stage)", 1,
          64},
         {"--threads-per-device", CLI_INT, &a->threads, "N",
-         "threads each device computes with (0: share the CPUs)", 0, 1024},
+         "threads each device computes with (0: the free cores shared over the devices)", 0, 1024},
         {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024},
         {"--memory-per-device", CLI_INT, &a->memory, "BYTES", "device capacity (0: unlimited)", 0,
          9e18},

@@ -113,6 +113,28 @@ static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
     return TG_OK;
 }
 
+/* Devices whose threads fit the cores but not the cores that were free at
+ * compile time: other processes took turns with them. (Threads beyond the
+ * cores themselves are the "share cores" note of the time section.) Profiles
+ * without the core counts, and tiled targets (simulated cycles), say nothing. */
+static void other_processes(tg_profile_reader *r, int n_devices, tg_an_view *v)
+{
+    int allowed = atoi(tg_profile_reader_meta(r, "cores_allowed"));
+    int free_cores = atoi(tg_profile_reader_meta(r, "cores_free"));
+    int threads = atoi(tg_profile_reader_meta(r, "threads_per_device"));
+    int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
+    int parties = n_devices * (replicas > 0 ? replicas : 1);
+    if (allowed <= 0 || parties < 2 || atoi(tg_profile_reader_meta(r, "tiles_per_device")) > 0)
+        return;
+    int64_t total = (int64_t)parties * (threads > 0 ? threads : 1);
+    if (free_cores > 0 && total > free_cores && total <= allowed)
+        tg_an_note(v,
+                   "time: %lld threads on %d usable cores of which %d were free at compile time: "
+                   "other processes shared the cores, so devices waited for time slices as well "
+                   "as for each other",
+                   (long long)total, allowed, free_cores);
+}
+
 /* Offloading: the bytes each device keeps in host memory (the memory
  * table's "offloaded to host") and the update phase's stream traffic that
  * moves them in the first recorded host step. */
@@ -249,7 +271,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
      * cores, and no split or schedule can overlap what cannot run at once */
     int threads = atoi(tg_profile_reader_meta(r, "threads_per_device"));
     int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
-    int cores = atoi(tg_profile_reader_meta(r, "cpu_count"));
+    int cores = atoi(tg_profile_reader_meta(r, "cores_allowed"));
     int wanted = n * (threads > 0 ? threads : 1) * (replicas > 0 ? replicas : 1);
     bool shared = n > 1 && cores > 0 && wanted > cores &&
                   strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
@@ -288,5 +310,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
                tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
     TG_TRY(cost_model_check(r, v));
+    if (!shared)
+        other_processes(r, n, v);
     return offloading(r, &t, v);
 }

@@ -34,8 +34,8 @@ static const opt_spec option_table[] = {
     {"targetDescription", OPT_STRING, "", 0, 0, NULL,
      "target mk2: a JSON file describing another tile processor (docs/targets.md); empty: the Mk2"},
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
-     "threads each device computes with (0: the machine's CPUs shared among all devices and "
-     "replicas)"},
+     "threads each device computes with (0: the free cores this process may use, shared "
+     "among all devices and replicas; see docs/multi-device.md, Threads)"},
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},

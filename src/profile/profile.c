@@ -168,9 +168,8 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"schedule", tg_schedule_name(p->schedule.kind), 0},
         {"strategy", tg_execution_strategy(o), 0},
         {"threads_per_device", NULL, p->n_threads},
-        /* the insights compare devices x threads with it: devices that
-         * share cores take turns instead of overlapping */
-        {"cpu_count", NULL, tg_cpu_count()},
+        {"cores_allowed", NULL, p->cpu.allowed}, /* the cores this process could use */
+        {"cores_free", NULL, p->cpu.free},       /* of which free at compile time */
         {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
         {"stages_auto", p->auto_stages, 0}, /* the split --stages/--split auto chose */
         {"ops", NULL, n_ops},

@@ -8,6 +8,8 @@
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
+#include "core/cpus.h"
+
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +130,7 @@ static void test_shared_cores(void)
     setenv("TILEGRAPH_CALIBRATION", "off", 1);
     TG_CHECK(train("shared", extra) == 0);
     snprintf(db, sizeof db, "%s/shared/training/profile.sqlite", tmpdir);
-    double meta_cores = sql_num(db, "SELECT value FROM meta WHERE key = 'cpu_count'");
+    double meta_cores = sql_num(db, "SELECT value FROM meta WHERE key = 'cores_allowed'");
     TG_CHECK(meta_cores >= 1);
     snprintf(args, sizeof args, "analyse %s insights", db);
     snprintf(want, sizeof want, "= %ld threads share %.0f core", 2 * (cores > 0 ? cores : 1),
