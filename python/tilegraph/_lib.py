@@ -2,8 +2,10 @@
 
 Only the declarations the package calls are declared here; they must match
 include/tilegraph/*.h (enums are declared as int, which is their C size).
-The library is found through TILEGRAPH_LIBRARY, then the build tree beside
-this checkout (../../build), then the system's loader path.
+The library is found through TILEGRAPH_LIBRARY, then, for an installed
+package, the library directory `make install` recorded in _installed.py,
+then the build tree beside this checkout (../../build), then the system's
+loader path.
 """
 import os
 
@@ -91,6 +93,12 @@ def _candidates():
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        from ._installed import LIBDIR
+    except ImportError:  # a checkout: the build tree
+        LIBDIR = None
+    if LIBDIR is not None:
+        return [os.path.normpath(os.path.join(here, LIBDIR, "libtilegraph.so.0"))]
     build = os.path.normpath(os.path.join(here, "..", "..", "build"))
     return [os.path.join(build, "libtilegraph.so.0"), os.path.join(build, "libtilegraph.so"),
             "libtilegraph.so.0", "libtilegraph.so"]
@@ -98,15 +106,19 @@ def _candidates():
 
 def _open():
     tried = []
+    global lib_path
     for path in _candidates():
         try:
-            return ffi.dlopen(path)
+            handle = ffi.dlopen(path)
+            lib_path = path
+            return handle
         except OSError as e:
             tried.append(f"{path} ({e})")
     raise ImportError("tilegraph: cannot load libtilegraph.so; tried " + "; ".join(tried) +
                       ". Build it (cmake --build build) or set TILEGRAPH_LIBRARY to its path.")
 
 
+lib_path = None  # the file the library was loaded from
 lib = _open()
 
 
@@ -119,7 +131,13 @@ def message():
 
 
 def check(status, what):
-    """Raise TilegraphError naming `what` and the library's message on failure."""
+    """Raise TilegraphError naming `what` and the library's message on failure.
+
+    `what` may be a function giving the text, so that calls made every step
+    build no message unless one is needed.
+    """
     if status != 0:
         name = ffi.string(lib.tg_status_name(status)).decode()
+        if callable(what):
+            what = what()
         raise TilegraphError(f"{what}: {message()} ({name})")

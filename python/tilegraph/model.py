@@ -7,7 +7,11 @@ backward pass and optimizer by the library, and run in a tilegraph session.
 Weights stay in the session between calls; copyWeightsToHost() writes them
 back into the torch module under their state_dict names.
 """
+import contextlib
 import inspect
+import linecache
+import os
+import re
 import sys
 import tempfile
 import weakref
@@ -63,10 +67,81 @@ def _reset_buffers(path, buffers):
     for init in model.graph.initializer:
         value = buffers.get(init.name[2:]) if init.name.startswith("m.") else None
         if value is not None and value.is_floating_point():
-            init.CopyFrom(numpy_helper.from_array(value.detach().cpu().numpy(), init.name))
+            init.CopyFrom(numpy_helper.from_array(value.detach().cpu().float().numpy(), init.name))
             changed = True
     if changed:
         onnx.save(model, path)
+
+
+@contextlib.contextmanager
+def _quiet_onnx_log():
+    """Export with verbose=True (source locations kept) without the graph dump.
+
+    torch 1.13 turns its C++ graph log on for verbose exports through
+    torch.onnx.utils.setup_onnx_logging; with that replaced for the export,
+    doc strings are kept and nothing is printed. Without that hook (another
+    torch), export quietly without locations.
+    """
+    utils = torch.onnx.utils
+    original = getattr(utils, "setup_onnx_logging", None)
+    if original is None:
+        yield False
+        return
+    utils.setup_onnx_logging = lambda verbose: contextlib.nullcontext()
+    try:
+        yield True
+    finally:
+        utils.setup_onnx_logging = original
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_frame(doc_string):
+    """The first (file, line) of a node's recorded stack that is the user's code."""
+    for line in doc_string.splitlines():
+        m = re.match(r"(.*)\((\d+)\): \S+$", line.strip())
+        if m and not m.group(1).startswith((_TORCH_DIR, _PACKAGE_DIR)) and os.path.isfile(m.group(1)):
+            return m.group(1), int(m.group(2))
+    return None
+
+
+def _module_of(node_name, model):
+    """The user's module a node came from, by the exporter's scope in its name ("/m/layer1/layer1.0/conv1/Conv")."""
+    parts = node_name.strip("/").split("/")[1:-1]  # drop the wrapper's "m" and the op
+    path, found = "", (model, type(model).__name__ + " (the model)")
+    for p in parts:
+        path = p if path and p.startswith(path + ".") else (f"{path}.{p}" if path else p)
+        try:
+            found = (model.get_submodule(path), path)
+        except AttributeError:
+            break
+    mod, name = found
+    return f"{name} ({type(mod).__name__})" if mod is not model else name
+
+
+def _where(path, text, model, limit=3):
+    """Lines naming the module and the Python line behind each node an error names."""
+    names = list(dict.fromkeys(re.findall(r"node '([^']+)'", text)))[:limit]
+    if not names:
+        return ""
+    try:
+        nodes = {n.name: n for n in onnx.load(path).graph.node}
+    except Exception:  # the file itself is at fault: the error already says so
+        return ""
+    out = []
+    for name in names:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        line = f"\n  {node.op_type} ('{name.replace('/m/', '/', 1)}') from {_module_of(name, model)}"
+        frame = _user_frame(node.doc_string)
+        if frame:
+            code = linecache.getline(frame[0], frame[1]).strip()
+            line += f", made at {frame[0]}:{frame[1]}" + (f": {code}" if code else "")
+        out.append(line)
+    return "".join(out)
 
 
 def _shape(dims):
@@ -92,6 +167,7 @@ class _Model:
         self.options = options.clone() if options is not None else Options()
         self._graph = self._session = None
         self._tmp = None
+        self._dims_cache = {}
 
     # ---- host batches -------------------------------------------------------------
     def _factor(self):
@@ -187,8 +263,12 @@ class _Model:
         was = self.model.training
         try:
             mode = torch.onnx.TrainingMode.TRAINING if self.training else torch.onnx.TrainingMode.EVAL
-            torch.onnx.export(wrapper, x[:micro], path, training=mode, do_constant_folding=False,
-                              input_names=["input"], output_names=["output"], opset_version=13)
+            with _quiet_onnx_log() as verbose:
+                # verbose=True is what makes torch keep each node's Python
+                # stack in its doc_string, which errors then point at.
+                torch.onnx.export(wrapper, x[:micro], path, training=mode, do_constant_folding=False,
+                                  input_names=["input"], output_names=["output"], opset_version=13,
+                                  verbose=verbose)
         except Exception as e:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:
@@ -212,8 +292,9 @@ class _Model:
         except TilegraphError as e:
             # Speak of the user's module: not of the temporary file, nor of the
             # wrapper's "/m" scope that every node name starts with.
+            where = _where(path, str(e), self.model)
             text = str(e).replace(path + ": ", "").replace("'/m/", "'/")
-            raise TilegraphError(text) from None
+            raise TilegraphError(text + where) from None
         self._input, self._output, self._labels, self._loss = io.inputs[0], io.outputs[0], None, None
         if self.training:
             self._add_loss(g, micro, loss_kind)
@@ -238,6 +319,7 @@ class _Model:
     def _open_session(self, extra):
         values = dict(self.options.values)
         values.update(extra)
+        self._session_values = values  # what the session was made with
         self._c_options = make_c_options(values)
         s = ffi.new("tg_session **")
         check(lib.tg_session_create(self._graph, self._c_options, s),
@@ -251,6 +333,13 @@ class _Model:
         # The host run and the export run the module in training mode, which
         # moves batch-norm statistics: keep the buffers as they were.
         buffers = {k: v.clone() for k, v in self.model.named_buffers()}
+        precision = self._precision(x)
+        if self._host_float:
+            # model.half(): torch 1.13 has no half kernels on the CPU, so the
+            # host run and the export use the module in float (exact for
+            # half values); tilegraph stores it in half by `precision`.
+            self.model.float()
+            x, xm = x.float(), xm.float()
         try:
             result, losses, recorded = self._record(xm, lm)
             loss_kind = self._loss_kind(result, losses) if self.training else None
@@ -258,15 +347,40 @@ class _Model:
             print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
             path = self._export(x, lm, micro, buffers)
         finally:
+            if self._host_float:
+                self.model.to(self._model_dtype)
             self._restore(buffers)
         self._micro_batch = micro
         self._loss_kind_name = loss_kind
+        if precision is not None:
+            placement = {**placement, "precision": precision}
         self._placement_values = placement
         self._graph = self._build(path, micro, loss_kind, self.optimizer if self.training else None)
         self._handle = self._open_session({**placement, **self._extra_options()})
 
     def _extra_options(self):
         return {}
+
+    def _precision(self, x):
+        """tilegraph's `precision` IN.MODEL for a half model or half input, else None.
+
+        PopTorch takes half precision from the tensors (model.half(), a half
+        input); an explicit precision option set by the user wins.
+        """
+        names = {torch.float16: "16", torch.bfloat16: "bf16"}
+        dtypes = {p.dtype for p in self.model.parameters()}
+        self._host_float = False
+        if not dtypes & set(names) and x.dtype not in names:
+            return None
+        if len(dtypes) > 1:
+            raise ValueError(f"poptorch: {type(self.model).__name__}'s parameters mix "
+                             f"{', '.join(sorted(str(d) for d in dtypes))}; convert the whole model "
+                             "(model.half() or model.float())")
+        self._model_dtype = dtypes.pop() if dtypes else torch.float32
+        self._host_float = True
+        if "precision" in self.options.values:
+            return None
+        return f"{names.get(x.dtype, '32')}.{names.get(self._model_dtype, '32')}"
 
     def compile(self, *args):
         if self._graph is None:
@@ -275,24 +389,36 @@ class _Model:
     # ---- running ------------------------------------------------------------------
     def _write(self, t, array):
         a = np.ascontiguousarray(array)
+        # Zero-copy: the session copies straight from the array's own memory.
         check(lib.tg_session_write(self._handle, t, ffi.from_buffer(a), a.nbytes),
-              f"poptorch: writing {ffi.string(lib.tg_tensor_name(t)).decode()}")
+              lambda: f"poptorch: writing {ffi.string(lib.tg_tensor_name(t)).decode()}")
 
     def _read_output(self, t):
         count = lib.tg_session_output_count(self._handle, t)
-        dims = _tensor_dims(t)
+        dims = self._dims(t)
+        # A new array per call: the returned tensor is the caller's to keep.
         a = np.empty((count,) + dims, dtype=np.float32)
         check(lib.tg_session_read(self._handle, t, ffi.from_buffer(a), a.nbytes),
-              f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
+              lambda: f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
         if len(dims) == 0:
             return torch.from_numpy(a)
         return torch.from_numpy(a.reshape((count * dims[0],) + dims[1:]))
+
+    def _dims(self, t):
+        """A graph tensor's dims, asked of the library once per compiled graph."""
+        key = (self._graph, t)
+        if self._dims_cache.get("graph") is not self._graph:
+            self._dims_cache = {"graph": self._graph}
+        dims = self._dims_cache.get(key)
+        if dims is None:
+            dims = self._dims_cache[key] = _tensor_dims(t)
+        return dims
 
     def _check_input(self, x):
         if self._graph is not None and x.shape[0] != self._micro_batch * self._factor():
             raise ValueError(f"poptorch: the model was compiled for host batches of "
                              f"{self._micro_batch * self._factor()} samples, got {x.shape[0]}")
-        dims = _tensor_dims(self._input)
+        dims = self._dims(self._input)
         if tuple(x.shape[1:]) != dims[1:]:
             raise ValueError(f"poptorch: the input's sample shape {tuple(x.shape[1:])} is not the "
                              f"compiled one {dims[1:]}")

@@ -1,4 +1,6 @@
 """tests/python/test_errors.py - errors a Python user understands."""
+import inspect
+import re
 import unittest
 
 from tg_pytest import WithLoss, data, net, poptorch
@@ -59,8 +61,32 @@ class ErrorsTest(unittest.TestCase):
             def forward(self, x):
                 return torch.cumsum(self.fc(x.flatten(1)), 1)
 
-        with self.assertRaisesRegex(TilegraphError, "CumSum"):
+        with self.assertRaises(TilegraphError) as cm:
             poptorch.inferenceModel(Cum())(data(4)[0])
+        text = str(cm.exception)
+        self.assertIn("unsupported op type: CumSum", text)
+        # The module and the Python line that made the node, from the
+        # exporter's scope and recorded stack.
+        line = inspect.getsourcelines(Cum.forward)[1] + 1
+        self.assertIn(f"CumSum ('/CumSum') from Cum (the model), made at {__file__}:{line}: "
+                      "return torch.cumsum(", text)
+
+    def test_unsupported_op_in_a_submodule_names_it(self):
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(64, 5), nn.Hardsigmoid())
+
+            def forward(self, x):
+                y = x.flatten(1)
+                return self.body(y)
+
+        with self.assertRaises(TilegraphError) as cm:
+            poptorch.inferenceModel(Head())(data(4)[0])
+        text = str(cm.exception)
+        line = inspect.getsourcelines(Head.forward)[1] + 2
+        self.assertRegex(text, r"HardSigmoid \('/body/body\.1/[A-Za-z]+'\) from body\.1 \(Hardsigmoid\), "
+                         f"made at {re.escape(__file__)}:{line}: return self.body\(y\)")
 
     def test_not_a_module(self):
         with self.assertRaisesRegex(ValueError, "torch.nn.Module"):

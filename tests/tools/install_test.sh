@@ -3,7 +3,8 @@
 # install into a scratch DESTDIR, check that libtilegraph.so exports only the
 # public API (every exported symbol is a TG_API declaration of
 # include/tilegraph/), then build examples/c with pkg-config against the
-# installed copy and run them: train and save, then load and classify.
+# installed copy and run them: train and save, then load and classify; and
+# import the installed Python package, which must load the installed library.
 # usage: install_test.sh SOURCE_DIR BUILD_DIR
 set -eu
 src=$1 build=$2
@@ -55,4 +56,26 @@ if "$tmp/run_checkpoint" "$tmp/missing.safetensors" 2>"$tmp/err"; then
     echo "install_test: a missing checkpoint was accepted" >&2; exit 1
 fi
 grep -q missing.safetensors "$tmp/err" || { echo "install_test: error does not name the file" >&2; exit 1; }
+# The Python package, as Debian's python3 would see it under this prefix. Not
+# with a sanitizer build: an instrumented library cannot load into Python.
+pydir="$root/lib/python3/dist-packages"
+[ -f "$pydir/tilegraph/__init__.py" ] || { echo "install_test: no Python package in $pydir" >&2; exit 1; }
+[ -f "$pydir/tilegraph/_installed.py" ] || { echo "install_test: $pydir/tilegraph/_installed.py missing" >&2; exit 1; }
+if [ -n "$san" ]; then
+    echo "install_test: Python import skipped (sanitizer build)"
+elif ! /usr/bin/python3 -c 'import cffi, torch, onnx' 2>/dev/null; then
+    echo "install_test: Python import skipped (no python3-cffi/torch/onnx; make deps)"
+else
+    got=$(cd "$tmp" && env -u TILEGRAPH_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$pydir" /usr/bin/python3 -c '
+import os, tilegraph
+from tilegraph import _lib
+assert _lib.lib.tg_options_count() > 0
+print(os.path.realpath(tilegraph.__file__)); print(os.path.realpath(_lib.lib_path))') || {
+        echo "install_test: import tilegraph failed against the installed copy" >&2; exit 1; }
+    real_root=$(realpath "$root")
+    echo "$got" | while read -r f; do
+        case $f in "$real_root"/*) ;; *) echo "install_test: $f is not the installed copy" >&2; exit 1;; esac
+    done
+    echo "python: $(echo "$got" | tr '\n' ' ')"
+fi
 echo "install_test: ok"
