@@ -114,6 +114,15 @@ static const opt_spec option_table[] = {
     {"trace.directory", OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
     {"trace.channels", OPT_STRING, "*", 0, 0, NULL,
      "channels to record, comma-separated (compile, engine, data, comms), or *"},
+    {"monitor.enable", OPT_BOOL, "true", 0, 0, NULL,
+     "keep this process's record in the registry `tilegraph monitor` lists (docs/monitor.md); "
+     "TILEGRAPH_MONITOR=0 also turns it off"},
+    {"enableExecutableCaching", OPT_STRING, "", 0, 0, NULL,
+     "a directory of compiled programs keyed by graph, options, target and version: a hit is "
+     "loaded instead of compiled (docs/executable-cache.md); empty: off"},
+    {"executableFile", OPT_STRING, "", 0, 0, NULL,
+     "a compiled program file: loaded when it matches the graph and options, else compiled "
+     "and written there (docs/executable-cache.md); empty: off"},
     {"debug.allowOutOfMemory", OPT_BOOL, "false", 0, 0, NULL,
      "compile a plan that does not fit the device memory anyway, so it can be looked at"},
 };
@@ -317,7 +326,8 @@ static void shortest(char *buf, size_t cap, double v)
 
 int tg_options_is_engine(const char *key)
 {
-    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug."};
+    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug.",
+                                           "monitor."};
     for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
             return 1;
@@ -385,8 +395,9 @@ tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char
          * schedule from the program's own options, so taking them here would
          * silently train on something else. */
         const char *flag = tg_options_flag(key);
-        const char *what = "is not an engine option (only autoReport.*, profiler.*, trace.* and "
-                           "debug.* are read from here)";
+        const char *what =
+            "is not an engine option (only autoReport.*, profiler.*, trace.*, debug.* and "
+            "monitor.* are read from here)";
         if (flag)
             s = tg_error(TG_ERR_CONFIG, "%s: '%s' %s; set it with %s or in --options FILE", source,
                          key, what, flag);

@@ -11,6 +11,7 @@
 #include "ops/blas.h"
 #include "ops/optim_params.h"
 #include "profile/profile.h"
+#include "runtime/monitor.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -331,6 +332,16 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     return TG_OK;
 }
 
+/* Samples one host step consumes, from the first host-stream input (0 for a
+ * graph without one), for the monitor's samples/s. */
+static int64_t samples_per_run(const tg_session *s)
+{
+    for (int i = 0; i < s->graph->n_nodes; i++)
+        if (s->graph->nodes[i]->role == TG_ROLE_INPUT)
+            return tg_session_samples_per_run(s, s->graph->nodes[i]);
+    return 0;
+}
+
 tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
 {
     *out = NULL;
@@ -386,6 +397,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
             st = setup_precision(s);
         if (st == TG_OK)
             st = start_profiling(s, opts);
+        if (st == TG_OK)
+            s->monitor = tg_monitor_start(p, opts, samples_per_run(s));
     }
     tg_options_destroy(opts);
     if (st == TG_OK)
@@ -447,6 +460,7 @@ void tg_session_destroy(tg_session *s)
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
+    tg_monitor_stop(s->monitor);
     /* destroy cannot fail: a profile failure nobody asked about is printed */
     if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
