@@ -347,6 +347,8 @@ const char *tg_options_flag(const char *key)
         {"outputMode", "--output-mode"},
         {"devices", "--devices"},
         {"threadsPerDevice", "--threads-per-device"},
+        {"enableExecutableCaching", "--executable-cache"},
+        {"executableFile", "--executable"},
         {"memoryPerDevice", "--memory-per-device"},
         {"randomSeed", "--seed"},
         {"precision", "--precision"},
