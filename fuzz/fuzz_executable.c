@@ -39,7 +39,7 @@ static void setup(void)
     opts = tg_options_create();
     tg_options_set(opts, "target", "mk2");
     tg_options_set(opts, "executionStrategy", "pipelined");
-    tg_options_set(opts, "Training.gradientAccumulation", "2");
+    tg_options_set(opts, "Training.gradientAccumulation", "4");
     tg_options_set(opts, "threadsPerDevice", "1");
     tg_program *p = NULL;
     char path[64];
