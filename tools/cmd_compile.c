@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "target/target.h"
 #include "tilegraph/models.h"
+#include "tilegraph/predict.h"
 
 #include <string.h>
 
@@ -162,15 +163,33 @@ static const char *schedule_text(const tg_program *p)
     return p->n_devices == 1 ? "none (one device)" : tg_schedule_name(p->schedule.kind);
 }
 
+/* The threads per device and where the number came from; the warning when
+ * the devices' threads exceed the cores (also on stderr, once, at compile). */
+static void print_threads_text(const tg_program *p)
+{
+    if (p->threads_auto)
+        printf("threads: %d per device (default: %d of %d usable cores free, %.1f busy, %.1f "
+               "niced, over %d device%s)\n",
+               p->n_threads, p->cpu.free, p->cpu.allowed, p->cpu.busy, p->cpu.niced,
+               p->n_devices * p->replicas, p->n_devices * p->replicas == 1 ? "" : "s");
+    else
+        printf("threads: %d per device (threadsPerDevice; %d usable cores)\n", p->n_threads,
+               p->cpu.allowed);
+    if (p->threads_warning[0])
+        printf("warning: %s\n", p->threads_warning);
+    printf("\n");
+}
+
 static void print_text(const tg_program *p, const char *model, double ms)
 {
     char a[32], b[32], prec[16];
     printf("%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
-           "precision %s, compiled in %.1f ms\n\n",
+           "precision %s, compiled in %.1f ms\n",
            model, p->training ? "training" : "inference", p->n_devices,
            p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s", p->micro_batches,
            p->micro_batches == 1 ? "" : "es", schedule_text(p),
            precision_text(p, prec, sizeof prec), ms);
+    print_threads_text(p);
     printf("%-28s", "memory");
     for (int d = 0; d < p->n_devices; d++) {
         char h[16];
@@ -213,15 +232,33 @@ static void print_text(const tg_program *p, const char *model, double ms)
         print_tiles_text(p);
 }
 
-static void print_json(const tg_program *p, const char *model, double ms)
+typedef struct prediction_args {
+    const char *compare; /* --compare-stages SPEC */
+    bool schedules;      /* --compare-schedules */
+    bool wanted;         /* anything to predict (auto stages or a flag above) */
+    int64_t batch;
+} prediction_args;
+static int print_predictions_json(const tg_graph *g, const tg_options *o, const tg_program *p,
+                                  const prediction_args *pa);
+
+static int print_json(const tg_program *p, const char *model, double ms, const tg_options *o,
+                      const prediction_args *pa)
 {
     char prec[16];
     printf("{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
            "\"micro_batches\":%d,\"iterations\":%d,\"schedule\":\"%s\",\"precision\":\"%s\","
-           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,\"per_device\":[",
+           "\"compile_ms\":%.3f,\"arena_bytes\":%zu,",
            model, p->training ? "training" : "inference", p->n_devices, p->replicas,
            p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
            precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
+    printf("\"threads\":{\"per_device\":%d,\"default\":%s,\"cores_allowed\":%d,"
+           "\"cores_free\":%d,\"cores_busy\":%.2f,\"cores_niced\":%.2f,\"warning\":",
+           p->n_threads, p->threads_auto ? "true" : "false", p->cpu.allowed, p->cpu.free,
+           p->cpu.busy, p->cpu.niced);
+    if (p->threads_warning[0])
+        printf("\"%s\"},\"per_device\":[", p->threads_warning); /* no quotes or backslashes */
+    else
+        printf("null},\"per_device\":[");
     for (int d = 0; d < p->n_devices; d++) {
         const tg_device_program *dp = &p->devices[d];
         int at;
@@ -239,7 +276,141 @@ static void print_json(const tg_program *p, const char *model, double ms)
     printf("]");
     if (p->tile_plan)
         print_tiles_json(p);
+    printf(",\"auto_stages\":\"%s\"", p->auto_stages); /* "": not auto */
+    int r = pa->wanted ? print_predictions_json(p->graph, o, p, pa) : 0;
     printf("}\n");
+    if (r)
+        fprintf(stderr, "tilegraph compile: predicting stages: %s\n", tg_error_message());
+    return r;
+}
+
+/* ---- predictions: --stages auto, --compare-stages, --compare-schedules ---- */
+
+static void print_split_text(const char *title, const tg_split_prediction *sp,
+                             const prediction_args *pa, const tg_program *p, bool compiled)
+{
+    char a[32];
+    printf("%s: %s \"%s\"%s\n", title, sp->blocks ? "--stages" : "--split", sp->spec,
+           sp->fits ? "" : "  (over memoryPerDevice by the estimate)");
+    for (int k = 0; k < sp->n_stages; k++) {
+        printf("  stage %d: %8.3f ms per micro-batch (forward %.3f, backward %.3f, copies %.3f), "
+               "busy %3.0f%%, memory %s (estimate)",
+               k, sp->stage_seconds[k] * 1e3, sp->forward[k] * 1e3, sp->backward[k] * 1e3,
+               sp->copies[k] * 1e3, 100 * sp->busy[k], cli_bytes(sp->memory_bytes[k], a, sizeof a));
+        if (compiled && k < p->n_devices)
+            printf(", %s planned", cli_bytes((double)p->devices[k].arena_bytes, a, sizeof a));
+        printf("\n");
+    }
+    printf("  predicted host step %.3f ms: %.0f samples/s\n", sp->step_seconds * 1e3,
+           sp->step_seconds > 0 ? (double)pa->batch * sp->micro_batches / sp->step_seconds : 0);
+}
+
+static void print_schedules_text(const tg_schedule_prediction *sp, int n, int n_devices)
+{
+    printf("%-12s %12s %8s", "schedule", "step (ms)", "bubble");
+    for (int d = 0; d < n_devices; d++)
+        printf("  busy d%-2d stash d%-2d", d, d);
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        printf("%-12s %12.3f %7.1f%%", sp[k].name, sp[k].step_seconds * 1e3, 100 * sp[k].bubble);
+        for (int d = 0; d < n_devices; d++)
+            printf("  %6.0f%% %9d", 100 * sp[k].busy[d], sp[k].peak_stash[d]);
+        printf("\n");
+    }
+}
+
+/* The automatic split, the user's, and the schedules, as text. */
+static int print_predictions(const tg_graph *g, const tg_options *o, const tg_program *p,
+                             const prediction_args *pa, bool auto_compiled)
+{
+    tg_split_prediction best, mine;
+    int n = p->n_devices;
+    if (tg_predict_split(g, o, n, "auto", &best) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: predicting stages: %s\n", tg_error_message());
+        return 1;
+    }
+    printf("\npredicted by the cost model (%s):\n",
+           best.cycle_model  ? "the target's cycle model"
+           : best.calibrated ? "this machine's rates"
+                             : "default rates, TILEGRAPH_CALIBRATION=off");
+    print_split_text(auto_compiled ? "chosen split" : "best split", &best, pa, p, auto_compiled);
+    if (auto_compiled && strcmp(best.spec, p->auto_stages) != 0)
+        printf("  (the program was compiled with \"%s\": the plan refused the estimate's choice "
+               "and the search ran again with a larger autoStages.memoryMargin)\n",
+               p->auto_stages);
+    if (pa->compare) {
+        if (tg_predict_split(g, o, n, pa->compare, &mine) != TG_OK) {
+            fprintf(stderr, "tilegraph compile: --compare-stages: %s\n", tg_error_message());
+            return 2;
+        }
+        print_split_text("your split", &mine, pa, p, false);
+        if (mine.step_seconds > 0 && best.step_seconds > 0)
+            printf("  the %s split is %.2fx the speed of yours (predicted)\n",
+                   auto_compiled ? "chosen" : "best", mine.step_seconds / best.step_seconds);
+    }
+    if (pa->schedules) {
+        tg_schedule_prediction sched[16];
+        int ns = 0;
+        if (tg_predict_schedules(g, o, n, pa->compare ? pa->compare : "auto", sched, 16, &ns) !=
+            TG_OK) {
+            fprintf(stderr, "tilegraph compile: --compare-schedules: %s\n", tg_error_message());
+            return 1;
+        }
+        printf("\nschedules over %s \"%s\" (predicted):\n",
+               pa->compare ? "your split" : (auto_compiled ? "the chosen split" : "the best split"),
+               pa->compare ? pa->compare : best.spec);
+        print_schedules_text(sched, ns, n);
+    }
+    return 0;
+}
+
+static void print_split_json(const char *key, const tg_split_prediction *sp, int64_t batch)
+{
+    printf(",\"%s\":{\"spec\":\"%s\",\"form\":\"%s\",\"fits\":%s,\"step_ms\":%.6f,"
+           "\"samples_per_s\":%.3f,\"stages\":[",
+           key, sp->spec, sp->blocks ? "stages" : "split", sp->fits ? "true" : "false",
+           sp->step_seconds * 1e3,
+           sp->step_seconds > 0 ? (double)batch * sp->micro_batches / sp->step_seconds : 0);
+    for (int k = 0; k < sp->n_stages; k++)
+        printf("%s{\"ms\":%.6f,\"forward_ms\":%.6f,\"backward_ms\":%.6f,\"copies_ms\":%.6f,"
+               "\"busy\":%.4f,\"memory_bytes\":%.0f}",
+               k ? "," : "", sp->stage_seconds[k] * 1e3, sp->forward[k] * 1e3,
+               sp->backward[k] * 1e3, sp->copies[k] * 1e3, sp->busy[k], sp->memory_bytes[k]);
+    printf("]}");
+}
+
+static int print_predictions_json(const tg_graph *g, const tg_options *o, const tg_program *p,
+                                  const prediction_args *pa)
+{
+    tg_split_prediction sp;
+    if (tg_predict_split(g, o, p->n_devices, "auto", &sp) != TG_OK)
+        return 1;
+    print_split_json("predicted_best", &sp, pa->batch);
+    if (pa->compare) {
+        if (tg_predict_split(g, o, p->n_devices, pa->compare, &sp) != TG_OK)
+            return 2;
+        print_split_json("predicted_compare", &sp, pa->batch);
+    }
+    if (pa->schedules) {
+        tg_schedule_prediction sched[16];
+        int ns = 0;
+        if (tg_predict_schedules(g, o, p->n_devices, pa->compare ? pa->compare : "auto", sched, 16,
+                                 &ns) != TG_OK)
+            return 1;
+        printf(",\"predicted_schedules\":[");
+        for (int k = 0; k < ns; k++) {
+            printf("%s{\"schedule\":\"%s\",\"step_ms\":%.6f,\"bubble\":%.4f,\"busy\":[",
+                   k ? "," : "", sched[k].name, sched[k].step_seconds * 1e3, sched[k].bubble);
+            for (int d = 0; d < p->n_devices; d++)
+                printf("%s%.4f", d ? "," : "", sched[k].busy[d]);
+            printf("],\"peak_stash\":[");
+            for (int d = 0; d < p->n_devices; d++)
+                printf("%s%d", d ? "," : "", sched[k].peak_stash[d]);
+            printf("]}");
+        }
+        printf("]");
+    }
+    return 0;
 }
 
 /* A plan over its capacity (not a failed allocation of this process): the
@@ -256,6 +427,7 @@ int cmd_compile(int argc, char **argv)
     int64_t batch = 40, classes = 0;
     bool inference = false, json = false, insights = false, eight_bit = false;
     device_args dev;
+    prediction_args pa = {0};
     device_args_defaults(&dev);
     cli_flag flags[64] = {
         {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
@@ -277,17 +449,29 @@ int cmd_compile(int argc, char **argv)
          "with --target mk2: a JSON file describing another tile processor", 1, 0},
         {"--insights", CLI_BOOL, &insights, NULL,
          "quantify memory remedies (shown anyway when over or near capacity)", 1, 0},
+        {"--compare-stages", CLI_STRING, &pa.compare, "SPEC",
+         "predict this split (\"B1|B2,B3,B4\" or split points \"layer2.0,layer4.0\") beside the "
+         "best one the cost model finds",
+         1, 0},
+        {"--compare-schedules", CLI_BOOL, &pa.schedules, NULL,
+         "predict every pipeline schedule over the split: host step, bubble, busy, stash", 1, 0},
         {"--save-executable", CLI_STRING, &save_exe, "FILE",
          "write the compiled program to FILE, for train --executable (docs/executable-cache.md)", 1,
          0},
     };
-    int n = 13 + device_flags(&dev, flags + 13);
+    int n = 15 + device_flags(&dev, flags + 15);
     cli_command cmd = {"compile",
                        "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
+                       "With --stages auto (or --split auto) the cost model chooses the split "
+                       "over --devices N and\nits predicted stage times are shown; "
+                       "--compare-stages and --compare-schedules add predictions.\n"
                        "Example:\n  tilegraph compile --model mnist-pipeline --strategy pipelined "
-                       "--gradient-accumulation 10",
+                       "--gradient-accumulation 10\n"
+                       "  tilegraph compile --model mnist-pipeline --stages auto --devices 2 "
+                       "--gradient-accumulation 16 --compare-stages \"B1,B2|B3,B4\" "
+                       "--compare-schedules",
                        flags,
                        n};
     int r = cli_parse(&cmd, argc, argv);
@@ -335,6 +519,10 @@ int cmd_compile(int argc, char **argv)
                        : kind == TG_OPT_ADAM  ? tg_optimizer_adam(0.001f)
                        : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(0.001f)
                                               : tg_optimizer_lamb(0.001f);
+    bool auto_split = strcmp(tg_options_get_string(o, "stages"), "auto") == 0 ||
+                      strcmp(tg_options_get_string(o, "split"), "auto") == 0;
+    pa.batch = batch;
+    pa.wanted = auto_split || pa.compare || pa.schedules;
     tg_model_graph mg;
     tg_program *p = NULL;
     double t0 = cli_now();
@@ -371,9 +559,15 @@ int cmd_compile(int argc, char **argv)
                 tg_error_message());
         status = 1;
     } else if (json) {
-        print_json(p, m->name, ms);
+        if (p->threads_warning[0])
+            fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
+        status = print_json(p, m->name, ms, o, &pa);
     } else {
+        if (p->threads_warning[0])
+            fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
         print_text(p, m->name, ms);
+        if (pa.wanted && p->n_devices > 1)
+            status = print_predictions(mg.graph, o, p, &pa, auto_split);
         if (insights || insights_wanted(p, o)) {
             insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
             print_insights(&im, p, stdout);

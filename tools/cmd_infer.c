@@ -42,9 +42,12 @@ int cmd_infer(int argc, char **argv)
          0},
         {"--normalize", CLI_STRING, &data.normalize, "MEAN/STD",
          "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0},
+        {"--stem", CLI_STRING, &data.stem, "KIND",
+         "ResNets: imagenet, cifar or auto (by image size), as in training", 1, 0},
         {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
         {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
-        {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: all CPUs)", 0, 1024},
+        {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: the free cores)", 0,
+         1024},
         {"--executable", CLI_STRING, &exe, "FILE",
          "executableFile: load the compiled program from FILE (compiled and written there when "
          "it does not match)",
@@ -101,7 +104,7 @@ int cmd_infer(int argc, char **argv)
         fprintf(stderr, "tilegraph infer: %d channels are not supported\n", d->c);
         goto done;
     }
-    tg_model_normalisation(ctx.model, d->c, mean, std);
+    tg_model_input_normalisation(ctx.model, &ctx.input, d->c, mean, std);
     image = tg_malloc((size_t)pixels * sizeof(float));
     float scores[1024];
     if (!image || classes > 1024) {

@@ -554,8 +554,14 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
-    if (!a.json)
+    if (!a.json) {
         print_setup(&ctx, s, a.batch, steps_per_epoch);
+        if (a.dev.threads <= 0) /* the rule: docs/multi-device.md, Threads */
+            printf("threads: %d per device, the default from the cores free at compile time "
+                   "(--threads N fixes it)\n",
+                   tg_session_threads(s));
+        fflush(stdout); /* before the progress lines on stderr */
+    }
     double total_seconds = 0, test_acc = 0;
     int64_t total_samples = 0;
     for (; pos.epoch < a.epochs && !pos.stop; pos.epoch++, pos.step = 0) {

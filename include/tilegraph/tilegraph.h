@@ -11,6 +11,7 @@
  * optim.h    optimizers and learning-rate schedules
  * options.h  session options by PopTorch's names
  * session.h  compiling and running a graph on its devices
+ * predict.h  predicted stage splits and pipeline schedules (the cost model)
  * checkpoint.h  safetensors checkpoints with PyTorch's parameter names
  * models.h   the built-in model zoo
  * trace.h    host-side tracing and the Chrome-trace export
@@ -30,6 +31,7 @@
 #include "tilegraph/nn.h"
 #include "tilegraph/optim.h"
 #include "tilegraph/options.h"
+#include "tilegraph/predict.h"
 #include "tilegraph/session.h"
 #include "tilegraph/shape.h"
 #include "tilegraph/status.h"

@@ -14,6 +14,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The cost model against the measurement: per device, the op time the
+ * compiler predicted (ops.predicted_ns x calls) beside the measured op time
+ * over the same recorded runs. Profiles written before the column existed
+ * have no such table. */
+static tg_status cost_model_check(tg_profile_reader *r, tg_an_view *v)
+{
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT COUNT(*) FROM pragma_table_info('ops') WHERE name = "
+                         "'predicted_ns'",
+                         &st));
+    bool has = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    if (!has)
+        return TG_OK;
+    static const char *const cols[] = {"device", "measured op time", "predicted",
+                                       "predicted / measured"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_FRAC};
+    tg_an_table *t = tg_an_table_add(v, "Cost model against the measured op time", 4, cols, kinds);
+    if (!t)
+        return tg_error(TG_ERR_NOMEM, "out of memory building the insights");
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, SUM(total_ns), SUM(predicted_ns * calls) FROM ops "
+                         "WHERE calls > 0 AND predicted_ns IS NOT NULL GROUP BY device "
+                         "ORDER BY device",
+                         &st));
+    char a[32], b[32];
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        double measured = sqlite3_column_double(st, 1), predicted = sqlite3_column_double(st, 2);
+        double ratio = measured > 0 ? predicted / measured : NAN;
+        tg_an_row(t, (double)d, measured, predicted, ratio);
+        tg_an_note(v,
+                   "cost model: device %d's ops took %s measured against %s predicted (%.2fx); "
+                   "a split is chosen on the ratios between stages, so a ratio that differs "
+                   "between devices is what misleads it",
+                   d, tg_an_format(TG_AN_NS, measured, a, sizeof a),
+                   tg_an_format(TG_AN_NS, predicted, b, sizeof b), ratio);
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
 /* The memory a device may hold: memory_per_device when set; on tiled
  * targets (mk2) the tiles times the memory of a tile, which is a limit even
  * when no device limit was set. `from` says where it came from (NULL: set). */
@@ -68,6 +111,28 @@ static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
     }
     sqlite3_finalize(st);
     return TG_OK;
+}
+
+/* Devices whose threads fit the cores but not the cores that were free at
+ * compile time: other processes took turns with them. (Threads beyond the
+ * cores themselves are the "share cores" note of the time section.) Profiles
+ * without the core counts, and tiled targets (simulated cycles), say nothing. */
+static void other_processes(tg_profile_reader *r, int n_devices, tg_an_view *v)
+{
+    int allowed = atoi(tg_profile_reader_meta(r, "cores_allowed"));
+    int free_cores = atoi(tg_profile_reader_meta(r, "cores_free"));
+    int threads = atoi(tg_profile_reader_meta(r, "threads_per_device"));
+    int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
+    int parties = n_devices * (replicas > 0 ? replicas : 1);
+    if (allowed <= 0 || parties < 2 || atoi(tg_profile_reader_meta(r, "tiles_per_device")) > 0)
+        return;
+    int64_t total = (int64_t)parties * (threads > 0 ? threads : 1);
+    if (free_cores > 0 && total > free_cores && total <= allowed)
+        tg_an_note(v,
+                   "time: %lld threads on %d usable cores of which %d were free at compile time: "
+                   "other processes shared the cores, so devices waited for time slices as well "
+                   "as for each other",
+                   (long long)total, allowed, free_cores);
 }
 
 /* Offloading: the bytes each device keeps in host memory (the memory
@@ -202,13 +267,35 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
 
+    /* devices x threads beyond the cores: the devices take turns on the
+     * cores, and no split or schedule can overlap what cannot run at once */
+    int threads = atoi(tg_profile_reader_meta(r, "threads_per_device"));
+    int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
+    int cores = atoi(tg_profile_reader_meta(r, "cores_allowed"));
+    int wanted = n * (threads > 0 ? threads : 1) * (replicas > 0 ? replicas : 1);
+    bool shared = n > 1 && cores > 0 && wanted > cores &&
+                  strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
+    if (shared)
+        tg_an_note(v,
+                   "time: %d devices x %d thread%s%s = %d threads share %d core%s, so the devices "
+                   "take turns on the cores and a pipeline cannot be faster than running them "
+                   "one after another (at most %.2fx over one device, not %dx); balancing the "
+                   "stages will not change that: give each device %d thread%s "
+                   "(--threads-per-device) or use fewer devices",
+                   n, threads, threads == 1 ? "" : "s", replicas > 1 ? " x replicas" : "", wanted,
+                   cores, cores == 1 ? "" : "s",
+                   (double)cores / (threads > 0 ? threads : 1) < n
+                       ? (double)cores / (threads > 0 ? threads : 1)
+                       : (double)n,
+                   n, cores / n > 0 ? cores / n : 1, cores / n > 1 ? "s" : "");
     tg_an_note(v,
                "time: the longest stage is device %d with %s of compute; perfectly balanced "
-               "stages would take %s each, %s (%.0f%%) less",
+               "stages would take %s each, %s (%.0f%%) less%s",
                longest, tg_an_format(TG_AN_NS, t.execute[longest], a, sizeof a),
                tg_an_format(TG_AN_NS, balanced, b, sizeof b),
                tg_an_format(TG_AN_NS, gain, c, sizeof c),
-               t.execute[longest] > 0 ? 100 * gain / t.execute[longest] : 0.0);
+               t.execute[longest] > 0 ? 100 * gain / t.execute[longest] : 0.0,
+               shared ? " if the devices had cores of their own (they share them, above)" : "");
     if (pipelined)
         tg_an_note(v,
                    "time: the pipeline bubble (devices not computing) is %.1f%% measured "
@@ -222,5 +309,8 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
     tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
                tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
+    TG_TRY(cost_model_check(r, v));
+    if (!shared)
+        other_processes(r, n, v);
     return offloading(r, &t, v);
 }

@@ -128,6 +128,56 @@ static tg_status transfers(tg_profile_reader *r, const tg_an_filter *f, int run,
     return TG_OK;
 }
 
+/* The cost model's timeline (predicted_trace, written at compile time by
+ * the schedule simulator) beside the measured host step: per device the
+ * compute and the busy share. One weight update is predicted; a host step
+ * runs `iterations` of them. Older profiles have no such table. */
+static tg_status predicted(tg_profile_reader *r, const tg_an_filter *f, const tg_an_times *t,
+                           tg_an_view *v)
+{
+    sqlite3_stmt *st;
+    TG_TRY(
+        tg_an_prepare(r, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'predicted_trace'", &st));
+    bool has = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    if (!has)
+        return TG_OK;
+    double its = atof(tg_profile_reader_meta(r, "iterations"));
+    its = its >= 1 ? its : 1;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, SUM(end_ns - start_ns), (SELECT MAX(end_ns) FROM "
+                         "predicted_trace) FROM predicted_trace WHERE ?1 < 0 OR device = ?1 "
+                         "GROUP BY device ORDER BY device",
+                         &st));
+    sqlite3_bind_int(st, 1, f->device);
+    static const char *const cols[] = {"device", "predicted compute", "measured compute",
+                                       "predicted busy", "measured busy"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_FRAC, TG_AN_FRAC};
+    tg_an_table *tt = tg_an_table_add(
+        v, "Predicted (cost model) beside measured, first recorded host step", 5, cols, kinds);
+    if (!tt) {
+        sqlite3_finalize(st);
+        return tg_error(TG_ERR_NOMEM, "out of memory building the trace view");
+    }
+    double step = 0, w = t->wall_ns > 0 ? t->wall_ns : 1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        double pc = sqlite3_column_double(st, 1) * its;
+        step = sqlite3_column_double(st, 2) * its;
+        double measured = d < t->n_devices ? t->execute[d] : 0;
+        tg_an_row(tt, (double)d, pc, measured, step > 0 ? pc / step : 0.0, measured / w);
+    }
+    sqlite3_finalize(st);
+    char a[32], b[32];
+    if (step > 0)
+        tg_an_note(v,
+                   "predicted host step %s (the schedule simulated with the cost model's stage "
+                   "times, docs/multi-device.md) against %s measured",
+                   tg_an_format(TG_AN_NS, step, a, sizeof a),
+                   tg_an_format(TG_AN_NS, t->wall_ns, b, sizeof b));
+    return TG_OK;
+}
+
 tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     tg_an_times t;
@@ -211,6 +261,7 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
     sqlite3_finalize(st);
     tg_an_note(v, "busy = compute / wall time; idle = wall time minus every recorded event; "
                   "span = first start to last end of a micro-batch's compute across devices");
+    TG_TRY(predicted(r, f, &t, v));
     TG_TRY(transfers(r, f, t.run, v));
     return tg_an_view_trace_tiles(r, f, v);
 }

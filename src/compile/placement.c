@@ -1,6 +1,8 @@
 /* compile/placement.c - blocks to stages to devices, for every node. */
 #include "compile/placement.h"
 
+#include "compile/stages.h"
+
 #include "core/alloc.h"
 #include "core/error.h"
 
@@ -110,6 +112,54 @@ static tg_status stages_from_spec(const char *spec, const block_list *bl, int *s
     return TG_OK;
 }
 
+/* --stages auto / --split auto: the atoms and the cost model's best split
+ * over the devices given (compile/stages.h) become the blocks and stages. */
+static tg_status auto_stages(const tg_graph *g, const tg_options *o, tg_placement *p, int *block_of,
+                             block_list *bl, int *stage_of_block)
+{
+    const char *split = tg_options_get_string(o, "split");
+    bool scopes = strcmp(split, "auto") == 0;
+    if (*split && !scopes)
+        return tg_error(TG_ERR_CONFIG,
+                        "stages auto with split \"%s\": automatic stages choose among blocks "
+                        "or layer boundaries; use --split auto (layer boundaries) or drop "
+                        "--split (the model's blocks)",
+                        split);
+    int n = (int)tg_options_get_int(o, "devices");
+    if (n < 1)
+        return tg_error(TG_ERR_CONFIG,
+                        "%s auto needs the number of devices to divide the model "
+                        "over: give --devices N (option devices)",
+                        scopes ? "split" : "stages");
+    tg_stage_atoms *atoms = tg_calloc(1, sizeof *atoms);
+    tg_stage_goal *goal = tg_calloc(1, sizeof *goal);
+    tg_stage_plan *plan = tg_calloc(1, sizeof *plan);
+    tg_status s = atoms && goal && plan ? tg_stage_plan_auto(g, o, n, scopes, atoms, goal, plan)
+                                        : tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    if (s == TG_OK) {
+        static char names[TG_MAX_BLOCKS][48]; /* as blocks_from_split's: read while placing */
+        bl->n = atoms->n < TG_MAX_BLOCKS ? atoms->n : TG_MAX_BLOCKS;
+        for (int b = 0; b < bl->n; b++) {
+            snprintf(names[b], sizeof names[b], "%s", atoms->names[b]);
+            bl->names[b] = names[b];
+            bl->device[b] = -1; /* the split decides the devices */
+        }
+        for (int i = 0; i < g->n_nodes; i++)
+            block_of[i] = atoms->atom_of[i];
+        for (int k = 0; k < plan->n_stages; k++)
+            for (int x = plan->first[k]; x < plan->first[k + 1]; x++)
+                stage_of_block[x] = k;
+        p->n_stages = plan->n_stages;
+        tg_stage_plan_spec(atoms, plan, p->auto_spec, sizeof p->auto_spec);
+    }
+    if (atoms)
+        tg_stage_atoms_free(atoms);
+    tg_free(atoms);
+    tg_free(goal);
+    tg_free(plan);
+    return s;
+}
+
 static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_placement *p,
                                 int *block_of, block_list *bl, int *stage_of_block)
 {
@@ -117,6 +167,8 @@ static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_place
     const char *spec = tg_options_get_string(o, "stages");
     for (int i = 0; i < g->n_nodes; i++)
         block_of[i] = -1;
+    if (strcmp(spec, "auto") == 0 || strcmp(split, "auto") == 0)
+        return auto_stages(g, o, p, block_of, bl, stage_of_block);
     if (*split) {
         TG_TRY(blocks_from_split(g, split, block_of, bl));
     } else {

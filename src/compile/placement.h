@@ -22,6 +22,9 @@ typedef struct tg_placement {
     int n_stages, n_devices;
     int *stage_of; /* per node id; -1 for nodes nothing needs */
     int *device_of_stage;
+    /* with stages or split "auto": the chosen split as the options would
+     * give it ("B1|B2,B3,B4" or split points), else "" */
+    char auto_spec[256];
 } tg_placement;
 
 /* `needed` marks the nodes that run (from the schedule). Errors name the

@@ -128,9 +128,9 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     memset(st, 0, sizeof *st);
     st->node = t->id;
     st->out = -1;
-    st->scratch_bytes = def->scratch ? def->scratch(t, p->n_threads) : 0;
+    st->scratch_bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
     /* over the proportion: kernels fall back to one thread, which needs the least */
-    if (st->scratch_bytes > p->scratch_cap && p->n_threads > 1)
+    if (st->scratch_bytes > p->scratch_cap && p->plan_threads > 1)
         st->scratch_bytes = def->scratch(t, 1);
     st->kernel_scratch = st->scratch_bytes;
     if (def->flops)
@@ -475,6 +475,49 @@ static tg_status read_scratch_cap(tg_program *p, const tg_options *o)
     return TG_OK;
 }
 
+/* How long the default thread rule watches the machine: five scheduler
+ * ticks at 100 Hz, short beside a compile, long enough to see a busy loop. */
+#define TG_CPU_WINDOW_MS 50
+
+/* The threads kernel scratch is planned for: the user's count, or every
+ * core this process may use, so that a plan does not depend on the load at
+ * compile time (the run uses n_threads <= this; kernels planned for more
+ * threads than they get use a part of their scratch). */
+static int plan_threads(const tg_options *o)
+{
+    int asked = (int)tg_options_get_int(o, "threadsPerDevice");
+    return asked > 0 ? asked : tg_cpu_count();
+}
+
+/* Threads per device: the user's, or the default rule's (core/cpus.h) over
+ * every device of every replica. Warn when they exceed the usable cores:
+ * the devices then share cores, and waits between them cost time slices. */
+static void choose_threads(tg_program *p, const tg_options *o)
+{
+    int asked = (int)tg_options_get_int(o, "threadsPerDevice");
+    int parties = p->n_devices * p->replicas;
+    p->threads_auto = asked <= 0;
+    if (p->threads_auto) {
+        p->cpu = tg_cpu_load_recent(TG_CPU_WINDOW_MS);
+        p->n_threads = tg_threads_default(p->cpu.free, parties);
+    } else {
+        int allowed = tg_cpu_count();
+        p->cpu = (tg_cpu_load){allowed, 0, 0, false, allowed};
+        p->n_threads = asked;
+    }
+    p->threads_warning[0] = '\0';
+    if ((int64_t)parties * p->n_threads > p->cpu.allowed)
+        snprintf(p->threads_warning, sizeof p->threads_warning,
+                 "%d device%s x %d replica%s x %d thread%s = %d threads, but this process may "
+                 "use %d core%s: threads will wait for each other's time slices; use fewer "
+                 "devices or replicas, or --threads %d (threadsPerDevice), or leave threads "
+                 "at 0 for the default",
+                 p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas,
+                 p->replicas == 1 ? "" : "s", p->n_threads, p->n_threads == 1 ? "" : "s",
+                 parties * p->n_threads, p->cpu.allowed, p->cpu.allowed == 1 ? "" : "s",
+                 tg_threads_default(p->cpu.allowed, parties));
+}
+
 static tg_status compile(tg_program *p, const tg_options *o)
 {
     const tg_graph *g = p->graph;
@@ -497,8 +540,11 @@ static tg_status compile(tg_program *p, const tg_options *o)
     tg_trace_end(ch);
     if (s == TG_OK) {
         p->n_devices = pl.n_devices;
+        snprintf(p->auto_stages, sizeof p->auto_stages, "%s", pl.auto_spec);
         s = read_shape_options(p, o, pl.n_stages);
     }
+    if (s == TG_OK)
+        p->plan_threads = plan_threads(o);
     if (s == TG_OK)
         s = allocate_lists(p, n_order);
     if (s == TG_OK)
@@ -548,6 +594,8 @@ static tg_status compile(tg_program *p, const tg_options *o)
     }
     if (s == TG_OK)
         s = check_capacity(p, o);
+    if (s == TG_OK)
+        choose_threads(p, o);
     if (s == TG_OK) {
         double per_run = 0;
         for (int d = 0; d < p->n_devices; d++) {
@@ -565,6 +613,45 @@ static tg_status compile(tg_program *p, const tg_options *o)
     return s;
 }
 
+/* Automatic stages choose by a memory estimate; the plan is exact. When the
+ * chosen split does not fit the plan, leave a larger margin and search
+ * again (a few times: each retry removes the splits that came closest). */
+static void auto_stages_retry(const tg_graph *g, const tg_options *o, tg_program **p, tg_status *s)
+{
+    bool is_auto = strcmp(tg_options_get_string(o, "stages"), "auto") == 0 ||
+                   strcmp(tg_options_get_string(o, "split"), "auto") == 0;
+    if (!is_auto || tg_options_get_int(o, "memoryPerDevice") <= 0 || !*p)
+        return;
+    char first[1024]; /* the plan's own message says what did not fit */
+    snprintf(first, sizeof first, "%s", tg_error_message());
+    if (strncmp(first, "automatic stages", 16) == 0)
+        return; /* the search itself found nothing: a larger margin finds less */
+    double margin = tg_options_get_float(o, "autoStages.memoryMargin");
+    tg_options *again = tg_options_clone(o);
+    int threads = (*p)->n_threads;
+    for (int k = 0; again && *s == TG_ERR_NOMEM && k < 2 && margin + 0.1 <= 0.9; k++) {
+        char text[32];
+        margin += 0.1;
+        snprintf(text, sizeof text, "%.2f", margin);
+        if (tg_options_set(again, "autoStages.memoryMargin", text) != TG_OK)
+            break;
+        tg_program_destroy(*p);
+        if (!(*p = tg_calloc(1, sizeof **p))) {
+            *s = tg_error(TG_ERR_NOMEM, "compile: out of memory");
+            break;
+        }
+        (*p)->graph = g;
+        (*p)->n_threads = threads;
+        *s = compile(*p, again);
+    }
+    if (*s == TG_ERR_NOMEM)
+        *s = tg_error(TG_ERR_NOMEM,
+                      "%s (automatic stages searched again leaving %.0f%% of memoryPerDevice "
+                      "free, and no split fitted)",
+                      first, margin * 100);
+    tg_options_destroy(again);
+}
+
 tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out)
 {
     *out = NULL;
@@ -576,10 +663,9 @@ tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program 
     if (!p)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     p->graph = g;
-    p->n_threads = (int)tg_options_get_int(o, "threadsPerDevice");
-    if (p->n_threads <= 0)
-        p->n_threads = tg_cpu_count();
     tg_status s = compile(p, o);
+    if (s == TG_ERR_NOMEM)
+        auto_stages_retry(g, o, &p, &s);
     if (s != TG_OK) {
         tg_program_destroy(p);
         return s;

@@ -19,6 +19,7 @@
 #define TG_COMPILE_PROGRAM_H
 
 #include "compile/pipeline.h"
+#include "core/cpus.h"
 #include "compile/precision.h"
 #include "graph/node.h"
 #include "tilegraph/options.h"
@@ -123,7 +124,13 @@ typedef struct tg_device_program {
 
 typedef struct tg_program {
     const tg_graph *graph;
-    int n_threads; /* per device */
+    int n_threads;     /* per device, in a run */
+    int plan_threads;  /* kernel scratch is planned for this many (>= n_threads) */
+    bool threads_auto; /* n_threads is the default rule's (core/cpus.h), not the user's */
+    tg_cpu_load cpu;   /* the cores at compile time (busy measured only for the default) */
+    /* non-empty when devices x replicas x threads exceed the cores this
+     * process may use: the numbers and what to do (also printed on stderr) */
+    char threads_warning[320];
     int n_devices;
     int micro_batches; /* per weight update (or per inference run) */
     int iterations;    /* weight updates per run */
@@ -146,6 +153,8 @@ typedef struct tg_program {
     /* availableMemoryProportion x the device capacity: the most kernel
      * scratch one step is planned with (SIZE_MAX without a capacity) */
     size_t scratch_cap;
+    /* stages or split "auto": the split chosen (compile/stages.h), else "" */
+    char auto_stages[256];
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,

@@ -34,8 +34,8 @@ static const opt_spec option_table[] = {
     {"targetDescription", OPT_STRING, "", 0, 0, NULL,
      "target mk2: a JSON file describing another tile processor (docs/targets.md); empty: the Mk2"},
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
-     "threads each device computes with (0: the machine's CPUs shared among all devices and "
-     "replicas)"},
+     "threads each device computes with (0: the free cores this process may use, shared "
+     "among all devices and replicas; see docs/multi-device.md, Threads)"},
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},
@@ -47,10 +47,15 @@ static const opt_spec option_table[] = {
      "order of forward and backward passes of the micro-batches on each device (pipelined)"},
     {"stages", OPT_STRING, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
-     "block)"},
+     "block); \"auto\": the cost model's best split over devices (docs/multi-device.md)"},
     {"split", OPT_STRING, "", 0, 0, NULL,
-     "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\""},
+     "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
+     "\"auto\": the cost model's best split at layer boundaries over devices"},
     {"devices", OPT_INT, "0", 0, 64, NULL, "devices available (0: one per stage)"},
+    {"autoStages.memoryMargin", OPT_FLOAT, "0.1", 0, 0.9, NULL,
+     "stages auto / split auto: the share of memoryPerDevice the memory estimate leaves free for "
+     "what the memory plan adds (raised by 0.1 and the search run again when a chosen split does "
+     "not fit the plan)"},
     {"memoryPerDevice", OPT_INT, "0", 0, 9.2e18, NULL,
      "device memory capacity in bytes (0: unlimited); a plan that does not fit fails to compile"},
     {"replicationFactor", OPT_INT, "1", 1, 64, NULL,
@@ -378,61 +383,12 @@ static tg_status parse_options_object(tg_arena *arena, const char *json, const c
     return s;
 }
 
-tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source)
+/* Set every key of the parsed object `root` on o, in order; stops at the
+ * first bad one (earlier keys stay set: callers wanting all or nothing apply
+ * it to a clone). */
+static tg_status apply_options_object(tg_options *o, const tg_json *root, const char *source)
 {
-    tg_arena *arena = tg_arena_create(16 * 1024);
-    if (!arena)
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
-    tg_json *root = NULL;
-    tg_status s = parse_options_object(arena, json, source, &root);
-    for (size_t i = 0; s == TG_OK && i < root->count; i++) {
-        const char *key = root->keys[i];
-        if (tg_options_is_engine(key))
-            continue;
-        if (find_option(key) < 0) {
-            s = tg_error_prefix(unknown_key(key), "%s", source);
-            break;
-        }
-        /* The engine does not see these: the command sized its loader and
-         * schedule from the program's own options, so taking them here would
-         * silently train on something else. */
-        const char *flag = tg_options_flag(key);
-        const char *what =
-            "is not an engine option (only autoReport.*, profiler.*, trace.*, debug.* and "
-            "monitor.* are read from here)";
-        if (flag)
-            s = tg_error(TG_ERR_CONFIG, "%s: '%s' %s; set it with %s or in --options FILE", source,
-                         key, what, flag);
-        else
-            s = tg_error(TG_ERR_CONFIG,
-                         "%s: '%s' %s; set it with --options FILE or --engine-option %s=VALUE",
-                         source, key, what, key);
-    }
-    tg_arena_destroy(arena);
-    if (s != TG_OK)
-        return s;
-    /* All or nothing: a bad value after good ones must not half-apply. */
-    tg_options *c = tg_options_clone(o);
-    if (!c)
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
-    s = tg_options_set_json(c, json, source);
-    if (s == TG_OK)
-        for (int i = 0; i < N_OPTIONS; i++) {
-            char *t = o->values[i];
-            o->values[i] = c->values[i];
-            c->values[i] = t;
-        }
-    tg_options_destroy(c);
-    return s;
-}
-
-tg_status tg_options_set_json(tg_options *o, const char *json, const char *source)
-{
-    tg_arena *arena = tg_arena_create(16 * 1024);
-    if (!arena)
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
-    tg_json *root = NULL;
-    tg_status s = parse_options_object(arena, json, source, &root);
+    tg_status s = TG_OK;
     for (size_t i = 0; s == TG_OK && i < root->count; i++) {
         const char *key = root->keys[i];
         const tg_json *v = root->items[i];
@@ -449,14 +405,70 @@ tg_status tg_options_set_json(tg_options *o, const char *json, const char *sourc
         } else if (v->type == TG_JSON_BOOL) {
             text = v->boolean ? "true" : "false";
         } else {
-            s = tg_error(TG_ERR_CONFIG, "%s:%d:%d: option '%s' must be a string, number or boolean",
-                         source, v->line, v->col, key);
-            break;
+            return tg_error(TG_ERR_CONFIG,
+                            "%s:%d:%d: option '%s' must be a string, number or boolean", source,
+                            v->line, v->col, key);
         }
         s = tg_options_set(o, key, text);
         if (s != TG_OK)
             tg_error_prefix(s, "%s", source);
     }
+    return s;
+}
+
+/* Why a key of the engine-options text that is not an engine option is
+ * refused: the engine does not see these, since the command sized its loader
+ * and schedule from the program's own options, so taking them here would
+ * silently train on something else. */
+static tg_status not_an_engine_option(const char *key, const char *source)
+{
+    if (find_option(key) < 0)
+        return tg_error_prefix(unknown_key(key), "%s", source);
+    const char *flag = tg_options_flag(key);
+    const char *what = "is not an engine option (only autoReport.*, profiler.*, trace.*, debug.* "
+                       "and monitor.* are read from here)";
+    if (flag)
+        return tg_error(TG_ERR_CONFIG, "%s: '%s' %s; set it with %s or in --options FILE", source,
+                        key, what, flag);
+    return tg_error(TG_ERR_CONFIG,
+                    "%s: '%s' %s; set it with --options FILE or --engine-option %s=VALUE", source,
+                    key, what, key);
+}
+
+tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source)
+{
+    tg_arena *arena = tg_arena_create(16 * 1024);
+    if (!arena)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    tg_json *root = NULL;
+    tg_options *c = NULL;
+    tg_status s = parse_options_object(arena, json, source, &root);
+    for (size_t i = 0; s == TG_OK && i < root->count; i++)
+        if (!tg_options_is_engine(root->keys[i]))
+            s = not_an_engine_option(root->keys[i], source);
+    /* All or nothing: a bad value after good ones must not half-apply. */
+    if (s == TG_OK && !(c = tg_options_clone(o)))
+        s = tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    if (s == TG_OK && (s = apply_options_object(c, root, source)) == TG_OK)
+        for (int i = 0; i < N_OPTIONS; i++) {
+            char *t = o->values[i];
+            o->values[i] = c->values[i];
+            c->values[i] = t;
+        }
+    tg_options_destroy(c);
+    tg_arena_destroy(arena);
+    return s;
+}
+
+tg_status tg_options_set_json(tg_options *o, const char *json, const char *source)
+{
+    tg_arena *arena = tg_arena_create(16 * 1024);
+    if (!arena)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", source);
+    tg_json *root = NULL;
+    tg_status s = parse_options_object(arena, json, source, &root);
+    if (s == TG_OK)
+        s = apply_options_object(o, root, source);
     tg_arena_destroy(arena);
     return s;
 }

@@ -7,15 +7,20 @@
  */
 #include "profile/profile.h"
 
+#include "compile/cost.h"
+#include "compile/simulate.h"
+
 #include "compile/placement.h"
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/pool.h"
 #include "ops/op.h"
 #include "target/target.h"
 #include "tilegraph/trace.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sqlite3.h>
@@ -46,7 +51,7 @@ static const char *const schema =
     " PRIMARY KEY(device, category));"
     "CREATE TABLE ops(id INTEGER PRIMARY KEY, name TEXT, type TEXT, block TEXT, device INTEGER,"
     " phase TEXT, flops REAL, bytes_in INTEGER, bytes_out INTEGER, forward_of INTEGER,"
-    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0);"
+    " calls INTEGER DEFAULT 0, total_ns INTEGER DEFAULT 0, predicted_ns REAL);"
     "CREATE TABLE op_edges(producer INTEGER, consumer INTEGER, PRIMARY KEY(producer, consumer));"
     "CREATE TABLE tensors(id INTEGER PRIMARY KEY, node INTEGER, name TEXT, category TEXT,"
     " dtype TEXT, shape TEXT, bytes INTEGER, slots INTEGER, device INTEGER, offset INTEGER,"
@@ -66,7 +71,9 @@ static const char *const schema =
     "CREATE TABLE tile_spans(tensor INTEGER PRIMARY KEY, tile_start INTEGER, tiles INTEGER,"
     " bytes_per_tile INTEGER);"
     "CREATE TABLE host_trace(thread TEXT, channel TEXT, kind TEXT, name TEXT, start_ns INTEGER,"
-    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);";
+    " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);"
+    "CREATE TABLE predicted_trace(device INTEGER, phase TEXT, micro_batch INTEGER,"
+    " start_ns REAL, end_ns REAL);";
 
 static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
 
@@ -161,7 +168,10 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"schedule", tg_schedule_name(p->schedule.kind), 0},
         {"strategy", tg_execution_strategy(o), 0},
         {"threads_per_device", NULL, p->n_threads},
+        {"cores_allowed", NULL, p->cpu.allowed}, /* the cores this process could use */
+        {"cores_free", NULL, p->cpu.free},       /* of which free at compile time */
         {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
+        {"stages_auto", p->auto_stages, 0}, /* the split --stages/--split auto chose */
         {"ops", NULL, n_ops},
         {"tensors", NULL, p->n_buffers},
         {"steps", NULL, n_steps},
@@ -219,12 +229,24 @@ static tg_status write_devices(tg_profile *pf)
     return s;
 }
 
-static tg_status write_ops(tg_profile *pf, bool flops)
+/* The cost model the program would be planned with (compile/cost.h), on
+ * the program's threads; false when it cannot be had (the column stays NULL). */
+static bool cost_model(const tg_program *p, const tg_options *o, tg_cost_model *m)
+{
+    if (tg_cost_model_from_options(o, p->n_devices, m) != TG_OK)
+        return false;
+    return m->tiled || tg_cost_rates_get(p->n_threads, &m->rates) == TG_OK;
+}
+
+static tg_status write_ops(tg_profile *pf, const tg_options *o, bool flops)
 {
     const tg_program *p = pf->program;
     const tg_graph *g = p->graph;
+    tg_cost_model cost;
+    bool predicted = cost_model(p, o, &cost);
     sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
-                                   "bytes_in, bytes_out, forward_of) VALUES(?,?,?,?,?,?,?,?,?,?)");
+                                   "bytes_in, bytes_out, forward_of, predicted_ns) "
+                                   "VALUES(?,?,?,?,?,?,?,?,?,?,?)");
     tg_status s = st ? TG_OK : db_error(pf, "prepare");
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
@@ -239,11 +261,12 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         const char *phase = (t->flags & TG_NODE_OPTIMIZER)  ? "update"
                             : (t->flags & TG_NODE_BACKWARD) ? "backward"
                                                             : "forward";
-        s = insert(pf, st, "isssisdddi", (int64_t)i, t->name, tg_op_name(t->op), block,
+        s = insert(pf, st, "isssisdddid", (int64_t)i, t->name, tg_op_name(t->op), block,
                    (int64_t)p->device_of[i], phase,
                    flops && def && def->flops ? def->flops(t) : 0.0, (double)in_bytes,
                    (double)tg_program_node_bytes(p, t),
-                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1);
+                   t->forward_of ? (int64_t)t->forward_of->id : (int64_t)-1,
+                   predicted ? tg_cost_node_seconds(&cost, t) * 1e9 : NAN);
     }
     sqlite3_finalize(st);
     /* the data flow between ops (through leaves and aliases too): the operations graph */
@@ -263,6 +286,72 @@ static tg_status write_ops(tg_profile *pf, bool flops)
         }
     }
     sqlite3_finalize(st);
+    return s;
+}
+
+/* Each device's stage cost from its steps' predicted times and the copies
+ * it sends (compile/simulate.h); false when there is no cost model. */
+static bool stage_costs(const tg_program *p, const tg_cost_model *cost, tg_stage_cost *c)
+{
+    for (int d = 0; d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int k = 0; k < dp->n_steps[ph]; k++) {
+                double sec = tg_cost_node_seconds(cost, p->graph->nodes[dp->steps[ph][k].node]);
+                if (ph == TG_PHASE_UPDATE)
+                    c[d].update += sec;
+                else
+                    c[d].time[ph == TG_PHASE_FORWARD ? TG_SIM_FORWARD : TG_SIM_BACKWARD] += sec;
+            }
+    }
+    for (int k = 0; k < p->n_transfers; k++) {
+        const tg_transfer *t = &p->transfers[k];
+        double sec = tg_cost_copy_seconds(cost, (double)p->buffers[t->src_buffer].bytes);
+        if (t->phase == TG_PHASE_FORWARD)
+            c[t->src_device].send_forward += sec;
+        else if (t->phase == TG_PHASE_BACKWARD)
+            c[t->src_device].send_backward += sec;
+    }
+    return true;
+}
+
+/* The schedule's timeline for one weight update as the cost model predicts
+ * it (the simulator's), beside which the analysers draw the measured one. */
+static tg_status write_predicted(tg_profile *pf, const tg_options *o)
+{
+    const tg_program *p = pf->program;
+    tg_cost_model cost;
+    if (!cost_model(p, o, &cost))
+        return TG_OK; /* no model: the table stays empty */
+    tg_stage_cost *c = tg_calloc((size_t)p->n_devices + 1, sizeof *c);
+    if (!c)
+        return tg_error(TG_ERR_NOMEM, "profile: out of memory");
+    tg_sim_result r;
+    tg_status s = TG_OK;
+    if (!stage_costs(p, &cost, c) || tg_schedule_simulate_costs(&p->schedule, c, &r) != TG_OK) {
+        tg_free(c);
+        return TG_OK;
+    }
+    sqlite3_stmt *st = prepare(pf, "INSERT INTO predicted_trace VALUES(?,?,?,?,?)");
+    if (!st)
+        s = db_error(pf, "prepare");
+    for (int d = 0; s == TG_OK && d < p->n_devices; d++) {
+        double last = 0;
+        for (int k = 0; s == TG_OK && k < p->schedule.n_ops[d]; k++) {
+            tg_pipe_op op = p->schedule.ops[d][k];
+            int kind = op.backward ? TG_SIM_BACKWARD : TG_SIM_FORWARD;
+            size_t at = ((size_t)d * r.micro_batches + op.micro_batch) * TG_SIM_KIND_COUNT + kind;
+            s = insert(pf, st, "isidd", (int64_t)d, op.backward ? "backward" : "forward",
+                       (int64_t)op.micro_batch, r.op_start[at] * 1e9, r.op_end[at] * 1e9);
+            last = r.op_end[at] > last ? r.op_end[at] : last;
+        }
+        if (s == TG_OK && p->training)
+            s = insert(pf, st, "isidd", (int64_t)d, "update", (int64_t)-1, last * 1e9,
+                       r.finish_time[d] * 1e9);
+    }
+    sqlite3_finalize(st);
+    tg_sim_result_free(&r);
+    tg_free(c);
     return s;
 }
 
@@ -549,7 +638,9 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     if (s == TG_OK)
         s = write_devices(pf);
     if (s == TG_OK)
-        s = write_ops(pf, flops);
+        s = write_ops(pf, o, flops);
+    if (s == TG_OK)
+        s = write_predicted(pf, o);
     if (s == TG_OK)
         s = write_tensors(pf);
     if (s == TG_OK)

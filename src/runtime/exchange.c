@@ -5,7 +5,9 @@
  * A transfer's receive buffer has one slot per micro-batch in flight on the
  * receiver; the sender waits until the slot of micro-batch g is free and
  * the receiver waits until micro-batch g has arrived. Every wait wakes on
- * the run's abort flag (tg_exchange_fail), so a failing step never hangs.
+ * the run's abort flag (tg_exchange_fail), so a failing step never hangs,
+ * and spins only within an adaptive budget before sleeping (core/wait.h),
+ * so a device whose peer is off the CPU does not burn its time slice.
  */
 #include "runtime/exchange.h"
 
@@ -19,9 +21,10 @@ void tg_exchange_fail(tg_session *s, tg_status st, const char *msg)
 {
     pthread_mutex_lock(&s->lock);
     if (!s->abort) {
-        s->abort = true;
         s->fail_status = st;
         snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
+        /* atomic: spinning waiters read it without the lock */
+        __atomic_store_n(&s->abort, true, __ATOMIC_RELEASE);
     }
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
@@ -45,61 +48,86 @@ tg_trace_channel *tg_exchange_comms_channel(void)
     return tg_exchange_cached_channel(&ch, "comms");
 }
 
+/* Every wait below: spin within the session's budget, yield, then sleep on
+ * `changed` (core/wait.h). Counters and generations are written under the
+ * lock but atomically, so the spinning phase may read them without it. */
+static bool aborted(const tg_session *s)
+{
+    return __atomic_load_n(&s->abort, __ATOMIC_ACQUIRE);
+}
+
+typedef struct {
+    tg_session *s;
+    const int64_t *counter;
+    int64_t target;
+} reach;
+
+static bool reached(void *arg)
+{
+    const reach *r = arg;
+    return __atomic_load_n(r->counter, __ATOMIC_ACQUIRE) >= r->target || aborted(r->s);
+}
+
 /* Wait until *counter >= target; false if the run was aborted meanwhile. */
 static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
 {
-    pthread_mutex_lock(&s->lock);
-    bool waiting = *counter < target && !s->abort;
-    if (waiting) {
-        tg_trace_begin(tg_exchange_comms_channel(), "wait for device");
-        while (*counter < target && !s->abort)
+    reach r = {s, counter, target};
+    if (reached(&r))
+        return !aborted(s);
+    tg_trace_begin(tg_exchange_comms_channel(), "wait for device");
+    if (!tg_spin_wait(&s->exchange_spin, reached, &r)) {
+        pthread_mutex_lock(&s->lock);
+        while (!reached(&r))
             pthread_cond_wait(&s->changed, &s->lock);
+        pthread_mutex_unlock(&s->lock);
     }
-    bool ok = !s->abort;
-    pthread_mutex_unlock(&s->lock);
-    if (waiting)
-        tg_trace_end(tg_exchange_comms_channel());
-    return ok;
+    tg_trace_end(tg_exchange_comms_channel());
+    return !aborted(s);
 }
 
 static void publish(tg_session *s, int64_t *counter, int64_t value)
 {
     pthread_mutex_lock(&s->lock);
-    *counter = value;
+    __atomic_store_n(counter, value, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
 }
 
+typedef struct {
+    tg_session *s;
+    const int64_t *gen_p;
+    int64_t gen;
+} passed;
+
+static bool moved_on(void *arg)
+{
+    const passed *b = arg;
+    return __atomic_load_n(b->gen_p, __ATOMIC_ACQUIRE) != b->gen || aborted(b->s);
+}
+
 /* Wait until `parties` threads have arrived at the barrier (count, gen);
- * false if the run was aborted. */
+ * false if the run was aborted. The last to arrive bumps the generation. */
 static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
 {
     pthread_mutex_lock(&s->lock);
-    int64_t gen = __atomic_load_n(gen_p, __ATOMIC_ACQUIRE);
+    passed b = {s, gen_p, __atomic_load_n(gen_p, __ATOMIC_ACQUIRE)};
     if (++*count == parties) {
         *count = 0;
-        __atomic_store_n(gen_p, gen + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(gen_p, b.gen + 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&s->changed);
-        bool ok = !s->abort;
         pthread_mutex_unlock(&s->lock);
-        return ok;
+        return !aborted(s);
     }
     pthread_mutex_unlock(&s->lock);
-    /* Replicas arrive within microseconds of each other: spin a little
-     * before sleeping, since a wake-up costs more than the wait. */
-    for (int i = 0; i < 20000; i++) {
-        if (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) != gen)
-            break;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+    /* Replicas usually arrive within microseconds of each other, so a short
+     * spin saves a wake-up; one that is off the CPU is slept through. */
+    if (!tg_spin_wait(&s->exchange_spin, moved_on, &b)) {
+        pthread_mutex_lock(&s->lock);
+        while (!moved_on(&b))
+            pthread_cond_wait(&s->changed, &s->lock);
+        pthread_mutex_unlock(&s->lock);
     }
-    pthread_mutex_lock(&s->lock);
-    while (__atomic_load_n(gen_p, __ATOMIC_ACQUIRE) == gen && !s->abort)
-        pthread_cond_wait(&s->changed, &s->lock);
-    bool ok = !s->abort;
-    pthread_mutex_unlock(&s->lock);
-    return ok;
+    return !aborted(s);
 }
 
 /* The same device of every replica (the all-reduce). */

@@ -166,6 +166,24 @@ static tg_status setup_precision(tg_session *s)
     return TG_OK;
 }
 
+/* Said once per process on stderr, when a session is compiled: a training
+ * script compiles several sessions (training, evaluation) of one shape. */
+static void warn_threads_once(const tg_program *p)
+{
+    static atomic_int warned;
+    if (p->threads_warning[0] && !atomic_exchange(&warned, 1))
+        fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
+}
+
+/* How long waiting threads may spin: hardly at all when the run's threads
+ * outnumber the free cores, since then the thread waited for is often the
+ * one a spinner keeps off the CPU (core/wait.h). */
+static int spin_ceiling(const tg_program *p)
+{
+    int64_t threads = (int64_t)p->n_threads * p->n_devices * p->replicas;
+    return threads > p->cpu.free ? TG_SPIN_MIN : TG_SPIN_MAX;
+}
+
 static tg_status allocate(tg_session *s, int threads)
 {
     const tg_program *p = s->program;
@@ -186,6 +204,7 @@ static tg_status allocate(tg_session *s, int threads)
         !s->host_in || !s->host_out || !s->produced || !s->consumed || !s->barrier_count ||
         !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    tg_spin_init(&s->exchange_spin, spin_ceiling(p));
     for (int i = 0; i < n; i++) {
         size_t bytes = p->devices[i % p->n_devices].arena_bytes;
         s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
@@ -197,6 +216,7 @@ static tg_status allocate(tg_session *s, int threads)
         memset(s->arena[i], 0, bytes);
         if (!(s->pools[i] = tg_pool_create(threads)))
             return TG_ERR_NOMEM;
+        tg_pool_set_spin_ceiling(s->pools[i], spin_ceiling(p));
     }
     s->host_state = tg_calloc((size_t)(p->n_buffers * p->replicas) + 1, sizeof *s->host_state);
     if (!s->host_state)
@@ -380,17 +400,13 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         const tg_program *p = s->program;
         s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
         s->output_period = (int)tg_options_get_int(opts, "outputReturnPeriod");
-        int threads = (int)tg_options_get_int(opts, "threadsPerDevice");
-        if (threads <= 0) {
-            threads = tg_cpu_count() / (p->replicas * p->n_devices);
-            threads = threads < 1 ? 1 : threads;
-        }
-        s->program->n_threads = threads > s->program->n_threads ? s->program->n_threads : threads;
         if (s->output_mode == TG_OUTPUT_EVERY_N && p->iterations % s->output_period)
             st = tg_error(TG_ERR_CONFIG,
                           "outputMode everyN: deviceIterations (%d) is not a "
                           "multiple of outputReturnPeriod (%d)",
                           p->iterations, s->output_period);
+        if (st == TG_OK)
+            warn_threads_once(s->program);
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
         if (st == TG_OK)

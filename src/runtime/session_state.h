@@ -7,6 +7,7 @@
 #include "runtime/session_internal.h"
 
 #include "core/pool.h"
+#include "core/wait.h"
 #include "profile/profile.h"
 
 #include <pthread.h>
@@ -49,6 +50,7 @@ struct tg_session {
     pthread_cond_t changed;
     int64_t *produced, *consumed;         /* [replica * n_transfers + transfer] */
     int64_t *barrier_count, *barrier_gen; /* per device */
+    tg_spin exchange_spin;                /* how long the waits of exchange.c spin */
     bool abort;
     tg_status fail_status;
     char fail_message[512];

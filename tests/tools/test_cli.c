@@ -271,6 +271,40 @@ static void test_train_save_infer(void)
            0, "2 devices x 2 replicas");
 }
 
+/* The scores after `infer --json` for image 0 (its first line). */
+static void infer_scores(const char *extra, char *out, size_t cap)
+{
+    char args[1024];
+    snprintf(args, sizeof args,
+             "infer --model fashion-basic --load %s/w.safetensors --index 0 --json %s", tmpdir,
+             extra);
+    TG_CHECK(run(args) == 0);
+    const char *at = strstr(output, "\"scores\":");
+    snprintf(out, cap, "%s", at ? at : "(none)");
+}
+
+/* infer normalises and builds the model as training did: --normalize with
+ * the model's own values changes nothing, other values change the scores,
+ * and a ResNet trained with --stem imagenet loads with the same --stem. */
+static void test_infer_follows_training_input(void)
+{
+    char a[4096], b[4096], c[4096], args[1024];
+    infer_scores("", a, sizeof a);
+    infer_scores("--normalize 0.2860/0.3530", b, sizeof b);
+    infer_scores("--normalize 0.5/0.1", c, sizeof c);
+    TG_CHECK(strcmp(a, b) == 0);
+    TG_CHECK(strcmp(a, c) != 0);
+    snprintf(args, sizeof args,
+             "train --model resnet18 --dataset synthetic --stem imagenet --batch-size 4 "
+             "--train-limit 8 --test-limit 4 --threads 1 --quiet --save %s/r.safetensors",
+             tmpdir);
+    EXPECT(args, 0, "test accuracy:");
+    snprintf(args, sizeof args,
+             "infer --model resnet18 --dataset synthetic --stem imagenet --load %s/r.safetensors",
+             tmpdir);
+    EXPECT(args, 0, "predicted:");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_cli_XXXXXX");
@@ -286,9 +320,10 @@ int main(void)
     TG_RUN(test_bad_options_file);
     TG_RUN(test_data_and_loader_flags);
     TG_RUN(test_corrupt_checkpoint);
-    if (tg_test_fashion_dir())
+    if (tg_test_fashion_dir()) {
         TG_RUN(test_train_save_infer);
-    else
+        TG_RUN(test_infer_follows_training_input);
+    } else
         printf("  skip test_train_save_infer: Fashion-MNIST not installed\n");
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();

@@ -1,0 +1,520 @@
+/* compile/stages.c - atoms of a model, their costs, and the exact split of
+ * the chain into stages (the model is described in stages.h). */
+#include "compile/stages.h"
+
+#include "compile/placement.h"
+#include "compile/program.h"
+#include "core/alloc.h"
+#include "core/error.h"
+#include "ops/op.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool is_forward(const tg_tensor *t)
+{
+    return t->n_in > 0 && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
+}
+
+/* ---- atoms ----------------------------------------------------------------------- */
+
+/* "layer3/8/conv1" -> "layer3.8"; "conv1/weight" -> "conv1"; "relu_3" -> "" */
+static void scope_key(const char *name, char *key, size_t cap)
+{
+    const char *s1 = strchr(name, '/');
+    key[0] = '\0';
+    if (!s1)
+        return;
+    size_t n = (size_t)(s1 - name);
+    const char *c1 = s1 + 1, *s2 = strchr(c1, '/');
+    bool numbered = s2 && s2 > c1;
+    for (const char *c = c1; numbered && c < s2; c++)
+        numbered = isdigit((unsigned char)*c) != 0;
+    if (numbered)
+        n = (size_t)(s2 - name);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(key, name, n);
+    key[n] = '\0';
+    for (char *c = key; *c; c++)
+        if (*c == '/')
+            *c = '.';
+}
+
+static tg_status atoms_from_scopes(const tg_graph *g, const bool *needed, tg_stage_atoms *a)
+{
+    char key[48];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !is_forward(t))
+            continue;
+        scope_key(t->name, key, sizeof key);
+        bool fresh = a->n == 0 || (*key && strcmp(key, a->names[a->n - 1]) != 0);
+        if (fresh) {
+            if (a->n == TG_ATOMS_MAX)
+                return tg_error(TG_ERR_CONFIG,
+                                "automatic stages: the model has more than %d layer scopes; "
+                                "mark blocks (tg_block_begin) or give --split points",
+                                TG_ATOMS_MAX);
+            snprintf(a->names[a->n++], sizeof a->names[0], "%s", *key ? key : t->name);
+        }
+        a->atom_of[i] = a->n - 1;
+    }
+    return TG_OK;
+}
+
+static tg_status atoms_from_blocks(const tg_graph *g, const bool *needed, tg_stage_atoms *a)
+{
+    /* blocks in the order they first appear; each must be one run */
+    int map[TG_ATOMS_MAX], last = -1;
+    for (int b = 0; b < TG_ATOMS_MAX; b++)
+        map[b] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !is_forward(t))
+            continue;
+        int b = t->block;
+        if (b < 0 || b >= TG_ATOMS_MAX) {
+            a->atom_of[i] = last; /* outside any block: with the block before */
+            continue;
+        }
+        if (map[b] < 0) {
+            map[b] = a->n;
+            snprintf(a->names[a->n++], sizeof a->names[0], "%s", g->blocks[b].name);
+        } else if (map[b] != last) {
+            return tg_error(TG_ERR_CONFIG,
+                            "automatic stages: block '%s' is not one run of the model (op '%s' "
+                            "comes back to it after block '%s'); group stages by hand with "
+                            "--stages",
+                            g->blocks[b].name, t->name, last >= 0 ? a->names[last] : "?");
+        }
+        a->atom_of[i] = last = map[b];
+    }
+    for (int i = 0; i < g->n_nodes; i++) /* ops before the first block */
+        if (a->atom_of[i] < 0 && needed[i] && is_forward(g->nodes[i]))
+            a->atom_of[i] = 0;
+    return TG_OK;
+}
+
+/* The atom a node's cost and bytes belong to: forward nodes their own,
+ * backward nodes their forward op's, updates their parameter's consumer. */
+static int atom_of_any(const tg_stage_atoms *a, const int *param_atom, const tg_tensor *t)
+{
+    if (is_forward(t))
+        return a->atom_of[t->id];
+    if ((t->flags & TG_NODE_BACKWARD) && t->forward_of)
+        return atom_of_any(a, param_atom, t->forward_of);
+    if (t->flags & TG_NODE_OPTIMIZER)
+        return param_atom[t->in[0]->id];
+    return -1;
+}
+
+/* Leaves go with their first forward consumer (parameters, inputs). */
+static void leaf_atoms(const tg_graph *g, const bool *needed, const tg_stage_atoms *a,
+                       int *param_atom)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        param_atom[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !is_forward(t))
+            continue;
+        for (int k = 0; k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            if (x->n_in == 0 && param_atom[x->id] < 0)
+                param_atom[x->id] = a->atom_of[i];
+        }
+    }
+}
+
+static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model *cost,
+                      bool accumulate, const int *param_atom, tg_stage_atoms *a)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i])
+            continue;
+        if (t->n_in == 0) {
+            int at = param_atom[i];
+            if (t->role == TG_ROLE_PARAM && at >= 0)
+                a->persistent[at] += (double)tg_nbytes(t) * (accumulate ? 2 : 1);
+            continue;
+        }
+        int at = atom_of_any(a, param_atom, t);
+        if (at < 0)
+            continue;
+        double sec = tg_cost_node_seconds(cost, t);
+        if (is_forward(t))
+            a->forward[at] += sec;
+        else if (t->flags & TG_NODE_BACKWARD)
+            a->backward[at] += sec;
+        else
+            a->update[at] += sec;
+        /* optimizer state: the update's other leaf inputs */
+        for (int k = 1; (t->flags & TG_NODE_OPTIMIZER) && k < t->n_in; k++)
+            if (t->in[k]->n_in == 0 && t->in[k]->role == TG_ROLE_STATE)
+                a->persistent[at] += (double)tg_nbytes(t->in[k]);
+        if (!(t->flags & TG_NODE_ALIAS) && tg_cost_node_bytes(t) > a->working[at])
+            a->working[at] = tg_cost_node_bytes(t);
+    }
+}
+
+/* Kept bytes: values read by an atom's backward pass (its own forward
+ * values, inputs and values received from earlier atoms), once per atom. */
+static void add_kept(const tg_graph *g, const bool *needed, const int *param_atom,
+                     unsigned char *seen, tg_stage_atoms *a)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !(t->flags & TG_NODE_BACKWARD))
+            continue;
+        int at = atom_of_any(a, param_atom, t);
+        for (int k = 0; at >= 0 && k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            bool fwd_value = is_forward(x) || (x->n_in == 0 && x->role == TG_ROLE_INPUT);
+            if (!fwd_value || (x->flags & TG_NODE_ALIAS) || seen[(size_t)x->id * a->n + at])
+                continue;
+            seen[(size_t)x->id * a->n + at] = 1;
+            a->kept[at] += (double)tg_nbytes(x);
+        }
+    }
+}
+
+/* Boundary bytes: a forward value crosses every boundary between its atom
+ * and the furthest atom whose forward pass reads it. */
+static void add_cuts(const tg_graph *g, const bool *needed, int *reach, tg_stage_atoms *a)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        reach[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !is_forward(t))
+            continue;
+        for (int k = 0; k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            while (x->flags & TG_NODE_ALIAS) /* a view travels as its storage */
+                x = x->in[0];
+            if (is_forward(x) && a->atom_of[i] > reach[x->id])
+                reach[x->id] = a->atom_of[i];
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *x = g->nodes[i];
+        if (reach[i] < 0 || !is_forward(x))
+            continue;
+        for (int b = a->atom_of[i]; b < reach[i]; b++)
+            a->cut[b] += (double)tg_nbytes(x);
+    }
+}
+
+void tg_stage_atoms_free(tg_stage_atoms *a)
+{
+    tg_free(a->atom_of);
+    a->atom_of = NULL;
+}
+
+tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scopes,
+                               const tg_cost_model *cost, bool accumulate, tg_stage_atoms *a)
+{
+    memset(a, 0, sizeof *a);
+    a->atom_of = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    int *param_atom = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    if (!a->atom_of || !param_atom) {
+        tg_free(param_atom);
+        tg_stage_atoms_free(a);
+        return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        a->atom_of[i] = -1;
+    a->from_blocks = !scopes && g->n_blocks > 0;
+    tg_status s =
+        a->from_blocks ? atoms_from_blocks(g, needed, a) : atoms_from_scopes(g, needed, a);
+    unsigned char *seen = NULL;
+    if (s == TG_OK && !(seen = tg_calloc((size_t)g->n_nodes * (size_t)(a->n + 1) + 1, 1)))
+        s = tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    if (s == TG_OK) {
+        leaf_atoms(g, needed, a, param_atom);
+        add_costs(g, needed, cost, accumulate, param_atom, a);
+        add_kept(g, needed, param_atom, seen, a);
+        add_cuts(g, needed, param_atom, a); /* param_atom is no longer needed: reused */
+    }
+    tg_free(seen);
+    tg_free(param_atom);
+    if (s != TG_OK)
+        tg_stage_atoms_free(a);
+    return s;
+}
+
+/* ---- goal, evaluation, search ---------------------------------------------------- */
+
+tg_status tg_stage_goal_read(const tg_options *o, int n_stages, bool training, tg_stage_goal *g)
+{
+    memset(g, 0, sizeof *g);
+    if (n_stages < 1 || n_stages > TG_STAGES_MAX)
+        return tg_error(TG_ERR_CONFIG, "automatic stages: %d stages; give 1 to %d devices",
+                        n_stages, TG_STAGES_MAX);
+    g->n_stages = n_stages;
+    g->training = training;
+    const char *strategy = tg_execution_strategy(o);
+    g->kind =
+        strcmp(strategy, "sharded") == 0
+            ? TG_SCHEDULE_SHARDED
+            : (tg_schedule_kind)tg_schedule_parse(tg_options_get_string(o, "pipelineSchedule"));
+    g->micro_batches = training ? (int)tg_options_get_int(o, "Training.gradientAccumulation")
+                                : (int)tg_options_get_int(o, "deviceIterations");
+    if (g->micro_batches < 1)
+        g->micro_batches = 1;
+    TG_TRY(tg_cost_model_from_options(o, n_stages, &g->cost));
+    int64_t cap = tg_options_get_int(o, "memoryPerDevice");
+    if (cap <= 0 && g->cost.tiled)
+        cap = (int64_t)g->cost.target.tiles * g->cost.target.tile_memory;
+    double margin = tg_options_get_float(o, "autoStages.memoryMargin");
+    g->capacity = cap > 0 ? (double)cap * (1 - margin) : 0;
+    tg_pipe_schedule s;
+    TG_TRY(tg_pipe_schedule_build(g->kind, n_stages, g->micro_batches, training, &s));
+    for (int k = 0; k < n_stages; k++)
+        g->depth[k] = s.stash_depth[k];
+    tg_pipe_schedule_free(&s);
+    return TG_OK;
+}
+
+/* Stage k = atoms [i, j]: its cost for the simulator, time and memory. */
+static void stage_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, int k, int i, int j,
+                       tg_stage_cost *c, double *time, double *memory)
+{
+    memset(c, 0, sizeof *c);
+    double persistent = 0, kept = 0, working = 0;
+    for (int x = i; x <= j; x++) {
+        c->time[TG_SIM_FORWARD] += a->forward[x];
+        c->time[TG_SIM_BACKWARD] += goal->training ? a->backward[x] : 0;
+        c->update += goal->training ? a->update[x] : 0;
+        persistent += a->persistent[x];
+        kept += a->kept[x];
+        working = a->working[x] > working ? a->working[x] : working;
+    }
+    if (j < a->n - 1)
+        c->send_forward = tg_cost_copy_seconds(&goal->cost, a->cut[j]);
+    if (i > 0 && goal->training)
+        c->send_backward = tg_cost_copy_seconds(&goal->cost, a->cut[i - 1]);
+    double received = i > 0 ? a->cut[i - 1] : 0;
+    *time = c->time[TG_SIM_FORWARD] + c->time[TG_SIM_BACKWARD] + c->send_forward +
+            c->send_backward + c->update / goal->micro_batches;
+    int depth = goal->training ? goal->depth[k] : 1;
+    *memory = persistent + depth * (kept + received) + working;
+}
+
+static bool pipelined(const tg_stage_goal *goal)
+{
+    return goal->kind != TG_SCHEDULE_SHARDED;
+}
+
+static double combine(const tg_stage_goal *goal, double acc, double t)
+{
+    return pipelined(goal) ? (acc > t ? acc : t) : acc + t;
+}
+
+void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, const int *first,
+                        tg_stage_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->n_stages = goal->n_stages;
+    for (int k = 0; k < goal->n_stages; k++)
+        p->first[k] = first[k];
+    p->first[goal->n_stages] = a->n;
+    for (int k = 0; k < goal->n_stages; k++) {
+        stage_eval(a, goal, k, p->first[k], p->first[k + 1] - 1, &p->costs[k], &p->time[k],
+                   &p->memory[k]);
+        for (int x = p->first[k]; x < p->first[k + 1]; x++)
+            p->kept[k] += a->kept[x];
+        p->kept[k] += p->first[k] > 0 ? a->cut[p->first[k] - 1] : 0;
+        p->objective = combine(goal, p->objective, p->time[k]);
+        if (goal->capacity > 0 && p->memory[k] > goal->capacity)
+            p->objective = INFINITY;
+    }
+}
+
+tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal, tg_stage_plan *out)
+{
+    int n = a->n, S = goal->n_stages;
+    if (n < S)
+        return tg_error(TG_ERR_CONFIG,
+                        "automatic stages: %d stages asked for, but the model has only %d %s to "
+                        "divide; use at most %d devices%s",
+                        S, n, a->from_blocks ? "blocks" : "layer scopes", n,
+                        a->from_blocks ? " or --split auto (layer boundaries)" : "");
+    /* best[k][j]: the best objective of atoms 0..j in stages 0..k; from[k][j]
+     * the first atom of stage k in it */
+    double *best = tg_malloc(sizeof(double) * (size_t)S * (size_t)n);
+    int *from = tg_malloc(sizeof(int) * (size_t)S * (size_t)n);
+    if (!best || !from) {
+        tg_free(best);
+        tg_free(from);
+        return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    }
+    tg_stage_cost c;
+    double t, mem;
+    for (int k = 0; k < S; k++)
+        for (int j = 0; j < n; j++) {
+            double *b = &best[k * n + j];
+            *b = INFINITY;
+            from[k * n + j] = -1;
+            for (int i = k; i <= j; i++) {
+                double before = k == 0 ? (i == 0 ? 0 : INFINITY) : best[(k - 1) * n + i - 1];
+                if (before == INFINITY)
+                    continue;
+                stage_eval(a, goal, k, i, j, &c, &t, &mem);
+                if (goal->capacity > 0 && mem > goal->capacity)
+                    continue;
+                double v = combine(goal, before, t);
+                if (v < *b) {
+                    *b = v;
+                    from[k * n + j] = i;
+                }
+            }
+        }
+    tg_status s = TG_OK;
+    if (best[(S - 1) * n + n - 1] == INFINITY) {
+        s = tg_error(TG_ERR_NOMEM,
+                     "automatic stages: no split of the model's %d %s over %d devices fits "
+                     "%.1f MiB per device (memoryPerDevice less autoStages.memoryMargin, by the "
+                     "estimate); use more devices, recomputation, offloading or a smaller batch",
+                     n, a->from_blocks ? "blocks" : "layer scopes", S, goal->capacity / 1048576.0);
+    } else {
+        int first[TG_STAGES_MAX + 1];
+        for (int k = S - 1, j = n - 1; k >= 0; k--) {
+            first[k] = from[k * n + j];
+            j = first[k] - 1;
+        }
+        tg_stage_plan_eval(a, goal, first, out);
+    }
+    tg_free(best);
+    tg_free(from);
+    return s;
+}
+
+/* ---- user splits ----------------------------------------------------------------- */
+
+static int find_atom(const tg_stage_atoms *a, const char *name)
+{
+    for (int x = 0; x < a->n; x++) {
+        const char *p = a->names[x], *q = name;
+        while (*p && (*p == *q || (*p == '.' && *q == '/')))
+            p++, q++;
+        if (!*p && !*q)
+            return x;
+    }
+    return -1;
+}
+
+static void atom_list(const tg_stage_atoms *a, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int x = 0; x < a->n && used + 1 < cap; x++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", x ? ", " : "", a->names[x]);
+}
+
+tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal, const char *spec,
+                              tg_stage_plan *out)
+{
+    char buf[1024], list[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    atom_list(a, list, sizeof list);
+    int first[TG_STAGES_MAX + 1], n_stages = 0, expect = 0;
+    bool stages_form = strchr(spec, '|') != NULL || a->from_blocks;
+    char *save = NULL;
+    const char *sep = stages_form ? "|" : ",";
+    if (!stages_form)
+        first[n_stages++] = 0;
+    for (char *st = strtok_r(buf, sep, &save); st; st = strtok_r(NULL, sep, &save)) {
+        char *save2 = NULL;
+        bool head = true;
+        for (char *nm = strtok_r(st, ",", &save2); nm; nm = strtok_r(NULL, ",", &save2)) {
+            while (*nm == ' ')
+                nm++;
+            int x = find_atom(a, nm);
+            if (x < 0)
+                return tg_error(TG_ERR_CONFIG, "%s \"%s\": '%s' is not one of the model's %s (%s)",
+                                stages_form ? "stages" : "split", spec, nm,
+                                a->from_blocks ? "blocks" : "layer scopes", list);
+            if (n_stages >= TG_STAGES_MAX)
+                return tg_error(TG_ERR_CONFIG, "stages \"%s\": more than %d stages", spec,
+                                TG_STAGES_MAX);
+            if (!stages_form) {
+                if (x <= first[n_stages - 1])
+                    return tg_error(TG_ERR_CONFIG,
+                                    "split \"%s\": '%s' is not after the point "
+                                    "before it",
+                                    spec, nm);
+                first[n_stages++] = x;
+            } else if (x != expect) {
+                return tg_error(TG_ERR_CONFIG,
+                                "stages \"%s\": '%s' is out of order; stages must "
+                                "be runs of consecutive %s in model order (%s)",
+                                spec, nm, a->from_blocks ? "blocks" : "scopes", list);
+            } else {
+                if (head)
+                    first[n_stages++] = x;
+                head = false;
+                expect++;
+            }
+        }
+    }
+    if (stages_form && expect != a->n)
+        return tg_error(TG_ERR_CONFIG, "stages \"%s\": '%s' is in no stage", spec,
+                        expect < a->n ? a->names[expect] : "?");
+    if (n_stages != goal->n_stages)
+        return tg_error(TG_ERR_CONFIG,
+                        "stages \"%s\" has %d stages, and the comparison is over %d devices", spec,
+                        n_stages, goal->n_stages);
+    tg_stage_plan_eval(a, goal, first, out);
+    return TG_OK;
+}
+
+void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < p->n_stages && used + 1 < cap; k++) {
+        if (!a->from_blocks) {
+            if (k > 0)
+                used += (size_t)snprintf(buf + used, cap - used, "%s%s", k > 1 ? "," : "",
+                                         a->names[p->first[k]]);
+            continue;
+        }
+        for (int x = p->first[k]; x < p->first[k + 1] && used + 1 < cap; x++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s",
+                                     x == p->first[k] ? (k ? "|" : "") : ",", a->names[x]);
+    }
+}
+
+tg_status tg_stage_plan_auto(const tg_graph *g, const tg_options *o, int n_stages, bool scopes,
+                             tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan)
+{
+    memset(atoms, 0, sizeof *atoms);
+    int *order = NULL, n_order = 0;
+    TG_TRY(tg_schedule(g, &order, &n_order));
+    bool *needed = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool));
+    if (!needed) {
+        tg_free(order);
+        return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    }
+    bool training = false;
+    for (int k = 0; k < n_order; k++) {
+        needed[order[k]] = true;
+        training |= (g->nodes[order[k]]->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) != 0;
+    }
+    tg_status s = tg_stage_goal_read(o, n_stages, training, goal);
+    bool accumulate = training && goal->micro_batches > 1;
+    if (s == TG_OK)
+        s = tg_stage_atoms_build(g, needed, scopes, &goal->cost, accumulate, atoms);
+    if (s == TG_OK)
+        s = tg_stage_plan_best(atoms, goal, plan);
+    if (s != TG_OK)
+        tg_stage_atoms_free(atoms);
+    tg_free(order);
+    tg_free(needed);
+    return s;
+}

@@ -1,0 +1,101 @@
+/* compile/stages.h - automatic stages: the model's chain of atoms (user
+ * blocks, or layer and residual-block scopes) cut into N stages that
+ * minimise the predicted time of the schedule, with every stage's memory
+ * within the device's capacity.
+ *
+ * Each atom carries its predicted forward, backward and update seconds (the
+ * cost model, compile/cost.h), its persistent bytes (weights, gradients'
+ * accumulators, optimizer state), the bytes it keeps per micro-batch in
+ * flight (values read by the backward pass) and its working bytes, and each
+ * boundary the bytes that cross it. A stage's time is its forward and
+ * backward per micro-batch plus the copies it sends (activations forward,
+ * gradients back); its memory is persistent + stash depth x kept bytes +
+ * working bytes, where the stash depth is the schedule's for the stage's
+ * position (1f1b: N - k). The objective is the slowest stage for a
+ * pipelined schedule and the sum of stages for a sharded one: both are
+ * monotone in each stage, so the dynamic programme over (stages used, last
+ * atom) is exact. The memory estimate guides the search; the compiled
+ * program's memory plan is the check (a split that the estimate admits but
+ * the plan refuses fails to compile with the plan's message).
+ */
+#ifndef TG_COMPILE_STAGES_H
+#define TG_COMPILE_STAGES_H
+
+#include "compile/cost.h"
+#include "compile/pipeline.h"
+#include "compile/simulate.h"
+#include "graph/node.h"
+#include "tilegraph/options.h"
+
+#define TG_STAGES_MAX 64
+#define TG_ATOMS_MAX 256
+
+typedef struct tg_stage_atoms {
+    int n;
+    bool from_blocks; /* atoms are the user's blocks (else scopes) */
+    char names[TG_ATOMS_MAX][48];
+    double forward[TG_ATOMS_MAX], backward[TG_ATOMS_MAX], update[TG_ATOMS_MAX]; /* seconds */
+    double persistent[TG_ATOMS_MAX], kept[TG_ATOMS_MAX], working[TG_ATOMS_MAX]; /* bytes */
+    double cut[TG_ATOMS_MAX]; /* bytes crossing the boundary after atom a, each way */
+    int *atom_of;             /* per node: atom of a forward node, else -1 (owned) */
+} tg_stage_atoms;
+
+/* What the split is chosen for. */
+typedef struct tg_stage_goal {
+    int n_stages;
+    tg_schedule_kind kind;
+    int micro_batches;
+    bool training;
+    double capacity;          /* bytes per device; 0: no limit */
+    int depth[TG_STAGES_MAX]; /* stash depth of the stage at each position */
+    tg_cost_model cost;       /* for the copies */
+} tg_stage_goal;
+
+typedef struct tg_stage_plan {
+    int n_stages;
+    int first[TG_STAGES_MAX + 1]; /* stage k holds atoms first[k] .. first[k+1]-1 */
+    double time[TG_STAGES_MAX];   /* per micro-batch: forward + backward + copies sent */
+    double memory[TG_STAGES_MAX]; /* estimated bytes */
+    double kept[TG_STAGES_MAX];   /* bytes per micro-batch in flight (kept + received) */
+    double objective;             /* max (pipelined) or sum (sharded) of time; INFINITY: no fit */
+    tg_stage_cost costs[TG_STAGES_MAX]; /* for the simulator */
+} tg_stage_plan;
+
+/* Atoms of g: its blocks, or with `scopes` (or a model without blocks) its
+ * top-level scopes, a numbered child ("layer3/8") making a residual block
+ * its own atom; nodes without a scope join the atom before them. */
+tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scopes,
+                               const tg_cost_model *cost, bool accumulate, tg_stage_atoms *out);
+void tg_stage_atoms_free(tg_stage_atoms *a);
+
+/* The goal for n_stages under the options (schedule, accumulation,
+ * capacity: memoryPerDevice, or the tiles' memory on a tiled target). */
+tg_status tg_stage_goal_read(const tg_options *o, int n_stages, bool training, tg_stage_goal *out);
+
+/* Evaluate the split whose stages begin at first[0..n_stages-1] (first[0]
+ * = 0, increasing): per-stage time, memory, costs and the objective. */
+void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, const int *first,
+                        tg_stage_plan *out);
+
+/* The best split by dynamic programming. TG_ERR_CONFIG when there are fewer
+ * atoms than stages, or no split fits the capacity (naming the estimates). */
+tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal,
+                             tg_stage_plan *out);
+
+/* A user's split in the atoms' terms: "B1|B2,B3,B4" (stages of blocks) or
+ * "layer2.0,layer4.0" (the atoms where stages 1.. begin). Stages must be
+ * contiguous runs of atoms. */
+tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal, const char *spec,
+                              tg_stage_plan *out);
+
+/* The split as the options express it: "B1|B2,B3,B4" for blocks, split
+ * points "layer2.0,layer4.0" for scopes. */
+void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *buf, size_t cap);
+
+/* Everything `--stages auto` needs from a graph and options, in one call:
+ * the schedule's needed nodes, atoms, goal and the best plan over
+ * n_stages. The atoms own memory: tg_stage_atoms_free. */
+tg_status tg_stage_plan_auto(const tg_graph *g, const tg_options *o, int n_stages, bool scopes,
+                             tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan);
+
+#endif

@@ -1,0 +1,277 @@
+/* tests/compile/test_stages.c - automatic stages: the dynamic programme
+ * equals an exhaustive search over every split of ResNet-50's layer scopes
+ * on the cost model (2 and 4 devices, pipelined and sharded, with and
+ * without a memory limit, cpu and mk2 costs); on mk2 a memory limit where
+ * the uniform split does not fit the plan and the automatic one does; user
+ * splits parsed and printed back; errors for what cannot be divided.
+ * Costs use the fixed default rates (TILEGRAPH_CALIBRATION=off): no timing. */
+#include "tg_test.h"
+
+#include "compile/program.h"
+#include "compile/stages.h"
+#include "tilegraph/models.h"
+#include "tilegraph/nn.h"
+#include "tilegraph/optim.h"
+#include "tilegraph/predict.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tg_model_graph resnet50(void)
+{
+    tg_model_graph mg = {0};
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("resnet50"), 4, &opt, &mg));
+    return mg;
+}
+
+static tg_options *options(int devices, const char *strategy, const char *target)
+{
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set_int(o, "devices", devices));
+    TG_CHECK_OK(tg_options_set(o, "split", "auto"));
+    TG_CHECK_OK(tg_options_set(o, "executionStrategy", strategy));
+    TG_CHECK_OK(tg_options_set(o, "pipelineSchedule", "1f1b"));
+    TG_CHECK_OK(tg_options_set_int(o, "Training.gradientAccumulation", 8));
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
+    TG_CHECK_OK(tg_options_set(o, "target", target));
+    return o;
+}
+
+/* The least objective over every split of atoms [from, n) into stages
+ * k.., by brute force; counts the splits tried. */
+static double exhaustive(const tg_stage_atoms *a, const tg_stage_goal *goal, int *first, int k,
+                         int from, long *tried)
+{
+    if (k == goal->n_stages - 1) {
+        first[k] = from;
+        tg_stage_plan p;
+        tg_stage_plan_eval(a, goal, first, &p);
+        (*tried)++;
+        return p.objective;
+    }
+    double best = INFINITY;
+    first[k] = from;
+    for (int next = from + 1; next <= a->n - (goal->n_stages - k - 1); next++) {
+        double v = exhaustive(a, goal, first, k + 1, next, tried);
+        best = v < best ? v : best;
+    }
+    return best;
+}
+
+static long binomial(int n, int k)
+{
+    long r = 1;
+    for (int i = 1; i <= k; i++)
+        r = r * (n - k + i) / i;
+    return r;
+}
+
+static void check_dp_exact(const tg_graph *g, int devices, const char *strategy, const char *target)
+{
+    tg_options *o = options(devices, strategy, target);
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plan;
+    TG_CHECK_OK(tg_stage_plan_auto(g, o, devices, true, &a, &goal, &plan));
+    TG_CHECK(a.n == 18); /* conv1, bn1 (with relu and pool), 16 bottlenecks (last with fc) */
+    /* without a limit, then with one that rules the unconstrained best out */
+    for (int limited = 0; limited < 2; limited++) {
+        if (limited) {
+            double most = 0;
+            for (int k = 0; k < plan.n_stages; k++)
+                most = plan.memory[k] > most ? plan.memory[k] : most;
+            goal.capacity = most * 0.97;
+        }
+        int first[TG_STAGES_MAX + 1];
+        long tried = 0;
+        double brute = exhaustive(&a, &goal, first, 0, 0, &tried);
+        TG_CHECK(tried == binomial(a.n - 1, devices - 1));
+        tg_stage_plan dp;
+        tg_status s = tg_stage_plan_best(&a, &goal, &dp);
+        if (isinf(brute)) {
+            TG_CHECK(s == TG_ERR_NOMEM);
+            continue;
+        }
+        TG_CHECK_OK(s);
+        if (fabs(dp.objective - brute) > 1e-12 * brute)
+            tg_test_fail(__FILE__, __LINE__, "%s %s, %d devices%s: DP %.12g, exhaustive %.12g",
+                         target, strategy, devices, limited ? ", limited" : "", dp.objective,
+                         brute);
+        for (int k = 0; limited && k < dp.n_stages; k++)
+            TG_CHECK(dp.memory[k] <= goal.capacity);
+        if (!limited)
+            plan = dp;
+    }
+    tg_stage_atoms_free(&a);
+    tg_options_destroy(o);
+}
+
+static void test_dp_equals_exhaustive_search(void)
+{
+    tg_model_graph mg = resnet50();
+    const char *targets[] = {"cpu", "mk2"}, *strategies[] = {"pipelined", "sharded"};
+    for (int t = 0; t < 2; t++)
+        for (int st = 0; st < 2; st++) {
+            check_dp_exact(mg.graph, 2, strategies[st], targets[t]);
+            check_dp_exact(mg.graph, 4, strategies[st], targets[t]);
+        }
+    tg_model_graph_destroy(&mg);
+}
+
+/* mk2, 4 devices, 286 MiB per device: the uniform split (as many scopes per
+ * stage) needs more on its last device, and the automatic one fits; both
+ * checked by the compiled program's memory plan, not the estimate. */
+static void test_mk2_fits_where_uniform_does_not(void)
+{
+    tg_model_graph mg = resnet50();
+    tg_options *o = options(4, "pipelined", "mk2");
+    TG_CHECK_OK(tg_options_set_int(o, "memoryPerDevice", 300000000));
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
+    TG_CHECK(p && p->n_devices == 4);
+    for (int d = 0; p && d < 4; d++)
+        TG_CHECK(p->devices[d].arena_bytes <= 300000000);
+    tg_program_destroy(p);
+    /* uniform: 18 scopes, stages from scopes 0, 4, 9, 13 */
+    TG_CHECK_OK(tg_options_set(o, "split", "layer1.2,layer3.0,layer3.4"));
+    p = NULL;
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_NOMEM);
+    TG_CHECK(strstr(tg_error_message(), "device 3") != NULL);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+static void test_specs_round_trip(void)
+{
+    tg_model_graph mg = resnet50();
+    tg_options *o = options(4, "pipelined", "cpu");
+    tg_split_prediction best, again;
+    TG_CHECK_OK(tg_predict_split(mg.graph, o, 4, "auto", &best));
+    TG_CHECK(!best.blocks && best.n_stages == 4 && best.fits);
+    TG_CHECK(!best.calibrated && !best.cycle_model); /* TILEGRAPH_CALIBRATION=off, cpu */
+    TG_CHECK_OK(tg_predict_split(mg.graph, o, 4, best.spec, &again));
+    TG_CHECK(strcmp(best.spec, again.spec) == 0);
+    TG_CHECK_NEAR(again.step_seconds, best.step_seconds, 1e-12);
+    /* the best is no slower than the uniform split by the same model */
+    TG_CHECK_OK(tg_predict_split(mg.graph, o, 4, "layer1.2,layer3.0,layer3.4", &again));
+    double worst_best = 0, worst_uniform = 0;
+    for (int k = 0; k < 4; k++) {
+        worst_best = fmax(worst_best, best.stage_seconds[k]);
+        worst_uniform = fmax(worst_uniform, again.stage_seconds[k]);
+    }
+    TG_CHECK(worst_best <= worst_uniform);
+    /* bad splits name the fault */
+    TG_CHECK(tg_predict_split(mg.graph, o, 4, "layer9.9", &again) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "layer9.9") && strstr(tg_error_message(), "layer1.0"));
+    TG_CHECK(tg_predict_split(mg.graph, o, 4, "layer3.0,layer2.0,layer4.0", &again) ==
+             TG_ERR_CONFIG);
+    TG_CHECK(tg_predict_split(mg.graph, o, 4, "layer3.0", &again) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "2 stages") != NULL);
+    tg_schedule_prediction sched[8];
+    int n = 0;
+    TG_CHECK_OK(tg_predict_schedules(mg.graph, o, 4, "auto", sched, 8, &n));
+    TG_CHECK(n == TG_SCHEDULE_COUNT);
+    for (int k = 0; k < n; k++) /* sharded keeps one micro-batch, gpipe all 8 */
+        if (strcmp(sched[k].name, "sharded") == 0 || strcmp(sched[k].name, "gpipe") == 0)
+            TG_CHECK(sched[k].peak_stash[0] == (sched[k].name[0] == 's' ? 1 : 8));
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+static void test_blocks_and_errors(void)
+{
+    tg_model_graph mg;
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 8, &opt, &mg));
+    tg_options *o = options(2, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", ""));
+    TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
+    tg_split_prediction sp;
+    TG_CHECK_OK(tg_predict_split(mg.graph, o, 2, "B1,B2|B3,B4", &sp));
+    TG_CHECK(sp.blocks && strcmp(sp.spec, "B1,B2|B3,B4") == 0);
+    TG_CHECK(tg_predict_split(mg.graph, o, 2, "B2|B1,B3,B4", &sp) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "out of order") != NULL);
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
+    TG_CHECK(p && p->n_devices == 2);
+    tg_split_prediction best;
+    TG_CHECK_OK(tg_predict_split(mg.graph, o, 2, "auto", &best));
+    TG_CHECK(p && strcmp(p->auto_stages, best.spec) == 0); /* compiled what was predicted */
+    tg_program_destroy(p);
+    /* more devices than blocks, no device count, a split that is not auto */
+    TG_CHECK_OK(tg_options_set_int(o, "devices", 5));
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "only 4 blocks") != NULL);
+    TG_CHECK_OK(tg_options_set_int(o, "devices", 0));
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "--devices") != NULL);
+    TG_CHECK_OK(tg_options_set_int(o, "devices", 2));
+    TG_CHECK_OK(tg_options_set(o, "split", "layer2"));
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "--split auto") != NULL);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+/* Three blocks of a small MLP: what each atom holds and what crosses each
+ * boundary, against the graph itself. */
+static void test_atom_bytes_and_costs(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
+    tg_block_begin(g, "B1");
+    tg_tensor *h1 = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
+    tg_block_begin(g, "B2");
+    tg_tensor *h2 = tg_relu(g, tg_nn_linear(g, h1, "l2", 32, 32, true));
+    tg_block_begin(g, "B3");
+    tg_tensor *out = tg_nn_linear(g, h2, "l3", 32, 10, true);
+    tg_tensor *loss = tg_cross_entropy(g, out, labels);
+    tg_block_end(g);
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    tg_options *o = options(3, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", ""));
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plan;
+    TG_CHECK_OK(tg_stage_plan_auto(g, o, 3, false, &a, &goal, &plan));
+    TG_CHECK(a.n == 3 && a.from_blocks && strcmp(a.names[1], "B2") == 0);
+    /* one [8, 32] activation crosses each boundary; nothing after the last */
+    TG_CHECK_NEAR(a.cut[0], 8 * 32 * 4, 0);
+    TG_CHECK_NEAR(a.cut[1], 8 * 32 * 4, 0);
+    TG_CHECK_NEAR(a.cut[2], 0, 0);
+    /* weights and biases (doubled: accumulation 8 adds an accumulator) */
+    TG_CHECK_NEAR(a.persistent[0], 2.0 * (16 * 32 + 32) * 4, 0);
+    TG_CHECK_NEAR(a.persistent[2], 2.0 * (32 * 10 + 10) * 4, 0);
+    /* every forward op's cost lands in exactly one atom */
+    double fwd = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->n_in > 0 && !(t->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)))
+            fwd += tg_cost_node_seconds(&goal.cost, t);
+    }
+    TG_CHECK_NEAR(a.forward[0] + a.forward[1] + a.forward[2], fwd, 1e-15);
+    TG_CHECK(a.backward[0] > 0 && a.backward[2] > 0 && a.kept[1] > 0);
+    /* three devices, three blocks: one each */
+    TG_CHECK(plan.first[0] == 0 && plan.first[1] == 1 && plan.first[2] == 2);
+    (void)h2;
+    tg_stage_atoms_free(&a);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+int main(void)
+{
+    setenv("TILEGRAPH_CALIBRATION", "off", 1);
+    TG_RUN(test_dp_equals_exhaustive_search);
+    TG_RUN(test_mk2_fits_where_uniform_does_not);
+    TG_RUN(test_specs_round_trip);
+    TG_RUN(test_blocks_and_errors);
+    TG_RUN(test_atom_bytes_and_costs);
+    return tg_test_finish();
+}
