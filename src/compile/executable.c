@@ -144,10 +144,18 @@ tg_status tg_executable_key(const tg_graph *g, const tg_options *o, char out[33]
  * must not read them. */
 static uint32_t layout_hash(void)
 {
-    size_t sizes[] = {sizeof(tg_buffer),      sizeof(tg_step),        sizeof(tg_transfer),
-                      sizeof(tg_accumulator), sizeof(tg_precision),   sizeof(tg_pipe_op),
-                      sizeof(tg_tile_span),   sizeof(tg_target_desc), TG_MAX_INPUTS,
-                      TG_REGION_COUNT,        TG_TILE_CAT_COUNT,      TG_PHASE_COUNT};
+    size_t sizes[] = {sizeof(tg_buffer),
+                      sizeof(tg_step),
+                      sizeof(tg_transfer),
+                      sizeof(tg_accumulator),
+                      sizeof(tg_precision) + sizeof(((tg_program *)0)->auto_stages),
+                      sizeof(tg_pipe_op),
+                      sizeof(tg_tile_span),
+                      sizeof(tg_target_desc),
+                      TG_MAX_INPUTS,
+                      TG_REGION_COUNT,
+                      TG_TILE_CAT_COUNT,
+                      TG_PHASE_COUNT};
     return (uint32_t)crc32(0, (const Bytef *)sizes, sizeof sizes);
 }
 
@@ -256,12 +264,20 @@ static void put_tile_plan(writer *w, const tg_program *p)
 static void put_program(writer *w, const tg_program *p)
 {
     int n_nodes = p->graph->n_nodes;
-    int64_t scalars[] = {
-        n_nodes,     p->n_threads, p->n_devices,  p->micro_batches,        p->iterations,
-        p->replicas, p->training,  p->accumulate, (int64_t)p->arena_bytes, (int64_t)p->scratch_cap};
+    int64_t scalars[] = {n_nodes,
+                         p->plan_threads,
+                         p->n_devices,
+                         p->micro_batches,
+                         p->iterations,
+                         p->replicas,
+                         p->training,
+                         p->accumulate,
+                         (int64_t)p->arena_bytes,
+                         (int64_t)p->scratch_cap};
     put(w, scalars, sizeof scalars);
     put_f64(w, p->flops);
     put(w, &p->precision, sizeof p->precision);
+    put(w, p->auto_stages, sizeof p->auto_stages);
     put_schedule(w, &p->schedule);
     put_array(w, p->device_of, n_nodes, sizeof(int));
     put_array(w, p->home, n_nodes, sizeof(int));
@@ -546,7 +562,7 @@ static void get_program(reader *r, tg_program *p)
     int n_nodes = p->graph->n_nodes;
     if (get_i64(r) != n_nodes)
         fail(r, "it was compiled from another graph (node count)");
-    p->n_threads = get_int(r, 1, 1 << 16, "a bad thread count");
+    p->plan_threads = get_int(r, 1, 1 << 16, "a bad thread count");
     p->n_devices = get_int(r, 1, 1 << 10, "a bad device count");
     p->micro_batches = get_int(r, 1, INT32_MAX, "a bad micro-batch count");
     p->iterations = get_int(r, 1, INT32_MAX, "a bad iteration count");
@@ -557,6 +573,9 @@ static void get_program(reader *r, tg_program *p)
     p->scratch_cap = (size_t)get_i64(r);
     get(r, &p->flops, sizeof p->flops);
     get(r, &p->precision, sizeof p->precision);
+    get(r, p->auto_stages, sizeof p->auto_stages);
+    if (memchr(p->auto_stages, 0, sizeof p->auto_stages) == NULL)
+        fail(r, "a bad automatic split");
     if (r->bad)
         return;
     get_schedule(r, p);
@@ -706,7 +725,7 @@ tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_p
     bool cached = g && g->status == TG_OK && cache_path(g, o, path, sizeof path);
     if (cached && access(path, F_OK) == 0) {
         if (tg_executable_load(g, o, path, out) == TG_OK) {
-            (*out)->n_threads = effective_threads(o);
+            tg_program_choose_threads(*out, o); /* for the cores free now */
             if (result)
                 *result = TG_CACHE_LOADED;
             return TG_OK;

@@ -162,6 +162,12 @@ typedef struct tg_program {
 tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out);
 void tg_program_destroy(tg_program *p);
 
+/* Threads per device for a run of p (n_threads, threads_auto, cpu,
+ * threads_warning): the user's threadsPerDevice, or the default rule's over
+ * the cores free now. The compiler calls it; so does loading an executable,
+ * whose plan does not depend on the load but whose run does. */
+void tg_program_choose_threads(tg_program *p, const tg_options *o);
+
 /* ---- executables (compile/executable.c, docs/executable-cache.md) ---------- */
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
