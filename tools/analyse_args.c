@@ -36,6 +36,13 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
                             "tiled targets, memory view: what tile N of each device holds",
                             0,
                             1e6};
+    flags[n++] = (cli_flag){"--no-group",
+                            CLI_BOOL,
+                            &a->no_group,
+                            NULL,
+                            "trace: every execution on its own row, not repeated ones grouped",
+                            1,
+                            0};
     flags[n++] = (cli_flag){"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0};
     if (with_force)
         flags[n++] = (cli_flag){"--force",
@@ -90,6 +97,7 @@ void analyse_filter(const analyse_args *a, tg_an_filter *f)
     f->top = (int)a->top;
     f->by_tile = a->tile >= 0;
     f->tile = f->by_tile ? (int)a->tile : 0;
+    f->no_group = a->no_group;
 }
 
 const char *analyse_view_list(char *buf, size_t cap, const char *sep, const char *last,

@@ -10,7 +10,7 @@
 int cmd_analyse(int argc, char **argv)
 {
     analyse_args a;
-    cli_flag flags[8];
+    cli_flag flags[9];
     int n = analyse_flags(&a, flags, false);
     char views[256], usage[400], list[256];
     analyse_view_list(views, sizeof views, ", ", " or ", NULL);

@@ -41,7 +41,7 @@ static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char
 int cmd_compare(int argc, char **argv)
 {
     analyse_args a;
-    cli_flag flags[8];
+    cli_flag flags[9];
     int n = analyse_flags(&a, flags, true);
     char views[256], usage[400], list[256];
     analyse_view_list(views, sizeof views, ", ", " or ", "all");

@@ -9,6 +9,7 @@
 #include "compile/program.h"
 #include "core/error.h"
 #include "target/target.h"
+#include "analyse/remedies.h"
 #include "tilegraph/models.h"
 #include "tilegraph/predict.h"
 
@@ -464,6 +465,10 @@ int cmd_compile(int argc, char **argv)
                        "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
+                       "With --profile or --profile-dir DIR the plan is written as a graph "
+                       "profile\n(DIR/training/profile.sqlite) with the remedies printed, for "
+                       "`tilegraph analyse`\nand `tilegraph report`; a plan out of memory is "
+                       "written as re-planned.\n"
                        "With --stages auto (or --split auto) the cost model chooses the split "
                        "over --devices N and\nits predicted stage times are shown; "
                        "--compare-stages and --compare-schedules add predictions.\n"
@@ -477,11 +482,8 @@ int cmd_compile(int argc, char **argv)
     int r = cli_parse(&cmd, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
-    if (dev.profile || dev.profile_dir) { /* a flag that cannot apply is an error, not ignored */
-        fprintf(stderr, "tilegraph compile: --profile and --profile-dir do not apply: compile "
-                        "runs nothing to profile; use them with tilegraph train or infer\n");
-        return 2;
-    }
+    /* PopVision's graph profile is written at compile time: so is ours */
+    bool profile = dev.profile || dev.profile_dir;
     const tg_model_spec *m = NULL;
     int kind = tg_optimizer_parse(optimizer);
     if (kind < 0 || tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
@@ -542,18 +544,22 @@ int cmd_compile(int argc, char **argv)
                 cache == TG_CACHE_LOADED ? "loaded from the executable cache" : "compiled",
                 ms - graph_ms, graph_ms);
     int status = 0;
+    tg_an_remedy rows[TG_AN_MAX_REMEDIES];
+    int n_rows = 0;
+    const tg_options *planned = o; /* the options of the plan `p`, for its profile */
+    tg_options *over = NULL;
     if (s != TG_OK && is_over_capacity(s) && !json) {
         /* the remedies are what a user needs most when it does not fit:
          * plan it again allowing the overflow, and quantify them */
         fprintf(stderr, "tilegraph compile: out of memory: %s\n", tg_error_message());
         status = 1;
-        tg_options *over = tg_options_clone(o);
+        over = tg_options_clone(o);
         if (over && tg_options_set(over, "debug.allowOutOfMemory", "true") == TG_OK &&
             tg_program_compile(mg.graph, over, &p) == TG_OK) {
             insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
-            print_insights(&im, p, stdout);
+            print_insights(&im, p, stdout, rows, &n_rows);
+            planned = over;
         }
-        tg_options_destroy(over);
     } else if (s != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s%s\n", is_over_capacity(s) ? "out of memory: " : "",
                 tg_error_message());
@@ -570,9 +576,20 @@ int cmd_compile(int argc, char **argv)
             status = print_predictions(mg.graph, o, p, &pa, auto_split);
         if (insights || insights_wanted(p, o)) {
             insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
-            print_insights(&im, p, stdout);
+            print_insights(&im, p, stdout, rows, &n_rows);
         }
     }
+    if (profile && p) {
+        const char *dir = tg_options_get_string(o, "autoReport.directory");
+        if (tg_an_write_graph_profile(dir, p, planned, rows, n_rows) != TG_OK) {
+            fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+            status = 1;
+        } else if (!json) {
+            fprintf(stderr, "graph profile: %s/%s/profile.sqlite (%d remedies)\n", dir,
+                    inference ? "inference" : "training", n_rows);
+        }
+    }
+    tg_options_destroy(over);
     tg_program_destroy(p);
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);

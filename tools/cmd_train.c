@@ -10,6 +10,7 @@
 #include "train_util.h"
 
 #include "tilegraph/checkpoint.h"
+#include "tilegraph/dist.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 
@@ -279,6 +280,11 @@ static tg_status save_checkpoint(const train_args *a, const tg_session *s, const
     snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
     const char *kv[] = {"train_epoch", epoch, "train_epoch_step",       step,
                         "train_seed",  seed,  "train_samples_per_step", per};
+    /* in an MPI job every instance holds the same weights (checked here, on
+     * all of them) and instance 0 writes them */
+    TG_TRY(tg_dist_check_weights(s));
+    if (tg_dist_instance() != 0)
+        return TG_OK;
     return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
 }
 
@@ -290,6 +296,18 @@ static bool should_stop(const train_args *a, train_pos *pos)
     else if (a->max_steps && pos->done >= a->max_steps)
         pos->stop = -1;
     return pos->stop != 0;
+}
+
+/* The training loop's series for the profile (one row each per host step;
+ * nothing when no profile is written): samples/s of this step, its mean
+ * loss, and the loader's queue depth after it. */
+static void record_counters(tg_session *s, tg_loader *loader, const step_buffers *b, int64_t count,
+                            double seconds)
+{
+    tg_session_record_counter(s, "samples/s", seconds > 0 ? (double)count / seconds : NAN);
+    tg_session_record_counter(s, "loss",
+                              b->losses_count ? b->loss_sum / (double)b->losses_count : NAN);
+    tg_session_record_counter(s, "loader queue depth", (double)tg_loader_queue_depth(loader));
 }
 
 /* One epoch of training from host step pos->step; returns TG_OK or the
@@ -316,14 +334,17 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
         int64_t count = 0;
         TG_TRY(load_step(loader, b, &count));
+        double step_t0 = cli_now();
         TG_TRY(run_step(s, mg, b, count));
+        record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
         st->correct += b->correct;
         st->scored += b->scored;
         st->loss_sum += b->loss_sum;
         st->losses += b->losses_count;
-        st->seen += count;
+        st->seen +=
+            count * tg_dist_instances(); /* the job's samples: every instance took as many */
         st->steps++;
         double dt = cli_now() - t0;
         char acc[24] = "n/a";
@@ -483,6 +504,38 @@ static void explain_failure(const train_args *a, tg_status st)
                     : "; --checkpoint-every keeps the weights of long runs");
 }
 
+/* In an MPI job: instance 0 alone prints (the others' stdout goes nowhere;
+ * their errors still reach stderr), and each instance profiles into its own
+ * DIR/instance-K. */
+static int join_as_instance(train_args *a, char *dir, size_t cap)
+{
+    if (!tg_dist_active())
+        return 0;
+    int k = tg_dist_instance();
+    if (k > 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "tilegraph train: instance %d: cannot silence stdout\n", k);
+        return 1;
+    }
+    if (a->dev.profile || a->dev.profile_dir) {
+        snprintf(dir, cap, "%s/instance-%d", a->dev.profile_dir ? a->dev.profile_dir : "./profile",
+                 k);
+        a->dev.profile_dir = dir;
+    }
+    return 0;
+}
+
+/* An MPI job's instance loads only its replicas' samples of each host step:
+ * per device iteration, the chunk of its R/N replicas (docs/distributed.md). */
+static void split_for_instance(tg_loader_config *lc, int64_t replicas, int64_t per_update)
+{
+    int N = tg_dist_instances();
+    if (N < 2 || replicas % N)
+        return; /* N not dividing R: the session refuses it, naming both */
+    lc->split_parts = N;
+    lc->split_index = tg_dist_instance();
+    lc->split_chunk = per_update / N;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_args a;
@@ -491,6 +544,9 @@ int cmd_train(int argc, char **argv)
         return r > 0 ? 0 : 2;
     if (check_args(&a) != 0)
         return 2;
+    char instance_dir[1024];
+    if (join_as_instance(&a, instance_dir, sizeof instance_dir) != 0)
+        return 1;
     if (probe_outputs(&a) != 0)
         return 1;
     cli_stop_at_step_boundaries();
@@ -518,6 +574,7 @@ int cmd_train(int argc, char **argv)
     tg_loader_config lc;
     tg_status ls = loader_config(&ctx, ctx.train, per_step, true, &lc);
     lc.seed = (uint64_t)a.seed;
+    split_for_instance(&lc, tg_options_get_int(o, "replicationFactor"), per_update);
     if (ls == TG_OK)
         ls = tg_loader_create(ctx.train, &lc, &loader);
     if (ls != TG_OK) {
@@ -568,7 +625,9 @@ int cmd_train(int argc, char **argv)
         epoch_stats st;
         tg_status ts = train_epoch(&a, s, &mg, loader, &pos, &b, &st);
         if (ts == TG_OK && pos.step < steps_per_epoch)
-            break; /* stopped inside the epoch: the position stays there */
+            break;       /* stopped inside the epoch: the position stays there */
+        if (ts == TG_OK) /* an MPI job's instances end each epoch with the same weights */
+            ts = tg_dist_check_weights(s);
         if (ts == TG_OK)
             ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
         if (ts != TG_OK) {

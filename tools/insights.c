@@ -200,7 +200,8 @@ bool insights_wanted(const tg_program *p, const tg_options *o)
     return cap > 0 && need * 10 > cap * 9; /* over, or within 10% of, the capacity */
 }
 
-void print_insights(const insight_model *m, const tg_program *p, FILE *out)
+void print_insights(const insight_model *m, const tg_program *p, FILE *out, tg_an_remedy *out_rows,
+                    int *n_rows)
 {
     int64_t need, cap;
     const char *unit;
@@ -272,26 +273,46 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out)
          NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
+        tg_an_remedy *row =
+            out_rows && *n_rows < TG_AN_MAX_REMEDIES ? &out_rows[(*n_rows)++] : NULL;
+        if (row) {
+            memset(row, 0, sizeof *row);
+            snprintf(row->what, sizeof row->what, "%s", remedies[i].what);
+            row->need = need;
+            row->after = -1;
+            row->capacity = cap;
+        }
         if (remedies[i].unavailable || remedies[i].batch < 1) {
-            fprintf(out, "  %-42s %s\n", remedies[i].what,
-                    remedies[i].unavailable ? remedies[i].unavailable : "batch already 1");
+            const char *why = remedies[i].unavailable ? remedies[i].unavailable : "batch already 1";
+            fprintf(out, "  %-42s %s\n", remedies[i].what, why);
+            if (row)
+                snprintf(row->outcome, sizeof row->outcome, "%s", why);
             continue;
         }
         int64_t after;
         what_if(m, remedies[i].batch, remedies[i].kv, remedies[i].prepare, &after);
         if (after < 0) {
             fprintf(out, "  %-42s does not compile: %s\n", remedies[i].what, tg_error_message());
+            if (row)
+                snprintf(row->outcome, sizeof row->outcome, "does not compile: %s",
+                         tg_error_message());
             continue;
         }
         /* a remedy can cost memory here (f16 staging, say): "adds", not "saves -N B" */
         int64_t saved = need - after;
+        bool split_row = remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split");
         fprintf(out, "  %-42s %s -> %s, %s %s (%.0f%%)%s%s%s\n", remedies[i].what,
                 cli_bytes((double)need, a, sizeof a), cli_bytes((double)after, b, sizeof b),
                 saved < 0 ? "adds" : "saves",
                 cli_bytes((double)(saved < 0 ? -saved : saved), c, sizeof c),
                 need ? 100.0 * (double)(saved < 0 ? -saved : saved) / (double)need : 0.0,
                 cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
-                remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? "; split " : "",
-                remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split") ? where : "");
+                split_row ? "; split " : "", split_row ? where : "");
+        if (row) {
+            row->after = after;
+            snprintf(row->outcome, sizeof row->outcome, "%s%s%s",
+                     cap > 0 ? (after <= cap ? "fits" : "still over") : "no capacity set",
+                     split_row ? "; split " : "", split_row ? where : "");
+        }
     }
 }

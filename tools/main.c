@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tilegraph/dist.h"
 #include "tilegraph/trace.h"
 
 #ifndef TG_VERSION
@@ -29,6 +30,7 @@ static const subcommand subcommands[] = {
     {"compare", cmd_compare, "compare two profiles side by side, with differences"},
     {"devices", cmd_devices, "list the targets and devices this machine offers"},
     {"monitor", cmd_monitor, "list the tilegraph processes running on this host"},
+    {"run", cmd_run, "start a training as several instances over MPI (mpirun)"},
 };
 
 #define N_SUBCOMMANDS ((int)(sizeof subcommands / sizeof subcommands[0]))
@@ -99,6 +101,26 @@ static void write_trace_at_exit(void)
     (void)finish_trace(0);
 }
 
+/* Under mpirun this process is one instance of a job: a command that failed
+ * ends every instance (its message is already on stderr), so none waits
+ * for it; one that succeeded leaves the job. */
+static int finish_instance(int rc)
+{
+    if (rc && tg_dist_active()) {
+        fprintf(stderr, "tilegraph: instance %d of %d failed (exit code %d): ending the job\n",
+                tg_dist_instance(), tg_dist_instances(), rc);
+        tg_dist_abort(rc);
+    }
+    tg_dist_finalize();
+    return rc;
+}
+
+/* The commands a job's instances run (`tilegraph run` starts them). */
+static int joins_job(const char *name)
+{
+    return !strcmp(name, "train") || !strcmp(name, "infer") || !strcmp(name, "compile");
+}
+
 int main(int argc, char **argv)
 {
     /* TILEGRAPH_TRACE switches host tracing on for any command */
@@ -121,9 +143,13 @@ int main(int argc, char **argv)
         printf("tilegraph %s\n", TG_VERSION);
         return 0;
     }
+    if (joins_job(name) && tg_dist_init(&argc, &argv) != TG_OK) {
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        return 1;
+    }
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         if (subcommands[i].run && !strcmp(name, subcommands[i].name))
-            return finish_trace(subcommands[i].run(argc - 2, argv + 2));
+            return finish_instance(finish_trace(subcommands[i].run(argc - 2, argv + 2)));
     fprintf(stderr, "tilegraph: unknown command '%s'\n\n", name);
     usage(stderr);
     return 2;

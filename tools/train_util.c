@@ -3,6 +3,8 @@
 
 #include "cli.h"
 
+#include "tilegraph/dist.h"
+
 #include "core/alloc.h"
 #include "core/error.h"
 #include "data/loader.h"
@@ -354,15 +356,23 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
     int64_t correct = 0, scored = 0, steps = loader ? tg_loader_steps_per_epoch(loader) : 0;
     cli_progress bar;
     cli_progress_start(&bar, "evaluate", steps, progress && isatty(STDERR_FILENO));
+    /* an MPI job's instances take turns at the test set's steps and add up
+     * their counts: every sample is scored once, as in one process */
+    int N = tg_dist_instances(), me = tg_dist_instance();
     for (int64_t k = 0; st == TG_OK && k < steps; k++) {
         int64_t count = 0;
         st = load_step(loader, &b, &count);
+        if (k % N != me)
+            continue;
         if (st == TG_OK)
             st = run_step(s, mg, &b, count);
         correct += b.correct;
         scored += b.scored;
         cli_progress_update(&bar, k + 1, NULL);
     }
+    int64_t counts[2] = {correct, scored};
+    if (st == TG_OK && (st = tg_dist_sum_i64(counts, 2)) == TG_OK)
+        correct = counts[0], scored = counts[1];
     if (progress && bar.tty && bar.enabled)
         fprintf(stderr, "\r\033[K"); /* the epoch line that follows says the result */
     *accuracy = scored ? 100.0 * (double)correct / (double)scored : 0.0;

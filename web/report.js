@@ -90,7 +90,7 @@ function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
-  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges', 'counters', 'histograms'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
   r.insights = raw.insights || null;
   r.nDevices = r.devices.length;
@@ -117,7 +117,7 @@ try {
 
 /* ---- tabs and hash ---- */
 var TABS = [['summary', 'Summary'], ['insights', 'Insights'], ['memory', 'Memory'], ['liveness', 'Liveness'], ['program', 'Program Tree'],
-            ['operations', 'Operations'], ['trace', 'Execution Trace'], ['host', 'Host']];
+            ['operations', 'Operations'], ['trace', 'Execution Trace'], ['host', 'Host'], ['histograms', 'Histograms']];
 var renderers = {};
 /* Render times (ms) of each tab shown, and data-load: from navigation start
  * until the first tab is shown. With the hash #timing the page renders every
@@ -895,7 +895,38 @@ renderers.trace = function (sec, args) {
       td(fmtNs(Math.min.apply(null, v)), 'num'), td(fmtNs(Math.max.apply(null, v)), 'num'));
   })));
   renderTransfers(sec, r);
+  renderRepeated(sec, r);
 };
+
+/* Repeated executions grouped, as `tilegraph analyse trace` lists them: one
+ * row per device, step kind and phase of host step 0 (replica 0) with its
+ * count, total, mean, min and max; a click on a row shows each execution. */
+function renderRepeated(sec, r) {
+  var groups = {}, order = [];
+  r.trace.forEach(function (e) {
+    if (e.replica !== 0) return;
+    var k = e.device + '|' + e.kind + '|' + e.phase;
+    if (!groups[k]) { groups[k] = { device: e.device, kind: e.kind, phase: e.phase, list: [] }; order.push(k); }
+    groups[k].list.push(e);
+  });
+  var list = order.map(function (k) { return groups[k]; }).sort(function (a, b) { return a.device - b.device || a.list[0].s - b.list[0].s; });
+  sec.appendChild(el('h2', null, 'Repeated executions, grouped (host step 0, replica 0)'));
+  var rows = [];
+  list.forEach(function (g, i) {
+    var d = g.list.map(function (e) { return e.e - e.s; }), tot = sum(d, function (x) { return x; });
+    var detail = el('tr', { cls: 'repeat-detail', 'data-group': i, style: 'display:none' },
+      el('td', { colspan: 9 }, table(['iteration', 'micro-batch', 'start', 'duration', 'bytes'], g.list.map(function (e) {
+        return el('tr', null, td(String(e.iteration), 'num'), td(e.micro_batch >= 0 ? String(e.micro_batch) : '-', 'num'), td(fmtNs(e.s), 'num'), td(fmtNs(e.e - e.s), 'num'), td(fmtBytes(e.bytes || 0), 'num'));
+      }))));
+    rows.push(el('tr', { cls: 'repeat-group', 'data-group': i, 'data-device': g.device, 'data-kind': g.kind, 'data-phase': g.phase, 'data-count': g.list.length, 'data-total': tot,
+      style: 'cursor:pointer', onclick: function () { detail.style.display = detail.style.display === 'none' ? '' : 'none'; } },
+      td('\u25b8 ' + g.device, 'num'), td(g.kind), td(g.phase), td(String(g.list.length), 'num'), td(fmtNs(tot), 'num'), td(fmtNs(tot / d.length), 'num'),
+      td(fmtNs(Math.min.apply(null, d)), 'num'), td(fmtNs(Math.max.apply(null, d)), 'num'), td(fmtBytes(sum(g.list, function (e) { return e.bytes || 0; })), 'num')));
+    rows.push(detail);
+  });
+  sec.appendChild(table(['device', 'step', 'phase', 'count', 'total', 'mean', 'min', 'max', 'bytes'], rows, { id: 'trace-repeated', 'data-rows': list.length }));
+  sec.appendChild(el('p', { cls: 'muted' }, 'A step repeated per micro-batch and device iteration is one row; click a row for each execution.'));
+}
 
 /* Bytes per host stream and per inter-device copy in host step 0 (replica
  * 0), as `tilegraph analyse trace` lists them: a copy is recorded on the
@@ -916,7 +947,7 @@ function renderTransfers(sec, r) {
     .sort(function (a, b) { return a.device - b.device || (a.what < b.what ? -1 : a.what > b.what ? 1 : 0) || a.peer - b.peer; });
   sec.appendChild(el('h2', null, 'Transfers (host step 0, replica 0)'));
   if (!list.length) {
-    sec.appendChild(el('p', { cls: 'muted', id: 'transfers-none' }, 'The trace records no host streams or inter-device copies' + (r.tiles ? ' (the mk2 cycle model times compute only).' : '.')));
+    sec.appendChild(el('p', { cls: 'muted', id: 'transfers-none' }, 'The trace records no host streams or inter-device copies.'));
     return;
   }
   sec.appendChild(table(['device', 'transfer', 'peer', 'count', 'bytes', 'time', 'GB/s'], list.map(function (g) {
@@ -1159,7 +1190,109 @@ renderers.host = function (sec, args) {
     hostView(sec, r, args, i ? '-b' : '');
   });
 };
+/* ---- Histograms: weights and gradients per tensor at the recorded runs
+ * (profile table histograms), as `tilegraph analyse REPORT histograms`:
+ * a bar chart of the 32 bins (min to max) per tensor and kind, a run picker,
+ * and a name filter. */
+renderers.histograms = function (sec, args) {
+  reports.forEach(function (r, i) {
+    if (reports[1]) sec.appendChild(el('h2', { cls: 'report-head' }, (i ? 'B: ' : 'A: ') + r.path));
+    histogramsOf(sec, r, args, i ? '-b' : '');
+  });
+};
+/* Three significant digits: weights and gradients are small numbers. */
+function fmtSig(x) { return x == null ? '-' : Math.abs(x) >= 1e3 || x === 0 ? fmtNum(x) : String(Number(x.toPrecision(3))); }
+function histogramsOf(sec, r, args, sfx) {
+  if (!r.histograms.length) { sec.appendChild(el('p', { id: 'histograms-empty' + sfx }, 'This profile holds no weight or gradient histograms (they are recorded for the recorded runs of a training program).')); return; }
+  var runs = [];
+  r.histograms.forEach(function (h) { if (runs.indexOf(h.run) < 0) runs.push(h.run); });
+  var run = args.run != null && runs.indexOf(+args.run) >= 0 ? +args.run : runs[runs.length - 1], q = (args.filter || '').toLowerCase();
+  var pick = el('select', { id: 'histograms-run' + sfx }, runs.map(function (x) { var o = el('option', { value: x }, 'recorded run ' + x); if (x === run) o.selected = true; return o; }));
+  var filter = el('input', { type: 'search', id: 'histograms-filter' + sfx, placeholder: 'tensor name contains', value: args.filter || '' });
+  var go = function () { setHash('histograms', { run: pick.value, filter: filter.value }); };
+  pick.addEventListener('change', go); filter.addEventListener('change', go);
+  sec.appendChild(el('div', { cls: 'controls' }, pick, filter));
+  var rows = r.histograms.filter(function (h) { return h.run === run && (!q || h.tensor.toLowerCase().indexOf(q) >= 0); });
+  var box = el('div', { id: 'histograms' + sfx, 'data-count': rows.length, 'data-run': run });
+  rows.forEach(function (h) {
+    var bins = []; try { bins = JSON.parse(h.bins) || []; } catch (e) { bins = []; }
+    var W = 330, H = 90, top = Math.max.apply(null, bins.concat([1])), bw = (W - 10) / (bins.length || 1);
+    var g = svg('svg', { width: W, height: H + 16, 'class': 'histogram', 'data-tensor': h.tensor, 'data-kind': h.kind, 'data-elements': h.elements,
+      'data-sum': sum(bins, function (x) { return x; }), 'data-non-finite': h.non_finite });
+    bins.forEach(function (c, k) {
+      var bh = c / top * H;
+      g.appendChild(svg('rect', { x: 5 + k * bw, y: H - bh, width: Math.max(1, bw - 1), height: bh, fill: h.kind === 'gradient' ? '#d9822b' : '#2f6fdb' }));
+    });
+    var lo = svg('text', { x: 2, y: H + 12, 'font-size': 10, fill: '#667085' }); lo.textContent = h.min == null ? '' : fmtSig(h.min);
+    var hi = svg('text', { x: W - 60, y: H + 12, 'font-size': 10, fill: '#667085' }); hi.textContent = h.max == null ? '' : fmtSig(h.max);
+    g.appendChild(lo); g.appendChild(hi);
+    var cap = h.tensor + ' (' + h.kind + '): ' + fmtNum(h.elements) + ' values, mean ' + (h.mean == null ? '-' : fmtSig(h.mean)) + ', std ' + (h.std == null ? '-' : fmtSig(h.std)) +
+      (h.zeros ? ', ' + pct(h.zeros / h.elements) + ' zeros' : '') + (h.non_finite ? ', ' + h.non_finite + ' non-finite' : '');
+    box.appendChild(el('figure', { style: 'display:inline-block;margin:4px 12px 8px 0' }, el('figcaption', null, cap), g));
+  });
+  sec.appendChild(box);
+}
+
+/* Counters per host step (profile table counters) as line graphs, one per
+ * counter: host step on x, the value on y from its min to its max. */
+function renderCounters(sec, r, sfx) {
+  var series = {}, names = [];
+  r.counters.forEach(function (c) {
+    if (!series[c.name]) { series[c.name] = []; names.push(c.name); }
+    if (c.value != null) series[c.name].push(c);
+  });
+  if (!names.length) return;
+  sec.appendChild(el('h2', null, 'Counters per host step'));
+  var W = 420, H = 130, L = 60, B = 20;
+  var box = el('div', { cls: 'counters', id: 'counters' + sfx, 'data-count': names.length });
+  names.forEach(function (n) {
+    var pts = series[n], lo = Infinity, hi = -Infinity, s0 = Infinity, s1 = -Infinity;
+    pts.forEach(function (p) { lo = Math.min(lo, p.value); hi = Math.max(hi, p.value); s0 = Math.min(s0, p.step); s1 = Math.max(s1, p.step); });
+    if (hi === lo) { hi += Math.abs(hi) * 0.05 || 1; lo -= Math.abs(lo) * 0.05 || 1; }
+    var X = function (s) { return L + (s1 > s0 ? (s - s0) / (s1 - s0) : 0.5) * (W - L - 10); };
+    var Y = function (v) { return 10 + (1 - (v - lo) / (hi - lo)) * (H - 10 - B); };
+    var fmt = /bytes/.test(n) ? fmtBytes : /\(ns\)/.test(n) ? fmtNs : fmtNum;
+    var g = svg('svg', { width: W, height: H, 'class': 'counter-graph', 'data-counter': n, 'data-points': pts.length,
+      'data-first': pts.length ? pts[0].value : '', 'data-last': pts.length ? pts[pts.length - 1].value : '' });
+    g.appendChild(svg('polyline', { points: pts.map(function (p) { return X(p.step).toFixed(1) + ',' + Y(p.value).toFixed(1); }).join(' '), fill: 'none', stroke: '#2f6fdb', 'stroke-width': 1.5 }));
+    [[hi, 14], [lo, H - B]].forEach(function (t) { var tx = svg('text', { x: 2, y: t[1], 'font-size': 10, fill: '#667085' }); tx.textContent = fmt(t[0]); g.appendChild(tx); });
+    var ax = svg('text', { x: L, y: H - 4, 'font-size': 10, fill: '#667085' }); ax.textContent = 'host step ' + (pts.length ? s0 + ' \u2013 ' + s1 : '');
+    g.appendChild(ax);
+    g.appendChild(svg('line', { x1: L, y1: H - B, x2: W - 10, y2: H - B, stroke: '#eaecf0' }));
+    box.appendChild(el('figure', { style: 'display:inline-block;margin:4px 12px 8px 0' }, el('figcaption', null, n), g));
+  });
+  sec.appendChild(box);
+}
+
+/* Search the host trace's regions by name (a substring, any case): each
+ * matching name with its count and total time, and the first matches with
+ * their thread and start. */
+function renderHostSearch(sec, r, args, sfx) {
+  var q = (args.search || '').toLowerCase();
+  var input = el('input', { id: 'host-search' + sfx, type: 'search', placeholder: 'search events by name', value: args.search || '' });
+  input.addEventListener('change', function () { var a = {}; for (var k in args) a[k] = args[k]; a.search = input.value; setHash('host', a); });
+  sec.appendChild(el('div', { cls: 'controls' }, input));
+  if (!q) return;
+  var by = {}, hits = [];
+  r.host_trace.forEach(function (e) {
+    if (e.name.toLowerCase().indexOf(q) < 0) return;
+    var g = by[e.name] = by[e.name] || { name: e.name, n: 0, ns: 0 };
+    g.n++; g.ns += e.end_ns - e.start_ns; hits.push(e);
+  });
+  var names = Object.keys(by).sort(function (a, b) { return by[b].ns - by[a].ns; });
+  sec.appendChild(table(['event', 'count', 'total time'], names.map(function (n) {
+    return el('tr', { 'data-name': n, 'data-count': by[n].n }, td(n), td(String(by[n].n), 'num'), td(fmtNs(by[n].ns), 'num'));
+  }), { id: 'host-search-results' + sfx, 'data-matches': hits.length }));
+  var t0 = Math.min.apply(null, r.host_trace.map(function (e) { return e.start_ns; }));
+  sec.appendChild(table(['thread', 'event', 'start', 'duration'], hits.slice(0, 100).map(function (e) {
+    return el('tr', null, td(e.thread), td(e.name), td(fmtNs(e.start_ns - t0), 'num'), td(fmtNs(e.end_ns - e.start_ns), 'num'));
+  })));
+  if (hits.length > 100) sec.appendChild(el('p', { cls: 'muted' }, 'The first 100 of ' + hits.length + ' matches.'));
+}
+
 function hostView(sec, r, args, sfx) {
+  renderCounters(sec, r, sfx);
+  if (r.host_trace.length) renderHostSearch(sec, r, args, sfx);
   if (!r.host_trace.length) { sec.appendChild(el('p', { id: 'host-empty' + sfx }, 'This profile holds no host trace: run with TILEGRAPH_TRACE=\'{"enable":"true","directory":"DIR"}\' to record the host threads\' regions.')); return; }
   var m = hostModel(r), selPath = args.path || '', sel = selPath ? m.byPath[selPath] || null : null;
   sec.appendChild(el('h2', null, 'Host threads (' + m.threads.length + ' threads, ' + r.host_trace.length + ' regions over ' + fmtNs(m.span) + ')'));
@@ -1271,7 +1404,7 @@ function hostView(sec, r, args, sfx) {
   var nav = document.getElementById('tabs');
   TABS.forEach(function (t) { nav.appendChild(el('a', { href: '#' + t[0], id: 'nav-' + t[0] }, t[1])); });
   if (!reports.length) return;
-  if (!reports.some(function (r) { return r.host_trace.length; })) document.getElementById('nav-host').hidden = true;
+  if (!reports.some(function (r) { return r.host_trace.length || r.counters.length; })) document.getElementById('nav-host').hidden = true;
   var a = reports[0];
   /* each report described by its own meta: B may be of another strategy */
   var describe = function (r) { return r.meta.program + ' program, ' + r.nDevices + ' device(s), ' + r.meta.strategy + ' - ' + r.path; };

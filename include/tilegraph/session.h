@@ -76,6 +76,14 @@ TG_API tg_dtype tg_session_storage_dtype(const tg_session *s, const tg_tensor *t
  * tg_session_destroy does the same and prints a failure on stderr. */
 TG_API tg_status tg_session_finish_profile(tg_session *s);
 
+/* Record counter `name` at the host step just run (the last tg_session_run)
+ * in the profile's `counters` table, for `tilegraph analyse REPORT host` and
+ * the report's Host tab: the caller's own series (samples/s, loss, loader
+ * queue depth). The session records the host step's time, the loss scale
+ * and the memory in use itself. Does nothing when no profile is written
+ * or before the first run; at most 32 names. */
+TG_API tg_status tg_session_record_counter(tg_session *s, const char *name, double value);
+
 /* Weight updates done so far; checkpoints save and restore it. */
 TG_API int64_t tg_session_step(const tg_session *s);
 TG_API void tg_session_set_step(tg_session *s, int64_t step);

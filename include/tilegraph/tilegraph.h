@@ -24,6 +24,7 @@
 
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/devices.h"
+#include "tilegraph/dist.h"
 #include "tilegraph/dtype.h"
 #include "tilegraph/graph.h"
 #include "tilegraph/models.h"

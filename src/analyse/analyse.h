@@ -70,6 +70,8 @@ typedef struct tg_an_filter {
      * (a flag, so a zero-initialised filter means no tile, not tile 0) */
     bool by_tile;
     int tile;
+    /* trace: every execution on its own row instead of repeated ones grouped */
+    bool no_group;
 } tg_an_filter;
 
 void tg_an_filter_defaults(tg_an_filter *f);
@@ -132,6 +134,7 @@ tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_
 tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_histograms(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 
 /* Tiled targets (views_tiles.c): the tile count per device (0: no tiles;
  * TG_ERR_FORMAT naming the profile when its meta is not 0..TG_AN_MAX_TILES,
@@ -162,6 +165,8 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);
 typedef struct sqlite3_stmt sqlite3_stmt;
 tg_status tg_an_query(tg_profile_reader *r, const char *sql, int (*row)(sqlite3_stmt *, void *),
                       void *ctx);
+/* Whether the profile has table `name` (tables added by a later schema). */
+bool tg_an_has_table(tg_profile_reader *r, const char *name);
 /* Prepare `sql` (with `?` parameters to bind); error names the profile. */
 tg_status tg_an_prepare(tg_profile_reader *r, const char *sql, sqlite3_stmt **out);
 

@@ -292,6 +292,24 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
         if (s != TG_OK)
             return s;
     }
+    /* Weights and gradients per tensor at the recorded runs: the Histograms tab. */
+    if (has_table(db, "histograms")) {
+        tg_json_key(w, "histograms");
+        tg_status s = write_table(r,
+                                  "SELECT run, tensor, kind, elements, min, max, mean, std, zeros, "
+                                  "non_finite, bins FROM histograms ORDER BY run, rowid",
+                                  w);
+        if (s != TG_OK)
+            return s;
+    }
+    /* The counters per host step: the Host tab's line graphs. */
+    if (has_table(db, "counters")) {
+        tg_json_key(w, "counters");
+        tg_status s =
+            write_table(r, "SELECT step, name, value FROM counters ORDER BY name, step", w);
+        if (s != TG_OK)
+            return s;
+    }
     /* The host threads' regions (TILEGRAPH_TRACE): the page builds the
      * timeline, flame graph and call tree from them. */
     if (has_table(db, "host_trace")) {

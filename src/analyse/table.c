@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const tg_an_view_names[] = {"summary",    "insights", "memory", "liveness", "program",
-                                        "operations", "trace",    "host",   NULL};
+const char *const tg_an_view_names[] = {"summary",    "insights", "memory", "liveness",   "program",
+                                        "operations", "trace",    "host",   "histograms", NULL};
 
 bool tg_an_view_known(const char *name)
 {
@@ -78,9 +78,11 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
         return tg_an_view_trace(r, f, v);
     if (!strcmp(name, "host"))
         return tg_an_view_host(r, f, v);
+    if (!strcmp(name, "histograms"))
+        return tg_an_view_histograms(r, f, v);
     return tg_error(TG_ERR_INVALID_ARG,
                     "unknown view '%s' (summary, insights, memory, liveness, program, "
-                    "operations, trace or host)",
+                    "operations, trace, host or histograms)",
                     name);
 }
 
@@ -273,4 +275,17 @@ tg_status tg_an_query(tg_profile_reader *r, const char *sql, int (*row)(sqlite3_
                      sqlite3_errmsg(tg_profile_reader_db(r)));
     sqlite3_finalize(st);
     return s;
+}
+
+bool tg_an_has_table(tg_profile_reader *r, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(tg_profile_reader_db(r),
+                           "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    bool found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
 }

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "profile/reader.h"
 
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,8 +117,115 @@ static void emit(const call_tree *t, tg_an_table *table, int parent, int top)
     }
 }
 
+/* A sparkline of `n` values in at most `width` cells of ▁..█ (each cell the
+ * mean of its values), scaled from min to max; NaN cells are blank. */
+static void sparkline(const double *x, int n, double lo, double hi, char *out, size_t cap)
+{
+    static const char *const ticks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+    enum { WIDTH = 40 };
+    int cells = n < WIDTH ? n : WIDTH;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int c = 0; c < cells && used + 4 < cap; c++) {
+        int from = (int)((int64_t)c * n / cells), to = (int)((int64_t)(c + 1) * n / cells);
+        double sum = 0;
+        int k = 0;
+        for (int i = from; i < to; i++)
+            if (!isnan(x[i])) {
+                sum += x[i];
+                k++;
+            }
+        const char *t = " ";
+        if (k) {
+            double frac = hi > lo ? (sum / k - lo) / (hi - lo) : 0.5;
+            int level = (int)(frac * 7 + 0.5);
+            t = ticks[level < 0 ? 0 : level > 7 ? 7 : level];
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%s", t);
+    }
+}
+
+enum { MAX_COUNTER_STEPS = 1 << 20 };
+
+/* One counter's series: its summary row with a sparkline over the host steps. */
+static tg_status counter_row(tg_profile_reader *r, tg_an_table *t, const char *name)
+{
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(
+        r, "SELECT value FROM counters WHERE name = ?1 ORDER BY step LIMIT 1048576", &st));
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int n = 0, cap = 0;
+    double *x = NULL, lo = INFINITY, hi = -INFINITY, sum = 0, first = NAN, last = NAN;
+    int finite = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n < MAX_COUNTER_STEPS) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            double *grown = tg_realloc(x, (size_t)cap * sizeof *x);
+            if (!grown) {
+                tg_free(x);
+                sqlite3_finalize(st);
+                return tg_error(TG_ERR_NOMEM, "host view: out of memory for counter '%s'", name);
+            }
+            x = grown;
+        }
+        double val = sqlite3_column_type(st, 0) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 0);
+        x[n++] = val;
+        if (isnan(val))
+            continue;
+        if (isnan(first))
+            first = val;
+        last = val;
+        lo = val < lo ? val : lo;
+        hi = val > hi ? val : hi;
+        sum += val;
+        finite++;
+    }
+    sqlite3_finalize(st);
+    char line[256];
+    sparkline(x, n, lo, hi, line, sizeof line);
+    tg_an_row(t, name, (double)n, first, last, finite ? lo : NAN, finite ? sum / finite : NAN,
+              finite ? hi : NAN, line);
+    tg_free(x);
+    return TG_OK;
+}
+
+/* The counters recorded per host step (table `counters`): samples/s, loss,
+ * loss scale, loader queue depth, memory in use, as series. */
+static tg_status counters(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    if (!tg_an_has_table(r, "counters"))
+        return TG_OK;
+    static const char *const cols[] = {"counter", "host steps", "first", "last",
+                                       "min",     "mean",       "max",   "per host step"};
+    static const tg_an_kind kinds[] = {TG_AN_TEXT, TG_AN_COUNT, TG_AN_NUM, TG_AN_NUM,
+                                       TG_AN_NUM,  TG_AN_NUM,   TG_AN_NUM, TG_AN_BAR};
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r, "SELECT DISTINCT name FROM counters ORDER BY name", &st));
+    tg_an_table *t = NULL;
+    tg_status s = TG_OK;
+    while (s == TG_OK && sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!name || (f->op && !strstr(name, f->op)))
+            continue;
+        if (!t)
+            t = tg_an_table_add(v, "Counters per host step", 8, cols, kinds);
+        char copy[128];
+        snprintf(copy, sizeof copy, "%s", name);
+        s = counter_row(r, t, copy);
+    }
+    sqlite3_finalize(st);
+    if (s == TG_OK && t)
+        tg_an_note(v,
+                   "counters: %d series, one value per host step; the sparkline runs from the "
+                   "first host step (left) to the last, min to max",
+                   t->n_rows);
+    return s;
+}
+
 tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
+    TG_TRY(counters(r, f, v));
     int64_t has = 0;
     if (tg_profile_reader_int(r, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'host_trace'", 0,
                               &has) != TG_OK ||

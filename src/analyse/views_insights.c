@@ -80,6 +80,52 @@ static tg_status device_limit(tg_profile_reader *r, double *limit, const char **
     return TG_OK;
 }
 
+/* The remedies `compile` printed for this plan (a table older profiles lack): what
+ * each one-change re-compilation needs where the plan is fullest. */
+static tg_status remedies(tg_profile_reader *r, tg_an_view *v)
+{
+    if (!tg_an_has_table(r, "remedies"))
+        return TG_OK;
+    int64_t n = 0;
+    TG_TRY(tg_profile_reader_int(r, "SELECT COUNT(*) FROM remedies", 0, &n));
+    if (n == 0)
+        return TG_OK;
+    static const char *const cols[] = {"remedy", "needs", "after", "saves", "of need", "outcome"};
+    static const tg_an_kind kinds[] = {TG_AN_TEXT,  TG_AN_BYTES, TG_AN_BYTES,
+                                       TG_AN_BYTES, TG_AN_FRAC,  TG_AN_LABEL};
+    tg_an_table *t = tg_an_table_add(v, "Re-planned remedies (compile)", 6, cols, kinds);
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT remedy, need_bytes, after_bytes, capacity_bytes, outcome "
+                         "FROM remedies ORDER BY id",
+                         &st));
+    int fits = 0;
+    double need = 0, cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *what = (const char *)sqlite3_column_text(st, 0);
+        const char *outcome = (const char *)sqlite3_column_text(st, 4);
+        need = sqlite3_column_double(st, 1);
+        cap = sqlite3_column_double(st, 3);
+        bool known = sqlite3_column_type(st, 2) != SQLITE_NULL;
+        double after = known ? sqlite3_column_double(st, 2) : NAN;
+        tg_an_row(t, what ? what : "?", need, after, known ? need - after : NAN,
+                  known && need > 0 ? (need - after) / need : NAN, outcome ? outcome : "");
+        fits += known && cap > 0 && after <= cap;
+    }
+    sqlite3_finalize(st);
+    char a[32], b[32];
+    if (cap > 0)
+        tg_an_note(v,
+                   "memory: compile re-planned %lld remedies for this plan (it needs %s of %s); "
+                   "%d of them fit",
+                   (long long)n, tg_an_format(TG_AN_BYTES, need, a, sizeof a),
+                   tg_an_format(TG_AN_BYTES, cap, b, sizeof b), fits);
+    else
+        tg_an_note(v, "memory: compile re-planned %lld remedies for this plan (it needs %s)",
+                   (long long)n, tg_an_format(TG_AN_BYTES, need, a, sizeof a));
+    return TG_OK;
+}
+
 /* Tiled targets: a device is only as full as its fullest tile. */
 static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
 {
@@ -227,6 +273,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
         tg_an_note(v, "memory: the limit of a device is %s (%s)",
                    tg_an_format(TG_AN_BYTES, limit, a, sizeof a), limit_from);
     TG_TRY(tile_insights(r, v));
+    TG_TRY(remedies(r, v));
 
     /* ---- time ---- */
     tg_an_times t;

@@ -207,6 +207,38 @@ static tg_status one_tile(tg_profile_reader *r, const tg_an_filter *f, tg_an_vie
     return TG_OK;
 }
 
+/* Vertex types (profile table vertex_types): per device and op type its
+ * vertices (a worker on each tile a step of that type runs on), their
+ * vertex state and the type's code (one copy per tile running it), largest
+ * first: the sums are the tiles' vertex state and vertex code. */
+static tg_status vertex_types(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    if (!tg_an_has_table(r, "vertex_types"))
+        return TG_OK;
+    static const char *const cols[] = {"device",      "vertex type", "vertices",
+                                       "state bytes", "code bytes",  "bytes"};
+    static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_TEXT,  TG_AN_COUNT,
+                                       TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
+    tg_an_table *t = tg_an_table_add(v, "Vertex types (estimated state and code)", 6, cols, kinds);
+    if (!t)
+        return tg_error(TG_ERR_NOMEM, "out of memory building the vertex types table");
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, type, vertices, state_bytes, code_bytes FROM "
+                         "vertex_types WHERE ?1 < 0 OR device = ?1 "
+                         "ORDER BY device, state_bytes + code_bytes DESC, type",
+                         &st));
+    sqlite3_bind_int(st, 1, f->device);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(st, 1);
+        double state = sqlite3_column_double(st, 3), code = sqlite3_column_double(st, 4);
+        tg_an_row(t, sqlite3_column_double(st, 0), type ? type : "?", sqlite3_column_double(st, 2),
+                  state, code, state + code);
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
 tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     int n_tiles = 0;
@@ -224,6 +256,7 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
                         n_tiles, tg_profile_reader_path(r), n_tiles - 1);
     if (f->by_tile)
         return one_tile(r, f, v, n_tiles);
+    TG_TRY(vertex_types(r, f, v));
 
     double capacity = atof(tg_profile_reader_meta(r, "memory_per_tile"));
     int nd = n_devices(r);

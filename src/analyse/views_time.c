@@ -21,7 +21,7 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
     int64_t nd = 0, run = -1;
     TG_TRY(tg_profile_reader_int(r, "SELECT COUNT(*) FROM devices", 0, &nd));
     t->n_devices = nd < TG_AN_MAX_DEVICES ? (int)nd : TG_AN_MAX_DEVICES;
-    TG_TRY(tg_profile_reader_int(r, "SELECT MIN(run) FROM trace", -1, &run));
+    TG_TRY(tg_profile_reader_int(r, "SELECT COALESCE(MIN(run), -1) FROM trace", -1, &run));
     t->run = (int)run;
     if (run < 0)
         return TG_OK;
@@ -121,10 +121,83 @@ static tg_status transfers(tg_profile_reader *r, const tg_an_filter *f, int run,
                    "including any wait for a free slot",
                    tg_an_format(TG_AN_BYTES, total, b, sizeof b));
     else
-        tg_an_note(v, "transfers: the trace records no host streams or inter-device copies%s",
-                   atoi(tg_profile_reader_meta(r, "tiles_per_device")) > 0
-                       ? " (the mk2 cycle model times compute only)"
-                       : "");
+        tg_an_note(v, "transfers: the trace records no host streams or inter-device copies%s", "");
+    return TG_OK;
+}
+
+/* Repeated executions grouped, as PopVision's execution trace folds a
+ * program step repeated per micro-batch and device iteration: one row per
+ * device, step kind and phase with its count and time (total, mean, min,
+ * max), in the order the device first ran it. --no-group lists them all. */
+static tg_status repeated(tg_profile_reader *r, const tg_an_filter *f, int run, tg_an_view *v)
+{
+    static const char *const cols[] = {"device", "step", "phase", "count", "total",
+                                       "mean",   "min",  "max",   "bytes"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_TEXT, TG_AN_TEXT, TG_AN_COUNT, TG_AN_NS,
+                                       TG_AN_NS, TG_AN_NS,   TG_AN_NS,   TG_AN_BYTES};
+    tg_an_table *t = tg_an_table_add(
+        v, "Repeated executions, grouped (first recorded host step, replica 0)", 9, cols, kinds);
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, kind, phase, COUNT(*), SUM(end_ns - start_ns), "
+                         "AVG(end_ns - start_ns), MIN(end_ns - start_ns), MAX(end_ns - start_ns), "
+                         "SUM(bytes), MIN(start_ns) AS first FROM trace WHERE run = ?1 AND "
+                         "replica = 0 AND (?2 < 0 OR device = ?2) GROUP BY device, kind, phase "
+                         "ORDER BY device, first",
+                         &st));
+    sqlite3_bind_int(st, 1, run);
+    sqlite3_bind_int(st, 2, f->device);
+    int64_t n = 0, groups = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *kind = (const char *)sqlite3_column_text(st, 1);
+        const char *phase = (const char *)sqlite3_column_text(st, 2);
+        tg_an_row(t, sqlite3_column_double(st, 0), kind ? kind : "?", phase ? phase : "?",
+                  sqlite3_column_double(st, 3), sqlite3_column_double(st, 4),
+                  sqlite3_column_double(st, 5), sqlite3_column_double(st, 6),
+                  sqlite3_column_double(st, 7), sqlite3_column_double(st, 8));
+        n += sqlite3_column_int64(st, 3);
+        groups++;
+    }
+    sqlite3_finalize(st);
+    tg_an_note(v,
+               "executions: %lld in %lld groups (a step repeated per micro-batch and device "
+               "iteration is one row); --no-group lists each",
+               (long long)n, (long long)groups);
+    return TG_OK;
+}
+
+/* Every execution of the first recorded host step (replica 0) in time order. */
+enum { MAX_EXECUTIONS = 100000 };
+static tg_status executions(tg_profile_reader *r, const tg_an_filter *f, int run, tg_an_view *v)
+{
+    static const char *const cols[] = {"device",      "step",  "phase",    "iteration",
+                                       "micro-batch", "start", "duration", "bytes"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_TEXT, TG_AN_TEXT, TG_AN_ID,
+                                       TG_AN_ID, TG_AN_NS,   TG_AN_NS,   TG_AN_BYTES};
+    tg_an_table *t =
+        tg_an_table_add(v, "Executions (first recorded host step, replica 0)", 8, cols, kinds);
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, kind, phase, iteration, micro_batch, start_ns - (SELECT "
+                         "MIN(start_ns) FROM trace WHERE run = ?1 AND replica = 0), "
+                         "end_ns - start_ns, bytes FROM trace WHERE run = ?1 AND replica = 0 "
+                         "AND (?2 < 0 OR device = ?2) ORDER BY device, start_ns, rowid",
+                         &st));
+    sqlite3_bind_int(st, 1, run);
+    sqlite3_bind_int(st, 2, f->device);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n++ < MAX_EXECUTIONS) {
+        const char *kind = (const char *)sqlite3_column_text(st, 1);
+        const char *phase = (const char *)sqlite3_column_text(st, 2);
+        tg_an_row(t, sqlite3_column_double(st, 0), kind ? kind : "?", phase ? phase : "?",
+                  sqlite3_column_double(st, 3), sqlite3_column_double(st, 4),
+                  sqlite3_column_double(st, 5), sqlite3_column_double(st, 6),
+                  sqlite3_column_double(st, 7));
+    }
+    sqlite3_finalize(st);
+    if (n > MAX_EXECUTIONS)
+        tg_an_note(v, "executions: the first %d are listed; use --device to see the rest",
+                   MAX_EXECUTIONS);
     return TG_OK;
 }
 
@@ -263,5 +336,6 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
                   "span = first start to last end of a micro-batch's compute across devices");
     TG_TRY(predicted(r, f, &t, v));
     TG_TRY(transfers(r, f, t.run, v));
+    TG_TRY(f->no_group ? executions(r, f, t.run, v) : repeated(r, f, t.run, v));
     return tg_an_view_trace_tiles(r, f, v);
 }

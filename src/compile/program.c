@@ -110,7 +110,10 @@ static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_st
     /* inference pipelines its device iterations as micro-batches */
     p->micro_batches = p->training ? m : iters;
     p->iterations = p->training ? iters : 1;
-    p->accumulate = p->training && m * p->replicas > 1;
+    /* under an MPI job the instances' replicas are reduced together, so one
+     * local replica still accumulates for the all-reduce */
+    int64_t instances = tg_options_get_int(o, "distributed.instances");
+    p->accumulate = p->training && m * p->replicas * (instances > 1 ? instances : 1) > 1;
     return tg_pipe_schedule_build(kind, p->n_devices, p->micro_batches, p->training, &p->schedule);
 }
 

@@ -60,6 +60,8 @@ static const opt_spec option_table[] = {
      "device memory capacity in bytes (0: unlimited); a plan that does not fit fails to compile"},
     {"replicationFactor", OPT_INT, "1", 1, 64, NULL,
      "replicas of the whole model; gradients are averaged across them before each update"},
+    {"distributed.instances", OPT_INT, "1", 1, 64, NULL,
+     "instances of an MPI job that share replicationFactor (set by the session under mpirun)"},
     {"Training.gradientAccumulation", OPT_INT, "1", 1, 1e6, NULL,
      "micro-batches whose gradients are averaged into one weight update"},
     {"deviceIterations", OPT_INT, "1", 1, 1e6, NULL,

@@ -206,19 +206,37 @@ static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f
     }
 }
 
+/* Samples of a step this loader hands out (its part of it). */
+static int64_t part_size(const tg_loader_config *cfg)
+{
+    return cfg->split_parts > 1 ? cfg->samples_per_step / cfg->split_parts : cfg->samples_per_step;
+}
+
+/* Position in the whole step of this part's k-th sample (increasing in k). */
+static int64_t step_position(const tg_loader_config *cfg, int64_t k)
+{
+    if (cfg->split_parts <= 1)
+        return k;
+    int64_t chunk = cfg->split_chunk;
+    return ((k / chunk) * cfg->split_parts + cfg->split_index) * chunk + k % chunk;
+}
+
 /* Fill step `step` of `epoch` (order already drawn); returns the sample count. */
 static int64_t fill_step(const tg_loader *l, int64_t epoch, int64_t step, float *f, uint8_t *u,
                          int32_t *labels, uint8_t *scratch)
 {
     int64_t S = l->cfg.samples_per_step, first = step * S, left = l->ds->n - first;
-    int64_t take = left < S ? left : S;
-    for (int64_t k = 0; k < take; k++) {
-        int64_t idx = l->order[first + k];
-        fill_sample(l, epoch, idx, f ? f + k * l->out_per : NULL, u ? u + k * l->out_per : NULL,
+    int64_t take = left < S ? left : S, n = 0;
+    for (int64_t k = 0; k < part_size(&l->cfg); k++, n++) {
+        int64_t q = step_position(&l->cfg, k);
+        if (q >= take)
+            break;
+        int64_t idx = l->order[first + q];
+        fill_sample(l, epoch, idx, f ? f + n * l->out_per : NULL, u ? u + n * l->out_per : NULL,
                     scratch);
-        labels[k] = l->ds->labels[idx];
+        labels[n] = l->ds->labels[idx];
     }
-    return take;
+    return n;
 }
 
 /* ---- epochs --------------------------------------------------------------------- */
@@ -407,6 +425,14 @@ static tg_status check_config(const tg_dataset *ds, const tg_loader_config *cfg)
             "loader for %s: %lld samples per step but the dataset has only %lld samples, "
             "so dropping the incomplete step leaves nothing",
             ds->name, (long long)cfg->samples_per_step, (long long)ds->n);
+    if (cfg->split_parts > 1 &&
+        (cfg->split_index < 0 || cfg->split_index >= cfg->split_parts || cfg->split_chunk <= 0 ||
+         cfg->samples_per_step % (cfg->split_chunk * cfg->split_parts)))
+        return tg_error(TG_ERR_CONFIG,
+                        "loader for %s: part %d of %d in chunks of %lld samples does not cut a "
+                        "step of %lld samples evenly",
+                        ds->name, cfg->split_index, cfg->split_parts, (long long)cfg->split_chunk,
+                        (long long)cfg->samples_per_step);
     if (cfg->mode != TG_LOADER_SYNC && cfg->mode != TG_LOADER_ASYNC)
         return tg_error(TG_ERR_CONFIG, "loader for %s: unknown mode %d", ds->name, (int)cfg->mode);
     if (cfg->num_workers < 0 || cfg->num_workers > TG_LOADER_MAX_WORKERS)
@@ -455,6 +481,7 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
     l->out_per = (int64_t)ds->c * l->oh * l->ow;
     int64_t S = cfg->samples_per_step;
     l->steps = cfg->drop_last ? ds->n / S : (ds->n + S - 1) / S;
+    S = part_size(cfg); /* what one step's buffers hold */
     l->trace = tg_trace_channel_get("data");
     l->order = tg_malloc((size_t)ds->n * sizeof *l->order);
     if (!l->order)
@@ -551,6 +578,18 @@ void tg_loader_sample_shape(const tg_loader *l, int *c, int *h, int *w)
     *c = l->ds->c;
     *h = l->oh;
     *w = l->ow;
+}
+
+int tg_loader_queue_depth(tg_loader *l)
+{
+    if (l->cfg.mode != TG_LOADER_ASYNC)
+        return 0;
+    int ready = 0;
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->nslots; i++)
+        ready += l->slots[i].ready != 0;
+    pthread_mutex_unlock(&l->mu);
+    return ready;
 }
 
 tg_loader_stats tg_loader_get_stats(const tg_loader *l)

@@ -80,6 +80,16 @@ typedef struct tg_loader_config {
      * device-side normalisation that consumes them is to be added in the
      * engine separately; this loader only produces the bytes. */
     bool output_u8;
+
+    /* One instance's part of each step (an MPI job, docs/distributed.md): a
+     * step of samples_per_step is cut into chunks of split_chunk samples
+     * and this loader hands out chunks split_index, split_index +
+     * split_parts, ... of it, so each step holds samples_per_step /
+     * split_parts samples. Chunk = one instance's replicas of one device
+     * iteration; the parts of all instances together are exactly the step.
+     * split_parts 0 or 1: the whole step. */
+    int split_parts, split_index;
+    int64_t split_chunk;
 } tg_loader_config;
 
 /* One host step as held by the loader (tg_loader_borrow). */
@@ -133,7 +143,8 @@ int64_t tg_loader_epoch(const tg_loader *l);
 /* Fill the next step of the current epoch into images (room for
  * samples_per_step * sample_size floats) and labels (samples_per_step ints);
  * *count is the number of samples written, 0 once the epoch is exhausted.
- * Fails if a borrowed step has not been released, or with output_u8. */
+ * Fails if a borrowed step has not been released, or with output_u8. With
+ * split_parts, "samples_per_step" here is this part's share of a step. */
 tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, int64_t *count);
 /* The same for output_u8 loaders (images: samples_per_step * sample_size bytes). */
 tg_status tg_loader_next_u8(tg_loader *l, uint8_t *images, int32_t *labels, int64_t *count);
@@ -147,6 +158,10 @@ void tg_loader_release(tg_loader *l, tg_loader_batch *b);
 
 /* Counters since creation. Read by the consumer thread. */
 tg_loader_stats tg_loader_get_stats(const tg_loader *l);
+
+/* Host steps ready in the ring ahead of the consumer (async; 0 in sync
+ * mode, which loads on demand): the queue depth a profile records. */
+int tg_loader_queue_depth(tg_loader *l);
 
 /* The current epoch's sample order: n dataset indices, a permutation. */
 const int64_t *tg_loader_order(const tg_loader *l);

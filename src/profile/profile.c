@@ -40,6 +40,16 @@ struct tg_profile {
     tg_atomic_file af; /* renamed over `path` only by a successful close */
     int lock_fd;       /* DIR/<kind>/.profile.lock, held (fcntl) while writing */
     const tg_program *program;
+    /* counters per host step, written at close: one small row each, so
+     * recording them costs an array append */
+    char counter_names[TG_PROFILE_MAX_COUNTERS][48];
+    int n_counter_names;
+    struct counter_row {
+        int64_t step;
+        int name;
+        double value;
+    } * counters;
+    int64_t n_counters, cap_counters;
 };
 
 static const char *const schema =
@@ -73,7 +83,17 @@ static const char *const schema =
     "CREATE TABLE host_trace(thread TEXT, channel TEXT, kind TEXT, name TEXT, start_ns INTEGER,"
     " end_ns INTEGER, depth INTEGER, link INTEGER, value REAL);"
     "CREATE TABLE predicted_trace(device INTEGER, phase TEXT, micro_batch INTEGER,"
-    " start_ns REAL, end_ns REAL);";
+    " start_ns REAL, end_ns REAL);"
+
+    /* added later: a profile from an older tilegraph lacks these */
+    "CREATE TABLE remedies(id INTEGER PRIMARY KEY, remedy TEXT, need_bytes INTEGER,"
+    " after_bytes INTEGER, capacity_bytes INTEGER, outcome TEXT);"
+    "CREATE TABLE counters(step INTEGER, name TEXT, value REAL, PRIMARY KEY(step, name));"
+    "CREATE TABLE histograms(run INTEGER, tensor TEXT, kind TEXT, elements INTEGER, min REAL,"
+    " max REAL, mean REAL, std REAL, zeros INTEGER, non_finite INTEGER, bins TEXT,"
+    " PRIMARY KEY(run, tensor, kind));"
+    "CREATE TABLE vertex_types(device INTEGER, type TEXT, vertices INTEGER, state_bytes INTEGER,"
+    " code_bytes INTEGER, PRIMARY KEY(device, type));";
 
 static const char *const phase_names[TG_PHASE_COUNT] = {"forward", "backward", "update"};
 
@@ -534,6 +554,18 @@ static tg_status write_tiles(tg_profile *pf)
                     s = insert(pf, st, "iisi", (int64_t)d, (int64_t)t,
                                tg_tile_cat_name((tg_tile_cat)c), b);
             }
+    sqlite3_stmt *vt =
+        s == TG_OK ? prepare(pf, "INSERT INTO vertex_types VALUES(?,?,?,?,?)") : NULL;
+    if (s == TG_OK && !vt)
+        s = db_error(pf, "prepare");
+    for (int d = 0; s == TG_OK && d < tp->n_devices; d++)
+        for (int op = 0; s == TG_OK && op < TG_OP_COUNT; op++) {
+            const int64_t *row = &tp->devices[d].vertex_types[op * 3];
+            if (row[0] || row[2])
+                s = insert(pf, vt, "isiii", (int64_t)d, tg_op_name((tg_op)op), row[0], row[1],
+                           row[2]);
+        }
+    sqlite3_finalize(vt);
     for (int i = 0; s == TG_OK && i < p->n_buffers; i++)
         s = insert(pf, sp, "iiii", (int64_t)i, (int64_t)tp->span[i].start,
                    (int64_t)tp->span[i].used, tp->span[i].chunk);
@@ -596,6 +628,7 @@ static tg_status lock_dir(tg_profile *pf, const char *sub)
 
 static void release(tg_profile *pf)
 {
+    tg_free(pf->counters);
     if (pf->db)
         sqlite3_close(pf->db);
     pf->db = NULL;
@@ -660,6 +693,118 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
     return TG_OK;
 }
 
+tg_status tg_profile_counter(tg_profile *pf, int64_t step, const char *name, double value)
+{
+    if (!pf || !name || !*name)
+        return TG_OK;
+    int k = 0;
+    while (k < pf->n_counter_names && strcmp(pf->counter_names[k], name) != 0)
+        k++;
+    if (k == pf->n_counter_names) {
+        if (k == TG_PROFILE_MAX_COUNTERS)
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "profile %s: counter '%s': at most %d counters are recorded", pf->path,
+                            name, TG_PROFILE_MAX_COUNTERS);
+        snprintf(pf->counter_names[k], sizeof pf->counter_names[k], "%s", name);
+        pf->n_counter_names++;
+    }
+    if (pf->n_counters == pf->cap_counters) {
+        int64_t cap = pf->cap_counters ? pf->cap_counters * 2 : 1024;
+        struct counter_row *grown = tg_realloc(pf->counters, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return tg_error(TG_ERR_NOMEM, "profile %s: out of memory for counters", pf->path);
+        pf->counters = grown;
+        pf->cap_counters = cap;
+    }
+    pf->counters[pf->n_counters++] = (struct counter_row){step, k, value};
+    return TG_OK;
+}
+
+/* The counters recorded, one row per host step and name (a later value of
+ * the same step replaces an earlier one). */
+static tg_status write_counters(tg_profile *pf)
+{
+    if (!pf->n_counters)
+        return TG_OK;
+    sqlite3_stmt *st = prepare(pf, "INSERT OR REPLACE INTO counters VALUES(?, ?, ?)");
+    tg_status s = st ? exec(pf, "BEGIN") : db_error(pf, "prepare");
+    for (int64_t i = 0; s == TG_OK && i < pf->n_counters; i++) {
+        const struct counter_row *c = &pf->counters[i];
+        s = isfinite(c->value)
+                ? insert(pf, st, "isd", c->step, pf->counter_names[c->name], c->value)
+                : insert(pf, st, "isn", c->step, pf->counter_names[c->name]);
+    }
+    sqlite3_finalize(st);
+    if (s == TG_OK)
+        s = exec(pf, "COMMIT");
+    else if (st)
+        exec(pf, "ROLLBACK");
+    return s;
+}
+
+tg_status tg_profile_histogram(tg_profile *pf, int64_t run, const char *tensor, const char *kind,
+                               const float *x, int64_t n)
+{
+    if (!pf || n <= 0)
+        return TG_OK;
+    double lo = INFINITY, hi = -INFINITY, sum = 0, sq = 0;
+    int64_t finite = 0, zeros = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        if (!isfinite(v))
+            continue;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        sum += v;
+        sq += v * v;
+        zeros += v == 0;
+        finite++;
+    }
+    int64_t bins[TG_PROFILE_HISTOGRAM_BINS] = {0};
+    double width = hi > lo ? (hi - lo) / TG_PROFILE_HISTOGRAM_BINS : 0;
+    for (int64_t i = 0; finite && i < n; i++) {
+        if (!isfinite(x[i]))
+            continue;
+        int b = width > 0 ? (int)(((double)x[i] - lo) / width) : TG_PROFILE_HISTOGRAM_BINS / 2;
+        bins[b < 0 ? 0 : b >= TG_PROFILE_HISTOGRAM_BINS ? TG_PROFILE_HISTOGRAM_BINS - 1 : b]++;
+    }
+    char text[TG_PROFILE_HISTOGRAM_BINS * 21 + 4];
+    size_t used = 0;
+    for (int b = 0; b < TG_PROFILE_HISTOGRAM_BINS; b++)
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s%lld", b ? "," : "[",
+                                 (long long)bins[b]);
+    snprintf(text + used, sizeof text - used, "]");
+    double mean = finite ? sum / (double)finite : NAN;
+    double var = finite ? sq / (double)finite - mean * mean : NAN;
+    sqlite3_stmt *st =
+        prepare(pf, "INSERT OR REPLACE INTO histograms VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+    if (!st)
+        return db_error(pf, "prepare");
+    tg_status s =
+        finite ? insert(pf, st, "issiddddiis", run, tensor, kind, n, lo, hi, mean,
+                        sqrt(var > 0 ? var : 0), zeros, n - finite, text)
+               : insert(pf, st, "issinnnniis", run, tensor, kind, n, zeros, n - finite, text);
+    sqlite3_finalize(st);
+    return s;
+}
+
+tg_status tg_profile_add_remedy(tg_profile *pf, const char *what, int64_t need, int64_t after,
+                                int64_t capacity, const char *outcome)
+{
+    sqlite3_stmt *st = prepare(pf, after >= 0 ? "INSERT INTO remedies(remedy, need_bytes, "
+                                                "after_bytes, capacity_bytes, outcome) "
+                                                "VALUES(?, ?, ?, ?, ?)"
+                                              : "INSERT INTO remedies(remedy, need_bytes, "
+                                                "after_bytes, capacity_bytes, outcome) "
+                                                "VALUES(?, ?, NULL, ?, ?)");
+    if (!st)
+        return db_error(pf, "prepare");
+    tg_status s = after >= 0 ? insert(pf, st, "siiis", what, need, after, capacity, outcome)
+                             : insert(pf, st, "siis", what, need, capacity, outcome);
+    sqlite3_finalize(st);
+    return s;
+}
+
 const char *tg_profile_path(const tg_profile *pf)
 {
     return pf->path;
@@ -675,17 +820,73 @@ typedef struct {
     double ns_per_cycle, base_cycles;
 } sim_ctx;
 
-/* One simulated step of a tiled target: its cycles and the time they take. */
+/* One piece of a simulated phase, from cycle `*at` for `cycles`; advances *at. */
+static tg_status sim_piece(sim_ctx *c, int d, int ph, int it, int j, tg_event_kind kind, int peer,
+                           double *at, double cycles, int64_t bytes, double flops)
+{
+    double start = *at, end = *at + cycles;
+    *at = end;
+    return insert(c->pf, c->st, "iiissiiiiiidii", c->run, (int64_t)c->replica, (int64_t)d,
+                  tg_event_name(kind), phase_names[ph], (int64_t)it, (int64_t)j, (int64_t)peer,
+                  (int64_t)(start * c->ns_per_cycle), (int64_t)(end * c->ns_per_cycle), bytes,
+                  flops, (int64_t)start, (int64_t)end);
+}
+
+/* One simulated phase of a tiled target, split as the cycle model costs it
+ * (target/tileplan.c): transfers received from other devices (a wait for
+ * the peer's data), host streams in, the compute steps with their exchange
+ * and syncs, host streams out, transfers sent. Forward streams are per
+ * micro-batch; offloaded optimizer state comes in and goes out around the
+ * update. Each piece has its bytes, so copies on mk2 have their cycles. */
 static tg_status sim_event(void *ctx_, int d, int ph, int it, int j, double start, double end)
 {
     sim_ctx *c = ctx_;
-    const tg_device_program *dp = &c->pf->program->devices[d];
-    start += c->base_cycles;
-    end += c->base_cycles;
-    return insert(c->pf, c->st, "iiissiiiiiidii", c->run, (int64_t)c->replica, (int64_t)d,
-                  "execute", phase_names[ph], (int64_t)it, (int64_t)j, (int64_t)-1,
-                  (int64_t)(start * c->ns_per_cycle), (int64_t)(end * c->ns_per_cycle), (int64_t)0,
-                  dp->flops[ph], (int64_t)start, (int64_t)end);
+    const tg_program *p = c->pf->program;
+    const tg_device_program *dp = &p->devices[d];
+    const tg_target_desc *tg = &p->tile_plan->target;
+    double host = tg->host_bytes_per_cycle, link = tg->link_bytes_per_cycle;
+    double at = start + c->base_cycles, copies = 0;
+    int64_t in = 0, out = 0;
+    tg_status s = TG_OK;
+    if (ph == TG_PHASE_FORWARD) {
+        for (int k = 0; k < dp->n_inputs; k++)
+            in += (int64_t)p->buffers[dp->inputs[k]].bytes;
+        for (int k = 0; k < dp->n_outputs; k++)
+            out += (int64_t)p->buffers[dp->outputs[k]].bytes;
+    } else if (ph == TG_PHASE_UPDATE) {
+        in = out = (int64_t)dp->offloaded_bytes;
+    }
+    for (int k = 0; s == TG_OK && k < p->n_transfers; k++) {
+        const tg_transfer *x = &p->transfers[k];
+        if (x->phase == (tg_phase)ph && x->dst_device == d) {
+            int64_t b = (int64_t)p->buffers[x->src_buffer].bytes;
+            copies += (double)b / link;
+            s = sim_piece(c, d, ph, it, j, TG_EVENT_WAIT, x->src_device, &at, (double)b / link, b,
+                          0);
+        }
+    }
+    if (s == TG_OK && in)
+        s = sim_piece(c, d, ph, it, j, TG_EVENT_STREAM_IN, -1, &at, (double)in / host, in, 0);
+    double sent = 0;
+    for (int k = 0; k < p->n_transfers; k++)
+        if (p->transfers[k].phase == (tg_phase)ph && p->transfers[k].src_device == d)
+            sent += (double)p->buffers[p->transfers[k].src_buffer].bytes / link;
+    /* what is left of the phase's cycles is compute, exchange and syncs */
+    double compute = (end - start) - copies - (double)(in + out) / host - sent;
+    if (s == TG_OK)
+        s = sim_piece(c, d, ph, it, j, TG_EVENT_PHASE, -1, &at, compute > 0 ? compute : 0, 0,
+                      dp->flops[ph]);
+    if (s == TG_OK && out)
+        s = sim_piece(c, d, ph, it, j, TG_EVENT_STREAM_OUT, -1, &at, (double)out / host, out, 0);
+    for (int k = 0; s == TG_OK && k < p->n_transfers; k++) {
+        const tg_transfer *x = &p->transfers[k];
+        if (x->phase == (tg_phase)ph && x->src_device == d) {
+            int64_t b = (int64_t)p->buffers[x->src_buffer].bytes;
+            s = sim_piece(c, d, ph, it, j, TG_EVENT_COPY, x->dst_device, &at, (double)b / link, b,
+                          0);
+        }
+    }
+    return s;
 }
 
 /* On a tiled target the trace is the cycle model's timeline of the host
@@ -823,6 +1024,8 @@ tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders)
         if (status == TG_OK)
             status = exec(pf, "COMMIT");
     }
+    if (status == TG_OK)
+        status = write_counters(pf);
     if (status == TG_OK)
         status = write_host_trace(pf);
     if (sqlite3_close(pf->db) != SQLITE_OK && status == TG_OK)

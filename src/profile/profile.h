@@ -12,6 +12,9 @@
 #include "compile/program.h"
 #include "tilegraph/options.h"
 
+/* Changes only when an existing table or column changes meaning; added
+ * tables (remedies, counters, histograms) keep it: older profiles lack
+ * them and the views say so (docs/profile-format.md). */
 #define TG_PROFILE_SCHEMA_VERSION 1
 
 typedef struct tg_profile tg_profile;
@@ -69,5 +72,22 @@ tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders)
 /* Drop the profile being written (the previous one stays). Frees pf. */
 void tg_profile_abort(tg_profile *pf);
 const char *tg_profile_path(const tg_profile *pf);
+/* A counter's value at host step `step` (samples/s, loss, loss scale, loader
+ * queue depth, memory in use: docs/profile-format.md), kept in memory and
+ * written at close; at most TG_PROFILE_MAX_COUNTERS names. NaN is stored as
+ * NULL. A NULL pf records nothing. */
+enum { TG_PROFILE_MAX_COUNTERS = 32 };
+tg_status tg_profile_counter(tg_profile *pf, int64_t step, const char *name, double value);
+/* The histogram of one tensor's values at recorded run `run` (kind
+ * "weight" or "gradient"): elements, min, max, mean, std, zeros and
+ * non-finite values, and TG_PROFILE_HISTOGRAM_BINS equal bins from min to
+ * max (a JSON array of counts; the non-finite values are in no bin). */
+enum { TG_PROFILE_HISTOGRAM_BINS = 32 };
+tg_status tg_profile_histogram(tg_profile *pf, int64_t run, const char *tensor, const char *kind,
+                               const float *x, int64_t n);
+/* A re-planned memory remedy (analyse/remedies.h) for the graph profile;
+ * `after` < 0: not computed, `outcome` says why. */
+tg_status tg_profile_add_remedy(tg_profile *pf, const char *what, int64_t need, int64_t after,
+                                int64_t capacity, const char *outcome);
 
 #endif

@@ -5,6 +5,7 @@
 #include "runtime/allreduce.h"
 
 #include "ops/op.h"
+#include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/staging.h"
 
@@ -49,27 +50,80 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     return ok;
 }
 
-/* Mean of the accumulators over replicas, identical on every replica: each
- * replica sums its share of the elements over all replicas, in replica
- * order, and writes the result to all of them. */
+/* Under an MPI job: local replica 0 of this device packs the accumulators of
+ * the instance's replicas ([accumulator][local replica]) and gathers every
+ * instance's pack, so that all R replicas' values are on every instance. */
+static bool gather_instances(device_ctx *c)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    if (c->replica != 0)
+        return true;
+    size_t off = 0;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        int buf = dp->accumulators[k].acc_buffer;
+        size_t bytes = p->buffers[buf].bytes;
+        for (int r = 0; r < p->replicas; r++, off += bytes)
+            memcpy(s->dist_send[c->device] + off, tg_engine_slot_ptr(s, r, buf, 0), bytes);
+    }
+    return tg_dist_group_allgather(s->dist, c->device, s->dist_send[c->device],
+                                   s->dist_recv[c->device], off, &s->abort);
+}
+
+/* Where global replica g's copy of accumulator k (at offset `off` of a
+ * pack, `bytes` long) is: this instance's arena for its own replicas (the
+ * result is written back there), the gathered packs for the others'. */
+static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t bytes)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    int local = g - s->replica_offset;
+    if (local >= 0 && local < p->replicas)
+        return tg_engine_slot_ptr(s, local, buf, 0);
+    size_t pack = 0;
+    const tg_device_program *dp = &p->devices[c->device];
+    for (int k = 0; k < dp->n_accumulators; k++)
+        pack += p->buffers[dp->accumulators[k].acc_buffer].bytes * (size_t)p->replicas;
+    int instance = g / p->replicas, r = g % p->replicas;
+    return s->dist_recv[c->device] + (size_t)instance * pack + off * (size_t)p->replicas +
+           (size_t)r * bytes;
+}
+
+/* Mean of the accumulators over all the job's replicas, identical on every
+ * replica of every instance: each local replica sums its share of the
+ * elements over the R replicas, in global replica order (the order one
+ * process with R replicas sums in, so N instances give the same bits), and
+ * writes the result to its instance's replicas. */
 bool tg_allreduce_run(device_ctx *c)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    int R = p->replicas;
+    int R = s->global_replicas;
     float scale = 1.0f / (float)(p->micro_batches * R);
     if (!tg_exchange_replica_barrier(s, c->device))
         return false;
+    if (s->dist) {
+        if (!gather_instances(c)) {
+            tg_exchange_fail(s, TG_ERR_IO, "the all-reduce across instances was abandoned");
+            return false;
+        }
+        if (!tg_exchange_replica_barrier(s, c->device))
+            return false;
+    }
     unsigned char *copies[64];
+    size_t off = 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
+        size_t bytes = p->buffers[buf].bytes;
         int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
         int64_t begin, end;
-        tg_shard_range(n, c->replica, R, &begin, &end);
+        tg_shard_range(n, c->replica, p->replicas, &begin, &end);
         for (int r = 0; r < R; r++)
-            copies[r] = tg_engine_slot_ptr(s, r, buf, 0);
+            copies[r] = s->dist ? copy_of(c, r, buf, off, bytes) : tg_engine_slot_ptr(s, r, buf, 0);
         tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
+        off += bytes;
     }
     return tg_exchange_replica_barrier(s, c->device);
 }

@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double tg_engine_now(void)
 {
@@ -140,7 +141,9 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
             .pool = pool,
             .step = s->step + it,
             .seed = s->seed,
-            .stream = (uint64_t)c->replica * 0x100000000ull + (uint64_t)g,
+            /* the job's replica index: an instance's replicas draw what
+             * the same replicas draw in one process */
+            .stream = (uint64_t)(s->replica_offset + c->replica) * 0x100000000ull + (uint64_t)g,
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
@@ -196,8 +199,8 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    float scale = 1.0f / (float)(p->micro_batches * p->replicas);
-    bool last = j == p->micro_batches - 1 && p->replicas == 1;
+    float scale = 1.0f / (float)(p->micro_batches * s->global_replicas);
+    bool last = j == p->micro_batches - 1 && s->global_replicas == 1;
     for (int k = 0; k < dp->n_accumulators; k++) {
         const tg_accumulator *a = &dp->accumulators[k];
         const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
@@ -420,7 +423,7 @@ static void *device_main(void *arg)
         if (!p->training)
             continue;
         double t_ar = now_s();
-        if (p->replicas > 1) {
+        if (s->global_replicas > 1) {
             tg_trace_begin(tg_exchange_comms_channel(), "all-reduce");
             bool reduced = tg_allreduce_run(c);
             tg_trace_end(tg_exchange_comms_channel());
@@ -490,6 +493,109 @@ static void drop_profile(tg_session *s)
     s->profile = NULL;
 }
 
+/* The process's resident memory (Linux /proc/self/statm); NaN elsewhere. */
+static double resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, resident = 0;
+    bool ok = f && fscanf(f, "%lld %lld", &size, &resident) == 2;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? (double)resident * (double)page : NAN;
+}
+
+/* The counters the session knows of each host step (the caller adds its
+ * own through tg_session_record_counter): one row each, cheap. */
+static tg_status record_own_counters(tg_session *s)
+{
+    int64_t step = s->runs - 1;
+    TG_TRY(tg_profile_counter(s->profile, step, "host step time (ns)", s->last_run_seconds * 1e9));
+    if (s->program->training)
+        TG_TRY(tg_profile_counter(s->profile, step, "loss scale", (double)s->loss_scale));
+    TG_TRY(tg_profile_counter(s->profile, step, "device memory (bytes)",
+                              (double)tg_session_arena_bytes(s)));
+    return tg_profile_counter(s->profile, step, "host memory in use (bytes)", resident_bytes());
+}
+
+/* `n` values of `dtype` at `src` as floats into the scratch `*buf` (grown). */
+static const float *as_floats(const void *src, tg_dtype dtype, int64_t n, float **buf, int64_t *cap)
+{
+    if (n > *cap) {
+        float *grown = tg_realloc(*buf, (size_t)n * sizeof(float));
+        if (!grown)
+            return NULL;
+        *buf = grown;
+        *cap = n;
+    }
+    tg_convert(src, dtype, *buf, TG_F32, (size_t)n);
+    return *buf;
+}
+
+/* Histograms of every parameter (replica 0, gathered when sharded) and of
+ * the gradient the last update used: the accumulator, which holds the mean
+ * over micro-batches and replicas (loss-scaled when loss scaling is on).
+ * Without accumulation there is no buffer that still holds the gradient
+ * after the run, so those parameters have weights only. Recorded runs only
+ * (autoReport.executionProfileProgramRunCount): a pass over the weights. */
+static tg_status record_histograms(tg_session *s, int64_t run)
+{
+    const tg_program *p = s->program;
+    const tg_graph *g = p->graph;
+    float *buf = NULL;
+    unsigned char *raw = NULL;
+    int64_t cap = 0, raw_cap = 0;
+    tg_status st = TG_OK;
+    for (int i = 0; st == TG_OK && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->n_in > 0 || !t->grad || p->home[i] < 0)
+            continue;
+        int64_t n = tg_numel(t);
+        tg_dtype dt = tg_session_storage_dtype(s, t);
+        int64_t bytes = n * (int64_t)tg_dtype_size(dt);
+        if (bytes > raw_cap) {
+            unsigned char *grown = tg_realloc(raw, (size_t)bytes);
+            if (!grown) {
+                st = tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
+                break;
+            }
+            raw = grown;
+            raw_cap = bytes;
+        }
+        st = tg_session_value_out(s, t, raw);
+        const float *x = st == TG_OK ? as_floats(raw, dt, n, &buf, &cap) : NULL;
+        if (st == TG_OK && !x)
+            st = tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
+        if (st == TG_OK)
+            st = tg_profile_histogram(s->profile, run, t->name, "weight", x, n);
+        const tg_device_program *dp = &p->devices[p->device_of[i] >= 0 ? p->device_of[i] : 0];
+        for (int k = 0; st == TG_OK && k < dp->n_accumulators; k++) {
+            const tg_accumulator *a = &dp->accumulators[k];
+            if (a->param != i)
+                continue;
+            const tg_buffer *acc = &p->buffers[a->acc_buffer];
+            /* never past the buffer (a sharded one holds a part) */
+            int64_t m = tg_numel(g->nodes[acc->node]);
+            int64_t fits = (int64_t)(acc->bytes / tg_dtype_size(acc->dtype));
+            m = m < fits ? m : fits;
+            x = as_floats(tg_engine_slot_ptr(s, 0, a->acc_buffer, 0), acc->dtype, m, &buf, &cap);
+            st = x ? tg_profile_histogram(s->profile, run, t->name, "gradient", x, m)
+                   : tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
+        }
+    }
+    tg_free(buf);
+    tg_free(raw);
+    return st;
+}
+
+tg_status tg_session_record_counter(tg_session *s, const char *name, double value)
+{
+    if (!s || !s->profile || s->runs < 1)
+        return TG_OK;
+    /* a refused counter (too many names) is the caller's error; the profile stays */
+    return tg_profile_counter(s->profile, s->runs - 1, name, value);
+}
+
 tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
@@ -546,11 +652,15 @@ tg_status tg_session_run(tg_session *s)
     if (s->abort)
         return tg_error(s->fail_status, "%s", s->fail_message);
     s->runs++;
+    if (s->profile && record_own_counters(s) != TG_OK)
+        drop_profile(s);
     tg_monitor_step(s->monitor);
     if (recording && s->trace_devices)
         keep_device_steps(s, link);
     if (recording && s->profile &&
         tg_profile_record_run(s->profile, s->recorders, s->runs - 1) != TG_OK)
+        drop_profile(s);
+    if (recording && s->profile && p->training && record_histograms(s, s->runs - 1) != TG_OK)
         drop_profile(s);
     return TG_OK;
 }

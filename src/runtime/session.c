@@ -2,9 +2,12 @@
  * once, initialise weights identically on every replica) and moving data
  * between the host and the devices. Running it is runtime/engine.c. */
 #include "runtime/session_state.h"
+#include "runtime/dist.h"
+#include "runtime/session_dist.h"
 
 #include "core/alloc.h"
 #include "core/convert.h"
+#include "core/cpus.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "graph/init.h"
@@ -385,6 +388,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         st = effective_options(user_opts, &opts);
     if (st == TG_OK)
         st = configure_trace(opts);
+    if (st == TG_OK)
+        st = tg_session_dist_options(s, opts);
     if (st != TG_OK) {
         tg_options_destroy(opts);
         tg_session_destroy(s);
@@ -400,6 +405,14 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         const tg_program *p = s->program;
         s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
         s->output_period = (int)tg_options_get_int(opts, "outputReturnPeriod");
+        if (p->threads_auto && tg_dist_host_instances() > 1) {
+            /* the instances on this host share its cores: N instances of
+             * R/N replicas get the threads one process of R replicas gets
+             * (scratch is planned for the usable cores, so fewer is safe) */
+            int t = tg_threads_default(p->cpu.allowed,
+                                       p->replicas * p->n_devices * tg_dist_host_instances());
+            s->program->n_threads = t < p->n_threads ? t : p->n_threads;
+        }
         if (s->output_mode == TG_OUTPUT_EVERY_N && p->iterations % s->output_period)
             st = tg_error(TG_ERR_CONFIG,
                           "outputMode everyN: deviceIterations (%d) is not a "
@@ -413,6 +426,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
             st = setup_precision(s);
         if (st == TG_OK)
             st = start_profiling(s, opts);
+        if (st == TG_OK)
+            st = tg_session_dist_setup(s, opts);
         if (st == TG_OK)
             s->monitor = tg_monitor_start(p, opts, samples_per_run(s));
     }
@@ -477,6 +492,7 @@ void tg_session_destroy(tg_session *s)
         return;
     int n = s->program ? n_arenas(s) : 0;
     tg_monitor_stop(s->monitor);
+    tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */
     if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());

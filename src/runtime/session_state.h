@@ -83,6 +83,12 @@ struct tg_session {
     struct tg_monitor *monitor;     /* this session's registry record, or NULL */
     int64_t runs, runs_to_record;
     double t_origin;
+    /* the MPI job (runtime/dist.h): this instance runs replicas
+     * [replica_offset, replica_offset + program->replicas) of
+     * global_replicas; dist is NULL outside a job of several instances */
+    int global_replicas, replica_offset;
+    struct tg_dist_group *dist;
+    unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
 };
 
 /* Seconds on the monotonic clock. */

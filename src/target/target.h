@@ -103,6 +103,10 @@ typedef struct tg_tile_device {
      * a vertex per worker on each tile a step runs on, an edge per operand
      * (inputs and output) of each vertex */
     int64_t compute_sets, vertices, edges;
+    /* per op type (ops/op.h's tg_op_kind), [type * 3 + k]: k = 0 its vertices,
+     * 1 their vertex state bytes, 2 its vertex code bytes (one copy on each
+     * tile that runs it); the sums are the tiles' vertex state and code */
+    int64_t *vertex_types;
 } tg_tile_device;
 
 typedef struct tg_tile_plan {

@@ -204,10 +204,11 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
     td->peak_step = tg_calloc((size_t)tiles, sizeof *td->peak_step);
     tg_tile_span *scratch_span = tg_calloc((size_t)n_steps + 1, sizeof *scratch_span);
     unsigned char *kinds = tg_calloc((size_t)tiles * TG_OP_COUNT, 1);
+    td->vertex_types = tg_calloc((size_t)TG_OP_COUNT * 3, sizeof *td->vertex_types);
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
         td->step_cycles[ph] = tg_calloc((size_t)dp->n_steps[ph] + 1, sizeof(double));
-    bool ok = td->bytes && td->peak_step && scratch_span && kinds && td->step_cycles[0] &&
-              td->step_cycles[1] && td->step_cycles[2];
+    bool ok = td->bytes && td->peak_step && scratch_span && kinds && td->vertex_types &&
+              td->step_cycles[0] && td->step_cycles[1] && td->step_cycles[2];
     if (!ok) {
         tg_free(scratch_span);
         tg_free(kinds);
@@ -250,6 +251,11 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             td->compute_sets++;
             td->vertices += (int64_t)w.used * tg->workers;
             td->edges += (int64_t)w.used * tg->workers * (t->n_in + 1);
+            if ((unsigned)t->op < TG_OP_COUNT) {
+                td->vertex_types[t->op * 3] += (int64_t)w.used * tg->workers;
+                td->vertex_types[t->op * 3 + 1] +=
+                    (int64_t)w.used * tg->workers * tg->vertex_state_bytes;
+            }
             double moved = 0;
             for (int j = 0; j < t->n_in; j++)
                 if (st->in[j] >= 0 && !same_span(&tp->span[st->in[j]], &w))
@@ -318,8 +324,11 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
     for (int tile = 0; tile < tiles; tile++) {
         int64_t *row = &td->bytes[(size_t)tile * TG_TILE_CAT_COUNT];
         int n_kinds = 0;
-        for (int op = 0; op < TG_OP_COUNT; op++)
+        for (int op = 0; op < TG_OP_COUNT; op++) {
             n_kinds += kinds[(size_t)tile * TG_OP_COUNT + op];
+            td->vertex_types[op * 3 + 2] +=
+                kinds[(size_t)tile * TG_OP_COUNT + op] * (int64_t)tg->vertex_code_bytes;
+        }
         row[TG_TILE_VERTEX_CODE] = n_kinds * tg->vertex_code_bytes;
         row[TG_TILE_CONTROL_CODE] = (int64_t)n_steps * tg->control_code_bytes;
     }
@@ -365,6 +374,7 @@ void tg_tile_plan_destroy(tg_tile_plan *tp)
     for (int d = 0; tp->devices && d < tp->n_devices; d++) {
         tg_free(tp->devices[d].bytes);
         tg_free(tp->devices[d].peak_step);
+        tg_free(tp->devices[d].vertex_types);
         for (int ph = 0; ph < 3; ph++)
             tg_free(tp->devices[d].step_cycles[ph]);
     }

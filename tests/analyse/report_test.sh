@@ -125,6 +125,19 @@ n=$(attr "$WORK/ins.html" insights-notes data-count)
 [ -n "$n" ] && [ "$n" -gt 3 ] && grep -q 'the pipeline bubble' "$WORK/ins.html" && ok "insights: $n sentences" \
     || fail "insights sentences: '$n'"
 
+# the re-planned remedies compile stores in its graph profile: the Insights tab lists them as the profile holds them
+"$TG" compile --model mnist-pipeline --memory-per-device 1000000 --profile-dir "$WORK/oom" > "$WORK/oom.log" 2>&1
+"$TG" report "$WORK/oom" -o "$WORK/oom.html" > /dev/null 2>&1 || fail "report of the compile profile exited $?"
+browse insights "$WORK/oomins.html" "$WORK/oom.html"
+errors_empty "$WORK/oomins.html" "insights of a compile profile"
+ODB=$WORK/oom/training/profile.sqlite
+want=$(sqlite3 "$ODB" "SELECT remedy || '|' || IFNULL(after_bytes, '') FROM remedies ORDER BY id")
+got=$(grep -o '<table id="insights-[0-9]*" data-title="Re-planned remedies (compile)".*' "$WORK/oomins.html" | sed 's#</table>.*##' \
+      | grep -o '<td data-col="remedy" data-value="[^"]*"\|data-col="after" data-value="[0-9]*"' \
+      | sed 's/.*data-col="remedy" data-value="\([^"]*\)"/\1/; s/.*data-col="after" data-value="\([0-9]*\)"/|\1/' | paste -d '' - -)
+[ "$(echo "$want" | wc -l)" -ge 8 ] && [ "$got" = "$want" ] && ok "insights: $(echo "$got" | wc -l) re-planned remedies from compile" \
+    || fail "insights remedies: page [$(echo $got)], profile [$(echo $want)]"
+
 # ---- Execution Trace: busy share per device over the whole host step 0
 browse trace "$WORK/trace.html" "$R"
 errors_empty "$WORK/trace.html" trace
@@ -148,6 +161,24 @@ got=$(grep -o '<tr data-device="[0-9]*" data-transfer="[^"]*" data-peer="-*[0-9]
       | sed 's/|copy to device (Tx)|/|Tx|/; s/|copy from device (Rx)|/|Rx|/; s/|stream from host (Rx)|/|host-in|/' | grep -v 'stream to host' | LC_ALL=C sort)
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "transfers: $(echo $got | wc -w) device/peer rows match" \
     || fail "transfers: page [$(echo $got)], profile [$(echo $want)]"
+
+# repeated executions grouped: count and total per device, step and phase, as SQL on the trace
+want=$(q "SELECT device || '|' || kind || '|' || phase || '|' || COUNT(*) || '|' || SUM(end_ns - start_ns)
+          FROM trace WHERE run = 0 AND replica = 0 GROUP BY device, kind, phase" | LC_ALL=C sort)
+got=$(grep -o '<tr class="repeat-group" data-group="[0-9]*" data-device="[0-9]*" data-kind="[^"]*" data-phase="[^"]*" data-count="[0-9]*" data-total="[0-9]*"' "$WORK/trace.html" \
+      | sed 's/.*data-device="\([0-9]*\)" data-kind="\([^"]*\)" data-phase="\([^"]*\)" data-count="\([0-9]*\)" data-total="\([0-9]*\)"/\1|\2|\3|\4|\5/' | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "repeated executions: $(echo "$got" | wc -l) groups match" \
+    || fail "repeated executions: page [$(echo $got)], profile [$(echo $want)]"
+
+# ---- Histograms: a chart per tensor and kind of the last recorded run, counting every value
+browse histograms "$WORK/hist.html" "$R"
+errors_empty "$WORK/hist.html" histograms
+want=$(q "SELECT tensor || '|' || kind || '|' || elements FROM histograms WHERE run = (SELECT MAX(run) FROM histograms)" | LC_ALL=C sort)
+got=$(grep -o 'class="histogram" data-tensor="[^"]*" data-kind="[^"]*" data-elements="[0-9]*" data-sum="[0-9]*"' "$WORK/hist.html" \
+      | sed 's/.*data-tensor="\([^"]*\)" data-kind="\([^"]*\)" data-elements="\([0-9]*\)" data-sum="\([0-9]*\)"/\1|\2|\3|\4/' \
+      | awk -F'|' '$3 == $4 { print $1 "|" $2 "|" $3 }' | LC_ALL=C sort)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "histograms: $(echo "$got" | wc -l) charts, every value in a bin" \
+    || fail "histograms: page [$(echo $got)], profile [$(echo $want)]"
 
 # ---- Operations and Program Tree: every op and every step is shown
 browse "operations/sort=flops" "$WORK/ops.html" "$R"
@@ -303,6 +334,22 @@ enc=$(printf '%s' "$path" | sed 's/ /%20/g; s/>/%3E/g')
 browse "host/path=$enc" "$WORK/hostsel.html" "$M"
 got=$(grep -o '<tr [^>]*id="host-selected"' "$WORK/hostsel.html" | grep -o 'data-path="[^"]*"' | sed 's/data-path="\(.*\)"/\1/; s/&gt;/>/g')
 [ -n "$path" ] && [ "$got" = "$path" ] && ok "selected path '$got'" || fail "selected path: page '$got', wanted '$path'"
+# counters per host step: a line graph per counter, its points and last value as in the profile
+want=$(mq "SELECT COUNT(DISTINCT name) FROM counters")
+got=$(grep -o 'class="counter-graph"' "$WORK/host.html" | wc -l)
+[ "$want" -gt 3 ] && [ "$got" -eq "$want" ] && ok "counters: $got line graphs" || fail "counters: page $got graphs, profile $want counters"
+want=$(mq "SELECT COUNT(*) || '|' || (SELECT value FROM counters WHERE name = 'loss' ORDER BY step DESC LIMIT 1) FROM counters WHERE name = 'loss'")
+got=$(grep -o 'data-counter="loss" data-points="[0-9]*" data-first="[^"]*" data-last="[^"]*"' "$WORK/host.html" \
+      | sed 's/.*data-points="\([0-9]*\)".*data-last="\([^"]*\)"/\1|\2/')
+[ -n "$got" ] && [ "${got%%|*}" = "${want%%|*}" ] && awk -v a="${got#*|}" -v b="${want#*|}" 'BEGIN { exit !(a - b < 1e-9 && b - a < 1e-9) }' \
+    && ok "counters: loss has $got (points|last)" || fail "counters: loss page '$got', profile '$want'"
+# searching events by name: the matches are the profile's regions whose name holds the text
+browse "host/search=host%20step" "$WORK/hostsearch.html" "$M"
+errors_empty "$WORK/hostsearch.html" "host search"
+want=$(mq "SELECT COUNT(*) FROM host_trace WHERE kind = 'region' AND instr(lower(name), 'host step') > 0")
+got=$(attr "$WORK/hostsearch.html" host-search-results data-matches)
+[ "$want" -gt 0 ] && [ "$got" = "$want" ] && ok "host search: $got regions named '*host step*'" || fail "host search: page '$got', profile $want"
+
 # ---- Two mk2 profiles with the host trace (pipelined A, sharded B): the
 # compared Host call tree and tile summaries against each profile
 TILEGRAPH_TRACE="{\"enable\":\"true\",\"directory\":\"$WORK/trace-sharded\"}" \
@@ -372,7 +419,7 @@ rc=$?
     || fail "different targets: exit $rc, $(cat "$WORK/err.txt")"
 
 # ---- Screenshots of each tab, for people to look at
-for t in summary insights memory "liveness/device=1&step=$step&step2=1" program operations trace; do
+for t in summary insights memory "liveness/device=1&step=$step&step2=1" program operations trace histograms; do
     name=${t%%/*}
     prof=$(mktemp -d "$WORK/chrome.XXXXXX")
     timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \

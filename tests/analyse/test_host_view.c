@@ -1,8 +1,12 @@
 /* tests/analyse/test_host_view.c - the host trace lands in the profile and
  * `tilegraph analyse REPORT host` aggregates it into a call tree whose
- * counts and nesting match what ran. */
+ * counts and nesting match what ran; the counters (samples/s, loss, loss
+ * scale, loader queue depth, memory in use) are recorded once per host step
+ * and the view summarises each series as the profile holds it. */
 #include "tg_test.h"
 
+#include <math.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,10 +67,63 @@ static void test_host_call_tree(void)
     snprintf(cmd, sizeof cmd, "%s/tilegraph compare %s %s host 2>&1", TG_BINARY_DIR, dir, dir);
     TG_CHECK(run(cmd) == 0);
     TG_CHECK(strstr(out, "(none)") == NULL && strstr(out, "host step") != NULL);
+    /* counters: one row per training host step (20) for each series */
+    char db[512];
+    snprintf(db, sizeof db, "%s/training/profile.sqlite", dir);
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    int names = 0, whole = 0;
+    double last_loss = NAN;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h,
+                           "SELECT name, COUNT(*), MIN(step), MAX(step) FROM counters "
+                           "GROUP BY name",
+                           -1, &st, NULL) == SQLITE_OK)
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            names++;
+            whole += sqlite3_column_int(st, 1) == 20 && sqlite3_column_int(st, 2) == 0 &&
+                     sqlite3_column_int(st, 3) == 19;
+        }
+    sqlite3_finalize(st);
+    if (h &&
+        sqlite3_prepare_v2(h,
+                           "SELECT value FROM counters WHERE name = 'loss' ORDER BY step "
+                           "DESC LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        last_loss = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    TG_CHECK(names == 7 && whole == 7);
+    TG_CHECK(last_loss > 0 && last_loss < 10);
+    snprintf(cmd, sizeof cmd, "%s/tilegraph analyse %s host --json 2>&1", TG_BINARY_DIR, dir);
+    TG_CHECK(run(cmd) == 0);
+    at = strstr(out, "{\"counter\":\"loss\"");
+    TG_CHECK(at != NULL);
+    if (at) {
+        char *steps = strstr(at, "\"host steps\":"), *last = strstr(at, "\"last\":");
+        TG_CHECK(steps && atoi(steps + 13) == 20);
+        TG_CHECK(last && fabs(atof(last + 7) - last_loss) < 1e-6 * last_loss);
+    }
+    for (const char *const *n =
+             (const char *const[]){"samples/s", "loss scale", "loader queue depth",
+                                   "host memory in use (bytes)", NULL};
+         *n; n++) {
+        char want[96];
+        snprintf(want, sizeof want, "{\"counter\":\"%s\"", *n);
+        TG_CHECK(strstr(out, want) != NULL);
+    }
     /* --op filters the regions by name (its parameter was never bound) */
     snprintf(cmd, sizeof cmd, "%s/tilegraph analyse %s host --op load 2>&1", TG_BINARY_DIR, dir);
     TG_CHECK(run(cmd) == 0);
-    TG_CHECK(strstr(out, "load batch") != NULL && strstr(out, "host step") == NULL);
+    /* (the call tree's part: the counters above it are filtered by name too) */
+    char *tree = strstr(out, "Host call tree"), *end = tree ? strstr(tree, "\n\n") : NULL;
+    if (end)
+        *end = '\0'; /* the table ends at a blank line; the notes follow */
+    TG_CHECK(tree && strstr(tree, "load batch") != NULL && strstr(tree, "host step") == NULL);
+    if (end)
+        *end = '\n';
+    TG_CHECK(strstr(out, "loader queue depth") && !strstr(out, "samples/s"));
     tg_test_remove_dir(dir);
 }
 

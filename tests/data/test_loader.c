@@ -224,8 +224,59 @@ static void test_bad_configs(void)
     tg_dataset_destroy(ds);
 }
 
+/* An MPI job's instances (split_parts) each take their chunks of every
+ * step; interleaved back, the parts are exactly the whole step, in order, in
+ * both modes, including the final partial step. */
+static void test_split_parts_make_the_step(void)
+{
+    tg_dataset *ds = make_dataset();
+    const int64_t S = 24, chunk = 4, parts = 3; /* 2 device iterations x 3 instances x 4 */
+    float whole[24 * C * H * W], part[3][8 * C * H * W];
+    int32_t wl[24], pl[3][8];
+    for (int mode = 0; mode < 2; mode++) {
+        tg_loader_config cfg = tg_loader_defaults(ds, S);
+        cfg.seed = 11;
+        cfg.drop_last = false;
+        cfg.mode = mode ? TG_LOADER_ASYNC : TG_LOADER_SYNC;
+        tg_loader *all = NULL, *l[3] = {NULL};
+        TG_CHECK_OK(tg_loader_create(ds, &cfg, &all));
+        for (int i = 0; i < parts; i++) {
+            tg_loader_config c = cfg;
+            c.split_parts = (int)parts, c.split_index = i, c.split_chunk = chunk;
+            TG_CHECK_OK(tg_loader_create(ds, &c, &l[i]));
+            TG_CHECK(tg_loader_steps_per_epoch(l[i]) == tg_loader_steps_per_epoch(all));
+        }
+        for (int64_t step = 0; step < tg_loader_steps_per_epoch(all); step++) {
+            int64_t n = 0, got = 0, pn[3];
+            TG_CHECK_OK(tg_loader_next(all, whole, wl, &n));
+            for (int i = 0; i < parts; i++)
+                TG_CHECK_OK(tg_loader_next(l[i], part[i], pl[i], &pn[i]));
+            for (int64_t q = 0; q < n; q++) { /* position q of the step: whose, where */
+                int64_t i = (q / chunk) % parts, k = (q / (chunk * parts)) * chunk + q % chunk;
+                TG_CHECK(k < pn[i]);
+                TG_CHECK(pl[i][k] == wl[q]);
+                TG_CHECK(!memcmp(part[i] + k * C * H * W, whole + q * C * H * W,
+                                 sizeof(float) * C * H * W));
+            }
+            for (int i = 0; i < parts; i++)
+                got += pn[i];
+            TG_CHECK(got == n); /* nothing twice, nothing left out */
+        }
+        for (int i = 0; i < parts; i++)
+            tg_loader_destroy(l[i]);
+        tg_loader_destroy(all);
+    }
+    /* a split that does not cut the step evenly is refused */
+    tg_loader_config bad = tg_loader_defaults(ds, S);
+    bad.split_parts = 5, bad.split_index = 0, bad.split_chunk = 4;
+    tg_loader *x = NULL;
+    TG_CHECK(tg_loader_create(ds, &bad, &x) == TG_ERR_CONFIG && !x);
+    tg_dataset_destroy(ds);
+}
+
 int main(void)
 {
+    TG_RUN(test_split_parts_make_the_step);
     TG_RUN(test_shuffle_deterministic);
     TG_RUN(test_steps_and_drop_last);
     TG_RUN(test_normalisation_values);

@@ -36,8 +36,10 @@ static void test_mk2_profile(void)
         for (int ph = 0; ph < 3; ph++)
             cycles[d][ph] = p->tile_plan->devices[d].cycles[ph];
     }
+    double link = p ? p->tile_plan->target.link_bytes_per_cycle : 0;
+    double host = p ? p->tile_plan->target.host_bytes_per_cycle : 0;
     tg_test_model_destroy(&c);
-    char path[128], sql[256];
+    char path[128], sql[512];
     snprintf(path, sizeof path, "%s/training/profile.sqlite", dir);
     tg_profile_reader *r = NULL;
     TG_CHECK_OK(tg_profile_reader_open(path, &r));
@@ -55,17 +57,33 @@ static void test_mk2_profile(void)
             snprintf(sql, sizeof sql, "SELECT SUM(bytes) FROM tiles WHERE device = %d", d);
             TG_CHECK_OK(tg_profile_reader_int(r, sql, -1, &v));
             TG_CHECK(v == dev_total[d]);
-            /* every simulated pass takes exactly the cycles the model gives its phase */
+            /* every simulated pass (its pieces: receives, streams, compute,
+             * sends) takes exactly the cycles the model gives its phase */
             static const char *const phases[] = {"forward", "backward", "update"};
             for (int ph = 0; ph < 3; ph++) {
                 snprintf(sql, sizeof sql,
-                         "SELECT COUNT(*) FROM trace WHERE device = %d AND phase = '%s' AND "
-                         "ABS((end_cycles - start_cycles) - %.0f) > 1",
+                         "SELECT COUNT(*) FROM (SELECT MIN(start_cycles) AS s, MAX(end_cycles) "
+                         "AS e FROM trace WHERE device = %d AND phase = '%s' GROUP BY run, "
+                         "replica, iteration, micro_batch) WHERE ABS((e - s) - %.0f) > 2",
                          d, phases[ph], cycles[d][ph]);
                 TG_CHECK_OK(tg_profile_reader_int(r, sql, -1, &v));
                 TG_CHECK(v == 0);
             }
         }
+        /* vertex types: their vertices are the graph's, their state and code the tiles' */
+        TG_CHECK_OK(tg_profile_reader_int(r, "SELECT SUM(vertices) FROM vertex_types", -1, &v));
+        TG_CHECK(v > 0 && v == atoll(tg_profile_reader_meta(r, "vertices")));
+        TG_CHECK_OK(tg_profile_reader_int(
+            r,
+            "SELECT COUNT(*) FROM (SELECT device, SUM(state_bytes) AS s, SUM(code_bytes) AS c "
+            "FROM vertex_types GROUP BY device) t WHERE s != (SELECT SUM(bytes) FROM tiles WHERE "
+            "device = t.device AND category = 'vertex state') OR c != (SELECT SUM(bytes) FROM "
+            "tiles WHERE device = t.device AND category = 'vertex code')",
+            -1, &v));
+        TG_CHECK(v == 0);
+        TG_CHECK_OK(
+            tg_profile_reader_int(r, "SELECT COUNT(DISTINCT device) FROM vertex_types", -1, &v));
+        TG_CHECK(v == n_devices);
         TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM tiles WHERE bytes < 0", -1, &v));
         TG_CHECK(v == 0); /* streamed buffers' exchange code counts every slot they span */
         TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM tile_spans", -1, &v));
@@ -79,6 +97,26 @@ static void test_mk2_profile(void)
             "a.start_cycles < b.end_cycles",
             -1, &v));
         TG_CHECK(v == 0);
+        /* copies and host streams take the cycles their bytes need at the
+         * link's and the host's rate (they were drawn as 0 ns) */
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT(*) FROM trace WHERE kind IN ('copy to device', 'wait for device') "
+                 "AND bytes > 0 AND ABS((end_cycles - start_cycles) - bytes / %f) <= 1",
+                 link);
+        TG_CHECK_OK(tg_profile_reader_int(r, sql, -1, &v));
+        int64_t copies = 0;
+        TG_CHECK_OK(tg_profile_reader_int(
+            r, "SELECT COUNT(*) FROM trace WHERE kind IN ('copy to device', 'wait for device')", -1,
+            &copies));
+        TG_CHECK(copies > 0 && v == copies);
+        snprintf(sql, sizeof sql,
+                 "SELECT COUNT(*) FROM trace WHERE kind LIKE 'stream%%' AND bytes > 0 AND "
+                 "end_ns > start_ns AND ABS((end_cycles - start_cycles) - bytes / %f) <= 1",
+                 host);
+        TG_CHECK_OK(tg_profile_reader_int(r, sql, -1, &v));
+        TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(*) FROM trace WHERE kind LIKE 'stream%'",
+                                          -1, &copies));
+        TG_CHECK(copies > 0 && v == copies);
         TG_CHECK_OK(tg_profile_reader_int(r, "SELECT COUNT(DISTINCT run) FROM trace", -1, &v));
         TG_CHECK(v == 2);
     }

@@ -36,12 +36,46 @@ static void test_out_of_memory_remedies(void)
            "insights: the fullest tile needs");
 }
 
+/* The remedies are kept in the graph profile compile writes (issue 15):
+ * `analyse insights` (text and JSON) and the report show them for that
+ * plan, with the figures compile printed. */
+static void test_remedies_in_profile(void)
+{
+    char args[600], line[200] = "";
+    snprintf(args, sizeof args, OVER " --profile-dir %s/p", tmpdir);
+    EXPECT(args, 1, "graph profile: ");
+    const char *at = strstr(tg_cli_output, "offload optimizer state to the host");
+    TG_CHECK(at != NULL);
+    if (at) /* "3.69 MiB -> 3.00 MiB": the figures, which the view prints too */
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(at + 43, ","), at + 43);
+    snprintf(args, sizeof args, "analyse %s/p insights", tmpdir);
+    EXPECT(args, 0, "Re-planned remedies (compile)");
+    EXPECT(args, 0, "compile re-planned 8 remedies for this plan");
+    EXPECT(args, 0, "split the model at more layers");
+    char need[64] = "", after[64] = "";
+    TG_CHECK(sscanf(line, "%63[^-]-> %63[^\n]", need, after) == 2);
+    need[strcspn(need, " ") + 4] = '\0'; /* "3.69 MiB" */
+    const char *row = strstr(tg_cli_output, "offload optimizer state to the host");
+    TG_CHECK(row && strstr(row, need) && strstr(row, after));
+    snprintf(args, sizeof args, "analyse %s/p insights --json", tmpdir);
+    EXPECT(args, 0, "\"remedy\":\"half the micro-batch\"");
+    snprintf(args, sizeof args, "report %s/p -o %s/r.html", tmpdir, tmpdir);
+    EXPECT(args, 0, "");
+    /* a plan that fits has no remedies to keep, and its view says nothing of them */
+    snprintf(args, sizeof args, "compile --model mnist-pipeline --profile-dir %s/q", tmpdir);
+    EXPECT(args, 0, "(0 remedies)");
+    snprintf(args, sizeof args, "analyse %s/q insights", tmpdir);
+    EXPECT(args, 0, "time: the profile holds no execution trace");
+    TG_CHECK(strstr(tg_cli_output, "Re-planned") == NULL);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_compile_oom_XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;
     TG_RUN(test_out_of_memory_remedies);
+    TG_RUN(test_remedies_in_profile);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

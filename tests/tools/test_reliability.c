@@ -425,7 +425,6 @@ static void test_flags_that_cannot_apply(void)
            "compile --model fashion-basic --devices 2");
     EXPECT(1, "stages cannot apply with executionStrategy single", "",
            "compile --model mnist-pipeline --strategy single --stages 'B1,B2|B3,B4'");
-    EXPECT(2, "--profile and --profile-dir do not apply", "", "compile --profile");
     EXPECT(1, "has no blocks", "", "train --devices 2 " SMALL);
 }
 

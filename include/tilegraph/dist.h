@@ -1,0 +1,71 @@
+/* tilegraph/dist.h - several instances of one training over MPI (PopDist's
+ * role; docs/distributed.md).
+ *
+ * An instance is one process of a job started by mpirun (or `tilegraph run`,
+ * which starts mpirun). Under mpirun -np N, a session created with
+ * replicationFactor R runs R/N local replicas: instance i's local replica r
+ * is the job's replica i*R/N + r, and the gradients of all R replicas are
+ * reduced in replica order, so N instances train exactly as one process with
+ * R replicas. Outside mpirun every call below describes a job of one
+ * instance, and nothing changes.
+ *
+ *     tg_dist_init(&argc, &argv);     // MPI_Init only when under mpirun
+ *     ... tg_session_create(g, opts, &s) with replicationFactor R ...
+ *     if (tg_dist_instance() == 0) save the checkpoint;
+ *     tg_dist_finalize();
+ *
+ * The instance state is the process's (MPI's own is): call these from the
+ * thread that called tg_dist_init.
+ */
+#ifndef TILEGRAPH_DIST_H
+#define TILEGRAPH_DIST_H
+
+#include "tilegraph/export.h"
+
+#include "tilegraph/session.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Join the job when this process was started by mpirun (its environment
+ * says so: OMPI_COMM_WORLD_SIZE or PMI_SIZE); a no-op otherwise. Fails when
+ * MPI cannot start or cannot give the thread support the engine needs. */
+TG_API tg_status tg_dist_init(int *argc, char ***argv);
+/* Leave the job (MPI_Finalize); a no-op when not joined. */
+TG_API void tg_dist_finalize(void);
+/* End every instance of the job now with this exit code (MPI_Abort): an
+ * instance that failed calls it after printing why, so no other instance
+ * waits for it. Outside a job it returns without doing anything. */
+TG_API void tg_dist_abort(int code);
+
+/* Whether this process is one instance of several. */
+TG_API bool tg_dist_active(void);
+/* This instance's index (0 .. count-1) and the number of instances; 0 and 1
+ * outside a job. */
+TG_API int tg_dist_instance(void);
+TG_API int tg_dist_instances(void);
+
+/* Element-wise sum of `n` counters over all instances, in place (the
+ * evaluation's correct and scored counts). TG_OK without doing anything
+ * outside a job. */
+TG_API tg_status tg_dist_sum_i64(int64_t *values, int n);
+
+/* Whether every instance holds the same parameters (a checksum of them
+ * compared over the instances): fails naming the instances that differ.
+ * Batch norm's running statistics are each replica's own and not compared. */
+TG_API tg_status tg_dist_check_weights(const tg_session *s);
+
+/* Replicas of the whole job (R), and the job's index of this instance's
+ * first local replica (instance * R / N); tg_session_replicas gives the
+ * local ones. */
+TG_API int tg_session_global_replicas(const tg_session *s);
+TG_API int tg_session_replica_offset(const tg_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

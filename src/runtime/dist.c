@@ -1,0 +1,220 @@
+/* runtime/dist.c - the MPI job: joining it, the instance index and count,
+ * the per-device communicators the all-reduce uses across instances, and the
+ * checks that instances agree (same program at start, same weights after
+ * updates). Every MPI call of tilegraph is in this file.
+ *
+ * The job's state is the process's, as MPI's own is: an instance is a
+ * process. Device threads of one session call MPI at the same time (one
+ * communicator each), hence MPI_THREAD_MULTIPLE. */
+#include "runtime/dist.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "runtime/session_state.h"
+
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int joined; /* tg_dist_init called MPI_Init_thread */
+static int rank, size = 1;
+static int host_size = 1; /* instances on this host (they share its cores) */
+
+struct tg_dist_group {
+    int n;
+    MPI_Comm *comms;
+};
+
+static bool under_mpirun(void)
+{
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v)
+        v = getenv("PMI_SIZE");
+    return v && *v;
+}
+
+tg_status tg_dist_init(int *argc, char ***argv)
+{
+    if (joined || !under_mpirun())
+        return TG_OK;
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: cannot join the job (MPI_Init_thread failed)");
+    joined = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* errors end the job rather than return codes nobody waits for */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm host;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    MPI_Comm_size(host, &host_size);
+    MPI_Comm_free(&host);
+    if (provided < MPI_THREAD_MULTIPLE && size > 1)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "MPI: this MPI library gives thread level %d, and the devices of an "
+                        "instance exchange gradients from their own threads "
+                        "(MPI_THREAD_MULTIPLE, level %d); use an MPI built with thread support",
+                        provided, MPI_THREAD_MULTIPLE);
+    return TG_OK;
+}
+
+void tg_dist_finalize(void)
+{
+    if (joined) {
+        MPI_Finalize();
+        joined = 0;
+        rank = 0, size = 1, host_size = 1;
+    }
+}
+
+void tg_dist_abort(int code)
+{
+    if (!joined || size < 2)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+}
+
+bool tg_dist_active(void)
+{
+    return joined && size > 1;
+}
+
+int tg_dist_instance(void)
+{
+    return joined ? rank : 0;
+}
+
+int tg_dist_instances(void)
+{
+    return joined ? size : 1;
+}
+
+int tg_dist_host_instances(void)
+{
+    return joined ? host_size : 1;
+}
+
+tg_status tg_dist_sum_i64(int64_t *values, int n)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    if (MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: summing %d counters over the instances failed", n);
+    return TG_OK;
+}
+
+uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n, const char *advice)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    uint64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
+    if (!all)
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
+    MPI_Allgather(hashes, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD);
+    tg_status st = TG_OK;
+    for (int k = 0; k < n && st == TG_OK; k++)
+        for (int i = 1; i < size; i++)
+            if (all[(size_t)i * (size_t)n + (size_t)k] != all[k]) {
+                st = tg_error(TG_ERR_CONFIG,
+                              "instances 0 and %d differ in their %s (hash %016llx vs %016llx): "
+                              "%s",
+                              i, names[k], (unsigned long long)all[k],
+                              (unsigned long long)all[(size_t)i * (size_t)n + (size_t)k], advice);
+                break;
+            }
+    tg_free(all);
+    return st;
+}
+
+tg_status tg_dist_group_create(int n_devices, tg_dist_group **out)
+{
+    *out = NULL;
+    if (!tg_dist_active())
+        return TG_OK;
+    tg_dist_group *g = tg_calloc(1, sizeof *g);
+    if (!g || !(g->comms = tg_calloc((size_t)n_devices, sizeof *g->comms))) {
+        tg_free(g);
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d communicators", n_devices);
+    }
+    g->n = n_devices;
+    for (int d = 0; d < n_devices; d++)
+        MPI_Comm_dup(MPI_COMM_WORLD, &g->comms[d]);
+    *out = g;
+    return TG_OK;
+}
+
+void tg_dist_group_destroy(tg_dist_group *g)
+{
+    if (!g)
+        return;
+    for (int d = 0; d < g->n && joined; d++)
+        MPI_Comm_free(&g->comms[d]);
+    tg_free(g->comms);
+    tg_free(g);
+}
+
+bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, void *recv,
+                             size_t bytes, const bool *abort)
+{
+    MPI_Request req;
+    MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, g->comms[device], &req);
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return true;
+        if (__atomic_load_n(abort, __ATOMIC_ACQUIRE))
+            return false; /* the request stays pending: the job is about to end */
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000}; /* the cores are shared with other instances */
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* A checksum of every parameter as stored (replica 0's copy: the all-reduce
+ * gives every replica the same). Not the state: batch norm's running
+ * statistics are each replica's own, from its own samples, in one process
+ * as across instances (checkpoints keep replica 0's). */
+static uint64_t weights_hash(const tg_session *s)
+{
+    const tg_graph *g = tg_session_graph(s);
+    uint64_t h = TG_DIST_HASH_INIT;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        const void *d = tg_session_data(s, t);
+        if (t->op != TG_OP_PARAM || !d)
+            continue;
+        size_t es = tg_dtype_size(tg_session_storage_dtype(s, t));
+        h = tg_dist_hash(h, d, (size_t)tg_numel(t) * es);
+    }
+    return h;
+}
+
+tg_status tg_dist_check_weights(const tg_session *s)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    static const char *const what[] = {"weights after the last update"};
+    uint64_t h = weights_hash(s);
+    return tg_dist_agree(what, &h, 1,
+                         "the instances' training diverged; instances on hosts with different "
+                         "core counts compute with different threads per device: give the same "
+                         "--threads-per-device (threadsPerDevice) to all, otherwise report it "
+                         "as a tilegraph defect with the command line");
+}

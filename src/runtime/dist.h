@@ -1,0 +1,40 @@
+/* runtime/dist.h - what the engine and the session use of the MPI job
+ * (dist.c): one communicator per device of a session, so that the device
+ * threads' collectives never cross, and a check that every instance built
+ * the same program. */
+#ifndef TG_RUNTIME_DIST_H
+#define TG_RUNTIME_DIST_H
+
+#include "tilegraph/dist.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tg_dist_group tg_dist_group;
+
+/* Instances of the job on this host (1 outside a job): they share its cores. */
+int tg_dist_host_instances(void);
+
+/* A communicator per device (MPI_Comm_dup: every instance creates its
+ * sessions in the same order). NULL *out outside a job. */
+tg_status tg_dist_group_create(int n_devices, tg_dist_group **out);
+void tg_dist_group_destroy(tg_dist_group *g);
+
+/* Every instance's `bytes` from `send` into recv ([instance][bytes]), over
+ * device `device`'s communicator. Waits by polling so that a run aborted on
+ * this instance (*abort set) stops waiting: returns false then, and the
+ * caller's failure ends the job (tg_dist_abort). */
+bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, void *recv,
+                             size_t bytes, const bool *abort);
+
+/* Compare n named hashes over the instances: fails (TG_ERR_CONFIG) naming
+ * the first that differs and the instances that disagree, then `advice`. */
+tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n,
+                        const char *advice);
+
+/* FNV-1a over bytes, continuing from h (start with TG_DIST_HASH_INIT). */
+#define TG_DIST_HASH_INIT 1469598103934665603ull
+uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes);
+
+#endif

@@ -1,0 +1,149 @@
+/* runtime/session_dist.c - a session as one instance of an MPI job: the
+ * replicas it runs out of the job's, the check that every instance compiled
+ * the same program, and the buffers the all-reduce exchanges
+ * (runtime/allreduce.c). Outside a job (or a job of one) it changes nothing. */
+#include "runtime/session_dist.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "runtime/dist.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef TG_VERSION
+#define TG_VERSION "dev"
+#endif
+
+tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
+{
+    int R = (int)tg_options_get_int(opts, "replicationFactor");
+    int N = tg_dist_instances(), i = tg_dist_instance();
+    s->global_replicas = R;
+    s->replica_offset = 0;
+    if (N < 2)
+        return TG_OK;
+    if (R % N)
+        return tg_error(TG_ERR_CONFIG,
+                        "instance %d of %d: replicationFactor (--replicas) %d is not a multiple "
+                        "of the %d instances; each instance runs replicas / instances of them: "
+                        "use --replicas %d or %d",
+                        i, N, R, N, R < N ? N : R - R % N, R - R % N + N);
+    if (tg_options_get_int(opts, "TensorLocations.optimizer.replicatedTensorSharding"))
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "replicated tensor sharding across %d instances is not supported yet: "
+                        "drop the option, or run the %d replicas in one instance",
+                        N, R);
+    s->replica_offset = i * (R / N);
+    char v[16];
+    snprintf(v, sizeof v, "%d", N);
+    TG_TRY(tg_options_set(opts, "distributed.instances", v));
+    snprintf(v, sizeof v, "%d", R / N);
+    return tg_options_set(opts, "replicationFactor", v);
+}
+
+/* The graph as built: every node's op, type, shape, parameters, inputs and name. */
+static uint64_t graph_hash(const tg_graph *g)
+{
+    uint64_t h = TG_DIST_HASH_INIT;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        int head[6] = {(int)t->op, (int)t->dtype, t->shape.ndim, t->n_in, (int)t->flags, t->block};
+        h = tg_dist_hash(h, head, sizeof head);
+        h = tg_dist_hash(h, t->shape.dim, sizeof(t->shape.dim[0]) * (size_t)t->shape.ndim);
+        /* the op's parameters: hyper-parameters such as a learning rate live here */
+        h = tg_dist_hash(h, t->p.i, sizeof t->p.i);
+        h = tg_dist_hash(h, t->p.f, sizeof t->p.f);
+        for (int k = 0; k < t->n_in; k++)
+            h = tg_dist_hash(h, &t->in[k]->id, sizeof t->in[k]->id);
+        if (t->name)
+            h = tg_dist_hash(h, t->name, strlen(t->name));
+    }
+    return h;
+}
+
+/* The options that shape the training: not where reports and traces go
+ * (each instance writes its own). threadsPerDevice counts: the kernels'
+ * partitioning over threads changes the last bits. */
+static uint64_t options_hash(const tg_options *o)
+{
+    static const char *const skip[] = {"autoReport.", "profiler.", "trace."};
+    uint64_t h = TG_DIST_HASH_INIT;
+    for (int k = 0; k < tg_options_count(); k++) {
+        const char *key = tg_options_key(k);
+        bool local = false;
+        for (size_t j = 0; j < sizeof skip / sizeof *skip; j++)
+            local |= strncmp(key, skip[j], strlen(skip[j])) == 0;
+        if (local)
+            continue;
+        const char *v = tg_options_get_string(o, key);
+        h = tg_dist_hash(h, key, strlen(key) + 1);
+        h = tg_dist_hash(h, v, strlen(v) + 1);
+    }
+    return h;
+}
+
+/* Bytes of one replica's accumulators on device d. */
+static size_t accumulator_bytes(const tg_program *p, int d)
+{
+    size_t n = 0;
+    for (int k = 0; k < p->devices[d].n_accumulators; k++)
+        n += p->buffers[p->devices[d].accumulators[k].acc_buffer].bytes;
+    return n;
+}
+
+tg_status tg_session_dist_setup(tg_session *s, const tg_options *opts)
+{
+    if (tg_dist_instances() < 2)
+        return TG_OK;
+    static const char *const what[] = {"tilegraph version", "model (graph)", "options"};
+    uint64_t h[3] = {tg_dist_hash(TG_DIST_HASH_INIT, TG_VERSION, strlen(TG_VERSION)),
+                     graph_hash(s->graph), options_hash(opts)};
+    TG_TRY(tg_dist_agree(what, h, 3,
+                         "every instance must run the same tilegraph version with the same "
+                         "model and options"));
+    const tg_program *p = s->program;
+    if (!p->training)
+        return TG_OK; /* inference exchanges nothing */
+    TG_TRY(tg_dist_group_create(p->n_devices, &s->dist));
+    s->dist_send = tg_calloc((size_t)p->n_devices, sizeof *s->dist_send);
+    s->dist_recv = tg_calloc((size_t)p->n_devices, sizeof *s->dist_recv);
+    if (!s->dist_send || !s->dist_recv)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory for the all-reduce buffers");
+    for (int d = 0; d < p->n_devices; d++) {
+        size_t one = accumulator_bytes(p, d);
+        s->dist_send[d] = tg_malloc(one * (size_t)p->replicas + 1);
+        s->dist_recv[d] = tg_malloc(one * (size_t)s->global_replicas + 1);
+        if (!s->dist_send[d] || !s->dist_recv[d])
+            return tg_error(TG_ERR_NOMEM,
+                            "session: out of memory for the all-reduce buffers of device %d "
+                            "(%zu bytes per replica)",
+                            d, one);
+    }
+    return TG_OK;
+}
+
+void tg_session_dist_free(tg_session *s)
+{
+    int n = s->program ? s->program->n_devices : 0;
+    for (int d = 0; d < n; d++) {
+        if (s->dist_send)
+            tg_free(s->dist_send[d]);
+        if (s->dist_recv)
+            tg_free(s->dist_recv[d]);
+    }
+    tg_free(s->dist_send);
+    tg_free(s->dist_recv);
+    tg_dist_group_destroy(s->dist);
+    s->dist = NULL;
+}
+
+int tg_session_global_replicas(const tg_session *s)
+{
+    return s->global_replicas;
+}
+
+int tg_session_replica_offset(const tg_session *s)
+{
+    return s->replica_offset;
+}

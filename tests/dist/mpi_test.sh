@@ -1,0 +1,74 @@
+#!/bin/sh
+# tests/dist/mpi_test.sh - instances over MPI on this one machine
+# (docs/distributed.md): 2 instances x 1 replica train bit for bit as 1
+# instance x 2 replicas, and so do 2 instances x 4 pipelined stages; N not
+# dividing R is refused; a killed instance ends the job within 10 s; instances
+# with different options are refused at start, naming the difference.
+# usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
+T=$1
+command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+W=$(mktemp -d) || exit 1
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+fail() { echo "FAIL: $*"; for f in "$W"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
+MPI="mpirun -np 2 --bind-to none"
+COMMON="--model mnist-pipeline --epochs 1 --batch-size 8 --train-limit 192 --test-limit 48 --seed 5 --quiet"
+
+# 1. 2 x 1 == 1 x 2, after 12 updates (gradient accumulation 2 and dropout-free model)
+$T train $COMMON --replicas 2 --gradient-accumulation 2 --save one.safetensors >one.log 2>&1 ||
+    fail "one process, 2 replicas"
+timeout 120 $MPI $T train $COMMON --replicas 2 --gradient-accumulation 2 \
+    --save two.safetensors --profile-dir prof >two.log 2>&1 || fail "2 instances x 1 replica"
+for k in 0 1; do # each instance profiles into its own directory
+    [ -s prof/instance-$k/training/profile.sqlite ] || fail "no profile of instance $k"
+done
+cmp one.safetensors two.safetensors || fail "2 x 1 and 1 x 2 give different weights"
+grep -q "test accuracy" two.log || fail "instance 0 printed no result"
+[ "$(grep -c 'test accuracy:' two.log)" = 1 ] || fail "more than instance 0 printed"
+# the weights moved: a training that did nothing would also compare equal
+$T train $COMMON --replicas 2 --gradient-accumulation 2 --max-steps 1 \
+    --save early.safetensors >early.log 2>&1 || fail "a shorter run"
+cmp -s early.safetensors one.safetensors && fail "the weights did not change with training"
+
+# 2. 2 instances x 4 pipelined stages == 1 instance x 2 replicas x 4 stages, through `run`
+P="--strategy pipelined --gradient-accumulation 4"
+$T train $COMMON $P --replicas 2 --save p1.safetensors >p1.log 2>&1 || fail "pipelined, one process"
+timeout 120 $T run --instances 2 --replicas 2 -- \
+    train $COMMON $P --save p2.safetensors >p2.log 2>&1 || fail "pipelined, 2 instances"
+grep -q "instance 1 on this host: replicas 1..1" p2.log || fail "run printed no plan"
+cmp p1.safetensors p2.safetensors || fail "pipelined 2 x 1 and 1 x 2 differ"
+
+# 3. N not dividing R: refused by run (exit 2) and by the instances themselves
+$T run --instances 2 --replicas 3 -- train $COMMON >nd.log 2>&1
+[ $? = 2 ] && grep -q "multiple of --instances" nd.log || fail "run accepted 2 instances, 3 replicas"
+timeout 60 $MPI $T train $COMMON --replicas 3 >nd2.log 2>&1 && fail "instances accepted R=3, N=2"
+grep -q "not a multiple of the 2 instances" nd2.log || fail "no message for R=3, N=2"
+
+# 4. instances that differ (here: the learning rate of one) are refused at start
+cat >differ.sh <<EOS
+#!/bin/sh
+[ "\$OMPI_COMM_WORLD_RANK" = 1 ] && exec $T train $COMMON --replicas 2 --lr 0.5
+exec $T train $COMMON --replicas 2
+EOS
+timeout 60 $MPI sh differ.sh >differ.log 2>&1 && fail "different instances were accepted"
+grep -q "differ in their" differ.log || fail "no message naming what differs"
+
+# 5. kill -9 of one instance ends the job, non-zero, within 10 s
+timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
+    --test-limit 16 --quiet >kill.log 2>&1 &
+job=$!
+tries=0
+while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" kill.log; do sleep 0.2; tries=$((tries + 1)); done
+victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+[ -n "$victim" ] || fail "no instance to kill"
+start=$(date +%s)
+kill -9 "$victim"
+wait $job
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc != 0 ] || fail "the job with a killed instance exited 0"
+[ $took -le 10 ] || fail "the job took $took s to end after kill -9"
+grep -q "signal 9" kill.log || fail "no message about the killed instance"
+echo "mpi_test: all cases passed (kill -9 ended the job in ${took} s)"
