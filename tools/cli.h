@@ -81,6 +81,8 @@ int cmd_report(int argc, char **argv);
 int cmd_analyse(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 
 #endif

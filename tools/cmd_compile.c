@@ -424,7 +424,7 @@ static bool is_over_capacity(tg_status s)
 int cmd_compile(int argc, char **argv)
 {
     const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL, *stem = NULL;
-    const char *target = NULL, *target_desc = NULL;
+    const char *target = NULL, *target_desc = NULL, *save_exe = NULL;
     int64_t batch = 40, classes = 0;
     bool inference = false, json = false, insights = false, eight_bit = false;
     device_args dev;
@@ -456,8 +456,11 @@ int cmd_compile(int argc, char **argv)
          1, 0},
         {"--compare-schedules", CLI_BOOL, &pa.schedules, NULL,
          "predict every pipeline schedule over the split: host step, bubble, busy, stash", 1, 0},
+        {"--save-executable", CLI_STRING, &save_exe, "FILE",
+         "write the compiled program to FILE, for train --executable (docs/executable-cache.md)", 1,
+         0},
     };
-    int n = 14 + device_flags(&dev, flags + 14);
+    int n = 15 + device_flags(&dev, flags + 15);
     cli_command cmd = {"compile",
                        "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
@@ -526,9 +529,20 @@ int cmd_compile(int argc, char **argv)
     tg_program *p = NULL;
     double t0 = cli_now();
     tg_status s = tg_model_graph_create_ex(m, (int)batch, inference ? NULL : &opt, &in, &mg);
+    double graph_ms = (cli_now() - t0) * 1e3;
+    tg_cache_result cache = TG_CACHE_OFF;
     if (s == TG_OK)
-        s = tg_program_compile(mg.graph, o, &p);
+        s = tg_program_compile_cached(mg.graph, o, &p, &cache);
     double ms = (cli_now() - t0) * 1e3;
+    if (s == TG_OK && save_exe && tg_executable_save(p, o, save_exe) != TG_OK) {
+        tg_program_destroy(p); /* its message is printed below */
+        p = NULL;
+        s = TG_ERR_IO;
+    }
+    if (s == TG_OK && cache != TG_CACHE_OFF)
+        fprintf(stderr, "tilegraph compile: program %s in %.1f ms (graph built in %.1f ms)\n",
+                cache == TG_CACHE_LOADED ? "loaded from the executable cache" : "compiled",
+                ms - graph_ms, graph_ms);
     int status = 0;
     tg_an_remedy rows[TG_AN_MAX_REMEDIES];
     int n_rows = 0;

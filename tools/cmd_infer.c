@@ -10,17 +10,24 @@
 #include <math.h>
 #include <string.h>
 
-static tg_options *infer_options(int64_t threads)
+static tg_options *infer_options(int64_t threads, const char *exe, const char *exe_cache)
 {
     device_args dev;
     device_args_defaults(&dev);
     dev.threads = threads;
-    return device_options(&dev, "infer", true);
+    dev.executable_cache = exe_cache;
+    tg_options *o = device_options(&dev, "infer", true);
+    if (o && exe && tg_options_set(o, "executableFile", exe) != TG_OK) {
+        fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+        tg_options_destroy(o);
+        return NULL;
+    }
+    return o;
 }
 
 int cmd_infer(int argc, char **argv)
 {
-    const char *model = "fashion-basic", *load = NULL;
+    const char *model = "fashion-basic", *load = NULL, *exe = NULL, *exe_cache = NULL;
     data_args data;
     data_args_defaults(&data);
     int64_t index = 0, count = 1, threads = 0;
@@ -41,6 +48,12 @@ int cmd_infer(int argc, char **argv)
         {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
         {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: the free cores)", 0,
          1024},
+        {"--executable", CLI_STRING, &exe, "FILE",
+         "executableFile: load the compiled program from FILE (compiled and written there when "
+         "it does not match)",
+         1, 0},
+        {"--executable-cache", CLI_STRING, &exe_cache, "DIR",
+         "enableExecutableCaching: load compiled programs from DIR, store the missing", 1, 0},
         {"--json", CLI_BOOL, &json, NULL, "print JSON lines for scripts", 1, 0},
         {"--allow-non-finite", CLI_BOOL, &allow_non_finite, NULL,
          "load a checkpoint holding NaN or infinity anyway", 1, 0},
@@ -77,7 +90,8 @@ int cmd_infer(int argc, char **argv)
         goto done;
     }
     if (tg_model_graph_create_ex(ctx.model, 1, NULL, &ctx.input, &mg) != TG_OK ||
-        !(o = infer_options(threads)) || tg_session_create(mg.graph, o, &s) != TG_OK ||
+        !(o = infer_options(threads, exe, exe_cache)) ||
+        tg_session_create(mg.graph, o, &s) != TG_OK ||
         tg_checkpoint_load_ex(s, load, ctx.model->name,
                               allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());

@@ -75,6 +75,13 @@ int device_flags(device_args *a, cli_flag *f)
          "write graph and execution profiles (autoReport.all)", 1, 0},
         {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
          "where profiles go (default ./profile): DIR/training, DIR/inference", 1, 0},
+        {"--executable-cache", CLI_STRING, &a->executable_cache, "DIR",
+         "enableExecutableCaching: load compiled programs from DIR, compile and store the missing",
+         1, 0},
+        {"--executable", CLI_STRING, &a->executable, "FILE",
+         "executableFile: load the compiled program from FILE (compile --save-executable); "
+         "compiled again with a warning when it does not match",
+         1, 0},
     };
     memcpy(f, list, sizeof list);
     return DEVICE_FLAG_COUNT;
@@ -180,6 +187,10 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
             ok = set(o, command, kv, eq + 1);
         }
     }
+    ok = ok &&
+         (!a->executable_cache || set(o, command, "enableExecutableCaching", a->executable_cache));
+    /* the file holds one program: train's, not that of its evaluation session */
+    ok = ok && (!a->executable || inference || set(o, command, "executableFile", a->executable));
     if (a->offload_optimizer)
         ok = ok && set(o, command, "TensorLocations.optimizer.onChip", "false");
     if (a->profile || a->profile_dir) {

@@ -29,6 +29,8 @@ static const subcommand subcommands[] = {
     {"report", cmd_report, "write a self-contained HTML report of a profile (or two, compared)"},
     {"analyse", cmd_analyse, "show a profile's views: summary, memory, liveness, trace, ..."},
     {"compare", cmd_compare, "compare two profiles side by side, with differences"},
+    {"devices", cmd_devices, "list the targets and devices this machine offers"},
+    {"monitor", cmd_monitor, "list the tilegraph processes running on this host"},
     {"run", cmd_run, "start a training as several instances over MPI (mpirun)"},
 };
 

@@ -15,16 +15,20 @@
  * checkpoint.h  safetensors checkpoints with PyTorch's parameter names
  * models.h   the built-in model zoo
  * trace.h    host-side tracing and the Chrome-trace export
+ * devices.h  the host and the targets this machine offers
+ * monitor.h  the tilegraph processes running on this host
  * See docs/README.md for where each part is described.
  */
 #ifndef TILEGRAPH_TILEGRAPH_H
 #define TILEGRAPH_TILEGRAPH_H
 
 #include "tilegraph/checkpoint.h"
+#include "tilegraph/devices.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/dtype.h"
 #include "tilegraph/graph.h"
 #include "tilegraph/models.h"
+#include "tilegraph/monitor.h"
 #include "tilegraph/nn.h"
 #include "tilegraph/optim.h"
 #include "tilegraph/options.h"

@@ -528,7 +528,7 @@ static int plan_threads(const tg_options *o)
 /* Threads per device: the user's, or the default rule's (core/cpus.h) over
  * every device of every replica. Warn when they exceed the usable cores:
  * the devices then share cores, and waits between them cost time slices. */
-static void choose_threads(tg_program *p, const tg_options *o)
+void tg_program_choose_threads(tg_program *p, const tg_options *o)
 {
     int asked = (int)tg_options_get_int(o, "threadsPerDevice");
     int parties = p->n_devices * p->replicas;
@@ -636,7 +636,7 @@ static tg_status compile(tg_program *p, const tg_options *o)
     if (s == TG_OK)
         s = check_capacity(p, o);
     if (s == TG_OK)
-        choose_threads(p, o);
+        tg_program_choose_threads(p, o);
     if (s == TG_OK) {
         double per_run = 0;
         for (int d = 0; d < p->n_devices; d++) {

@@ -168,6 +168,46 @@ typedef struct tg_program {
 tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out);
 void tg_program_destroy(tg_program *p);
 
+/* Threads per device for a run of p (n_threads, threads_auto, cpu,
+ * threads_warning): the user's threadsPerDevice, or the default rule's over
+ * the cores free now. The compiler calls it; so does loading an executable,
+ * whose plan does not depend on the load but whose run does. */
+void tg_program_choose_threads(tg_program *p, const tg_options *o);
+
+/* ---- executables (compile/executable.c, docs/executable-cache.md) ---------- */
+
+/* The cache key of compiling g with o: 32 hex digits hashing the graph, the
+ * options that shape the program, the target description, the threads per
+ * device and the tilegraph and format versions. */
+tg_status tg_executable_key(const tg_graph *g, const tg_options *o, char out[33]);
+/* Write p (compiled from its graph with o) to path, atomically. */
+tg_status tg_executable_save(const tg_program *p, const tg_options *o, const char *path);
+/* Read a program for g and o back. TG_ERR_FORMAT for a corrupt or truncated
+ * file, TG_ERR_NOT_FOUND for a sound one written for another graph, options,
+ * target or version (stale); the message names the file and the reason. */
+tg_status tg_executable_load(const tg_graph *g, const tg_options *o, const char *path,
+                             tg_program **out);
+/* The same from memory (the fuzz target's entry); `path` names it in messages. */
+tg_status tg_executable_parse(const tg_graph *g, const tg_options *o, const void *data, size_t len,
+                              const char *path, tg_program **out);
+
+typedef enum tg_cache_result {
+    TG_CACHE_OFF,      /* neither executableFile nor enableExecutableCaching is set */
+    TG_CACHE_LOADED,   /* loaded, nothing compiled */
+    TG_CACHE_COMPILED, /* no file yet: compiled and written */
+    TG_CACHE_REPLACED, /* the file was corrupt, truncated or stale: warned, compiled, rewritten */
+    TG_CACHE_UNSAVED   /* compiled, but the file could not be written (warned) */
+} tg_cache_result;
+
+/* tg_program_compile through the cache the options name: executableFile, or
+ * KEY.tgx in the enableExecutableCaching directory. A file that does not load
+ * is never trusted and never fatal: a warning on stderr, then a compile.
+ * Failing to write the file is a warning too. *result (may be NULL) says
+ * which happened. This is the entry for "one instance compiles, the others
+ * load": the first writes executableFile, the others then load it. */
+tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_program **out,
+                                    tg_cache_result *result);
+
 /* The buffer a step on `device` reads for node `id` (its own or a received copy). */
 int tg_program_buffer_on(const tg_program *p, int id, int device);
 

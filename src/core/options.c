@@ -121,6 +121,15 @@ static const opt_spec option_table[] = {
     {"trace.directory", OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
     {"trace.channels", OPT_STRING, "*", 0, 0, NULL,
      "channels to record, comma-separated (compile, engine, data, comms), or *"},
+    {"monitor.enable", OPT_BOOL, "true", 0, 0, NULL,
+     "keep this process's record in the registry `tilegraph monitor` lists (docs/monitor.md); "
+     "TILEGRAPH_MONITOR=0 also turns it off"},
+    {"enableExecutableCaching", OPT_STRING, "", 0, 0, NULL,
+     "a directory of compiled programs keyed by graph, options, target and version: a hit is "
+     "loaded instead of compiled (docs/executable-cache.md); empty: off"},
+    {"executableFile", OPT_STRING, "", 0, 0, NULL,
+     "a compiled program file: loaded when it matches the graph and options, else compiled "
+     "and written there (docs/executable-cache.md); empty: off"},
     {"debug.allowOutOfMemory", OPT_BOOL, "false", 0, 0, NULL,
      "compile a plan that does not fit the device memory anyway, so it can be looked at"},
 };
@@ -324,7 +333,8 @@ static void shortest(char *buf, size_t cap, double v)
 
 int tg_options_is_engine(const char *key)
 {
-    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug."};
+    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug.",
+                                           "monitor."};
     for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
             return 1;
@@ -344,6 +354,8 @@ const char *tg_options_flag(const char *key)
         {"outputMode", "--output-mode"},
         {"devices", "--devices"},
         {"threadsPerDevice", "--threads-per-device"},
+        {"enableExecutableCaching", "--executable-cache"},
+        {"executableFile", "--executable"},
         {"memoryPerDevice", "--memory-per-device"},
         {"randomSeed", "--seed"},
         {"precision", "--precision"},
@@ -415,8 +427,8 @@ static tg_status not_an_engine_option(const char *key, const char *source)
     if (find_option(key) < 0)
         return tg_error_prefix(unknown_key(key), "%s", source);
     const char *flag = tg_options_flag(key);
-    const char *what = "is not an engine option (only autoReport.*, profiler.*, trace.* and "
-                       "debug.* are read from here)";
+    const char *what = "is not an engine option (only autoReport.*, profiler.*, trace.*, debug.* "
+                       "and monitor.* are read from here)";
     if (flag)
         return tg_error(TG_ERR_CONFIG, "%s: '%s' %s; set it with %s or in --options FILE", source,
                         key, what, flag);

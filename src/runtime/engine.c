@@ -21,6 +21,7 @@
  * gradient overflowed and, with max_grad_norm, on the gradients' global norm.
  */
 #include "runtime/session_state.h"
+#include "runtime/monitor.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -654,6 +655,7 @@ tg_status tg_session_run(tg_session *s)
     s->runs++;
     if (s->profile && record_own_counters(s) != TG_OK)
         drop_profile(s);
+    tg_monitor_step(s->monitor);
     if (recording && s->trace_devices)
         keep_device_steps(s, link);
     if (recording && s->profile &&

@@ -16,6 +16,7 @@
 #include "ops/op.h"
 #include "ops/optim_params.h"
 #include "profile/profile.h"
+#include "runtime/monitor.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -356,6 +357,16 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     return TG_OK;
 }
 
+/* Samples one host step consumes, from the first host-stream input (0 for a
+ * graph without one), for the monitor's samples/s. */
+static int64_t samples_per_run(const tg_session *s)
+{
+    for (int i = 0; i < s->graph->n_nodes; i++)
+        if (s->graph->nodes[i]->role == TG_ROLE_INPUT)
+            return tg_session_samples_per_run(s, s->graph->nodes[i]);
+    return 0;
+}
+
 tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
 {
     *out = NULL;
@@ -390,7 +401,7 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
     if (st == TG_OK) {
         TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
-        st = tg_program_compile(g, opts, &s->program);
+        st = tg_program_compile_cached(g, opts, &s->program, NULL);
     }
     if (st == TG_OK) {
         const tg_program *p = s->program;
@@ -419,6 +430,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
             st = start_profiling(s, opts);
         if (st == TG_OK)
             st = tg_session_dist_setup(s, opts);
+        if (st == TG_OK)
+            s->monitor = tg_monitor_start(p, opts, samples_per_run(s));
     }
     tg_options_destroy(opts);
     if (st == TG_OK)
@@ -480,6 +493,7 @@ void tg_session_destroy(tg_session *s)
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
+    tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */
     if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)

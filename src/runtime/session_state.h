@@ -80,6 +80,7 @@ struct tg_session {
     size_t *trace_n, *trace_cap;
     uint64_t link_base;             /* link ids of this session's host steps start after it */
     tg_profile_recorder *recorders; /* [replica * n_devices + device], when recording */
+    struct tg_monitor *monitor;     /* this session's registry record, or NULL */
     int64_t runs, runs_to_record;
     double t_origin;
     /* the MPI job (runtime/dist.h): this instance runs replicas

@@ -20,6 +20,7 @@ static void test_engine_keys(void)
     TG_CHECK(tg_options_is_engine("debug.allowOutOfMemory"));
     TG_CHECK(tg_options_is_engine("profiler.includeFlopEstimates"));
     TG_CHECK(tg_options_is_engine("trace.enable"));
+    TG_CHECK(tg_options_is_engine("monitor.enable")); /* --engine-option can switch it off */
     TG_CHECK(!tg_options_is_engine("deviceIterations"));
     TG_CHECK(!tg_options_is_engine("autoReport")); /* the prefix needs its dot */
     TG_CHECK(!tg_options_is_engine(NULL));

@@ -1,0 +1,332 @@
+/* tests/compile/test_executable.c - the executable cache (issue 13, item 5):
+ * a loaded program equals the compiled one (memory plan, steps, tile plan)
+ * and trains to the same weights; corrupt, truncated and stale files are
+ * refused with a reason and recompiled through the cache with a warning;
+ * damaged payloads whose checksums are made to match again are still
+ * refused by the loader's checks, never a crash. */
+#include "tg_test.h"
+
+#include "compile/program.h"
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "target/target.h"
+#include "tilegraph/models.h"
+#include "tilegraph/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static char tmpdir[256];
+
+static char *path(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    char *p = buf[k++ % 4];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+/* mnist-pipeline over two pipelined devices with accumulation, on `target`. */
+static tg_options *options(const char *target)
+{
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "target", target));
+    TG_CHECK_OK(tg_options_set(o, "executionStrategy", "pipelined"));
+    TG_CHECK_OK(tg_options_set_int(o, "Training.gradientAccumulation", 4));
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
+    return o;
+}
+
+static void build(int batch, tg_model_graph *mg)
+{
+    const tg_model_spec *m = tg_model_find("mnist-pipeline");
+    TG_CHECK(m != NULL);
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    TG_CHECK_OK(tg_model_graph_create(m, batch, &opt, mg));
+}
+
+static void check_same_program(const tg_program *a, const tg_program *b)
+{
+    TG_CHECK(a->n_devices == b->n_devices && a->n_buffers == b->n_buffers);
+    TG_CHECK(a->n_transfers == b->n_transfers && a->arena_bytes == b->arena_bytes);
+    TG_CHECK(a->micro_batches == b->micro_batches && a->replicas == b->replicas);
+    if (a->n_buffers != b->n_buffers || a->n_devices != b->n_devices)
+        return;
+    TG_CHECK(memcmp(a->buffers, b->buffers, sizeof *a->buffers * (size_t)a->n_buffers) == 0);
+    TG_CHECK(memcmp(a->home, b->home, sizeof(int) * (size_t)a->graph->n_nodes) == 0);
+    for (int d = 0; d < a->n_devices; d++) {
+        const tg_device_program *x = &a->devices[d], *y = &b->devices[d];
+        TG_CHECK(x->arena_bytes == y->arena_bytes && x->stash_depth == y->stash_depth);
+        TG_CHECK(memcmp(x->region_bytes, y->region_bytes, sizeof x->region_bytes) == 0);
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+            TG_CHECK(x->n_steps[ph] == y->n_steps[ph]);
+            if (x->n_steps[ph] == y->n_steps[ph])
+                TG_CHECK(memcmp(x->steps[ph], y->steps[ph],
+                                sizeof(tg_step) * (size_t)x->n_steps[ph]) == 0);
+        }
+    }
+    TG_CHECK((a->tile_plan == NULL) == (b->tile_plan == NULL));
+    for (int d = 0; a->tile_plan && b->tile_plan && d < a->n_devices; d++) {
+        const tg_tile_device *x = &a->tile_plan->devices[d], *y = &b->tile_plan->devices[d];
+        TG_CHECK(x->max_tile == y->max_tile && x->max_bytes == y->max_bytes);
+        TG_CHECK(memcmp(x->bytes, y->bytes,
+                        sizeof(int64_t) * TG_TILE_CAT_COUNT * (size_t)a->tile_plan->target.tiles) ==
+                 0);
+        TG_CHECK(memcmp(x->cycles, y->cycles, sizeof x->cycles) == 0);
+    }
+}
+
+static void test_roundtrip(void)
+{
+    const char *targets[] = {"cpu", "mk2"};
+    for (int t = 0; t < 2; t++) {
+        tg_model_graph mg;
+        build(8, &mg);
+        tg_options *o = options(targets[t]);
+        tg_program *compiled = NULL, *loaded = NULL;
+        TG_CHECK_OK(tg_program_compile(mg.graph, o, &compiled));
+        TG_CHECK_OK(tg_executable_save(compiled, o, path("p.tgx")));
+        TG_CHECK_OK(tg_executable_load(mg.graph, o, path("p.tgx"), &loaded));
+        if (compiled && loaded)
+            check_same_program(compiled, loaded);
+        TG_CHECK(access(path("p.tgx.tmp"), F_OK) != 0);
+        tg_program_destroy(compiled);
+        tg_program_destroy(loaded);
+        tg_options_destroy(o);
+        tg_model_graph_destroy(&mg);
+    }
+}
+
+static unsigned char *read_all(const char *p, size_t *len)
+{
+    return (unsigned char *)tg_test_read_file(p, len);
+}
+
+static void write_all(const char *p, const unsigned char *buf, size_t len)
+{
+    FILE *f = fopen(p, "wb");
+    TG_CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f)
+        fclose(f);
+}
+
+static void put_u32(unsigned char *at, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        at[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Make both checksums right again, so the loader's own checks are reached. */
+static void fix_checksums(unsigned char *buf, size_t len)
+{
+    put_u32(buf + 72, (uint32_t)crc32(0, buf + 80, (uInt)(len - 80)));
+    put_u32(buf + 76, (uint32_t)crc32(0, buf, 76));
+}
+
+static tg_status load_bytes(const tg_graph *g, const tg_options *o, const unsigned char *buf,
+                            size_t len)
+{
+    tg_program *p = NULL;
+    tg_status s = tg_executable_parse(g, o, buf, len, "test.tgx", &p);
+    TG_CHECK((s == TG_OK) == (p != NULL));
+    tg_program_destroy(p);
+    return s;
+}
+
+static void test_corrupt_truncated_stale(void)
+{
+    tg_model_graph mg, other;
+    build(8, &mg);
+    build(4, &other);
+    tg_options *o = options("cpu");
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
+    TG_CHECK_OK(tg_executable_save(p, o, path("good.tgx")));
+    size_t len = 0;
+    unsigned char *good = read_all(path("good.tgx"), &len);
+    TG_CHECK(good && len > 200);
+    if (!good)
+        return;
+    unsigned char *buf = tg_malloc(len);
+    /* a flipped byte anywhere: a checksum catches it */
+    for (size_t at = 0; at < len; at += len / 37 + 1) {
+        memcpy(buf, good, len);
+        buf[at] ^= 0x5a;
+        TG_CHECK(load_bytes(mg.graph, o, buf, len) != TG_OK);
+    }
+    /* every truncation */
+    for (size_t n = 0; n < len; n += (n < 100 ? 1 : len / 53 + 1))
+        TG_CHECK(load_bytes(mg.graph, o, good, n) == TG_ERR_FORMAT);
+    /* stale: another graph, other options, another version */
+    TG_CHECK(load_bytes(other.graph, o, good, len) == TG_ERR_NOT_FOUND);
+    TG_CHECK(strstr(tg_error_message(), "another graph, options or target") != NULL);
+    tg_options *o2 = options("cpu");
+    TG_CHECK_OK(tg_options_set(o2, "pipelineSchedule", "1f1b"));
+    TG_CHECK(load_bytes(mg.graph, o2, good, len) == TG_ERR_NOT_FOUND);
+    memcpy(buf, good, len);
+    memcpy(buf + 16, "0.0.0-other\0\0\0\0", 16);
+    fix_checksums(buf, len);
+    TG_CHECK(load_bytes(mg.graph, o, buf, len) == TG_ERR_NOT_FOUND);
+    TG_CHECK(strstr(tg_error_message(), "written by tilegraph 0.0.0-other") != NULL);
+    /* damage the payload and repair the checksums: the loader's checks refuse
+     * what points outside, never crash (ASan builds check the "never") */
+    tg_rng rng;
+    tg_rng_seed(&rng, 13);
+    int refused = 0;
+    for (int round = 0; round < 400; round++) {
+        memcpy(buf, good, len);
+        for (int k = 0; k < 1 + round % 4; k++) {
+            size_t at = 80 + tg_rng_next(&rng) % (len - 80);
+            buf[at] = round % 2 ? (unsigned char)tg_rng_next(&rng) : 0xff;
+        }
+        fix_checksums(buf, len);
+        refused += load_bytes(mg.graph, o, buf, len) != TG_OK;
+    }
+    printf("  %d of 400 damaged payloads refused\n", refused);
+    TG_CHECK(refused > 100); /* most damage is seen (some hits only FLOP counts) */
+    tg_free(buf);
+    free(good);
+    tg_program_destroy(p);
+    tg_options_destroy(o);
+    tg_options_destroy(o2);
+    tg_model_graph_destroy(&mg);
+    tg_model_graph_destroy(&other);
+}
+
+/* Through the cache: a corrupt or stale file is replaced, then loaded. */
+static void test_cache_recompiles(void)
+{
+    tg_model_graph mg, other;
+    build(8, &mg);
+    build(4, &other);
+    tg_options *o = options("cpu");
+    TG_CHECK_OK(tg_options_set(o, "executableFile", path("cache.tgx")));
+    tg_program *p = NULL;
+    tg_cache_result r;
+    TG_CHECK_OK(tg_program_compile_cached(mg.graph, o, &p, &r));
+    TG_CHECK(r == TG_CACHE_COMPILED);
+    tg_program_destroy(p);
+    TG_CHECK_OK(tg_program_compile_cached(mg.graph, o, &p, &r));
+    TG_CHECK(r == TG_CACHE_LOADED);
+    tg_program_destroy(p);
+    size_t len = 0;
+    unsigned char *buf = read_all(path("cache.tgx"), &len);
+    TG_CHECK(buf != NULL);
+    if (buf) {
+        write_all(path("cache.tgx"), buf, len / 2); /* truncated */
+        TG_CHECK_OK(tg_program_compile_cached(mg.graph, o, &p, &r));
+        TG_CHECK(r == TG_CACHE_REPLACED);
+        tg_program_destroy(p);
+        buf[len - 1] ^= 1; /* corrupt */
+        write_all(path("cache.tgx"), buf, len);
+        TG_CHECK_OK(tg_program_compile_cached(mg.graph, o, &p, &r));
+        TG_CHECK(r == TG_CACHE_REPLACED);
+        tg_program_destroy(p);
+        free(buf);
+    }
+    TG_CHECK_OK(tg_program_compile_cached(other.graph, o, &p, &r)); /* stale for this graph */
+    TG_CHECK(r == TG_CACHE_REPLACED);
+    tg_program_destroy(p);
+    TG_CHECK_OK(tg_program_compile_cached(other.graph, o, &p, &r));
+    TG_CHECK(r == TG_CACHE_LOADED);
+    tg_program_destroy(p);
+    /* a cache directory: one file per key */
+    tg_options *dir = options("cpu");
+    TG_CHECK_OK(tg_options_set(dir, "enableExecutableCaching", tmpdir));
+    TG_CHECK_OK(tg_program_compile_cached(mg.graph, dir, &p, &r));
+    TG_CHECK(r == TG_CACHE_COMPILED);
+    tg_program_destroy(p);
+    TG_CHECK_OK(tg_program_compile_cached(mg.graph, dir, &p, &r));
+    TG_CHECK(r == TG_CACHE_LOADED);
+    tg_program_destroy(p);
+    char key[33];
+    TG_CHECK_OK(tg_executable_key(mg.graph, dir, key));
+    char name[64];
+    snprintf(name, sizeof name, "%s.tgx", key);
+    TG_CHECK(access(path(name), F_OK) == 0);
+    /* an unwritable cache never fails the compile */
+    TG_CHECK_OK(tg_options_set(dir, "enableExecutableCaching", "/dev/null/cache"));
+    TG_CHECK_OK(tg_program_compile_cached(mg.graph, dir, &p, &r));
+    TG_CHECK(r == TG_CACHE_UNSAVED);
+    tg_program_destroy(p);
+    tg_options_destroy(dir);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+    tg_model_graph_destroy(&other);
+}
+
+/* Three host steps of training from the same data; the weights after. */
+static float *train(const char *exe_file, size_t *n_out)
+{
+    tg_model_graph mg;
+    build(8, &mg);
+    tg_options *o = options("cpu");
+    TG_CHECK_OK(tg_options_set(o, "executableFile", exe_file));
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    float *w = NULL;
+    if (s) {
+        int64_t samples = tg_session_samples_per_run(s, mg.images);
+        size_t px = (size_t)samples * 28 * 28;
+        float *img = tg_malloc(px * sizeof(float));
+        int32_t *lab = tg_malloc((size_t)samples * sizeof(int32_t));
+        tg_rng rng;
+        tg_rng_seed(&rng, 7);
+        for (int step = 0; step < 3; step++) {
+            for (size_t i = 0; i < px; i++)
+                img[i] = (float)(tg_rng_next(&rng) % 256) / 255.0f;
+            for (int64_t i = 0; i < samples; i++)
+                lab[i] = (int32_t)(tg_rng_next(&rng) % 10);
+            TG_CHECK_OK(tg_session_write(s, mg.images, img, px * sizeof(float)));
+            TG_CHECK_OK(tg_session_write(s, mg.labels, lab, (size_t)samples * sizeof(int32_t)));
+            TG_CHECK_OK(tg_session_run(s));
+        }
+        /* the first parameter of the graph: its weights after the updates */
+        for (int i = 0; i < mg.graph->n_nodes && !w; i++) {
+            tg_tensor *t = mg.graph->nodes[i];
+            if (t->role != TG_ROLE_PARAM)
+                continue;
+            *n_out = (size_t)tg_shape_numel(t->shape);
+            w = tg_malloc(*n_out * sizeof(float));
+            TG_CHECK_OK(tg_session_read(s, t, w, *n_out * sizeof(float)));
+        }
+        tg_free(img);
+        tg_free(lab);
+    }
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+    return w;
+}
+
+static void test_same_training(void)
+{
+    size_t n1 = 0, n2 = 0;
+    unlink(path("train.tgx"));
+    float *compiled = train(path("train.tgx"), &n1); /* compiles and writes */
+    TG_CHECK(access(path("train.tgx"), F_OK) == 0);
+    float *loaded = train(path("train.tgx"), &n2); /* loads */
+    TG_CHECK(compiled && loaded && n1 == n2 && n1 > 0);
+    if (compiled && loaded && n1 == n2)
+        TG_CHECK(memcmp(compiled, loaded, n1 * sizeof(float)) == 0);
+    tg_free(compiled);
+    tg_free(loaded);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_executable_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    setenv("TILEGRAPH_MONITOR", "0", 1);
+    TG_RUN(test_roundtrip);
+    TG_RUN(test_corrupt_truncated_stale);
+    TG_RUN(test_cache_recompiles);
+    TG_RUN(test_same_training);
+    tg_test_remove_dir(tmpdir);
+    return tg_test_finish();
+}
