@@ -669,6 +669,13 @@ tg_status tg_executable_parse(const tg_graph *g, const tg_options *o, const void
         tg_program_destroy(p);
         return tg_error(TG_ERR_FORMAT, "executable %s: %s", path, r.bad);
     }
+    tg_status s = tg_program_plan_loaded(p);
+    if (s != TG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tg_error_message());
+        tg_program_destroy(p);
+        return tg_error(s, "executable %s: %s", path, why);
+    }
     *out = p;
     return TG_OK;
 }

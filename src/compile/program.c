@@ -146,6 +146,49 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     return TG_OK;
 }
 
+/* The scratch the project's own kernel of t is planned with. */
+static size_t own_scratch(const tg_program *p, const tg_op_def *def, const tg_tensor *t)
+{
+    size_t bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
+    /* over the proportion: kernels fall back to one thread, which needs the least */
+    if (bytes > p->scratch_cap && p->plan_threads > 1)
+        bytes = def->scratch(t, 1);
+    return bytes;
+}
+
+/* A loaded executable holds no kernel plans (they are host objects: oneDNN
+ * primitives): make them again, and check that each step's kernel scratch
+ * is what this machine's kernels now need. oneDNN picks its kernels by the
+ * CPU it runs on, so a file made on another machine (or with TG_KERNELS
+ * set otherwise) can plan other scratch: such a file is stale. */
+tg_status tg_program_plan_loaded(tg_program *p)
+{
+    int n_nodes = p->graph->n_nodes;
+    p->plan_kernels = p->tile_plan == NULL;
+    if (!p->plans && !(p->plans = tg_calloc((size_t)n_nodes + 1, sizeof *p->plans)))
+        return tg_error(TG_ERR_NOMEM, "executable: out of memory");
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
+                const tg_step *st = &p->devices[d].steps[ph][k];
+                if (st->node < 0 || st->node >= n_nodes)
+                    continue;
+                const tg_tensor *t = p->graph->nodes[st->node];
+                TG_TRY(plan_node(p, t));
+                const tg_kernel_plan *kp = &p->plans[st->node];
+                const tg_op_def *def = tg_op_get(t->op);
+                size_t want = kp->state ? kp->scratch : own_scratch(p, def, t);
+                if (want != st->kernel_scratch)
+                    return tg_error(TG_ERR_FORMAT,
+                                    "%s: its kernel (%s) needs %zu bytes of scratch here, the "
+                                    "file planned %zu (made on another machine or with other "
+                                    "kernels)",
+                                    t->name, kp->kernel[0] ? kp->kernel : "own", want,
+                                    st->kernel_scratch);
+            }
+    return TG_OK;
+}
+
 static tg_status add_step(tg_program *p, const tg_tensor *t)
 {
     tg_device_program *dp = &p->devices[p->device_of[t->id]];
@@ -162,10 +205,7 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
     if (p->plans[t->id].state) {
         st->scratch_bytes = p->plans[t->id].scratch;
     } else {
-        st->scratch_bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
-        /* over the proportion: kernels fall back to one thread, which needs the least */
-        if (st->scratch_bytes > p->scratch_cap && p->plan_threads > 1)
-            st->scratch_bytes = def->scratch(t, 1);
+        st->scratch_bytes = own_scratch(p, def, t);
     }
     st->kernel_scratch = st->scratch_bytes;
     if (def->flops)

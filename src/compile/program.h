@@ -174,6 +174,11 @@ void tg_program_destroy(tg_program *p);
  * whose plan does not depend on the load but whose run does. */
 void tg_program_choose_threads(tg_program *p, const tg_options *o);
 
+/* After loading an executable: make the kernel plans again (oneDNN
+ * primitives are host objects, not stored) and check every step's kernel
+ * scratch against them; TG_ERR_FORMAT (stale) when they differ. */
+tg_status tg_program_plan_loaded(tg_program *p);
+
 /* ---- executables (compile/executable.c, docs/executable-cache.md) ---------- */
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the

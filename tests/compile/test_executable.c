@@ -7,6 +7,8 @@
 #include "tg_test.h"
 
 #include "compile/program.h"
+#include "ops/dnnl_util.h"
+#include "ops/op.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -99,6 +101,41 @@ static void test_roundtrip(void)
         tg_options_destroy(o);
         tg_model_graph_destroy(&mg);
     }
+}
+
+/* oneDNN primitives are host objects: a loaded program makes them again,
+ * the same as a fresh compile, and refuses (stale) a file whose kernel
+ * scratch this machine's kernels would not match. */
+static void test_kernel_plans_made_again(void)
+{
+    const tg_model_spec *m = tg_model_find("resnet18");
+    tg_model_input in = tg_model_default_input(m);
+    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.9f);
+    tg_model_graph mg;
+    TG_CHECK_OK(tg_model_graph_create_ex(m, 2, &opt, &in, &mg));
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_program *compiled = NULL, *loaded = NULL, *other = NULL;
+    TG_CHECK_OK(tg_program_compile(mg.graph, o, &compiled));
+    TG_CHECK_OK(tg_executable_save(compiled, o, path("r.tgx")));
+    TG_CHECK_OK(tg_executable_load(mg.graph, o, path("r.tgx"), &loaded));
+    int planned = 0;
+    for (int i = 0; compiled && loaded && i < mg.graph->n_nodes; i++) {
+        TG_CHECK((compiled->plans[i].state == NULL) == (loaded->plans[i].state == NULL));
+        TG_CHECK(strcmp(compiled->plans[i].kernel, loaded->plans[i].kernel) == 0);
+        planned += loaded->plans[i].state != NULL;
+    }
+    TG_CHECK(planned > 0);
+    tg_dnnl_force_mode(TG_DNNL_NEVER, true);
+    TG_CHECK(tg_executable_load(mg.graph, o, path("r.tgx"), &other) == TG_ERR_FORMAT);
+    TG_CHECK(strstr(tg_error_message(), "scratch") != NULL);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+    tg_program_destroy(compiled);
+    tg_program_destroy(loaded);
+    tg_program_destroy(other);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
 }
 
 static unsigned char *read_all(const char *p, size_t *len)
@@ -324,6 +361,7 @@ int main(void)
         return 1;
     setenv("TILEGRAPH_MONITOR", "0", 1);
     TG_RUN(test_roundtrip);
+    TG_RUN(test_kernel_plans_made_again);
     TG_RUN(test_corrupt_truncated_stale);
     TG_RUN(test_cache_recompiles);
     TG_RUN(test_same_training);
