@@ -181,8 +181,11 @@ class Options:
         return self
 
     def enableExecutableCaching(self, path):
-        # Accepted so scripts run; tilegraph compiles every time for now.
+        """Keep compiled programs in the directory `path` and load them on the
+        next run with the same model and options (the library's option of the
+        same name; docs/executable-cache.md)."""
         self.caching_path = path
+        self._set("enableExecutableCaching", str(path), "enableExecutableCaching")
         return self
 
     def useIpuModel(self, _on=True):

@@ -106,6 +106,27 @@ class TrainingTest(unittest.TestCase):
             _, got = tm(x, target)
             self.assertAlmostEqual(got.item(), loss(ref(x), target).item(), places=5, msg=type(loss).__name__)
 
+    def test_executable_cache(self):
+        """enableExecutableCaching(dir): the first model writes its program
+        there, a second one with the same model and options loads it and
+        trains to the same loss."""
+        import os
+        import tempfile
+        x, y = data(8)
+        with tempfile.TemporaryDirectory() as d:
+            losses = []
+            for _ in range(2):
+                m = net()
+                torch.manual_seed(0)
+                m.load_state_dict(net().state_dict())
+                o = opts().enableExecutableCaching(d)
+                tm = poptorch.trainingModel(WithLoss(m), o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+                losses.append(tm(x, y)[1].item())
+                tm.detachFromDevice()
+            files = [f for f in os.listdir(d) if f.endswith(".tgx")]
+            self.assertGreaterEqual(len(files), 1)
+            self.assertEqual(losses[0], losses[1])
+
 
 if __name__ == "__main__":
     unittest.main()
