@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR "."
@@ -105,7 +106,8 @@ static double torch_rate(const bench_case *c, int threads, int train, int steps,
 {
     char cmd[1024], line[512];
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 '%s/bench/torch_resnet.py' --model %s --size %d --batch %d "
+             "env -u OMP_WAIT_POLICY /usr/bin/python3 '%s/bench/torch_resnet.py' --model %s --size "
+             "%d --batch %d "
              "--threads %d --mode %s --steps %d 2>/dev/null",
              TG_SOURCE_DIR, c->model, c->size, c->batch, threads, train ? "train" : "infer", steps);
     FILE *p = popen(cmd, "r");
@@ -193,8 +195,20 @@ static int env_int(const char *name, int fallback, int lo, int hi)
     return x < lo ? lo : x > hi ? hi : x;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* As the tilegraph command does (tools/main.c): oneDNN's OpenMP threads
+     * sleep when idle, so that several threads per device can use oneDNN;
+     * PyTorch's child runs with its own default. */
+    (void)argc;
+    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+            self[n] = '\0';
+            execv(self, argv);
+        }
+    }
     static const bench_case cases[] = {{"resnet18", 32, 64}, {"resnet50", 64, 32}};
     bench_config cfg = {env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
                         env_int("TG_BENCH_STEPS", 8, 1, 10000), getenv("TG_BENCH_ONLY"),
