@@ -12,6 +12,7 @@
  * TG_BENCH_ROUNDS the alternations (default 3; the best round is kept).
  * Figures on a loaded machine are not claims: the point is both sides in
  * the same run. */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/predict.h"
 #include "tilegraph/session.h"
@@ -34,13 +35,6 @@ typedef struct {
     char stages[256];
     double samples_per_s, busy[2], busy_s[2], predicted_busy_s[2], predicted_step_s;
 } run_case;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void die(const char *what)
 {
@@ -92,7 +86,7 @@ static void measure(const tg_model_graph *mg, run_case *c, int steps)
     tg_session_write(s, mg->labels, lab, (size_t)n * sizeof(int32_t));
     if (tg_session_run(s) != TG_OK) /* warm-up */
         die(c->name);
-    double wall = 0, busy[2] = {0}, t0 = now();
+    double wall = 0, busy[2] = {0}, t0 = bench_now();
     for (int k = 0; k < steps; k++) {
         if (tg_session_run(s) != TG_OK)
             die(c->name);
@@ -100,7 +94,7 @@ static void measure(const tg_model_graph *mg, run_case *c, int steps)
         for (int d = 0; d < 2; d++)
             busy[d] += tg_session_busy_seconds(s, 0, d);
     }
-    double sps = (double)(n * steps) / (now() - t0);
+    double sps = (double)(n * steps) / (bench_now() - t0);
     if (sps > c->samples_per_s) { /* the best round: the least disturbed */
         c->samples_per_s = sps;
         for (int d = 0; d < 2; d++) {

@@ -17,6 +17,7 @@
  * Usage: bench_dnnl_conv [seconds per case, default 0.2] [threads, default 1]
  *                        [net: resnet18 | resnet50 | tutorial | all, default all]
  */
+#include "bench_util.h"
 #include "core/alloc.h"
 #include "core/pool.h"
 #include "ops/conv.h"
@@ -29,13 +30,6 @@
 #include <time.h>
 
 static double min_seconds = 0.2;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static float *rand_buf(int64_t n)
 {
@@ -74,10 +68,10 @@ static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, tg_dty
     int reps = 1;
     double best = 1e30;
     for (int round = 0; round < 4; round++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int r = 0; r < reps; r++)
             def->forward(&a);
-        double s = (now() - t0) / reps;
+        double s = (bench_now() - t0) / reps;
         if (round == 0 && s * reps < min_seconds / 4 && reps < (1 << 16)) {
             reps *= 2;
             round--;

@@ -5,6 +5,7 @@
  * storage conversions (f32 <-> f16 with F16C, f32 <-> bf16) against memcpy of
  * the same bytes. Prints one JSON line: GB/s moved per kernel and thread
  * count, and the 2-thread speed-up. */
+#include "bench_util.h"
 #include "core/pool.h"
 #include "graph/node.h"
 #include "ops/broadcast.h"
@@ -17,13 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 enum { ROWS = 2048, COLS = 512, N = ROWS * COLS };
 
 /* Best of `reps` runs of the node's kernel, in seconds. */
@@ -35,9 +29,9 @@ static double time_node(const tg_tensor *t, void *const *in, float *out, tg_pool
     const tg_op_def *def = tg_op_get(t->op);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         def->forward(&a);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         best = dt < best ? dt : best;
     }
     return best;
@@ -63,9 +57,9 @@ static void print_conversions(const float *f, float *back)
              {"bf16_to_f32", TG_BF16, TG_F32}};
     double copy = 1e30;
     for (int r = 0; r < 20; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         memcpy(back, f, (size_t)N * 6 / 4); /* 6 bytes per element, as a conversion moves */
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         copy = dt < copy ? dt : copy;
     }
     printf(",\"memcpy_6B_per_element_gbs\":%.2f", 6.0 * N / copy / 1e9);
@@ -76,9 +70,9 @@ static void print_conversions(const float *f, float *back)
             tg_convert(f, TG_F32, h, c[i].from, N);
         double best = 1e30;
         for (int r = 0; r < 20; r++) {
-            double t0 = now();
+            double t0 = bench_now();
             tg_convert(src, c[i].from, dst, c[i].to, N);
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             best = dt < best ? dt : best;
         }
         printf(",\"%s_gbs\":%.2f", c[i].name, 6.0 * N / best / 1e9);
@@ -123,9 +117,9 @@ int main(void)
     /* a plain single-threaded loop for the same-shape add, as the baseline */
     double base = 1e30;
     for (int r = 0; r < 20; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         plain_add(a, b, o, N);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         base = dt < base ? dt : base;
     }
     printf("{\"bench\":\"elementwise\",\"elements\":%d,\"plain_add_gbs\":%.2f", N,

@@ -9,6 +9,7 @@
  * file's bytes. The loaded plan is checked to be the compiled one. Timings
  * on a loaded machine are indications only.
  */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 
 #include "compile/program.h"
@@ -20,13 +21,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int fail(const char *label)
 {
@@ -45,22 +39,22 @@ static int run_case(const char *label, const char *model, int batch, const char 
         in.classes = classes;
     tg_optimizer opt = tg_optimizer_adamw(0.001f);
     tg_model_graph mg;
-    double t0 = now();
+    double t0 = bench_now();
     if (tg_model_graph_create_ex(m, batch, &opt, &in, &mg) != TG_OK)
         return fail(label);
-    double t1 = now();
+    double t1 = bench_now();
     tg_program *p = NULL, *q = NULL;
     if (tg_program_compile(mg.graph, o, &p) != TG_OK)
         return fail(label);
-    double t2 = now();
+    double t2 = bench_now();
     if (tg_executable_save(p, o, file) != TG_OK)
         return fail(label);
-    double t3 = now(), best = 1e30;
+    double t3 = bench_now(), best = 1e30;
     for (int k = 0; k < repeat; k++) {
-        double a = now();
+        double a = bench_now();
         if (tg_executable_load(mg.graph, o, file, &q) != TG_OK)
             return fail(label);
-        double b = now() - a;
+        double b = bench_now() - a;
         best = b < best ? b : best;
         if (k + 1 < repeat)
             tg_program_destroy(q);

@@ -25,6 +25,7 @@
  * BENCH_JOURNEY_ROUNDS (default 2) override the samples timed per step and
  * the rounds.
  */
+#include "bench_util.h"
 #include "core/error.h"
 #include "data/loader.h"
 #include "runtime/session_internal.h"
@@ -51,13 +52,6 @@ typedef struct step_result {
     double stream_bytes_per_sample;
     int64_t samples;
 } step_result;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static tg_options *options_for(const step_def *st)
 {
@@ -152,12 +146,12 @@ static tg_status measure(const step_def *st, const tg_dataset *ds, int64_t sampl
     if (status == TG_OK)
         status = run_step(s, &mg, l, &n); /* warm-up: first touches, thread start */
     tg_loader_stats before = l ? tg_loader_get_stats(l) : (tg_loader_stats){0};
-    double t0 = now();
+    double t0 = bench_now();
     while (status == TG_OK && done < samples) {
         status = run_step(s, &mg, l, &n);
         done += n;
     }
-    double seconds = now() - t0;
+    double seconds = bench_now() - t0;
     if (status == TG_OK) {
         tg_loader_stats after = tg_loader_get_stats(l);
         const tg_program *p = tg_session_program(s);

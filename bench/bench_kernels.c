@@ -13,6 +13,7 @@
  *
  * Usage: bench_kernels [seconds per case, default 0.3] [threads: 1 or 2, default both]
  */
+#include "bench_util.h"
 #include "core/alloc.h"
 #include "core/pool.h"
 #include "ops/blas.h"
@@ -27,13 +28,6 @@
 
 static double min_seconds = 0.3;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 typedef void (*run_fn)(void *ctx);
 
 /* Seconds per call: the best of 5 timed batches after a warm-up. */
@@ -43,20 +37,20 @@ static double time_it(run_fn fn, void *ctx)
     int reps = 1;
     double t;
     for (;;) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int r = 0; r < reps; r++)
             fn(ctx);
-        t = now() - t0;
+        t = bench_now() - t0;
         if (t > min_seconds / 5 || reps > (1 << 20))
             break;
         reps *= 2;
     }
     double best = t / reps;
     for (int k = 0; k < 4; k++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int r = 0; r < reps; r++)
             fn(ctx);
-        double s = (now() - t0) / reps;
+        double s = (bench_now() - t0) / reps;
         if (s < best)
             best = s;
     }

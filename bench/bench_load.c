@@ -17,6 +17,7 @@
  * kernel (PR_SET_PDEATHSIG).
  */
 #define _DEFAULT_SOURCE /* nice(2) */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 
@@ -37,13 +38,6 @@
 #define MAX_REPS 16
 
 static volatile pid_t hog_pid;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void hog_stop(void)
 {
@@ -74,8 +68,8 @@ static void hog_main(pid_t parent, int niceness, int busy_ms, int period_ms)
         _exit(1);
     volatile unsigned long spin = 0;
     for (;;) {
-        double t0 = now();
-        while (busy_ms <= 0 || now() - t0 < busy_ms * 1e-3)
+        double t0 = bench_now();
+        while (busy_ms <= 0 || bench_now() - t0 < busy_ms * 1e-3)
             spin++;
         struct timespec idle = {0, (long)(period_ms - busy_ms) * 1000000L};
         nanosleep(&idle, NULL);
@@ -113,50 +107,26 @@ static run_result measure(const char *threads, int steps)
         exit(1);
     }
     int64_t n = tg_session_samples_per_run(s, mg.images);
-    int64_t pixels = tg_shape_numel(tg_tensor_shape(mg.images)) / tg_tensor_shape(mg.images).dim[0];
-    float *img = tg_malloc((size_t)(n * pixels) * sizeof(float));
-    int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
-    tg_rng r;
-    tg_rng_seed(&r, 1);
-    for (int64_t i = 0; i < n * pixels; i++)
-        img[i] = (float)tg_rng_uniform(&r);
-    for (int64_t i = 0; i < n; i++)
-        lab[i] = (int32_t)tg_rng_below(&r, 10);
-    tg_session_write(s, mg.images, img, (size_t)(n * pixels) * sizeof(float));
-    tg_session_write(s, mg.labels, lab, (size_t)n * sizeof(int32_t));
+    bench_write_random_batch(s, mg.images, mg.labels, 10);
     tg_session_run(s); /* warm-up */
-    double t0 = now();
+    double t0 = bench_now();
     for (int k = 0; k < steps; k++)
         if (tg_session_run(s) != TG_OK) {
             fprintf(stderr, "bench_load: %s\n", tg_error_message());
             exit(1);
         }
-    res.samples_per_s = (double)(n * steps) / (now() - t0);
+    res.samples_per_s = (double)(n * steps) / (bench_now() - t0);
     res.threads = tg_session_threads(s);
-    tg_free(img);
-    tg_free(lab);
     tg_session_destroy(s);
     tg_graph_destroy(mg.graph);
     tg_options_destroy(o);
     return res;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* {"min":..,"median":..,"max":..} of n values (sorted in place). */
 static void print_range(const char *name, double *v, int n)
 {
-    double med = median(v, n);
+    double med = bench_median(v, n);
     printf("\"%s\":{\"min\":%.0f,\"median\":%.0f,\"max\":%.0f}", name, v[0], med, v[n - 1]);
 }
 
@@ -189,7 +159,7 @@ static void run_case(const load_case *lc, int steps, int reps, bool first)
             }
         }
     hog_stop();
-    double med_default = median(sps[0], reps), med_one = median(sps[1], reps);
+    double med_default = bench_median(sps[0], reps), med_one = bench_median(sps[1], reps);
     printf("%s{\"load\":\"%s\",\"default_threads\":[%d,%d],", first ? "" : ",", lc->name, tmin,
            tmax);
     print_range("default", sps[0], reps);

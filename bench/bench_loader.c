@@ -14,6 +14,7 @@
  *     share shows whether the host keeps up.
  * Prints one JSON line.
  */
+#include "bench_util.h"
 #include "data/loader.h"
 
 #include <stdio.h>
@@ -23,21 +24,14 @@
 #define STEP 64
 #define EPOCHS 2
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Device work standing in: a busy CPU (tilegraph's cpu devices compute on
  * this machine's cores) or a sleep (an accelerator working while the host
  * idles). */
 static void spin(double seconds)
 {
-    double end = now() + seconds;
+    double end = bench_now() + seconds;
     volatile unsigned x = 0;
-    while (now() < end)
+    while (bench_now() < end)
         x++;
 }
 
@@ -67,7 +61,7 @@ static result run(const tg_dataset *ds, tg_loader_mode mode, int workers, int u8
     if (tg_loader_create(ds, &cfg, &l) != TG_OK)
         return r;
     int64_t samples = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (int e = 0; e < EPOCHS; e++) {
         tg_loader_start_epoch(l, e);
         for (;;) {
@@ -80,7 +74,7 @@ static result run(const tg_dataset *ds, tg_loader_mode mode, int workers, int u8
             tg_loader_release(l, &b);
         }
     }
-    r.seconds = now() - t0;
+    r.seconds = bench_now() - t0;
     tg_loader_stats st = tg_loader_get_stats(l);
     r.samples_per_s = (double)samples / r.seconds;
     r.wait_share = st.wait_seconds / r.seconds;

@@ -12,6 +12,7 @@
  *    measured in the same run.
  * One JSON line per case. TG_BENCH_STEPS sets host steps per measurement.
  */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/nn.h"
 #include "tilegraph/session.h"
@@ -25,13 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Four equal blocks (Linear 512->512, ReLU), so stages are balanced and the
  * busy fractions show the schedule itself. */
@@ -83,33 +77,21 @@ static result measure(bool mlp, const char *const *kv, int steps)
         exit(1);
     }
     int64_t n = tg_session_samples_per_run(s, mg.images);
-    int64_t pixels = tg_shape_numel(tg_tensor_shape(mg.images)) / tg_tensor_shape(mg.images).dim[0];
-    float *img = tg_malloc((size_t)(n * pixels) * sizeof(float));
-    int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
-    tg_rng r;
-    tg_rng_seed(&r, 1);
-    for (int64_t i = 0; i < n * pixels; i++)
-        img[i] = (float)tg_rng_uniform(&r);
-    for (int64_t i = 0; i < n; i++)
-        lab[i] = (int32_t)tg_rng_below(&r, 10);
-    tg_session_write(s, mg.images, img, (size_t)(n * pixels) * sizeof(float));
-    tg_session_write(s, mg.labels, lab, (size_t)n * sizeof(int32_t));
+    bench_write_random_batch(s, mg.images, mg.labels, 10);
     tg_session_run(s); /* warm-up */
     const tg_program *p = tg_session_program(s);
     res.devices = p->n_devices;
     double wall = 0, busy[8] = {0};
-    double t0 = now();
+    double t0 = bench_now();
     for (int k = 0; k < steps; k++) {
         tg_session_run(s);
         wall += tg_session_last_run_seconds(s);
         for (int d = 0; d < p->n_devices && d < 8; d++)
             busy[d] += tg_session_busy_seconds(s, 0, d);
     }
-    res.samples_per_s = (double)(n * steps) / (now() - t0);
+    res.samples_per_s = (double)(n * steps) / (bench_now() - t0);
     for (int d = 0; d < p->n_devices && d < 8; d++)
         res.busy[d] = busy[d] / wall;
-    tg_free(img);
-    tg_free(lab);
     tg_session_destroy(s);
     tg_graph_destroy(mg.graph);
     tg_options_destroy(o);

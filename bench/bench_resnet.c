@@ -13,6 +13,7 @@
  * measurement, default 8), TG_BENCH_ONLY (a case name, e.g. resnet50),
  * TG_BENCH_NO_TORCH=1 (skip PyTorch), TG_BENCH_NO_BF16=1.
  */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/options.h"
 #include "tilegraph/session.h"
@@ -39,13 +40,6 @@ typedef struct bench_config {
     const char *only;
     int no_torch, no_bf16;
 } bench_config;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void die(const char *what)
 {
@@ -84,14 +78,14 @@ static double tilegraph_rate(const bench_case *c, int threads, int train, const 
     double t0 = 0;
     for (int k = 0; k < steps + 2; k++) {
         if (k == 2)
-            t0 = now();
+            t0 = bench_now();
         tg_session_write(s, mg.images, img, n * sizeof(float));
         if (train)
             tg_session_write(s, mg.labels, lab, (size_t)c->batch * sizeof(int32_t));
         if (tg_session_run(s) != TG_OK)
             die("run");
     }
-    double rate = (double)steps * c->batch / (now() - t0);
+    double rate = (double)steps * c->batch / (bench_now() - t0);
     free(img);
     free(lab);
     tg_session_destroy(s);
@@ -128,18 +122,6 @@ static double torch_rate(const bench_case *c, int threads, int train, int steps,
     return rate;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void print_range(const char *key, double *v, int n)
 {
     double lo = v[0], hi = v[0];
@@ -165,7 +147,7 @@ static void run_case(const bench_case *c, int threads, int train, const bench_co
     print_range("samples_per_s", ours, cfg->reps);
     printf(",\"reference\":\"%s\",", version);
     print_range("reference_samples_per_s", ref, cfg->reps);
-    double mo = median(ours, cfg->reps), mr = median(ref, cfg->reps);
+    double mo = bench_median(ours, cfg->reps), mr = bench_median(ref, cfg->reps);
     printf(",\"ratio_of_medians\":%.3f,\"target_ratio\":1.3}\n", mr > 0 ? mo / mr : 0.0);
     fflush(stdout);
 }
@@ -183,7 +165,7 @@ static void run_bf16(const bench_case *c, const bench_config *cfg)
     print_range("samples_per_s_32_32", f32, cfg->reps);
     printf(",");
     print_range("samples_per_s_bf16_bf16", b16, cfg->reps);
-    double m32 = median(f32, cfg->reps), m16 = median(b16, cfg->reps);
+    double m32 = bench_median(f32, cfg->reps), m16 = bench_median(b16, cfg->reps);
     printf(",\"speedup_of_medians\":%.3f,\"target_speedup\":1.6}\n", m32 > 0 ? m16 / m32 : 0.0);
     fflush(stdout);
 }

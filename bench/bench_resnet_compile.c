@@ -13,6 +13,7 @@
  * TG_BENCH_MODEL, TG_BENCH_BATCH, TG_BENCH_INPUT ("3x64x64") and
  * TG_BENCH_CLASSES change the model.
  */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 
 #include "compile/program.h"
@@ -22,13 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -41,15 +35,15 @@ static int run_case(const char *label, const tg_model_spec *m, int batch, const 
 {
     tg_optimizer opt = tg_optimizer_adamw(0.001f);
     tg_model_graph mg;
-    double t0 = now();
+    double t0 = bench_now();
     if (tg_model_graph_create_ex(m, batch, &opt, in, &mg) != TG_OK) {
         fprintf(stderr, "bench_resnet_compile: %s\n", tg_error_message());
         return 1;
     }
-    double t1 = now();
+    double t1 = bench_now();
     tg_program *p = NULL;
     tg_status s = tg_program_compile(mg.graph, o, &p);
-    double t2 = now();
+    double t2 = bench_now();
     if (s != TG_OK) {
         fprintf(stderr, "bench_resnet_compile: %s: %s\n", label, tg_error_message());
         tg_model_graph_destroy(&mg);

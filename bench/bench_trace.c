@@ -5,18 +5,12 @@
  * JSON line; the "off" overhead is the price every instrumented call site
  * pays in a normal run.
  */
+#include "bench_util.h"
 #include "tilegraph/trace.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The body every loop runs: a store the compiler must keep. */
 static volatile uint64_t sink;
@@ -43,12 +37,12 @@ static double best_ns(tg_trace_channel *ch, long n, int reps, int traced)
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         tg_trace_clear(); /* recording runs start from empty buffers */
-        double t0 = now();
+        double t0 = bench_now();
         if (traced)
             traced_loop(ch, n);
         else
             plain_loop(n);
-        double dt = (now() - t0) * 1e9 / (double)n;
+        double dt = (bench_now() - t0) * 1e9 / (double)n;
         best = dt < best ? dt : best;
     }
     return best;

@@ -8,6 +8,7 @@
  * the whole 60000), TG_TORCH_REFERENCE (path of the reference script),
  * TG_BENCH_NO_TORCH=1 to skip the reference.
  */
+#include "bench_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 
@@ -22,13 +23,6 @@
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR "."
 #endif
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Samples per second of one pass over the training samples; with a profile
  * directory, the graph profile and the first two host steps' execution are
@@ -60,7 +54,7 @@ static double train_rate(const tg_dataset *ds, int threads, int batch, const cha
     float loss = 0;
     tg_loader_start_epoch(l, 0);
     int64_t steps = tg_loader_steps_per_epoch(l), count = 0, seen = 0;
-    double t0 = now(); /* includes writing the profile, when on */
+    double t0 = bench_now(); /* includes writing the profile, when on */
     for (int64_t k = 0; k < steps; k++) {
         tg_loader_next(l, img, lab, &count);
         tg_session_write(s, mg.images, img, (size_t)count * 784 * sizeof(float));
@@ -72,7 +66,7 @@ static double train_rate(const tg_dataset *ds, int threads, int batch, const cha
         tg_session_read(s, mg.loss, &loss, sizeof loss);
         seen += count;
     }
-    double rate = (double)seen / (now() - t0);
+    double rate = (double)seen / (bench_now() - t0);
     tg_free(img);
     tg_free(lab);
     tg_loader_destroy(l);

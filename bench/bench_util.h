@@ -1,0 +1,59 @@
+/* bench/bench_util.h - what every benchmark needs: a monotonic clock, the
+ * median of repeated measurements, and a host batch of random images and
+ * labels written into a session's inputs. Header-only: each bench is one
+ * executable (bench/CMakeLists.txt). */
+#ifndef TG_BENCH_UTIL_H
+#define TG_BENCH_UTIL_H
+
+#include "tilegraph/session.h"
+
+#include "core/alloc.h"
+#include "core/rng.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline double bench_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n values; sorts v in place (v[0] and v[n-1] are then the
+ * minimum and maximum). */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Write one host step of uniform random images and labels below `classes`
+ * (seeded, so every run of a bench feeds the same data). */
+static inline void bench_write_random_batch(tg_session *s, const tg_tensor *images,
+                                            const tg_tensor *labels, int classes)
+{
+    int64_t n = tg_session_samples_per_run(s, images);
+    int64_t pixels = tg_shape_numel(tg_tensor_shape(images)) / tg_tensor_shape(images).dim[0];
+    float *img = tg_malloc((size_t)(n * pixels) * sizeof(float));
+    int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
+    tg_rng r;
+    tg_rng_seed(&r, 1);
+    for (int64_t i = 0; i < n * pixels; i++)
+        img[i] = (float)tg_rng_uniform(&r);
+    for (int64_t i = 0; i < n; i++)
+        lab[i] = (int32_t)tg_rng_below(&r, (uint64_t)classes);
+    tg_session_write(s, images, img, (size_t)(n * pixels) * sizeof(float));
+    tg_session_write(s, labels, lab, (size_t)n * sizeof(int32_t));
+    tg_free(img);
+    tg_free(lab);
+}
+
+#endif
