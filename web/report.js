@@ -90,7 +90,7 @@ function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
-  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges', 'counters', 'histograms'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges', 'counters', 'histograms', 'vertex_types'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
   r.insights = raw.insights || null;
   r.nDevices = r.devices.length;
@@ -1055,6 +1055,21 @@ function renderTiles(sec, r, args) {
     box.appendChild(el('div', { cls: 'flex' }, cv, side));
     sec.appendChild(box);
   });
+  renderVertexTypes(sec, r);
+}
+/* Vertex types (profile table vertex_types): per device and op type the
+ * vertices the tile plan places, their estimated state and code bytes, as
+ * PopVision's memory report lists them. */
+function renderVertexTypes(sec, r) {
+  var vt = r.vertex_types || [];
+  if (!vt.length) return;
+  sec.appendChild(el('h2', null, 'Vertex types (estimated state and code)'));
+  sec.appendChild(table(['device', 'vertex type', 'vertices', 'state bytes', 'code bytes'], vt.map(function (v) {
+    return el('tr', { 'data-device': v.device, 'data-type': v.type }, td(String(v.device), 'num'), td(v.type),
+      td(String(v.vertices), 'num', { 'data-value': v.vertices }),
+      td(fmtBytes(v.state_bytes), 'num', { 'data-value': v.state_bytes }),
+      td(fmtBytes(v.code_bytes), 'num', { 'data-value': v.code_bytes }));
+  }), { id: 'vertex-types' }));
 }
 
 /* Two reports on a tiled target: per device the tile summary of A and B

@@ -302,6 +302,16 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
         if (s != TG_OK)
             return s;
     }
+    /* Vertex types of tiled targets: the Memory tab's table below the tile maps. */
+    if (has_table(db, "vertex_types")) {
+        tg_json_key(w, "vertex_types");
+        tg_status s = write_table(r,
+                                  "SELECT device, type, vertices, state_bytes, code_bytes FROM "
+                                  "vertex_types ORDER BY device, vertices DESC, type",
+                                  w);
+        if (s != TG_OK)
+            return s;
+    }
     /* The counters per host step: the Host tab's line graphs. */
     if (has_table(db, "counters")) {
         tg_json_key(w, "counters");

@@ -192,6 +192,35 @@ static tg_tile_span work_span(const tg_program *p, const tg_tile_plan *tp, const
     return (tg_tile_span){0, 1, 0};
 }
 
+/* The all-reduce between replicas as a ring (what collective libraries do
+ * on these machines): each of the R replicas' gradient buffers is cut into R
+ * pieces and passed round in 2(R - 1) exchange steps, a reduce-scatter then
+ * an all-gather. Every step is exchange code on every tile that holds part
+ * of an accumulator, so this code grows with the replicas (seed 002, table
+ * 4.1); one replica needs none. */
+static void allreduce_code(const tg_program *p, const tg_tile_plan *tp, const tg_device_program *dp,
+                           const tg_target_desc *tg, tg_tile_device *td)
+{
+    int r = p->replicas, tiles = tg->tiles;
+    if (r < 2)
+        return;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        int b = dp->accumulators[k].acc_buffer;
+        if (b < 0 || b >= p->n_buffers)
+            continue;
+        const tg_tile_span *sp = &tp->span[b];
+        for (int j = 0; j < sp->used; j++) {
+            int tile = (sp->start + j) % tiles;
+            double piece_kib =
+                (double)tg_tile_span_bytes(sp, buffer_bytes(&p->buffers[b]), tiles, tile) / r /
+                1024.0;
+            td->bytes[(size_t)tile * TG_TILE_CAT_COUNT + TG_TILE_EXCHANGE_CODE] +=
+                2 * (int64_t)(r - 1) *
+                (tg->exchange_code_bytes + (int64_t)(tg->exchange_code_per_kib * piece_kib));
+        }
+    }
+}
+
 static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
 {
     const tg_target_desc *tg = &tp->target;
@@ -300,6 +329,7 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
                 tg->exchange_code_bytes + (int64_t)(tg->exchange_code_per_kib * on / 1024.0);
         }
     }
+    allreduce_code(p, tp, dp, tg, td);
     for (int k = 0; k < dp->n_inputs; k++)
         td->copy_cycles[TG_PHASE_FORWARD] +=
             (double)p->buffers[dp->inputs[k]].bytes / tg->host_bytes_per_cycle;

@@ -298,6 +298,12 @@ errors_empty "$WORK/mk2mem.html" "mk2 memory"
 want=$(mq "SELECT value FROM meta WHERE key = 'tiles_per_device'")
 got=$(attr "$WORK/mk2mem.html" tile-map-0 data-tiles)
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "tile map of $got tiles" || fail "tile map: page '$got' tiles, profile '$want'"
+# Vertex types below the tile maps: the vertices and code bytes per row as the profile holds them
+got=$(grep -o '<table id="vertex-types".*' "$WORK/mk2mem.html" | sed 's#</table>.*##' \
+      | grep -o 'data-value="[0-9]*"' | sed 's/data-value="\([0-9]*\)"/\1/' | tr '\n' ' ')
+want=$(mq "SELECT vertices, state_bytes, code_bytes FROM vertex_types ORDER BY device, vertices DESC, type" | tr '|\n' '  ')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "vertex types: $(mq "SELECT COUNT(*) FROM vertex_types") rows" \
+    || fail "vertex types: page '$got', profile '$want'"
 n=$(grep -o 'id="tile-map-[0-9]*"' "$WORK/mk2mem.html" | wc -l); nd=$(mq "SELECT COUNT(DISTINCT device) FROM tiles")
 [ "$n" = "$nd" ] && ok "a tile map per device ($n)" || fail "tile maps: page $n, profile $nd devices"
 for d in $(mq "SELECT DISTINCT device FROM tiles"); do

@@ -196,6 +196,50 @@ static void test_tile_out_of_memory(void)
     remove(path);
 }
 
+/* The all-reduce between replicas is a ring of 2(R - 1) exchange steps on
+ * the tiles holding each accumulator: exchange code grows with the replicas
+ * (seed 002, table 4.1) by exactly that, and one replica has none. */
+static int64_t exchange_code(int replicas, int64_t *expected_extra)
+{
+    tg_model_graph mg = build(8);
+    tg_options *o = mk2_options(NULL, false);
+    TG_CHECK_OK(tg_options_set_int(o, "replicationFactor", replicas));
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
+    int64_t total = 0, extra = 0;
+    for (int d = 0; p && d < p->n_devices; d++) {
+        const tg_tile_plan *tp = p->tile_plan;
+        const tg_target_desc *tg = &tp->target;
+        total += tp->devices[d].total[TG_TILE_EXCHANGE_CODE];
+        for (int k = 0; k < p->devices[d].n_accumulators; k++) {
+            int b = p->devices[d].accumulators[k].acc_buffer;
+            const tg_buffer *buf = &p->buffers[b];
+            int64_t bytes = (int64_t)(buf->stride * (size_t)buf->slots);
+            for (int j = 0; j < tp->span[b].used; j++) {
+                int tile = (tp->span[b].start + j) % tg->tiles;
+                double kib = (double)tg_tile_span_bytes(&tp->span[b], bytes, tg->tiles, tile) /
+                             replicas / 1024.0;
+                extra += 2 * (int64_t)(replicas - 1) *
+                         (tg->exchange_code_bytes + (int64_t)(tg->exchange_code_per_kib * kib));
+            }
+        }
+    }
+    *expected_extra = extra;
+    tg_program_destroy(p);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+    return total;
+}
+
+static void test_exchange_code_grows_with_replicas(void)
+{
+    int64_t e1, e2, e4;
+    int64_t one = exchange_code(1, &e1), two = exchange_code(2, &e2), four = exchange_code(4, &e4);
+    TG_CHECK(e1 == 0 && e2 > 0 && e4 > e2);
+    TG_CHECK(two - one == e2);
+    TG_CHECK(four - one == e4);
+}
+
 static void test_cycle_model(void)
 {
     tg_target_desc t;
@@ -274,6 +318,7 @@ int main(void)
     TG_RUN(test_linear_mapping_conserves_bytes);
     TG_RUN(test_program_mapping_conserves_bytes);
     TG_RUN(test_tile_out_of_memory);
+    TG_RUN(test_exchange_code_grows_with_replicas);
     TG_RUN(test_cycle_model);
     TG_RUN(test_target_descriptions);
     return tg_test_finish();
