@@ -98,28 +98,13 @@ static double tilegraph_rate(const bench_case *c, int threads, int train, const 
 static double torch_rate(const bench_case *c, int threads, int train, int steps, char *version,
                          size_t cap)
 {
-    char cmd[1024], line[512];
+    char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "env -u OMP_WAIT_POLICY /usr/bin/python3 '%s/bench/torch_resnet.py' --model %s --size "
              "%d --batch %d "
              "--threads %d --mode %s --steps %d 2>/dev/null",
              TG_SOURCE_DIR, c->model, c->size, c->batch, threads, train ? "train" : "infer", steps);
-    FILE *p = popen(cmd, "r");
-    double rate = -1;
-    while (p && fgets(line, sizeof line, p)) {
-        char *at = strstr(line, "\"samples_per_s\": ");
-        if (at)
-            rate = atof(at + 17);
-        char *sys = strstr(line, "\"system\": \"");
-        if (sys) {
-            sys += 11;
-            size_t len = strcspn(sys, "\"");
-            snprintf(version, cap, "%.*s", (int)(len < cap ? len : cap - 1), sys);
-        }
-    }
-    if (p)
-        pclose(p);
-    return rate;
+    return bench_reference_rate(cmd, version, cap);
 }
 
 static void print_range(const char *key, double *v, int n)

@@ -82,7 +82,7 @@ static double torch_rate(int threads, char *version, size_t cap)
     if (getenv("TG_BENCH_NO_TORCH"))
         return -1;
     const char *script = getenv("TG_TORCH_REFERENCE");
-    char path[1024], cmd[1200], line[1024];
+    char path[1024], cmd[1200];
     if (!script) {
         snprintf(path, sizeof path, "%s/../shared/reference/torch_mnist_pipeline.py",
                  TG_SOURCE_DIR);
@@ -91,22 +91,7 @@ static double torch_rate(int threads, char *version, size_t cap)
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s' --threads %d --epochs 1 --batch-size 40 2>/dev/null", script,
              threads);
-    FILE *p = popen(cmd, "r");
-    double rate = -1;
-    while (p && fgets(line, sizeof line, p)) {
-        char *at = strstr(line, "\"samples_per_s\":");
-        if (at)
-            rate = atof(at + 16);
-        char *sys = strstr(line, "\"system\": \"");
-        if (sys) {
-            sys += 11;
-            size_t n = strcspn(sys, "\"");
-            snprintf(version, cap, "%.*s", (int)(n < cap ? n : cap - 1), sys);
-        }
-    }
-    if (p)
-        pclose(p);
-    return rate;
+    return bench_reference_rate(cmd, version, cap);
 }
 
 int main(void)

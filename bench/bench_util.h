@@ -11,6 +11,8 @@
 #include "core/rng.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -54,6 +56,30 @@ static inline void bench_write_random_batch(tg_session *s, const tg_tensor *imag
     tg_session_write(s, labels, lab, (size_t)n * sizeof(int32_t));
     tg_free(img);
     tg_free(lab);
+}
+
+/* Run a reference (PyTorch) benchmark command and read its JSON output:
+ * the "samples_per_s" it reports (-1 when the command gave none) and its
+ * "system" (e.g. "pytorch 1.13.0") into version, left as it is when absent. */
+static inline double bench_reference_rate(const char *cmd, char *version, size_t cap)
+{
+    char line[1024];
+    FILE *p = popen(cmd, "r");
+    double rate = -1;
+    while (p && fgets(line, sizeof line, p)) {
+        char *at = strstr(line, "\"samples_per_s\":");
+        if (at)
+            rate = atof(at + 16); /* atof skips the space after the colon */
+        char *sys = strstr(line, "\"system\": \"");
+        if (sys) {
+            sys += 11;
+            size_t len = strcspn(sys, "\"");
+            snprintf(version, cap, "%.*s", (int)(len < cap ? len : cap - 1), sys);
+        }
+    }
+    if (p)
+        pclose(p);
+    return rate;
 }
 
 #endif

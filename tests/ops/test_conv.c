@@ -5,6 +5,7 @@
  * network's exact shapes; hand-computed values; shape errors; asymmetric
  * padding (tg_conv2d_ex) against PyTorch.
  * TG_TEST_LABELS: threads */
+#include "conv_case.h"
 #include "tg_test.h"
 
 #include "ops/conv.h"
@@ -13,27 +14,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static const tg_init U11 = {TG_INIT_UNIFORM, -1, 1};
-
-typedef struct conv_case {
-    int64_t N, C, H, W, K, R, S;
-    tg_conv2d_params p;
-    bool bias;
-    bool x_param; /* differentiate x too (exercises CONV2D_BWD_DATA) */
-} conv_case;
-
-#define P(sh, sw, ph, pw, dh, dw, g) ((tg_conv2d_params){sh, sw, ph, pw, dh, dw, g})
-
-static tg_tensor *build_conv(tg_graph *g, void *ctx)
-{
-    const conv_case *c = ctx;
-    tg_shape xs = tg_shape4(c->N, c->C, c->H, c->W);
-    tg_tensor *x = c->x_param ? tg_param(g, "x", xs, U11) : tg_input(g, "x", TG_F32, xs);
-    tg_tensor *w = tg_param(g, "w", tg_shape4(c->K, c->C / c->p.groups, c->R, c->S), U11);
-    tg_tensor *b = c->bias ? tg_param(g, "b", tg_shape1(c->K), U11) : NULL;
-    return tg_conv2d(g, x, w, b, c->p);
-}
 
 static const conv_case small_cases[] = {
     {2, 3, 6, 5, 4, 3, 3, P(1, 1, 0, 0, 1, 1, 1), true, true},  /* plain */
