@@ -34,6 +34,9 @@ static const conv_case cases[] = {
     {2, 32, 9, 7, 64, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true}, /* downsample, odd */
     {2, 16, 6, 6, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true, true},  /* groups 4, wide */
     {1, 1, 12, 12, 4, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true, false}, /* one channel, 5x5 */
+    {4, 32, 1, 1, 16, 3, 3, P(1, 1, 1, 1, 1, 1, 1), true, true},  /* 1x1 map: centre tap only */
+    {3, 16, 2, 2, 24, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true}, /* 2x2 -> 1x1: 2x2 live taps */
+    {2, 16, 1, 3, 16, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true, true},  /* one row, groups: 1x3 taps */
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -88,6 +91,37 @@ static void test_bf16_kernels_match_reference(void)
     if (kp.state)
         tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
     tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* Taps that read only padding are left out of the primitive (its kernel
+ * name says how many are live), and the results still match the reference
+ * (test_dnnl_kernels_match_reference runs these geometries); a conv where
+ * every tap reads the input is not cropped. */
+static void test_dead_taps_are_cropped(void)
+{
+    static const struct {
+        int64_t h, w, stride;
+        const char *live;
+    } c[] = {{1, 1, 1, "1x1 live taps"}, {2, 2, 2, "2x2 live taps"}, {8, 8, 1, NULL}};
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, c[i].h, c[i].w));
+        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(16, 16, 3, 3));
+        tg_tensor *y = tg_conv2d(g, x, w, NULL, P(c[i].stride, c[i].stride, 1, 1, 1, 1, 1));
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_kernel_plan kp = {0};
+        if (y)
+            TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)->plan(y, &(tg_plan_opts){1, TG_F32}, &kp));
+        bool says = strstr(kp.kernel, "live taps") != NULL;
+        if (c[i].live ? !strstr(kp.kernel, c[i].live) : says)
+            tg_test_fail(__FILE__, __LINE__, "%lldx%lld input, stride %lld: kernel '%s'",
+                         (long long)c[i].h, (long long)c[i].w, (long long)c[i].stride, kp.kernel);
+        if (kp.state)
+            tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
+        tg_graph_destroy(g);
+    }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -261,6 +295,7 @@ int main(void)
     TG_RUN(test_one_thread_device_starts_no_openmp_threads);
     TG_RUN(test_dnnl_kernels_match_reference);
     TG_RUN(test_bf16_kernels_match_reference);
+    TG_RUN(test_dead_taps_are_cropped);
     TG_RUN(test_own_kernels_when_forced);
     TG_RUN(test_choice_and_kernel_name);
     TG_RUN(test_training_matches_own_kernels);
