@@ -463,6 +463,7 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
         run_failed(s);
     /* the device's own threads: at most those the primitive was made for */
     int team = a->pool ? tg_pool_threads(a->pool) : 1;
+    tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
     tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
     dnnl_memory_t user[4] = {0}, inner[4] = {0};
     dnnl_exec_arg_t args[5];
