@@ -305,7 +305,8 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
         }
         tg_kernel_plan plan = {0};
         const tg_op_planner *planner = o.planned ? tg_op_planner_get(t->op) : NULL;
-        if (planner && planner->plan(t, &(tg_plan_opts){threads, o.compute}, &plan) != TG_OK) {
+        if (planner && planner->plan(t, &(tg_plan_opts){.n_threads = threads, .compute = o.compute},
+                                     &plan) != TG_OK) {
             tg_test_fail(__FILE__, __LINE__, "%s: planning '%s' failed: %s", label, t->name,
                          tg_error_message());
             ok = 0;

@@ -58,6 +58,7 @@ typedef struct conv_state {
     size_t weight_offset; /* floats from the full weights to the first live tap */
     size_t weight_bytes;  /* of the full weights (zeroed before a cropped gradient) */
     bool cropped;
+    size_t elem[4]; /* bytes per element of each role as stored */
 } conv_state;
 
 /* The taps [r0, r1) x [s0, s1) that read the input for some output, and
@@ -301,9 +302,38 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
     return s;
 }
 
-static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
+/* The operands' plain descriptors in their stored types when every one is
+ * f32 or bf16 (oneDNN reads and writes both; its reorders convert): the
+ * node then reads its storage as it is (tg_kernel_plan.native_storage). */
+static dnnl_status_t storage_types(const tg_tensor *node, const tg_plan_opts *o, conv_state *st,
+                                   bool *native)
+{
+    *native = false;
+    for (int k = 0; k < st->n_args; k++) {
+        tg_dtype t = k == st->n_args - 1 ? o->out_storage : o->in_storage[k];
+        if (t != TG_F32 && t != TG_BF16)
+            return dnnl_success;
+    }
+    (void)node;
+    for (int k = 0; k < st->n_args; k++) {
+        tg_dtype t = k == st->n_args - 1 ? o->out_storage : o->in_storage[k];
+        st->elem[k] = t == TG_BF16 ? 2 : 4;
+        if (t == TG_F32)
+            continue;
+        dnnl_memory_desc_t md = st->user[k];
+        dnnl_status_t s = dnnl_memory_desc_init_by_strides(
+            &st->user[k], md.ndims, md.dims, dnnl_bf16, md.format_desc.blocking.strides);
+        if (s != dnnl_success)
+            return s;
+    }
+    *native = true;
+    return dnnl_success;
+}
+
+static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                               dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
+    int n_threads = o->n_threads;
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     if (!eng)
@@ -316,7 +346,11 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int 
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
     st->weight_offset = st->cropped ? (size_t)(lt.r0 * g->S + lt.s0) : 0;
-    st->weight_bytes = (size_t)(g->K * (g->C / g->G) * g->R * g->S) * sizeof(float);
+    for (int k = 0; k < 4; k++)
+        st->elem[k] = 4;
+    TG_TRY(tg_dnnl_check(storage_types(node, o, st, &plan->native_storage),
+                         "conv2d storage descriptors"));
+    st->weight_bytes = (size_t)(g->K * (g->C / g->G) * g->R * g->S) * st->elem[st->weight_role];
     dnnl_primitive_attr_t attr;
     TG_TRY(tg_dnnl_check(dnnl_primitive_attr_create(&attr), "conv2d attributes"));
     dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
@@ -347,13 +381,13 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, int 
 
 /* A fresh state in `mul`; TG_ERR_UNSUPPORTED when oneDNN has no
  * implementation for it. */
-static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, int n_threads,
+static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                            dnnl_data_type_t mul, tg_kernel_plan *plan)
 {
     conv_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
-    tg_status s = create_state(node, g, n_threads, mul, st, plan);
+    tg_status s = create_state(node, g, o, mul, st, plan);
     if (s == TG_OK)
         plan->state = st;
     else
@@ -379,12 +413,13 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
     /* bf16 needs AVX-512 (native with AVX512_BF16): elsewhere f32 */
     tg_status s = TG_ERR_UNSUPPORTED;
     if (opts->compute == TG_BF16)
-        s = try_state(node, &g, n_threads, dnnl_bf16, plan);
+        s = try_state(node, &g, opts, dnnl_bf16, plan);
     if (s == TG_ERR_UNSUPPORTED)
-        s = try_state(node, &g, n_threads, dnnl_f32, plan);
+        s = try_state(node, &g, opts, dnnl_f32, plan);
     if (s == TG_OK)
         return TG_OK;
     plan->scratch = 0;
+    plan->native_storage = false;
     /* oneDNN lacking an implementation is no error: the own kernels run */
     if (s == TG_ERR_UNSUPPORTED) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN implementation)", own_name);
@@ -471,9 +506,9 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
     if (st->cropped && st->weight_role == st->n_args - 1)
         memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
     for (int k = 0; k < st->n_args; k++) {
-        float *ptr = k == st->n_args - 1 ? a->out : (float *)a->in[k];
+        unsigned char *ptr = k == st->n_args - 1 ? a->out : a->in[k];
         if (k == st->weight_role)
-            ptr += st->weight_offset;
+            ptr += st->weight_offset * st->elem[k];
         user[k] = mem(&st->user[k], eng, ptr);
         if (st->reorder[k])
             inner[k] = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
