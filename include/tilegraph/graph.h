@@ -278,6 +278,9 @@ TG_API tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_ten
  * (8-bit input: the host streams a quarter of the bytes). At most 4 channels;
  * the arithmetic is the data loader's, so results are bit-identical. */
 TG_API tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const float *std);
+/* u8 [any shape] -> f32 with the same values 0..255 (ONNX's Cast from
+ * uint8): 8-bit input that the model's own ops then normalise. */
+TG_API tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x);
 /* Identity in inference mode; in training, zeroes with probability p and
  * scales by 1/(1-p), from the session seed, the op and the step. */
 TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);

@@ -22,7 +22,7 @@ import torch
 from onnx import numpy_helper
 
 from . import blocks as _blocks
-from ._lib import TG_F32, TG_I32, TilegraphError, check, ffi, lib
+from ._lib import TG_F32, TG_I32, TG_U8, TilegraphError, check, ffi, lib
 from .options import Options, make_c_options
 
 # The losses the wrapper recognises in `return output, loss`, and how to build them.
@@ -142,6 +142,12 @@ def _where(path, text, model, limit=3):
             line += f", made at {frame[0]}:{frame[1]}" + (f": {code}" if code else "")
         out.append(line)
     return "".join(out)
+
+
+def _float_inputs(module, args):
+    """Forward pre-hook: half tensors in, float tensors out (the host run of a half model)."""
+    half = (torch.float16, torch.bfloat16)
+    return tuple(a.float() if torch.is_tensor(a) and a.dtype in half else a for a in args)
 
 
 def _shape(dims):
@@ -339,7 +345,13 @@ class _Model:
             # host run and the export use the module in float (exact for
             # half values); tilegraph stores it in half by `precision`.
             self.model.float()
-            x, xm = x.float(), xm.float()
+            if x.dtype != torch.uint8:  # 8-bit images stay 8-bit: the model casts them
+                x, xm = x.float(), xm.float()
+        # A half cast inside the model (seed 003's ModelWithNormalization casts
+        # 8-bit images to the input dtype) meets float modules in the host run:
+        # every module takes half inputs as float there, as the export then shows.
+        hooks = [m.register_forward_pre_hook(_float_inputs) for m in self.model.modules()
+                 ] if self._host_float else []
         try:
             result, losses, recorded = self._record(xm, lm)
             loss_kind = self._loss_kind(result, losses) if self.training else None
@@ -347,6 +359,8 @@ class _Model:
             print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
             path = self._export(x, lm, micro, buffers)
         finally:
+            for h in hooks:
+                h.remove()
             if self._host_float:
                 self.model.to(self._model_dtype)
             self._restore(buffers)
@@ -387,6 +401,15 @@ class _Model:
             self._compile(*self._args(*args))
 
     # ---- running ------------------------------------------------------------------
+    def _write_input(self, x):
+        """The model's input as the graph takes it: u8 for 8-bit images (a quarter of the bytes), else f32."""
+        if lib.tg_tensor_dtype(self._input) == TG_U8:
+            if x.dtype != torch.uint8:
+                raise ValueError(f"poptorch: the model was compiled for uint8 input, got {x.dtype}")
+            self._write(self._input, x.detach().numpy())
+        else:
+            self._write(self._input, x.detach().float().numpy())
+
     def _write(self, t, array):
         a = np.ascontiguousarray(array)
         # Zero-copy: the session copies straight from the array's own memory.
@@ -522,7 +545,7 @@ class TrainingModel(_Model):
         self._check_input(x)
         if labels.shape[0] != x.shape[0]:
             raise ValueError(f"poptorch: {labels.shape[0]} labels for {x.shape[0]} inputs")
-        self._write(self._input, x.detach().float().numpy())
+        self._write_input(x)
         lab = labels.detach().numpy()
         self._write(self._labels, lab.astype(np.float32 if self._loss_kind_name == "mse" else np.int32))
         check(lib.tg_session_run(self._handle), "poptorch: running the training step")
@@ -563,7 +586,7 @@ class InferenceModel(_Model):
                     tm.copyWeightsToHost()
             self._compile(x, None)
         self._check_input(x)
-        self._write(self._input, x.detach().float().numpy())
+        self._write_input(x)
         check(lib.tg_session_run(self._handle), "poptorch: running inference")
         return self._read_output(self._output)
 

@@ -425,11 +425,23 @@ static tg_status map_cast(onnx_builder *b)
 {
     int64_t to = ob_attr_int(b, "to", 0);
     if (!ob_is_const(b, 0)) {
-        /* graph tensors are f32: only float-to-float casts (no-ops) */
-        if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "casting a tensor to %s (only to float)",
+        tg_tensor *x = ob_tensor(b, 0);
+        /* a uint8 input (8-bit images) becomes f32 with the same values;
+         * to float16 too: graph tensors are f32, the precision stores halves */
+        bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        if (x && tg_tensor_dtype(x) == TG_U8 &&
+            (to_float || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16))
+            return ob_set(b, 0, tg_cast_u8(b->g, x));
+        /* graph tensors are f32 and the precision option picks what is
+         * stored in half: casts between float types are no-ops here */
+        bool to_half = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+                       to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+        if (!to_float && !(to_half && x && tg_tensor_dtype(x) == TG_F32))
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "casting a tensor to %s (only to float types; half precision is the "
+                           "precision option)",
                            tg_onnx_elem_name((int)to));
-        return ob_set(b, 0, ob_tensor(b, 0));
+        return ob_set(b, 0, x);
     }
     const tg_onnx_data *c = ob_const(b, 0);
     if (!c)

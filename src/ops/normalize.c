@@ -2,6 +2,9 @@
  *
  * NORMALIZE_U8 turns u8 pixels [N, C, ...] into f32 (x / 255 - mean[c]) /
  * std[c]. Params: i[0] = C, f[0..3] = means, f[4..7] = standard deviations.
+ * With i[1] = 1 (tg_cast_u8) it is the plain conversion of any u8 tensor to
+ * the same values in f32 (ONNX's Cast from uint8): the model's own ops then
+ * normalise, as a PyTorch model that takes 8-bit images does.
  * The kernel builds a 256-entry table per channel in double and rounds it to
  * float, exactly as the data loader does, so feeding 8-bit images and
  * normalising here gives bit-identical training to normalising on the host.
@@ -12,10 +15,20 @@
 
 enum { MAX_CHANNELS = 4 };
 
+enum { RAW = 1 };
+
 static tg_status infer_normalize(tg_tensor *node)
 {
     const tg_tensor *x = node->in[0];
     int64_t c = node->p.i[0];
+    if (node->p.i[1] == RAW) {
+        if (x->dtype != TG_U8)
+            return tg_error(TG_ERR_DTYPE, "the u8 conversion takes a u8 tensor, not %s",
+                            tg_dtype_name(x->dtype));
+        node->shape = x->shape;
+        node->dtype = TG_F32;
+        return TG_OK;
+    }
     if (x->dtype != TG_U8 || x->shape.ndim < 2)
         return tg_error(TG_ERR_DTYPE, "8-bit normalisation takes u8 [N, C, ...] images, not %s",
                         tg_dtype_name(x->dtype));
@@ -56,9 +69,22 @@ static void normalize_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
+static void convert_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const norm_job *j = ctx;
+    for (int64_t k = begin; k < end; k++)
+        j->y[k] = (float)j->x[k];
+    (void)t;
+}
+
 static void fwd_normalize(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
+    if (node->p.i[1] == RAW) {
+        norm_job raw = {.x = a->in[0], .y = a->out};
+        tg_pool_for(a->pool, tg_numel(node), convert_range, &raw);
+        return;
+    }
     norm_job j = {a->in[0], a->out, {{0}}, node->p.i[0], 1};
     for (int d = 2; d < node->shape.ndim; d++)
         j.plane *= node->shape.dim[d];
@@ -72,6 +98,11 @@ static void fwd_normalize(const tg_kernel_args *a)
 static void ref_normalize(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
+    if (node->p.i[1] == RAW) {
+        for (int64_t k = 0; k < tg_numel(node); k++)
+            a->out[k] = a->in[0][k];
+        return;
+    }
     int64_t c = node->p.i[0], plane = tg_numel(node) / (node->shape.dim[0] * c);
     for (int64_t k = 0; k < tg_numel(node); k++) {
         int64_t ch = (k / plane) % c;
@@ -88,6 +119,13 @@ tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const f
         p.f[k] = mean[k];
         p.f[MAX_CHANNELS + k] = std[k];
     }
+    return tg_node_create(g, TG_OP_NORMALIZE_U8, 1, &x, &p);
+}
+
+tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x)
+{
+    tg_node_params p = {{0}, {0}};
+    p.i[1] = RAW;
     return tg_node_create(g, TG_OP_NORMALIZE_U8, 1, &x, &p);
 }
 

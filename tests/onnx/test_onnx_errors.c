@@ -6,9 +6,11 @@
 #include "tg_test.h"
 
 #include "tilegraph/onnx.h"
+#include "tilegraph/session.h"
 
 #include "core/alloc.h"
 #include "onnx/onnx_internal.h"
+#include "runtime/interp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,6 +393,73 @@ static void test_mutations_never_crash(void)
     free(buf);
 }
 
+/* x: uint8 [2, 3] -> Cast(to) -> Relu -> y: 8-bit input becomes f32 with the
+ * same values (seed 003's --eight-bit-io exports Cast then Normalize); a
+ * cast of it to an integer type is refused, naming the node. */
+static tg_status build_u8(int to, tg_graph *g, tg_onnx_outputs *io)
+{
+    model_parts p;
+    make_model(&p, 2);
+    p.in_tensor.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
+    p.nodes[0].op_type = "Cast";
+    p.nodes[0].name = "/Cast";
+    onnx__attribute_proto__init(&p.attr);
+    p.attr.name = "to";
+    p.attr.has_type = 1;
+    p.attr.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    p.attr.has_i = 1;
+    p.attr.i = to;
+    p.attr_ptrs[0] = &p.attr;
+    p.nodes[0].n_attribute = 1;
+    p.nodes[0].attribute = p.attr_ptrs;
+    tg_onnx_model *m = NULL;
+    tg_status s = load_parts(&p, "u8.onnx", &m);
+    if (s == TG_OK)
+        s = tg_onnx_build(m, g, NULL, io);
+    tg_onnx_model_destroy(m);
+    return s;
+}
+
+static void test_uint8_input_is_cast_exactly(void)
+{
+    static const int to[] = {ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                             ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16};
+    for (int k = 0; k < 2; k++) {
+        tg_graph *g = tg_graph_create();
+        tg_onnx_outputs io;
+        TG_CHECK_OK(build_u8(to[k], g, &io));
+        if (tg_graph_status(g) == TG_OK && io.n_inputs == 1 && io.n_outputs == 1) {
+            TG_CHECK(tg_tensor_dtype(io.inputs[0]) == TG_U8);
+            TG_CHECK(tg_tensor_dtype(io.outputs[0]) == TG_F32);
+            tg_interp *ip = NULL;
+            TG_CHECK_OK(tg_interp_create(g, 0, &ip));
+            const double v[6] = {0, 1, 127, 128, 254, 255};
+            memcpy(tg_interp_data(ip, io.inputs[0]), v, sizeof v);
+            TG_CHECK_OK(tg_interp_run(ip, 0));
+            for (int i = 0; ip && i < 6; i++)
+                TG_CHECK(tg_interp_data(ip, io.outputs[0])[i] == v[i]);
+            tg_interp_destroy(ip);
+            /* the engine's kernel: the bytes in, the same values out */
+            tg_session *s = NULL;
+            TG_CHECK_OK(tg_session_create(g, NULL, &s));
+            const uint8_t bytes[6] = {0, 1, 127, 128, 254, 255};
+            float y[6] = {0};
+            TG_CHECK_OK(tg_session_write(s, io.inputs[0], bytes, sizeof bytes));
+            TG_CHECK_OK(tg_session_run(s));
+            TG_CHECK_OK(tg_session_read(s, io.outputs[0], y, sizeof y));
+            for (int i = 0; s && i < 6; i++)
+                TG_CHECK(y[i] == (float)bytes[i]);
+            tg_session_destroy(s);
+        }
+        tg_graph_destroy(g);
+    }
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    EXPECT(build_u8(ONNX__TENSOR_PROTO__DATA_TYPE__INT32, g, &io), TG_ERR_UNSUPPORTED,
+           "node '/Cast' (Cast)", "int32", NULL);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     int64_t live = tg_alloc_live_bytes();
@@ -403,6 +472,7 @@ int main(void)
     TG_RUN(test_cycle_and_dangling_input);
     TG_RUN(test_unsupported_attribute_names_node);
     TG_RUN(test_dynamic_batch_needs_size);
+    TG_RUN(test_uint8_input_is_cast_exactly);
     TG_RUN(test_mutations_never_crash);
     tg_test_check_no_leak(live);
     return tg_test_finish();
