@@ -108,8 +108,15 @@ static void measure(const tg_model_graph *mg, run_case *c, int steps)
     tg_options_destroy(o);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage = bench_usage(argc, argv, 0,
+                            "usage: bench_auto_stages\nAutomatic stages on mnist-pipeline (2 "
+                            "devices x 1 thread, accumulation 16): auto pipelined, the same split "
+                            "sharded, and the README split, alternated in one run. One JSON "
+                            "line.\nenvironment: TG_BENCH_STEPS (20), TG_BENCH_ROUNDS (3)\n");
+    if (usage >= 0)
+        return usage;
     const char *env = getenv("TG_BENCH_STEPS"), *renv = getenv("TG_BENCH_ROUNDS");
     int steps = env ? atoi(env) : 20, rounds = renv ? atoi(renv) : 3;
     tg_optimizer opt = tg_optimizer_adamw(0.001f);

@@ -52,7 +52,7 @@ static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, tg_dty
     int threads = tg_pool_threads(pool);
     tg_dnnl_force_mode(mode, true);
     tg_kernel_plan plan = {0};
-    if (pl->plan(t, &(tg_plan_opts){threads, compute}, &plan) != TG_OK) {
+    if (pl->plan(t, &(tg_plan_opts){.n_threads = threads, .compute = compute}, &plan) != TG_OK) {
         fprintf(stderr, "bench_dnnl_conv: planning %s: %s\n", t->name, tg_error_message());
         exit(1);
     }
@@ -140,7 +140,8 @@ static void bench_shape(const conv_shape *cs, tg_pool *pool)
         tg_kernel_plan ap = {0};
         tg_dnnl_force_mode(TG_DNNL_AUTO, true);
         tg_op_planner_get(nodes[k]->op)
-            ->plan(nodes[k], &(tg_plan_opts){tg_pool_threads(pool), TG_F32}, &ap);
+            ->plan(nodes[k], &(tg_plan_opts){.n_threads = tg_pool_threads(pool), .compute = TG_F32},
+                   &ap);
         tg_dnnl_force_mode(TG_DNNL_AUTO, false);
         if (ap.state)
             tg_op_planner_get(nodes[k]->op)->plan_free(ap.state);

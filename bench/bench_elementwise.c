@@ -80,8 +80,15 @@ static void print_conversions(const float *f, float *back)
     free(h);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage =
+        bench_usage(argc, argv, 0,
+                    "usage: bench_elementwise\nThroughput (GB/s) of the elementwise fast kernels "
+                    "on 1 and 2 threads against a plain add loop, and the f16/bf16 storage "
+                    "conversions against memcpy, in the same run. One JSON line.\n");
+    if (usage >= 0)
+        return usage;
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(ROWS, COLS));
     tg_tensor *y = tg_input(g, "y", TG_F32, tg_shape2(ROWS, COLS));

@@ -75,8 +75,15 @@ static int run_case(const char *label, const char *model, int batch, const char 
     return same ? 0 : 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage =
+        bench_usage(argc, argv, 0,
+                    "usage: bench_executable\nCompiling a program against loading it from the "
+                    "executable cache: ResNet-50 on cpu and ResNet-101 pipelined on mk2. One JSON "
+                    "line per case.\nenvironment: TG_BENCH_REPEAT (repetitions)\n");
+    if (usage >= 0)
+        return usage;
     const char *r = getenv("TG_BENCH_REPEAT");
     int repeat = r && atoi(r) > 0 ? atoi(r) : 5;
     char file[64];

@@ -9,6 +9,8 @@
  * It runs `tilegraph train --json` (and `tilegraph run`), so it needs the
  * built command and mpirun. Timings on a loaded machine are not claims.
  * usage: bench_instances [TILEGRAPH_BINARY] */
+#include "bench_util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,13 @@ static double samples_per_s(const char *cmd)
 
 int main(int argc, char **argv)
 {
+    int usage = bench_usage(
+        argc, argv, 1,
+        "usage: bench_instances [path to the tilegraph command]\nInstances over MPI against "
+        "replicas in one process: host-bound input 2x1 against 1x2, and the cross-instance "
+        "all-reduce share of a host step on mnist-pipeline. One JSON line.\n");
+    if (usage >= 0)
+        return usage;
     const char *t = argc > 1 ? argv[1] : TG_SOURCE_DIR "/build/tilegraph";
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);

@@ -168,8 +168,15 @@ static tg_status measure(const step_def *st, const tg_dataset *ds, int64_t sampl
     return status;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage =
+        bench_usage(argc, argv, 0,
+                    "usage: bench_journey\nSeed 003's optimisation journey on the cpu target, "
+                    "every step measured in the same run. One JSON line per step.\nenvironment: "
+                    "BENCH_JOURNEY_SAMPLES, BENCH_JOURNEY_ROUNDS, BENCH_JOURNEY_SPLIT\n");
+    if (usage >= 0)
+        return usage;
     const char *env = getenv("BENCH_JOURNEY_SAMPLES");
     int64_t samples = env && atoll(env) > 0 ? atoll(env) : 3072;
     const char *env_rounds = getenv("BENCH_JOURNEY_ROUNDS");

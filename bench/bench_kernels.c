@@ -215,6 +215,12 @@ static void bench_linear(tg_pool *pool, int64_t N, int64_t in, int64_t out)
 
 int main(int argc, char **argv)
 {
+    int usage = bench_usage(
+        argc, argv, 2,
+        "usage: bench_kernels [seconds per case] [threads]\nGFLOP/s of the dense kernels against "
+        "OpenBLAS sgemm measured in the same run. One JSON line per case.\n");
+    if (usage >= 0)
+        return usage;
     if (argc > 1)
         min_seconds = atof(argv[1]);
     int t_lo = 1, t_hi = 2;

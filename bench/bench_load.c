@@ -170,8 +170,15 @@ static void run_case(const load_case *lc, int steps, int reps, bool first)
     printf(",\"default_over_1\":%.3f}", med_default / med_one);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage =
+        bench_usage(argc, argv, 0,
+                    "usage: bench_load\nTraining speed of mnist-pipeline with the default threads, "
+                    "1 and 2 threads, idle and beside a busy loop (plain, niced, intermittent). "
+                    "One JSON line.\nenvironment: TG_BENCH_STEPS, TG_BENCH_REPS\n");
+    if (usage >= 0)
+        return usage;
     const char *env = getenv("TG_BENCH_STEPS");
     int steps = env && atoi(env) > 0 ? atoi(env) : 150;
     env = getenv("TG_BENCH_REPS");

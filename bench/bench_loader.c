@@ -82,8 +82,14 @@ static result run(const tg_dataset *ds, tg_loader_mode mode, int workers, int u8
     return r;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage =
+        bench_usage(argc, argv, 0,
+                    "usage: bench_loader\nHost data loading throughput (CIFAR-shaped, resize, "
+                    "flip, normalise), sync against async, in the same run. One JSON line.\n");
+    if (usage >= 0)
+        return usage;
     tg_dataset *ds;
     if (tg_dataset_synthetic(N, 3, 32, 32, 10, 1, &ds) != TG_OK)
         return 1;

@@ -98,8 +98,14 @@ static result measure(bool mlp, const char *const *kv, int steps)
     return res;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage = bench_usage(argc, argv, 0,
+                            "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
+                            "busy time, bubble and throughput against one device, in the same run. "
+                            "One JSON line per case.\nenvironment: TG_BENCH_STEPS\n");
+    if (usage >= 0)
+        return usage;
     const char *env = getenv("TG_BENCH_STEPS");
     int steps = env ? atoi(env) : 20;
     static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b"};

@@ -164,10 +164,17 @@ static int env_int(const char *name, int fallback, int lo, int hi)
 
 int main(int argc, char **argv)
 {
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_resnet\nResNet-18 (32x32, batch 64) and ResNet-50 (64x64, batch 32) training "
+        "and inference against PyTorch, 1 and 2 threads, fp32 and bf16, in the same run. One JSON "
+        "line per case.\nenvironment: TG_BENCH_REPS (3), TG_BENCH_STEPS (8), TG_BENCH_ONLY (a case "
+        "name), TG_BENCH_NO_TORCH, TG_BENCH_NO_BF16\n");
+    if (usage >= 0)
+        return usage;
     /* As the tilegraph command does (tools/main.c): oneDNN's OpenMP threads
      * sleep when idle, so that several threads per device can use oneDNN;
      * PyTorch's child runs with its own default. */
-    (void)argc;
     if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
         char self[4096];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -71,8 +71,15 @@ static int run_case(const char *label, const tg_model_spec *m, int batch, const 
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_resnet_compile\nHow long building and compiling ResNet-101 takes, and the "
+        "memory its plan asks for per device. One JSON line per case.\nenvironment: TG_BENCH_MODEL "
+        "(resnet101), TG_BENCH_BATCH (64), TG_BENCH_INPUT (3x64x64), TG_BENCH_CLASSES (1000)\n");
+    if (usage >= 0)
+        return usage;
     const tg_model_spec *m = tg_model_find(env_or("TG_BENCH_MODEL", "resnet101"));
     if (!m) {
         fprintf(stderr, "bench_resnet_compile: %s\n", tg_error_message());

@@ -48,8 +48,14 @@ static double best_ns(tg_trace_channel *ch, long n, int reps, int traced)
     return best;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage = bench_usage(argc, argv, 0,
+                            "usage: bench_trace\nWhat a traced region costs (ns per scope) with "
+                            "tracing off, on with its channel off, and recording, against the same "
+                            "loop without instrumentation. One JSON line.\n");
+    if (usage >= 0)
+        return usage;
     const long n_off = 20 * 1000 * 1000, n_on = 200 * 1000;
     const int reps = 7;
     tg_trace_channel *ch = tg_trace_channel_get("bench");

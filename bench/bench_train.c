@@ -94,8 +94,15 @@ static double torch_rate(int threads, char *version, size_t cap)
     return bench_reference_rate(cmd, version, cap);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_train\nmnist-pipeline training throughput on 1 and 2 threads beside the "
+        "PyTorch reference, in the same run. One JSON line per case.\nenvironment: "
+        "TG_BENCH_SAMPLES (limit), TG_BENCH_NO_TORCH, TG_TORCH_REFERENCE (script path)\n");
+    if (usage >= 0)
+        return usage;
     tg_dataset *ds = NULL;
     const char *limit = getenv("TG_BENCH_SAMPLES");
     if (tg_dataset_load(TG_DATASET_FASHION_MNIST, NULL, TG_SPLIT_TRAIN, limit ? atoll(limit) : 0,

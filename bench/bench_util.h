@@ -82,4 +82,23 @@ static inline double bench_reference_rate(const char *cmd, char *version, size_t
     return rate;
 }
 
+/* Every benchmark answers --help (and -h) with what it measures and the
+ * environment variables it reads, and refuses arguments it does not take,
+ * rather than starting a long run. Returns -1 to go on, else the exit code.
+ * `takes_args` is the number of positional arguments the bench accepts. */
+static inline int bench_usage(int argc, char **argv, int takes_args, const char *usage)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("%s", usage);
+            return 0;
+        }
+    if (argc - 1 > takes_args || (argc > 1 && argv[1][0] == '-')) {
+        fprintf(stderr, "%s: unexpected argument '%s'; see %s --help\n", argv[0],
+                argv[takes_args + 1 < argc && argv[1][0] != '-' ? takes_args + 1 : 1], argv[0]);
+        return 2;
+    }
+    return -1;
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include "ops/op.h"
 #include "runtime/interp.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,17 @@ void tg_test_fail(const char *file, int line, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     tg_test_failed_checks++;
+}
+
+char *tg_test_mkdtemp(const char *file, int line, char *templ)
+{
+    char asked[256];
+    snprintf(asked, sizeof asked, "%s", templ);
+    char *dir = mkdtemp(templ);
+    if (!dir)
+        tg_test_fail(file, line, "cannot make a temporary directory from %s: %s", asked,
+                     strerror(errno));
+    return dir;
 }
 
 void tg_test_run(const char *name, void (*fn)(void))
@@ -293,7 +305,8 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
         }
         tg_kernel_plan plan = {0};
         const tg_op_planner *planner = o.planned ? tg_op_planner_get(t->op) : NULL;
-        if (planner && planner->plan(t, &(tg_plan_opts){threads, o.compute}, &plan) != TG_OK) {
+        if (planner && planner->plan(t, &(tg_plan_opts){.n_threads = threads, .compute = o.compute},
+                                     &plan) != TG_OK) {
             tg_test_fail(__FILE__, __LINE__, "%s: planning '%s' failed: %s", label, t->name,
                          tg_error_message());
             ok = 0;

@@ -32,6 +32,11 @@ extern int tg_test_failed_checks;
 
 void tg_test_fail(const char *file, int line, const char *fmt, ...);
 void tg_test_run(const char *name, void (*fn)(void));
+/* mkdtemp(templ) that fails the test, naming the template and the reason,
+ * when the directory cannot be made: a test that needs one must not pass
+ * silently without it. NULL then. */
+char *tg_test_mkdtemp(const char *file, int line, char *templ);
+#define TG_MKDTEMP(templ) tg_test_mkdtemp(__FILE__, __LINE__, (templ))
 int tg_test_finish(void);
 
 #define TG_CHECK(cond)                                                                             \

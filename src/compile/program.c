@@ -131,7 +131,10 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
     /* planned for the most threads the run may use (n_threads is chosen
      * later, from the load); the run sizes its team to its device's pool */
-    tg_plan_opts po = {p->plan_threads, bf16 ? TG_BF16 : TG_F32};
+    tg_plan_opts po = {.n_threads = p->plan_threads, .compute = bf16 ? TG_BF16 : TG_F32};
+    for (int k = 0; p->storage && k < t->n_in; k++)
+        po.in_storage[k] = p->storage[t->in[k]->id];
+    po.out_storage = p->storage ? p->storage[t->id] : TG_F32;
     tg_status s = def->plan(t, &po, kp);
     if (s != TG_OK) {
         char why[512];
@@ -398,6 +401,8 @@ bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k)
     int b = st->in[k];
     if (b < 0)
         return false;
+    if (p->plans && p->plans[st->node].native_storage)
+        return false;
     bool unscaled_grad = tg_is_weight_update(t) && k == t->n_in - 1 &&
                          p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
     return p->buffers[b].dtype != t->in[k]->dtype || unscaled_grad;
@@ -405,27 +410,68 @@ bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k)
 
 bool tg_step_stages_output(const tg_program *p, const tg_step *st)
 {
+    if (p->plans && p->plans[st->node].native_storage)
+        return false;
     return st->out >= 0 && p->buffers[st->out].dtype != p->graph->nodes[st->node]->dtype;
 }
 
-/* Add each step's f32 staging to its scratch, before the memory plan. */
+/* Add one step's f32 staging to its scratch. */
+static void stage_step(const tg_program *p, tg_step *st)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    size_t extra = 0;
+    for (int k = 0; k < t->n_in; k++)
+        if (tg_step_stages_input(p, st, k))
+            extra += tg_align((size_t)tg_numel(t->in[k]) * sizeof(float));
+    if (tg_step_stages_output(p, st))
+        extra += tg_align((size_t)tg_numel(t) * sizeof(float));
+    st->staged = extra > 0;
+    if (st->staged)
+        st->scratch_bytes = tg_align(st->kernel_scratch) + extra;
+}
+
+/* A kernel planned for its operands' storage types finds them in buffers
+ * of those types; where a buffer holds another (none is known to), the node
+ * falls back to the own kernels, staged through f32 as every other op. */
+static bool native_storage_holds(const tg_program *p, const tg_step *st)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    bool same = st->out < 0 || p->buffers[st->out].dtype == p->storage[t->id];
+    for (int k = 0; k < t->n_in; k++)
+        same &= st->in[k] < 0 || p->buffers[st->in[k]].dtype == p->storage[t->in[k]->id];
+    return same;
+}
+
+static void drop_native_plan(tg_program *p, const tg_tensor *t)
+{
+    tg_kernel_plan *kp = &p->plans[t->id];
+    tg_op_planner_get(t->op)->plan_free(kp->state);
+    kp->state = NULL;
+    kp->native_storage = false;
+    snprintf(kp->kernel, sizeof kp->kernel, "own (operands not in their planned types)");
+}
+
+/* Each step's f32 staging in its scratch, before the memory plan: first the
+ * native-storage plans checked over every step of their node (a recomputed
+ * node has two), then the staging of what is not native. */
 static void plan_staging(tg_program *p)
 {
-    for (int d = 0; d < p->n_devices; d++)
-        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
-            for (int s = 0; s < p->devices[d].n_steps[ph]; s++) {
-                tg_step *st = &p->devices[d].steps[ph][s];
-                const tg_tensor *t = p->graph->nodes[st->node];
-                size_t extra = 0;
-                for (int k = 0; k < t->n_in; k++)
-                    if (tg_step_stages_input(p, st, k))
-                        extra += tg_align((size_t)tg_numel(t->in[k]) * sizeof(float));
-                if (tg_step_stages_output(p, st))
-                    extra += tg_align((size_t)tg_numel(t) * sizeof(float));
-                st->staged = extra > 0;
-                if (st->staged)
-                    st->scratch_bytes = tg_align(st->kernel_scratch) + extra;
-            }
+    for (int pass = 0; pass < 2; pass++)
+        for (int d = 0; d < p->n_devices; d++)
+            for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+                for (int s = 0; s < p->devices[d].n_steps[ph]; s++) {
+                    tg_step *st = &p->devices[d].steps[ph][s];
+                    const tg_tensor *t = p->graph->nodes[st->node];
+                    tg_kernel_plan *kp = &p->plans[t->id];
+                    if (pass == 0 && kp->native_storage && !native_storage_holds(p, st))
+                        drop_native_plan(p, t);
+                    if (pass == 0)
+                        continue;
+                    if (!kp->state && strncmp(kp->kernel, "own (operands", 13) == 0)
+                        st->kernel_scratch = st->scratch_bytes =
+                            own_scratch(p, tg_op_get(t->op), t);
+                    stage_step(p, st);
+                }
 }
 
 static void find_outputs(tg_program *p)

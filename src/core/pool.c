@@ -42,6 +42,7 @@ struct tg_pool {
     atomic_int sleepers;
     atomic_int caller_sleeping;
     atomic_int stop;
+    atomic_int resting;  /* tg_pool_rest: waiting workers sleep at once */
     tg_spin caller_spin; /* the caller's wait for parts claimed by workers */
     unsigned generation;
     tg_pool_fn fn;
@@ -88,9 +89,16 @@ static bool work_or_stop(void *arg)
     return unclaimed(atomic_load(&p->job)) || atomic_load(&p->stop);
 }
 
+/* The spin's predicate: also ends the spin when the pool rests. */
+static bool work_stop_or_rest(void *arg)
+{
+    tg_pool *p = arg;
+    return work_or_stop(p) || atomic_load_explicit(&p->resting, memory_order_relaxed);
+}
+
 static void wait_for_work(tg_pool *p, tg_spin *spin)
 {
-    if (tg_spin_wait(spin, work_or_stop, p))
+    if (tg_spin_wait(spin, work_stop_or_rest, p) && work_or_stop(p))
         return;
     pthread_mutex_lock(&p->mutex);
     atomic_fetch_add(&p->sleepers, 1);
@@ -186,6 +194,12 @@ void tg_pool_set_spin_ceiling(tg_pool *p, int ceiling)
         tg_spin_set_ceiling(&p->args[t].spin, ceiling);
 }
 
+void tg_pool_rest(tg_pool *p)
+{
+    if (p && p->n_threads > 1)
+        atomic_store_explicit(&p->resting, 1, memory_order_relaxed);
+}
+
 static bool all_done(void *arg)
 {
     tg_pool *p = arg;
@@ -219,6 +233,7 @@ void tg_pool_for(tg_pool *p, int64_t n, tg_pool_fn fn, void *ctx)
     p->parts = p->n_threads;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     p->generation++;
+    atomic_store_explicit(&p->resting, 0, memory_order_relaxed);
     atomic_store(&p->job, (uint64_t)p->generation << 32 | (uint32_t)p->parts);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mutex);

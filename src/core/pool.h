@@ -33,6 +33,11 @@ int tg_pool_threads(const tg_pool *p);
  * free cores. Call between loops. */
 void tg_pool_set_spin_ceiling(tg_pool *p, int ceiling);
 
+/* The next work of this device runs on other threads (oneDNN's OpenMP
+ * team): workers waiting for a loop stop spinning and sleep now, so they
+ * leave the cores to that team; the next tg_pool_for wakes them. */
+void tg_pool_rest(tg_pool *p);
+
 /* Run fn over [0, n). With a NULL pool, runs everything on the caller. */
 void tg_pool_for(tg_pool *p, int64_t n, tg_pool_fn fn, void *ctx);
 

@@ -57,6 +57,10 @@ typedef struct tg_plan_opts {
      * (--precision bf16.*): matrix-like kernels may then multiply in bf16,
      * accumulating in f32, with f32 in and out. TG_F32 (0) otherwise. */
     tg_dtype compute;
+    /* The types the operands are stored in (the precision pass's): a hook
+     * that reads them as they are sets native_storage below. */
+    tg_dtype in_storage[TG_MAX_INPUTS];
+    tg_dtype out_storage;
 } tg_plan_opts;
 
 /* What an op's plan hook decided for one node. */
@@ -64,6 +68,11 @@ typedef struct tg_kernel_plan {
     void *state;     /* NULL: forward runs without planned state */
     size_t scratch;  /* bytes the planned kernel needs (with state; else scratch()'s) */
     char kernel[96]; /* the kernel chosen, for the compile output and the profile */
+    /* The planned kernel reads in[] and writes out in their stored types
+     * (tg_plan_opts.in_storage, out_storage), so the engine does not stage
+     * them through f32 (runtime/staging.h): bf16 activations go straight
+     * to oneDNN, which converts them while it reorders anyway. */
+    bool native_storage;
 } tg_kernel_plan;
 
 typedef struct tg_ref_args {

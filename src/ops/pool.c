@@ -209,6 +209,62 @@ static bool is_plain_2x2(const pool_geom *g)
            2 * g->ow <= g->iw;
 }
 
+/* The outputs ox of a row whose tap kx reads inside the input:
+ * [*lo, *hi). Taps outside are the padding, which max pooling skips. */
+static void tap_columns(const pool_geom *g, int kx, int64_t *lo, int64_t *hi)
+{
+    int64_t off = (int64_t)kx * g->dw - g->pl; /* ix = ox * sw + off */
+    int64_t a = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int64_t b = g->iw - 1 - off < 0 ? -1 : (g->iw - 1 - off) / g->sw;
+    *lo = a;
+    *hi = b + 1 < g->ow ? b + 1 : g->ow;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* One tap over the outputs [lo, hi) of a row: the running maximum takes
+ * the tap where it is larger, or NaN while the maximum is not. */
+static inline __attribute__((always_inline)) void max_tap(float *best, const float *row, int64_t lo,
+                                                          int64_t hi, int64_t sw)
+{
+    for (int64_t ox = lo; ox < hi; ox++) {
+        float v = row[ox * sw], m = best[ox];
+        best[ox] = (v > m || (v != v && m == m)) ? v : m;
+    }
+}
+
+/* Max pooling row by row and tap by tap (the window's taps in row-major
+ * order, as window_argmax): for each tap the valid outputs of the row take
+ * the larger value, a loop over contiguous outputs that the compiler
+ * vectorises. A tap replaces the running value when it is larger, or NaN
+ * while the running value is not, so the result is window_argmax's value
+ * bit for bit (the first maximum; NaN wins). `best` holds one output row. */
+static void max_fwd_rows(const float *xp, float *yp, const pool_geom *g, float *best)
+{
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        for (int64_t ox = 0; ox < g->ow; ox++)
+            best[ox] = -INFINITY;
+        for (int ky = 0; ky < g->kh; ky++) {
+            int64_t iy = oy * g->sh - g->pt + (int64_t)ky * g->dh;
+            if (iy < 0 || iy >= g->ih)
+                continue;
+            const float *row = xp + iy * g->iw;
+            for (int kx = 0; kx < g->kw; kx++) {
+                int64_t lo, hi, off = (int64_t)kx * g->dw - g->pl;
+                tap_columns(g, kx, &lo, &hi);
+                if (g->sw == 2) /* the stride as a constant: a vectorised loop */
+                    max_tap(best, row + off, lo, hi, 2);
+                else
+                    max_tap(best, row + off, lo, hi, g->sw);
+            }
+        }
+        memcpy(yp + oy * g->ow, best, (size_t)g->ow * sizeof *best);
+    }
+}
+
+/* Rows up to this many outputs go through max_fwd_rows' row buffer. */
+enum { MAX_ROW = 2048 };
+
 static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
@@ -216,9 +272,14 @@ static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
     const float *x = j->a->in[0];
     float *y = j->a->out;
     bool plain = is_plain_2x2(g);
+    float best[MAX_ROW];
     for (int64_t pl = begin; pl < end; pl++) {
         const float *xp = x + pl * g->ih * g->iw;
         float *yp = y + pl * g->oh * g->ow;
+        if (!plain && g->ow <= MAX_ROW) {
+            max_fwd_rows(xp, yp, g, best);
+            continue;
+        }
         for (int64_t oy = 0; oy < g->oh; oy++) {
             if (plain) { /* the common 2x2/2 case: no bounds checks */
                 const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
@@ -238,12 +299,50 @@ static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
+/* The gradient of one plane for overlapping or padded windows: per output
+ * row, the first maximum of every window found tap by tap as in
+ * max_fwd_rows (value and flat index), then dy added at those indices in
+ * output order, the order of the per-window loop it replaces. */
+static void max_bwd_rows(const float *xp, const float *dyp, float *dxp, const pool_geom *g,
+                         float *best, int32_t *arg)
+{
+    for (int64_t k = 0; k < g->ih * g->iw; k++)
+        dxp[k] = 0.0f;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            best[ox] = -INFINITY;
+            arg[ox] = -1;
+        }
+        for (int ky = 0; ky < g->kh; ky++) {
+            int64_t iy = oy * g->sh - g->pt + (int64_t)ky * g->dh;
+            if (iy < 0 || iy >= g->ih)
+                continue;
+            const float *row = xp + iy * g->iw;
+            for (int kx = 0; kx < g->kw; kx++) {
+                int64_t lo, hi, off = (int64_t)kx * g->dw - g->pl;
+                tap_columns(g, kx, &lo, &hi);
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    float v = row[ox * g->sw + off], m = best[ox];
+                    bool take = arg[ox] < 0 || v > m || (v != v && m == m);
+                    best[ox] = take ? v : m;
+                    arg[ox] = take ? (int32_t)(iy * g->iw + ox * g->sw + off) : arg[ox];
+                }
+            }
+        }
+        const float *dyr = dyp + oy * g->ow;
+        for (int64_t ox = 0; ox < g->ow; ox++)
+            dxp[arg[ox]] += dyr[ox];
+    }
+}
+
 static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
     const float *dy = j->a->in[0], *x = j->a->in[1];
     float *dx = j->a->out;
+    float best[MAX_ROW];
+    int32_t arg[MAX_ROW];
     for (int64_t pl = begin; pl < end; pl++) {
         const float *xp = x + pl * g->ih * g->iw, *dyp = dy + pl * g->oh * g->ow;
         float *dxp = dx + pl * g->ih * g->iw;
@@ -273,6 +372,10 @@ static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
             }
             for (int64_t k = 2 * g->oh * g->iw; k < g->ih * g->iw; k++)
                 dxp[k] = 0.0f;
+            continue;
+        }
+        if (g->ow <= MAX_ROW && g->ih * g->iw <= INT32_MAX) {
+            max_bwd_rows(xp, dyp, dxp, g, best, arg);
             continue;
         }
         for (int64_t k = 0; k < g->ih * g->iw; k++)

@@ -301,7 +301,7 @@ int main(void)
         return 77;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_analyse_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     if (train("pipelined", "pipe") != 0 || train("sharded", "shard") != 0) {
         fprintf(stderr, "training with autoReport failed; see %s/train.txt\n", tmpdir);

@@ -348,7 +348,7 @@ int main(void)
         return 77;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_analyse_tiles_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     if (train("pipelined", "mk2", "mk2") != 0 || train("sharded", "mk2s", "mk2") != 0 ||
         train("pipelined", "cpu", NULL) != 0) {

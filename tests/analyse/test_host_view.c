@@ -24,7 +24,7 @@ static int run(const char *cmd)
 static void test_host_call_tree(void)
 {
     char dir[] = "/tmp/tg_host_view_XXXXXX", cmd[2048];
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return;
     /* 640 samples of 8 x 4 micro-batches: 20 host steps; the trace records them all */
     snprintf(

@@ -174,7 +174,7 @@ int main(void)
         return 77;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_insights_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_offloading);
     TG_RUN(test_mk2_limit);

@@ -80,7 +80,7 @@ int main(void)
         return 77;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_summary_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     char cmd[1400];
     snprintf(cmd, sizeof cmd,

@@ -357,7 +357,7 @@ static void test_same_training(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_executable_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     setenv("TILEGRAPH_MONITOR", "0", 1);
     TG_RUN(test_roundtrip);

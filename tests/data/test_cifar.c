@@ -253,7 +253,7 @@ static void test_synthetic(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_cifar_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return 1;
     TG_RUN(test_load);
     TG_RUN(test_errors);

@@ -114,7 +114,7 @@ static void test_real_fashion_mnist(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_test_dataset_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return 1;
     int64_t live = tg_alloc_live_bytes();
     TG_RUN(test_made_directory);

@@ -328,10 +328,8 @@ static void test_real_fashion_mnist(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_test_idx_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
-    }
     TG_RUN(test_valid_files);
     TG_RUN(test_bad_headers);
     TG_RUN(test_huge_dims);

@@ -480,7 +480,7 @@ static void test_loader_allocation_failures(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_test_st_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return 1;
     int64_t live = tg_alloc_live_bytes();
     TG_RUN(test_round_trip);

@@ -108,7 +108,7 @@ static void test_normalize(void)
 
 int main(void)
 {
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_import_text_and_json);
     TG_RUN(test_import_errors_and_help);

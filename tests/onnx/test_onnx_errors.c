@@ -240,7 +240,7 @@ static void test_size_mismatch(void)
 static void test_external_data(void)
 {
     char dir[] = "/tmp/tg_onnx_ext_XXXXXX";
-    TG_CHECK(mkdtemp(dir) != NULL);
+    TG_CHECK(TG_MKDTEMP(dir) != NULL);
     model_parts p;
     make_model(&p, 1);
     add_initializer(&p, 0);

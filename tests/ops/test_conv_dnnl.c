@@ -34,6 +34,9 @@ static const conv_case cases[] = {
     {2, 32, 9, 7, 64, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true}, /* downsample, odd */
     {2, 16, 6, 6, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true, true},  /* groups 4, wide */
     {1, 1, 12, 12, 4, 5, 5, P(1, 1, 0, 0, 1, 1, 1), true, false}, /* one channel, 5x5 */
+    {4, 32, 1, 1, 16, 3, 3, P(1, 1, 1, 1, 1, 1, 1), true, true},  /* 1x1 map: centre tap only */
+    {3, 16, 2, 2, 24, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true}, /* 2x2 -> 1x1: 2x2 live taps */
+    {2, 16, 1, 3, 16, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true, true},  /* one row, groups: 1x3 taps */
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -79,7 +82,8 @@ static void test_bf16_kernels_match_reference(void)
     tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 32, 3, 3));
     tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1));
     tg_kernel_plan kp = {0};
-    TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)->plan(y, &(tg_plan_opts){1, TG_BF16}, &kp));
+    TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)
+                    ->plan(y, &(tg_plan_opts){.n_threads = 1, .compute = TG_BF16}, &kp));
     bool avx512 = strncmp(tg_dnnl_isa_name(), "avx512_core", 11) == 0;
     TG_CHECK(kp.state != NULL);
     if (avx512 && !strstr(kp.kernel, "(bf16)"))
@@ -88,6 +92,38 @@ static void test_bf16_kernels_match_reference(void)
     if (kp.state)
         tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
     tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* Taps that read only padding are left out of the primitive (its kernel
+ * name says how many are live), and the results still match the reference
+ * (test_dnnl_kernels_match_reference runs these geometries); a conv where
+ * every tap reads the input is not cropped. */
+static void test_dead_taps_are_cropped(void)
+{
+    static const struct {
+        int64_t h, w, stride;
+        const char *live;
+    } c[] = {{1, 1, 1, "1x1 live taps"}, {2, 2, 2, "2x2 live taps"}, {8, 8, 1, NULL}};
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, c[i].h, c[i].w));
+        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(16, 16, 3, 3));
+        tg_tensor *y = tg_conv2d(g, x, w, NULL, P(c[i].stride, c[i].stride, 1, 1, 1, 1, 1));
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_kernel_plan kp = {0};
+        if (y)
+            TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)
+                            ->plan(y, &(tg_plan_opts){.n_threads = 1, .compute = TG_F32}, &kp));
+        bool says = strstr(kp.kernel, "live taps") != NULL;
+        if (c[i].live ? !strstr(kp.kernel, c[i].live) : says)
+            tg_test_fail(__FILE__, __LINE__, "%lldx%lld input, stride %lld: kernel '%s'",
+                         (long long)c[i].h, (long long)c[i].w, (long long)c[i].stride, kp.kernel);
+        if (kp.state)
+            tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
+        tg_graph_destroy(g);
+    }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -124,8 +160,8 @@ static void test_choice_and_kernel_name(void)
     TG_CHECK(pl != NULL && tg_op_planner_get(TG_OP_RELU) == NULL);
     tg_dnnl_force_mode(TG_DNNL_AUTO, true);
     tg_kernel_plan k1 = {0}, k2 = {0};
-    TG_CHECK_OK(pl->plan(y1, &(tg_plan_opts){1, TG_F32}, &k1));
-    TG_CHECK_OK(pl->plan(y2, &(tg_plan_opts){1, TG_F32}, &k2));
+    TG_CHECK_OK(pl->plan(y1, &(tg_plan_opts){.n_threads = 1, .compute = TG_F32}, &k1));
+    TG_CHECK_OK(pl->plan(y2, &(tg_plan_opts){.n_threads = 1, .compute = TG_F32}, &k2));
     TG_CHECK(k1.state == NULL && strcmp(k1.kernel, "own direct") == 0);
     TG_CHECK(k2.state != NULL && strncmp(k2.kernel, "oneDNN ", 7) == 0 && strlen(k2.kernel) > 7);
     if (k2.state)
@@ -256,13 +292,95 @@ static void test_one_thread_device_starts_no_openmp_threads(void)
                      before, after);
 }
 
+/* Stored in bf16 (--precision bf16.bf16), a oneDNN conv reads and writes
+ * its operands as stored: its steps are not staged through f32, and it
+ * still trains as the own kernels (staged) do, within bf16's rounding. A
+ * plan for f16 operands (oneDNN's reorders here take f32 and bf16) leaves
+ * them to the staging. */
+static void bf16_losses(tg_dnnl_mode mode, float *losses, int *native_steps, int *conv_steps)
+{
+    tg_dnnl_force_mode(mode, true);
+    net n;
+    tg_graph *g = build_net(&n);
+    tg_options *o = tg_options_create();
+    tg_options_set(o, "precision", "bf16.bf16");
+    tg_options_set_int(o, "threadsPerDevice", 1);
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    *native_steps = *conv_steps = 0;
+    for (int ph = 0; p && ph < TG_PHASE_COUNT; ph++)
+        for (int k = 0; k < p->devices[0].n_steps[ph]; k++) {
+            const tg_step *st = &p->devices[0].steps[ph][k];
+            if (!tg_op_planner_get(g->nodes[st->node]->op))
+                continue;
+            (*conv_steps)++;
+            if (p->plans[st->node].native_storage) {
+                (*native_steps)++;
+                TG_CHECK(!st->staged && st->scratch_bytes == st->kernel_scratch);
+            }
+        }
+    tg_program_destroy(p);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    float x[4 * 3 * 12 * 12];
+    int32_t y[4];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = (float)(((int)i * 37) % 19) / 9.0f - 1.0f;
+    for (int i = 0; i < 4; i++)
+        y[i] = (i * 3) % 5;
+    for (int step = 0; s && step < 4; step++) {
+        TG_CHECK_OK(tg_session_write(s, n.x, x, sizeof x));
+        TG_CHECK_OK(tg_session_write(s, n.labels, y, sizeof y));
+        TG_CHECK_OK(tg_session_run(s));
+        TG_CHECK_OK(tg_session_read(s, n.loss, &losses[step], sizeof(float)));
+    }
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+static void test_bf16_storage_is_read_natively(void)
+{
+    float own[4], dnnl[4];
+    int native = 0, convs = 0;
+    bf16_losses(TG_DNNL_NEVER, own, &native, &convs);
+    TG_CHECK(native == 0 && convs == 5);
+    bf16_losses(TG_DNNL_ALWAYS, dnnl, &native, &convs);
+    TG_CHECK(native == convs && convs == 5);
+    for (int i = 0; i < 4; i++)
+        TG_CHECK_NEAR(dnnl[i], own[i], 3e-2 * (1 + own[i]));
+    TG_CHECK(dnnl[3] < dnnl[0]);
+
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 8, 8));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(16, 16, 3, 3));
+    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1));
+    const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_dtype kinds[3] = {TG_BF16, TG_F32, TG_F16};
+    for (int k = 0; y && k < 3; k++) {
+        tg_plan_opts po = {.n_threads = 1, .compute = TG_F32};
+        po.in_storage[0] = po.in_storage[1] = po.out_storage = kinds[k];
+        tg_kernel_plan kp = {0};
+        TG_CHECK_OK(pl->plan(y, &po, &kp));
+        TG_CHECK(kp.state != NULL && kp.native_storage == (kinds[k] != TG_F16));
+        if (kp.state)
+            pl->plan_free(kp.state);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_one_thread_device_starts_no_openmp_threads);
     TG_RUN(test_dnnl_kernels_match_reference);
     TG_RUN(test_bf16_kernels_match_reference);
+    TG_RUN(test_dead_taps_are_cropped);
     TG_RUN(test_own_kernels_when_forced);
     TG_RUN(test_choice_and_kernel_name);
     TG_RUN(test_training_matches_own_kernels);
+    TG_RUN(test_bf16_storage_is_read_natively);
     return tg_test_finish();
 }

@@ -329,6 +329,32 @@ static void test_ex_bad_params(void)
                     "covers only padding") != NULL);
 }
 
+/* Every window ties (a constant input): forward and backward must pick the
+ * first maximum in the window's row-major order, as the reference does, also
+ * where windows overlap, are padded or dilated (the row-wise fast path) and
+ * in the plain 2x2 case. */
+static tg_tensor *build_ties(tg_graph *g, void *ctx)
+{
+    const tg_pool2d_params *p = ctx;
+    tg_tensor *x = tg_param(g, "x", tg_shape4(2, 3, 9, 11), (tg_init){TG_INIT_CONSTANT, 0.5, 0});
+    return tg_maxpool2d_ex(g, x, *p);
+}
+
+static void test_ties_pick_the_first_maximum(void)
+{
+    static const tg_pool2d_params ps[] = {
+        {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true}, /* the ResNet stem's pooling */
+        {3, 2, 1, 2, 1, 0, 1, 1, 2, 1, true, true},  /* dilated, asymmetric, ceil */
+        {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false, true}, /* plain 2x2 */
+    };
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        for (int threads = 1; threads <= 2; threads++) {
+            char label[64];
+            snprintf(label, sizeof label, "max pooling ties, case %zu", i);
+            tg_check_kernels(label, build_ties, (void *)&ps[i], threads, 1e-6, (tg_check_opts){0});
+        }
+}
+
 int main(void)
 {
     TG_RUN(test_ex_torch_values);
@@ -337,6 +363,7 @@ int main(void)
     TG_RUN(test_ex_gradients_and_kernels);
     TG_RUN(test_gradients);
     TG_RUN(test_fast_matches_reference);
+    TG_RUN(test_ties_pick_the_first_maximum);
     TG_RUN(test_values);
     TG_RUN(test_bad_shapes);
     return tg_test_finish();

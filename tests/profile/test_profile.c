@@ -269,7 +269,7 @@ static void test_engine_options_from_the_environment(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_profile_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return 1;
     TG_RUN(test_profile_matches_plan_and_schedule);
     TG_RUN(test_profiling_changes_no_result);

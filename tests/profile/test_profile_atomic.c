@@ -159,7 +159,7 @@ static void test_profile_failure_keeps_training_and_checkpoint(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_profile_atomic_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return 1;
     snprintf(final_path, sizeof final_path, "%s/training/profile.sqlite", dir);
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp.%ld", final_path, (long)getpid());

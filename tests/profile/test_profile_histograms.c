@@ -77,7 +77,7 @@ static int expected(const tg_session *s, stats *out)
 static void check(const char *accumulation, int want_gradients)
 {
     char dir[] = "/tmp/tg_profile_hist_XXXXXX";
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return;
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
     tg_test_model c;

@@ -15,7 +15,7 @@
 static void test_mk2_profile(void)
 {
     char dir[] = "/tmp/tg_profile_mk2_XXXXXX";
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return;
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
     tg_test_model c;

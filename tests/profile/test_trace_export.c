@@ -62,7 +62,7 @@ static bool num(const tg_json *ev, const char *key, double *out)
 static void test_export_of_a_replicated_pipeline(void)
 {
     char dir[] = "/tmp/tg_trace_export_XXXXXX";
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return;
     char config[256];
     snprintf(config, sizeof config, "{\"enable\":\"true\",\"directory\":\"%s\"}", dir);
@@ -137,7 +137,7 @@ static void test_export_of_a_replicated_pipeline(void)
 static void test_trace_from_engine_options(void)
 {
     char dir[] = "/tmp/tg_trace_options_XXXXXX";
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return;
     tg_model_graph mg;
     TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 2, NULL, &mg));

@@ -165,7 +165,7 @@ static void test_bad_files_change_nothing(void)
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_ckpt_XXXXXX");
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return 1;
     TG_RUN(test_round_trip);
     TG_RUN(test_lamb_round_trip_resumes_exactly);

@@ -52,7 +52,7 @@ static void test_offload_is_exact_pipelined_with_replicas(void)
 static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
 {
     char dir[] = "/tmp/tg_offload_XXXXXX";
-    if (!mkdtemp(dir))
+    if (!TG_MKDTEMP(dir))
         return;
     tg_optimizer opt = tg_optimizer_adamw(0.01f);
     tg_test_model c, d;

@@ -312,7 +312,7 @@ static void test_infer_follows_training_input(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_cli_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_help_everywhere);
     TG_RUN(test_options_documented);

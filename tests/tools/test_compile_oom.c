@@ -72,7 +72,7 @@ static void test_remedies_in_profile(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_compile_oom_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_out_of_memory_remedies);
     TG_RUN(test_remedies_in_profile);

@@ -53,7 +53,7 @@ static void test_oversubscription_warned(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_compile_threads_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_threads_reported);
     TG_RUN(test_oversubscription_warned);

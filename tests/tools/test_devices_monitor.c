@@ -146,7 +146,7 @@ static void test_monitor_off_and_unwritable(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_monitor_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     snprintf(registry, sizeof registry, "%s/registry", tmpdir);
     setenv("TILEGRAPH_MONITOR_DIR", registry, 1); /* not the sessions of other users */

@@ -142,7 +142,7 @@ int main(void)
         return 77;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_train_flags_XXXXXX");
-    if (!mkdtemp(tmpdir))
+    if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_loader_flags);
     TG_RUN(test_precision_help);
