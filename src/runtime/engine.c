@@ -6,10 +6,12 @@
  * planned, one thread pool per (replica, device), and the host-side stream
  * buffers. A run is one host step: every replica runs every device's
  * schedule for deviceIterations weight updates (or inference batches),
- * each device on a thread of its own. Devices meet only where the program
- * says: receive buffers filled by explicit copies (transfers), the
- * accumulators' all-reduce across replicas, and the host streams. With one
- * device and one replica everything runs on the calling thread.
+ * each device on a thread of its own that lives as long as the session
+ * (parked between host steps, see "device threads" below). Devices meet
+ * only where the program says: receive buffers filled by explicit copies
+ * (transfers), the accumulators' all-reduce across replicas, and the host
+ * streams. With one device and one replica everything runs on the calling
+ * thread.
  *
  * Flow control (runtime/exchange.c): a transfer's receive buffer has one slot per micro-batch in
  * flight on the receiver; the sender waits until the slot of micro-batch g
@@ -26,7 +28,6 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/pool.h"
-#include "core/alloc.h"
 #include "core/convert.h"
 #include "core/rng.h"
 #include "graph/init.h"
@@ -401,15 +402,20 @@ static void write_loss_scale(device_ctx *c)
         memcpy(tg_engine_slot_ptr(s, c->replica, b, 0), &c->loss_scale, sizeof(float));
 }
 
-static void *device_main(void *arg)
+/* The host trace's name for the thread that runs device `index`. */
+static void name_device_thread(const tg_session *s, int index)
 {
-    device_ctx *c = arg;
+    char name[48];
+    snprintf(name, sizeof name, "replica %d device %d", index / s->program->n_devices,
+             index % s->program->n_devices);
+    tg_trace_thread_name(tg_trace_intern(name));
+}
+
+/* One host step of one device: deviceIterations times its schedule, the
+ * all-reduce and the update. Returns early when the step is aborted. */
+static void device_main(device_ctx *c)
+{
     tg_session *s = c->s;
-    if (s->program->replicas * s->program->n_devices > 1) {
-        char name[48];
-        snprintf(name, sizeof name, "replica %d device %d", c->replica, c->device);
-        tg_trace_thread_name(tg_trace_intern(name));
-    }
     const tg_program *p = s->program;
     const tg_pipe_schedule *sch = &p->schedule;
     for (int64_t it = 0; it < p->iterations; it++) {
@@ -419,7 +425,7 @@ static void *device_main(void *arg)
             bool ok =
                 op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
             if (!ok)
-                return NULL;
+                return;
         }
         if (!p->training)
             continue;
@@ -429,13 +435,13 @@ static void *device_main(void *arg)
             bool reduced = tg_allreduce_run(c);
             tg_trace_end(tg_exchange_comms_channel());
             if (!reduced)
-                return NULL;
+                return;
             tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
         }
         bool ok = true;
         if (!update_runs(c, it, &ok)) {
             if (!ok)
-                return NULL;
+                return;
             continue;
         }
         double t0 = now_s();
@@ -443,10 +449,181 @@ static void *device_main(void *arg)
         tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
                          p->devices[c->device].flops[TG_PHASE_UPDATE]);
         if (p->replicas > 1 && !tg_allreduce_gather_weights(c, it))
-            return NULL;
+            return;
         c->busy += now_s() - t0;
     }
+}
+
+/* ---- device threads ------------------------------------------------------------- */
+
+/* A thread per (replica, device) lives as long as the session: started by
+ * the first run that needs it, parked between host steps, stopped by
+ * tg_session_destroy. Starting and joining threads at every host step cost
+ * a thread start per device per step (with deviceIterations 1 that is per
+ * update), and a fresh thread starts with cold caches and an empty trace
+ * buffer. Handing over a step: the caller writes the devices' contexts,
+ * then, under `lock`, sets threads_running and bumps run_gen (release) and
+ * wakes park_wake; a thread that sees the new generation (acquire) runs its
+ * device, and the last to finish wakes park_done. Both waits spin within an
+ * adaptive budget first (core/wait.h): back-to-back steps hand over without
+ * a sleep, while a host that loads data between steps soon finds the
+ * threads asleep and spinning nothing. An aborted step (tg_exchange_fail)
+ * still ends in every thread, so the threads are always parked between
+ * runs, and destroy only has to wake and join them. */
+
+typedef struct {
+    tg_session *s;
+    int64_t seen; /* the last step this thread ran */
+} park;
+
+static bool step_or_stop(void *arg)
+{
+    const park *k = arg;
+    return __atomic_load_n(&k->s->run_gen, __ATOMIC_ACQUIRE) != k->seen ||
+           __atomic_load_n(&k->s->threads_stop, __ATOMIC_ACQUIRE);
+}
+
+static bool step_done(void *arg)
+{
+    const tg_session *s = arg;
+    return __atomic_load_n(&s->threads_running, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* Spin, yield, then sleep on cv under the session's lock until ready(arg). */
+static void wait_on(tg_session *s, tg_spin *spin, pthread_cond_t *cv, tg_ready_fn ready, void *arg)
+{
+    if (tg_spin_wait(spin, ready, arg))
+        return;
+    pthread_mutex_lock(&s->lock);
+    while (!ready(arg))
+        pthread_cond_wait(cv, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *device_thread(void *arg)
+{
+    tg_device_thread *t = arg;
+    tg_session *s = t->s;
+    name_device_thread(s, t->index);
+    park k = {s, 0};
+    for (;;) {
+        wait_on(s, &t->spin, &s->park_wake, step_or_stop, &k);
+        if (__atomic_load_n(&s->threads_stop, __ATOMIC_ACQUIRE))
+            return NULL;
+        k.seen = __atomic_load_n(&s->run_gen, __ATOMIC_ACQUIRE);
+        device_main(&s->ctx[t->index]);
+        pthread_mutex_lock(&s->lock);
+        if (__atomic_sub_fetch(&s->threads_running, 1, __ATOMIC_RELEASE) == 0)
+            pthread_cond_signal(&s->park_done);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Wake the first `started` threads to leave, join them and free them. */
+static void join_threads(tg_session *s, int started)
+{
+    pthread_mutex_lock(&s->lock);
+    __atomic_store_n(&s->threads_stop, true, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&s->park_wake);
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < started; i++)
+        pthread_join(s->device_threads[i].id, NULL);
+    tg_free(s->device_threads);
+    s->device_threads = NULL;
+    pthread_cond_destroy(&s->park_wake);
+    pthread_cond_destroy(&s->park_done);
+}
+
+void tg_engine_stop_threads(tg_session *s)
+{
+    if (s && s->device_threads)
+        join_threads(s, s->program->replicas * s->program->n_devices);
+}
+
+void tg_engine_set_per_step_threads(tg_session *s, bool on)
+{
+    if (on)
+        tg_engine_stop_threads(s);
+    s->per_step_threads = on;
+}
+
+/* Start the n device threads, parked until the first step is handed over.
+ * They wait as long as the exchange's waits do (its ceiling is the free
+ * cores' verdict, session.c). */
+static tg_status start_threads(tg_session *s, int n)
+{
+    s->device_threads = tg_calloc((size_t)n, sizeof *s->device_threads);
+    if (!s->device_threads)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory for %d device threads", n);
+    pthread_cond_init(&s->park_wake, NULL);
+    pthread_cond_init(&s->park_done, NULL);
+    s->threads_stop = false;
+    s->run_gen = 0;
+    int ceiling = atomic_load_explicit(&s->exchange_spin.ceiling, memory_order_relaxed);
+    tg_spin_init(&s->done_spin, ceiling);
+    for (int i = 0; i < n; i++) {
+        tg_device_thread *t = &s->device_threads[i];
+        *t = (tg_device_thread){.s = s, .index = i};
+        tg_spin_init(&t->spin, ceiling);
+        int err = pthread_create(&t->id, NULL, device_thread, t);
+        if (err != 0) {
+            join_threads(s, i);
+            return tg_error(TG_ERR_NOMEM,
+                            "session: cannot start the thread of replica %d device %d (%s); "
+                            "lower replicationFactor or the number of devices, or raise the "
+                            "process's thread limit",
+                            i / s->program->n_devices, i % s->program->n_devices, strerror(err));
+        }
+    }
+    return TG_OK;
+}
+
+/* Hand the step to the parked threads and wait until every device ended it. */
+static tg_status run_parked(tg_session *s, int n)
+{
+    if (!s->device_threads)
+        TG_TRY(start_threads(s, n));
+    pthread_mutex_lock(&s->lock);
+    __atomic_store_n(&s->threads_running, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->run_gen, s->run_gen + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&s->park_wake);
+    pthread_mutex_unlock(&s->lock);
+    wait_on(s, &s->done_spin, &s->park_done, step_done, s);
+    return TG_OK;
+}
+
+static void *per_step_thread(void *arg)
+{
+    device_ctx *c = arg;
+    name_device_thread(c->s, c->replica * c->s->program->n_devices + c->device);
+    device_main(c);
     return NULL;
+}
+
+/* The former way: a thread per device for this step only. */
+static void run_per_step(tg_session *s, int n)
+{
+    int started = 0;
+    for (; started < n; started++)
+        if (pthread_create(&s->threads[started], NULL, per_step_thread, &s->ctx[started]) != 0) {
+            tg_exchange_fail(s, TG_ERR_NOMEM, "cannot start a device thread");
+            break;
+        }
+    for (int i = 0; i < started; i++)
+        pthread_join(s->threads[i], NULL);
+}
+
+/* One host step on every device: on the caller's thread when there is one
+ * device of one replica, else on the device threads. */
+static tg_status run_devices(tg_session *s, int n)
+{
+    if (n == 1)
+        device_main(&s->ctx[0]);
+    else if (s->per_step_threads)
+        run_per_step(s, n);
+    else
+        return run_parked(s, n);
+    return TG_OK;
 }
 
 /* Copy the recorded run's device events into the tracks the host-trace
@@ -603,6 +780,10 @@ tg_status tg_session_run(tg_session *s)
     int n = p->replicas * p->n_devices;
     memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
+    /* an aborted step may have left devices counted in at a barrier */
+    memset(s->barrier_count, 0, sizeof(int64_t) * (size_t)p->n_devices);
+    if (s->group_count)
+        memset(s->group_count, 0, sizeof(int64_t) * (size_t)p->replicas);
     s->abort = false;
     s->fail_status = TG_OK;
     double t0 = now_s();
@@ -624,20 +805,11 @@ tg_status tg_session_run(tg_session *s)
         if (recording)
             s->recorders[i].n_events = 0;
     }
-    if (n == 1) {
-        device_main(&s->ctx[0]);
-    } else {
-        int started = 0;
-        for (; started < n; started++)
-            if (pthread_create(&s->threads[started], NULL, device_main, &s->ctx[started]) != 0) {
-                tg_exchange_fail(s, TG_ERR_NOMEM, "cannot start a device thread");
-                break;
-            }
-        for (int i = 0; i < started; i++)
-            pthread_join(s->threads[i], NULL);
-    }
+    tg_status started = run_devices(s, n);
     s->last_run_seconds = now_s() - t0;
     tg_trace_end(engine_channel());
+    if (started != TG_OK)
+        return started;
     for (int i = 0; i < n; i++) {
         s->last_busy[i] = s->ctx[i].busy;
         int d = i % p->n_devices;

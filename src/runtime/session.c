@@ -493,6 +493,7 @@ void tg_session_destroy(tg_session *s)
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
+    tg_engine_stop_threads(s); /* first: they read everything below */
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */

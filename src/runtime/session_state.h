@@ -14,6 +14,16 @@
 
 typedef struct tg_session tg_session;
 
+/* A device thread that lives as long as the session (engine.c): it runs
+ * device `index` (replica * n_devices + device) of every host step and
+ * parks between steps. */
+typedef struct tg_device_thread {
+    tg_session *s;
+    int index;
+    tg_spin spin; /* its wait for the next host step */
+    pthread_t id;
+} tg_device_thread;
+
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
@@ -54,8 +64,18 @@ struct tg_session {
     bool abort;
     tg_status fail_status;
     char fail_message[512];
-    pthread_t *threads;
+    pthread_t *threads; /* per-step threads (tg_engine_set_per_step_threads) */
     device_ctx *ctx;
+    /* device threads that live as long as the session (engine.c): started
+     * by the first run of several devices or replicas, parked between runs
+     * on park_wake (under `lock`), stopped by tg_engine_stop_threads */
+    tg_device_thread *device_threads; /* [replica * n_devices + device], or NULL */
+    pthread_cond_t park_wake, park_done;
+    int64_t run_gen;       /* host steps handed to the threads (atomic) */
+    int threads_running;   /* threads still in the current step (atomic) */
+    bool threads_stop;     /* leave the loop: the session ends (atomic) */
+    tg_spin done_spin;     /* the caller's wait for the step's end */
+    bool per_step_threads; /* the former way: a thread per device per step */
     double last_run_seconds;
     double *last_busy;  /* [replica * n_devices + device] */
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
@@ -97,6 +117,14 @@ double tg_engine_now(void);
  * when the run is not recorded. */
 void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
                       int peer, double t0, int64_t bytes, double flops);
+/* Join the session's device threads (none started: nothing to do). Called
+ * by tg_session_destroy, between runs: the threads are parked then. */
+void tg_engine_stop_threads(tg_session *s);
+/* Start a thread per (replica, device) for each host step and join it at
+ * the step's end, as the engine did before its threads lived as long as
+ * the session: kept so that bench_step_overhead can measure both ways in
+ * one run. Stops the session's parked threads when turned on. */
+void tg_engine_set_per_step_threads(tg_session *s, bool on);
 /* Slot of micro-batch g of a program buffer in a replica's arena. */
 unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g);
 
