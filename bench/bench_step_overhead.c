@@ -83,8 +83,15 @@ static void close_side(side *x)
     tg_free(x->times);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int usage =
+        bench_usage(argc, argv, 0,
+                    "usage: bench_step_overhead\nHost step time with parked device threads "
+                    "against a thread per device per step, alternating rounds in one run. "
+                    "One JSON line.\nenvironment: TG_BENCH_STEPS (200), TG_BENCH_ROUNDS (5)\n");
+    if (usage >= 0)
+        return usage;
     const char *e = getenv("TG_BENCH_STEPS"), *r = getenv("TG_BENCH_ROUNDS");
     int steps = e ? atoi(e) : 200, rounds = r ? atoi(r) : 5;
     if (steps < 1 || rounds < 1) {

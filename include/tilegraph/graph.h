@@ -281,6 +281,10 @@ TG_API tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, 
 /* u8 [any shape] -> f32 with the same values 0..255 (ONNX's Cast from
  * uint8): 8-bit input that the model's own ops then normalise. */
 TG_API tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x);
+/* x rounded to the values of `to` (TG_F16 or TG_BF16), kept in f32: ONNX's
+ * Cast to float16/bfloat16 (storage in half is the precision option's);
+ * the gradient passes through unchanged. */
+TG_API tg_tensor *tg_cast_half(tg_graph *g, tg_tensor *x, tg_dtype to);
 /* Identity in inference mode; in training, zeroes with probability p and
  * scales by 1/(1-p), from the session seed, the op and the step. */
 TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);

@@ -432,14 +432,14 @@ static tg_status map_cast(onnx_builder *b)
         if (x && tg_tensor_dtype(x) == TG_U8 &&
             (to_float || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16))
             return ob_set(b, 0, tg_cast_u8(b->g, x));
-        /* graph tensors are f32 and the precision option picks what is
-         * stored in half: casts between float types are no-ops here */
-        bool to_half = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
-                       to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
-        if (!to_float && !(to_half && x && tg_tensor_dtype(x) == TG_F32))
-            return ob_fail(b, TG_ERR_UNSUPPORTED,
-                           "casting a tensor to %s (only to float types; half precision is the "
-                           "precision option)",
+        /* graph tensors are f32 (the precision option picks what is stored
+         * in half): a cast to a half type rounds to its values */
+        bool f16 = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+        if ((f16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16) && x &&
+            tg_tensor_dtype(x) == TG_F32)
+            return ob_set(b, 0, tg_cast_half(b->g, x, f16 ? TG_F16 : TG_BF16));
+        if (!to_float)
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "casting a tensor to %s (only to float types)",
                            tg_onnx_elem_name((int)to));
         return ob_set(b, 0, x);
     }

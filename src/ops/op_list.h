@@ -26,6 +26,7 @@
     X(LOG, "log", unary)                                                                           \
     X(SQRT, "sqrt", unary)                                                                         \
     X(NEG, "neg", unary)                                                                           \
+    X(ROUND_HALF, "round_half", unary)                                                             \
     X(ABS, "abs", unary)                                                                           \
     X(ABS_BWD, "abs_bwd", unary)                                                                   \
     X(RECIPROCAL, "reciprocal", unary)                                                             \

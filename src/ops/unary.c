@@ -18,6 +18,7 @@
  */
 #include "ops/broadcast.h"
 
+#include "core/convert.h"
 #include "core/error.h"
 
 #include <math.h>
@@ -38,6 +39,27 @@ static tg_status infer_unary(tg_tensor *node)
     node->dtype = TG_F32;
     node->shape = node->in[0]->shape;
     return TG_OK;
+}
+
+/* ROUND_HALF: p.i[0] = TG_F16 or TG_BF16, the type whose values it rounds to. */
+static tg_status infer_round_half(tg_tensor *node)
+{
+    TG_TRY(infer_unary(node));
+    if (node->p.i[0] != TG_F16 && node->p.i[0] != TG_BF16)
+        return tg_error(TG_ERR_DTYPE, "rounds to f16 or bf16 values, not %s",
+                        tg_dtype_name((tg_dtype)node->p.i[0]));
+    return TG_OK;
+}
+
+/* x rounded to the nearest value of a half type (as a cast there and back). */
+static void round_half(const float *x, float *o, int64_t n, tg_dtype to)
+{
+    uint16_t h[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        size_t k = (size_t)(n - i < 256 ? n - i : 256);
+        tg_convert(x + i, TG_F32, h, to, k);
+        tg_convert(h, to, o + i, TG_F32, k);
+    }
 }
 
 static tg_status infer_bwd(tg_tensor *node)
@@ -246,6 +268,9 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
         for (int64_t q = 0; q < n; q++)
             o[q] = x[q] * j->s + j->b;
         break;
+    case TG_OP_ROUND_HALF:
+        round_half(x, o, n, (tg_dtype)j->order);
+        break;
     default:
         map_math(j->op, x, y, o, n, j->s, j->b);
         break;
@@ -343,6 +368,12 @@ static void ref_map(const tg_ref_args *a)
         case TG_OP_SCALE:
             r = x[k] * s + b;
             break;
+        case TG_OP_ROUND_HALF: {
+            float f = (float)x[k], g;
+            round_half(&f, &g, 1, (tg_dtype)order);
+            r = g;
+            break;
+        }
         default:
             r = ref_math(node->op, x[k], v, s, b);
             break;
@@ -407,6 +438,12 @@ tg_tensor *tg_log(tg_graph *g, tg_tensor *x)
 tg_tensor *tg_sqrt(tg_graph *g, tg_tensor *x)
 {
     return unary(g, TG_OP_SQRT, x, NULL);
+}
+tg_tensor *tg_cast_half(tg_graph *g, tg_tensor *x, tg_dtype to)
+{
+    tg_node_params p = {0};
+    p.i[0] = to;
+    return unary(g, TG_OP_ROUND_HALF, x, &p);
 }
 tg_tensor *tg_neg(tg_graph *g, tg_tensor *x)
 {
@@ -597,6 +634,15 @@ static tg_status bwd_neg(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
     return TG_OK;
 }
 
+/* A cast's gradient is the incoming one (PyTorch casts it back). */
+static tg_status bwd_round_half(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    (void)g, (void)node, (void)need;
+    din[0] = dout;
+    return TG_OK;
+}
+
 static tg_status bwd_abs(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                          tg_tensor **din)
 {
@@ -668,6 +714,7 @@ UNARY_DEF(EXP, "exp", infer_unary, bwd_exp);
 UNARY_DEF(LOG, "log", infer_unary, bwd_log);
 UNARY_DEF(SQRT, "sqrt", infer_unary, bwd_sqrt);
 UNARY_DEF(NEG, "neg", infer_unary, bwd_neg);
+UNARY_DEF(ROUND_HALF, "round_half", infer_round_half, bwd_round_half);
 UNARY_DEF(ABS, "abs", infer_unary, bwd_abs);
 UNARY_DEF(ABS_BWD, "abs_bwd", infer_bwd, bwd_abs_bwd);
 UNARY_DEF(RECIPROCAL, "reciprocal", infer_unary, bwd_reciprocal);

@@ -148,7 +148,7 @@ static void run_set(const tg_onnx_model *m, const char *set, char *why, size_t c
     why[0] = '\0';
     int64_t batch = n_in && in[0].ndim ? in[0].dim[0] : 1;
     bool built = false;
-    if (n_in != tg_onnx_input_count(m)) {
+    if (n_in != tg_onnx_input_count(m) || n_want != tg_onnx_output_count(m)) {
         snprintf(why, cap,
                  "test data of a type the tensor reader does not take (string, "
                  "sequence, optional, unsigned)");

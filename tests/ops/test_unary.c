@@ -362,6 +362,34 @@ static void test_clip_edges(void)
     tg_graph_destroy(g);
 }
 
+/* A cast to a half type rounds to its nearest value and stays f32; its
+ * gradient passes through (PyTorch casts the gradient back). */
+static void test_cast_half_rounds(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(3));
+    tg_tensor *h = tg_cast_half(g, x, TG_F16), *b = tg_cast_half(g, x, TG_BF16);
+    TG_CHECK(tg_cast_half(g, x, TG_I32) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "f16 or bf16") != NULL);
+    tg_graph_destroy(g);
+    g = tg_graph_create();
+    x = tg_input(g, "x", TG_F32, tg_shape1(3));
+    h = tg_cast_half(g, x, TG_F16);
+    b = tg_cast_half(g, x, TG_BF16);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_interp_create(g, 0, &ip));
+    const double v[3] = {1.0 / 3.0, 65520.0, -2.5};
+    memcpy(tg_interp_data(ip, x), v, sizeof v);
+    TG_CHECK_OK(tg_interp_run(ip, 0));
+    /* f16: 1/3 -> 0.333251953125, 65520 overflows to inf; bf16: 0.333984375, 65536 */
+    TG_CHECK(tg_interp_data(ip, h)[0] == 0.333251953125 && isinf(tg_interp_data(ip, h)[1]));
+    TG_CHECK(tg_interp_data(ip, b)[0] == 0.333984375 && tg_interp_data(ip, b)[1] == 65536.0);
+    TG_CHECK(tg_interp_data(ip, h)[2] == -2.5 && tg_interp_data(ip, b)[2] == -2.5);
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_math_values);
@@ -372,5 +400,6 @@ int main(void)
     TG_RUN(test_bad_inputs);
     TG_RUN(test_gradcheck);
     TG_RUN(test_kernels);
+    TG_RUN(test_cast_half_rounds);
     return tg_test_finish();
 }
