@@ -423,9 +423,11 @@ class _Model:
         a = np.empty((count,) + dims, dtype=np.float32)
         check(lib.tg_session_read(self._handle, t, ffi.from_buffer(a), a.nbytes),
               lambda: f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
-        if len(dims) == 0:
-            return torch.from_numpy(a)
-        return torch.from_numpy(a.reshape((count * dims[0],) + dims[1:]))
+        out = torch.from_numpy(a if len(dims) == 0 else a.reshape((count * dims[0],) + dims[1:]))
+        # As PopTorch: a half model's outputs (and loss) come back in its type.
+        if getattr(self, "_host_float", False) and self._model_dtype != torch.float32:
+            out = out.to(self._model_dtype)
+        return out
 
     def _dims(self, t):
         """A graph tensor's dims, asked of the library once per compiled graph."""

@@ -39,6 +39,8 @@ class PrecisionTest(unittest.TestCase):
         tm, losses = self.train(m, *batch(torch.float16))
         self.assertEqual(tm._placement_values.get("precision"), "16.16")
         self.assertLess(losses[-1], 0.5 * losses[0])
+        out, loss = tm(*batch(torch.float16))  # as PopTorch: in the model's type
+        self.assertEqual((out.dtype, loss.dtype), (torch.float16, torch.float16))
         tm.copyWeightsToHost()
         self.assertEqual(m.fc.weight.dtype, torch.float16)
         self.assertEqual(m.bn.running_mean.dtype, torch.float16)
@@ -49,6 +51,7 @@ class PrecisionTest(unittest.TestCase):
         tm, losses = self.train(Net(), *batch(torch.float16), steps=2)
         self.assertEqual(tm._placement_values.get("precision"), "16.32")
         self.assertEqual(tm.model.fc.weight.dtype, torch.float32)
+        self.assertEqual(tm(*batch(torch.float16))[0].dtype, torch.float32)
 
     def test_explicit_option_wins_and_float_adds_nothing(self):
         torch.manual_seed(0)
