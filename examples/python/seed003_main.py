@@ -90,6 +90,9 @@ def parse():
     p.add_argument("--steps", type=int, default=0, help="stop after this many host steps (0: all)")
     p.add_argument("--tiny", action="store_true", help="ResNet-18 instead of ResNet-101, one device")
     p.add_argument("--target", default="cpu", choices=["cpu", "mk2"], help="tilegraph target (default cpu)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile for the target and report whether it fits, then stop (the journey's "
+                        "memory story on --target mk2)")
     a = p.parse_args()
     for name in ("batch_size", "gradient_accumulation", "device_iterations", "replicas", "epochs",
                  "synthetic"):
@@ -138,6 +141,20 @@ def main():
         loader = poptorch.AsynchronousDataAccessor(loader)
 
     training_model = poptorch.trainingModel(model, opts, optimizer=optimizer)
+    if args.compile_only:
+        data, labels = next(iter(loader))
+        if args.async_dataloader:
+            loader.terminate()
+        try:
+            training_model.compile(data, labels)
+        except poptorch.TilegraphError as e:
+            print(f"does not fit on {args.target}: {e}")
+            return 1
+        from tilegraph._lib import lib
+        mib = lib.tg_session_arena_bytes(training_model._handle) / 2**20
+        print(f"fits on {args.target}: {mib:.1f} MiB planned over "
+              f"{lib.tg_session_devices(training_model._handle)} device(s)")
+        return 0
     steps = 0
     for epoch in range(args.epochs):
         t0, seen = time.perf_counter(), 0
@@ -158,4 +175,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -83,6 +83,8 @@ int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t);
 int64_t tg_session_step(const tg_session *s);
 void tg_session_set_step(tg_session *s, int64_t step);
 tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
+size_t tg_session_arena_bytes(const tg_session *s);
+int tg_session_devices(const tg_session *s);
 """)
 
 TG_F32, TG_F16, TG_BF16, TG_U8, TG_I32 = range(5)

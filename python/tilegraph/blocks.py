@@ -17,6 +17,7 @@ class Recorder:
     def __init__(self, module):
         self.current = None  # (name, ipu_id)
         self.blocks = []  # [name, first module name or None, ipu_id]
+        self._before = None
         self._names = {id(m): n for n, m in module.named_modules()}
         self._handles = [m.register_forward_pre_hook(self._pre) for m in module.modules()]
 
@@ -25,11 +26,18 @@ class Recorder:
         if begin is not None:
             self.enter(*begin)
         name = self._names.get(id(module), "")
+        if self.current is None and not self.blocks and name and self._before is None and \
+                next(module.children(), None) is None:
+            self._before = name  # the first layer that runs before any block
         for b in self.blocks:
             if self.current and b[0] == self.current[0] and b[1] is None and name:
                 b[1] = name
 
     def enter(self, name, ipu_id):
+        if not self.blocks and self._before is not None and name != _auto_name(0):
+            # Layers that ran before the first block (a BeginBlock further
+            # on) go on device 0, as PopTorch places them.
+            self.blocks.append([_auto_name(0), self._before, 0])
         self.current = (name, ipu_id)
         if not any(b[0] == name for b in self.blocks):
             self.blocks.append([name, None, ipu_id])

@@ -361,6 +361,23 @@ static bool in_list(const char *list, const char *name)
  * exporter writes each enclosing module's name, each either the full dotted
  * path ("layer3.0") or the attribute name ("conv1"); joined as a module path
  * with '/' for '.', the ops sit where --split layer3.0 looks. */
+/* The length of the longest tail of path (whole components: "layer3" or
+ * "model.layer3" of "m.model.layer3") that the part p[0, len) extends with
+ * a '.' ("layer3.0"), 0 if none: the exporter names a module by its dotted
+ * path below the module that holds it, not from the root. */
+static size_t tail_extended(const char *path, const char *p, size_t len)
+{
+    size_t have = strlen(path);
+    for (size_t start = 0; start < have; start++) {
+        if (start > 0 && path[start - 1] != '.')
+            continue;
+        size_t tail = have - start;
+        if (len > tail && !strncmp(p, path + start, tail) && p[tail] == '.')
+            return tail;
+    }
+    return 0;
+}
+
 static void node_scope(onnx_builder *b, const Onnx__NodeProto *n)
 {
     char path[512] = "";
@@ -375,10 +392,9 @@ static void node_scope(onnx_builder *b, const Onnx__NodeProto *n)
             continue;
         }
         const char *end = strchr(p, '/');
-        size_t len = (size_t)(end - p), have = strlen(path);
-        bool extends = have && len > have && !strncmp(p, path, have) && p[have] == '.';
-        if (extends)
-            snprintf(path, sizeof path, "%.*s", (int)len, p);
+        size_t len = (size_t)(end - p), have = strlen(path), tail = tail_extended(path, p, len);
+        if (tail)
+            snprintf(path + have - tail, sizeof path - (have - tail), "%.*s", (int)len, p);
         else
             snprintf(path + have, sizeof path - have, "%s%.*s", have ? "." : "", (int)len, p);
         p = end;

@@ -460,6 +460,35 @@ static void test_uint8_input_is_cast_exactly(void)
     tg_graph_destroy(g);
 }
 
+/* The exporter names a nested module by its dotted path below the module
+ * holding it ("/m/model/layer3/layer3.0/..."): the scope is the module path
+ * m/model/layer3/0, where --split m.model.layer3.0 looks. */
+static void test_nested_scopes_collapse(void)
+{
+    static const char *const cases[][2] = {
+        {"/m/model/layer3/layer3.0/Relu", "m/model/layer3/0/"},
+        {"/layer3/layer3.0/Relu", "layer3/0/"},
+        {"/m/encoder/layers.1/Relu", "m/encoder/layers/1/"},
+    };
+    for (int k = 0; k < 3; k++) {
+        model_parts p;
+        make_model(&p, 1);
+        p.nodes[0].name = (char *)cases[k][0];
+        tg_onnx_model *m = NULL;
+        TG_CHECK_OK(load_parts(&p, "scopes.onnx", &m));
+        tg_graph *g = tg_graph_create();
+        tg_onnx_outputs io;
+        TG_CHECK_OK(tg_onnx_build(m, g, NULL, &io));
+        const char *name = io.n_outputs ? tg_tensor_name(io.outputs[0]) : "";
+        size_t n = strlen(cases[k][1]);
+        if (strncmp(name, cases[k][1], n) != 0)
+            tg_test_fail(__FILE__, __LINE__, "%s: op named '%s', expected under '%s'", cases[k][0],
+                         name, cases[k][1]);
+        tg_graph_destroy(g);
+        tg_onnx_model_destroy(m);
+    }
+}
+
 int main(void)
 {
     int64_t live = tg_alloc_live_bytes();
@@ -473,6 +502,7 @@ int main(void)
     TG_RUN(test_unsupported_attribute_names_node);
     TG_RUN(test_dynamic_batch_needs_size);
     TG_RUN(test_uint8_input_is_cast_exactly);
+    TG_RUN(test_nested_scopes_collapse);
     TG_RUN(test_mutations_never_crash);
     tg_test_check_no_leak(live);
     return tg_test_finish();

@@ -103,6 +103,13 @@ class BlocksTest(unittest.TestCase):
         with self.assertRaisesRegex(TilegraphError, "over 2 stages"):
             train(m, opts(1), n=8)
         train(m, opts(2))
+        # Seed 003's way: one BeginBlock further on; what runs before it is
+        # the first block, on device 0, as in PopTorch
+        m = Plain()
+        poptorch.BeginBlock(m.fc1, ipu_id=1)
+        with self.assertRaisesRegex(TilegraphError, "over 2 stages"):
+            train(m, opts(1), n=8)
+        train(m, opts(2))
 
     def test_block_without_module_is_refused(self):
         class NoModule(nn.Module):
