@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import weakref
 
 import numpy as np
@@ -142,6 +143,41 @@ def _where(path, text, model, limit=3):
             line += f", made at {frame[0]}:{frame[1]}" + (f": {code}" if code else "")
         out.append(line)
     return "".join(out)
+
+
+class _Progress:
+    """Compile progress on stderr, as PopTorch shows it: a bar over the stages
+    (export, import, compile) redrawn in place on a terminal, one line per
+    stage otherwise, and the time it took."""
+
+    STAGES = 3
+
+    def __init__(self, title):
+        self.title, self.t0 = title, time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def _bar(self, k, what):
+        filled = 20 * k // (self.STAGES + 1)
+        return (f"{self.title} [{'#' * filled}{'.' * (20 - filled)}] "
+                f"{100 * k // (self.STAGES + 1):3d}% {what} ({time.perf_counter() - self.t0:.1f} s)")
+
+    def stage(self, k, what):
+        line = self._bar(k, what)
+        print(("\r\033[K" + line) if self.tty else line, end="" if self.tty else "\n",
+              file=sys.stderr, flush=True)
+
+    def run(self, fn, *args):
+        """fn(*args); on failure the bar's line is ended first, so the error starts its own."""
+        try:
+            return fn(*args)
+        except BaseException:
+            if self.tty:
+                print(file=sys.stderr, flush=True)
+            raise
+
+    def done(self):
+        line = f"{self.title} [{'#' * 20}] 100% done in {time.perf_counter() - self.t0:.1f} s"
+        print(("\r\033[K" + line) if self.tty else line, file=sys.stderr, flush=True)
 
 
 def _float_inputs(module, args):
@@ -356,8 +392,9 @@ class _Model:
             result, losses, recorded = self._record(xm, lm)
             loss_kind = self._loss_kind(result, losses) if self.training else None
             placement = self._placement(recorded)
-            print(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}", file=sys.stderr)
-            path = self._export(x, lm, micro, buffers)
+            progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}")
+            progress.stage(1, "exporting to ONNX")
+            path = progress.run(self._export, x, lm, micro, buffers)
         finally:
             for h in hooks:
                 h.remove()
@@ -369,8 +406,12 @@ class _Model:
         if precision is not None:
             placement = {**placement, "precision": precision}
         self._placement_values = placement
-        self._graph = self._build(path, micro, loss_kind, self.optimizer if self.training else None)
-        self._handle = self._open_session({**placement, **self._extra_options()})
+        progress.stage(2, "importing and building the graph")
+        self._graph = progress.run(self._build, path, micro, loss_kind,
+                                   self.optimizer if self.training else None)
+        progress.stage(3, "compiling")
+        self._handle = progress.run(self._open_session, {**placement, **self._extra_options()})
+        progress.done()
 
     def _extra_options(self):
         return {}

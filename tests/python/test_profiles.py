@@ -3,7 +3,8 @@
 As with the command, the library reads POPLAR_ENGINE_OPTIONS (and
 TILEGRAPH_ENGINE_OPTIONS) when the session is made: a PopTorch script run
 with autoReport.all writes the training profile, which `tilegraph analyse`
-reads. The script runs in a child process so the variable is its own.
+reads, and the compile progress shows each stage. The script runs in a
+child process so the variable is its own.
 """
 import os
 import subprocess
@@ -36,6 +37,9 @@ class ProfilesTest(unittest.TestCase):
             env.pop("TILEGRAPH_ENGINE_OPTIONS", None)
             r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            # the compile progress, one line per stage when stderr is no terminal
+            for stage in ("25% exporting to ONNX", "50% importing", "75% compiling", "100% done in"):
+                self.assertIn(stage, r.stderr)
             path = os.path.join(d, "training", "profile.sqlite")
             self.assertTrue(os.path.isfile(path), os.listdir(d))
             cli = os.environ.get("TILEGRAPH_CLI")
