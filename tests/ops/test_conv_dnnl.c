@@ -199,6 +199,23 @@ static tg_graph *build_net(net *n)
     return g;
 }
 
+/* Four steps on the same batch (so the loss must fall); their losses. */
+static void run_steps(tg_session *s, const net *n, float *losses)
+{
+    float x[4 * 3 * 12 * 12];
+    int32_t y[4];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = (float)(((int)i * 37) % 19) / 9.0f - 1.0f;
+    for (int i = 0; i < 4; i++)
+        y[i] = (i * 3) % 5;
+    for (int step = 0; s && step < 4; step++) {
+        TG_CHECK_OK(tg_session_write(s, n->x, x, sizeof x));
+        TG_CHECK_OK(tg_session_write(s, n->labels, y, sizeof y));
+        TG_CHECK_OK(tg_session_run(s));
+        TG_CHECK_OK(tg_session_read(s, n->loss, &losses[step], sizeof(float)));
+    }
+}
+
 /* Losses of 4 steps with the given kernel mode; checks the program's conv
  * steps: planned with oneDNN exactly when expected, their kernel scratch
  * the primitive's scratchpad, inside the device arena. */
@@ -227,18 +244,7 @@ static void train(tg_dnnl_mode mode, int threads, float *losses)
             TG_CHECK(st->scratch_offset + st->scratch_bytes <= p->devices[0].arena_bytes);
         }
     tg_program_destroy(p);
-    float x[4 * 3 * 12 * 12];
-    int32_t y[4];
-    for (int step = 0; s && step < 4; step++) {
-        for (size_t i = 0; i < sizeof x / sizeof *x; i++)
-            x[i] = (float)(((int)i * 37) % 19) / 9.0f - 1.0f; /* the same batch: */
-        for (int i = 0; i < 4; i++)
-            y[i] = (i * 3) % 5; /* the loss must fall */
-        TG_CHECK_OK(tg_session_write(s, n.x, x, sizeof x));
-        TG_CHECK_OK(tg_session_write(s, n.labels, y, sizeof y));
-        TG_CHECK_OK(tg_session_run(s));
-        TG_CHECK_OK(tg_session_read(s, n.loss, &losses[step], sizeof(float)));
-    }
+    run_steps(s, &n, losses);
     tg_session_destroy(s);
     tg_options_destroy(o);
     tg_graph_destroy(g);
@@ -322,18 +328,7 @@ static void bf16_losses(tg_dnnl_mode mode, float *losses, int *native_steps, int
     tg_program_destroy(p);
     tg_session *s = NULL;
     TG_CHECK_OK(tg_session_create(g, o, &s));
-    float x[4 * 3 * 12 * 12];
-    int32_t y[4];
-    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
-        x[i] = (float)(((int)i * 37) % 19) / 9.0f - 1.0f;
-    for (int i = 0; i < 4; i++)
-        y[i] = (i * 3) % 5;
-    for (int step = 0; s && step < 4; step++) {
-        TG_CHECK_OK(tg_session_write(s, n.x, x, sizeof x));
-        TG_CHECK_OK(tg_session_write(s, n.labels, y, sizeof y));
-        TG_CHECK_OK(tg_session_run(s));
-        TG_CHECK_OK(tg_session_read(s, n.loss, &losses[step], sizeof(float)));
-    }
+    run_steps(s, &n, losses);
     tg_session_destroy(s);
     tg_options_destroy(o);
     tg_graph_destroy(g);
