@@ -15,6 +15,7 @@ typedef struct {
     const char *names[TG_MAX_BLOCKS];
     int device[TG_MAX_BLOCKS];
     int n;
+    char split_names[TG_MAX_BLOCKS][8]; /* "S0".. of blocks made by split points */
 } block_list;
 
 static bool is_forward(const tg_tensor *t)
@@ -38,17 +39,17 @@ static bool name_matches(const char *name, const char *split)
 static tg_status blocks_from_split(const tg_graph *g, const char *spec, int *block_of,
                                    block_list *bl)
 {
-    char buf[1024], *points[TG_MAX_BLOCKS];
+    char buf[1024], *points[TG_MAX_BLOCKS], *save = NULL;
     int n_points = 0;
     snprintf(buf, sizeof buf, "%s", spec);
-    for (char *tok = strtok(buf, ","); tok && n_points < TG_MAX_BLOCKS - 1; tok = strtok(NULL, ","))
+    for (char *tok = strtok_r(buf, ",", &save); tok && n_points < TG_MAX_BLOCKS - 1;
+         tok = strtok_r(NULL, ",", &save))
         points[n_points++] = tok;
     int current = 0;
     bl->n = n_points + 1;
     for (int b = 0; b < bl->n; b++) {
-        static char names[TG_MAX_BLOCKS][16];
-        snprintf(names[b], sizeof names[b], "S%d", b);
-        bl->names[b] = names[b];
+        snprintf(bl->split_names[b], sizeof bl->split_names[b], "S%d", b);
+        bl->names[b] = bl->split_names[b];
         bl->device[b] = -1;
     }
     for (int i = 0; i < g->n_nodes; i++) {
