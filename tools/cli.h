@@ -67,6 +67,9 @@ void cli_progress_finish(cli_progress *p, const char *status);
  * and a second signal end the process as the signal normally does. */
 int cli_stop_signal(void);
 void cli_stop_at_step_boundaries(void);
+/* In an MPI job, another instance's stop signal that this one stops for too
+ * (so that it ends as stopped, not as failed). */
+void cli_stop_agreed(int sig);
 /* The exit code for a stop by signal `sig`: 128 + sig (130, 143). */
 int cli_signal_exit_code(int sig);
 

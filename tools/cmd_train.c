@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,12 +289,35 @@ static tg_status save_checkpoint(const train_args *a, const tg_session *s, const
     return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
 }
 
+/* In an MPI job, the host step's loss and accuracy counts summed over the
+ * instances, so that the progress, the epoch's figures and each instance's
+ * profile counters are the job's, as one process of R replicas reports. */
+static tg_status job_step_totals(step_buffers *b)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    double v[4] = {b->loss_sum, (double)b->losses_count, (double)b->correct, (double)b->scored};
+    TG_TRY(tg_dist_sum_f64(v, 4));
+    b->loss_sum = v[0];
+    b->losses_count = (int64_t)v[1];
+    b->correct = (int64_t)v[2];
+    b->scored = (int64_t)v[3];
+    return TG_OK;
+}
+
 /* Stop here? A signal, or --max-steps reached. */
 static bool should_stop(const train_args *a, train_pos *pos)
 {
-    if (cli_stop_signal())
-        pos->stop = cli_stop_signal();
-    else if (a->max_steps && pos->done >= a->max_steps)
+    /* in an MPI job the instances agree: one stopping alone would leave the
+     * others waiting for its gradients (every instance calls this at the
+     * same points, so it can be a collective) */
+    int64_t sig = cli_stop_signal();
+    if (tg_dist_max_i64(&sig, 1) != TG_OK)
+        sig = SIGTERM; /* MPI failed: stop, the job is ending anyway */
+    if (sig) {
+        pos->stop = (int)sig;
+        cli_stop_agreed((int)sig);
+    } else if (a->max_steps && pos->done >= a->max_steps)
         pos->stop = -1;
     return pos->stop != 0;
 }
@@ -336,6 +360,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         TG_TRY(load_step(loader, b, &count));
         double step_t0 = cli_now();
         TG_TRY(run_step(s, mg, b, count));
+        TG_TRY(job_step_totals(b));
         record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
@@ -656,10 +681,11 @@ int cmd_train(int argc, char **argv)
     }
     int profile_failed = finish_profiles(s, ctx.eval_session);
     if (pos.stop) {
-        fprintf(stderr, "tilegraph train: stopped %s at epoch %lld, host step %lld%s%s\n",
-                pos.stop > 0 ? "by a signal" : "by --max-steps", (long long)pos.epoch + 1,
-                (long long)pos.step, a.save ? "; continue with --resume " : "",
-                a.save ? a.save : "");
+        if (tg_dist_instance() == 0) /* every instance of a job stopped at this step */
+            fprintf(stderr, "tilegraph train: stopped %s at epoch %lld, host step %lld%s%s\n",
+                    pos.stop > 0 ? "by a signal" : "by --max-steps", (long long)pos.epoch + 1,
+                    (long long)pos.step, a.save ? "; continue with --resume " : "",
+                    a.save ? a.save : "");
         status = pos.stop > 0 ? cli_signal_exit_code(pos.stop) : profile_failed;
         goto done;
     }

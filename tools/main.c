@@ -67,6 +67,11 @@ int cli_stop_signal(void)
 {
     return stop_signal;
 }
+void cli_stop_agreed(int sig)
+{
+    if (!stop_signal)
+        stop_signal = sig;
+}
 void cli_stop_at_step_boundaries(void)
 {
     polling = 1;
@@ -107,7 +112,11 @@ static void write_trace_at_exit(void)
  * for it; one that succeeded leaves the job. */
 static int finish_instance(int rc)
 {
-    if (rc && tg_dist_active()) {
+    /* stopped by a signal at a host-step boundary: the instances agreed on
+     * the step (cmd_train.c), so the job ends in order; aborting here could
+     * cut instance 0's checkpoint short */
+    bool stopped = cli_stop_signal() && rc == cli_signal_exit_code(cli_stop_signal());
+    if (rc && !stopped && tg_dist_active()) {
         fprintf(stderr, "tilegraph: instance %d of %d failed (exit code %d): ending the job\n",
                 tg_dist_instance(), tg_dist_instances(), rc);
         tg_dist_abort(rc);

@@ -301,8 +301,11 @@ static void put_u64(unsigned char *at, uint64_t v)
         at[i] = (unsigned char)(v >> (8 * i));
 }
 
-tg_status tg_executable_save(const tg_program *p, const tg_options *o, const char *path)
+tg_status tg_executable_serialize(const tg_program *p, const tg_options *o, void **data,
+                                  size_t *len)
 {
+    *data = NULL;
+    *len = 0;
     char key[33];
     TG_TRY(tg_executable_key(p->graph, o, key));
     writer w = {0};
@@ -311,7 +314,7 @@ tg_status tg_executable_save(const tg_program *p, const tg_options *o, const cha
     put_program(&w, p);
     if (w.failed) {
         tg_free(w.buf);
-        return tg_error(TG_ERR_NOMEM, "executable %s: out of memory", path);
+        return tg_error(TG_ERR_NOMEM, "out of memory serialising the program");
     }
     unsigned char *h = w.buf;
     memcpy(h, MAGIC, 8);
@@ -323,8 +326,20 @@ tg_status tg_executable_save(const tg_program *p, const tg_options *o, const cha
     put_u64(h + 64, payload);
     put_u32(h + 72, (uint32_t)crc32_z(0, w.buf + HEADER_BYTES, (size_t)payload));
     put_u32(h + 76, (uint32_t)crc32(0, h, 76));
-    tg_status s = tg_atomic_file_write(path, w.buf, w.len);
-    tg_free(w.buf);
+    *data = w.buf;
+    *len = w.len;
+    return TG_OK;
+}
+
+tg_status tg_executable_save(const tg_program *p, const tg_options *o, const char *path)
+{
+    void *data = NULL;
+    size_t len = 0;
+    tg_status s = tg_executable_serialize(p, o, &data, &len);
+    if (s != TG_OK)
+        return tg_error_prefix(s, "executable %s", path);
+    s = tg_atomic_file_write(path, data, len);
+    tg_free(data);
     return s == TG_OK ? TG_OK : tg_error_prefix(s, "executable");
 }
 

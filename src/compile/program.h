@@ -185,6 +185,10 @@ tg_status tg_program_plan_loaded(tg_program *p);
  * options that shape the program, the target description, the threads per
  * device and the tilegraph and format versions. */
 tg_status tg_executable_key(const tg_graph *g, const tg_options *o, char out[33]);
+/* p (compiled from its graph with o) as the bytes of an executable file:
+ * *data is the caller's (tg_free). */
+tg_status tg_executable_serialize(const tg_program *p, const tg_options *o, void **data,
+                                  size_t *len);
 /* Write p (compiled from its graph with o) to path, atomically. */
 tg_status tg_executable_save(const tg_program *p, const tg_options *o, const char *path);
 /* Read a program for g and o back. TG_ERR_FORMAT for a corrupt or truncated

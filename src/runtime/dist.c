@@ -99,13 +99,28 @@ int tg_dist_host_instances(void)
     return joined ? host_size : 1;
 }
 
-tg_status tg_dist_sum_i64(int64_t *values, int n)
+static tg_status allreduce(void *values, int n, MPI_Datatype type, MPI_Op op, const char *what)
 {
     if (!tg_dist_active() || n <= 0)
         return TG_OK;
-    if (MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return tg_error(TG_ERR_IO, "MPI: summing %d counters over the instances failed", n);
+    if (MPI_Allreduce(MPI_IN_PLACE, values, n, type, op, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: %s %d values over the instances failed", what, n);
     return TG_OK;
+}
+
+tg_status tg_dist_sum_i64(int64_t *values, int n)
+{
+    return allreduce(values, n, MPI_INT64_T, MPI_SUM, "summing");
+}
+
+tg_status tg_dist_sum_f64(double *values, int n)
+{
+    return allreduce(values, n, MPI_DOUBLE, MPI_SUM, "summing");
+}
+
+tg_status tg_dist_max_i64(int64_t *values, int n)
+{
+    return allreduce(values, n, MPI_INT64_T, MPI_MAX, "taking the maximum of");
 }
 
 uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes)
@@ -185,6 +200,48 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
             nanosleep(&ts, NULL);
         }
     }
+}
+
+/* Wait for a request, sleeping between tests: the instances that wait leave
+ * the host's cores to the one that works (a blocking MPI call would spin). */
+static void wait_politely(MPI_Request *req)
+{
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        struct timespec ts = {0, spins < 64 ? 20000 : 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+tg_status tg_dist_broadcast(void **data, size_t *len)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    int64_t n = rank == 0 ? (*data ? (int64_t)*len : -1) : 0;
+    MPI_Request req;
+    MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
+    wait_politely(&req);
+    if (rank != 0) {
+        *data = NULL;
+        *len = 0;
+        if (n < 0)
+            return TG_OK;
+        *data = tg_malloc((size_t)n + 1);
+        if (!*data)
+            return tg_error(TG_ERR_NOMEM, "MPI: out of memory receiving %lld bytes from instance 0",
+                            (long long)n);
+        *len = (size_t)n;
+    }
+    const int64_t chunk = 1 << 30; /* MPI counts are ints */
+    for (int64_t at = 0; at < n; at += chunk) {
+        int part = (int)(n - at < chunk ? n - at : chunk);
+        MPI_Ibcast((char *)*data + at, part, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        wait_politely(&req);
+    }
+    return TG_OK;
 }
 
 /* A checksum of every parameter as stored (replica 0's copy: the all-reduce

@@ -33,6 +33,13 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
 tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n,
                         const char *advice);
 
+/* Instance 0's bytes to every instance. On instance 0, *data and *len are
+ * what it sends (*data NULL: it has nothing to send, say its compile
+ * failed); on the others they become a copy (the caller's, tg_free) or NULL
+ * and 0. Waits with sleeps, leaving the host's cores to the instance that
+ * works. A no-op outside a job. */
+tg_status tg_dist_broadcast(void **data, size_t *len);
+
 /* FNV-1a over bytes, continuing from h (start with TG_DIST_HASH_INIT). */
 #define TG_DIST_HASH_INIT 1469598103934665603ull
 uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes);

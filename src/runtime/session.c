@@ -401,7 +401,7 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
     if (st == TG_OK) {
         TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
-        st = tg_program_compile_cached(g, opts, &s->program, NULL);
+        st = tg_session_dist_compile(g, opts, &s->program);
     }
     if (st == TG_OK) {
         const tg_program *p = s->program;

@@ -5,8 +5,10 @@
 #include "runtime/session_dist.h"
 
 #include "core/alloc.h"
+#include "compile/program.h"
 #include "core/error.h"
 #include "runtime/dist.h"
+#include "tilegraph/trace.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +42,48 @@ tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
     TG_TRY(tg_options_set(opts, "distributed.instances", v));
     snprintf(v, sizeof v, "%d", R / N);
     return tg_options_set(opts, "replicationFactor", v);
+}
+
+/* Instance 0's program, or NULL when it has none or it is not this
+ * instance's (another graph or other options: the check at set-up then
+ * names the difference). */
+static tg_program *load_from_instance0(const tg_graph *g, const tg_options *opts, void *bytes,
+                                       size_t len)
+{
+    tg_program *p = NULL;
+    if (bytes && tg_executable_parse(g, opts, bytes, len, "from instance 0", &p) == TG_OK)
+        tg_program_choose_threads(p, opts); /* for this host's cores */
+    return p;
+}
+
+tg_status tg_session_dist_compile(const tg_graph *g, const tg_options *opts, tg_program **out)
+{
+    *out = NULL;
+    if (tg_dist_instances() < 2)
+        return tg_program_compile_cached(g, opts, out, NULL);
+    void *bytes = NULL;
+    size_t len = 0;
+    if (tg_dist_instance() == 0) {
+        tg_status st = tg_program_compile_cached(g, opts, out, NULL);
+        if (st == TG_OK && tg_executable_serialize(*out, opts, &bytes, &len) != TG_OK)
+            bytes = NULL; /* the others compile for themselves */
+        char why[512];
+        snprintf(why, sizeof why, "%s", tg_error_message()); /* the broadcast may overwrite it */
+        tg_status sent = tg_dist_broadcast(&bytes, &len);
+        tg_free(bytes);
+        if (st != TG_OK)
+            return tg_error(st, "%s", why);
+        return sent;
+    }
+    tg_trace_channel *ch = tg_trace_channel_get("compile");
+    tg_trace_begin(ch, "program from instance 0");
+    tg_status st = tg_dist_broadcast(&bytes, &len);
+    if (st == TG_OK)
+        *out = load_from_instance0(g, opts, bytes, len);
+    tg_trace_end(ch);
+    TG_TRY(st);
+    tg_free(bytes);
+    return *out ? TG_OK : tg_program_compile_cached(g, opts, out, NULL);
 }
 
 /* The graph as built: every node's op, type, shape, parameters, inputs and name. */

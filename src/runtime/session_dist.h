@@ -10,6 +10,12 @@
  * divide R, and refuses what does not compose across instances). Sets the
  * session's global_replicas and replica_offset in every case. */
 tg_status tg_session_dist_options(tg_session *s, tg_options *opts);
+/* Compile g (through the executable cache the options name). In a job, one
+ * instance compiles and the others load its program: instance 0 compiles
+ * (or loads it from the cache) and broadcasts the executable's bytes; an
+ * instance whose graph or options differ compiles its own, and the check at
+ * set-up refuses it naming the difference. */
+tg_status tg_session_dist_compile(const tg_graph *g, const tg_options *opts, tg_program **out);
 /* After allocating: every instance must have built the same program (fails
  * naming what differs); then the communicators and staging buffers of the
  * cross-instance all-reduce. */

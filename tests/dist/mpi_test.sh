@@ -71,4 +71,37 @@ took=$(($(date +%s) - start))
 [ $rc != 0 ] || fail "the job with a killed instance exited 0"
 [ $took -le 10 ] || fail "the job took $took s to end after kill -9"
 grep -q "signal 9" kill.log || fail "no message about the killed instance"
+# 6. one instance compiles, the others load its program (the compile trace
+#    of instance 1 holds no compile pass, only the program's arrival)
+TILEGRAPH_TRACE='{"enable":"true","directory":"tr","channels":["compile"]}' timeout 120 \
+    $MPI $T train $COMMON --replicas 2 >load.log 2>&1 || fail "2 instances with a compile trace"
+[ "$(ls tr | wc -l)" = 2 ] || fail "expected a trace per instance in tr/"
+grep -l '"memory plan"' tr/*.json >compiled.txt
+grep -l '"program from instance 0"' tr/*.json >loaded.txt
+[ "$(wc -l <compiled.txt)" = 1 ] && [ "$(wc -l <loaded.txt)" = 1 ] &&
+    ! cmp -s compiled.txt loaded.txt || fail "not one instance compiling and one loading"
+# the job's figures, not instance 0's: the epoch line of 2 x 1 is that of 1 x 2
+grep -h "^epoch 1" one.log | sed 's/, [0-9]* samples.*//' >one.epoch
+grep -h "^epoch 1" two.log | sed 's/, [0-9]* samples.*//' >two.epoch
+[ -s one.epoch ] && cmp -s one.epoch two.epoch || fail "the job reports other figures than one process: $(cat one.epoch two.epoch)"
+
+# 7. SIGTERM to one instance stops every instance after the same host step:
+#    instance 0 writes the checkpoint, the job ends in order (143), no hang
+timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
+    --test-limit 16 --quiet --save stop.safetensors >stop.log 2>&1 &
+job=$!
+tries=0
+while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" stop.log; do sleep 0.2; tries=$((tries + 1)); done
+victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+[ -n "$victim" ] || fail "no instance to stop"
+sleep 1
+kill -TERM "$victim"
+wait $job
+rc=$?
+[ $rc = 143 ] || fail "a job stopped by SIGTERM exited $rc, not 143"
+[ "$(grep -c 'stopped by a signal' stop.log)" = 1 ] || fail "not one stop message"
+[ -s stop.safetensors ] || fail "no checkpoint after the stop"
+grep -q "failed" stop.log && fail "a stop was reported as a failure"
+
 echo "mpi_test: all cases passed (kill -9 ended the job in ${took} s)"
