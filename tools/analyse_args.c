@@ -14,6 +14,7 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
     a->step = -1;
     a->top = 20;
     a->tile = -1;
+    a->instance = -1;
     int n = 0;
     flags[n++] =
         (cli_flag){"--device", CLI_INT, &a->device, "N", "only device N (all when unset)", 0, 4096};
@@ -43,6 +44,13 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
                             "trace: every execution on its own row, not repeated ones grouped",
                             1,
                             0};
+    flags[n++] = (cli_flag){"--instance",
+                            CLI_INT,
+                            &a->instance,
+                            "K",
+                            "an MPI job's directory: instance K's profile (instance 0 when unset)",
+                            0,
+                            1e6};
     flags[n++] = (cli_flag){"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0};
     if (with_force)
         flags[n++] = (cli_flag){"--force",

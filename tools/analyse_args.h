@@ -8,15 +8,18 @@
 
 #include "analyse/analyse.h"
 
+enum { ANALYSE_MAX_FLAGS = 10 };
+
 typedef struct analyse_args {
-    int64_t device, step, top, tile;
+    int64_t device, step, top, tile, instance;
     const char *op;
     bool json, force, no_group;
     const char *positional[8];
     int n_positional;
 } analyse_args;
 
-/* Fill `flags` (room for 9) for `a`; returns how many. `with_force` adds --force. */
+/* Fill `flags` (room for ANALYSE_MAX_FLAGS) for `a`; returns how many. `with_force` adds --force.
+ */
 int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force);
 /* Parse: flags through cli_parse, the rest into a->positional. Returns as cli_parse
  * (0 ok, 1 help printed, -1 error printed). */

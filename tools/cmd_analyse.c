@@ -10,7 +10,7 @@
 int cmd_analyse(int argc, char **argv)
 {
     analyse_args a;
-    cli_flag flags[9];
+    cli_flag flags[ANALYSE_MAX_FLAGS];
     int n = analyse_flags(&a, flags, false);
     char views[256], usage[400], list[256];
     analyse_view_list(views, sizeof views, ", ", " or ", NULL);
@@ -23,8 +23,10 @@ int cmd_analyse(int argc, char **argv)
         desc,
         usage,
         "REPORT is a profile.sqlite file or a directory holding training/profile.sqlite (or\n"
-        "inference/profile.sqlite), as written with autoReport.all. The view defaults to summary.\n"
-        "Example:\n  tilegraph analyse ./report trace",
+        "inference/profile.sqlite), as written with autoReport.all, or an MPI job's --profile-dir\n"
+        "(instance-K directories: instance 0, or --instance K; the instances view shows them\n"
+        "all). The view defaults to summary.\n"
+        "Examples:\n  tilegraph analyse ./report trace\n  tilegraph analyse ./prof instances",
         flags,
         n};
     int r = analyse_parse(&cmd, &a, argc, argv);
@@ -41,7 +43,7 @@ int cmd_analyse(int argc, char **argv)
         return 2;
     }
     tg_profile_reader *rd = NULL;
-    if (tg_an_open(a.positional[0], &rd) != TG_OK) {
+    if (tg_an_open_instance(a.positional[0], (int)a.instance, &rd) != TG_OK) {
         fprintf(stderr, "tilegraph analyse: %s\n", tg_error_message());
         return 1;
     }

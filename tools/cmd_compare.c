@@ -41,7 +41,7 @@ static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char
 int cmd_compare(int argc, char **argv)
 {
     analyse_args a;
-    cli_flag flags[9];
+    cli_flag flags[ANALYSE_MAX_FLAGS];
     int n = analyse_flags(&a, flags, true);
     char views[256], usage[400], list[256];
     analyse_view_list(views, sizeof views, ", ", " or ", "all");
@@ -70,7 +70,8 @@ int cmd_compare(int argc, char **argv)
         return 2;
     }
     tg_profile_reader *ra = NULL, *rb = NULL;
-    if (tg_an_open(a.positional[0], &ra) != TG_OK || tg_an_open(a.positional[1], &rb) != TG_OK) {
+    if (tg_an_open_instance(a.positional[0], (int)a.instance, &ra) != TG_OK ||
+        tg_an_open_instance(a.positional[1], (int)a.instance, &rb) != TG_OK) {
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
         tg_profile_reader_close(ra);
         return 1;

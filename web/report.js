@@ -93,6 +93,7 @@ function loadReport(raw) {
   ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges', 'counters', 'histograms', 'vertex_types'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
   r.insights = raw.insights || null;
+  r.instances = raw.instances || null;
   r.nDevices = r.devices.length;
   r.deviceTotal = r.devices.map(function (d) {
     return sum(r.memory.filter(function (m) { return m.device === d.device && inArena(m.category); }), function (m) { return m.bytes; });
@@ -161,11 +162,9 @@ function fmtKind(kind, v) {
   if (kind === 'num') return fmtNum(v);
   return String(v);
 }
-function renderInsightsOf(sec, r, sfx) {
-  var ins = r.insights;
-  if (!ins) { sec.appendChild(el('p', { cls: 'muted' }, 'This report holds no insights (written by an older tilegraph).')); return; }
-  if (ins.error) { sec.appendChild(el('p', { id: 'insights-error' + sfx }, 'The insights cannot be built: ' + ins.error)); return; }
-  ins.tables.forEach(function (t, ti) {
+/* The tables of a view as analyse builds it (report_data.c), ids `prefix-N`. */
+function renderViewTables(sec, view, prefix) {
+  view.tables.forEach(function (t, ti) {
     var keep = t.kinds.map(function (k, c) { return k !== 'bar' ? c : -1; }).filter(function (c) { return c >= 0; });
     sec.appendChild(el('h3', null, t.title));
     sec.appendChild(table(keep.map(function (c) { return t.cols[c]; }), t.rows.map(function (row) {
@@ -173,8 +172,14 @@ function renderInsightsOf(sec, r, sfx) {
         var k = t.kinds[c], text = k === 'text' || k === 'label';
         return td(fmtKind(k, row[c]), text ? '' : 'num', { 'data-col': t.cols[c], 'data-value': row[c] == null ? '' : row[c] });
       }));
-    }), { id: 'insights' + sfx + '-' + ti, 'data-title': t.title }));
+    }), { id: prefix + '-' + ti, 'data-title': t.title }));
   });
+}
+function renderInsightsOf(sec, r, sfx) {
+  var ins = r.insights;
+  if (!ins) { sec.appendChild(el('p', { cls: 'muted' }, 'This report holds no insights (written by an older tilegraph).')); return; }
+  if (ins.error) { sec.appendChild(el('p', { id: 'insights-error' + sfx }, 'The insights cannot be built: ' + ins.error)); return; }
+  renderViewTables(sec, ins, 'insights' + sfx);
   sec.appendChild(el('h3', null, 'What they say'));
   sec.appendChild(el('ul', { id: 'insights-notes' + sfx, 'data-count': ins.notes.length }, ins.notes.map(function (n) { return el('li', null, n); })));
 }
@@ -249,6 +254,12 @@ renderers.summary = function (sec) {
     return el('tr', null, cells);
   }), { id: 'summary-meta' }));
   renderTiledSummary(sec, a, b);
+  /* the profile of one instance of an MPI job: every instance side by side */
+  if (a.instances && a.instances.tables) {
+    sec.appendChild(el('h2', null, 'Instances of the MPI job'));
+    renderViewTables(sec, a.instances, 'instances');
+    a.instances.notes.forEach(function (n) { sec.appendChild(el('p', { cls: 'muted' }, n)); });
+  }
   sec.appendChild(el('h2', null, 'Per device'));
   var nd = Math.max(a.nDevices, b ? b.nDevices : 0), rows = [];
   for (var d = 0; d < nd; d++) {

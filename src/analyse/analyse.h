@@ -79,6 +79,11 @@ void tg_an_filter_defaults(tg_an_filter *f);
 /* Open REPORT: a profile.sqlite, or a directory holding
  * training/profile.sqlite (preferred) or inference/profile.sqlite. */
 tg_status tg_an_open(const char *report, tg_profile_reader **out);
+/* The same for the directory of an MPI job (instance-K subdirectories,
+ * docs/distributed.md): instance `instance`'s profile, instance 0's when it
+ * is negative. A non-negative instance of a report that is not a job's
+ * directory is an error naming it. */
+tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reader **out);
 
 /* The names of the views, in order; NULL-terminated. */
 extern const char *const tg_an_view_names[];
@@ -135,6 +140,7 @@ tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_vi
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_histograms(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 
 /* Tiled targets (views_tiles.c): the tile count per device (0: no tiles;
  * TG_ERR_FORMAT naming the profile when its meta is not 0..TG_AN_MAX_TILES,
@@ -157,6 +163,9 @@ typedef struct tg_an_times {
     double execute[TG_AN_MAX_DEVICES], copy[TG_AN_MAX_DEVICES], host[TG_AN_MAX_DEVICES],
         all_reduce[TG_AN_MAX_DEVICES], accumulate[TG_AN_MAX_DEVICES], wait[TG_AN_MAX_DEVICES],
         other[TG_AN_MAX_DEVICES];
+    /* of all_reduce: exchanging with the job's other instances (MPI), which
+     * includes waiting for them */
+    double instances[TG_AN_MAX_DEVICES];
     int micro_batches, iterations;
 } tg_an_times;
 tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);

@@ -18,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The insights view exactly as `tilegraph analyse insights` builds it:
+/* A view exactly as `tilegraph analyse` builds it (the insights; an MPI
+ * job's instances):
  * {"tables": [{"title", "cols", "kinds", "rows": [[cell...]]}], "notes"},
  * numbers as numbers (no value: null), kinds by name ("bytes", "ns", ...),
  * so the page shows the same figures and sentences. A profile the view
@@ -60,14 +61,14 @@ static void write_view_table(const tg_an_table *t, tg_json_writer *w)
     tg_json_end_object(w);
 }
 
-static void write_insights(tg_profile_reader *r, tg_json_writer *w)
+static void write_view(tg_profile_reader *r, const char *name, tg_json_writer *w)
 {
     tg_an_filter f;
     tg_an_filter_defaults(&f);
     tg_an_view v;
     memset(&v, 0, sizeof v);
     tg_json_begin_object(w);
-    if (tg_an_build(r, "insights", &f, &v) != TG_OK) {
+    if (tg_an_build(r, name, &f, &v) != TG_OK) {
         tg_json_key(w, "error");
         tg_json_string(w, tg_error_message());
     } else {
@@ -333,7 +334,11 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
             return s;
     }
     tg_json_key(w, "insights");
-    write_insights(r, w);
+    write_view(r, "insights", w);
+    if (atoi(tg_profile_reader_meta(r, "instances")) > 1) { /* an MPI job's instance */
+        tg_json_key(w, "instances");
+        write_view(r, "instances", w);
+    }
     tg_json_end_object(w);
     return TG_OK;
 }

@@ -13,8 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const tg_an_view_names[] = {"summary",    "insights", "memory", "liveness",   "program",
-                                        "operations", "trace",    "host",   "histograms", NULL};
+const char *const tg_an_view_names[] = {"summary",    "insights",   "memory", "liveness",
+                                        "program",    "operations", "trace",  "host",
+                                        "histograms", "instances",  NULL};
 
 bool tg_an_view_known(const char *name)
 {
@@ -34,26 +35,53 @@ void tg_an_filter_defaults(tg_an_filter *f)
     f->tile = 0;
 }
 
-tg_status tg_an_open(const char *report, tg_profile_reader **out)
+/* A directory's profile: training/, inference/ or its own profile.sqlite. */
+static tg_status open_in_dir(const char *dir, tg_profile_reader **out)
 {
-    *out = NULL;
-    struct stat st;
-    if (stat(report, &st) != 0)
-        return tg_error(TG_ERR_IO, "report '%s' does not exist", report);
-    if (!S_ISDIR(st.st_mode))
-        return tg_profile_reader_open(report, out);
     static const char *const subs[] = {"training/profile.sqlite", "inference/profile.sqlite",
                                        "profile.sqlite"};
-    char path[4096];
+    char path[4200];
+    struct stat st;
     for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", report, subs[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, subs[i]);
         if (stat(path, &st) == 0)
             return tg_profile_reader_open(path, out);
     }
     return tg_error(TG_ERR_NOT_FOUND,
                     "report directory '%s' holds no training/profile.sqlite or "
                     "inference/profile.sqlite",
-                    report);
+                    dir);
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reader **out)
+{
+    *out = NULL;
+    struct stat st;
+    if (stat(report, &st) != 0)
+        return tg_error(TG_ERR_IO, "report '%s' does not exist", report);
+    char job_dir[4200];
+    snprintf(job_dir, sizeof job_dir, "%s/instance-%d", report, instance < 0 ? 0 : instance);
+    bool job = S_ISDIR(st.st_mode) && is_dir(job_dir);
+    if (instance >= 0 && !job)
+        return tg_error(TG_ERR_NOT_FOUND,
+                        "--instance %d: '%s' holds no instance-%d directory (the profiles of an "
+                        "MPI job's instances, written with --profile-dir under mpirun)",
+                        instance, report, instance);
+    if (!S_ISDIR(st.st_mode))
+        return tg_profile_reader_open(report, out);
+    /* a job's directory: its instance 0 unless --instance says which */
+    return open_in_dir(job ? job_dir : report, out);
+}
+
+tg_status tg_an_open(const char *report, tg_profile_reader **out)
+{
+    return tg_an_open_instance(report, -1, out);
 }
 
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f, tg_an_view *v)
@@ -80,9 +108,11 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
         return tg_an_view_host(r, f, v);
     if (!strcmp(name, "histograms"))
         return tg_an_view_histograms(r, f, v);
+    if (!strcmp(name, "instances"))
+        return tg_an_view_instances(r, f, v);
     return tg_error(TG_ERR_INVALID_ARG,
                     "unknown view '%s' (summary, insights, memory, liveness, program, "
-                    "operations, trace, host or histograms)",
+                    "operations, trace, host, histograms or instances)",
                     name);
 }
 

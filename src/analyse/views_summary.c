@@ -86,6 +86,12 @@ tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_
                                  : tg_profile_reader_path(r));
     }
 
+    if (meta_num(r, "instances") > 1)
+        tg_an_note(v,
+                   "instance %d of an MPI job of %d instances, replicas from %d of %d in all; "
+                   "the instances view shows them together, --instance K another",
+                   (int)meta_num(r, "instance"), (int)meta_num(r, "instances"),
+                   (int)meta_num(r, "replica_offset"), (int)meta_num(r, "global_replicas"));
     static const char *const n_cols[] = {"item", "value"};
     static const tg_an_kind n_kinds[] = {TG_AN_TEXT, TG_AN_COUNT};
     t = tg_an_table_add(v, "Configuration and graph statistics", 2, n_cols, n_kinds);

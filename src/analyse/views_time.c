@@ -53,6 +53,8 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
             t->host[d] += ns;
         else if (!strcmp(k, "all-reduce"))
             t->all_reduce[d] += ns;
+        else if (!strcmp(k, "exchange with instances"))
+            t->instances[d] += ns; /* within the all-reduce: not counted twice */
         else if (!strncmp(k, "accumulate", 10))
             t->accumulate[d] += ns;
         else if (!strncmp(k, "wait", 4))

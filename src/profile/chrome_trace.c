@@ -38,7 +38,56 @@
 #define TG_VERSION "unknown"
 #endif
 
-enum { HOST_PID = 1, DRAIN_BYTES = 1 << 20, MAX_OPEN = 66 };
+enum { HOST_PID = 1, DRAIN_BYTES = 1 << 20, MAX_OPEN = 66, JOB_PID_STRIDE = 1000 };
+
+/* In an MPI job (runtime/dist.c sets it when the process joins): this
+ * instance's index, its clock's offset to instance 0's and the job's time
+ * zero on that clock, so that every instance writes pids, flow ids and
+ * times that do not collide and line up, and the files splice into one
+ * (tg_trace_merge_chrome). Process-wide, as the trace itself is. */
+static struct {
+    bool set;
+    int instance;
+    int64_t offset_ns, origin_ns;
+} job;
+
+/* The files this process exported, in order (the job's merge pairs the
+ * k-th of every instance). */
+enum { MAX_EXPORTS = 8 };
+static char exported[MAX_EXPORTS][1024];
+static int n_exported;
+
+void tg_trace_set_job(int instance, int64_t clock_offset_ns, int64_t origin_ns)
+{
+    job.set = true;
+    job.instance = instance;
+    job.offset_ns = clock_offset_ns;
+    job.origin_ns = origin_ns;
+}
+
+int tg_trace_exported_count(void)
+{
+    return n_exported;
+}
+
+const char *tg_trace_exported_path(int k)
+{
+    return k >= 0 && k < n_exported ? exported[k] : NULL;
+}
+
+static void remember_export(const char *path)
+{
+    for (int k = 0; k < n_exported; k++)
+        if (!strcmp(exported[k], path))
+            return;
+    if (n_exported < MAX_EXPORTS && strlen(path) < sizeof exported[0])
+        snprintf(exported[n_exported++], sizeof exported[0], "%s", path);
+}
+
+static int job_pid(int pid)
+{
+    return job.set ? pid + JOB_PID_STRIDE * (job.instance + 1) : pid;
+}
 
 typedef struct open_region {
     const char *name, *channel;
@@ -87,6 +136,8 @@ static void drain(exporter *x, bool all)
 
 static double us(const exporter *x, int64_t t)
 {
+    if (job.set)
+        return (double)(t + job.offset_ns - job.origin_ns) / 1000.0;
     return (double)(t - x->origin) / 1000.0;
 }
 
@@ -108,7 +159,7 @@ static void event(exporter *x, const char *ph, const char *name, const char *cat
     tg_json_key(w, "ts");
     tg_json_number(w, us(x, ts));
     tg_json_key(w, "pid");
-    tg_json_int(w, pid);
+    tg_json_int(w, job_pid(pid));
     tg_json_key(w, "tid");
     tg_json_int(w, tid);
 }
@@ -128,7 +179,7 @@ static void metadata(exporter *x, const char *what, int pid, int tid, const char
     tg_json_key(w, "args");
     tg_json_begin_object(w);
     tg_json_key(w, "sort_index");
-    tg_json_int(w, sort);
+    tg_json_int(w, what[0] == 'p' && job.set ? sort + JOB_PID_STRIDE * job.instance : sort);
     tg_json_end_object(w);
     tg_json_end_object(w);
 }
@@ -384,7 +435,7 @@ static void flow(exporter *x, const char *ph, uint64_t id, int64_t ts, int pid, 
     tg_json_writer *w = &x->w;
     event(x, ph, "step link", "link", ts, pid, tid);
     tg_json_key(w, "id");
-    tg_json_uint(w, id);
+    tg_json_uint(w, job.set ? id + ((uint64_t)job.instance << 48) : id);
     if (ph[0] == 'f') {
         tg_json_key(w, "bp");
         tg_json_string(w, "e");
@@ -468,7 +519,11 @@ static void write_devices(exporter *x, const tg_trace_device_track *tracks, size
             first = tracks[k].replica != tracks[i].replica;
         if (first) {
             char label[64];
-            snprintf(label, sizeof label, "replica %d", tracks[i].replica);
+            if (job.set) /* the session gives the job's replica index */
+                snprintf(label, sizeof label, "instance %d: replica %d", job.instance,
+                         tracks[i].replica);
+            else
+                snprintf(label, sizeof label, "replica %d", tracks[i].replica);
             metadata(x, "process_name", 2 + tracks[i].replica, 0, label, 1 + tracks[i].replica);
         }
     }
@@ -503,7 +558,10 @@ static tg_status write_document(exporter *x, const tg_trace_device_track *tracks
     tg_json_key(w, "traceEvents");
     tg_json_begin_array(w);
     char host[64];
-    snprintf(host, sizeof host, "host (pid %ld)", (long)getpid());
+    if (job.set)
+        snprintf(host, sizeof host, "instance %d: host (pid %ld)", job.instance, (long)getpid());
+    else
+        snprintf(host, sizeof host, "host (pid %ld)", (long)getpid());
     metadata(x, "process_name", HOST_PID, 0, host, 0);
     TG_TRY(tg_trace_visit(on_thread, on_event, x));
     close_to(x, 0, -1);
@@ -522,7 +580,13 @@ static tg_status write_document(exporter *x, const tg_trace_device_track *tracks
     tg_json_key(w, "clock");
     tg_json_string(w, "CLOCK_MONOTONIC");
     tg_json_key(w, "origin_ns");
-    tg_json_int(w, x->origin);
+    tg_json_int(w, job.set ? job.origin_ns : x->origin);
+    if (job.set) {
+        tg_json_key(w, "instance");
+        tg_json_int(w, job.instance);
+        tg_json_key(w, "clock_offset_ns"); /* to instance 0's clock */
+        tg_json_int(w, job.offset_ns);
+    }
     tg_json_key(w, "host_events");
     tg_json_uint(w, stats.events);
     tg_json_key(w, "dropped_events");
@@ -568,6 +632,8 @@ tg_status tg_trace_export_chrome(const char *path, const tg_trace_device_track *
         tg_error_prefix(st, "trace export");
     else if (st != TG_OK)
         tg_atomic_file_abort(&af);
+    else
+        remember_export(path);
     tg_json_writer_free(&x->w);
     tg_free(x->links);
     tg_free(x);
@@ -577,4 +643,56 @@ tg_status tg_trace_export_chrome(const char *path, const tg_trace_device_track *
 tg_status tg_trace_write(const char *path)
 {
     return tg_trace_export_chrome(path, NULL, 0);
+}
+
+/* ---- one file for an MPI job ----------------------------------------------------- */
+
+/* The text of a document's traceEvents array (between its brackets), or
+ * false when the document is not laid out as write_document writes it. */
+static bool events_of(const char *doc, size_t len, size_t *begin, size_t *end)
+{
+    static const char head[] = "{\"traceEvents\":[";
+    static const char tail[] = "],\"displayTimeUnit\"";
+    size_t hl = sizeof head - 1, tl = sizeof tail - 1;
+    if (len < hl + tl || memcmp(doc, head, hl) != 0)
+        return false;
+    for (size_t at = len - tl + 1; at-- > hl;)
+        if (!memcmp(doc + at, tail, tl)) {
+            *begin = hl;
+            *end = at;
+            return true;
+        }
+    return false;
+}
+
+tg_status tg_trace_merge_chrome(const char *path, const char *const *docs, const size_t *lens,
+                                int n)
+{
+    tg_atomic_file af;
+    TG_TRY(tg_atomic_file_open(path, &af));
+    fputs("{\"traceEvents\":[", af.f);
+    bool first = true;
+    int merged = 0;
+    for (int k = 0; k < n; k++) {
+        size_t b, e;
+        if (!docs[k] || !events_of(docs[k], lens[k], &b, &e))
+            continue; /* an instance that wrote no trace, or not ours */
+        if (e > b) {
+            if (!first)
+                fputc(',', af.f);
+            fwrite(docs[k] + b, 1, e - b, af.f);
+            first = false;
+        }
+        merged++;
+    }
+    fprintf(af.f,
+            "],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"tilegraph " TG_VERSION
+            "\",\"clock\":\"CLOCK_MONOTONIC of instance 0\",\"instances\":%d,\"merged\":%d}}",
+            n, merged);
+    if (ferror(af.f)) {
+        tg_atomic_file_abort(&af);
+        return tg_error(TG_ERR_IO, "trace merge: cannot write '%s'", path);
+    }
+    tg_status st = tg_atomic_file_commit(&af);
+    return st == TG_OK ? TG_OK : tg_error_prefix(st, "trace merge");
 }

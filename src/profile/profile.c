@@ -225,6 +225,16 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
     return s;
 }
 
+tg_status tg_profile_set_meta(tg_profile *pf, const char *key, const char *value)
+{
+    sqlite3_stmt *st = prepare(pf, "INSERT OR REPLACE INTO meta VALUES(?, ?)");
+    if (!st)
+        return db_error(pf, "prepare");
+    tg_status s = insert(pf, st, "ss", key, value);
+    sqlite3_finalize(st);
+    return s;
+}
+
 static tg_status write_devices(tg_profile *pf)
 {
     const tg_program *p = pf->program;

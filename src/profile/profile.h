@@ -27,7 +27,8 @@ typedef struct tg_profile tg_profile;
     X(COPY, "copy to device")  /* a transfer, including waiting for a free slot */                 \
     X(WAIT, "wait for device") /* waiting for a transfer to arrive */                              \
     X(ACCUMULATE, "accumulate gradients")                                                          \
-    X(ALL_REDUCE, "all-reduce")
+    X(ALL_REDUCE, "all-reduce")                                                                    \
+    X(INSTANCES, "exchange with instances") /* MPI, within all-reduce; waits for the others too */
 
 typedef enum tg_event_kind {
 #define TG_EVENT_ENUM(e, name) TG_EVENT_##e,
@@ -71,6 +72,8 @@ tg_status tg_profile_record_run(tg_profile *pf, const tg_profile_recorder *recor
 tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders);
 /* Drop the profile being written (the previous one stays). Frees pf. */
 void tg_profile_abort(tg_profile *pf);
+/* Add or replace a `meta` row (the session's MPI instance, its host). */
+tg_status tg_profile_set_meta(tg_profile *pf, const char *key, const char *value);
 const char *tg_profile_path(const tg_profile *pf);
 /* A counter's value at host step `step` (samples/s, loss, loss scale, loader
  * queue depth, memory in use: docs/profile-format.md), kept in memory and

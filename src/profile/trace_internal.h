@@ -45,6 +45,21 @@ const char *tg_trace_channel_name_of(int id);
  * (room for TG_TRACE_MAX_EDGES) and return how many. */
 int tg_trace_heatmap_edges(const char *channel, const char *name, double *edges);
 
+/* ---- an MPI job's instances (chrome_trace.c; runtime/dist.c calls them) ---- */
+/* This process is instance `instance` of a job: its clock plus
+ * clock_offset_ns is instance 0's, on which the job's time zero is
+ * origin_ns. Exports then give pids, flow ids and times that do not collide
+ * with the other instances' and line up with them. */
+void tg_trace_set_job(int instance, int64_t clock_offset_ns, int64_t origin_ns);
+/* The Chrome trace files this process exported, in order. */
+int tg_trace_exported_count(void);
+const char *tg_trace_exported_path(int k);
+/* One file at `path` (written atomically) holding the events of the n
+ * documents (each as tg_trace_export_chrome writes it; NULL or another
+ * layout: skipped), instances as processes. */
+tg_status tg_trace_merge_chrome(const char *path, const char *const *docs, const size_t *lens,
+                                int n);
+
 /* Forget the last environment text applied (called by tg_trace_shutdown). */
 void tg_trace_config_forget_env(void);
 

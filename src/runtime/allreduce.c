@@ -53,7 +53,7 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
 /* Under an MPI job: local replica 0 of this device packs the accumulators of
  * the instance's replicas ([accumulator][local replica]) and gathers every
  * instance's pack, so that all R replicas' values are on every instance. */
-static bool gather_instances(device_ctx *c)
+static bool gather_instances(device_ctx *c, int64_t it)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
@@ -67,8 +67,12 @@ static bool gather_instances(device_ctx *c)
         for (int r = 0; r < p->replicas; r++, off += bytes)
             memcpy(s->dist_send[c->device] + off, tg_engine_slot_ptr(s, r, buf, 0), bytes);
     }
-    return tg_dist_group_allgather(s->dist, c->device, s->dist_send[c->device],
-                                   s->dist_recv[c->device], off, &s->abort);
+    double t0 = tg_engine_now();
+    bool ok = tg_dist_group_allgather(s->dist, c->device, s->dist_send[c->device],
+                                      s->dist_recv[c->device], off, &s->abort);
+    tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
+                     (int64_t)off * tg_dist_instances(), 0);
+    return ok;
 }
 
 /* Where global replica g's copy of accumulator k (at offset `off` of a
@@ -95,7 +99,7 @@ static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t 
  * elements over the R replicas, in global replica order (the order one
  * process with R replicas sums in, so N instances give the same bits), and
  * writes the result to its instance's replicas. */
-bool tg_allreduce_run(device_ctx *c)
+bool tg_allreduce_run(device_ctx *c, int64_t it)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
@@ -105,7 +109,7 @@ bool tg_allreduce_run(device_ctx *c)
     if (!tg_exchange_replica_barrier(s, c->device))
         return false;
     if (s->dist) {
-        if (!gather_instances(c)) {
+        if (!gather_instances(c, it)) {
             tg_exchange_fail(s, TG_ERR_IO, "the all-reduce across instances was abandoned");
             return false;
         }

@@ -12,6 +12,6 @@ bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, cons
 bool tg_allreduce_gather_weights(device_ctx *c, int64_t it);
 /* The accumulators' mean over the replicas, identical on every replica;
  * false if the run was aborted. */
-bool tg_allreduce_run(device_ctx *c);
+bool tg_allreduce_run(device_ctx *c, int64_t it);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "profile/trace_internal.h"
 #include "runtime/session_state.h"
 
 #include <mpi.h>
@@ -27,6 +28,8 @@ struct tg_dist_group {
     int n;
     MPI_Comm *comms;
 };
+
+static void align_trace_clocks(void);
 
 static bool under_mpirun(void)
 {
@@ -52,6 +55,8 @@ tg_status tg_dist_init(int *argc, char ***argv)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     MPI_Comm_size(host, &host_size);
     MPI_Comm_free(&host);
+    if (size > 1)
+        align_trace_clocks();
     if (provided < MPI_THREAD_MULTIPLE && size > 1)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "MPI: this MPI library gives thread level %d, and the devices of an "
@@ -61,9 +66,111 @@ tg_status tg_dist_init(int *argc, char ***argv)
     return TG_OK;
 }
 
+/* The trace's clocks lined up: after a barrier every instance reads its
+ * clock at (nearly) the same moment, so instance 0's reading minus its own
+ * is its offset; the job's time zero is the earliest instance's. */
+static void align_trace_clocks(void)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    int64_t now = tg_trace_clock_ns(), zero = now;
+    MPI_Bcast(&zero, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    int64_t offset = zero - now;
+    int64_t origin = (tg_trace_origin_ns() ? tg_trace_origin_ns() : now) + offset;
+    MPI_Allreduce(MPI_IN_PLACE, &origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    tg_trace_set_job(rank, offset, origin);
+}
+
+enum { MAX_TRACE_BYTES = 256 << 20 }; /* per instance and file, for the merge */
+
+/* A file's bytes (NULL, 0 when it cannot be read or is too large to send). */
+static char *read_whole(const char *path, int *len)
+{
+    *len = 0;
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n > 0 && n <= MAX_TRACE_BYTES && fseek(f, 0, SEEK_SET) == 0 &&
+            (buf = tg_malloc((size_t)n)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+            *len = (int)n;
+    }
+    fclose(f);
+    if (!*len) {
+        tg_free(buf);
+        buf = NULL;
+    }
+    return buf;
+}
+
+/* DIR/job-NAME beside instance 0's DIR/NAME. */
+static void job_path(const char *mine, char *out, size_t cap)
+{
+    const char *slash = strrchr(mine, '/');
+    if (slash)
+        snprintf(out, cap, "%.*s/job-%s", (int)(slash - mine), mine, slash + 1);
+    else
+        snprintf(out, cap, "job-%s", mine);
+}
+
+/* Instance 0 writes the k-th trace file of every instance as one file. */
+static void merge_trace(int k)
+{
+    int len = 0;
+    char *mine = read_whole(tg_trace_exported_path(k), &len);
+    int *lens = rank == 0 ? tg_calloc((size_t)size, sizeof *lens) : NULL;
+    MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int *displs = rank == 0 ? tg_calloc((size_t)size, sizeof *displs) : NULL;
+    size_t total = 0;
+    for (int i = 0; rank == 0 && displs && lens && i < size; i++) {
+        displs[i] = (int)total;
+        total += (size_t)lens[i];
+    }
+    bool fits = total < (size_t)INT32_MAX;
+    char *all = rank == 0 && fits ? tg_malloc(total + 1) : NULL;
+    int ok = rank != 0 || (all && displs && lens);
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ok)
+        MPI_Gatherv(mine, len, MPI_BYTE, all, lens, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rank == 0 && ok && tg_trace_exported_path(k)) {
+        const char **docs = tg_calloc((size_t)size, sizeof *docs);
+        size_t *sizes = tg_calloc((size_t)size, sizeof *sizes);
+        char path[2048];
+        job_path(tg_trace_exported_path(k), path, sizeof path);
+        for (int i = 0; docs && sizes && i < size; i++) {
+            docs[i] = lens[i] ? all + displs[i] : NULL;
+            sizes[i] = (size_t)lens[i];
+        }
+        if (!docs || !sizes || tg_trace_merge_chrome(path, docs, sizes, size) != TG_OK)
+            fprintf(stderr, "tilegraph: warning: the job's trace was not written: %s\n",
+                    docs && sizes ? tg_error_message() : "out of memory");
+        else
+            fprintf(stderr, "tilegraph: the job's trace (%d instances): %s\n", size, path);
+        tg_free(docs);
+        tg_free(sizes);
+    }
+    tg_free(all);
+    tg_free(displs);
+    tg_free(lens);
+    tg_free(mine);
+}
+
+/* Every instance's trace files merged, the k-th with the k-th, so that
+ * Perfetto shows the instances together. Collective: all instances call. */
+static void merge_traces(void)
+{
+    int n = tg_trace_exported_count();
+    MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    for (int k = 0; k < n; k++)
+        merge_trace(k);
+}
+
 void tg_dist_finalize(void)
 {
     if (joined) {
+        if (size > 1)
+            merge_traces();
         MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;

@@ -432,7 +432,7 @@ static void device_main(device_ctx *c)
         double t_ar = now_s();
         if (s->global_replicas > 1) {
             tg_trace_begin(tg_exchange_comms_channel(), "all-reduce");
-            bool reduced = tg_allreduce_run(c);
+            bool reduced = tg_allreduce_run(c, it);
             tg_trace_end(tg_exchange_comms_channel());
             if (!reduced)
                 return;

@@ -323,9 +323,11 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     if (!graph && !execution && !s->trace_devices)
         return TG_OK;
     const tg_program *p = s->program;
-    if (graph || execution)
+    if (graph || execution) {
         TG_TRY(tg_profile_open(tg_options_get_string(o, "autoReport.directory"), p, o, execution,
                                &s->profile));
+        TG_TRY(tg_session_dist_profile_meta(s));
+    }
     if (!execution && !s->trace_devices)
         return TG_OK;
     s->runs_to_record = tg_options_get_int(o, "autoReport.executionProfileProgramRunCount");
@@ -455,7 +457,14 @@ static tg_status export_trace(const tg_session *s)
         return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
     for (int i = 0; i < n; i++)
         tracks[i] = (tg_trace_device_track){
-            i / p->n_devices, i % p->n_devices, NULL, s->trace_steps[i], s->trace_n[i], NULL, 0};
+            /* the job's replica index: an MPI job's instances' traces merge */
+            s->replica_offset + i / p->n_devices,
+            i % p->n_devices,
+            NULL,
+            s->trace_steps[i],
+            s->trace_n[i],
+            NULL,
+            0};
     char path[1024];
     const char *base = tg_trace_output_path();
     size_t len = strlen(base);

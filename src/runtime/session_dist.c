@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef TG_VERSION
 #define TG_VERSION "dev"
@@ -190,4 +191,24 @@ int tg_session_global_replicas(const tg_session *s)
 int tg_session_replica_offset(const tg_session *s)
 {
     return s->replica_offset;
+}
+
+tg_status tg_session_dist_profile_meta(tg_session *s)
+{
+    char host[256] = "", v[32];
+    if (gethostname(host, sizeof host - 1) != 0)
+        snprintf(host, sizeof host, "?");
+    TG_TRY(tg_profile_set_meta(s->profile, "host", host));
+    const struct {
+        const char *key;
+        int value;
+    } rows[] = {{"instance", tg_dist_instance()},
+                {"instances", tg_dist_instances()},
+                {"replica_offset", s->replica_offset},
+                {"global_replicas", s->global_replicas}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(v, sizeof v, "%d", rows[i].value);
+        TG_TRY(tg_profile_set_meta(s->profile, rows[i].key, v));
+    }
+    return TG_OK;
 }

@@ -21,5 +21,9 @@ tg_status tg_session_dist_compile(const tg_graph *g, const tg_options *opts, tg_
  * cross-instance all-reduce. */
 tg_status tg_session_dist_setup(tg_session *s, const tg_options *opts);
 void tg_session_dist_free(tg_session *s);
+/* The profile's record of this instance: instance, instances, host,
+ * replica_offset and global_replicas (analyse shows a job's instances
+ * together from them). */
+tg_status tg_session_dist_profile_meta(tg_session *s);
 
 #endif

@@ -73,13 +73,24 @@ took=$(($(date +%s) - start))
 grep -q "signal 9" kill.log || fail "no message about the killed instance"
 # 6. one instance compiles, the others load its program (the compile trace
 #    of instance 1 holds no compile pass, only the program's arrival)
-TILEGRAPH_TRACE='{"enable":"true","directory":"tr","channels":["compile"]}' timeout 120 \
+TILEGRAPH_TRACE='{"enable":"true","directory":"tr","channels":["compile","engine"]}' timeout 120 \
     $MPI $T train $COMMON --replicas 2 >load.log 2>&1 || fail "2 instances with a compile trace"
-[ "$(ls tr | wc -l)" = 2 ] || fail "expected a trace per instance in tr/"
-grep -l '"memory plan"' tr/*.json >compiled.txt
-grep -l '"program from instance 0"' tr/*.json >loaded.txt
+[ "$(ls tr/tilegraph-*[0-9].trace.json | wc -l)" = 2 ] || fail "expected a trace per instance in tr/"
+grep -l '"memory plan"' tr/tilegraph-*[0-9].trace.json >compiled.txt
+grep -l '"program from instance 0"' tr/tilegraph-*[0-9].trace.json >loaded.txt
 [ "$(wc -l <compiled.txt)" = 1 ] && [ "$(wc -l <loaded.txt)" = 1 ] &&
     ! cmp -s compiled.txt loaded.txt || fail "not one instance compiling and one loading"
+# ... and the job's traces are merged into one, the instances as processes
+job=$(ls tr/job-*-training.trace.json 2>/dev/null | head -1)
+[ -n "$job" ] || fail "no merged trace of the job in tr/"
+grep -q '"instance 0: host (pid' "$job" && grep -q '"instance 1: host (pid' "$job" ||
+    fail "the job's trace does not hold both instances"
+# analyse shows the instances of a job's profiles together
+$T analyse prof instances --json >inst.json || fail "analyse instances"
+grep -q '"instance":1,"host":' inst.json && grep -q '"replicas":"1"' inst.json ||
+    fail "analyse instances lists not both instances: $(cat inst.json)"
+$T analyse prof --instance 1 | grep -q "instance 1 of an MPI job of 2" ||
+    fail "analyse --instance 1 does not open instance 1's profile"
 # the job's figures, not instance 0's: the epoch line of 2 x 1 is that of 1 x 2
 grep -h "^epoch 1" one.log | sed 's/, [0-9]* samples.*//' >one.epoch
 grep -h "^epoch 1" two.log | sed 's/, [0-9]* samples.*//' >two.epoch

@@ -1,0 +1,158 @@
+/* analyse/views_instances.c - the instances of an MPI job side by side.
+ *
+ * A job of N instances (docs/distributed.md) writes one profile per
+ * instance, DIR/instance-K/<training|inference>/profile.sqlite. The view
+ * opens the profile it was given, finds its siblings from the path and the
+ * profile's own record (meta instance and instances), and puts every
+ * instance on a row: its host, the job's replicas it ran, its mean host
+ * step, the all-reduce inside it and the part of that spent exchanging with
+ * the other instances, and the samples per second it measured. That is
+ * where an instance that holds the others back shows: a longer host step,
+ * or a longer exchange on every instance but the slow one.
+ */
+#include "analyse/analyse.h"
+
+#include "core/error.h"
+#include "profile/reader.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The job directory holding `path` (…/instance-K/<kind>/profile.sqlite),
+ * the kind's directory name and K; false when the path is not laid out so. */
+static bool job_of(const char *path, char *job, size_t cap, char *kind, size_t kind_cap, int *k)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    char *file = strrchr(copy, '/');
+    if (!file)
+        return false;
+    *file = '\0';
+    char *kind_dir = strrchr(copy, '/');
+    if (!kind_dir)
+        return false;
+    *kind_dir++ = '\0';
+    char *inst = strrchr(copy, '/');
+    const char *name = inst ? inst + 1 : copy;
+    char *end = NULL;
+    if (strncmp(name, "instance-", 9) != 0)
+        return false;
+    long v = strtol(name + 9, &end, 10);
+    if (end == name + 9 || *end || v < 0)
+        return false;
+    if (inst)
+        *inst = '\0';
+    snprintf(job, cap, "%s", inst ? copy : ".");
+    snprintf(kind, kind_cap, "%s", kind_dir);
+    *k = (int)v;
+    return true;
+}
+
+typedef struct instance_row {
+    double steps, step_ns, all_reduce_ns, exchange_ns, samples_per_s;
+} instance_row;
+
+static double query_double(tg_profile_reader *r, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    double v = NAN;
+    if (tg_an_prepare(r, sql, &st) != TG_OK)
+        return NAN;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Per recorded host step: its wall time (first start to last end over every
+ * replica and device), and the all-reduce and the exchange with the other
+ * instances of replica 0, averaged over its devices. */
+static void read_row(tg_profile_reader *r, instance_row *row)
+{
+    double devices = atof(tg_profile_reader_meta(r, "devices"));
+    devices = devices > 0 ? devices : 1;
+    row->steps = query_double(r, "SELECT COUNT(DISTINCT run) FROM trace");
+    row->step_ns = query_double(r, "SELECT AVG(w) FROM (SELECT MAX(end_ns) - MIN(start_ns) AS w "
+                                   "FROM trace GROUP BY run)");
+    double runs = row->steps > 0 ? row->steps : NAN;
+    row->all_reduce_ns = query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace "
+                                         "WHERE replica = 0 AND kind = 'all-reduce'") /
+                         runs / devices;
+    row->exchange_ns = query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace "
+                                       "WHERE replica = 0 AND kind = 'exchange with instances'") /
+                       runs / devices;
+    row->samples_per_s =
+        query_double(r, "SELECT AVG(value) FROM counters WHERE name = 'samples/s'");
+}
+
+static void add_row(tg_an_table *t, tg_profile_reader *r, int k)
+{
+    instance_row row;
+    read_row(r, &row);
+    int offset = atoi(tg_profile_reader_meta(r, "replica_offset"));
+    int local = atoi(tg_profile_reader_meta(r, "replicas"));
+    char replicas[48];
+    if (local <= 1)
+        snprintf(replicas, sizeof replicas, "%d", offset);
+    else
+        snprintf(replicas, sizeof replicas, "%d..%d", offset, offset + local - 1);
+    const char *host = tg_profile_reader_meta(r, "host");
+    char host_copy[256];
+    snprintf(host_copy, sizeof host_copy, "%s", *host ? host : "-");
+    double share = row.step_ns > 0 ? row.exchange_ns / row.step_ns : NAN;
+    tg_an_row(t, (double)k, host_copy, replicas, row.steps, row.step_ns, row.all_reduce_ns,
+              row.exchange_ns, share, row.samples_per_s);
+}
+
+static tg_an_table *instances_table(tg_an_view *v)
+{
+    static const char *const cols[] = {"instance",       "host",        "replicas",
+                                       "host steps",     "host step",   "all-reduce",
+                                       "with instances", "of the step", "samples/s"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_LABEL, TG_AN_LABEL, TG_AN_COUNT, TG_AN_NS,
+                                       TG_AN_NS, TG_AN_NS,    TG_AN_FRAC,  TG_AN_NUM};
+    return tg_an_table_add(v, "Instances (per recorded host step; all-reduce of replica 0)", 9,
+                           cols, kinds);
+}
+
+tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    (void)f;
+    int n = atoi(tg_profile_reader_meta(r, "instances"));
+    char job[4096], kind[64];
+    int self = 0;
+    tg_an_table *t = instances_table(v);
+    if (n < 2 || !job_of(tg_profile_reader_path(r), job, sizeof job, kind, sizeof kind, &self)) {
+        add_row(t, r, 0);
+        tg_an_note(v, "%s is the profile of one process, not of an instance of an MPI job",
+                   tg_profile_reader_path(r));
+        return TG_OK;
+    }
+    int found = 0;
+    for (int k = 0; k < n; k++) {
+        if (k == self) {
+            add_row(t, r, k);
+            found++;
+            continue;
+        }
+        char path[4200];
+        snprintf(path, sizeof path, "%s/instance-%d/%s/profile.sqlite", job, k, kind);
+        tg_profile_reader *other = NULL;
+        if (tg_profile_reader_open(path, &other) != TG_OK) {
+            tg_an_note(v, "instance %d: %s", k, tg_error_message());
+            continue;
+        }
+        add_row(t, other, k);
+        tg_profile_reader_close(other);
+        found++;
+    }
+    tg_an_note(v,
+               "a job of %d instances (%d profiles found under %s, %s); \"with instances\" "
+               "is the MPI exchange inside the all-reduce, waiting for the slowest instance "
+               "included",
+               n, found, job, kind);
+    return TG_OK;
+}
