@@ -15,9 +15,10 @@
 #define TG_VERSION "dev"
 #endif
 
-tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
+tg_status tg_session_dist_options(tg_session *s, tg_config *c)
 {
-    int R = (int)tg_options_get_int(opts, "replicationFactor");
+    int R = c->pipeline.replicas;
+    c->threads.host_instances = tg_dist_host_instances();
     int N = tg_dist_instances(), i = tg_dist_instance();
     s->global_replicas = R;
     s->replica_offset = 0;
@@ -29,7 +30,7 @@ tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
                         "of the %d instances; each instance runs replicas / instances of them: "
                         "use --replicas %d or %d",
                         i, N, R, N, R < N ? N : R - R % N, R - R % N + N);
-    if (tg_options_get_int(opts, "TensorLocations.optimizer.replicatedTensorSharding"))
+    if (c->memory.shard_optimizer)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "replicated tensor sharding across %d instances is not supported yet: "
                         "drop the option, or run the %d replicas in one instance",
@@ -37,9 +38,9 @@ tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
     s->replica_offset = i * (R / N);
     char v[16];
     snprintf(v, sizeof v, "%d", N);
-    TG_TRY(tg_options_set(opts, "distributed.instances", v));
+    TG_TRY(tg_config_set(c, "distributed.instances", v));
     snprintf(v, sizeof v, "%d", R / N);
-    return tg_options_set(opts, "replicationFactor", v);
+    return tg_config_set(c, "replicationFactor", v);
 }
 
 /* The graph as built: every node's op, type, shape, parameters, inputs and name. */
@@ -65,7 +66,7 @@ static uint64_t graph_hash(const tg_graph *g)
 /* The options that shape the training: not where reports and traces go
  * (each instance writes its own). threadsPerDevice counts: the kernels'
  * partitioning over threads changes the last bits. */
-static uint64_t options_hash(const tg_options *o)
+static uint64_t options_hash(const tg_config *c)
 {
     static const char *const skip[] = {"autoReport.", "profiler.", "trace."};
     uint64_t h = TG_DIST_HASH_INIT;
@@ -76,7 +77,7 @@ static uint64_t options_hash(const tg_options *o)
             local |= strncmp(key, skip[j], strlen(skip[j])) == 0;
         if (local)
             continue;
-        const char *v = tg_options_get_string(o, key);
+        const char *v = tg_config_text(c, k);
         h = tg_dist_hash(h, key, strlen(key) + 1);
         h = tg_dist_hash(h, v, strlen(v) + 1);
     }
@@ -92,13 +93,13 @@ static size_t accumulator_bytes(const tg_program *p, int d)
     return n;
 }
 
-tg_status tg_session_dist_setup(tg_session *s, const tg_options *opts)
+tg_status tg_session_dist_setup(tg_session *s)
 {
     if (tg_dist_instances() < 2)
         return TG_OK;
     static const char *const what[] = {"tilegraph version", "model (graph)", "options"};
     uint64_t h[3] = {tg_dist_hash(TG_DIST_HASH_INIT, TG_VERSION, strlen(TG_VERSION)),
-                     graph_hash(s->graph), options_hash(opts)};
+                     graph_hash(s->graph), options_hash(&s->program->config)};
     TG_TRY(tg_dist_agree(what, h, 3,
                          "every instance must run the same tilegraph version with the same "
                          "model and options"));

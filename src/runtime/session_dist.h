@@ -7,13 +7,14 @@
 
 /* Before compiling: under a job of N instances, replicationFactor R becomes
  * this instance's R/N local replicas (fails naming R and N when N does not
- * divide R, and refuses what does not compose across instances). Sets the
- * session's global_replicas and replica_offset in every case. */
-tg_status tg_session_dist_options(tg_session *s, tg_options *opts);
+ * divide R, and refuses what does not compose across instances), set in c
+ * with the instances on this host, who share its cores. Sets the session's
+ * global_replicas and replica_offset in every case. */
+tg_status tg_session_dist_options(tg_session *s, tg_config *c);
 /* After allocating: every instance must have built the same program (fails
  * naming what differs); then the communicators and staging buffers of the
  * cross-instance all-reduce. */
-tg_status tg_session_dist_setup(tg_session *s, const tg_options *opts);
+tg_status tg_session_dist_setup(tg_session *s);
 void tg_session_dist_free(tg_session *s);
 
 #endif
