@@ -68,7 +68,7 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
                                const tg_cost_model *cost, bool accumulate, tg_stage_atoms *out);
 void tg_stage_atoms_free(tg_stage_atoms *a);
 
-/* The goal for n_stages under the options (schedule, accumulation,
+/* The goal for n_stages under the config (schedule, accumulation,
  * capacity: memoryPerDevice, or the tiles' memory on a tiled target). */
 tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg_stage_goal *out);
 
@@ -92,7 +92,7 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
  * points "layer2.0,layer4.0" for scopes. */
 void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *buf, size_t cap);
 
-/* Everything `--stages auto` needs from a graph and options, in one call:
+/* Everything `--stages auto` needs from a graph and the config, in one call:
  * the schedule's needed nodes, atoms, goal and the best plan over
  * n_stages. The atoms own memory: tg_stage_atoms_free. */
 tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages, bool scopes,
