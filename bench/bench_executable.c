@@ -47,12 +47,12 @@ static int run_case(const char *label, const char *model, int batch, const char 
     if (tg_program_compile(mg.graph, o, &p) != TG_OK)
         return fail(label);
     double t2 = bench_now();
-    if (tg_executable_save(p, o, file) != TG_OK)
+    if (tg_executable_save(p, file) != TG_OK)
         return fail(label);
     double t3 = bench_now(), best = 1e30;
     for (int k = 0; k < repeat; k++) {
         double a = bench_now();
-        if (tg_executable_load(mg.graph, o, file, &q) != TG_OK)
+        if (tg_executable_load(mg.graph, &p->config, file, &q) != TG_OK)
             return fail(label);
         double b = bench_now() - a;
         best = b < best ? b : best;

@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static tg_model_graph mg;
 static tg_options *opts;
+static tg_config config; /* opts read, as the session reads them */
 static unsigned char header[80];
 static bool ready;
 
@@ -41,12 +42,13 @@ static void setup(void)
     tg_options_set(opts, "executionStrategy", "pipelined");
     tg_options_set(opts, "Training.gradientAccumulation", "4");
     tg_options_set(opts, "threadsPerDevice", "1");
+    if (tg_config_read(opts, &config) != TG_OK)
+        abort();
     tg_program *p = NULL;
     char path[64];
     snprintf(path, sizeof path, "/tmp/fuzz_executable.%d.tgx", (int)getpid());
     if (tg_model_graph_create(tg_model_find("mnist-pipeline"), 4, &opt, &mg) != TG_OK ||
-        tg_program_compile(mg.graph, opts, &p) != TG_OK ||
-        tg_executable_save(p, opts, path) != TG_OK)
+        tg_program_compile(mg.graph, opts, &p) != TG_OK || tg_executable_save(p, path) != TG_OK)
         abort();
     FILE *f = fopen(path, "rb");
     if (!f || fread(header, 1, sizeof header, f) != sizeof header)
@@ -79,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         put_u32(buf + 76, (uint32_t)crc32(0, buf, 76));
     }
     tg_program *p = NULL;
-    tg_status s = tg_executable_parse(mg.graph, opts, buf, len, "fuzz.tgx", &p);
+    tg_status s = tg_executable_parse(mg.graph, &config, buf, len, "fuzz.tgx", &p);
     if ((s == TG_OK) != (p != NULL))
         abort();
     if (p) { /* what the engine follows must exist */

@@ -521,10 +521,7 @@ int cmd_compile(int argc, char **argv)
                        : kind == TG_OPT_ADAM  ? tg_optimizer_adam(0.001f)
                        : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(0.001f)
                                               : tg_optimizer_lamb(0.001f);
-    bool auto_split = strcmp(tg_options_get_string(o, "stages"), "auto") == 0 ||
-                      strcmp(tg_options_get_string(o, "split"), "auto") == 0;
     pa.batch = batch;
-    pa.wanted = auto_split || pa.compare || pa.schedules;
     tg_model_graph mg;
     tg_program *p = NULL;
     double t0 = cli_now();
@@ -534,11 +531,13 @@ int cmd_compile(int argc, char **argv)
     if (s == TG_OK)
         s = tg_program_compile_cached(mg.graph, o, &p, &cache);
     double ms = (cli_now() - t0) * 1e3;
-    if (s == TG_OK && save_exe && tg_executable_save(p, o, save_exe) != TG_OK) {
+    if (s == TG_OK && save_exe && tg_executable_save(p, save_exe) != TG_OK) {
         tg_program_destroy(p); /* its message is printed below */
         p = NULL;
         s = TG_ERR_IO;
     }
+    /* stages or split auto: the split chosen is shown beside the predictions */
+    pa.wanted = (s == TG_OK && p->config.pipeline.auto_stages) || pa.compare || pa.schedules;
     if (s == TG_OK && cache != TG_CACHE_OFF)
         fprintf(stderr, "tilegraph compile: program %s in %.1f ms (graph built in %.1f ms)\n",
                 cache == TG_CACHE_LOADED ? "loaded from the executable cache" : "compiled",
@@ -546,7 +545,6 @@ int cmd_compile(int argc, char **argv)
     int status = 0;
     tg_an_remedy rows[TG_AN_MAX_REMEDIES];
     int n_rows = 0;
-    const tg_options *planned = o; /* the options of the plan `p`, for its profile */
     tg_options *over = NULL;
     if (s != TG_OK && is_over_capacity(s) && !json) {
         /* the remedies are what a user needs most when it does not fit:
@@ -558,7 +556,6 @@ int cmd_compile(int argc, char **argv)
             tg_program_compile(mg.graph, over, &p) == TG_OK) {
             insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
             print_insights(&im, p, stdout, rows, &n_rows);
-            planned = over;
         }
     } else if (s != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s%s\n", is_over_capacity(s) ? "out of memory: " : "",
@@ -573,15 +570,15 @@ int cmd_compile(int argc, char **argv)
             fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
         print_text(p, m->name, ms);
         if (pa.wanted && p->n_devices > 1)
-            status = print_predictions(mg.graph, o, p, &pa, auto_split);
-        if (insights || insights_wanted(p, o)) {
+            status = print_predictions(mg.graph, o, p, &pa, p->config.pipeline.auto_stages);
+        if (insights || insights_wanted(p)) {
             insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
             print_insights(&im, p, stdout, rows, &n_rows);
         }
     }
     if (profile && p) {
-        const char *dir = tg_options_get_string(o, "autoReport.directory");
-        if (tg_an_write_graph_profile(dir, p, planned, rows, n_rows) != TG_OK) {
+        const char *dir = p->config.report.directory;
+        if (tg_an_write_graph_profile(dir, p, rows, n_rows) != TG_OK) {
             fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
             status = 1;
         } else if (!json) {

@@ -195,11 +195,16 @@ static int apply_train_options(const train_args *a, tg_options *o)
     }
     if (a->return_period < 0)
         return 0;
-    if (strcmp(tg_options_get_string(o, "outputMode"), "everyN")) {
+    tg_options_summary sum;
+    if (tg_options_summarize(o, a->batch, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        return -1;
+    }
+    if (strcmp(sum.output_mode, "everyN")) {
         fprintf(stderr,
                 "tilegraph train: --output-return-period applies to --output-mode everyN "
                 "only (the output mode is '%s'); add --output-mode everyN\n",
-                tg_options_get_string(o, "outputMode"));
+                sum.output_mode);
         return -1;
     }
     char v[32];
@@ -589,17 +594,20 @@ int cmd_train(int argc, char **argv)
     tg_options *o = device_options(&a.dev, "train", false);
     if (!o || apply_train_options(&a, o) != 0)
         goto done;
-    /* a host step's samples, from the options: the loader and the learning
-     * rate schedule (which counts weight updates) need them before the
-     * session exists */
-    int64_t m = tg_options_get_int(o, "Training.gradientAccumulation");
-    int64_t per_update = a.batch * m * tg_options_get_int(o, "replicationFactor");
-    int64_t per_step = per_update * tg_options_get_int(o, "deviceIterations");
+    /* a host step's samples, as the session will take them: the loader and
+     * the learning rate schedule (which counts weight updates) need them
+     * before the session exists */
+    tg_options_summary sum;
+    if (tg_options_summarize(o, a.batch, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
+    int64_t per_update = sum.samples_per_update, per_step = sum.samples_per_step;
     pos.per_step = per_step;
     tg_loader_config lc;
     tg_status ls = loader_config(&ctx, ctx.train, per_step, true, &lc);
     lc.seed = (uint64_t)a.seed;
-    split_for_instance(&lc, tg_options_get_int(o, "replicationFactor"), per_update);
+    split_for_instance(&lc, sum.replicas, per_update);
     if (ls == TG_OK)
         ls = tg_loader_create(ctx.train, &lc, &loader);
     if (ls != TG_OK) {

@@ -198,14 +198,20 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         ok = ok &&
              set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");
     }
+    /* how the options read so far run (the output mode and the strategy) */
+    tg_options_summary sum = {0};
+    if (ok && tg_options_summarize(o, 1, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
+        ok = false;
+    }
     /* the command shows every micro-batch's loss and accuracy unless told otherwise */
-    if (ok && !a->output_mode && !strcmp(tg_options_get_string(o, "outputMode"), "default"))
+    if (ok && !a->output_mode && !strcmp(sum.output_mode, "default"))
         ok = set(o, command, "outputMode", "all");
     ok = ok && (!a->output_mode || set(o, command, "outputMode", a->output_mode));
     if (inference) {
         int64_t iters = a->eval_iterations;
         if (iters < 0)
-            iters = strcmp(tg_execution_strategy(o), "single") ? 10 : 1;
+            iters = strcmp(sum.strategy, "single") ? 10 : 1;
         ok = ok && set(o, command, "Training.gradientAccumulation", "1");
         ok = ok && set_int(o, command, "deviceIterations", iters);
         ok = ok && set(o, command, "outputMode", "all");

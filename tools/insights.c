@@ -29,12 +29,10 @@ static int fullest_device(const tg_program *p)
 }
 
 /* The largest need of a compiled program and the capacity it is held to. */
-static void need_of(const tg_program *p, const tg_options *o, int64_t *need, int64_t *cap,
-                    const char **unit)
+static void need_of(const tg_program *p, int64_t *need, int64_t *cap, const char **unit)
 {
     *need = device_need(p, fullest_device(p));
-    *cap =
-        p->tile_plan ? p->tile_plan->target.tile_memory : tg_options_get_int(o, "memoryPerDevice");
+    *cap = p->tile_plan ? p->tile_plan->target.tile_memory : p->config.memory.per_device;
     *unit = p->tile_plan ? "the fullest tile" : "the largest device";
 }
 
@@ -94,7 +92,7 @@ static void what_if(const insight_model *m, int batch, const char *const *kv,
         if (tg_program_compile(mg.graph, o, &p) == TG_OK) {
             int64_t cap;
             const char *unit;
-            need_of(p, o, need, &cap, &unit);
+            need_of(p, need, &cap, &unit);
         }
         tg_program_destroy(p);
         tg_model_graph_destroy(&mg);
@@ -155,8 +153,8 @@ static bool add_split_point(const tg_graph *g, const char *old, const char *poin
  * its weights with their gradients and optimizer state). Fills split (the
  * option's new value) and point; false when there are no layers to split at. */
 #define MAX_LAYERS 256
-static bool split_further(const tg_program *p, const tg_options *o, char *split, size_t cap,
-                          char *point, size_t point_cap)
+static bool split_further(const tg_program *p, char *split, size_t cap, char *point,
+                          size_t point_cap)
 {
     const tg_graph *g = p->graph;
     int d = fullest_device(p), n = 0;
@@ -185,18 +183,18 @@ static bool split_further(const tg_program *p, const tg_options *o, char *split,
     for (int k = 0; k < n; k++) {
         if (k > 0 && seen * 2 >= total) {
             snprintf(point, point_cap, "%s", names[k]);
-            return add_split_point(g, tg_options_get_string(o, "split"), names[k], split, cap);
+            return add_split_point(g, p->config.pipeline.split, names[k], split, cap);
         }
         seen += bytes[k];
     }
     return false;
 }
 
-bool insights_wanted(const tg_program *p, const tg_options *o)
+bool insights_wanted(const tg_program *p)
 {
     int64_t need, cap;
     const char *unit;
-    need_of(p, o, &need, &cap, &unit);
+    need_of(p, &need, &cap, &unit);
     return cap > 0 && need * 10 > cap * 9; /* over, or within 10% of, the capacity */
 }
 
@@ -205,7 +203,7 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out, tg_a
 {
     int64_t need, cap;
     const char *unit;
-    need_of(p, m->options, &need, &cap, &unit);
+    need_of(p, &need, &cap, &unit);
     char a[32], b[32], c[32];
     fprintf(out, "\ninsights: %s needs %s", unit, cli_bytes((double)need, a, sizeof a));
     if (cap > 0)
@@ -213,17 +211,15 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out, tg_a
                 100.0 * (double)need / (double)cap);
     fprintf(out, "; each remedy below is this model compiled again with that one change:\n");
     char split[512], devices[16], point[64], where[80] = "";
-    bool can_split = split_further(p, m->options, split, sizeof split, point, sizeof point);
+    bool can_split = split_further(p, split, sizeof split, point, sizeof point);
     snprintf(devices, sizeof devices, "%d", p->n_devices + 1);
     if (can_split)
         snprintf(where, sizeof where, "at %s too", point);
     bool half = p->precision.model != TG_F32;
     char replicas[16];
     snprintf(replicas, sizeof replicas, "%d", p->replicas > 1 ? p->replicas : 2);
-    bool rts =
-        tg_options_get_int(m->options, "TensorLocations.optimizer.replicatedTensorSharding") != 0 &&
-        p->replicas > 1;
-    bool offloading = !tg_options_get_int(m->options, "TensorLocations.optimizer.onChip");
+    bool rts = p->config.memory.shard_optimizer && p->replicas > 1;
+    bool offloading = p->config.memory.offload_optimizer;
     struct {
         const char *what;
         int batch;

@@ -21,7 +21,7 @@ typedef struct insight_model {
 } insight_model;
 
 /* Over, or within 10% of, the capacity (memoryPerDevice, or a tile's memory). */
-bool insights_wanted(const struct tg_program *p, const tg_options *o);
+bool insights_wanted(const struct tg_program *p);
 /* Print the remedies to `out`; with out_rows (TG_AN_MAX_REMEDIES of them),
  * also append each as a row there (*n_rows counts them) for the profile. */
 void print_insights(const insight_model *m, const struct tg_program *p, FILE *out,

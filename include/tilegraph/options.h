@@ -51,6 +51,21 @@ TG_API int64_t tg_options_get_int(const tg_options *o, const char *key);
 TG_API double tg_options_get_float(const tg_options *o, const char *key);
 TG_API const char *tg_options_get_string(const tg_options *o, const char *key);
 
+/* How a session compiled from these options will run, for micro-batches of
+ * `batch` samples: what a caller needs before the graph and the session
+ * exist (a data loader, a learning-rate schedule, command-line defaults).
+ * The options are read as tg_session_create reads them, so the two agree. */
+typedef struct tg_options_summary {
+    char strategy[16];          /* executionStrategy, auto resolved: single, pipelined, sharded */
+    char output_mode[16];       /* outputMode as set: default, all, sum, final or everyN */
+    int replicas;               /* replicationFactor: of the whole job under MPI */
+    int64_t samples_per_update; /* batch x Training.gradientAccumulation x replicas */
+    int64_t samples_per_step;   /* samples_per_update x deviceIterations: one host step */
+} tg_options_summary;
+/* Fails, naming the options, on a combination a session would refuse
+ * before compiling. */
+TG_API tg_status tg_options_summarize(const tg_options *o, int64_t batch, tg_options_summary *out);
+
 /* Number of options in the table and their names, defaults and descriptions
  * (for --help and docs). */
 TG_API int tg_options_count(void);

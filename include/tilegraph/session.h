@@ -59,6 +59,10 @@ TG_API int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, 
 /* Samples one run consumes: micro-batch x accumulation x iterations x
  * replicas, with the micro-batch size read from the input's first dimension. */
 TG_API int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input);
+/* The same for the graph's first input (0 for a graph without one), as the
+ * program was compiled: this instance's replicas under MPI
+ * (tg_options_summarize gives the whole job's before a session exists). */
+TG_API int64_t tg_session_samples_per_step(const tg_session *s);
 
 /* Loss scaling (options lossScaling*): the current scale, and the updates
  * skipped so far because a gradient overflowed. */

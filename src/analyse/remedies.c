@@ -7,10 +7,10 @@
 #include "profile/profile.h"
 
 tg_status tg_an_write_graph_profile(const char *dir, const struct tg_program *p,
-                                    const tg_options *o, const tg_an_remedy *rows, int n)
+                                    const tg_an_remedy *rows, int n)
 {
     tg_profile *pf = NULL;
-    TG_TRY(tg_profile_open(dir, p, o, false, &pf));
+    TG_TRY(tg_profile_open(dir, p, false, &pf));
     tg_status s = TG_OK;
     for (int i = 0; s == TG_OK && i < n; i++)
         s = tg_profile_add_remedy(pf, rows[i].what, rows[i].need, rows[i].after, rows[i].capacity,

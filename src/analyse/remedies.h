@@ -24,10 +24,10 @@ typedef struct tg_an_remedy {
     char outcome[200]; /* "fits", "still over", or why it was not computed */
 } tg_an_remedy;
 
-/* Write the graph profile of `p` (compiled with `o`) to
+/* Write the graph profile of `p` (with the options it was compiled with) to
  * DIR/<training|inference>/profile.sqlite, with `n` remedies (none: n = 0),
  * atomically like every profile. */
 tg_status tg_an_write_graph_profile(const char *dir, const struct tg_program *p,
-                                    const tg_options *o, const tg_an_remedy *rows, int n);
+                                    const tg_an_remedy *rows, int n);
 
 #endif

@@ -297,11 +297,12 @@ tg_status tg_cost_rates_get(int threads, tg_cost_rates *r)
 
 /* ---- costs ----------------------------------------------------------------------- */
 
-tg_status tg_cost_model_from_options(const tg_options *o, int n_devices, tg_cost_model *m)
+tg_status tg_cost_model_from_config(const tg_config *c, int n_devices, tg_cost_model *m)
 {
     memset(m, 0, sizeof *m);
-    TG_TRY(tg_target_from_options(o, &m->tiled, &m->target));
-    int threads = (int)tg_options_get_int(o, "threadsPerDevice");
+    m->tiled = c->target.tiled;
+    TG_TRY(tg_target_from_config(c, &m->target));
+    int threads = c->threads.per_device;
     if (threads <= 0) /* as the session shares the machine's CPUs */
         threads = tg_cpu_count() / (n_devices > 0 ? n_devices : 1);
     if (threads < 1)

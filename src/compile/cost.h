@@ -19,7 +19,7 @@
 
 #include "graph/node.h"
 #include "target/target.h"
-#include "tilegraph/options.h"
+#include "core/config.h"
 
 typedef enum tg_cost_kind {
     TG_COST_GEMM,   /* matmul, linear */
@@ -55,9 +55,9 @@ void tg_cost_rates_default(int threads, tg_cost_rates *out);
  * that cannot be written is not an error: the measured rates are used. */
 tg_status tg_cost_rates_get(int threads, tg_cost_rates *out);
 
-/* The model for compiling with `o` over n_devices devices (threads per
+/* The model for compiling with `c` over n_devices devices (threads per
  * device as the session will use them). */
-tg_status tg_cost_model_from_options(const tg_options *o, int n_devices, tg_cost_model *out);
+tg_status tg_cost_model_from_config(const tg_config *c, int n_devices, tg_cost_model *out);
 
 /* Seconds for one run of node t (0 for leaves and aliases). */
 double tg_cost_node_seconds(const tg_cost_model *m, const tg_tensor *t);

@@ -110,13 +110,13 @@ static bool is_cache_option(const char *key)
     return !strcmp(key, "enableExecutableCaching") || !strcmp(key, "executableFile");
 }
 
-static int effective_threads(const tg_options *o)
+static int effective_threads(const tg_config *c)
 {
-    int n = (int)tg_options_get_int(o, "threadsPerDevice");
+    int n = c->threads.per_device;
     return n > 0 ? n : tg_cpu_count();
 }
 
-tg_status tg_executable_key(const tg_graph *g, const tg_options *o, char out[33])
+tg_status tg_executable_key(const tg_graph *g, const tg_config *c, char out[33])
 {
     hasher h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     hash_str(&h, TG_VERSION);
@@ -126,16 +126,16 @@ tg_status tg_executable_key(const tg_graph *g, const tg_options *o, char out[33]
         const char *key = tg_options_key(i);
         if (affects_program(key) && !is_cache_option(key)) {
             hash_str(&h, key);
-            hash_str(&h, tg_options_get_string(o, key));
+            hash_str(&h, tg_config_text(c, i));
         }
     }
     tg_target_desc target;
-    bool tiled = false;
-    TG_TRY(tg_target_from_options(o, &tiled, &target)); /* the description file's contents */
+    bool tiled = c->target.tiled;
+    TG_TRY(tg_target_from_config(c, &target)); /* the description file's contents */
     hash_int(&h, tiled);
     if (tiled)
         hash_bytes(&h, &target, sizeof target);
-    hash_int(&h, effective_threads(o)); /* kernel scratch is sized per thread */
+    hash_int(&h, effective_threads(c)); /* kernel scratch is sized per thread */
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
     return TG_OK;
 }
@@ -301,13 +301,12 @@ static void put_u64(unsigned char *at, uint64_t v)
         at[i] = (unsigned char)(v >> (8 * i));
 }
 
-tg_status tg_executable_serialize(const tg_program *p, const tg_options *o, void **data,
-                                  size_t *len)
+tg_status tg_executable_serialize(const tg_program *p, void **data, size_t *len)
 {
     *data = NULL;
     *len = 0;
     char key[33];
-    TG_TRY(tg_executable_key(p->graph, o, key));
+    TG_TRY(tg_executable_key(p->graph, &p->config, key));
     writer w = {0};
     unsigned char header[HEADER_BYTES] = {0};
     put(&w, header, sizeof header); /* filled in below */
@@ -331,11 +330,11 @@ tg_status tg_executable_serialize(const tg_program *p, const tg_options *o, void
     return TG_OK;
 }
 
-tg_status tg_executable_save(const tg_program *p, const tg_options *o, const char *path)
+tg_status tg_executable_save(const tg_program *p, const char *path)
 {
     void *data = NULL;
     size_t len = 0;
-    tg_status s = tg_executable_serialize(p, o, &data, &len);
+    tg_status s = tg_executable_serialize(p, &data, &len);
     if (s != TG_OK)
         return tg_error_prefix(s, "executable %s", path);
     s = tg_atomic_file_write(path, data, len);
@@ -667,17 +666,21 @@ static tg_status check_header(const unsigned char *buf, size_t len, const char *
     return TG_OK;
 }
 
-tg_status tg_executable_parse(const tg_graph *g, const tg_options *o, const void *data, size_t len,
+tg_status tg_executable_parse(const tg_graph *g, const tg_config *c, const void *data, size_t len,
                               const char *path, tg_program **out)
 {
     *out = NULL;
     char key[33];
-    TG_TRY(tg_executable_key(g, o, key));
+    TG_TRY(tg_executable_key(g, c, key));
     TG_TRY(check_header(data, len, path, key));
     tg_program *p = tg_calloc(1, sizeof *p);
     if (!p)
         return tg_error(TG_ERR_NOMEM, "executable %s: out of memory", path);
     p->graph = g;
+    if (tg_config_copy(c, &p->config) != TG_OK) {
+        tg_program_destroy(p);
+        return tg_error(TG_ERR_NOMEM, "executable %s: out of memory", path);
+    }
     reader r = {(const unsigned char *)data + HEADER_BYTES, len - HEADER_BYTES, 0, path, NULL};
     get_program(&r, p);
     if (r.bad) {
@@ -695,7 +698,7 @@ tg_status tg_executable_parse(const tg_graph *g, const tg_options *o, const void
     return TG_OK;
 }
 
-tg_status tg_executable_load(const tg_graph *g, const tg_options *o, const char *path,
+tg_status tg_executable_load(const tg_graph *g, const tg_config *c, const char *path,
                              tg_program **out)
 {
     *out = NULL;
@@ -714,7 +717,7 @@ tg_status tg_executable_load(const tg_graph *g, const tg_options *o, const char 
     }
     size_t got = fread(buf, 1, len, f);
     fclose(f);
-    tg_status s = got == len ? tg_executable_parse(g, o, buf, len, path, out)
+    tg_status s = got == len ? tg_executable_parse(g, c, buf, len, path, out)
                              : tg_error(TG_ERR_IO, "executable %s: cannot read it", path);
     tg_free(buf);
     return s;
@@ -724,30 +727,30 @@ tg_status tg_executable_load(const tg_graph *g, const tg_options *o, const char 
 
 /* The file a run uses: executableFile, or KEY.tgx in enableExecutableCaching;
  * false when neither is set. */
-static bool cache_path(const tg_graph *g, const tg_options *o, char *path, size_t cap)
+static bool cache_path(const tg_graph *g, const tg_config *c, char *path, size_t cap)
 {
-    const char *file = tg_options_get_string(o, "executableFile");
-    const char *dir = tg_options_get_string(o, "enableExecutableCaching");
+    const char *file = c->executable.file;
+    const char *dir = c->executable.cache_dir;
     char key[33];
     if (*file)
         snprintf(path, cap, "%s", file);
-    else if (*dir && tg_executable_key(g, o, key) == TG_OK)
+    else if (*dir && tg_executable_key(g, c, key) == TG_OK)
         snprintf(path, cap, "%s/%s.tgx", dir, key);
     else
         return false;
     return true;
 }
 
-tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_program **out,
-                                    tg_cache_result *result)
+tg_status tg_program_compile_cached_config(const tg_graph *g, const tg_config *c, tg_program **out,
+                                           tg_cache_result *result)
 {
     *out = NULL;
     tg_cache_result res = TG_CACHE_OFF;
     char path[2048];
-    bool cached = g && g->status == TG_OK && cache_path(g, o, path, sizeof path);
+    bool cached = g && g->status == TG_OK && cache_path(g, c, path, sizeof path);
     if (cached && access(path, F_OK) == 0) {
-        if (tg_executable_load(g, o, path, out) == TG_OK) {
-            tg_program_choose_threads(*out, o); /* for the cores free now */
+        if (tg_executable_load(g, c, path, out) == TG_OK) {
+            tg_program_choose_threads(*out); /* for the cores free now */
             if (result)
                 *result = TG_CACHE_LOADED;
             return TG_OK;
@@ -758,12 +761,11 @@ tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_p
     } else if (cached) {
         res = TG_CACHE_COMPILED;
     }
-    TG_TRY(tg_program_compile(g, o, out));
+    TG_TRY(tg_program_compile_config(g, c, out));
     if (cached) {
-        if (*tg_options_get_string(o, "enableExecutableCaching"))
-            (void)tg_probe_writable_dir("enableExecutableCaching",
-                                        tg_options_get_string(o, "enableExecutableCaching"));
-        if (tg_executable_save(*out, o, path) != TG_OK) {
+        if (*c->executable.cache_dir)
+            (void)tg_probe_writable_dir("enableExecutableCaching", c->executable.cache_dir);
+        if (tg_executable_save(*out, path) != TG_OK) {
             fprintf(stderr, "tilegraph: warning: not cached: %s\n", tg_error_message());
             res = TG_CACHE_UNSAVED;
         }
@@ -771,4 +773,15 @@ tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_p
     if (result)
         *result = res;
     return TG_OK;
+}
+
+tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_program **out,
+                                    tg_cache_result *result)
+{
+    tg_config c;
+    *out = NULL;
+    TG_TRY(tg_config_read(o, &c));
+    tg_status s = tg_program_compile_cached_config(g, &c, out, result);
+    tg_config_free(&c);
+    return s;
 }

@@ -115,10 +115,10 @@ static tg_status stages_from_spec(const char *spec, const block_list *bl, int *s
 
 /* --stages auto / --split auto: the atoms and the cost model's best split
  * over the devices given (compile/stages.h) become the blocks and stages. */
-static tg_status auto_stages(const tg_graph *g, const tg_options *o, tg_placement *p, int *block_of,
+static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement *p, int *block_of,
                              block_list *bl, int *stage_of_block)
 {
-    const char *split = tg_options_get_string(o, "split");
+    const char *split = c->pipeline.split;
     bool scopes = strcmp(split, "auto") == 0;
     if (*split && !scopes)
         return tg_error(TG_ERR_CONFIG,
@@ -126,7 +126,7 @@ static tg_status auto_stages(const tg_graph *g, const tg_options *o, tg_placemen
                         "or layer boundaries; use --split auto (layer boundaries) or drop "
                         "--split (the model's blocks)",
                         split);
-    int n = (int)tg_options_get_int(o, "devices");
+    int n = c->pipeline.devices;
     if (n < 1)
         return tg_error(TG_ERR_CONFIG,
                         "%s auto needs the number of devices to divide the model "
@@ -135,7 +135,7 @@ static tg_status auto_stages(const tg_graph *g, const tg_options *o, tg_placemen
     tg_stage_atoms *atoms = tg_calloc(1, sizeof *atoms);
     tg_stage_goal *goal = tg_calloc(1, sizeof *goal);
     tg_stage_plan *plan = tg_calloc(1, sizeof *plan);
-    tg_status s = atoms && goal && plan ? tg_stage_plan_auto(g, o, n, scopes, atoms, goal, plan)
+    tg_status s = atoms && goal && plan ? tg_stage_plan_auto(g, c, n, scopes, atoms, goal, plan)
                                         : tg_error(TG_ERR_NOMEM, "placement: out of memory");
     if (s == TG_OK) {
         static char names[TG_MAX_BLOCKS][48]; /* as blocks_from_split's: read while placing */
@@ -161,15 +161,15 @@ static tg_status auto_stages(const tg_graph *g, const tg_options *o, tg_placemen
     return s;
 }
 
-static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_placement *p,
+static tg_status forward_stages(const tg_graph *g, const tg_config *c, tg_placement *p,
                                 int *block_of, block_list *bl, int *stage_of_block)
 {
-    const char *split = tg_options_get_string(o, "split");
-    const char *spec = tg_options_get_string(o, "stages");
+    const char *split = c->pipeline.split;
+    const char *spec = c->pipeline.stages;
     for (int i = 0; i < g->n_nodes; i++)
         block_of[i] = -1;
-    if (strcmp(spec, "auto") == 0 || strcmp(split, "auto") == 0)
-        return auto_stages(g, o, p, block_of, bl, stage_of_block);
+    if (c->pipeline.auto_stages)
+        return auto_stages(g, c, p, block_of, bl, stage_of_block);
     if (*split) {
         TG_TRY(blocks_from_split(g, split, block_of, bl));
     } else {
@@ -190,15 +190,15 @@ static tg_status forward_stages(const tg_graph *g, const tg_options *o, tg_place
                             "stages \"%s\": the model has no blocks to group into stages; "
                             "divide it with split (--split LAYERS) first",
                             spec);
-        if (tg_options_get_int(o, "devices") > 1)
+        if (c->pipeline.devices > 1)
             return tg_error(TG_ERR_CONFIG,
                             "devices %lld: the model has no blocks to put on several devices; "
                             "divide it with split (--split LAYERS), or use replicationFactor "
                             "(--replicas) for data parallelism",
-                            (long long)tg_options_get_int(o, "devices"));
+                            (long long)c->pipeline.devices);
         /* a strategy asked for by name that cannot divide the model would
          * silently run on one device: say so instead */
-        const char *asked = tg_options_get_string(o, "executionStrategy");
+        const char *asked = c->pipeline.asked_strategy;
         if (strcmp(asked, "pipelined") == 0 || strcmp(asked, "sharded") == 0)
             return tg_error(TG_ERR_CONFIG,
                             "executionStrategy '%s' divides a model at its blocks, and this "
@@ -295,10 +295,10 @@ static tg_status assign_nodes(const tg_graph *g, const bool *needed, tg_placemen
     return TG_OK;
 }
 
-static tg_status assign_devices(const tg_options *o, tg_placement *p, const block_list *bl,
+static tg_status assign_devices(const tg_config *c, tg_placement *p, const block_list *bl,
                                 const int *stage_of_block)
 {
-    int available = (int)tg_options_get_int(o, "devices");
+    int available = c->pipeline.devices;
     p->device_of_stage = tg_calloc((size_t)p->n_stages + 1, sizeof(int));
     if (!p->device_of_stage)
         return tg_error(TG_ERR_NOMEM, "placement: out of memory");
@@ -337,17 +337,7 @@ static tg_status assign_devices(const tg_options *o, tg_placement *p, const bloc
     return TG_OK;
 }
 
-const char *tg_execution_strategy(const tg_options *o)
-{
-    const char *s = tg_options_get_string(o, "executionStrategy");
-    if (strcmp(s, "auto") != 0)
-        return s;
-    bool divided = *tg_options_get_string(o, "split") || *tg_options_get_string(o, "stages") ||
-                   tg_options_get_int(o, "devices") > 1;
-    return divided ? "pipelined" : "single";
-}
-
-tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, tg_placement *p)
+tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *p)
 {
     memset(p, 0, sizeof *p);
     p->stage_of = tg_calloc((size_t)g->n_nodes + 1, sizeof(int));
@@ -359,10 +349,8 @@ tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, t
         s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
         goto done;
     }
-    if (strcmp(tg_execution_strategy(o), "single") == 0) {
-        const char *div = *tg_options_get_string(o, "stages")  ? "stages"
-                          : *tg_options_get_string(o, "split") ? "split"
-                                                               : NULL;
+    if (strcmp(c->pipeline.strategy, "single") == 0) {
+        const char *div = *c->pipeline.stages ? "stages" : *c->pipeline.split ? "split" : NULL;
         if (div) {
             s = tg_error(TG_ERR_CONFIG,
                          "%s cannot apply with executionStrategy single (the whole model on one "
@@ -378,11 +366,11 @@ tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, t
             p->stage_of[i] = needed[i] ? 0 : -1;
         goto done;
     }
-    s = forward_stages(g, o, p, block_of, bl, stage_of_block);
+    s = forward_stages(g, c, p, block_of, bl, stage_of_block);
     if (s == TG_OK)
         s = assign_nodes(g, needed, p, block_of, stage_of_block, bl);
     if (s == TG_OK)
-        s = assign_devices(o, p, bl, stage_of_block);
+        s = assign_devices(c, p, bl, stage_of_block);
 done:
     tg_free(block_of);
     tg_free(bl);

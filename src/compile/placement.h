@@ -16,7 +16,7 @@
 #define TG_COMPILE_PLACEMENT_H
 
 #include "graph/node.h"
-#include "tilegraph/options.h"
+#include "core/config.h"
 
 typedef struct tg_placement {
     int n_stages, n_devices;
@@ -27,14 +27,10 @@ typedef struct tg_placement {
     char auto_spec[256];
 } tg_placement;
 
-/* `needed` marks the nodes that run (from the schedule). Errors name the
- * block, stage, device or node at fault. */
-/* executionStrategy with "auto" resolved: "pipelined" when split, stages or
- * devices > 1 say how to divide the model (as PopTorch pipelines a model
- * whose blocks sit on several IPUs), else "single". */
-const char *tg_execution_strategy(const tg_options *o);
-
-tg_status tg_place(const tg_graph *g, const tg_options *o, const bool *needed, tg_placement *out);
+/* `needed` marks the nodes that run (from the schedule); c's strategy has
+ * "auto" resolved (core/config.c). Errors name the block, stage, device or
+ * node at fault. */
+tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *out);
 void tg_placement_free(tg_placement *p);
 
 #endif

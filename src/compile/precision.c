@@ -18,15 +18,14 @@ static int part_dtype(const char *s, size_t n)
     return -1;
 }
 
-static tg_dtype type_option(const tg_options *o, const char *key, tg_dtype if_auto)
+static tg_dtype type_option(const char *v, tg_dtype if_auto)
 {
-    const char *v = tg_options_get_string(o, key);
     return !strcmp(v, "auto") ? if_auto : (tg_dtype)tg_dtype_parse(v);
 }
 
-tg_status tg_precision_read(const tg_options *o, tg_precision *out)
+tg_status tg_precision_read(const tg_config *c, tg_precision *out)
 {
-    const char *v = tg_options_get_string(o, "precision");
+    const char *v = c->precision.precision;
     const char *dot = strchr(v, '.');
     int in = dot ? part_dtype(v, (size_t)(dot - v)) : -1;
     int model = dot ? part_dtype(dot + 1, strlen(dot + 1)) : -1;
@@ -37,18 +36,17 @@ tg_status tg_precision_read(const tg_options *o, tg_precision *out)
                         v);
     out->input = (tg_dtype)in;
     out->model = (tg_dtype)model;
-    out->accum = type_option(o, "accumType", out->model);
-    out->first_moment = type_option(o, "firstOrderMomentumAccumType", TG_F32);
-    out->second_moment = type_option(o, "secondOrderMomentumAccumType", TG_F32);
-    out->stochastic_rounding = tg_options_get_int(o, "Precision.enableStochasticRounding") != 0;
-    const char *ls = tg_options_get_string(o, "lossScaling");
+    out->accum = type_option(c->precision.accum, out->model);
+    out->first_moment = type_option(c->precision.first_moment, TG_F32);
+    out->second_moment = type_option(c->precision.second_moment, TG_F32);
+    out->stochastic_rounding = c->precision.stochastic_rounding;
+    const char *ls = c->precision.loss_scaling;
     out->loss_scaling = !strcmp(ls, "dynamic")  ? TG_LOSS_SCALING_DYNAMIC
                         : !strcmp(ls, "static") ? TG_LOSS_SCALING_STATIC
                                                 : TG_LOSS_SCALING_NONE;
-    out->loss_scale = out->loss_scaling == TG_LOSS_SCALING_NONE
-                          ? 1.0f
-                          : (float)tg_options_get_float(o, "lossScalingFactor");
-    out->growth_interval = (int)tg_options_get_int(o, "lossScalingGrowthInterval");
+    out->loss_scale =
+        out->loss_scaling == TG_LOSS_SCALING_NONE ? 1.0f : (float)c->precision.loss_scale;
+    out->growth_interval = c->precision.growth_interval;
     return TG_OK;
 }
 

@@ -14,7 +14,7 @@
 #define TG_COMPILE_PRECISION_H
 
 #include "graph/node.h"
-#include "tilegraph/options.h"
+#include "core/config.h"
 
 typedef enum tg_loss_scaling {
     TG_LOSS_SCALING_NONE,
@@ -35,7 +35,7 @@ typedef struct tg_precision {
 
 /* Read precision, lossScaling*, accumType, *MomentumAccumType and
  * Precision.enableStochasticRounding. */
-tg_status tg_precision_read(const tg_options *o, tg_precision *out);
+tg_status tg_precision_read(const tg_config *c, tg_precision *out);
 
 /* True when anything is stored in half precision or the loss is scaled: the
  * engine then checks gradients for overflow before each update. */

@@ -56,8 +56,15 @@ static tg_status predict(const tg_graph *g, const tg_options *o, int n_devices, 
     memset(c, 0, sizeof *c);
     bool *needed = NULL, training = false;
     TG_TRY(needed_nodes(g, &needed, &training));
-    tg_status s = tg_stage_goal_read(o, n_devices, training, &c->goal);
-    bool scopes = g->n_blocks == 0 || strcmp(tg_options_get_string(o, "split"), "auto") == 0;
+    tg_config cfg; /* the public entries take options: read them once here */
+    tg_status s = tg_config_read(o, &cfg);
+    if (s != TG_OK) {
+        tg_free(needed);
+        return s;
+    }
+    s = tg_stage_goal_read(&cfg, n_devices, training, &c->goal);
+    bool scopes = g->n_blocks == 0 || strcmp(cfg.pipeline.split, "auto") == 0;
+    tg_config_free(&cfg);
     if (s == TG_OK)
         s = plan_with(g, needed, scopes, spec, c);
     /* split points name layers even in a model with blocks; when they do

@@ -86,15 +86,16 @@ int tg_program_buffer_on(const tg_program *p, int id, int device)
 
 /* ---- reading the options --------------------------------------------------------- */
 
-static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_stages)
+static tg_status read_shape_options(tg_program *p, int n_stages)
 {
-    const char *strategy = tg_execution_strategy(o);
-    int m = (int)tg_options_get_int(o, "Training.gradientAccumulation");
-    int iters = (int)tg_options_get_int(o, "deviceIterations");
-    p->replicas = (int)tg_options_get_int(o, "replicationFactor");
+    const tg_config *c = &p->config;
+    const char *strategy = c->pipeline.strategy;
+    int m = c->pipeline.accumulation;
+    int iters = c->pipeline.device_iterations;
+    p->replicas = c->pipeline.replicas;
     tg_schedule_kind kind = TG_SCHEDULE_SHARDED;
     if (strcmp(strategy, "pipelined") == 0) {
-        kind = (tg_schedule_kind)tg_schedule_parse(tg_options_get_string(o, "pipelineSchedule"));
+        kind = (tg_schedule_kind)tg_schedule_parse(c->pipeline.schedule);
         if (p->training && m < n_stages)
             return tg_error(TG_ERR_CONFIG,
                             "pipelined training over %d stages needs Training.gradientAccumulation "
@@ -112,7 +113,7 @@ static tg_status read_shape_options(tg_program *p, const tg_options *o, int n_st
     p->iterations = p->training ? iters : 1;
     /* under an MPI job the instances' replicas are reduced together, so one
      * local replica still accumulates for the all-reduce */
-    int64_t instances = tg_options_get_int(o, "distributed.instances");
+    int64_t instances = c->distributed.instances;
     p->accumulate = p->training && m * p->replicas * (instances > 1 ? instances : 1) > 1;
     return tg_pipe_schedule_build(kind, p->n_devices, p->micro_batches, p->training, &p->schedule);
 }
@@ -164,8 +165,22 @@ static size_t own_scratch(const tg_program *p, const tg_op_def *def, const tg_te
  * is what this machine's kernels now need. oneDNN picks its kernels by the
  * CPU it runs on, so a file made on another machine (or with TG_KERNELS
  * set otherwise) can plan other scratch: such a file is stale. */
+/* From the counts read from the options and the graph's first host input. */
+static void count_samples(tg_program *p)
+{
+    const tg_graph *g = p->graph;
+    p->samples_per_step = 0;
+    for (int i = 0; i < g->n_nodes && !p->samples_per_step; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->role == TG_ROLE_INPUT)
+            p->samples_per_step = (int64_t)p->iterations * p->replicas * p->micro_batches *
+                                  (t->shape.ndim ? t->shape.dim[0] : 1);
+    }
+}
+
 tg_status tg_program_plan_loaded(tg_program *p)
 {
+    count_samples(p);
     int n_nodes = p->graph->n_nodes;
     p->plan_kernels = p->tile_plan == NULL;
     if (!p->plans && !(p->plans = tg_calloc((size_t)n_nodes + 1, sizeof *p->plans)))
@@ -571,10 +586,10 @@ static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
                     msg);
 }
 
-static tg_status check_capacity(const tg_program *p, const tg_options *o)
+static tg_status check_capacity(const tg_program *p)
 {
-    int64_t cap = tg_options_get_int(o, "memoryPerDevice");
-    if (tg_options_get_int(o, "debug.allowOutOfMemory"))
+    int64_t cap = p->config.memory.per_device;
+    if (p->config.debug.allow_out_of_memory)
         return TG_OK; /* compile anyway; the profile and reports show the overflow */
     if (p->tile_plan)
         TG_TRY(tg_tile_plan_check(p)); /* per tile on tiled targets */
@@ -584,17 +599,13 @@ static tg_status check_capacity(const tg_program *p, const tg_options *o)
     return TG_OK;
 }
 
-static tg_status read_scratch_cap(tg_program *p, const tg_options *o)
+static void read_scratch_cap(tg_program *p, const tg_target_desc *target)
 {
-    tg_target_desc target;
-    bool tiled = false;
-    TG_TRY(tg_target_from_options(o, &tiled, &target));
-    int64_t cap = tg_options_get_int(o, "memoryPerDevice");
-    if (cap <= 0 && tiled)
-        cap = (int64_t)target.tiles * target.tile_memory;
-    double share = tg_options_get_float(o, "availableMemoryProportion");
+    int64_t cap = p->config.memory.per_device;
+    if (cap <= 0 && p->config.target.tiled)
+        cap = (int64_t)target->tiles * target->tile_memory;
+    double share = p->config.memory.available_proportion;
     p->scratch_cap = cap > 0 ? (size_t)(share * (double)cap) : SIZE_MAX;
-    return TG_OK;
 }
 
 /* How long the default thread rule watches the machine: five scheduler
@@ -605,18 +616,32 @@ static tg_status read_scratch_cap(tg_program *p, const tg_options *o)
  * core this process may use, so that a plan does not depend on the load at
  * compile time (the run uses n_threads <= this; kernels planned for more
  * threads than they get use a part of their scratch). */
-static int plan_threads(const tg_options *o)
+static int plan_threads(const tg_config *c)
 {
-    int asked = (int)tg_options_get_int(o, "threadsPerDevice");
+    int asked = c->threads.per_device;
     return asked > 0 ? asked : tg_cpu_count();
+}
+
+/* Under an MPI job the instances on this host share its cores: N instances
+ * of R/N replicas get the threads one process of R replicas gets (scratch is
+ * planned for the usable cores, so fewer is safe). The warning above was
+ * about this process alone, and stays so. */
+static void share_with_host_instances(tg_program *p, int parties)
+{
+    int instances = p->config.threads.host_instances;
+    if (!p->threads_auto || instances <= 1)
+        return;
+    int t = tg_threads_default(p->cpu.allowed, parties * instances);
+    if (t < p->n_threads)
+        p->n_threads = t;
 }
 
 /* Threads per device: the user's, or the default rule's (core/cpus.h) over
  * every device of every replica. Warn when they exceed the usable cores:
  * the devices then share cores, and waits between them cost time slices. */
-void tg_program_choose_threads(tg_program *p, const tg_options *o)
+void tg_program_choose_threads(tg_program *p)
 {
-    int asked = (int)tg_options_get_int(o, "threadsPerDevice");
+    int asked = p->config.threads.per_device;
     int parties = p->n_devices * p->replicas;
     p->threads_auto = asked <= 0;
     if (p->threads_auto) {
@@ -638,10 +663,12 @@ void tg_program_choose_threads(tg_program *p, const tg_options *o)
                  p->replicas == 1 ? "" : "s", p->n_threads, p->n_threads == 1 ? "" : "s",
                  parties * p->n_threads, p->cpu.allowed, p->cpu.allowed == 1 ? "" : "s",
                  tg_threads_default(p->cpu.allowed, parties));
+    share_with_host_instances(p, parties);
 }
 
-static tg_status compile(tg_program *p, const tg_options *o)
+static tg_status compile(tg_program *p)
 {
+    const tg_config *c = &p->config;
     const tg_graph *g = p->graph;
     int *order = NULL, n_order = 0;
     bool *needed = NULL;
@@ -658,47 +685,44 @@ static tg_status compile(tg_program *p, const tg_options *o)
     }
     tg_trace_begin(ch, "placement");
     if (s == TG_OK)
-        s = tg_place(g, o, needed, &pl);
+        s = tg_place(g, c, needed, &pl);
     tg_trace_end(ch);
     if (s == TG_OK) {
         p->n_devices = pl.n_devices;
         snprintf(p->auto_stages, sizeof p->auto_stages, "%s", pl.auto_spec);
-        s = read_shape_options(p, o, pl.n_stages);
+        s = read_shape_options(p, pl.n_stages);
     }
     if (s == TG_OK)
-        p->plan_threads = plan_threads(o);
+        count_samples(p);
+    if (s == TG_OK)
+        p->plan_threads = plan_threads(c);
     if (s == TG_OK)
         s = allocate_lists(p, n_order);
     if (s == TG_OK)
-        s = tg_precision_read(o, &p->precision);
+        s = tg_precision_read(c, &p->precision);
     if (s == TG_OK)
         tg_precision_assign(g, &p->precision, p->storage);
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++)
         if (needed[i])
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
-    bool offload = !tg_options_get_int(o, "TensorLocations.optimizer.onChip");
-    bool shard = tg_options_get_int(o, "TensorLocations.optimizer.replicatedTensorSharding") != 0;
-    if (s == TG_OK && offload && shard)
-        s = tg_error(TG_ERR_CONFIG, "TensorLocations.optimizer: offloading and replicated tensor "
-                                    "sharding together are not supported; choose one");
+    /* tg_config_read refused offloading together with sharding */
+    bool offload = c->memory.offload_optimizer, shard = c->memory.shard_optimizer;
     if (s == TG_OK && shard && p->replicas > 1)
         s = check_shardable(g);
     if (s == TG_OK)
         s = make_homes(p, order, n_order, offload, shard);
+    tg_target_desc target; /* the host's, or the tiles' from targetDescription */
     if (s == TG_OK)
-        s = read_scratch_cap(p, o);
-    tg_target_desc host_or_tiles;
-    bool tiled_target = false;
+        s = tg_target_from_config(c, &target);
     if (s == TG_OK)
-        s = tg_target_from_options(o, &tiled_target, &host_or_tiles);
-    p->plan_kernels = !tiled_target;
+        read_scratch_cap(p, &target);
+    p->plan_kernels = !c->target.tiled;
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);
     if (s == TG_OK)
         s = make_transfers_and_links(p);
-    if (s == TG_OK && p->training &&
-        strcmp(tg_options_get_string(o, "recomputation"), "pipeline") == 0)
+    if (s == TG_OK && p->training && c->recompute.pipeline)
         s = tg_recompute(p);
     if (s == TG_OK && p->accumulate)
         s = make_accumulators(p);
@@ -710,19 +734,15 @@ static tg_status compile(tg_program *p, const tg_options *o)
     for (int d = 0; s == TG_OK && d < p->n_devices; d++)
         s = tg_memplan_device(p, d);
     tg_trace_end(ch);
-    tg_target_desc target;
-    bool tiled = false;
-    if (s == TG_OK)
-        s = tg_target_from_options(o, &tiled, &target);
-    if (s == TG_OK && tiled) {
+    if (s == TG_OK && c->target.tiled) {
         tg_trace_begin(ch, "tile plan");
         s = tg_tile_plan_build(p, &target);
         tg_trace_end(ch);
     }
     if (s == TG_OK)
-        s = check_capacity(p, o);
+        s = check_capacity(p);
     if (s == TG_OK)
-        tg_program_choose_threads(p, o);
+        tg_program_choose_threads(p);
     if (s == TG_OK) {
         double per_run = 0;
         for (int d = 0; d < p->n_devices; d++) {
@@ -743,43 +763,43 @@ static tg_status compile(tg_program *p, const tg_options *o)
 /* Automatic stages choose by a memory estimate; the plan is exact. When the
  * chosen split does not fit the plan, leave a larger margin and search
  * again (a few times: each retry removes the splits that came closest). */
-static void auto_stages_retry(const tg_graph *g, const tg_options *o, tg_program **p, tg_status *s)
+static void auto_stages_retry(const tg_graph *g, tg_program **p, tg_status *s)
 {
-    bool is_auto = strcmp(tg_options_get_string(o, "stages"), "auto") == 0 ||
-                   strcmp(tg_options_get_string(o, "split"), "auto") == 0;
-    if (!is_auto || tg_options_get_int(o, "memoryPerDevice") <= 0 || !*p)
+    if (!*p || !(*p)->config.pipeline.auto_stages || (*p)->config.memory.per_device <= 0)
         return;
     char first[1024]; /* the plan's own message says what did not fit */
     snprintf(first, sizeof first, "%s", tg_error_message());
     if (strncmp(first, "automatic stages", 16) == 0)
         return; /* the search itself found nothing: a larger margin finds less */
-    double margin = tg_options_get_float(o, "autoStages.memoryMargin");
-    tg_options *again = tg_options_clone(o);
+    tg_config again;
+    if (tg_config_copy(&(*p)->config, &again) != TG_OK)
+        return;
+    double margin = again.pipeline.memory_margin;
     int threads = (*p)->n_threads;
-    for (int k = 0; again && *s == TG_ERR_NOMEM && k < 2 && margin + 0.1 <= 0.9; k++) {
+    for (int k = 0; *s == TG_ERR_NOMEM && k < 2 && margin + 0.1 <= 0.9; k++) {
         char text[32];
         margin += 0.1;
         snprintf(text, sizeof text, "%.2f", margin);
-        if (tg_options_set(again, "autoStages.memoryMargin", text) != TG_OK)
+        if (tg_config_set(&again, "autoStages.memoryMargin", text) != TG_OK)
             break;
         tg_program_destroy(*p);
-        if (!(*p = tg_calloc(1, sizeof **p))) {
+        if (!(*p = tg_calloc(1, sizeof **p)) || tg_config_copy(&again, &(*p)->config) != TG_OK) {
             *s = tg_error(TG_ERR_NOMEM, "compile: out of memory");
             break;
         }
         (*p)->graph = g;
         (*p)->n_threads = threads;
-        *s = compile(*p, again);
+        *s = compile(*p);
     }
     if (*s == TG_ERR_NOMEM)
         *s = tg_error(TG_ERR_NOMEM,
                       "%s (automatic stages searched again leaving %.0f%% of memoryPerDevice "
                       "free, and no split fitted)",
                       first, margin * 100);
-    tg_options_destroy(again);
+    tg_config_free(&again);
 }
 
-tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out)
+tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_program **out)
 {
     *out = NULL;
     if (!g)
@@ -790,15 +810,27 @@ tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program 
     if (!p)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     p->graph = g;
-    tg_status s = compile(p, o);
+    tg_status s = tg_config_copy(c, &p->config);
+    if (s == TG_OK)
+        s = compile(p);
     if (s == TG_ERR_NOMEM)
-        auto_stages_retry(g, o, &p, &s);
+        auto_stages_retry(g, &p, &s);
     if (s != TG_OK) {
         tg_program_destroy(p);
         return s;
     }
     *out = p;
     return TG_OK;
+}
+
+tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out)
+{
+    tg_config c;
+    *out = NULL;
+    TG_TRY(tg_config_read(o, &c));
+    tg_status s = tg_program_compile_config(g, &c, out);
+    tg_config_free(&c);
+    return s;
 }
 
 void tg_program_destroy(tg_program *p)
@@ -825,5 +857,6 @@ void tg_program_destroy(tg_program *p)
     tg_free(p->buffers);
     tg_free(p->transfers);
     tg_tile_plan_destroy(p->tile_plan);
+    tg_config_free(&p->config);
     tg_free(p);
 }

@@ -22,6 +22,7 @@
 #include "core/cpus.h"
 #include "compile/precision.h"
 #include "graph/node.h"
+#include "core/config.h"
 #include "tilegraph/options.h"
 
 #include <stddef.h>
@@ -124,6 +125,9 @@ typedef struct tg_device_program {
 
 typedef struct tg_program {
     const tg_graph *graph;
+    /* the options it was compiled with, read once (core/config.h): the
+     * session and the profile read them here, never from the options */
+    tg_config config;
     int n_threads;     /* per device, in a run */
     int plan_threads;  /* kernel scratch is planned for this many (>= n_threads) */
     bool threads_auto; /* n_threads is the default rule's (core/cpus.h), not the user's */
@@ -135,6 +139,9 @@ typedef struct tg_program {
     int micro_batches; /* per weight update (or per inference run) */
     int iterations;    /* weight updates per run */
     int replicas;
+    /* samples one run (host step) streams in: the first host input's
+     * micro-batch x micro_batches x iterations x replicas; 0 without one */
+    int64_t samples_per_step;
     bool training;
     bool accumulate; /* gradients go through accumulators (micro-batches x replicas > 1) */
     tg_pipe_schedule schedule;
@@ -164,15 +171,19 @@ typedef struct tg_program {
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,
- * accumulation, device iterations, threads per device, memory per device). */
+ * accumulation, device iterations, threads per device, memory per device):
+ * tg_program_compile_config after tg_config_read. */
 tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program **out);
+/* The same from a config read already; the program keeps a copy of it. */
+tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_program **out);
 void tg_program_destroy(tg_program *p);
 
 /* Threads per device for a run of p (n_threads, threads_auto, cpu,
  * threads_warning): the user's threadsPerDevice, or the default rule's over
- * the cores free now. The compiler calls it; so does loading an executable,
- * whose plan does not depend on the load but whose run does. */
-void tg_program_choose_threads(tg_program *p, const tg_options *o);
+ * the cores free now, shared with the other instances of an MPI job on this
+ * host (config.threads.host_instances). The run uses n_threads as it is. The compiler calls it; so
+ * does loading an executable, whose plan does not depend on the load but whose run does. */
+void tg_program_choose_threads(tg_program *p);
 
 /* After loading an executable: make the kernel plans again (oneDNN
  * primitives are host objects, not stored) and check every step's kernel
@@ -184,20 +195,19 @@ tg_status tg_program_plan_loaded(tg_program *p);
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per
  * device and the tilegraph and format versions. */
-tg_status tg_executable_key(const tg_graph *g, const tg_options *o, char out[33]);
-/* p (compiled from its graph with o) as the bytes of an executable file:
- * *data is the caller's (tg_free). */
-tg_status tg_executable_serialize(const tg_program *p, const tg_options *o, void **data,
-                                  size_t *len);
-/* Write p (compiled from its graph with o) to path, atomically. */
-tg_status tg_executable_save(const tg_program *p, const tg_options *o, const char *path);
+tg_status tg_executable_key(const tg_graph *g, const tg_config *c, char out[33]);
+/* p (compiled from its graph with its config) as the bytes of an executable
+ * file: *data is the caller's (tg_free). */
+tg_status tg_executable_serialize(const tg_program *p, void **data, size_t *len);
+/* Write p (compiled from its graph with its config) to path, atomically. */
+tg_status tg_executable_save(const tg_program *p, const char *path);
 /* Read a program for g and o back. TG_ERR_FORMAT for a corrupt or truncated
  * file, TG_ERR_NOT_FOUND for a sound one written for another graph, options,
  * target or version (stale); the message names the file and the reason. */
-tg_status tg_executable_load(const tg_graph *g, const tg_options *o, const char *path,
+tg_status tg_executable_load(const tg_graph *g, const tg_config *c, const char *path,
                              tg_program **out);
 /* The same from memory (the fuzz target's entry); `path` names it in messages. */
-tg_status tg_executable_parse(const tg_graph *g, const tg_options *o, const void *data, size_t len,
+tg_status tg_executable_parse(const tg_graph *g, const tg_config *c, const void *data, size_t len,
                               const char *path, tg_program **out);
 
 typedef enum tg_cache_result {
@@ -216,6 +226,9 @@ typedef enum tg_cache_result {
  * load": the first writes executableFile, the others then load it. */
 tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_program **out,
                                     tg_cache_result *result);
+/* The same from a config read already (the session's, with its MPI share). */
+tg_status tg_program_compile_cached_config(const tg_graph *g, const tg_config *c, tg_program **out,
+                                           tg_cache_result *result);
 
 /* The buffer a step on `device` reads for node `id` (its own or a received copy). */
 int tg_program_buffer_on(const tg_program *p, int id, int device);

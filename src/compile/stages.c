@@ -249,7 +249,7 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
 
 /* ---- goal, evaluation, search ---------------------------------------------------- */
 
-tg_status tg_stage_goal_read(const tg_options *o, int n_stages, bool training, tg_stage_goal *g)
+tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg_stage_goal *g)
 {
     memset(g, 0, sizeof *g);
     if (n_stages < 1 || n_stages > TG_STAGES_MAX)
@@ -257,20 +257,17 @@ tg_status tg_stage_goal_read(const tg_options *o, int n_stages, bool training, t
                         n_stages, TG_STAGES_MAX);
     g->n_stages = n_stages;
     g->training = training;
-    const char *strategy = tg_execution_strategy(o);
-    g->kind =
-        strcmp(strategy, "sharded") == 0
-            ? TG_SCHEDULE_SHARDED
-            : (tg_schedule_kind)tg_schedule_parse(tg_options_get_string(o, "pipelineSchedule"));
-    g->micro_batches = training ? (int)tg_options_get_int(o, "Training.gradientAccumulation")
-                                : (int)tg_options_get_int(o, "deviceIterations");
+    g->kind = strcmp(c->pipeline.strategy, "sharded") == 0
+                  ? TG_SCHEDULE_SHARDED
+                  : (tg_schedule_kind)tg_schedule_parse(c->pipeline.schedule);
+    g->micro_batches = training ? c->pipeline.accumulation : c->pipeline.device_iterations;
     if (g->micro_batches < 1)
         g->micro_batches = 1;
-    TG_TRY(tg_cost_model_from_options(o, n_stages, &g->cost));
-    int64_t cap = tg_options_get_int(o, "memoryPerDevice");
+    TG_TRY(tg_cost_model_from_config(c, n_stages, &g->cost));
+    int64_t cap = c->memory.per_device;
     if (cap <= 0 && g->cost.tiled)
         cap = (int64_t)g->cost.target.tiles * g->cost.target.tile_memory;
-    double margin = tg_options_get_float(o, "autoStages.memoryMargin");
+    double margin = c->pipeline.memory_margin;
     g->capacity = cap > 0 ? (double)cap * (1 - margin) : 0;
     tg_pipe_schedule s;
     TG_TRY(tg_pipe_schedule_build(g->kind, n_stages, g->micro_batches, training, &s));
@@ -490,7 +487,7 @@ void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *b
     }
 }
 
-tg_status tg_stage_plan_auto(const tg_graph *g, const tg_options *o, int n_stages, bool scopes,
+tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages, bool scopes,
                              tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan)
 {
     memset(atoms, 0, sizeof *atoms);
@@ -506,7 +503,7 @@ tg_status tg_stage_plan_auto(const tg_graph *g, const tg_options *o, int n_stage
         needed[order[k]] = true;
         training |= (g->nodes[order[k]]->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER)) != 0;
     }
-    tg_status s = tg_stage_goal_read(o, n_stages, training, goal);
+    tg_status s = tg_stage_goal_read(c, n_stages, training, goal);
     bool accumulate = training && goal->micro_batches > 1;
     if (s == TG_OK)
         s = tg_stage_atoms_build(g, needed, scopes, &goal->cost, accumulate, atoms);

@@ -25,7 +25,7 @@
 #include "compile/pipeline.h"
 #include "compile/simulate.h"
 #include "graph/node.h"
-#include "tilegraph/options.h"
+#include "core/config.h"
 
 #define TG_STAGES_MAX 64
 #define TG_ATOMS_MAX 256
@@ -68,9 +68,9 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
                                const tg_cost_model *cost, bool accumulate, tg_stage_atoms *out);
 void tg_stage_atoms_free(tg_stage_atoms *a);
 
-/* The goal for n_stages under the options (schedule, accumulation,
+/* The goal for n_stages under the config (schedule, accumulation,
  * capacity: memoryPerDevice, or the tiles' memory on a tiled target). */
-tg_status tg_stage_goal_read(const tg_options *o, int n_stages, bool training, tg_stage_goal *out);
+tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg_stage_goal *out);
 
 /* Evaluate the split whose stages begin at first[0..n_stages-1] (first[0]
  * = 0, increasing): per-stage time, memory, costs and the objective. */
@@ -92,10 +92,10 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
  * points "layer2.0,layer4.0" for scopes. */
 void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *buf, size_t cap);
 
-/* Everything `--stages auto` needs from a graph and options, in one call:
+/* Everything `--stages auto` needs from a graph and the config, in one call:
  * the schedule's needed nodes, atoms, goal and the best plan over
  * n_stages. The atoms own memory: tg_stage_atoms_free. */
-tg_status tg_stage_plan_auto(const tg_graph *g, const tg_options *o, int n_stages, bool scopes,
+tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages, bool scopes,
                              tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan);
 
 #endif

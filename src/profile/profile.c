@@ -155,9 +155,10 @@ static sqlite3_stmt *prepare(tg_profile *pf, const char *sql)
 
 /* ---- graph profile ----------------------------------------------------------------- */
 
-static tg_status write_meta(tg_profile *pf, const tg_options *o)
+static tg_status write_meta(tg_profile *pf)
 {
     const tg_program *p = pf->program;
+    const tg_config *c = &p->config;
     sqlite3_stmt *st = prepare(pf, "INSERT INTO meta VALUES(?, ?)");
     if (!st)
         return db_error(pf, "prepare");
@@ -181,17 +182,17 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
         {"tilegraph_version", TG_VERSION, 0},
         {"created", created, 0},
         {"program", p->training ? "training" : "inference", 0},
-        {"target", tg_options_get_string(o, "target"), 0},
+        {"target", c->target.name, 0},
         {"devices", NULL, p->n_devices},
         {"replicas", NULL, p->replicas},
         {"micro_batches", NULL, p->micro_batches},
         {"iterations", NULL, p->iterations},
         {"schedule", tg_schedule_name(p->schedule.kind), 0},
-        {"strategy", tg_execution_strategy(o), 0},
+        {"strategy", c->pipeline.strategy, 0},
         {"threads_per_device", NULL, p->n_threads},
         {"cores_allowed", NULL, p->cpu.allowed}, /* the cores this process could use */
         {"cores_free", NULL, p->cpu.free},       /* of which free at compile time */
-        {"memory_per_device", NULL, tg_options_get_int(o, "memoryPerDevice")},
+        {"memory_per_device", NULL, c->memory.per_device},
         {"stages_auto", p->auto_stages, 0}, /* the split --stages/--split auto chose */
         {"ops", NULL, n_ops},
         {"tensors", NULL, p->n_buffers},
@@ -219,7 +220,7 @@ static tg_status write_meta(tg_profile *pf, const tg_options *o)
     for (int i = 0; s == TG_OK && i < tg_options_count(); i++) {
         char key[160];
         snprintf(key, sizeof key, "option.%s", tg_options_key(i));
-        s = insert(pf, st, "ss", key, tg_options_get_string(o, tg_options_key(i)));
+        s = insert(pf, st, "ss", key, tg_config_text(c, i));
     }
     sqlite3_finalize(st);
     return s;
@@ -263,19 +264,19 @@ static tg_status write_devices(tg_profile *pf)
 
 /* The cost model the program would be planned with (compile/cost.h), on
  * the program's threads; false when it cannot be had (the column stays NULL). */
-static bool cost_model(const tg_program *p, const tg_options *o, tg_cost_model *m)
+static bool cost_model(const tg_program *p, tg_cost_model *m)
 {
-    if (tg_cost_model_from_options(o, p->n_devices, m) != TG_OK)
+    if (tg_cost_model_from_config(&p->config, p->n_devices, m) != TG_OK)
         return false;
     return m->tiled || tg_cost_rates_get(p->n_threads, &m->rates) == TG_OK;
 }
 
-static tg_status write_ops(tg_profile *pf, const tg_options *o, bool flops)
+static tg_status write_ops(tg_profile *pf, bool flops)
 {
     const tg_program *p = pf->program;
     const tg_graph *g = p->graph;
     tg_cost_model cost;
-    bool predicted = cost_model(p, o, &cost);
+    bool predicted = cost_model(p, &cost);
     sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
                                    "bytes_in, bytes_out, forward_of, predicted_ns, kernel) "
                                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
@@ -350,11 +351,11 @@ static bool stage_costs(const tg_program *p, const tg_cost_model *cost, tg_stage
 
 /* The schedule's timeline for one weight update as the cost model predicts
  * it (the simulator's), beside which the analysers draw the measured one. */
-static tg_status write_predicted(tg_profile *pf, const tg_options *o)
+static tg_status write_predicted(tg_profile *pf)
 {
     const tg_program *p = pf->program;
     tg_cost_model cost;
-    if (!cost_model(p, o, &cost))
+    if (!cost_model(p, &cost))
         return TG_OK; /* no model: the table stays empty */
     tg_stage_cost *c = tg_calloc((size_t)p->n_devices + 1, sizeof *c);
     if (!c)
@@ -651,8 +652,7 @@ static void release(tg_profile *pf)
     tg_free(pf);
 }
 
-tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o, bool execution,
-                          tg_profile **out)
+tg_status tg_profile_open(const char *dir, const tg_program *p, bool execution, tg_profile **out)
 {
     *out = NULL;
     tg_profile *pf = tg_calloc(1, sizeof *pf);
@@ -674,19 +674,19 @@ tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options
         tg_error_prefix(s, "profile");
     if (s == TG_OK && sqlite3_open(pf->af.tmp, &pf->db) != SQLITE_OK)
         s = db_error(pf, "open");
-    bool flops = tg_options_get_int(o, "profiler.includeFlopEstimates") != 0;
+    bool flops = p->config.report.flops;
     if (s == TG_OK)
         s = exec(pf, "PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF; BEGIN;");
     if (s == TG_OK)
         s = exec(pf, schema);
     if (s == TG_OK)
-        s = write_meta(pf, o);
+        s = write_meta(pf);
     if (s == TG_OK)
         s = write_devices(pf);
     if (s == TG_OK)
-        s = write_ops(pf, o, flops);
+        s = write_ops(pf, flops);
     if (s == TG_OK)
-        s = write_predicted(pf, o);
+        s = write_predicted(pf);
     if (s == TG_OK)
         s = write_tensors(pf);
     if (s == TG_OK)

@@ -57,12 +57,11 @@ typedef struct tg_profile_recorder {
 } tg_profile_recorder;
 
 /* Start DIR/<training|inference>/profile.sqlite and write the graph profile
- * of `p` into it. `execution` says whether runs will be recorded. The file is
- * written under a temporary name (core/atomic_file.h) and replaces an older
- * profile only when tg_profile_close succeeds. The directory is locked
- * meanwhile: a second run on it fails here with a message naming it. */
-tg_status tg_profile_open(const char *dir, const tg_program *p, const tg_options *o, bool execution,
-                          tg_profile **out);
+ * of `p` (with the options in p->config) into it. `execution` says whether runs will be recorded.
+ * The file is written under a temporary name (core/atomic_file.h) and replaces an older profile
+ * only when tg_profile_close succeeds. The directory is locked meanwhile: a second run on it fails
+ * here with a message naming it. */
+tg_status tg_profile_open(const char *dir, const tg_program *p, bool execution, tg_profile **out);
 /* Append the events of the last run (run number `run`): `recorders` holds
  * one record per (replica, device), [replica * n_devices + device]. */
 tg_status tg_profile_record_run(tg_profile *pf, const tg_profile_recorder *recorders, int64_t run);

@@ -98,12 +98,12 @@ static void own_command(char *out, size_t cap)
             out[i] = ' ';
 }
 
-static bool monitoring_wanted(const tg_options *o)
+static bool monitoring_wanted(const tg_config *c)
 {
     const char *env = getenv("TILEGRAPH_MONITOR");
     if (env && (!strcmp(env, "0") || !strcmp(env, "false") || !strcmp(env, "off")))
         return false;
-    return tg_options_get_int(o, "monitor.enable") != 0;
+    return c->monitor;
 }
 
 /* One warning per process: a registry that cannot be written is not the
@@ -166,14 +166,14 @@ static int env_int(const char *name, int fallback)
     return v && *v ? atoi(v) : fallback;
 }
 
-static void describe(tg_monitor_entry *e, const tg_program *p, const tg_options *o)
+static void describe(tg_monitor_entry *e, const tg_program *p)
 {
     e->pid = (int)getpid();
     e->start_ticks = tg_process_start_ticks(e->pid);
     own_command(e->command, sizeof e->command);
     snprintf(e->program, sizeof e->program, "%s", p->training ? "training" : "inference");
-    snprintf(e->target, sizeof e->target, "%s", tg_options_get_string(o, "target"));
-    snprintf(e->strategy, sizeof e->strategy, "%s", tg_execution_strategy(o));
+    snprintf(e->target, sizeof e->target, "%s", p->config.target.name);
+    snprintf(e->strategy, sizeof e->strategy, "%s", p->config.pipeline.strategy);
     e->instance = env_int("OMPI_COMM_WORLD_RANK", 0);
     e->instances = env_int("OMPI_COMM_WORLD_SIZE", 1);
     e->replicas = p->replicas;
@@ -183,9 +183,9 @@ static void describe(tg_monitor_entry *e, const tg_program *p, const tg_options 
     e->started = e->updated = wall_now();
 }
 
-tg_monitor *tg_monitor_start(const tg_program *p, const tg_options *o, int64_t samples_per_run)
+tg_monitor *tg_monitor_start(const tg_program *p, int64_t samples_per_run)
 {
-    if (!monitoring_wanted(o))
+    if (!monitoring_wanted(&p->config))
         return NULL;
     char dir[900];
     if (tg_monitor_dir(dir, sizeof dir) != TG_OK) {
@@ -204,7 +204,7 @@ tg_monitor *tg_monitor_start(const tg_program *p, const tg_options *o, int64_t s
     static int sequence;
     int seq = __atomic_add_fetch(&sequence, 1, __ATOMIC_RELAXED);
     snprintf(m->path, sizeof m->path, "%s/%d-%d.json", dir, (int)getpid(), seq);
-    describe(&m->e, p, o);
+    describe(&m->e, p);
     m->samples_per_run = samples_per_run;
     m->last_write = m->last_samples_time = m->e.started;
     write_record(m);

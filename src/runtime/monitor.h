@@ -19,7 +19,7 @@ typedef struct tg_monitor tg_monitor;
 /* Register a session running `p`, consuming samples_per_run samples per host
  * step. NULL when monitoring is off (option monitor.enable, TILEGRAPH_MONITOR=0)
  * or the registry cannot be written. */
-tg_monitor *tg_monitor_start(const tg_program *p, const tg_options *o, int64_t samples_per_run);
+tg_monitor *tg_monitor_start(const tg_program *p, int64_t samples_per_run);
 /* After each host step: count it and refresh the record when due. */
 void tg_monitor_step(tg_monitor *m);
 /* Remove the record and free; NULL is a no-op. */

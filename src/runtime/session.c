@@ -260,9 +260,9 @@ static int parse_output_mode(const char *m, bool training)
 }
 
 /* The engine options trace.* switch host tracing on like TILEGRAPH_TRACE. */
-static tg_status configure_trace(const tg_options *o)
+static tg_status configure_trace(const tg_config *c)
 {
-    if (!tg_options_get_int(o, "trace.enable"))
+    if (!c->trace.enable)
         return TG_OK;
     tg_json_writer w;
     tg_json_writer_init(&w);
@@ -270,11 +270,11 @@ static tg_status configure_trace(const tg_options *o)
     tg_json_key(&w, "enable");
     tg_json_string(&w, "true");
     tg_json_key(&w, "directory");
-    tg_json_string(&w, tg_options_get_string(o, "trace.directory"));
+    tg_json_string(&w, c->trace.directory);
     tg_json_key(&w, "channels");
     tg_json_begin_array(&w);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", tg_options_get_string(o, "trace.channels"));
+    snprintf(buf, sizeof buf, "%s", c->trace.channels);
     char *save = NULL;
     for (char *ch = strtok_r(buf, ",", &save); ch; ch = strtok_r(NULL, ",", &save))
         tg_json_string(&w, ch);
@@ -313,24 +313,22 @@ static tg_status effective_options(const tg_options *opts, tg_options **out)
     return TG_OK;
 }
 
-static tg_status start_profiling(tg_session *s, const tg_options *o)
+static tg_status start_profiling(tg_session *s)
 {
-    bool all = tg_options_get_int(o, "autoReport.all") != 0;
-    bool graph = all || tg_options_get_int(o, "autoReport.outputGraphProfile") != 0;
-    bool execution = all || tg_options_get_int(o, "autoReport.outputExecutionProfile") != 0;
+    const tg_config *c = &s->program->config;
+    bool graph = c->report.graph, execution = c->report.execution;
     /* host tracing on the engine channel also wants the devices' steps */
     s->trace_devices = tg_trace_channel_enabled(tg_trace_channel_get("engine"));
     if (!graph && !execution && !s->trace_devices)
         return TG_OK;
     const tg_program *p = s->program;
     if (graph || execution) {
-        TG_TRY(tg_profile_open(tg_options_get_string(o, "autoReport.directory"), p, o, execution,
-                               &s->profile));
+        TG_TRY(tg_profile_open(c->report.directory, p, execution, &s->profile));
         TG_TRY(tg_session_dist_profile_meta(s));
     }
     if (!execution && !s->trace_devices)
         return TG_OK;
-    s->runs_to_record = tg_options_get_int(o, "autoReport.executionProfileProgramRunCount");
+    s->runs_to_record = c->report.run_count;
     int n = n_arenas(s);
     s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
     if (!s->recorders)
@@ -359,16 +357,6 @@ static tg_status start_profiling(tg_session *s, const tg_options *o)
     return TG_OK;
 }
 
-/* Samples one host step consumes, from the first host-stream input (0 for a
- * graph without one), for the monitor's samples/s. */
-static int64_t samples_per_run(const tg_session *s)
-{
-    for (int i = 0; i < s->graph->n_nodes; i++)
-        if (s->graph->nodes[i]->role == TG_ROLE_INPUT)
-            return tg_session_samples_per_run(s, s->graph->nodes[i]);
-    return 0;
-}
-
 tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
 {
     *out = NULL;
@@ -387,36 +375,33 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     static uint64_t sessions; /* link ids of host steps are unique across sessions */
     s->link_base = __atomic_add_fetch(&sessions, 1, __ATOMIC_RELAXED) << 32;
     tg_options *opts = NULL;
+    tg_config cfg = {0}; /* read once; the program keeps a copy, read after compiling */
     tg_status st = tg_trace_configure_env();
     if (st == TG_OK)
         st = effective_options(user_opts, &opts);
     if (st == TG_OK)
-        st = configure_trace(opts);
+        st = tg_config_read(opts, &cfg);
+    tg_options_destroy(opts);
     if (st == TG_OK)
-        st = tg_session_dist_options(s, opts);
+        st = configure_trace(&cfg);
+    if (st == TG_OK)
+        st = tg_session_dist_options(s, &cfg);
     if (st != TG_OK) {
-        tg_options_destroy(opts);
+        tg_config_free(&cfg);
         tg_session_destroy(s);
         return st;
     }
-    s->seed = (uint64_t)tg_options_get_int(opts, "randomSeed");
-    s->check_nan = tg_options_get_int(opts, "debug.checkNaN") != 0;
+    s->seed = cfg.seed;
+    s->check_nan = cfg.debug.check_nan;
     if (st == TG_OK) {
         TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
-        st = tg_session_dist_compile(g, opts, &s->program);
+        st = tg_session_dist_compile(g, &cfg, &s->program);
     }
+    tg_config_free(&cfg);
     if (st == TG_OK) {
         const tg_program *p = s->program;
-        s->output_mode = parse_output_mode(tg_options_get_string(opts, "outputMode"), p->training);
-        s->output_period = (int)tg_options_get_int(opts, "outputReturnPeriod");
-        if (p->threads_auto && tg_dist_host_instances() > 1) {
-            /* the instances on this host share its cores: N instances of
-             * R/N replicas get the threads one process of R replicas gets
-             * (scratch is planned for the usable cores, so fewer is safe) */
-            int t = tg_threads_default(p->cpu.allowed,
-                                       p->replicas * p->n_devices * tg_dist_host_instances());
-            s->program->n_threads = t < p->n_threads ? t : p->n_threads;
-        }
+        s->output_mode = parse_output_mode(p->config.output.mode, p->training);
+        s->output_period = p->config.output.period;
         if (s->output_mode == TG_OUTPUT_EVERY_N && p->iterations % s->output_period)
             st = tg_error(TG_ERR_CONFIG,
                           "outputMode everyN: deviceIterations (%d) is not a "
@@ -429,13 +414,12 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         if (st == TG_OK)
             st = setup_precision(s);
         if (st == TG_OK)
-            st = start_profiling(s, opts);
+            st = start_profiling(s);
         if (st == TG_OK)
-            st = tg_session_dist_setup(s, opts);
+            st = tg_session_dist_setup(s);
         if (st == TG_OK)
-            s->monitor = tg_monitor_start(p, opts, samples_per_run(s));
+            s->monitor = tg_monitor_start(p, p->samples_per_step);
     }
-    tg_options_destroy(opts);
     if (st == TG_OK)
         st = fill_leaves(s);
     if (st != TG_OK) {
@@ -816,6 +800,11 @@ double tg_session_flops(const tg_session *s)
 size_t tg_session_arena_bytes(const tg_session *s)
 {
     return s->program->arena_bytes * (size_t)s->program->replicas;
+}
+
+int64_t tg_session_samples_per_step(const tg_session *s)
+{
+    return s->program->samples_per_step;
 }
 
 int64_t tg_session_samples_per_run(const tg_session *s, const tg_tensor *input)

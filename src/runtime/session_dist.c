@@ -18,9 +18,10 @@
 #define TG_VERSION "dev"
 #endif
 
-tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
+tg_status tg_session_dist_options(tg_session *s, tg_config *c)
 {
-    int R = (int)tg_options_get_int(opts, "replicationFactor");
+    int R = c->pipeline.replicas;
+    c->threads.host_instances = tg_dist_host_instances();
     int N = tg_dist_instances(), i = tg_dist_instance();
     s->global_replicas = R;
     s->replica_offset = 0;
@@ -32,7 +33,7 @@ tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
                         "of the %d instances; each instance runs replicas / instances of them: "
                         "use --replicas %d or %d",
                         i, N, R, N, R < N ? N : R - R % N, R - R % N + N);
-    if (tg_options_get_int(opts, "TensorLocations.optimizer.replicatedTensorSharding"))
+    if (c->memory.shard_optimizer)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "replicated tensor sharding across %d instances is not supported yet: "
                         "drop the option, or run the %d replicas in one instance",
@@ -40,33 +41,33 @@ tg_status tg_session_dist_options(tg_session *s, tg_options *opts)
     s->replica_offset = i * (R / N);
     char v[16];
     snprintf(v, sizeof v, "%d", N);
-    TG_TRY(tg_options_set(opts, "distributed.instances", v));
+    TG_TRY(tg_config_set(c, "distributed.instances", v));
     snprintf(v, sizeof v, "%d", R / N);
-    return tg_options_set(opts, "replicationFactor", v);
+    return tg_config_set(c, "replicationFactor", v);
 }
 
 /* Instance 0's program, or NULL when it has none or it is not this
  * instance's (another graph or other options: the check at set-up then
  * names the difference). */
-static tg_program *load_from_instance0(const tg_graph *g, const tg_options *opts, void *bytes,
+static tg_program *load_from_instance0(const tg_graph *g, const tg_config *c, void *bytes,
                                        size_t len)
 {
     tg_program *p = NULL;
-    if (bytes && tg_executable_parse(g, opts, bytes, len, "from instance 0", &p) == TG_OK)
-        tg_program_choose_threads(p, opts); /* for this host's cores */
+    if (bytes && tg_executable_parse(g, c, bytes, len, "from instance 0", &p) == TG_OK)
+        tg_program_choose_threads(p); /* for this host's cores */
     return p;
 }
 
-tg_status tg_session_dist_compile(const tg_graph *g, const tg_options *opts, tg_program **out)
+tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out)
 {
     *out = NULL;
     if (tg_dist_instances() < 2)
-        return tg_program_compile_cached(g, opts, out, NULL);
+        return tg_program_compile_cached_config(g, c, out, NULL);
     void *bytes = NULL;
     size_t len = 0;
     if (tg_dist_instance() == 0) {
-        tg_status st = tg_program_compile_cached(g, opts, out, NULL);
-        if (st == TG_OK && tg_executable_serialize(*out, opts, &bytes, &len) != TG_OK)
+        tg_status st = tg_program_compile_cached_config(g, c, out, NULL);
+        if (st == TG_OK && tg_executable_serialize(*out, &bytes, &len) != TG_OK)
             bytes = NULL; /* the others compile for themselves */
         char why[512];
         snprintf(why, sizeof why, "%s", tg_error_message()); /* the broadcast may overwrite it */
@@ -80,11 +81,11 @@ tg_status tg_session_dist_compile(const tg_graph *g, const tg_options *opts, tg_
     tg_trace_begin(ch, "program from instance 0");
     tg_status st = tg_dist_broadcast(&bytes, &len);
     if (st == TG_OK)
-        *out = load_from_instance0(g, opts, bytes, len);
+        *out = load_from_instance0(g, c, bytes, len);
     tg_trace_end(ch);
     TG_TRY(st);
     tg_free(bytes);
-    return *out ? TG_OK : tg_program_compile_cached(g, opts, out, NULL);
+    return *out ? TG_OK : tg_program_compile_cached_config(g, c, out, NULL);
 }
 
 /* The graph as built: every node's op, type, shape, parameters, inputs and name. */
@@ -110,7 +111,7 @@ static uint64_t graph_hash(const tg_graph *g)
 /* The options that shape the training: not where reports and traces go
  * (each instance writes its own). threadsPerDevice counts: the kernels'
  * partitioning over threads changes the last bits. */
-static uint64_t options_hash(const tg_options *o)
+static uint64_t options_hash(const tg_config *c)
 {
     static const char *const skip[] = {"autoReport.", "profiler.", "trace."};
     uint64_t h = TG_DIST_HASH_INIT;
@@ -121,7 +122,7 @@ static uint64_t options_hash(const tg_options *o)
             local |= strncmp(key, skip[j], strlen(skip[j])) == 0;
         if (local)
             continue;
-        const char *v = tg_options_get_string(o, key);
+        const char *v = tg_config_text(c, k);
         h = tg_dist_hash(h, key, strlen(key) + 1);
         h = tg_dist_hash(h, v, strlen(v) + 1);
     }
@@ -137,13 +138,13 @@ static size_t accumulator_bytes(const tg_program *p, int d)
     return n;
 }
 
-tg_status tg_session_dist_setup(tg_session *s, const tg_options *opts)
+tg_status tg_session_dist_setup(tg_session *s)
 {
     if (tg_dist_instances() < 2)
         return TG_OK;
     static const char *const what[] = {"tilegraph version", "model (graph)", "options"};
     uint64_t h[3] = {tg_dist_hash(TG_DIST_HASH_INIT, TG_VERSION, strlen(TG_VERSION)),
-                     graph_hash(s->graph), options_hash(opts)};
+                     graph_hash(s->graph), options_hash(&s->program->config)};
     TG_TRY(tg_dist_agree(what, h, 3,
                          "every instance must run the same tilegraph version with the same "
                          "model and options"));

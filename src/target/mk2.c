@@ -186,13 +186,11 @@ tg_status tg_target_desc_load(const char *path, tg_target_desc *out)
     return s;
 }
 
-tg_status tg_target_from_options(const tg_options *o, bool *tiled, tg_target_desc *out)
+tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out)
 {
-    const char *target = tg_options_get_string(o, "target");
-    *tiled = target && strcmp(target, "mk2") == 0;
     tg_target_mk2(out);
-    if (!*tiled)
+    if (!c->target.tiled)
         return TG_OK;
-    const char *path = tg_options_get_string(o, "targetDescription");
-    return path && *path ? tg_target_desc_load(path, out) : TG_OK;
+    const char *path = c->target.description;
+    return *path ? tg_target_desc_load(path, out) : TG_OK;
 }

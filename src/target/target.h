@@ -10,7 +10,7 @@
 #ifndef TG_TARGET_TARGET_H
 #define TG_TARGET_TARGET_H
 
-#include "tilegraph/options.h"
+#include "core/config.h"
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
@@ -52,9 +52,10 @@ tg_status tg_target_desc_parse(const char *text, size_t len, const char *source,
                                tg_target_desc *out);
 tg_status tg_target_desc_load(const char *path, tg_target_desc *out);
 
-/* From the options: *tiled is false for target "cpu"; for "mk2" *out is the
- * mk2 description, or the file named by "targetDescription" when set. */
-tg_status tg_target_from_options(const tg_options *o, bool *tiled, tg_target_desc *out);
+/* The description of c's target: for a tiled one (c->target.tiled, "mk2")
+ * the file named by targetDescription when set, else the Mk2's (also what
+ * *out holds for "cpu", where nothing reads it). */
+tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out);
 
 /* Per tile memory categories. Variables are exact (the bytes of buffers
  * mapped there; activations at the tile's own peak over live ranges); the

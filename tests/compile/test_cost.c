@@ -6,6 +6,7 @@
 #include "tg_test.h"
 
 #include "compile/cost.h"
+#include "core/error.h"
 #include "tilegraph/graph.h"
 
 #include <stdio.h>
@@ -14,6 +15,16 @@
 #include <unistd.h>
 
 static char dir[256];
+
+/* tg_cost_model_from_config with the options read as the compiler reads them. */
+static tg_status model_of(const tg_options *o, int n_devices, tg_cost_model *m)
+{
+    tg_config c;
+    TG_TRY(tg_config_read(o, &c));
+    tg_status s = tg_cost_model_from_config(&c, n_devices, m);
+    tg_config_free(&c);
+    return s;
+}
 
 static void cache_path(int threads, char *buf, size_t cap)
 {
@@ -80,9 +91,9 @@ static void test_costs_follow_work(void)
     tg_options *o = tg_options_create();
     TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
     tg_cost_model cpu, mk2;
-    TG_CHECK_OK(tg_cost_model_from_options(o, 2, &cpu));
+    TG_CHECK_OK(model_of(o, 2, &cpu));
     TG_CHECK_OK(tg_options_set(o, "target", "mk2"));
-    TG_CHECK_OK(tg_cost_model_from_options(o, 2, &mk2));
+    TG_CHECK_OK(model_of(o, 2, &mk2));
     TG_CHECK(!cpu.tiled && mk2.tiled);
     TG_CHECK(tg_cost_kind_of(TG_OP_CONV2D_BWD_WEIGHT) == TG_COST_CONV);
     TG_CHECK(tg_cost_kind_of(TG_OP_RELU) == TG_COST_MEMORY);

@@ -82,6 +82,27 @@ static void check_same_program(const tg_program *a, const tg_program *b)
     }
 }
 
+/* The executable functions take the options read (core/config.h). */
+static tg_status load_file(const tg_graph *g, const tg_options *o, const char *file,
+                           tg_program **out)
+{
+    tg_config c;
+    *out = NULL;
+    TG_TRY(tg_config_read(o, &c));
+    tg_status s = tg_executable_load(g, &c, file, out);
+    tg_config_free(&c);
+    return s;
+}
+
+static tg_status key_of(const tg_graph *g, const tg_options *o, char key[33])
+{
+    tg_config c;
+    TG_TRY(tg_config_read(o, &c));
+    tg_status s = tg_executable_key(g, &c, key);
+    tg_config_free(&c);
+    return s;
+}
+
 static void test_roundtrip(void)
 {
     const char *targets[] = {"cpu", "mk2"};
@@ -91,8 +112,8 @@ static void test_roundtrip(void)
         tg_options *o = options(targets[t]);
         tg_program *compiled = NULL, *loaded = NULL;
         TG_CHECK_OK(tg_program_compile(mg.graph, o, &compiled));
-        TG_CHECK_OK(tg_executable_save(compiled, o, path("p.tgx")));
-        TG_CHECK_OK(tg_executable_load(mg.graph, o, path("p.tgx"), &loaded));
+        TG_CHECK_OK(tg_executable_save(compiled, path("p.tgx")));
+        TG_CHECK_OK(load_file(mg.graph, o, path("p.tgx"), &loaded));
         if (compiled && loaded)
             check_same_program(compiled, loaded);
         TG_CHECK(access(path("p.tgx.tmp"), F_OK) != 0);
@@ -118,8 +139,8 @@ static void test_kernel_plans_made_again(void)
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     tg_program *compiled = NULL, *loaded = NULL, *other = NULL;
     TG_CHECK_OK(tg_program_compile(mg.graph, o, &compiled));
-    TG_CHECK_OK(tg_executable_save(compiled, o, path("r.tgx")));
-    TG_CHECK_OK(tg_executable_load(mg.graph, o, path("r.tgx"), &loaded));
+    TG_CHECK_OK(tg_executable_save(compiled, path("r.tgx")));
+    TG_CHECK_OK(load_file(mg.graph, o, path("r.tgx"), &loaded));
     int planned = 0;
     for (int i = 0; compiled && loaded && i < mg.graph->n_nodes; i++) {
         TG_CHECK((compiled->plans[i].state == NULL) == (loaded->plans[i].state == NULL));
@@ -128,7 +149,7 @@ static void test_kernel_plans_made_again(void)
     }
     TG_CHECK(planned > 0);
     tg_dnnl_force_mode(TG_DNNL_NEVER, true);
-    TG_CHECK(tg_executable_load(mg.graph, o, path("r.tgx"), &other) == TG_ERR_FORMAT);
+    TG_CHECK(load_file(mg.graph, o, path("r.tgx"), &other) == TG_ERR_FORMAT);
     TG_CHECK(strstr(tg_error_message(), "scratch") != NULL);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
     tg_program_destroy(compiled);
@@ -168,7 +189,10 @@ static tg_status load_bytes(const tg_graph *g, const tg_options *o, const unsign
                             size_t len)
 {
     tg_program *p = NULL;
-    tg_status s = tg_executable_parse(g, o, buf, len, "test.tgx", &p);
+    tg_config c;
+    TG_CHECK_OK(tg_config_read(o, &c));
+    tg_status s = tg_executable_parse(g, &c, buf, len, "test.tgx", &p);
+    tg_config_free(&c);
     TG_CHECK((s == TG_OK) == (p != NULL));
     tg_program_destroy(p);
     return s;
@@ -182,7 +206,7 @@ static void test_corrupt_truncated_stale(void)
     tg_options *o = options("cpu");
     tg_program *p = NULL;
     TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
-    TG_CHECK_OK(tg_executable_save(p, o, path("good.tgx")));
+    TG_CHECK_OK(tg_executable_save(p, path("good.tgx")));
     size_t len = 0;
     unsigned char *good = read_all(path("good.tgx"), &len);
     TG_CHECK(good && len > 200);
@@ -281,7 +305,7 @@ static void test_cache_recompiles(void)
     TG_CHECK(r == TG_CACHE_LOADED);
     tg_program_destroy(p);
     char key[33];
-    TG_CHECK_OK(tg_executable_key(mg.graph, dir, key));
+    TG_CHECK_OK(key_of(mg.graph, dir, key));
     char name[64];
     snprintf(name, sizeof name, "%s.tgx", key);
     TG_CHECK(access(path(name), F_OK) == 0);

@@ -9,6 +9,7 @@
 
 #include "compile/program.h"
 #include "compile/stages.h"
+#include "core/error.h"
 #include "tilegraph/models.h"
 #include "tilegraph/nn.h"
 #include "tilegraph/optim.h"
@@ -60,6 +61,17 @@ static double exhaustive(const tg_stage_atoms *a, const tg_stage_goal *goal, int
     return best;
 }
 
+/* tg_stage_plan_auto with the options read as the compiler reads them. */
+static tg_status plan_auto(const tg_graph *g, const tg_options *o, int n_stages, bool scopes,
+                           tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan)
+{
+    tg_config c;
+    TG_TRY(tg_config_read(o, &c));
+    tg_status s = tg_stage_plan_auto(g, &c, n_stages, scopes, atoms, goal, plan);
+    tg_config_free(&c);
+    return s;
+}
+
 static long binomial(int n, int k)
 {
     long r = 1;
@@ -74,7 +86,7 @@ static void check_dp_exact(const tg_graph *g, int devices, const char *strategy,
     tg_stage_atoms a;
     tg_stage_goal goal;
     tg_stage_plan plan;
-    TG_CHECK_OK(tg_stage_plan_auto(g, o, devices, true, &a, &goal, &plan));
+    TG_CHECK_OK(plan_auto(g, o, devices, true, &a, &goal, &plan));
     TG_CHECK(a.n == 18); /* conv1, bn1 (with relu and pool), 16 bottlenecks (last with fc) */
     /* without a limit, then with one that rules the unconstrained best out */
     for (int limited = 0; limited < 2; limited++) {
@@ -239,7 +251,7 @@ static void test_atom_bytes_and_costs(void)
     tg_stage_atoms a;
     tg_stage_goal goal;
     tg_stage_plan plan;
-    TG_CHECK_OK(tg_stage_plan_auto(g, o, 3, false, &a, &goal, &plan));
+    TG_CHECK_OK(plan_auto(g, o, 3, false, &a, &goal, &plan));
     TG_CHECK(a.n == 3 && a.from_blocks && strcmp(a.names[1], "B2") == 0);
     /* one [8, 32] activation crosses each boundary; nothing after the last */
     TG_CHECK_NEAR(a.cut[0], 8 * 32 * 4, 0);
