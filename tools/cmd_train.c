@@ -276,7 +276,7 @@ typedef struct train_pos {
 } train_pos;
 
 /* The checkpoint of --save, with the loader position for --resume. */
-static tg_status save_checkpoint(const train_args *a, const tg_session *s, const char *model,
+static tg_status save_checkpoint(const train_args *a, tg_session *s, const char *model,
                                  const train_pos *pos)
 {
     char epoch[32], step[32], seed[32], per[32];
@@ -288,7 +288,7 @@ static tg_status save_checkpoint(const train_args *a, const tg_session *s, const
                         "train_seed",  seed,  "train_samples_per_step", per};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
-    TG_TRY(tg_dist_check_weights(s));
+    TG_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
     return tg_checkpoint_save_meta(s, a->save, model, kv, 4);

@@ -63,6 +63,12 @@ TG_API tg_status tg_dist_max_i64(int64_t *values, int n);
  * compared over the instances): fails naming the instances that differ.
  * Batch norm's running statistics are each replica's own and not compared. */
 TG_API tg_status tg_dist_check_weights(const tg_session *s);
+/* Before one instance reads the whole training state (a checkpoint): every
+ * instance calls this. It checks the weights as tg_dist_check_weights does
+ * and, under replicated tensor sharding across instances, gathers the
+ * optimizer state's shards so that tg_session_read and checkpoints see it
+ * whole (until the next host step). */
+TG_API tg_status tg_dist_sync(tg_session *s);
 
 /* Replicas of the whole job (R), and the job's index of this instance's
  * first local replica (instance * R / N); tg_session_replicas gives the

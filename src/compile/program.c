@@ -283,9 +283,10 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order, bool o
         p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, p->storage[t->id]);
         if (p->home[t->id] < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
-        if (shard_optimizer && p->replicas > 1 && is_optimizer_state(g, t)) {
+        int shards = tg_program_shards(p);
+        if (shard_optimizer && shards > 1 && is_optimizer_state(g, t)) {
             tg_buffer *b = &p->buffers[p->home[t->id]];
-            int64_t n = tg_numel(t), shard = (n + p->replicas - 1) / p->replicas;
+            int64_t n = tg_numel(t), shard = (n + shards - 1) / shards;
             b->sharded = true;
             b->bytes = b->stride = (size_t)shard * tg_dtype_size(b->dtype);
         }
@@ -707,7 +708,7 @@ static tg_status compile(tg_program *p)
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
     /* tg_config_read refused offloading together with sharding */
     bool offload = c->memory.offload_optimizer, shard = c->memory.shard_optimizer;
-    if (s == TG_OK && shard && p->replicas > 1)
+    if (s == TG_OK && shard && tg_program_shards(p) > 1)
         s = check_shardable(g);
     if (s == TG_OK)
         s = make_homes(p, order, n_order, offload, shard);

@@ -235,6 +235,15 @@ int tg_program_buffer_on(const tg_program *p, int id, int device);
 
 /* Elements [*begin, *end) of an n-element value that replica r of R holds
  * or updates under replicated tensor sharding (also the all-reduce's share). */
+/* The shards of a buffer under replicated tensor sharding: one per replica
+ * of the whole job, every instance's replicas included (shard k of a
+ * session is its replica_offset + local replica). */
+static inline int tg_program_shards(const tg_program *p)
+{
+    int n = p->config.distributed.instances;
+    return p->replicas * (n > 1 ? n : 1);
+}
+
 static inline void tg_shard_range(int64_t n, int r, int R, int64_t *begin, int64_t *end)
 {
     *begin = n * r / R;

@@ -7,6 +7,7 @@
 #include "ops/op.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
+#include "runtime/session_dist.h"
 #include "runtime/staging.h"
 
 #include <string.h>
@@ -16,6 +17,55 @@ bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, cons
 {
     return tg_is_weight_update(t) && t->n_mutated >= 2 && st->in[1] >= 0 &&
            p->buffers[st->in[1]].sharded;
+}
+
+/* Under an MPI job, after the instance's replicas have their shares (run by
+ * its local replica 0): send the instance's block of every sharded weight
+ * of this device to the others, and copy theirs into every local replica. */
+static bool weights_from_instances(device_ctx *c, int64_t it)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    unsigned char *send = s->dist_send[c->device], *recv = s->dist_recv[c->device];
+    size_t off = 0;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) { /* pack: a block per weight */
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        if (!tg_allreduce_is_sharded_update(p, st, t))
+            continue;
+        int64_t n = tg_numel(t->in[0]), begin, end;
+        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
+        tg_session_dist_block(s, n, tg_dist_instance(), &begin, &end);
+        memcpy(send + off, tg_engine_slot_ptr(s, 0, st->in[0], 0) + (size_t)begin * es,
+               (size_t)(end - begin) * es);
+        off += tg_session_dist_block_cap(s, n, es);
+    }
+    double t0 = tg_engine_now();
+    if (!tg_dist_group_allgather(s->dist, c->device, send, recv, off, &s->abort)) {
+        tg_exchange_fail(s, TG_ERR_IO, "the weights' exchange across instances was abandoned");
+        return false;
+    }
+    tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
+                     (int64_t)off * tg_dist_instances(), 0);
+    size_t at = 0;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) { /* unpack the others' blocks */
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        if (!tg_allreduce_is_sharded_update(p, st, t))
+            continue;
+        int64_t n = tg_numel(t->in[0]);
+        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
+        for (int i = 0; i < tg_dist_instances(); i++) {
+            int64_t begin, end;
+            tg_session_dist_block(s, n, i, &begin, &end);
+            for (int r = 0; r < p->replicas && i != tg_dist_instance(); r++)
+                memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es,
+                       recv + (size_t)i * off + at, (size_t)(end - begin) * es);
+        }
+        at += tg_session_dist_block_cap(s, n, es);
+    }
+    return true;
 }
 
 /* After a sharded update: send this replica's share of each updated weight
@@ -34,7 +84,8 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
             continue;
         any = true;
         int64_t begin, end;
-        tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+        tg_shard_range(tg_numel(t->in[0]), s->replica_offset + c->replica, tg_program_shards(p),
+                       &begin, &end);
         size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
         const unsigned char *mine =
             tg_engine_slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
@@ -46,6 +97,10 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     if (!any)
         return true;
     bool ok = tg_exchange_replica_barrier(s, c->device);
+    if (ok && s->dist) {
+        ok = c->replica != 0 || weights_from_instances(c, it);
+        ok = tg_exchange_replica_barrier(s, c->device) && ok;
+    }
     tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
     return ok;
 }

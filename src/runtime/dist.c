@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "profile/trace_internal.h"
+#include "runtime/session_dist.h"
 #include "runtime/session_state.h"
 
 #include <mpi.h>
@@ -368,6 +369,29 @@ static uint64_t weights_hash(const tg_session *s)
         h = tg_dist_hash(h, d, (size_t)tg_numel(t) * es);
     }
     return h;
+}
+
+tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    if (bytes > INT32_MAX)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "MPI: %zu bytes to gather at once, more than an "
+                        "MPI count holds",
+                        bytes);
+    if (MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD) !=
+        MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: gathering %zu bytes from every instance failed", bytes);
+    return TG_OK;
+}
+
+tg_status tg_dist_sync(tg_session *s)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    TG_TRY(tg_dist_check_weights(s));
+    return tg_session_dist_gather_state(s);
 }
 
 tg_status tg_dist_check_weights(const tg_session *s)

@@ -33,6 +33,10 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
 tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n,
                         const char *advice);
 
+/* Every instance's `bytes` from send into recv ([instance][bytes]), over
+ * the job's communicator: from the session's thread, between host steps. */
+tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes);
+
 /* Instance 0's bytes to every instance. On instance 0, *data and *len are
  * what it sends (*data NULL: it has nothing to send, say its compile
  * failed); on the others they become a copy (the caller's, tg_free) or NULL

@@ -109,7 +109,8 @@ static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_te
 {
     const tg_program *p = c->s->program;
     int64_t begin, end;
-    tg_shard_range(tg_numel(t->in[0]), c->replica, p->replicas, &begin, &end);
+    tg_shard_range(tg_numel(t->in[0]), c->s->replica_offset + c->replica, tg_program_shards(p),
+                   &begin, &end);
     *node = *t;
     for (int k = 0; k < t->n_in; k++) {
         in[k] = *t->in[k];
@@ -448,7 +449,7 @@ static void device_main(device_ctx *c)
         run_steps(c, TG_PHASE_UPDATE, it, 0);
         tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_UPDATE, it, -1, -1, t0, 0,
                          p->devices[c->device].flops[TG_PHASE_UPDATE]);
-        if (p->replicas > 1 && !tg_allreduce_gather_weights(c, it))
+        if (tg_program_shards(p) > 1 && !tg_allreduce_gather_weights(c, it))
             return;
         c->busy += now_s() - t0;
     }

@@ -51,19 +51,22 @@ static size_t stored_bytes(const tg_session *s, const tg_tensor *t)
 
 /* A persistent value as stored (all of it) into dst, gathered from the
  * replicas' shards under replicated tensor sharding, else replica 0's. */
-static void gather_value(const tg_session *s, const tg_tensor *t, unsigned char *dst)
+static tg_status gather_value(const tg_session *s, const tg_tensor *t, unsigned char *dst)
 {
     const tg_buffer *b = home_buffer(s, t);
     if (!b->sharded) {
         memcpy(dst, replica_data(s, 0, t), stored_bytes(s, t));
-        return;
+        return TG_OK;
     }
+    if (s->dist) /* the other instances' shards: gathered by tg_dist_sync */
+        return tg_session_dist_state(s, t, dst);
     size_t es = tg_dtype_size(b->dtype);
     for (int r = 0; r < s->program->replicas; r++) {
         int64_t begin, end;
         tg_shard_range(tg_numel(t), r, s->program->replicas, &begin, &end);
         memcpy(dst + (size_t)begin * es, replica_data(s, r, t), (size_t)(end - begin) * es);
     }
+    return TG_OK;
 }
 
 /* The reverse: every replica gets the value, or its shard of it. */
@@ -73,8 +76,9 @@ static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigne
     size_t es = tg_dtype_size(b->dtype);
     for (int r = 0; r < s->program->replicas; r++) {
         int64_t begin = 0, end = tg_numel(t);
-        if (b->sharded)
-            tg_shard_range(tg_numel(t), r, s->program->replicas, &begin, &end);
+        if (b->sharded) /* this instance's replicas hold shards replica_offset + r */
+            tg_shard_range(tg_numel(t), s->replica_offset + r, tg_program_shards(s->program),
+                           &begin, &end);
         memcpy(replica_data(s, r, t), src + (size_t)begin * es, (size_t)(end - begin) * es);
     }
 }
@@ -109,10 +113,11 @@ static tg_status read_value(const tg_session *s, const tg_tensor *t, void *data)
     unsigned char *tmp = tg_malloc(stored_bytes(s, t) + 1);
     if (!tmp)
         return tg_error(TG_ERR_NOMEM, "session: out of memory reading '%s'", t->name);
-    gather_value(s, t, tmp);
-    tg_convert(tmp, stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
+    tg_status st = gather_value(s, t, tmp);
+    if (st == TG_OK)
+        tg_convert(tmp, stored_as(s, t), data, t->dtype, (size_t)tg_numel(t));
     tg_free(tmp);
-    return TG_OK;
+    return st;
 }
 
 /* Initial values are drawn in f32 (the same numbers whatever the storage). */
@@ -742,8 +747,7 @@ tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *ds
 {
     if (!replica_data(s, 0, t))
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is not stored", t ? t->name : "(null)");
-    gather_value(s, t, dst);
-    return TG_OK;
+    return gather_value(s, t, dst);
 }
 
 tg_status tg_session_value_in(tg_session *s, const tg_tensor *t, const void *src)

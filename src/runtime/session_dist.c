@@ -7,6 +7,7 @@
 #include "core/alloc.h"
 #include "compile/program.h"
 #include "core/error.h"
+#include "runtime/allreduce.h"
 #include "runtime/dist.h"
 #include "tilegraph/trace.h"
 
@@ -33,11 +34,6 @@ tg_status tg_session_dist_options(tg_session *s, tg_config *c)
                         "of the %d instances; each instance runs replicas / instances of them: "
                         "use --replicas %d or %d",
                         i, N, R, N, R < N ? N : R - R % N, R - R % N + N);
-    if (c->memory.shard_optimizer)
-        return tg_error(TG_ERR_UNSUPPORTED,
-                        "replicated tensor sharding across %d instances is not supported yet: "
-                        "drop the option, or run the %d replicas in one instance",
-                        N, R);
     s->replica_offset = i * (R / N);
     char v[16];
     snprintf(v, sizeof v, "%d", N);
@@ -138,6 +134,37 @@ static size_t accumulator_bytes(const tg_program *p, int d)
     return n;
 }
 
+void tg_session_dist_block(const tg_session *s, int64_t n, int instance, int64_t *begin,
+                           int64_t *end)
+{
+    int S = tg_program_shards(s->program), Rl = s->program->replicas;
+    int64_t unused;
+    tg_shard_range(n, instance * Rl, S, begin, &unused);
+    tg_shard_range(n, (instance + 1) * Rl - 1, S, &unused, end);
+}
+
+size_t tg_session_dist_block_cap(const tg_session *s, int64_t n, size_t elem_bytes)
+{
+    return (size_t)(n / tg_dist_instances() + 1) * elem_bytes;
+}
+
+/* Bytes of device d's sharded weights' instance blocks: what the gather of
+ * the updated weights sends after each update. */
+static size_t sharded_weight_bytes(const tg_session *s, int d)
+{
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[d];
+    size_t n = 0;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        if (tg_allreduce_is_sharded_update(p, st, t))
+            n += tg_session_dist_block_cap(s, tg_numel(t->in[0]),
+                                           tg_dtype_size(p->buffers[st->in[0]].dtype));
+    }
+    return n;
+}
+
 tg_status tg_session_dist_setup(tg_session *s)
 {
     if (tg_dist_instances() < 2)
@@ -157,9 +184,13 @@ tg_status tg_session_dist_setup(tg_session *s)
     if (!s->dist_send || !s->dist_recv)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the all-reduce buffers");
     for (int d = 0; d < p->n_devices; d++) {
-        size_t one = accumulator_bytes(p, d);
-        s->dist_send[d] = tg_malloc(one * (size_t)p->replicas + 1);
-        s->dist_recv[d] = tg_malloc(one * (size_t)s->global_replicas + 1);
+        size_t one = accumulator_bytes(p, d), weights = sharded_weight_bytes(s, d);
+        size_t send = one * (size_t)p->replicas, recv = one * (size_t)s->global_replicas;
+        send = weights > send ? weights : send;
+        recv = weights * (size_t)tg_dist_instances() > recv ? weights * (size_t)tg_dist_instances()
+                                                            : recv;
+        s->dist_send[d] = tg_malloc(send + 1);
+        s->dist_recv[d] = tg_malloc(recv + 1);
         if (!s->dist_send[d] || !s->dist_recv[d])
             return tg_error(TG_ERR_NOMEM,
                             "session: out of memory for the all-reduce buffers of device %d "
@@ -180,6 +211,10 @@ void tg_session_dist_free(tg_session *s)
     }
     tg_free(s->dist_send);
     tg_free(s->dist_recv);
+    for (int i = 0; s->dist_state && i < s->graph->n_nodes; i++)
+        tg_free(s->dist_state[i]);
+    tg_free(s->dist_state);
+    s->dist_state = NULL;
     tg_dist_group_destroy(s->dist);
     s->dist = NULL;
 }
@@ -211,5 +246,77 @@ tg_status tg_session_dist_profile_meta(tg_session *s)
         snprintf(v, sizeof v, "%d", rows[i].value);
         TG_TRY(tg_profile_set_meta(s->profile, rows[i].key, v));
     }
+    return TG_OK;
+}
+
+/* ---- replicated tensor sharding across instances ------------------------------ */
+
+static bool is_sharded(const tg_session *s, const tg_tensor *t)
+{
+    int b = s->program->home[t->id];
+    return b >= 0 && s->program->buffers[b].sharded;
+}
+
+/* Gather one sharded value over the instances into its whole copy. */
+static tg_status gather_one(tg_session *s, const tg_tensor *t, unsigned char *send,
+                            unsigned char *recv, size_t cap)
+{
+    const tg_program *p = s->program;
+    size_t es = tg_dtype_size(p->storage[t->id]);
+    int64_t n = tg_numel(t), S = tg_program_shards(p);
+    for (int r = 0; r < p->replicas; r++) { /* this instance's block, shard after shard */
+        int64_t begin, end, first, unused;
+        tg_shard_range(n, s->replica_offset + r, (int)S, &begin, &end);
+        tg_session_dist_block(s, n, tg_dist_instance(), &first, &unused);
+        memcpy(send + (size_t)(begin - first) * es, tg_engine_slot_ptr(s, r, p->home[t->id], 0),
+               (size_t)(end - begin) * es);
+    }
+    TG_TRY(tg_dist_allgather(send, recv, cap));
+    unsigned char *whole = s->dist_state[t->id];
+    if (!whole && !(whole = s->dist_state[t->id] = tg_malloc((size_t)n * es + 1)))
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering '%s'", t->name);
+    for (int i = 0; i < tg_dist_instances(); i++) {
+        int64_t begin, end;
+        tg_session_dist_block(s, n, i, &begin, &end);
+        memcpy(whole + (size_t)begin * es, recv + (size_t)i * cap, (size_t)(end - begin) * es);
+    }
+    return TG_OK;
+}
+
+tg_status tg_session_dist_gather_state(tg_session *s)
+{
+    const tg_graph *g = s->graph;
+    if (!s->dist || !s->program->config.memory.shard_optimizer)
+        return TG_OK;
+    if (!s->dist_state && !(s->dist_state = tg_calloc((size_t)g->n_nodes, sizeof *s->dist_state)))
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering the sharded state");
+    tg_status st = TG_OK;
+    for (int i = 0; st == TG_OK && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!is_sharded(s, t))
+            continue;
+        size_t cap =
+            tg_session_dist_block_cap(s, tg_numel(t), tg_dtype_size(s->program->storage[i]));
+        unsigned char *send = tg_malloc(cap + 1);
+        unsigned char *recv = tg_malloc(cap * (size_t)tg_dist_instances() + 1);
+        st = send && recv ? gather_one(s, t, send, recv, cap)
+                          : tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering '%s'", t->name);
+        tg_free(send);
+        tg_free(recv);
+    }
+    s->dist_state_step = st == TG_OK ? s->step : -1;
+    return st;
+}
+
+tg_status tg_session_dist_state(const tg_session *s, const tg_tensor *t, unsigned char *dst)
+{
+    if (!s->dist_state || !s->dist_state[t->id] || s->dist_state_step != s->step)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "session: '%s' is sharded over the replicas of every instance of the "
+                        "job; every instance calls tg_dist_sync before one of them reads it "
+                        "(as before a checkpoint)",
+                        t->name);
+    memcpy(dst, s->dist_state[t->id],
+           (size_t)tg_numel(t) * tg_dtype_size(s->program->storage[t->id]));
     return TG_OK;
 }

@@ -109,6 +109,11 @@ struct tg_session {
     int global_replicas, replica_offset;
     struct tg_dist_group *dist;
     unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
+    /* replicated tensor sharding across instances: each sharded value whole
+     * (per node id; NULL when not sharded), as tg_dist_sync gathered it
+     * after host step dist_state_step (-1: never) */
+    unsigned char **dist_state;
+    int64_t dist_state_step;
 };
 
 /* Seconds on the monotonic clock. */

@@ -3,7 +3,11 @@
 # (docs/distributed.md): 2 instances x 1 replica train bit for bit as 1
 # instance x 2 replicas, and so do 2 instances x 4 pipelined stages; N not
 # dividing R is refused; a killed instance ends the job within 10 s; instances
-# with different options are refused at start, naming the difference.
+# with different options are refused at start, naming the difference; one
+# instance compiles and the other loads; the job's trace and profiles are
+# seen together; optimizer state sharded over both instances trains,
+# checkpoints and resumes as one process; a stop signal ends every instance
+# after the same host step with a checkpoint.
 # usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
 T=$1
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
@@ -96,7 +100,22 @@ grep -h "^epoch 1" one.log | sed 's/, [0-9]* samples.*//' >one.epoch
 grep -h "^epoch 1" two.log | sed 's/, [0-9]* samples.*//' >two.epoch
 [ -s one.epoch ] && cmp -s one.epoch two.epoch || fail "the job reports other figures than one process: $(cat one.epoch two.epoch)"
 
-# 7. SIGTERM to one instance stops every instance after the same host step:
+# 7. replicated tensor sharding across instances: the optimizer state of 4
+#    replicas sharded over 2 instances x 2 replicas trains, checkpoints (the
+#    state gathered whole) and resumes as one process of 4 replicas
+S="--optimizer adamw --lr 0.001 --engine-option TensorLocations.optimizer.replicatedTensorSharding=true --replicas 4"
+$T train $COMMON $S --save rts1.safetensors >rts1.log 2>&1 || fail "sharded state, one process"
+timeout 120 $MPI $T train $COMMON $S --save rts2.safetensors >rts2.log 2>&1 ||
+    fail "sharded state over 2 instances"
+cmp rts1.safetensors rts2.safetensors || fail "sharded over instances differs from one process"
+grep -q "exp_avg_sq" rts2.safetensors || fail "the checkpoint holds no optimizer state"
+timeout 120 $MPI $T train $COMMON $S --max-steps 3 --save rts3.safetensors >rts3.log 2>&1 ||
+    fail "sharded state over 2 instances, stopped early"
+timeout 120 $MPI $T train $COMMON $S --resume rts3.safetensors --save rts4.safetensors \
+    >rts4.log 2>&1 || fail "sharded state over 2 instances, resumed"
+cmp rts1.safetensors rts4.safetensors || fail "a resumed sharded job differs from one run"
+
+# 8. SIGTERM to one instance stops every instance after the same host step:
 #    instance 0 writes the checkpoint, the job ends in order (143), no hang
 timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
     --test-limit 16 --quiet --save stop.safetensors >stop.log 2>&1 &
