@@ -233,7 +233,8 @@ static tg_status allocate(tg_session *s, int threads)
     for (int b = 0; b < p->n_buffers; b++)
         for (int r = 0; p->buffers[b].offloaded && r < p->replicas; r++)
             if (!(s->host_state[b * p->replicas + r] = tg_calloc(1, p->buffers[b].bytes)))
-                return tg_error(TG_ERR_NOMEM, "session: out of host memory for offloaded '%s'",
+                return tg_error(TG_ERR_NOMEM,
+                                "session: out of memory for the host copy of offloaded '%s'",
                                 s->graph->nodes[p->buffers[b].node]->name);
     int64_t count = tg_session_stream_count(s);
     for (int d = 0; d < p->n_devices; d++) {

@@ -17,18 +17,25 @@ typedef struct {
     tg_tensor *x, *labels, *logits, *loss;
 } mlp;
 
-/* A two-layer MLP with a cross-entropy loss. */
-static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
+/* A two-layer MLP with a cross-entropy loss; with `blocks`, a block per
+ * layer (B1, B2) to pipeline over two devices. */
+static tg_graph *build_mlp_ex(mlp *m, int batch, const tg_optimizer *opt, bool blocks)
 {
     tg_graph *g = tg_graph_create();
     m->x = tg_input(g, "x", TG_F32, tg_shape2(batch, 12));
     m->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    if (blocks)
+        tg_block_begin(g, "B1");
     tg_tensor *w1 = tg_param(g, "w1", tg_shape2(16, 12), (tg_init){TG_INIT_FAN_IN_UNIFORM, 12, 0});
     tg_tensor *b1 = tg_param(g, "b1", tg_shape1(16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 12, 0});
-    tg_tensor *w2 = tg_param(g, "w2", tg_shape2(5, 16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 16, 0});
     tg_tensor *h = tg_relu(g, tg_linear(g, m->x, w1, b1));
+    if (blocks)
+        tg_block_begin(g, "B2");
+    tg_tensor *w2 = tg_param(g, "w2", tg_shape2(5, 16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 16, 0});
     m->logits = tg_linear(g, h, w2, NULL);
     m->loss = tg_cross_entropy(g, m->logits, m->labels);
+    if (blocks)
+        tg_block_end(g);
     tg_tensor_mark_output(m->logits);
     tg_tensor_mark_output(m->loss);
     if (opt) {
@@ -37,6 +44,11 @@ static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
     }
     TG_CHECK_OK(tg_graph_status(g));
     return g;
+}
+
+static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
+{
+    return build_mlp_ex(m, batch, opt, false);
 }
 
 static void fill(float *x, int32_t *y, int batch, int step)
@@ -223,13 +235,14 @@ static tg_status create_and_step(tg_graph *g, const tg_options *o, const mlp *m,
 /* Fail allocation 1, 2, .. N in turn, N being what a clean create and
  * step ask for: each must give TG_ERR_NOMEM with a message saying so, and
  * destroying what was made must free every byte. With `best_effort`, a
- * failure may also leave the session working (TG_OK): the monitor's
- * registry record is optional by design and only warned about. */
+ * failure may also leave the session working (TG_OK), in the parts that are
+ * optional by design: the monitor's registry record (a warning), removing
+ * stale temporary files. */
 static void session_fails_cleanly(const char *const *kv, bool best_effort)
 {
-    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.9f);
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
     mlp m;
-    tg_graph *g = build_mlp(&m, 4, &opt);
+    tg_graph *g = build_mlp_ex(&m, 4, &opt, true);
     tg_options *o = tg_options_create();
     for (int i = 0; kv[i]; i += 2)
         TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
@@ -276,6 +289,31 @@ static void test_allocation_failures(void)
     /* two threads per device: a pool with a worker thread */
     session_fails_cleanly((const char *[]){"threadsPerDevice", "2", "monitor.enable", "0", NULL},
                           false);
+    /* two stages: exchange buffers, flow control, recomputation */
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "executionStrategy",
+                                           "pipelined", "Training.gradientAccumulation", "4",
+                                           "recomputation", "pipeline", "monitor.enable", "0",
+                                           NULL},
+                          false);
+    /* half storage, the loss scale, optimizer state in host memory */
+    session_fails_cleanly(
+        (const char *[]){"threadsPerDevice", "1", "precision", "16.16", "lossScaling", "dynamic",
+                         "TensorLocations.optimizer.onChip", "0", "monitor.enable", "0", NULL},
+        false);
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "replicationFactor", "2",
+                                           "TensorLocations.optimizer.replicatedTensorSharding",
+                                           "1", "monitor.enable", "0", NULL},
+                          false);
+    /* the profile: its files and the recorders of the execution profile
+     * (removing a dead process's temporary files is best effort) */
+    char dir[] = "/tmp/tg_session_faults_XXXXXX";
+    if (TG_MKDTEMP(dir)) {
+        session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "autoReport.all", "true",
+                                               "autoReport.directory", dir, "monitor.enable", "0",
+                                               NULL},
+                              true);
+        tg_test_remove_dir(dir);
+    }
     session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "monitor.enable", "1", NULL},
                           true);
 }
