@@ -349,12 +349,22 @@ typedef struct reader {
     size_t len, pos;
     const char *path;
     const char *bad; /* the first thing found wrong, or NULL */
+    bool nomem;      /* ... which was no memory for it, not the file */
 } reader;
 
 static void fail(reader *r, const char *what)
 {
     if (!r->bad)
         r->bad = what;
+}
+
+/* Out of memory is not a fault of the file: the caller says TG_ERR_NOMEM,
+ * not TG_ERR_FORMAT (which the cache takes for a damaged file). */
+static void fail_nomem(reader *r)
+{
+    if (!r->bad)
+        r->nomem = true;
+    fail(r, "out of memory");
 }
 
 static void get(reader *r, void *out, size_t n)
@@ -402,7 +412,7 @@ static void *get_array(reader *r, int64_t want, size_t elem, int *count, const c
         *count = (int)n;
     void *out = tg_calloc((size_t)n + 1, elem);
     if (!out) {
-        fail(r, "out of memory");
+        fail_nomem(r);
         return NULL;
     }
     get(r, out, (size_t)n * elem);
@@ -426,7 +436,7 @@ static void get_schedule(reader *r, tg_program *p)
     s->ops = tg_calloc((size_t)n_dev + 1, sizeof *s->ops);
     s->n_ops = tg_calloc((size_t)n_dev + 1, sizeof *s->n_ops);
     if (!s->ops || !s->n_ops) {
-        fail(r, "out of memory");
+        fail_nomem(r);
         return;
     }
     s->n_devices = n_dev;
@@ -532,15 +542,19 @@ static void get_tile_plan(reader *r, tg_program *p)
         return;
     tg_tile_plan *tp = tg_calloc(1, sizeof *tp);
     if (!tp) {
-        fail(r, "out of memory");
+        fail_nomem(r);
         return;
     }
     p->tile_plan = tp;
     tp->n_devices = p->n_devices;
     tp->devices = tg_calloc((size_t)p->n_devices + 1, sizeof *tp->devices);
+    if (!tp->devices) {
+        fail_nomem(r);
+        return;
+    }
     get(r, &tp->target, sizeof tp->target);
     int tiles = tp->target.tiles;
-    if (!tp->devices || tiles < 1 || tiles > (1 << 20)) {
+    if (tiles < 1 || tiles > (1 << 20)) {
         fail(r, "a bad tile count");
         return;
     }
@@ -602,7 +616,7 @@ static void get_program(reader *r, tg_program *p)
         return;
     p->devices = tg_calloc((size_t)p->n_devices, sizeof *p->devices);
     if (!p->devices) {
-        fail(r, "out of memory");
+        fail_nomem(r);
         return;
     }
     for (int d = 0; d < p->n_devices && !r->bad; d++)
@@ -681,11 +695,12 @@ tg_status tg_executable_parse(const tg_graph *g, const tg_config *c, const void 
         tg_program_destroy(p);
         return tg_error(TG_ERR_NOMEM, "executable %s: out of memory", path);
     }
-    reader r = {(const unsigned char *)data + HEADER_BYTES, len - HEADER_BYTES, 0, path, NULL};
+    reader r = {
+        (const unsigned char *)data + HEADER_BYTES, len - HEADER_BYTES, 0, path, NULL, false};
     get_program(&r, p);
     if (r.bad) {
         tg_program_destroy(p);
-        return tg_error(TG_ERR_FORMAT, "executable %s: %s", path, r.bad);
+        return tg_error(r.nomem ? TG_ERR_NOMEM : TG_ERR_FORMAT, "executable %s: %s", path, r.bad);
     }
     tg_status s = tg_program_plan_loaded(p);
     if (s != TG_OK) {

@@ -15,6 +15,7 @@
 static atomic_llong live_bytes;
 static atomic_llong peak_bytes;
 static atomic_llong fail_countdown;
+static atomic_llong calls;
 
 static int should_fail(void)
 {
@@ -36,6 +37,7 @@ static void count(long long delta)
 
 void *tg_malloc(size_t size)
 {
+    atomic_fetch_add(&calls, 1);
     if (should_fail() || size > SIZE_MAX - TG_ALLOC_HEADER)
         return NULL;
     void *raw = NULL;
@@ -109,6 +111,10 @@ int64_t tg_alloc_peak_bytes(void)
 void tg_alloc_reset_peak(void)
 {
     atomic_store(&peak_bytes, atomic_load(&live_bytes));
+}
+int64_t tg_alloc_count(void)
+{
+    return atomic_load(&calls);
 }
 void tg_alloc_fail_after(int64_t n)
 {

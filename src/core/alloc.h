@@ -23,6 +23,9 @@ int64_t tg_alloc_live_bytes(void);
 int64_t tg_alloc_peak_bytes(void);
 void tg_alloc_reset_peak(void);
 
+/* Allocations asked for so far (failed ones too): a test counts a clean
+ * run's, then fails each of them in turn with tg_alloc_fail_after. */
+int64_t tg_alloc_count(void);
 /* Make the n-th allocation from now fail (n >= 1); 0 switches it off. For tests. */
 void tg_alloc_fail_after(int64_t n);
 

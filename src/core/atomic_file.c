@@ -17,7 +17,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,12 +51,12 @@ static tg_status not_regular(const char *path, unsigned mode)
 
 /* ---- names ------------------------------------------------------------------------- */
 
-/* The directory holding `path` ("." for a bare name), newly allocated. */
-static char *parent_dir(const char *path)
+/* The directory holding `path` ("." for a bare name) into dir[cap], which
+ * must hold strlen(path) + 2 bytes; false when it cannot. */
+static bool parent_dir_into(const char *path, char *dir, size_t cap)
 {
-    char *dir = tg_malloc(strlen(path) + 2);
-    if (!dir)
-        return NULL;
+    if (strlen(path) + 2 > cap)
+        return false;
     strcpy(dir, path);
     char *slash = strrchr(dir, '/');
     if (!slash)
@@ -63,6 +65,16 @@ static char *parent_dir(const char *path)
         dir[1] = '\0';
     else
         *slash = '\0';
+    return true;
+}
+
+/* The same, newly allocated. */
+static char *parent_dir(const char *path)
+{
+    size_t cap = strlen(path) + 2;
+    char *dir = tg_malloc(cap);
+    if (dir)
+        parent_dir_into(path, dir, cap);
     return dir;
 }
 
@@ -137,8 +149,9 @@ int tg_atomic_file_clean_stale(const char *path)
 {
     if (!path || !*path)
         return 0;
-    char *dir = parent_dir(path);
-    if (!dir)
+    /* on the stack: a clean-up that needs no memory cannot be skipped for the lack of it */
+    char dir[PATH_MAX], full[PATH_MAX];
+    if (!parent_dir_into(path, dir, sizeof dir))
         return 0;
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
@@ -152,17 +165,12 @@ int tg_atomic_file_clean_stale(const char *path)
         /* ESRCH: no such process. EPERM means it runs under another user. */
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
-        size_t n = strlen(dir) + strlen(e->d_name) + 2;
-        char *full = tg_malloc(n);
-        if (!full)
-            break;
-        snprintf(full, n, "%s/%s", dir, e->d_name);
+        if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= sizeof full)
+            continue;
         removed += unlink(full) == 0;
-        tg_free(full);
     }
     if (d)
         closedir(d);
-    tg_free(dir);
     return removed;
 }
 
@@ -235,9 +243,9 @@ tg_status tg_atomic_file_open(const char *path, tg_atomic_file *af)
  * systems refuse fsync on a directory (EINVAL); that is not a failure. */
 static tg_status sync_dir(const char *path)
 {
-    char *dir = parent_dir(path);
-    if (!dir)
-        return TG_OK; /* the data is renamed and synced; only durability of the name is at stake */
+    char dir[PATH_MAX]; /* on the stack: durability must not depend on free memory */
+    if (!parent_dir_into(path, dir, sizeof dir))
+        return TG_OK; /* no such path opens; the data is renamed and synced */
     tg_status s = TG_OK;
     int fd = open(dir, O_RDONLY | O_CLOEXEC | O_DIRECTORY);
     if (fd >= 0) {
@@ -246,7 +254,6 @@ static tg_status sync_dir(const char *path)
                          dir, strerror(errno));
         close(fd);
     }
-    tg_free(dir);
     return s;
 }
 

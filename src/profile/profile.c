@@ -362,9 +362,12 @@ static tg_status write_predicted(tg_profile *pf)
         return tg_error(TG_ERR_NOMEM, "profile: out of memory");
     tg_sim_result r;
     tg_status s = TG_OK;
-    if (!stage_costs(p, &cost, c) || tg_schedule_simulate_costs(&p->schedule, c, &r) != TG_OK) {
+    if (!stage_costs(p, &cost, c) ||
+        (s = tg_schedule_simulate_costs(&p->schedule, c, &r)) != TG_OK) {
         tg_free(c);
-        return TG_OK;
+        /* a schedule the simulator cannot take leaves the table empty; a
+         * simulation cut short by memory would leave it so silently */
+        return s == TG_ERR_NOMEM ? s : TG_OK;
     }
     sqlite3_stmt *st = prepare(pf, "INSERT INTO predicted_trace VALUES(?,?,?,?,?)");
     if (!st)
@@ -1026,9 +1029,11 @@ tg_status tg_profile_close(tg_profile *pf, const tg_profile_recorder *recorders)
         sqlite3_stmt *st = prepare(pf, "UPDATE ops SET calls = ?, total_ns = ? WHERE id = ?");
         for (int n = 0; status == TG_OK && st && n < p->graph->n_nodes; n++) {
             int64_t calls = 0, ns = 0;
+            /* a session whose create ran out of memory may have made only
+             * some recorders' counts; those hold none */
             for (int i = 0; i < p->replicas * p->n_devices; i++) {
-                calls += recorders[i].op_calls[n];
-                ns += recorders[i].op_ns[n];
+                calls += recorders[i].op_calls ? recorders[i].op_calls[n] : 0;
+                ns += recorders[i].op_ns ? recorders[i].op_ns[n] : 0;
             }
             if (calls)
                 status = insert(pf, st, "iii", calls, ns, (int64_t)n);

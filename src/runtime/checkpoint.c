@@ -250,20 +250,6 @@ static tg_status match_tensor(const tg_safetensors *f, const tg_tensor *t, const
     return st;
 }
 
-/* The file's values, converted to the session's storage type, into every
- * replica (or its shard). */
-static tg_status load_value(tg_session *s, const tg_tensor *t, const void *data, tg_dtype saved)
-{
-    tg_dtype stored = tg_session_storage_dtype(s, t);
-    void *tmp = tg_malloc((size_t)tg_numel(t) * tg_dtype_size(stored) + 1);
-    if (!tmp)
-        return tg_error(TG_ERR_NOMEM, "checkpoint: out of memory for '%s'", t->name);
-    tg_convert(data, saved, tmp, stored, (size_t)tg_numel(t));
-    tg_status st = tg_session_value_in(s, t, tmp);
-    tg_free(tmp);
-    return st;
-}
-
 /* A metadata integer written by tg_checkpoint_save: digits only, in
  * [0, max]; *out is kept when the key is absent (an older checkpoint).
  * Anything else means the file was edited or damaged. */
@@ -358,6 +344,34 @@ tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model)
     return tg_checkpoint_load_ex(s, path, model, 0);
 }
 
+/* One tensor of the file found and checked for the session, to be copied. */
+typedef struct {
+    const void *data; /* NULL: the file does not have it */
+    tg_dtype saved;
+    void *owned; /* data assembled from several tensors of the file */
+} found_value;
+
+/* Every saved tensor matched and checked, and the largest stored size, with
+ * nothing in the session touched yet. */
+static tg_status check_all(const tg_safetensors *f, const tg_session *s, unsigned flags,
+                           found_value *found, size_t *most)
+{
+    const tg_graph *g = tg_session_graph(s);
+    *most = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!is_saved(s, t))
+            continue;
+        found[i].saved = t->dtype;
+        TG_TRY(match_tensor(f, t, &found[i].data, &found[i].saved, &found[i].owned));
+        if (!(flags & TG_CHECKPOINT_ALLOW_NON_FINITE))
+            TG_TRY(check_finite(f, t, found[i].data, found[i].saved));
+        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(s, t));
+        *most = bytes > *most ? bytes : *most;
+    }
+    return TG_OK;
+}
+
 tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *model, unsigned flags)
 {
     tg_safetensors *f = NULL;
@@ -368,25 +382,34 @@ tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *mod
         st = tg_error(TG_ERR_CONFIG, "%s: is a checkpoint of model '%s', not '%s'", path,
                       saved_model, model);
     const tg_graph *g = tg_session_graph(s);
-    /* first validate everything, then copy */
-    for (int pass = 0; pass < 2 && st == TG_OK; pass++) {
-        for (int i = 0; i < g->n_nodes && st == TG_OK; i++) {
-            const tg_tensor *t = g->nodes[i];
-            const void *data = NULL;
-            void *owned = NULL;
-            tg_dtype saved = t->dtype;
-            if (!is_saved(s, t))
-                continue;
-            st = match_tensor(f, t, &data, &saved, &owned);
-            if (st == TG_OK && pass == 0 && !(flags & TG_CHECKPOINT_ALLOW_NON_FINITE))
-                st = check_finite(f, t, data, saved);
-            if (st == TG_OK && pass == 1 && data)
-                st = load_value(s, t, data, saved);
-            tg_free(owned);
-        }
-        if (st == TG_OK)
-            st = read_engine_meta(f, s, pass == 1);
+    /* Everything is found, checked and allocated before the first value is
+     * copied: a load that fails (a bad file, or no memory) changes nothing. */
+    found_value *found = tg_calloc((size_t)g->n_nodes + 1, sizeof *found);
+    size_t most = 0;
+    if (st == TG_OK && !found)
+        st = tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
+    if (st == TG_OK)
+        st = check_all(f, s, flags, found, &most);
+    if (st == TG_OK)
+        st = read_engine_meta(f, s, false);
+    void *tmp = st == TG_OK ? tg_malloc(most + 1) : NULL;
+    if (st == TG_OK && !tmp)
+        st = tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
+    for (int i = 0; st == TG_OK && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!found[i].data)
+            continue;
+        /* converted to the session's storage type, into every replica (or its shard) */
+        tg_convert(found[i].data, found[i].saved, tmp, tg_session_storage_dtype(s, t),
+                   (size_t)tg_numel(t));
+        st = tg_session_value_in(s, t, tmp);
     }
+    if (st == TG_OK)
+        st = read_engine_meta(f, s, true);
+    for (int i = 0; found && i < g->n_nodes; i++)
+        tg_free(found[i].owned);
+    tg_free(found);
+    tg_free(tmp);
     tg_safetensors_destroy(f);
     return st;
 }

@@ -220,12 +220,16 @@ static tg_status allocate(tg_session *s, int threads)
         s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
         if (!s->arena[i])
             return tg_error(TG_ERR_NOMEM,
-                            "session: cannot allocate %zu bytes for device %d of "
-                            "replica %d",
+                            "session: out of memory: cannot allocate %zu bytes for device "
+                            "%d of replica %d",
                             bytes, i % p->n_devices, i / p->n_devices);
         memset(s->arena[i], 0, bytes);
-        if (!(s->pools[i] = tg_pool_create(threads)))
-            return TG_ERR_NOMEM;
+        if (!(s->pools[i] = tg_pool_create(threads))) {
+            char why[256]; /* the pool's own reason: memory or a thread it could not start */
+            snprintf(why, sizeof why, "%s", tg_error_message());
+            return tg_error(TG_ERR_NOMEM, "session: device %d of replica %d: %s", i % p->n_devices,
+                            i / p->n_devices, why);
+        }
         tg_pool_set_spin_ceiling(s->pools[i], spin_ceiling(p));
     }
     s->host_state = tg_calloc((size_t)(p->n_buffers * p->replicas) + 1, sizeof *s->host_state);
@@ -234,7 +238,8 @@ static tg_status allocate(tg_session *s, int threads)
     for (int b = 0; b < p->n_buffers; b++)
         for (int r = 0; p->buffers[b].offloaded && r < p->replicas; r++)
             if (!(s->host_state[b * p->replicas + r] = tg_calloc(1, p->buffers[b].bytes)))
-                return tg_error(TG_ERR_NOMEM, "session: out of host memory for offloaded '%s'",
+                return tg_error(TG_ERR_NOMEM,
+                                "session: out of memory for the host copy of offloaded '%s'",
                                 s->graph->nodes[p->buffers[b].node]->name);
     int64_t count = tg_session_stream_count(s);
     for (int d = 0; d < p->n_devices; d++) {
@@ -519,10 +524,11 @@ void tg_session_destroy(tg_session *s)
         if (s->arena)
             tg_free(s->arena[i]);
     }
-    for (int i = 0; s->host_in && i < s->graph->n_nodes; i++) {
+    /* each list on its own: a create that ran out of memory may have made one only */
+    for (int i = 0; s->host_in && i < s->graph->n_nodes; i++)
         tg_free(s->host_in[i]);
+    for (int i = 0; s->host_out && i < s->graph->n_nodes; i++)
         tg_free(s->host_out[i]);
-    }
     tg_free(s->host_in);
     tg_free(s->host_out);
     for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)

@@ -3,7 +3,9 @@
  * and trains to the same weights; corrupt, truncated and stale files are
  * refused with a reason and recompiled through the cache with a warning;
  * damaged payloads whose checksums are made to match again are still
- * refused by the loader's checks, never a crash. */
+ * refused by the loader's checks, never a crash; saving and parsing with
+ * each of their allocations failed in turn return TG_ERR_NOMEM and leak
+ * nothing. */
 #include "tg_test.h"
 
 #include "compile/program.h"
@@ -378,6 +380,76 @@ static void test_same_training(void)
     tg_free(loaded);
 }
 
+/* Allocation 1, 2, .. N of `run` failed in turn, N being what a clean
+ * run asks for: TG_ERR_NOMEM with a message each time, nothing leaked. */
+static void fails_cleanly(const char *what, tg_status (*run)(void *), void *ctx)
+{
+    int64_t live = tg_alloc_live_bytes(), before = tg_alloc_count();
+    TG_CHECK_OK(run(ctx));
+    int64_t n_allocs = tg_alloc_count() - before;
+    printf("  %s: %lld allocations, each failed in turn\n", what, (long long)n_allocs);
+    TG_CHECK(n_allocs >= 2);
+    TG_CHECK(tg_alloc_live_bytes() == live);
+    for (int64_t n = 1; n <= n_allocs; n++) {
+        tg_alloc_fail_after(n);
+        tg_status s = run(ctx);
+        tg_alloc_fail_after(0);
+        if (s != TG_ERR_NOMEM || !strstr(tg_error_message(), "out of memory"))
+            tg_test_fail(__FILE__, __LINE__, "%s, allocation %lld of %lld failed: %s, \"%s\"", what,
+                         (long long)n, (long long)n_allocs, tg_status_name(s), tg_error_message());
+        if (tg_alloc_live_bytes() != live)
+            tg_test_fail(__FILE__, __LINE__, "%s, allocation %lld failed: %lld bytes leaked", what,
+                         (long long)n, (long long)(tg_alloc_live_bytes() - live));
+    }
+}
+
+typedef struct {
+    const tg_program *p;
+    const tg_graph *g;
+    const unsigned char *buf;
+    size_t len;
+} exe_ctx;
+
+static tg_status save_once(void *ctx)
+{
+    const exe_ctx *c = ctx;
+    return tg_executable_save(c->p, path("faults.tgx"));
+}
+
+static tg_status parse_once(void *ctx)
+{
+    const exe_ctx *c = ctx;
+    tg_program *p = NULL;
+    tg_status s = tg_executable_parse(c->g, &c->p->config, c->buf, c->len, "faults.tgx", &p);
+    TG_CHECK((s == TG_OK) == (p != NULL));
+    tg_program_destroy(p);
+    return s;
+}
+
+static void test_allocation_failures(void)
+{
+    const char *targets[] = {"cpu", "mk2"};
+    for (int t = 0; t < 2; t++) {
+        tg_model_graph mg;
+        build(8, &mg);
+        tg_options *o = options(targets[t]);
+        tg_program *p = NULL;
+        TG_CHECK_OK(tg_program_compile(mg.graph, o, &p));
+        exe_ctx c = {p, mg.graph, NULL, 0};
+        if (p) {
+            fails_cleanly(targets[t] == targets[0] ? "save, cpu" : "save, mk2", save_once, &c);
+            c.buf = read_all(path("faults.tgx"), &c.len);
+            TG_CHECK(c.buf != NULL);
+        }
+        if (c.buf)
+            fails_cleanly(targets[t] == targets[0] ? "parse, cpu" : "parse, mk2", parse_once, &c);
+        free((void *)c.buf);
+        tg_program_destroy(p);
+        tg_options_destroy(o);
+        tg_model_graph_destroy(&mg);
+    }
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_executable_XXXXXX");
@@ -389,6 +461,7 @@ int main(void)
     TG_RUN(test_corrupt_truncated_stale);
     TG_RUN(test_cache_recompiles);
     TG_RUN(test_same_training);
+    TG_RUN(test_allocation_failures);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

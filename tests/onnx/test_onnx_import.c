@@ -184,6 +184,7 @@ static void test_train_through_model_source(void)
         }
         char path[] = "/tmp/tg_onnx_ckpt_XXXXXX";
         int fd = mkstemp(path);
+        TG_CHECK(fd >= 0); /* else the save below fails, naming the path */
         if (fd >= 0)
             close(fd);
         TG_CHECK_OK(tg_checkpoint_save(s, path, spec->name));

@@ -1,8 +1,10 @@
 /* tests/runtime/test_checkpoint.c - checkpoints: a round trip restores
  * weights, optimizer state and the update counter exactly; a corrupt,
- * mismatched or missing file is an error that changes nothing. */
+ * mismatched or missing file is an error that changes nothing, and so is
+ * running out of memory at any allocation of a save or a load. */
 #include "tg_test.h"
 
+#include "core/alloc.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/models.h"
@@ -162,6 +164,53 @@ static void test_bad_files_change_nothing(void)
     tg_model_graph_destroy(&md);
 }
 
+/* Each allocation of a save, then of a load, failed in turn (N being what
+ * a clean one asks for): TG_ERR_NOMEM with a message, nothing leaked, the
+ * file on disk still the last good one, the loading session unchanged. */
+static void test_allocation_failures_change_nothing(void)
+{
+    tg_model_graph ma, mc, md, me;
+    tg_session *a = trained(&ma, "mnist-pipeline", 2), *c = trained(&mc, "mnist-pipeline", 1);
+    tg_session *d = trained(&md, "mnist-pipeline", 1); /* what c must stay */
+    tg_session *e = trained(&me, "mnist-pipeline", 0); /* loads the file cleanly */
+    char path[128];
+    snprintf(path, sizeof path, "%s/faults.safetensors", dir);
+    const char *what[] = {"save", "load"};
+    for (int op = 0; a && c && d && e && op < 2; op++) {
+        int64_t live = tg_alloc_live_bytes(), before = tg_alloc_count();
+        /* a clean save of a, or (after c's failed saves) a clean load of the file */
+        TG_CHECK_OK(op == 0 ? tg_checkpoint_save(a, path, "mnist-pipeline")
+                            : tg_checkpoint_load(e, path, "mnist-pipeline"));
+        int64_t n_allocs = tg_alloc_count() - before;
+        printf("  %s: %lld allocations, each failed in turn\n", what[op], (long long)n_allocs);
+        TG_CHECK(n_allocs >= 2 && tg_alloc_live_bytes() == live);
+        for (int64_t n = 1; n <= n_allocs; n++) {
+            tg_alloc_fail_after(n);
+            tg_status s = op == 0 ? tg_checkpoint_save(c, path, "mnist-pipeline")
+                                  : tg_checkpoint_load(c, path, "mnist-pipeline");
+            tg_alloc_fail_after(0);
+            if (s != TG_ERR_NOMEM || !strstr(tg_error_message(), "out of memory"))
+                tg_test_fail(__FILE__, __LINE__, "%s, allocation %lld of %lld failed: %s, \"%s\"",
+                             what[op], (long long)n, (long long)n_allocs, tg_status_name(s),
+                             tg_error_message());
+            if (tg_alloc_live_bytes() != live)
+                tg_test_fail(__FILE__, __LINE__, "%s, allocation %lld failed: %lld bytes leaked",
+                             what[op], (long long)n, (long long)(tg_alloc_live_bytes() - live));
+        }
+    }
+    /* the file stayed a's through c's failed saves; c's failed loads left it as it was */
+    TG_CHECK(same_state(a, e) && tg_session_step(e) == 2);
+    TG_CHECK(same_state(c, d) && tg_session_step(c) == 1);
+    tg_session_destroy(a);
+    tg_session_destroy(c);
+    tg_session_destroy(d);
+    tg_session_destroy(e);
+    tg_model_graph_destroy(&ma);
+    tg_model_graph_destroy(&mc);
+    tg_model_graph_destroy(&md);
+    tg_model_graph_destroy(&me);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tg_ckpt_XXXXXX");
@@ -170,6 +219,7 @@ int main(void)
     TG_RUN(test_round_trip);
     TG_RUN(test_lamb_round_trip_resumes_exactly);
     TG_RUN(test_bad_files_change_nothing);
+    TG_RUN(test_allocation_failures_change_nothing);
     tg_test_remove_dir(dir);
     return tg_test_finish();
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { BATCH = 8 };
 
@@ -293,6 +294,8 @@ static void test_checkpoint_keeps_storage_type(void)
     char path[] = "/tmp/tg_precision_ckpt_XXXXXX";
     int fd = mkstemp(path);
     TG_CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
     TG_CHECK_OK(tg_checkpoint_save(h.s, path, "mnist-pipeline"));
     /* an f32 session loads the f16 checkpoint, converting exactly */
     TG_CHECK_OK(tg_checkpoint_load(f.s, path, "mnist-pipeline"));

@@ -1,9 +1,12 @@
 /* tests/runtime/test_session.c - the engine runs what the reference
  * interpreter computes, allocates nothing per run, and reports misuse.
+ * Creating a session and running a step with each of their allocations
+ * failed in turn returns TG_ERR_NOMEM with a message and leaks nothing.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
 #include "core/alloc.h"
+#include "core/error.h"
 #include "runtime/interp.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/optim.h"
@@ -14,18 +17,25 @@ typedef struct {
     tg_tensor *x, *labels, *logits, *loss;
 } mlp;
 
-/* A two-layer MLP with a cross-entropy loss. */
-static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
+/* A two-layer MLP with a cross-entropy loss; with `blocks`, a block per
+ * layer (B1, B2) to pipeline over two devices. */
+static tg_graph *build_mlp_ex(mlp *m, int batch, const tg_optimizer *opt, bool blocks)
 {
     tg_graph *g = tg_graph_create();
     m->x = tg_input(g, "x", TG_F32, tg_shape2(batch, 12));
     m->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    if (blocks)
+        tg_block_begin(g, "B1");
     tg_tensor *w1 = tg_param(g, "w1", tg_shape2(16, 12), (tg_init){TG_INIT_FAN_IN_UNIFORM, 12, 0});
     tg_tensor *b1 = tg_param(g, "b1", tg_shape1(16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 12, 0});
-    tg_tensor *w2 = tg_param(g, "w2", tg_shape2(5, 16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 16, 0});
     tg_tensor *h = tg_relu(g, tg_linear(g, m->x, w1, b1));
+    if (blocks)
+        tg_block_begin(g, "B2");
+    tg_tensor *w2 = tg_param(g, "w2", tg_shape2(5, 16), (tg_init){TG_INIT_FAN_IN_UNIFORM, 16, 0});
     m->logits = tg_linear(g, h, w2, NULL);
     m->loss = tg_cross_entropy(g, m->logits, m->labels);
+    if (blocks)
+        tg_block_end(g);
     tg_tensor_mark_output(m->logits);
     tg_tensor_mark_output(m->loss);
     if (opt) {
@@ -34,6 +44,11 @@ static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
     }
     TG_CHECK_OK(tg_graph_status(g));
     return g;
+}
+
+static tg_graph *build_mlp(mlp *m, int batch, const tg_optimizer *opt)
+{
+    return build_mlp_ex(m, batch, opt, false);
 }
 
 static void fill(float *x, int32_t *y, int batch, int step)
@@ -200,6 +215,109 @@ static void test_copy_weights_between_sessions(void)
     tg_graph_destroy(gi);
 }
 
+/* Create, write a step's inputs, run: the first call that does not return TG_OK. */
+static tg_status create_and_step(tg_graph *g, const tg_options *o, const mlp *m, tg_session **s)
+{
+    float x[64 * 12];
+    int32_t y[64];
+    tg_status st = tg_session_create(g, o, s);
+    int64_t n = st == TG_OK ? tg_session_samples_per_run(*s, m->x) : 0;
+    if (st == TG_OK && (n < 1 || n > 64))
+        return tg_error(TG_ERR_INVALID_ARG, "test: %lld samples per run", (long long)n);
+    fill(x, y, (int)n, 0);
+    if (st == TG_OK)
+        st = tg_session_write(*s, m->x, x, (size_t)n * 12 * sizeof *x);
+    if (st == TG_OK)
+        st = tg_session_write(*s, m->labels, y, (size_t)n * sizeof *y);
+    return st == TG_OK ? tg_session_run(*s) : st;
+}
+
+/* Fail allocation 1, 2, .. N in turn, N being what a clean create and
+ * step ask for: each must give TG_ERR_NOMEM with a message saying so, and
+ * destroying what was made must free every byte. With `best_effort`, a
+ * failure may also leave the session working (TG_OK), in the parts that are
+ * optional by design: the monitor's registry record (a warning), removing
+ * stale temporary files. */
+static void session_fails_cleanly(const char *const *kv, bool best_effort)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    mlp m;
+    tg_graph *g = build_mlp_ex(&m, 4, &opt, true);
+    tg_options *o = tg_options_create();
+    for (int i = 0; kv[i]; i += 2)
+        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_session *s = NULL;
+    TG_CHECK_OK(create_and_step(g, o, &m, &s)); /* warms what is made once per process */
+    tg_session_destroy(s);
+    int64_t live = tg_alloc_live_bytes(), before = tg_alloc_count();
+    s = NULL;
+    TG_CHECK_OK(create_and_step(g, o, &m, &s));
+    int64_t n_allocs = tg_alloc_count() - before, n_ok = 0;
+    tg_session_destroy(s);
+    TG_CHECK(n_allocs > 40); /* the compile alone makes more */
+    for (int64_t n = 1; n <= n_allocs; n++) {
+        s = NULL;
+        tg_alloc_fail_after(n);
+        tg_status st = create_and_step(g, o, &m, &s);
+        tg_alloc_fail_after(0);
+        n_ok += st == TG_OK;
+        bool expected = st == TG_ERR_NOMEM ? strstr(tg_error_message(), "out of memory") != NULL
+                                           : st == TG_OK && best_effort;
+        if (!expected)
+            tg_test_fail(__FILE__, __LINE__, "allocation %lld of %lld failed: %s, \"%s\"",
+                         (long long)n, (long long)n_allocs, tg_status_name(st), tg_error_message());
+        tg_session_destroy(s);
+        if (tg_alloc_live_bytes() != live)
+            tg_test_fail(__FILE__, __LINE__, "allocation %lld failed: %lld bytes leaked",
+                         (long long)n, (long long)(tg_alloc_live_bytes() - live));
+    }
+    printf("  %lld allocations failed in turn, %lld of them without failing the step\n",
+           (long long)n_allocs, (long long)n_ok);
+    TG_CHECK(n_ok < n_allocs / 4);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+static void test_allocation_failures(void)
+{
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "monitor.enable", "0", NULL},
+                          false);
+    /* two replicas: an all-reduce, a thread per replica */
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "replicationFactor", "2",
+                                           "monitor.enable", "0", NULL},
+                          false);
+    /* two threads per device: a pool with a worker thread */
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "2", "monitor.enable", "0", NULL},
+                          false);
+    /* two stages: exchange buffers, flow control, recomputation */
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "executionStrategy",
+                                           "pipelined", "Training.gradientAccumulation", "4",
+                                           "recomputation", "pipeline", "monitor.enable", "0",
+                                           NULL},
+                          false);
+    /* half storage, the loss scale, optimizer state in host memory */
+    session_fails_cleanly(
+        (const char *[]){"threadsPerDevice", "1", "precision", "16.16", "lossScaling", "dynamic",
+                         "TensorLocations.optimizer.onChip", "0", "monitor.enable", "0", NULL},
+        false);
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "replicationFactor", "2",
+                                           "TensorLocations.optimizer.replicatedTensorSharding",
+                                           "1", "monitor.enable", "0", NULL},
+                          false);
+    /* the profile: its files and the recorders of the execution profile
+     * (removing a dead process's temporary files is best effort) */
+    char dir[] = "/tmp/tg_session_faults_XXXXXX";
+    if (TG_MKDTEMP(dir)) {
+        session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "autoReport.all", "true",
+                                               "autoReport.directory", dir, "monitor.enable", "0",
+                                               NULL},
+                              true);
+        tg_test_remove_dir(dir);
+    }
+    session_fails_cleanly((const char *[]){"threadsPerDevice", "1", "monitor.enable", "1", NULL},
+                          true);
+}
+
 int main(void)
 {
     TG_RUN(test_sgd_momentum_matches_reference);
@@ -208,5 +326,6 @@ int main(void)
     TG_RUN(test_run_allocates_nothing);
     TG_RUN(test_misuse_is_reported);
     TG_RUN(test_copy_weights_between_sessions);
+    TG_RUN(test_allocation_failures);
     return tg_test_finish();
 }
