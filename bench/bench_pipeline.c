@@ -114,8 +114,10 @@ static result measure(bool mlp, const char *const *kv, int steps)
 enum { ZB_SCHEDULES = 3, ZB_ROUNDS = 3 };
 static const char *const zb_schedules[ZB_SCHEDULES] = {"1f1b", "zb-h1", "zb-h2"};
 
-/* The cost model's bubble fraction of each of zb_schedules over `stages`. */
-static void predicted_bubbles(const char *const *kv, const char *stages, int n_dev, double *bubble)
+/* The cost model's bubble fraction and host step of each of zb_schedules
+ * over `stages`. */
+static void predicted(const char *const *kv, const char *stages, int n_dev, double *bubble,
+                      double *step)
 {
     tg_optimizer opt = tg_optimizer_adamw(0.001f);
     tg_model_graph mg;
@@ -129,8 +131,10 @@ static void predicted_bubbles(const char *const *kv, const char *stages, int n_d
     }
     for (int k = 0; k < ZB_SCHEDULES; k++)
         for (int i = 0; i < n; i++)
-            if (strcmp(pr[i].name, zb_schedules[k]) == 0)
+            if (strcmp(pr[i].name, zb_schedules[k]) == 0) {
                 bubble[k] = pr[i].bubble;
+                step[k] = pr[i].step_seconds;
+            }
     tg_graph_destroy(mg.graph);
     tg_options_destroy(o);
 }
@@ -157,13 +161,13 @@ static void zero_bubble(const char *stages, int n_dev, int steps)
                         "Training.gradientAccumulation",
                         "16",
                         NULL};
-    double rate[ZB_SCHEDULES][ZB_ROUNDS], bubble[ZB_SCHEDULES] = {0};
+    double rate[ZB_SCHEDULES][ZB_ROUNDS], bubble[ZB_SCHEDULES] = {0}, step[ZB_SCHEDULES] = {0};
     for (int r = 0; r < ZB_ROUNDS; r++)
         for (int k = 0; k < ZB_SCHEDULES; k++) {
             kv[5] = zb_schedules[k];
             rate[k][r] = measure(true, kv, steps).samples_per_s;
         }
-    predicted_bubbles(kv, stages, n_dev, bubble);
+    predicted(kv, stages, n_dev, bubble, step);
     double mean[ZB_SCHEDULES] = {0};
     for (int k = 0; k < ZB_SCHEDULES; k++)
         for (int r = 0; r < ZB_ROUNDS; r++)
@@ -174,8 +178,10 @@ static void zero_bubble(const char *stages, int n_dev, int steps)
     for (int k = 0; k < ZB_SCHEDULES; k++)
         print_range(zb_schedules[k], rate[k], k == ZB_SCHEDULES - 1);
     printf("},\"predicted_bubble\":{\"1f1b\":%.3f,\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
+           "\"predicted_speedup\":{\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
            "\"zb_h1_speedup\":%.3f,\"zb_h2_speedup\":%.3f,\"target\":1.10}\n",
-           bubble[0], bubble[1], bubble[2], mean[1] / mean[0], mean[2] / mean[0]);
+           bubble[0], bubble[1], bubble[2], step[0] / step[1], step[0] / step[2], mean[1] / mean[0],
+           mean[2] / mean[0]);
     fflush(stdout);
 }
 
