@@ -62,7 +62,9 @@ static bool zb_done_before(const int *end, int at, int cycle)
     return end[at] >= 0 && end[at] < cycle;
 }
 
-/* The pass device d runs at `cycle`, or -1 to idle. */
+/* The pass device d runs at `cycle`, or -1 to idle: B first (the previous
+ * stage waits for it), then F within the cap (the stash), then W (only the
+ * update waits for it). */
 static int zb_pick(const tg_pipe_schedule *s, const zb_clock *z, int d, int cycle)
 {
     int n = s->n_devices, m = s->micro_batches;
@@ -78,11 +80,13 @@ static int zb_pick(const tg_pipe_schedule *s, const zb_clock *z, int d, int cycl
     return z->w[d] < z->b[d] ? TG_PASS_WEIGHT : -1;
 }
 
-static void zb_run(tg_pipe_schedule *s, zb_clock *z)
+/* False if a cycle passes with every device idle: nothing would ever change
+ * again (the rules above exclude it; the check keeps a bug from looping). */
+static bool zb_run(tg_pipe_schedule *s, zb_clock *z)
 {
     int n = s->n_devices, m = s->micro_batches, left = 3 * n * m;
     for (int cycle = 0; left > 0; cycle++) {
-        int *pass = z->pass;
+        int *pass = z->pass, before = left;
         for (int d = 0; d < n; d++) /* decide every device before any moves */
             pass[d] = zb_pick(s, z, d, cycle);
         for (int d = 0; d < n; d++) {
@@ -99,7 +103,10 @@ static void zb_run(tg_pipe_schedule *s, zb_clock *z)
             s->ops[d][s->n_ops[d]++] = (tg_pipe_op){j, (tg_pipe_pass)pass[d]};
             left--;
         }
+        if (left == before)
+            return false;
     }
+    return true;
 }
 
 static tg_status build_zero_bubble(tg_pipe_schedule *s)
@@ -115,7 +122,11 @@ static tg_status build_zero_bubble(tg_pipe_schedule *s)
     } else {
         for (int i = 0; i < n * m; i++)
             z.f_end[i] = z.b_end[i] = -1;
-        zb_run(s, &z);
+        if (!zb_run(s, &z))
+            st = tg_error(TG_ERR_INTERNAL,
+                          "pipeline: %s deadlocks on %d devices with %d "
+                          "micro-batches",
+                          tg_schedule_name(s->kind), n, m);
     }
     tg_free(z.f);
     tg_free(z.b);
