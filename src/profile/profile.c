@@ -843,9 +843,14 @@ static tg_status sim_piece(sim_ctx *c, int d, int ph, int it, int j, tg_event_ki
  * and syncs, host streams out, transfers sent. Forward streams are per
  * micro-batch; offloaded optimizer state comes in and goes out around the
  * update. Each piece has its bytes, so copies on mk2 have their cycles. */
-static tg_status sim_event(void *ctx_, int d, int ph, int it, int j, double start, double end)
+static tg_status sim_event(void *ctx_, int d, int ph, bool weight, int it, int j, double start,
+                           double end)
 {
     sim_ctx *c = ctx_;
+    if (weight) { /* a split backward's W: compute only, its FLOPs counted with B */
+        double at = start + c->base_cycles;
+        return sim_piece(c, d, ph, it, j, TG_EVENT_PHASE, -1, &at, end - start, 0, 0);
+    }
     const tg_program *p = c->pf->program;
     const tg_device_program *dp = &p->devices[d];
     const tg_target_desc *tg = &p->tile_plan->target;

@@ -77,7 +77,7 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
                     double end = ready + pass_cycles(p, d, op.pass);
                     if (op.pass != TG_PASS_WEIGHT)
                         (op.pass == TG_PASS_BACKWARD ? end_b : end_f)[d * m + j] = end;
-                    s = fn(ctx, d, ph, it, j, ready, end);
+                    s = fn(ctx, d, ph, op.pass == TG_PASS_WEIGHT, it, j, ready, end);
                     clock[d] = end;
                     next[d]++;
                     progress = true;
@@ -92,7 +92,7 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
             double end = clock[d];
             if (p->training) {
                 end += tp->devices[d].cycles[TG_PHASE_UPDATE];
-                s = fn(ctx, d, TG_PHASE_UPDATE, it, -1, clock[d], end);
+                s = fn(ctx, d, TG_PHASE_UPDATE, false, it, -1, clock[d], end);
             }
             if (end > iteration_end)
                 iteration_end = end;
