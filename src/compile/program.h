@@ -8,14 +8,16 @@
  *
  * Each device runs three phases: forward (F) and backward (B) once per
  * micro-batch, in the order of the pipeline schedule, and update (U) once
- * per weight update. The zero-bubble schedules run the backward phase as
- * two passes, its input-gradient steps and later its weight-gradient steps
- * (input_grad_steps, compile/split_backward.c). Buffers that must survive from a micro-batch's forward
+ * per weight update. Buffers that must survive from a micro-batch's forward
  * to its backward (stashed activations, inputs, values received from other
  * devices) have one slot per micro-batch in flight: slot = micro-batch mod
  * slots. Everything else lives within one phase and shares memory by
  * liveness. Values that cross devices are copied after the producing phase
  * into a receive buffer on the consumer (a transfer).
+ *
+ * The zero-bubble schedules run the backward phase as two passes: its
+ * input-gradient steps, then later its weight-gradient steps
+ * (input_grad_steps, compile/split_backward.c).
  */
 #ifndef TG_COMPILE_PROGRAM_H
 #define TG_COMPILE_PROGRAM_H
