@@ -32,8 +32,9 @@
  * wait for their W, else its oldest W (cap: N-d for zb-h1, 2N-d-1 for
  * zb-h2, at most m). With F, B and W of equal cost each device idles
  * 2(N-1) cycles per weight update under zb-h1 and N-1 under zb-h2, where
- * 1f1b (a backward of two cycles) idles 3(N-1); the paper's ZB-H1 reaches
- * N-1 at 1f1b's memory by counting that W keeps less alive than B, which a
+ * 1f1b (a backward of two cycles) idles 3(N-1); the paper's hand-made
+ * ZB-H1 reaches N-1 within 1F1B's activation memory by counting memory per
+ * value (what W still needs is less than a forward's activations), which a
  * plan with one slot count per device cannot. Under zb-h1's cap every W
  * follows its B at once (nothing runs between them), so its gain is B's
  * result leaving before W runs. The orders are deadlock-free by
