@@ -7,7 +7,12 @@
  *    measured busy fraction (seconds computing / wall seconds) beside the
  *    fill-drain theory m / (m + N - 1) and the schedule's own unit-time
  *    simulation, and samples/s.
- * 2. Data parallelism: samples/s of 2 replicas against 1 replica (one
+ * 2. Zero bubble: the balanced MLP on 2 devices (B1,B2|B3,B4) and on 4
+ *    (B1|B2|B3|B4), m = 16: 1f1b, zb-h1 and zb-h2 measured in turn three
+ *    times (so a slower or faster patch of the machine falls on all of
+ *    them), samples/s ranges, and each schedule's bubble fraction as the
+ *    cost model's simulator predicts it (tilegraph/predict.h).
+ * 3. Data parallelism: samples/s of 2 replicas against 1 replica (one
  *    device, one thread each; 10 device iterations per host step),
  *    measured in the same run.
  * One JSON line per case. TG_BENCH_STEPS sets host steps per measurement.
@@ -15,6 +20,7 @@
 #include "bench_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/nn.h"
+#include "tilegraph/predict.h"
 #include "tilegraph/session.h"
 
 #include "compile/pipeline.h"
@@ -25,6 +31,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Four equal blocks (Linear 512->512, ReLU), so stages are balanced and the
@@ -57,11 +64,8 @@ typedef struct {
     int devices;
 } result;
 
-static result measure(bool mlp, const char *const *kv, int steps)
+static tg_options *bench_options(const char *const *kv)
 {
-    result res = {0};
-    tg_optimizer opt = tg_optimizer_adamw(0.001f);
-    tg_model_graph mg;
     tg_options *o = tg_options_create();
     tg_options_set(o, "threadsPerDevice", "1");
     for (int i = 0; kv[i]; i += 2)
@@ -69,6 +73,15 @@ static result measure(bool mlp, const char *const *kv, int steps)
             fprintf(stderr, "bench_pipeline: %s\n", tg_error_message());
             exit(1);
         }
+    return o;
+}
+
+static result measure(bool mlp, const char *const *kv, int steps)
+{
+    result res = {0};
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    tg_model_graph mg;
+    tg_options *o = bench_options(kv);
     tg_session *s = NULL;
     tg_status st = mlp ? balanced_mlp(64, &opt, &mg)
                        : tg_model_graph_create(tg_model_find("mnist-pipeline"), 40, &opt, &mg);
@@ -98,6 +111,80 @@ static result measure(bool mlp, const char *const *kv, int steps)
     return res;
 }
 
+enum { ZB_SCHEDULES = 3, ZB_ROUNDS = 3 };
+static const char *const zb_schedules[ZB_SCHEDULES] = {"1f1b", "zb-h1", "zb-h2"};
+
+/* The cost model's bubble fraction and host step of each of zb_schedules
+ * over `stages`. */
+static void predicted(const char *const *kv, const char *stages, int n_dev, double *bubble,
+                      double *step)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    tg_model_graph mg;
+    tg_options *o = bench_options(kv);
+    tg_schedule_prediction pr[16];
+    int n = 0;
+    if (balanced_mlp(64, &opt, &mg) != TG_OK ||
+        tg_predict_schedules(mg.graph, o, n_dev, stages, pr, 16, &n) != TG_OK) {
+        fprintf(stderr, "bench_pipeline: %s\n", tg_error_message());
+        exit(1);
+    }
+    for (int k = 0; k < ZB_SCHEDULES; k++)
+        for (int i = 0; i < n; i++)
+            if (strcmp(pr[i].name, zb_schedules[k]) == 0) {
+                bubble[k] = pr[i].bubble;
+                step[k] = pr[i].step_seconds;
+            }
+    tg_graph_destroy(mg.graph);
+    tg_options_destroy(o);
+}
+
+static void print_range(const char *name, const double *v, bool last)
+{
+    double lo = v[0], hi = v[0];
+    for (int r = 1; r < ZB_ROUNDS; r++) {
+        lo = v[r] < lo ? v[r] : lo;
+        hi = v[r] > hi ? v[r] : hi;
+    }
+    printf("\"%s\":[%.1f,%.1f]%s", name, lo, hi, last ? "" : ",");
+}
+
+/* 1f1b, zb-h1 and zb-h2 in turn, ZB_ROUNDS times: one JSON line. */
+static void zero_bubble(const char *stages, int n_dev, int steps)
+{
+    const char *kv[] = {"executionStrategy",
+                        "pipelined",
+                        "stages",
+                        stages,
+                        "pipelineSchedule",
+                        "1f1b",
+                        "Training.gradientAccumulation",
+                        "16",
+                        NULL};
+    double rate[ZB_SCHEDULES][ZB_ROUNDS], bubble[ZB_SCHEDULES] = {0}, step[ZB_SCHEDULES] = {0};
+    for (int r = 0; r < ZB_ROUNDS; r++)
+        for (int k = 0; k < ZB_SCHEDULES; k++) {
+            kv[5] = zb_schedules[k];
+            rate[k][r] = measure(true, kv, steps).samples_per_s;
+        }
+    predicted(kv, stages, n_dev, bubble, step);
+    double mean[ZB_SCHEDULES] = {0};
+    for (int k = 0; k < ZB_SCHEDULES; k++)
+        for (int r = 0; r < ZB_ROUNDS; r++)
+            mean[k] += rate[k][r] / ZB_ROUNDS;
+    printf("{\"bench\":\"zero_bubble\",\"model\":\"balanced-mlp\",\"stages\":\"%s\","
+           "\"devices\":%d,\"micro_batches\":16,\"rounds\":%d,\"samples_per_s\":{",
+           stages, n_dev, ZB_ROUNDS);
+    for (int k = 0; k < ZB_SCHEDULES; k++)
+        print_range(zb_schedules[k], rate[k], k == ZB_SCHEDULES - 1);
+    printf("},\"predicted_bubble\":{\"1f1b\":%.3f,\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
+           "\"predicted_speedup\":{\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
+           "\"zb_h1_speedup\":%.3f,\"zb_h2_speedup\":%.3f,\"target\":1.10}\n",
+           bubble[0], bubble[1], bubble[2], step[0] / step[1], step[0] / step[2], mean[1] / mean[0],
+           mean[2] / mean[0]);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     int usage = bench_usage(argc, argv, 0,
@@ -108,10 +195,10 @@ int main(int argc, char **argv)
         return usage;
     const char *env = getenv("TG_BENCH_STEPS");
     int steps = env ? atoi(env) : 20;
-    static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b"};
+    static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b", "zb-h1", "zb-h2"};
     const int m = 16, n_dev = 2;
     for (int model = 0; model < 2; model++)
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 6; k++) {
             const char *kv[] = {"executionStrategy",
                                 "pipelined",
                                 "stages",
@@ -136,6 +223,8 @@ int main(int argc, char **argv)
             tg_pipe_schedule_free(&sch);
             fflush(stdout);
         }
+    zero_bubble("B1,B2|B3,B4", 2, steps);
+    zero_bubble("B1|B2|B3|B4", 4, steps);
     /* device iterations as a user would set them: the host hands over ten
      * updates' data at a time */
     const char *one[] = {"replicationFactor", "1", "deviceIterations", "10", NULL};

@@ -29,7 +29,7 @@ int device_flags(device_args *a, cli_flag *f)
          "start new blocks at these layers: \"layer3.8\", or auto (the best layer boundaries)", 1,
          0},
         {"--schedule", CLI_STRING, &a->schedule, "KIND",
-         "pipeline schedule: grouped, interleaved, gpipe or 1f1b", 1, 0},
+         "pipeline schedule: grouped, interleaved, gpipe, 1f1b, zb-h1 or zb-h2", 1, 0},
         {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1,
          64},
         {"--gradient-accumulation", CLI_INT, &a->accumulation, "N",

@@ -39,7 +39,7 @@
 #endif
 
 #define MAGIC "TGEXEC1\n"
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 #define HEADER_BYTES 80
 #define MAX_PAYLOAD ((uint64_t)1 << 34)
 
@@ -231,6 +231,7 @@ static void put_device(writer *w, const tg_device_program *dp)
     put_i64(w, (int64_t)dp->scratch_peak);
     put_i64(w, (int64_t)dp->offloaded_bytes);
     put_i64(w, dp->stash_depth);
+    put_i64(w, dp->input_grad_steps);
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
         put_f64(w, dp->flops[ph]);
 }
@@ -443,7 +444,8 @@ static void get_schedule(reader *r, tg_program *p)
     for (int d = 0; d < n_dev && !r->bad; d++) {
         s->ops[d] = get_array(r, -1, sizeof(tg_pipe_op), &s->n_ops[d], "a bad schedule");
         for (int k = 0; s->ops[d] && k < s->n_ops[d]; k++)
-            if (!in_range(s->ops[d][k].micro_batch, 0, s->micro_batches))
+            if (!in_range(s->ops[d][k].micro_batch, 0, s->micro_batches) ||
+                !in_range((int)s->ops[d][k].pass, TG_PASS_FORWARD, TG_PASS_WEIGHT + 1))
                 fail(r, "a schedule entry out of range");
     }
     s->stash_depth = get_array(r, n_dev, sizeof(int), NULL, "a bad stash depth list");
@@ -480,6 +482,7 @@ static void get_device(reader *r, tg_program *p, tg_device_program *dp)
     dp->scratch_peak = (size_t)get_int(r, 0, INT64_MAX, "a bad scratch size");
     dp->offloaded_bytes = (size_t)get_int(r, 0, INT64_MAX, "a bad offloaded size");
     dp->stash_depth = get_int(r, 0, 1 << 20, "a bad stash depth");
+    dp->input_grad_steps = get_int(r, 0, dp->n_steps[TG_PHASE_BACKWARD], "a bad backward split");
     get(r, dp->flops, sizeof dp->flops);
 }
 

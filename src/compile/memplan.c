@@ -84,13 +84,24 @@ static void extend(tg_buffer *b, int at)
         b->last = at;
 }
 
+/* Whether buffer b, live across step `end` of the timeline and the step
+ * after, must keep a slot per micro-batch in flight: other micro-batches'
+ * passes run between the two. */
+static bool crosses(const tg_buffer *b, int end)
+{
+    return b->first <= end && b->last > end;
+}
+
 /* Live ranges of the device's activation buffers on its timeline
- * (forward steps, then backward steps, then update steps). */
+ * (forward steps, then backward steps (B, then W when split), then update
+ * steps). */
 static void compute_liveness(tg_program *p, int d)
 {
     tg_device_program *dp = &p->devices[d];
     int end_f = timeline_base(dp, TG_PHASE_BACKWARD) - 1;
     int end_b = timeline_base(dp, TG_PHASE_UPDATE) - 1;
+    int end_ig = end_f + dp->input_grad_steps; /* the last B step */
+    bool split = tg_pipe_schedule_defers_weight(&p->schedule, d) && end_ig < end_b;
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
         int base = timeline_base(dp, ph);
         for (int s = 0; s < dp->n_steps[ph]; s++) {
@@ -109,17 +120,18 @@ static void compute_liveness(tg_program *p, int d)
     for (int k = 0; k < p->n_transfers; k++) {
         const tg_transfer *t = &p->transfers[k];
         if (t->src_device == d)
-            extend(&p->buffers[t->src_buffer], t->phase == TG_PHASE_FORWARD ? end_f : end_b);
+            extend(&p->buffers[t->src_buffer], t->phase == TG_PHASE_FORWARD ? end_f : end_ig);
     }
     /* added into the accumulators at the end of the backward pass */
     for (int k = 0; k < dp->n_accumulators; k++)
         extend(&p->buffers[dp->accumulators[k].grad_buffer], end_b);
     /* with micro-batches in flight, what the backward pass needs from the
-     * forward pass gets a slot per micro-batch */
+     * forward pass gets a slot per micro-batch, and so does what W needs
+     * from B when the schedule runs them apart */
     for (int i = 0; i < p->n_buffers; i++) {
         tg_buffer *b = &p->buffers[i];
         if (b->device == d && b->region == TG_REGION_ACTIVATION && dp->stash_depth > 1 &&
-            b->first <= end_f && b->last > end_f)
+            (crosses(b, end_f) || (split && crosses(b, end_ig))))
             b->region = TG_REGION_STASH;
     }
 }

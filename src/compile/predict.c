@@ -113,7 +113,7 @@ tg_status tg_predict_split(const tg_graph *g, const tg_options *o, int n_devices
         for (int k = 0; k < c->plan.n_stages && k < TG_PREDICT_MAX_STAGES; k++) {
             const tg_stage_cost *sc = &c->plan.costs[k];
             out->forward[k] = sc->time[TG_SIM_FORWARD];
-            out->backward[k] = sc->time[TG_SIM_BACKWARD];
+            out->backward[k] = sc->time[TG_SIM_BACKWARD] + sc->time[TG_SIM_WEIGHT];
             out->copies[k] = sc->send_forward + sc->send_backward;
             out->stage_seconds[k] = c->plan.time[k];
             out->memory_bytes[k] = c->plan.memory[k];

@@ -727,6 +727,8 @@ static tg_status compile(tg_program *p)
         s = tg_recompute(p);
     if (s == TG_OK && p->accumulate)
         s = make_accumulators(p);
+    if (s == TG_OK)
+        s = tg_split_backward(p);
     if (s == TG_OK) {
         find_outputs(p);
         plan_staging(p);

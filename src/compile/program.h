@@ -14,6 +14,10 @@
  * slots. Everything else lives within one phase and shares memory by
  * liveness. Values that cross devices are copied after the producing phase
  * into a receive buffer on the consumer (a transfer).
+ *
+ * The zero-bubble schedules run the backward phase as two passes: its
+ * input-gradient steps, then later its weight-gradient steps
+ * (input_grad_steps, compile/split_backward.c).
  */
 #ifndef TG_COMPILE_PROGRAM_H
 #define TG_COMPILE_PROGRAM_H
@@ -120,6 +124,10 @@ typedef struct tg_device_program {
     size_t scratch_peak;
     size_t offloaded_bytes; /* kept in host memory, streamed in for the update */
     int stash_depth;        /* slots of stash, input and exchange buffers */
+    /* backward steps [0, input_grad_steps) are the input gradient (B), the
+     * rest the weight gradient (W); all of them unless the schedule splits
+     * the backward (compile/split_backward.c) */
+    int input_grad_steps;
     double flops[TG_PHASE_COUNT];
 } tg_device_program;
 
@@ -265,5 +273,6 @@ bool tg_step_stages_output(const tg_program *p, const tg_step *st);
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);
 tg_status tg_memplan_device(tg_program *p, int device);
 tg_status tg_recompute(tg_program *p);
+tg_status tg_split_backward(tg_program *p);
 
 #endif

@@ -22,8 +22,9 @@ void tg_sim_result_free(tg_sim_result *r)
 static tg_status check_costs(const tg_stage_cost *c, int n)
 {
     for (int d = 0; d < n; d++) {
-        double v[] = {c[d].time[TG_SIM_FORWARD], c[d].time[TG_SIM_BACKWARD], c[d].send_forward,
-                      c[d].send_backward, c[d].update};
+        double v[] = {c[d].time[TG_SIM_FORWARD], c[d].time[TG_SIM_BACKWARD],
+                      c[d].time[TG_SIM_WEIGHT],  c[d].send_forward,
+                      c[d].send_backward,        c[d].update};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
             if (!(v[k] >= 0) || !isfinite(v[k]))
                 return tg_error(TG_ERR_INVALID_ARG,
@@ -56,6 +57,8 @@ static double ready_at(const sim_state *st, int d, int j, tg_sim_kind kind)
         double f = END(st, d - 1, j, TG_SIM_FORWARD);
         return f < 0 ? -1 : f + st->c[d - 1].send_forward;
     }
+    if (kind == TG_SIM_WEIGHT)
+        return END(st, d, j, TG_SIM_BACKWARD);
     double own = END(st, d, j, TG_SIM_FORWARD);
     if (own < 0)
         return -1;
@@ -68,26 +71,43 @@ static double ready_at(const sim_state *st, int d, int j, tg_sim_kind kind)
     return next > own ? next : own;
 }
 
+/* What an op costs: a backward that is not split carries the weight gradient too. */
+static double op_time(const sim_state *st, int d, tg_sim_kind kind)
+{
+    const tg_stage_cost *c = &st->c[d];
+    if (kind == TG_SIM_BACKWARD && !tg_pipe_schedule_splits(st->s))
+        return c->time[TG_SIM_BACKWARD] + c->time[TG_SIM_WEIGHT];
+    return c->time[kind];
+}
+
+static tg_sim_kind sim_kind(tg_pipe_pass pass)
+{
+    return pass == TG_PASS_FORWARD    ? TG_SIM_FORWARD
+           : pass == TG_PASS_BACKWARD ? TG_SIM_BACKWARD
+                                      : TG_SIM_WEIGHT;
+}
+
 /* Run every op whose inputs are ready, device by device, until no device
  * can move; the order of ops on a device is the schedule's, so the result
  * does not depend on the sweep order. */
 static int sweep(sim_state *st, tg_sim_result *r, int *live)
 {
     int moved = 0;
+    tg_pipe_pass last = tg_pipe_schedule_splits(st->s) ? TG_PASS_WEIGHT : TG_PASS_BACKWARD;
     for (int d = 0; d < st->s->n_devices; d++) {
         while (st->next[d] < st->s->n_ops[d]) {
             tg_pipe_op op = st->s->ops[d][st->next[d]];
-            tg_sim_kind kind = op.backward ? TG_SIM_BACKWARD : TG_SIM_FORWARD;
+            tg_sim_kind kind = sim_kind(op.pass);
             double ready = ready_at(st, d, op.micro_batch, kind);
             if (ready < 0)
                 break;
             double start = ready > st->free[d] ? ready : st->free[d];
-            double t = st->c[d].time[kind];
+            double t = op_time(st, d, kind);
             END(st, d, op.micro_batch, kind) = st->free[d] = start + t;
             st->start[((size_t)d * st->s->micro_batches + op.micro_batch) * TG_SIM_KIND_COUNT +
                       kind] = start;
             r->busy_time[d] += t;
-            live[d] += op.backward ? -1 : 1;
+            live[d] += op.pass == TG_PASS_FORWARD ? 1 : op.pass == last ? -1 : 0;
             if (live[d] > r->peak_stash[d])
                 r->peak_stash[d] = live[d];
             st->next[d]++;

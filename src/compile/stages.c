@@ -9,6 +9,7 @@
 #include "ops/op.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,8 +130,29 @@ static void leaf_atoms(const tg_graph *g, const bool *needed, const tg_stage_ato
     }
 }
 
+/* lowest[i]: the lowest atom whose backward reads node i, directly or
+ * through other backward nodes (INT_MAX if none). Nodes are in topological
+ * order, so walking them backwards sees every reader before what it reads. */
+static void lowest_backward_reader(const tg_graph *g, const bool *needed, const tg_stage_atoms *a,
+                                   const int *param_atom, int *lowest)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        lowest[i] = INT_MAX;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !(t->flags & TG_NODE_BACKWARD))
+            continue;
+        int at = atom_of_any(a, param_atom, t), low = lowest[i];
+        if (at >= 0 && at < low)
+            low = at;
+        for (int k = 0; k < t->n_in; k++)
+            if (low < lowest[t->in[k]->id])
+                lowest[t->in[k]->id] = low;
+    }
+}
+
 static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model *cost,
-                      bool accumulate, const int *param_atom, tg_stage_atoms *a)
+                      bool accumulate, const int *param_atom, const int *lowest, tg_stage_atoms *a)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
@@ -150,6 +172,9 @@ static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model
             a->forward[at] += sec;
         else if (t->flags & TG_NODE_BACKWARD)
             a->backward[at] += sec;
+        /* W: no earlier atom waits for it (on the first atom, nothing does) */
+        if ((t->flags & TG_NODE_BACKWARD) && lowest[i] >= at)
+            a->weight[at] += sec;
         else
             a->update[at] += sec;
         /* optimizer state: the update's other leaf inputs */
@@ -221,8 +246,10 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
     memset(a, 0, sizeof *a);
     a->atom_of = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     int *param_atom = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
-    if (!a->atom_of || !param_atom) {
+    int *lowest = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    if (!a->atom_of || !param_atom || !lowest) {
         tg_free(param_atom);
+        tg_free(lowest);
         tg_stage_atoms_free(a);
         return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
     }
@@ -236,12 +263,14 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
         s = tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
     if (s == TG_OK) {
         leaf_atoms(g, needed, a, param_atom);
-        add_costs(g, needed, cost, accumulate, param_atom, a);
+        lowest_backward_reader(g, needed, a, param_atom, lowest);
+        add_costs(g, needed, cost, accumulate, param_atom, lowest, a);
         add_kept(g, needed, param_atom, seen, a);
         add_cuts(g, needed, param_atom, a); /* param_atom is no longer needed: reused */
     }
     tg_free(seen);
     tg_free(param_atom);
+    tg_free(lowest);
     if (s != TG_OK)
         tg_stage_atoms_free(a);
     return s;
@@ -285,7 +314,11 @@ static void stage_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, int k
     double persistent = 0, kept = 0, working = 0;
     for (int x = i; x <= j; x++) {
         c->time[TG_SIM_FORWARD] += a->forward[x];
-        c->time[TG_SIM_BACKWARD] += goal->training ? a->backward[x] : 0;
+        /* an atom's B feeds the atom before it: the stage's sent gradient
+         * for the first atom, and for a later one the path towards it */
+        double w = a->weight[x];
+        c->time[TG_SIM_BACKWARD] += goal->training ? a->backward[x] - w : 0;
+        c->time[TG_SIM_WEIGHT] += goal->training ? w : 0;
         c->update += goal->training ? a->update[x] : 0;
         persistent += a->persistent[x];
         kept += a->kept[x];
@@ -296,8 +329,8 @@ static void stage_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, int k
     if (i > 0 && goal->training)
         c->send_backward = tg_cost_copy_seconds(&goal->cost, a->cut[i - 1]);
     double received = i > 0 ? a->cut[i - 1] : 0;
-    *time = c->time[TG_SIM_FORWARD] + c->time[TG_SIM_BACKWARD] + c->send_forward +
-            c->send_backward + c->update / goal->micro_batches;
+    *time = c->time[TG_SIM_FORWARD] + c->time[TG_SIM_BACKWARD] + c->time[TG_SIM_WEIGHT] +
+            c->send_forward + c->send_backward + c->update / goal->micro_batches;
     int depth = goal->training ? goal->depth[k] : 1;
     *memory = persistent + depth * (kept + received) + working;
 }

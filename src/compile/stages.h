@@ -35,6 +35,9 @@ typedef struct tg_stage_atoms {
     bool from_blocks; /* atoms are the user's blocks (else scopes) */
     char names[TG_ATOMS_MAX][48];
     double forward[TG_ATOMS_MAX], backward[TG_ATOMS_MAX], update[TG_ATOMS_MAX]; /* seconds */
+    /* of backward: the weight gradient alone (W of a split schedule): the
+     * atom's backward nodes no earlier atom's backward reads */
+    double weight[TG_ATOMS_MAX];
     double persistent[TG_ATOMS_MAX], kept[TG_ATOMS_MAX], working[TG_ATOMS_MAX]; /* bytes */
     double cut[TG_ATOMS_MAX]; /* bytes crossing the boundary after atom a, each way */
     int *atom_of;             /* per node: atom of a forward node, else -1 (owned) */

@@ -43,8 +43,10 @@ static const opt_spec option_table[] = {
      "single: the whole model on one device; pipelined: stages on devices, all busy once the "
      "pipeline is full; sharded: stages on devices, one micro-batch at a time; auto: pipelined "
      "when split, stages or devices > 1 say how to divide the model, else single"},
-    {"pipelineSchedule", OPT_ENUM, "grouped", 0, 0, "grouped|interleaved|gpipe|1f1b",
-     "order of forward and backward passes of the micro-batches on each device (pipelined)"},
+    {"pipelineSchedule", OPT_ENUM, "grouped", 0, 0, "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
+     "order of forward and backward passes of the micro-batches on each device (pipelined); "
+     "zb-h1 and zb-h2 split each backward into the input gradient, sent at once, and the "
+     "weight gradient, run after it (zb-h2: later, with more micro-batches in flight)"},
     {"stages", OPT_STRING, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
      "block); \"auto\": the cost model's best split over devices (docs/multi-device.md)"},

@@ -334,8 +334,10 @@ static bool stage_costs(const tg_program *p, const tg_cost_model *cost, tg_stage
                 double sec = tg_cost_node_seconds(cost, p->graph->nodes[dp->steps[ph][k].node]);
                 if (ph == TG_PHASE_UPDATE)
                     c[d].update += sec;
-                else
-                    c[d].time[ph == TG_PHASE_FORWARD ? TG_SIM_FORWARD : TG_SIM_BACKWARD] += sec;
+                else if (ph == TG_PHASE_FORWARD)
+                    c[d].time[TG_SIM_FORWARD] += sec;
+                else /* B, then (split) W */
+                    c[d].time[k < dp->input_grad_steps ? TG_SIM_BACKWARD : TG_SIM_WEIGHT] += sec;
             }
     }
     for (int k = 0; k < p->n_transfers; k++) {
@@ -376,9 +378,9 @@ static tg_status write_predicted(tg_profile *pf)
         double last = 0;
         for (int k = 0; s == TG_OK && k < p->schedule.n_ops[d]; k++) {
             tg_pipe_op op = p->schedule.ops[d][k];
-            int kind = op.backward ? TG_SIM_BACKWARD : TG_SIM_FORWARD;
-            size_t at = ((size_t)d * r.micro_batches + op.micro_batch) * TG_SIM_KIND_COUNT + kind;
-            s = insert(pf, st, "isidd", (int64_t)d, op.backward ? "backward" : "forward",
+            size_t at = ((size_t)d * r.micro_batches + op.micro_batch) * TG_SIM_KIND_COUNT +
+                        (size_t)op.pass; /* tg_sim_kind follows tg_pipe_pass */
+            s = insert(pf, st, "isidd", (int64_t)d, tg_pipe_pass_name(op.pass),
                        (int64_t)op.micro_batch, r.op_start[at] * 1e9, r.op_end[at] * 1e9);
             last = r.op_end[at] > last ? r.op_end[at] : last;
         }
@@ -478,7 +480,7 @@ static tg_status write_program_tree(tg_profile *pf)
         const tg_pipe_schedule *sc = &p->schedule;
         for (int k = 0; s == TG_OK && k < sc->n_ops[d]; k++)
             s = insert(pf, sch, "iiis", (int64_t)d, (int64_t)k, (int64_t)sc->ops[d][k].micro_batch,
-                       sc->ops[d][k].backward ? "backward" : "forward");
+                       tg_pipe_pass_name(sc->ops[d][k].pass));
     }
     sqlite3_finalize(st);
     sqlite3_finalize(sch);
@@ -854,9 +856,14 @@ static tg_status sim_piece(sim_ctx *c, int d, int ph, int it, int j, tg_event_ki
  * and syncs, host streams out, transfers sent. Forward streams are per
  * micro-batch; offloaded optimizer state comes in and goes out around the
  * update. Each piece has its bytes, so copies on mk2 have their cycles. */
-static tg_status sim_event(void *ctx_, int d, int ph, int it, int j, double start, double end)
+static tg_status sim_event(void *ctx_, int d, int ph, bool weight, int it, int j, double start,
+                           double end)
 {
     sim_ctx *c = ctx_;
+    if (weight) { /* a split backward's W: compute only, its FLOPs counted with B */
+        double at = start + c->base_cycles;
+        return sim_piece(c, d, ph, it, j, TG_EVENT_PHASE, -1, &at, end - start, 0, 0);
+    }
     const tg_program *p = c->pf->program;
     const tg_device_program *dp = &p->devices[d];
     const tg_target_desc *tg = &p->tile_plan->target;

@@ -125,14 +125,15 @@ static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_te
     return node;
 }
 
-static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
+/* Steps [begin, end) of phase ph for micro-batch g (slot g). */
+static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int begin, int end)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
     unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
     tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
-    for (int k = 0; k < dp->n_steps[ph]; k++) {
+    for (int k = begin; k < end; k++) {
         const tg_step *st = &dp->steps[ph][k];
         const tg_tensor *t = p->graph->nodes[st->node];
         tg_kernel_args a = {
@@ -170,6 +171,11 @@ static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
         if (offloaded)
             tg_streams_offloaded(c, st, t, &a, false, it);
     }
+}
+
+static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
+{
+    run_range(c, ph, it, g, 0, c->s->program->devices[c->device].n_steps[ph]);
 }
 
 static bool forward(device_ctx *c, int64_t it, int64_t j)
@@ -213,17 +219,11 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
     }
 }
 
-static bool backward(device_ctx *c, int64_t it, int64_t j)
+/* The end of a micro-batch's backward: its gradients into the
+ * accumulators, its stash and received slots free. */
+static void backward_done(device_ctx *c, int64_t it, int64_t j, int64_t g, double t0)
 {
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    int64_t g = it * p->micro_batches + j;
-    if (!tg_exchange_receive(c, TG_PHASE_BACKWARD, g))
-        return false;
-    double t0 = now_s();
-    run_steps(c, TG_PHASE_BACKWARD, it, g);
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
-                     p->devices[c->device].flops[TG_PHASE_BACKWARD]);
+    const tg_program *p = c->s->program;
     c->in_flight--;
     if (p->accumulate) {
         double t1 = now_s();
@@ -232,7 +232,45 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
     }
     c->busy += now_s() - t0;
     tg_exchange_release(c, TG_PHASE_BACKWARD, g);
+}
+
+/* The backward of micro-batch j: all of it, or in a split schedule the
+ * input gradient (B) alone, whose result the previous stage waits for. */
+static bool backward(device_ctx *c, int64_t it, int64_t j)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    bool split = tg_pipe_schedule_splits(&p->schedule);
+    int64_t g = it * p->micro_batches + j;
+    if (!tg_exchange_receive(c, TG_PHASE_BACKWARD, g))
+        return false;
+    double t0 = now_s();
+    run_range(c, TG_PHASE_BACKWARD, it, g, 0,
+              split ? dp->input_grad_steps : dp->n_steps[TG_PHASE_BACKWARD]);
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
+                     dp->flops[TG_PHASE_BACKWARD]);
+    if (split)
+        c->busy += now_s() - t0;
+    else
+        backward_done(c, it, j, g, t0);
     return tg_exchange_send(c, TG_PHASE_BACKWARD, g);
+}
+
+/* The weight gradient (W) of micro-batch j in a split schedule: its
+ * inputs arrived for its B, which ran before it on this device. */
+static bool weight(device_ctx *c, int64_t it, int64_t j)
+{
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    int64_t g = it * p->micro_batches + j;
+    double t0 = now_s();
+    run_range(c, TG_PHASE_BACKWARD, it, g, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]);
+    /* an execute event of the backward phase, so the profile's busy time
+     * counts it; the phase's FLOPs went with B: their sum per micro-batch is right */
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0, 0);
+    backward_done(c, it, j, g, t0);
+    return true;
 }
 
 /* The parameter whose gradient (as the update will read it) holds a NaN or
@@ -423,8 +461,9 @@ static void device_main(device_ctx *c)
         write_loss_scale(c);
         for (int k = 0; k < sch->n_ops[c->device]; k++) {
             tg_pipe_op op = sch->ops[c->device][k];
-            bool ok =
-                op.backward ? backward(c, it, op.micro_batch) : forward(c, it, op.micro_batch);
+            bool ok = op.pass == TG_PASS_FORWARD    ? forward(c, it, op.micro_batch)
+                      : op.pass == TG_PASS_BACKWARD ? backward(c, it, op.micro_batch)
+                                                    : weight(c, it, op.micro_batch);
             if (!ok)
                 return;
         }

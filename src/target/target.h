@@ -128,8 +128,11 @@ int64_t tg_tile_bytes(const tg_tile_plan *tp, int d, int t);
 /* The timeline of one host step on the tiled target, from the cycle model:
  * fn is called for every forward, backward (micro_batch >= 0) and update
  * (micro_batch -1) of every device, with start and end in cycles from the
- * start of the host step. Stops at fn's first failure. */
-typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, int iteration,
+ * start of the host step; under a zero-bubble schedule a backward comes as
+ * two calls, the input gradient (B, with the phase's copies) and then, with
+ * `weight` set, the weight gradient (W: compute only). Stops at fn's first
+ * failure. */
+typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, bool weight, int iteration,
                                       int micro_batch, double start_cycles, double end_cycles);
 tg_status tg_tile_simulate(const struct tg_program *p, tg_tile_event_fn fn, void *ctx);
 

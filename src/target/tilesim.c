@@ -11,6 +11,21 @@
 #include "core/alloc.h"
 #include "core/error.h"
 
+/* Cycles of one pass of device d: a split schedule's B is the backward
+ * phase less its weight-gradient steps, which make its W. */
+static double pass_cycles(const tg_program *p, int d, tg_pipe_pass pass)
+{
+    const tg_tile_device *td = &p->tile_plan->devices[d];
+    if (pass == TG_PASS_FORWARD)
+        return td->cycles[TG_PHASE_FORWARD];
+    const tg_device_program *dp = &p->devices[d];
+    double w = 0;
+    for (int k = dp->input_grad_steps;
+         tg_pipe_schedule_splits(&p->schedule) && k < dp->n_steps[TG_PHASE_BACKWARD]; k++)
+        w += td->step_cycles[TG_PHASE_BACKWARD][k];
+    return pass == TG_PASS_WEIGHT ? w : td->cycles[TG_PHASE_BACKWARD] - w;
+}
+
 tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
 {
     const tg_tile_plan *tp = p->tile_plan;
@@ -46,21 +61,23 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
                     tg_pipe_op op = sch->ops[d][next[d]];
                     int j = op.micro_batch;
                     double ready = clock[d];
-                    if (!op.backward) {
+                    if (op.pass == TG_PASS_FORWARD) {
                         if (d > 0 && end_f[(d - 1) * m + j] < 0)
                             break;
                         if (d > 0 && end_f[(d - 1) * m + j] > ready)
                             ready = end_f[(d - 1) * m + j];
-                    } else {
+                    } else if (op.pass == TG_PASS_BACKWARD) {
                         if (end_f[d * m + j] < 0 || (d < n - 1 && end_b[(d + 1) * m + j] < 0))
                             break;
                         if (d < n - 1 && end_b[(d + 1) * m + j] > ready)
                             ready = end_b[(d + 1) * m + j];
                     }
-                    tg_phase ph = op.backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
-                    double end = ready + tp->devices[d].cycles[ph];
-                    (op.backward ? end_b : end_f)[d * m + j] = end;
-                    s = fn(ctx, d, ph, it, j, ready, end);
+                    /* W(j) follows B(j) on this device: nothing to wait for */
+                    tg_phase ph = op.pass == TG_PASS_FORWARD ? TG_PHASE_FORWARD : TG_PHASE_BACKWARD;
+                    double end = ready + pass_cycles(p, d, op.pass);
+                    if (op.pass != TG_PASS_WEIGHT)
+                        (op.pass == TG_PASS_BACKWARD ? end_b : end_f)[d * m + j] = end;
+                    s = fn(ctx, d, ph, op.pass == TG_PASS_WEIGHT, it, j, ready, end);
                     clock[d] = end;
                     next[d]++;
                     progress = true;
@@ -75,7 +92,7 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
             double end = clock[d];
             if (p->training) {
                 end += tp->devices[d].cycles[TG_PHASE_UPDATE];
-                s = fn(ctx, d, TG_PHASE_UPDATE, it, -1, clock[d], end);
+                s = fn(ctx, d, TG_PHASE_UPDATE, false, it, -1, clock[d], end);
             }
             if (end > iteration_end)
                 iteration_end = end;

@@ -1,7 +1,8 @@
 /* tests/compile/test_simulate.c - the schedule simulator against timelines
  * worked out by hand: fill-drain with equal stages (bubble (S-1)/(m+S-1)),
  * sharded as a sum of stages and copies, an unbalanced pipeline whose slow
- * stage sets the pace, updates at the end, and bad costs refused. */
+ * stage sets the pace, updates at the end, zero-bubble schedules' idle time
+ * with equal F, B and W, and bad costs refused. */
 #include "tg_test.h"
 
 #include "compile/simulate.h"
@@ -31,6 +32,34 @@ static void test_equal_stages_bubble(void)
                     TG_CHECK_NEAR(r.busy_time[d], m * 3.0, 1e-9);
                     TG_CHECK(r.peak_stash[d] == s.stash_depth[d]);
                 }
+                tg_sim_result_free(&r);
+                tg_pipe_schedule_free(&s);
+            }
+}
+
+/* F, B and W a second each: 1f1b runs B and W as one backward of 2 s and
+ * idles 3(N-1) s per device, zb-h1 2(N-1) s and zb-h2 N-1 s (the unit
+ * clock's figures, compile/pipeline.h), each within its stash depth. */
+static void test_zero_bubble_equal_stages(void)
+{
+    tg_schedule_kind kinds[] = {TG_SCHEDULE_1F1B, TG_SCHEDULE_ZB_H1, TG_SCHEDULE_ZB_H2};
+    int idle[] = {3, 2, 1};
+    tg_stage_cost c[8];
+    for (int k = 0; k < 3; k++)
+        for (int n = 2; n <= 6; n++)
+            for (int m = n; m <= 20; m += 3) {
+                tg_pipe_schedule s;
+                tg_sim_result r;
+                TG_CHECK_OK(tg_pipe_schedule_build(kinds[k], n, m, true, &s));
+                for (int d = 0; d < n; d++)
+                    c[d] = (tg_stage_cost){{1, 1, 1}, 0, 0, 0};
+                TG_CHECK_OK(tg_schedule_simulate_costs(&s, c, &r));
+                TG_CHECK_NEAR(r.step_time, 3.0 * m + idle[k] * (n - 1), 1e-9);
+                TG_CHECK_NEAR(r.bubble, idle[k] * (n - 1) / (3.0 * m + idle[k] * (n - 1)), 1e-12);
+                for (int d = 0; d < n; d++)
+                    TG_CHECK(r.peak_stash[d] == s.stash_depth[d]);
+                /* W's timeline is recorded in split schedules only */
+                TG_CHECK((r.op_end[TG_SIM_WEIGHT] >= 0) == tg_pipe_schedule_splits(&s));
                 tg_sim_result_free(&r);
                 tg_pipe_schedule_free(&s);
             }
@@ -109,6 +138,7 @@ static void test_bad_costs(void)
 int main(void)
 {
     TG_RUN(test_equal_stages_bubble);
+    TG_RUN(test_zero_bubble_equal_stages);
     TG_RUN(test_sharded_is_a_sum);
     TG_RUN(test_slow_stage_sets_the_pace);
     TG_RUN(test_copies_delay_the_next_stage);

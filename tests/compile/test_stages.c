@@ -269,6 +269,12 @@ static void test_atom_bytes_and_costs(void)
     }
     TG_CHECK_NEAR(a.forward[0] + a.forward[1] + a.forward[2], fwd, 1e-15);
     TG_CHECK(a.backward[0] > 0 && a.backward[2] > 0 && a.kept[1] > 0);
+    /* the weight gradient (W): all of the first block's backward (no block
+     * before it waits), part of a later block's (the rest feeds the block
+     * before: B) */
+    TG_CHECK_NEAR(a.weight[0], a.backward[0], 1e-15);
+    for (int k = 1; k < 3; k++)
+        TG_CHECK(a.weight[k] > 0 && a.weight[k] < a.backward[k]);
     /* three devices, three blocks: one each */
     TG_CHECK(plan.first[0] == 0 && plan.first[1] == 1 && plan.first[2] == 2);
     (void)h2;

@@ -101,7 +101,8 @@ static void check_against_plan(const tg_program *p, tg_profile_reader *r)
             const tg_pipe_op *op = &p->schedule.ops[d][pos];
             bool backward = strcmp((const char *)sqlite3_column_text(st, 0), "backward") == 0;
             TG_CHECK(pos < p->schedule.n_ops[d]);
-            TG_CHECK(backward == op->backward && sqlite3_column_int(st, 1) == op->micro_batch);
+            TG_CHECK(backward == (op->pass != TG_PASS_FORWARD) &&
+                     sqlite3_column_int(st, 1) == op->micro_batch);
             pos++;
         }
         sqlite3_finalize(st);

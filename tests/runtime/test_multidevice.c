@@ -1,7 +1,7 @@
 /* tests/runtime/test_multidevice.c - the semantics of running over several
  * devices, proved against one device: sharded and pipelined execution give
- * bit-identical weights, replicas match a larger batch and stay identical,
- * device iterations equal separate runs, stash depths hold, bad
+ * bit-identical weights (zb-h1's and zb-h2's split backward as 1f1b's whole one), replicas match a
+ * larger batch and stay identical, device iterations equal separate runs, stash depths hold, bad
  * configurations fail at compile time, and a failing step stops every device.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
@@ -120,14 +120,14 @@ static void test_sharded_is_bit_identical_to_one_device(void)
 
 static void test_pipelined_matches_accumulation_on_one_device(void)
 {
-    static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b"};
+    static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b", "zb-h1"};
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.9f);
     trainer one;
     TG_CHECK_OK(
         make(&one, BATCH, &opt, (const char *[]){"Training.gradientAccumulation", "6", NULL}));
     if (one.s)
         train(&one, 2);
-    for (int k = 0; k < 4 && one.s; k++) {
+    for (int k = 0; k < 5 && one.s; k++) {
         trainer pipe;
         TG_CHECK_OK(
             make(&pipe, BATCH, &opt,
@@ -150,6 +150,55 @@ static void test_pipelined_matches_accumulation_on_one_device(void)
         destroy(&pipe);
     }
     destroy(&one);
+}
+
+/* zb-h1 and zb-h2 run each backward as B (input gradient) then W (weight
+ * gradient): on 2 and 4 devices, with SGD and AdamW, a few updates give
+ * the weights 1f1b gives to the bit, the backward is really split (a later
+ * stage has both B and W steps) and no device holds more micro-batches
+ * than its slots. */
+static void train_pair(const char *schedule, const char *stages, const tg_optimizer *opt,
+                       int want_devices)
+{
+    trainer ref, zb;
+    const char *kv[] = {
+        "executionStrategy", "pipelined", "stages", stages, "Training.gradientAccumulation", "8",
+        "pipelineSchedule",  "1f1b",      NULL};
+    TG_CHECK_OK(make(&ref, BATCH, opt, kv));
+    kv[7] = schedule;
+    TG_CHECK_OK(make(&zb, BATCH, opt, kv));
+    if (ref.s && zb.s) {
+        const tg_program *p = tg_session_program(zb.s);
+        TG_CHECK(p->n_devices == want_devices && tg_pipe_schedule_splits(&p->schedule));
+        const tg_device_program *last = &p->devices[p->n_devices - 1];
+        TG_CHECK(last->input_grad_steps > 0 &&
+                 last->input_grad_steps < last->n_steps[TG_PHASE_BACKWARD]);
+        train(&ref, 3);
+        train(&zb, 3);
+        bool same;
+        double diff = max_param_diff(&ref, &zb, &same);
+        if (!same)
+            tg_test_fail(__FILE__, __LINE__, "%s over %s: weights differ from 1f1b (max %.3g)",
+                         schedule, stages, diff);
+        for (int d = 0; d < p->n_devices; d++)
+            TG_CHECK(tg_session_max_in_flight(zb.s, d) == p->schedule.stash_depth[d] &&
+                     p->schedule.stash_depth[d] <= p->devices[d].stash_depth);
+    }
+    destroy(&ref);
+    destroy(&zb);
+}
+
+/* zb-h2 runs other passes between a B and its W, so what W reads from B
+ * lives in slots: a plan that shared it with the next forward would give
+ * other weights. */
+static void test_zero_bubble_is_bit_identical_to_1f1b(void)
+{
+    tg_optimizer sgd = tg_optimizer_sgd(0.05f, 0.9f), adamw = tg_optimizer_adamw(0.01f);
+    for (int k = 0; k < 2; k++) {
+        const char *schedule = k ? "zb-h2" : "zb-h1";
+        train_pair(schedule, "B1,B2|B3,B4", &sgd, 2);
+        train_pair(schedule, "B1|B2|B3|B4", &adamw, 4);
+    }
 }
 
 static void test_replicas_match_a_larger_batch_and_stay_identical(void)
@@ -378,6 +427,7 @@ int main(void)
 {
     TG_RUN(test_sharded_is_bit_identical_to_one_device);
     TG_RUN(test_pipelined_matches_accumulation_on_one_device);
+    TG_RUN(test_zero_bubble_is_bit_identical_to_1f1b);
     TG_RUN(test_replicas_match_a_larger_batch_and_stay_identical);
     TG_RUN(test_device_iterations_equal_separate_runs);
     TG_RUN(test_output_modes);
