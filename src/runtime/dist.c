@@ -9,13 +9,14 @@
 #include "runtime/dist.h"
 
 #include "core/alloc.h"
+#include "core/cpus.h"
 #include "core/error.h"
+#include "core/wait.h"
 #include "profile/trace_internal.h"
 #include "runtime/session_dist.h"
 #include "runtime/session_state.h"
 
 #include <mpi.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ static int host_size = 1; /* instances on this host (they share its cores) */
 struct tg_dist_group {
     int n;
     MPI_Comm *comms;
+    tg_spin *spins; /* per device: how long its all-gathers spin before sleeping */
 };
 
 static void align_trace_clocks(void);
@@ -268,13 +270,21 @@ tg_status tg_dist_group_create(int n_devices, tg_dist_group **out)
     if (!tg_dist_active())
         return TG_OK;
     tg_dist_group *g = tg_calloc(1, sizeof *g);
-    if (!g || !(g->comms = tg_calloc((size_t)n_devices, sizeof *g->comms))) {
+    if (!g || !(g->comms = tg_calloc((size_t)n_devices, sizeof *g->comms)) ||
+        !(g->spins = tg_calloc((size_t)n_devices, sizeof *g->spins))) {
+        if (g)
+            tg_free(g->comms);
         tg_free(g);
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d communicators", n_devices);
     }
     g->n = n_devices;
-    for (int d = 0; d < n_devices; d++)
+    /* spin while this host has a core per instance's device; otherwise the
+     * waiting threads would take the cores of the ones they wait for */
+    bool spare = tg_cpu_count() >= host_size * n_devices;
+    for (int d = 0; d < n_devices; d++) {
         MPI_Comm_dup(MPI_COMM_WORLD, &g->comms[d]);
+        tg_spin_init(&g->spins[d], spare ? TG_SPIN_MAX : TG_SPIN_MIN);
+    }
     *out = g;
     return TG_OK;
 }
@@ -286,7 +296,26 @@ void tg_dist_group_destroy(tg_dist_group *g)
     for (int d = 0; d < g->n && joined; d++)
         MPI_Comm_free(&g->comms[d]);
     tg_free(g->comms);
+    tg_free(g->spins);
     tg_free(g);
+}
+
+typedef struct request_wait {
+    MPI_Request *req;
+    const bool *abort;
+    bool aborted;
+} request_wait;
+
+/* Done, or abandoned because this instance's run was aborted (the request
+ * stays pending: the job is about to end). */
+static bool request_settled(void *arg)
+{
+    request_wait *w = arg;
+    int done = 0;
+    MPI_Test(w->req, &done, MPI_STATUS_IGNORE);
+    if (!done && __atomic_load_n(w->abort, __ATOMIC_ACQUIRE))
+        w->aborted = true;
+    return done || w->aborted;
 }
 
 bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, void *recv,
@@ -294,20 +323,15 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
 {
     MPI_Request req;
     MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, g->comms[device], &req);
-    for (long spins = 0;; spins++) {
-        int done = 0;
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return true;
-        if (__atomic_load_n(abort, __ATOMIC_ACQUIRE))
-            return false; /* the request stays pending: the job is about to end */
-        if (spins < 64) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 50000}; /* the cores are shared with other instances */
+    request_wait w = {&req, abort, false};
+    /* spin (adaptively, core/wait.h) while the other instances are close,
+     * then sleep between tests: the cores may be shared with them */
+    if (!tg_spin_wait(&g->spins[device], request_settled, &w))
+        while (!request_settled(&w)) {
+            struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         }
-    }
+    return !w.aborted;
 }
 
 /* Wait for a request, sleeping between tests: the instances that wait leave
