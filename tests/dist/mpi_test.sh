@@ -17,6 +17,22 @@ trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 1
 fail() { echo "FAIL: $*"; for f in "$W"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
 MPI="mpirun -np 2 --bind-to none"
+# A long job started in the background (its pid in $job), and once it has
+# started training, the pid of its last instance in $victim.
+long_job() { # LOG [train flags]
+    log=$1
+    shift
+    timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
+        --test-limit 16 --quiet "$@" >"$log" 2>&1 &
+    job=$!
+    tries=0
+    while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" "$log"; do
+        sleep 0.2
+        tries=$((tries + 1))
+    done
+    victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
+        [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+}
 COMMON="--model mnist-pipeline --epochs 1 --batch-size 8 --train-limit 192 --test-limit 48 --seed 5 --quiet"
 
 # 1. 2 x 1 == 1 x 2, after 12 updates (gradient accumulation 2 and dropout-free model)
@@ -59,13 +75,7 @@ timeout 60 $MPI sh differ.sh >differ.log 2>&1 && fail "different instances were 
 grep -q "differ in their" differ.log || fail "no message naming what differs"
 
 # 5. kill -9 of one instance ends the job, non-zero, within 10 s
-timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
-    --test-limit 16 --quiet >kill.log 2>&1 &
-job=$!
-tries=0
-while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" kill.log; do sleep 0.2; tries=$((tries + 1)); done
-victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
-    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+long_job kill.log
 [ -n "$victim" ] || fail "no instance to kill"
 start=$(date +%s)
 kill -9 "$victim"
@@ -117,13 +127,7 @@ cmp rts1.safetensors rts4.safetensors || fail "a resumed sharded job differs fro
 
 # 8. SIGTERM to one instance stops every instance after the same host step:
 #    instance 0 writes the checkpoint, the job ends in order (143), no hang
-timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
-    --test-limit 16 --quiet --save stop.safetensors >stop.log 2>&1 &
-job=$!
-tries=0
-while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" stop.log; do sleep 0.2; tries=$((tries + 1)); done
-victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
-    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+long_job stop.log --save stop.safetensors
 [ -n "$victim" ] || fail "no instance to stop"
 sleep 1
 kill -TERM "$victim"
