@@ -67,6 +67,11 @@ static double query_double(tg_profile_reader *r, const char *sql)
     return v;
 }
 
+/* The recorded host steps averaged: all but the first when there are
+ * several, since the first also waits for the other instances to start. */
+#define STEADY                                                                                     \
+    "run > (SELECT CASE WHEN COUNT(DISTINCT run) > 1 THEN MIN(run) ELSE -1 END FROM trace)"
+
 /* Per recorded host step: its wall time (first start to last end over every
  * replica and device), and the all-reduce and the exchange with the other
  * instances of replica 0, averaged over its devices. */
@@ -74,16 +79,17 @@ static void read_row(tg_profile_reader *r, instance_row *row)
 {
     double devices = atof(tg_profile_reader_meta(r, "devices"));
     devices = devices > 0 ? devices : 1;
-    row->steps = query_double(r, "SELECT COUNT(DISTINCT run) FROM trace");
+    row->steps = query_double(r, "SELECT COUNT(DISTINCT run) FROM trace WHERE " STEADY);
     row->step_ns = query_double(r, "SELECT AVG(w) FROM (SELECT MAX(end_ns) - MIN(start_ns) AS w "
-                                   "FROM trace GROUP BY run)");
+                                   "FROM trace WHERE " STEADY " GROUP BY run)");
     double runs = row->steps > 0 ? row->steps : NAN;
     row->all_reduce_ns = query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace "
-                                         "WHERE replica = 0 AND kind = 'all-reduce'") /
+                                         "WHERE replica = 0 AND kind = 'all-reduce' AND " STEADY) /
                          runs / devices;
-    row->exchange_ns = query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace "
-                                       "WHERE replica = 0 AND kind = 'exchange with instances'") /
-                       runs / devices;
+    row->exchange_ns =
+        query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace WHERE replica = 0 "
+                        "AND kind = 'exchange with instances' AND " STEADY) /
+        runs / devices;
     row->samples_per_s =
         query_double(r, "SELECT AVG(value) FROM counters WHERE name = 'samples/s'");
 }
@@ -114,8 +120,10 @@ static tg_an_table *instances_table(tg_an_view *v)
                                        "with instances", "of the step", "samples/s"};
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_LABEL, TG_AN_LABEL, TG_AN_COUNT, TG_AN_NS,
                                        TG_AN_NS, TG_AN_NS,    TG_AN_FRAC,  TG_AN_NUM};
-    return tg_an_table_add(v, "Instances (per recorded host step; all-reduce of replica 0)", 9,
-                           cols, kinds);
+    return tg_an_table_add(v,
+                           "Instances (per recorded host step after the first; all-reduce of "
+                           "replica 0)",
+                           9, cols, kinds);
 }
 
 tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
