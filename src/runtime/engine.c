@@ -234,6 +234,27 @@ static void backward_done(device_ctx *c, int64_t it, int64_t j, int64_t g, doubl
     tg_exchange_release(c, TG_PHASE_BACKWARD, g);
 }
 
+/* The FLOPs of device c's backward steps [from, to), for the profile: in a
+ * split schedule B and W each record their own. 0 when the run is not
+ * recorded (the sum is not free). */
+static double backward_flops(const device_ctx *c, int from, int to)
+{
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    if (!c->rec)
+        return 0;
+    if (from == 0 && to == dp->n_steps[TG_PHASE_BACKWARD])
+        return dp->flops[TG_PHASE_BACKWARD];
+    double flops = 0;
+    for (int k = from; k < to; k++) {
+        const tg_tensor *t = p->graph->nodes[dp->steps[TG_PHASE_BACKWARD][k].node];
+        const tg_op_def *def = tg_op_get(t->op);
+        if (def && def->flops)
+            flops += def->flops(t);
+    }
+    return flops;
+}
+
 /* The backward of micro-batch j: all of it, or in a split schedule the
  * input gradient (B) alone, whose result the previous stage waits for. */
 static bool backward(device_ctx *c, int64_t it, int64_t j)
@@ -246,10 +267,10 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
     if (!tg_exchange_receive(c, TG_PHASE_BACKWARD, g))
         return false;
     double t0 = now_s();
-    run_range(c, TG_PHASE_BACKWARD, it, g, 0,
-              split ? dp->input_grad_steps : dp->n_steps[TG_PHASE_BACKWARD]);
+    int end = split ? dp->input_grad_steps : dp->n_steps[TG_PHASE_BACKWARD];
+    run_range(c, TG_PHASE_BACKWARD, it, g, 0, end);
     tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
-                     dp->flops[TG_PHASE_BACKWARD]);
+                     backward_flops(c, 0, end));
     if (split)
         c->busy += now_s() - t0;
     else
@@ -267,8 +288,9 @@ static bool weight(device_ctx *c, int64_t it, int64_t j)
     double t0 = now_s();
     run_range(c, TG_PHASE_BACKWARD, it, g, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]);
     /* an execute event of the backward phase, so the profile's busy time
-     * counts it; the phase's FLOPs went with B: their sum per micro-batch is right */
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0, 0);
+     * counts it, with the FLOPs of W's steps */
+    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
+                     backward_flops(c, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]));
     backward_done(c, it, j, g, t0);
     return true;
 }
