@@ -7,7 +7,7 @@ ShardedExecution, trainingModel/inferenceModel, poptorch.optim and
 DataLoader. Graphs, compilation and execution are the C library's
 (libtilegraph.so through cffi); docs/python.md says what is supported.
 """
-from . import optim
+from . import dist, optim
 from ._lib import TilegraphError
 from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode

@@ -23,6 +23,12 @@ typedef struct tg_onnx_model tg_onnx_model;
 typedef struct tg_shape { int ndim; int64_t dim[6]; } tg_shape;
 
 const char *tg_error_message(void);
+tg_status tg_dist_init(int *argc, char ***argv);
+void tg_dist_finalize(void);
+void tg_dist_abort(int code);
+bool tg_dist_active(void);
+int tg_dist_instance(void);
+int tg_dist_instances(void);
 const char *tg_status_name(tg_status s);
 
 tg_options *tg_options_create(void);

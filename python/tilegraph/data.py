@@ -10,6 +10,7 @@ import os
 
 import torch
 
+from . import dist
 from .options import Options
 
 
@@ -28,15 +29,52 @@ class DataLoader(torch.utils.data.DataLoader):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"poptorch.DataLoader: batch_size must be a positive integer, got {batch_size!r}")
         v = options.values
-        factor = (int(v.get("Training.gradientAccumulation", 1)) * int(v.get("deviceIterations", 1)) *
-                  int(v.get("replicationFactor", 1)))
-        self.combinedBatchSize = batch_size * factor
+        replicas = int(v.get("replicationFactor", 1))
+        per_replica = (int(v.get("Training.gradientAccumulation", 1)) * batch_size)
+        iterations = int(v.get("deviceIterations", 1))
+        self.combinedBatchSize = per_replica * iterations * replicas
         self.options = options
         # A partial host batch cannot be run by a compiled model: always drop it.
         workers = min(int(num_workers), os.cpu_count() or 1)
+        persistent = bool(persistent_workers) and workers > 0
+        n = dist.instances()
+        if n > 1 and auto_distributed_partitioning:
+            # this instance's replicas of every device iteration of each host
+            # batch, drawn from the order one process would use
+            if replicas % n:
+                raise ValueError(f"poptorch.DataLoader: replicationFactor {replicas} is not a "
+                                 f"multiple of the {n} instances of this MPI job")
+            sampler = (torch.utils.data.RandomSampler(dataset) if shuffle
+                       else torch.utils.data.SequentialSampler(dataset))
+            chunk = per_replica * (replicas // n)
+            batches = _InstanceBatches(sampler, self.combinedBatchSize, chunk, dist.instance(), n)
+            super().__init__(dataset, batch_sampler=batches, num_workers=workers,
+                             persistent_workers=persistent, **kwargs)
+            return
         super().__init__(dataset, batch_size=self.combinedBatchSize, shuffle=shuffle,
-                         num_workers=workers, drop_last=True,
-                         persistent_workers=bool(persistent_workers) and workers > 0, **kwargs)
+                         num_workers=workers, drop_last=True, persistent_workers=persistent,
+                         **kwargs)
+
+
+class _InstanceBatches(torch.utils.data.Sampler):
+    """Host batches of `size` indices from `sampler`, cut into chunks of
+    `chunk` (one instance's replicas of one device iteration): instance k of
+    n gets chunks k, k + n, ... of each, as the C loader's split does."""
+
+    def __init__(self, sampler, size, chunk, k, n):
+        self.sampler, self.size, self.chunk, self.k, self.n = sampler, size, chunk, k, n
+
+    def __iter__(self):
+        batch = []
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.size:
+                yield [i for c in range(self.k * self.chunk, self.size, self.n * self.chunk)
+                       for i in batch[c:c + self.chunk]]
+                batch = []
+
+    def __len__(self):
+        return len(self.sampler) // self.size
 
 
 class AsynchronousDataAccessor:

@@ -199,6 +199,17 @@ def _tensor_dims(t):
     return tuple(s.dim[i] for i in range(s.ndim))
 
 
+def _local_replicas(options):
+    """replicationFactor, or in an MPI job this instance's share of it."""
+    from . import dist
+    r, n = int(options.values.get("replicationFactor", 1)), dist.instances()
+    if r % n:
+        raise ValueError(f"poptorch.Options: replicationFactor {r} is not a multiple of the {n} "
+                         "instances of this MPI job; each instance runs replicationFactor / "
+                         "instances replicas")
+    return r // n
+
+
 class _Model:
     training = False
 
@@ -213,9 +224,11 @@ class _Model:
 
     # ---- host batches -------------------------------------------------------------
     def _factor(self):
+        """Samples of a host batch per sample of a micro-batch: in an MPI job
+        this instance's replicas only (replicationFactor / instances)."""
         v = self.options.values
         acc = int(v.get("Training.gradientAccumulation", 1)) if self.training else 1
-        return acc * int(v.get("deviceIterations", 1)) * int(v.get("replicationFactor", 1))
+        return acc * int(v.get("deviceIterations", 1)) * _local_replicas(self.options)
 
     def _micro(self, x):
         if not isinstance(x, torch.Tensor) or x.dim() < 1:

@@ -1,0 +1,54 @@
+"""tilegraph.dist - a script started under mpirun is one instance of a job
+(PopDist's role; docs/distributed.md).
+
+`mpirun -np N python3 train.py` (or `tilegraph run --instances N --replicas R
+-- ...` for the command) starts N processes of the script. On import, the
+package joins the job when MPI's environment says it runs under mpirun; each
+instance then runs replicationFactor / N of the replicas, poptorch.DataLoader
+gives it only its replicas' samples of every host batch, and the C library
+sums the gradients over all replicas of all instances in replica order, so
+the job trains as one process of replicationFactor replicas would. An
+exception in one instance ends the whole job instead of leaving the others
+waiting for its gradients.
+"""
+import atexit
+import os
+import sys
+
+from ._lib import check, lib
+
+
+def _under_mpirun():
+    size = os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE")
+    return bool(size) and int(size) > 1
+
+
+def instance():
+    """This process's index in the job (0 outside one)."""
+    return lib.tg_dist_instance()
+
+
+def instances():
+    """The number of instances of the job (1 outside one)."""
+    return lib.tg_dist_instances()
+
+
+def _abort_on_exception(hook):
+    def handler(kind, value, tb):
+        hook(kind, value, tb)
+        sys.stderr.write(f"tilegraph: instance {instance()} of {instances()} failed: ending the job\n")
+        sys.stderr.flush()
+        lib.tg_dist_abort(1)
+    return handler
+
+
+def _join():
+    if not _under_mpirun() or lib.tg_dist_active():
+        return
+    from ._lib import ffi
+    check(lib.tg_dist_init(ffi.NULL, ffi.NULL), "tilegraph: joining the MPI job")
+    atexit.register(lib.tg_dist_finalize)
+    sys.excepthook = _abort_on_exception(sys.excepthook)
+
+
+_join()

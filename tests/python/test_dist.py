@@ -1,0 +1,98 @@
+"""tests/python/test_dist.py - a PopTorch script under mpirun (PopDist's role).
+
+The same script, started as 2 instances with replicationFactor 4, must end
+with the weights of one process with replicationFactor 4: the DataLoader
+gives each instance its replicas' samples of every host batch (shuffled, in
+one process's order) and the library sums the gradients over the instances
+in replica order. Also: an exception in one instance ends the job, non-zero,
+within seconds.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from tg_pytest import poptorch  # noqa: F401 (skips without torch)
+
+SCRIPT = r'''
+import sys
+sys.path.insert(0, sys.argv[2])
+import torch
+from tg_pytest import WithLoss, net, poptorch
+
+def main(out, fail):
+    torch.manual_seed(3)
+    x = torch.randn(192, 1, 8, 8)
+    y = torch.randint(0, 5, (192,))
+    ds = torch.utils.data.TensorDataset(x, y)
+    opts = poptorch.Options().deviceIterations(2).replicationFactor(4)
+    opts.Training.gradientAccumulation(2)
+    loader = poptorch.DataLoader(opts, ds, batch_size=3, shuffle=True)
+    m = net()
+    tm = poptorch.trainingModel(WithLoss(m), opts, poptorch.optim.SGD(m.parameters(), lr=0.05))
+    for step, (xb, yb) in enumerate(loader):
+        if fail and poptorch.dist.instance() == 1 and step == 1:
+            raise RuntimeError("instance 1 fails on purpose")
+        tm(xb, yb)
+    tm.copyWeightsToHost()
+    if poptorch.dist.instance() == 0:
+        torch.save(m.state_dict(), out)
+
+main(sys.argv[1], len(sys.argv) > 3)
+'''
+
+
+class DistTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not shutil.which("mpirun"):
+            print("skipped: no mpirun (openmpi-bin)")
+            sys.exit(77)
+        cls.dir = tempfile.mkdtemp(prefix="tg_pydist_")
+        cls.script = os.path.join(cls.dir, "train.py")
+        with open(cls.script, "w") as f:
+            f.write(SCRIPT)
+        cls.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def run_script(self, out, mpi, *extra):
+        here = os.path.dirname(os.path.abspath(__file__))
+        cmd = [sys.executable, self.script, out, here, *extra]
+        if mpi:
+            cmd = ["mpirun", "-np", "2", "--bind-to", "none"] + cmd
+        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=240)
+
+    def test_two_instances_train_as_one_process(self):
+        import torch
+        one, two = os.path.join(self.dir, "one.pt"), os.path.join(self.dir, "two.pt")
+        r = self.run_script(one, False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.run_script(two, True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        a, b = torch.load(one), torch.load(two)
+        moved = False
+        for name in a:
+            self.assertTrue(torch.equal(a[name], b[name]), name)
+        from tg_pytest import net
+        for name, t in net().state_dict().items():  # the training changed something
+            moved = moved or not torch.equal(t, a[name])
+        self.assertTrue(moved)
+
+    def test_a_failing_instance_ends_the_job(self):
+        start = time.time()
+        r = self.run_script(os.path.join(self.dir, "fail.pt"), True, "fail")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("instance 1 fails on purpose", r.stderr)
+        self.assertIn("instance 1 of 2 failed", r.stderr)
+        self.assertLess(time.time() - start, 60)
+
+
+if __name__ == "__main__":
+    unittest.main()
