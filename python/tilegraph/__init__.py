@@ -16,7 +16,7 @@ from .options import (OutputMode, Options, PipelinedExecution, ShardedExecution,
                       TensorLocationSettings)
 
 __version__ = "0.1.0"
-__all__ = ["optim", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
+__all__ = ["dist", "optim", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
            "DataLoaderMode", "InferenceModel", "TrainingModel", "inferenceModel", "trainingModel",
            "OutputMode", "Options", "PipelinedExecution", "ShardedExecution", "Stage",
            "TensorLocationSettings"]
