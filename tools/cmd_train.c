@@ -575,6 +575,7 @@ int cmd_train(int argc, char **argv)
     if (check_args(&a) != 0)
         return 2;
     char instance_dir[1024];
+    const char *job_profile_dir = a.dev.profile_dir ? a.dev.profile_dir : "./profile";
     if (join_as_instance(&a, instance_dir, sizeof instance_dir) != 0)
         return 1;
     if (probe_outputs(&a) != 0)
@@ -698,7 +699,11 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     if (!a.json) {
-        if (a.dev.profile || a.dev.profile_dir)
+        if ((a.dev.profile || a.dev.profile_dir) && tg_dist_active())
+            printf("profiles: one per instance in %s/instance-0 .. instance-%d "
+                   "(tilegraph analyse %s instances)\n",
+                   job_profile_dir, tg_dist_instances() - 1, job_profile_dir);
+        else if (a.dev.profile || a.dev.profile_dir)
             printf("profiles: %s/training/profile.sqlite, %s/inference/profile.sqlite\n",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile");
