@@ -155,6 +155,7 @@ tg_pool *tg_pool_create(int n_threads)
     }
     return p;
 fail:
+    p->n_threads = 1; /* no worker was started: none to join */
     tg_pool_destroy(p);
     tg_error(TG_ERR_NOMEM, "thread pool: out of memory");
     return NULL;
