@@ -10,7 +10,7 @@
 #include "core/units.h"
 #include "tilegraph/trace.h"
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "target/target.h"
 
 #include <stdio.h>
