@@ -8,9 +8,9 @@
 #include <limits.h>
 #include <stdatomic.h>
 
-static atomic_int conv_method;           /* 0: TG_CONV_AUTO */
-static atomic_int simd_cap = INT_MAX;    /* no cap */
-static atomic_int dnnl_mode_and_forced;  /* mode << 1 | forced, read and set as one */
+static atomic_int conv_method;          /* 0: TG_CONV_AUTO */
+static atomic_int simd_cap = INT_MAX;   /* no cap */
+static atomic_int dnnl_mode_and_forced; /* mode << 1 | forced, read and set as one */
 
 int tg_process_conv_method(void)
 {
