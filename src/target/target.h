@@ -180,6 +180,9 @@ extern const tg_target_ops tg_target_mk2_ops; /* target/mk2.c */
 const tg_target_ops *tg_target_at(int i);
 /* The target named `name`, or NULL. */
 const tg_target_ops *tg_target_find(const char *name);
+/* Whether t models tiles (it has a tile plan): the compiler then costs steps
+ * with its cycle model and plans device memory over its tiles. */
+bool tg_target_tiled(const tg_target_ops *t);
 /* The target of configuration c (option "target", validated by the options
  * table, so never NULL for a configuration read by tg_config_read). */
 const tg_target_ops *tg_target_of_config(const tg_config *c);

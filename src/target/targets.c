@@ -33,6 +33,11 @@ const tg_target_ops *tg_target_find(const char *name)
     return NULL;
 }
 
+bool tg_target_tiled(const tg_target_ops *t)
+{
+    return t && t->plan;
+}
+
 const tg_target_ops *tg_target_of_config(const tg_config *c)
 {
     return tg_target_find(c->target.name);

@@ -22,6 +22,8 @@ static void test_found_by_name(void)
     TG_CHECK(tg_target_find(NULL) == NULL);
     TG_CHECK(tg_target_at(0) == &tg_target_cpu_ops);
     TG_CHECK(tg_target_at(tg_target_count()) == NULL && tg_target_at(-1) == NULL);
+    TG_CHECK(!tg_target_tiled(&tg_target_cpu_ops) && tg_target_tiled(&tg_target_mk2_ops));
+    TG_CHECK(!tg_target_tiled(NULL));
 }
 
 /* Every built-in target has the hooks the compiler always calls, a name of
