@@ -300,7 +300,7 @@ tg_status tg_cost_rates_get(int threads, tg_cost_rates *r)
 tg_status tg_cost_model_from_config(const tg_config *c, int n_devices, tg_cost_model *m)
 {
     memset(m, 0, sizeof *m);
-    m->tiled = c->target.tiled;
+    m->tiled = tg_target_tiled(tg_target_of_config(c));
     TG_TRY(tg_target_from_config(c, &m->target));
     int threads = c->threads.per_device;
     if (threads <= 0) /* as the session shares the machine's CPUs */

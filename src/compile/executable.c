@@ -130,7 +130,7 @@ tg_status tg_executable_key(const tg_graph *g, const tg_config *c, char out[33])
         }
     }
     tg_target_desc target;
-    bool tiled = c->target.tiled;
+    bool tiled = tg_target_tiled(tg_target_of_config(c));
     TG_TRY(tg_target_from_config(c, &target)); /* the description file's contents */
     hash_int(&h, tiled);
     if (tiled)

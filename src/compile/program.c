@@ -10,7 +10,7 @@
 #include "core/units.h"
 #include "tilegraph/trace.h"
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "target/target.h"
 
 #include <stdio.h>
@@ -592,19 +592,20 @@ static tg_status check_capacity(const tg_program *p)
     int64_t cap = p->config.memory.per_device;
     if (p->config.debug.allow_out_of_memory)
         return TG_OK; /* compile anyway; the profile and reports show the overflow */
-    if (p->tile_plan)
-        TG_TRY(tg_tile_plan_check(p)); /* per tile on tiled targets */
+    const tg_target_ops *t = tg_target_of_config(&p->config);
+    if (t && t->check)
+        TG_TRY(t->check(p)); /* per tile on tiled targets */
     for (int d = 0; cap > 0 && d < p->n_devices; d++)
         if ((int64_t)p->devices[d].arena_bytes > cap)
             return out_of_memory(p, d, cap);
     return TG_OK;
 }
 
-static void read_scratch_cap(tg_program *p, const tg_target_desc *target)
+static void read_scratch_cap(tg_program *p, const tg_target_ops *t, const tg_target_desc *target)
 {
     int64_t cap = p->config.memory.per_device;
-    if (cap <= 0 && p->config.target.tiled)
-        cap = (int64_t)target->tiles * target->tile_memory;
+    if (cap <= 0)
+        cap = t->device_memory(target);
     double share = p->config.memory.available_proportion;
     p->scratch_cap = cap > 0 ? (size_t)(share * (double)cap) : SIZE_MAX;
 }
@@ -712,12 +713,13 @@ static tg_status compile(tg_program *p)
         s = check_shardable(g);
     if (s == TG_OK)
         s = make_homes(p, order, n_order, offload, shard);
+    const tg_target_ops *tgt = tg_target_of_config(c);
     tg_target_desc target; /* the host's, or the tiles' from targetDescription */
     if (s == TG_OK)
         s = tg_target_from_config(c, &target);
     if (s == TG_OK)
-        read_scratch_cap(p, &target);
-    p->plan_kernels = !c->target.tiled;
+        read_scratch_cap(p, tgt, &target);
+    p->plan_kernels = tgt && tgt->plan_kernels;
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);
@@ -737,9 +739,9 @@ static tg_status compile(tg_program *p)
     for (int d = 0; s == TG_OK && d < p->n_devices; d++)
         s = tg_memplan_device(p, d);
     tg_trace_end(ch);
-    if (s == TG_OK && c->target.tiled) {
+    if (s == TG_OK && tgt->plan) {
         tg_trace_begin(ch, "tile plan");
-        s = tg_tile_plan_build(p, &target);
+        s = tgt->plan(p, &target);
         tg_trace_end(ch);
     }
     if (s == TG_OK)

@@ -92,7 +92,6 @@ static tg_status read_fields(tg_config *c)
     c->seed = (uint64_t)integer(c, "randomSeed");
     c->target.name = text(c, "target");
     c->target.description = text(c, "targetDescription");
-    c->target.tiled = !strcmp(c->target.name, "mk2");
     c->threads.per_device = (int)integer(c, "threadsPerDevice");
     read_pipeline(c);
     read_memory_and_precision(c);

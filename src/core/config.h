@@ -25,7 +25,6 @@ typedef struct tg_config {
     struct {
         const char *name;        /* target: "cpu" or "mk2" */
         const char *description; /* targetDescription: a JSON file, or "" */
-        bool tiled;              /* target is a tiled processor (mk2) */
     } target;
     struct {
         /* threadsPerDevice as given; 0: the default rule's share of the cores */

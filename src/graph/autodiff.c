@@ -12,7 +12,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "ops/op.h"
+#include "graph/op_rules.h"
 
 #include <string.h>
 
@@ -50,7 +50,7 @@ static bool wants_grad(const autodiff_state *st, const tg_tensor *t)
 /* Run one op's gradient rule with the scope set to the op's name and its block. */
 static tg_status backward_one(tg_graph *g, tg_tensor *t, autodiff_state *st)
 {
-    const tg_op_def *def = tg_op_get(t->op);
+    tg_backward_rule backward = tg_op_backward_rule(t->op);
     bool need[TG_MAX_INPUTS] = {0};
     tg_tensor *din[TG_MAX_INPUTS] = {0};
     bool any = false;
@@ -58,7 +58,7 @@ static tg_status backward_one(tg_graph *g, tg_tensor *t, autodiff_state *st)
         any |= need[k] = wants_grad(st, t->in[k]);
     if (!any)
         return TG_OK;
-    if (!def || !def->backward)
+    if (!backward)
         return tg_error(TG_ERR_UNSUPPORTED, "%s: op '%s' has no gradient rule", t->name,
                         tg_op_name(t->op));
 
@@ -69,7 +69,7 @@ static tg_status backward_one(tg_graph *g, tg_tensor *t, autodiff_state *st)
     g->current_block = t->block;
     int first_new = g->n_nodes;
 
-    tg_status s = def->backward(g, t, st->grad[t->id], need, din);
+    tg_status s = backward(g, t, st->grad[t->id], need, din);
     for (int k = 0; s == TG_OK && k < t->n_in; k++) {
         tg_tensor *x = t->in[k];
         if (!need[k] || !din[k])

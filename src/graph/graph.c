@@ -3,7 +3,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "ops/op.h"
+#include "graph/op_rules.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -286,7 +286,7 @@ tg_tensor *tg_node_create(tg_graph *g, tg_op op, int n_in, tg_tensor *const *in,
 {
     if (!g || g->status != TG_OK)
         return NULL;
-    const tg_op_def *def = tg_op_get(op);
+    tg_infer_rule infer = tg_op_infer_rule(op);
     char full[512];
     scoped_name(g, tg_op_name(op), full, sizeof full);
     if (n_in < 0 || n_in > TG_MAX_INPUTS)
@@ -304,9 +304,9 @@ tg_tensor *tg_node_create(tg_graph *g, tg_op op, int n_in, tg_tensor *const *in,
         tmp.in[i] = in[i];
     if (p)
         tmp.p = *p;
-    if (def && def->infer) {
+    if (infer) {
         tg_error_clear();
-        tg_status s = def->infer(&tmp);
+        tg_status s = infer(&tmp);
         if (s != TG_OK)
             return tg_graph_fail(g, s, "%s: %s", full, tg_error_message());
     }

@@ -17,7 +17,7 @@
 #include "tilegraph/graph.h"
 
 #include "core/arena.h"
-#include "ops/op_list.h"
+#include "graph/op_list.h"
 
 #define TG_MAX_INPUTS 8
 #define TG_MAX_IPARAMS 16

@@ -9,7 +9,7 @@
  *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)    (Adam, AdamW, LAMB)
  *
  * The mutated inputs come first (node->n_mutated of them, set by the op's
- * shape rule); the settings travel in the node params (ops/optim_params.h).
+ * shape rule); the settings travel in the node params (graph/optim_params.h).
  * Each update is placed in the block of the parameter's gradient, so a
  * pipeline stage updates the weights it computed the gradients of.
  * max_grad_norm travels in every update's params too, but the clipping is
@@ -18,7 +18,7 @@
 #include "graph/node.h"
 
 #include "core/error.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "tilegraph/optim.h"
 
 #include <ctype.h>

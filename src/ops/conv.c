@@ -16,14 +16,13 @@
 #include "ops/conv.h"
 
 #include "core/error.h"
+#include "core/process.h"
 
 #include <string.h>
 
-static tg_conv_method forced_method = TG_CONV_AUTO;
-
 void tg_conv_force_method(tg_conv_method m)
 {
-    forced_method = m;
+    tg_process_set_conv_method((int)m);
 }
 
 /* ---- geometry ------------------------------------------------------------------- */
@@ -229,8 +228,9 @@ tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
 {
     if (!tg_conv_direct_supported(g))
         return TG_CONV_GEMM;
-    if (forced_method != TG_CONV_AUTO)
-        return forced_method;
+    tg_conv_method forced = (tg_conv_method)tg_process_conv_method();
+    if (forced != TG_CONV_AUTO)
+        return forced;
     int64_t Wp = g->W + 2 * g->pw;
     if (g->OW * 2 < Wp) /* half the work thrown away: im2col wins */
         return TG_CONV_GEMM;

@@ -40,8 +40,8 @@ tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g);
 /* Whether the direct kernels can run this geometry at all. */
 bool tg_conv_direct_supported(const tg_conv_geom *g);
 /* For tests and benchmarks only: make every conv use `m` where it can
- * (TG_CONV_AUTO restores the heuristic). Not thread-safe; set it before
- * building scratch plans or running kernels. */
+ * (TG_CONV_AUTO restores the heuristic). Process-wide (core/process.h): set
+ * it before building scratch plans or running kernels, so both see one method. */
 void tg_conv_force_method(tg_conv_method m);
 
 /* Scratch bytes and kernels of each method. `which` is the op kind; the

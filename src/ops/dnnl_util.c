@@ -2,6 +2,8 @@
  * shared by the oneDNN-backed kernels (see dnnl_util.h). */
 #include "ops/dnnl_util.h"
 
+#include "core/process.h"
+
 #include <omp.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <pthread.h>
@@ -84,13 +86,12 @@ const char *tg_dnnl_isa_name(void)
     }
 }
 
-static tg_dnnl_mode forced_mode;
-static bool mode_forced;
-
 tg_dnnl_mode tg_dnnl_mode_get(void)
 {
-    if (mode_forced)
-        return forced_mode;
+    int forced;
+    int mode = tg_process_dnnl_mode(&forced);
+    if (forced)
+        return (tg_dnnl_mode)mode;
     const char *e = getenv("TG_KERNELS");
     if (e && strcmp(e, "own") == 0)
         return TG_DNNL_NEVER;
@@ -101,6 +102,5 @@ tg_dnnl_mode tg_dnnl_mode_get(void)
 
 void tg_dnnl_force_mode(tg_dnnl_mode m, bool forced)
 {
-    forced_mode = m;
-    mode_forced = forced;
+    tg_process_set_dnnl_mode((int)m, forced);
 }

@@ -53,7 +53,7 @@ typedef enum tg_dnnl_mode {
  * auto) unless tg_dnnl_force_mode set it. An unknown value counts as auto. */
 tg_dnnl_mode tg_dnnl_mode_get(void);
 /* For tests and benchmarks: override the environment (TG_DNNL_AUTO restores
- * it). Not thread-safe; set it before compiling. */
+ * it). Process-wide (core/process.h); set it before compiling. */
 void tg_dnnl_force_mode(tg_dnnl_mode m, bool forced);
 
 #endif

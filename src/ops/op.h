@@ -30,6 +30,7 @@
 
 #include "core/pool.h"
 #include "graph/node.h"
+#include "graph/op_rules.h"
 
 #include <stddef.h>
 
@@ -85,18 +86,14 @@ typedef struct tg_ref_args {
 
 typedef struct tg_op_def {
     const char *name;
-    /* Check inputs and parameters, set node->shape and node->dtype (and
-     * flags such as TG_NODE_ALIAS); on failure return a status with a message
-     * saying what is wrong (the caller prefixes the node's name). */
-    tg_status (*infer)(tg_tensor *node);
+    tg_infer_rule infer; /* graph/op_rules.h */
     /* Floating-point operations of one run (multiply-add = 2). */
     double (*flops)(const tg_tensor *node);
     /* Temporary bytes the fast kernel needs with n_threads threads; NULL = 0. */
     size_t (*scratch)(const tg_tensor *node, int n_threads);
     void (*forward)(const tg_kernel_args *a);
     void (*reference)(const tg_ref_args *a);
-    tg_status (*backward)(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
-                          tg_tensor **din);
+    tg_backward_rule backward; /* graph/op_rules.h */
 } tg_op_def;
 
 /* The plan hooks of an op kind that has them (see above); few ops do, so
@@ -106,8 +103,9 @@ typedef struct tg_op_planner {
     void (*plan_free)(void *state);
 } tg_op_planner;
 
+/* The op's definition, or NULL for a value outside tg_op. tg_op_name and the
+ * rules the graph layer uses are declared in graph/op_rules.h. */
 const tg_op_def *tg_op_get(tg_op op);
-const char *tg_op_name(tg_op op);
 /* The op's plan hooks, or NULL when it has none. */
 const tg_op_planner *tg_op_planner_get(tg_op op);
 

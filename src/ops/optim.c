@@ -4,7 +4,7 @@
  *     ADAM_UPDATE(param, exp_avg, exp_avg_sq, grad)      (Adam, AdamW, LAMB)
  *
  * They rewrite their first n_in - 1 inputs in place and output nothing. The
- * settings are in the node params (ops/optim_params.h); the learning rate of
+ * settings are in the node params (graph/optim_params.h); the learning rate of
  * an update comes from the schedule at the session's step (updates done so
  * far), and Adam's bias correction uses t = step + 1. The arithmetic follows
  * torch.optim's single-tensor code, in the same order:
@@ -35,7 +35,7 @@
  * them; large tensors are split over the device's threads.
  */
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 
 #include "core/error.h"
 

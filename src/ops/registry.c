@@ -26,6 +26,18 @@ const char *tg_op_name(tg_op op)
     return (unsigned)op < TG_OP_COUNT ? names[op] : "?";
 }
 
+tg_infer_rule tg_op_infer_rule(tg_op op)
+{
+    const tg_op_def *def = tg_op_get(op);
+    return def ? def->infer : NULL;
+}
+
+tg_backward_rule tg_op_backward_rule(tg_op op)
+{
+    const tg_op_def *def = tg_op_get(op);
+    return def ? def->backward : NULL;
+}
+
 /* The ops with plan hooks (op.h). */
 extern const tg_op_planner tg_conv_planner;
 

@@ -1,9 +1,9 @@
 /* ops/simd.c - run-time CPU feature detection for the SIMD kernels. */
 #include "ops/simd.h"
 
-#include <stdatomic.h>
+#include "core/process.h"
 
-static tg_simd_level cap = TG_SIMD_AVX512;
+#include <stdatomic.h>
 
 static tg_simd_level detect(void)
 {
@@ -25,12 +25,13 @@ tg_simd_level tg_simd_level_get(void)
         d = (int)detect();
         atomic_store_explicit(&detected, d, memory_order_relaxed);
     }
-    return (tg_simd_level)d < cap ? (tg_simd_level)d : cap;
+    int cap = tg_process_simd_cap();
+    return (tg_simd_level)(d < cap ? d : cap);
 }
 
 void tg_simd_cap(tg_simd_level level)
 {
-    cap = level;
+    tg_process_set_simd_cap((int)level);
 }
 
 const char *tg_simd_level_name(tg_simd_level level)

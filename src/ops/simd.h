@@ -14,8 +14,8 @@ typedef enum tg_simd_level {
 /* The best level this CPU supports, capped by tg_simd_cap. */
 tg_simd_level tg_simd_level_get(void);
 /* For tests and benchmarks: use at most `level` from now on (so every
- * kernel variant can be checked on one machine). Not thread-safe: call it
- * while no kernel runs. */
+ * kernel variant can be checked on one machine). Process-wide (core/process.h):
+ * no data race, but set it while no kernel runs, so every kernel sees one level. */
 void tg_simd_cap(tg_simd_level level);
 const char *tg_simd_level_name(tg_simd_level level);
 

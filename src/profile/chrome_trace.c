@@ -29,6 +29,8 @@
 #include "core/json.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +54,11 @@ static struct {
 } job;
 
 /* The files this process exported, in order (the job's merge pairs the
- * k-th of every instance). */
+ * k-th of every instance). Sessions on several threads may export at once,
+ * so the list is read and appended under its lock; an entry once written is
+ * never changed, so a path handed out stays valid. */
 enum { MAX_EXPORTS = 8 };
+static pthread_mutex_t exported_lock = PTHREAD_MUTEX_INITIALIZER;
 static char exported[MAX_EXPORTS][1024];
 static int n_exported;
 
@@ -67,21 +72,29 @@ void tg_trace_set_job(int instance, int64_t clock_offset_ns, int64_t origin_ns)
 
 int tg_trace_exported_count(void)
 {
-    return n_exported;
+    pthread_mutex_lock(&exported_lock);
+    int n = n_exported;
+    pthread_mutex_unlock(&exported_lock);
+    return n;
 }
 
 const char *tg_trace_exported_path(int k)
 {
-    return k >= 0 && k < n_exported ? exported[k] : NULL;
+    pthread_mutex_lock(&exported_lock);
+    const char *path = k >= 0 && k < n_exported ? exported[k] : NULL;
+    pthread_mutex_unlock(&exported_lock);
+    return path;
 }
 
 static void remember_export(const char *path)
 {
-    for (int k = 0; k < n_exported; k++)
-        if (!strcmp(exported[k], path))
-            return;
-    if (n_exported < MAX_EXPORTS && strlen(path) < sizeof exported[0])
+    pthread_mutex_lock(&exported_lock);
+    bool known = false;
+    for (int k = 0; k < n_exported && !known; k++)
+        known = !strcmp(exported[k], path);
+    if (!known && n_exported < MAX_EXPORTS && strlen(path) < sizeof exported[0])
         snprintf(exported[n_exported++], sizeof exported[0], "%s", path);
+    pthread_mutex_unlock(&exported_lock);
 }
 
 static int job_pid(int pid)

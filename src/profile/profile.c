@@ -926,10 +926,14 @@ static tg_status record_simulated(tg_profile *pf, sqlite3_stmt *st, int64_t run)
         sqlite3_finalize(q);
     }
     c.base_cycles = (double)last;
+    const tg_target_ops *t = tg_target_of_config(&p->config);
+    if (!t || !t->simulate)
+        return tg_error(TG_ERR_INTERNAL, "profile: target '%s' has a tile plan but no cycle model",
+                        p->config.target.name);
     tg_status s = TG_OK;
     for (int r = 0; s == TG_OK && r < p->replicas; r++) {
         c.replica = r;
-        s = tg_tile_simulate(p, sim_event, &c);
+        s = t->simulate(p, sim_event, &c);
     }
     return s;
 }

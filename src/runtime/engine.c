@@ -32,7 +32,7 @@
 #include "core/rng.h"
 #include "graph/init.h"
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "profile/profile.h"
 #include "runtime/allreduce.h"
 #include "runtime/exchange.h"

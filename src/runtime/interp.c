@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "graph/init.h"
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 
 #include <math.h>
 

@@ -16,7 +16,6 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "target/target.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
 #include "ops/blas.h"
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "profile/profile.h"
 #include "runtime/monitor.h"
 #include "tilegraph/trace.h"

@@ -1,6 +1,6 @@
 /* target/devices.c - what this machine offers (tilegraph/devices.h): cores,
- * memory and instruction-set features of the host, and the built-in
- * targets' devices. Read from /proc, sched_getaffinity and cpuid; nothing
+ * memory and instruction-set features of the host (the built-in targets'
+ * devices are listed by target/targets.c). Read from /proc, sched_getaffinity and cpuid; nothing
  * here fails for missing information, it is shown as unknown instead.
  */
 #define _GNU_SOURCE
@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "ops/simd.h"
-#include "target/target.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -20,10 +19,6 @@
 #include <cpuid.h>
 #define TG_HAVE_CPUID 1
 #endif
-
-/* The "devices" option's upper limit (core/options.c): one replica is placed
- * over at most this many devices, whatever the target. */
-#define TG_OPTION_MAX_DEVICES 64
 
 static const char *const isa_names[TG_ISA_FEATURE_COUNT] = {
     "sse4_2",  "avx",      "avx2",     "fma",         "f16c",
@@ -152,38 +147,5 @@ tg_status tg_host_query(tg_host_info *out)
     query_isa(out->isa);
     snprintf(out->kernel_level, sizeof out->kernel_level, "%s",
              tg_simd_level_name(tg_simd_level_get()));
-    return TG_OK;
-}
-
-int tg_target_count(void)
-{
-    return 2;
-}
-
-tg_status tg_target_info_get(int i, tg_target_info *out)
-{
-    if (!out || i < 0 || i >= tg_target_count())
-        return tg_error(TG_ERR_INVALID_ARG, "tg_target_info_get: no target %d (there are %d)", i,
-                        tg_target_count());
-    memset(out, 0, sizeof *out);
-    out->max_devices = TG_OPTION_MAX_DEVICES;
-    if (i == 0) {
-        snprintf(out->name, sizeof out->name, "cpu");
-        out->threads_per_device = tg_cpu_count();
-        out->description = "a device is a group of host threads; memory is host RAM "
-                           "(memoryPerDevice sets a capacity)";
-        return TG_OK;
-    }
-    tg_target_desc d;
-    tg_target_mk2(&d);
-    snprintf(out->name, sizeof out->name, "%s", d.name);
-    out->tiled = true;
-    out->tiles = d.tiles;
-    out->workers_per_tile = d.workers;
-    out->memory_per_tile = d.tile_memory;
-    out->memory_per_device = d.tile_memory * d.tiles;
-    out->clock_hz = d.clock_hz;
-    out->description = "the simulated tile processor: computed on the host, memory checked per "
-                       "tile, time from a cycle model";
     return TG_OK;
 }

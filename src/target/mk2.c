@@ -186,11 +186,46 @@ tg_status tg_target_desc_load(const char *path, tg_target_desc *out)
     return s;
 }
 
-tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out)
+static tg_status mk2_describe(tg_target_info *out)
+{
+    tg_target_desc d;
+    tg_target_mk2(&d);
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", d.name);
+    out->tiled = true;
+    out->tiles = d.tiles;
+    out->workers_per_tile = d.workers;
+    out->memory_per_tile = d.tile_memory;
+    out->memory_per_device = d.tile_memory * d.tiles;
+    out->clock_hz = d.clock_hz;
+    out->description = "the simulated tile processor: computed on the host, memory checked per "
+                       "tile, time from a cycle model";
+    return TG_OK;
+}
+
+/* The file named by targetDescription when set, else the Mk2's numbers. */
+static tg_status mk2_limits(const tg_config *c, tg_target_desc *out)
 {
     tg_target_mk2(out);
-    if (!c->target.tiled)
-        return TG_OK;
     const char *path = c->target.description;
     return *path ? tg_target_desc_load(path, out) : TG_OK;
 }
+
+/* A device holds what its tiles hold. */
+static int64_t mk2_device_memory(const tg_target_desc *t)
+{
+    return (int64_t)t->tiles * t->tile_memory;
+}
+
+/* The host computes the numbers; the tiles are a model (tileplan.c, tilesim.c),
+ * so the ops' plan hooks (host kernels) do not run. */
+const tg_target_ops tg_target_mk2_ops = {
+    .name = "mk2",
+    .plan_kernels = false,
+    .describe = mk2_describe,
+    .limits = mk2_limits,
+    .device_memory = mk2_device_memory,
+    .plan = tg_tile_plan_build,
+    .check = tg_tile_plan_check,
+    .simulate = tg_tile_simulate,
+};

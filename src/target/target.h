@@ -1,5 +1,11 @@
-/* target/target.h - tile processor descriptions and the tile plan of a
- * compiled program (target `mk2` and others described by a JSON file).
+/* target/target.h - the target interface (tg_target_ops: one per target,
+ * target/cpu.c and target/mk2.c), tile processor descriptions and the tile
+ * plan of a compiled program (target `mk2` and others described by a JSON
+ * file).
+ *
+ * The compiler, the profile and `tilegraph devices` reach a target only
+ * through its tg_target_ops, found by the name of option "target"; a new
+ * target is a new file defining one and a line in the table (target/targets.c).
  *
  * A tiled target is a compile-time model over the ordinary program: the
  * numbers are still computed on the host by the cpu engine, while the
@@ -11,6 +17,7 @@
 #define TG_TARGET_TARGET_H
 
 #include "core/config.h"
+#include "tilegraph/devices.h"
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
@@ -52,9 +59,9 @@ tg_status tg_target_desc_parse(const char *text, size_t len, const char *source,
                                tg_target_desc *out);
 tg_status tg_target_desc_load(const char *path, tg_target_desc *out);
 
-/* The description of c's target: for a tiled one (c->target.tiled, "mk2")
- * the file named by targetDescription when set, else the Mk2's (also what
- * *out holds for "cpu", where nothing reads it). */
+/* The description of c's target, its limits hook: for mk2 the file named by
+ * targetDescription when set, else the Mk2's; for cpu no tiles (all zero but
+ * the name), which nothing reads. */
 tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out);
 
 /* Per tile memory categories. Variables are exact (the bytes of buffers
@@ -146,5 +153,41 @@ tg_status tg_tile_plan_check(const struct tg_program *p);
  * arrive spread over the same tiles. */
 double tg_tile_step_cycles(const tg_target_desc *t, double flops, bool f16, int tiles_used,
                            double exchange_bytes, double *compute, double *exchange);
+
+/* ---- the target interface -------------------------------------------------- */
+
+/* What the compiler and the profile ask of a target. A NULL hook means the
+ * target has nothing to do there (the cpu target has no tile plan). */
+typedef struct tg_target_ops {
+    const char *name;  /* the value of option "target" */
+    bool plan_kernels; /* the ops' plan hooks run (the host executes the kernels as planned) */
+    /* For `tilegraph devices` (tilegraph/devices.h). */
+    tg_status (*describe)(tg_target_info *out);
+    /* The description the compiler plans with, from the configuration. */
+    tg_status (*limits)(const tg_config *c, tg_target_desc *out);
+    /* A device's memory when memoryPerDevice is unset; 0: no limit. */
+    int64_t (*device_memory)(const tg_target_desc *t);
+    /* After the memory plan: the target's plan of p (sets p->tile_plan). */
+    tg_status (*plan)(struct tg_program *p, const tg_target_desc *t);
+    /* Whether p fits the target's memory, past the per-device arena check. */
+    tg_status (*check)(const struct tg_program *p);
+    /* The cycle model's timeline of one host step (see tg_tile_simulate);
+     * NULL: the profile's trace is the recorded runs. */
+    tg_status (*simulate)(const struct tg_program *p, tg_tile_event_fn fn, void *ctx);
+} tg_target_ops;
+
+extern const tg_target_ops tg_target_cpu_ops; /* target/cpu.c */
+extern const tg_target_ops tg_target_mk2_ops; /* target/mk2.c */
+
+/* Target i of the built-in ones (0 <= i < tg_target_count()), else NULL. */
+const tg_target_ops *tg_target_at(int i);
+/* The target named `name`, or NULL. */
+const tg_target_ops *tg_target_find(const char *name);
+/* Whether t models tiles (it has a tile plan): the compiler then costs steps
+ * with its cycle model and plans device memory over its tiles. */
+bool tg_target_tiled(const tg_target_ops *t);
+/* The target of configuration c (option "target", validated by the options
+ * table, so never NULL for a configuration read by tg_config_read). */
+const tg_target_ops *tg_target_of_config(const tg_config *c);
 
 #endif

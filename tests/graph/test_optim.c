@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "ops/op.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "tilegraph/optim.h"
 
 #include <string.h>

@@ -15,7 +15,7 @@
 #include "core/rng.h"
 #include "ops/op.h"
 #include "core/convert.h"
-#include "ops/optim_params.h"
+#include "graph/optim_params.h"
 #include "runtime/staging.h"
 #include "tilegraph/optim.h"
 

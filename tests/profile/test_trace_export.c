@@ -1,17 +1,21 @@
 /* tests/profile/test_trace_export.c - one Chrome trace of a replicated,
  * pipelined run: host steps and every (replica, device) track, each event
  * with its required fields, begin/end pairs nested, host steps linked to the
- * device steps they caused.
+ * device steps they caused; exports from several threads at once each
+ * land in the process's list of exported files once.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
 #include "core/arena.h"
 #include "core/json.h"
 #include "core/rng.h"
+#include "profile/trace_internal.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 #include "tilegraph/trace.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,8 +170,52 @@ static void test_trace_from_engine_options(void)
     tg_test_remove_dir(dir);
 }
 
+typedef struct export_job {
+    char path[160];
+    tg_status status;
+} export_job;
+
+static void *export_three_times(void *arg)
+{
+    export_job *j = arg;
+    for (int k = 0; k < 3 && j->status == TG_OK; k++)
+        j->status = tg_trace_write(j->path);
+    return NULL;
+}
+
+/* Sessions on two threads export at once (the list of exported files is
+ * process-wide): each path is listed once, in full. */
+static void test_exports_from_two_threads(void)
+{
+    char dir[] = "/tmp/tg_trace_threads_XXXXXX";
+    if (!TG_MKDTEMP(dir))
+        return;
+    export_job jobs[2];
+    pthread_t t[2];
+    int before = tg_trace_exported_count();
+    for (int i = 0; i < 2; i++) {
+        snprintf(jobs[i].path, sizeof jobs[i].path, "%s/thread%d.trace.json", dir, i);
+        jobs[i].status = TG_OK;
+        TG_CHECK(pthread_create(&t[i], NULL, export_three_times, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        TG_CHECK_OK(jobs[i].status);
+    }
+    TG_CHECK(tg_trace_exported_count() == before + 2);
+    for (int i = 0; i < 2; i++) {
+        int found = 0;
+        for (int k = before; k < before + 2; k++)
+            found += tg_trace_exported_path(k) && !strcmp(tg_trace_exported_path(k), jobs[i].path);
+        if (found != 1)
+            tg_test_fail(__FILE__, __LINE__, "'%s' is listed %d times", jobs[i].path, found);
+    }
+    tg_test_remove_dir(dir);
+}
+
 int main(void)
 {
+    TG_RUN(test_exports_from_two_threads);
     TG_RUN(test_export_of_a_replicated_pipeline);
     TG_RUN(test_trace_from_engine_options);
     return tg_test_finish();

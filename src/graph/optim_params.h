@@ -1,11 +1,11 @@
-/* ops/optim_params.h - how an optimizer's settings are stored in the params
+/* graph/optim_params.h - how an optimizer's settings are stored in the params
  * of its update nodes (SGD_UPDATE, ADAM_UPDATE for Adam, AdamW and LAMB), shared by the builder
  * (graph/optim.c) and the kernels (ops/optim.c) so the layout lives in one
  * place. Each update node carries the whole tg_optimizer, so a kernel needs
  * nothing but its node and the session's step counter.
  */
-#ifndef TG_OPS_OPTIM_PARAMS_H
-#define TG_OPS_OPTIM_PARAMS_H
+#ifndef TG_GRAPH_OPTIM_PARAMS_H
+#define TG_GRAPH_OPTIM_PARAMS_H
 
 #include "graph/node.h"
 #include "tilegraph/optim.h"

@@ -1,9 +1,15 @@
-/* ops/op_list.h - every op kind, one line each: X(ENUM, "name", family).
+/* graph/op_list.h - every op kind, one line each: X(ENUM, "name", family).
  *
  * The family is the file under src/ops/ that defines tg_op_<name> (the
  * tg_op_def with the op's shape rule, FLOP count, kernels and gradient rule).
  * Backward ops are ordinary ops and are listed here too.
+ *
+ * It lives in graph/ because a node names its op kind: the graph layer needs the
+ * enum, the op table (src/ops, the layer above) needs the whole list.
  */
+#ifndef TG_GRAPH_OP_LIST_H
+#define TG_GRAPH_OP_LIST_H
+
 #define TG_OP_LIST(X)                                                                              \
     /* leaves: no kernel, data comes from the host or the initialiser */                           \
     X(INPUT, "input", leaf)                                                                        \
@@ -101,3 +107,5 @@ typedef enum tg_op {
 #undef TG_OP_ENUM
         TG_OP_COUNT
 } tg_op;
+
+#endif

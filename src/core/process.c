@@ -1,0 +1,45 @@
+/* core/process.c - the kernel-choice overrides, the process-wide state that
+ * has no other home (core/process.h says what else is process-wide and why).
+ * Relaxed atomics: each value stands alone, and a kernel that reads one while
+ * a test sets it sees the old or the new value, never a torn one.
+ */
+#include "core/process.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+
+static atomic_int conv_method;          /* 0: TG_CONV_AUTO */
+static atomic_int simd_cap = INT_MAX;   /* no cap */
+static atomic_int dnnl_mode_and_forced; /* mode << 1 | forced, read and set as one */
+
+int tg_process_conv_method(void)
+{
+    return atomic_load_explicit(&conv_method, memory_order_relaxed);
+}
+
+void tg_process_set_conv_method(int method)
+{
+    atomic_store_explicit(&conv_method, method, memory_order_relaxed);
+}
+
+int tg_process_simd_cap(void)
+{
+    return atomic_load_explicit(&simd_cap, memory_order_relaxed);
+}
+
+void tg_process_set_simd_cap(int level)
+{
+    atomic_store_explicit(&simd_cap, level, memory_order_relaxed);
+}
+
+int tg_process_dnnl_mode(int *forced)
+{
+    int v = atomic_load_explicit(&dnnl_mode_and_forced, memory_order_relaxed);
+    *forced = v & 1;
+    return v >> 1;
+}
+
+void tg_process_set_dnnl_mode(int mode, int forced)
+{
+    atomic_store_explicit(&dnnl_mode_and_forced, mode << 1 | (forced != 0), memory_order_relaxed);
+}

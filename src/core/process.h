@@ -1,0 +1,42 @@
+/* core/process.h - the library's process-wide mutable state: what it is, why
+ * it is process-wide rather than a session's, and where it lives.
+ *
+ * A session (runtime/session.c) owns everything about one compiled program
+ * and its runs; nothing here belongs to one session. What stays process-wide:
+ *
+ *  - Kernel-choice overrides, held here (process.c): the forced convolution
+ *    method (ops/conv.h), the SIMD cap (ops/simd.h) and the forced oneDNN
+ *    mode (ops/dnnl_util.h). They exist so tests and benchmarks can run every
+ *    kernel variant on one machine; kernels read them where no session is at
+ *    hand (reference checks, benchmarks call kernels directly). Atomics, so
+ *    setting one while another thread plans or runs a kernel is no data race.
+ *  - CPU features: the SIMD level detected once (ops/simd.c) and the oneDNN
+ *    engine made once (ops/dnnl_util.c), since the CPU is the process's.
+ *  - MPI membership (runtime/dist.c): MPI_Init_thread is once per process, so
+ *    rank, size and the instances on this host are the process's.
+ *  - Host tracing (profile/trace.c, trace_aggregate.c, trace_config.c,
+ *    chrome_trace.c): one trace of the whole process, with the threads of
+ *    every session, the loader and the compiler writing into per-thread
+ *    buffers under one clock; TILEGRAPH_TRACE is read from the environment
+ *    of the process. Its state is guarded by the locks beside it.
+ *  - Allocation counters and fault injection (core/alloc.c): they count the
+ *    process's heap, which every session shares.
+ *  - The last error message (core/error.c) is per thread, not shared.
+ */
+#ifndef TG_CORE_PROCESS_H
+#define TG_CORE_PROCESS_H
+
+/* The forced convolution method, a tg_conv_method (0: automatic choice). */
+int tg_process_conv_method(void);
+void tg_process_set_conv_method(int method);
+
+/* The highest SIMD level kernels may use, a tg_simd_level (INT_MAX: no cap). */
+int tg_process_simd_cap(void);
+void tg_process_set_simd_cap(int level);
+
+/* The forced oneDNN mode, a tg_dnnl_mode, and whether it is forced (else the
+ * TG_KERNELS environment variable decides). */
+int tg_process_dnnl_mode(int *forced);
+void tg_process_set_dnnl_mode(int mode, int forced);
+
+#endif
