@@ -84,6 +84,10 @@ tg_status tg_an_open(const char *report, tg_profile_reader **out);
  * is negative. A non-negative instance of a report that is not a job's
  * directory is an error naming it. */
 tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reader **out);
+/* Close a profile opened by tg_an_open (NULL is fine), and the file it read:
+ * so that commands need not reach into the profile reader. */
+void tg_an_close(tg_profile_reader *r);
+const char *tg_an_path(const tg_profile_reader *r);
 
 /* The names of the views, in order; NULL-terminated. */
 extern const char *const tg_an_view_names[];
