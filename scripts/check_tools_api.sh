@@ -27,9 +27,6 @@ tools/device_flags.c:compile/placement.h
 tools/device_flags.c:core/alloc.h
 tools/device_flags.c:core/atomic_file.h
 tools/device_flags.c:core/error.h
-tools/insights.c:compile/program.h
-tools/insights.c:core/error.h
-tools/insights.c:target/target.h
 tools/train_util.c:core/alloc.h
 tools/train_util.c:core/error.h
 tools/train_util.c:data/loader.h

@@ -4,7 +4,6 @@
  * FLOPs per micro-batch. "Will it fit" is answered here, in milliseconds. */
 #include "cli.h"
 #include "device_flags.h"
-#include "insights.h"
 
 #include "compile/program.h"
 #include "core/error.h"
@@ -554,8 +553,8 @@ int cmd_compile(int argc, char **argv)
         over = tg_options_clone(o);
         if (over && tg_options_set(over, "debug.allowOutOfMemory", "true") == TG_OK &&
             tg_program_compile(mg.graph, over, &p) == TG_OK) {
-            insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
-            print_insights(&im, p, stdout, rows, &n_rows);
+            tg_an_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
+            tg_an_print_insights(&im, p, stdout, rows, &n_rows);
         }
     } else if (s != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s%s\n", is_over_capacity(s) ? "out of memory: " : "",
@@ -571,9 +570,9 @@ int cmd_compile(int argc, char **argv)
         print_text(p, m->name, ms);
         if (pa.wanted && p->n_devices > 1)
             status = print_predictions(mg.graph, o, p, &pa, p->config.pipeline.auto_stages);
-        if (insights || insights_wanted(p)) {
-            insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
-            print_insights(&im, p, stdout, rows, &n_rows);
+        if (insights || tg_an_insights_wanted(p)) {
+            tg_an_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
+            tg_an_print_insights(&im, p, stdout, rows, &n_rows);
         }
     }
     if (profile && p) {
