@@ -11,9 +11,6 @@
 # usage: scripts/check_tools_api.sh [SOURCE_DIR]
 cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN="
-tools/cmd_compile.c:compile/program.h
-tools/cmd_compile.c:core/error.h
-tools/cmd_compile.c:target/target.h
 tools/cmd_report.c:core/alloc.h
 tools/cmd_report.c:core/atomic_file.h
 tools/cmd_report.c:core/error.h
