@@ -11,17 +11,12 @@
 # usage: scripts/check_tools_api.sh [SOURCE_DIR]
 cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN="
-tools/cmd_report.c:core/alloc.h
-tools/cmd_report.c:core/atomic_file.h
-tools/cmd_report.c:core/error.h
 tools/cmd_train.c:core/alloc.h
 tools/cmd_train.c:core/atomic_file.h
 tools/cmd_train.c:core/error.h
 tools/cmd_train.c:core/json.h
 tools/cmd_train.c:data/loader.h
 tools/cmd_train.c:profile/trace_internal.h
-tools/device_flags.c:compile/placement.h
-tools/device_flags.c:core/alloc.h
 tools/device_flags.c:core/atomic_file.h
 tools/device_flags.c:core/error.h
 tools/train_util.c:core/alloc.h

@@ -88,6 +88,9 @@ tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reade
  * so that commands need not reach into the profile reader. */
 void tg_an_close(tg_profile_reader *r);
 const char *tg_an_path(const tg_profile_reader *r);
+/* A value of the profile's meta table ("target"), "" when absent; valid
+ * until the next call. */
+const char *tg_an_meta(tg_profile_reader *r, const char *key);
 
 /* The names of the views, in order; NULL-terminated. */
 extern const char *const tg_an_view_names[];

@@ -94,6 +94,11 @@ const char *tg_an_path(const tg_profile_reader *r)
     return tg_profile_reader_path(r);
 }
 
+const char *tg_an_meta(tg_profile_reader *r, const char *key)
+{
+    return tg_profile_reader_meta(r, key);
+}
+
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f, tg_an_view *v)
 {
     v->name = name;
