@@ -19,7 +19,6 @@ tools/cmd_train.c:data/loader.h
 tools/cmd_train.c:profile/trace_internal.h
 tools/device_flags.c:core/atomic_file.h
 tools/device_flags.c:core/error.h
-tools/train_util.c:core/alloc.h
 tools/train_util.c:core/error.h
 tools/train_util.c:data/loader.h
 tools/train_util.h:data/dataset.h

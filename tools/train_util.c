@@ -5,7 +5,6 @@
 
 #include "tilegraph/dist.h"
 
-#include "core/alloc.h"
 #include "core/error.h"
 #include "data/loader.h"
 
@@ -253,12 +252,12 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
     if (tg_tensor_dtype(mg->images) == TG_U8)
-        b->images_u8 = tg_calloc((size_t)(b->samples * pixels), 1);
+        b->images_u8 = calloc((size_t)(b->samples * pixels), 1);
     else
-        b->images = tg_calloc((size_t)(b->samples * pixels), sizeof(float));
-    b->labels = tg_calloc((size_t)b->samples, sizeof(int32_t));
-    b->scores = tg_malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
-    b->losses = tg_malloc((size_t)(b->n_losses + 1) * sizeof(float));
+        b->images = calloc((size_t)(b->samples * pixels), sizeof(float));
+    b->labels = calloc((size_t)b->samples, sizeof(int32_t));
+    b->scores = malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
+    b->losses = malloc((size_t)(b->n_losses + 1) * sizeof(float));
     if ((!b->images && !b->images_u8) || !b->labels || !b->scores || !b->losses)
         return tg_error(TG_ERR_NOMEM, "out of memory for the host buffers");
     return TG_OK;
@@ -266,11 +265,11 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
 
 void step_buffers_free(step_buffers *b)
 {
-    tg_free(b->images);
-    tg_free(b->images_u8);
-    tg_free(b->labels);
-    tg_free(b->scores);
-    tg_free(b->losses);
+    free(b->images);
+    free(b->images_u8);
+    free(b->labels);
+    free(b->scores);
+    free(b->losses);
     memset(b, 0, sizeof *b);
 }
 
