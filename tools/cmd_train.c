@@ -16,7 +16,6 @@
 
 #include "core/alloc.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
 #include "core/json.h"
 #include "data/loader.h"
 #include "profile/trace_internal.h"
@@ -288,7 +287,7 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
                         "train_seed",  seed,  "train_samples_per_step", per};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
-    TG_TRY(tg_dist_sync(s));
+    CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
     return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
@@ -302,7 +301,7 @@ static tg_status job_step_totals(step_buffers *b)
     if (!tg_dist_active())
         return TG_OK;
     double v[4] = {b->loss_sum, (double)b->losses_count, (double)b->correct, (double)b->scored};
-    TG_TRY(tg_dist_sum_f64(v, 4));
+    CLI_TRY(tg_dist_sum_f64(v, 4));
     b->loss_sum = v[0];
     b->losses_count = (int64_t)v[1];
     b->correct = (int64_t)v[2];
@@ -356,16 +355,16 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
      * epoch depends on (seed, epoch) only, so this lands on the same samples. */
     for (int64_t k = 0; k < pos->step; k++) {
         int64_t count = 0;
-        TG_TRY(load_step(loader, b, &count));
+        CLI_TRY(load_step(loader, b, &count));
     }
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
     double t0 = cli_now();
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
         int64_t count = 0;
-        TG_TRY(load_step(loader, b, &count));
+        CLI_TRY(load_step(loader, b, &count));
         double step_t0 = cli_now();
-        TG_TRY(run_step(s, mg, b, count));
-        TG_TRY(job_step_totals(b));
+        CLI_TRY(run_step(s, mg, b, count));
+        CLI_TRY(job_step_totals(b));
         record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
@@ -385,7 +384,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
                  (double)st->seen / (dt > 0 ? dt : 1e-9));
         cli_progress_update(&bar, k + 1, status);
         if (a->every_steps && pos->done % a->every_steps == 0)
-            TG_TRY(save_checkpoint(a, s, pos->model, pos));
+            CLI_TRY(save_checkpoint(a, s, pos->model, pos));
     }
     st->seconds = cli_now() - t0;
     st->skipped = tg_session_skipped_updates(s) - skipped_before;

@@ -2,7 +2,6 @@
 #include "device_flags.h"
 
 #include "core/atomic_file.h"
-#include "core/error.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +99,7 @@ static char *read_text(const char *path)
             cap = (len + 4096 + 1) * 2;
             char *nb = cap > ((size_t)1 << 24) ? NULL : realloc(buf, cap);
             if (!nb) {
-                tg_error(TG_ERR_CONFIG, "'%s' is over 16 MB: not an options file", path);
+                tg_error_set(TG_ERR_CONFIG, "'%s' is over 16 MB: not an options file", path);
                 free(buf);
                 fclose(f);
                 return NULL;
