@@ -12,11 +12,9 @@
 cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN="
 tools/cmd_train.c:core/alloc.h
-tools/cmd_train.c:core/atomic_file.h
 tools/cmd_train.c:core/json.h
 tools/cmd_train.c:data/loader.h
 tools/cmd_train.c:profile/trace_internal.h
-tools/device_flags.c:core/atomic_file.h
 tools/train_util.c:data/loader.h
 tools/train_util.h:data/dataset.h
 tools/train_util.h:data/loader.h

@@ -11,11 +11,11 @@
 
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/dist.h"
+#include "tilegraph/files.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 
 #include "core/alloc.h"
-#include "core/atomic_file.h"
 #include "core/json.h"
 #include "data/loader.h"
 #include "profile/trace_internal.h"

@@ -1,7 +1,7 @@
 /* tools/device_flags.c - command-line flags for multi-device execution. */
 #include "device_flags.h"
 
-#include "core/atomic_file.h"
+#include "tilegraph/files.h"
 
 #include <stdlib.h>
 #include <string.h>
