@@ -14,7 +14,6 @@ KNOWN="
 tools/cmd_train.c:core/alloc.h
 tools/cmd_train.c:core/json.h
 tools/cmd_train.c:data/loader.h
-tools/cmd_train.c:profile/trace_internal.h
 tools/train_util.c:data/loader.h
 tools/train_util.h:data/dataset.h
 tools/train_util.h:data/loader.h

@@ -14,11 +14,11 @@
 #include "tilegraph/files.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
+#include "tilegraph/trace.h"
 
 #include "core/alloc.h"
 #include "core/json.h"
 #include "data/loader.h"
-#include "profile/trace_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -172,10 +172,9 @@ static int probe_outputs(const train_args *a)
         st = tg_probe_writable_dir("--profile-dir", a->dev.profile_dir);
     else if (st == TG_OK && a->dev.profile)
         st = tg_probe_writable_dir("--profile", "./profile");
-    tg_trace_settings ts;
-    tg_trace_settings_get(&ts);
-    if (st == TG_OK && ts.enable)
-        st = tg_probe_writable_dir("host trace directory", ts.directory);
+    const char *trace_dir = tg_trace_directory();
+    if (st == TG_OK && trace_dir)
+        st = tg_probe_writable_dir("host trace directory", trace_dir);
     if (st != TG_OK) {
         fprintf(stderr, "tilegraph train: %s (nothing was trained)\n", tg_error_message());
         return -1;
