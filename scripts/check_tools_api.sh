@@ -11,8 +11,6 @@
 # usage: scripts/check_tools_api.sh [SOURCE_DIR]
 cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN="
-tools/cmd_train.c:core/alloc.h
-tools/cmd_train.c:core/json.h
 tools/cmd_train.c:data/loader.h
 tools/train_util.c:data/loader.h
 tools/train_util.h:data/dataset.h

@@ -9,6 +9,7 @@
 #include "device_flags.h"
 #include "train_util.h"
 
+#include "analyse/analyse.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/files.h"
@@ -16,8 +17,6 @@
 #include "tilegraph/session.h"
 #include "tilegraph/trace.h"
 
-#include "core/alloc.h"
-#include "core/json.h"
 #include "data/loader.h"
 
 #include <errno.h>
@@ -397,34 +396,20 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
 static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
                              double train_acc, double test_acc, double sps)
 {
-    tg_json_writer w;
-    tg_json_writer_init(&w);
-    tg_json_begin_object(&w);
-    tg_json_key(&w, "model");
-    tg_json_string(&w, a->model);
-    tg_json_key(&w, "epoch");
-    tg_json_int(&w, epoch + 1);
-    tg_json_key(&w, "train_loss");
-    tg_json_number(&w, st->loss_sum / (double)(st->losses ? st->losses : 1));
-    tg_json_key(&w, "train_accuracy");
-    tg_json_number(&w, train_acc); /* NaN (null): the output mode returns no predictions */
-    tg_json_key(&w, "test_accuracy");
-    tg_json_number(&w, test_acc);
-    tg_json_key(&w, "samples_per_s");
-    tg_json_number(&w, sps);
-    tg_json_key(&w, "seconds");
-    tg_json_number(&w, st->seconds);
-    tg_json_key(&w, "loss_scale");
-    tg_json_number(&w, st->loss_scale);
-    tg_json_key(&w, "skipped_updates");
-    tg_json_int(&w, st->skipped);
-    tg_json_end_object(&w);
-    char *text = NULL;
-    size_t len = 0;
-    if (tg_json_writer_finish(&w, &text, &len) == TG_OK)
-        printf("%s\n", text);
-    tg_free(text);
-    tg_json_writer_free(&w);
+    const tg_an_field f[] = {
+        {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
+        {"epoch", TG_AN_FIELD_INT, NULL, epoch + 1, 0},
+        {"train_loss", TG_AN_FIELD_NUMBER, NULL, 0,
+         st->loss_sum / (double)(st->losses ? st->losses : 1)},
+        /* NaN (null): the output mode returns no predictions */
+        {"train_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, train_acc},
+        {"test_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, test_acc},
+        {"samples_per_s", TG_AN_FIELD_NUMBER, NULL, 0, sps},
+        {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
+        {"loss_scale", TG_AN_FIELD_NUMBER, NULL, 0, st->loss_scale},
+        {"skipped_updates", TG_AN_FIELD_INT, NULL, st->skipped, 0},
+    };
+    tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that

@@ -128,6 +128,23 @@ void tg_an_print_text(const tg_an_view *v, FILE *out);
 /* One JSON object {"view":..,"tables":[{"title":..,"columns":[..],"rows":[{..}]}],"notes":[..]}. */
 tg_status tg_an_print_json(const tg_an_view *v, FILE *out);
 
+/* One field of a flat JSON record (tg_an_print_record). */
+typedef enum tg_an_field_kind {
+    TG_AN_FIELD_STRING,
+    TG_AN_FIELD_INT,
+    TG_AN_FIELD_NUMBER /* NaN and infinities print null, never `nan` */
+} tg_an_field_kind;
+typedef struct tg_an_field {
+    const char *key;
+    tg_an_field_kind kind;
+    const char *s; /* TG_AN_FIELD_STRING, escaped */
+    int64_t i;     /* TG_AN_FIELD_INT */
+    double v;      /* TG_AN_FIELD_NUMBER */
+} tg_an_field;
+/* {"key": value, ...} and a newline to `out`, one line per record (train
+ * --json's epochs): nothing is printed when the writer fails. */
+tg_status tg_an_print_record(FILE *out, const tg_an_field *f, int n);
+
 /* ---- comparison (compare.c) ---- */
 /* Fill `out` with a side-by-side table per table of `a` and `b`: for every
  * numeric column source, target and difference (absolute and %); rows
