@@ -11,32 +11,7 @@
 # usage: scripts/check_tools_api.sh [SOURCE_DIR]
 cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN="
-tools/analyse_args.c:core/alloc.h
-tools/cmd_analyse.c:profile/reader.h
-tools/cmd_compare.c:profile/reader.h
-tools/cmd_compile.c:compile/program.h
-tools/cmd_compile.c:core/error.h
-tools/cmd_compile.c:target/target.h
-tools/cmd_infer.c:core/alloc.h
-tools/cmd_report.c:core/alloc.h
-tools/cmd_report.c:core/atomic_file.h
-tools/cmd_report.c:core/error.h
-tools/cmd_train.c:core/alloc.h
-tools/cmd_train.c:core/atomic_file.h
-tools/cmd_train.c:core/error.h
-tools/cmd_train.c:core/json.h
 tools/cmd_train.c:data/loader.h
-tools/cmd_train.c:profile/trace_internal.h
-tools/device_flags.c:compile/placement.h
-tools/device_flags.c:core/alloc.h
-tools/device_flags.c:core/atomic_file.h
-tools/device_flags.c:core/error.h
-tools/insights.c:compile/program.h
-tools/insights.c:core/error.h
-tools/insights.c:target/target.h
-tools/output.c:core/units.h
-tools/train_util.c:core/alloc.h
-tools/train_util.c:core/error.h
 tools/train_util.c:data/loader.h
 tools/train_util.h:data/dataset.h
 tools/train_util.h:data/loader.h

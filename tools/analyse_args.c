@@ -2,8 +2,6 @@
  * `tilegraph analyse` and `tilegraph compare`. */
 #include "analyse_args.h"
 
-#include "core/alloc.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +63,7 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
 
 int analyse_parse(const cli_command *cmd, analyse_args *a, int argc, char **argv)
 {
-    char **rest = tg_calloc((size_t)argc + 1, sizeof *rest);
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
     if (!rest) {
         fprintf(stderr, "tilegraph %s: out of memory\n", cmd->name);
         return -1;
@@ -87,12 +85,12 @@ int analyse_parse(const cli_command *cmd, analyse_args *a, int argc, char **argv
             a->positional[a->n_positional++] = s;
         } else {
             fprintf(stderr, "tilegraph %s: too many arguments at '%s'\n", cmd->name, s);
-            tg_free(rest);
+            free(rest);
             return -1;
         }
     }
     int r = cli_parse(cmd, n, rest);
-    tg_free(rest);
+    free(rest);
     return r;
 }
 

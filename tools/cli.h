@@ -8,6 +8,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tilegraph/status.h"
+
+/* Evaluate a call returning tg_status and return it from the caller on
+ * failure (its message stays in tg_error_message()). */
+#define CLI_TRY(expr)                                                                              \
+    do {                                                                                           \
+        tg_status cli_try_s_ = (expr);                                                             \
+        if (cli_try_s_ != TG_OK)                                                                   \
+            return cli_try_s_;                                                                     \
+    } while (0)
+
 /* ---- flags ------------------------------------------------------------------- */
 
 /* CLI_LIST: a flag that may be given several times; each value is appended,

@@ -3,8 +3,6 @@
  * profile.sqlite or the autoReport directory that holds one. */
 #include "analyse_args.h"
 
-#include "profile/reader.h"
-
 #include <string.h>
 
 int cmd_analyse(int argc, char **argv)
@@ -60,6 +58,6 @@ int cmd_analyse(int argc, char **argv)
         status = analyse_print(&v, a.json);
     }
     tg_an_view_free(&v);
-    tg_profile_reader_close(rd);
+    tg_an_close(rd);
     return status;
 }

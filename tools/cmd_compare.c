@@ -4,8 +4,6 @@
  * or program kinds are refused unless --force. */
 #include "analyse_args.h"
 
-#include "profile/reader.h"
-
 #include <string.h>
 
 static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char *view,
@@ -73,7 +71,7 @@ int cmd_compare(int argc, char **argv)
     if (tg_an_open_instance(a.positional[0], (int)a.instance, &ra) != TG_OK ||
         tg_an_open_instance(a.positional[1], (int)a.instance, &rb) != TG_OK) {
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
-        tg_profile_reader_close(ra);
+        tg_an_close(ra);
         return 1;
     }
     int status = 0;
@@ -91,7 +89,7 @@ int cmd_compare(int argc, char **argv)
     int top = top_given ? f.top : -1;
     f.top = 1 << 30;
     if (!status && !a.json)
-        printf("A: %s\nB: %s\n\n", tg_profile_reader_path(ra), tg_profile_reader_path(rb));
+        printf("A: %s\nB: %s\n\n", tg_an_path(ra), tg_an_path(rb));
     for (int i = 0; !status && tg_an_view_names[i]; i++) {
         if (strcmp(view, "all") && strcmp(view, tg_an_view_names[i]))
             continue;
@@ -101,7 +99,7 @@ int cmd_compare(int argc, char **argv)
         if (!strcmp(view, "all") && !a.json)
             printf("\n");
     }
-    tg_profile_reader_close(rb);
-    tg_profile_reader_close(ra);
+    tg_an_close(rb);
+    tg_an_close(ra);
     return status;
 }

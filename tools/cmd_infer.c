@@ -5,9 +5,8 @@
 
 #include "tilegraph/checkpoint.h"
 
-#include "core/alloc.h"
-
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static tg_options *infer_options(int64_t threads, const char *exe, const char *exe_cache)
@@ -105,7 +104,7 @@ int cmd_infer(int argc, char **argv)
         goto done;
     }
     tg_model_input_normalisation(ctx.model, &ctx.input, d->c, mean, std);
-    image = tg_malloc((size_t)pixels * sizeof(float));
+    image = malloc((size_t)pixels * sizeof(float));
     float scores[1024];
     if (!image || classes > 1024) {
         fprintf(stderr, "tilegraph infer: out of memory\n");
@@ -138,7 +137,7 @@ int cmd_infer(int argc, char **argv)
     }
     status = 0;
 done:
-    tg_free(image);
+    free(image);
     tg_session_destroy(s);
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);

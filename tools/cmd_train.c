@@ -9,17 +9,15 @@
 #include "device_flags.h"
 #include "train_util.h"
 
+#include "analyse/analyse.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/dist.h"
+#include "tilegraph/files.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
+#include "tilegraph/trace.h"
 
-#include "core/alloc.h"
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/json.h"
 #include "data/loader.h"
-#include "profile/trace_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -173,10 +171,9 @@ static int probe_outputs(const train_args *a)
         st = tg_probe_writable_dir("--profile-dir", a->dev.profile_dir);
     else if (st == TG_OK && a->dev.profile)
         st = tg_probe_writable_dir("--profile", "./profile");
-    tg_trace_settings ts;
-    tg_trace_settings_get(&ts);
-    if (st == TG_OK && ts.enable)
-        st = tg_probe_writable_dir("host trace directory", ts.directory);
+    const char *trace_dir = tg_trace_directory();
+    if (st == TG_OK && trace_dir)
+        st = tg_probe_writable_dir("host trace directory", trace_dir);
     if (st != TG_OK) {
         fprintf(stderr, "tilegraph train: %s (nothing was trained)\n", tg_error_message());
         return -1;
@@ -288,7 +285,7 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
                         "train_seed",  seed,  "train_samples_per_step", per};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
-    TG_TRY(tg_dist_sync(s));
+    CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
     return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
@@ -302,7 +299,7 @@ static tg_status job_step_totals(step_buffers *b)
     if (!tg_dist_active())
         return TG_OK;
     double v[4] = {b->loss_sum, (double)b->losses_count, (double)b->correct, (double)b->scored};
-    TG_TRY(tg_dist_sum_f64(v, 4));
+    CLI_TRY(tg_dist_sum_f64(v, 4));
     b->loss_sum = v[0];
     b->losses_count = (int64_t)v[1];
     b->correct = (int64_t)v[2];
@@ -356,16 +353,16 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
      * epoch depends on (seed, epoch) only, so this lands on the same samples. */
     for (int64_t k = 0; k < pos->step; k++) {
         int64_t count = 0;
-        TG_TRY(load_step(loader, b, &count));
+        CLI_TRY(load_step(loader, b, &count));
     }
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
     double t0 = cli_now();
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
         int64_t count = 0;
-        TG_TRY(load_step(loader, b, &count));
+        CLI_TRY(load_step(loader, b, &count));
         double step_t0 = cli_now();
-        TG_TRY(run_step(s, mg, b, count));
-        TG_TRY(job_step_totals(b));
+        CLI_TRY(run_step(s, mg, b, count));
+        CLI_TRY(job_step_totals(b));
         record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
@@ -385,7 +382,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
                  (double)st->seen / (dt > 0 ? dt : 1e-9));
         cli_progress_update(&bar, k + 1, status);
         if (a->every_steps && pos->done % a->every_steps == 0)
-            TG_TRY(save_checkpoint(a, s, pos->model, pos));
+            CLI_TRY(save_checkpoint(a, s, pos->model, pos));
     }
     st->seconds = cli_now() - t0;
     st->skipped = tg_session_skipped_updates(s) - skipped_before;
@@ -399,34 +396,20 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
 static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
                              double train_acc, double test_acc, double sps)
 {
-    tg_json_writer w;
-    tg_json_writer_init(&w);
-    tg_json_begin_object(&w);
-    tg_json_key(&w, "model");
-    tg_json_string(&w, a->model);
-    tg_json_key(&w, "epoch");
-    tg_json_int(&w, epoch + 1);
-    tg_json_key(&w, "train_loss");
-    tg_json_number(&w, st->loss_sum / (double)(st->losses ? st->losses : 1));
-    tg_json_key(&w, "train_accuracy");
-    tg_json_number(&w, train_acc); /* NaN (null): the output mode returns no predictions */
-    tg_json_key(&w, "test_accuracy");
-    tg_json_number(&w, test_acc);
-    tg_json_key(&w, "samples_per_s");
-    tg_json_number(&w, sps);
-    tg_json_key(&w, "seconds");
-    tg_json_number(&w, st->seconds);
-    tg_json_key(&w, "loss_scale");
-    tg_json_number(&w, st->loss_scale);
-    tg_json_key(&w, "skipped_updates");
-    tg_json_int(&w, st->skipped);
-    tg_json_end_object(&w);
-    char *text = NULL;
-    size_t len = 0;
-    if (tg_json_writer_finish(&w, &text, &len) == TG_OK)
-        printf("%s\n", text);
-    tg_free(text);
-    tg_json_writer_free(&w);
+    const tg_an_field f[] = {
+        {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
+        {"epoch", TG_AN_FIELD_INT, NULL, epoch + 1, 0},
+        {"train_loss", TG_AN_FIELD_NUMBER, NULL, 0,
+         st->loss_sum / (double)(st->losses ? st->losses : 1)},
+        /* NaN (null): the output mode returns no predictions */
+        {"train_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, train_acc},
+        {"test_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, test_acc},
+        {"samples_per_s", TG_AN_FIELD_NUMBER, NULL, 0, sps},
+        {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
+        {"loss_scale", TG_AN_FIELD_NUMBER, NULL, 0, st->loss_scale},
+        {"skipped_updates", TG_AN_FIELD_INT, NULL, st->skipped, 0},
+    };
+    tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that

@@ -1,10 +1,7 @@
 /* tools/device_flags.c - command-line flags for multi-device execution. */
 #include "device_flags.h"
 
-#include "compile/placement.h"
-#include "core/alloc.h"
-#include "core/atomic_file.h"
-#include "core/error.h"
+#include "tilegraph/files.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,10 +97,10 @@ static char *read_text(const char *path)
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = (len + 4096 + 1) * 2;
-            char *nb = cap > ((size_t)1 << 24) ? NULL : tg_realloc(buf, cap);
+            char *nb = cap > ((size_t)1 << 24) ? NULL : realloc(buf, cap);
             if (!nb) {
-                tg_error(TG_ERR_CONFIG, "'%s' is over 16 MB: not an options file", path);
-                tg_free(buf);
+                tg_error_set(TG_ERR_CONFIG, "'%s' is over 16 MB: not an options file", path);
+                free(buf);
                 fclose(f);
                 return NULL;
             }
@@ -150,7 +147,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
             fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
             ok = false;
         }
-        tg_free(text);
+        free(text);
     }
     ok = ok && (!a->strategy || set(o, command, "executionStrategy", a->strategy));
     ok = ok && (!a->stages || set(o, command, "stages", a->stages));

@@ -5,7 +5,7 @@
  */
 #include "cli.h"
 
-#include "core/units.h"
+#include "analyse/analyse.h"
 
 #include <string.h>
 #include <time.h>
@@ -13,7 +13,12 @@
 
 char *cli_bytes(double b, char *buf, size_t cap)
 {
-    return tg_bytes_str(b, buf, cap);
+    /* The analyse renderer's units, so commands and views print sizes alike;
+     * a negative or NaN size keeps its plain "N B" form. */
+    if (b >= 0)
+        return tg_an_format(TG_AN_BYTES, b, buf, cap);
+    snprintf(buf, cap, "%.0f B", b);
+    return buf;
 }
 
 char *cli_duration(double s, char *buf, size_t cap)

@@ -5,8 +5,6 @@
 
 #include "tilegraph/dist.h"
 
-#include "core/alloc.h"
-#include "core/error.h"
 #include "data/loader.h"
 
 #include <stdlib.h>
@@ -190,8 +188,8 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     *lc = tg_loader_defaults(ds, samples_per_step);
     float mean[TG_LOADER_MAX_CHANNELS], std[TG_LOADER_MAX_CHANNELS];
     if (ds->c > TG_LOADER_MAX_CHANNELS)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", ds->name, ds->c,
-                        TG_LOADER_MAX_CHANNELS);
+        return tg_error_set(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", ds->name, ds->c,
+                            TG_LOADER_MAX_CHANNELS);
     tg_model_input_normalisation(ctx->model, &ctx->input, ds->c, mean, std);
     lc->channel_stats = ds->c;
     for (int c = 0; c < ds->c; c++) {
@@ -253,24 +251,24 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
     if (tg_tensor_dtype(mg->images) == TG_U8)
-        b->images_u8 = tg_calloc((size_t)(b->samples * pixels), 1);
+        b->images_u8 = calloc((size_t)(b->samples * pixels), 1);
     else
-        b->images = tg_calloc((size_t)(b->samples * pixels), sizeof(float));
-    b->labels = tg_calloc((size_t)b->samples, sizeof(int32_t));
-    b->scores = tg_malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
-    b->losses = tg_malloc((size_t)(b->n_losses + 1) * sizeof(float));
+        b->images = calloc((size_t)(b->samples * pixels), sizeof(float));
+    b->labels = calloc((size_t)b->samples, sizeof(int32_t));
+    b->scores = malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
+    b->losses = malloc((size_t)(b->n_losses + 1) * sizeof(float));
     if ((!b->images && !b->images_u8) || !b->labels || !b->scores || !b->losses)
-        return tg_error(TG_ERR_NOMEM, "out of memory for the host buffers");
+        return tg_error_set(TG_ERR_NOMEM, "out of memory for the host buffers");
     return TG_OK;
 }
 
 void step_buffers_free(step_buffers *b)
 {
-    tg_free(b->images);
-    tg_free(b->images_u8);
-    tg_free(b->labels);
-    tg_free(b->scores);
-    tg_free(b->losses);
+    free(b->images);
+    free(b->images_u8);
+    free(b->labels);
+    free(b->scores);
+    free(b->losses);
     memset(b, 0, sizeof *b);
 }
 
@@ -284,19 +282,19 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
 {
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
     if (b->images_u8)
-        TG_TRY(tg_session_write(s, mg->images, b->images_u8, (size_t)(b->samples * pixels)));
+        CLI_TRY(tg_session_write(s, mg->images, b->images_u8, (size_t)(b->samples * pixels)));
     else
-        TG_TRY(tg_session_write(s, mg->images, b->images,
-                                (size_t)(b->samples * pixels) * sizeof(float)));
+        CLI_TRY(tg_session_write(s, mg->images, b->images,
+                                 (size_t)(b->samples * pixels) * sizeof(float)));
     if (mg->labels)
-        TG_TRY(tg_session_write(s, mg->labels, b->labels, (size_t)b->samples * sizeof(int32_t)));
-    TG_TRY(tg_session_run(s));
-    TG_TRY(tg_session_read(s, mg->output, b->scores,
-                           (size_t)(b->n_scores * b->batch * b->classes) * sizeof(float)));
+        CLI_TRY(tg_session_write(s, mg->labels, b->labels, (size_t)b->samples * sizeof(int32_t)));
+    CLI_TRY(tg_session_run(s));
+    CLI_TRY(tg_session_read(s, mg->output, b->scores,
+                            (size_t)(b->n_scores * b->batch * b->classes) * sizeof(float)));
     b->loss_sum = 0;
     b->losses_count = 0;
     if (mg->loss) {
-        TG_TRY(tg_session_read(s, mg->loss, b->losses, (size_t)b->n_losses * sizeof(float)));
+        CLI_TRY(tg_session_read(s, mg->loss, b->losses, (size_t)b->n_losses * sizeof(float)));
         for (int64_t k = 0; k < b->n_losses; k++)
             b->loss_sum += b->losses[k];
         /* outputMode sum returns a sum over micro-batches per replica */
@@ -327,10 +325,10 @@ static tg_status eval_session(train_context *ctx, const device_args *dev, int64_
     tg_model_graph_destroy(&ctx->eval_graph);
     ctx->eval_session = NULL;
     ctx->eval_batch = batch;
-    TG_TRY(tg_model_graph_create_ex(ctx->model, (int)batch, NULL, &ctx->input, &ctx->eval_graph));
+    CLI_TRY(tg_model_graph_create_ex(ctx->model, (int)batch, NULL, &ctx->input, &ctx->eval_graph));
     tg_options *o = device_options(dev, "evaluate", true);
     if (!o)
-        return tg_error(TG_ERR_CONFIG, "evaluation options are not valid");
+        return tg_error_set(TG_ERR_CONFIG, "evaluation options are not valid");
     tg_status s = tg_session_create(ctx->eval_graph.graph, o, &ctx->eval_session);
     tg_options_destroy(o);
     return s;
@@ -341,10 +339,10 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
 {
     if (batch > ctx->test->n)
         batch = ctx->test->n;
-    TG_TRY(eval_session(ctx, dev, batch));
+    CLI_TRY(eval_session(ctx, dev, batch));
     tg_session *s = ctx->eval_session;
     const tg_model_graph *mg = &ctx->eval_graph;
-    TG_TRY(tg_session_copy_weights(s, trained));
+    CLI_TRY(tg_session_copy_weights(s, trained));
     step_buffers b;
     tg_status st = step_buffers_init(&b, s, mg);
     tg_loader_config lc;

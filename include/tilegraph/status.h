@@ -46,6 +46,16 @@ TG_API const char *tg_error_message(void);
 /* Forget the calling thread's last message. */
 TG_API void tg_error_clear(void);
 
+/* Record a message for the calling thread, as the library does on a failure,
+ * and return `status`: for a program that reports its own failures through
+ * tg_error_message() like the library's (fmt NULL: the status's default
+ * text). */
+TG_API tg_status tg_error_set(tg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,7 @@
 #include "tilegraph/devices.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/dtype.h"
+#include "tilegraph/files.h"
 #include "tilegraph/graph.h"
 #include "tilegraph/models.h"
 #include "tilegraph/monitor.h"

@@ -298,6 +298,10 @@ TG_API tg_status tg_trace_heatmap_visit(tg_trace_slice_fn fn, void *ctx);
 
 /* The file tg_trace_flush writes: <directory>/tilegraph-<pid>.trace.json. */
 TG_API const char *tg_trace_output_path(void);
+/* The directory tg_trace_flush writes into while tracing is enabled (so a
+ * program can check it is writable before a long run); NULL when it is not.
+ * Valid until the next call on this thread. */
+TG_API const char *tg_trace_directory(void);
 /* Write every event recorded so far, as Chrome trace-event JSON, to `path`
  * (replaced atomically: written beside it, then renamed). Events stay
  * recorded, so a later write contains them again. */

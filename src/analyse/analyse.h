@@ -84,6 +84,13 @@ tg_status tg_an_open(const char *report, tg_profile_reader **out);
  * is negative. A non-negative instance of a report that is not a job's
  * directory is an error naming it. */
 tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reader **out);
+/* Close a profile opened by tg_an_open (NULL is fine), and the file it read:
+ * so that commands need not reach into the profile reader. */
+void tg_an_close(tg_profile_reader *r);
+const char *tg_an_path(const tg_profile_reader *r);
+/* A value of the profile's meta table ("target"), "" when absent; valid
+ * until the next call. */
+const char *tg_an_meta(tg_profile_reader *r, const char *key);
 
 /* The names of the views, in order; NULL-terminated. */
 extern const char *const tg_an_view_names[];
@@ -120,6 +127,23 @@ void tg_an_bar(double frac, bool keep_visible, char *buf, size_t cap);
 void tg_an_print_text(const tg_an_view *v, FILE *out);
 /* One JSON object {"view":..,"tables":[{"title":..,"columns":[..],"rows":[{..}]}],"notes":[..]}. */
 tg_status tg_an_print_json(const tg_an_view *v, FILE *out);
+
+/* One field of a flat JSON record (tg_an_print_record). */
+typedef enum tg_an_field_kind {
+    TG_AN_FIELD_STRING,
+    TG_AN_FIELD_INT,
+    TG_AN_FIELD_NUMBER /* NaN and infinities print null, never `nan` */
+} tg_an_field_kind;
+typedef struct tg_an_field {
+    const char *key;
+    tg_an_field_kind kind;
+    const char *s; /* TG_AN_FIELD_STRING, escaped */
+    int64_t i;     /* TG_AN_FIELD_INT */
+    double v;      /* TG_AN_FIELD_NUMBER */
+} tg_an_field;
+/* {"key": value, ...} and a newline to `out`, one line per record (train
+ * --json's epochs): nothing is printed when the writer fails. */
+tg_status tg_an_print_record(FILE *out, const tg_an_field *f, int n);
 
 /* ---- comparison (compare.c) ---- */
 /* Fill `out` with a side-by-side table per table of `a` and `b`: for every

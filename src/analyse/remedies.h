@@ -7,10 +7,13 @@
 #ifndef TG_ANALYSE_REMEDIES_H
 #define TG_ANALYSE_REMEDIES_H
 
+#include "tilegraph/models.h"
 #include "tilegraph/options.h"
 #include "tilegraph/status.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct tg_program;
 
@@ -29,5 +32,22 @@ typedef struct tg_an_remedy {
  * atomically like every profile. */
 tg_status tg_an_write_graph_profile(const char *dir, const struct tg_program *p,
                                     const tg_an_remedy *rows, int n);
+
+/* What is needed to compile the model again for a remedy. */
+typedef struct tg_an_insight_model {
+    const tg_model_spec *spec;
+    const tg_model_input *input;
+    const tg_optimizer *optimizer; /* NULL: inference */
+    int batch;
+    const tg_options *options;
+} tg_an_insight_model;
+
+/* Over, or within 10% of, the capacity (memoryPerDevice, or a tile's memory). */
+bool tg_an_insights_wanted(const struct tg_program *p);
+/* Print the remedies of `tilegraph compile` to `out`; with out_rows
+ * (TG_AN_MAX_REMEDIES of them), also append each as a row there (*n_rows
+ * counts them) for the profile. */
+void tg_an_print_insights(const tg_an_insight_model *m, const struct tg_program *p, FILE *out,
+                          tg_an_remedy *out_rows, int *n_rows);
 
 #endif

@@ -84,6 +84,21 @@ tg_status tg_an_open(const char *report, tg_profile_reader **out)
     return tg_an_open_instance(report, -1, out);
 }
 
+void tg_an_close(tg_profile_reader *r)
+{
+    tg_profile_reader_close(r);
+}
+
+const char *tg_an_path(const tg_profile_reader *r)
+{
+    return tg_profile_reader_path(r);
+}
+
+const char *tg_an_meta(tg_profile_reader *r, const char *key)
+{
+    return tg_profile_reader_meta(r, key);
+}
+
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f, tg_an_view *v)
 {
     v->name = name;

@@ -31,6 +31,7 @@
 #ifndef TG_CORE_ATOMIC_FILE_H
 #define TG_CORE_ATOMIC_FILE_H
 
+#include "tilegraph/files.h" /* tg_probe_writable, tg_probe_writable_dir, tg_fopen_regular */
 #include "tilegraph/status.h"
 
 #include <stddef.h>
@@ -72,23 +73,9 @@ int tg_atomic_file_clean_stale(const char *path);
  * for outputs whose own names carry a pid (host traces). */
 int tg_atomic_file_clean_stale_prefix(const char *dir, const char *prefix);
 
-/* Check, before any work is done, that PATH could be written atomically: it
- * is not a directory or other non-regular file, its directory exists and a
- * temporary can be created there (which catches missing directories,
- * read-only mounts, /proc and permissions). `what` names the output in the
- * message ("--save", "trace file"). Leaves nothing behind. */
-tg_status tg_probe_writable(const char *what, const char *path);
-
-/* The same for a directory that files will be written into (created with
- * its parents when missing: `--profile-dir`). */
-tg_status tg_probe_writable_dir(const char *what, const char *dir);
-
 /* Open PATH read-only, refusing anything but a regular file without blocking
  * ("PATH is a FIFO, not a regular file"). *fd is -1 on failure. */
 tg_status tg_open_regular(const char *path, int *fd);
-
-/* The same as a stdio stream (mode "rb"). *f is NULL on failure. */
-tg_status tg_fopen_regular(const char *path, FILE **f);
 
 /* TG_OK if PATH exists and is a regular file; otherwise an error naming PATH
  * and saying what it is (or why it cannot be seen). Does not open it: for

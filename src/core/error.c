@@ -41,15 +41,29 @@ void tg_error_clear(void)
     tg_last_message[0] = '\0';
 }
 
+static tg_status set_message(tg_status status, const char *fmt, va_list ap)
+{
+    if (!fmt)
+        snprintf(tg_last_message, sizeof tg_last_message, "%s", status_text(status));
+    else
+        vsnprintf(tg_last_message, sizeof tg_last_message, fmt, ap);
+    return status;
+}
+
 tg_status tg_error(tg_status status, const char *fmt, ...)
 {
-    if (!fmt) {
-        snprintf(tg_last_message, sizeof tg_last_message, "%s", status_text(status));
-        return status;
-    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tg_last_message, sizeof tg_last_message, fmt, ap);
+    set_message(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+tg_status tg_error_set(tg_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(status, fmt, ap);
     va_end(ap);
     return status;
 }

@@ -275,6 +275,17 @@ const char *tg_trace_output_path(void)
     return path;
 }
 
+const char *tg_trace_directory(void)
+{
+    static _Thread_local char dir[sizeof(((tg_trace_settings *)0)->directory)];
+    tg_trace_settings s;
+    tg_trace_settings_get(&s);
+    if (!s.enable)
+        return NULL;
+    snprintf(dir, sizeof dir, "%s", s.directory);
+    return dir;
+}
+
 /* mkdir -p: every missing directory of `dir`. */
 static tg_status make_directory(const char *dir)
 {

@@ -119,6 +119,16 @@ static void test_status_and_messages(void)
     TG_CHECK(tg_error_message()[0] == '\0');
 }
 
+/* The public tg_error_set records a caller's message the same way. */
+static void test_error_set_for_callers(void)
+{
+    TG_CHECK(tg_error_set(TG_ERR_CONFIG, "'%s' is over %d MB", "o.json", 16) == TG_ERR_CONFIG);
+    TG_CHECK(strcmp(tg_error_message(), "'o.json' is over 16 MB") == 0);
+    TG_CHECK(tg_error_set(TG_ERR_NOMEM, NULL) == TG_ERR_NOMEM);
+    TG_CHECK(strcmp(tg_error_message(), "out of memory") == 0);
+    tg_error_clear();
+}
+
 static void test_options(void)
 {
     tg_options *o = tg_options_create();
@@ -163,6 +173,7 @@ int main(void)
     TG_RUN(test_pool_covers_every_index_once);
     TG_RUN(test_rng);
     TG_RUN(test_status_and_messages);
+    TG_RUN(test_error_set_for_callers);
     TG_RUN(test_options);
     return tg_test_finish();
 }

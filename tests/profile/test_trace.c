@@ -1063,6 +1063,18 @@ static void test_intern(void)
     tg_trace_clear();
 }
 
+/* tg_trace_directory: the configured directory while tracing is enabled
+ * (a program probes it before a run), NULL when tracing is off. */
+static void test_trace_directory(void)
+{
+    reset("{\"enable\":\"true\",\"directory\":\"" OUT_DIR "/probed/\"}");
+    const char *dir = tg_trace_directory();
+    TG_CHECK(dir && !strcmp(dir, OUT_DIR "/probed/"));
+    reset("{\"enable\":\"false\",\"directory\":\"" OUT_DIR "/probed/\"}");
+    TG_CHECK(tg_trace_directory() == NULL);
+    tg_trace_disable();
+}
+
 int main(void)
 {
     TG_RUN(test_nesting);
@@ -1070,6 +1082,7 @@ int main(void)
     TG_RUN(test_series);
     TG_RUN(test_heatmap);
     TG_RUN(test_config_errors);
+    TG_RUN(test_trace_directory);
     TG_RUN(test_threads);
     TG_RUN(test_thread_tracks);
     TG_RUN(test_chrome_export);

@@ -1,10 +1,11 @@
-/* tools/insights.c - what would make it fit: the reference's list of memory
+/* analyse/remedies_compile.c - what would make it fit: the reference's list of memory
  * remedies, each quantified by compiling the model again with that one
  * change (a what-if on the real plan, not a rule of thumb). The figure is the
  * largest need: the fullest tile on a tiled target, the largest device
  * arena otherwise. */
-#include "insights.h"
+#include "analyse/remedies.h"
 
+#include "analyse/analyse.h"
 #include "compile/program.h"
 #include "core/error.h"
 #include "target/target.h"
@@ -71,7 +72,7 @@ static void checkpoint_units(tg_graph *g)
 
 /* Compile the model with the changes kv (key, value, ..., NULL), after
  * prepare(graph) when given; *need < 0 when it does not compile. */
-static void what_if(const insight_model *m, int batch, const char *const *kv,
+static void what_if(const tg_an_insight_model *m, int batch, const char *const *kv,
                     void (*prepare)(tg_graph *), int64_t *need)
 {
     *need = -1;
@@ -190,7 +191,7 @@ static bool split_further(const tg_program *p, char *split, size_t cap, char *po
     return false;
 }
 
-bool insights_wanted(const tg_program *p)
+bool tg_an_insights_wanted(const tg_program *p)
 {
     int64_t need, cap;
     const char *unit;
@@ -198,16 +199,17 @@ bool insights_wanted(const tg_program *p)
     return cap > 0 && need * 10 > cap * 9; /* over, or within 10% of, the capacity */
 }
 
-void print_insights(const insight_model *m, const tg_program *p, FILE *out, tg_an_remedy *out_rows,
-                    int *n_rows)
+void tg_an_print_insights(const tg_an_insight_model *m, const tg_program *p, FILE *out,
+                          tg_an_remedy *out_rows, int *n_rows)
 {
     int64_t need, cap;
     const char *unit;
     need_of(p, &need, &cap, &unit);
     char a[32], b[32], c[32];
-    fprintf(out, "\ninsights: %s needs %s", unit, cli_bytes((double)need, a, sizeof a));
+    fprintf(out, "\ninsights: %s needs %s", unit,
+            tg_an_format(TG_AN_BYTES, (double)need, a, sizeof a));
     if (cap > 0)
-        fprintf(out, " of %s (%.0f%%)", cli_bytes((double)cap, b, sizeof b),
+        fprintf(out, " of %s (%.0f%%)", tg_an_format(TG_AN_BYTES, (double)cap, b, sizeof b),
                 100.0 * (double)need / (double)cap);
     fprintf(out, "; each remedy below is this model compiled again with that one change:\n");
     char split[512], devices[16], point[64], where[80] = "";
@@ -298,9 +300,9 @@ void print_insights(const insight_model *m, const tg_program *p, FILE *out, tg_a
         int64_t saved = need - after;
         bool split_row = remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split");
         fprintf(out, "  %-42s %s -> %s, %s %s (%.0f%%)%s%s%s\n", remedies[i].what,
-                cli_bytes((double)need, a, sizeof a), cli_bytes((double)after, b, sizeof b),
-                saved < 0 ? "adds" : "saves",
-                cli_bytes((double)(saved < 0 ? -saved : saved), c, sizeof c),
+                tg_an_format(TG_AN_BYTES, (double)need, a, sizeof a),
+                tg_an_format(TG_AN_BYTES, (double)after, b, sizeof b), saved < 0 ? "adds" : "saves",
+                tg_an_format(TG_AN_BYTES, (double)(saved < 0 ? -saved : saved), c, sizeof c),
                 need ? 100.0 * (double)(saved < 0 ? -saved : saved) / (double)need : 0.0,
                 cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
                 split_row ? "; split " : "", split_row ? where : "");
