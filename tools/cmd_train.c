@@ -21,7 +21,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -269,6 +268,7 @@ typedef struct train_pos {
     int64_t epoch, step, done;
     int64_t per_step; /* samples per host step, recorded for --resume */
     int stop;         /* the signal that stopped the run, -1 for --max-steps, 0 none */
+    int job_signal;   /* in an MPI job: the stop signal the instances agreed on, 0 none */
     const char *model;
 } train_pos;
 
@@ -294,31 +294,36 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
 /* In an MPI job, the host step's loss and accuracy counts summed over the
  * instances, so that the progress, the epoch's figures and each instance's
  * profile counters are the job's, as one process of R replicas reports. */
-static tg_status job_step_totals(step_buffers *b)
+static tg_status job_step_totals(step_buffers *b, train_pos *pos)
 {
     if (!tg_dist_active())
         return TG_OK;
-    double v[4] = {b->loss_sum, (double)b->losses_count, (double)b->correct, (double)b->scored};
-    CLI_TRY(tg_dist_sum_f64(v, 4));
+    /* and, in the same sum, whether any instance was asked to stop: every
+     * instance then stops after this step (one stopping alone would leave the
+     * others waiting for its gradients); the signal is the instance's own,
+     * else the one the others got (mpirun sends them all the same) */
+    int sig = cli_stop_signal();
+    double v[6] = {b->loss_sum,       (double)b->losses_count, (double)b->correct,
+                   (double)b->scored, sig ? 1.0 : 0.0,         (double)sig};
+    CLI_TRY(tg_dist_sum_f64(v, 6));
     b->loss_sum = v[0];
     b->losses_count = (int64_t)v[1];
     b->correct = (int64_t)v[2];
     b->scored = (int64_t)v[3];
+    if (v[4] > 0)
+        pos->job_signal = sig ? sig : (int)(v[5] / v[4] + 0.5);
     return TG_OK;
 }
 
 /* Stop here? A signal, or --max-steps reached. */
 static bool should_stop(const train_args *a, train_pos *pos)
 {
-    /* in an MPI job the instances agree: one stopping alone would leave the
-     * others waiting for its gradients (every instance calls this at the
-     * same points, so it can be a collective) */
-    int64_t sig = cli_stop_signal();
-    if (tg_dist_max_i64(&sig, 1) != TG_OK)
-        sig = SIGTERM; /* MPI failed: stop, the job is ending anyway */
+    /* in an MPI job only the signal the instances agreed on after the last
+     * host step (job_step_totals): a signal seen by one alone stops nobody yet */
+    int sig = tg_dist_active() ? pos->job_signal : cli_stop_signal();
     if (sig) {
-        pos->stop = (int)sig;
-        cli_stop_agreed((int)sig);
+        pos->stop = sig;
+        cli_stop_agreed(sig);
     } else if (a->max_steps && pos->done >= a->max_steps)
         pos->stop = -1;
     return pos->stop != 0;
@@ -362,7 +367,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         CLI_TRY(load_step(loader, b, &count));
         double step_t0 = cli_now();
         CLI_TRY(run_step(s, mg, b, count));
-        CLI_TRY(job_step_totals(b));
+        CLI_TRY(job_step_totals(b, pos));
         record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
