@@ -53,11 +53,9 @@ TG_API int tg_dist_instances(void);
  * evaluation's correct and scored counts). TG_OK without doing anything
  * outside a job. */
 TG_API tg_status tg_dist_sum_i64(int64_t *values, int n);
-/* The same for floating-point values (a host step's loss sums), and the
- * element-wise maximum of counters (whether any instance was asked to stop:
- * every instance must stop after the same host step). */
+/* The same for floating-point values (a host step's loss sums, and with
+ * them whether any instance was asked to stop). */
 TG_API tg_status tg_dist_sum_f64(double *values, int n);
-TG_API tg_status tg_dist_max_i64(int64_t *values, int n);
 
 /* Whether every instance holds the same parameters (a checksum of them
  * compared over the instances): fails naming the instances that differ.

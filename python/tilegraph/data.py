@@ -30,7 +30,7 @@ class DataLoader(torch.utils.data.DataLoader):
             raise ValueError(f"poptorch.DataLoader: batch_size must be a positive integer, got {batch_size!r}")
         v = options.values
         replicas = int(v.get("replicationFactor", 1))
-        per_replica = (int(v.get("Training.gradientAccumulation", 1)) * batch_size)
+        per_replica = int(v.get("Training.gradientAccumulation", 1)) * batch_size
         iterations = int(v.get("deviceIterations", 1))
         self.combinedBatchSize = per_replica * iterations * replicas
         self.options = options

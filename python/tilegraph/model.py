@@ -23,6 +23,7 @@ import torch
 from onnx import numpy_helper
 
 from . import blocks as _blocks
+from . import dist
 from ._lib import TG_F32, TG_I32, TG_U8, TilegraphError, check, ffi, lib
 from .options import Options, make_c_options
 
@@ -201,7 +202,6 @@ def _tensor_dims(t):
 
 def _local_replicas(options):
     """replicationFactor, or in an MPI job this instance's share of it."""
-    from . import dist
     r, n = int(options.values.get("replicationFactor", 1)), dist.instances()
     if r % n:
         raise ValueError(f"poptorch.Options: replicationFactor {r} is not a multiple of the {n} "

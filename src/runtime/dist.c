@@ -209,28 +209,23 @@ int tg_dist_host_instances(void)
     return joined ? host_size : 1;
 }
 
-static tg_status allreduce(void *values, int n, MPI_Datatype type, MPI_Op op, const char *what)
+static tg_status sum(void *values, int n, MPI_Datatype type)
 {
     if (!tg_dist_active() || n <= 0)
         return TG_OK;
-    if (MPI_Allreduce(MPI_IN_PLACE, values, n, type, op, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return tg_error(TG_ERR_IO, "MPI: %s %d values over the instances failed", what, n);
+    if (MPI_Allreduce(MPI_IN_PLACE, values, n, type, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: summing %d values over the instances failed", n);
     return TG_OK;
 }
 
 tg_status tg_dist_sum_i64(int64_t *values, int n)
 {
-    return allreduce(values, n, MPI_INT64_T, MPI_SUM, "summing");
+    return sum(values, n, MPI_INT64_T);
 }
 
 tg_status tg_dist_sum_f64(double *values, int n)
 {
-    return allreduce(values, n, MPI_DOUBLE, MPI_SUM, "summing");
-}
-
-tg_status tg_dist_max_i64(int64_t *values, int n)
-{
-    return allreduce(values, n, MPI_INT64_T, MPI_MAX, "taking the maximum of");
+    return sum(values, n, MPI_DOUBLE);
 }
 
 uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes)
@@ -307,15 +302,26 @@ typedef struct request_wait {
 } request_wait;
 
 /* Done, or abandoned because this instance's run was aborted (the request
- * stays pending: the job is about to end). */
+ * stays pending: the job is about to end). A NULL abort: never abandoned. */
 static bool request_settled(void *arg)
 {
     request_wait *w = arg;
     int done = 0;
     MPI_Test(w->req, &done, MPI_STATUS_IGNORE);
-    if (!done && __atomic_load_n(w->abort, __ATOMIC_ACQUIRE))
+    if (!done && w->abort && __atomic_load_n(w->abort, __ATOMIC_ACQUIRE))
         w->aborted = true;
     return done || w->aborted;
+}
+
+/* Test between sleeps until the request settles: `first_ns` for the first
+ * 64 tests, then `later_ns`, so a waiting instance leaves the host's cores
+ * to the ones it waits for (a blocking MPI call would spin). */
+static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
+{
+    for (long tests = 0; !request_settled(w); tests++) {
+        struct timespec ts = {0, tests < 64 ? first_ns : later_ns};
+        nanosleep(&ts, NULL);
+    }
 }
 
 bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, void *recv,
@@ -327,25 +333,16 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
     /* spin (adaptively, core/wait.h) while the other instances are close,
      * then sleep between tests: the cores may be shared with them */
     if (!tg_spin_wait(&g->spins[device], request_settled, &w))
-        while (!request_settled(&w)) {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
+        sleep_until_settled(&w, 50000, 50000);
     return !w.aborted;
 }
 
-/* Wait for a request, sleeping between tests: the instances that wait leave
- * the host's cores to the one that works (a blocking MPI call would spin). */
+/* A broadcast's wait: no spinning, since instance 0 may be compiling on
+ * these cores for seconds. */
 static void wait_politely(MPI_Request *req)
 {
-    for (long spins = 0;; spins++) {
-        int done = 0;
-        MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
-        struct timespec ts = {0, spins < 64 ? 20000 : 1000000};
-        nanosleep(&ts, NULL);
-    }
+    request_wait w = {req, NULL, false};
+    sleep_until_settled(&w, 20000, 1000000);
 }
 
 tg_status tg_dist_broadcast(void **data, size_t *len)

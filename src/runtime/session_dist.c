@@ -263,11 +263,11 @@ static tg_status gather_one(tg_session *s, const tg_tensor *t, unsigned char *se
 {
     const tg_program *p = s->program;
     size_t es = tg_dtype_size(p->storage[t->id]);
-    int64_t n = tg_numel(t), S = tg_program_shards(p);
+    int64_t n = tg_numel(t), S = tg_program_shards(p), first, unused;
+    tg_session_dist_block(s, n, tg_dist_instance(), &first, &unused);
     for (int r = 0; r < p->replicas; r++) { /* this instance's block, shard after shard */
-        int64_t begin, end, first, unused;
+        int64_t begin, end;
         tg_shard_range(n, s->replica_offset + r, (int)S, &begin, &end);
-        tg_session_dist_block(s, n, tg_dist_instance(), &first, &unused);
         memcpy(send + (size_t)(begin - first) * es, tg_engine_slot_ptr(s, r, p->home[t->id], 0),
                (size_t)(end - begin) * es);
     }
