@@ -50,15 +50,6 @@ static tg_status set_message(tg_status status, const char *fmt, va_list ap)
     return status;
 }
 
-tg_status tg_error(tg_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    set_message(status, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 tg_status tg_error_set(tg_status status, const char *fmt, ...)
 {
     va_list ap;

@@ -11,8 +11,10 @@
 #endif
 
 /* Record a message for the calling thread and return `status`, so callers
- * write `return tg_error(TG_ERR_IO, "cannot open '%s': %s", path, why);`. */
-tg_status tg_error(tg_status status, const char *fmt, ...) TG_PRINTF(2, 3);
+ * write `return tg_error(TG_ERR_IO, "cannot open '%s': %s", path, why);`.
+ * The library's own name for the public tg_error_set (tilegraph/status.h):
+ * one function records every message. */
+#define tg_error tg_error_set
 
 /* Prefix the current message with "context: " (for adding the file or op name
  * on the way up) and return `status` unchanged. */
