@@ -19,8 +19,9 @@ from ._lib import check, lib
 
 
 def _under_mpirun():
-    size = os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE")
-    return bool(size) and int(size) > 1
+    # as the library decides (runtime/dist.c): MPI's environment is there;
+    # the job's size is MPI's to tell, not a number parsed here
+    return bool(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE"))
 
 
 def instance():
