@@ -102,6 +102,27 @@ static const struct {
     {"ops", "SELECT * FROM ops ORDER BY id"},
 };
 
+/* Tables a profile may lack (written by later versions, or only when the
+ * feature was on), each under the key of its table's name. */
+static const struct {
+    const char *key, *sql;
+} optional_tables[] = {
+    /* The operations graph (producer -> consumer op ids). */
+    {"op_edges", "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer"},
+    /* Weights and gradients per tensor at the recorded runs: the Histograms tab. */
+    {"histograms", "SELECT run, tensor, kind, elements, min, max, mean, std, zeros, non_finite, "
+                   "bins FROM histograms ORDER BY run, rowid"},
+    /* Vertex types of tiled targets: the Memory tab's table below the tile maps. */
+    {"vertex_types", "SELECT device, type, vertices, state_bytes, code_bytes FROM vertex_types "
+                     "ORDER BY device, vertices DESC, type"},
+    /* The counters per host step: the Host tab's line graphs. */
+    {"counters", "SELECT step, name, value FROM counters ORDER BY name, step"},
+    /* The host threads' regions (TILEGRAPH_TRACE): the page builds the
+     * timeline, flame graph and call tree from them. */
+    {"host_trace", "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
+                   "WHERE kind = 'region' ORDER BY thread, start_ns, depth"},
+};
+
 static tg_status write_table(tg_profile_reader *r, const char *sql, tg_json_writer *w)
 {
     sqlite3 *db = tg_profile_reader_db(r);
@@ -284,52 +305,11 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
         if (s != TG_OK)
             return s;
     }
-    /* The operations graph (producer -> consumer op ids); profiles written
-     * before the table existed simply have no graph. */
-    if (has_table(db, "op_edges")) {
-        tg_json_key(w, "op_edges");
-        tg_status s = write_table(
-            r, "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer", w);
-        if (s != TG_OK)
-            return s;
-    }
-    /* Weights and gradients per tensor at the recorded runs: the Histograms tab. */
-    if (has_table(db, "histograms")) {
-        tg_json_key(w, "histograms");
-        tg_status s = write_table(r,
-                                  "SELECT run, tensor, kind, elements, min, max, mean, std, zeros, "
-                                  "non_finite, bins FROM histograms ORDER BY run, rowid",
-                                  w);
-        if (s != TG_OK)
-            return s;
-    }
-    /* Vertex types of tiled targets: the Memory tab's table below the tile maps. */
-    if (has_table(db, "vertex_types")) {
-        tg_json_key(w, "vertex_types");
-        tg_status s = write_table(r,
-                                  "SELECT device, type, vertices, state_bytes, code_bytes FROM "
-                                  "vertex_types ORDER BY device, vertices DESC, type",
-                                  w);
-        if (s != TG_OK)
-            return s;
-    }
-    /* The counters per host step: the Host tab's line graphs. */
-    if (has_table(db, "counters")) {
-        tg_json_key(w, "counters");
-        tg_status s =
-            write_table(r, "SELECT step, name, value FROM counters ORDER BY name, step", w);
-        if (s != TG_OK)
-            return s;
-    }
-    /* The host threads' regions (TILEGRAPH_TRACE): the page builds the
-     * timeline, flame graph and call tree from them. */
-    if (has_table(db, "host_trace")) {
-        tg_json_key(w, "host_trace");
-        tg_status s =
-            write_table(r,
-                        "SELECT thread, channel, name, start_ns, end_ns, depth FROM host_trace "
-                        "WHERE kind = 'region' ORDER BY thread, start_ns, depth",
-                        w);
+    for (size_t i = 0; i < sizeof optional_tables / sizeof optional_tables[0]; i++) {
+        if (!has_table(db, optional_tables[i].key))
+            continue;
+        tg_json_key(w, optional_tables[i].key);
+        tg_status s = write_table(r, optional_tables[i].sql, w);
         if (s != TG_OK)
             return s;
     }
