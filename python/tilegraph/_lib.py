@@ -29,6 +29,7 @@ void tg_dist_abort(int code);
 bool tg_dist_active(void);
 int tg_dist_instance(void);
 int tg_dist_instances(void);
+tg_status tg_dist_sum_i64(int64_t *values, int n);
 const char *tg_status_name(tg_status s);
 
 tg_options *tg_options_create(void);

@@ -44,7 +44,7 @@ class DataLoader(torch.utils.data.DataLoader):
             if replicas % n:
                 raise ValueError(f"poptorch.DataLoader: replicationFactor {replicas} is not a "
                                  f"multiple of the {n} instances of this MPI job")
-            sampler = (torch.utils.data.RandomSampler(dataset) if shuffle
+            sampler = (_JobRandomSampler(dataset) if shuffle
                        else torch.utils.data.SequentialSampler(dataset))
             chunk = per_replica * (replicas // n)
             batches = _InstanceBatches(sampler, self.combinedBatchSize, chunk, dist.instance(), n)
@@ -54,6 +54,24 @@ class DataLoader(torch.utils.data.DataLoader):
         super().__init__(dataset, batch_size=self.combinedBatchSize, shuffle=shuffle,
                          num_workers=workers, drop_last=True, persistent_workers=persistent,
                          **kwargs)
+
+
+class _JobRandomSampler(torch.utils.data.RandomSampler):
+    """torch's RandomSampler with every instance of a job drawing instance 0's
+    permutation: each epoch's seed is drawn from the global torch RNG as
+    RandomSampler draws it (so instance 0 shuffles as one process with its
+    torch seed would) and then replaced by instance 0's, so instances whose
+    torch seeds differ still split one permutation instead of drawing
+    overlapping samples."""
+
+    def __iter__(self):
+        seed = int(torch.empty((), dtype=torch.int64).random_().item())
+        self.generator = torch.Generator()
+        self.generator.manual_seed(dist.from_instance_0(seed))
+        try:
+            yield from super().__iter__()
+        finally:
+            self.generator = None
 
 
 class _InstanceBatches(torch.utils.data.Sampler):

@@ -34,6 +34,18 @@ def instances():
     return lib.tg_dist_instances()
 
 
+def from_instance_0(value):
+    """Instance 0's `value` on every instance (an integer; a collective: every
+    instance of the job must call it at the same point). `value` itself
+    outside a job."""
+    if instances() <= 1:
+        return value
+    from ._lib import ffi
+    v = ffi.new("int64_t[1]", [value if instance() == 0 else 0])
+    check(lib.tg_dist_sum_i64(v, 1), "tilegraph: sharing instance 0's value with the job")
+    return int(v[0])
+
+
 def _abort_on_exception(hook):
     def handler(kind, value, tb):
         hook(kind, value, tb)

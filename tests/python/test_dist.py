@@ -4,7 +4,7 @@ The same script, started as 2 instances with replicationFactor 4, must end
 with the weights of one process with replicationFactor 4: the DataLoader
 gives each instance its replicas' samples of every host batch (shuffled, in
 one process's order) and the library sums the gradients over the instances
-in replica order. Also: an exception in one instance ends the job, non-zero,
+in replica order, even when the instances' torch seeds differ. Also: an exception in one instance ends the job, non-zero,
 within seconds.
 """
 import os
@@ -23,7 +23,7 @@ sys.path.insert(0, sys.argv[2])
 import torch
 from tg_pytest import WithLoss, net, poptorch
 
-def main(out, fail):
+def main(out, fail, reseed):
     torch.manual_seed(3)
     x = torch.randn(192, 1, 8, 8)
     y = torch.randint(0, 5, (192,))
@@ -33,6 +33,8 @@ def main(out, fail):
     loader = poptorch.DataLoader(opts, ds, batch_size=3, shuffle=True)
     m = net()
     tm = poptorch.trainingModel(WithLoss(m), opts, poptorch.optim.SGD(m.parameters(), lr=0.05))
+    if reseed:  # instances whose torch seeds differ still shuffle as instance 0
+        torch.manual_seed(100 + poptorch.dist.instance())
     for step, (xb, yb) in enumerate(loader):
         if fail and poptorch.dist.instance() == 1 and step == 1:
             raise RuntimeError("instance 1 fails on purpose")
@@ -41,7 +43,7 @@ def main(out, fail):
     if poptorch.dist.instance() == 0:
         torch.save(m.state_dict(), out)
 
-main(sys.argv[1], len(sys.argv) > 3)
+main(sys.argv[1], "fail" in sys.argv[3:], "reseed" in sys.argv[3:])
 '''
 
 
@@ -70,11 +72,17 @@ class DistTest(unittest.TestCase):
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=240)
 
     def test_two_instances_train_as_one_process(self):
+        self.check_as_one_process("one.pt", "two.pt")
+
+    def test_instances_with_other_torch_seeds_shuffle_as_instance_0(self):
+        self.check_as_one_process("one_reseed.pt", "two_reseed.pt", "reseed")
+
+    def check_as_one_process(self, one, two, *extra):
         import torch
-        one, two = os.path.join(self.dir, "one.pt"), os.path.join(self.dir, "two.pt")
-        r = self.run_script(one, False)
+        one, two = os.path.join(self.dir, one), os.path.join(self.dir, two)
+        r = self.run_script(one, False, *extra)
         self.assertEqual(r.returncode, 0, r.stderr)
-        r = self.run_script(two, True)
+        r = self.run_script(two, True, *extra)
         self.assertEqual(r.returncode, 0, r.stderr)
         a, b = torch.load(one), torch.load(two)
         moved = False
