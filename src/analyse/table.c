@@ -33,6 +33,7 @@ void tg_an_filter_defaults(tg_an_filter *f)
     f->top = 20;
     f->by_tile = false;
     f->tile = 0;
+    f->no_group = false;
 }
 
 /* A directory's profile: training/, inference/ or its own profile.sqlite. */
