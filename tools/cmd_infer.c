@@ -83,9 +83,11 @@ int cmd_infer(int argc, char **argv)
     tg_options *o = NULL;
     float *image = NULL;
     const tg_dataset *d = ctx.test;
-    if (index + count > d->n) { /* d->n is at most index + count: the file holds fewer */
+    tg_dataset_info info = tg_dataset_describe(d);
+    if (index + count > info.samples) { /* at most index + count: the file holds fewer */
         fprintf(stderr, "tilegraph infer: images %lld..%lld do not exist: %s has %lld\n",
-                (long long)index, (long long)(index + count - 1), d->name, (long long)d->n);
+                (long long)index, (long long)(index + count - 1), info.name,
+                (long long)info.samples);
         goto done;
     }
     if (tg_model_graph_create_ex(ctx.model, 1, NULL, &ctx.input, &mg) != TG_OK ||
@@ -96,14 +98,14 @@ int cmd_infer(int argc, char **argv)
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         goto done;
     }
-    int64_t pixels = (int64_t)d->c * d->h * d->w, plane = (int64_t)d->h * d->w;
+    int64_t plane = (int64_t)info.height * info.width, pixels = info.channels * plane;
     int classes = ctx.input.classes;
     float mean[16], std[16];
-    if (d->c > 16) {
-        fprintf(stderr, "tilegraph infer: %d channels are not supported\n", d->c);
+    if (info.channels > 16) {
+        fprintf(stderr, "tilegraph infer: %d channels are not supported\n", info.channels);
         goto done;
     }
-    tg_model_input_normalisation(ctx.model, &ctx.input, d->c, mean, std);
+    tg_model_input_normalisation(ctx.model, &ctx.input, info.channels, mean, std);
     image = malloc((size_t)pixels * sizeof(float));
     float scores[1024];
     if (!image || classes > 1024) {
@@ -111,7 +113,8 @@ int cmd_infer(int argc, char **argv)
         goto done;
     }
     for (int64_t i = index; i < index + count; i++) {
-        const uint8_t *px = d->images + i * pixels;
+        const uint8_t *px = tg_dataset_image(d, i);
+        int label = tg_dataset_label(d, i);
         for (int64_t k = 0; k < pixels; k++)
             image[k] = ((float)px[k] / 255.0f - mean[k / plane]) / std[k / plane];
         if (tg_session_write(s, mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
@@ -122,17 +125,17 @@ int cmd_infer(int argc, char **argv)
         }
         int pred = tg_argmax(scores, classes);
         const char *pname = tg_dataset_class_name(d, pred),
-                   *lname = tg_dataset_class_name(d, d->labels[i]);
+                   *lname = tg_dataset_class_name(d, label);
         if (json) {
             printf("{\"index\":%lld,\"predicted\":%d,\"predicted_name\":\"%s\",\"label\":%d,"
                    "\"label_name\":\"%s\",\"scores\":[",
-                   (long long)i, pred, pname, d->labels[i], lname);
+                   (long long)i, pred, pname, label, lname);
             for (int c = 0; c < classes; c++) /* JSON has no NaN: null, as JSON.stringify */
                 printf(isfinite(scores[c]) ? "%s%.6g" : "%snull", c ? "," : "", scores[c]);
             printf("]}\n");
         } else {
             printf("image %lld: predicted: %s (label: %s)%s\n", (long long)i, pname, lname,
-                   pred == d->labels[i] ? "" : "  <- wrong");
+                   pred == label ? "" : "  <- wrong");
         }
     }
     status = 0;

@@ -17,8 +17,6 @@
 #include "tilegraph/session.h"
 #include "tilegraph/trace.h"
 
-#include "data/loader.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

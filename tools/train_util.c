@@ -5,8 +5,6 @@
 
 #include "tilegraph/dist.h"
 
-#include "data/loader.h"
-
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,24 +49,23 @@ int data_flags(data_args *d, cli_flag *f)
 }
 
 /* "cifar10:DIR" -> kind and dir; "synthetic" -> kind; "DIR" -> the --dataset kind. */
-static int data_source(const data_args *d, char *dir, size_t cap)
+static const char *data_source(const data_args *d, char *kind, size_t kind_cap, char *dir,
+                               size_t cap)
 {
     dir[0] = '\0';
     const char *spec = d->data;
     if (!spec)
-        return tg_dataset_kind_parse(d->dataset);
+        return d->dataset;
     const char *colon = strchr(spec, ':');
     if (colon) {
-        char kind[32];
-        snprintf(kind, sizeof kind, "%.*s", (int)(colon - spec), spec);
+        snprintf(kind, kind_cap, "%.*s", (int)(colon - spec), spec);
         snprintf(dir, cap, "%s", colon + 1);
-        return tg_dataset_kind_parse(kind);
-    }
-    int kind = tg_dataset_kind_parse(spec);
-    if (kind >= 0)
         return kind;
+    }
+    if (tg_dataset_kind_known(spec))
+        return spec;
     snprintf(dir, cap, "%s", spec);
-    return tg_dataset_kind_parse(d->dataset);
+    return d->dataset;
 }
 
 static int parse_size(const char *text, int *h, int *w)
@@ -100,9 +97,9 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         return -1;
     }
-    char dir[1024];
-    int kind = data_source(data, dir, sizeof dir);
-    if (kind < 0) {
+    char kind_buf[32], dir[1024];
+    const char *kind = data_source(data, kind_buf, sizeof kind_buf, dir, sizeof dir);
+    if (!tg_dataset_kind_known(kind)) {
         fprintf(stderr,
                 "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
                 "optionally KIND:DIR)\n",
@@ -124,28 +121,30 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
                 data->workers >= 0 ? "--workers" : "--prefetch-depth");
         return -1;
     }
-    if ((train_limit >= 0 && tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
+    if ((train_limit >= 0 && tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
                                              &ctx->train) != TG_OK) ||
-        tg_dataset_load(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) !=
+        tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) !=
             TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         train_context_close(ctx);
         return -1;
     }
-    const tg_dataset *d = ctx->test;
+    tg_dataset_info d = tg_dataset_describe(ctx->test);
     /* The model is built for the test split's images; a train split of
      * another size would be silently resized into garbage. */
-    const tg_dataset *t = ctx->train;
-    if (t && (t->c != d->c || t->h != d->h || t->w != d->w)) {
-        fprintf(stderr,
-                "tilegraph: the training split %s holds %dx%dx%d images but the test split "
-                "%s %dx%dx%d: give files of one data set\n",
-                t->name, t->c, t->h, t->w, d->name, d->c, d->h, d->w);
-        train_context_close(ctx);
-        return -1;
+    if (ctx->train) {
+        tg_dataset_info t = tg_dataset_describe(ctx->train);
+        if (t.channels != d.channels || t.height != d.height || t.width != d.width) {
+            fprintf(stderr,
+                    "tilegraph: the training split %s holds %dx%dx%d images but the test split "
+                    "%s %dx%dx%d: give files of one data set\n",
+                    t.name, t.channels, t.height, t.width, d.name, d.channels, d.height, d.width);
+            train_context_close(ctx);
+            return -1;
+        }
     }
-    tg_model_input in = {d->c, d->h, d->w, d->num_classes, data->eight_bit, TG_STEM_AUTO,
-                         0,    {0},  {0}};
+    tg_model_input in = {d.channels,   d.height, d.width, d.classes, data->eight_bit,
+                         TG_STEM_AUTO, 0,        {0},     {0}};
     if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());
         train_context_close(ctx);
@@ -171,7 +170,7 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         tg_model_input want = tg_model_default_input(ctx->model);
         if (in.channels != want.channels || in.height != want.height || in.width != want.width) {
             fprintf(stderr, "tilegraph: model %s takes %dx%dx%d images but %s gives %dx%dx%d\n",
-                    ctx->model->name, want.channels, want.height, want.width, d->name, in.channels,
+                    ctx->model->name, want.channels, want.height, want.width, d.name, in.channels,
                     in.height, in.width);
             train_context_close(ctx);
             return -1;
@@ -186,13 +185,14 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
                         bool training, tg_loader_config *lc)
 {
     *lc = tg_loader_defaults(ds, samples_per_step);
+    tg_dataset_info d = tg_dataset_describe(ds);
     float mean[TG_LOADER_MAX_CHANNELS], std[TG_LOADER_MAX_CHANNELS];
-    if (ds->c > TG_LOADER_MAX_CHANNELS)
-        return tg_error_set(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", ds->name, ds->c,
+    if (d.channels > TG_LOADER_MAX_CHANNELS)
+        return tg_error_set(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", d.name, d.channels,
                             TG_LOADER_MAX_CHANNELS);
-    tg_model_input_normalisation(ctx->model, &ctx->input, ds->c, mean, std);
-    lc->channel_stats = ds->c;
-    for (int c = 0; c < ds->c; c++) {
+    tg_model_input_normalisation(ctx->model, &ctx->input, d.channels, mean, std);
+    lc->channel_stats = d.channels;
+    for (int c = 0; c < d.channels; c++) {
         lc->channel_mean[c] = mean[c];
         lc->channel_std[c] = std[c];
     }
@@ -200,12 +200,12 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     lc->std = ctx->model->std;
     if (ctx->input.norm_channels > 0) { /* the averages, for code that takes one value */
         lc->mean = lc->std = 0;
-        for (int c = 0; c < ds->c; c++) {
-            lc->mean += mean[c] / (float)ds->c;
-            lc->std += std[c] / (float)ds->c;
+        for (int c = 0; c < d.channels; c++) {
+            lc->mean += mean[c] / (float)d.channels;
+            lc->std += std[c] / (float)d.channels;
         }
     }
-    if (ctx->input.height != ds->h || ctx->input.width != ds->w) {
+    if (ctx->input.height != d.height || ctx->input.width != d.width) {
         lc->out_h = ctx->input.height;
         lc->out_w = ctx->input.width;
     }
@@ -337,8 +337,9 @@ static tg_status eval_session(train_context *ctx, const device_args *dev, int64_
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
                    int64_t batch, bool progress, double *accuracy)
 {
-    if (batch > ctx->test->n)
-        batch = ctx->test->n;
+    int64_t test_samples = tg_dataset_describe(ctx->test).samples;
+    if (batch > test_samples)
+        batch = test_samples;
     CLI_TRY(eval_session(ctx, dev, batch));
     tg_session *s = ctx->eval_session;
     const tg_model_graph *mg = &ctx->eval_graph;
@@ -384,8 +385,9 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
 {
     char arena[32];
     printf("model %s: %s\n", ctx->model->name, ctx->model->description);
-    printf("data: %s (%lld samples), %s (%lld samples)\n", ctx->train->name,
-           (long long)ctx->train->n, ctx->test->name, (long long)ctx->test->n);
+    tg_dataset_info train = tg_dataset_describe(ctx->train), test = tg_dataset_describe(ctx->test);
+    printf("data: %s (%lld samples), %s (%lld samples)\n", train.name, (long long)train.samples,
+           test.name, (long long)test.samples);
     int devices = tg_session_devices(s), replicas = tg_session_replicas(s);
     printf("micro-batch %lld, %lld samples and %lld host steps per epoch, %d device%s x %d "
            "replica%s, %d thread%s per device\n",

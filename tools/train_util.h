@@ -6,11 +6,9 @@
 
 #include "device_flags.h"
 
+#include "tilegraph/data.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
-
-#include "data/dataset.h"
-#include "data/loader.h"
 
 #include <stdbool.h>
 

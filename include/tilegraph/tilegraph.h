@@ -14,6 +14,7 @@
  * predict.h  predicted stage splits and pipeline schedules (the cost model)
  * checkpoint.h  safetensors checkpoints with PyTorch's parameter names
  * models.h   the built-in model zoo
+ * data.h     data sets (MNIST, Fashion-MNIST, CIFAR-10, synthetic) and the batch loader
  * trace.h    host-side tracing and the Chrome-trace export
  * devices.h  the host and the targets this machine offers
  * monitor.h  the tilegraph processes running on this host
@@ -23,6 +24,7 @@
 #define TILEGRAPH_TILEGRAPH_H
 
 #include "tilegraph/checkpoint.h"
+#include "tilegraph/data.h"
 #include "tilegraph/devices.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/dtype.h"

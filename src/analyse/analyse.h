@@ -36,7 +36,10 @@ typedef enum tg_an_kind {
     TG_AN_KIND_COUNT
 } tg_an_kind;
 
-enum { TG_AN_MAX_COLS = 40 }; /* a compared table: 4 columns per number */
+/* Columns of a table: the memory table has one per device (at most
+ * TG_AN_MAX_DEVICES, the most a program has) beside its label; a compared
+ * table 4 per number, as many as fit. */
+enum { TG_AN_MAX_DEVICES = 64, TG_AN_MAX_COLS = TG_AN_MAX_DEVICES + 8 };
 
 typedef struct tg_an_cell {
     double num; /* NaN: no value (printed as a dash, null in JSON) */
@@ -108,6 +111,10 @@ tg_an_table *tg_an_table_add(tg_an_view *v, const char *title, int n_cols, const
 /* Append a row: for each column, a `const char *` for TEXT, LABEL and BAR
  * columns and a `double` for the others (IDs too), in order. */
 void tg_an_row(tg_an_table *t, ...);
+/* Append a row whose first column is TEXT and whose other n_cols - 1
+ * columns are numbers, nums[0..n_cols-1): for tables whose column count is
+ * known only at run time (a column per device). */
+void tg_an_row_numbers(tg_an_table *t, const char *label, const double *nums);
 /* Keep the first n rows. */
 void tg_an_table_truncate(tg_an_table *t, int n);
 void tg_an_note(tg_an_view *v, const char *fmt, ...)
@@ -127,6 +134,9 @@ void tg_an_bar(double frac, bool keep_visible, char *buf, size_t cap);
 void tg_an_print_text(const tg_an_view *v, FILE *out);
 /* One JSON object {"view":..,"tables":[{"title":..,"columns":[..],"rows":[{..}]}],"notes":[..]}. */
 tg_status tg_an_print_json(const tg_an_view *v, FILE *out);
+/* The same object as text (no newline) in *text, which the caller frees
+ * with tg_free: for a document that embeds a view (compile --json). */
+tg_status tg_an_view_json(const tg_an_view *v, char **text, size_t *len);
 
 /* One field of a flat JSON record (tg_an_print_record). */
 typedef enum tg_an_field_kind {
@@ -179,7 +189,6 @@ tg_status tg_an_view_trace_tiles(tg_profile_reader *r, const tg_an_filter *f, tg
 
 /* Time per device over the first recorded host step (replica 0), from the
  * trace table; shared by the trace view and the insights. */
-enum { TG_AN_MAX_DEVICES = 64 };
 typedef struct tg_an_times {
     int run; /* the first recorded host step; -1: no trace */
     int n_devices;

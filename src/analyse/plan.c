@@ -4,10 +4,13 @@
 #include "analyse/plan.h"
 
 #include "analyse/analyse.h"
+#include "analyse/memory_table.h"
 #include "compile/program.h"
+#include "core/alloc.h"
 #include "target/target.h"
 #include "tilegraph/predict.h"
 
+#include <math.h>
 #include <string.h>
 
 tg_status tg_an_plan_compile(const tg_graph *g, const tg_options *o, tg_program **out,
@@ -176,6 +179,34 @@ static void print_tiles_json(const tg_program *p, FILE *out)
     fprintf(out, "]");
 }
 
+void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out)
+{
+    out->n_devices = p->n_devices < TG_AN_MAX_DEVICES ? p->n_devices : TG_AN_MAX_DEVICES;
+    for (int d = 0; d < out->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        tg_an_device_memory *m = &out->devices[d];
+        m->region[TG_REGION_NONE] = NAN;
+        for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
+            m->region[r] = (double)dp->region_bytes[r];
+        m->scratch_peak = (double)dp->scratch_peak;
+        m->total = (double)dp->arena_bytes;
+        m->offloaded = (double)dp->offloaded_bytes;
+        m->stash_depth = dp->stash_depth;
+        m->flops = dp->flops[TG_PHASE_FORWARD] + dp->flops[TG_PHASE_BACKWARD];
+    }
+}
+
+/* The memory tables `analyse memory` shows for the profile of this program. */
+static void memory_view(const tg_program *p, tg_an_view *v)
+{
+    tg_an_memory *m = tg_calloc(1, sizeof *m);
+    if (!m)
+        return; /* the tables are missing from the output; nothing else is */
+    tg_an_memory_from_program(p, m);
+    tg_an_memory_tables(m, -1, v);
+    tg_free(m);
+}
+
 /* "16.16" from the storage types: 32, 16 or bf16 per side. */
 static const char *precision_text(const tg_program *p, char *buf, size_t cap)
 {
@@ -225,39 +256,11 @@ void tg_an_print_plan_text(const tg_program *p, const char *model, double ms, FI
             p->micro_batches, p->micro_batches == 1 ? "" : "es", schedule_text(p),
             precision_text(p, prec, sizeof prec), ms);
     print_threads_text(p, out);
-    fprintf(out, "%-28s", "memory");
-    for (int d = 0; d < p->n_devices; d++) {
-        char h[16];
-        snprintf(h, sizeof h, "device %d", d);
-        fprintf(out, " %12s", h);
-    }
-    fprintf(out, "\n");
-    for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++) {
-        fprintf(out, "%-28s", tg_region_name((tg_region)r));
-        for (int d = 0; d < p->n_devices; d++)
-            fprintf(out, " %12s",
-                    tg_an_format(TG_AN_BYTES, (double)p->devices[d].region_bytes[r], a, sizeof a));
-        fprintf(out, "\n");
-    }
-    fprintf(out, "%-28s", "  of which kernel scratch");
-    for (int d = 0; d < p->n_devices; d++)
-        fprintf(out, " %12s",
-                tg_an_format(TG_AN_BYTES, (double)p->devices[d].scratch_peak, a, sizeof a));
-    fprintf(out, "\n%-28s", "total");
-    for (int d = 0; d < p->n_devices; d++)
-        fprintf(out, " %12s",
-                tg_an_format(TG_AN_BYTES, (double)p->devices[d].arena_bytes, a, sizeof a));
-    fprintf(out, "\n%-28s", "offloaded to host");
-    for (int d = 0; d < p->n_devices; d++)
-        fprintf(out, " %12s",
-                tg_an_format(TG_AN_BYTES, (double)p->devices[d].offloaded_bytes, a, sizeof a));
-    fprintf(out, "\n%-28s", "stash depth (slots)");
-    for (int d = 0; d < p->n_devices; d++)
-        fprintf(out, " %12d", p->devices[d].stash_depth);
-    fprintf(out, "\n%-28s", "MFLOP per micro-batch");
-    for (int d = 0; d < p->n_devices; d++)
-        fprintf(out, " %12.1f", (p->devices[d].flops[0] + p->devices[d].flops[1]) / 1e6);
-    fprintf(out, "\n\npeak liveness:\n");
+    tg_an_view v = {.name = "memory"};
+    memory_view(p, &v);
+    tg_an_print_text(&v, out);
+    tg_an_view_free(&v);
+    fprintf(out, "\npeak liveness:\n");
     for (int d = 0; d < p->n_devices; d++) {
         int at;
         int64_t live = peak_live(p, d, &at);
@@ -274,6 +277,20 @@ void tg_an_print_plan_text(const tg_program *p, const char *model, double ms, FI
 
 static int print_predictions_json(const tg_graph *g, const tg_options *o, const tg_program *p,
                                   const tg_an_prediction_args *pa, FILE *out);
+
+/* ,"memory_view":{...}: the memory tables as `analyse memory --json` gives
+ * them for this program's profile. */
+static void print_memory_json(const tg_program *p, FILE *out)
+{
+    tg_an_view v = {.name = "memory"};
+    memory_view(p, &v);
+    char *text = NULL;
+    size_t len = 0;
+    if (tg_an_view_json(&v, &text, &len) == TG_OK)
+        fprintf(out, ",\"memory_view\":%.*s", (int)len, text);
+    tg_free(text);
+    tg_an_view_free(&v);
+}
 
 int tg_an_print_plan_json(const tg_program *p, const char *model, double ms, const tg_options *o,
                           const tg_an_prediction_args *pa, FILE *out)
@@ -312,6 +329,7 @@ int tg_an_print_plan_json(const tg_program *p, const char *model, double ms, con
         fprintf(out, "}}");
     }
     fprintf(out, "]");
+    print_memory_json(p, out);
     if (p->tile_plan)
         print_tiles_json(p, out);
     fprintf(out, ",\"auto_stages\":\"%s\"", p->auto_stages); /* "": not auto */

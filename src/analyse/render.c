@@ -103,7 +103,7 @@ void tg_an_print_text(const tg_an_view *v, FILE *out)
         fprintf(out, "%s\n", v->notes[i]);
 }
 
-tg_status tg_an_print_json(const tg_an_view *v, FILE *out)
+tg_status tg_an_view_json(const tg_an_view *v, char **text, size_t *len)
 {
     tg_json_writer w;
     tg_json_writer_init(&w);
@@ -149,14 +149,22 @@ tg_status tg_an_print_json(const tg_an_view *v, FILE *out)
         tg_json_string(&w, v->notes[i]);
     tg_json_end_array(&w);
     tg_json_end_object(&w);
+    *text = NULL;
+    *len = 0;
+    tg_status s = tg_json_writer_finish(&w, text, len);
+    tg_json_writer_free(&w);
+    return s;
+}
+
+tg_status tg_an_print_json(const tg_an_view *v, FILE *out)
+{
     char *text = NULL;
     size_t len = 0;
-    tg_status s = tg_json_writer_finish(&w, &text, &len);
+    tg_status s = tg_an_view_json(v, &text, &len);
     if (s == TG_OK) {
         fwrite(text, 1, len, out);
         fputc('\n', out);
     }
     tg_free(text);
-    tg_json_writer_free(&w);
     return s;
 }

@@ -33,6 +33,7 @@ void tg_an_filter_defaults(tg_an_filter *f)
     f->top = 20;
     f->by_tile = false;
     f->tile = 0;
+    f->no_group = false;
 }
 
 /* A directory's profile: training/, inference/ or its own profile.sqlite. */
@@ -177,19 +178,37 @@ tg_an_table *tg_an_table_add(tg_an_view *v, const char *title, int n_cols, const
     return t;
 }
 
-void tg_an_row(tg_an_table *t, ...)
+/* Room for one more row: its cells (the caller fills them and counts the
+ * row), or NULL when out of memory (the row is then dropped). */
+static tg_an_cell *next_row(tg_an_table *t)
 {
-    if (!t)
-        return;
     if (t->n_rows == t->cap_rows) {
         int cap = t->cap_rows ? 2 * t->cap_rows : 16;
         tg_an_cell *c = tg_realloc(t->cells, sizeof *c * (size_t)cap * (size_t)t->n_cols);
         if (!c)
-            return;
+            return NULL;
         t->cells = c;
         t->cap_rows = cap;
     }
-    tg_an_cell *row = &t->cells[(size_t)t->n_rows * (size_t)t->n_cols];
+    return &t->cells[(size_t)t->n_rows * (size_t)t->n_cols];
+}
+
+void tg_an_row_numbers(tg_an_table *t, const char *label, const double *nums)
+{
+    tg_an_cell *row = t ? next_row(t) : NULL;
+    if (!row)
+        return;
+    row[0] = (tg_an_cell){0, dup_or_empty(label)};
+    for (int c = 1; c < t->n_cols; c++)
+        row[c] = (tg_an_cell){nums[c - 1], NULL};
+    t->n_rows++;
+}
+
+void tg_an_row(tg_an_table *t, ...)
+{
+    tg_an_cell *row = t ? next_row(t) : NULL;
+    if (!row)
+        return;
     va_list ap;
     va_start(ap, t);
     for (int c = 0; c < t->n_cols; c++) {

@@ -1,12 +1,15 @@
-/* analyse/views_memory.c - where the memory goes: the Memory Report (per
- * device, per category, largest tensors) and the Liveness Report (live
- * bytes per program step, the peak, and the tensors live at a chosen step). */
+/* analyse/views_memory.c - where the memory goes: the Memory Report (the
+ * memory table `tilegraph compile` prints, per device and category with
+ * shares, the largest tensors) and the Liveness Report (live bytes per
+ * program step, the peak, and the tensors live at a chosen step). */
 #include "analyse/analyse.h"
+#include "analyse/memory_table.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
 #include "profile/reader.h"
 
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,19 +28,82 @@ static const char *col_text(sqlite3_stmt *st, int i)
     return s ? (const char *)s : "";
 }
 
+/* A number, or NaN for NULL (a column a profile left empty). */
+static double col_num(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
 /* ---- memory --------------------------------------------------------------- */
 
-tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+/* The memory table's figures of the devices in the profile (at most
+ * TG_AN_MAX_DEVICES): NaN where the profile has no row. */
+static tg_status read_devices(tg_profile_reader *r, tg_an_memory *m)
+{
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, arena_bytes, stash_depth, flops_forward + flops_backward "
+                         "FROM devices WHERE device >= 0 AND device < ?1 ORDER BY device",
+                         &st));
+    sqlite3_bind_int(st, 1, TG_AN_MAX_DEVICES);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        tg_an_device_memory *dm = &m->devices[d];
+        dm->total = col_num(st, 1);
+        dm->stash_depth = col_num(st, 2);
+        dm->flops = col_num(st, 3);
+        if (d + 1 > m->n_devices)
+            m->n_devices = d + 1;
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+/* The figure of category `name` ("weights", "offloaded to host") in dm. */
+static double *category_slot(tg_an_device_memory *dm, const char *name)
+{
+    for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
+        if (strcmp(name, tg_an_memory_region_name(r)) == 0)
+            return &dm->region[r];
+    if (strcmp(name, "kernel scratch (peak)") == 0)
+        return &dm->scratch_peak;
+    if (strcmp(name, "offloaded to host") == 0)
+        return &dm->offloaded;
+    return NULL; /* a category this reader does not know: in "Memory by category" only */
+}
+
+tg_status tg_an_memory_from_profile(tg_profile_reader *r, tg_an_memory *m)
+{
+    m->n_devices = 0;
+    for (int d = 0; d < TG_AN_MAX_DEVICES; d++) {
+        tg_an_device_memory *dm = &m->devices[d];
+        for (int k = 0; k < TG_REGION_COUNT; k++)
+            dm->region[k] = NAN;
+        dm->scratch_peak = dm->total = dm->offloaded = dm->stash_depth = dm->flops = NAN;
+    }
+    TG_TRY(read_devices(r, m));
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r, "SELECT device, category, bytes FROM memory", &st));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        double *slot =
+            d >= 0 && d < m->n_devices ? category_slot(&m->devices[d], col_text(st, 1)) : NULL;
+        if (slot)
+            *slot = col_num(st, 2);
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+/* Per device and category, largest first, with the share of the device's
+ * memory (kernel scratch is part of activations: listed, but not counted in
+ * the share). */
+static tg_status by_category(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     static const char *const cols[] = {"device", "category", "bytes", "share"};
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_TEXT, TG_AN_BYTES, TG_AN_FRAC};
     tg_an_table *t = tg_an_table_add(v, "Memory by category", 4, cols, kinds);
-    static const char *const tcols[] = {"device", "total"};
-    static const tg_an_kind tkinds[] = {TG_AN_ID, TG_AN_BYTES};
-    tg_an_table *tot = tg_an_table_add(v, "Memory per device", 2, tcols, tkinds);
-    t = &v->tables[0]; /* the second add may have moved the first */
     sqlite3_stmt *st;
-    /* kernel scratch is part of activations: it is listed, but not counted in the share */
     TG_TRY(tg_an_prepare(r,
                          "SELECT m.device, m.category, m.bytes, "
                          "(SELECT SUM(bytes) FROM memory x WHERE x.device = m.device "
@@ -52,13 +118,21 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
         tg_an_row(t, (double)d, col_text(st, 1), b, total > 0 ? b / total : 0.0);
     }
     sqlite3_finalize(st);
-    TG_TRY(tg_an_prepare(r, "SELECT device, arena_bytes FROM devices ORDER BY device", &st));
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int d = sqlite3_column_int(st, 0);
-        if (f->device < 0 || d == f->device)
-            tg_an_row(tot, (double)d, sqlite3_column_double(st, 1));
-    }
-    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    tg_an_memory *m = tg_calloc(1, sizeof *m);
+    if (!m)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the memory table", tg_an_path(r));
+    tg_status s = tg_an_memory_from_profile(r, m);
+    if (s == TG_OK)
+        tg_an_memory_tables(m, f->device, v);
+    tg_free(m);
+    TG_TRY(s);
+    TG_TRY(by_category(r, f, v));
+    sqlite3_stmt *st;
 
     static const char *const lcols[] = {"tensor", "device", "category", "dtype",
                                         "shape",  "slots",  "bytes"};

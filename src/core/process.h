@@ -14,7 +14,7 @@
  *    engine made once (ops/dnnl_util.c), since the CPU is the process's.
  *  - MPI membership (runtime/dist.c): MPI_Init_thread is once per process, so
  *    rank, size and the instances on this host are the process's.
- *  - Host tracing (profile/trace.c, trace_aggregate.c, trace_config.c,
+ *  - Host tracing (trace/trace.c, trace_aggregate.c, trace_config.c,
  *    chrome_trace.c): one trace of the whole process, with the threads of
  *    every session, the loader and the compiler writing into per-thread
  *    buffers under one clock; TILEGRAPH_TRACE is read from the environment

@@ -119,6 +119,46 @@ void tg_dataset_destroy(tg_dataset *ds)
     tg_free(ds);
 }
 
+bool tg_dataset_kind_known(const char *name)
+{
+    return tg_dataset_kind_parse(name) >= 0;
+}
+
+tg_status tg_dataset_open(const char *kind, const char *dir, tg_split split, int64_t max_samples,
+                          tg_dataset **out)
+{
+    *out = NULL;
+    int k = tg_dataset_kind_parse(kind);
+    if (k < 0)
+        return tg_error(TG_ERR_CONFIG,
+                        "unknown data set kind '%s' (fashion-mnist, mnist, cifar10 or synthetic)",
+                        kind ? kind : "(null)");
+    if (split != TG_SPLIT_TRAIN && split != TG_SPLIT_TEST)
+        return tg_error(TG_ERR_INVALID_ARG, "%s: unknown split %d (train or test)", kind,
+                        (int)split);
+    if (max_samples < 0)
+        return tg_error(TG_ERR_INVALID_ARG, "%s: max_samples %lld is negative", kind,
+                        (long long)max_samples);
+    return tg_dataset_load((tg_dataset_kind)k, dir, split, max_samples, out);
+}
+
+tg_dataset_info tg_dataset_describe(const tg_dataset *ds)
+{
+    return (tg_dataset_info){ds->name, ds->n, ds->c, ds->h, ds->w, ds->num_classes};
+}
+
+const uint8_t *tg_dataset_image(const tg_dataset *ds, int64_t i)
+{
+    if (!ds || i < 0 || i >= ds->n)
+        return NULL;
+    return ds->images + i * (int64_t)ds->c * ds->h * ds->w;
+}
+
+int tg_dataset_label(const tg_dataset *ds, int64_t i)
+{
+    return ds && i >= 0 && i < ds->n ? ds->labels[i] : -1;
+}
+
 const char *tg_dataset_class_name(const tg_dataset *ds, int label)
 {
     if (!ds || label < 0 || label >= ds->num_classes || !ds->class_names)

@@ -9,10 +9,13 @@
  * (data_batch_1.bin .. data_batch_5.bin, test_batch.bin, see data/cifar.c and
  * docs/formats.md); and "synthetic" data of any shape generated in memory. A
  * dataset is immutable once loaded and may be read from any number of threads.
+ * A program outside the library sees it as the opaque handle of
+ * tilegraph/data.h (tg_dataset_open, tg_dataset_describe, ...).
  */
 #ifndef TG_DATA_DATASET_H
 #define TG_DATA_DATASET_H
 
+#include "tilegraph/data.h"
 #include "tilegraph/status.h"
 
 #include <stddef.h>
@@ -29,9 +32,8 @@ typedef enum tg_dataset_kind {
 /* Channels per-channel statistics can cover (as the loader's). */
 #define TG_DATASET_MAX_CHANNEL_STATS 4
 
-typedef enum tg_split { TG_SPLIT_TRAIN, TG_SPLIT_TEST } tg_split;
-
-typedef struct tg_dataset {
+/* The handle of tilegraph/data.h. */
+struct tg_dataset {
     char name[64];   /* "fashion-mnist/train", for messages */
     int64_t n;       /* samples */
     int c, h, w;     /* channels, height, width */
@@ -46,7 +48,7 @@ typedef struct tg_dataset {
      * mean/std per RGB channel); 0 when only mean and std apply. */
     int channel_stats;
     float channel_mean[TG_DATASET_MAX_CHANNEL_STATS], channel_std[TG_DATASET_MAX_CHANNEL_STATS];
-} tg_dataset;
+};
 
 /* "fashion-mnist" / "fashion", "mnist", "cifar10" / "cifar-10" and
  * "synthetic"; -1 if unknown. */
@@ -90,10 +92,5 @@ tg_status tg_cifar10_parse(const void *buf, size_t len, const char *name, int64_
                            tg_dataset **out);
 /* One split from a directory of CIFAR-10 batches (tg_dataset_load calls this). */
 tg_status tg_cifar10_load(const char *dir, tg_split split, int64_t max_samples, tg_dataset **out);
-
-void tg_dataset_destroy(tg_dataset *ds);
-
-/* The name of class `label`, or "?" when out of range. */
-const char *tg_dataset_class_name(const tg_dataset *ds, int label);
 
 #endif

@@ -12,7 +12,7 @@
 #include "core/cpus.h"
 #include "core/error.h"
 #include "core/wait.h"
-#include "profile/trace_internal.h"
+#include "trace/trace_internal.h"
 #include "runtime/session_dist.h"
 #include "runtime/session_state.h"
 

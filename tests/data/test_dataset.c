@@ -1,5 +1,6 @@
 /* tests/data/test_dataset.c - MNIST-layout directories: made here, and the
- * real Fashion-MNIST when Debian's package is installed. */
+ * real Fashion-MNIST when Debian's package is installed; the public face
+ * (tilegraph/data.h) over a made directory. */
 #include "core/alloc.h"
 #include "data/dataset.h"
 #include "tg_test.h"
@@ -81,6 +82,40 @@ static void test_kind_names(void)
     TG_CHECK(tg_dataset_create("x", 0, 1, 1, 1, 2, &ds) == TG_ERR_INVALID_ARG && !ds);
 }
 
+/* tilegraph/data.h: a kind by name, the sizes, one sample's pixels and
+ * label, with out-of-range indices refused rather than read past the end. */
+static void test_public_api(void)
+{
+    make_split("train", 0);
+    TG_CHECK(tg_dataset_kind_known("fashion") && tg_dataset_kind_known("cifar-10"));
+    TG_CHECK(!tg_dataset_kind_known("cifar") && !tg_dataset_kind_known(NULL));
+    tg_dataset *ds = NULL;
+    TG_CHECK_OK(tg_dataset_open("mnist", dir, TG_SPLIT_TRAIN, 0, &ds));
+    if (!ds)
+        return;
+    tg_dataset_info in = tg_dataset_describe(ds);
+    TG_CHECK(strcmp(in.name, "mnist/train") == 0 && in.samples == 12 && in.channels == 1 &&
+             in.height == 3 && in.width == 4 && in.classes == 10);
+    const uint8_t *px = tg_dataset_image(ds, 11);
+    TG_CHECK(px && px[0] == 132 && px[11] == 143 && tg_dataset_label(ds, 11) == 1);
+    TG_CHECK(!tg_dataset_image(ds, 12) && !tg_dataset_image(ds, -1));
+    TG_CHECK(tg_dataset_label(ds, 12) == -1 && tg_dataset_label(ds, -1) == -1);
+    tg_dataset_destroy(ds);
+    /* An unknown kind is named, with the kinds there are. */
+    tg_status st = tg_dataset_open("cifar", dir, TG_SPLIT_TRAIN, 0, &ds);
+    TG_CHECK(st == TG_ERR_CONFIG && ds == NULL);
+    TG_CHECK(strstr(tg_error_message(), "unknown data set kind 'cifar'"));
+    TG_CHECK(strstr(tg_error_message(), "fashion-mnist, mnist, cifar10 or synthetic"));
+    st = tg_dataset_open("mnist", dir, TG_SPLIT_TRAIN, -1, &ds);
+    TG_CHECK(st == TG_ERR_INVALID_ARG && ds == NULL && strstr(tg_error_message(), "max_samples"));
+    /* Generated data needs no directory; max_samples keeps the first ones. */
+    TG_CHECK_OK(tg_dataset_open("synthetic", NULL, TG_SPLIT_TEST, 7, &ds));
+    in = tg_dataset_describe(ds);
+    TG_CHECK(strcmp(in.name, "synthetic/test") == 0 && in.samples == 7 && in.channels == 3 &&
+             in.height == 32 && in.width == 32 && in.classes == 10);
+    tg_dataset_destroy(ds);
+}
+
 static void test_real_fashion_mnist(void)
 {
     const char *fd = tg_test_fashion_dir();
@@ -119,6 +154,7 @@ int main(void)
     int64_t live = tg_alloc_live_bytes();
     TG_RUN(test_made_directory);
     TG_RUN(test_kind_names);
+    TG_RUN(test_public_api);
     TG_RUN(test_real_fashion_mnist);
     tg_test_check_no_leak(live);
     tg_test_remove_dir(dir);

@@ -112,7 +112,7 @@ static void test_precision_flags(void)
            0, "\"skipped_updates\":0");
     /* the plan shows the halving: mnist-pipeline's weights are 352 KiB in f32 */
     EXPECT("compile --model mnist-pipeline --precision 16.16", 0,
-           "weights                           176 KiB");
+           "weights                     176 KiB");
 }
 
 static void write_file(const char *name, const void *data, size_t n)

@@ -1,8 +1,8 @@
-/* profile/trace_internal.h - what the trace recorder (trace.c) shares with its
+/* trace/trace_internal.h - what the trace recorder (trace.c) shares with its
  * configuration (trace_config.c), aggregation (trace_aggregate.c) and export
  * (chrome_trace.c). Not public. */
-#ifndef TG_PROFILE_TRACE_INTERNAL_H
-#define TG_PROFILE_TRACE_INTERNAL_H
+#ifndef TG_TRACE_TRACE_INTERNAL_H
+#define TG_TRACE_TRACE_INTERNAL_H
 
 #include "tilegraph/trace.h"
 

@@ -1,4 +1,4 @@
-/* profile/chrome_trace.c - the host trace (and, through a hook, the devices'
+/* trace/chrome_trace.c - the host trace (and, through a hook, the devices'
  * execution trace) as Chrome trace-event JSON, which Perfetto and
  * chrome://tracing open.
  *
@@ -21,7 +21,7 @@
  * (written beside its final name, fsynced and renamed), so readers never see
  * half a trace.
  */
-#include "profile/trace_internal.h"
+#include "trace/trace_internal.h"
 
 #include "core/alloc.h"
 #include "core/atomic_file.h"

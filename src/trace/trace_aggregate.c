@@ -1,4 +1,4 @@
-/* profile/trace_aggregate.c - series summaries and heatmaps computed from the
+/* trace/trace_aggregate.c - series summaries and heatmaps computed from the
  * recorded events.
  *
  * Recording a heatmap sample only appends (time, value) to the thread's
@@ -6,7 +6,7 @@
  * That keeps the hot path free of shared state (many threads feed the same
  * heatmap) and lets bins be defined or changed after the samples came in.
  */
-#include "profile/trace_internal.h"
+#include "trace/trace_internal.h"
 
 #include "core/alloc.h"
 #include "core/error.h"

@@ -1,4 +1,4 @@
-/* profile/trace_config.c - switching the host trace on and off, and where it
+/* trace/trace_config.c - switching the host trace on and off, and where it
  * is written.
  *
  * The configuration is a JSON object (from TILEGRAPH_TRACE, the engine
@@ -7,7 +7,7 @@
  * Values may be JSON strings, as in POPLAR_ENGINE_OPTIONS ("true", "100"), or
  * the matching JSON types.
  */
-#include "profile/trace_internal.h"
+#include "trace/trace_internal.h"
 
 #include "core/alloc.h"
 #include "core/atomic_file.h"

@@ -1,4 +1,4 @@
-/* tests/profile/test_trace.c - host trace instrumentation and its Chrome
+/* tests/trace/test_trace.c - host trace instrumentation and its Chrome
  * trace-event export: nesting and unmatched ends, channels on and off,
  * series and heatmap aggregation, configuration errors, recording from many
  * threads while another reads and exports, and an exported file parsed back

@@ -1,4 +1,4 @@
-/* tests/profile/test_trace_export.c - one Chrome trace of a replicated,
+/* tests/trace/test_trace_export.c - one Chrome trace of a replicated,
  * pipelined run: host steps and every (replica, device) track, each event
  * with its required fields, begin/end pairs nested, host steps linked to the
  * device steps they caused; exports from several threads at once each
@@ -9,7 +9,7 @@
 #include "core/arena.h"
 #include "core/json.h"
 #include "core/rng.h"
-#include "profile/trace_internal.h"
+#include "trace/trace_internal.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 #include "tilegraph/trace.h"

@@ -1,4 +1,4 @@
-/* profile/trace.c - the trace recorder: channels, per-thread event buffers,
+/* trace/trace.c - the trace recorder: channels, per-thread event buffers,
  * and reading them back.
  *
  * Each thread that records gets its own buffer, a list of fixed-size chunks
@@ -24,7 +24,7 @@
  * tg_trace_on_ - nonzero while any channel is enabled - before calling in
  * here; the functions here then test the channel's own flag.
  */
-#include "profile/trace_internal.h"
+#include "trace/trace_internal.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
