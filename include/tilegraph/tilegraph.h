@@ -33,6 +33,7 @@
 #include "tilegraph/models.h"
 #include "tilegraph/monitor.h"
 #include "tilegraph/nn.h"
+#include "tilegraph/onnx.h"
 #include "tilegraph/optim.h"
 #include "tilegraph/options.h"
 #include "tilegraph/predict.h"
