@@ -129,10 +129,10 @@ static int first_node_of(const tg_graph *g, const char *point)
 static bool add_split_point(const tg_graph *g, const char *old, const char *point, char *out,
                             size_t cap)
 {
-    char buf[512], *points[33];
+    char buf[512], *points[33], *save = NULL;
     int n = 0;
     snprintf(buf, sizeof buf, "%s", old);
-    for (char *tok = strtok(buf, ","); tok && n < 32; tok = strtok(NULL, ","))
+    for (char *tok = strtok_r(buf, ",", &save); tok && n < 32; tok = strtok_r(NULL, ",", &save))
         points[n++] = tok;
     points[n++] = (char *)point;
     for (int i = 1; i < n; i++) /* insertion sort by position in the model */
