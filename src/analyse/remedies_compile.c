@@ -159,7 +159,7 @@ static bool split_further(const tg_program *p, char *split, size_t cap, char *po
 {
     const tg_graph *g = p->graph;
     int d = fullest_device(p), n = 0;
-    static char names[MAX_LAYERS][64];
+    char names[MAX_LAYERS][64]; /* 16 KiB: the command's thread, not a kernel's */
     double bytes[MAX_LAYERS] = {0}, total = 0;
     char name[64];
     /* layers in forward order, then every value's bytes to its layer */

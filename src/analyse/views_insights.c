@@ -60,9 +60,9 @@ static tg_status cost_model_check(tg_profile_reader *r, tg_an_view *v)
 /* The memory a device may hold: memory_per_device when set; on tiled
  * targets (mk2) the tiles times the memory of a tile, which is a limit even
  * when no device limit was set. `from` says where it came from (NULL: set). */
-static tg_status device_limit(tg_profile_reader *r, double *limit, const char **from)
+static tg_status device_limit(tg_profile_reader *r, double *limit, const char **from, char *how,
+                              size_t how_cap)
 {
-    static char how[128];
     *limit = atof(tg_profile_reader_meta(r, "memory_per_device"));
     *from = NULL;
     if (*limit > 0)
@@ -73,7 +73,7 @@ static tg_status device_limit(tg_profile_reader *r, double *limit, const char **
     if (tiles > 0 && per_tile > 0) {
         char b[32];
         *limit = tiles * per_tile;
-        snprintf(how, sizeof how, "%d tiles of %s each", tiles,
+        snprintf(how, how_cap, "%d tiles of %s each", tiles,
                  tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b));
         *from = how;
     }
@@ -241,7 +241,8 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_table *mt = tg_an_table_add(v, "Memory", 6, mcols, mkinds);
     double limit = 0;
     const char *limit_from = NULL;
-    TG_TRY(device_limit(r, &limit, &limit_from));
+    char limit_how[128];
+    TG_TRY(device_limit(r, &limit, &limit_from, limit_how, sizeof limit_how));
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
                          "SELECT d.device, d.arena_bytes, "

@@ -16,6 +16,7 @@ typedef struct {
     int device[TG_MAX_BLOCKS];
     int n;
     char split_names[TG_MAX_BLOCKS][8]; /* "S0".. of blocks made by split points */
+    char auto_names[TG_MAX_BLOCKS][48]; /* the atoms' names, when stages are automatic */
 } block_list;
 
 static bool is_forward(const tg_tensor *t)
@@ -138,11 +139,10 @@ static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement
     tg_status s = atoms && goal && plan ? tg_stage_plan_auto(g, c, n, scopes, atoms, goal, plan)
                                         : tg_error(TG_ERR_NOMEM, "placement: out of memory");
     if (s == TG_OK) {
-        static char names[TG_MAX_BLOCKS][48]; /* as blocks_from_split's: read while placing */
         bl->n = atoms->n < TG_MAX_BLOCKS ? atoms->n : TG_MAX_BLOCKS;
         for (int b = 0; b < bl->n; b++) {
-            snprintf(names[b], sizeof names[b], "%s", atoms->names[b]);
-            bl->names[b] = names[b];
+            snprintf(bl->auto_names[b], sizeof bl->auto_names[b], "%s", atoms->names[b]);
+            bl->names[b] = bl->auto_names[b];
             bl->device[b] = -1; /* the split decides the devices */
         }
         for (int i = 0; i < g->n_nodes; i++)

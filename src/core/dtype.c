@@ -6,6 +6,7 @@
  */
 #include "tilegraph/dtype.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 size_t tg_dtype_size(tg_dtype t)
@@ -148,13 +149,15 @@ __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(const uint16_t *
  * know the name, so ask the CPU directly). */
 static int cpu_has_f16c(void)
 {
-    static int cached = -1;
-    if (cached < 0) {
+    static atomic_int cached = -1; /* every thread that races here stores the same value */
+    int known = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (known < 0) {
         unsigned a, b, c, d;
-        cached = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) &&
-                 (c & (1u << 29)) != 0;
+        known = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) &&
+                (c & (1u << 29)) != 0;
+        atomic_store_explicit(&cached, known, memory_order_relaxed);
     }
-    return cached;
+    return known;
 }
 #else
 static int cpu_has_f16c(void)

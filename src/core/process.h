@@ -21,6 +21,12 @@
  *    of the process. Its state is guarded by the locks beside it.
  *  - Allocation counters and fault injection (core/alloc.c): they count the
  *    process's heap, which every session shares.
+ *  - The machine's recent CPU load (core/cpus.c), sampled at most once a
+ *    second under a lock: it measures the machine, whichever session asks.
+ *  - Counters that keep names unique in the process, atomics: the
+ *    monitor registry's file sequence (runtime/monitor.c) and the sessions'
+ *    link-id base (runtime/session.c); and warn-once flags (a warning about
+ *    the process's environment is said once, not once per session).
  *  - The last error message (core/error.c) is per thread, not shared.
  */
 #ifndef TG_CORE_PROCESS_H

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "data/idx.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,21 +60,24 @@ const char *tg_dataset_default_dir(tg_dataset_kind kind)
 }
 
 /* Class names for the generic constructor: up to 100 classes named by number. */
+static char numbered_names[100][4];
+static const char *numbered_ptrs[100];
+static pthread_once_t numbered_once = PTHREAD_ONCE_INIT;
+
+static void number_classes(void)
+{
+    for (int i = 0; i < 100; i++) {
+        snprintf(numbered_names[i], sizeof numbered_names[i], "%d", i);
+        numbered_ptrs[i] = numbered_names[i];
+    }
+}
+
 static const char *const *numbered_classes(int n)
 {
-    static char names[100][4];
-    static const char *ptrs[100];
-    static int ready;
     if (n > 100)
         return NULL;
-    if (!ready) { /* idempotent: racing initialisers write the same bytes */
-        for (int i = 0; i < 100; i++) {
-            snprintf(names[i], sizeof names[i], "%d", i);
-            ptrs[i] = names[i];
-        }
-        ready = 1;
-    }
-    return ptrs;
+    pthread_once(&numbered_once, number_classes); /* written once, then only read */
+    return numbered_ptrs;
 }
 
 tg_status tg_dataset_create(const char *name, int64_t n, int c, int h, int w, int num_classes,
