@@ -43,6 +43,8 @@ int cmd_infer(int argc, char **argv)
          "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0},
         {"--stem", CLI_STRING, &data.stem, "KIND",
          "ResNets: imagenet, cifar or auto (by image size), as in training", 1, 0},
+        {"--resize", CLI_STRING, &data.resize, "HxW",
+         "resize images (bilinear) as in training, e.g. 64x64", 1, 0},
         {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9},
         {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6},
         {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: the free cores)", 0,
@@ -82,6 +84,7 @@ int cmd_infer(int argc, char **argv)
     tg_session *s = NULL;
     tg_options *o = NULL;
     float *image = NULL;
+    tg_loader *loader = NULL;
     const tg_dataset *d = ctx.test;
     tg_dataset_info info = tg_dataset_describe(d);
     if (index + count > info.samples) { /* at most index + count: the file holds fewer */
@@ -98,14 +101,16 @@ int cmd_infer(int argc, char **argv)
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         goto done;
     }
-    int64_t plane = (int64_t)info.height * info.width, pixels = info.channels * plane;
+    /* The images as training's evaluation sees them: resized and normalised
+     * by the same loader code. */
+    int64_t pixels = (int64_t)info.channels * ctx.input.height * ctx.input.width;
     int classes = ctx.input.classes;
-    float mean[16], std[16];
-    if (info.channels > 16) {
-        fprintf(stderr, "tilegraph infer: %d channels are not supported\n", info.channels);
+    tg_loader_config lc;
+    if (loader_config(&ctx, d, 1, false, &lc) != TG_OK ||
+        tg_loader_create(d, &lc, &loader) != TG_OK) {
+        fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         goto done;
     }
-    tg_model_input_normalisation(ctx.model, &ctx.input, info.channels, mean, std);
     image = malloc((size_t)pixels * sizeof(float));
     float scores[1024];
     if (!image || classes > 1024) {
@@ -113,11 +118,9 @@ int cmd_infer(int argc, char **argv)
         goto done;
     }
     for (int64_t i = index; i < index + count; i++) {
-        const uint8_t *px = tg_dataset_image(d, i);
-        int label = tg_dataset_label(d, i);
-        for (int64_t k = 0; k < pixels; k++)
-            image[k] = ((float)px[k] / 255.0f - mean[k / plane]) / std[k / plane];
-        if (tg_session_write(s, mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
+        int32_t label = 0;
+        if (tg_loader_sample(loader, i, image, &label) != TG_OK ||
+            tg_session_write(s, mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
             tg_session_run(s) != TG_OK ||
             tg_session_read(s, mg.output, scores, (size_t)classes * sizeof(float)) != TG_OK) {
             fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
@@ -141,6 +144,7 @@ int cmd_infer(int argc, char **argv)
     status = 0;
 done:
     free(image);
+    tg_loader_destroy(loader);
     tg_session_destroy(s);
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);

@@ -152,6 +152,13 @@ TG_API tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, in
 /* The same for output_u8 loaders (images: the same count in bytes). */
 TG_API tg_status tg_loader_next_u8(tg_loader *l, uint8_t *images, int32_t *labels, int64_t *count);
 
+/* Sample `index` of the data set (in its own order) as the loader prepares
+ * it for evaluation: resized and normalised as configured, never flipped;
+ * floats [c, oh, ow], or bytes with output_u8. label may be NULL. Fails
+ * (TG_ERR_CONFIG) naming the index when the data set has no such sample.
+ * Reads only the loader's settings: safe beside its steps. */
+TG_API tg_status tg_loader_sample(const tg_loader *l, int64_t index, void *image, int32_t *label);
+
 /* Host steps ready ahead of the consumer (async; 0 in sync mode, which
  * loads on demand): the queue depth a profile records. */
 TG_API int tg_loader_queue_depth(tg_loader *l);

@@ -161,11 +161,11 @@ static void resize_sample(const tg_loader *l, const uint8_t *src, int flip, uint
     }
 }
 
-static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f, uint8_t *u,
-                        uint8_t *scratch)
+/* Sample idx, flipped or not, into f (floats, normalised) or u (bytes). */
+static void prepare_sample(const tg_loader *l, int64_t idx, int flip, float *f, uint8_t *u,
+                           uint8_t *scratch)
 {
     const uint8_t *src = l->ds->images + idx * l->in_per;
-    int flip = flipped(l, epoch, idx);
     int oc = l->ds->c;
     int64_t plane = (int64_t)l->oh * l->ow;
     if (l->resize) {
@@ -204,6 +204,29 @@ static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f
                         d[(int64_t)y * w + x] = lut[s[(int64_t)y * w + (w - 1 - x)]];
         }
     }
+}
+
+static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f, uint8_t *u,
+                        uint8_t *scratch)
+{
+    prepare_sample(l, idx, flipped(l, epoch, idx), f, u, scratch);
+}
+
+tg_status tg_loader_sample(const tg_loader *l, int64_t index, void *image, int32_t *label)
+{
+    if (index < 0 || index >= l->ds->n)
+        return tg_error(TG_ERR_CONFIG, "%s: sample %lld does not exist (it has %lld)", l->ds->name,
+                        (long long)index, (long long)l->ds->n);
+    uint8_t *scratch = NULL;
+    if (l->resize && !l->cfg.output_u8 && !(scratch = tg_malloc((size_t)l->out_per)))
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory resizing sample %lld", l->ds->name,
+                        (long long)index);
+    prepare_sample(l, index, 0, l->cfg.output_u8 ? NULL : image, l->cfg.output_u8 ? image : NULL,
+                   scratch);
+    tg_free(scratch);
+    if (label)
+        *label = l->ds->labels[index];
+    return TG_OK;
 }
 
 /* Samples of a step this loader hands out (its part of it). */

@@ -180,6 +180,45 @@ static void test_normalisation_values(void)
     tg_dataset_destroy(ds);
 }
 
+/* tg_loader_sample gives sample i exactly as an unshuffled, unflipped step
+ * holds it, resized and as floats or bytes; an index outside the data set
+ * fails naming it. */
+static void test_one_sample_as_a_step_holds_it(void)
+{
+    tg_dataset *ds = make_dataset();
+    for (int u8 = 0; u8 < 2; u8++) {
+        tg_loader_config cfg = tg_loader_defaults(ds, N);
+        cfg.shuffle = false;
+        cfg.drop_last = false;
+        cfg.out_h = 5; /* a resize, so its scratch is used */
+        cfg.out_w = 4;
+        cfg.output_u8 = u8;
+        tg_loader *l;
+        TG_CHECK_OK(tg_loader_create(ds, &cfg, &l));
+        enum { OUT = C * 5 * 4 };
+        float *f = tg_malloc(sizeof(float) * N * OUT), one[OUT];
+        uint8_t *u = tg_malloc(N * OUT), one_u8[OUT];
+        int32_t labels[N], label = -1;
+        int64_t count = 0;
+        TG_CHECK_OK(u8 ? tg_loader_next_u8(l, u, labels, &count)
+                       : tg_loader_next(l, f, labels, &count));
+        TG_CHECK(count == N);
+        for (int i = 0; i < N; i += 17) {
+            TG_CHECK_OK(tg_loader_sample(l, i, u8 ? (void *)one_u8 : (void *)one, &label));
+            TG_CHECK(label == labels[i]);
+            TG_CHECK(u8 ? memcmp(one_u8, u + i * OUT, OUT) == 0
+                        : memcmp(one, f + i * OUT, sizeof one) == 0);
+        }
+        TG_CHECK(tg_loader_sample(l, N, one, NULL) == TG_ERR_CONFIG);
+        TG_CHECK(strstr(tg_error_message(), "sample 103 does not exist") != NULL);
+        TG_CHECK(tg_loader_sample(l, -1, one, NULL) == TG_ERR_CONFIG);
+        tg_free(f);
+        tg_free(u);
+        tg_loader_destroy(l);
+    }
+    tg_dataset_destroy(ds);
+}
+
 static void test_no_allocation_per_step(void)
 {
     tg_dataset *ds = make_dataset();
@@ -280,6 +319,7 @@ int main(void)
     TG_RUN(test_shuffle_deterministic);
     TG_RUN(test_steps_and_drop_last);
     TG_RUN(test_normalisation_values);
+    TG_RUN(test_one_sample_as_a_step_holds_it);
     TG_RUN(test_no_allocation_per_step);
     TG_RUN(test_bad_configs);
     return tg_test_finish();

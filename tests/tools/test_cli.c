@@ -307,6 +307,29 @@ static void test_infer_follows_training_input(void)
              "infer --model resnet18 --dataset synthetic --stem imagenet --load %s/r.safetensors",
              tmpdir);
     EXPECT(args, 0, "predicted:");
+    /* trained with --resize, inferred with it: the images the model sees
+     * change, and a size that is not HxW is refused */
+    snprintf(args, sizeof args,
+             "train --model resnet18 --dataset synthetic --resize 16x16 --batch-size 4 "
+             "--train-limit 8 --test-limit 4 --threads 1 --quiet --save %s/r16.safetensors",
+             tmpdir);
+    EXPECT(args, 0, "test accuracy:");
+    char resized[4096], plain[4096];
+    snprintf(args, sizeof args,
+             "infer --model resnet18 --dataset synthetic --resize 16x16 --load "
+             "%s/r16.safetensors --json",
+             tmpdir);
+    TG_CHECK(run(args) == 0);
+    snprintf(resized, sizeof resized, "%s", output);
+    snprintf(args, sizeof args,
+             "infer --model resnet18 --dataset synthetic --load %s/r16.safetensors --json", tmpdir);
+    TG_CHECK(run(args) == 0);
+    snprintf(plain, sizeof plain, "%s", output);
+    TG_CHECK(strstr(resized, "\"scores\":") && strcmp(resized, plain) != 0);
+    snprintf(args, sizeof args,
+             "infer --model resnet18 --dataset synthetic --resize 16 --load %s/r16.safetensors",
+             tmpdir);
+    EXPECT(args, 1, "--resize '16' is not HxW");
 }
 
 int main(void)
