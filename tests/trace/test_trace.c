@@ -625,27 +625,6 @@ static void test_thread_tracks(void)
 
 /* ---- Chrome export ---------------------------------------------------------------- */
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 /* The (pid, tid) pairs and pids named by metadata, and B/E stacks. */
 typedef struct checker {
     int named_pids[64], n_named_pids;
@@ -686,7 +665,7 @@ typedef struct parsed {
 static int parse_trace(const char *path, parsed *p)
 {
     size_t len = 0;
-    char *text = read_file(path, &len);
+    char *text = tg_test_read_file(path, &len);
     TG_CHECK(text != NULL);
     if (!text)
         return 0;
