@@ -178,7 +178,10 @@ double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
     const tg_op_planner *planner = tg_op_planner_get(t->op);
     tg_kernel_plan kp = {0};
     tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
-    if (planner && planner->plan(t, &po, &kp) != TG_OK)
+    tg_status planned = planner ? planner->plan(t, &po, &kp) : TG_OK;
+    if (planned == TG_ERR_NOMEM)
+        return TG_COST_NO_MEMORY;
+    if (planned != TG_OK)
         memset(&kp, 0, sizeof kp); /* the op's own kernel, as the program falls back */
     size_t scratch = kp.state ? kp.scratch : def->scratch ? def->scratch(t, threads) : 0;
     tg_kernel_args a = {.node = t, .pool = pool, .scratch_bytes = scratch, .plan = kp.state};
@@ -187,7 +190,7 @@ double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
     ok = ok && (!scratch || (a.scratch = tg_calloc(scratch, 1)) != NULL);
     for (int k = 0; ok && k < t->n_in; k++)
         ok = (a.in[k] = made_up_input(t->in[k])) != NULL;
-    double per_run = !ok     ? -1
+    double per_run = !ok     ? TG_COST_NO_MEMORY
                      : evict ? fastest_cold_run(def, &a, evict)
                              : fastest_run(def, &a, budget);
     for (int k = 0; k < t->n_in; k++)

@@ -95,9 +95,9 @@ tg_status tg_cost_model_from_config(const tg_config *c, int n_devices, tg_cost_m
 double tg_cost_kernels_find(const tg_cost_kernels *k, uint64_t sig);
 /* Time the distinct kernels of g's `needed` nodes (those not in the cache)
  * and keep their seconds in m (cpu with calibration on; otherwise nothing
- * is done). Timing that cannot be done (no memory, a kernel that cannot run
- * on made-up inputs) leaves those ops to the rates; only a bad
- * TILEGRAPH_CALIBRATION is an error. */
+ * is done). A kernel that cannot run on made-up inputs, or that the time
+ * budget leaves out, keeps the rates; running out of memory is
+ * TG_ERR_NOMEM (m stays usable, with what was timed). */
 tg_status tg_cost_model_time_kernels(tg_cost_model *m, const tg_graph *g, const bool *needed);
 /* Frees what tg_cost_model_time_kernels kept; m stays usable (rates only). */
 void tg_cost_model_free(tg_cost_model *m);
@@ -116,7 +116,9 @@ typedef struct tg_cost_evict {
  * of five rounds over about `budget` seconds after a warm-up run, data in
  * cache; with it, the fastest of three runs each after the caches are
  * flushed and the inputs t does not read from the stash read back (see
- * tg_cost_reads_stash). < 0 when it cannot be run. */
+ * tg_cost_reads_stash). TG_COST_NO_MEMORY when out of memory, another
+ * value < 0 when it cannot be run. */
+#define TG_COST_NO_MEMORY (-2.0)
 double tg_cost_time_kernel(const tg_tensor *t, struct tg_pool *pool, double budget,
                            const tg_cost_evict *evict);
 /* Whether t is a backward op reading a value stashed since the forward

@@ -136,12 +136,13 @@ static bool put(tg_cost_kernels *k, uint64_t sig, const char *op, double seconds
 #define ENTRY_WRITE "{\"sig\":\"%016" PRIx64 "\",\"op\":\"%s\",\"seconds\":%.6g}\n"
 
 /* Entries of the file at path into t (those t has stay as they are), when
- * the file is for this version, CPU and thread count. */
-static void cache_load(const char *path, const char *cpu, int threads, tg_cost_kernels *t)
+ * the file is for this version, CPU and thread count; false when out of
+ * memory. */
+static bool cache_load(const char *path, const char *cpu, int threads, tg_cost_kernels *t)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return;
+        return true;
     char version[64] = "", model[256] = "", line[512], op[OP_NAME_CAP];
     int th = 0;
     bool ours = fgets(line, sizeof line, f) &&
@@ -149,18 +150,20 @@ static void cache_load(const char *path, const char *cpu, int threads, tg_cost_k
                 strcmp(version, TG_VERSION) == 0 && strcmp(model, cpu) == 0 && th == threads;
     uint64_t sig;
     double sec;
-    while (ours && fgets(line, sizeof line, f))
-        if (sscanf(line, ENTRY_READ, &sig, op, &sec) == 3 && sec >= 0 && !put(t, sig, op, sec, false))
-            break;
+    bool ok = true;
+    while (ok && ours && fgets(line, sizeof line, f))
+        if (sscanf(line, ENTRY_READ, &sig, op, &sec) == 3 && sec >= 0)
+            ok = put(t, sig, op, sec, false);
     fclose(f);
+    return ok;
 }
 
 static void cache_write(const char *dir, const char *path, const char *cpu, int threads,
                         tg_cost_kernels *t)
 {
-    cache_load(path, cpu, threads, t); /* what others wrote meanwhile */
     tg_atomic_file af;
-    if (tg_probe_writable_dir("cost cache", dir) != TG_OK ||
+    if (!cache_load(path, cpu, threads, t) /* what others wrote meanwhile */ ||
+        tg_probe_writable_dir("cost cache", dir) != TG_OK ||
         tg_atomic_file_open(path, &af) != TG_OK)
         return; /* the times are still good for this run */
     fprintf(af.f, HEADER_WRITE, TG_VERSION, cpu, threads);
@@ -193,7 +196,7 @@ static int untimed_nodes(const tg_graph *g, const bool *needed, const tg_cost_ke
 }
 
 /* Twice the last-level cache (sysfs; 32 MiB when it does not say), at
- * most 256 MiB: written over, it leaves none of a kernel's data cached. */
+ * most 256 MiB: read through, it leaves none of a kernel's data cached. */
 static size_t evict_bytes(void)
 {
     size_t bytes = 32u << 20;
@@ -206,38 +209,85 @@ static size_t evict_bytes(void)
     return 2 * bytes;
 }
 
-static void time_nodes(const tg_graph *g, const int *todo, const uint64_t *sig, int n,
-                       tg_pool *pool, tg_cost_kernels *t)
+static tg_status no_memory(void)
 {
-    tg_cost_evict evict = {NULL, evict_bytes()};
-    for (int k = 0; k < n && !evict.buf; k++)
-        if (tg_cost_reads_stash(g->nodes[todo[k]]))
-            evict.buf = tg_calloc(evict.bytes, 1); /* zero pages are shared: touch them */
-    if (evict.buf)
-        memset(evict.buf, 1, evict.bytes);
+    return tg_error(TG_ERR_NOMEM, "cost model: out of memory timing the program's kernels");
+}
+
+/* The buffer that evicts the caches, when some kernel is timed cold. */
+static tg_status evict_buffer(const tg_graph *g, const int *todo, int n, tg_cost_evict *evict)
+{
+    evict->buf = NULL;
+    evict->bytes = evict_bytes();
+    for (int k = 0; k < n; k++)
+        if (tg_cost_reads_stash(g->nodes[todo[k]])) {
+            if (!(evict->buf = tg_malloc(evict->bytes)))
+                return no_memory();
+            memset(evict->buf, 1, evict->bytes); /* pages of its own, not the shared zero page */
+            break;
+        }
+    return TG_OK;
+}
+
+static void progress(double spent, int k, int n, bool *shown)
+{
+    if (spent <= PROGRESS_AFTER_S)
+        return;
+    fprintf(stderr, "\rtilegraph: timing the program's kernels for the cost model: %d of %d",
+            k + 1, n);
+    *shown = true;
+}
+
+static tg_status time_nodes(const tg_graph *g, const int *todo, const uint64_t *sig, int n,
+                            tg_pool *pool, tg_cost_kernels *t)
+{
+    tg_cost_evict evict;
+    TG_TRY(evict_buffer(g, todo, n, &evict));
     double t0 = now_s();
     bool shown = false;
-    for (int k = 0; k < n; k++) {
+    tg_status s = TG_OK;
+    for (int k = 0; k < n && s == TG_OK; k++) {
         double spent = now_s() - t0;
         if (spent > TOTAL_BUDGET_S) {
             t->left = n - k;
             break;
         }
-        if (spent > PROGRESS_AFTER_S) {
-            fprintf(stderr, "\rtilegraph: timing the program's kernels for the cost model: %d of %d",
-                    k + 1, n);
-            shown = true;
-        }
+        progress(spent, k, n, &shown);
         const tg_tensor *x = g->nodes[todo[k]];
-        bool cold = evict.buf && tg_cost_reads_stash(x);
+        bool cold = tg_cost_reads_stash(x);
         double sec = tg_cost_time_kernel(x, pool, KERNEL_BUDGET_S, cold ? &evict : NULL);
-        if (sec >= 0 && put(t, sig[k], tg_op_name(x->op), sec, true))
+        if (sec == TG_COST_NO_MEMORY || (sec >= 0 && !put(t, sig[k], tg_op_name(x->op), sec, true)))
+            s = no_memory();
+        else if (sec >= 0)
             t->timed++;
     }
     tg_free(evict.buf);
     if (shown)
         fprintf(stderr, " (%.1f s%s)\n", now_s() - t0,
                 t->left ? "; the rest keep the rates until a later run" : "");
+    return s;
+}
+
+static tg_status time_untimed(tg_cost_model *m, const tg_graph *g, const bool *needed,
+                              bool *timed)
+{
+    tg_cost_kernels *t = m->kernels;
+    int *todo = tg_malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    uint64_t *todo_sig = tg_malloc(sizeof(uint64_t) * ((size_t)g->n_nodes + 1));
+    tg_status s = todo && todo_sig ? TG_OK : no_memory();
+    int n = s == TG_OK ? untimed_nodes(g, needed, t, todo, todo_sig) : 0;
+    t->from_cache = t->n;
+    t->timed = t->left = 0;
+    tg_pool *pool = NULL;
+    if (n > 0 && !(pool = tg_pool_create(m->rates.threads)))
+        s = no_memory();
+    if (pool)
+        s = time_nodes(g, todo, todo_sig, n, pool, t);
+    tg_pool_destroy(pool);
+    tg_free(todo);
+    tg_free(todo_sig);
+    *timed = s == TG_OK && t->timed > 0;
+    return s;
 }
 
 tg_status tg_cost_model_time_kernels(tg_cost_model *m, const tg_graph *g, const bool *needed)
@@ -245,30 +295,19 @@ tg_status tg_cost_model_time_kernels(tg_cost_model *m, const tg_graph *g, const 
     if (m->tiled || !m->rates.calibrated)
         return TG_OK; /* the cycle model, or TILEGRAPH_CALIBRATION=off */
     if (!m->kernels && !(m->kernels = tg_calloc(1, sizeof *m->kernels)))
-        return TG_OK; /* out of memory: the rates alone */
-    tg_cost_kernels *t = m->kernels;
+        return no_memory();
     char cpu[256], dir[768], path[1024];
     int threads = m->rates.threads;
     tg_cost_cpu_model(cpu, sizeof cpu);
     bool cached = tg_cost_cache_dir(dir, sizeof dir);
-    if (cached) {
+    if (cached)
         snprintf(path, sizeof path, "%s/cost-kernels-%dt.json", dir, threads);
-        cache_load(path, cpu, threads, t);
-    }
-    int *todo = tg_malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
-    uint64_t *todo_sig = tg_malloc(sizeof(uint64_t) * ((size_t)g->n_nodes + 1));
-    int n = todo && todo_sig ? untimed_nodes(g, needed, t, todo, todo_sig) : 0;
-    m->kernels->from_cache = m->kernels->n;
-    m->kernels->timed = m->kernels->left = 0;
-    tg_pool *pool = n > 0 ? tg_pool_create(threads) : NULL;
-    if (pool) {
-        time_nodes(g, todo, todo_sig, n, pool, t);
-        tg_pool_destroy(pool);
-        if (cached && m->kernels->timed > 0)
-            cache_write(dir, path, cpu, threads, t);
-    }
-    tg_free(todo);
-    tg_free(todo_sig);
+    if (cached && !cache_load(path, cpu, threads, m->kernels))
+        return no_memory();
+    bool timed = false;
+    TG_TRY(time_untimed(m, g, needed, &timed));
+    if (cached && timed)
+        cache_write(dir, path, cpu, threads, m->kernels);
     return TG_OK;
 }
 
