@@ -226,18 +226,19 @@ static void zero_bubble(const char *stages, int n_dev, int m, int steps)
            "\"predicted_speedup\":{\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
            "\"zb_h1_speedup\":%.3f,\"zb_h2_speedup\":%.3f,\"target\":1.10,"
            "\"load_average\":[%.2f,%.2f]}\n",
-           mean[0], mean[1], mean[2], units[0], units[1], units[2], bubble[0], bubble[1],
-           bubble[2], step[0] / step[1], step[0] / step[2], mean[1] / mean[0], mean[2] / mean[0],
-           load_start, load_average());
+           mean[0], mean[1], mean[2], units[0], units[1], units[2], bubble[0], bubble[1], bubble[2],
+           step[0] / step[1], step[0] / step[2], mean[1] / mean[0], mean[2] / mean[0], load_start,
+           load_average());
     fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    int usage = bench_usage(argc, argv, 0,
-                            "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
-                            "busy time, bubble and throughput against one device, in the same run. "
-                            "One JSON line per case.\nenvironment: TG_BENCH_STEPS, TG_BENCH_ONLY=zero_bubble\n");
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
+        "busy time, bubble and throughput against one device, in the same run. "
+        "One JSON line per case.\nenvironment: TG_BENCH_STEPS, TG_BENCH_ONLY=zero_bubble\n");
     if (usage >= 0)
         return usage;
     const char *env = getenv("TG_BENCH_STEPS"), *only = getenv("TG_BENCH_ONLY");

@@ -225,9 +225,9 @@ static tg_status predicted(tg_profile_reader *r, const tg_an_filter *f, const tg
                          "GROUP BY device ORDER BY device",
                          &st));
     sqlite3_bind_int(st, 1, f->device);
-    static const char *const cols[] = {"device",         "predicted compute",
+    static const char *const cols[] = {"device",           "predicted compute",
                                        "measured compute", "predicted / measured",
-                                       "predicted busy", "measured busy"};
+                                       "predicted busy",   "measured busy"};
     static const tg_an_kind kinds[] = {TG_AN_ID,  TG_AN_NS,   TG_AN_NS,
                                        TG_AN_NUM, TG_AN_FRAC, TG_AN_FRAC};
     tg_an_table *tt = tg_an_table_add(

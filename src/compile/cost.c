@@ -254,7 +254,8 @@ static tg_status calibrate(int threads, tg_cost_rates *r)
         double t_gemm = tg_cost_time_kernel(c.gemm, pool, 0.004, NULL);
         double t_conv = tg_cost_time_kernel(c.conv, pool, 0.004, NULL);
         /* forward and backward pooling differ per byte: one rate for both */
-        double t_pool = tg_cost_time_kernel(c.pool, pool, 0.004, NULL) + tg_cost_time_kernel(c.pool_bwd, pool, 0.004, NULL);
+        double t_pool = tg_cost_time_kernel(c.pool, pool, 0.004, NULL) +
+                        tg_cost_time_kernel(c.pool_bwd, pool, 0.004, NULL);
         double t_mem = tg_cost_time_kernel(c.memory, pool, 0.004, NULL);
         if (t_tiny < 0 || t_gemm <= 0 || t_conv <= 0 || t_pool <= 0 || t_mem <= 0) {
             s = tg_error(TG_ERR_NOMEM, "cost calibration: out of memory");

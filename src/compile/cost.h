@@ -60,14 +60,14 @@ typedef struct tg_cost_kernels {
     int n, cap;
     uint64_t *sig;
     double *seconds;
-    char (*op)[32]; /* the op of each, for the cache file's reader */
+    char (*op)[32];              /* the op of each, for the cache file's reader */
     int timed, from_cache, left; /* the last timing: new, cached, out of budget */
 } tg_cost_kernels;
 
 typedef struct tg_cost_model {
     bool tiled;
-    tg_target_desc target;   /* tiled targets */
-    tg_cost_rates rates;     /* cpu */
+    tg_target_desc target;    /* tiled targets */
+    tg_cost_rates rates;      /* cpu */
     tg_cost_kernels *kernels; /* cpu, owned: the program's own kernels timed; NULL: rates only */
 } tg_cost_model;
 

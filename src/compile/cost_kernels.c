@@ -233,8 +233,8 @@ static void progress(double spent, int k, int n, bool *shown)
 {
     if (spent <= PROGRESS_AFTER_S)
         return;
-    fprintf(stderr, "\rtilegraph: timing the program's kernels for the cost model: %d of %d",
-            k + 1, n);
+    fprintf(stderr, "\rtilegraph: timing the program's kernels for the cost model: %d of %d", k + 1,
+            n);
     *shown = true;
 }
 
@@ -268,8 +268,7 @@ static tg_status time_nodes(const tg_graph *g, const int *todo, const uint64_t *
     return s;
 }
 
-static tg_status time_untimed(tg_cost_model *m, const tg_graph *g, const bool *needed,
-                              bool *timed)
+static tg_status time_untimed(tg_cost_model *m, const tg_graph *g, const bool *needed, bool *timed)
 {
     tg_cost_kernels *t = m->kernels;
     int *todo = tg_malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
