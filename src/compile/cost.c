@@ -115,18 +115,24 @@ static double fastest_run(const tg_op_def *def, const tg_kernel_args *a, double 
     return per_run;
 }
 
+/* Whether a backward op finds x in the stash: a forward value (through
+ * its views) or a host input. */
+static bool stashed_value(const tg_tensor *x)
+{
+    while (x->flags & TG_NODE_ALIAS)
+        x = x->in[0];
+    if (x->n_in == 0)
+        return x->role == TG_ROLE_INPUT;
+    return !(x->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
+}
+
 bool tg_cost_reads_stash(const tg_tensor *t)
 {
     if (!(t->flags & TG_NODE_BACKWARD))
         return false;
-    for (int k = 0; k < t->n_in; k++) {
-        const tg_tensor *x = t->in[k];
-        while (x->flags & TG_NODE_ALIAS)
-            x = x->in[0];
-        bool forward_value = x->n_in > 0 && !(x->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
-        if (forward_value || (x->n_in == 0 && x->role == TG_ROLE_INPUT))
+    for (int k = 0; k < t->n_in; k++)
+        if (stashed_value(t->in[k]))
             return true;
-    }
     return false;
 }
 
@@ -152,13 +158,9 @@ static double fastest_cold_run(const tg_op_def *def, const tg_kernel_args *a,
     for (int round = 0; round < 3; round++) {
         /* read, not memset: a large memset streams past the caches */
         sink += touch(evict->buf, evict->bytes);
-        for (int k = 0; k < a->node->n_in; k++) {
-            const tg_tensor *x = a->node->in[k];
-            bool stashed = x->n_in == 0 ? x->role == TG_ROLE_INPUT
-                                        : !(x->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
-            if (!stashed)
-                sink += touch(a->in[k], (size_t)tg_numel(x) * sizeof(float));
-        }
+        for (int k = 0; k < a->node->n_in; k++)
+            if (!stashed_value(a->node->in[k]))
+                sink += touch(a->in[k], (size_t)tg_numel(a->node->in[k]) * sizeof(float));
         double t0 = now_s();
         def->forward(a);
         double r = now_s() - t0;
