@@ -101,8 +101,9 @@ double tg_cost_kernels_find(const tg_cost_kernels *k, uint64_t sig);
 tg_status tg_cost_model_time_kernels(tg_cost_model *m, const tg_graph *g, const bool *needed);
 /* Frees what tg_cost_model_time_kernels kept; m stays usable (rates only). */
 void tg_cost_model_free(tg_cost_model *m);
-/* The signature a kernel's time is kept under: op, types, shapes and
- * integer parameters (what decides the kernel and its work). */
+/* The signature a kernel's time is kept under: op, types, shapes,
+ * integer parameters and the kernel choice TG_KERNELS forces (what decides
+ * the kernel and its work), and whether it reads the stash (timed cold). */
 uint64_t tg_cost_kernel_signature(const tg_tensor *t);
 /* A buffer written over to push a kernel's data out of the caches. */
 typedef struct tg_cost_evict {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "graph/op_rules.h"
+#include "ops/dnnl_util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ static uint64_t hash_shape(uint64_t h, tg_dtype dtype, const tg_shape *s)
 
 uint64_t tg_cost_kernel_signature(const tg_tensor *t)
 {
-    int32_t head[2] = {(int32_t)t->op, t->n_in};
+    /* TG_KERNELS (own kernels or oneDNN) changes the kernel a shape gets */
+    int32_t head[3] = {(int32_t)t->op, t->n_in, (int32_t)tg_dnnl_mode_get()};
     uint64_t h = fnv1a(1469598103934665603ull, head, sizeof head);
     h = hash_shape(h, t->dtype, &t->shape);
     for (int k = 0; k < t->n_in; k++)
