@@ -24,8 +24,9 @@
 #define TG_VERSION "0"
 #endif
 
-/* About 10 ms of runs per kernel (at least two after the warm-up), 30 s in
- * all: what is left keeps the rates this time and is timed on a later run. */
+/* About 10 ms of runs per kernel (five rounds of at least a run each after
+ * the warm-up; three runs when timed cold), 30 s in all: what is left keeps
+ * the rates this time and is timed on a later run. */
 #define KERNEL_BUDGET_S 0.01
 #define TOTAL_BUDGET_S 30.0
 #define PROGRESS_AFTER_S 1.0
