@@ -293,6 +293,17 @@ tg_status tg_report_data_write(tg_profile_reader *r, tg_json_writer *w)
         if (s != TG_OK)
             return s;
     }
+    /* The schedule simulated with the cost model (one weight update): the
+     * trace tab draws it under the measured lanes. */
+    if (has_table(db, "predicted_trace")) {
+        tg_json_key(w, "predicted_trace");
+        tg_status s = write_table(r,
+                                  "SELECT device, phase, micro_batch, start_ns, end_ns FROM "
+                                  "predicted_trace ORDER BY device, start_ns",
+                                  w);
+        if (s != TG_OK)
+            return s;
+    }
     /* Weights and gradients per tensor at the recorded runs: the Histograms tab. */
     if (has_table(db, "histograms")) {
         tg_json_key(w, "histograms");
