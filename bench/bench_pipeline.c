@@ -7,15 +7,18 @@
  *    measured busy fraction (seconds computing / wall seconds) beside the
  *    fill-drain theory m / (m + N - 1) and the schedule's own unit-time
  *    simulation, and samples/s.
- * 2. Zero bubble: the balanced MLP on 2 devices (B1,B2|B3,B4) and on 4
+ * 2. Zero bubble: the balanced MLP on 2 devices (B1,B2|B3,B4) with m = 2,
+ *    4 and 16 (few micro-batches are where the bubble is real) and on 4
  *    (B1|B2|B3|B4), m = 16: 1f1b, zb-h1 and zb-h2 measured in turn three
  *    times (so a slower or faster patch of the machine falls on all of
- *    them), samples/s ranges, and each schedule's bubble fraction as the
- *    cost model's simulator predicts it (tilegraph/predict.h).
+ *    them), samples/s ranges and means, each schedule's unit-clock step
+ *    and its bubble fraction as the cost model's simulator predicts it
+ *    (tilegraph/predict.h), and the load average before and after.
  * 3. Data parallelism: samples/s of 2 replicas against 1 replica (one
  *    device, one thread each; 10 device iterations per host step),
  *    measured in the same run.
- * One JSON line per case. TG_BENCH_STEPS sets host steps per measurement.
+ * One JSON line per case. TG_BENCH_STEPS sets host steps per measurement;
+ * TG_BENCH_ONLY=zero_bubble runs part 2 alone.
  */
 #include "bench_util.h"
 #include "tilegraph/models.h"
@@ -24,6 +27,7 @@
 #include "tilegraph/session.h"
 
 #include "compile/pipeline.h"
+#include "compile/simulate.h"
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -149,9 +153,45 @@ static void print_range(const char *name, const double *v, bool last)
     printf("\"%s\":[%.1f,%.1f]%s", name, lo, hi, last ? "" : ",");
 }
 
-/* 1f1b, zb-h1 and zb-h2 in turn, ZB_ROUNDS times: one JSON line. */
-static void zero_bubble(const char *stages, int n_dev, int steps)
+static double load_average(void)
 {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f && fscanf(f, "%lf", &l) != 1)
+        l = -1;
+    if (f)
+        fclose(f);
+    return l;
+}
+
+/* The unit-clock step (F = B = W = one cycle) of each of zb_schedules. */
+static void unit_steps(int n_dev, int m, int *units)
+{
+    for (int k = 0; k < ZB_SCHEDULES; k++) {
+        tg_pipe_schedule sch;
+        tg_stage_cost c[8];
+        memset(c, 0, sizeof c);
+        tg_sim_result r;
+        units[k] = -1;
+        tg_schedule_kind kind = (tg_schedule_kind)tg_schedule_parse(zb_schedules[k]);
+        if (tg_pipe_schedule_build(kind, n_dev, m, true, &sch) != TG_OK)
+            continue;
+        for (int d = 0; d < n_dev && d < 8; d++)
+            c[d].time[TG_SIM_FORWARD] = c[d].time[TG_SIM_BACKWARD] = c[d].time[TG_SIM_WEIGHT] = 1;
+        if (tg_schedule_simulate_costs(&sch, c, &r) == TG_OK) {
+            units[k] = (int)(r.step_time + 0.5);
+            tg_sim_result_free(&r);
+        }
+        tg_pipe_schedule_free(&sch);
+    }
+}
+
+/* 1f1b, zb-h1 and zb-h2 in turn, ZB_ROUNDS times, with m micro-batches per
+ * update: one JSON line. */
+static void zero_bubble(const char *stages, int n_dev, int m, int steps)
+{
+    char acc[16];
+    snprintf(acc, sizeof acc, "%d", m);
     const char *kv[] = {"executionStrategy",
                         "pipelined",
                         "stages",
@@ -159,45 +199,54 @@ static void zero_bubble(const char *stages, int n_dev, int steps)
                         "pipelineSchedule",
                         "1f1b",
                         "Training.gradientAccumulation",
-                        "16",
+                        acc,
                         NULL};
     double rate[ZB_SCHEDULES][ZB_ROUNDS], bubble[ZB_SCHEDULES] = {0}, step[ZB_SCHEDULES] = {0};
+    double load_start = load_average();
     for (int r = 0; r < ZB_ROUNDS; r++)
         for (int k = 0; k < ZB_SCHEDULES; k++) {
             kv[5] = zb_schedules[k];
             rate[k][r] = measure(true, kv, steps).samples_per_s;
         }
     predicted(kv, stages, n_dev, bubble, step);
+    int units[ZB_SCHEDULES];
+    unit_steps(n_dev, m, units);
     double mean[ZB_SCHEDULES] = {0};
     for (int k = 0; k < ZB_SCHEDULES; k++)
         for (int r = 0; r < ZB_ROUNDS; r++)
             mean[k] += rate[k][r] / ZB_ROUNDS;
     printf("{\"bench\":\"zero_bubble\",\"model\":\"balanced-mlp\",\"stages\":\"%s\","
-           "\"devices\":%d,\"micro_batches\":16,\"rounds\":%d,\"samples_per_s\":{",
-           stages, n_dev, ZB_ROUNDS);
+           "\"devices\":%d,\"micro_batches\":%d,\"rounds\":%d,\"samples_per_s\":{",
+           stages, n_dev, m, ZB_ROUNDS);
     for (int k = 0; k < ZB_SCHEDULES; k++)
         print_range(zb_schedules[k], rate[k], k == ZB_SCHEDULES - 1);
-    printf("},\"predicted_bubble\":{\"1f1b\":%.3f,\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
+    printf("},\"mean_samples_per_s\":{\"1f1b\":%.1f,\"zb-h1\":%.1f,\"zb-h2\":%.1f},"
+           "\"unit_steps\":{\"1f1b\":%d,\"zb-h1\":%d,\"zb-h2\":%d},"
+           "\"predicted_bubble\":{\"1f1b\":%.3f,\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
            "\"predicted_speedup\":{\"zb-h1\":%.3f,\"zb-h2\":%.3f},"
-           "\"zb_h1_speedup\":%.3f,\"zb_h2_speedup\":%.3f,\"target\":1.10}\n",
-           bubble[0], bubble[1], bubble[2], step[0] / step[1], step[0] / step[2], mean[1] / mean[0],
-           mean[2] / mean[0]);
+           "\"zb_h1_speedup\":%.3f,\"zb_h2_speedup\":%.3f,\"target\":1.10,"
+           "\"load_average\":[%.2f,%.2f]}\n",
+           mean[0], mean[1], mean[2], units[0], units[1], units[2], bubble[0], bubble[1], bubble[2],
+           step[0] / step[1], step[0] / step[2], mean[1] / mean[0], mean[2] / mean[0], load_start,
+           load_average());
     fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    int usage = bench_usage(argc, argv, 0,
-                            "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
-                            "busy time, bubble and throughput against one device, in the same run. "
-                            "One JSON line per case.\nenvironment: TG_BENCH_STEPS\n");
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
+        "busy time, bubble and throughput against one device, in the same run. "
+        "One JSON line per case.\nenvironment: TG_BENCH_STEPS, TG_BENCH_ONLY=zero_bubble\n");
     if (usage >= 0)
         return usage;
-    const char *env = getenv("TG_BENCH_STEPS");
+    const char *env = getenv("TG_BENCH_STEPS"), *only = getenv("TG_BENCH_ONLY");
     int steps = env ? atoi(env) : 20;
+    bool zb_only = only && strcmp(only, "zero_bubble") == 0;
     static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b", "zb-h1", "zb-h2"};
     const int m = 16, n_dev = 2;
-    for (int model = 0; model < 2; model++)
+    for (int model = 0; model < (zb_only ? 0 : 2); model++)
         for (int k = 0; k < 6; k++) {
             const char *kv[] = {"executionStrategy",
                                 "pipelined",
@@ -223,8 +272,14 @@ int main(int argc, char **argv)
             tg_pipe_schedule_free(&sch);
             fflush(stdout);
         }
-    zero_bubble("B1,B2|B3,B4", 2, steps);
-    zero_bubble("B1|B2|B3|B4", 4, steps);
+    /* few micro-batches are where the bubble is real: 2 devices, m = 2
+     * and 4 (unit clock 9 against 8, 15 against 14), and m = 16 */
+    static const int zb_m[] = {2, 4, 16};
+    for (int k = 0; k < 3; k++)
+        zero_bubble("B1,B2|B3,B4", 2, zb_m[k], steps);
+    zero_bubble("B1|B2|B3|B4", 4, 16, steps);
+    if (zb_only)
+        return 0;
     /* device iterations as a user would set them: the host hands over ten
      * updates' data at a time */
     const char *one[] = {"replicationFactor", "1", "deviceIterations", "10", NULL};

@@ -90,7 +90,7 @@ function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {
   var r = { path: raw.path, meta: raw.meta };
-  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges', 'counters', 'histograms', 'vertex_types'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
+  ['devices', 'memory', 'tensors', 'steps', 'schedule', 'liveness', 'trace', 'ops', 'host_trace', 'op_edges', 'counters', 'histograms', 'vertex_types', 'predicted_trace'].forEach(function (k) { r[k] = rowsOf(raw[k]); });
   r.tiles = raw.tiles && raw.tiles.devices && raw.tiles.devices.length ? raw.tiles : null;
   r.insights = raw.insights || null;
   r.instances = raw.instances || null;
@@ -817,8 +817,13 @@ renderers.trace = function (sec, args) {
     el('button', { onclick: function () { if (sel) go(sel, sel); } }, 'zoom to selection'),
     info));
   sec.appendChild(el('p', { cls: 'muted' }, 'Drag to select a time range (summary below); the mouse wheel zooms around the pointer; shift-drag pans.'));
+  if (r.predicted_trace.length) sec.appendChild(el('p', { cls: 'muted', id: 'trace-predicted' }, 'The "predicted" lanes are one weight update as the cost model\'s schedule simulator predicted it at compile time (docs/multi-device.md), drawn from the first measured forward: a lane longer than its device\'s measured one is a prediction too slow, a shorter one too fast.'));
   var lanes = [];
   for (var rep = 0; rep < r.replicas; rep++) r.devices.forEach(function (d) { lanes.push({ device: d.device, replica: rep }); });
+  /* the cost model's timeline of one weight update, from the first measured
+   * forward of iteration 0, one lane per device under the measured ones */
+  var p0 = phases ? phases.start : Math.min.apply(null, iter0.filter(function (e) { return e.kind === 'execute'; }).map(function (e) { return e.s; }).concat([0]));
+  if (r.predicted_trace.length) r.devices.forEach(function (d) { lanes.push({ device: d.device, predicted: true }); });
   var LH = 34, TOP = 36, LEFT = 120, W = 1340, H = TOP + lanes.length * LH + 30;
   var cv = el('canvas', { id: 'trace-canvas', width: W, height: H });
   sec.appendChild(cv);
@@ -838,8 +843,21 @@ renderers.trace = function (sec, args) {
     });
     lanes.forEach(function (l, i) {
       var y = TOP + i * LH;
-      ctx.fillStyle = '#1d2430'; ctx.fillText('device ' + l.device + (r.replicas > 1 ? ' r' + l.replica : ''), 6, y + LH / 2 + 4);
+      ctx.fillStyle = '#1d2430'; ctx.fillText((l.predicted ? 'predicted ' : 'device ') + l.device + (r.replicas > 1 && !l.predicted ? ' r' + l.replica : ''), 6, y + LH / 2 + 4);
       ctx.strokeStyle = '#eaecf0'; ctx.beginPath(); ctx.moveTo(LEFT, y + LH - 2); ctx.lineTo(W - 10, y + LH - 2); ctx.stroke();
+      if (l.predicted) {
+        r.predicted_trace.forEach(function (e) {
+          var s0 = p0 + e.start_ns, e0 = p0 + e.end_ns;
+          if (e.device !== l.device || e0 < view.from || s0 > view.to) return;
+          var x0 = X(s0), x1 = X(e0);
+          ctx.globalAlpha = 0.55; /* a prediction, drawn lighter than the measurement */
+          ctx.fillStyle = PHASE_COLOUR[e.phase === 'weight' ? 'backward' : e.phase] || '#667085';
+          ctx.fillRect(x0, y + 2, Math.max(0.6, x1 - x0), LH - 8);
+          ctx.globalAlpha = 1;
+          if (x1 - x0 > 14 && e.micro_batch >= 0) { ctx.fillStyle = '#fff'; ctx.fillText((e.phase === 'weight' ? 'W' : '') + e.micro_batch, x0 + 2, y + LH / 2 + 2); }
+        });
+        return;
+      }
       r.trace.forEach(function (e) {
         if (e.device !== l.device || e.replica !== l.replica || e.e < view.from || e.s > view.to) return;
         var st = traceStyle(e), x0 = X(e.s), x1 = X(e.e), h = (LH - 6) * st[1];

@@ -392,7 +392,7 @@ int tg_an_print_predictions(const tg_graph *g, const tg_options *o, const tg_pro
     }
     fprintf(out, "\npredicted by the cost model (%s):\n",
             best.cycle_model  ? "the target's cycle model"
-            : best.calibrated ? "this machine's rates"
+            : best.calibrated ? "the program's kernels timed on this machine, rates for the rest"
                               : "default rates, TILEGRAPH_CALIBRATION=off");
     print_split_text(auto_compiled ? "chosen split" : "best split", &best, pa, p, auto_compiled,
                      out);

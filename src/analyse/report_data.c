@@ -109,6 +109,10 @@ static const struct {
 } optional_tables[] = {
     /* The operations graph (producer -> consumer op ids). */
     {"op_edges", "SELECT producer, consumer FROM op_edges ORDER BY producer, consumer"},
+    /* The schedule simulated with the cost model (one weight update): the
+     * trace tab draws it under the measured lanes. */
+    {"predicted_trace", "SELECT device, phase, micro_batch, start_ns, end_ns FROM predicted_trace "
+                        "ORDER BY device, start_ns"},
     /* Weights and gradients per tensor at the recorded runs: the Histograms tab. */
     {"histograms", "SELECT run, tensor, kind, elements, min, max, mean, std, zeros, non_finite, "
                    "bins FROM histograms ORDER BY run, rowid"},

@@ -71,45 +71,136 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Seconds per run of node t's fast kernel on `pool`, over at least `budget`
- * seconds after one warm-up run; < 0 when it cannot be run. */
-static double time_kernel(const tg_tensor *t, tg_pool *pool, double budget)
+/* Made-up values for input x: floats in [-1, 1) in no order (a kernel
+ * that branches on values, as max pooling's gradient or ReLU's, runs at
+ * the pace it has on real data, not on a predictable ramp), and integers 0
+ * (in range as an index or a label); NULL when out of memory. */
+static void *made_up_input(const tg_tensor *x)
+{
+    size_t n = (size_t)tg_numel(x);
+    /* kernels read f32 unless planned on the stored type: room for either */
+    size_t bytes = n * sizeof(float) > tg_nbytes(x) ? n * sizeof(float) : tg_nbytes(x);
+    void *p = tg_calloc(bytes + 64, 1);
+    if (p && (x->dtype == TG_F32 || x->dtype == TG_F16 || x->dtype == TG_BF16))
+        for (size_t i = 0; i < n; i++) {
+            /* murmur3's finaliser: the low bits of a plain multiplicative
+             * hash repeat in a pattern a branch predictor learns */
+            uint32_t h = (uint32_t)i;
+            h = (h ^ (h >> 16)) * 0x85ebca6bu;
+            h = (h ^ (h >> 13)) * 0xc2b2ae35u;
+            h ^= h >> 16;
+            ((float *)p)[i] = (float)(h >> 16) / 32768.0f - 1.0f;
+        }
+    return p;
+}
+
+/* The fastest of five rounds of `budget` / 5 seconds (at least one run
+ * each) after one warm-up run: on a shared machine the slow rounds are
+ * other processes' time, not the kernel's. */
+static double fastest_run(const tg_op_def *def, const tg_kernel_args *a, double budget)
+{
+    double per_run = -1;
+    def->forward(a);
+    for (int round = 0; round < 5; round++) {
+        int runs = 0;
+        double t0 = now_s(), t1 = t0;
+        while ((runs == 0 || t1 - t0 < budget / 5) && runs < 20000) {
+            def->forward(a);
+            runs++;
+            t1 = now_s();
+        }
+        double r = (t1 - t0) / runs;
+        per_run = per_run < 0 || r < per_run ? r : per_run;
+    }
+    return per_run;
+}
+
+/* Whether a backward op finds x in the stash: a forward value (through
+ * its views) or a host input. */
+static bool stashed_value(const tg_tensor *x)
+{
+    while (x->flags & TG_NODE_ALIAS)
+        x = x->in[0];
+    if (x->n_in == 0)
+        return x->role == TG_ROLE_INPUT;
+    return !(x->flags & (TG_NODE_BACKWARD | TG_NODE_OPTIMIZER));
+}
+
+bool tg_cost_reads_stash(const tg_tensor *t)
+{
+    if (!(t->flags & TG_NODE_BACKWARD))
+        return false;
+    for (int k = 0; k < t->n_in; k++)
+        if (stashed_value(t->in[k]))
+            return true;
+    return false;
+}
+
+/* Read `bytes` at p, so that they are in cache. */
+static float touch(const void *p, size_t bytes)
+{
+    const float *f = p;
+    float sum = 0;
+    for (size_t i = 0; i < bytes / sizeof(float); i += 16) /* a cache line each */
+        sum += f[i];
+    return sum;
+}
+
+/* The fastest of three runs, each after `evict` has pushed everything out
+ * of the caches and the inputs that are not stashed (just made by the
+ * steps before: in cache in the program too) have been read back. */
+static double fastest_cold_run(const tg_op_def *def, const tg_kernel_args *a,
+                               const tg_cost_evict *evict)
+{
+    double per_run = -1;
+    volatile float sink = 0;
+    def->forward(a); /* warm-up: page faults, plans */
+    for (int round = 0; round < 3; round++) {
+        /* read, not memset: a large memset streams past the caches */
+        sink += touch(evict->buf, evict->bytes);
+        for (int k = 0; k < a->node->n_in; k++)
+            if (!stashed_value(a->node->in[k]))
+                sink += touch(a->in[k], (size_t)tg_numel(a->node->in[k]) * sizeof(float));
+        double t0 = now_s();
+        def->forward(a);
+        double r = now_s() - t0;
+        per_run = per_run < 0 || r < per_run ? r : per_run;
+    }
+    (void)sink;
+    return per_run;
+}
+
+double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
+                           const tg_cost_evict *evict)
 {
     const tg_op_def *def = tg_op_get(t->op);
+    if (!def || !def->forward || t->n_in == 0)
+        return -1;
     int threads = tg_pool_threads(pool);
-    size_t scratch = def->scratch ? def->scratch(t, threads) : 0;
-    tg_kernel_args a = {.node = t, .pool = pool, .scratch_bytes = scratch};
-    bool ok = (a.out = tg_calloc(tg_nbytes(t) + 64, 1)) != NULL;
+    const tg_op_planner *planner = tg_op_planner_get(t->op);
+    tg_kernel_plan kp = {0};
+    tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
+    tg_status planned = planner ? planner->plan(t, &po, &kp) : TG_OK;
+    if (planned == TG_ERR_NOMEM)
+        return TG_COST_NO_MEMORY;
+    if (planned != TG_OK)
+        memset(&kp, 0, sizeof kp); /* the op's own kernel, as the program falls back */
+    size_t scratch = kp.state ? kp.scratch : def->scratch ? def->scratch(t, threads) : 0;
+    tg_kernel_args a = {.node = t, .pool = pool, .scratch_bytes = scratch, .plan = kp.state};
+    a.step = 1; /* an optimizer's first update: no division by 1 - beta^0 */
+    bool ok = (a.out = tg_calloc(tg_nbytes(t) + (size_t)tg_numel(t) * sizeof(float) + 64, 1));
     ok = ok && (!scratch || (a.scratch = tg_calloc(scratch, 1)) != NULL);
-    for (int k = 0; ok && k < t->n_in; k++) {
-        size_t n = (size_t)tg_numel(t->in[k]);
-        float *x = tg_malloc(n * sizeof(float) + 64);
-        ok = x != NULL;
-        for (size_t i = 0; x && i < n; i++)
-            x[i] = 0.001f * (float)(i % 97);
-        a.in[k] = x;
-    }
-    double per_run = -1;
-    if (ok) {
-        /* the fastest of five rounds: on a shared machine the slow rounds
-         * are other processes' time, not the kernel's */
-        def->forward(&a);
-        for (int round = 0; round < 5; round++) {
-            int runs = 0;
-            double t0 = now_s(), t1 = t0;
-            while (t1 - t0 < budget / 5 && runs < 20000) {
-                def->forward(&a);
-                runs++;
-                t1 = now_s();
-            }
-            double r = (t1 - t0) / runs;
-            per_run = per_run < 0 || r < per_run ? r : per_run;
-        }
-    }
+    for (int k = 0; ok && k < t->n_in; k++)
+        ok = (a.in[k] = made_up_input(t->in[k])) != NULL;
+    double per_run = !ok     ? TG_COST_NO_MEMORY
+                     : evict ? fastest_cold_run(def, &a, evict)
+                             : fastest_run(def, &a, budget);
     for (int k = 0; k < t->n_in; k++)
         tg_free(a.in[k]);
     tg_free(a.out);
     tg_free(a.scratch);
+    if (kp.state && planner->plan_free)
+        planner->plan_free(kp.state);
     return per_run;
 }
 
@@ -161,12 +252,13 @@ static tg_status calibrate(int threads, tg_cost_rates *r)
     tg_status s =
         g && pool ? calib_graph(g, &c) : tg_error(TG_ERR_NOMEM, "cost calibration: out of memory");
     if (s == TG_OK) {
-        double t_tiny = time_kernel(c.tiny, pool, 0.002);
-        double t_gemm = time_kernel(c.gemm, pool, 0.004);
-        double t_conv = time_kernel(c.conv, pool, 0.004);
+        double t_tiny = tg_cost_time_kernel(c.tiny, pool, 0.002, NULL);
+        double t_gemm = tg_cost_time_kernel(c.gemm, pool, 0.004, NULL);
+        double t_conv = tg_cost_time_kernel(c.conv, pool, 0.004, NULL);
         /* forward and backward pooling differ per byte: one rate for both */
-        double t_pool = time_kernel(c.pool, pool, 0.004) + time_kernel(c.pool_bwd, pool, 0.004);
-        double t_mem = time_kernel(c.memory, pool, 0.004);
+        double t_pool = tg_cost_time_kernel(c.pool, pool, 0.004, NULL) +
+                        tg_cost_time_kernel(c.pool_bwd, pool, 0.004, NULL);
+        double t_mem = tg_cost_time_kernel(c.memory, pool, 0.004, NULL);
         if (t_tiny < 0 || t_gemm <= 0 || t_conv <= 0 || t_pool <= 0 || t_mem <= 0) {
             s = tg_error(TG_ERR_NOMEM, "cost calibration: out of memory");
         } else {
@@ -189,7 +281,7 @@ static tg_status calibrate(int threads, tg_cost_rates *r)
 
 /* ---- the cache ------------------------------------------------------------------- */
 
-static void cpu_model(char *buf, size_t cap)
+void tg_cost_cpu_model(char *buf, size_t cap)
 {
     snprintf(buf, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -210,7 +302,7 @@ static void cpu_model(char *buf, size_t cap)
         fclose(f);
 }
 
-static bool cache_dir(char *buf, size_t cap)
+bool tg_cost_cache_dir(char *buf, size_t cap)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (xdg && *xdg == '/')
@@ -282,8 +374,8 @@ tg_status tg_cost_rates_get(int threads, tg_cost_rates *r)
                         "(fixed default rates)",
                         env);
     char cpu[256], dir[768], path[1024];
-    cpu_model(cpu, sizeof cpu);
-    bool cached = cache_dir(dir, sizeof dir);
+    tg_cost_cpu_model(cpu, sizeof cpu);
+    bool cached = tg_cost_cache_dir(dir, sizeof dir);
     if (cached) {
         snprintf(path, sizeof path, "%s/cost-rates-%dt.json", dir, threads);
         if (cache_read(path, cpu, threads, r))
@@ -342,6 +434,9 @@ double tg_cost_node_seconds(const tg_cost_model *m, const tg_tensor *t)
     double flops = def && def->flops ? def->flops(t) : 0;
     if (m->tiled)
         return tiled_seconds(m, t, flops);
+    double timed = tg_cost_kernels_find(m->kernels, tg_cost_kernel_signature(t));
+    if (timed >= 0)
+        return timed;
     tg_cost_kind k = tg_cost_kind_of(t->op);
     double work = k == TG_COST_MEMORY ? tg_cost_node_bytes(t) / m->rates.bytes_per_s
                   : k == TG_COST_POOL ? tg_cost_node_bytes(t) / m->rates.pool_bytes_per_s

@@ -136,6 +136,21 @@ static void compute_liveness(tg_program *p, int d)
     }
 }
 
+/* Slots of a slotted region on device d: one per micro-batch in flight.
+ * Received values in a schedule that splits the backward get one more: W
+ * still reads micro-batch j's received input after B has sent its gradient
+ * back, and with only the stash's slots the previous device could not send
+ * its next forward until W ends; it would wait out W on every micro-batch,
+ * which serialises the devices and undoes the split. */
+static int region_slots(const tg_program *p, int d, tg_region r)
+{
+    int depth = p->devices[d].stash_depth;
+    bool deferred = tg_pipe_schedule_splits(&p->schedule) && d > 0;
+    if (r == TG_REGION_EXCHANGE && deferred && depth < p->micro_batches)
+        return depth + 1;
+    return depth;
+}
+
 tg_status tg_memplan_device(tg_program *p, int d)
 {
     tg_device_program *dp = &p->devices[d];
@@ -154,7 +169,7 @@ tg_status tg_memplan_device(tg_program *p, int d)
             tg_buffer *b = &p->buffers[i];
             if (b->device != d || (int)b->region != r)
                 continue;
-            b->slots = slotted ? dp->stash_depth : 1;
+            b->slots = slotted ? region_slots(p, d, (tg_region)r) : 1;
             b->stride = tg_align(b->bytes);
             b->offset = at;
             b->first = -1;

@@ -155,6 +155,8 @@ static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement
     }
     if (atoms)
         tg_stage_atoms_free(atoms);
+    if (goal)
+        tg_cost_model_free(&goal->cost);
     tg_free(atoms);
     tg_free(goal);
     tg_free(plan);

@@ -63,6 +63,8 @@ static tg_status predict(const tg_graph *g, const tg_options *o, int n_devices, 
         return s;
     }
     s = tg_stage_goal_read(&cfg, n_devices, training, &c->goal);
+    if (s == TG_OK)
+        s = tg_cost_model_time_kernels(&c->goal.cost, g, needed);
     bool scopes = g->n_blocks == 0 || strcmp(cfg.pipeline.split, "auto") == 0;
     tg_config_free(&cfg);
     if (s == TG_OK)
@@ -122,6 +124,7 @@ tg_status tg_predict_split(const tg_graph *g, const tg_options *o, int n_devices
     }
     tg_sim_result_free(&r);
     tg_stage_atoms_free(&c->atoms);
+    tg_cost_model_free(&c->goal.cost);
     tg_free(c);
     return s;
 }
@@ -151,6 +154,7 @@ tg_status tg_predict_schedules(const tg_graph *g, const tg_options *o, int n_dev
         tg_sim_result_free(&r);
     }
     tg_stage_atoms_free(&c->atoms);
+    tg_cost_model_free(&c->goal.cost);
     tg_free(c);
     return s;
 }

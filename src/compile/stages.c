@@ -168,15 +168,16 @@ static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model
         if (at < 0)
             continue;
         double sec = tg_cost_node_seconds(cost, t);
-        if (is_forward(t))
+        if (is_forward(t)) {
             a->forward[at] += sec;
-        else if (t->flags & TG_NODE_BACKWARD)
+        } else if (t->flags & TG_NODE_BACKWARD) {
             a->backward[at] += sec;
-        /* W: no earlier atom waits for it (on the first atom, nothing does) */
-        if ((t->flags & TG_NODE_BACKWARD) && lowest[i] >= at)
-            a->weight[at] += sec;
-        else
+            /* W: no earlier atom waits for it (on the first atom, nothing does) */
+            if (lowest[i] >= at)
+                a->weight[at] += sec;
+        } else {
             a->update[at] += sec;
+        }
         /* optimizer state: the update's other leaf inputs */
         for (int k = 1; (t->flags & TG_NODE_OPTIMIZER) && k < t->n_in; k++)
             if (t->in[k]->n_in == 0 && t->in[k]->role == TG_ROLE_STATE)
@@ -539,11 +540,15 @@ tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages
     tg_status s = tg_stage_goal_read(c, n_stages, training, goal);
     bool accumulate = training && goal->micro_batches > 1;
     if (s == TG_OK)
+        s = tg_cost_model_time_kernels(&goal->cost, g, needed);
+    if (s == TG_OK)
         s = tg_stage_atoms_build(g, needed, scopes, &goal->cost, accumulate, atoms);
     if (s == TG_OK)
         s = tg_stage_plan_best(atoms, goal, plan);
-    if (s != TG_OK)
+    if (s != TG_OK) {
         tg_stage_atoms_free(atoms);
+        tg_cost_model_free(&goal->cost);
+    }
     tg_free(order);
     tg_free(needed);
     return s;

@@ -96,8 +96,10 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
 void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *buf, size_t cap);
 
 /* Everything `--stages auto` needs from a graph and the config, in one call:
- * the schedule's needed nodes, atoms, goal and the best plan over
- * n_stages. The atoms own memory: tg_stage_atoms_free. */
+ * the schedule's needed nodes, atoms, goal (its cost model with the
+ * program's kernels timed) and the best plan over n_stages. The atoms and
+ * the goal's cost model own memory: tg_stage_atoms_free and
+ * tg_cost_model_free(&goal->cost). */
 tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages, bool scopes,
                              tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan);
 

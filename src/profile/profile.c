@@ -263,12 +263,27 @@ static tg_status write_devices(tg_profile *pf)
 }
 
 /* The cost model the program would be planned with (compile/cost.h), on
- * the program's threads; false when it cannot be had (the column stays NULL). */
-static bool cost_model(const tg_program *p, tg_cost_model *m)
+ * the program's threads, with its kernels timed; *have false when there is
+ * none (the column stays NULL). Out of memory is an error. The caller frees
+ * it: tg_cost_model_free. */
+static tg_status cost_model(const tg_program *p, tg_cost_model *m, bool *have)
 {
+    *have = false;
     if (tg_cost_model_from_config(&p->config, p->n_devices, m) != TG_OK)
-        return false;
-    return m->tiled || tg_cost_rates_get(p->n_threads, &m->rates) == TG_OK;
+        return TG_OK;
+    if (!m->tiled && tg_cost_rates_get(p->n_threads, &m->rates) != TG_OK)
+        return TG_OK;
+    bool *placed = m->tiled ? NULL : tg_calloc((size_t)p->graph->n_nodes + 1, sizeof(bool));
+    if (!m->tiled && !placed)
+        return tg_error(TG_ERR_NOMEM, "profile: out of memory");
+    for (int i = 0; placed && i < p->graph->n_nodes; i++)
+        placed[i] = p->device_of[i] >= 0;
+    tg_status s = placed ? tg_cost_model_time_kernels(m, p->graph, placed) : TG_OK;
+    tg_free(placed);
+    if (s != TG_OK)
+        tg_cost_model_free(m);
+    *have = s == TG_OK;
+    return s;
 }
 
 static tg_status write_ops(tg_profile *pf, bool flops)
@@ -276,7 +291,8 @@ static tg_status write_ops(tg_profile *pf, bool flops)
     const tg_program *p = pf->program;
     const tg_graph *g = p->graph;
     tg_cost_model cost;
-    bool predicted = cost_model(p, &cost);
+    bool predicted;
+    TG_TRY(cost_model(p, &cost, &predicted));
     sqlite3_stmt *st = prepare(pf, "INSERT INTO ops(id, name, type, block, device, phase, flops, "
                                    "bytes_in, bytes_out, forward_of, predicted_ns, kernel) "
                                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
@@ -303,6 +319,7 @@ static tg_status write_ops(tg_profile *pf, bool flops)
                    predicted ? tg_cost_node_seconds(&cost, t) * 1e9 : NAN, kernel);
     }
     sqlite3_finalize(st);
+    tg_cost_model_free(&cost);
     /* the data flow between ops (through leaves and aliases too): the operations graph */
     st = prepare(pf, "INSERT OR IGNORE INTO op_edges VALUES(?, ?)");
     if (s == TG_OK && !st)
@@ -357,15 +374,18 @@ static tg_status write_predicted(tg_profile *pf)
 {
     const tg_program *p = pf->program;
     tg_cost_model cost;
-    if (!cost_model(p, &cost))
+    bool have;
+    TG_TRY(cost_model(p, &cost, &have));
+    if (!have)
         return TG_OK; /* no model: the table stays empty */
     tg_stage_cost *c = tg_calloc((size_t)p->n_devices + 1, sizeof *c);
+    bool costed = c && stage_costs(p, &cost, c);
+    tg_cost_model_free(&cost);
     if (!c)
         return tg_error(TG_ERR_NOMEM, "profile: out of memory");
     tg_sim_result r;
     tg_status s = TG_OK;
-    if (!stage_costs(p, &cost, c) ||
-        (s = tg_schedule_simulate_costs(&p->schedule, c, &r)) != TG_OK) {
+    if (!costed || (s = tg_schedule_simulate_costs(&p->schedule, c, &r)) != TG_OK) {
         tg_free(c);
         /* a schedule the simulator cannot take leaves the table empty; a
          * simulation cut short by memory would leave it so silently */

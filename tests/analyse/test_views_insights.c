@@ -159,7 +159,10 @@ static void test_shared_cores(void)
     TG_CHECK(pt && pt->count == 2);
     if (pt && pt->count == 2) {
         TG_CHECK_NEAR(tg_cli_num(pt->items[0], "predicted compute"), sim * its, 1e-6 * sim * its);
-        TG_CHECK(tg_cli_num(pt->items[1], "measured compute") > 0);
+        double measured = tg_cli_num(pt->items[1], "measured compute");
+        TG_CHECK(measured > 0);
+        TG_CHECK_NEAR(tg_cli_num(pt->items[1], "predicted / measured"),
+                      tg_cli_num(pt->items[1], "predicted compute") / measured, 1e-3);
     }
     tg_arena_destroy(arena);
     snprintf(args, sizeof args, "analyse %s/off/training/profile.sqlite insights", tmpdir);

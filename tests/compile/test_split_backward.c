@@ -103,6 +103,22 @@ static void test_partition(void)
         /* zb-h1 runs every W right after its B: nothing more is stashed */
         TG_CHECK(z->region_bytes[TG_REGION_STASH] == r->region_bytes[TG_REGION_STASH]);
     }
+    /* the second device's receive buffers have a slot more than the stash:
+     * W still reads micro-batch j's activation when B has sent its
+     * gradient back, and the first device's next forward must not wait for
+     * W to free that slot (memplan.c, region_slots) */
+    int received = 0;
+    for (int i = 0; zb && i < zb->n_buffers; i++) {
+        const tg_buffer *b = &zb->buffers[i];
+        if (b->device != 1 || b->region != TG_REGION_EXCHANGE)
+            continue;
+        received++;
+        TG_CHECK(b->slots == zb->devices[1].stash_depth + 1);
+    }
+    TG_CHECK(received > 0);
+    TG_CHECK(ref && zb &&
+             zb->devices[1].region_bytes[TG_REGION_EXCHANGE] ==
+                 2 * ref->devices[1].region_bytes[TG_REGION_EXCHANGE]); /* 1f1b: depth 1 */
     /* the first device sends nothing back: all W; the second has both */
     TG_CHECK(zb && zb->devices[0].input_grad_steps == 0);
     TG_CHECK(zb && zb->devices[1].input_grad_steps > 0 &&

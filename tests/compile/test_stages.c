@@ -268,6 +268,13 @@ static void test_atom_bytes_and_costs(void)
             fwd += tg_cost_node_seconds(&goal.cost, t);
     }
     TG_CHECK_NEAR(a.forward[0] + a.forward[1] + a.forward[2], fwd, 1e-15);
+    /* and the update is the optimizer's ops alone (not forward or B again) */
+    double upd = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->flags & TG_NODE_OPTIMIZER)
+            upd += tg_cost_node_seconds(&goal.cost, g->nodes[i]);
+    TG_CHECK(upd > 0);
+    TG_CHECK_NEAR(a.update[0] + a.update[1] + a.update[2], upd, 1e-15);
     TG_CHECK(a.backward[0] > 0 && a.backward[2] > 0 && a.kept[1] > 0);
     /* the weight gradient (W): all of the first block's backward (no block
      * before it waits), part of a later block's (the rest feeds the block
