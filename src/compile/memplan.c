@@ -136,6 +136,18 @@ static void compute_liveness(tg_program *p, int d)
     }
 }
 
+/* Host-stream input buffers: a slot per micro-batch in flight, plus the
+ * ones filled ahead: defaultPrefetchBufferingDepth - 1 of them, and at least
+ * one with I/O tiles, whose copy of the next micro-batch overlaps the
+ * current one's compute (docs/data.md, docs/targets.md). */
+static int input_slots(const tg_program *p, const tg_device_program *dp)
+{
+    int ahead = p->config.streams.prefetch_depth - 1;
+    if (p->config.target.io_tiles > 0 && ahead < 1)
+        ahead = 1;
+    return dp->stash_depth + (ahead > 0 ? ahead : 0);
+}
+
 tg_status tg_memplan_device(tg_program *p, int d)
 {
     tg_device_program *dp = &p->devices[d];
@@ -154,7 +166,9 @@ tg_status tg_memplan_device(tg_program *p, int d)
             tg_buffer *b = &p->buffers[i];
             if (b->device != d || (int)b->region != r)
                 continue;
-            b->slots = slotted ? dp->stash_depth : 1;
+            b->slots = !slotted                  ? 1
+                       : r == TG_REGION_INPUT ? input_slots(p, dp)
+                                              : dp->stash_depth;
             b->stride = tg_align(b->bytes);
             b->offset = at;
             b->first = -1;
