@@ -229,6 +229,32 @@ static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_a
     return TG_OK;
 }
 
+/* Host-stream waits: what the devices spend on host streams, the longest
+ * as a share of the host step; on cpu, above 1% with no prefetch, the
+ * option that hides them (docs/data.md, Host streams). */
+static void host_stream_waits(tg_profile_reader *r, const tg_an_times *t, tg_an_view *v)
+{
+    char a[32];
+    int n = t->n_devices, worst = 0;
+    double host = 0, w = t->wall_ns > 0 ? t->wall_ns : 1;
+    for (int d = 0; d < n; d++) {
+        host += t->host[d];
+        if (t->host[d] > t->host[worst])
+            worst = d;
+    }
+    int depth = atoi(tg_profile_reader_meta(r, "option.defaultPrefetchBufferingDepth"));
+    bool cpu = strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
+    bool hint = cpu && depth <= 1 && t->host[worst] > 0.01 * w;
+    tg_an_note(v,
+               "time: host-stream waits: devices wait %s on host streams in the host step "
+               "(%.1f%% of device time); the longest, device %d, %.2f%% of the host step%s",
+               tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w), worst,
+               100 * t->host[worst] / w,
+               hint ? "; defaultPrefetchBufferingDepth=3 would fill the next micro-batches "
+                      "while the devices compute"
+                    : "");
+}
+
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     (void)f;
@@ -313,6 +339,10 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tf, "bubble (theoretical)", pipelined ? theory : NAN);
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
+    double longest_wait = 0;
+    for (int d = 0; d < n; d++)
+        longest_wait = t.host[d] > longest_wait ? t.host[d] : longest_wait;
+    tg_an_row(tf, "host-stream waits of the host step (longest device)", longest_wait / w);
 
     /* devices x threads beyond the cores: the devices take turns on the
      * cores, and no split or schedule can overlap what cannot run at once */
@@ -354,8 +384,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                    "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
                    "no theoretical bubble applies)",
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
-    tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
-               tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
+    host_stream_waits(r, &t, v);
     TG_TRY(cost_model_check(r, v));
     if (!shared)
         other_processes(r, n, v);
