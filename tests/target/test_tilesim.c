@@ -19,8 +19,8 @@ typedef struct timeline {
     double step; /* the last event's end */
 } timeline;
 
-static tg_status record(void *ctx, int d, int phase, bool weight, int it, int j, double start,
-                        double end)
+static tg_status record(void *ctx, int d, int phase, tg_tile_piece piece, int it, int j,
+                        double start, double end)
 {
     timeline *t = ctx;
     (void)it;
@@ -29,7 +29,7 @@ static tg_status record(void *ctx, int d, int phase, bool weight, int it, int j,
     if (phase != TG_PHASE_BACKWARD)
         return TG_OK;
     t->backward[d] += end - start;
-    if (weight) {
+    if (piece == TG_TILE_WEIGHT) {
         t->weights[d]++;
         t->w_after_b &= start >= t->b_end[d][j];
     } else {
