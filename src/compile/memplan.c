@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "target/target.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,8 @@ static void compute_liveness(tg_program *p, int d)
 static int input_slots(const tg_program *p, const tg_device_program *dp)
 {
     int ahead = p->config.streams.prefetch_depth - 1;
-    if (p->config.target.io_tiles > 0 && ahead < 1)
+    bool io_tiles = p->config.target.io_tiles > 0 && tg_target_tiled(tg_target_of_config(&p->config));
+    if (io_tiles && ahead < 1)
         ahead = 1;
     return dp->stash_depth + (ahead > 0 ? ahead : 0);
 }

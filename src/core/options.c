@@ -96,7 +96,8 @@ static const opt_spec option_table[] = {
     {"lossScalingGrowthInterval", OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
     {"numIOTiles", OPT_INT, "0", 0, 1 << 20, NULL,
-     "target mk2: tiles per device reserved for the host streams (I/O tiles), so that the next "
+     "target mk2 (ignored on cpu): tiles per device reserved for the host streams (I/O tiles), so "
+     "that the next "
      "micro-batch's stream copy runs while the current one computes on the other tiles; they "
      "must hold a micro-batch of the host-stream inputs (docs/targets.md)"},
     {"defaultPrefetchBufferingDepth", OPT_INT, "1", 1, 64, NULL,
