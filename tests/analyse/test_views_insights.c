@@ -196,6 +196,17 @@ static void test_io_tiles(void)
     snprintf(want, sizeof want, "device 0's host streams in run on its %d I/O tile", n);
     EXPECT(args, 0, want);
     TG_CHECK(strstr(tg_cli_output, "would overlap them") == NULL);
+    /* the simulated trace draws the copies beside the compute: all but each
+     * host step's first overlap an execute of device 0 */
+    snprintf(db, sizeof db, "%s/io1/training/profile.sqlite", tmpdir);
+    double copies = sql_num(db, "SELECT COUNT(*) FROM trace WHERE device = 0 AND run = 0 AND "
+                                "kind = 'I/O tiles: stream from host'");
+    double beside = sql_num(db, "SELECT COUNT(*) FROM trace c WHERE c.device = 0 AND c.run = 0 "
+                                "AND c.kind = 'I/O tiles: stream from host' AND EXISTS (SELECT 1 "
+                                "FROM trace e WHERE e.device = 0 AND e.run = 0 AND e.kind = "
+                                "'execute' AND e.start_ns < c.end_ns AND e.end_ns > c.start_ns)");
+    double its = sql_num(db, "SELECT value FROM meta WHERE key = 'iterations'");
+    TG_CHECK(copies == 8 * its && beside == 7 * its);
 }
 
 int main(void)
