@@ -244,10 +244,11 @@ static void prefetch(int steps)
 
 int main(int argc, char **argv)
 {
-    int usage = bench_usage(argc, argv, 0,
-                            "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
-                            "busy time, bubble and throughput against one device, in the same run. "
-                            "One JSON line per case.\nenvironment: TG_BENCH_STEPS, TG_BENCH_CASE=prefetch\n");
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
+        "busy time, bubble and throughput against one device, in the same run. "
+        "One JSON line per case.\nenvironment: TG_BENCH_STEPS, TG_BENCH_CASE=prefetch\n");
     if (usage >= 0)
         return usage;
     const char *env = getenv("TG_BENCH_STEPS");

@@ -144,7 +144,8 @@ static void compute_liveness(tg_program *p, int d)
 static int input_slots(const tg_program *p, const tg_device_program *dp)
 {
     int ahead = p->config.streams.prefetch_depth - 1;
-    bool io_tiles = p->config.target.io_tiles > 0 && tg_target_tiled(tg_target_of_config(&p->config));
+    bool io_tiles =
+        p->config.target.io_tiles > 0 && tg_target_tiled(tg_target_of_config(&p->config));
     if (io_tiles && ahead < 1)
         ahead = 1;
     return dp->stash_depth + (ahead > 0 ? ahead : 0);
@@ -168,9 +169,7 @@ tg_status tg_memplan_device(tg_program *p, int d)
             tg_buffer *b = &p->buffers[i];
             if (b->device != d || (int)b->region != r)
                 continue;
-            b->slots = !slotted                  ? 1
-                       : r == TG_REGION_INPUT ? input_slots(p, dp)
-                                              : dp->stash_depth;
+            b->slots = !slotted ? 1 : r == TG_REGION_INPUT ? input_slots(p, dp) : dp->stash_depth;
             b->stride = tg_align(b->bytes);
             b->offset = at;
             b->first = -1;

@@ -97,9 +97,8 @@ static const opt_spec option_table[] = {
      "dynamic loss scaling: good updates in a row before the scale doubles"},
     {"numIOTiles", OPT_INT, "0", 0, 1 << 20, NULL,
      "target mk2 (ignored on cpu): tiles per device reserved for the host streams (I/O tiles), so "
-     "that the next "
-     "micro-batch's stream copy runs while the current one computes on the other tiles; they "
-     "must hold a micro-batch of the host-stream inputs (docs/targets.md)"},
+     "that the next micro-batch's stream copy runs while the current one computes on the other "
+     "tiles; they must hold a micro-batch of the host-stream inputs per slot (docs/targets.md)"},
     {"defaultPrefetchBufferingDepth", OPT_INT, "1", 1, 64, NULL,
      "micro-batches of host-stream input each device's buffers hold beyond those in flight, plus "
      "one; above 1 a host-stream thread fills the next ones while a device computes "
@@ -351,8 +350,8 @@ static void shortest(char *buf, size_t cap, double v)
 
 int tg_options_is_engine(const char *key)
 {
-    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug.",
-                                           "monitor.",    "streamCallbacks."};
+    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.",
+                                           "debug.",      "monitor.",  "streamCallbacks."};
     for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
             return 1;

@@ -160,8 +160,7 @@ bool tg_exchange_receive(device_ctx *c, tg_phase ph, int64_t g)
         if (tr->dst_device != c->device || !used)
             continue;
         double t0 = tg_engine_now();
-        if (!tg_exchange_wait_for(c->s, produced(c->s, c->replica, t), g + 1,
-                                  "wait for device"))
+        if (!tg_exchange_wait_for(c->s, produced(c->s, c->replica, t), g + 1, "wait for device"))
             return false;
         int64_t m = p->micro_batches;
         tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
@@ -193,8 +192,7 @@ bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g)
         int slots = p->buffers[tr->dst_buffer].slots;
         int64_t m = p->micro_batches;
         double t0 = tg_engine_now();
-        if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots,
-                                  "wait for device"))
+        if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for device"))
             return false;
         double t1 = tg_engine_now();
         if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */

@@ -213,9 +213,8 @@ static tg_status allocate(tg_session *s, int threads)
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->last_streams ||
-        !s->max_in_flight ||
-        !s->host_in || !s->host_out || !s->produced || !s->consumed || !s->barrier_count ||
-        !s->barrier_gen)
+        !s->max_in_flight || !s->host_in || !s->host_out || !s->produced || !s->consumed ||
+        !s->barrier_count || !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     tg_spin_init(&s->exchange_spin, spin_ceiling(p));
     for (int i = 0; i < n; i++) {

@@ -79,7 +79,7 @@ struct tg_session {
     tg_spin done_spin;     /* the caller's wait for the step's end */
     bool per_step_threads; /* the former way: a thread per device per step */
     double last_run_seconds;
-    double *last_busy;  /* [replica * n_devices + device] */
+    double *last_busy;    /* [replica * n_devices + device] */
     double *last_streams; /* the same: each device_ctx's `streams` of the last run */
     /* host streams filled ahead (runtime/prefetch.c), or NULL: depth 1, or
      * not started yet */

@@ -19,8 +19,7 @@ static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
     return (it * p->replicas + r) * p->micro_batches + j;
 }
 
-int64_t tg_streams_copy_in(tg_session *s, int replica, int device, int64_t it, int64_t j,
-                           int64_t g)
+int64_t tg_streams_copy_in(tg_session *s, int replica, int device, int64_t it, int64_t j, int64_t g)
 {
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[device];

@@ -581,7 +581,8 @@ static tg_status io_tiles_short(const tg_program *p, int d, int tile, int64_t ne
                     "device %d: its %d I/O tile%s (numIOTiles) cannot hold a micro-batch of its "
                     "host-stream inputs (%s): tile %d needs %s but has %s (%s memory per tile), "
                     "%s short; %s",
-                    d, tg->io_tiles, tg->io_tiles == 1 ? "" : "s", inputs, tile, tg_bytes_str((double)need, a, sizeof a),
+                    d, tg->io_tiles, tg->io_tiles == 1 ? "" : "s", inputs, tile,
+                    tg_bytes_str((double)need, a, sizeof a),
                     tg_bytes_str((double)tg->tile_memory, b, sizeof b), tg->name,
                     tg_bytes_str((double)(need - tg->tile_memory), c, sizeof c), hint);
 }

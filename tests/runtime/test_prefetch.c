@@ -96,8 +96,13 @@ static void expect_same_training(const char *const *kv, const char *mode)
     int n = 0;
     for (; kv[n]; n++)
         base[n] = ahead[n] = kv[n];
-    const char *extra[] = {"defaultPrefetchBufferingDepth", "3", "streamCallbacks.multiThreadMode",
-                           mode, "streamCallbacks.numWorkerThreads", "1", NULL};
+    const char *extra[] = {"defaultPrefetchBufferingDepth",
+                           "3",
+                           "streamCallbacks.multiThreadMode",
+                           mode,
+                           "streamCallbacks.numWorkerThreads",
+                           "1",
+                           NULL};
     for (int k = 0; extra[k]; k++)
         ahead[n + k] = extra[k];
     tg_optimizer opt = tg_optimizer_adamw(0.01f);
@@ -118,9 +123,9 @@ static void expect_same_training(const char *const *kv, const char *mode)
 
 static void test_depth_3_trains_the_same_weights(void)
 {
-    expect_same_training((const char *[]){"Training.gradientAccumulation", "4", "deviceIterations",
-                                          "2", NULL},
-                         "none");
+    expect_same_training(
+        (const char *[]){"Training.gradientAccumulation", "4", "deviceIterations", "2", NULL},
+        "none");
     expect_same_training((const char *[]){"executionStrategy", "pipelined", "pipelineSchedule",
                                           "1f1b", "Training.gradientAccumulation", "6",
                                           "replicationFactor", "2", NULL},
@@ -134,8 +139,13 @@ static void test_depth_3_infers_the_same_outputs(void)
 {
     trainer a, b;
     const char *kv[] = {"executionStrategy", "pipelined", "deviceIterations", "5", NULL};
-    const char *kv3[] = {"executionStrategy", "pipelined", "deviceIterations", "5",
-                         "defaultPrefetchBufferingDepth", "3", NULL};
+    const char *kv3[] = {"executionStrategy",
+                         "pipelined",
+                         "deviceIterations",
+                         "5",
+                         "defaultPrefetchBufferingDepth",
+                         "3",
+                         NULL};
     TG_CHECK_OK(make(&a, NULL, kv));
     TG_CHECK_OK(make(&b, NULL, kv3));
     if (a.s && b.s) {
@@ -158,8 +168,13 @@ static void test_plan_holds_the_prefetched_slots(void)
     trainer one, three;
     const char *kv[] = {"executionStrategy", "pipelined", "Training.gradientAccumulation", "8",
                         NULL};
-    const char *kv3[] = {"executionStrategy", "pipelined", "Training.gradientAccumulation", "8",
-                         "defaultPrefetchBufferingDepth", "3", NULL};
+    const char *kv3[] = {"executionStrategy",
+                         "pipelined",
+                         "Training.gradientAccumulation",
+                         "8",
+                         "defaultPrefetchBufferingDepth",
+                         "3",
+                         NULL};
     TG_CHECK_OK(make(&one, &opt, kv));
     TG_CHECK_OK(make(&three, &opt, kv3));
     const tg_program *p1 = one.s ? tg_session_program(one.s) : NULL;
@@ -184,10 +199,10 @@ static void test_failing_step_with_prefetch(void)
 {
     tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
     trainer t;
-    TG_CHECK_OK(make(&t, &opt,
-                     (const char *[]){"executionStrategy", "pipelined",
-                                      "Training.gradientAccumulation", "8",
-                                      "defaultPrefetchBufferingDepth", "4", NULL}));
+    TG_CHECK_OK(
+        make(&t, &opt,
+             (const char *[]){"executionStrategy", "pipelined", "Training.gradientAccumulation",
+                              "8", "defaultPrefetchBufferingDepth", "4", NULL}));
     if (t.s) {
         TG_CHECK(step(&t, 0, 2) == TG_ERR_NUMERIC);
         TG_CHECK(strstr(tg_error_message(), "micro-batch 2") != NULL);

@@ -351,8 +351,8 @@ static void test_io_tiles(void)
             TG_CHECK(b->slots == p->devices[b->device].stash_depth + 1);
         TG_CHECK(sp->used == 0 || (io ? sp->start >= tiles - n && sp->start + sp->used <= tiles
                                       : sp->start + sp->used <= tiles - n));
-        int64_t bytes = (int64_t)(b->region == TG_REGION_ACTIVATION ? b->stride
-                                                                     : b->stride * b->slots),
+        int64_t bytes =
+                    (int64_t)(b->region == TG_REGION_ACTIVATION ? b->stride : b->stride * b->slots),
                 sum = 0;
         for (int t = 0; t < tiles; t++)
             sum += tg_tile_span_bytes(sp, bytes, tiles, t);
