@@ -4,10 +4,15 @@
  * With depth D > 1 every device's host-stream input buffers have D - 1
  * slots more than the micro-batches it holds in flight (compile/memplan.c),
  * and host-stream threads copy each device's next micro-batches into them
- * while it computes. Per (replica, device) two counters, reset every host
- * step: `filled`, the micro-batches copied in (in the order of the device's
- * forward passes), and `freed`, the micro-batches the device is done with
- * (after the backward pass; after the forward pass in inference). The
+ * while it computes. Per (replica, device) three counters, reset every
+ * host step, all in the order of the device's forward passes: `claimed`,
+ * the micro-batches someone took on to copy in; `filled`, those the thread
+ * copied in; and `freed`, the micro-batches the device is done with (after
+ * the backward pass; after the forward pass in inference). A device whose
+ * next micro-batch is not claimed yet (the thread fell behind, or is off
+ * the CPU on a busy machine) claims and copies it itself, as without
+ * prefetch, instead of waiting for the thread: a device waits only for a
+ * copy already under way, so prefetch costs no more than no prefetch. The
  * schedules run every device's passes in micro-batch order (compile/
  * pipeline.h), so micro-batch g's slot (g mod slots) is free once `freed`
  * reaches g + 1 - slots; and since slots >= the stash depth, the slot the
@@ -40,10 +45,10 @@ typedef struct fill_thread {
 typedef struct tg_prefetch {
     int n_threads;
     fill_thread *threads;
-    int64_t *filled, *freed; /* [replica * n_devices + device] (atomic) */
-    int *owner;              /* the same: the thread that fills it, -1 when it streams nothing */
-    int **forward_mb;        /* per device: the micro-batch of each forward pass in order */
-    int *n_forward;          /* per device: forward passes per iteration */
+    int64_t *claimed, *filled, *freed; /* [replica * n_devices + device] (atomic) */
+    int *owner;       /* the same: the thread that fills it, -1 when it streams nothing */
+    int **forward_mb; /* per device: the micro-batch of each forward pass in order */
+    int *n_forward;   /* per device: forward passes per iteration */
     pthread_cond_t wake, done;
     int64_t gen; /* host steps handed over (under the session's lock) */
     int running; /* threads still filling this step (under the lock) */
@@ -98,17 +103,23 @@ static int64_t slot_of(const tg_session *s, int i, int64_t q, int64_t *it, int64
     return *it * s->program->micro_batches + *j;
 }
 
-/* Stream i's next micro-batch is not filled yet and its slot is free. */
-static bool fillable(const tg_session *s, int i)
+/* Whether micro-batch q of stream i is one of this host step's and its
+ * slot is free. */
+static bool slot_free(const tg_session *s, int i, int64_t q)
 {
-    const tg_prefetch *pf = s->prefetch;
-    int64_t q = __atomic_load_n(&pf->filled[i], __ATOMIC_ACQUIRE), it, j;
+    int64_t it, j;
     if (q >= forwards_per_step(s, i))
         return false;
     int64_t g = slot_of(s, i, q, &it, &j);
     const tg_device_program *dp = &s->program->devices[i % s->program->n_devices];
     int slots = s->program->buffers[dp->inputs[0]].slots;
-    return __atomic_load_n(&pf->freed[i], __ATOMIC_ACQUIRE) >= g + 1 - slots;
+    return __atomic_load_n(&s->prefetch->freed[i], __ATOMIC_ACQUIRE) >= g + 1 - slots;
+}
+
+/* Stream i's next micro-batch is not claimed yet and its slot is free. */
+static bool fillable(const tg_session *s, int i)
+{
+    return slot_free(s, i, __atomic_load_n(&s->prefetch->claimed[i], __ATOMIC_ACQUIRE));
 }
 
 static bool any_fillable(void *arg)
@@ -122,16 +133,22 @@ static bool any_fillable(void *arg)
     return aborted(s);
 }
 
-/* Copy stream i's next micro-batch in and tell its device. */
-static void fill_one(tg_session *s, int i)
+/* Claim stream i's next micro-batch when its slot is free, copy it in and
+ * tell its device. False when there was nothing to do: the slot is taken,
+ * or the device claimed the micro-batch first (it copies it itself). */
+static bool fill_one(tg_session *s, int i)
 {
     tg_prefetch *pf = s->prefetch;
-    int64_t q = pf->filled[i], it, j;
+    int64_t q = __atomic_load_n(&pf->claimed[i], __ATOMIC_ACQUIRE), it, j;
+    if (!slot_free(s, i, q) || !__atomic_compare_exchange_n(&pf->claimed[i], &q, q + 1, false,
+                                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return false;
     int64_t g = slot_of(s, i, q, &it, &j);
     tg_trace_begin(engine_channel(), "host stream fill");
     tg_streams_copy_in(s, i / s->program->n_devices, i % s->program->n_devices, it, j, g);
     tg_trace_end(engine_channel());
     tg_exchange_publish(s, &pf->filled[i], q + 1);
+    return true;
 }
 
 /* Whether thread t has filled everything of this host step. */
@@ -141,7 +158,7 @@ static bool all_filled(const fill_thread *t)
     int n = s->program->replicas * s->program->n_devices;
     for (int i = 0; i < n; i++)
         if (owns(t, i) &&
-            __atomic_load_n(&s->prefetch->filled[i], __ATOMIC_ACQUIRE) < forwards_per_step(s, i))
+            __atomic_load_n(&s->prefetch->claimed[i], __ATOMIC_ACQUIRE) < forwards_per_step(s, i))
             return false;
     return true;
 }
@@ -157,10 +174,7 @@ static void fill_step(fill_thread *t)
     while (!all_filled(t) && !aborted(s)) {
         bool progress = false;
         for (int i = 0; i < n; i++)
-            if (owns(t, i) && fillable(s, i)) {
-                fill_one(s, i);
-                progress = true;
-            }
+            progress |= owns(t, i) && fill_one(s, i);
         if (progress || tg_spin_wait(&t->spin, any_fillable, &arg))
             continue;
         pthread_mutex_lock(&s->lock);
@@ -266,9 +280,10 @@ static tg_status create(tg_session *s)
     s->prefetch = pf;
     pthread_cond_init(&pf->wake, NULL);
     pthread_cond_init(&pf->done, NULL);
+    pf->claimed = tg_calloc((size_t)n, sizeof(int64_t));
     pf->filled = tg_calloc((size_t)n, sizeof(int64_t));
     pf->freed = tg_calloc((size_t)n, sizeof(int64_t));
-    if (!pf->filled || !pf->freed)
+    if (!pf->claimed || !pf->filled || !pf->freed)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the host-stream prefetch");
     TG_TRY(forward_order(s, pf));
     TG_TRY(assign_threads(s, pf));
@@ -290,6 +305,7 @@ tg_status tg_prefetch_begin(tg_session *s)
     tg_prefetch *pf = s->prefetch;
     int n = s->program->replicas * s->program->n_devices;
     pthread_mutex_lock(&s->lock);
+    memset(pf->claimed, 0, (size_t)n * sizeof(int64_t));
     memset(pf->filled, 0, (size_t)n * sizeof(int64_t));
     memset(pf->freed, 0, (size_t)n * sizeof(int64_t));
     pf->running = pf->n_threads;
@@ -313,18 +329,24 @@ void tg_prefetch_end(tg_session *s)
 bool tg_prefetch_take(device_ctx *c, int64_t it, int64_t j)
 {
     tg_session *s = c->s;
+    tg_prefetch *pf = s->prefetch;
     int i = c->replica * s->program->n_devices + c->device;
     const tg_device_program *dp = &s->program->devices[c->device];
-    int64_t q = c->forwards++;
+    int64_t q = c->forwards++, expected = q, bytes = 0;
     if (dp->n_inputs == 0)
         return true;
     double t0 = tg_engine_now();
-    if (!tg_exchange_wait_for(s, &s->prefetch->filled[i], q + 1, "wait for host stream"))
+    /* not claimed by the host-stream thread yet: copy it here, not wait */
+    if (__atomic_compare_exchange_n(&pf->claimed[i], &expected, q + 1, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        bytes =
+            tg_streams_copy_in(s, c->replica, c->device, it, j, it * s->program->micro_batches + j);
+    else if (!tg_exchange_wait_for(s, &pf->filled[i], q + 1, "wait for host stream"))
         return false;
     c->streams += tg_engine_now() - t0;
-    int64_t bytes = 0;
-    for (int k = 0; k < dp->n_inputs; k++)
-        bytes += (int64_t)s->program->buffers[dp->inputs[k]].bytes;
+    if (bytes == 0) /* the thread's copy: the same bytes */
+        for (int k = 0; k < dp->n_inputs; k++)
+            bytes += (int64_t)s->program->buffers[dp->inputs[k]].bytes;
     tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, bytes, 0);
     return true;
 }
@@ -355,6 +377,7 @@ void tg_prefetch_stop(tg_session *s)
     tg_free(pf->n_forward);
     tg_free(pf->owner);
     tg_free(pf->threads);
+    tg_free(pf->claimed);
     tg_free(pf->filled);
     tg_free(pf->freed);
     pthread_cond_destroy(&pf->wake);
