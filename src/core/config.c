@@ -92,10 +92,12 @@ static void read_streams(tg_config *c)
 {
     c->streams.prefetch_depth = (int)integer(c, "defaultPrefetchBufferingDepth");
     const char *mode = text(c, "streamCallbacks.multiThreadMode");
-    c->streams.threads = !strcmp(mode, "none") ? 1
-                         : !strcmp(mode, "dedicated")
-                             ? 0
-                             : (int)integer(c, "streamCallbacks.numWorkerThreads");
+    if (!strcmp(mode, "none"))
+        c->streams.threads = 1;
+    else if (!strcmp(mode, "dedicated"))
+        c->streams.threads = 0;
+    else
+        c->streams.threads = (int)integer(c, "streamCallbacks.numWorkerThreads");
 }
 
 /* Every field from c->options (host_instances is not an option: kept). */
