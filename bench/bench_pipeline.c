@@ -17,8 +17,13 @@
  * 3. Data parallelism: samples/s of 2 replicas against 1 replica (one
  *    device, one thread each; 10 device iterations per host step),
  *    measured in the same run.
+ * 4. Host streams filled ahead: the tutorial pipeline (`make demo`'s
+ *    pipelined run: mnist-pipeline on 4 devices, batch 40, accumulation 10,
+ *    10 device iterations) with defaultPrefetchBufferingDepth 1 and 3 in
+ *    turn, three rounds: the host-stream waits of the device that waits
+ *    longest as a share of the host step (ranges), and samples/s.
  * One JSON line per case. TG_BENCH_STEPS sets host steps per measurement;
- * TG_BENCH_ONLY=zero_bubble runs part 2 alone.
+ * TG_BENCH_ONLY=zero_bubble runs part 2 alone, TG_BENCH_ONLY=prefetch case 4.
  */
 #include "bench_util.h"
 #include "tilegraph/models.h"
@@ -66,6 +71,7 @@ typedef struct {
     double samples_per_s;
     double busy[8];
     int devices;
+    double stream_share; /* the longest host-stream wait of each step over its wall time */
 } result;
 
 static tg_options *bench_options(const char *const *kv)
@@ -98,14 +104,20 @@ static result measure(bool mlp, const char *const *kv, int steps)
     tg_session_run(s); /* warm-up */
     const tg_program *p = tg_session_program(s);
     res.devices = p->n_devices;
-    double wall = 0, busy[8] = {0};
+    double wall = 0, busy[8] = {0}, waits = 0;
     double t0 = bench_now();
     for (int k = 0; k < steps; k++) {
         tg_session_run(s);
         wall += tg_session_last_run_seconds(s);
-        for (int d = 0; d < p->n_devices && d < 8; d++)
+        double longest = 0;
+        for (int d = 0; d < p->n_devices && d < 8; d++) {
             busy[d] += tg_session_busy_seconds(s, 0, d);
+            double w = tg_session_stream_seconds(s, 0, d);
+            longest = w > longest ? w : longest;
+        }
+        waits += longest;
     }
+    res.stream_share = wall > 0 ? waits / wall : 0;
     res.samples_per_s = (double)(n * steps) / (bench_now() - t0);
     for (int d = 0; d < p->n_devices && d < 8; d++)
         res.busy[d] = busy[d] / wall;
@@ -232,18 +244,66 @@ static void zero_bubble(const char *stages, int n_dev, int m, int steps)
     fflush(stdout);
 }
 
+static void print_share_range(const char *name, const double *v, bool last)
+{
+    double lo = v[0], hi = v[0];
+    for (int r = 1; r < ZB_ROUNDS; r++) {
+        lo = v[r] < lo ? v[r] : lo;
+        hi = v[r] > hi ? v[r] : hi;
+    }
+    printf("\"%s\":[%.3f,%.3f]%s", name, 100 * lo, 100 * hi, last ? "" : ",");
+}
+
+/* Case 4: prefetch depth 1 and 3 in turn on the tutorial pipeline. */
+static void prefetch(int steps)
+{
+    const char *kv[] = {"executionStrategy",
+                        "pipelined",
+                        "Training.gradientAccumulation",
+                        "10",
+                        "deviceIterations",
+                        "10",
+                        "defaultPrefetchBufferingDepth",
+                        "1",
+                        NULL};
+    static const char *const depths[2] = {"1", "3"};
+    double share[2][ZB_ROUNDS], rate[2][ZB_ROUNDS];
+    for (int r = 0; r < ZB_ROUNDS; r++)
+        for (int k = 0; k < 2; k++) {
+            kv[7] = depths[k];
+            result res = measure(false, kv, steps);
+            share[k][r] = res.stream_share;
+            rate[k][r] = res.samples_per_s;
+        }
+    printf("{\"bench\":\"prefetch\",\"model\":\"mnist-pipeline\",\"devices\":4,"
+           "\"batch\":40,\"micro_batches\":10,\"device_iterations\":10,\"rounds\":%d,"
+           "\"host_stream_waits_pct_of_step\":{",
+           ZB_ROUNDS);
+    print_share_range("depth_1", share[0], false);
+    print_share_range("depth_3", share[1], true);
+    printf("},\"samples_per_s\":{");
+    print_range("depth_1", rate[0], false);
+    print_range("depth_3", rate[1], true);
+    printf("},\"target_pct\":1.0}\n");
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
-    int usage = bench_usage(
-        argc, argv, 0,
-        "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
-        "busy time, bubble and throughput against one device, in the same run. "
-        "One JSON line per case.\nenvironment: TG_BENCH_STEPS, TG_BENCH_ONLY=zero_bubble\n");
+    int usage = bench_usage(argc, argv, 0,
+                            "usage: bench_pipeline\nPipeline schedules on 2 devices: per-device "
+                            "busy time, bubble and throughput against one device, in the same run. "
+                            "One JSON line per case.\nenvironment: TG_BENCH_STEPS, "
+                            "TG_BENCH_ONLY=zero_bubble|prefetch\n");
     if (usage >= 0)
         return usage;
     const char *env = getenv("TG_BENCH_STEPS"), *only = getenv("TG_BENCH_ONLY");
     int steps = env ? atoi(env) : 20;
     bool zb_only = only && strcmp(only, "zero_bubble") == 0;
+    if (only && !strcmp(only, "prefetch")) {
+        prefetch(steps);
+        return 0;
+    }
     static const char *schedules[] = {"grouped", "interleaved", "gpipe", "1f1b", "zb-h1", "zb-h2"};
     const int m = 16, n_dev = 2;
     for (int model = 0; model < (zb_only ? 0 : 2); model++)
@@ -288,5 +348,6 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"replicas\",\"replicas_1_samples_per_s\":%.1f,"
            "\"replicas_2_samples_per_s\":%.1f,\"speedup\":%.3f,\"target\":1.8}\n",
            r1.samples_per_s, r2.samples_per_s, r2.samples_per_s / r1.samples_per_s);
+    prefetch(steps);
     return 0;
 }

@@ -199,6 +199,9 @@ typedef struct tg_an_times {
     /* of all_reduce: exchanging with the job's other instances (MPI), which
      * includes waiting for them */
     double instances[TG_AN_MAX_DEVICES];
+    /* host streams in on the I/O tiles (mk2 numIOTiles): beside the compute,
+     * so not part of a device's time line */
+    double io[TG_AN_MAX_DEVICES];
     int micro_batches, iterations;
 } tg_an_times;
 tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);

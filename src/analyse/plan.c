@@ -101,6 +101,26 @@ static void histogram(const tg_tile_plan *tp, int d, int counts[HIST_BINS])
 
 static const char *const phase_names[3] = {"forward", "backward", "update"};
 
+/* With I/O tiles: where they are, their fullest, and the copy they overlap. */
+static void print_io_tiles(const tg_program *p, int d, FILE *out)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    int tiles = tp->target.tiles, first = tiles - tp->target.io_tiles, fullest = first;
+    if (tp->target.io_tiles == 0)
+        return;
+    for (int t = first; t < tiles; t++)
+        if (tg_tile_bytes(tp, d, t) > tg_tile_bytes(tp, d, fullest))
+            fullest = t;
+    char a[32];
+    int64_t bytes = tg_tile_bytes(tp, d, fullest);
+    fprintf(out,
+            "    I/O tiles %d-%d (numIOTiles %d): the fullest, %d, holds %s (%.0f%%); host streams "
+            "in %.0f cycles per micro-batch, beside the previous micro-batch's compute\n",
+            first, tiles - 1, tp->target.io_tiles, fullest,
+            tg_an_format(TG_AN_BYTES, (double)bytes, a, sizeof a),
+            100.0 * (double)bytes / (double)tp->target.tile_memory, tg_tile_stream_in_cycles(p, d));
+}
+
 static void print_tiles_text(const tg_program *p, FILE *out)
 {
     const tg_tile_plan *tp = p->tile_plan;
@@ -139,6 +159,7 @@ static void print_tiles_text(const tg_program *p, FILE *out)
                     phase_names[ph], td->cycles[ph], td->cycles[ph] / t->clock_hz * 1e3,
                     td->copy_cycles[ph]);
         fprintf(out, " (forward and backward per micro-batch, update per weight update)\n");
+        print_io_tiles(p, d, out);
     }
 }
 

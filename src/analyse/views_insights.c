@@ -229,6 +229,93 @@ static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_a
     return TG_OK;
 }
 
+/* Host-stream waits: what the devices spend on host streams, the longest
+ * as a share of the host step; on cpu, above 1% with no prefetch, the
+ * option that hides them (docs/data.md, Host streams). */
+static void host_stream_waits(tg_profile_reader *r, const tg_an_times *t, tg_an_view *v)
+{
+    char a[32];
+    int n = t->n_devices, worst = 0;
+    double host = 0, w = t->wall_ns > 0 ? t->wall_ns : 1;
+    for (int d = 0; d < n; d++) {
+        host += t->host[d];
+        if (t->host[d] > t->host[worst])
+            worst = d;
+    }
+    int depth = atoi(tg_profile_reader_meta(r, "option.defaultPrefetchBufferingDepth"));
+    bool cpu = strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
+    bool hint = cpu && depth <= 1 && t->host[worst] > 0.01 * w;
+    tg_an_note(v,
+               "time: host-stream waits: devices wait %s on host streams in the host step "
+               "(%.1f%% of device time); the longest, device %d, %.2f%% of the host step%s",
+               tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w), worst,
+               100 * t->host[worst] / w,
+               hint ? "; defaultPrefetchBufferingDepth=3 would fill the next micro-batches "
+                      "while the devices compute"
+                    : "");
+}
+
+/* One micro-batch's host-stream inputs of device d and its stash depth
+ * (the input slots are one more with I/O tiles), from the trace and the
+ * devices table. */
+static void device_inputs(tg_profile_reader *r, int d, int run, double *bytes, int *depth)
+{
+    sqlite3_stmt *st;
+    *bytes = 0;
+    *depth = 1;
+    if (tg_an_prepare(r,
+                      "SELECT (SELECT COALESCE(MAX(bytes), 0) FROM trace WHERE run = ?1 AND "
+                      "device = ?2 AND phase = 'forward' AND kind IN ('stream from host', "
+                      "'I/O tiles: stream from host')), (SELECT stash_depth FROM devices "
+                      "WHERE device = ?2)",
+                      &st) != TG_OK)
+        return;
+    sqlite3_bind_int(st, 1, run);
+    sqlite3_bind_int(st, 2, d);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *bytes = sqlite3_column_double(st, 0);
+        *depth = sqlite3_column_int(st, 1) > 0 ? sqlite3_column_int(st, 1) : 1;
+    }
+    sqlite3_finalize(st);
+}
+
+/* mk2: stream copies over 5% of a device's cycles without I/O tiles get the
+ * seed's rule of thumb (002 §4.4.2): N ~ 1.05 x the bytes the I/O tiles hold
+ * (a micro-batch of inputs per slot) / the tile memory, rounded up to a
+ * power of 2 as the seed advises; with I/O tiles, what they overlap. */
+static void io_tiles_insight(tg_profile_reader *r, const tg_an_times *t, tg_an_view *v)
+{
+    double per_tile = atof(tg_profile_reader_meta(r, "memory_per_tile"));
+    int io_tiles = atoi(tg_profile_reader_meta(r, "option.numIOTiles"));
+    double w = t->wall_ns > 0 ? t->wall_ns : 1;
+    char a[32], b[32], c[32];
+    for (int d = 0; d < t->n_devices && per_tile > 0; d++) {
+        if (io_tiles > 0 && t->io[d] > 0)
+            tg_an_note(v,
+                       "time: device %d's host streams in run on its %d I/O tile%s beside the "
+                       "compute (%.1f%% of the host step's cycles)",
+                       d, io_tiles, io_tiles == 1 ? "" : "s", 100 * t->io[d] / w);
+        double share = t->host[d] / w, bytes;
+        int depth;
+        if (io_tiles > 0 || share <= 0.05)
+            continue;
+        device_inputs(r, d, t->run, &bytes, &depth);
+        if (bytes <= 0)
+            continue;
+        double need = 1.05 * bytes * (depth + 1) / per_tile;
+        int n = 1;
+        while (n < need)
+            n *= 2;
+        tg_an_note(v,
+                   "time: device %d's stream copies take %.0f%% of the cycles; numIOTiles=%d would "
+                   "overlap them with the compute (the rule of thumb 1.05 x %s x %d slots / %s "
+                   "per tile, rounded up to a power of 2), at the cost of %d tile%s memory: %s",
+                   d, 100 * share, n, tg_an_format(TG_AN_BYTES, bytes, a, sizeof a), depth + 1,
+                   tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b), n, n == 1 ? "'s" : "s'",
+                   tg_an_format(TG_AN_BYTES, n * per_tile, c, sizeof c));
+    }
+}
+
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     (void)f;
@@ -314,6 +401,10 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tf, "bubble (theoretical)", pipelined ? theory : NAN);
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
+    double longest_wait = 0;
+    for (int d = 0; d < n; d++)
+        longest_wait = t.host[d] > longest_wait ? t.host[d] : longest_wait;
+    tg_an_row(tf, "host-stream waits of the host step (longest device)", longest_wait / w);
 
     /* devices x threads beyond the cores: the devices take turns on the
      * cores, and no split or schedule can overlap what cannot run at once */
@@ -355,8 +446,8 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                    "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
                    "no theoretical bubble applies)",
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
-    tg_an_note(v, "time: devices wait %s on host streams in the host step (%.1f%% of device time)",
-               tg_an_format(TG_AN_NS, host, a, sizeof a), 100 * host / (n * w));
+    host_stream_waits(r, &t, v);
+    io_tiles_insight(r, &t, v);
     TG_TRY(cost_model_check(r, v));
     if (!shared)
         other_processes(r, n, v);

@@ -51,6 +51,8 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
             t->copy[d] += ns;
         else if (!strncmp(k, "stream", 6))
             t->host[d] += ns;
+        else if (!strncmp(k, "I/O tiles", 9))
+            t->io[d] += ns;
         else if (!strcmp(k, "all-reduce"))
             t->all_reduce[d] += ns;
         else if (!strcmp(k, "exchange with instances"))

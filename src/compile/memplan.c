@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "target/target.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,20 @@ static void compute_liveness(tg_program *p, int d)
     }
 }
 
+/* Host-stream input buffers: a slot per micro-batch in flight, plus the
+ * ones filled ahead: defaultPrefetchBufferingDepth - 1 of them, and at least
+ * one with I/O tiles, whose copy of the next micro-batch overlaps the
+ * current one's compute (docs/data.md, docs/targets.md). */
+static int input_slots(const tg_program *p, const tg_device_program *dp)
+{
+    int ahead = p->config.streams.prefetch_depth - 1;
+    bool io_tiles =
+        p->config.target.io_tiles > 0 && tg_target_tiled(tg_target_of_config(&p->config));
+    if (io_tiles && ahead < 1)
+        ahead = 1;
+    return dp->stash_depth + (ahead > 0 ? ahead : 0);
+}
+
 /* Slots of a slotted region on device d: one per micro-batch in flight.
  * Received values in a schedule that splits the backward get one more: W
  * still reads micro-batch j's received input after B has sent its gradient
@@ -144,6 +159,8 @@ static void compute_liveness(tg_program *p, int d)
  * which serialises the devices and undoes the split. */
 static int region_slots(const tg_program *p, int d, tg_region r)
 {
+    if (r == TG_REGION_INPUT)
+        return input_slots(p, &p->devices[d]);
     int depth = p->devices[d].stash_depth;
     bool deferred = tg_pipe_schedule_splits(&p->schedule) && d > 0;
     if (r == TG_REGION_EXCHANGE && deferred && depth < p->micro_batches)

@@ -123,7 +123,8 @@ typedef struct tg_device_program {
     size_t region_bytes[TG_REGION_COUNT];
     size_t scratch_peak;
     size_t offloaded_bytes; /* kept in host memory, streamed in for the update */
-    int stash_depth;        /* slots of stash, input and exchange buffers */
+    int stash_depth;        /* slots of stash and exchange buffers; input buffers have more
+                             * with prefetch or I/O tiles (memplan.c) */
     /* backward steps [0, input_grad_steps) are the input gradient (B), the
      * rest the weight gradient (W); all of them unless the schedule splits
      * the backward (compile/split_backward.c) */

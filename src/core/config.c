@@ -86,12 +86,28 @@ static void read_engine(tg_config *c)
     c->debug.allow_out_of_memory = flag(c, "debug.allowOutOfMemory");
 }
 
+/* Host-stream prefetch: multiThreadMode none is one thread for every
+ * stream, dedicated one per stream (0), collaborative numWorkerThreads. */
+static void read_streams(tg_config *c)
+{
+    c->streams.prefetch_depth = (int)integer(c, "defaultPrefetchBufferingDepth");
+    const char *mode = text(c, "streamCallbacks.multiThreadMode");
+    if (!strcmp(mode, "none"))
+        c->streams.threads = 1;
+    else if (!strcmp(mode, "dedicated"))
+        c->streams.threads = 0;
+    else
+        c->streams.threads = (int)integer(c, "streamCallbacks.numWorkerThreads");
+}
+
 /* Every field from c->options (host_instances is not an option: kept). */
 static tg_status read_fields(tg_config *c)
 {
     c->seed = (uint64_t)integer(c, "randomSeed");
     c->target.name = text(c, "target");
     c->target.description = text(c, "targetDescription");
+    c->target.io_tiles = (int)integer(c, "numIOTiles");
+    read_streams(c);
     c->threads.per_device = (int)integer(c, "threadsPerDevice");
     read_pipeline(c);
     read_memory_and_precision(c);

@@ -25,6 +25,7 @@ typedef struct tg_config {
     struct {
         const char *name;        /* target: "cpu" or "mk2" */
         const char *description; /* targetDescription: a JSON file, or "" */
+        int io_tiles;            /* numIOTiles: tiles per device for host streams */
     } target;
     struct {
         /* threadsPerDevice as given; 0: the default rule's share of the cores */
@@ -46,6 +47,12 @@ typedef struct tg_config {
         int accumulation;           /* Training.gradientAccumulation */
         int device_iterations;      /* deviceIterations */
     } pipeline;
+    struct {
+        int prefetch_depth; /* defaultPrefetchBufferingDepth */
+        /* host-stream threads for prefetch: streamCallbacks.multiThreadMode
+         * and numWorkerThreads resolved; 0: one per (replica, device) */
+        int threads;
+    } streams;
     struct {
         int instances; /* distributed.instances */
     } distributed;

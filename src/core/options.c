@@ -95,6 +95,14 @@ static const opt_spec option_table[] = {
      "the loss scale (static), or the starting one (dynamic)"},
     {"lossScalingGrowthInterval", OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
+    {"numIOTiles", OPT_INT, "0", 0, 1 << 20, NULL,
+     "target mk2 (ignored on cpu): tiles per device reserved for the host streams (I/O tiles), so "
+     "that the next micro-batch's stream copy runs while the current one computes on the other "
+     "tiles; they must hold a micro-batch of the host-stream inputs per slot (docs/targets.md)"},
+    {"defaultPrefetchBufferingDepth", OPT_INT, "1", 1, 64, NULL,
+     "micro-batches of host-stream input each device's buffers hold beyond those in flight, plus "
+     "one; above 1 a host-stream thread fills the next ones while a device computes "
+     "(docs/data.md, Host streams)"},
     {"availableMemoryProportion", OPT_FLOAT, "0.6", 0.001, 1, NULL,
      "the share of a device's memory one step's kernel scratch (im2col and the like) may take; "
      "a kernel over it is planned for one thread, which needs less (only with a capacity: "
@@ -126,6 +134,13 @@ static const opt_spec option_table[] = {
     {"monitor.enable", OPT_BOOL, "true", 0, 0, NULL,
      "keep this process's record in the registry `tilegraph monitor` lists (docs/monitor.md); "
      "TILEGRAPH_MONITOR=0 also turns it off"},
+    {"streamCallbacks.multiThreadMode", OPT_ENUM, "none", 0, 0, "none|collaborative|dedicated",
+     "with defaultPrefetchBufferingDepth above 1, the threads that fill the host streams: none, "
+     "one for every device and replica; collaborative, streamCallbacks.numWorkerThreads of them; "
+     "dedicated, one per device and replica that streams inputs"},
+    {"streamCallbacks.numWorkerThreads", OPT_INT, "0", 0, 64, NULL,
+     "multiThreadMode collaborative: the host-stream threads (0: one per device and replica that "
+     "streams inputs)"},
     {"enableExecutableCaching", OPT_STRING, "", 0, 0, NULL,
      "a directory of compiled programs keyed by graph, options, target and version: a hit is "
      "loaded instead of compiled (docs/executable-cache.md); empty: off"},
@@ -335,8 +350,8 @@ static void shortest(char *buf, size_t cap, double v)
 
 int tg_options_is_engine(const char *key)
 {
-    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.", "debug.",
-                                           "monitor."};
+    static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.",
+                                           "debug.",      "monitor.",  "streamCallbacks."};
     for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
             return 1;

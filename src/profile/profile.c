@@ -874,26 +874,29 @@ static tg_status sim_piece(sim_ctx *c, int d, int ph, int it, int j, tg_event_ki
  * (target/tileplan.c): transfers received from other devices (a wait for
  * the peer's data), host streams in, the compute steps with their exchange
  * and syncs, host streams out, transfers sent. Forward streams are per
- * micro-batch; offloaded optimizer state comes in and goes out around the
+ * micro-batch (with I/O tiles, the inputs a piece of their own, beside the
+ * compute); offloaded optimizer state comes in and goes out around the
  * update. Each piece has its bytes, so copies on mk2 have their cycles. */
-static tg_status sim_event(void *ctx_, int d, int ph, bool weight, int it, int j, double start,
-                           double end)
+static tg_status sim_event(void *ctx_, int d, int ph, tg_tile_piece piece, int it, int j,
+                           double start, double end)
 {
     sim_ctx *c = ctx_;
-    if (weight) { /* a split backward's W: compute only, its FLOPs counted with B */
-        double at = start + c->base_cycles;
-        return sim_piece(c, d, ph, it, j, TG_EVENT_PHASE, -1, &at, end - start, 0, 0);
-    }
     const tg_program *p = c->pf->program;
     const tg_device_program *dp = &p->devices[d];
     const tg_target_desc *tg = &p->tile_plan->target;
-    double host = tg->host_bytes_per_cycle, link = tg->link_bytes_per_cycle;
-    double at = start + c->base_cycles, copies = 0;
+    double at = start + c->base_cycles;
     int64_t in = 0, out = 0;
+    for (int k = 0; ph == TG_PHASE_FORWARD && k < dp->n_inputs; k++)
+        in += (int64_t)p->buffers[dp->inputs[k]].bytes;
+    if (piece == TG_TILE_STREAM_IN) /* on the I/O tiles, beside the compute */
+        return sim_piece(c, d, ph, it, j, TG_EVENT_STREAM_IO, -1, &at, end - start, in, 0);
+    if (piece == TG_TILE_WEIGHT) /* a split backward's W: compute only, its FLOPs counted with B */
+        return sim_piece(c, d, ph, it, j, TG_EVENT_PHASE, -1, &at, end - start, 0, 0);
+    double host = tg->host_bytes_per_cycle, link = tg->link_bytes_per_cycle, copies = 0;
     tg_status s = TG_OK;
+    if (tg->io_tiles > 0) /* they came in on the I/O tiles, above */
+        in = 0;
     if (ph == TG_PHASE_FORWARD) {
-        for (int k = 0; k < dp->n_inputs; k++)
-            in += (int64_t)p->buffers[dp->inputs[k]].bytes;
         for (int k = 0; k < dp->n_outputs; k++)
             out += (int64_t)p->buffers[dp->outputs[k]].bytes;
     } else if (ph == TG_PHASE_UPDATE) {

@@ -28,7 +28,8 @@ typedef struct tg_profile tg_profile;
     X(WAIT, "wait for device") /* waiting for a transfer to arrive */                              \
     X(ACCUMULATE, "accumulate gradients")                                                          \
     X(ALL_REDUCE, "all-reduce")                                                                    \
-    X(INSTANCES, "exchange with instances") /* MPI, within all-reduce; waits for the others too */
+    X(INSTANCES, "exchange with instances") /* MPI, within all-reduce; waits for the others too */ \
+    X(STREAM_IO, "I/O tiles: stream from host") /* beside the compute: mk2 numIOTiles */
 
 typedef enum tg_event_kind {
 #define TG_EVENT_ENUM(e, name) TG_EVENT_##e,

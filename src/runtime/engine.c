@@ -36,6 +36,7 @@
 #include "profile/profile.h"
 #include "runtime/allreduce.h"
 #include "runtime/exchange.h"
+#include "runtime/prefetch.h"
 #include "runtime/streams.h"
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
@@ -187,7 +188,10 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     if (!tg_exchange_receive(c, TG_PHASE_FORWARD, g))
         return false;
     double t0 = now_s();
-    tg_streams_inputs(c, it, j, g);
+    if (!tg_prefetch_on(s))
+        tg_streams_inputs(c, it, j, g);
+    else if (!tg_prefetch_take(c, it, j))
+        return false;
     double t1 = now_s();
     run_steps(c, TG_PHASE_FORWARD, it, g);
     tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0,
@@ -197,6 +201,8 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
         c->max_in_flight = c->in_flight;
     if (!tg_streams_outputs(c, it, j, g))
         return false;
+    if (!p->training)
+        tg_prefetch_release(c);
     tg_exchange_release(c, TG_PHASE_FORWARD, g);
     return tg_exchange_send(c, TG_PHASE_FORWARD, g);
 }
@@ -231,6 +237,7 @@ static void backward_done(device_ctx *c, int64_t it, int64_t j, int64_t g, doubl
         tg_engine_record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
     }
     c->busy += now_s() - t0;
+    tg_prefetch_release(c);
     tg_exchange_release(c, TG_PHASE_BACKWARD, g);
 }
 
@@ -863,17 +870,25 @@ tg_status tg_session_run(tg_session *s)
                                  s->loss_scale,
                                  s->good_updates,
                                  0,
-                                 s->loss_scale};
+                                 s->loss_scale,
+                                 0,
+                                 0.0};
         if (recording)
             s->recorders[i].n_events = 0;
     }
-    tg_status started = run_devices(s, n);
+    tg_status started = tg_prefetch_begin(s);
+    if (started == TG_OK)
+        started = run_devices(s, n);
+    if (started != TG_OK) /* the host-stream threads stop filling */
+        tg_exchange_fail(s, started, tg_error_message());
+    tg_prefetch_end(s);
     s->last_run_seconds = now_s() - t0;
     tg_trace_end(engine_channel());
     if (started != TG_OK)
         return started;
     for (int i = 0; i < n; i++) {
         s->last_busy[i] = s->ctx[i].busy;
+        s->last_streams[i] = s->ctx[i].streams;
         int d = i % p->n_devices;
         if (s->ctx[i].max_in_flight > s->max_in_flight[d])
             s->max_in_flight[d] = s->ctx[i].max_in_flight;

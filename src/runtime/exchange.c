@@ -68,13 +68,12 @@ static bool reached(void *arg)
     return __atomic_load_n(r->counter, __ATOMIC_ACQUIRE) >= r->target || aborted(r->s);
 }
 
-/* Wait until *counter >= target; false if the run was aborted meanwhile. */
-static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
+bool tg_exchange_wait_for(tg_session *s, const int64_t *counter, int64_t target, const char *what)
 {
     reach r = {s, counter, target};
     if (reached(&r))
         return !aborted(s);
-    tg_trace_begin(tg_exchange_comms_channel(), "wait for device");
+    tg_trace_begin(tg_exchange_comms_channel(), what);
     if (!tg_spin_wait(&s->exchange_spin, reached, &r)) {
         pthread_mutex_lock(&s->lock);
         while (!reached(&r))
@@ -85,7 +84,7 @@ static bool wait_for(tg_session *s, const int64_t *counter, int64_t target)
     return !aborted(s);
 }
 
-static void publish(tg_session *s, int64_t *counter, int64_t value)
+void tg_exchange_publish(tg_session *s, int64_t *counter, int64_t value)
 {
     pthread_mutex_lock(&s->lock);
     __atomic_store_n(counter, value, __ATOMIC_RELEASE);
@@ -161,7 +160,7 @@ bool tg_exchange_receive(device_ctx *c, tg_phase ph, int64_t g)
         if (tr->dst_device != c->device || !used)
             continue;
         double t0 = tg_engine_now();
-        if (!wait_for(c->s, produced(c->s, c->replica, t), g + 1))
+        if (!tg_exchange_wait_for(c->s, produced(c->s, c->replica, t), g + 1, "wait for device"))
             return false;
         int64_t m = p->micro_batches;
         tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
@@ -177,7 +176,7 @@ void tg_exchange_release(device_ctx *c, tg_phase ph, int64_t g)
         const tg_transfer *tr = &p->transfers[t];
         tg_phase last = tr->used_backward ? TG_PHASE_BACKWARD : TG_PHASE_FORWARD;
         if (tr->dst_device == c->device && last == ph)
-            publish(c->s, consumed(c->s, c->replica, t), g + 1);
+            tg_exchange_publish(c->s, consumed(c->s, c->replica, t), g + 1);
     }
 }
 
@@ -193,7 +192,7 @@ bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g)
         int slots = p->buffers[tr->dst_buffer].slots;
         int64_t m = p->micro_batches;
         double t0 = tg_engine_now();
-        if (!wait_for(s, consumed(s, c->replica, t), g + 1 - slots))
+        if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for device"))
             return false;
         double t1 = tg_engine_now();
         if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
@@ -201,7 +200,7 @@ bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g)
         memcpy(tg_engine_slot_ptr(s, c->replica, tr->dst_buffer, g),
                tg_engine_slot_ptr(s, c->replica, tr->src_buffer, g),
                p->buffers[tr->src_buffer].bytes);
-        publish(s, produced(s, c->replica, t), g + 1);
+        tg_exchange_publish(s, produced(s, c->replica, t), g + 1);
         tg_engine_record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
                          (int64_t)p->buffers[tr->src_buffer].bytes, 0);
     }

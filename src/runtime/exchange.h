@@ -13,6 +13,12 @@ void tg_exchange_fail(tg_session *s, tg_status st, const char *msg);
 tg_trace_channel *tg_exchange_cached_channel(tg_trace_channel **cache, const char *name);
 /* The "comms" channel: waiting for devices and the all-reduce. */
 tg_trace_channel *tg_exchange_comms_channel(void);
+/* Wait until *counter >= target, spinning then sleeping on the session's
+ * `changed` (traced as `what` on the comms channel); false if the run was
+ * aborted meanwhile. */
+bool tg_exchange_wait_for(tg_session *s, const int64_t *counter, int64_t target, const char *what);
+/* Set *counter to value and wake every waiter. */
+void tg_exchange_publish(tg_session *s, int64_t *counter, int64_t value);
 /* The same device of every replica meets (the all-reduce); false if aborted. */
 bool tg_exchange_replica_barrier(tg_session *s, int device);
 /* Every device of one replica meets (agreeing on an update); false if aborted. */

@@ -17,6 +17,7 @@
 #include "graph/optim_params.h"
 #include "profile/profile.h"
 #include "runtime/monitor.h"
+#include "runtime/prefetch.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -203,6 +204,7 @@ static tg_status allocate(tg_session *s, int threads)
     s->threads = tg_calloc((size_t)n, sizeof *s->threads);
     s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
     s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
+    s->last_streams = tg_calloc((size_t)n, sizeof *s->last_streams);
     s->max_in_flight = tg_calloc((size_t)p->n_devices, sizeof *s->max_in_flight);
     s->host_in = tg_calloc((size_t)nodes + 1, sizeof *s->host_in);
     s->host_out = tg_calloc((size_t)nodes + 1, sizeof *s->host_out);
@@ -210,9 +212,9 @@ static tg_status allocate(tg_session *s, int threads)
     s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->max_in_flight ||
-        !s->host_in || !s->host_out || !s->produced || !s->consumed || !s->barrier_count ||
-        !s->barrier_gen)
+    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->last_streams ||
+        !s->max_in_flight || !s->host_in || !s->host_out || !s->produced || !s->consumed ||
+        !s->barrier_count || !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     tg_spin_init(&s->exchange_spin, spin_ceiling(p));
     for (int i = 0; i < n; i++) {
@@ -497,6 +499,7 @@ void tg_session_destroy(tg_session *s)
         return;
     int n = s->program ? n_arenas(s) : 0;
     tg_engine_stop_threads(s); /* first: they read everything below */
+    tg_prefetch_stop(s);
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */
@@ -539,6 +542,7 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->threads);
     tg_free(s->ctx);
     tg_free(s->last_busy);
+    tg_free(s->last_streams);
     tg_free(s->max_in_flight);
     tg_free(s->produced);
     tg_free(s->consumed);
@@ -872,4 +876,9 @@ int tg_session_max_in_flight(const tg_session *s, int device)
 double tg_session_busy_seconds(const tg_session *s, int replica, int device)
 {
     return s->last_busy[replica * s->program->n_devices + device];
+}
+
+double tg_session_stream_seconds(const tg_session *s, int replica, int device)
+{
+    return s->last_streams[replica * s->program->n_devices + device];
 }

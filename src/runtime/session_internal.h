@@ -22,6 +22,10 @@ void *tg_session_replica_data(const tg_session *s, int replica, const tg_tensor 
  * spent computing in it (its busy fraction is the ratio). */
 double tg_session_last_run_seconds(const tg_session *s);
 double tg_session_busy_seconds(const tg_session *s, int replica, int device);
+/* The seconds that device spent on host streams in during the last run:
+ * copying them itself (defaultPrefetchBufferingDepth 1) or waiting for the
+ * host-stream threads to fill them (above 1). */
+double tg_session_stream_seconds(const tg_session *s, int replica, int device);
 /* The most micro-batches device `device` ever held between a forward and its
  * backward (never more than the compiled stash depth). */
 int tg_session_max_in_flight(const tg_session *s, int device);

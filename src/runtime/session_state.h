@@ -38,6 +38,8 @@ typedef struct device_ctx {
     /* the scale the current update's gradients were made with: update_runs
      * may grow loss_scale before the update unscales them */
     float grad_scale;
+    int64_t forwards; /* forward passes run in this host step */
+    double streams;   /* seconds on host streams in: copying, or waiting for a prefetch */
 } device_ctx;
 
 struct tg_session {
@@ -77,7 +79,11 @@ struct tg_session {
     tg_spin done_spin;     /* the caller's wait for the step's end */
     bool per_step_threads; /* the former way: a thread per device per step */
     double last_run_seconds;
-    double *last_busy;  /* [replica * n_devices + device] */
+    double *last_busy;    /* [replica * n_devices + device] */
+    double *last_streams; /* the same: each device_ctx's `streams` of the last run */
+    /* host streams filled ahead (runtime/prefetch.c), or NULL: depth 1, or
+     * not started yet */
+    struct tg_prefetch *prefetch;
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
     /* loss scaling and overflow checks (compile/precision.h) */
     bool check_overflow;

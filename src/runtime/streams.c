@@ -19,22 +19,28 @@ static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
     return (it * p->replicas + r) * p->micro_batches + j;
 }
 
-/* Micro-batch j of iteration it from the host's input streams into the
- * device's input buffers (slot g). */
-void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
+int64_t tg_streams_copy_in(tg_session *s, int replica, int device, int64_t it, int64_t j, int64_t g)
 {
-    tg_session *s = c->s;
     const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    double t0 = tg_engine_now();
-    int64_t h = host_index(p, it, c->replica, j), streamed = 0;
+    const tg_device_program *dp = &p->devices[device];
+    int64_t h = host_index(p, it, replica, j), streamed = 0;
     for (int k = 0; k < dp->n_inputs; k++) {
         const tg_buffer *b = &p->buffers[dp->inputs[k]];
-        memcpy(tg_engine_slot_ptr(s, c->replica, dp->inputs[k], g),
+        memcpy(tg_engine_slot_ptr(s, replica, dp->inputs[k], g),
                s->host_in[b->node] + (size_t)h * b->bytes, b->bytes);
         streamed += (int64_t)b->bytes;
     }
-    if (dp->n_inputs)
+    return streamed;
+}
+
+/* Micro-batch j of iteration it from the host's input streams into the
+ * device's input buffers (slot g), on the device's own thread. */
+void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
+{
+    double t0 = tg_engine_now();
+    int64_t streamed = tg_streams_copy_in(c->s, c->replica, c->device, it, j, g);
+    c->streams += tg_engine_now() - t0;
+    if (streamed)
         tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
 }
 

@@ -6,7 +6,12 @@
 #include "ops/op.h"
 #include "runtime/session_state.h"
 
-/* Micro-batch j of iteration it from the host into the device (slot g). */
+/* Copy micro-batch j of iteration it from the host into slot g of the
+ * input buffers of (replica, device); returns the bytes. Any thread. */
+int64_t tg_streams_copy_in(tg_session *s, int replica, int device, int64_t it, int64_t j,
+                           int64_t g);
+/* Micro-batch j of iteration it from the host into the device (slot g),
+ * copied by the device itself (no prefetch), recorded as its stream time. */
 void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g);
 /* Micro-batch j's outputs (slot g) to the host; false (the run aborted)
  * when a checked scalar output is NaN or infinite. */

@@ -23,7 +23,7 @@ static tg_status cpu_describe(tg_target_info *out)
 /* No tiles: the description only names the target (tg_target_from_config). */
 static tg_status cpu_limits(const tg_config *c, tg_target_desc *out)
 {
-    (void)c;
+    (void)c; /* numIOTiles, like targetDescription, is for tiled targets only */
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "cpu");
     return TG_OK;

@@ -208,7 +208,14 @@ static tg_status mk2_limits(const tg_config *c, tg_target_desc *out)
 {
     tg_target_mk2(out);
     const char *path = c->target.description;
-    return *path ? tg_target_desc_load(path, out) : TG_OK;
+    if (*path)
+        TG_TRY(tg_target_desc_load(path, out));
+    out->io_tiles = c->target.io_tiles;
+    if (out->io_tiles >= out->tiles)
+        return tg_error(TG_ERR_CONFIG,
+                        "numIOTiles %d: %s has %d tiles per device and at least one must compute",
+                        out->io_tiles, out->name, out->tiles);
+    return TG_OK;
 }
 
 /* A device holds what its tiles hold. */

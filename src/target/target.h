@@ -47,6 +47,10 @@ typedef struct tg_target_desc {
     int64_t control_code_bytes;   /* "controlCodeBytesPerStep": per step, on every tile */
     int64_t exchange_code_bytes;  /* "exchangeCodeBytesPerStep": per step the tile takes part in */
     double exchange_code_per_kib; /* "exchangeCodeBytesPerKiB": per KiB the tile receives */
+    /* numIOTiles (an option, not a description key): the last io_tiles tiles
+     * of each device hold the host-stream inputs, and their copy overlaps the
+     * previous micro-batch's compute (docs/targets.md, I/O tiles) */
+    int io_tiles;
 } tg_target_desc;
 
 /* The documents' Mk2 tile processor. */
@@ -136,12 +140,25 @@ int64_t tg_tile_bytes(const tg_tile_plan *tp, int d, int t);
  * fn is called for every forward, backward (micro_batch >= 0) and update
  * (micro_batch -1) of every device, with start and end in cycles from the
  * start of the host step; under a zero-bubble schedule a backward comes as
- * two calls, the input gradient (B, with the phase's copies) and then, with
- * `weight` set, the weight gradient (W: compute only). Stops at fn's first
- * failure. */
-typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, bool weight, int iteration,
-                                      int micro_batch, double start_cycles, double end_cycles);
+ * two calls, the input gradient (B, with the phase's copies) and then, as
+ * TG_TILE_WEIGHT, the weight gradient (W: compute only). With I/O tiles each
+ * forward's host streams in come first as a TG_TILE_STREAM_IN of their own,
+ * on the I/O tiles: after the previous one, from the start of the previous
+ * forward on (it runs beside that micro-batch's compute), and the forward
+ * waits for it. Stops at fn's first failure. */
+typedef enum tg_tile_piece {
+    TG_TILE_PASS,      /* a forward, backward (or its B) or update pass */
+    TG_TILE_WEIGHT,    /* a split backward's W: compute only */
+    TG_TILE_STREAM_IN, /* with I/O tiles: a micro-batch's host streams in, beside the compute */
+} tg_tile_piece;
+typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, tg_tile_piece piece,
+                                      int iteration, int micro_batch, double start_cycles,
+                                      double end_cycles);
 tg_status tg_tile_simulate(const struct tg_program *p, tg_tile_event_fn fn, void *ctx);
+
+/* Cycles of device d's host streams in for one micro-batch (its inputs at
+ * hostBytesPerCycle). */
+double tg_tile_stream_in_cycles(const struct tg_program *p, int d);
 
 /* Capacity: on a tile over memoryPerTile, TG_ERR_NOMEM with a message naming
  * the device and tile, needed against available, the largest categories and

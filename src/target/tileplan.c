@@ -221,6 +221,64 @@ static void allreduce_code(const tg_program *p, const tg_tile_plan *tp, const tg
     }
 }
 
+/* The linear mapping of `bytes` over tiles [base, base + n) from *cursor,
+ * which moves on past it. Over the whole device (no I/O tiles) a buffer
+ * wraps around from the last tile to tile 0; within a part of it (the
+ * compute or the I/O tiles) it starts again at the part's first tile
+ * instead, so no span leaves its part. */
+static tg_tile_span place(const tg_target_desc *tg, int64_t bytes, int base, int n, int *cursor)
+{
+    if (n == tg->tiles) {
+        tg_tile_span sp = tg_tile_map_linear(bytes, tg->grain_bytes, n, *cursor);
+        *cursor = (sp.start + sp.used) % n;
+        return sp;
+    }
+    tg_tile_span sp = tg_tile_map_linear(bytes, tg->grain_bytes, n, 0);
+    if (*cursor + sp.used > n)
+        *cursor = 0;
+    sp.start = base + *cursor;
+    *cursor = (*cursor + sp.used) % n;
+    return sp;
+}
+
+/* Every buffer of device d over its tiles: always-live ones from tile 0 up,
+ * activations and scratch with a cursor of their own; with I/O tiles the
+ * host-stream inputs on the last io_tiles tiles, everything else before them. */
+static void map_buffers(const tg_program *p, tg_tile_plan *tp, int d, tg_tile_span *scratch_span)
+{
+    const tg_target_desc *tg = &tp->target;
+    const tg_device_program *dp = &p->devices[d];
+    tg_tile_device *td = &tp->devices[d];
+    int tiles = tg->tiles, compute = tiles - tg->io_tiles;
+    int live_cursor = 0, act_cursor = 0, io_cursor = 0;
+    for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
+        for (int i = 0; i < p->n_buffers; i++) {
+            const tg_buffer *b = &p->buffers[i];
+            if (b->device != d || (int)b->region != r)
+                continue;
+            int64_t bytes = buffer_bytes(b);
+            bool io = tg->io_tiles > 0 && r == TG_REGION_INPUT;
+            int *cursor = io ? &io_cursor : r == TG_REGION_ACTIVATION ? &act_cursor : &live_cursor;
+            tp->span[i] = io ? place(tg, bytes, compute, tg->io_tiles, cursor)
+                             : place(tg, bytes, 0, compute, cursor);
+            if (r != TG_REGION_ACTIVATION)
+                span_add(td->bytes, TG_TILE_ALWAYS_LIVE, &tp->span[i], bytes, tiles);
+        }
+    for (int ph = 0, base = 0; ph < TG_PHASE_COUNT; base += dp->n_steps[ph++])
+        for (int s = 0; s < dp->n_steps[ph]; s++)
+            scratch_span[base + s] =
+                place(tg, device_scratch(&dp->steps[ph][s]), 0, compute, &act_cursor);
+}
+
+double tg_tile_stream_in_cycles(const tg_program *p, int d)
+{
+    const tg_device_program *dp = &p->devices[d];
+    double bytes = 0;
+    for (int k = 0; k < dp->n_inputs; k++)
+        bytes += (double)p->buffers[dp->inputs[k]].bytes;
+    return bytes / p->tile_plan->target.host_bytes_per_cycle;
+}
+
 static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
 {
     const tg_target_desc *tg = &tp->target;
@@ -244,26 +302,7 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         return tg_error(TG_ERR_NOMEM, "tile plan: out of memory");
     }
 
-    /* variables: always-live from tile 0 up, activations with their own cursor */
-    int live_cursor = 0, act_cursor = 0;
-    for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++)
-        for (int i = 0; i < p->n_buffers; i++) {
-            const tg_buffer *b = &p->buffers[i];
-            if (b->device != d || (int)b->region != r)
-                continue;
-            int64_t bytes = buffer_bytes(b);
-            int *cursor = r == TG_REGION_ACTIVATION ? &act_cursor : &live_cursor;
-            tp->span[i] = tg_tile_map_linear(bytes, tg->grain_bytes, tiles, *cursor);
-            *cursor = (tp->span[i].start + tp->span[i].used) % tiles;
-            if (r != TG_REGION_ACTIVATION)
-                span_add(td->bytes, TG_TILE_ALWAYS_LIVE, &tp->span[i], bytes, tiles);
-        }
-    for (int ph = 0, base = 0; ph < TG_PHASE_COUNT; base += dp->n_steps[ph++])
-        for (int s = 0; s < dp->n_steps[ph]; s++) {
-            int64_t sb = device_scratch(&dp->steps[ph][s]);
-            scratch_span[base + s] = tg_tile_map_linear(sb, tg->grain_bytes, tiles, act_cursor);
-            act_cursor = (scratch_span[base + s].start + scratch_span[base + s].used) % tiles;
-        }
+    map_buffers(p, tp, d, scratch_span);
     tg_status s = activation_peaks(p, tp, d, scratch_span, td);
     tg_free(scratch_span);
     if (s != TG_OK) {
@@ -330,9 +369,9 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         }
     }
     allreduce_code(p, tp, dp, tg, td);
-    for (int k = 0; k < dp->n_inputs; k++)
-        td->copy_cycles[TG_PHASE_FORWARD] +=
-            (double)p->buffers[dp->inputs[k]].bytes / tg->host_bytes_per_cycle;
+    /* with I/O tiles the inputs' copy runs beside the compute (tilesim.c) */
+    if (tg->io_tiles == 0)
+        td->copy_cycles[TG_PHASE_FORWARD] += tg_tile_stream_in_cycles(p, d);
     for (int k = 0; k < dp->n_outputs; k++)
         td->copy_cycles[TG_PHASE_FORWARD] +=
             (double)p->buffers[dp->outputs[k]].bytes / tg->host_bytes_per_cycle;
@@ -485,9 +524,88 @@ static tg_status tile_out_of_memory(const tg_program *p, int d)
                     msg);
 }
 
+/* The fullest of m I/O tiles if device d's host-stream inputs were mapped
+ * on them: the inputs, their exchange code and the control code every tile
+ * holds (what plan_device puts there). */
+static int64_t io_tile_peak(const tg_program *p, int d, int m)
+{
+    const tg_target_desc *tg = &p->tile_plan->target;
+    const tg_device_program *dp = &p->devices[d];
+    int64_t *on = tg_calloc((size_t)m, sizeof *on), peak = 0;
+    if (!on)
+        return INT64_MAX;
+    int cursor = 0, base = tg->tiles - m, n_steps = 0;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+        n_steps += dp->n_steps[ph];
+    for (int i = 0; i < p->n_buffers; i++) {
+        const tg_buffer *b = &p->buffers[i];
+        if (b->device != d || b->region != TG_REGION_INPUT)
+            continue;
+        tg_tile_span sp = place(tg, buffer_bytes(b), base, m, &cursor);
+        for (int k = 0; k < sp.used; k++) {
+            int64_t bytes = tg_tile_span_bytes(&sp, buffer_bytes(b), tg->tiles, sp.start + k);
+            on[sp.start + k - base] += bytes + tg->exchange_code_bytes +
+                                       (int64_t)(tg->exchange_code_per_kib * bytes / 1024.0);
+        }
+    }
+    for (int t = 0; t < m; t++)
+        if (on[t] + n_steps * tg->control_code_bytes > peak)
+            peak = on[t] + n_steps * tg->control_code_bytes;
+    tg_free(on);
+    return peak;
+}
+
+/* Device d's I/O tiles cannot hold its host-stream inputs: the error names
+ * the fullest one, the shortfall, the inputs and the numIOTiles that fits. */
+static tg_status io_tiles_short(const tg_program *p, int d, int tile, int64_t need)
+{
+    const tg_target_desc *tg = &p->tile_plan->target;
+    const tg_device_program *dp = &p->devices[d];
+    char a[32], b[32], c[32], inputs[512] = "";
+    size_t used = 0;
+    for (int k = 0; k < dp->n_inputs && used < sizeof inputs; k++) {
+        const tg_buffer *buf = &p->buffers[dp->inputs[k]];
+        used += (size_t)snprintf(inputs + used, sizeof inputs - used, "%s'%s' %s x %d slots",
+                                 k ? ", " : "", p->graph->nodes[buf->node]->name,
+                                 tg_bytes_str((double)buf->bytes, a, sizeof a), buf->slots);
+    }
+    int fits = tg->io_tiles + 1;
+    while (fits < tg->tiles && io_tile_peak(p, d, fits) > tg->tile_memory)
+        fits++;
+    char hint[96];
+    if (fits < tg->tiles)
+        snprintf(hint, sizeof hint, "numIOTiles=%d would hold them", fits);
+    else
+        snprintf(hint, sizeof hint, "no numIOTiles below %d holds them", tg->tiles);
+    return tg_error(TG_ERR_NOMEM,
+                    "device %d: its %d I/O tile%s (numIOTiles) cannot hold a micro-batch of its "
+                    "host-stream inputs (%s): tile %d needs %s but has %s (%s memory per tile), "
+                    "%s short; %s",
+                    d, tg->io_tiles, tg->io_tiles == 1 ? "" : "s", inputs, tile,
+                    tg_bytes_str((double)need, a, sizeof a),
+                    tg_bytes_str((double)tg->tile_memory, b, sizeof b), tg->name,
+                    tg_bytes_str((double)(need - tg->tile_memory), c, sizeof c), hint);
+}
+
+/* With I/O tiles: the fullest of them against the tile memory. */
+static tg_status check_io_tiles(const tg_program *p, int d)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    int tiles = tp->target.tiles, worst = -1;
+    int64_t need = 0;
+    for (int t = tiles - tp->target.io_tiles; t < tiles; t++)
+        if (tg_tile_bytes(tp, d, t) > need) {
+            need = tg_tile_bytes(tp, d, t);
+            worst = t;
+        }
+    return need > tp->target.tile_memory ? io_tiles_short(p, d, worst, need) : TG_OK;
+}
+
 tg_status tg_tile_plan_check(const tg_program *p)
 {
     const tg_tile_plan *tp = p->tile_plan;
+    for (int d = 0; tp && tp->target.io_tiles > 0 && d < tp->n_devices; d++)
+        TG_TRY(check_io_tiles(p, d));
     for (int d = 0; tp && d < tp->n_devices; d++)
         if (tp->devices[d].max_bytes > tp->target.tile_memory)
             return tile_out_of_memory(p, d);

@@ -3,8 +3,10 @@
  * every forward or backward pass taking the cycles the model gives that
  * phase, waiting for the neighbouring device as the schedule's dependencies
  * say (a forward needs the previous device's forward of that micro-batch, a
- * backward the next device's backward), then its update. The result is what
- * the profile records as the trace on such a target, in cycles. */
+ * backward the next device's backward), then its update. With I/O tiles
+ * (numIOTiles) a forward's host streams in run on the I/O tiles beside the
+ * previous micro-batch's compute instead of before its own. The result is
+ * what the profile records as the trace on such a target, in cycles. */
 #include "target/target.h"
 
 #include "compile/program.h"
@@ -26,6 +28,23 @@ static double pass_cycles(const tg_program *p, int d, tg_pipe_pass pass)
     return pass == TG_PASS_WEIGHT ? w : td->cycles[TG_PHASE_BACKWARD] - w;
 }
 
+/* With I/O tiles, micro-batch j's host streams in on device d's I/O tiles:
+ * after the previous copy (*io_free), and no earlier than the start of the
+ * previous forward (`prev`: it overlaps that micro-batch's compute, one
+ * slot ahead); the forward waits for it (*ready). */
+static tg_status stream_in(const tg_program *p, tg_tile_event_fn fn, void *ctx, int d, int it,
+                           int j, double *io_free, double prev, double *ready)
+{
+    double cycles = tg_tile_stream_in_cycles(p, d);
+    if (p->tile_plan->target.io_tiles == 0 || cycles <= 0)
+        return TG_OK;
+    double start = *io_free > prev ? *io_free : prev;
+    *io_free = start + cycles;
+    if (*io_free > *ready)
+        *ready = *io_free;
+    return fn(ctx, d, TG_PHASE_FORWARD, TG_TILE_STREAM_IN, it, j, start, *io_free);
+}
+
 tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
 {
     const tg_tile_plan *tp = p->tile_plan;
@@ -37,18 +56,21 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
     double *end_b = tg_calloc((size_t)(n * m) + 1, sizeof(double));
     double *clock = tg_calloc((size_t)n + 1, sizeof(double));
     int *next = tg_calloc((size_t)n + 1, sizeof(int));
-    if (!end_f || !end_b || !clock || !next) {
+    /* per device: its I/O tiles free from, and its last forward's start */
+    double *io_free = tg_calloc(2 * (size_t)n + 1, sizeof(double)), *fwd_start = io_free + n;
+    if (!end_f || !end_b || !clock || !next || !io_free) {
         tg_free(end_f);
         tg_free(end_b);
         tg_free(clock);
         tg_free(next);
+        tg_free(io_free);
         return tg_error(TG_ERR_NOMEM, "simulate: out of memory");
     }
     tg_status s = TG_OK;
     double start_of_iteration = 0;
     for (int it = 0; it < p->iterations && s == TG_OK; it++) {
         for (int d = 0; d < n; d++) {
-            clock[d] = start_of_iteration;
+            clock[d] = io_free[d] = fwd_start[d] = start_of_iteration;
             next[d] = 0;
         }
         for (int i = 0; i < n * m; i++)
@@ -72,12 +94,19 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
                         if (d < n - 1 && end_b[(d + 1) * m + j] > ready)
                             ready = end_b[(d + 1) * m + j];
                     }
+                    if (op.pass == TG_PASS_FORWARD) {
+                        s = stream_in(p, fn, ctx, d, it, j, &io_free[d], fwd_start[d], &ready);
+                        fwd_start[d] = ready;
+                        if (s != TG_OK)
+                            break;
+                    }
                     /* W(j) follows B(j) on this device: nothing to wait for */
                     tg_phase ph = op.pass == TG_PASS_FORWARD ? TG_PHASE_FORWARD : TG_PHASE_BACKWARD;
                     double end = ready + pass_cycles(p, d, op.pass);
                     if (op.pass != TG_PASS_WEIGHT)
                         (op.pass == TG_PASS_BACKWARD ? end_b : end_f)[d * m + j] = end;
-                    s = fn(ctx, d, ph, op.pass == TG_PASS_WEIGHT, it, j, ready, end);
+                    s = fn(ctx, d, ph, op.pass == TG_PASS_WEIGHT ? TG_TILE_WEIGHT : TG_TILE_PASS,
+                           it, j, ready, end);
                     clock[d] = end;
                     next[d]++;
                     progress = true;
@@ -92,7 +121,7 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
             double end = clock[d];
             if (p->training) {
                 end += tp->devices[d].cycles[TG_PHASE_UPDATE];
-                s = fn(ctx, d, TG_PHASE_UPDATE, false, it, -1, clock[d], end);
+                s = fn(ctx, d, TG_PHASE_UPDATE, TG_TILE_PASS, it, -1, clock[d], end);
             }
             if (end > iteration_end)
                 iteration_end = end;
@@ -103,5 +132,6 @@ tg_status tg_tile_simulate(const tg_program *p, tg_tile_event_fn fn, void *ctx)
     tg_free(end_b);
     tg_free(clock);
     tg_free(next);
+    tg_free(io_free);
     return s;
 }

@@ -21,6 +21,7 @@ static void test_engine_keys(void)
     TG_CHECK(tg_options_is_engine("profiler.includeFlopEstimates"));
     TG_CHECK(tg_options_is_engine("trace.enable"));
     TG_CHECK(tg_options_is_engine("monitor.enable")); /* --engine-option can switch it off */
+    TG_CHECK(tg_options_is_engine("streamCallbacks.multiThreadMode")); /* Poplar's, too */
     TG_CHECK(!tg_options_is_engine("deviceIterations"));
     TG_CHECK(!tg_options_is_engine("autoReport")); /* the prefix needs its dot */
     TG_CHECK(!tg_options_is_engine(NULL));
@@ -30,7 +31,8 @@ static void test_engine_keys(void)
         TG_CHECK(tg_options_is_engine(k) || tg_options_flag(k) || strchr(k, '.') ||
                  !strcmp(k, "targetDescription") || !strcmp(k, "outputReturnPeriod") ||
                  !strcmp(k, "recomputation") || !strcmp(k, "lossScalingGrowthInterval") ||
-                 !strcmp(k, "availableMemoryProportion"));
+                 !strcmp(k, "availableMemoryProportion") || !strcmp(k, "numIOTiles") ||
+                 !strcmp(k, "defaultPrefetchBufferingDepth"));
     }
 }
 

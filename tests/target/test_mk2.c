@@ -1,7 +1,8 @@
 /* tests/target/test_mk2.c - the mk2 tile processor model: the tile mapping
  * conserves bytes, the per tile capacity check names device and tile,
  * debug.allowOutOfMemory compiles anyway, the cycle model scales with FLOPs
- * and dtype, and target descriptions are read strictly. */
+ * and dtype, target descriptions are read strictly, and I/O tiles hold the
+ * host-stream inputs alone, checked against a micro-batch. */
 #include "tg_test.h"
 
 #include "compile/program.h"
@@ -12,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -313,6 +315,54 @@ static void test_target_descriptions(void)
     tg_options_destroy(o);
 }
 
+static tg_status compile_io(const tg_model_graph *mg, int io_tiles, tg_program **p)
+{
+    tg_options *o = mk2_options(NULL, false);
+    TG_CHECK_OK(tg_options_set_int(o, "numIOTiles", io_tiles));
+    tg_status s = tg_program_compile(mg->graph, o, p);
+    tg_options_destroy(o);
+    return s;
+}
+
+/* Batch 200: a micro-batch of images is 612 KiB, and device 0 of the
+ * pipeline holds 4 in flight plus the one coming in. One I/O tile cannot
+ * hold them and the error says how many can; with that many, the inputs
+ * (and only they) are on the last tiles, bytes conserved. */
+static void test_io_tiles(void)
+{
+    tg_model_graph mg = build(200);
+    tg_program *p = NULL;
+    TG_CHECK(compile_io(&mg, 1, &p) == TG_ERR_NOMEM && p == NULL);
+    const char *msg = tg_error_message(), *hint = strstr(msg, "short; numIOTiles=");
+    TG_CHECK(strstr(msg, "device 0: its 1 I/O tile") != NULL);
+    TG_CHECK(strstr(msg, "'images' 612 KiB x 5 slots") != NULL);
+    int n = hint ? atoi(hint + strlen("short; numIOTiles=")) : 0;
+    TG_CHECK(n >= 5 && n <= 6 && strstr(msg, "would hold them") != NULL);
+    TG_CHECK(compile_io(&mg, n - 1, &p) == TG_ERR_NOMEM && p == NULL);
+    TG_CHECK_OK(compile_io(&mg, n, &p));
+    const tg_tile_plan *tp = p ? p->tile_plan : NULL;
+    int tiles = tp ? tp->target.tiles : 0, inputs = 0;
+    for (int i = 0; tp && i < p->n_buffers; i++) {
+        const tg_buffer *b = &p->buffers[i];
+        const tg_tile_span *sp = &tp->span[i];
+        bool io = b->region == TG_REGION_INPUT;
+        inputs += io;
+        if (io)
+            TG_CHECK(b->slots == p->devices[b->device].stash_depth + 1);
+        TG_CHECK(sp->used == 0 || (io ? sp->start >= tiles - n && sp->start + sp->used <= tiles
+                                      : sp->start + sp->used <= tiles - n));
+        int64_t bytes =
+                    (int64_t)(b->region == TG_REGION_ACTIVATION ? b->stride : b->stride * b->slots),
+                sum = 0;
+        for (int t = 0; t < tiles; t++)
+            sum += tg_tile_span_bytes(sp, bytes, tiles, t);
+        TG_CHECK(sum == bytes);
+    }
+    TG_CHECK(inputs == 2); /* images on the first device, labels on the last */
+    tg_program_destroy(p);
+    tg_model_graph_destroy(&mg);
+}
+
 int main(void)
 {
     TG_RUN(test_linear_mapping_conserves_bytes);
@@ -321,5 +371,6 @@ int main(void)
     TG_RUN(test_exchange_code_grows_with_replicas);
     TG_RUN(test_cycle_model);
     TG_RUN(test_target_descriptions);
+    TG_RUN(test_io_tiles);
     return tg_test_finish();
 }
