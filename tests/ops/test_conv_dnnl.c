@@ -171,6 +171,36 @@ static void test_choice_and_kernel_name(void)
     tg_graph_destroy(g);
 }
 
+/* At 2 threads a batch that splits in two runs as two one-thread
+ * primitives (the recorded kernel says so); an odd batch does not split. */
+static void test_two_threads_split_the_batch(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
+    for (int64_t n = 3; n <= 4; n++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(n, 64, 16, 16));
+        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(128, 64, 3, 3));
+        tg_tensor *y = tg_conv2d(g, x, w, NULL, P(2, 2, 1, 1, 1, 1, 1));
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_kernel_plan one = {0}, two = {0};
+        if (y) {
+            TG_CHECK_OK(pl->plan(y, &(tg_plan_opts){.n_threads = 1, .compute = TG_F32}, &one));
+            TG_CHECK_OK(pl->plan(y, &(tg_plan_opts){.n_threads = 2, .compute = TG_F32}, &two));
+        }
+        bool split = strstr(two.kernel, "batch in 2 parts") != NULL;
+        if (split != (n % 2 == 0) || strstr(one.kernel, "parts"))
+            tg_test_fail(__FILE__, __LINE__, "batch %lld: kernels '%s' (1 thread), '%s' (2)",
+                         (long long)n, one.kernel, two.kernel);
+        if (one.state)
+            pl->plan_free(one.state);
+        if (two.state)
+            pl->plan_free(two.state);
+        tg_graph_destroy(g);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* A small conv net trained for a few SGD steps. */
 typedef struct net {
     tg_tensor *x, *labels, *loss;
@@ -279,12 +309,15 @@ static int process_threads(void)
 
 /* A device of one thread runs oneDNN on that thread alone: OpenMP must not
  * start a team of one per core (2 devices x 1 thread on 2 cores would
- * oversubscribe). Runs first, before any 2-thread team exists. */
+ * oversubscribe). Nor does a device of two threads whose batch splits in
+ * two: its own pool threads run the parts. Runs first, before any 2-thread
+ * team exists. */
 static void test_one_thread_device_starts_no_openmp_threads(void)
 {
     int before = process_threads();
     float losses[4];
     train(TG_DNNL_ALWAYS, 1, losses);
+    train(TG_DNNL_ALWAYS, 2, losses); /* batch 4: every conv in 2 parts */
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     int planned = 0;
     tg_check_opts o = {.planned = true, .n_planned = &planned};
@@ -375,6 +408,7 @@ int main(void)
     TG_RUN(test_dead_taps_are_cropped);
     TG_RUN(test_own_kernels_when_forced);
     TG_RUN(test_choice_and_kernel_name);
+    TG_RUN(test_two_threads_split_the_batch);
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     return tg_test_finish();
