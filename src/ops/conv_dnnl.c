@@ -31,8 +31,25 @@
  *  - everywhere else (strides, 1x1, 128+ channels, groups), where the own
  *    kernels are im2col + sgemm: oneDNN was 1.1-3.9x faster on most ResNet-18
  *    shapes in that run (a few below 1x: the figures need a quiet machine);
- *  - with more than one thread per device only if OpenMP threads sleep when
- *    idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait says why).
+ *  - at more than one thread per device, everywhere too when the batch
+ *    splits evenly over the threads (below); otherwise only if OpenMP
+ *    threads sleep when idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait
+ *    says why).
+ *
+ * Threads. With T > 1 threads per device and a batch that T divides, the
+ * primitive is made for N / T samples and one OpenMP thread, and runs T
+ * times, once per part of the batch, as a loop over the device's own pool
+ * (each part with its own scratch: primitive scratchpad, reorder buffers).
+ * The weights are reordered once, by the calling thread, into part 0's
+ * buffer that every part reads; the weight gradient's parts each sum into
+ * their own buffer, added into part 0's and reordered out afterwards. So
+ * no OpenMP team exists: nothing spins after a primitive (no need for
+ * OMP_WAIT_POLICY=passive), devices start no threads beyond their pools,
+ * and a part not yet started is claimed by whichever thread is free.
+ * Measured on the 2-core machine (shared, load 3-7; `tilegraph train`
+ * ResNet-18 32x32 batch 64, 10 steps, alternating), 2 threads: SPLIT_FIGURES.
+ * Finer parts (4 for 2 threads, claimed one by one) were no faster, with or
+ * without a busy loop on one core.
  */
 #include "ops/conv.h"
 #include "ops/dnnl_util.h"
