@@ -60,6 +60,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One thread's share of a reorder that all parts need: a slice of the
+ * tensor along its first dimension (submemory descriptors, whose offsets
+ * place it in the whole tensor). */
+typedef struct reorder_slice {
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t user, inner, scratch_md;
+} reorder_slice;
+
 typedef struct conv_state {
     dnnl_primitive_t prim;
     int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
@@ -82,6 +90,10 @@ typedef struct conv_state {
     size_t part_bytes;    /* of one part's scratch (all of it without split) */
     size_t batch_step[4]; /* bytes from one part's samples of a role to the next; 0: shared */
     bool sum_out;         /* the weight gradient: parts' sums added in part 0's buffer */
+    /* With parts, the reorders of the shared weights and of the summed
+     * weight gradient in `parts` slices, one per thread, where the layout
+     * allows (else NULL: one thread reorders the whole). */
+    reorder_slice *slices[4];
 } conv_state;
 
 /* The taps [r0, r1) x [s0, s1) that read the input for some output, and
@@ -302,6 +314,51 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
     return s;
 }
 
+/* Role k's reorder cut into st->parts slices along dimension 0 (weights:
+ * output channels, or groups), each with the same direction as the whole;
+ * false (nothing kept) where oneDNN cannot describe a slice (the cut is
+ * not a multiple of the layout's block). *scratch: the largest slice's. */
+static bool make_slices(conv_state *st, int k, dnnl_engine_t eng, const_dnnl_primitive_attr_t attr,
+                        size_t *scratch)
+{
+    const dnnl_memory_desc_t *u = &st->user[k];
+    if (u->dims[0] % st->parts != 0)
+        return false;
+    reorder_slice *sl = tg_calloc((size_t)st->parts, sizeof *sl);
+    if (!sl)
+        return false;
+    bool out = k == st->n_args - 1, ok = true;
+    for (int p = 0; p < st->parts && ok; p++) {
+        dnnl_dims_t dims, offs = {0};
+        memcpy(dims, u->dims, sizeof dims);
+        dims[0] /= st->parts;
+        offs[0] = dims[0] * p;
+        ok = dnnl_memory_desc_init_submemory(&sl[p].user, u, dims, offs) == dnnl_success &&
+             dnnl_memory_desc_init_submemory(&sl[p].inner, &st->inner[k], dims, offs) ==
+                 dnnl_success;
+        dnnl_primitive_desc_t pd = NULL;
+        ok = ok && dnnl_reorder_primitive_desc_create(&pd, out ? &sl[p].inner : &sl[p].user, eng,
+                                                      out ? &sl[p].user : &sl[p].inner, eng,
+                                                      attr) == dnnl_success;
+        if (ok) {
+            sl[p].scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+            size_t b = dnnl_memory_desc_get_size(&sl[p].scratch_md);
+            *scratch = b > *scratch ? b : *scratch;
+            ok = dnnl_primitive_create(&sl[p].prim, pd) == dnnl_success;
+        }
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+    }
+    if (ok)
+        st->slices[k] = sl;
+    for (int p = 0; !ok && p < st->parts; p++)
+        if (sl[p].prim)
+            dnnl_primitive_destroy(sl[p].prim);
+    if (!ok)
+        tg_free(sl);
+    return ok;
+}
+
 /* The layouts the primitive chose, the reorders to them, and the scratch
  * layout: primitive scratchpad, inner copies, one shared reorder scratchpad. */
 static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
@@ -320,6 +377,9 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
         off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
         size_t rs = dnnl_memory_desc_get_size(&st->reorder_scratch_md[k]);
         reorder_scratch = rs > reorder_scratch ? rs : reorder_scratch;
+        bool shared = st->parts > 1 && (summed || (k < st->n_args - 1 && k == st->weight_role));
+        if (s == dnnl_success && shared)
+            make_slices(st, k, eng, attr, &reorder_scratch);
     }
     st->reorder_scratch_off = off;
     st->part_bytes = tg_conv_align(off + reorder_scratch);
@@ -486,6 +546,11 @@ void tg_conv_dnnl_free(void *state)
     for (int k = 0; k < 4; k++)
         if (st->reorder[k])
             dnnl_primitive_destroy(st->reorder[k]);
+    for (int k = 0; k < 4; k++) {
+        for (int p = 0; st->slices[k] && p < st->parts; p++)
+            dnnl_primitive_destroy(st->slices[k][p].prim);
+        tg_free(st->slices[k]);
+    }
     tg_free(st);
 }
 
@@ -621,7 +686,45 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
 typedef struct parts_job {
     const conv_state *st;
     const tg_kernel_args *a;
+    bool out; /* slices_loop: the output's slices, else the shared inputs' */
 } parts_job;
+
+/* Slice p of role k's reorder, with part p's reorder scratchpad. */
+static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int p)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    const reorder_slice *sl = &st->slices[k][p];
+    unsigned char *scratch = a->scratch;
+    unsigned char *rs_ptr = scratch + (size_t)p * st->part_bytes + st->reorder_scratch_off;
+    dnnl_memory_t user = mem(&sl->user, eng, user_ptr(st, a, k, 0));
+    dnnl_memory_t inner = mem(&sl->inner, eng, scratch + st->buf_off[k]);
+    dnnl_memory_t rs = mem(&sl->scratch_md, eng, rs_ptr);
+    bool out = k == st->n_args - 1;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
+                               {DNNL_ARG_TO, out ? user : inner},
+                               {DNNL_ARG_SCRATCHPAD, rs}};
+    exec(sl->prim, stream, rs ? 3 : 2, args);
+    if (rs)
+        dnnl_memory_destroy(rs);
+    dnnl_memory_destroy(user);
+    dnnl_memory_destroy(inner);
+    dnnl_stream_destroy(stream);
+}
+
+/* Pool loop over slices: those of the shared inputs, or of the output. */
+static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    const conv_state *st = j->st;
+    (void)part;
+    tg_dnnl_threads(1);
+    for (int64_t p = begin; p < end; p++)
+        for (int k = 0; k < st->n_args; k++)
+            if (st->slices[k] && (k == st->n_args - 1) == j->out)
+                run_slice(st, j->a, k, (int)p);
+}
 
 /* Pool loop over parts: each runs on one OpenMP thread, the thread's own. */
 static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
@@ -654,17 +757,26 @@ static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
 static void run_parts(const conv_state *st, const tg_kernel_args *a)
 {
     tg_dnnl_threads(1);
-    for (int k = 0; k < st->n_args - 1; k++)
-        if (shared_input(st, k))
+    parts_job j = {st, a, false};
+    bool sliced = false;
+    for (int k = 0; k < st->n_args - 1; k++) {
+        if (shared_input(st, k) && !st->slices[k])
             reorder_part0(st, a, k);
-    parts_job j = {st, a};
+        sliced = sliced || (shared_input(st, k) && st->slices[k]);
+    }
+    if (sliced)
+        tg_pool_for(a->pool, st->parts, slices_loop, &j);
     tg_pool_for(a->pool, st->parts, parts_loop, &j);
     if (!st->sum_out)
         return;
     int o = st->n_args - 1;
     int64_t floats = (int64_t)(dnnl_memory_desc_get_size(&st->inner[o]) / sizeof(float));
     tg_pool_for(a->pool, floats, sum_loop, &j);
-    reorder_part0(st, a, o);
+    j.out = true;
+    if (st->slices[o])
+        tg_pool_for(a->pool, st->parts, slices_loop, &j);
+    else
+        reorder_part0(st, a, o);
 }
 
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
