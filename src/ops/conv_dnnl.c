@@ -40,16 +40,27 @@
  * primitive is made for N / T samples and one OpenMP thread, and runs T
  * times, once per part of the batch, as a loop over the device's own pool
  * (each part with its own scratch: primitive scratchpad, reorder buffers).
- * The weights are reordered once, by the calling thread, into part 0's
- * buffer that every part reads; the weight gradient's parts each sum into
- * their own buffer, added into part 0's and reordered out afterwards. So
+ * The weights are reordered once into part 0's buffer that every part
+ * reads; the weight gradient's parts each sum into their own buffer, added
+ * into part 0's and reordered out afterwards. Those two reorders run in
+ * slices along the first dimension, one per thread, where the blocked
+ * layout allows the cut (ResNet-50's late weights are MiBs). So
  * no OpenMP team exists: nothing spins after a primitive (no need for
  * OMP_WAIT_POLICY=passive), devices start no threads beyond their pools,
  * and a part not yet started is claimed by whichever thread is free.
- * Measured on the 2-core machine (shared, load 3-7; `tilegraph train`
- * ResNet-18 32x32 batch 64, 10 steps, alternating), 2 threads: SPLIT_FIGURES.
- * Finer parts (4 for 2 threads, claimed one by one) were no faster, with or
- * without a busy loop on one core.
+ * Measured on the shared 2-core AVX-512 machine at 2 threads against the
+ * OpenMP team it replaces (best runs of several, alternating; bench_resnet
+ * and `tilegraph train`): ResNet-18 32x32 batch 64 training 720-737
+ * samples/s (team: 654-676), inference 2,610-2,753 (2,173-2,371);
+ * ResNet-50 64x64 batch 32 training 74 (71), inference 276-277 (223-261).
+ * Slicing the weights' reorders over the threads took ResNet-50 training
+ * from 54.5-64.8 to 62.6-74.1 in one alternating run. Under a busy loop on
+ * one core, --threads 2 trained ResNet-18 at 353-378 against 390-399 with
+ * --threads 1 (team: 349-366 against 390): the other ops' loops still wait
+ * for the slower thread; the default thread count counts the busy core and
+ * is 1 there. Finer parts (4 for 2 threads, claimed one by one) were no
+ * faster, with or without the busy loop. docs/ops.md has bench_resnet's
+ * figures against PyTorch.
  */
 #include "ops/conv.h"
 #include "ops/dnnl_util.h"
