@@ -137,7 +137,8 @@ static int joins_job(const char *name)
  * before main, so the command sets it and starts itself again; a policy
  * the user chose is kept. Should the exec fail, the variable is removed
  * again and the command runs on (with more than one thread per device the
- * compiler then keeps the own convolution kernels). */
+ * compiler then keeps the own convolution kernels where the batch does not
+ * split evenly over the threads; ops/conv_dnnl.c). */
 static void ensure_passive_openmp(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)

@@ -31,8 +31,36 @@
  *  - everywhere else (strides, 1x1, 128+ channels, groups), where the own
  *    kernels are im2col + sgemm: oneDNN was 1.1-3.9x faster on most ResNet-18
  *    shapes in that run (a few below 1x: the figures need a quiet machine);
- *  - with more than one thread per device only if OpenMP threads sleep when
- *    idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait says why).
+ *  - at more than one thread per device, everywhere too when the batch
+ *    splits evenly over the threads (below); otherwise only if OpenMP
+ *    threads sleep when idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait
+ *    says why).
+ *
+ * Threads. With T > 1 threads per device and a batch that T divides, the
+ * primitive is made for N / T samples and one OpenMP thread, and runs T
+ * times, once per part of the batch, as a loop over the device's own pool
+ * (each part with its own scratch: primitive scratchpad, reorder buffers).
+ * The weights are reordered once into part 0's buffer that every part
+ * reads; the weight gradient's parts each sum into their own buffer, added
+ * into part 0's and reordered out afterwards. Those two reorders run in
+ * slices along the first dimension, one per thread, where the blocked
+ * layout allows the cut (ResNet-50's late weights are MiBs). So
+ * no OpenMP team exists: nothing spins after a primitive (no need for
+ * OMP_WAIT_POLICY=passive), devices start no threads beyond their pools,
+ * and a part not yet started is claimed by whichever thread is free.
+ * Measured on the shared 2-core AVX-512 machine at 2 threads against the
+ * OpenMP team it replaces (best runs of several, alternating; bench_resnet
+ * and `tilegraph train`): ResNet-18 32x32 batch 64 training 720-737
+ * samples/s (team: 654-676), inference 2,610-2,753 (2,173-2,371);
+ * ResNet-50 64x64 batch 32 training 74 (71), inference 276-277 (223-261).
+ * Slicing the weights' reorders over the threads took ResNet-50 training
+ * from 54.5-64.8 to 62.6-74.1 in one alternating run. Under a busy loop on
+ * one core, --threads 2 trained ResNet-18 at 353-378 against 390-399 with
+ * --threads 1 (team: 349-366 against 390): the other ops' loops still wait
+ * for the slower thread; the default thread count counts the busy core and
+ * is 1 there. Finer parts (4 for 2 threads, claimed one by one) were no
+ * faster, with or without the busy loop. docs/ops.md has bench_resnet's
+ * figures against PyTorch.
  */
 #include "ops/conv.h"
 #include "ops/dnnl_util.h"
@@ -42,6 +70,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* One thread's share of a reorder that all parts need: a slice of the
+ * tensor along its first dimension (submemory descriptors, whose offsets
+ * place it in the whole tensor). */
+typedef struct reorder_slice {
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t user, inner, scratch_md;
+} reorder_slice;
 
 typedef struct conv_state {
     dnnl_primitive_t prim;
@@ -59,6 +95,16 @@ typedef struct conv_state {
     size_t weight_bytes;  /* of the full weights (zeroed before a cropped gradient) */
     bool cropped;
     size_t elem[4]; /* bytes per element of each role as stored */
+    /* Batch split (see the header comment): the primitive is made for
+     * N / parts samples and runs once per part; parts = 1 without split. */
+    int parts;
+    size_t part_bytes;    /* of one part's scratch (all of it without split) */
+    size_t batch_step[4]; /* bytes from one part's samples of a role to the next; 0: shared */
+    bool sum_out;         /* the weight gradient: parts' sums added in part 0's buffer */
+    /* With parts, the reorders of the shared weights and of the summed
+     * weight gradient in `parts` slices, one per thread, where the layout
+     * allows (else NULL: one thread reorders the whole). */
+    reorder_slice *slices[4];
 } conv_state;
 
 /* The taps [r0, r1) x [s0, s1) that read the input for some output, and
@@ -279,6 +325,51 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
     return s;
 }
 
+/* Role k's reorder cut into st->parts slices along dimension 0 (weights:
+ * output channels, or groups), each with the same direction as the whole;
+ * false (nothing kept) where oneDNN cannot describe a slice (the cut is
+ * not a multiple of the layout's block). *scratch: the largest slice's. */
+static bool make_slices(conv_state *st, int k, dnnl_engine_t eng, const_dnnl_primitive_attr_t attr,
+                        size_t *scratch)
+{
+    const dnnl_memory_desc_t *u = &st->user[k];
+    if (u->dims[0] % st->parts != 0)
+        return false;
+    reorder_slice *sl = tg_calloc((size_t)st->parts, sizeof *sl);
+    if (!sl)
+        return false;
+    bool out = k == st->n_args - 1, ok = true;
+    for (int p = 0; p < st->parts && ok; p++) {
+        dnnl_dims_t dims, offs = {0};
+        memcpy(dims, u->dims, sizeof dims);
+        dims[0] /= st->parts;
+        offs[0] = dims[0] * p;
+        ok = dnnl_memory_desc_init_submemory(&sl[p].user, u, dims, offs) == dnnl_success &&
+             dnnl_memory_desc_init_submemory(&sl[p].inner, &st->inner[k], dims, offs) ==
+                 dnnl_success;
+        dnnl_primitive_desc_t pd = NULL;
+        ok = ok && dnnl_reorder_primitive_desc_create(&pd, out ? &sl[p].inner : &sl[p].user, eng,
+                                                      out ? &sl[p].user : &sl[p].inner, eng,
+                                                      attr) == dnnl_success;
+        if (ok) {
+            sl[p].scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+            size_t b = dnnl_memory_desc_get_size(&sl[p].scratch_md);
+            *scratch = b > *scratch ? b : *scratch;
+            ok = dnnl_primitive_create(&sl[p].prim, pd) == dnnl_success;
+        }
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+    }
+    if (ok)
+        st->slices[k] = sl;
+    for (int p = 0; !ok && p < st->parts; p++)
+        if (sl[p].prim)
+            dnnl_primitive_destroy(sl[p].prim);
+    if (!ok)
+        tg_free(sl);
+    return ok;
+}
+
 /* The layouts the primitive chose, the reorders to them, and the scratch
  * layout: primitive scratchpad, inner copies, one shared reorder scratchpad. */
 static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
@@ -289,16 +380,21 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
     dnnl_status_t s = dnnl_success;
     for (int k = 0; k < st->n_args && s == dnnl_success; k++) {
         st->inner[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, st->arg[k]);
-        if (dnnl_memory_desc_equal(&st->inner[k], &st->user[k]))
+        bool summed = st->sum_out && k == st->n_args - 1; /* each part needs its own sums */
+        if (!summed && dnnl_memory_desc_equal(&st->inner[k], &st->user[k]))
             continue;
         s = make_reorder(st, k, eng, attr);
         st->buf_off[k] = off;
         off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
         size_t rs = dnnl_memory_desc_get_size(&st->reorder_scratch_md[k]);
         reorder_scratch = rs > reorder_scratch ? rs : reorder_scratch;
+        bool shared = st->parts > 1 && (summed || (k < st->n_args - 1 && k == st->weight_role));
+        if (s == dnnl_success && shared)
+            make_slices(st, k, eng, attr, &reorder_scratch);
     }
     st->reorder_scratch_off = off;
-    *bytes = off + reorder_scratch;
+    st->part_bytes = tg_conv_align(off + reorder_scratch);
+    *bytes = st->part_bytes * (size_t)st->parts;
     return s;
 }
 
@@ -330,18 +426,48 @@ static dnnl_status_t storage_types(const tg_tensor *node, const tg_plan_opts *o,
     return dnnl_success;
 }
 
+/* Bytes from one part's samples of each batch role (x, y and their
+ * gradients, plain NCHW: a part's samples are contiguous) to the next. */
+static void batch_steps(conv_state *st)
+{
+    for (int k = 0; k < st->n_args; k++)
+        st->batch_step[k] = st->parts > 1 && k != st->weight_role && st->user[k].ndims == 4
+                                ? dnnl_memory_desc_get_size(&st->user[k])
+                                : 0;
+}
+
+static void name_kernel(const_dnnl_primitive_desc_t pd, const conv_state *st, const live_taps *lt,
+                        dnnl_data_type_t mul, tg_kernel_plan *plan)
+{
+    const char *impl = "?";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    char taps[48] = "", parts[32] = "";
+    if (st->cropped)
+        snprintf(taps, sizeof taps, ", %lldx%lld live taps", (long long)(lt->r1 - lt->r0),
+                 (long long)(lt->s1 - lt->s0));
+    if (st->parts > 1)
+        snprintf(parts, sizeof parts, ", batch in %d parts", st->parts);
+    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s%s%s%s", impl,
+             mul == dnnl_bf16 ? " (bf16)" : "", taps, parts);
+}
+
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                               dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
-    int n_threads = o->n_threads;
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     if (!eng)
         return ts;
+    /* several threads: one-thread primitives over parts of the batch */
+    st->parts = o->n_threads > 1 && g->N % o->n_threads == 0 ? o->n_threads : 1;
+    st->n_threads = st->parts > 1 ? 1 : o->n_threads;
+    st->sum_out = st->parts > 1 && node->op == TG_OP_CONV2D_BWD_WEIGHT;
+    tg_conv_geom part = *g;
+    part.N = g->N / st->parts;
     conv_mds m;
     live_taps lt;
     st->cropped = live_taps_of(g, &lt);
-    TG_TRY(make_mds(g, &lt, st->cropped, node->op, mul, &m));
+    TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, &m));
     bool bias = node->op == TG_OP_CONV2D && node->n_in == 3;
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
@@ -350,25 +476,18 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
         st->elem[k] = 4;
     TG_TRY(tg_dnnl_check(storage_types(node, o, st, &plan->native_storage),
                          "conv2d storage descriptors"));
+    batch_steps(st);
     st->weight_bytes = (size_t)(g->K * (g->C / g->G) * g->R * g->S) * st->elem[st->weight_role];
     dnnl_primitive_attr_t attr;
     TG_TRY(tg_dnnl_check(dnnl_primitive_attr_create(&attr), "conv2d attributes"));
     dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     /* the scratchpad and the implementation depend on the team size */
-    tg_dnnl_threads(n_threads);
-    st->n_threads = n_threads;
+    tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
     if (s == dnnl_success)
         s = make_pd(node->op, &m, bias, attr, eng, &pd);
     if (s == dnnl_success) {
-        const char *impl = "?";
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        char taps[48] = "";
-        if (st->cropped)
-            snprintf(taps, sizeof taps, ", %lldx%lld live taps", (long long)(lt.r1 - lt.r0),
-                     (long long)(lt.s1 - lt.s0));
-        snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s%s%s", impl,
-                 mul == dnnl_bf16 ? " (bf16)" : "", taps);
+        name_kernel(pd, st, &lt, mul, plan);
         s = plan_layouts(st, pd, eng, attr, &plan->scratch);
     }
     if (s == dnnl_success)
@@ -405,7 +524,7 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
     snprintf(plan->kernel, sizeof plan->kernel, "%s", own_name);
     if (mode == TG_DNNL_NEVER || (mode == TG_DNNL_AUTO && own == TG_CONV_DIRECT))
         return TG_OK;
-    if (mode == TG_DNNL_AUTO && n_threads > 1 && !tg_dnnl_passive_wait()) {
+    if (mode == TG_DNNL_AUTO && n_threads > 1 && g.N % n_threads != 0 && !tg_dnnl_passive_wait()) {
         snprintf(plan->kernel, sizeof plan->kernel,
                  "%s (oneDNN with %d threads needs OMP_WAIT_POLICY=passive)", own_name, n_threads);
         return TG_OK;
@@ -438,6 +557,11 @@ void tg_conv_dnnl_free(void *state)
     for (int k = 0; k < 4; k++)
         if (st->reorder[k])
             dnnl_primitive_destroy(st->reorder[k]);
+    for (int k = 0; k < 4; k++) {
+        for (int p = 0; st->slices[k] && p < st->parts; p++)
+            dnnl_primitive_destroy(st->slices[k][p].prim);
+        tg_free(st->slices[k]);
+    }
     tg_free(st);
 }
 
@@ -486,33 +610,67 @@ static void run_reorder(const conv_state *st, int k, dnnl_engine_t eng, dnnl_str
         dnnl_memory_destroy(rs);
 }
 
-void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
+/* Role k's user memory for part p: batch roles start at the part's first
+ * sample, the weights (or their gradient) at the first live tap. */
+static unsigned char *user_ptr(const conv_state *st, const tg_kernel_args *a, int k, int p)
 {
-    const conv_state *st = state;
-    tg_status ts;
-    dnnl_engine_t eng = tg_dnnl_engine(&ts);
-    unsigned char *scratch = a->scratch;
+    unsigned char *ptr = k == st->n_args - 1 ? a->out : a->in[k];
+    if (k == st->weight_role)
+        ptr += st->weight_offset * st->elem[k];
+    return ptr + (size_t)p * st->batch_step[k];
+}
+
+/* An input every part reads in the primitive's layout (the weights, with
+ * batch parts): converted once, into part 0's buffer, before the parts run. */
+static bool shared_input(const conv_state *st, int k)
+{
+    return st->parts > 1 && k < st->n_args - 1 && st->batch_step[k] == 0 && st->reorder[k];
+}
+
+static dnnl_stream_t new_stream(dnnl_engine_t eng)
+{
     dnnl_stream_t stream = NULL;
     dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
     if (s != dnnl_success)
         run_failed(s);
-    /* the device's own threads: at most those the primitive was made for */
-    int team = a->pool ? tg_pool_threads(a->pool) : 1;
-    tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
-    tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
+    return stream;
+}
+
+/* Reorder role k of part 0 on the calling thread: a shared input into the
+ * primitive's layout, or the summed weight gradient out of it. */
+static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    unsigned char *scratch = a->scratch;
+    dnnl_memory_t user = mem(&st->user[k], eng, user_ptr(st, a, k, 0));
+    dnnl_memory_t inner = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
+    run_reorder(st, k, eng, stream, user, inner, scratch);
+    dnnl_memory_destroy(user);
+    dnnl_memory_destroy(inner);
+    dnnl_stream_destroy(stream);
+}
+
+/* The primitive over part p of the batch (the whole of it without parts),
+ * with part p's scratch: inputs reordered in, the output reordered out
+ * unless the parts' weight gradients are summed first. */
+static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    unsigned char *scratch = (unsigned char *)a->scratch + (size_t)p * st->part_bytes;
     dnnl_memory_t user[4] = {0}, inner[4] = {0};
     dnnl_exec_arg_t args[5];
     int n = 0;
-    if (st->cropped && st->weight_role == st->n_args - 1)
-        memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
     for (int k = 0; k < st->n_args; k++) {
-        unsigned char *ptr = k == st->n_args - 1 ? a->out : a->in[k];
-        if (k == st->weight_role)
-            ptr += st->weight_offset * st->elem[k];
-        user[k] = mem(&st->user[k], eng, ptr);
+        bool shared = shared_input(st, k);
+        user[k] = mem(&st->user[k], eng, user_ptr(st, a, k, p));
         if (st->reorder[k])
-            inner[k] = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
-        if (st->reorder[k] && k < st->n_args - 1)
+            inner[k] = mem(&st->inner[k], eng,
+                           (shared ? (unsigned char *)a->scratch : scratch) + st->buf_off[k]);
+        if (st->reorder[k] && k < st->n_args - 1 && !shared)
             run_reorder(st, k, eng, stream, user[k], inner[k], scratch);
         args[n].arg = st->arg[k];
         args[n++].memory = inner[k] ? inner[k] : user[k];
@@ -524,7 +682,7 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
     }
     exec(st->prim, stream, n, args);
     int o = st->n_args - 1;
-    if (st->reorder[o])
+    if (st->reorder[o] && !st->sum_out)
         run_reorder(st, o, eng, stream, user[o], inner[o], scratch);
     if (sp)
         dnnl_memory_destroy(sp);
@@ -534,4 +692,116 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
             dnnl_memory_destroy(inner[k]);
     }
     dnnl_stream_destroy(stream);
+}
+
+typedef struct parts_job {
+    const conv_state *st;
+    const tg_kernel_args *a;
+    bool out; /* slices_loop: the output's slices, else the shared inputs' */
+} parts_job;
+
+/* Slice p of role k's reorder, with part p's reorder scratchpad. */
+static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int p)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    const reorder_slice *sl = &st->slices[k][p];
+    unsigned char *scratch = a->scratch;
+    unsigned char *rs_ptr = scratch + (size_t)p * st->part_bytes + st->reorder_scratch_off;
+    dnnl_memory_t user = mem(&sl->user, eng, user_ptr(st, a, k, 0));
+    dnnl_memory_t inner = mem(&sl->inner, eng, scratch + st->buf_off[k]);
+    dnnl_memory_t rs = mem(&sl->scratch_md, eng, rs_ptr);
+    bool out = k == st->n_args - 1;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
+                               {DNNL_ARG_TO, out ? user : inner},
+                               {DNNL_ARG_SCRATCHPAD, rs}};
+    exec(sl->prim, stream, rs ? 3 : 2, args);
+    if (rs)
+        dnnl_memory_destroy(rs);
+    dnnl_memory_destroy(user);
+    dnnl_memory_destroy(inner);
+    dnnl_stream_destroy(stream);
+}
+
+/* Pool loop over slices: those of the shared inputs, or of the output. */
+static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    const conv_state *st = j->st;
+    (void)part;
+    tg_dnnl_threads(1);
+    for (int64_t p = begin; p < end; p++)
+        for (int k = 0; k < st->n_args; k++)
+            if (st->slices[k] && (k == st->n_args - 1) == j->out)
+                run_slice(st, j->a, k, (int)p);
+}
+
+/* Pool loop over parts: each runs on one OpenMP thread, the thread's own. */
+static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    (void)part;
+    tg_dnnl_threads(1);
+    for (int64_t p = begin; p < end; p++)
+        run_part(j->st, j->a, (int)p);
+}
+
+/* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
+static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    const conv_state *st = j->st;
+    (void)part;
+    size_t off = st->buf_off[st->n_args - 1];
+    float *dst = (float *)((unsigned char *)j->a->scratch + off);
+    for (int p = 1; p < st->parts; p++) {
+        const float *src = (const float *)((const unsigned char *)j->a->scratch +
+                                           (size_t)p * st->part_bytes + off);
+        for (int64_t i = begin; i < end; i++)
+            dst[i] += src[i];
+    }
+}
+
+/* The batch in parts over the device's pool: whichever thread is free takes
+ * the next part, so a thread the OS holds back delays nothing but itself. */
+static void run_parts(const conv_state *st, const tg_kernel_args *a)
+{
+    tg_dnnl_threads(1);
+    parts_job j = {st, a, false};
+    bool sliced = false;
+    for (int k = 0; k < st->n_args - 1; k++) {
+        if (shared_input(st, k) && !st->slices[k])
+            reorder_part0(st, a, k);
+        sliced = sliced || (shared_input(st, k) && st->slices[k]);
+    }
+    if (sliced)
+        tg_pool_for(a->pool, st->parts, slices_loop, &j);
+    tg_pool_for(a->pool, st->parts, parts_loop, &j);
+    if (!st->sum_out)
+        return;
+    int o = st->n_args - 1;
+    int64_t floats = (int64_t)(dnnl_memory_desc_get_size(&st->inner[o]) / sizeof(float));
+    tg_pool_for(a->pool, floats, sum_loop, &j);
+    j.out = true;
+    if (st->slices[o])
+        tg_pool_for(a->pool, st->parts, slices_loop, &j);
+    else
+        reorder_part0(st, a, o);
+}
+
+void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
+{
+    const conv_state *st = state;
+    if (st->cropped && st->weight_role == st->n_args - 1)
+        memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
+    if (st->parts > 1) {
+        run_parts(st, a);
+        return;
+    }
+    /* the device's own threads: at most those the primitive was made for */
+    int team = a->pool ? tg_pool_threads(a->pool) : 1;
+    tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
+    tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
+    run_part(st, a, 0);
 }

@@ -171,6 +171,36 @@ static void test_choice_and_kernel_name(void)
     tg_graph_destroy(g);
 }
 
+/* At 2 threads a batch that splits in two runs as two one-thread
+ * primitives (the recorded kernel says so); an odd batch does not split. */
+static void test_two_threads_split_the_batch(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
+    for (int64_t n = 3; n <= 4; n++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(n, 64, 16, 16));
+        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(128, 64, 3, 3));
+        tg_tensor *y = tg_conv2d(g, x, w, NULL, P(2, 2, 1, 1, 1, 1, 1));
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_kernel_plan one = {0}, two = {0};
+        if (y) {
+            TG_CHECK_OK(pl->plan(y, &(tg_plan_opts){.n_threads = 1, .compute = TG_F32}, &one));
+            TG_CHECK_OK(pl->plan(y, &(tg_plan_opts){.n_threads = 2, .compute = TG_F32}, &two));
+        }
+        bool split = strstr(two.kernel, "batch in 2 parts") != NULL;
+        if (split != (n % 2 == 0) || strstr(one.kernel, "parts"))
+            tg_test_fail(__FILE__, __LINE__, "batch %lld: kernels '%s' (1 thread), '%s' (2)",
+                         (long long)n, one.kernel, two.kernel);
+        if (one.state)
+            pl->plan_free(one.state);
+        if (two.state)
+            pl->plan_free(two.state);
+        tg_graph_destroy(g);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* A small conv net trained for a few SGD steps. */
 typedef struct net {
     tg_tensor *x, *labels, *loss;
@@ -279,12 +309,15 @@ static int process_threads(void)
 
 /* A device of one thread runs oneDNN on that thread alone: OpenMP must not
  * start a team of one per core (2 devices x 1 thread on 2 cores would
- * oversubscribe). Runs first, before any 2-thread team exists. */
+ * oversubscribe). Nor does a device of two threads whose batch splits in
+ * two: its own pool threads run the parts. Runs first, before any 2-thread
+ * team exists. */
 static void test_one_thread_device_starts_no_openmp_threads(void)
 {
     int before = process_threads();
     float losses[4];
     train(TG_DNNL_ALWAYS, 1, losses);
+    train(TG_DNNL_ALWAYS, 2, losses); /* batch 4: every conv in 2 parts */
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     int planned = 0;
     tg_check_opts o = {.planned = true, .n_planned = &planned};
@@ -302,15 +335,16 @@ static void test_one_thread_device_starts_no_openmp_threads(void)
  * its operands as stored: its steps are not staged through f32, and it
  * still trains as the own kernels (staged) do, within bf16's rounding. A
  * plan for f16 operands (oneDNN's reorders here take f32 and bf16) leaves
- * them to the staging. */
-static void bf16_losses(tg_dnnl_mode mode, float *losses, int *native_steps, int *conv_steps)
+ * them to the staging. At 2 threads the batch parts start at bf16 offsets. */
+static void bf16_losses(tg_dnnl_mode mode, int threads, float *losses, int *native_steps,
+                        int *conv_steps)
 {
     tg_dnnl_force_mode(mode, true);
     net n;
     tg_graph *g = build_net(&n);
     tg_options *o = tg_options_create();
     tg_options_set(o, "precision", "bf16.bf16");
-    tg_options_set_int(o, "threadsPerDevice", 1);
+    tg_options_set_int(o, "threadsPerDevice", threads);
     tg_program *p = NULL;
     TG_CHECK_OK(tg_program_compile(g, o, &p));
     *native_steps = *conv_steps = 0;
@@ -339,13 +373,15 @@ static void test_bf16_storage_is_read_natively(void)
 {
     float own[4], dnnl[4];
     int native = 0, convs = 0;
-    bf16_losses(TG_DNNL_NEVER, own, &native, &convs);
+    bf16_losses(TG_DNNL_NEVER, 1, own, &native, &convs);
     TG_CHECK(native == 0 && convs == 5);
-    bf16_losses(TG_DNNL_ALWAYS, dnnl, &native, &convs);
-    TG_CHECK(native == convs && convs == 5);
-    for (int i = 0; i < 4; i++)
-        TG_CHECK_NEAR(dnnl[i], own[i], 3e-2 * (1 + own[i]));
-    TG_CHECK(dnnl[3] < dnnl[0]);
+    for (int t = 1; t <= 2; t++) {
+        bf16_losses(TG_DNNL_ALWAYS, t, dnnl, &native, &convs);
+        TG_CHECK(native == convs && convs == 5);
+        for (int i = 0; i < 4; i++)
+            TG_CHECK_NEAR(dnnl[i], own[i], 3e-2 * (1 + own[i]));
+        TG_CHECK(dnnl[3] < dnnl[0]);
+    }
 
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 8, 8));
@@ -375,6 +411,7 @@ int main(void)
     TG_RUN(test_dead_taps_are_cropped);
     TG_RUN(test_own_kernels_when_forced);
     TG_RUN(test_choice_and_kernel_name);
+    TG_RUN(test_two_threads_split_the_batch);
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     return tg_test_finish();
