@@ -47,7 +47,8 @@ typedef struct tg_config {
         int device_iterations;      /* deviceIterations */
     } pipeline;
     struct {
-        int instances; /* distributed.instances */
+        int instances;        /* distributed.instances */
+        int64_t bucket_bytes; /* distributed.gradientBucketBytes */
     } distributed;
     struct {
         const char *mode; /* outputMode */

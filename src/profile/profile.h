@@ -28,7 +28,10 @@ typedef struct tg_profile tg_profile;
     X(WAIT, "wait for device") /* waiting for a transfer to arrive */                              \
     X(ACCUMULATE, "accumulate gradients")                                                          \
     X(ALL_REDUCE, "all-reduce")                                                                    \
-    X(INSTANCES, "exchange with instances") /* MPI, within all-reduce; waits for the others too */
+    X(INSTANCES, "exchange with instances") /* MPI, within all-reduce; waits for the others too */ \
+    /* a gradient bucket's exchange with the instances, from its start during the backward to      \
+     * its arrival (runtime/buckets.c): overlaps the other events */                               \
+    X(BUCKET, "gradient bucket to instances")
 
 typedef enum tg_event_kind {
 #define TG_EVENT_ENUM(e, name) TG_EVENT_##e,
