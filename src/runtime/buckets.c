@@ -157,14 +157,16 @@ void tg_buckets_send(device_ctx *c, int i)
     const tg_program *p = s->program;
     tg_bucket_plan *b = &s->buckets[c->device];
     const tg_bucket *k = &b->buckets[i];
-    unsigned char *send = s->dist_send[c->device];
+    /* this instance's block of the gathered packs (the all-reduce reads its
+     * own replica's values from the arena, so the block is free) */
+    unsigned char *mine = s->dist_recv[c->device] + (size_t)tg_dist_instance() * b->pack;
     for (int m = k->first; m < k->first + k->count; m++) {
         int buf = p->devices[c->device].accumulators[b->order[m]].acc_buffer;
-        memcpy(send + b->pack_off[b->order[m]], tg_engine_slot_ptr(s, c->replica, buf, 0),
+        memcpy(mine + b->pack_off[b->order[m]], tg_engine_slot_ptr(s, c->replica, buf, 0),
                p->buffers[buf].bytes);
     }
     b->started[i] = tg_engine_now();
-    tg_dist_group_start(s->dist, c->device, i, send, s->dist_recv[c->device], k->offset, k->bytes,
+    tg_dist_group_start(s->dist, c->device, i, s->dist_recv[c->device], k->offset, k->bytes,
                         b->pack);
     c->buckets_sent++;
 }

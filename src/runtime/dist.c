@@ -376,8 +376,8 @@ tg_status tg_dist_group_reserve(tg_dist_group *g, int device, int n_parts)
     return TG_OK;
 }
 
-void tg_dist_group_start(tg_dist_group *g, int device, int part, const void *send, void *recv,
-                         size_t offset, size_t bytes, size_t pack)
+void tg_dist_group_start(tg_dist_group *g, int device, int part, void *recv, size_t offset,
+                         size_t bytes, size_t pack)
 {
     parts *p = &g->parts[device];
     int *counts = p->counts + (size_t)part * (size_t)size;
@@ -386,8 +386,10 @@ void tg_dist_group_start(tg_dist_group *g, int device, int part, const void *sen
         counts[i] = (int)bytes;
         displs[i] = (int)((size_t)i * pack + offset);
     }
-    MPI_Iallgatherv((const char *)send + offset, (int)bytes, MPI_BYTE, recv, counts, displs,
-                    MPI_BYTE, g->comms[device], &p->reqs[part]);
+    /* in place: this instance's part is already in its block of recv, so
+     * MPI does not copy it there from a send buffer */
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts, displs, MPI_BYTE,
+                    g->comms[device], &p->reqs[part]);
 }
 
 bool tg_dist_group_test(tg_dist_group *g, int device, int part)

@@ -33,12 +33,13 @@ bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, voi
  * communicator. Each part is `bytes` at `offset` of every instance's
  * `pack`-byte block: instance i's into recv + i * pack + offset, so that the
  * parts together fill recv as one tg_dist_group_allgather of the whole pack
- * would. Every instance starts the parts in the same order (MPI's rule for
- * collectives on one communicator); all calls of one device come from its
+ * would. This instance's part is sent from its own block of recv (written
+ * there before the start; no send buffer, no copy). Every instance starts the parts in the same
+ * order (MPI's rule for collectives on one communicator); all calls of one device come from its
  * thread. */
 tg_status tg_dist_group_reserve(tg_dist_group *g, int device, int n_parts);
-void tg_dist_group_start(tg_dist_group *g, int device, int part, const void *send, void *recv,
-                         size_t offset, size_t bytes, size_t pack);
+void tg_dist_group_start(tg_dist_group *g, int device, int part, void *recv, size_t offset,
+                         size_t bytes, size_t pack);
 /* Whether the part has arrived; a test also moves the transfers of the
  * parts still in flight along (MPI progresses only inside its calls). */
 bool tg_dist_group_test(tg_dist_group *g, int device, int part);
