@@ -149,14 +149,14 @@ static size_t pack_bytes(const tg_session *s, int d)
 
 /* Where global replica g's copy of an accumulator (at offset `off` of a
  * replica's part of a `pack`, `bytes` long) is: this instance's arena for
- * its own replicas (the result is written back there), the gathered packs
- * for the others'. */
+ * its own replicas, the gathered packs for the others' and, under gradient
+ * buckets, for its own too (buckets.c added the last micro-batch there). */
 static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t bytes, size_t pack)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     int local = g - s->replica_offset;
-    if (local >= 0 && local < p->replicas)
+    if (local >= 0 && local < p->replicas && !bucket_plan(s, c->device))
         return tg_engine_slot_ptr(s, local, buf, 0);
     int instance = g / p->replicas, r = g % p->replicas;
     return s->dist_recv[c->device] + (size_t)instance * pack + off * (size_t)p->replicas +
@@ -188,7 +188,7 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         if (!tg_exchange_replica_barrier(s, c->device))
             return false;
     }
-    unsigned char *copies[64];
+    unsigned char *copies[64], *outs[64];
     size_t off = 0, pack = b ? b->pack : s->dist ? pack_bytes(s, c->device) : 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
@@ -199,7 +199,9 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         for (int r = 0; r < R; r++)
             copies[r] =
                 s->dist ? copy_of(c, r, buf, at, bytes, pack) : tg_engine_slot_ptr(s, r, buf, 0);
-        tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
+        for (int r = 0; r < p->replicas; r++) /* the result: this instance's replicas' */
+            outs[r] = tg_engine_slot_ptr(s, r, buf, 0);
+        tg_reduce_typed(copies, R, outs, p->replicas, p->buffers[buf].dtype, begin, end, scale);
         off += bytes;
     }
     return tg_exchange_replica_barrier(s, c->device);

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
+#include "runtime/staging.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -151,20 +152,34 @@ const tg_bucket_plan *tg_buckets_finishing(const device_ctx *c, tg_pipe_pass pas
     return b && b->n_buckets && b->last_pass == pass && b->last_mb == j ? b : NULL;
 }
 
-void tg_buckets_send(device_ctx *c, int i)
+/* The last micro-batch's gradient (slot g) added to accumulator a's sum
+ * of the earlier ones, the result written to `dst` rather than back to
+ * the accumulator: the same sum, without a copy when j is the first. */
+static void accumulate_into(device_ctx *c, const tg_accumulator *a, int64_t j, int64_t g,
+                            unsigned char *dst)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
+    if (j > 0)
+        memcpy(dst, tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->bytes);
+    tg_accumulate_typed(dst, acc->dtype, tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g),
+                        grad->dtype, tg_numel(p->graph->nodes[acc->node]), j == 0, 1.0f);
+}
+
+void tg_buckets_send(device_ctx *c, int i, int64_t j, int64_t g)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     tg_bucket_plan *b = &s->buckets[c->device];
     const tg_bucket *k = &b->buckets[i];
-    /* this instance's block of the gathered packs (the all-reduce reads its
-     * own replica's values from the arena, so the block is free) */
+    /* this instance's block of the gathered packs: the accumulators' final
+     * values go there (the all-reduce reads them there and writes the mean
+     * to the accumulators) */
     unsigned char *mine = s->dist_recv[c->device] + (size_t)tg_dist_instance() * b->pack;
-    for (int m = k->first; m < k->first + k->count; m++) {
-        int buf = p->devices[c->device].accumulators[b->order[m]].acc_buffer;
-        memcpy(mine + b->pack_off[b->order[m]], tg_engine_slot_ptr(s, c->replica, buf, 0),
-               p->buffers[buf].bytes);
-    }
+    for (int m = k->first; m < k->first + k->count; m++)
+        accumulate_into(c, &p->devices[c->device].accumulators[b->order[m]], j, g,
+                        mine + b->pack_off[b->order[m]]);
     b->started[i] = tg_engine_now();
     tg_dist_group_start(s->dist, c->device, i, s->dist_recv[c->device], k->offset, k->bytes,
                         b->pack);

@@ -20,8 +20,10 @@ void tg_buckets_free(tg_session *s);
 /* Device c's plan when micro-batch j's `pass` is the op that finishes the
  * update's accumulators, else NULL. */
 const tg_bucket_plan *tg_buckets_finishing(const device_ctx *c, tg_pipe_pass pass, int64_t j);
-/* Start bucket b's exchange: its accumulators are final. */
-void tg_buckets_send(device_ctx *c, int b);
+/* Bucket b's gradients are final in micro-batch j (slot g), the last of the
+ * update: add them to their accumulators' sums into this instance's pack
+ * and start the bucket's exchange. */
+void tg_buckets_send(device_ctx *c, int b, int64_t j, int64_t g);
 /* Between steps: note the buckets that have arrived (in order) and let
  * MPI move the others along. */
 void tg_buckets_progress(device_ctx *c, int64_t it);

@@ -231,10 +231,10 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
 
 /* Backward steps [from, to) of micro-batch j as `pass`. In the op that
  * finishes the update's accumulators under gradient buckets
- * (runtime/buckets.h), each bucket's gradients are added into their
- * accumulators and sent to the other instances as soon as the bucket's
- * last step has run, and the rest of the backward computes meanwhile;
- * returns true then (the accumulators are done). The sum over the
+ * (runtime/buckets.h), each bucket's gradients are accumulated and sent to
+ * the other instances as soon as the bucket's last step has run, and the
+ * rest of the backward computes meanwhile; returns true then (the
+ * accumulation is done). The sum over the
  * instances is still taken in the all-reduce, so no bit changes. */
 static bool run_backward(device_ctx *c, tg_pipe_pass pass, int64_t it, int64_t j, int64_t g,
                          int from, int to)
@@ -244,7 +244,6 @@ static bool run_backward(device_ctx *c, tg_pipe_pass pass, int64_t it, int64_t j
         run_range(c, TG_PHASE_BACKWARD, it, g, from, to);
         return false;
     }
-    const tg_device_program *dp = &c->s->program->devices[c->device];
     int k = from;
     for (int i = 0; i < b->n_buckets; i++) {
         const tg_bucket *bk = &b->buckets[i];
@@ -253,10 +252,7 @@ static bool run_backward(device_ctx *c, tg_pipe_pass pass, int64_t it, int64_t j
             run_range(c, TG_PHASE_BACKWARD, it, g, k, until);
             k = until;
         }
-        /* in a job of instances the all-reduce scales to the mean */
-        for (int m = bk->first; m < bk->first + bk->count; m++)
-            accumulate_one(c, &dp->accumulators[b->order[m]], j, g, 1.0f);
-        tg_buckets_send(c, i);
+        tg_buckets_send(c, i, j, g);
     }
     run_range(c, TG_PHASE_BACKWARD, it, g, k, to);
     return true;
