@@ -11,8 +11,10 @@
  *   is than that of 1 instance x 1 replica (same per-replica work, one
  *   thread each, on its own core), with batch 16 (an exchange per 16
  *   samples) and with the tutorial's batch 40 and accumulation 10 (an
- *   exchange per 400), each alternated 3 times. No profiling: recording the
- *   steps would slow the pair alone.
+ *   exchange per 400), each alternated 3 times; the pair both with gradient
+ *   buckets (the exchange overlapping the backward, the default) and
+ *   without (distributed.gradientBucketBytes=0: all after the backward).
+ *   No profiling: recording the steps would slow the pair alone.
  * It runs `tilegraph train --json` (and `tilegraph run`), so it needs the
  * built command, mpirun and python3-onnx. Timings on a loaded machine are
  * not claims.
@@ -90,31 +92,49 @@ static int host_bound(const char *t, const char *dir, range out[3])
     return 0;
 }
 
+/* One case of the all-reduce's cost: samples/s of 1 x 1, of the pair with
+ * gradient buckets and without, and the pair's cost in each way. */
+typedef struct cost_case {
+    range single, pair, pair_unbucketed, cost, cost_unbucketed;
+} cost_case;
+
+/* The pair's host step against the single's: a step of the pair carries
+ * twice the samples of the single's step. */
+static double step_cost_pct(double one, double two)
+{
+    return 100.0 * ((2.0 / two) / (1.0 / one) - 1.0);
+}
+
 /* mnist-pipeline, 1 x 1 against 2 instances x 1 (same per-replica work, one
- * thread each), alternated 3 times; `extra` sets batch and accumulation.
- * The cross-instance cost is how much longer the pair's host step is. */
-static int allreduce_cost(const char *t, const char *extra, range *single, range *pair, range *cost)
+ * thread each) with and without gradient buckets, alternated 3 times;
+ * `extra` sets batch and accumulation. The cross-instance cost is how much
+ * longer the pair's host step is. */
+static int allreduce_cost(const char *t, const char *extra, cost_case *c)
 {
     char cmd[2048], args[1024];
     snprintf(args, sizeof args,
              "--model mnist-pipeline --train-limit 8192 --test-limit 16 --epochs 1 "
              "--threads-per-device 1 --json %s",
              extra);
-    memset(single, 0, sizeof *single);
-    memset(pair, 0, sizeof *pair);
-    memset(cost, 0, sizeof *cost);
+    memset(c, 0, sizeof *c);
     for (int rep = 0; rep < 3; rep++) {
         snprintf(cmd, sizeof cmd, "%s train %s --replicas 1 2>/dev/null", t, args);
         double one = samples_per_s(cmd);
         snprintf(cmd, sizeof cmd, "%s run --instances 2 --replicas 2 -- train %s 2>/dev/null", t,
                  args);
         double two = samples_per_s(cmd);
-        if (one <= 0 || two <= 0)
+        snprintf(cmd, sizeof cmd,
+                 "%s run --instances 2 --replicas 2 -- train %s "
+                 "--engine-option distributed.gradientBucketBytes=0 2>/dev/null",
+                 t, args);
+        double whole = samples_per_s(cmd);
+        if (one <= 0 || two <= 0 || whole <= 0)
             return 1;
-        widen(single, one);
-        widen(pair, two);
-        /* a step of the pair carries twice the samples of the single's step */
-        widen(cost, 100.0 * ((2.0 / two) / (1.0 / one) - 1.0));
+        widen(&c->single, one);
+        widen(&c->pair, two);
+        widen(&c->pair_unbucketed, whole);
+        widen(&c->cost, step_cost_pct(one, two));
+        widen(&c->cost_unbucketed, step_cost_pct(one, whole));
     }
     return 0;
 }
@@ -136,11 +156,10 @@ int main(int argc, char **argv)
         perror("bench_instances: mkdtemp");
         return 1;
     }
-    range hb[3], single[2], pair[2], cost[2];
-    int failed = host_bound(t, dir, hb) ||
-                 allreduce_cost(t, "--batch-size 16", &single[0], &pair[0], &cost[0]) ||
-                 allreduce_cost(t, "--batch-size 40 --gradient-accumulation 10", &single[1],
-                                &pair[1], &cost[1]);
+    range hb[3];
+    cost_case cc[2];
+    int failed = host_bound(t, dir, hb) || allreduce_cost(t, "--batch-size 16", &cc[0]) ||
+                 allreduce_cost(t, "--batch-size 40 --gradient-accumulation 10", &cc[1]);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
@@ -160,9 +179,12 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++)
         printf("%s{\"model\":\"mnist-pipeline\",\"case\":\"%s\",\"one_instance_x1_sps\":[%.1f,"
                "%.1f],\"two_instances_x1_sps\":[%.1f,%.1f],"
-               "\"cross_instance_cost_pct_of_host_step\":[%.2f,%.2f]}",
-               k ? "," : "", cases[k], single[k].lo, single[k].hi, pair[k].lo, pair[k].hi,
-               cost[k].lo, cost[k].hi);
+               "\"cross_instance_cost_pct_of_host_step\":[%.2f,%.2f],"
+               "\"without_buckets\":{\"two_instances_x1_sps\":[%.1f,%.1f],"
+               "\"cross_instance_cost_pct_of_host_step\":[%.2f,%.2f]}}",
+               k ? "," : "", cases[k], cc[k].single.lo, cc[k].single.hi, cc[k].pair.lo,
+               cc[k].pair.hi, cc[k].cost.lo, cc[k].cost.hi, cc[k].pair_unbucketed.lo,
+               cc[k].pair_unbucketed.hi, cc[k].cost_unbucketed.lo, cc[k].cost_unbucketed.hi);
     printf("],\"note\":\"ranges over 3 alternated runs; timings of a loaded machine are not "
            "claims\"}\n");
     return 0;

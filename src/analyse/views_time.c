@@ -57,6 +57,8 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
             t->all_reduce[d] += ns;
         else if (!strcmp(k, "exchange with instances"))
             t->instances[d] += ns; /* within the all-reduce: not counted twice */
+        else if (!strcmp(k, "gradient bucket to instances"))
+            continue; /* in flight while the backward computes: not the device's time */
         else if (!strncmp(k, "accumulate", 10))
             t->accumulate[d] += ns;
         else if (!strncmp(k, "wait", 4))

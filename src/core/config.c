@@ -46,6 +46,7 @@ static void read_pipeline(tg_config *c)
     c->pipeline.accumulation = (int)integer(c, "Training.gradientAccumulation");
     c->pipeline.device_iterations = (int)integer(c, "deviceIterations");
     c->distributed.instances = (int)integer(c, "distributed.instances");
+    c->distributed.bucket_bytes = integer(c, "distributed.gradientBucketBytes");
     c->output.mode = text(c, "outputMode");
     c->output.period = (int)integer(c, "outputReturnPeriod");
 }

@@ -54,7 +54,8 @@ typedef struct tg_config {
         int threads;
     } streams;
     struct {
-        int instances; /* distributed.instances */
+        int instances;        /* distributed.instances */
+        int64_t bucket_bytes; /* distributed.gradientBucketBytes */
     } distributed;
     struct {
         const char *mode; /* outputMode */

@@ -64,6 +64,10 @@ static const opt_spec option_table[] = {
      "replicas of the whole model; gradients are averaged across them before each update"},
     {"distributed.instances", OPT_INT, "1", 1, 64, NULL,
      "instances of an MPI job that share replicationFactor (set by the session under mpirun)"},
+    {"distributed.gradientBucketBytes", OPT_INT, "262144", 0, 2147483647, NULL,
+     "in an MPI job of one replica per instance: the gradients go to the other instances in "
+     "buckets of about this many bytes, each as soon as the backward has finished it (0: all "
+     "after the backward)"},
     {"Training.gradientAccumulation", OPT_INT, "1", 1, 1e6, NULL,
      "micro-batches whose gradients are averaged into one weight update"},
     {"deviceIterations", OPT_INT, "1", 1, 1e6, NULL,

@@ -29,7 +29,10 @@ typedef struct tg_profile tg_profile;
     X(ACCUMULATE, "accumulate gradients")                                                          \
     X(ALL_REDUCE, "all-reduce")                                                                    \
     X(INSTANCES, "exchange with instances") /* MPI, within all-reduce; waits for the others too */ \
-    X(STREAM_IO, "I/O tiles: stream from host") /* beside the compute: mk2 numIOTiles */
+    X(STREAM_IO, "I/O tiles: stream from host") /* beside the compute: mk2 numIOTiles */           \
+    /* a gradient bucket's exchange with the instances, from its start during the backward to      \
+     * its arrival (runtime/buckets.c): overlaps the other events */                               \
+    X(BUCKET, "gradient bucket to instances")
 
 typedef enum tg_event_kind {
 #define TG_EVENT_ENUM(e, name) TG_EVENT_##e,

@@ -5,6 +5,7 @@
 #include "runtime/allreduce.h"
 
 #include "ops/op.h"
+#include "runtime/buckets.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/session_dist.h"
@@ -130,20 +131,33 @@ static bool gather_instances(device_ctx *c, int64_t it)
     return ok;
 }
 
-/* Where global replica g's copy of accumulator k (at offset `off` of a
- * pack, `bytes` long) is: this instance's arena for its own replicas (the
- * result is written back there), the gathered packs for the others'. */
-static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t bytes)
+/* Under gradient buckets, device d's plan (the pack is in its order). */
+static const tg_bucket_plan *bucket_plan(const tg_session *s, int d)
+{
+    return s->buckets && s->buckets[d].n_buckets ? &s->buckets[d] : NULL;
+}
+
+/* Bytes of an instance's pack on device d. */
+static size_t pack_bytes(const tg_session *s, int d)
+{
+    const tg_program *p = s->program;
+    size_t pack = 0;
+    for (int k = 0; k < p->devices[d].n_accumulators; k++)
+        pack += p->buffers[p->devices[d].accumulators[k].acc_buffer].bytes * (size_t)p->replicas;
+    return pack;
+}
+
+/* Where global replica g's copy of an accumulator (at offset `off` of a
+ * replica's part of a `pack`, `bytes` long) is: this instance's arena for
+ * its own replicas, the gathered packs for the others' and, under gradient
+ * buckets, for its own too (buckets.c added the last micro-batch there). */
+static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t bytes, size_t pack)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     int local = g - s->replica_offset;
-    if (local >= 0 && local < p->replicas)
+    if (local >= 0 && local < p->replicas && !bucket_plan(s, c->device))
         return tg_engine_slot_ptr(s, local, buf, 0);
-    size_t pack = 0;
-    const tg_device_program *dp = &p->devices[c->device];
-    for (int k = 0; k < dp->n_accumulators; k++)
-        pack += p->buffers[dp->accumulators[k].acc_buffer].bytes * (size_t)p->replicas;
     int instance = g / p->replicas, r = g % p->replicas;
     return s->dist_recv[c->device] + (size_t)instance * pack + off * (size_t)p->replicas +
            (size_t)r * bytes;
@@ -163,7 +177,10 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
     float scale = 1.0f / (float)(p->micro_batches * R);
     if (!tg_exchange_replica_barrier(s, c->device))
         return false;
-    if (s->dist) {
+    const tg_bucket_plan *b = bucket_plan(s, c->device);
+    if (b && !tg_buckets_wait(c, it))
+        return false;
+    if (s->dist && !b) {
         if (!gather_instances(c, it)) {
             tg_exchange_fail(s, TG_ERR_IO, "the all-reduce across instances was abandoned");
             return false;
@@ -171,17 +188,20 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         if (!tg_exchange_replica_barrier(s, c->device))
             return false;
     }
-    unsigned char *copies[64];
-    size_t off = 0;
+    unsigned char *copies[64], *outs[64];
+    size_t off = 0, pack = b ? b->pack : s->dist ? pack_bytes(s, c->device) : 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
-        size_t bytes = p->buffers[buf].bytes;
+        size_t bytes = p->buffers[buf].bytes, at = b ? b->pack_off[k] : off;
         int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
         int64_t begin, end;
         tg_shard_range(n, c->replica, p->replicas, &begin, &end);
         for (int r = 0; r < R; r++)
-            copies[r] = s->dist ? copy_of(c, r, buf, off, bytes) : tg_engine_slot_ptr(s, r, buf, 0);
-        tg_reduce_typed(copies, R, p->buffers[buf].dtype, begin, end, scale);
+            copies[r] =
+                s->dist ? copy_of(c, r, buf, at, bytes, pack) : tg_engine_slot_ptr(s, r, buf, 0);
+        for (int r = 0; r < p->replicas; r++) /* the result: this instance's replicas' */
+            outs[r] = tg_engine_slot_ptr(s, r, buf, 0);
+        tg_reduce_typed(copies, R, outs, p->replicas, p->buffers[buf].dtype, begin, end, scale);
         off += bytes;
     }
     return tg_exchange_replica_barrier(s, c->device);

@@ -26,10 +26,19 @@ static int joined; /* tg_dist_init called MPI_Init_thread */
 static int rank, size = 1;
 static int host_size = 1; /* instances on this host (they share its cores) */
 
+/* A device's gathers in flight: a request per part and the counts and
+ * displacements MPI reads until the part completes ([part][instance]). */
+typedef struct parts {
+    int n;
+    MPI_Request *reqs;
+    int *counts, *displs;
+} parts;
+
 struct tg_dist_group {
     int n;
     MPI_Comm *comms;
     tg_spin *spins; /* per device: how long its all-gathers spin before sleeping */
+    parts *parts;   /* per device */
 };
 
 static void align_trace_clocks(void);
@@ -266,9 +275,12 @@ tg_status tg_dist_group_create(int n_devices, tg_dist_group **out)
         return TG_OK;
     tg_dist_group *g = tg_calloc(1, sizeof *g);
     if (!g || !(g->comms = tg_calloc((size_t)n_devices, sizeof *g->comms)) ||
-        !(g->spins = tg_calloc((size_t)n_devices, sizeof *g->spins))) {
-        if (g)
+        !(g->spins = tg_calloc((size_t)n_devices, sizeof *g->spins)) ||
+        !(g->parts = tg_calloc((size_t)n_devices, sizeof *g->parts))) {
+        if (g) {
             tg_free(g->comms);
+            tg_free(g->spins);
+        }
         tg_free(g);
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d communicators", n_devices);
     }
@@ -290,6 +302,12 @@ void tg_dist_group_destroy(tg_dist_group *g)
         return;
     for (int d = 0; d < g->n && joined; d++)
         MPI_Comm_free(&g->comms[d]);
+    for (int d = 0; d < g->n; d++) {
+        tg_free(g->parts[d].reqs);
+        tg_free(g->parts[d].counts);
+        tg_free(g->parts[d].displs);
+    }
+    tg_free(g->parts);
     tg_free(g->comms);
     tg_free(g->spins);
     tg_free(g);
@@ -324,17 +342,66 @@ static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
     }
 }
 
+/* Spin (adaptively, core/wait.h) while the other instances are close, then
+ * sleep between tests: the cores may be shared with them. */
+static bool settle(tg_dist_group *g, int device, MPI_Request *req, const bool *abort)
+{
+    request_wait w = {req, abort, false};
+    if (!tg_spin_wait(&g->spins[device], request_settled, &w))
+        sleep_until_settled(&w, 50000, 50000);
+    return !w.aborted;
+}
+
 bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, void *recv,
                              size_t bytes, const bool *abort)
 {
     MPI_Request req;
     MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, g->comms[device], &req);
-    request_wait w = {&req, abort, false};
-    /* spin (adaptively, core/wait.h) while the other instances are close,
-     * then sleep between tests: the cores may be shared with them */
-    if (!tg_spin_wait(&g->spins[device], request_settled, &w))
-        sleep_until_settled(&w, 50000, 50000);
-    return !w.aborted;
+    return settle(g, device, &req, abort);
+}
+
+tg_status tg_dist_group_reserve(tg_dist_group *g, int device, int n_parts)
+{
+    parts *p = &g->parts[device];
+    size_t n = (size_t)n_parts, cells = n * (size_t)size;
+    p->reqs = tg_calloc(n + 1, sizeof *p->reqs);
+    p->counts = tg_calloc(cells + 1, sizeof *p->counts);
+    p->displs = tg_calloc(cells + 1, sizeof *p->displs);
+    if (!p->reqs || !p->counts || !p->displs)
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d gradient buckets of device %d",
+                        n_parts, device);
+    p->n = n_parts;
+    for (int k = 0; k < n_parts; k++)
+        p->reqs[k] = MPI_REQUEST_NULL;
+    return TG_OK;
+}
+
+void tg_dist_group_start(tg_dist_group *g, int device, int part, void *recv, size_t offset,
+                         size_t bytes, size_t pack)
+{
+    parts *p = &g->parts[device];
+    int *counts = p->counts + (size_t)part * (size_t)size;
+    int *displs = p->displs + (size_t)part * (size_t)size;
+    for (int i = 0; i < size; i++) {
+        counts[i] = (int)bytes;
+        displs[i] = (int)((size_t)i * pack + offset);
+    }
+    /* in place: this instance's part is already in its block of recv, so
+     * MPI does not copy it there from a send buffer */
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts, displs, MPI_BYTE,
+                    g->comms[device], &p->reqs[part]);
+}
+
+bool tg_dist_group_test(tg_dist_group *g, int device, int part)
+{
+    int done = 0;
+    MPI_Test(&g->parts[device].reqs[part], &done, MPI_STATUS_IGNORE);
+    return done;
+}
+
+bool tg_dist_group_wait(tg_dist_group *g, int device, int part, const bool *abort)
+{
+    return settle(g, device, &g->parts[device].reqs[part], abort);
 }
 
 /* A broadcast's wait: no spinning, since instance 0 may be compiling on

@@ -28,6 +28,25 @@ void tg_dist_group_destroy(tg_dist_group *g);
 bool tg_dist_group_allgather(tg_dist_group *g, int device, const void *send, void *recv,
                              size_t bytes, const bool *abort);
 
+/* Parts of one exchange in flight at once (gradient buckets, allreduce.c):
+ * room for `n_parts` non-blocking gathers on device `device`'s
+ * communicator. Each part is `bytes` at `offset` of every instance's
+ * `pack`-byte block: instance i's into recv + i * pack + offset, so that the
+ * parts together fill recv as one tg_dist_group_allgather of the whole pack
+ * would. This instance's part is sent from its own block of recv (written
+ * there before the start; no send buffer, no copy). Every instance starts the parts in the same
+ * order (MPI's rule for collectives on one communicator); all calls of one device come from its
+ * thread. */
+tg_status tg_dist_group_reserve(tg_dist_group *g, int device, int n_parts);
+void tg_dist_group_start(tg_dist_group *g, int device, int part, void *recv, size_t offset,
+                         size_t bytes, size_t pack);
+/* Whether the part has arrived; a test also moves the transfers of the
+ * parts still in flight along (MPI progresses only inside its calls). */
+bool tg_dist_group_test(tg_dist_group *g, int device, int part);
+/* Wait for the part as tg_dist_group_allgather waits: false if the run was
+ * aborted on this instance. */
+bool tg_dist_group_wait(tg_dist_group *g, int device, int part, const bool *abort);
+
 /* Compare n named hashes over the instances: fails (TG_ERR_CONFIG) naming
  * the first that differs and the instances that disagree, then `advice`. */
 tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n,

@@ -35,6 +35,7 @@
 #include "graph/optim_params.h"
 #include "profile/profile.h"
 #include "runtime/allreduce.h"
+#include "runtime/buckets.h"
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
 #include "runtime/streams.h"
@@ -171,6 +172,8 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         }
         if (offloaded)
             tg_streams_offloaded(c, st, t, &a, false, it);
+        if (c->buckets_done < c->buckets_sent) /* gradient buckets in flight */
+            tg_buckets_progress(c, it);
     }
 }
 
@@ -207,8 +210,20 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     return tg_exchange_send(c, TG_PHASE_FORWARD, g);
 }
 
-/* acc = g (first micro-batch) or acc + g; on the last micro-batch of a single
- * replica also scale to the mean (with replicas the all-reduce does it). */
+/* acc = g (first micro-batch) or acc + g, times `scale`. */
+static void accumulate_one(device_ctx *c, const tg_accumulator *a, int64_t j, int64_t g,
+                           float scale)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
+    tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
+                        tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
+                        tg_numel(p->graph->nodes[acc->node]), j == 0, scale);
+}
+
+/* Every accumulator; on the last micro-batch of a single replica also
+ * scale to the mean (with replicas the all-reduce does it). */
 static void accumulate(device_ctx *c, int64_t j, int64_t g)
 {
     tg_session *s = c->s;
@@ -216,22 +231,48 @@ static void accumulate(device_ctx *c, int64_t j, int64_t g)
     const tg_device_program *dp = &p->devices[c->device];
     float scale = 1.0f / (float)(p->micro_batches * s->global_replicas);
     bool last = j == p->micro_batches - 1 && s->global_replicas == 1;
-    for (int k = 0; k < dp->n_accumulators; k++) {
-        const tg_accumulator *a = &dp->accumulators[k];
-        const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
-        tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
-                            tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
-                            tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
+    for (int k = 0; k < dp->n_accumulators; k++)
+        accumulate_one(c, &dp->accumulators[k], j, g, last ? scale : 1.0f);
+}
+
+/* Backward steps [from, to) of micro-batch j as `pass`. In the op that
+ * finishes the update's accumulators under gradient buckets
+ * (runtime/buckets.h), each bucket's gradients are accumulated and sent to
+ * the other instances as soon as the bucket's last step has run, and the
+ * rest of the backward computes meanwhile; returns true then (the
+ * accumulation is done). The sum over the
+ * instances is still taken in the all-reduce, so no bit changes. */
+static bool run_backward(device_ctx *c, tg_pipe_pass pass, int64_t it, int64_t j, int64_t g,
+                         int from, int to)
+{
+    const tg_bucket_plan *b = tg_buckets_finishing(c, pass, j);
+    if (!b) {
+        run_range(c, TG_PHASE_BACKWARD, it, g, from, to);
+        return false;
     }
+    int k = from;
+    for (int i = 0; i < b->n_buckets; i++) {
+        const tg_bucket *bk = &b->buckets[i];
+        int until = bk->ready + 1 < to ? bk->ready + 1 : to;
+        if (until > k) {
+            run_range(c, TG_PHASE_BACKWARD, it, g, k, until);
+            k = until;
+        }
+        tg_buckets_send(c, i, j, g);
+    }
+    run_range(c, TG_PHASE_BACKWARD, it, g, k, to);
+    return true;
 }
 
 /* The end of a micro-batch's backward: its gradients into the
- * accumulators, its stash and received slots free. */
-static void backward_done(device_ctx *c, int64_t it, int64_t j, int64_t g, double t0)
+ * accumulators (unless the buckets added them already), its stash and
+ * received slots free. */
+static void backward_done(device_ctx *c, int64_t it, int64_t j, int64_t g, double t0,
+                          bool accumulated)
 {
     const tg_program *p = c->s->program;
     c->in_flight--;
-    if (p->accumulate) {
+    if (p->accumulate && !accumulated) {
         double t1 = now_s();
         accumulate(c, j, g);
         tg_engine_record(c, TG_EVENT_ACCUMULATE, TG_PHASE_BACKWARD, it, j, -1, t1, 0, 0);
@@ -275,13 +316,13 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
         return false;
     double t0 = now_s();
     int end = split ? dp->input_grad_steps : dp->n_steps[TG_PHASE_BACKWARD];
-    run_range(c, TG_PHASE_BACKWARD, it, g, 0, end);
+    bool accumulated = run_backward(c, TG_PASS_BACKWARD, it, j, g, 0, end);
     tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
                      backward_flops(c, 0, end));
     if (split)
         c->busy += now_s() - t0;
     else
-        backward_done(c, it, j, g, t0);
+        backward_done(c, it, j, g, t0, accumulated);
     return tg_exchange_send(c, TG_PHASE_BACKWARD, g);
 }
 
@@ -293,12 +334,13 @@ static bool weight(device_ctx *c, int64_t it, int64_t j)
     const tg_device_program *dp = &p->devices[c->device];
     int64_t g = it * p->micro_batches + j;
     double t0 = now_s();
-    run_range(c, TG_PHASE_BACKWARD, it, g, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]);
+    bool accumulated = run_backward(c, TG_PASS_WEIGHT, it, j, g, dp->input_grad_steps,
+                                    dp->n_steps[TG_PHASE_BACKWARD]);
     /* an execute event of the backward phase, so the profile's busy time
      * counts it, with the FLOPs of W's steps */
     tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
                      backward_flops(c, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]));
-    backward_done(c, it, j, g, t0);
+    backward_done(c, it, j, g, t0, accumulated);
     return true;
 }
 
@@ -695,36 +737,51 @@ static tg_status run_devices(tg_session *s, int n)
     return TG_OK;
 }
 
+/* The trace track of an event of (replica, device) i of n: its own, or for a
+ * gradient bucket the device's bucket track. */
+static int track_of(const tg_profile_event *e, int i, int n)
+{
+    return e->kind == TG_EVENT_BUCKET ? n + i : i;
+}
+
+/* Event e as a step of track i. Buckets in flight together overlap each
+ * other partially, which a track cannot show: a bucket's step starts when
+ * it started or, if later, when the one before it arrived. */
+static void keep_device_step(tg_session *s, const tg_profile_event *e, int i, int64_t origin,
+                             uint64_t link)
+{
+    static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
+                                            TG_TRACE_PHASE_UPDATE};
+    tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
+    int64_t start = origin + e->start_ns;
+    size_t n = s->trace_n[i];
+    if (e->kind == TG_EVENT_BUCKET && n && s->trace_steps[i][n - 1].end_ns > start)
+        start = s->trace_steps[i][n - 1].end_ns;
+    s->trace_steps[i][s->trace_n[i]++] = (tg_trace_device_step){
+        tg_event_name((tg_event_kind)e->kind), start, origin + e->end_ns, e->micro_batch, ph, link};
+}
+
 /* Copy the recorded run's device events into the tracks the host-trace
  * export will carry (host-side work after the run, not in the step loop). */
 static void keep_device_steps(tg_session *s, uint64_t link)
 {
     const tg_program *p = s->program;
     int64_t origin = (int64_t)(s->t_origin * 1e9);
-    for (int i = 0; i < p->replicas * p->n_devices; i++) {
+    int n = p->replicas * p->n_devices;
+    for (int i = 0; i < n; i++) {
         const tg_profile_recorder *r = &s->recorders[i];
-        size_t need = s->trace_n[i] + (size_t)r->n_events;
-        if (need > s->trace_cap[i]) {
-            size_t cap = need * 2;
-            tg_trace_device_step *st = tg_realloc(s->trace_steps[i], cap * sizeof *st);
+        for (int own = i; own < 2 * n; own += n) { /* the device's track, its buckets' */
+            size_t need = s->trace_n[own] + (size_t)r->n_events;
+            if (need <= s->trace_cap[own])
+                continue;
+            tg_trace_device_step *st = tg_realloc(s->trace_steps[own], need * 2 * sizeof *st);
             if (!st)
                 return; /* the export shows fewer steps, the run is unaffected */
-            s->trace_steps[i] = st;
-            s->trace_cap[i] = cap;
+            s->trace_steps[own] = st;
+            s->trace_cap[own] = need * 2;
         }
-        for (int k = 0; k < r->n_events; k++) {
-            const tg_profile_event *e = &r->events[k];
-            static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
-                                                    TG_TRACE_PHASE_UPDATE};
-            tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
-            s->trace_steps[i][s->trace_n[i]++] =
-                (tg_trace_device_step){tg_event_name((tg_event_kind)e->kind),
-                                       origin + e->start_ns,
-                                       origin + e->end_ns,
-                                       e->micro_batch,
-                                       ph,
-                                       link};
-        }
+        for (int k = 0; k < r->n_events; k++)
+            keep_device_step(s, &r->events[k], track_of(&r->events[k], i, n), origin, link);
     }
 }
 
@@ -860,19 +917,13 @@ tg_status tg_session_run(tg_session *s)
     uint64_t link = s->link_base + (uint64_t)s->runs + 1;
     tg_trace_begin_link(engine_channel(), "host step", link);
     for (int i = 0; i < n; i++) {
-        s->ctx[i] = (device_ctx){s,
-                                 i / p->n_devices,
-                                 i % p->n_devices,
-                                 0.0,
-                                 0,
-                                 0,
-                                 recording ? &s->recorders[i] : NULL,
-                                 s->loss_scale,
-                                 s->good_updates,
-                                 0,
-                                 s->loss_scale,
-                                 0,
-                                 0.0};
+        s->ctx[i] = (device_ctx){.s = s,
+                                 .replica = i / p->n_devices,
+                                 .device = i % p->n_devices,
+                                 .rec = recording ? &s->recorders[i] : NULL,
+                                 .loss_scale = s->loss_scale,
+                                 .good_updates = s->good_updates,
+                                 .grad_scale = s->loss_scale};
         if (recording)
             s->recorders[i].n_events = 0;
     }

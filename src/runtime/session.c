@@ -345,9 +345,9 @@ static tg_status start_profiling(tg_session *s)
     s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
     if (!s->recorders)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
-    s->trace_steps = tg_calloc((size_t)n, sizeof *s->trace_steps);
-    s->trace_n = tg_calloc((size_t)n, sizeof *s->trace_n);
-    s->trace_cap = tg_calloc((size_t)n, sizeof *s->trace_cap);
+    s->trace_steps = tg_calloc((size_t)(2 * n), sizeof *s->trace_steps);
+    s->trace_n = tg_calloc((size_t)(2 * n), sizeof *s->trace_n);
+    s->trace_cap = tg_calloc((size_t)(2 * n), sizeof *s->trace_cap);
     if (!s->trace_steps || !s->trace_n || !s->trace_cap)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
     for (int i = 0; i < n; i++) {
@@ -355,10 +355,13 @@ static tg_status start_profiling(tg_session *s)
         int d = i % p->n_devices;
         /* per pass: the phase, host streams in and out, accumulation, and for
          * each transfer a wait to receive, a wait for a free slot and the copy;
-         * per update: offloaded state in and out around each update step */
+         * per update: offloaded state in and out around each update step,
+         * and in an MPI job at most a gradient bucket per accumulator */
         int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
+        int buckets = p->devices[d].n_accumulators;
         r->cap_events =
-            (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + 4) * p->iterations +
+            (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + buckets + 4) *
+                p->iterations +
             16;
         r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
         r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
@@ -447,20 +450,30 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
 static tg_status export_trace(const tg_session *s)
 {
     const tg_program *p = s->program;
-    int n = n_arenas(s);
-    tg_trace_device_track *tracks = tg_calloc((size_t)n, sizeof *tracks);
+    int n = n_arenas(s), m = 0;
+    tg_trace_device_track *tracks = tg_calloc((size_t)(2 * n), sizeof *tracks);
     if (!tracks)
         return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
-    for (int i = 0; i < n; i++)
-        tracks[i] = (tg_trace_device_track){
+    for (int i = 0; i < 2 * n; i++) {
+        int d = i % p->n_devices;
+        const char *name = NULL;
+        if (i >= n && !s->trace_n[i])
+            continue; /* no gradient buckets on this device */
+        if (i >= n) {
+            char label[64];
+            snprintf(label, sizeof label, "device %d: gradient buckets to instances", d);
+            name = tg_trace_intern(label);
+        }
+        tracks[m++] = (tg_trace_device_track){
             /* the job's replica index: an MPI job's instances' traces merge */
-            s->replica_offset + i / p->n_devices,
-            i % p->n_devices,
-            NULL,
+            s->replica_offset + (i % n) / p->n_devices,
+            i < n ? d : p->n_devices + d,
+            name,
             s->trace_steps[i],
             s->trace_n[i],
             NULL,
             0};
+    }
     char path[1024];
     const char *base = tg_trace_output_path();
     size_t len = strlen(base);
@@ -470,7 +483,7 @@ static tg_status export_trace(const tg_session *s)
              p->training ? "training" : "inference");
     tg_status st = tg_trace_flush(); /* creates the directory */
     if (st == TG_OK)
-        st = tg_trace_export_chrome(path, tracks, (size_t)n);
+        st = tg_trace_export_chrome(path, tracks, (size_t)m);
     tg_free(tracks);
     return st;
 }
@@ -510,7 +523,7 @@ void tg_session_destroy(tg_session *s)
     /* reported once, at the program's tg_trace_shutdown */
     if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
         tg_trace_note_failure(TG_ERR_IO);
-    for (int i = 0; s->trace_steps && i < n; i++)
+    for (int i = 0; s->trace_steps && i < 2 * n; i++)
         tg_free(s->trace_steps[i]);
     tg_free(s->trace_steps);
     tg_free(s->trace_n);

@@ -8,6 +8,7 @@
 #include "compile/program.h"
 #include "core/error.h"
 #include "runtime/allreduce.h"
+#include "runtime/buckets.h"
 #include "runtime/dist.h"
 #include "tilegraph/trace.h"
 
@@ -197,7 +198,7 @@ tg_status tg_session_dist_setup(tg_session *s)
                             "(%zu bytes per replica)",
                             d, one);
     }
-    return TG_OK;
+    return tg_buckets_plan(s);
 }
 
 void tg_session_dist_free(tg_session *s)
@@ -215,6 +216,7 @@ void tg_session_dist_free(tg_session *s)
         tg_free(s->dist_state[i]);
     tg_free(s->dist_state);
     s->dist_state = NULL;
+    tg_buckets_free(s);
     tg_dist_group_destroy(s->dist);
     s->dist = NULL;
 }

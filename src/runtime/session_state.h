@@ -24,6 +24,31 @@ typedef struct tg_device_thread {
     pthread_t id;
 } tg_device_thread;
 
+/* Gradient buckets (runtime/allreduce.c): under an MPI job whose instances
+ * run one replica each, a device's accumulators in groups of about
+ * distributed.gradientBucketBytes, in the order the backward finishes them
+ * (last layer first). Each group's exchange with the other instances starts
+ * in the last backward of an update, as soon as its gradients are final,
+ * and runs while the rest of the backward computes. */
+typedef struct tg_bucket {
+    int first, count;     /* accumulators order[first .. first + count) */
+    int ready;            /* the backward step after which they are final (-1: before the first) */
+    size_t offset, bytes; /* their part of the instance's pack */
+} tg_bucket;
+
+typedef struct tg_bucket_plan {
+    int *order;       /* accumulators by the backward step that finishes them */
+    size_t *pack_off; /* per accumulator (by index): its place in the pack */
+    size_t pack;      /* bytes of one instance's pack */
+    tg_bucket *buckets;
+    int n_buckets;
+    /* the op of the schedule that finishes the accumulators: the backward
+     * (or, in a split schedule, the weight gradient) of micro-batch last_mb */
+    int last_mb;
+    tg_pipe_pass last_pass;
+    double *started; /* per bucket, when its exchange started (the device's thread's) */
+} tg_bucket_plan;
+
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
@@ -40,6 +65,8 @@ typedef struct device_ctx {
     float grad_scale;
     int64_t forwards; /* forward passes run in this host step */
     double streams;   /* seconds on host streams in: copying, or waiting for a prefetch */
+    /* gradient buckets of the current update: started, and seen complete */
+    int buckets_sent, buckets_done;
 } device_ctx;
 
 struct tg_session {
@@ -102,7 +129,9 @@ struct tg_session {
     char profile_error[512];    /* its message */
     bool profile_reported;      /* tg_session_finish_profile returned it */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */
-    struct tg_trace_device_step **trace_steps; /* [replica * n_devices + device][...] */
+    /* [replica * n_devices + device][...], then the same tracks' gradient
+     * buckets (they overlap the device's steps, so they get tracks of their own) */
+    struct tg_trace_device_step **trace_steps;
     size_t *trace_n, *trace_cap;
     uint64_t link_base;             /* link ids of this session's host steps start after it */
     tg_profile_recorder *recorders; /* [replica * n_devices + device], when recording */
@@ -115,6 +144,7 @@ struct tg_session {
     int global_replicas, replica_offset;
     struct tg_dist_group *dist;
     unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
+    tg_bucket_plan *buckets; /* per device, or NULL: no exchange during the backward */
     /* replicated tensor sharding across instances: each sharded value whole
      * (per node id; NULL when not sharded), as tg_dist_sync gathered it
      * after host step dist_state_step (-1: never) */

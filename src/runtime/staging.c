@@ -126,8 +126,8 @@ void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, 
     }
 }
 
-void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t begin, int64_t end,
-                     float scale)
+void tg_reduce_typed(unsigned char *const *copies, int R, unsigned char *const *outs, int n_out,
+                     tg_dtype t, int64_t begin, int64_t end, float scale)
 {
     size_t es = tg_dtype_size(t);
     float sum[CHUNK], x[CHUNK];
@@ -140,8 +140,8 @@ void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t be
         }
         for (size_t e = 0; e < k; e++)
             sum[e] *= scale;
-        for (int r = 0; r < R; r++)
-            tg_convert(sum, TG_F32, copies[r] + (size_t)i * es, t, k);
+        for (int r = 0; r < n_out; r++)
+            tg_convert(sum, TG_F32, outs[r] + (size_t)i * es, t, k);
     }
 }
 

@@ -29,10 +29,12 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
 void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, int64_t n,
                          bool first, float scale);
 
-/* Elements [begin, end) of R replicas' copies of one buffer: each becomes
- * scale * the sum over replicas, summed in f32 in replica order. */
-void tg_reduce_typed(unsigned char *const *copies, int R, tg_dtype t, int64_t begin, int64_t end,
-                     float scale);
+/* Elements [begin, end) of R replicas' copies of one buffer: scale * the
+ * sum over replicas, summed in f32 in replica order, into the n_out buffers
+ * outs (a replica's copy, or its accumulator when the copy read is a staged
+ * one; in an MPI job only this instance's replicas read the result). */
+void tg_reduce_typed(unsigned char *const *copies, int R, unsigned char *const *outs, int n_out,
+                     tg_dtype t, int64_t begin, int64_t end, float scale);
 
 /* Sum of x^2 over n elements of any float type, in double and in element
  * order (a fixed order: the gradient clipping's norm is deterministic). */

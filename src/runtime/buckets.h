@@ -1,0 +1,34 @@
+/* runtime/buckets.h - gradient buckets (buckets.c): under an MPI job, the
+ * exchange of an update's gradients with the other instances started
+ * while the backward still runs, a group of accumulators at a time, and
+ * waited for only before the update (runtime/allreduce.c). The sum over the
+ * instances is unchanged (allreduce.c adds the gathered copies in global
+ * replica order), so results are bit-identical to one exchange after the
+ * backward. */
+#ifndef TG_RUNTIME_BUCKETS_H
+#define TG_RUNTIME_BUCKETS_H
+
+#include "runtime/session_state.h"
+
+/* After the communicators exist (tg_session_dist_setup): s->buckets, one
+ * plan per device, when the instances run one replica each and
+ * distributed.gradientBucketBytes is not 0; otherwise s->buckets stays
+ * NULL and the all-reduce gathers everything after the backward. */
+tg_status tg_buckets_plan(tg_session *s);
+void tg_buckets_free(tg_session *s);
+
+/* Device c's plan when micro-batch j's `pass` is the op that finishes the
+ * update's accumulators, else NULL. */
+const tg_bucket_plan *tg_buckets_finishing(const device_ctx *c, tg_pipe_pass pass, int64_t j);
+/* Bucket b's gradients are final in micro-batch j (slot g), the last of the
+ * update: add them to their accumulators' sums into this instance's pack
+ * and start the bucket's exchange. */
+void tg_buckets_send(device_ctx *c, int b, int64_t j, int64_t g);
+/* Between steps: note the buckets that have arrived (in order) and let
+ * MPI move the others along. */
+void tg_buckets_progress(device_ctx *c, int64_t it);
+/* Before the update: wait for every bucket of update `it`; false if the
+ * run was aborted (the failure is set). */
+bool tg_buckets_wait(device_ctx *c, int64_t it);
+
+#endif
