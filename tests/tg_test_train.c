@@ -3,6 +3,7 @@
 
 #include "tg_test.h"
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "runtime/session_internal.h"
 
@@ -27,6 +28,32 @@ void tg_test_train_more(tg_test_model *c, int runs, uint64_t seed)
     }
     free(img);
     free(lab);
+}
+
+tg_status tg_test_model_create(tg_test_model *c, int batch, const tg_optimizer *opt,
+                               const char *const *kv, uint64_t seed)
+{
+    memset(c, 0, sizeof *c);
+    TG_TRY(tg_model_graph_create(tg_model_find("mnist-pipeline"), batch, opt, &c->mg));
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "threadsPerDevice", "1"));
+    TG_CHECK_OK(tg_options_set_int(o, "randomSeed", (int64_t)seed));
+    for (int i = 0; kv && kv[i]; i += 2)
+        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_status s = tg_session_create(c->mg.graph, o, &c->s);
+    tg_options_destroy(o);
+    return s;
+}
+
+void tg_test_samples(int64_t first, int64_t samples, float *images, int32_t *labels)
+{
+    for (int64_t i = 0; i < samples; i++) {
+        tg_rng r;
+        tg_rng_seed(&r, (uint64_t)(first + i));
+        for (int k = 0; k < 784; k++)
+            images[i * 784 + k] = (float)(2.0 * tg_rng_uniform(&r) - 1.0);
+        labels[i] = (int32_t)tg_rng_below(&r, 10);
+    }
 }
 
 void tg_test_train(tg_test_model *c, int batch, const tg_optimizer *opt, const char *const *kv,

@@ -7,6 +7,7 @@
 
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
+#include "tilegraph/status.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +23,17 @@ typedef struct tg_test_model {
  * data drawn from `seed`. Failures are test failures. */
 void tg_test_train(tg_test_model *c, int batch, const tg_optimizer *opt, const char *const *kv,
                    int runs, uint64_t seed, void (*prepare)(tg_graph *g));
+/* mnist-pipeline for `batch` with `opt` and a session with
+ * threadsPerDevice=1, randomSeed=seed and the key/value options `kv`
+ * (NULL-terminated, may be NULL; a key the options refuse is a test
+ * failure). Returns the session's status, for tests that expect a refusal;
+ * *c is then safe to destroy. */
+tg_status tg_test_model_create(tg_test_model *c, int batch, const tg_optimizer *opt,
+                               const char *const *kv, uint64_t seed);
+/* Reproducible mnist-shaped samples first .. first + samples - 1: pixels
+ * uniform in [-1, 1) and labels in [0, 10), each a function of its index
+ * alone, so any cut into host steps sees the same data. */
+void tg_test_samples(int64_t first, int64_t samples, float *images, int32_t *labels);
 /* More host steps of the same kind of data. */
 void tg_test_train_more(tg_test_model *c, int runs, uint64_t seed);
 void tg_test_model_destroy(tg_test_model *c);

@@ -8,6 +8,7 @@
  * LAMB is refused by name.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -20,29 +21,16 @@
 
 enum { BATCH = 4, PIXELS = 784 };
 
-typedef struct {
-    tg_model_graph mg;
-    tg_session *s;
-} trainer;
+typedef tg_test_model trainer;
 
 static tg_status make(trainer *t, int batch, const tg_optimizer *opt, const char *const *kv)
 {
-    memset(t, 0, sizeof *t);
-    TG_TRY(tg_model_graph_create(tg_model_find("mnist-pipeline"), batch, opt, &t->mg));
-    tg_options *o = tg_options_create();
-    tg_options_set(o, "threadsPerDevice", "1");
-    tg_options_set(o, "randomSeed", "3");
-    for (int i = 0; kv && kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
-    tg_status s = tg_session_create(t->mg.graph, o, &t->s);
-    tg_options_destroy(o);
-    return s;
+    return tg_test_model_create(t, batch, opt, kv, 3);
 }
 
 static void destroy(trainer *t)
 {
-    tg_session_destroy(t->s);
-    tg_model_graph_destroy(&t->mg);
+    tg_test_model_destroy(t);
 }
 
 /* Run `runs` host steps on deterministic data (sample i seeded by i). */

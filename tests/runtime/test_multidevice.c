@@ -5,10 +5,10 @@
  * configurations fail at compile time, and a failing step stops every device.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "runtime/session_state.h"
 #include "tilegraph/models.h"
 
@@ -16,10 +16,7 @@
 
 enum { BATCH = 4, PIXELS = 784 };
 
-typedef struct {
-    tg_model_graph mg;
-    tg_session *s;
-} trainer;
+typedef tg_test_model trainer;
 
 static tg_options *options(const char *const *kv)
 {
@@ -43,20 +40,7 @@ static tg_status make(trainer *t, int batch, const tg_optimizer *opt, const char
 
 static void destroy(trainer *t)
 {
-    tg_session_destroy(t->s);
-    tg_model_graph_destroy(&t->mg);
-}
-
-/* Deterministic data for `samples` samples starting at sample `first`. */
-static void data(int64_t first, int64_t samples, float *img, int32_t *lab)
-{
-    for (int64_t i = 0; i < samples; i++) {
-        tg_rng r;
-        tg_rng_seed(&r, (uint64_t)(first + i));
-        for (int k = 0; k < PIXELS; k++)
-            img[i * PIXELS + k] = (float)(2.0 * tg_rng_uniform(&r) - 1.0);
-        lab[i] = (int32_t)tg_rng_below(&r, 10);
-    }
+    tg_test_model_destroy(t);
 }
 
 /* Run `runs` host steps, feeding consecutive samples. */
@@ -66,7 +50,7 @@ static void train(trainer *t, int runs)
     float *img = tg_malloc((size_t)n * PIXELS * sizeof(float));
     int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
     for (int r = 0; r < runs; r++) {
-        data(r * n, n, img, lab);
+        tg_test_samples(r * n, n, img, lab);
         TG_CHECK_OK(tg_session_write(t->s, t->mg.images, img, (size_t)n * PIXELS * sizeof(float)));
         TG_CHECK_OK(tg_session_write(t->s, t->mg.labels, lab, (size_t)n * sizeof(int32_t)));
         TG_CHECK_OK(tg_session_run(t->s));
@@ -312,7 +296,7 @@ static void test_pipelined_inference_matches_one_device(void)
     if (s1 && s4) {
         float img[5 * BATCH * PIXELS], out1[5 * BATCH * 10], out4[5 * BATCH * 10];
         int32_t lab[5 * BATCH];
-        data(0, 5 * BATCH, img, lab);
+        tg_test_samples(0, 5 * BATCH, img, lab);
         TG_CHECK_OK(tg_session_write(s1, a.images, img, sizeof img));
         TG_CHECK_OK(tg_session_write(s4, b.images, img, sizeof img));
         TG_CHECK_OK(tg_session_run(s1));
@@ -377,14 +361,14 @@ static void test_failing_step_stops_every_device(void)
         int64_t n = tg_session_samples_per_run(t.s, t.mg.images);
         float *img = tg_malloc((size_t)n * PIXELS * sizeof(float));
         int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
-        data(0, n, img, lab);
+        tg_test_samples(0, n, img, lab);
         img[3 * BATCH * PIXELS + 100] = NAN; /* micro-batch 3 */
         tg_session_write(t.s, t.mg.images, img, (size_t)n * PIXELS * sizeof(float));
         tg_session_write(t.s, t.mg.labels, lab, (size_t)n * sizeof(int32_t));
         TG_CHECK(tg_session_run(t.s) == TG_ERR_NUMERIC);
         TG_CHECK(strstr(tg_error_message(), "micro-batch 3") != NULL);
         /* and the session still works with good data */
-        data(0, n, img, lab);
+        tg_test_samples(0, n, img, lab);
         tg_session_write(t.s, t.mg.images, img, (size_t)n * PIXELS * sizeof(float));
         TG_CHECK_OK(tg_session_run(t.s));
         tg_free(img);

@@ -7,10 +7,10 @@
  * running stops without hanging.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "runtime/session_state.h"
 #include "tilegraph/models.h"
 
@@ -19,40 +19,16 @@
 
 enum { BATCH = 4, PIXELS = 784 };
 
-typedef struct {
-    tg_model_graph mg;
-    tg_session *s;
-} trainer;
+typedef tg_test_model trainer;
 
 static tg_status make(trainer *t, const tg_optimizer *opt, const char *const *kv)
 {
-    memset(t, 0, sizeof *t);
-    TG_TRY(tg_model_graph_create(tg_model_find("mnist-pipeline"), BATCH, opt, &t->mg));
-    tg_options *o = tg_options_create();
-    tg_options_set(o, "threadsPerDevice", "1");
-    tg_options_set(o, "randomSeed", "5");
-    for (int i = 0; kv && kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
-    tg_status s = tg_session_create(t->mg.graph, o, &t->s);
-    tg_options_destroy(o);
-    return s;
+    return tg_test_model_create(t, BATCH, opt, kv, 5);
 }
 
 static void destroy(trainer *t)
 {
-    tg_session_destroy(t->s);
-    tg_model_graph_destroy(&t->mg);
-}
-
-static void data(int64_t first, int64_t samples, float *img, int32_t *lab)
-{
-    for (int64_t i = 0; i < samples; i++) {
-        tg_rng r;
-        tg_rng_seed(&r, (uint64_t)(first + i));
-        for (int k = 0; k < PIXELS; k++)
-            img[i * PIXELS + k] = (float)(2.0 * tg_rng_uniform(&r) - 1.0);
-        lab[i] = (int32_t)tg_rng_below(&r, 10);
-    }
+    tg_test_model_destroy(t);
 }
 
 /* One host step on samples [first, first + n); `poison` >= 0 puts a NaN
@@ -62,7 +38,7 @@ static tg_status step(trainer *t, int64_t first, int64_t poison)
     int64_t n = tg_session_samples_per_run(t->s, t->mg.images);
     float *img = tg_malloc((size_t)n * PIXELS * sizeof(float));
     int32_t *lab = tg_malloc((size_t)n * sizeof(int32_t));
-    data(first, n, img, lab);
+    tg_test_samples(first, n, img, lab);
     if (poison >= 0)
         img[poison * BATCH * PIXELS + 7] = NAN;
     TG_CHECK_OK(tg_session_write(t->s, t->mg.images, img, (size_t)n * PIXELS * sizeof(float)));
