@@ -123,17 +123,6 @@ static void measure(const tg_model_graph *mg, run_case *c, int steps)
     tg_options_destroy(o);
 }
 
-static double load_average(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f && fscanf(f, "%lf", &l) != 1)
-        l = -1;
-    if (f)
-        fclose(f);
-    return l;
-}
-
 static void print_stage_case(const char *model, const run_case *c, bool first, double *worst)
 {
     printf("%s{\"model\":\"%s\",\"case\":\"%s\",\"split\":\"%s\",\"predicted_busy_ms\":[",
@@ -189,7 +178,7 @@ int main(int argc, char **argv)
     if (tg_predict_split(mg.graph, o, 2, "auto", &best) != TG_OK)
         die("auto split");
     tg_options_destroy(o);
-    double load_start = load_average();
+    double load_start = bench_load_average();
     run_case cases[5] = {{.name = "auto", .strategy = "pipelined"},
                          {.name = "auto-shard", .strategy = "sharded"},
                          {.name = "readme", .strategy = "pipelined", .stages = "B1,B2|B3,B4"},
@@ -233,6 +222,6 @@ int main(int argc, char **argv)
     print_stage_case("resnet18", &resnet, false, &worst);
     printf("],\"worst_error_pct\":%.1f,\"target_pct\":15,\"load_average\":[%.2f,%.2f],"
            "\"note\":\"measured busy stretches on a loaded machine; the prediction does not\"}\n",
-           worst, load_start, load_average());
+           worst, load_start, bench_load_average());
     return 0;
 }

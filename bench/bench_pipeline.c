@@ -165,17 +165,6 @@ static void print_range(const char *name, const double *v, bool last)
     printf("\"%s\":[%.1f,%.1f]%s", name, lo, hi, last ? "" : ",");
 }
 
-static double load_average(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f && fscanf(f, "%lf", &l) != 1)
-        l = -1;
-    if (f)
-        fclose(f);
-    return l;
-}
-
 /* The unit-clock step (F = B = W = one cycle) of each of zb_schedules. */
 static void unit_steps(int n_dev, int m, int *units)
 {
@@ -214,7 +203,7 @@ static void zero_bubble(const char *stages, int n_dev, int m, int steps)
                         acc,
                         NULL};
     double rate[ZB_SCHEDULES][ZB_ROUNDS], bubble[ZB_SCHEDULES] = {0}, step[ZB_SCHEDULES] = {0};
-    double load_start = load_average();
+    double load_start = bench_load_average();
     for (int r = 0; r < ZB_ROUNDS; r++)
         for (int k = 0; k < ZB_SCHEDULES; k++) {
             kv[5] = zb_schedules[k];
@@ -240,7 +229,7 @@ static void zero_bubble(const char *stages, int n_dev, int m, int steps)
            "\"load_average\":[%.2f,%.2f]}\n",
            mean[0], mean[1], mean[2], units[0], units[1], units[2], bubble[0], bubble[1], bubble[2],
            step[0] / step[1], step[0] / step[2], mean[1] / mean[0], mean[2] / mean[0], load_start,
-           load_average());
+           bench_load_average());
     fflush(stdout);
 }
 

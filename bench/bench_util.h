@@ -86,6 +86,19 @@ static inline double bench_reference_rate(const char *cmd, char *version, size_t
  * environment variables it reads, and refuses arguments it does not take,
  * rather than starting a long run. Returns -1 to go on, else the exit code.
  * `takes_args` is the number of positional arguments the bench accepts. */
+/* The machine's 1-minute load average (-1 when unknown), printed beside
+ * figures so a reader knows how busy the machine was. */
+static inline double bench_load_average(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f && fscanf(f, "%lf", &l) != 1)
+        l = -1;
+    if (f)
+        fclose(f);
+    return l;
+}
+
 static inline int bench_usage(int argc, char **argv, int takes_args, const char *usage)
 {
     for (int i = 1; i < argc; i++)
