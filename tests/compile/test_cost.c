@@ -115,14 +115,13 @@ static void test_costs_follow_work(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/tg_test_cost.%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/tg_test_cost.XXXXXX");
+    if (!TG_MKDTEMP(dir))
+        return tg_test_finish();
     setenv("XDG_CACHE_HOME", dir, 1);
     TG_RUN(test_calibration_is_cached);
     TG_RUN(test_switch);
     TG_RUN(test_costs_follow_work);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }

@@ -160,14 +160,13 @@ static void test_off_times_nothing(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/tg_test_cost_kernels.%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/tg_test_cost_kernels.XXXXXX");
+    if (!TG_MKDTEMP(dir))
+        return tg_test_finish();
     setenv("XDG_CACHE_HOME", dir, 1);
     TG_RUN(test_signatures);
     TG_RUN(test_timed_and_cached);
     TG_RUN(test_off_times_nothing);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tg_test_remove_dir(dir);
     return tg_test_finish();
 }
