@@ -67,6 +67,12 @@ int tg_test_finish(void)
     return tests_failed ? 1 : 0;
 }
 
+void tg_test_options_set(tg_options *o, const char *const *kv)
+{
+    for (int i = 0; kv && kv[i]; i += 2)
+        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+}
+
 void tg_test_remove_dir(const char *dir)
 {
     char cmd[1100];

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "graph/node.h"
+#include "tilegraph/options.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -83,6 +84,9 @@ int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_
 int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads, double rtol,
                      tg_check_opts opts);
 
+/* Set the NULL-terminated key/value list kv (NULL: nothing) on o; a key or
+ * value the options refuse is a test failure. */
+void tg_test_options_set(tg_options *o, const char *const *kv);
 /* Remove a directory tree a test made (a failure is a test failure). */
 void tg_test_remove_dir(const char *dir);
 /* Fail if the library holds another number of bytes than `live` (taken from

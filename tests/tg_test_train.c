@@ -38,8 +38,7 @@ tg_status tg_test_model_create(tg_test_model *c, int batch, const tg_optimizer *
     tg_options *o = tg_options_create();
     TG_CHECK_OK(tg_options_set(o, "threadsPerDevice", "1"));
     TG_CHECK_OK(tg_options_set_int(o, "randomSeed", (int64_t)seed));
-    for (int i = 0; kv && kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_status s = tg_session_create(c->mg.graph, o, &c->s);
     tg_options_destroy(o);
     return s;
@@ -65,8 +64,7 @@ void tg_test_train(tg_test_model *c, int batch, const tg_optimizer *opt, const c
         prepare(c->mg.graph);
     tg_options *o = tg_options_create();
     tg_options_set(o, "threadsPerDevice", "1");
-    for (int i = 0; kv && kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     if (c->mg.graph)
         TG_CHECK_OK(tg_session_create(c->mg.graph, o, &c->s));
     tg_options_destroy(o);

@@ -59,8 +59,7 @@ static chain build_chain(bool blocks, const int *devices)
 static tg_status place(const tg_graph *g, const char *const *kv, tg_placement *pl)
 {
     tg_options *o = tg_options_create();
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     int *order = NULL, n = 0;
     TG_CHECK_OK(tg_schedule(g, &order, &n));
     bool *needed = tg_calloc((size_t)g->n_nodes + 1, sizeof *needed);
@@ -263,8 +262,7 @@ static void test_execution_strategy(void)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         tg_options *o = tg_options_create();
-        for (int i = 0; cases[k].kv[i]; i += 2)
-            TG_CHECK_OK(tg_options_set(o, cases[k].kv[i], cases[k].kv[i + 1]));
+        tg_test_options_set(o, cases[k].kv);
         tg_config c;
         TG_CHECK_OK(tg_config_read(o, &c));
         if (strcmp(c.pipeline.strategy, cases[k].want) != 0)

@@ -52,8 +52,7 @@ static net build_net(void)
 static tg_precision read_with(const char *const *kv)
 {
     tg_options *o = tg_options_create();
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_precision pr;
     memset(&pr, 0xff, sizeof pr);
     tg_config c;

@@ -17,8 +17,7 @@
 static tg_program *compile_with(const tg_graph *g, const char *const *kv)
 {
     tg_options *o = tg_options_create();
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_program *p = NULL;
     TG_CHECK_OK(tg_program_compile(g, o, &p));
     tg_options_destroy(o);
@@ -120,8 +119,7 @@ static tg_graph *two_block_mlp(void)
 static void compile_fails_cleanly(const tg_graph *g, const char *const *kv)
 {
     tg_options *o = tg_options_create();
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_program *p = NULL;
     TG_CHECK_OK(tg_program_compile(g, o, &p)); /* warms what is made once per process */
     tg_program_destroy(p);

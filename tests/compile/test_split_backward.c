@@ -25,8 +25,7 @@ static tg_program *compile_with(const tg_graph *g, const char *schedule)
                         "threadsPerDevice",
                         "1",
                         NULL};
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_program *p = NULL;
     TG_CHECK_OK(tg_program_compile(g, o, &p));
     tg_options_destroy(o);

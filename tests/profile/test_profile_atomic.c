@@ -108,8 +108,7 @@ static void test_second_run_on_a_directory_is_refused(void)
     tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.0f);
     TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 4, &opt, &c.mg));
     tg_options *o = tg_options_create();
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_status st = tg_session_create(c.mg.graph, o, &c.s);
     char want[64];
     snprintf(want, sizeof want, "(pid %ld)", (long)child);

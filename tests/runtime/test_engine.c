@@ -40,8 +40,7 @@ static void make(trainer *t, const char *const *kv)
     tg_options *o = tg_options_create();
     tg_options_set(o, "threadsPerDevice", "1");
     tg_options_set(o, "randomSeed", "5");
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     TG_CHECK_OK(tg_session_create(t->mg.graph, o, &t->s));
     tg_options_destroy(o);
 }

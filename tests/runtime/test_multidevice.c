@@ -23,8 +23,7 @@ static tg_options *options(const char *const *kv)
     tg_options *o = tg_options_create();
     tg_options_set(o, "threadsPerDevice", "1");
     tg_options_set(o, "randomSeed", "3");
-    for (int i = 0; kv && kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     return o;
 }
 

@@ -244,8 +244,7 @@ static void session_fails_cleanly(const char *const *kv, bool best_effort)
     mlp m;
     tg_graph *g = build_mlp_ex(&m, 4, &opt, true);
     tg_options *o = tg_options_create();
-    for (int i = 0; kv[i]; i += 2)
-        TG_CHECK_OK(tg_options_set(o, kv[i], kv[i + 1]));
+    tg_test_options_set(o, kv);
     tg_session *s = NULL;
     TG_CHECK_OK(create_and_step(g, o, &m, &s)); /* warms what is made once per process */
     tg_session_destroy(s);
