@@ -73,10 +73,6 @@ static bool aborted(const tg_session *s)
 
 /* ---- filling ------------------------------------------------------------------------- */
 
-typedef struct {
-    const fill_thread *t;
-} mine;
-
 static bool streams_inputs(const tg_session *s, int i)
 {
     return s->program->devices[i % s->program->n_devices].n_inputs > 0;
@@ -124,7 +120,7 @@ static bool fillable(const tg_session *s, int i)
 
 static bool any_fillable(void *arg)
 {
-    const fill_thread *t = ((const mine *)arg)->t;
+    const fill_thread *t = arg;
     const tg_session *s = t->s;
     int n = s->program->replicas * s->program->n_devices;
     for (int i = 0; i < n; i++)
@@ -170,15 +166,14 @@ static void fill_step(fill_thread *t)
 {
     tg_session *s = t->s;
     int n = s->program->replicas * s->program->n_devices;
-    mine arg = {t};
     while (!all_filled(t) && !aborted(s)) {
         bool progress = false;
         for (int i = 0; i < n; i++)
             progress |= owns(t, i) && fill_one(s, i);
-        if (progress || tg_spin_wait(&t->spin, any_fillable, &arg))
+        if (progress || tg_spin_wait(&t->spin, any_fillable, t))
             continue;
         pthread_mutex_lock(&s->lock);
-        while (!any_fillable(&arg) && !all_filled(t))
+        while (!any_fillable(t) && !all_filled(t))
             pthread_cond_wait(&s->changed, &s->lock);
         pthread_mutex_unlock(&s->lock);
     }
