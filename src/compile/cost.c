@@ -3,6 +3,7 @@
 #include "compile/cost.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/pool.h"
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef TG_VERSION
@@ -64,13 +64,6 @@ void tg_cost_rates_default(int threads, tg_cost_rates *r)
 
 /* ---- calibration ----------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Made-up values for input x: floats in [-1, 1) in no order (a kernel
  * that branches on values, as max pooling's gradient or ReLU's, runs at
  * the pace it has on real data, not on a predictable ramp), and integers 0
@@ -103,11 +96,11 @@ static double fastest_run(const tg_op_def *def, const tg_kernel_args *a, double 
     def->forward(a);
     for (int round = 0; round < 5; round++) {
         int runs = 0;
-        double t0 = now_s(), t1 = t0;
+        double t0 = tg_clock_seconds(), t1 = t0;
         while ((runs == 0 || t1 - t0 < budget / 5) && runs < 20000) {
             def->forward(a);
             runs++;
-            t1 = now_s();
+            t1 = tg_clock_seconds();
         }
         double r = (t1 - t0) / runs;
         per_run = per_run < 0 || r < per_run ? r : per_run;
@@ -161,9 +154,9 @@ static double fastest_cold_run(const tg_op_def *def, const tg_kernel_args *a,
         for (int k = 0; k < a->node->n_in; k++)
             if (!stashed_value(a->node->in[k]))
                 sink += touch(a->in[k], (size_t)tg_numel(a->node->in[k]) * sizeof(float));
-        double t0 = now_s();
+        double t0 = tg_clock_seconds();
         def->forward(a);
-        double r = now_s() - t0;
+        double r = tg_clock_seconds() - t0;
         per_run = per_run < 0 || r < per_run ? r : per_run;
     }
     (void)sink;

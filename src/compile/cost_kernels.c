@@ -9,6 +9,7 @@
 #include "compile/cost.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/pool.h"
@@ -18,7 +19,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #ifndef TG_VERSION
 #define TG_VERSION "0"
@@ -31,13 +31,6 @@
 #define TOTAL_BUDGET_S 30.0
 #define PROGRESS_AFTER_S 1.0
 #define OP_NAME_CAP 32 /* tg_cost_kernels.op */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- signatures and the table ------------------------------------------------------ */
 
@@ -246,11 +239,11 @@ static tg_status time_nodes(const tg_graph *g, const int *todo, const uint64_t *
 {
     tg_cost_evict evict;
     TG_TRY(evict_buffer(g, todo, n, &evict));
-    double t0 = now_s();
+    double t0 = tg_clock_seconds();
     bool shown = false;
     tg_status s = TG_OK;
     for (int k = 0; k < n && s == TG_OK; k++) {
-        double spent = now_s() - t0;
+        double spent = tg_clock_seconds() - t0;
         if (spent > TOTAL_BUDGET_S) {
             t->left = n - k;
             break;
@@ -266,7 +259,7 @@ static tg_status time_nodes(const tg_graph *g, const int *todo, const uint64_t *
     }
     tg_free(evict.buf);
     if (shown)
-        fprintf(stderr, " (%.1f s%s)\n", now_s() - t0,
+        fprintf(stderr, " (%.1f s%s)\n", tg_clock_seconds() - t0,
                 t->left ? "; the rest keep the rates until a later run" : "");
     return s;
 }

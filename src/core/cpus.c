@@ -6,6 +6,8 @@
 #endif
 #include "core/cpus.h"
 
+#include "core/clock.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -114,22 +116,15 @@ tg_cpu_load tg_cpu_load_sample(int window_ms)
     return l;
 }
 
-static double monotonic_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 tg_cpu_load tg_cpu_load_recent(int window_ms)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static tg_cpu_load last;
     static double taken = -1;
     pthread_mutex_lock(&lock);
-    if (taken < 0 || monotonic_s() - taken > 1.0) {
+    if (taken < 0 || tg_clock_seconds() - taken > 1.0) {
         last = tg_cpu_load_sample(window_ms);
-        taken = monotonic_s();
+        taken = tg_clock_seconds();
     }
     tg_cpu_load l = last;
     pthread_mutex_unlock(&lock);

@@ -22,6 +22,7 @@
 #include "tilegraph/trace.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -29,7 +30,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct slot {
     float *f;
@@ -79,13 +79,6 @@ struct tg_loader {
     int inflight, restarting, stop;
     double load_seconds_async; /* summed by workers under mu */
 };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int tg_loader_mode_parse(const char *name)
 {
@@ -333,9 +326,9 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&l->mu);
 
         tg_trace_begin(l->trace, "load batch");
-        double t0 = now_seconds();
+        double t0 = tg_clock_seconds();
         int64_t count = fill_step(l, epoch, k, s->f, s->u, s->labels, w->scratch);
-        double dt = now_seconds() - t0;
+        double dt = tg_clock_seconds() - t0;
         tg_trace_end(l->trace);
 
         pthread_mutex_lock(&l->mu);
@@ -651,19 +644,19 @@ tg_status tg_loader_borrow(tg_loader *l, tg_loader_batch *b)
         pthread_mutex_lock(&l->mu);
         if (!s->ready) {
             tg_trace_begin(l->trace, "wait for batch");
-            double t0 = now_seconds();
+            double t0 = tg_clock_seconds();
             while (!s->ready)
                 pthread_cond_wait(&l->ready_cv, &l->mu);
-            wait = now_seconds() - t0;
+            wait = tg_clock_seconds() - t0;
             tg_trace_end(l->trace);
             l->stats.waited_steps++;
         }
         pthread_mutex_unlock(&l->mu);
     } else {
         tg_trace_begin(l->trace, "load batch");
-        double t0 = now_seconds();
+        double t0 = tg_clock_seconds();
         s->count = fill_step(l, l->epoch, l->next_step, s->f, s->u, s->labels, l->sync_scratch);
-        wait = now_seconds() - t0;
+        wait = tg_clock_seconds() - t0;
         tg_trace_end(l->trace);
         l->stats.load_seconds += wait;
         l->stats.waited_steps++;
@@ -711,9 +704,9 @@ static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *labels, i
     if (l->cfg.mode != TG_LOADER_ASYNC) {
         /* straight into the caller's buffers: no copy */
         tg_trace_begin(l->trace, "load batch");
-        double t0 = now_seconds();
+        double t0 = tg_clock_seconds();
         int64_t n = fill_step(l, l->epoch, l->next_step, f, u, labels, l->sync_scratch);
-        double dt = now_seconds() - t0;
+        double dt = tg_clock_seconds() - t0;
         tg_trace_end(l->trace);
         l->stats.load_seconds += dt;
         l->stats.waited_steps++;

@@ -26,6 +26,7 @@
 #include "runtime/monitor.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/convert.h"
@@ -46,14 +47,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 double tg_engine_now(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+    return tg_clock_seconds();
 }
 
 #define now_s tg_engine_now

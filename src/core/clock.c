@@ -1,0 +1,11 @@
+/* core/clock.c - CLOCK_MONOTONIC in seconds (clock.h). */
+#include "core/clock.h"
+
+#include <time.h>
+
+double tg_clock_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
