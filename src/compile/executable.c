@@ -39,7 +39,7 @@
 #endif
 
 #define MAGIC "TGEXEC1\n"
-#define FORMAT_VERSION 3u /* 3: the target description carries numIOTiles */
+#define FORMAT_VERSION 4u /* 4: activations may be blocked (the layout is recomputed at load) */
 #define HEADER_BYTES 80
 #define MAX_PAYLOAD ((uint64_t)1 << 34)
 

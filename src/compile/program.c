@@ -2,6 +2,7 @@
  * schedule -> placement -> phases and steps -> buffers and transfers ->
  * memory plan per device. */
 #include "compile/program.h"
+#include "compile/layout.h"
 
 #include "compile/placement.h"
 #include "core/alloc.h"
@@ -136,13 +137,20 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     for (int k = 0; p->storage && k < t->n_in; k++)
         po.in_storage[k] = p->storage[t->in[k]->id];
     po.out_storage = p->storage ? p->storage[t->id] : TG_F32;
+    bool blocked = tg_layout_reads_blocked(p, t);
+    po.out_blocked = blocked;
+    for (int k = 0; k < t->n_in; k++) {
+        po.in_blocked[k] = tg_layout_reads_blocked(p, t->in[k]);
+        blocked |= p->layout && (p->layout[t->in[k]->id] & TG_LAYOUT_BLOCKED);
+    }
     tg_status s = def->plan(t, &po, kp);
     if (s != TG_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", tg_error_message());
         return tg_error(s, "%s: %s", t->name, why);
     }
-    if (kp->state && kp->scratch > p->scratch_cap) {
+    /* a blocked operand keeps the planned kernel: no other one reads it */
+    if (kp->state && kp->scratch > p->scratch_cap && !blocked) {
         def->plan_free(kp->state);
         kp->state = NULL;
         snprintf(kp->kernel, sizeof kp->kernel, "own (planned scratch over the proportion)");
@@ -185,6 +193,7 @@ tg_status tg_program_plan_loaded(tg_program *p)
     p->plan_kernels = p->tile_plan == NULL;
     if (!p->plans && !(p->plans = tg_calloc((size_t)n_nodes + 1, sizeof *p->plans)))
         return tg_error(TG_ERR_NOMEM, "executable: out of memory");
+    TG_TRY(tg_layout_assign(p));
     for (int d = 0; d < p->n_devices; d++)
         for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
             for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
@@ -720,6 +729,8 @@ static tg_status compile(tg_program *p)
     if (s == TG_OK)
         read_scratch_cap(p, tgt, &target);
     p->plan_kernels = tgt && tgt->plan_kernels;
+    if (s == TG_OK)
+        s = tg_layout_assign(p);
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]))
             s = add_step(p, g->nodes[order[k]]);
@@ -855,6 +866,7 @@ void tg_program_destroy(tg_program *p)
     tg_free(p->device_of);
     tg_free(p->home);
     tg_free(p->storage);
+    tg_free(p->layout);
     for (int i = 0; p->plans && i < p->graph->n_nodes; i++)
         if (p->plans[i].state)
             tg_op_planner_get(p->graph->nodes[i]->op)->plan_free(p->plans[i].state);

@@ -175,6 +175,9 @@ typedef struct tg_program {
     /* whether the plan hooks run: on the cpu target; a tiled target models
      * its own kernels, and host libraries' buffers have no place on tiles */
     bool plan_kernels;
+    /* per node: TG_LAYOUT_* bits, which activations are kept blocked
+     * (nChw16c) and which ops run their blocked kernels (compile/layout.h) */
+    uint8_t *layout;
     /* stages or split "auto": the split chosen (compile/stages.h), else "" */
     char auto_stages[256];
 } tg_program;

@@ -94,7 +94,8 @@ typedef struct conv_state {
     size_t weight_offset; /* floats from the full weights to the first live tap */
     size_t weight_bytes;  /* of the full weights (zeroed before a cropped gradient) */
     bool cropped;
-    size_t elem[4]; /* bytes per element of each role as stored */
+    size_t elem[4];  /* bytes per element of each role as stored */
+    bool blocked[4]; /* the role is stored in the blocked layout (nChw16c) */
     /* Batch split (see the header comment): the primitive is made for
      * N / parts samples and runs once per part; parts = 1 without split. */
     int parts;
@@ -210,21 +211,30 @@ static dnnl_status_t weight_md(const tg_conv_geom *g, const dnnl_dims_t w, int w
     return dnnl_memory_desc_init_by_strides(md, w_nd, w, dnnl_f32, st);
 }
 
+/* An activation's descriptor as the graph stores it: NCHW, or nChw16c
+ * where the compiler keeps it blocked (ops/op.h, TG_CHANNEL_BLOCK). */
+static dnnl_status_t activation_md(dnnl_memory_desc_t *md, const dnnl_dims_t dims,
+                                   dnnl_data_type_t dt, bool blocked)
+{
+    return blocked ? dnnl_memory_desc_init_by_tag(md, 4, dims, dt, dnnl_nChw16c)
+                   : tg_dnnl_plain_md(md, 4, dims, dt);
+}
+
 static tg_status make_mds(const tg_conv_geom *full, const live_taps *lt, bool cropped, tg_op op,
-                          dnnl_data_type_t mul, conv_mds *m)
+                          dnnl_data_type_t mul, const bool blocked_xy[2], conv_mds *m)
 {
     tg_conv_geom g = *full;
     g.R = lt->r1 - lt->r0, g.S = lt->s1 - lt->s0;
     dnnl_dims_t x, w, y, b = {g.K};
     int w_nd;
     conv_dims(&g, x, w, &w_nd, y);
-    dnnl_status_t s = tg_dnnl_plain_md(&m->x, 4, x, dnnl_f32);
+    dnnl_status_t s = activation_md(&m->x, x, dnnl_f32, blocked_xy[0]);
     if (s == dnnl_success)
         s = weight_md(full, w, w_nd, cropped, &m->w);
     if (s == dnnl_success)
         s = tg_dnnl_plain_md(&m->b, 1, b, dnnl_f32);
     if (s == dnnl_success)
-        s = tg_dnnl_plain_md(&m->y, 4, y, dnnl_f32);
+        s = activation_md(&m->y, y, dnnl_f32, blocked_xy[1]);
     dnnl_memory_desc_t a[3], f[3];
     if (s == dnnl_success)
         s = any_mds(op, false, mul, x, w, w_nd, y, a);
@@ -417,8 +427,11 @@ static dnnl_status_t storage_types(const tg_tensor *node, const tg_plan_opts *o,
         if (t == TG_F32)
             continue;
         dnnl_memory_desc_t md = st->user[k];
-        dnnl_status_t s = dnnl_memory_desc_init_by_strides(
-            &st->user[k], md.ndims, md.dims, dnnl_bf16, md.format_desc.blocking.strides);
+        dnnl_status_t s =
+            st->blocked[k]
+                ? activation_md(&st->user[k], md.dims, dnnl_bf16, true)
+                : dnnl_memory_desc_init_by_strides(&st->user[k], md.ndims, md.dims, dnnl_bf16,
+                                                   md.format_desc.blocking.strides);
         if (s != dnnl_success)
             return s;
     }
@@ -447,8 +460,22 @@ static void name_kernel(const_dnnl_primitive_desc_t pd, const conv_state *st, co
                  (long long)(lt->s1 - lt->s0));
     if (st->parts > 1)
         snprintf(parts, sizeof parts, ", batch in %d parts", st->parts);
-    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s%s%s%s", impl,
-             mul == dnnl_bf16 ? " (bf16)" : "", taps, parts);
+    bool blocked = false;
+    for (int k = 0; k < st->n_args; k++)
+        blocked |= st->blocked[k];
+    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN %s%s%s%s%s", impl,
+             mul == dnnl_bf16 ? " (bf16)" : "", taps, parts, blocked ? ", nChw16c" : "");
+}
+
+/* Whether x and y (or their gradients) are blocked, from the operands:
+ * forward (x, w[, b]) -> y; data gradient (dy, w) -> dx; weight gradient
+ * (dy, x) -> dw. */
+static void blocked_xy(tg_op op, const tg_plan_opts *o, bool xy[2])
+{
+    xy[1] = op == TG_OP_CONV2D ? o->out_blocked : o->in_blocked[0];
+    xy[0] = op == TG_OP_CONV2D            ? o->in_blocked[0]
+            : op == TG_OP_CONV2D_BWD_DATA ? o->out_blocked
+                                          : o->in_blocked[1];
 }
 
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
@@ -467,10 +494,15 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     conv_mds m;
     live_taps lt;
     st->cropped = live_taps_of(g, &lt);
-    TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, &m));
+    bool xy[2];
+    blocked_xy(node->op, o, xy);
+    TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, xy, &m));
     bool bias = node->op == TG_OP_CONV2D && node->n_in == 3;
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
+    for (int k = 0; k < st->n_args; k++)
+        st->blocked[k] = k != st->weight_role && st->user[k].ndims == 4 &&
+                         (k == st->n_args - 1 ? o->out_blocked : o->in_blocked[k]);
     st->weight_offset = st->cropped ? (size_t)(lt.r0 * g->S + lt.s0) : 0;
     for (int k = 0; k < 4; k++)
         st->elem[k] = 4;
@@ -514,19 +546,56 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     return s;
 }
 
-tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
+/* The own direct kernels keep the layers with few channels (the
+ * tutorial's 1->10 and 10->20): oneDNN's blocked kernels need 16 channels
+ * to fill a vector. From 16 in and out oneDNN wins even with its reorders
+ * (bench_dnnl_conv, 1 thread, forward / data / weight GFLOP/s: ResNet-18's
+ * 64->64 3x3 at 8x8, batch 64, 129/125/109 against 87/85/73 direct;
+ * ResNet-50's at 16x16, batch 32, 111/115/103 against 96/93/79), and by
+ * more with blocked activations (no reorders). */
+static bool own_direct_wins(const tg_conv_geom *g, tg_conv_method own)
 {
-    int n_threads = opts->n_threads;
+    return own == TG_CONV_DIRECT && (g->C < 16 || g->K < 16);
+}
+
+/* Why the plan hook leaves node to the own kernels (NULL: it does not). */
+static const char *own_reason(const tg_tensor *node, int n_threads)
+{
     tg_conv_geom g = tg_conv_geom_of(node);
     tg_dnnl_mode mode = tg_dnnl_mode_get();
+    if (mode == TG_DNNL_NEVER)
+        return "";
+    if (mode == TG_DNNL_AUTO && own_direct_wins(&g, tg_conv_method_for(node->op, &g)))
+        return "";
+    if (mode == TG_DNNL_AUTO && n_threads > 1 && g.N % n_threads != 0 && !tg_dnnl_passive_wait())
+        return "oneDNN with several threads needs OMP_WAIT_POLICY=passive";
+    return NULL;
+}
+
+static bool any_blocked(const tg_plan_opts *o)
+{
+    bool any = o->out_blocked;
+    for (int k = 0; k < TG_MAX_INPUTS; k++)
+        any |= o->in_blocked[k];
+    return any;
+}
+
+bool tg_conv_dnnl_chosen(const tg_tensor *node, int n_threads)
+{
+    return own_reason(node, n_threads) == NULL;
+}
+
+tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
+{
+    tg_conv_geom g = tg_conv_geom_of(node);
     tg_conv_method own = tg_conv_method_for(node->op, &g);
     const char *own_name = own == TG_CONV_DIRECT ? "own direct" : "own im2col+sgemm";
-    snprintf(plan->kernel, sizeof plan->kernel, "%s", own_name);
-    if (mode == TG_DNNL_NEVER || (mode == TG_DNNL_AUTO && own == TG_CONV_DIRECT))
-        return TG_OK;
-    if (mode == TG_DNNL_AUTO && n_threads > 1 && g.N % n_threads != 0 && !tg_dnnl_passive_wait()) {
-        snprintf(plan->kernel, sizeof plan->kernel,
-                 "%s (oneDNN with %d threads needs OMP_WAIT_POLICY=passive)", own_name, n_threads);
+    const char *why = own_reason(node, opts->n_threads);
+    if (why) {
+        if (why[0])
+            snprintf(plan->kernel, sizeof plan->kernel, "%s (%s)", own_name, why);
+        else
+            snprintf(plan->kernel, sizeof plan->kernel, "%s", own_name);
         return TG_OK;
     }
     /* bf16 needs AVX-512 (native with AVX512_BF16): elsewhere f32 */
@@ -539,7 +608,13 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
         return TG_OK;
     plan->scratch = 0;
     plan->native_storage = false;
-    /* oneDNN lacking an implementation is no error: the own kernels run */
+    /* oneDNN lacking an implementation is no error: the own kernels run,
+     * unless an operand is blocked, which only this kernel reads */
+    if (s == TG_ERR_UNSUPPORTED && any_blocked(opts))
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: oneDNN has no kernel for its blocked operands (run with "
+                        "TG_LAYOUT=plain and report the shapes)",
+                        node->name);
     if (s == TG_ERR_UNSUPPORTED) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN implementation)", own_name);
         return TG_OK;

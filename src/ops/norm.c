@@ -25,6 +25,7 @@
  * p.i[3] = has beta, p.f[0] = eps; RUNNING_STATS_UPDATE: p.f[0] = momentum,
  * p.i[4] = elements per channel (for the unbiased variance n / (n - 1)).
  */
+#include "ops/blocked.h"
 #include "ops/broadcast.h"
 
 #include "core/error.h"
@@ -519,6 +520,10 @@ static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
 
 static void fwd_norm(const tg_kernel_args *a)
 {
+    if (a->blocked) {
+        tg_norm_blocked_run(a);
+        return;
+    }
     norm_job j = {.node = a->node, .v = view_of(a->node), .out = a->out, .eps = a->node->p.f[0]};
     for (int k = 0; k < a->node->n_in && k < 4; k++)
         j.in[k] = a->in[k];

@@ -49,7 +49,17 @@ typedef struct tg_kernel_args {
     uint64_t stream;
     /* The node's state from its op's plan hook, or NULL. */
     const void *plan;
+    /* The op's 4-D operands (inputs and output) are in the blocked layout
+     * (TG_CHANNEL_BLOCK below) instead of NCHW: the compiler's layout pass
+     * (compile/layout.c) sets it only for ops whose kernels read it. */
+    bool blocked;
 } tg_kernel_args;
+
+/* The blocked activation layout, oneDNN's nChw16c: [N][C/16][H][W][16], so
+ * that 16 channels of one pixel are one AVX-512 vector. Only tensors whose
+ * channel count is a multiple of the block are ever kept in it, so it
+ * holds exactly the bytes of NCHW (a 1x1 map is the same memory in both). */
+#define TG_CHANNEL_BLOCK 16
 
 /* What the compiler tells an op's plan hook about the program. */
 typedef struct tg_plan_opts {
@@ -62,6 +72,10 @@ typedef struct tg_plan_opts {
      * that reads them as they are sets native_storage below. */
     tg_dtype in_storage[TG_MAX_INPUTS];
     tg_dtype out_storage;
+    /* Operands the compiler keeps in the blocked layout (TG_CHANNEL_BLOCK):
+     * the planned kernel must read and write them so. */
+    bool in_blocked[TG_MAX_INPUTS];
+    bool out_blocked;
 } tg_plan_opts;
 
 /* What an op's plan hook decided for one node. */

@@ -15,7 +15,7 @@
  * (top) padding. Work is split over the device's threads by (sample,
  * channel) planes.
  */
-#include "ops/op.h"
+#include "ops/blocked.h"
 
 #include "core/error.h"
 
@@ -449,6 +449,130 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
+/* ---- the blocked layout (ops/blocked.h) ---------------------------------------------- */
+
+/* On nChw16c a "plane" is a block of 16 channels of one sample: each pixel
+ * one vector of 16 lanes, so a window's taps are vector maxima or sums. The
+ * arithmetic per lane is the NCHW kernels' (first maximum, NaN wins; the
+ * same divisors), so both layouts give the same bits. */
+#define LANES TG_CHANNEL_BLOCK
+
+/* Per lane: the first maximum of window (oy, ox) in best[] and, when arg
+ * is not NULL, the pixel (iy * iw + ix) it came from. Loops over the 16
+ * lanes, which the compiler turns into vector compares and blends. */
+static void window_max_lanes(const float *xb, const pool_geom *g, int64_t oy, int64_t ox,
+                             float *best, int32_t *arg)
+{
+    bool first = true;
+    for (int ky = 0; ky < g->kh; ky++) {
+        int64_t iy = oy * g->sh - g->pt + (int64_t)ky * g->dh;
+        if (iy < 0 || iy >= g->ih)
+            continue;
+        for (int kx = 0; kx < g->kw; kx++) {
+            int64_t ix = ox * g->sw - g->pl + (int64_t)kx * g->dw;
+            if (ix < 0 || ix >= g->iw)
+                continue;
+            const float *v = xb + (iy * g->iw + ix) * LANES;
+            int32_t at = (int32_t)(iy * g->iw + ix);
+            if (first) {
+                memcpy(best, v, LANES * sizeof *best);
+                for (int l = 0; arg && l < LANES; l++)
+                    arg[l] = at;
+                first = false;
+                continue;
+            }
+            if (arg) {
+                for (int l = 0; l < LANES; l++) {
+                    int take = (v[l] > best[l]) | ((v[l] != v[l]) & (best[l] == best[l]));
+                    best[l] = take ? v[l] : best[l];
+                    arg[l] = take ? at : arg[l];
+                }
+                continue;
+            }
+            for (int l = 0; l < LANES; l++) {
+                int take = (v[l] > best[l]) | ((v[l] != v[l]) & (best[l] == best[l]));
+                best[l] = take ? v[l] : best[l];
+            }
+        }
+    }
+}
+
+static void max_blocked(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const pool_job *j = ctx;
+    const pool_geom *g = &j->g;
+    bool bwd = j->a->node->op == TG_OP_MAXPOOL2D_BWD;
+    const float *x = j->a->in[bwd ? 1 : 0], *dy = j->a->in[0];
+    float *out = j->a->out;
+    int64_t in_px = g->ih * g->iw, out_px = g->oh * g->ow;
+    for (int64_t b = begin; b < end; b++) {
+        const float *xb = x + b * in_px * LANES;
+        float *dxb = out + b * in_px * LANES;
+        if (bwd)
+            memset(dxb, 0, (size_t)in_px * LANES * sizeof(float));
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t o = (b * out_px + oy * g->ow + ox) * LANES;
+                int32_t arg[LANES];
+                float best[LANES];
+                window_max_lanes(xb, g, oy, ox, best, bwd ? arg : NULL);
+                if (!bwd) {
+                    memcpy(out + o, best, sizeof best);
+                    continue;
+                }
+                for (int l = 0; l < LANES; l++)
+                    dxb[(int64_t)arg[l] * LANES + l] += dy[o + l];
+            }
+    }
+    (void)t;
+}
+
+static void avg_blocked(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const pool_job *j = ctx;
+    const pool_geom *g = &j->g;
+    bool bwd = j->a->node->op == TG_OP_AVGPOOL2D_BWD;
+    const float *src = j->a->in[0];
+    float *dst = j->a->out;
+    int64_t in_px = g->ih * g->iw, out_px = g->oh * g->ow;
+    for (int64_t b = begin; b < end; b++) {
+        const float *sb = src + b * (bwd ? out_px : in_px) * LANES;
+        float *db = dst + b * (bwd ? in_px : out_px) * LANES;
+        if (bwd)
+            memset(db, 0, (size_t)in_px * LANES * sizeof(float));
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                float inv = 1.0f / (float)window_bounds(g, oy, ox, &y0, &y1, &x0, &x1);
+                float acc[LANES] = {0}, v[LANES];
+                const float *so = sb + (oy * g->ow + ox) * LANES;
+                for (int l = 0; bwd && l < LANES; l++)
+                    v[l] = so[l] * inv;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        int64_t at = (iy * g->iw + ix) * LANES;
+                        for (int l = 0; bwd && l < LANES; l++)
+                            db[at + l] += v[l];
+                        for (int l = 0; !bwd && l < LANES; l++)
+                            acc[l] += sb[at + l];
+                    }
+                for (int l = 0; !bwd && l < LANES; l++)
+                    db[(oy * g->ow + ox) * LANES + l] = acc[l] * inv;
+            }
+    }
+    (void)t;
+}
+
+bool tg_pool_blocked_run(const tg_kernel_args *a)
+{
+    if (!a->blocked)
+        return false;
+    pool_job j = {a, geom(a->node, input_shape(a->node), output_shape(a->node))};
+    bool is_max = a->node->op == TG_OP_MAXPOOL2D || a->node->op == TG_OP_MAXPOOL2D_BWD;
+    tg_pool_for(a->pool, j.g.planes / LANES, is_max ? max_blocked : avg_blocked, &j);
+    return true;
+}
+
 /* Every pooling kernel splits the work by (sample, channel) planes. */
 static void run_planes(const tg_kernel_args *a, tg_pool_fn fn)
 {
@@ -458,15 +582,18 @@ static void run_planes(const tg_kernel_args *a, tg_pool_fn fn)
 
 static void fwd_maxpool(const tg_kernel_args *a)
 {
-    run_planes(a, max_fwd_planes);
+    if (!tg_pool_blocked_run(a))
+        run_planes(a, max_fwd_planes);
 }
 static void fwd_maxpool_bwd(const tg_kernel_args *a)
 {
-    run_planes(a, max_bwd_planes);
+    if (!tg_pool_blocked_run(a))
+        run_planes(a, max_bwd_planes);
 }
 static void fwd_avgpool(const tg_kernel_args *a)
 {
-    run_planes(a, avg_planes);
+    if (!tg_pool_blocked_run(a))
+        run_planes(a, avg_planes);
 }
 
 /* ---- reference kernels (double) ---------------------------------------------------------- */

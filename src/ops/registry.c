@@ -1,5 +1,5 @@
 /* ops/registry.c - the table of op definitions, indexed by tg_op. */
-#include "ops/op.h"
+#include "ops/blocked.h"
 
 #define TG_OP_DECLARE(e, name, family) extern const tg_op_def tg_opdef_##e;
 TG_OP_LIST(TG_OP_DECLARE)
@@ -50,4 +50,64 @@ static const tg_op_planner *const planners[TG_OP_COUNT] = {
 const tg_op_planner *tg_op_planner_get(tg_op op)
 {
     return (unsigned)op < TG_OP_COUNT ? planners[op] : NULL;
+}
+
+/* Element-wise ops whose kernels apply one formula per element with no
+ * position in it: with every operand of one shape, any permutation of the
+ * elements (the blocked layout) commutes with them. */
+static bool elementwise_anywhere(tg_op op)
+{
+    switch (op) {
+    case TG_OP_RELU:
+    case TG_OP_RELU_BWD:
+    case TG_OP_LEAKY_RELU:
+    case TG_OP_LEAKY_RELU_BWD:
+    case TG_OP_CLIP:
+    case TG_OP_CLIP_BWD:
+    case TG_OP_SCALE:
+    case TG_OP_NEG:
+    case TG_OP_GELU:
+    case TG_OP_GELU_BWD:
+    case TG_OP_SIGMOID:
+    case TG_OP_SIGMOID_BWD:
+    case TG_OP_TANH:
+    case TG_OP_TANH_BWD:
+    case TG_OP_ADD:
+    case TG_OP_SUB:
+    case TG_OP_MUL:
+    case TG_OP_DIV:
+    case TG_OP_MAXIMUM:
+    case TG_OP_MINIMUM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool tg_blocked_kernel_exists(const tg_tensor *node)
+{
+    switch (node->op) {
+    case TG_OP_NORM_STATS:
+    case TG_OP_NORM_STATS_BWD:
+    case TG_OP_NORM_APPLY:
+    case TG_OP_NORM_APPLY_BWD_X:
+    case TG_OP_NORM_APPLY_BWD_STATS:
+    case TG_OP_NORM_APPLY_BWD_AFFINE: {
+        const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
+        return node->p.i[0] == 0 /* batch norm */ && x->shape.ndim == 4;
+    }
+    case TG_OP_MAXPOOL2D:
+    case TG_OP_MAXPOOL2D_BWD:
+    case TG_OP_AVGPOOL2D:
+    case TG_OP_AVGPOOL2D_BWD:
+        return true;
+    default:
+        break;
+    }
+    if (!elementwise_anywhere(node->op))
+        return false;
+    for (int k = 0; k < node->n_in; k++)
+        if (!tg_shape_equal(node->in[k]->shape, node->shape))
+            return false;
+    return true;
 }

@@ -24,6 +24,7 @@
  */
 #include "runtime/session_state.h"
 #include "runtime/monitor.h"
+#include "compile/layout.h"
 
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -148,6 +149,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
              * the same replicas draw in one process */
             .stream = (uint64_t)(s->replica_offset + c->replica) * 0x100000000ull + (uint64_t)g,
             .plan = p->plans[t->id].state,
+            .blocked = p->layout && (p->layout[t->id] & TG_LAYOUT_OP_BLOCKED),
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;

@@ -4,6 +4,7 @@
 #include "runtime/session_state.h"
 #include "runtime/dist.h"
 #include "runtime/session_dist.h"
+#include "compile/layout.h"
 
 #include "core/alloc.h"
 #include "core/convert.h"
@@ -799,11 +800,17 @@ const char *tg_session_kernels(const tg_session *s, char *buf, size_t cap)
         dnnl += kp->state != NULL;
         bf16 += kp->state != NULL && strstr(kp->kernel, "(bf16)") != NULL;
     }
+    int blocked_tensors, blocked_ops;
+    tg_layout_counts(p, &blocked_tensors, &blocked_ops);
     if (!planned)
         snprintf(buf, cap, "no op chooses between kernels");
     else
         snprintf(buf, cap, "oneDNN (ISA %s) for %d of %d convolution ops%s%.0d%s",
                  tg_dnnl_isa_name(), dnnl, planned, bf16 ? ", " : "", bf16, bf16 ? " in bf16" : "");
+    size_t used = strlen(buf);
+    if (blocked_tensors && used < cap)
+        snprintf(buf + used, cap - used, "; %d activations kept in nChw16c (%d other ops blocked)",
+                 blocked_tensors, blocked_ops);
     return buf;
 }
 

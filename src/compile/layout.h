@@ -1,0 +1,44 @@
+/* compile/layout.h - which activations the program keeps in the blocked
+ * layout (nChw16c, ops/op.h TG_CHANNEL_BLOCK) instead of NCHW.
+ *
+ * oneDNN's convolutions compute in nChw16c; a convolution between NCHW
+ * tensors reorders its input in and its output out on every call (17% of
+ * ResNet-50's convolution time). The pass keeps a tensor blocked when every
+ * op that writes or reads it can work on the blocked layout: the oneDNN
+ * convolutions, batch norm, pooling and same-shape element-wise ops. Ops
+ * that tie their operands (an element-wise add reads and writes one layout)
+ * join them into a group, and a group is blocked only when all of it can
+ * be and some convolution reads or writes it; anything else (graph inputs
+ * and outputs, parameters, gradients of parameters, a reshape, a broadcast,
+ * a kernel without a blocked variant) keeps NCHW, which is also what
+ * checkpoints, reads and writes see. A 4-D tensor with a 1x1 map and
+ * channels a multiple of the block is the same memory in both layouts.
+ *
+ * TG_LAYOUT=plain in the environment turns the pass off (every tensor NCHW),
+ * to compare; the tiled targets never use it.
+ */
+#ifndef TG_COMPILE_LAYOUT_H
+#define TG_COMPILE_LAYOUT_H
+
+#include "compile/program.h"
+
+#include <stdbool.h>
+
+enum {
+    TG_LAYOUT_BLOCKED = 1u << 0,    /* the value is stored blocked */
+    TG_LAYOUT_OP_BLOCKED = 1u << 1, /* the op's own kernel runs its blocked variant */
+};
+
+/* Fill p->layout (one byte per node) from the graph, the homes made so far
+ * and the kernels the convolutions will get. Call before planning kernels. */
+tg_status tg_layout_assign(tg_program *p);
+
+/* Whether t's memory may be read as blocked: kept blocked, or a 1x1 map
+ * whose channels are a multiple of the block (the same bytes either way). */
+bool tg_layout_reads_blocked(const tg_program *p, const tg_tensor *t);
+
+/* Tensors kept blocked, and ops running a blocked variant (for the compile
+ * summary). */
+void tg_layout_counts(const tg_program *p, int *tensors, int *ops);
+
+#endif

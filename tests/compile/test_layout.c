@@ -1,0 +1,161 @@
+/* tests/compile/test_layout.c - the blocked-layout pass (compile/layout.c):
+ * which tensors of a ResNet it keeps in nChw16c, that the host never sees
+ * them so, that the convolutions between them reorder nothing, and that
+ * training with it equals training on NCHW within rounding. */
+#include "tg_test.h"
+
+#include "compile/layout.h"
+#include "compile/program.h"
+#include "ops/op.h"
+#include "tilegraph/models.h"
+#include "tilegraph/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ResNet-18 with the ImageNet stem on 3x32x32 images, batch 16 (with
+ * fewer samples, batch norm over layer4's 1x1 maps divides by the spread
+ * of a handful of values, and rounding differences grow step by step). */
+enum { BATCH = 16, SIZE = 32 };
+
+static void resnet(tg_model_graph *mg, bool train)
+{
+    const tg_model_spec *m = tg_model_find("resnet18");
+    tg_model_input in = tg_model_default_input(m);
+    in.height = in.width = SIZE;
+    in.stem = TG_STEM_IMAGENET;
+    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.0f);
+    TG_CHECK_OK(tg_model_graph_create_ex(m, BATCH, train ? &opt : NULL, &in, mg));
+}
+
+static tg_program *compile_with(const tg_graph *g, const char *layout)
+{
+    setenv("TG_LAYOUT", layout, 1);
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", 1);
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    tg_options_destroy(o);
+    unsetenv("TG_LAYOUT");
+    return p;
+}
+
+static bool is_conv(tg_op op)
+{
+    return op == TG_OP_CONV2D || op == TG_OP_CONV2D_BWD_DATA || op == TG_OP_CONV2D_BWD_WEIGHT;
+}
+
+static void test_resnet_layout(void)
+{
+    tg_model_graph mg;
+    resnet(&mg, true);
+    tg_program *p = compile_with(mg.graph, "blocked"), *q = compile_with(mg.graph, "plain");
+    if (!p || !q)
+        goto out;
+    int tensors, ops;
+    tg_layout_counts(p, &tensors, &ops);
+    /* layer1..3's activations and their gradients, batch norm and pooling */
+    TG_CHECK(tensors > 100);
+    TG_CHECK(ops > 60);
+    int plain_tensors, plain_ops;
+    tg_layout_counts(q, &plain_tensors, &plain_ops);
+    TG_CHECK(plain_tensors == 0 && plain_ops == 0);
+    const tg_graph *g = mg.graph;
+    int convs_blocked = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        bool blocked = p->layout[i] & TG_LAYOUT_BLOCKED;
+        /* nothing the host reads or writes, nor weights or their gradients */
+        if (t->role != TG_ROLE_ACTIVATION || (t->flags & TG_NODE_OUTPUT))
+            TG_CHECK(!blocked);
+        if (blocked)
+            TG_CHECK(t->shape.ndim == 4 && t->shape.dim[1] % TG_CHANNEL_BLOCK == 0);
+        /* a blocked tensor is read and written only by ops that can */
+        if (blocked && !is_conv(t->op))
+            TG_CHECK(p->layout[i] & TG_LAYOUT_OP_BLOCKED);
+        if (is_conv(t->op) && strstr(p->plans[i].kernel, "nChw16c"))
+            convs_blocked++;
+    }
+    /* every conv but the stem's reads or writes some blocked operand */
+    TG_CHECK(convs_blocked >= 55);
+    /* no reorder buffers for the blocked operands: less scratch */
+    TG_CHECK(p->arena_bytes < q->arena_bytes);
+out:
+    tg_program_destroy(p);
+    tg_program_destroy(q);
+    tg_model_graph_destroy(&mg);
+}
+
+/* A training step blocked and NCHW from one initialisation: the same
+ * sums in another order, so weights agree within rounding (and a kernel
+ * reading the wrong layout would be off by far more). */
+static void train(const char *layout, float **weights, size_t *n_weights, float *loss)
+{
+    setenv("TG_LAYOUT", layout, 1);
+    tg_model_graph mg;
+    resnet(&mg, true);
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", 1);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    unsetenv("TG_LAYOUT");
+    size_t n = BATCH * 3 * SIZE * SIZE;
+    float *img = malloc(n * sizeof *img);
+    int32_t lab[BATCH];
+    for (int k = 0; k < BATCH; k++)
+        lab[k] = k % 10;
+    for (size_t i = 0; i < n; i++)
+        img[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    for (int k = 0; s && k < 1; k++) {
+        TG_CHECK_OK(tg_session_write(s, mg.images, img, n * sizeof *img));
+        TG_CHECK_OK(tg_session_write(s, mg.labels, lab, sizeof lab));
+        TG_CHECK_OK(tg_session_run(s));
+    }
+    if (s)
+        TG_CHECK_OK(tg_session_read(s, mg.loss, loss, sizeof *loss));
+    size_t total = 0;
+    const tg_graph *g = mg.graph;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->role == TG_ROLE_PARAM)
+            total += (size_t)tg_numel(g->nodes[i]);
+    *weights = malloc(total * sizeof **weights);
+    *n_weights = total;
+    size_t at = 0;
+    for (int i = 0; s && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->role != TG_ROLE_PARAM)
+            continue;
+        size_t k = (size_t)tg_numel(t);
+        TG_CHECK_OK(tg_session_read(s, t, *weights + at, k * sizeof(float)));
+        at += k;
+    }
+    free(img);
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+static void test_training_matches_nchw(void)
+{
+    float *a = NULL, *b = NULL, la = 0, lb = 0;
+    size_t na = 0, nb = 0;
+    train("blocked", &a, &na, &la);
+    train("plain", &b, &nb, &lb);
+    TG_CHECK(na == nb && na > 1000000);
+    double worst = 0;
+    for (size_t i = 0; i < na && na == nb; i++) {
+        double d = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) + 1e-2);
+        worst = d > worst ? d : worst;
+    }
+    TG_CHECK(worst < 1e-3);
+    TG_CHECK_NEAR(la, lb, 1e-3 * fabs(lb) + 1e-4);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    TG_RUN(test_resnet_layout);
+    TG_RUN(test_training_matches_nchw);
+    return tg_test_finish();
+}
