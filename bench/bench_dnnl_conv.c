@@ -11,7 +11,10 @@
  *    "dnnl_kernel":"oneDNN jit:avx512_core","dnnl_gflops":..,"ratio":..,
  *    "auto":"oneDNN ..."}
  * bf16_* is oneDNN multiplying in bf16 (f32 accumulation, f32 in and out).
- * ratio = dnnl / own; "auto" is what TG_KERNELS=auto (the default) picks.
+ * ratio = dnnl / own; blocked_* is oneDNN with x, y and their gradients in
+ * nChw16c as the compiler keeps them between convolutions (no reorders
+ * but the weights'), blocked_ratio = blocked / own; "auto" is what
+ * TG_KERNELS=auto (the default) picks for NCHW operands.
  * Figures taken on a loaded machine are not claims.
  *
  * Usage: bench_dnnl_conv [seconds per case, default 0.2] [threads, default 1]
@@ -42,17 +45,32 @@ static float *rand_buf(int64_t n)
     return p;
 }
 
+/* Activation operands blocked (nChw16c, as the compiler's layout pass
+ * keeps them between oneDNN convolutions) where their channels allow:
+ * x, y and their gradients, never the weights. */
+static void block_operands(const tg_tensor *t, tg_plan_opts *o)
+{
+    for (int k = 0; k < t->n_in; k++) {
+        bool weights = t->op != TG_OP_CONV2D_BWD_WEIGHT && k == 1;
+        o->in_blocked[k] = !weights && t->in[k]->shape.dim[1] % TG_CHANNEL_BLOCK == 0;
+    }
+    o->out_blocked = t->op != TG_OP_CONV2D_BWD_WEIGHT && t->shape.dim[1] % TG_CHANNEL_BLOCK == 0;
+}
+
 /* GFLOP/s of node t's kernel planned in `mode`: the best of 3 timed
  * batches after a warm-up; the kernel's name into `kernel`. */
 static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, tg_dtype compute,
-                          char *kernel, size_t cap)
+                          bool blocked, char *kernel, size_t cap)
 {
     const tg_op_def *def = tg_op_get(t->op);
     const tg_op_planner *pl = tg_op_planner_get(t->op);
     int threads = tg_pool_threads(pool);
     tg_dnnl_force_mode(mode, true);
     tg_kernel_plan plan = {0};
-    if (pl->plan(t, &(tg_plan_opts){.n_threads = threads, .compute = compute}, &plan) != TG_OK) {
+    tg_plan_opts po = {.n_threads = threads, .compute = compute};
+    if (blocked)
+        block_operands(t, &po);
+    if (pl->plan(t, &po, &plan) != TG_OK) {
         fprintf(stderr, "bench_dnnl_conv: planning %s: %s\n", t->name, tg_error_message());
         exit(1);
     }
@@ -132,11 +150,12 @@ static void bench_shape(const conv_shape *cs, tg_pool *pool)
              (long long)cs->R, (long long)cs->S, cs->stride, cs->pad);
     tg_tensor *nodes[3] = {y, dx, dw};
     for (int k = 0; k < 3; k++) {
-        char own_k[96], dnnl_k[96];
-        char bf_k[96];
-        double own = node_gflops(nodes[k], pool, TG_DNNL_NEVER, TG_F32, own_k, sizeof own_k);
-        double dnnl = node_gflops(nodes[k], pool, TG_DNNL_ALWAYS, TG_F32, dnnl_k, sizeof dnnl_k);
-        double bf = node_gflops(nodes[k], pool, TG_DNNL_ALWAYS, TG_BF16, bf_k, sizeof bf_k);
+        char own_k[96], dnnl_k[96], bf_k[96], bl_k[96];
+        tg_tensor *t = nodes[k];
+        double own = node_gflops(t, pool, TG_DNNL_NEVER, TG_F32, false, own_k, sizeof own_k);
+        double dnnl = node_gflops(t, pool, TG_DNNL_ALWAYS, TG_F32, false, dnnl_k, sizeof dnnl_k);
+        double bl = node_gflops(t, pool, TG_DNNL_ALWAYS, TG_F32, true, bl_k, sizeof bl_k);
+        double bf = node_gflops(t, pool, TG_DNNL_ALWAYS, TG_BF16, false, bf_k, sizeof bf_k);
         tg_kernel_plan ap = {0};
         tg_dnnl_force_mode(TG_DNNL_AUTO, true);
         tg_op_planner_get(nodes[k]->op)
@@ -147,10 +166,11 @@ static void bench_shape(const conv_shape *cs, tg_pool *pool)
             tg_op_planner_get(nodes[k]->op)->plan_free(ap.state);
         printf("{\"bench\":\"dnnl_conv\",\"net\":\"%s\",\"kind\":\"%s\",\"shape\":\"%s\","
                "\"threads\":%d,\"own_kernel\":\"%s\",\"own_gflops\":%.2f,\"dnnl_kernel\":\"%s\","
-               "\"dnnl_gflops\":%.2f,\"ratio\":%.3f,\"bf16_kernel\":\"%s\",\"bf16_gflops\":%.2f,"
-               "\"auto\":\"%s\",\"isa\":\"%s\"}\n",
-               cs->net, tg_op_name(nodes[k]->op), shape, tg_pool_threads(pool), own_k, own, dnnl_k,
-               dnnl, dnnl / own, bf_k, bf, ap.kernel, tg_dnnl_isa_name());
+               "\"dnnl_gflops\":%.2f,\"ratio\":%.3f,\"blocked_kernel\":\"%s\","
+               "\"blocked_gflops\":%.2f,\"blocked_ratio\":%.3f,\"bf16_kernel\":\"%s\","
+               "\"bf16_gflops\":%.2f,\"auto\":\"%s\",\"isa\":\"%s\"}\n",
+               cs->net, tg_op_name(t->op), shape, tg_pool_threads(pool), own_k, own, dnnl_k, dnnl,
+               dnnl / own, bl_k, bl, bl / own, bf_k, bf, ap.kernel, tg_dnnl_isa_name());
         fflush(stdout);
     }
     tg_graph_destroy(g);
