@@ -57,7 +57,7 @@ static op_kind kind_of(const tg_program *p, const tg_tensor *t)
     case TG_OP_CONV2D_BWD_DATA:
     case TG_OP_CONV2D_BWD_WEIGHT:
         return tg_conv_geom_of(t).G == 1 && tg_conv_dnnl_chosen(t, p->plan_threads) ? OP_CONV
-                                                                                     : OP_PLAIN;
+                                                                                    : OP_PLAIN;
     default:
         return tg_blocked_kernel_exists(t) ? OP_TIED : OP_PLAIN;
     }

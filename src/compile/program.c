@@ -3,6 +3,7 @@
  * memory plan per device. */
 #include "compile/program.h"
 #include "compile/layout.h"
+#include "core/process.h"
 
 #include "compile/placement.h"
 #include "core/alloc.h"
@@ -440,10 +441,27 @@ bool tg_step_stages_output(const tg_program *p, const tg_step *st)
     return st->out >= 0 && p->buffers[st->out].dtype != p->graph->nodes[st->node]->dtype;
 }
 
-/* Add one step's f32 staging to its scratch. */
+bool tg_step_stages_in_chunks(const tg_tensor *t)
+{
+    if (tg_process_whole_staging())
+        return false;
+    if (tg_is_weight_update(t))
+        return tg_op_update_is_elementwise(t) && t->n_in <= TG_ELEMENTWISE_MAX_INPUTS + 1;
+    return tg_op_is_elementwise(t) && t->n_mutated == 0;
+}
+
+/* Add one step's f32 staging to its scratch (none for chunks: they live on
+ * the stack of the thread converting them). */
 static void stage_step(const tg_program *p, tg_step *st)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
+    if (tg_step_stages_in_chunks(t)) {
+        bool in = false;
+        for (int k = 0; k < t->n_in; k++)
+            in |= tg_step_stages_input(p, st, k);
+        st->staged = in || tg_step_stages_output(p, st);
+        return;
+    }
     size_t extra = 0;
     for (int k = 0; k < t->n_in; k++)
         if (tg_step_stages_input(p, st, k))

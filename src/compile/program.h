@@ -190,6 +190,10 @@ tg_status tg_program_compile(const tg_graph *g, const tg_options *o, tg_program 
 tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_program **out);
 void tg_program_destroy(tg_program *p);
 
+/* Whether a staged step of t converts its operands a chunk at a time
+ * (element-wise ops: runtime/staging.c) instead of whole in its scratch. */
+bool tg_step_stages_in_chunks(const tg_tensor *t);
+
 /* Threads per device for a run of p (n_threads, threads_auto, cpu,
  * threads_warning): the user's threadsPerDevice, or the default rule's over
  * the cores free now, shared with the other instances of an MPI job on this

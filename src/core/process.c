@@ -43,3 +43,15 @@ void tg_process_set_dnnl_mode(int mode, int forced)
 {
     atomic_store_explicit(&dnnl_mode_and_forced, mode << 1 | (forced != 0), memory_order_relaxed);
 }
+
+static atomic_int whole_staging;
+
+int tg_process_whole_staging(void)
+{
+    return atomic_load_explicit(&whole_staging, memory_order_relaxed);
+}
+
+void tg_process_set_whole_staging(int whole)
+{
+    atomic_store_explicit(&whole_staging, whole, memory_order_relaxed);
+}

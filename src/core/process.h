@@ -6,7 +6,8 @@
  *
  *  - Kernel-choice overrides, held here (process.c): the forced convolution
  *    method (ops/conv.h), the SIMD cap (ops/simd.h) and the forced oneDNN
- *    mode (ops/dnnl_util.h). They exist so tests and benchmarks can run every
+ *    mode (ops/dnnl_util.h), and whole-tensor staging of element-wise
+ *    half-precision steps (compile/program.h). They exist so tests and benchmarks can run every
  *    kernel variant on one machine; kernels read them where no session is at
  *    hand (reference checks, benchmarks call kernels directly). Atomics, so
  *    setting one while another thread plans or runs a kernel is no data race.
@@ -44,5 +45,10 @@ void tg_process_set_simd_cap(int level);
  * TG_KERNELS environment variable decides). */
 int tg_process_dnnl_mode(int *forced);
 void tg_process_set_dnnl_mode(int mode, int forced);
+
+/* Whether element-wise steps stage half-precision operands whole instead of
+ * a chunk at a time (tests compare the two). */
+int tg_process_whole_staging(void);
+void tg_process_set_whole_staging(int whole);
 
 #endif

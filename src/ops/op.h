@@ -123,4 +123,16 @@ const tg_op_def *tg_op_get(tg_op op);
 /* The op's plan hooks, or NULL when it has none. */
 const tg_op_planner *tg_op_planner_get(tg_op op);
 
+/* Whether node's kernel computes each output element from the elements at
+ * the same place of its inputs alone (ReLU, add, their gradients, ...) with
+ * every operand of the output's shape and at most this many inputs: any
+ * permutation or cut of the elements commutes with it (the blocked layout;
+ * staging half-precision operands a chunk at a time). */
+#define TG_ELEMENTWISE_MAX_INPUTS 3
+bool tg_op_is_elementwise(const tg_tensor *node);
+/* Whether a weight-update node (ops/optim.c) updates each element from the
+ * same element of its inputs alone: SGD, Adam and AdamW; not LAMB, whose
+ * trust ratio needs whole-tensor norms. */
+bool tg_op_update_is_elementwise(const tg_tensor *node);
+
 #endif

@@ -454,6 +454,13 @@ static void fwd_adam(const tg_kernel_args *a)
     run_split(a->pool, tg_numel(node->in[0]), adam_range, &j);
 }
 
+bool tg_op_update_is_elementwise(const tg_tensor *node)
+{
+    if (node->op == TG_OP_SGD_UPDATE)
+        return true;
+    return node->op == TG_OP_ADAM_UPDATE && tg_optim_params_get(&node->p).kind != TG_OPT_LAMB;
+}
+
 /* ---- reference kernels -------------------------------------------------------------- */
 
 static void ref_sgd(const tg_ref_args *a)

@@ -53,8 +53,7 @@ const tg_op_planner *tg_op_planner_get(tg_op op)
 }
 
 /* Element-wise ops whose kernels apply one formula per element with no
- * position in it: with every operand of one shape, any permutation of the
- * elements (the blocked layout) commutes with them. */
+ * position in it. */
 static bool elementwise_anywhere(tg_op op)
 {
     switch (op) {
@@ -104,7 +103,12 @@ bool tg_blocked_kernel_exists(const tg_tensor *node)
     default:
         break;
     }
-    if (!elementwise_anywhere(node->op))
+    return tg_op_is_elementwise(node);
+}
+
+bool tg_op_is_elementwise(const tg_tensor *node)
+{
+    if (!elementwise_anywhere(node->op) || node->n_in > TG_ELEMENTWISE_MAX_INPUTS)
         return false;
     for (int k = 0; k < node->n_in; k++)
         if (!tg_shape_equal(node->in[k]->shape, node->shape))

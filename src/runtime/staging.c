@@ -42,12 +42,107 @@ static void convert_on(tg_pool *pool, const void *src, tg_dtype sd, void *dst, t
         convert_range(&j, 0, n, 0);
 }
 
+/* Element-wise steps and element-wise weight updates are staged a chunk
+ * at a time (tg_step_stages_in_chunks): the chunk's inputs converted to f32
+ * on the stack, the kernel run on that stretch alone, its output and the
+ * inputs it updates converted back, so the half-precision bytes are read
+ * and written once and the f32 copies stay in L1. Rounding (to nearest, or
+ * stochastic from the element's index) is as for whole tensors: the same
+ * bits. */
+#define STAGE_CHUNK 1024
+
+typedef struct chunk_job {
+    const tg_program *p;
+    const tg_step *st;
+    const tg_kernel_args *a;
+    const tg_stage_opts *o;
+    int64_t n;
+} chunk_job;
+
+static tg_dtype buffer_type(const tg_program *p, int b)
+{
+    return b >= 0 ? p->buffers[b].dtype : TG_F32;
+}
+
+static void stage_chunk(const chunk_job *j, int64_t first, int64_t len)
+{
+    const tg_tensor *t = j->a->node;
+    bool update = tg_is_weight_update(t);
+    float buf[TG_ELEMENTWISE_MAX_INPUTS + 2][STAGE_CHUNK];
+    tg_tensor node = *t, ins[TG_ELEMENTWISE_MAX_INPUTS + 1];
+    tg_kernel_args b = *j->a;
+    b.node = &node;
+    b.pool = NULL;
+    node.shape = update ? t->shape : tg_shape1(len);
+    for (int k = 0; k < t->n_in; k++) {
+        ins[k] = *t->in[k];
+        ins[k].shape = tg_shape1(len);
+        node.in[k] = &ins[k];
+        tg_dtype dt = buffer_type(j->p, j->st->in[k]);
+        unsigned char *src = (unsigned char *)j->a->in[k] + first * tg_dtype_size(dt);
+        b.in[k] = src;
+        if (!tg_step_stages_input(j->p, j->st, k))
+            continue;
+        b.in[k] = buf[k];
+        tg_convert(src, dt, buf[k], TG_F32, (size_t)len);
+        if (update && k == t->n_in - 1 && j->o->grad_unscale != 1.0f)
+            for (int64_t e = 0; e < len; e++)
+                buf[k][e] *= j->o->grad_unscale;
+    }
+    tg_dtype ot = buffer_type(j->p, j->st->out);
+    unsigned char *dst =
+        j->st->out >= 0 ? (unsigned char *)j->a->out + first * tg_dtype_size(ot) : NULL;
+    bool out_staged = tg_step_stages_output(j->p, j->st);
+    b.out = out_staged ? buf[TG_ELEMENTWISE_MAX_INPUTS + 1] : (void *)dst;
+    tg_op_get(t->op)->forward(&b);
+    if (out_staged)
+        tg_convert(b.out, TG_F32, dst, ot, (size_t)len);
+    for (int k = 0; k < t->n_mutated; k++) {
+        tg_dtype dt = buffer_type(j->p, j->st->in[k]);
+        if (b.in[k] != buf[k] || dt == TG_F32)
+            continue;
+        void *back = (unsigned char *)j->a->in[k] + first * tg_dtype_size(dt);
+        if (j->o->stochastic)
+            tg_convert_stochastic(buf[k], back, dt, (size_t)len, j->o->round_key ^ (uint64_t)k,
+                                  (uint64_t)(j->o->first + first));
+        else
+            tg_convert(buf[k], TG_F32, back, dt, (size_t)len);
+    }
+}
+
+static void chunk_range(void *ctx, int64_t begin, int64_t end, int part)
+{
+    (void)part;
+    const chunk_job *j = ctx;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t first = c * STAGE_CHUNK;
+        stage_chunk(j, first, j->n - first < STAGE_CHUNK ? j->n - first : STAGE_CHUNK);
+    }
+}
+
+static void stage_in_chunks(const tg_program *p, const tg_step *st, const tg_kernel_args *a,
+                            const tg_stage_opts *o)
+{
+    chunk_job j = {p, st, a, o, tg_numel(a->node->n_in ? a->node->in[0] : a->node)};
+    if (!tg_is_weight_update(a->node))
+        j.n = tg_numel(a->node);
+    int64_t chunks = (j.n + STAGE_CHUNK - 1) / STAGE_CHUNK;
+    if (j.n >= CONVERT_PARALLEL_MIN && a->pool)
+        tg_pool_for(a->pool, chunks, chunk_range, &j);
+    else
+        chunk_range(&j, 0, chunks, 0);
+}
+
 void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a, const tg_stage_opts *o)
 {
     const tg_tensor *t = a->node;
     const tg_op_def *def = tg_op_get(t->op);
     if (!st->staged) {
         def->forward(a);
+        return;
+    }
+    if (tg_step_stages_in_chunks(t)) {
+        stage_in_chunks(p, st, a, o);
         return;
     }
     bool update = tg_is_weight_update(t);

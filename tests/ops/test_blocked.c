@@ -46,8 +46,8 @@ static bool operand_blocked(const tg_tensor *t, int k)
 {
     const tg_tensor *v = k < 0 ? t : t->in[k];
     bool weights = (t->op == TG_OP_CONV2D || t->op == TG_OP_CONV2D_BWD_DATA) ? k == 1
-                   : t->op == TG_OP_CONV2D_BWD_WEIGHT                       ? k < 0
-                                                                            : false;
+                   : t->op == TG_OP_CONV2D_BWD_WEIGHT                        ? k < 0
+                                                                             : false;
     return blockable(v) && !weights;
 }
 
@@ -158,8 +158,8 @@ static int compare(const tg_tensor *t, const float *plain, const float *blocked)
 
 static bool runs_blocked(const tg_tensor *t)
 {
-    bool conv = t->op == TG_OP_CONV2D || t->op == TG_OP_CONV2D_BWD_DATA ||
-                t->op == TG_OP_CONV2D_BWD_WEIGHT;
+    bool conv =
+        t->op == TG_OP_CONV2D || t->op == TG_OP_CONV2D_BWD_DATA || t->op == TG_OP_CONV2D_BWD_WEIGHT;
     if (conv)
         return true;
     if (t->n_in == 0 || !tg_blocked_kernel_exists(t))
@@ -192,11 +192,21 @@ static void check_graph(tg_pool2d_params pool_params, int expect_min)
         free(blocked);
     }
     /* every kind the ResNets run blocked was among them */
-    tg_op want[] = {TG_OP_CONV2D,           TG_OP_CONV2D_BWD_DATA, TG_OP_CONV2D_BWD_WEIGHT,
-                    TG_OP_NORM_STATS,       TG_OP_NORM_APPLY,      TG_OP_NORM_APPLY_BWD_X,
-                    TG_OP_NORM_APPLY_BWD_STATS, TG_OP_NORM_APPLY_BWD_AFFINE, TG_OP_NORM_STATS_BWD,
-                    TG_OP_RELU,             TG_OP_RELU_BWD,        TG_OP_ADD,
-                    TG_OP_MAXPOOL2D,        TG_OP_MAXPOOL2D_BWD,   TG_OP_AVGPOOL2D,
+    tg_op want[] = {TG_OP_CONV2D,
+                    TG_OP_CONV2D_BWD_DATA,
+                    TG_OP_CONV2D_BWD_WEIGHT,
+                    TG_OP_NORM_STATS,
+                    TG_OP_NORM_APPLY,
+                    TG_OP_NORM_APPLY_BWD_X,
+                    TG_OP_NORM_APPLY_BWD_STATS,
+                    TG_OP_NORM_APPLY_BWD_AFFINE,
+                    TG_OP_NORM_STATS_BWD,
+                    TG_OP_RELU,
+                    TG_OP_RELU_BWD,
+                    TG_OP_ADD,
+                    TG_OP_MAXPOOL2D,
+                    TG_OP_MAXPOOL2D_BWD,
+                    TG_OP_AVGPOOL2D,
                     TG_OP_AVGPOOL2D_BWD};
     for (size_t k = 0; k < sizeof want / sizeof *want; k++)
         if (!kinds[want[k]])

@@ -6,6 +6,8 @@
  * guarantees (pipelined = one device, replicas identical).
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
+
+#include "core/process.h"
 #include "tg_test_train.h"
 
 #include "core/alloc.h"
@@ -129,6 +131,32 @@ static void test_half_training_follows_f32(void)
     tg_test_model_destroy(&f32);
     tg_test_model_destroy(&f16);
     tg_test_model_destroy(&bf16);
+}
+
+/* Element-wise steps and SGD/Adam updates stage their half-precision
+ * operands a chunk at a time (runtime/staging.c): the same bits as staging
+ * whole tensors, with dynamic loss scaling (the gradient unscaled while
+ * staged) and stochastic rounding of the updates (keyed by element index). */
+static void test_chunked_staging_matches_whole(void)
+{
+    const char *const kv[] = {
+        "precision", "16.16", "lossScaling", "dynamic", "Precision.enableStochasticRounding",
+        "true",      NULL};
+    const char *const kv_bf16[] = {"precision", "bf16.bf16", NULL};
+    const char *const *cases[] = {kv, kv_bf16};
+    for (int c = 0; c < 2; c++) {
+        tg_optimizer opt = c ? tg_optimizer_sgd(0.05f, 0.9f) : adamw();
+        tg_test_model chunked, whole;
+        tg_test_train(&chunked, BATCH, &opt, cases[c], 6, 7, NULL);
+        tg_process_set_whole_staging(1);
+        tg_test_train(&whole, BATCH, &opt, cases[c], 6, 7, NULL);
+        tg_process_set_whole_staging(0);
+        TG_CHECK(tg_test_same_weights(&chunked, &whole, true));
+        /* and the chunked program plans no staging scratch for them */
+        TG_CHECK(tg_session_arena_bytes(chunked.s) < tg_session_arena_bytes(whole.s));
+        tg_test_model_destroy(&chunked);
+        tg_test_model_destroy(&whole);
+    }
 }
 
 /* One host step of data: uniform images, or `poison` everywhere if non-zero. */
@@ -315,6 +343,7 @@ int main(void)
 {
     TG_RUN(test_plan_stores_half);
     TG_RUN(test_half_training_follows_f32);
+    TG_RUN(test_chunked_staging_matches_whole);
     TG_RUN(test_dynamic_scaling_skips_and_recovers);
     TG_RUN(test_scale_too_high_comes_down);
     TG_RUN(test_static_scaling_keeps_factor);
