@@ -421,13 +421,43 @@ static tg_status make_accumulators(tg_program *p)
     return TG_OK;
 }
 
+/* Whether operand v, stored in buffer b, is one a kernel reading bf16 can
+ * take: an f32 value stored in f32 or bf16. */
+static bool native_operand(const tg_program *p, const tg_tensor *v, int b)
+{
+    tg_dtype dt = b >= 0 ? p->buffers[b].dtype : v->dtype;
+    return v->dtype == TG_F32 && (dt == TG_F32 || dt == TG_BF16);
+}
+
+size_t tg_step_native_scratch(const tg_tensor *t)
+{
+    size_t bytes = t->shape.ndim == 4 ? 0 : tg_align((size_t)tg_numel(t) * sizeof(float));
+    for (int k = 0; k < t->n_in; k++)
+        if (t->in[k]->shape.ndim != 4)
+            bytes += tg_align((size_t)tg_numel(t->in[k]) * sizeof(float));
+    return bytes;
+}
+
+bool tg_step_reads_native(const tg_program *p, const tg_step *st)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    bool blocked = p->layout && (p->layout[t->id] & TG_LAYOUT_OP_BLOCKED);
+    if (tg_process_whole_staging() || !tg_op_reads_bf16(t, blocked) ||
+        !native_operand(p, t, st->out))
+        return false;
+    for (int k = 0; k < t->n_in; k++)
+        if (!native_operand(p, t->in[k], st->in[k]))
+            return false;
+    return true;
+}
+
 bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
     int b = st->in[k];
     if (b < 0)
         return false;
-    if (p->plans && p->plans[st->node].native_storage)
+    if ((p->plans && p->plans[st->node].native_storage) || tg_step_reads_native(p, st))
         return false;
     bool unscaled_grad = tg_is_weight_update(t) && k == t->n_in - 1 &&
                          p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
@@ -436,7 +466,7 @@ bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k)
 
 bool tg_step_stages_output(const tg_program *p, const tg_step *st)
 {
-    if (p->plans && p->plans[st->node].native_storage)
+    if ((p->plans && p->plans[st->node].native_storage) || tg_step_reads_native(p, st))
         return false;
     return st->out >= 0 && p->buffers[st->out].dtype != p->graph->nodes[st->node]->dtype;
 }
@@ -455,6 +485,11 @@ bool tg_step_stages_in_chunks(const tg_tensor *t)
 static void stage_step(const tg_program *p, tg_step *st)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
+    if (tg_step_reads_native(p, st)) {
+        st->staged = false;
+        st->scratch_bytes = tg_align(st->kernel_scratch) + tg_step_native_scratch(t);
+        return;
+    }
     if (tg_step_stages_in_chunks(t)) {
         bool in = false;
         for (int k = 0; k < t->n_in; k++)

@@ -275,6 +275,13 @@ size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t);
  * type. The staging area follows the kernel's scratch (aligned): one aligned
  * f32 copy per staged input in input order, then the output's. */
 bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k);
+/* Whether step st's kernel reads and writes its operands in their storage
+ * types itself (tg_op_reads_bf16): the engine then passes the types in
+ * tg_kernel_args.in_type / out_type and stages nothing. */
+bool tg_step_reads_native(const tg_program *p, const tg_step *st);
+/* The f32 copies such a step makes of its operands that are not 4-D (batch
+ * norm's statistics, gamma, beta), after its kernel scratch. */
+size_t tg_step_native_scratch(const tg_tensor *t);
 bool tg_step_stages_output(const tg_program *p, const tg_step *st);
 
 /* Internal passes, each in its own file. */

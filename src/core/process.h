@@ -46,8 +46,9 @@ void tg_process_set_simd_cap(int level);
 int tg_process_dnnl_mode(int *forced);
 void tg_process_set_dnnl_mode(int mode, int forced);
 
-/* Whether element-wise steps stage half-precision operands whole instead of
- * a chunk at a time (tests compare the two). */
+/* Whether steps stage half-precision operands whole through f32 instead of
+ * a chunk at a time (element-wise steps) or not at all (kernels that read
+ * bf16 themselves): tests compare the two. */
 int tg_process_whole_staging(void);
 void tg_process_set_whole_staging(int whole);
 

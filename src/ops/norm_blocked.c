@@ -9,6 +9,7 @@
  */
 #include "ops/blocked.h"
 #include "ops/broadcast.h"
+#include "tilegraph/dtype.h"
 
 #include <math.h>
 #include <string.h>
@@ -40,18 +41,55 @@ static inline vb splat(float x)
     return v;
 }
 
+/* A row's pixels are visited in pieces of this many: operands stored in
+ * bf16 are converted a piece at a time into the kernel's stack, so the
+ * engine need not stage them whole (tg_kernel_args.in_type). */
+#define PIECE 64
+
 typedef struct norm_blocked {
     const tg_tensor *node;
-    const float *in[4];
-    float *out;
+    const void *in[4];
+    void *out;
+    bool in_bf16[4], out_bf16;
     int64_t N, C, CB, HW; /* CB = C / B blocks */
     float eps;
     bool has_g, has_b;
 } norm_blocked;
 
-static const float *row(const float *base, const norm_blocked *j, int64_t n, int64_t cb)
+/* Pixels [k0, k0 + np) of row r (= n * CB + cb) of 4-D input k as floats:
+ * in place, or converted into tmp (PIECE * B floats). */
+static const float *pixels(const norm_blocked *j, int k, int64_t r, int64_t k0, int64_t np,
+                           float *tmp)
 {
-    return base + (n * j->CB + cb) * j->HW * B;
+    int64_t at = (r * j->HW + k0) * B;
+    if (!j->in_bf16[k])
+        return (const float *)j->in[k] + at;
+    tg_bf16_to_f32_array((const uint16_t *)j->in[k] + at, tmp, (size_t)(np * B));
+    return tmp;
+}
+
+/* Where the output's pixels [k0, k0 + np) of row r are computed: in place,
+ * or in tmp, then stored by put_pixels. */
+static float *out_pixels(const norm_blocked *j, int64_t r, int64_t k0, float *tmp)
+{
+    return j->out_bf16 ? tmp : (float *)j->out + (r * j->HW + k0) * B;
+}
+
+static void put_pixels(const norm_blocked *j, int64_t r, int64_t k0, int64_t np, const float *y)
+{
+    if (j->out_bf16)
+        tg_f32_to_bf16_array(y, (uint16_t *)j->out + (r * j->HW + k0) * B, (size_t)(np * B));
+}
+
+static int64_t piece(const norm_blocked *j, int64_t k0)
+{
+    return j->HW - k0 < PIECE ? j->HW - k0 : PIECE;
+}
+
+/* The small f32 operands: statistics, gamma, beta. */
+static const float *vec(const norm_blocked *j, int k)
+{
+    return (const float *)j->in[k];
 }
 
 /* Per-lane mean and 1/sqrt(var + eps) of block cb from stats [2, C]. */
@@ -76,45 +114,54 @@ static void add_lanes(double *acc, vb s)
         acc[i] += (double)s[i];
 }
 
+/* The sum of x (sq: of (x - mean)^2) over row r, per lane, in float. */
+static vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean)
+{
+    float tmp[PIECE * B];
+    vb a = splat(0.0f);
+    for (int64_t k0 = 0; k0 < j->HW; k0 += PIECE) {
+        int64_t np = piece(j, k0);
+        const float *x = pixels(j, 0, r, k0, np, tmp);
+        for (int64_t k = 0; k < np; k++) {
+            vb d = load(x + k * B) - mean;
+            a += sq ? d * d : load(x + k * B);
+        }
+    }
+    return a;
+}
+
 static void stats_block(const norm_blocked *j, int64_t cb)
 {
     double s[B] = {0}, ss[B] = {0}, count = (double)(j->N * j->HW);
-    for (int64_t n = 0; n < j->N; n++) {
-        const float *x = row(j->in[0], j, n, cb);
-        vb a = splat(0.0f);
-        for (int64_t k = 0; k < j->HW; k++)
-            a += load(x + k * B);
-        add_lanes(s, a);
-    }
-    vb mean;
+    vb zero = splat(0.0f), mean;
+    for (int64_t n = 0; n < j->N; n++)
+        add_lanes(s, row_sum(j, n * j->CB + cb, false, zero));
     for (int i = 0; i < B; i++)
         mean[i] = (float)(s[i] / count);
-    for (int64_t n = 0; n < j->N; n++) {
-        const float *x = row(j->in[0], j, n, cb);
-        vb a = splat(0.0f);
-        for (int64_t k = 0; k < j->HW; k++) {
-            vb d = load(x + k * B) - mean;
-            a += d * d;
-        }
-        add_lanes(ss, a);
-    }
+    for (int64_t n = 0; n < j->N; n++)
+        add_lanes(ss, row_sum(j, n * j->CB + cb, true, mean));
+    float *out = j->out;
     for (int i = 0; i < B; i++) {
-        j->out[cb * B + i] = mean[i];
-        j->out[j->C + cb * B + i] = (float)(ss[i] / count);
+        out[cb * B + i] = mean[i];
+        out[j->C + cb * B + i] = (float)(ss[i] / count);
     }
 }
 
-/* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb */
-static void dy_sums(const norm_blocked *j, const float *dy, const float *x, vb mean, int64_t cb,
-                    double *s1, double *s2)
+/* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x in[1]) */
+static void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2)
 {
+    float td[PIECE * B], tx[PIECE * B];
     for (int64_t n = 0; n < j->N; n++) {
-        const float *d = row(dy, j, n, cb), *xr = row(x, j, n, cb);
+        int64_t r = n * j->CB + cb;
         vb a = splat(0.0f), b = splat(0.0f);
-        for (int64_t k = 0; k < j->HW; k++) {
-            vb v = load(d + k * B);
-            a += v;
-            b += v * (load(xr + k * B) - mean);
+        for (int64_t k0 = 0; k0 < j->HW; k0 += PIECE) {
+            int64_t np = piece(j, k0);
+            const float *d = pixels(j, 0, r, k0, np, td), *xr = pixels(j, 1, r, k0, np, tx);
+            for (int64_t k = 0; k < np; k++) {
+                vb v = load(d + k * B);
+                a += v;
+                b += v * (load(xr + k * B) - mean);
+            }
         }
         add_lanes(s1, a);
         add_lanes(s2, b);
@@ -126,20 +173,21 @@ static void dy_sums(const norm_blocked *j, const float *dy, const float *x, vb m
 static void bwd_sums_block(const norm_blocked *j, int64_t cb)
 {
     vb mean, rstd;
-    mean_rstd(j, j->in[2], cb, &mean, &rstd);
+    mean_rstd(j, vec(j, 2), cb, &mean, &rstd);
     double s1[B] = {0}, s2[B] = {0};
-    dy_sums(j, j->in[0], j->in[1], mean, cb, s1, s2);
+    dy_sums(j, mean, cb, s1, s2);
     bool stats = j->node->op == TG_OP_NORM_APPLY_BWD_STATS;
-    vb g = gamma_of(stats && j->has_g ? j->in[3] : NULL, cb);
+    vb g = gamma_of(stats && j->has_g ? vec(j, 3) : NULL, cb);
+    float *out = j->out;
     for (int i = 0; i < B; i++) {
         int64_t c = cb * B + i;
         double r = rstd[i];
         if (stats) {
-            j->out[c] = (float)(-r * g[i] * s1[i]);
-            j->out[j->C + c] = (float)(-0.5 * r * r * r * g[i] * s2[i]);
+            out[c] = (float)(-r * g[i] * s1[i]);
+            out[j->C + c] = (float)(-0.5 * r * r * r * g[i] * s2[i]);
         } else {
-            j->out[c] = (float)(s2[i] * r);
-            j->out[j->C + c] = (float)s1[i];
+            out[c] = (float)(s2[i] * r);
+            out[j->C + c] = (float)s1[i];
         }
     }
 }
@@ -157,44 +205,43 @@ static void reduce_blocks(void *ctx, int64_t begin, int64_t end, int t)
 }
 
 /* The element-wise ops over row r = (n, cb), each lane with the NCHW
- * kernel's formula (ops/norm.c), so both layouts give the same bits. */
+ * kernel's formula (ops/norm.c), so both layouts give the same bits:
+ *   NORM_APPLY (x, stats, gamma?, beta?): x s + (beta - mean s)
+ *   NORM_APPLY_BWD_X (dy, stats, gamma?): dy s
+ *   NORM_STATS_BWD (dstats, x, stats): a0 + a1 (x - mean) */
 static void elementwise_row(const norm_blocked *j, int64_t r)
 {
-    int64_t cb = r % j->CB, off = r * j->HW * B;
-    float *y = j->out + off;
-    vb mean, rstd;
-    switch (j->node->op) {
-    case TG_OP_NORM_APPLY: { /* (x, stats, gamma?, beta?): x s + (beta - mean s) */
-        mean_rstd(j, j->in[1], cb, &mean, &rstd);
-        vb s = rstd * gamma_of(j->has_g ? j->in[2] : NULL, cb);
-        vb sh = (j->has_b ? load(j->in[2 + j->has_g] + cb * B) : splat(0.0f)) - mean * s;
-        const float *x = j->in[0] + off;
-        for (int64_t k = 0; k < j->HW; k++)
-            store(y + k * B, load(x + k * B) * s + sh);
-        break;
-    }
-    case TG_OP_NORM_APPLY_BWD_X: { /* (dy, stats, gamma?): dy s */
-        mean_rstd(j, j->in[1], cb, &mean, &rstd);
-        vb s = rstd * gamma_of(j->has_g ? j->in[2] : NULL, cb);
-        const float *dy = j->in[0] + off;
-        for (int64_t k = 0; k < j->HW; k++)
-            store(y + k * B, load(dy + k * B) * s);
-        break;
-    }
-    default: { /* NORM_STATS_BWD (dstats, x, stats): a0 + a1 (x - mean) */
-        const float *ds = j->in[0], *x = j->in[1] + off;
+    int64_t cb = r % j->CB;
+    tg_op op = j->node->op;
+    vb mean, rstd, s = splat(0.0f), sh = splat(0.0f), a0, a1;
+    if (op == TG_OP_NORM_STATS_BWD) {
+        const float *ds = vec(j, 0), *st = vec(j, 2);
         float inv_n = 1.0f / (float)(j->N * j->HW);
-        vb a0, a1;
         for (int i = 0; i < B; i++) {
             int64_t c = cb * B + i;
             a0[i] = ds[c] * inv_n;
             a1[i] = 2.0f * ds[j->C + c] * inv_n;
-            mean[i] = j->in[2][c];
+            mean[i] = st[c];
         }
-        for (int64_t k = 0; k < j->HW; k++)
-            store(y + k * B, a0 + a1 * (load(x + k * B) - mean));
-        break;
+    } else {
+        mean_rstd(j, vec(j, 1), cb, &mean, &rstd);
+        s = rstd * gamma_of(j->has_g ? vec(j, 2) : NULL, cb);
+        if (op == TG_OP_NORM_APPLY)
+            sh = (j->has_b ? load(vec(j, 2 + j->has_g) + cb * B) : splat(0.0f)) - mean * s;
     }
+    int src = op == TG_OP_NORM_STATS_BWD ? 1 : 0;
+    float tin[PIECE * B], tout[PIECE * B];
+    for (int64_t k0 = 0; k0 < j->HW; k0 += PIECE) {
+        int64_t np = piece(j, k0);
+        const float *x = pixels(j, src, r, k0, np, tin);
+        float *y = out_pixels(j, r, k0, tout);
+        for (int64_t k = 0; k < np; k++) {
+            vb v = load(x + k * B);
+            store(y + k * B, op == TG_OP_NORM_APPLY         ? v * s + sh
+                             : op == TG_OP_NORM_APPLY_BWD_X ? v * s
+                                                            : a0 + a1 * (v - mean));
+        }
+        put_pixels(j, r, k0, np, y);
     }
 }
 
@@ -205,12 +252,34 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
         elementwise_row(ctx, r);
 }
 
+/* A small operand (statistics, gamma, beta) as f32: itself, or its bf16
+ * values converted into the step's scratch (compile/program.h,
+ * tg_step_native_scratch, plans one 64-byte aligned piece per such operand
+ * in operand order, the output's first). */
+static float *carve(unsigned char **area, int64_t n)
+{
+    float *f = (float *)(void *)*area;
+    if (*area) /* NULL without scratch: then every operand is f32 */
+        *area += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+    return f;
+}
+
+static const float *small_f32(const void *v, tg_dtype type, int64_t n, unsigned char **area)
+{
+    float *f = carve(area, n);
+    if (type != TG_BF16)
+        return v;
+    tg_bf16_to_f32_array(v, f, (size_t)n);
+    return f;
+}
+
 void tg_norm_blocked_run(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
     const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
     norm_blocked j = {.node = node,
                       .out = a->out,
+                      .out_bf16 = a->out_type == TG_BF16,
                       .N = x->shape.dim[0],
                       .C = x->shape.dim[1],
                       .CB = x->shape.dim[1] / B,
@@ -218,8 +287,18 @@ void tg_norm_blocked_run(const tg_kernel_args *a)
                       .eps = node->p.f[0],
                       .has_g = node->p.i[2] != 0,
                       .has_b = node->p.i[3] != 0};
-    for (int k = 0; k < node->n_in && k < 4; k++)
+    unsigned char *area = a->scratch; /* after no kernel scratch: the ops have none */
+    bool small_out = node->shape.ndim != 4;
+    float *out_f32 = small_out ? carve(&area, tg_numel(node)) : NULL;
+    small_out &= j.out_bf16;
+    if (small_out)
+        j.out = out_f32;
+    for (int k = 0; k < node->n_in && k < 4; k++) {
         j.in[k] = a->in[k];
+        j.in_bf16[k] = a->in_type[k] == TG_BF16;
+        if (node->in[k]->shape.ndim != 4)
+            j.in[k] = small_f32(a->in[k], a->in_type[k], tg_numel(node->in[k]), &area);
+    }
     int64_t n = tg_numel(x);
     switch (node->op) {
     case TG_OP_NORM_STATS:
@@ -231,4 +310,6 @@ void tg_norm_blocked_run(const tg_kernel_args *a)
         tg_par_for(a->pool, j.N * j.CB, n, elementwise_rows, &j);
         break;
     }
+    if (small_out)
+        tg_f32_to_bf16_array(j.out, a->out, (size_t)tg_numel(node));
 }

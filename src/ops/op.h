@@ -53,6 +53,10 @@ typedef struct tg_kernel_args {
      * (TG_CHANNEL_BLOCK below) instead of NCHW: the compiler's layout pass
      * (compile/layout.c) sets it only for ops whose kernels read it. */
     bool blocked;
+    /* The types in[] and out are stored in, for the kernels that read half
+     * precision themselves (tg_op_reads_bf16); TG_F32 (0) for every other
+     * kernel, whose operands the engine stages through f32. */
+    tg_dtype in_type[TG_MAX_INPUTS], out_type;
 } tg_kernel_args;
 
 /* The blocked activation layout, oneDNN's nChw16c: [N][C/16][H][W][16], so
@@ -134,5 +138,9 @@ bool tg_op_is_elementwise(const tg_tensor *node);
  * same element of its inputs alone: SGD, Adam and AdamW; not LAMB, whose
  * trust ratio needs whole-tensor norms. */
 bool tg_op_update_is_elementwise(const tg_tensor *node);
+/* Whether node's kernel reads and writes its bf16-stored 4-D operands as
+ * they are (tg_kernel_args.in_type, out_type) when it runs blocked: batch
+ * norm's ops (ops/norm_blocked.c). */
+bool tg_op_reads_bf16(const tg_tensor *node, bool blocked);
 
 #endif

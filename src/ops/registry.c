@@ -115,3 +115,18 @@ bool tg_op_is_elementwise(const tg_tensor *node)
             return false;
     return true;
 }
+
+bool tg_op_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    switch (node->op) {
+    case TG_OP_NORM_STATS:
+    case TG_OP_NORM_STATS_BWD:
+    case TG_OP_NORM_APPLY:
+    case TG_OP_NORM_APPLY_BWD_X:
+    case TG_OP_NORM_APPLY_BWD_STATS:
+    case TG_OP_NORM_APPLY_BWD_AFFINE:
+        return blocked && tg_blocked_kernel_exists(node);
+    default:
+        return false;
+    }
+}

@@ -126,6 +126,15 @@ static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_te
     return node;
 }
 
+/* The storage types of a step that reads them itself (tg_step_reads_native). */
+static void native_types(const tg_program *p, const tg_step *st, tg_kernel_args *a)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    for (int k = 0; k < t->n_in; k++)
+        a->in_type[k] = st->in[k] >= 0 ? p->buffers[st->in[k]].dtype : TG_F32;
+    a->out_type = st->out >= 0 ? p->buffers[st->out].dtype : TG_F32;
+}
+
 /* Steps [begin, end) of phase ph for micro-batch g (slot g). */
 static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int begin, int end)
 {
@@ -153,6 +162,8 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
+        if (a.blocked && tg_step_reads_native(p, st))
+            native_types(p, st, &a);
         int64_t offloaded = tg_streams_offloaded(c, st, t, &a, true, it);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
         tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};

@@ -6,6 +6,7 @@
 
 #include "compile/layout.h"
 #include "compile/program.h"
+#include "core/process.h"
 #include "ops/op.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
@@ -89,13 +90,15 @@ out:
 /* A training step blocked and NCHW from one initialisation: the same
  * sums in another order, so weights agree within rounding (and a kernel
  * reading the wrong layout would be off by far more). */
-static void train(const char *layout, float **weights, size_t *n_weights, float *loss)
+static void train(const char *layout, const char *precision, float **weights, size_t *n_weights,
+                  float *loss)
 {
     setenv("TG_LAYOUT", layout, 1);
     tg_model_graph mg;
     resnet(&mg, true);
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", 1);
+    TG_CHECK_OK(tg_options_set(o, "precision", precision));
     tg_session *s = NULL;
     TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
     unsetenv("TG_LAYOUT");
@@ -139,8 +142,8 @@ static void test_training_matches_nchw(void)
 {
     float *a = NULL, *b = NULL, la = 0, lb = 0;
     size_t na = 0, nb = 0;
-    train("blocked", &a, &na, &la);
-    train("plain", &b, &nb, &lb);
+    train("blocked", "32.32", &a, &na, &la);
+    train("plain", "32.32", &b, &nb, &lb);
     TG_CHECK(na == nb && na > 1000000);
     double worst = 0;
     for (size_t i = 0; i < na && na == nb; i++) {
@@ -153,9 +156,27 @@ static void test_training_matches_nchw(void)
     free(b);
 }
 
+/* In bf16.bf16 the blocked batch-norm kernels read and write bf16 pieces
+ * themselves and element-wise steps convert chunks: the same bits as
+ * staging every operand whole through f32. */
+static void test_bf16_native_matches_staged(void)
+{
+    float *a = NULL, *b = NULL, la = 0, lb = 0;
+    size_t na = 0, nb = 0;
+    train("blocked", "bf16.bf16", &a, &na, &la);
+    tg_process_set_whole_staging(1);
+    train("blocked", "bf16.bf16", &b, &nb, &lb);
+    tg_process_set_whole_staging(0);
+    TG_CHECK(na == nb && na > 0 && memcmp(a, b, na * sizeof *a) == 0);
+    TG_CHECK(memcmp(&la, &lb, sizeof la) == 0);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     TG_RUN(test_resnet_layout);
     TG_RUN(test_training_matches_nchw);
+    TG_RUN(test_bf16_native_matches_staged);
     return tg_test_finish();
 }
