@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR "."
@@ -172,17 +171,8 @@ int main(int argc, char **argv)
         "name), TG_BENCH_NO_TORCH, TG_BENCH_NO_BF16\n");
     if (usage >= 0)
         return usage;
-    /* As the tilegraph command does (tools/main.c): oneDNN's OpenMP threads
-     * sleep when idle, so that several threads per device can use oneDNN;
-     * PyTorch's child runs with its own default. */
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
-        char self[4096];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n > 0) {
-            self[n] = '\0';
-            execv(self, argv);
-        }
-    }
+    /* PyTorch's child runs with its own default wait policy */
+    bench_passive_omp(argv);
     static const bench_case cases[] = {{"resnet18", 32, 64}, {"resnet50", 64, 32}};
     bench_config cfg = {env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
                         env_int("TG_BENCH_STEPS", 8, 1, 10000), getenv("TG_BENCH_ONLY"),

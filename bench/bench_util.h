@@ -15,6 +15,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double bench_now(void)
 {
@@ -112,6 +113,21 @@ static inline int bench_usage(int argc, char **argv, int takes_args, const char 
         return 2;
     }
     return -1;
+}
+
+/* oneDNN's OpenMP threads sleep when idle, as under the tilegraph command
+ * (tools/main.c). libgomp reads OMP_WAIT_POLICY only when it loads, so the
+ * bench sets it and executes itself again; a policy already set is kept. */
+static inline void bench_passive_omp(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        execv(self, argv);
+    }
 }
 
 #endif

@@ -1,7 +1,9 @@
 /* tests/tg_test_train.h - a small training run for tests that compare two
  * ways of running the same model (offloading, recomputation, profiling,
  * several devices): the tutorial's mnist-pipeline, random but reproducible
- * data, a session with one thread per device and the given options. */
+ * data, a session with one thread per device and the given options; and a
+ * zoo model trained on Fashion-MNIST and tested, for tests of what it
+ * learns. */
 #ifndef TG_TEST_TRAIN_H
 #define TG_TEST_TRAIN_H
 
@@ -40,5 +42,22 @@ void tg_test_model_destroy(tg_test_model *c);
 /* Whether every parameter (and, with state, every state tensor) of a and b
  * holds the same bytes. */
 bool tg_test_same_weights(const tg_test_model *a, const tg_test_model *b, bool state);
+
+/* One Fashion-MNIST training run: the model, its optimizer and batch, how many training
+ * samples for how many epochs, and the storage precision (32.32, bf16.bf16). */
+typedef struct tg_test_fashion_run {
+    const char *model, *precision;
+    tg_optimizer opt;
+    int batch, epochs, threads;
+    int64_t train_n;
+} tg_test_fashion_run;
+
+/* Percent of the first 2000 Fashion-MNIST test images a run classifies right
+ * after training on the first r->train_n training samples (the tutorial
+ * models normalised with their own statistics, a ResNet with the data set's
+ * and built for 1x28x28 with the ImageNet stem, whose convolutions run on
+ * oneDNN), tested in the training's precision; randomSeed 1 and sample
+ * order seed 1. Needs tg_test_fashion_dir(); failures are test failures. */
+double tg_test_fashion_accuracy(const tg_test_fashion_run *r);
 
 #endif
