@@ -438,6 +438,15 @@ size_t tg_step_native_scratch(const tg_tensor *t)
     return bytes;
 }
 
+/* ReLU, its gradient and add read bf16 only with every operand in it. */
+static bool all_bf16(const tg_program *p, const tg_step *st, const tg_tensor *t)
+{
+    bool all = st->out >= 0 && p->buffers[st->out].dtype == TG_BF16;
+    for (int k = 0; k < t->n_in; k++)
+        all &= st->in[k] >= 0 && p->buffers[st->in[k]].dtype == TG_BF16;
+    return all;
+}
+
 bool tg_step_reads_native(const tg_program *p, const tg_step *st)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
@@ -445,6 +454,8 @@ bool tg_step_reads_native(const tg_program *p, const tg_step *st)
     if (tg_process_whole_staging() || !tg_op_reads_bf16(t, blocked) ||
         !native_operand(p, t, st->out))
         return false;
+    if (tg_elementwise_bf16_supported(t))
+        return all_bf16(p, st, t);
     for (int k = 0; k < t->n_in; k++)
         if (!native_operand(p, t->in[k], st->in[k]))
             return false;

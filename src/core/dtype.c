@@ -4,6 +4,7 @@
  * The f16 array forms use F16C when the CPU has it, chosen at run time, so a
  * binary built here also runs on a CPU without it.
  */
+#include "core/clones.h"
 #include "tilegraph/dtype.h"
 
 #include <stdatomic.h>
@@ -191,14 +192,7 @@ void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n)
 /* The bf16 loops work on the bits, branch-free, so the compiler vectorises
  * them (AVX-512 BF16's VCVTNEPS2BF16 would flush subnormals, which the
  * scalar form promises not to). */
-/* One copy per instruction set, picked at load time (an ifunc). Not under the
- * sanitizers: the ifunc resolver runs before their runtime starts. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&                             \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define TG_WIDE_CLONES __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
-#else
-#define TG_WIDE_CLONES
-#endif
+/* One copy per instruction set (core/clones.h). */
 
 TG_WIDE_CLONES void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n)
 {

@@ -225,6 +225,8 @@ static void arith_forward(const tg_kernel_args *a, arith op)
 
 static void fwd_add(const tg_kernel_args *a)
 {
+    if (tg_elementwise_bf16_run(a))
+        return;
     arith_forward(a, OP_ADD);
 }
 static void fwd_sub(const tg_kernel_args *a)

@@ -142,5 +142,11 @@ bool tg_op_update_is_elementwise(const tg_tensor *node);
  * they are (tg_kernel_args.in_type, out_type) when it runs blocked: batch
  * norm's ops (ops/norm_blocked.c). */
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked);
+/* ReLU, its gradient and add with every operand in bf16
+ * (ops/elementwise_bf16.c): whether node is one, and its kernel, which
+ * runs and returns true when a->out_type is bf16 (the compiler then gave
+ * it every operand in bf16). */
+bool tg_elementwise_bf16_supported(const tg_tensor *node);
+bool tg_elementwise_bf16_run(const tg_kernel_args *a);
 
 #endif

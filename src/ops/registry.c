@@ -83,7 +83,8 @@ static bool elementwise_anywhere(tg_op op)
     }
 }
 
-bool tg_blocked_kernel_exists(const tg_tensor *node)
+/* One of the six ops of batch norm over a 4-D x (ops/norm.c: mode 0). */
+static bool is_batch_norm_4d(const tg_tensor *node)
 {
     switch (node->op) {
     case TG_OP_NORM_STATS:
@@ -93,8 +94,18 @@ bool tg_blocked_kernel_exists(const tg_tensor *node)
     case TG_OP_NORM_APPLY_BWD_STATS:
     case TG_OP_NORM_APPLY_BWD_AFFINE: {
         const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
-        return node->p.i[0] == 0 /* batch norm */ && x->shape.ndim == 4;
+        return node->p.i[0] == 0 && x->shape.ndim == 4;
     }
+    default:
+        return false;
+    }
+}
+
+bool tg_blocked_kernel_exists(const tg_tensor *node)
+{
+    if (is_batch_norm_4d(node))
+        return true;
+    switch (node->op) {
     case TG_OP_MAXPOOL2D:
     case TG_OP_MAXPOOL2D_BWD:
     case TG_OP_AVGPOOL2D:
@@ -118,15 +129,5 @@ bool tg_op_is_elementwise(const tg_tensor *node)
 
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked)
 {
-    switch (node->op) {
-    case TG_OP_NORM_STATS:
-    case TG_OP_NORM_STATS_BWD:
-    case TG_OP_NORM_APPLY:
-    case TG_OP_NORM_APPLY_BWD_X:
-    case TG_OP_NORM_APPLY_BWD_STATS:
-    case TG_OP_NORM_APPLY_BWD_AFFINE:
-        return blocked && tg_blocked_kernel_exists(node);
-    default:
-        return false;
-    }
+    return (blocked && is_batch_norm_4d(node)) || tg_elementwise_bf16_supported(node);
 }

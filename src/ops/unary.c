@@ -279,6 +279,8 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
 
 static void fwd_map(const tg_kernel_args *a)
 {
+    if (tg_elementwise_bf16_run(a))
+        return;
     const tg_tensor *node = a->node;
     map_job j = {.op = node->op, .x = a->in[0], .out = a->out};
     j.y = node->n_in > 1 ? a->in[1] : a->in[0];

@@ -162,7 +162,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
-        if (a.blocked && tg_step_reads_native(p, st))
+        if (!st->staged && tg_step_reads_native(p, st))
             native_types(p, st, &a);
         int64_t offloaded = tg_streams_offloaded(c, st, t, &a, true, it);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;

@@ -49,7 +49,7 @@ static void convert_on(tg_pool *pool, const void *src, tg_dtype sd, void *dst, t
  * and written once and the f32 copies stay in L1. Rounding (to nearest, or
  * stochastic from the element's index) is as for whole tensors: the same
  * bits. */
-#define STAGE_CHUNK 1024
+#define STAGE_CHUNK 8192
 
 typedef struct chunk_job {
     const tg_program *p;
