@@ -6,7 +6,8 @@
  * put back in NCHW, must equal the NCHW result (pooling and element-wise
  * ops bit for bit; batch norm's sums, taken in another order, within
  * rounding; convolutions through oneDNN with blocked operands within
- * rounding). */
+ * rounding). The kernels run on two threads.
+ * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
 #include "ops/blocked.h"
