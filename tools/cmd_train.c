@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 #include "device_flags.h"
+#include "train_exchange.h"
 #include "train_util.h"
 
 #include "analyse/analyse.h"
@@ -258,6 +259,8 @@ typedef struct epoch_stats {
     int64_t correct, scored, losses, seen, steps;
     int64_t skipped;  /* updates skipped for overflowing gradients (loss scaling) */
     float loss_scale; /* at the end of the epoch */
+    train_exchange exchange; /* in an MPI job: the gradient exchange's times */
+    exchange_share share;    /* and its share of the host step, once the epoch ended */
 } epoch_stats;
 
 /* Where the run is: the next host step is `step` of epoch `epoch`, and
@@ -358,6 +361,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         int64_t count = 0;
         CLI_TRY(load_step(loader, b, &count));
     }
+    CLI_TRY(train_exchange_begin(&st->exchange, s));
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
     double t0 = cli_now();
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
@@ -365,7 +369,9 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         CLI_TRY(load_step(loader, b, &count));
         double step_t0 = cli_now();
         CLI_TRY(run_step(s, mg, b, count));
+        double totals_t0 = cli_now();
         CLI_TRY(job_step_totals(b, pos));
+        st->exchange.step_totals += cli_now() - totals_t0;
         record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
@@ -388,6 +394,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
             CLI_TRY(save_checkpoint(a, s, pos->model, pos));
     }
     st->seconds = cli_now() - t0;
+    CLI_TRY(train_exchange_end(&st->exchange, s, st->steps, st->seconds, &st->share));
     st->skipped = tg_session_skipped_updates(s) - skipped_before;
     st->loss_scale = tg_session_loss_scale(s);
     cli_progress_finish(&bar, status);
@@ -411,8 +418,18 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
         {"loss_scale", TG_AN_FIELD_NUMBER, NULL, 0, st->loss_scale},
         {"skipped_updates", TG_AN_FIELD_INT, NULL, st->skipped, 0},
+        /* an MPI job's gradient exchange, ms per host step (train_exchange.h) */
+        {"host_step_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.host_step},
+        {"exchange_pct_of_host_step", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct},
+        {"exchange_without_imbalance_pct", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct_transfer},
+        {"exchange_during_backward_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.during_backward},
+        {"exchange_after_backward_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.after_backward},
+        {"exchange_imbalance_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.imbalance},
+        {"exchange_summing_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.summing},
+        {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
     };
-    tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
+    int n = (int)(sizeof f / sizeof f[0]);
+    tg_an_print_record(stdout, f, tg_dist_active() ? n : n - 8);
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that
@@ -435,6 +452,8 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
                "%.0f samples/s (%s)\n",
                (long long)epoch + 1, loss, acc, test_acc, sps,
                cli_duration(st->seconds, t, sizeof t));
+        if (tg_dist_active())
+            train_exchange_print(stdout, &st->share);
         if (a->dev.loss_scaling || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");

@@ -74,6 +74,30 @@ TG_API tg_status tg_dist_sync(tg_session *s);
 TG_API int tg_session_global_replicas(const tg_session *s);
 TG_API int tg_session_replica_offset(const tg_session *s);
 
+/* Where one device's gradient exchange with the other instances went, in
+ * seconds of that device's thread (of local replica 0, which runs the
+ * exchange), added up since the session was created. A share of a host
+ * step is the cost of the exchange itself, measured inside the run: the
+ * same on a busy host as on an idle one, unlike a comparison of two runs. */
+typedef struct tg_exchange_times {
+    int64_t updates; /* updates whose gradients were exchanged */
+    /* in MPI calls while the backward still ran: starting the gradient
+     * buckets and testing them (a shared-memory transfer is copied there) */
+    double during_backward;
+    /* after the backward, until every instance's gradients had arrived:
+     * packing them, the transfer the backward did not hide, and waiting for
+     * the slower instances */
+    double after_backward;
+    /* the part of `after_backward` before the slowest other instance had
+     * sent its last gradients: the instances' imbalance, not the transfer */
+    double imbalance;
+    /* adding up the instances' copies in replica order (the mean) */
+    double summing;
+} tg_exchange_times;
+/* Device `device`'s exchange times; all 0 outside an MPI job, for an
+ * inference session and for a device out of range. */
+TG_API tg_exchange_times tg_session_exchange_times(const tg_session *s, int device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,10 @@
 static int joined; /* tg_dist_init called MPI_Init_thread */
 static int rank, size = 1;
 static int host_size = 1; /* instances on this host (they share its cores) */
+/* this instance's CLOCK_MONOTONIC plus clock_offset is instance 0's: 0 when
+ * every instance is on this host (one clock), else the barrier's estimate
+ * (align_trace_clocks) */
+static double clock_offset;
 
 /* A device's gathers in flight: a request per part and the counts and
  * displacements MPI reads until the part completes ([part][instance]). */
@@ -87,6 +91,7 @@ static void align_trace_clocks(void)
     int64_t now = tg_trace_clock_ns(), zero = now;
     MPI_Bcast(&zero, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
     int64_t offset = zero - now;
+    clock_offset = host_size == size ? 0.0 : (double)offset * 1e-9;
     int64_t origin = (tg_trace_origin_ns() ? tg_trace_origin_ns() : now) + offset;
     MPI_Allreduce(MPI_IN_PLACE, &origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
     tg_trace_set_job(rank, offset, origin);
@@ -186,6 +191,7 @@ void tg_dist_finalize(void)
         MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;
+        clock_offset = 0;
     }
 }
 
@@ -216,6 +222,11 @@ int tg_dist_instances(void)
 int tg_dist_host_instances(void)
 {
     return joined ? host_size : 1;
+}
+
+double tg_dist_job_time(double local)
+{
+    return local + clock_offset;
 }
 
 static tg_status sum(void *values, int n, MPI_Datatype type)
