@@ -56,6 +56,14 @@ TG_API tg_status tg_dist_sum_i64(int64_t *values, int n);
 /* The same for floating-point values (a host step's loss sums, and with
  * them whether any instance was asked to stop). */
 TG_API tg_status tg_dist_sum_f64(double *values, int n);
+/* The same sum without waiting for it (MPI_Iallreduce): `values` must stay
+ * untouched until tg_dist_sum_f64_finish, which waits and leaves the sums
+ * there. One at a time. A host step's sums then travel while the next host
+ * step runs, which meets the other instances in its gradient exchange
+ * anyway, instead of meeting them once more after each step. Both TG_OK
+ * without doing anything outside a job. */
+TG_API tg_status tg_dist_sum_f64_start(double *values, int n);
+TG_API tg_status tg_dist_sum_f64_finish(void);
 
 /* Whether every instance holds the same parameters (a checksum of them
  * compared over the instances): fails naming the instances that differ.

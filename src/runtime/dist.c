@@ -186,6 +186,7 @@ static void merge_traces(void)
 void tg_dist_finalize(void)
 {
     if (joined) {
+        tg_dist_sum_f64_finish(); /* a sum still in flight: MPI_Finalize would wait anyway */
         if (size > 1)
             merge_traces();
         MPI_Finalize();
@@ -351,6 +352,42 @@ static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
         struct timespec ts = {0, tests < 64 ? first_ns : later_ns};
         nanosleep(&ts, NULL);
     }
+}
+
+/* The sum tg_dist_sum_f64_start started, until tg_dist_sum_f64_finish. */
+static struct {
+    MPI_Request req;
+    bool pending;
+    tg_spin spin;
+} started_sum = {MPI_REQUEST_NULL, false, {0}};
+
+tg_status tg_dist_sum_f64_start(double *values, int n)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    if (started_sum.pending)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "MPI: a sum over the instances was started before the last one finished "
+                        "(tg_dist_sum_f64_finish)");
+    if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                       &started_sum.req) != MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: starting a sum of %d values over the instances failed",
+                        n);
+    if (!started_sum.spin.ceiling) /* spin while the host has a core per instance */
+        tg_spin_init(&started_sum.spin, tg_cpu_count() >= host_size ? TG_SPIN_MAX : TG_SPIN_MIN);
+    started_sum.pending = true;
+    return TG_OK;
+}
+
+tg_status tg_dist_sum_f64_finish(void)
+{
+    if (!started_sum.pending)
+        return TG_OK;
+    request_wait w = {&started_sum.req, NULL, false};
+    if (!tg_spin_wait(&started_sum.spin, request_settled, &w))
+        sleep_until_settled(&w, 20000, 50000);
+    started_sum.pending = false;
+    return TG_OK;
 }
 
 /* Spin (adaptively, core/wait.h) while the other instances are close, then
