@@ -36,12 +36,14 @@
 
 typedef struct range {
     double lo, hi;
+    int n; /* values seen: a range may be negative (a pair faster than the control) */
 } range;
 
 static void widen(range *r, double v)
 {
-    r->lo = r->lo <= 0 || v < r->lo ? v : r->lo;
-    r->hi = v > r->hi ? v : r->hi;
+    r->lo = !r->n || v < r->lo ? v : r->lo;
+    r->hi = !r->n || v > r->hi ? v : r->hi;
+    r->n++;
 }
 
 /* What one `tilegraph train --json` run (or a job's instance 0) printed in
@@ -49,9 +51,10 @@ static void widen(range *r, double v)
  * (tools/train_exchange.h). */
 enum { N_EXCHANGE = 8 };
 static const char *const exchange_keys[N_EXCHANGE] = {
-    "exchange_pct_of_host_step",  "exchange_without_imbalance_pct", "exchange_during_backward_ms",
-    "exchange_after_backward_ms", "exchange_imbalance_ms",          "exchange_summing_ms",
-    "exchange_step_totals_ms",    "host_step_ms"};
+    "exchange_pct_of_host_step",   "exchange_without_imbalance_pct",
+    "exchange_during_backward_ms", "exchange_after_backward_ms",
+    "exchange_imbalance_ms",       "exchange_summing_ms",
+    "exchange_step_totals_ms",     "host_step_ms"};
 
 typedef struct train_run {
     double sps, exchange[N_EXCHANGE];
@@ -173,7 +176,8 @@ static int allreduce_cost(const char *t, const char *dir, const char *extra, cos
              "--model mnist-pipeline --train-limit 8192 --test-limit 16 --epochs 2 "
              "--threads-per-device 1 --json %s",
              extra);
-    static const char *const pair_opts[2] = {"", "--engine-option distributed.gradientBucketBytes=0"};
+    static const char *const pair_opts[2] = {"",
+                                             "--engine-option distributed.gradientBucketBytes=0"};
     memset(c, 0, sizeof *c);
     c->load[0] = bench_load_average();
     for (int rep = 0; rep < 3; rep++) {
@@ -185,8 +189,9 @@ static int allreduce_cost(const char *t, const char *dir, const char *extra, cos
         widen(&c->concurrent, both[0]);
         widen(&c->concurrent, both[1]);
         for (int k = 0; k < 2; k++) {
-            snprintf(cmd, sizeof cmd, "%s run --instances 2 --replicas 2 -- train %s %s 2>/dev/null",
-                     t, args, pair_opts[k]);
+            snprintf(cmd, sizeof cmd,
+                     "%s run --instances 2 --replicas 2 -- train %s %s 2>/dev/null", t, args,
+                     pair_opts[k]);
             train_run r = run_train(cmd);
             if (r.sps <= 0)
                 return 1;

@@ -257,8 +257,8 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
 typedef struct epoch_stats {
     double loss_sum, seconds;
     int64_t correct, scored, losses, seen, steps;
-    int64_t skipped;  /* updates skipped for overflowing gradients (loss scaling) */
-    float loss_scale; /* at the end of the epoch */
+    int64_t skipped;         /* updates skipped for overflowing gradients (loss scaling) */
+    float loss_scale;        /* at the end of the epoch */
     train_exchange exchange; /* in an MPI job: the gradient exchange's times */
     exchange_share share;    /* and its share of the host step, once the epoch ended */
 } epoch_stats;
@@ -329,8 +329,7 @@ static tg_status totals_finish(job_totals *t, epoch_stats *st, train_pos *pos)
 }
 
 /* After a host step: the last step's totals finished, this one's started. */
-static tg_status totals_next(job_totals *t, const step_buffers *b, epoch_stats *st,
-                             train_pos *pos)
+static tg_status totals_next(job_totals *t, const step_buffers *b, epoch_stats *st, train_pos *pos)
 {
     CLI_TRY(totals_finish(t, st, pos));
     int sig = cli_stop_signal();

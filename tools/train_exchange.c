@@ -13,8 +13,9 @@ tg_status train_exchange_begin(train_exchange *x, const tg_session *s)
     x->devices = tg_session_devices(s);
     x->start = calloc((size_t)x->devices, sizeof *x->start);
     if (!x->start)
-        return tg_error_set(TG_ERR_NOMEM, "train: out of memory for the exchange's figures of %d "
-                                          "devices",
+        return tg_error_set(TG_ERR_NOMEM,
+                            "train: out of memory for the exchange's figures of %d "
+                            "devices",
                             x->devices);
     for (int d = 0; d < x->devices; d++)
         x->start[d] = tg_session_exchange_times(s, d);
@@ -34,16 +35,16 @@ static tg_exchange_times busiest(const train_exchange *x, const tg_session *s)
     for (int d = 0; d < x->devices; d++) {
         tg_exchange_times now = tg_session_exchange_times(s, d), a = x->start[d];
         tg_exchange_times e = {now.updates - a.updates, now.during_backward - a.during_backward,
-                               now.after_backward - a.after_backward,
-                               now.imbalance - a.imbalance, now.summing - a.summing};
+                               now.after_backward - a.after_backward, now.imbalance - a.imbalance,
+                               now.summing - a.summing};
         if (spent(&e) > spent(&most))
             most = e;
     }
     return most;
 }
 
-tg_status train_exchange_end(train_exchange *x, const tg_session *s, int64_t steps,
-                             double seconds, exchange_share *out)
+tg_status train_exchange_end(train_exchange *x, const tg_session *s, int64_t steps, double seconds,
+                             exchange_share *out)
 {
     memset(out, 0, sizeof *out);
     if (!tg_dist_active() || !x->start)
@@ -52,8 +53,8 @@ tg_status train_exchange_end(train_exchange *x, const tg_session *s, int64_t ste
     free(x->start);
     x->start = NULL;
     double per = steps > 0 ? 1e3 / (double)steps : 0; /* seconds in all -> ms a step */
-    double v[6] = {seconds * per,    e.during_backward * per, e.after_backward * per,
-                   e.imbalance * per, e.summing * per,        x->step_totals * per};
+    double v[6] = {seconds * per,     e.during_backward * per, e.after_backward * per,
+                   e.imbalance * per, e.summing * per,         x->step_totals * per};
     tg_status st = tg_dist_sum_f64(v, 6);
     if (st != TG_OK)
         return st;

@@ -15,8 +15,8 @@
  * instances (of each instance's device that spent the most). */
 typedef struct exchange_share {
     double host_step, during_backward, after_backward, imbalance, summing, step_totals;
-    double pct;           /* of the host step: all of the exchange's parts */
-    double pct_transfer;  /* the same without the imbalance */
+    double pct;          /* of the host step: all of the exchange's parts */
+    double pct_transfer; /* the same without the imbalance */
 } exchange_share;
 
 typedef struct train_exchange {
@@ -29,8 +29,8 @@ typedef struct train_exchange {
 tg_status train_exchange_begin(train_exchange *x, const tg_session *s);
 /* At its end (every instance calls it: the mean is a sum over them): the
  * epoch's `steps` host steps took `seconds` on this instance. Frees x. */
-tg_status train_exchange_end(train_exchange *x, const tg_session *s, int64_t steps,
-                             double seconds, exchange_share *out);
+tg_status train_exchange_end(train_exchange *x, const tg_session *s, int64_t steps, double seconds,
+                             exchange_share *out);
 /* The text line under an epoch's. */
 void train_exchange_print(FILE *f, const exchange_share *e);
 

@@ -238,8 +238,7 @@ bool tg_buckets_wait(device_ctx *c, int64_t it)
     /* what the update waited for: the exchange the backward did not hide */
     tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
                      (int64_t)b->pack * tg_dist_instances(), 0);
-    tg_allreduce_note_wait(c, s->dist_recv[c->device], b->pack, b->pack - TG_DIST_STAMP_BYTES,
-                           t0);
+    tg_allreduce_note_wait(c, s->dist_recv[c->device], b->pack, b->pack - TG_DIST_STAMP_BYTES, t0);
     c->buckets_sent = c->buckets_done = 0;
     return true;
 }

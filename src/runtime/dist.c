@@ -371,8 +371,7 @@ tg_status tg_dist_sum_f64_start(double *values, int n)
                         "(tg_dist_sum_f64_finish)");
     if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                        &started_sum.req) != MPI_SUCCESS)
-        return tg_error(TG_ERR_IO, "MPI: starting a sum of %d values over the instances failed",
-                        n);
+        return tg_error(TG_ERR_IO, "MPI: starting a sum of %d values over the instances failed", n);
     if (!started_sum.spin.ceiling) /* spin while the host has a core per instance */
         tg_spin_init(&started_sum.spin, tg_cpu_count() >= host_size ? TG_SPIN_MAX : TG_SPIN_MIN);
     started_sum.pending = true;

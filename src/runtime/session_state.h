@@ -146,7 +146,7 @@ struct tg_session {
     int global_replicas, replica_offset;
     struct tg_dist_group *dist;
     unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
-    tg_bucket_plan *buckets; /* per device, or NULL: no exchange during the backward */
+    tg_bucket_plan *buckets;           /* per device, or NULL: no exchange during the backward */
     tg_exchange_times *exchange_times; /* per device, since creation (local replica 0's) */
     /* replicated tensor sharding across instances: each sharded value whole
      * (per node id; NULL when not sharded), as tg_dist_sync gathered it

@@ -51,8 +51,9 @@ static void check_sum(int R, int n_out, int alias, int64_t begin, int64_t end)
     for (int o = 0; o < n_out; o++) {
         const float *out = (const float *)(const void *)outs[o];
         for (int i = 0; i < N; i++) {
-            float want = i >= begin && i < end ? expected(R, i, scale) : o < alias ? value(o, i)
-                                                                                   : -1.0f;
+            float want = i >= begin && i < end ? expected(R, i, scale)
+                         : o < alias           ? value(o, i)
+                                               : -1.0f;
             if (memcmp(&out[i], &want, sizeof want) != 0)
                 TG_CHECK(!"the sum differs from the plain loop's bits");
         }
