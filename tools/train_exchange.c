@@ -13,9 +13,7 @@ tg_status train_exchange_begin(train_exchange *x, const tg_session *s)
     x->devices = tg_session_devices(s);
     x->start = calloc((size_t)x->devices, sizeof *x->start);
     if (!x->start)
-        return tg_error_set(TG_ERR_NOMEM,
-                            "train: out of memory for the exchange's figures of %d "
-                            "devices",
+        return tg_error_set(TG_ERR_NOMEM, "train: out of memory for %d devices' exchange figures",
                             x->devices);
     for (int d = 0; d < x->devices; d++)
         x->start[d] = tg_session_exchange_times(s, d);
