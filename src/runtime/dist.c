@@ -9,6 +9,7 @@
 #include "runtime/dist.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/cpus.h"
 #include "core/error.h"
 #include "core/wait.h"
@@ -17,6 +18,7 @@
 #include "runtime/session_state.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,7 @@ typedef struct parts {
 
 struct tg_dist_group {
     int n;
+    bool spare; /* this host has a core per instance's device */
     MPI_Comm *comms;
     tg_spin *spins; /* per device: how long its all-gathers spin before sleeping */
     parts *parts;   /* per device */
@@ -300,6 +303,7 @@ tg_status tg_dist_group_create(int n_devices, tg_dist_group **out)
     /* spin while this host has a core per instance's device; otherwise the
      * waiting threads would take the cores of the ones they wait for */
     bool spare = tg_cpu_count() >= host_size * n_devices;
+    g->spare = spare;
     for (int d = 0; d < n_devices; d++) {
         MPI_Comm_dup(MPI_COMM_WORLD, &g->comms[d]);
         tg_spin_init(&g->spins[d], spare ? TG_SPIN_MAX : TG_SPIN_MIN);
@@ -389,12 +393,31 @@ tg_status tg_dist_sum_f64_finish(void)
     return TG_OK;
 }
 
+/* Test between yields for up to `seconds`; false if still unsettled. */
+static bool yield_until_settled(request_wait *w, double seconds)
+{
+    double end = tg_clock_seconds() + seconds;
+    while (!request_settled(w)) {
+        if (tg_clock_seconds() > end)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
 /* Spin (adaptively, core/wait.h) while the other instances are close, then
- * sleep between tests: the cores may be shared with them. */
+ * sleep between tests: the cores may be shared with them. Between the two,
+ * with a core per device, test between yields for up to a millisecond: a
+ * transfer of tens of microseconds outlasts a spin budget that one slow
+ * start has shrunk to its floor, and it would then sleep at every update
+ * (no sooner than 50 us, and this side's part of the transfer, made inside
+ * MPI's calls, stops meanwhile); a yield still gives the core to whoever
+ * else is runnable on it. */
 static bool settle(tg_dist_group *g, int device, MPI_Request *req, const bool *abort)
 {
     request_wait w = {req, abort, false};
-    if (!tg_spin_wait(&g->spins[device], request_settled, &w))
+    if (!tg_spin_wait(&g->spins[device], request_settled, &w) &&
+        !(g->spare && yield_until_settled(&w, 1e-3)))
         sleep_until_settled(&w, 50000, 50000);
     return !w.aborted;
 }
