@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 #include "device_flags.h"
+#include "train_exchange.h"
 #include "train_util.h"
 
 #include "analyse/analyse.h"
@@ -256,8 +257,10 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
 typedef struct epoch_stats {
     double loss_sum, seconds;
     int64_t correct, scored, losses, seen, steps;
-    int64_t skipped;  /* updates skipped for overflowing gradients (loss scaling) */
-    float loss_scale; /* at the end of the epoch */
+    int64_t skipped;         /* updates skipped for overflowing gradients (loss scaling) */
+    float loss_scale;        /* at the end of the epoch */
+    train_exchange exchange; /* in an MPI job: the gradient exchange's times */
+    exchange_share share;    /* and its share of the host step, once the epoch ended */
 } epoch_stats;
 
 /* Where the run is: the next host step is `step` of epoch `epoch`, and
@@ -289,35 +292,64 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
     return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
 }
 
-/* In an MPI job, the host step's loss and accuracy counts summed over the
- * instances, so that the progress, the epoch's figures and each instance's
- * profile counters are the job's, as one process of R replicas reports. */
-static tg_status job_step_totals(step_buffers *b, train_pos *pos)
+/* A host step's loss sum and accuracy counts, and whether this instance
+ * was asked to stop, summed over the instances of an MPI job so that the
+ * progress and the epoch's figures are the job's, as one process of R
+ * replicas reports. The sum travels while the next host step runs
+ * (tg_dist_sum_f64_start): that step meets the other instances in its
+ * gradient exchange anyway, and a blocking sum would make them meet twice
+ * a step (docs/distributed.md, "Measuring"). The figures and the stop
+ * agreement come a host step later; in one process, at once. */
+enum { STEP_TOTALS = 6 };
+typedef struct job_totals {
+    /* loss sum, losses, correct, scored, instances signalled, their signals' sum */
+    double v[STEP_TOTALS];
+    bool pending; /* v is being summed */
+} job_totals;
+
+/* The step's totals, once summed: into the epoch's figures and, when any
+ * instance was asked to stop, the signal every instance stops on (its own,
+ * else the one the others got: mpirun sends them all the same). */
+static tg_status totals_finish(job_totals *t, epoch_stats *st, train_pos *pos)
 {
-    if (!tg_dist_active())
+    if (!t->pending)
         return TG_OK;
-    /* and, in the same sum, whether any instance was asked to stop: every
-     * instance then stops after this step (one stopping alone would leave the
-     * others waiting for its gradients); the signal is the instance's own,
-     * else the one the others got (mpirun sends them all the same) */
+    double t0 = cli_now();
+    CLI_TRY(tg_dist_sum_f64_finish());
+    st->exchange.step_totals += cli_now() - t0;
+    t->pending = false;
+    st->loss_sum += t->v[0];
+    st->losses += (int64_t)t->v[1];
+    st->correct += (int64_t)t->v[2];
+    st->scored += (int64_t)t->v[3];
     int sig = cli_stop_signal();
-    double v[6] = {b->loss_sum,       (double)b->losses_count, (double)b->correct,
-                   (double)b->scored, sig ? 1.0 : 0.0,         (double)sig};
-    CLI_TRY(tg_dist_sum_f64(v, 6));
-    b->loss_sum = v[0];
-    b->losses_count = (int64_t)v[1];
-    b->correct = (int64_t)v[2];
-    b->scored = (int64_t)v[3];
-    if (v[4] > 0)
-        pos->job_signal = sig ? sig : (int)(v[5] / v[4] + 0.5);
+    if (t->v[4] > 0)
+        pos->job_signal = sig ? sig : (int)(t->v[5] / t->v[4] + 0.5);
+    return TG_OK;
+}
+
+/* After a host step: the last step's totals finished, this one's started. */
+static tg_status totals_next(job_totals *t, const step_buffers *b, epoch_stats *st, train_pos *pos)
+{
+    CLI_TRY(totals_finish(t, st, pos));
+    int sig = cli_stop_signal();
+    double v[STEP_TOTALS] = {b->loss_sum,       (double)b->losses_count, (double)b->correct,
+                             (double)b->scored, sig ? 1.0 : 0.0,         (double)sig};
+    memcpy(t->v, v, sizeof v);
+    t->pending = true;
+    if (!tg_dist_active())
+        return totals_finish(t, st, pos);
+    double t0 = cli_now();
+    CLI_TRY(tg_dist_sum_f64_start(t->v, STEP_TOTALS));
+    st->exchange.step_totals += cli_now() - t0;
     return TG_OK;
 }
 
 /* Stop here? A signal, or --max-steps reached. */
 static bool should_stop(const train_args *a, train_pos *pos)
 {
-    /* in an MPI job only the signal the instances agreed on after the last
-     * host step (job_step_totals): a signal seen by one alone stops nobody yet */
+    /* in an MPI job only the signal the instances agreed on (job_totals): a
+     * signal seen by one alone stops nobody yet */
     int sig = tg_dist_active() ? pos->job_signal : cli_stop_signal();
     if (sig) {
         pos->stop = sig;
@@ -329,7 +361,8 @@ static bool should_stop(const train_args *a, train_pos *pos)
 
 /* The training loop's series for the profile (one row each per host step;
  * nothing when no profile is written): samples/s of this step, its mean
- * loss, and the loader's queue depth after it. */
+ * loss (in an MPI job, of this instance's replicas), and the loader's queue
+ * depth after it. */
 static void record_counters(tg_session *s, tg_loader *loader, const step_buffers *b, int64_t count,
                             double seconds)
 {
@@ -337,6 +370,17 @@ static void record_counters(tg_session *s, tg_loader *loader, const step_buffers
     tg_session_record_counter(s, "loss",
                               b->losses_count ? b->loss_sum / (double)b->losses_count : NAN);
     tg_session_record_counter(s, "loader queue depth", (double)tg_loader_queue_depth(loader));
+}
+
+/* The progress line's figures so far. */
+static void format_status(const epoch_stats *st, double seconds, char *status, size_t cap)
+{
+    char acc[24] = "n/a";
+    if (st->scored)
+        snprintf(acc, sizeof acc, "%5.2f%%", 100.0 * (double)st->correct / (double)st->scored);
+    snprintf(status, cap, "loss %.4f | acc %s | %.0f samples/s",
+             st->loss_sum / (double)(st->losses ? st->losses : 1), acc,
+             (double)st->seen / (seconds > 0 ? seconds : 1e-9));
 }
 
 /* One epoch of training from host step pos->step; returns TG_OK or the
@@ -358,36 +402,31 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
         int64_t count = 0;
         CLI_TRY(load_step(loader, b, &count));
     }
+    CLI_TRY(train_exchange_begin(&st->exchange, s));
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
     double t0 = cli_now();
+    job_totals totals = {{0}, false};
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
         int64_t count = 0;
         CLI_TRY(load_step(loader, b, &count));
         double step_t0 = cli_now();
         CLI_TRY(run_step(s, mg, b, count));
-        CLI_TRY(job_step_totals(b, pos));
+        CLI_TRY(totals_next(&totals, b, st, pos));
         record_counters(s, loader, b, count, cli_now() - step_t0);
         pos->step = k + 1;
         pos->done++;
-        st->correct += b->correct;
-        st->scored += b->scored;
-        st->loss_sum += b->loss_sum;
-        st->losses += b->losses_count;
         st->seen +=
             count * tg_dist_instances(); /* the job's samples: every instance took as many */
         st->steps++;
-        double dt = cli_now() - t0;
-        char acc[24] = "n/a";
-        if (st->scored)
-            snprintf(acc, sizeof acc, "%5.2f%%", 100.0 * (double)st->correct / (double)st->scored);
-        snprintf(status, sizeof status, "loss %.4f | acc %s | %.0f samples/s",
-                 st->loss_sum / (double)(st->losses ? st->losses : 1), acc,
-                 (double)st->seen / (dt > 0 ? dt : 1e-9));
+        format_status(st, cli_now() - t0, status, sizeof status);
         cli_progress_update(&bar, k + 1, status);
         if (a->every_steps && pos->done % a->every_steps == 0)
             CLI_TRY(save_checkpoint(a, s, pos->model, pos));
     }
+    CLI_TRY(totals_finish(&totals, st, pos)); /* the last host step's */
     st->seconds = cli_now() - t0;
+    format_status(st, st->seconds, status, sizeof status);
+    CLI_TRY(train_exchange_end(&st->exchange, s, st->steps, st->seconds, &st->share));
     st->skipped = tg_session_skipped_updates(s) - skipped_before;
     st->loss_scale = tg_session_loss_scale(s);
     cli_progress_finish(&bar, status);
@@ -411,8 +450,18 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
         {"loss_scale", TG_AN_FIELD_NUMBER, NULL, 0, st->loss_scale},
         {"skipped_updates", TG_AN_FIELD_INT, NULL, st->skipped, 0},
+        /* an MPI job's gradient exchange, ms per host step (train_exchange.h) */
+        {"host_step_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.host_step},
+        {"exchange_pct_of_host_step", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct},
+        {"exchange_without_imbalance_pct", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct_transfer},
+        {"exchange_during_backward_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.during_backward},
+        {"exchange_after_backward_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.after_backward},
+        {"exchange_imbalance_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.imbalance},
+        {"exchange_summing_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.summing},
+        {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
     };
-    tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
+    int n = (int)(sizeof f / sizeof f[0]);
+    tg_an_print_record(stdout, f, tg_dist_active() ? n : n - 8);
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that
@@ -435,6 +484,8 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
                "%.0f samples/s (%s)\n",
                (long long)epoch + 1, loss, acc, test_acc, sps,
                cli_duration(st->seconds, t, sizeof t));
+        if (tg_dist_active())
+            train_exchange_print(stdout, &st->share);
         if (a->dev.loss_scaling || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");

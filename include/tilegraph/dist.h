@@ -56,6 +56,14 @@ TG_API tg_status tg_dist_sum_i64(int64_t *values, int n);
 /* The same for floating-point values (a host step's loss sums, and with
  * them whether any instance was asked to stop). */
 TG_API tg_status tg_dist_sum_f64(double *values, int n);
+/* The same sum without waiting for it (MPI_Iallreduce): `values` must stay
+ * untouched until tg_dist_sum_f64_finish, which waits and leaves the sums
+ * there. One at a time. A host step's sums then travel while the next host
+ * step runs, which meets the other instances in its gradient exchange
+ * anyway, instead of meeting them once more after each step. Both TG_OK
+ * without doing anything outside a job. */
+TG_API tg_status tg_dist_sum_f64_start(double *values, int n);
+TG_API tg_status tg_dist_sum_f64_finish(void);
 
 /* Whether every instance holds the same parameters (a checksum of them
  * compared over the instances): fails naming the instances that differ.
@@ -73,6 +81,30 @@ TG_API tg_status tg_dist_sync(tg_session *s);
  * local ones. */
 TG_API int tg_session_global_replicas(const tg_session *s);
 TG_API int tg_session_replica_offset(const tg_session *s);
+
+/* Where one device's gradient exchange with the other instances went, in
+ * seconds of that device's thread (of local replica 0, which runs the
+ * exchange), added up since the session was created. A share of a host
+ * step is the cost of the exchange itself, measured inside the run: the
+ * same on a busy host as on an idle one, unlike a comparison of two runs. */
+typedef struct tg_exchange_times {
+    int64_t updates; /* updates whose gradients were exchanged */
+    /* in MPI calls while the backward still ran: starting the gradient
+     * buckets and testing them (a shared-memory transfer is copied there) */
+    double during_backward;
+    /* after the backward, until every instance's gradients had arrived:
+     * packing them, the transfer the backward did not hide, and waiting for
+     * the slower instances */
+    double after_backward;
+    /* the part of `after_backward` before the slowest other instance had
+     * sent its last gradients: the instances' imbalance, not the transfer */
+    double imbalance;
+    /* adding up the instances' copies in replica order (the mean) */
+    double summing;
+} tg_exchange_times;
+/* Device `device`'s exchange times; all 0 outside an MPI job, for an
+ * inference session and for a device out of range. */
+TG_API tg_exchange_times tg_session_exchange_times(const tg_session *s, int device);
 
 #ifdef __cplusplus
 }

@@ -106,9 +106,31 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     return ok;
 }
 
+void tg_allreduce_stamp(unsigned char *at, double local)
+{
+    double job = tg_dist_job_time(local);
+    memcpy(at, &job, sizeof job);
+}
+
+void tg_allreduce_note_wait(device_ctx *c, const unsigned char *recv, size_t stride, size_t at,
+                            double t0)
+{
+    double waited = tg_engine_now() - t0, latest = -1e300;
+    for (int i = 0; i < tg_dist_instances(); i++) {
+        double stamp;
+        memcpy(&stamp, recv + (size_t)i * stride + at, sizeof stamp);
+        if (i != tg_dist_instance() && stamp > latest)
+            latest = stamp;
+    }
+    double behind = latest - tg_dist_job_time(t0); /* how long after t0 the last one sent */
+    c->exchange.after_backward += waited;
+    c->exchange.imbalance += behind < 0 ? 0 : behind > waited ? waited : behind;
+}
+
 /* Under an MPI job: local replica 0 of this device packs the accumulators of
- * the instance's replicas ([accumulator][local replica]) and gathers every
- * instance's pack, so that all R replicas' values are on every instance. */
+ * the instance's replicas ([accumulator][local replica]), then its stamp,
+ * and gathers every instance's pack, so that all R replicas' values are on
+ * every instance. */
 static bool gather_instances(device_ctx *c, int64_t it)
 {
     tg_session *s = c->s;
@@ -116,6 +138,7 @@ static bool gather_instances(device_ctx *c, int64_t it)
     const tg_device_program *dp = &p->devices[c->device];
     if (c->replica != 0)
         return true;
+    double t0 = tg_engine_now();
     size_t off = 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
@@ -123,11 +146,14 @@ static bool gather_instances(device_ctx *c, int64_t it)
         for (int r = 0; r < p->replicas; r++, off += bytes)
             memcpy(s->dist_send[c->device] + off, tg_engine_slot_ptr(s, r, buf, 0), bytes);
     }
-    double t0 = tg_engine_now();
+    tg_allreduce_stamp(s->dist_send[c->device] + off, t0);
+    size_t pack = off + TG_DIST_STAMP_BYTES;
     bool ok = tg_dist_group_allgather(s->dist, c->device, s->dist_send[c->device],
-                                      s->dist_recv[c->device], off, &s->abort);
+                                      s->dist_recv[c->device], pack, &s->abort);
     tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
-                     (int64_t)off * tg_dist_instances(), 0);
+                     (int64_t)pack * tg_dist_instances(), 0);
+    if (ok)
+        tg_allreduce_note_wait(c, s->dist_recv[c->device], pack, off, t0);
     return ok;
 }
 
@@ -137,11 +163,11 @@ static const tg_bucket_plan *bucket_plan(const tg_session *s, int d)
     return s->buckets && s->buckets[d].n_buckets ? &s->buckets[d] : NULL;
 }
 
-/* Bytes of an instance's pack on device d. */
+/* Bytes of an instance's pack on device d, its stamp included. */
 static size_t pack_bytes(const tg_session *s, int d)
 {
     const tg_program *p = s->program;
-    size_t pack = 0;
+    size_t pack = TG_DIST_STAMP_BYTES;
     for (int k = 0; k < p->devices[d].n_accumulators; k++)
         pack += p->buffers[p->devices[d].accumulators[k].acc_buffer].bytes * (size_t)p->replicas;
     return pack;
@@ -188,6 +214,7 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         if (!tg_exchange_replica_barrier(s, c->device))
             return false;
     }
+    double t_sum = tg_engine_now();
     unsigned char *copies[64], *outs[64];
     size_t off = 0, pack = b ? b->pack : s->dist ? pack_bytes(s, c->device) : 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
@@ -203,6 +230,10 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
             outs[r] = tg_engine_slot_ptr(s, r, buf, 0);
         tg_reduce_typed(copies, R, outs, p->replicas, p->buffers[buf].dtype, begin, end, scale);
         off += bytes;
+    }
+    if (s->dist) { /* one process of R replicas sums too, but 1 x 1 does not */
+        c->exchange.summing += tg_engine_now() - t_sum;
+        c->exchange.updates++;
     }
     return tg_exchange_replica_barrier(s, c->device);
 }

@@ -10,6 +10,15 @@ bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, cons
 /* After sharded updates of iteration `it`: give every replica this
  * replica's share of the weights; false if the run was aborted. */
 bool tg_allreduce_gather_weights(device_ctx *c, int64_t it);
+/* This instance's stamp at `at` (TG_DIST_STAMP_BYTES, the end of its pack):
+ * the local time its gradients were final, on the job's clock. */
+void tg_allreduce_stamp(unsigned char *at, double local);
+/* After an exchange that started (after the backward) at local time t0 and
+ * ended now: the part of it spent before the slowest other instance had
+ * stamped its pack (instance i's stamp at recv + i * stride + at), into
+ * c->exchange. */
+void tg_allreduce_note_wait(device_ctx *c, const unsigned char *recv, size_t stride, size_t at,
+                            double t0);
 /* The accumulators' mean over the replicas, identical on every replica;
  * false if the run was aborted. */
 bool tg_allreduce_run(device_ctx *c, int64_t it);

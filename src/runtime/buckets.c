@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "runtime/allreduce.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/staging.h"
@@ -102,6 +103,10 @@ static tg_status cut(const tg_program *p, int d, size_t cap, tg_bucket_plan *b)
         cur->bytes += bytes;
         cur->ready = keys[k].ready; /* sorted: the bucket's last is its latest */
     }
+    if (cur) { /* the pack ends with the instance's stamp, sent with the last bucket */
+        cur->bytes += TG_DIST_STAMP_BYTES;
+        b->pack += TG_DIST_STAMP_BYTES;
+    }
     tg_free(keys);
     return TG_OK;
 }
@@ -180,10 +185,14 @@ void tg_buckets_send(device_ctx *c, int i, int64_t j, int64_t g)
     for (int m = k->first; m < k->first + k->count; m++)
         accumulate_into(c, &p->devices[c->device].accumulators[b->order[m]], j, g,
                         mine + b->pack_off[b->order[m]]);
-    b->started[i] = tg_engine_now();
+    double t0 = tg_engine_now();
+    b->started[i] = t0;
+    if (i == b->n_buckets - 1)
+        tg_allreduce_stamp(mine + b->pack - TG_DIST_STAMP_BYTES, t0);
     tg_dist_group_start(s->dist, c->device, i, s->dist_recv[c->device], k->offset, k->bytes,
                         b->pack);
     c->buckets_sent++;
+    c->exchange.during_backward += tg_engine_now() - t0;
 }
 
 /* Bucket i has arrived: its event, from its start to now. */
@@ -197,9 +206,11 @@ static void arrived(device_ctx *c, int64_t it, int i)
 
 void tg_buckets_progress(device_ctx *c, int64_t it)
 {
+    double t0 = tg_engine_now();
     while (c->buckets_done < c->buckets_sent &&
            tg_dist_group_test(c->s->dist, c->device, c->buckets_done))
         arrived(c, it, c->buckets_done);
+    c->exchange.during_backward += tg_engine_now() - t0;
 }
 
 bool tg_buckets_wait(device_ctx *c, int64_t it)
@@ -227,6 +238,7 @@ bool tg_buckets_wait(device_ctx *c, int64_t it)
     /* what the update waited for: the exchange the backward did not hide */
     tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
                      (int64_t)b->pack * tg_dist_instances(), 0);
+    tg_allreduce_note_wait(c, s->dist_recv[c->device], b->pack, b->pack - TG_DIST_STAMP_BYTES, t0);
     c->buckets_sent = c->buckets_done = 0;
     return true;
 }

@@ -9,6 +9,7 @@
 #include "runtime/dist.h"
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/cpus.h"
 #include "core/error.h"
 #include "core/wait.h"
@@ -17,6 +18,7 @@
 #include "runtime/session_state.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,10 @@
 static int joined; /* tg_dist_init called MPI_Init_thread */
 static int rank, size = 1;
 static int host_size = 1; /* instances on this host (they share its cores) */
+/* this instance's CLOCK_MONOTONIC plus clock_offset is instance 0's: 0 when
+ * every instance is on this host (one clock), else the barrier's estimate
+ * (align_trace_clocks) */
+static double clock_offset;
 
 /* A device's gathers in flight: a request per part and the counts and
  * displacements MPI reads until the part completes ([part][instance]). */
@@ -36,6 +42,7 @@ typedef struct parts {
 
 struct tg_dist_group {
     int n;
+    bool spare; /* this host has a core per instance's device */
     MPI_Comm *comms;
     tg_spin *spins; /* per device: how long its all-gathers spin before sleeping */
     parts *parts;   /* per device */
@@ -87,6 +94,7 @@ static void align_trace_clocks(void)
     int64_t now = tg_trace_clock_ns(), zero = now;
     MPI_Bcast(&zero, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
     int64_t offset = zero - now;
+    clock_offset = host_size == size ? 0.0 : (double)offset * 1e-9;
     int64_t origin = (tg_trace_origin_ns() ? tg_trace_origin_ns() : now) + offset;
     MPI_Allreduce(MPI_IN_PLACE, &origin, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
     tg_trace_set_job(rank, offset, origin);
@@ -181,11 +189,13 @@ static void merge_traces(void)
 void tg_dist_finalize(void)
 {
     if (joined) {
+        tg_dist_sum_f64_finish(); /* a sum still in flight: MPI_Finalize would wait anyway */
         if (size > 1)
             merge_traces();
         MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;
+        clock_offset = 0;
     }
 }
 
@@ -216,6 +226,11 @@ int tg_dist_instances(void)
 int tg_dist_host_instances(void)
 {
     return joined ? host_size : 1;
+}
+
+double tg_dist_job_time(double local)
+{
+    return local + clock_offset;
 }
 
 static tg_status sum(void *values, int n, MPI_Datatype type)
@@ -288,6 +303,7 @@ tg_status tg_dist_group_create(int n_devices, tg_dist_group **out)
     /* spin while this host has a core per instance's device; otherwise the
      * waiting threads would take the cores of the ones they wait for */
     bool spare = tg_cpu_count() >= host_size * n_devices;
+    g->spare = spare;
     for (int d = 0; d < n_devices; d++) {
         MPI_Comm_dup(MPI_COMM_WORLD, &g->comms[d]);
         tg_spin_init(&g->spins[d], spare ? TG_SPIN_MAX : TG_SPIN_MIN);
@@ -342,12 +358,66 @@ static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
     }
 }
 
+/* The sum tg_dist_sum_f64_start started, until tg_dist_sum_f64_finish. */
+static struct {
+    MPI_Request req;
+    bool pending;
+    tg_spin spin;
+} started_sum = {MPI_REQUEST_NULL, false, {0}};
+
+tg_status tg_dist_sum_f64_start(double *values, int n)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    if (started_sum.pending)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "MPI: a sum over the instances was started before the last one finished "
+                        "(tg_dist_sum_f64_finish)");
+    if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                       &started_sum.req) != MPI_SUCCESS)
+        return tg_error(TG_ERR_IO, "MPI: starting a sum of %d values over the instances failed", n);
+    if (!started_sum.spin.ceiling) /* spin while the host has a core per instance */
+        tg_spin_init(&started_sum.spin, tg_cpu_count() >= host_size ? TG_SPIN_MAX : TG_SPIN_MIN);
+    started_sum.pending = true;
+    return TG_OK;
+}
+
+tg_status tg_dist_sum_f64_finish(void)
+{
+    if (!started_sum.pending)
+        return TG_OK;
+    request_wait w = {&started_sum.req, NULL, false};
+    if (!tg_spin_wait(&started_sum.spin, request_settled, &w))
+        sleep_until_settled(&w, 20000, 50000);
+    started_sum.pending = false;
+    return TG_OK;
+}
+
+/* Test between yields for up to `seconds`; false if still unsettled. */
+static bool yield_until_settled(request_wait *w, double seconds)
+{
+    double end = tg_clock_seconds() + seconds;
+    while (!request_settled(w)) {
+        if (tg_clock_seconds() > end)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
 /* Spin (adaptively, core/wait.h) while the other instances are close, then
- * sleep between tests: the cores may be shared with them. */
+ * sleep between tests: the cores may be shared with them. Between the two,
+ * with a core per device, test between yields for up to a millisecond: a
+ * transfer of tens of microseconds outlasts a spin budget that one slow
+ * start has shrunk to its floor, and it would then sleep at every update
+ * (no sooner than 50 us, and this side's part of the transfer, made inside
+ * MPI's calls, stops meanwhile); a yield still gives the core to whoever
+ * else is runnable on it. */
 static bool settle(tg_dist_group *g, int device, MPI_Request *req, const bool *abort)
 {
     request_wait w = {req, abort, false};
-    if (!tg_spin_wait(&g->spins[device], request_settled, &w))
+    if (!tg_spin_wait(&g->spins[device], request_settled, &w) &&
+        !(g->spare && yield_until_settled(&w, 1e-3)))
         sleep_until_settled(&w, 50000, 50000);
     return !w.aborted;
 }

@@ -15,6 +15,14 @@ typedef struct tg_dist_group tg_dist_group;
 
 /* Instances of the job on this host (1 outside a job): they share its cores. */
 int tg_dist_host_instances(void);
+/* Bytes at the end of each instance's pack in a gradient exchange: when
+ * the instance sent its last gradients (allreduce.c), so that a waiting
+ * instance can tell waiting for a slower one from the transfer. */
+#define TG_DIST_STAMP_BYTES sizeof(double)
+/* A time of this instance's clock (tg_clock_seconds) on instance 0's, so
+ * that instances compare when things happened (exactly on one host; across
+ * hosts to within the start barrier's skew). */
+double tg_dist_job_time(double local);
 
 /* A communicator per device (MPI_Comm_dup: every instance creates its
  * sessions in the same order). NULL *out outside a job. */

@@ -911,6 +911,21 @@ tg_status tg_session_record_counter(tg_session *s, const char *name, double valu
     return tg_profile_counter(s->profile, s->runs - 1, name, value);
 }
 
+/* This run's exchange with the other instances added to the session's
+ * (tg_session_exchange_times): local replica 0's, which runs it. */
+static void add_exchange_times(tg_session *s)
+{
+    for (int d = 0; s->exchange_times && d < s->program->n_devices; d++) {
+        const tg_exchange_times *x = &s->ctx[d].exchange;
+        tg_exchange_times *to = &s->exchange_times[d];
+        to->updates += x->updates;
+        to->during_backward += x->during_backward;
+        to->after_backward += x->after_backward;
+        to->imbalance += x->imbalance;
+        to->summing += x->summing;
+    }
+}
+
 tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
@@ -948,6 +963,7 @@ tg_status tg_session_run(tg_session *s)
     tg_trace_end(engine_channel());
     if (started != TG_OK)
         return started;
+    add_exchange_times(s);
     for (int i = 0; i < n; i++) {
         s->last_busy[i] = s->ctx[i].busy;
         s->last_streams[i] = s->ctx[i].streams;

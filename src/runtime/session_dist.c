@@ -182,11 +182,14 @@ tg_status tg_session_dist_setup(tg_session *s)
     TG_TRY(tg_dist_group_create(p->n_devices, &s->dist));
     s->dist_send = tg_calloc((size_t)p->n_devices, sizeof *s->dist_send);
     s->dist_recv = tg_calloc((size_t)p->n_devices, sizeof *s->dist_recv);
-    if (!s->dist_send || !s->dist_recv)
+    s->exchange_times = tg_calloc((size_t)p->n_devices, sizeof *s->exchange_times);
+    if (!s->dist_send || !s->dist_recv || !s->exchange_times)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the all-reduce buffers");
     for (int d = 0; d < p->n_devices; d++) {
         size_t one = accumulator_bytes(p, d), weights = sharded_weight_bytes(s, d);
-        size_t send = one * (size_t)p->replicas, recv = one * (size_t)s->global_replicas;
+        /* each instance's pack ends with its stamp (allreduce.c) */
+        size_t send = one * (size_t)p->replicas + TG_DIST_STAMP_BYTES;
+        size_t recv = send * (size_t)tg_dist_instances();
         send = weights > send ? weights : send;
         recv = weights * (size_t)tg_dist_instances() > recv ? weights * (size_t)tg_dist_instances()
                                                             : recv;
@@ -212,6 +215,8 @@ void tg_session_dist_free(tg_session *s)
     }
     tg_free(s->dist_send);
     tg_free(s->dist_recv);
+    tg_free(s->exchange_times);
+    s->exchange_times = NULL;
     for (int i = 0; s->dist_state && i < s->graph->n_nodes; i++)
         tg_free(s->dist_state[i]);
     tg_free(s->dist_state);
@@ -229,6 +234,14 @@ int tg_session_global_replicas(const tg_session *s)
 int tg_session_replica_offset(const tg_session *s)
 {
     return s->replica_offset;
+}
+
+tg_exchange_times tg_session_exchange_times(const tg_session *s, int device)
+{
+    tg_exchange_times none = {0};
+    if (!s || !s->exchange_times || device < 0 || device >= s->program->n_devices)
+        return none;
+    return s->exchange_times[device];
 }
 
 tg_status tg_session_dist_profile_meta(tg_session *s)

@@ -5,6 +5,7 @@
 #define TG_RUNTIME_SESSION_STATE_H
 
 #include "runtime/session_internal.h"
+#include "tilegraph/dist.h"
 
 #include "core/pool.h"
 #include "core/wait.h"
@@ -67,6 +68,7 @@ typedef struct device_ctx {
     double streams;   /* seconds on host streams in: copying, or waiting for a prefetch */
     /* gradient buckets of the current update: started, and seen complete */
     int buckets_sent, buckets_done;
+    tg_exchange_times exchange; /* this run's exchange with the other instances */
 } device_ctx;
 
 struct tg_session {
@@ -144,7 +146,8 @@ struct tg_session {
     int global_replicas, replica_offset;
     struct tg_dist_group *dist;
     unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
-    tg_bucket_plan *buckets; /* per device, or NULL: no exchange during the backward */
+    tg_bucket_plan *buckets;           /* per device, or NULL: no exchange during the backward */
+    tg_exchange_times *exchange_times; /* per device, since creation (local replica 0's) */
     /* replicated tensor sharding across instances: each sharded value whole
      * (per node id; NULL when not sharded), as tg_dist_sync gathered it
      * after host step dist_state_step (-1: never) */

@@ -221,9 +221,42 @@ void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, 
     }
 }
 
+/* f32 copies: the same additions in the same order, read straight from the
+ * copies rather than converted into a chunk first (a copy of every copy),
+ * and the last addition and the scaling in one pass (each still rounded:
+ * (a + b) * s is no fused multiply-add). Outputs may be copies (a replica's
+ * own buffer), so each chunk is summed whole before it is written. */
+static void reduce_f32(unsigned char *const *copies, int R, unsigned char *const *outs, int n_out,
+                       int64_t begin, int64_t end, float scale)
+{
+    float sum[CHUNK];
+    for (int64_t i = begin; i < end; i += CHUNK) {
+        size_t k = (size_t)(end - i < CHUNK ? end - i : CHUNK);
+        memcpy(sum, (const float *)(const void *)copies[0] + i, k * 4);
+        for (int r = 1; r < R - 1; r++) {
+            const float *x = (const float *)(const void *)copies[r] + i;
+            for (size_t e = 0; e < k; e++)
+                sum[e] += x[e];
+        }
+        const float *last = (const float *)(const void *)copies[R - 1] + i;
+        if (R > 1)
+            for (size_t e = 0; e < k; e++)
+                sum[e] = (sum[e] + last[e]) * scale;
+        else
+            for (size_t e = 0; e < k; e++)
+                sum[e] *= scale;
+        for (int r = 0; r < n_out; r++)
+            memcpy((float *)(void *)outs[r] + i, sum, k * 4);
+    }
+}
+
 void tg_reduce_typed(unsigned char *const *copies, int R, unsigned char *const *outs, int n_out,
                      tg_dtype t, int64_t begin, int64_t end, float scale)
 {
+    if (t == TG_F32) {
+        reduce_f32(copies, R, outs, n_out, begin, end, scale);
+        return;
+    }
     size_t es = tg_dtype_size(t);
     float sum[CHUNK], x[CHUNK];
     for (int64_t i = begin; i < end; i += CHUNK) {

@@ -8,7 +8,8 @@
 # seen together; optimizer state sharded over both instances trains,
 # checkpoints and resumes as one process; a stop signal ends every instance
 # after the same host step with a checkpoint; gradient buckets sent during
-# the backward change no bit.
+# the backward change no bit; the exchange's figures of the epoch line add
+# up and count the time an instance waits for a stopped one.
 # usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
 T=$1
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
@@ -153,5 +154,54 @@ cmp b1.safetensors b2.safetensors || fail "gradient buckets changed the weights"
 tb=$(ls trb/tilegraph-*[0-9]-training.trace.json | head -1)
 grep -q '"device 3: gradient buckets to instances"' "$tb" &&
     grep -q '"gradient bucket to instances"' "$tb" || fail "no gradient buckets in the trace"
+
+# 10. the exchange's share of the host step, measured inside the run: a
+#     job's epoch line gives its parts (1 x 1 has none); with gradient
+#     buckets MPI runs during the backward, without them only after it;
+#     waiting for a slower instance is a part of the wait after it; an
+#     instance stopped for 3 s shows as the other's waiting in the exchange
+X="--model mnist-pipeline --replicas 2 --batch-size 8 --train-limit 256 --test-limit 16 --json"
+$T train $X --epochs 1 >x1.log 2>&1 || fail "exchange figures, one process"
+grep -q exchange_ x1.log && fail "one process prints exchange figures"
+timeout 120 $MPI $T train $X --epochs 1 >xb.log 2>&1 || fail "exchange figures, buckets"
+timeout 120 $MPI $T train $X --epochs 1 --engine-option distributed.gradientBucketBytes=0 \
+    >xw.log 2>&1 || fail "exchange figures, no buckets"
+check_exchange() { # LOG BUCKETS(1/0): the epoch line's figures agree with each other
+    tail -1 "$1" | tr -d '{}"' | tr ',' '\n' | tr ':' '=' >fig.txt
+    awk -F= -v b="$2" '{ v[$1] = $2 + 0 }
+        END { parts = v["exchange_during_backward_ms"] + v["exchange_after_backward_ms"]
+              parts += v["exchange_summing_ms"] + v["exchange_step_totals_ms"]
+              if (v["host_step_ms"] <= 0 || v["exchange_after_backward_ms"] <= 0 ||
+                  v["exchange_summing_ms"] <= 0 || v["exchange_step_totals_ms"] <= 0) exit 1;
+              if ((b == 1) != (v["exchange_during_backward_ms"] > 0)) exit 2;
+              if (v["exchange_imbalance_ms"] < 0 ||
+                  v["exchange_imbalance_ms"] > v["exchange_after_backward_ms"]) exit 3;
+              d = 100 * parts / v["host_step_ms"] - v["exchange_pct_of_host_step"];
+              if (d > 0.01 || d < -0.01) exit 4 }' fig.txt
+}
+check_exchange xb.log 1 || fail "the exchange's figures with buckets (check $?): $(cat fig.txt)"
+check_exchange xw.log 0 || fail "the exchange's figures without buckets (check $?): $(cat fig.txt)"
+timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --batch-size 8 --epochs 1 \
+    --train-limit 60000 --test-limit 16 --quiet >xs.log 2>&1 &
+job=$!
+tries=0
+while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" xs.log; do
+    sleep 0.2
+    tries=$((tries + 1))
+done
+victim=$(pgrep -f "train-limit 60000 --test-limit 16" | while read p; do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+[ -n "$victim" ] || fail "no instance to stop"
+sleep 1 # inside the epoch's host steps (thousands of them)
+kill -STOP "$victim"
+sleep 3
+kill -CONT "$victim"
+wait $job || fail "the job with a stopped instance"
+steps=$(sed -n 's/.* and \([0-9]*\) host steps per epoch.*/\1/p' xs.log | head -1)
+# the epoch's exchange per host step times its host steps: the mean of
+# instance 0's 3 s and instance 1's none, less what the stop's edges lose
+ms=$(sed -n 's/.*exchange with instances: \([0-9.]*\) ms of a.*/\1/p' xs.log | head -1)
+awk -v m="$ms" -v n="$steps" 'BEGIN { exit !(m * n >= 1000) }' ||
+    fail "3 s of a stopped instance are not in the exchange's figures: $ms ms x $steps steps"
 
 echo "mpi_test: all cases passed (kill -9 ended the job in ${took} s)"
