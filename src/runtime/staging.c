@@ -57,6 +57,7 @@ typedef struct chunk_job {
     const tg_kernel_args *a;
     const tg_stage_opts *o;
     int64_t n;
+    bool in_staged[TG_ELEMENTWISE_MAX_INPUTS + 1], out_staged; /* the step's, once */
 } chunk_job;
 
 static tg_dtype buffer_type(const tg_program *p, int b)
@@ -81,7 +82,7 @@ static void stage_chunk(const chunk_job *j, int64_t first, int64_t len)
         tg_dtype dt = buffer_type(j->p, j->st->in[k]);
         unsigned char *src = (unsigned char *)j->a->in[k] + first * tg_dtype_size(dt);
         b.in[k] = src;
-        if (!tg_step_stages_input(j->p, j->st, k))
+        if (!j->in_staged[k])
             continue;
         b.in[k] = buf[k];
         tg_convert(src, dt, buf[k], TG_F32, (size_t)len);
@@ -92,10 +93,9 @@ static void stage_chunk(const chunk_job *j, int64_t first, int64_t len)
     tg_dtype ot = buffer_type(j->p, j->st->out);
     unsigned char *dst =
         j->st->out >= 0 ? (unsigned char *)j->a->out + first * tg_dtype_size(ot) : NULL;
-    bool out_staged = tg_step_stages_output(j->p, j->st);
-    b.out = out_staged ? buf[TG_ELEMENTWISE_MAX_INPUTS + 1] : (void *)dst;
+    b.out = j->out_staged ? buf[TG_ELEMENTWISE_MAX_INPUTS + 1] : (void *)dst;
     tg_op_get(t->op)->forward(&b);
-    if (out_staged)
+    if (j->out_staged)
         tg_convert(b.out, TG_F32, dst, ot, (size_t)len);
     for (int k = 0; k < t->n_mutated; k++) {
         tg_dtype dt = buffer_type(j->p, j->st->in[k]);
@@ -123,9 +123,12 @@ static void chunk_range(void *ctx, int64_t begin, int64_t end, int part)
 static void stage_in_chunks(const tg_program *p, const tg_step *st, const tg_kernel_args *a,
                             const tg_stage_opts *o)
 {
-    chunk_job j = {p, st, a, o, tg_numel(a->node->n_in ? a->node->in[0] : a->node)};
-    if (!tg_is_weight_update(a->node))
-        j.n = tg_numel(a->node);
+    const tg_tensor *t = a->node;
+    /* an update's output is empty: its length is its weight's */
+    chunk_job j = {p, st, a, o, tg_numel(tg_is_weight_update(t) ? t->in[0] : t), {0}, false};
+    for (int k = 0; k < t->n_in; k++)
+        j.in_staged[k] = tg_step_stages_input(p, st, k);
+    j.out_staged = tg_step_stages_output(p, st);
     int64_t chunks = (j.n + STAGE_CHUNK - 1) / STAGE_CHUNK;
     if (j.n >= CONVERT_PARALLEL_MIN && a->pool)
         tg_pool_for(a->pool, chunks, chunk_range, &j);
