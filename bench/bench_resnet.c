@@ -10,7 +10,8 @@
  * ResNet-50 training in bf16.bf16 with 32.32 (same alternation).
  *
  * Environment: TG_BENCH_REPS (default 3), TG_BENCH_STEPS (timed steps per
- * measurement, default 8), TG_BENCH_ONLY (a case name, e.g. resnet50),
+ * measurement, default 8), TG_BENCH_ONLY (a case name, e.g. resnet50, or
+ * bf16 for the bf16 line alone),
  * TG_BENCH_NO_TORCH=1 (skip PyTorch), TG_BENCH_NO_BF16=1.
  */
 #include "bench_util.h"
@@ -168,7 +169,7 @@ int main(int argc, char **argv)
         "usage: bench_resnet\nResNet-18 (32x32, batch 64) and ResNet-50 (64x64, batch 32) training "
         "and inference against PyTorch, 1 and 2 threads, fp32 and bf16, in the same run. One JSON "
         "line per case.\nenvironment: TG_BENCH_REPS (3), TG_BENCH_STEPS (8), TG_BENCH_ONLY (a case "
-        "name), TG_BENCH_NO_TORCH, TG_BENCH_NO_BF16\n");
+        "name, or bf16), TG_BENCH_NO_TORCH, TG_BENCH_NO_BF16\n");
     if (usage >= 0)
         return usage;
     /* PyTorch's child runs with its own default wait policy */
@@ -177,10 +178,11 @@ int main(int argc, char **argv)
     bench_config cfg = {env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
                         env_int("TG_BENCH_STEPS", 8, 1, 10000), getenv("TG_BENCH_ONLY"),
                         getenv("TG_BENCH_NO_TORCH") != NULL, getenv("TG_BENCH_NO_BF16") != NULL};
+    bool bf16_only = cfg.only && strcmp(cfg.only, "bf16") == 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cfg.only && strcmp(cfg.only, cases[i].model) != 0)
+        if (cfg.only && !bf16_only && strcmp(cfg.only, cases[i].model) != 0)
             continue;
-        for (int train = 1; train >= 0; train--)
+        for (int train = 1; train >= 0 && !bf16_only; train--)
             for (int threads = 1; threads <= 2; threads++)
                 run_case(&cases[i], threads, train, &cfg);
         if (!cfg.no_bf16 && strcmp(cases[i].model, "resnet50") == 0)

@@ -541,14 +541,19 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
  * layer4 at 64x64 images: 512->512 3x3 at 2x2 66 against 77; 512->512
  * 3x3/2 at 4x4 53 against 80; the 1x1/2 downsample 1024->2048 41 against
  * 83). Not a 1x1 map read by one live tap: that is a matrix product,
- * where oneDNN's 1x1 kernel reaches 250. TG_KERNELS=dnnl keeps oneDNN. */
-static bool own_weight_grad_wins(tg_op op, const tg_conv_geom *g)
+ * where oneDNN's 1x1 kernel reaches 250. TG_KERNELS=dnnl keeps oneDNN.
+ * In bf16 only the strided ones: oneDNN's bf16 kernels beat the own f32
+ * one at stride 1 (3x3 at 2x2 91 against 77, 1x1 at 2x2 88 against 61)
+ * but not strided (3x3/2 at 4x4 63 against 86, the 1x1/2 downsample 41
+ * against 90). */
+static bool own_weight_grad_wins(tg_op op, const tg_conv_geom *g, dnnl_data_type_t mul)
 {
     live_taps lt;
     bool cropped = live_taps_of(g, &lt);
     int64_t taps = cropped ? (lt.r1 - lt.r0) * (lt.s1 - lt.s0) : g->R * g->S;
     int64_t pixels = g->OH * g->OW;
-    return op == TG_OP_CONV2D_BWD_WEIGHT && pixels <= 4 && !(pixels == 1 && taps == 1) &&
+    bool strided = g->sh > 1 || g->sw > 1;
+    return op == TG_OP_CONV2D_BWD_WEIGHT && (mul == dnnl_f32 || strided) && pixels <= 4 && !(pixels == 1 && taps == 1) &&
            tg_dnnl_mode_get() == TG_DNNL_AUTO;
 }
 
@@ -601,7 +606,7 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     conv_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
-    tg_status s = own_weight_grad_wins(node->op, g) ? create_own_state(node, g, o, st, plan)
+    tg_status s = own_weight_grad_wins(node->op, g, mul) ? create_own_state(node, g, o, st, plan)
                                                     : create_state(node, g, o, mul, st, plan);
     if (s == TG_OK)
         plan->state = st;
@@ -655,7 +660,8 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
     tg_conv_method own = tg_conv_method_for(node->op, &g);
     const char *own_name = own == TG_CONV_DIRECT ? "own direct" : "own im2col+sgemm";
     const char *why = own_reason(node, opts->n_threads);
-    if (!why && own_weight_grad_wins(node->op, &g) && !any_blocked(opts))
+    dnnl_data_type_t mul = opts->compute == TG_BF16 ? dnnl_bf16 : dnnl_f32;
+    if (!why && own_weight_grad_wins(node->op, &g, mul) && !any_blocked(opts))
         why = "";
     if (why) {
         if (why[0])
