@@ -4,6 +4,7 @@
  * The f16 array forms use F16C when the CPU has it, chosen at run time, so a
  * binary built here also runs on a CPU without it.
  */
+#include "core/bf16.h"
 #include "core/clones.h"
 #include "tilegraph/dtype.h"
 
@@ -65,16 +66,12 @@ static float bits_f32(uint32_t u)
 
 uint16_t tg_f32_to_bf16(float f)
 {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet and a NaN */
-        return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(u >> 16);
+    return tg_bf16_narrow(f);
 }
 
 float tg_bf16_to_f32(uint16_t b)
 {
-    return bits_f32((uint32_t)b << 16);
+    return tg_bf16_widen(b);
 }
 
 uint16_t tg_f32_to_f16(float f)
@@ -189,25 +186,13 @@ void tg_f16_to_f32_array(const uint16_t *src, float *dst, size_t n)
         dst[i] = tg_f16_to_f32(src[i]);
 }
 
-/* The bf16 loops work on the bits, branch-free, so the compiler vectorises
- * them (AVX-512 BF16's VCVTNEPS2BF16 would flush subnormals, which the
- * scalar form promises not to). */
-/* One copy per instruction set (core/clones.h). */
-
+/* One copy per instruction set (core/clones.h) of core/bf16.h's loops. */
 TG_WIDE_CLONES void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n)
 {
-    const uint32_t *u = (const uint32_t *)(const void *)src;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x = u[i];
-        uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
-        uint32_t quiet = x | 0x00400000u; /* a NaN keeps its payload's top and stays quiet */
-        dst[i] = (uint16_t)(((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded) >> 16);
-    }
+    tg_bf16_narrow_run(src, dst, n);
 }
 
 TG_WIDE_CLONES void tg_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n)
 {
-    uint32_t *u = (uint32_t *)(void *)dst;
-    for (size_t i = 0; i < n; i++)
-        u[i] = (uint32_t)src[i] << 16;
+    tg_bf16_widen_run(src, dst, n);
 }

@@ -553,8 +553,8 @@ static bool own_weight_grad_wins(tg_op op, const tg_conv_geom *g, dnnl_data_type
     int64_t taps = cropped ? (lt.r1 - lt.r0) * (lt.s1 - lt.s0) : g->R * g->S;
     int64_t pixels = g->OH * g->OW;
     bool strided = g->sh > 1 || g->sw > 1;
-    return op == TG_OP_CONV2D_BWD_WEIGHT && (mul == dnnl_f32 || strided) && pixels <= 4 && !(pixels == 1 && taps == 1) &&
-           tg_dnnl_mode_get() == TG_DNNL_AUTO;
+    return op == TG_OP_CONV2D_BWD_WEIGHT && (mul == dnnl_f32 || strided) && pixels <= 4 &&
+           !(pixels == 1 && taps == 1) && tg_dnnl_mode_get() == TG_DNNL_AUTO;
 }
 
 /* The own weight gradient for blocked dy and x: each reordered into an
@@ -607,7 +607,7 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     if (!st)
         return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
     tg_status s = own_weight_grad_wins(node->op, g, mul) ? create_own_state(node, g, o, st, plan)
-                                                    : create_state(node, g, o, mul, st, plan);
+                                                         : create_state(node, g, o, mul, st, plan);
     if (s == TG_OK)
         plan->state = st;
     else

@@ -8,28 +8,12 @@
  * quiet), so the bits are those of the staged path. The loops are
  * branch-free for the compiler to vectorise.
  */
+#include "core/bf16.h"
 #include "core/clones.h"
 #include "ops/broadcast.h"
 #include "ops/op.h"
 
 #include <string.h>
-
-static inline float widen(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t narrow(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
-    uint32_t quiet = x | 0x00400000u;
-    return (uint16_t)(((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded) >> 16);
-}
 
 typedef struct bf16_job {
     tg_op op;
@@ -46,19 +30,19 @@ TG_WIDE_CLONES static void bf16_range(void *ctx, int64_t begin, int64_t end, int
     switch (j->op) {
     case TG_OP_RELU:
         for (int64_t i = begin; i < end; i++) {
-            float x = widen(a[i]);
-            o[i] = narrow(x < 0.0f ? 0.0f : x);
+            float x = tg_bf16_widen(a[i]);
+            o[i] = tg_bf16_narrow(x < 0.0f ? 0.0f : x);
         }
         break;
     case TG_OP_RELU_BWD: /* (dy, y) */
         for (int64_t i = begin; i < end; i++) {
-            float d = widen(a[i]);
-            o[i] = narrow(widen(b[i]) > 0.0f ? d : 0.0f);
+            float d = tg_bf16_widen(a[i]);
+            o[i] = tg_bf16_narrow(tg_bf16_widen(b[i]) > 0.0f ? d : 0.0f);
         }
         break;
     default: /* TG_OP_ADD */
         for (int64_t i = begin; i < end; i++)
-            o[i] = narrow(widen(a[i]) + widen(b[i]));
+            o[i] = tg_bf16_narrow(tg_bf16_widen(a[i]) + tg_bf16_widen(b[i]));
         break;
     }
 }

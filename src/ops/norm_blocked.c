@@ -7,6 +7,8 @@
  * NCHW kernels (ops/norm.c) sum runs in float and runs in double. The
  * formulas are those of norm.c's header.
  */
+#include "core/bf16.h"
+#include "core/clones.h"
 #include "ops/blocked.h"
 #include "ops/broadcast.h"
 #include "tilegraph/dtype.h"
@@ -64,7 +66,7 @@ static const float *pixels(const norm_blocked *j, int k, int64_t r, int64_t k0, 
     int64_t at = (r * j->HW + k0) * B;
     if (!j->in_bf16[k])
         return (const float *)j->in[k] + at;
-    tg_bf16_to_f32_array((const uint16_t *)j->in[k] + at, tmp, (size_t)(np * B));
+    tg_bf16_widen_run((const uint16_t *)j->in[k] + at, tmp, (size_t)(np * B));
     return tmp;
 }
 
@@ -78,7 +80,7 @@ static float *out_pixels(const norm_blocked *j, int64_t r, int64_t k0, float *tm
 static void put_pixels(const norm_blocked *j, int64_t r, int64_t k0, int64_t np, const float *y)
 {
     if (j->out_bf16)
-        tg_f32_to_bf16_array(y, (uint16_t *)j->out + (r * j->HW + k0) * B, (size_t)(np * B));
+        tg_bf16_narrow_run(y, (uint16_t *)j->out + (r * j->HW + k0) * B, (size_t)(np * B));
 }
 
 static int64_t piece(const norm_blocked *j, int64_t k0)
@@ -192,7 +194,7 @@ static void bwd_sums_block(const norm_blocked *j, int64_t cb)
     }
 }
 
-static void reduce_blocks(void *ctx, int64_t begin, int64_t end, int t)
+TG_WIDE_KERNEL static void reduce_blocks(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
     const norm_blocked *j = ctx;
@@ -213,7 +215,7 @@ static void elementwise_row(const norm_blocked *j, int64_t r)
 {
     int64_t cb = r % j->CB;
     tg_op op = j->node->op;
-    vb mean, rstd, s = splat(0.0f), sh = splat(0.0f), a0, a1;
+    vb mean, rstd, s = splat(0.0f), sh = splat(0.0f), a0 = s, a1 = s;
     if (op == TG_OP_NORM_STATS_BWD) {
         const float *ds = vec(j, 0), *st = vec(j, 2);
         float inv_n = 1.0f / (float)(j->N * j->HW);
@@ -245,7 +247,7 @@ static void elementwise_row(const norm_blocked *j, int64_t r)
     }
 }
 
-static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
+TG_WIDE_KERNEL static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
     for (int64_t r = begin; r < end; r++)

@@ -15,6 +15,7 @@
  * (top) padding. Work is split over the device's threads by (sample,
  * channel) planes.
  */
+#include "core/clones.h"
 #include "ops/blocked.h"
 
 #include "core/error.h"
@@ -497,7 +498,7 @@ static void window_max_lanes(const float *xb, const pool_geom *g, int64_t oy, in
     }
 }
 
-static void max_blocked(void *ctx, int64_t begin, int64_t end, int t)
+TG_WIDE_KERNEL static void max_blocked(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
@@ -527,7 +528,7 @@ static void max_blocked(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
-static void avg_blocked(void *ctx, int64_t begin, int64_t end, int t)
+TG_WIDE_KERNEL static void avg_blocked(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
