@@ -320,6 +320,8 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
         }
         if (plan.state && o.n_planned)
             (*o.n_planned)++;
+        if (o.kernel_like && o.n_kernel_like && strstr(plan.kernel, o.kernel_like))
+            (*o.n_kernel_like)++;
         size_t sb = plan.state ? plan.scratch : def->scratch ? def->scratch(t, threads) : 0;
         void *scratch = sb ? malloc(sb) : NULL;
         tg_kernel_args a = {.node = t,

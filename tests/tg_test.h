@@ -77,6 +77,9 @@ typedef struct tg_check_opts {
     bool planned;
     int *n_planned;
     tg_dtype compute; /* with planned: tg_plan_opts.compute (TG_F32 unless set) */
+    /* with planned: count the nodes whose recorded kernel contains this */
+    const char *kernel_like;
+    int *n_kernel_like;
 } tg_check_opts;
 
 /* Both return 1 on success (and report failures through tg_test_fail). */

@@ -63,6 +63,7 @@
  * figures against PyTorch.
  */
 #include "ops/conv.h"
+#include "ops/conv_wgrad_mm.h"
 #include "ops/dnnl_util.h"
 
 #include "core/alloc.h"
@@ -96,11 +97,9 @@ typedef struct conv_state {
     bool cropped;
     size_t elem[4];  /* bytes per element of each role as stored */
     bool blocked[4]; /* the role is stored in the blocked layout (nChw16c) */
-    /* The own im2col + sgemm weight gradient on NCHW copies of blocked
-     * operands (own_weight_grad_wins): reorders of roles 0 and 1 only, and
-     * the own kernel's scratch at gemm_off. */
-    bool own_gemm;
-    size_t gemm_off, gemm_bytes;
+    /* The weight gradient as one matmul (ops/conv_wgrad_mm.h) where that
+     * wins (matmul_wins): then nothing else here is used. */
+    tg_wgrad_mm *mm;
     /* Batch split (see the header comment): the primitive is made for
      * N / parts samples and runs once per part; parts = 1 without split. */
     int parts;
@@ -535,67 +534,22 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     return tg_dnnl_check(s, "creating the conv2d primitives");
 }
 
-/* Weight gradients over output maps of at most 4 pixels: oneDNN's blocked
- * kernels split their work by pixels and run at 35-66 GFLOP/s there, the
- * own im2col + sgemm at 77-83 (bench_dnnl_conv, 1 thread, ResNet-50's
- * layer4 at 64x64 images: 512->512 3x3 at 2x2 66 against 77; 512->512
- * 3x3/2 at 4x4 53 against 80; the 1x1/2 downsample 1024->2048 41 against
- * 83). Not a 1x1 map read by one live tap: that is a matrix product,
- * where oneDNN's 1x1 kernel reaches 250. TG_KERNELS=dnnl keeps oneDNN.
- * In bf16 only the strided ones: oneDNN's bf16 kernels beat the own f32
- * one at stride 1 (3x3 at 2x2 91 against 77, 1x1 at 2x2 88 against 61)
- * but not strided (3x3/2 at 4x4 63 against 86, the 1x1/2 downsample 41
- * against 90). */
-static bool own_weight_grad_wins(tg_op op, const tg_conv_geom *g, dnnl_data_type_t mul)
+/* Weight gradients over output maps of at most 4 pixels: oneDNN's
+ * convolution kernels split their work by pixels and run at 35-66 GFLOP/s
+ * there in f32 and 63-95 in bf16 (bench_dnnl_conv, 1 thread, ResNet-50's
+ * layer4 at 64x64 images), a matmul over the whole batch's pixels at
+ * 90-110 in f32 and about 200 in bf16 (ops/conv_wgrad_mm.c). Not a 1x1 map
+ * read by one live tap: the convolution is cropped to that tap, a matrix
+ * product already, where oneDNN's 1x1 kernel reaches 250.
+ * TG_KERNELS=dnnl keeps oneDNN's convolution. */
+static bool matmul_wins(tg_op op, const tg_conv_geom *g)
 {
     live_taps lt;
     bool cropped = live_taps_of(g, &lt);
     int64_t taps = cropped ? (lt.r1 - lt.r0) * (lt.s1 - lt.s0) : g->R * g->S;
     int64_t pixels = g->OH * g->OW;
-    bool strided = g->sh > 1 || g->sw > 1;
-    return op == TG_OP_CONV2D_BWD_WEIGHT && (mul == dnnl_f32 || strided) && pixels <= 4 &&
-           !(pixels == 1 && taps == 1) && tg_dnnl_mode_get() == TG_DNNL_AUTO;
-}
-
-/* The own weight gradient for blocked dy and x: each reordered into an
- * NCHW copy in the scratch, then im2col + sgemm into the plain gradient
- * (which needs no reorder out either). */
-static tg_status create_own_state(const tg_tensor *node, const tg_conv_geom *g,
-                                  const tg_plan_opts *o, conv_state *st, tg_kernel_plan *plan)
-{
-    tg_status ts;
-    dnnl_engine_t eng = tg_dnnl_engine(&ts);
-    if (!eng)
-        return ts;
-    st->own_gemm = true;
-    st->parts = 1;
-    st->n_args = 3;
-    st->weight_role = 2;
-    dnnl_dims_t x, w, y;
-    int w_nd;
-    conv_dims(g, x, w, &w_nd, y);
-    size_t off = 0, reorder_scratch = 0;
-    dnnl_status_t s = dnnl_success;
-    for (int k = 0; k < 2 && s == dnnl_success; k++) {
-        const dnnl_dim_t *dims = k == 0 ? y : x;
-        st->blocked[k] = o->in_blocked[k];
-        s = activation_md(&st->user[k], dims, dnnl_f32, st->blocked[k]);
-        if (s == dnnl_success)
-            s = activation_md(&st->inner[k], dims, dnnl_f32, false);
-        if (s != dnnl_success || !st->blocked[k])
-            continue;
-        s = make_reorder(st, k, eng, NULL);
-        st->buf_off[k] = off;
-        off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
-        size_t rs = dnnl_memory_desc_get_size(&st->reorder_scratch_md[k]);
-        reorder_scratch = rs > reorder_scratch ? rs : reorder_scratch;
-    }
-    st->reorder_scratch_off = off;
-    st->gemm_off = tg_conv_align(off + reorder_scratch);
-    st->gemm_bytes = tg_conv_gemm_scratch(node->op, g, o->n_threads);
-    st->part_bytes = plan->scratch = st->gemm_off + st->gemm_bytes;
-    snprintf(plan->kernel, sizeof plan->kernel, "own im2col+sgemm (nChw16c operands reordered)");
-    return tg_dnnl_check(s, "reorders for the own weight gradient");
+    return op == TG_OP_CONV2D_BWD_WEIGHT && tg_wgrad_mm_applies(g) && !(pixels == 1 && taps == 1) &&
+           tg_dnnl_mode_get() == TG_DNNL_AUTO;
 }
 
 /* A fresh state in `mul`; TG_ERR_UNSUPPORTED when oneDNN has no
@@ -606,8 +560,11 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     conv_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
-    tg_status s = own_weight_grad_wins(node->op, g, mul) ? create_own_state(node, g, o, st, plan)
-                                                         : create_state(node, g, o, mul, st, plan);
+    /* the matmul reads f32 and bf16 storage only: f16 takes the convolution */
+    tg_status s =
+        matmul_wins(node->op, g) ? tg_wgrad_mm_create(node, o, plan, &st->mm) : TG_ERR_UNSUPPORTED;
+    if (s == TG_ERR_UNSUPPORTED)
+        s = create_state(node, g, o, mul, st, plan);
     if (s == TG_OK)
         plan->state = st;
     else
@@ -636,7 +593,9 @@ static const char *own_reason(const tg_tensor *node, int n_threads)
         return "";
     if (mode == TG_DNNL_AUTO && own_direct_wins(&g, tg_conv_method_for(node->op, &g)))
         return "";
-    if (mode == TG_DNNL_AUTO && n_threads > 1 && g.N % n_threads != 0 && !tg_dnnl_passive_wait())
+    /* the matmul runs one-thread bands: no OpenMP team either */
+    if (mode == TG_DNNL_AUTO && n_threads > 1 && g.N % n_threads != 0 && !tg_dnnl_passive_wait() &&
+        !matmul_wins(node->op, &g))
         return "oneDNN with several threads needs OMP_WAIT_POLICY=passive";
     return NULL;
 }
@@ -660,9 +619,6 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
     tg_conv_method own = tg_conv_method_for(node->op, &g);
     const char *own_name = own == TG_CONV_DIRECT ? "own direct" : "own im2col+sgemm";
     const char *why = own_reason(node, opts->n_threads);
-    dnnl_data_type_t mul = opts->compute == TG_BF16 ? dnnl_bf16 : dnnl_f32;
-    if (!why && own_weight_grad_wins(node->op, &g, mul) && !any_blocked(opts))
-        why = "";
     if (why) {
         if (why[0])
             snprintf(plan->kernel, sizeof plan->kernel, "%s (%s)", own_name, why);
@@ -699,6 +655,7 @@ void tg_conv_dnnl_free(void *state)
     conv_state *st = state;
     if (!st)
         return;
+    tg_wgrad_mm_free(st->mm);
     if (st->prim)
         dnnl_primitive_destroy(st->prim);
     for (int k = 0; k < 4; k++)
@@ -937,38 +894,11 @@ static void run_parts(const conv_state *st, const tg_kernel_args *a)
         reorder_part0(st, a, o);
 }
 
-/* The own weight gradient on NCHW copies of the blocked operands. */
-static void run_own_gemm(const conv_state *st, const tg_kernel_args *a)
-{
-    tg_status ts;
-    dnnl_engine_t eng = tg_dnnl_engine(&ts);
-    dnnl_stream_t stream = new_stream(eng);
-    unsigned char *scratch = a->scratch;
-    tg_kernel_args b = *a;
-    b.plan = NULL;
-    tg_dnnl_threads(1);
-    for (int k = 0; k < 2; k++) {
-        if (!st->reorder[k])
-            continue;
-        dnnl_memory_t user = mem(&st->user[k], eng, a->in[k]);
-        dnnl_memory_t inner = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
-        run_reorder(st, k, eng, stream, user, inner, scratch);
-        b.in[k] = scratch + st->buf_off[k];
-        dnnl_memory_destroy(user);
-        dnnl_memory_destroy(inner);
-    }
-    dnnl_stream_destroy(stream);
-    b.scratch = st->gemm_bytes ? scratch + st->gemm_off : NULL;
-    b.scratch_bytes = st->gemm_bytes;
-    tg_conv_geom g = tg_conv_geom_of(a->node);
-    tg_conv_gemm_run(a->node->op, &g, &b);
-}
-
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const conv_state *st = state;
-    if (st->own_gemm) {
-        run_own_gemm(st, a);
+    if (st->mm) {
+        tg_wgrad_mm_run(st->mm, a);
         return;
     }
     if (st->cropped && st->weight_role == st->n_args - 1)

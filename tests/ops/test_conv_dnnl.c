@@ -171,6 +171,44 @@ static void test_choice_and_kernel_name(void)
     tg_graph_destroy(g);
 }
 
+/* Weight gradients over maps of at most 4 pixels are one matmul over the
+ * batch (ops/conv_wgrad_mm.c): with and without im2col (a 1x1 kernel at
+ * stride 1 reads x as it is), strided, dilated, padded, f32 and bf16, 1
+ * and 2 threads (bands of output channels), against the reference. */
+static void test_small_maps_weight_gradient_is_a_matmul(void)
+{
+    static const conv_case mm[] = {
+        {4, 32, 2, 2, 32, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true},  /* 2x2, 3x3: im2col */
+        {3, 32, 4, 4, 48, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true},  /* 4x4 -> 2x2 */
+        {4, 32, 4, 4, 64, 1, 1, P(2, 2, 0, 0, 1, 1, 1), false, true},  /* 1x1 stride 2 */
+        {2, 16, 2, 2, 32, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true, true},   /* 1x1: x as it is */
+        {2, 16, 1, 2, 16, 3, 3, P(1, 1, 1, 1, 1, 1, 1), false, true},  /* 1x2 map */
+        {2, 16, 2, 2, 16, 3, 3, P(1, 1, 2, 2, 2, 2, 1), false, false}, /* dilation 2 */
+        {3, 16, 5, 3, 32, 3, 3, P(2, 2, 1, 1, 1, 1, 1), false, true},  /* 5x3 -> 3x2: not */
+    };
+    tg_dnnl_force_mode(TG_DNNL_AUTO, true);
+    for (size_t i = 0; i < sizeof mm / sizeof *mm; i++)
+        for (int t = 1; t <= 2; t++)
+            for (int bf16 = 0; bf16 <= 1; bf16++) {
+                char label[80];
+                snprintf(label, sizeof label, "small-map case %zu, %d threads%s", i, t,
+                         bf16 ? ", bf16" : "");
+                int planned = 0, matmuls = 0;
+                tg_check_opts o = {.planned = true,
+                                   .n_planned = &planned,
+                                   .compute = bf16 ? TG_BF16 : TG_F32,
+                                   .kernel_like = "matmul",
+                                   .n_kernel_like = &matmuls};
+                TG_CHECK(
+                    tg_check_kernels(label, build_conv, (void *)&mm[i], t, bf16 ? 0.25 : 2e-4, o));
+                int want = i == sizeof mm / sizeof *mm - 1 ? 0 : 1;
+                if (matmuls != want)
+                    tg_test_fail(__FILE__, __LINE__, "%s: %d weight gradients as a matmul, not %d",
+                                 label, matmuls, want);
+            }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* At 2 threads a batch that splits in two runs as two one-thread
  * primitives (the recorded kernel says so); an odd batch does not split. */
 static void test_two_threads_split_the_batch(void)
@@ -406,6 +444,7 @@ static void test_bf16_storage_is_read_natively(void)
 int main(void)
 {
     TG_RUN(test_one_thread_device_starts_no_openmp_threads);
+    TG_RUN(test_small_maps_weight_gradient_is_a_matmul);
     TG_RUN(test_dnnl_kernels_match_reference);
     TG_RUN(test_bf16_kernels_match_reference);
     TG_RUN(test_dead_taps_are_cropped);
