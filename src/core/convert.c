@@ -1,5 +1,6 @@
 /* core/convert.c - conversions between f32, f16 and bf16 storage. */
 #include "core/convert.h"
+#include "core/clones.h"
 
 #include "core/rng.h"
 
@@ -91,20 +92,44 @@ void tg_convert_stochastic(const float *src, void *dst, tg_dtype dd, size_t n, u
     }
 }
 
+/* Whether any of n elements has every exponent bit set: branch-free, so
+ * the compiler vectorises it (a loop that stops at the first hit is not). */
+TG_WIDE_CLONES static bool any_all_ones16(const uint16_t *h, size_t n, uint16_t mask)
+{
+    unsigned hit = 0;
+    for (size_t i = 0; i < n; i++)
+        hit |= (h[i] & mask) == mask;
+    return hit != 0;
+}
+
+TG_WIDE_CLONES static bool any_all_ones32(const uint32_t *u, size_t n)
+{
+    unsigned hit = 0;
+    for (size_t i = 0; i < n; i++)
+        hit |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    return hit != 0;
+}
+
+/* Checked a block at a time, the first hit then found in its block: the
+ * overflow check of dynamic loss scaling reads every gradient each step. */
+#define NONFINITE_BLOCK 4096
+
 int64_t tg_first_nonfinite(const void *src, tg_dtype t, size_t n)
 {
-    if (t == TG_F32) {
-        const uint32_t *u = src;
-        for (size_t i = 0; i < n; i++)
-            if ((u[i] & 0x7f800000u) == 0x7f800000u)
-                return (int64_t)i;
-        return -1;
-    }
     /* f16: exponent bits 0x7c00; bf16: 0x7f80 */
     uint16_t mask = t == TG_F16 ? 0x7c00u : 0x7f80u;
-    const uint16_t *h = src;
-    for (size_t i = 0; i < n; i++)
-        if ((h[i] & mask) == mask)
-            return (int64_t)i;
+    for (size_t b = 0; b < n; b += NONFINITE_BLOCK) {
+        size_t len = n - b < NONFINITE_BLOCK ? n - b : NONFINITE_BLOCK;
+        bool hit = t == TG_F32 ? any_all_ones32((const uint32_t *)src + b, len)
+                               : any_all_ones16((const uint16_t *)src + b, len, mask);
+        if (!hit)
+            continue;
+        for (size_t i = b; i < b + len; i++) {
+            bool bad = t == TG_F32 ? (((const uint32_t *)src)[i] & 0x7f800000u) == 0x7f800000u
+                                   : (((const uint16_t *)src)[i] & mask) == mask;
+            if (bad)
+                return (int64_t)i;
+        }
+    }
     return -1;
 }

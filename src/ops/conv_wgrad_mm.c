@@ -27,9 +27,9 @@
 
 struct tg_wgrad_mm {
     tg_conv_geom g;
-    int parts;                          /* bands of K rows, one primitive run each */
-    dnnl_primitive_t prim;              /* one band's product */
-    dnnl_primitive_t reorder[2];        /* dy -> dyT, x -> xT */
+    int parts;                   /* bands of K rows, one primitive run each */
+    dnnl_primitive_t prim;       /* one band's product */
+    dnnl_primitive_t reorder[2]; /* dy -> dyT, x -> xT */
     dnnl_memory_desc_t user[2], inner[2], reorder_scratch[2];
     dnnl_memory_desc_t a_md, b_md, c_md, scratch_md; /* a band's */
     size_t esz;                                      /* bytes of a multiplied element */
@@ -309,7 +309,8 @@ static void band(void *ctx, int64_t begin, int64_t end, int t)
             {DNNL_ARG_SRC, mem(&m->a_md, a)},
             {DNNL_ARG_WEIGHTS, mem(&m->b_md, j->scratch + m->off_col)},
             {DNNL_ARG_DST, mem(&m->c_md, c)},
-            {DNNL_ARG_SCRATCHPAD, mem(&m->scratch_md, j->scratch + m->off_sp + (size_t)p * m->sp_bytes)}};
+            {DNNL_ARG_SCRATCHPAD,
+             mem(&m->scratch_md, j->scratch + m->off_sp + (size_t)p * m->sp_bytes)}};
         exec(m->prim, args[3].memory ? 4 : 3, args);
     }
 }

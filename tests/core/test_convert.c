@@ -8,6 +8,7 @@
 #include "core/convert.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void test_pairs(void)
@@ -106,6 +107,24 @@ static void test_first_nonfinite(void)
     TG_CHECK(tg_first_nonfinite(h, TG_F16, 2) == 0);
     tg_convert(big, TG_F32, h, TG_BF16, 2);
     TG_CHECK(tg_first_nonfinite(h, TG_BF16, 2) == -1);
+    /* across the checked blocks: the first of two hits in later blocks */
+    enum { LONG = 3 * 4096 + 77 };
+    float *lf = calloc(LONG, sizeof *lf);
+    uint16_t *lb = calloc(LONG, sizeof *lb);
+    TG_CHECK(lf && lb);
+    if (!lf || !lb)
+        return;
+    TG_CHECK(tg_first_nonfinite(lf, TG_F32, LONG) == -1);
+    lf[LONG - 1] = INFINITY;
+    lf[2 * 4096 + 5] = NAN;
+    TG_CHECK(tg_first_nonfinite(lf, TG_F32, LONG) == 2 * 4096 + 5);
+    TG_CHECK(tg_first_nonfinite(lf, TG_F32, 2 * 4096 + 5) == -1);
+    tg_convert(lf, TG_F32, lb, TG_BF16, LONG);
+    TG_CHECK(tg_first_nonfinite(lb, TG_BF16, LONG) == 2 * 4096 + 5);
+    lb[4096] = 0x7f80u; /* +inf in bf16, at a block's start */
+    TG_CHECK(tg_first_nonfinite(lb, TG_BF16, LONG) == 4096);
+    free(lf);
+    free(lb);
 }
 
 int main(void)
