@@ -266,7 +266,7 @@ static void max_fwd_rows(const float *xp, float *yp, const pool_geom *g, float *
 /* Rows up to this many outputs go through max_fwd_rows' row buffer. */
 enum { MAX_ROW = 2048 };
 
-static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+TG_WIDE_KERNEL static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
@@ -289,7 +289,7 @@ static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
                     float m = b > a ? b : a;
                     m = c > m ? c : m;
                     m = d > m ? d : m;
-                    yp[oy * g->ow + ox] = (a != a || b != b || c != c || d != d) ? NAN : m;
+                    yp[oy * g->ow + ox] = ((a != a) | (b != b) | (c != c) | (d != d)) ? NAN : m;
                 }
                 continue;
             }
@@ -298,6 +298,27 @@ static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
         }
     }
     (void)t;
+}
+
+/* One 2x2 window of the gradient: dy to the first maximum in row-major
+ * order (as window_argmax), 0 to the other three. Masks on the bits, not
+ * branches: the winner is random and a branch on it mispredicts. */
+static inline __attribute__((always_inline)) void max_bwd_2x2(const float *r0, const float *r1,
+                                                              float v, float *d0, float *d1)
+{
+    float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
+    uint32_t pa = (uint32_t)((a >= b) & (a >= c) & (a >= d));
+    uint32_t pb = (uint32_t)(!pa & (b >= c) & (b >= d));
+    uint32_t pc = (uint32_t)(!pa & !pb & (c >= d));
+    uint32_t pd = !pa & !pb & !pc;
+    uint32_t bits, out[4];
+    memcpy(&bits, &v, sizeof bits);
+    out[0] = bits & (0u - pa);
+    out[1] = bits & (0u - pb);
+    out[2] = bits & (0u - pc);
+    out[3] = bits & (0u - pd);
+    memcpy(d0, out, 2 * sizeof *d0);
+    memcpy(d1, out + 2, 2 * sizeof *d1);
 }
 
 /* The gradient of one plane for overlapping or padded windows: per output
@@ -336,7 +357,7 @@ static void max_bwd_rows(const float *xp, const float *dyp, float *dxp, const po
     }
 }
 
-static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
+TG_WIDE_KERNEL static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
     const pool_geom *g = &j->g;
@@ -355,19 +376,8 @@ static void max_bwd_planes(void *ctx, int64_t begin, int64_t end, int t)
                 const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
                 float *d0 = dxp + 2 * oy * g->iw, *d1 = d0 + g->iw;
                 const float *dyr = dyp + oy * g->ow;
-                for (int64_t ox = 0; ox < g->ow; ox++) {
-                    float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-                    float v = dyr[ox];
-                    /* first maximum in row-major window order, as window_argmax */
-                    bool pa = a >= b && a >= c && a >= d;
-                    bool pb = !pa && b >= c && b >= d;
-                    bool pc = !pa && !pb && c >= d;
-                    bool pd = !pa && !pb && !pc;
-                    d0[2 * ox] = pa ? v : 0.0f;
-                    d0[2 * ox + 1] = pb ? v : 0.0f;
-                    d1[2 * ox] = pc ? v : 0.0f;
-                    d1[2 * ox + 1] = pd ? v : 0.0f;
-                }
+                for (int64_t ox = 0; ox < g->ow; ox++)
+                    max_bwd_2x2(r0 + 2 * ox, r1 + 2 * ox, dyr[ox], d0 + 2 * ox, d1 + 2 * ox);
                 for (int64_t ix = 2 * g->ow; ix < g->iw; ix++)
                     d0[ix] = d1[ix] = 0.0f;
             }
