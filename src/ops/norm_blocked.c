@@ -43,11 +43,6 @@ static inline vb splat(float x)
     return v;
 }
 
-/* A row's pixels are visited in pieces of this many: operands stored in
- * bf16 are converted a piece at a time into the kernel's stack, so the
- * engine need not stage them whole (tg_kernel_args.in_type). */
-#define PIECE 64
-
 typedef struct norm_blocked {
     const tg_tensor *node;
     const void *in[4];
@@ -58,34 +53,24 @@ typedef struct norm_blocked {
     bool has_g, has_b;
 } norm_blocked;
 
-/* Pixels [k0, k0 + np) of row r (= n * CB + cb) of 4-D input k as floats:
- * in place, or converted into tmp (PIECE * B floats). */
-static const float *pixels(const norm_blocked *j, int k, int64_t r, int64_t k0, int64_t np,
-                           float *tmp)
+/* Operands stored in bf16 are read and written in place, 16 values at a
+ * time converted in registers (core/bf16.h), so the engine need not stage
+ * them (tg_kernel_args.in_type). */
+/* Pixel k of row r (= n * CB + cb) of 4-D input i as 16 floats. */
+static inline vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k)
 {
-    int64_t at = (r * j->HW + k0) * B;
-    if (!j->in_bf16[k])
-        return (const float *)j->in[k] + at;
-    tg_bf16_widen_run((const uint16_t *)j->in[k] + at, tmp, (size_t)(np * B));
-    return tmp;
+    int64_t at = (r * j->HW + k) * B;
+    return j->in_bf16[i] ? tg_bf16x16_widen((const uint16_t *)j->in[i] + at)
+                         : load((const float *)j->in[i] + at);
 }
 
-/* Where the output's pixels [k0, k0 + np) of row r are computed: in place,
- * or in tmp, then stored by put_pixels. */
-static float *out_pixels(const norm_blocked *j, int64_t r, int64_t k0, float *tmp)
+static inline void put_pixel(const norm_blocked *j, int64_t r, int64_t k, vb v)
 {
-    return j->out_bf16 ? tmp : (float *)j->out + (r * j->HW + k0) * B;
-}
-
-static void put_pixels(const norm_blocked *j, int64_t r, int64_t k0, int64_t np, const float *y)
-{
+    int64_t at = (r * j->HW + k) * B;
     if (j->out_bf16)
-        tg_bf16_narrow_run(y, (uint16_t *)j->out + (r * j->HW + k0) * B, (size_t)(np * B));
-}
-
-static int64_t piece(const norm_blocked *j, int64_t k0)
-{
-    return j->HW - k0 < PIECE ? j->HW - k0 : PIECE;
+        tg_bf16x16_narrow((uint16_t *)j->out + at, v);
+    else
+        store((float *)j->out + at, v);
 }
 
 /* The small f32 operands: statistics, gamma, beta. */
@@ -119,15 +104,10 @@ static void add_lanes(double *acc, vb s)
 /* The sum of x (sq: of (x - mean)^2) over row r, per lane, in float. */
 static vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean)
 {
-    float tmp[PIECE * B];
     vb a = splat(0.0f);
-    for (int64_t k0 = 0; k0 < j->HW; k0 += PIECE) {
-        int64_t np = piece(j, k0);
-        const float *x = pixels(j, 0, r, k0, np, tmp);
-        for (int64_t k = 0; k < np; k++) {
-            vb d = load(x + k * B) - mean;
-            a += sq ? d * d : load(x + k * B);
-        }
+    for (int64_t k = 0; k < j->HW; k++) {
+        vb x = pixel(j, 0, r, k), d = x - mean;
+        a += sq ? d * d : x;
     }
     return a;
 }
@@ -152,18 +132,13 @@ static void stats_block(const norm_blocked *j, int64_t cb)
 /* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x in[1]) */
 static void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2)
 {
-    float td[PIECE * B], tx[PIECE * B];
     for (int64_t n = 0; n < j->N; n++) {
         int64_t r = n * j->CB + cb;
         vb a = splat(0.0f), b = splat(0.0f);
-        for (int64_t k0 = 0; k0 < j->HW; k0 += PIECE) {
-            int64_t np = piece(j, k0);
-            const float *d = pixels(j, 0, r, k0, np, td), *xr = pixels(j, 1, r, k0, np, tx);
-            for (int64_t k = 0; k < np; k++) {
-                vb v = load(d + k * B);
-                a += v;
-                b += v * (load(xr + k * B) - mean);
-            }
+        for (int64_t k = 0; k < j->HW; k++) {
+            vb v = pixel(j, 0, r, k);
+            a += v;
+            b += v * (pixel(j, 1, r, k) - mean);
         }
         add_lanes(s1, a);
         add_lanes(s2, b);
@@ -232,18 +207,12 @@ static void elementwise_row(const norm_blocked *j, int64_t r)
             sh = (j->has_b ? load(vec(j, 2 + j->has_g) + cb * B) : splat(0.0f)) - mean * s;
     }
     int src = op == TG_OP_NORM_STATS_BWD ? 1 : 0;
-    float tin[PIECE * B], tout[PIECE * B];
-    for (int64_t k0 = 0; k0 < j->HW; k0 += PIECE) {
-        int64_t np = piece(j, k0);
-        const float *x = pixels(j, src, r, k0, np, tin);
-        float *y = out_pixels(j, r, k0, tout);
-        for (int64_t k = 0; k < np; k++) {
-            vb v = load(x + k * B);
-            store(y + k * B, op == TG_OP_NORM_APPLY         ? v * s + sh
-                             : op == TG_OP_NORM_APPLY_BWD_X ? v * s
-                                                            : a0 + a1 * (v - mean));
-        }
-        put_pixels(j, r, k0, np, y);
+    for (int64_t k = 0; k < j->HW; k++) {
+        vb v = pixel(j, src, r, k);
+        put_pixel(j, r, k,
+                  op == TG_OP_NORM_APPLY         ? v * s + sh
+                  : op == TG_OP_NORM_APPLY_BWD_X ? v * s
+                                                 : a0 + a1 * (v - mean));
     }
 }
 
