@@ -60,17 +60,34 @@ static inline tg_f32x16 sixteen(tg_op op, tg_f32x16 x, const uint16_t *b)
     return x;
 }
 
-TG_WIDE_KERNEL static void bf16_range(void *ctx, int64_t begin, int64_t end, int t)
+typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
+
+/* The loop, inlined into each copy below with its way of rounding (a
+ * constant pointer the compiler calls directly). */
+static inline __attribute__((always_inline)) void bf16_loop(const bf16_job *j, int64_t begin,
+                                                            int64_t end, narrow16_fn narrow16)
 {
-    (void)t;
-    const bf16_job *j = ctx;
     int64_t i = begin;
     for (; i + 16 <= end; i += 16)
-        tg_bf16x16_narrow(j->out + i,
-                          sixteen(j->op, tg_bf16x16_widen(j->a + i), j->b ? j->b + i : NULL));
+        narrow16(j->out + i, sixteen(j->op, tg_bf16x16_widen(j->a + i), j->b ? j->b + i : NULL));
     for (; i < end; i++)
         j->out[i] = one(j->op, j->a[i], j->b ? j->b[i] : 0);
 }
+
+TG_WIDE_KERNEL static void bf16_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    bf16_loop(ctx, begin, end, tg_bf16x16_narrow);
+}
+
+#if TG_BF16_HW
+TG_BF16_HW_TARGET __attribute__((flatten)) static void bf16_range_hw(void *ctx, int64_t begin,
+                                                                     int64_t end, int t)
+{
+    (void)t;
+    bf16_loop(ctx, begin, end, tg_bf16x16_narrow_hw);
+}
+#endif
 
 bool tg_elementwise_bf16_supported(const tg_tensor *node)
 {
@@ -85,6 +102,11 @@ bool tg_elementwise_bf16_run(const tg_kernel_args *a)
         return false;
     bf16_job j = {node->op, a->in[0], node->n_in > 1 ? a->in[1] : NULL, a->out};
     int64_t n = tg_numel(node);
-    tg_par_for(a->pool, n, n, bf16_range, &j);
+    tg_pool_fn fn = bf16_range;
+#if TG_BF16_HW
+    if (tg_bf16_hw())
+        fn = bf16_range_hw;
+#endif
+    tg_par_for(a->pool, n, n, fn, &j);
     return true;
 }

@@ -64,11 +64,16 @@ static inline vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k)
                          : load((const float *)j->in[i] + at);
 }
 
-static inline void put_pixel(const norm_blocked *j, int64_t r, int64_t k, vb v)
+typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
+
+/* narrow16: core/bf16.h's software rounding or the instruction's (the
+ * same bits), a constant the compiler calls directly once inlined. */
+static inline __attribute__((always_inline)) void put_pixel(const norm_blocked *j, int64_t r,
+                                                            int64_t k, vb v, narrow16_fn narrow16)
 {
     int64_t at = (r * j->HW + k) * B;
     if (j->out_bf16)
-        tg_bf16x16_narrow((uint16_t *)j->out + at, v);
+        narrow16((uint16_t *)j->out + at, v);
     else
         store((float *)j->out + at, v);
 }
@@ -186,7 +191,8 @@ TG_WIDE_KERNEL static void reduce_blocks(void *ctx, int64_t begin, int64_t end, 
  *   NORM_APPLY (x, stats, gamma?, beta?): x s + (beta - mean s)
  *   NORM_APPLY_BWD_X (dy, stats, gamma?): dy s
  *   NORM_STATS_BWD (dstats, x, stats): a0 + a1 (x - mean) */
-static void elementwise_row(const norm_blocked *j, int64_t r)
+static inline __attribute__((always_inline)) void elementwise_row(const norm_blocked *j, int64_t r,
+                                                                  narrow16_fn narrow16)
 {
     int64_t cb = r % j->CB;
     tg_op op = j->node->op;
@@ -212,7 +218,8 @@ static void elementwise_row(const norm_blocked *j, int64_t r)
         put_pixel(j, r, k,
                   op == TG_OP_NORM_APPLY         ? v * s + sh
                   : op == TG_OP_NORM_APPLY_BWD_X ? v * s
-                                                 : a0 + a1 * (v - mean));
+                                                 : a0 + a1 * (v - mean),
+                  narrow16);
     }
 }
 
@@ -220,8 +227,19 @@ TG_WIDE_KERNEL static void elementwise_rows(void *ctx, int64_t begin, int64_t en
 {
     (void)t;
     for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r);
+        elementwise_row(ctx, r, tg_bf16x16_narrow);
 }
+
+#if TG_BF16_HW
+/* With a bf16 output on a CPU with AVX-512 BF16: rounded by the instruction. */
+TG_BF16_HW_TARGET __attribute__((flatten)) static void elementwise_rows_hw(void *ctx, int64_t begin,
+                                                                           int64_t end, int t)
+{
+    (void)t;
+    for (int64_t r = begin; r < end; r++)
+        elementwise_row(ctx, r, tg_bf16x16_narrow_hw);
+}
+#endif
 
 /* A small operand (statistics, gamma, beta) as f32: itself, or its bf16
  * values converted into the step's scratch (compile/program.h,
@@ -242,6 +260,16 @@ static const float *small_f32(const void *v, tg_dtype type, int64_t n, unsigned 
         return v;
     tg_bf16_to_f32_array(v, f, (size_t)n);
     return f;
+}
+
+static tg_pool_fn rows_kernel(const norm_blocked *j)
+{
+#if TG_BF16_HW
+    if (j->out_bf16 && tg_bf16_hw())
+        return elementwise_rows_hw;
+#endif
+    (void)j;
+    return elementwise_rows;
 }
 
 void tg_norm_blocked_run(const tg_kernel_args *a)
@@ -278,7 +306,7 @@ void tg_norm_blocked_run(const tg_kernel_args *a)
         tg_par_for(a->pool, j.CB, 2 * n, reduce_blocks, &j);
         break;
     default:
-        tg_par_for(a->pool, j.N * j.CB, n, elementwise_rows, &j);
+        tg_par_for(a->pool, j.N * j.CB, n, rows_kernel(&j), &j);
         break;
     }
     if (small_out)

@@ -3,6 +3,7 @@
  * with the scalar ones on every f16 value. */
 #include "tg_test.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static uint32_t bits(float f)
@@ -98,12 +99,55 @@ static void test_bf16(void)
     tg_bf16_to_f32_array(b, y, 5);
     for (int i = 0; i < 5; i++)
         TG_CHECK(fabsf(y[i] - x[i]) <= fabsf(x[i]) * 0x1.0p-8f);
+    /* f32 subnormals become a zero of their sign (VCVTNEPS2BF16's rule);
+     * bf16 subnormals widen exactly */
+    TG_CHECK(tg_f32_to_bf16(from_bits(0x00000001)) == 0x0000);
+    TG_CHECK(tg_f32_to_bf16(from_bits(0x807fffff)) == 0x8000);
+    TG_CHECK(tg_f32_to_bf16(from_bits(0x00800000)) == 0x0080); /* the smallest normal */
+    TG_CHECK(tg_bf16_to_f32(0x0001) == from_bits(0x00010000));
+}
+
+/* The array conversion (16 at a time, by the instruction where the CPU has
+ * AVX-512 BF16) gives the scalar's bits on a sweep of the f32 patterns:
+ * every exponent with mantissas around the rounding boundaries, NaNs,
+ * infinities and subnormals of both signs, at lengths around 16. */
+static void test_bf16_array_matches_scalar(void)
+{
+    enum { N = 1 << 16 };
+    float *x = malloc(N * sizeof *x);
+    uint16_t *b = malloc(N * sizeof *b);
+    TG_CHECK(x && b);
+    if (!x || !b)
+        return;
+    static const uint32_t low[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0x18000};
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t sign = (i & 1u) << 31, exp = (i >> 1) & 0xffu, pick = (i >> 9) % 7u;
+        uint32_t mid = (i >> 12) << 17 & 0x007e0000u;
+        x[i] = from_bits(sign | exp << 23 | ((mid | low[pick]) & 0x007fffffu));
+    }
+    for (size_t len = 1; len <= 40; len += 13) {
+        tg_f32_to_bf16_array(x + 3, b, len);
+        for (size_t i = 0; i < len; i++)
+            TG_CHECK(b[i] == tg_f32_to_bf16(x[3 + i]));
+    }
+    tg_f32_to_bf16_array(x, b, N);
+    size_t bad = 0;
+    for (size_t i = 0; i < N; i++)
+        if (b[i] != tg_f32_to_bf16(x[i]) && bad++ < 5) {
+            uint32_t bits;
+            memcpy(&bits, &x[i], sizeof bits);
+            tg_test_fail(__FILE__, __LINE__, "f32 0x%08x: array 0x%04x, scalar 0x%04x",
+                         (unsigned)bits, b[i], tg_f32_to_bf16(x[i]));
+        }
+    free(x);
+    free(b);
 }
 
 int main(void)
 {
     TG_RUN(test_table);
     TG_RUN(test_f16_values);
+    TG_RUN(test_bf16_array_matches_scalar);
     TG_RUN(test_f16_round_trip_and_vectors);
     TG_RUN(test_bf16);
     return tg_test_finish();

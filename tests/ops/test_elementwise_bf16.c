@@ -16,8 +16,8 @@
 
 /* The bits of some values that rounding and the masks must get right. */
 static const uint16_t specials[] = {
-    0x7fc0, 0xffc1, 0x7f80, 0xff80, 0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x3f80, 0xbf80,
-    0x7f7f, 0xff7f, 0x4049, 0xc049, 0x3f81, 0x0080, 0x8080,
+    0x7fc0, 0xffc1, 0x7f80, 0xff80, 0x0000, 0x8000, 0x0001, 0x8001, 0x007f,
+    0x3f80, 0xbf80, 0x7f7f, 0xff7f, 0x4049, 0xc049, 0x3f81, 0x0080, 0x8080,
 };
 #define N_SPECIAL (sizeof specials / sizeof *specials)
 
@@ -52,9 +52,10 @@ static void check_op(tg_op op, tg_tensor *node, int64_t n, tg_pool *pool, uint64
     for (int64_t i = 0; i < n; i++) {
         uint16_t want = tg_f32_to_bf16(expected(op, a[i], b[i]));
         if (o[i] != want) {
-            tg_test_fail(__FILE__, __LINE__, "%s, length %lld, element %lld (0x%04x, 0x%04x): 0x%04x, "
-                         "want 0x%04x", tg_op_name(op), (long long)n, (long long)i, a[i], b[i],
-                         o[i], want);
+            tg_test_fail(__FILE__, __LINE__,
+                         "%s, length %lld, element %lld (0x%04x, 0x%04x): 0x%04x, "
+                         "want 0x%04x",
+                         tg_op_name(op), (long long)n, (long long)i, a[i], b[i], o[i], want);
             break;
         }
     }
@@ -74,7 +75,10 @@ static void test_matches_scalar_rounding(void)
             tg_graph *g = tg_graph_create();
             tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(n));
             tg_tensor *y = tg_input(g, "y", TG_F32, tg_shape1(n));
-            tg_tensor *ops[] = {tg_relu(g, x), tg_node_create(g, TG_OP_RELU_BWD, 2, (tg_tensor *[]){x, y}, &(tg_node_params){.i = {0}}), tg_add(g, x, y)};
+            tg_tensor *ops[] = {tg_relu(g, x),
+                                tg_node_create(g, TG_OP_RELU_BWD, 2, (tg_tensor *[]){x, y},
+                                               &(tg_node_params){.i = {0}}),
+                                tg_add(g, x, y)};
             TG_CHECK_OK(tg_graph_status(g));
             for (int k = 0; k < 3 && tg_graph_status(g) == TG_OK; k++) {
                 TG_CHECK(tg_elementwise_bf16_supported(ops[k]));
