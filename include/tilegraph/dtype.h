@@ -1,8 +1,10 @@
 /* tilegraph/dtype.h - element types and conversions between them.
  *
  * f16 is IEEE 754 binary16, bf16 is the top half of an f32. Conversions round
- * to nearest even, keep infinities and NaN, and flush nothing: subnormal f16
- * values are produced and read exactly.
+ * to nearest even and keep infinities and NaN. f16 flushes nothing: subnormal
+ * f16 values are produced and read exactly. f32 -> bf16 follows AVX-512
+ * BF16's VCVTNEPS2BF16 bit for bit (and uses it where present): an f32
+ * subnormal becomes a zero of its sign; bf16 -> f32 is exact.
  */
 #ifndef TILEGRAPH_DTYPE_H
 #define TILEGRAPH_DTYPE_H
