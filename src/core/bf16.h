@@ -114,6 +114,17 @@ static inline void tg_bf16x16_narrow(uint16_t *p, tg_f32x16 f)
 }
 
 #if TG_BF16_HW
+/* The same 16 widened by one VPMOVZXWD (GCC splits the generic form in
+ * two halves): only in a TG_BF16_HW_TARGET function. */
+static inline __attribute__((always_inline)) TG_BF16_HW_TARGET tg_f32x16
+tg_bf16x16_widen_hw(const uint16_t *p)
+{
+    __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16);
+    tg_f32x16 f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* The same 16 with VCVTNEPS2BF16: only in a TG_BF16_HW_TARGET function. */
 static inline __attribute__((always_inline)) TG_BF16_HW_TARGET void
 tg_bf16x16_narrow_hw(uint16_t *p, tg_f32x16 f)

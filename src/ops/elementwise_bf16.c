@@ -39,45 +39,53 @@ static inline uint16_t one(tg_op op, uint16_t a, uint16_t b)
     }
 }
 
-/* The same 16 at a time, in registers: a comparison's mask keeps the bits
- * (x < 0 is false for NaN, which passes through, as in the scalar form). */
-static inline tg_f32x16 sixteen(tg_op op, tg_f32x16 x, const uint16_t *b)
+typedef tg_f32x16 (*widen16_fn)(const uint16_t *);
+typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
+
+/* x's bits where keep is all ones, else +0 */
+static inline tg_f32x16 masked(tg_f32x16 x, tg_u32x16 keep)
 {
-    tg_u32x16 bits, keep;
+    tg_u32x16 bits;
     memcpy(&bits, &x, sizeof bits);
-    switch (op) {
-    case TG_OP_RELU:
-        keep = (tg_u32x16) ~(x < 0.0f);
-        break;
-    case TG_OP_RELU_BWD:
-        keep = (tg_u32x16)(tg_bf16x16_widen(b) > 0.0f);
-        break;
-    default:
-        return x + tg_bf16x16_widen(b);
-    }
     bits &= keep;
     memcpy(&x, &bits, sizeof x);
     return x;
 }
 
-typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
-
-/* The loop, inlined into each copy below with its way of rounding (a
- * constant pointer the compiler calls directly). */
-static inline __attribute__((always_inline)) void bf16_loop(const bf16_job *j, int64_t begin,
-                                                            int64_t end, narrow16_fn narrow16)
+/* The loop, inlined into each copy below with its conversions (constant
+ * pointers the compiler calls directly), one loop per op; 16 at a time in
+ * registers, a comparison's mask keeping the bits (x < 0 is false for NaN,
+ * which passes through, as in the scalar form), the tail one by one. */
+static inline __attribute__((always_inline)) void
+bf16_loop(const bf16_job *j, int64_t begin, int64_t end, widen16_fn widen16, narrow16_fn narrow16)
 {
+    const uint16_t *restrict a = j->a, *restrict b = j->b;
+    uint16_t *restrict o = j->out;
     int64_t i = begin;
-    for (; i + 16 <= end; i += 16)
-        narrow16(j->out + i, sixteen(j->op, tg_bf16x16_widen(j->a + i), j->b ? j->b + i : NULL));
+    switch (j->op) {
+    case TG_OP_RELU:
+        for (; i + 16 <= end; i += 16) {
+            tg_f32x16 x = widen16(a + i);
+            narrow16(o + i, masked(x, (tg_u32x16) ~(x < 0.0f)));
+        }
+        break;
+    case TG_OP_RELU_BWD:
+        for (; i + 16 <= end; i += 16)
+            narrow16(o + i, masked(widen16(a + i), (tg_u32x16)(widen16(b + i) > 0.0f)));
+        break;
+    default:
+        for (; i + 16 <= end; i += 16)
+            narrow16(o + i, widen16(a + i) + widen16(b + i));
+        break;
+    }
     for (; i < end; i++)
-        j->out[i] = one(j->op, j->a[i], j->b ? j->b[i] : 0);
+        o[i] = one(j->op, a[i], b ? b[i] : 0);
 }
 
 TG_WIDE_KERNEL static void bf16_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
-    bf16_loop(ctx, begin, end, tg_bf16x16_narrow);
+    bf16_loop(ctx, begin, end, tg_bf16x16_widen, tg_bf16x16_narrow);
 }
 
 #if TG_BF16_HW
@@ -85,7 +93,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void bf16_range_hw(void *ctx, 
                                                                      int64_t end, int t)
 {
     (void)t;
-    bf16_loop(ctx, begin, end, tg_bf16x16_narrow_hw);
+    bf16_loop(ctx, begin, end, tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw);
 }
 #endif
 

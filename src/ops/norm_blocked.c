@@ -57,23 +57,31 @@ typedef struct norm_blocked {
  * time converted in registers (core/bf16.h), so the engine need not stage
  * them (tg_kernel_args.in_type). */
 /* Pixel k of row r (= n * CB + cb) of 4-D input i as 16 floats. */
-static inline vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k)
+typedef tg_f32x16 (*widen16_fn)(const uint16_t *);
+typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
+
+/* The conversions a kernel copy uses: core/bf16.h's generic ones, or the
+ * AVX-512 BF16 instructions' (the same bits); constant pointers that the
+ * compiler calls directly once everything below is inlined. */
+typedef struct convert16 {
+    widen16_fn widen;
+    narrow16_fn narrow;
+} convert16;
+
+static inline __attribute__((always_inline)) vb pixel(const norm_blocked *j, int i, int64_t r,
+                                                      int64_t k, convert16 cv)
 {
     int64_t at = (r * j->HW + k) * B;
-    return j->in_bf16[i] ? tg_bf16x16_widen((const uint16_t *)j->in[i] + at)
+    return j->in_bf16[i] ? cv.widen((const uint16_t *)j->in[i] + at)
                          : load((const float *)j->in[i] + at);
 }
 
-typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
-
-/* narrow16: core/bf16.h's software rounding or the instruction's (the
- * same bits), a constant the compiler calls directly once inlined. */
 static inline __attribute__((always_inline)) void put_pixel(const norm_blocked *j, int64_t r,
-                                                            int64_t k, vb v, narrow16_fn narrow16)
+                                                            int64_t k, vb v, convert16 cv)
 {
     int64_t at = (r * j->HW + k) * B;
     if (j->out_bf16)
-        narrow16((uint16_t *)j->out + at, v);
+        cv.narrow((uint16_t *)j->out + at, v);
     else
         store((float *)j->out + at, v);
 }
@@ -107,26 +115,28 @@ static void add_lanes(double *acc, vb s)
 }
 
 /* The sum of x (sq: of (x - mean)^2) over row r, per lane, in float. */
-static vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean)
+static inline __attribute__((always_inline)) vb row_sum(const norm_blocked *j, int64_t r, bool sq,
+                                                        vb mean, convert16 cv)
 {
     vb a = splat(0.0f);
     for (int64_t k = 0; k < j->HW; k++) {
-        vb x = pixel(j, 0, r, k), d = x - mean;
+        vb x = pixel(j, 0, r, k, cv), d = x - mean;
         a += sq ? d * d : x;
     }
     return a;
 }
 
-static void stats_block(const norm_blocked *j, int64_t cb)
+static inline __attribute__((always_inline)) void stats_block(const norm_blocked *j, int64_t cb,
+                                                              convert16 cv)
 {
     double s[B] = {0}, ss[B] = {0}, count = (double)(j->N * j->HW);
     vb zero = splat(0.0f), mean;
     for (int64_t n = 0; n < j->N; n++)
-        add_lanes(s, row_sum(j, n * j->CB + cb, false, zero));
+        add_lanes(s, row_sum(j, n * j->CB + cb, false, zero, cv));
     for (int i = 0; i < B; i++)
         mean[i] = (float)(s[i] / count);
     for (int64_t n = 0; n < j->N; n++)
-        add_lanes(ss, row_sum(j, n * j->CB + cb, true, mean));
+        add_lanes(ss, row_sum(j, n * j->CB + cb, true, mean, cv));
     float *out = j->out;
     for (int i = 0; i < B; i++) {
         out[cb * B + i] = mean[i];
@@ -135,15 +145,16 @@ static void stats_block(const norm_blocked *j, int64_t cb)
 }
 
 /* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x in[1]) */
-static void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2)
+static inline __attribute__((always_inline)) void
+dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2, convert16 cv)
 {
     for (int64_t n = 0; n < j->N; n++) {
         int64_t r = n * j->CB + cb;
         vb a = splat(0.0f), b = splat(0.0f);
         for (int64_t k = 0; k < j->HW; k++) {
-            vb v = pixel(j, 0, r, k);
+            vb v = pixel(j, 0, r, k, cv);
             a += v;
-            b += v * (pixel(j, 1, r, k) - mean);
+            b += v * (pixel(j, 1, r, k, cv) - mean);
         }
         add_lanes(s1, a);
         add_lanes(s2, b);
@@ -152,12 +163,13 @@ static void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, doub
 
 /* NORM_APPLY_BWD_STATS (dy, x, stats, gamma?) and NORM_APPLY_BWD_AFFINE
  * (dy, x, stats): both from the sums of dy and dy (x - mean). */
-static void bwd_sums_block(const norm_blocked *j, int64_t cb)
+static inline __attribute__((always_inline)) void bwd_sums_block(const norm_blocked *j, int64_t cb,
+                                                                 convert16 cv)
 {
     vb mean, rstd;
     mean_rstd(j, vec(j, 2), cb, &mean, &rstd);
     double s1[B] = {0}, s2[B] = {0};
-    dy_sums(j, mean, cb, s1, s2);
+    dy_sums(j, mean, cb, s1, s2, cv);
     bool stats = j->node->op == TG_OP_NORM_APPLY_BWD_STATS;
     vb g = gamma_of(stats && j->has_g ? vec(j, 3) : NULL, cb);
     float *out = j->out;
@@ -174,17 +186,36 @@ static void bwd_sums_block(const norm_blocked *j, int64_t cb)
     }
 }
 
+#define CONVERT_GENERIC ((convert16){tg_bf16x16_widen, tg_bf16x16_narrow})
+#if TG_BF16_HW
+#define CONVERT_HW ((convert16){tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw})
+#endif
+
+static inline __attribute__((always_inline)) void reduce_loop(const norm_blocked *j, int64_t begin,
+                                                              int64_t end, convert16 cv)
+{
+    for (int64_t cb = begin; cb < end; cb++) {
+        if (j->node->op == TG_OP_NORM_STATS)
+            stats_block(j, cb, cv);
+        else
+            bwd_sums_block(j, cb, cv);
+    }
+}
+
 TG_WIDE_KERNEL static void reduce_blocks(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
-    const norm_blocked *j = ctx;
-    for (int64_t cb = begin; cb < end; cb++) {
-        if (j->node->op == TG_OP_NORM_STATS)
-            stats_block(j, cb);
-        else
-            bwd_sums_block(j, cb);
-    }
+    reduce_loop(ctx, begin, end, CONVERT_GENERIC);
 }
+
+#if TG_BF16_HW
+TG_BF16_HW_TARGET __attribute__((flatten)) static void reduce_blocks_hw(void *ctx, int64_t begin,
+                                                                        int64_t end, int t)
+{
+    (void)t;
+    reduce_loop(ctx, begin, end, CONVERT_HW);
+}
+#endif
 
 /* The element-wise ops over row r = (n, cb), each lane with the NCHW
  * kernel's formula (ops/norm.c), so both layouts give the same bits:
@@ -192,7 +223,7 @@ TG_WIDE_KERNEL static void reduce_blocks(void *ctx, int64_t begin, int64_t end, 
  *   NORM_APPLY_BWD_X (dy, stats, gamma?): dy s
  *   NORM_STATS_BWD (dstats, x, stats): a0 + a1 (x - mean) */
 static inline __attribute__((always_inline)) void elementwise_row(const norm_blocked *j, int64_t r,
-                                                                  narrow16_fn narrow16)
+                                                                  convert16 cv)
 {
     int64_t cb = r % j->CB;
     tg_op op = j->node->op;
@@ -214,12 +245,12 @@ static inline __attribute__((always_inline)) void elementwise_row(const norm_blo
     }
     int src = op == TG_OP_NORM_STATS_BWD ? 1 : 0;
     for (int64_t k = 0; k < j->HW; k++) {
-        vb v = pixel(j, src, r, k);
+        vb v = pixel(j, src, r, k, cv);
         put_pixel(j, r, k,
                   op == TG_OP_NORM_APPLY         ? v * s + sh
                   : op == TG_OP_NORM_APPLY_BWD_X ? v * s
                                                  : a0 + a1 * (v - mean),
-                  narrow16);
+                  cv);
     }
 }
 
@@ -227,7 +258,7 @@ TG_WIDE_KERNEL static void elementwise_rows(void *ctx, int64_t begin, int64_t en
 {
     (void)t;
     for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r, tg_bf16x16_narrow);
+        elementwise_row(ctx, r, CONVERT_GENERIC);
 }
 
 #if TG_BF16_HW
@@ -237,7 +268,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void elementwise_rows_hw(void 
 {
     (void)t;
     for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r, tg_bf16x16_narrow_hw);
+        elementwise_row(ctx, r, CONVERT_HW);
 }
 #endif
 
@@ -262,14 +293,19 @@ static const float *small_f32(const void *v, tg_dtype type, int64_t n, unsigned 
     return f;
 }
 
-static tg_pool_fn rows_kernel(const norm_blocked *j)
+/* The copy for the operands: with bf16 among them on a CPU with AVX-512
+ * BF16, the one converting by its instructions. */
+static tg_pool_fn kernel_for(const norm_blocked *j, bool reduce)
 {
+    bool any = j->out_bf16;
+    for (int k = 0; k < 4; k++)
+        any |= j->in_bf16[k];
 #if TG_BF16_HW
-    if (j->out_bf16 && tg_bf16_hw())
-        return elementwise_rows_hw;
+    if (any && tg_bf16_hw())
+        return reduce ? reduce_blocks_hw : elementwise_rows_hw;
 #endif
-    (void)j;
-    return elementwise_rows;
+    (void)any;
+    return reduce ? reduce_blocks : elementwise_rows;
 }
 
 void tg_norm_blocked_run(const tg_kernel_args *a)
@@ -303,10 +339,10 @@ void tg_norm_blocked_run(const tg_kernel_args *a)
     case TG_OP_NORM_STATS:
     case TG_OP_NORM_APPLY_BWD_STATS:
     case TG_OP_NORM_APPLY_BWD_AFFINE:
-        tg_par_for(a->pool, j.CB, 2 * n, reduce_blocks, &j);
+        tg_par_for(a->pool, j.CB, 2 * n, kernel_for(&j, true), &j);
         break;
     default:
-        tg_par_for(a->pool, j.N * j.CB, n, rows_kernel(&j), &j);
+        tg_par_for(a->pool, j.N * j.CB, n, kernel_for(&j, false), &j);
         break;
     }
     if (small_out)

@@ -1,8 +1,8 @@
 /* tests/ops/test_elementwise_bf16.c - ReLU, its gradient and add read and
  * written in bf16 (ops/elementwise_bf16.c) give, element by element, the
- * f32 formula on the widened values rounded as tg_f32_to_bf16 rounds:
- * special values (NaN, infinities, signed zeros, subnormals, rounding
- * ties) and lengths around the 16-wide vectors, on 1 and 2 threads. */
+ * f32 formula on the widened values rounded as tg_f32_to_bf16 rounds (a
+ * NaN for a NaN, whose payload C leaves open): special values (NaN, infinities, signed zeros,
+ * subnormals, rounding ties) and lengths around the 16-wide vectors, on 1 and 2 threads. */
 #include "tg_test.h"
 
 #include "core/pool.h"
@@ -11,6 +11,7 @@
 #include "tilegraph/dtype.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +52,9 @@ static void check_op(tg_op op, tg_tensor *node, int64_t n, tg_pool *pool, uint64
     TG_CHECK(tg_elementwise_bf16_run(&k));
     for (int64_t i = 0; i < n; i++) {
         uint16_t want = tg_f32_to_bf16(expected(op, a[i], b[i]));
-        if (o[i] != want) {
+        /* which operand's NaN a sum of two NaNs carries is the compiler's choice */
+        bool both_nan = (want & 0x7fff) > 0x7f80 && (o[i] & 0x7fff) > 0x7f80;
+        if (o[i] != want && !both_nan) {
             tg_test_fail(__FILE__, __LINE__,
                          "%s, length %lld, element %lld (0x%04x, 0x%04x): 0x%04x, "
                          "want 0x%04x",
