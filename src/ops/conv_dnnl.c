@@ -669,26 +669,13 @@ void tg_conv_dnnl_free(void *state)
     tg_free(st);
 }
 
-/* Failing here means oneDNN could not allocate a few bytes of bookkeeping
- * for memory objects it was already shown to accept at compile time: no
- * result can be produced, and kernels have no status to return. */
-static void run_failed(dnnl_status_t s)
-{
-    tg_dnnl_check(s, "running a conv2d primitive");
-    fprintf(stderr, "tilegraph: %s\n", tg_error_message());
-    abort();
-}
+#define RUN_WHAT "running a conv2d primitive"
 
 /* A memory object over ptr (none for an empty descriptor). */
 static dnnl_memory_t mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, void *ptr)
 {
-    dnnl_memory_t m = NULL;
-    if (md->ndims == 0)
-        return NULL;
-    dnnl_status_t s = dnnl_memory_create(&m, md, eng, ptr);
-    if (s != dnnl_success)
-        run_failed(s);
-    return m;
+    (void)eng; /* the process's one engine */
+    return tg_dnnl_memory(md, ptr, RUN_WHAT);
 }
 
 static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *args)
@@ -697,7 +684,7 @@ static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_
     if (s == dnnl_success)
         s = dnnl_stream_wait(stream);
     if (s != dnnl_success)
-        run_failed(s);
+        tg_dnnl_run_failed(s, RUN_WHAT);
 }
 
 /* Reorder role k between its plain memory and its inner copy. */
@@ -736,7 +723,7 @@ static dnnl_stream_t new_stream(dnnl_engine_t eng)
     dnnl_stream_t stream = NULL;
     dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
     if (s != dnnl_success)
-        run_failed(s);
+        tg_dnnl_run_failed(s, RUN_WHAT);
     return stream;
 }
 

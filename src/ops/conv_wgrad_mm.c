@@ -22,7 +22,6 @@
 #include "core/alloc.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 struct tg_wgrad_mm {
@@ -207,25 +206,11 @@ void tg_wgrad_mm_free(tg_wgrad_mm *m)
     tg_free(m);
 }
 
-/* Failing here means oneDNN could not allocate bookkeeping for memory it
- * accepted at compile time: kernels have no status to return. */
-static void run_failed(dnnl_status_t s)
-{
-    tg_dnnl_check(s, "running the weight-gradient matmul");
-    fprintf(stderr, "tilegraph: %s\n", tg_error_message());
-    abort();
-}
+#define RUN_WHAT "running the weight-gradient matmul"
 
 static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *ptr)
 {
-    tg_status ts;
-    dnnl_memory_t m = NULL;
-    if (md->ndims == 0)
-        return NULL;
-    dnnl_status_t s = dnnl_memory_create(&m, md, tg_dnnl_engine(&ts), ptr);
-    if (s != dnnl_success)
-        run_failed(s);
-    return m;
+    return tg_dnnl_memory(md, ptr, RUN_WHAT);
 }
 
 static void exec(dnnl_primitive_t prim, int n, dnnl_exec_arg_t *args)
@@ -240,7 +225,7 @@ static void exec(dnnl_primitive_t prim, int n, dnnl_exec_arg_t *args)
     if (stream)
         dnnl_stream_destroy(stream);
     if (s != dnnl_success)
-        run_failed(s);
+        tg_dnnl_run_failed(s, RUN_WHAT);
     for (int i = 0; i < n; i++)
         if (args[i].memory)
             dnnl_memory_destroy(args[i].memory);

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -44,6 +45,25 @@ dnnl_status_t tg_dnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim
 {
     dnnl_format_tag_t tag = ndims == 5 ? dnnl_goihw : ndims == 4 ? dnnl_nchw : dnnl_a;
     return dnnl_memory_desc_init_by_tag(md, ndims, dims, dt, tag);
+}
+
+_Noreturn void tg_dnnl_run_failed(dnnl_status_t s, const char *what)
+{
+    tg_dnnl_check(s, what);
+    fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+    abort();
+}
+
+dnnl_memory_t tg_dnnl_memory(const dnnl_memory_desc_t *md, void *ptr, const char *what)
+{
+    tg_status ts;
+    dnnl_memory_t m = NULL;
+    if (md->ndims == 0)
+        return NULL;
+    dnnl_status_t s = dnnl_memory_create(&m, md, tg_dnnl_engine(&ts), ptr);
+    if (s != dnnl_success)
+        tg_dnnl_run_failed(s, what);
+    return m;
 }
 
 void tg_dnnl_threads(int n)

@@ -28,6 +28,15 @@ tg_status tg_dnnl_check(dnnl_status_t s, const char *what);
 dnnl_status_t tg_dnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
                                dnnl_data_type_t dt);
 
+/* Running a primitive planned at compile time failed (oneDNN could not
+ * allocate bookkeeping for memory it accepted then): kernels have no status
+ * to return, so this prints "<what>: oneDNN <status>" and aborts. */
+_Noreturn void tg_dnnl_run_failed(dnnl_status_t s, const char *what);
+
+/* A memory object of md over ptr on the process's engine (NULL for an empty
+ * descriptor); tg_dnnl_run_failed(what) if oneDNN refuses it. */
+dnnl_memory_t tg_dnnl_memory(const dnnl_memory_desc_t *md, void *ptr, const char *what);
+
 /* Make the calling thread's next OpenMP regions (oneDNN's) use n threads. */
 void tg_dnnl_threads(int n);
 
