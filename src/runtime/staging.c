@@ -55,7 +55,7 @@ typedef struct chunk_job {
     const tg_program *p;
     const tg_step *st;
     const tg_kernel_args *a;
-    const tg_stage_opts *o;
+    const tg_update_opts *o;
     int64_t n;
     bool in_staged[TG_ELEMENTWISE_MAX_INPUTS + 1], out_staged; /* the step's, once */
 } chunk_job;
@@ -121,7 +121,7 @@ static void chunk_range(void *ctx, int64_t begin, int64_t end, int part)
 }
 
 static void stage_in_chunks(const tg_program *p, const tg_step *st, const tg_kernel_args *a,
-                            const tg_stage_opts *o)
+                            const tg_update_opts *o)
 {
     const tg_tensor *t = a->node;
     /* an update's output is empty: its length is its weight's */
@@ -136,11 +136,17 @@ static void stage_in_chunks(const tg_program *p, const tg_step *st, const tg_ker
         chunk_range(&j, 0, chunks, 0);
 }
 
-void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a, const tg_stage_opts *o)
+void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
+                  const tg_update_opts *o)
 {
     const tg_tensor *t = a->node;
     const tg_op_def *def = tg_op_get(t->op);
     if (!st->staged) {
+        /* an update reading bf16 itself unscales and rounds as staging would */
+        tg_update_opts u = *o;
+        if (!tg_step_unscales_gradient(p, st))
+            u.grad_unscale = 1.0f;
+        a->update = tg_is_weight_update(t) ? &u : NULL;
         def->forward(a);
         return;
     }
