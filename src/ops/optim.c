@@ -201,7 +201,10 @@ static inline void sgd_loop(const sgd_job *j, float *restrict p, float *restrict
         SGD_CASES(g[i]);
 }
 
-TG_WIDE_KERNEL static void sgd_range(void *ctx, int64_t begin, int64_t end, int thread)
+/* Not compiled per instruction set: the f32 SGD step is bound by memory,
+ * and its AVX-512 copy measured no faster (Adam's, with its divisions and
+ * square roots, is a quarter faster). */
+static void sgd_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const sgd_job *j = ctx;
     sgd_loop(j, j->p + begin, j->buf ? j->buf + begin : NULL, j->g + begin, end - begin);
