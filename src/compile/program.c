@@ -431,6 +431,8 @@ static bool native_operand(const tg_program *p, const tg_tensor *v, int b)
 
 size_t tg_step_native_scratch(const tg_tensor *t)
 {
+    if (tg_op_update_reads_bf16(t))
+        return 0;
     size_t bytes = t->shape.ndim == 4 ? 0 : tg_align((size_t)tg_numel(t) * sizeof(float));
     for (int k = 0; k < t->n_in; k++)
         if (t->in[k]->shape.ndim != 4)
@@ -447,6 +449,16 @@ static bool all_bf16(const tg_program *p, const tg_step *st, const tg_tensor *t)
     return all;
 }
 
+/* A weight update reads bf16 itself when it has an operand in bf16 (in
+ * f32 with loss scaling it stays staged: only its gradient is copied). */
+static bool some_bf16(const tg_program *p, const tg_step *st, const tg_tensor *t)
+{
+    bool some = false;
+    for (int k = 0; k < t->n_in; k++)
+        some |= st->in[k] >= 0 && p->buffers[st->in[k]].dtype == TG_BF16;
+    return some;
+}
+
 bool tg_step_reads_native(const tg_program *p, const tg_step *st)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
@@ -456,6 +468,8 @@ bool tg_step_reads_native(const tg_program *p, const tg_step *st)
         return false;
     if (tg_elementwise_bf16_supported(t))
         return all_bf16(p, st, t);
+    if (tg_op_update_reads_bf16(t) && !some_bf16(p, st, t))
+        return false;
     for (int k = 0; k < t->n_in; k++)
         if (!native_operand(p, t->in[k], st->in[k]))
             return false;
@@ -470,9 +484,18 @@ bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k)
         return false;
     if ((p->plans && p->plans[st->node].native_storage) || tg_step_reads_native(p, st))
         return false;
-    bool unscaled_grad = tg_is_weight_update(t) && k == t->n_in - 1 &&
-                         p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
-    return p->buffers[b].dtype != t->in[k]->dtype || unscaled_grad;
+    return p->buffers[b].dtype != t->in[k]->dtype ||
+           (k == t->n_in - 1 && tg_step_unscales_gradient(p, st));
+}
+
+bool tg_step_unscales_gradient(const tg_program *p, const tg_step *st)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    int b = st->in[t->n_in - 1];
+    if (!tg_is_weight_update(t) || b < 0)
+        return false;
+    return p->buffers[b].dtype != t->in[t->n_in - 1]->dtype ||
+           p->precision.loss_scaling != TG_LOSS_SCALING_NONE;
 }
 
 bool tg_step_stages_output(const tg_program *p, const tg_step *st)

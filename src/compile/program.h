@@ -280,9 +280,14 @@ bool tg_step_stages_input(const tg_program *p, const tg_step *st, int k);
  * tg_kernel_args.in_type / out_type and stages nothing. */
 bool tg_step_reads_native(const tg_program *p, const tg_step *st);
 /* The f32 copies such a step makes of its operands that are not 4-D (batch
- * norm's statistics, gamma, beta), after its kernel scratch. */
+ * norm's statistics, gamma, beta), after its kernel scratch; none for a
+ * weight update (it widens a block at a time on its stack). */
 size_t tg_step_native_scratch(const tg_tensor *t);
 bool tg_step_stages_output(const tg_program *p, const tg_step *st);
+/* Whether step st, a weight update, multiplies its gradient by the
+ * unscale (tg_update_opts.grad_unscale): when the gradient is stored in
+ * half precision or loss scaling is on, staged or read natively alike. */
+bool tg_step_unscales_gradient(const tg_program *p, const tg_step *st);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

@@ -64,6 +64,17 @@ static inline uint16_t tg_bf16_narrow(float f)
     return (uint16_t)(pick >> 16);
 }
 
+/* Stochastic rounding with the random bits r (their low 16 used): up with
+ * probability the dropped fraction; infinities and NaN as tg_bf16_narrow.
+ * tg_convert_stochastic's, inline for the weight updates (ops/optim.c). */
+static inline uint16_t tg_bf16_narrow_stochastic(float f, uint32_t r)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t up = (uint16_t)((x + (r & 0xffffu)) >> 16);
+    return (x & 0x7f800000u) == 0x7f800000u ? tg_bf16_narrow(f) : up;
+}
+
 static inline void tg_bf16_widen_run(const uint16_t *src, float *dst, size_t n)
 {
     for (size_t i = 0; i < n; i++)

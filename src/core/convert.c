@@ -2,6 +2,7 @@
 #include "core/convert.h"
 #include "core/clones.h"
 
+#include "core/bf16.h"
 #include "core/rng.h"
 
 #include <math.h>
@@ -43,23 +44,6 @@ void tg_convert(const void *src, tg_dtype sd, void *dst, tg_dtype dd, size_t n)
     }
 }
 
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-/* bf16 keeps the top 16 bits: adding a uniform 16-bit value to the bits
- * below and truncating rounds up with probability equal to the remainder. */
-static uint16_t bf16_stochastic(float x, uint32_t r16)
-{
-    if (!isfinite(x))
-        return tg_f32_to_bf16(x);
-    uint32_t u = bits_of(x) + (r16 & 0xffffu);
-    return (uint16_t)(u >> 16);
-}
-
 /* f16: find the two representable neighbours by magnitude and pick one. */
 static uint16_t f16_stochastic(float x, float r)
 {
@@ -82,8 +66,12 @@ void tg_convert_stochastic(const float *src, void *dst, tg_dtype dd, size_t n, u
 {
     uint16_t *d = dst;
     if (dd == TG_BF16) {
+        /* bf16 keeps the top 16 bits: adding a uniform 16-bit value to the
+         * bits below and truncating rounds up with probability equal to the
+         * remainder (core/bf16.h) */
         for (size_t i = 0; i < n; i++)
-            d[i] = bf16_stochastic(src[i], (uint32_t)tg_hash64(key ^ tg_hash64(first + i)));
+            d[i] =
+                tg_bf16_narrow_stochastic(src[i], (uint32_t)tg_hash64(key ^ tg_hash64(first + i)));
     } else if (dd == TG_F16) {
         for (size_t i = 0; i < n; i++)
             d[i] = f16_stochastic(src[i], tg_hash_uniform(key, first + i));

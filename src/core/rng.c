@@ -3,14 +3,6 @@
 
 #include <math.h>
 
-uint64_t tg_hash64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 void tg_rng_seed(tg_rng *r, uint64_t seed)
 {
     uint64_t x = seed;

@@ -23,8 +23,15 @@ double tg_rng_normal(tg_rng *r);
 /* Uniform integer in [0, n), without modulo bias. */
 uint64_t tg_rng_below(tg_rng *r, uint64_t n);
 
-/* Mix a 64-bit value (splitmix64 finaliser). */
-uint64_t tg_hash64(uint64_t x);
+/* Mix a 64-bit value (splitmix64 finaliser). Inline: the weight updates'
+ * stochastic rounding hashes every element in vectorised loops. */
+static inline uint64_t tg_hash64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
 /* Uniform in [0, 1) from (key, counter), 24 random bits: exact in float. */
 float tg_hash_uniform(uint64_t key, uint64_t counter);
 

@@ -34,6 +34,17 @@
 
 #include <stddef.h>
 
+/* How a weight update treats its gradient and rounds what it writes back
+ * into half precision: the engine's staging does it for a staged update
+ * (runtime/staging.c), an update that reads bf16 itself does the same
+ * (tg_kernel_args.update). */
+typedef struct tg_update_opts {
+    float grad_unscale; /* the optimizer's gradient is multiplied by this (1/loss scale) */
+    bool stochastic;    /* round the update's in-place writes stochastically */
+    uint64_t round_key; /* for stochastic rounding: differs per update and step */
+    int64_t first;      /* the element the kernel's first one is (a shard's start) */
+} tg_update_opts;
+
 typedef struct tg_kernel_args {
     const tg_tensor *node;
     void *in[TG_MAX_INPUTS];
@@ -57,6 +68,10 @@ typedef struct tg_kernel_args {
      * precision themselves (tg_op_reads_bf16); TG_F32 (0) for every other
      * kernel, whose operands the engine stages through f32. */
     tg_dtype in_type[TG_MAX_INPUTS], out_type;
+    /* A weight update given its operands' storage types (in_type): how to
+     * unscale its gradient and round its bf16 writes, as staging would;
+     * NULL for every other kernel. */
+    const tg_update_opts *update;
 } tg_kernel_args;
 
 /* The blocked activation layout, oneDNN's nChw16c: [N][C/16][H][W][16], so
@@ -138,6 +153,10 @@ bool tg_op_is_elementwise(const tg_tensor *node);
  * same element of its inputs alone: SGD, Adam and AdamW; not LAMB, whose
  * trust ratio needs whole-tensor norms. */
 bool tg_op_update_is_elementwise(const tg_tensor *node);
+/* Whether node is a weight update whose kernel reads and writes operands
+ * stored in bf16 as they are (tg_kernel_args.in_type and update): SGD, Adam
+ * and AdamW (ops/optim.c). */
+bool tg_op_update_reads_bf16(const tg_tensor *node);
 /* Whether node's kernel reads and writes its bf16-stored 4-D operands as
  * they are (tg_kernel_args.in_type, out_type) when it runs blocked: batch
  * norm's ops (ops/norm_blocked.c). */

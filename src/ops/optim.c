@@ -32,12 +32,17 @@
  * As in PyTorch, the per-update scalars (lr, bias corrections) are computed
  * in double and the element loops run in f32. The fast kernels are plain
  * loops over contiguous memory, one per case, so the compiler vectorises
- * them; large tensors are split over the device's threads.
+ * them; large tensors are split over the device's threads. SGD, Adam and
+ * AdamW also read and write operands stored in bf16 in place, with the
+ * bits of staging them through f32 ("operands stored in bf16" below).
  */
 #include "ops/op.h"
 #include "graph/optim_params.h"
 
+#include "core/bf16.h"
+#include "core/clones.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 #include <math.h>
 #if defined(__SSE__)
@@ -129,11 +134,24 @@ static void run_split(tg_pool *pool, int64_t n, tg_pool_fn fn, void *ctx)
         tg_pool_for(pool, n, fn, ctx);
 }
 
+/* An update's operands when some are stored in bf16, or its gradient is to
+ * be unscaled (tg_kernel_args.update): see "operands stored in bf16". */
+typedef struct half_ops {
+    void *at[4]; /* operand k's storage, the whole tensor */
+    bool bf16[4];
+    int n_in, n_mutated;
+    float unscale; /* the gradient's factor; 1: none */
+    bool stochastic;
+    uint64_t key;
+    int64_t first; /* the index of element 0 for stochastic rounding */
+} half_ops;
+
 typedef struct sgd_job {
     float *p, *buf;
     const float *g;
     float lr, wd, momentum, keep; /* keep = 1 - dampening */
     bool first, nesterov;
+    half_ops half;
 } sgd_job;
 
 /* One loop per case, with the gradient-plus-decay expression D substituted,
@@ -172,36 +190,24 @@ typedef struct sgd_job {
             }                                                                                      \
     } while (0)
 
-static void sgd_range(void *ctx, int64_t begin, int64_t end, int thread)
+/* n elements, f32, in place: the f32 kernel and the bf16 one's blocks. */
+static inline void sgd_loop(const sgd_job *j, float *restrict p, float *restrict buf,
+                            const float *restrict g, int64_t n)
 {
-    const sgd_job *j = ctx;
-    float *restrict p = j->p + begin, *restrict buf = j->buf ? j->buf + begin : NULL;
-    const float *restrict g = j->g + begin;
     const float lr = j->lr, wd = j->wd, mom = j->momentum, keep = j->keep;
-    int64_t n = end - begin;
     if (wd != 0)
         SGD_CASES(g[i] + wd * p[i]);
     else
         SGD_CASES(g[i]);
 }
 
-static void fwd_sgd(const tg_kernel_args *a)
+/* Not compiled per instruction set: the f32 SGD step is bound by memory,
+ * and its AVX-512 copy measured no faster (Adam's, with its divisions and
+ * square roots, is a quarter faster). */
+static void sgd_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    const tg_tensor *node = a->node;
-    tg_optimizer o = tg_optim_params_get(&node->p);
-    bool has_buf = node->n_in == 3;
-    sgd_job j = {
-        .p = a->in[0],
-        .buf = has_buf ? a->in[1] : NULL,
-        .g = a->in[has_buf ? 2 : 1],
-        .lr = tg_lr_at(&o.lr, a->step),
-        .wd = o.weight_decay,
-        .momentum = o.momentum,
-        .keep = (float)(1.0 - (double)o.dampening),
-        .first = a->step <= 0,
-        .nesterov = o.nesterov,
-    };
-    run_split(a->pool, tg_numel(node->in[0]), sgd_range, &j);
+    const sgd_job *j = ctx;
+    sgd_loop(j, j->p + begin, j->buf ? j->buf + begin : NULL, j->g + begin, end - begin);
 }
 
 typedef struct adam_job {
@@ -210,6 +216,7 @@ typedef struct adam_job {
     float l2, shrink;     /* Adam: g += l2*p; AdamW: p *= shrink */
     float b1, c1, b2, c2; /* c = 1 - b */
     float step_size, bc2_sqrt, eps;
+    half_ops half;
 } adam_job;
 
 /* The Adam loop runs in chunks: moments (vectorised), square roots, then the
@@ -241,24 +248,160 @@ static void sqrt_block(float *x, int n)
         root[i] = vi;                                                                              \
     }
 
-static void adam_range(void *ctx, int64_t begin, int64_t end, int thread)
+/* One chunk of c <= ADAM_CHUNK elements, f32, in place: the f32 kernel
+ * and the bf16 one's blocks. */
+static inline void adam_chunk(const adam_job *j, float *restrict p, float *restrict m,
+                              float *restrict v, const float *restrict g, int c)
 {
-    const adam_job *j = ctx;
     const float l2 = j->l2, shrink = j->shrink, b1 = j->b1, c1 = j->c1, b2 = j->b2, c2 = j->c2;
     const float step_size = j->step_size, bc2_sqrt = j->bc2_sqrt, eps = j->eps;
     float root[ADAM_CHUNK];
+    if (l2 != 0)
+        ADAM_MOMENTS(g[i] + l2 * p[i])
+    else
+        ADAM_MOMENTS(g[i])
+    sqrt_block(root, c);
+    for (int i = 0; i < c; i++)
+        p[i] = p[i] * shrink - step_size * (m[i] / (root[i] / bc2_sqrt + eps));
+}
+
+TG_WIDE_KERNEL static void adam_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const adam_job *j = ctx;
     for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
         int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
-        float *restrict p = j->p + at, *restrict m = j->m + at, *restrict v = j->v + at;
-        const float *restrict g = j->g + at;
-        if (l2 != 0)
-            ADAM_MOMENTS(g[i] + l2 * p[i])
-        else
-            ADAM_MOMENTS(g[i])
-        sqrt_block(root, c);
-        for (int i = 0; i < c; i++)
-            p[i] = p[i] * shrink - step_size * (m[i] / (root[i] / bc2_sqrt + eps));
+        adam_chunk(j, j->p + at, j->m + at, j->v + at, j->g + at, c);
     }
+}
+
+/* ---- operands stored in bf16 ---------------------------------------------------------- */
+
+/* An update reading bf16 itself (tg_op_update_reads_bf16: the engine
+ * passes the storage types in in_type and its staging's options in
+ * update) runs the f32 loops above a chunk of ADAM_CHUNK elements at a
+ * time: the chunk's bf16 operands widened into f32 arrays on the stack
+ * (f32 ones used in place), the gradient multiplied by the unscale, the
+ * loop run, the updated operands narrowed back, to nearest or
+ * stochastically from the element's index. These are the values, the
+ * formula and the rounding of the staged path (runtime/staging.c), so its
+ * bits; but the conversions are inline in each instruction set's copy
+ * (TG_WIDE_KERNEL) rather than calls per chunk, and the arrays stay in L1. */
+
+/* Whether the update takes this path, and its operands if so. */
+static bool half_prepare(const tg_kernel_args *a, half_ops *h)
+{
+    const tg_tensor *node = a->node;
+    const tg_update_opts *u = a->update;
+    bool some = false;
+    *h = (half_ops){.n_in = node->n_in,
+                    .n_mutated = node->n_mutated,
+                    .unscale = u ? u->grad_unscale : 1.0f,
+                    .stochastic = u && u->stochastic,
+                    .key = u ? u->round_key : 0,
+                    .first = u ? u->first : 0};
+    for (int k = 0; k < node->n_in; k++) {
+        h->at[k] = a->in[k];
+        h->bf16[k] = a->in_type[k] == TG_BF16;
+        some |= h->bf16[k];
+    }
+    return some || h->unscale != 1.0f;
+}
+
+/* Operand k's elements [at, at + c) as f32: in place, or widened into blk. */
+static inline float *half_load(const half_ops *h, int k, int64_t at, int c, float *blk)
+{
+    if (!h->bf16[k])
+        return (float *)h->at[k] + at;
+    tg_bf16_widen_run((const uint16_t *)h->at[k] + at, blk, (size_t)c);
+    return blk;
+}
+
+/* The gradient's, times the unscale unless it is 1 (as staging: a copy). */
+static inline const float *half_grad(const half_ops *h, int64_t at, int c, float *blk)
+{
+    const float *g = half_load(h, h->n_in - 1, at, c, blk);
+    if (h->unscale == 1.0f)
+        return g;
+    for (int i = 0; i < c; i++)
+        blk[i] = g[i] * h->unscale;
+    return blk;
+}
+
+/* The updated operands x[k] (k < n_mutated) of elements [at, at + c) back
+ * into their bf16 storage (f32 ones the loop updated in place). Stochastic
+ * rounding draws as tg_convert_stochastic with key round_key ^ k and the
+ * element's index: hash(key ^ hash(index)), the inner hash once for all. */
+static inline void half_store(const half_ops *h, int64_t at, int c, float *const *x)
+{
+    uint64_t mix[ADAM_CHUNK];
+    if (h->stochastic)
+        for (int i = 0; i < c; i++)
+            mix[i] = tg_hash64((uint64_t)(h->first + at + i));
+    for (int k = 0; k < h->n_mutated; k++) {
+        if (!h->bf16[k])
+            continue;
+        uint16_t *d = (uint16_t *)h->at[k] + at;
+        const float *f = x[k];
+        uint64_t key = h->key ^ (uint64_t)k;
+        if (h->stochastic)
+            for (int i = 0; i < c; i++)
+                d[i] = tg_bf16_narrow_stochastic(f[i], (uint32_t)tg_hash64(key ^ mix[i]));
+        else
+            tg_bf16_narrow_run(f, d, (size_t)c);
+    }
+}
+
+TG_WIDE_KERNEL static void sgd_half_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const sgd_job *j = ctx;
+    const half_ops *h = &j->half;
+    float blk[3][ADAM_CHUNK];
+    for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
+        int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
+        float *x[2] = {half_load(h, 0, at, c, blk[0]),
+                       h->n_in == 3 ? half_load(h, 1, at, c, blk[1]) : NULL};
+        sgd_loop(j, x[0], x[1], half_grad(h, at, c, blk[2]), c);
+        half_store(h, at, c, x);
+    }
+}
+
+TG_WIDE_KERNEL static void adam_half_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const adam_job *j = ctx;
+    const half_ops *h = &j->half;
+    float blk[4][ADAM_CHUNK];
+    for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
+        int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
+        float *x[3] = {half_load(h, 0, at, c, blk[0]), half_load(h, 1, at, c, blk[1]),
+                       half_load(h, 2, at, c, blk[2])};
+        adam_chunk(j, x[0], x[1], x[2], half_grad(h, at, c, blk[3]), c);
+        half_store(h, at, c, x);
+    }
+}
+
+bool tg_op_update_reads_bf16(const tg_tensor *node)
+{
+    return tg_op_update_is_elementwise(node);
+}
+
+static void fwd_sgd(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_optimizer o = tg_optim_params_get(&node->p);
+    bool has_buf = node->n_in == 3;
+    sgd_job j = {
+        .p = a->in[0],
+        .buf = has_buf ? a->in[1] : NULL,
+        .g = a->in[has_buf ? 2 : 1],
+        .lr = tg_lr_at(&o.lr, a->step),
+        .wd = o.weight_decay,
+        .momentum = o.momentum,
+        .keep = (float)(1.0 - (double)o.dampening),
+        .first = a->step <= 0,
+        .nesterov = o.nesterov,
+    };
+    bool half = half_prepare(a, &j.half);
+    run_split(a->pool, tg_numel(node->in[0]), half ? sgd_half_range : sgd_range, &j);
 }
 
 /* The per-update scalars, in double as PyTorch computes them. */
@@ -451,7 +594,8 @@ static void fwd_adam(const tg_kernel_args *a)
         .bc2_sqrt = (float)s.bc2_sqrt,
         .eps = o.eps,
     };
-    run_split(a->pool, tg_numel(node->in[0]), adam_range, &j);
+    bool half = half_prepare(a, &j.half);
+    run_split(a->pool, tg_numel(node->in[0]), half ? adam_half_range : adam_range, &j);
 }
 
 bool tg_op_update_is_elementwise(const tg_tensor *node)

@@ -129,5 +129,6 @@ bool tg_op_is_elementwise(const tg_tensor *node)
 
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked)
 {
-    return (blocked && is_batch_norm_4d(node)) || tg_elementwise_bf16_supported(node);
+    return (blocked && is_batch_norm_4d(node)) || tg_elementwise_bf16_supported(node) ||
+           tg_op_update_reads_bf16(node);
 }

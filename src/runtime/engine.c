@@ -105,7 +105,7 @@ static tg_trace_channel *engine_channel(void)
  * the shard's start; the state buffers hold just the shard. Element-wise
  * updates make the result bit-identical to updating the whole tensor. */
 static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_tensor *t,
-                                   tg_kernel_args *a, tg_stage_opts *so, tg_tensor *node,
+                                   tg_kernel_args *a, tg_update_opts *so, tg_tensor *node,
                                    tg_tensor *in)
 {
     const tg_program *p = c->s->program;
@@ -166,7 +166,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             native_types(p, st, &a);
         int64_t offloaded = tg_streams_offloaded(c, st, t, &a, true, it);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
-        tg_stage_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
+        tg_update_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
         if (so.stochastic && ph == TG_PHASE_UPDATE)
             so.round_key = tg_hash64(
                 s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u + (uint64_t)t->id));

@@ -2,6 +2,8 @@
  * (gradient accumulation, the replicas' all-reduce, gradient clipping). */
 #include "runtime/staging.h"
 
+#include "core/bf16.h"
+#include "core/clones.h"
 #include "core/convert.h"
 
 #include <string.h>
@@ -55,7 +57,7 @@ typedef struct chunk_job {
     const tg_program *p;
     const tg_step *st;
     const tg_kernel_args *a;
-    const tg_stage_opts *o;
+    const tg_update_opts *o;
     int64_t n;
     bool in_staged[TG_ELEMENTWISE_MAX_INPUTS + 1], out_staged; /* the step's, once */
 } chunk_job;
@@ -121,7 +123,7 @@ static void chunk_range(void *ctx, int64_t begin, int64_t end, int part)
 }
 
 static void stage_in_chunks(const tg_program *p, const tg_step *st, const tg_kernel_args *a,
-                            const tg_stage_opts *o)
+                            const tg_update_opts *o)
 {
     const tg_tensor *t = a->node;
     /* an update's output is empty: its length is its weight's */
@@ -136,11 +138,17 @@ static void stage_in_chunks(const tg_program *p, const tg_step *st, const tg_ker
         chunk_range(&j, 0, chunks, 0);
 }
 
-void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a, const tg_stage_opts *o)
+void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
+                  const tg_update_opts *o)
 {
     const tg_tensor *t = a->node;
     const tg_op_def *def = tg_op_get(t->op);
     if (!st->staged) {
+        /* an update reading bf16 itself unscales and rounds as staging would */
+        tg_update_opts u = *o;
+        if (!tg_step_unscales_gradient(p, st))
+            u.grad_unscale = 1.0f;
+        a->update = tg_is_weight_update(t) ? &u : NULL;
         def->forward(a);
         return;
     }
@@ -188,9 +196,55 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a, con
 
 #define CHUNK 1024
 
+/* acc = g, or acc + g, then times scale unless it is 1: each case its own
+ * loop (G the gradient's element as f32, A the accumulator's, STORE its
+ * write), rounded where the f32 arithmetic of the chunked path rounds. */
+#define ACCUMULATE(A, G, STORE)                                                                    \
+    do {                                                                                           \
+        if (first && scale == 1.0f)                                                                \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                STORE(G);                                                                          \
+        else if (first)                                                                            \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                STORE((G)*scale);                                                                  \
+        else if (scale == 1.0f)                                                                    \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                STORE((A) + (G));                                                                  \
+        else                                                                                       \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                STORE(((A) + (G)) * scale);                                                        \
+    } while (0)
+
+#define STORE_BF16(x) ab[i] = tg_bf16_narrow(x)
+#define STORE_F32(x) af[i] = (x)
+
+/* Accumulation with bf16 on either side in one pass over acc and grad, the
+ * conversions inline in each instruction set's copy: the micro-batches'
+ * gradients are summed into bf16 accumulators (accumType auto in
+ * bf16.bf16) at every micro-batch. The bits of the chunked conversions. */
+TG_WIDE_KERNEL static void accumulate_bf16(void *acc, tg_dtype at, const void *grad, tg_dtype gt,
+                                           int64_t n, bool first, float scale)
+{
+    uint16_t *ab = acc;
+    float *af = acc;
+    const uint16_t *gb = grad;
+    const float *gf = grad;
+    if (at == TG_BF16 && gt == TG_BF16)
+        ACCUMULATE(tg_bf16_widen(ab[i]), tg_bf16_widen(gb[i]), STORE_BF16);
+    else if (at == TG_BF16)
+        ACCUMULATE(tg_bf16_widen(ab[i]), gf[i], STORE_BF16);
+    else
+        ACCUMULATE(af[i], tg_bf16_widen(gb[i]), STORE_F32);
+}
+
 void tg_accumulate_typed(void *acc, tg_dtype at, const void *grad, tg_dtype gt, int64_t n,
                          bool first, float scale)
 {
+    bool bf16_or_f32 = (at == TG_BF16 || at == TG_F32) && (gt == TG_BF16 || gt == TG_F32);
+    if (bf16_or_f32 && (at == TG_BF16 || gt == TG_BF16)) {
+        accumulate_bf16(acc, at, grad, gt, n, first, scale);
+        return;
+    }
     if (at == TG_F32 && gt == TG_F32) {
         float *a = acc;
         const float *g = grad;

@@ -5,7 +5,10 @@
  * an output stored as f16/bf16 (or a gradient to unscale): its inputs are
  * converted into f32 copies in the step's planned scratch, the kernel runs
  * on those, and its output and the inputs it updates in place are rounded
- * back into their storage.
+ * back into their storage. Kernels that read bf16 themselves
+ * (tg_step_reads_native: ReLU, add, blocked batch norm, the SGD/Adam/AdamW
+ * updates) are not staged; an update then gets the gradient's unscale and
+ * the rounding in tg_kernel_args.update.
  */
 #ifndef TG_RUNTIME_STAGING_H
 #define TG_RUNTIME_STAGING_H
@@ -13,16 +16,9 @@
 #include "compile/program.h"
 #include "ops/op.h"
 
-typedef struct tg_stage_opts {
-    float grad_unscale; /* the optimizer's gradient is multiplied by this (1/loss scale) */
-    bool stochastic;    /* round the update's in-place writes stochastically */
-    uint64_t round_key; /* for stochastic rounding: differs per update and step */
-    int64_t first;      /* the element the kernel's first one is (a shard's start) */
-} tg_stage_opts;
-
 /* Run step st's kernel with args a (its buffers' pointers), staging as planned. */
 void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
-                  const tg_stage_opts *o);
+                  const tg_update_opts *o);
 
 /* acc = grad (first) or acc + grad, then acc *= scale when scale != 1;
  * acc and grad of any float type, summed in f32. */

@@ -540,6 +540,127 @@ static void test_fast_vs_reference_threads(void)
     tg_pool_destroy(pool2);
 }
 
+/* ---- operands in bf16: read in place, the bits of staging ------------------------------ */
+
+/* Which operands are stored in bf16: every one, or the parameter and the
+ * gradient with f32 state (the default moment types), or the state alone
+ * with an f32 gradient (unscaled all the same when asked). */
+static bool stored_bf16(int pattern, int k, int n_in)
+{
+    bool state = k > 0 && k < n_in - 1;
+    return pattern == 0 || (pattern == 1 ? !state : state);
+}
+
+/* The staged path (runtime/staging.c): the bf16 operands widened into f32
+ * copies, the gradient times the unscale, the f32 kernel, the updated
+ * copies rounded back to nearest or stochastically from the index. */
+static void run_staged(const tg_tensor *u, void *const *store, const bool *bf16, int64_t n,
+                       int64_t step, const tg_update_opts *o, tg_pool *pool)
+{
+    tg_kernel_args a = {.node = u, .pool = pool, .step = step};
+    float *f[4] = {0};
+    for (int k = 0; k < u->n_in; k++) {
+        a.in[k] = store[k];
+        bool grad = k == u->n_in - 1;
+        if (!bf16[k] && !(grad && o->grad_unscale != 1.0f))
+            continue;
+        f[k] = tg_malloc((size_t)n * sizeof(float));
+        tg_convert(store[k], bf16[k] ? TG_BF16 : TG_F32, f[k], TG_F32, (size_t)n);
+        for (int64_t i = 0; grad && o->grad_unscale != 1.0f && i < n; i++)
+            f[k][i] *= o->grad_unscale;
+        a.in[k] = f[k];
+    }
+    tg_op_get(u->op)->forward(&a);
+    for (int k = 0; k < u->n_in; k++) {
+        if (k < u->n_mutated && bf16[k] && o->stochastic)
+            tg_convert_stochastic(f[k], store[k], TG_BF16, (size_t)n, o->round_key ^ (uint64_t)k,
+                                  (uint64_t)o->first);
+        else if (k < u->n_mutated && bf16[k])
+            tg_convert(f[k], TG_F32, store[k], TG_BF16, (size_t)n);
+        tg_free(f[k]);
+    }
+}
+
+/* Three steps of one update on storage of the pattern's types, the kernel
+ * reading bf16 itself (in_type, update) against the staged path: the same
+ * bytes in every updated operand. */
+static void native_vs_staged(const char *label, const tg_optimizer *opt, int64_t n, int pattern,
+                             const tg_update_opts *o, tg_pool *pool)
+{
+    one_update b = build(opt, n);
+    if (!b.u || !tg_op_update_reads_bf16(b.u)) {
+        tg_graph_destroy(b.g);
+        return;
+    }
+    int n_in = b.u->n_in;
+    void *nat[4], *stg[4];
+    bool bf16[4];
+    tg_rng rng;
+    tg_rng_seed(&rng, 7);
+    for (int k = 0; k < n_in; k++) {
+        bf16[k] = stored_bf16(pattern, k, n_in);
+        size_t bytes = (size_t)n * (bf16[k] ? 2 : 4);
+        nat[k] = tg_malloc(bytes);
+        stg[k] = tg_malloc(bytes);
+        float *x = tg_malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++) /* moments start non-zero: v stays positive */
+            x[i] = (float)((k == 2 && n_in == 4 ? 0.5 : 2) * tg_rng_uniform(&rng) -
+                           (k == 2 && n_in == 4 ? 0 : 1));
+        tg_convert(x, TG_F32, nat[k], bf16[k] ? TG_BF16 : TG_F32, (size_t)n);
+        memcpy(stg[k], nat[k], bytes);
+        tg_free(x);
+    }
+    for (int64_t step = 0; step < 3; step++) {
+        tg_update_opts u = *o;
+        u.round_key = o->round_key + (uint64_t)step;
+        tg_kernel_args a = {.node = b.u, .pool = pool, .step = step, .update = &u};
+        for (int k = 0; k < n_in; k++) {
+            a.in[k] = nat[k];
+            a.in_type[k] = bf16[k] ? TG_BF16 : TG_F32;
+        }
+        tg_op_get(b.u->op)->forward(&a);
+        run_staged(b.u, stg, bf16, n, step, &u, pool);
+    }
+    for (int k = 0; k < n_in - 1; k++)
+        if (memcmp(nat[k], stg[k], (size_t)n * (bf16[k] ? 2 : 4)) != 0)
+            tg_test_fail(__FILE__, __LINE__,
+                         "%s, n %lld, types %d, stochastic %d, unscale %g, %d threads: input %d "
+                         "differs from the staged path's",
+                         label, (long long)n, pattern, o->stochastic, (double)o->grad_unscale,
+                         tg_pool_threads(pool), k);
+    for (int k = 0; k < n_in; k++) {
+        tg_free(nat[k]);
+        tg_free(stg[k]);
+    }
+    tg_graph_destroy(b.g);
+}
+
+/* SGD (plain, momentum with dampening and decay, nesterov), Adam and AdamW
+ * over lengths around the kernel's chunk and vector widths and one split
+ * over 2 threads; to nearest and stochastic (from a shard's first index),
+ * with and without a loss scale to undo. */
+static void test_bf16_native_matches_staged(void)
+{
+    tg_pool *pools[2] = {tg_pool_create(1), tg_pool_create(2)};
+    TG_CHECK(pools[0] && pools[1]);
+    const int64_t lengths[] = {1, 15, 513, 70001};
+    const tg_update_opts opts[] = {
+        {1.0f, false, 0, 0},
+        {1.0f / 1024, false, 0, 0},
+        {1.0f, true, 0x5eedull, 0},
+        {1.0f / 512, true, 0xfeedull, 1000003},
+    };
+    for (int c = 0; c < N_GOLDEN; c++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++)
+            for (int pattern = 0; pattern < 3; pattern++)
+                for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++)
+                    for (int t = 0; t < 2; t++)
+                        native_vs_staged(goldens[c].label, &goldens[c].opt, lengths[l], pattern,
+                                         &opts[o], pools[t]);
+    tg_pool_destroy(pools[0]);
+    tg_pool_destroy(pools[1]);
+}
+
 /* ---- shape rule ------------------------------------------------------------------------- */
 
 static void test_infer_errors(void)
@@ -617,6 +738,7 @@ int main(void)
     TG_RUN(test_no_bias_correction_first_step);
     TG_RUN(test_clip_matches_torch);
     TG_RUN(test_fast_vs_reference_threads);
+    TG_RUN(test_bf16_native_matches_staged);
     TG_RUN(test_infer_errors);
     TG_RUN(test_infer_result);
     return tg_test_finish();

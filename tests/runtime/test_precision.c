@@ -159,6 +159,60 @@ static void test_chunked_staging_matches_whole(void)
     }
 }
 
+/* Whether every weight update of s reads its operands in place (none staged). */
+static bool updates_native(const tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    int updates = 0;
+    for (int d = 0; d < p->n_devices; d++)
+        for (int k = 0; k < p->devices[d].n_steps[TG_PHASE_UPDATE]; k++) {
+            const tg_step *st = &p->devices[d].steps[TG_PHASE_UPDATE][k];
+            if (!tg_is_weight_update(p->graph->nodes[st->node]))
+                continue;
+            updates++;
+            if (st->staged || !tg_step_reads_native(p, st))
+                return false;
+        }
+    return updates > 0;
+}
+
+/* In bf16.bf16 SGD (momentum, nesterov, decay), Adam and AdamW read and
+ * write their bf16 operands in place (ops/optim.c): the same bits as
+ * staging them whole, with the momentum in bf16 or f32, dynamic loss
+ * scaling (the gradient unscaled) and stochastic rounding, on 1 and 2
+ * threads per device. */
+static void test_native_updates_match_staged(void)
+{
+    tg_optimizer sgd = tg_optimizer_sgd(0.05f, 0.9f), adam = tg_optimizer_adam(0.002f);
+    sgd.nesterov = true;
+    sgd.weight_decay = 0.01f;
+    adam.weight_decay = 0.01f;
+    const tg_optimizer opts[] = {sgd, adam, adamw()};
+    for (int c = 0; c < 3; c++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const char *const kv[] = {"precision",
+                                      "bf16.bf16",
+                                      "lossScaling",
+                                      "dynamic",
+                                      "Precision.enableStochasticRounding",
+                                      "true",
+                                      "firstOrderMomentumAccumType",
+                                      c == 1 ? "f32" : "bf16",
+                                      "threadsPerDevice",
+                                      threads == 1 ? "1" : "2",
+                                      NULL};
+            tg_test_model native, whole;
+            tg_test_train(&native, BATCH, &opts[c], kv, 4, 7, NULL);
+            tg_process_set_whole_staging(1);
+            tg_test_train(&whole, BATCH, &opts[c], kv, 4, 7, NULL);
+            tg_process_set_whole_staging(0);
+            TG_CHECK(updates_native(native.s));
+            TG_CHECK(tg_test_same_weights(&native, &whole, true));
+            tg_test_model_destroy(&native);
+            tg_test_model_destroy(&whole);
+        }
+}
+
 /* One host step of data: uniform images, or `poison` everywhere if non-zero. */
 static tg_status step(tg_test_model *c, float poison, uint64_t seed)
 {
@@ -344,6 +398,7 @@ int main(void)
     TG_RUN(test_plan_stores_half);
     TG_RUN(test_half_training_follows_f32);
     TG_RUN(test_chunked_staging_matches_whole);
+    TG_RUN(test_native_updates_match_staged);
     TG_RUN(test_dynamic_scaling_skips_and_recovers);
     TG_RUN(test_scale_too_high_comes_down);
     TG_RUN(test_static_scaling_keeps_factor);
