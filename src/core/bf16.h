@@ -145,6 +145,30 @@ tg_bf16x16_narrow_hw(uint16_t *p, tg_f32x16 f)
     __m256bh h = _mm512_cvtneps_pbh(v);
     memcpy(p, &h, sizeof h);
 }
+
+/* Runs of any length by the instructions, the tail as tg_bf16_*_run. */
+static inline __attribute__((always_inline)) TG_BF16_HW_TARGET void
+tg_bf16_widen_run_hw(const uint16_t *src, float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tg_f32x16 v = tg_bf16x16_widen_hw(src + i);
+        memcpy(dst + i, &v, sizeof v);
+    }
+    tg_bf16_widen_run(src + i, dst + i, n - i);
+}
+
+static inline __attribute__((always_inline)) TG_BF16_HW_TARGET void
+tg_bf16_narrow_run_hw(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tg_f32x16 v;
+        memcpy(&v, src + i, sizeof v);
+        tg_bf16x16_narrow_hw(dst + i, v);
+    }
+    tg_bf16_narrow_run(src + i, dst + i, n - i);
+}
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -196,13 +196,7 @@ TG_WIDE_CLONES static void narrow_run(const float *src, uint16_t *dst, size_t n)
 #if TG_BF16_HW
 TG_BF16_HW_TARGET static void narrow_run_hw(const float *src, uint16_t *dst, size_t n)
 {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        tg_f32x16 v;
-        memcpy(&v, src + i, sizeof v);
-        tg_bf16x16_narrow_hw(dst + i, v);
-    }
-    tg_bf16_narrow_run(src + i, dst + i, n - i);
+    tg_bf16_narrow_run_hw(src, dst, n);
 }
 #endif
 

@@ -307,19 +307,35 @@ static bool half_prepare(const tg_kernel_args *a, half_ops *h)
     return some || h->unscale != 1.0f;
 }
 
+/* The run conversions a copy of the loops uses: core/bf16.h's generic
+ * ones, or by AVX-512 BF16's instructions (the same bits); constants the
+ * compiler calls directly once inlined. */
+typedef struct half_convert {
+    void (*widen)(const uint16_t *, float *, size_t);
+    void (*narrow)(const float *, uint16_t *, size_t);
+} half_convert;
+
+#define HALF_GENERIC ((half_convert){tg_bf16_widen_run, tg_bf16_narrow_run})
+#if TG_BF16_HW
+#define HALF_HW ((half_convert){tg_bf16_widen_run_hw, tg_bf16_narrow_run_hw})
+#endif
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
 /* Operand k's elements [at, at + c) as f32: in place, or widened into blk. */
-static inline float *half_load(const half_ops *h, int k, int64_t at, int c, float *blk)
+ALWAYS_INLINE float *half_load(const half_ops *h, int k, int64_t at, int c, float *blk,
+                               half_convert cv)
 {
     if (!h->bf16[k])
         return (float *)h->at[k] + at;
-    tg_bf16_widen_run((const uint16_t *)h->at[k] + at, blk, (size_t)c);
+    cv.widen((const uint16_t *)h->at[k] + at, blk, (size_t)c);
     return blk;
 }
 
 /* The gradient's, times the unscale unless it is 1 (as staging: a copy). */
-static inline const float *half_grad(const half_ops *h, int64_t at, int c, float *blk)
+ALWAYS_INLINE const float *half_grad(const half_ops *h, int64_t at, int c, float *blk,
+                                     half_convert cv)
 {
-    const float *g = half_load(h, h->n_in - 1, at, c, blk);
+    const float *g = half_load(h, h->n_in - 1, at, c, blk, cv);
     if (h->unscale == 1.0f)
         return g;
     for (int i = 0; i < c; i++)
@@ -331,7 +347,8 @@ static inline const float *half_grad(const half_ops *h, int64_t at, int c, float
  * into their bf16 storage (f32 ones the loop updated in place). Stochastic
  * rounding draws as tg_convert_stochastic with key round_key ^ k and the
  * element's index: hash(key ^ hash(index)), the inner hash once for all. */
-static inline void half_store(const half_ops *h, int64_t at, int c, float *const *x)
+ALWAYS_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const *x,
+                              half_convert cv)
 {
     uint64_t mix[ADAM_CHUNK];
     if (h->stochastic)
@@ -347,37 +364,64 @@ static inline void half_store(const half_ops *h, int64_t at, int c, float *const
             for (int i = 0; i < c; i++)
                 d[i] = tg_bf16_narrow_stochastic(f[i], (uint32_t)tg_hash64(key ^ mix[i]));
         else
-            tg_bf16_narrow_run(f, d, (size_t)c);
+            cv.narrow(f, d, (size_t)c);
+    }
+}
+
+ALWAYS_INLINE void sgd_half_loop(const sgd_job *j, int64_t begin, int64_t end, half_convert cv)
+{
+    const half_ops *h = &j->half;
+    float blk[3][ADAM_CHUNK];
+    for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
+        int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
+        float *x[2] = {half_load(h, 0, at, c, blk[0], cv),
+                       h->n_in == 3 ? half_load(h, 1, at, c, blk[1], cv) : NULL};
+        sgd_loop(j, x[0], x[1], half_grad(h, at, c, blk[2], cv), c);
+        half_store(h, at, c, x, cv);
+    }
+}
+
+ALWAYS_INLINE void adam_half_loop(const adam_job *j, int64_t begin, int64_t end, half_convert cv)
+{
+    const half_ops *h = &j->half;
+    float blk[4][ADAM_CHUNK];
+    for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
+        int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
+        float *x[3] = {half_load(h, 0, at, c, blk[0], cv), half_load(h, 1, at, c, blk[1], cv),
+                       half_load(h, 2, at, c, blk[2], cv)};
+        adam_chunk(j, x[0], x[1], x[2], half_grad(h, at, c, blk[3], cv), c);
+        half_store(h, at, c, x, cv);
     }
 }
 
 TG_WIDE_KERNEL static void sgd_half_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    const sgd_job *j = ctx;
-    const half_ops *h = &j->half;
-    float blk[3][ADAM_CHUNK];
-    for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
-        int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
-        float *x[2] = {half_load(h, 0, at, c, blk[0]),
-                       h->n_in == 3 ? half_load(h, 1, at, c, blk[1]) : NULL};
-        sgd_loop(j, x[0], x[1], half_grad(h, at, c, blk[2]), c);
-        half_store(h, at, c, x);
-    }
+    (void)thread;
+    sgd_half_loop(ctx, begin, end, HALF_GENERIC);
 }
 
 TG_WIDE_KERNEL static void adam_half_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    const adam_job *j = ctx;
-    const half_ops *h = &j->half;
-    float blk[4][ADAM_CHUNK];
-    for (int64_t at = begin; at < end; at += ADAM_CHUNK) {
-        int c = end - at < ADAM_CHUNK ? (int)(end - at) : ADAM_CHUNK;
-        float *x[3] = {half_load(h, 0, at, c, blk[0]), half_load(h, 1, at, c, blk[1]),
-                       half_load(h, 2, at, c, blk[2])};
-        adam_chunk(j, x[0], x[1], x[2], half_grad(h, at, c, blk[3]), c);
-        half_store(h, at, c, x);
-    }
+    (void)thread;
+    adam_half_loop(ctx, begin, end, HALF_GENERIC);
 }
+
+#if TG_BF16_HW
+/* On a CPU with AVX-512 BF16: the conversions by its instructions. */
+TG_BF16_HW_TARGET __attribute__((flatten)) static void sgd_half_range_hw(void *ctx, int64_t begin,
+                                                                         int64_t end, int thread)
+{
+    (void)thread;
+    sgd_half_loop(ctx, begin, end, HALF_HW);
+}
+
+TG_BF16_HW_TARGET __attribute__((flatten)) static void adam_half_range_hw(void *ctx, int64_t begin,
+                                                                          int64_t end, int thread)
+{
+    (void)thread;
+    adam_half_loop(ctx, begin, end, HALF_HW);
+}
+#endif
 
 bool tg_op_update_reads_bf16(const tg_tensor *node)
 {
@@ -401,7 +445,12 @@ static void fwd_sgd(const tg_kernel_args *a)
         .nesterov = o.nesterov,
     };
     bool half = half_prepare(a, &j.half);
-    run_split(a->pool, tg_numel(node->in[0]), half ? sgd_half_range : sgd_range, &j);
+    tg_pool_fn fn = half ? sgd_half_range : sgd_range;
+#if TG_BF16_HW
+    if (half && tg_bf16_hw())
+        fn = sgd_half_range_hw;
+#endif
+    run_split(a->pool, tg_numel(node->in[0]), fn, &j);
 }
 
 /* The per-update scalars, in double as PyTorch computes them. */
@@ -595,7 +644,12 @@ static void fwd_adam(const tg_kernel_args *a)
         .eps = o.eps,
     };
     bool half = half_prepare(a, &j.half);
-    run_split(a->pool, tg_numel(node->in[0]), half ? adam_half_range : adam_range, &j);
+    tg_pool_fn fn = half ? adam_half_range : adam_range;
+#if TG_BF16_HW
+    if (half && tg_bf16_hw())
+        fn = adam_half_range_hw;
+#endif
+    run_split(a->pool, tg_numel(node->in[0]), fn, &j);
 }
 
 bool tg_op_update_is_elementwise(const tg_tensor *node)
