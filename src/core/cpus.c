@@ -8,11 +8,9 @@
 
 #include "core/clock.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +52,8 @@ int tg_threads_default(int free_cores, int parties)
 
 #ifdef __linux__
 /* Busy, niced and total jiffies of every CPU in `set`, summed; false on
- * error. Busy excludes niced time (user time of processes with nice > 0). */
+ * error. Busy excludes niced time (user time of processes with nice > 0),
+ * which the caller adds. */
 static bool read_stat(const cpu_set_t *set, unsigned long long *busy, unsigned long long *niced,
                       unsigned long long *total)
 {
@@ -104,13 +103,14 @@ tg_cpu_load tg_cpu_load_sample(int window_ms)
             l.measured = true;
         }
     }
-    /* A niced process yields its core to un-niced threads (CFS weights: nice
-     * 10 gets a tenth of nice 0's share), so its time counts as free unless
-     * this process is niced itself. */
-    errno = 0;
-    int mine = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0 && mine > 0)
-        l.busy += l.niced;
+    /* A niced process's time counts as busy too. CFS's weights would give
+     * an un-niced thread nearly the whole core (nice 19 gets 1.5% of it),
+     * but not reliably the moment it wakes: mnist-pipeline at batch 16
+     * beside one niced busy loop (bench_load, 2 cores) trained at 11,656-
+     * 27,659 samples/s on 2 threads over two runs, at 16,262-17,628 on 1;
+     * the threads wait for each other at every op, so one held back
+     * holds back both. One thread is the choice that never loses. */
+    l.busy += l.niced;
 #endif
     l.free = tg_cpu_free(l.allowed, l.busy);
     return l;

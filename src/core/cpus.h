@@ -4,7 +4,7 @@
  * The rule (docs/multi-device.md, "Threads"): the cores this process may run
  * on (its affinity mask, so taskset and cgroup cpusets count), minus the
  * cores other processes kept busy over a short window (/proc/stat; niced
- * processes' time counts as free, since they yield to un-niced threads),
+ * processes' time counts as busy: they do not yield a core fast enough),
  * shared out evenly over the devices of every replica, at least one each.
  */
 #ifndef TG_CORE_CPUS_H
@@ -20,7 +20,7 @@ int tg_cpu_count(void);
 typedef struct tg_cpu_load {
     int allowed;   /* tg_cpu_count() */
     double busy;   /* cores kept busy over the window, among the allowed; 0 if unknown */
-    double niced;  /* cores kept busy by niced processes: in busy only if we are niced too */
+    double niced;  /* cores kept busy by niced processes (included in busy) */
     bool measured; /* false: /proc/stat could not be read (busy is 0) */
     int free;      /* tg_cpu_free(allowed, busy) */
 } tg_cpu_load;
