@@ -90,7 +90,8 @@ static inline void tg_bf16_narrow_run(const float *src, uint16_t *dst, size_t n)
 /* 16 values at a time in vector registers (GCC and Clang vector
  * extensions): the loops above vectorise with 256-bit vectors and a long
  * chain of 16-bit shuffles; these compile to one VPMOVZXWD (VPMOVDW) per 16
- * values in a per-instruction-set copy (core/clones.h). */
+ * values in a per-instruction-set copy (core/clones.h). Always inlined:
+ * they pass vectors by value (TG_VEC_INLINE's reason). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 /* the vectors pass between inline functions only: the ABI note is moot */
@@ -100,7 +101,7 @@ typedef float tg_f32x16 __attribute__((vector_size(64)));
 typedef uint32_t tg_u32x16 __attribute__((vector_size(64)));
 typedef uint16_t tg_u16x16 __attribute__((vector_size(32)));
 
-static inline tg_f32x16 tg_bf16x16_widen(const uint16_t *p)
+static inline __attribute__((always_inline)) tg_f32x16 tg_bf16x16_widen(const uint16_t *p)
 {
     tg_u16x16 h;
     memcpy(&h, p, sizeof h);
@@ -110,7 +111,7 @@ static inline tg_f32x16 tg_bf16x16_widen(const uint16_t *p)
     return f;
 }
 
-static inline void tg_bf16x16_narrow(uint16_t *p, tg_f32x16 f)
+static inline __attribute__((always_inline)) void tg_bf16x16_narrow(uint16_t *p, tg_f32x16 f)
 {
     tg_u32x16 x;
     memcpy(&x, &f, sizeof x);

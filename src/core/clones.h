@@ -22,6 +22,13 @@
 #define TG_WIDE_CLONES
 #endif
 
+/* Helpers that pass 16-float vectors by value must be inlined into every
+ * copy, at every optimisation level (the sanitizer builds are not -O2): a
+ * call from a copy compiled for AVX-512 into one compiled for the baseline
+ * passes the vector in a register the callee looks for on the stack (the
+ * ABI note GCC's -Wpsabi gives). */
+#define TG_VEC_INLINE static inline __attribute__((always_inline))
+
 #if defined(__GNUC__)
 #define TG_WIDE_KERNEL TG_WIDE_CLONES __attribute__((flatten))
 #else

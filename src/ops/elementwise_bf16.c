@@ -43,7 +43,7 @@ typedef tg_f32x16 (*widen16_fn)(const uint16_t *);
 typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
 
 /* x's bits where keep is all ones, else +0 */
-static inline tg_f32x16 masked(tg_f32x16 x, tg_u32x16 keep)
+TG_VEC_INLINE tg_f32x16 masked(tg_f32x16 x, tg_u32x16 keep)
 {
     tg_u32x16 bits;
     memcpy(&bits, &x, sizeof bits);

@@ -23,19 +23,19 @@
 
 typedef float vb __attribute__((vector_size(B * sizeof(float))));
 
-static inline vb load(const float *p)
+TG_VEC_INLINE vb load(const float *p)
 {
     vb v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline void store(float *p, vb v)
+TG_VEC_INLINE void store(float *p, vb v)
 {
     memcpy(p, &v, sizeof v);
 }
 
-static inline vb splat(float x)
+TG_VEC_INLINE vb splat(float x)
 {
     vb v;
     for (int i = 0; i < B; i++)
@@ -68,16 +68,14 @@ typedef struct convert16 {
     narrow16_fn narrow;
 } convert16;
 
-static inline __attribute__((always_inline)) vb pixel(const norm_blocked *j, int i, int64_t r,
-                                                      int64_t k, convert16 cv)
+TG_VEC_INLINE vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k, convert16 cv)
 {
     int64_t at = (r * j->HW + k) * B;
     return j->in_bf16[i] ? cv.widen((const uint16_t *)j->in[i] + at)
                          : load((const float *)j->in[i] + at);
 }
 
-static inline __attribute__((always_inline)) void put_pixel(const norm_blocked *j, int64_t r,
-                                                            int64_t k, vb v, convert16 cv)
+TG_VEC_INLINE void put_pixel(const norm_blocked *j, int64_t r, int64_t k, vb v, convert16 cv)
 {
     int64_t at = (r * j->HW + k) * B;
     if (j->out_bf16)
@@ -93,7 +91,8 @@ static const float *vec(const norm_blocked *j, int k)
 }
 
 /* Per-lane mean and 1/sqrt(var + eps) of block cb from stats [2, C]. */
-static void mean_rstd(const norm_blocked *j, const float *stats, int64_t cb, vb *mean, vb *rstd)
+TG_VEC_INLINE void mean_rstd(const norm_blocked *j, const float *stats, int64_t cb, vb *mean,
+                             vb *rstd)
 {
     for (int i = 0; i < B; i++) {
         int64_t c = cb * B + i;
@@ -102,21 +101,20 @@ static void mean_rstd(const norm_blocked *j, const float *stats, int64_t cb, vb 
     }
 }
 
-static vb gamma_of(const float *gamma, int64_t cb)
+TG_VEC_INLINE vb gamma_of(const float *gamma, int64_t cb)
 {
     return gamma ? load(gamma + cb * B) : splat(1.0f);
 }
 
 /* sum over a row of f(x) per lane, in float, added to acc in double */
-static void add_lanes(double *acc, vb s)
+TG_VEC_INLINE void add_lanes(double *acc, vb s)
 {
     for (int i = 0; i < B; i++)
         acc[i] += (double)s[i];
 }
 
 /* The sum of x (sq: of (x - mean)^2) over row r, per lane, in float. */
-static inline __attribute__((always_inline)) vb row_sum(const norm_blocked *j, int64_t r, bool sq,
-                                                        vb mean, convert16 cv)
+TG_VEC_INLINE vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean, convert16 cv)
 {
     vb a = splat(0.0f);
     for (int64_t k = 0; k < j->HW; k++) {
@@ -126,8 +124,7 @@ static inline __attribute__((always_inline)) vb row_sum(const norm_blocked *j, i
     return a;
 }
 
-static inline __attribute__((always_inline)) void stats_block(const norm_blocked *j, int64_t cb,
-                                                              convert16 cv)
+TG_VEC_INLINE void stats_block(const norm_blocked *j, int64_t cb, convert16 cv)
 {
     double s[B] = {0}, ss[B] = {0}, count = (double)(j->N * j->HW);
     vb zero = splat(0.0f), mean;
@@ -145,8 +142,8 @@ static inline __attribute__((always_inline)) void stats_block(const norm_blocked
 }
 
 /* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x in[1]) */
-static inline __attribute__((always_inline)) void
-dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2, convert16 cv)
+TG_VEC_INLINE void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2,
+                           convert16 cv)
 {
     for (int64_t n = 0; n < j->N; n++) {
         int64_t r = n * j->CB + cb;
@@ -163,8 +160,7 @@ dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2, conv
 
 /* NORM_APPLY_BWD_STATS (dy, x, stats, gamma?) and NORM_APPLY_BWD_AFFINE
  * (dy, x, stats): both from the sums of dy and dy (x - mean). */
-static inline __attribute__((always_inline)) void bwd_sums_block(const norm_blocked *j, int64_t cb,
-                                                                 convert16 cv)
+TG_VEC_INLINE void bwd_sums_block(const norm_blocked *j, int64_t cb, convert16 cv)
 {
     vb mean, rstd;
     mean_rstd(j, vec(j, 2), cb, &mean, &rstd);
@@ -191,8 +187,7 @@ static inline __attribute__((always_inline)) void bwd_sums_block(const norm_bloc
 #define CONVERT_HW ((convert16){tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw})
 #endif
 
-static inline __attribute__((always_inline)) void reduce_loop(const norm_blocked *j, int64_t begin,
-                                                              int64_t end, convert16 cv)
+TG_VEC_INLINE void reduce_loop(const norm_blocked *j, int64_t begin, int64_t end, convert16 cv)
 {
     for (int64_t cb = begin; cb < end; cb++) {
         if (j->node->op == TG_OP_NORM_STATS)
@@ -222,8 +217,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void reduce_blocks_hw(void *ct
  *   NORM_APPLY (x, stats, gamma?, beta?): x s + (beta - mean s)
  *   NORM_APPLY_BWD_X (dy, stats, gamma?): dy s
  *   NORM_STATS_BWD (dstats, x, stats): a0 + a1 (x - mean) */
-static inline __attribute__((always_inline)) void elementwise_row(const norm_blocked *j, int64_t r,
-                                                                  convert16 cv)
+TG_VEC_INLINE void elementwise_row(const norm_blocked *j, int64_t r, convert16 cv)
 {
     int64_t cb = r % j->CB;
     tg_op op = j->node->op;
