@@ -210,9 +210,9 @@ int main(int argc, char **argv)
     if (usage >= 0)
         return usage;
     bench_passive_omp(argv);
-    const char *samples = getenv("TG_BENCH_SAMPLES"), *threads = getenv("TG_BENCH_THREADS");
+    const char *samples = getenv("TG_BENCH_SAMPLES");
     acc_config c = {getenv("TG_BENCH_MODEL") ? getenv("TG_BENCH_MODEL") : "resnet18",
-                    threads ? atoi(threads) : 2,
+                    bench_env_int("TG_BENCH_THREADS", 2, 1, 64),
                     1,
                     samples ? atoll(samples) : 12800,
                     NULL,
@@ -222,7 +222,7 @@ int main(int argc, char **argv)
     static const char *const precisions[] = {"32.32", "bf16.32", "bf16.bf16", "32.32"};
     static const char *const keys[] = {"32_32", "bf16_32", "bf16_bf16", "32_32_seed2"};
     acc_result r[4];
-    int seed = getenv("TG_BENCH_SEED") ? atoi(getenv("TG_BENCH_SEED")) : 1;
+    int seed = bench_env_int("TG_BENCH_SEED", 1, 0, 1000000);
     for (int i = 0; i < 4; i++) {
         c.seed = i < 3 ? seed : seed + 1;
         r[i] = run(&c, precisions[i]);

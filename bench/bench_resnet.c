@@ -155,13 +155,6 @@ static void run_bf16(const bench_case *c, const bench_config *cfg)
     fflush(stdout);
 }
 
-static int env_int(const char *name, int fallback, int lo, int hi)
-{
-    const char *v = getenv(name);
-    int x = v ? atoi(v) : fallback;
-    return x < lo ? lo : x > hi ? hi : x;
-}
-
 int main(int argc, char **argv)
 {
     int usage = bench_usage(
@@ -175,8 +168,8 @@ int main(int argc, char **argv)
     /* PyTorch's child runs with its own default wait policy */
     bench_passive_omp(argv);
     static const bench_case cases[] = {{"resnet18", 32, 64}, {"resnet50", 64, 32}};
-    bench_config cfg = {env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
-                        env_int("TG_BENCH_STEPS", 8, 1, 10000), getenv("TG_BENCH_ONLY"),
+    bench_config cfg = {bench_env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
+                        bench_env_int("TG_BENCH_STEPS", 8, 1, 10000), getenv("TG_BENCH_ONLY"),
                         getenv("TG_BENCH_NO_TORCH") != NULL, getenv("TG_BENCH_NO_BF16") != NULL};
     bool bf16_only = cfg.only && strcmp(cfg.only, "bf16") == 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

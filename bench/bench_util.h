@@ -115,6 +115,15 @@ static inline int bench_usage(int argc, char **argv, int takes_args, const char 
     return -1;
 }
 
+/* The integer in environment variable `name`, clamped to [lo, hi];
+ * `fallback` when it is unset. */
+static inline int bench_env_int(const char *name, int fallback, int lo, int hi)
+{
+    const char *v = getenv(name);
+    int x = v ? atoi(v) : fallback;
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
 /* oneDNN's OpenMP threads sleep when idle, as under the tilegraph command
  * (tools/main.c). libgomp reads OMP_WAIT_POLICY only when it loads, so the
  * bench sets it and executes itself again; a policy already set is kept. */

@@ -43,6 +43,14 @@ static inline bool tg_bf16_hw(void)
 #endif
 }
 
+/* generic, or hw (a function compiled with TG_BF16_HW_TARGET) where the
+ * CPU has AVX-512 BF16; hw is not even named where it cannot exist. */
+#if TG_BF16_HW
+#define TG_BF16_PICK(generic, hw) (tg_bf16_hw() ? (hw) : (generic))
+#else
+#define TG_BF16_PICK(generic, hw) (generic)
+#endif
+
 static inline float tg_bf16_widen(uint16_t b)
 {
     uint32_t u = (uint32_t)b << 16;
@@ -170,6 +178,19 @@ tg_bf16_narrow_run_hw(const float *src, uint16_t *dst, size_t n)
     }
     tg_bf16_narrow_run(src + i, dst + i, n - i);
 }
+#endif
+
+/* The 16-wide conversions a kernel's loop is written against, passed as
+ * constants into an always-inlined loop so that each copy (generic, or
+ * TG_BF16_HW_TARGET) calls its own directly. */
+typedef struct tg_bf16x16_ops {
+    tg_f32x16 (*widen)(const uint16_t *);
+    void (*narrow)(uint16_t *, tg_f32x16);
+} tg_bf16x16_ops;
+
+#define TG_BF16X16_GENERIC ((tg_bf16x16_ops){tg_bf16x16_widen, tg_bf16x16_narrow})
+#if TG_BF16_HW
+#define TG_BF16X16_HW ((tg_bf16x16_ops){tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw})
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -202,13 +202,7 @@ TG_BF16_HW_TARGET static void narrow_run_hw(const float *src, uint16_t *dst, siz
 
 void tg_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n)
 {
-#if TG_BF16_HW
-    if (tg_bf16_hw()) {
-        narrow_run_hw(src, dst, n);
-        return;
-    }
-#endif
-    narrow_run(src, dst, n);
+    TG_BF16_PICK(narrow_run, narrow_run_hw)(src, dst, n);
 }
 
 TG_WIDE_CLONES void tg_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n)

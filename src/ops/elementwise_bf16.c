@@ -39,9 +39,6 @@ static inline uint16_t one(tg_op op, uint16_t a, uint16_t b)
     }
 }
 
-typedef tg_f32x16 (*widen16_fn)(const uint16_t *);
-typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
-
 /* x's bits where keep is all ones, else +0 */
 TG_VEC_INLINE tg_f32x16 masked(tg_f32x16 x, tg_u32x16 keep)
 {
@@ -52,12 +49,11 @@ TG_VEC_INLINE tg_f32x16 masked(tg_f32x16 x, tg_u32x16 keep)
     return x;
 }
 
-/* The loop, inlined into each copy below with its conversions (constant
- * pointers the compiler calls directly), one loop per op; 16 at a time in
+/* The loop, inlined into each copy below with its conversions
+ * (tg_bf16x16_ops), one loop per op; 16 at a time in
  * registers, a comparison's mask keeping the bits (x < 0 is false for NaN,
  * which passes through, as in the scalar form), the tail one by one. */
-static inline __attribute__((always_inline)) void
-bf16_loop(const bf16_job *j, int64_t begin, int64_t end, widen16_fn widen16, narrow16_fn narrow16)
+TG_VEC_INLINE void bf16_loop(const bf16_job *j, int64_t begin, int64_t end, tg_bf16x16_ops cv)
 {
     const uint16_t *restrict a = j->a, *restrict b = j->b;
     uint16_t *restrict o = j->out;
@@ -65,17 +61,17 @@ bf16_loop(const bf16_job *j, int64_t begin, int64_t end, widen16_fn widen16, nar
     switch (j->op) {
     case TG_OP_RELU:
         for (; i + 16 <= end; i += 16) {
-            tg_f32x16 x = widen16(a + i);
-            narrow16(o + i, masked(x, (tg_u32x16) ~(x < 0.0f)));
+            tg_f32x16 x = cv.widen(a + i);
+            cv.narrow(o + i, masked(x, (tg_u32x16) ~(x < 0.0f)));
         }
         break;
     case TG_OP_RELU_BWD:
         for (; i + 16 <= end; i += 16)
-            narrow16(o + i, masked(widen16(a + i), (tg_u32x16)(widen16(b + i) > 0.0f)));
+            cv.narrow(o + i, masked(cv.widen(a + i), (tg_u32x16)(cv.widen(b + i) > 0.0f)));
         break;
     default:
         for (; i + 16 <= end; i += 16)
-            narrow16(o + i, widen16(a + i) + widen16(b + i));
+            cv.narrow(o + i, cv.widen(a + i) + cv.widen(b + i));
         break;
     }
     for (; i < end; i++)
@@ -85,7 +81,7 @@ bf16_loop(const bf16_job *j, int64_t begin, int64_t end, widen16_fn widen16, nar
 TG_WIDE_KERNEL static void bf16_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
-    bf16_loop(ctx, begin, end, tg_bf16x16_widen, tg_bf16x16_narrow);
+    bf16_loop(ctx, begin, end, TG_BF16X16_GENERIC);
 }
 
 #if TG_BF16_HW
@@ -93,7 +89,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void bf16_range_hw(void *ctx, 
                                                                      int64_t end, int t)
 {
     (void)t;
-    bf16_loop(ctx, begin, end, tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw);
+    bf16_loop(ctx, begin, end, TG_BF16X16_HW);
 }
 #endif
 
@@ -110,11 +106,6 @@ bool tg_elementwise_bf16_run(const tg_kernel_args *a)
         return false;
     bf16_job j = {node->op, a->in[0], node->n_in > 1 ? a->in[1] : NULL, a->out};
     int64_t n = tg_numel(node);
-    tg_pool_fn fn = bf16_range;
-#if TG_BF16_HW
-    if (tg_bf16_hw())
-        fn = bf16_range_hw;
-#endif
-    tg_par_for(a->pool, n, n, fn, &j);
+    tg_par_for(a->pool, n, n, TG_BF16_PICK(bf16_range, bf16_range_hw), &j);
     return true;
 }

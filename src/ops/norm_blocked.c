@@ -57,25 +57,18 @@ typedef struct norm_blocked {
  * time converted in registers (core/bf16.h), so the engine need not stage
  * them (tg_kernel_args.in_type). */
 /* Pixel k of row r (= n * CB + cb) of 4-D input i as 16 floats. */
-typedef tg_f32x16 (*widen16_fn)(const uint16_t *);
-typedef void (*narrow16_fn)(uint16_t *, tg_f32x16);
+/* cv: core/bf16.h's generic conversions or the AVX-512 BF16 instructions'
+ * (the same bits), constants the compiler calls directly once everything
+ * below is inlined. */
 
-/* The conversions a kernel copy uses: core/bf16.h's generic ones, or the
- * AVX-512 BF16 instructions' (the same bits); constant pointers that the
- * compiler calls directly once everything below is inlined. */
-typedef struct convert16 {
-    widen16_fn widen;
-    narrow16_fn narrow;
-} convert16;
-
-TG_VEC_INLINE vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k, convert16 cv)
+TG_VEC_INLINE vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k, tg_bf16x16_ops cv)
 {
     int64_t at = (r * j->HW + k) * B;
     return j->in_bf16[i] ? cv.widen((const uint16_t *)j->in[i] + at)
                          : load((const float *)j->in[i] + at);
 }
 
-TG_VEC_INLINE void put_pixel(const norm_blocked *j, int64_t r, int64_t k, vb v, convert16 cv)
+TG_VEC_INLINE void put_pixel(const norm_blocked *j, int64_t r, int64_t k, vb v, tg_bf16x16_ops cv)
 {
     int64_t at = (r * j->HW + k) * B;
     if (j->out_bf16)
@@ -114,7 +107,7 @@ TG_VEC_INLINE void add_lanes(double *acc, vb s)
 }
 
 /* The sum of x (sq: of (x - mean)^2) over row r, per lane, in float. */
-TG_VEC_INLINE vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean, convert16 cv)
+TG_VEC_INLINE vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean, tg_bf16x16_ops cv)
 {
     vb a = splat(0.0f);
     for (int64_t k = 0; k < j->HW; k++) {
@@ -124,7 +117,7 @@ TG_VEC_INLINE vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean, con
     return a;
 }
 
-TG_VEC_INLINE void stats_block(const norm_blocked *j, int64_t cb, convert16 cv)
+TG_VEC_INLINE void stats_block(const norm_blocked *j, int64_t cb, tg_bf16x16_ops cv)
 {
     double s[B] = {0}, ss[B] = {0}, count = (double)(j->N * j->HW);
     vb zero = splat(0.0f), mean;
@@ -143,7 +136,7 @@ TG_VEC_INLINE void stats_block(const norm_blocked *j, int64_t cb, convert16 cv)
 
 /* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x in[1]) */
 TG_VEC_INLINE void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2,
-                           convert16 cv)
+                           tg_bf16x16_ops cv)
 {
     for (int64_t n = 0; n < j->N; n++) {
         int64_t r = n * j->CB + cb;
@@ -160,7 +153,7 @@ TG_VEC_INLINE void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s
 
 /* NORM_APPLY_BWD_STATS (dy, x, stats, gamma?) and NORM_APPLY_BWD_AFFINE
  * (dy, x, stats): both from the sums of dy and dy (x - mean). */
-TG_VEC_INLINE void bwd_sums_block(const norm_blocked *j, int64_t cb, convert16 cv)
+TG_VEC_INLINE void bwd_sums_block(const norm_blocked *j, int64_t cb, tg_bf16x16_ops cv)
 {
     vb mean, rstd;
     mean_rstd(j, vec(j, 2), cb, &mean, &rstd);
@@ -182,12 +175,7 @@ TG_VEC_INLINE void bwd_sums_block(const norm_blocked *j, int64_t cb, convert16 c
     }
 }
 
-#define CONVERT_GENERIC ((convert16){tg_bf16x16_widen, tg_bf16x16_narrow})
-#if TG_BF16_HW
-#define CONVERT_HW ((convert16){tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw})
-#endif
-
-TG_VEC_INLINE void reduce_loop(const norm_blocked *j, int64_t begin, int64_t end, convert16 cv)
+TG_VEC_INLINE void reduce_loop(const norm_blocked *j, int64_t begin, int64_t end, tg_bf16x16_ops cv)
 {
     for (int64_t cb = begin; cb < end; cb++) {
         if (j->node->op == TG_OP_NORM_STATS)
@@ -200,7 +188,7 @@ TG_VEC_INLINE void reduce_loop(const norm_blocked *j, int64_t begin, int64_t end
 TG_WIDE_KERNEL static void reduce_blocks(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
-    reduce_loop(ctx, begin, end, CONVERT_GENERIC);
+    reduce_loop(ctx, begin, end, TG_BF16X16_GENERIC);
 }
 
 #if TG_BF16_HW
@@ -208,7 +196,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void reduce_blocks_hw(void *ct
                                                                         int64_t end, int t)
 {
     (void)t;
-    reduce_loop(ctx, begin, end, CONVERT_HW);
+    reduce_loop(ctx, begin, end, TG_BF16X16_HW);
 }
 #endif
 
@@ -217,7 +205,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void reduce_blocks_hw(void *ct
  *   NORM_APPLY (x, stats, gamma?, beta?): x s + (beta - mean s)
  *   NORM_APPLY_BWD_X (dy, stats, gamma?): dy s
  *   NORM_STATS_BWD (dstats, x, stats): a0 + a1 (x - mean) */
-TG_VEC_INLINE void elementwise_row(const norm_blocked *j, int64_t r, convert16 cv)
+TG_VEC_INLINE void elementwise_row(const norm_blocked *j, int64_t r, tg_bf16x16_ops cv)
 {
     int64_t cb = r % j->CB;
     tg_op op = j->node->op;
@@ -252,7 +240,7 @@ TG_WIDE_KERNEL static void elementwise_rows(void *ctx, int64_t begin, int64_t en
 {
     (void)t;
     for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r, CONVERT_GENERIC);
+        elementwise_row(ctx, r, TG_BF16X16_GENERIC);
 }
 
 #if TG_BF16_HW
@@ -262,7 +250,7 @@ TG_BF16_HW_TARGET __attribute__((flatten)) static void elementwise_rows_hw(void 
 {
     (void)t;
     for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r, CONVERT_HW);
+        elementwise_row(ctx, r, TG_BF16X16_HW);
 }
 #endif
 
@@ -294,12 +282,10 @@ static tg_pool_fn kernel_for(const norm_blocked *j, bool reduce)
     bool any = j->out_bf16;
     for (int k = 0; k < 4; k++)
         any |= j->in_bf16[k];
-#if TG_BF16_HW
-    if (any && tg_bf16_hw())
-        return reduce ? reduce_blocks_hw : elementwise_rows_hw;
-#endif
-    (void)any;
-    return reduce ? reduce_blocks : elementwise_rows;
+    if (!any)
+        return reduce ? reduce_blocks : elementwise_rows;
+    return reduce ? TG_BF16_PICK(reduce_blocks, reduce_blocks_hw)
+                  : TG_BF16_PICK(elementwise_rows, elementwise_rows_hw);
 }
 
 void tg_norm_blocked_run(const tg_kernel_args *a)

@@ -445,11 +445,7 @@ static void fwd_sgd(const tg_kernel_args *a)
         .nesterov = o.nesterov,
     };
     bool half = half_prepare(a, &j.half);
-    tg_pool_fn fn = half ? sgd_half_range : sgd_range;
-#if TG_BF16_HW
-    if (half && tg_bf16_hw())
-        fn = sgd_half_range_hw;
-#endif
+    tg_pool_fn fn = half ? TG_BF16_PICK(sgd_half_range, sgd_half_range_hw) : sgd_range;
     run_split(a->pool, tg_numel(node->in[0]), fn, &j);
 }
 
@@ -644,11 +640,7 @@ static void fwd_adam(const tg_kernel_args *a)
         .eps = o.eps,
     };
     bool half = half_prepare(a, &j.half);
-    tg_pool_fn fn = half ? adam_half_range : adam_range;
-#if TG_BF16_HW
-    if (half && tg_bf16_hw())
-        fn = adam_half_range_hw;
-#endif
+    tg_pool_fn fn = half ? TG_BF16_PICK(adam_half_range, adam_half_range_hw) : adam_range;
     run_split(a->pool, tg_numel(node->in[0]), fn, &j);
 }
 
