@@ -7,19 +7,22 @@
  * batch 64, SGD lr 0.01 momentum 0.9 as bench_resnet with a cosine decay to
  * 0 over the run (so that the last weights are not one noisy step of a
  * constant rate), the same seed and the same shuffled samples for every
- * precision; tested on the whole test set with the training precision. A
- * second 32.32 run with another seed (initialisation and sample order) gives
- * the noise floor: bf16's distance from fp32 means little below the distance
- * between two fp32 seeds. One JSON line: each run's test accuracy, its mean
- * training loss over the last 20 steps, its seconds, and the points each is
- * below fp32.
+ * precision; tested on the whole test set with the training precision.
+ * bf16.bf16 runs twice: as by default (its updates rounded stochastically,
+ * Precision.enableStochasticRounding auto) and rounded to nearest.
  *
- * Environment: TG_BENCH_SAMPLES (training samples, default 12800),
+ * One seed decides little: two fp32 runs with different seeds
+ * (initialisation and sample order) end up to 0.5 points apart at 25,600
+ * samples. So every precision runs with TG_BENCH_SEEDS seeds, and the
+ * comparison is between means; the fp32 runs' spread (highest minus
+ * lowest) is printed as the noise floor. One JSON line: each run's test
+ * accuracy per seed, the means, the points each precision's mean is below
+ * fp32's, the mean loss over the last 20 steps, the seconds.
+ *
+ * Environment: TG_BENCH_SAMPLES (training samples, default 25600),
+ * TG_BENCH_SEEDS (default 3), TG_BENCH_SEED (the first, default 1),
  * TG_BENCH_MODEL (default resnet18; mnist-pipeline and fashion-basic take
- * their own input), TG_BENCH_THREADS (default 2), TG_BENCH_SEED (default 1:
- * the seed of the first three runs; the fourth uses the next),
- * TG_BENCH_STOCHASTIC=1 (bf16 runs round updates stochastically),
- * TG_FASHION_MNIST_DIR.
+ * their own input), TG_BENCH_THREADS (default 2), TG_FASHION_MNIST_DIR.
  */
 #include "bench_util.h"
 #include "tilegraph/data.h"
@@ -27,6 +30,7 @@
 #include "tilegraph/options.h"
 #include "tilegraph/session.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,12 @@ typedef struct acc_config {
     int64_t train_n;
     const tg_dataset *train, *test;
 } acc_config;
+
+/* One training run: its precision, its rounding (NULL: the default) and
+ * its JSON key. */
+typedef struct acc_run {
+    const char *precision, *rounding, *key;
+} acc_run;
 
 typedef struct acc_result {
     double accuracy, last_loss, seconds;
@@ -67,18 +77,16 @@ static void build(const acc_config *c, int batch, const tg_optimizer *opt, tg_mo
         die(c->model);
 }
 
-static tg_session *open_session(const acc_config *c, const tg_model_graph *mg,
-                                const char *precision)
+static tg_session *open_session(const acc_config *c, const tg_model_graph *mg, const acc_run *spec)
 {
+    const char *precision = spec->precision;
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", c->threads);
     tg_options_set_int(o, "randomSeed", c->seed);
     if (tg_options_set(o, "precision", precision) != TG_OK)
         die(precision);
-    /* TG_BENCH_STOCHASTIC=1: half-precision runs round their updates
-     * stochastically (Precision.enableStochasticRounding) */
-    if (getenv("TG_BENCH_STOCHASTIC") && strcmp(precision, "32.32") != 0 &&
-        tg_options_set(o, "Precision.enableStochasticRounding", "true") != TG_OK)
+    if (spec->rounding &&
+        tg_options_set(o, "Precision.enableStochasticRounding", spec->rounding) != TG_OK)
         die("Precision.enableStochasticRounding");
     tg_session *s = NULL;
     if (tg_session_create(mg->graph, o, &s) != TG_OK)
@@ -142,11 +150,11 @@ static int64_t count_correct(const float *scores, const int32_t *lab, int64_t co
 }
 
 /* Percent of the test set the trained weights classify right. */
-static double evaluate(const tg_session *trained, const acc_config *c, const char *precision)
+static double evaluate(const tg_session *trained, const acc_config *c, const acc_run *spec)
 {
     tg_model_graph mg;
     build(c, EVAL_BATCH, NULL, &mg);
-    tg_session *s = open_session(c, &mg, precision);
+    tg_session *s = open_session(c, &mg, spec);
     if (tg_session_copy_weights(s, trained) != TG_OK)
         die("copy weights");
     tg_loader *l = open_loader(c, c->test, EVAL_BATCH, false);
@@ -172,19 +180,19 @@ static double evaluate(const tg_session *trained, const acc_config *c, const cha
     return seen ? 100.0 * (double)correct / (double)seen : 0;
 }
 
-static acc_result run(const acc_config *c, const char *precision)
+static acc_result run(const acc_config *c, const acc_run *spec)
 {
     tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.9f);
     opt.lr.kind = TG_LR_COSINE;
     opt.lr.total_steps = c->train_n / BATCH;
     tg_model_graph mg;
     build(c, BATCH, &opt, &mg);
-    tg_session *s = open_session(c, &mg, precision);
+    tg_session *s = open_session(c, &mg, spec);
     acc_result r;
     double t0 = bench_now();
     r.last_loss = train(s, &mg, c);
     r.seconds = bench_now() - t0;
-    r.accuracy = evaluate(s, c, precision);
+    r.accuracy = evaluate(s, c, spec);
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
     return r;
@@ -198,15 +206,67 @@ static const tg_dataset *load_split(tg_split split, int64_t n)
     return ds;
 }
 
+#define MAX_SEEDS 16
+
+static const acc_run runs[] = {
+    {"32.32", NULL, "32_32"},
+    {"bf16.32", NULL, "bf16_32"},
+    {"bf16.bf16", NULL, "bf16_bf16"},
+    {"bf16.bf16", "false", "bf16_bf16_nearest"},
+};
+enum { RUNS = sizeof runs / sizeof runs[0] };
+
+/* The mean of run i's field over n seeds (offset: which acc_result field). */
+static double mean_of(acc_result r[][RUNS], int n, int i, size_t offset)
+{
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        sum += *(const double *)((const char *)&r[k][i] + offset);
+    return sum / n;
+}
+
+static void print_line(const acc_config *c, acc_result r[][RUNS], int first_seed, int seeds)
+{
+    printf("{\"bench\":\"bf16_accuracy\",\"model\":\"%s\",\"dataset\":\"fashion-mnist\","
+           "\"train_samples\":%lld,\"test_samples\":%lld,\"batch\":%d,\"optimizer\":\"sgd lr 0.01 "
+           "momentum 0.9 cosine\",\"threads\":%d,\"seeds\":[",
+           c->model, (long long)c->train_n, (long long)tg_dataset_describe(c->test).samples, BATCH,
+           c->threads);
+    for (int k = 0; k < seeds; k++)
+        printf("%s%d", k ? "," : "", first_seed + k);
+    printf("]");
+    double fp32 = mean_of(r, seeds, 0, offsetof(acc_result, accuracy));
+    double lo = r[0][0].accuracy, hi = lo;
+    for (int k = 0; k < seeds; k++) {
+        lo = r[k][0].accuracy < lo ? r[k][0].accuracy : lo;
+        hi = r[k][0].accuracy > hi ? r[k][0].accuracy : hi;
+    }
+    for (int i = 0; i < RUNS; i++) {
+        printf(",\"accuracy_%s\":[", runs[i].key);
+        for (int k = 0; k < seeds; k++)
+            printf("%s%.2f", k ? "," : "", r[k][i].accuracy);
+        double acc = mean_of(r, seeds, i, offsetof(acc_result, accuracy));
+        printf("],\"mean_accuracy_%s\":%.2f", runs[i].key, acc);
+        if (i > 0)
+            printf(",\"points_below_fp32_%s\":%.2f", runs[i].key, fp32 - acc);
+        printf(",\"last_loss_%s\":%.4f,\"seconds_%s\":%.1f", runs[i].key,
+               mean_of(r, seeds, i, offsetof(acc_result, last_loss)), runs[i].key,
+               mean_of(r, seeds, i, offsetof(acc_result, seconds)));
+    }
+    printf(",\"fp32_seed_spread_points\":%.2f,\"target_points\":0.5,\"load_average\":%.2f}\n",
+           hi - lo, bench_load_average());
+}
+
 int main(int argc, char **argv)
 {
     int usage = bench_usage(
         argc, argv, 0,
         "usage: bench_bf16_accuracy\nTest accuracy of a short ResNet-18 training run on "
-        "Fashion-MNIST in 32.32, bf16.32 and bf16.bf16, and 32.32 with another seed (the noise "
-        "floor), in the same run. One JSON line.\n"
-        "environment: TG_BENCH_SAMPLES (12800), TG_BENCH_MODEL (resnet18), TG_BENCH_THREADS (2), "
-        "TG_BENCH_SEED (1), TG_BENCH_STOCHASTIC, TG_FASHION_MNIST_DIR\n");
+        "Fashion-MNIST in 32.32, bf16.32 and bf16.bf16 (stochastic rounding, its default, and to "
+        "nearest), each with several seeds, in the same run; the means compared. One JSON "
+        "line.\n"
+        "environment: TG_BENCH_SAMPLES (25600), TG_BENCH_SEEDS (3), TG_BENCH_SEED (1), "
+        "TG_BENCH_MODEL (resnet18), TG_BENCH_THREADS (2), TG_FASHION_MNIST_DIR\n");
     if (usage >= 0)
         return usage;
     bench_passive_omp(argv);
@@ -214,30 +274,20 @@ int main(int argc, char **argv)
     acc_config c = {getenv("TG_BENCH_MODEL") ? getenv("TG_BENCH_MODEL") : "resnet18",
                     bench_env_int("TG_BENCH_THREADS", 2, 1, 64),
                     1,
-                    samples ? atoll(samples) : 12800,
+                    samples ? atoll(samples) : 25600,
                     NULL,
                     NULL};
     c.train = load_split(TG_SPLIT_TRAIN, c.train_n);
     c.test = load_split(TG_SPLIT_TEST, 0);
-    static const char *const precisions[] = {"32.32", "bf16.32", "bf16.bf16", "32.32"};
-    static const char *const keys[] = {"32_32", "bf16_32", "bf16_bf16", "32_32_seed2"};
-    acc_result r[4];
-    int seed = bench_env_int("TG_BENCH_SEED", 1, 0, 1000000);
-    for (int i = 0; i < 4; i++) {
-        c.seed = i < 3 ? seed : seed + 1;
-        r[i] = run(&c, precisions[i]);
-    }
-    printf("{\"bench\":\"bf16_accuracy\",\"model\":\"%s\",\"dataset\":\"fashion-mnist\","
-           "\"train_samples\":%lld,\"test_samples\":%lld,\"batch\":%d,\"optimizer\":\"sgd lr 0.01 "
-           "momentum 0.9 cosine\",\"threads\":%d,\"seed\":%d",
-           c.model, (long long)c.train_n, (long long)tg_dataset_describe(c.test).samples, BATCH,
-           c.threads, seed);
-    for (int i = 0; i < 4; i++)
-        printf(",\"accuracy_%s\":%.2f,\"last_loss_%s\":%.4f,\"seconds_%s\":%.1f", keys[i],
-               r[i].accuracy, keys[i], r[i].last_loss, keys[i], r[i].seconds);
-    for (int i = 1; i < 4; i++)
-        printf(",\"points_below_fp32_%s\":%.2f", keys[i], r[0].accuracy - r[i].accuracy);
-    printf(",\"target_points\":0.5,\"load_average\":%.2f}\n", bench_load_average());
+    int first_seed = bench_env_int("TG_BENCH_SEED", 1, 0, 1000000);
+    int seeds = bench_env_int("TG_BENCH_SEEDS", 3, 1, MAX_SEEDS);
+    static acc_result r[MAX_SEEDS][RUNS];
+    for (int k = 0; k < seeds; k++)
+        for (int i = 0; i < RUNS; i++) {
+            c.seed = first_seed + k;
+            r[k][i] = run(&c, &runs[i]);
+        }
+    print_line(&c, r, first_seed, seeds);
     tg_dataset_destroy((tg_dataset *)c.train);
     tg_dataset_destroy((tg_dataset *)c.test);
     return 0;

@@ -67,7 +67,11 @@ int device_flags(device_args *a, cli_flag *f)
         {"--second-moment-type", CLI_STRING, &a->second_moment, "TYPE",
          "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0},
         {"--stochastic-rounding", CLI_BOOL, &a->stochastic_rounding, NULL,
-         "round half-precision weight updates stochastically", 1, 0},
+         "round half-precision weight updates stochastically (bf16 ones do by default)", 1, 0},
+        {"--no-stochastic-rounding", CLI_BOOL, &a->round_to_nearest, NULL,
+         "round bf16 weight updates to nearest as f16 ones (faster, loses updates below half "
+         "a step)",
+         1, 0},
         {"--profile", CLI_BOOL, &a->profile, NULL,
          "write graph and execution profiles (autoReport.all)", 1, 0},
         {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
@@ -166,8 +170,17 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         ok && (!a->first_moment || set(o, command, "firstOrderMomentumAccumType", a->first_moment));
     ok = ok &&
          (!a->second_moment || set(o, command, "secondOrderMomentumAccumType", a->second_moment));
+    if (a->stochastic_rounding && a->round_to_nearest) {
+        fprintf(stderr,
+                "tilegraph %s: --stochastic-rounding and --no-stochastic-rounding contradict each "
+                "other: give one\n",
+                command);
+        ok = false;
+    }
     ok = ok &&
          (!a->stochastic_rounding || set(o, command, "Precision.enableStochasticRounding", "true"));
+    ok = ok &&
+         (!a->round_to_nearest || set(o, command, "Precision.enableStochasticRounding", "false"));
     if (ok && a->engine_options[0]) {
         char buf[CLI_LIST_CAP];
         snprintf(buf, sizeof buf, "%s", a->engine_options);

@@ -15,12 +15,12 @@ typedef struct device_args {
     char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */
     /* precision (compile/precision.h) */
     const char *precision, *loss_scaling, *loss_scale, *accum_type, *first_moment, *second_moment;
-    bool profile, offload_optimizer, stochastic_rounding;
+    bool profile, offload_optimizer, stochastic_rounding, round_to_nearest;
     int64_t replicas, accumulation, iterations, devices, threads, eval_iterations, seed;
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 28
+#define DEVICE_FLAG_COUNT 29
 
 /* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
 int device_flags(device_args *a, cli_flag *flags);

@@ -400,5 +400,7 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
            tg_session_flops(s) / 1e6);
     char kernels[160];
     printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
+    char precision[160];
+    printf("precision: %s\n", tg_session_precision(s, precision, sizeof precision));
     fflush(stdout);
 }

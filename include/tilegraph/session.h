@@ -112,6 +112,11 @@ TG_API double tg_session_flops(const tg_session *s);
  * as one line into buf (cap bytes, truncated), e.g. "oneDNN (ISA
  * avx512_core_bf16) for 6 of 8 convolution ops, 6 in bf16"; returns buf. */
 TG_API const char *tg_session_kernels(const tg_session *s, char *buf, size_t cap);
+/* The storage types, rounding and loss scaling the session trains with, as
+ * one line into buf (cap bytes, truncated), e.g. "bf16.bf16 (accumulators
+ * bf16, moments f32 f32), half updates rounded stochastically, no loss
+ * scaling"; returns buf. */
+TG_API const char *tg_session_precision(const tg_session *s, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

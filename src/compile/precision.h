@@ -27,7 +27,7 @@ typedef struct tg_precision {
     tg_dtype accum;           /* gradient accumulators */
     tg_dtype first_moment;    /* Adam exp_avg, SGD momentum buffer */
     tg_dtype second_moment;   /* Adam exp_avg_sq */
-    bool stochastic_rounding; /* for the weight update's writes of half values */
+    bool stochastic_rounding; /* for the weight update's writes of half values (auto resolved) */
     tg_loss_scaling loss_scaling;
     float loss_scale;    /* static factor, or the dynamic one's start */
     int growth_interval; /* dynamic: double the scale after this many good updates */
@@ -36,6 +36,11 @@ typedef struct tg_precision {
 /* Read precision, lossScaling*, accumType, *MomentumAccumType and
  * Precision.enableStochasticRounding. */
 tg_status tg_precision_read(const tg_config *c, tg_precision *out);
+
+/* pr as one line into buf (cap bytes, truncated), e.g. "bf16.bf16
+ * (accumulators bf16, moments f32 f32), bf16 updates rounded stochastically,
+ * no loss scaling"; returns buf. */
+const char *tg_precision_describe(const tg_precision *pr, char *buf, size_t cap);
 
 /* True when anything is stored in half precision or the loss is scaled: the
  * engine then checks gradients for overflow before each update. */

@@ -69,9 +69,9 @@ void tg_convert_stochastic(const float *src, void *dst, tg_dtype dd, size_t n, u
         /* bf16 keeps the top 16 bits: adding a uniform 16-bit value to the
          * bits below and truncating rounds up with probability equal to the
          * remainder (core/bf16.h) */
+        uint32_t key32 = tg_round_key32(key);
         for (size_t i = 0; i < n; i++)
-            d[i] =
-                tg_bf16_narrow_stochastic(src[i], (uint32_t)tg_hash64(key ^ tg_hash64(first + i)));
+            d[i] = tg_bf16_narrow_stochastic(src[i], tg_round_bits(key32, (uint32_t)(first + i)));
     } else if (dd == TG_F16) {
         for (size_t i = 0; i < n; i++)
             d[i] = f16_stochastic(src[i], tg_hash_uniform(key, first + i));

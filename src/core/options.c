@@ -88,9 +88,10 @@ static const opt_spec option_table[] = {
     {"firstOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
      "Adam's exp_avg and SGD's momentum buffer"},
     {"secondOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16", "Adam's exp_avg_sq"},
-    {"Precision.enableStochasticRounding", OPT_BOOL, "false", 0, 0, NULL,
+    {"Precision.enableStochasticRounding", OPT_ENUM, "auto", 0, 0, "auto|true|false",
      "round half-precision weight and optimizer-state updates stochastically, so updates "
-     "smaller than half an ulp still move the weights on average"},
+     "smaller than half an ulp still move the weights on average (auto: when the update writes "
+     "bf16 values, weights or optimizer state; f16 ones round to nearest as in PopTorch)"},
     {"lossScaling", OPT_ENUM, "none", 0, 0, "none|static|dynamic",
      "multiply the loss by lossScalingFactor before the backward pass and divide the gradients "
      "before the update; an update whose gradients overflow is skipped, and dynamic halves the "

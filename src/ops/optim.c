@@ -346,25 +346,23 @@ ALWAYS_INLINE const float *half_grad(const half_ops *h, int64_t at, int c, float
 /* The updated operands x[k] (k < n_mutated) of elements [at, at + c) back
  * into their bf16 storage (f32 ones the loop updated in place). Stochastic
  * rounding draws as tg_convert_stochastic with key round_key ^ k and the
- * element's index: hash(key ^ hash(index)), the inner hash once for all. */
+ * element's index (core/rng.h tg_round_bits). */
 ALWAYS_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const *x,
                               half_convert cv)
 {
-    uint64_t mix[ADAM_CHUNK];
-    if (h->stochastic)
-        for (int i = 0; i < c; i++)
-            mix[i] = tg_hash64((uint64_t)(h->first + at + i));
     for (int k = 0; k < h->n_mutated; k++) {
         if (!h->bf16[k])
             continue;
         uint16_t *d = (uint16_t *)h->at[k] + at;
         const float *f = x[k];
-        uint64_t key = h->key ^ (uint64_t)k;
-        if (h->stochastic)
+        if (h->stochastic) {
+            uint32_t key32 = tg_round_key32(h->key ^ (uint64_t)k);
+            uint32_t first = (uint32_t)(h->first + at);
             for (int i = 0; i < c; i++)
-                d[i] = tg_bf16_narrow_stochastic(f[i], (uint32_t)tg_hash64(key ^ mix[i]));
-        else
+                d[i] = tg_bf16_narrow_stochastic(f[i], tg_round_bits(key32, first + (uint32_t)i));
+        } else {
             cv.narrow(f, d, (size_t)c);
+        }
     }
 }
 

@@ -814,6 +814,11 @@ const char *tg_session_kernels(const tg_session *s, char *buf, size_t cap)
     return buf;
 }
 
+const char *tg_session_precision(const tg_session *s, char *buf, size_t cap)
+{
+    return tg_precision_describe(&s->program->precision, buf, cap);
+}
+
 int tg_session_threads(const tg_session *s)
 {
     return s->program->n_threads;

@@ -82,7 +82,8 @@ static void test_read_each_precision(void)
         TG_CHECK(pr.accum == cases[k].model);
         TG_CHECK(pr.first_moment == TG_F32 && pr.second_moment == TG_F32);
         TG_CHECK(pr.loss_scaling == TG_LOSS_SCALING_NONE && pr.loss_scale == 1.0f);
-        TG_CHECK(!pr.stochastic_rounding);
+        /* stochastic rounding auto: on for bf16 weights only */
+        TG_CHECK(pr.stochastic_rounding == (cases[k].model == TG_BF16));
         /* half inputs alone cannot overflow a gradient */
         if (tg_precision_checks_overflow(&pr) != cases[k].checks)
             tg_test_fail(__FILE__, __LINE__, "%s: checks overflow %d", cases[k].text,
@@ -105,9 +106,48 @@ static void test_read_types_and_loss_scaling(void)
                                     "lossScalingGrowthInterval", "100", NULL});
     TG_CHECK(pr.loss_scaling == TG_LOSS_SCALING_DYNAMIC && pr.loss_scale == 64.0f);
     TG_CHECK(pr.growth_interval == 100);
+    /* auto rounds stochastically when the update writes bf16 state; an
+     * explicit value wins either way */
+    pr = read_with((const char *[]){"firstOrderMomentumAccumType", "bf16", NULL});
+    TG_CHECK(pr.model == TG_F32 && pr.stochastic_rounding);
+    pr = read_with((const char *[]){"secondOrderMomentumAccumType", "f16", NULL});
+    TG_CHECK(!pr.stochastic_rounding);
+    pr = read_with((const char *[]){"precision", "bf16.bf16", "Precision.enableStochasticRounding",
+                                    "false", NULL});
+    TG_CHECK(!pr.stochastic_rounding);
+    pr = read_with(
+        (const char *[]){"precision", "16.16", "Precision.enableStochasticRounding", "true", NULL});
+    TG_CHECK(pr.stochastic_rounding);
     /* without loss scaling the factor is not applied */
     pr = read_with((const char *[]){"lossScalingFactor", "512", NULL});
     TG_CHECK(pr.loss_scaling == TG_LOSS_SCALING_NONE && pr.loss_scale == 1.0f);
+}
+
+#define CHECK_LINE(got, want)                                                                      \
+    do {                                                                                           \
+        const char *got_ = (got);                                                                  \
+        if (strcmp(got_, want))                                                                    \
+            tg_test_fail(__FILE__, __LINE__, "\"%s\", want \"%s\"", got_, want);                   \
+    } while (0)
+
+/* the line the training summary prints (tg_session_precision) */
+static void test_describe(void)
+{
+    char buf[160];
+    tg_precision pr = read_with((const char *[]){NULL});
+    CHECK_LINE(tg_precision_describe(&pr, buf, sizeof buf),
+               "32.32 (accumulators f32, moments f32 f32), no loss scaling");
+    pr = read_with((const char *[]){"precision", "bf16.bf16", NULL});
+    CHECK_LINE(tg_precision_describe(&pr, buf, sizeof buf),
+               "bf16.bf16 (accumulators bf16, moments f32 f32), half updates rounded "
+               "stochastically, no loss scaling");
+    pr = read_with((const char *[]){"precision", "16.32", "firstOrderMomentumAccumType", "f16",
+                                    "lossScaling", "dynamic", NULL});
+    CHECK_LINE(tg_precision_describe(&pr, buf, sizeof buf),
+               "16.32 (accumulators f32, moments f16 f32), half updates rounded to nearest, "
+               "dynamic loss scaling");
+    /* truncated to the room given, still terminated */
+    CHECK_LINE(tg_precision_describe(&pr, buf, 6), "16.32");
 }
 
 static void test_bad_precision_is_refused(void)
@@ -181,6 +221,7 @@ int main(void)
 {
     TG_RUN(test_read_each_precision);
     TG_RUN(test_read_types_and_loss_scaling);
+    TG_RUN(test_describe);
     TG_RUN(test_bad_precision_is_refused);
     TG_RUN(test_storage_per_value);
     return tg_test_finish();

@@ -110,6 +110,19 @@ static void test_precision_flags(void)
     EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 400 --test-limit 100 "
            "--precision bf16.bf16 --stochastic-rounding --json",
            0, "\"skipped_updates\":0");
+    /* bf16 weights round their updates stochastically unless told not to,
+     * and the summary says which */
+    EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 200 --test-limit 100 "
+           "--precision bf16.bf16",
+           0,
+           "precision: bf16.bf16 (accumulators bf16, moments f32 f32), half updates rounded "
+           "stochastically, no loss scaling");
+    EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 200 --test-limit 100 "
+           "--precision bf16.bf16 --no-stochastic-rounding",
+           0, "half updates rounded to nearest");
+    EXPECT("train --model mnist-pipeline --epochs 1 --train-limit 200 --test-limit 100 "
+           "--stochastic-rounding --no-stochastic-rounding",
+           1, "--stochastic-rounding and --no-stochastic-rounding contradict each other");
     /* the plan shows the halving: mnist-pipeline's weights are 352 KiB in f32 */
     EXPECT("compile --model mnist-pipeline --precision 16.16", 0,
            "weights                     176 KiB");
