@@ -30,8 +30,8 @@ static tg_dtype type_option(const char *v, tg_dtype if_auto)
  * in bf16.bf16 trained to 0.57-0.88 points below fp32 at 25,600 samples, and
  * to within 0.2 with stochastic rounding, at 2-3% of a step's time
  * (docs/precision.md). PopTorch's default is off, but the IPU has no bf16:
- * there it concerns f16 weights, which keep PopTorch's default here (their
- * stochastic rounding is not vectorised and costs 44% of a ResNet-50 step). */
+ * there it concerns f16 weights, which keep PopTorch's default here, so that
+ * a PopTorch script's 16.16 trains the same way. */
 static bool stochastic_rounding(const char *v, const tg_precision *pr)
 {
     if (strcmp(v, "auto"))

@@ -44,37 +44,67 @@ void tg_convert(const void *src, tg_dtype sd, void *dst, tg_dtype dd, size_t n)
     }
 }
 
-/* f16: find the two representable neighbours by magnitude and pick one. */
-static uint16_t f16_stochastic(float x, float r)
+/* f16 stochastic rounding of x with the random bits r, branch-free so that
+ * the loop below vectorises (the neighbour search through two conversions
+ * it replaces cost 13 ns an element, 44% of a ResNet-50 16.16 step):
+ * - f16 normals keep 10 of f32's 23 fraction bits: adding 13 random bits
+ *   to the magnitude and truncating rounds up with probability equal to
+ *   the dropped fraction, carries into the exponent included;
+ * - f16 subnormals (|x| < 2^-14) are k * 2^-24: k = floor(|x| * 2^24), and
+ *   one more with probability the exact remainder against 24 random bits;
+ * - above 65504 it rounds to nearest (65504 below 65520, else infinity),
+ *   as it always did: only a value that rounds to infinity becomes one;
+ * - NaN stays a quiet NaN with its sign, infinity stays infinity. */
+/* a where cond (0 or 1), else b: masks, because GCC 12 leaves a loop with
+ * chained ?: on integers unvectorised ("control flow in loop") */
+static inline uint32_t pick(uint32_t cond, uint32_t a, uint32_t b)
 {
-    uint16_t h = tg_f32_to_f16(x);
-    if (!isfinite(x) || (h & 0x7fffu) >= 0x7c00u)
-        return h;
-    float ax = fabsf(x);
-    uint16_t sign = h & 0x8000u, mag = h & 0x7fffu;
-    if (fabsf(tg_f16_to_f32(h)) > ax)
-        mag--; /* nearest was above: the lower neighbour is one step down */
-    float lo = fabsf(tg_f16_to_f32((uint16_t)(sign | mag)));
-    float hi = fabsf(tg_f16_to_f32((uint16_t)(sign | (mag + 1))));
-    if (lo == ax || !isfinite(hi))
-        return (uint16_t)(sign | mag);
-    return (uint16_t)(sign | (r * (hi - lo) < ax - lo ? mag + 1 : mag));
+    uint32_t m = 0u - cond;
+    return (a & m) | (b & ~m);
+}
+
+static inline uint16_t f16_stochastic(float x, uint32_t r)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    uint32_t sign = (bits >> 16) & 0x8000u, mag = bits & 0x7fffffffu;
+    uint32_t t = (mag + (r & 0x1fffu)) & ~0x1fffu;
+    uint32_t normal = (t >> 13) - (112u << 10); /* exponent bias 127 to 15 */
+    uint32_t small = mag < 0x38800000u;         /* below 2^-14: an f16 subnormal */
+    uint32_t small_bits = pick(small, mag, 0);  /* 0 otherwise: the int conversion stays in range */
+    float below;
+    memcpy(&below, &small_bits, sizeof below);
+    float y = below * 16777216.0f; /* exact */
+    int32_t k = (int32_t)y;
+    float frac = y - (float)k;
+    uint32_t sub = (uint32_t)k + (uint32_t)((float)(r >> 8) * (1.0f / 16777216.0f) < frac);
+    uint32_t h = pick(small, sub, normal);
+    h = pick(mag > 0x477fe000u, 0x7bffu, h);  /* above 65504: to nearest */
+    h = pick(mag >= 0x477ff000u, 0x7c00u, h); /* 65520 and up, infinity */
+    h = pick(mag > 0x7f800000u, 0x7e00u, h);
+    return (uint16_t)(sign | h);
+}
+
+TG_WIDE_CLONES static void f16_stochastic_run(const float *src, uint16_t *d, size_t n,
+                                              uint32_t key32, uint64_t first)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = f16_stochastic(src[i], tg_round_bits(key32, (uint32_t)(first + i)));
 }
 
 void tg_convert_stochastic(const float *src, void *dst, tg_dtype dd, size_t n, uint64_t key,
                            uint64_t first)
 {
     uint16_t *d = dst;
+    uint32_t key32 = tg_round_key32(key);
     if (dd == TG_BF16) {
         /* bf16 keeps the top 16 bits: adding a uniform 16-bit value to the
          * bits below and truncating rounds up with probability equal to the
          * remainder (core/bf16.h) */
-        uint32_t key32 = tg_round_key32(key);
         for (size_t i = 0; i < n; i++)
             d[i] = tg_bf16_narrow_stochastic(src[i], tg_round_bits(key32, (uint32_t)(first + i)));
     } else if (dd == TG_F16) {
-        for (size_t i = 0; i < n; i++)
-            d[i] = f16_stochastic(src[i], tg_hash_uniform(key, first + i));
+        f16_stochastic_run(src, d, n, key32, first);
     } else {
         tg_convert(src, TG_F32, dst, dd, n);
     }

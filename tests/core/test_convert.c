@@ -6,6 +6,7 @@
 #include "tg_test.h"
 
 #include "core/convert.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static void neighbours(float x, tg_dtype t, float *lo, float *hi)
 
 static void test_stochastic_is_unbiased(void)
 {
-    const float xs[] = {1.0f + 1.0f / 3000.0f, -0.1f, 1234.567f, 3e-6f};
+    const float xs[] = {1.0f + 1.0f / 3000.0f, -0.1f, 1234.567f, 3e-6f, -6.1e-5f, 1e-7f};
     const tg_dtype types[] = {TG_F16, TG_BF16};
     enum { N = 40000 };
     static float src[N], out[N];
@@ -89,6 +90,48 @@ static void test_stochastic_is_unbiased(void)
     tg_convert_stochastic(exact, e, TG_F16, 3, 1, 0);
     TG_CHECK(tg_f16_to_f32(e[0]) == 0.5f && isinf(tg_f16_to_f32(e[1])) &&
              isnan(tg_f16_to_f32(e[2])));
+}
+
+/* Every f16 value stochastic rounding gives is one of the two f16 values
+ * around x (the nearest and its other neighbour), over random bit patterns
+ * of every f16 exponent, normals and subnormals, either sign; above 65504
+ * it rounds to nearest, and NaN and infinity keep their kind and sign. */
+static void test_f16_stochastic_sweep(void)
+{
+    enum { N = 60000 };
+    static float src[N];
+    static uint16_t h[N];
+    tg_rng r;
+    tg_rng_seed(&r, 7);
+    for (int i = 0; i < N; i++) {
+        uint32_t bits = (uint32_t)tg_rng_next(&r);
+        /* exponents 2^-30 .. 2^15: deep subnormal to the top binade */
+        uint32_t e = 97u + (uint32_t)(i % 46);
+        bits = (bits & 0x807fffffu) | (e << 23);
+        memcpy(&src[i], &bits, sizeof bits);
+        if (fabsf(src[i]) > 65504.0f)
+            src[i] = copysignf(65504.0f, src[i]);
+    }
+    tg_convert_stochastic(src, h, TG_F16, N, 3, 0);
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        float lo, hi, got = tg_f16_to_f32(h[i]);
+        neighbours(src[i], TG_F16, &lo, &hi);
+        if (got != lo && got != hi && !(got == 0.0f && lo == 0.0f) && wrong++ < 5)
+            tg_test_fail(__FILE__, __LINE__, "%a went to %a, not %a or %a", (double)src[i],
+                         (double)got, (double)lo, (double)hi);
+        if (signbit(got) != signbit(src[i]) && got != 0.0f && wrong++ < 5)
+            tg_test_fail(__FILE__, __LINE__, "%a lost its sign: %a", (double)src[i], (double)got);
+    }
+    /* past the largest f16 the nearest value is taken, as without stochastic rounding */
+    float edge[6] = {65504.0f, 65510.0f, -65519.0f, 65520.0f, 1e6f, -NAN};
+    uint16_t e[6];
+    for (uint64_t key = 0; key < 64; key++) {
+        tg_convert_stochastic(edge, e, TG_F16, 6, key, 0);
+        TG_CHECK(e[0] == 0x7bffu && e[1] == 0x7bffu && e[2] == 0xfbffu);
+        TG_CHECK(e[3] == 0x7c00u && e[4] == 0x7c00u);
+        TG_CHECK((e[5] & 0x7fffu) > 0x7c00u && (e[5] & 0x8000u));
+    }
 }
 
 static void test_first_nonfinite(void)
@@ -131,6 +174,7 @@ int main(void)
 {
     TG_RUN(test_pairs);
     TG_RUN(test_stochastic_is_unbiased);
+    TG_RUN(test_f16_stochastic_sweep);
     TG_RUN(test_first_nonfinite);
     return tg_test_finish();
 }
