@@ -35,7 +35,7 @@ static tg_dtype type_option(const char *v, tg_dtype if_auto)
 static bool stochastic_rounding(const char *v, const tg_precision *pr)
 {
     if (strcmp(v, "auto"))
-        return !strcmp(v, "true");
+        return !strcmp(v, "true") || !strcmp(v, "1"); /* as the boolean options */
     return pr->model == TG_BF16 || pr->first_moment == TG_BF16 || pr->second_moment == TG_BF16;
 }
 

@@ -71,14 +71,15 @@ typedef struct tg_config {
         bool pipeline; /* recomputation "pipeline" */
     } recompute;
     struct {
-        const char *precision;           /* INPUT.MODEL */
-        const char *accum;               /* accumType */
-        const char *first_moment;        /* firstOrderMomentumAccumType */
-        const char *second_moment;       /* secondOrderMomentumAccumType */
-        const char *stochastic_rounding; /* Precision.enableStochasticRounding: auto|true|false */
-        const char *loss_scaling;        /* none, static or dynamic */
-        double loss_scale;               /* lossScalingFactor */
-        int growth_interval;             /* lossScalingGrowthInterval */
+        const char *precision;     /* INPUT.MODEL */
+        const char *accum;         /* accumType */
+        const char *first_moment;  /* firstOrderMomentumAccumType */
+        const char *second_moment; /* secondOrderMomentumAccumType */
+        const char
+            *stochastic_rounding; /* Precision.enableStochasticRounding: auto|true|false|1|0 */
+        const char *loss_scaling; /* none, static or dynamic */
+        double loss_scale;        /* lossScalingFactor */
+        int growth_interval;      /* lossScalingGrowthInterval */
     } precision;
     struct {
         bool graph;            /* autoReport.all or outputGraphProfile */

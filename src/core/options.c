@@ -88,7 +88,7 @@ static const opt_spec option_table[] = {
     {"firstOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
      "Adam's exp_avg and SGD's momentum buffer"},
     {"secondOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16", "Adam's exp_avg_sq"},
-    {"Precision.enableStochasticRounding", OPT_ENUM, "auto", 0, 0, "auto|true|false",
+    {"Precision.enableStochasticRounding", OPT_ENUM, "auto", 0, 0, "auto|true|false|1|0",
      "round half-precision weight and optimizer-state updates stochastically, so updates "
      "smaller than half an ulp still move the weights on average (auto: when the update writes "
      "bf16 values, weights or optimizer state; f16 ones round to nearest as in PopTorch)"},

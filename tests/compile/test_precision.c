@@ -118,6 +118,13 @@ static void test_read_types_and_loss_scaling(void)
     pr = read_with(
         (const char *[]){"precision", "16.16", "Precision.enableStochasticRounding", "true", NULL});
     TG_CHECK(pr.stochastic_rounding);
+    /* 1 and 0, as every boolean option takes them */
+    pr = read_with(
+        (const char *[]){"precision", "16.16", "Precision.enableStochasticRounding", "1", NULL});
+    TG_CHECK(pr.stochastic_rounding);
+    pr = read_with((const char *[]){"precision", "bf16.bf16", "Precision.enableStochasticRounding",
+                                    "0", NULL});
+    TG_CHECK(!pr.stochastic_rounding);
     /* without loss scaling the factor is not applied */
     pr = read_with((const char *[]){"lossScalingFactor", "512", NULL});
     TG_CHECK(pr.loss_scaling == TG_LOSS_SCALING_NONE && pr.loss_scale == 1.0f);
