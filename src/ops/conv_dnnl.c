@@ -329,14 +329,7 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
     bool out = k == st->n_args - 1;
     const dnnl_memory_desc_t *from = out ? &st->inner[k] : &st->user[k];
     const dnnl_memory_desc_t *to = out ? &st->user[k] : &st->inner[k];
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, attr);
-    if (s != dnnl_success)
-        return s;
-    st->reorder_scratch_md[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    s = dnnl_primitive_create(&st->reorder[k], pd);
-    dnnl_primitive_desc_destroy(pd);
-    return s;
+    return tg_dnnl_reorder_create(from, to, eng, attr, &st->reorder[k], &st->reorder_scratch_md[k]);
 }
 
 /* Role k's reorder cut into st->parts slices along dimension 0 (weights:
@@ -361,18 +354,11 @@ static bool make_slices(conv_state *st, int k, dnnl_engine_t eng, const_dnnl_pri
         ok = dnnl_memory_desc_init_submemory(&sl[p].user, u, dims, offs) == dnnl_success &&
              dnnl_memory_desc_init_submemory(&sl[p].inner, &st->inner[k], dims, offs) ==
                  dnnl_success;
-        dnnl_primitive_desc_t pd = NULL;
-        ok = ok && dnnl_reorder_primitive_desc_create(&pd, out ? &sl[p].inner : &sl[p].user, eng,
-                                                      out ? &sl[p].user : &sl[p].inner, eng,
-                                                      attr) == dnnl_success;
-        if (ok) {
-            sl[p].scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-            size_t b = dnnl_memory_desc_get_size(&sl[p].scratch_md);
-            *scratch = b > *scratch ? b : *scratch;
-            ok = dnnl_primitive_create(&sl[p].prim, pd) == dnnl_success;
-        }
-        if (pd)
-            dnnl_primitive_desc_destroy(pd);
+        ok = ok && tg_dnnl_reorder_create(out ? &sl[p].inner : &sl[p].user,
+                                          out ? &sl[p].user : &sl[p].inner, eng, attr, &sl[p].prim,
+                                          &sl[p].scratch_md) == dnnl_success;
+        size_t b = ok ? dnnl_memory_desc_get_size(&sl[p].scratch_md) : 0;
+        *scratch = b > *scratch ? b : *scratch;
     }
     if (ok)
         st->slices[k] = sl;
@@ -672,9 +658,8 @@ void tg_conv_dnnl_free(void *state)
 #define RUN_WHAT "running a conv2d primitive"
 
 /* A memory object over ptr (none for an empty descriptor). */
-static dnnl_memory_t mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, void *ptr)
+static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *ptr)
 {
-    (void)eng; /* the process's one engine */
     return tg_dnnl_memory(md, ptr, RUN_WHAT);
 }
 
@@ -688,11 +673,11 @@ static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_
 }
 
 /* Reorder role k between its plain memory and its inner copy. */
-static void run_reorder(const conv_state *st, int k, dnnl_engine_t eng, dnnl_stream_t stream,
-                        dnnl_memory_t user, dnnl_memory_t inner, unsigned char *scratch)
+static void run_reorder(const conv_state *st, int k, dnnl_stream_t stream, dnnl_memory_t user,
+                        dnnl_memory_t inner, unsigned char *scratch)
 {
     bool out = k == st->n_args - 1;
-    dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], eng, scratch + st->reorder_scratch_off);
+    dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], scratch + st->reorder_scratch_off);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
                                {DNNL_ARG_TO, out ? user : inner},
                                {DNNL_ARG_SCRATCHPAD, rs}};
@@ -735,9 +720,9 @@ static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     dnnl_stream_t stream = new_stream(eng);
     unsigned char *scratch = a->scratch;
-    dnnl_memory_t user = mem(&st->user[k], eng, user_ptr(st, a, k, 0));
-    dnnl_memory_t inner = mem(&st->inner[k], eng, scratch + st->buf_off[k]);
-    run_reorder(st, k, eng, stream, user, inner, scratch);
+    dnnl_memory_t user = mem(&st->user[k], user_ptr(st, a, k, 0));
+    dnnl_memory_t inner = mem(&st->inner[k], scratch + st->buf_off[k]);
+    run_reorder(st, k, stream, user, inner, scratch);
     dnnl_memory_destroy(user);
     dnnl_memory_destroy(inner);
     dnnl_stream_destroy(stream);
@@ -757,16 +742,16 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
     int n = 0;
     for (int k = 0; k < st->n_args; k++) {
         bool shared = shared_input(st, k);
-        user[k] = mem(&st->user[k], eng, user_ptr(st, a, k, p));
+        user[k] = mem(&st->user[k], user_ptr(st, a, k, p));
         if (st->reorder[k])
-            inner[k] = mem(&st->inner[k], eng,
+            inner[k] = mem(&st->inner[k],
                            (shared ? (unsigned char *)a->scratch : scratch) + st->buf_off[k]);
         if (st->reorder[k] && k < st->n_args - 1 && !shared)
-            run_reorder(st, k, eng, stream, user[k], inner[k], scratch);
+            run_reorder(st, k, stream, user[k], inner[k], scratch);
         args[n].arg = st->arg[k];
         args[n++].memory = inner[k] ? inner[k] : user[k];
     }
-    dnnl_memory_t sp = mem(&st->scratch_md, eng, scratch);
+    dnnl_memory_t sp = mem(&st->scratch_md, scratch);
     if (sp) {
         args[n].arg = DNNL_ARG_SCRATCHPAD;
         args[n++].memory = sp;
@@ -774,7 +759,7 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
     exec(st->prim, stream, n, args);
     int o = st->n_args - 1;
     if (st->reorder[o] && !st->sum_out)
-        run_reorder(st, o, eng, stream, user[o], inner[o], scratch);
+        run_reorder(st, o, stream, user[o], inner[o], scratch);
     if (sp)
         dnnl_memory_destroy(sp);
     for (int k = 0; k < st->n_args; k++) {
@@ -800,9 +785,9 @@ static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int 
     const reorder_slice *sl = &st->slices[k][p];
     unsigned char *scratch = a->scratch;
     unsigned char *rs_ptr = scratch + (size_t)p * st->part_bytes + st->reorder_scratch_off;
-    dnnl_memory_t user = mem(&sl->user, eng, user_ptr(st, a, k, 0));
-    dnnl_memory_t inner = mem(&sl->inner, eng, scratch + st->buf_off[k]);
-    dnnl_memory_t rs = mem(&sl->scratch_md, eng, rs_ptr);
+    dnnl_memory_t user = mem(&sl->user, user_ptr(st, a, k, 0));
+    dnnl_memory_t inner = mem(&sl->inner, scratch + st->buf_off[k]);
+    dnnl_memory_t rs = mem(&sl->scratch_md, rs_ptr);
     bool out = k == st->n_args - 1;
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
                                {DNNL_ARG_TO, out ? user : inner},

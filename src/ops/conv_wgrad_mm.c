@@ -37,11 +37,6 @@ struct tg_wgrad_mm {
     size_t off_dyt, off_xt, off_col, off_rs, off_sp, sp_bytes;
 };
 
-static size_t align(size_t b)
-{
-    return tg_conv_align(b);
-}
-
 bool tg_wgrad_mm_applies(const tg_conv_geom *g)
 {
     return g->G == 1 && g->OH * g->OW <= 4;
@@ -72,14 +67,9 @@ static dnnl_status_t make_reorder(tg_wgrad_mm *m, int k, const dnnl_dims_t dims,
                           : tg_dnnl_plain_md(&m->user[k], 4, dims, st);
     if (s == dnnl_success)
         s = channel_major_md(&m->inner[k], dims, mul);
-    dnnl_primitive_desc_t pd = NULL;
     if (s == dnnl_success)
-        s = dnnl_reorder_primitive_desc_create(&pd, &m->user[k], eng, &m->inner[k], eng, attr);
-    if (s != dnnl_success)
-        return s;
-    m->reorder_scratch[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    s = dnnl_primitive_create(&m->reorder[k], pd);
-    dnnl_primitive_desc_destroy(pd);
+        s = tg_dnnl_reorder_create(&m->user[k], &m->inner[k], eng, attr, &m->reorder[k],
+                                   &m->reorder_scratch[k]);
     return s;
 }
 
@@ -121,20 +111,20 @@ static size_t lay_out(tg_wgrad_mm *m)
     const tg_conv_geom *g = &m->g;
     size_t off = 0;
     m->off_dyt = off;
-    off += align(dnnl_memory_desc_get_size(&m->inner[0]));
+    off += tg_conv_align(dnnl_memory_desc_get_size(&m->inner[0]));
     m->off_xt = off;
-    off += align(dnnl_memory_desc_get_size(&m->inner[1]));
+    off += tg_conv_align(dnnl_memory_desc_get_size(&m->inner[1]));
     m->off_col = m->off_xt;
     if (m->im2col) {
         m->off_col = off;
-        off += align((size_t)(g->C * g->R * g->S * g->N * g->OH * g->OW) * m->esz);
+        off += tg_conv_align((size_t)(g->C * g->R * g->S * g->N * g->OH * g->OW) * m->esz);
     }
     size_t r0 = dnnl_memory_desc_get_size(&m->reorder_scratch[0]);
     size_t r1 = dnnl_memory_desc_get_size(&m->reorder_scratch[1]);
     m->off_rs = off;
-    off += align(r0 > r1 ? r0 : r1);
+    off += tg_conv_align(r0 > r1 ? r0 : r1);
     m->off_sp = off;
-    m->sp_bytes = align(dnnl_memory_desc_get_size(&m->scratch_md));
+    m->sp_bytes = tg_conv_align(dnnl_memory_desc_get_size(&m->scratch_md));
     return off + m->sp_bytes * (size_t)m->parts;
 }
 

@@ -47,6 +47,20 @@ dnnl_status_t tg_dnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dim
     return dnnl_memory_desc_init_by_tag(md, ndims, dims, dt, tag);
 }
 
+dnnl_status_t tg_dnnl_reorder_create(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                     dnnl_engine_t eng, const_dnnl_primitive_attr_t attr,
+                                     dnnl_primitive_t *prim, dnnl_memory_desc_t *scratch_md)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, attr);
+    if (s != dnnl_success)
+        return s;
+    *scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    s = dnnl_primitive_create(prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
 _Noreturn void tg_dnnl_run_failed(dnnl_status_t s, const char *what)
 {
     tg_dnnl_check(s, what);

@@ -28,6 +28,14 @@ tg_status tg_dnnl_check(dnnl_status_t s, const char *what);
 dnnl_status_t tg_dnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
                                dnnl_data_type_t dt);
 
+/* A reorder primitive from `from` to `to` on eng with attr (the kernels'
+ * user-managed scratchpad), and the descriptor of the scratchpad it needs
+ * (empty when none) in *scratch_md: at compile time, planned with the
+ * node's scratch. */
+dnnl_status_t tg_dnnl_reorder_create(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                     dnnl_engine_t eng, const_dnnl_primitive_attr_t attr,
+                                     dnnl_primitive_t *prim, dnnl_memory_desc_t *scratch_md);
+
 /* Running a primitive planned at compile time failed (oneDNN could not
  * allocate bookkeeping for memory it accepted then): kernels have no status
  * to return, so this prints "<what>: oneDNN <status>" and aborts. */
