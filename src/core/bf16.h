@@ -17,6 +17,8 @@
 #ifndef TG_CORE_BF16_H
 #define TG_CORE_BF16_H
 
+#include "core/clones.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -98,8 +100,8 @@ static inline void tg_bf16_narrow_run(const float *src, uint16_t *dst, size_t n)
 /* 16 values at a time in vector registers (GCC and Clang vector
  * extensions): the loops above vectorise with 256-bit vectors and a long
  * chain of 16-bit shuffles; these compile to one VPMOVZXWD (VPMOVDW) per 16
- * values in a per-instruction-set copy (core/clones.h). Always inlined:
- * they pass vectors by value (TG_VEC_INLINE's reason). */
+ * values in a per-instruction-set copy (core/clones.h). TG_VEC_INLINE:
+ * they pass vectors by value. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 /* the vectors pass between inline functions only: the ABI note is moot */
@@ -109,7 +111,7 @@ typedef float tg_f32x16 __attribute__((vector_size(64)));
 typedef uint32_t tg_u32x16 __attribute__((vector_size(64)));
 typedef uint16_t tg_u16x16 __attribute__((vector_size(32)));
 
-static inline __attribute__((always_inline)) tg_f32x16 tg_bf16x16_widen(const uint16_t *p)
+TG_VEC_INLINE tg_f32x16 tg_bf16x16_widen(const uint16_t *p)
 {
     tg_u16x16 h;
     memcpy(&h, p, sizeof h);
@@ -119,7 +121,7 @@ static inline __attribute__((always_inline)) tg_f32x16 tg_bf16x16_widen(const ui
     return f;
 }
 
-static inline __attribute__((always_inline)) void tg_bf16x16_narrow(uint16_t *p, tg_f32x16 f)
+TG_VEC_INLINE void tg_bf16x16_narrow(uint16_t *p, tg_f32x16 f)
 {
     tg_u32x16 x;
     memcpy(&x, &f, sizeof x);
@@ -136,8 +138,7 @@ static inline __attribute__((always_inline)) void tg_bf16x16_narrow(uint16_t *p,
 #if TG_BF16_HW
 /* The same 16 widened by one VPMOVZXWD (GCC splits the generic form in
  * two halves): only in a TG_BF16_HW_TARGET function. */
-static inline __attribute__((always_inline)) TG_BF16_HW_TARGET tg_f32x16
-tg_bf16x16_widen_hw(const uint16_t *p)
+TG_VEC_INLINE TG_BF16_HW_TARGET tg_f32x16 tg_bf16x16_widen_hw(const uint16_t *p)
 {
     __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16);
     tg_f32x16 f;
@@ -146,8 +147,7 @@ tg_bf16x16_widen_hw(const uint16_t *p)
 }
 
 /* The same 16 with VCVTNEPS2BF16: only in a TG_BF16_HW_TARGET function. */
-static inline __attribute__((always_inline)) TG_BF16_HW_TARGET void
-tg_bf16x16_narrow_hw(uint16_t *p, tg_f32x16 f)
+TG_VEC_INLINE TG_BF16_HW_TARGET void tg_bf16x16_narrow_hw(uint16_t *p, tg_f32x16 f)
 {
     __m512 v;
     memcpy(&v, &f, sizeof v);
@@ -156,8 +156,7 @@ tg_bf16x16_narrow_hw(uint16_t *p, tg_f32x16 f)
 }
 
 /* Runs of any length by the instructions, the tail as tg_bf16_*_run. */
-static inline __attribute__((always_inline)) TG_BF16_HW_TARGET void
-tg_bf16_widen_run_hw(const uint16_t *src, float *dst, size_t n)
+TG_VEC_INLINE TG_BF16_HW_TARGET void tg_bf16_widen_run_hw(const uint16_t *src, float *dst, size_t n)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -167,8 +166,8 @@ tg_bf16_widen_run_hw(const uint16_t *src, float *dst, size_t n)
     tg_bf16_widen_run(src + i, dst + i, n - i);
 }
 
-static inline __attribute__((always_inline)) TG_BF16_HW_TARGET void
-tg_bf16_narrow_run_hw(const float *src, uint16_t *dst, size_t n)
+TG_VEC_INLINE TG_BF16_HW_TARGET void tg_bf16_narrow_run_hw(const float *src, uint16_t *dst,
+                                                           size_t n)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -195,5 +194,32 @@ typedef struct tg_bf16x16_ops {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+/* A kernel's pool functions (tg_pool_fn) `name` and, where the compiler
+ * can target AVX-512 BF16, `name##_hw`: each runs loop(ctx, begin, end,
+ * conversions), a TG_VEC_INLINE loop written against its conversions, with
+ * `generic` in a copy per instruction set (TG_WIDE_KERNEL) or `hw` in one
+ * for AVX-512 BF16, flattened so that every helper is inlined and calls
+ * that copy's conversions directly. TG_BF16_POOL_FN(name) picks one at run
+ * time. */
+#define TG_BF16_POOL_GENERIC(name, loop, generic)                                                  \
+    TG_WIDE_KERNEL static void name(void *ctx, int64_t begin, int64_t end, int thread)             \
+    {                                                                                              \
+        (void)thread;                                                                              \
+        loop(ctx, begin, end, generic);                                                            \
+    }
+#if TG_BF16_HW
+#define TG_BF16_POOL_FNS(name, loop, generic, hw)                                                  \
+    TG_BF16_POOL_GENERIC(name, loop, generic)                                                      \
+    TG_BF16_HW_TARGET __attribute__((flatten)) static void name##_hw(void *ctx, int64_t begin,     \
+                                                                     int64_t end, int thread)      \
+    {                                                                                              \
+        (void)thread;                                                                              \
+        loop(ctx, begin, end, hw);                                                                 \
+    }
+#else
+#define TG_BF16_POOL_FNS(name, loop, generic, hw) TG_BF16_POOL_GENERIC(name, loop, generic)
+#endif
+#define TG_BF16_POOL_FN(name) TG_BF16_PICK(name, name##_hw)
 
 #endif

@@ -26,7 +26,9 @@
  * copy, at every optimisation level (the sanitizer builds are not -O2): a
  * call from a copy compiled for AVX-512 into one compiled for the baseline
  * passes the vector in a register the callee looks for on the stack (the
- * ABI note GCC's -Wpsabi gives). */
+ * ABI note GCC's -Wpsabi gives). The same for loops taking their
+ * conversions as constant function pointers (core/bf16.h
+ * TG_BF16_POOL_FNS): only inlined does each copy call its own. */
 #define TG_VEC_INLINE static inline __attribute__((always_inline))
 
 #if defined(__GNUC__)

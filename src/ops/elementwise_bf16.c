@@ -78,20 +78,7 @@ TG_VEC_INLINE void bf16_loop(const bf16_job *j, int64_t begin, int64_t end, tg_b
         o[i] = one(j->op, a[i], b ? b[i] : 0);
 }
 
-TG_WIDE_KERNEL static void bf16_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    (void)t;
-    bf16_loop(ctx, begin, end, TG_BF16X16_GENERIC);
-}
-
-#if TG_BF16_HW
-TG_BF16_HW_TARGET __attribute__((flatten)) static void bf16_range_hw(void *ctx, int64_t begin,
-                                                                     int64_t end, int t)
-{
-    (void)t;
-    bf16_loop(ctx, begin, end, TG_BF16X16_HW);
-}
-#endif
+TG_BF16_POOL_FNS(bf16_range, bf16_loop, TG_BF16X16_GENERIC, TG_BF16X16_HW)
 
 bool tg_elementwise_bf16_supported(const tg_tensor *node)
 {
@@ -106,6 +93,6 @@ bool tg_elementwise_bf16_run(const tg_kernel_args *a)
         return false;
     bf16_job j = {node->op, a->in[0], node->n_in > 1 ? a->in[1] : NULL, a->out};
     int64_t n = tg_numel(node);
-    tg_par_for(a->pool, n, n, TG_BF16_PICK(bf16_range, bf16_range_hw), &j);
+    tg_par_for(a->pool, n, n, TG_BF16_POOL_FN(bf16_range), &j);
     return true;
 }

@@ -185,20 +185,7 @@ TG_VEC_INLINE void reduce_loop(const norm_blocked *j, int64_t begin, int64_t end
     }
 }
 
-TG_WIDE_KERNEL static void reduce_blocks(void *ctx, int64_t begin, int64_t end, int t)
-{
-    (void)t;
-    reduce_loop(ctx, begin, end, TG_BF16X16_GENERIC);
-}
-
-#if TG_BF16_HW
-TG_BF16_HW_TARGET __attribute__((flatten)) static void reduce_blocks_hw(void *ctx, int64_t begin,
-                                                                        int64_t end, int t)
-{
-    (void)t;
-    reduce_loop(ctx, begin, end, TG_BF16X16_HW);
-}
-#endif
+TG_BF16_POOL_FNS(reduce_blocks, reduce_loop, TG_BF16X16_GENERIC, TG_BF16X16_HW)
 
 /* The element-wise ops over row r = (n, cb), each lane with the NCHW
  * kernel's formula (ops/norm.c), so both layouts give the same bits:
@@ -236,23 +223,14 @@ TG_VEC_INLINE void elementwise_row(const norm_blocked *j, int64_t r, tg_bf16x16_
     }
 }
 
-TG_WIDE_KERNEL static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
+TG_VEC_INLINE void elementwise_loop(const norm_blocked *j, int64_t begin, int64_t end,
+                                    tg_bf16x16_ops cv)
 {
-    (void)t;
     for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r, TG_BF16X16_GENERIC);
+        elementwise_row(j, r, cv);
 }
 
-#if TG_BF16_HW
-/* With a bf16 output on a CPU with AVX-512 BF16: rounded by the instruction. */
-TG_BF16_HW_TARGET __attribute__((flatten)) static void elementwise_rows_hw(void *ctx, int64_t begin,
-                                                                           int64_t end, int t)
-{
-    (void)t;
-    for (int64_t r = begin; r < end; r++)
-        elementwise_row(ctx, r, TG_BF16X16_HW);
-}
-#endif
+TG_BF16_POOL_FNS(elementwise_rows, elementwise_loop, TG_BF16X16_GENERIC, TG_BF16X16_HW)
 
 /* A small operand (statistics, gamma, beta) as f32: itself, or its bf16
  * values converted into the step's scratch (compile/program.h,
@@ -284,8 +262,7 @@ static tg_pool_fn kernel_for(const norm_blocked *j, bool reduce)
         any |= j->in_bf16[k];
     if (!any)
         return reduce ? reduce_blocks : elementwise_rows;
-    return reduce ? TG_BF16_PICK(reduce_blocks, reduce_blocks_hw)
-                  : TG_BF16_PICK(elementwise_rows, elementwise_rows_hw);
+    return reduce ? TG_BF16_POOL_FN(reduce_blocks) : TG_BF16_POOL_FN(elementwise_rows);
 }
 
 void tg_norm_blocked_run(const tg_kernel_args *a)

@@ -319,10 +319,9 @@ typedef struct half_convert {
 #if TG_BF16_HW
 #define HALF_HW ((half_convert){tg_bf16_widen_run_hw, tg_bf16_narrow_run_hw})
 #endif
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* Operand k's elements [at, at + c) as f32: in place, or widened into blk. */
-ALWAYS_INLINE float *half_load(const half_ops *h, int k, int64_t at, int c, float *blk,
+TG_VEC_INLINE float *half_load(const half_ops *h, int k, int64_t at, int c, float *blk,
                                half_convert cv)
 {
     if (!h->bf16[k])
@@ -332,7 +331,7 @@ ALWAYS_INLINE float *half_load(const half_ops *h, int k, int64_t at, int c, floa
 }
 
 /* The gradient's, times the unscale unless it is 1 (as staging: a copy). */
-ALWAYS_INLINE const float *half_grad(const half_ops *h, int64_t at, int c, float *blk,
+TG_VEC_INLINE const float *half_grad(const half_ops *h, int64_t at, int c, float *blk,
                                      half_convert cv)
 {
     const float *g = half_load(h, h->n_in - 1, at, c, blk, cv);
@@ -347,7 +346,7 @@ ALWAYS_INLINE const float *half_grad(const half_ops *h, int64_t at, int c, float
  * into their bf16 storage (f32 ones the loop updated in place). Stochastic
  * rounding draws as tg_convert_stochastic with key round_key ^ k and the
  * element's index (core/rng.h tg_round_bits). */
-ALWAYS_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const *x,
+TG_VEC_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const *x,
                               half_convert cv)
 {
     for (int k = 0; k < h->n_mutated; k++) {
@@ -366,7 +365,7 @@ ALWAYS_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const
     }
 }
 
-ALWAYS_INLINE void sgd_half_loop(const sgd_job *j, int64_t begin, int64_t end, half_convert cv)
+TG_VEC_INLINE void sgd_half_loop(const sgd_job *j, int64_t begin, int64_t end, half_convert cv)
 {
     const half_ops *h = &j->half;
     float blk[3][ADAM_CHUNK];
@@ -379,7 +378,7 @@ ALWAYS_INLINE void sgd_half_loop(const sgd_job *j, int64_t begin, int64_t end, h
     }
 }
 
-ALWAYS_INLINE void adam_half_loop(const adam_job *j, int64_t begin, int64_t end, half_convert cv)
+TG_VEC_INLINE void adam_half_loop(const adam_job *j, int64_t begin, int64_t end, half_convert cv)
 {
     const half_ops *h = &j->half;
     float blk[4][ADAM_CHUNK];
@@ -392,34 +391,8 @@ ALWAYS_INLINE void adam_half_loop(const adam_job *j, int64_t begin, int64_t end,
     }
 }
 
-TG_WIDE_KERNEL static void sgd_half_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    sgd_half_loop(ctx, begin, end, HALF_GENERIC);
-}
-
-TG_WIDE_KERNEL static void adam_half_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    adam_half_loop(ctx, begin, end, HALF_GENERIC);
-}
-
-#if TG_BF16_HW
-/* On a CPU with AVX-512 BF16: the conversions by its instructions. */
-TG_BF16_HW_TARGET __attribute__((flatten)) static void sgd_half_range_hw(void *ctx, int64_t begin,
-                                                                         int64_t end, int thread)
-{
-    (void)thread;
-    sgd_half_loop(ctx, begin, end, HALF_HW);
-}
-
-TG_BF16_HW_TARGET __attribute__((flatten)) static void adam_half_range_hw(void *ctx, int64_t begin,
-                                                                          int64_t end, int thread)
-{
-    (void)thread;
-    adam_half_loop(ctx, begin, end, HALF_HW);
-}
-#endif
+TG_BF16_POOL_FNS(sgd_half_range, sgd_half_loop, HALF_GENERIC, HALF_HW)
+TG_BF16_POOL_FNS(adam_half_range, adam_half_loop, HALF_GENERIC, HALF_HW)
 
 bool tg_op_update_reads_bf16(const tg_tensor *node)
 {
@@ -443,7 +416,7 @@ static void fwd_sgd(const tg_kernel_args *a)
         .nesterov = o.nesterov,
     };
     bool half = half_prepare(a, &j.half);
-    tg_pool_fn fn = half ? TG_BF16_PICK(sgd_half_range, sgd_half_range_hw) : sgd_range;
+    tg_pool_fn fn = half ? TG_BF16_POOL_FN(sgd_half_range) : sgd_range;
     run_split(a->pool, tg_numel(node->in[0]), fn, &j);
 }
 
@@ -638,7 +611,7 @@ static void fwd_adam(const tg_kernel_args *a)
         .eps = o.eps,
     };
     bool half = half_prepare(a, &j.half);
-    tg_pool_fn fn = half ? TG_BF16_PICK(adam_half_range, adam_half_range_hw) : adam_range;
+    tg_pool_fn fn = half ? TG_BF16_POOL_FN(adam_half_range) : adam_range;
     run_split(a->pool, tg_numel(node->in[0]), fn, &j);
 }
 

@@ -303,8 +303,7 @@ TG_WIDE_KERNEL static void max_fwd_planes(void *ctx, int64_t begin, int64_t end,
 /* One 2x2 window of the gradient: dy to the first maximum in row-major
  * order (as window_argmax), 0 to the other three. Masks on the bits, not
  * branches: the winner is random and a branch on it mispredicts. */
-static inline __attribute__((always_inline)) void max_bwd_2x2(const float *r0, const float *r1,
-                                                              float v, float *d0, float *d1)
+TG_VEC_INLINE void max_bwd_2x2(const float *r0, const float *r1, float v, float *d0, float *d1)
 {
     float a = r0[0], b = r0[1], c = r1[0], d = r1[1];
     uint32_t pa = (uint32_t)((a >= b) & (a >= c) & (a >= d));
