@@ -38,8 +38,8 @@ typedef struct tg_precision {
 tg_status tg_precision_read(const tg_config *c, tg_precision *out);
 
 /* pr as one line into buf (cap bytes, truncated), e.g. "bf16.bf16
- * (accumulators bf16, moments f32 f32), bf16 updates rounded stochastically,
- * no loss scaling"; returns buf. */
+ * (accumulators bf16, moments f32 f32), half updates rounded
+ * stochastically, no loss scaling"; returns buf. */
 const char *tg_precision_describe(const tg_precision *pr, char *buf, size_t cap);
 
 /* True when anything is stored in half precision or the loss is scaled: the

@@ -18,6 +18,7 @@
 #define TG_CORE_BF16_H
 
 #include "core/clones.h"
+#include "core/rng.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -83,6 +84,17 @@ static inline uint16_t tg_bf16_narrow_stochastic(float f, uint32_t r)
     memcpy(&x, &f, sizeof x);
     uint16_t up = (uint16_t)((x + (r & 0xffffu)) >> 16);
     return (x & 0x7f800000u) == 0x7f800000u ? tg_bf16_narrow(f) : up;
+}
+
+/* n values rounded stochastically, element i with tg_round_bits(key32,
+ * first + i): tg_convert_stochastic's bf16 loop and the weight updates'
+ * (ops/optim.c), the same loop so that the staged and the native update
+ * round alike. */
+static inline void tg_bf16_narrow_stochastic_run(const float *src, uint16_t *dst, size_t n,
+                                                 uint32_t key32, uint64_t first)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = tg_bf16_narrow_stochastic(src[i], tg_round_bits(key32, (uint32_t)(first + i)));
 }
 
 static inline void tg_bf16_widen_run(const uint16_t *src, float *dst, size_t n)

@@ -62,7 +62,8 @@ static void read_memory_and_precision(tg_config *c)
     c->precision.accum = text(c, "accumType");
     c->precision.first_moment = text(c, "firstOrderMomentumAccumType");
     c->precision.second_moment = text(c, "secondOrderMomentumAccumType");
-    c->precision.stochastic_rounding = text(c, "Precision.enableStochasticRounding");
+    const char *sr = "Precision.enableStochasticRounding"; /* auto, or true/false as flags are */
+    c->precision.stochastic_rounding = !strcmp(text(c, sr), "auto") ? -1 : flag(c, sr);
     c->precision.loss_scaling = text(c, "lossScaling");
     c->precision.loss_scale = tg_options_get_float(c->options, "lossScalingFactor");
     c->precision.growth_interval = (int)integer(c, "lossScalingGrowthInterval");

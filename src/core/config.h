@@ -75,11 +75,10 @@ typedef struct tg_config {
         const char *accum;         /* accumType */
         const char *first_moment;  /* firstOrderMomentumAccumType */
         const char *second_moment; /* secondOrderMomentumAccumType */
-        const char
-            *stochastic_rounding; /* Precision.enableStochasticRounding: auto|true|false|1|0 */
-        const char *loss_scaling; /* none, static or dynamic */
-        double loss_scale;        /* lossScalingFactor */
-        int growth_interval;      /* lossScalingGrowthInterval */
+        int stochastic_rounding;   /* Precision.enableStochasticRounding: 1, 0, or -1 for auto */
+        const char *loss_scaling;  /* none, static or dynamic */
+        double loss_scale;         /* lossScalingFactor */
+        int growth_interval;       /* lossScalingGrowthInterval */
     } precision;
     struct {
         bool graph;            /* autoReport.all or outputGraphProfile */

@@ -23,8 +23,7 @@ double tg_rng_normal(tg_rng *r);
 /* Uniform integer in [0, n), without modulo bias. */
 uint64_t tg_rng_below(tg_rng *r, uint64_t n);
 
-/* Mix a 64-bit value (splitmix64 finaliser). Inline: the weight updates'
- * stochastic rounding hashes every element in vectorised loops. */
+/* Mix a 64-bit value (splitmix64 finaliser). */
 static inline uint64_t tg_hash64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;

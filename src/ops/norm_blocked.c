@@ -53,14 +53,12 @@ typedef struct norm_blocked {
     bool has_g, has_b;
 } norm_blocked;
 
-/* Operands stored in bf16 are read and written in place, 16 values at a
- * time converted in registers (core/bf16.h), so the engine need not stage
- * them (tg_kernel_args.in_type). */
-/* Pixel k of row r (= n * CB + cb) of 4-D input i as 16 floats. */
-/* cv: core/bf16.h's generic conversions or the AVX-512 BF16 instructions'
- * (the same bits), constants the compiler calls directly once everything
- * below is inlined. */
-
+/* Pixel k of row r (= n * CB + cb) of 4-D input i as 16 floats. Operands
+ * stored in bf16 are read and written in place, 16 values at a time
+ * converted in registers, so the engine need not stage them
+ * (tg_kernel_args.in_type). cv: core/bf16.h's generic conversions or the
+ * AVX-512 BF16 instructions' (the same bits), constants the compiler calls
+ * directly once everything below is inlined (TG_BF16_POOL_FNS). */
 TG_VEC_INLINE vb pixel(const norm_blocked *j, int i, int64_t r, int64_t k, tg_bf16x16_ops cv)
 {
     int64_t at = (r * j->HW + k) * B;

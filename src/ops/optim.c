@@ -142,8 +142,8 @@ typedef struct half_ops {
     int n_in, n_mutated;
     float unscale; /* the gradient's factor; 1: none */
     bool stochastic;
-    uint64_t key;
-    int64_t first; /* the index of element 0 for stochastic rounding */
+    uint32_t key32[4]; /* operand k's tg_round_key32(round_key ^ k) */
+    int64_t first;     /* the index of element 0 for stochastic rounding */
 } half_ops;
 
 typedef struct sgd_job {
@@ -297,10 +297,10 @@ static bool half_prepare(const tg_kernel_args *a, half_ops *h)
                     .n_mutated = node->n_mutated,
                     .unscale = u ? u->grad_unscale : 1.0f,
                     .stochastic = u && u->stochastic,
-                    .key = u ? u->round_key : 0,
                     .first = u ? u->first : 0};
     for (int k = 0; k < node->n_in; k++) {
         h->at[k] = a->in[k];
+        h->key32[k] = h->stochastic ? tg_round_key32(u->round_key ^ (uint64_t)k) : 0;
         h->bf16[k] = a->in_type[k] == TG_BF16;
         some |= h->bf16[k];
     }
@@ -345,7 +345,7 @@ TG_VEC_INLINE const float *half_grad(const half_ops *h, int64_t at, int c, float
 /* The updated operands x[k] (k < n_mutated) of elements [at, at + c) back
  * into their bf16 storage (f32 ones the loop updated in place). Stochastic
  * rounding draws as tg_convert_stochastic with key round_key ^ k and the
- * element's index (core/rng.h tg_round_bits). */
+ * element's index. */
 TG_VEC_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const *x,
                               half_convert cv)
 {
@@ -353,15 +353,11 @@ TG_VEC_INLINE void half_store(const half_ops *h, int64_t at, int c, float *const
         if (!h->bf16[k])
             continue;
         uint16_t *d = (uint16_t *)h->at[k] + at;
-        const float *f = x[k];
-        if (h->stochastic) {
-            uint32_t key32 = tg_round_key32(h->key ^ (uint64_t)k);
-            uint32_t first = (uint32_t)(h->first + at);
-            for (int i = 0; i < c; i++)
-                d[i] = tg_bf16_narrow_stochastic(f[i], tg_round_bits(key32, first + (uint32_t)i));
-        } else {
-            cv.narrow(f, d, (size_t)c);
-        }
+        if (h->stochastic)
+            tg_bf16_narrow_stochastic_run(x[k], d, (size_t)c, h->key32[k],
+                                          (uint64_t)(h->first + at));
+        else
+            cv.narrow(x[k], d, (size_t)c);
     }
 }
 

@@ -34,8 +34,7 @@ static void test_defaults(void)
     TG_CHECK(!strcmp(c.precision.precision, "32.32") && !strcmp(c.precision.accum, "auto"));
     TG_CHECK(!strcmp(c.precision.loss_scaling, "none"));
     TG_CHECK_NEAR(c.precision.loss_scale, 1024, 0);
-    TG_CHECK(c.precision.growth_interval == 200 &&
-             !strcmp(c.precision.stochastic_rounding, "auto"));
+    TG_CHECK(c.precision.growth_interval == 200 && c.precision.stochastic_rounding == -1);
     TG_CHECK(!c.report.graph && !c.report.execution && c.report.flops);
     TG_CHECK(!strcmp(c.report.directory, "./report") && c.report.run_count == 2);
     TG_CHECK(!c.trace.enable && !strcmp(c.trace.channels, "*"));
