@@ -90,6 +90,7 @@ int cmd_train(int argc, char **argv);
 int cmd_infer(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 int cmd_options(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_analyse(int argc, char **argv);

@@ -23,6 +23,7 @@ static const subcommand subcommands[] = {
     {"train", cmd_train, "train a model (Fashion-MNIST by default) and report test accuracy"},
     {"infer", cmd_infer, "classify test images with a trained checkpoint"},
     {"compile", cmd_compile, "compile a model for the devices and print its memory plan"},
+    {"check", cmd_check, "check one step, tensor by tensor, against the reference kernels"},
     {"models", cmd_models, "list the built-in models"},
     {"import", cmd_import, "show an ONNX model as tilegraph imports it (for --model FILE.onnx)"},
     {"options", cmd_options, "list the session options and their defaults"},

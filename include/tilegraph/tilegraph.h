@@ -18,6 +18,7 @@
  * trace.h    host-side tracing and the Chrome-trace export
  * devices.h  the host and the targets this machine offers
  * monitor.h  the tilegraph processes running on this host
+ * verify.h   one run checked tensor by tensor against the reference
  * See docs/README.md for where each part is described.
  */
 #ifndef TILEGRAPH_TILEGRAPH_H
@@ -41,5 +42,6 @@
 #include "tilegraph/shape.h"
 #include "tilegraph/status.h"
 #include "tilegraph/trace.h"
+#include "tilegraph/verify.h"
 
 #endif

@@ -117,6 +117,18 @@ class _Precision(_Sub):
         return self
 
 
+class _Debug(_Sub):
+    def verifyAgainstReference(self, on=True, tolerance=None):
+        """Check the first step tensor by tensor against the reference kernels (double
+        precision, NCHW, no fast path); the step raises naming the first tensor beyond
+        tolerance (docs/numerics.md). `tolerance` is the factor on every tolerance (32)."""
+        self._owner._set("debug.verifyAgainstReference", str(bool(on)).lower(),
+                         "Debug.verifyAgainstReference")
+        if tolerance is not None:
+            self._owner._set("debug.verifyTolerance", float(tolerance), "Debug.verifyAgainstReference")
+        return self
+
+
 class Options:
     """poptorch.Options: the settings a model is compiled and run with."""
 
@@ -127,6 +139,7 @@ class Options:
         self.Training = _Training(self)
         self.TensorLocations = _TensorLocations(self)
         self.Precision = _Precision(self)
+        self.Debug = _Debug(self)
 
     def _set(self, key, value, popname):
         _check(key, value, popname)

@@ -99,10 +99,11 @@ static void hash_graph(hasher *h, const tg_graph *g)
 }
 
 /* Options that do not change the program: where profiles, traces and the
- * cache itself go, and the monitor. */
+ * cache itself go, the monitor, and verifying a run. */
 static bool affects_program(const char *key)
 {
-    return !tg_options_is_engine(key) || !strcmp(key, "debug.allowOutOfMemory");
+    return (!tg_options_is_engine(key) || !strcmp(key, "debug.allowOutOfMemory")) &&
+           strncmp(key, "debug.verify", 12) != 0;
 }
 
 static bool is_cache_option(const char *key)

@@ -86,6 +86,8 @@ static void read_engine(tg_config *c)
     c->executable.file = text(c, "executableFile");
     c->debug.check_nan = flag(c, "debug.checkNaN");
     c->debug.allow_out_of_memory = flag(c, "debug.allowOutOfMemory");
+    c->debug.verify = flag(c, "debug.verifyAgainstReference");
+    c->debug.verify_tolerance = tg_options_get_float(c->options, "debug.verifyTolerance");
 }
 
 /* Host-stream prefetch: multiThreadMode none is one thread for every

@@ -100,6 +100,8 @@ typedef struct tg_config {
     struct {
         bool check_nan;           /* debug.checkNaN */
         bool allow_out_of_memory; /* debug.allowOutOfMemory */
+        bool verify;              /* debug.verifyAgainstReference */
+        double verify_tolerance;  /* debug.verifyTolerance */
     } debug;
 } tg_config;
 

@@ -154,6 +154,13 @@ static const opt_spec option_table[] = {
      "and written there (docs/executable-cache.md); empty: off"},
     {"debug.allowOutOfMemory", OPT_BOOL, "false", 0, 0, NULL,
      "compile a plan that does not fit the device memory anyway, so it can be looked at"},
+    {"debug.verifyAgainstReference", OPT_BOOL, "false", 0, 0, NULL,
+     "check the first run tensor by tensor against the reference (every fast path off: "
+     "double-precision reference kernels, NCHW) and fail it naming the first tensor beyond "
+     "tolerance (docs/numerics.md)"},
+    {"debug.verifyTolerance", OPT_FLOAT, "32", 1e-3, 1e9, NULL,
+     "factor on the tolerances of debug.verifyAgainstReference and `tilegraph check`: "
+     "factor x magnitude x (2^-24 x sqrt(reduction length) + the storage type's roundoff)"},
 };
 
 #define N_OPTIONS ((int)(sizeof option_table / sizeof option_table[0]))

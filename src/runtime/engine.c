@@ -41,6 +41,7 @@
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
 #include "runtime/streams.h"
+#include "runtime/verify.h"
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
 
@@ -181,6 +182,8 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         } else {
             tg_stage_run(p, st, &a, &so);
         }
+        if (g == 0 && c->replica == 0 && tg_verify_capturing(s->verify))
+            tg_verify_capture(s->verify, p, st, a.out);
         if (offloaded)
             tg_streams_offloaded(c, st, t, &a, false, it);
         if (c->buckets_done < c->buckets_sent) /* gradient buckets in flight */
@@ -930,6 +933,7 @@ tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
     int n = p->replicas * p->n_devices;
+    TG_TRY(tg_verify_begin(s));
     memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     /* an aborted step may have left devices counted in at a barrier */
@@ -990,5 +994,5 @@ tg_status tg_session_run(tg_session *s)
         drop_profile(s);
     if (recording && s->profile && p->training && record_histograms(s, s->runs - 1) != TG_OK)
         drop_profile(s);
-    return TG_OK;
+    return tg_verify_end(s);
 }

@@ -19,6 +19,7 @@
 #include "profile/profile.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
+#include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -438,6 +439,10 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     }
     if (st == TG_OK)
         st = fill_leaves(s);
+    if (st == TG_OK && s->program->config.debug.verify) {
+        tg_session_verify_set_factor(s, s->program->config.debug.verify_tolerance);
+        st = tg_verify_arm(s, true);
+    }
     if (st != TG_OK) {
         tg_session_destroy(s);
         return st;
@@ -513,6 +518,7 @@ void tg_session_destroy(tg_session *s)
         return;
     int n = s->program ? n_arenas(s) : 0;
     tg_engine_stop_threads(s); /* first: they read everything below */
+    tg_verify_destroy(s->verify);
     tg_prefetch_stop(s);
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);

@@ -153,6 +153,7 @@ struct tg_session {
      * after host step dist_state_step (-1: never) */
     unsigned char **dist_state;
     int64_t dist_state_step;
+    struct tg_verify *verify; /* a verified run (runtime/verify.h), or NULL */
 };
 
 /* Seconds on the monotonic clock. */

@@ -7,6 +7,7 @@
 #include "compile/layout.h"
 #include "compile/program.h"
 #include "core/process.h"
+#include "ops/dnnl_util.h"
 #include "ops/op.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
@@ -79,8 +80,11 @@ static void test_resnet_layout(void)
     }
     /* every conv but the stem's reads or writes some blocked operand */
     TG_CHECK(convs_blocked >= 55);
-    /* no reorder buffers for the blocked operands: less scratch */
-    TG_CHECK(p->arena_bytes < q->arena_bytes);
+    /* no reorder buffers for the blocked operands: less scratch, where
+     * nChw16c is oneDNN's own layout (AVX-512; with AVX2 its kernels work
+     * in 8-channel blocks and reorder either way) */
+    if (strncmp(tg_dnnl_isa_name(), "avx512", 6) == 0)
+        TG_CHECK(p->arena_bytes < q->arena_bytes);
 out:
     tg_program_destroy(p);
     tg_program_destroy(q);

@@ -1,0 +1,773 @@
+/* runtime/verify.c - one run checked against the reference
+ * (tilegraph/verify.h, runtime/verify.h).
+ *
+ * What the program computed for micro-batch 0 of replica 0 is kept per node
+ * as f32 in NCHW: a blocked (nChw16c) value is put back in NCHW order, a
+ * view (an alias: reshape, flatten) is read from its buffer's bytes as they
+ * are, in the order the view assumes. A view of a buffer the program kept
+ * blocked therefore shows the wrong numbers here exactly as it did to the
+ * ops that read it, and is caught at the view.
+ */
+#include "runtime/verify.h"
+
+#include "compile/layout.h"
+#include "core/alloc.h"
+#include "core/convert.h"
+#include "core/error.h"
+#include "graph/optim_params.h"
+#include "ops/op.h"
+#include "runtime/interp.h"
+#include "runtime/session_state.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DEFAULT_FACTOR 32.0
+
+struct tg_verify_report {
+    tg_verify_row *rows;
+    int n_rows;
+    int first_beyond;
+    int counts[3];
+    tg_verify_summary summary;
+    char limits[512];
+};
+
+struct tg_verify {
+    double factor;
+    bool armed;     /* the next run is verified */
+    bool fail;      /* and fails when a tensor is beyond tolerance */
+    bool capturing; /* the current run is */
+    int n;          /* nodes */
+    float **fast;   /* per node: the program's value of micro-batch 0 (f32, NCHW) */
+    unsigned char *captured;
+    int *alias_first, *alias_next; /* per root buffer's node: its views, chained */
+    double **before;               /* per leaf: its value as the run began */
+    double **after;                /* per mutated leaf: its value after the run */
+    int64_t step;
+    float loss_scale;
+    tg_verify_report *report;
+};
+
+/* ---- capture ------------------------------------------------------------------ */
+
+static void free_values(tg_verify *v)
+{
+    for (int i = 0; i < v->n; i++) {
+        if (v->fast)
+            tg_free(v->fast[i]);
+        if (v->before)
+            tg_free(v->before[i]);
+        if (v->after)
+            tg_free(v->after[i]);
+    }
+    tg_free(v->fast);
+    tg_free(v->before);
+    tg_free(v->after);
+    tg_free(v->captured);
+    tg_free(v->alias_first);
+    tg_free(v->alias_next);
+    v->fast = NULL, v->before = v->after = NULL, v->captured = NULL;
+    v->alias_first = v->alias_next = NULL;
+}
+
+static void free_report(tg_verify_report *r)
+{
+    if (r)
+        tg_free(r->rows);
+    tg_free(r);
+}
+
+void tg_verify_destroy(tg_verify *v)
+{
+    if (!v)
+        return;
+    free_values(v);
+    free_report(v->report);
+    tg_free(v);
+}
+
+static tg_status make_verify(tg_session *s)
+{
+    if (!s->verify) {
+        s->verify = tg_calloc(1, sizeof *s->verify);
+        if (!s->verify)
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+        s->verify->factor = DEFAULT_FACTOR;
+    }
+    return TG_OK;
+}
+
+tg_status tg_verify_arm(tg_session *s, bool fail)
+{
+    TG_TRY(make_verify(s));
+    s->verify->armed = true;
+    s->verify->fail = fail;
+    return TG_OK;
+}
+
+bool tg_verify_capturing(const tg_verify *v)
+{
+    return v && v->capturing;
+}
+
+static const tg_tensor *storage_root(const tg_tensor *t)
+{
+    while (t->flags & TG_NODE_ALIAS)
+        t = t->in[0];
+    return t;
+}
+
+/* n values of type dt into doubles (the float types through f32, which
+ * holds each of them exactly). */
+static void to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
+{
+    float chunk[1024];
+    for (int64_t k = 0; k < n; k += 1024) {
+        int64_t m = n - k < 1024 ? n - k : 1024;
+        if (dt == TG_I32) {
+            for (int64_t i = 0; i < m; i++)
+                dst[k + i] = ((const int32_t *)src)[k + i];
+        } else if (dt == TG_U8) {
+            for (int64_t i = 0; i < m; i++)
+                dst[k + i] = ((const uint8_t *)src)[k + i];
+        } else {
+            tg_convert((const unsigned char *)src + (size_t)k * tg_dtype_size(dt), dt, chunk,
+                       TG_F32, (size_t)m);
+            for (int64_t i = 0; i < m; i++)
+                dst[k + i] = chunk[i];
+        }
+    }
+}
+
+static void to_float(const void *src, tg_dtype dt, float *dst, int64_t n)
+{
+    if (dt == TG_F32 || dt == TG_F16 || dt == TG_BF16) {
+        tg_convert(src, dt, dst, TG_F32, (size_t)n);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++)
+        dst[k] = dt == TG_I32 ? (float)((const int32_t *)src)[k] : ((const uint8_t *)src)[k];
+}
+
+/* nChw16c -> NCHW */
+static void unblock(const float *src, float *dst, const tg_shape *s)
+{
+    int64_t N = s->dim[0], C = s->dim[1], HW = s->dim[2] * s->dim[3], CB = C / TG_CHANNEL_BLOCK;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t cb = 0; cb < CB; cb++)
+            for (int64_t hw = 0; hw < HW; hw++)
+                for (int64_t c = 0; c < TG_CHANNEL_BLOCK; c++)
+                    dst[(n * C + cb * TG_CHANNEL_BLOCK + c) * HW + hw] =
+                        src[((n * CB + cb) * HW + hw) * TG_CHANNEL_BLOCK + c];
+}
+
+void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, const void *out)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    if (!out || st->out < 0 || !v->fast[t->id] || v->captured[t->id])
+        return;
+    tg_dtype dt = p->buffers[st->out].dtype;
+    int64_t n = tg_numel(t);
+    float *tmp = NULL;
+    if (tg_layout_reads_blocked(p, t) && t->shape.ndim == 4 && (tmp = tg_malloc((size_t)n * 4))) {
+        to_float(out, dt, tmp, n);
+        unblock(tmp, v->fast[t->id], &t->shape);
+        tg_free(tmp);
+    } else {
+        to_float(out, dt, v->fast[t->id], n);
+    }
+    v->captured[t->id] = 1;
+    /* the views of this buffer see its bytes in plain order */
+    for (int a = v->alias_first[t->id]; a >= 0; a = v->alias_next[a]) {
+        if (v->fast[a] && tg_numel(p->graph->nodes[a]) == n) {
+            to_float(out, dt, v->fast[a], n);
+            v->captured[a] = 1;
+        }
+    }
+}
+
+static bool is_value_leaf(const tg_tensor *t)
+{
+    return t->n_in == 0 && t->op != TG_OP_INPUT;
+}
+
+/* The leaves as the run begins: weights, state and constants as stored,
+ * inputs as micro-batch 0 of replica 0 streams them. */
+static tg_status keep_leaves(tg_session *s, tg_verify *v)
+{
+    const tg_graph *g = s->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        int64_t n = tg_numel(t);
+        if (t->n_in > 0 || s->program->home[i] < 0)
+            continue;
+        if (!(v->before[i] = tg_malloc((size_t)(n ? n : 1) * sizeof(double))))
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
+        if (t->op == TG_OP_INPUT) {
+            if (s->host_in[i])
+                to_double(s->host_in[i], tg_session_storage_dtype(s, t), v->before[i], n);
+            continue;
+        }
+        void *tmp = tg_malloc((size_t)(n ? n : 1) * tg_dtype_size(t->dtype));
+        tg_status st = tmp ? tg_session_read(s, t, tmp, tg_nbytes(t))
+                           : tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
+        if (st == TG_OK)
+            to_double(tmp, t->dtype, v->before[i], n);
+        tg_free(tmp);
+        if (st != TG_OK) {
+            tg_free(v->before[i]);
+            v->before[i] = NULL;
+        }
+    }
+    return TG_OK;
+}
+
+static tg_status make_buffers(tg_session *s, tg_verify *v)
+{
+    const tg_graph *g = s->graph;
+    int n = v->n = g->n_nodes;
+    v->fast = tg_calloc((size_t)n + 1, sizeof(float *));
+    v->before = tg_calloc((size_t)n + 1, sizeof(double *));
+    v->after = tg_calloc((size_t)n + 1, sizeof(double *));
+    v->captured = tg_calloc((size_t)n + 1, 1);
+    v->alias_first = tg_malloc(((size_t)n + 1) * sizeof(int));
+    v->alias_next = tg_malloc(((size_t)n + 1) * sizeof(int));
+    if (!v->fast || !v->before || !v->after || !v->captured || !v->alias_first || !v->alias_next)
+        return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+    for (int i = 0; i < n; i++)
+        v->alias_first[i] = v->alias_next[i] = -1;
+    for (int i = n - 1; i >= 0; i--) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->n_in == 0 || t->n_mutated > 0 || s->program->home[i] < 0)
+            continue;
+        if (!(v->fast[i] = tg_malloc((size_t)(tg_numel(t) ? tg_numel(t) : 1) * sizeof(float))))
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory keeping '%s' (%lld values)",
+                            t->name, (long long)tg_numel(t));
+        if (t->flags & TG_NODE_ALIAS) {
+            int root = storage_root(t)->id;
+            v->alias_next[i] = v->alias_first[root];
+            v->alias_first[root] = i;
+        }
+    }
+    return TG_OK;
+}
+
+tg_status tg_verify_begin(tg_session *s)
+{
+    tg_verify *v = s->verify;
+    if (v && !v->armed && v->capturing) { /* the verified run failed */
+        v->capturing = false;
+        free_values(v);
+    }
+    if (!v || !v->armed)
+        return TG_OK;
+    v->armed = false;
+    free_values(v);
+    v->step = s->step;
+    v->loss_scale = s->loss_scale;
+    tg_status st = make_buffers(s, v);
+    if (st == TG_OK)
+        st = keep_leaves(s, v);
+    if (st != TG_OK) {
+        free_values(v);
+        return st;
+    }
+    v->capturing = true;
+    return TG_OK;
+}
+
+/* ---- checks ------------------------------------------------------------------- */
+
+static double unit_roundoff(tg_dtype t)
+{
+    switch (t) {
+    case TG_F32:
+        return 0x1p-24;
+    case TG_F16:
+        return 0x1p-11;
+    case TG_BF16:
+        return 0x1p-8;
+    default:
+        return 0; /* integers are exact */
+    }
+}
+
+/* One row's figures: the program's values against the reference's. */
+typedef struct compare_out {
+    double max_abs, magnitude;
+    bool nonfinite; /* the program has a NaN or infinity the reference has not */
+    bool ref_nonfinite;
+} compare_out;
+
+static compare_out compare(const float *fast, const double *ref, int64_t n)
+{
+    compare_out c = {0};
+    for (int64_t k = 0; k < n; k++) {
+        double r = ref[k], f = fast[k];
+        if (!isfinite(r)) {
+            c.ref_nonfinite = true;
+            continue;
+        }
+        if (!isfinite(f)) {
+            c.nonfinite = true;
+            continue;
+        }
+        double d = fabs(f - r);
+        if (d > c.max_abs)
+            c.max_abs = d;
+        if (fabs(r) > c.magnitude)
+            c.magnitude = fabs(r);
+    }
+    return c;
+}
+
+static double relative(double abs, double magnitude)
+{
+    return magnitude > 0 ? abs / magnitude : (abs > 0 ? INFINITY : 0);
+}
+
+typedef struct check_ctx {
+    tg_session *s;
+    tg_verify *v;
+    tg_interp *ip;     /* the reference run of the whole graph, or NULL */
+    bool single;       /* one micro-batch of one replica per run: updates are comparable */
+    double *ref;       /* scratch for one node's reference */
+    double *moved_out; /* and for it on inputs moved by a rounding */
+    double *in_tmp[TG_MAX_INPUTS], *moved[TG_MAX_INPUTS];
+} check_ctx;
+
+static const double *input_value(check_ctx *cx, const tg_tensor *x, int k)
+{
+    tg_verify *v = cx->v;
+    if (x->n_in == 0)
+        return v->before[x->id];
+    if (!v->captured[x->id])
+        return NULL;
+    int64_t n = tg_numel(x);
+    double *d = tg_realloc(cx->in_tmp[k], (size_t)(n ? n : 1) * sizeof(double));
+    if (!d)
+        return NULL;
+    cx->in_tmp[k] = d;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = v->fast[x->id][i];
+    return d;
+}
+
+/* The reduction length: the op's FLOPs per output element (at least 1). */
+static double reduction_length(const tg_tensor *t)
+{
+    const tg_op_def *def = tg_op_get(t->op);
+    double n = (double)(tg_numel(t) ? tg_numel(t) : 1);
+    double k = def && def->flops ? def->flops(t) / n : 1;
+    return k >= 1 ? k : 1;
+}
+
+/* `sensitivity` is how far the reference moves when every input element
+ * moves by one f32 rounding (sensitivity_of): what any f32 kernel may be
+ * off by where the op cancels (a batch norm's sums behind another batch
+ * norm, x * scale - mean * scale over a channel of nearly equal values). */
+static double tolerance_of(const check_ctx *cx, const tg_tensor *t, double magnitude,
+                           double sensitivity)
+{
+    const tg_program *p = cx->s->program;
+    double k = reduction_length(t);
+    /* kernels accumulate in f32; a half-precision program's matrix kernels
+     * round f32-stored operands to its type on the way in */
+    double acc = 0x1p-24;
+    for (int i = 0; i < t->n_in && k > 1; i++)
+        if (p->storage[t->in[i]->id] == TG_F32 && unit_roundoff(p->precision.model) > acc)
+            acc = unit_roundoff(p->precision.model);
+    double out = unit_roundoff(p->storage[storage_root(t)->id]);
+    return cx->v->factor * (sensitivity * sqrt(k) + magnitude * (acc * sqrt(k) + out)) + 1e-30;
+}
+
+/* The reference's largest change when each float input element moves by
+ * 2^-24 of itself, up or down at random: the error its conditioning alone
+ * gives an f32 computation. */
+static double sensitivity_of(check_ctx *cx, const tg_tensor *t, tg_ref_args a)
+{
+    if (t->flags & TG_NODE_ALIAS)
+        return 0;
+    for (int k = 0; k < t->n_in; k++) {
+        int64_t n = tg_numel(t->in[k]);
+        if (t->in[k]->dtype == TG_I32 || t->in[k]->dtype == TG_U8)
+            continue;
+        double *d = tg_realloc(cx->moved[k], (size_t)(n ? n : 1) * sizeof(double));
+        if (!d)
+            return 0;
+        cx->moved[k] = d;
+        uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
+        for (int64_t i = 0; i < n; i++) {
+            h ^= h >> 12, h ^= h << 25, h ^= h >> 27;
+            d[i] = a.in[k][i] * (1 + ((h >> 40) & 1 ? 0x1p-24 : -0x1p-24));
+        }
+        a.in[k] = d;
+    }
+    a.out = cx->moved_out;
+    tg_op_get(t->op)->reference(&a);
+    double worst = 0;
+    for (int64_t i = 0; i < tg_numel(t); i++) {
+        double d = fabs(a.out[i] - cx->ref[i]);
+        if (isfinite(d) && d > worst)
+            worst = d;
+    }
+    return worst;
+}
+
+static void set_skip(tg_verify_row *row, const char *why)
+{
+    row->verdict = TG_VERIFY_SKIPPED;
+    row->note = why;
+}
+
+/* The node's own error: its reference kernel on the inputs the program used. */
+static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
+{
+    tg_verify *v = cx->v;
+    int64_t n = tg_numel(t);
+    const double *ref = NULL;
+    tg_ref_args a = {.node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed};
+    if (t->flags & TG_NODE_ALIAS) {
+        ref = input_value(cx, storage_root(t), 0);
+    } else {
+        const tg_op_def *def = tg_op_get(t->op);
+        if (!def || !def->reference)
+            return set_skip(row, "no reference kernel");
+        if ((t->flags & TG_NODE_LOSS_SEED) && v->loss_scale != 1.0f)
+            return set_skip(row, "the loss scale's seed");
+        for (int k = 0; k < t->n_in; k++)
+            if (!(a.in[k] = (double *)input_value(cx, t->in[k], k)))
+                return set_skip(row, "an input was not kept");
+        def->reference(&a);
+        ref = cx->ref;
+    }
+    if (!ref)
+        return set_skip(row, "its input was not kept");
+    compare_out c = compare(v->fast[t->id], ref, n);
+    if (c.ref_nonfinite && !c.nonfinite && c.max_abs == 0)
+        return set_skip(row, "the reference is not finite");
+    row->max_abs = c.nonfinite ? INFINITY : c.max_abs;
+    row->max_rel = relative(row->max_abs, c.magnitude);
+    row->tolerance = tolerance_of(cx, t, c.magnitude, sensitivity_of(cx, t, a));
+    row->verdict = row->max_abs > row->tolerance ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
+}
+
+/* An update (or running statistics): its reference on the weights as the
+ * run began and the gradient the program computed, against the weights
+ * after the run. Comparable when the run is one update of one micro-batch. */
+static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
+{
+    tg_verify *v = cx->v;
+    const tg_op_def *def = tg_op_get(t->op);
+    if (!cx->single)
+        return set_skip(row, "updates read gradients summed over micro-batches or replicas");
+    if (v->loss_scale != 1.0f || cx->s->max_grad_norm > 0)
+        return set_skip(row, "the gradient is scaled (loss scaling or clipping)");
+    if (!def || !def->reference)
+        return set_skip(row, "no reference kernel");
+    tg_ref_args a = {.node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed};
+    double *mutated[TG_MAX_INPUTS] = {0};
+    for (int k = 0; k < t->n_in; k++) {
+        const double *x = input_value(cx, t->in[k], k);
+        if (!x)
+            return set_skip(row, "an input was not kept");
+        a.in[k] = (double *)x;
+    }
+    for (int k = 0; k < t->n_mutated; k++) {
+        if (!v->after[t->in[k]->id])
+            return set_skip(row, "its result was not read");
+        int64_t n = tg_numel(t->in[k]);
+        if (!(mutated[k] = tg_malloc((size_t)(n ? n : 1) * sizeof(double))))
+            goto out;
+        memcpy(mutated[k], a.in[k], (size_t)n * sizeof(double));
+        a.in[k] = mutated[k];
+    }
+    def->reference(&a);
+    row->elements = 0;
+    double worst = -1;
+    for (int k = 0; k < t->n_mutated; k++) {
+        int64_t n = tg_numel(t->in[k]);
+        float *after = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (!after)
+            goto out;
+        for (int64_t i = 0; i < n; i++)
+            after[i] = (float)v->after[t->in[k]->id][i];
+        compare_out c = compare(after, mutated[k], n);
+        tg_free(after);
+        double tol = tolerance_of(cx, t->in[k], c.magnitude, 0);
+        double abs = c.nonfinite ? INFINITY : c.max_abs;
+        row->elements += n;
+        if (abs / tol > worst) {
+            worst = abs / tol;
+            row->max_abs = abs, row->tolerance = tol, row->max_rel = relative(abs, c.magnitude);
+        }
+    }
+    row->verdict = worst > 1 ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
+out:
+    for (int k = 0; k < t->n_mutated; k++)
+        tg_free(mutated[k]);
+}
+
+/* Against the reference run of the whole graph. */
+static double drift_of(check_ctx *cx, const tg_tensor *t)
+{
+    tg_verify *v = cx->v;
+    if (!cx->ip || !v->captured[t->id])
+        return -1;
+    if ((t->flags & TG_NODE_BACKWARD) && v->loss_scale != 1.0f)
+        return -1; /* the program's gradients are scaled */
+    compare_out c = compare(v->fast[t->id], tg_interp_data(cx->ip, t), tg_numel(t));
+    return c.nonfinite ? INFINITY : relative(c.max_abs, c.magnitude);
+}
+
+static double param_drift(check_ctx *cx, const tg_tensor *w)
+{
+    const double *a = cx->v->after[w->id], *r = tg_interp_data(cx->ip, w);
+    double worst = 0, mag = 0;
+    for (int64_t i = 0; i < tg_numel(w); i++) {
+        if (!isfinite(a[i]))
+            return INFINITY;
+        worst = fmax(worst, fabs(a[i] - r[i]));
+        mag = fmax(mag, fabs(r[i]));
+    }
+    return relative(worst, mag);
+}
+
+static void worse(double *into, double d)
+{
+    if (d >= 0 && (*into < 0 || d > *into || isnan(d)))
+        *into = d;
+}
+
+static void summarise(check_ctx *cx, tg_verify_report *r)
+{
+    const tg_graph *g = cx->s->graph;
+    r->summary = (tg_verify_summary){-1, -1, -1, -1};
+    for (int i = 0; cx->ip && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->flags & TG_NODE_OUTPUT)
+            worse(tg_numel(t) == 1 ? &r->summary.loss : &r->summary.outputs, drift_of(cx, t));
+        if (t->role == TG_ROLE_GRADIENT)
+            worse(&r->summary.gradients, drift_of(cx, t));
+        if (t->op == TG_OP_PARAM && cx->single && cx->v->after[i] && cx->v->loss_scale == 1.0f)
+            worse(&r->summary.weights, param_drift(cx, t));
+    }
+}
+
+static tg_status add_row(tg_verify_report *r, int *cap, const tg_verify_row *row)
+{
+    if (r->n_rows == *cap) {
+        int c = *cap ? *cap * 2 : 64;
+        tg_verify_row *rows = tg_realloc(r->rows, (size_t)c * sizeof *rows);
+        if (!rows)
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+        r->rows = rows, *cap = c;
+    }
+    r->rows[r->n_rows++] = *row;
+    return TG_OK;
+}
+
+static tg_status check_nodes(check_ctx *cx, tg_verify_report *r)
+{
+    const tg_graph *g = cx->s->graph;
+    int cap = 0;
+    r->first_beyond = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        bool update = t->n_mutated > 0;
+        if (t->n_in == 0 || (!update && !cx->v->captured[i]))
+            continue;
+        tg_verify_row row = {.name = t->name,
+                             .op = tg_op_name(t->op),
+                             .block = t->block >= 0 ? g->blocks[t->block].name : "",
+                             .elements = tg_numel(t),
+                             .drift_rel = update ? -1 : drift_of(cx, t),
+                             .note = ""};
+        if (update)
+            check_update(cx, t, &row);
+        else
+            check_own(cx, t, &row);
+        if (row.verdict == TG_VERIFY_BEYOND && r->first_beyond < 0)
+            r->first_beyond = r->n_rows;
+        r->counts[row.verdict]++;
+        TG_TRY(add_row(r, &cap, &row));
+    }
+    return TG_OK;
+}
+
+/* The mutated leaves (weights, optimizer and running state) after the run. */
+static tg_status keep_results(tg_session *s, tg_verify *v)
+{
+    const tg_graph *g = s->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *u = g->nodes[i];
+        for (int k = 0; k < u->n_mutated; k++) {
+            const tg_tensor *w = u->in[k];
+            if (v->after[w->id] || !is_value_leaf(w) || w->dtype != TG_F32)
+                continue;
+            int64_t n = tg_numel(w);
+            float *tmp = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
+            v->after[w->id] = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+            if (!tmp || !v->after[w->id]) {
+                tg_free(tmp);
+                return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+            }
+            tg_status st = tg_session_read(s, w, tmp, (size_t)n * sizeof(float));
+            if (st == TG_OK)
+                to_double(tmp, TG_F32, v->after[w->id], n);
+            tg_free(tmp);
+            if (st != TG_OK) {
+                tg_free(v->after[w->id]);
+                v->after[w->id] = NULL;
+            }
+        }
+    }
+    return TG_OK;
+}
+
+/* The whole graph run by the reference from the same leaves; NULL (and a
+ * line in limits) when it cannot run. */
+static tg_interp *reference_run(tg_session *s, tg_verify *v, tg_verify_report *r)
+{
+    const tg_graph *g = s->graph;
+    tg_interp *ip = NULL;
+    if (tg_interp_create(g, s->seed, &ip) != TG_OK) {
+        snprintf(r->limits, sizeof r->limits, "no reference run: %s", tg_error_message());
+        return NULL;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (v->before[i])
+            memcpy(tg_interp_data(ip, g->nodes[i]), v->before[i],
+                   (size_t)tg_numel(g->nodes[i]) * sizeof(double));
+    if (tg_interp_run(ip, v->step) != TG_OK) {
+        snprintf(r->limits, sizeof r->limits, "no reference run: %s", tg_error_message());
+        tg_interp_destroy(ip);
+        return NULL;
+    }
+    return ip;
+}
+
+static void describe_limits(const check_ctx *cx, tg_verify_report *r)
+{
+    const tg_program *p = cx->s->program;
+    size_t len = strlen(r->limits);
+    if (!cx->single && len < sizeof r->limits)
+        len += (size_t)snprintf(r->limits + len, sizeof r->limits - len,
+                                "%sweights after the update not compared (%d micro-batches x %d "
+                                "replicas x %d iterations per run; the values are micro-batch 0's)",
+                                len ? "; " : "", p->micro_batches, cx->s->global_replicas,
+                                p->iterations);
+    if (cx->v->loss_scale != 1.0f && len < sizeof r->limits)
+        snprintf(r->limits + len, sizeof r->limits - len,
+                 "%sgradients not compared end to end (the loss is scaled by %g)", len ? "; " : "",
+                 (double)cx->v->loss_scale);
+}
+
+static tg_status build_report(tg_session *s, tg_verify *v, tg_verify_report *r)
+{
+    const tg_program *p = s->program;
+    const tg_graph *g = s->graph;
+    check_ctx cx = {.s = s, .v = v};
+    cx.single = p->micro_batches == 1 && p->iterations == 1 && s->global_replicas == 1;
+    int64_t most = 1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (tg_numel(g->nodes[i]) > most)
+            most = tg_numel(g->nodes[i]);
+    cx.ref = tg_malloc((size_t)most * sizeof(double));
+    cx.moved_out = tg_malloc((size_t)most * sizeof(double));
+    if (!cx.ref || !cx.moved_out) {
+        tg_free(cx.ref);
+        tg_free(cx.moved_out);
+        return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+    }
+    tg_status st = p->training ? keep_results(s, v) : TG_OK;
+    if (st == TG_OK) {
+        cx.ip = reference_run(s, v, r);
+        st = check_nodes(&cx, r);
+    }
+    if (st == TG_OK) {
+        summarise(&cx, r);
+        describe_limits(&cx, r);
+    }
+    tg_interp_destroy(cx.ip);
+    tg_free(cx.ref);
+    tg_free(cx.moved_out);
+    for (int k = 0; k < TG_MAX_INPUTS; k++) {
+        tg_free(cx.in_tmp[k]);
+        tg_free(cx.moved[k]);
+    }
+    return st;
+}
+
+tg_status tg_verify_end(tg_session *s)
+{
+    tg_verify *v = s->verify;
+    if (!v || !v->capturing)
+        return TG_OK;
+    v->capturing = false;
+    free_report(v->report);
+    v->report = tg_calloc(1, sizeof *v->report);
+    tg_status st =
+        v->report ? build_report(s, v, v->report) : tg_error(TG_ERR_NOMEM, "verify: out of memory");
+    free_values(v);
+    if (st != TG_OK || !v->fail || v->report->first_beyond < 0)
+        return st;
+    const tg_verify_row *row = &v->report->rows[v->report->first_beyond];
+    return tg_error(TG_ERR_NUMERIC,
+                    "verify: '%s' (%s%s%s) differs from the reference by %.3g (%.3g relative; "
+                    "tolerance %.3g), and %d tensor%s in all; `tilegraph check` with the same "
+                    "options prints the table (docs/numerics.md)",
+                    row->name, row->op, row->block[0] ? ", block " : "", row->block, row->max_abs,
+                    row->max_rel, row->tolerance, v->report->counts[TG_VERIFY_BEYOND],
+                    v->report->counts[TG_VERIFY_BEYOND] == 1 ? "" : "s");
+}
+
+/* ---- the public API ----------------------------------------------------------- */
+
+void tg_session_verify_set_factor(tg_session *s, double factor)
+{
+    if (make_verify(s) == TG_OK)
+        s->verify->factor = factor > 0 ? factor : DEFAULT_FACTOR;
+}
+
+tg_status tg_session_verify_next_run(tg_session *s)
+{
+    return tg_verify_arm(s, false);
+}
+
+const tg_verify_report *tg_session_verify_report(const tg_session *s)
+{
+    return s->verify ? s->verify->report : NULL;
+}
+
+int tg_verify_rows(const tg_verify_report *r)
+{
+    return r ? r->n_rows : 0;
+}
+
+const tg_verify_row *tg_verify_row_at(const tg_verify_report *r, int index)
+{
+    return r && index >= 0 && index < r->n_rows ? &r->rows[index] : NULL;
+}
+
+int tg_verify_first_beyond(const tg_verify_report *r)
+{
+    return r ? r->first_beyond : -1;
+}
+
+int tg_verify_count(const tg_verify_report *r, tg_verify_verdict verdict)
+{
+    return r && verdict >= 0 && verdict < 3 ? r->counts[verdict] : 0;
+}
+
+tg_verify_summary tg_verify_summary_of(const tg_verify_report *r)
+{
+    return r ? r->summary : (tg_verify_summary){-1, -1, -1, -1};
+}
+
+const char *tg_verify_limits(const tg_verify_report *r)
+{
+    return r ? r->limits : "";
+}

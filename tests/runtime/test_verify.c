@@ -1,0 +1,247 @@
+/* tests/runtime/test_verify.c - the differential checker (runtime/verify.c):
+ * the two graphs of issue 28 that the blocked layout got wrong, a few
+ * hundred random graphs (seeded) checked against the reference under
+ * several device settings, and proof that the checker and the random
+ * graphs catch those defects when the layout pass is made to overlook
+ * views again (compile/layout.h tg_layout_test_ignore_views). A failure
+ * prints the shortest prefix of the random graph that still fails. */
+#include "tg_test.h"
+#include "tg_random_graph.h"
+
+#include "compile/layout.h"
+#include "tilegraph/tilegraph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_OPS = 8 };
+
+/* 240 in the suite; TG_RANDOM_GRAPHS=N for a longer run. */
+static int random_graphs(void)
+{
+    const char *e = getenv("TG_RANDOM_GRAPHS");
+    int n = e ? atoi(e) : 240;
+    return n >= 8 ? n : 240;
+}
+
+static tg_options *options(int threads, const char *extra_key, const char *extra_value)
+{
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", 5);
+    if (extra_key)
+        TG_CHECK_OK(tg_options_set(o, extra_key, extra_value));
+    return o;
+}
+
+/* One verified step of g; the first tensor beyond tolerance or -1. */
+static int first_beyond(tg_graph *g, tg_tensor *x, tg_tensor *labels, int classes, int threads,
+                        const char **name)
+{
+    tg_options *o = options(threads, NULL, NULL);
+    tg_session *s = NULL;
+    int first = -2;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    int64_t n = tg_shape_numel(tg_tensor_shape(x));
+    float *data = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; s && data && i < n; i++)
+        data[i] = (float)((i * 37) % 29) / 14.0f - 1.0f;
+    if (s && data) {
+        TG_CHECK_OK(tg_session_write(s, x, data, (size_t)n * sizeof(float)));
+        int32_t y[8] = {1, 0, 2, 1, 0, 2, 1, 0};
+        if (labels)
+            TG_CHECK_OK(tg_session_write(s, labels, y, (size_t)tg_tensor_shape(labels).dim[0] * 4));
+        (void)classes;
+        TG_CHECK_OK(tg_session_verify_next_run(s));
+        TG_CHECK_OK(tg_session_run(s));
+        const tg_verify_report *r = tg_session_verify_report(s);
+        TG_CHECK(r != NULL && tg_verify_rows(r) > 0);
+        first = tg_verify_first_beyond(r);
+        if (first >= 0 && name)
+            *name = tg_verify_row_at(r, first)->name;
+    }
+    free(data);
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    return first;
+}
+
+/* nn.Sequential(nn.Conv2d(4, 256, 1), nn.Flatten()) on [2, 4, 6, 6]: the
+ * flatten read the convolution's nChw16c bytes as NCHW. */
+static tg_graph *conv_flatten(tg_tensor **x)
+{
+    tg_graph *g = tg_graph_create();
+    *x = tg_input(g, "x", TG_F32, tg_shape4(2, 4, 6, 6));
+    tg_tensor *y = tg_flatten(g, tg_nn_conv2d(g, *x, "conv", 4, 256, 1, 1, 0), 1);
+    tg_graph_rename(g, y, "flatten");
+    tg_tensor_mark_output(y);
+    return g;
+}
+
+/* Conv2d(3, 48, 3, padding 1) -> channel shuffle -> Conv2d(48, 64, 1) ->
+ * mean -> Linear: the first convolution's weight gradient was wrong (the
+ * shuffle's views read the second convolution's blocked input gradient). */
+static tg_graph *shuffle_net(tg_tensor **x, tg_tensor **labels)
+{
+    tg_graph *g = tg_graph_create();
+    *x = tg_input(g, "x", TG_F32, tg_shape4(2, 3, 8, 8));
+    *labels = tg_input(g, "labels", TG_I32, tg_shape1(2));
+    tg_tensor *h = tg_nn_conv2d(g, *x, "conv1", 3, 48, 3, 1, 1);
+    static const int perm[5] = {0, 2, 1, 3, 4};
+    h = tg_reshape(g, h, tg_shape_of(5, (int64_t[]){2, 2, 24, 8, 8}));
+    h = tg_reshape(g, tg_transpose(g, h, perm), tg_shape4(2, 48, 8, 8));
+    h = tg_nn_conv2d(g, h, "conv2", 48, 64, 1, 1, 0);
+    h = tg_flatten(g, tg_global_avgpool(g, h), 1);
+    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "fc", 64, 3, true), *labels);
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(1.0f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    return g;
+}
+
+static void test_issue_graphs(void)
+{
+    for (int broken = 0; broken < 2; broken++) {
+        tg_layout_test_ignore_views = broken;
+        tg_tensor *x, *labels;
+        const char *name = NULL;
+        tg_graph *g = conv_flatten(&x);
+        int first = first_beyond(g, x, NULL, 0, 1, &name);
+        /* caught exactly at the view, not only at some later tensor */
+        TG_CHECK(broken ? first >= 0 && name && !strcmp(name, "flatten") : first == -1);
+        tg_graph_destroy(g);
+        g = shuffle_net(&x, &labels);
+        name = NULL;
+        first = first_beyond(g, x, labels, 3, 1, &name);
+        TG_CHECK(broken ? first >= 0 && name && strstr(name, "reshape") : first == -1);
+        tg_graph_destroy(g);
+    }
+    tg_layout_test_ignore_views = false;
+}
+
+/* The option fails the first run, naming the tensor; later runs are not checked. */
+static void test_option_fails_the_run(void)
+{
+    tg_layout_test_ignore_views = true;
+    tg_tensor *x;
+    tg_graph *g = conv_flatten(&x);
+    tg_options *o = options(1, "debug.verifyAgainstReference", "true");
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    float data[2 * 4 * 6 * 6];
+    for (int i = 0; i < 2 * 4 * 6 * 6; i++)
+        data[i] = (float)(i % 13) / 6.0f - 1.0f;
+    if (s) {
+        TG_CHECK_OK(tg_session_write(s, x, data, sizeof data));
+        TG_CHECK(tg_session_run(s) == TG_ERR_NUMERIC);
+        TG_CHECK(strstr(tg_error_message(), "'flatten'") != NULL);
+        TG_CHECK(strstr(tg_error_message(), "tilegraph check") != NULL);
+        TG_CHECK_OK(tg_session_run(s));
+    }
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+    tg_layout_test_ignore_views = false;
+    /* and passes when the layout is right */
+    g = conv_flatten(&x);
+    o = options(1, "debug.verifyAgainstReference", "true");
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    if (s) {
+        TG_CHECK_OK(tg_session_write(s, x, data, sizeof data));
+        TG_CHECK_OK(tg_session_run(s));
+    }
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+/* A random graph's check: -1 passes, else the failing row. */
+static int check_random(uint64_t seed, int ops, const tg_options *o, char *why, size_t cap,
+                        char *listing, size_t listing_cap)
+{
+    /* a quarter inference, unless o accumulates gradients */
+    int64_t acc = tg_options_get_int(o, "Training.gradientAccumulation");
+    tg_rg_spec spec = {.seed = seed, .max_ops = ops, .training = seed % 4 != 0 || acc > 1};
+    tg_random_graph rg;
+    int beyond = -1;
+    tg_status st = tg_random_graph_build(&spec, &rg);
+    if (st == TG_OK)
+        st = tg_random_graph_check(&rg, o, seed, &beyond, why, cap);
+    if (st != TG_OK) {
+        snprintf(why, cap, "%s", tg_error_message());
+        beyond = -2;
+    }
+    if (listing)
+        snprintf(listing, listing_cap, "%s", rg.listing);
+    tg_random_graph_destroy(&rg);
+    return beyond;
+}
+
+/* The shortest prefix of seed's graph that still fails, printed. */
+static void print_minimal(uint64_t seed, const tg_options *o)
+{
+    static char why[512], listing[8192];
+    for (int ops = 1; ops <= MAX_OPS; ops++) {
+        if (check_random(seed, ops, o, why, sizeof why, listing, sizeof listing) != -1) {
+            fprintf(stderr, "random graph %llu, first %d ops, fails: %s\n%s",
+                    (unsigned long long)seed, ops, why, listing);
+            return;
+        }
+    }
+}
+
+/* Failing graphs among seeds [first, first + count) under o; prints the
+ * first failure's minimal graph when `report`. */
+static int failures(uint64_t first, int count, const tg_options *o, bool report)
+{
+    int failed = 0;
+    char why[512];
+    for (uint64_t seed = first; seed < first + (uint64_t)count; seed++) {
+        if (check_random(seed, MAX_OPS, o, why, sizeof why, NULL, 0) == -1)
+            continue;
+        if (report && failed == 0)
+            print_minimal(seed, o);
+        failed++;
+    }
+    return failed;
+}
+
+static void test_random_graphs(void)
+{
+    /* one thread, two threads (other kernel choices, so other layouts),
+     * and two micro-batches per update */
+    tg_options *o1 = options(1, NULL, NULL), *o2 = options(2, NULL, NULL);
+    tg_options *o3 = options(1, "Training.gradientAccumulation", "2");
+    int f1 = failures(1, random_graphs() / 2, o1, true);
+    int f2 = failures(1000, random_graphs() / 4, o2, true);
+    int f3 = failures(2000, random_graphs() / 4, o3, true);
+    if (f1 || f2 || f3)
+        fprintf(stderr, "random graphs beyond tolerance: %d, %d, %d\n", f1, f2, f3);
+    TG_CHECK(f1 == 0 && f2 == 0 && f3 == 0);
+    tg_options_destroy(o1);
+    tg_options_destroy(o2);
+    tg_options_destroy(o3);
+}
+
+/* The random graphs find the view defect on their own when it is back. */
+static void test_random_graphs_find_the_view_defect(void)
+{
+    tg_layout_test_ignore_views = true;
+    tg_options *o = options(1, NULL, NULL);
+    int failed = failures(1, random_graphs() / 2, o, false);
+    tg_layout_test_ignore_views = false;
+    printf("with views overlooked by the layout pass, %d of %d random graphs fail\n", failed,
+           random_graphs() / 2);
+    TG_CHECK(failed >= 3);
+    tg_options_destroy(o);
+}
+
+int main(void)
+{
+    TG_RUN(test_issue_graphs);
+    TG_RUN(test_option_fails_the_run);
+    TG_RUN(test_random_graphs);
+    TG_RUN(test_random_graphs_find_the_view_defect);
+    return tg_test_finish();
+}
