@@ -115,8 +115,8 @@ static void print_text(const tg_verify_report *r, const check_args *a, double se
     char l[24], o[24], g[24], w[24];
     figure(l, sizeof l, sm.loss), figure(o, sizeof o, sm.outputs);
     figure(g, sizeof g, sm.gradients), figure(w, sizeof w, sm.weights);
-    printf("end to end, relative to each value's largest magnitude: loss %s, outputs %s, "
-           "gradients %s, weights after the update %s\n",
+    printf("end to end, the largest difference relative to the largest value: loss %s, "
+           "outputs %s, gradients %s, weights after the update %s\n",
            l, o, g, w);
     if (tg_verify_limits(r)[0])
         printf("not compared: %s\n", tg_verify_limits(r));

@@ -63,8 +63,9 @@ typedef struct tg_verify_row {
     const char *note; /* why skipped; "" otherwise */
 } tg_verify_row;
 
-/* End to end, relative to each value's largest magnitude (-1 when not
- * compared): what a user sees of the run. */
+/* End to end: the largest difference from the reference run over each
+ * set of values, relative to the largest reference value of the set (-1
+ * when not compared): what a user sees of the run. */
 typedef struct tg_verify_summary {
     double loss;      /* scalar outputs */
     double outputs;   /* other outputs */

@@ -174,6 +174,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
         if (ph == TG_PHASE_UPDATE && tg_allreduce_is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
+        void *stored_out = a.out; /* staging points a.out at its f32 copy */
         if (c->rec) {
             double t0 = now_s();
             tg_stage_run(p, st, &a, &so);
@@ -183,7 +184,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             tg_stage_run(p, st, &a, &so);
         }
         if (g == 0 && c->replica == 0 && tg_verify_capturing(s->verify))
-            tg_verify_capture(s->verify, p, st, a.out);
+            tg_verify_capture(s->verify, p, st, stored_out);
         if (offloaded)
             tg_streams_offloaded(c, st, t, &a, false, it);
         if (c->buckets_done < c->buckets_sent) /* gradient buckets in flight */

@@ -522,38 +522,61 @@ static double drift_of(check_ctx *cx, const tg_tensor *t)
     return c.nonfinite ? INFINITY : relative(c.max_abs, c.magnitude);
 }
 
-static double param_drift(check_ctx *cx, const tg_tensor *w)
+/* A summary figure: the largest difference over a set of tensors relative
+ * to the largest reference value among them all (a gradient that is zero
+ * in the reference, such as a bias in front of a batch norm, does not make
+ * it infinite). */
+typedef struct drift_sum {
+    double max_abs, magnitude;
+    bool nonfinite, any;
+} drift_sum;
+
+static void add_drift(drift_sum *d, const float *fast, const double *ref, int64_t n)
 {
-    const double *a = cx->v->after[w->id], *r = tg_interp_data(cx->ip, w);
-    double worst = 0, mag = 0;
-    for (int64_t i = 0; i < tg_numel(w); i++) {
-        if (!isfinite(a[i]))
-            return INFINITY;
-        worst = fmax(worst, fabs(a[i] - r[i]));
-        mag = fmax(mag, fabs(r[i]));
-    }
-    return relative(worst, mag);
+    compare_out c = compare(fast, ref, n);
+    d->max_abs = fmax(d->max_abs, c.max_abs);
+    d->magnitude = fmax(d->magnitude, c.magnitude);
+    d->nonfinite |= c.nonfinite;
+    d->any = true;
 }
 
-static void worse(double *into, double d)
+static double drift_value(const drift_sum *d)
 {
-    if (d >= 0 && (*into < 0 || d > *into || isnan(d)))
-        *into = d;
+    if (!d->any)
+        return -1;
+    return d->nonfinite ? INFINITY : relative(d->max_abs, d->magnitude);
+}
+
+static void add_param_drift(check_ctx *cx, drift_sum *d, const tg_tensor *w)
+{
+    int64_t n = tg_numel(w);
+    float *after = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!after)
+        return;
+    for (int64_t i = 0; i < n; i++)
+        after[i] = (float)cx->v->after[w->id][i];
+    add_drift(d, after, tg_interp_data(cx->ip, w), n);
+    tg_free(after);
 }
 
 static void summarise(check_ctx *cx, tg_verify_report *r)
 {
     const tg_graph *g = cx->s->graph;
-    r->summary = (tg_verify_summary){-1, -1, -1, -1};
+    tg_verify *v = cx->v;
+    drift_sum loss = {0}, outputs = {0}, gradients = {0}, weights = {0};
     for (int i = 0; cx->ip && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        if (t->flags & TG_NODE_OUTPUT)
-            worse(tg_numel(t) == 1 ? &r->summary.loss : &r->summary.outputs, drift_of(cx, t));
-        if (t->role == TG_ROLE_GRADIENT)
-            worse(&r->summary.gradients, drift_of(cx, t));
-        if (t->op == TG_OP_PARAM && cx->single && cx->v->after[i] && cx->v->loss_scale == 1.0f)
-            worse(&r->summary.weights, param_drift(cx, t));
+        bool scaled = (t->flags & TG_NODE_BACKWARD) && v->loss_scale != 1.0f;
+        const double *ref = tg_interp_data(cx->ip, t);
+        if ((t->flags & TG_NODE_OUTPUT) && v->captured[i] && !scaled)
+            add_drift(tg_numel(t) == 1 ? &loss : &outputs, v->fast[i], ref, tg_numel(t));
+        if (t->role == TG_ROLE_GRADIENT && v->captured[i] && !scaled)
+            add_drift(&gradients, v->fast[i], ref, tg_numel(t));
+        if (t->op == TG_OP_PARAM && cx->single && v->after[i] && v->loss_scale == 1.0f)
+            add_param_drift(cx, &weights, t);
     }
+    r->summary = (tg_verify_summary){drift_value(&loss), drift_value(&outputs),
+                                     drift_value(&gradients), drift_value(&weights)};
 }
 
 static tg_status add_row(tg_verify_report *r, int *cap, const tg_verify_row *row)

@@ -210,18 +210,21 @@ static int failures(uint64_t first, int count, const tg_options *o, bool report)
 static void test_random_graphs(void)
 {
     /* one thread, two threads (other kernel choices, so other layouts),
-     * and two micro-batches per update */
-    tg_options *o1 = options(1, NULL, NULL), *o2 = options(2, NULL, NULL);
-    tg_options *o3 = options(1, "Training.gradientAccumulation", "2");
-    int f1 = failures(1, random_graphs() / 2, o1, true);
-    int f2 = failures(1000, random_graphs() / 4, o2, true);
-    int f3 = failures(2000, random_graphs() / 4, o3, true);
-    if (f1 || f2 || f3)
-        fprintf(stderr, "random graphs beyond tolerance: %d, %d, %d\n", f1, f2, f3);
-    TG_CHECK(f1 == 0 && f2 == 0 && f3 == 0);
-    tg_options_destroy(o1);
-    tg_options_destroy(o2);
-    tg_options_destroy(o3);
+     * two micro-batches per update, and bf16 storage (staged and native
+     * half-precision kernels) */
+    tg_options *o[4] = {options(1, NULL, NULL), options(2, NULL, NULL),
+                        options(1, "Training.gradientAccumulation", "2"),
+                        options(1, "precision", "bf16.bf16")};
+    int n = random_graphs(), f[4];
+    f[0] = failures(1, n / 2, o[0], true);
+    f[1] = failures(1000, n / 6, o[1], true);
+    f[2] = failures(2000, n / 6, o[2], true);
+    f[3] = failures(3000, n / 6, o[3], true);
+    if (f[0] || f[1] || f[2] || f[3])
+        fprintf(stderr, "random graphs beyond tolerance: %d, %d, %d, %d\n", f[0], f[1], f[2], f[3]);
+    TG_CHECK(f[0] == 0 && f[1] == 0 && f[2] == 0 && f[3] == 0);
+    for (int i = 0; i < 4; i++)
+        tg_options_destroy(o[i]);
 }
 
 /* The random graphs find the view defect on their own when it is back. */

@@ -1,0 +1,98 @@
+/* tests/tools/test_check.c - `tilegraph check` over every zoo model and
+ * every ONNX file the tests have, training and inference, under the
+ * settings train offers (pipelined, bf16): every tensor of one step within
+ * tolerance of the reference kernels. Also its failures: a tolerance too
+ * tight for f32 exits 1 naming a tensor, a bad flag exits 2, --json parses.
+ * TG_TEST_LABELS: slow */
+#include "tg_test.h"
+#include "tg_test_cli.h"
+
+#include <glob.h>
+#include <stdio.h>
+#include <string.h>
+
+static char tmpdir[256];
+
+#define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
+
+/* ResNets at 32x32 with the ImageNet stem: every block, small maps */
+static void test_zoo(void)
+{
+    static const char *models[] = {
+        "--model fashion-basic",
+        "--model mnist-pipeline",
+        "--model resnet18 --input 3x32x32 --stem imagenet --batch-size 2",
+        "--model resnet34 --input 3x32x32 --stem imagenet --batch-size 2",
+        "--model resnet50 --input 3x32x32 --stem imagenet --batch-size 2",
+        "--model resnet101 --input 3x32x32 --stem imagenet --batch-size 2",
+    };
+    char args[512];
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        for (int inference = 0; inference < 2; inference++) {
+            if (i >= 3 && inference) /* the same blocks as resnet18's inference */
+                continue;
+            snprintf(args, sizeof args, "check %s --threads 2%s", models[i],
+                     inference ? " --inference" : "");
+            EXPECT(args, 0, "ok: every tensor within tolerance");
+        }
+    }
+}
+
+static void test_onnx_fixtures(void)
+{
+    char pattern[512], args[1024];
+    snprintf(pattern, sizeof pattern, "%s/tests/onnx/fixtures/*.onnx", TG_SOURCE_DIR);
+    glob_t gl;
+    TG_CHECK(glob(pattern, 0, NULL, &gl) == 0 && gl.gl_pathc >= 4);
+    for (size_t i = 0; i < gl.gl_pathc; i++) {
+        for (int inference = 0; inference < 2; inference++) {
+            snprintf(args, sizeof args, "check --model %s --batch-size 3%s", gl.gl_pathv[i],
+                     inference ? " --inference" : "");
+            EXPECT(args, 0, "ok: every tensor within tolerance");
+        }
+    }
+    globfree(&gl);
+}
+
+static void test_device_settings(void)
+{
+    /* pipelined with accumulation: the updates read summed gradients */
+    EXPECT("check --model mnist-pipeline --strategy pipelined --gradient-accumulation 4", 0,
+           "weights after the update not compared (4 micro-batches");
+    EXPECT("check --model mnist-pipeline --strategy pipelined --gradient-accumulation 4", 0,
+           "ok: every tensor within tolerance");
+    EXPECT("check --model mnist-pipeline --replicas 2", 0, "ok: every tensor within tolerance");
+    EXPECT("check --model resnet18 --input 3x32x32 --stem imagenet --batch-size 2 "
+           "--precision bf16.bf16",
+           0, "ok: every tensor within tolerance");
+    EXPECT("check --model mnist-pipeline --optimizer adamw --lr 0.001 --all", 0, "adam_update");
+}
+
+static void test_failures_and_json(void)
+{
+    /* f32's own rounding is beyond a tolerance 1000 times too tight */
+    EXPECT("check --model mnist-pipeline --tolerance 0.001", 1, "FAILED: '");
+    EXPECT("check --model mnist-pipeline --tolerance 0.001", 1, "BEYOND");
+    EXPECT("check --model mnist-pipeline --batch-size 0", 2, "--batch-size");
+    EXPECT("check --model nonesuch", 1, "nonesuch");
+    EXPECT("check --model mnist-pipeline --optimizer frob", 2, "--optimizer");
+    EXPECT("check --help", 0, "reference");
+    tg_arena *arena = tg_arena_create(1 << 16);
+    const tg_json *j =
+        tg_cli_json(tmpdir, arena, "check --model mnist-pipeline --json --all", __FILE__, __LINE__);
+    TG_CHECK(j && tg_cli_num(j, "tensors") == 37 && tg_cli_num(j, "beyond") == 0);
+    TG_CHECK(j && tg_cli_num(j, "first_beyond") == -1);
+    tg_arena_destroy(arena);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_check_XXXXXX");
+    if (!TG_MKDTEMP(tmpdir))
+        return 1;
+    TG_RUN(test_failures_and_json);
+    TG_RUN(test_device_settings);
+    TG_RUN(test_onnx_fixtures);
+    TG_RUN(test_zoo);
+    return tg_test_finish();
+}
