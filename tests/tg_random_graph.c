@@ -16,6 +16,8 @@ typedef struct gen {
     tg_graph *g;
     tg_tensor *pool[MAX_POOL]; /* every value made so far */
     int n_pool;
+    int first; /* the oldest value ops may use: a block's stage sees only its own and the last
+                * value of the block before (an input read by two stages is refused) */
     int params;
     tg_random_graph *out;
 } gen;
@@ -73,11 +75,12 @@ static void push(gen *r, tg_tensor *t)
 static tg_tensor *operand(gen *r)
 {
     for (int tries = 0; tries < 4; tries++) {
-        int i = pick(r, 4) ? r->n_pool - 1 : (int)pick(r, (unsigned)r->n_pool);
+        int i =
+            pick(r, 4) ? r->n_pool - 1 : r->first + (int)pick(r, (unsigned)(r->n_pool - r->first));
         if (tg_tensor_shape(r->pool[i]).ndim == 4)
             return r->pool[i];
     }
-    for (int i = r->n_pool - 1; i >= 0; i--)
+    for (int i = r->n_pool - 1; i >= r->first; i--)
         if (tg_tensor_shape(r->pool[i]).ndim == 4)
             return r->pool[i];
     return NULL;
@@ -87,7 +90,7 @@ static tg_tensor *operand(gen *r)
 static tg_tensor *same_shape(gen *r, const tg_tensor *t)
 {
     tg_shape s = tg_tensor_shape(t);
-    for (int i = r->n_pool - 1; i >= 0; i--) {
+    for (int i = r->n_pool - 1; i >= r->first; i--) {
         tg_shape o = tg_tensor_shape(r->pool[i]);
         if (r->pool[i] != t && o.ndim == s.ndim && !memcmp(o.dim, s.dim, sizeof(int64_t) * 4) &&
             !pick(r, 2))
@@ -161,7 +164,7 @@ static tg_tensor *binary(gen *r, tg_tensor *x)
 
 static tg_tensor *concat(gen *r, tg_tensor *x)
 {
-    for (int i = r->n_pool - 1; i >= 0; i--) {
+    for (int i = r->n_pool - 1; i >= r->first; i--) {
         tg_tensor *o = r->pool[i];
         if (tg_tensor_shape(o).ndim == 4 && dim(o, 0) == dim(x, 0) && dim(o, 2) == dim(x, 2) &&
             dim(o, 3) == dim(x, 3) && dim(o, 1) + dim(x, 1) <= MAX_CHANNELS && !pick(r, 2)) {
@@ -301,7 +304,16 @@ tg_status tg_random_graph_build(const tg_rg_spec *spec, tg_random_graph *rg)
     snprintf(rg->listing, sizeof rg->listing, "  t0 = input [%lld,%lld,%lld,%lld]\n", (long long)n,
              (long long)c, (long long)hw, (long long)hw);
     push(&r, rg->x);
+    int per_block = spec->blocks > 1 ? (spec->max_ops + spec->blocks - 1) / spec->blocks : 0;
     for (int i = 0; i < spec->max_ops && tg_graph_status(r.g) == TG_OK; i++) {
+        if (per_block && i % per_block == 0) {
+            char name[16];
+            snprintf(name, sizeof name, "B%d", i / per_block + 1);
+            if (i)
+                tg_block_end(r.g);
+            tg_block_begin(r.g, name);
+            r.first = r.n_pool - 1;
+        }
         tg_tensor *y = one_op(&r);
         if (y && tg_shape_numel(tg_tensor_shape(y)) <= MAX_ELEMENTS)
             push(&r, y);
@@ -309,6 +321,8 @@ tg_status tg_random_graph_build(const tg_rg_spec *spec, tg_random_graph *rg)
     }
     if (tg_graph_status(r.g) == TG_OK)
         head(&r, rg, r.pool[r.n_pool - 1]);
+    if (per_block)
+        tg_block_end(r.g);
     tg_status st = tg_graph_status(r.g);
     if (st == TG_OK && spec->training)
         st = tg_graph_backward(r.g, rg->loss);

@@ -23,6 +23,7 @@ typedef struct tg_rg_spec {
     uint64_t seed; /* for the choices past the data */
     int max_ops;   /* ops before the classifier head */
     bool training; /* loss, backward and an SGD update; else inference */
+    int blocks;    /* > 1: the ops in this many blocks "B1".. (BeginBlock), one per stage */
 } tg_rg_spec;
 
 typedef struct tg_random_graph {

@@ -31,6 +31,20 @@ static const tg_tensor *recomputable(const tg_program *p, int d, int b)
     return t;
 }
 
+/* A recompute step reads a value received from another device (a stage
+ * input) in the backward phase: its receive slot must stay the value's
+ * until this device's backward of the micro-batch, not be released to the
+ * sender after the forward (which let the next micro-batch overwrite it
+ * and the backward recompute from the wrong input). */
+static void hold_received(tg_program *p, int d, const tg_step *st)
+{
+    const tg_tensor *t = p->graph->nodes[st->node];
+    for (int k = 0; k < t->n_in; k++)
+        for (int i = 0; st->in[k] >= 0 && i < p->n_transfers; i++)
+            if (p->transfers[i].dst_device == d && p->transfers[i].dst_buffer == st->in[k])
+                p->transfers[i].used_backward = true;
+}
+
 static tg_status recompute_device(tg_program *p, int d)
 {
     tg_device_program *dp = &p->devices[d];
@@ -90,6 +104,7 @@ static tg_status recompute_device(tg_program *p, int d)
             p->buffers = nbuf;
             p->cap_buffers = cap;
         }
+        hold_received(p, d, &st);
         int rb = p->n_buffers++;
         p->buffers[rb] = p->buffers[fwd[f].out];
         p->buffers[rb].first = p->buffers[rb].last = -1;

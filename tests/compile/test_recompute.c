@@ -196,11 +196,54 @@ static void test_inference_recomputes_nothing(void)
     tg_graph_destroy(n.g);
 }
 
+/* Stage 2 begins with a transpose, whose backward does not read its
+ * input: without recomputation the received value is used in the forward
+ * only, with it the backward computes the transpose again from it, so its
+ * receive slot must be held until the backward (it was released after the
+ * forward, and the next micro-batch overwrote it: found by the random
+ * graphs of tests/runtime/test_verify.c). */
+static void test_received_value_held_for_recomputation(void)
+{
+    static const int swap[2] = {1, 0};
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(4, 6));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    tg_block_begin(g, "B1");
+    tg_tensor *w1 = tg_param(g, "w1", tg_shape2(6, 6), (tg_init){TG_INIT_FAN_IN_UNIFORM, 6, 0});
+    tg_tensor *a = tg_tanh(g, tg_linear(g, x, w1, NULL));
+    tg_block_begin(g, "B2");
+    tg_tensor *t = tg_transpose(g, tg_transpose(g, a, swap), swap);
+    tg_tensor *w2 = tg_param(g, "w2", tg_shape2(3, 6), (tg_init){TG_INIT_FAN_IN_UNIFORM, 6, 0});
+    tg_tensor *loss = tg_cross_entropy(g, tg_linear(g, t, w2, NULL), labels);
+    tg_block_end(g);
+    tg_tensor_mark_output(loss);
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    net n = {.g = g};
+    for (int on = 0; on < 2; on++) {
+        tg_program *p = compile(&n, on ? "pipeline" : "none", false);
+        int found = 0;
+        for (int i = 0; p && i < p->n_transfers; i++) {
+            const tg_transfer *tr = &p->transfers[i];
+            if (tr->node != a->id || tr->dst_device != 1)
+                continue;
+            found++;
+            TG_CHECK(tr->used_forward);
+            TG_CHECK(tr->used_backward == (on == 1));
+        }
+        TG_CHECK(found == 1);
+        tg_program_destroy(p);
+    }
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_pipeline_recomputes_stage_values);
     TG_RUN(test_checkpoint_is_kept);
     TG_RUN(test_state_updates_never_rerun);
     TG_RUN(test_inference_recomputes_nothing);
+    TG_RUN(test_received_value_held_for_recomputation);
     return tg_test_finish();
 }

@@ -163,6 +163,8 @@ static int check_random(uint64_t seed, int ops, const tg_options *o, char *why, 
     /* a quarter inference, unless o accumulates gradients */
     int64_t acc = tg_options_get_int(o, "Training.gradientAccumulation");
     tg_rg_spec spec = {.seed = seed, .max_ops = ops, .training = seed % 4 != 0 || acc > 1};
+    if (strcmp(tg_options_get_string(o, "executionStrategy"), "pipelined") == 0)
+        spec.blocks = 2; /* a stage per block, each on its device */
     tg_random_graph rg;
     int beyond = -1;
     tg_status st = tg_random_graph_build(&spec, &rg);
@@ -210,21 +212,26 @@ static int failures(uint64_t first, int count, const tg_options *o, bool report)
 static void test_random_graphs(void)
 {
     /* one thread, two threads (other kernel choices, so other layouts),
-     * two micro-batches per update, and bf16 storage (staged and native
-     * half-precision kernels) */
-    tg_options *o[4] = {options(1, NULL, NULL), options(2, NULL, NULL),
-                        options(1, "Training.gradientAccumulation", "2"),
-                        options(1, "precision", "bf16.bf16")};
-    int n = random_graphs(), f[4];
-    f[0] = failures(1, n / 2, o[0], true);
-    f[1] = failures(1000, n / 6, o[1], true);
-    f[2] = failures(2000, n / 6, o[2], true);
-    f[3] = failures(3000, n / 6, o[3], true);
-    if (f[0] || f[1] || f[2] || f[3])
-        fprintf(stderr, "random graphs beyond tolerance: %d, %d, %d, %d\n", f[0], f[1], f[2], f[3]);
-    TG_CHECK(f[0] == 0 && f[1] == 0 && f[2] == 0 && f[3] == 0);
-    for (int i = 0; i < 4; i++)
+     * two micro-batches per update, bf16 storage (staged and native
+     * half-precision kernels), and pipelined over two devices (a block
+     * each) with recomputation and the backward split in two (zb-h1) */
+    enum { SETTINGS = 5 };
+    tg_options *o[SETTINGS] = {options(1, NULL, NULL), options(2, NULL, NULL),
+                               options(1, "Training.gradientAccumulation", "2"),
+                               options(1, "precision", "bf16.bf16"),
+                               options(1, "Training.gradientAccumulation", "4")};
+    TG_CHECK_OK(tg_options_set(o[4], "executionStrategy", "pipelined"));
+    TG_CHECK_OK(tg_options_set(o[4], "recomputation", "pipeline"));
+    TG_CHECK_OK(tg_options_set(o[4], "pipelineSchedule", "zb-h1"));
+    int n = random_graphs(), failed = 0;
+    for (int i = 0; i < SETTINGS; i++) {
+        int f = failures(1000 * (uint64_t)i + 1, i == 0 ? n / 3 : n / 6, o[i], true);
+        if (f)
+            fprintf(stderr, "setting %d: %d random graphs beyond tolerance\n", i, f);
+        failed += f;
         tg_options_destroy(o[i]);
+    }
+    TG_CHECK(failed == 0);
 }
 
 /* The random graphs find the view defect on their own when it is back. */
