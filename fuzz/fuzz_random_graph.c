@@ -19,10 +19,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
+    /* byte 0 seeds the choices past the input, byte 1 picks training, the
+     * threads and the op count; the rest are the first choices */
     tg_rg_spec spec = {.data = data + 2,
                        .size = size - 2,
                        .seed = data[0],
-                       .max_ops = 1 + (int)((size - 2) / 4 < 12 ? (size - 2) / 4 : 12),
+                       .max_ops = 1 + (data[1] >> 2) % 10,
                        .training = data[1] & 1};
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", 1 + (data[1] >> 1) % 2);

@@ -131,9 +131,9 @@ static void print_text(const tg_verify_report *r, const check_args *a, double se
     if (first >= 0) {
         const tg_verify_row *w0 = tg_verify_row_at(r, first);
         printf("\nFAILED: '%s' (%s) is %.3g from the reference on its own inputs (tolerance "
-               "%.3g); a fast path computes it wrongly. Run with --engine-option "
-               "debug.verifyTolerance=... to loosen, or see docs/numerics.md.\n",
-               w0->name, w0->op, w0->max_abs, w0->tolerance);
+               "%.3g): a fast path computes it wrongly, or the tolerance is too tight "
+               "(--tolerance, %g now; docs/numerics.md).\n",
+               w0->name, w0->op, w0->max_abs, w0->tolerance, a->tolerance);
     } else {
         printf("ok: every tensor within tolerance\n");
     }

@@ -736,7 +736,9 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     dnnl_stream_t stream = new_stream(eng);
-    unsigned char *scratch = (unsigned char *)a->scratch + (size_t)p * st->part_bytes;
+    /* no scratch at all when nothing is reordered (NULL + 0 is undefined) */
+    unsigned char *scratch =
+        a->scratch ? (unsigned char *)a->scratch + (size_t)p * st->part_bytes : NULL;
     dnnl_memory_t user[4] = {0}, inner[4] = {0};
     dnnl_exec_arg_t args[5];
     int n = 0;
