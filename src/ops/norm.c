@@ -350,12 +350,26 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
-/* Sums over one run of contiguous elements, in 4 x 4 float lanes (GCC and
- * clang vector types, SSE2 on any x86-64; runs are short, so float partial
- * sums lose nothing that matters) and returned in double for the sum across
- * runs. Plain loops here stay scalar: the compiler will not reassociate a
- * float sum by itself. */
+/* Sums over one run of contiguous elements, blocked: each block of
+ * SUM_BLOCK elements is summed in 8 x 4 float lanes (GCC and clang vector
+ * types, SSE2 on any x86-64), 4 values a lane, the lanes pairwise, and the
+ * block's partial sum is added in double, as are the runs. The error then
+ * stays that of a few float roundings whatever the run's length (a run is
+ * a whole H x W plane, 12544 values at 112 x 112), where one float
+ * accumulator per lane over the run grows with its length: with a large
+ * mean (inputs offset from zero) that shifted the mean, and so every
+ * normalised value, by many ulps. Short blocks matter too: deviations from
+ * a large mean are multiples of the mean's ulp, their squares are exact,
+ * and adding them to a float partial rounds one way more often than the
+ * other, a bias that grows with the block (on the data of
+ * tests/ops/test_norm_accuracy.c about 0.2 ulps of the variance at 4
+ * values a lane, 1 ulp at 16). Plain loops here stay scalar: the compiler
+ * will not reassociate a float sum by itself. */
 typedef float v4f __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+
+/* elements per float partial sum: 4 a lane of 8 accumulators x 4 lanes */
+enum { SUM_BLOCK = 128 };
 
 static inline v4f load4(const float *p)
 {
@@ -364,61 +378,100 @@ static inline v4f load4(const float *p)
     return v;
 }
 
-static inline double hsum4(v4f a, v4f b, v4f c, v4f d)
+static inline int64_t block_end(int64_t i, int64_t n, int64_t block)
 {
-    v4f s = (a + b) + (c + d);
-    return (double)s[0] + (double)s[1] + (double)s[2] + (double)s[3];
+    return n - i > block ? i + block : n;
+}
+
+/* s[0..2) += a block's 8 accumulators added pairwise, widened to double
+ * (two 2-double vectors: a 4-double one is no SSE2 register). */
+static inline void add_widened(v2d *s, v4f a, v4f b, v4f c, v4f d, v4f e, v4f f, v4f g, v4f h)
+{
+    v4f t = ((a + b) + (c + d)) + ((e + f) + (g + h));
+    s[0] += (v2d){t[0], t[1]};
+    s[1] += (v2d){t[2], t[3]};
+}
+
+static inline double hsum4d(const v2d *s)
+{
+    return (s[0][0] + s[0][1]) + (s[1][0] + s[1][1]);
+}
+
+/* x, or with sq its squared deviation from m (4 elements) */
+static inline __attribute__((always_inline)) v4f term(const float *p, bool sq, v4f m)
+{
+    v4f v = load4(p), d = v - m;
+    return sq ? d * d : v;
+}
+
+/* The sum of x[0..n), or with sq of (x - mean)^2: per block 32 elements a
+ * step into the 8 accumulators (then 16 into the first 4); what the blocks
+ * leave (fewer than 16) in double. */
+static inline __attribute__((always_inline)) double blocked_sum(const float *x, int64_t n, bool sq,
+                                                                float mean)
+{
+    v4f m = {mean, mean, mean, mean};
+    v2d s[2] = {{0}};
+    int64_t i = 0;
+    while (i + 16 <= n) {
+        v4f a = {0}, b = a, c = a, d = a, e = a, f = a, g = a, h = a;
+        int64_t end = block_end(i, n, SUM_BLOCK);
+        for (; i + 32 <= end; i += 32) {
+            const float *p = x + i;
+            a += term(p, sq, m), b += term(p + 4, sq, m), c += term(p + 8, sq, m);
+            d += term(p + 12, sq, m), e += term(p + 16, sq, m), f += term(p + 20, sq, m);
+            g += term(p + 24, sq, m), h += term(p + 28, sq, m);
+        }
+        if (i + 16 <= end) {
+            const float *p = x + i;
+            a += term(p, sq, m), b += term(p + 4, sq, m), c += term(p + 8, sq, m);
+            d += term(p + 12, sq, m);
+            i += 16;
+        }
+        add_widened(s, a, b, c, d, e, f, g, h);
+    }
+    double r = hsum4d(s);
+    for (; i < n; i++)
+        r += sq ? (double)(x[i] - mean) * (x[i] - mean) : (double)x[i];
+    return r;
 }
 
 static double run_sum(const float *x, int64_t n)
 {
-    v4f a = {0}, b = {0}, c = {0}, d = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a += load4(x + i);
-        b += load4(x + i + 4);
-        c += load4(x + i + 8);
-        d += load4(x + i + 12);
-    }
-    double s = hsum4(a, b, c, d);
-    for (; i < n; i++)
-        s += x[i];
-    return s;
+    return blocked_sum(x, n, false, 0.0f);
 }
 
 static double run_sq_dev(const float *x, int64_t n, float mean)
 {
-    v4f a = {0}, b = {0}, c = {0}, d = {0}, m = {mean, mean, mean, mean};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        v4f e = load4(x + i) - m, f = load4(x + i + 4) - m;
-        v4f g = load4(x + i + 8) - m, h = load4(x + i + 12) - m;
-        a += e * e, b += f * f, c += g * g, d += h * h;
-    }
-    double s = hsum4(a, b, c, d);
-    for (; i < n; i++)
-        s += (double)(x[i] - mean) * (x[i] - mean);
-    return s;
+    return blocked_sum(x, n, true, mean);
 }
 
-/* *s1 += sum g dy, *s2 += sum g dy (x - mean), with g[i] (or 1 if g is NULL). */
+/* *s1 += sum g dy, *s2 += sum g dy (x - mean), with g[i] (or 1 if g is
+ * NULL); blocks of SUM_BLOCK / 2 elements in 4 + 4 accumulators, 4 values
+ * a lane, as above. */
 static void run_dy_sums(const float *dy, const float *x, const float *g, int64_t n, float mean,
                         double *s1, double *s2)
 {
-    v4f a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, m = {mean, mean, mean, mean};
+    v4f m = {mean, mean, mean, mean}, z = {0};
+    v2d sa[2] = {{0}}, sb[2] = {{0}};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v4f d0 = load4(dy + i), d1 = load4(dy + i + 4);
-        if (g) {
-            d0 *= load4(g + i);
-            d1 *= load4(g + i + 4);
+    while (i + 16 <= n) {
+        v4f a0 = {0}, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int64_t e = block_end(i, n, SUM_BLOCK / 2); i + 16 <= e; i += 16) {
+            v4f d0 = load4(dy + i), d1 = load4(dy + i + 4);
+            v4f d2 = load4(dy + i + 8), d3 = load4(dy + i + 12);
+            if (g) {
+                d0 *= load4(g + i), d1 *= load4(g + i + 4);
+                d2 *= load4(g + i + 8), d3 *= load4(g + i + 12);
+            }
+            a0 += d0, a1 += d1, a2 += d2, a3 += d3;
+            b0 += d0 * (load4(x + i) - m), b1 += d1 * (load4(x + i + 4) - m);
+            b2 += d2 * (load4(x + i + 8) - m), b3 += d3 * (load4(x + i + 12) - m);
         }
-        a0 += d0, a1 += d1;
-        b0 += d0 * (load4(x + i) - m);
-        b1 += d1 * (load4(x + i + 4) - m);
+        add_widened(sa, a0, a1, a2, a3, z, z, z, z);
+        add_widened(sb, b0, b1, b2, b3, z, z, z, z);
     }
-    v4f z = {0};
-    double a = hsum4(a0, a1, z, z), b = hsum4(b0, b1, z, z);
+    double a = hsum4d(sa), b = hsum4d(sb);
     for (; i < n; i++) {
         float d = dy[i] * (g ? g[i] : 1.0f);
         a += d;
@@ -442,15 +495,21 @@ static void group_reduce(void *ctx, int64_t begin, int64_t end, int t)
     bool layer = is_layer(node), has_g = node->p.i[2] != 0;
     for (int64_t grp = begin; grp < end; grp++) {
         if (node->op == TG_OP_NORM_STATS) {
-            /* two passes: the mean, then squared deviations from it */
+            /* two passes: the mean, then squared deviations from it
+             * rounded to float, corrected by the rounding's square:
+             * sum (x - m')^2 / n = var + (m - m')^2 (never E[x^2] - E[x]^2,
+             * which cancels when the mean is large against the spread) */
             double s = 0, ss = 0;
             for (int64_t o = 0; o < v->outer; o++)
                 s += run_sum(j->in[0] + (o * G + grp) * v->inner, v->inner);
             double mean = s / (double)v->count;
+            float mean_f = (float)mean;
             for (int64_t o = 0; o < v->outer; o++)
-                ss += run_sq_dev(j->in[0] + (o * G + grp) * v->inner, v->inner, (float)mean);
-            j->out[grp] = (float)mean;
-            j->out[G + grp] = (float)(ss / (double)v->count);
+                ss += run_sq_dev(j->in[0] + (o * G + grp) * v->inner, v->inner, mean_f);
+            double shift = mean - (double)mean_f;
+            j->out[grp] = mean_f;
+            double var = ss / (double)v->count - shift * shift;
+            j->out[G + grp] = (float)(var < 0 ? 0 : var); /* NaN stays NaN */
             continue;
         }
         /* BWD_STATS: dmean = -rstd sum(dy g), dvar = -rstd^3 / 2 sum(dy g (x - mean)) */
@@ -504,16 +563,25 @@ static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
         }
         return;
     }
-    /* layer norm: rows of Caff contiguous elements, one group per row */
-    for (int64_t c = begin; c < end; c++)
-        j->out[c] = j->out[Caff + c] = 0.0f;
-    for (int64_t a = 0; a < v->a; a++) {
-        float mean, rstd;
-        mean_rstd(st, v->G, a, j->eps, &mean, &rstd);
-        for (int64_t c = begin; c < end; c++) {
-            int64_t f = a * Caff + c;
-            j->out[c] += dy[f] * (x[f] - mean) * rstd;
-            j->out[Caff + c] += dy[f];
+    /* layer norm: rows of Caff contiguous elements, one group per row; the
+     * sums down the rows (batch x sequence of them) in double, for a tile
+     * of columns at a time so that the rows are still read along */
+    enum { COLS = 128 };
+    for (int64_t c0 = begin; c0 < end; c0 += COLS) {
+        int64_t nc = end - c0 < COLS ? end - c0 : COLS;
+        double sg[COLS] = {0}, sb[COLS] = {0};
+        for (int64_t a = 0; a < v->a; a++) {
+            float mean, rstd;
+            mean_rstd(st, v->G, a, j->eps, &mean, &rstd);
+            const float *dyr = dy + a * Caff + c0, *xr = x + a * Caff + c0;
+            for (int64_t c = 0; c < nc; c++) {
+                sg[c] += dyr[c] * (xr[c] - mean) * rstd;
+                sb[c] += dyr[c];
+            }
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            j->out[c0 + c] = (float)sg[c];
+            j->out[Caff + c0 + c] = (float)sb[c];
         }
     }
 }

@@ -3,9 +3,10 @@
  * x [N, C, H, W] is stored [N][C/16][H*W][16]: a row (n, cb) is H*W
  * vectors of 16 channels. Element-wise ops walk rows with one scale and
  * shift vector per channel block; reductions give each thread a range of
- * channel blocks and sum each row in float lanes, rows in double, as the
- * NCHW kernels (ops/norm.c) sum runs in float and runs in double. The
- * formulas are those of norm.c's header.
+ * channel blocks and sum each row per lane in blocks of 8 pixels in float,
+ * the blocks in double, as the NCHW kernels (ops/norm.c) sum blocks of a
+ * run in float and the blocks in double. The formulas are those of
+ * norm.c's header.
  */
 #include "core/bf16.h"
 #include "core/clones.h"
@@ -97,55 +98,92 @@ TG_VEC_INLINE vb gamma_of(const float *gamma, int64_t cb)
     return gamma ? load(gamma + cb * B) : splat(1.0f);
 }
 
-/* sum over a row of f(x) per lane, in float, added to acc in double */
-TG_VEC_INLINE void add_lanes(double *acc, vb s)
+/* The reductions sum each lane in float over blocks of PIX_BLOCK pixels
+ * (two accumulators, even and odd pixels, for the adds' latency: 4 values
+ * each) and add the blocks' sums in double, so the error stays that of a
+ * few float roundings however large H x W is; one float accumulator per
+ * lane over a whole row (3136 pixels at 56 x 56) shifted a large-mean
+ * channel's mean, and so every normalised value, by many ulps (why the
+ * blocks are short: ops/norm.c, above run_sum). The order of the
+ * operations is fixed here, not left to the instruction set, so every copy
+ * (core/clones.h) and the bf16 readers give the same bits. */
+enum { PIX_BLOCK = 8 };
+
+typedef double vd __attribute__((vector_size(B * sizeof(double))));
+
+TG_VEC_INLINE vd widen_sum(vb a, vb b)
 {
-    for (int i = 0; i < B; i++)
-        acc[i] += (double)s[i];
+    return __builtin_convertvector(a + b, vd);
 }
 
-/* The sum of x (sq: of (x - mean)^2) over row r, per lane, in float. */
-TG_VEC_INLINE vb row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean, tg_bf16x16_ops cv)
+/* The sum of x (sq: of (x - mean)^2) over row r, per lane. */
+TG_VEC_INLINE vd row_sum(const norm_blocked *j, int64_t r, bool sq, vb mean, tg_bf16x16_ops cv)
 {
-    vb a = splat(0.0f);
-    for (int64_t k = 0; k < j->HW; k++) {
-        vb x = pixel(j, 0, r, k, cv), d = x - mean;
-        a += sq ? d * d : x;
+    vd s = {0};
+    for (int64_t k = 0; k < j->HW;) {
+        int64_t e = j->HW - k > PIX_BLOCK ? k + PIX_BLOCK : j->HW;
+        vb a = splat(0.0f), b = splat(0.0f);
+        for (; k + 2 <= e; k += 2) {
+            vb x0 = pixel(j, 0, r, k, cv), x1 = pixel(j, 0, r, k + 1, cv);
+            vb d0 = x0 - mean, d1 = x1 - mean;
+            a += sq ? d0 * d0 : x0;
+            b += sq ? d1 * d1 : x1;
+        }
+        if (k < e) {
+            vb x0 = pixel(j, 0, r, k, cv), d0 = x0 - mean;
+            a += sq ? d0 * d0 : x0;
+            k++;
+        }
+        s += widen_sum(a, b);
     }
-    return a;
+    return s;
 }
 
 TG_VEC_INLINE void stats_block(const norm_blocked *j, int64_t cb, tg_bf16x16_ops cv)
 {
-    double s[B] = {0}, ss[B] = {0}, count = (double)(j->N * j->HW);
+    vd s = {0}, ss = {0};
+    double count = (double)(j->N * j->HW);
     vb zero = splat(0.0f), mean;
     for (int64_t n = 0; n < j->N; n++)
-        add_lanes(s, row_sum(j, n * j->CB + cb, false, zero, cv));
+        s += row_sum(j, n * j->CB + cb, false, zero, cv);
     for (int i = 0; i < B; i++)
         mean[i] = (float)(s[i] / count);
     for (int64_t n = 0; n < j->N; n++)
-        add_lanes(ss, row_sum(j, n * j->CB + cb, true, mean, cv));
+        ss += row_sum(j, n * j->CB + cb, true, mean, cv);
     float *out = j->out;
-    for (int i = 0; i < B; i++) {
+    for (int i = 0; i < B; i++) { /* about the rounded mean: see ops/norm.c */
+        double shift = s[i] / count - (double)mean[i];
         out[cb * B + i] = mean[i];
-        out[j->C + cb * B + i] = (float)(ss[i] / count);
+        double var = ss[i] / count - shift * shift;
+        out[j->C + cb * B + i] = (float)(var < 0 ? 0 : var);
     }
 }
 
-/* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x in[1]) */
-TG_VEC_INLINE void dy_sums(const norm_blocked *j, vb mean, int64_t cb, double *s1, double *s2,
+/* s1 = sum dy, s2 = sum dy (x - mean) per lane over block cb (dy in[0], x
+ * in[1]), blocked as row_sum */
+TG_VEC_INLINE void dy_sums(const norm_blocked *j, vb mean, int64_t cb, vd *s1, vd *s2,
                            tg_bf16x16_ops cv)
 {
     for (int64_t n = 0; n < j->N; n++) {
         int64_t r = n * j->CB + cb;
-        vb a = splat(0.0f), b = splat(0.0f);
-        for (int64_t k = 0; k < j->HW; k++) {
-            vb v = pixel(j, 0, r, k, cv);
-            a += v;
-            b += v * (pixel(j, 1, r, k, cv) - mean);
+        for (int64_t k = 0; k < j->HW;) {
+            int64_t e = j->HW - k > PIX_BLOCK ? k + PIX_BLOCK : j->HW;
+            vb a0 = splat(0.0f), a1 = a0, b0 = a0, b1 = a0;
+            for (; k + 2 <= e; k += 2) {
+                vb v0 = pixel(j, 0, r, k, cv), v1 = pixel(j, 0, r, k + 1, cv);
+                a0 += v0, a1 += v1;
+                b0 += v0 * (pixel(j, 1, r, k, cv) - mean);
+                b1 += v1 * (pixel(j, 1, r, k + 1, cv) - mean);
+            }
+            if (k < e) {
+                vb v0 = pixel(j, 0, r, k, cv);
+                a0 += v0;
+                b0 += v0 * (pixel(j, 1, r, k, cv) - mean);
+                k++;
+            }
+            *s1 += widen_sum(a0, a1);
+            *s2 += widen_sum(b0, b1);
         }
-        add_lanes(s1, a);
-        add_lanes(s2, b);
     }
 }
 
@@ -155,8 +193,8 @@ TG_VEC_INLINE void bwd_sums_block(const norm_blocked *j, int64_t cb, tg_bf16x16_
 {
     vb mean, rstd;
     mean_rstd(j, vec(j, 2), cb, &mean, &rstd);
-    double s1[B] = {0}, s2[B] = {0};
-    dy_sums(j, mean, cb, s1, s2, cv);
+    vd s1 = {0}, s2 = {0};
+    dy_sums(j, mean, cb, &s1, &s2, cv);
     bool stats = j->node->op == TG_OP_NORM_APPLY_BWD_STATS;
     vb g = gamma_of(stats && j->has_g ? vec(j, 3) : NULL, cb);
     float *out = j->out;
