@@ -671,6 +671,15 @@ int cmd_train(int argc, char **argv)
         printf("Graph compilation: 100%% (%s)\n",
                cli_duration(cli_now() - compile_start, t, sizeof t));
     }
+    /* The evaluation program is compiled now, not after the first epoch:
+     * one that cannot fit fails before any training (docs/reliability.md). */
+    if (evaluate_prepare(&ctx, &a.dev, a.eval_batch) != TG_OK) {
+        fprintf(stderr,
+                "tilegraph train: evaluation: %s (nothing was trained; a smaller "
+                "--eval-batch-size needs less memory)\n",
+                tg_error_message());
+        goto done;
+    }
     const char *start = a.resume ? a.resume : a.load;
     if (start &&
         tg_checkpoint_load_ex(s, start, ctx.model->name,
@@ -692,36 +701,51 @@ int cmd_train(int argc, char **argv)
     }
     double total_seconds = 0, test_acc = 0;
     int64_t total_samples = 0;
+    bool saved = false; /* --save holds the weights at pos */
     for (; pos.epoch < a.epochs && !pos.stop; pos.epoch++, pos.step = 0) {
         epoch_stats st;
+        saved = false;
         tg_status ts = train_epoch(&a, s, &mg, loader, &pos, &b, &st);
         if (ts == TG_OK && pos.step < steps_per_epoch)
             break;       /* stopped inside the epoch: the position stays there */
         if (ts == TG_OK) /* an MPI job's instances end each epoch with the same weights */
             ts = tg_dist_check_weights(s);
-        if (ts == TG_OK)
-            ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
         if (ts != TG_OK) {
             explain_failure(&a, ts);
+            goto done;
+        }
+        /* The weights the epoch trained are written before its evaluation,
+         * which can fail: the final --save after the last epoch, the
+         * --checkpoint-every Ne ones after theirs. */
+        train_pos next = pos;
+        next.epoch++, next.step = 0;
+        if (a.save &&
+            (next.epoch >= a.epochs || (a.every_epochs && next.epoch % a.every_epochs == 0))) {
+            if (save_checkpoint(&a, s, ctx.model->name, &next) != TG_OK) {
+                fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+                goto done;
+            }
+            saved = true;
+        }
+        ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
+        if (ts != TG_OK) {
+            explain_failure(&a, ts);
+            if (saved)
+                fprintf(stderr,
+                        "tilegraph train: the weights of epoch %lld were saved to %s before "
+                        "the evaluation failed\n",
+                        (long long)next.epoch, a.save);
             goto done;
         }
         total_seconds += st.seconds;
         total_samples += st.seen;
         print_epoch(&a, pos.epoch, &st, test_acc);
-        if (a.every_epochs && (pos.epoch + 1) % a.every_epochs == 0 && pos.epoch + 1 < a.epochs) {
-            train_pos next = pos;
-            next.epoch++, next.step = 0;
-            if (save_checkpoint(&a, s, ctx.model->name, &next) != TG_OK) {
-                fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-                goto done;
-            }
-        }
         if (!pos.stop)
             should_stop(&a, &pos);
     }
     if (pos.stop && pos.step >= steps_per_epoch)
         pos.epoch++, pos.step = 0; /* stopped at an epoch's end: resume at the next */
-    if (a.save && save_checkpoint(&a, s, ctx.model->name, &pos) != TG_OK) {
+    if (a.save && !saved && save_checkpoint(&a, s, ctx.model->name, &pos) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }

@@ -334,12 +334,22 @@ static tg_status eval_session(train_context *ctx, const device_args *dev, int64_
     return s;
 }
 
+/* The evaluation batch: --eval-batch-size, at most the test set. */
+static int64_t eval_batch(const train_context *ctx, int64_t batch)
+{
+    int64_t test_samples = tg_dataset_describe(ctx->test).samples;
+    return batch > test_samples ? test_samples : batch;
+}
+
+tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t batch)
+{
+    return eval_session(ctx, dev, eval_batch(ctx, batch));
+}
+
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
                    int64_t batch, bool progress, double *accuracy)
 {
-    int64_t test_samples = tg_dataset_describe(ctx->test).samples;
-    if (batch > test_samples)
-        batch = test_samples;
+    batch = eval_batch(ctx, batch);
     CLI_TRY(eval_session(ctx, dev, batch));
     tg_session *s = ctx->eval_session;
     const tg_model_graph *mg = &ctx->eval_graph;

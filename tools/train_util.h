@@ -76,6 +76,12 @@ tg_status load_step(tg_loader *loader, step_buffers *b, int64_t *count);
  * run, and score the returned outputs against the labels. */
 tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int64_t count);
 
+/* Compile the evaluation program (the session evaluate uses, kept in ctx)
+ * now: `train` calls it before training, so that an evaluation that cannot
+ * fit (its own batch, its own memory plan) fails before any work is done
+ * rather than after the first epoch. */
+tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t batch);
+
 /* Accuracy (percent) of the weights of `trained` on the test set, run with
  * the same device settings (accumulation 1). */
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,

@@ -274,7 +274,9 @@ static void device_inputs(tg_profile_reader *r, int d, int run, double *bytes, i
     sqlite3_bind_int(st, 2, d);
     if (sqlite3_step(st) == SQLITE_ROW) {
         *bytes = sqlite3_column_double(st, 0);
-        *depth = sqlite3_column_int(st, 1) > 0 ? sqlite3_column_int(st, 1) : 1;
+        /* bounded: a damaged devices table must not overflow depth + 1 */
+        int64_t k = sqlite3_column_int64(st, 1);
+        *depth = k > 0 && k < (1 << 20) ? (int)k : 1;
     }
     sqlite3_finalize(st);
 }
@@ -302,17 +304,32 @@ static void io_tiles_insight(tg_profile_reader *r, const tg_an_times *t, tg_an_v
         device_inputs(r, d, t->run, &bytes, &depth);
         if (bytes <= 0)
             continue;
-        double need = 1.05 * bytes * (depth + 1) / per_tile;
-        int n = 1;
-        while (n < need)
+        /* a damaged profile can hold any bytes (2^63, inf): the count is
+         * bounded by the device's tiles before it is rounded up, so the
+         * doubling below ends (an int doubled past 2^31 became 0, forever) */
+        int tiles = 0;
+        if (tg_an_tiles_per_device(r, &tiles) != TG_OK || tiles <= 0)
+            tiles = TG_AN_MAX_TILES;
+        double need = 1.05 * bytes * ((double)depth + 1) / per_tile;
+        if (!(need <= tiles)) {
+            tg_an_note(v,
+                       "time: device %d's stream copies take %.0f%% of the cycles; I/O tiles "
+                       "cannot hold them (%s x %d slots needs more than the device's %d tiles "
+                       "of %s)",
+                       d, 100 * share, tg_an_format(TG_AN_BYTES, bytes, a, sizeof a), depth + 1,
+                       tiles, tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b));
+            continue;
+        }
+        int64_t n = 1;
+        while ((double)n < need)
             n *= 2;
         tg_an_note(v,
                    "time: device %d's stream copies take %.0f%% of the cycles; numIOTiles=%d would "
                    "overlap them with the compute (the rule of thumb 1.05 x %s x %d slots / %s "
                    "per tile, rounded up to a power of 2), at the cost of %d tile%s memory: %s",
-                   d, 100 * share, n, tg_an_format(TG_AN_BYTES, bytes, a, sizeof a), depth + 1,
-                   tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b), n, n == 1 ? "'s" : "s'",
-                   tg_an_format(TG_AN_BYTES, n * per_tile, c, sizeof c));
+                   d, 100 * share, (int)n, tg_an_format(TG_AN_BYTES, bytes, a, sizeof a), depth + 1,
+                   tg_an_format(TG_AN_BYTES, per_tile, b, sizeof b), (int)n, n == 1 ? "'s" : "s'",
+                   tg_an_format(TG_AN_BYTES, (double)n * per_tile, c, sizeof c));
     }
 }
 

@@ -6,12 +6,16 @@
  * produced before it is used (ONNX requires topological order; a use before
  * the producer is a cycle or a misordered file), and nothing dangles.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "onnx/onnx_internal.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,32 +30,48 @@
 
 /* ---- reading ------------------------------------------------------------- */
 
-static tg_status read_file(const char *path, uint8_t **out, size_t *size)
+/* Open the model (or an external data file) for reading, refusing
+ * anything that is not a regular file before it could block: a FIFO would
+ * wait for a writer forever (tg_open_regular opens with O_NONBLOCK, then
+ * fstat). `what` names the file in the message ("ONNX model"). */
+static tg_status open_input(const char *path, const char *what, int *fd, struct stat *st)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_error(TG_ERR_IO, "cannot open ONNX model '%s': no such readable file", path);
-    int64_t n = -1;
-    if (fseek(f, 0, SEEK_END) == 0)
-        n = (int64_t)ftell(f);
-    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return tg_error(TG_ERR_IO, "%s: cannot read (not a regular file?)", path);
+    tg_status s = tg_open_regular(path, fd);
+    if (s == TG_OK && fstat(*fd, st) != 0) {
+        close(*fd);
+        *fd = -1;
+        return tg_error(TG_ERR_IO, "%s '%s': cannot read: %s", what, path, strerror(errno));
     }
-    if (n > TG_ONNX_MAX_BYTES) {
-        fclose(f);
+    if (s == TG_ERR_NOT_FOUND)
+        return tg_error(TG_ERR_IO, "cannot open %s '%s': no such readable file", what, path);
+    if (s != TG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tg_error_message());
+        return tg_error(s, "%s: %s", what, why);
+    }
+    return TG_OK;
+}
+
+/* The whole of the regular file open on fd, read into a buffer. */
+static tg_status read_file(int fd, const char *path, int64_t n, uint8_t **out, size_t *size)
+{
+    if (n > TG_ONNX_MAX_BYTES)
         return tg_error(TG_ERR_FORMAT,
                         "%s: %lld bytes, above ONNX's 2 GiB limit for one file "
                         "(export the weights as external data)",
                         path, (long long)n);
-    }
     uint8_t *buf = tg_malloc((size_t)n + 1);
-    if (!buf) {
-        fclose(f);
+    if (!buf)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory for %lld bytes", path, (long long)n);
+    size_t got = 0;
+    while (got < (size_t)n) {
+        ssize_t r = pread(fd, buf + got, (size_t)n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
     }
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
     if (got != (size_t)n) {
         tg_free(buf);
         return tg_error(TG_ERR_IO, "%s: read %zu of %lld bytes", path, got, (long long)n);
@@ -61,20 +81,13 @@ static tg_status read_file(const char *path, uint8_t **out, size_t *size)
     return TG_OK;
 }
 
-/* The file mapped read-only, or NULL (then read_file reports why). */
-static void *map_file(const char *path, size_t *size)
+/* The regular file open on fd mapped read-only, or NULL (then it is read). */
+static void *map_file(int fd, int64_t n, size_t *size)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
+    if (n <= 0 || n > TG_ONNX_MAX_BYTES)
         return NULL;
-    struct stat st;
-    void *p = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-        st.st_size <= TG_ONNX_MAX_BYTES) {
-        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        *size = (size_t)st.st_size;
-    }
-    close(fd);
+    void *p = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, fd, 0);
+    *size = (size_t)n;
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -112,6 +125,40 @@ static tg_status parse_offset(const char *text, const char *what, const char *ke
     return TG_OK;
 }
 
+/* The external data file `path` (location `loc` in `dir`) must resolve,
+ * symbolic links followed, to a file inside the model's directory as it
+ * resolves: ONNX allows only relative locations within it, and a link
+ * beside the model (innocent.bin -> /etc/passwd) must not read a file
+ * from elsewhere into a weight. The refusal names the location and the
+ * rule, never what the link points to or its size. *real is the resolved
+ * path, which is what is opened. */
+static tg_status check_inside(const tg_onnx_model *m, const char *what, const char *loc,
+                              const char *dir, const char *path, char *real)
+{
+    char base[PATH_MAX];
+    if (!realpath(dir[0] ? dir : ".", base))
+        return tg_error(TG_ERR_IO, "%s: initializer %s: cannot resolve the model's directory: %s",
+                        m->path, what, strerror(errno));
+    if (!realpath(path, real)) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return tg_error(TG_ERR_IO,
+                            "%s: initializer %s: cannot open its external data file '%s' "
+                            "(it must sit beside the model)",
+                            m->path, what, path);
+        return tg_error(TG_ERR_IO, "%s: initializer %s: cannot resolve its external data '%s': %s",
+                        m->path, what, path, strerror(errno));
+    }
+    size_t n = strlen(base);
+    bool root = n == 1 && base[0] == '/';
+    if (strncmp(real, base, n) != 0 || (!root && real[n] != '/' && real[n] != '\0'))
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: initializer %s: external data location '%s' resolves outside the "
+                        "model's directory (through a symbolic link); ONNX external data must "
+                        "be a file inside the model's directory",
+                        m->path, what, loc);
+    return TG_OK;
+}
+
 static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
 {
     const Onnx__TensorProto *t = m->graph->initializer[k];
@@ -135,14 +182,26 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
     TG_TRY(parse_offset(entry(t, "length"), what, "length", &length));
     char path[4096];
     snprintf(path, sizeof path, "%s%s", dir, loc);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char real[PATH_MAX];
+    TG_TRY(check_inside(m, what, loc, dir, path, real));
+    int fd = -1;
+    struct stat st;
+    if (tg_open_regular(real, &fd) != TG_OK || fstat(fd, &st) != 0) {
+        char why[512];
+        if (fd >= 0)
+            close(fd);
+        snprintf(why, sizeof why, "%s", tg_error_message());
         return tg_error(TG_ERR_IO,
-                        "%s: initializer %s: cannot open its external data file '%s' "
-                        "(it must sit beside the model)",
-                        m->path, what, path);
-    fseek(f, 0, SEEK_END);
-    int64_t file_size = (int64_t)ftell(f);
+                        "%s: initializer %s: cannot read its external data '%s' (it must be a "
+                        "regular file beside the model): %s",
+                        m->path, what, path, why);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for a stream", path);
+    }
+    int64_t file_size = (int64_t)st.st_size;
     if (offset < 0)
         offset = 0;
     if (length < 0)
@@ -349,13 +408,18 @@ tg_status tg_onnx_load(const char *path, tg_onnx_model **out)
     if (!path || !out)
         return tg_error(TG_ERR_INVALID_ARG, "tg_onnx_load: no path or no output given");
     *out = NULL;
+    int fd = -1;
+    struct stat st;
+    TG_TRY(open_input(path, "ONNX model", &fd, &st));
     uint8_t *buf = NULL;
     size_t size = 0;
     /* map the file rather than copy it: ResNet-50 is ~100 MB and the parse
      * copies the tensors anyway; a file that cannot be mapped is read */
-    void *map = map_file(path, &size);
-    if (!map)
-        TG_TRY(read_file(path, &buf, &size));
+    void *map = map_file(fd, (int64_t)st.st_size, &size);
+    tg_status rs = map ? TG_OK : read_file(fd, path, (int64_t)st.st_size, &buf, &size);
+    close(fd);
+    if (rs != TG_OK)
+        return rs;
     /* external data is relative to the model's directory */
     char dir[4096];
     const char *slash = strrchr(path, '/');

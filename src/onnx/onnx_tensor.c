@@ -8,6 +8,7 @@
 #include "onnx/onnx_internal.h"
 
 #include "core/alloc.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 #include <stdio.h>
@@ -225,9 +226,9 @@ void tg_onnx_data_free(tg_onnx_data *d)
 tg_status tg_onnx_data_read_file(const char *path, tg_onnx_data *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tg_error(TG_ERR_IO, "cannot open '%s'", path);
+    /* a FIFO or a directory is refused before anything can block */
+    FILE *f = NULL;
+    TG_TRY(tg_fopen_regular(path, &f));
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);

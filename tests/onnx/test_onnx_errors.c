@@ -288,6 +288,101 @@ static void test_external_data(void)
     rmdir(dir);
 }
 
+/* A model in `dir` whose initializer w (6 floats) is external data at `loc`. */
+static void write_external_model(const char *dir, const char *name, const char *loc)
+{
+    model_parts p;
+    make_model(&p, 1);
+    add_initializer(&p, 0);
+    p.init.has_raw_data = 0;
+    p.init.has_data_location = 1;
+    p.init.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    onnx__string_string_entry_proto__init(&p.ext[0]);
+    p.ext[0].key = "location";
+    p.ext[0].value = (char *)loc;
+    p.ext_ptrs[0] = &p.ext[0];
+    p.init.n_external_data = 1;
+    p.init.external_data = p.ext_ptrs;
+    size_t n = onnx__model_proto__get_packed_size(&p.model);
+    uint8_t *buf = malloc(n);
+    onnx__model_proto__pack(&p.model, buf);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, buf, n);
+    free(buf);
+}
+
+/* Issue 32, items 21 and 24: a FIFO as the model or as its external data
+ * is refused at once, naming it (it used to block forever waiting for a
+ * writer); external data reached through a symbolic link to a file outside
+ * the model's directory is refused without saying anything about that
+ * file (it used to be read into the weight, or its size shown); a link
+ * that stays inside the directory still loads. alarm(): a regression fails
+ * instead of hanging the suite. */
+static void test_external_fifo_and_symlink(void)
+{
+    alarm(30);
+    char dir[] = "/tmp/tg_onnx_fifo_XXXXXX";
+    TG_CHECK(TG_MKDTEMP(dir) != NULL);
+    char path[512], data[512], link[512], fifo[512], outside[512];
+    tg_onnx_model *m = NULL;
+    /* the model itself a FIFO */
+    snprintf(fifo, sizeof fifo, "%s/f.onnx", dir);
+    TG_CHECK(mkfifo(fifo, 0600) == 0);
+    EXPECT(tg_onnx_load(fifo, &m), TG_ERR_IO, fifo, "is a FIFO", "not a regular file");
+    TG_CHECK(m == NULL);
+    /* so is a TensorProto file (the conformance tests' inputs) */
+    tg_onnx_data d;
+    TG_CHECK(tg_onnx_data_read_file(fifo, &d) != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "FIFO") != NULL);
+    unlink(fifo);
+    /* external data a FIFO */
+    snprintf(path, sizeof path, "%s/m.onnx", dir);
+    snprintf(data, sizeof data, "%s/weights.bin", dir);
+    write_external_model(dir, "m.onnx", "weights.bin");
+    TG_CHECK(mkfifo(data, 0600) == 0);
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_IO, "initializer w", "weights.bin", "is a FIFO");
+    unlink(data);
+    /* a link beside the model to a file outside its directory */
+    snprintf(outside, sizeof outside, "%s.outside", dir);
+    float secret[6] = {7, 7, 7, 7, 7, 7};
+    write_file(outside, secret, sizeof secret);
+    snprintf(link, sizeof link, "%s/innocent.bin", dir);
+    TG_CHECK(symlink(outside, link) == 0);
+    write_external_model(dir, "m.onnx", "innocent.bin");
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_FORMAT, "innocent.bin", "outside the model's directory",
+           "inside the model's directory");
+    TG_CHECK(m == NULL);
+    TG_CHECK(strstr(tg_error_message(), outside) == NULL); /* the target is not named */
+    TG_CHECK(strstr(tg_error_message(), "bytes") == NULL); /* nor its size */
+    unlink(link);
+    /* /etc/passwd, of unknown size: nothing of it shows */
+    TG_CHECK(symlink("/etc/passwd", link) == 0);
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_FORMAT, "innocent.bin", "outside", NULL);
+    TG_CHECK(strstr(tg_error_message(), "bytes") == NULL);
+    TG_CHECK(strstr(tg_error_message(), "passwd") == NULL);
+    unlink(link);
+    /* a link inside the directory to a file inside it: read as before */
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    write_file(data, w, sizeof w);
+    TG_CHECK(symlink("weights.bin", link) == 0);
+    TG_CHECK_OK(tg_onnx_load(path, &m));
+    TG_CHECK(m && tg_onnx_float_elements(m) == 6);
+    tg_onnx_model_destroy(m);
+    m = NULL;
+    /* and the plain file too */
+    write_external_model(dir, "m.onnx", "weights.bin");
+    TG_CHECK_OK(tg_onnx_load(path, &m));
+    TG_CHECK(m && tg_onnx_float_elements(m) == 6);
+    tg_onnx_model_destroy(m);
+    unlink(link);
+    unlink(data);
+    unlink(path);
+    unlink(outside);
+    rmdir(dir);
+    alarm(0);
+}
+
 static void test_cycle_and_dangling_input(void)
 {
     model_parts p;
@@ -498,6 +593,7 @@ int main(void)
     TG_RUN(test_unsupported_ops_listed_at_once);
     TG_RUN(test_size_mismatch);
     TG_RUN(test_external_data);
+    TG_RUN(test_external_fifo_and_symlink);
     TG_RUN(test_cycle_and_dangling_input);
     TG_RUN(test_unsupported_attribute_names_node);
     TG_RUN(test_dynamic_batch_needs_size);
