@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 char tg_cli_output[1 << 21];
 
@@ -52,4 +54,24 @@ const char *tg_cli_str(const tg_json *row, const char *key)
 {
     const tg_json *v = tg_json_get(row, key);
     return v && v->type == TG_JSON_STRING ? v->string : "";
+}
+
+int tg_cli_spawn(const char *dir, const char *out, const char *env_name, const char *env_value,
+                 const char *args)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (dir && chdir(dir) != 0)
+            _exit(127);
+        if (env_name)
+            setenv(env_name, env_value, 1);
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        char bin[512];
+        snprintf(bin, sizeof bin, "%s/tilegraph", TG_BINARY_DIR);
+        execl("/bin/sh", "sh", "-c", "exec \"$0\" $1", bin, args, (char *)NULL);
+        _exit(127);
+    }
+    return (int)pid;
 }

@@ -14,6 +14,12 @@ extern char tg_cli_output[1 << 21];
  * tg_cli_output, and stderr too when with_err. Returns the exit code. */
 int tg_cli_run(const char *dir, const char *args, int with_err);
 
+/* Start `tilegraph ARGS` in the background in directory dir (NULL: this
+ * one) with stdout and stderr in the file `out` (relative to dir) and, with
+ * env_name non-NULL, that variable set; returns its pid (wait for it). */
+int tg_cli_spawn(const char *dir, const char *out, const char *env_name, const char *env_value,
+                 const char *args);
+
 /* Run and parse the JSON it prints; NULL (and a test failure) when it exits
  * non-zero or prints something else. */
 const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, const char *file,

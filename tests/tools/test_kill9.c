@@ -5,6 +5,7 @@
  * Bounded: 10 kills of at most ~2 s each. Needs Debian's Fashion-MNIST.
  * TG_TEST_LABELS: slow */
 #include "tg_test.h"
+#include "tg_test_cli.h"
 
 #include "data/safetensors.h"
 #include "profile/reader.h"
@@ -23,23 +24,6 @@
 #define KILLS 10
 
 static char dir[256];
-
-static pid_t spawn(const char *args)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(dir) != 0)
-            _exit(127);
-        int fd = open("out.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        char bin[512];
-        snprintf(bin, sizeof bin, "%s/tilegraph", TG_BINARY_DIR);
-        execl("/bin/sh", "sh", "-c", "exec \"$0\" $1", bin, args, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
 
 static void sleep_ms(long ms)
 {
@@ -105,7 +89,7 @@ static void test_kill9_loop(void)
     srand(17);
     int saw_checkpoint = 0, saw_temp = 0;
     for (int k = 0; k < KILLS; k++) {
-        pid_t pid = spawn(run);
+        pid_t pid = tg_cli_spawn(dir, "out.txt", NULL, NULL, run);
         sleep_ms(150 + rand() % 1800);
         saw_temp += temps_in(".", 0) + temps_in("prof/training", 0) > 0;
         kill(pid, SIGKILL);
@@ -116,8 +100,10 @@ static void test_kill9_loop(void)
     }
     TG_CHECK(saw_checkpoint > 0); /* the kills did land during training */
     /* The next run, to the end, finds and removes what the killed ones left. */
-    pid_t pid = spawn("train --train-limit 64 --test-limit 32 --batch-size 8 --epochs 1 --quiet "
-                      "--json --seed 7 --save ck.st --checkpoint-every 2 --profile-dir prof");
+    pid_t pid =
+        tg_cli_spawn(dir, "out.txt", NULL, NULL,
+                     "train --train-limit 64 --test-limit 32 --batch-size 8 --epochs 1 --quiet "
+                     "--json --seed 7 --save ck.st --checkpoint-every 2 --profile-dir prof");
     int status;
     waitpid(pid, &status, 0);
     TG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);

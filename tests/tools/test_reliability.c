@@ -8,6 +8,7 @@
  * Every command runs under `timeout`, so a hang fails the test instead of
  * hanging it. Needs Debian's Fashion-MNIST (skipped without it). */
 #include "tg_test.h"
+#include "tg_test_cli.h"
 
 #include "core/arena.h"
 #include "core/json.h"
@@ -196,26 +197,6 @@ static void test_resume_is_bit_identical(void)
     EXPECT(1, "give the same --seed", "", "train " RESUMABLE "--seed 4 --save x.st --resume e.st");
 }
 
-/* Start `tilegraph ARGS` in the background; its pid. */
-static pid_t spawn(const char *env_trace, const char *args)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(dir) != 0)
-            _exit(127);
-        if (env_trace)
-            setenv("TILEGRAPH_TRACE", env_trace, 1);
-        int fd = open("bg.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        char bin[512];
-        snprintf(bin, sizeof bin, "%s/tilegraph", TG_BINARY_DIR);
-        execl("/bin/sh", "sh", "-c", "exec \"$0\" $1", bin, args, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* Wait (at most 60 s) until `path` exists. */
 static int wait_for(const char *path)
 {
@@ -251,7 +232,7 @@ static void stop_with(int sig, int want)
     unlink(in_dir("sig.st"));
     char trace_cfg[512];
     snprintf(trace_cfg, sizeof trace_cfg, "{\"enable\":true,\"directory\":\"%s/trace\"}", dir);
-    pid_t pid = spawn(trace_cfg, LONG_RUN);
+    pid_t pid = tg_cli_spawn(dir, "bg.txt", "TILEGRAPH_TRACE", trace_cfg, LONG_RUN);
     TG_CHECK(wait_for(in_dir("sig.st"))); /* training is under way */
     kill(pid, sig);
     TG_CHECK(wait_exit(pid) == want);

@@ -52,21 +52,6 @@ static void test_eval_that_cannot_fit_fails_before_training(void)
     TG_CHECK(access(path("m.safetensors"), F_OK) == 0);
 }
 
-static pid_t spawn(const char *args)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(path("run.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        char bin[512];
-        snprintf(bin, sizeof bin, "%s/tilegraph", TG_BINARY_DIR);
-        execl("/bin/sh", "sh", "-c", "exec \"$0\" $1", bin, args, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 static void read_output(char *buf, size_t cap)
 {
     FILE *f = fopen(path("run.txt"), "r");
@@ -89,7 +74,7 @@ static void test_saved_before_evaluation(void)
              "train --model fashion-basic --train-limit 64 --test-limit 10000 "
              "--eval-batch-size 1 --epochs 2 --quiet --checkpoint-every 1e --save %s",
              ck);
-    pid_t pid = spawn(args);
+    pid_t pid = tg_cli_spawn(NULL, path("run.txt"), NULL, NULL, args);
     TG_CHECK(pid > 0);
     static char out[1 << 16];
     ino_t seen = 0;
