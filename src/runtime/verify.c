@@ -44,7 +44,7 @@ struct tg_verify {
     unsigned char *captured;
     int *alias_first, *alias_next; /* per root buffer's node: its views, chained */
     double **before;               /* per leaf: its value as the run began */
-    double **after;                /* per mutated leaf: its value after the run */
+    float **after;                 /* per mutated leaf: its value after the run, as read */
     int64_t step;
     float loss_scale;
     tg_verify_report *report;
@@ -68,7 +68,7 @@ static void free_values(tg_verify *v)
     tg_free(v->captured);
     tg_free(v->alias_first);
     tg_free(v->alias_next);
-    v->fast = NULL, v->before = v->after = NULL, v->captured = NULL;
+    v->fast = v->after = NULL, v->before = NULL, v->captured = NULL;
     v->alias_first = v->alias_next = NULL;
 }
 
@@ -119,28 +119,6 @@ static const tg_tensor *storage_root(const tg_tensor *t)
     return t;
 }
 
-/* n values of type dt into doubles (the float types through f32, which
- * holds each of them exactly). */
-static void to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
-{
-    float chunk[1024];
-    for (int64_t k = 0; k < n; k += 1024) {
-        int64_t m = n - k < 1024 ? n - k : 1024;
-        if (dt == TG_I32) {
-            for (int64_t i = 0; i < m; i++)
-                dst[k + i] = ((const int32_t *)src)[k + i];
-        } else if (dt == TG_U8) {
-            for (int64_t i = 0; i < m; i++)
-                dst[k + i] = ((const uint8_t *)src)[k + i];
-        } else {
-            tg_convert((const unsigned char *)src + (size_t)k * tg_dtype_size(dt), dt, chunk,
-                       TG_F32, (size_t)m);
-            for (int64_t i = 0; i < m; i++)
-                dst[k + i] = chunk[i];
-        }
-    }
-}
-
 static void to_float(const void *src, tg_dtype dt, float *dst, int64_t n)
 {
     if (dt == TG_F32 || dt == TG_F16 || dt == TG_BF16) {
@@ -149,6 +127,21 @@ static void to_float(const void *src, tg_dtype dt, float *dst, int64_t n)
     }
     for (int64_t k = 0; k < n; k++)
         dst[k] = dt == TG_I32 ? (float)((const int32_t *)src)[k] : ((const uint8_t *)src)[k];
+}
+
+/* n values of type dt into doubles: i32 directly, the rest through f32 a
+ * chunk at a time (f32 holds every half-precision and u8 value exactly). */
+static void to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
+{
+    float chunk[1024];
+    for (int64_t k = 0; dt == TG_I32 && k < n; k++)
+        dst[k] = ((const int32_t *)src)[k];
+    for (int64_t k = 0; dt != TG_I32 && k < n; k += 1024) {
+        int64_t m = n - k < 1024 ? n - k : 1024;
+        to_float((const unsigned char *)src + (size_t)k * tg_dtype_size(dt), dt, chunk, m);
+        for (int64_t i = 0; i < m; i++)
+            dst[k + i] = chunk[i];
+    }
 }
 
 /* nChw16c -> NCHW */
@@ -230,7 +223,7 @@ static tg_status make_buffers(tg_session *s, tg_verify *v)
     int n = v->n = g->n_nodes;
     v->fast = tg_calloc((size_t)n + 1, sizeof(float *));
     v->before = tg_calloc((size_t)n + 1, sizeof(double *));
-    v->after = tg_calloc((size_t)n + 1, sizeof(double *));
+    v->after = tg_calloc((size_t)n + 1, sizeof(float *));
     v->captured = tg_calloc((size_t)n + 1, 1);
     v->alias_first = tg_malloc(((size_t)n + 1) * sizeof(int));
     v->alias_next = tg_malloc(((size_t)n + 1) * sizeof(int));
@@ -489,13 +482,7 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     double worst = -1;
     for (int k = 0; k < t->n_mutated; k++) {
         int64_t n = tg_numel(t->in[k]);
-        float *after = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
-        if (!after)
-            goto out;
-        for (int64_t i = 0; i < n; i++)
-            after[i] = (float)v->after[t->in[k]->id][i];
-        compare_out c = compare(after, mutated[k], n);
-        tg_free(after);
+        compare_out c = compare(v->after[t->in[k]->id], mutated[k], n);
         double tol = tolerance_of(cx, t->in[k], c.magnitude, 0);
         double abs = c.nonfinite ? INFINITY : c.max_abs;
         row->elements += n;
@@ -547,18 +534,6 @@ static double drift_value(const drift_sum *d)
     return d->nonfinite ? INFINITY : relative(d->max_abs, d->magnitude);
 }
 
-static void add_param_drift(check_ctx *cx, drift_sum *d, const tg_tensor *w)
-{
-    int64_t n = tg_numel(w);
-    float *after = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
-    if (!after)
-        return;
-    for (int64_t i = 0; i < n; i++)
-        after[i] = (float)cx->v->after[w->id][i];
-    add_drift(d, after, tg_interp_data(cx->ip, w), n);
-    tg_free(after);
-}
-
 static void summarise(check_ctx *cx, tg_verify_report *r)
 {
     const tg_graph *g = cx->s->graph;
@@ -573,7 +548,7 @@ static void summarise(check_ctx *cx, tg_verify_report *r)
         if (t->role == TG_ROLE_GRADIENT && v->captured[i] && !scaled)
             add_drift(&gradients, v->fast[i], ref, tg_numel(t));
         if (t->op == TG_OP_PARAM && cx->single && v->after[i] && v->loss_scale == 1.0f)
-            add_param_drift(cx, &weights, t);
+            add_drift(&weights, v->after[i], tg_interp_data(cx->ip, t), tg_numel(t));
     }
     r->summary = (tg_verify_summary){drift_value(&loss), drift_value(&outputs),
                                      drift_value(&gradients), drift_value(&weights)};
@@ -631,17 +606,9 @@ static tg_status keep_results(tg_session *s, tg_verify *v)
             if (v->after[w->id] || !is_value_leaf(w) || w->dtype != TG_F32)
                 continue;
             int64_t n = tg_numel(w);
-            float *tmp = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
-            v->after[w->id] = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
-            if (!tmp || !v->after[w->id]) {
-                tg_free(tmp);
+            if (!(v->after[w->id] = tg_malloc((size_t)(n ? n : 1) * sizeof(float))))
                 return tg_error(TG_ERR_NOMEM, "verify: out of memory");
-            }
-            tg_status st = tg_session_read(s, w, tmp, (size_t)n * sizeof(float));
-            if (st == TG_OK)
-                to_double(tmp, TG_F32, v->after[w->id], n);
-            tg_free(tmp);
-            if (st != TG_OK) {
+            if (tg_session_read(s, w, v->after[w->id], (size_t)n * sizeof(float)) != TG_OK) {
                 tg_free(v->after[w->id]);
                 v->after[w->id] = NULL;
             }
