@@ -145,3 +145,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv)
     }
     return 0;
 }
+
+tg_optimizer cli_optimizer(int kind, float lr, float momentum)
+{
+    return kind == TG_OPT_SGD     ? tg_optimizer_sgd(lr, momentum)
+           : kind == TG_OPT_ADAM  ? tg_optimizer_adam(lr)
+           : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(lr)
+                                  : tg_optimizer_lamb(lr);
+}

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tilegraph/optim.h"
 #include "tilegraph/status.h"
 
 /* Evaluate a call returning tg_status and return it from the caller on
@@ -49,6 +50,10 @@ typedef struct cli_command {
 int cli_parse(const cli_command *cmd, int argc, char **argv);
 void cli_print_help(const cli_command *cmd, FILE *out);
 
+/* The optimizer of `kind` (tg_optimizer_parse: sgd, adam, adamw, lamb) at
+ * learning rate lr; momentum is SGD's. */
+tg_optimizer cli_optimizer(int kind, float lr, float momentum);
+
 /* ---- output ------------------------------------------------------------------ */
 
 /* "1.5 KiB", "12.0 MiB" */
@@ -56,6 +61,10 @@ char *cli_bytes(double bytes, char *buf, size_t cap);
 /* "850 ns", "12.3 ms", "4.50 s", "2 min 05 s" */
 char *cli_duration(double seconds, char *buf, size_t cap);
 double cli_now(void);
+/* s as a JSON string on stdout, quotes and backslashes escaped and control
+ * characters as \u00XX (model names, CPU models and messages come from
+ * outside). */
+void cli_json_string(const char *s);
 
 typedef struct cli_progress {
     const char *label;

@@ -147,25 +147,11 @@ static void json_number(const char *key, double x, bool comma)
         printf("\"%s\":%.6g%s", key, x, comma ? "," : "");
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 static void print_json(const tg_verify_report *r, const check_args *a, double seconds)
 {
     tg_verify_summary sm = tg_verify_summary_of(r);
     printf("{\"model\":");
-    json_string(a->model);
+    cli_json_string(a->model);
     printf(",\"seconds\":%.3f,\"tensors\":%d,\"within\":%d,\"beyond\":%d,\"skipped\":%d,"
            "\"first_beyond\":%d,\"end_to_end\":{",
            seconds, tg_verify_rows(r), tg_verify_count(r, TG_VERIFY_OK),
@@ -174,7 +160,7 @@ static void print_json(const tg_verify_report *r, const check_args *a, double se
     json_number("loss", sm.loss, true), json_number("outputs", sm.outputs, true);
     json_number("gradients", sm.gradients, true), json_number("weights", sm.weights, false);
     printf("},\"not_compared\":");
-    json_string(tg_verify_limits(r));
+    cli_json_string(tg_verify_limits(r));
     printf(",\"rows\":[");
     int n = tg_verify_rows(r), printed = 0;
     for (int i = 0; i < n; i++) {
@@ -182,16 +168,16 @@ static void print_json(const tg_verify_report *r, const check_args *a, double se
         if (!a->all && w->verdict != TG_VERIFY_BEYOND)
             continue;
         printf("%s{\"index\":%d,\"tensor\":", printed++ ? "," : "", i);
-        json_string(w->name);
+        cli_json_string(w->name);
         printf(",\"op\":");
-        json_string(w->op);
+        cli_json_string(w->op);
         printf(",\"block\":");
-        json_string(w->block);
+        cli_json_string(w->block);
         printf(",\"elements\":%lld,", (long long)w->elements);
         json_number("error", w->max_abs, true), json_number("relative", w->max_rel, true);
         json_number("tolerance", w->tolerance, true), json_number("drift", w->drift_rel, true);
         printf("\"verdict\":\"%s\",\"note\":", verdict_name(w->verdict));
-        json_string(w->note);
+        cli_json_string(w->note);
         putchar('}');
     }
     printf("]}\n");
@@ -223,11 +209,7 @@ static int check_model(const check_args *a, const device_args *dev)
         tg_model_close(m);
         return 1;
     }
-    float lr = (float)a->lr;
-    tg_optimizer opt = kind == TG_OPT_SGD     ? tg_optimizer_sgd(lr, 0.0f)
-                       : kind == TG_OPT_ADAM  ? tg_optimizer_adam(lr)
-                       : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(lr)
-                                              : tg_optimizer_lamb(lr);
+    tg_optimizer opt = cli_optimizer(kind, (float)a->lr, 0.0f);
     tg_model_graph mg = {0};
     tg_session *s = NULL;
     double t0 = cli_now();

@@ -115,10 +115,7 @@ int cmd_compile(int argc, char **argv)
         tg_model_close(m);
         return 2;
     }
-    tg_optimizer opt = kind == TG_OPT_SGD     ? tg_optimizer_sgd(0.01f, 0.9f)
-                       : kind == TG_OPT_ADAM  ? tg_optimizer_adam(0.001f)
-                       : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(0.001f)
-                                              : tg_optimizer_lamb(0.001f);
+    tg_optimizer opt = cli_optimizer(kind, kind == TG_OPT_SGD ? 0.01f : 0.001f, 0.9f);
     pa.batch = batch;
     tg_model_graph mg;
     struct tg_program *p = NULL;

@@ -8,26 +8,10 @@
 
 #include <string.h>
 
-/* A JSON string: the CPU model comes from the system, so escape it. */
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 static void print_json(const tg_host_info *h)
 {
     printf("{\"host\":{\"cpu\":");
-    json_string(h->cpu_model);
+    cli_json_string(h->cpu_model);
     printf(",\"cores_online\":%d,\"cores_usable\":%d,\"memory_total\":%lld,"
            "\"memory_available\":%lld,\"kernel_level\":\"%s\",\"isa\":{",
            h->cores_online, h->cores_usable, (long long)h->memory_total,
@@ -45,7 +29,7 @@ static void print_json(const tg_host_info *h)
                i ? "," : "", t.name, t.tiled ? "true" : "false", t.max_devices,
                t.threads_per_device, t.tiles, t.workers_per_tile, (long long)t.memory_per_tile,
                (long long)t.memory_per_device, t.clock_hz);
-        json_string(t.description);
+        cli_json_string(t.description);
         printf("}");
     }
     printf("]}\n");

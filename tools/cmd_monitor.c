@@ -9,21 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 static double wall_now(void)
 {
     struct timespec ts;
@@ -37,7 +22,7 @@ static void print_json(const tg_monitor_entry *e, int n)
     printf("[");
     for (int i = 0; i < n; i++) {
         printf("%s{\"pid\":%d,\"command\":", i ? "," : "", e[i].pid);
-        json_string(e[i].command);
+        cli_json_string(e[i].command);
         printf(",\"program\":\"%s\",\"target\":\"%s\",\"strategy\":\"%s\",\"instance\":%d,"
                "\"instances\":%d,\"replicas\":%d,\"devices\":%d,\"memory\":[",
                e[i].program, e[i].target, e[i].strategy, e[i].instance, e[i].instances,

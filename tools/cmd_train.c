@@ -219,10 +219,7 @@ static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optim
                 a->optimizer);
         return -1;
     }
-    *opt = kind == TG_OPT_SGD     ? tg_optimizer_sgd((float)a->lr, (float)a->momentum)
-           : kind == TG_OPT_ADAM  ? tg_optimizer_adam((float)a->lr)
-           : kind == TG_OPT_ADAMW ? tg_optimizer_adamw((float)a->lr)
-                                  : tg_optimizer_lamb((float)a->lr);
+    *opt = cli_optimizer(kind, (float)a->lr, (float)a->momentum);
     opt->nesterov = a->nesterov;
     opt->max_grad_norm = (float)a->max_grad_norm;
     if (a->no_bias_correction && kind == TG_OPT_SGD) {

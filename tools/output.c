@@ -111,3 +111,18 @@ void cli_progress_finish(cli_progress *p, const char *status)
     if (p->enabled)
         draw(p, true);
 }
+
+void cli_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
