@@ -15,11 +15,12 @@
 
 char tg_cli_output[1 << 21];
 
-int tg_cli_run(const char *dir, const char *args, int with_err)
+/* `prefix tilegraph ARGS` with its output as tg_cli_run keeps it. */
+static int run_with(const char *dir, const char *prefix, const char *args, int with_err)
 {
     char cmd[4096], path[512];
     snprintf(path, sizeof path, "%s/out.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s/tilegraph %s > %s %s", TG_BINARY_DIR, args, path,
+    snprintf(cmd, sizeof cmd, "%s%s/tilegraph %s > %s %s", prefix, TG_BINARY_DIR, args, path,
              with_err ? "2>&1" : "2>/dev/null");
     int r = system(cmd);
     FILE *f = fopen(path, "r");
@@ -28,6 +29,18 @@ int tg_cli_run(const char *dir, const char *args, int with_err)
     if (f)
         fclose(f);
     return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+int tg_cli_run(const char *dir, const char *args, int with_err)
+{
+    return run_with(dir, "", args, with_err);
+}
+
+int tg_cli_run_bounded(const char *dir, const char *args, int seconds)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "timeout -s KILL %d ", seconds);
+    return run_with(dir, prefix, args, 1);
 }
 
 const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, const char *file,

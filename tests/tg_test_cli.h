@@ -20,6 +20,10 @@ int tg_cli_run(const char *dir, const char *args, int with_err);
 int tg_cli_spawn(const char *dir, const char *out, const char *env_name, const char *env_value,
                  const char *args);
 
+/* tg_cli_run (stdout and stderr) under timeout(1) with SIGKILL after
+ * `seconds`: a hang is exit 137, not a hung suite. */
+int tg_cli_run_bounded(const char *dir, const char *args, int seconds);
+
 /* Run and parse the JSON it prints; NULL (and a test failure) when it exits
  * non-zero or prints something else. */
 const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, const char *file,

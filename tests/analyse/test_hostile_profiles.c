@@ -78,22 +78,6 @@ static void test_signed_overflows(void)
     EXPECT(args, 0, "pipeline bubble");
 }
 
-/* `tilegraph ARGS` under timeout(1): a hang is exit 124, not a hung suite. */
-static int run_bounded(const char *args, int seconds)
-{
-    char cmd[2048], out[600];
-    snprintf(out, sizeof out, "%s/out.txt", tmpdir);
-    snprintf(cmd, sizeof cmd, "timeout -s KILL %d %s/tilegraph %s > %s 2>&1", seconds,
-             TG_BINARY_DIR, args, out);
-    int r = system(cmd);
-    FILE *f = fopen(out, "r");
-    size_t n = f ? fread(tg_cli_output, 1, sizeof tg_cli_output - 1, f) : 0;
-    tg_cli_output[n] = '\0';
-    if (f)
-        fclose(f);
-    return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
 /* Issue 32, item 20: a stream of 2^63 bytes made the I/O-tile rule of thumb
  * double an int past 2^31 to 0, and loop forever, in insights, report and
  * compare. The count is bounded by the device's tiles now: the views finish
@@ -103,21 +87,21 @@ static void test_huge_stream_bytes(void)
     const char *p = crafted("huge_bytes", "UPDATE trace SET bytes = 9223372036854775807");
     char args[1400];
     snprintf(args, sizeof args, "analyse %s insights", p);
-    int rc = run_bounded(args, 30);
+    int rc = tg_cli_run_bounded(tmpdir, args, 30);
     if (rc != 0 || !strstr(tg_cli_output, "I/O tiles cannot hold them"))
         tg_test_fail(__FILE__, __LINE__, "%s: exit %d (137: it hung):\n%.2000s", args, rc,
                      tg_cli_output);
     snprintf(args, sizeof args, "compare %s %s insights", p, p);
-    TG_CHECK(run_bounded(args, 30) == 0);
+    TG_CHECK(tg_cli_run_bounded(tmpdir, args, 30) == 0);
     snprintf(args, sizeof args, "report %s -o %s/huge_bytes.html", p, tmpdir);
-    TG_CHECK(run_bounded(args, 30) == 0);
+    TG_CHECK(tg_cli_run_bounded(tmpdir, args, 30) == 0);
     /* a stash depth of INT_MAX overflowed depth + 1 (UBSan) */
     p = crafted("huge_depth", "UPDATE devices SET stash_depth = 2147483647");
     snprintf(args, sizeof args, "analyse %s insights", p);
-    TG_CHECK(run_bounded(args, 30) == 0);
+    TG_CHECK(tg_cli_run_bounded(tmpdir, args, 30) == 0);
     /* the unchanged profile keeps its advice */
     snprintf(args, sizeof args, "analyse %s insights", base_db);
-    TG_CHECK(run_bounded(args, 30) == 0);
+    TG_CHECK(tg_cli_run_bounded(tmpdir, args, 30) == 0);
     TG_CHECK(strstr(tg_cli_output, "rounded up to a power of 2") != NULL);
 }
 

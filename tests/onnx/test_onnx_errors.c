@@ -239,22 +239,28 @@ static void test_size_mismatch(void)
     EXPECT(load_parts(&p, "neg.onnx", &m), TG_ERR_FORMAT, "initializer w", "dimension 1", NULL);
 }
 
+/* A model whose initializer w (6 floats) is external data at `loc`. */
+static void make_external_model(model_parts *p, const char *loc)
+{
+    make_model(p, 1);
+    add_initializer(p, 0);
+    p->init.has_raw_data = 0;
+    p->init.has_data_location = 1;
+    p->init.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    onnx__string_string_entry_proto__init(&p->ext[0]);
+    p->ext[0].key = "location";
+    p->ext[0].value = (char *)loc;
+    p->ext_ptrs[0] = &p->ext[0];
+    p->init.n_external_data = 1;
+    p->init.external_data = p->ext_ptrs;
+}
+
 static void test_external_data(void)
 {
     char dir[] = "/tmp/tg_onnx_ext_XXXXXX";
     TG_CHECK(TG_MKDTEMP(dir) != NULL);
     model_parts p;
-    make_model(&p, 1);
-    add_initializer(&p, 0);
-    p.init.has_raw_data = 0;
-    p.init.has_data_location = 1;
-    p.init.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    onnx__string_string_entry_proto__init(&p.ext[0]);
-    p.ext[0].key = "location";
-    p.ext[0].value = "weights.bin";
-    p.ext_ptrs[0] = &p.ext[0];
-    p.init.n_external_data = 1;
-    p.init.external_data = p.ext_ptrs;
+    make_external_model(&p, "weights.bin");
     size_t n = onnx__model_proto__get_packed_size(&p.model);
     uint8_t *buf = malloc(n + 256); /* room for the longer location below */
     onnx__model_proto__pack(&p.model, buf);
@@ -288,21 +294,11 @@ static void test_external_data(void)
     rmdir(dir);
 }
 
-/* A model in `dir` whose initializer w (6 floats) is external data at `loc`. */
+/* make_external_model written to dir/name. */
 static void write_external_model(const char *dir, const char *name, const char *loc)
 {
     model_parts p;
-    make_model(&p, 1);
-    add_initializer(&p, 0);
-    p.init.has_raw_data = 0;
-    p.init.has_data_location = 1;
-    p.init.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    onnx__string_string_entry_proto__init(&p.ext[0]);
-    p.ext[0].key = "location";
-    p.ext[0].value = (char *)loc;
-    p.ext_ptrs[0] = &p.ext[0];
-    p.init.n_external_data = 1;
-    p.init.external_data = p.ext_ptrs;
+    make_external_model(&p, loc);
     size_t n = onnx__model_proto__get_packed_size(&p.model);
     uint8_t *buf = malloc(n);
     onnx__model_proto__pack(&p.model, buf);
