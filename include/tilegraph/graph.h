@@ -232,6 +232,35 @@ TG_API tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, i
  * selects nothing is an error. */
 TG_API tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end,
                               int64_t step);
+
+/* ---- indices and integers -------------------------------------------------- */
+
+/* ONNX Gather: data's slices along `axis` picked by i32 `indices` (any shape;
+ * negative counts from the end): the result is data.shape[:axis] +
+ * indices.shape + data.shape[axis+1:]. Data is f32 or i32. The gradient
+ * scatter-adds into data (deterministically). An index out of range gives a
+ * NaN row (0 for i32 data), never a read outside data. */
+TG_API tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis);
+/* nn.Embedding: rows of table [V, D] for i32 ids [any] -> [ids..., D]. */
+TG_API tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids);
+/* Between f32 and i32 (and u8 to f32): to i32 truncates toward zero and
+ * saturates (NaN gives 0). Returns x when it already has that type. */
+TG_API tg_tensor *tg_cast(tg_graph *g, tg_tensor *x, tg_dtype to);
+/* Comparisons of two f32 or two i32 tensors, broadcast: i32 0/1. */
+TG_API tg_tensor *tg_equal(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_less(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_less_equal(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_greater(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_greater_equal(tg_graph *g, tg_tensor *a, tg_tensor *b);
+/* Logic on i32 booleans (non-zero is true), broadcast: i32 0/1. */
+TG_API tg_tensor *tg_logical_and(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_logical_or(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_logical_xor(tg_graph *g, tg_tensor *a, tg_tensor *b);
+TG_API tg_tensor *tg_logical_not(tg_graph *g, tg_tensor *a);
+/* cond ? x : y elementwise, broadcast over all three; cond i32, x and y
+ * both f32 or both i32. The gradient goes to x where cond holds, else y. */
+TG_API tg_tensor *tg_where(tg_graph *g, tg_tensor *cond, tg_tensor *x, tg_tensor *y);
+
 typedef enum tg_pad_mode {
     TG_PAD_CONSTANT, /* the value given */
     TG_PAD_REFLECT,  /* mirror without repeating the border (numpy/PyTorch "reflect") */

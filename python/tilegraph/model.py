@@ -461,6 +461,8 @@ class _Model:
             if x.dtype != torch.uint8:
                 raise ValueError(f"poptorch: the model was compiled for uint8 input, got {x.dtype}")
             self._write(self._input, x.detach().numpy())
+        elif lib.tg_tensor_dtype(self._input) == TG_I32:
+            self._write(self._input, x.detach().numpy().astype(np.int32))
         else:
             self._write(self._input, x.detach().float().numpy())
 

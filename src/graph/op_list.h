@@ -65,6 +65,13 @@
     X(REDUCE_MINMAX_BWD, "reduce_minmax_bwd", reduce_minmax)                                       \
     X(PAD, "pad", pad)                                                                             \
     X(PAD_BWD, "pad_bwd", pad)                                                                     \
+    /* indices and integers */                                                                     \
+    X(GATHER, "gather", gather)                                                                    \
+    X(GATHER_BWD, "gather_bwd", gather)                                                            \
+    X(CAST, "cast", compare)                                                                       \
+    X(COMPARE, "compare", compare)                                                                 \
+    X(LOGICAL, "logical", compare)                                                                 \
+    X(WHERE, "where", compare)                                                                     \
     /* dense */                                                                                    \
     X(MATMUL, "matmul", matmul)                                                                    \
     X(LINEAR, "linear", matmul)                                                                    \

@@ -186,6 +186,39 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
     return v->t;
 }
 
+tg_tensor *ob_typed_tensor(onnx_builder *b, int i)
+{
+    ob_value *v = input_value(b, i);
+    if (!v || v->t)
+        return v ? v->t : NULL;
+    if (decode_init(b, v) != TG_OK)
+        return NULL;
+    if (v->c.f)
+        return ob_tensor(b, i);
+    /* i32 values through an f32 constant: exact up to 2^24, which every
+     * index, mask and position id is; larger ones are refused */
+    const int64_t limit = (int64_t)1 << 24;
+    float *f = tg_malloc((size_t)(v->c.n ? v->c.n : 1) * sizeof(float));
+    if (!f) {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t k = 0; k < v->c.n; k++) {
+        if (v->c.i[k] > limit || v->c.i[k] < -limit) {
+            tg_free(f);
+            ob_fail(b, TG_ERR_UNSUPPORTED,
+                    "input %d ('%s') holds %lld; integer constants that reach the graph are "
+                    "taken up to 2^24 in magnitude",
+                    i, v->name, (long long)v->c.i[k]);
+            return NULL;
+        }
+        f[k] = (float)v->c.i[k];
+    }
+    tg_tensor *c = tg_constant_data(b->g, "constant", data_shape(&v->c), f);
+    tg_free(f);
+    return tg_cast(b->g, c, TG_I32);
+}
+
 static tg_status output_value(onnx_builder *b, int k, ob_value **out)
 {
     if (k >= (int)b->node->n_output || !b->node->output[k][0]) {

@@ -46,6 +46,11 @@ tg_tensor *ob_tensor(onnx_builder *b, int i);
 /* Input i as a constant; NULL (after ob_fail) if it depends on the model's
  * inputs or is missing. */
 const tg_onnx_data *ob_const(onnx_builder *b, int i);
+/* Input i as a graph tensor of its own type: a graph tensor as it is, an
+ * integer or boolean constant as an i32 tensor (each use its own node, so
+ * the constant stays foldable for other nodes), a float one via ob_tensor.
+ * NULL (after ob_fail) for an integer that int32 cannot hold. */
+tg_tensor *ob_typed_tensor(onnx_builder *b, int i);
 bool ob_has_input(const onnx_builder *b, int i);
 /* Whether input i is known at import (without failing). */
 bool ob_is_const(onnx_builder *b, int i);

@@ -187,7 +187,31 @@ static tg_status map_shape(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
-/* Gather on a graph tensor with constant indices: one slice per index. */
+/* Constant indices must be in range (the kernel would give NaN rows). */
+static tg_status check_indices(onnx_builder *b, const tg_onnx_data *idx, int64_t dim)
+{
+    for (int64_t k = 0; k < idx->n; k++)
+        if (idx->i[k] < -dim || idx->i[k] >= dim)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "index %lld is out of range for dimension %lld",
+                           (long long)idx->i[k], (long long)dim);
+    return TG_OK;
+}
+
+/* Gather as a graph op (tg_gather): indices from the model's inputs (token
+ * ids), or too many constant ones for slices (position ids [1, S]). */
+static tg_status gather_runtime(onnx_builder *b, int axis)
+{
+    tg_tensor *x = ob_typed_tensor(b, 0);
+    tg_tensor *idx = x ? ob_typed_tensor(b, 1) : NULL;
+    if (!idx)
+        return TG_ERR_INVALID_ARG;
+    if (tg_tensor_dtype(idx) != TG_I32)
+        return ob_fail(b, TG_ERR_FORMAT, "indices must be integers, not %s",
+                       tg_dtype_name(tg_tensor_dtype(idx)));
+    return ob_set(b, 0, tg_gather(b->g, x, idx, axis));
+}
+
+/* Gather on a graph tensor with a few constant indices: one slice per index. */
 static tg_status gather_tensor(onnx_builder *b, int axis, const tg_onnx_data *idx)
 {
     tg_tensor *x = ob_tensor(b, 0);
@@ -224,13 +248,17 @@ static tg_status map_gather(onnx_builder *b)
     TG_TRY(ob_shape(b, 0, &s));
     int axis = 0;
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), s.ndim, &axis));
+    if (!ob_is_const(b, 1)) /* token ids, or indices computed from them */
+        return gather_runtime(b, axis);
     const tg_onnx_data *idx = ob_const(b, 1);
     if (!idx)
         return TG_ERR_UNSUPPORTED;
     if (!idx->i)
         return ob_fail(b, TG_ERR_FORMAT, "indices must be integers");
+    TG_TRY(check_indices(b, idx, s.dim[axis]));
     if (!ob_is_const(b, 0))
-        return gather_tensor(b, axis, idx);
+        return idx->n <= 64 && idx->ndim <= 1 ? gather_tensor(b, axis, idx)
+                                              : gather_runtime(b, axis);
     const tg_onnx_data *x = ob_const(b, 0);
     int64_t dims[TG_MAX_DIMS * 2];
     int nd = 0;
@@ -421,6 +449,41 @@ static bool float_type(int64_t t)
            t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
 }
 
+static bool int_type(int64_t t)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Cast of a graph tensor (f32 or i32; bool is i32 0/1). Integer types all
+ * become i32: the graph has no other (int64 inputs are narrowed on the host,
+ * with a range check). To bool is "not equal to zero". */
+static tg_status cast_tensor(onnx_builder *b, tg_tensor *x, int64_t to)
+{
+    if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+        return ob_set(b, 0, tg_cast(b->g, x, TG_F32));
+    if (int_type(to))
+        return ob_set(b, 0, tg_cast(b->g, x, TG_I32));
+    if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) {
+        tg_tensor *zero =
+            tg_cast(b->g, tg_constant(b->g, tg_shape_of(0, NULL), 0.0f), tg_tensor_dtype(x));
+        return ob_set(b, 0, tg_logical_not(b->g, tg_equal(b->g, x, zero)));
+    }
+    return ob_fail(b, TG_ERR_UNSUPPORTED,
+                   "casting a tensor to %s (float, double, half, integer and bool are taken)",
+                   tg_onnx_elem_name((int)to));
+}
+
 static tg_status map_cast(onnx_builder *b)
 {
     int64_t to = ob_attr_int(b, "to", 0);
@@ -438,10 +501,7 @@ static tg_status map_cast(onnx_builder *b)
         if ((f16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16) && x &&
             tg_tensor_dtype(x) == TG_F32)
             return ob_set(b, 0, tg_cast_half(b->g, x, f16 ? TG_F16 : TG_BF16));
-        if (!to_float)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "casting a tensor to %s (only to float types)",
-                           tg_onnx_elem_name((int)to));
-        return ob_set(b, 0, x);
+        return x ? cast_tensor(b, x, to) : TG_ERR_INVALID_ARG;
     }
     const tg_onnx_data *c = ob_const(b, 0);
     if (!c)

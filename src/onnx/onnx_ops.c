@@ -613,12 +613,61 @@ static tg_status map_transpose(onnx_builder *b)
     return ob_set(b, 0, tg_transpose(b->g, x, perm));
 }
 
+/* ONNX's first element and count of a slice of n elements along one axis. */
+static void slice_range(int64_t n, int64_t lo, int64_t hi, int64_t step, int64_t *first,
+                        int64_t *count)
+{
+    lo = lo < 0 ? lo + n : lo;
+    hi = hi < 0 ? hi + n : hi;
+    if (step > 0) {
+        lo = lo < 0 ? 0 : lo > n ? n : lo;
+        hi = hi < 0 ? 0 : hi > n ? n : hi;
+        *count = hi > lo ? (hi - lo + step - 1) / step : 0;
+    } else {
+        lo = lo < 0 ? -1 : lo > n - 1 ? n - 1 : lo;
+        hi = hi < -1 ? -1 : hi > n - 1 ? n - 1 : hi;
+        *count = lo > hi ? (lo - hi - step - 1) / -step : 0;
+    }
+    *first = lo;
+}
+
+/* Slice of a constant (position ids sliced to the sequence length): folded. */
+static tg_status fold_slice(onnx_builder *b, const tg_onnx_data *x, const tg_onnx_data *st,
+                            const tg_onnx_data *en, const tg_onnx_data *ax, const tg_onnx_data *sp)
+{
+    int64_t first[TG_MAX_DIMS], step[TG_MAX_DIMS], count[TG_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        first[d] = 0, step[d] = 1, count[d] = x->dim[d];
+    for (int64_t k = 0; k < st->n; k++) {
+        int axis = 0;
+        TG_TRY(ob_axis(b, ax ? ax->i[k] : k, x->ndim, &axis));
+        step[axis] = sp ? sp->i[k] : 1;
+        if (step[axis] == 0)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "step 0 on axis %d", axis);
+        slice_range(x->dim[axis], st->i[k], en->i[k], step[axis], &first[axis], &count[axis]);
+    }
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, count, &d));
+    d.elem_type = x->elem_type;
+    for (int64_t o = 0; o < d.n; o++) {
+        int64_t src = 0, rest = o;
+        int64_t mul = 1;
+        for (int dd = x->ndim - 1; dd >= 0; dd--) {
+            int64_t i = rest % count[dd];
+            rest /= count[dd];
+            src += (first[dd] + i * step[dd]) * mul;
+            mul *= x->dim[dd];
+        }
+        if (d.f)
+            d.f[o] = x->f[src];
+        else
+            d.i[o] = x->i[src];
+    }
+    return ob_set_const(b, 0, &d);
+}
+
 static tg_status map_slice(onnx_builder *b)
 {
-    tg_tensor *x = ob_tensor(b, 0);
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    tg_shape s = tg_tensor_shape(x);
     const tg_onnx_data *st = ob_const(b, 1), *en = st ? ob_const(b, 2) : NULL;
     const tg_onnx_data *ax = en && ob_has_input(b, 3) ? ob_const(b, 3) : NULL;
     const tg_onnx_data *sp = en && ob_has_input(b, 4) ? ob_const(b, 4) : NULL;
@@ -628,6 +677,14 @@ static tg_status map_slice(onnx_builder *b)
         return ob_fail(b, TG_ERR_FORMAT,
                        "starts, ends, axes and steps must be integer lists of "
                        "one length");
+    if (ob_is_const(b, 0)) {
+        const tg_onnx_data *c = ob_const(b, 0);
+        return c ? fold_slice(b, c, st, en, ax, sp) : TG_ERR_UNSUPPORTED;
+    }
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = tg_tensor_shape(x);
     tg_tensor *y = x;
     for (int64_t k = 0; k < st->n; k++) {
         int axis = 0;
