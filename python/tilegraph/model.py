@@ -206,9 +206,16 @@ class _Forward(torch.nn.Module):
         self._call = call
 
     def forward(self, *tensors):
+        global _checkpoints
         args, kwargs = self._call.rebuild(tensors)
-        flat, _ = _flat_outputs(self.m(*args, **kwargs), "poptorch")
-        return tuple(flat)
+        _checkpoints = []
+        try:
+            flat, _ = _flat_outputs(self.m(*args, **kwargs), "poptorch")
+            # recomputation checkpoints leave the export as extra outputs,
+            # which is how the graph tensors they are become known
+            return tuple(flat) + tuple(_checkpoints)
+        finally:
+            _checkpoints = None
 
 
 def _reset_buffers(path, buffers):
@@ -597,7 +604,10 @@ class _Model:
         # does not use is not in the file and is not written.
         index = {n: k for k, n in enumerate(self._call.names)}
         self._inputs = [(index[n], io.inputs[i]) for i, n in enumerate(names) if n in index]
-        self._outputs = [io.outputs[i] for i in range(io.n_outputs)]
+        self._outputs = [io.outputs[i] for i in range(min(io.n_outputs, self._n_outputs))]
+        self._checkpoints = [io.outputs[i] for i in range(self._n_outputs, io.n_outputs)]
+        for t in self._checkpoints:
+            lib.tg_recomputation_checkpoint(g, t)
         by_k = dict(self._inputs)
         # The first two inputs and outputs under the names the C-API bench drives.
         self._input, self._labels = by_k.get(0), by_k.get(1)
@@ -644,6 +654,7 @@ class _Model:
                  ] if self._host_float else []
         try:
             flat, self._structure, marks, recorded = self._record(micro_tensors)
+            self._n_outputs = len(flat)
             self._loss_index = self._find_loss(flat, marks) if self.training else None
             placement = self._placement(recorded)
             progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}")
