@@ -604,6 +604,7 @@ class _Model:
         # does not use is not in the file and is not written.
         index = {n: k for k, n in enumerate(self._call.names)}
         self._inputs = [(index[n], io.inputs[i]) for i, n in enumerate(names) if n in index]
+        self._plan = None
         self._outputs = [io.outputs[i] for i in range(min(io.n_outputs, self._n_outputs))]
         self._checkpoints = [io.outputs[i] for i in range(self._n_outputs, io.n_outputs)]
         for t in self._checkpoints:
@@ -719,29 +720,29 @@ class _Model:
     def _write_inputs(self, tensors):
         """Each graph input as the graph takes it: f32, i32 (int64 narrowed
         with a range check) or u8 (8-bit images, a quarter of the bytes)."""
-        want = self._micro_batch * self._factor()
-        for k, t in self._inputs:
+        if self._plan is None:  # what each call checks, asked of the library once
+            self._plan = [(k, t, self._call.names[k], self._dims(t)[1:], lib.tg_tensor_dtype(t))
+                          for k, t in self._inputs]
+            self._want = self._micro_batch * self._factor()
+        for k, t, name, sample, dt in self._plan:
             x = tensors[k]
-            name = self._call.names[k]
-            dims = self._dims(t)
-            if x.shape[0] != want:
-                raise ValueError(f"poptorch: the model was compiled for host batches of {want} "
+            if x.shape[0] != self._want:
+                raise ValueError(f"poptorch: the model was compiled for host batches of {self._want} "
                                  f"samples, got {x.shape[0]} in input '{name}'")
-            if tuple(x.shape[1:]) != dims[1:]:
+            if x.shape[1:] != sample:
                 raise ValueError(f"poptorch: input '{name}' has the sample shape {tuple(x.shape[1:])}, "
-                                 f"not the compiled one {dims[1:]}")
-            dt = lib.tg_tensor_dtype(t)
-            if dt == TG_U8:
+                                 f"not the compiled one {sample}")
+            if dt == TG_F32:
+                if x.is_complex():
+                    raise ValueError(f"poptorch: input '{name}' is {x.dtype}, which the model cannot take")
+                self._write(t, x.detach().float().numpy())
+            elif dt == TG_I32:
+                self._write(t, _as_int32(x, name))
+            else:
                 if x.dtype != torch.uint8:
                     raise ValueError(f"poptorch: the model was compiled for uint8 input '{name}', "
                                      f"got {x.dtype}")
                 self._write(t, x.detach().numpy())
-            elif dt == TG_I32:
-                self._write(t, _as_int32(x, name))
-            elif x.is_complex():
-                raise ValueError(f"poptorch: input '{name}' is {x.dtype}, which the model cannot take")
-            else:
-                self._write(t, x.detach().float().numpy())
 
     def _write(self, t, array):
         a = np.ascontiguousarray(array)
