@@ -30,7 +30,7 @@ from onnx import numpy_helper
 
 from . import blocks as _blocks
 from . import dist
-from ._lib import TG_F32, TG_I32, TG_U8, TilegraphError, check, ffi, lib
+from ._lib import TG_F32, TG_I32, TilegraphError, check, ffi, lib
 from .options import Options, make_c_options
 
 _live_training = weakref.WeakSet()
