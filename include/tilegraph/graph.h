@@ -292,6 +292,26 @@ TG_API tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *la
 TG_API tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels);
 TG_API tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
 
+/* The class losses as PyTorch and ONNX define them: scores [N, C, d1, ...]
+ * (classes on axis 1), labels [N, d1, ...] (i32; f32 holding integers is
+ * taken too), optional class weights f32 [C] (NULL for none; constants:
+ * their gradient is refused). Each row (n, d1, ...) adds w[label] * loss;
+ * a row labelled ignore_index (when has_ignore_index) adds nothing and is
+ * left out of the mean. MEAN divides by the sum of the rows' weights (the
+ * count of rows not ignored without weights; 0/0 = NaN if all are), SUM
+ * does not, NONE returns one loss per row ([N, d1, ...], 0 where ignored).
+ * A label outside [0, C) that is not ignored gives NaN, as above. */
+typedef enum tg_loss_reduction { TG_LOSS_MEAN, TG_LOSS_SUM, TG_LOSS_NONE } tg_loss_reduction;
+typedef struct tg_loss_params {
+    tg_loss_reduction reduction;
+    bool has_ignore_index;
+    int64_t ignore_index;
+} tg_loss_params;
+TG_API tg_tensor *tg_cross_entropy_ex(tg_graph *g, tg_tensor *scores, tg_tensor *labels,
+                                      tg_tensor *weights, tg_loss_params p);
+TG_API tg_tensor *tg_nll_loss_ex(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels,
+                                 tg_tensor *weights, tg_loss_params p);
+
 /* Normalisations over [N, C, ...]: gamma/beta [C] (or NULL for none). In
  * training mode batch norm normalises with the batch statistics and updates
  * running_stats ([2, C]: mean then variance, momentum 0.1, unbiased variance,

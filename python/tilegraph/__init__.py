@@ -11,12 +11,14 @@ from . import dist, optim
 from ._lib import TilegraphError
 from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
-from .model import InferenceModel, TrainingModel, inferenceModel, trainingModel
+from .model import (InferenceModel, TrainingModel, identity_loss, inferenceModel,
+                    recomputationCheckpoint, trainingModel)
 from .options import (OutputMode, Options, PipelinedExecution, ShardedExecution, Stage,
                       TensorLocationSettings)
 
 __version__ = "0.1.0"
 __all__ = ["dist", "optim", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
-           "DataLoaderMode", "InferenceModel", "TrainingModel", "inferenceModel", "trainingModel",
+           "DataLoaderMode", "InferenceModel", "TrainingModel", "identity_loss", "inferenceModel",
+           "recomputationCheckpoint", "trainingModel",
            "OutputMode", "Options", "PipelinedExecution", "ShardedExecution", "Stage",
            "TensorLocationSettings"]

@@ -53,6 +53,7 @@ tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *labels);
 tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels);
 tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b);
 tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);
+tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t);
 
 typedef struct tg_lr_schedule {
     int kind; float lr; int64_t step_size; float gamma; int64_t total_steps;
@@ -72,6 +73,11 @@ tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
 
 tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
 void tg_onnx_model_destroy(tg_onnx_model *m);
+typedef struct tg_onnx_value {
+    const char *name; const char *dtype; int ndim; int64_t dim[6];
+} tg_onnx_value;
+int tg_onnx_input_count(const tg_onnx_model *m);
+tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
 typedef struct tg_onnx_build_config {
     int64_t batch; tg_tensor *const *inputs; int n_inputs;
 } tg_onnx_build_config;

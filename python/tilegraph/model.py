@@ -1,12 +1,18 @@
 """tilegraph.model - poptorch.trainingModel and inferenceModel.
 
 A model is compiled on its first call: the torch module runs once on the host
-(to record blocks and, for training, the loss module it returns), is exported
-to ONNX in a temporary directory, imported by the C library, given the loss,
-backward pass and optimizer by the library, and run in a tilegraph session.
-Weights stay in the session between calls; copyWeightsToHost() writes them
-back into the torch module under their state_dict names.
+(to record blocks, the outputs' structure and, for training, which output is
+the loss), its whole forward - the loss included - is exported to ONNX in a
+temporary directory, imported by the C library, given the backward pass of
+the loss output and the optimizer by the library, and run in a tilegraph
+session. Weights stay in the session between calls; copyWeightsToHost()
+writes them back into the torch module under their state_dict names.
+
+A call takes the forward's own signature: every tensor argument (positional
+or keyword, also inside tuples, lists and dicts) is a graph input; anything
+else (None, numbers, strings) is baked in at compile time.
 """
+import collections
 import contextlib
 import inspect
 import linecache
@@ -24,37 +30,192 @@ from onnx import numpy_helper
 
 from . import blocks as _blocks
 from . import dist
-from ._lib import TG_F32, TG_I32, TG_U8, TilegraphError, check, ffi, lib
+from ._lib import TG_F32, TG_I32, TilegraphError, check, ffi, lib
 from .options import Options, make_c_options
 
-# The losses the wrapper recognises in `return output, loss`, and how to build them.
-_LOSSES = {torch.nn.CrossEntropyLoss: "cross_entropy", torch.nn.NLLLoss: "nll",
-           torch.nn.MSELoss: "mse"}
 _live_training = weakref.WeakSet()
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
 
 
-class _Output(torch.nn.Module):
-    """The user's module reduced to its first output; it is exported as `m`."""
+# ---- identity_loss ---------------------------------------------------------------
 
-    def __init__(self, module, labels):
+_loss_marks = None  # while a host run records: the tensors identity_loss returned
+_checkpoints = None  # while exporting: the tensors recomputationCheckpoint marked
+
+
+def identity_loss(x, reduction):
+    """PopTorch's identity_loss: x reduced ("sum", "mean", or "none" for a
+    scalar x) and marked as the model's loss, which the backward pass starts
+    from. A model returning several scalars names its loss this way."""
+    if not torch.is_tensor(x):
+        raise ValueError(f"poptorch.identity_loss: expected a tensor, got {type(x).__name__}")
+    if reduction == "sum":
+        out = x.sum()
+    elif reduction == "mean":
+        out = x.mean()
+    elif reduction == "none":
+        out = x * 1  # a tensor of its own, so that marking it marks only the loss
+    else:
+        raise ValueError(f"poptorch.identity_loss: reduction must be 'sum', 'mean' or 'none', "
+                         f"got {reduction!r}")
+    if _loss_marks is not None:
+        _loss_marks.append(out)
+    return out
+
+
+# ---- arguments and outputs ---------------------------------------------------------
+
+class _Slot:
+    """A tensor argument's place in the call: graph input k."""
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    def __eq__(self, other):
+        return isinstance(other, _Slot) and other.k == self.k
+
+
+def _template(value, name, tensors, names):
+    """value with each tensor replaced by a _Slot (collected in tensors, named in names)."""
+    if torch.is_tensor(value):
+        tensors.append(value)
+        names.append(name)
+        return _Slot(len(tensors) - 1)
+    if isinstance(value, (tuple, list)):
+        items = [_template(v, f"{name}_{i}", tensors, names) for i, v in enumerate(value)]
+        return type(value)(items) if type(value) in (tuple, list) else tuple(items)
+    if isinstance(value, dict):
+        return {k: _template(v, f"{name}_{k}", tensors, names) for k, v in value.items()}
+    return value
+
+
+def _fill(template, tensors):
+    if isinstance(template, _Slot):
+        return tensors[template.k]
+    if isinstance(template, (tuple, list)):
+        return type(template)(_fill(t, tensors) for t in template)
+    if isinstance(template, dict):
+        return {k: _fill(v, tensors) for k, v in template.items()}
+    return template
+
+
+class _Call:
+    """How a call's arguments become graph inputs: the tensors in order, each
+    named after its parameter; the rest of the call is kept as it was."""
+
+    def __init__(self, model, args, kwargs, what):
+        self.sig = inspect.signature(model.forward)
+        try:
+            bound = self.sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ValueError(f"{what}: {type(model).__name__}.forward{self.sig} does not take "
+                             f"these arguments ({e})") from None
+        self.tensors, self.names = [], []
+        self.template = collections.OrderedDict(
+            (k, _template(v, k, self.tensors, self.names)) for k, v in bound.arguments.items())
+        # the common call, tensors only and positional: no binding per step
+        self.plain = not kwargs and all(torch.is_tensor(a) for a in args)
+        self.n_args = len(args)
+
+    def rebuild(self, tensors):
+        """(args, kwargs) for the module, with these tensors in the slots."""
+        b = inspect.BoundArguments(self.sig, collections.OrderedDict(
+            (k, _fill(v, tensors)) for k, v in self.template.items()))
+        return b.args, b.kwargs
+
+    def flatten(self, model, args, kwargs, what):
+        """A later call's tensors, in the compiled order; its other arguments
+        must be those compiled in."""
+        if self.plain and not kwargs and len(args) == self.n_args and \
+                all(torch.is_tensor(a) for a in args):
+            return args
+        other = _Call(model, args, kwargs, what)
+        if other.template != self.template:
+            changed = [k for k in self.template if other.template.get(k, None) != self.template[k]]
+            changed += [k for k in other.template if k not in self.template]
+            raise ValueError(f"{what}: argument(s) {', '.join(changed)} differ from the call the model "
+                             "was compiled for; non-tensor arguments (and where tensors are) are "
+                             "fixed at compile time: call detachFromDevice() and call again to "
+                             "recompile")
+        return other.tensors
+
+
+def _flat_outputs(out, what, path="output"):
+    """The model's outputs as a flat list of tensors, and their structure (a
+    _Slot per tensor inside the tuples and lists)."""
+    flat = []
+
+    def walk(v, p):
+        if torch.is_tensor(v):
+            flat.append(v)
+            return _Slot(len(flat) - 1)
+        if isinstance(v, (tuple, list)):
+            return type(v)(walk(x, f"{p}[{i}]") for i, x in enumerate(v)) \
+                if type(v) in (tuple, list) else tuple(walk(x, f"{p}[{i}]") for i, x in enumerate(v))
+        if isinstance(v, dict):
+            raise ValueError(f"{what}: {p} is a dict; return the tensors as a tuple (or a list) "
+                             "instead")
+        raise ValueError(f"{what}: {p} is {type(v).__name__}, not a tensor; the model's outputs "
+                         "must be tensors, in tuples or lists")
+
+    structure = walk(out, path)
+    return flat, structure
+
+
+def _reduce(x, reduction, what):
+    if reduction == "mean":
+        return x.mean()
+    if reduction == "sum":
+        return x.sum()
+    if reduction == "none":
+        return x
+    raise ValueError(f"{what}: reduction {reduction!r} is not 'mean', 'sum' or 'none'")
+
+
+def _mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    d = input - target
+    return _reduce(d * d, reduction, "mse_loss")
+
+
+def _l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+@contextlib.contextmanager
+def _exportable_losses():
+    """torch 1.13 exports no ONNX for mse_loss and l1_loss (nn.MSELoss,
+    nn.L1Loss): while exporting they are their elementwise definitions, which
+    export as Sub, Mul or Abs and a reduction."""
+    F = torch.nn.functional
+    saved = F.mse_loss, F.l1_loss
+    F.mse_loss, F.l1_loss = _mse_loss, _l1_loss
+    try:
+        yield
+    finally:
+        F.mse_loss, F.l1_loss = saved
+
+
+class _Forward(torch.nn.Module):
+    """The user's module taking the call's tensors and returning its outputs
+    flat; it is exported as `m` (so that weights keep their names after "m.")."""
+
+    def __init__(self, module, call):
         super().__init__()
         self.m = module
-        self._labels = labels
+        self._call = call
 
-    def forward(self, x):
-        if self._labels is None:
-            return self.m(x)
-        # The loss is tilegraph's (appended to the imported output), so the
-        # loss modules give a constant while tracing and leave no nodes.
-        losses = [m for m in self.m.modules() if type(m) in _LOSSES]
-        for m in losses:
-            m.forward = lambda *_a, **_k: torch.zeros(())
+    def forward(self, *tensors):
+        global _checkpoints
+        args, kwargs = self._call.rebuild(tensors)
+        _checkpoints = []
         try:
-            out = self.m(x, self._labels)
+            flat, _ = _flat_outputs(self.m(*args, **kwargs), "poptorch")
+            # recomputation checkpoints leave the export as extra outputs,
+            # which is how the graph tensors they are become known
+            return tuple(flat) + tuple(_checkpoints)
         finally:
-            for m in losses:
-                del m.forward
-        return out[0]
+            _checkpoints = None
 
 
 def _reset_buffers(path, buffers):
@@ -210,6 +371,76 @@ def _local_replicas(options):
     return r // n
 
 
+def _as_int32(x, name):
+    """An integer (or bool) tensor as int32 for an i32 graph input: int64 is
+    narrowed after checking that every value fits."""
+    if x.is_floating_point() or x.is_complex():
+        raise ValueError(f"poptorch: input '{name}' is {x.dtype}, but the model was compiled for "
+                         "integers there; pass an integer tensor")
+    a = x.detach().numpy()
+    if a.dtype == np.int32:
+        return a
+    if a.dtype != np.bool_ and a.size:
+        lo, hi = a.min(), a.max()
+        if lo < _INT32[0] or hi > _INT32[1]:
+            bad = int(lo if lo < _INT32[0] else hi)
+            raise ValueError(f"poptorch: input '{name}' holds {bad}, outside int32's range "
+                             f"[{_INT32[0]}, {_INT32[1]}]: tilegraph computes with int32, to which "
+                             "int64 inputs are narrowed")
+    return a.astype(np.int32)
+
+
+# ONNX element types of inputs the host may give as float when the model only
+# casts them to float (a mask given as int or bool, used as mask.float()).
+_INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL,
+              onnx.TensorProto.INT16, onnx.TensorProto.INT8}
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+_VIEWS = {"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Transpose"}
+
+
+def _retype_inputs(path):
+    """Integer and bool inputs the model only casts to float (through views)
+    become float inputs, their Casts Identity: the host converts them, exactly
+    as the cast would. Other bool inputs become int32 (0/1). Returns whether
+    the file changed."""
+    model = onnx.load(path)
+    graph = model.graph
+    inits = {i.name for i in graph.initializer}
+    users = collections.defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            users[name].append(node)
+    changed = False
+    for inp in graph.input:
+        tt = inp.type.tensor_type
+        if inp.name in inits or tt.elem_type not in _INT_TYPES:
+            continue
+        casts, stack, only_casts = [], [inp.name], True
+        while stack and only_casts:
+            value = stack.pop()
+            for node in users[value]:
+                to = next((a.i for a in node.attribute if a.name == "to"), None)
+                if node.op_type == "Cast" and to in _FLOAT_TYPES:
+                    casts.append(node)
+                elif node.op_type in _VIEWS and node.input[0] == value:
+                    stack.extend(node.output)
+                else:
+                    only_casts = False
+        if only_casts and casts:
+            tt.elem_type = onnx.TensorProto.FLOAT
+            for node in casts:
+                if next(a.i for a in node.attribute if a.name == "to") == onnx.TensorProto.FLOAT:
+                    node.op_type = "Identity"
+                    del node.attribute[:]
+            changed = True
+        elif tt.elem_type == onnx.TensorProto.BOOL:
+            tt.elem_type = onnx.TensorProto.INT32
+            changed = True
+    if changed:
+        onnx.save(model, path)
+    return changed
+
+
 class _Model:
     training = False
 
@@ -221,6 +452,11 @@ class _Model:
         self._graph = self._session = None
         self._tmp = None
         self._dims_cache = {}
+        self._call = None
+
+    @property
+    def _what(self):
+        return "poptorch.trainingModel" if self.training else "poptorch.inferenceModel"
 
     # ---- host batches -------------------------------------------------------------
     def _factor(self):
@@ -230,40 +466,47 @@ class _Model:
         acc = int(v.get("Training.gradientAccumulation", 1)) if self.training else 1
         return acc * int(v.get("deviceIterations", 1)) * _local_replicas(self.options)
 
-    def _micro(self, x):
-        if not isinstance(x, torch.Tensor) or x.dim() < 1:
-            raise ValueError("poptorch: the model's input must be a torch.Tensor with a batch dimension")
+    def _micro(self, tensors, names):
+        """The micro-batch: every tensor input's first dimension is the host
+        batch, split as every other input's."""
+        if not tensors:
+            raise ValueError(f"{self._what}: the call gives the model no tensor")
         f = self._factor()
-        if x.shape[0] % f:
-            raise ValueError(f"poptorch: the host batch of {x.shape[0]} samples is not a multiple of "
+        n = None
+        for t, name in zip(tensors, names):
+            if t.dim() < 1:
+                raise ValueError(f"poptorch: input '{name}' is a 0-dim tensor; every tensor input "
+                                 "needs a batch dimension (pass constants as Python numbers)")
+            if n is None:
+                n, first = t.shape[0], name
+            elif t.shape[0] != n:
+                raise ValueError(f"poptorch: input '{name}' has {t.shape[0]} samples but "
+                                 f"'{first}' has {n}; every tensor input is split along its first "
+                                 "(batch) dimension")
+        if n % f:
+            raise ValueError(f"poptorch: the host batch of {n} samples is not a multiple of "
                              f"gradientAccumulation x deviceIterations x replicationFactor = {f}; use "
                              "poptorch.DataLoader with the same options, or resize the batch")
-        return x.shape[0] // f
+        return n // f
 
     # ---- compiling ----------------------------------------------------------------
-    def _record(self, x, labels):
-        """Run the module once on the host, recording blocks and loss modules."""
-        seen = []
-        hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append((mod, inp)))
-                 for m in self.model.modules() if type(m) in _LOSSES]
-        if labels is not None:
-            try:
-                inspect.signature(self.model.forward).bind(x, labels)
-            except TypeError as e:
-                raise ValueError(f"poptorch.trainingModel: {type(self.model).__name__}.forward must "
-                                 "take (input, labels) and return (output, loss) with loss from "
-                                 f"torch.nn.CrossEntropyLoss, NLLLoss or MSELoss ({e})") from None
+    def _record(self, micro_tensors):
+        """Run the module once on the host, recording blocks and the loss."""
+        global _loss_marks
         rec = _blocks.Recorder(self.model)
         was = self.model.training
         self.model.train(self.training)
+        _loss_marks = []
+        args, kwargs = self._call.rebuild(micro_tensors)
         try:
             with rec, torch.no_grad():
-                result = self.model(x) if labels is None else self.model(x, labels)
+                result = self.model(*args, **kwargs)
+            marks = _loss_marks
         finally:
+            _loss_marks = None
             self.model.train(was)
-            for h in hooks:
-                h.remove()
-        return result, seen, rec.blocks
+        flat, structure = _flat_outputs(result, self._what)
+        return flat, structure, marks, rec.blocks
 
     def _placement(self, blocks):
         """tilegraph's split/stages options for the recorded blocks and the strategy."""
@@ -305,41 +548,48 @@ class _Model:
             v["executionStrategy"] = "pipelined"
         return v
 
+
     def _restore(self, buffers):
         with torch.no_grad():
             for k, v in self.model.named_buffers():
                 v.copy_(buffers[k])
 
-    def _export(self, x, labels, micro, buffers):
+    def _export(self, micro_tensors, n_outputs, buffers):
         self._tmp = tempfile.TemporaryDirectory(prefix="tilegraph-")
         path = f"{self._tmp.name}/model.onnx"
-        wrapper = _Output(self.model, labels)
+        wrapper = _Forward(self.model, self._call)
         self._restore(buffers)
         was = self.model.training
         try:
             mode = torch.onnx.TrainingMode.TRAINING if self.training else torch.onnx.TrainingMode.EVAL
-            with _quiet_onnx_log() as verbose:
+            with _quiet_onnx_log() as verbose, _exportable_losses():
                 # verbose=True is what makes torch keep each node's Python
-                # stack in its doc_string, which errors then point at.
-                torch.onnx.export(wrapper, x[:micro], path, training=mode, do_constant_folding=False,
-                                  input_names=["input"], output_names=["output"], opset_version=13,
-                                  verbose=verbose)
+                # stack in its doc_string, which errors then point at. Opset 13
+                # exports torch's class losses as SoftmaxCrossEntropyLoss and
+                # NegativeLogLikelihoodLoss, which the importer maps.
+                torch.onnx.export(wrapper, tuple(micro_tensors), path, training=mode,
+                                  do_constant_folding=False, input_names=list(self._call.names),
+                                  output_names=[f"output{i}" for i in range(n_outputs)],
+                                  opset_version=13, verbose=verbose)
         except Exception as e:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:
             self.model.train(was)
         _reset_buffers(path, buffers)
+        _retype_inputs(path)
         return path
 
-    def _build(self, path, micro, loss_kind, optimizer):
-        """The graph: the imported model, and for training its loss, backward and optimizer."""
+    def _build(self, path, optimizer):
+        """The graph: the imported model, and for training the backward pass of its loss output and the optimizer."""
         g = ffi.gc(lib.tg_graph_create(), lib.tg_graph_destroy)
         lib.tg_graph_set_training(g, self.training)
         m = ffi.new("tg_onnx_model **")
         try:
             check(lib.tg_onnx_load(path.encode(), m), f"poptorch: importing {type(self.model).__name__}")
             try:
-                cfg = ffi.new("tg_onnx_build_config *", {"batch": micro})
+                names = [ffi.string(lib.tg_onnx_input(m[0], i).name).decode()
+                         for i in range(lib.tg_onnx_input_count(m[0]))]
+                cfg = ffi.new("tg_onnx_build_config *", {"batch": self._micro_batch})
                 io = ffi.new("tg_onnx_outputs *")
                 check(lib.tg_onnx_build(m[0], g, cfg, io), f"poptorch: building {type(self.model).__name__}")
             finally:
@@ -350,26 +600,26 @@ class _Model:
             where = _where(path, str(e), self.model)
             text = str(e).replace(path + ": ", "").replace("'/m/", "'/")
             raise TilegraphError(text + where) from None
-        self._input, self._output, self._labels, self._loss = io.inputs[0], io.outputs[0], None, None
+        # Graph inputs by the call's tensor they take; an input the model
+        # does not use is not in the file and is not written.
+        index = {n: k for k, n in enumerate(self._call.names)}
+        self._inputs = [(index[n], io.inputs[i]) for i, n in enumerate(names) if n in index]
+        self._plan = None
+        self._outputs = [io.outputs[i] for i in range(min(io.n_outputs, self._n_outputs))]
+        self._checkpoints = [io.outputs[i] for i in range(self._n_outputs, io.n_outputs)]
+        for t in self._checkpoints:
+            lib.tg_recomputation_checkpoint(g, t)
+        by_k = dict(self._inputs)
+        # The first two inputs and outputs under the names the C-API bench drives.
+        self._input, self._labels = by_k.get(0), by_k.get(1)
+        self._loss = self._outputs[self._loss_index] if self._loss_index is not None else None
+        self._output = next((t for i, t in enumerate(self._outputs) if i != self._loss_index), None)
         if self.training:
-            self._add_loss(g, micro, loss_kind)
-            check(lib.tg_graph_backward(g, self._loss), "poptorch: the backward pass")
+            check(lib.tg_graph_backward(g, self._loss), "poptorch: the backward pass of the loss")
             check(lib.tg_graph_add_optimizer(g, optimizer.c()), "poptorch: the optimizer")
         if lib.tg_graph_status(g) != 0:
             raise TilegraphError("poptorch: " + ffi.string(lib.tg_graph_error(g)).decode())
         return g
-
-    def _add_loss(self, g, micro, kind):
-        out_dims = _tensor_dims(self._output)
-        if kind == "mse":
-            self._labels = lib.tg_input(g, b"labels", TG_F32, _shape(out_dims))
-            self._loss = lib.tg_mse_loss(g, self._output, self._labels)
-        else:
-            self._labels = lib.tg_input(g, b"labels", TG_I32, _shape((micro,)))
-            build = lib.tg_cross_entropy if kind == "cross_entropy" else lib.tg_nll_loss
-            self._loss = build(g, self._output, self._labels)
-        if self._loss != ffi.NULL:
-            lib.tg_tensor_mark_output(self._loss)
 
     def _open_session(self, extra):
         values = dict(self.options.values)
@@ -381,47 +631,47 @@ class _Model:
               f"poptorch: compiling {type(self.model).__name__}")
         return ffi.gc(s[0], lib.tg_session_destroy)
 
-    def _compile(self, x, labels):
-        micro = self._micro(x)
-        xm = x[:micro]
-        lm = None if labels is None else labels[:micro]
+    def _compile(self, args, kwargs):
+        self._call = _Call(self.model, args, kwargs, self._what)
+        tensors, names = self._call.tensors, self._call.names
+        micro = self._micro(tensors, names)
+        self._micro_batch = micro
         # The host run and the export run the module in training mode, which
         # moves batch-norm statistics: keep the buffers as they were.
         buffers = {k: v.clone() for k, v in self.model.named_buffers()}
-        precision = self._precision(x)
+        floats = [t for t in tensors if t.is_floating_point()]
+        precision = self._precision(floats[0] if floats else tensors[0])
         if self._host_float:
             # model.half(): torch 1.13 has no half kernels on the CPU, so the
             # host run and the export use the module in float (exact for
             # half values); tilegraph stores it in half by `precision`.
             self.model.float()
-            if x.dtype != torch.uint8:  # 8-bit images stay 8-bit: the model casts them
-                x, xm = x.float(), xm.float()
+            tensors = [t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
+        micro_tensors = [t[:micro] for t in tensors]
         # A half cast inside the model (seed 003's ModelWithNormalization casts
         # 8-bit images to the input dtype) meets float modules in the host run:
         # every module takes half inputs as float there, as the export then shows.
         hooks = [m.register_forward_pre_hook(_float_inputs) for m in self.model.modules()
                  ] if self._host_float else []
         try:
-            result, losses, recorded = self._record(xm, lm)
-            loss_kind = self._loss_kind(result, losses) if self.training else None
+            flat, self._structure, marks, recorded = self._record(micro_tensors)
+            self._n_outputs = len(flat)
+            self._loss_index = self._find_loss(flat, marks) if self.training else None
             placement = self._placement(recorded)
             progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}")
             progress.stage(1, "exporting to ONNX")
-            path = progress.run(self._export, x, lm, micro, buffers)
+            path = progress.run(self._export, micro_tensors, len(flat), buffers)
         finally:
             for h in hooks:
                 h.remove()
             if self._host_float:
                 self.model.to(self._model_dtype)
             self._restore(buffers)
-        self._micro_batch = micro
-        self._loss_kind_name = loss_kind
         if precision is not None:
             placement = {**placement, "precision": precision}
         self._placement_values = placement
         progress.stage(2, "importing and building the graph")
-        self._graph = progress.run(self._build, path, micro, loss_kind,
-                                   self.optimizer if self.training else None)
+        self._graph = progress.run(self._build, path, self.optimizer if self.training else None)
         progress.stage(3, "compiling")
         self._handle = progress.run(self._open_session, {**placement, **self._extra_options()})
         progress.done()
@@ -450,21 +700,49 @@ class _Model:
             return None
         return f"{names.get(x.dtype, '32')}.{names.get(self._model_dtype, '32')}"
 
-    def compile(self, *args):
+    def compile(self, *args, **kwargs):
         if self._graph is None:
-            self._compile(*self._args(*args))
+            self._compile(args, kwargs)
 
     # ---- running ------------------------------------------------------------------
-    def _write_input(self, x):
-        """The model's input as the graph takes it: u8 for 8-bit images (a quarter of the bytes), else f32."""
-        if lib.tg_tensor_dtype(self._input) == TG_U8:
-            if x.dtype != torch.uint8:
-                raise ValueError(f"poptorch: the model was compiled for uint8 input, got {x.dtype}")
-            self._write(self._input, x.detach().numpy())
-        elif lib.tg_tensor_dtype(self._input) == TG_I32:
-            self._write(self._input, x.detach().numpy().astype(np.int32))
-        else:
-            self._write(self._input, x.detach().float().numpy())
+    def _tensors(self, args, kwargs):
+        """The call's tensors, compiling on the first call."""
+        if self._graph is None:
+            self._before_compile()
+            self._compile(args, kwargs)
+            return self._call.tensors
+        tensors = self._call.flatten(self.model, args, kwargs, self._what)
+        return tensors
+
+    def _before_compile(self):
+        pass
+
+    def _write_inputs(self, tensors):
+        """Each graph input as the graph takes it: f32, i32 (int64 narrowed
+        with a range check) or u8 (8-bit images, a quarter of the bytes)."""
+        if self._plan is None:  # what each call checks, asked of the library once
+            self._plan = [(k, t, self._call.names[k], self._dims(t)[1:], lib.tg_tensor_dtype(t))
+                          for k, t in self._inputs]
+            self._want = self._micro_batch * self._factor()
+        for k, t, name, sample, dt in self._plan:
+            x = tensors[k]
+            if x.shape[0] != self._want:
+                raise ValueError(f"poptorch: the model was compiled for host batches of {self._want} "
+                                 f"samples, got {x.shape[0]} in input '{name}'")
+            if x.shape[1:] != sample:
+                raise ValueError(f"poptorch: input '{name}' has the sample shape {tuple(x.shape[1:])}, "
+                                 f"not the compiled one {sample}")
+            if dt == TG_F32:
+                if x.is_complex():
+                    raise ValueError(f"poptorch: input '{name}' is {x.dtype}, which the model cannot take")
+                self._write(t, x.detach().float().numpy())
+            elif dt == TG_I32:
+                self._write(t, _as_int32(x, name))
+            else:
+                if x.dtype != torch.uint8:
+                    raise ValueError(f"poptorch: the model was compiled for uint8 input '{name}', "
+                                     f"got {x.dtype}")
+                self._write(t, x.detach().numpy())
 
     def _write(self, t, array):
         a = np.ascontiguousarray(array)
@@ -476,14 +754,19 @@ class _Model:
         count = lib.tg_session_output_count(self._handle, t)
         dims = self._dims(t)
         # A new array per call: the returned tensor is the caller's to keep.
-        a = np.empty((count,) + dims, dtype=np.float32)
+        integer = lib.tg_tensor_dtype(t) == TG_I32
+        a = np.empty((count,) + dims, dtype=np.int32 if integer else np.float32)
         check(lib.tg_session_read(self._handle, t, ffi.from_buffer(a), a.nbytes),
               lambda: f"poptorch: reading {ffi.string(lib.tg_tensor_name(t)).decode()}")
         out = torch.from_numpy(a if len(dims) == 0 else a.reshape((count * dims[0],) + dims[1:]))
         # As PopTorch: a half model's outputs (and loss) come back in its type.
-        if getattr(self, "_host_float", False) and self._model_dtype != torch.float32:
+        if not integer and getattr(self, "_host_float", False) and self._model_dtype != torch.float32:
             out = out.to(self._model_dtype)
         return out
+
+    def _results(self):
+        """The outputs read back, in the structure the model returned them."""
+        return _fill(self._structure, [self._read_output(t) for t in self._outputs])
 
     def _dims(self, t):
         """A graph tensor's dims, asked of the library once per compiled graph."""
@@ -495,16 +778,6 @@ class _Model:
             dims = self._dims_cache[key] = _tensor_dims(t)
         return dims
 
-    def _check_input(self, x):
-        if self._graph is not None and x.shape[0] != self._micro_batch * self._factor():
-            raise ValueError(f"poptorch: the model was compiled for host batches of "
-                             f"{self._micro_batch * self._factor()} samples, got {x.shape[0]}")
-        dims = self._dims(self._input)
-        if tuple(x.shape[1:]) != dims[1:]:
-            raise ValueError(f"poptorch: the input's sample shape {tuple(x.shape[1:])} is not the "
-                             f"compiled one {dims[1:]}")
-
-    # ---- weights ------------------------------------------------------------------
     def _weights(self):
         """(torch tensors to fill, graph tensor) pairs for the module's state."""
         pairs = []
@@ -575,39 +848,39 @@ class TrainingModel(_Model):
     def _extra_options(self):
         return self.optimizer.options()
 
-    def _loss_kind(self, result, losses):
-        accepted = "return (output, loss) with loss from torch.nn.CrossEntropyLoss, NLLLoss or MSELoss"
-        if not isinstance(result, (tuple, list)) or len(result) < 2:
-            raise ValueError(f"poptorch.trainingModel: the model must {accepted}")
-        if len(losses) != 1:
-            raise ValueError(f"poptorch.trainingModel: the model ran {len(losses)} loss modules; it "
-                             f"must {accepted}, exactly one")
-        mod, inp = losses[0]
-        if inp[0] is not result[0]:
-            raise ValueError(f"poptorch.trainingModel: {type(mod).__name__} must take the model's "
-                             "returned output as its first argument")
-        if getattr(mod, "reduction", "mean") != "mean":
-            raise ValueError(f"poptorch.trainingModel: {type(mod).__name__}(reduction="
-                             f"'{mod.reduction}') is not supported; use reduction='mean'")
-        return _LOSSES[type(mod)]
+    def _find_loss(self, flat, marks):
+        """The index of the loss among the flat outputs: the one
+        poptorch.identity_loss returned, else the only scalar."""
+        shapes = ", ".join(str(tuple(t.shape)) for t in flat)
+        how = ("compute the loss inside the model, e.g. forward(input, labels) returning "
+               "(output, loss) with a torch loss (CrossEntropyLoss, NLLLoss, MSELoss, ...; reduction "
+               "'mean' or 'sum') or poptorch.identity_loss(x, reduction)")
+        marked = [i for i, t in enumerate(flat) if any(t is m for m in marks)]
+        if marked:
+            i = marked[0]
+            if flat[i].dim() != 0:
+                raise ValueError(f"{self._what}: the loss (poptorch.identity_loss, output {i}) has "
+                                 f"shape {tuple(flat[i].shape)}; the loss must be a scalar: reduce "
+                                 "it with reduction='sum' or 'mean'")
+            return i
+        if marks:
+            raise ValueError(f"{self._what}: the model called poptorch.identity_loss but does not "
+                             f"return its result (outputs: {shapes}); return it")
+        scalars = [i for i, t in enumerate(flat) if t.dim() == 0 and t.is_floating_point()]
+        if len(scalars) == 1:
+            return scalars[0]
+        if not scalars:
+            raise ValueError(f"{self._what}: the model returned no scalar loss (outputs: {shapes}); "
+                             f"{how}. A loss with reduction='none' must be reduced first")
+        raise ValueError(f"{self._what}: the model returned {len(scalars)} scalars (outputs "
+                         f"{', '.join(map(str, scalars))}); mark the loss with "
+                         "poptorch.identity_loss(loss, 'none')")
 
-    def _args(self, x, labels=None):
-        if labels is None:
-            raise ValueError("poptorch.trainingModel: call it with (input, labels)")
-        return x, labels
-
-    def __call__(self, x, labels=None):
-        x, labels = self._args(x, labels)
-        if self._graph is None:
-            self._compile(x, labels)
-        self._check_input(x)
-        if labels.shape[0] != x.shape[0]:
-            raise ValueError(f"poptorch: {labels.shape[0]} labels for {x.shape[0]} inputs")
-        self._write_input(x)
-        lab = labels.detach().numpy()
-        self._write(self._labels, lab.astype(np.float32 if self._loss_kind_name == "mse" else np.int32))
+    def __call__(self, *args, **kwargs):
+        tensors = self._tensors(args, kwargs)
+        self._write_inputs(tensors)
         check(lib.tg_session_run(self._handle), "poptorch: running the training step")
-        return self._read_output(self._output), self._read_output(self._loss)
+        return self._results()
 
     def setOptimizer(self, optimizer):
         """A new optimizer (a new learning rate); the session keeps weights and state."""
@@ -621,8 +894,7 @@ class TrainingModel(_Model):
         # The update rule is part of the compiled graph: rebuild it with the new
         # settings and carry weights, optimizer state and the step count over.
         old_graph, old = self._graph, self._handle
-        self._graph = self._build(f"{self._tmp.name}/model.onnx", self._micro_batch,
-                                  self._loss_kind_name, optimizer)
+        self._graph = self._build(f"{self._tmp.name}/model.onnx", optimizer)
         self._handle = self._open_session({**self._placement_values, **self._extra_options()})
         check(lib.tg_session_copy_weights(self._handle, old), "poptorch.setOptimizer")
         lib.tg_session_set_step(self._handle, lib.tg_session_step(old))
@@ -634,19 +906,16 @@ class InferenceModel(_Model):
         super().__init__(model, options)
         self._handle = None
 
-    def _args(self, x):
-        return x, None
+    def _before_compile(self):
+        for tm in list(_live_training):  # PopTorch copies trained weights implicitly
+            if tm.model is self.model or any(m is self.model for m in tm.model.modules()):
+                tm.copyWeightsToHost()
 
-    def __call__(self, x):
-        if self._graph is None:
-            for tm in list(_live_training):  # PopTorch copies trained weights implicitly
-                if tm.model is self.model or any(m is self.model for m in tm.model.modules()):
-                    tm.copyWeightsToHost()
-            self._compile(x, None)
-        self._check_input(x)
-        self._write_input(x)
+    def __call__(self, *args, **kwargs):
+        tensors = self._tensors(args, kwargs)
+        self._write_inputs(tensors)
         check(lib.tg_session_run(self._handle), "poptorch: running inference")
-        return self._read_output(self._output)
+        return self._results()
 
 
 def trainingModel(model, options=None, optimizer=None):
@@ -655,3 +924,16 @@ def trainingModel(model, options=None, optimizer=None):
 
 def inferenceModel(model, options=None):
     return InferenceModel(model, options)
+
+
+def recomputationCheckpoint(*tensors):
+    """PopTorch's recomputationCheckpoint: with the option
+    recomputation=pipeline the backward pass keeps these values and
+    recomputes the activations after them. Returns its arguments."""
+    for t in tensors:
+        if not torch.is_tensor(t):
+            raise ValueError("poptorch.recomputationCheckpoint: expected tensors, got "
+                             f"{type(t).__name__}")
+    if _checkpoints is not None:
+        _checkpoints.extend(tensors)
+    return tensors[0] if len(tensors) == 1 else tensors

@@ -1,19 +1,32 @@
-/* ops/loss.c - losses, each the mean over the batch as a scalar (ndim 0):
- *   CROSS_ENTROPY(logits [N, C], labels i32 [N])  fused log-softmax + NLL,
- *                                                 PyTorch's CrossEntropyLoss
- *   NLL_LOSS(log_probs [N, C], labels i32 [N])    -mean(log_probs[n, label_n])
- *   MSE_LOSS(a, b)                                mean((a - b)^2), equal shapes
+/* ops/loss.c - losses and their backward ops:
+ *   CROSS_ENTROPY(scores [N, C, d...], labels [N, d...] [, weights [C]])
+ *        fused log-softmax over axis 1 + NLL: PyTorch's CrossEntropyLoss,
+ *        ONNX's SoftmaxCrossEntropyLoss
+ *   NLL_LOSS(log_probs [N, C, d...], labels [N, d...] [, weights [C]])
+ *        -w[l] log_probs[n, l, ...]: NLLLoss, NegativeLogLikelihoodLoss
+ *   MSE_LOSS(a, b)   mean((a - b)^2), equal shapes
  * and their backward ops:
- *   CROSS_ENTROPY_BWD(dloss, logits, labels) = (softmax(logits) - onehot) * dloss / N
- *   NLL_LOSS_BWD(dloss, labels), p.i[0] = C  = -onehot * dloss / N
+ *   CROSS_ENTROPY_BWD(dloss, scores, labels [, weights]) = (softmax - onehot) * s
+ *   NLL_LOSS_BWD(dloss, labels [, weights]), p.i[P_C] = C  = -onehot * s
  *   MSE_LOSS_BWD(dloss, a, b)                = 2 (a - b) * dloss / numel
+ * where a row is one (n, d...) position (classes D = prod(d...) apart) and
+ * s = w[l] * dloss / sum(w) (mean), w[l] * dloss (sum) or w[l] * dloss[row]
+ * (none); w is 1 without weights.
  *
- * Labels out of [0, C): a kernel cannot return an error, and clamping or
- * skipping the sample would train silently on wrong data. Instead that
- * sample's loss is NaN, so the mean is NaN and the engine's NaN check stops
- * the run naming the loss; its gradient row is NaN too. (PyTorch raises.)
+ * Params of the class losses: p.i[P_RED] the reduction (tg_loss_reduction:
+ * mean over the rows' weights, sum, or none: one loss per row, labels'
+ * shape), p.i[P_HAS_II] and p.i[P_II] an ignore_index: rows with that label
+ * add nothing to the loss, to the mean's denominator or to the gradient (a
+ * mean over only ignored rows is 0/0 = NaN, as in PyTorch). Labels are i32,
+ * or f32 holding integers (constant labels folded at ONNX import).
  *
- * The forward kernels split the batch over the pool and add per-thread
+ * Labels out of [0, C) (and not ignored): a kernel cannot return an error,
+ * and clamping or skipping the sample would train silently on wrong data.
+ * Instead that row's loss is NaN, so the reduced loss is NaN and the engine's
+ * NaN check stops the run naming the loss; its gradient row is NaN too.
+ * (PyTorch raises.)
+ *
+ * The forward kernels split the rows over the pool and add per-thread
  * partial sums (in double, in `scratch`) at the end.
  */
 #include "ops/broadcast.h"
@@ -22,6 +35,16 @@
 
 #include <math.h>
 #include <string.h>
+
+enum { P_RED = 0, P_HAS_II = 1, P_II = 2, P_C = 3 };
+
+/* A row's class, or one of these. */
+enum { ROW_IGNORED = -1, ROW_BAD = -2 };
+
+static bool is_class_loss(tg_op op)
+{
+    return op != TG_OP_MSE_LOSS && op != TG_OP_MSE_LOSS_BWD;
+}
 
 /* ---- shape rules ------------------------------------------------------------------ */
 
@@ -34,28 +57,65 @@ static tg_status expect(const tg_tensor *node, int k, tg_dtype dt, const char *w
     return TG_OK;
 }
 
-/* (scores [N, C], labels [N]) starting at input k. */
-static tg_status check_scores_labels(const tg_tensor *node, int k, const char *what)
+static tg_status check_labels_dtype(const tg_tensor *node, int k)
 {
-    const tg_tensor *x = node->in[k], *l = node->in[k + 1];
-    char a[96], b[96];
-    TG_TRY(expect(node, k, TG_F32, what));
-    TG_TRY(expect(node, k + 1, TG_I32, "labels"));
-    if (x->shape.ndim != 2 || x->shape.dim[1] < 1)
-        return tg_error(TG_ERR_SHAPE, "%s %s must be [N, C] with C >= 1", what,
-                        tg_shape_str(x->shape, a, sizeof a));
-    if (l->shape.ndim != 1 || l->shape.dim[0] != x->shape.dim[0])
-        return tg_error(TG_ERR_SHAPE, "labels %s do not match %s %s (expected [%lld])",
-                        tg_shape_str(l->shape, a, sizeof a), what,
-                        tg_shape_str(x->shape, b, sizeof b), (long long)x->shape.dim[0]);
+    const tg_tensor *l = node->in[k];
+    if (l->dtype != TG_I32 && l->dtype != TG_F32)
+        return tg_error(TG_ERR_DTYPE, "labels '%s' is %s, expected i32", l->name,
+                        tg_dtype_name(l->dtype));
     return TG_OK;
 }
 
-static tg_status check_dloss(const tg_tensor *node)
+/* Optional class weights at input k: f32 [C]. */
+static tg_status check_weights(const tg_tensor *node, int k, int64_t C)
+{
+    if (node->n_in <= k)
+        return TG_OK;
+    const tg_tensor *w = node->in[k];
+    TG_TRY(expect(node, k, TG_F32, "weights"));
+    if (w->shape.ndim != 1 || w->shape.dim[0] != C) {
+        char a[96];
+        return tg_error(TG_ERR_SHAPE, "weights %s must be [%lld], one per class",
+                        tg_shape_str(w->shape, a, sizeof a), (long long)C);
+    }
+    return TG_OK;
+}
+
+/* (scores [N, C, d...], labels [N, d...] [, weights [C]]) starting at input k. */
+static tg_status check_scores_labels(const tg_tensor *node, int k, const char *what)
+{
+    const tg_tensor *x = node->in[k], *l = node->in[k + 1];
+    char a[96], b[96], c[96];
+    TG_TRY(expect(node, k, TG_F32, what));
+    TG_TRY(check_labels_dtype(node, k + 1));
+    if (x->shape.ndim < 2 || x->shape.dim[1] < 1)
+        return tg_error(TG_ERR_SHAPE, "%s %s must be [N, C] or [N, C, d1, ...] with C >= 1", what,
+                        tg_shape_str(x->shape, a, sizeof a));
+    bool fit = l->shape.ndim == x->shape.ndim - 1 && l->shape.dim[0] == x->shape.dim[0];
+    tg_shape want = x->shape;
+    for (int d = 1; d < l->shape.ndim && fit; d++)
+        fit = l->shape.dim[d] == x->shape.dim[d + 1];
+    for (int d = 1; d + 1 < want.ndim; d++)
+        want.dim[d] = want.dim[d + 1];
+    want.ndim--;
+    if (!fit)
+        return tg_error(TG_ERR_SHAPE, "labels %s do not match %s %s (expected %s)",
+                        tg_shape_str(l->shape, a, sizeof a), what,
+                        tg_shape_str(x->shape, b, sizeof b), tg_shape_str(want, c, sizeof c));
+    return check_weights(node, k + 2, x->shape.dim[1]);
+}
+
+/* dloss: a scalar, or for reduction none one value per row (labels' shape). */
+static tg_status check_dloss(const tg_tensor *node, tg_shape rows)
 {
     TG_TRY(expect(node, 0, TG_F32, "dloss"));
-    if (tg_numel(node->in[0]) != 1) {
-        char a[96];
+    bool none = is_class_loss(node->op) && node->p.i[P_RED] == TG_LOSS_NONE;
+    if (none ? !tg_shape_equal(node->in[0]->shape, rows) : tg_numel(node->in[0]) != 1) {
+        char a[96], b[96];
+        if (none)
+            return tg_error(TG_ERR_SHAPE, "dloss %s must be the labels' shape %s (reduction none)",
+                            tg_shape_str(node->in[0]->shape, a, sizeof a),
+                            tg_shape_str(rows, b, sizeof b));
         return tg_error(TG_ERR_SHAPE, "dloss %s must be a scalar",
                         tg_shape_str(node->in[0]->shape, a, sizeof a));
     }
@@ -76,311 +136,488 @@ static tg_status check_same(const tg_tensor *node, int k)
     return TG_OK;
 }
 
+/* The loss's shape: a scalar, or the labels' for reduction none. */
+static tg_shape reduced(const tg_tensor *node, tg_shape labels)
+{
+    return node->p.i[P_RED] == TG_LOSS_NONE ? labels : tg_shape_of(0, NULL);
+}
+
+/* [N, d...] labels and C classes -> [N, C, d...]. */
+static tg_shape with_classes(tg_shape labels, int64_t C)
+{
+    tg_shape s = labels;
+    for (int d = s.ndim; d > 1; d--)
+        s.dim[d] = s.dim[d - 1];
+    s.dim[1] = C;
+    s.ndim++;
+    return s;
+}
+
 static tg_status infer_loss(tg_tensor *node)
 {
-    int want = 2, have = node->n_in;
-    if (node->op == TG_OP_CROSS_ENTROPY_BWD || node->op == TG_OP_MSE_LOSS_BWD)
-        want = 3;
-    if (have != want)
-        return tg_error(TG_ERR_INVALID_ARG, "takes %d inputs, got %d", want, have);
+    int lo = 2, hi = 3, have = node->n_in; /* class losses: optional weights */
+    switch (node->op) {
+    case TG_OP_CROSS_ENTROPY_BWD:
+        lo = 3, hi = 4;
+        break;
+    case TG_OP_MSE_LOSS:
+        hi = 2;
+        break;
+    case TG_OP_MSE_LOSS_BWD:
+        lo = hi = 3;
+        break;
+    default:
+        break;
+    }
+    if (have < lo || have > hi)
+        return tg_error(TG_ERR_INVALID_ARG, "takes %d%s inputs, got %d", lo,
+                        hi > lo ? " or more" : "", have);
+    if (is_class_loss(node->op) &&
+        (node->p.i[P_RED] < TG_LOSS_MEAN || node->p.i[P_RED] > TG_LOSS_NONE))
+        return tg_error(TG_ERR_INVALID_ARG, "reduction %lld is not mean, sum or none",
+                        (long long)node->p.i[P_RED]);
     node->dtype = TG_F32;
     switch (node->op) {
     case TG_OP_CROSS_ENTROPY:
         TG_TRY(check_scores_labels(node, 0, "logits"));
-        node->shape = tg_shape_of(0, NULL);
+        node->shape = reduced(node, node->in[1]->shape);
         return TG_OK;
     case TG_OP_NLL_LOSS:
         TG_TRY(check_scores_labels(node, 0, "log_probs"));
-        node->shape = tg_shape_of(0, NULL);
+        node->shape = reduced(node, node->in[1]->shape);
         return TG_OK;
     case TG_OP_MSE_LOSS:
         TG_TRY(check_same(node, 0));
         node->shape = tg_shape_of(0, NULL);
         return TG_OK;
     case TG_OP_CROSS_ENTROPY_BWD:
-        TG_TRY(check_dloss(node));
         TG_TRY(check_scores_labels(node, 1, "logits"));
+        TG_TRY(check_dloss(node, node->in[2]->shape));
         node->shape = node->in[1]->shape;
         return TG_OK;
-    case TG_OP_NLL_LOSS_BWD:
-        TG_TRY(check_dloss(node));
-        TG_TRY(expect(node, 1, TG_I32, "labels"));
-        if (node->in[1]->shape.ndim != 1 || node->p.i[0] < 1)
-            return tg_error(TG_ERR_SHAPE, "labels must be [N] and classes (%lld) at least 1",
-                            (long long)node->p.i[0]);
-        node->shape = tg_shape2(node->in[1]->shape.dim[0], node->p.i[0]);
+    case TG_OP_NLL_LOSS_BWD: {
+        TG_TRY(check_labels_dtype(node, 1));
+        tg_shape l = node->in[1]->shape;
+        if (l.ndim < 1 || l.ndim >= TG_MAX_DIMS || node->p.i[P_C] < 1) {
+            char a[96];
+            return tg_error(TG_ERR_SHAPE,
+                            "labels %s must be [N, d...] and classes (%lld) at least 1",
+                            tg_shape_str(l, a, sizeof a), (long long)node->p.i[P_C]);
+        }
+        TG_TRY(check_weights(node, 2, node->p.i[P_C]));
+        TG_TRY(check_dloss(node, l));
+        node->shape = with_classes(l, node->p.i[P_C]);
         return TG_OK;
+    }
     default: /* MSE_LOSS_BWD */
-        TG_TRY(check_dloss(node));
+        TG_TRY(check_dloss(node, node->in[1]->shape));
         TG_TRY(check_same(node, 1));
         node->shape = node->in[1]->shape;
         return TG_OK;
     }
 }
 
+/* The scores' (or gradient's) tensor of a class loss node. */
+static const tg_tensor *scores_of(const tg_tensor *node)
+{
+    switch (node->op) {
+    case TG_OP_CROSS_ENTROPY_BWD:
+    case TG_OP_MSE_LOSS_BWD:
+        return node->in[1];
+    case TG_OP_NLL_LOSS_BWD:
+        return node;
+    default:
+        return node->in[0];
+    }
+}
+
 static double flops(const tg_tensor *node)
 {
-    const tg_tensor *x = node->op == TG_OP_CROSS_ENTROPY_BWD || node->op == TG_OP_MSE_LOSS_BWD
-                             ? node->in[1]
-                             : node->in[0];
-    double n = (double)tg_numel(x);
+    double n = (double)tg_numel(scores_of(node));
     switch (node->op) {
     case TG_OP_CROSS_ENTROPY:
         return 7 * n; /* max, sub, exp (4), sum */
     case TG_OP_CROSS_ENTROPY_BWD:
         return 9 * n;
     case TG_OP_NLL_LOSS:
-        return (double)x->shape.dim[0];
+        return (double)tg_numel(node->in[1]);
     case TG_OP_NLL_LOSS_BWD:
         return (double)tg_numel(node);
-    case TG_OP_MSE_LOSS:
-        return 3 * n;
     default:
         return 3 * n;
     }
 }
 
+/* Two partial sums per thread: the loss and the weights (mean's denominator). */
 static size_t scratch_partials(const tg_tensor *node, int n_threads)
 {
-    return (size_t)(n_threads > 0 ? n_threads : 1) * sizeof(double);
+    (void)node;
+    return (size_t)(n_threads > 0 ? n_threads : 1) * 2 * sizeof(double);
+}
+
+/* ---- rows ----------------------------------------------------------------------------- */
+
+/* The geometry and labels of a class loss, shared by both kinds of kernel. */
+typedef struct rows {
+    int64_t C, D, R; /* classes, positions per sample (d1 * d2 ...), rows N * D */
+    int red;
+    bool has_ii;
+    int64_t ii;
+} rows;
+
+static rows rows_of(const tg_tensor *node)
+{
+    const tg_tensor *l = node->op == TG_OP_NLL_LOSS_BWD        ? node->in[1]
+                         : node->op == TG_OP_CROSS_ENTROPY_BWD ? node->in[2]
+                                                               : node->in[1];
+    rows r = {.R = tg_numel(l),
+              .red = (int)node->p.i[P_RED],
+              .has_ii = node->p.i[P_HAS_II] != 0,
+              .ii = node->p.i[P_II]};
+    r.C = node->op == TG_OP_NLL_LOSS_BWD ? node->p.i[P_C] : scores_of(node)->shape.dim[1];
+    r.D = 1;
+    for (int d = 1; d < l->shape.ndim; d++)
+        r.D *= l->shape.dim[d];
+    return r;
+}
+
+/* The class of label value l, ROW_IGNORED or ROW_BAD (outside [0, C), or
+ * not an integer). */
+static int64_t row_class(const rows *g, double l)
+{
+    if (g->has_ii && l == (double)g->ii)
+        return ROW_IGNORED;
+    if (!(l >= 0 && l < (double)g->C) || l != floor(l))
+        return ROW_BAD;
+    return (int64_t)l;
+}
+
+/* A row's weight: w[class], 1 without weights; 0 ignored, 1 bad (its NaN
+ * decides anyway). */
+static double row_weight(int64_t cls, const float *wf, const double *wd)
+{
+    if (cls == ROW_IGNORED)
+        return 0;
+    if (cls == ROW_BAD)
+        return 1;
+    return wf ? (double)wf[cls] : wd ? wd[cls] : 1.0;
 }
 
 /* ---- fast kernels ---------------------------------------------------------------------- */
 
 typedef struct loss_job {
     const tg_tensor *node;
+    rows g;
     const float *x, *y; /* scores or a; b (MSE) */
-    const int32_t *labels;
+    const int32_t *li;  /* labels: i32 ... */
+    const float *lf;    /* ... or f32 */
+    const float *w;     /* class weights or NULL */
+    const float *dl;    /* backward, reduction none: dloss per row */
     float *out;
-    float dscale; /* backward: dloss / N (or 2 dloss / numel) */
-    int64_t C;
-    double *part; /* forward: one partial sum per thread */
+    double dscale; /* backward: dloss / sum(w) (mean), dloss (sum), 2 dloss / numel (MSE) */
+    double *part;  /* forward: two partial sums per thread */
 } loss_job;
 
-/* log(sum(exp(row))) with the row's maximum taken out first. */
-static double logsumexp_f32(const float *row, int64_t C)
+static int64_t job_class(const loss_job *j, int64_t r)
+{
+    return row_class(&j->g, j->li ? (double)j->li[r] : (double)j->lf[r]);
+}
+
+/* log(sum(exp(row))) over C values D apart, with the row's maximum taken out first. */
+static double logsumexp_f32(const float *row, int64_t C, int64_t D)
 {
     float m = row[0];
     for (int64_t c = 1; c < C; c++)
-        m = row[c] > m ? row[c] : m;
+        m = row[c * D] > m ? row[c * D] : m;
     double s = 0;
     for (int64_t c = 0; c < C; c++)
-        s += expf(row[c] - m);
+        s += expf(row[c * D] - m);
     return m + log(s);
 }
 
 static void loss_fwd_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     const loss_job *j = ctx;
-    double acc = 0;
-    switch (j->node->op) {
-    case TG_OP_CROSS_ENTROPY:
-    case TG_OP_NLL_LOSS:
-        for (int64_t n = begin; n < end; n++) {
-            const float *row = j->x + n * j->C;
-            int32_t l = j->labels[n];
-            if (l < 0 || l >= j->C) {
-                acc += NAN;
-                continue;
-            }
-            acc -= row[l];
-            if (j->node->op == TG_OP_CROSS_ENTROPY)
-                acc += logsumexp_f32(row, j->C);
-        }
-        break;
-    default: /* MSE over flat elements */
+    double acc = 0, wacc = 0;
+    if (j->node->op == TG_OP_MSE_LOSS) {
         for (int64_t k = begin; k < end; k++) {
             double d = (double)j->x[k] - j->y[k];
             acc += d * d;
         }
-        break;
+        j->part[2 * t] = acc;
+        return;
     }
-    j->part[t] = acc;
+    int64_t C = j->g.C, D = j->g.D;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t cls = job_class(j, r);
+        double w = row_weight(cls, j->w, NULL), v = 0;
+        if (cls == ROW_BAD) {
+            v = NAN;
+        } else if (cls >= 0) {
+            const float *row = j->x + (r / D) * C * D + r % D;
+            v = -row[cls * D];
+            if (j->node->op == TG_OP_CROSS_ENTROPY)
+                v += logsumexp_f32(row, C, D);
+            v *= w;
+        }
+        if (j->g.red == TG_LOSS_NONE)
+            j->out[r] = (float)v;
+        acc += v;
+        wacc += w;
+    }
+    j->part[2 * t] = acc;
+    j->part[2 * t + 1] = wacc;
 }
 
 static void fwd_loss(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
     const tg_tensor *x = node->in[0];
-    loss_job j = {.node = node, .x = a->in[0], .y = a->in[1], .labels = a->in[1]};
-    int64_t units, count;
+    loss_job j = {.node = node, .x = a->in[0], .y = a->in[1], .out = a->out};
+    int64_t units;
     if (node->op == TG_OP_MSE_LOSS) {
-        units = count = tg_numel(x);
+        units = tg_numel(x);
     } else {
-        j.C = x->shape.dim[1];
-        units = count = x->shape.dim[0];
+        j.g = rows_of(node);
+        units = j.g.R;
+        if (node->in[1]->dtype == TG_I32)
+            j.li = a->in[1];
+        else
+            j.lf = a->in[1];
+        j.w = node->n_in > 2 ? a->in[2] : NULL;
     }
     int T = tg_pool_threads(a->pool);
-    double one = 0;
+    double one[2] = {0, 0};
     /* partial sums live in scratch; without enough of it, run on one thread */
-    bool par = a->scratch && a->scratch_bytes >= (size_t)T * sizeof(double);
-    j.part = par ? a->scratch : &one;
-    double total = 0;
+    bool par = a->scratch && a->scratch_bytes >= (size_t)T * 2 * sizeof(double);
+    j.part = par ? a->scratch : one;
+    double total = 0, wsum = 0;
     if (par) {
-        memset(j.part, 0, (size_t)T * sizeof(double));
+        memset(j.part, 0, (size_t)T * 2 * sizeof(double));
         tg_par_for(a->pool, units, tg_numel(x), loss_fwd_range, &j);
-        for (int t = 0; t < T; t++)
-            total += j.part[t];
     } else if (units > 0) {
         loss_fwd_range(&j, 0, units, 0);
-        total = one;
     }
-    /* the mean of an empty batch is NaN, as in PyTorch */
-    *(float *)a->out = (float)(total / (double)count);
+    for (int t = 0; t < (par ? T : 1); t++) {
+        total += j.part[2 * t];
+        wsum += j.part[2 * t + 1];
+    }
+    if (node->op == TG_OP_MSE_LOSS) /* the mean of an empty batch is NaN, as in PyTorch */
+        *(float *)a->out = (float)(total / (double)units);
+    else if (j.g.red == TG_LOSS_MEAN) /* over only ignored rows: 0/0 = NaN, as in PyTorch */
+        *(float *)a->out = (float)(total / wsum);
+    else if (j.g.red == TG_LOSS_SUM)
+        *(float *)a->out = (float)total;
 }
 
 static void loss_bwd_range(void *ctx, int64_t begin, int64_t end, int t)
 {
+    (void)t;
     const loss_job *j = ctx;
-    int64_t C = j->C;
-    switch (j->node->op) {
-    case TG_OP_CROSS_ENTROPY_BWD:
-        for (int64_t n = begin; n < end; n++) {
-            const float *row = j->x + n * C;
-            float *o = j->out + n * C;
-            int32_t l = j->labels[n];
-            float m = row[0];
-            for (int64_t c = 1; c < C; c++)
-                m = row[c] > m ? row[c] : m;
-            double s = 0;
-            for (int64_t c = 0; c < C; c++) {
-                o[c] = expf(row[c] - m);
-                s += o[c];
-            }
-            float k = (float)(j->dscale / s);
-            bool bad = l < 0 || l >= C;
-            for (int64_t c = 0; c < C; c++)
-                o[c] = bad ? NAN : o[c] * k;
-            if (!bad)
-                o[l] -= j->dscale;
-        }
-        break;
-    case TG_OP_NLL_LOSS_BWD:
-        for (int64_t n = begin; n < end; n++) {
-            float *o = j->out + n * C;
-            int32_t l = j->labels[n];
-            bool bad = l < 0 || l >= C;
-            for (int64_t c = 0; c < C; c++)
-                o[c] = bad ? NAN : 0.0f;
-            if (!bad)
-                o[l] = -j->dscale;
-        }
-        break;
-    default: /* MSE_LOSS_BWD over flat elements */
-        for (int64_t k = begin; k < end; k++)
-            j->out[k] = (j->x[k] - j->y[k]) * j->dscale;
-        break;
+    if (j->node->op == TG_OP_MSE_LOSS_BWD) {
+        float k = (float)j->dscale;
+        for (int64_t q = begin; q < end; q++)
+            j->out[q] = (j->x[q] - j->y[q]) * k;
+        return;
     }
+    int64_t C = j->g.C, D = j->g.D;
+    bool ce = j->node->op == TG_OP_CROSS_ENTROPY_BWD;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t cls = job_class(j, r), at = (r / D) * C * D + r % D;
+        float *o = j->out + at;
+        double s = (j->dl ? (double)j->dl[r] : j->dscale) * row_weight(cls, j->w, NULL);
+        if (cls < 0) { /* ignored: no gradient; bad: NaN */
+            float v = cls == ROW_BAD ? NAN : 0.0f;
+            for (int64_t c = 0; c < C; c++)
+                o[c * D] = v;
+            continue;
+        }
+        if (!ce) {
+            for (int64_t c = 0; c < C; c++)
+                o[c * D] = 0.0f;
+            o[cls * D] = (float)-s;
+            continue;
+        }
+        const float *row = j->x + at;
+        float m = row[0];
+        for (int64_t c = 1; c < C; c++)
+            m = row[c * D] > m ? row[c * D] : m;
+        double sum = 0;
+        for (int64_t c = 0; c < C; c++) {
+            o[c * D] = expf(row[c * D] - m);
+            sum += o[c * D];
+        }
+        float k = (float)(s / sum);
+        for (int64_t c = 0; c < C; c++)
+            o[c * D] *= k;
+        o[cls * D] -= (float)s;
+    }
+}
+
+/* Sum of the rows' weights: the mean's denominator. */
+static double weight_sum(const rows *g, const int32_t *li, const float *lf, const float *wf,
+                         const double *ld, const double *wd)
+{
+    double s = 0;
+    for (int64_t r = 0; r < g->R; r++) {
+        double l = li ? (double)li[r] : lf ? (double)lf[r] : ld[r];
+        s += row_weight(row_class(g, l), wf, wd);
+    }
+    return s;
 }
 
 static void bwd_kernel(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    double dloss = *(const float *)a->in[0];
     loss_job j = {.node = node, .out = a->out};
     int64_t units;
     if (node->op == TG_OP_MSE_LOSS_BWD) {
         j.x = a->in[1];
         j.y = a->in[2];
         units = tg_numel(node);
-        j.dscale = (float)(2.0 * dloss / (double)units);
+        j.dscale = 2.0 * *(const float *)a->in[0] / (double)units;
     } else {
-        j.x = node->op == TG_OP_CROSS_ENTROPY_BWD ? a->in[1] : NULL;
-        j.labels = node->op == TG_OP_CROSS_ENTROPY_BWD ? a->in[2] : a->in[1];
-        j.C = node->shape.dim[1];
-        units = node->shape.dim[0];
-        j.dscale = (float)(dloss / (double)units);
+        bool ce = node->op == TG_OP_CROSS_ENTROPY_BWD;
+        int kl = ce ? 2 : 1;
+        j.g = rows_of(node);
+        j.x = ce ? a->in[1] : NULL;
+        if (node->in[kl]->dtype == TG_I32)
+            j.li = a->in[kl];
+        else
+            j.lf = a->in[kl];
+        j.w = node->n_in > kl + 1 ? a->in[kl + 1] : NULL;
+        units = j.g.R;
+        if (j.g.red == TG_LOSS_NONE)
+            j.dl = a->in[0];
+        else
+            j.dscale =
+                *(const float *)a->in[0] /
+                (j.g.red == TG_LOSS_MEAN ? weight_sum(&j.g, j.li, j.lf, j.w, NULL, NULL) : 1.0);
     }
     tg_par_for(a->pool, units, tg_numel(node), loss_bwd_range, &j);
 }
 
 /* ---- reference kernels ------------------------------------------------------------------ */
 
-static bool bad_label(double l, int64_t C)
-{
-    return !(l >= 0 && l < (double)C);
-}
-
 static void ref_fwd(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    const tg_tensor *x = node->in[0];
-    double total = 0;
-    int64_t count;
     if (node->op == TG_OP_MSE_LOSS) {
-        count = tg_numel(x);
+        int64_t count = tg_numel(node->in[0]);
+        double total = 0;
         for (int64_t k = 0; k < count; k++)
             total += (a->in[0][k] - a->in[1][k]) * (a->in[0][k] - a->in[1][k]);
-    } else {
-        int64_t N = x->shape.dim[0], C = x->shape.dim[1];
-        count = N;
-        for (int64_t n = 0; n < N; n++) {
-            const double *row = a->in[0] + n * C;
-            double l = a->in[1][n];
-            if (bad_label(l, C)) {
-                total += NAN;
-                continue;
-            }
-            total -= row[(int64_t)l];
+        a->out[0] = total / (double)count;
+        return;
+    }
+    rows g = rows_of(node);
+    const double *w = node->n_in > 2 ? a->in[2] : NULL;
+    double total = 0, wsum = 0;
+    for (int64_t r = 0; r < g.R; r++) {
+        int64_t cls = row_class(&g, a->in[1][r]);
+        double wt = row_weight(cls, NULL, w), v = 0;
+        if (cls == ROW_BAD) {
+            v = NAN;
+        } else if (cls >= 0) {
+            const double *row = a->in[0] + (r / g.D) * g.C * g.D + r % g.D;
+            v = -row[cls * g.D];
             if (node->op == TG_OP_CROSS_ENTROPY) {
                 double m = row[0], s = 0;
-                for (int64_t c = 1; c < C; c++)
-                    m = fmax(m, row[c]);
-                for (int64_t c = 0; c < C; c++)
-                    s += exp(row[c] - m);
-                total += m + log(s);
+                for (int64_t c = 1; c < g.C; c++)
+                    m = fmax(m, row[c * g.D]);
+                for (int64_t c = 0; c < g.C; c++)
+                    s += exp(row[c * g.D] - m);
+                v += m + log(s);
             }
+            v *= wt;
         }
+        if (g.red == TG_LOSS_NONE)
+            a->out[r] = v;
+        total += v;
+        wsum += wt;
     }
-    a->out[0] = total / (double)count;
+    if (g.red != TG_LOSS_NONE)
+        a->out[0] = g.red == TG_LOSS_MEAN ? total / wsum : total;
 }
 
 static void ref_bwd(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    double dloss = a->in[0][0];
     if (node->op == TG_OP_MSE_LOSS_BWD) {
         int64_t n = tg_numel(node);
         for (int64_t k = 0; k < n; k++)
-            a->out[k] = 2.0 * (a->in[1][k] - a->in[2][k]) * dloss / (double)n;
+            a->out[k] = 2.0 * (a->in[1][k] - a->in[2][k]) * a->in[0][0] / (double)n;
         return;
     }
-    int64_t N = node->shape.dim[0], C = node->shape.dim[1];
-    const double *labels = node->op == TG_OP_CROSS_ENTROPY_BWD ? a->in[2] : a->in[1];
-    for (int64_t n = 0; n < N; n++) {
-        double *o = a->out + n * C;
-        bool bad = bad_label(labels[n], C);
-        if (node->op == TG_OP_CROSS_ENTROPY_BWD) {
-            const double *row = a->in[1] + n * C;
-            double m = row[0], s = 0;
-            for (int64_t c = 1; c < C; c++)
-                m = fmax(m, row[c]);
-            for (int64_t c = 0; c < C; c++)
-                s += exp(row[c] - m);
-            for (int64_t c = 0; c < C; c++)
-                o[c] = exp(row[c] - m) / s * dloss / (double)N;
-        } else {
-            for (int64_t c = 0; c < C; c++)
-                o[c] = 0;
+    bool ce = node->op == TG_OP_CROSS_ENTROPY_BWD;
+    int kl = ce ? 2 : 1;
+    rows g = rows_of(node);
+    const double *labels = a->in[kl], *w = node->n_in > kl + 1 ? a->in[kl + 1] : NULL;
+    double dscale = g.red == TG_LOSS_NONE ? 0
+                    : g.red == TG_LOSS_SUM
+                        ? a->in[0][0]
+                        : a->in[0][0] / weight_sum(&g, NULL, NULL, NULL, labels, w);
+    for (int64_t r = 0; r < g.R; r++) {
+        int64_t cls = row_class(&g, labels[r]), at = (r / g.D) * g.C * g.D + r % g.D;
+        double *o = a->out + at;
+        double s = (g.red == TG_LOSS_NONE ? a->in[0][r] : dscale) * row_weight(cls, NULL, w);
+        if (cls < 0) {
+            for (int64_t c = 0; c < g.C; c++)
+                o[c * g.D] = cls == ROW_BAD ? NAN : 0.0;
+            continue;
         }
-        for (int64_t c = 0; c < C; c++)
-            if (bad)
-                o[c] = NAN;
-        if (!bad)
-            o[(int64_t)labels[n]] -= dloss / (double)N;
+        if (ce) {
+            const double *row = a->in[1] + at;
+            double m = row[0], sum = 0;
+            for (int64_t c = 1; c < g.C; c++)
+                m = fmax(m, row[c * g.D]);
+            for (int64_t c = 0; c < g.C; c++)
+                sum += exp(row[c * g.D] - m);
+            for (int64_t c = 0; c < g.C; c++)
+                o[c * g.D] = exp(row[c * g.D] - m) / sum * s;
+        } else {
+            for (int64_t c = 0; c < g.C; c++)
+                o[c * g.D] = 0;
+        }
+        o[cls * g.D] -= s;
     }
 }
 
 /* ---- builders --------------------------------------------------------------------------- */
 
+static tg_node_params loss_params(tg_loss_params lp)
+{
+    tg_node_params p = {0};
+    p.i[P_RED] = lp.reduction;
+    p.i[P_HAS_II] = lp.has_ignore_index;
+    p.i[P_II] = lp.ignore_index;
+    return p;
+}
+
+tg_tensor *tg_cross_entropy_ex(tg_graph *g, tg_tensor *scores, tg_tensor *labels,
+                               tg_tensor *weights, tg_loss_params lp)
+{
+    tg_node_params p = loss_params(lp);
+    return tg_node_create(g, TG_OP_CROSS_ENTROPY, weights ? 3 : 2,
+                          (tg_tensor *[]){scores, labels, weights}, &p);
+}
+
+tg_tensor *tg_nll_loss_ex(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels, tg_tensor *weights,
+                          tg_loss_params lp)
+{
+    tg_node_params p = loss_params(lp);
+    return tg_node_create(g, TG_OP_NLL_LOSS, weights ? 3 : 2,
+                          (tg_tensor *[]){log_probs, labels, weights}, &p);
+}
+
 tg_tensor *tg_cross_entropy(tg_graph *g, tg_tensor *logits, tg_tensor *labels)
 {
-    return tg_node_create(g, TG_OP_CROSS_ENTROPY, 2, (tg_tensor *[]){logits, labels}, NULL);
+    return tg_cross_entropy_ex(g, logits, labels, NULL, (tg_loss_params){TG_LOSS_MEAN, false, 0});
 }
 
 tg_tensor *tg_nll_loss(tg_graph *g, tg_tensor *log_probs, tg_tensor *labels)
 {
-    return tg_node_create(g, TG_OP_NLL_LOSS, 2, (tg_tensor *[]){log_probs, labels}, NULL);
+    return tg_nll_loss_ex(g, log_probs, labels, NULL, (tg_loss_params){TG_LOSS_MEAN, false, 0});
 }
 
 tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b)
@@ -388,27 +625,46 @@ tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b)
     return tg_node_create(g, TG_OP_MSE_LOSS, 2, (tg_tensor *[]){a, b}, NULL);
 }
 
-static tg_tensor *nll_bwd(tg_graph *g, tg_tensor *dloss, tg_tensor *labels, int64_t C)
+/* NLL_LOSS_BWD of a class loss node whose labels are input kl (weights after
+ * them, if any), with C classes: -onehot * s per row. */
+static tg_tensor *nll_bwd(tg_graph *g, const tg_tensor *node, tg_tensor *dloss, int kl, int64_t C)
 {
-    tg_node_params p = {0};
-    p.i[0] = C;
-    return tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){dloss, labels}, &p);
+    tg_node_params p = node->p;
+    p.i[P_C] = C;
+    bool w = node->n_in > kl + 1;
+    return tg_node_create(g, TG_OP_NLL_LOSS_BWD, w ? 3 : 2,
+                          (tg_tensor *[]){dloss, node->in[kl], w ? node->in[kl + 1] : NULL}, &p);
 }
 
 /* ---- gradient rules ----------------------------------------------------------------------- */
 
+/* Class weights are constants of the loss: refuse to differentiate them. */
+static tg_status no_weight_grad(const tg_tensor *node, const bool *need, int k)
+{
+    if (node->n_in > k && need[k])
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: the gradient of the class weights '%s' is not supported (make the "
+                        "weights a constant)",
+                        tg_op_get(node->op)->name, node->in[k]->name);
+    return TG_OK;
+}
+
 static tg_status bwd_cross_entropy(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                                    tg_tensor **din)
 {
-    din[0] = tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3,
-                            (tg_tensor *[]){dout, node->in[0], node->in[1]}, NULL);
+    TG_TRY(no_weight_grad(node, need, 2));
+    din[0] = tg_node_create(
+        g, TG_OP_CROSS_ENTROPY_BWD, node->n_in + 1,
+        (tg_tensor *[]){dout, node->in[0], node->in[1], node->n_in > 2 ? node->in[2] : NULL},
+        &node->p);
     return TG_OK;
 }
 
 static tg_status bwd_nll(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                          tg_tensor **din)
 {
-    din[0] = nll_bwd(g, dout, node->in[1], node->in[0]->shape.dim[1]);
+    TG_TRY(no_weight_grad(node, need, 2));
+    din[0] = nll_bwd(g, node, dout, 1, node->in[0]->shape.dim[1]);
     return TG_OK;
 }
 
@@ -425,21 +681,27 @@ static tg_status bwd_mse(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
 }
 
 /* The backward ops are linear in dloss: their adjoint in dloss is
- * sum(g * op(1, ...)), a scalar of dloss's shape. */
+ * sum(g * op(1, ...)) over what one dloss value scales: everything for a
+ * scalar dloss, the classes (axis 1) of its row for reduction none. */
 static tg_tensor *adjoint_dloss(tg_graph *g, tg_tensor *node, tg_tensor *dout)
 {
     tg_tensor *dl = node->in[0];
-    tg_tensor *in[3] = {tg_constant(g, dl->shape, 1.0f), node->in[1],
-                        node->n_in > 2 ? node->in[2] : NULL};
+    tg_tensor *in[4] = {tg_constant(g, dl->shape, 1.0f), node->in[1],
+                        node->n_in > 2 ? node->in[2] : NULL, node->n_in > 3 ? node->in[3] : NULL};
     tg_tensor *unit = tg_node_create(g, node->op, node->n_in, in, &node->p);
-    return tg_sum_to(g, tg_mul(g, dout, unit), dl->shape);
+    tg_tensor *prod = tg_mul(g, dout, unit);
+    if (is_class_loss(node->op) && node->p.i[P_RED] == TG_LOSS_NONE)
+        return tg_reduce_sum(g, prod, 1u << 1, false);
+    return tg_sum_to(g, prod, dl->shape);
 }
 
-/* In the logits, cross_entropy_bwd moves like softmax: the adjoint is
- * softmax_bwd(g, softmax(logits)) * dloss / N. */
+/* In the logits, cross_entropy_bwd moves like softmax scaled per row by s:
+ * the adjoint is softmax_bwd(g, softmax(logits)) * s, and s (the row's
+ * weight times its dloss scale) is -sum over the classes of nll_bwd. */
 static tg_status bwd_cross_entropy_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout,
                                        const bool *need, tg_tensor **din)
 {
+    TG_TRY(no_weight_grad(node, need, 3));
     tg_tensor *dl = node->in[0], *logits = node->in[1];
     if (need[0])
         din[0] = adjoint_dloss(g, node, dout);
@@ -448,7 +710,9 @@ static tg_status bwd_cross_entropy_bwd(tg_graph *g, tg_tensor *node, tg_tensor *
         p.i[0] = 1;
         tg_tensor *sm = tg_softmax(g, logits, 1);
         tg_tensor *j = tg_node_create(g, TG_OP_SOFTMAX_BWD, 2, (tg_tensor *[]){dout, sm}, &p);
-        din[1] = tg_scale(g, tg_mul(g, j, dl), 1.0f / (float)logits->shape.dim[0], 0.0f);
+        tg_tensor *s =
+            tg_reduce_sum(g, nll_bwd(g, node, dl, 2, logits->shape.dim[1]), 1u << 1, true);
+        din[1] = tg_mul(g, j, tg_scale(g, s, -1.0f, 0.0f));
     }
     return TG_OK;
 }
@@ -456,6 +720,7 @@ static tg_status bwd_cross_entropy_bwd(tg_graph *g, tg_tensor *node, tg_tensor *
 static tg_status bwd_nll_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                              tg_tensor **din)
 {
+    TG_TRY(no_weight_grad(node, need, 2));
     din[0] = adjoint_dloss(g, node, dout);
     return TG_OK;
 }

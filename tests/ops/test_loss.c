@@ -7,6 +7,7 @@
 #include "ops/op.h"
 #include "runtime/interp.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const tg_init U = {TG_INIT_UNIFORM, -2, 2};
@@ -15,39 +16,68 @@ typedef struct {
     int kind; /* 0 cross entropy, 1 nll on log_softmax, 2 nll on raw scores, 3 mse */
     int64_t n, c;
     bool second; /* differentiate the _BWD op (dloss is a scalar parameter) */
+    /* class losses: reduction, ignore_index 1, constant class weights,
+     * scores [n, c, d] (d > 0), labels as an f32 constant */
+    tg_loss_reduction red;
+    bool ii, weights;
+    int64_t d;
+    bool f32_labels;
 } loss_case;
+
+static const float class_weights[10] = {0.5f, 2.0f,  1.5f,  0.25f, 1.0f,
+                                        3.0f, 0.75f, 1.25f, 2.5f,  0.1f};
+
+/* (7k + 3) mod c: the harness's i32 fill, as an f32 constant. */
+static tg_tensor *f32_labels(tg_graph *g, tg_shape s, int64_t c)
+{
+    int64_t n = tg_shape_numel(s);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t k = 0; k < n; k++)
+        v[k] = (float)((7 * k + 3) % c);
+    tg_tensor *t = tg_constant_data(g, "labels", s, v);
+    free(v);
+    return t;
+}
 
 static tg_tensor *build_loss(tg_graph *g, void *ctx)
 {
     const loss_case *c = ctx;
-    tg_tensor *x = tg_param(g, "x", tg_shape2(c->n, c->c), U);
-    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(c->n));
+    tg_shape xs = c->d ? tg_shape3(c->n, c->c, c->d) : tg_shape2(c->n, c->c);
+    tg_shape ls = c->d ? tg_shape2(c->n, c->d) : tg_shape1(c->n);
+    tg_tensor *x = tg_param(g, "x", xs, U);
+    tg_tensor *labels = c->f32_labels ? f32_labels(g, ls, c->c) : tg_input(g, "labels", TG_I32, ls);
     tg_tensor *target = c->kind == 3 ? tg_param(g, "target", tg_shape2(c->n, c->c), U) : NULL;
+    tg_tensor *w = c->weights ? tg_constant_data(g, "w", tg_shape1(c->c), class_weights) : NULL;
+    tg_loss_params lp = {c->red, c->ii, 1};
     if (c->second) {
-        tg_tensor *dl = tg_param(g, "dloss", tg_shape_of(0, NULL), U);
+        tg_shape ds = c->kind != 3 && c->red == TG_LOSS_NONE ? ls : tg_shape_of(0, NULL);
+        tg_tensor *dl = tg_param(g, "dloss", ds, U);
+        tg_node_params p = {0};
+        p.i[0] = c->red;
+        p.i[1] = c->ii;
+        p.i[2] = 1;
         switch (c->kind) {
         case 0:
-            return tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){dl, x, labels},
-                                  NULL);
+            return tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, w ? 4 : 3,
+                                  (tg_tensor *[]){dl, x, labels, w}, &p);
         case 3:
             return tg_node_create(g, TG_OP_MSE_LOSS_BWD, 3, (tg_tensor *[]){dl, x, target}, NULL);
         default: {
             /* nll_bwd does not read x: sum x in so the graph has a gradient for it */
-            tg_node_params p = {0};
-            p.i[0] = c->c;
-            tg_tensor *b =
-                tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){dl, labels}, &p);
+            p.i[3] = c->c;
+            tg_tensor *b = tg_node_create(g, TG_OP_NLL_LOSS_BWD, w ? 3 : 2,
+                                          (tg_tensor *[]){dl, labels, w}, &p);
             return tg_add(g, b, x);
         }
         }
     }
     switch (c->kind) {
     case 0:
-        return tg_cross_entropy(g, x, labels);
+        return tg_cross_entropy_ex(g, x, labels, w, lp);
     case 1:
-        return tg_nll_loss(g, tg_log_softmax(g, x, 1), labels);
+        return tg_nll_loss_ex(g, tg_log_softmax(g, x, 1), labels, w, lp);
     case 2:
-        return tg_nll_loss(g, x, labels);
+        return tg_nll_loss_ex(g, x, labels, w, lp);
     default:
         return tg_mse_loss(g, x, target);
     }
@@ -55,34 +85,57 @@ static tg_tensor *build_loss(tg_graph *g, void *ctx)
 
 static const char *kind_name[] = {"cross_entropy", "nll(log_softmax)", "nll", "mse"};
 
+/* The class losses' variants beyond the plain mean: ignore_index (label 1),
+ * sum and none, class weights, N-D scores [N, C, d], f32 labels. */
+static const loss_case variants[] = {
+    {.red = TG_LOSS_MEAN, .ii = true},
+    {.red = TG_LOSS_SUM},
+    {.red = TG_LOSS_NONE, .ii = true, .weights = true},
+    {.red = TG_LOSS_MEAN, .ii = true, .weights = true, .d = 3},
+    {.red = TG_LOSS_SUM, .d = 2, .f32_labels = true},
+    {.red = TG_LOSS_NONE, .d = 4},
+};
+#define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
+
+static void label_of(char *buf, size_t cap, const loss_case *c)
+{
+    static const char *red[] = {"mean", "sum", "none"};
+    snprintf(buf, cap, "%s%s %s%s%s%s%s", kind_name[c->kind], c->second ? " second order" : "",
+             c->kind == 3 ? "" : red[c->red], c->ii ? " ignore_index" : "",
+             c->weights ? " weights" : "", c->d ? " N-D" : "", c->f32_labels ? " f32 labels" : "");
+}
+
 static void test_gradcheck(void)
 {
     for (int kind = 0; kind < 4; kind++)
-        for (int second = 0; second <= 1; second++) {
-            loss_case c = {kind, 6, 5, second};
-            char label[64];
-            snprintf(label, sizeof label, "%s%s", kind_name[kind], second ? " second order" : "");
-            /* labels (7k + 3) mod 5 cover every class */
-            tg_gradcheck(label, build_loss, &c, (tg_check_opts){.int_range = 5});
-        }
+        for (int second = 0; second <= 1; second++)
+            for (int v = -1; v < (kind == 3 ? 0 : N_VARIANTS); v++) {
+                loss_case c = v < 0 ? (loss_case){0} : variants[v];
+                c.kind = kind, c.n = 6, c.c = 5, c.second = second;
+                char label[128];
+                label_of(label, sizeof label, &c);
+                /* labels (7k + 3) mod 5 cover every class */
+                tg_gradcheck(label, build_loss, &c, (tg_check_opts){.int_range = 5});
+            }
 }
 
 static void test_kernels(void)
 {
     for (int kind = 0; kind < 4; kind++)
         for (int second = 0; second <= 1; second++)
-            for (int threads = 1; threads <= 2; threads++) {
-                char label[64];
-                snprintf(label, sizeof label, "%s%s", kind_name[kind],
-                         second ? " second order" : "");
-                loss_case c = {kind, 6, 5, second};
-                tg_check_kernels(label, build_loss, &c, threads, 1e-5,
-                                 (tg_check_opts){.int_range = 5});
-                /* 4096 x 10: the pool path, partial sums from two threads */
-                c = (loss_case){kind, 4096, 10, second};
-                tg_check_kernels(label, build_loss, &c, threads, 1e-4,
-                                 (tg_check_opts){.int_range = 10});
-            }
+            for (int v = -1; v < (kind == 3 ? 0 : N_VARIANTS); v++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    loss_case c = v < 0 ? (loss_case){0} : variants[v];
+                    c.kind = kind, c.n = 6, c.c = 5, c.second = second;
+                    char label[128];
+                    label_of(label, sizeof label, &c);
+                    tg_check_kernels(label, build_loss, &c, threads, 1e-5,
+                                     (tg_check_opts){.int_range = 5});
+                    /* 4096 x 10: the pool path, partial sums from two threads */
+                    c.n = 4096, c.c = 10;
+                    tg_check_kernels(label, build_loss, &c, threads, 1e-4,
+                                     (tg_check_opts){.int_range = 10});
+                }
 }
 
 /* Fast and reference kernels of one node on given inputs. */
@@ -177,7 +230,7 @@ static void test_bad_labels(void)
     tg_tensor *ceb =
         tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, NULL);
     tg_node_params p = {0};
-    p.i[0] = 4;
+    p.i[3] = 4; /* classes */
     tg_tensor *nllb = tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){one, l}, &p);
     TG_CHECK_OK(tg_graph_status(g));
     float xf[12] = {0}, onef = 1;
@@ -219,6 +272,82 @@ static void test_bad_labels(void)
     tg_graph_destroy(g);
 }
 
+/* Weights [1, 2, 3], ignore_index 0, logits [[1, 2, 3], [1, 1, 1], [0, 0, 5]],
+ * labels [2, 0, 1] (row 1 ignored), and the same labels as f32: PyTorch's
+ * cross_entropy in float64 gives these losses and gradients. */
+static void test_ignore_weights(void)
+{
+    static const double want_loss[3] = {2.24991793935520779, 11.24958969677603982, 0};
+    static const double want_none[3] = {1.22281789333314128, 0, 10.02677180344289809};
+    static const double sum_grad[9] = {
+        0.27009171951114130, 0.73418541316439290,  -1.00427713267553465, 0, 0, 0,
+        0.01329670895773201, -1.98670329104226795, 1.97340658208453590};
+    for (int red = TG_LOSS_MEAN; red <= TG_LOSS_NONE; red++)
+        for (int f32 = 0; f32 <= 1; f32++) {
+            tg_graph *g = tg_graph_create();
+            tg_tensor *x = tg_input(g, "logits", TG_F32, tg_shape2(3, 3));
+            tg_tensor *l = tg_input(g, "labels", f32 ? TG_F32 : TG_I32, tg_shape1(3));
+            tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape1(3));
+            tg_loss_params lp = {(tg_loss_reduction)red, true, 0};
+            tg_tensor *ce = tg_cross_entropy_ex(g, x, l, w, lp);
+            tg_shape ds = red == TG_LOSS_NONE ? tg_shape1(3) : tg_shape_of(0, NULL);
+            tg_tensor *one = tg_constant(g, ds, 1.0f);
+            tg_node_params p = {0};
+            p.i[0] = red, p.i[1] = 1, p.i[2] = 0;
+            tg_tensor *ceb =
+                tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 4, (tg_tensor *[]){one, x, l, w}, &p);
+            TG_CHECK_OK(tg_graph_status(g));
+            float xf[9] = {1, 2, 3, 1, 1, 1, 0, 0, 5}, wf[3] = {1, 2, 3}, onef[3] = {1, 1, 1};
+            int32_t li[3] = {2, 0, 1};
+            float lf[3] = {2, 0, 1};
+            double xd[9], wd[3] = {1, 2, 3}, ld[3] = {2, 0, 1}, oned[3] = {1, 1, 1};
+            for (int k = 0; k < 9; k++)
+                xd[k] = xf[k];
+            void *lab = f32 ? (void *)lf : (void *)li;
+            for (int threads = 1; threads <= 2; threads++) {
+                float of[9];
+                double od[9];
+                run_both(ce, (void *[]){xf, lab, wf}, (double *[]){xd, ld, wd}, of, od, threads);
+                for (int k = 0; k < (red == TG_LOSS_NONE ? 3 : 1); k++) {
+                    double want = red == TG_LOSS_NONE ? want_none[k] : want_loss[red];
+                    TG_CHECK_NEAR(of[k], want, 1e-6 * fabs(want) + 1e-7);
+                    TG_CHECK_NEAR(od[k], want, 1e-13);
+                }
+                run_both(ceb, (void *[]){onef, xf, lab, wf}, (double *[]){oned, xd, ld, wd}, of, od,
+                         threads);
+                /* mean divides the sum's gradient by the weights of rows 0 and 2 */
+                double scale = red == TG_LOSS_MEAN ? 1.0 / 5 : 1.0;
+                for (int k = 0; k < 9; k++) {
+                    TG_CHECK_NEAR(of[k], sum_grad[k] * scale, 1e-6);
+                    TG_CHECK_NEAR(od[k], sum_grad[k] * scale, 1e-14);
+                }
+            }
+            tg_graph_destroy(g);
+        }
+}
+
+/* A mean over only ignored rows is 0/0 = NaN, as in PyTorch; a sum is 0. */
+static void test_all_ignored(void)
+{
+    for (int red = TG_LOSS_MEAN; red <= TG_LOSS_SUM; red++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "logits", TG_F32, tg_shape2(2, 3));
+        tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(2));
+        tg_tensor *ce = tg_cross_entropy_ex(g, x, l, NULL,
+                                            (tg_loss_params){(tg_loss_reduction)red, true, -100});
+        TG_CHECK_OK(tg_graph_status(g));
+        float xf[6] = {1, 2, 3, 4, 5, 6}, of[1];
+        int32_t li[2] = {-100, -100};
+        double xd[6] = {1, 2, 3, 4, 5, 6}, ld[2] = {-100, -100}, od[1];
+        run_both(ce, (void *[]){xf, li}, (double *[]){xd, ld}, of, od, 1);
+        if (red == TG_LOSS_MEAN)
+            TG_CHECK(isnan(of[0]) && isnan(od[0]));
+        else
+            TG_CHECK(of[0] == 0 && od[0] == 0);
+        tg_graph_destroy(g);
+    }
+}
+
 static void expect_error(tg_graph *g, tg_status s, const char *text)
 {
     TG_CHECK(tg_graph_status(g) == s);
@@ -239,15 +368,41 @@ static void test_errors(void)
 
     g = tg_graph_create();
     x = tg_input(g, "logits", TG_F32, tg_shape2(4, 10));
-    l = tg_input(g, "labels", TG_F32, tg_shape1(4));
+    l = tg_input(g, "labels", TG_U8, tg_shape1(4));
     TG_CHECK(tg_nll_loss(g, x, l) == NULL);
-    expect_error(g, TG_ERR_DTYPE, "nll_loss: labels 'labels' is f32, expected i32");
+    expect_error(g, TG_ERR_DTYPE, "nll_loss: labels 'labels' is u8, expected i32");
 
     g = tg_graph_create();
     x = tg_input(g, "logits", TG_F32, tg_shape3(4, 10, 2));
     l = tg_input(g, "labels", TG_I32, tg_shape1(4));
     TG_CHECK(tg_cross_entropy(g, x, l) == NULL);
-    expect_error(g, TG_ERR_SHAPE, "logits [4, 10, 2] must be [N, C]");
+    expect_error(g, TG_ERR_SHAPE, "labels [4] do not match logits [4, 10, 2] (expected [4, 2])");
+
+    g = tg_graph_create();
+    x = tg_input(g, "logits", TG_F32, tg_shape2(4, 10));
+    l = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape1(9));
+    TG_CHECK(tg_cross_entropy_ex(g, x, l, w, (tg_loss_params){TG_LOSS_MEAN, false, 0}) == NULL);
+    expect_error(g, TG_ERR_SHAPE, "weights [9] must be [10], one per class");
+
+    g = tg_graph_create();
+    x = tg_input(g, "logits", TG_F32, tg_shape2(4, 10));
+    l = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    TG_CHECK(tg_nll_loss_ex(g, x, l, NULL, (tg_loss_params){(tg_loss_reduction)7, false, 0}) ==
+             NULL);
+    expect_error(g, TG_ERR_INVALID_ARG, "reduction 7 is not mean, sum or none");
+
+    /* class weights that would need a gradient are refused, not ignored */
+    g = tg_graph_create();
+    x = tg_param(g, "logits", tg_shape2(4, 10), U);
+    l = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    w = tg_param(g, "w", tg_shape1(10), U);
+    TG_CHECK(tg_graph_backward(
+                 g, tg_cross_entropy_ex(g, x, l, w, (tg_loss_params){TG_LOSS_MEAN, false, 0})) ==
+             TG_ERR_UNSUPPORTED);
+    if (!strstr(tg_error_message(), "gradient of the class weights 'w' is not supported"))
+        tg_test_fail(__FILE__, __LINE__, "error '%s'", tg_error_message());
+    tg_graph_destroy(g);
 
     g = tg_graph_create();
     x = tg_input(g, "a", TG_F32, tg_shape2(4, 10));
@@ -260,6 +415,8 @@ int main(void)
 {
     TG_RUN(test_values);
     TG_RUN(test_bad_labels);
+    TG_RUN(test_ignore_weights);
+    TG_RUN(test_all_ignored);
     TG_RUN(test_errors);
     TG_RUN(test_gradcheck);
     TG_RUN(test_kernels);

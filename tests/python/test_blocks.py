@@ -31,7 +31,48 @@ def stages(n):
     return [poptorch.Stage(f"B{i + 1}").ipu(i) for i in range(n)]
 
 
+class Stack(nn.Module):
+    """Layers in an nn.ModuleList, a recomputation checkpoint after the second."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(4)])
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x, labels):
+        for i, layer in enumerate(self.layers):
+            x = torch.tanh(layer(x))
+            if i == 1:
+                x = poptorch.recomputationCheckpoint(x)
+        out = self.head(x)
+        return out, nn.functional.cross_entropy(out, labels)
+
+
 class BlocksTest(unittest.TestCase):
+    def test_begin_block_in_module_list_and_checkpoint(self):
+        g = torch.Generator().manual_seed(3)
+        x, y = torch.randn(16, 8, generator=g), torch.randint(0, 3, (16,), generator=g)
+
+        def run(accumulation, begin, recompute):
+            torch.manual_seed(0)
+            m = Stack()
+            if begin:
+                poptorch.BeginBlock(m.layers[2], "B1", ipu_id=1)
+            o = opts(accumulation)
+            if recompute:
+                o.set("recomputation", "pipeline")
+            tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+            return torch.cat([tm(x, y)[1] for _ in range(2)]), tm
+
+        single, _ = run(4, False, False)
+        piped, tm = run(4, True, True)
+        self.assertEqual(tm._placement_values.get("split"), "m.layers.2")
+        self.assertEqual(len(tm._checkpoints), 1)  # the checkpoint reached the graph
+        self.assertTrue(torch.allclose(single, piped, atol=1e-5), (single, piped))
+        # self.layers[2] really starts a second stage
+        with self.assertRaisesRegex(TilegraphError, "over 2 stages"):
+            run(1, True, False)
+
     def test_four_stages_from_four_blocks(self):
         with self.assertRaisesRegex(TilegraphError, "over 4 stages"):
             train(net(), opts(2, poptorch.PipelinedExecution(*stages(4))))

@@ -19,13 +19,16 @@ class ErrorsTest(unittest.TestCase):
         m = net()
         tm = poptorch.trainingModel(m, poptorch.Options(), sgd(m))
         x, y = data(4)
-        with self.assertRaisesRegex(ValueError, r"return \(output, loss\)"):
+        with self.assertRaisesRegex(ValueError, r"returned no scalar loss .*returning \(output, loss\)"):
+            tm(x)
+        # the call must fit the forward's signature, which the error shows
+        with self.assertRaisesRegex(ValueError, r"Small.forward\(x\) does not take these arguments"):
             tm(x, y)
 
-    def test_unsupported_loss_reduction(self):
+    def test_non_scalar_loss(self):
         m = net()
-        tm = poptorch.trainingModel(WithLoss(m, nn.CrossEntropyLoss(reduction="sum")), None, sgd(m))
-        with self.assertRaisesRegex(ValueError, "reduction='sum'"):
+        tm = poptorch.trainingModel(WithLoss(m, nn.CrossEntropyLoss(reduction="none")), None, sgd(m))
+        with self.assertRaisesRegex(ValueError, "no scalar loss.*reduction='none' must be reduced"):
             tm(*data(4))
 
     def test_host_batch_not_a_multiple(self):
