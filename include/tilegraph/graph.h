@@ -143,6 +143,17 @@ TG_API tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *
  * tg_pad node in front of a conv padded by the smaller side. */
 TG_API tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
                                tg_conv2d_params p, int pad_bottom, int pad_right);
+/* The transposed convolution (PyTorch's ConvTranspose2d, ONNX's
+ * ConvTranspose): x [N, Cin, H, W], w [Cin, Cout/groups, KH, KW] (the
+ * weight of the convolution it transposes, as PyTorch stores it), b [Cout]
+ * or NULL. Each output size is (in - 1) * stride - 2 * pad +
+ * dilation * (K - 1) + 1 + output_padding, with 0 <= output_padding <
+ * stride. It is the data gradient of tg_conv2d with the same params (that
+ * op, so its gradients are a tg_conv2d and a weight gradient); the bias is a
+ * broadcast add. */
+TG_API tg_tensor *tg_conv_transpose2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                                      tg_conv2d_params p, int output_padding_h,
+                                      int output_padding_w);
 /* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
  * side (none more than half the dilated window, as PyTorch requires);
  * dilation (>= 1) is for max pooling only, average pooling rejects anything
