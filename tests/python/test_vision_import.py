@@ -13,8 +13,8 @@ Each as test_torch_numerics.py measures: inference against PyTorch's
 eval-mode float32 within 1e-4 of the largest output; one SGD step (lr 1,
 so the update read back is the gradient) against PyTorch float64 on the
 same weights and batch, the worst parameter within 3x PyTorch float32's own
-worst (or 1e-5). Refusals (a 3-D convolution, a Where choosing between
-graph tensors) must name the node and the fault.
+worst (or 1e-5). Refusals (a 3-D convolution, an output_padding not below
+the stride) must name the node and the fault.
 """
 import copy
 import sys
@@ -196,6 +196,16 @@ class VisionImport(unittest.TestCase):
         msg = str(cm.exception)
         self.assertIn("Conv", msg)
         self.assertIn("3-D convolution and pooling are not implemented", msg)
+
+    def test_output_padding_beyond_stride_refused(self):
+        # PyTorch allows output_padding below the stride or the dilation;
+        # only below the stride maps onto the conv's data gradient
+        model = nn.ConvTranspose2d(2, 3, 3, stride=1, dilation=2, output_padding=1)
+        with self.assertRaises(poptorch.TilegraphError) as cm:
+            poptorch.inferenceModel(model, poptorch.Options())(torch.randn(1, 2, 5, 5))
+        self.assertIn("ConvTranspose", str(cm.exception))
+        self.assertIn("an output padding of 1 with stride 1 (less than the stride is supported)",
+                      str(cm.exception))
 
 
 if __name__ == "__main__":
