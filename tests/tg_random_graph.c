@@ -116,6 +116,34 @@ static tg_tensor *conv(gen *r, tg_tensor *x)
     return y;
 }
 
+/* A transposed convolution (a decoder's upsampling): stride 2 doubles a
+ * small map, output padding picks among the sizes the stride allows. */
+static tg_tensor *conv_transpose(gen *r, tg_tensor *x)
+{
+    int cin = (int)dim(x, 1), k = 2 + (int)pick(r, 2),
+        stride = dim(x, 2) <= 8 && pick(r, 2) ? 2 : 1;
+    int cout = channel_choices[pick(r, sizeof channel_choices / sizeof *channel_choices)];
+    int pad = pick(r, 2) ? k / 2 : 0, dil = k == 2 && !pick(r, 4) ? 2 : 1;
+    int out_pad = stride > 1 ? (int)pick(r, 2) : 0;
+    int groups = cin % 2 == 0 && cout % 2 == 0 && !pick(r, 5) ? 2 : 1;
+    int64_t oh = (dim(x, 2) - 1) * stride - 2 * pad + dil * (k - 1) + 1 + out_pad;
+    int64_t ow = (dim(x, 3) - 1) * stride - 2 * pad + dil * (k - 1) + 1 + out_pad;
+    if (oh < 1 || ow < 1)
+        return conv(r, x);
+    char name[32];
+    snprintf(name, sizeof name, "deconv%d", r->params++);
+    tg_scope_push(r->g, name);
+    tg_init init = {TG_INIT_FAN_IN_UNIFORM, (double)(cout / groups * k * k), 0};
+    tg_tensor *w = tg_param(r->g, "weight", tg_shape4(cin, cout / groups, k, k), init);
+    tg_tensor *b = pick(r, 2) ? tg_param(r->g, "bias", tg_shape1(cout), init) : NULL;
+    tg_conv2d_params p = {stride, stride, pad, pad, dil, dil, groups};
+    tg_tensor *y = tg_conv_transpose2d(r->g, x, w, b, p, out_pad, out_pad);
+    tg_scope_pop(r->g);
+    note(r, y, "conv_transpose2d(t%d, %d, k%d s%d p%d d%d op%d g%d%s)", index_of(r, x), cout, k,
+         stride, pad, dil, out_pad, groups, b ? "" : ", no bias");
+    return y;
+}
+
 static tg_tensor *batch_norm(gen *r, tg_tensor *x)
 {
     char name[32];
@@ -252,8 +280,9 @@ static tg_tensor *one_op(gen *r)
         return NULL;
     switch (pick(r, 12)) {
     case 0:
-    case 1:
         return conv(r, x);
+    case 1:
+        return pick(r, 3) ? conv(r, x) : conv_transpose(r, x);
     case 2:
         return tg_shape_numel(tg_tensor_shape(x)) / dim(x, 1) > 1 ? batch_norm(r, x) : unary(r, x);
     case 3:

@@ -78,6 +78,9 @@ TG_API tg_dtype tg_tensor_dtype(const tg_tensor *t);
 TG_API const char *tg_tensor_name(const tg_tensor *t);
 /* True for a trainable parameter (tg_param, tg_param_data), false otherwise or for NULL. */
 TG_API bool tg_tensor_is_param(const tg_tensor *t);
+/* True for a view (tg_reshape, tg_flatten): it shares its input's storage
+ * and has no buffer of its own, so a program output must be a copy of it. */
+TG_API bool tg_tensor_is_view(const tg_tensor *t);
 /* Rename to scope + name (the graph makes it unique with a ".N" suffix). */
 TG_API void tg_graph_rename(tg_graph *g, tg_tensor *t, const char *name);
 TG_API int tg_tensor_id(const tg_tensor *t);
@@ -143,6 +146,17 @@ TG_API tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *
  * tg_pad node in front of a conv padded by the smaller side. */
 TG_API tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
                                tg_conv2d_params p, int pad_bottom, int pad_right);
+/* The transposed convolution (PyTorch's ConvTranspose2d, ONNX's
+ * ConvTranspose): x [N, Cin, H, W], w [Cin, Cout/groups, KH, KW] (the
+ * weight of the convolution it transposes, as PyTorch stores it), b [Cout]
+ * or NULL. Each output size is (in - 1) * stride - 2 * pad +
+ * dilation * (K - 1) + 1 + output_padding, with 0 <= output_padding <
+ * stride. It is the data gradient of tg_conv2d with the same params (that
+ * op, so its gradients are a tg_conv2d and a weight gradient); the bias is a
+ * broadcast add. */
+TG_API tg_tensor *tg_conv_transpose2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                                      tg_conv2d_params p, int output_padding_h,
+                                      int output_padding_w);
 /* Pooling with ONNX's MaxPool/AveragePool generality. Padding may differ per
  * side (none more than half the dilated window, as PyTorch requires);
  * dilation (>= 1) is for max pooling only, average pooling rejects anything
@@ -209,6 +223,11 @@ TG_API tg_tensor *tg_pow(tg_graph *g, tg_tensor *a, tg_tensor *b);
  * (smaller) input; on a tie each input gets half, as PyTorch. */
 TG_API tg_tensor *tg_maximum(tg_graph *g, tg_tensor *a, tg_tensor *b);
 TG_API tg_tensor *tg_minimum(tg_graph *g, tg_tensor *a, tg_tensor *b);
+
+/* x broadcast to `shape` (NumPy's rules: x's dims, aligned on the right,
+ * each equal or 1; ONNX's Expand, torch's expand): the gradient is summed
+ * back to x's shape. Returns x itself when the shapes are equal. */
+TG_API tg_tensor *tg_expand(tg_graph *g, tg_tensor *x, tg_shape shape);
 
 /* [..., M, K] x [..., K, N] -> [..., M, N], batch dims equal or b 2-D. */
 TG_API tg_tensor *tg_matmul(tg_graph *g, tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);

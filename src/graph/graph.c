@@ -428,6 +428,10 @@ bool tg_tensor_is_param(const tg_tensor *t)
 {
     return t && t->role == TG_ROLE_PARAM;
 }
+bool tg_tensor_is_view(const tg_tensor *t)
+{
+    return t && (t->flags & TG_NODE_ALIAS);
+}
 int tg_tensor_id(const tg_tensor *t)
 {
     return t ? t->id : -1;

@@ -666,7 +666,7 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
         bool is_input = false;
         for (int i = 0; i < out->n_inputs; i++)
             is_input |= out->inputs[i] == t;
-        if (is_input || v->init >= 0 || output_needs_copy(b->m, v->name))
+        if (is_input || v->init >= 0 || tg_tensor_is_view(t) || output_needs_copy(b->m, v->name))
             t = tg_scale(b->g, t, 1.0f, 0.0f);
         if (!t)
             return ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));

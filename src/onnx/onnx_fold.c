@@ -1,11 +1,13 @@
 /* onnx/onnx_fold.c - ops that move shapes and constants: Constant, Shape,
  * Gather, Unsqueeze, Squeeze, Concat, Cast, ConstantOfShape, Range,
- * Identity, Reshape.
+ * Identity, Reshape, Equal, Where, Expand, Tile.
  *
  * PyTorch exports compute reshape targets with chains like
  * Shape -> Gather -> Unsqueeze -> Concat -> Reshape. All shapes are known at
  * import, so these chains are folded here into constants; the same ops on
- * graph tensors become reshapes, slices and concats.
+ * graph tensors become reshapes, slices, concats and expands. (torch's
+ * x.expand(n, -1, -1), as in torchvision's VisionTransformer, exports as
+ * Equal and Where over the shape it asks for, then Expand.)
  */
 #include "onnx/onnx_build.h"
 
@@ -590,6 +592,223 @@ static tg_status map_identity(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
+/* ---- broadcasting: Equal, Where, Expand, Tile ------------------------------ */
+
+static tg_shape data_shape(const tg_onnx_data *d)
+{
+    return tg_shape_of(d->ndim, d->dim);
+}
+
+/* Whether input i folds: known at import and not a float initializer
+ * (that is a weight, placed in the graph as a parameter to be trained). */
+static bool folds(onnx_builder *b, int i)
+{
+    int init = ob_initializer(b, i);
+    if (!ob_is_const(b, i))
+        return false;
+    if (init < 0)
+        return true;
+    int type = b->m->graph->initializer[init]->data_type;
+    return !float_type(type);
+}
+
+/* The NumPy broadcast of n shapes. */
+static tg_status bcast_shape(onnx_builder *b, int n, const tg_shape *in, tg_shape *out)
+{
+    int nd = 0;
+    for (int k = 0; k < n; k++)
+        nd = in[k].ndim > nd ? in[k].ndim : nd;
+    *out = tg_shape_of(0, NULL);
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        int64_t v = 1;
+        for (int k = 0; k < n; k++) {
+            int at = d - (nd - in[k].ndim);
+            int64_t e = at >= 0 ? in[k].dim[at] : 1;
+            if (e != 1 && v != 1 && e != v) {
+                char sa[96], sb[96];
+                return ob_fail(b, TG_ERR_SHAPE, "cannot broadcast %s with %s",
+                               tg_shape_str(in[0], sa, sizeof sa),
+                               tg_shape_str(in[k], sb, sizeof sb));
+            }
+            v = e != 1 ? e : v;
+        }
+        out->dim[d] = v;
+    }
+    return TG_OK;
+}
+
+/* The element of `in` (broadcast to `out`) at out's flat index k. */
+static int64_t bcast_at(tg_shape out, tg_shape in, int64_t k)
+{
+    int64_t off = 0, stride = 1;
+    for (int d = out.ndim - 1; d >= 0; d--) {
+        int64_t i = k % out.dim[d];
+        k /= out.dim[d];
+        int at = d - (out.ndim - in.ndim);
+        if (at >= 0) {
+            off += (in.dim[at] == 1 ? 0 : i) * stride;
+            stride *= in.dim[at];
+        }
+    }
+    return off;
+}
+
+/* Equal on constants (the exporter's test of a shape against -1); a graph
+ * tensor's booleans could not flow through the graph. */
+static tg_status map_equal(onnx_builder *b)
+{
+    const tg_onnx_data *x = ob_const(b, 0), *y = x ? ob_const(b, 1) : NULL;
+    if (!y)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape o, in[2] = {data_shape(x), data_shape(y)};
+    TG_TRY(bcast_shape(b, 2, in, &o));
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, o.ndim, o.dim, &d));
+    d.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    for (int64_t k = 0; k < d.n; k++)
+        d.i[k] = get(x, bcast_at(o, in[0], k)) == get(y, bcast_at(o, in[1], k));
+    return ob_set_const(b, 0, &d);
+}
+
+/* Where with a condition known at import: folded when x and y are too;
+ * otherwise a condition that is all true (all false) is x (y) expanded to
+ * the broadcast shape. A mixed one is refused: selecting between graph
+ * tensors element by element has no op here. */
+static tg_status map_where(onnx_builder *b)
+{
+    const tg_onnx_data *c = ob_const(b, 0);
+    if (!c)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape o, in[3] = {data_shape(c)};
+    TG_TRY(ob_shape(b, 1, &in[1]));
+    TG_TRY(ob_shape(b, 2, &in[2]));
+    TG_TRY(bcast_shape(b, 3, in, &o));
+    if (folds(b, 1) && folds(b, 2)) {
+        const tg_onnx_data *x = ob_const(b, 1), *y = x ? ob_const(b, 2) : NULL;
+        if (!y)
+            return TG_ERR_UNSUPPORTED;
+        tg_onnx_data d;
+        TG_TRY(ob_data_new(b, x->f || y->f, o.ndim, o.dim, &d));
+        d.elem_type = x->elem_type;
+        for (int64_t k = 0; k < d.n; k++) {
+            bool pick_x = get(c, bcast_at(o, in[0], k)) != 0;
+            double v = pick_x ? get(x, bcast_at(o, in[1], k)) : get(y, bcast_at(o, in[2], k));
+            if (d.f)
+                d.f[k] = (float)v;
+            else
+                d.i[k] = (int64_t)v;
+        }
+        return ob_set_const(b, 0, &d);
+    }
+    int64_t n_true = 0;
+    for (int64_t k = 0; k < c->n; k++)
+        n_true += get(c, k) != 0;
+    if (n_true != 0 && n_true != c->n)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "a condition that is true for %lld of its %lld elements, choosing "
+                       "between graph tensors (a condition that is all true or all false is "
+                       "supported)",
+                       (long long)n_true, (long long)c->n);
+    tg_tensor *t = ob_tensor(b, n_true ? 1 : 2);
+    return ob_set(b, 0, t ? tg_expand(b->g, t, o) : NULL);
+}
+
+/* Expand: x broadcast with the shape given (both ways, as ONNX says: a 1
+ * in the shape keeps x's dim). */
+static tg_status map_expand(onnx_builder *b)
+{
+    tg_shape in[2];
+    TG_TRY(ob_shape(b, 0, &in[0]));
+    const tg_onnx_data *sh = ob_const(b, 1);
+    if (!sh)
+        return TG_ERR_UNSUPPORTED;
+    if (!sh->i || sh->ndim != 1 || sh->n > TG_MAX_DIMS)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "the shape must be 1-D integers, at most %d",
+                       TG_MAX_DIMS);
+    for (int64_t k = 0; k < sh->n; k++)
+        if (sh->i[k] < 1)
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "shape dim %lld is %lld (at least 1)",
+                           (long long)k, (long long)sh->i[k]);
+    in[1] = tg_shape_of((int)sh->n, sh->i);
+    tg_shape o;
+    TG_TRY(bcast_shape(b, 2, in, &o));
+    if (!folds(b, 0)) {
+        tg_tensor *x = ob_tensor(b, 0);
+        return ob_set(b, 0, x ? tg_expand(b->g, x, o) : NULL);
+    }
+    const tg_onnx_data *x = ob_const(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, o.ndim, o.dim, &d));
+    d.elem_type = x->elem_type;
+    for (int64_t k = 0; k < d.n; k++) {
+        int64_t at = bcast_at(o, in[0], k);
+        if (d.f)
+            d.f[k] = x->f[at];
+        else
+            d.i[k] = x->i[at];
+    }
+    return ob_set_const(b, 0, &d);
+}
+
+/* Tile: on a graph tensor, each repeated axis d is a reshape to [before d,
+ * 1, the rest], an expand of the 1 to the repeats and a reshape back with
+ * axis d repeated times longer. */
+static tg_status map_tile(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    const tg_onnx_data *r = ob_const(b, 1);
+    if (!r)
+        return TG_ERR_UNSUPPORTED;
+    if (!r->i || r->n != s.ndim)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "repeats must be %d integers (one per dim)", s.ndim);
+    tg_shape o = s;
+    for (int d = 0; d < s.ndim; d++) {
+        if (r->i[d] < 1 || r->i[d] > (1 << 20))
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "repeats %lld on axis %d (at least 1)",
+                           (long long)r->i[d], d);
+        o.dim[d] *= r->i[d];
+    }
+    if (!folds(b, 0)) {
+        tg_tensor *y = ob_tensor(b, 0);
+        tg_shape cur = s;
+        for (int d = 0; y && d < s.ndim; d++) {
+            if (r->i[d] == 1)
+                continue;
+            int64_t before = 1, rest = 1;
+            for (int e = 0; e < s.ndim; e++)
+                *(e < d ? &before : &rest) *= cur.dim[e];
+            tg_shape one = tg_shape_of(3, (int64_t[]){before, 1, rest});
+            tg_shape many = tg_shape_of(3, (int64_t[]){before, r->i[d], rest});
+            cur.dim[d] *= r->i[d];
+            y = tg_reshape(b->g, tg_expand(b->g, tg_reshape(b->g, y, one), many), cur);
+        }
+        return ob_set(b, 0, y);
+    }
+    const tg_onnx_data *x = ob_const(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, o.ndim, o.dim, &d));
+    d.elem_type = x->elem_type;
+    for (int64_t k = 0; k < d.n; k++) {
+        int64_t at = 0, rest = k, stride = 1;
+        for (int dd = o.ndim - 1; dd >= 0; dd--) {
+            at += (rest % o.dim[dd]) % s.dim[dd] * stride;
+            rest /= o.dim[dd];
+            stride *= s.dim[dd];
+        }
+        if (d.f)
+            d.f[k] = x->f[at];
+        else
+            d.i[k] = x->i[at];
+    }
+    return ob_set_const(b, 0, &d);
+}
+
 const ob_op tg_onnx_fold_ops[] = {
     {"Constant", map_constant, "value,value_float,value_floats,value_int,value_ints"},
     {"Shape", map_shape, "start,end"},
@@ -602,5 +821,9 @@ const ob_op tg_onnx_fold_ops[] = {
     {"ConstantOfShape", map_constant_of_shape, "value"},
     {"Range", map_range, ""},
     {"Identity", map_identity, ""},
+    {"Equal", map_equal, ""},
+    {"Where", map_where, ""},
+    {"Expand", map_expand, ""},
+    {"Tile", map_tile, ""},
 };
 const int tg_onnx_fold_op_count = (int)(sizeof tg_onnx_fold_ops / sizeof tg_onnx_fold_ops[0]);

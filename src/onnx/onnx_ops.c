@@ -13,35 +13,107 @@
 
 /* ---- shared attribute checks --------------------------------------------- */
 
-/* Conv window attributes for 2-D inputs: strides, dilations, and padding
- * per side (pads, or auto_pad SAME_UPPER/SAME_LOWER: the odd pixel at the
- * end for UPPER, at the start for LOWER). */
+/* Convolution and pooling over 1-D inputs [N, C, L] run as the 2-D ops over
+ * [N, C, 1, L]: a window of height 1 with stride and dilation 1 and no
+ * padding in the added dimension computes exactly the 1-D op. The helpers
+ * below read an attribute's nsp values (1 or 2) into the last nsp of two
+ * slots, the added height keeping its neutral value. */
+
+/* The number of spatial dims of x (1 or 2), refusing others. */
+static tg_status spatial_dims(onnx_builder *b, tg_tensor *x, int *nsp)
+{
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    int nd = tg_tensor_shape(x).ndim;
+    if (nd != 3 && nd != 4)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "only 1-D and 2-D inputs (3-dimensional NCL or 4-dimensional NCHW) are "
+                       "supported, not %d dimensions%s",
+                       nd, nd == 5 ? " (3-D convolution and pooling are not implemented)" : "");
+    *nsp = nd - 2;
+    return TG_OK;
+}
+
+/* [N, C, L] -> [N, C, 1, L]; a 4-D x as it is. */
+static tg_tensor *as_2d(onnx_builder *b, tg_tensor *x)
+{
+    tg_shape s = tg_tensor_shape(x);
+    return s.ndim == 3 ? tg_reshape(b->g, x, tg_shape4(s.dim[0], s.dim[1], 1, s.dim[2])) : x;
+}
+
+/* The 2-D op's output back to nsp spatial dims: [N, C, 1, L] -> [N, C, L]. */
+static tg_tensor *from_2d(onnx_builder *b, tg_tensor *y, int nsp)
+{
+    if (!y || nsp == 2)
+        return y;
+    tg_shape s = tg_tensor_shape(y);
+    return tg_reshape(b->g, y, tg_shape_of(3, (int64_t[]){s.dim[0], s.dim[1], s.dim[3]}));
+}
+
+/* Attribute `name` (nsp values, one per spatial dim) into out[2 - nsp ..]:
+ * out keeps its values when the attribute is absent. */
+static tg_status spatial_ints_min(onnx_builder *b, const char *name, int nsp, int64_t lo,
+                                  int64_t out[2])
+{
+    int n;
+    const int64_t *a = ob_attr_ints(b, name, &n);
+    if (!a)
+        return TG_OK;
+    if (n != nsp)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "%s has %d values for %d spatial dimension%s", name,
+                       n, nsp, nsp > 1 ? "s" : "");
+    for (int i = 0; i < nsp; i++) {
+        if (a[i] < lo || a[i] > (1 << 20))
+            return ob_fail(b, TG_ERR_INVALID_ARG, "%s has %lld (must be at least %lld)", name,
+                           (long long)a[i], (long long)lo);
+        out[2 - nsp + i] = a[i];
+    }
+    return TG_OK;
+}
+
+static tg_status spatial_ints(onnx_builder *b, const char *name, int nsp, int64_t out[2])
+{
+    return spatial_ints_min(b, name, nsp, 1, out);
+}
+
+/* pads (begins of the spatial dims, then their ends) into lo/hi. */
+static tg_status spatial_pads(onnx_builder *b, int nsp, int64_t lo[2], int64_t hi[2])
+{
+    int n;
+    const int64_t *a = ob_attr_ints(b, "pads", &n);
+    if (!a)
+        return TG_OK;
+    if (n != 2 * nsp)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "pads has %d values (%d for %d-D)", n, 2 * nsp, nsp);
+    for (int i = 0; i < nsp; i++) {
+        lo[2 - nsp + i] = a[i];
+        hi[2 - nsp + i] = a[nsp + i];
+    }
+    for (int i = 0; i < 2; i++)
+        if (lo[i] < 0 || hi[i] < 0 || lo[i] > (1 << 20) || hi[i] > (1 << 20))
+            return ob_fail(b, TG_ERR_INVALID_ARG, "pads are negative or too large");
+    return TG_OK;
+}
+
+/* Conv window attributes: strides, dilations, and padding per side (pads,
+ * or auto_pad SAME_UPPER/SAME_LOWER: the odd pixel at the end for UPPER, at
+ * the start for LOWER). x is the input as 2-D ([N, C, 1, L] for 1-D) and
+ * kernel its 2-D window. */
 typedef struct window {
     int64_t k[2], s[2], lo[2], hi[2], d[2];
 } window;
 
-static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel, window *w)
+static tg_status read_window(onnx_builder *b, tg_shape x, int nsp, const int64_t *kernel, window *w)
 {
-    int n;
-    const int64_t *a;
     char pad_mode[32];
     for (int i = 0; i < 2; i++) {
         w->k[i] = kernel[i];
         w->s[i] = w->d[i] = 1;
         w->lo[i] = w->hi[i] = 0;
     }
-    if ((a = ob_attr_ints(b, "strides", &n)) && n == 2)
-        memcpy(w->s, a, sizeof w->s);
-    if ((a = ob_attr_ints(b, "dilations", &n)) && n == 2)
-        memcpy(w->d, a, sizeof w->d);
-    if ((a = ob_attr_ints(b, "pads", &n))) {
-        if (n != 4)
-            return ob_fail(b, TG_ERR_INVALID_ARG, "pads has %d values (4 for 2-D)", n);
-        for (int i = 0; i < 2; i++) {
-            w->lo[i] = a[i];
-            w->hi[i] = a[2 + i];
-        }
-    }
+    TG_TRY(spatial_ints(b, "strides", nsp, w->s));
+    TG_TRY(spatial_ints(b, "dilations", nsp, w->d));
+    TG_TRY(spatial_pads(b, nsp, w->lo, w->hi));
     const char *mode = ob_attr_string(b, "auto_pad", pad_mode, sizeof pad_mode);
     bool upper = !strcmp(mode, "SAME_UPPER");
     if (upper || !strcmp(mode, "SAME_LOWER")) {
@@ -57,43 +129,46 @@ static tg_status read_window(onnx_builder *b, tg_shape x, const int64_t *kernel,
     } else if (mode[0] && strcmp(mode, "NOTSET")) {
         return ob_fail(b, TG_ERR_INVALID_ARG, "auto_pad '%s' is unknown", mode);
     }
-    for (int i = 0; i < 2; i++)
-        if (w->lo[i] < 0 || w->hi[i] < 0)
-            return ob_fail(b, TG_ERR_INVALID_ARG, "negative pads");
-    return TG_OK;
-}
-
-static tg_status need_4d(onnx_builder *b, tg_tensor *x)
-{
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    if (tg_tensor_shape(x).ndim != 4)
-        return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "only 2-D (4-dimensional NCHW) inputs are "
-                       "supported, not %d dimensions",
-                       tg_tensor_shape(x).ndim);
     return TG_OK;
 }
 
 /* ---- convolution and linear ---------------------------------------------- */
 
+/* The weight's kernel (the last nsp dims) against kernel_shape, and the
+ * weight as 2-D ([K, C, 1, k] for 1-D). */
+static tg_status conv_weight(onnx_builder *b, tg_tensor *w, int nsp, tg_tensor **w2)
+{
+    tg_shape ws = tg_tensor_shape(w);
+    if (ws.ndim != nsp + 2)
+        return ob_fail(b, TG_ERR_SHAPE, "weight has %d dims (%d for a %d-D input)", ws.ndim,
+                       nsp + 2, nsp);
+    int n;
+    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n);
+    bool agree = ks && n == nsp;
+    for (int i = 0; agree && i < nsp; i++)
+        agree = ks[i] == ws.dim[2 + i];
+    if (ks && !agree)
+        return ob_fail(b, TG_ERR_SHAPE, "kernel_shape disagrees with the weight's shape");
+    *w2 = as_2d(b, w);
+    return TG_OK;
+}
+
 static tg_status map_conv(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
-    TG_TRY(need_4d(b, x));
+    int nsp = 0;
+    TG_TRY(spatial_dims(b, x, &nsp));
     tg_tensor *w = ob_tensor(b, 1);
     tg_tensor *bias = ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
     if (!w || (ob_has_input(b, 2) && !bias))
         return TG_ERR_UNSUPPORTED;
-    tg_shape ws = tg_tensor_shape(w);
-    if (ws.ndim != 4)
-        return ob_fail(b, TG_ERR_SHAPE, "weight has %d dims (4 for a 2-D conv)", ws.ndim);
-    int n;
-    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n);
-    if (ks && (n != 2 || ks[0] != ws.dim[2] || ks[1] != ws.dim[3]))
-        return ob_fail(b, TG_ERR_SHAPE, "kernel_shape disagrees with the weight's shape");
+    tg_tensor *x2 = as_2d(b, x), *w2 = NULL;
+    TG_TRY(conv_weight(b, w, nsp, &w2));
+    if (!x2 || !w2)
+        return ob_set(b, 0, NULL);
+    tg_shape ws = tg_tensor_shape(w2);
     window win;
-    TG_TRY(read_window(b, tg_tensor_shape(x), &ws.dim[2], &win));
+    TG_TRY(read_window(b, tg_tensor_shape(x2), nsp, &ws.dim[2], &win));
     tg_conv2d_params p = {(int)win.s[0],
                           (int)win.s[1],
                           (int)win.lo[0],
@@ -101,7 +176,105 @@ static tg_status map_conv(onnx_builder *b)
                           (int)win.d[0],
                           (int)win.d[1],
                           (int)ob_attr_int(b, "group", 1)};
-    return ob_set(b, 0, tg_conv2d_ex(b->g, x, w, bias, p, (int)win.hi[0], (int)win.hi[1]));
+    tg_tensor *y = tg_conv2d_ex(b->g, x2, w2, bias, p, (int)win.hi[0], (int)win.hi[1]);
+    return ob_set(b, 0, from_2d(b, y, nsp));
+}
+
+/* ---- transposed convolution ---------------------------------------------- */
+
+static int64_t floor_div2(int64_t v)
+{
+    return v >= 0 ? v / 2 : -((-v + 1) / 2);
+}
+
+/* The padding per side of a ConvTranspose, and any output padding beyond
+ * the attribute's, from pads, or from output_shape / auto_pad SAME_*: those
+ * fix the output size and split the padding the size leaves (total) as
+ * ONNX's opset 11 spec (and its test data) does: SAME_UPPER puts the odd
+ * one at the end, otherwise at the start. A total below zero (an output
+ * longer than the transposed conv's) is extra output padding at the end. */
+typedef struct tconv_dims {
+    int64_t s[2], d[2], lo[2], hi[2], op[2];
+} tconv_dims;
+
+static tg_status tconv_read(onnx_builder *b, tg_shape x2, tg_shape w2, int nsp, tconv_dims *t)
+{
+    for (int i = 0; i < 2; i++)
+        t->s[i] = t->d[i] = 1, t->lo[i] = t->hi[i] = t->op[i] = 0;
+    TG_TRY(spatial_ints(b, "strides", nsp, t->s));
+    TG_TRY(spatial_ints(b, "dilations", nsp, t->d));
+    TG_TRY(spatial_pads(b, nsp, t->lo, t->hi));
+    TG_TRY(spatial_ints_min(b, "output_padding", nsp, 0, t->op));
+    char buf[32];
+    const char *mode = ob_attr_string(b, "auto_pad", buf, sizeof buf);
+    bool upper = !strcmp(mode, "SAME_UPPER"), same = upper || !strcmp(mode, "SAME_LOWER");
+    if (!same && mode[0] && strcmp(mode, "NOTSET") && strcmp(mode, "VALID"))
+        return ob_fail(b, TG_ERR_INVALID_ARG, "auto_pad '%s' is unknown", mode);
+    if (!strcmp(mode, "VALID"))
+        t->lo[0] = t->lo[1] = t->hi[0] = t->hi[1] = 0;
+    int n;
+    const int64_t *os = ob_attr_ints(b, "output_shape", &n);
+    if (os && n != nsp && n != nsp + 2)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "output_shape has %d values for %d spatial dims", n,
+                       nsp);
+    for (int i = 2 - nsp; i < 2 && (os || same); i++) {
+        int64_t in = x2.dim[2 + i], span = (w2.dim[2 + i] - 1) * t->d[i] + 1;
+        int64_t want = os ? os[n - 2 + i] : in * t->s[i];
+        int64_t total = t->s[i] * (in - 1) + t->op[i] + span - want;
+        t->lo[i] = upper ? floor_div2(total) : total - floor_div2(total);
+        t->hi[i] = total - t->lo[i];
+        if (t->lo[i] < 0)
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "an output size of %lld where the transposed convolution gives "
+                           "%lld (a larger size is supported up to stride - 1 - "
+                           "output_padding more, added at the end)",
+                           (long long)want, (long long)(want + total));
+        if (t->hi[i] < 0)
+            t->op[i] -= t->hi[i], t->hi[i] = 0;
+    }
+    for (int i = 0; i < 2; i++)
+        if (t->op[i] >= t->s[i])
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "an output padding of %lld with stride %lld (less than the stride "
+                           "is supported)",
+                           (long long)t->op[i], (long long)t->s[i]);
+    return TG_OK;
+}
+
+/* ConvTranspose runs as tg_conv_transpose2d padded by the smaller side of
+ * each axis; the larger side's excess is cropped after (a negative tg_pad). */
+static tg_status map_conv_transpose(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    int nsp = 0;
+    TG_TRY(spatial_dims(b, x, &nsp));
+    tg_tensor *w = ob_tensor(b, 1);
+    tg_tensor *bias = ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
+    if (!w || (ob_has_input(b, 2) && !bias))
+        return TG_ERR_UNSUPPORTED;
+    tg_tensor *x2 = as_2d(b, x), *w2 = NULL;
+    TG_TRY(conv_weight(b, w, nsp, &w2));
+    if (!x2 || !w2)
+        return ob_set(b, 0, NULL);
+    tconv_dims t;
+    TG_TRY(tconv_read(b, tg_tensor_shape(x2), tg_tensor_shape(w2), nsp, &t));
+    int64_t sym[2], crop[8] = {0};
+    for (int i = 0; i < 2; i++) {
+        sym[i] = t.lo[i] < t.hi[i] ? t.lo[i] : t.hi[i];
+        crop[2 + i] = sym[i] - t.lo[i];
+        crop[6 + i] = sym[i] - t.hi[i];
+    }
+    tg_conv2d_params p = {(int)t.s[0],
+                          (int)t.s[1],
+                          (int)sym[0],
+                          (int)sym[1],
+                          (int)t.d[0],
+                          (int)t.d[1],
+                          (int)ob_attr_int(b, "group", 1)};
+    tg_tensor *y = tg_conv_transpose2d(b->g, x2, w2, bias, p, (int)t.op[0], (int)t.op[1]);
+    if (y && (t.lo[0] != t.hi[0] || t.lo[1] != t.hi[1]))
+        y = tg_pad(b->g, y, crop, TG_PAD_CONSTANT, 0.0f);
+    return ob_set(b, 0, from_2d(b, y, nsp));
 }
 
 static tg_status map_gemm(onnx_builder *b)
@@ -395,56 +568,22 @@ static tg_status map_log_softmax(onnx_builder *b)
 /* ---- pooling ------------------------------------------------------------- */
 
 /* kernel_shape, strides, pads (per side), dilations, ceil_mode and auto_pad
- * into the builder's pooling parameters. */
-static tg_status pool_params(onnx_builder *b, tg_tensor *x, tg_pool2d_params *p)
+ * into the builder's pooling parameters; x2 is the input as 2-D. */
+static tg_status pool_params(onnx_builder *b, tg_tensor *x2, int nsp, tg_pool2d_params *p)
 {
     int n;
-    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n), *a;
-    if (!ks || n != 2)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "kernel_shape must have 2 values (2-D pooling)");
-    tg_pool2d_params q = {(int)ks[0], (int)ks[1], 1, 1, 0, 0, 0, 0, 1, 1, false, false};
-    if ((a = ob_attr_ints(b, "strides", &n)) && n == 2) {
-        q.stride_h = (int)a[0];
-        q.stride_w = (int)a[1];
-    }
-    if ((a = ob_attr_ints(b, "dilations", &n)) && n == 2) {
-        q.dilation_h = (int)a[0];
-        q.dilation_w = (int)a[1];
-    }
-    if ((a = ob_attr_ints(b, "pads", &n))) {
-        if (n != 4)
-            return ob_fail(b, TG_ERR_INVALID_ARG, "pads has %d values (4 for 2-D)", n);
-        q.pad_top = (int)a[0];
-        q.pad_left = (int)a[1];
-        q.pad_bottom = (int)a[2];
-        q.pad_right = (int)a[3];
-    }
+    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n);
+    if (!ks || n != nsp)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "kernel_shape must have %d value%s (%d-D pooling)",
+                       nsp, nsp > 1 ? "s" : "", nsp);
+    int64_t kernel[2] = {1, 1};
+    TG_TRY(spatial_ints(b, "kernel_shape", nsp, kernel));
+    window w;
+    TG_TRY(read_window(b, tg_tensor_shape(x2), nsp, kernel, &w));
+    tg_pool2d_params q = {(int)w.k[0],  (int)w.k[1],  (int)w.s[0],  (int)w.s[1],
+                          (int)w.lo[0], (int)w.lo[1], (int)w.hi[0], (int)w.hi[1],
+                          (int)w.d[0],  (int)w.d[1],  false,        false};
     q.ceil_mode = ob_attr_int(b, "ceil_mode", 0) != 0;
-    char mode_buf[32];
-    const char *mode = ob_attr_string(b, "auto_pad", mode_buf, sizeof mode_buf);
-    bool upper = !strcmp(mode, "SAME_UPPER");
-    if (upper || !strcmp(mode, "SAME_LOWER")) {
-        /* output ceil(in / stride); the odd padding pixel goes at the end
-         * for SAME_UPPER, at the start for SAME_LOWER */
-        tg_shape s = tg_tensor_shape(x);
-        int k[2] = {(q.kernel_h - 1) * q.dilation_h + 1, (q.kernel_w - 1) * q.dilation_w + 1};
-        int st[2] = {q.stride_h, q.stride_w}, lo[2], hi[2];
-        for (int i = 0; i < 2; i++) {
-            int64_t in = s.dim[2 + i], out = (in + st[i] - 1) / st[i];
-            int64_t total = (out - 1) * st[i] + k[i] - in;
-            total = total > 0 ? total : 0;
-            lo[i] = (int)(upper ? total / 2 : total - total / 2);
-            hi[i] = (int)(total - lo[i]);
-        }
-        q.pad_top = lo[0];
-        q.pad_left = lo[1];
-        q.pad_bottom = hi[0];
-        q.pad_right = hi[1];
-    } else if (!strcmp(mode, "VALID")) {
-        q.pad_top = q.pad_left = q.pad_bottom = q.pad_right = 0;
-    } else if (mode[0] && strcmp(mode, "NOTSET")) {
-        return ob_fail(b, TG_ERR_INVALID_ARG, "auto_pad '%s' is unknown", mode);
-    }
     *p = q;
     return TG_OK;
 }
@@ -466,33 +605,40 @@ static tg_status check_pool_pads(onnx_builder *b, const tg_pool2d_params *p)
 static tg_status map_maxpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
-    TG_TRY(need_4d(b, x));
+    int nsp = 0;
+    TG_TRY(spatial_dims(b, x, &nsp));
+    tg_tensor *x2 = as_2d(b, x);
     tg_pool2d_params p;
-    TG_TRY(pool_params(b, x, &p));
+    TG_TRY(pool_params(b, x2, nsp, &p));
     TG_TRY(check_pool_pads(b, &p));
     if (ob_attr_int(b, "storage_order", 0))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "storage_order=1 is not supported");
-    return ob_set(b, 0, tg_maxpool2d_ex(b->g, x, p));
+    if (b->node->n_output > 1 && b->node->output[1][0])
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "the Indices output is not supported");
+    return ob_set(b, 0, from_2d(b, tg_maxpool2d_ex(b->g, x2, p), nsp));
 }
 
 static tg_status map_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
-    TG_TRY(need_4d(b, x));
+    int nsp = 0;
+    TG_TRY(spatial_dims(b, x, &nsp));
+    tg_tensor *x2 = as_2d(b, x);
     tg_pool2d_params p;
-    TG_TRY(pool_params(b, x, &p));
+    TG_TRY(pool_params(b, x2, nsp, &p));
     TG_TRY(check_pool_pads(b, &p));
     if (p.dilation_h != 1 || p.dilation_w != 1)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
     p.count_include_pad = ob_attr_int(b, "count_include_pad", 0) != 0;
-    return ob_set(b, 0, tg_avgpool2d_ex(b->g, x, p));
+    return ob_set(b, 0, from_2d(b, tg_avgpool2d_ex(b->g, x2, p), nsp));
 }
 
 static tg_status map_global_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
-    TG_TRY(need_4d(b, x));
-    return ob_set(b, 0, tg_global_avgpool(b->g, x));
+    int nsp = 0;
+    TG_TRY(spatial_dims(b, x, &nsp));
+    return ob_set(b, 0, from_2d(b, tg_global_avgpool(b->g, as_2d(b, x)), nsp));
 }
 
 /* ---- normalisation ------------------------------------------------------- */
@@ -899,6 +1045,8 @@ static tg_status map_nll_loss(onnx_builder *b)
 
 const ob_op tg_onnx_nn_ops[] = {
     {"Conv", map_conv, WINDOW_ATTRS ",dilations,group"},
+    {"ConvTranspose", map_conv_transpose,
+     WINDOW_ATTRS ",dilations,group,output_padding,output_shape"},
     {"Gemm", map_gemm, "alpha,beta,transA,transB"},
     {"MatMul", map_matmul, ""},
     {"Add", map_add, ""},

@@ -61,10 +61,10 @@ int64_t tg_bcast_ref_offset(tg_shape out, tg_shape in, int64_t flat);
 void tg_sum_f32(tg_pool *pool, tg_shape in_shape, tg_shape keep, const float *in, float *out);
 void tg_sum_ref(tg_shape in_shape, tg_shape keep, const double *in, double *out);
 
-/* Internal builders (defined in binary.c): sum x down to `shape` (the
- * gradient of broadcasting x's shape-`shape` source), and broadcast x up to
- * `shape`. Both return x itself when the shapes are already equal. */
+/* Internal builder (defined in binary.c): sum x down to `shape` (the
+ * gradient of broadcasting x's shape-`shape` source); x itself when the
+ * shapes are already equal. Its twin tg_expand, the broadcast up, is public
+ * (tilegraph/graph.h). */
 tg_tensor *tg_sum_to(tg_graph *g, tg_tensor *x, tg_shape shape);
-tg_tensor *tg_expand(tg_graph *g, tg_tensor *x, tg_shape shape);
 
 #endif

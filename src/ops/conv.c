@@ -394,6 +394,70 @@ tg_tensor *tg_conv2d_ex(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, t
     return tg_conv2d(g, x, w, b, cp);
 }
 
+/* A transposed convolution is the data gradient of the convolution it
+ * transposes: CONV2D_BWD_DATA with x in the place of dy, its gradient rule
+ * (bwd_bwd_data) making the input gradient a conv2d and the weight gradient
+ * a conv2d_bwd_weight with dy and x in each other's places. The output size
+ * is the one input size the conv maps onto x's: output_padding (< stride)
+ * picks among the stride's candidates, as PyTorch's output_padding does. */
+tg_tensor *tg_conv_transpose2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                               tg_conv2d_params cp, int output_padding_h, int output_padding_w)
+{
+    if (!g || !x || !w)
+        return tg_conv2d(g, x, w, b, cp); /* names the missing operand */
+    char xs[96], ws[96];
+    tg_shape_str(x->shape, xs, sizeof xs);
+    tg_shape_str(w->shape, ws, sizeof ws);
+    if (x->shape.ndim != 4 || w->shape.ndim != 4)
+        return tg_graph_fail(g, TG_ERR_SHAPE,
+                             "conv_transpose2d: x %s and weight %s must be 4-D ([N, Cin, H, W] "
+                             "and [Cin, Cout/groups, KH, KW])",
+                             xs, ws);
+    if (x->shape.dim[1] != w->shape.dim[0])
+        return tg_graph_fail(g, TG_ERR_SHAPE,
+                             "conv_transpose2d: x %s has %lld channels but weight %s takes %lld "
+                             "(its first dim)",
+                             xs, (long long)x->shape.dim[1], ws, (long long)w->shape.dim[0]);
+    int op[2] = {output_padding_h, output_padding_w}, st[2] = {cp.stride_h, cp.stride_w};
+    for (int i = 0; i < 2; i++)
+        if (op[i] < 0 || op[i] >= st[i])
+            return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                                 "conv_transpose2d: output padding %d with stride %d (must be 0 "
+                                 "or more and less than the stride)",
+                                 op[i], st[i]);
+    tg_node_params p = {0};
+    int64_t in[2] = {x->shape.dim[2], x->shape.dim[3]}, out[2];
+    int64_t pad[2] = {cp.pad_h, cp.pad_w}, dil[2] = {cp.dilation_h, cp.dilation_w};
+    for (int i = 0; i < 2; i++) {
+        out[i] = (in[i] - 1) * st[i] - 2 * pad[i] + dil[i] * (w->shape.dim[2 + i] - 1) + 1 + op[i];
+        if (out[i] < 1)
+            return tg_graph_fail(g, TG_ERR_SHAPE,
+                                 "conv_transpose2d: x %s with weight %s, stride %d, padding %lld "
+                                 "and dilation %lld gives an empty output",
+                                 xs, ws, st[i], (long long)pad[i], (long long)dil[i]);
+    }
+    p.i[0] = cp.stride_h;
+    p.i[1] = cp.stride_w;
+    p.i[2] = cp.pad_h;
+    p.i[3] = cp.pad_w;
+    p.i[4] = cp.dilation_h;
+    p.i[5] = cp.dilation_w;
+    p.i[6] = cp.groups;
+    tg_tensor *y = bwd_data_op(g, x, w, p, out[0], out[1]);
+    if (y)
+        tg_graph_rename(g, y, "conv_transpose2d");
+    if (!y || !b)
+        return y;
+    int64_t cout = y->shape.dim[1];
+    if (b->shape.ndim != 1 || b->shape.dim[0] != cout) {
+        char bs[96];
+        return tg_graph_fail(g, TG_ERR_SHAPE,
+                             "conv_transpose2d: bias %s must be [%lld] for weight %s",
+                             tg_shape_str(b->shape, bs, sizeof bs), (long long)cout, ws);
+    }
+    return tg_add(g, y, tg_reshape(g, b, tg_shape_of(3, (int64_t[]){cout, 1, 1})));
+}
+
 static tg_status bwd_conv(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bool *need,
                           tg_tensor **din)
 {

@@ -79,6 +79,60 @@ static void test_mlp_matches_pytorch(void)
     check_against_pytorch("tiny_mlp");
 }
 
+/* 1-D Conv, BatchNorm1d, MaxPool1d, AvgPool1d (ceil_mode, an explicit Pad)
+ * and a global pool over [N, 8, 100]: the 2-D ops over [N, C, 1, L]. */
+static void test_conv1d_matches_pytorch(void)
+{
+    check_against_pytorch("tiny_conv1d");
+}
+
+/* ConvTranspose2d (stride 2, output_padding, groups) and ConvTranspose1d. */
+static void test_decoder_matches_pytorch(void)
+{
+    check_against_pytorch("tiny_decoder");
+}
+
+/* torchvision's VisionTransformer: class_token.expand(n, -1, -1) exports as
+ * Equal and Where on constants (folded) and an Expand of the token, which
+ * becomes one expand op whose gradient reaches the token in training. */
+static void test_vit_matches_pytorch(void)
+{
+    check_against_pytorch("tiny_vit");
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(tg_onnx_load(FIXTURES "tiny_vit.onnx", &m));
+    if (!m)
+        return;
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, true);
+    tg_onnx_build_config c = {.batch = 3};
+    tg_onnx_outputs io;
+    TG_CHECK_OK(tg_onnx_build(m, g, &c, &io));
+    int expands = 0;
+    tg_tensor *token = tg_graph_find(g, "class_token");
+    for (int i = 0; i < tg_graph_tensor_count(g); i++) {
+        const tg_tensor *t = tg_graph_tensor(g, i);
+        if (t->op == TG_OP_EXPAND) {
+            expands++;
+            TG_CHECK(t->in[0] == token);
+            TG_CHECK(tg_shape_equal(t->shape, tg_shape_of(3, (int64_t[]){3, 1, 32})));
+        }
+    }
+    TG_CHECK(token && expands == 1);
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(3));
+    TG_CHECK_OK(tg_graph_backward(g, tg_cross_entropy(g, io.outputs[0], labels)));
+    TG_CHECK(tg_tensor_grad(token) != NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+/* Equal, Where, Expand and Tile on constants, folded at import, and Expand
+ * and Tile on the input (make_fixtures.py's broadcast_folds, against
+ * numpy). */
+static void test_broadcast_folds_match_numpy(void)
+{
+    check_against_pytorch("broadcast_folds");
+}
+
 /* nn.GELU's five exported nodes become one gelu op; LayerNorm matches in
  * its fused (opset 17) and decomposed (opset 13) forms. */
 static void check_gelu(const char *name)
@@ -209,6 +263,10 @@ int main(void)
     TG_RUN(test_summary);
     TG_RUN(test_cnn_matches_pytorch);
     TG_RUN(test_mlp_matches_pytorch);
+    TG_RUN(test_conv1d_matches_pytorch);
+    TG_RUN(test_decoder_matches_pytorch);
+    TG_RUN(test_vit_matches_pytorch);
+    TG_RUN(test_broadcast_folds_match_numpy);
     TG_RUN(test_gelu_layer_norm_opset17);
     TG_RUN(test_gelu_layer_norm_decomposed);
     TG_RUN(test_names_and_scopes);

@@ -3,7 +3,9 @@
  * fast method (im2col + sgemm, direct SIMD at every instruction-set level)
  * against the double reference at 1 and 2 threads, including the tutorial
  * network's exact shapes; hand-computed values; shape errors; asymmetric
- * padding (tg_conv2d_ex) against PyTorch.
+ * padding (tg_conv2d_ex) against PyTorch; the transposed convolution
+ * (tg_conv_transpose2d) against PyTorch, by finite differences and each
+ * fast method against the reference.
  * TG_TEST_LABELS: threads */
 #include "conv_case.h"
 #include "tg_test.h"
@@ -324,6 +326,112 @@ static void test_conv_ex_values(void)
     tg_graph_destroy(g);
 }
 
+/* ---- transposed convolution (tg_conv_transpose2d) ---------------------------------- */
+
+typedef struct tconv_case {
+    int64_t N, Cin, H, W, Cout, R, S;
+    tg_conv2d_params p;
+    int op_h, op_w; /* output padding */
+    bool bias;
+} tconv_case;
+
+static tg_tensor *build_tconv(tg_graph *g, void *ctx)
+{
+    const tconv_case *c = ctx;
+    tg_tensor *x = tg_param(g, "x", tg_shape4(c->N, c->Cin, c->H, c->W), U11);
+    tg_tensor *w = tg_param(g, "w", tg_shape4(c->Cin, c->Cout / c->p.groups, c->R, c->S), U11);
+    tg_tensor *b = c->bias ? tg_param(g, "b", tg_shape1(c->Cout), U11) : NULL;
+    return tg_conv_transpose2d(g, x, w, b, c->p, c->op_h, c->op_w);
+}
+
+static const tconv_case tconv_cases[] = {
+    {2, 3, 4, 5, 2, 3, 3, P(1, 1, 0, 0, 1, 1, 1), 0, 0, true},  /* plain */
+    {2, 3, 3, 4, 4, 3, 3, P(2, 2, 1, 1, 1, 1, 1), 1, 1, true},  /* stride 2, pad, output pad */
+    {1, 4, 3, 3, 6, 2, 3, P(2, 3, 0, 1, 2, 1, 2), 1, 2, false}, /* groups, dilation, mixed */
+    {2, 4, 4, 4, 4, 3, 3, P(1, 1, 1, 1, 1, 1, 4), 0, 0, true},  /* depthwise */
+    {1, 2, 5, 1, 3, 4, 1, P(3, 1, 1, 0, 1, 1, 1), 2, 0, true},  /* 1-D as H x 1, stride > k */
+};
+
+/* Finite differences through x, w and b, and every fast method (and the
+ * oneDNN plan, where built) against the double reference. */
+static void test_conv_transpose_gradcheck(void)
+{
+    static const tg_conv_method methods[] = {TG_CONV_AUTO, TG_CONV_GEMM, TG_CONV_DIRECT};
+    for (size_t i = 0; i < sizeof tconv_cases / sizeof *tconv_cases; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "conv_transpose case %zu", i);
+        TG_CHECK(tg_gradcheck(label, build_tconv, (void *)&tconv_cases[i], (tg_check_opts){0}));
+        for (int m = 0; m < 3; m++) {
+            tg_conv_force_method(methods[m]);
+            for (int t = 1; t <= 2; t++)
+                TG_CHECK(tg_check_kernels(label, build_tconv, (void *)&tconv_cases[i], t, 2e-4,
+                                          (tg_check_opts){0}));
+        }
+        tg_conv_force_method(TG_CONV_AUTO);
+        TG_CHECK(tg_check_kernels(label, build_tconv, (void *)&tconv_cases[i], 2, 2e-4,
+                                  (tg_check_opts){.planned = true}));
+    }
+}
+
+/* F.conv_transpose2d(x, w, b, stride=(2, 1), padding=(1, 0),
+ * output_padding=(1, 0), dilation=(1, 2)) from PyTorch 1.13 (float64), x
+ * [1, 2, 2, 3] = ((5k mod 13) - 6) / 4, w [2, 2, 2, 2] = ((7k mod 11) - 5)
+ * / 5, b = [0.5, -1]; and the errors a user can make. */
+static void test_conv_transpose_values(void)
+{
+    const double want[30] = {1.2,  0.45,  -0.65, -0.5,  2.75, 1.5,  -0.75, -0.8,  1.35,  0.65,
+                             0.9,  0.15,  -0.95, -0.5,  2.75, -2.7, -0.45, -1.55, -0.85, -1.25,
+                             -1.2, -0.45, -0.4,  -1.65, -1.6, -1.8, 0.45,  -0.55, -0.75, -1.15};
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 2, 2, 3));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(2, 2, 2, 2));
+    tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape1(2));
+    tg_tensor *y = tg_conv_transpose2d(g, x, w, b, P(2, 1, 1, 0, 1, 2, 1), 1, 0);
+    TG_CHECK_OK(tg_graph_status(g));
+    TG_CHECK(y && tg_shape_equal(y->shape, tg_shape4(1, 2, 3, 5)));
+    tg_tensor *t = y ? y->in[0] : NULL; /* the bias add's first operand */
+    TG_CHECK(t && t->op == TG_OP_CONV2D_BWD_DATA && strstr(t->name, "conv_transpose2d"));
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_interp_create(g, 1, &ip));
+    for (int k = 0; k < 12; k++)
+        tg_interp_data(ip, x)[k] = ((5 * k) % 13 - 6) / 4.0;
+    for (int k = 0; k < 16; k++)
+        tg_interp_data(ip, w)[k] = ((7 * k) % 11 - 5) / 5.0;
+    const double bv[2] = {0.5, -1.0};
+    memcpy(tg_interp_data(ip, b), bv, sizeof bv);
+    TG_CHECK_OK(tg_interp_run(ip, 0));
+    for (int k = 0; k < 30 && y; k++)
+        TG_CHECK_NEAR(tg_interp_data(ip, y)[k], want[k], 1e-12);
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+
+    struct {
+        tg_shape ws, bs;
+        tg_conv2d_params p;
+        int op;
+        const char *msg;
+    } bad[] = {
+        {tg_shape4(2, 2, 2, 2), tg_shape1(2), P(2, 2, 0, 0, 1, 1, 1), 2,
+         "output padding 2 with stride 2 (must be 0 or more and less than the stride)"},
+        {tg_shape4(3, 2, 2, 2), tg_shape1(2), P(1, 1, 0, 0, 1, 1, 1), 0,
+         "x [1, 2, 2, 3] has 2 channels but weight [3, 2, 2, 2] takes 3"},
+        {tg_shape4(2, 2, 2, 2), tg_shape1(3), P(1, 1, 0, 0, 1, 1, 1), 0,
+         "bias [3] must be [2] for weight [2, 2, 2, 2]"},
+        {tg_shape4(2, 2, 2, 2), tg_shape1(2), P(1, 1, 2, 2, 1, 1, 1), 0, "gives an empty output"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        g = tg_graph_create();
+        x = tg_input(g, "x", TG_F32, tg_shape4(1, 2, 2, 3));
+        w = tg_input(g, "w", TG_F32, bad[i].ws);
+        b = tg_input(g, "b", TG_F32, bad[i].bs);
+        TG_CHECK(tg_conv_transpose2d(g, x, w, b, bad[i].p, bad[i].op, 0) == NULL);
+        TG_CHECK(tg_graph_error(g) && strstr(tg_graph_error(g), bad[i].msg));
+        if (tg_graph_error(g) && !strstr(tg_graph_error(g), bad[i].msg))
+            printf("  got: %s\n", tg_graph_error(g));
+        tg_graph_destroy(g);
+    }
+}
+
 int main(void)
 {
     TG_RUN(test_conv_ex_values);
@@ -335,5 +443,7 @@ int main(void)
     TG_RUN(test_conv_kernels_random);
     TG_RUN(test_conv_kernels_model_shapes);
     TG_RUN(test_shape_errors);
+    TG_RUN(test_conv_transpose_values);
+    TG_RUN(test_conv_transpose_gradcheck);
     return tg_test_finish();
 }
