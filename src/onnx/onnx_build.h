@@ -105,6 +105,14 @@ typedef struct ob_op {
     const char *attrs; /* the attributes it understands, comma-separated */
 } ob_op;
 
+/* The recurrent ops (onnx_rnn.c), unrolled over the sequence; their entries
+ * are in the NN table. */
+tg_status ob_map_lstm(onnx_builder *b);
+tg_status ob_map_gru(onnx_builder *b);
+tg_status ob_map_rnn(onnx_builder *b);
+#define OB_RNN_ATTRS                                                                               \
+    "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
+
 /* The op tables: NN ops (onnx_ops.c) and constant folding (onnx_fold.c). */
 const ob_op *ob_find_op(const char *op_type);
 extern const ob_op tg_onnx_nn_ops[];

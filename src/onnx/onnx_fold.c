@@ -1,6 +1,6 @@
 /* onnx/onnx_fold.c - ops that move shapes and constants: Constant, Shape,
  * Gather, Unsqueeze, Squeeze, Concat, Cast, ConstantOfShape, Range,
- * Identity, Reshape.
+ * Identity, Reshape, Expand.
  *
  * PyTorch exports compute reshape targets with chains like
  * Shape -> Gather -> Unsqueeze -> Concat -> Reshape. All shapes are known at
@@ -530,6 +530,64 @@ static tg_status map_identity(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
+/* Expand: NumPy broadcasting of x against the shape. The exporter's
+ * zero initial states of recurrent layers (a Constant expanded to the
+ * batch) are folded; a graph tensor is broadcast by adding zeros, whose
+ * gradient sums back over the broadcast dims. */
+static tg_status map_expand(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    const tg_onnx_data *to = ob_const(b, 1);
+    if (!to)
+        return TG_ERR_UNSUPPORTED;
+    if (!to->i || to->ndim != 1 || to->n > TG_MAX_DIMS)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "the shape must be 1-D integers, at most %d",
+                       TG_MAX_DIMS);
+    int nd = (int)to->n > s.ndim ? (int)to->n : s.ndim;
+    int64_t dim[TG_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int ds = d - (nd - s.ndim), dt = d - (nd - (int)to->n);
+        int64_t a = ds >= 0 ? s.dim[ds] : 1, t = dt >= 0 ? to->i[dt] : 1;
+        if (a != t && a != 1 && t != 1)
+            return ob_fail(b, TG_ERR_SHAPE, "dimension %d of size %lld cannot expand to %lld", d,
+                           (long long)a, (long long)t);
+        dim[d] = a == 1 ? t : a;
+    }
+    tg_shape o = tg_shape_of(nd, dim);
+    if (!ob_is_const(b, 0)) {
+        tg_tensor *x = ob_tensor(b, 0);
+        if (!x)
+            return TG_ERR_UNSUPPORTED;
+        if (tg_shape_equal(o, s))
+            return ob_set(b, 0, x);
+        return ob_set(b, 0, tg_add(b->g, x, tg_constant(b->g, o, 0.0f)));
+    }
+    const tg_onnx_data *x = ob_const(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, nd, dim, &d));
+    d.elem_type = x->elem_type;
+    for (int64_t k = 0; k < d.n; k++) {
+        /* the source index: each output coordinate, 0 where x has size 1 */
+        int64_t rem = k, src = 0, stride = 1;
+        for (int dd = nd - 1; dd >= 0; dd--) {
+            int64_t c = rem % dim[dd], ds = dd - (nd - s.ndim);
+            rem /= dim[dd];
+            if (ds < 0)
+                continue;
+            src += (s.dim[ds] == 1 ? 0 : c) * stride;
+            stride *= s.dim[ds];
+        }
+        if (d.f)
+            d.f[k] = x->f[src];
+        else
+            d.i[k] = x->i[src];
+    }
+    return ob_set_const(b, 0, &d);
+}
+
 const ob_op tg_onnx_fold_ops[] = {
     {"Constant", map_constant, "value,value_float,value_floats,value_int,value_ints"},
     {"Shape", map_shape, "start,end"},
@@ -542,5 +600,6 @@ const ob_op tg_onnx_fold_ops[] = {
     {"ConstantOfShape", map_constant_of_shape, "value"},
     {"Range", map_range, ""},
     {"Identity", map_identity, ""},
+    {"Expand", map_expand, ""},
 };
 const int tg_onnx_fold_op_count = (int)(sizeof tg_onnx_fold_ops / sizeof tg_onnx_fold_ops[0]);

@@ -613,12 +613,60 @@ static tg_status map_transpose(onnx_builder *b)
     return ob_set(b, 0, tg_transpose(b->g, x, perm));
 }
 
+/* Slice of a constant, folded (the exporter slices its zero initial
+ * states of recurrent layers out of one Constant): Python's slicing rules
+ * per axis, as tg_slice_ex. */
+static tg_status fold_slice(onnx_builder *b, const tg_onnx_data *x, const tg_onnx_data *st,
+                            const tg_onnx_data *en, const tg_onnx_data *ax, const tg_onnx_data *sp)
+{
+    int64_t first[TG_MAX_DIMS], step[TG_MAX_DIMS], count[TG_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        first[d] = 0;
+        step[d] = 1;
+        count[d] = x->dim[d];
+    }
+    for (int64_t k = 0; k < st->n; k++) {
+        int a = 0;
+        TG_TRY(ob_axis(b, ax ? ax->i[k] : k, x->ndim, &a));
+        int64_t n = x->dim[a], lo = st->i[k], hi = en->i[k], by = sp ? sp->i[k] : 1;
+        if (by == 0)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "step 0 on axis %d", a);
+        lo = lo < 0 ? lo + n : lo;
+        hi = hi < 0 ? hi + n : hi;
+        int64_t min = by > 0 ? 0 : -1, max = by > 0 ? n : n - 1;
+        lo = lo < min ? min : lo > max ? max : lo;
+        hi = hi < min ? min : hi > max ? max : hi;
+        int64_t len = by > 0 ? (hi - lo + by - 1) / by : (lo - hi - by - 1) / -by;
+        first[a] = lo;
+        step[a] = by;
+        count[a] = len > 0 ? len : 0;
+    }
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, count, &d));
+    d.elem_type = x->elem_type;
+    for (int64_t k = 0; k < d.n; k++) {
+        int64_t rem = k, src = 0, stride = 1;
+        for (int a = x->ndim - 1; a >= 0; a--) {
+            src += (first[a] + rem % count[a] * step[a]) * stride;
+            rem /= count[a];
+            stride *= x->dim[a];
+        }
+        if (d.f)
+            d.f[k] = x->f[src];
+        else
+            d.i[k] = x->i[src];
+    }
+    return ob_set_const(b, 0, &d);
+}
+
 static tg_status map_slice(onnx_builder *b)
 {
-    tg_tensor *x = ob_tensor(b, 0);
-    if (!x)
+    bool folded = ob_is_const(b, 0);
+    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
+    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
+    if (!x && !xc)
         return TG_ERR_UNSUPPORTED;
-    tg_shape s = tg_tensor_shape(x);
+    tg_shape s = x ? tg_tensor_shape(x) : tg_shape_of(xc->ndim, xc->dim);
     const tg_onnx_data *st = ob_const(b, 1), *en = st ? ob_const(b, 2) : NULL;
     const tg_onnx_data *ax = en && ob_has_input(b, 3) ? ob_const(b, 3) : NULL;
     const tg_onnx_data *sp = en && ob_has_input(b, 4) ? ob_const(b, 4) : NULL;
@@ -628,6 +676,8 @@ static tg_status map_slice(onnx_builder *b)
         return ob_fail(b, TG_ERR_FORMAT,
                        "starts, ends, axes and steps must be integer lists of "
                        "one length");
+    if (xc)
+        return fold_slice(b, xc, st, en, ax, sp);
     tg_tensor *y = x;
     for (int64_t k = 0; k < st->n; k++) {
         int axis = 0;
@@ -781,5 +831,8 @@ const ob_op tg_onnx_nn_ops[] = {
     {"ReduceMax", map_reduce_max, "axes,keepdims"},
     {"ReduceMin", map_reduce_min, "axes,keepdims"},
     {"Pad", map_pad, "mode"},
+    {"LSTM", ob_map_lstm, OB_RNN_ATTRS ",input_forget"},
+    {"GRU", ob_map_gru, OB_RNN_ATTRS ",linear_before_reset"},
+    {"RNN", ob_map_rnn, OB_RNN_ATTRS},
 };
 const int tg_onnx_nn_op_count = (int)(sizeof tg_onnx_nn_ops / sizeof tg_onnx_nn_ops[0]);
