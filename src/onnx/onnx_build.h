@@ -51,6 +51,9 @@ bool ob_has_input(const onnx_builder *b, int i);
 bool ob_is_const(onnx_builder *b, int i);
 /* Input i's initializer index if it is an unplaced initializer, else -1. */
 int ob_initializer(const onnx_builder *b, int i);
+/* Whether input i can be folded at import: a constant that is not a float
+ * initializer (a weight, which must stay a trainable parameter). */
+bool ob_is_foldable(onnx_builder *b, int i);
 
 /* Set output k of the current node. The constant form takes ownership of
  * d's arrays. */

@@ -90,7 +90,7 @@ static double get(const tg_onnx_data *d, int64_t k)
  * Squeeze, Unsqueeze and Flatten. */
 static tg_status reshaped(onnx_builder *b, tg_shape s)
 {
-    if (!ob_is_const(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         return ob_set(b, 0, x ? tg_reshape(b->g, x, s) : NULL);
     }
@@ -229,7 +229,7 @@ static tg_status map_gather(onnx_builder *b)
         return TG_ERR_UNSUPPORTED;
     if (!idx->i)
         return ob_fail(b, TG_ERR_FORMAT, "indices must be integers");
-    if (!ob_is_const(b, 0))
+    if (!ob_is_foldable(b, 0))
         return gather_tensor(b, axis, idx);
     const tg_onnx_data *x = ob_const(b, 0);
     int64_t dims[TG_MAX_DIMS * 2];
@@ -372,7 +372,7 @@ static tg_status map_concat(onnx_builder *b)
     int n = (int)b->node->n_input;
     bool all_const = true;
     for (int k = 0; k < n; k++)
-        all_const = all_const && ob_is_const(b, k);
+        all_const = all_const && ob_is_foldable(b, k);
     tg_shape s;
     TG_TRY(ob_shape(b, 0, &s));
     int axis = 0;
@@ -424,7 +424,7 @@ static bool float_type(int64_t t)
 static tg_status map_cast(onnx_builder *b)
 {
     int64_t to = ob_attr_int(b, "to", 0);
-    if (!ob_is_const(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         /* a uint8 input (8-bit images) becomes f32 with the same values;
          * to float16 too: graph tensors are f32, the precision stores halves */
@@ -520,7 +520,7 @@ static tg_status map_range(onnx_builder *b)
 
 static tg_status map_identity(onnx_builder *b)
 {
-    if (!ob_is_const(b, 0))
+    if (!ob_is_foldable(b, 0))
         return ob_set(b, 0, ob_tensor(b, 0));
     const tg_onnx_data *c = ob_const(b, 0);
     if (!c)
@@ -555,7 +555,7 @@ static tg_status map_expand(onnx_builder *b)
         dim[d] = a == 1 ? t : a;
     }
     tg_shape o = tg_shape_of(nd, dim);
-    if (!ob_is_const(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         if (!x)
             return TG_ERR_UNSUPPORTED;

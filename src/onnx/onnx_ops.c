@@ -661,7 +661,7 @@ static tg_status fold_slice(onnx_builder *b, const tg_onnx_data *x, const tg_onn
 
 static tg_status map_slice(onnx_builder *b)
 {
-    bool folded = ob_is_const(b, 0);
+    bool folded = ob_is_foldable(b, 0);
     const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
     tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
     if (!x && !xc)

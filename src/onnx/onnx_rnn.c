@@ -33,12 +33,12 @@ typedef tg_tensor *(*act_fn)(tg_graph *, tg_tensor *);
 /* What one node asks for, read and checked once. */
 typedef struct rnn_spec {
     rnn_kind kind;
-    int gates;  /* blocks of H rows in W and R: 1 (RNN), 3 (GRU), 4 (LSTM) */
-    int n_act;  /* activations per direction: 1, 2, 3 */
-    int dirs;   /* 1 or 2 */
-    bool reverse; /* one direction, run from the last step */
+    int gates;        /* blocks of H rows in W and R: 1 (RNN), 3 (GRU), 4 (LSTM) */
+    int n_act;        /* activations per direction: 1, 2, 3 */
+    int dirs;         /* 1 or 2 */
+    bool reverse;     /* one direction, run from the last step */
     bool batch_first; /* layout 1 */
-    bool lbr;     /* GRU linear_before_reset */
+    bool lbr;         /* GRU linear_before_reset */
     int64_t seq, batch, input, hidden;
     act_fn act[2][3]; /* per direction: f, g, h (as ONNX names them) */
 } rnn_spec;
@@ -148,13 +148,11 @@ static tg_status shape_is(onnx_builder *b, tg_tensor *t, const char *what, int n
 }
 
 /* X, W and R: their shapes give seq, batch, input and hidden. */
-static tg_status read_sizes(onnx_builder *b, rnn_spec *sp, tg_tensor *x, tg_tensor *w,
-                            tg_tensor *r)
+static tg_status read_sizes(onnx_builder *b, rnn_spec *sp, tg_tensor *x, tg_tensor *w, tg_tensor *r)
 {
     tg_shape xs = tg_tensor_shape(x), rs = tg_tensor_shape(r);
     if (xs.ndim != 3)
-        return ob_fail(b, TG_ERR_SHAPE, "X has %d dimensions (3: sequence, batch, input)",
-                       xs.ndim);
+        return ob_fail(b, TG_ERR_SHAPE, "X has %d dimensions (3: sequence, batch, input)", xs.ndim);
     sp->seq = xs.dim[sp->batch_first ? 1 : 0];
     sp->batch = xs.dim[sp->batch_first ? 0 : 1];
     sp->input = xs.dim[2];
@@ -348,8 +346,7 @@ static void gru_step(tg_graph *g, const rnn_spec *sp, const act_fn *act, rnn_dir
         tg_tensor *xzr = cols(g, x, 0, 2 * H), *xh = cols(g, x, 2 * H, 3 * H);
         zr = act[0](g, st->h ? tg_add(g, xzr, tg_linear(g, st->h, rzr, NULL)) : xzr);
         tg_tensor *r = cols(g, zr, H, 2 * H);
-        cand = act[1](
-            g, st->h ? tg_add(g, xh, tg_linear(g, tg_mul(g, r, st->h), rh, NULL)) : xh);
+        cand = act[1](g, st->h ? tg_add(g, xh, tg_linear(g, tg_mul(g, r, st->h), rh, NULL)) : xh);
     }
     tg_tensor *u = cols(g, zr, 0, H);
     /* h = (1 - z) h~ + z h_prev = h~ + z (h_prev - h~) */
@@ -373,7 +370,7 @@ static tg_status dir_setup(onnx_builder *b, const rnn_spec *sp, int d, rnn_dir *
         st->r = of_dir(g, ob_tensor(b, IN_R), sp, d);
     if (sp->lbr && ob_has_input(b, IN_B)) {
         tg_tensor *bias = ob_tensor(b, IN_B);
-        st->rbias = tg_reshape(g, cols(g, of_dir(g, bias, sp, d), gh, 2 * gh), tg_shape1(gh));
+        st->rbias = tg_slice(g, of_dir(g, bias, sp, d), 0, gh, 2 * gh);
     }
     if (!known_zero(b, IN_H0)) {
         tg_tensor *h0 = state_input(b, sp, IN_H0, "initial_h");
@@ -531,8 +528,7 @@ static tg_status map_recurrent(onnx_builder *b, rnn_kind kind)
                        (long long)sp.seq);
     tg_tensor *xw = project_inputs(b, &sp, x);
     if (!xw)
-        return tg_graph_status(b->g) ? ob_fail(b, tg_graph_status(b->g), "%s",
-                                               tg_graph_error(b->g))
+        return tg_graph_status(b->g) ? ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g))
                                      : TG_ERR_SHAPE;
     rnn_dir st[2];
     tg_tensor **ys = tg_calloc((size_t)(2 * sp.seq), sizeof *ys);
