@@ -98,6 +98,16 @@ bool ob_is_const(onnx_builder *b, int i)
     return v && !v->t;
 }
 
+bool ob_is_foldable(onnx_builder *b, int i)
+{
+    if (!ob_is_const(b, i))
+        return false;
+    if (ob_initializer(b, i) < 0)
+        return true;
+    const tg_onnx_data *d = ob_const(b, i);
+    return d && !d->f;
+}
+
 const tg_onnx_data *ob_const(onnx_builder *b, int i)
 {
     ob_value *v = input_value(b, i);

@@ -56,6 +56,9 @@ bool ob_has_input(const onnx_builder *b, int i);
 bool ob_is_const(onnx_builder *b, int i);
 /* Input i's initializer index if it is an unplaced initializer, else -1. */
 int ob_initializer(const onnx_builder *b, int i);
+/* Whether input i can be folded at import: a constant that is not a float
+ * initializer (a weight, which must stay a trainable parameter). */
+bool ob_is_foldable(onnx_builder *b, int i);
 
 /* Set output k of the current node. The constant form takes ownership of
  * d's arrays. */
@@ -109,6 +112,14 @@ typedef struct ob_op {
     ob_map_fn map;
     const char *attrs; /* the attributes it understands, comma-separated */
 } ob_op;
+
+/* The recurrent ops (onnx_rnn.c), unrolled over the sequence; their entries
+ * are in the NN table. */
+tg_status ob_map_lstm(onnx_builder *b);
+tg_status ob_map_gru(onnx_builder *b);
+tg_status ob_map_rnn(onnx_builder *b);
+#define OB_RNN_ATTRS                                                                               \
+    "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
 /* The op tables: NN ops (onnx_ops.c) and constant folding (onnx_fold.c). */
 const ob_op *ob_find_op(const char *op_type);

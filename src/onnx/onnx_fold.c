@@ -1,6 +1,7 @@
 /* onnx/onnx_fold.c - ops that move shapes and constants: Constant, Shape,
  * Gather, Unsqueeze, Squeeze, Concat, Cast, ConstantOfShape, Range,
- * Identity, Reshape, Equal, Where, Expand, Tile.
+ * Identity, Reshape, Expand, Tile, and the comparisons, logic and Where
+ * (folded on constants, graph ops on tensors).
  *
  * PyTorch exports compute reshape targets with chains like
  * Shape -> Gather -> Unsqueeze -> Concat -> Reshape. All shapes are known at
@@ -92,7 +93,7 @@ static double get(const tg_onnx_data *d, int64_t k)
  * Squeeze, Unsqueeze and Flatten. */
 static tg_status reshaped(onnx_builder *b, tg_shape s)
 {
-    if (!ob_is_const(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         return ob_set(b, 0, x ? tg_reshape(b->g, x, s) : NULL);
     }
@@ -258,7 +259,7 @@ static tg_status map_gather(onnx_builder *b)
     if (!idx->i)
         return ob_fail(b, TG_ERR_FORMAT, "indices must be integers");
     TG_TRY(check_indices(b, idx, s.dim[axis]));
-    if (!ob_is_const(b, 0))
+    if (!ob_is_foldable(b, 0))
         return idx->n <= 64 && idx->ndim <= 1 ? gather_tensor(b, axis, idx)
                                               : gather_runtime(b, axis);
     const tg_onnx_data *x = ob_const(b, 0);
@@ -402,7 +403,7 @@ static tg_status map_concat(onnx_builder *b)
     int n = (int)b->node->n_input;
     bool all_const = true;
     for (int k = 0; k < n; k++)
-        all_const = all_const && ob_is_const(b, k);
+        all_const = all_const && ob_is_foldable(b, k);
     tg_shape s;
     TG_TRY(ob_shape(b, 0, &s));
     int axis = 0;
@@ -489,7 +490,7 @@ static tg_status cast_tensor(onnx_builder *b, tg_tensor *x, int64_t to)
 static tg_status map_cast(onnx_builder *b)
 {
     int64_t to = ob_attr_int(b, "to", 0);
-    if (!ob_is_const(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         /* a uint8 input (8-bit images) becomes f32 with the same values;
          * to float16 too: graph tensors are f32, the precision stores halves */
@@ -582,7 +583,7 @@ static tg_status map_range(onnx_builder *b)
 
 static tg_status map_identity(onnx_builder *b)
 {
-    if (!ob_is_const(b, 0))
+    if (!ob_is_foldable(b, 0))
         return ob_set(b, 0, ob_tensor(b, 0));
     const tg_onnx_data *c = ob_const(b, 0);
     if (!c)
@@ -597,19 +598,6 @@ static tg_status map_identity(onnx_builder *b)
 static tg_shape data_shape(const tg_onnx_data *d)
 {
     return tg_shape_of(d->ndim, d->dim);
-}
-
-/* Whether input i folds: known at import and not a float initializer
- * (that is a weight, placed in the graph as a parameter to be trained). */
-static bool folds(onnx_builder *b, int i)
-{
-    int init = ob_initializer(b, i);
-    if (!ob_is_const(b, i))
-        return false;
-    if (init < 0)
-        return true;
-    int type = b->m->graph->initializer[init]->data_type;
-    return !float_type(type);
 }
 
 /* The NumPy broadcast of n shapes. */
@@ -654,10 +642,47 @@ static int64_t bcast_at(tg_shape out, tg_shape in, int64_t k)
     return off;
 }
 
-/* Equal on constants (the exporter's test of a shape against -1); a graph
- * tensor's booleans could not flow through the graph. */
-static tg_status map_equal(onnx_builder *b)
+/* Comparisons and logic: folded on constants (the exporter's test of a
+ * shape against -1), graph ops otherwise (masks built from the inputs).
+ * Booleans are i32 0/1 in the graph. */
+typedef enum { CMP_EQ, CMP_LT, CMP_LE, CMP_GT, CMP_GE, LOGIC_AND, LOGIC_OR, LOGIC_XOR } cmp_kind;
+
+static bool cmp_one(cmp_kind k, double x, double y)
 {
+    switch (k) {
+    case CMP_EQ:
+        return x == y;
+    case CMP_LT:
+        return x < y;
+    case CMP_LE:
+        return x <= y;
+    case CMP_GT:
+        return x > y;
+    case CMP_GE:
+        return x >= y;
+    case LOGIC_AND:
+        return x != 0 && y != 0;
+    case LOGIC_OR:
+        return x != 0 || y != 0;
+    default:
+        return (x != 0) != (y != 0);
+    }
+}
+
+static tg_status compare_runtime(onnx_builder *b, cmp_kind k)
+{
+    static tg_tensor *(*const fn[])(tg_graph *, tg_tensor *, tg_tensor *) = {
+        tg_equal,         tg_less,        tg_less_equal, tg_greater,
+        tg_greater_equal, tg_logical_and, tg_logical_or, tg_logical_xor};
+    tg_tensor *x = ob_typed_tensor(b, 0);
+    tg_tensor *y = x ? ob_typed_tensor(b, 1) : NULL;
+    return y ? ob_set(b, 0, fn[k](b->g, x, y)) : TG_ERR_INVALID_ARG;
+}
+
+static tg_status compare(onnx_builder *b, cmp_kind k)
+{
+    if (!ob_is_foldable(b, 0) || !ob_is_foldable(b, 1))
+        return compare_runtime(b, k);
     const tg_onnx_data *x = ob_const(b, 0), *y = x ? ob_const(b, 1) : NULL;
     if (!y)
         return TG_ERR_UNSUPPORTED;
@@ -666,17 +691,77 @@ static tg_status map_equal(onnx_builder *b)
     tg_onnx_data d;
     TG_TRY(ob_data_new(b, false, o.ndim, o.dim, &d));
     d.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
-    for (int64_t k = 0; k < d.n; k++)
-        d.i[k] = get(x, bcast_at(o, in[0], k)) == get(y, bcast_at(o, in[1], k));
+    for (int64_t i = 0; i < d.n; i++)
+        d.i[i] = cmp_one(k, get(x, bcast_at(o, in[0], i)), get(y, bcast_at(o, in[1], i)));
     return ob_set_const(b, 0, &d);
 }
 
-/* Where with a condition known at import: folded when x and y are too;
- * otherwise a condition that is all true (all false) is x (y) expanded to
- * the broadcast shape. A mixed one is refused: selecting between graph
- * tensors element by element has no op here. */
+static tg_status map_equal(onnx_builder *b)
+{
+    return compare(b, CMP_EQ);
+}
+static tg_status map_less(onnx_builder *b)
+{
+    return compare(b, CMP_LT);
+}
+static tg_status map_less_equal(onnx_builder *b)
+{
+    return compare(b, CMP_LE);
+}
+static tg_status map_greater(onnx_builder *b)
+{
+    return compare(b, CMP_GT);
+}
+static tg_status map_greater_equal(onnx_builder *b)
+{
+    return compare(b, CMP_GE);
+}
+static tg_status map_and(onnx_builder *b)
+{
+    return compare(b, LOGIC_AND);
+}
+static tg_status map_or(onnx_builder *b)
+{
+    return compare(b, LOGIC_OR);
+}
+static tg_status map_xor(onnx_builder *b)
+{
+    return compare(b, LOGIC_XOR);
+}
+
+static tg_status map_not(onnx_builder *b)
+{
+    if (!ob_is_foldable(b, 0)) {
+        tg_tensor *x = ob_typed_tensor(b, 0);
+        return x ? ob_set(b, 0, tg_logical_not(b->g, x)) : TG_ERR_INVALID_ARG;
+    }
+    const tg_onnx_data *x = ob_const(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, x->ndim, x->dim, &d));
+    d.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    for (int64_t i = 0; i < d.n; i++)
+        d.i[i] = get(x, i) == 0;
+    return ob_set_const(b, 0, &d);
+}
+
+/* Where as a graph op: cond i32, x and y of one type. */
+static tg_status where_runtime(onnx_builder *b)
+{
+    tg_tensor *c = ob_typed_tensor(b, 0);
+    tg_tensor *x = c ? ob_typed_tensor(b, 1) : NULL;
+    tg_tensor *y = x ? ob_typed_tensor(b, 2) : NULL;
+    return y ? ob_set(b, 0, tg_where(b->g, c, x, y)) : TG_ERR_INVALID_ARG;
+}
+
+/* Where with a condition known at import: folded when x and y are too; a
+ * condition that is all true (all false) is x (y) expanded to the broadcast
+ * shape; any other is the graph op. */
 static tg_status map_where(onnx_builder *b)
 {
+    if (!ob_is_const(b, 0))
+        return where_runtime(b);
     const tg_onnx_data *c = ob_const(b, 0);
     if (!c)
         return TG_ERR_UNSUPPORTED;
@@ -684,7 +769,7 @@ static tg_status map_where(onnx_builder *b)
     TG_TRY(ob_shape(b, 1, &in[1]));
     TG_TRY(ob_shape(b, 2, &in[2]));
     TG_TRY(bcast_shape(b, 3, in, &o));
-    if (folds(b, 1) && folds(b, 2)) {
+    if (ob_is_foldable(b, 1) && ob_is_foldable(b, 2)) {
         const tg_onnx_data *x = ob_const(b, 1), *y = x ? ob_const(b, 2) : NULL;
         if (!y)
             return TG_ERR_UNSUPPORTED;
@@ -705,12 +790,8 @@ static tg_status map_where(onnx_builder *b)
     for (int64_t k = 0; k < c->n; k++)
         n_true += get(c, k) != 0;
     if (n_true != 0 && n_true != c->n)
-        return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "a condition that is true for %lld of its %lld elements, choosing "
-                       "between graph tensors (a condition that is all true or all false is "
-                       "supported)",
-                       (long long)n_true, (long long)c->n);
-    tg_tensor *t = ob_tensor(b, n_true ? 1 : 2);
+        return where_runtime(b);
+    tg_tensor *t = ob_typed_tensor(b, n_true ? 1 : 2);
     return ob_set(b, 0, t ? tg_expand(b->g, t, o) : NULL);
 }
 
@@ -733,7 +814,7 @@ static tg_status map_expand(onnx_builder *b)
     in[1] = tg_shape_of((int)sh->n, sh->i);
     tg_shape o;
     TG_TRY(bcast_shape(b, 2, in, &o));
-    if (!folds(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         return ob_set(b, 0, x ? tg_expand(b->g, x, o) : NULL);
     }
@@ -772,7 +853,7 @@ static tg_status map_tile(onnx_builder *b)
                            (long long)r->i[d], d);
         o.dim[d] *= r->i[d];
     }
-    if (!folds(b, 0)) {
+    if (!ob_is_foldable(b, 0)) {
         tg_tensor *y = ob_tensor(b, 0);
         tg_shape cur = s;
         for (int d = 0; y && d < s.ndim; d++) {
@@ -822,6 +903,14 @@ const ob_op tg_onnx_fold_ops[] = {
     {"Range", map_range, ""},
     {"Identity", map_identity, ""},
     {"Equal", map_equal, ""},
+    {"Less", map_less, ""},
+    {"LessOrEqual", map_less_equal, ""},
+    {"Greater", map_greater, ""},
+    {"GreaterOrEqual", map_greater_equal, ""},
+    {"And", map_and, ""},
+    {"Or", map_or, ""},
+    {"Xor", map_xor, ""},
+    {"Not", map_not, ""},
     {"Where", map_where, ""},
     {"Expand", map_expand, ""},
     {"Tile", map_tile, ""},

@@ -823,13 +823,13 @@ static tg_status map_slice(onnx_builder *b)
         return ob_fail(b, TG_ERR_FORMAT,
                        "starts, ends, axes and steps must be integer lists of "
                        "one length");
-    if (ob_is_const(b, 0)) {
-        const tg_onnx_data *c = ob_const(b, 0);
-        return c ? fold_slice(b, c, st, en, ax, sp) : TG_ERR_UNSUPPORTED;
-    }
-    tg_tensor *x = ob_tensor(b, 0);
-    if (!x)
+    bool folded = ob_is_foldable(b, 0);
+    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
+    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
+    if (!x && !xc)
         return TG_ERR_UNSUPPORTED;
+    if (xc)
+        return fold_slice(b, xc, st, en, ax, sp);
     tg_shape s = tg_tensor_shape(x);
     tg_tensor *y = x;
     for (int64_t k = 0; k < st->n; k++) {
@@ -1088,5 +1088,8 @@ const ob_op tg_onnx_nn_ops[] = {
     {"Pad", map_pad, "mode"},
     {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "ignore_index,reduction"},
     {"NegativeLogLikelihoodLoss", map_nll_loss, "ignore_index,reduction"},
+    {"LSTM", ob_map_lstm, OB_RNN_ATTRS ",input_forget"},
+    {"GRU", ob_map_gru, OB_RNN_ATTRS ",linear_before_reset"},
+    {"RNN", ob_map_rnn, OB_RNN_ATTRS},
 };
 const int tg_onnx_nn_op_count = (int)(sizeof tg_onnx_nn_ops / sizeof tg_onnx_nn_ops[0]);

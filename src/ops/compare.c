@@ -358,11 +358,11 @@ tg_tensor *tg_where(tg_graph *g, tg_tensor *cond, tg_tensor *x, tg_tensor *y)
     return tg_node_create(g, TG_OP_WHERE, 3, in, &p);
 }
 
-const tg_op_def tg_opdef_CAST = {"cast",   infer_cast, flops_per_element, NULL,
-                                 fwd_cast, ref_cast,   NULL};
-const tg_op_def tg_opdef_COMPARE = {"compare",  infer_compare, flops_per_element, NULL,
-                                    fwd_select, ref_select,    NULL};
-const tg_op_def tg_opdef_LOGICAL = {"logical",  infer_logical, flops_per_element, NULL,
-                                    fwd_select, ref_select,    NULL};
+const tg_op_def tg_opdef_CAST = {"cast",   infer_cast, flops_per_element, NULL, fwd_cast,
+                                 ref_cast, NULL};
+const tg_op_def tg_opdef_COMPARE = {"compare",  infer_compare, flops_per_element, NULL, fwd_select,
+                                    ref_select, NULL};
+const tg_op_def tg_opdef_LOGICAL = {"logical",  infer_logical, flops_per_element, NULL, fwd_select,
+                                    ref_select, NULL};
 const tg_op_def tg_opdef_WHERE = {"where",    infer_where, flops_per_element, NULL,
                                   fwd_select, ref_select,  bwd_where};

@@ -69,8 +69,8 @@ static tg_status check_indices(const tg_tensor *node, int k)
 {
     const tg_tensor *idx = node->in[k];
     if (idx->dtype != TG_I32)
-        return tg_error(TG_ERR_DTYPE, "indices ('%s') are %s; gather takes i32 indices",
-                        idx->name, tg_dtype_name(idx->dtype));
+        return tg_error(TG_ERR_DTYPE, "indices ('%s') are %s; gather takes i32 indices", idx->name,
+                        tg_dtype_name(idx->dtype));
     return TG_OK;
 }
 
@@ -81,8 +81,8 @@ static tg_status infer_gather(tg_tensor *node)
     const tg_tensor *data = node->in[0];
     TG_TRY(check_indices(node, 1));
     if (data->dtype != TG_F32 && data->dtype != TG_I32)
-        return tg_error(TG_ERR_DTYPE, "data ('%s') is %s; gather takes f32 or i32 data",
-                        data->name, tg_dtype_name(data->dtype));
+        return tg_error(TG_ERR_DTYPE, "data ('%s') is %s; gather takes f32 or i32 data", data->name,
+                        tg_dtype_name(data->dtype));
     int64_t axis = node->p.i[0];
     if (data->shape.ndim < 1 || axis < 0 || axis >= data->shape.ndim)
         return tg_error(TG_ERR_INVALID_ARG, "axis %lld is out of range for %d dimensions",
@@ -290,6 +290,10 @@ tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
 
 const tg_op_def tg_opdef_GATHER = {"gather",   infer_gather, flops_gather, NULL,
                                    fwd_gather, ref_gather,   bwd_gather};
-const tg_op_def tg_opdef_GATHER_BWD = {"gather_bwd",   infer_gather_bwd, flops_gather_bwd,
-                                       scratch_gather_bwd, fwd_gather_bwd,   ref_gather_bwd,
+const tg_op_def tg_opdef_GATHER_BWD = {"gather_bwd",
+                                       infer_gather_bwd,
+                                       flops_gather_bwd,
+                                       scratch_gather_bwd,
+                                       fwd_gather_bwd,
+                                       ref_gather_bwd,
                                        NULL};

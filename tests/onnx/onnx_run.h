@@ -51,6 +51,22 @@ static tg_status onnx_write_input(tg_session *s, const tg_tensor *t, const tg_on
     return st;
 }
 
+/* Read output t into d->f (n floats): i32 outputs (comparisons, casts to
+ * integers, booleans) are read as they are and widened, exactly. */
+static tg_status onnx_read_output(tg_session *s, const tg_tensor *t, tg_onnx_data *d)
+{
+    if (tg_tensor_dtype(t) != TG_I32)
+        return tg_session_read(s, t, d->f, (size_t)d->n * sizeof(float));
+    int32_t *v = tg_malloc((size_t)d->n * sizeof *v);
+    if (!v)
+        return TG_ERR_NOMEM;
+    tg_status st = tg_session_read(s, t, v, (size_t)d->n * sizeof *v);
+    for (int64_t k = 0; st == TG_OK && k < d->n; k++)
+        d->f[k] = (float)v[k];
+    tg_free(v);
+    return st;
+}
+
 /* Whether model input `name` feeds a position the importer needs known at
  * import: a batch norm's statistics, scale and bias, Clip's bounds or Pad's
  * constant value (the
@@ -114,7 +130,7 @@ static tg_status onnx_run(const tg_onnx_model *m, int64_t batch, const tg_onnx_d
         if (!d->f)
             st = TG_ERR_NOMEM;
         else if (d->n > 0) /* an empty output has nothing to read */
-            st = tg_session_read(s, io.outputs[k], d->f, (size_t)d->n * sizeof(float));
+            st = onnx_read_output(s, io.outputs[k], d);
         (*n_out)++;
     }
     tg_session_destroy(s);

@@ -26,13 +26,13 @@ static tg_tensor *build_gather(tg_graph *g, void *ctx)
 }
 
 static const gather_case gathers[] = {
-    {{2, {7, 5}}, {2, {3, 4}}, 0},          /* embedding, repeated ids */
-    {{3, {3, 6, 4}}, {2, {2, 2}}, 1},       /* a middle axis */
-    {{3, {2, 3, 5}}, {1, {4}}, 2},          /* the last axis */
-    {{3, {2, 3, 5}}, {1, {4}}, -1},         /* negative axis */
-    {{2, {9, 3}}, {0, {0}}, 0},             /* a scalar index: one row, no dim */
-    {{2, {50, 40}}, {2, {64, 90}}, 0},      /* large enough for two threads */
-    {{3, {6, 300, 37}}, {2, {2, 150}}, 1},  /* outer > 1, odd columns */
+    {{2, {7, 5}}, {2, {3, 4}}, 0},         /* embedding, repeated ids */
+    {{3, {3, 6, 4}}, {2, {2, 2}}, 1},      /* a middle axis */
+    {{3, {2, 3, 5}}, {1, {4}}, 2},         /* the last axis */
+    {{3, {2, 3, 5}}, {1, {4}}, -1},        /* negative axis */
+    {{2, {9, 3}}, {0, {0}}, 0},            /* a scalar index: one row, no dim */
+    {{2, {50, 40}}, {2, {64, 90}}, 0},     /* large enough for two threads */
+    {{3, {6, 300, 37}}, {2, {2, 150}}, 1}, /* outer > 1, odd columns */
 };
 #define N_GATHERS (int)(sizeof gathers / sizeof gathers[0])
 
@@ -198,7 +198,7 @@ static void test_refused(void)
     struct {
         int which;
         const char *part;
-    } bad[] = {{0, "i32 indices"}, {1, "out of range"}, {2, "f32 or i32"},
+    } bad[] = {{0, "i32 indices"},  {1, "out of range"}, {2, "f32 or i32"},
                {3, "expected i32"}, {4, "expected f32"}, {5, "cannot broadcast"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         tg_graph *g = tg_graph_create();
