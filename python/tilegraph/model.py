@@ -564,13 +564,16 @@ class _Model:
             mode = torch.onnx.TrainingMode.TRAINING if self.training else torch.onnx.TrainingMode.EVAL
             with _quiet_onnx_log() as verbose, _exportable_losses():
                 # verbose=True is what makes torch keep each node's Python
-                # stack in its doc_string, which errors then point at. Opset 13
-                # exports torch's class losses as SoftmaxCrossEntropyLoss and
-                # NegativeLogLikelihoodLoss, which the importer maps.
+                # stack in its doc_string, which errors then point at. Opset 17
+                # (the newest both torch 1.13 and the importer take) exports
+                # torch's class losses as SoftmaxCrossEntropyLoss and
+                # NegativeLogLikelihoodLoss, triu/tril as Trilu (opset 14) and
+                # LayerNorm as one LayerNormalization, all of which the
+                # importer maps.
                 torch.onnx.export(wrapper, tuple(micro_tensors), path, training=mode,
                                   do_constant_folding=False, input_names=list(self._call.names),
                                   output_names=[f"output{i}" for i in range(n_outputs)],
-                                  opset_version=13, verbose=verbose)
+                                  opset_version=17, verbose=verbose)
         except Exception as e:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:

@@ -196,6 +196,32 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
     return v->t;
 }
 
+tg_tensor *ob_int_constant(onnx_builder *b, const char *what, tg_shape shape, const int64_t *v)
+{
+    /* i32 values through an f32 constant: exact up to 2^24, which every
+     * index, mask and position id is; larger ones are refused */
+    const int64_t limit = (int64_t)1 << 24, n = tg_shape_numel(shape);
+    float *f = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!f) {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        if (v[k] > limit || v[k] < -limit) {
+            tg_free(f);
+            ob_fail(b, TG_ERR_UNSUPPORTED,
+                    "%s holds %lld; integer constants that reach the graph are taken up to 2^24 "
+                    "in magnitude",
+                    what, (long long)v[k]);
+            return NULL;
+        }
+        f[k] = (float)v[k];
+    }
+    tg_tensor *c = tg_constant_data(b->g, "constant", shape, f);
+    tg_free(f);
+    return tg_cast(b->g, c, TG_I32);
+}
+
 tg_tensor *ob_typed_tensor(onnx_builder *b, int i)
 {
     ob_value *v = input_value(b, i);
@@ -205,28 +231,9 @@ tg_tensor *ob_typed_tensor(onnx_builder *b, int i)
         return NULL;
     if (v->c.f)
         return ob_tensor(b, i);
-    /* i32 values through an f32 constant: exact up to 2^24, which every
-     * index, mask and position id is; larger ones are refused */
-    const int64_t limit = (int64_t)1 << 24;
-    float *f = tg_malloc((size_t)(v->c.n ? v->c.n : 1) * sizeof(float));
-    if (!f) {
-        ob_fail(b, TG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    for (int64_t k = 0; k < v->c.n; k++) {
-        if (v->c.i[k] > limit || v->c.i[k] < -limit) {
-            tg_free(f);
-            ob_fail(b, TG_ERR_UNSUPPORTED,
-                    "input %d ('%s') holds %lld; integer constants that reach the graph are "
-                    "taken up to 2^24 in magnitude",
-                    i, v->name, (long long)v->c.i[k]);
-            return NULL;
-        }
-        f[k] = (float)v->c.i[k];
-    }
-    tg_tensor *c = tg_constant_data(b->g, "constant", data_shape(&v->c), f);
-    tg_free(f);
-    return tg_cast(b->g, c, TG_I32);
+    char what[160];
+    snprintf(what, sizeof what, "input %d ('%s')", i, v->name);
+    return ob_int_constant(b, what, data_shape(&v->c), v->c.i);
 }
 
 static tg_status output_value(onnx_builder *b, int k, ob_value **out)
@@ -330,18 +337,23 @@ const ob_op *ob_find_op(const char *op_type)
     for (int k = 0; k < tg_onnx_fold_op_count; k++)
         if (!strcmp(tg_onnx_fold_ops[k].op_type, op_type))
             return &tg_onnx_fold_ops[k];
+    for (int k = 0; k < tg_onnx_index_op_count; k++)
+        if (!strcmp(tg_onnx_index_ops[k].op_type, op_type))
+            return &tg_onnx_index_ops[k];
     return NULL;
 }
 
 const char *tg_onnx_supported_ops(void)
 {
-    static _Thread_local char list[2048]; /* built once per thread: no lock needed */
+    static _Thread_local char list[4096]; /* built once per thread: no lock needed */
     if (list[0])
         return list;
     size_t used = 0;
-    for (int k = 0; k < tg_onnx_nn_op_count + tg_onnx_fold_op_count; k++) {
-        const ob_op *op = k < tg_onnx_nn_op_count ? &tg_onnx_nn_ops[k]
-                                                  : &tg_onnx_fold_ops[k - tg_onnx_nn_op_count];
+    const int n_nn = tg_onnx_nn_op_count, n_fold = tg_onnx_fold_op_count;
+    for (int k = 0; k < n_nn + n_fold + tg_onnx_index_op_count; k++) {
+        const ob_op *op = k < n_nn            ? &tg_onnx_nn_ops[k]
+                          : k < n_nn + n_fold ? &tg_onnx_fold_ops[k - n_nn]
+                                              : &tg_onnx_index_ops[k - n_nn - n_fold];
         used +=
             (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
         if (used >= sizeof list)

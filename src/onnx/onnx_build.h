@@ -51,6 +51,9 @@ const tg_onnx_data *ob_const(onnx_builder *b, int i);
  * the constant stays foldable for other nodes), a float one via ob_tensor.
  * NULL (after ob_fail) for an integer that int32 cannot hold. */
 tg_tensor *ob_typed_tensor(onnx_builder *b, int i);
+/* An i32 constant in the graph with values v (shape's element count);
+ * `what` names it in the message for a value beyond 2^24. */
+tg_tensor *ob_int_constant(onnx_builder *b, const char *what, tg_shape shape, const int64_t *v);
 bool ob_has_input(const onnx_builder *b, int i);
 /* Whether input i is known at import (without failing). */
 bool ob_is_const(onnx_builder *b, int i);
@@ -121,11 +124,14 @@ tg_status ob_map_rnn(onnx_builder *b);
 #define OB_RNN_ATTRS                                                                               \
     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
-/* The op tables: NN ops (onnx_ops.c) and constant folding (onnx_fold.c). */
+/* The op tables: NN ops (onnx_ops.c), constant folding (onnx_fold.c), and
+ * index and mask ops (onnx_index.c). */
 const ob_op *ob_find_op(const char *op_type);
 extern const ob_op tg_onnx_nn_ops[];
 extern const int tg_onnx_nn_op_count;
 extern const ob_op tg_onnx_fold_ops[];
 extern const int tg_onnx_fold_op_count;
+extern const ob_op tg_onnx_index_ops[];
+extern const int tg_onnx_index_op_count;
 
 #endif

@@ -382,11 +382,20 @@ static tg_status binary(onnx_builder *b, bin_kind k)
     if (ob_is_const(b, 0) && ob_is_const(b, 1) && ob_initializer(b, 0) < 0 &&
         ob_initializer(b, 1) < 0)
         return fold_binary(b, k);
-    tg_tensor *x = ob_tensor(b, 0), *y = x ? ob_tensor(b, 1) : NULL;
+    tg_tensor *x = ob_typed_tensor(b, 0), *y = x ? ob_typed_tensor(b, 1) : NULL;
     if (!y)
         return TG_ERR_UNSUPPORTED;
     tg_tensor *(*fn[])(tg_graph *, tg_tensor *, tg_tensor *) = {tg_add, tg_sub, tg_mul, tg_div};
-    return ob_set(b, 0, fn[k](b->g, x, y));
+    bool ix = tg_tensor_dtype(x) == TG_I32, iy = tg_tensor_dtype(y) == TG_I32;
+    if (!ix && !iy)
+        return ob_set(b, 0, fn[k](b->g, x, y));
+    if (ix != iy)
+        return ob_fail(b, TG_ERR_DTYPE, "one operand is an integer tensor and the other f32");
+    /* integer arithmetic (position ids, lengths) through f32: exact while
+     * the values stay within 2^24, and the cast back truncates toward zero
+     * as ONNX's integer Div does */
+    tg_tensor *r = fn[k](b->g, tg_cast(b->g, x, TG_F32), tg_cast(b->g, y, TG_F32));
+    return ob_set(b, 0, tg_cast(b->g, r, TG_I32));
 }
 
 static tg_status map_add(onnx_builder *b)

@@ -1,0 +1,377 @@
+/* onnx/onnx_index.c - the index and mask ops exporters emit around token
+ * models: Trilu (causal masks), CumSum (position ids from a padding mask),
+ * ArgMax and ArgMin (predictions), OneHot, Mod.
+ *
+ * Each folds when its input is known at import (a constant or a buffer),
+ * and otherwise is built from graph ops that already have kernels,
+ * reference kernels and gradients, so nothing here needs a kernel of its
+ * own:
+ *   Trilu(x)      where(constant mask, x, 0)
+ *   CumSum(x)     x times a constant triangular matrix along the axis
+ *   ArgMax(x)     the smallest index i with x[i] == max(x) (reduce, compare, where, reduce)
+ *   OneHot(i)     where(i == arange(depth), on, off)
+ * Integers go through f32 in these (exact within 2^24: indices, positions,
+ * lengths); the results are i32 where ONNX's are integers.
+ */
+#include "onnx/onnx_build.h"
+
+#include "core/alloc.h"
+
+#include <math.h>
+#include <string.h>
+
+static double get(const tg_onnx_data *d, int64_t k)
+{
+    return d->f ? d->f[k] : (double)d->i[k];
+}
+
+static void put(tg_onnx_data *d, int64_t k, double v)
+{
+    if (d->f)
+        d->f[k] = (float)v;
+    else
+        d->i[k] = (int64_t)v;
+}
+
+/* A scalar integer input (k of Trilu, axis of CumSum, depth of OneHot). */
+static tg_status scalar_int(onnx_builder *b, int i, int64_t dflt, int64_t *out)
+{
+    *out = dflt;
+    if (!ob_has_input(b, i))
+        return TG_OK;
+    const tg_onnx_data *d = ob_const(b, i);
+    if (!d)
+        return TG_ERR_UNSUPPORTED;
+    if (d->n != 1)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "input %d must be one value, not %lld", i,
+                       (long long)d->n);
+    *out = (int64_t)llround(get(d, 0));
+    return TG_OK;
+}
+
+/* x as an f32 graph tensor (integers widened exactly). */
+static tg_tensor *as_f32(onnx_builder *b, int i)
+{
+    tg_tensor *t = ob_typed_tensor(b, i);
+    return t ? tg_cast(b->g, t, TG_F32) : NULL;
+}
+
+/* An f32 constant of `shape` with values v (doubles). */
+static tg_tensor *f32_constant(onnx_builder *b, tg_shape shape, const double *v)
+{
+    int64_t n = tg_shape_numel(shape);
+    float *f = tg_malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!f) {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t k = 0; k < n; k++)
+        f[k] = (float)v[k];
+    tg_tensor *t = tg_constant_data(b->g, "constant", shape, f);
+    tg_free(f);
+    return t;
+}
+
+/* ---- Trilu ------------------------------------------------------------------- */
+
+static bool trilu_keeps(bool upper, int64_t k, int64_t row, int64_t col)
+{
+    return upper ? col - row >= k : col - row <= k;
+}
+
+static tg_status map_trilu(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int64_t k = 0;
+    TG_TRY(scalar_int(b, 1, 0, &k));
+    bool upper = ob_attr_int(b, "upper", 1) != 0;
+    if (s.ndim < 2)
+        return ob_fail(b, TG_ERR_SHAPE, "Trilu takes at least 2 dimensions, not %d", s.ndim);
+    int64_t rows = s.dim[s.ndim - 2], cols = s.dim[s.ndim - 1];
+    if (ob_is_foldable(b, 0)) {
+        const tg_onnx_data *x = ob_const(b, 0);
+        if (!x)
+            return TG_ERR_UNSUPPORTED;
+        tg_onnx_data d;
+        TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, x->dim, &d));
+        d.elem_type = x->elem_type;
+        for (int64_t e = 0; e < d.n; e++) {
+            int64_t col = e % cols, row = (e / cols) % rows;
+            put(&d, e, trilu_keeps(upper, k, row, col) ? get(x, e) : 0);
+        }
+        return ob_set_const(b, 0, &d);
+    }
+    tg_tensor *x = ob_typed_tensor(b, 0);
+    if (!x)
+        return TG_ERR_INVALID_ARG;
+    if (rows * cols > ((int64_t)1 << 26))
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "a Trilu mask of %lld x %lld", (long long)rows,
+                       (long long)cols);
+    int64_t *mask = tg_malloc((size_t)(rows * cols) * sizeof *mask);
+    if (!mask)
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < rows * cols; e++)
+        mask[e] = trilu_keeps(upper, k, e / cols, e % cols);
+    tg_tensor *m = ob_int_constant(b, "the Trilu mask", tg_shape2(rows, cols), mask);
+    tg_free(mask);
+    tg_tensor *zero = tg_cast(b->g, tg_constant(b->g, tg_shape_of(0, NULL), 0.0f),
+                              tg_tensor_dtype(x));
+    return ob_set(b, 0, m ? tg_where(b->g, m, x, zero) : NULL);
+}
+
+/* ---- CumSum ------------------------------------------------------------------- */
+
+/* Whether input element i adds into output element j. */
+static bool cumsum_adds(bool exclusive, bool reverse, int64_t i, int64_t j)
+{
+    return reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+}
+
+static tg_status fold_cumsum(onnx_builder *b, const tg_onnx_data *x, int axis, bool ex, bool rev)
+{
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, x->dim, &d));
+    d.elem_type = x->elem_type;
+    int64_t len = x->dim[axis], inner = 1;
+    for (int a = axis + 1; a < x->ndim; a++)
+        inner *= x->dim[a];
+    for (int64_t e = 0; e < d.n; e++) {
+        int64_t j = (e / inner) % len, base = e - j * inner;
+        double sum = 0;
+        for (int64_t i = 0; i < len; i++)
+            if (cumsum_adds(ex, rev, i, j))
+                sum += get(x, base + i * inner);
+        put(&d, e, sum);
+    }
+    return ob_set_const(b, 0, &d);
+}
+
+static tg_status map_cumsum(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int64_t a = 0;
+    TG_TRY(scalar_int(b, 1, 0, &a));
+    int axis = 0;
+    TG_TRY(ob_axis(b, a, s.ndim, &axis));
+    bool ex = ob_attr_int(b, "exclusive", 0) != 0, rev = ob_attr_int(b, "reverse", 0) != 0;
+    if (ob_is_foldable(b, 0)) {
+        const tg_onnx_data *x = ob_const(b, 0);
+        return x ? fold_cumsum(b, x, axis, ex, rev) : TG_ERR_UNSUPPORTED;
+    }
+    tg_tensor *raw = ob_typed_tensor(b, 0);
+    tg_tensor *x = raw ? tg_cast(b->g, raw, TG_F32) : NULL;
+    int64_t len = s.dim[axis];
+    if (!x || len > 8192)
+        return x ? ob_fail(b, TG_ERR_UNSUPPORTED, "a CumSum over %lld elements (at most 8192)",
+                           (long long)len)
+                 : TG_ERR_INVALID_ARG;
+    /* y[.., j] = sum_i x[.., i] T[i, j] along the last axis: move the axis there */
+    int perm[TG_MAX_DIMS];
+    for (int d = 0; d < s.ndim; d++)
+        perm[d] = d;
+    perm[axis] = s.ndim - 1;
+    perm[s.ndim - 1] = axis;
+    bool moved = axis != s.ndim - 1;
+    double *t = tg_malloc((size_t)(len * len) * sizeof *t);
+    if (!t)
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < len * len; e++)
+        t[e] = cumsum_adds(ex, rev, e / len, e % len);
+    tg_tensor *tri = f32_constant(b, tg_shape2(len, len), t);
+    tg_free(t);
+    tg_tensor *xt = moved ? tg_transpose(b->g, x, perm) : x;
+    tg_tensor *y = tri ? tg_matmul(b->g, xt, tri, false, false) : NULL;
+    y = y && moved ? tg_transpose(b->g, y, perm) : y;
+    return ob_set(b, 0, y ? tg_cast(b->g, y, tg_tensor_dtype(raw)) : NULL);
+}
+
+/* ---- ArgMax, ArgMin ------------------------------------------------------------ */
+
+static tg_status fold_arg(onnx_builder *b, const tg_onnx_data *x, int axis, bool keep, bool max,
+                          bool last)
+{
+    int64_t dims[TG_MAX_DIMS];
+    int nd = 0;
+    for (int a = 0; a < x->ndim; a++)
+        if (a != axis || keep)
+            dims[nd++] = a == axis ? 1 : x->dim[a];
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, nd, dims, &d));
+    int64_t len = x->dim[axis], inner = 1;
+    for (int a = axis + 1; a < x->ndim; a++)
+        inner *= x->dim[a];
+    for (int64_t o = 0; o < d.n; o++) {
+        int64_t base = (o / inner) * len * inner + o % inner, best = 0;
+        for (int64_t i = 1; i < len; i++) {
+            double v = get(x, base + i * inner), w = get(x, base + best * inner);
+            if (max ? (v > w || (last && v == w)) : (v < w || (last && v == w)))
+                best = i;
+        }
+        d.i[o] = best;
+    }
+    return ob_set_const(b, 0, &d);
+}
+
+/* The first (or last) index where x reaches its maximum (minimum) along the
+ * axis: reduce, compare, pick the indices that match, reduce them. */
+static tg_status arg_runtime(onnx_builder *b, tg_shape s, int axis, bool keep, bool max, bool last)
+{
+    tg_tensor *x = as_f32(b, 0);
+    if (!x)
+        return TG_ERR_INVALID_ARG;
+    unsigned mask = 1u << axis;
+    tg_tensor *ext = max ? tg_reduce_max(b->g, x, mask, true) : tg_reduce_min(b->g, x, mask, true);
+    tg_tensor *hit = tg_equal(b->g, x, ext);
+    int64_t len = s.dim[axis];
+    double *ramp = tg_malloc((size_t)len * sizeof *ramp);
+    if (!ramp)
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < len; i++)
+        ramp[i] = (double)i;
+    tg_shape rs = tg_shape_of(0, NULL);
+    rs.ndim = s.ndim;
+    for (int a = 0; a < s.ndim; a++)
+        rs.dim[a] = a == axis ? len : 1;
+    tg_tensor *idx = f32_constant(b, rs, ramp);
+    tg_free(ramp);
+    tg_tensor *none = tg_constant(b->g, tg_shape_of(0, NULL), last ? -1.0f : (float)len);
+    tg_tensor *cand = idx ? tg_where(b->g, hit, idx, none) : NULL;
+    tg_tensor *r = last ? tg_reduce_max(b->g, cand, mask, keep) : tg_reduce_min(b->g, cand, mask, keep);
+    return ob_set(b, 0, r ? tg_cast(b->g, r, TG_I32) : NULL);
+}
+
+static tg_status arg(onnx_builder *b, bool max)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int axis = 0;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), s.ndim, &axis));
+    bool keep = ob_attr_int(b, "keepdims", 1) != 0;
+    bool last = ob_attr_int(b, "select_last_index", 0) != 0;
+    if (s.dim[axis] < 1)
+        return ob_fail(b, TG_ERR_SHAPE, "an arg reduction over an empty axis");
+    if (!ob_is_foldable(b, 0))
+        return arg_runtime(b, s, axis, keep, max, last);
+    const tg_onnx_data *x = ob_const(b, 0);
+    return x ? fold_arg(b, x, axis, keep, max, last) : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_argmax(onnx_builder *b)
+{
+    return arg(b, true);
+}
+
+static tg_status map_argmin(onnx_builder *b)
+{
+    return arg(b, false);
+}
+
+/* ---- OneHot ------------------------------------------------------------------- */
+
+static tg_status map_one_hot(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int64_t depth = 0;
+    TG_TRY(scalar_int(b, 1, 0, &depth));
+    const tg_onnx_data *v = ob_const(b, 2);
+    if (!v)
+        return TG_ERR_UNSUPPORTED;
+    if (v->n != 2 || depth < 1 || depth > (1 << 24) || s.ndim + 1 > TG_MAX_DIMS)
+        return ob_fail(b, TG_ERR_INVALID_ARG,
+                       "OneHot takes a depth of at least 1 and two values (off, on); got depth "
+                       "%lld and %lld values",
+                       (long long)depth, (long long)v->n);
+    int axis = 0;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", -1), s.ndim + 1, &axis));
+    tg_shape os = tg_shape_of(0, NULL), is = os;
+    os.ndim = is.ndim = s.ndim + 1;
+    for (int a = 0, k = 0; a < os.ndim; a++) {
+        os.dim[a] = a == axis ? depth : s.dim[k];
+        is.dim[a] = a == axis ? 1 : s.dim[k];
+        k += a != axis;
+    }
+    if (ob_is_foldable(b, 0)) {
+        const tg_onnx_data *x = ob_const(b, 0);
+        if (!x)
+            return TG_ERR_UNSUPPORTED;
+        tg_onnx_data d;
+        TG_TRY(ob_data_new(b, v->f != NULL, os.ndim, os.dim, &d));
+        d.elem_type = v->elem_type;
+        int64_t inner = 1;
+        for (int a = axis + 1; a < os.ndim; a++)
+            inner *= os.dim[a];
+        for (int64_t e = 0; e < d.n; e++) {
+            int64_t j = (e / inner) % depth, src = (e / (inner * depth)) * inner + e % inner;
+            int64_t i = (int64_t)get(x, src);
+            i = i < 0 ? i + depth : i;
+            put(&d, e, get(v, i == j));
+        }
+        return ob_set_const(b, 0, &d);
+    }
+    tg_tensor *x = as_f32(b, 0);
+    if (!x)
+        return TG_ERR_INVALID_ARG;
+    /* negative indices count from the end, as ONNX says */
+    tg_tensor *zero = tg_constant(b->g, tg_shape_of(0, NULL), 0.0f);
+    tg_tensor *d = tg_constant(b->g, tg_shape_of(0, NULL), (float)depth);
+    x = tg_where(b->g, tg_less(b->g, x, zero), tg_add(b->g, x, d), x);
+    double *ramp = tg_malloc((size_t)depth * sizeof *ramp);
+    if (!ramp)
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < depth; i++)
+        ramp[i] = (double)i;
+    tg_shape rs = tg_shape_of(0, NULL);
+    rs.ndim = os.ndim;
+    for (int a = 0; a < os.ndim; a++)
+        rs.dim[a] = a == axis ? depth : 1;
+    tg_tensor *r = f32_constant(b, rs, ramp);
+    tg_free(ramp);
+    tg_tensor *hit = r ? tg_equal(b->g, tg_reshape(b->g, x, is), r) : NULL;
+    tg_tensor *on = tg_constant(b->g, tg_shape_of(0, NULL), (float)get(v, 1));
+    tg_tensor *off = tg_constant(b->g, tg_shape_of(0, NULL), (float)get(v, 0));
+    tg_tensor *y = hit ? tg_where(b->g, hit, on, off) : NULL;
+    return ob_set(b, 0, y && !v->f ? tg_cast(b->g, y, TG_I32) : y);
+}
+
+/* ---- Mod ------------------------------------------------------------------------ */
+
+static tg_status map_mod(onnx_builder *b)
+{
+    if (!ob_is_foldable(b, 0) || !ob_is_foldable(b, 1))
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "Mod of graph tensors (only of constants)");
+    const tg_onnx_data *x = ob_const(b, 0), *y = x ? ob_const(b, 1) : NULL;
+    if (!y)
+        return TG_ERR_UNSUPPORTED;
+    if (x->n != y->n && y->n != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "Mod of %lld by %lld values (same or one)",
+                       (long long)x->n, (long long)y->n);
+    bool fmod_c = ob_attr_int(b, "fmod", 0) != 0;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, x->dim, &d));
+    d.elem_type = x->elem_type;
+    for (int64_t k = 0; k < d.n; k++) {
+        double u = get(x, k), w = get(y, y->n == 1 ? 0 : k);
+        if (w == 0 && !d.f) {
+            tg_onnx_data_free(&d);
+            return ob_fail(b, TG_ERR_NUMERIC, "integer Mod by zero");
+        }
+        double r = fmod(u, w);
+        if (!fmod_c && r != 0 && (r < 0) != (w < 0))
+            r += w; /* the sign of the divisor, as Python's % */
+        put(&d, k, r);
+    }
+    return ob_set_const(b, 0, &d);
+}
+
+const ob_op tg_onnx_index_ops[] = {
+    {"Trilu", map_trilu, "upper"},
+    {"CumSum", map_cumsum, "exclusive,reverse"},
+    {"ArgMax", map_argmax, "axis,keepdims,select_last_index"},
+    {"ArgMin", map_argmin, "axis,keepdims,select_last_index"},
+    {"OneHot", map_one_hot, "axis"},
+    {"Mod", map_mod, "fmod"},
+};
+const int tg_onnx_index_op_count = (int)(sizeof tg_onnx_index_ops / sizeof tg_onnx_index_ops[0]);
