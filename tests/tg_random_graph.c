@@ -273,12 +273,39 @@ static tg_tensor *global_pool(gen *r, tg_tensor *x)
     return y;
 }
 
+/* Integer ops on the way: a gather of channels by constant i32 indices
+ * (repeats and reorders: its gradient scatter-adds), or a select by a
+ * comparison (where(x > o, x, o / 4), with its gradient routed by the mask). */
+static tg_tensor *gather_or_select(gen *r, tg_tensor *x)
+{
+    int64_t c = dim(x, 1);
+    tg_tensor *o = same_shape(r, x);
+    if (o && pick(r, 2)) {
+        tg_tensor *y = tg_where(r->g, tg_greater(r->g, x, o), x, tg_scale(r->g, o, 0.25f, 0.0f));
+        note(r, y, "where(t%d > t%d, t%d, t%d / 4)", index_of(r, x), index_of(r, o), index_of(r, x),
+             index_of(r, o));
+        return y;
+    }
+    int64_t k = 1 + pick(r, (unsigned)(c < MAX_CHANNELS / 2 ? 2 * c : c));
+    float idx[MAX_CHANNELS];
+    char list[MAX_CHANNELS * 4] = "";
+    for (int64_t i = 0; i < k; i++) {
+        idx[i] = (float)pick(r, (unsigned)c);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "",
+                 (int)idx[i]);
+    }
+    tg_tensor *ids = tg_cast(r->g, tg_constant_data(r->g, "ids", tg_shape1(k), idx), TG_I32);
+    tg_tensor *y = tg_gather(r->g, x, ids, 1);
+    note(r, y, "gather(t%d, axis 1, [%s])", index_of(r, x), list);
+    return y;
+}
+
 static tg_tensor *one_op(gen *r)
 {
     tg_tensor *x = operand(r);
     if (!x)
         return NULL;
-    switch (pick(r, 12)) {
+    switch (pick(r, 13)) {
     case 0:
         return conv(r, x);
     case 1:
@@ -301,6 +328,8 @@ static tg_tensor *one_op(gen *r)
         return view(r, x);
     case 10:
         return dense(r, x);
+    case 11:
+        return gather_or_select(r, x);
     default:
         return dim(x, 2) * dim(x, 3) > 1 && !pick(r, 3) ? global_pool(r, x) : conv(r, x);
     }

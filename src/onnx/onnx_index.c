@@ -115,8 +115,8 @@ static tg_status map_trilu(onnx_builder *b)
         mask[e] = trilu_keeps(upper, k, e / cols, e % cols);
     tg_tensor *m = ob_int_constant(b, "the Trilu mask", tg_shape2(rows, cols), mask);
     tg_free(mask);
-    tg_tensor *zero = tg_cast(b->g, tg_constant(b->g, tg_shape_of(0, NULL), 0.0f),
-                              tg_tensor_dtype(x));
+    tg_tensor *zero =
+        tg_cast(b->g, tg_constant(b->g, tg_shape_of(0, NULL), 0.0f), tg_tensor_dtype(x));
     return ob_set(b, 0, m ? tg_where(b->g, m, x, zero) : NULL);
 }
 
@@ -238,7 +238,8 @@ static tg_status arg_runtime(onnx_builder *b, tg_shape s, int axis, bool keep, b
     tg_free(ramp);
     tg_tensor *none = tg_constant(b->g, tg_shape_of(0, NULL), last ? -1.0f : (float)len);
     tg_tensor *cand = idx ? tg_where(b->g, hit, idx, none) : NULL;
-    tg_tensor *r = last ? tg_reduce_max(b->g, cand, mask, keep) : tg_reduce_min(b->g, cand, mask, keep);
+    tg_tensor *r =
+        last ? tg_reduce_max(b->g, cand, mask, keep) : tg_reduce_min(b->g, cand, mask, keep);
     return ob_set(b, 0, r ? tg_cast(b->g, r, TG_I32) : NULL);
 }
 

@@ -7,7 +7,6 @@
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
-#include <glob.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,20 +37,21 @@ static void test_zoo(void)
     }
 }
 
+/* The fixtures that are classifiers over images or feature vectors, what
+ * --model FILE.onnx takes (the others, recurrent and decoder fixtures, have
+ * sequence or image outputs and are checked by the importer's tests). */
 static void test_onnx_fixtures(void)
 {
-    char pattern[512], args[1024];
-    snprintf(pattern, sizeof pattern, "%s/tests/onnx/fixtures/*.onnx", TG_SOURCE_DIR);
-    glob_t gl;
-    TG_CHECK(glob(pattern, 0, NULL, &gl) == 0 && gl.gl_pathc >= 4);
-    for (size_t i = 0; i < gl.gl_pathc; i++) {
+    static const char *const fixtures[] = {"tiny_cnn", "tiny_mlp", "tiny_gelu_ln13",
+                                           "tiny_gelu_ln17", "tiny_vit"};
+    char args[1024];
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
         for (int inference = 0; inference < 2; inference++) {
-            snprintf(args, sizeof args, "check --model %s --batch-size 3%s", gl.gl_pathv[i],
-                     inference ? " --inference" : "");
+            snprintf(args, sizeof args,
+                     "check --model %s/tests/onnx/fixtures/%s.onnx --batch-size 3%s", TG_SOURCE_DIR,
+                     fixtures[i], inference ? " --inference" : "");
             EXPECT(args, 0, "ok: every tensor within tolerance");
         }
-    }
-    globfree(&gl);
 }
 
 static void test_device_settings(void)
