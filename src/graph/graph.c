@@ -168,15 +168,21 @@ static void names_remove(tg_graph *g, const tg_tensor *t)
     }
 }
 
-/* Give t the name `base`, or base.1, base.2, ... if taken. */
+/* Give t the name `base`, or base.1, base.2, ... if taken. The node that
+ * holds `base` remembers the next suffix to try, so n nodes of one name
+ * cost n lookups, not n^2 / 2 (an exported model's thousands of "Relu"). */
 static int assign_name(tg_graph *g, tg_tensor *t, const char *base)
 {
     const char *name = base;
     char buf[512];
-    for (int k = 1; tg_graph_find(g, name); k++) {
+    tg_tensor *holder = tg_graph_find(g, base);
+    int k = holder && holder->name_next > 1 ? holder->name_next : 1;
+    for (; tg_graph_find(g, name); k++) {
         snprintf(buf, sizeof buf, "%s.%d", base, k);
         name = buf;
     }
+    if (holder)
+        holder->name_next = k;
     t->name = tg_arena_strdup(g->arena, name);
     return t->name && names_insert(g, t);
 }

@@ -60,6 +60,7 @@ struct tg_tensor {
     tg_node_params p;
     unsigned flags;
     const char *name;
+    int name_next;          /* holding a name others asked for: the next suffix to try */
     int block;              /* index into g->blocks, -1 for none */
     tg_tensor *grad;        /* gradient node, after autodiff */
     tg_tensor *forward_of;  /* for backward nodes: the forward node they derive from */

@@ -117,10 +117,36 @@ static void test_backward_needs_a_scalar_loss(void)
     tg_graph_destroy(g);
 }
 
+/* 50,000 nodes of one name get relu.1 ... in order, each name once, also
+ * past a suffix taken by hand (an exported model's thousands of "Relu":
+ * trying suffixes from 1 each time was quadratic). A suffix freed by a
+ * rename is not reused: the names stay unique and deterministic. */
+static void test_many_nodes_of_one_name(void)
+{
+    enum { N = 50000 };
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(4));
+    tg_tensor *first = tg_relu(g, x);
+    tg_tensor *taken = tg_relu(g, x); /* relu.1 */
+    tg_graph_rename(g, taken, "relu.3");
+    TG_CHECK(strcmp(tg_tensor_name(first), "relu") == 0);
+    tg_tensor *t2 = tg_relu(g, x), *t4 = tg_relu(g, x), *last = NULL;
+    TG_CHECK(strcmp(tg_tensor_name(t2), "relu.2") == 0);
+    TG_CHECK(strcmp(tg_tensor_name(t4), "relu.4") == 0);
+    for (int i = 4; i < N; i++)
+        last = tg_relu(g, x);
+    TG_CHECK(strcmp(tg_tensor_name(last), "relu.50000") == 0);
+    TG_CHECK(tg_graph_find(g, "relu.3") == taken);
+    TG_CHECK(tg_graph_find(g, "relu.50000") == last && !tg_graph_find(g, "relu.1"));
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_names_scopes_and_blocks);
     TG_RUN(test_many_renames);
+    TG_RUN(test_many_nodes_of_one_name);
     TG_RUN(test_errors_are_sticky_and_named);
     TG_RUN(test_autodiff_sums_contributions_and_skips_the_rest);
     TG_RUN(test_backward_needs_a_scalar_loss);
