@@ -36,6 +36,10 @@ typedef struct train_args {
     data_args data;
     /* --checkpoint-every, parsed: every N host steps, or every N epochs */
     int64_t every_steps, every_epochs;
+    /* a language model: tokens per sample and what a token is ("byte",
+     * "char"), for the perplexity and bits per token of the epoch lines */
+    int seq_len;
+    const char *unit;
 } train_args;
 
 static int parse_args(train_args *a, int argc, char **argv)
@@ -430,11 +434,34 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     return TG_OK;
 }
 
-/* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
- * never the `nan` that is not JSON, and the model name is escaped. */
-static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
-                             double train_acc, double test_acc, double sps)
+/* A language model's loss (nats per token) as perplexity and bits per token. */
+static double perplexity(double loss)
 {
+    return exp(loss);
+}
+static double bits(double loss)
+{
+    return loss / log(2.0);
+}
+
+/* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
+ * never the `nan` that is not JSON, and the model name is escaped. A
+ * language model's record adds its perplexities, bits per token (per byte
+ * or per character, as token_unit says) and tokens per second. */
+static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
+                             double train_acc, const eval_result *test, double sps)
+{
+    double test_acc = test->accuracy, loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
+    const tg_an_field lm[] = {
+        {"token_unit", TG_AN_FIELD_STRING, a->unit, 0, 0},
+        {"seq_len", TG_AN_FIELD_INT, NULL, a->seq_len, 0},
+        {"train_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, perplexity(loss)},
+        {"train_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits(loss)},
+        {"test_loss", TG_AN_FIELD_NUMBER, NULL, 0, test->loss},
+        {"test_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, perplexity(test->loss)},
+        {"test_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits(test->loss)},
+        {"tokens_per_s", TG_AN_FIELD_NUMBER, NULL, 0, sps * a->seq_len},
+    };
     const tg_an_field f[] = {
         {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
         {"epoch", TG_AN_FIELD_INT, NULL, epoch + 1, 0},
@@ -457,20 +484,40 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"exchange_summing_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.summing},
         {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
     };
-    int n = (int)(sizeof f / sizeof f[0]);
-    tg_an_print_record(stdout, f, tg_dist_active() ? n : n - 8);
+    enum { N_F = sizeof f / sizeof f[0], N_LM = sizeof lm / sizeof lm[0], N_BASE = 9 };
+    tg_an_field all[N_F + N_LM];
+    int n = 0;
+    for (int i = 0; i < N_BASE; i++)
+        all[n++] = f[i];
+    for (int i = 0; a->unit && i < N_LM; i++)
+        all[n++] = lm[i];
+    for (int i = N_BASE; tg_dist_active() && i < N_F; i++)
+        all[n++] = f[i];
+    tg_an_print_record(stdout, all, n);
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that
  * returns only sums or the last iteration scores nothing, and says so
  * rather than print 0%. */
-static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
+static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st,
+                        const eval_result *test)
 {
+    double test_acc = test->accuracy;
     double sps = st->seconds > 0 ? (double)st->seen / st->seconds : 0.0;
     double loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
     double train_acc = st->scored ? 100.0 * (double)st->correct / (double)st->scored : NAN;
     if (a->json) {
-        print_epoch_json(a, epoch, st, train_acc, test_acc, sps);
+        print_epoch_json(a, epoch, st, train_acc, test, sps);
+    } else if (a->unit) {
+        char t[32];
+        printf("epoch %lld: train loss %.4f (perplexity %.2f, %.3f bits/%s), test loss %.4f "
+               "(perplexity %.2f, %.3f bits/%s), test accuracy %.2f%%, %.0f samples/s, %.0f "
+               "tokens/s (%s)\n",
+               (long long)epoch + 1, loss, perplexity(loss), bits(loss), a->unit, test->loss,
+               perplexity(test->loss), bits(test->loss), a->unit, test_acc, sps,
+               sps * a->seq_len, cli_duration(st->seconds, t, sizeof t));
+        if (tg_dist_active())
+            train_exchange_print(stdout, &st->share);
     } else {
         char t[32], acc[96];
         if (st->scored)
@@ -618,6 +665,12 @@ int cmd_train(int argc, char **argv)
     train_context ctx;
     if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0)
         return 1;
+    if (ctx.text) {
+        tg_text_tokens kind = TG_TOKENS_BYTE;
+        tg_dataset_vocab(ctx.test, &kind, NULL);
+        a.unit = kind == TG_TOKENS_CHAR ? "char" : "byte";
+        a.seq_len = ctx.input.seq_len;
+    }
     int status = 1;
     tg_optimizer opt;
     tg_loader *loader = NULL;
@@ -696,7 +749,8 @@ int cmd_train(int argc, char **argv)
                    tg_session_threads(s));
         fflush(stdout); /* before the progress lines on stderr */
     }
-    double total_seconds = 0, test_acc = 0;
+    double total_seconds = 0;
+    eval_result test = {0, NAN, 0};
     int64_t total_samples = 0;
     bool saved = false; /* --save holds the weights at pos */
     for (; pos.epoch < a.epochs && !pos.stop; pos.epoch++, pos.step = 0) {
@@ -724,7 +778,7 @@ int cmd_train(int argc, char **argv)
             }
             saved = true;
         }
-        ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
+        ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test);
         if (ts != TG_OK) {
             explain_failure(&a, ts);
             if (saved)
@@ -736,7 +790,7 @@ int cmd_train(int argc, char **argv)
         }
         total_seconds += st.seconds;
         total_samples += st.seen;
-        print_epoch(&a, pos.epoch, &st, test_acc);
+        print_epoch(&a, pos.epoch, &st, &test);
         if (!pos.stop)
             should_stop(&a, &pos);
     }
@@ -765,7 +819,11 @@ int cmd_train(int argc, char **argv)
             printf("profiles: %s/training/profile.sqlite, %s/inference/profile.sqlite\n",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile");
-        printf("test accuracy: %.2f%%\n", test_acc);
+        if (a.unit)
+            printf("test: loss %.4f, perplexity %.2f, %.3f bits/%s, accuracy %.2f%%\n", test.loss,
+                   perplexity(test.loss), bits(test.loss), a.unit, test.accuracy);
+        else
+            printf("test accuracy: %.2f%%\n", test.accuracy);
         if (total_seconds > 0)
             printf("training: %.0f samples/s\n", (double)total_samples / total_seconds);
         if (a.save)
