@@ -124,21 +124,19 @@ static tg_status check_config(tg_graph *g, const tg_transformer_config *c, tg_te
     if (c->layers < 1 || c->d_model < 1 || c->heads < 1 || c->d_model % c->heads || c->mlp < 1 ||
         c->vocab < 2 || c->seq_len < 1)
         return tg_error(TG_ERR_INVALID_ARG,
-                            "transformer: %d layers, d_model %d, %d heads, MLP %d, vocabulary %d, "
-                            "sequence %d: each must be positive, d_model a multiple of the heads",
-                            c->layers, c->d_model, c->heads, c->mlp, c->vocab, c->seq_len);
+                        "transformer: %d layers, d_model %d, %d heads, MLP %d, vocabulary %d, "
+                        "sequence %d: each must be positive, d_model a multiple of the heads",
+                        c->layers, c->d_model, c->heads, c->mlp, c->vocab, c->seq_len);
     tg_shape s = tg_tensor_shape(ids);
     if (s.ndim != 2 || s.dim[1] != c->seq_len || tg_tensor_dtype(ids) != TG_I32)
         return tg_error(TG_ERR_INVALID_ARG,
-                            "transformer: the input must be token ids [batch, %d] (i32)",
-                            c->seq_len);
+                        "transformer: the input must be token ids [batch, %d] (i32)", c->seq_len);
     return tg_graph_status(g);
 }
 
 /* One pre-LN decoder block, transformer.h.<l>: x + attn(ln_1(x)), then
  * x + mlp(ln_2(x)). */
-static tg_tensor *gpt_block(tg_graph *g, const tg_transformer_config *c, tg_tensor *x, int l,
-                            int n)
+static tg_tensor *gpt_block(tg_graph *g, const tg_transformer_config *c, tg_tensor *x, int l, int n)
 {
     const int d = c->d_model, s = c->seq_len;
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);

@@ -21,9 +21,8 @@ extern const tg_model_spec tg_model_gpt_tiny;
 extern const tg_model_spec tg_model_bert_tiny;
 
 static const tg_model_spec *const models[] = {
-    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18,
-    &tg_model_resnet34,      &tg_model_resnet50,       &tg_model_resnet101,
-    &tg_model_gpt_tiny,      &tg_model_bert_tiny,
+    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18, &tg_model_resnet34,
+    &tg_model_resnet50,      &tg_model_resnet101,      &tg_model_gpt_tiny, &tg_model_bert_tiny,
 };
 
 #define N_MODELS ((int)(sizeof models / sizeof models[0]))
@@ -68,7 +67,7 @@ tg_model_input tg_model_default_input(const tg_model_spec *m)
                                 .classes = m->classes,
                                 .seq_len = m->seq_len};
     return (tg_model_input){m->channels,  m->height, m->width, m->classes, false,
-                            TG_STEM_AUTO, 0,         {0},      {0},       0};
+                            TG_STEM_AUTO, 0,         {0},      {0},        0};
 }
 
 bool tg_model_any_input(const tg_model_spec *m)

@@ -33,8 +33,8 @@ int data_flags(data_args *d, cli_flag *f)
         {"--tokens", CLI_STRING, &d->tokens, "KIND",
          "text: byte (vocabulary 256, default) or char (the file's distinct UTF-8 characters)", 1,
          0},
-        {"--seq-len", CLI_INT, &d->seq_len, "N", "text: tokens per sample (default: the model's, 64)",
-         1, 65536},
+        {"--seq-len", CLI_INT, &d->seq_len, "N",
+         "text: tokens per sample (default: the model's, 64)", 1, 65536},
         {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
          0},
         {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads (default 1)", 0, 64},
@@ -94,12 +94,12 @@ static int parse_size(const char *text, int *h, int *w)
 /* The image flags a text data set cannot take: the first one given, or NULL. */
 static const char *image_flag(const data_args *d)
 {
-    return d->eight_bit    ? "--eight-bit-io"
-           : d->resize     ? "--resize"
-           : d->normalize  ? "--normalize"
-           : d->flip > 0   ? "--flip"
-           : d->stem       ? "--stem"
-                           : NULL;
+    return d->eight_bit   ? "--eight-bit-io"
+           : d->resize    ? "--resize"
+           : d->normalize ? "--normalize"
+           : d->flip > 0  ? "--flip"
+           : d->stem      ? "--stem"
+                          : NULL;
 }
 
 /* A language model on a text file: both splits tokenised the same way,
@@ -361,8 +361,7 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     else
         b->images = calloc((size_t)(b->samples * pixels), sizeof(float));
     b->labels = calloc((size_t)(b->samples * b->rows), sizeof(int32_t));
-    b->scores =
-        malloc((size_t)(b->n_scores * b->batch * b->rows * b->classes) * sizeof(float));
+    b->scores = malloc((size_t)(b->n_scores * b->batch * b->rows * b->classes) * sizeof(float));
     b->losses = malloc((size_t)(b->n_losses + 1) * sizeof(float));
     if ((!b->images && !b->images_u8 && !b->tokens) || !b->labels || !b->scores || !b->losses)
         return tg_error_set(TG_ERR_NOMEM, "out of memory for the host buffers");
@@ -426,9 +425,9 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
         CLI_TRY(tg_session_write(s, mg->labels, b->labels,
                                  (size_t)(b->samples * b->rows) * sizeof(int32_t)));
     CLI_TRY(tg_session_run(s));
-    CLI_TRY(tg_session_read(s, mg->output, b->scores,
-                            (size_t)(b->n_scores * b->batch * b->rows * b->classes) *
-                                sizeof(float)));
+    CLI_TRY(
+        tg_session_read(s, mg->output, b->scores,
+                        (size_t)(b->n_scores * b->batch * b->rows * b->classes) * sizeof(float)));
     b->loss_sum = 0;
     b->losses_count = 0;
     if (mg->loss) {

@@ -60,9 +60,9 @@ typedef struct step_buffers {
     int64_t samples, batch, classes;
     int64_t rows; /* scored rows per sample: 1, or seq_len for a language model */
     float *images, *scores, *losses;
-    uint8_t *images_u8; /* 8-bit input: what is streamed instead of images */
-    int32_t *tokens;    /* a language model's input: token ids [samples, seq_len] */
-    int32_t *labels;    /* [samples * rows] */
+    uint8_t *images_u8;         /* 8-bit input: what is streamed instead of images */
+    int32_t *tokens;            /* a language model's input: token ids [samples, seq_len] */
+    int32_t *labels;            /* [samples * rows] */
     int64_t n_scores, n_losses; /* copies returned per run (outputMode) */
     /* results of the last run_step */
     double loss_sum;

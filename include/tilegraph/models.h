@@ -93,8 +93,8 @@ typedef enum tg_model_loss {
 typedef struct tg_model_spec {
     const char *name;
     const char *description;
-    tg_model_task task; /* TG_TASK_CLASSIFY (0) for the image models */
-    int seq_len;        /* language models: the default tokens per sample */
+    tg_model_task task;          /* TG_TASK_CLASSIFY (0) for the image models */
+    int seq_len;                 /* language models: the default tokens per sample */
     int channels, height, width; /* input image shape (the default, with build_for) */
     int classes;
     /* Input normalisation: (x/255 - mean) / std. With channel_mean and
@@ -169,7 +169,7 @@ typedef struct tg_model_graph {
     /* scores [batch, classes], language models [batch, seq_len, classes];
      * marked as output */
     tg_tensor *output;
-    tg_tensor *loss;      /* scalar, marked as output (training only) */
+    tg_tensor *loss; /* scalar, marked as output (training only) */
 } tg_model_graph;
 
 /* Build the model for `batch` samples of its default input. With opt

@@ -187,17 +187,17 @@ tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *
         name = "text";
     TG_TRY(check_config(cfg, name, split, max_samples));
     if (len == 0)
-        return tg_error(TG_ERR_FORMAT, "%s: the file is empty: a language model needs text",
-                        name);
+        return tg_error(TG_ERR_FORMAT, "%s: the file is empty: a language model needs text", name);
     if ((int64_t)len >= MAX_TEXT_BYTES)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: %zu bytes; text files up to 2 GiB are read",
-                        name, len);
+        return tg_error(TG_ERR_UNSUPPORTED, "%s: %zu bytes; text files up to 2 GiB are read", name,
+                        len);
     int32_t *all = NULL, *vocab = NULL;
     int64_t n = 0;
     int v = 0;
     TG_TRY(tokenize(text, len, name, cfg->tokens, &all, &n, &vocab, &v));
     int64_t cut = split_point(n, cfg->test_fraction);
-    int64_t first = split == TG_SPLIT_TRAIN ? 0 : cut, count = split == TG_SPLIT_TRAIN ? cut : n - cut;
+    int64_t first = split == TG_SPLIT_TRAIN ? 0 : cut,
+            count = split == TG_SPLIT_TRAIN ? cut : n - cut;
     const int S = cfg->seq_len;
     if (count < (int64_t)S + 1 || n - cut < (int64_t)S + 1 || cut < (int64_t)S + 1) {
         double frac = cfg->test_fraction > 0 ? cfg->test_fraction : 0.1;
@@ -222,8 +222,7 @@ tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *
         tg_free(tokens);
         tg_free(all);
         tg_free(vocab);
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory for %lld tokens", name,
-                        (long long)keep);
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for %lld tokens", name, (long long)keep);
     }
     memcpy(tokens, all + first, (size_t)keep * sizeof *tokens);
     tg_free(all);
@@ -250,9 +249,8 @@ tg_status tg_dataset_open_text(const char *path, const tg_text_config *cfg, tg_s
 {
     *out = NULL;
     if (!path || !*path)
-        return tg_error(TG_ERR_INVALID_ARG,
-                        "text data set: no file given (text:FILE, for example "
-                        "text:/usr/share/common-licenses/GPL-3)");
+        return tg_error(TG_ERR_INVALID_ARG, "text data set: no file given (text:FILE, for example "
+                                            "text:/usr/share/common-licenses/GPL-3)");
     TG_TRY(check_config(cfg, path, split, max_samples));
     FILE *f;
     tg_status st = tg_fopen_regular(path, &f);

@@ -24,8 +24,10 @@ static void test_windows_and_targets(void)
         text[i] = (char)('0' + i % 10);
     tg_text_config c = cfg_of(TG_TOKENS_BYTE, 7);
     tg_dataset *tr = NULL, *te = NULL;
-    TG_CHECK_OK(tg_dataset_text_from_memory(text, sizeof text, "digits", &c, TG_SPLIT_TRAIN, 0, &tr));
-    TG_CHECK_OK(tg_dataset_text_from_memory(text, sizeof text, "digits", &c, TG_SPLIT_TEST, 0, &te));
+    TG_CHECK_OK(
+        tg_dataset_text_from_memory(text, sizeof text, "digits", &c, TG_SPLIT_TRAIN, 0, &tr));
+    TG_CHECK_OK(
+        tg_dataset_text_from_memory(text, sizeof text, "digits", &c, TG_SPLIT_TEST, 0, &te));
     if (!tr || !te)
         return;
     tg_dataset_info a = tg_dataset_describe(tr), b = tg_dataset_describe(te);
@@ -91,8 +93,7 @@ static void test_char_vocab(void)
     tg_dataset_destroy(ds);
 }
 
-static void expect_error(const char *text, size_t len, tg_text_tokens t, int seq,
-                         const char *want)
+static void expect_error(const char *text, size_t len, tg_text_tokens t, int seq, const char *want)
 {
     tg_text_config c = cfg_of(t, seq);
     tg_dataset *ds = NULL;
@@ -105,15 +106,22 @@ static void expect_error(const char *text, size_t len, tg_text_tokens t, int seq
 static void test_errors(void)
 {
     expect_error("", 0, TG_TOKENS_BYTE, 4, "empty");
-    expect_error("abc\xff" "defghijklmnopqrstuvwxyz", 27, TG_TOKENS_CHAR, 2, "offset 3");
-    expect_error("\xc0\xaf" "abcdefghijklmnopqrstuvwxyz", 28, TG_TOKENS_CHAR, 2, "not UTF-8");
-    expect_error("\xed\xa0\x80" "abcdefghijklmnopqrstuvwxyz", 29, TG_TOKENS_CHAR, 2, "not UTF-8");
+    expect_error("abc\xff"
+                 "defghijklmnopqrstuvwxyz",
+                 27, TG_TOKENS_CHAR, 2, "offset 3");
+    expect_error("\xc0\xaf"
+                 "abcdefghijklmnopqrstuvwxyz",
+                 28, TG_TOKENS_CHAR, 2, "not UTF-8");
+    expect_error("\xed\xa0\x80"
+                 "abcdefghijklmnopqrstuvwxyz",
+                 29, TG_TOKENS_CHAR, 2, "not UTF-8");
     expect_error("short text", 10, TG_TOKENS_BYTE, 64, "seq-len + 1 = 65");
     /* bytes take any file, even one that is not UTF-8 */
     tg_text_config c = cfg_of(TG_TOKENS_BYTE, 2);
     tg_dataset *ds = NULL;
-    TG_CHECK_OK(tg_dataset_text_from_memory("abc\xff" "defghijklmnopqrstuvwxyz0123456789", 37, "b",
-                                            &c, TG_SPLIT_TRAIN, 0, &ds));
+    TG_CHECK_OK(tg_dataset_text_from_memory("abc\xff"
+                                            "defghijklmnopqrstuvwxyz0123456789",
+                                            37, "b", &c, TG_SPLIT_TRAIN, 0, &ds));
     tg_dataset_destroy(ds);
     c.seq_len = 0;
     TG_CHECK(tg_dataset_text_from_memory("abc", 3, "b", &c, TG_SPLIT_TRAIN, 0, &ds) != TG_OK);
