@@ -40,6 +40,7 @@ typedef struct train_args {
      * "char"), for the perplexity and bits per token of the epoch lines */
     int seq_len;
     const char *unit;
+    char *vocab; /* the checkpoint's record of the tokens: "byte", or "char:" and code points */
 } train_args;
 
 /* What a run that does not say trains with: the image tutorials' SGD, and
@@ -304,14 +305,15 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
     snprintf(step, sizeof step, "%lld", (long long)pos->step);
     snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
     snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
-    const char *kv[] = {"train_epoch", epoch, "train_epoch_step",       step,
-                        "train_seed",  seed,  "train_samples_per_step", per};
+    const char *kv[] = {"train_epoch", epoch,   "train_epoch_step",       step,
+                        "train_seed",  seed,    "train_samples_per_step", per,
+                        "text_tokens", a->vocab};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
+    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 5 : 4);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -558,6 +560,50 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
     fflush(stdout);
 }
 
+/* A text data set's tokens as the checkpoint records them: "byte", or
+ * "char:" and the vocabulary's code points in decimal ("char:10,32,33"),
+ * token i being the i-th: a model's weights mean nothing under another
+ * numbering. Malloc'd; NULL when out of memory. */
+static char *vocab_record(const tg_dataset *ds)
+{
+    tg_text_tokens kind;
+    const int32_t *cps;
+    int v = tg_dataset_vocab(ds, &kind, &cps);
+    size_t cap = 8 + (size_t)v * 8;
+    char *r = malloc(cap);
+    if (!r)
+        return NULL;
+    if (kind != TG_TOKENS_CHAR) {
+        snprintf(r, cap, "byte");
+        return r;
+    }
+    size_t used = (size_t)snprintf(r, cap, "char:");
+    for (int i = 0; i < v; i++)
+        used += (size_t)snprintf(r + used, cap - used, "%s%d", i ? "," : "", (int)cps[i]);
+    return r;
+}
+
+/* --load/--resume of a language model: the checkpoint's tokens must be this
+ * run's (a checkpoint without the record, from the API, is taken as it is). */
+static int check_vocab(const char *path, const char *vocab)
+{
+    size_t cap = strlen(vocab) + (1 << 20); /* room for any record to show */
+    char *had = malloc(cap);
+    if (!had)
+        return -1;
+    int r = 0;
+    tg_status st = tg_checkpoint_read_meta(path, "text_tokens", had, cap);
+    if (st == TG_OK && strcmp(had, vocab)) {
+        fprintf(stderr,
+                "tilegraph train: %s was trained on other tokens (%.40s%s) than this data "
+                "gives (%.40s%s): give the same --tokens and a text with the same characters\n",
+                path, had, strlen(had) > 40 ? "..." : "", vocab, strlen(vocab) > 40 ? "..." : "");
+        r = -1;
+    }
+    free(had);
+    return r;
+}
+
 /* --resume: where the checkpoint's run stopped. Its seed and host-step size
  * must be this run's, or the data order would differ. */
 static int resume_position(const train_args *a, int64_t per_step, int64_t steps_per_epoch,
@@ -692,6 +738,11 @@ int cmd_train(int argc, char **argv)
         tg_dataset_vocab(ctx.test, &kind, NULL);
         a.unit = kind == TG_TOKENS_CHAR ? "char" : "byte";
         a.seq_len = ctx.input.seq_len;
+        if (!(a.vocab = vocab_record(ctx.test))) {
+            fprintf(stderr, "tilegraph train: out of memory\n");
+            train_context_close(&ctx);
+            return 1;
+        }
     }
     int status = 1;
     tg_optimizer opt;
@@ -753,6 +804,8 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     const char *start = a.resume ? a.resume : a.load;
+    if (start && a.vocab && check_vocab(start, a.vocab) != 0)
+        goto done;
     if (start &&
         tg_checkpoint_load_ex(s, start, ctx.model->name,
                               a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
@@ -859,5 +912,6 @@ done:
     tg_loader_destroy(loader);
     tg_options_destroy(o);
     train_context_close(&ctx);
+    free(a.vocab);
     return status;
 }

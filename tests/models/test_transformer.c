@@ -98,7 +98,8 @@ static void test_names_and_shapes(void)
             if (!has_param(mg.graph, names[i]))
                 tg_test_fail(__FILE__, __LINE__, "bert-tiny has no parameter %s", names[i]);
         /* the mask token is one more input token than the vocabulary */
-        tg_shape e = tg_tensor_shape(tg_graph_find(mg.graph, "bert.embeddings/word_embeddings/weight"));
+        tg_shape e =
+            tg_tensor_shape(tg_graph_find(mg.graph, "bert.embeddings/word_embeddings/weight"));
         TG_CHECK(e.dim[0] == 81 && e.dim[1] == 128);
         TG_CHECK(tg_tensor_shape(mg.output).dim[2] == 80);
     }
@@ -126,8 +127,8 @@ static void forward(bool bert, const int32_t *ids, float *scores)
     if (s) {
         TG_CHECK_OK(tg_session_write(s, x, ids, (size_t)small.seq_len * sizeof(int32_t)));
         TG_CHECK_OK(tg_session_run(s));
-        TG_CHECK_OK(tg_session_read(s, out, scores,
-                                    (size_t)(small.seq_len * small.vocab) * sizeof(float)));
+        TG_CHECK_OK(
+            tg_session_read(s, out, scores, (size_t)(small.seq_len * small.vocab) * sizeof(float)));
     }
     tg_session_destroy(s);
     tg_options_destroy(o);
