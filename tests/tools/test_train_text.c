@@ -149,6 +149,27 @@ static void test_pipelined_and_replicated_are_bit_identical(void)
     expect_same_weights(path("one.st"), path("rep.st"), "2 replicas");
 }
 
+/* An exported causal LM (tests/onnx/fixtures/make_lm_fixture.py): int64
+ * token ids in, so the command feeds it i32 ids from the text; it learns,
+ * and its fixed window is the default --seq-len. */
+static void test_onnx_language_model(void)
+{
+    const char *lm = "train --model " TG_SOURCE_DIR "/tests/onnx/fixtures/tiny_lm.onnx --data "
+                     "text:" CORPUS " --train-limit 400 --lr 0.01 --quiet --seed 1 ";
+    tg_arena *arena = tg_arena_create(1 << 16);
+    const tg_json *rows[2];
+    char args[1024];
+    snprintf(args, sizeof args, "%s--epochs 2 --json", lm);
+    if (epochs(arena, args, rows, 2, __LINE__) == 2) {
+        TG_CHECK(tg_cli_num(rows[1], "train_loss") < tg_cli_num(rows[0], "train_loss") - 0.3);
+        TG_CHECK(tg_cli_num(rows[1], "seq_len") == 16);
+        TG_CHECK(tg_cli_num(rows[1], "test_loss") < 4.0);
+    }
+    tg_arena_destroy(arena);
+    snprintf(args, sizeof args, "%s--epochs 1 --seq-len 32", lm);
+    TG_CLI_EXPECT(tmpdir, args, 1, "input 'input_ids' is [16, 16] but the data gives [16, 32]");
+}
+
 static void test_bad_text_data(void)
 {
     const char *gpt = "train --model gpt-tiny --quiet --data ";
@@ -192,6 +213,7 @@ int main(void)
     TG_RUN(test_gpt_learns_and_reports);
     TG_RUN(test_char_tokens_and_bert);
     TG_RUN(test_pipelined_and_replicated_are_bit_identical);
+    TG_RUN(test_onnx_language_model);
     TG_RUN(test_bad_text_data);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
