@@ -95,27 +95,27 @@ static int compare_i32(const void *a, const void *b)
 }
 
 /* The sorted distinct code points of cps[0..n) into *vocab (owned by the
- * caller); their count, or -1 when out of memory. */
+ * caller); their count, or -1 when out of memory. A bitmap of the code
+ * space finds them in one pass; sorting the few found orders them. */
 static int distinct_code_points(const int32_t *cps, int64_t n, int32_t **vocab)
 {
     uint8_t *seen = tg_calloc(MAX_CODE_POINT / 8 + 1, 1);
-    if (!seen)
-        return -1;
+    int32_t *found = tg_malloc((size_t)(n ? n : 1) * sizeof *found);
     int count = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!(seen[cps[i] >> 3] & (1u << (cps[i] & 7)))) {
-            seen[cps[i] >> 3] |= (uint8_t)(1u << (cps[i] & 7));
-            count++;
-        }
-    *vocab = tg_malloc((size_t)count * sizeof **vocab);
-    if (*vocab) {
-        int k = 0;
-        for (int32_t c = 0; c <= MAX_CODE_POINT; c++)
-            if (seen[c >> 3] & (1u << (c & 7)))
-                (*vocab)[k++] = c;
-    }
+    if (seen && found)
+        for (int64_t i = 0; i < n; i++)
+            if (!(seen[cps[i] >> 3] & (1u << (cps[i] & 7)))) {
+                seen[cps[i] >> 3] |= (uint8_t)(1u << (cps[i] & 7));
+                found[count++] = cps[i];
+            }
     tg_free(seen);
-    return *vocab ? count : -1;
+    *vocab = seen && found ? tg_realloc(found, (size_t)(count ? count : 1) * sizeof *found) : NULL;
+    if (!*vocab) {
+        tg_free(found);
+        return -1;
+    }
+    qsort(*vocab, (size_t)count, sizeof **vocab, compare_i32);
+    return count;
 }
 
 /* Code points to token ids, in place: each one's index in vocab. */
@@ -164,10 +164,14 @@ static tg_status tokenize(const uint8_t *s, size_t len, const char *name, tg_tex
         return TG_OK;
     }
     *n = decode_all(s, len, name, *tokens);
-    if (*n < 0)
-        return TG_ERR_FORMAT; /* the message is set */
-    if ((*v = distinct_code_points(*tokens, *n, vocab)) < 0)
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the vocabulary", name);
+    tg_status st = *n < 0 ? TG_ERR_FORMAT /* the message is set */ : TG_OK;
+    if (st == TG_OK && (*v = distinct_code_points(*tokens, *n, vocab)) < 0)
+        st = tg_error(TG_ERR_NOMEM, "%s: out of memory for the vocabulary", name);
+    if (st != TG_OK) {
+        tg_free(*tokens);
+        *tokens = NULL;
+        return st;
+    }
     code_points_to_tokens(*tokens, *n, *vocab, *v);
     return TG_OK;
 }

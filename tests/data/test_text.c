@@ -156,6 +156,14 @@ static void test_corpus_loaders_agree(void)
         return;
     tg_dataset_info d = tg_dataset_describe(ds);
     TG_CHECK(d.samples > 900 && d.classes > 60 && d.classes < 100);
+    /* by kind name, as the other data sets: byte tokens, 64 a window */
+    tg_dataset *by_kind = NULL;
+    TG_CHECK_OK(tg_dataset_open("text", GPL3, TG_SPLIT_TEST, 0, &by_kind));
+    if (by_kind) {
+        tg_dataset_info k = tg_dataset_describe(by_kind);
+        TG_CHECK(k.text && k.seq_len == 64 && k.classes == 256 && k.samples == (3514 - 1) / 64);
+    }
+    tg_dataset_destroy(by_kind);
     enum { STEP = 8, S = 32 };
     tg_loader_config lc = tg_loader_defaults(ds, STEP);
     lc.seed = 9;
