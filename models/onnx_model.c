@@ -38,8 +38,25 @@ int tg_model_loss_parse(const char *text)
     return -1;
 }
 
+/* A causal language model: integer token ids [N, S] in, next-token
+ * scores [N, S, vocab] out (an exported GPT; the importer maps the
+ * embedding's Gather over the ids). Sets the spec and returns true. */
+static bool token_spec(tg_onnx_value in, tg_onnx_value out, tg_model_spec *s)
+{
+    bool ints = !strcmp(in.dtype, "int64") || !strcmp(in.dtype, "int32");
+    if (!ints || in.ndim != 2 || in.dim[1] <= 0 || out.ndim != 3 || out.dim[1] != in.dim[1] ||
+        out.dim[2] < 2)
+        return false;
+    s->task = TG_TASK_CAUSAL_LM;
+    s->seq_len = s->width = (int)in.dim[1];
+    s->channels = s->height = 1;
+    s->classes = (int)out.dim[2];
+    return true;
+}
+
 /* Image shape and classes from the file: input [N, C, H, W] (or [N, K],
- * taken as K x 1 x 1) and output [N, classes]. */
+ * taken as K x 1 x 1) and output [N, classes]; or a language model's
+ * (token_spec). */
 static tg_status spec_shapes(const tg_onnx_model *m, tg_model_spec *s)
 {
     const char *path = tg_onnx_path(m);
@@ -50,13 +67,17 @@ static tg_status spec_shapes(const tg_onnx_model *m, tg_model_spec *s)
                         "%d outputs",
                         path, tg_onnx_input_count(m), tg_onnx_output_count(m));
     tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
+    if (token_spec(in, out, s))
+        return TG_OK;
     bool ok_in = (in.ndim == 4 || in.ndim == 2) && strcmp(in.dtype, "float") == 0;
     for (int d = 1; ok_in && d < in.ndim; d++)
         ok_in = in.dim[d] > 0;
     if (!ok_in)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "%s: input '%s' must be float [batch, C, H, W] or "
-                        "[batch, features] with fixed sizes after the batch dimension",
+                        "[batch, features] with fixed sizes after the batch dimension, or "
+                        "integer token ids [batch, seq_len] with scores [batch, seq_len, vocab] "
+                        "out (a causal language model)",
                         path, in.name);
     if (out.ndim != 2 || out.dim[1] <= 0)
         return tg_error(TG_ERR_UNSUPPORTED,
@@ -114,6 +135,29 @@ void tg_model_close(const tg_model_spec *m)
     tg_free(o);
 }
 
+/* A language model's scores [N, S, V] and, for training, the mean
+ * cross-entropy of the labelled positions (as the zoo's). */
+static tg_status lm_loss(const tg_model_spec *m, tg_graph *g, tg_tensor *out, tg_tensor *labels,
+                         int64_t batch, tg_tensor **loss)
+{
+    tg_shape s = tg_tensor_shape(out);
+    if (s.ndim != 3 || s.dim[0] != batch || s.dim[1] != m->seq_len || s.dim[2] != m->classes)
+        return tg_error(TG_ERR_SHAPE,
+                        "%s: the first output has %d dims, not the scores [batch, %d, %d]", m->name,
+                        s.ndim, m->seq_len, m->classes);
+    if (!loss)
+        return TG_OK;
+    if (m->loss == TG_LOSS_MSE)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: --loss mse does not apply to a language model; use cross-entropy",
+                        m->name);
+    int64_t rows = batch * s.dim[1];
+    tg_loss_params p = {TG_LOSS_MEAN, true, TG_MODEL_IGNORE_LABEL};
+    *loss = tg_cross_entropy_ex(g, tg_reshape(g, out, tg_shape2(rows, s.dim[2])),
+                                tg_reshape(g, labels, tg_shape1(rows)), NULL, p);
+    return *loss ? TG_OK : tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
+}
+
 tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x, tg_tensor *labels,
                               tg_tensor **out, tg_tensor **loss)
 {
@@ -122,6 +166,8 @@ tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x,
     TG_TRY(tg_onnx_build(m->onnx, g, &c, &io));
     *out = io.outputs[0];
     tg_shape s = tg_tensor_shape(*out);
+    if (tg_model_task_tokens(m->task))
+        return lm_loss(m, g, *out, labels, c.batch, loss);
     if (s.ndim != 2 || s.dim[0] != c.batch)
         return tg_error(TG_ERR_SHAPE,
                         "%s: the first output has shape [%lld...] (%d dims), not "

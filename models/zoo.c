@@ -17,10 +17,12 @@ extern const tg_model_spec tg_model_resnet18;
 extern const tg_model_spec tg_model_resnet34;
 extern const tg_model_spec tg_model_resnet50;
 extern const tg_model_spec tg_model_resnet101;
+extern const tg_model_spec tg_model_gpt_tiny;
+extern const tg_model_spec tg_model_bert_tiny;
 
 static const tg_model_spec *const models[] = {
-    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18,
-    &tg_model_resnet34,      &tg_model_resnet50,       &tg_model_resnet101,
+    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18, &tg_model_resnet34,
+    &tg_model_resnet50,      &tg_model_resnet101,      &tg_model_gpt_tiny, &tg_model_bert_tiny,
 };
 
 #define N_MODELS ((int)(sizeof models / sizeof models[0]))
@@ -51,10 +53,21 @@ const tg_model_spec *tg_model_find(const char *name)
     return NULL;
 }
 
+bool tg_model_task_tokens(tg_model_task task)
+{
+    return task == TG_TASK_CAUSAL_LM || task == TG_TASK_MASKED_LM;
+}
+
 tg_model_input tg_model_default_input(const tg_model_spec *m)
 {
+    if (tg_model_task_tokens(m->task))
+        return (tg_model_input){.channels = 1,
+                                .height = 1,
+                                .width = m->seq_len,
+                                .classes = m->classes,
+                                .seq_len = m->seq_len};
     return (tg_model_input){m->channels,  m->height, m->width, m->classes, false,
-                            TG_STEM_AUTO, 0,         {0},      {0}};
+                            TG_STEM_AUTO, 0,         {0},      {0},        0};
 }
 
 bool tg_model_any_input(const tg_model_spec *m)
@@ -180,6 +193,15 @@ tg_status tg_model_graph_create(const tg_model_spec *m, int batch, const tg_opti
 /* Whether `in` is an input the model can be built for; sets the message. */
 static tg_status check_input(const tg_model_spec *m, const tg_model_input *in)
 {
+    if (tg_model_task_tokens(m->task)) {
+        if (in->seq_len <= 0 || in->classes < 2 || in->eight_bit)
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "%s: a language model takes token ids: the sequence length (%d) must "
+                            "be positive, the vocabulary (%d) at least 2, and 8-bit image input "
+                            "does not apply",
+                            m->name, in->seq_len, in->classes);
+        return TG_OK;
+    }
     if (in->channels <= 0 || in->height <= 0 || in->width <= 0 || in->classes <= 0)
         return tg_error(TG_ERR_INVALID_ARG,
                         "%s: input %dx%dx%d with %d classes: every size must be positive", m->name,
@@ -209,10 +231,16 @@ tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_o
     tg_graph_set_training(g, opt != NULL);
     out->graph = g;
     out->input = shape;
-    out->images = tg_input(g, "images", shape.eight_bit ? TG_U8 : TG_F32,
-                           tg_shape4(batch, shape.channels, shape.height, shape.width));
-    if (opt)
-        out->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    if (tg_model_task_tokens(m->task)) {
+        out->images = tg_input(g, "tokens", TG_I32, tg_shape2(batch, shape.seq_len));
+        if (opt)
+            out->labels = tg_input(g, "labels", TG_I32, tg_shape2(batch, shape.seq_len));
+    } else {
+        out->images = tg_input(g, "images", shape.eight_bit ? TG_U8 : TG_F32,
+                               tg_shape4(batch, shape.channels, shape.height, shape.width));
+        if (opt)
+            out->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    }
     tg_tensor *x = out->images;
     if (shape.eight_bit) {
         float mean[16], std[16];

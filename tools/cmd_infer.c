@@ -80,6 +80,14 @@ int cmd_infer(int argc, char **argv)
     if (train_context_open(&ctx, model, &data, -1, index + count) != 0)
         return 1;
     int status = 1;
+    if (ctx.text) { /* its samples are token windows, not images to classify */
+        fprintf(stderr,
+                "tilegraph infer: %s is a language model and infer classifies images; "
+                "train reports its test loss, perplexity and bits per token\n",
+                ctx.model->name);
+        train_context_close(&ctx);
+        return 1;
+    }
     tg_model_graph mg = {0};
     tg_session *s = NULL;
     tg_options *o = NULL;

@@ -16,7 +16,15 @@ int cmd_models(int argc, char **argv)
         printf("[");
     for (int i = 0; i < tg_model_count(); i++) {
         const tg_model_spec *m = tg_model_at(i);
-        if (json)
+        bool lm = tg_model_task_tokens(m->task);
+        if (json && lm)
+            printf("%s{\"name\":\"%s\",\"task\":\"%s\",\"seq_len\":%d,\"vocab\":%d}", i ? "," : "",
+                   m->name, m->task == TG_TASK_CAUSAL_LM ? "causal-lm" : "masked-lm", m->seq_len,
+                   m->classes);
+        else if (lm)
+            printf("%-16s %d tokens, vocabulary %d  %s\n", m->name, m->seq_len, m->classes,
+                   m->description);
+        else if (json)
             printf("%s{\"name\":\"%s\",\"input\":[%d,%d,%d],\"classes\":%d}", i ? "," : "", m->name,
                    m->channels, m->height, m->width, m->classes);
         else

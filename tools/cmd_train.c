@@ -36,17 +36,40 @@ typedef struct train_args {
     data_args data;
     /* --checkpoint-every, parsed: every N host steps, or every N epochs */
     int64_t every_steps, every_epochs;
+    /* a language model: tokens per sample and what a token is ("byte",
+     * "char"), for the perplexity and bits per token of the epoch lines */
+    int seq_len;
+    const char *unit;
+    char *vocab; /* the checkpoint's record of the tokens: "byte", or "char:" and code points */
 } train_args;
+
+/* What a run that does not say trains with: the image tutorials' SGD, and
+ * for a language model Adam at a rate a small transformer takes without
+ * collapsing onto the unigram distribution (3e-3 does, on gpt-tiny), for
+ * enough epochs that gpt-tiny on GPL-3 passes 2.5 bits per byte. */
+#define LM_EPOCHS 20
+#define LM_EPOCHS_TEXT "20"
+#define LM_LR 1e-3
+#define LM_LR_TEXT "0.001"
+
+static void task_defaults(train_args *a, bool lm)
+{
+    if (a->epochs < 0)
+        a->epochs = lm ? LM_EPOCHS : 1;
+    if (a->lr < 0)
+        a->lr = lm ? LM_LR : 0.05;
+    if (!a->optimizer)
+        a->optimizer = lm ? "adam" : "sgd";
+}
 
 static int parse_args(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.model = "fashion-basic",
-                      .optimizer = "sgd",
                       .schedule = "constant",
-                      .epochs = 1,
+                      .epochs = -1, /* not given: task_defaults */
                       .batch = 16,
                       .eval_batch = 500,
-                      .lr = 0.05,
+                      .lr = -1,
                       .weight_decay = -1,
                       .gamma = 0.1,
                       .step_epochs = 1,
@@ -57,12 +80,15 @@ static int parse_args(train_args *a, int argc, char **argv)
         /* room for the data and device flags appended below */
         {"--model", CLI_STRING, &a->model, "NAME",
          "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0},
-        {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000},
+        {"--epochs", CLI_INT, &a->epochs, "N",
+         "passes over the training set (default 1; language models " LM_EPOCHS_TEXT ")", 1, 10000},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
         {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1,
          65536},
-        {"--optimizer", CLI_STRING, &a->optimizer, "NAME", "sgd, adam, adamw or lamb", 1, 0},
-        {"--lr", CLI_FLOAT, &a->lr, "X", "learning rate", 0, 1e3},
+        {"--optimizer", CLI_STRING, &a->optimizer, "NAME",
+         "sgd, adam, adamw or lamb (default sgd; language models adam)", 1, 0},
+        {"--lr", CLI_FLOAT, &a->lr, "X",
+         "learning rate (default 0.05; language models " LM_LR_TEXT ")", 0, 1e3},
         {"--momentum", CLI_FLOAT, &a->momentum, "X", "SGD momentum", 0, 0.999999},
         {"--nesterov", CLI_BOOL, &a->nesterov, NULL, "Nesterov momentum (SGD)", 1, 0},
         {"--weight-decay", CLI_FLOAT, &a->weight_decay, "X",
@@ -279,14 +305,15 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
     snprintf(step, sizeof step, "%lld", (long long)pos->step);
     snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
     snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
-    const char *kv[] = {"train_epoch", epoch, "train_epoch_step",       step,
-                        "train_seed",  seed,  "train_samples_per_step", per};
+    const char *kv[] = {"train_epoch", epoch,   "train_epoch_step",       step,
+                        "train_seed",  seed,    "train_samples_per_step", per,
+                        "text_tokens", a->vocab};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, 4);
+    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 5 : 4);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -430,11 +457,34 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     return TG_OK;
 }
 
-/* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
- * never the `nan` that is not JSON, and the model name is escaped. */
-static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
-                             double train_acc, double test_acc, double sps)
+/* A language model's loss (nats per token) as perplexity and bits per token. */
+static double perplexity(double loss)
 {
+    return exp(loss);
+}
+static double bits(double loss)
+{
+    return loss / log(2.0);
+}
+
+/* Through the JSON writer: a NaN loss (debug.checkNaN off) prints null,
+ * never the `nan` that is not JSON, and the model name is escaped. A
+ * language model's record adds its perplexities, bits per token (per byte
+ * or per character, as token_unit says) and tokens per second. */
+static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_stats *st,
+                             double train_acc, const eval_result *test, double sps)
+{
+    double test_acc = test->accuracy, loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
+    const tg_an_field lm[] = {
+        {"token_unit", TG_AN_FIELD_STRING, a->unit, 0, 0},
+        {"seq_len", TG_AN_FIELD_INT, NULL, a->seq_len, 0},
+        {"train_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, perplexity(loss)},
+        {"train_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits(loss)},
+        {"test_loss", TG_AN_FIELD_NUMBER, NULL, 0, test->loss},
+        {"test_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, perplexity(test->loss)},
+        {"test_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits(test->loss)},
+        {"tokens_per_s", TG_AN_FIELD_NUMBER, NULL, 0, sps * a->seq_len},
+    };
     const tg_an_field f[] = {
         {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
         {"epoch", TG_AN_FIELD_INT, NULL, epoch + 1, 0},
@@ -457,20 +507,40 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"exchange_summing_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.summing},
         {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
     };
-    int n = (int)(sizeof f / sizeof f[0]);
-    tg_an_print_record(stdout, f, tg_dist_active() ? n : n - 8);
+    enum { N_F = sizeof f / sizeof f[0], N_LM = sizeof lm / sizeof lm[0], N_BASE = 9 };
+    tg_an_field all[N_F + N_LM];
+    int n = 0;
+    for (int i = 0; i < N_BASE; i++)
+        all[n++] = f[i];
+    for (int i = 0; a->unit && i < N_LM; i++)
+        all[n++] = lm[i];
+    for (int i = N_BASE; tg_dist_active() && i < N_F; i++)
+        all[n++] = f[i];
+    tg_an_print_record(stdout, all, n);
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that
  * returns only sums or the last iteration scores nothing, and says so
  * rather than print 0%. */
-static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st, double test_acc)
+static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st,
+                        const eval_result *test)
 {
+    double test_acc = test->accuracy;
     double sps = st->seconds > 0 ? (double)st->seen / st->seconds : 0.0;
     double loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
     double train_acc = st->scored ? 100.0 * (double)st->correct / (double)st->scored : NAN;
     if (a->json) {
-        print_epoch_json(a, epoch, st, train_acc, test_acc, sps);
+        print_epoch_json(a, epoch, st, train_acc, test, sps);
+    } else if (a->unit) {
+        char t[32];
+        printf("epoch %lld: train loss %.4f (perplexity %.2f, %.3f bits/%s), test loss %.4f "
+               "(perplexity %.2f, %.3f bits/%s), test accuracy %.2f%%, %.0f samples/s, %.0f "
+               "tokens/s (%s)\n",
+               (long long)epoch + 1, loss, perplexity(loss), bits(loss), a->unit, test->loss,
+               perplexity(test->loss), bits(test->loss), a->unit, test_acc, sps, sps * a->seq_len,
+               cli_duration(st->seconds, t, sizeof t));
+        if (tg_dist_active())
+            train_exchange_print(stdout, &st->share);
     } else {
         char t[32], acc[96];
         if (st->scored)
@@ -488,6 +558,50 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");
     }
     fflush(stdout);
+}
+
+/* A text data set's tokens as the checkpoint records them: "byte", or
+ * "char:" and the vocabulary's code points in decimal ("char:10,32,33"),
+ * token i being the i-th: a model's weights mean nothing under another
+ * numbering. Malloc'd; NULL when out of memory. */
+static char *vocab_record(const tg_dataset *ds)
+{
+    tg_text_tokens kind;
+    const int32_t *cps;
+    int v = tg_dataset_vocab(ds, &kind, &cps);
+    size_t cap = 8 + (size_t)v * 8;
+    char *r = malloc(cap);
+    if (!r)
+        return NULL;
+    if (kind != TG_TOKENS_CHAR) {
+        snprintf(r, cap, "byte");
+        return r;
+    }
+    size_t used = (size_t)snprintf(r, cap, "char:");
+    for (int i = 0; i < v; i++)
+        used += (size_t)snprintf(r + used, cap - used, "%s%d", i ? "," : "", (int)cps[i]);
+    return r;
+}
+
+/* --load/--resume of a language model: the checkpoint's tokens must be this
+ * run's (a checkpoint without the record, from the API, is taken as it is). */
+static int check_vocab(const char *path, const char *vocab)
+{
+    size_t cap = strlen(vocab) + (1 << 20); /* room for any record to show */
+    char *had = malloc(cap);
+    if (!had)
+        return -1;
+    int r = 0;
+    tg_status st = tg_checkpoint_read_meta(path, "text_tokens", had, cap);
+    if (st == TG_OK && strcmp(had, vocab)) {
+        fprintf(stderr,
+                "tilegraph train: %s was trained on other tokens (%.40s%s) than this data "
+                "gives (%.40s%s): give the same --tokens and a text with the same characters\n",
+                path, had, strlen(had) > 40 ? "..." : "", vocab, strlen(vocab) > 40 ? "..." : "");
+        r = -1;
+    }
+    free(had);
+    return r;
 }
 
 /* --resume: where the checkpoint's run stopped. Its seed and host-step size
@@ -618,6 +732,18 @@ int cmd_train(int argc, char **argv)
     train_context ctx;
     if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0)
         return 1;
+    task_defaults(&a, ctx.text);
+    if (ctx.text) {
+        tg_text_tokens kind = TG_TOKENS_BYTE;
+        tg_dataset_vocab(ctx.test, &kind, NULL);
+        a.unit = kind == TG_TOKENS_CHAR ? "char" : "byte";
+        a.seq_len = ctx.input.seq_len;
+        if (!(a.vocab = vocab_record(ctx.test))) {
+            fprintf(stderr, "tilegraph train: out of memory\n");
+            train_context_close(&ctx);
+            return 1;
+        }
+    }
     int status = 1;
     tg_optimizer opt;
     tg_loader *loader = NULL;
@@ -678,6 +804,8 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     const char *start = a.resume ? a.resume : a.load;
+    if (start && a.vocab && check_vocab(start, a.vocab) != 0)
+        goto done;
     if (start &&
         tg_checkpoint_load_ex(s, start, ctx.model->name,
                               a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
@@ -696,7 +824,8 @@ int cmd_train(int argc, char **argv)
                    tg_session_threads(s));
         fflush(stdout); /* before the progress lines on stderr */
     }
-    double total_seconds = 0, test_acc = 0;
+    double total_seconds = 0;
+    eval_result test = {0, NAN, 0};
     int64_t total_samples = 0;
     bool saved = false; /* --save holds the weights at pos */
     for (; pos.epoch < a.epochs && !pos.stop; pos.epoch++, pos.step = 0) {
@@ -724,7 +853,7 @@ int cmd_train(int argc, char **argv)
             }
             saved = true;
         }
-        ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test_acc);
+        ts = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test);
         if (ts != TG_OK) {
             explain_failure(&a, ts);
             if (saved)
@@ -736,7 +865,7 @@ int cmd_train(int argc, char **argv)
         }
         total_seconds += st.seconds;
         total_samples += st.seen;
-        print_epoch(&a, pos.epoch, &st, test_acc);
+        print_epoch(&a, pos.epoch, &st, &test);
         if (!pos.stop)
             should_stop(&a, &pos);
     }
@@ -765,7 +894,11 @@ int cmd_train(int argc, char **argv)
             printf("profiles: %s/training/profile.sqlite, %s/inference/profile.sqlite\n",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile",
                    a.dev.profile_dir ? a.dev.profile_dir : "./profile");
-        printf("test accuracy: %.2f%%\n", test_acc);
+        if (a.unit)
+            printf("test: loss %.4f, perplexity %.2f, %.3f bits/%s, accuracy %.2f%%\n", test.loss,
+                   perplexity(test.loss), bits(test.loss), a.unit, test.accuracy);
+        else
+            printf("test accuracy: %.2f%%\n", test.accuracy);
         if (total_seconds > 0)
             printf("training: %.0f samples/s\n", (double)total_samples / total_seconds);
         if (a.save)
@@ -779,5 +912,6 @@ done:
     tg_loader_destroy(loader);
     tg_options_destroy(o);
     train_context_close(&ctx);
+    free(a.vocab);
     return status;
 }

@@ -5,6 +5,7 @@
 
 #include "tilegraph/dist.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@ void data_args_defaults(data_args *d)
     d->workers = -1; /* not given: the loader's default (and an error without --loader async) */
     d->prefetch_depth = -1;
     d->loss = "cross-entropy";
+    d->seq_len = -1;
 }
 
 int data_flags(data_args *d, cli_flag *f)
@@ -25,7 +27,14 @@ int data_flags(data_args *d, cli_flag *f)
         {"--dataset", CLI_STRING, &d->dataset, "NAME", "fashion-mnist, mnist, cifar10 or synthetic",
          1, 0},
         {"--data", CLI_STRING, &d->data, "SPEC",
-         "DIR, cifar10:DIR, mnist:DIR or synthetic (default: Debian's Fashion-MNIST)", 1, 0},
+         "DIR, cifar10:DIR, mnist:DIR, synthetic or text:FILE (a language model on any text; "
+         "default: Debian's Fashion-MNIST)",
+         1, 0},
+        {"--tokens", CLI_STRING, &d->tokens, "KIND",
+         "text: byte (vocabulary 256, default) or char (the file's distinct UTF-8 characters)", 1,
+         0},
+        {"--seq-len", CLI_INT, &d->seq_len, "N",
+         "text: tokens per sample (default: the model's, 64)", 1, 65536},
         {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
          0},
         {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads (default 1)", 0, 64},
@@ -82,6 +91,54 @@ static int parse_size(const char *text, int *h, int *w)
     return 0;
 }
 
+/* The image flags a text data set cannot take: the first one given, or NULL. */
+static const char *image_flag(const data_args *d)
+{
+    return d->eight_bit   ? "--eight-bit-io"
+           : d->resize    ? "--resize"
+           : d->normalize ? "--normalize"
+           : d->flip > 0  ? "--flip"
+           : d->stem      ? "--stem"
+                          : NULL;
+}
+
+/* A language model on a text file: both splits tokenised the same way,
+ * the model built for the file's vocabulary and --seq-len. */
+static int open_text(train_context *ctx, const char *file, const data_args *data,
+                     int64_t train_limit, int64_t test_limit)
+{
+    int tokens = tg_text_tokens_parse(data->tokens ? data->tokens : "byte");
+    const char *bad = image_flag(data);
+    if (tokens < 0) {
+        fprintf(stderr, "tilegraph: --tokens '%s' is not byte or char\n", data->tokens);
+        return -1;
+    }
+    if (!*file) {
+        fprintf(stderr, "tilegraph: --data text needs a file: text:FILE (for example "
+                        "text:/usr/share/common-licenses/GPL-3)\n");
+        return -1;
+    }
+    if (bad) {
+        fprintf(stderr, "tilegraph: %s applies to images, not to the text of --data %s\n", bad,
+                data->data);
+        return -1;
+    }
+    tg_model_input in = tg_model_default_input(ctx->model);
+    if (data->seq_len > 0)
+        in.seq_len = in.width = (int)data->seq_len;
+    tg_text_config c = {(tg_text_tokens)tokens, in.seq_len, 0};
+    if ((train_limit >= 0 &&
+         tg_dataset_open_text(file, &c, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
+        tg_dataset_open_text(file, &c, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
+        fprintf(stderr, "tilegraph: --data %s: %s\n", data->data, tg_error_message());
+        return -1;
+    }
+    in.classes = tg_dataset_vocab(ctx->test, NULL, NULL);
+    ctx->input = in;
+    ctx->text = true;
+    return 0;
+}
+
 int train_context_open(train_context *ctx, const char *model, const data_args *data,
                        int64_t train_limit, int64_t test_limit)
 {
@@ -102,8 +159,30 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     if (!tg_dataset_kind_known(kind)) {
         fprintf(stderr,
                 "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
-                "optionally KIND:DIR)\n",
+                "optionally KIND:DIR; or text:FILE)\n",
                 data->data ? data->data : data->dataset);
+        tg_model_close(ctx->model);
+        return -1;
+    }
+    bool text = strcmp(kind, "text") == 0, lm = tg_model_task_tokens(ctx->model->task);
+    if (!text && (data->tokens || data->seq_len > 0)) {
+        fprintf(stderr, "tilegraph: %s applies to text: give --data text:FILE\n",
+                data->tokens ? "--tokens" : "--seq-len");
+        tg_model_close(ctx->model);
+        return -1;
+    }
+    if (text != lm) {
+        if (lm)
+            fprintf(stderr,
+                    "tilegraph: model %s is a language model: it trains on text, "
+                    "--data text:FILE (for example text:/usr/share/common-licenses/GPL-3)\n",
+                    ctx->model->name);
+        else
+            fprintf(stderr,
+                    "tilegraph: model %s classifies images; a language model (gpt-tiny, "
+                    "bert-tiny) trains on --data %s\n",
+                    ctx->model->name, data->data);
+        tg_model_close(ctx->model);
         return -1;
     }
     if (tg_loader_mode_parse(data->loader) < 0) {
@@ -120,6 +199,13 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
                 data->workers >= 0 ? "--workers" : "--prefetch-depth",
                 data->workers >= 0 ? "--workers" : "--prefetch-depth");
         return -1;
+    }
+    if (text) {
+        if (open_text(ctx, dir, data, train_limit, test_limit) != 0) {
+            train_context_close(ctx);
+            return -1;
+        }
+        return 0;
     }
     if ((train_limit >= 0 && tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
                                              &ctx->train) != TG_OK) ||
@@ -144,7 +230,7 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         }
     }
     tg_model_input in = {d.channels,   d.height, d.width, d.classes, data->eight_bit,
-                         TG_STEM_AUTO, 0,        {0},     {0}};
+                         TG_STEM_AUTO, 0,        {0},     {0},       0};
     if (data->stem && tg_model_stem_parse(data->stem, &in) != TG_OK) {
         fprintf(stderr, "tilegraph: --stem: %s\n", tg_error_message());
         train_context_close(ctx);
@@ -186,6 +272,22 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
 {
     *lc = tg_loader_defaults(ds, samples_per_step);
     tg_dataset_info d = tg_dataset_describe(ds);
+    if (d.text) {
+        /* BERT's masking: 15% of the tokens, the mask token after the vocabulary */
+        if (ctx->model->task == TG_TASK_MASKED_LM) {
+            lc->mask_prob = 0.15f;
+            lc->mask_token = ctx->input.classes;
+        }
+        if (training) {
+            lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
+            lc->num_workers = ctx->data.workers > 0 ? (int)ctx->data.workers : 0;
+            lc->prefetch_depth = ctx->data.prefetch_depth > 0 ? (int)ctx->data.prefetch_depth : 0;
+        } else {
+            lc->shuffle = false;
+            lc->drop_last = false;
+        }
+        return TG_OK;
+    }
     float mean[TG_LOADER_MAX_CHANNELS], std[TG_LOADER_MAX_CHANNELS];
     if (d.channels > TG_LOADER_MAX_CHANNELS)
         return tg_error_set(TG_ERR_UNSUPPORTED, "%s: %d channels (at most %d)", d.name, d.channels,
@@ -246,18 +348,22 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     memset(b, 0, sizeof *b);
     b->batch = tg_tensor_shape(mg->images).dim[0];
     b->samples = tg_session_samples_per_run(s, mg->images);
-    b->classes = tg_tensor_shape(mg->output).dim[1];
+    tg_shape out = tg_tensor_shape(mg->output);
+    b->classes = out.dim[out.ndim - 1];
+    b->rows = tg_shape_numel(out) / b->batch / b->classes; /* a language model's positions */
     b->n_scores = tg_session_output_count(s, mg->output);
     b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
-    if (tg_tensor_dtype(mg->images) == TG_U8)
+    if (tg_tensor_dtype(mg->images) == TG_I32)
+        b->tokens = calloc((size_t)(b->samples * pixels), sizeof(int32_t));
+    else if (tg_tensor_dtype(mg->images) == TG_U8)
         b->images_u8 = calloc((size_t)(b->samples * pixels), 1);
     else
         b->images = calloc((size_t)(b->samples * pixels), sizeof(float));
-    b->labels = calloc((size_t)b->samples, sizeof(int32_t));
-    b->scores = malloc((size_t)(b->n_scores * b->batch * b->classes) * sizeof(float));
+    b->labels = calloc((size_t)(b->samples * b->rows), sizeof(int32_t));
+    b->scores = malloc((size_t)(b->n_scores * b->batch * b->rows * b->classes) * sizeof(float));
     b->losses = malloc((size_t)(b->n_losses + 1) * sizeof(float));
-    if ((!b->images && !b->images_u8) || !b->labels || !b->scores || !b->losses)
+    if ((!b->images && !b->images_u8 && !b->tokens) || !b->labels || !b->scores || !b->losses)
         return tg_error_set(TG_ERR_NOMEM, "out of memory for the host buffers");
     return TG_OK;
 }
@@ -266,6 +372,7 @@ void step_buffers_free(step_buffers *b)
 {
     free(b->images);
     free(b->images_u8);
+    free(b->tokens);
     free(b->labels);
     free(b->scores);
     free(b->losses);
@@ -274,23 +381,53 @@ void step_buffers_free(step_buffers *b)
 
 tg_status load_step(tg_loader *loader, step_buffers *b, int64_t *count)
 {
+    if (b->tokens)
+        return tg_loader_next_tokens(loader, b->tokens, b->labels, count);
     return b->images_u8 ? tg_loader_next_u8(loader, b->images_u8, b->labels, count)
                         : tg_loader_next(loader, b->images, b->labels, count);
+}
+
+/* -log softmax(scores)[label], in double. */
+static double row_nll(const float *scores, int n, int label)
+{
+    double max = scores[0], sum = 0;
+    for (int c = 1; c < n; c++)
+        max = scores[c] > max ? scores[c] : max;
+    for (int c = 0; c < n; c++)
+        sum += exp((double)scores[c] - max);
+    return log(sum) + max - (double)scores[label];
+}
+
+/* One prediction against its label; a masked language model's unmasked
+ * positions (TG_MODEL_IGNORE_LABEL) are not scored. */
+static void score_row(step_buffers *b, const float *scores, int32_t label)
+{
+    if (label < 0 || label >= b->classes)
+        return;
+    b->correct += tg_argmax(scores, (int)b->classes) == label;
+    if (b->tokens)
+        b->nll_sum += row_nll(scores, (int)b->classes, label);
+    b->scored++;
 }
 
 tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int64_t count)
 {
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
-    if (b->images_u8)
+    if (b->tokens)
+        CLI_TRY(tg_session_write(s, mg->images, b->tokens,
+                                 (size_t)(b->samples * pixels) * sizeof(int32_t)));
+    else if (b->images_u8)
         CLI_TRY(tg_session_write(s, mg->images, b->images_u8, (size_t)(b->samples * pixels)));
     else
         CLI_TRY(tg_session_write(s, mg->images, b->images,
                                  (size_t)(b->samples * pixels) * sizeof(float)));
     if (mg->labels)
-        CLI_TRY(tg_session_write(s, mg->labels, b->labels, (size_t)b->samples * sizeof(int32_t)));
+        CLI_TRY(tg_session_write(s, mg->labels, b->labels,
+                                 (size_t)(b->samples * b->rows) * sizeof(int32_t)));
     CLI_TRY(tg_session_run(s));
-    CLI_TRY(tg_session_read(s, mg->output, b->scores,
-                            (size_t)(b->n_scores * b->batch * b->classes) * sizeof(float)));
+    CLI_TRY(
+        tg_session_read(s, mg->output, b->scores,
+                        (size_t)(b->n_scores * b->batch * b->rows * b->classes) * sizeof(float)));
     b->loss_sum = 0;
     b->losses_count = 0;
     if (mg->loss) {
@@ -303,15 +440,16 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
                               : b->n_losses;
     }
     b->correct = b->scored = 0;
+    b->nll_sum = 0;
     for (int64_t k = 0; k < b->n_scores; k++) {
         int64_t h = tg_session_output_index(s, mg->output, k);
         for (int64_t i = 0; h >= 0 && i < b->batch; i++) {
             int64_t sample = h * b->batch + i;
             if (sample >= count)
                 continue; /* padding of a short final step */
-            b->correct += tg_argmax(b->scores + (k * b->batch + i) * b->classes, (int)b->classes) ==
-                          b->labels[sample];
-            b->scored++;
+            for (int64_t r = 0; r < b->rows; r++)
+                score_row(b, b->scores + ((k * b->batch + i) * b->rows + r) * b->classes,
+                          b->labels[sample * b->rows + r]);
         }
     }
     return TG_OK;
@@ -347,7 +485,7 @@ tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t b
 }
 
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
-                   int64_t batch, bool progress, double *accuracy)
+                   int64_t batch, bool progress, eval_result *result)
 {
     batch = eval_batch(ctx, batch);
     CLI_TRY(eval_session(ctx, dev, batch));
@@ -363,6 +501,7 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
     if (st == TG_OK)
         st = tg_loader_create(ctx->test, &lc, &loader);
     int64_t correct = 0, scored = 0, steps = loader ? tg_loader_steps_per_epoch(loader) : 0;
+    double nll = 0;
     cli_progress bar;
     cli_progress_start(&bar, "evaluate", steps, progress && isatty(STDERR_FILENO));
     /* an MPI job's instances take turns at the test set's steps and add up
@@ -377,14 +516,19 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
             st = run_step(s, mg, &b, count);
         correct += b.correct;
         scored += b.scored;
+        nll += b.nll_sum;
         cli_progress_update(&bar, k + 1, NULL);
     }
     int64_t counts[2] = {correct, scored};
     if (st == TG_OK && (st = tg_dist_sum_i64(counts, 2)) == TG_OK)
         correct = counts[0], scored = counts[1];
+    if (st == TG_OK && tg_dist_active())
+        st = tg_dist_sum_f64(&nll, 1);
     if (progress && bar.tty && bar.enabled)
         fprintf(stderr, "\r\033[K"); /* the epoch line that follows says the result */
-    *accuracy = scored ? 100.0 * (double)correct / (double)scored : 0.0;
+    result->accuracy = scored ? 100.0 * (double)correct / (double)scored : 0.0;
+    result->loss = scored ? nll / (double)scored : NAN;
+    result->scored = scored;
     step_buffers_free(&b);
     tg_loader_destroy(loader);
     return st;

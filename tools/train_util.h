@@ -14,7 +14,7 @@
 
 /* Where the data comes from and how it is loaded (the --data and loader flags). */
 typedef struct data_args {
-    const char *data;    /* "DIR", "KIND:DIR" (cifar10:DIR) or "KIND" (synthetic) */
+    const char *data;    /* "DIR", "KIND:DIR" (cifar10:DIR, text:FILE) or "KIND" (synthetic) */
     const char *dataset; /* the kind when --data is a bare directory */
     const char *loader;  /* "sync" or "async" */
     int64_t workers, prefetch_depth;
@@ -24,11 +24,13 @@ typedef struct data_args {
     const char *stem;      /* ResNets: auto, imagenet or cifar */
     const char *loss;      /* ONNX models: the loss appended (cross-entropy or mse) */
     const char *normalize; /* "MEAN/STD": the input's normalisation (default: the model's) */
+    const char *tokens;    /* text: "byte" (default) or "char" */
+    int64_t seq_len;       /* text: tokens per sample; -1: the model's */
 } data_args;
 
 void data_args_defaults(data_args *d);
 /* The flags that fill d (room for DATA_FLAG_COUNT). */
-#define DATA_FLAG_COUNT 11
+#define DATA_FLAG_COUNT 13
 int data_flags(data_args *d, cli_flag *flags);
 
 typedef struct train_context {
@@ -36,6 +38,7 @@ typedef struct train_context {
     tg_model_input input; /* what the model is built for: the data's shape after resizing */
     data_args data;
     tg_dataset *train, *test; /* train is NULL when only testing */
+    bool text;                /* a language model on a text data set */
     /* the evaluation graph and session, made on first use */
     tg_model_graph eval_graph;
     tg_session *eval_session;
@@ -55,14 +58,19 @@ void train_context_close(train_context *ctx);
 /* Host buffers for one run of a session, and what the last run returned. */
 typedef struct step_buffers {
     int64_t samples, batch, classes;
+    int64_t rows; /* scored rows per sample: 1, or seq_len for a language model */
     float *images, *scores, *losses;
-    uint8_t *images_u8; /* 8-bit input: what is streamed instead of images */
-    int32_t *labels;
+    uint8_t *images_u8;         /* 8-bit input: what is streamed instead of images */
+    int32_t *tokens;            /* a language model's input: token ids [samples, seq_len] */
+    int32_t *labels;            /* [samples * rows] */
     int64_t n_scores, n_losses; /* copies returned per run (outputMode) */
     /* results of the last run_step */
     double loss_sum;
     int64_t losses_count; /* micro-batches the returned losses cover */
     int64_t correct, scored;
+    /* language models: the returned scores' cross-entropy summed over the
+     * scored rows (labels TG_MODEL_IGNORE_LABEL are not scored), in double */
+    double nll_sum;
 } step_buffers;
 
 tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg);
@@ -82,10 +90,18 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
  * rather than after the first epoch. */
 tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t batch);
 
-/* Accuracy (percent) of the weights of `trained` on the test set, run with
- * the same device settings (accumulation 1). */
+/* What evaluate measures on the test set: the accuracy (percent) of the
+ * predictions (for a language model, of every scored token), and for a
+ * language model the mean cross-entropy of the scored tokens (nats). */
+typedef struct eval_result {
+    double accuracy, loss;
+    int64_t scored;
+} eval_result;
+
+/* The weights of `trained` on the test set, run with the same device
+ * settings (accumulation 1). */
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
-                   int64_t batch, bool progress, double *accuracy);
+                   int64_t batch, bool progress, eval_result *result);
 
 int tg_argmax(const float *v, int n);
 

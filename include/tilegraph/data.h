@@ -1,10 +1,14 @@
-/* tilegraph/data.h - image-classification data sets and the batch loader
- * that feeds a session's host steps.
+/* tilegraph/data.h - image-classification and text data sets and the batch
+ * loader that feeds a session's host steps.
  *
  * A data set is held in memory: images as u8 [n, c, h, w] and labels in
  * [0, classes). The kinds are MNIST and Fashion-MNIST (their four IDX files,
  * by default from Debian's dataset packages), CIFAR-10 (its binary batches)
  * and "synthetic" (CIFAR-shaped, generated, no files); docs/formats.md.
+ * A text data set (tg_dataset_open_text) is any file cut into tokens (its
+ * bytes, or the code points of UTF-8 text) and then into windows of
+ * seq_len tokens: a sample is a window, its labels the next token at every
+ * position (or, for a masked language model, the tokens the loader masked).
  *
  * A loader hands out one host step of samples at a time (tg_loader_next):
  * shuffled per epoch from its seed alone, optionally flipped and resized,
@@ -30,6 +34,7 @@
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -58,13 +63,62 @@ TG_API tg_status tg_dataset_open(const char *kind, const char *dir, tg_split spl
 TG_API void tg_dataset_destroy(tg_dataset *ds);
 
 /* What a data set holds. `name` ("fashion-mnist/train") lives as long as
- * the data set. */
+ * the data set. A text data set has channels 1, height 1, width seq_len,
+ * and classes is its vocabulary size. */
 typedef struct tg_dataset_info {
     const char *name;
     int64_t samples;
     int channels, height, width;
     int classes;
+    bool text;   /* token windows, not images */
+    int seq_len; /* text: tokens per sample (width) */
 } tg_dataset_info;
+
+/* ---- text ---- */
+
+/* How a text file becomes tokens: its bytes (vocabulary 256, any file), or
+ * the distinct Unicode code points of UTF-8 text (the vocabulary is the
+ * sorted list of the code points the whole file uses, so both splits and
+ * a checkpoint share it). */
+typedef enum tg_text_tokens { TG_TOKENS_BYTE, TG_TOKENS_CHAR } tg_text_tokens;
+
+/* "byte" / "char"; -1 if unknown. */
+TG_API int tg_text_tokens_parse(const char *name);
+TG_API const char *tg_text_tokens_name(tg_text_tokens t);
+
+typedef struct tg_text_config {
+    tg_text_tokens tokens;
+    int seq_len;          /* tokens per sample, >= 1 */
+    double test_fraction; /* the file's tail held out as the test split; 0: 0.1 */
+} tg_text_config;
+
+/* One split of the text file at `path`: the head (1 - test_fraction of the
+ * tokens) is the training split, the tail the test split. Sample i is the
+ * window tokens[i * seq_len, (i + 1) * seq_len) of its split, whose
+ * next-token targets end one token further on, so a split of T tokens has
+ * (T - 1) / seq_len samples. max_samples > 0 keeps the first max_samples
+ * windows. Fails naming the file when it is missing, empty, not UTF-8 (char
+ * tokens: the byte offset of the first bad sequence), or when a split holds
+ * fewer than seq_len + 1 tokens (saying how long the file would have to be). */
+TG_API tg_status tg_dataset_open_text(const char *path, const tg_text_config *cfg, tg_split split,
+                                      int64_t max_samples, tg_dataset **out);
+/* The same from memory (`name` in messages): for tests and programs that
+ * have the text already. */
+TG_API tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *name,
+                                             const tg_text_config *cfg, tg_split split,
+                                             int64_t max_samples, tg_dataset **out);
+/* A text data set's tokens: the kind, the vocabulary size, and for char
+ * tokens the code point of each token (*code_points, vocab entries; NULL for
+ * byte tokens, where token t is byte t). -1 for an image data set. */
+TG_API int tg_dataset_vocab(const tg_dataset *ds, tg_text_tokens *kind,
+                            const int32_t **code_points);
+/* The token stream of a text data set's split (*tokens, the count
+ * returned); 0 and NULL for an image data set. */
+TG_API int64_t tg_dataset_tokens(const tg_dataset *ds, const int32_t **tokens);
+/* Token t as UTF-8 into buf (room for 5 bytes: up to 4 and a NUL); the
+ * length written, 0 for a token out of range. A byte token is that byte
+ * alone (which may be part of a multi-byte character). */
+TG_API int tg_dataset_token_utf8(const tg_dataset *ds, int32_t token, char *buf);
 TG_API tg_dataset_info tg_dataset_describe(const tg_dataset *ds);
 
 /* Sample i's pixels, u8 [channels, height, width], or NULL when i is out of
@@ -108,6 +162,17 @@ typedef struct tg_loader_config {
      * tg_normalize_u8): fill with tg_loader_next_u8. */
     bool output_u8;
 
+    /* Text data sets: how labels are made. 0: the next token at every
+     * position (a causal language model). > 0: a masked language model, as
+     * BERT's pre-training: each position is chosen with probability
+     * mask_prob; a chosen position's input becomes mask_token (80%), a
+     * random token of the vocabulary (10%) or stays (10%), and its label is
+     * the original token; every other label is TG_LOADER_IGNORE_LABEL. The
+     * choices are a hash of (seed, epoch, sample, position), so they are
+     * the same in both modes and on a resumed run. */
+    float mask_prob;
+    int32_t mask_token;
+
     /* One instance's part of each step (an MPI job, docs/distributed.md): a
      * step of samples_per_step is cut into chunks of split_chunk samples
      * and this loader hands out chunks split_index, split_index +
@@ -118,6 +183,10 @@ typedef struct tg_loader_config {
     int split_parts, split_index;
     int64_t split_chunk;
 } tg_loader_config;
+
+/* The label of a position a masked language model is not scored on (the
+ * loss's ignore_index, PyTorch's default). */
+#define TG_LOADER_IGNORE_LABEL (-100)
 
 /* Shuffled, drop-last, the dataset's own mean and std (per channel when the
  * dataset has per-channel statistics, as CIFAR-10), seed 0, sync, no
@@ -151,10 +220,14 @@ TG_API void tg_loader_start_epoch(tg_loader *l, int64_t epoch);
 TG_API tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, int64_t *count);
 /* The same for output_u8 loaders (images: the same count in bytes). */
 TG_API tg_status tg_loader_next_u8(tg_loader *l, uint8_t *images, int32_t *labels, int64_t *count);
+/* The same for text data sets: token ids i32 [count, seq_len] and labels
+ * i32 [count, seq_len] (room for samples_per_step * seq_len each). */
+TG_API tg_status tg_loader_next_tokens(tg_loader *l, int32_t *ids, int32_t *labels, int64_t *count);
 
 /* Sample `index` of the data set (in its own order) as the loader prepares
  * it for evaluation: resized and normalised as configured, never flipped;
- * floats [c, oh, ow], or bytes with output_u8. label may be NULL. Fails
+ * floats [c, oh, ow], or bytes with output_u8; for text, i32 token ids
+ * [seq_len] and seq_len labels (masked as for epoch 0). label may be NULL. Fails
  * (TG_ERR_CONFIG) naming the index when the data set has no such sample.
  * Reads only the loader's settings: safe beside its steps. */
 TG_API tg_status tg_loader_sample(const tg_loader *l, int64_t index, void *image, int32_t *label);

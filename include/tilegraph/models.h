@@ -10,6 +10,15 @@
  *   resnet18, resnet34, resnet50, resnet101
  *                   torchvision's ResNets (v1.5), for any input shape and
  *                   class count; by default CIFAR-10 (3x32x32, 10 classes)
+ *   gpt-tiny        a causal language model (nanoGPT's decoder: 4 layers,
+ *                   d 128, 4 heads, pre-LN, learned positions)
+ *   bert-tiny       a masked language model (BERT-Tiny: 2 layers, d 128,
+ *                   2 heads, post-LN), trained as BERT's pre-training
+ *
+ * The language models take token ids [batch, seq_len] (i32) instead of
+ * images and are labelled per position (tg_model_task); their vocabulary is
+ * the spec's class count, their window its seq_len, and they build for any
+ * of both (tg_model_input's classes and seq_len).
  *
  * Most models are made for one input shape; models with build_for (the
  * ResNets) build for any input given to tg_model_graph_create_ex, and the
@@ -29,7 +38,31 @@ extern "C" {
 
 #define TG_MODEL_MAX_NORM_CHANNELS 4
 
-/* The input a model is built for: images C x H x W and the class count. */
+/* What a model takes and learns. */
+typedef enum tg_model_task {
+    /* images [N, C, H, W] -> class scores [N, classes]; labels [N] */
+    TG_TASK_CLASSIFY,
+    /* token ids [N, S] i32 -> scores of the next token [N, S, classes]
+     * (classes = the vocabulary); labels [N, S], the next token at each
+     * position; the loss is their mean cross-entropy */
+    TG_TASK_CAUSAL_LM,
+    /* the same shapes; the input holds masked tokens (the mask token's id
+     * is `classes`, so the input vocabulary is classes + 1) and labels are
+     * the original tokens at the masked positions, TG_MODEL_IGNORE_LABEL
+     * (-100) elsewhere: the loss is over the masked positions only */
+    TG_TASK_MASKED_LM,
+} tg_model_task;
+
+/* The label of a position a masked language model is not scored on (the
+ * loss's ignore_index; the data loader's TG_LOADER_IGNORE_LABEL). */
+#define TG_MODEL_IGNORE_LABEL (-100)
+
+/* Whether the task takes token ids (a language model). */
+TG_API bool tg_model_task_tokens(tg_model_task task);
+
+/* The input a model is built for: images C x H x W and the class count;
+ * or, for a language model, seq_len tokens (channels and height 1, width
+ * seq_len) over a vocabulary of `classes`. */
 typedef struct tg_model_input {
     int channels, height, width;
     int classes;
@@ -44,6 +77,7 @@ typedef struct tg_model_input {
      * PyTorch behind transforms.Normalize needs the same values here. */
     int norm_channels;
     float norm_mean[TG_MODEL_MAX_NORM_CHANNELS], norm_std[TG_MODEL_MAX_NORM_CHANNELS];
+    int seq_len; /* language models: tokens per sample (= width); 0 for images */
 } tg_model_input;
 
 /* "auto", "imagenet" (torchvision's 7x7/2 conv and max pool) or "cifar"
@@ -59,6 +93,8 @@ typedef enum tg_model_loss {
 typedef struct tg_model_spec {
     const char *name;
     const char *description;
+    tg_model_task task;          /* TG_TASK_CLASSIFY (0) for the image models */
+    int seq_len;                 /* language models: the default tokens per sample */
     int channels, height, width; /* input image shape (the default, with build_for) */
     int classes;
     /* Input normalisation: (x/255 - mean) / std. With channel_mean and
@@ -66,7 +102,8 @@ typedef struct tg_model_spec {
      * and mean/std are their averages, for code that takes one value. */
     float mean, std;
     const float *channel_mean, *channel_std; /* NULL: mean/std for every channel */
-    /* x: [N, C, H, W] f32. Sets *out to the class scores (logits or log
+    /* x: [N, C, H, W] f32 (language models: token ids [N, S] i32, labels
+     * [N, S], *out [N, S, classes]). Sets *out to the class scores (logits or log
      * probabilities: argmax is the prediction either way); when labels is
      * non-NULL also sets *loss to the model's training loss, in the block of
      * the last layer. NULL for models with build_for. */
@@ -125,10 +162,14 @@ TG_API void tg_model_input_normalisation(const tg_model_spec *m, const tg_model_
 typedef struct tg_model_graph {
     tg_graph *graph;      /* owned: tg_model_graph_destroy frees it */
     tg_model_input input; /* what it was built for */
-    tg_tensor *images;    /* input [batch, C, H, W] f32 (u8 with input.eight_bit) */
-    tg_tensor *labels;    /* input [batch] i32 (training only) */
-    tg_tensor *output;    /* scores [batch, classes], marked as output */
-    tg_tensor *loss;      /* scalar, marked as output (training only) */
+    /* The input: [batch, C, H, W] f32 (u8 with input.eight_bit), or for a
+     * language model the token ids [batch, seq_len] i32 */
+    tg_tensor *images;
+    tg_tensor *labels; /* input [batch] i32, language models [batch, seq_len] (training only) */
+    /* scores [batch, classes], language models [batch, seq_len, classes];
+     * marked as output */
+    tg_tensor *output;
+    tg_tensor *loss; /* scalar, marked as output (training only) */
 } tg_model_graph;
 
 /* Build the model for `batch` samples of its default input. With opt

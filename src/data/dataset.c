@@ -27,6 +27,7 @@ static const struct {
     [TG_DATASET_CIFAR10] = {"cifar10", "TG_CIFAR10_DIR", "/usr/share/datasets/cifar10", 0.4734f,
                             0.2516f},
     [TG_DATASET_SYNTHETIC] = {"synthetic", "", "", 0.5f, 0.5f},
+    [TG_DATASET_TEXT] = {"text", "", "", 0.0f, 1.0f},
 };
 
 int tg_dataset_kind_parse(const char *name)
@@ -41,6 +42,8 @@ int tg_dataset_kind_parse(const char *name)
         return TG_DATASET_CIFAR10;
     if (strcmp(name, "synthetic") == 0)
         return TG_DATASET_SYNTHETIC;
+    if (strcmp(name, "text") == 0)
+        return TG_DATASET_TEXT;
     return -1;
 }
 
@@ -53,8 +56,8 @@ const char *tg_dataset_default_dir(tg_dataset_kind kind)
 {
     if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
         return NULL;
-    if (kind == TG_DATASET_SYNTHETIC)
-        return NULL; /* generated: no directory */
+    if (kind == TG_DATASET_SYNTHETIC || kind == TG_DATASET_TEXT)
+        return NULL; /* generated, or a file named by the caller */
     const char *env = getenv(kinds[kind].env);
     return env && *env ? env : kinds[kind].dir;
 }
@@ -120,6 +123,8 @@ void tg_dataset_destroy(tg_dataset *ds)
         return;
     tg_free(ds->images);
     tg_free(ds->labels);
+    tg_free(ds->tokens);
+    tg_free(ds->code_points);
     tg_free(ds);
 }
 
@@ -135,7 +140,8 @@ tg_status tg_dataset_open(const char *kind, const char *dir, tg_split split, int
     int k = tg_dataset_kind_parse(kind);
     if (k < 0)
         return tg_error(TG_ERR_CONFIG,
-                        "unknown data set kind '%s' (fashion-mnist, mnist, cifar10 or synthetic)",
+                        "unknown data set kind '%s' (fashion-mnist, mnist, cifar10, synthetic "
+                        "or text)",
                         kind ? kind : "(null)");
     if (split != TG_SPLIT_TRAIN && split != TG_SPLIT_TEST)
         return tg_error(TG_ERR_INVALID_ARG, "%s: unknown split %d (train or test)", kind,
@@ -143,24 +149,28 @@ tg_status tg_dataset_open(const char *kind, const char *dir, tg_split split, int
     if (max_samples < 0)
         return tg_error(TG_ERR_INVALID_ARG, "%s: max_samples %lld is negative", kind,
                         (long long)max_samples);
+    if (k == TG_DATASET_TEXT) /* the file is `dir`; byte tokens, 64 per sample */
+        return tg_dataset_open_text(dir, &(tg_text_config){TG_TOKENS_BYTE, 64, 0}, split,
+                                    max_samples, out);
     return tg_dataset_load((tg_dataset_kind)k, dir, split, max_samples, out);
 }
 
 tg_dataset_info tg_dataset_describe(const tg_dataset *ds)
 {
-    return (tg_dataset_info){ds->name, ds->n, ds->c, ds->h, ds->w, ds->num_classes};
+    return (tg_dataset_info){ds->name,           ds->n,      ds->c, ds->h, ds->w, ds->num_classes,
+                             ds->tokens != NULL, ds->seq_len};
 }
 
 const uint8_t *tg_dataset_image(const tg_dataset *ds, int64_t i)
 {
-    if (!ds || i < 0 || i >= ds->n)
+    if (!ds || i < 0 || i >= ds->n || !ds->images)
         return NULL;
     return ds->images + i * (int64_t)ds->c * ds->h * ds->w;
 }
 
 int tg_dataset_label(const tg_dataset *ds, int64_t i)
 {
-    return ds && i >= 0 && i < ds->n ? ds->labels[i] : -1;
+    return ds && ds->labels && i >= 0 && i < ds->n ? ds->labels[i] : -1;
 }
 
 const char *tg_dataset_class_name(const tg_dataset *ds, int label)
@@ -176,6 +186,8 @@ tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
     *out = NULL;
     if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
         return tg_error(TG_ERR_INVALID_ARG, "unknown dataset kind %d", (int)kind);
+    if (kind == TG_DATASET_TEXT)
+        return tg_dataset_open("text", dir, split, max_samples, out);
     if (kind == TG_DATASET_SYNTHETIC) {
         /* CIFAR's shape and split sizes; the test split another seed. */
         int64_t n = split == TG_SPLIT_TRAIN ? 50000 : 10000;

@@ -26,6 +26,7 @@ typedef enum tg_dataset_kind {
     TG_DATASET_MNIST,
     TG_DATASET_CIFAR10,   /* "cifar10": 3x32x32, 10 classes, binary batches */
     TG_DATASET_SYNTHETIC, /* "synthetic": CIFAR-shaped generated data, no files */
+    TG_DATASET_TEXT,      /* "text": windows of a text file's tokens (data/text.c) */
     TG_DATASET_KIND_COUNT
 } tg_dataset_kind;
 
@@ -48,10 +49,20 @@ struct tg_dataset {
      * mean/std per RGB channel); 0 when only mean and std apply. */
     int channel_stats;
     float channel_mean[TG_DATASET_MAX_CHANNEL_STATS], channel_std[TG_DATASET_MAX_CHANNEL_STATS];
+
+    /* Text (data/text.c): images is NULL; sample i is the window
+     * tokens[i * seq_len, (i + 1) * seq_len) and its next-token targets one
+     * further on, so n_tokens >= n * seq_len + 1. c = h = 1, w = seq_len,
+     * num_classes = the vocabulary size; char tokens index code_points. */
+    int32_t *tokens; /* [n_tokens], each in [0, num_classes), owned */
+    int64_t n_tokens;
+    int seq_len;
+    tg_text_tokens token_kind;
+    int32_t *code_points; /* char tokens: [num_classes], ascending, owned; NULL for bytes */
 };
 
-/* "fashion-mnist" / "fashion", "mnist", "cifar10" / "cifar-10" and
- * "synthetic"; -1 if unknown. */
+/* "fashion-mnist" / "fashion", "mnist", "cifar10" / "cifar-10",
+ * "synthetic" and "text"; -1 if unknown. */
 int tg_dataset_kind_parse(const char *name);
 const char *tg_dataset_kind_name(tg_dataset_kind kind);
 

@@ -34,6 +34,7 @@
 typedef struct slot {
     float *f;
     uint8_t *u;
+    int32_t *t; /* text: token ids */
     int32_t *labels;
     int64_t count;
     int ready;
@@ -50,6 +51,8 @@ struct tg_loader {
     int oh, ow;
     int resize;
     int64_t in_per, out_per; /* elements per input / output sample */
+    int text;                /* a text data set: token windows, labels per position */
+    int64_t label_per;       /* labels per sample: 1, or seq_len for text */
     int64_t epoch;
     int64_t steps; /* per epoch */
     int64_t *order;
@@ -205,11 +208,50 @@ static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f
     prepare_sample(l, idx, flipped(l, epoch, idx), f, u, scratch);
 }
 
+/* Text window idx into ids and labels ([seq_len] each): next-token targets,
+ * or BERT's masking (80% mask token, 10% a random token, 10% unchanged),
+ * drawn from a hash of (seed, epoch, position in the text) alone. */
+static void fill_text(const tg_loader *l, int64_t epoch, int64_t idx, int32_t *ids, int32_t *labels)
+{
+    const int64_t S = l->ds->seq_len;
+    const int32_t *src = l->ds->tokens + idx * S;
+    memcpy(ids, src, (size_t)S * sizeof *ids);
+    if (!(l->cfg.mask_prob > 0.0f)) {
+        memcpy(labels, src + 1, (size_t)S * sizeof *labels);
+        return;
+    }
+    uint64_t key = tg_hash64(l->cfg.seed ^ 0x3A5Cull) ^ tg_hash64((uint64_t)epoch + 0x51ED27ull);
+    for (int64_t p = 0; p < S; p++) {
+        uint64_t at = (uint64_t)(idx * S + p);
+        labels[p] = TG_LOADER_IGNORE_LABEL;
+        if (tg_hash_uniform(key, 3 * at) >= l->cfg.mask_prob)
+            continue;
+        labels[p] = src[p];
+        float how = tg_hash_uniform(key, 3 * at + 1);
+        if (how < 0.8f)
+            ids[p] = l->cfg.mask_token;
+        else if (how < 0.9f) {
+            int64_t r = (int64_t)(tg_hash_uniform(key, 3 * at + 2) * (float)l->ds->num_classes);
+            ids[p] = (int32_t)(r < l->ds->num_classes ? r : l->ds->num_classes - 1);
+        }
+    }
+}
+
 tg_status tg_loader_sample(const tg_loader *l, int64_t index, void *image, int32_t *label)
 {
     if (index < 0 || index >= l->ds->n)
         return tg_error(TG_ERR_CONFIG, "%s: sample %lld does not exist (it has %lld)", l->ds->name,
                         (long long)index, (long long)l->ds->n);
+    if (l->text) {
+        int32_t *labels = label ? label : tg_malloc((size_t)l->label_per * sizeof *labels);
+        if (!labels)
+            return tg_error(TG_ERR_NOMEM, "%s: out of memory for sample %lld", l->ds->name,
+                            (long long)index);
+        fill_text(l, 0, index, image, labels);
+        if (!label)
+            tg_free(labels);
+        return TG_OK;
+    }
     uint8_t *scratch = NULL;
     if (l->resize && !l->cfg.output_u8 && !(scratch = tg_malloc((size_t)l->out_per)))
         return tg_error(TG_ERR_NOMEM, "%s: out of memory resizing sample %lld", l->ds->name,
@@ -239,7 +281,7 @@ static int64_t step_position(const tg_loader_config *cfg, int64_t k)
 
 /* Fill step `step` of `epoch` (order already drawn); returns the sample count. */
 static int64_t fill_step(const tg_loader *l, int64_t epoch, int64_t step, float *f, uint8_t *u,
-                         int32_t *labels, uint8_t *scratch)
+                         int32_t *t, int32_t *labels, uint8_t *scratch)
 {
     int64_t S = l->cfg.samples_per_step, first = step * S, left = l->ds->n - first;
     int64_t take = left < S ? left : S, n = 0;
@@ -248,6 +290,10 @@ static int64_t fill_step(const tg_loader *l, int64_t epoch, int64_t step, float 
         if (q >= take)
             break;
         int64_t idx = l->order[first + q];
+        if (l->text) {
+            fill_text(l, epoch, idx, t + n * l->out_per, labels + n * l->label_per);
+            continue;
+        }
         fill_sample(l, epoch, idx, f ? f + n * l->out_per : NULL, u ? u + n * l->out_per : NULL,
                     scratch);
         labels[n] = l->ds->labels[idx];
@@ -327,7 +373,7 @@ static void *worker_main(void *arg)
 
         tg_trace_begin(l->trace, "load batch");
         double t0 = tg_clock_seconds();
-        int64_t count = fill_step(l, epoch, k, s->f, s->u, s->labels, w->scratch);
+        int64_t count = fill_step(l, epoch, k, s->f, s->u, s->t, s->labels, w->scratch);
         double dt = tg_clock_seconds() - t0;
         tg_trace_end(l->trace);
 
@@ -377,6 +423,7 @@ void tg_loader_destroy(tg_loader *l)
         for (int i = 0; i < l->nslots; i++) {
             tg_free(l->slots[i].f);
             tg_free(l->slots[i].u);
+            tg_free(l->slots[i].t);
             tg_free(l->slots[i].labels);
         }
     tg_free(l->slots);
@@ -408,11 +455,32 @@ static void resize_table(int in, int out, int *i0, int *i1, float *wt)
     }
 }
 
+/* What cannot apply to token windows is refused rather than ignored. */
+static tg_status check_text_config(const tg_dataset *ds, const tg_loader_config *cfg)
+{
+    const char *bad = cfg->flip_prob > 0         ? "flips"
+                      : cfg->out_h || cfg->out_w ? "a resize"
+                      : cfg->output_u8           ? "8-bit output"
+                                                 : NULL;
+    if (bad)
+        return tg_error(TG_ERR_CONFIG, "loader for %s: %s apply to images, not to text", ds->name,
+                        bad);
+    if (!(cfg->mask_prob >= 0.0f && cfg->mask_prob <= 1.0f))
+        return tg_error(TG_ERR_CONFIG, "loader for %s: mask probability %g is not in [0, 1]",
+                        ds->name, (double)cfg->mask_prob);
+    return TG_OK;
+}
+
 static tg_status check_config(const tg_dataset *ds, const tg_loader_config *cfg)
 {
     if (cfg->samples_per_step <= 0)
         return tg_error(TG_ERR_CONFIG, "loader for %s: samples per step must be positive, got %lld",
                         ds->name, (long long)cfg->samples_per_step);
+    if (ds->tokens)
+        TG_TRY(check_text_config(ds, cfg));
+    else if (cfg->mask_prob != 0.0f)
+        return tg_error(TG_ERR_CONFIG, "loader for %s: masking applies to text, not to images",
+                        ds->name);
     if (!cfg->output_u8 && (!(cfg->std > 0.0f) || !isfinite(cfg->std) || !isfinite(cfg->mean)))
         return tg_error(TG_ERR_CONFIG,
                         "loader for %s: normalisation std must be positive and finite, "
@@ -495,6 +563,8 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
     l->resize = l->oh != ds->h || l->ow != ds->w;
     l->in_per = (int64_t)ds->c * ds->h * ds->w;
     l->out_per = (int64_t)ds->c * l->oh * l->ow;
+    l->text = ds->tokens != NULL;
+    l->label_per = l->text ? ds->seq_len : 1;
     int64_t S = cfg->samples_per_step;
     l->steps = cfg->drop_last ? ds->n / S : (ds->n + S - 1) / S;
     S = part_size(cfg); /* what one step's buffers hold */
@@ -534,12 +604,14 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
         return create_fail(l, "out of memory for the step buffers");
     for (int i = 0; i < l->nslots; i++) {
         slot *s = &l->slots[i];
-        if (cfg->output_u8)
+        if (l->text)
+            s->t = tg_malloc((size_t)(S * l->out_per) * sizeof(int32_t));
+        else if (cfg->output_u8)
             s->u = tg_malloc((size_t)(S * l->out_per));
         else
             s->f = tg_malloc((size_t)(S * l->out_per) * sizeof(float));
-        s->labels = tg_malloc((size_t)S * sizeof(int32_t));
-        if ((!s->u && !s->f) || !s->labels) {
+        s->labels = tg_malloc((size_t)(S * l->label_per) * sizeof(int32_t));
+        if ((!s->u && !s->f && !s->t) || !s->labels) {
             char why[160];
             snprintf(why, sizeof why,
                      "out of memory for the step buffers (%lld samples of %lld values per host "
@@ -655,7 +727,8 @@ tg_status tg_loader_borrow(tg_loader *l, tg_loader_batch *b)
     } else {
         tg_trace_begin(l->trace, "load batch");
         double t0 = tg_clock_seconds();
-        s->count = fill_step(l, l->epoch, l->next_step, s->f, s->u, s->labels, l->sync_scratch);
+        s->count =
+            fill_step(l, l->epoch, l->next_step, s->f, s->u, s->t, s->labels, l->sync_scratch);
         wait = tg_clock_seconds() - t0;
         tg_trace_end(l->trace);
         l->stats.load_seconds += wait;
@@ -664,6 +737,7 @@ tg_status tg_loader_borrow(tg_loader *l, tg_loader_batch *b)
     count_step(l, s->count, wait);
     b->images = s->f;
     b->images_u8 = s->u;
+    b->tokens = s->t;
     b->labels = s->labels;
     b->count = s->count;
     b->step = l->next_step;
@@ -689,7 +763,8 @@ void tg_loader_release(tg_loader *l, tg_loader_batch *b)
     memset(b, 0, sizeof *b);
 }
 
-static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *labels, int64_t *count)
+static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *t, int32_t *labels,
+                          int64_t *count)
 {
     *count = 0;
     if (l->borrowed)
@@ -699,13 +774,13 @@ static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *labels, i
                         l->ds->name, (long long)l->next_step);
     if (l->next_step >= l->steps)
         return TG_OK; /* epoch exhausted */
-    if ((!f && !u) || !labels)
+    if ((!f && !u && !t) || !labels)
         return tg_error(TG_ERR_INVALID_ARG, "loader for %s: no output buffers", l->ds->name);
     if (l->cfg.mode != TG_LOADER_ASYNC) {
         /* straight into the caller's buffers: no copy */
         tg_trace_begin(l->trace, "load batch");
         double t0 = tg_clock_seconds();
-        int64_t n = fill_step(l, l->epoch, l->next_step, f, u, labels, l->sync_scratch);
+        int64_t n = fill_step(l, l->epoch, l->next_step, f, u, t, labels, l->sync_scratch);
         double dt = tg_clock_seconds() - t0;
         tg_trace_end(l->trace);
         l->stats.load_seconds += dt;
@@ -720,9 +795,11 @@ static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *labels, i
     size_t px = (size_t)(b.count * l->out_per);
     if (f)
         memcpy(f, b.images, px * sizeof(float));
-    else
+    else if (u)
         memcpy(u, b.images_u8, px);
-    memcpy(labels, b.labels, (size_t)b.count * sizeof *labels);
+    else
+        memcpy(t, b.tokens, px * sizeof *t);
+    memcpy(labels, b.labels, (size_t)(b.count * l->label_per) * sizeof *labels);
     *count = b.count;
     tg_loader_release(l, &b);
     return TG_OK;
@@ -731,19 +808,29 @@ static tg_status next_any(tg_loader *l, float *f, uint8_t *u, int32_t *labels, i
 tg_status tg_loader_next(tg_loader *l, float *images, int32_t *labels, int64_t *count)
 {
     *count = 0;
-    if (l->cfg.output_u8)
+    if (l->cfg.output_u8 || l->text)
+        return tg_error(TG_ERR_INVALID_ARG, "loader for %s: %s; use %s", l->ds->name,
+                        l->text ? "a text data set" : "configured for 8-bit output",
+                        l->text ? "tg_loader_next_tokens" : "tg_loader_next_u8");
+    return next_any(l, images, NULL, NULL, labels, count);
+}
+
+tg_status tg_loader_next_tokens(tg_loader *l, int32_t *ids, int32_t *labels, int64_t *count)
+{
+    *count = 0;
+    if (!l->text)
         return tg_error(TG_ERR_INVALID_ARG,
-                        "loader for %s: configured for 8-bit output; use tg_loader_next_u8",
-                        l->ds->name);
-    return next_any(l, images, NULL, labels, count);
+                        "loader for %s: an image data set; use tg_loader_next%s", l->ds->name,
+                        l->cfg.output_u8 ? "_u8" : "");
+    return next_any(l, NULL, NULL, ids, labels, count);
 }
 
 tg_status tg_loader_next_u8(tg_loader *l, uint8_t *images, int32_t *labels, int64_t *count)
 {
     *count = 0;
-    if (!l->cfg.output_u8)
-        return tg_error(TG_ERR_INVALID_ARG,
-                        "loader for %s: configured for f32 output; use tg_loader_next",
-                        l->ds->name);
-    return next_any(l, NULL, images, labels, count);
+    if (!l->cfg.output_u8 || l->text)
+        return tg_error(TG_ERR_INVALID_ARG, "loader for %s: %s; use %s", l->ds->name,
+                        l->text ? "a text data set" : "configured for f32 output",
+                        l->text ? "tg_loader_next_tokens" : "tg_loader_next");
+    return next_any(l, NULL, images, NULL, labels, count);
 }

@@ -58,7 +58,8 @@
 typedef struct tg_loader_batch {
     const float *images;      /* [count, c, oh, ow], or NULL with output_u8 */
     const uint8_t *images_u8; /* [count, c, oh, ow] with output_u8, else NULL */
-    const int32_t *labels;    /* [count] */
+    const int32_t *tokens;    /* text: [count, seq_len], else NULL */
+    const int32_t *labels;    /* [count], text [count, seq_len] */
     int64_t count;            /* samples; 0 once the epoch is exhausted */
     int64_t step;             /* the step's index within its epoch */
 } tg_loader_batch;

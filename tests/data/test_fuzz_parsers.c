@@ -429,11 +429,60 @@ static void test_fuzz_cifar(void)
     corpus_free(&c);
 }
 
+/* ---- text ------------------------------------------------------------------------ */
+
+/* Bytes always load (given seq_len + 1 tokens a split); as characters, what
+ * loads has every token in its vocabulary, sorted code points, and windows
+ * within the stream; what fails says why. */
+static int check_text(const unsigned char *buf, size_t len)
+{
+    int accepted = 0;
+    for (int t = 0; t < 2; t++) {
+        tg_text_config c = {(tg_text_tokens)t, 2, 0};
+        for (int split = 0; split < 2; split++) {
+            tg_dataset *ds = NULL;
+            tg_error_clear();
+            tg_status s =
+                tg_dataset_text_from_memory(buf, len, "fuzz.txt", &c, (tg_split)split, 0, &ds);
+            if (s != TG_OK) {
+                TG_CHECK(ds == NULL && tg_error_message()[0] != '\0');
+                continue;
+            }
+            const int32_t *tok, *cps;
+            int64_t n = tg_dataset_tokens(ds, &tok);
+            int v = tg_dataset_vocab(ds, NULL, &cps);
+            int bad = n != ds->n * 2 + 1 || v < 1;
+            for (int64_t i = 0; i < n; i++)
+                bad += tok[i] < 0 || tok[i] >= v;
+            for (int i = 1; cps && i < v; i++)
+                bad += cps[i] <= cps[i - 1] || cps[i] > 0x10FFFF;
+            TG_CHECK(bad == 0);
+            tg_dataset_destroy(ds);
+            accepted = 1;
+        }
+    }
+    return accepted;
+}
+
+static void test_fuzz_text(void)
+{
+    static const char *const seeds[] = {
+        "hello, world: a text long enough for windows of two tokens",
+        "h\xc3\xa9llo w\xc3\xb6rld \xe2\x82\xac \xf0\x9f\x98\x80 and more text to split",
+    };
+    corpus c = {0};
+    for (int i = 0; i < 2; i++)
+        corpus_add(&c, seeds[i], strlen(seeds[i]));
+    run_fuzz("text", &c, FIELDS_NONE, check_text, 5);
+    corpus_free(&c);
+}
+
 int main(void)
 {
     TG_RUN(test_fuzz_json);
     TG_RUN(test_fuzz_idx);
     TG_RUN(test_fuzz_safetensors);
     TG_RUN(test_fuzz_cifar);
+    TG_RUN(test_fuzz_text);
     return tg_test_finish();
 }

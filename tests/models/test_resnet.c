@@ -21,7 +21,7 @@ static tg_model_graph build(const char *model, int batch, const tg_optimizer *op
                             int w, int classes)
 {
     tg_model_graph mg;
-    tg_model_input in = {c, h, w, classes, false, TG_STEM_AUTO, 0, {0}, {0}};
+    tg_model_input in = {c, h, w, classes, false, TG_STEM_AUTO, 0, {0}, {0}, 0};
     TG_CHECK_OK(tg_model_graph_create_ex(tg_model_find(model), batch, opt, &in, &mg));
     return mg;
 }
@@ -232,7 +232,7 @@ static void test_inputs_and_defaults(void)
     tg_model_normalisation(tg_model_find("fashion-basic"), 1, mean, std);
     TG_CHECK_NEAR(mean[0], 0.2860, 1e-6);
 
-    tg_model_input in = {0, 0, 0, 10, false, TG_STEM_AUTO, 0, {0}, {0}};
+    tg_model_input in = {0, 0, 0, 10, false, TG_STEM_AUTO, 0, {0}, {0}, 0};
     TG_CHECK_OK(tg_model_input_parse("3x64x48", &in));
     TG_CHECK(in.channels == 3 && in.height == 64 && in.width == 48 && in.classes == 10);
     static const char *const bad[] = {"3x64",    "3x64x64x", "0x64x64",
@@ -245,7 +245,7 @@ static void test_inputs_and_defaults(void)
     TG_CHECK(tg_model_input_parse(NULL, &in) == TG_ERR_INVALID_ARG);
 
     /* a fixed-input model refuses another input, naming both */
-    tg_model_input other = {3, 32, 32, 10, false, TG_STEM_AUTO, 0, {0}, {0}};
+    tg_model_input other = {3, 32, 32, 10, false, TG_STEM_AUTO, 0, {0}, {0}, 0};
     TG_CHECK(tg_model_graph_create_ex(tg_model_find("fashion-basic"), 2, NULL, &other, &mg) ==
              TG_ERR_INVALID_ARG);
     TG_CHECK(strstr(tg_error_message(), "1x28x28") && strstr(tg_error_message(), "3x32x32"));
@@ -254,7 +254,7 @@ static void test_inputs_and_defaults(void)
     other = tg_model_default_input(tg_model_find("fashion-basic"));
     TG_CHECK_OK(tg_model_graph_create_ex(tg_model_find("fashion-basic"), 2, NULL, &other, &mg));
     tg_model_graph_destroy(&mg);
-    tg_model_input zero = {3, 32, 32, 0, false, TG_STEM_AUTO, 0, {0}, {0}};
+    tg_model_input zero = {3, 32, 32, 0, false, TG_STEM_AUTO, 0, {0}, {0}, 0};
     TG_CHECK(tg_model_graph_create_ex(m, 2, NULL, &zero, &mg) == TG_ERR_INVALID_ARG);
     TG_CHECK(strstr(tg_error_message(), "resnet50") != NULL);
 }
@@ -397,7 +397,7 @@ static void test_resnet18_forward_matches_interpreter(void)
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "images", TG_F32, tg_shape4(N, C, H, W));
     tg_tensor *out = NULL;
-    tg_model_input in = {C, H, W, CLASSES, false, TG_STEM_AUTO, 0, {0}, {0}};
+    tg_model_input in = {C, H, W, CLASSES, false, TG_STEM_AUTO, 0, {0}, {0}, 0};
     TG_CHECK_OK(m->build_for(g, &in, x, NULL, &out, NULL));
     tg_tensor_mark_output(out);
     /* also compare an inner value: layer4's input */
