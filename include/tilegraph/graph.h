@@ -365,7 +365,10 @@ TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
 TG_API tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t);
 
 /* Append the backward pass of scalar `loss` as ordinary ops; afterwards
- * tg_tensor_grad(p) is the gradient of every parameter p that loss depends on. */
+ * tg_tensor_grad(p) is the gradient of every parameter p that loss depends on.
+ * A tensor's gradient contributions are added in a fixed order; those of its
+ * disjoint slices are concatenated, so cutting a tensor into T slices costs
+ * O(T) in the backward pass, not T tensors of its full size. */
 TG_API tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);
 
 #ifdef __cplusplus
