@@ -130,7 +130,12 @@ static tg_status measure(const step_def *st, const tg_dataset *ds, int64_t sampl
 {
     memset(r, 0, sizeof *r);
     const tg_model_spec *spec = tg_model_find("resnet18");
-    tg_model_input in = {.channels = 3, .height = 32, .width = 32, .classes = 10, .eight_bit = st->eight_bit, .stem = TG_STEM_IMAGENET};
+    tg_model_input in = {.channels = 3,
+                         .height = 32,
+                         .width = 32,
+                         .classes = 10,
+                         .eight_bit = st->eight_bit,
+                         .stem = TG_STEM_IMAGENET};
     tg_optimizer opt = tg_optimizer_adamw(0.001f);
     tg_model_graph mg;
     TG_TRY(tg_model_graph_create_ex(spec, BATCH, &opt, &in, &mg));

@@ -287,6 +287,32 @@ static tg_tensor *append_node(tg_graph *g)
     return t;
 }
 
+/* The most elements one tensor may have: 2^36 (256 GiB of f32) is beyond any
+ * machine this plans for, and keeps every size and offset computed from a
+ * shape far from overflow (a declared [1, 1, 2^40, 1] input would otherwise
+ * reach the kernels' shape rules and loops). */
+#define TG_MAX_TENSOR_ELEMENTS ((int64_t)1 << 36)
+
+static bool size_fits(tg_shape s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s.ndim; i++) {
+        if (s.dim[i] < 0 || (s.dim[i] > 0 && n > TG_MAX_TENSOR_ELEMENTS / s.dim[i]))
+            return false;
+        n *= s.dim[i];
+    }
+    return true;
+}
+
+static tg_tensor *size_fail(tg_graph *g, const char *name, tg_shape s)
+{
+    char buf[160];
+    return tg_graph_fail(g, TG_ERR_SHAPE,
+                         "%s: shape %s has more than 2^36 elements, beyond what a device can hold "
+                         "(check the model's declared sizes)",
+                         name, tg_shape_str(s, buf, sizeof buf));
+}
+
 tg_tensor *tg_node_create(tg_graph *g, tg_op op, int n_in, tg_tensor *const *in,
                           const tg_node_params *p)
 {
@@ -316,6 +342,8 @@ tg_tensor *tg_node_create(tg_graph *g, tg_op op, int n_in, tg_tensor *const *in,
         if (s != TG_OK)
             return tg_graph_fail(g, s, "%s: %s", full, tg_error_message());
     }
+    if (!size_fits(tmp.shape))
+        return size_fail(g, full, tmp.shape);
     tg_tensor *t = append_node(g);
     if (!t)
         return tg_graph_fail(g, TG_ERR_NOMEM, "%s: out of memory", full);
@@ -341,6 +369,8 @@ static tg_tensor *make_leaf(tg_graph *g, tg_op op, tg_role role, const char *nam
         if (shape.dim[i] < 0)
             return tg_graph_fail(g, TG_ERR_SHAPE, "%s: dimension %d is negative (%lld)", full, i,
                                  (long long)shape.dim[i]);
+    if (!size_fits(shape))
+        return size_fail(g, full, shape);
     if ((unsigned)dtype >= TG_DTYPE_COUNT)
         return tg_graph_fail(g, TG_ERR_DTYPE, "%s: unknown dtype %d", full, (int)dtype);
     tg_tensor *t = append_node(g);

@@ -142,11 +142,29 @@ static void test_many_nodes_of_one_name(void)
     tg_graph_destroy(g);
 }
 
+/* A tensor beyond 2^36 elements is refused where it is made, naming it: a
+ * declared input, or a broadcast of two that fit. */
+static void test_sizes_are_bounded(void)
+{
+    tg_graph *g = tg_graph_create();
+    TG_CHECK(tg_input(g, "ok", TG_F32, tg_shape2((int64_t)1 << 18, (int64_t)1 << 18)) != NULL);
+    TG_CHECK(tg_input(g, "huge", TG_F32, tg_shape4(1, 1, (int64_t)1 << 40, 1)) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "huge: shape [1, 1, 1099511627776, 1]") != NULL);
+    tg_graph_destroy(g);
+    g = tg_graph_create();
+    tg_tensor *a = tg_input(g, "a", TG_F32, tg_shape2((int64_t)1 << 18, 1));
+    tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape2(1, (int64_t)1 << 19));
+    TG_CHECK(a && b && tg_add(g, a, b) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "more than 2^36 elements") != NULL);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_names_scopes_and_blocks);
     TG_RUN(test_many_renames);
     TG_RUN(test_many_nodes_of_one_name);
+    TG_RUN(test_sizes_are_bounded);
     TG_RUN(test_errors_are_sticky_and_named);
     TG_RUN(test_autodiff_sums_contributions_and_skips_the_rest);
     TG_RUN(test_backward_needs_a_scalar_loss);
