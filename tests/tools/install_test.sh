@@ -32,7 +32,10 @@ if [ -n "$extra" ]; then
 fi
 echo "exported: $(wc -l <"$tmp/exported") public symbols, soname $soname"
 
-# The examples, built the way the README says, against the installed copy.
+# The examples, built the way the README says (cc prog.c $(pkg-config
+# --cflags --libs tilegraph), nothing added, against the installed copy.
+# Libs carries -lm: programs written against the API (the examples) use
+# libm next to it, and a dynamic link does not read Libs.private.
 pcdir=$(dirname "$(find "$root" -name tilegraph.pc | head -n 1)")
 flags=$(PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="$tmp/root" pkg-config --cflags --libs tilegraph)
 # a sanitizer build of the library needs its runtime linked first
@@ -42,7 +45,7 @@ ldd "$lib" | grep -q libubsan && san="$san,undefined"
 ldd "$lib" | grep -q libtsan && san="$san,thread"
 san=${san:+-fsanitize=${san#,}}
 for ex in train_spirals run_checkpoint; do
-    cc -std=c11 -Wall -Werror $san "$src/examples/c/$ex.c" $flags -lm -o "$tmp/$ex"
+    cc -std=c11 -Wall -Werror $san "$src/examples/c/$ex.c" $flags -o "$tmp/$ex"
 done
 export LD_LIBRARY_PATH="$(dirname "$lib")"
 ldd "$tmp/train_spirals" | grep -q "$(dirname "$lib")/libtilegraph.so" || {
