@@ -317,6 +317,10 @@ def parse():
     p.add_argument("--task", default="marker", choices=["marker", "lookup"],
                    help="the answer's start marked by a word (default), or the context word equal to the "
                         "question's first word (needs more samples; see SpanTask)")
+    p.add_argument("--target", default="cpu", choices=["cpu", "mk2"], help="tilegraph target (default cpu)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile the training program for the target and report whether it fits, then stop "
+                        "(with --target mk2: the seed's BERT on the simulated tile processor)")
     p.add_argument("--torch-threads", type=int, default=0,
                    help="PyTorch's threads for --compare-torch (default: PyTorch's own default)")
     p.add_argument("--seed", type=int, default=0)
@@ -360,6 +364,7 @@ def options(args):
     opts.deviceIterations(args.device_iterations)
     opts.Training.gradientAccumulation(args.gradient_accumulation)
     opts.randomSeed(args.seed)
+    opts.set("target", args.target)
     if args.strategy == "sharded":
         opts.setExecutionStrategy(poptorch.ShardedExecution())
     return opts
@@ -406,6 +411,21 @@ class TorchTrainer:
         return loss
 
 
+def compile_only(training_model, args, batch):
+    """Compile for --target and say whether the plan fits (seed003_main.py's
+    --compile-only): the memory per device, or the library's reason."""
+    try:
+        training_model.compile(*batch)
+    except poptorch.TilegraphError as e:
+        print(f"does not fit on {args.target}: {e}")
+        return 1
+    from tilegraph._lib import lib
+    mib = lib.tg_session_arena_bytes(training_model._handle) / 2**20
+    print(f"fits on {args.target}: {mib:.1f} MiB planned over {lib.tg_session_devices(training_model._handle)} "
+          "device(s)")
+    return 0
+
+
 def main():
     args = parse()
     print(args)
@@ -425,6 +445,9 @@ def main():
 
     optimizer = poptorch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8)
     training_model = poptorch.trainingModel(model, opts, optimizer=optimizer)
+
+    if args.compile_only:
+        return compile_only(training_model, args, next(iter(loader)))
 
     # With --compare-torch each host batch trains both, one after the other,
     # so that both see the same load on a shared machine.
