@@ -21,7 +21,12 @@ static bool is_forward(const tg_tensor *t)
 
 /* ---- atoms ----------------------------------------------------------------------- */
 
-/* "layer3/8/conv1" -> "layer3.8"; "conv1/weight" -> "conv1"; "relu_3" -> "" */
+/* The layer an op belongs to: its scope down to the first numbered module
+ * (a member of an nn.Sequential or nn.ModuleList), else its first scope.
+ * "layer3/8/conv1" -> "layer3.8"; "bert/encoder/layer/4/attention/self" ->
+ * "bert.encoder.layer.4" (Hugging Face's layers sit below containers);
+ * "bert/embeddings/LayerNorm" -> "bert"; "conv1/weight" -> "conv1";
+ * "relu_3" -> "". */
 static void scope_key(const char *name, char *key, size_t cap)
 {
     const char *s1 = strchr(name, '/');
@@ -29,12 +34,16 @@ static void scope_key(const char *name, char *key, size_t cap)
     if (!s1)
         return;
     size_t n = (size_t)(s1 - name);
-    const char *c1 = s1 + 1, *s2 = strchr(c1, '/');
-    bool numbered = s2 && s2 > c1;
-    for (const char *c = c1; numbered && c < s2; c++)
-        numbered = isdigit((unsigned char)*c) != 0;
-    if (numbered)
-        n = (size_t)(s2 - name);
+    /* the components after the first that are followed by another: scopes */
+    for (const char *c = s1 + 1, *e; (e = strchr(c, '/')) != NULL; c = e + 1) {
+        bool numbered = e > c;
+        for (const char *d = c; numbered && d < e; d++)
+            numbered = isdigit((unsigned char)*d) != 0;
+        if (numbered) {
+            n = (size_t)(e - name);
+            break;
+        }
+    }
     if (n >= cap)
         n = cap - 1;
     memcpy(key, name, n);

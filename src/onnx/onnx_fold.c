@@ -214,18 +214,53 @@ static tg_status gather_runtime(onnx_builder *b, int axis)
     return ob_set(b, 0, tg_gather(b->g, x, idx, axis));
 }
 
-/* Gather on a graph tensor with a few constant indices: one slice per index. */
+/* tg_concat takes at most CONCAT_MAX inputs (the graph's TG_MAX_INPUTS):
+ * more are concatenated in groups, then the groups (a copy, so exact). */
+#define CONCAT_MAX 8
+static tg_tensor *concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis)
+{
+    if (n <= CONCAT_MAX)
+        return tg_concat(b->g, xs, n, axis);
+    tg_tensor *groups[CONCAT_MAX];
+    int per = (n + CONCAT_MAX - 1) / CONCAT_MAX, ng = 0;
+    for (int k = 0; k < n; k += per) {
+        int m = n - k < per ? n - k : per;
+        groups[ng++] = m == 1 ? xs[k] : tg_concat(b->g, xs + k, m, axis);
+    }
+    return concat_many(b, groups, ng, axis);
+}
+
+/* Whether the indices are i, i+1, ..., i+n-1 (position ids [0, S)): one slice. */
+static bool is_run(const tg_onnx_data *idx, int64_t dim)
+{
+    for (int64_t k = 0; k < idx->n; k++) {
+        int64_t i = idx->i[k] < 0 ? idx->i[k] + dim : idx->i[k];
+        int64_t i0 = idx->i[0] < 0 ? idx->i[0] + dim : idx->i[0];
+        if (i != i0 + k)
+            return false;
+    }
+    return true;
+}
+
+/* Gather on a graph tensor with constant indices: a run of consecutive
+ * indices is one slice, a few others one slice each, concatenated. */
 static tg_status gather_tensor(onnx_builder *b, int axis, const tg_onnx_data *idx)
 {
     tg_tensor *x = ob_tensor(b, 0);
     if (!x)
         return TG_ERR_INVALID_ARG;
     tg_shape s = tg_tensor_shape(x);
-    if (idx->n < 1 || idx->n > 64 || idx->ndim > 1)
+    bool run = is_run(idx, s.dim[axis]);
+    if (idx->n < 1 || (!run && idx->n > 64) || idx->ndim > 1)
         return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "Gather on a tensor takes a scalar or up to 64 "
-                       "constant indices (got %lld in %d dims)",
-                       (long long)idx->n, idx->ndim);
+                       "Gather on a tensor takes a scalar, a run of consecutive indices or up to "
+                       "%d constant indices (got %lld in %d dims)",
+                       64, (long long)idx->n, idx->ndim);
+    if (run && idx->n > 1) {
+        int64_t i0 = idx->i[0] < 0 ? idx->i[0] + s.dim[axis] : idx->i[0];
+        TG_TRY(check_indices(b, idx, s.dim[axis]));
+        return ob_set(b, 0, tg_slice(b->g, x, axis, i0, i0 + idx->n));
+    }
     tg_tensor *parts[64];
     for (int64_t k = 0; k < idx->n; k++) {
         int64_t i = idx->i[k] < 0 ? idx->i[k] + s.dim[axis] : idx->i[k];
@@ -234,7 +269,7 @@ static tg_status gather_tensor(onnx_builder *b, int axis, const tg_onnx_data *id
                            (long long)idx->i[k], (long long)s.dim[axis]);
         parts[k] = tg_slice(b->g, x, axis, i, i + 1);
     }
-    tg_tensor *y = idx->n == 1 ? parts[0] : tg_concat(b->g, parts, (int)idx->n, axis);
+    tg_tensor *y = idx->n == 1 ? parts[0] : concat_many(b, parts, (int)idx->n, axis);
     if (idx->ndim == 0) { /* a scalar index drops the axis */
         tg_shape o = s;
         for (int d = axis; d + 1 < s.ndim; d++)
@@ -260,8 +295,9 @@ static tg_status map_gather(onnx_builder *b)
         return ob_fail(b, TG_ERR_FORMAT, "indices must be integers");
     TG_TRY(check_indices(b, idx, s.dim[axis]));
     if (!ob_is_foldable(b, 0))
-        return idx->n <= 64 && idx->ndim <= 1 ? gather_tensor(b, axis, idx)
-                                              : gather_runtime(b, axis);
+        return idx->ndim <= 1 && (idx->n <= 64 || is_run(idx, s.dim[axis]))
+                   ? gather_tensor(b, axis, idx)
+                   : gather_runtime(b, axis);
     const tg_onnx_data *x = ob_const(b, 0);
     int64_t dims[TG_MAX_DIMS * 2];
     int nd = 0;
@@ -415,7 +451,7 @@ static tg_status map_concat(onnx_builder *b)
         for (int k = 0; k < n; k++)
             if (!(xs[k] = ob_tensor(b, k)))
                 return TG_ERR_UNSUPPORTED;
-        return ob_set(b, 0, tg_concat(b->g, xs, n, axis));
+        return ob_set(b, 0, concat_many(b, xs, n, axis));
     }
     /* folded: only the 1-D shape vectors the exporter builds */
     int64_t total = 0;
@@ -746,6 +782,20 @@ static tg_status map_not(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
+/* x broadcast to shape o, of either type. EXPAND copies f32; an i32 tensor
+ * (a boolean key-padding mask broadcast over heads) is picked by a true
+ * condition of shape o instead, which broadcasts it exactly. */
+static tg_tensor *expand_typed(onnx_builder *b, tg_tensor *x, tg_shape o)
+{
+    if (!x || tg_tensor_dtype(x) != TG_I32)
+        return x ? tg_expand(b->g, x, o) : NULL;
+    tg_shape ones = o;
+    for (int d = 0; d < o.ndim; d++)
+        ones.dim[d] = 1;
+    tg_tensor *cond = tg_cast(b->g, tg_expand(b->g, tg_constant(b->g, ones, 1.0f), o), TG_I32);
+    return tg_where(b->g, cond, x, x);
+}
+
 /* Where as a graph op: cond i32, x and y of one type. */
 static tg_status where_runtime(onnx_builder *b)
 {
@@ -792,7 +842,7 @@ static tg_status map_where(onnx_builder *b)
     if (n_true != 0 && n_true != c->n)
         return where_runtime(b);
     tg_tensor *t = ob_typed_tensor(b, n_true ? 1 : 2);
-    return ob_set(b, 0, t ? tg_expand(b->g, t, o) : NULL);
+    return ob_set(b, 0, expand_typed(b, t, o));
 }
 
 /* Expand: x broadcast with the shape given (both ways, as ONNX says: a 1
@@ -815,8 +865,7 @@ static tg_status map_expand(onnx_builder *b)
     tg_shape o;
     TG_TRY(bcast_shape(b, 2, in, &o));
     if (!ob_is_foldable(b, 0)) {
-        tg_tensor *x = ob_tensor(b, 0);
-        return ob_set(b, 0, x ? tg_expand(b->g, x, o) : NULL);
+        return ob_set(b, 0, expand_typed(b, ob_typed_tensor(b, 0), o));
     }
     const tg_onnx_data *x = ob_const(b, 0);
     if (!x)
@@ -854,7 +903,7 @@ static tg_status map_tile(onnx_builder *b)
         o.dim[d] *= r->i[d];
     }
     if (!ob_is_foldable(b, 0)) {
-        tg_tensor *y = ob_tensor(b, 0);
+        tg_tensor *y = ob_typed_tensor(b, 0);
         tg_shape cur = s;
         for (int d = 0; y && d < s.ndim; d++) {
             if (r->i[d] == 1)
@@ -865,7 +914,7 @@ static tg_status map_tile(onnx_builder *b)
             tg_shape one = tg_shape_of(3, (int64_t[]){before, 1, rest});
             tg_shape many = tg_shape_of(3, (int64_t[]){before, r->i[d], rest});
             cur.dim[d] *= r->i[d];
-            y = tg_reshape(b->g, tg_expand(b->g, tg_reshape(b->g, y, one), many), cur);
+            y = tg_reshape(b->g, expand_typed(b, tg_reshape(b->g, y, one), many), cur);
         }
         return ob_set(b, 0, y);
     }

@@ -476,11 +476,34 @@ static tg_status clip_bound(onnx_builder *b, int i, float dflt, float *out)
     return TG_OK;
 }
 
+/* Clip of an integer tensor (HF's QA head clamps its start and end
+ * positions to the sequence length): exact as comparisons and selections
+ * against the i32 bounds. */
+static tg_status clip_int(onnx_builder *b, tg_tensor *x)
+{
+    tg_tensor *y = x;
+    if (ob_has_input(b, 1)) {
+        tg_tensor *lo = ob_typed_tensor(b, 1);
+        if (!lo)
+            return TG_ERR_UNSUPPORTED;
+        y = tg_where(b->g, tg_less(b->g, y, lo), lo, y);
+    }
+    if (ob_has_input(b, 2)) {
+        tg_tensor *hi = ob_typed_tensor(b, 2);
+        if (!hi)
+            return TG_ERR_UNSUPPORTED;
+        y = tg_where(b->g, tg_greater(b->g, y, hi), hi, y);
+    }
+    return ob_set(b, 0, y);
+}
+
 static tg_status map_clip(onnx_builder *b)
 {
-    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *x = ob_typed_tensor(b, 0);
     if (!x)
         return TG_ERR_UNSUPPORTED;
+    if (tg_tensor_dtype(x) == TG_I32)
+        return clip_int(b, x);
     float lo, hi;
     TG_TRY(clip_bound(b, 1, -INFINITY, &lo));
     TG_TRY(clip_bound(b, 2, INFINITY, &hi));
@@ -786,8 +809,9 @@ static void slice_range(int64_t n, int64_t lo, int64_t hi, int64_t step, int64_t
     *first = lo;
 }
 
-/* Slice of a constant (position ids sliced to the sequence length): folded. */
-static tg_status fold_slice(onnx_builder *b, const tg_onnx_data *x, const tg_onnx_data *st,
+/* Slice of a constant (position ids sliced to the sequence length): folded
+ * into output `out` of the node. */
+static tg_status fold_slice(onnx_builder *b, int out, const tg_onnx_data *x, const tg_onnx_data *st,
                             const tg_onnx_data *en, const tg_onnx_data *ax, const tg_onnx_data *sp)
 {
     int64_t first[TG_MAX_DIMS], step[TG_MAX_DIMS], count[TG_MAX_DIMS];
@@ -818,7 +842,7 @@ static tg_status fold_slice(onnx_builder *b, const tg_onnx_data *x, const tg_onn
         else
             d.i[o] = x->i[src];
     }
-    return ob_set_const(b, 0, &d);
+    return ob_set_const(b, out, &d);
 }
 
 static tg_status map_slice(onnx_builder *b)
@@ -838,7 +862,7 @@ static tg_status map_slice(onnx_builder *b)
     if (!x && !xc)
         return TG_ERR_UNSUPPORTED;
     if (xc)
-        return fold_slice(b, xc, st, en, ax, sp);
+        return fold_slice(b, 0, xc, st, en, ax, sp);
     tg_shape s = tg_tensor_shape(x);
     tg_tensor *y = x;
     for (int64_t k = 0; k < st->n; k++) {
@@ -863,6 +887,86 @@ static tg_status map_slice(onnx_builder *b)
             y = tg_slice(b->g, y, axis, lo, hi);
     }
     return ob_set(b, 0, y);
+}
+
+/* The sizes of Split's outputs along an axis of n: the `split` input (opset
+ * 13) or attribute (opset 11), else equal parts, one per output. */
+static tg_status split_sizes(onnx_builder *b, int64_t n, int outputs, int64_t *size)
+{
+    const int64_t *sz = NULL;
+    int m = 0;
+    if (ob_has_input(b, 1)) {
+        const tg_onnx_data *d = ob_const(b, 1);
+        if (!d)
+            return TG_ERR_UNSUPPORTED;
+        if (!d->i)
+            return ob_fail(b, TG_ERR_FORMAT, "split must be a list of integers");
+        sz = d->i, m = (int)d->n;
+    } else {
+        sz = ob_attr_ints(b, "split", &m);
+    }
+    if (!sz) {
+        if (n % outputs)
+            return ob_fail(b, TG_ERR_INVALID_ARG,
+                           "%lld elements do not split into %d equal parts (give split sizes)",
+                           (long long)n, outputs);
+        for (int k = 0; k < outputs; k++)
+            size[k] = n / outputs;
+        return TG_OK;
+    }
+    if (m != outputs)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "split has %d sizes for %d outputs", m, outputs);
+    int64_t total = 0;
+    for (int k = 0; k < outputs; k++) {
+        if (sz[k] < 0)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "split size %lld is negative", (long long)sz[k]);
+        /* the slice kernels are not written for empty tensors */
+        if (sz[k] == 0)
+            return ob_fail(b, TG_ERR_UNSUPPORTED, "output %d of the split is empty", k);
+        size[k] = sz[k];
+        total += sz[k];
+    }
+    if (total != n)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "split sizes add up to %lld, the axis has %lld",
+                       (long long)total, (long long)n);
+    return TG_OK;
+}
+
+/* Split (HF's `logits.split(1, dim=-1)`): one slice per output; a foldable
+ * constant is split at import. */
+static tg_status map_split(onnx_builder *b)
+{
+    int outputs = (int)b->node->n_output;
+    if (outputs < 1 || outputs > 4096)
+        return ob_fail(b, TG_ERR_FORMAT, "Split has %d outputs", outputs);
+    bool folded = ob_is_foldable(b, 0);
+    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
+    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
+    if (!x && !xc)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = x ? tg_tensor_shape(x) : tg_shape_of(xc->ndim, xc->dim);
+    int axis = 0;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), s.ndim, &axis));
+    int64_t *size = tg_malloc((size_t)outputs * sizeof *size);
+    if (!size)
+        return ob_fail(b, TG_ERR_NOMEM, "no memory for %d split sizes", outputs);
+    tg_status st = split_sizes(b, s.dim[axis], outputs, size);
+    int64_t lo = 0;
+    for (int k = 0; k < outputs && st == TG_OK; lo += size[k], k++) {
+        if (!b->node->output[k][0])
+            continue;
+        if (xc) {
+            int64_t a = axis, from = lo, to = lo + size[k];
+            tg_onnx_data ax = {.n = 1, .i = &a}, st0 = {.n = 1, .i = &from},
+                         en = {.n = 1, .i = &to};
+            st = fold_slice(b, k, xc, &st0, &en, &ax, NULL);
+        } else {
+            tg_tensor *y = size[k] == s.dim[axis] ? x : tg_slice(b->g, x, axis, lo, lo + size[k]);
+            st = ob_set(b, k, y);
+        }
+    }
+    tg_free(size);
+    return st;
 }
 
 static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool))
@@ -1090,6 +1194,7 @@ const ob_op tg_onnx_nn_ops[] = {
     {"Flatten", map_flatten, "axis"},
     {"Transpose", map_transpose, "perm"},
     {"Slice", map_slice, ""},
+    {"Split", map_split, "axis,split"},
     {"ReduceMean", map_reduce_mean, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceSum", map_reduce_sum, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceMax", map_reduce_max, "axes,keepdims"},

@@ -290,6 +290,58 @@ static void test_atom_bytes_and_costs(void)
     tg_graph_destroy(g);
 }
 
+/* Layer scopes below containers (Hugging Face's bert/encoder/layer/N) are
+ * atoms of their own, named as --split takes them; ResNet's layer3/8 and a
+ * scope without a numbered module keep their old keys. */
+static void test_scopes_below_containers(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(4, 8));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(4));
+    tg_scope_push(g, "bert");
+    tg_scope_push(g, "embeddings");
+    tg_tensor *h = tg_relu(g, tg_nn_linear(g, x, "dense", 8, 8, true));
+    tg_scope_pop(g);
+    tg_scope_push(g, "encoder");
+    tg_scope_push(g, "layer");
+    for (int k = 0; k < 3; k++) {
+        char n[8];
+        snprintf(n, sizeof n, "%d", k);
+        tg_scope_push(g, n);
+        tg_scope_push(g, "attention");
+        h = tg_relu(g, tg_nn_linear(g, h, "dense", 8, 8, true));
+        tg_scope_pop(g);
+        tg_scope_pop(g);
+    }
+    tg_scope_pop(g);
+    tg_scope_pop(g);
+    tg_scope_pop(g);
+    tg_scope_push(g, "qa_outputs");
+    tg_tensor *out = tg_nn_linear(g, h, "dense", 8, 3, true);
+    tg_scope_pop(g);
+    tg_tensor *loss = tg_cross_entropy(g, out, labels);
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    tg_options *o = options(2, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", "auto"));
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plan;
+    TG_CHECK_OK(plan_auto(g, o, 2, true, &a, &goal, &plan));
+    TG_CHECK(a.n == 5);
+    if (a.n == 5) {
+        TG_CHECK(strcmp(a.names[0], "bert") == 0);
+        TG_CHECK(strcmp(a.names[1], "bert.encoder.layer.0") == 0);
+        TG_CHECK(strcmp(a.names[3], "bert.encoder.layer.2") == 0);
+        TG_CHECK(strcmp(a.names[4], "qa_outputs") == 0);
+    }
+    tg_stage_atoms_free(&a);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     setenv("TILEGRAPH_CALIBRATION", "off", 1);
@@ -298,5 +350,6 @@ int main(void)
     TG_RUN(test_specs_round_trip);
     TG_RUN(test_blocks_and_errors);
     TG_RUN(test_atom_bytes_and_costs);
+    TG_RUN(test_scopes_below_containers);
     return tg_test_finish();
 }
