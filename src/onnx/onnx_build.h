@@ -82,6 +82,29 @@ const Onnx__AttributeProto *ob_attr(const onnx_builder *b, const char *name);
 tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data,
                     bool state);
 
+/* Element k of a constant as a double (exact for f32, and for integers
+ * within 2^53). */
+static inline double ob_get(const tg_onnx_data *d, int64_t k)
+{
+    return d->f ? d->f[k] : (double)d->i[k];
+}
+/* Set element k: rounded to f32, or truncated to an integer. */
+static inline void ob_put(tg_onnx_data *d, int64_t k, double v)
+{
+    if (d->f)
+        d->f[k] = (float)v;
+    else
+        d->i[k] = (int64_t)v;
+}
+/* Element `from` of src into element `to` of dst, of the same kind, exactly. */
+static inline void ob_copy_at(tg_onnx_data *dst, int64_t to, const tg_onnx_data *src, int64_t from)
+{
+    if (dst->f)
+        dst->f[to] = src->f[from];
+    else
+        dst->i[to] = src->i[from];
+}
+
 /* Input i's shape, whether a tensor or a constant. */
 tg_status ob_shape(onnx_builder *b, int i, tg_shape *out);
 /* A new constant of the given shape (float or int64 values, zeroed). */

@@ -84,11 +84,6 @@ static tg_status copy_data(onnx_builder *b, const tg_onnx_data *src, tg_onnx_dat
     return TG_OK;
 }
 
-static double get(const tg_onnx_data *d, int64_t k)
-{
-    return d->f ? d->f[k] : (double)d->i[k];
-}
-
 /* A constant (or tensor) with a new shape: the shared tail of Reshape,
  * Squeeze, Unsqueeze and Flatten. */
 static tg_status reshaped(onnx_builder *b, tg_shape s)
@@ -326,10 +321,7 @@ static tg_status map_gather(onnx_builder *b)
             }
             for (int64_t j = 0; j < inner; j++, w++) {
                 int64_t r = (o * s.dim[axis] + i) * inner + j;
-                if (out.f)
-                    out.f[w] = x->f[r];
-                else
-                    out.i[w] = x->i[r];
+                ob_copy_at(&out, w, x, r);
             }
         }
     return ob_set_const(b, 0, &out);
@@ -471,10 +463,7 @@ static tg_status map_concat(onnx_builder *b)
     for (int k = 0, w = 0; k < n; k++) {
         const tg_onnx_data *d = ob_const(b, k);
         for (int64_t j = 0; j < d->n; j++, w++) {
-            if (out.f)
-                out.f[w] = (float)get(d, j);
-            else
-                out.i[w] = (int64_t)get(d, j);
+            ob_put(&out, w, ob_get(d, j));
         }
     }
     return ob_set_const(b, 0, &out);
@@ -552,10 +541,10 @@ static tg_status map_cast(onnx_builder *b)
     d.elem_type = (int)to;
     for (int64_t k = 0; k < c->n; k++) {
         if (d.f)
-            d.f[k] = (float)get(c, k);
+            d.f[k] = (float)ob_get(c, k);
         else
-            d.i[k] =
-                to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL ? get(c, k) != 0 : (int64_t)get(c, k);
+            d.i[k] = to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL ? ob_get(c, k) != 0
+                                                               : (int64_t)ob_get(c, k);
     }
     return ob_set_const(b, 0, &d);
 }
@@ -598,11 +587,11 @@ static tg_status map_range(onnx_builder *b)
                        *dl = l ? ob_const(b, 2) : NULL;
     if (!dl)
         return TG_ERR_UNSUPPORTED;
-    if (s->n != 1 || l->n != 1 || dl->n != 1 || get(dl, 0) == 0)
+    if (s->n != 1 || l->n != 1 || dl->n != 1 || ob_get(dl, 0) == 0)
         return ob_fail(b, TG_ERR_INVALID_ARG,
                        "start, limit and delta must be scalars, delta "
                        "non-zero");
-    double start = get(s, 0), limit = get(l, 0), delta = get(dl, 0);
+    double start = ob_get(s, 0), limit = ob_get(l, 0), delta = ob_get(dl, 0);
     double steps = (limit - start) / delta;
     int64_t n = steps > 0 ? (int64_t)steps + (steps > (double)(int64_t)steps) : 0;
     tg_onnx_data d;
@@ -728,7 +717,7 @@ static tg_status compare(onnx_builder *b, cmp_kind k)
     TG_TRY(ob_data_new(b, false, o.ndim, o.dim, &d));
     d.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     for (int64_t i = 0; i < d.n; i++)
-        d.i[i] = cmp_one(k, get(x, bcast_at(o, in[0], i)), get(y, bcast_at(o, in[1], i)));
+        d.i[i] = cmp_one(k, ob_get(x, bcast_at(o, in[0], i)), ob_get(y, bcast_at(o, in[1], i)));
     return ob_set_const(b, 0, &d);
 }
 
@@ -778,7 +767,7 @@ static tg_status map_not(onnx_builder *b)
     TG_TRY(ob_data_new(b, false, x->ndim, x->dim, &d));
     d.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     for (int64_t i = 0; i < d.n; i++)
-        d.i[i] = get(x, i) == 0;
+        d.i[i] = ob_get(x, i) == 0;
     return ob_set_const(b, 0, &d);
 }
 
@@ -827,18 +816,15 @@ static tg_status map_where(onnx_builder *b)
         TG_TRY(ob_data_new(b, x->f || y->f, o.ndim, o.dim, &d));
         d.elem_type = x->elem_type;
         for (int64_t k = 0; k < d.n; k++) {
-            bool pick_x = get(c, bcast_at(o, in[0], k)) != 0;
-            double v = pick_x ? get(x, bcast_at(o, in[1], k)) : get(y, bcast_at(o, in[2], k));
-            if (d.f)
-                d.f[k] = (float)v;
-            else
-                d.i[k] = (int64_t)v;
+            bool pick_x = ob_get(c, bcast_at(o, in[0], k)) != 0;
+            double v = pick_x ? ob_get(x, bcast_at(o, in[1], k)) : ob_get(y, bcast_at(o, in[2], k));
+            ob_put(&d, k, v);
         }
         return ob_set_const(b, 0, &d);
     }
     int64_t n_true = 0;
     for (int64_t k = 0; k < c->n; k++)
-        n_true += get(c, k) != 0;
+        n_true += ob_get(c, k) != 0;
     if (n_true != 0 && n_true != c->n)
         return where_runtime(b);
     tg_tensor *t = ob_typed_tensor(b, n_true ? 1 : 2);
@@ -875,10 +861,7 @@ static tg_status map_expand(onnx_builder *b)
     d.elem_type = x->elem_type;
     for (int64_t k = 0; k < d.n; k++) {
         int64_t at = bcast_at(o, in[0], k);
-        if (d.f)
-            d.f[k] = x->f[at];
-        else
-            d.i[k] = x->i[at];
+        ob_copy_at(&d, k, x, at);
     }
     return ob_set_const(b, 0, &d);
 }
@@ -931,10 +914,7 @@ static tg_status map_tile(onnx_builder *b)
             rest /= o.dim[dd];
             stride *= s.dim[dd];
         }
-        if (d.f)
-            d.f[k] = x->f[at];
-        else
-            d.i[k] = x->i[at];
+        ob_copy_at(&d, k, x, at);
     }
     return ob_set_const(b, 0, &d);
 }

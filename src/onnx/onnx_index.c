@@ -20,19 +20,6 @@
 #include <math.h>
 #include <string.h>
 
-static double get(const tg_onnx_data *d, int64_t k)
-{
-    return d->f ? d->f[k] : (double)d->i[k];
-}
-
-static void put(tg_onnx_data *d, int64_t k, double v)
-{
-    if (d->f)
-        d->f[k] = (float)v;
-    else
-        d->i[k] = (int64_t)v;
-}
-
 /* A scalar integer input (k of Trilu, axis of CumSum, depth of OneHot). */
 static tg_status scalar_int(onnx_builder *b, int i, int64_t dflt, int64_t *out)
 {
@@ -45,7 +32,7 @@ static tg_status scalar_int(onnx_builder *b, int i, int64_t dflt, int64_t *out)
     if (d->n != 1)
         return ob_fail(b, TG_ERR_INVALID_ARG, "input %d must be one value, not %lld", i,
                        (long long)d->n);
-    *out = (int64_t)llround(get(d, 0));
+    *out = (int64_t)llround(ob_get(d, 0));
     return TG_OK;
 }
 
@@ -98,7 +85,7 @@ static tg_status map_trilu(onnx_builder *b)
         d.elem_type = x->elem_type;
         for (int64_t e = 0; e < d.n; e++) {
             int64_t col = e % cols, row = (e / cols) % rows;
-            put(&d, e, trilu_keeps(upper, k, row, col) ? get(x, e) : 0);
+            ob_put(&d, e, trilu_keeps(upper, k, row, col) ? ob_get(x, e) : 0);
         }
         return ob_set_const(b, 0, &d);
     }
@@ -141,8 +128,8 @@ static tg_status fold_cumsum(onnx_builder *b, const tg_onnx_data *x, int axis, b
         double sum = 0;
         for (int64_t i = 0; i < len; i++)
             if (cumsum_adds(ex, rev, i, j))
-                sum += get(x, base + i * inner);
-        put(&d, e, sum);
+                sum += ob_get(x, base + i * inner);
+        ob_put(&d, e, sum);
     }
     return ob_set_const(b, 0, &d);
 }
@@ -205,7 +192,7 @@ static tg_status fold_arg(onnx_builder *b, const tg_onnx_data *x, int axis, bool
     for (int64_t o = 0; o < d.n; o++) {
         int64_t base = (o / inner) * len * inner + o % inner, best = 0;
         for (int64_t i = 1; i < len; i++) {
-            double v = get(x, base + i * inner), w = get(x, base + best * inner);
+            double v = ob_get(x, base + i * inner), w = ob_get(x, base + best * inner);
             if (max ? (v > w || (last && v == w)) : (v < w || (last && v == w)))
                 best = i;
         }
@@ -306,9 +293,9 @@ static tg_status map_one_hot(onnx_builder *b)
             inner *= os.dim[a];
         for (int64_t e = 0; e < d.n; e++) {
             int64_t j = (e / inner) % depth, src = (e / (inner * depth)) * inner + e % inner;
-            int64_t i = (int64_t)get(x, src);
+            int64_t i = (int64_t)ob_get(x, src);
             i = i < 0 ? i + depth : i;
-            put(&d, e, get(v, i == j));
+            ob_put(&d, e, ob_get(v, i == j));
         }
         return ob_set_const(b, 0, &d);
     }
@@ -331,8 +318,8 @@ static tg_status map_one_hot(onnx_builder *b)
     tg_tensor *r = f32_constant(b, rs, ramp);
     tg_free(ramp);
     tg_tensor *hit = r ? tg_equal(b->g, tg_reshape(b->g, x, is), r) : NULL;
-    tg_tensor *on = tg_constant(b->g, tg_shape_of(0, NULL), (float)get(v, 1));
-    tg_tensor *off = tg_constant(b->g, tg_shape_of(0, NULL), (float)get(v, 0));
+    tg_tensor *on = tg_constant(b->g, tg_shape_of(0, NULL), (float)ob_get(v, 1));
+    tg_tensor *off = tg_constant(b->g, tg_shape_of(0, NULL), (float)ob_get(v, 0));
     tg_tensor *y = hit ? tg_where(b->g, hit, on, off) : NULL;
     return ob_set(b, 0, y && !v->f ? tg_cast(b->g, y, TG_I32) : y);
 }
@@ -354,7 +341,7 @@ static tg_status map_mod(onnx_builder *b)
     TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, x->dim, &d));
     d.elem_type = x->elem_type;
     for (int64_t k = 0; k < d.n; k++) {
-        double u = get(x, k), w = get(y, y->n == 1 ? 0 : k);
+        double u = ob_get(x, k), w = ob_get(y, y->n == 1 ? 0 : k);
         if (w == 0 && !d.f) {
             tg_onnx_data_free(&d);
             return ob_fail(b, TG_ERR_NUMERIC, "integer Mod by zero");
@@ -362,7 +349,7 @@ static tg_status map_mod(onnx_builder *b)
         double r = fmod(u, w);
         if (!fmod_c && r != 0 && (r < 0) != (w < 0))
             r += w; /* the sign of the divisor, as Python's % */
-        put(&d, k, r);
+        ob_put(&d, k, r);
     }
     return ob_set_const(b, 0, &d);
 }

@@ -369,10 +369,7 @@ static tg_status fold_binary(onnx_builder *b, bin_kind k)
         double u = x->f ? x->f[x->n == 1 ? 0 : i] : (double)x->i[x->n == 1 ? 0 : i];
         double v = y->f ? y->f[y->n == 1 ? 0 : i] : (double)y->i[y->n == 1 ? 0 : i];
         double r = fold_one(k, u, v, !is_float);
-        if (d.f)
-            d.f[i] = (float)r;
-        else
-            d.i[i] = (int64_t)r;
+        ob_put(&d, i, r);
     }
     return ob_set_const(b, 0, &d);
 }
@@ -837,10 +834,7 @@ static tg_status fold_slice(onnx_builder *b, int out, const tg_onnx_data *x, con
             src += (first[dd] + i * step[dd]) * mul;
             mul *= x->dim[dd];
         }
-        if (d.f)
-            d.f[o] = x->f[src];
-        else
-            d.i[o] = x->i[src];
+        ob_copy_at(&d, o, x, src);
     }
     return ob_set_const(b, out, &d);
 }
