@@ -52,11 +52,16 @@ typedef struct drop_job {
     float p, scale;
 } drop_job;
 
+/* u >= p with u = bits * 2^-24 (exact in float) is bits >= ceil(p 2^24):
+ * an integer compare, the same mask. */
 static void drop_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     const drop_job *j = ctx;
-    for (int64_t k = begin; k < end; k++)
-        j->out[k] = tg_hash_uniform(j->key, (uint64_t)k) >= j->p ? j->x[k] * j->scale : 0.0f;
+    uint32_t keep_from = (uint32_t)ceil((double)j->p * 16777216.0);
+    for (int64_t k = begin; k < end; k++) {
+        float v = j->x[k] * j->scale;
+        j->out[k] = tg_hash_bits24(j->key, (uint64_t)k) >= keep_from ? v : 0.0f;
+    }
 }
 
 static void fwd_dropout(const tg_kernel_args *a)

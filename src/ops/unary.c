@@ -17,6 +17,7 @@
  * has a gradient rule.
  */
 #include "ops/broadcast.h"
+#include "ops/vmath.h"
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -222,7 +223,7 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
     const float *x = j->x + begin, *y = j->y + begin;
     float *o = j->out + begin;
     int64_t n = end - begin;
-    const float r2 = (float)INV_SQRT2, r2pi = (float)INV_SQRT_2PI;
+    const float r2pi = (float)INV_SQRT_2PI;
     switch (j->op) {
     case TG_OP_RELU:
         for (int64_t q = 0; q < n; q++)
@@ -238,14 +239,16 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
         }
         break;
     case TG_OP_GELU:
-        for (int64_t q = 0; q < n; q++)
-            o[q] = 0.5f * x[q] * (1.0f + erff(x[q] * r2));
+        tg_vgelu(x, o, n);
         break;
     case TG_OP_GELU_BWD:
-        for (int64_t q = 0; q < n; q++) {
+        if (j->order == 0) {
+            tg_vgelu_bwd(x, y, o, n);
+            break;
+        }
+        for (int64_t q = 0; q < n; q++) { /* dy * gelu''(x) */
             float v = y[q], pdf = r2pi * expf(-0.5f * v * v);
-            o[q] = j->order == 0 ? x[q] * (0.5f * (1.0f + erff(v * r2)) + v * pdf)
-                                 : x[q] * pdf * (2.0f - v * v);
+            o[q] = x[q] * pdf * (2.0f - v * v);
         }
         break;
     case TG_OP_SIGMOID:

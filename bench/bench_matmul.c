@@ -1,0 +1,167 @@
+/* bench/bench_matmul.c - GFLOP/s of the products a BERT-base layer's
+ * training step makes, on one thread: OpenBLAS sgemm (ops/blas.h) against
+ * oneDNN's matmul primitive in f32 and with bf16 operands (f32 result),
+ * measured in the same run. This is the ceiling of bench_bert: the encoder
+ * spends most of its step in these products, so its ratio to PyTorch (whose
+ * products are the same OpenBLAS) and bf16's speed-up over f32 are bounded
+ * by what these figures allow. The oneDNN implementation name is printed
+ * (on AVX2 without AVX-512 bf16 falls back to a reference kernel).
+ *
+ * One JSON line per shape: {"bench":"matmul","shape":...,"openblas":...,
+ * "dnnl_f32":...,"dnnl_bf16":...,"impl_f32":...,"impl_bf16":...}
+ *
+ * Usage: bench_matmul [seconds per case, default 0.5]
+ */
+#include "bench_util.h"
+#include "ops/blas.h"
+#include "ops/dnnl_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mm_case {
+    const char *name;
+    int batch, M, N, K;
+    bool ta, tb;
+} mm_case;
+
+static double min_seconds = 0.5;
+
+static float *random_buf(size_t n)
+{
+    float *p = malloc(n * sizeof(float));
+    uint32_t r = 7;
+    for (size_t i = 0; i < n; i++) {
+        r = r * 1664525u + 1013904223u;
+        p[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+    }
+    return p;
+}
+
+static double openblas_gflops(const mm_case *c, const float *A, const float *B, float *C)
+{
+    double flops = 2.0 * c->batch * c->M * c->N * c->K, t0 = bench_now(), t = 0;
+    int runs = 0;
+    do {
+        for (int b = 0; b < c->batch; b++)
+            tg_sgemm(c->ta, c->tb, c->M, c->N, c->K, 1.0f, A + (size_t)b * c->M * c->K,
+                     c->ta ? c->M : c->K, B + (size_t)b * c->K * c->N, c->tb ? c->K : c->N, 0.0f,
+                     C + (size_t)b * c->M * c->N, c->N);
+        runs++;
+        t = bench_now() - t0;
+    } while (t < min_seconds);
+    return flops * runs / t / 1e9;
+}
+
+/* oneDNN's matmul of the case with operands in `dt`, or -1 when oneDNN has
+ * none; *impl names the implementation. */
+static double dnnl_gflops(const mm_case *c, dnnl_data_type_t dt, const float *A, const float *B,
+                          float *C, const char **impl)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    int64_t bt = c->batch, M = c->M, N = c->N, K = c->K;
+    dnnl_dims_t ad = {bt, M, K}, bd = {bt, K, N}, cd = {bt, M, N};
+    dnnl_dims_t as = {M * K, c->ta ? 1 : K, c->ta ? M : 1};
+    dnnl_dims_t bs = {K * N, c->tb ? 1 : N, c->tb ? K : 1};
+    dnnl_dims_t cs = {M * N, N, 1};
+    dnnl_memory_desc_t amd, bmd, cmd;
+    dnnl_memory_desc_init_by_strides(&amd, 3, ad, dt, as);
+    dnnl_memory_desc_init_by_strides(&bmd, 3, bd, dt, bs);
+    dnnl_memory_desc_init_by_strides(&cmd, 3, cd, dnnl_f32, cs);
+    dnnl_matmul_desc_t d;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    tg_dnnl_threads(1);
+    if (dnnl_matmul_desc_init(&d, &amd, &bmd, NULL, &cmd) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL) != dnnl_success) {
+        *impl = "none";
+        return -1;
+    }
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, impl);
+    dnnl_primitive_create(&prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    /* bf16 operands: converted once outside the timing (as a planned
+     * kernel would keep them) */
+    size_t esz = dt == dnnl_bf16 ? 2 : 4;
+    void *a = (void *)A, *b = (void *)B;
+    if (dt == dnnl_bf16) {
+        size_t na = (size_t)bt * M * K, nb = (size_t)bt * K * N;
+        uint16_t *a16 = malloc(na * esz), *b16 = malloc(nb * esz);
+        for (size_t i = 0; i < na; i++)
+            memcpy(&a16[i], (const char *)&A[i] + 2, 2);
+        for (size_t i = 0; i < nb; i++)
+            memcpy(&b16[i], (const char *)&B[i] + 2, 2);
+        a = a16, b = b16;
+    }
+    dnnl_memory_t ma, mb, mc;
+    dnnl_memory_create(&ma, &amd, eng, a);
+    dnnl_memory_create(&mb, &bmd, eng, b);
+    dnnl_memory_create(&mc, &cmd, eng, C);
+    dnnl_stream_t st;
+    dnnl_stream_create(&st, eng, dnnl_stream_default_flags);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+    double flops = 2.0 * bt * M * N * K, t0 = bench_now(), t = 0;
+    int runs = 0;
+    do {
+        dnnl_primitive_execute(prim, st, 3, args);
+        dnnl_stream_wait(st);
+        runs++;
+        t = bench_now() - t0;
+    } while (t < min_seconds);
+    dnnl_stream_destroy(st);
+    dnnl_memory_destroy(ma);
+    dnnl_memory_destroy(mb);
+    dnnl_memory_destroy(mc);
+    dnnl_primitive_destroy(prim);
+    if (dt == dnnl_bf16) {
+        free(a);
+        free(b);
+    }
+    return flops * runs / t / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    int usage = bench_usage(argc, argv, 1,
+                            "usage: bench_matmul [seconds per case]\nGFLOP/s of BERT-base's "
+                            "training products on one thread: OpenBLAS sgemm, oneDNN matmul f32 "
+                            "and bf16. One JSON line per shape.\n");
+    if (usage >= 0)
+        return usage;
+    if (argc > 1)
+        min_seconds = atof(argv[1]);
+    bench_passive_omp(argv);
+    static const mm_case cases[] = {
+        {"qkvo_fwd x w^T", 1, 1024, 768, 768, false, true},
+        {"ffn1_fwd x w^T", 1, 1024, 3072, 768, false, true},
+        {"ffn2_fwd x w^T", 1, 1024, 768, 3072, false, true},
+        {"ffn1_dx dy w", 1, 1024, 768, 3072, false, false},
+        {"ffn1_dw dy^T x", 1, 3072, 768, 1024, true, false},
+        {"scores q k^T", 96, 128, 128, 64, false, true},
+        {"context p v", 96, 128, 64, 128, false, false},
+        {"context_dp dy v^T", 96, 128, 128, 64, false, true},
+        {"context_dv p^T dy", 96, 128, 64, 128, true, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const mm_case *c = &cases[i];
+        size_t na = (size_t)c->batch * c->M * c->K, nb = (size_t)c->batch * c->K * c->N;
+        float *A = random_buf(na), *B = random_buf(nb);
+        float *C = malloc((size_t)c->batch * c->M * c->N * sizeof(float));
+        const char *i32 = "", *i16 = "";
+        double ob = openblas_gflops(c, A, B, C);
+        double d32 = dnnl_gflops(c, dnnl_f32, A, B, C, &i32);
+        double d16 = dnnl_gflops(c, dnnl_bf16, A, B, C, &i16);
+        printf("{\"bench\":\"matmul\",\"shape\":\"%s %dx(%dx%dx%d)\",\"threads\":1,"
+               "\"openblas\":%.1f,\"dnnl_f32\":%.1f,\"dnnl_bf16\":%.1f,\"impl_f32\":\"%s\","
+               "\"impl_bf16\":\"%s\",\"isa\":\"%s\",\"load_average\":%.2f}\n",
+               c->name, c->batch, c->M, c->N, c->K, ob, d32, d16, i32, i16, tg_dnnl_isa_name(),
+               bench_load_average());
+        fflush(stdout);
+        free(A);
+        free(B);
+        free(C);
+    }
+    return 0;
+}
