@@ -86,8 +86,7 @@ static tg_tensor *layer_norm(tg_graph *g, const char *name, tg_tensor *x, int hi
 static tg_tensor *split_heads(tg_graph *g, tg_tensor *t, const bert_shape *m)
 {
     static const int perm[4] = {0, 2, 1, 3};
-    tg_tensor *r =
-        tg_reshape(g, t, tg_shape4(m->batch, m->seq, m->heads, m->hidden / m->heads));
+    tg_tensor *r = tg_reshape(g, t, tg_shape4(m->batch, m->seq, m->heads, m->hidden / m->heads));
     return tg_transpose(g, r, perm);
 }
 
@@ -195,8 +194,8 @@ static double torch_rate(const bert_shape *m, int threads, int steps, char *vers
              "env -u OMP_WAIT_POLICY /usr/bin/python3 '%s/bench/torch_bert.py' --layers %d "
              "--hidden %d --heads %d --inter %d --seq %d --batch %d --classes %d --dropout %g "
              "--threads %d --steps %d 2>/dev/null",
-             TG_SOURCE_DIR, m->layers, m->hidden, m->heads, m->inter, m->seq, m->batch,
-             m->classes, (double)m->dropout, threads, steps);
+             TG_SOURCE_DIR, m->layers, m->hidden, m->heads, m->inter, m->seq, m->batch, m->classes,
+             (double)m->dropout, threads, steps);
     return bench_reference_rate(cmd, version, cap);
 }
 
@@ -268,7 +267,8 @@ int main(int argc, char **argv)
     bench_config cfg = {bench_env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
                         bench_env_int("TG_BENCH_STEPS", 3, 1, 10000),
                         bench_env_int("TG_BENCH_THREADS", 0, 0, 2),
-                        getenv("TG_BENCH_NO_TORCH") != NULL, getenv("TG_BENCH_NO_BF16") != NULL,
+                        getenv("TG_BENCH_NO_TORCH") != NULL,
+                        getenv("TG_BENCH_NO_BF16") != NULL,
                         only && strcmp(only, "bf16") == 0};
     for (int threads = 1; threads <= 2 && !cfg.bf16_only; threads++)
         if (!cfg.threads || cfg.threads == threads)

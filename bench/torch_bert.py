@@ -15,6 +15,9 @@ tokens ([B, S, hidden], random), so the encoder is what is timed.
 Prints one JSON line with samples_per_s (sequences per second) and the
 PyTorch version. Warm-up steps are not timed. With --bf16 the forward runs
 under torch.autocast's bf16 (for reference; bench_bert.c does not time it).
+With --onnx PATH the encoder is exported instead, as a sequence classifier
+(mask as a constant, head over the mean of the sequence: one input, for
+`tilegraph compile`, which shows its memory plan and liveness).
 """
 import argparse
 import json
@@ -63,6 +66,24 @@ class Encoder(nn.Module):
         return self.head(x)
 
 
+class Classifier(nn.Module):
+    """The encoder as a one-input classifier for `tilegraph compile` and
+    `tilegraph train` (which take images or feature vectors to logits): the
+    input is [batch, seq * hidden], the mask is a buffer, the head reads the
+    mean over the sequence."""
+
+    def __init__(self, encoder, mask):
+        super().__init__()
+        self.encoder = encoder
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        x = x.view(x.shape[0], self.mask.shape[-1], -1)
+        for layer in self.encoder.layers:
+            x = layer(x, self.mask)
+        return self.encoder.head(x.mean(1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--layers", type=int, default=2)
@@ -77,6 +98,10 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--onnx", metavar="PATH",
+                    help="export the model (inputs x and mask) to PATH and exit, no timing")
+    ap.add_argument("--opset", type=int, default=14,
+                    help="with --onnx: below 17 LayerNorm is exported decomposed")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -86,6 +111,11 @@ def main():
     mask = torch.zeros(a.batch, 1, 1, a.seq)
     mask[..., a.seq - a.seq // 8:] = -10000.0
     y = torch.randint(0, a.classes, (a.batch * a.seq,))
+    if a.onnx:
+        torch.onnx.export(Classifier(model, mask).eval(), (x.reshape(a.batch, -1),), a.onnx,
+                          input_names=["x"],
+                          output_names=["logits"], opset_version=a.opset)
+        return
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     loss_fn = nn.CrossEntropyLoss()
 

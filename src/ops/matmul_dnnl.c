@@ -16,7 +16,9 @@
  *    A_i^T B_i (LINEAR's weight gradient over [B, S, in]), which is one
  *    product with inner dimension batch * K, since the A_i and the B_i lie
  *    one after the other.
- * Other summed products (a transpose on the other side) stay on OpenBLAS.
+ * Other summed products (a transpose on the other side) stay on OpenBLAS,
+ * and so do the 2-D products by the rule in tg_matmul_dnnl_plan, unless
+ * TG_KERNELS=dnnl forces oneDNN wherever it has the form.
  *
  * Threads: with T > 1 threads per device, the product is cut into T equal
  * parts (rows of C, or batch elements), each a one-thread primitive run on
@@ -179,20 +181,34 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, bool bf16,
     return s;
 }
 
-tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts,
-                              tg_kernel_plan *plan)
+/* Whether oneDNN's bf16 arithmetic exists on this CPU (AVX512_BF16, AMX). */
+static bool native_bf16(void)
+{
+    return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+}
+
+tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
 {
     const char *own = "own OpenBLAS sgemm";
-    if (tg_dnnl_mode_get() == TG_DNNL_NEVER) {
+    tg_dnnl_mode mode = tg_dnnl_mode_get();
+    if (mode == TG_DNNL_NEVER) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s", own);
         return TG_OK;
     }
     mm_layout l;
-    for (int k = 0; k < node->n_in; k++)
-        if (opts->in_storage[k] != TG_F32 || opts->in_blocked[k])
-            return TG_OK; /* staged through f32 and plain: never here */
     if (!layout_of(node, opts->n_threads, &l)) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN form)", own);
+        return TG_OK;
+    }
+    /* The rule (TG_DNNL_AUTO): oneDNN for the batched products, OpenBLAS
+     * for the 2-D ones, unless bf16 arithmetic is asked for and the CPU has
+     * it. Measured by bench_matmul (best of alternating runs, 1 thread, on
+     * the shared 2-core AVX2 machine, oneDNN's gemm:jit / OpenBLAS):
+     * attention's batched 128x128x64 and 128x64x128 products 1.03-1.64,
+     * BERT's 2-D ones 0.82-1.04 (the 1024x3072x768 feed-forward 0.82-0.83). */
+    bool bf16 = opts->compute == TG_BF16;
+    if (mode == TG_DNNL_AUTO && l.nd == 2 && !(bf16 && native_bf16())) {
+        snprintf(plan->kernel, sizeof plan->kernel, "%s", own);
         return TG_OK;
     }
     mm_state *st = tg_calloc(1, sizeof *st);
@@ -202,7 +218,6 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts,
     st->a_step = l.a_step, st->b_step = l.b_step, st->c_step = l.c_step;
     st->bias = l.bias;
     const char *impl = "?";
-    bool bf16 = opts->compute == TG_BF16;
     int team = l.parts > 1 ? 1 : opts->n_threads;
     st->team = team;
     dnnl_status_t s = make_primitive(st, &l, bf16, team, &impl);
@@ -217,12 +232,10 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts,
     st->sp_bytes = align64(dnnl_memory_desc_get_size(&st->scratch_md));
     plan->state = st;
     plan->scratch = st->sp_bytes * (size_t)st->parts;
-    /* bf16 math only where oneDNN has a bf16 kernel (AVX-512 and up) */
-    bool native_bf16 = bf16 && dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
     snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s", impl,
-             native_bf16 ? " (bf16 math)"
-             : bf16      ? " (f32: no bf16 arithmetic on this CPU)"
-                         : "",
+             bf16 && native_bf16() ? " (bf16 math)"
+             : bf16                ? " (f32: no bf16 arithmetic on this CPU)"
+                                   : "",
              st->parts > 1 ? ", parts per thread" : "");
     return TG_OK;
 }
@@ -261,9 +274,8 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, int p)
     if (st->bias)
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem(&st->bias_md, a->in[2])};
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&st->c_md, (float *)a->out + p * st->c_step)};
-    dnnl_memory_t sp = st->sp_bytes
-                           ? mem(&st->scratch_md, (unsigned char *)a->scratch + p * st->sp_bytes)
-                           : NULL;
+    dnnl_memory_t sp =
+        st->sp_bytes ? mem(&st->scratch_md, (unsigned char *)a->scratch + p * st->sp_bytes) : NULL;
     if (sp)
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sp};
     s = dnnl_primitive_execute(st->prim, stream, n, args);

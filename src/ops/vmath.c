@@ -44,8 +44,8 @@ static inline AVX2 __m256 exp8(__m256 x)
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i big = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));
     ni = _mm256_sub_epi32(ni, _mm256_and_si256(big, _mm256_set1_epi32(1)));
-    __m256 pow2 = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+    __m256 pow2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
     p = _mm256_mul_ps(p, pow2);
     p = _mm256_blendv_ps(p, _mm256_add_ps(p, p), _mm256_castsi256_ps(big));
     p = _mm256_andnot_ps(under, p);
@@ -95,7 +95,8 @@ static inline AVX2 __m256 cdf8(__m256 x, __m256 *pdf)
     __m256 e = exp8(_mm256_sub_ps(p, z2));
     __m256 tail = _mm256_mul_ps(_mm256_mul_ps(half, t), e); /* erfc(|z|) / 2 */
     if (pdf)
-        *pdf = _mm256_mul_ps(_mm256_set1_ps(0.39894228040143268f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), z2)));
+        *pdf = _mm256_mul_ps(_mm256_set1_ps(0.39894228040143268f),
+                             exp8(_mm256_sub_ps(_mm256_setzero_ps(), z2)));
     __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
     return _mm256_blendv_ps(_mm256_sub_ps(one, tail), tail, neg);
 }

@@ -86,9 +86,9 @@ static tg_tensor *build_linear(tg_graph *g, void *ctx)
 }
 
 static const lin_case lin_cases[] = {
-    {{3}, 4, 5, true},       {{3}, 4, 5, false},     {{2, 3}, 4, 2, true}, {{1}, 1, 1, true},
+    {{3}, 4, 5, true},       {{3}, 4, 5, false},       {{2, 3}, 4, 2, true}, {{1}, 1, 1, true},
     {{40}, 320, 256, true},  {{3, 17}, 33, 65, false}, /* 51 rows: no split */
-    {{4, 16}, 48, 96, true}, /* BERT-like [B, S, hidden] */
+    {{4, 16}, 48, 96, true},                           /* BERT-like [B, S, hidden] */
 };
 #define N_LIN (sizeof lin_cases / sizeof *lin_cases)
 
@@ -115,8 +115,7 @@ static void test_dnnl_matches_reference(void)
             TG_CHECK(tg_check_kernels(label, build_linear, (void *)&lin_cases[i], t, 1e-4, o));
             /* the forward, the input gradient and the weight gradient */
             if (planned < 3)
-                tg_test_fail(__FILE__, __LINE__, "%s: %d products planned, want 3", label,
-                             planned);
+                tg_test_fail(__FILE__, __LINE__, "%s: %d products planned, want 3", label, planned);
         }
     }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
@@ -170,6 +169,18 @@ static void test_kernel_names(void)
     if (!kp.state || !strstr(kp.kernel, "oneDNN matmul") || !strstr(kp.kernel, "parts"))
         tg_test_fail(__FILE__, __LINE__, "batch of 4 on 2 threads: kernel '%s'", kp.kernel);
     pl->plan_free(kp.state);
+    /* the rule: batched products on oneDNN, 2-D ones on OpenBLAS */
+    tg_dnnl_force_mode(TG_DNNL_AUTO, true);
+    memset(&kp, 0, sizeof kp);
+    TG_CHECK_OK(pl->plan(c, &(tg_plan_opts){.n_threads = 1}, &kp));
+    TG_CHECK(kp.state != NULL && strstr(kp.kernel, "oneDNN matmul") != NULL);
+    pl->plan_free(kp.state);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape3(2, 5, 8));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape2(3, 8));
+    tg_tensor *y = tg_linear(g, x, w, NULL);
+    memset(&kp, 0, sizeof kp);
+    TG_CHECK_OK(pl->plan(y, &(tg_plan_opts){.n_threads = 1}, &kp));
+    TG_CHECK(kp.state == NULL && strstr(kp.kernel, "OpenBLAS") != NULL);
     tg_dnnl_force_mode(TG_DNNL_NEVER, true);
     memset(&kp, 0, sizeof kp);
     TG_CHECK_OK(pl->plan(s, &(tg_plan_opts){.n_threads = 1}, &kp));

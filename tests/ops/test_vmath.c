@@ -59,7 +59,8 @@ static void check_level(void)
     }
     tg_vgelu_bwd(dy, x, y, N);
     for (int i = 0; i < N; i++) {
-        double v = x[i], d = dy[i] * (phi(v) + v * exp(-0.5 * v * v) / sqrt(2 * 3.14159265358979323846));
+        double v = x[i],
+               d = dy[i] * (phi(v) + v * exp(-0.5 * v * v) / sqrt(2 * 3.14159265358979323846));
         /* near gelu' = 0 (x about -0.75) the sum cancels: an absolute term */
         near("gelu_bwd", x[i], y[i], d, 1e-6 + 2e-7 * v * v, 3e-7);
     }
