@@ -55,3 +55,9 @@ uint64_t tg_rng_below(tg_rng *r, uint64_t n)
     while (x >= limit);
     return x % n;
 }
+
+float tg_hash_uniform(uint64_t key, uint64_t counter)
+{
+    uint64_t h = tg_hash64(key ^ tg_hash64(counter));
+    return (float)(h >> 40) * 0x1.0p-24f;
+}

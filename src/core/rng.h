@@ -51,16 +51,7 @@ static inline uint32_t tg_round_key32(uint64_t key)
 {
     return (uint32_t)tg_hash64(key);
 }
-/* The 24 random bits of (key, counter) that tg_hash_uniform scales; inline
- * so that dropout's loop over millions of elements makes no calls. */
-static inline uint32_t tg_hash_bits24(uint64_t key, uint64_t counter)
-{
-    return (uint32_t)(tg_hash64(key ^ tg_hash64(counter)) >> 40);
-}
 /* Uniform in [0, 1) from (key, counter), 24 random bits: exact in float. */
-static inline float tg_hash_uniform(uint64_t key, uint64_t counter)
-{
-    return (float)tg_hash_bits24(key, counter) * 0x1.0p-24f;
-}
+float tg_hash_uniform(uint64_t key, uint64_t counter);
 
 #endif
