@@ -14,9 +14,10 @@
  * TG_BENCH_LAYERS sets it.
  *
  * tilegraph and PyTorch alternate, TG_BENCH_REPS times each; each line gives
- * both ranges and the ratio of the medians, at 1 and at 2 threads. A last
- * line compares tilegraph's bf16.bf16 with 32.32 at 1 thread (same
- * alternation).
+ * both ranges and the ratio of the medians, at 1 and at 2 threads, per
+ * second of wall time and per second of the process's CPU time (see
+ * `rate`). A last line compares tilegraph's bf16.bf16 with 32.32 at 1
+ * thread (same alternation).
  *
  * Environment: TG_BENCH_REPS (default 3), TG_BENCH_STEPS (timed steps per
  * measurement, default 3), TG_BENCH_LAYERS (default 2), TG_BENCH_THREADS
@@ -32,6 +33,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,8 +141,26 @@ static bert_graph build_bert(const bert_shape *m)
     return b;
 }
 
+/* The process's CPU time (user + system, every thread), in seconds. */
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
+           (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+/* A rate measured both ways: per second of wall time and per second of
+ * the process's CPU time. At one thread the second is the work itself,
+ * which other processes on a shared machine disturb far less than the
+ * first (they still share caches and memory bandwidth); at two threads it
+ * also counts the threads' waiting, so only wall time compares there. */
+typedef struct rate {
+    double wall, cpu;
+} rate;
+
 /* Sequences per second of `steps` host steps after two untimed ones. */
-static double tilegraph_rate(const bert_shape *m, int threads, const char *precision, int steps)
+static rate tilegraph_rate(const bert_shape *m, int threads, const char *precision, int steps)
 {
     bert_graph b = build_bert(m);
     tg_options *o = tg_options_create();
@@ -157,46 +177,67 @@ static double tilegraph_rate(const bert_shape *m, int threads, const char *preci
     size_t n = (size_t)m->batch * m->seq * m->hidden, tokens = (size_t)m->batch * m->seq;
     float *x = malloc(n * sizeof(float)), *mask = malloc(tokens * sizeof(float));
     int32_t *lab = malloc(tokens * sizeof(int32_t));
-    uint32_t r = 12345;
+    uint32_t lcg = 12345;
     for (size_t i = 0; i < n; i++) {
-        r = r * 1664525u + 1013904223u;
-        x[i] = (float)(r >> 8) / 16777216.0f * 3.4f - 1.7f; /* variance about 1 */
+        lcg = lcg * 1664525u + 1013904223u;
+        x[i] = (float)(lcg >> 8) / 16777216.0f * 3.4f - 1.7f; /* variance about 1 */
     }
     for (size_t i = 0; i < tokens; i++) {
         mask[i] = (int)(i % m->seq) >= m->seq - m->seq / 8 ? -10000.0f : 0.0f;
         lab[i] = (int32_t)(i * 7 % m->classes);
     }
-    double t0 = 0;
+    double t0 = 0, c0 = 0;
     for (int k = 0; k < steps + 2; k++) {
-        if (k == 2)
+        if (k == 2) {
             t0 = bench_now();
+            c0 = cpu_seconds();
+        }
         tg_session_write(s, b.x, x, n * sizeof(float));
         tg_session_write(s, b.mask, mask, tokens * sizeof(float));
         tg_session_write(s, b.labels, lab, tokens * sizeof(int32_t));
         if (tg_session_run(s) != TG_OK)
             die("run");
     }
-    double rate = (double)steps * m->batch / (bench_now() - t0);
+    rate r = {(double)steps * m->batch / (bench_now() - t0),
+              (double)steps * m->batch / (cpu_seconds() - c0)};
     free(x);
     free(mask);
     free(lab);
     tg_session_destroy(s);
     tg_graph_destroy(b.g);
     tg_options_destroy(o);
-    return rate;
+    return r;
 }
 
-/* PyTorch's sequences per second, or -1 when it cannot run. */
-static double torch_rate(const bert_shape *m, int threads, int steps, char *version, size_t cap)
+/* PyTorch's sequences per second (wall and CPU), -1 when it cannot run. */
+static rate torch_rate(const bert_shape *m, int threads, int steps, char *version, size_t cap)
 {
-    char cmd[1024];
+    char cmd[1024], line[1024];
     snprintf(cmd, sizeof cmd,
              "env -u OMP_WAIT_POLICY /usr/bin/python3 '%s/bench/torch_bert.py' --layers %d "
              "--hidden %d --heads %d --inter %d --seq %d --batch %d --classes %d --dropout %g "
              "--threads %d --steps %d 2>/dev/null",
              TG_SOURCE_DIR, m->layers, m->hidden, m->heads, m->inter, m->seq, m->batch, m->classes,
              (double)m->dropout, threads, steps);
-    return bench_reference_rate(cmd, version, cap);
+    rate r = {-1, -1};
+    FILE *p = popen(cmd, "r");
+    while (p && fgets(line, sizeof line, p)) {
+        char *at = strstr(line, "\"samples_per_s\":"),
+             *cpu = strstr(line, "\"cpu_samples_per_s\":");
+        if (at)
+            r.wall = atof(at + 16);
+        if (cpu)
+            r.cpu = atof(cpu + 20);
+        char *sys = strstr(line, "\"system\": \"");
+        if (sys) {
+            sys += 11;
+            size_t len = strcspn(sys, "\"");
+            snprintf(version, cap, "%.*s", (int)(len < cap ? len : cap - 1), sys);
+        }
+    }
+    if (p)
+        pclose(p);
+    return r;
 }
 
 static void print_range(const char *key, double *v, int n)
@@ -217,36 +258,53 @@ static void print_shape(const char *bench, const bert_shape *m, int threads, int
            bench_load_average());
 }
 
+static double ratio(double *a, double *b, int n)
+{
+    double ma = bench_median(a, n), mb = bench_median(b, n);
+    return mb > 0 ? ma / mb : 0.0;
+}
+
 static void run_case(const bert_shape *m, int threads, const bench_config *cfg)
 {
-    double ours[MAX_REPS], ref[MAX_REPS];
+    double ours[MAX_REPS], ref[MAX_REPS], ours_cpu[MAX_REPS], ref_cpu[MAX_REPS];
     char version[64] = "none";
     for (int k = 0; k < cfg->reps; k++) {
-        ours[k] = tilegraph_rate(m, threads, "32.32", cfg->steps);
-        ref[k] = cfg->no_torch ? -1 : torch_rate(m, threads, cfg->steps, version, sizeof version);
+        rate o = tilegraph_rate(m, threads, "32.32", cfg->steps);
+        rate r = cfg->no_torch ? (rate){-1, -1}
+                               : torch_rate(m, threads, cfg->steps, version, sizeof version);
+        ours[k] = o.wall, ours_cpu[k] = o.cpu, ref[k] = r.wall, ref_cpu[k] = r.cpu;
     }
     print_shape("bert_train", m, threads, cfg->reps);
     print_range("samples_per_s", ours, cfg->reps);
     printf(",\"reference\":\"%s\",", version);
     print_range("reference_samples_per_s", ref, cfg->reps);
-    double mo = bench_median(ours, cfg->reps), mr = bench_median(ref, cfg->reps);
-    printf(",\"ratio_of_medians\":%.3f,\"target_ratio\":1.3}\n", mr > 0 ? mo / mr : 0.0);
+    printf(",\"ratio_of_medians\":%.3f,", ratio(ours, ref, cfg->reps));
+    print_range("cpu_samples_per_s", ours_cpu, cfg->reps);
+    printf(",");
+    print_range("reference_cpu_samples_per_s", ref_cpu, cfg->reps);
+    printf(",\"cpu_ratio_of_medians\":%.3f,\"target_ratio\":1.3}\n",
+           ratio(ours_cpu, ref_cpu, cfg->reps));
     fflush(stdout);
 }
 
 static void run_bf16(const bert_shape *m, const bench_config *cfg)
 {
-    double f32[MAX_REPS], b16[MAX_REPS];
+    double f32[MAX_REPS], b16[MAX_REPS], f32c[MAX_REPS], b16c[MAX_REPS];
     for (int k = 0; k < cfg->reps; k++) {
-        f32[k] = tilegraph_rate(m, 1, "32.32", cfg->steps);
-        b16[k] = tilegraph_rate(m, 1, "bf16.bf16", cfg->steps);
+        rate a = tilegraph_rate(m, 1, "32.32", cfg->steps);
+        rate b = tilegraph_rate(m, 1, "bf16.bf16", cfg->steps);
+        f32[k] = a.wall, f32c[k] = a.cpu, b16[k] = b.wall, b16c[k] = b.cpu;
     }
     print_shape("bert_train_bf16", m, 1, cfg->reps);
     print_range("samples_per_s_32_32", f32, cfg->reps);
     printf(",");
     print_range("samples_per_s_bf16_bf16", b16, cfg->reps);
-    double m32 = bench_median(f32, cfg->reps), m16 = bench_median(b16, cfg->reps);
-    printf(",\"speedup_of_medians\":%.3f,\"target_speedup\":1.6}\n", m32 > 0 ? m16 / m32 : 0.0);
+    printf(",\"speedup_of_medians\":%.3f,", ratio(b16, f32, cfg->reps));
+    print_range("cpu_samples_per_s_32_32", f32c, cfg->reps);
+    printf(",");
+    print_range("cpu_samples_per_s_bf16_bf16", b16c, cfg->reps);
+    printf(",\"cpu_speedup_of_medians\":%.3f,\"target_speedup\":1.6}\n",
+           ratio(b16c, f32c, cfg->reps));
     fflush(stdout);
 }
 
