@@ -4,7 +4,11 @@
  * GELU (nn.GELU, exported before opset 20) arrives as
  *     Div(x, sqrt(2)) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5)
  * and becomes tg_gelu(x): one kernel instead of five, and one activation
- * kept for the backward pass instead of four.
+ * kept for the backward pass instead of four. Its tanh form
+ * (gelu(approximate='tanh')) arrives as
+ *     Mul(x, x) -> Mul(x, .) -> Mul(0.044715, .) -> Add(x, .)
+ *     -> Mul(sqrt(2/pi), .) -> Tanh -> Add(1, .) -> Mul(x, .) -> Mul(0.5, .)
+ * and becomes tg_gelu_tanh(x).
  *
  * LayerNorm (nn.LayerNorm, exported before opset 17, which has
  * LayerNormalization) arrives as
@@ -22,6 +26,10 @@
 
 #include <math.h>
 #include <string.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
 
 /* The one node that reads `name`, or -1 (none, several, or a graph output). */
 static int sole_consumer(const onnx_builder *b, const char *name)
@@ -271,5 +279,64 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip)
         skip[mul] = true;
     if (beta)
         skip[badd] = true;
+    return true;
+}
+
+/* ---- GELU, tanh form ----------------------------------------------------------- */
+
+/* The sole consumer of `name` when it is `op` with `name` as one of two
+ * inputs; the other input in *other. -1 otherwise. */
+static int next_binary(onnx_builder *b, const char *name, const char *op, const char **other)
+{
+    int k = sole_consumer(b, name);
+    if (k < 0)
+        return -1;
+    *other = other_input(b->m->graph->node[k], op, name);
+    return *other ? k : -1;
+}
+
+bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip)
+{
+    const Onnx__NodeProto *const *node = (const Onnx__NodeProto *const *)b->m->graph->node;
+    const Onnx__NodeProto *sq = node[k];
+    if (strcmp(sq->op_type, "Mul") || sq->n_input != 2 || sq->n_output < 1 ||
+        strcmp(sq->input[0], sq->input[1]))
+        return false;
+    const char *x = sq->input[0], *o;
+    int at[8];
+    at[0] = next_binary(b, sq->output[0], "Mul", &o); /* x^3 */
+    if (at[0] < 0 || strcmp(o, x))
+        return false;
+    at[1] = next_binary(b, node[at[0]]->output[0], "Mul", &o); /* 0.044715 x^3 */
+    if (at[1] < 0 || !const_near(b, o, 0.044715))
+        return false;
+    at[2] = next_binary(b, node[at[1]]->output[0], "Add", &o); /* x + . */
+    if (at[2] < 0 || strcmp(o, x))
+        return false;
+    at[3] = next_binary(b, node[at[2]]->output[0], "Mul", &o); /* sqrt(2/pi) (.) */
+    if (at[3] < 0 || !const_near(b, o, sqrt(2.0 / M_PI)))
+        return false;
+    at[4] = sole_consumer(b, node[at[3]]->output[0]);
+    if (at[4] < 0 || strcmp(node[at[4]]->op_type, "Tanh") || node[at[4]]->n_output < 1)
+        return false;
+    at[5] = next_binary(b, node[at[4]]->output[0], "Add", &o); /* 1 + tanh */
+    if (at[5] < 0 || !const_near(b, o, 1.0))
+        return false;
+    at[6] = next_binary(b, node[at[5]]->output[0], "Mul", &o); /* x (.) */
+    if (at[6] < 0 || strcmp(o, x))
+        return false;
+    at[7] = next_binary(b, node[at[6]]->output[0], "Mul", &o); /* 0.5 (.) */
+    if (at[7] < 0 || !const_near(b, o, 0.5))
+        return false;
+    ob_value *in = ob_find(b, x), *out = ob_find(b, node[at[7]]->output[0]);
+    if (!in || !in->t || !out)
+        return false;
+    ob_enter(b, node[at[7]]);
+    out->t = tg_gelu_tanh(b->g, in->t);
+    ob_leave(b);
+    out->known = true;
+    skip[k] = true;
+    for (int i = 0; i < 8; i++)
+        skip[at[i]] = true;
     return true;
 }

@@ -125,6 +125,52 @@ static AVX2 int64_t gelu_bwd_avx2(const float *dy, const float *x, float *o, int
     }
     return i;
 }
+/* sigmoid(2u) = (1 + tanh(u)) / 2 for the tanh form, 1 / (1 + e^(-2u)),
+ * never 1 + tanh(u), which cancels for x < 0; *e = e^(-2u), so that
+ * 1 - s = e s without cancelling either (x > 0). exp8 saturates to 0 and
+ * +inf, so the far tails give 1 and 0 exactly. */
+static inline AVX2 __m256 half_one_plus_tanh8(__m256 x, __m256 *e_out)
+{
+    const __m256 c = _mm256_set1_ps(0.79788456080286535588f), a = _mm256_set1_ps(0.044715f);
+    __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 u = _mm256_mul_ps(_mm256_mul_ps(c, x), _mm256_fmadd_ps(a, x2, _mm256_set1_ps(1.0f)));
+    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
+    if (e_out)
+        *e_out = e;
+    return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+static AVX2 int64_t gelu_tanh_avx2(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 r = _mm256_mul_ps(v, half_one_plus_tanh8(v, NULL));
+        _mm256_storeu_ps(y + i, _mm256_blendv_ps(r, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    }
+    return i;
+}
+
+/* gelu' = s + x s (1 - s) 2 u', s = (1 + t) / 2 (so (1 - t^2) / 2 = 2 s (1 - s)),
+ * 1 - s = e s. */
+static AVX2 int64_t gelu_tanh_bwd_avx2(const float *dy, const float *x, float *o, int64_t n)
+{
+    const __m256 c = _mm256_set1_ps(0.79788456080286535588f), a3 = _mm256_set1_ps(3 * 0.044715f);
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 e, s = half_one_plus_tanh8(v, &e);
+        __m256 du = _mm256_mul_ps(c, _mm256_fmadd_ps(a3, _mm256_mul_ps(v, v), one));
+        /* e s s: 0 when e is +inf (s = 0), not inf * 0 */
+        __m256 oms = _mm256_mul_ps(_mm256_min_ps(e, _mm256_set1_ps(3e38f)), s);
+        __m256 w = _mm256_mul_ps(_mm256_mul_ps(s, oms), _mm256_mul_ps(two, du));
+        __m256 d = _mm256_fmadd_ps(v, w, s);
+        d = _mm256_blendv_ps(d, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), d));
+    }
+    return i;
+}
 #endif
 
 static bool use_avx2(void)
@@ -176,5 +222,36 @@ void tg_vgelu_bwd(const float *dy, const float *x, float *o, int64_t n)
     for (; i < n; i++) {
         float v = x[i], pdf = 0.39894228040143268f * expf(-0.5f * v * v);
         o[i] = dy[i] * (0.5f * erfcf(-v * 0.70710678118654752f) + v * pdf);
+    }
+}
+
+/* e^(-2u) for the tanh form, u = sqrt(2/pi) (x + 0.044715 x^3) */
+static float exp_m2u(float x)
+{
+    return expf(-2.0f * 0.79788456080286535588f * x * (1.0f + 0.044715f * x * x));
+}
+
+void tg_vgelu_tanh(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (use_avx2())
+        i = gelu_tanh_avx2(x, y, n);
+#endif
+    for (; i < n; i++)
+        y[i] = x[i] / (1.0f + exp_m2u(x[i]));
+}
+
+void tg_vgelu_tanh_bwd(const float *dy, const float *x, float *o, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (use_avx2())
+        i = gelu_tanh_bwd_avx2(dy, x, o, n);
+#endif
+    for (; i < n; i++) {
+        float v = x[i], e = fminf(exp_m2u(v), 3e38f), s = 1.0f / (1.0f + e);
+        float du = 0.79788456080286535588f * (1.0f + 3 * 0.044715f * v * v);
+        o[i] = dy[i] * (s + v * s * (e * s) * 2.0f * du);
     }
 }

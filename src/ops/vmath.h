@@ -22,4 +22,9 @@ void tg_vgelu(const float *x, float *y, int64_t n);
 /* o = dy * gelu'(x) = dy * (Phi(x) + x phi(x)). */
 void tg_vgelu_bwd(const float *dy, const float *x, float *o, int64_t n);
 
+/* The tanh form, y = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+ * (which is x (1 + tanh(u)) / 2), and its gradient dy * gelu'(x). */
+void tg_vgelu_tanh(const float *x, float *y, int64_t n);
+void tg_vgelu_tanh_bwd(const float *dy, const float *x, float *o, int64_t n);
+
 #endif

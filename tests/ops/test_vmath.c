@@ -64,6 +64,21 @@ static void check_level(void)
         /* near gelu' = 0 (x about -0.75) the sum cancels: an absolute term */
         near("gelu_bwd", x[i], y[i], d, 1e-6 + 2e-7 * v * v, 3e-7);
     }
+    /* the tanh form against double, written without cancelling (1 + tanh(u)
+     * = 2 / (1 + e^(-2u))), up to the rounding of 2u in float */
+    tg_vgelu_tanh(x, y, N);
+    for (int i = 0; i < N; i++) {
+        double v = x[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+        near("gelu_tanh", x[i], y[i], v / (1 + exp(-2 * u)), 2e-6 + 2e-7 * fabs(2 * u), 1e-37);
+    }
+    tg_vgelu_tanh_bwd(dy, x, y, N);
+    for (int i = 0; i < N; i++) {
+        double v = x[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+        double e = exp(-2 * u), s = 1 / (1 + e);
+        double du = 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+        near("gelu_tanh_bwd", x[i], y[i], dy[i] * (s + v * s * (e * s) * 2 * du),
+             2e-6 + 2e-7 * fabs(2 * u), 1e-6);
+    }
     /* special values */
     float sp[9] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 88.7f, 88.8f, -87.2f, -87.4f}, out[9];
     tg_vexp_sum(sp, out, 9, 0.0f);
