@@ -8,8 +8,10 @@
  * 2 - erfc(|z|) for z < 0. The scalar tails and the non-AVX2 path use the
  * C library's expf and erfcf (Phi as erfc, not 1 + erf, there too).
  *
- * Measured on the shared 2-core AVX2 machine (one loaded run, BERT-base's
- * shapes): softmax over [8, 12, 128, 128] 24 ms -> see docs/transformers.md.
+ * Measured in BERT-base's training step on the shared 2-core AVX2 machine
+ * (loaded; per call, before -> after): softmax over [8, 12, 128, 128]
+ * 24.9 -> 7.4 ms, GELU over [8, 128, 3072] 46.3 -> 16.4 ms, its gradient
+ * 62.5 -> 17.9 ms (docs/transformers.md).
  */
 #include "ops/vmath.h"
 #include "ops/simd.h"
