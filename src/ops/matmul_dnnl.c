@@ -211,6 +211,14 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
         snprintf(plan->kernel, sizeof plan->kernel, "%s", own);
         return TG_OK;
     }
+    /* a product the threads cannot split runs on an OpenMP team, whose idle
+     * threads spin against the device's pool unless they sleep (as for the
+     * convolutions, dnnl_util.h) */
+    if (mode == TG_DNNL_AUTO && l.parts == 1 && opts->n_threads > 1 && !tg_dnnl_passive_wait()) {
+        snprintf(plan->kernel, sizeof plan->kernel,
+                 "%s (oneDNN with several threads needs OMP_WAIT_POLICY=passive)", own);
+        return TG_OK;
+    }
     mm_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "out of memory planning its oneDNN matmul");

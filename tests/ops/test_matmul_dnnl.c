@@ -175,6 +175,16 @@ static void test_kernel_names(void)
     TG_CHECK_OK(pl->plan(c, &(tg_plan_opts){.n_threads = 1}, &kp));
     TG_CHECK(kp.state != NULL && strstr(kp.kernel, "oneDNN matmul") != NULL);
     pl->plan_free(kp.state);
+    /* a batch of 3 on 2 threads: one OpenMP team, only if it sleeps */
+    tg_tensor *a3 = tg_input(g, "a3", TG_F32, tg_shape3(3, 6, 8));
+    tg_tensor *c3 = tg_matmul(g, a3, a3, false, true);
+    memset(&kp, 0, sizeof kp);
+    TG_CHECK_OK(pl->plan(c3, &(tg_plan_opts){.n_threads = 2}, &kp));
+    if (tg_dnnl_passive_wait())
+        TG_CHECK(kp.state != NULL);
+    else
+        TG_CHECK(kp.state == NULL && strstr(kp.kernel, "OMP_WAIT_POLICY=passive") != NULL);
+    pl->plan_free(kp.state);
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape3(2, 5, 8));
     tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape2(3, 8));
     tg_tensor *y = tg_linear(g, x, w, NULL);
