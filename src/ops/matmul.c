@@ -168,6 +168,13 @@ static void fwd_matmul(const tg_kernel_args *a)
         /* a shared b: the batch is just more rows of one GEMM */
         tg_sgemm_pool(a->pool, false, d->tb, (int)(d->batch * d->M), (int)d->N, (int)d->K, 1.0f,
                       j.a, (int)d->K, j.b, (int)(d->tb ? d->K : d->N), 0.0f, j.c, (int)d->N);
+    } else if (d->sum && d->ta && !d->tb) {
+        /* sum_i A_i^T B_i with the A_i and the B_i one after the other is
+         * one product of inner dimension batch * K (LINEAR's weight
+         * gradient over [B, S, in]): C is written once, not once per batch
+         * element */
+        tg_sgemm_pool(a->pool, true, false, (int)d->M, (int)d->N, (int)(d->batch * d->K), 1.0f, j.a,
+                      (int)d->M, j.b, (int)d->N, 0.0f, j.c, (int)d->N);
     } else if (d->sum) {
         if (T > 1 && d->M >= 32 && flops_matmul(a->node) > 2e6)
             tg_pool_for(a->pool, (d->M + 15) / 16, mm_sum_rows, &j);
