@@ -195,8 +195,14 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
         snprintf(plan->kernel, sizeof plan->kernel, "%s", own);
         return TG_OK;
     }
+    /* operands stored in half precision arrive staged through f32 (the
+     * plan does not set native_storage); blocked ones never reach a
+     * product (the layout pass keeps an op it does not know plain) */
+    bool blocked = opts->out_blocked;
+    for (int k = 0; k < node->n_in; k++)
+        blocked |= opts->in_blocked[k];
     mm_layout l;
-    if (!layout_of(node, opts->n_threads, &l)) {
+    if (blocked || !layout_of(node, opts->n_threads, &l)) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN form)", own);
         return TG_OK;
     }
