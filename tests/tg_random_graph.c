@@ -2,6 +2,7 @@
  * (tg_random_graph.h). */
 #include "tg_random_graph.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +267,41 @@ static tg_tensor *dense(gen *r, tg_tensor *x)
     return y;
 }
 
+/* Attention over x's rows, each [N, C] pair a sequence of H tokens of W
+ * features: softmax(x x^T / sqrt(W) + mask) x, the 4-D batched products
+ * of a transformer (oneDNN's batched matmul) and softmax over the last
+ * axis, then sometimes a layer norm over the features (BERT's). */
+static tg_tensor *attention(gen *r, tg_tensor *x)
+{
+    int64_t h = dim(x, 2), w = dim(x, 3);
+    tg_tensor *s = tg_scale(r->g, tg_matmul(r->g, x, x, false, true), 1.0f / sqrtf((float)w), 0);
+    bool masked = h > 1 && pick(r, 2);
+    if (masked) { /* the last token is padding, as an additive mask */
+        float *m = calloc((size_t)h, sizeof *m);
+        if (!m)
+            return NULL;
+        m[h - 1] = -10000.0f;
+        s = tg_add(r->g, s, tg_constant_data(r->g, "mask", tg_shape4(1, 1, 1, h), m));
+        free(m);
+    }
+    tg_tensor *y = tg_matmul(r->g, tg_softmax(r->g, s, -1), x, false, false);
+    bool norm = pick(r, 2);
+    if (norm) {
+        char name[32];
+        snprintf(name, sizeof name, "ln%d", r->params++);
+        tg_scope_push(r->g, name);
+        tg_tensor *gamma =
+            tg_param(r->g, "weight", tg_shape1(w), (tg_init){TG_INIT_UNIFORM, 0.5, 1.5});
+        tg_tensor *beta =
+            tg_param(r->g, "bias", tg_shape1(w), (tg_init){TG_INIT_UNIFORM, -0.5, 0.5});
+        y = tg_layer_norm(r->g, y, 1, gamma, beta, 1e-5f);
+        tg_scope_pop(r->g);
+    }
+    note(r, y, "%sattention(t%d%s)", norm ? "layer_norm " : "", index_of(r, x),
+         masked ? ", masked" : "");
+    return y;
+}
+
 static tg_tensor *global_pool(gen *r, tg_tensor *x)
 {
     tg_tensor *y = tg_global_avgpool(r->g, x);
@@ -305,7 +341,7 @@ static tg_tensor *one_op(gen *r)
     tg_tensor *x = operand(r);
     if (!x)
         return NULL;
-    switch (pick(r, 13)) {
+    switch (pick(r, 14)) {
     case 0:
         return conv(r, x);
     case 1:
@@ -330,6 +366,8 @@ static tg_tensor *one_op(gen *r)
         return dense(r, x);
     case 11:
         return gather_or_select(r, x);
+    case 12:
+        return attention(r, x);
     default:
         return dim(x, 2) * dim(x, 3) > 1 && !pick(r, 3) ? global_pool(r, x) : conv(r, x);
     }

@@ -187,6 +187,9 @@ TG_API tg_tensor *tg_global_avgpool(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_relu(tg_graph *g, tg_tensor *x);
 /* The exact (erf) GELU, PyTorch's default. */
 TG_API tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x);
+/* The tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
+ * PyTorch's gelu(approximate='tanh'), ONNX Gelu with approximate="tanh". */
+TG_API tg_tensor *tg_gelu_tanh(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_sigmoid(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_tanh(tg_graph *g, tg_tensor *x);
 /* x * scale + shift */

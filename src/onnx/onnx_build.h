@@ -127,6 +127,10 @@ void ob_leave(onnx_builder *b);
  * tg_gelu for it, set the pattern's last output, mark the nodes it covers
  * in skip[] and return true. */
 bool ob_match_gelu(onnx_builder *b, int k, bool *skip);
+/* The same for LayerNorm's decomposed form (opsets before 17) and for
+ * GELU's tanh form. */
+bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip);
+bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
 
 /* Opset of the model (semantics of some ops changed over opsets). */
 int ob_opset(const onnx_builder *b);

@@ -20,10 +20,14 @@
  * LINEAR: x [..., in], w [out, in] (PyTorch's layout), optional b [out]:
  * out = x w^T + b, the bias written first and the GEMM accumulated onto it.
  *
- * Fast kernels are OpenBLAS sgemm, single-threaded per call and split over
- * the device's pool by us (ops/blas.h).
+ * Fast kernels: oneDNN's matmul primitive, planned at compile time where it
+ * takes the product (ops/matmul_dnnl.c); else OpenBLAS sgemm,
+ * single-threaded per call and split over the device's pool by us
+ * (ops/blas.h), which is also what runs without a plan.
  */
 #include "ops/blas.h"
+#include "ops/matmul_dnnl.h"
+#include "ops/matmul_geom.h"
 #include "ops/op.h"
 
 #include "core/error.h"
@@ -32,14 +36,9 @@
 
 /* ---- MATMUL geometry ------------------------------------------------------------ */
 
-typedef struct mm_dims {
-    int64_t batch; /* number of products */
-    int64_t M, N, K;
-    bool ta, tb, sum;
-    bool a_batched, b_batched;
-} mm_dims;
+typedef tg_mm_dims mm_dims;
 
-static mm_dims mm_get(const tg_tensor *node)
+tg_mm_dims tg_mm_dims_of(const tg_tensor *node)
 {
     const tg_tensor *a = node->in[0], *b = node->in[1];
     mm_dims d;
@@ -73,7 +72,7 @@ static tg_status infer_matmul(tg_tensor *node)
                             node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
     if (a->shape.ndim < 2 || b->shape.ndim < 2)
         return tg_error(TG_ERR_SHAPE, "a %s and b %s: both need at least 2 dimensions", sa, sb);
-    mm_dims d = mm_get(node);
+    mm_dims d = tg_mm_dims_of(node);
     int64_t kb = d.tb ? b->shape.dim[b->shape.ndim - 1] : b->shape.dim[b->shape.ndim - 2];
     if (d.K != kb)
         return tg_error(TG_ERR_SHAPE, "a %s%s and b %s%s: inner dimensions %lld and %lld differ",
@@ -109,7 +108,7 @@ static tg_status infer_matmul(tg_tensor *node)
 
 static double flops_matmul(const tg_tensor *node)
 {
-    mm_dims d = mm_get(node);
+    mm_dims d = tg_mm_dims_of(node);
     return 2.0 * (double)d.batch * (double)d.M * (double)d.N * (double)d.K;
 }
 
@@ -154,7 +153,11 @@ static void mm_sum_rows(void *ctx, int64_t begin, int64_t end, int t)
 
 static void fwd_matmul(const tg_kernel_args *a)
 {
-    mm_job j = {mm_get(a->node), a->in[0], a->in[1], a->out};
+    if (a->plan) {
+        tg_matmul_dnnl_run(a->plan, a);
+        return;
+    }
+    mm_job j = {tg_mm_dims_of(a->node), a->in[0], a->in[1], a->out};
     const mm_dims *d = &j.d;
     int T = tg_pool_threads(a->pool);
     if (d->K == 0) {
@@ -165,6 +168,13 @@ static void fwd_matmul(const tg_kernel_args *a)
         /* a shared b: the batch is just more rows of one GEMM */
         tg_sgemm_pool(a->pool, false, d->tb, (int)(d->batch * d->M), (int)d->N, (int)d->K, 1.0f,
                       j.a, (int)d->K, j.b, (int)(d->tb ? d->K : d->N), 0.0f, j.c, (int)d->N);
+    } else if (d->sum && d->ta && !d->tb) {
+        /* sum_i A_i^T B_i with the A_i and the B_i one after the other is
+         * one product of inner dimension batch * K (LINEAR's weight
+         * gradient over [B, S, in]): C is written once, not once per batch
+         * element */
+        tg_sgemm_pool(a->pool, true, false, (int)d->M, (int)d->N, (int)(d->batch * d->K), 1.0f, j.a,
+                      (int)d->M, j.b, (int)d->N, 0.0f, j.c, (int)d->N);
     } else if (d->sum) {
         if (T > 1 && d->M >= 32 && flops_matmul(a->node) > 2e6)
             tg_pool_for(a->pool, (d->M + 15) / 16, mm_sum_rows, &j);
@@ -184,7 +194,7 @@ static void fwd_matmul(const tg_kernel_args *a)
 
 static void ref_matmul(const tg_ref_args *a)
 {
-    mm_dims d = mm_get(a->node);
+    mm_dims d = tg_mm_dims_of(a->node);
     int64_t M = d.M, N = d.N, K = d.K;
     int64_t n_out = d.sum ? M * N : d.batch * M * N;
     for (int64_t i = 0; i < n_out; i++)
@@ -289,6 +299,10 @@ static double flops_linear(const tg_tensor *node)
 
 static void fwd_linear(const tg_kernel_args *a)
 {
+    if (a->plan) {
+        tg_matmul_dnnl_run(a->plan, a);
+        return;
+    }
     const tg_tensor *w = a->node->in[1];
     int out_f = (int)w->shape.dim[0], in_f = (int)w->shape.dim[1];
     int rows = out_f ? (int)(tg_numel(a->node) / out_f) : 0;

@@ -40,11 +40,14 @@ tg_backward_rule tg_op_backward_rule(tg_op op)
 
 /* The ops with plan hooks (op.h). */
 extern const tg_op_planner tg_conv_planner;
+extern const tg_op_planner tg_matmul_planner;
 
 static const tg_op_planner *const planners[TG_OP_COUNT] = {
     [TG_OP_CONV2D] = &tg_conv_planner,
     [TG_OP_CONV2D_BWD_DATA] = &tg_conv_planner,
     [TG_OP_CONV2D_BWD_WEIGHT] = &tg_conv_planner,
+    [TG_OP_MATMUL] = &tg_matmul_planner,
+    [TG_OP_LINEAR] = &tg_matmul_planner,
 };
 
 const tg_op_planner *tg_op_planner_get(tg_op op)

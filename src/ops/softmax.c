@@ -15,6 +15,7 @@
  * is the common case and runs over contiguous rows.
  */
 #include "ops/broadcast.h"
+#include "ops/vmath.h"
 
 #include "core/error.h"
 
@@ -105,7 +106,12 @@ static void lane(tg_op op, const float *x, const float *y, float *o, int64_t n, 
         if (m == -INFINITY)
             m = 0; /* an all -inf lane has no mass: the result is NaN, as in PyTorch */
         double s = 0;
-        if (op == TG_OP_SOFTMAX) {
+        if (op == TG_OP_SOFTMAX && st == 1) {
+            /* the last axis (attention's scores): vectorised exp */
+            float inv = (float)(1.0 / tg_vexp_sum(x, o, n, m));
+            for (int64_t q = 0; q < n; q++)
+                o[q] *= inv;
+        } else if (op == TG_OP_SOFTMAX) {
             for (int64_t q = 0; q < n; q++) {
                 float e = expf(x[q * st] - m);
                 o[q * st] = e;

@@ -14,9 +14,13 @@
  * alpha. CLIP(_BWD): p.f[0] = min, p.f[1] = max (+-infinity for no bound).
  * GELU_BWD: p.i[0] = order k, computing dy * gelu^(k+1)(x): order 0 is the
  * gradient of gelu, order 1 (dy * gelu''(x)) exists so that GELU_BWD itself
- * has a gradient rule.
+ * has a gradient rule. GELU and GELU_BWD: p.i[1] = the form, 0 for the
+ * exact x Phi(x), 1 for the tanh approximation
+ *     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (PyTorch's gelu(approximate='tanh'), GPT-2's and BERT's original).
  */
 #include "ops/broadcast.h"
+#include "ops/vmath.h"
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -26,6 +30,8 @@
 #define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794
 #define TWO_OVER_SQRT_PI 1.12837916709551257390
+#define SQRT_2_OVER_PI 0.79788456080286535588
+#define GELU_TANH_A 0.044715
 
 /* ---- shape rules ---------------------------------------------------------------- */
 
@@ -38,6 +44,16 @@ static tg_status infer_unary(tg_tensor *node)
                         tg_dtype_name(node->in[0]->dtype));
     node->dtype = TG_F32;
     node->shape = node->in[0]->shape;
+    return TG_OK;
+}
+
+/* GELU: p.i[1] is the form, 0 (erf) or 1 (tanh). */
+static tg_status infer_gelu(tg_tensor *node)
+{
+    TG_TRY(infer_unary(node));
+    if (node->p.i[1] < 0 || node->p.i[1] > 1)
+        return tg_error(TG_ERR_INVALID_ARG, "gelu form %lld (0: erf, 1: tanh)",
+                        (long long)node->p.i[1]);
     return TG_OK;
 }
 
@@ -79,6 +95,9 @@ static tg_status infer_bwd(tg_tensor *node)
     if (node->op == TG_OP_GELU_BWD && (node->p.i[0] < 0 || node->p.i[0] > 1))
         return tg_error(TG_ERR_UNSUPPORTED, "derivative order %lld of gelu (only 1 and 2 exist)",
                         (long long)node->p.i[0] + 1);
+    if (node->op == TG_OP_GELU_BWD && (node->p.i[1] < 0 || node->p.i[1] > 1))
+        return tg_error(TG_ERR_INVALID_ARG, "gelu form %lld (0: erf, 1: tanh)",
+                        (long long)node->p.i[1]);
     node->dtype = TG_F32;
     node->shape = node->in[0]->shape;
     return TG_OK;
@@ -142,6 +161,7 @@ typedef struct map_job {
     float *out;
     float s, b; /* SCALE */
     int order;  /* GELU_BWD */
+    int form;   /* GELU, GELU_BWD: 0 erf, 1 tanh */
 } map_job;
 
 /* The math functions and the activations with parameters (s, b = p.f[0],
@@ -216,13 +236,31 @@ static void map_math(tg_op op, const float *x, const float *y, float *o, int64_t
     }
 }
 
+/* The tanh form: u = c (x + a x^3), t = tanh(u), gelu = x (1 + t) / 2,
+ * gelu' = (1 + t) / 2 + x (1 - t^2) u' / 2, gelu'' = (1 - t^2) u'
+ * + x (1 - t^2) (u'' - 2 t u'^2) / 2, u' = c (1 + 3 a x^2), u'' = 6 a c x. */
+static double gelu_tanh_d1(double x)
+{
+    double t = tanh(SQRT_2_OVER_PI * (x + GELU_TANH_A * x * x * x));
+    double du = SQRT_2_OVER_PI * (1 + 3 * GELU_TANH_A * x * x);
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du;
+}
+
+static double gelu_tanh_d2(double x)
+{
+    double t = tanh(SQRT_2_OVER_PI * (x + GELU_TANH_A * x * x * x));
+    double du = SQRT_2_OVER_PI * (1 + 3 * GELU_TANH_A * x * x);
+    double ddu = 6 * GELU_TANH_A * SQRT_2_OVER_PI * x;
+    return (1 - t * t) * du + 0.5 * x * (1 - t * t) * (ddu - 2 * t * du * du);
+}
+
 static void map_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     const map_job *j = ctx;
     const float *x = j->x + begin, *y = j->y + begin;
     float *o = j->out + begin;
     int64_t n = end - begin;
-    const float r2 = (float)INV_SQRT2, r2pi = (float)INV_SQRT_2PI;
+    const float r2pi = (float)INV_SQRT_2PI;
     switch (j->op) {
     case TG_OP_RELU:
         for (int64_t q = 0; q < n; q++)
@@ -238,15 +276,22 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
         }
         break;
     case TG_OP_GELU:
-        for (int64_t q = 0; q < n; q++)
-            o[q] = 0.5f * x[q] * (1.0f + erff(x[q] * r2));
+        if (j->form)
+            tg_vgelu_tanh(x, o, n);
+        else
+            tg_vgelu(x, o, n);
         break;
     case TG_OP_GELU_BWD:
-        for (int64_t q = 0; q < n; q++) {
-            float v = y[q], pdf = r2pi * expf(-0.5f * v * v);
-            o[q] = j->order == 0 ? x[q] * (0.5f * (1.0f + erff(v * r2)) + v * pdf)
-                                 : x[q] * pdf * (2.0f - v * v);
+        if (j->order == 0) {
+            if (j->form)
+                tg_vgelu_tanh_bwd(x, y, o, n);
+            else
+                tg_vgelu_bwd(x, y, o, n);
+            break;
         }
+        for (int64_t q = 0; q < n; q++) /* dy * gelu''(x) */
+            o[q] = x[q] * (j->form ? (float)gelu_tanh_d2(y[q])
+                                   : r2pi * expf(-0.5f * y[q] * y[q]) * (2.0f - y[q] * y[q]));
         break;
     case TG_OP_SIGMOID:
         for (int64_t q = 0; q < n; q++)
@@ -287,6 +332,7 @@ static void fwd_map(const tg_kernel_args *a)
     j.s = node->p.f[0];
     j.b = node->p.f[1];
     j.order = (int)node->p.i[0];
+    j.form = (int)node->p.i[1];
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, n, map_range, &j);
 }
@@ -347,12 +393,18 @@ static void ref_map(const tg_ref_args *a)
             r = v > 0 ? x[k] : 0;
             break;
         case TG_OP_GELU:
-            r = 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2));
+            r = node->p.i[1]
+                    ? 0.5 * x[k] *
+                          (1 + tanh(SQRT_2_OVER_PI * (x[k] + GELU_TANH_A * x[k] * x[k] * x[k])))
+                    : 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2));
             break;
         case TG_OP_GELU_BWD: {
             double pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
-            r = order == 0 ? x[k] * (0.5 * (1 + erf(v * INV_SQRT2)) + v * pdf)
-                           : x[k] * pdf * (2 - v * v);
+            if (node->p.i[1])
+                r = x[k] * (order == 0 ? gelu_tanh_d1(v) : gelu_tanh_d2(v));
+            else
+                r = order == 0 ? x[k] * (0.5 * (1 + erf(v * INV_SQRT2)) + v * pdf)
+                               : x[k] * pdf * (2 - v * v);
             break;
         }
         case TG_OP_SIGMOID:
@@ -411,6 +463,12 @@ static tg_tensor *bwd_op_f(tg_graph *g, tg_op op, tg_tensor *dy, tg_tensor *xy,
 tg_tensor *tg_relu(tg_graph *g, tg_tensor *x)
 {
     return unary(g, TG_OP_RELU, x, NULL);
+}
+tg_tensor *tg_gelu_tanh(tg_graph *g, tg_tensor *x)
+{
+    tg_node_params p = {0};
+    p.i[1] = 1;
+    return unary(g, TG_OP_GELU, x, &p);
 }
 tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x)
 {
@@ -514,10 +572,19 @@ static tg_status bwd_relu_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, con
     return TG_OK;
 }
 
+/* dy * gelu^(order+1)(x) in the given form. */
+static tg_tensor *gelu_bwd_op(tg_graph *g, tg_tensor *dy, tg_tensor *x, int order, int64_t form)
+{
+    tg_node_params p = {0};
+    p.i[0] = order;
+    p.i[1] = form;
+    return tg_node_create(g, TG_OP_GELU_BWD, 2, (tg_tensor *[]){dy, x}, &p);
+}
+
 static tg_status bwd_gelu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                           tg_tensor **din)
 {
-    din[0] = bwd_op(g, TG_OP_GELU_BWD, dout, node->in[0], 0);
+    din[0] = gelu_bwd_op(g, dout, node->in[0], 0, node->p.i[1]);
     return TG_OK;
 }
 
@@ -529,12 +596,12 @@ static tg_status bwd_gelu_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, con
     int order = (int)node->p.i[0];
     tg_tensor *dy = node->in[0], *x = node->in[1];
     if (need[0])
-        din[0] = bwd_op(g, TG_OP_GELU_BWD, dout, x, order);
+        din[0] = gelu_bwd_op(g, dout, x, order, node->p.i[1]);
     if (need[1]) {
         if (order >= 1)
             return tg_error(TG_ERR_UNSUPPORTED, "%s: derivative order %d of gelu is not available",
                             node->name, order + 3);
-        din[1] = bwd_op(g, TG_OP_GELU_BWD, tg_mul(g, dout, dy), x, order + 1);
+        din[1] = gelu_bwd_op(g, tg_mul(g, dout, dy), x, order + 1, node->p.i[1]);
     }
     return TG_OK;
 }
@@ -703,7 +770,7 @@ static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
 
 UNARY_DEF(RELU, "relu", infer_unary, bwd_relu);
 UNARY_DEF(RELU_BWD, "relu_bwd", infer_bwd, bwd_relu_bwd);
-UNARY_DEF(GELU, "gelu", infer_unary, bwd_gelu);
+UNARY_DEF(GELU, "gelu", infer_gelu, bwd_gelu);
 UNARY_DEF(GELU_BWD, "gelu_bwd", infer_bwd, bwd_gelu_bwd);
 UNARY_DEF(SIGMOID, "sigmoid", infer_unary, bwd_sigmoid);
 UNARY_DEF(SIGMOID_BWD, "sigmoid_bwd", infer_bwd, bwd_sigmoid_bwd);

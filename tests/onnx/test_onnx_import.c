@@ -69,6 +69,15 @@ static void check_against_pytorch(const char *name)
     tg_onnx_model_destroy(m);
 }
 
+/* The number of nodes of op kind `op` in g. */
+static int count_op(tg_graph *g, tg_op op)
+{
+    int n = 0;
+    for (int i = 0; i < tg_graph_tensor_count(g); i++)
+        n += tg_graph_tensor(g, i)->op == op;
+    return n;
+}
+
 static void test_cnn_matches_pytorch(void)
 {
     check_against_pytorch("tiny_cnn");
@@ -94,7 +103,8 @@ static void test_decoder_matches_pytorch(void)
 
 /* torchvision's VisionTransformer: class_token.expand(n, -1, -1) exports as
  * Equal and Where on constants (folded) and an Expand of the token, which
- * becomes one expand op whose gradient reaches the token in training. */
+ * becomes one expand op whose gradient reaches the token in training; its
+ * decomposed LayerNorms become layer norms. */
 static void test_vit_matches_pytorch(void)
 {
     check_against_pytorch("tiny_vit");
@@ -118,6 +128,8 @@ static void test_vit_matches_pytorch(void)
         }
     }
     TG_CHECK(token && expands == 1);
+    /* its three LayerNorms, exported decomposed at opset 13, are fused */
+    TG_CHECK(count_op(g, TG_OP_NORM_APPLY) == 3 && count_op(g, TG_OP_POW) == 0);
     tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(3));
     TG_CHECK_OK(tg_graph_backward(g, tg_cross_entropy(g, io.outputs[0], labels)));
     TG_CHECK(tg_tensor_grad(token) != NULL);
@@ -134,8 +146,9 @@ static void test_broadcast_folds_match_numpy(void)
 }
 
 /* nn.GELU's five exported nodes become one gelu op; LayerNorm matches in
- * its fused (opset 17) and decomposed (opset 13) forms. */
-static void check_gelu(const char *name)
+ * its fused (opset 17) and decomposed (opset 13) forms, and the decomposed
+ * one is one layer norm too (onnx_pattern.c), not its nine nodes. */
+static void check_gelu_form(const char *name, int form)
 {
     check_against_pytorch(name);
     char path[512];
@@ -150,12 +163,21 @@ static void check_gelu(const char *name)
     TG_CHECK_OK(tg_onnx_build(m, g, &c, &io));
     int gelu = 0, erf = 0;
     for (int i = 0; i < tg_graph_tensor_count(g); i++) {
-        gelu += tg_graph_tensor(g, i)->op == TG_OP_GELU;
-        erf += tg_graph_tensor(g, i)->op == TG_OP_ERF;
+        const tg_tensor *t = tg_graph_tensor(g, i);
+        gelu += t->op == TG_OP_GELU && t->p.i[1] == form;
+        erf += t->op == TG_OP_ERF;
     }
     TG_CHECK(gelu == 1 && erf == 0);
+    TG_CHECK(count_op(g, TG_OP_TANH) == 0);
+    TG_CHECK(count_op(g, TG_OP_NORM_APPLY) == 1);
+    TG_CHECK(count_op(g, TG_OP_POW) == 0 && count_op(g, TG_OP_SQRT) == 0);
     tg_graph_destroy(g);
     tg_onnx_model_destroy(m);
+}
+
+static void check_gelu(const char *name)
+{
+    check_gelu_form(name, 0);
 }
 
 static void test_gelu_layer_norm_opset17(void)
@@ -165,6 +187,11 @@ static void test_gelu_layer_norm_opset17(void)
 static void test_gelu_layer_norm_decomposed(void)
 {
     check_gelu("tiny_gelu_ln13");
+}
+/* gelu(approximate='tanh')'s nine exported nodes become one tanh-form gelu */
+static void test_gelu_tanh_form(void)
+{
+    check_gelu_form("tiny_gelu_tanh", 1);
 }
 
 /* Parameters keep the state_dict names; ops sit in module scopes. */
@@ -269,6 +296,7 @@ int main(void)
     TG_RUN(test_broadcast_folds_match_numpy);
     TG_RUN(test_gelu_layer_norm_opset17);
     TG_RUN(test_gelu_layer_norm_decomposed);
+    TG_RUN(test_gelu_tanh_form);
     TG_RUN(test_names_and_scopes);
     TG_RUN(test_train_through_model_source);
     return tg_test_finish();

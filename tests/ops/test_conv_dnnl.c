@@ -391,8 +391,9 @@ static void bf16_losses(tg_dnnl_mode mode, int threads, float *losses, int *nati
     for (int ph = 0; p && ph < TG_PHASE_COUNT; ph++)
         for (int k = 0; k < p->devices[0].n_steps[ph]; k++) {
             const tg_step *st = &p->devices[0].steps[ph][k];
-            if (!tg_op_planner_get(g->nodes[st->node]->op))
-                continue;
+            tg_op op = g->nodes[st->node]->op;
+            if (op != TG_OP_CONV2D && op != TG_OP_CONV2D_BWD_DATA && op != TG_OP_CONV2D_BWD_WEIGHT)
+                continue; /* the net's linear head is planned too (ops/matmul_dnnl.c) */
             (*conv_steps)++;
             if (p->plans[st->node].native_storage) {
                 (*native_steps)++;

@@ -14,15 +14,16 @@ typedef struct {
     tg_op op;
     tg_shape shape;
     bool second; /* differentiate the _BWD op itself (dy and x/y are parameters) */
+    int form;    /* GELU: 1 for the tanh form */
 } un_case;
 
-static tg_tensor *apply(tg_graph *g, tg_op op, tg_tensor *x)
+static tg_tensor *apply_form(tg_graph *g, tg_op op, int form, tg_tensor *x)
 {
     switch (op) {
     case TG_OP_RELU:
         return tg_relu(g, x);
     case TG_OP_GELU:
-        return tg_gelu(g, x);
+        return form ? tg_gelu_tanh(g, x) : tg_gelu(g, x);
     case TG_OP_SIGMOID:
         return tg_sigmoid(g, x);
     case TG_OP_TANH:
@@ -32,12 +33,17 @@ static tg_tensor *apply(tg_graph *g, tg_op op, tg_tensor *x)
     }
 }
 
+static tg_tensor *apply(tg_graph *g, tg_op op, tg_tensor *x)
+{
+    return apply_form(g, op, 0, x);
+}
+
 static tg_tensor *build_unary(tg_graph *g, void *ctx)
 {
     const un_case *c = ctx;
     tg_init u = {TG_INIT_UNIFORM, -2, 2};
     if (!c->second)
-        return apply(g, c->op, tg_param(g, "x", c->shape, u));
+        return apply_form(g, c->op, c->form, tg_param(g, "x", c->shape, u));
     /* out = op_bwd(dy, x or y): build it through the public op so the node
      * is exactly what autodiff makes, then use it as the output. */
     tg_tensor *dy = tg_param(g, "dy", c->shape, u);
@@ -48,15 +54,67 @@ static tg_tensor *build_unary(tg_graph *g, void *ctx)
     /* sigmoid/tanh backward take y in (0,1)/(-1,1): feed the forward output */
     tg_tensor *xy = c->op == TG_OP_SIGMOID || c->op == TG_OP_TANH ? apply(g, c->op, x) : x;
     tg_node_params p = {0};
+    p.i[1] = c->form;
     return tg_node_create(g, bwd, 2, (tg_tensor *[]){dy, xy}, &p);
 }
 
 static const tg_op ops[] = {TG_OP_RELU, TG_OP_GELU, TG_OP_SIGMOID, TG_OP_TANH, TG_OP_SCALE};
 
+/* The tanh-form GELU: first and second order against finite differences,
+ * the fast kernels (AVX2 and scalar tail) against the reference. */
+static void test_gelu_tanh_form(void)
+{
+    un_case c = {TG_OP_GELU, tg_shape3(2, 3, 5), false, 1};
+    tg_gradcheck("gelu tanh", build_unary, &c, (tg_check_opts){0});
+    c.second = true;
+    tg_gradcheck("gelu tanh second order", build_unary, &c, (tg_check_opts){0});
+    for (int big = 0; big <= 1; big++)
+        for (int second = 0; second <= 1; second++)
+            for (int threads = 1; threads <= 2; threads++) {
+                un_case k = {TG_OP_GELU, big ? tg_shape2(200, 200) : tg_shape2(7, 9), second, 1};
+                tg_check_kernels("gelu tanh", build_unary, &k, threads, big ? 1e-3 : 2e-5,
+                                 (tg_check_opts){0});
+            }
+    /* PyTorch's gelu(approximate='tanh') and its gradient in float64 */
+    const double xv[8] = {-2, -0.5, 0, 0.5, 3, -1.25, 0.75, 4};
+    const double want[8] = {-0.04540230591222494, -0.15428599017485606, 0.0,
+                            0.34571400982514394,  2.996362607918227,    -0.13228579703028537,
+                            0.5799605551656203,   3.9999297540518075};
+    const double want_grad[8] = {-0.0860992566236183, 0.13263009646535764, 0.5,
+                                 0.8673699035346424,  1.0115841666309695,  -0.12249263224964863,
+                                 0.9989382561374143,  1.000335123197122};
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(8));
+    tg_tensor *dy = tg_input(g, "dy", TG_F32, tg_shape1(8));
+    tg_tensor *y = tg_gelu_tanh(g, x);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_node_params p = {0};
+    p.i[1] = 1;
+    tg_tensor *d = tg_node_create(g, TG_OP_GELU_BWD, 2, (tg_tensor *[]){dy, x}, &p);
+    TG_CHECK_OK(tg_graph_status(g));
+    float xf[8], dyf[8], out[8];
+    for (int k = 0; k < 8; k++)
+        xf[k] = (float)xv[k], dyf[k] = 1;
+    tg_kernel_args a = {.node = y, .in = {xf}, .out = out};
+    tg_op_get(TG_OP_GELU)->forward(&a);
+    for (int k = 0; k < 8; k++)
+        TG_CHECK_NEAR(out[k], want[k], 3e-7 * (1 + fabs(want[k])));
+    a = (tg_kernel_args){.node = d, .in = {dyf, xf}, .out = out};
+    tg_op_get(TG_OP_GELU_BWD)->forward(&a);
+    for (int k = 0; k < 8; k++)
+        TG_CHECK_NEAR(out[k], want_grad[k], 3e-7 * (1 + fabs(want_grad[k])));
+    /* a form other than 0 or 1 is refused by name */
+    tg_node_params bad = {0};
+    bad.i[1] = 2;
+    TG_CHECK(tg_node_create(g, TG_OP_GELU, 1, &x, &bad) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "gelu form 2") != NULL);
+    tg_graph_destroy(g);
+}
+
 static void test_gradcheck(void)
 {
     for (int o = 0; o < 5; o++) {
-        un_case c = {ops[o], tg_shape3(2, 3, 5), false};
+        un_case c = {ops[o], tg_shape3(2, 3, 5), false, 0};
         tg_gradcheck(tg_op_name(c.op), build_unary, &c, (tg_check_opts){0});
         if (c.op == TG_OP_SCALE)
             continue;
@@ -74,7 +132,7 @@ static void test_kernels(void)
             for (int second = 0; second <= (ops[o] != TG_OP_SCALE); second++)
                 for (int threads = 1; threads <= 2; threads++) {
                     /* the big shape (40000 elements) takes the pool path */
-                    un_case c = {ops[o], big ? tg_shape2(200, 200) : tg_shape2(7, 9), second};
+                    un_case c = {ops[o], big ? tg_shape2(200, 200) : tg_shape2(7, 9), second, 0};
                     char label[64];
                     snprintf(label, sizeof label, "%s%s%s", tg_op_name(c.op),
                              second ? " second order" : "", big ? " large" : "");
@@ -248,7 +306,7 @@ static void test_math_gradcheck(void)
     tg_gradcheck("leaky_relu negative slope", build_leaky_neg, NULL, (tg_check_opts){0});
     for (int o = 0; o < N_MATH; o++)
         for (int second = 0; second <= (math_bwd(math_ops[o]) != TG_OP_COUNT); second++) {
-            un_case c = {math_ops[o], tg_shape3(2, 3, 5), second};
+            un_case c = {math_ops[o], tg_shape3(2, 3, 5), second, 0};
             char label[64];
             snprintf(label, sizeof label, "%s%s", tg_op_name(c.op), second ? " second order" : "");
             tg_gradcheck(label, build_math, &c, (tg_check_opts){0});
@@ -261,7 +319,8 @@ static void test_math_kernels(void)
         for (int big = 0; big <= 1; big++)
             for (int second = 0; second <= (math_bwd(math_ops[o]) != TG_OP_COUNT); second++)
                 for (int threads = 1; threads <= 2; threads++) {
-                    un_case c = {math_ops[o], big ? tg_shape2(200, 200) : tg_shape2(7, 9), second};
+                    un_case c = {math_ops[o], big ? tg_shape2(200, 200) : tg_shape2(7, 9), second,
+                                 0};
                     char label[64];
                     snprintf(label, sizeof label, "%s%s%s", tg_op_name(c.op),
                              second ? " second order" : "", big ? " large" : "");
@@ -400,6 +459,7 @@ int main(void)
     TG_RUN(test_bad_inputs);
     TG_RUN(test_gradcheck);
     TG_RUN(test_kernels);
+    TG_RUN(test_gelu_tanh_form);
     TG_RUN(test_cast_half_rounds);
     return tg_test_finish();
 }

@@ -30,7 +30,9 @@ resnet18, squeezenet1_0 and mobilenet_v2 failed before the layout fix that
 keeps a view's input in NCHW. The hand-written models are the issue's
 defects at their smallest: a Flatten of a convolution's output (read in the
 blocked layout, the old bug), a channel shuffle between convolutions, and
-conv-BN.
+conv-BN; bert_tiny is two BERT layers (attention's batched products with an
+additive mask, exact GELU, post-LayerNorm exported decomposed) at small
+sizes.
 
 The table (stdout) has per model: inference error, training-step error,
 PyTorch float32's own, their ratio, and, reported only, how many parameters
@@ -109,6 +111,43 @@ class ConvBN(nn.Module):
         return self.fc(self.features(x).mean((2, 3)))
 
 
+class BertTiny(nn.Module):
+    """Two BERT layers as bench/torch_bert.py writes them (separate q/k/v
+    linears, heads split by view + permute, scores / sqrt(d) + an additive
+    mask that pads the last 4 tokens, softmax, exact GELU, post-LayerNorm,
+    eps 1e-12) at hidden 32, 4 heads, intermediate 64, 16 tokens, and a head
+    over the mean of the sequence: attention's batched products, the mask's
+    broadcast add, softmax and layer norm in one training step."""
+
+    def __init__(self, classes=10, hidden=32, heads=4, inter=64, seq=16, layers=2):
+        super().__init__()
+        self.h, self.d = heads, hidden // heads
+        mask = torch.zeros(1, 1, 1, seq)
+        mask[..., seq - 4:] = -10000.0
+        self.register_buffer("mask", mask)
+        self.layers = nn.ModuleList(nn.ModuleDict({
+            "q": nn.Linear(hidden, hidden), "k": nn.Linear(hidden, hidden),
+            "v": nn.Linear(hidden, hidden), "o": nn.Linear(hidden, hidden),
+            "ln1": nn.LayerNorm(hidden, eps=1e-12), "i": nn.Linear(hidden, inter),
+            "out": nn.Linear(inter, hidden), "ln2": nn.LayerNorm(hidden, eps=1e-12)})
+            for _ in range(layers))
+        self.fc = nn.Linear(hidden, classes)
+
+    def heads(self, x):
+        b, s, _ = x.shape
+        return x.view(b, s, self.h, self.d).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        b, s, hid = x.shape
+        for m in self.layers:
+            q, k, v = self.heads(m["q"](x)), self.heads(m["k"](x)), self.heads(m["v"](x))
+            p = torch.softmax(q @ k.transpose(-1, -2) / self.d ** 0.5 + self.mask, dim=-1)
+            ctx = (p @ v).permute(0, 2, 1, 3).reshape(b, s, hid)
+            x = m["ln1"](x + m["o"](ctx))
+            x = m["ln2"](x + m["out"](nn.functional.gelu(m["i"](x))))
+        return self.fc(x.mean(1))
+
+
 def tv(name, pooled=None):
     """torchvision's model `name` with 10 classes. pooled=(k, channels, index):
     its AdaptiveAvgPool2d(7 or 6) made AdaptiveAvgPool2d(k) and classifier[index]
@@ -137,6 +176,7 @@ MODELS = {
     "mobilenet_v2": (tv("mobilenet_v2"), (3, 64, 64), 10),
     "resnet18": (tv("resnet18"), (3, 64, 64), 10),
     "squeezenet1_0": (tv("squeezenet1_0"), (3, 64, 64), 10),
+    "bert_tiny": (BertTiny, (16, 32), 10),
 }
 
 

@@ -1,0 +1,18 @@
+/* ops/matmul_dnnl.h - MATMUL and LINEAR through oneDNN's matmul primitive,
+ * planned when the program is compiled (matmul_dnnl.c). */
+#ifndef TG_OPS_MATMUL_DNNL_H
+#define TG_OPS_MATMUL_DNNL_H
+
+#include "ops/op.h"
+
+/* The plan hook of MATMUL and LINEAR (op.h's tg_op_planner): a primitive
+ * for the node's shapes, or no state (the OpenBLAS kernels run) with the
+ * reason in plan->kernel. */
+tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts,
+                              tg_kernel_plan *plan);
+void tg_matmul_dnnl_free(void *state);
+
+/* Run the planned product: a->plan is the state from the hook. */
+void tg_matmul_dnnl_run(const void *state, const tg_kernel_args *a);
+
+#endif
