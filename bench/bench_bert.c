@@ -209,16 +209,22 @@ static rate tilegraph_rate(const bert_shape *m, int threads, const char *precisi
     return r;
 }
 
-/* PyTorch's sequences per second (wall and CPU), -1 when it cannot run. */
+/* PyTorch's sequences per second (wall and CPU), -1 when it cannot run.
+ * Its products are OpenBLAS's (Debian's build), whose own threads
+ * torch.set_num_threads does not bound: unset, a "1-thread" PyTorch ran
+ * its products on both cores of the quiet test machine (9.8 sequences/s
+ * of wall time, 5.0 of CPU time; with OPENBLAS_NUM_THREADS=1, 5.8 and
+ * 6.1). So the child gets OPENBLAS_NUM_THREADS = threads. */
 static rate torch_rate(const bert_shape *m, int threads, int steps, char *version, size_t cap)
 {
     char cmd[1024], line[1024];
     snprintf(cmd, sizeof cmd,
-             "env -u OMP_WAIT_POLICY /usr/bin/python3 '%s/bench/torch_bert.py' --layers %d "
+             "env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=%d /usr/bin/python3 "
+             "'%s/bench/torch_bert.py' --layers %d "
              "--hidden %d --heads %d --inter %d --seq %d --batch %d --classes %d --dropout %g "
              "--threads %d --steps %d 2>/dev/null",
-             TG_SOURCE_DIR, m->layers, m->hidden, m->heads, m->inter, m->seq, m->batch, m->classes,
-             (double)m->dropout, threads, steps);
+             threads, TG_SOURCE_DIR, m->layers, m->hidden, m->heads, m->inter, m->seq, m->batch,
+             m->classes, (double)m->dropout, threads, steps);
     rate r = {-1, -1};
     FILE *p = popen(cmd, "r");
     while (p && fgets(line, sizeof line, p)) {
