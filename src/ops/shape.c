@@ -551,12 +551,14 @@ static void slice_range(void *ctx, int64_t begin, int64_t end, int t)
     size_t es = j->es, run = (size_t)((j->end - j->start) * j->inner) * es;
     size_t big = (size_t)(j->len * j->inner) * es, head = (size_t)(j->start * j->inner) * es;
     for (int64_t o = begin; o < end; o++) {
+        /* an empty slice has no buffer (NULL): nothing to copy from or to */
         if (j->scatter) {
             char *dst = j->out + (size_t)o * big;
             memset(dst, 0, head);
-            memcpy(dst + head, j->in + (size_t)o * run, run);
+            if (run)
+                memcpy(dst + head, j->in + (size_t)o * run, run);
             memset(dst + head + run, 0, big - head - run);
-        } else {
+        } else if (run) {
             memcpy(j->out + (size_t)o * run, j->in + (size_t)o * big + head, run);
         }
     }
