@@ -9,38 +9,12 @@
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
+#include "matmul_case.h"
+
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
 
 #include <string.h>
-
-static tg_init U11 = {TG_INIT_UNIFORM, -1, 1};
-
-typedef struct mm_case {
-    int64_t batch_a[2], batch_b[2]; /* up to 2 batch dims; 0 = none */
-    int64_t M, N, K;
-    bool ta, tb;
-} mm_case;
-
-static tg_shape operand(const int64_t *batch, int64_t r, int64_t c)
-{
-    tg_shape s = tg_shape_of(0, NULL);
-    for (int i = 0; i < 2 && batch[i]; i++)
-        s.dim[s.ndim++] = batch[i];
-    s.dim[s.ndim++] = r;
-    s.dim[s.ndim++] = c;
-    return s;
-}
-
-static tg_tensor *build_mm(tg_graph *g, void *ctx)
-{
-    const mm_case *c = ctx;
-    tg_tensor *a =
-        tg_param(g, "a", operand(c->batch_a, c->ta ? c->K : c->M, c->ta ? c->M : c->K), U11);
-    tg_tensor *b =
-        tg_param(g, "b", operand(c->batch_b, c->tb ? c->N : c->K, c->tb ? c->K : c->N), U11);
-    return tg_matmul(g, a, b, c->ta, c->tb);
-}
 
 static const mm_case mm_cases[] = {
     {{0}, {0}, 3, 4, 5, false, false},
