@@ -59,6 +59,26 @@ static tg_tensor *f32_constant(onnx_builder *b, tg_shape shape, const double *v)
     return t;
 }
 
+/* 0, 1, ..., len - 1 along `axis` of an ndim-dimensional f32 constant that
+ * is 1 on every other axis (the indices ArgMax and OneHot compare with). */
+static tg_tensor *ramp_along(onnx_builder *b, int ndim, int axis, int64_t len)
+{
+    double *ramp = tg_malloc((size_t)len * sizeof *ramp);
+    if (!ramp) {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < len; i++)
+        ramp[i] = (double)i;
+    tg_shape rs = tg_shape_of(0, NULL);
+    rs.ndim = ndim;
+    for (int a = 0; a < ndim; a++)
+        rs.dim[a] = a == axis ? len : 1;
+    tg_tensor *t = f32_constant(b, rs, ramp);
+    tg_free(ramp);
+    return t;
+}
+
 /* ---- Trilu ------------------------------------------------------------------- */
 
 static bool trilu_keeps(bool upper, int64_t k, int64_t row, int64_t col)
@@ -212,17 +232,7 @@ static tg_status arg_runtime(onnx_builder *b, tg_shape s, int axis, bool keep, b
     tg_tensor *ext = max ? tg_reduce_max(b->g, x, mask, true) : tg_reduce_min(b->g, x, mask, true);
     tg_tensor *hit = tg_equal(b->g, x, ext);
     int64_t len = s.dim[axis];
-    double *ramp = tg_malloc((size_t)len * sizeof *ramp);
-    if (!ramp)
-        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < len; i++)
-        ramp[i] = (double)i;
-    tg_shape rs = tg_shape_of(0, NULL);
-    rs.ndim = s.ndim;
-    for (int a = 0; a < s.ndim; a++)
-        rs.dim[a] = a == axis ? len : 1;
-    tg_tensor *idx = f32_constant(b, rs, ramp);
-    tg_free(ramp);
+    tg_tensor *idx = ramp_along(b, s.ndim, axis, len);
     tg_tensor *none = tg_constant(b->g, tg_shape_of(0, NULL), last ? -1.0f : (float)len);
     tg_tensor *cand = idx ? tg_where(b->g, hit, idx, none) : NULL;
     tg_tensor *r =
@@ -306,17 +316,7 @@ static tg_status map_one_hot(onnx_builder *b)
     tg_tensor *zero = tg_constant(b->g, tg_shape_of(0, NULL), 0.0f);
     tg_tensor *d = tg_constant(b->g, tg_shape_of(0, NULL), (float)depth);
     x = tg_where(b->g, tg_less(b->g, x, zero), tg_add(b->g, x, d), x);
-    double *ramp = tg_malloc((size_t)depth * sizeof *ramp);
-    if (!ramp)
-        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < depth; i++)
-        ramp[i] = (double)i;
-    tg_shape rs = tg_shape_of(0, NULL);
-    rs.ndim = os.ndim;
-    for (int a = 0; a < os.ndim; a++)
-        rs.dim[a] = a == axis ? depth : 1;
-    tg_tensor *r = f32_constant(b, rs, ramp);
-    tg_free(ramp);
+    tg_tensor *r = ramp_along(b, os.ndim, axis, depth);
     tg_tensor *hit = r ? tg_equal(b->g, tg_reshape(b->g, x, is), r) : NULL;
     tg_tensor *on = tg_constant(b->g, tg_shape_of(0, NULL), (float)ob_get(v, 1));
     tg_tensor *off = tg_constant(b->g, tg_shape_of(0, NULL), (float)ob_get(v, 0));
