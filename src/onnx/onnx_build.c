@@ -184,9 +184,8 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
         return NULL;
     if (!v->c.f) {
         ob_fail(b, TG_ERR_UNSUPPORTED,
-                "input %d ('%s') is a %s constant; only float tensors "
-                "flow through the graph",
-                i, v->name, tg_onnx_elem_name(v->c.elem_type));
+                "input %d ('%s') is a %s constant where this op takes a float tensor", i, v->name,
+                tg_onnx_elem_name(v->c.elem_type));
         return NULL;
     }
     /* a float initializer is a weight (trainable, named as in the file);
