@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -247,14 +248,20 @@ def _quiet_onnx_log():
     """
     utils = torch.onnx.utils
     original = getattr(utils, "setup_onnx_logging", None)
-    if original is None:
-        yield False
-        return
-    utils.setup_onnx_logging = lambda verbose: contextlib.nullcontext()
-    try:
-        yield True
-    finally:
-        utils.setup_onnx_logging = original
+    with warnings.catch_warnings():
+        # torch's own notes on the export (about twenty UserWarnings and
+        # TracerWarnings from torch's modules: training-mode export, constant
+        # folding, shapes traced as constants) say nothing the user can act
+        # on; warnings raised by the user's own code still show.
+        warnings.filterwarnings("ignore", module=r"torch(\.|$)")
+        if original is None:
+            yield False
+            return
+        utils.setup_onnx_logging = lambda verbose: contextlib.nullcontext()
+        try:
+            yield True
+        finally:
+            utils.setup_onnx_logging = original
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -842,8 +849,8 @@ class TrainingModel(_Model):
             from .optim import SGD
             optimizer = SGD(model.parameters(), lr=0.01)
         if not isinstance(optimizer, _Optimizer):
-            raise ValueError("poptorch.trainingModel: optimizer must be a poptorch.optim optimizer "
-                             f"(SGD, Adam, AdamW, LAMB), got {type(optimizer).__name__}")
+            from .optim import from_torch
+            optimizer = from_torch(optimizer)
         self.optimizer = optimizer
         self._handle = None
         _live_training.add(self)
@@ -887,6 +894,9 @@ class TrainingModel(_Model):
 
     def setOptimizer(self, optimizer):
         """A new optimizer (a new learning rate); the session keeps weights and state."""
+        from .optim import _Optimizer, from_torch
+        if not isinstance(optimizer, _Optimizer):
+            optimizer = from_torch(optimizer)
         if type(optimizer) is not type(self.optimizer):
             raise ValueError(f"poptorch.setOptimizer: the model was compiled with "
                              f"{type(self.optimizer).__name__}, got {type(optimizer).__name__}")

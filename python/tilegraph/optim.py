@@ -118,3 +118,40 @@ class LAMB(_AdamLike):
         super()._fill(o)
         if self.max_weight_norm is not None:
             o.max_weight_norm = float(self.max_weight_norm)
+
+
+# torch.optim's classes and the settings each carries that tilegraph's
+# update rules follow; any other setting (amsgrad, maximize, ...) left at a
+# non-default value is refused rather than silently dropped.
+_FROM_TORCH = {
+    "SGD": (SGD, ("lr", "momentum", "dampening", "weight_decay", "nesterov")),
+    "Adam": (Adam, ("lr", "betas", "eps", "weight_decay")),
+    "AdamW": (AdamW, ("lr", "betas", "eps", "weight_decay")),
+}
+_TORCH_DEFAULTS_OK = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+                      "differentiable": False, "fused": None}
+
+
+def from_torch(optimizer):
+    """A torch.optim SGD, Adam or AdamW as the same poptorch.optim optimizer
+    (PopTorch accepts torch's optimizers too). One parameter group: the
+    library applies one set of hyperparameters to every weight."""
+    name = type(optimizer).__name__
+    if name not in _FROM_TORCH or not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"poptorch.trainingModel: optimizer must be a poptorch.optim optimizer (SGD, "
+                         f"Adam, AdamW, LAMB) or torch.optim.SGD, Adam or AdamW, got {name}")
+    groups = optimizer.param_groups
+    cls, keys = _FROM_TORCH[name]
+    first = groups[0]
+    for g in groups[1:]:
+        differ = [k for k in keys if g.get(k) != first.get(k)]
+        if differ:
+            raise ValueError(f"poptorch.trainingModel: torch.optim.{name} has parameter groups with "
+                             f"different {', '.join(differ)}; tilegraph applies one setting to every "
+                             f"weight: use one group")
+    for k, ok in _TORCH_DEFAULTS_OK.items():
+        if first.get(k, ok) not in (ok, None, False):
+            raise ValueError(f"poptorch.trainingModel: torch.optim.{name}({k}={first[k]!r}) is not "
+                             f"supported; leave {k} at its default")
+    params = [p for g in groups for p in g["params"]]
+    return cls(params, **{k: first[k] for k in keys})

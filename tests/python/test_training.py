@@ -128,5 +128,68 @@ class TrainingTest(unittest.TestCase):
             self.assertEqual(losses[0], losses[1])
 
 
+    def test_torch_optim_optimizers_accepted(self):
+        """torch.optim.SGD/Adam/AdamW work as PopTorch's do (issue 32 item 16):
+        two steps land where PyTorch's own two steps land."""
+        x, y = data(8)
+        for make in (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
+                     lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.8, 0.99)),
+                     lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)):
+            m = net()
+            ref = copy.deepcopy(m)
+            tm = poptorch.trainingModel(WithLoss(m), opts(), make(m.parameters()))
+            ref_opt = make(ref.parameters())
+            for _ in range(2):
+                tm(x, y)
+                ref_opt.zero_grad()
+                nn.functional.cross_entropy(ref(x), y).backward()
+                ref_opt.step()
+            tm.copyWeightsToHost()
+            for (name, a), b in zip(m.named_parameters(), ref.parameters()):
+                self.assertTrue(torch.allclose(a, b, atol=1e-5),
+                                f"{type(ref_opt).__name__}: {name} differs from PyTorch's")
+            # and a torch optimizer as the new one: lr 0 leaves the weights
+            tm.setOptimizer(type(ref_opt)(m.parameters(), lr=0.0))
+            before = [p.detach().clone() for p in m.parameters()]
+            tm(x, y)
+            tm.copyWeightsToHost()
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(before, m.parameters())))
+
+    def test_torch_optim_settings_not_followed_are_refused(self):
+        m = net()
+        with self.assertRaisesRegex(ValueError, "amsgrad"):
+            poptorch.trainingModel(WithLoss(m), opts(),
+                                   torch.optim.Adam(m.parameters(), lr=0.01, amsgrad=True))
+        groups = [{"params": [m.fc1.weight], "lr": 0.1}, {"params": [m.fc1.bias], "lr": 0.2}]
+        with self.assertRaisesRegex(ValueError, "different lr"):
+            poptorch.trainingModel(WithLoss(m), opts(), torch.optim.SGD(groups, lr=0.1))
+        with self.assertRaisesRegex(ValueError, "got Adagrad"):
+            poptorch.trainingModel(WithLoss(m), opts(), torch.optim.Adagrad(m.parameters()))
+
+    def test_export_prints_no_torch_warnings(self):
+        """torch's exporter notes (about twenty UserWarnings/TracerWarnings
+        per export) are not shown (issue 32 item 16)."""
+        import warnings
+
+        class Encoder(nn.Module):  # batch norm and attention: 8 torch warnings before
+            def __init__(self):
+                super().__init__()
+                self.bn = nn.BatchNorm1d(16)
+                self.layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+                self.fc = nn.Linear(16, 5)
+
+            def forward(self, x, y):
+                out = self.fc(self.layer(self.bn(x.transpose(1, 2)).transpose(1, 2)).mean(1))
+                return out, nn.functional.cross_entropy(out, y)
+
+        m = Encoder()
+        x, y = torch.randn(4, 8, 16), torch.randint(0, 5, (4,))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            poptorch.trainingModel(m, opts(), poptorch.optim.SGD(m.parameters(), lr=0.1))(x, y)
+        torch_dir = torch.__file__.rsplit("/", 1)[0]
+        shown = [f"{w.filename}:{w.lineno}: {w.message}" for w in seen if w.filename.startswith(torch_dir)]
+        self.assertEqual(shown, [])
+
 if __name__ == "__main__":
     unittest.main()
