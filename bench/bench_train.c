@@ -1,6 +1,6 @@
 /* bench/bench_train.c - training throughput of mnist-pipeline (batch 40,
  * AdamW lr 0.001, the pipelining tutorial's settings) on 1 and 2 threads,
- * side by side with the PyTorch reference (../shared/reference/
+ * side by side with the PyTorch reference (bench/
  * torch_mnist_pipeline.py) run in the same process tree, same machine, same
  * moment. One JSON line per case.
  *
@@ -84,7 +84,7 @@ static double torch_rate(int threads, char *version, size_t cap)
     const char *script = getenv("TG_TORCH_REFERENCE");
     char path[1024], cmd[1200];
     if (!script) {
-        snprintf(path, sizeof path, "%s/../shared/reference/torch_mnist_pipeline.py",
+        snprintf(path, sizeof path, "%s/bench/torch_mnist_pipeline.py",
                  TG_SOURCE_DIR);
         script = path;
     }
