@@ -2,7 +2,7 @@
 #   make demo   installs what is missing, builds, trains the tutorial model
 #   make test   installs what is missing, builds, runs the whole test suite
 # Other targets: build, install (PREFIX, DESTDIR), bench, format, format-check, asan, tsan,
-# fuzz, clean.
+# fuzz, clean, options-doc.
 
 BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
@@ -17,7 +17,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
                python3-tqdm openmpi-bin libopenmpi-dev libdnnl-dev
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
-.PHONY: all demo test build install format-check deps bench-deps bench format asan tsan fuzz clean
+.PHONY: all demo test build install format-check deps bench-deps bench format asan tsan fuzz clean options-doc
 
 all: build
 
@@ -78,6 +78,10 @@ install: build
 bench: bench-deps build
 	@for b in $(BUILD)/bench/bench_*; do $$b || exit 1; done
 
+# docs/options.md's table from the library's option table (docs/options_table checks it).
+options-doc: build
+	python3 scripts/options_doc.py $(BUILD)/tilegraph docs/options.md --write
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
@@ -90,7 +94,7 @@ asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=address,undefined
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE slow
+	  ctest --output-on-failure -j $(JOBS) -LE 'slow|docs'
 
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread

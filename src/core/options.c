@@ -63,11 +63,14 @@ static const opt_spec option_table[] = {
     {"replicationFactor", OPT_INT, "1", 1, 64, NULL,
      "replicas of the whole model; gradients are averaged across them before each update"},
     {"distributed.instances", OPT_INT, "1", 1, 64, NULL,
-     "instances of an MPI job that share replicationFactor (set by the session under mpirun)"},
+     "instances of an MPI job that share replicationFactor: set by the session under mpirun "
+     "(each instance then runs replicationFactor / instances replicas; docs/distributed.md), "
+     "not by users"},
     {"distributed.gradientBucketBytes", OPT_INT, "262144", 0, 2147483647, NULL,
-     "in an MPI job of one replica per instance: the gradients go to the other instances in "
-     "buckets of about this many bytes, each as soon as the backward has finished it (0: all "
-     "after the backward)"},
+     "in an MPI job of one replica per instance (and device): the gradients go to the other "
+     "instances in buckets of about this many bytes, each as soon as the backward has finished "
+     "it, overlapping the rest of the backward (docs/distributed.md); 0: all at once after the "
+     "backward. Results are the same bit for bit"},
     {"Training.gradientAccumulation", OPT_INT, "1", 1, 1e6, NULL,
      "micro-batches whose gradients are averaged into one weight update"},
     {"deviceIterations", OPT_INT, "1", 1, 1e6, NULL,

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""scripts/doc_commands.py - run the `tilegraph ...` command lines of the docs.
+
+Every fenced block of README.md and docs/*.md is read; each line that is a
+`tilegraph` command (after an optional `$ `, with `\\` continuations joined
+and a trailing `# comment` dropped) is run, file by file in the order the
+doc gives them, in one scratch directory per doc (so a `--save` or
+`--profile-dir` earlier in a doc serves the commands after it; `/tmp/X` paths
+are moved into that directory). A doc that was written from a run and never
+run again drifts: flags renamed, defaults changed, examples that fail.
+
+What is not run, each with its reason in the table: output lines
+(`tilegraph compile: ...`), synopses (REPORT, A B, [..]), lines with `...`,
+commands that need what a fresh clone does not have (an ONNX file made by
+PyTorch, a data set under /data, a hostfile) and those that never end
+(`monitor --watch`). Commands are made cheap without changing what they
+check: `train` runs 3 steps (`--max-steps 3`, and 200 test samples unless the
+line sets a limit), so every flag is parsed and the run starts, compiles and
+steps; nothing else is changed. A line whose comment says it fails must fail;
+every other must exit 0. Each command has a time bound.
+
+usage: doc_commands.py TILEGRAPH SOURCE_DIR [--list] [--only DOC]
+"""
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+TIME_BOUND = 120  # seconds per command
+
+# (pattern in the command, reason it is not run here)
+NOT_RUN = [
+    (r"\.\.\.", "elided ('...')"),
+    (r"\bREPORT\b|\bA B\b|\[[a-z|.]+\]|\bFILE\b|\bDIR\b", "a synopsis, not a command"),
+    (r"monitor --watch", "runs until interrupted"),
+    (r"--hostfile", "needs hosts"),
+    (r"cifar10:/data|--dataset cifar10", "needs a data set not in Debian"),
+    (r"\btrain\b.*\bresnet(50|101|152)\b", "trains a large ResNet: minutes on this machine"),
+]
+
+
+def commands(path):
+    """(line number, command, comment) of each tilegraph command in path's
+    fenced blocks. A command the doc follows at once with its error line
+    (`tilegraph compile: ...`) gets "fails" added to its comment."""
+    out, block, pending, start, just_ran = [], False, "", 0, False
+    for n, raw in enumerate(open(path, encoding="utf-8"), 1):
+        if raw.lstrip().startswith("```"):
+            block, pending, just_ran = not block, "", False
+            continue
+        if not block:
+            continue
+        line = raw.rstrip("\n")
+        if pending:
+            line, lineno = pending + " " + line.strip(), start
+        else:
+            line, lineno = line.strip(), n
+            if line.startswith("$ "):
+                line = line[2:]
+        if line.endswith("\\"):
+            pending, start = line[:-1].rstrip(), lineno
+            continue
+        pending = ""
+        if just_ran and re.match(r"tilegraph [a-z]+: ", line):
+            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + " fails")
+        just_ran = False
+        if not re.match(r"([A-Z_]+=('[^']*'|\S+)\s+)*(\./)?(build/)?tilegraph\s", line):
+            continue
+        comment = ""
+        m = re.search(r"\s#\s", line)
+        if m:
+            line, comment = line[:m.start()].rstrip(), line[m.end():]
+        out.append((lineno, line, comment))
+        just_ran = True
+    return out
+
+
+def split_env(argv):
+    """Leading NAME=VALUE words (the environment the line sets) and the rest."""
+    env = {}
+    while argv and re.match(r"[A-Z_]+=", argv[0]):
+        k, v = argv.pop(0).split("=", 1)
+        env[k] = v
+    return env, argv
+
+
+def not_run_reason(cmd):
+    words = re.sub(r"^([A-Z_]+=('[^']*'|\S+)\s+)*", "", cmd).split()
+    if len(words) < 2 or words[1].endswith(":") or words[1] == "version":
+        return "an output line"
+    for pattern, reason in NOT_RUN:
+        if re.search(pattern, cmd):
+            return reason
+    if re.search(r"--model \S+\.onnx|\bimport \S+\.onnx", cmd):
+        f = re.search(r"(\S+\.onnx)", cmd).group(1)
+        return None if os.path.exists(f) else f"needs {f} (exported from PyTorch)"
+    return None
+
+
+def cheap(argv, scratch):
+    """The command made cheap (train: 3 steps) with /tmp paths in the scratch directory."""
+    argv = [re.sub(r"^/tmp/", scratch + "/", a) for a in argv]
+    if len(argv) > 1 and argv[1] == "train" and "--help" not in argv:
+        if "--max-steps" not in argv:
+            argv += ["--max-steps", "3"]
+        if "--test-limit" not in argv:
+            argv += ["--test-limit", "200"]
+    if len(argv) > 1 and argv[1] == "run" and "--" in argv:
+        i = argv.index("--")
+        if argv[i + 1:i + 2] == ["train"]:
+            argv += ["--max-steps", "3", "--test-limit", "200"]
+    return argv
+
+
+def run_doc(tilegraph, doc, rows):
+    scratch = tempfile.mkdtemp(prefix="tg-doc-")
+    env = dict(os.environ, HOME=scratch)  # ~/.cache/tilegraph lands in the scratch directory
+    try:
+        for lineno, cmd, comment in commands(doc):
+            where = f"{os.path.basename(doc)}:{lineno}"
+            reason = not_run_reason(cmd)
+            if reason:
+                rows.append((where, cmd, "skip", reason))
+                continue
+            try:
+                argv = shlex.split(cmd)
+            except ValueError as e:
+                rows.append((where, cmd, "FAIL", f"cannot be split as a shell line: {e}"))
+                continue
+            line_env, argv = split_env(argv)
+            line_env = {k: v.replace("/tmp/", scratch + "/") for k, v in line_env.items()}
+            argv = cheap([tilegraph] + argv[1:], scratch)
+            argv = [scratch + a[1:] if a.startswith("~/") else a for a in argv]
+            expect_fail = bool(re.search(r"\bfails\b|\berror\b", comment))
+            t0 = time.monotonic()
+            try:
+                p = subprocess.run(argv, cwd=scratch, env=dict(env, **line_env), stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=TIME_BOUND)
+                rc, err = p.returncode, (p.stderr.strip().splitlines() or [""])[-1]
+            except subprocess.TimeoutExpired:
+                rc, err = None, f"still running after {TIME_BOUND} s"
+            secs = time.monotonic() - t0
+            ok = rc is not None and ((rc != 0) if expect_fail else (rc == 0))
+            what = (f"exit {rc}" if rc is not None else "timeout") + f", {secs:.1f} s"
+            if expect_fail:
+                what += " (expected to fail)"
+            rows.append((where, cmd, "ok" if ok else "FAIL", what if ok else f"{what}: {err}"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2 or "--help" in args:
+        print(__doc__)
+        return 0 if "--help" in args else 2
+    tilegraph, root = os.path.abspath(args[0]), args[1]
+    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    if "--only" in args:
+        only = args[args.index("--only") + 1]
+        docs = [d for d in docs if os.path.basename(d) == only]
+    if "--list" in args:
+        for d in docs:
+            for lineno, cmd, comment in commands(d):
+                print(f"{os.path.basename(d)}:{lineno}: {cmd}   [{not_run_reason(cmd) or 'run'}]")
+        return 0
+    rows = []
+    for d in docs:
+        run_doc(tilegraph, d, rows)
+    width = max(len(r[0]) for r in rows)
+    for where, cmd, status, what in rows:
+        short = cmd if len(cmd) <= 90 else cmd[:87] + "..."
+        print(f"{status:<4}  {where:<{width}}  {short}\n      {'':<{width}}  {what}")
+    ran = sum(r[2] != "skip" for r in rows)
+    failed = [r for r in rows if r[2] == "FAIL"]
+    print(f"{len(rows)} command lines in the docs: {ran} run, {ran - len(failed)} ok, "
+          f"{len(failed)} failed, {len(rows) - ran} not run (reasons above)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
