@@ -48,6 +48,17 @@ static tg_status open_in_dir(const char *dir, tg_profile_reader **out)
         if (stat(path, &st) == 0)
             return tg_profile_reader_open(path, out);
     }
+    /* a profile is renamed into place when its run closes it: until then
+     * the directory has only the writer's lock */
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, i ? "inference" : "training");
+        long pid = tg_profile_writer_pid(path);
+        if (pid > 0)
+            return tg_error(TG_ERR_IO,
+                            "'%s' is being written by a running tilegraph (pid %ld): its profile "
+                            "appears when that run ends; wait for it",
+                            path, pid);
+    }
     return tg_error(TG_ERR_NOT_FOUND,
                     "report directory '%s' holds no training/profile.sqlite or "
                     "inference/profile.sqlite",

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 struct tg_profile_reader {
@@ -41,6 +42,19 @@ static tg_status locked(tg_profile_reader *r)
                     "%s: the profile is being written by a running tilegraph (the database is "
                     "locked); wait until that run finishes, then open it again",
                     r->path);
+}
+
+long tg_profile_writer_pid(const char *kind_dir)
+{
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s/.profile.lock", kind_dir);
+    int fd = open(lock, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    long pid = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? (long)fl.l_pid : 0;
+    close(fd);
+    return pid;
 }
 
 static tg_status check(tg_profile_reader *r)

@@ -15,6 +15,9 @@ typedef struct sqlite3 sqlite3;
 typedef struct tg_profile_reader tg_profile_reader;
 
 tg_status tg_profile_reader_open(const char *path, tg_profile_reader **out);
+/* The pid of the run writing DIR/<kind> now (its .profile.lock held), or 0:
+ * a profile being written has no file under its final name yet. */
+long tg_profile_writer_pid(const char *kind_dir);
 void tg_profile_reader_close(tg_profile_reader *r);
 
 sqlite3 *tg_profile_reader_db(const tg_profile_reader *r);

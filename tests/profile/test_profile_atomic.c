@@ -6,6 +6,7 @@
 #include "tg_test.h"
 #include "tg_test_train.h"
 
+#include "analyse/analyse.h"
 #include "profile/reader.h"
 #include "tilegraph/checkpoint.h"
 
@@ -123,6 +124,41 @@ static void test_second_run_on_a_directory_is_refused(void)
     close(go[0]), close(go[1]), close(done[0]), close(done[1]);
 }
 
+/* A directory whose profile is still being written (the run holds the lock,
+ * the file has no final name yet): analyse says so and names the writer,
+ * where it said the directory holds no profile (issue 32 item 9). */
+static void test_analyse_names_a_profile_being_written(void)
+{
+    char fresh[96], sub[128], lock[160];
+    snprintf(fresh, sizeof fresh, "%s/being_written", dir);
+    snprintf(sub, sizeof sub, "%s/training", fresh);
+    snprintf(lock, sizeof lock, "%s/.profile.lock", sub);
+    TG_CHECK(mkdir(fresh, 0777) == 0 && mkdir(sub, 0777) == 0);
+    tg_profile_reader *r = NULL;
+    TG_CHECK(tg_an_open(fresh, &r) == TG_ERR_NOT_FOUND); /* no writer: holds no profile */
+    int go[2], done[2];
+    TG_CHECK(pipe(go) == 0 && pipe(done) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        int fd = open(lock, O_RDWR | O_CREAT, 0666);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        (void)!write(go[1], fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? "y" : "n", 1);
+        char b;
+        (void)!read(done[0], &b, 1);
+        _exit(0);
+    }
+    char b = 0, want[64];
+    TG_CHECK(read(go[0], &b, 1) == 1 && b == 'y');
+    TG_CHECK(tg_profile_writer_pid(sub) == (long)child);
+    snprintf(want, sizeof want, "(pid %ld)", (long)child);
+    TG_CHECK(tg_an_open(fresh, &r) == TG_ERR_IO);
+    TG_CHECK(strstr(tg_error_message(), "being written") && strstr(tg_error_message(), want));
+    (void)!write(done[1], "x", 1);
+    waitpid(child, NULL, 0);
+    TG_CHECK(tg_profile_writer_pid(sub) == 0); /* the lock went with the process */
+    close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+}
+
 /* A full disk while recording (RLIMIT_FSIZE fails the writes with EFBIG, as
  * a full disk would): the run goes on, the checkpoint is written, the
  * failure is reported by tg_session_finish_profile, and the previous
@@ -166,6 +202,7 @@ int main(void)
     TG_RUN(test_written_under_a_temporary_name);
     TG_RUN(test_previous_profile_kept_until_complete);
     TG_RUN(test_second_run_on_a_directory_is_refused);
+    TG_RUN(test_analyse_names_a_profile_being_written);
     TG_RUN(test_profile_failure_keeps_training_and_checkpoint);
     tg_test_remove_dir(dir);
     return tg_test_finish();
