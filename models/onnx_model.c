@@ -15,10 +15,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* What a language model's input other than the token ids gets: text
+ * windows have no padding and one segment, so a tokenizer would give an
+ * attention mask of ones, token types of zeros and positions 0..S-1. */
+typedef enum input_fill { FILL_TOKENS, FILL_ONES, FILL_ZEROS, FILL_POSITIONS } input_fill;
+
 /* A spec with the strings and the model it owns. */
 typedef struct onnx_spec {
     tg_model_spec spec; /* first: tg_model_close casts back */
     tg_onnx_model *model;
+    input_fill fill[TG_ONNX_MAX_IO]; /* per input of a language model */
     char name[256];
     char description[768];
 } onnx_spec;
@@ -38,37 +44,92 @@ int tg_model_loss_parse(const char *text)
     return -1;
 }
 
-/* A causal language model: integer token ids [N, S] in, next-token
- * scores [N, S, vocab] out (an exported GPT; the importer maps the
- * embedding's Gather over the ids). Sets the spec and returns true. */
-static bool token_spec(tg_onnx_value in, tg_onnx_value out, tg_model_spec *s)
+static bool is_int(tg_onnx_value v)
 {
-    bool ints = !strcmp(in.dtype, "int64") || !strcmp(in.dtype, "int32");
-    if (!ints || in.ndim != 2 || in.dim[1] <= 0 || out.ndim != 3 || out.dim[1] != in.dim[1] ||
-        out.dim[2] < 2)
-        return false;
+    return !strcmp(v.dtype, "int64") || !strcmp(v.dtype, "int32");
+}
+
+static bool name_has(const char *name, const char *part)
+{
+    for (const char *p = name; *p; p++) {
+        size_t k = 0;
+        while (part[k] && p[k] && (p[k] | 0x20) == part[k])
+            k++;
+        if (!part[k])
+            return true;
+    }
+    return false;
+}
+
+/* An input after the token ids, by its name (Hugging Face's and PyTorch's
+ * usual ones); FILL_TOKENS: not known. */
+static input_fill fill_for(const char *name)
+{
+    if (name_has(name, "mask"))
+        return FILL_ONES;
+    if (name_has(name, "type") || name_has(name, "segment"))
+        return FILL_ZEROS;
+    if (name_has(name, "position"))
+        return FILL_POSITIONS;
+    return FILL_TOKENS;
+}
+
+/* A language model: integer token ids [N, S] as the first input, scores
+ * [N, S, vocab] as the first output (an exported GPT or BERT; the importer
+ * maps the embedding's Gather over the ids), and any other input an integer
+ * [N, S] the text data fills by its name (fill_for). Causal unless
+ * tg_model_set_task says otherwise. Returns false (and sets nothing) when
+ * the first input and output are not a language model's; fails naming an
+ * input it cannot fill. */
+static tg_status token_spec(onnx_spec *o, bool *is_lm)
+{
+    const tg_onnx_model *m = o->model;
+    tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
+    *is_lm = is_int(in) && in.ndim == 2 && in.dim[1] > 0 && out.ndim == 3 &&
+             out.dim[1] == in.dim[1] && out.dim[2] >= 2;
+    if (!*is_lm)
+        return TG_OK;
+    for (int i = 1; i < tg_onnx_input_count(m); i++) {
+        tg_onnx_value v = tg_onnx_input(m, i);
+        o->fill[i] = fill_for(v.name);
+        if (!is_int(v) || v.ndim != 2 || v.dim[1] != in.dim[1] || o->fill[i] == FILL_TOKENS)
+            return tg_error(TG_ERR_UNSUPPORTED,
+                            "%s: input %d '%s' (%s, %d dims) is not one the text data can fill: "
+                            "after the token ids [batch, %lld], a language model's inputs are "
+                            "integer [batch, %lld] named as an attention mask (*mask*: ones), "
+                            "token types (*type*, *segment*: zeros) or positions (*position*: "
+                            "0..seq_len-1)",
+                            tg_onnx_path(m), i, v.name, v.dtype, v.ndim, (long long)in.dim[1],
+                            (long long)in.dim[1]);
+    }
+    tg_model_spec *s = &o->spec;
     s->task = TG_TASK_CAUSAL_LM;
     s->seq_len = s->width = (int)in.dim[1];
     s->channels = s->height = 1;
     s->classes = (int)out.dim[2];
-    return true;
+    return TG_OK;
 }
 
 /* Image shape and classes from the file: input [N, C, H, W] (or [N, K],
  * taken as K x 1 x 1) and output [N, classes]; or a language model's
  * (token_spec). */
-static tg_status spec_shapes(const tg_onnx_model *m, tg_model_spec *s)
+static tg_status spec_shapes(onnx_spec *o)
 {
+    const tg_onnx_model *m = o->model;
+    tg_model_spec *s = &o->spec;
     const char *path = tg_onnx_path(m);
+    bool lm = false;
+    if (tg_onnx_input_count(m) >= 1 && tg_onnx_output_count(m) >= 1)
+        TG_TRY(token_spec(o, &lm));
+    if (lm)
+        return TG_OK;
     if (tg_onnx_input_count(m) != 1 || tg_onnx_output_count(m) < 1)
         return tg_error(TG_ERR_UNSUPPORTED,
-                        "%s: a model for --model takes one input (images) "
-                        "and gives the logits as its first output; this one has %d inputs and "
-                        "%d outputs",
+                        "%s: a model for --model takes one input (images) and gives the logits "
+                        "as its first output, or token ids first and scores [batch, seq_len, "
+                        "vocab] first (a language model); this one has %d inputs and %d outputs",
                         path, tg_onnx_input_count(m), tg_onnx_output_count(m));
     tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
-    if (token_spec(in, out, s))
-        return TG_OK;
     bool ok_in = (in.ndim == 4 || in.ndim == 2) && strcmp(in.dtype, "float") == 0;
     for (int d = 1; ok_in && d < in.ndim; d++)
         ok_in = in.dim[d] > 0;
@@ -105,7 +166,7 @@ tg_status tg_model_open(const char *name, tg_model_loss loss, const tg_model_spe
     if (s == TG_OK)
         s = tg_onnx_check_ops(o->model);
     if (s == TG_OK)
-        s = spec_shapes(o->model, &o->spec);
+        s = spec_shapes(o);
     if (s != TG_OK) {
         tg_onnx_model_destroy(o->model);
         tg_free(o);
@@ -158,12 +219,47 @@ static tg_status lm_loss(const tg_model_spec *m, tg_graph *g, tg_tensor *out, tg
     return *loss ? TG_OK : tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
 }
 
+/* The values of a language model's inputs after the token ids (fill_for),
+ * for `batch` samples; NULL entries where the data gives the input. */
+static tg_status fill_inputs(const onnx_spec *o, int64_t batch, int64_t *values[TG_ONNX_MAX_IO])
+{
+    int64_t S = o->spec.seq_len, n = batch * S;
+    for (int i = 1; i < tg_onnx_input_count(o->model); i++) {
+        values[i] = tg_malloc((size_t)n * sizeof(int64_t));
+        if (!values[i])
+            return tg_error(TG_ERR_NOMEM, "%s: out of memory", o->name);
+        for (int64_t k = 0; k < n; k++)
+            values[i][k] = o->fill[i] == FILL_ONES ? 1 : o->fill[i] == FILL_POSITIONS ? k % S : 0;
+    }
+    return TG_OK;
+}
+
+tg_status tg_model_set_task(const tg_model_spec *m, tg_model_task task)
+{
+    if (!m || !m->onnx || !tg_model_task_tokens(m->task) || !tg_model_task_tokens(task))
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "%s: only an ONNX language model's objective can be chosen (causal or "
+                        "masked); a zoo model has its own",
+                        m ? m->name : "(no model)");
+    ((onnx_spec *)(void *)m)->spec.task = task;
+    return TG_OK;
+}
+
 tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x, tg_tensor *labels,
                               tg_tensor **out, tg_tensor **loss)
 {
+    const onnx_spec *o = (const onnx_spec *)(const void *)m;
+    int64_t *values[TG_ONNX_MAX_IO] = {0};
     tg_onnx_build_config c = {.batch = tg_tensor_shape(x).dim[0], .inputs = &x, .n_inputs = 1};
     tg_onnx_outputs io;
-    TG_TRY(tg_onnx_build(m->onnx, g, &c, &io));
+    tg_status st = tg_model_task_tokens(m->task) ? fill_inputs(o, c.batch, values) : TG_OK;
+    c.constants = (const int64_t *const *)values;
+    c.n_constants = TG_ONNX_MAX_IO;
+    if (st == TG_OK)
+        st = tg_onnx_build(m->onnx, g, &c, &io);
+    for (int i = 0; i < TG_ONNX_MAX_IO; i++)
+        tg_free(values[i]);
+    TG_TRY(st);
     *out = io.outputs[0];
     tg_shape s = tg_tensor_shape(*out);
     if (tg_model_task_tokens(m->task))

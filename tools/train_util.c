@@ -35,6 +35,10 @@ int data_flags(data_args *d, cli_flag *f)
          0},
         {"--seq-len", CLI_INT, &d->seq_len, "N",
          "text: tokens per sample (default: the model's, 64)", 1, 65536},
+        {"--lm", CLI_STRING, &d->lm, "KIND",
+         "an ONNX language model's objective: causal (next token, the default) or masked "
+         "(BERT's 15% of the tokens; for a model that sees every position)",
+         1, 0},
         {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
          0},
         {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads (default 1)", 0, 64},
@@ -134,8 +138,38 @@ static int open_text(train_context *ctx, const char *file, const data_args *data
         return -1;
     }
     in.classes = tg_dataset_vocab(ctx->test, NULL, NULL);
+    if (ctx->model->onnx) {
+        /* the file's vocabulary is fixed: the text's tokens (and a masked
+         * model's mask token, the id after them) must be ids it has */
+        bool masked = ctx->model->task == TG_TASK_MASKED_LM;
+        int have = tg_model_default_input(ctx->model).classes, need = in.classes + masked;
+        if (need > have) {
+            fprintf(stderr,
+                    "tilegraph: %s scores %d tokens but --data %s has %d%s: export it with a "
+                    "vocabulary of at least %d (or use --tokens char on a smaller alphabet)\n",
+                    ctx->model->name, have, data->data, in.classes,
+                    masked ? " and --lm masked needs one more for the mask token" : "", need);
+            return -1;
+        }
+        in.classes = have;
+    }
     ctx->input = in;
     ctx->text = true;
+    return 0;
+}
+
+/* --lm causal|masked on an ONNX language model. */
+static int set_objective(const tg_model_spec *m, const char *lm)
+{
+    bool causal = !strcmp(lm, "causal"), masked = !strcmp(lm, "masked");
+    if (!causal && !masked) {
+        fprintf(stderr, "tilegraph: --lm '%s' is not causal or masked\n", lm);
+        return -1;
+    }
+    if (tg_model_set_task(m, masked ? TG_TASK_MASKED_LM : TG_TASK_CAUSAL_LM) != TG_OK) {
+        fprintf(stderr, "tilegraph: --lm: %s\n", tg_error_message());
+        return -1;
+    }
     return 0;
 }
 
@@ -161,6 +195,10 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
                 "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
                 "optionally KIND:DIR; or text:FILE)\n",
                 data->data ? data->data : data->dataset);
+        tg_model_close(ctx->model);
+        return -1;
+    }
+    if (data->lm && set_objective(ctx->model, data->lm) != 0) {
         tg_model_close(ctx->model);
         return -1;
     }
@@ -273,10 +311,12 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     *lc = tg_loader_defaults(ds, samples_per_step);
     tg_dataset_info d = tg_dataset_describe(ds);
     if (d.text) {
-        /* BERT's masking: 15% of the tokens, the mask token after the vocabulary */
+        /* BERT's masking: 15% of the tokens, the mask token after the text's
+         * vocabulary (a zoo model adds its row; an ONNX model's vocabulary
+         * must have room: train_context_open checks) */
         if (ctx->model->task == TG_TASK_MASKED_LM) {
             lc->mask_prob = 0.15f;
-            lc->mask_token = ctx->input.classes;
+            lc->mask_token = ctx->model->onnx ? d.classes : ctx->input.classes;
         }
         if (training) {
             lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);

@@ -133,6 +133,12 @@ TG_API const tg_model_spec *tg_model_find(const char *name);
 TG_API tg_status tg_model_open(const char *name_or_path, tg_model_loss loss,
                                const tg_model_spec **out);
 TG_API void tg_model_close(const tg_model_spec *m);
+/* An ONNX language model opens as causal (next-token targets); a BERT-like
+ * one, which sees every position, trains on masked tokens instead: set
+ * TG_TASK_MASKED_LM before building. Fails for any other model. Inputs
+ * after its token ids (attention mask, token types, positions) are filled
+ * by their names, as a tokenizer would fill them for unpadded text. */
+TG_API tg_status tg_model_set_task(const tg_model_spec *m, tg_model_task task);
 /* Parse "cross-entropy" or "mse"; -1 otherwise. */
 TG_API int tg_model_loss_parse(const char *text);
 

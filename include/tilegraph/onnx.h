@@ -106,6 +106,12 @@ typedef struct tg_onnx_build_config {
      * shape, or its element count per sample (it is then reshaped) */
     tg_tensor *const *inputs;
     int n_inputs;
+    /* non-NULL: per model input (the first n_constants), the values of an
+     * integer input the caller fixes (row-major, the batch dimension filled
+     * in), or NULL. Such an input is a constant folded at import, not a
+     * graph input: an attention mask of ones, token types of zeros. */
+    const int64_t *const *constants;
+    int n_constants;
 } tg_onnx_build_config;
 
 #define TG_ONNX_MAX_IO 16

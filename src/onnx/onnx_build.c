@@ -480,11 +480,10 @@ static tg_status given_input(onnx_builder *b, tg_tensor *t, const char *name, tg
     return TG_OK;
 }
 
-/* A bound integer input: a constant like any folded value. */
-static tg_status bind_input(onnx_builder *b, int i, tg_onnx_outputs *out)
+/* A bound input: a constant like any folded value. */
+static tg_status bind_data(onnx_builder *b, int i, const tg_onnx_data *d, tg_onnx_outputs *out)
 {
     tg_onnx_value v = tg_onnx_input(b->m, i);
-    const tg_onnx_data *d = b->bound[i];
     ob_value *val = find(b, v.name);
     TG_TRY(ob_data_new(b, d->f != NULL, d->ndim, d->dim, &val->c));
     if (d->f)
@@ -495,6 +494,33 @@ static tg_status bind_input(onnx_builder *b, int i, tg_onnx_outputs *out)
     val->known = true;
     out->inputs[out->n_inputs++] = NULL;
     return TG_OK;
+}
+
+static tg_status bind_input(onnx_builder *b, int i, tg_onnx_outputs *out)
+{
+    return bind_data(b, i, b->bound[i], out);
+}
+
+/* An integer input whose values the caller gives (cfg->constants), with the
+ * input's shape, the batch dimension filled in. */
+static tg_status bind_constant(onnx_builder *b, int i, tg_shape s, tg_onnx_outputs *out)
+{
+    tg_onnx_value v = tg_onnx_input(b->m, i);
+    if (strcmp(v.dtype, "int64") && strcmp(v.dtype, "int32"))
+        return ob_fail(b, TG_ERR_DTYPE, "input '%s' is %s: only integer inputs are fixed", v.name,
+                       v.dtype);
+    tg_onnx_data d = {.elem_type = !strcmp(v.dtype, "int64") ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+                                                           : ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
+                      .ndim = s.ndim};
+    memcpy(d.dim, s.dim, sizeof s.dim);
+    d.n = tg_shape_numel(s);
+    d.i = (int64_t *)b->cfg->constants[i]; /* only read */
+    return bind_data(b, i, &d, out);
+}
+
+static bool fixed_by_caller(const onnx_builder *b, int i)
+{
+    return b->cfg->constants && i < b->cfg->n_constants && b->cfg->constants[i];
 }
 
 static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
@@ -515,6 +541,8 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
                            v.name, d);
         s.dim[d] = b->cfg->batch;
     }
+    if (fixed_by_caller(b, i))
+        return bind_constant(b, i, s, out);
     tg_dtype dt;
     if (!strcmp(v.dtype, "float"))
         dt = TG_F32;

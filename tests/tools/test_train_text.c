@@ -170,6 +170,39 @@ static void test_onnx_language_model(void)
     TG_CLI_EXPECT(tmpdir, args, 1, "input 'input_ids' is [16, 16] but the data gives [16, 32]");
 }
 
+/* An exported BERT (make_lm_fixture.py's tiny_bert.onnx) from the command:
+ * three int64 inputs, of which the text gives the ids and the command the
+ * attention mask (ones) and token types (zeros); --lm masked trains it on
+ * BERT's masked tokens, and it learns. It was refused as having 3 inputs. */
+static void test_onnx_bert_masked(void)
+{
+    const char *bert = "train --model " TG_SOURCE_DIR "/tests/onnx/fixtures/tiny_bert.onnx --data "
+                       "text:" CORPUS " --lm masked --train-limit 800 --lr 0.003 --quiet --seed 1 ";
+    tg_arena *arena = tg_arena_create(1 << 16);
+    const tg_json *rows[2];
+    char args[1024];
+    snprintf(args, sizeof args, "%s--epochs 2 --json", bert);
+    if (epochs(arena, args, rows, 2, __LINE__) == 2)
+        TG_CHECK(tg_cli_num(rows[1], "train_loss") < tg_cli_num(rows[0], "train_loss") - 0.3);
+    tg_arena_destroy(arena);
+    snprintf(args, sizeof args, "%s--epochs 1 --split q --gradient-accumulation 2", bert);
+    TG_CLI_EXPECT(tmpdir, args, 0, "2 devices x 1 replica");
+    /* an input the text cannot fill, a vocabulary without room for the mask
+     * token, --lm on a zoo model or with a bad kind: each named */
+    snprintf(args, sizeof args,
+             "train --model " TG_SOURCE_DIR "/tests/onnx/fixtures/tiny_bert_extra.onnx "
+             "--data text:" CORPUS " --lm masked");
+    TG_CLI_EXPECT(tmpdir, args, 1, "input 3 'speaker_ids' (int64, 2 dims) is not one the text");
+    snprintf(args, sizeof args,
+             "train --model " TG_SOURCE_DIR "/tests/onnx/fixtures/tiny_lm.onnx --data text:" CORPUS
+             " --lm masked");
+    TG_CLI_EXPECT(tmpdir, args, 1, "needs one more for the mask token");
+    snprintf(args, sizeof args, "train --model gpt-tiny --data text:" CORPUS " --lm masked");
+    TG_CLI_EXPECT(tmpdir, args, 1, "only an ONNX language model's objective can be chosen");
+    snprintf(args, sizeof args, "%s--lm maskd", bert);
+    TG_CLI_EXPECT(tmpdir, args, 1, "--lm 'maskd' is not causal or masked");
+}
+
 static void test_bad_text_data(void)
 {
     const char *gpt = "train --model gpt-tiny --quiet --data ";
@@ -214,6 +247,7 @@ int main(void)
     TG_RUN(test_char_tokens_and_bert);
     TG_RUN(test_pipelined_and_replicated_are_bit_identical);
     TG_RUN(test_onnx_language_model);
+    TG_RUN(test_onnx_bert_masked);
     TG_RUN(test_bad_text_data);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
