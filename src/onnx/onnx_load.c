@@ -23,8 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TG_ONNX_MIN_OPSET 11
-#define TG_ONNX_MAX_OPSET 17
+/* The default-domain opsets whose ops the mappings read, each op's older
+ * and newer forms as cases of one handler (ob_opset). */
+#define TG_ONNX_MIN_OPSET 6
+#define TG_ONNX_MAX_OPSET 21
 /* ONNX's own limit for a single protobuf file */
 #define TG_ONNX_MAX_BYTES ((int64_t)2 << 30)
 
@@ -264,19 +266,32 @@ static tg_status check_initializers(tg_onnx_model *m, const char *dir)
 static tg_status check_opset(tg_onnx_model *m)
 {
     const Onnx__ModelProto *p = m->proto;
-    m->opset = -1;
+    int64_t version = 0;
+    bool found = false;
     for (size_t k = 0; k < p->n_opset_import; k++) {
         const char *d = p->opset_import[k]->domain;
-        if (!d || !*d || !strcmp(d, "ai.onnx"))
-            m->opset = (int)p->opset_import[k]->version;
+        if (d && *d && strcmp(d, "ai.onnx"))
+            continue;
+        /* two entries would leave the op semantics to whichever came last */
+        if (found)
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: imports the default domain (ai.onnx) twice, as opset %lld and "
+                            "opset %lld; a model imports each domain once",
+                            m->path, (long long)version, (long long)p->opset_import[k]->version);
+        version = p->opset_import[k]->version;
+        found = true;
     }
-    if (m->opset < 0)
+    m->opset = -1;
+    if (!found)
         return tg_error(TG_ERR_FORMAT, "%s: imports no default-domain (ai.onnx) opset", m->path);
-    if (m->opset < TG_ONNX_MIN_OPSET || m->opset > TG_ONNX_MAX_OPSET)
+    /* compared as read (int64): a version of 2^62 must not pass as 0 */
+    if (version < TG_ONNX_MIN_OPSET || version > TG_ONNX_MAX_OPSET)
         return tg_error(TG_ERR_UNSUPPORTED,
-                        "%s: opset %d is not supported (opsets %d to %d are); "
+                        "%s: opset %lld is not supported (opsets %d to %d are); "
                         "re-export with torch.onnx.export(..., opset_version=%d)",
-                        m->path, m->opset, TG_ONNX_MIN_OPSET, TG_ONNX_MAX_OPSET, TG_ONNX_MAX_OPSET);
+                        m->path, (long long)version, TG_ONNX_MIN_OPSET, TG_ONNX_MAX_OPSET,
+                        TG_ONNX_MAX_OPSET);
+    m->opset = (int)version;
     return TG_OK;
 }
 

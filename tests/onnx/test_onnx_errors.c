@@ -198,13 +198,45 @@ static void test_opset(void)
 {
     model_parts p;
     make_model(&p, 1);
-    p.opset.version = 9;
+    p.opset.version = 5;
     tg_onnx_model *m = NULL;
-    EXPECT(load_parts(&p, "old.onnx", &m), TG_ERR_UNSUPPORTED, "old.onnx", "opset 9", "11 to 17");
-    p.opset.version = 18;
-    EXPECT(load_parts(&p, "new.onnx", &m), TG_ERR_UNSUPPORTED, "opset 18", NULL, NULL);
+    EXPECT(load_parts(&p, "old.onnx", &m), TG_ERR_UNSUPPORTED, "old.onnx", "opset 5", "6 to 21");
+    p.opset.version = 22;
+    EXPECT(load_parts(&p, "new.onnx", &m), TG_ERR_UNSUPPORTED, "opset 22", NULL, NULL);
+    /* the version as the file gives it, not cut to an int ("opset 0") */
+    p.opset.version = (int64_t)1 << 62;
+    EXPECT(load_parts(&p, "huge.onnx", &m), TG_ERR_UNSUPPORTED, "opset 4611686018427387904", NULL,
+           NULL);
+    p.opset.version = -3;
+    EXPECT(load_parts(&p, "negative.onnx", &m), TG_ERR_UNSUPPORTED, "opset -3", NULL, NULL);
+    for (int v = 6; v <= 21; v++) {
+        p.opset.version = v;
+        TG_CHECK_OK(load_parts(&p, "any.onnx", &m));
+        TG_CHECK(m && tg_onnx_opset(m) == v);
+        tg_onnx_model_destroy(m);
+        m = NULL;
+    }
     p.opset.domain = "ai.onnx.ml";
     EXPECT(load_parts(&p, "ml.onnx", &m), TG_ERR_FORMAT, "no default-domain", NULL, NULL);
+}
+
+/* Two default-domain opset entries ("" and "ai.onnx" are one domain) would
+ * leave the ops' semantics to whichever entry the reader kept. */
+static void test_two_default_opsets(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    Onnx__OperatorSetIdProto second;
+    onnx__operator_set_id_proto__init(&second);
+    second.domain = "ai.onnx";
+    second.has_version = 1;
+    second.version = 9;
+    Onnx__OperatorSetIdProto *both[2] = {&p.opset, &second};
+    p.model.opset_import = both;
+    p.model.n_opset_import = 2;
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "twice.onnx", &m), TG_ERR_FORMAT, "twice.onnx", "opset 13", "opset 9");
+    TG_CHECK(m == NULL);
 }
 
 static void test_unsupported_ops_listed_at_once(void)
@@ -591,6 +623,7 @@ int main(void)
     TG_RUN(test_good_model_loads);
     TG_RUN(test_missing_truncated_and_wrong_files);
     TG_RUN(test_opset);
+    TG_RUN(test_two_default_opsets);
     TG_RUN(test_unsupported_ops_listed_at_once);
     TG_RUN(test_size_mismatch);
     TG_RUN(test_external_data);
