@@ -35,8 +35,7 @@ static char *onnx_docs_read(size_t *len)
 
 /* The section's body (between the marker lines) in *start / *end of doc;
  * false if the markers are missing. */
-static bool onnx_docs_find(const char *doc, const char *name, const char **start,
-                           const char **end)
+static bool onnx_docs_find(const char *doc, const char *name, const char **start, const char **end)
 {
     char begin[96], stop[96];
     snprintf(begin, sizeof begin, "<!-- %s:begin -->\n", name);
