@@ -654,6 +654,18 @@ static tg_status map_range(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
+/* Size: the element count, known at import from the shape. */
+static tg_status map_size(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int64_t one = 1;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, 0, &one, &d));
+    d.i[0] = tg_shape_numel(s);
+    return ob_set_const(b, 0, &d);
+}
+
 static tg_status map_identity(onnx_builder *b)
 {
     if (!ob_is_foldable(b, 0))
@@ -981,6 +993,7 @@ const ob_op tg_onnx_fold_ops[] = {
     {"ConstantOfShape", map_constant_of_shape, "value"},
     {"Range", map_range, ""},
     {"Identity", map_identity, ""},
+    {"Size", map_size, ""},
     {"Equal", map_equal, OB_LEGACY_BROADCAST_ATTRS},
     {"Less", map_less, OB_LEGACY_BROADCAST_ATTRS},
     {"LessOrEqual", map_less_equal, ""},

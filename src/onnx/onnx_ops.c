@@ -361,7 +361,9 @@ static tg_status fold_binary(onnx_builder *b, bin_kind k)
                        "folding constants of %lld and %lld elements "
                        "(same size or one element)",
                        (long long)x->n, (long long)y->n);
-    const tg_onnx_data *big = x->n >= y->n ? x : y;
+    /* of one element each, the result has the larger rank (a scalar
+     * minus [1] is [1], as ConstantOfShape's shape must be) */
+    const tg_onnx_data *big = x->n != y->n ? (x->n > y->n ? x : y) : x->ndim >= y->ndim ? x : y;
     bool is_float = x->f || y->f;
     if (k == BIN_DIV && !is_float)
         for (int64_t i = 0; i < y->n; i++)
