@@ -65,7 +65,7 @@ static tg_status spatial_ints_min(onnx_builder *b, const char *name, int nsp, in
                        n, nsp, nsp > 1 ? "s" : "");
     for (int i = 0; i < nsp; i++) {
         if (a[i] < lo || a[i] > (1 << 20))
-            return ob_fail(b, TG_ERR_INVALID_ARG, "%s has %lld (must be at least %lld)", name,
+            return ob_fail(b, TG_ERR_INVALID_ARG, "%s has %lld (must be %lld to 2^20)", name,
                            (long long)a[i], (long long)lo);
         out[2 - nsp + i] = a[i];
     }
