@@ -281,6 +281,49 @@ int ob_opset(const onnx_builder *b)
     return b->m->opset;
 }
 
+tg_status ob_attr_in_opsets(onnx_builder *b, const char *name, int from, int until)
+{
+    if (!ob_attr(b, name) || (ob_opset(b) >= from && ob_opset(b) < until))
+        return TG_OK;
+    char range[64];
+    if (from <= 1)
+        snprintf(range, sizeof range, "before opset %d", until);
+    else
+        snprintf(range, sizeof range, "from opset %d", from);
+    return ob_fail(b, TG_ERR_INVALID_ARG,
+                   "attribute '%s' belongs to %s %s, and this model is opset %d (re-export it, "
+                   "or correct its opset_import)",
+                   name, b->node->op_type, range, ob_opset(b));
+}
+
+tg_status ob_legacy_broadcast(onnx_builder *b)
+{
+    TG_TRY(ob_attr_in_opsets(b, "broadcast", 1, 7));
+    TG_TRY(ob_attr_in_opsets(b, "axis", 1, 7));
+    if (ob_opset(b) >= 7 || b->node->n_input < 2)
+        return TG_OK;
+    tg_shape a, c;
+    TG_TRY(ob_shape(b, 0, &a));
+    TG_TRY(ob_shape(b, 1, &c));
+    if (!ob_attr_int(b, "broadcast", 0)) {
+        if (!tg_shape_equal(a, c))
+            return ob_fail(b, TG_ERR_SHAPE,
+                           "inputs of different shapes without broadcast=1 (opset %d broadcasts "
+                           "only when asked)",
+                           ob_opset(b));
+        return TG_OK;
+    }
+    int64_t axis = ob_attr_int(b, "axis", a.ndim - c.ndim);
+    axis = axis < 0 ? axis + a.ndim : axis;
+    if (axis != a.ndim - c.ndim)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "broadcast with axis %lld aligns B's %d dims away from A's last ones (opset "
+                       "%d's legacy broadcast; only the trailing alignment NumPy's rule shares is "
+                       "implemented)",
+                       (long long)ob_attr_int(b, "axis", 0), c.ndim, ob_opset(b));
+    return TG_OK;
+}
+
 /* ---- attributes ---------------------------------------------------------- */
 
 const Onnx__AttributeProto *ob_attr(const onnx_builder *b, const char *name)

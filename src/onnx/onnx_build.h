@@ -134,6 +134,17 @@ bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
 
 /* Opset of the model (semantics of some ops changed over opsets). */
 int ob_opset(const onnx_builder *b);
+/* Fails (naming the attribute, the op and the model's opset) when the node
+ * carries attribute `name` at an opset outside [from, until): an attribute
+ * an op had only in some of its forms (Clip's min before 11) is read only
+ * there. */
+tg_status ob_attr_in_opsets(onnx_builder *b, const char *name, int from, int until);
+/* Binary ops before opset 7 (Add, Pow, Equal, ...) broadcast only with
+ * broadcast=1, B's dims aligned at `axis` of A's: the trailing alignment
+ * (NumPy's) is taken, others are refused, as are unequal shapes without
+ * broadcast=1; from opset 7 those attributes are refused. */
+tg_status ob_legacy_broadcast(onnx_builder *b);
+#define OB_LEGACY_BROADCAST_ATTRS "axis,broadcast"
 
 typedef tg_status (*ob_map_fn)(onnx_builder *b);
 

@@ -512,9 +512,9 @@ static tg_status cast_tensor(onnx_builder *b, tg_tensor *x, int64_t to)
                    tg_onnx_elem_name((int)to));
 }
 
-static tg_status map_cast(onnx_builder *b)
+/* Cast input 0 to ONNX type `to` (Cast's attribute, CastLike's input). */
+static tg_status cast_to(onnx_builder *b, int64_t to)
 {
-    int64_t to = ob_attr_int(b, "to", 0);
     if (!ob_is_foldable(b, 0)) {
         tg_tensor *x = ob_tensor(b, 0);
         /* a uint8 input (8-bit images) becomes f32 with the same values;
@@ -547,6 +547,54 @@ static tg_status map_cast(onnx_builder *b)
                                                                : (int64_t)ob_get(c, k);
     }
     return ob_set_const(b, 0, &d);
+}
+
+static tg_status map_cast(onnx_builder *b)
+{
+    /* saturate (opset 19) changes only casts to float8, which are refused */
+    TG_TRY(ob_attr_in_opsets(b, "saturate", 19, 1 << 30));
+    return cast_to(b, ob_attr_int(b, "to", 0));
+}
+
+/* The ONNX type of input i: a constant's own; a graph tensor's from the
+ * model input it is, else from its graph type (f32 is float; an i32 made
+ * in the graph could stand for any integer or bool, so it is refused). */
+static tg_status input_elem_type(onnx_builder *b, int i, int64_t *out)
+{
+    if (ob_is_const(b, i)) {
+        const tg_onnx_data *d = ob_const(b, i);
+        if (!d)
+            return TG_ERR_UNSUPPORTED;
+        *out = d->elem_type;
+        return TG_OK;
+    }
+    for (int k = 0; k < tg_onnx_input_count(b->m); k++)
+        if (!strcmp(tg_onnx_input(b->m, k).name, b->node->input[i])) {
+            const Onnx__TypeProto *t = b->m->graph->input[b->m->inputs[k]]->type;
+            if (t && t->tensor_type) {
+                *out = t->tensor_type->elem_type;
+                return TG_OK;
+            }
+        }
+    tg_tensor *x = ob_tensor(b, i);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    if (tg_tensor_dtype(x) != TG_F32)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "input %d ('%s') is an integer tensor computed in the graph, whose ONNX "
+                       "type (int32, int64, bool, ...) the graph does not keep",
+                       i, b->node->input[i]);
+    *out = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    return TG_OK;
+}
+
+/* CastLike (opset 15): Cast to the type of input 1. */
+static tg_status map_cast_like(onnx_builder *b)
+{
+    TG_TRY(ob_attr_in_opsets(b, "saturate", 19, 1 << 30));
+    int64_t to = 0;
+    TG_TRY(input_elem_type(b, 1, &to));
+    return cast_to(b, to);
 }
 
 static tg_status map_constant_of_shape(onnx_builder *b)
@@ -603,6 +651,18 @@ static tg_status map_range(onnx_builder *b)
         else
             d.i[k] = (int64_t)start + k * (int64_t)delta;
     }
+    return ob_set_const(b, 0, &d);
+}
+
+/* Size: the element count, known at import from the shape. */
+static tg_status map_size(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int64_t one = 1;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, 0, &one, &d));
+    d.i[0] = tg_shape_numel(s);
     return ob_set_const(b, 0, &d);
 }
 
@@ -706,6 +766,7 @@ static tg_status compare_runtime(onnx_builder *b, cmp_kind k)
 
 static tg_status compare(onnx_builder *b, cmp_kind k)
 {
+    TG_TRY(ob_legacy_broadcast(b));
     if (!ob_is_foldable(b, 0) || !ob_is_foldable(b, 1))
         return compare_runtime(b, k);
     const tg_onnx_data *x = ob_const(b, 0), *y = x ? ob_const(b, 1) : NULL;
@@ -927,18 +988,20 @@ const ob_op tg_onnx_fold_ops[] = {
     {"Squeeze", map_squeeze, "axes"},
     {"Reshape", map_reshape, "allowzero"},
     {"Concat", map_concat, "axis"},
-    {"Cast", map_cast, "to"},
+    {"Cast", map_cast, "saturate,to"},
+    {"CastLike", map_cast_like, "saturate"},
     {"ConstantOfShape", map_constant_of_shape, "value"},
     {"Range", map_range, ""},
     {"Identity", map_identity, ""},
-    {"Equal", map_equal, ""},
-    {"Less", map_less, ""},
+    {"Size", map_size, ""},
+    {"Equal", map_equal, OB_LEGACY_BROADCAST_ATTRS},
+    {"Less", map_less, OB_LEGACY_BROADCAST_ATTRS},
     {"LessOrEqual", map_less_equal, ""},
-    {"Greater", map_greater, ""},
+    {"Greater", map_greater, OB_LEGACY_BROADCAST_ATTRS},
     {"GreaterOrEqual", map_greater_equal, ""},
-    {"And", map_and, ""},
-    {"Or", map_or, ""},
-    {"Xor", map_xor, ""},
+    {"And", map_and, OB_LEGACY_BROADCAST_ATTRS},
+    {"Or", map_or, OB_LEGACY_BROADCAST_ATTRS},
+    {"Xor", map_xor, OB_LEGACY_BROADCAST_ATTRS},
     {"Not", map_not, ""},
     {"Where", map_where, ""},
     {"Expand", map_expand, ""},

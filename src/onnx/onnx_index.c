@@ -1,6 +1,6 @@
 /* onnx/onnx_index.c - the index and mask ops exporters emit around token
  * models: Trilu (causal masks), CumSum (position ids from a padding mask),
- * ArgMax and ArgMin (predictions), OneHot, Mod.
+ * ArgMax and ArgMin (predictions), OneHot, Mod, GatherElements.
  *
  * Each folds when its input is known at import (a constant or a buffer),
  * and otherwise is built from graph ops that already have kernels,
@@ -354,6 +354,98 @@ static tg_status map_mod(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
+/* ---- GatherElements -------------------------------------------------------- */
+
+/* The flat offset into data of element k of an index tensor of shape `is`,
+ * leaving out the axis (whose index is added times stride). */
+static int64_t elements_base(tg_shape ds, tg_shape is, int axis, int64_t k)
+{
+    int64_t off = 0, stride = 1;
+    for (int d = is.ndim - 1; d >= 0; d--) {
+        int64_t i = k % is.dim[d];
+        k /= is.dim[d];
+        off += (d == axis ? 0 : i) * stride;
+        stride *= ds.dim[d];
+    }
+    return off;
+}
+
+static int64_t axis_stride(tg_shape ds, int axis)
+{
+    int64_t stride = 1;
+    for (int d = axis + 1; d < ds.ndim; d++)
+        stride *= ds.dim[d];
+    return stride;
+}
+
+/* GatherElements(data, indices, axis): out[.., i, ..] = data[.., indices[.., i,
+ * ..], ..]. Built as tg_gather of the flattened data at flat offsets (so the
+ * gradient is Gather's scatter-add): constant indices give a constant of
+ * offsets; indices computed in the graph give base + index * stride, in
+ * f32 (exact within 2^24) with negatives counted from the end. */
+static tg_status map_gather_elements(onnx_builder *b)
+{
+    tg_shape ds, is;
+    TG_TRY(ob_shape(b, 0, &ds));
+    TG_TRY(ob_shape(b, 1, &is));
+    int axis = 0;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), ds.ndim, &axis));
+    if (is.ndim != ds.ndim)
+        return ob_fail(b, TG_ERR_SHAPE, "indices have %d dims, data %d (they must agree)", is.ndim,
+                       ds.ndim);
+    for (int d = 0; d < ds.ndim; d++)
+        if (d != axis && is.dim[d] > ds.dim[d])
+            return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond data's %lld", d,
+                           (long long)is.dim[d], (long long)ds.dim[d]);
+    if (tg_shape_numel(ds) > ((int64_t)1 << 24))
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "data of %lld elements (offsets are exact up to 2^24)",
+                       (long long)tg_shape_numel(ds));
+    int64_t n = tg_shape_numel(is), dim = ds.dim[axis], stride = axis_stride(ds, axis);
+    tg_tensor *x = ob_typed_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_tensor *flat = tg_reshape(b->g, x, tg_shape_of(1, (int64_t[]){tg_shape_numel(ds)}));
+    if (ob_is_const(b, 1)) {
+        const tg_onnx_data *idx = ob_const(b, 1);
+        if (!idx)
+            return TG_ERR_UNSUPPORTED;
+        if (!idx->i)
+            return ob_fail(b, TG_ERR_FORMAT, "indices must be integers");
+        int64_t *off = tg_malloc((size_t)(n ? n : 1) * sizeof *off);
+        if (!off)
+            return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; k < n; k++) {
+            int64_t i = idx->i[k] < 0 ? idx->i[k] + dim : idx->i[k];
+            if (i < 0 || i >= dim) {
+                tg_free(off);
+                return ob_fail(b, TG_ERR_INVALID_ARG,
+                               "index %lld is out of range for axis %d of size %lld",
+                               (long long)idx->i[k], axis, (long long)dim);
+            }
+            off[k] = elements_base(ds, is, axis, k) + i * stride;
+        }
+        tg_tensor *t = ob_int_constant(b, "the element offsets", is, off);
+        tg_free(off);
+        return t ? ob_set(b, 0, tg_gather(b->g, flat, t, 0)) : TG_ERR_UNSUPPORTED;
+    }
+    tg_tensor *i = as_f32(b, 1);
+    double *base = tg_malloc((size_t)(n ? n : 1) * sizeof *base);
+    if (!i || !base) {
+        tg_free(base);
+        return i ? ob_fail(b, TG_ERR_NOMEM, "out of memory") : TG_ERR_UNSUPPORTED;
+    }
+    for (int64_t k = 0; k < n; k++)
+        base[k] = (double)elements_base(ds, is, axis, k);
+    tg_tensor *c = f32_constant(b, is, base);
+    tg_free(base);
+    tg_tensor *zero = tg_constant(b->g, tg_shape_of(0, NULL), 0.0f);
+    tg_tensor *wrapped =
+        tg_where(b->g, tg_less(b->g, i, zero), tg_scale(b->g, i, 1.0f, (float)dim), i);
+    tg_tensor *off = tg_add(b->g, tg_scale(b->g, wrapped, (float)stride, 0.0f), c);
+    return ob_set(b, 0, tg_gather(b->g, flat, tg_cast(b->g, off, TG_I32), 0));
+}
+
 const ob_op tg_onnx_index_ops[] = {
     {"Trilu", map_trilu, "upper"},
     {"CumSum", map_cumsum, "exclusive,reverse"},
@@ -361,5 +453,6 @@ const ob_op tg_onnx_index_ops[] = {
     {"ArgMin", map_argmin, "axis,keepdims,select_last_index"},
     {"OneHot", map_one_hot, "axis"},
     {"Mod", map_mod, "fmod"},
+    {"GatherElements", map_gather_elements, "axis"},
 };
 const int tg_onnx_index_op_count = (int)(sizeof tg_onnx_index_ops / sizeof tg_onnx_index_ops[0]);

@@ -23,8 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TG_ONNX_MIN_OPSET 11
-#define TG_ONNX_MAX_OPSET 17
+/* The default-domain opsets whose ops the mappings read, each op's older
+ * and newer forms as cases of one handler (ob_opset). */
+#define TG_ONNX_MIN_OPSET 6
+#define TG_ONNX_MAX_OPSET 21
 /* ONNX's own limit for a single protobuf file */
 #define TG_ONNX_MAX_BYTES ((int64_t)2 << 30)
 
@@ -114,13 +116,16 @@ static bool location_escapes(const char *loc)
     return false;
 }
 
-static tg_status parse_offset(const char *text, const char *what, const char *key, int64_t *out)
+static tg_status parse_offset(const tg_onnx_model *m, const char *text, const char *what,
+                              const char *key, int64_t *out)
 {
     char *end = NULL;
+    errno = 0;
     long long v = text ? strtoll(text, &end, 10) : 0;
-    if (text && (!*text || *end || v < 0))
-        return tg_error(TG_ERR_FORMAT, "%s: external data %s '%s' is not a byte count", what, key,
-                        text);
+    if (text && (!*text || *end || v < 0 || errno == ERANGE))
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: initializer %s: external data %s '%s' is not a byte count", m->path,
+                        what, key, text);
     *out = text ? v : -1;
     return TG_OK;
 }
@@ -178,8 +183,8 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
                         "the model's directory (only relative paths inside it are read)",
                         m->path, what, loc);
     int64_t offset, length;
-    TG_TRY(parse_offset(entry(t, "offset"), what, "offset", &offset));
-    TG_TRY(parse_offset(entry(t, "length"), what, "length", &length));
+    TG_TRY(parse_offset(m, entry(t, "offset"), what, "offset", &offset));
+    TG_TRY(parse_offset(m, entry(t, "length"), what, "length", &length));
     char path[4096];
     snprintf(path, sizeof path, "%s%s", dir, loc);
     char real[PATH_MAX];
@@ -199,7 +204,8 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         close(fd);
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory for a stream", path);
+        return tg_error(TG_ERR_NOMEM, "%s: initializer %s: out of memory for a stream on '%s'",
+                        m->path, what, path);
     }
     int64_t file_size = (int64_t)st.st_size;
     if (offset < 0)
@@ -223,6 +229,28 @@ static tg_status read_external(tg_onnx_model *m, int k, const char *dir)
         return tg_error(TG_ERR_IO, "%s: initializer %s: cannot read %lld bytes of '%s'", m->path,
                         what, (long long)length, path);
     return TG_OK;
+}
+
+/* Initializer names are unique: with two, which one a reader used would
+ * depend on the reader (the last one won here). */
+static tg_status check_unique_initializers(tg_onnx_model *m)
+{
+    const Onnx__GraphProto *g = m->graph;
+    tg_onnx_names seen;
+    if (!tg_onnx_names_init(&seen, g->n_initializer + 1))
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", m->path);
+    tg_status s = TG_OK;
+    for (size_t k = 0; k < g->n_initializer && s == TG_OK; k++) {
+        int first = tg_onnx_names_get(&seen, g->initializer[k]->name);
+        if (first >= 0)
+            s = tg_error(TG_ERR_FORMAT,
+                         "%s: initializer '%s' is given twice (initializers %d and %zu); each "
+                         "name may hold one value",
+                         m->path, g->initializer[k]->name, first, k);
+        tg_onnx_names_put(&seen, g->initializer[k]->name, (int)k);
+    }
+    tg_onnx_names_free(&seen);
+    return s;
 }
 
 /* Every initializer's dims against its data, without converting it. */
@@ -258,25 +286,103 @@ static tg_status check_initializers(tg_onnx_model *m, const char *dir)
         if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
             m->float_elements += n;
     }
-    return TG_OK;
+    return check_unique_initializers(m);
 }
 
 static tg_status check_opset(tg_onnx_model *m)
 {
     const Onnx__ModelProto *p = m->proto;
-    m->opset = -1;
+    int64_t version = 0;
+    bool found = false;
     for (size_t k = 0; k < p->n_opset_import; k++) {
         const char *d = p->opset_import[k]->domain;
-        if (!d || !*d || !strcmp(d, "ai.onnx"))
-            m->opset = (int)p->opset_import[k]->version;
+        if (d && *d && strcmp(d, "ai.onnx"))
+            continue;
+        /* two entries would leave the op semantics to whichever came last */
+        if (found)
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: imports the default domain (ai.onnx) twice, as opset %lld and "
+                            "opset %lld; a model imports each domain once",
+                            m->path, (long long)version, (long long)p->opset_import[k]->version);
+        version = p->opset_import[k]->version;
+        found = true;
     }
-    if (m->opset < 0)
+    m->opset = -1;
+    if (!found)
         return tg_error(TG_ERR_FORMAT, "%s: imports no default-domain (ai.onnx) opset", m->path);
-    if (m->opset < TG_ONNX_MIN_OPSET || m->opset > TG_ONNX_MAX_OPSET)
+    /* compared as read (int64): a version of 2^62 must not pass as 0 */
+    if (version < TG_ONNX_MIN_OPSET || version > TG_ONNX_MAX_OPSET)
         return tg_error(TG_ERR_UNSUPPORTED,
-                        "%s: opset %d is not supported (opsets %d to %d are); "
+                        "%s: opset %lld is not supported (opsets %d to %d are); "
                         "re-export with torch.onnx.export(..., opset_version=%d)",
-                        m->path, m->opset, TG_ONNX_MIN_OPSET, TG_ONNX_MAX_OPSET, TG_ONNX_MAX_OPSET);
+                        m->path, (long long)version, TG_ONNX_MIN_OPSET, TG_ONNX_MAX_OPSET,
+                        TG_ONNX_MAX_OPSET);
+    m->opset = (int)version;
+    return TG_OK;
+}
+
+/* Whether s is well-formed UTF-8 (no overlongs, surrogates or bytes past
+ * U+10FFFF): names reach terminals, JSON and checkpoints. */
+static bool valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
+        if (n < 0 || (n == 1 && *p < 0xc2) || (n == 3 && *p > 0xf4))
+            return false;
+        for (int k = 1; k <= n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                return false;
+        if ((n == 2 && *p == 0xe0 && p[1] < 0xa0) || (n == 2 && *p == 0xed && p[1] >= 0xa0) ||
+            (n == 3 && *p == 0xf0 && p[1] < 0x90) || (n == 3 && *p == 0xf4 && p[1] >= 0x90))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* s with bytes outside printable ASCII as \xNN, for a message. */
+static const char *escaped(const char *s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < cap; p++)
+        o += (size_t)(*p >= 0x20 && *p < 0x7f ? snprintf(buf + o, cap - o, "%c", *p)
+                                              : snprintf(buf + o, cap - o, "\\x%02x", *p));
+    buf[o] = '\0';
+    return buf;
+}
+
+static tg_status check_name(const tg_onnx_model *m, const char *what, size_t k, const char *name)
+{
+    char buf[512];
+    if (!name || valid_utf8(name))
+        return TG_OK;
+    return tg_error(TG_ERR_FORMAT,
+                    "%s: %s %zu is named '%s', which is not UTF-8 (shown with its other bytes "
+                    "as \\xNN); ONNX names are UTF-8 strings",
+                    m->path, what, k, escaped(name, buf, sizeof buf));
+}
+
+/* Every name the messages, scopes and checkpoints could show. */
+static tg_status check_names(const tg_onnx_model *m)
+{
+    const Onnx__GraphProto *g = m->graph;
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *n = g->node[k];
+        TG_TRY(check_name(m, "node", k, n->name));
+        TG_TRY(check_name(m, "the op type of node", k, n->op_type));
+        TG_TRY(check_name(m, "the domain of node", k, n->domain));
+        for (size_t i = 0; i < n->n_input; i++)
+            TG_TRY(check_name(m, "an input of node", k, n->input[i]));
+        for (size_t o = 0; o < n->n_output; o++)
+            TG_TRY(check_name(m, "an output of node", k, n->output[o]));
+    }
+    for (size_t k = 0; k < g->n_initializer; k++)
+        TG_TRY(check_name(m, "initializer", k, g->initializer[k]->name));
+    for (size_t k = 0; k < g->n_input; k++)
+        TG_TRY(check_name(m, "graph input", k, g->input[k]->name));
+    for (size_t k = 0; k < g->n_output; k++)
+        TG_TRY(check_name(m, "graph output", k, g->output[k]->name));
     return TG_OK;
 }
 
@@ -304,11 +410,21 @@ static tg_status check_topology(tg_onnx_model *m)
     for (size_t k = 0; k < g->n_input; k++)
         if (g->input[k]->name)
             tg_onnx_names_put(&known, g->input[k]->name, 1);
-    for (size_t k = 0; k < g->n_node; k++)
-        for (size_t o = 0; o < g->node[k]->n_output; o++)
-            if (*g->node[k]->output[o])
-                tg_onnx_names_put(&later, g->node[k]->output[o], (int)k);
     char label[512];
+    /* one writer per tensor: a second would leave its readers either value */
+    for (size_t k = 0; k < g->n_node && s == TG_OK; k++)
+        for (size_t o = 0; o < g->node[k]->n_output && s == TG_OK; o++) {
+            const char *out = g->node[k]->output[o];
+            int first = *out ? tg_onnx_names_get(&later, out) : -1;
+            if (first >= 0)
+                s = tg_error(TG_ERR_FORMAT,
+                             "%s: %s writes '%s', already written by node %d ('%s'); a tensor "
+                             "has one producer",
+                             m->path, node_label(g->node[k], label, sizeof label), out, first,
+                             g->node[first]->name ? g->node[first]->name : "");
+            else if (*out)
+                tg_onnx_names_put(&later, out, (int)k);
+        }
     for (size_t k = 0; k < g->n_node && s == TG_OK; k++) {
         const Onnx__NodeProto *n = g->node[k];
         if (!n->op_type || !*n->op_type)
@@ -375,6 +491,7 @@ static tg_status load_bytes(tg_onnx_model *m, const uint8_t *buf, size_t size, c
         return tg_error(TG_ERR_FORMAT, "%s: the model has no graph", m->path);
     m->graph = m->proto->graph;
     TG_TRY(check_opset(m));
+    TG_TRY(check_names(m));
     TG_TRY(check_initializers(m, dir));
     TG_TRY(list_inputs(m));
     return check_topology(m);

@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,7 +65,7 @@ static tg_status spatial_ints_min(onnx_builder *b, const char *name, int nsp, in
                        n, nsp, nsp > 1 ? "s" : "");
     for (int i = 0; i < nsp; i++) {
         if (a[i] < lo || a[i] > (1 << 20))
-            return ob_fail(b, TG_ERR_INVALID_ARG, "%s has %lld (must be at least %lld)", name,
+            return ob_fail(b, TG_ERR_INVALID_ARG, "%s has %lld (must be %lld to 2^20)", name,
                            (long long)a[i], (long long)lo);
         out[2 - nsp + i] = a[i];
     }
@@ -279,6 +280,9 @@ static tg_status map_conv_transpose(onnx_builder *b)
 
 static tg_status map_gemm(onnx_builder *b)
 {
+    /* before opset 7 C broadcast only with broadcast=1; NumPy's rule takes
+     * both forms' valid models */
+    TG_TRY(ob_attr_in_opsets(b, "broadcast", 1, 7));
     tg_tensor *a = ob_tensor(b, 0), *w = a ? ob_tensor(b, 1) : NULL;
     tg_tensor *c = w && ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
     if (!w || (ob_has_input(b, 2) && !c))
@@ -357,7 +361,9 @@ static tg_status fold_binary(onnx_builder *b, bin_kind k)
                        "folding constants of %lld and %lld elements "
                        "(same size or one element)",
                        (long long)x->n, (long long)y->n);
-    const tg_onnx_data *big = x->n >= y->n ? x : y;
+    /* of one element each, the result has the larger rank (a scalar
+     * minus [1] is [1], as ConstantOfShape's shape must be) */
+    const tg_onnx_data *big = x->n != y->n ? (x->n > y->n ? x : y) : x->ndim >= y->ndim ? x : y;
     bool is_float = x->f || y->f;
     if (k == BIN_DIV && !is_float)
         for (int64_t i = 0; i < y->n; i++)
@@ -376,6 +382,7 @@ static tg_status fold_binary(onnx_builder *b, bin_kind k)
 
 static tg_status binary(onnx_builder *b, bin_kind k)
 {
+    TG_TRY(ob_legacy_broadcast(b));
     if (ob_is_const(b, 0) && ob_is_const(b, 1) && ob_initializer(b, 0) < 0 &&
         ob_initializer(b, 1) < 0)
         return fold_binary(b, k);
@@ -494,16 +501,28 @@ static tg_status clip_int(onnx_builder *b, tg_tensor *x)
     return ob_set(b, 0, y);
 }
 
+/* Clip: min and max attributes before opset 11, optional inputs after. */
 static tg_status map_clip(onnx_builder *b)
 {
+    TG_TRY(ob_attr_in_opsets(b, "min", 1, 11));
+    TG_TRY(ob_attr_in_opsets(b, "max", 1, 11));
     tg_tensor *x = ob_typed_tensor(b, 0);
     if (!x)
         return TG_ERR_UNSUPPORTED;
-    if (tg_tensor_dtype(x) == TG_I32)
-        return clip_int(b, x);
     float lo, hi;
-    TG_TRY(clip_bound(b, 1, -INFINITY, &lo));
-    TG_TRY(clip_bound(b, 2, INFINITY, &hi));
+    if (ob_opset(b) < 11) {
+        /* the old form's defaults are the float range (an infinity is
+         * clipped to it), not infinities */
+        if (tg_tensor_dtype(x) != TG_F32)
+            return ob_fail(b, TG_ERR_DTYPE, "Clip of an integer tensor (opset 11 and later)");
+        lo = ob_attr_float(b, "min", -FLT_MAX);
+        hi = ob_attr_float(b, "max", FLT_MAX);
+    } else if (tg_tensor_dtype(x) == TG_I32) {
+        return clip_int(b, x);
+    } else {
+        TG_TRY(clip_bound(b, 1, -INFINITY, &lo));
+        TG_TRY(clip_bound(b, 2, INFINITY, &hi));
+    }
     if (isnan(lo) || isnan(hi))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "a NaN bound");
     return ob_set(b, 0, tg_clip(b->g, x, lo, hi));
@@ -554,6 +573,7 @@ static tg_status map_tanh(onnx_builder *b)
 /* Pow; squares (the decomposed layer norm's Pow(x - mean, 2)) as x * x. */
 static tg_status map_pow(onnx_builder *b)
 {
+    TG_TRY(ob_legacy_broadcast(b));
     const tg_onnx_data *e = ob_is_const(b, 1) ? ob_const(b, 1) : NULL;
     double v = e && e->n == 1 ? (e->f ? e->f[0] : (double)e->i[0]) : NAN;
     tg_tensor *x = ob_tensor(b, 0);
@@ -684,8 +704,26 @@ static void stats_name(const char *mean_name, char *buf, size_t cap)
         snprintf(buf, cap, "%s.running_stats", mean_name);
 }
 
+/* BatchNormalization's older forms: is_test (before 7) says the mode, which
+ * the graph's decides here as training_mode does from 14; spatial=1 (before
+ * 9, the default) is the only form; spatial=0 (statistics per activation,
+ * not per channel) is not implemented. */
+static tg_status batch_norm_old_forms(onnx_builder *b)
+{
+    TG_TRY(ob_attr_in_opsets(b, "is_test", 1, 7));
+    TG_TRY(ob_attr_in_opsets(b, "spatial", 1, 9));
+    TG_TRY(ob_attr_in_opsets(b, "training_mode", 14, 1 << 30));
+    if (ob_attr_int(b, "spatial", 1) != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "spatial=0 (opset %d: statistics per activation rather than per channel) "
+                       "is not implemented",
+                       ob_opset(b));
+    return TG_OK;
+}
+
 static tg_status map_batch_norm(onnx_builder *b)
 {
+    TG_TRY(batch_norm_old_forms(b));
     tg_tensor *x = ob_tensor(b, 0);
     tg_tensor *gamma = x ? ob_tensor(b, 1) : NULL, *beta = gamma ? ob_tensor(b, 2) : NULL;
     if (!beta)
@@ -736,8 +774,12 @@ static tg_status map_layer_norm(onnx_builder *b)
         b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, ob_attr_float(b, "epsilon", 1e-5f)));
 }
 
+/* Dropout: ratio an attribute before opset 12, an input after; is_test
+ * (before 7) names the mode, which the graph's decides. */
 static tg_status map_dropout(onnx_builder *b)
 {
+    TG_TRY(ob_attr_in_opsets(b, "is_test", 1, 7));
+    TG_TRY(ob_attr_in_opsets(b, "ratio", 1, 12));
     tg_tensor *x = ob_tensor(b, 0);
     if (!x)
         return TG_ERR_UNSUPPORTED;
@@ -839,13 +881,42 @@ static tg_status fold_slice(onnx_builder *b, int out, const tg_onnx_data *x, con
     return ob_set_const(b, out, &d);
 }
 
+/* Slice before opset 10: starts, ends and axes as attributes (no steps),
+ * viewed as the constants the inputs give later (read-only). */
+static tg_status slice_attrs(onnx_builder *b, tg_onnx_data *st, tg_onnx_data *en, tg_onnx_data *ax)
+{
+    int n[3];
+    const int64_t *v[3] = {ob_attr_ints(b, "starts", &n[0]), ob_attr_ints(b, "ends", &n[1]),
+                           ob_attr_ints(b, "axes", &n[2])};
+    tg_onnx_data *d[3] = {st, en, ax};
+    if (!v[0] || !v[1])
+        return ob_fail(b, TG_ERR_FORMAT, "starts and ends attributes are required (opset %d)",
+                       ob_opset(b));
+    for (int k = 0; k < 3; k++) {
+        memset(d[k], 0, sizeof *d[k]);
+        d[k]->ndim = 1;
+        d[k]->n = d[k]->dim[0] = n[k];
+        d[k]->i = (int64_t *)(uintptr_t)v[k];
+    }
+    return TG_OK;
+}
+
 static tg_status map_slice(onnx_builder *b)
 {
-    const tg_onnx_data *st = ob_const(b, 1), *en = st ? ob_const(b, 2) : NULL;
-    const tg_onnx_data *ax = en && ob_has_input(b, 3) ? ob_const(b, 3) : NULL;
-    const tg_onnx_data *sp = en && ob_has_input(b, 4) ? ob_const(b, 4) : NULL;
-    if (!en || (ob_has_input(b, 3) && !ax) || (ob_has_input(b, 4) && !sp))
-        return TG_ERR_UNSUPPORTED;
+    for (int k = 0; k < 3; k++)
+        TG_TRY(ob_attr_in_opsets(b, (const char *[]){"starts", "ends", "axes"}[k], 1, 10));
+    tg_onnx_data old[3];
+    const tg_onnx_data *st, *en, *ax = NULL, *sp = NULL;
+    if (ob_opset(b) < 10) {
+        TG_TRY(slice_attrs(b, &old[0], &old[1], &old[2]));
+        st = &old[0], en = &old[1], ax = old[2].i ? &old[2] : NULL;
+    } else {
+        st = ob_const(b, 1), en = st ? ob_const(b, 2) : NULL;
+        ax = en && ob_has_input(b, 3) ? ob_const(b, 3) : NULL;
+        sp = en && ob_has_input(b, 4) ? ob_const(b, 4) : NULL;
+        if (!en || (ob_has_input(b, 3) && !ax) || (ob_has_input(b, 4) && !sp))
+            return TG_ERR_UNSUPPORTED;
+    }
     if (!st->i || !en->i || st->n != en->n || (ax && ax->n != st->n) || (sp && sp->n != st->n))
         return ob_fail(b, TG_ERR_FORMAT,
                        "starts, ends, axes and steps must be integer lists of "
@@ -899,6 +970,21 @@ static tg_status split_sizes(onnx_builder *b, int64_t n, int outputs, int64_t *s
     } else {
         sz = ob_attr_ints(b, "split", &m);
     }
+    int64_t parts = ob_attr_int(b, "num_outputs", 0);
+    if (!sz && ob_attr(b, "num_outputs")) {
+        /* opset 18: parts of ceil(n / num_outputs), the last one smaller */
+        if (parts != outputs)
+            return ob_fail(b, TG_ERR_INVALID_ARG, "num_outputs is %lld for %d outputs",
+                           (long long)parts, outputs);
+        int64_t each = (n + parts - 1) / parts;
+        for (int k = 0; k < outputs; k++) {
+            int64_t left = n - each * k;
+            size[k] = left < each ? left : each;
+            if (size[k] <= 0)
+                return ob_fail(b, TG_ERR_UNSUPPORTED, "output %d of the split is empty", k);
+        }
+        return TG_OK;
+    }
     if (!sz) {
         if (n % outputs)
             return ob_fail(b, TG_ERR_INVALID_ARG,
@@ -930,6 +1016,8 @@ static tg_status split_sizes(onnx_builder *b, int64_t n, int outputs, int64_t *s
  * constant is split at import. */
 static tg_status map_split(onnx_builder *b)
 {
+    TG_TRY(ob_attr_in_opsets(b, "split", 1, 13));
+    TG_TRY(ob_attr_in_opsets(b, "num_outputs", 18, 1 << 30));
     int outputs = (int)b->node->n_output;
     if (outputs < 1 || outputs > 4096)
         return ob_fail(b, TG_ERR_FORMAT, "Split has %d outputs", outputs);
@@ -963,15 +1051,24 @@ static tg_status map_split(onnx_builder *b)
     return st;
 }
 
-static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool))
+/* A reduction; axes an attribute before opset `axes_input` (13 for
+ * ReduceSum, 18 for the others), an input from it, with
+ * noop_with_empty_axes. */
+static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool),
+                        int axes_input)
 {
+    TG_TRY(ob_attr_in_opsets(b, "axes", 1, axes_input));
+    TG_TRY(ob_attr_in_opsets(b, "noop_with_empty_axes", axes_input, 1 << 30));
+    if (ob_opset(b) < axes_input && ob_has_input(b, 1))
+        return ob_fail(b, TG_ERR_INVALID_ARG, "an axes input, which %s takes from opset %d",
+                       b->node->op_type, axes_input);
     tg_tensor *x = ob_tensor(b, 0);
     if (!x)
         return TG_ERR_UNSUPPORTED;
     int nd = tg_tensor_shape(x).ndim, n;
     int64_t axes[TG_MAX_DIMS];
     const int64_t *a = ob_attr_ints(b, "axes", &n);
-    if (!a && ob_has_input(b, 1)) { /* ReduceSum since opset 13 */
+    if (!a && ob_has_input(b, 1)) {
         const tg_onnx_data *d = ob_const(b, 1);
         if (!d)
             return TG_ERR_UNSUPPORTED;
@@ -998,42 +1095,96 @@ static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor 
 
 static tg_status map_reduce_mean(onnx_builder *b)
 {
-    return reduce(b, tg_reduce_mean);
+    return reduce(b, tg_reduce_mean, 18);
 }
 static tg_status map_reduce_sum(onnx_builder *b)
 {
-    return reduce(b, tg_reduce_sum);
+    return reduce(b, tg_reduce_sum, 13);
 }
 
 static tg_status map_reduce_max(onnx_builder *b)
 {
-    return reduce(b, tg_reduce_max);
+    return reduce(b, tg_reduce_max, 18);
 }
 static tg_status map_reduce_min(onnx_builder *b)
 {
-    return reduce(b, tg_reduce_min);
+    return reduce(b, tg_reduce_min, 18);
 }
 
-/* Pad (opset 11+): pads and constant_value as constant inputs. */
+/* Pad's begins and ends per dim of an nd-dim input into full[2 * nd]:
+ * the pads attribute before opset 11, the pads input after; from opset 18
+ * an axes input says which dims the pads are for (the others get none). */
+static tg_status pad_amounts(onnx_builder *b, int nd, int64_t *full)
+{
+    int n = 0;
+    const int64_t *p = NULL;
+    if (ob_opset(b) < 11) {
+        p = ob_attr_ints(b, "pads", &n);
+        if (!p && !ob_attr(b, "pads"))
+            return ob_fail(b, TG_ERR_FORMAT, "no pads attribute (opset %d)", ob_opset(b));
+    } else {
+        const tg_onnx_data *d = ob_const(b, 1);
+        if (!d)
+            return TG_ERR_UNSUPPORTED;
+        if (!d->i && d->n)
+            return ob_fail(b, TG_ERR_FORMAT, "pads must be integers");
+        p = d->i, n = (int)d->n;
+    }
+    int axes[TG_MAX_DIMS], n_axes = nd;
+    for (int k = 0; k < nd; k++)
+        axes[k] = k;
+    if (ob_has_input(b, 3)) { /* opset 18 */
+        const tg_onnx_data *ax = ob_const(b, 3);
+        if (!ax)
+            return TG_ERR_UNSUPPORTED;
+        if ((!ax->i && ax->n) || ax->n > nd)
+            return ob_fail(b, TG_ERR_FORMAT, "axes must be at most %d integers", nd);
+        n_axes = (int)ax->n;
+        bool seen[TG_MAX_DIMS] = {false};
+        for (int k = 0; k < n_axes; k++) {
+            TG_TRY(ob_axis(b, ax->i[k], nd, &axes[k]));
+            if (seen[axes[k]])
+                return ob_fail(b, TG_ERR_INVALID_ARG, "axis %d is given twice", axes[k]);
+            seen[axes[k]] = true;
+        }
+    }
+    if (n != 2 * n_axes)
+        return ob_fail(b, TG_ERR_FORMAT, "pads has %d values for %d axes (2 per axis)", n, n_axes);
+    memset(full, 0, (size_t)(2 * nd) * sizeof *full);
+    for (int k = 0; k < n_axes; k++) {
+        full[axes[k]] = p[k];
+        full[nd + axes[k]] = p[n_axes + k];
+    }
+    return TG_OK;
+}
+
+/* The value constant padding fills with: the value attribute before opset
+ * 11, the constant_value input after. */
+static tg_status pad_value(onnx_builder *b, float *value)
+{
+    *value = ob_attr_float(b, "value", 0.0f);
+    if (ob_opset(b) < 11 || !ob_has_input(b, 2))
+        return TG_OK;
+    const tg_onnx_data *v = ob_const(b, 2);
+    if (!v || v->n != 1)
+        return v ? ob_fail(b, TG_ERR_FORMAT, "constant_value must be one value")
+                 : TG_ERR_UNSUPPORTED;
+    *value = v->f ? v->f[0] : (float)v->i[0];
+    return TG_OK;
+}
+
 static tg_status map_pad(onnx_builder *b)
 {
+    TG_TRY(ob_attr_in_opsets(b, "pads", 1, 11));
+    TG_TRY(ob_attr_in_opsets(b, "value", 1, 11));
     tg_tensor *x = ob_tensor(b, 0);
-    const tg_onnx_data *pads = x ? ob_const(b, 1) : NULL;
-    if (!pads)
+    if (!x)
         return TG_ERR_UNSUPPORTED;
     int nd = tg_tensor_shape(x).ndim;
-    if (!pads->i || pads->n != 2 * nd)
-        return ob_fail(b, TG_ERR_FORMAT, "pads must be %d integers for %d dims", 2 * nd, nd);
-    float value = 0.0f;
-    if (ob_has_input(b, 2)) {
-        const tg_onnx_data *v = ob_const(b, 2);
-        if (!v || v->n != 1)
-            return v ? ob_fail(b, TG_ERR_FORMAT, "constant_value must be one value")
-                     : TG_ERR_UNSUPPORTED;
-        value = v->f ? v->f[0] : (float)v->i[0];
-    }
-    if (ob_has_input(b, 3))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "the axes input (opset 18)");
+    int64_t pads[2 * TG_MAX_DIMS];
+    float value;
+    TG_TRY(pad_amounts(b, nd, pads));
+    TG_TRY(pad_value(b, &value));
     char buf[32];
     const char *mode = ob_attr_string(b, "mode", buf, sizeof buf);
     tg_pad_mode m;
@@ -1045,7 +1196,7 @@ static tg_status map_pad(onnx_builder *b)
         m = TG_PAD_EDGE;
     else
         return ob_fail(b, TG_ERR_UNSUPPORTED, "mode '%s' (constant, reflect and edge are)", mode);
-    return ob_set(b, 0, tg_pad(b->g, x, pads->i, m, value));
+    return ob_set(b, 0, tg_pad(b->g, x, pads, m, value));
 }
 
 /* ---- losses --------------------------------------------------------------- */
@@ -1154,13 +1305,13 @@ const ob_op tg_onnx_nn_ops[] = {
     {"Conv", map_conv, WINDOW_ATTRS ",dilations,group"},
     {"ConvTranspose", map_conv_transpose,
      WINDOW_ATTRS ",dilations,group,output_padding,output_shape"},
-    {"Gemm", map_gemm, "alpha,beta,transA,transB"},
+    {"Gemm", map_gemm, "alpha,beta,broadcast,transA,transB"},
     {"MatMul", map_matmul, ""},
-    {"Add", map_add, ""},
-    {"Sub", map_sub, ""},
-    {"Mul", map_mul, ""},
-    {"Div", map_div, ""},
-    {"Pow", map_pow, ""},
+    {"Add", map_add, OB_LEGACY_BROADCAST_ATTRS},
+    {"Sub", map_sub, OB_LEGACY_BROADCAST_ATTRS},
+    {"Mul", map_mul, OB_LEGACY_BROADCAST_ATTRS},
+    {"Div", map_div, OB_LEGACY_BROADCAST_ATTRS},
+    {"Pow", map_pow, OB_LEGACY_BROADCAST_ATTRS},
     {"Relu", map_relu, ""},
     {"Erf", map_erf, ""},
     {"Exp", map_exp, ""},
@@ -1170,7 +1321,7 @@ const ob_op tg_onnx_nn_ops[] = {
     {"Abs", map_abs, ""},
     {"Reciprocal", map_reciprocal, ""},
     {"LeakyRelu", map_leaky_relu, "alpha"},
-    {"Clip", map_clip, ""},
+    {"Clip", map_clip, "max,min"},
     {"Max", map_max, ""},
     {"Min", map_min, ""},
     {"Sum", map_sum, ""},
@@ -1182,18 +1333,18 @@ const ob_op tg_onnx_nn_ops[] = {
     {"MaxPool", map_maxpool, WINDOW_ATTRS ",ceil_mode,dilations,storage_order"},
     {"AveragePool", map_avgpool, WINDOW_ATTRS ",ceil_mode,count_include_pad,dilations"},
     {"GlobalAveragePool", map_global_avgpool, ""},
-    {"BatchNormalization", map_batch_norm, "epsilon,momentum,training_mode"},
+    {"BatchNormalization", map_batch_norm, "epsilon,is_test,momentum,spatial,training_mode"},
     {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
-    {"Dropout", map_dropout, "ratio,seed"},
+    {"Dropout", map_dropout, "is_test,ratio,seed"},
     {"Flatten", map_flatten, "axis"},
     {"Transpose", map_transpose, "perm"},
-    {"Slice", map_slice, ""},
-    {"Split", map_split, "axis,split"},
+    {"Slice", map_slice, "axes,ends,starts"},
+    {"Split", map_split, "axis,num_outputs,split"},
     {"ReduceMean", map_reduce_mean, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceSum", map_reduce_sum, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMax", map_reduce_max, "axes,keepdims"},
-    {"ReduceMin", map_reduce_min, "axes,keepdims"},
-    {"Pad", map_pad, "mode"},
+    {"ReduceMax", map_reduce_max, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceMin", map_reduce_min, "axes,keepdims,noop_with_empty_axes"},
+    {"Pad", map_pad, "mode,pads,value"},
     {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy, "ignore_index,reduction"},
     {"NegativeLogLikelihoodLoss", map_nll_loss, "ignore_index,reduction"},
     {"LSTM", ob_map_lstm, OB_RNN_ATTRS ",input_forget"},

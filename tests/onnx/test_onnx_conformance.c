@@ -11,14 +11,21 @@
  * accepted fails the test: a supported op must pass all of its cases.
  * Exits 77 (skipped) when the test data is not installed.
  *
+ * It reports the cases by op (pass, fail, skip) and the skip reasons whole,
+ * and checks docs/onnx.md's conformance section against that report:
+ * `--markdown` prints it, `--update-docs` rewrites the section, and
+ * `--verbose` names each skipped case with its reason.
+ *
  * TG_TEST_LABELS: onnx
  */
 #include "tg_test.h"
 
+#include "onnx_docs.h"
 #include "onnx_run.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,88 +34,152 @@
 #define DATA_DIR "/usr/share/libonnx-testdata/data"
 #define RTOL 1e-3
 #define ATOL 1e-7
-#define MAX_REASONS 512
+#define MAX_KINDS 1024
 
-typedef struct reason {
-    char text[160];
-    int n;
-} reason;
+/* A reason (or an op) and the cases it counts; per op, how its cases went
+ * (a case counts once for each op type its graph holds). */
+typedef struct tally {
+    char *text;
+    int n, pass, fail, skip;
+} tally;
 
-static reason reasons[MAX_REASONS];
-/* op types of the cases that passed, each counted once per case */
-static reason covered[MAX_REASONS];
-static int n_covered;
+static tally reasons[MAX_KINDS], ops[MAX_KINDS];
+static int n_reasons, n_ops, passed, failed, skipped;
 
-static void count_covered(const tg_onnx_model *m)
+static tally *tally_of(tally *t, int *n, const char *text)
 {
-    for (int i = 0; i < tg_onnx_node_count(m); i++) {
-        const char *op = tg_onnx_node_op(m, i);
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(t[i].text, text))
+            return &t[i];
+    if (*n == MAX_KINDS)
+        return NULL;
+    t[*n].text = strdup(text);
+    return t[*n].text ? &t[(*n)++] : NULL;
+}
+
+/* The op types of the case being run (each once), from its protobuf, so
+ * that a model the loader refuses is counted under its ops too. */
+static char case_ops[64][80], case_name[256];
+static int n_case_ops, case_opset;
+static bool verbose; /* --verbose: each case that does not pass, with its reason */
+
+static void read_case_ops(const char *path)
+{
+    n_case_ops = 0;
+    case_opset = -1;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    bool ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
+    fclose(f);
+    Onnx__ModelProto *m = ok ? onnx__model_proto__unpack(NULL, (size_t)len, buf) : NULL;
+    free(buf);
+    if (!m)
+        return;
+    for (size_t k = 0; k < m->n_opset_import; k++) {
+        const char *d = m->opset_import[k]->domain;
+        if (!d || !*d || !strcmp(d, "ai.onnx"))
+            case_opset = (int)m->opset_import[k]->version;
+    }
+    for (size_t k = 0; m->graph && k < m->graph->n_node; k++) {
+        const Onnx__NodeProto *n = m->graph->node[k];
+        char op[80];
+        bool dflt = !n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx");
+        snprintf(op, sizeof op, "%s%s%s", dflt ? "" : n->domain, dflt ? "" : ".",
+                 n->op_type ? n->op_type : "?");
         bool seen = false;
-        for (int j = 0; j < i && !seen; j++)
-            seen = !strcmp(tg_onnx_node_op(m, j), op);
-        int k = 0;
-        while (k < n_covered && strcmp(covered[k].text, op))
-            k++;
-        if (seen || (k == n_covered && n_covered == MAX_REASONS))
-            continue;
-        if (k == n_covered)
-            snprintf(covered[n_covered++].text, sizeof covered[0].text, "%s", op);
-        covered[k].n++;
+        for (int i = 0; i < n_case_ops && !seen; i++)
+            seen = !strcmp(case_ops[i], op);
+        if (!seen && n_case_ops < 64)
+            snprintf(case_ops[n_case_ops++], sizeof case_ops[0], "%s", op);
     }
+    onnx__model_proto__free_unpacked(m, NULL);
 }
-static int n_reasons, passed, failed, skipped;
 
-static void count_reason(const char *text)
+/* How the case went, counted under its ops (and its reason, when skipped). */
+static void record(int outcome, const char *reason)
 {
-    for (int i = 0; i < n_reasons; i++)
-        if (!strcmp(reasons[i].text, text)) {
-            reasons[i].n++;
-            return;
-        }
-    if (n_reasons < MAX_REASONS) {
-        snprintf(reasons[n_reasons].text, sizeof reasons[n_reasons].text, "%s", text);
-        reasons[n_reasons++].n = 1;
+    *(outcome > 0 ? &passed : outcome < 0 ? &failed : &skipped) += 1;
+    if (verbose && outcome == 0)
+        printf("skip %s: %s\n", case_name, reason);
+    if (reason) {
+        tally *r = tally_of(reasons, &n_reasons, reason);
+        if (r)
+            r->n++;
+    }
+    for (int i = 0; i < n_case_ops; i++) {
+        tally *t = tally_of(ops, &n_ops, case_ops[i]);
+        if (!t)
+            continue;
+        t->n++;
+        *(outcome > 0 ? &t->pass : outcome < 0 ? &t->fail : &t->skip) += 1;
     }
 }
 
-/* "…: 2 unsupported op types: Abs (node ''), ..." -> one reason per op. */
+/* "…: 2 unsupported op types: Abs (node ''), ..." -> "op not supported:
+ * Abs, ..." (the op types, without the node names). */
 static void skip_unsupported_ops(const char *msg)
 {
+    char text[512] = "op not supported: ";
+    size_t used = strlen(text);
     const char *p = strstr(msg, "unsupported op type");
     p = p ? strchr(p, ':') : NULL;
     const char *end = p ? strstr(p, ". Supported:") : NULL;
-    for (p = p ? p + 2 : NULL; p && p < end;) {
-        char op[128];
+    p = p ? p + 2 : NULL;
+    for (int k = 0; p && p < end; k++) {
         size_t len = strcspn(p, " ");
-        snprintf(op, sizeof op, "op %.*s", (int)len, p);
-        count_reason(op);
+        if (used < sizeof text)
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s%.*s", k ? ", " : "",
+                                     (int)len, p);
         p = strstr(p, "), ");
         p = p && p < end ? p + 3 : NULL;
     }
+    record(0, text);
 }
 
-/* The reason a load or build failure gives, shortened to the fault: "Conv:
- * asymmetric pads..." (the node's op type and the message's tail), or the
- * message without the file name. */
+/* A message made one reason for all the cases it stands for: quoted tensor
+ * names become '...' (each case has its own; an attribute's name stays),
+ * nothing else changes. */
+static void normalise(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *c = in; *c && o + 6 < cap;) {
+        bool attr = c - in >= 10 && !strncmp(c - 10, "attribute ", 10);
+        if (*c == '\'' && strchr(c + 1, '\'') && !attr) {
+            c = strchr(c + 1, '\'') + 1;
+            memcpy(out + o, "'...'", 5);
+            o += 5;
+        } else {
+            out[o++] = *c++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* The reason a load or build failure gives: "Conv: <the fault>" (the
+ * node's op type and the message's tail), or the message without the file
+ * name; an opset the loader refuses is named with its number. */
 static void skip_build_failure(const char *msg)
 {
-    char text[160];
+    char text[1024], raw[1024];
     const char *op = strstr(msg, "' (");
     const char *fault = op ? strstr(op, "): ") : NULL;
     const char *file = strstr(msg, ".onnx: ");
     if (strstr(msg, "opset") && strstr(msg, "is not supported")) {
-        count_reason("opset outside 11..17");
+        snprintf(text, sizeof text, "opset %d (outside the opsets the importer reads)", case_opset);
+        record(0, text);
         return;
     }
     if (op && fault)
-        snprintf(text, sizeof text, "%.*s: %.100s", (int)(fault - op - 3), op + 3, fault + 3);
+        snprintf(raw, sizeof raw, "%.*s: %s", (int)(fault - op - 3), op + 3, fault + 3);
     else
-        snprintf(text, sizeof text, "%.140s", file ? file + 7 : msg);
-    /* the numbers in a message make every case its own reason */
-    for (char *c = text; *c; c++)
-        if ((*c >= '0' && *c <= '9') || *c == '[')
-            *c = '\0';
-    count_reason(text);
+        snprintf(raw, sizeof raw, "%s", file ? file + 7 : msg);
+    normalise(raw, text, sizeof text);
+    record(0, text);
 }
 
 static bool exists(const char *path)
@@ -197,17 +268,17 @@ static void run_case(const char *dir, const char *name)
 {
     char path[1024], why[1024];
     snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
+    snprintf(case_name, sizeof case_name, "%s/%s", strrchr(dir, '/') + 1, name);
+    read_case_ops(path);
     tg_onnx_model *m = NULL;
     if (tg_onnx_load(path, &m) != TG_OK) {
-        skipped++;
         skip_build_failure(tg_error_message());
         return;
     }
     const char *training = needs_training_mode(m, name);
     if (tg_onnx_check_ops(m) != TG_OK || training) {
-        skipped++;
         if (training)
-            count_reason(training);
+            record(0, training);
         else
             skip_unsupported_ops(tg_error_message());
         tg_onnx_model_destroy(m);
@@ -224,13 +295,11 @@ static void run_case(const char *dir, const char *name)
             ok = false;
     }
     if (unsupported) {
-        skipped++;
         skip_build_failure(why);
     } else if (ok && sets > 0) {
-        passed++;
-        count_covered(m);
+        record(1, NULL);
     } else {
-        failed++;
+        record(-1, NULL);
         printf("FAILED %s/%s: %s\n", strrchr(dir, '/') + 1, name, why[0] ? why : "no test data");
     }
     tg_onnx_model_destroy(m);
@@ -265,14 +334,72 @@ static void run_dir(const char *dir)
 
 static int by_count(const void *a, const void *b)
 {
-    return ((const reason *)b)->n - ((const reason *)a)->n;
+    const tally *x = a, *y = b;
+    return x->n != y->n ? y->n - x->n : strcmp(x->text, y->text);
 }
 
-/* The passing cases when this was written; raise it as ops are added. */
-#define MIN_PASSING 428
-
-int main(void)
+static int by_text(const void *a, const void *b)
 {
+    return strcmp(((const tally *)a)->text, ((const tally *)b)->text);
+}
+
+/* A growing string for the markdown. */
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) TG_PRINTF(2, 3);
+static void put(text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *s = realloc(t->s, cap);
+        if (!s)
+            return;
+        t->s = s, t->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+/* The summary, the skip reasons by count and the cases by op, as the
+ * markdown docs/onnx.md carries (a '|' in a reason is escaped). */
+static void markdown(text *t)
+{
+    put(t, "%d passed, %d failed, %d skipped of %d cases.\n\n", passed, failed, skipped,
+        passed + failed + skipped);
+    put(t, "| cases | why they are skipped |\n| ---: | --- |\n");
+    for (int i = 0; i < n_reasons; i++) {
+        put(t, "| %d | ", reasons[i].n);
+        for (const char *c = reasons[i].text; *c; c++)
+            put(t, "%s%c", *c == '|' ? "\\" : "", *c);
+        put(t, " |\n");
+    }
+    put(t, "\n| op | cases | pass | fail | skip |\n| --- | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n_ops; i++)
+        put(t, "| %s | %d | %d | %d | %d |\n", ops[i].text, ops[i].n, ops[i].pass, ops[i].fail,
+            ops[i].skip);
+}
+
+/* The passing cases when this was set; raise it as ops are added. A change
+ * that makes cases skip (a reader refusing what it took) must not pass
+ * quietly. */
+#define MIN_PASSING 577
+
+int main(int argc, char **argv)
+{
+    bool update = argc > 1 && !strcmp(argv[1], "--update-docs");
+    bool print_md = argc > 1 && !strcmp(argv[1], "--markdown");
+    verbose = argc > 1 && !strcmp(argv[1], "--verbose");
     if (!exists(DATA_DIR "/node")) {
         printf("skipped: ONNX test data not installed (Debian package libonnx-testdata)\n");
         return 77;
@@ -284,23 +411,32 @@ int main(void)
         run_dir(dir);
     }
     qsort(reasons, (size_t)n_reasons, sizeof *reasons, by_count);
-    printf("%d passed, %d failed, %d skipped (unsupported:", passed, failed, skipped);
+    qsort(ops, (size_t)n_ops, sizeof *ops, by_text);
+    text md = {0};
+    markdown(&md);
+    if (print_md) {
+        fputs(md.s ? md.s : "", stdout);
+        free(md.s);
+        return 0;
+    }
+    printf("%d passed, %d failed, %d skipped\nskipped, by reason:\n", passed, failed, skipped);
     for (int i = 0; i < n_reasons; i++)
-        printf("%s %s x%d", i ? "," : "", reasons[i].text, reasons[i].n);
-    printf(")\n");
-    qsort(covered, (size_t)n_covered, sizeof *covered, by_count);
-    printf("passing cases by op:");
-    for (int i = 0; i < n_covered; i++)
-        printf("%s %s x%d", i ? "," : "", covered[i].text, covered[i].n);
+        printf("  %4d  %s\n", reasons[i].n, reasons[i].text);
+    printf("cases by op (pass/fail/skip):");
+    for (int i = 0; i < n_ops; i++)
+        printf("%s %s %d/%d/%d", i ? "," : "", ops[i].text, ops[i].pass, ops[i].fail, ops[i].skip);
     printf("\n");
+    bool docs_ok = onnx_docs_section("conformance", md.s ? md.s : "", update,
+                                     "build/tests/onnx_test_onnx_conformance --update-docs");
+    free(md.s);
     if (failed)
         tg_test_fail(__FILE__, __LINE__, "%d conformance cases of supported ops failed", failed);
-    /* A change that makes cases skip (a reader refusing what it took) must
-     * not pass quietly: 428 pass today. */
     if (passed < MIN_PASSING)
         tg_test_fail(__FILE__, __LINE__,
                      "only %d conformance cases pass, fewer than the %d that "
                      "passed when this floor was set",
                      passed, MIN_PASSING);
-    return failed || passed < MIN_PASSING ? 1 : 0;
+    if (!docs_ok)
+        tg_test_fail(__FILE__, __LINE__, "docs/onnx.md's conformance table is out of date");
+    return failed || passed < MIN_PASSING || !docs_ok ? 1 : 0;
 }

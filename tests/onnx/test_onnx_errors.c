@@ -198,13 +198,45 @@ static void test_opset(void)
 {
     model_parts p;
     make_model(&p, 1);
-    p.opset.version = 9;
+    p.opset.version = 5;
     tg_onnx_model *m = NULL;
-    EXPECT(load_parts(&p, "old.onnx", &m), TG_ERR_UNSUPPORTED, "old.onnx", "opset 9", "11 to 17");
-    p.opset.version = 18;
-    EXPECT(load_parts(&p, "new.onnx", &m), TG_ERR_UNSUPPORTED, "opset 18", NULL, NULL);
+    EXPECT(load_parts(&p, "old.onnx", &m), TG_ERR_UNSUPPORTED, "old.onnx", "opset 5", "6 to 21");
+    p.opset.version = 22;
+    EXPECT(load_parts(&p, "new.onnx", &m), TG_ERR_UNSUPPORTED, "opset 22", NULL, NULL);
+    /* the version as the file gives it, not cut to an int ("opset 0") */
+    p.opset.version = (int64_t)1 << 62;
+    EXPECT(load_parts(&p, "huge.onnx", &m), TG_ERR_UNSUPPORTED, "opset 4611686018427387904", NULL,
+           NULL);
+    p.opset.version = -3;
+    EXPECT(load_parts(&p, "negative.onnx", &m), TG_ERR_UNSUPPORTED, "opset -3", NULL, NULL);
+    for (int v = 6; v <= 21; v++) {
+        p.opset.version = v;
+        TG_CHECK_OK(load_parts(&p, "any.onnx", &m));
+        TG_CHECK(m && tg_onnx_opset(m) == v);
+        tg_onnx_model_destroy(m);
+        m = NULL;
+    }
     p.opset.domain = "ai.onnx.ml";
     EXPECT(load_parts(&p, "ml.onnx", &m), TG_ERR_FORMAT, "no default-domain", NULL, NULL);
+}
+
+/* Two default-domain opset entries ("" and "ai.onnx" are one domain) would
+ * leave the ops' semantics to whichever entry the reader kept. */
+static void test_two_default_opsets(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    Onnx__OperatorSetIdProto second;
+    onnx__operator_set_id_proto__init(&second);
+    second.domain = "ai.onnx";
+    second.has_version = 1;
+    second.version = 9;
+    Onnx__OperatorSetIdProto *both[2] = {&p.opset, &second};
+    p.model.opset_import = both;
+    p.model.n_opset_import = 2;
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "twice.onnx", &m), TG_ERR_FORMAT, "twice.onnx", "opset 13", "opset 9");
+    TG_CHECK(m == NULL);
 }
 
 static void test_unsupported_ops_listed_at_once(void)
@@ -288,6 +320,159 @@ static void test_external_data(void)
     /* and from memory there is no directory at all */
     p.ext[0].value = "weights.bin";
     EXPECT(load_parts(&p, "mem.onnx", &m), TG_ERR_UNSUPPORTED, "external data", NULL, NULL);
+    free(buf);
+    unlink(path);
+    unlink(data);
+    rmdir(dir);
+}
+
+/* Issue 32 item 26: invalid models that loaded silently, and numbers in
+ * messages that misled. */
+
+/* Two initializers of one name: whichever the reader kept would win. */
+static void test_duplicate_initializers(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    add_initializer(&p, 24);
+    Onnx__TensorProto *two[2] = {&p.init, &p.init};
+    p.graph.initializer = two;
+    p.graph.n_initializer = 2;
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "dup.onnx", &m), TG_ERR_FORMAT, "dup.onnx", "initializer 'w'", "twice");
+    TG_CHECK(m == NULL);
+}
+
+/* Two nodes writing one tensor: its readers would see either. */
+static void test_two_writers(void)
+{
+    model_parts p;
+    make_model(&p, 3);
+    p.outs[1][0] = "h1"; /* node 1 writes h1, which node 0 wrote */
+    p.ins[2][0] = "h1";
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "writers.onnx", &m), TG_ERR_FORMAT, "writers.onnx", "'h1'",
+           "written by node 0");
+    TG_CHECK(m == NULL);
+}
+
+/* A name that is not UTF-8 is shown escaped, never echoed raw. */
+static void test_non_utf8_names(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    p.nodes[0].name = "bad\xff\xfename";
+    tg_onnx_model *m = NULL;
+    EXPECT(load_parts(&p, "utf.onnx", &m), TG_ERR_FORMAT, "utf.onnx", "bad\\xff\\xfename",
+           "not UTF-8");
+    TG_CHECK(strchr(tg_error_message(), 0xff) == NULL);
+    make_model(&p, 1);
+    p.ins[0][0] = "x\xc3"; /* a cut two-byte sequence */
+    p.in.name = "x\xc3";
+    EXPECT(load_parts(&p, "utf2.onnx", &m), TG_ERR_FORMAT, "x\\xc3", "not UTF-8", NULL);
+}
+
+/* A directory given as the model or as a test tensor is named as one, not
+ * measured ("9223372036854775807 bytes"). */
+static void test_directory_named(void)
+{
+    char dir[] = "/tmp/tg_onnx_dir_XXXXXX";
+    TG_CHECK(TG_MKDTEMP(dir) != NULL);
+    tg_onnx_model *m = NULL;
+    tg_status s = tg_onnx_load(dir, &m);
+    TG_CHECK(s != TG_OK && strstr(tg_error_message(), "directory") != NULL);
+    TG_CHECK(strstr(tg_error_message(), "9223372036854775807") == NULL);
+    tg_onnx_data d;
+    s = tg_onnx_data_read_file(dir, &d);
+    TG_CHECK(s != TG_OK && strstr(tg_error_message(), "directory") != NULL);
+    TG_CHECK(strstr(tg_error_message(), "9223372036854775807") == NULL);
+    rmdir(dir);
+}
+
+/* A declared input dim over 2^32 is shown as declared, not cut to 32 bits
+ * (the tensor is refused as too large). */
+static void test_huge_dims_shown_whole(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    p.dims[1].dim_value = ((int64_t)1 << 40) + 5;
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "huge.onnx", &m));
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    tg_status s = tg_onnx_build(m, g, NULL, &io);
+    TG_CHECK(s != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "1099511627781") != NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+/* A pooling window of 2^31 is refused naming that number, not a wrapped
+ * "kernel -2147483648". */
+static void test_huge_kernel_shown_whole(void)
+{
+    model_parts p;
+    make_model(&p, 1);
+    p.nodes[0].op_type = "MaxPool";
+    p.dims[0].dim_value = 1;
+    p.dims[1].dim_value = 4; /* x [1, 4]: fed as [N, C, L] below */
+    Onnx__TensorShapeProto__Dimension third;
+    onnx__tensor_shape_proto__dimension__init(&third);
+    third.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    third.dim_value = 8;
+    Onnx__TensorShapeProto__Dimension *dims[3] = {&p.dims[0], &p.dims[1], &third};
+    p.in_shape.dim = dims;
+    p.in_shape.n_dim = 3;
+    int64_t k = (int64_t)1 << 31;
+    onnx__attribute_proto__init(&p.attr);
+    p.attr.name = "kernel_shape";
+    p.attr.has_type = 1;
+    p.attr.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    p.attr.n_ints = 1;
+    p.attr.ints = &k;
+    p.attr_ptrs[0] = &p.attr;
+    p.nodes[0].n_attribute = 1;
+    p.nodes[0].attribute = p.attr_ptrs;
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "kernel.onnx", &m));
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    TG_CHECK(tg_onnx_build(m, g, NULL, &io) != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "2147483648") != NULL);
+    TG_CHECK(strstr(tg_error_message(), "-2147483648") == NULL);
+    TG_CHECK(strstr(tg_error_message(), "at least") == NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
+/* Every external-data error names the model's file, not only the tensor. */
+static void test_external_errors_name_model(void)
+{
+    char dir[] = "/tmp/tg_onnx_extp_XXXXXX";
+    TG_CHECK(TG_MKDTEMP(dir) != NULL);
+    model_parts p;
+    make_external_model(&p, "weights.bin");
+    onnx__string_string_entry_proto__init(&p.ext[0]);
+    Onnx__StringStringEntryProto entries[2], *ptrs[2] = {&entries[0], &entries[1]};
+    onnx__string_string_entry_proto__init(&entries[0]);
+    onnx__string_string_entry_proto__init(&entries[1]);
+    entries[0].key = "location";
+    entries[0].value = "weights.bin";
+    entries[1].key = "offset";
+    entries[1].value = "-5";
+    p.init.external_data = ptrs;
+    p.init.n_external_data = 2;
+    size_t n = onnx__model_proto__get_packed_size(&p.model);
+    uint8_t *buf = malloc(n);
+    onnx__model_proto__pack(&p.model, buf);
+    char path[256], data[256];
+    snprintf(path, sizeof path, "%s/m.onnx", dir);
+    snprintf(data, sizeof data, "%s/weights.bin", dir);
+    write_file(path, buf, n);
+    float w[6] = {0};
+    write_file(data, w, sizeof w);
+    tg_onnx_model *m = NULL;
+    EXPECT(tg_onnx_load(path, &m), TG_ERR_FORMAT, path, "offset '-5'", "initializer w");
     free(buf);
     unlink(path);
     unlink(data);
@@ -591,6 +776,14 @@ int main(void)
     TG_RUN(test_good_model_loads);
     TG_RUN(test_missing_truncated_and_wrong_files);
     TG_RUN(test_opset);
+    TG_RUN(test_two_default_opsets);
+    TG_RUN(test_duplicate_initializers);
+    TG_RUN(test_two_writers);
+    TG_RUN(test_non_utf8_names);
+    TG_RUN(test_directory_named);
+    TG_RUN(test_huge_dims_shown_whole);
+    TG_RUN(test_huge_kernel_shown_whole);
+    TG_RUN(test_external_errors_name_model);
     TG_RUN(test_unsupported_ops_listed_at_once);
     TG_RUN(test_size_mismatch);
     TG_RUN(test_external_data);
