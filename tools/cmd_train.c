@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "device_flags.h"
 #include "optim_flags.h"
+#include "train_config.h"
 #include "train_exchange.h"
 #include "train_util.h"
 
@@ -40,6 +41,7 @@ typedef struct train_args {
     int seq_len;
     const char *unit;
     char *vocab; /* the checkpoint's record of the tokens: "byte", or "char:" and code points */
+    char config[TRAIN_CONFIG_CAP]; /* the training configuration, for the checkpoint */
 } train_args;
 
 /* A language model trains for enough epochs that gpt-tiny on GPL-3 passes
@@ -91,6 +93,10 @@ static int parse_args(train_args *a, int argc, char **argv)
          "stop once the run has done N host steps in all (those before --resume count), as "
          "Ctrl-C would but exit 0 (0: no limit)",
          0, 9e18, NULL},
+        {"--resume-weights-only", CLI_BOOL, &a->resume_weights_only, NULL,
+         "--resume a run under another optimizer, schedule or precision: its weights and "
+         "position, not its optimizer state (which starts afresh)",
+         1, 0, NULL},
         {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
          "--load/--resume: accept a checkpoint holding NaN or infinity", 1, 0, NULL},
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1,
@@ -150,6 +156,9 @@ static int check_args(train_args *a)
     else if (a->resume && a->load)
         bad = "--resume and --load both give the starting weights: use one (--resume also "
               "continues the step count and the data position)";
+    else if (a->resume_weights_only && !a->resume)
+        bad = "--resume-weights-only applies to --resume FILE (--load takes weights only "
+              "anyway)";
     if (bad) {
         fprintf(stderr, "tilegraph train: %s\n", bad);
         return -1;
@@ -238,15 +247,24 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
     snprintf(step, sizeof step, "%lld", (long long)pos->step);
     snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
     snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
-    const char *kv[] = {"train_epoch", epoch,   "train_epoch_step",       step,
-                        "train_seed",  seed,    "train_samples_per_step", per,
-                        "text_tokens", a->vocab};
+    const char *kv[] = {"train_epoch",
+                        epoch,
+                        "train_epoch_step",
+                        step,
+                        "train_seed",
+                        seed,
+                        "train_samples_per_step",
+                        per,
+                        TRAIN_CONFIG_KEY,
+                        a->config,
+                        "text_tokens",
+                        a->vocab};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 5 : 4);
+    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 6 : 5);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -615,6 +633,43 @@ static void print_resumed_json(const train_args *a, const train_pos *pos, const 
     tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]) - (a->unit ? 0 : 1));
 }
 
+/* --resume: the checkpoint's training configuration must be this run's, or
+ * the run would not be the one it continues (another optimizer starts from
+ * zero moments at the checkpoint's step, with the wrong bias correction).
+ * --resume-weights-only accepts another one, saying what differs; a
+ * checkpoint from before the configuration was recorded is taken as
+ * before, with a note. Sets *flags for the load. */
+static int check_resume_config(const train_args *a, unsigned *flags)
+{
+    char had[TRAIN_CONFIG_CAP], diff[2048];
+    if (tg_checkpoint_read_meta(a->resume, TRAIN_CONFIG_KEY, had, sizeof had) != TG_OK) {
+        fprintf(stderr,
+                "tilegraph train: note: --resume %s: the checkpoint records no training "
+                "configuration (written before tilegraph recorded it): its optimizer, schedule "
+                "and precision are assumed to be this run's, unchecked\n",
+                a->resume);
+        return 0;
+    }
+    int n = train_config_diff(had, a->config, diff, sizeof diff);
+    if (n == 0)
+        return 0;
+    if (!a->resume_weights_only) {
+        fprintf(stderr,
+                "tilegraph train: --resume %s: the run was trained with another "
+                "configuration: %s. Give the run's flags to continue it, or "
+                "--resume-weights-only to continue from its weights and position with a fresh "
+                "optimizer\n",
+                a->resume, diff);
+        return -1;
+    }
+    fprintf(stderr,
+            "tilegraph train: --resume-weights-only: %s: %s; its optimizer state and update "
+            "count are not loaded (the optimizer starts afresh)\n",
+            a->resume, diff);
+    *flags |= TG_CHECKPOINT_WEIGHTS_ONLY;
+    return 0;
+}
+
 /* Profiles are closed (and renamed into place) after the checkpoint is safe;
  * a profile failure is reported once and makes the exit code non-zero.
  * Returns a bit per profile that failed: 1 training, 2 inference. */
@@ -768,6 +823,12 @@ int cmd_train(int argc, char **argv)
     int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
     if (optim_make(&a.opt, "train", a.epochs, updates_per_epoch, &opt) != 0)
         goto done;
+    train_config_text(&opt, o, a.epochs, a.opt.warmup_epochs, a.opt.step_epochs, a.config,
+                      sizeof a.config);
+    /* a run with nothing left to train only evaluates: its flags do not matter */
+    unsigned load_flags = a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0;
+    if (a.resume && pos.epoch < a.epochs && check_resume_config(&a, &load_flags) != 0)
+        goto done;
     double compile_start = cli_now();
     if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||
         tg_session_create(mg.graph, o, &s) != TG_OK) {
@@ -793,9 +854,7 @@ int cmd_train(int argc, char **argv)
     const char *start = a.resume ? a.resume : a.load;
     if (start && a.vocab && check_vocab(start, a.vocab) != 0)
         goto done;
-    if (start &&
-        tg_checkpoint_load_ex(s, start, ctx.model->name,
-                              a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
+    if (start && tg_checkpoint_load_ex(s, start, ctx.model->name, load_flags) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }

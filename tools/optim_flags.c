@@ -33,8 +33,7 @@ int optim_flags(optim_args *a, cli_flag *f)
          "clip the gradients by their global norm, as clip_grad_norm_ (0: off)", 0, 1e30, NULL},
         {"--no-bias-correction", CLI_BOOL, &a->no_bias_correction, NULL,
          "Adam, AdamW, LAMB: no 1 - beta^t division of the moments", 1, 0, NULL},
-        {"--lr-schedule", CLI_STRING, &a->schedule, "KIND", "constant, step or cosine", 1, 0,
-         NULL},
+        {"--lr-schedule", CLI_STRING, &a->schedule, "KIND", "constant, step or cosine", 1, 0, NULL},
         {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays",
          1, 10000, NULL},
         {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1, NULL},
@@ -60,8 +59,8 @@ bool optim_needs_epoch_length(const optim_args *a)
     return strcmp(a->schedule, "constant") != 0 || a->warmup_epochs > 0;
 }
 
-int optim_make(const optim_args *a, const char *command, int64_t epochs,
-               int64_t updates_per_epoch, tg_optimizer *opt)
+int optim_make(const optim_args *a, const char *command, int64_t epochs, int64_t updates_per_epoch,
+               tg_optimizer *opt)
 {
     int kind = tg_optimizer_parse(a->optimizer);
     if (kind < 0) {

@@ -32,8 +32,8 @@ void optim_task_defaults(optim_args *a, bool language_model);
  * updates_per_epoch weight updates (the step and cosine schedules and the
  * warm-up count updates). Prints the error ("tilegraph COMMAND: ...") and
  * returns -1 on a bad combination. */
-int optim_make(const optim_args *a, const char *command, int64_t epochs,
-               int64_t updates_per_epoch, tg_optimizer *opt);
+int optim_make(const optim_args *a, const char *command, int64_t epochs, int64_t updates_per_epoch,
+               tg_optimizer *opt);
 
 /* Whether the learning rate depends on the length of an epoch. */
 bool optim_needs_epoch_length(const optim_args *a);

@@ -32,8 +32,7 @@ static void test_help_shows_one_default(void)
             char *end = strchr(line, '\n');
             size_t len = end ? (size_t)(end - line) : strlen(line);
             char one[1024];
-            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1),
-                     line);
+            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), line);
             const char *first = strstr(one, "(default");
             if (first && strstr(first + 1, "(default"))
                 tg_test_fail(__FILE__, __LINE__, "tilegraph %s: two defaults: %s", args, one);

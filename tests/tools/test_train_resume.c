@@ -9,6 +9,8 @@
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
+#include "tilegraph/checkpoint.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +84,86 @@ static void test_max_steps_in_all(void)
     EXPECT("train --help", 0, "N host steps in all (those before --resume count)");
 }
 
+/* The checkpoint's update counter (metadata "step"), -1 when unreadable. */
+static long long update_count(const char *path)
+{
+    char buf[32];
+    return tg_checkpoint_read_meta(path, "step", buf, sizeof buf) == TG_OK ? atoll(buf) : -1;
+}
+
+/* A copy of `from` whose metadata key `key` is renamed to one of the same
+ * length (the header stays valid): a checkpoint written before the key. */
+static void without_key(const char *from, const char *to, const char *key)
+{
+    FILE *f = fopen(from, "rb");
+    TG_CHECK(f != NULL);
+    if (!f)
+        return;
+    static char data[1 << 22];
+    size_t n = fread(data, 1, sizeof data, f);
+    fclose(f);
+    char *hit = NULL;
+    for (size_t i = 0; i + strlen(key) < n && !hit; i++)
+        if (!memcmp(data + i, key, strlen(key)))
+            hit = data + i;
+    TG_CHECK(hit != NULL);
+    if (hit)
+        hit[strlen(key) - 1] = 'X';
+    FILE *g = fopen(to, "wb");
+    TG_CHECK(g && fwrite(data, 1, n, g) == n);
+    if (g)
+        fclose(g);
+}
+
+/* item 25: the checkpoint records the training configuration; --resume
+ * refuses another one by name, --resume-weights-only takes it afresh */
+static void test_resume_checks_the_configuration(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args, RUN "--quiet --epochs 2 --save %s --max-steps 5", at("c.st"));
+    EXPECT(args, 0, "stopped by --max-steps");
+    TG_CHECK(update_count(at("c.st")) == 5);
+    const struct {
+        const char *flags, *said;
+    } cases[] = {
+        {"--optimizer adam", "--optimizer sgd there, adam here"},
+        {"--lr 0.1", "--lr 0.05 there, 0.1 here"},
+        {"--momentum 0.9", "--momentum 0 there, 0.9 here"},
+        {"--lr-schedule cosine", "--lr-schedule constant there, cosine here"},
+        {"--precision bf16.32", "--precision 32.32 there, bf16.32 here"},
+        {"--loss-scaling dynamic", "--loss-scaling none there, dynamic here"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, RUN "--quiet --epochs 2 %s --resume %s --save %s",
+                 cases[i].flags, at("c.st"), at("x.st"));
+        EXPECT(args, 1, cases[i].said);
+        TG_CHECK(strstr(tg_cli_output, "--resume-weights-only") != NULL);
+        TG_CHECK(strstr(tg_cli_output, "test accuracy") == NULL);
+    }
+    /* the same flags continue it, with the update counter */
+    snprintf(args, sizeof args, RUN "--quiet --epochs 2 --resume %s --save %s", at("c.st"),
+             at("same.st"));
+    EXPECT(args, 0, "test accuracy");
+    TG_CHECK(update_count(at("same.st")) == 40);
+    /* --resume-weights-only: the weights and position, a fresh optimizer
+     * (its update counter restarts: 35 updates, not 40) */
+    snprintf(args, sizeof args,
+             RUN "--quiet --epochs 2 --optimizer adam --lr 0.001 --resume %s "
+                 "--resume-weights-only --save %s",
+             at("c.st"), at("w.st"));
+    EXPECT(args, 0, "--resume-weights-only");
+    TG_CHECK(strstr(tg_cli_output, "--optimizer sgd there, adam here") &&
+             strstr(tg_cli_output, "test accuracy"));
+    TG_CHECK(update_count(at("w.st")) == 35);
+    EXPECT(RUN "--resume-weights-only", 2, "--resume-weights-only applies to --resume FILE");
+    /* a checkpoint from before the record: said, and resumed as before */
+    without_key(at("c.st"), at("old.st"), "train_config");
+    snprintf(args, sizeof args, RUN "--quiet --epochs 2 --optimizer adam --resume %s --save %s",
+             at("old.st"), at("o2.st"));
+    EXPECT(args, 0, "records no training configuration");
+    TG_CHECK(strstr(tg_cli_output, "test accuracy") != NULL);
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -94,6 +176,7 @@ int main(void)
     TG_RUN(test_resume_of_a_finished_run);
     TG_RUN(test_progress_of_a_stopped_run);
     TG_RUN(test_max_steps_in_all);
+    TG_RUN(test_resume_checks_the_configuration);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

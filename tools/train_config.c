@@ -1,0 +1,113 @@
+/* tools/train_config.c - the training configuration of a checkpoint
+ * (train_config.h). */
+#include "train_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One "flag=value;" appended. */
+static void add(char *buf, size_t cap, const char *flag, const char *value)
+{
+    size_t used = strlen(buf);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "%s=%s;", flag, value);
+}
+
+/* The shortest text that reads back as the same float (0.05, not
+ * 0.0500000007): 9 digits always do. */
+static void add_num(char *buf, size_t cap, const char *flag, double v)
+{
+    char t[40];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(t, sizeof t, "%.*g", digits, v);
+        if ((float)strtod(t, NULL) == (float)v)
+            break;
+    }
+    add(buf, cap, flag, t);
+}
+
+/* An option's value as the options read it ("" when unknown). */
+static void add_option(char *buf, size_t cap, const tg_options *o, const char *key,
+                       const char *flag)
+{
+    const char *v = tg_options_get_string(o, key);
+    add(buf, cap, flag, v ? v : "");
+}
+
+void train_config_text(const tg_optimizer *opt, const tg_options *o, int64_t epochs,
+                       double warmup_epochs, int64_t step_epochs, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    add(buf, cap, "--optimizer", tg_optimizer_name(opt->kind));
+    add_num(buf, cap, "--lr", opt->lr.lr);
+    if (opt->kind == TG_OPT_SGD) {
+        add_num(buf, cap, "--momentum", opt->momentum);
+        add(buf, cap, "--nesterov", opt->nesterov ? "yes" : "no");
+    } else {
+        add(buf, cap, "--no-bias-correction", opt->bias_correction ? "no" : "yes");
+    }
+    add_num(buf, cap, "--weight-decay", opt->weight_decay);
+    add_num(buf, cap, "--max-grad-norm", opt->max_grad_norm);
+    const char *kind = opt->lr.kind == TG_LR_STEP     ? "step"
+                       : opt->lr.kind == TG_LR_COSINE ? "cosine"
+                                                      : "constant";
+    add(buf, cap, "--lr-schedule", kind);
+    if (opt->lr.kind == TG_LR_STEP) {
+        add_num(buf, cap, "--lr-step-epochs", (double)step_epochs);
+        add_num(buf, cap, "--lr-gamma", opt->lr.gamma);
+    } else if (opt->lr.kind == TG_LR_COSINE) {
+        add_num(buf, cap, "--lr-min", opt->lr.min_lr);
+        add_num(buf, cap, "--epochs", (double)epochs);
+    }
+    add_num(buf, cap, "--lr-warmup-epochs", warmup_epochs);
+    add_option(buf, cap, o, "precision", "--precision");
+    add_option(buf, cap, o, "lossScaling", "--loss-scaling");
+    const char *scaling = tg_options_get_string(o, "lossScaling");
+    if (scaling && strcmp(scaling, "none"))
+        add_option(buf, cap, o, "lossScalingFactor", "--loss-scale");
+    add_option(buf, cap, o, "accumType", "--accum-type");
+    add_option(buf, cap, o, "firstOrderMomentumAccumType", "--first-moment-type");
+    add_option(buf, cap, o, "secondOrderMomentumAccumType", "--second-moment-type");
+    add_option(buf, cap, o, "Precision.enableStochasticRounding", "--stochastic-rounding");
+}
+
+/* The value of `flag` in a configuration text, into v; false when absent. */
+static bool lookup(const char *text, const char *flag, char *v, size_t cap)
+{
+    size_t n = strlen(flag);
+    for (const char *p = text; p && *p;) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > n && !strncmp(p, flag, n) && p[n] == '=') {
+            snprintf(v, cap, "%.*s", (int)(len - n - 1), p + n + 1);
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+int train_config_diff(const char *had, const char *now, char *diff, size_t cap)
+{
+    int n = 0;
+    diff[0] = '\0';
+    /* the entries both record: one that applies to one side only (SGD's
+     * momentum, a step schedule's gamma) follows from an entry both have
+     * (--optimizer, --lr-schedule), whose difference says it */
+    for (const char *p = had; p && *p;) {
+        const char *end = strchr(p, ';'), *eq = strchr(p, '=');
+        if (!eq || (end && eq > end))
+            break;
+        char flag[64], a[128] = "", b[128] = "";
+        snprintf(flag, sizeof flag, "%.*s", (int)(eq - p), p);
+        if (lookup(had, flag, a, sizeof a) && lookup(now, flag, b, sizeof b) && strcmp(a, b)) {
+            size_t used = strlen(diff);
+            snprintf(diff + used, cap > used ? cap - used : 0, "%s%s %s there, %s here",
+                     n ? "; " : "", flag, a, b);
+            n++;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return n;
+}
