@@ -25,8 +25,15 @@ static bool is_over_capacity(tg_status s)
  * --options or --engine-option). */
 static int check_target_description(const tg_options *o, const char *target_desc)
 {
-    const char *target = tg_options_get_string(o, "target");
-    if (!target_desc || (target && !strcmp(target, "mk2")))
+    tg_options_summary sum;
+    if (!target_desc)
+        return 0;
+    if (tg_options_summarize(o, 1, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        return -1;
+    }
+    const char *target = sum.target;
+    if (!strcmp(target, "mk2"))
         return 0;
     fprintf(stderr,
             "tilegraph compile: --target-description describes a tile processor and applies "

@@ -823,7 +823,7 @@ int cmd_train(int argc, char **argv)
     int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
     if (optim_make(&a.opt, "train", a.epochs, updates_per_epoch, &opt) != 0)
         goto done;
-    train_config_text(&opt, o, a.epochs, a.opt.warmup_epochs, a.opt.step_epochs, a.config,
+    train_config_text(&opt, &sum, a.epochs, a.opt.warmup_epochs, a.opt.step_epochs, a.config,
                       sizeof a.config);
     /* a run with nothing left to train only evaluates: its flags do not matter */
     unsigned load_flags = a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0;

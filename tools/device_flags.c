@@ -120,6 +120,15 @@ static char *read_text(const char *path)
     fclose(f);
     if (buf)
         buf[len] = '\0';
+    /* a NUL would end the text where it stands, and the rest be ignored */
+    if (buf && strlen(buf) != len) {
+        tg_error_set(TG_ERR_CONFIG,
+                     "'%s' holds a NUL byte at offset %zu: an options file is JSON text; "
+                     "the rest would be ignored",
+                     path, strlen(buf));
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 

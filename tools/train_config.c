@@ -27,15 +27,7 @@ static void add_num(char *buf, size_t cap, const char *flag, double v)
     add(buf, cap, flag, t);
 }
 
-/* An option's value as the options read it ("" when unknown). */
-static void add_option(char *buf, size_t cap, const tg_options *o, const char *key,
-                       const char *flag)
-{
-    const char *v = tg_options_get_string(o, key);
-    add(buf, cap, flag, v ? v : "");
-}
-
-void train_config_text(const tg_optimizer *opt, const tg_options *o, int64_t epochs,
+void train_config_text(const tg_optimizer *opt, const tg_options_summary *sum, int64_t epochs,
                        double warmup_epochs, int64_t step_epochs, char *buf, size_t cap)
 {
     buf[0] = '\0';
@@ -61,15 +53,17 @@ void train_config_text(const tg_optimizer *opt, const tg_options *o, int64_t epo
         add_num(buf, cap, "--epochs", (double)epochs);
     }
     add_num(buf, cap, "--lr-warmup-epochs", warmup_epochs);
-    add_option(buf, cap, o, "precision", "--precision");
-    add_option(buf, cap, o, "lossScaling", "--loss-scaling");
-    const char *scaling = tg_options_get_string(o, "lossScaling");
-    if (scaling && strcmp(scaling, "none"))
-        add_option(buf, cap, o, "lossScalingFactor", "--loss-scale");
-    add_option(buf, cap, o, "accumType", "--accum-type");
-    add_option(buf, cap, o, "firstOrderMomentumAccumType", "--first-moment-type");
-    add_option(buf, cap, o, "secondOrderMomentumAccumType", "--second-moment-type");
-    add_option(buf, cap, o, "Precision.enableStochasticRounding", "--stochastic-rounding");
+    add(buf, cap, "--precision", sum->precision);
+    add(buf, cap, "--loss-scaling", sum->loss_scaling);
+    if (strcmp(sum->loss_scaling, "none"))
+        add_num(buf, cap, "--loss-scale", sum->loss_scale);
+    add(buf, cap, "--accum-type", sum->accum_type);
+    add(buf, cap, "--first-moment-type", sum->first_moment_type);
+    add(buf, cap, "--second-moment-type", sum->second_moment_type);
+    add(buf, cap, "--stochastic-rounding",
+        sum->stochastic_rounding < 0 ? "auto"
+        : sum->stochastic_rounding   ? "on"
+                                     : "off");
 }
 
 /* The value of `flag` in a configuration text, into v; false when absent. */

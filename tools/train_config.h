@@ -21,7 +21,7 @@
  * flag that sets it (so a refusal names what to give); only the entries
  * that apply (--lr-gamma with a step schedule, --loss-scale with loss
  * scaling). `epochs` enters for a cosine schedule, whose length it is. */
-void train_config_text(const tg_optimizer *opt, const tg_options *o, int64_t epochs,
+void train_config_text(const tg_optimizer *opt, const tg_options_summary *sum, int64_t epochs,
                        double warmup_epochs, int64_t step_epochs, char *buf, size_t cap);
 
 /* Compare a checkpoint's recorded configuration `had` with this run's

@@ -138,6 +138,39 @@ static void test_executable_example(void)
            "fashion-basic");
 }
 
+static void write_file(const char *name, const char *data, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    TG_CHECK(f && fwrite(data, 1, n, f) == n);
+    if (f)
+        fclose(f);
+}
+
+/* item 27: option values that would select nothing or be cut short */
+static void test_options_refused(void)
+{
+    EXPECT(TRAIN "--engine-option trace.enable=true --engine-option trace.channels=nosuch", 1,
+           "option 'trace.channels': 'nosuch' is not one of compile|engine|data|comms|*");
+    EXPECT(TRAIN "--engine-option trace.channels=engine", 0, "test accuracy");
+    EXPECT("compile --model mnist-pipeline --split ',,,,'", 1,
+           "option 'split': ',,,,' has an empty name");
+    EXPECT("compile --model mnist-pipeline --split 'layer2,,layer3'", 1, "has an empty name");
+    EXPECT("compile --model mnist-pipeline --split 'layer2,'", 1, "has an empty name");
+    /* "\u0000" in a JSON string, and a raw NUL in the file */
+    const char escaped[] = "{\"replicationFactor\": 1, \"split\": \"layer2\\u0000layer3\"}";
+    write_file("nul_escape.json", escaped, sizeof escaped - 1);
+    char args[1024];
+    snprintf(args, sizeof args, "compile --model mnist-pipeline --options %s/nul_escape.json",
+             tmpdir);
+    EXPECT(args, 1, "option 'split': its string holds a NUL character");
+    const char raw[] = "{\"replicationFactor\": 1}\0{\"split\": \"layer2\"}";
+    write_file("nul_raw.json", raw, sizeof raw - 1);
+    snprintf(args, sizeof args, "compile --model mnist-pipeline --options %s/nul_raw.json", tmpdir);
+    EXPECT(args, 1, "holds a NUL byte at offset 24");
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -150,6 +183,7 @@ int main(void)
     TG_RUN(test_help_shows_one_default);
     TG_RUN(test_flags_that_cannot_apply);
     TG_RUN(test_executable_example);
+    TG_RUN(test_options_refused);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
