@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "device_flags.h"
 #include "optim_flags.h"
+#include "save_lock.h"
 #include "train_config.h"
 #include "train_exchange.h"
 #include "train_util.h"
@@ -770,10 +771,16 @@ int cmd_train(int argc, char **argv)
         return 1;
     if (probe_outputs(&a) != 0)
         return 1;
+    /* instance 0 of an MPI job writes the checkpoint, so it alone locks it */
+    save_lock lock = {-1, ""};
+    if (a.save && tg_dist_instance() == 0 && save_lock_take(&lock, "train", a.save) != 0)
+        return 1;
     cli_stop_at_step_boundaries();
     train_context ctx;
-    if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0)
+    if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0) {
+        save_lock_release(&lock);
         return 1;
+    }
     task_defaults(&a, ctx.text);
     if (ctx.text) {
         tg_text_tokens kind = TG_TOKENS_BYTE;
@@ -783,6 +790,7 @@ int cmd_train(int argc, char **argv)
         if (!(a.vocab = vocab_record(ctx.test))) {
             fprintf(stderr, "tilegraph train: out of memory\n");
             train_context_close(&ctx);
+            save_lock_release(&lock);
             return 1;
         }
     }
@@ -844,11 +852,12 @@ int cmd_train(int argc, char **argv)
     }
     /* The evaluation program is compiled now, not after the first epoch:
      * one that cannot fit fails before any training (docs/reliability.md). */
-    if (evaluate_prepare(&ctx, &a.dev, a.eval_batch) != TG_OK) {
-        fprintf(stderr,
-                "tilegraph train: evaluation: %s (nothing was trained; a smaller "
-                "--eval-batch-size needs less memory)\n",
-                tg_error_message());
+    tg_status es = evaluate_prepare(&ctx, &a.dev, a.eval_batch);
+    if (es != TG_OK) {
+        /* the memory hint only where memory was what failed */
+        fprintf(stderr, "tilegraph train: evaluation: %s (nothing was trained%s)\n",
+                tg_error_message(),
+                es == TG_ERR_NOMEM ? "; a smaller --eval-batch-size needs less memory" : "");
         goto done;
     }
     const char *start = a.resume ? a.resume : a.load;
@@ -928,7 +937,7 @@ int cmd_train(int argc, char **argv)
     /* a resumed run that had nothing left to train reports the weights it
      * loaded, not an accuracy it never measured */
     if (!evaluated && !pos.stop) {
-        tg_status es = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test);
+        es = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test);
         if (es != TG_OK) {
             explain_failure(&a, es);
             goto done;
@@ -967,5 +976,6 @@ done:
     tg_options_destroy(o);
     train_context_close(&ctx);
     free(a.vocab);
+    save_lock_release(&lock);
     return status;
 }

@@ -133,6 +133,14 @@ static void test_executable_example(void)
     EXPECT("compile --model fashion-basic --optimizer sgd --lr 0.01 --momentum 0.9 --nesterov "
            "--weight-decay 0.001 --max-grad-norm 1",
            0, "fashion-basic");
+    /* item 28: bytes after the program's end are not "truncated" */
+    FILE *x = fopen(exe, "ab");
+    TG_CHECK(x && fwrite("abcd", 1, 4, x) == 4);
+    if (x)
+        fclose(x);
+    snprintf(cmd, sizeof cmd, "compile --model fashion-basic --batch-size 32 --executable %s", exe);
+    EXPECT(cmd, 0, "4 bytes follow its end");
+    TG_CHECK(strstr(tg_cli_output, "truncated") == NULL);
     EXPECT("compile --model fashion-basic --lr-schedule cosine", 2, "give --train-limit N");
     EXPECT("compile --model fashion-basic --lr-schedule cosine --epochs 3 --train-limit 320", 0,
            "fashion-basic");

@@ -11,8 +11,12 @@
 
 #include "tilegraph/checkpoint.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static char tmpdir[256];
 
@@ -164,6 +168,79 @@ static void test_resume_checks_the_configuration(void)
     TG_CHECK(strstr(tg_cli_output, "test accuracy") != NULL);
 }
 
+/* `sh -c` with file writes limited to 256 blocks (128 KiB in dash's
+ * 512-byte blocks, 256 KiB in bash's 1024: both between the profiles
+ * below) and SIGXFSZ ignored, so a write past it fails as on a full disk. */
+static int run_limited(const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "sh -c \"trap '' XFSZ; ulimit -f 256; exec %s/tilegraph %s\"",
+             TG_BINARY_DIR, args);
+    return system(cmd);
+}
+
+static char *read_text(const char *path)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+/* item 28: a --save that fails (a full disk) names the checkpoint and says
+ * the previous one is kept; the profiles: line names only profiles written */
+static void test_failed_writes_said(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args, RUN "--quiet --save %s", at("keep.st"));
+    EXPECT(args, 0, "saved: ");
+    snprintf(args, sizeof args, RUN "--quiet --seed 9 --save %s > %s 2>&1", at("keep.st"),
+             at("full.txt"));
+    TG_CHECK(run_limited(args) != 0);
+    const char *out = read_text(at("full.txt"));
+    if (!strstr(out, "keep.st': File too large") ||
+        !strstr(out, "the previous file there is kept, unchanged"))
+        tg_test_fail(__FILE__, __LINE__, "--save on a full disk said:\n%s", out);
+    TG_CHECK(update_count(at("keep.st")) == 20); /* the first run's, intact */
+    /* the training profile (over 256 KiB) fails, the inference one is written */
+    snprintf(args, sizeof args,
+             "train --train-limit 3200 --test-limit 32 --batch-size 8 --quiet --profile-dir %s "
+             "> %s 2>&1",
+             at("prof"), at("prof.txt"));
+    TG_CHECK(run_limited(args) != 0);
+    out = read_text(at("prof.txt"));
+    if (!strstr(out, "training/profile.sqlite: disk I/O error") || !strstr(out, "profiles: ") ||
+        strstr(strstr(out, "profiles: "), "training/"))
+        tg_test_fail(__FILE__, __LINE__, "a failed profile was listed:\n%s", out);
+    TG_CHECK(strstr(out, "inference/profile.sqlite") != NULL);
+}
+
+/* item 28: two runs cannot write one checkpoint */
+static void test_one_run_per_checkpoint(void)
+{
+    char args[1024];
+    snprintf(args, sizeof args,
+             "train --train-limit 8000 --test-limit 32 --batch-size 8 --epochs 50 --quiet "
+             "--save %s",
+             at("busy.st"));
+    int pid = tg_cli_spawn(tmpdir, "bg.txt", NULL, NULL, args);
+    int waited = 0;
+    struct timespec tenth = {0, 100 * 1000000L};
+    while (access(at("busy.st.lock"), F_OK) != 0 && waited++ < 600)
+        nanosleep(&tenth, NULL);
+    snprintf(args, sizeof args, RUN "--quiet --save %s", at("busy.st"));
+    EXPECT(args, 1, "is writing that checkpoint");
+    TG_CHECK(strstr(tg_cli_output, "give this run another --save FILE") != NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* the lock goes with its process: the next run writes it */
+    EXPECT(args, 0, "saved: ");
+    TG_CHECK(access(at("busy.st.lock"), F_OK) != 0); /* removed at the end */
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -177,6 +254,8 @@ int main(void)
     TG_RUN(test_progress_of_a_stopped_run);
     TG_RUN(test_max_steps_in_all);
     TG_RUN(test_resume_checks_the_configuration);
+    TG_RUN(test_failed_writes_said);
+    TG_RUN(test_one_run_per_checkpoint);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
