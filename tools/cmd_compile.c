@@ -91,7 +91,8 @@ int cmd_compile(int argc, char **argv)
 {
     const char *model = "mnist-pipeline", *input = NULL, *stem = NULL;
     const char *target = NULL, *target_desc = NULL, *save_exe = NULL;
-    int64_t batch = 40, classes = 0, epochs = -1, train_limit = 0;
+    int64_t batch = 40, classes = 0, epochs = -1, train_limit = 0, return_period = -1;
+    const char *loss = NULL;
     bool inference = false, json = false, insights = false, eight_bit = false;
     device_args dev;
     optim_args oa;
@@ -134,8 +135,15 @@ int cmd_compile(int argc, char **argv)
         {"--train-limit", CLI_INT, &train_limit, "N",
          "step or cosine schedule, warm-up: the training samples of an epoch (as train's)", 0, 1e9,
          NULL},
+        {"--seed", CLI_INT, &dev.seed, "N", "random seed (randomSeed: dropout, rounding)", 0, 9e18,
+         NULL},
+        {"--output-return-period", CLI_INT, &return_period, "N",
+         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
+        {"--loss", CLI_STRING, &loss, "KIND",
+         "ONNX models: the loss appended to the logits, cross-entropy or mse", 1, 0,
+         "cross-entropy"},
     };
-    int n = 16;
+    int n = 19;
     n += optim_flags(&oa, flags + n);
     n += device_flags(&dev, flags + n);
     cli_command cmd = {"compile",
@@ -165,9 +173,22 @@ int cmd_compile(int argc, char **argv)
     /* PopVision's graph profile is written at compile time: so is ours */
     bool profile = dev.profile || dev.profile_dir;
     const tg_model_spec *m = NULL;
-    if (tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
+    int loss_kind = tg_model_loss_parse(loss ? loss : "cross-entropy");
+    if (loss_kind < 0) {
+        fprintf(stderr, "tilegraph compile: --loss '%s' is not cross-entropy or mse\n", loss);
+        return 2;
+    }
+    if (tg_model_open(model, (tg_model_loss)loss_kind, &m) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return 1;
+    }
+    if (loss && !m->onnx) { /* a zoo model brings its own: --loss would be ignored */
+        fprintf(stderr,
+                "tilegraph compile: --loss applies to ONNX models (the loss appended to their "
+                "logits); %s brings its own loss: drop --loss\n",
+                m->name);
+        tg_model_close(m);
+        return 2;
     }
     bool lm = tg_model_task_tokens(m->task);
     optim_task_defaults(&oa, lm);
@@ -192,7 +213,8 @@ int cmd_compile(int argc, char **argv)
         tg_model_close(m);
         return 1;
     }
-    if (apply_target(o, target, target_desc) != 0) {
+    if (apply_target(o, target, target_desc) != 0 ||
+        device_return_period(o, "compile", return_period) != 0) {
         tg_options_destroy(o);
         tg_model_close(m);
         return 2;

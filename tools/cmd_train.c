@@ -197,27 +197,7 @@ static int apply_train_options(const train_args *a, tg_options *o)
         fprintf(stderr, "tilegraph train: --target: %s\n", tg_error_message());
         return -1;
     }
-    if (a->return_period < 0)
-        return 0;
-    tg_options_summary sum;
-    if (tg_options_summarize(o, a->batch, &sum) != TG_OK) {
-        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-        return -1;
-    }
-    if (strcmp(sum.output_mode, "everyN")) {
-        fprintf(stderr,
-                "tilegraph train: --output-return-period applies to --output-mode everyN "
-                "only (the output mode is '%s'); add --output-mode everyN\n",
-                sum.output_mode);
-        return -1;
-    }
-    char v[32];
-    snprintf(v, sizeof v, "%lld", (long long)a->return_period);
-    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
-        fprintf(stderr, "tilegraph train: --output-return-period: %s\n", tg_error_message());
-        return -1;
-    }
-    return 0;
+    return device_return_period(o, "train", a->return_period);
 }
 
 typedef struct epoch_stats {

@@ -246,3 +246,28 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     }
     return o;
 }
+
+int device_return_period(tg_options *o, const char *command, int64_t period)
+{
+    if (period < 0)
+        return 0;
+    tg_options_summary sum;
+    if (tg_options_summarize(o, 1, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
+        return -1;
+    }
+    if (strcmp(sum.output_mode, "everyN")) {
+        fprintf(stderr,
+                "tilegraph %s: --output-return-period applies to --output-mode everyN "
+                "only (the output mode is '%s'); add --output-mode everyN\n",
+                command, sum.output_mode);
+        return -1;
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)period);
+    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
+        fprintf(stderr, "tilegraph %s: --output-return-period: %s\n", command, tg_error_message());
+        return -1;
+    }
+    return 0;
+}

@@ -12,8 +12,8 @@ int save_lock_take(save_lock *l, const char *command, const char *path)
     snprintf(l->path, sizeof l->path, "%s.lock", path);
     l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (l->fd < 0) {
-        fprintf(stderr, "tilegraph %s: --save %s: cannot create the lock '%s': %s\n", command,
-                path, l->path, strerror(errno));
+        fprintf(stderr, "tilegraph %s: --save %s: cannot create the lock '%s': %s\n", command, path,
+                l->path, strerror(errno));
         return -1;
     }
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};

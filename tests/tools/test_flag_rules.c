@@ -133,6 +133,31 @@ static void test_executable_example(void)
     EXPECT("compile --model fashion-basic --optimizer sgd --lr 0.01 --momentum 0.9 --nesterov "
            "--weight-decay 0.001 --max-grad-norm 1",
            0, "fashion-basic");
+    /* training flags other than the defaults give the same program too */
+    const char *flags = "--model fashion-basic --batch-size 32 --seed 5 --optimizer adam --lr 0.01 "
+                        "--weight-decay 0.001 --lr-schedule cosine --lr-warmup-epochs 0.5 "
+                        "--epochs 2 --train-limit 320 --output-mode everyN "
+                        "--device-iterations 2 --output-return-period 2";
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/tilegraph compile %s --save-executable fl.tgx > out.txt 2>&1", tmpdir,
+             TG_BINARY_DIR, flags);
+    TG_CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/tilegraph train %s --executable fl.tgx --test-limit 64 --quiet > out.txt "
+             "2>&1",
+             tmpdir, TG_BINARY_DIR, flags);
+    TG_CHECK(system(cmd) == 0);
+    o = fopen(out, "r");
+    buf[0] = '\0';
+    if (o) {
+        buf[fread(buf, 1, sizeof buf - 1, o)] = '\0';
+        fclose(o);
+    }
+    if (strstr(buf, "warning") || !strstr(buf, "test accuracy"))
+        tg_test_fail(__FILE__, __LINE__, "train did not load fl.tgx:\n%s", buf);
+    EXPECT("compile --model mnist-pipeline --loss mse", 2, "--loss applies to ONNX models");
+    EXPECT("compile --model mnist-pipeline --output-return-period 2", 2,
+           "add --output-mode everyN");
     /* item 28: bytes after the program's end are not "truncated" */
     FILE *x = fopen(exe, "ab");
     TG_CHECK(x && fwrite("abcd", 1, 4, x) == 4);
