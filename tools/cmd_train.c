@@ -614,43 +614,6 @@ static void print_resumed_json(const train_args *a, const train_pos *pos, const 
     tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]) - (a->unit ? 0 : 1));
 }
 
-/* --resume: the checkpoint's training configuration must be this run's, or
- * the run would not be the one it continues (another optimizer starts from
- * zero moments at the checkpoint's step, with the wrong bias correction).
- * --resume-weights-only accepts another one, saying what differs; a
- * checkpoint from before the configuration was recorded is taken as
- * before, with a note. Sets *flags for the load. */
-static int check_resume_config(const train_args *a, unsigned *flags)
-{
-    char had[TRAIN_CONFIG_CAP], diff[2048];
-    if (tg_checkpoint_read_meta(a->resume, TRAIN_CONFIG_KEY, had, sizeof had) != TG_OK) {
-        fprintf(stderr,
-                "tilegraph train: note: --resume %s: the checkpoint records no training "
-                "configuration (written before tilegraph recorded it): its optimizer, schedule "
-                "and precision are assumed to be this run's, unchecked\n",
-                a->resume);
-        return 0;
-    }
-    int n = train_config_diff(had, a->config, diff, sizeof diff);
-    if (n == 0)
-        return 0;
-    if (!a->resume_weights_only) {
-        fprintf(stderr,
-                "tilegraph train: --resume %s: the run was trained with another "
-                "configuration: %s. Give the run's flags to continue it, or "
-                "--resume-weights-only to continue from its weights and position with a fresh "
-                "optimizer\n",
-                a->resume, diff);
-        return -1;
-    }
-    fprintf(stderr,
-            "tilegraph train: --resume-weights-only: %s: %s; its optimizer state and update "
-            "count are not loaded (the optimizer starts afresh)\n",
-            a->resume, diff);
-    *flags |= TG_CHECKPOINT_WEIGHTS_ONLY;
-    return 0;
-}
-
 /* Profiles are closed (and renamed into place) after the checkpoint is safe;
  * a profile failure is reported once and makes the exit code non-zero.
  * Returns a bit per profile that failed: 1 training, 2 inference. */
@@ -815,7 +778,8 @@ int cmd_train(int argc, char **argv)
                       sizeof a.config);
     /* a run with nothing left to train only evaluates: its flags do not matter */
     unsigned load_flags = a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0;
-    if (a.resume && pos.epoch < a.epochs && check_resume_config(&a, &load_flags) != 0)
+    if (a.resume && pos.epoch < a.epochs &&
+        train_config_check_resume(a.resume, a.config, a.resume_weights_only, &load_flags) != 0)
         goto done;
     double compile_start = cli_now();
     if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||

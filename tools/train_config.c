@@ -2,6 +2,8 @@
  * (train_config.h). */
 #include "train_config.h"
 
+#include "tilegraph/checkpoint.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,4 +106,42 @@ int train_config_diff(const char *had, const char *now, char *diff, size_t cap)
         p = end ? end + 1 : NULL;
     }
     return n;
+}
+
+/* --resume: the checkpoint's training configuration must be this run's, or
+ * the run would not be the one it continues (another optimizer starts from
+ * zero moments at the checkpoint's step, with the wrong bias correction).
+ * --resume-weights-only accepts another one, saying what differs; a
+ * checkpoint from before the configuration was recorded is taken as
+ * before, with a note. Sets *flags for the load. */
+int train_config_check_resume(const char *path, const char *config, bool weights_only,
+                              unsigned *flags)
+{
+    char had[TRAIN_CONFIG_CAP], diff[2048];
+    if (tg_checkpoint_read_meta(path, TRAIN_CONFIG_KEY, had, sizeof had) != TG_OK) {
+        fprintf(stderr,
+                "tilegraph train: note: --resume %s: the checkpoint records no training "
+                "configuration (written before tilegraph recorded it): its optimizer, schedule "
+                "and precision are assumed to be this run's, unchecked\n",
+                path);
+        return 0;
+    }
+    int n = train_config_diff(had, config, diff, sizeof diff);
+    if (n == 0)
+        return 0;
+    if (!weights_only) {
+        fprintf(stderr,
+                "tilegraph train: --resume %s: the run was trained with another "
+                "configuration: %s. Give the run's flags to continue it, or "
+                "--resume-weights-only to continue from its weights and position with a fresh "
+                "optimizer\n",
+                path, diff);
+        return -1;
+    }
+    fprintf(stderr,
+            "tilegraph train: --resume-weights-only: %s: %s; its optimizer state and update "
+            "count are not loaded (the optimizer starts afresh)\n",
+            path, diff);
+    *flags |= TG_CHECKPOINT_WEIGHTS_ONLY;
+    return 0;
 }

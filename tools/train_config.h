@@ -29,4 +29,11 @@ void train_config_text(const tg_optimizer *opt, const tg_options_summary *sum, i
  * sgd there, adam here; ..." into diff. */
 int train_config_diff(const char *had, const char *now, char *diff, size_t cap);
 
+/* --resume PATH: its recorded configuration must be `config`; with
+ * weights_only another one is accepted, said, and *flags gains
+ * TG_CHECKPOINT_WEIGHTS_ONLY. A checkpoint without the record is taken as
+ * it is, with a note. Returns 0, or -1 after printing the differences. */
+int train_config_check_resume(const char *path, const char *config, bool weights_only,
+                              unsigned *flags);
+
 #endif
