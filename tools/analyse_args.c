@@ -14,8 +14,8 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
     a->tile = -1;
     a->instance = -1;
     int n = 0;
-    flags[n++] =
-        (cli_flag){"--device", CLI_INT, &a->device, "N", "only device N (all when unset)", 0, 4096};
+    flags[n++] = (cli_flag){"--device", CLI_INT, &a->device, "N", "only device N (all when unset)",
+                            0,          4096,    NULL};
     flags[n++] =
         (cli_flag){"--step",
                    CLI_INT,
@@ -23,33 +23,39 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
                    "N",
                    "liveness: the program step to list live tensors at (the peak when unset)",
                    0,
-                   1e9};
+                   1e9,
+                   NULL};
     flags[n++] = (cli_flag){
-        "--op", CLI_STRING, &a->op, "NAME", "only ops and tensors whose name contains NAME", 1, 0};
-    flags[n++] =
-        (cli_flag){"--top", CLI_INT, &a->top, "N", "rows in 'largest' and 'top' lists", 1, 1e6};
+        "--op", CLI_STRING, &a->op, "NAME", "only ops and tensors whose name contains NAME",
+        1,      0,          NULL};
+    flags[n++] = (cli_flag){"--top", CLI_INT, &a->top, "N", "rows in 'largest' and 'top' lists",
+                            1,       1e6,     NULL};
     flags[n++] = (cli_flag){"--tile",
                             CLI_INT,
                             &a->tile,
                             "N",
                             "tiled targets, memory view: what tile N of each device holds",
                             0,
-                            1e6};
+                            1e6,
+                            NULL};
     flags[n++] = (cli_flag){"--no-group",
                             CLI_BOOL,
                             &a->no_group,
                             NULL,
                             "trace: every execution on its own row, not repeated ones grouped",
                             1,
-                            0};
+                            0,
+                            NULL};
     flags[n++] = (cli_flag){"--instance",
                             CLI_INT,
                             &a->instance,
                             "K",
                             "an MPI job's directory: instance K's profile (instance 0 when unset)",
                             0,
-                            1e6};
-    flags[n++] = (cli_flag){"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0};
+                            1e6,
+                            NULL};
+    flags[n++] =
+        (cli_flag){"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0, NULL};
     if (with_force)
         flags[n++] = (cli_flag){"--force",
                                 CLI_BOOL,
@@ -57,7 +63,8 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force)
                                 NULL,
                                 "compare profiles of different targets or program kinds",
                                 1,
-                                0};
+                                0,
+                                NULL};
     return n;
 }
 

@@ -11,6 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The default of a flag from its value; NULL for none (booleans, lists,
+ * and a negative or NULL value, which means "not set"). */
+static const char *default_text(const cli_flag *f, char *buf, size_t cap)
+{
+    switch (f->type) {
+    case CLI_INT:
+        if (*(int64_t *)f->value < 0)
+            return NULL;
+        snprintf(buf, cap, "%lld", (long long)*(int64_t *)f->value);
+        return buf;
+    case CLI_FLOAT:
+        if (*(double *)f->value < 0)
+            return NULL;
+        snprintf(buf, cap, "%g", *(double *)f->value);
+        return buf;
+    case CLI_STRING:
+        return *(const char **)f->value;
+    case CLI_BOOL:
+    case CLI_LIST:
+        break;
+    }
+    return NULL;
+}
+
 void cli_print_help(const cli_command *cmd, FILE *out)
 {
     fprintf(out, "%s\n\nusage: %s\n\noptions:\n", cmd->summary, cmd->usage);
@@ -26,23 +50,10 @@ void cli_print_help(const cli_command *cmd, FILE *out)
         char left[96];
         snprintf(left, sizeof left, "%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
         fprintf(out, "  %-*s  %s", width, left, f->help);
-        switch (f->type) {
-        case CLI_INT: /* a negative default means "not set": the help says what then */
-            if (*(int64_t *)f->value >= 0)
-                fprintf(out, " (default %lld)", (long long)*(int64_t *)f->value);
-            break;
-        case CLI_FLOAT:
-            if (*(double *)f->value >= 0)
-                fprintf(out, " (default %g)", *(double *)f->value);
-            break;
-        case CLI_STRING:
-            if (*(const char **)f->value)
-                fprintf(out, " (default %s)", *(const char **)f->value);
-            break;
-        case CLI_BOOL:
-        case CLI_LIST:
-            break;
-        }
+        char value[64];
+        const char *def = f->def ? f->def : default_text(f, value, sizeof value);
+        if (def)
+            fprintf(out, " (default %s)", def);
         fputc('\n', out);
     }
     fprintf(out, "  %-*s  %s\n", width, "--help", "show this help");

@@ -34,6 +34,11 @@ typedef struct cli_flag {
     const char *arg; /* placeholder in help: "N" */
     const char *help;
     double min, max; /* CLI_INT / CLI_FLOAT limits (min > max: none) */
+    /* The default as --help shows it, when the value's own does not say it
+     * (a negative or NULL value meaning "decided later"): "0.05; language
+     * models 0.001". Help texts never write "(default ...)" themselves:
+     * cli_print_help adds it, once, from here or from the value. */
+    const char *def;
 } cli_flag;
 
 typedef struct cli_command {
@@ -77,6 +82,8 @@ typedef struct cli_progress {
 void cli_progress_start(cli_progress *p, const char *label, int64_t total, bool enabled);
 /* Advance to `done` and show `status` ("loss 0.41 | acc 86.2% | 9.1k samples/s"). */
 void cli_progress_update(cli_progress *p, int64_t done, const char *status);
+/* Draw the last line at the count reached (not at the total: a stopped run
+ * did not get there). */
 void cli_progress_finish(cli_progress *p, const char *status);
 
 /* ---- stopping on a signal ------------------------------------------------------- */

@@ -4,6 +4,7 @@
  * FLOPs per micro-batch. "Will it fit" is answered here, in milliseconds. */
 #include "cli.h"
 #include "device_flags.h"
+#include "optim_flags.h"
 
 #include "analyse/plan.h"
 #include "analyse/remedies.h"
@@ -19,50 +20,139 @@ static bool is_over_capacity(tg_status s)
     return s == TG_ERR_NOMEM && strstr(tg_error_message(), "debug.allowOutOfMemory") != NULL;
 }
 
+/* --target-description describes a tile processor: with any other target
+ * it would be ignored, so it is an error (the target may come from --target,
+ * --options or --engine-option). */
+static int check_target_description(const tg_options *o, const char *target_desc)
+{
+    tg_options_summary sum;
+    if (!target_desc)
+        return 0;
+    if (tg_options_summarize(o, 1, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        return -1;
+    }
+    const char *target = sum.target;
+    if (!strcmp(target, "mk2"))
+        return 0;
+    fprintf(stderr,
+            "tilegraph compile: --target-description describes a tile processor and applies "
+            "with --target mk2 only (the target is '%s'): add --target mk2\n",
+            target && *target ? target : "cpu");
+    return -1;
+}
+
+/* train's optimizer: a schedule that counts weight updates per epoch needs
+ * the epoch's length, which train knows from its data and compile from
+ * --train-limit (train drops the last partial host step of an epoch). */
+static int make_optimizer(const optim_args *oa, const tg_options *o, int64_t batch, int64_t epochs,
+                          int64_t train_limit, tg_optimizer *opt)
+{
+    int64_t updates = 1;
+    if (optim_needs_epoch_length(oa)) {
+        tg_options_summary sum;
+        if (tg_options_summarize(o, batch, &sum) != TG_OK) {
+            fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+            return -1;
+        }
+        if (train_limit <= 0) {
+            fprintf(stderr,
+                    "tilegraph compile: --lr-schedule %s%s counts weight updates per epoch: give "
+                    "--train-limit N, the training samples of train's epoch (60000 for "
+                    "Fashion-MNIST)\n",
+                    oa->schedule, oa->warmup_epochs > 0 ? " with --lr-warmup-epochs" : "");
+            return -1;
+        }
+        updates =
+            train_limit / sum.samples_per_step * sum.samples_per_step / sum.samples_per_update;
+        if (updates < 1)
+            updates = 1;
+    }
+    return optim_make(oa, "compile", epochs, updates, opt);
+}
+
+/* --target and --target-description into the options; prints the error. */
+static int apply_target(tg_options *o, const char *target, const char *target_desc)
+{
+    if (target && tg_options_set(o, "target", target) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        return -1;
+    }
+    if (check_target_description(o, target_desc) != 0)
+        return -1;
+    if (target_desc && tg_options_set(o, "targetDescription", target_desc) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_compile(int argc, char **argv)
 {
-    const char *model = "mnist-pipeline", *optimizer = "adamw", *input = NULL, *stem = NULL;
+    const char *model = "mnist-pipeline", *input = NULL, *stem = NULL;
     const char *target = NULL, *target_desc = NULL, *save_exe = NULL;
-    int64_t batch = 40, classes = 0;
+    int64_t batch = 40, classes = 0, epochs = -1, train_limit = 0, return_period = -1;
+    const char *loss = NULL;
     bool inference = false, json = false, insights = false, eight_bit = false;
     device_args dev;
+    optim_args oa;
     tg_an_prediction_args pa = {0};
     device_args_defaults(&dev);
+    optim_args_defaults(&oa);
     cli_flag flags[64] = {
         {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
-         1, 0},
-        {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6},
-        {"--optimizer", CLI_STRING, &optimizer, "NAME",
-         "sgd, adam, adamw or lamb (its state is planned)", 1, 0},
-        {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0},
+         1, 0, NULL},
+        {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6, NULL},
+        {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0, NULL},
         {"--eight-bit-io", CLI_BOOL, &eight_bit, NULL,
-         "u8 images in the host stream, normalised on the device", 1, 0},
-        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
-        {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0},
-        {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6},
+         "u8 images in the host stream, normalised on the device", 1, 0, NULL},
+        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL},
+        {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0,
+         NULL},
+        {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6, NULL},
         {"--stem", CLI_STRING, &stem, "KIND",
-         "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
-        {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1,
-         0},
+         "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0,
+         NULL},
+        {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1, 0,
+         NULL},
         {"--target-description", CLI_STRING, &target_desc, "FILE",
-         "with --target mk2: a JSON file describing another tile processor", 1, 0},
+         "with --target mk2: a JSON file describing another tile processor", 1, 0, NULL},
         {"--insights", CLI_BOOL, &insights, NULL,
-         "quantify memory remedies (shown anyway when over or near capacity)", 1, 0},
+         "quantify memory remedies (shown anyway when over or near capacity)", 1, 0, NULL},
         {"--compare-stages", CLI_STRING, &pa.compare, "SPEC",
          "predict this split (\"B1|B2,B3,B4\" or split points \"layer2.0,layer4.0\") beside the "
          "best one the cost model finds",
-         1, 0},
+         1, 0, NULL},
         {"--compare-schedules", CLI_BOOL, &pa.schedules, NULL,
-         "predict every pipeline schedule over the split: host step, bubble, busy, stash", 1, 0},
+         "predict every pipeline schedule over the split: host step, bubble, busy, stash", 1, 0,
+         NULL},
         {"--save-executable", CLI_STRING, &save_exe, "FILE",
          "write the compiled program to FILE, for train --executable (docs/executable-cache.md)", 1,
-         0},
+         0, NULL},
+        /* what train takes to size a learning rate schedule */
+        {"--epochs", CLI_INT, &epochs, "N", "cosine schedule: the epochs train runs", 1, 10000,
+         "1; language models 20"},
+        {"--train-limit", CLI_INT, &train_limit, "N",
+         "step or cosine schedule, warm-up: the training samples of an epoch (as train's)", 0, 1e9,
+         NULL},
+        {"--seed", CLI_INT, &dev.seed, "N", "random seed (randomSeed: dropout, rounding)", 0, 9e18,
+         NULL},
+        {"--output-return-period", CLI_INT, &return_period, "N",
+         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
+        {"--loss", CLI_STRING, &loss, "KIND",
+         "ONNX models: the loss appended to the logits, cross-entropy or mse", 1, 0,
+         "cross-entropy"},
     };
-    int n = 15 + device_flags(&dev, flags + 15);
+    int n = 19;
+    n += optim_flags(&oa, flags + n);
+    n += device_flags(&dev, flags + n);
     cli_command cmd = {"compile",
                        "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
                        "Nothing runs: this shows what a run would hold on each device.\n"
+                       "The training flags are train's, with train's defaults: the program of "
+                       "`compile --save-executable`\nis the one `train --executable` loads when "
+                       "both are given the same flags.\n"
                        "With --profile or --profile-dir DIR the plan is written as a graph "
                        "profile\n(DIR/training/profile.sqlite) with the remedies printed, for "
                        "`tilegraph analyse`\nand `tilegraph report`; a plan out of memory is "
@@ -83,12 +173,27 @@ int cmd_compile(int argc, char **argv)
     /* PopVision's graph profile is written at compile time: so is ours */
     bool profile = dev.profile || dev.profile_dir;
     const tg_model_spec *m = NULL;
-    int kind = tg_optimizer_parse(optimizer);
-    if (kind < 0 || tg_model_open(model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
-        fprintf(stderr, "tilegraph compile: %s\n",
-                kind < 0 ? "unknown optimizer (sgd, adam, adamw or lamb)" : tg_error_message());
+    int loss_kind = tg_model_loss_parse(loss ? loss : "cross-entropy");
+    if (loss_kind < 0) {
+        fprintf(stderr, "tilegraph compile: --loss '%s' is not cross-entropy or mse\n", loss);
+        return 2;
+    }
+    if (tg_model_open(model, (tg_model_loss)loss_kind, &m) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return 1;
     }
+    if (loss && !m->onnx) { /* a zoo model brings its own: --loss would be ignored */
+        fprintf(stderr,
+                "tilegraph compile: --loss applies to ONNX models (the loss appended to their "
+                "logits); %s brings its own loss: drop --loss\n",
+                m->name);
+        tg_model_close(m);
+        return 2;
+    }
+    bool lm = tg_model_task_tokens(m->task);
+    optim_task_defaults(&oa, lm);
+    if (epochs < 0)
+        epochs = lm ? 20 : 1;
     tg_model_input in = tg_model_default_input(m);
     if (input && tg_model_input_parse(input, &in) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --input: %s\n", tg_error_message());
@@ -108,14 +213,19 @@ int cmd_compile(int argc, char **argv)
         tg_model_close(m);
         return 1;
     }
-    if ((target && tg_options_set(o, "target", target) != TG_OK) ||
-        (target_desc && tg_options_set(o, "targetDescription", target_desc) != TG_OK)) {
-        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+    if (apply_target(o, target, target_desc) != 0 ||
+        device_return_period(o, "compile", return_period) != 0) {
         tg_options_destroy(o);
         tg_model_close(m);
         return 2;
     }
-    tg_optimizer opt = cli_optimizer(kind, kind == TG_OPT_SGD ? 0.01f : 0.001f, 0.9f);
+    tg_optimizer opt;
+    memset(&opt, 0, sizeof opt);
+    if (!inference && make_optimizer(&oa, o, batch, epochs, train_limit, &opt) != 0) {
+        tg_options_destroy(o);
+        tg_model_close(m);
+        return 2;
+    }
     pa.batch = batch;
     tg_model_graph mg;
     struct tg_program *p = NULL;

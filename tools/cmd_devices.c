@@ -80,7 +80,7 @@ static void print_targets(void)
 int cmd_devices(int argc, char **argv)
 {
     bool json = false;
-    cli_flag flags[] = {{"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0}};
+    cli_flag flags[] = {{"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL}};
     cli_command cmd = {"devices",
                        "List the targets and devices this machine offers.",
                        "tilegraph devices [--json]",

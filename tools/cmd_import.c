@@ -158,10 +158,9 @@ int cmd_import(int argc, char **argv)
     int64_t batch = 1;
     bool json = false, list = false;
     cli_flag flags[] = {
-        {"--batch-size", CLI_INT, &batch, "N", "size of a dynamic batch dimension (default 1)", 1,
-         1e6},
-        {"--params", CLI_BOOL, &list, NULL, "list every parameter with its shape", 1, 0},
-        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
+        {"--batch-size", CLI_INT, &batch, "N", "size of a dynamic batch dimension", 1, 1e6, NULL},
+        {"--params", CLI_BOOL, &list, NULL, "list every parameter with its shape", 1, 0, NULL},
+        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL},
     };
     cli_command cmd = {"import",
                        "Show an ONNX model as tilegraph imports it.",

@@ -6,7 +6,7 @@
 int cmd_models(int argc, char **argv)
 {
     bool json = false;
-    cli_flag flags[] = {{"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0}};
+    cli_flag flags[] = {{"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL}};
     cli_command cmd = {
         "models", "List the built-in models.", "tilegraph models [--json]", NULL, flags, 1};
     int r = cli_parse(&cmd, argc, argv);

@@ -92,10 +92,11 @@ int cmd_monitor(int argc, char **argv)
     bool json = false;
     double watch = 0;
     cli_flag flags[] = {
-        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
+        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL},
         {"--watch", CLI_FLOAT, &watch, "SECONDS",
-         "redraw every SECONDS (default 2) until Ctrl-C (with --json: one line per refresh)", 0.1,
-         3600},
+         "redraw every SECONDS until Ctrl-C (--watch alone: every 2 s; with --json: one line "
+         "per refresh)",
+         0.1, 3600, "0: list once"},
     };
     char dir[512] = "";
     (void)tg_monitor_dir(dir, sizeof dir);

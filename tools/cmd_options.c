@@ -9,9 +9,9 @@
 int cmd_options(int argc, char **argv)
 {
     bool json = false, markdown = false;
-    cli_flag flags[] = {
-        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0},
-        {"--markdown", CLI_BOOL, &markdown, NULL, "print the table of docs/options.md", 1, 0}};
+    cli_flag flags[] = {{"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL},
+                        {"--markdown", CLI_BOOL, &markdown, NULL,
+                         "print the table of docs/options.md", 1, 0, NULL}};
     cli_command cmd = {"options",
                        "List the session options (the keys of --options FILE).",
                        "tilegraph options [--json | --markdown]",

@@ -60,7 +60,7 @@ int cmd_report(int argc, char **argv)
 {
     const char *out = "report.html";
     cli_flag flags[] = {
-        {"-o", CLI_STRING, &out, "FILE", "the HTML file to write", 1, 0},
+        {"-o", CLI_STRING, &out, "FILE", "the HTML file to write", 1, 0, "report.html"},
     };
     cli_command cmd = {"report",
                        "write a self-contained HTML report of a profile",

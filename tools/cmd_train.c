@@ -7,6 +7,9 @@
  */
 #include "cli.h"
 #include "device_flags.h"
+#include "optim_flags.h"
+#include "save_lock.h"
+#include "train_config.h"
 #include "train_exchange.h"
 #include "train_util.h"
 
@@ -24,14 +27,12 @@
 #include <string.h>
 
 typedef struct train_args {
-    const char *model, *optimizer, *schedule, *save, *load, *target;
+    const char *model, *save, *load, *target;
     const char *checkpoint_every, *resume; /* docs/reliability.md */
     int64_t return_period;                 /* --output-return-period; -1: not given */
-    int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, step_epochs, max_steps;
-    double warmup_epochs;
-    double lr, momentum, weight_decay, gamma, min_lr;
-    double max_grad_norm;
-    bool nesterov, no_bias_correction, json, quiet, allow_non_finite;
+    int64_t epochs, batch, eval_batch, seed, train_limit, test_limit, max_steps;
+    bool json, quiet, allow_non_finite, resume_weights_only;
+    optim_args opt;
     device_args dev;
     data_args data;
     /* --checkpoint-every, parsed: every N host steps, or every N epochs */
@@ -41,97 +42,76 @@ typedef struct train_args {
     int seq_len;
     const char *unit;
     char *vocab; /* the checkpoint's record of the tokens: "byte", or "char:" and code points */
+    char config[TRAIN_CONFIG_CAP]; /* the training configuration, for the checkpoint */
 } train_args;
 
-/* What a run that does not say trains with: the image tutorials' SGD, and
- * for a language model Adam at a rate a small transformer takes without
- * collapsing onto the unigram distribution (3e-3 does, on gpt-tiny), for
- * enough epochs that gpt-tiny on GPL-3 passes 2.5 bits per byte. */
+/* A language model trains for enough epochs that gpt-tiny on GPL-3 passes
+ * 2.5 bits per byte; the optimizer's defaults are optim_task_defaults'. */
 #define LM_EPOCHS 20
 #define LM_EPOCHS_TEXT "20"
-#define LM_LR 1e-3
-#define LM_LR_TEXT "0.001"
 
 static void task_defaults(train_args *a, bool lm)
 {
     if (a->epochs < 0)
         a->epochs = lm ? LM_EPOCHS : 1;
-    if (a->lr < 0)
-        a->lr = lm ? LM_LR : 0.05;
-    if (!a->optimizer)
-        a->optimizer = lm ? "adam" : "sgd";
+    optim_task_defaults(&a->opt, lm);
 }
 
 static int parse_args(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.model = "fashion-basic",
-                      .schedule = "constant",
                       .epochs = -1, /* not given: task_defaults */
                       .batch = 16,
                       .eval_batch = 500,
-                      .lr = -1,
-                      .weight_decay = -1,
-                      .gamma = 0.1,
-                      .step_epochs = 1,
                       .return_period = -1};
+    optim_args_defaults(&a->opt);
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
     cli_flag flags[96] = {
         /* room for the data and device flags appended below */
         {"--model", CLI_STRING, &a->model, "NAME",
-         "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0},
-        {"--epochs", CLI_INT, &a->epochs, "N",
-         "passes over the training set (default 1; language models " LM_EPOCHS_TEXT ")", 1, 10000},
-        {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536},
-        {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1,
-         65536},
-        {"--optimizer", CLI_STRING, &a->optimizer, "NAME",
-         "sgd, adam, adamw or lamb (default sgd; language models adam)", 1, 0},
-        {"--lr", CLI_FLOAT, &a->lr, "X",
-         "learning rate (default 0.05; language models " LM_LR_TEXT ")", 0, 1e3},
-        {"--momentum", CLI_FLOAT, &a->momentum, "X", "SGD momentum", 0, 0.999999},
-        {"--nesterov", CLI_BOOL, &a->nesterov, NULL, "Nesterov momentum (SGD)", 1, 0},
-        {"--weight-decay", CLI_FLOAT, &a->weight_decay, "X",
-         "weight decay (default: 0, AdamW and LAMB 0.01)", -1, 1e3},
-        {"--max-grad-norm", CLI_FLOAT, &a->max_grad_norm, "X",
-         "clip the gradients by their global norm, as clip_grad_norm_ (0: off)", 0, 1e30},
-        {"--no-bias-correction", CLI_BOOL, &a->no_bias_correction, NULL,
-         "Adam, AdamW, LAMB: no 1 - beta^t division of the moments", 1, 0},
-        {"--lr-schedule", CLI_STRING, &a->schedule, "KIND", "constant, step or cosine", 1, 0},
-        {"--lr-step-epochs", CLI_INT, &a->step_epochs, "N", "step schedule: epochs between decays",
-         1, 10000},
-        {"--lr-gamma", CLI_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1},
-        {"--lr-min", CLI_FLOAT, &a->min_lr, "X", "cosine schedule: final learning rate", 0, 1e3},
-        {"--lr-warmup-epochs", CLI_FLOAT, &a->warmup_epochs, "X",
-         "raise the rate linearly over the first X epochs", 0, 1e4},
+         "model from the zoo (tilegraph models) or an ONNX file (FILE.onnx)", 1, 0, NULL},
+        {"--epochs", CLI_INT, &a->epochs, "N", "passes over the training set", 1, 10000,
+         "1; language models " LM_EPOCHS_TEXT},
+        {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536, NULL},
+        {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536,
+         NULL},
         {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0,
-         9e18},
+         9e18, NULL},
         {"--train-limit", CLI_INT, &a->train_limit, "N",
-         "use only the first N training samples (0: all)", 0, 1e9},
+         "use only the first N training samples (0: all)", 0, 1e9, NULL},
         {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)",
-         0, 1e9},
-        {"--load", CLI_STRING, &a->load, "FILE", "start from this checkpoint (.safetensors)", 1, 0},
-        {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0},
+         0, 1e9, NULL},
+        {"--load", CLI_STRING, &a->load, "FILE", "start from this checkpoint (.safetensors)", 1, 0,
+         NULL},
+        {"--save", CLI_STRING, &a->save, "FILE", "write a checkpoint here at the end", 1, 0, NULL},
         {"--checkpoint-every", CLI_STRING, &a->checkpoint_every, "N|Ne",
          "also write --save every N host steps (Ne: every N epochs), and when stopped by a signal",
-         1, 0},
+         1, 0, NULL},
         {"--resume", CLI_STRING, &a->resume, "FILE",
-         "continue the run that wrote this checkpoint, bit for bit (same flags)", 1, 0},
+         "continue the run that wrote this checkpoint, bit for bit (same flags)", 1, 0, NULL},
         {"--max-steps", CLI_INT, &a->max_steps, "N",
-         "stop after N host steps in all, as Ctrl-C would but exit 0 (0: no limit)", 0, 9e18},
+         "stop once the run has done N host steps in all (those before --resume count), as "
+         "Ctrl-C would but exit 0 (0: no limit)",
+         0, 9e18, NULL},
+        {"--resume-weights-only", CLI_BOOL, &a->resume_weights_only, NULL,
+         "--resume a run under another optimizer, schedule or precision: its weights and "
+         "position, not its optimizer state (which starts afresh)",
+         1, 0, NULL},
         {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
-         "--load/--resume: accept a checkpoint holding NaN or infinity", 1, 0},
+         "--load/--resume: accept a checkpoint holding NaN or infinity", 1, 0, NULL},
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1,
-         0},
-        {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0},
-        {"--target", CLI_STRING, &a->target, "NAME",
-         "cpu or mk2 (the simulated tile processor); default cpu", 1, 0},
+         0, NULL},
+        {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0, NULL},
+        {"--target", CLI_STRING, &a->target, "NAME", "cpu or mk2 (the simulated tile processor)", 1,
+         0, "cpu"},
         {"--output-return-period", CLI_INT, &a->return_period, "N",
-         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6},
+         "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
     };
     int n = 0;
     while (flags[n].name)
         n++;
+    n += optim_flags(&a->opt, flags + n);
     n += data_flags(&a->data, flags + n);
     n += device_flags(&a->dev, flags + n);
     cli_command cmd = {
@@ -177,6 +157,9 @@ static int check_args(train_args *a)
     else if (a->resume && a->load)
         bad = "--resume and --load both give the starting weights: use one (--resume also "
               "continues the step count and the data position)";
+    else if (a->resume_weights_only && !a->resume)
+        bad = "--resume-weights-only applies to --resume FILE (--load takes weights only "
+              "anyway)";
     if (bad) {
         fprintf(stderr, "tilegraph train: %s\n", bad);
         return -1;
@@ -214,67 +197,7 @@ static int apply_train_options(const train_args *a, tg_options *o)
         fprintf(stderr, "tilegraph train: --target: %s\n", tg_error_message());
         return -1;
     }
-    if (a->return_period < 0)
-        return 0;
-    tg_options_summary sum;
-    if (tg_options_summarize(o, a->batch, &sum) != TG_OK) {
-        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-        return -1;
-    }
-    if (strcmp(sum.output_mode, "everyN")) {
-        fprintf(stderr,
-                "tilegraph train: --output-return-period applies to --output-mode everyN "
-                "only (the output mode is '%s'); add --output-mode everyN\n",
-                sum.output_mode);
-        return -1;
-    }
-    char v[32];
-    snprintf(v, sizeof v, "%lld", (long long)a->return_period);
-    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
-        fprintf(stderr, "tilegraph train: --output-return-period: %s\n", tg_error_message());
-        return -1;
-    }
-    return 0;
-}
-
-static int make_optimizer(const train_args *a, int64_t steps_per_epoch, tg_optimizer *opt)
-{
-    int kind = tg_optimizer_parse(a->optimizer);
-    if (kind < 0) {
-        fprintf(stderr, "tilegraph train: unknown optimizer '%s' (sgd, adam, adamw or lamb)\n",
-                a->optimizer);
-        return -1;
-    }
-    *opt = cli_optimizer(kind, (float)a->lr, (float)a->momentum);
-    opt->nesterov = a->nesterov;
-    opt->max_grad_norm = (float)a->max_grad_norm;
-    if (a->no_bias_correction && kind == TG_OPT_SGD) {
-        fprintf(stderr, "tilegraph train: --no-bias-correction applies to adam, adamw and lamb, "
-                        "not to sgd\n");
-        return -1;
-    }
-    opt->bias_correction = !a->no_bias_correction;
-    if (a->weight_decay >= 0)
-        opt->weight_decay = (float)a->weight_decay;
-    if (!strcmp(a->schedule, "step")) {
-        opt->lr.kind = TG_LR_STEP;
-        opt->lr.step_size = a->step_epochs * steps_per_epoch;
-        opt->lr.gamma = (float)a->gamma;
-    } else if (!strcmp(a->schedule, "cosine")) {
-        opt->lr.kind = TG_LR_COSINE;
-        opt->lr.total_steps = a->epochs * steps_per_epoch;
-        opt->lr.min_lr = (float)a->min_lr;
-    } else if (strcmp(a->schedule, "constant")) {
-        fprintf(stderr, "tilegraph train: unknown --lr-schedule '%s' (constant, step or cosine)\n",
-                a->schedule);
-        return -1;
-    }
-    opt->lr.warmup_steps = (int64_t)(a->warmup_epochs * (double)steps_per_epoch);
-    if (tg_optimizer_validate(opt) != TG_OK) {
-        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
-        return -1;
-    }
-    return 0;
+    return device_return_period(o, "train", a->return_period);
 }
 
 typedef struct epoch_stats {
@@ -305,15 +228,24 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
     snprintf(step, sizeof step, "%lld", (long long)pos->step);
     snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
     snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
-    const char *kv[] = {"train_epoch", epoch,   "train_epoch_step",       step,
-                        "train_seed",  seed,    "train_samples_per_step", per,
-                        "text_tokens", a->vocab};
+    const char *kv[] = {"train_epoch",
+                        epoch,
+                        "train_epoch_step",
+                        step,
+                        "train_seed",
+                        seed,
+                        "train_samples_per_step",
+                        per,
+                        TRAIN_CONFIG_KEY,
+                        a->config,
+                        "text_tokens",
+                        a->vocab};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 5 : 4);
+    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 6 : 5);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -428,6 +360,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     }
     CLI_TRY(train_exchange_begin(&st->exchange, s));
     cli_progress_start(&bar, label, steps, !a->quiet && !a->json);
+    bar.done = pos->step; /* a resumed epoch starts where its checkpoint stopped */
     double t0 = cli_now();
     job_totals totals = {{0}, false};
     for (int64_t k = pos->step; k < steps && !should_stop(a, pos); k++) {
@@ -650,11 +583,40 @@ static int resume_position(const train_args *a, int64_t per_step, int64_t steps_
     }
     pos->epoch = v[0];
     pos->step = v[1];
+    /* --max-steps and --checkpoint-every N count the run's host steps in
+     * all, as a Trainer's global step does: those before the resume too */
+    pos->done = v[0] * steps_per_epoch + v[1];
     return 0;
 }
 
+/* --resume of a run already at (or past) --epochs: nothing is trained; the
+ * loaded weights are evaluated and reported. */
+static void say_nothing_to_train(const train_args *a, const train_pos *pos)
+{
+    if (a->json)
+        return; /* print_resumed_json's record says it */
+    printf("nothing left to train: %s is at the end of epoch %lld and --epochs is %lld; "
+           "evaluating its weights (a larger --epochs trains on)\n",
+           a->resume, (long long)pos->epoch, (long long)a->epochs);
+    fflush(stdout);
+}
+
+static void print_resumed_json(const train_args *a, const train_pos *pos, const eval_result *test)
+{
+    const tg_an_field f[] = {
+        {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
+        {"epoch", TG_AN_FIELD_INT, NULL, pos->epoch, 0},
+        {"trained_steps", TG_AN_FIELD_INT, NULL, 0, 0},
+        {"nothing_to_train", TG_AN_FIELD_STRING, "the checkpoint is at --epochs already", 0, 0},
+        {"test_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, test->accuracy},
+        {"test_loss", TG_AN_FIELD_NUMBER, NULL, 0, test->loss},
+    };
+    tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]) - (a->unit ? 0 : 1));
+}
+
 /* Profiles are closed (and renamed into place) after the checkpoint is safe;
- * a profile failure is reported once and makes the exit code non-zero. */
+ * a profile failure is reported once and makes the exit code non-zero.
+ * Returns a bit per profile that failed: 1 training, 2 inference. */
 static int finish_profiles(tg_session *train, tg_session *eval)
 {
     int failed = 0;
@@ -665,9 +627,33 @@ static int finish_profiles(tg_session *train, tg_session *eval)
                     "tilegraph train: %s (the profile was not written; the checkpoint "
                     "is not affected)\n",
                     tg_error_message());
-            failed = 1;
+            failed |= 1 << i;
         }
     return failed;
+}
+
+/* The "profiles:" line names the profiles written, never one that failed
+ * (its error is on stderr already). */
+static void print_profiles(const train_args *a, const char *job_dir, int failed)
+{
+    const char *dir = a->dev.profile_dir ? a->dev.profile_dir : "./profile";
+    if (!a->dev.profile && !a->dev.profile_dir)
+        return;
+    if (tg_dist_active()) {
+        if (!failed)
+            printf("profiles: one per instance in %s/instance-0 .. instance-%d "
+                   "(tilegraph analyse %s instances)\n",
+                   job_dir, tg_dist_instances() - 1, job_dir);
+        return;
+    }
+    if (failed == 3)
+        return;
+    printf("profiles: ");
+    if (!(failed & 1))
+        printf("%s/training/profile.sqlite%s", dir, failed ? "" : ", ");
+    if (!(failed & 2))
+        printf("%s/inference/profile.sqlite", dir);
+    printf("\n");
 }
 
 static void explain_failure(const train_args *a, tg_status st)
@@ -728,10 +714,16 @@ int cmd_train(int argc, char **argv)
         return 1;
     if (probe_outputs(&a) != 0)
         return 1;
+    /* instance 0 of an MPI job writes the checkpoint, so it alone locks it */
+    save_lock lock = {-1, ""};
+    if (a.save && tg_dist_instance() == 0 && save_lock_take(&lock, "train", a.save) != 0)
+        return 1;
     cli_stop_at_step_boundaries();
     train_context ctx;
-    if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0)
+    if (train_context_open(&ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0) {
+        save_lock_release(&lock);
         return 1;
+    }
     task_defaults(&a, ctx.text);
     if (ctx.text) {
         tg_text_tokens kind = TG_TOKENS_BYTE;
@@ -741,6 +733,7 @@ int cmd_train(int argc, char **argv)
         if (!(a.vocab = vocab_record(ctx.test))) {
             fprintf(stderr, "tilegraph train: out of memory\n");
             train_context_close(&ctx);
+            save_lock_release(&lock);
             return 1;
         }
     }
@@ -779,7 +772,14 @@ int cmd_train(int argc, char **argv)
     if (a.resume && resume_position(&a, per_step, steps_per_epoch, &pos) != 0)
         goto done;
     int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
-    if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
+    if (optim_make(&a.opt, "train", a.epochs, updates_per_epoch, &opt) != 0)
+        goto done;
+    train_config_text(&opt, &sum, a.epochs, a.opt.warmup_epochs, a.opt.step_epochs, a.config,
+                      sizeof a.config);
+    /* a run with nothing left to train only evaluates: its flags do not matter */
+    unsigned load_flags = a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0;
+    if (a.resume && pos.epoch < a.epochs &&
+        train_config_check_resume(a.resume, a.config, a.resume_weights_only, &load_flags) != 0)
         goto done;
     double compile_start = cli_now();
     if (tg_model_graph_create_ex(ctx.model, (int)a.batch, &opt, &ctx.input, &mg) != TG_OK ||
@@ -796,19 +796,18 @@ int cmd_train(int argc, char **argv)
     }
     /* The evaluation program is compiled now, not after the first epoch:
      * one that cannot fit fails before any training (docs/reliability.md). */
-    if (evaluate_prepare(&ctx, &a.dev, a.eval_batch) != TG_OK) {
-        fprintf(stderr,
-                "tilegraph train: evaluation: %s (nothing was trained; a smaller "
-                "--eval-batch-size needs less memory)\n",
-                tg_error_message());
+    tg_status es = evaluate_prepare(&ctx, &a.dev, a.eval_batch);
+    if (es != TG_OK) {
+        /* the memory hint only where memory was what failed */
+        fprintf(stderr, "tilegraph train: evaluation: %s (nothing was trained%s)\n",
+                tg_error_message(),
+                es == TG_ERR_NOMEM ? "; a smaller --eval-batch-size needs less memory" : "");
         goto done;
     }
     const char *start = a.resume ? a.resume : a.load;
     if (start && a.vocab && check_vocab(start, a.vocab) != 0)
         goto done;
-    if (start &&
-        tg_checkpoint_load_ex(s, start, ctx.model->name,
-                              a.allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
+    if (start && tg_checkpoint_load_ex(s, start, ctx.model->name, load_flags) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
@@ -827,7 +826,10 @@ int cmd_train(int argc, char **argv)
     double total_seconds = 0;
     eval_result test = {0, NAN, 0};
     int64_t total_samples = 0;
-    bool saved = false; /* --save holds the weights at pos */
+    bool saved = false;     /* --save holds the weights at pos */
+    bool evaluated = false; /* test holds the weights' figures */
+    if (pos.epoch >= a.epochs)
+        say_nothing_to_train(&a, &pos);
     for (; pos.epoch < a.epochs && !pos.stop; pos.epoch++, pos.step = 0) {
         epoch_stats st;
         saved = false;
@@ -863,6 +865,7 @@ int cmd_train(int argc, char **argv)
                         (long long)next.epoch, a.save);
             goto done;
         }
+        evaluated = true;
         total_seconds += st.seconds;
         total_samples += st.seen;
         print_epoch(&a, pos.epoch, &st, &test);
@@ -875,6 +878,17 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
     }
+    /* a resumed run that had nothing left to train reports the weights it
+     * loaded, not an accuracy it never measured */
+    if (!evaluated && !pos.stop) {
+        es = evaluate(&ctx, s, &a.dev, a.eval_batch, !a.quiet && !a.json, &test);
+        if (es != TG_OK) {
+            explain_failure(&a, es);
+            goto done;
+        }
+        if (a.json)
+            print_resumed_json(&a, &pos, &test);
+    }
     int profile_failed = finish_profiles(s, ctx.eval_session);
     if (pos.stop) {
         if (tg_dist_instance() == 0) /* every instance of a job stopped at this step */
@@ -882,18 +896,11 @@ int cmd_train(int argc, char **argv)
                     pos.stop > 0 ? "by a signal" : "by --max-steps", (long long)pos.epoch + 1,
                     (long long)pos.step, a.save ? "; continue with --resume " : "",
                     a.save ? a.save : "");
-        status = pos.stop > 0 ? cli_signal_exit_code(pos.stop) : profile_failed;
+        status = pos.stop > 0 ? cli_signal_exit_code(pos.stop) : profile_failed != 0;
         goto done;
     }
     if (!a.json) {
-        if ((a.dev.profile || a.dev.profile_dir) && tg_dist_active())
-            printf("profiles: one per instance in %s/instance-0 .. instance-%d "
-                   "(tilegraph analyse %s instances)\n",
-                   job_profile_dir, tg_dist_instances() - 1, job_profile_dir);
-        else if (a.dev.profile || a.dev.profile_dir)
-            printf("profiles: %s/training/profile.sqlite, %s/inference/profile.sqlite\n",
-                   a.dev.profile_dir ? a.dev.profile_dir : "./profile",
-                   a.dev.profile_dir ? a.dev.profile_dir : "./profile");
+        print_profiles(&a, job_profile_dir, profile_failed);
         if (a.unit)
             printf("test: loss %.4f, perplexity %.2f, %.3f bits/%s, accuracy %.2f%%\n", test.loss,
                    perplexity(test.loss), bits(test.loss), a.unit, test.accuracy);
@@ -904,7 +911,7 @@ int cmd_train(int argc, char **argv)
         if (a.save)
             printf("saved: %s\n", a.save);
     }
-    status = profile_failed;
+    status = profile_failed != 0;
 done:
     step_buffers_free(&b);
     tg_session_destroy(s);
@@ -913,5 +920,6 @@ done:
     tg_options_destroy(o);
     train_context_close(&ctx);
     free(a.vocab);
+    save_lock_release(&lock);
     return status;
 }

@@ -16,73 +16,75 @@ void device_args_defaults(device_args *a)
 int device_flags(device_args *a, cli_flag *f)
 {
     cli_flag list[DEVICE_FLAG_COUNT] = {
-        {"--strategy", CLI_STRING, &a->strategy, "KIND",
-         "single, pipelined or sharded (default: pipelined with --split, --stages or --devices > "
-         "1)",
-         1, 0},
+        {"--strategy", CLI_STRING, &a->strategy, "KIND", "single, pipelined or sharded", 1, 0,
+         "pipelined with --split, --stages or --devices > 1, else single"},
         {"--stages", CLI_STRING, &a->stages, "SPEC",
-         "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0},
+         "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0,
+         NULL},
         {"--split", CLI_STRING, &a->split, "LAYERS",
          "start new blocks at these layers: \"layer3.8\", or auto (the best layer boundaries)", 1,
-         0},
+         0, NULL},
         {"--schedule", CLI_STRING, &a->schedule, "KIND",
-         "pipeline schedule: grouped, interleaved, gpipe, 1f1b, zb-h1 or zb-h2", 1, 0},
+         "pipeline schedule: grouped, interleaved, gpipe, 1f1b, zb-h1 or zb-h2", 1, 0, NULL},
         {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1,
-         64},
+         64, NULL},
         {"--gradient-accumulation", CLI_INT, &a->accumulation, "N",
-         "micro-batches per weight update", 1, 1e6},
+         "micro-batches per weight update", 1, 1e6, NULL},
         {"--device-iterations", CLI_INT, &a->iterations, "N", "weight updates per host step", 1,
-         1e6},
+         1e6, NULL},
         {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
-         "batches per host step when evaluating (default 1, or 10 on several devices)", 1, 1e6},
-        {"--output-mode", CLI_STRING, &a->output_mode, "MODE",
-         "all, sum, final or everyN (default all, so every loss is shown)", 1, 0},
-        {"--devices", CLI_INT, &a->devices, "N", "devices available (default: one per stage)", 1,
-         64},
+         "batches per host step when evaluating", 1, 1e6, "1, or 10 on several devices"},
+        {"--output-mode", CLI_STRING, &a->output_mode, "MODE", "all, sum, final or everyN", 1, 0,
+         "all, so every loss is shown"},
+        {"--devices", CLI_INT, &a->devices, "N", "devices available", 1, 64, "one per stage"},
         {"--threads-per-device", CLI_INT, &a->threads, "N",
-         "threads each device computes with (0: the free cores shared over the devices)", 0, 1024},
-        {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024},
+         "threads each device computes with (0: the free cores shared over the devices)", 0, 1024,
+         NULL},
+        {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024, NULL},
         {"--memory-per-device", CLI_INT, &a->memory, "BYTES", "device capacity (0: unlimited)", 0,
-         9e18},
+         9e18, NULL},
         {"--options", CLI_STRING, &a->options_file, "FILE",
-         "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0},
+         "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0, NULL},
         {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
          "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be repeated)",
-         1, 0},
+         1, 0, NULL},
         {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
-         "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0},
-        {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0},
+         "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0,
+         NULL},
+        {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0, NULL},
         {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
          "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
          "compute in f32)",
-         1, 0},
+         1, 0, NULL},
         {"--loss-scaling", CLI_STRING, &a->loss_scaling, "KIND",
-         "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0},
-        {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale, default 1024",
-         1, 0},
+         "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0,
+         NULL},
+        {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale", 1, 0,
+         "1024"},
         {"--accum-type", CLI_STRING, &a->accum_type, "TYPE",
-         "gradient accumulators: auto (the model's type), f32, f16 or bf16", 1, 0},
+         "gradient accumulators: auto (the model's type), f32, f16 or bf16", 1, 0, NULL},
         {"--first-moment-type", CLI_STRING, &a->first_moment, "TYPE",
-         "Adam's exp_avg, SGD's momentum: f32, f16 or bf16", 1, 0},
+         "Adam's exp_avg, SGD's momentum: f32, f16 or bf16", 1, 0, NULL},
         {"--second-moment-type", CLI_STRING, &a->second_moment, "TYPE",
-         "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0},
+         "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0, NULL},
         {"--stochastic-rounding", CLI_BOOL, &a->stochastic_rounding, NULL,
-         "round half-precision weight updates stochastically (bf16 ones do by default)", 1, 0},
+         "round half-precision weight updates stochastically (bf16 ones do by default)", 1, 0,
+         NULL},
         {"--no-stochastic-rounding", CLI_BOOL, &a->round_to_nearest, NULL,
          "round bf16 weight updates to nearest as f16 ones (faster, loses updates below half "
          "a step)",
-         1, 0},
+         1, 0, NULL},
         {"--profile", CLI_BOOL, &a->profile, NULL,
-         "write graph and execution profiles (autoReport.all)", 1, 0},
+         "write graph and execution profiles (autoReport.all)", 1, 0, NULL},
         {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
-         "where profiles go (default ./profile): DIR/training, DIR/inference", 1, 0},
+         "where profiles go: DIR/training, DIR/inference", 1, 0, "./profile"},
         {"--executable-cache", CLI_STRING, &a->executable_cache, "DIR",
          "enableExecutableCaching: load compiled programs from DIR, compile and store the missing",
-         1, 0},
+         1, 0, NULL},
         {"--executable", CLI_STRING, &a->executable, "FILE",
          "executableFile: load the compiled program from FILE (compile --save-executable); "
          "compiled again with a warning when it does not match",
-         1, 0},
+         1, 0, NULL},
     };
     memcpy(f, list, sizeof list);
     return DEVICE_FLAG_COUNT;
@@ -118,6 +120,15 @@ static char *read_text(const char *path)
     fclose(f);
     if (buf)
         buf[len] = '\0';
+    /* a NUL would end the text where it stands, and the rest be ignored */
+    if (buf && strlen(buf) != len) {
+        tg_error_set(TG_ERR_CONFIG,
+                     "'%s' holds a NUL byte at offset %zu: an options file is JSON text; "
+                     "the rest would be ignored",
+                     path, strlen(buf));
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -234,4 +245,29 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         return NULL;
     }
     return o;
+}
+
+int device_return_period(tg_options *o, const char *command, int64_t period)
+{
+    if (period < 0)
+        return 0;
+    tg_options_summary sum;
+    if (tg_options_summarize(o, 1, &sum) != TG_OK) {
+        fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
+        return -1;
+    }
+    if (strcmp(sum.output_mode, "everyN")) {
+        fprintf(stderr,
+                "tilegraph %s: --output-return-period applies to --output-mode everyN "
+                "only (the output mode is '%s'); add --output-mode everyN\n",
+                command, sum.output_mode);
+        return -1;
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)period);
+    if (tg_options_set(o, "outputReturnPeriod", v) != TG_OK) {
+        fprintf(stderr, "tilegraph %s: --output-return-period: %s\n", command, tg_error_message());
+        return -1;
+    }
+    return 0;
 }

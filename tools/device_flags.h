@@ -31,4 +31,9 @@ void device_args_defaults(device_args *a);
  * --eval-device-iterations. */
 tg_options *device_options(const device_args *a, const char *command, bool inference);
 
+/* --output-return-period (train, compile): the option outputReturnPeriod,
+ * which only --output-mode everyN reads, so without it the flag is an error.
+ * period < 0: not given. Prints the error and returns -1. */
+int device_return_period(tg_options *o, const char *command, int64_t period);
+
 #endif

@@ -103,9 +103,10 @@ void cli_progress_update(cli_progress *p, int64_t done, const char *status)
     }
 }
 
+/* The bar ends where the work did: a run stopped early (--max-steps, a
+ * signal) shows how far it got, not 100%. */
 void cli_progress_finish(cli_progress *p, const char *status)
 {
-    p->done = p->total;
     if (status)
         snprintf(p->status, sizeof p->status, "%s", status);
     if (p->enabled)

@@ -17,7 +17,7 @@ void data_args_defaults(data_args *d)
     d->loader = "sync";
     d->workers = -1; /* not given: the loader's default (and an error without --loader async) */
     d->prefetch_depth = -1;
-    d->loss = "cross-entropy";
+    d->loss = NULL; /* not given: cross-entropy, and no error for a zoo model */
     d->seq_len = -1;
 }
 
@@ -25,37 +25,40 @@ int data_flags(data_args *d, cli_flag *f)
 {
     cli_flag list[DATA_FLAG_COUNT] = {
         {"--dataset", CLI_STRING, &d->dataset, "NAME", "fashion-mnist, mnist, cifar10 or synthetic",
-         1, 0},
+         1, 0, NULL},
         {"--data", CLI_STRING, &d->data, "SPEC",
-         "DIR, cifar10:DIR, mnist:DIR, synthetic or text:FILE (a language model on any text; "
-         "default: Debian's Fashion-MNIST)",
-         1, 0},
+         "DIR, cifar10:DIR, mnist:DIR, synthetic or text:FILE (a language model on any text)", 1, 0,
+         "Debian's Fashion-MNIST"},
         {"--tokens", CLI_STRING, &d->tokens, "KIND",
-         "text: byte (vocabulary 256, default) or char (the file's distinct UTF-8 characters)", 1,
-         0},
-        {"--seq-len", CLI_INT, &d->seq_len, "N",
-         "text: tokens per sample (default: the model's, 64)", 1, 65536},
+         "text: byte (vocabulary 256) or char (the file's distinct UTF-8 characters)", 1, 0,
+         "byte"},
+        {"--seq-len", CLI_INT, &d->seq_len, "N", "text: tokens per sample", 1, 65536,
+         "the model's, 64"},
         {"--lm", CLI_STRING, &d->lm, "KIND",
-         "an ONNX language model's objective: causal (next token, the default) or masked "
-         "(BERT's 15% of the tokens; for a model that sees every position)",
-         1, 0},
+         "an ONNX language model's objective: causal (next token) or masked (BERT's 15% of the "
+         "tokens; for a model that sees every position)",
+         1, 0, "causal"},
         {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
-         0},
-        {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads (default 1)", 0, 64},
+         0, NULL},
+        {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads", 0, 64, "1"},
         {"--prefetch-depth", CLI_INT, &d->prefetch_depth, "N",
-         "async loader: host steps prepared ahead (default 3)", 0, 1024},
-        {"--flip", CLI_FLOAT, &d->flip, "P", "random horizontal flip probability (training)", 0, 1},
-        {"--resize", CLI_STRING, &d->resize, "HxW", "resize images (bilinear), e.g. 64x64", 1, 0},
+         "async loader: host steps prepared ahead", 0, 1024, "3"},
+        {"--flip", CLI_FLOAT, &d->flip, "P", "random horizontal flip probability (training)", 0, 1,
+         NULL},
+        {"--resize", CLI_STRING, &d->resize, "HxW", "resize images (bilinear), e.g. 64x64", 1, 0,
+         NULL},
         {"--eight-bit-io", CLI_BOOL, &d->eight_bit, NULL,
-         "stream images as 8-bit and normalise them on the device (a quarter of the bytes)", 1, 0},
+         "stream images as 8-bit and normalise them on the device (a quarter of the bytes)", 1, 0,
+         NULL},
         {"--stem", CLI_STRING, &d->stem, "KIND",
-         "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0},
+         "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0,
+         NULL},
         {"--loss", CLI_STRING, &d->loss, "KIND",
-         "ONNX models: the loss appended to the logits, cross-entropy (default) or mse", 1, 0},
+         "ONNX models: the loss appended to the logits, cross-entropy or mse", 1, 0,
+         "cross-entropy"},
         {"--normalize", CLI_STRING, &d->normalize, "MEAN/STD",
-         "normalise images as (x/255 - MEAN) / STD, per channel with commas: 0.1307/0.3081 "
-         "(default: the zoo model's own; none for ONNX models)",
-         1, 0},
+         "normalise images as (x/255 - MEAN) / STD, per channel with commas: 0.1307/0.3081", 1, 0,
+         "the zoo model's own; none for ONNX models"},
     };
     memcpy(f, list, sizeof list);
     return DATA_FLAG_COUNT;
@@ -186,6 +189,15 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     /* a zoo name or an ONNX file */
     if (tg_model_open(model, (tg_model_loss)loss, &ctx->model) != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        return -1;
+    }
+    /* a zoo model brings its own loss: --loss would be ignored */
+    if (data->loss && !ctx->model->onnx) {
+        fprintf(stderr,
+                "tilegraph: --loss applies to ONNX models (the loss appended to their "
+                "logits); %s brings its own loss: drop --loss\n",
+                ctx->model->name);
+        tg_model_close(ctx->model);
         return -1;
     }
     char kind_buf[32], dir[1024];

@@ -7,7 +7,7 @@
 #   examples/journey/mk2.sh [path/to/tilegraph]
 set -u
 TG=${1:-./build/tilegraph}
-BASE="compile --target mk2 --model resnet101 --input 3x32x32 --stem imagenet --split layer3.8 --batch-size 64"
+BASE="compile --optimizer adamw --lr 0.001 --target mk2 --model resnet101 --input 3x32x32 --stem imagenet --split layer3.8 --batch-size 64"
 HALF="--precision 16.16 --loss-scaling static --loss-scale 1000 --accum-type f16 --first-moment-type f16"
 
 step() {

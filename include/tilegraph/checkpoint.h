@@ -48,6 +48,11 @@ TG_API tg_status tg_checkpoint_load(tg_session *s, const char *path, const char 
 
 /* Flags of tg_checkpoint_load_ex. */
 #define TG_CHECKPOINT_ALLOW_NON_FINITE 1u /* load NaN/infinite values anyway */
+/* Load the model's values only (parameters, batch-norm running statistics),
+ * not the optimizer's state nor the update counter and loss-scale state: the
+ * optimizer starts afresh, as a new PyTorch optimizer over loaded weights
+ * does (a checkpoint continued under another optimizer or precision). */
+#define TG_CHECKPOINT_WEIGHTS_ONLY 2u
 TG_API tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *model,
                                        unsigned flags);
 

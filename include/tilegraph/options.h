@@ -61,6 +61,15 @@ typedef struct tg_options_summary {
     int replicas;               /* replicationFactor: of the whole job under MPI */
     int64_t samples_per_update; /* batch x Training.gradientAccumulation x replicas */
     int64_t samples_per_step;   /* samples_per_update x deviceIterations: one host step */
+    /* what the weights are and how they train, as a checkpoint records it */
+    char target[16];            /* target: cpu or mk2 */
+    char precision[16];         /* precision: INPUT.MODEL, "32.32" */
+    char accum_type[8];         /* accumType: auto, f32, f16 or bf16 */
+    char first_moment_type[8];  /* firstOrderMomentumAccumType */
+    char second_moment_type[8]; /* secondOrderMomentumAccumType */
+    char loss_scaling[16];      /* lossScaling: none, static or dynamic */
+    double loss_scale;          /* lossScalingFactor */
+    int stochastic_rounding;    /* Precision.enableStochasticRounding: 1, 0, -1 auto */
 } tg_options_summary;
 /* Fails, naming the options, on a combination a session would refuse
  * before compiling. */

@@ -674,9 +674,15 @@ static tg_status check_header(const unsigned char *buf, size_t len, const char *
                         "(key %.32s, this run's %s)",
                         path, (const char *)buf + 32, key);
     uint64_t payload = get_u64(buf + 64);
-    if (payload != len - HEADER_BYTES)
+    if (payload > len - HEADER_BYTES)
         return tg_error(TG_ERR_FORMAT,
                         "executable %s: truncated (%llu payload bytes, %llu present)", path,
+                        (unsigned long long)payload, (unsigned long long)(len - HEADER_BYTES));
+    if (payload < len - HEADER_BYTES)
+        return tg_error(TG_ERR_FORMAT,
+                        "executable %s: %llu bytes follow its end (%llu payload bytes, %llu "
+                        "present): something was appended to it",
+                        path, (unsigned long long)(len - HEADER_BYTES - payload),
                         (unsigned long long)payload, (unsigned long long)(len - HEADER_BYTES));
     if (get_u32(buf + 72) != (uint32_t)crc32_z(0, buf + HEADER_BYTES, (size_t)payload))
         return tg_error(TG_ERR_FORMAT, "executable %s: its checksum does not match (corrupt)",

@@ -96,6 +96,15 @@ static tg_status read_shape_options(tg_program *p, int n_stages)
     int iters = c->pipeline.device_iterations;
     p->replicas = c->pipeline.replicas;
     tg_schedule_kind kind = TG_SCHEDULE_SHARDED;
+    /* a schedule orders a pipeline's stages: anything but the default for
+     * another strategy would be ignored, so it is an error */
+    if (strcmp(strategy, "pipelined") != 0 && strcmp(c->pipeline.schedule, "grouped") != 0)
+        return tg_error(TG_ERR_CONFIG,
+                        "pipelineSchedule %s (--schedule) orders the stages of a pipeline and "
+                        "cannot apply with executionStrategy %s%s: drop --schedule, or split the "
+                        "model with --strategy pipelined and --stages or --split",
+                        c->pipeline.schedule, strategy,
+                        strcmp(strategy, "single") ? "" : " (the whole model on one device)");
     if (strcmp(strategy, "pipelined") == 0) {
         kind = (tg_schedule_kind)tg_schedule_parse(c->pipeline.schedule);
         if (p->training && m < n_stages)

@@ -186,6 +186,15 @@ tg_status tg_options_summarize(const tg_options *o, int64_t batch, tg_options_su
     out->replicas = c.pipeline.replicas;
     out->samples_per_update = batch * c.pipeline.accumulation * c.pipeline.replicas;
     out->samples_per_step = out->samples_per_update * c.pipeline.device_iterations;
+    snprintf(out->target, sizeof out->target, "%s", c.target.name);
+    snprintf(out->precision, sizeof out->precision, "%s", c.precision.precision);
+    snprintf(out->accum_type, sizeof out->accum_type, "%s", c.precision.accum);
+    snprintf(out->first_moment_type, sizeof out->first_moment_type, "%s", c.precision.first_moment);
+    snprintf(out->second_moment_type, sizeof out->second_moment_type, "%s",
+             c.precision.second_moment);
+    snprintf(out->loss_scaling, sizeof out->loss_scaling, "%s", c.precision.loss_scaling);
+    out->loss_scale = c.precision.loss_scale;
+    out->stochastic_rounding = c.precision.stochastic_rounding;
     tg_config_free(&c);
     return TG_OK;
 }

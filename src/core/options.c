@@ -15,14 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING } opt_type;
+/* OPT_NAMES: a comma-separated list of names, none empty; with `values`,
+ * each one of them ("*" among them for "every"). A name that would select
+ * nothing is refused rather than silently ignored. */
+typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING, OPT_NAMES } opt_type;
 
 typedef struct {
     const char *key;
     opt_type type;
     const char *def;
     double min, max;    /* OPT_INT, OPT_FLOAT */
-    const char *values; /* OPT_ENUM: "a|b|c" */
+    const char *values; /* OPT_ENUM, OPT_NAMES: "a|b|c" */
     const char *help;
 } opt_spec;
 
@@ -50,7 +53,7 @@ static const opt_spec option_table[] = {
     {"stages", OPT_STRING, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
      "block); \"auto\": the cost model's best split over devices (docs/multi-device.md)"},
-    {"split", OPT_STRING, "", 0, 0, NULL,
+    {"split", OPT_NAMES, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
      "\"auto\": the cost model's best split at layer boundaries over devices"},
     {"devices", OPT_INT, "0", 0, 64, NULL, "devices available (0: one per stage)"},
@@ -137,7 +140,7 @@ static const opt_spec option_table[] = {
     {"trace.enable", OPT_BOOL, "false", 0, 0, NULL,
      "record the host trace (as TILEGRAPH_TRACE does), from the first session created with it"},
     {"trace.directory", OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
-    {"trace.channels", OPT_STRING, "*", 0, 0, NULL,
+    {"trace.channels", OPT_NAMES, "*", 0, 0, "compile|engine|data|comms|*",
      "channels to record, comma-separated (compile, engine, data, comms), or *"},
     {"monitor.enable", OPT_BOOL, "true", 0, 0, NULL,
      "keep this process's record in the registry `tilegraph monitor` lists (docs/monitor.md); "
@@ -247,6 +250,31 @@ static int enum_has(const char *values, const char *v)
     return 0;
 }
 
+/* An OPT_NAMES value: "" (none) or names separated by single commas. */
+static tg_status check_names(const opt_spec *s, const char *v)
+{
+    if (!*v)
+        return TG_OK;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "option '%s': '%s' has an empty name (a comma at the start, the end "
+                            "or doubled): give names separated by single commas",
+                            s->key, v);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        if (s->values && !enum_has(s->values, name))
+            return tg_error(TG_ERR_CONFIG,
+                            "option '%s': '%s' is not one of %s; it would select nothing", s->key,
+                            name, s->values);
+        if (!comma)
+            return TG_OK;
+        p = comma + 1;
+    }
+}
+
 static tg_status check_value(const opt_spec *s, const char *v)
 {
     char *end = NULL;
@@ -288,6 +316,8 @@ static tg_status check_value(const opt_spec *s, const char *v)
         return TG_OK;
     case OPT_STRING:
         return TG_OK;
+    case OPT_NAMES:
+        return check_names(s, v);
     case OPT_ENUM:
         if (!enum_has(s->values, v))
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not one of %s", s->key, v,
@@ -428,6 +458,12 @@ static tg_status apply_options_object(tg_options *o, const tg_json *root, const 
         const tg_json *v = root->items[i];
         char buf[64];
         const char *text = NULL;
+        if (strlen(key) != root->key_lens[i] ||
+            (v->type == TG_JSON_STRING && strlen(v->string) != v->len))
+            return tg_error(TG_ERR_CONFIG,
+                            "%s:%d:%d: option '%s': its string holds a NUL character (\\u0000), "
+                            "which would cut it short: options are text without NUL",
+                            source, v->line, v->col, key);
         if (v->type == TG_JSON_STRING) {
             text = v->string;
         } else if (v->type == TG_JSON_NUMBER) {

@@ -13,8 +13,10 @@
 #include "core/json.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct plan {
     size_t *order;    /* tensors in file order */
@@ -265,11 +267,19 @@ tg_status tg_safetensors_encode(const tg_st_tensor *tensors, size_t n, const tg_
 
 /* ---- the file ---------------------------------------------------------------------- */
 
+/* A failed write (a full disk) names the file asked for and what is left
+ * of it: the temporary is removed (by the caller's abort) and the previous
+ * file, if there was one, is kept as it was. */
 static tg_status put(tg_atomic_file *af, const void *src, size_t n)
 {
-    if (n && fwrite(src, 1, n, af->f) != n)
-        return tg_error(TG_ERR_IO, "%s: write failed: %s", af->tmp, strerror(errno ? errno : EIO));
-    return TG_OK;
+    if (!n || fwrite(src, 1, n, af->f) == n)
+        return TG_OK;
+    int e = errno ? errno : EIO;
+    bool kept = access(af->path, F_OK) == 0;
+    return tg_error(
+        TG_ERR_IO, "cannot write '%s': %s (writing its temporary '%s', now removed); %s", af->path,
+        strerror(e), af->tmp,
+        kept ? "the previous file there is kept, unchanged" : "no file was written there");
 }
 
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *tensors, size_t n,

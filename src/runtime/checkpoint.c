@@ -353,14 +353,46 @@ typedef struct {
 
 /* Every saved tensor matched and checked, and the largest stored size, with
  * nothing in the session touched yet. */
+static tg_status check_tensors(const tg_safetensors *f, const tg_session *s, unsigned flags,
+                               const bool *skip, found_value *found, size_t *most);
+
+/* The optimizer's state (moments, momentum buffers): what a weight update
+ * rewrites besides its parameter, in[1 .. n_mutated-1]. Marks them in
+ * `skip`; running statistics are state too but are not marked. */
+static void mark_optimizer_state(const tg_graph *g, bool *skip)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *u = g->nodes[i];
+        if (!tg_is_weight_update(u))
+            continue;
+        for (int k = 1; k < u->n_mutated && k < u->n_in; k++)
+            if (u->in[k] && u->in[k]->id >= 0 && u->in[k]->id < g->n_nodes)
+                skip[u->in[k]->id] = true;
+    }
+}
+
 static tg_status check_all(const tg_safetensors *f, const tg_session *s, unsigned flags,
                            found_value *found, size_t *most)
 {
     const tg_graph *g = tg_session_graph(s);
     *most = 0;
+    bool *skip = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool));
+    if (!skip)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", tg_safetensors_name(f));
+    if (flags & TG_CHECKPOINT_WEIGHTS_ONLY)
+        mark_optimizer_state(g, skip);
+    tg_status st = check_tensors(f, s, flags, skip, found, most);
+    tg_free(skip);
+    return st;
+}
+
+static tg_status check_tensors(const tg_safetensors *f, const tg_session *s, unsigned flags,
+                               const bool *skip, found_value *found, size_t *most)
+{
+    const tg_graph *g = tg_session_graph(s);
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        if (!is_saved(s, t))
+        if (!is_saved(s, t) || skip[i])
             continue;
         found[i].saved = t->dtype;
         TG_TRY(match_tensor(f, t, &found[i].data, &found[i].saved, &found[i].owned));
@@ -404,7 +436,7 @@ tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *mod
                    (size_t)tg_numel(t));
         st = tg_session_value_in(s, t, tmp);
     }
-    if (st == TG_OK)
+    if (st == TG_OK && !(flags & TG_CHECKPOINT_WEIGHTS_ONLY))
         st = read_engine_meta(f, s, true);
     for (int i = 0; found && i < g->n_nodes; i++)
         tg_free(found[i].owned);

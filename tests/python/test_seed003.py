@@ -49,7 +49,8 @@ class Seed003Test(unittest.TestCase):
         cli = os.environ.get("TILEGRAPH_CLI")
         if not cli:
             return
-        c = subprocess.run([cli, "compile", "--target", "mk2", "--model", "resnet101", "--input", "3x32x32",
+        # AdamW at 0.001, as the script trains (compile's own default is train's SGD)
+        c = subprocess.run([cli, "compile", "--optimizer", "adamw", "--lr", "0.001", "--target", "mk2", "--model", "resnet101", "--input", "3x32x32",
                             "--stem", "imagenet", "--split", "layer3.8", "--batch-size", "64",
                             "--precision", "16.16", "--loss-scaling", "static", "--loss-scale", "1000",
                             "--accum-type", "f16", "--first-moment-type", "f16",

@@ -84,7 +84,8 @@ static void test_bad_flags(void)
  * out of memory, the seed's 16.16 (with its AdamW types) fits. */
 static void test_journey_memory_story(void)
 {
-    const char *base = "compile --target mk2 --model resnet101 --input 3x32x32 --stem imagenet "
+    const char *base = "compile --optimizer adamw --lr 0.001 --target mk2 --model resnet101 "
+                       "--input 3x32x32 --stem imagenet "
                        "--split layer3.8 --batch-size 64 --gradient-accumulation 3";
     char args[1024];
     snprintf(args, sizeof args, "%s --precision 32.32", base);
@@ -124,7 +125,7 @@ static void test_precision_flags(void)
            "--stochastic-rounding --no-stochastic-rounding",
            1, "--stochastic-rounding and --no-stochastic-rounding contradict each other");
     /* the plan shows the halving: mnist-pipeline's weights are 352 KiB in f32 */
-    EXPECT("compile --model mnist-pipeline --precision 16.16", 0,
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --precision 16.16", 0,
            "weights                     176 KiB");
 }
 
@@ -139,56 +140,71 @@ static void write_file(const char *name, const void *data, size_t n)
     }
 }
 
+/* The figures below are of AdamW at lr 0.001 (its moments are planned):
+ * compile's default until it took train's (SGD) */
 static void test_compile_plans_and_reports_out_of_memory(void)
 {
     /* exact byte figures: with the own convolution kernels, whose scratch
      * does not depend on the CPU (oneDNN's does, on its ISA) */
     setenv("TG_KERNELS", "own", 1);
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10", 0,
-           "pipeline stash");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 --json",
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10",
+           0, "pipeline stash");
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 --json",
            0, "\"per_device\":[");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 4000000",
            1, "device 0 needs 14.3 MiB but has 3.81 MiB");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 4000000",
            1, "largest buffers: 'layer1/conv' (pipeline stash)");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true",
            0, "14.3 MiB");
     EXPECT("compile --model mnist-pipeline --engine-option nonsense", 1, "not KEY=VALUE");
     /* --engine-option given twice: both apply (recomputation brings 14.3 MiB to 5.04 MiB) */
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true "
            "--engine-option recomputation=pipeline",
            0, "needs 5.04 MiB of 3.81 MiB");
     /* over capacity but allowed: the plan and the remedies, each re-planned */
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
            0,
            /* the saving's last digit follows oneDNN's scratch, which differs by ISA */
            "recomputation (keep only stage inputs)     14.3 MiB -> 5.04 MiB, saves 9.2");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
            0, "half the micro-batch");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
            0, "fp16 weights, activations, gradients       14.3 MiB -> 9.00 MiB");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true",
            0, "recomputation, a checkpoint per block      14.3 MiB -> 7.01 MiB, saves 7.");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 10 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --strategy pipelined "
+           "--gradient-accumulation 10 "
            "--memory-per-device 8000000 --engine-option debug.allowOutOfMemory=true --replicas 2",
            0,
            "replicated tensor sharding                 14.3 MiB -> 14.3 MiB, saves 1.00 KiB (0%)");
     /* --split alone divides the model over devices (executionStrategy auto) */
-    EXPECT("compile --model resnet18 --input 3x32x32 --split layer3.0 --batch-size 4 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model resnet18 --input 3x32x32 --split layer3.0 "
+           "--batch-size 4 "
            "--gradient-accumulation 2",
            0, "2 devices x 1 replica");
     /* one more stage: the fullest device's layers split where half its bytes lie
      * (layer4 holds most of resnet18's weights, so the split falls inside it) */
-    EXPECT("compile --model resnet18 --input 3x32x32 --split layer3.0 --batch-size 8 "
+    EXPECT("compile --optimizer adamw --lr 0.001 --model resnet18 --input 3x32x32 --split layer3.0 "
+           "--batch-size 8 "
            "--gradient-accumulation 4 --memory-per-device 30000000 "
            "--engine-option debug.allowOutOfMemory=true",
            0,

@@ -160,10 +160,10 @@ static void test_trace_from_engine_options(void)
     char path[256];
     snprintf(path, sizeof path, "%s/tilegraph-%d-inference.trace.json", dir, (int)getpid());
     TG_CHECK(access(path, R_OK) == 0);
-    TG_CHECK_OK(tg_options_set(o, "trace.channels", "engine,not a channel"));
-    tg_trace_shutdown();
-    TG_CHECK(tg_session_create(mg.graph, o, &s) == TG_ERR_CONFIG);
-    TG_CHECK(strstr(tg_error_message(), "trace.*") != NULL);
+    /* a channel that records nothing is refused when set, naming the channels */
+    TG_CHECK(tg_options_set(o, "trace.channels", "engine,not a channel") == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "compile|engine|data|comms") != NULL);
+    TG_CHECK(tg_options_set(o, "trace.channels", "engine,nosuch") == TG_ERR_CONFIG);
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);
     tg_trace_shutdown();
