@@ -80,6 +80,7 @@ int tg_onnx_input_count(const tg_onnx_model *m);
 tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
 typedef struct tg_onnx_build_config {
     int64_t batch; tg_tensor *const *inputs; int n_inputs;
+    const int64_t *const *constants; int n_constants;
 } tg_onnx_build_config;
 typedef struct tg_onnx_outputs {
     int n_inputs, n_outputs; tg_tensor *inputs[16]; tg_tensor *outputs[16];
