@@ -84,8 +84,7 @@ static double torch_rate(int threads, char *version, size_t cap)
     const char *script = getenv("TG_TORCH_REFERENCE");
     char path[1024], cmd[1200];
     if (!script) {
-        snprintf(path, sizeof path, "%s/bench/torch_mnist_pipeline.py",
-                 TG_SOURCE_DIR);
+        snprintf(path, sizeof path, "%s/bench/torch_mnist_pipeline.py", TG_SOURCE_DIR);
         script = path;
     }
     snprintf(cmd, sizeof cmd,

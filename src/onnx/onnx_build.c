@@ -553,7 +553,7 @@ static tg_status bind_constant(onnx_builder *b, int i, tg_shape s, tg_onnx_outpu
         return ob_fail(b, TG_ERR_DTYPE, "input '%s' is %s: only integer inputs are fixed", v.name,
                        v.dtype);
     tg_onnx_data d = {.elem_type = !strcmp(v.dtype, "int64") ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64
-                                                           : ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
+                                                             : ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
                       .ndim = s.ndim};
     memcpy(d.dim, s.dim, sizeof s.dim);
     d.n = tg_shape_numel(s);

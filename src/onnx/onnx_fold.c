@@ -31,13 +31,20 @@ tg_status ob_data_new(onnx_builder *b, bool is_float, int ndim, const int64_t *d
     d->n = 1;
     for (int k = 0; k < TG_MAX_DIMS; k++)
         d->dim[k] = k < ndim ? dim[k] : 1;
+    /* Constants computed at import are shape arithmetic, indices and masks:
+     * a file that asks for more (a Tile or ConstantOfShape of 2^30) would
+     * take minutes and gigabytes before anything else could refuse it. */
+    const int64_t max_elements = (int64_t)1 << 24; /* a causal mask of 4096 x 4096 */
     for (int k = 0; k < ndim; k++) {
-        if (dim[k] < 0 || dim[k] > ((int64_t)1 << 40))
+        if (dim[k] < 0)
             return ob_fail(b, TG_ERR_SHAPE, "a constant dimension of %lld", (long long)dim[k]);
-        d->n *= dim[k];
+        if (__builtin_mul_overflow(d->n, dim[k], &d->n) || d->n > max_elements)
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "a constant computed at import would hold more than 2^24 elements "
+                           "(dimension %d is %lld); such values must be graph inputs or "
+                           "initializers",
+                           k, (long long)dim[k]);
     }
-    if (d->n > ((int64_t)1 << 31))
-        return ob_fail(b, TG_ERR_SHAPE, "a constant of %lld elements", (long long)d->n);
     size_t n = (size_t)(d->n ? d->n : 1);
     if (is_float)
         d->f = tg_calloc(n, sizeof(float));
@@ -413,7 +420,13 @@ static tg_status map_reshape(onnx_builder *b)
             return ob_fail(b, TG_ERR_SHAPE, "target dim %d is %lld", d, (long long)v);
         }
         o.dim[d] = v;
-        known *= v;
+        /* a target dim from the file can be anything: its product must not
+         * overflow before the element counts are compared */
+        if (__builtin_mul_overflow(known, v, &known) || known > ((int64_t)1 << 40))
+            return ob_fail(b, TG_ERR_SHAPE,
+                           "the target shape's dims (dim %d is %lld) hold more elements than "
+                           "the input's %lld",
+                           d, (long long)v, (long long)tg_shape_numel(s));
     }
     if (infer >= 0) {
         if (known == 0 || tg_shape_numel(s) % known)

@@ -376,6 +376,18 @@ static tg_status check_names(const tg_onnx_model *m)
             TG_TRY(check_name(m, "an input of node", k, n->input[i]));
         for (size_t o = 0; o < n->n_output; o++)
             TG_TRY(check_name(m, "an output of node", k, n->output[o]));
+        for (size_t a = 0; a < n->n_attribute; a++) {
+            /* the builder looks attributes up by name: one without is not
+             * an attribute of anything */
+            const char *name = n->attribute[a]->name;
+            if (!name || !*name)
+                return tg_error(TG_ERR_FORMAT,
+                                "%s: node %zu ('%s', %s): attribute %zu has no name; every "
+                                "attribute of an ONNX node is named",
+                                m->path, k, n->name ? n->name : "", n->op_type ? n->op_type : "?",
+                                a);
+            TG_TRY(check_name(m, "an attribute of node", k, name));
+        }
     }
     for (size_t k = 0; k < g->n_initializer; k++)
         TG_TRY(check_name(m, "initializer", k, g->initializer[k]->name));

@@ -250,7 +250,9 @@ static void sum_range(void *ctx, int64_t begin, int64_t end, int t)
          * COL_BLOCK), add every reduced slice's run into a double
          * accumulator: contiguous, vectorisable, and accurate over long
          * batches where float sums would drift. */
-        enum { COL_BLOCK = 2048 }; /* 16 KiB of accumulators: whole rows of a bias gradient stream in order */
+        enum {
+            COL_BLOCK = 2048
+        }; /* 16 KiB of accumulators: whole rows of a bias gradient stream in order */
         double acc[COL_BLOCK];
         int64_t K = sp->kdim[sp->nk - 1];
         for (int64_t o = begin; o < end;) {

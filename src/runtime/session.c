@@ -811,7 +811,8 @@ const char *tg_session_kernels(const tg_session *s, char *buf, size_t cap)
     if (!planned)
         snprintf(buf, cap, "no op chooses between kernels");
     else
-        snprintf(buf, cap, "oneDNN (ISA %s) for %d of %d convolution and matrix-product ops%s%.0d%s",
+        snprintf(buf, cap,
+                 "oneDNN (ISA %s) for %d of %d convolution and matrix-product ops%s%.0d%s",
                  tg_dnnl_isa_name(), dnnl, planned, bf16 ? ", " : "", bf16, bf16 ? " in bf16" : "");
     size_t used = strlen(buf);
     if (blocked_tensors && used < cap)
