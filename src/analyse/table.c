@@ -100,9 +100,40 @@ const char *tg_an_meta(tg_profile_reader *r, const char *key)
     return tg_profile_reader_meta(r, key);
 }
 
+/* --device N names a device of the profile: one that does not exist would
+ * otherwise give empty tables, read as "nothing there". */
+static tg_status check_device(tg_profile_reader *r, const tg_an_filter *f)
+{
+    if (f->device < 0)
+        return TG_OK;
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r, "SELECT device FROM devices ORDER BY device", &st));
+    char list[256] = "";
+    size_t used = 0;
+    int n = 0, found = 0, last = -1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        found |= d == f->device;
+        if (n++ == 0)
+            used += (size_t)snprintf(list, sizeof list, "%d", d);
+        last = d;
+    }
+    sqlite3_finalize(st);
+    if (found)
+        return TG_OK;
+    if (n > 1 && used < sizeof list)
+        snprintf(list + used, sizeof list - used, " to %d", last);
+    return tg_error(TG_ERR_INVALID_ARG,
+                    "--device %d: %s has no device %d; its device%s %s (give one of them, or "
+                    "leave --device out for all)",
+                    f->device, tg_profile_reader_path(r), f->device, n == 1 ? " is" : "s are",
+                    n ? list : "none");
+}
+
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f, tg_an_view *v)
 {
     v->name = name;
+    TG_TRY(check_device(r, f));
     if (f->by_tile && strcmp(name, "memory"))
         tg_an_note(v, "--tile %d applies to the memory view only; the %s view shows all tiles",
                    f->tile, name);

@@ -41,8 +41,7 @@ static void test_hostfile_checked(void)
     write_file("empty_hosts", "# nothing\n\n", 0);
     char args[512];
     snprintf(args, sizeof args,
-             "run --instances 2 --replicas 2 --hostfile %s/empty_hosts --dry-run -- train",
-             tmpdir);
+             "run --instances 2 --replicas 2 --hostfile %s/empty_hosts --dry-run -- train", tmpdir);
     EXPECT(args, 2, "names no host");
 }
 
