@@ -778,6 +778,23 @@ int cmd_train(int argc, char **argv)
     int64_t steps_per_epoch = tg_loader_steps_per_epoch(loader);
     if (a.resume && resume_position(&a, per_step, steps_per_epoch, &pos) != 0)
         goto done;
+    train_loop_shape shape = {a.epochs,
+                              a.max_steps,
+                              a.every_steps,
+                              a.every_epochs,
+                              tg_dataset_describe(ctx.train).samples,
+                              ctx.test ? tg_dataset_describe(ctx.test).samples : 0,
+                              steps_per_epoch,
+                              per_step,
+                              a.batch,
+                              a.eval_batch,
+                              a.seed,
+                              pos.epoch,
+                              pos.step};
+    if (train_agree_loop(&shape) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
     int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
     if (make_optimizer(&a, updates_per_epoch, &opt) != 0)
         goto done;

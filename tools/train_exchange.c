@@ -1,5 +1,6 @@
 /* tools/train_exchange.c - the gradient exchange's share of a host step,
- * per epoch (train_exchange.h). */
+ * per epoch, and the instances' agreement on the training loop
+ * (train_exchange.h). */
 #include "train_exchange.h"
 
 #include <stdlib.h>
@@ -75,4 +76,31 @@ void train_exchange_print(FILE *f, const exchange_share *e)
             e->during_backward + e->after_backward + e->summing + e->step_totals, e->host_step,
             e->pct, e->pct_transfer, e->during_backward, e->after_backward, e->imbalance,
             e->summing, e->step_totals);
+}
+
+tg_status train_agree_loop(const train_loop_shape *l)
+{
+    static const char *const names[] = {
+        "--epochs",
+        "--max-steps",
+        "--checkpoint-every in host steps",
+        "--checkpoint-every in epochs",
+        "training samples (--train-limit, or the training set's size)",
+        "test samples (--test-limit, or the test set's size)",
+        "host steps per epoch",
+        "samples per host step",
+        "--batch-size",
+        "--eval-batch-size",
+        "--seed",
+        "epoch to start at (--resume's checkpoint)",
+        "host step to start at (--resume's checkpoint)",
+    };
+    const int64_t v[] = {
+        l->epochs,       l->max_steps,       l->every_steps,      l->every_epochs, l->train_samples,
+        l->test_samples, l->steps_per_epoch, l->samples_per_step, l->batch,        l->eval_batch,
+        l->seed,         l->start_epoch,     l->start_step};
+    _Static_assert(sizeof names / sizeof *names == sizeof v / sizeof *v, "a name per value");
+    return tg_dist_agree_values(names, v, (int)(sizeof v / sizeof *v),
+                                "every instance must be given the same training flags and "
+                                "data (the same data set on every host)");
 }

@@ -34,4 +34,19 @@ tg_status train_exchange_end(train_exchange *x, const tg_session *s, int64_t ste
 /* The text line under an epoch's. */
 void train_exchange_print(FILE *f, const exchange_share *e);
 
+/* What shapes an MPI job's training loop and its data on each instance:
+ * every instance must have the same, or they wait on each other forever
+ * (one ends an epoch or the run while another still exchanges). */
+typedef struct train_loop_shape {
+    int64_t epochs, max_steps, every_steps, every_epochs; /* 0: none */
+    int64_t train_samples, test_samples, steps_per_epoch, samples_per_step;
+    int64_t batch, eval_batch, seed;
+    int64_t start_epoch, start_step; /* --resume's position */
+} train_loop_shape;
+
+/* Compare it over the instances (all call it, before the session is
+ * compiled): an error naming the first flag that differs and both values.
+ * TG_OK outside a job. */
+tg_status train_agree_loop(const train_loop_shape *l);
+
 #endif

@@ -4,7 +4,9 @@
 # instance x 2 replicas, and so do 2 instances x 4 pipelined stages; N not
 # dividing R is refused; a killed instance ends the job within 10 s; instances
 # with different options are refused at start, naming the difference; one
-# instance compiles and the other loads; the job's trace and profiles are
+# instance compiles and the other loads; instances whose loop options
+# (--max-steps, --epochs, --train-limit, --checkpoint-every) or engine
+# options differ are refused, naming the flag and both values; the job's trace and profiles are
 # seen together; optimizer state sharded over both instances trains,
 # checkpoints and resumes as one process; a stop signal ends every instance
 # after the same host step with a checkpoint; gradient buckets sent during
@@ -75,6 +77,23 @@ exec $T train $COMMON --replicas 2
 EOS
 timeout 60 $MPI sh differ.sh >differ.log 2>&1 && fail "different instances were accepted"
 grep -q "differ in their" differ.log || fail "no message naming what differs"
+# ... and so are instances whose training loops or data differ (they waited
+# on each other forever): the message names the flag and both values
+M="--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 --quiet"
+differ() { # WANT [flags of instance 1]
+    want=$1
+    shift
+    timeout 60 mpirun -np 1 --bind-to none $T train $M : -np 1 --bind-to none $T train $M "$@" \
+        >loop.log 2>&1
+    rc=$?
+    [ $rc != 0 ] && [ $rc != 124 ] && grep -qF -- "$want" loop.log ||
+        fail "instances with $* (exit $rc): no message '$want'"
+}
+differ "differ in their --max-steps (0 vs 20)" --max-steps 20
+differ "differ in their --epochs (1 vs 2)" --epochs 2
+differ "training samples (--train-limit, or the training set's size) (400 vs 200)" --train-limit 200
+differ "--checkpoint-every in host steps (0 vs 5)" --checkpoint-every 5 --save ck.safetensors
+differ "option threadsPerDevice ('0' vs '2')" --engine-option threadsPerDevice=2
 
 # 5. kill -9 of one instance ends the job, non-zero, within 10 s
 long_job kill.log
