@@ -49,6 +49,15 @@ for k in 0 1; do # each instance profiles into its own directory
 done
 cmp one.safetensors two.safetensors || fail "2 x 1 and 1 x 2 give different weights"
 grep -q "test accuracy" two.log || fail "instance 0 printed no result"
+# the set-up lines give the job's whole, as one process prints them (they
+# gave instance 0's share: half the samples, 1 replica), its share after it
+sed -n 's/^\(micro-batch .* replicas\).*/\1/p; s/^\(device memory [^ ]* [^ ]*\).*\(, .* MFLOP\).*/\1\2/p' \
+    one.log >one.setup
+sed -n 's/^\(micro-batch .* replicas\).*/\1/p; s/^\(device memory [^ ]* [^ ]*\).*\(, .* MFLOP\).*/\1\2/p' \
+    two.log >two.setup
+[ "$(wc -l <one.setup)" = 2 ] && cmp -s one.setup two.setup ||
+    fail "the job's set-up lines differ from one process's: $(cat one.setup two.setup)"
+grep -q "x 2 replicas over 2 instances (1 replica each)" two.log || fail "no instance share: $(cat two.setup)"
 [ "$(grep -c 'test accuracy:' two.log)" = 1 ] || fail "more than instance 0 printed"
 # the weights moved: a training that did nothing would also compare equal
 $T train $COMMON --replicas 2 --gradient-accumulation 2 --max-steps 1 \
