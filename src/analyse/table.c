@@ -278,6 +278,34 @@ void tg_an_note(tg_an_view *v, const char *fmt, ...)
     v->notes[v->n_notes++] = tg_strdup(buf);
 }
 
+char *tg_an_format_fixed(double v, int decimals, char *buf, size_t cap)
+{
+    double a = fabs(v);
+    if (!isfinite(v)) {
+        snprintf(buf, cap, "%g", v);
+        return buf;
+    }
+    if (decimals < 0) /* four significant figures, never an exponent */
+        decimals = a >= 1000 || a == 0 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 3 : 4;
+    if (a > 0 && a < 1e-4)
+        decimals = 6;
+    char digits[64];
+    snprintf(digits, sizeof digits, "%.*f", decimals, a);
+    const char *point = strchr(digits, '.');
+    size_t whole = point ? (size_t)(point - digits) : strlen(digits), n = 0;
+    char out[96];
+    if (v < 0 && strspn(digits, "0.") != strlen(digits))
+        out[n++] = '-';
+    for (size_t i = 0; i < whole; i++) { /* thousands grouped: 11,090 */
+        if (i && (whole - i) % 3 == 0)
+            out[n++] = ',';
+        out[n++] = digits[i];
+    }
+    snprintf(out + n, sizeof out - n, "%s", point ? point : "");
+    snprintf(buf, cap, "%s", out);
+    return buf;
+}
+
 char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
 {
     if (isnan(v)) {
@@ -309,15 +337,11 @@ char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
         snprintf(buf, cap, "%.1f%%", v * 100);
         return buf;
     case TG_AN_ID:
-    case TG_AN_COUNT:
         snprintf(buf, cap, "%.0f", v);
         return buf;
+    case TG_AN_COUNT:
     case TG_AN_NUM:
-        if (v != 0 && (v >= 1e7 || v <= -1e7))
-            snprintf(buf, cap, "%.3g", v);
-        else
-            snprintf(buf, cap, "%.4g", v);
-        return buf;
+        return tg_an_format_fixed(v, k == TG_AN_COUNT ? 0 : -1, buf, cap);
     default:
         snprintf(buf, cap, "%g", v);
         return buf;
