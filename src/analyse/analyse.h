@@ -209,6 +209,11 @@ typedef struct tg_an_times {
     int micro_batches, iterations;
 } tg_an_times;
 tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);
+/* Whether the trace's times are a cycle model's (a tiled target such as
+ * mk2: meta trace_clock "cycles ..."), not measured on this host: they are
+ * then compared with the cost model as one model with another, and never
+ * with the host's wall time. */
+bool tg_an_trace_is_simulated(tg_profile_reader *r);
 
 /* Run `sql` and call `row` for each result row; errors name the profile. */
 typedef struct sqlite3_stmt sqlite3_stmt;

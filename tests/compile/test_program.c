@@ -72,6 +72,28 @@ static void test_threads_given_and_default(void)
         TG_CHECK(strstr(p->threads_warning, "2 devices x 1 replica x 2 threads = 4 threads"));
     tg_program_destroy(p);
 
+    /* four devices of one thread each on fewer than four cores: fewer
+     * threads cannot help, so the warning does not offer them */
+    const char *four[] = {"threadsPerDevice",
+                          "1",
+                          "executionStrategy",
+                          "pipelined",
+                          "stages",
+                          "B1|B2|B3|B4",
+                          "Training.gradientAccumulation",
+                          "4",
+                          NULL};
+    p = compile_with(mg.graph, four);
+    TG_CHECK(p && p->n_devices == 4);
+    TG_CHECK(p && (p->threads_warning[0] != '\0') == (cores < 4));
+    if (p && cores < 4) {
+        TG_CHECK(strstr(p->threads_warning, "every device already has 1 thread: only fewer "
+                                            "devices or replicas can help"));
+        TG_CHECK(!strstr(p->threads_warning, "--threads") &&
+                 !strstr(p->threads_warning, "threadsPerDevice="));
+    }
+    tg_program_destroy(p);
+
     /* the default never oversubscribes when there are cores enough */
     const char *pipe_default[] = {"executionStrategy",
                                   "pipelined",
