@@ -790,7 +790,22 @@ int cmd_train(int argc, char **argv)
                               a.eval_batch,
                               a.seed,
                               pos.epoch,
-                              pos.step};
+                              pos.step,
+                              ctx.model->name,
+                              tg_dataset_describe(ctx.train).name,
+                              ctx.test ? tg_dataset_describe(ctx.test).name : "",
+                              a.optimizer,
+                              a.schedule,
+                              a.lr,
+                              a.momentum,
+                              a.weight_decay,
+                              a.gamma,
+                              a.min_lr,
+                              a.warmup_epochs,
+                              a.max_grad_norm,
+                              a.step_epochs,
+                              a.nesterov,
+                              a.no_bias_correction};
     if (train_agree_loop(&shape) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;

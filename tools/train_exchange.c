@@ -100,7 +100,38 @@ tg_status train_agree_loop(const train_loop_shape *l)
         l->test_samples, l->steps_per_epoch, l->samples_per_step, l->batch,        l->eval_batch,
         l->seed,         l->start_epoch,     l->start_step};
     _Static_assert(sizeof names / sizeof *names == sizeof v / sizeof *v, "a name per value");
-    return tg_dist_agree_values(names, v, (int)(sizeof v / sizeof *v),
-                                "every instance must be given the same training flags and "
-                                "data (the same data set on every host)");
+    static const char *const advice = "every instance must be given the same training flags and "
+                                      "data (the same data set on every host)";
+    static const char *const text_names[] = {
+        "--model",          "training set",       "test set",
+        "--optimizer",      "--lr-schedule",      "--lr",
+        "--momentum",       "--weight-decay",     "--lr-gamma",
+        "--lr-min",         "--lr-warmup-epochs", "--max-grad-norm",
+        "--lr-step-epochs", "--nesterov",         "--no-bias-correction",
+    };
+    enum { N_TEXT = sizeof text_names / sizeof *text_names };
+    char num[9][40];
+    const double d[] = {l->lr,     l->momentum,      l->weight_decay,  l->gamma,
+                        l->min_lr, l->warmup_epochs, l->max_grad_norm, (double)l->step_epochs};
+    for (int i = 0; i < 8; i++)
+        snprintf(num[i], sizeof num[i], "%.9g", d[i]);
+    const char *texts[N_TEXT] = {l->model ? l->model : "",
+                                 l->train_data ? l->train_data : "",
+                                 l->test_data ? l->test_data : "",
+                                 l->optimizer ? l->optimizer : "",
+                                 l->schedule ? l->schedule : "",
+                                 num[0],
+                                 num[1],
+                                 num[2],
+                                 num[3],
+                                 num[4],
+                                 num[5],
+                                 num[6],
+                                 num[7],
+                                 l->nesterov ? "on" : "off",
+                                 l->no_bias_correction ? "on" : "off"};
+    tg_status st = tg_dist_agree_texts(text_names, texts, N_TEXT, advice);
+    if (st != TG_OK)
+        return st;
+    return tg_dist_agree_values(names, v, (int)(sizeof v / sizeof *v), advice);
 }

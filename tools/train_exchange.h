@@ -42,6 +42,12 @@ typedef struct train_loop_shape {
     int64_t train_samples, test_samples, steps_per_epoch, samples_per_step;
     int64_t batch, eval_batch, seed;
     int64_t start_epoch, start_step; /* --resume's position */
+    /* what the run trains on and how: the same model and data set, and the
+     * optimizer's flags (which otherwise differ only as the graph's checksum) */
+    const char *model, *train_data, *test_data, *optimizer, *schedule;
+    double lr, momentum, weight_decay, gamma, min_lr, warmup_epochs, max_grad_norm;
+    int64_t step_epochs;
+    bool nesterov, no_bias_correction;
 } train_loop_shape;
 
 /* Compare it over the instances (all call it, before the session is

@@ -59,10 +59,6 @@ bool tg_dist_group_wait(tg_dist_group *g, int device, int part, const bool *abor
  * the first that differs and the instances that disagree, then `advice`. */
 tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n,
                         const char *advice);
-/* The same for n named texts (option values): the message shows both
- * instances' values of the first that differs. */
-tg_status tg_dist_agree_texts(const char *const *names, const char *const *texts, int n,
-                              const char *advice);
 
 /* Every instance's `bytes` from send into recv ([instance][bytes]), over
  * the job's communicator: from the session's thread, between host steps. */

@@ -85,7 +85,7 @@ cat >differ.sh <<EOS
 exec $T train $COMMON --replicas 2
 EOS
 timeout 60 $MPI sh differ.sh >differ.log 2>&1 && fail "different instances were accepted"
-grep -q "differ in their" differ.log || fail "no message naming what differs"
+grep -q "differ in their --lr ('0.05' vs '0.5')" differ.log || fail "no message naming what differs"
 # ... and so are instances whose training loops or data differ (they waited
 # on each other forever): the message names the flag and both values
 M="--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 --quiet"
