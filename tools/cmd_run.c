@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,6 +254,10 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
      * (threadsPerDevice counts the instances there): no binding to one core */
     av[n++] = "--bind-to";
     av[n++] = "none";
+    /* mpirun runs in a process group of its own (run_mpirun): reading a
+     * terminal from there would stop it, and no instance reads stdin */
+    av[n++] = "--stdin";
+    av[n++] = "none";
     if (a->hosts) { /* round-robin over the hosts, as the plan prints */
         av[n++] = "--host";
         av[n++] = hostlist;
@@ -303,14 +308,15 @@ static void host_slots(const run_args *a, char *out, size_t cap)
 static volatile sig_atomic_t stop_signal;
 static volatile pid_t mpirun_pid;
 
-/* A signal sent to run alone (kill PID) is passed on to mpirun, which sends
- * SIGTERM to every instance; Ctrl-C reaches mpirun itself already (one
- * process group), and a second SIGINT would make it kill them at once. */
-static void on_stop(int sig, siginfo_t *info, void *context)
+/* mpirun runs in its own process group, so each stop signal reaches it
+ * once, from here: Ctrl-C at a terminal, kill PID, or a signal to run's
+ * whole group (timeout(1) sends one). A second one would make OpenMPI kill
+ * the instances at once, before their checkpoint; a second Ctrl-C still
+ * does, as the user then means it. */
+static void on_stop(int sig)
 {
-    (void)context;
     stop_signal = sig;
-    if (mpirun_pid > 0 && info && info->si_code == SI_USER)
+    if (mpirun_pid > 0)
         kill(mpirun_pid, sig);
 }
 
@@ -318,13 +324,13 @@ static void on_stop(int sig, siginfo_t *info, void *context)
  * was sent (mpirun exits 1 for any signal it is sent). */
 static int run_mpirun(char **av)
 {
-    struct sigaction sa, old_int, old_term;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_stop;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     int pipefd[2]; /* closed on exec: a byte on it says exec failed, with errno */
     if (pipe(pipefd)) {
         fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
@@ -333,8 +339,10 @@ static int run_mpirun(char **av)
     fcntl(pipefd[1], F_SETFD, FD_CLOEXEC);
     pid_t pid = fork();
     if (pid == 0) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* run killed (-9): the job ends too */
         close(pipefd[0]);
         execvp(av[0], av);
         int e = errno;
@@ -348,6 +356,7 @@ static int run_mpirun(char **av)
         close(pipefd[0]);
         return 1;
     }
+    setpgid(pid, pid); /* also here: no signal may find it in run's group */
     mpirun_pid = pid;
     if (stop_signal) /* a signal before mpirun_pid was set */
         kill(pid, stop_signal);

@@ -9,7 +9,8 @@
 # options differ are refused, naming the flag and both values; the job's trace and profiles are
 # seen together; optimizer state sharded over both instances trains,
 # checkpoints and resumes as one process; a stop signal ends every instance
-# after the same host step with a checkpoint; gradient buckets sent during
+# after the same host step with a checkpoint, and `tilegraph run` stopped by
+# SIGINT exits 130; gradient buckets sent during
 # the backward change no bit; the exchange's figures of the epoch line add
 # up and count the time an instance waits for a stopped one.
 # usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
@@ -167,6 +168,24 @@ rc=$?
 [ "$(grep -c 'stopped by a signal' stop.log)" = 1 ] || fail "not one stop message"
 [ -s stop.safetensors ] || fail "no checkpoint after the stop"
 grep -q "failed" stop.log && fail "a stop was reported as a failure"
+
+# ... and SIGINT to `tilegraph run` (mpirun's parent) ends the job as one
+# stopped process ends: 130, with the checkpoint (mpirun itself exits 1)
+timeout 120 $T run --instances 2 --replicas 2 -- train --model mnist-pipeline --epochs 100 \
+    --train-limit 1024 --test-limit 16 --quiet --save runstop.safetensors >runstop.log 2>&1 &
+job=$!
+tries=0
+while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" runstop.log; do
+    sleep 0.2
+    tries=$((tries + 1))
+done
+sleep 1
+kill -INT $job
+wait $job
+rc=$?
+[ $rc = 130 ] || fail "tilegraph run stopped by SIGINT exited $rc, not 130"
+grep -q "stopped by a signal" runstop.log && [ -s runstop.safetensors ] ||
+    fail "tilegraph run stopped by SIGINT: no stop message or checkpoint"
 
 # 9. gradient buckets: with a bucket per parameter, 2 instances of a 4-stage
 #    split (zb-h1) pipeline with accumulation send each stage's gradients
