@@ -110,10 +110,10 @@ tg_status train_agree_loop(const train_loop_shape *l)
         "--lr-step-epochs", "--nesterov",         "--no-bias-correction",
     };
     enum { N_TEXT = sizeof text_names / sizeof *text_names };
-    char num[9][40];
     const double d[] = {l->lr,     l->momentum,      l->weight_decay,  l->gamma,
                         l->min_lr, l->warmup_epochs, l->max_grad_norm, (double)l->step_epochs};
-    for (int i = 0; i < 8; i++)
+    char num[sizeof d / sizeof *d][40]; /* as the flags were written, to 9 figures */
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
         snprintf(num[i], sizeof num[i], "%.9g", d[i]);
     const char *texts[N_TEXT] = {l->model ? l->model : "",
                                  l->train_data ? l->train_data : "",

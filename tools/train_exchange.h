@@ -3,7 +3,8 @@
  * (docs/distributed.md, "Measuring"): measured inside the run, from the
  * session's own counters (tg_session_exchange_times) and the time of the
  * host step's sum of loss, accuracy and stop signal, so that two processes
- * slowing each other on a shared host do not count as the exchange. */
+ * slowing each other on a shared host do not count as the exchange. And
+ * the instances' agreement at start on what shapes the training loop. */
 #ifndef TG_TOOLS_TRAIN_EXCHANGE_H
 #define TG_TOOLS_TRAIN_EXCHANGE_H
 
