@@ -1,7 +1,7 @@
 /* tools/cmd_run.c - `tilegraph run`: start a training as N instances over
  * MPI (PopRun's role). It checks the plan, prints which instance runs where
- * with which replicas, and replaces itself with the mpirun command that
- * starts the instances, waiting for it; each instance (tilegraph under
+ * with which replicas, and starts the mpirun command that starts the
+ * instances, waiting for it; each instance (tilegraph under
  * mpirun) then configures itself from MPI's environment (tilegraph/dist.h).
  * It waits rather than replacing itself with mpirun because OpenMPI's
  * mpirun exits 1 when it is signalled, whatever its instances returned: run
