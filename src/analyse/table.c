@@ -281,8 +281,8 @@ void tg_an_note(tg_an_view *v, const char *fmt, ...)
 char *tg_an_format_fixed(double v, int decimals, char *buf, size_t cap)
 {
     double a = fabs(v);
-    if (!isfinite(v)) {
-        snprintf(buf, cap, "%g", v);
+    if (!isfinite(v) || a >= 1e21) { /* beyond any count a profile holds (damaged) */
+        snprintf(buf, cap, "%.4g", v);
         return buf;
     }
     if (decimals < 0) /* four significant figures, never an exponent */
