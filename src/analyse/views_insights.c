@@ -209,7 +209,7 @@ static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
  * cores. The advice is only what can still help: fewer threads per device
  * when each has more than its share of the cores, fewer devices or replicas
  * when every device already has a single thread. Options are named by their
- * library key and by train's flag (from Python: Options().set(key, value)). */
+ * library key, with how Python (Options().set) and train (its flag) set it. */
 static void shared_cores_note(tg_an_view *v, int n, int threads, int replicas, int cores,
                               int wanted)
 {
@@ -218,8 +218,9 @@ static void shared_cores_note(tg_an_view *v, int n, int threads, int replicas, i
     char advice[256];
     if (share >= 1 && share < threads)
         snprintf(advice, sizeof advice,
-                 "give each device %d thread%s (threadsPerDevice=%d; tilegraph train "
-                 "--threads-per-device %d) or use fewer devices",
+                 "give each device %d thread%s (threadsPerDevice: opts.set('threadsPerDevice', "
+                 "%d) in Python, --threads-per-device %d in tilegraph train) or use fewer "
+                 "devices",
                  share, share == 1 ? "" : "s", share, share);
     else /* more devices x replicas than cores: threads cannot help */
         snprintf(advice, sizeof advice,

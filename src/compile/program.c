@@ -737,15 +737,16 @@ static void share_with_host_instances(tg_program *p, int parties)
 /* The warning names only what can still help: fewer threads per device when
  * the default would give fewer, else fewer devices or replicas (with one
  * thread each there are still more threads than cores). The option by its
- * key first: from Python there are no flags, only Options(). */
+ * key and how to set it from Python (Options().set) and from train (its
+ * flag): from Python there are no flags. */
 static void threads_warning(tg_program *p, int parties)
 {
     int fit = tg_threads_default(p->cpu.allowed, parties);
-    char advice[160];
+    char advice[200]; /* no double quotes: plan.c writes it into JSON as it is */
     if (fit < p->n_threads)
         snprintf(advice, sizeof advice,
-                 "use fewer devices or replicas, or %d thread%s per device (threadsPerDevice=%d, "
-                 "train's --threads %d)%s",
+                 "use fewer devices or replicas, or %d thread%s per device (threadsPerDevice: "
+                 "opts.set('threadsPerDevice', %d) in Python, --threads %d in tilegraph train)%s",
                  fit, fit == 1 ? "" : "s", fit, fit, p->threads_auto ? "" : ", or leave it at 0");
     else
         snprintf(advice, sizeof advice,

@@ -154,7 +154,7 @@ static void test_mk2_limit(void)
 static void test_shared_cores(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    char extra[256], db[512], args[600], want[128];
+    char extra[256], db[512], args[600], want[160];
     snprintf(extra, sizeof extra,
              "--model mnist-pipeline --stages auto --devices 2 --threads-per-device %ld "
              "--gradient-accumulation 4",
@@ -169,6 +169,15 @@ static void test_shared_cores(void)
              meta_cores);
     EXPECT(args, 0, want);
     TG_CHECK(strstr(tg_cli_output, "if the devices had cores of their own") != NULL);
+    /* each device gets its share of the cores, named for train and for Python */
+    int share = (int)meta_cores / 2;
+    if (share >= 1) {
+        snprintf(want, sizeof want,
+                 "give each device %d thread%s (threadsPerDevice: opts.set('threadsPerDevice', "
+                 "%d) in Python",
+                 share, share == 1 ? "" : "s", share);
+        TG_CHECK(strstr(tg_cli_output, want) != NULL);
+    }
     /* the cost model's prediction beside the measurement, as the profile holds them */
     double predicted = sql_num(db, "SELECT SUM(predicted_ns * calls) FROM ops WHERE device = 1 "
                                    "AND calls > 0");
