@@ -1,14 +1,23 @@
 /* tools/cmd_run.c - `tilegraph run`: start a training as N instances over
  * MPI (PopRun's role). It checks the plan, prints which instance runs where
- * with which replicas, and replaces itself with the mpirun command that
- * starts the instances; each instance (tilegraph under mpirun) then
- * configures itself from MPI's environment (tilegraph/dist.h). */
+ * with which replicas, and starts the mpirun command that starts the
+ * instances, waiting for it; each instance (tilegraph under
+ * mpirun) then configures itself from MPI's environment (tilegraph/dist.h).
+ * It waits rather than replacing itself with mpirun because OpenMPI's
+ * mpirun exits 1 when it is signalled, whatever its instances returned: run
+ * passes a stop signal on and exits 128 + its number (130, 143), as a
+ * stopped single process does (docs/distributed.md, "Stopping"). */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_HOSTS 64
@@ -107,22 +116,90 @@ static int parse(run_args *a, int argc, char **argv)
 static int check(const run_args *a)
 {
     const char *bad = NULL;
-    if (!a->instances || !a->replicas)
+    char got[320] = "";
+    if (!a->instances || !a->replicas) {
         bad = "--instances N and --replicas R are both required";
-    else if (a->replicas % a->instances)
+        snprintf(got, sizeof got, "got --instances %ld --replicas %ld", a->instances, a->replicas);
+    } else if (a->replicas % a->instances) {
         bad = "--replicas must be a multiple of --instances: each instance runs R/N replicas";
-    else if (a->hosts && a->hostfile)
+        snprintf(got, sizeof got, "got --instances %ld --replicas %ld", a->instances, a->replicas);
+    } else if (a->hosts && a->hostfile) {
         bad = "give --host or --hostfile, not both";
-    else if (a->n_command < 1 || strcmp(a->command[0], "train"))
-        bad = "after '--' comes the command each instance runs: -- train [train options]";
+        snprintf(got, sizeof got, "got --host %s --hostfile %s", a->hosts, a->hostfile);
+    } else if (a->n_command < 1 || strcmp(a->command[0], "train")) {
+        bad = "after '--' comes the command each instance runs, and only train runs as "
+              "instances: -- train [train options]";
+        snprintf(got, sizeof got, "got %s%.200s%s", a->n_command ? "'-- " : "",
+                 a->n_command ? a->command[0] : "nothing after '--'", a->n_command ? "'" : "");
+    }
     for (int i = 1; !bad && i < a->n_command; i++)
-        if (!strcmp(a->command[i], "--replicas"))
+        if (!strcmp(a->command[i], "--replicas")) {
             bad = "give --replicas to run, not to train: run passes R on to every instance";
+            snprintf(got, sizeof got, "got train --replicas %.40s",
+                     i + 1 < a->n_command ? a->command[i + 1] : "");
+        }
     if (!bad)
         return 0;
-    fprintf(stderr, "tilegraph run: %s (got --instances %ld --replicas %ld)\n", bad, a->instances,
-            a->replicas);
+    fprintf(stderr, "tilegraph run: %s (%s)\n", bad, got);
     return -1;
+}
+
+/* An OpenMPI hostfile: its hosts in order and their slots (0: the line
+ * gives none, and OpenMPI decides). */
+typedef struct hostfile {
+    int n;
+    char host[MAX_HOSTS][128];
+    long slots[MAX_HOSTS];
+} hostfile;
+
+/* Read --hostfile before mpirun does: a missing file or one without hosts
+ * otherwise ends in OpenMPI's "internal error" message. 0 or -1 (printed). */
+static int hostfile_read(const char *path, hostfile *h)
+{
+    memset(h, 0, sizeof *h);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr,
+                "tilegraph run: cannot read --hostfile %s: %s (give a file of lines 'HOST "
+                "slots=K', or --host h1,h2)\n",
+                path, strerror(errno));
+        return -1;
+    }
+    char line[1024];
+    while (fgets(line, sizeof line, f) && h->n < MAX_HOSTS) {
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (!*p || *p == '#')
+            continue;
+        size_t len = strcspn(p, " \t\r\n#");
+        snprintf(h->host[h->n], sizeof h->host[0], "%.*s", (int)len, p);
+        const char *sl = strstr(p + len, "slots=");
+        h->slots[h->n] =
+            sl && (sl == p + len || !isalpha((unsigned char)sl[-1])) ? strtol(sl + 6, NULL, 10) : 0;
+        h->n++;
+    }
+    fclose(f);
+    if (h->n)
+        return 0;
+    fprintf(stderr, "tilegraph run: --hostfile %s names no host (give lines 'HOST slots=K')\n",
+            path);
+    return -1;
+}
+
+/* Where OpenMPI's default mapping (by slot) puts instance k: the hosts'
+ * slots filled in the file's order. NULL when a line gives no slots or the
+ * slots are fewer than the instances (then OpenMPI decides). */
+static const char *hostfile_place(const hostfile *h, long k)
+{
+    for (int i = 0; i < h->n; i++) {
+        if (h->slots[i] <= 0)
+            return NULL;
+        if (k < h->slots[i])
+            return h->host[i];
+        k -= h->slots[i];
+    }
+    return NULL;
 }
 
 /* The k-th host of --host's list (instances placed round-robin), or NULL. */
@@ -142,19 +219,21 @@ static const char *host_of(const run_args *a, long k, char *buf, size_t cap)
     return buf;
 }
 
-static void print_plan(const run_args *a)
+static void print_plan(const run_args *a, const hostfile *hf)
 {
     long per = a->replicas / a->instances;
     printf("tilegraph run: %ld instance%s x %ld replica%s = %ld replicas\n", a->instances,
            a->instances == 1 ? "" : "s", per, per == 1 ? "" : "s", a->replicas);
     for (long k = 0; k < a->instances; k++) {
-        char h[256];
-        const char *host = host_of(a, k, h, sizeof h);
-        printf("  instance %ld on %s: replicas %ld..%ld\n", k,
-               host          ? host
-               : a->hostfile ? "(as the hostfile places it)"
-                             : "this host",
-               k * per, k * per + per - 1);
+        char h[256], where[512];
+        const char *host = a->hostfile ? hostfile_place(hf, k) : host_of(a, k, h, sizeof h);
+        if (host)
+            snprintf(where, sizeof where, "on %s", host);
+        else if (a->hostfile)
+            snprintf(where, sizeof where, "on a host of %s (mpirun places it)", a->hostfile);
+        else
+            snprintf(where, sizeof where, "on this host");
+        printf("  instance %ld %s: replicas %ld..%ld\n", k, where, k * per, k * per + per - 1);
     }
 }
 
@@ -174,6 +253,10 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
     /* an instance spreads its device threads over its host's cores itself
      * (threadsPerDevice counts the instances there): no binding to one core */
     av[n++] = "--bind-to";
+    av[n++] = "none";
+    /* mpirun runs in a process group of its own (run_mpirun): reading a
+     * terminal from there would stop it, and no instance reads stdin */
+    av[n++] = "--stdin";
     av[n++] = "none";
     if (a->hosts) { /* round-robin over the hosts, as the plan prints */
         av[n++] = "--host";
@@ -221,6 +304,84 @@ static void host_slots(const run_args *a, char *out, size_t cap)
     }
 }
 
+/* The stop signal run was sent (0: none); mpirun's pid to pass it on to. */
+static volatile sig_atomic_t stop_signal;
+static volatile pid_t mpirun_pid;
+
+/* mpirun runs in its own process group, so each stop signal reaches it
+ * once, from here: Ctrl-C at a terminal, kill PID, or a signal to run's
+ * whole group (timeout(1) sends one). A second one would make OpenMPI kill
+ * the instances at once, before their checkpoint; a second Ctrl-C still
+ * does, as the user then means it. */
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+    if (mpirun_pid > 0)
+        kill(mpirun_pid, sig);
+}
+
+/* Start mpirun and wait for it: its exit code, or 128 + the stop signal run
+ * was sent (mpirun exits 1 for any signal it is sent). */
+static int run_mpirun(char **av)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int pipefd[2]; /* closed on exec: a byte on it says exec failed, with errno */
+    if (pipe(pipefd)) {
+        fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
+        return 1;
+    }
+    fcntl(pipefd[1], F_SETFD, FD_CLOEXEC);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* run killed (-9): the job ends too */
+        close(pipefd[0]);
+        execvp(av[0], av);
+        int e = errno;
+        ssize_t w = write(pipefd[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    close(pipefd[1]);
+    if (pid < 0) {
+        fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
+        close(pipefd[0]);
+        return 1;
+    }
+    setpgid(pid, pid); /* also here: no signal may find it in run's group */
+    mpirun_pid = pid;
+    if (stop_signal) /* a signal before mpirun_pid was set */
+        kill(pid, stop_signal);
+    int e = 0;
+    ssize_t got;
+    while ((got = read(pipefd[0], &e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    close(pipefd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got == (ssize_t)sizeof e) {
+        fprintf(stderr,
+                "tilegraph run: cannot start %s: %s (install openmpi-bin, or give --mpirun "
+                "PATH)\n",
+                av[0], strerror(e));
+        return 1;
+    }
+    if (stop_signal)
+        return 128 + stop_signal;
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -229,11 +390,14 @@ int cmd_run(int argc, char **argv)
         return r > 0 ? 0 : 2;
     if (check(&a))
         return 2;
+    static hostfile hf;
+    if (a.hostfile && hostfile_read(a.hostfile, &hf))
+        return 2;
     char np[16], reps[16], hostlist[4096];
     host_slots(&a, hostlist, sizeof hostlist);
     char *av[MAX_MPI_ARGS + 64 + 256];
     int n = build_argv(&a, av, (int)(sizeof av / sizeof *av), np, reps, hostlist);
-    print_plan(&a);
+    print_plan(&a, &hf);
     printf("mpirun line:");
     for (int i = 0; i < n; i++)
         printf(" %s", av[i]);
@@ -241,9 +405,5 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     if (a.dry_run)
         return 0;
-    execvp(av[0], av);
-    fprintf(stderr,
-            "tilegraph run: cannot start %s: %s (install openmpi-bin, or give --mpirun PATH)\n",
-            av[0], strerror(errno));
-    return 1;
+    return run_mpirun(av);
 }

@@ -771,6 +771,38 @@ int cmd_train(int argc, char **argv)
     int64_t steps_per_epoch = tg_loader_steps_per_epoch(loader);
     if (a.resume && resume_position(&a, per_step, steps_per_epoch, &pos) != 0)
         goto done;
+    train_loop_shape shape = {a.epochs,
+                              a.max_steps,
+                              a.every_steps,
+                              a.every_epochs,
+                              tg_dataset_describe(ctx.train).samples,
+                              ctx.test ? tg_dataset_describe(ctx.test).samples : 0,
+                              steps_per_epoch,
+                              per_step,
+                              a.batch,
+                              a.eval_batch,
+                              a.seed,
+                              pos.epoch,
+                              pos.step,
+                              ctx.model->name,
+                              tg_dataset_describe(ctx.train).name,
+                              ctx.test ? tg_dataset_describe(ctx.test).name : "",
+                              a.optimizer,
+                              a.schedule,
+                              a.lr,
+                              a.momentum,
+                              a.weight_decay,
+                              a.gamma,
+                              a.min_lr,
+                              a.warmup_epochs,
+                              a.max_grad_norm,
+                              a.step_epochs,
+                              a.nesterov,
+                              a.no_bias_correction};
+    if (train_agree_loop(&shape) != TG_OK) {
+        fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
+        goto done;
+    }
     int64_t updates_per_epoch = steps_per_epoch * per_step / per_update;
     if (optim_make(&a.opt, "train", a.epochs, updates_per_epoch, &opt) != 0)
         goto done;

@@ -1,5 +1,6 @@
 /* tools/train_exchange.c - the gradient exchange's share of a host step,
- * per epoch (train_exchange.h). */
+ * per epoch, and the instances' agreement on the training loop
+ * (train_exchange.h). */
 #include "train_exchange.h"
 
 #include <stdlib.h>
@@ -75,4 +76,62 @@ void train_exchange_print(FILE *f, const exchange_share *e)
             e->during_backward + e->after_backward + e->summing + e->step_totals, e->host_step,
             e->pct, e->pct_transfer, e->during_backward, e->after_backward, e->imbalance,
             e->summing, e->step_totals);
+}
+
+tg_status train_agree_loop(const train_loop_shape *l)
+{
+    static const char *const names[] = {
+        "--epochs",
+        "--max-steps",
+        "--checkpoint-every in host steps",
+        "--checkpoint-every in epochs",
+        "training samples (--train-limit, or the training set's size)",
+        "test samples (--test-limit, or the test set's size)",
+        "host steps per epoch",
+        "samples per host step",
+        "--batch-size",
+        "--eval-batch-size",
+        "--seed",
+        "epoch to start at (--resume's checkpoint)",
+        "host step to start at (--resume's checkpoint)",
+    };
+    const int64_t v[] = {
+        l->epochs,       l->max_steps,       l->every_steps,      l->every_epochs, l->train_samples,
+        l->test_samples, l->steps_per_epoch, l->samples_per_step, l->batch,        l->eval_batch,
+        l->seed,         l->start_epoch,     l->start_step};
+    _Static_assert(sizeof names / sizeof *names == sizeof v / sizeof *v, "a name per value");
+    static const char *const advice = "every instance must be given the same training flags and "
+                                      "data (the same data set on every host)";
+    static const char *const text_names[] = {
+        "--model",          "training set",       "test set",
+        "--optimizer",      "--lr-schedule",      "--lr",
+        "--momentum",       "--weight-decay",     "--lr-gamma",
+        "--lr-min",         "--lr-warmup-epochs", "--max-grad-norm",
+        "--lr-step-epochs", "--nesterov",         "--no-bias-correction",
+    };
+    enum { N_TEXT = sizeof text_names / sizeof *text_names };
+    const double d[] = {l->lr,     l->momentum,      l->weight_decay,  l->gamma,
+                        l->min_lr, l->warmup_epochs, l->max_grad_norm, (double)l->step_epochs};
+    char num[sizeof d / sizeof *d][40]; /* as the flags were written, to 9 figures */
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        snprintf(num[i], sizeof num[i], "%.9g", d[i]);
+    const char *texts[N_TEXT] = {l->model ? l->model : "",
+                                 l->train_data ? l->train_data : "",
+                                 l->test_data ? l->test_data : "",
+                                 l->optimizer ? l->optimizer : "",
+                                 l->schedule ? l->schedule : "",
+                                 num[0],
+                                 num[1],
+                                 num[2],
+                                 num[3],
+                                 num[4],
+                                 num[5],
+                                 num[6],
+                                 num[7],
+                                 l->nesterov ? "on" : "off",
+                                 l->no_bias_correction ? "on" : "off"};
+    tg_status st = tg_dist_agree_texts(text_names, texts, N_TEXT, advice);
+    if (st != TG_OK)
+        return st;
+    return tg_dist_agree_values(names, v, (int)(sizeof v / sizeof *v), advice);
 }

@@ -594,16 +594,29 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     tg_dataset_info train = tg_dataset_describe(ctx->train), test = tg_dataset_describe(ctx->test);
     printf("data: %s (%lld samples), %s (%lld samples)\n", train.name, (long long)train.samples,
            test.name, (long long)test.samples);
-    int devices = tg_session_devices(s), replicas = tg_session_replicas(s);
+    /* an MPI job's instance prints the job's whole, as one process of R
+     * replicas would (docs/distributed.md); its own share after it */
+    int devices = tg_session_devices(s), local = tg_session_replicas(s);
+    int replicas = tg_session_global_replicas(s), instances = tg_dist_instances();
+    double whole = local > 0 ? (double)replicas / local : 1;
+    char share[96] = "";
+    if (instances > 1)
+        snprintf(share, sizeof share, " over %d instances (%d replica%s each)", instances, local,
+                 local == 1 ? "" : "s");
     printf("micro-batch %lld, %lld samples and %lld host steps per epoch, %d device%s x %d "
-           "replica%s, %d thread%s per device\n",
+           "replica%s%s, %d thread%s per device\n",
            (long long)batch,
-           (long long)(steps_per_epoch * tg_session_samples_per_run(s, NULL) * batch),
+           (long long)(steps_per_epoch * tg_session_samples_per_run(s, NULL) * batch * whole),
            (long long)steps_per_epoch, devices, devices == 1 ? "" : "s", replicas,
-           replicas == 1 ? "" : "s", tg_session_threads(s), tg_session_threads(s) == 1 ? "" : "s");
-    printf("device memory %s, %.2f MFLOP per host step\n",
-           cli_bytes((double)tg_session_arena_bytes(s), arena, sizeof arena),
-           tg_session_flops(s) / 1e6);
+           replicas == 1 ? "" : "s", share, tg_session_threads(s),
+           tg_session_threads(s) == 1 ? "" : "s");
+    char mine[32] = "";
+    if (instances > 1)
+        snprintf(share, sizeof share, " (%s on each instance)",
+                 cli_bytes((double)tg_session_arena_bytes(s), mine, sizeof mine));
+    printf("device memory %s%s, %.2f MFLOP per host step\n",
+           cli_bytes((double)tg_session_arena_bytes(s) * whole, arena, sizeof arena),
+           instances > 1 ? share : "", tg_session_flops(s) * whole / 1e6);
     char kernels[160];
     printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
     char precision[160];

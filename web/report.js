@@ -267,13 +267,19 @@ renderers.summary = function (sec) {
       td(d < a.nDevices ? fmtBytes(a.deviceTotal[d]) : '-', 'num', { id: 'device-memory-' + d, 'data-value': d < a.nDevices ? a.deviceTotal[d] : '' }),
       td(d < a.nDevices ? pct(a.busy[d]) : '-', 'num', { id: 'device-busy-' + d, 'data-value': d < a.nDevices ? a.busy[d].toFixed(4) : '' })];
     if (b) {
+      /* each quantity's source, target and difference side by side: memory, then busy */
+      var busyA = cells.pop();
       cells.push(td(d < b.nDevices ? fmtBytes(b.deviceTotal[d]) : '-', 'num', { id: 'device-memory-b-' + d, 'data-value': d < b.nDevices ? b.deviceTotal[d] : '' }));
       cells = cells.concat(diffCells(d < a.nDevices ? a.deviceTotal[d] : 0, d < b.nDevices ? b.deviceTotal[d] : 0, fmtBytes));
-      cells.push(td(d < b.nDevices ? pct(b.busy[d]) : '-', 'num'));
+      cells.push(busyA);
+      cells.push(td(d < b.nDevices ? pct(b.busy[d]) : '-', 'num', { id: 'device-busy-b-' + d, 'data-value': d < b.nDevices ? b.busy[d].toFixed(4) : '' }));
+      var ba = d < a.nDevices ? a.busy[d] : 0, bb = d < b.nDevices ? b.busy[d] : 0, db = bb - ba;
+      cells.push(td((db > 0 ? '+' : '') + (db * 100).toFixed(1) + ' pp', 'num ' + (db > 0 ? 'pos' : db < 0 ? 'neg' : ''),
+                    { id: 'device-busy-diff-' + d, 'data-value': db.toFixed(4) }));
     }
     rows.push(el('tr', null, cells));
   }
-  sec.appendChild(table(b ? ['device', 'memory (source)', 'busy (source)', 'memory (target)', 'memory diff', 'diff %', 'busy (target)']
+  sec.appendChild(table(b ? ['device', 'memory (source)', 'memory (target)', 'memory diff', 'memory diff %', 'busy (source)', 'busy (target)', 'busy diff']
                           : ['device', 'memory (arena)', 'busy share of run 0'], rows, { id: 'summary-devices' }));
   if (b) {
     sec.appendChild(el('h2', null, 'Tensors present in only one report'));

@@ -65,6 +65,19 @@ TG_API tg_status tg_dist_sum_f64(double *values, int n);
 TG_API tg_status tg_dist_sum_f64_start(double *values, int n);
 TG_API tg_status tg_dist_sum_f64_finish(void);
 
+/* Whether every instance has the same n named values (what shapes a
+ * training loop: epochs, step limits, the data set's size): all instances
+ * call it; fails (TG_ERR_CONFIG) naming the first value that differs with
+ * both instances' numbers, then `advice`. Instances whose loops differ
+ * would otherwise wait on each other forever. TG_OK outside a job. */
+TG_API tg_status tg_dist_agree_values(const char *const *names, const int64_t *values, int n,
+                                      const char *advice);
+
+/* The same for n named texts (option values, names of a model or a data
+ * set): the message shows both instances' texts of the first that differs. */
+TG_API tg_status tg_dist_agree_texts(const char *const *names, const char *const *texts, int n,
+                                     const char *advice);
+
 /* Whether every instance holds the same parameters (a checksum of them
  * compared over the instances): fails naming the instances that differ.
  * Batch norm's running statistics are each replica's own and not compared. */

@@ -125,6 +125,10 @@ void tg_an_note(tg_an_view *v, const char *fmt, ...)
 
 /* Format one number of kind `k` for people ("1.5 MiB", "12.3 ms", "42.0%"). */
 char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap);
+/* A number in fixed figures with thousands grouped ("11,090", "0.5000"),
+ * `decimals` after the point (-1: four significant figures), never in
+ * scientific notation, which does not line up in a column. */
+char *tg_an_format_fixed(double v, int decimals, char *buf, size_t cap);
 
 /* A bar of Unicode blocks, 30 cells for frac 1, in eighths of a cell.
  * keep_visible gives any frac > 0 at least one eighth. */
@@ -205,6 +209,11 @@ typedef struct tg_an_times {
     int micro_batches, iterations;
 } tg_an_times;
 tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *out);
+/* Whether the trace's times are a cycle model's (a tiled target such as
+ * mk2: meta trace_clock "cycles ..."), not measured on this host: they are
+ * then compared with the cost model as one model with another, and never
+ * with the host's wall time. */
+bool tg_an_trace_is_simulated(tg_profile_reader *r);
 
 /* Run `sql` and call `row` for each result row; errors name the profile. */
 typedef struct sqlite3_stmt sqlite3_stmt;

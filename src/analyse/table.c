@@ -111,9 +111,40 @@ const char *tg_an_meta(tg_profile_reader *r, const char *key)
     return tg_profile_reader_meta(r, key);
 }
 
+/* --device N names a device of the profile: one that does not exist would
+ * otherwise give empty tables, read as "nothing there". */
+static tg_status check_device(tg_profile_reader *r, const tg_an_filter *f)
+{
+    if (f->device < 0)
+        return TG_OK;
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r, "SELECT device FROM devices ORDER BY device", &st));
+    char list[256] = "";
+    size_t used = 0;
+    int n = 0, found = 0, last = -1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        found |= d == f->device;
+        if (n++ == 0)
+            used += (size_t)snprintf(list, sizeof list, "%d", d);
+        last = d;
+    }
+    sqlite3_finalize(st);
+    if (found)
+        return TG_OK;
+    if (n > 1 && used < sizeof list)
+        snprintf(list + used, sizeof list - used, " to %d", last);
+    return tg_error(TG_ERR_INVALID_ARG,
+                    "--device %d: %s has no device %d; its device%s %s (give one of them, or "
+                    "leave --device out for all)",
+                    f->device, tg_profile_reader_path(r), f->device, n == 1 ? " is" : "s are",
+                    n ? list : "none");
+}
+
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f, tg_an_view *v)
 {
     v->name = name;
+    TG_TRY(check_device(r, f));
     if (f->by_tile && strcmp(name, "memory"))
         tg_an_note(v, "--tile %d applies to the memory view only; the %s view shows all tiles",
                    f->tile, name);
@@ -258,6 +289,34 @@ void tg_an_note(tg_an_view *v, const char *fmt, ...)
     v->notes[v->n_notes++] = tg_strdup(buf);
 }
 
+char *tg_an_format_fixed(double v, int decimals, char *buf, size_t cap)
+{
+    double a = fabs(v);
+    if (!isfinite(v) || a >= 1e21) { /* beyond any count a profile holds (damaged) */
+        snprintf(buf, cap, "%.4g", v);
+        return buf;
+    }
+    if (decimals < 0) /* four significant figures, never an exponent */
+        decimals = a >= 1000 || a == 0 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 3 : 4;
+    if (a > 0 && a < 1e-4)
+        decimals = 6;
+    char digits[64];
+    snprintf(digits, sizeof digits, "%.*f", decimals, a);
+    const char *point = strchr(digits, '.');
+    size_t whole = point ? (size_t)(point - digits) : strlen(digits), n = 0;
+    char out[96];
+    if (v < 0 && strspn(digits, "0.") != strlen(digits))
+        out[n++] = '-';
+    for (size_t i = 0; i < whole; i++) { /* thousands grouped: 11,090 */
+        if (i && (whole - i) % 3 == 0)
+            out[n++] = ',';
+        out[n++] = digits[i];
+    }
+    snprintf(out + n, sizeof out - n, "%s", point ? point : "");
+    snprintf(buf, cap, "%s", out);
+    return buf;
+}
+
 char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
 {
     if (isnan(v)) {
@@ -289,15 +348,11 @@ char *tg_an_format(tg_an_kind k, double v, char *buf, size_t cap)
         snprintf(buf, cap, "%.1f%%", v * 100);
         return buf;
     case TG_AN_ID:
-    case TG_AN_COUNT:
         snprintf(buf, cap, "%.0f", v);
         return buf;
+    case TG_AN_COUNT:
     case TG_AN_NUM:
-        if (v != 0 && (v >= 1e7 || v <= -1e7))
-            snprintf(buf, cap, "%.3g", v);
-        else
-            snprintf(buf, cap, "%.4g", v);
-        return buf;
+        return tg_an_format_fixed(v, k == TG_AN_COUNT ? 0 : -1, buf, cap);
     default:
         snprintf(buf, cap, "%g", v);
         return buf;

@@ -18,8 +18,53 @@
  * compiler predicted (ops.predicted_ns x calls) beside the measured op time
  * over the same recorded runs. Profiles written before the column existed
  * have no such table. */
-static tg_status cost_model_check(tg_profile_reader *r, tg_an_view *v)
+/* On a tiled target the trace is the cycle model's and the ops' times are
+ * this host's CPU running the kernels: the cost model's prediction is
+ * compared with the cycle model (one host step, as the trace view does),
+ * never with the host's wall time, which is another machine's time. */
+static tg_status cycle_model_check(tg_profile_reader *r, const tg_an_times *t, tg_an_view *v)
 {
+    if (!tg_an_has_table(r, "predicted_trace") || t->run < 0)
+        return TG_OK;
+    double its = atof(tg_profile_reader_meta(r, "iterations"));
+    its = its >= 1 ? its : 1;
+    static const char *const cols[] = {"device", "cycle model compute", "predicted",
+                                       "predicted / cycle model"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_NS, TG_AN_NS, TG_AN_NUM};
+    tg_an_table *tab = tg_an_table_add(
+        v, "Cost model against the cycle model (first recorded host step)", 4, cols, kinds);
+    if (!tab)
+        return tg_error(TG_ERR_NOMEM, "out of memory building the insights");
+    sqlite3_stmt *st;
+    TG_TRY(tg_an_prepare(r,
+                         "SELECT device, SUM(end_ns - start_ns) FROM predicted_trace "
+                         "GROUP BY device ORDER BY device",
+                         &st));
+    char a[32], b[32];
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int d = sqlite3_column_int(st, 0);
+        double predicted = sqlite3_column_double(st, 1) * its;
+        double cycles = d >= 0 && d < t->n_devices ? t->execute[d] : NAN;
+        double ratio = cycles > 0 ? predicted / cycles : NAN;
+        tg_an_row(tab, (double)d, cycles, predicted, ratio);
+        tg_an_note(v,
+                   "cost model: device %d computes for %s in the cycle model (simulated %s "
+                   "cycles) against %s predicted by the cost model (%.2fx), both models of the "
+                   "%s; the time this host took to run its kernels is the CPU's, not the %s's, "
+                   "and is not compared",
+                   d, tg_an_format(TG_AN_NS, cycles, a, sizeof a),
+                   tg_profile_reader_meta(r, "target"),
+                   tg_an_format(TG_AN_NS, predicted, b, sizeof b), ratio,
+                   tg_profile_reader_meta(r, "target"), tg_profile_reader_meta(r, "target"));
+    }
+    sqlite3_finalize(st);
+    return TG_OK;
+}
+
+static tg_status cost_model_check(tg_profile_reader *r, const tg_an_times *times, tg_an_view *v)
+{
+    if (tg_an_trace_is_simulated(r))
+        return cycle_model_check(r, times, v);
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
                          "SELECT COUNT(*) FROM pragma_table_info('ops') WHERE name = "
@@ -47,7 +92,8 @@ static tg_status cost_model_check(tg_profile_reader *r, tg_an_view *v)
         double ratio = measured > 0 ? predicted / measured : NAN;
         tg_an_row(t, (double)d, measured, predicted, ratio);
         tg_an_note(v,
-                   "cost model: device %d's ops took %s measured against %s predicted (%.2fx); "
+                   "cost model: device %d's ops took %s measured (wall clock) against %s "
+                   "predicted (%.2fx); "
                    "a split is chosen on the ratios between stages, so a ratio that differs "
                    "between devices is what misleads it",
                    d, tg_an_format(TG_AN_NS, measured, a, sizeof a),
@@ -157,6 +203,39 @@ static tg_status tile_insights(tg_profile_reader *r, tg_an_view *v)
     }
     sqlite3_finalize(st);
     return TG_OK;
+}
+
+/* Devices x threads x replicas beyond the cores: they take turns on the
+ * cores. The advice is only what can still help: fewer threads per device
+ * when each has more than its share of the cores, fewer devices or replicas
+ * when every device already has a single thread. Options are named by their
+ * library key, with how Python (Options().set) and train (its flag) set it. */
+static void shared_cores_note(tg_an_view *v, int n, int threads, int replicas, int cores,
+                              int wanted)
+{
+    int parties = n * replicas, share = cores / parties;
+    double speedup = (double)cores / threads < n ? (double)cores / threads : (double)n;
+    char advice[256];
+    if (share >= 1 && share < threads)
+        snprintf(advice, sizeof advice,
+                 "give each device %d thread%s (threadsPerDevice: opts.set('threadsPerDevice', "
+                 "%d) in Python, --threads-per-device %d in tilegraph train) or use fewer "
+                 "devices",
+                 share, share == 1 ? "" : "s", share, share);
+    else /* more devices x replicas than cores: threads cannot help */
+        snprintf(advice, sizeof advice,
+                 "%s, so only fewer devices%s can help: at most %d device%s%s for %d core%s",
+                 threads == 1 ? "every device already has a single thread"
+                              : "even 1 thread per device would be more threads than cores",
+                 replicas > 1 ? " or replicas" : "", cores, cores == 1 ? "" : "s",
+                 replicas > 1 ? " x replicas" : "", cores, cores == 1 ? "" : "s");
+    tg_an_note(v,
+               "time: %d devices x %d thread%s%s = %d threads share %d core%s, so the devices "
+               "take turns on the cores and a pipeline cannot be faster than running them "
+               "one after another (at most %.2fx over one device, not %dx); balancing the "
+               "stages will not change that: %s",
+               n, threads, threads == 1 ? "" : "s", replicas > 1 ? " x replicas" : "", wanted,
+               cores, cores == 1 ? "" : "s", speedup, n, advice);
 }
 
 /* Devices whose threads fit the cores but not the cores that were free at
@@ -367,7 +446,14 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                        tg_an_format(TG_AN_BYTES, total, a, sizeof a), cat,
                        tg_an_format(TG_AN_BYTES, top, b, sizeof b),
                        total > 0 ? 100 * top / total : 0.0);
-        if (limit > 0 && total >= 0.9 * limit)
+        if (limit > 0 && total > limit) /* over 100% is not close: it does not fit */
+            tg_an_note(v,
+                       "memory: device %d needs %s, %.0f%% of its %s: it does not fit (a real "
+                       "device could not load this program; it ran because out-of-memory was "
+                       "allowed); split it over more devices, recompute or offload",
+                       d, tg_an_format(TG_AN_BYTES, total, b, sizeof b), 100 * total / limit,
+                       tg_an_format(TG_AN_BYTES, limit, a, sizeof a));
+        else if (limit > 0 && total >= 0.9 * limit)
             tg_an_note(v, "memory: device %d uses %.0f%% of its %s: close to the limit", d,
                        100 * total / limit, tg_an_format(TG_AN_BYTES, limit, a, sizeof a));
     }
@@ -414,7 +500,8 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     tg_an_row(tt, "balanced stage compute", balanced);
     tg_an_row(tt, "gain from balancing", gain);
     tg_an_row(tt, "waiting on the host (streams)", host);
-    tg_an_row(tf, "bubble (measured)", bubble);
+    bool sim = tg_an_trace_is_simulated(r); /* the trace is a cycle model's, not measured */
+    tg_an_row(tf, sim ? "bubble (cycle model)" : "bubble (measured)", bubble);
     tg_an_row(tf, "bubble (theoretical)", pipelined ? theory : NAN);
     tg_an_row(tf, "gain from balancing", t.execute[longest] > 0 ? gain / t.execute[longest] : 0.0);
     tg_an_row(tf, "host streams of wall time", host / (n * w));
@@ -432,18 +519,8 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     bool shared = n > 1 && cores > 0 && wanted > cores &&
                   strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
     if (shared)
-        tg_an_note(v,
-                   "time: %d devices x %d thread%s%s = %d threads share %d core%s, so the devices "
-                   "take turns on the cores and a pipeline cannot be faster than running them "
-                   "one after another (at most %.2fx over one device, not %dx); balancing the "
-                   "stages will not change that: give each device %d thread%s "
-                   "(--threads-per-device) or use fewer devices",
-                   n, threads, threads == 1 ? "" : "s", replicas > 1 ? " x replicas" : "", wanted,
-                   cores, cores == 1 ? "" : "s",
-                   (double)cores / (threads > 0 ? threads : 1) < n
-                       ? (double)cores / (threads > 0 ? threads : 1)
-                       : (double)n,
-                   n, cores / n > 0 ? cores / n : 1, cores / n > 1 ? "s" : "");
+        shared_cores_note(v, n, threads > 0 ? threads : 1, replicas > 0 ? replicas : 1, cores,
+                          wanted);
     tg_an_note(v,
                "time: the longest stage is device %d with %s of compute; perfectly balanced "
                "stages would take %s each, %s (%.0f%%) less%s",
@@ -454,10 +531,10 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                shared ? " if the devices had cores of their own (they share them, above)" : "");
     if (pipelined)
         tg_an_note(v,
-                   "time: the pipeline bubble (devices not computing) is %.1f%% measured "
+                   "time: the pipeline bubble (devices not computing) is %.1f%% %s "
                    "against %.1f%% in theory for %d stages and %d micro-batches, "
                    "(N-1)/(m+N-1)",
-                   100 * bubble, 100 * theory, n, m);
+                   100 * bubble, sim ? "in the cycle model" : "measured", 100 * theory, n, m);
     else
         tg_an_note(v,
                    "time: devices compute %.1f%% of the time (%s strategy: no pipeline, so "
@@ -465,7 +542,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
                    100 * (1 - bubble), strategy[0] ? strategy : "unknown");
     host_stream_waits(r, &t, v);
     io_tiles_insight(r, &t, v);
-    TG_TRY(cost_model_check(r, v));
+    TG_TRY(cost_model_check(r, &t, v));
     if (!shared)
         other_processes(r, n, v);
     return offloading(r, &t, v);

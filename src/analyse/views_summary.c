@@ -127,6 +127,8 @@ tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_
                        "SELECT device, arena_bytes, stash_depth, scratch_peak, "
                        "flops_forward / 1e6, flops_backward / 1e6 FROM devices ORDER BY device",
                        device_row, &c));
-    tg_an_note(v, "FLOPs per host step: %.4g", meta_num(r, "flops_per_run"));
+    char mflop[48];
+    tg_an_note(v, "MFLOP per host step: %s",
+               tg_an_format_fixed(meta_num(r, "flops_per_run") / 1e6, -1, mflop, sizeof mflop));
     return tiled_summary(r, v);
 }

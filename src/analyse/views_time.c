@@ -207,6 +207,11 @@ static tg_status executions(tg_profile_reader *r, const tg_an_filter *f, int run
     return TG_OK;
 }
 
+bool tg_an_trace_is_simulated(tg_profile_reader *r)
+{
+    return strncmp(tg_profile_reader_meta(r, "trace_clock"), "cycles", 6) == 0;
+}
+
 /* The cost model's timeline (predicted_trace, written at compile time by
  * the schedule simulator) beside the measured host step: per device the
  * compute and the busy share. One weight update is predicted; a host step
@@ -229,13 +234,23 @@ static tg_status predicted(tg_profile_reader *r, const tg_an_filter *f, const tg
                          "GROUP BY device ORDER BY device",
                          &st));
     sqlite3_bind_int(st, 1, f->device);
+    /* on a tiled target the trace is the cycle model's: two models side by
+     * side, each named for what it is, and nothing called measured */
+    bool sim = tg_an_trace_is_simulated(r);
     static const char *const cols[] = {"device",           "predicted compute",
                                        "measured compute", "predicted / measured",
                                        "predicted busy",   "measured busy"};
+    static const char *const sim_cols[] = {
+        "device",         "predicted compute", "cycle model compute", "predicted / cycle model",
+        "predicted busy", "cycle model busy"};
     static const tg_an_kind kinds[] = {TG_AN_ID,  TG_AN_NS,   TG_AN_NS,
                                        TG_AN_NUM, TG_AN_FRAC, TG_AN_FRAC};
     tg_an_table *tt = tg_an_table_add(
-        v, "Predicted (cost model) beside measured, first recorded host step", 6, cols, kinds);
+        v,
+        sim ? "Predicted (cost model) beside the cycle model (simulated, not measured), first "
+              "recorded host step"
+            : "Predicted (cost model) beside measured, first recorded host step",
+        6, sim ? sim_cols : cols, kinds);
     if (!tt) {
         sqlite3_finalize(st);
         return tg_error(TG_ERR_NOMEM, "out of memory building the trace view");
@@ -251,7 +266,16 @@ static tg_status predicted(tg_profile_reader *r, const tg_an_filter *f, const tg
     }
     sqlite3_finalize(st);
     char a[32], b[32];
-    if (step > 0)
+    if (step > 0 && sim)
+        tg_an_note(v,
+                   "predicted host step %s (the schedule simulated with the cost model's stage "
+                   "times) against %s in the cycle model's timeline: two models of the %s, "
+                   "neither measured; this host's own time running the program is not the "
+                   "target's and is not compared",
+                   tg_an_format(TG_AN_NS, step, a, sizeof a),
+                   tg_an_format(TG_AN_NS, t->wall_ns, b, sizeof b),
+                   tg_profile_reader_meta(r, "target"));
+    else if (step > 0)
         tg_an_note(v,
                    "predicted host step %s (the schedule simulated with the cost model's stage "
                    "times, docs/multi-device.md) against %s measured; the simulator's target is "

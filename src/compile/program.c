@@ -743,6 +743,34 @@ static void share_with_host_instances(tg_program *p, int parties)
         p->n_threads = t;
 }
 
+/* The warning names only what can still help: fewer threads per device when
+ * the default would give fewer, else fewer devices or replicas (with one
+ * thread each there are still more threads than cores). The option by its
+ * key and how to set it from Python (Options().set) and from train (its
+ * flag): from Python there are no flags. */
+static void threads_warning(tg_program *p, int parties)
+{
+    int fit = tg_threads_default(p->cpu.allowed, parties);
+    char advice[200]; /* no double quotes: plan.c writes it into JSON as it is */
+    if (fit < p->n_threads)
+        snprintf(advice, sizeof advice,
+                 "use fewer devices or replicas, or %d thread%s per device (threadsPerDevice: "
+                 "opts.set('threadsPerDevice', %d) in Python, --threads %d in tilegraph train)%s",
+                 fit, fit == 1 ? "" : "s", fit, fit, p->threads_auto ? "" : ", or leave it at 0");
+    else
+        snprintf(advice, sizeof advice,
+                 "every device already has %d thread%s: only fewer devices or replicas can help "
+                 "(at most %d for %d core%s)",
+                 p->n_threads, p->n_threads == 1 ? "" : "s", p->cpu.allowed, p->cpu.allowed,
+                 p->cpu.allowed == 1 ? "" : "s");
+    snprintf(p->threads_warning, sizeof p->threads_warning,
+             "%d device%s x %d replica%s x %d thread%s = %d threads, but this process may "
+             "use %d core%s: threads will wait for each other's time slices; %s",
+             p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
+             p->n_threads, p->n_threads == 1 ? "" : "s", parties * p->n_threads, p->cpu.allowed,
+             p->cpu.allowed == 1 ? "" : "s", advice);
+}
+
 /* Threads per device: the user's, or the default rule's (core/cpus.h) over
  * every device of every replica. Warn when they exceed the usable cores:
  * the devices then share cores, and waits between them cost time slices. */
@@ -761,15 +789,7 @@ void tg_program_choose_threads(tg_program *p)
     }
     p->threads_warning[0] = '\0';
     if ((int64_t)parties * p->n_threads > p->cpu.allowed)
-        snprintf(p->threads_warning, sizeof p->threads_warning,
-                 "%d device%s x %d replica%s x %d thread%s = %d threads, but this process may "
-                 "use %d core%s: threads will wait for each other's time slices; use fewer "
-                 "devices or replicas, or --threads %d (threadsPerDevice), or leave threads "
-                 "at 0 for the default",
-                 p->n_devices, p->n_devices == 1 ? "" : "s", p->replicas,
-                 p->replicas == 1 ? "" : "s", p->n_threads, p->n_threads == 1 ? "" : "s",
-                 parties * p->n_threads, p->cpu.allowed, p->cpu.allowed == 1 ? "" : "s",
-                 tg_threads_default(p->cpu.allowed, parties));
+        threads_warning(p, parties);
     share_with_host_instances(p, parties);
 }
 

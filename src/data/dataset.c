@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const fashion_classes[10] = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
@@ -180,6 +181,18 @@ const char *tg_dataset_class_name(const tg_dataset *ds, int label)
     return ds->class_names[label];
 }
 
+/* DIR/PREFIX-WHAT-ubyte.gz as the data sets are distributed, or the file
+ * without .gz when only that one exists (gunzipped by hand: the IDX reader
+ * takes either content). */
+static void idx_path(char *out, size_t cap, const char *dir, const char *prefix, const char *what)
+{
+    snprintf(out, cap, "%s/%s-%s-ubyte", dir, prefix, what);
+    char gz[1040];
+    snprintf(gz, sizeof gz, "%s.gz", out);
+    if (access(gz, F_OK) == 0 || access(out, F_OK) != 0)
+        snprintf(out, cap, "%s", gz);
+}
+
 tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
                           int64_t max_samples, tg_dataset **out)
 {
@@ -205,10 +218,15 @@ tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
         return tg_cifar10_load(dir, split, max_samples, out);
     const char *prefix = split == TG_SPLIT_TRAIN ? "train" : "t10k";
     char ip[1024], lp[1024];
-    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    idx_path(ip, sizeof ip, dir, prefix, "images-idx3");
+    idx_path(lp, sizeof lp, dir, prefix, "labels-idx1");
     tg_idx img, lab;
     tg_status st = tg_idx_load_pair(ip, lp, max_samples, &img, &lab);
+    if (st == TG_ERR_NOT_FOUND)
+        return tg_error_prefix(st,
+                               "%s dataset (looked for %s-{images-idx3,labels-idx1}-ubyte, "
+                               "gzipped as .gz or not, in %s)",
+                               kinds[kind].name, prefix, dir);
     if (st != TG_OK)
         return tg_error_prefix(st, "%s dataset", kinds[kind].name);
     for (int64_t i = 0; i < lab.dim[0]; i++) {

@@ -260,25 +260,94 @@ uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes)
     return h;
 }
 
-tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n, const char *advice)
+/* Gather n hashes of every instance; the first (k, i) where instance i's
+ * k-th differs from instance 0's, or k = -1. Every instance finds the same
+ * pair from the same gathered table, so a collective that follows it is
+ * called by all or by none. */
+static tg_status first_difference(const uint64_t *hashes, int n, int *k_out, int *i_out,
+                                  uint64_t *h0, uint64_t *hi)
 {
-    if (!tg_dist_active() || n <= 0)
-        return TG_OK;
+    *k_out = -1;
     uint64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
     MPI_Allgather(hashes, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD);
-    tg_status st = TG_OK;
-    for (int k = 0; k < n && st == TG_OK; k++)
+    for (int k = 0; k < n && *k_out < 0; k++)
         for (int i = 1; i < size; i++)
             if (all[(size_t)i * (size_t)n + (size_t)k] != all[k]) {
-                st = tg_error(TG_ERR_CONFIG,
-                              "instances 0 and %d differ in their %s (hash %016llx vs %016llx): "
-                              "%s",
-                              i, names[k], (unsigned long long)all[k],
-                              (unsigned long long)all[(size_t)i * (size_t)n + (size_t)k], advice);
+                *k_out = k, *i_out = i;
+                *h0 = all[k], *hi = all[(size_t)i * (size_t)n + (size_t)k];
                 break;
             }
+    tg_free(all);
+    return TG_OK;
+}
+
+tg_status tg_dist_agree(const char *const *names, const uint64_t *hashes, int n, const char *advice)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    int k, i;
+    uint64_t a, b;
+    TG_TRY(first_difference(hashes, n, &k, &i, &a, &b));
+    if (k < 0)
+        return TG_OK;
+    return tg_error(TG_ERR_CONFIG,
+                    "instances 0 and %d differ in their %s (checksum %016llx vs %016llx): %s", i,
+                    names[k], (unsigned long long)a, (unsigned long long)b, advice);
+}
+
+#define AGREE_TEXT 160 /* bytes of a value shown in the message */
+
+tg_status tg_dist_agree_texts(const char *const *names, const char *const *texts, int n,
+                              const char *advice)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    uint64_t *h = tg_malloc((size_t)n * sizeof *h);
+    if (!h)
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
+    for (int k = 0; k < n; k++)
+        h[k] = tg_dist_hash(TG_DIST_HASH_INIT, texts[k], strlen(texts[k]) + 1);
+    int k, i;
+    uint64_t a, b;
+    tg_status st = first_difference(h, n, &k, &i, &a, &b);
+    tg_free(h);
+    if (st != TG_OK || k < 0)
+        return st;
+    /* the values themselves, so that the message can show both */
+    char mine[AGREE_TEXT], *all = tg_malloc((size_t)size * AGREE_TEXT);
+    if (!all)
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
+    snprintf(mine, sizeof mine, "%s", texts[k]);
+    MPI_Allgather(mine, AGREE_TEXT, MPI_CHAR, all, AGREE_TEXT, MPI_CHAR, MPI_COMM_WORLD);
+    all[AGREE_TEXT - 1] = all[(size_t)i * AGREE_TEXT + AGREE_TEXT - 1] = 0;
+    st = tg_error(TG_ERR_CONFIG, "instances 0 and %d differ in their %s ('%s' vs '%s'): %s", i,
+                  names[k], all, all + (size_t)i * AGREE_TEXT, advice);
+    tg_free(all);
+    return st;
+}
+
+tg_status tg_dist_agree_values(const char *const *names, const int64_t *values, int n,
+                               const char *advice)
+{
+    if (!tg_dist_active() || n <= 0)
+        return TG_OK;
+    int64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
+    if (!all)
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
+    MPI_Allgather(values, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD);
+    tg_status st = TG_OK;
+    for (int k = 0; k < n && st == TG_OK; k++)
+        for (int i = 1; i < size; i++) {
+            int64_t v0 = all[k], vi = all[(size_t)i * (size_t)n + (size_t)k];
+            if (vi != v0) {
+                st = tg_error(TG_ERR_CONFIG,
+                              "instances 0 and %d differ in their %s (%lld vs %lld): %s", i,
+                              names[k], (long long)v0, (long long)vi, advice);
+                break;
+            }
+        }
     tg_free(all);
     return st;
 }

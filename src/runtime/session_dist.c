@@ -107,23 +107,43 @@ static uint64_t graph_hash(const tg_graph *g)
 
 /* The options that shape the training: not where reports and traces go
  * (each instance writes its own). threadsPerDevice counts: the kernels'
- * partitioning over threads changes the last bits. */
-static uint64_t options_hash(const tg_config *c)
+ * partitioning over threads changes the last bits. Compared one by one, so
+ * that a difference names the option and both values. */
+static bool option_is_local(const char *key)
 {
     static const char *const skip[] = {"autoReport.", "profiler.", "trace."};
-    uint64_t h = TG_DIST_HASH_INIT;
-    for (int k = 0; k < tg_options_count(); k++) {
+    for (size_t j = 0; j < sizeof skip / sizeof *skip; j++)
+        if (strncmp(key, skip[j], strlen(skip[j])) == 0)
+            return true;
+    return false;
+}
+
+static tg_status agree_options(const tg_config *c)
+{
+    int n = tg_options_count(), m = 0;
+    const char **names = tg_calloc((size_t)n + 1, sizeof *names);
+    const char **texts = tg_calloc((size_t)n + 1, sizeof *texts);
+    char *buf = tg_calloc((size_t)n + 1, 96);
+    tg_status st = TG_OK;
+    if (!names || !texts || !buf)
+        st = tg_error(TG_ERR_NOMEM, "session: out of memory comparing the instances' options");
+    for (int k = 0; st == TG_OK && k < n; k++) {
         const char *key = tg_options_key(k);
-        bool local = false;
-        for (size_t j = 0; j < sizeof skip / sizeof *skip; j++)
-            local |= strncmp(key, skip[j], strlen(skip[j])) == 0;
-        if (local)
+        if (option_is_local(key))
             continue;
-        const char *v = tg_config_text(c, k);
-        h = tg_dist_hash(h, key, strlen(key) + 1);
-        h = tg_dist_hash(h, v, strlen(v) + 1);
+        char *name = buf + (size_t)m * 96;
+        snprintf(name, 96, "option %s", key);
+        names[m] = name;
+        texts[m++] = tg_config_text(c, k);
     }
-    return h;
+    if (st == TG_OK)
+        st = tg_dist_agree_texts(names, texts, m,
+                                 "every instance must run with the same options (the same flags "
+                                 "and --engine-option values)");
+    tg_free(names);
+    tg_free(texts);
+    tg_free(buf);
+    return st;
 }
 
 /* Bytes of one replica's accumulators on device d. */
@@ -170,12 +190,15 @@ tg_status tg_session_dist_setup(tg_session *s)
 {
     if (tg_dist_instances() < 2)
         return TG_OK;
-    static const char *const what[] = {"tilegraph version", "model (graph)", "options"};
-    uint64_t h[3] = {tg_dist_hash(TG_DIST_HASH_INIT, TG_VERSION, strlen(TG_VERSION)),
-                     graph_hash(s->graph), options_hash(&s->program->config)};
-    TG_TRY(tg_dist_agree(what, h, 3,
-                         "every instance must run the same tilegraph version with the same "
-                         "model and options"));
+    static const char *const version[] = {"tilegraph version"}, *const graph[] = {"model (graph)"};
+    const char *mine[] = {TG_VERSION};
+    TG_TRY(tg_dist_agree_texts(version, mine, 1,
+                               "every instance must run the same tilegraph version"));
+    uint64_t h = graph_hash(s->graph);
+    TG_TRY(tg_dist_agree(graph, &h, 1,
+                         "every instance must build the same model (the same --model, input "
+                         "shape, batch size, optimizer and its hyperparameters)"));
+    TG_TRY(agree_options(&s->program->config));
     const tg_program *p = s->program;
     if (!p->training)
         return TG_OK; /* inference exchanges nothing */

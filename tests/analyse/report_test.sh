@@ -226,6 +226,15 @@ browse summary "$WORK/cmp.html" "$WORK/compare.html"
 errors_empty "$WORK/cmp.html" comparison
 a=$(attr "$WORK/cmp.html" meta-program data-value); b=$(attr "$WORK/cmp.html" meta-b-program data-value)
 [ "$a" = training ] && [ "$b" = inference ] && ok "comparison shows training and inference" || fail "comparison: '$a' '$b'"
+# the devices table gives each quantity's source, target and difference
+# together (busy came after memory's difference, with no difference of its own)
+heads=$(grep -o 'id="summary-devices".*' "$WORK/cmp.html" | sed 's#</thead>.*##' | grep -o '<th\( [^>]*\)\?>[^<]*' | sed 's/.*>//' | tr '\n' '|')
+want='device|memory (source)|memory (target)|memory diff|memory diff %|busy (source)|busy (target)|busy diff|'
+[ "$heads" = "$want" ] && ok "compared devices: $heads" || fail "compared devices' columns: '$heads', want '$want'"
+ba=$(attr "$WORK/cmp.html" device-busy-0 data-value); bb=$(attr "$WORK/cmp.html" device-busy-b-0 data-value)
+bd=$(attr "$WORK/cmp.html" device-busy-diff-0 data-value)
+awk -v a="$ba" -v b="$bb" -v d="$bd" 'BEGIN { x = b - a - d; exit !(a != "" && d != "" && x < 1e-3 && x > -1e-3) }' \
+    && ok "busy difference $bd = $bb - $ba" || fail "busy difference: '$bd', busy '$ba' and '$bb'"
 browse memory "$WORK/cmpmem.html" "$WORK/compare.html"
 errors_empty "$WORK/cmpmem.html" "comparison memory"
 grep -q 'device 0 target' "$WORK/cmpmem.html" && ok "memory compared" || fail "memory tab shows no comparison"

@@ -5,7 +5,8 @@
  * tiles and tile_spans tables read through SQLite; the trace view says its
  * times are the cycle model's and shows cycles and the tile balance; a cpu
  * profile shows no tile section; bad --tile values exit 2 with a clear
- * message; compare of two mk2 reports handles the tile tables. */
+ * message, and so does a --device the profile does not have; compare of two mk2 reports handles the
+ * tile tables. */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
@@ -242,6 +243,23 @@ static void test_bad_tile(void)
     EXPECT(args, 0, "--tile 3 applies to the memory view only");
 }
 
+/* --device N of a device the profile does not have is an error naming the
+ * devices it has, as --tile is (it printed empty tables, exit 0) */
+static void test_bad_device(void)
+{
+    char args[1024], want[128];
+    snprintf(args, sizeof args, "analyse %s/mk2 memory --device 9", tmpdir);
+    snprintf(want, sizeof want, "has no device 9; its devices are 0 to %d", n_devices - 1);
+    EXPECT(args, 2, want);
+    TG_CHECK(!strstr(output, "(none)"));
+    snprintf(args, sizeof args, "analyse %s/mk2 trace --device %d", tmpdir, n_devices);
+    EXPECT(args, 2, "leave --device out for all");
+    snprintf(args, sizeof args, "compare %s/mk2 %s/mk2s memory --device 9", tmpdir, tmpdir);
+    EXPECT(args, 2, "has no device 9");
+    snprintf(args, sizeof args, "analyse %s/mk2 memory --device %d", tmpdir, n_devices - 1);
+    EXPECT(args, 0, "Memory by category");
+}
+
 static void test_cpu_has_no_tiles(void)
 {
     tg_arena *arena = tg_arena_create(1 << 18);
@@ -366,6 +384,7 @@ int main(void)
     TG_RUN(test_memory_tiles);
     TG_RUN(test_one_tile);
     TG_RUN(test_bad_tile);
+    TG_RUN(test_bad_device);
     TG_RUN(test_cpu_has_no_tiles);
     TG_RUN(test_trace_cycles_and_balance);
     TG_RUN(test_compare_tiles);

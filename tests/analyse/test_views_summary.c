@@ -2,9 +2,13 @@
  * shows what PopVision's summary shows for an IPU (issue 15, "summary on
  * mk2"): tiles per device and in all, memory per tile, per device and of
  * all devices, and the compute sets, vertices and edges the profile holds,
- * each equal to SQL on the profile; a cpu profile has no such tables. */
+ * each equal to SQL on the profile; a cpu profile has no such tables.
+ * Numbers in the tables are fixed figures with thousands grouped, never in
+ * scientific notation (1.109e+04 samples/s, MFLOP 1.167e+05 were). */
 #include "tg_test.h"
 #include "tg_test_cli.h"
+
+#include "analyse/analyse.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -73,8 +77,51 @@ static void test_mk2_summary(void)
     tg_arena_destroy(arena);
 }
 
+static void check_format(tg_an_kind k, double v, const char *want)
+{
+    char buf[64];
+    tg_an_format(k, v, buf, sizeof buf);
+    if (strcmp(buf, want))
+        tg_test_fail(__FILE__, __LINE__, "%g formats as '%s', not '%s'", v, buf, want);
+}
+
+static void test_number_format(void)
+{
+    check_format(TG_AN_NUM, 11090.4, "11,090");
+    check_format(TG_AN_NUM, 116700.0, "116,700");
+    check_format(TG_AN_NUM, 12160000000.0, "12,160,000,000");
+    check_format(TG_AN_NUM, -1234567.0, "-1,234,567");
+    check_format(TG_AN_NUM, 999.94, "999.9");
+    check_format(TG_AN_NUM, 24.08, "24.08");
+    check_format(TG_AN_NUM, 0.6216, "0.6216");
+    check_format(TG_AN_NUM, 0, "0");
+    check_format(TG_AN_NUM, 0.00001234, "0.000012");
+    check_format(TG_AN_COUNT, 1234567, "1,234,567");
+    check_format(TG_AN_COUNT, 12, "12");
+    check_format(TG_AN_ID, 12345, "12345"); /* a device or step number is no quantity */
+}
+
+/* No table or note of the views uses an exponent; the summary names the
+ * unit of its FLOPs note. */
+static void test_no_exponents(void)
+{
+    static const char *const views[] = {"summary", "operations", "memory", "host", "trace"};
+    char args[700];
+    for (size_t i = 0; i < sizeof views / sizeof *views; i++) {
+        snprintf(args, sizeof args, "analyse %s %s", db, views[i]);
+        TG_CHECK(tg_cli_run(tmpdir, args, 0) == 0);
+        for (const char *p = tg_cli_output; (p = strstr(p, "e+")) != NULL; p++)
+            if (p > tg_cli_output && p[-1] >= '0' && p[-1] <= '9')
+                tg_test_fail(__FILE__, __LINE__, "analyse %s prints an exponent: '%.20s'", views[i],
+                             p > tg_cli_output + 8 ? p - 8 : p);
+    }
+    snprintf(args, sizeof args, "analyse %s summary", db);
+    TG_CHECK(tg_cli_run(tmpdir, args, 0) == 0 && strstr(tg_cli_output, "MFLOP per host step: "));
+}
+
 int main(void)
 {
+    TG_RUN(test_number_format);
     if (!tg_test_fashion_dir()) {
         printf("  skip: Fashion-MNIST not installed\n");
         return 77;
@@ -96,6 +143,7 @@ int main(void)
     }
     snprintf(db, sizeof db, "%s/mk2/training/profile.sqlite", tmpdir);
     TG_RUN(test_mk2_summary);
+    TG_RUN(test_no_exponents);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

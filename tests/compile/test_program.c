@@ -45,7 +45,7 @@ static void test_threads_given_and_default(void)
     tg_program_destroy(p);
 
     /* more threads than cores: the warning names the numbers and the fix */
-    char many[16], want[64], fits[32];
+    char many[16], want[64], fits[64];
     snprintf(many, sizeof many, "%d", cores + 1);
     const char *over[] = {"threadsPerDevice", many, NULL};
     p = compile_with(mg.graph, over);
@@ -53,6 +53,9 @@ static void test_threads_given_and_default(void)
     snprintf(fits, sizeof fits, "--threads %d", cores);
     TG_CHECK(p && p->n_threads == cores + 1);
     TG_CHECK(p && strstr(p->threads_warning, want) && strstr(p->threads_warning, fits));
+    /* named for Python too, where there are no flags */
+    snprintf(fits, sizeof fits, "opts.set('threadsPerDevice', %d) in Python", cores);
+    TG_CHECK(p && strstr(p->threads_warning, fits));
     tg_program_destroy(p);
 
     /* two devices of two threads each on fewer than four cores */
@@ -70,6 +73,28 @@ static void test_threads_given_and_default(void)
     TG_CHECK(p && (p->threads_warning[0] != '\0') == (cores < 4));
     if (p && cores < 4)
         TG_CHECK(strstr(p->threads_warning, "2 devices x 1 replica x 2 threads = 4 threads"));
+    tg_program_destroy(p);
+
+    /* four devices of one thread each on fewer than four cores: fewer
+     * threads cannot help, so the warning does not offer them */
+    const char *four[] = {"threadsPerDevice",
+                          "1",
+                          "executionStrategy",
+                          "pipelined",
+                          "stages",
+                          "B1|B2|B3|B4",
+                          "Training.gradientAccumulation",
+                          "4",
+                          NULL};
+    p = compile_with(mg.graph, four);
+    TG_CHECK(p && p->n_devices == 4);
+    TG_CHECK(p && (p->threads_warning[0] != '\0') == (cores < 4));
+    if (p && cores < 4) {
+        TG_CHECK(strstr(p->threads_warning, "every device already has 1 thread: only fewer "
+                                            "devices or replicas can help"));
+        TG_CHECK(!strstr(p->threads_warning, "--threads") &&
+                 !strstr(p->threads_warning, "threadsPerDevice"));
+    }
     tg_program_destroy(p);
 
     /* the default never oversubscribes when there are cores enough */

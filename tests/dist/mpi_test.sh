@@ -4,10 +4,13 @@
 # instance x 2 replicas, and so do 2 instances x 4 pipelined stages; N not
 # dividing R is refused; a killed instance ends the job within 10 s; instances
 # with different options are refused at start, naming the difference; one
-# instance compiles and the other loads; the job's trace and profiles are
+# instance compiles and the other loads; instances whose loop options
+# (--max-steps, --epochs, --train-limit, --checkpoint-every) or engine
+# options differ are refused, naming the flag and both values; the job's trace and profiles are
 # seen together; optimizer state sharded over both instances trains,
 # checkpoints and resumes as one process; a stop signal ends every instance
-# after the same host step with a checkpoint; gradient buckets sent during
+# after the same host step with a checkpoint, and `tilegraph run` stopped by
+# SIGINT exits 130; gradient buckets sent during
 # the backward change no bit; the exchange's figures of the epoch line add
 # up and count the time an instance waits for a stopped one.
 # usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
@@ -47,6 +50,15 @@ for k in 0 1; do # each instance profiles into its own directory
 done
 cmp one.safetensors two.safetensors || fail "2 x 1 and 1 x 2 give different weights"
 grep -q "test accuracy" two.log || fail "instance 0 printed no result"
+# the set-up lines give the job's whole, as one process prints them (they
+# gave instance 0's share: half the samples, 1 replica), its share after it
+sed -n 's/^\(micro-batch .* replicas\).*/\1/p; s/^\(device memory [^ ]* [^ ]*\).*\(, .* MFLOP\).*/\1\2/p' \
+    one.log >one.setup
+sed -n 's/^\(micro-batch .* replicas\).*/\1/p; s/^\(device memory [^ ]* [^ ]*\).*\(, .* MFLOP\).*/\1\2/p' \
+    two.log >two.setup
+[ "$(wc -l <one.setup)" = 2 ] && cmp -s one.setup two.setup ||
+    fail "the job's set-up lines differ from one process's: $(cat one.setup two.setup)"
+grep -q "x 2 replicas over 2 instances (1 replica each)" two.log || fail "no instance share: $(cat two.setup)"
 [ "$(grep -c 'test accuracy:' two.log)" = 1 ] || fail "more than instance 0 printed"
 # the weights moved: a training that did nothing would also compare equal
 $T train $COMMON --replicas 2 --gradient-accumulation 2 --max-steps 1 \
@@ -74,7 +86,24 @@ cat >differ.sh <<EOS
 exec $T train $COMMON --replicas 2
 EOS
 timeout 60 $MPI sh differ.sh >differ.log 2>&1 && fail "different instances were accepted"
-grep -q "differ in their" differ.log || fail "no message naming what differs"
+grep -q "differ in their --lr ('0.05' vs '0.5')" differ.log || fail "no message naming what differs"
+# ... and so are instances whose training loops or data differ (they waited
+# on each other forever): the message names the flag and both values
+M="--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 --quiet"
+differ() { # WANT [flags of instance 1]
+    want=$1
+    shift
+    timeout 60 mpirun -np 1 --bind-to none $T train $M : -np 1 --bind-to none $T train $M "$@" \
+        >loop.log 2>&1
+    rc=$?
+    [ $rc != 0 ] && [ $rc != 124 ] && grep -qF -- "$want" loop.log ||
+        fail "instances with $* (exit $rc): no message '$want'"
+}
+differ "differ in their --max-steps (0 vs 20)" --max-steps 20
+differ "differ in their --epochs (1 vs 2)" --epochs 2
+differ "training samples (--train-limit, or the training set's size) (400 vs 200)" --train-limit 200
+differ "--checkpoint-every in host steps (0 vs 5)" --checkpoint-every 5 --save ck.safetensors
+differ "option threadsPerDevice ('0' vs '2')" --engine-option threadsPerDevice=2
 
 # 5. kill -9 of one instance ends the job, non-zero, within 10 s
 long_job kill.log
@@ -139,6 +168,24 @@ rc=$?
 [ "$(grep -c 'stopped by a signal' stop.log)" = 1 ] || fail "not one stop message"
 [ -s stop.safetensors ] || fail "no checkpoint after the stop"
 grep -q "failed" stop.log && fail "a stop was reported as a failure"
+
+# ... and SIGINT to `tilegraph run` (mpirun's parent) ends the job as one
+# stopped process ends: 130, with the checkpoint (mpirun itself exits 1)
+timeout 120 $T run --instances 2 --replicas 2 -- train --model mnist-pipeline --epochs 100 \
+    --train-limit 1024 --test-limit 16 --quiet --save runstop.safetensors >runstop.log 2>&1 &
+job=$!
+tries=0
+while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" runstop.log; do
+    sleep 0.2
+    tries=$((tries + 1))
+done
+sleep 1
+kill -INT $job
+wait $job
+rc=$?
+[ $rc = 130 ] || fail "tilegraph run stopped by SIGINT exited $rc, not 130"
+grep -q "stopped by a signal" runstop.log && [ -s runstop.safetensors ] ||
+    fail "tilegraph run stopped by SIGINT: no stop message or checkpoint"
 
 # 9. gradient buckets: with a bucket per parameter, 2 instances of a 4-stage
 #    split (zb-h1) pipeline with accumulation send each stage's gradients
