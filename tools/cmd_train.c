@@ -787,18 +787,18 @@ int cmd_train(int argc, char **argv)
                               ctx.model->name,
                               tg_dataset_describe(ctx.train).name,
                               ctx.test ? tg_dataset_describe(ctx.test).name : "",
-                              a.optimizer,
-                              a.schedule,
-                              a.lr,
-                              a.momentum,
-                              a.weight_decay,
-                              a.gamma,
-                              a.min_lr,
-                              a.warmup_epochs,
-                              a.max_grad_norm,
-                              a.step_epochs,
-                              a.nesterov,
-                              a.no_bias_correction};
+                              a.opt.optimizer,
+                              a.opt.schedule,
+                              a.opt.lr,
+                              a.opt.momentum,
+                              a.opt.weight_decay,
+                              a.opt.gamma,
+                              a.opt.min_lr,
+                              a.opt.warmup_epochs,
+                              a.opt.max_grad_norm,
+                              a.opt.step_epochs,
+                              a.opt.nesterov,
+                              a.opt.no_bias_correction};
     if (train_agree_loop(&shape) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         goto done;
