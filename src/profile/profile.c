@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/file_lock.h"
 #include "ops/dnnl_util.h"
 #include "core/pool.h"
 #include "ops/op.h"
@@ -642,27 +643,15 @@ static tg_status lock_dir(tg_profile *pf, const char *sub)
 {
     char lock[1100];
     snprintf(lock, sizeof lock, "%s/.profile.lock", sub);
-    pf->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (pf->lock_fd < 0)
-        return tg_error(TG_ERR_IO, "profile: cannot create '%s': %s", lock, strerror(errno));
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    if (fcntl(pf->lock_fd, F_SETLK, &fl) != 0) {
-        char owner[32] = "";
-        ssize_t n = pread(pf->lock_fd, owner, sizeof owner - 1, 0);
-        owner[n > 0 ? n : 0] = '\0';
-        close(pf->lock_fd);
-        pf->lock_fd = -1;
-        return tg_error(TG_ERR_IO,
-                        "profile: '%s' is being written by another run (pid %s); wait for it "
-                        "or give this run another --profile-dir (autoReport.directory)",
-                        sub, owner[0] ? owner : "unknown");
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    /* The pid only serves the message of a run that is refused: best effort. */
-    if (ftruncate(pf->lock_fd, 0) == 0)
-        (void)!pwrite(pf->lock_fd, pid, (size_t)len, 0);
-    return TG_OK;
+    char owner[32];
+    if (tg_file_lock(lock, &pf->lock_fd, owner) == TG_OK)
+        return TG_OK;
+    if (!owner[0])
+        return tg_error_prefix(TG_ERR_IO, "profile");
+    return tg_error(TG_ERR_IO,
+                    "profile: '%s' is being written by another run (pid %s); wait for it "
+                    "or give this run another --profile-dir (autoReport.directory)",
+                    sub, owner);
 }
 
 static void release(tg_profile *pf)

@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/file_lock.h"
 #include "profile/profile.h"
 
 #include <sqlite3.h>
@@ -11,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 struct tg_profile_reader {
@@ -48,13 +48,7 @@ long tg_profile_writer_pid(const char *kind_dir)
 {
     char lock[4200];
     snprintf(lock, sizeof lock, "%s/.profile.lock", kind_dir);
-    int fd = open(lock, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    long pid = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? (long)fl.l_pid : 0;
-    close(fd);
-    return pid;
+    return tg_file_lock_holder(lock);
 }
 
 static tg_status check(tg_profile_reader *r)
