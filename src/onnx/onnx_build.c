@@ -262,6 +262,17 @@ tg_status ob_set(onnx_builder *b, int k, tg_tensor *t)
     return TG_OK;
 }
 
+tg_status ob_set_initializer(onnx_builder *b, int k, int init)
+{
+    ob_value *v;
+    TG_TRY(output_value(b, k, &v));
+    if (v) {
+        v->init = init;
+        v->known = true;
+    }
+    return TG_OK;
+}
+
 tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d)
 {
     ob_value *v;

@@ -67,6 +67,10 @@ bool ob_is_foldable(onnx_builder *b, int i);
  * d's arrays. */
 tg_status ob_set(onnx_builder *b, int k, tg_tensor *t);
 tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d);
+/* Output k is initializer `init` under the output's own name, not yet
+ * placed: each use decides what it becomes (a weight, a batch norm's
+ * state), as for the initializer itself. */
+tg_status ob_set_initializer(onnx_builder *b, int k, int init);
 
 /* Attributes: the default when absent. */
 int64_t ob_attr_int(const onnx_builder *b, const char *name, int64_t dflt);
