@@ -40,6 +40,8 @@
     X(LEAKY_RELU_BWD, "leaky_relu_bwd", unary)                                                     \
     X(CLIP, "clip", unary)                                                                         \
     X(CLIP_BWD, "clip_bwd", unary)                                                                 \
+    X(ACTIVATION, "activation", activation)                                                        \
+    X(ACTIVATION_BWD, "activation_bwd", activation)                                                \
     X(ADD, "add", binary)                                                                          \
     X(SUB, "sub", binary)                                                                          \
     X(MUL, "mul", binary)                                                                          \
@@ -65,6 +67,8 @@
     X(REDUCE_MINMAX_BWD, "reduce_minmax_bwd", reduce_minmax)                                       \
     X(PAD, "pad", pad)                                                                             \
     X(PAD_BWD, "pad_bwd", pad)                                                                     \
+    X(RESIZE, "resize", resize)                                                                    \
+    X(RESIZE_BWD, "resize_bwd", resize)                                                            \
     /* indices and integers */                                                                     \
     X(GATHER, "gather", gather)                                                                    \
     X(GATHER_BWD, "gather_bwd", gather)                                                            \

@@ -350,6 +350,9 @@ const ob_op *ob_find_op(const char *op_type)
     for (int k = 0; k < tg_onnx_index_op_count; k++)
         if (!strcmp(tg_onnx_index_ops[k].op_type, op_type))
             return &tg_onnx_index_ops[k];
+    for (int k = 0; k < tg_onnx_vision_op_count; k++)
+        if (!strcmp(tg_onnx_vision_ops[k].op_type, op_type))
+            return &tg_onnx_vision_ops[k];
     return NULL;
 }
 
@@ -360,10 +363,13 @@ const char *tg_onnx_supported_ops(void)
         return list;
     size_t used = 0;
     const int n_nn = tg_onnx_nn_op_count, n_fold = tg_onnx_fold_op_count;
-    for (int k = 0; k < n_nn + n_fold + tg_onnx_index_op_count; k++) {
+    const int n_index = tg_onnx_index_op_count;
+    for (int k = 0; k < n_nn + n_fold + n_index + tg_onnx_vision_op_count; k++) {
         const ob_op *op = k < n_nn            ? &tg_onnx_nn_ops[k]
                           : k < n_nn + n_fold ? &tg_onnx_fold_ops[k - n_nn]
-                                              : &tg_onnx_index_ops[k - n_nn - n_fold];
+                          : k < n_nn + n_fold + n_index
+                              ? &tg_onnx_index_ops[k - n_nn - n_fold]
+                              : &tg_onnx_vision_ops[k - n_nn - n_fold - n_index];
         used +=
             (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
         if (used >= sizeof list)

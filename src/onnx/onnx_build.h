@@ -155,8 +155,8 @@ tg_status ob_map_rnn(onnx_builder *b);
 #define OB_RNN_ATTRS                                                                               \
     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
-/* The op tables: NN ops (onnx_ops.c), constant folding (onnx_fold.c), and
- * index and mask ops (onnx_index.c). */
+/* The op tables: NN ops (onnx_ops.c), constant folding (onnx_fold.c),
+ * index and mask ops (onnx_index.c) and vision ops (onnx_vision.c). */
 const ob_op *ob_find_op(const char *op_type);
 extern const ob_op tg_onnx_nn_ops[];
 extern const int tg_onnx_nn_op_count;
@@ -164,5 +164,9 @@ extern const ob_op tg_onnx_fold_ops[];
 extern const int tg_onnx_fold_op_count;
 extern const ob_op tg_onnx_index_ops[];
 extern const int tg_onnx_index_op_count;
+/* Vision ops (onnx_vision.c): activations, element-wise math, Resize,
+ * Upsample, DepthToSpace, SpaceToDepth. */
+extern const ob_op tg_onnx_vision_ops[];
+extern const int tg_onnx_vision_op_count;
 
 #endif
