@@ -183,13 +183,12 @@ static tg_status attr_enum(onnx_builder *b, const char *attr, const char *dflt,
 
 static const name_value modes[] = {
     {"nearest", TG_RESIZE_NEAREST}, {"linear", TG_RESIZE_LINEAR}, {"bilinear", TG_RESIZE_LINEAR}};
-static const name_value coords[] = {
-    {"half_pixel", TG_RESIZE_HALF_PIXEL},
-    {"pytorch_half_pixel", TG_RESIZE_PYTORCH_HALF_PIXEL},
-    {"align_corners", TG_RESIZE_ALIGN_CORNERS},
-    {"asymmetric", TG_RESIZE_ASYMMETRIC},
-    {"tf_half_pixel_for_nn", TG_RESIZE_TF_HALF_PIXEL_FOR_NN},
-    {"half_pixel_symmetric", TG_RESIZE_HALF_PIXEL_SYMMETRIC}};
+static const name_value coords[] = {{"half_pixel", TG_RESIZE_HALF_PIXEL},
+                                    {"pytorch_half_pixel", TG_RESIZE_PYTORCH_HALF_PIXEL},
+                                    {"align_corners", TG_RESIZE_ALIGN_CORNERS},
+                                    {"asymmetric", TG_RESIZE_ASYMMETRIC},
+                                    {"tf_half_pixel_for_nn", TG_RESIZE_TF_HALF_PIXEL_FOR_NN},
+                                    {"half_pixel_symmetric", TG_RESIZE_HALF_PIXEL_SYMMETRIC}};
 static const name_value nearests[] = {{"round_prefer_floor", TG_RESIZE_ROUND_PREFER_FLOOR},
                                       {"round_prefer_ceil", TG_RESIZE_ROUND_PREFER_CEIL},
                                       {"floor", TG_RESIZE_FLOOR},
@@ -221,8 +220,8 @@ static tg_status resize_targets(onnx_builder *b, tg_shape s, const tg_onnx_data 
     const tg_onnx_data *d = scales ? scales : sizes;
     int want = axes ? n_axes : s.ndim;
     if (d->n != want)
-        return ob_fail(b, TG_ERR_SHAPE, "%s has %lld values for %d axes", scales ? "scales" : "sizes",
-                       (long long)d->n, want);
+        return ob_fail(b, TG_ERR_SHAPE, "%s has %lld values for %d axes",
+                       scales ? "scales" : "sizes", (long long)d->n, want);
     for (int k = 0; k < s.ndim; k++) {
         scale[k] = 1;
         size[k] = s.dim[k];
@@ -262,8 +261,8 @@ static tg_status resize_build(onnx_builder *b, tg_tensor *x, tg_resize_params rp
     for (int k = 0; k < 2; k++)
         if (size[k] != s.dim[k] || (scale[k] != 0 && scale[k] != 1))
             return ob_fail(b, TG_ERR_UNSUPPORTED,
-                           "resizing axis %d (the %s) is not implemented: only the spatial axes",
-                           k, k ? "channels" : "batch");
+                           "resizing axis %d (the %s) is not implemented: only the spatial axes", k,
+                           k ? "channels" : "batch");
     tg_tensor *x4 = x;
     if (s.ndim == 3)
         x4 = tg_reshape(b->g, x, tg_shape4(s.dim[0], s.dim[1], 1, s.dim[2]));
@@ -292,7 +291,8 @@ static tg_status map_resize(onnx_builder *b)
     char buf[64];
     const char *m = ob_attr_string(b, "mode", buf, sizeof buf);
     if (!strcmp(m, "cubic"))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "mode 'cubic' is not implemented (nearest and "
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "mode 'cubic' is not implemented (nearest and "
                        "linear are)");
     TG_TRY(attr_enum(b, "mode", "nearest", modes, 2, &mode));
     TG_TRY(refuse_attr(b, "antialias", ob_attr_int(b, "antialias", 0) != 0,
@@ -331,8 +331,8 @@ static tg_status map_resize(onnx_builder *b)
     double scale[TG_MAX_DIMS];
     int64_t size[TG_MAX_DIMS];
     TG_TRY(resize_targets(b, s, scales, sizes, scale, size));
-    tg_resize_params rp = {(tg_resize_mode)mode, (tg_resize_coord)coord,
-                           (tg_resize_nearest)nearest, 0, 0, 0, 0};
+    tg_resize_params rp = {
+        (tg_resize_mode)mode, (tg_resize_coord)coord, (tg_resize_nearest)nearest, 0, 0, 0, 0};
     return resize_build(b, x, rp, scale, size);
 }
 

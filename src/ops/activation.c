@@ -48,8 +48,8 @@ typedef enum tg_act {
 } tg_act;
 
 static const char *const act_names[TG_ACT_COUNT] = {
-    "hard_sigmoid", "hard_swish", "silu", "mish", "elu",   "celu", "selu", "softplus",
-    "softsign",     "sign",       "floor", "ceil", "round", "cos", "sin",  "tan"};
+    "hard_sigmoid", "hard_swish", "silu",  "mish", "elu",   "celu", "selu", "softplus",
+    "softsign",     "sign",       "floor", "ceil", "round", "cos",  "sin",  "tan"};
 
 /* Functions whose derivative is piecewise constant: ACTIVATION_BWD's own
  * derivative in x is 0 almost everywhere. */
@@ -494,5 +494,5 @@ tg_tensor *tg_tan(tg_graph *g, tg_tensor *x)
 
 const tg_op_def tg_opdef_ACTIVATION = {"activation", infer_act, flops_act, NULL,
                                        fwd_act,      ref_act,   bwd_act};
-const tg_op_def tg_opdef_ACTIVATION_BWD = {"activation_bwd", infer_act_bwd, flops_act, NULL,
+const tg_op_def tg_opdef_ACTIVATION_BWD = {"activation_bwd", infer_act_bwd, flops_act,  NULL,
                                            fwd_act,          ref_act,       bwd_act_bwd};

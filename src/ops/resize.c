@@ -134,7 +134,8 @@ static tg_status infer_resize(tg_tensor *node)
                             (long long)p->i[OUT_H], (long long)p->i[OUT_W], (long long)p->i[IN_H],
                             (long long)p->i[IN_W]);
     if (!(p->f[0] >= 0 && p->f[1] >= 0 && isfinite(p->f[0]) && isfinite(p->f[1])))
-        return tg_error(TG_ERR_INVALID_ARG, "scales %g, %g (give positive values, or 0 for the "
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "scales %g, %g (give positive values, or 0 for the "
                         "ratio of the sizes)",
                         (double)p->f[0], (double)p->f[1]);
     int64_t h = bwd ? p->i[OUT_H] : p->i[IN_H], w = bwd ? p->i[OUT_W] : p->i[IN_W];
@@ -236,8 +237,8 @@ static void fwd_resize(const tg_kernel_args *a)
     resize_job j = {&node->p, t, a->in[0], a->out};
     int64_t planes = node->shape.dim[0] * node->shape.dim[1];
     int64_t work = node->op == TG_OP_RESIZE ? tg_numel(node) : tg_numel(node->in[0]);
-    tg_par_for(a->pool, planes, 4 * work, node->op == TG_OP_RESIZE ? resize_planes : resize_bwd_planes,
-               &j);
+    tg_par_for(a->pool, planes, 4 * work,
+               node->op == TG_OP_RESIZE ? resize_planes : resize_bwd_planes, &j);
 }
 
 static void ref_resize(const tg_ref_args *a)

@@ -38,8 +38,11 @@ static int cases(rs_case *out)
     const struct {
         int64_t h, w, oh, ow;
         float sh, sw;
-    } sz[] = {{3, 4, 6, 8, 2, 2}, {5, 7, 8, 3, 0, 0}, {4, 6, 2, 3, 0.5f, 0.5f},
-              {4, 5, 6, 5, 1.6f, 1.1f}, {1, 3, 2, 1, 0, 0}};
+    } sz[] = {{3, 4, 6, 8, 2, 2},
+              {5, 7, 8, 3, 0, 0},
+              {4, 6, 2, 3, 0.5f, 0.5f},
+              {4, 5, 6, 5, 1.6f, 1.1f},
+              {1, 3, 2, 1, 0, 0}};
     for (int s = 0; s < 5; s++)
         for (int mode = 0; mode <= 1; mode++)
             for (int coord = 0; coord <= TG_RESIZE_HALF_PIXEL_SYMMETRIC; coord++) {
@@ -90,7 +93,8 @@ static void test_kernels(void)
             }
     /* a larger one through the pool's split over planes */
     rs_case big = {tg_shape4(4, 16, 24, 20),
-                   {TG_RESIZE_LINEAR, TG_RESIZE_PYTORCH_HALF_PIXEL, 0, 48, 40, 2, 2}, false};
+                   {TG_RESIZE_LINEAR, TG_RESIZE_PYTORCH_HALF_PIXEL, 0, 48, 40, 2, 2},
+                   false};
     for (int bwd = 0; bwd <= 1; bwd++)
         for (int threads = 1; threads <= 2; threads++) {
             big.bwd = bwd;
@@ -106,12 +110,23 @@ static const double nearest_x2[48] = {
     0.0,  0.0,  0.5,  0.5,  3.0,  3.0,  0.5,  0.5,  0.0,  0.0,  0.5,  0.5,  3.0,  3.0,  0.5,  0.5,
     0.0,  0.0,  1.5,  1.5,  -2.0, -2.0, -3.5, -3.5, 0.0,  0.0,  1.5,  1.5,  -2.0, -2.0, -3.5, -3.5,
     -3.0, -3.0, -0.5, -0.5, -3.0, -3.0, -3.5, -3.5, -3.0, -3.0, -0.5, -0.5, -3.0, -3.0, -3.5, -3.5};
-static const double nearest_5x3[15] = {0.0, 0.5,  3.0,  0.0,  0.5,  3.0,  0.0, 1.5,
+static const double nearest_5x3[15] = {0.0,  0.5, 3.0, 0.0,  0.5,  3.0,  0.0, 1.5,
                                        -2.0, 0.0, 1.5, -2.0, -3.0, -0.5, -3.0};
-static const double bilinear_5x3[15] = {
-    0.08333333333333331, 1.75,  0.9166666666666674,  0.14999999999999997, 0.9500000000000004,
-    -0.7499999999999992, 0.24999999999999994, -0.25, -3.2499999999999996, -1.4499999999999997,
-    -1.15, -3.3499999999999996, -2.583333333333334, -1.7499999999999998, -3.416666666666666};
+static const double bilinear_5x3[15] = {0.08333333333333331,
+                                        1.75,
+                                        0.9166666666666674,
+                                        0.14999999999999997,
+                                        0.9500000000000004,
+                                        -0.7499999999999992,
+                                        0.24999999999999994,
+                                        -0.25,
+                                        -3.2499999999999996,
+                                        -1.4499999999999997,
+                                        -1.15,
+                                        -3.3499999999999996,
+                                        -2.583333333333334,
+                                        -1.7499999999999998,
+                                        -3.416666666666666};
 static const double bilinear_x2[48] = {
     0.0,     0.125,   0.375,   1.125,   2.375,   2.375,   1.125,   0.5,     0.0,     0.1875,
     0.5625,  1.0,     1.5,     1.1875,  0.0625,  -0.5,    0.0,     0.3125,  0.9375,  0.75,
@@ -143,8 +158,9 @@ static void check_values(const char *label, tg_resize_params p, const double *wa
     for (int64_t k = 0; k < n; k++) {
         bad += !(fabs(out[k] - want[k]) <= 1e-6) || !(fabs(outd[k] - want[k]) <= 1e-12);
         if (bad == 1 && (!(fabs(out[k] - want[k]) <= 1e-6) || !(fabs(outd[k] - want[k]) <= 1e-12)))
-            tg_test_fail(__FILE__, __LINE__, "%s: element %lld is %.9g (reference %.17g), torch %.17g",
-                         label, (long long)k, (double)out[k], outd[k], want[k]);
+            tg_test_fail(__FILE__, __LINE__,
+                         "%s: element %lld is %.9g (reference %.17g), torch %.17g", label,
+                         (long long)k, (double)out[k], outd[k], want[k]);
     }
     TG_CHECK(bad == 0);
     tg_pool_destroy(pool);
@@ -153,17 +169,19 @@ static void check_values(const char *label, tg_resize_params p, const double *wa
 
 static void test_against_pytorch(void)
 {
-    check_values("nearest x2", (tg_resize_params){TG_RESIZE_NEAREST, TG_RESIZE_ASYMMETRIC,
-                                                  TG_RESIZE_FLOOR, 6, 8, 2, 2},
-                 nearest_x2);
-    check_values("nearest 5x3", (tg_resize_params){TG_RESIZE_NEAREST, TG_RESIZE_ASYMMETRIC,
-                                                   TG_RESIZE_FLOOR, 5, 3, 0, 0},
-                 nearest_5x3);
-    check_values("bilinear 5x3", (tg_resize_params){TG_RESIZE_LINEAR,
-                                                    TG_RESIZE_PYTORCH_HALF_PIXEL, 0, 5, 3, 0, 0},
+    check_values(
+        "nearest x2",
+        (tg_resize_params){TG_RESIZE_NEAREST, TG_RESIZE_ASYMMETRIC, TG_RESIZE_FLOOR, 6, 8, 2, 2},
+        nearest_x2);
+    check_values(
+        "nearest 5x3",
+        (tg_resize_params){TG_RESIZE_NEAREST, TG_RESIZE_ASYMMETRIC, TG_RESIZE_FLOOR, 5, 3, 0, 0},
+        nearest_5x3);
+    check_values("bilinear 5x3",
+                 (tg_resize_params){TG_RESIZE_LINEAR, TG_RESIZE_PYTORCH_HALF_PIXEL, 0, 5, 3, 0, 0},
                  bilinear_5x3);
-    check_values("bilinear x2", (tg_resize_params){TG_RESIZE_LINEAR, TG_RESIZE_PYTORCH_HALF_PIXEL,
-                                                   0, 6, 8, 2, 2},
+    check_values("bilinear x2",
+                 (tg_resize_params){TG_RESIZE_LINEAR, TG_RESIZE_PYTORCH_HALF_PIXEL, 0, 6, 8, 2, 2},
                  bilinear_x2);
     check_values("bilinear align_corners 5x6",
                  (tg_resize_params){TG_RESIZE_LINEAR, TG_RESIZE_ALIGN_CORNERS, 0, 5, 6, 0, 0},
