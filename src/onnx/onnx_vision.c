@@ -2,7 +2,8 @@
  * export beyond the plain conv net's: MobileNetV3's HardSigmoid and
  * HardSwish, the activation family (Mish, Elu, Celu, Selu, Softplus,
  * Softsign, PRelu), ONNX's element-wise math (Sign, Floor, Ceil, Round,
- * Cos, Sin, Tan), Resize (opset 10 on) and Upsample (opsets 7 to 9) for
+ * Cos, Sin, Tan), InstanceNormalization (also PyTorch's GroupNorm export)
+ * and LRN, Resize (opset 10 on) and Upsample (opsets 7 to 9) for
  * F.interpolate, and DepthToSpace / SpaceToDepth (PixelShuffle).
  *
  * The activations map onto tg_hard_sigmoid and its siblings
@@ -87,6 +88,78 @@ static tg_status map_prelu(onnx_builder *b)
         return TG_ERR_UNSUPPORTED;
     tg_graph *g = b->g;
     return ob_set(b, 0, tg_sub(g, tg_relu(g, x), tg_mul(g, slope, tg_relu(g, tg_neg(g, x)))));
+}
+
+/* ---- InstanceNormalization, LRN ----------------------------------------------------- */
+
+/* Whether input i is a constant whose every element is v (the exporter's
+ * ones and zeros around GroupNorm's InstanceNormalization). */
+static bool constant_all(onnx_builder *b, int i, double v)
+{
+    if (!ob_is_foldable(b, i))
+        return false;
+    const tg_onnx_data *d = ob_const(b, i);
+    for (int64_t k = 0; d && k < d->n; k++)
+        if (ob_get(d, k) != v)
+            return false;
+    return d != NULL;
+}
+
+/* Per sample and channel over the spatial axes: group norm with one group
+ * per channel. PyTorch exports GroupNorm as this over [N, G, -1] with
+ * constant ones and zeros (left out here), then its own affine. */
+static tg_status map_instance_norm(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = tg_tensor_shape(x);
+    if (s.ndim < 3)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, D1, ...] is taken)", s.ndim);
+    tg_tensor *gamma = NULL, *beta = NULL;
+    if (!constant_all(b, 1, 1.0) && !(gamma = ob_tensor(b, 1)))
+        return TG_ERR_UNSUPPORTED;
+    if (!constant_all(b, 2, 0.0) && !(beta = ob_tensor(b, 2)))
+        return TG_ERR_UNSUPPORTED;
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *t = k ? beta : gamma;
+        if (t && (tg_tensor_shape(t).ndim != 1 || tg_tensor_shape(t).dim[0] != s.dim[1]))
+            return ob_fail(b, TG_ERR_SHAPE, "%s must be [%lld]", k ? "B" : "scale",
+                           (long long)s.dim[1]);
+    }
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    return ob_set(b, 0, tg_group_norm(b->g, x, (int)s.dim[1], gamma, beta, eps));
+}
+
+/* LRN: x / (bias + alpha / size * sum of x^2 over `size` channels about
+ * each)^beta, the window floor((size-1)/2) channels before and
+ * ceil((size-1)/2) after. The sum is an average pool of x^2 laid out as
+ * [N, 1, C, rest] with a (size, 1) window, zeros padded and counted, times
+ * size; so y = x * (bias + alpha * mean)^-beta, from ops with gradients. */
+static tg_status map_lrn(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = tg_tensor_shape(x);
+    int64_t size = ob_attr_int(b, "size", 0);
+    if (s.ndim < 3)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, D1, ...] is taken)", s.ndim);
+    if (size < 1 || size > 2 * s.dim[1] + 1 || size > 1 << 20)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "size %lld (give an odd or even window of 1 to %lld)",
+                       (long long)size, (long long)(2 * s.dim[1] + 1));
+    float alpha = ob_attr_float(b, "alpha", 1e-4f), beta = ob_attr_float(b, "beta", 0.75f);
+    float bias = ob_attr_float(b, "bias", 1.0f);
+    int64_t rest = tg_shape_numel(s) / (s.dim[0] * s.dim[1]);
+    tg_graph *g = b->g;
+    tg_tensor *sq = tg_reshape(g, tg_mul(g, x, x), tg_shape4(s.dim[0], 1, s.dim[1], rest));
+    int lo = (int)((size - 1) / 2), hi = (int)(size - 1 - lo);
+    tg_pool2d_params p = {(int)size, 1, 1, 1, lo, 0, hi, 0, 1, 1, false, true};
+    tg_tensor *mean = tg_reshape(g, tg_avgpool2d_ex(g, sq, p), s);
+    float one = -beta;
+    tg_tensor *e = tg_constant_data(g, "lrn_exponent", tg_shape1(1), &one);
+    tg_tensor *d = tg_pow(g, tg_scale(g, mean, alpha, bias), e);
+    return ob_set(b, 0, tg_mul(g, x, d));
 }
 
 /* ---- DepthToSpace, SpaceToDepth ----------------------------------------------------- */
@@ -389,6 +462,8 @@ const ob_op tg_onnx_vision_ops[] = {
     {"Tan", map_tan, ""},
     {"Resize", map_resize, RESIZE_ATTRS},
     {"Upsample", map_upsample, "mode,scales"},
+    {"InstanceNormalization", map_instance_norm, "epsilon"},
+    {"LRN", map_lrn, "alpha,beta,bias,size"},
     {"DepthToSpace", map_depth_to_space, "blocksize,mode"},
     {"SpaceToDepth", map_space_to_depth, "blocksize"},
 };

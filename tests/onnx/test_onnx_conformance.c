@@ -269,7 +269,7 @@ static int by_count(const void *a, const void *b)
 }
 
 /* The passing cases when this was written; raise it as ops are added. */
-#define MIN_PASSING 465
+#define MIN_PASSING 467
 
 int main(void)
 {

@@ -17,7 +17,8 @@
   with align_corners to a size, trained with MSELoss;
 - an activation zoo: PReLU (one slope per channel), ELU, SELU, CELU,
   Softplus, Mish, SiLU, Hardswish, Hardsigmoid, Softsign, PixelShuffle
-  (DepthToSpace CRD) and PixelUnshuffle (SpaceToDepth).
+  (DepthToSpace CRD) and PixelUnshuffle (SpaceToDepth);
+- GroupNorm and InstanceNorm2d (InstanceNormalization).
 
 Each as test_torch_numerics.py measures: inference against PyTorch's
 eval-mode float32 within 1e-4 of the largest output (batch-norm running
@@ -112,6 +113,28 @@ class ActZoo(nn.Module):
         return self.fc(F.max_pool2d(h, 8).flatten(1))
 
 
+class NormNet(nn.Module):
+    """GroupNorm (exported as InstanceNormalization over [N, G, -1] with constant
+    ones and zeros, then its own affine) and InstanceNorm2d with and without
+    affine: the normalisations beside BatchNorm."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 16)
+        self.conv2 = nn.Conv2d(16, 8, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(8, affine=True)
+        self.conv3 = nn.Conv2d(8, 8, 3, padding=1)
+        self.inorm_plain = nn.InstanceNorm2d(8)
+        self.fc = nn.Linear(8 * 4 * 4, classes)
+
+    def forward(self, x):
+        h = torch.relu(self.gn(self.conv1(x)))
+        h = torch.relu(self.inorm(self.conv2(h)))
+        h = self.inorm_plain(self.conv3(h)) * 0.5 + h
+        return self.fc(F.max_pool2d(h, 4).flatten(1))
+
+
 def no_dropout(model):
     for name, mod in model.named_children():
         if isinstance(mod, nn.Dropout):
@@ -142,6 +165,7 @@ MODELS = {
     "mnasnet0_5": (lambda: torchvision.models.mnasnet0_5(num_classes=10), (3, 64, 32), "ce"),
     "unet": (UNet, (3, 16, 16), "mse"),
     "act_zoo": (ActZoo, (3, 16, 16), "ce"),
+    "norms": (NormNet, (3, 16, 16), "ce"),
 }
 
 
@@ -288,6 +312,9 @@ class VisionBreadth(unittest.TestCase):
 
     def test_activation_zoo(self):
         self.check("act_zoo")
+
+    def test_group_and_instance_norm(self):
+        self.check("norms")
 
     def test_cubic_refused(self):
         class Up(nn.Module):
