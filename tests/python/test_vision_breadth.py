@@ -18,7 +18,9 @@
 - an activation zoo: PReLU (one slope per channel), ELU, SELU, CELU,
   Softplus, Mish, SiLU, Hardswish, Hardsigmoid, Softsign, PixelShuffle
   (DepthToSpace CRD) and PixelUnshuffle (SpaceToDepth);
-- GroupNorm and InstanceNorm2d (InstanceNormalization).
+- GroupNorm and InstanceNorm2d (InstanceNormalization);
+- torchvision's StochasticDepth in training: per-sample masks, new ones each
+  step, and the step's gradient for the mask drawn.
 
 Each as test_torch_numerics.py measures: inference against PyTorch's
 eval-mode float32 within 1e-4 of the largest output (batch-norm running
@@ -133,6 +135,26 @@ class NormNet(nn.Module):
         h = torch.relu(self.inorm(self.conv2(h)))
         h = self.inorm_plain(self.conv3(h)) * 0.5 + h
         return self.fc(F.max_pool2d(h, 4).flatten(1))
+
+
+class DepthNet(nn.Module):
+    """A residual branch under torchvision's StochasticDepth (row mode, p 0.5):
+    forward_masked replays a given per-sample keep mask (0 or 2)."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.lin1 = nn.Linear(8, 16)
+        self.lin2 = nn.Linear(16, 16)
+        self.sd = torchvision.ops.StochasticDepth(0.5, "row")
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        h = torch.relu(self.lin1(x))
+        return self.head(h + self.sd(self.lin2(h)))
+
+    def forward_masked(self, x, mask):
+        h = torch.relu(self.lin1(x))
+        return self.head(h + self.lin2(h) * mask[:, None])
 
 
 def no_dropout(model):
@@ -315,6 +337,48 @@ class VisionBreadth(unittest.TestCase):
 
     def test_group_and_instance_norm(self):
         self.check("norms")
+
+    def test_stochastic_depth_trains(self):
+        """Each sample's branch is dropped or doubled (torch 1.13 cannot export
+        bernoulli_: the package exports it as dropout of ones), the masks
+        differ between steps, and the step's gradient is PyTorch float64's
+        for the mask the forward drew."""
+        torch.manual_seed(0)
+        model = DepthNet()
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(16, 8, generator=g), torch.randint(0, 5, (16,), generator=g)
+        m = copy.deepcopy(model)
+        tm = poptorch.trainingModel(WithLoss(m, nn.CrossEntropyLoss()), poptorch.Options(),
+                                    poptorch.optim.SGD(m.parameters(), lr=1.0))
+
+        def mask_of(out, weights):
+            ref = copy.deepcopy(weights).double().eval()
+            with torch.no_grad():
+                o0 = ref.forward_masked(x.double(), torch.zeros(16, dtype=torch.float64))
+                o2 = ref.forward_masked(x.double(), torch.full((16,), 2.0, dtype=torch.float64))
+            d0 = (out.double() - o0).abs().amax(1)
+            d2 = (out.double() - o2).abs().amax(1)
+            gap = (o0 - o2).abs().amax(1)
+            self.assertTrue(bool(torch.all(torch.minimum(d0, d2) < 1e-4 * gap)),
+                            "a sample's output is neither the dropped nor the kept branch's")
+            return torch.where(d2 < d0, 2.0, 0.0).double()
+
+        w0 = copy.deepcopy(model)
+        out, _ = tm(x, y)
+        mask = mask_of(out, w0)
+        kept = int((mask > 0).sum())
+        self.assertTrue(0 < kept < 16, f"{kept} of 16 samples kept: the mask is not per sample")
+        tm.copyWeightsToHost()
+        ref = copy.deepcopy(w0).double()
+        nn.functional.cross_entropy(ref.forward_masked(x.double(), mask), y).backward()
+        worst = max(rel(p0.detach().double() - p1.detach().double(), pr.grad)
+                    for p0, p1, pr in zip(w0.parameters(), m.parameters(), ref.parameters()))
+        print(f"stochastic depth: {kept} of 16 kept; training step {worst:.2e} from float64 "
+              "for that mask", flush=True)
+        self.assertLessEqual(worst, 1e-5)
+        w1 = copy.deepcopy(m)
+        out2, _ = tm(x, y)
+        self.assertFalse(bool(torch.equal(mask_of(out2, w1), mask)), "the same mask twice")
 
     def test_cubic_refused(self):
         class Up(nn.Module):
