@@ -688,7 +688,8 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
             continue; /* covered by a pattern */
         s = check_inputs_known(b, g->node[k]);
         if (s == TG_OK && !ob_match_gelu(b, (int)k, skip) &&
-            !ob_match_layer_norm(b, (int)k, skip) && !ob_match_gelu_tanh(b, (int)k, skip))
+            !ob_match_layer_norm(b, (int)k, skip) && !ob_match_gelu_tanh(b, (int)k, skip) &&
+            !ob_match_silu(b, (int)k, skip))
             s = map_node(b, g->node[k]);
         if (s == TG_OK && tg_graph_status(b->g) != TG_OK)
             s = ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));

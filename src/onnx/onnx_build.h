@@ -135,6 +135,8 @@ bool ob_match_gelu(onnx_builder *b, int k, bool *skip);
  * GELU's tanh form. */
 bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip);
 bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
+/* SiLU's Sigmoid(x) -> Mul(x, .) (onnx_vision.c). */
+bool ob_match_silu(onnx_builder *b, int k, bool *skip);
 
 /* Opset of the model (semantics of some ops changed over opsets). */
 int ob_opset(const onnx_builder *b);

@@ -439,6 +439,55 @@ static tg_status map_upsample(onnx_builder *b)
     return resize_build(b, x, rp, scale, size);
 }
 
+/* ---- SiLU: Sigmoid(x) -> Mul(x, .) ------------------------------------------------ */
+
+/* The one node that reads `name`, or -1 (none, several, or a graph output). */
+static int sole_reader(const onnx_builder *b, const char *name)
+{
+    const Onnx__GraphProto *g = b->m->graph;
+    for (size_t k = 0; k < g->n_output; k++)
+        if (!strcmp(g->output[k]->name, name))
+            return -1;
+    int found = -1;
+    for (size_t k = 0; k < g->n_node; k++)
+        for (size_t i = 0; i < g->node[k]->n_input; i++)
+            if (!strcmp(g->node[k]->input[i], name)) {
+                if (found >= 0 && found != (int)k)
+                    return -1;
+                found = (int)k;
+            }
+    return found;
+}
+
+/* nn.SiLU (EfficientNet's activation) exports as Sigmoid(x) then Mul(x, .):
+ * built as tg_silu, one kernel whose backward keeps only x, where the two
+ * ops keep x and the sigmoid both. A sigmoid read elsewhere, or multiplied
+ * by another tensor (a squeeze-excitation gate), is left to the node-by-node
+ * mapping, which computes the same function. */
+bool ob_match_silu(onnx_builder *b, int k, bool *skip)
+{
+    const Onnx__NodeProto *const *node = (const Onnx__NodeProto *const *)b->m->graph->node;
+    const Onnx__NodeProto *sig = node[k];
+    if (strcmp(sig->op_type, "Sigmoid") || sig->n_input != 1 || sig->n_output < 1)
+        return false;
+    int m = sole_reader(b, sig->output[0]);
+    const Onnx__NodeProto *mul = m > k ? node[m] : NULL;
+    if (!mul || strcmp(mul->op_type, "Mul") || mul->n_input != 2 || mul->n_output < 1)
+        return false;
+    const char *x = sig->input[0];
+    bool pair = (!strcmp(mul->input[0], x) && !strcmp(mul->input[1], sig->output[0])) ||
+                (!strcmp(mul->input[1], x) && !strcmp(mul->input[0], sig->output[0]));
+    ob_value *in = ob_find(b, x), *out = ob_find(b, mul->output[0]);
+    if (!pair || !in || !in->t || !out || tg_tensor_dtype(in->t) != TG_F32)
+        return false;
+    ob_enter(b, mul); /* the SiLU takes the Mul's scope */
+    out->t = tg_silu(b->g, in->t);
+    ob_leave(b);
+    out->known = true;
+    skip[m] = true;
+    return true;
+}
+
 #define RESIZE_ATTRS                                                                               \
     "antialias,axes,coordinate_transformation_mode,cubic_coeff_a,exclude_outside,"                 \
     "extrapolation_value,keep_aspect_ratio_policy,mode,nearest_mode"
