@@ -419,6 +419,11 @@ TG_API tg_tensor *tg_cast_half(tg_graph *g, tg_tensor *x, tg_dtype to);
 /* Identity in inference mode; in training, zeroes with probability p and
  * scales by 1/(1-p), from the session seed, the op and the step. */
 TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
+/* A tensor of like's shape, each element uniform in [low, high), drawn
+ * afresh each step and for each micro-batch and replica from the session
+ * seed (ONNX RandomUniformLike; Bernoulli(p) is it compared with p). like's
+ * values are not read; there is no gradient. In training and inference. */
+TG_API tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float high);
 
 /* ---- autodiff ------------------------------------------------------------- */
 

@@ -107,6 +107,7 @@
     X(NORM_APPLY_BWD_AFFINE, "norm_apply_bwd_affine", norm)                                        \
     X(RUNNING_STATS_UPDATE, "running_stats_update", norm)                                          \
     X(DROPOUT, "dropout", dropout)                                                                 \
+    X(RANDOM_UNIFORM, "random_uniform", random)                                                    \
     X(NORMALIZE_U8, "normalize_u8", normalize)                                                     \
     /* optimizer updates: mutate their first inputs, output nothing */                             \
     X(SGD_UPDATE, "sgd_update", optim)                                                             \

@@ -4,7 +4,8 @@
  * Softsign, PRelu), ONNX's element-wise math (Sign, Floor, Ceil, Round,
  * Cos, Sin, Tan), InstanceNormalization (also PyTorch's GroupNorm export)
  * and LRN, Resize (opset 10 on) and Upsample (opsets 7 to 9) for
- * F.interpolate, and DepthToSpace / SpaceToDepth (PixelShuffle).
+ * F.interpolate, DepthToSpace / SpaceToDepth (PixelShuffle), and the random
+ * ops of stochastic depth, RandomUniformLike and Bernoulli.
  *
  * The activations map onto tg_hard_sigmoid and its siblings
  * (ops/activation.c); PRelu is relu(x) - slope * relu(-x), exact for
@@ -160,6 +161,50 @@ static tg_status map_lrn(onnx_builder *b)
     tg_tensor *e = tg_constant_data(g, "lrn_exponent", tg_shape1(1), &one);
     tg_tensor *d = tg_pow(g, tg_scale(g, mean, alpha, bias), e);
     return ob_set(b, 0, tg_mul(g, x, d));
+}
+
+/* ---- random: RandomUniformLike, Bernoulli --------------------------------------------- */
+
+/* The dtype attribute of a random op: float (the default, or dflt_int for
+ * Bernoulli's input type) or, with ints_ok, an integer type. */
+static tg_status random_dtype(onnx_builder *b, bool ints_ok, bool *is_int)
+{
+    int64_t dt = ob_attr_int(b, "dtype", 1);
+    bool integer = dt == 2 || dt == 3 || dt == 4 || dt == 5 || dt == 6 || dt == 7 || dt == 9 ||
+                   dt == 12 || dt == 13;
+    *is_int = integer;
+    if (dt == 1 || (ints_ok && integer))
+        return TG_OK;
+    return ob_fail(b, TG_ERR_UNSUPPORTED, "dtype %s (float%s is produced)",
+                   tg_onnx_elem_name((int)dt), ints_ok ? " or an integer type" : "");
+}
+
+/* Uniform in [low, high) of the input's shape, from the session's seed: a
+ * seed attribute is not used (each step and replica draws its own). */
+static tg_status map_random_uniform_like(onnx_builder *b)
+{
+    tg_tensor *x = ob_typed_tensor(b, 0);
+    bool is_int;
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    TG_TRY(random_dtype(b, false, &is_int));
+    return ob_set(b, 0,
+                  tg_random_uniform_like(b->g, x, ob_attr_float(b, "low", 0.0f),
+                                         ob_attr_float(b, "high", 1.0f)));
+}
+
+/* 1 with probability p (each element of the input), else 0: u < p for u
+ * uniform in [0, 1). No gradient reaches p. */
+static tg_status map_bernoulli(onnx_builder *b)
+{
+    tg_tensor *p = ob_tensor(b, 0);
+    bool is_int;
+    if (!p)
+        return TG_ERR_UNSUPPORTED;
+    TG_TRY(random_dtype(b, true, &is_int));
+    tg_graph *g = b->g;
+    tg_tensor *hit = tg_less(g, tg_random_uniform_like(g, p, 0.0f, 1.0f), p);
+    return ob_set(b, 0, is_int ? hit : tg_cast(g, hit, TG_F32));
 }
 
 /* ---- DepthToSpace, SpaceToDepth ----------------------------------------------------- */
@@ -511,6 +556,8 @@ const ob_op tg_onnx_vision_ops[] = {
     {"Tan", map_tan, ""},
     {"Resize", map_resize, RESIZE_ATTRS},
     {"Upsample", map_upsample, "mode,scales"},
+    {"RandomUniformLike", map_random_uniform_like, "dtype,high,low,seed"},
+    {"Bernoulli", map_bernoulli, "dtype,seed"},
     {"InstanceNormalization", map_instance_norm, "epsilon"},
     {"LRN", map_lrn, "alpha,beta,bias,size"},
     {"DepthToSpace", map_depth_to_space, "blocksize,mode"},

@@ -20,7 +20,8 @@
   (DepthToSpace CRD) and PixelUnshuffle (SpaceToDepth);
 - GroupNorm and InstanceNorm2d (InstanceNormalization);
 - torchvision's StochasticDepth in training: per-sample masks, new ones each
-  step, and the step's gradient for the mask drawn.
+  step, and the step's gradient for the mask drawn; torch.bernoulli's
+  frequency, and new draws each run.
 
 Each as test_torch_numerics.py measures: inference against PyTorch's
 eval-mode float32 within 1e-4 of the largest output (batch-norm running
@@ -379,6 +380,21 @@ class VisionBreadth(unittest.TestCase):
         w1 = copy.deepcopy(m)
         out2, _ = tm(x, y)
         self.assertFalse(bool(torch.equal(mask_of(out2, w1), mask)), "the same mask twice")
+
+    def test_bernoulli_draws(self):
+        """torch.bernoulli(p) exports as RandomUniformLike, Less and Cast: the
+        mask is 0 or 1 with the right frequency, new at each run."""
+        class Mask(nn.Module):
+            def forward(self, x):
+                return x * torch.bernoulli(torch.full_like(x, 0.7))
+
+        x = torch.full((4, 1024), 3.0)
+        model = poptorch.inferenceModel(Mask(), poptorch.Options())
+        a, b = model(x), model(x)
+        self.assertEqual(sorted(set(a.flatten().tolist())), [0.0, 3.0])
+        kept = float((a != 0).double().mean())
+        self.assertLess(abs(kept - 0.7), 0.04, f"{kept:.3f} of the elements kept, not 0.7")
+        self.assertFalse(bool(torch.equal(a, b)), "two runs drew the same mask")
 
     def test_cubic_refused(self):
         class Up(nn.Module):
