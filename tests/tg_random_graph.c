@@ -156,14 +156,18 @@ static tg_tensor *batch_norm(gen *r, tg_tensor *x)
 
 static tg_tensor *unary(gen *r, tg_tensor *x)
 {
-    static const char *names[] = {"relu", "gelu", "sigmoid", "tanh", "leaky_relu", "scale"};
-    unsigned k = pick(r, 6);
+    static const char *names[] = {"relu",  "gelu",       "sigmoid", "tanh", "leaky_relu",
+                                  "scale", "hard_swish", "mish",    "elu"};
+    unsigned k = pick(r, 9);
     tg_tensor *y = k == 0   ? tg_relu(r->g, x)
                    : k == 1 ? tg_gelu(r->g, x)
                    : k == 2 ? tg_sigmoid(r->g, x)
                    : k == 3 ? tg_tanh(r->g, x)
                    : k == 4 ? tg_leaky_relu(r->g, x, 0.1f)
-                            : tg_scale(r->g, x, 0.5f, 0.25f);
+                   : k == 5 ? tg_scale(r->g, x, 0.5f, 0.25f)
+                   : k == 6 ? tg_hard_swish(r->g, x)
+                   : k == 7 ? tg_mish(r->g, x)
+                            : tg_elu(r->g, x, 1.0f);
     note(r, y, "%s(t%d)", names[k], index_of(r, x));
     return y;
 }
@@ -172,7 +176,24 @@ static tg_tensor *pool2d(gen *r, tg_tensor *x)
 {
     if (dim(x, 2) < 2 || dim(x, 3) < 2)
         return unary(r, x);
-    bool max = pick(r, 2);
+    unsigned kind = pick(r, 3);
+    if (kind == 2) { /* a resize: linear shrinking or nearest enlarging by half */
+        bool linear = pick(r, 2);
+        int64_t h = dim(x, 2), w = dim(x, 3);
+        tg_resize_params p = {linear ? TG_RESIZE_LINEAR : TG_RESIZE_NEAREST,
+                              (tg_resize_coord)pick(r, 4),
+                              (tg_resize_nearest)pick(r, 4),
+                              linear ? (h + 1) / 2 : h * 3 / 2,
+                              linear ? (w + 1) / 2 : w * 3 / 2,
+                              0,
+                              0};
+        tg_tensor *y = tg_resize(r->g, x, &p);
+        note(r, y, "resize(t%d, %s, coord %d, round %d, %lldx%lld)", index_of(r, x),
+             linear ? "linear" : "nearest", (int)p.coord, (int)p.nearest, (long long)p.out_h,
+             (long long)p.out_w);
+        return y;
+    }
+    bool max = kind == 0;
     int k = pick(r, 2) ? 2 : 3, stride = k == 2 ? 2 : 1, pad = k == 3 ? 1 : 0;
     tg_tensor *y =
         max ? tg_maxpool2d(r->g, x, k, stride, pad) : tg_avgpool2d(r->g, x, k, stride, pad);

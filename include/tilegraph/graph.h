@@ -211,6 +211,31 @@ TG_API tg_tensor *tg_leaky_relu(tg_graph *g, tg_tensor *x, float alpha);
  * gradient is 1 strictly inside (min, max) and 0 elsewhere, as PyTorch's
  * hardtanh (ReLU6). NaN bounds are an error. */
 TG_API tg_tensor *tg_clip(tg_graph *g, tg_tensor *x, float min, float max);
+/* The activations vision models use and ONNX's element-wise math, each
+ * with its gradient (ops/activation.c); derivatives at kinks as PyTorch's.
+ * hard_sigmoid: max(0, min(1, alpha x + beta)) (PyTorch: alpha 1/6, beta
+ * 0.5; ONNX's default 0.2, 0.5); hard_swish: x * hard_sigmoid(x) with 1/6
+ * and 0.5; silu: x sigmoid(x); mish: x tanh(softplus(x)); elu: x > 0 ? x :
+ * alpha (e^x - 1); celu: x > 0 ? x : alpha (e^(x/alpha) - 1); selu: gamma *
+ * elu(x, alpha) (ONNX's defaults 1.6732632, 1.0507010); softplus: log(1 +
+ * e^x); softsign: x / (1 + |x|). sign, floor, ceil and round (halves to
+ * even) have gradient 0. */
+TG_API tg_tensor *tg_hard_sigmoid(tg_graph *g, tg_tensor *x, float alpha, float beta);
+TG_API tg_tensor *tg_hard_swish(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_silu(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_mish(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_elu(tg_graph *g, tg_tensor *x, float alpha);
+TG_API tg_tensor *tg_celu(tg_graph *g, tg_tensor *x, float alpha);
+TG_API tg_tensor *tg_selu(tg_graph *g, tg_tensor *x, float alpha, float gamma);
+TG_API tg_tensor *tg_softplus(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_softsign(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_sign(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_floor(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_ceil(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_round(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_cos(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_sin(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_tan(tg_graph *g, tg_tensor *x);
 
 /* Elementwise with NumPy broadcasting. */
 TG_API tg_tensor *tg_add(tg_graph *g, tg_tensor *a, tg_tensor *b);
@@ -294,6 +319,36 @@ typedef enum tg_pad_mode {
  * dy over every output element read from an input element. */
 TG_API tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode,
                          float value);
+/* Resize the maps of [N, C, H, W] to [N, C, out_h, out_w] (ONNX Resize and
+ * Upsample, torch's F.interpolate): nearest or bilinear, the source
+ * coordinate of output index o by ONNX's coordinate_transformation_mode
+ * (PyTorch exports nearest as asymmetric + floor, bilinear as
+ * pytorch_half_pixel, align_corners=True as align_corners), from scale_h,
+ * scale_w (0: out / in, as ONNX when sizes are given). The gradient sums dy
+ * back over the inputs each output read (ops/resize.c). */
+typedef enum tg_resize_mode { TG_RESIZE_NEAREST, TG_RESIZE_LINEAR } tg_resize_mode;
+typedef enum tg_resize_coord {
+    TG_RESIZE_HALF_PIXEL,           /* (o + 0.5) / scale - 0.5 */
+    TG_RESIZE_PYTORCH_HALF_PIXEL,   /* the same, 0 when out is 1 */
+    TG_RESIZE_ALIGN_CORNERS,        /* o (in - 1) / (out - 1) */
+    TG_RESIZE_ASYMMETRIC,           /* o / scale */
+    TG_RESIZE_TF_HALF_PIXEL_FOR_NN, /* (o + 0.5) / scale */
+    TG_RESIZE_HALF_PIXEL_SYMMETRIC  /* half_pixel about the centre (ONNX opset 19) */
+} tg_resize_coord;
+typedef enum tg_resize_nearest {
+    TG_RESIZE_ROUND_PREFER_FLOOR,
+    TG_RESIZE_ROUND_PREFER_CEIL,
+    TG_RESIZE_FLOOR,
+    TG_RESIZE_CEIL
+} tg_resize_nearest;
+typedef struct tg_resize_params {
+    tg_resize_mode mode;
+    tg_resize_coord coord;
+    tg_resize_nearest nearest; /* nearest mode only */
+    int64_t out_h, out_w;
+    float scale_h, scale_w; /* 0: out / in */
+} tg_resize_params;
+TG_API tg_tensor *tg_resize(tg_graph *g, tg_tensor *x, const tg_resize_params *p);
 /* Sum or mean over the axes set in `axes_mask` (bit i = axis i). */
 TG_API tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
 TG_API tg_tensor *tg_reduce_mean(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim);
@@ -340,6 +395,11 @@ TG_API tg_tensor *tg_nll_loss_ex(tg_graph *g, tg_tensor *log_probs, tg_tensor *l
  * as PyTorch); in inference mode it normalises with running_stats. */
 TG_API tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                                 tg_tensor *running_stats, float eps);
+/* The same with another momentum: in training, running = (1 - momentum) *
+ * running + momentum * batch statistic, PyTorch's convention (ONNX's
+ * momentum attribute is 1 - this); in [0, 1]. */
+TG_API tg_tensor *tg_batch_norm_ex(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
+                                   tg_tensor *running_stats, float eps, float momentum);
 TG_API tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma,
                                 tg_tensor *beta, float eps);
 /* Normalises over the last `norm_dims` dims; gamma/beta have those dims' shape. */
@@ -359,6 +419,11 @@ TG_API tg_tensor *tg_cast_half(tg_graph *g, tg_tensor *x, tg_dtype to);
 /* Identity in inference mode; in training, zeroes with probability p and
  * scales by 1/(1-p), from the session seed, the op and the step. */
 TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
+/* A tensor of like's shape, each element uniform in [low, high), drawn
+ * afresh each step and for each micro-batch and replica from the session
+ * seed (ONNX RandomUniformLike; Bernoulli(p) is it compared with p). like's
+ * values are not read; there is no gradient. In training and inference. */
+TG_API tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float high);
 
 /* ---- autodiff ------------------------------------------------------------- */
 

@@ -183,18 +183,47 @@ def _l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
+def _stochastic_depth(input, p, mode, training=True):
+    """torchvision.ops.stochastic_depth as dropout of ones: a sample's (row)
+    or the batch's keep mask, Bernoulli(1 - p) / (1 - p), is exactly
+    F.dropout of a ones tensor of shape [N, 1, ...] (or [1, ...]), which
+    exports as ONNX Dropout; torch 1.13 cannot export bernoulli_(p) at all.
+    tilegraph's dropout draws from the session seed, the step, the
+    micro-batch and the replica, so each replica drops its own samples."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"drop probability has to be between 0 and 1, but got {p}")
+    if mode not in ("batch", "row"):
+        raise ValueError(f"mode has to be either 'batch' or 'row', but got {mode}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    size = [input.shape[0] if mode == "row" else 1] + [1] * (input.ndim - 1)
+    ones = torch.ones(size, dtype=input.dtype, device=input.device)
+    return input * torch.nn.functional.dropout(ones, p, training=True)
+
+
 @contextlib.contextmanager
 def _exportable_losses():
     """torch 1.13 exports no ONNX for mse_loss and l1_loss (nn.MSELoss,
     nn.L1Loss): while exporting they are their elementwise definitions, which
-    export as Sub, Mul or Abs and a reduction."""
+    export as Sub, Mul or Abs and a reduction. torchvision's stochastic depth
+    (EfficientNet, ConvNeXt, Swin in training) is dropout of ones the same
+    way."""
     F = torch.nn.functional
     saved = F.mse_loss, F.l1_loss
     F.mse_loss, F.l1_loss = _mse_loss, _l1_loss
+    # only if the model's code has imported it: never import torchvision here
+    sd = sys.modules.get("torchvision.ops.stochastic_depth")
+    saved_sd = getattr(sd, "stochastic_depth", None)
+    if saved_sd is not None:
+        sd.stochastic_depth = _stochastic_depth
     try:
         yield
     finally:
         F.mse_loss, F.l1_loss = saved
+        if saved_sd is not None:
+            sd.stochastic_depth = saved_sd
 
 
 class _Forward(torch.nn.Module):

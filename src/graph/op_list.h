@@ -40,6 +40,8 @@
     X(LEAKY_RELU_BWD, "leaky_relu_bwd", unary)                                                     \
     X(CLIP, "clip", unary)                                                                         \
     X(CLIP_BWD, "clip_bwd", unary)                                                                 \
+    X(ACTIVATION, "activation", activation)                                                        \
+    X(ACTIVATION_BWD, "activation_bwd", activation)                                                \
     X(ADD, "add", binary)                                                                          \
     X(SUB, "sub", binary)                                                                          \
     X(MUL, "mul", binary)                                                                          \
@@ -65,6 +67,8 @@
     X(REDUCE_MINMAX_BWD, "reduce_minmax_bwd", reduce_minmax)                                       \
     X(PAD, "pad", pad)                                                                             \
     X(PAD_BWD, "pad_bwd", pad)                                                                     \
+    X(RESIZE, "resize", resize)                                                                    \
+    X(RESIZE_BWD, "resize_bwd", resize)                                                            \
     /* indices and integers */                                                                     \
     X(GATHER, "gather", gather)                                                                    \
     X(GATHER_BWD, "gather_bwd", gather)                                                            \
@@ -103,6 +107,7 @@
     X(NORM_APPLY_BWD_AFFINE, "norm_apply_bwd_affine", norm)                                        \
     X(RUNNING_STATS_UPDATE, "running_stats_update", norm)                                          \
     X(DROPOUT, "dropout", dropout)                                                                 \
+    X(RANDOM_UNIFORM, "random_uniform", random)                                                    \
     X(NORMALIZE_U8, "normalize_u8", normalize)                                                     \
     /* optimizer updates: mutate their first inputs, output nothing */                             \
     X(SGD_UPDATE, "sgd_update", optim)                                                             \

@@ -262,6 +262,17 @@ tg_status ob_set(onnx_builder *b, int k, tg_tensor *t)
     return TG_OK;
 }
 
+tg_status ob_set_initializer(onnx_builder *b, int k, int init)
+{
+    ob_value *v;
+    TG_TRY(output_value(b, k, &v));
+    if (v) {
+        v->init = init;
+        v->known = true;
+    }
+    return TG_OK;
+}
+
 tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d)
 {
     ob_value *v;
@@ -382,6 +393,9 @@ const ob_op *ob_find_op(const char *op_type)
     for (int k = 0; k < tg_onnx_index_op_count; k++)
         if (!strcmp(tg_onnx_index_ops[k].op_type, op_type))
             return &tg_onnx_index_ops[k];
+    for (int k = 0; k < tg_onnx_vision_op_count; k++)
+        if (!strcmp(tg_onnx_vision_ops[k].op_type, op_type))
+            return &tg_onnx_vision_ops[k];
     return NULL;
 }
 
@@ -392,10 +406,13 @@ const char *tg_onnx_supported_ops(void)
         return list;
     size_t used = 0;
     const int n_nn = tg_onnx_nn_op_count, n_fold = tg_onnx_fold_op_count;
-    for (int k = 0; k < n_nn + n_fold + tg_onnx_index_op_count; k++) {
+    const int n_index = tg_onnx_index_op_count;
+    for (int k = 0; k < n_nn + n_fold + n_index + tg_onnx_vision_op_count; k++) {
         const ob_op *op = k < n_nn            ? &tg_onnx_nn_ops[k]
                           : k < n_nn + n_fold ? &tg_onnx_fold_ops[k - n_nn]
-                                              : &tg_onnx_index_ops[k - n_nn - n_fold];
+                          : k < n_nn + n_fold + n_index
+                              ? &tg_onnx_index_ops[k - n_nn - n_fold]
+                              : &tg_onnx_vision_ops[k - n_nn - n_fold - n_index];
         used +=
             (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
         if (used >= sizeof list)
@@ -742,7 +759,8 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
             continue; /* covered by a pattern */
         s = check_inputs_known(b, g->node[k]);
         if (s == TG_OK && !ob_match_gelu(b, (int)k, skip) &&
-            !ob_match_layer_norm(b, (int)k, skip) && !ob_match_gelu_tanh(b, (int)k, skip))
+            !ob_match_layer_norm(b, (int)k, skip) && !ob_match_gelu_tanh(b, (int)k, skip) &&
+            !ob_match_silu(b, (int)k, skip))
             s = map_node(b, g->node[k]);
         if (s == TG_OK && tg_graph_status(b->g) != TG_OK)
             s = ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));

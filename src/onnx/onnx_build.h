@@ -67,6 +67,10 @@ bool ob_is_foldable(onnx_builder *b, int i);
  * d's arrays. */
 tg_status ob_set(onnx_builder *b, int k, tg_tensor *t);
 tg_status ob_set_const(onnx_builder *b, int k, tg_onnx_data *d);
+/* Output k is initializer `init` under the output's own name, not yet
+ * placed: each use decides what it becomes (a weight, a batch norm's
+ * state), as for the initializer itself. */
+tg_status ob_set_initializer(onnx_builder *b, int k, int init);
 
 /* Attributes: the default when absent. */
 int64_t ob_attr_int(const onnx_builder *b, const char *name, int64_t dflt);
@@ -131,6 +135,8 @@ bool ob_match_gelu(onnx_builder *b, int k, bool *skip);
  * GELU's tanh form. */
 bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip);
 bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
+/* SiLU's Sigmoid(x) -> Mul(x, .) (onnx_vision.c). */
+bool ob_match_silu(onnx_builder *b, int k, bool *skip);
 
 /* Opset of the model (semantics of some ops changed over opsets). */
 int ob_opset(const onnx_builder *b);
@@ -162,8 +168,8 @@ tg_status ob_map_rnn(onnx_builder *b);
 #define OB_RNN_ATTRS                                                                               \
     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
-/* The op tables: NN ops (onnx_ops.c), constant folding (onnx_fold.c), and
- * index and mask ops (onnx_index.c). */
+/* The op tables: NN ops (onnx_ops.c), constant folding (onnx_fold.c),
+ * index and mask ops (onnx_index.c) and vision ops (onnx_vision.c). */
 const ob_op *ob_find_op(const char *op_type);
 extern const ob_op tg_onnx_nn_ops[];
 extern const int tg_onnx_nn_op_count;
@@ -171,5 +177,9 @@ extern const ob_op tg_onnx_fold_ops[];
 extern const int tg_onnx_fold_op_count;
 extern const ob_op tg_onnx_index_ops[];
 extern const int tg_onnx_index_op_count;
+/* Vision ops (onnx_vision.c): activations, element-wise math, Resize,
+ * Upsample, DepthToSpace, SpaceToDepth. */
+extern const ob_op tg_onnx_vision_ops[];
+extern const int tg_onnx_vision_op_count;
 
 #endif

@@ -450,13 +450,19 @@ static tg_status map_concat(onnx_builder *b)
     int axis = 0;
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), s.ndim, &axis));
     if (!all_const) {
-        tg_tensor *xs[64];
-        if (n > 64)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
-        for (int k = 0; k < n; k++)
+        /* any number: DenseNet-201's last block concatenates 33 maps, and
+         * nothing bounds an exporter's */
+        tg_tensor **xs = tg_malloc((size_t)n * sizeof *xs);
+        if (!xs)
+            return ob_fail(b, TG_ERR_NOMEM, "out of memory for %d inputs", n);
+        tg_status st = TG_OK;
+        for (int k = 0; k < n && st == TG_OK; k++)
             if (!(xs[k] = ob_tensor(b, k)))
-                return TG_ERR_UNSUPPORTED;
-        return ob_set(b, 0, concat_many(b, xs, n, axis));
+                st = TG_ERR_UNSUPPORTED;
+        if (st == TG_OK)
+            st = ob_set(b, 0, concat_many(b, xs, n, axis));
+        tg_free(xs);
+        return st;
     }
     /* folded: only the 1-D shape vectors the exporter builds */
     int64_t total = 0;
@@ -679,8 +685,16 @@ static tg_status map_size(onnx_builder *b)
     return ob_set_const(b, 0, &d);
 }
 
+/* An inference export shares initializers of equal values through Identity
+ * (every batch norm's zero running mean): each Identity's output stays an
+ * initializer of its own name, so a batch norm still finds its statistics.
+ * A training export shares only tensors that are one in PyTorch (tied
+ * weights), which must stay one parameter. */
 static tg_status map_identity(onnx_builder *b)
 {
+    int init = ob_initializer(b, 0);
+    if (init >= 0 && !tg_graph_training(b->g) && !ob_is_foldable(b, 0))
+        return ob_set_initializer(b, 0, init);
     if (!ob_is_foldable(b, 0))
         return ob_set(b, 0, ob_tensor(b, 0));
     const tg_onnx_data *c = ob_const(b, 0);

@@ -738,14 +738,11 @@ static tg_status map_batch_norm(onnx_builder *b)
     int64_t c = tg_tensor_shape(x).ndim > 1 ? tg_tensor_shape(x).dim[1] : 0;
     if (!mean->f || !var->f || mean->n != c || var->n != c)
         return ob_fail(b, TG_ERR_SHAPE, "mean and variance must be %lld floats each", (long long)c);
-    /* ONNX's momentum weighs the old statistics; tg_batch_norm uses
-     * PyTorch's 0.1 for the new ones, i.e. ONNX's 0.9 */
+    /* ONNX's momentum weighs the old statistics, tg_batch_norm_ex's (as
+     * PyTorch's) the new ones: PyTorch's momentum m exports as 1 - m */
     float momentum = ob_attr_float(b, "momentum", 0.9f);
-    if (tg_graph_training(b->g) && fabsf(momentum - 0.9f) > 1e-6f)
-        return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "momentum %g in training (0.9, PyTorch's 0.1, is "
-                       "supported)",
-                       (double)momentum);
+    if (!(momentum >= 0 && momentum <= 1))
+        return ob_fail(b, TG_ERR_INVALID_ARG, "momentum %g is outside [0, 1]", (double)momentum);
     float *stats = tg_malloc((size_t)(2 * c) * sizeof(float));
     if (!stats)
         return ob_fail(b, TG_ERR_NOMEM, "out of memory");
@@ -756,7 +753,9 @@ static tg_status map_batch_norm(onnx_builder *b)
     tg_tensor *running = ob_param(b, name, tg_shape2(2, c), stats, true);
     tg_free(stats);
     return ob_set(b, 0,
-                  tg_batch_norm(b->g, x, gamma, beta, running, ob_attr_float(b, "epsilon", 1e-5f)));
+                  tg_batch_norm_ex(b->g, x, gamma, beta, running,
+                                   ob_attr_float(b, "epsilon", 1e-5f),
+                                   (float)(1.0 - (double)momentum)));
 }
 
 static tg_status map_layer_norm(onnx_builder *b)

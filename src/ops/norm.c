@@ -764,6 +764,17 @@ static tg_tensor *normalise(tg_graph *g, tg_tensor *x, tg_tensor *stats, tg_tens
 tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                          tg_tensor *running_stats, float eps)
 {
+    return tg_batch_norm_ex(g, x, gamma, beta, running_stats, eps, 0.1f);
+}
+
+tg_tensor *tg_batch_norm_ex(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
+                            tg_tensor *running_stats, float eps, float momentum)
+{
+    if (!(momentum >= 0 && momentum <= 1))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "batch_norm: momentum %g is outside [0, 1] (PyTorch's convention: "
+                             "the weight of the new statistics, 0.1 by default)",
+                             (double)momentum);
     tg_node_params p = norm_params(NORM_BATCH, 0, gamma != NULL, beta != NULL, eps);
     if (!g || !x)
         return make(g, TG_OP_NORM_STATS, 1, &x, p); /* records the missing input */
@@ -772,7 +783,7 @@ tg_tensor *tg_batch_norm(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tensor 
     tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
     if (stats && running_stats) {
         tg_node_params up = {0};
-        up.f[0] = 0.1f;
+        up.f[0] = momentum;
         up.i[4] = view_of_shape(&p, x->shape).count;
         tg_node_create(g, TG_OP_RUNNING_STATS_UPDATE, 2, (tg_tensor *[]){running_stats, stats},
                        &up);

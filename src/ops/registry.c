@@ -66,6 +66,8 @@ static bool elementwise_anywhere(tg_op op)
     case TG_OP_LEAKY_RELU_BWD:
     case TG_OP_CLIP:
     case TG_OP_CLIP_BWD:
+    case TG_OP_ACTIVATION:
+    case TG_OP_ACTIVATION_BWD:
     case TG_OP_SCALE:
     case TG_OP_NEG:
     case TG_OP_GELU:

@@ -492,11 +492,29 @@ static tg_status bwd_concat(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
     return TG_OK;
 }
 
+/* More than TG_MAX_INPUTS inputs (DenseNet concatenates up to ~60 maps) are
+ * joined as a tree: groups of at most TG_MAX_INPUTS, then the groups, so
+ * each element is copied ceil(log8(n)) times (twice up to 64 inputs), the
+ * result is exact, and the gradient is slices of slices. A node with more
+ * inputs would be cheaper by one copy but would grow every node and every
+ * compiled step (each carries TG_MAX_INPUTS operands) for a few concats. */
+static tg_tensor *concat_tree(tg_graph *g, tg_tensor *const *xs, int n, int axis)
+{
+    tg_tensor *groups[TG_MAX_INPUTS];
+    int per = (n + TG_MAX_INPUTS - 1) / TG_MAX_INPUTS, ng = 0;
+    for (int k = 0; k < n; k += per) {
+        int m = n - k < per ? n - k : per;
+        groups[ng++] = m == 1 ? xs[k] : tg_concat(g, xs + k, m, axis);
+    }
+    return tg_concat(g, groups, ng, axis);
+}
+
 tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis)
 {
-    if (n < 1 || n > TG_MAX_INPUTS || !xs)
-        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "concat: %d inputs (takes 1 to %d)", n,
-                             TG_MAX_INPUTS);
+    if (n < 1 || !xs)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "concat: %d inputs (takes 1 or more)", n);
+    if (n > TG_MAX_INPUTS)
+        return concat_tree(g, xs, n, axis);
     tg_node_params p = {0};
     p.i[0] = axis;
     return tg_node_create(g, TG_OP_CONCAT, n, xs, &p);

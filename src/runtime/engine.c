@@ -153,7 +153,9 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             .scratch = st->scratch_bytes ? arena + st->scratch_offset : NULL,
             .scratch_bytes = st->scratch_bytes,
             .pool = pool,
-            .step = s->step + it,
+            /* an inference program makes no updates: its random ops
+             * (ops/random.c) draw afresh each host step instead */
+            .step = p->training ? s->step + it : s->runs * p->iterations + it,
             .seed = s->seed,
             /* the job's replica index: an instance's replicas draw what
              * the same replicas draw in one process */

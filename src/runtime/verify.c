@@ -258,7 +258,7 @@ tg_status tg_verify_begin(tg_session *s)
         return TG_OK;
     v->armed = false;
     free_values(v);
-    v->step = s->step;
+    v->step = s->program->training ? s->step : s->runs * s->program->iterations; /* engine.c's */
     v->loss_scale = s->loss_scale;
     tg_status st = make_buffers(s, v);
     if (st == TG_OK)

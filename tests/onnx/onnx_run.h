@@ -68,8 +68,8 @@ static tg_status onnx_read_output(tg_session *s, const tg_tensor *t, tg_onnx_dat
 }
 
 /* Whether model input `name` feeds a position the importer needs known at
- * import: a batch norm's statistics, scale and bias, Clip's bounds or Pad's
- * constant value (the
+ * import: a batch norm's statistics, scale and bias, Clip's bounds, Pad's
+ * constant value or Resize's and Upsample's scales (the
  * backend tests feed them as inputs; exported models have initializers). */
 static bool onnx_input_is_parameter(const tg_onnx_model *m, const char *name)
 {
@@ -77,7 +77,8 @@ static bool onnx_input_is_parameter(const tg_onnx_model *m, const char *name)
     for (size_t k = 0; k < g->n_node; k++) {
         const Onnx__NodeProto *n = g->node[k];
         bool bn = !strcmp(n->op_type, "BatchNormalization"),
-             clip = !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Pad");
+             clip = !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Pad") ||
+                    !strcmp(n->op_type, "Resize") || !strcmp(n->op_type, "Upsample");
         for (size_t i = 1; (bn || clip) && i < n->n_input; i++)
             if (!strcmp(n->input[i], name))
                 return true;

@@ -116,6 +116,53 @@ static void test_kernels(void)
  * BatchNorm1d(1) after one training step: running mean 0.3, running var
  * 0.9 + 0.1 * 14/3; after a second step with the same batch:
  * mean 0.9 * 0.3 + 0.3 = 0.57, var 0.9 * v1 + 0.1 * 14/3. */
+/* Another momentum (mnasnet's 0.0003, ONNX's 0.9997): x as above, one step
+ * from mean 0, var 1: mean m * 3, var (1 - m) + m * 14/3. Momenta outside
+ * [0, 1] are refused naming the value. */
+static void test_running_stats_momentum(void)
+{
+    const float momenta[3] = {0.0003f, 0.5f, 1.0f};
+    for (int k = 0; k < 3; k++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(4, 1));
+        tg_tensor *run =
+            tg_state(g, "running_stats", tg_shape2(2, 1), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+        tg_tensor *y = tg_batch_norm_ex(g, x, NULL, NULL, run, 1e-5f, momenta[k]);
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_tensor *upd = NULL;
+        for (int i = 0; i < tg_graph_tensor_count(g); i++)
+            if (tg_graph_tensor(g, i)->op == TG_OP_RUNNING_STATS_UPDATE)
+                upd = tg_graph_tensor(g, i);
+        TG_CHECK(y && upd);
+        if (!upd) {
+            tg_graph_destroy(g);
+            continue;
+        }
+        double m = momenta[k];
+        tg_interp *ip = NULL;
+        TG_CHECK_OK(tg_interp_create(g, 1, &ip));
+        double *xd = tg_interp_data(ip, x), *rd = tg_interp_data(ip, run);
+        xd[0] = 1, xd[1] = 2, xd[2] = 3, xd[3] = 6;
+        TG_CHECK_OK(tg_interp_run(ip, 0));
+        TG_CHECK_NEAR(rd[0], 3 * m, 1e-12);
+        TG_CHECK_NEAR(rd[1], (1 - m) + m * 14.0 / 3.0, 1e-12);
+        float S[2] = {3.0f, 3.5f}, R[2] = {0.0f, 1.0f};
+        tg_kernel_args u = {.node = upd, .in = {R, S}, .out = NULL};
+        tg_op_get(TG_OP_RUNNING_STATS_UPDATE)->forward(&u);
+        TG_CHECK_NEAR(R[0], 3 * m, 1e-7);
+        TG_CHECK_NEAR(R[1], (1 - m) + m * 14.0 / 3.0, 1e-6);
+        tg_interp_destroy(ip);
+        tg_graph_destroy(g);
+    }
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(4, 1));
+    tg_tensor *run =
+        tg_state(g, "running_stats", tg_shape2(2, 1), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    TG_CHECK(tg_batch_norm_ex(g, x, NULL, NULL, run, 1e-5f, 1.5f) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "batch_norm: momentum 1.5 is outside [0, 1]") != NULL);
+    tg_graph_destroy(g);
+}
+
 static void test_running_stats(void)
 {
     tg_graph *g = tg_graph_create();
@@ -251,6 +298,7 @@ int main(void)
 {
     TG_RUN(test_layer_norm_values);
     TG_RUN(test_running_stats);
+    TG_RUN(test_running_stats_momentum);
     TG_RUN(test_gradcheck_training);
     TG_RUN(test_gradcheck_inference);
     TG_RUN(test_kernels);

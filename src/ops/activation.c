@@ -1,0 +1,498 @@
+/* ops/activation.c - the activations and math functions of one tensor that
+ * vision models bring (MobileNetV3's hard sigmoid and hard swish,
+ * EfficientNet's SiLU, Mish, the ELU family, softplus, softsign) and ONNX's
+ * element-wise math (Sign, Floor, Ceil, Round, Cos, Sin, Tan), as two ops:
+ *
+ *   ACTIVATION(x)          y = f(x)
+ *   ACTIVATION_BWD(dy, x)  dy * f'(x)
+ *
+ * Params: p.i[0] = the function (tg_act below), p.f[0], p.f[1] = its
+ * constants (hard sigmoid's alpha and beta, ELU's and CELU's alpha, SELU's
+ * alpha and gamma). One op kind for the family rather than one per function:
+ * each is a formula per element with no position in it, so the passes that
+ * care (the blocked layout, bf16 staging) treat them all alike, and a new
+ * function is a case here, not a new op for every pass to learn.
+ *
+ * Derivatives at the kinks follow PyTorch: hard sigmoid passes the gradient
+ * strictly inside (-3, 3) (in general 0 < alpha x + beta < 1), hard swish's
+ * is 0 below -3, x / 3 + 1 / 2 on [-3, 3) and 1 from 3 on (PyTorch's at 3), ELU/CELU/SELU take
+ * the left branch at 0. Sign, Floor, Ceil and Round have gradient 0 (as
+ * PyTorch's). ACTIVATION_BWD is linear in dy; its derivative in x (a second
+ * derivative) exists for the piecewise-linear functions (it is 0) and is
+ * refused, naming the function, for the others.
+ */
+#include "ops/broadcast.h"
+
+#include "core/error.h"
+
+#include <math.h>
+
+typedef enum tg_act {
+    TG_ACT_HARD_SIGMOID,
+    TG_ACT_HARD_SWISH,
+    TG_ACT_SILU,
+    TG_ACT_MISH,
+    TG_ACT_ELU,
+    TG_ACT_CELU,
+    TG_ACT_SELU,
+    TG_ACT_SOFTPLUS,
+    TG_ACT_SOFTSIGN,
+    TG_ACT_SIGN,
+    TG_ACT_FLOOR,
+    TG_ACT_CEIL,
+    TG_ACT_ROUND,
+    TG_ACT_COS,
+    TG_ACT_SIN,
+    TG_ACT_TAN,
+    TG_ACT_COUNT
+} tg_act;
+
+static const char *const act_names[TG_ACT_COUNT] = {
+    "hard_sigmoid", "hard_swish", "silu",  "mish", "elu",   "celu", "selu", "softplus",
+    "softsign",     "sign",       "floor", "ceil", "round", "cos",  "sin",  "tan"};
+
+/* Functions whose derivative is piecewise constant: ACTIVATION_BWD's own
+ * derivative in x is 0 almost everywhere. */
+static bool piecewise_linear(tg_act f)
+{
+    return f == TG_ACT_HARD_SIGMOID || f == TG_ACT_SIGN || f == TG_ACT_FLOOR || f == TG_ACT_CEIL ||
+           f == TG_ACT_ROUND;
+}
+
+/* ---- shape rules ----------------------------------------------------------------- */
+
+static tg_status check_kind(const tg_tensor *node)
+{
+    if (node->p.i[0] < 0 || node->p.i[0] >= TG_ACT_COUNT)
+        return tg_error(TG_ERR_INVALID_ARG, "activation kind %lld (0 to %d)",
+                        (long long)node->p.i[0], TG_ACT_COUNT - 1);
+    return TG_OK;
+}
+
+static tg_status infer_act(tg_tensor *node)
+{
+    TG_TRY(check_kind(node));
+    if (node->n_in != 1)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
+    if (node->in[0]->dtype != TG_F32)
+        return tg_error(TG_ERR_DTYPE, "input '%s' is %s; %s takes f32", node->in[0]->name,
+                        tg_dtype_name(node->in[0]->dtype), act_names[node->p.i[0]]);
+    node->dtype = TG_F32;
+    node->shape = node->in[0]->shape;
+    return TG_OK;
+}
+
+static tg_status infer_act_bwd(tg_tensor *node)
+{
+    TG_TRY(check_kind(node));
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy and x), got %d", node->n_in);
+    for (int k = 0; k < 2; k++)
+        if (node->in[k]->dtype != TG_F32)
+            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; this op takes f32", k,
+                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
+    if (!tg_shape_equal(node->in[0]->shape, node->in[1]->shape)) {
+        char a[96], b[96];
+        return tg_error(TG_ERR_SHAPE, "dy %s and x %s differ in shape",
+                        tg_shape_str(node->in[0]->shape, a, sizeof a),
+                        tg_shape_str(node->in[1]->shape, b, sizeof b));
+    }
+    node->dtype = TG_F32;
+    node->shape = node->in[0]->shape;
+    return TG_OK;
+}
+
+/* FLOPs per element; a transcendental counts as 4. */
+static double flops_act(const tg_tensor *node)
+{
+    static const double per[TG_ACT_COUNT] = {3, 4, 6, 14, 5, 6, 6, 8, 3, 1, 1, 1, 1, 4, 4, 4};
+    double bwd = node->op == TG_OP_ACTIVATION_BWD ? 2 : 0;
+    return (per[node->p.i[0]] + bwd) * (double)tg_numel(node);
+}
+
+/* ---- the functions, in double (reference) ------------------------------------------ */
+
+static double softplus(double x)
+{
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+static double f_ref(tg_act f, double x, double a, double b)
+{
+    switch (f) {
+    case TG_ACT_HARD_SIGMOID:
+        return fmax(0, fmin(1, a * x + b));
+    case TG_ACT_HARD_SWISH:
+        return x * fmax(0, fmin(1, x / 6 + 0.5));
+    case TG_ACT_SILU:
+        return x / (1 + exp(-x));
+    case TG_ACT_MISH:
+        return x * tanh(softplus(x));
+    case TG_ACT_ELU:
+        return x > 0 ? x : a * expm1(x);
+    case TG_ACT_CELU:
+        return x > 0 ? x : a * expm1(x / a);
+    case TG_ACT_SELU:
+        return b * (x > 0 ? x : a * expm1(x));
+    case TG_ACT_SOFTPLUS:
+        return softplus(x);
+    case TG_ACT_SOFTSIGN:
+        return x / (1 + fabs(x));
+    case TG_ACT_SIGN:
+        return x > 0 ? 1 : x < 0 ? -1 : x;
+    case TG_ACT_FLOOR:
+        return floor(x);
+    case TG_ACT_CEIL:
+        return ceil(x);
+    case TG_ACT_ROUND:
+        return nearbyint(x); /* halves to even, as ONNX and PyTorch */
+    case TG_ACT_COS:
+        return cos(x);
+    case TG_ACT_SIN:
+        return sin(x);
+    case TG_ACT_TAN:
+        return tan(x);
+    default:
+        return 0;
+    }
+}
+
+static double df_ref(tg_act f, double x, double a, double b)
+{
+    switch (f) {
+    case TG_ACT_HARD_SIGMOID: {
+        double v = a * x + b;
+        return v > 0 && v < 1 ? a : 0;
+    }
+    case TG_ACT_HARD_SWISH:
+        return x < -3 ? 0 : x < 3 ? x / 3 + 0.5 : 1;
+    case TG_ACT_SILU: {
+        double s = 1 / (1 + exp(-x));
+        return s * (1 + x * (1 - s));
+    }
+    case TG_ACT_MISH: {
+        double t = tanh(softplus(x)), s = 1 / (1 + exp(-x));
+        return t + x * s * (1 - t * t);
+    }
+    case TG_ACT_ELU:
+        return x > 0 ? 1 : a * exp(x);
+    case TG_ACT_CELU:
+        return x > 0 ? 1 : exp(x / a);
+    case TG_ACT_SELU:
+        return b * (x > 0 ? 1 : a * exp(x));
+    case TG_ACT_SOFTPLUS:
+        return 1 / (1 + exp(-x));
+    case TG_ACT_SOFTSIGN: {
+        double d = 1 + fabs(x);
+        return 1 / (d * d);
+    }
+    case TG_ACT_COS:
+        return -sin(x);
+    case TG_ACT_SIN:
+        return cos(x);
+    case TG_ACT_TAN: {
+        double t = tan(x);
+        return 1 + t * t;
+    }
+    default: /* sign, floor, ceil, round */
+        return 0;
+    }
+}
+
+static void ref_act(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_act f = (tg_act)node->p.i[0];
+    double pa = node->p.f[0], pb = node->p.f[1];
+    int64_t n = tg_numel(node);
+    if (node->op == TG_OP_ACTIVATION)
+        for (int64_t k = 0; k < n; k++)
+            a->out[k] = f_ref(f, a->in[0][k], pa, pb);
+    else
+        for (int64_t k = 0; k < n; k++)
+            a->out[k] = a->in[0][k] * df_ref(f, a->in[1][k], pa, pb);
+}
+
+/* ---- the fast kernels, in float ----------------------------------------------------- */
+
+static float softplusf(float x)
+{
+    return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+/* The cheap ones get loops of their own, which GCC vectorises. */
+static void act_forward(tg_act f, const float *x, float *o, int64_t n, float a, float b)
+{
+    switch (f) {
+    case TG_ACT_HARD_SIGMOID:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = fmaxf(0.0f, fminf(1.0f, a * x[q] + b));
+        return;
+    case TG_ACT_HARD_SWISH:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] * fmaxf(0.0f, fminf(1.0f, x[q] / 6.0f + 0.5f));
+        return;
+    case TG_ACT_SOFTSIGN:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = x[q] / (1.0f + fabsf(x[q]));
+        return;
+    case TG_ACT_FLOOR:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = floorf(x[q]);
+        return;
+    case TG_ACT_CEIL:
+        for (int64_t q = 0; q < n; q++)
+            o[q] = ceilf(x[q]);
+        return;
+    default:
+        break;
+    }
+    for (int64_t q = 0; q < n; q++) {
+        float v = x[q], r;
+        switch (f) {
+        case TG_ACT_SILU:
+            r = v / (1.0f + expf(-v));
+            break;
+        case TG_ACT_MISH:
+            r = v * tanhf(softplusf(v));
+            break;
+        case TG_ACT_ELU:
+            r = v > 0 ? v : a * expm1f(v);
+            break;
+        case TG_ACT_CELU:
+            r = v > 0 ? v : a * expm1f(v / a);
+            break;
+        case TG_ACT_SELU:
+            r = b * (v > 0 ? v : a * expm1f(v));
+            break;
+        case TG_ACT_SOFTPLUS:
+            r = softplusf(v);
+            break;
+        case TG_ACT_SIGN:
+            r = v > 0 ? 1.0f : v < 0 ? -1.0f : v;
+            break;
+        case TG_ACT_ROUND:
+            r = nearbyintf(v);
+            break;
+        case TG_ACT_COS:
+            r = cosf(v);
+            break;
+        case TG_ACT_SIN:
+            r = sinf(v);
+            break;
+        default: /* TAN */
+            r = tanf(v);
+            break;
+        }
+        o[q] = r;
+    }
+}
+
+/* o = dy * f'(x). */
+static void act_backward(tg_act f, const float *dy, const float *x, float *o, int64_t n, float a,
+                         float b)
+{
+    for (int64_t q = 0; q < n; q++) {
+        float v = x[q], d;
+        switch (f) {
+        case TG_ACT_HARD_SIGMOID: {
+            float u = a * v + b;
+            d = u > 0 && u < 1 ? a : 0.0f;
+            break;
+        }
+        case TG_ACT_HARD_SWISH:
+            d = v < -3.0f ? 0.0f : v < 3.0f ? v / 3.0f + 0.5f : 1.0f;
+            break;
+        case TG_ACT_SILU: {
+            float s = 1.0f / (1.0f + expf(-v));
+            d = s * (1.0f + v * (1.0f - s));
+            break;
+        }
+        case TG_ACT_MISH: {
+            float t = tanhf(softplusf(v)), s = 1.0f / (1.0f + expf(-v));
+            d = t + v * s * (1.0f - t * t);
+            break;
+        }
+        case TG_ACT_ELU:
+            d = v > 0 ? 1.0f : a * expf(v);
+            break;
+        case TG_ACT_CELU:
+            d = v > 0 ? 1.0f : expf(v / a);
+            break;
+        case TG_ACT_SELU:
+            d = b * (v > 0 ? 1.0f : a * expf(v));
+            break;
+        case TG_ACT_SOFTPLUS:
+            d = 1.0f / (1.0f + expf(-v));
+            break;
+        case TG_ACT_SOFTSIGN: {
+            float u = 1.0f + fabsf(v);
+            d = 1.0f / (u * u);
+            break;
+        }
+        case TG_ACT_COS:
+            d = -sinf(v);
+            break;
+        case TG_ACT_SIN:
+            d = cosf(v);
+            break;
+        case TG_ACT_TAN: {
+            float t = tanf(v);
+            d = 1.0f + t * t;
+            break;
+        }
+        default:
+            d = 0.0f;
+            break;
+        }
+        o[q] = dy[q] * d;
+    }
+}
+
+typedef struct act_job {
+    const tg_tensor *node;
+    const float *x, *y;
+    float *out;
+} act_job;
+
+static void act_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const act_job *j = ctx;
+    tg_act f = (tg_act)j->node->p.i[0];
+    float a = j->node->p.f[0], b = j->node->p.f[1];
+    if (j->node->op == TG_OP_ACTIVATION)
+        act_forward(f, j->x + begin, j->out + begin, end - begin, a, b);
+    else
+        act_backward(f, j->x + begin, j->y + begin, j->out + begin, end - begin, a, b);
+}
+
+static void fwd_act(const tg_kernel_args *a)
+{
+    act_job j = {a->node, a->in[0], a->node->n_in > 1 ? a->in[1] : NULL, a->out};
+    int64_t n = tg_numel(a->node);
+    tg_par_for(a->pool, n, n * 4, act_range, &j);
+}
+
+/* ---- builders and gradient rules ----------------------------------------------------- */
+
+static tg_tensor *act(tg_graph *g, tg_act f, tg_tensor *x, float a, float b)
+{
+    tg_node_params p = {0};
+    p.i[0] = f;
+    p.f[0] = a;
+    p.f[1] = b;
+    return tg_node_create(g, TG_OP_ACTIVATION, 1, &x, &p);
+}
+
+static tg_tensor *act_bwd(tg_graph *g, const tg_tensor *fwd, tg_tensor *dy, tg_tensor *x)
+{
+    tg_node_params p = fwd->p;
+    return tg_node_create(g, TG_OP_ACTIVATION_BWD, 2, (tg_tensor *[]){dy, x}, &p);
+}
+
+static tg_status bwd_act(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                         tg_tensor **din)
+{
+    (void)need;
+    din[0] = act_bwd(g, node, dout, node->in[0]);
+    return TG_OK;
+}
+
+static tg_status bwd_act_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                             tg_tensor **din)
+{
+    tg_act f = (tg_act)node->p.i[0];
+    if (need[0])
+        din[0] = act_bwd(g, node, dout, node->in[1]);
+    if (need[1] && !piecewise_linear(f))
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: the second derivative of %s is not implemented (only its first)",
+                        node->name, act_names[f]);
+    return TG_OK;
+}
+
+tg_tensor *tg_hard_sigmoid(tg_graph *g, tg_tensor *x, float alpha, float beta)
+{
+    if (!isfinite(alpha) || !isfinite(beta) || alpha == 0)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "hard_sigmoid: alpha %g, beta %g; give finite values with alpha != 0 "
+                             "(PyTorch's are 1/6 and 0.5)",
+                             (double)alpha, (double)beta);
+    return act(g, TG_ACT_HARD_SIGMOID, x, alpha, beta);
+}
+tg_tensor *tg_hard_swish(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_HARD_SWISH, x, 0, 0);
+}
+tg_tensor *tg_silu(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_SILU, x, 0, 0);
+}
+tg_tensor *tg_mish(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_MISH, x, 0, 0);
+}
+tg_tensor *tg_elu(tg_graph *g, tg_tensor *x, float alpha)
+{
+    if (!isfinite(alpha))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "elu: alpha is %g; give a finite value",
+                             (double)alpha);
+    return act(g, TG_ACT_ELU, x, alpha, 0);
+}
+tg_tensor *tg_celu(tg_graph *g, tg_tensor *x, float alpha)
+{
+    if (!isfinite(alpha) || alpha == 0)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "celu: alpha is %g; give a finite nonzero value (1 is the default)",
+                             (double)alpha);
+    return act(g, TG_ACT_CELU, x, alpha, 0);
+}
+tg_tensor *tg_selu(tg_graph *g, tg_tensor *x, float alpha, float gamma)
+{
+    if (!isfinite(alpha) || !isfinite(gamma))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "selu: alpha %g, gamma %g; give finite values",
+                             (double)alpha, (double)gamma);
+    return act(g, TG_ACT_SELU, x, alpha, gamma);
+}
+tg_tensor *tg_softplus(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_SOFTPLUS, x, 0, 0);
+}
+tg_tensor *tg_softsign(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_SOFTSIGN, x, 0, 0);
+}
+tg_tensor *tg_sign(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_SIGN, x, 0, 0);
+}
+tg_tensor *tg_floor(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_FLOOR, x, 0, 0);
+}
+tg_tensor *tg_ceil(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_CEIL, x, 0, 0);
+}
+tg_tensor *tg_round(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ROUND, x, 0, 0);
+}
+tg_tensor *tg_cos(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_COS, x, 0, 0);
+}
+tg_tensor *tg_sin(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_SIN, x, 0, 0);
+}
+tg_tensor *tg_tan(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_TAN, x, 0, 0);
+}
+
+const tg_op_def tg_opdef_ACTIVATION = {"activation", infer_act, flops_act, NULL,
+                                       fwd_act,      ref_act,   bwd_act};
+const tg_op_def tg_opdef_ACTIVATION_BWD = {"activation_bwd", infer_act_bwd, flops_act,  NULL,
+                                           fwd_act,          ref_act,       bwd_act_bwd};

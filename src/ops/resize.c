@@ -1,0 +1,322 @@
+/* ops/resize.c - RESIZE (ONNX Resize and Upsample, torch's F.interpolate in
+ * nearest and (bi)linear modes) over the last two axes of [N, C, H, W], and
+ * its gradient RESIZE_BWD.
+ *
+ * Params (both ops): p.i[0] = mode (tg_resize_mode), p.i[1] = coordinate
+ * transformation (tg_resize_coord), p.i[2] = nearest rounding
+ * (tg_resize_nearest), p.i[3], p.i[4] = the resized H and W, p.i[5], p.i[6]
+ * = the original H and W, p.f[0], p.f[1] = the scales along H and W (0: the
+ * ratio of the sizes). RESIZE maps [N, C, H, W] to [N, C, OH, OW];
+ * RESIZE_BWD maps dy [N, C, OH, OW] back to [N, C, H, W].
+ *
+ * Each axis is separable: output index o reads input indices i0, i1 with
+ * weights 1 - w, w (nearest: i0 = i1, w = 0), from the source coordinate of
+ * ONNX's coordinate_transformation_mode, clamped to [0, len - 1] (ONNX's
+ * edge padding and PyTorch's clamping give the same values). The tables are
+ * computed in double, once per run, for the reference and the fast kernel
+ * alike. An output element is a fixed sum of at most four inputs, so
+ * RESIZE is linear: RESIZE_BWD is its transpose (each plane scatters and
+ * adds dy in a fixed order, so the gradient is deterministic), and each
+ * op's gradient is the other.
+ */
+#include "ops/broadcast.h"
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { MODE, COORD, NEAREST, OUT_H, OUT_W, IN_H, IN_W };
+
+typedef struct axis_entry {
+    int64_t i0, i1;
+    double w;
+} axis_entry;
+
+/* The source coordinate of output index o (ONNX's formulas). `out` is the
+ * resized length as ONNX's reference takes it: in * scale, unrounded, when
+ * a scale is given (so align_corners from scales 0.6 of 4 divides by 1.4,
+ * not 1), the output length otherwise. */
+static double source_coord(tg_resize_coord mode, int64_t o, double scale, int64_t in, double out)
+{
+    switch (mode) {
+    case TG_RESIZE_HALF_PIXEL:
+        return (o + 0.5) / scale - 0.5;
+    case TG_RESIZE_PYTORCH_HALF_PIXEL:
+        return out > 1 ? (o + 0.5) / scale - 0.5 : 0;
+    case TG_RESIZE_ALIGN_CORNERS:
+        return out == 1 ? 0 : (double)o * (double)(in - 1) / (out - 1);
+    case TG_RESIZE_ASYMMETRIC:
+        return o / scale;
+    case TG_RESIZE_TF_HALF_PIXEL_FOR_NN:
+        return (o + 0.5) / scale;
+    default: { /* HALF_PIXEL_SYMMETRIC */
+        double adjust = out / (scale * (double)in), center = (double)in / 2;
+        return center * (1 - adjust) + (o + 0.5) / scale - 0.5;
+    }
+    }
+}
+
+static int64_t clamp_index(double v, int64_t len)
+{
+    return v < 0 ? 0 : v > (double)(len - 1) ? len - 1 : (int64_t)v;
+}
+
+/* Output index o's inputs and weight along one axis. */
+static axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int64_t in, double out)
+{
+    double x = source_coord((tg_resize_coord)p->i[COORD], o, scale, in, out);
+    axis_entry e;
+    if (p->i[MODE] == TG_RESIZE_NEAREST) {
+        double r;
+        switch ((tg_resize_nearest)p->i[NEAREST]) {
+        case TG_RESIZE_ROUND_PREFER_FLOOR:
+            r = ceil(x - 0.5);
+            break;
+        case TG_RESIZE_ROUND_PREFER_CEIL:
+            r = floor(x + 0.5);
+            break;
+        case TG_RESIZE_FLOOR:
+            r = floor(x);
+            break;
+        default:
+            r = ceil(x);
+            break;
+        }
+        e.i0 = e.i1 = clamp_index(r, in);
+        e.w = 0;
+        return e;
+    }
+    if (x < 0)
+        x = 0;
+    if (x > (double)(in - 1))
+        x = (double)(in - 1);
+    e.i0 = (int64_t)floor(x);
+    e.i1 = e.i0 + 1 < in ? e.i0 + 1 : e.i0;
+    e.w = x - (double)e.i0;
+    return e;
+}
+
+/* Tables for H (out_h entries) then W (out_w entries). */
+static void make_tables(const tg_node_params *p, axis_entry *t)
+{
+    int64_t oh = p->i[OUT_H], ow = p->i[OUT_W], h = p->i[IN_H], w = p->i[IN_W];
+    double sh = p->f[0] > 0 ? p->f[0] : (double)oh / (double)h;
+    double sw = p->f[1] > 0 ? p->f[1] : (double)ow / (double)w;
+    double lh = p->f[0] > 0 ? sh * (double)h : (double)oh;
+    double lw = p->f[1] > 0 ? sw * (double)w : (double)ow;
+    for (int64_t o = 0; o < oh; o++)
+        t[o] = axis_at(p, o, sh, h, lh);
+    for (int64_t o = 0; o < ow; o++)
+        t[oh + o] = axis_at(p, o, sw, w, lw);
+}
+
+/* ---- shape rule --------------------------------------------------------------------- */
+
+static tg_status infer_resize(tg_tensor *node)
+{
+    const tg_node_params *p = &node->p;
+    tg_shape in = node->in[0]->shape;
+    bool bwd = node->op == TG_OP_RESIZE_BWD;
+    char a[96];
+    if (node->n_in != 1 || node->in[0]->dtype != TG_F32 || in.ndim != 4)
+        return tg_error(TG_ERR_SHAPE, "takes one f32 [N, C, H, W] tensor, got %s %s",
+                        tg_dtype_name(node->in[0]->dtype), tg_shape_str(in, a, sizeof a));
+    if (p->i[MODE] < 0 || p->i[MODE] > TG_RESIZE_LINEAR || p->i[COORD] < 0 ||
+        p->i[COORD] > TG_RESIZE_HALF_PIXEL_SYMMETRIC || p->i[NEAREST] < 0 ||
+        p->i[NEAREST] > TG_RESIZE_CEIL)
+        return tg_error(TG_ERR_INVALID_ARG, "mode %lld, coordinates %lld, rounding %lld",
+                        (long long)p->i[MODE], (long long)p->i[COORD], (long long)p->i[NEAREST]);
+    for (int k = OUT_H; k <= IN_W; k++)
+        if (p->i[k] < 1)
+            return tg_error(TG_ERR_SHAPE, "sizes %lldx%lld from %lldx%lld: each must be >= 1",
+                            (long long)p->i[OUT_H], (long long)p->i[OUT_W], (long long)p->i[IN_H],
+                            (long long)p->i[IN_W]);
+    if (!(p->f[0] >= 0 && p->f[1] >= 0 && isfinite(p->f[0]) && isfinite(p->f[1])))
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "scales %g, %g (give positive values, or 0 for the "
+                        "ratio of the sizes)",
+                        (double)p->f[0], (double)p->f[1]);
+    int64_t h = bwd ? p->i[OUT_H] : p->i[IN_H], w = bwd ? p->i[OUT_W] : p->i[IN_W];
+    if (in.dim[2] != h || in.dim[3] != w)
+        return tg_error(TG_ERR_SHAPE, "input %s, the resize expects %lldx%lld maps",
+                        tg_shape_str(in, a, sizeof a), (long long)h, (long long)w);
+    node->dtype = TG_F32;
+    node->shape = in;
+    node->shape.dim[2] = bwd ? p->i[IN_H] : p->i[OUT_H];
+    node->shape.dim[3] = bwd ? p->i[IN_W] : p->i[OUT_W];
+    return TG_OK;
+}
+
+static double flops_resize(const tg_tensor *node)
+{
+    const tg_tensor *big = node->op == TG_OP_RESIZE ? node : node->in[0];
+    return (node->p.i[MODE] == TG_RESIZE_LINEAR ? 8.0 : 0.0) * (double)tg_numel(big);
+}
+
+static size_t scratch_resize(const tg_tensor *node, int n_threads)
+{
+    (void)n_threads;
+    return (size_t)(node->p.i[OUT_H] + node->p.i[OUT_W]) * sizeof(axis_entry);
+}
+
+/* ---- kernels --------------------------------------------------------------------------- */
+
+typedef struct resize_job {
+    const tg_node_params *p;
+    const axis_entry *t; /* H then W */
+    const float *in;
+    float *out;
+} resize_job;
+
+/* Planes [begin, end) of RESIZE: every output element from its inputs. */
+static void resize_planes(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const resize_job *j = ctx;
+    int64_t oh = j->p->i[OUT_H], ow = j->p->i[OUT_W], h = j->p->i[IN_H], w = j->p->i[IN_W];
+    const axis_entry *ty = j->t, *tx = j->t + oh;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *x = j->in + pl * h * w;
+        float *y = j->out + pl * oh * ow;
+        for (int64_t oy = 0; oy < oh; oy++, y += ow) {
+            const float *r0 = x + ty[oy].i0 * w, *r1 = x + ty[oy].i1 * w;
+            float wy = (float)ty[oy].w;
+            if (j->p->i[MODE] == TG_RESIZE_NEAREST) {
+                for (int64_t ox = 0; ox < ow; ox++)
+                    y[ox] = r0[tx[ox].i0];
+                continue;
+            }
+            for (int64_t ox = 0; ox < ow; ox++) {
+                float wx = (float)tx[ox].w;
+                float top = r0[tx[ox].i0] * (1.0f - wx) + r0[tx[ox].i1] * wx;
+                float bot = r1[tx[ox].i0] * (1.0f - wx) + r1[tx[ox].i1] * wx;
+                y[ox] = top * (1.0f - wy) + bot * wy;
+            }
+        }
+    }
+}
+
+/* Planes [begin, end) of RESIZE_BWD: dx = 0, then each dy element added to
+ * the inputs it read, in output order. */
+static void resize_bwd_planes(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const resize_job *j = ctx;
+    int64_t oh = j->p->i[OUT_H], ow = j->p->i[OUT_W], h = j->p->i[IN_H], w = j->p->i[IN_W];
+    const axis_entry *ty = j->t, *tx = j->t + oh;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *dy = j->in + pl * oh * ow;
+        float *dx = j->out + pl * h * w;
+        memset(dx, 0, (size_t)(h * w) * sizeof *dx);
+        for (int64_t oy = 0; oy < oh; oy++, dy += ow) {
+            float *r0 = dx + ty[oy].i0 * w, *r1 = dx + ty[oy].i1 * w;
+            float wy = (float)ty[oy].w;
+            if (j->p->i[MODE] == TG_RESIZE_NEAREST) {
+                for (int64_t ox = 0; ox < ow; ox++)
+                    r0[tx[ox].i0] += dy[ox];
+                continue;
+            }
+            for (int64_t ox = 0; ox < ow; ox++) {
+                float wx = (float)tx[ox].w, top = dy[ox] * (1.0f - wy), bot = dy[ox] * wy;
+                r0[tx[ox].i0] += top * (1.0f - wx);
+                r0[tx[ox].i1] += top * wx;
+                r1[tx[ox].i0] += bot * (1.0f - wx);
+                r1[tx[ox].i1] += bot * wx;
+            }
+        }
+    }
+}
+
+static void fwd_resize(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    axis_entry *t = a->scratch;
+    make_tables(&node->p, t);
+    resize_job j = {&node->p, t, a->in[0], a->out};
+    int64_t planes = node->shape.dim[0] * node->shape.dim[1];
+    int64_t work = node->op == TG_OP_RESIZE ? tg_numel(node) : tg_numel(node->in[0]);
+    tg_par_for(a->pool, planes, 4 * work,
+               node->op == TG_OP_RESIZE ? resize_planes : resize_bwd_planes, &j);
+}
+
+static void ref_resize(const tg_ref_args *a)
+{
+    const tg_tensor *node = a->node;
+    const tg_node_params *p = &node->p;
+    int64_t oh = p->i[OUT_H], ow = p->i[OUT_W], h = p->i[IN_H], w = p->i[IN_W];
+    axis_entry *t = tg_malloc((size_t)(oh + ow) * sizeof *t);
+    if (!t)
+        return; /* the reference runs in tests only: a failed allocation shows as wrong values */
+    make_tables(p, t);
+    int64_t planes = node->shape.dim[0] * node->shape.dim[1];
+    bool bwd = node->op == TG_OP_RESIZE_BWD;
+    if (bwd)
+        memset(a->out, 0, (size_t)tg_numel(node) * sizeof *a->out);
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                const axis_entry *ey = &t[oy], *ex = &t[oh + ox];
+                int64_t iy[2] = {ey->i0, ey->i1}, ix[2] = {ex->i0, ex->i1};
+                double wy[2] = {1 - ey->w, ey->w}, wx[2] = {1 - ex->w, ex->w};
+                int64_t o = (pl * oh + oy) * ow + ox;
+                double sum = 0;
+                for (int u = 0; u < 2; u++)
+                    for (int v = 0; v < 2; v++) {
+                        int64_t i = (pl * h + iy[u]) * w + ix[v];
+                        double c = wy[u] * wx[v];
+                        if (p->i[MODE] == TG_RESIZE_NEAREST)
+                            c = u == 0 && v == 0 ? 1 : 0;
+                        if (bwd)
+                            a->out[i] += c * a->in[0][o];
+                        else
+                            sum += c * a->in[0][i];
+                    }
+                if (!bwd)
+                    a->out[o] = sum;
+            }
+    tg_free(t);
+}
+
+/* ---- builder and gradients ----------------------------------------------------------------- */
+
+static tg_status bwd_resize(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                            tg_tensor **din)
+{
+    (void)need;
+    tg_op other = node->op == TG_OP_RESIZE ? TG_OP_RESIZE_BWD : TG_OP_RESIZE;
+    din[0] = tg_node_create(g, other, 1, &dout, &node->p);
+    return din[0] ? TG_OK : tg_graph_status(g);
+}
+
+tg_tensor *tg_resize(tg_graph *g, tg_tensor *x, const tg_resize_params *rp)
+{
+    if (!x || !rp)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "resize: %s is NULL", x ? "params" : "x");
+    tg_shape s = tg_tensor_shape(x);
+    char a[96];
+    if (s.ndim != 4)
+        return tg_graph_fail(g, TG_ERR_SHAPE,
+                             "resize: x is %s; it resizes the last two axes of [N, C, H, W]",
+                             tg_shape_str(s, a, sizeof a));
+    if ((unsigned)rp->coord > TG_RESIZE_HALF_PIXEL_SYMMETRIC)
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG, "resize: coordinate mode %d (0 to %d)",
+                             (int)rp->coord, TG_RESIZE_HALF_PIXEL_SYMMETRIC);
+    tg_node_params p = {0};
+    p.i[MODE] = rp->mode;
+    p.i[COORD] = rp->coord;
+    p.i[NEAREST] = rp->nearest;
+    p.i[OUT_H] = rp->out_h;
+    p.i[OUT_W] = rp->out_w;
+    p.i[IN_H] = s.dim[2];
+    p.i[IN_W] = s.dim[3];
+    p.f[0] = rp->scale_h;
+    p.f[1] = rp->scale_w;
+    return tg_node_create(g, TG_OP_RESIZE, 1, &x, &p);
+}
+
+const tg_op_def tg_opdef_RESIZE = {"resize",   infer_resize, flops_resize, scratch_resize,
+                                   fwd_resize, ref_resize,   bwd_resize};
+const tg_op_def tg_opdef_RESIZE_BWD = {"resize_bwd", infer_resize, flops_resize, scratch_resize,
+                                       fwd_resize,   ref_resize,   bwd_resize};

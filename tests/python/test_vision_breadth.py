@@ -1,0 +1,425 @@
+"""tests/python/test_vision_breadth.py - torchvision models the importer once refused at the door (issue 30).
+
+- densenet121 (64x32): concats of up to 32 maps (tg_concat's tree beyond 8
+  inputs), and an inference export that shares every zero running mean
+  through Identity nodes. Not 32x32: there the last block's maps are 1x1, so
+  its batch norms over a batch of 2 normalise two values to +-1 and PyTorch
+  float32's own training step lands 69x the largest gradient away from
+  float64 (tilegraph's 286x): a comparison of noise. At 64x32 (2x1 maps,
+  4 values) PyTorch float32 is within 1e-1 and tilegraph within 1.2e-2;
+- mobilenet_v3_small (64x64): HardSigmoid, HardSwish;
+- mnasnet0_5 (64x32, as densenet121) in training: BatchNorm momentum
+  0.0003, exported as ONNX's 0.9997: the running statistics after one step
+  are compared too, their error relative to their change (momentum 0.1
+  would be 333x off);
+- a small U-Net: ConvTranspose2d, skip concats, F.interpolate nearest
+  (scale 2, asymmetric + floor), bilinear (pytorch_half_pixel) and bilinear
+  with align_corners to a size, trained with MSELoss;
+- an activation zoo: PReLU (one slope per channel), ELU, SELU, CELU,
+  Softplus, Mish, SiLU, Hardswish, Hardsigmoid, Softsign, PixelShuffle
+  (DepthToSpace CRD) and PixelUnshuffle (SpaceToDepth);
+- GroupNorm and InstanceNorm2d (InstanceNormalization);
+- torchvision's StochasticDepth in training: per-sample masks, new ones each
+  step, and the step's gradient for the mask drawn; torch.bernoulli's
+  frequency, and new draws each run.
+
+Each as test_torch_numerics.py measures: inference against PyTorch's
+eval-mode float32 within 1e-4 of the largest output (batch-norm running
+statistics first set from a batch, or a random deep model's eval-mode
+outputs are the same for every sample); one SGD step (lr 1: the update read
+back is the gradient) against PyTorch float64 on the same weights and batch,
+the worst parameter within 3x PyTorch float32's own worst (the larger of its
+NCHW and channels_last orders) or 1e-5; gradients that are analytically zero
+(a conv bias before batch norm) against the largest gradient. Batch 2.
+TG_VISION_MODELS=a,b runs only those models.
+"""
+import copy
+import os
+import sys
+import time
+import unittest
+
+import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
+
+try:
+    import torchvision
+except ImportError as e:
+    print(f"skipped: {e} (make bench-deps installs python3-torchvision)")
+    sys.exit(77)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tilegraph as poptorch  # noqa: E402
+
+BATCH = 2
+INFER_TOL = 1e-4
+TRAIN_FACTOR = 3.0
+TRAIN_FLOOR = 1e-5
+ZERO = 1e-9         # a float64 gradient below this fraction of the largest is analytically zero
+ZERO_FLOOR = 1e-6   # its noise, relative to the largest gradient
+
+
+class UNet(nn.Module):
+    """Two levels, a transposed-conv up path with a skip concat, then the three
+    ways torch's F.interpolate exports: nearest x2, bilinear x2, bilinear
+    align_corners to a size that is not a multiple."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.enc2 = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.dec = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU())
+        self.head1 = nn.Conv2d(8, 6, 3, padding=1)
+        self.head2 = nn.Conv2d(6, 4, 1)
+        self.out = nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)                                        # [B, 8, 16, 16]
+        e2 = self.enc2(F.max_pool2d(e1, 2))                      # [B, 16, 8, 8]
+        d = self.dec(torch.cat([self.up(e2), e1], 1))            # [B, 8, 16, 16]
+        d = F.interpolate(d, scale_factor=2, mode="nearest")     # [B, 8, 32, 32]
+        d = torch.tanh(self.head1(F.max_pool2d(d, 2)))           # [B, 6, 16, 16]
+        d = F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=False)
+        d = self.head2(d)                                        # [B, 4, 32, 32]
+        d = F.interpolate(d, size=(21, 27), mode="bilinear", align_corners=True)
+        return self.out(d)                                       # [B, 2, 21, 27]
+
+
+class ActZoo(nn.Module):
+    """Every new activation between convolutions, and the pixel shuffles."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.prelu = nn.PReLU(16, init=0.2)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.conv3 = nn.Conv2d(4, 16, 3, padding=1)
+        self.conv4 = nn.Conv2d(64, 16, 1)
+        self.fc = nn.Linear(64, classes)
+        nn.init.zeros_(self.fc.bias)  # the logits are then the features' alone: samples differ
+        self.acts = [nn.ELU(0.7), nn.SELU(), nn.CELU(1.3), nn.Softplus(), nn.Mish(), nn.SiLU(),
+                     nn.Hardswish(), nn.Hardsigmoid(), nn.Softsign()]
+
+    def forward(self, x):
+        h = self.prelu(self.conv1(x))
+        for k, act in enumerate(self.acts[:5]):
+            h = act(h) if k % 2 else act(h) * 0.5 + h * 0.5
+        h = F.pixel_shuffle(self.conv2(h), 2)                    # [B, 4, 32, 32]
+        h = self.conv3(h)
+        for act in self.acts[5:]:
+            h = act(h) + 0.1 * h
+        h = self.conv4(F.pixel_unshuffle(h, 2))                  # [B, 16, 16, 16]
+        return self.fc(F.max_pool2d(h, 8).flatten(1))
+
+
+class NormNet(nn.Module):
+    """GroupNorm (exported as InstanceNormalization over [N, G, -1] with constant
+    ones and zeros, then its own affine) and InstanceNorm2d with and without
+    affine: the normalisations beside BatchNorm."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 16)
+        self.conv2 = nn.Conv2d(16, 8, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(8, affine=True)
+        self.conv3 = nn.Conv2d(8, 8, 3, padding=1)
+        self.inorm_plain = nn.InstanceNorm2d(8)
+        self.fc = nn.Linear(8 * 4 * 4, classes)
+
+    def forward(self, x):
+        h = torch.relu(self.gn(self.conv1(x)))
+        h = torch.relu(self.inorm(self.conv2(h)))
+        h = self.inorm_plain(self.conv3(h)) * 0.5 + h
+        return self.fc(F.max_pool2d(h, 4).flatten(1))
+
+
+class DepthNet(nn.Module):
+    """A residual branch under torchvision's StochasticDepth (row mode, p 0.5):
+    forward_masked replays a given per-sample keep mask (0 or 2)."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.lin1 = nn.Linear(8, 16)
+        self.lin2 = nn.Linear(16, 16)
+        self.sd = torchvision.ops.StochasticDepth(0.5, "row")
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        h = torch.relu(self.lin1(x))
+        return self.head(h + self.sd(self.lin2(h)))
+
+    def forward_masked(self, x, mask):
+        h = torch.relu(self.lin1(x))
+        return self.head(h + self.lin2(h) * mask[:, None])
+
+
+def no_dropout(model):
+    for name, mod in model.named_children():
+        if isinstance(mod, nn.Dropout):
+            setattr(model, name, nn.Identity())
+        else:
+            no_dropout(mod)
+    return model
+
+
+def calibrate(model, x):
+    """Running statistics of the batch x (momentum 1 for one training-mode pass)."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.momentum = 1.0
+    model.train()
+    with torch.no_grad():
+        model(x)
+    for m, momentum in zip(bns, saved):
+        m.momentum = momentum
+
+
+# name: (constructor, input shape, loss, target)
+MODELS = {
+    "densenet121": (lambda: torchvision.models.densenet121(num_classes=10), (3, 64, 32), "ce"),
+    "mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(num_classes=10),
+                           (3, 64, 64), "ce"),
+    "mnasnet0_5": (lambda: torchvision.models.mnasnet0_5(num_classes=10), (3, 64, 32), "ce"),
+    "unet": (UNet, (3, 16, 16), "mse"),
+    "act_zoo": (ActZoo, (3, 16, 16), "ce"),
+    "norms": (NormNet, (3, 16, 16), "ce"),
+}
+
+
+def make(name, seed=0):
+    ctor, shape, loss = MODELS[name]
+    torch.manual_seed(seed)
+    model = no_dropout(ctor())
+    g = torch.Generator().manual_seed(seed + 1)
+    calibrate(model, torch.randn((8,) + shape, generator=g))
+    x = torch.randn((BATCH,) + shape, generator=g)
+    if loss == "mse":
+        with torch.no_grad():
+            y = torch.randn(model.eval()(x).shape, generator=g)
+        return model, x, y, nn.MSELoss()
+    return model, x, torch.randint(0, 10, (BATCH,), generator=g), nn.CrossEntropyLoss()
+
+
+class WithLoss(nn.Module):
+    def __init__(self, model, loss):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, x, labels=None):
+        out = self.model(x)
+        if labels is None:
+            return out
+        return out, self.loss(out, labels)
+
+
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
+def bn_stats(model):
+    return {k: v.detach().double().clone() for k, v in model.named_buffers() if "running" in k}
+
+
+def sgd_updates(model, x, y, loss, channels_last=False):
+    """w0 - w1 per parameter after one SGD step at lr 1, and the running statistics after it."""
+    w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    model.train()
+    loss(model(x), y).backward()
+    torch.optim.SGD(model.parameters(), lr=1.0).step()
+    return {k: (w0[k].double() - p.detach().double()).numpy()
+            for k, p in model.named_parameters()}, bn_stats(model)
+
+
+def inference(name):
+    model, x, _, _ = make(name)
+    model.eval()
+    with torch.no_grad():
+        ref = model(x)
+    out = poptorch.inferenceModel(copy.deepcopy(model), poptorch.Options())(x)
+    return rel(out.numpy(), ref.numpy()), rel(ref[0].numpy(), ref[1].numpy())
+
+
+def training(name):
+    """tilegraph's and PyTorch float32's worst parameter against float64, the worst
+    parameter's name, the analytically zero gradients' noise (ours, PyTorch's), and the
+    running statistics' change against float64's (relative to the largest change)."""
+    model, x, y, loss = make(name)
+    w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
+    s0 = bn_stats(model)
+    y64 = y.double() if y.is_floating_point() else y
+    g64, s64 = sgd_updates(copy.deepcopy(model).double(), x.double(), y64, loss)
+    g32, s32 = sgd_updates(copy.deepcopy(model), x, y, loss)
+    g32cl, _ = sgd_updates(copy.deepcopy(model), x, y, loss, channels_last=True)
+    m = copy.deepcopy(model)
+    tm = poptorch.trainingModel(WithLoss(m, copy.deepcopy(loss)), poptorch.Options(),
+                                poptorch.optim.SGD(m.parameters(), lr=1.0))
+    tm(x, y)
+    tm.copyWeightsToHost()
+    tg = {k: (w0[k].double() - p.detach().double()).numpy() for k, p in m.named_parameters()}
+    top = max(float(np.max(np.abs(g))) for g in g64.values())
+    ours, theirs, zero, zero32 = [], [], [0.0], [0.0]
+    for k, g in g64.items():
+        if float(np.max(np.abs(g))) > ZERO * top:
+            ours.append((rel(tg[k], g), k))
+            theirs.append(max(rel(g32[k], g), rel(g32cl[k], g)))
+        else:
+            zero.append(float(np.max(np.abs(tg[k] - g))) / top)
+            zero32.append(float(max(np.max(np.abs(g32[k] - g)), np.max(np.abs(g32cl[k] - g)))) / top)
+    stats = stats32 = 0.0
+    if s0:
+        st = bn_stats(m)
+        change = max(float(torch.max(torch.abs(s64[k] - s0[k]))) for k in s0)
+
+        def stats_error(s):
+            return max(float(torch.max(torch.abs(s[k] - s64[k]))) for k in s0) / change
+        stats, stats32 = stats_error(st), stats_error(s32)
+    worst, where = max(ours)
+    return worst, max(theirs), where, max(zero), max(zero32), stats, stats32
+
+
+def selected(name):
+    only = os.environ.get("TG_VISION_MODELS")
+    return not only or name in only.split(",")
+
+
+class VisionBreadth(unittest.TestCase):
+    def check(self, name, train=True):
+        if not selected(name):
+            self.skipTest("not in TG_VISION_MODELS")
+        t0 = time.time()
+        err, spread = inference(name)
+        print(f"{name}: inference {err:.2e} of the largest output ({time.time() - t0:.1f} s)",
+              flush=True)
+        self.assertGreater(spread, 1e-3, f"{name}: the two samples' reference outputs agree")
+        self.assertLessEqual(err, INFER_TOL, f"{name}: inference differs from PyTorch by {err:.3g}")
+        if not train:
+            return
+        t0 = time.time()
+        worst, torch32, where, zero, zero32, stats, stats32 = training(name)
+        tol = max(TRAIN_FACTOR * torch32, TRAIN_FLOOR)
+        print(f"{name}: training step {worst:.2e} from float64 (PyTorch float32 {torch32:.2e}, "
+              f"worst parameter {where}); zero gradients {zero:.1e} (PyTorch {zero32:.1e}); "
+              f"running statistics {stats:.1e} of their change (PyTorch {stats32:.1e}; "
+              f"{time.time() - t0:.1f} s)", flush=True)
+        self.assertLessEqual(worst, tol, f"{name}: the training step's {where} is {worst:.3g} from "
+                             f"float64, PyTorch float32's worst is {torch32:.3g}")
+        self.assertLessEqual(zero, max(TRAIN_FACTOR * zero32, ZERO_FLOOR),
+                             f"{name}: analytically zero gradients are {zero:.3g} of the largest")
+        # the statistics' update: momentum 0.0003 read as 0.1 would be 333x off
+        self.assertLessEqual(stats, max(TRAIN_FACTOR * stats32, 1e-4),
+                             f"{name}: running statistics {stats:.3g} of their change from "
+                             f"float64's (PyTorch float32 {stats32:.3g})")
+
+    def test_densenet121(self):
+        self.check("densenet121")
+
+    def test_mobilenet_v3_small(self):
+        self.check("mobilenet_v3_small")
+
+    def test_mnasnet0_5_training(self):
+        self.check("mnasnet0_5")
+
+    def test_unet(self):
+        self.check("unet")
+
+    def test_activation_zoo(self):
+        self.check("act_zoo")
+
+    def test_group_and_instance_norm(self):
+        self.check("norms")
+
+    def test_stochastic_depth_trains(self):
+        """Each sample's branch is dropped or doubled (torch 1.13 cannot export
+        bernoulli_: the package exports it as dropout of ones), the masks
+        differ between steps, and the step's gradient is PyTorch float64's
+        for the mask the forward drew."""
+        torch.manual_seed(0)
+        model = DepthNet()
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(16, 8, generator=g), torch.randint(0, 5, (16,), generator=g)
+        m = copy.deepcopy(model)
+        tm = poptorch.trainingModel(WithLoss(m, nn.CrossEntropyLoss()), poptorch.Options(),
+                                    poptorch.optim.SGD(m.parameters(), lr=1.0))
+
+        def mask_of(out, weights):
+            ref = copy.deepcopy(weights).double().eval()
+            with torch.no_grad():
+                o0 = ref.forward_masked(x.double(), torch.zeros(16, dtype=torch.float64))
+                o2 = ref.forward_masked(x.double(), torch.full((16,), 2.0, dtype=torch.float64))
+            d0 = (out.double() - o0).abs().amax(1)
+            d2 = (out.double() - o2).abs().amax(1)
+            gap = (o0 - o2).abs().amax(1)
+            self.assertTrue(bool(torch.all(torch.minimum(d0, d2) < 1e-4 * gap)),
+                            "a sample's output is neither the dropped nor the kept branch's")
+            return torch.where(d2 < d0, 2.0, 0.0).double()
+
+        w0 = copy.deepcopy(model)
+        out, _ = tm(x, y)
+        mask = mask_of(out, w0)
+        kept = int((mask > 0).sum())
+        self.assertTrue(0 < kept < 16, f"{kept} of 16 samples kept: the mask is not per sample")
+        tm.copyWeightsToHost()
+        ref = copy.deepcopy(w0).double()
+        nn.functional.cross_entropy(ref.forward_masked(x.double(), mask), y).backward()
+        worst = max(rel(p0.detach().double() - p1.detach().double(), pr.grad)
+                    for p0, p1, pr in zip(w0.parameters(), m.parameters(), ref.parameters()))
+        print(f"stochastic depth: {kept} of 16 kept; training step {worst:.2e} from float64 "
+              "for that mask", flush=True)
+        self.assertLessEqual(worst, 1e-5)
+        w1 = copy.deepcopy(m)
+        out2, _ = tm(x, y)
+        self.assertFalse(bool(torch.equal(mask_of(out2, w1), mask)), "the same mask twice")
+
+    def test_bernoulli_draws(self):
+        """torch.bernoulli(p) exports as RandomUniformLike, Less and Cast: the
+        mask is 0 or 1 with the right frequency, new at each run."""
+        class Mask(nn.Module):
+            def forward(self, x):
+                return x * torch.bernoulli(torch.full_like(x, 0.7))
+
+        x = torch.full((4, 1024), 3.0)
+        model = poptorch.inferenceModel(Mask(), poptorch.Options())
+        a, b = model(x), model(x)
+        self.assertEqual(sorted(set(a.flatten().tolist())), [0.0, 3.0])
+        kept = float((a != 0).double().mean())
+        self.assertLess(abs(kept - 0.7), 0.04, f"{kept:.3f} of the elements kept, not 0.7")
+        self.assertFalse(bool(torch.equal(a, b)), "two runs drew the same mask")
+
+    def test_cubic_refused(self):
+        class Up(nn.Module):
+            def forward(self, x):
+                return F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=False)
+
+        with self.assertRaises(poptorch.TilegraphError) as cm:
+            poptorch.inferenceModel(Up(), poptorch.Options())(torch.randn(1, 2, 4, 4))
+        self.assertIn("Resize", str(cm.exception))
+        self.assertIn("mode 'cubic' is not implemented (nearest and linear are)", str(cm.exception))
+
+    def test_antialias_refused(self):
+        class Down(nn.Module):
+            def forward(self, x):
+                return F.interpolate(x, size=(3, 3), mode="bilinear", antialias=True)
+
+        try:
+            poptorch.inferenceModel(Down(), poptorch.Options())(torch.randn(1, 2, 8, 8))
+            self.fail("antialiased Resize was accepted")
+        except poptorch.TilegraphError as e:
+            msg = str(e)
+        if "exporting Down to ONNX failed" in msg:
+            self.skipTest(f"this torch does not export antialias: {msg}")
+        self.assertIn("antialias: antialiased downsampling is not implemented", msg)
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    unittest.main()
