@@ -21,60 +21,104 @@
 
 static int g_first; /* no comma before the first item of a JSON object */
 
-static void open_object(const char *name) {
+static void open_object(const char *name)
+{
     printf("%s\"%s\": {", g_first ? "" : ", ", name);
     g_first = 1;
 }
 
-static void close_object(void) {
+static void close_object(void)
+{
     printf("}");
     g_first = 0;
 }
 
-static void item(const char *name, long long value) {
+static void item(const char *name, long long value)
+{
     printf("%s\"%s\": %lld", g_first ? "" : ", ", name, value);
     g_first = 0;
 }
 
 /* A struct: {"size": n, "fields": [["name", offset], ...]} in declaration order. */
-#define STRUCT_BEGIN(T)                                                                            \
-    do {                                                                                           \
-        typedef T probe_t;                                                                         \
-        printf("%s\"%s\": {\"size\": %zu, \"fields\": [", g_first ? "" : ", ", #T, sizeof(T));    \
-        const char *sep = "";
-#define FIELD(f)                                                                                   \
-    printf("%s[\"%s\", %zu]", sep, #f, offsetof(probe_t, f));                                      \
-    sep = ", ";
-#define STRUCT_END()                                                                               \
-    printf("]}");                                                                                  \
-    g_first = 0;                                                                                   \
-    }                                                                                              \
-    while (0)
+static int g_fields; /* fields printed in the current struct */
+
+static void struct_begin(const char *name, size_t size)
+{
+    printf("%s\"%s\": {\"size\": %zu, \"fields\": [", g_first ? "" : ", ", name, size);
+    g_fields = 0;
+}
+
+static void field(const char *name, size_t offset)
+{
+    printf("%s[\"%s\", %zu]", g_fields++ ? ", " : "", name, offset);
+}
+
+static void struct_end(void)
+{
+    printf("]}");
+    g_first = 0;
+}
+
+#define STRUCT(T) struct_begin(#T, sizeof(T))
+#define FIELD(T, f) field(#f, offsetof(T, f))
 
 #define STATUS_ITEM(code, text) item(#code, code);
 #define DTYPE_ITEM(code, name, size) item(#code, code);
 
-static void structs(void) {
+static void structs(void)
+{
     open_object("structs");
-    STRUCT_BEGIN(tg_shape)
-    FIELD(ndim) FIELD(dim) STRUCT_END();
-    STRUCT_BEGIN(tg_lr_schedule)
-    FIELD(kind) FIELD(lr) FIELD(step_size) FIELD(gamma) FIELD(total_steps) FIELD(min_lr)
-        FIELD(warmup_steps) STRUCT_END();
-    STRUCT_BEGIN(tg_optimizer)
-    FIELD(kind) FIELD(lr) FIELD(weight_decay) FIELD(momentum) FIELD(dampening) FIELD(nesterov)
-        FIELD(beta1) FIELD(beta2) FIELD(eps) FIELD(bias_correction) FIELD(max_weight_norm)
-            FIELD(max_grad_norm) STRUCT_END();
-    STRUCT_BEGIN(tg_onnx_value)
-    FIELD(name) FIELD(dtype) FIELD(ndim) FIELD(dim) STRUCT_END();
-    STRUCT_BEGIN(tg_onnx_build_config)
-    FIELD(batch) FIELD(inputs) FIELD(n_inputs) FIELD(constants) FIELD(n_constants) STRUCT_END();
-    STRUCT_BEGIN(tg_onnx_outputs)
-    FIELD(n_inputs) FIELD(n_outputs) FIELD(inputs) FIELD(outputs) STRUCT_END();
+    STRUCT(tg_shape);
+    FIELD(tg_shape, ndim);
+    FIELD(tg_shape, dim);
+    struct_end();
+    STRUCT(tg_lr_schedule);
+    FIELD(tg_lr_schedule, kind);
+    FIELD(tg_lr_schedule, lr);
+    FIELD(tg_lr_schedule, step_size);
+    FIELD(tg_lr_schedule, gamma);
+    FIELD(tg_lr_schedule, total_steps);
+    FIELD(tg_lr_schedule, min_lr);
+    FIELD(tg_lr_schedule, warmup_steps);
+    struct_end();
+    STRUCT(tg_optimizer);
+    FIELD(tg_optimizer, kind);
+    FIELD(tg_optimizer, lr);
+    FIELD(tg_optimizer, weight_decay);
+    FIELD(tg_optimizer, momentum);
+    FIELD(tg_optimizer, dampening);
+    FIELD(tg_optimizer, nesterov);
+    FIELD(tg_optimizer, beta1);
+    FIELD(tg_optimizer, beta2);
+    FIELD(tg_optimizer, eps);
+    FIELD(tg_optimizer, bias_correction);
+    FIELD(tg_optimizer, max_weight_norm);
+    FIELD(tg_optimizer, max_grad_norm);
+    struct_end();
+    STRUCT(tg_onnx_value);
+    FIELD(tg_onnx_value, name);
+    FIELD(tg_onnx_value, dtype);
+    FIELD(tg_onnx_value, ndim);
+    FIELD(tg_onnx_value, dim);
+    struct_end();
+    STRUCT(tg_onnx_build_config);
+    FIELD(tg_onnx_build_config, batch);
+    FIELD(tg_onnx_build_config, inputs);
+    FIELD(tg_onnx_build_config, n_inputs);
+    FIELD(tg_onnx_build_config, constants);
+    FIELD(tg_onnx_build_config, n_constants);
+    struct_end();
+    STRUCT(tg_onnx_outputs);
+    FIELD(tg_onnx_outputs, n_inputs);
+    FIELD(tg_onnx_outputs, n_outputs);
+    FIELD(tg_onnx_outputs, inputs);
+    FIELD(tg_onnx_outputs, outputs);
+    struct_end();
     close_object();
 }
 
-static void enums(void) {
+static void enums(void)
+{
     open_object("enums");
     open_object("tg_status");
     TG_STATUS_LIST(STATUS_ITEM)
@@ -99,7 +143,8 @@ static void enums(void) {
 }
 
 /* Scalar typedefs the cdef gives a size to (enums: their C size). */
-static void sizes(void) {
+static void sizes(void)
+{
     open_object("sizes");
     item("tg_status", (long long)sizeof(tg_status));
     item("tg_dtype", (long long)sizeof(tg_dtype));
@@ -108,7 +153,8 @@ static void sizes(void) {
     close_object();
 }
 
-int main(void) {
+int main(void)
+{
     g_first = 1;
     printf("{");
     structs();
