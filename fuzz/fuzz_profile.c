@@ -44,8 +44,8 @@ static void run_analysers(tg_profile_reader *r)
 {
     tg_an_filter f;
     tg_an_filter_defaults(&f);
-    for (int i = 0; tg_an_view_names[i]; i++)
-        run_view(r, tg_an_view_names[i], &f);
+    for (int i = 0; tg_an_views[i].name; i++)
+        run_view(r, tg_an_views[i].name, &f);
     f.by_tile = true; /* the one-tile memory view reads tile_spans */
     f.tile = 0;
     run_view(r, "memory", &f);

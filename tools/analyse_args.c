@@ -113,23 +113,6 @@ void analyse_filter(const analyse_args *a, tg_an_filter *f)
     f->no_group = a->no_group;
 }
 
-const char *analyse_view_list(char *buf, size_t cap, const char *sep, const char *last,
-                              const char *extra)
-{
-    int n = 0;
-    while (tg_an_view_names[n])
-        n++;
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n + (extra != NULL) && used < cap; i++) {
-        const char *name = i < n ? tg_an_view_names[i] : extra;
-        const char *before = i == 0 ? "" : i == n - 1 + (extra != NULL) ? last : sep;
-        int k = snprintf(buf + used, cap - used, "%s%s", before, name);
-        used += k > 0 ? (size_t)k : 0;
-    }
-    return buf;
-}
-
 int analyse_print(const tg_an_view *v, bool json)
 {
     if (!json) {

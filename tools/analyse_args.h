@@ -25,11 +25,6 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force);
  * (0 ok, 1 help printed, -1 error printed). */
 int analyse_parse(const cli_command *cmd, analyse_args *a, int argc, char **argv);
 void analyse_filter(const analyse_args *a, tg_an_filter *f);
-/* The view names from tg_an_view_names, then `extra` (NULL: none), joined
- * by `sep` with `last` before the final one: "a|b|c" or "a, b or c". One
- * list, so --help and the unknown-view error never miss a view. */
-const char *analyse_view_list(char *buf, size_t cap, const char *sep, const char *last,
-                              const char *extra);
 /* Print one view as text or JSON. */
 int analyse_print(const tg_an_view *v, bool json);
 

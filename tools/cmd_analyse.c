@@ -11,22 +11,26 @@ int cmd_analyse(int argc, char **argv)
     cli_flag flags[ANALYSE_MAX_FLAGS];
     int n = analyse_flags(&a, flags, false);
     char views[256], usage[400], list[256];
-    analyse_view_list(views, sizeof views, ", ", " or ", NULL);
+    tg_an_view_list(views, sizeof views, ", ", " or ", NULL);
     char desc[320];
     snprintf(desc, sizeof desc, "Show a profile's views: %s.", views);
     snprintf(usage, sizeof usage, "tilegraph analyse REPORT [%s] [options]",
-             analyse_view_list(list, sizeof list, "|", "|", NULL));
-    cli_command cmd = {
-        "analyse",
-        desc,
-        usage,
+             tg_an_view_list(list, sizeof list, "|", "|", NULL));
+    char details[2048];
+    int used = snprintf(
+        details, sizeof details, "%s",
         "REPORT is a profile.sqlite file or a directory holding training/profile.sqlite (or\n"
         "inference/profile.sqlite), as written with autoReport.all, or an MPI job's --profile-dir\n"
         "(instance-K directories: instance 0, or --instance K; the instances view shows them\n"
-        "all). The view defaults to summary.\n"
-        "Examples:\n  tilegraph analyse ./report trace\n  tilegraph analyse ./prof instances",
-        flags,
-        n};
+        "all). The view defaults to summary.\nViews:\n");
+    for (int i = 0; tg_an_views[i].name && used > 0 && (size_t)used < sizeof details; i++)
+        used += snprintf(details + used, sizeof details - (size_t)used, "  %-11s %s\n",
+                         tg_an_views[i].name, tg_an_views[i].about);
+    if (used > 0 && (size_t)used < sizeof details)
+        snprintf(details + used, sizeof details - (size_t)used, "%s",
+                 "Examples:\n  tilegraph analyse ./report trace\n  tilegraph analyse ./prof "
+                 "instances");
+    cli_command cmd = {"analyse", desc, usage, details, flags, n};
     int r = analyse_parse(&cmd, &a, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;

@@ -42,9 +42,9 @@ int cmd_compare(int argc, char **argv)
     cli_flag flags[ANALYSE_MAX_FLAGS];
     int n = analyse_flags(&a, flags, true);
     char views[256], usage[400], list[256];
-    analyse_view_list(views, sizeof views, ", ", " or ", "all");
+    tg_an_view_list(views, sizeof views, ", ", " or ", "all");
     snprintf(usage, sizeof usage, "tilegraph compare A B [%s] [options]",
-             analyse_view_list(list, sizeof list, "|", "|", "all"));
+             tg_an_view_list(list, sizeof list, "|", "|", "all"));
     cli_command cmd = {
         "compare",
         "Compare two profiles side by side, with differences.",
@@ -90,12 +90,12 @@ int cmd_compare(int argc, char **argv)
     f.top = 1 << 30;
     if (!status && !a.json)
         printf("A: %s\nB: %s\n\n", tg_an_path(ra), tg_an_path(rb));
-    for (int i = 0; !status && tg_an_view_names[i]; i++) {
-        if (strcmp(view, "all") && strcmp(view, tg_an_view_names[i]))
+    for (int i = 0; !status && tg_an_views[i].name; i++) {
+        if (strcmp(view, "all") && strcmp(view, tg_an_views[i].name))
             continue;
         if (!strcmp(view, "all") && !a.json)
-            printf("==== %s ====\n", tg_an_view_names[i]);
-        status = compare_view(ra, rb, tg_an_view_names[i], &f, top, a.json);
+            printf("==== %s ====\n", tg_an_views[i].name);
+        status = compare_view(ra, rb, tg_an_views[i].name, &f, top, a.json);
         if (!strcmp(view, "all") && !a.json)
             printf("\n");
     }

@@ -1,7 +1,11 @@
 """tilegraph._lib - the C library through cffi in ABI mode.
 
-Only the declarations the package calls are declared here; they must match
-include/tilegraph/*.h (enums are declared as int, which is their C size).
+Only the declarations the package calls are declared here (CDEF); they must
+match include/tilegraph/*.h. tests/python/test_abi.py holds them to it: every
+struct's size, field names and offsets and every enum's constants against
+tests/python/abi_probe.c (compiled against the headers) and the headers' own
+field lists, so a field added on one side only fails the suite instead of
+corrupting memory at run time.
 The library is found through TILEGRAPH_LIBRARY, then, for an installed
 package, the library directory `make install` recorded in _installed.py,
 then the build tree beside this checkout (../../build), then the system's
@@ -11,10 +15,15 @@ import os
 
 import cffi
 
-ffi = cffi.FFI()
-ffi.cdef("""
-typedef int tg_status;
-typedef int tg_dtype;
+CDEF = """
+typedef enum tg_status {
+    TG_OK, TG_ERR_INVALID_ARG, TG_ERR_SHAPE, TG_ERR_DTYPE, TG_ERR_NOMEM, TG_ERR_IO,
+    TG_ERR_FORMAT, TG_ERR_CONFIG, TG_ERR_NOT_FOUND, TG_ERR_NUMERIC, TG_ERR_UNSUPPORTED,
+    TG_ERR_INTERNAL, TG_STATUS_COUNT
+} tg_status;
+typedef enum tg_dtype { TG_F32, TG_F16, TG_BF16, TG_U8, TG_I32, TG_DTYPE_COUNT } tg_dtype;
+typedef enum tg_lr_kind { TG_LR_CONSTANT, TG_LR_STEP, TG_LR_COSINE } tg_lr_kind;
+typedef enum tg_optimizer_kind { TG_OPT_SGD, TG_OPT_ADAM, TG_OPT_ADAMW, TG_OPT_LAMB } tg_optimizer_kind;
 typedef struct tg_graph tg_graph;
 typedef struct tg_tensor tg_tensor;
 typedef struct tg_options tg_options;
@@ -56,11 +65,11 @@ tg_status tg_graph_backward(tg_graph *g, tg_tensor *loss);
 tg_tensor *tg_recomputation_checkpoint(tg_graph *g, tg_tensor *t);
 
 typedef struct tg_lr_schedule {
-    int kind; float lr; int64_t step_size; float gamma; int64_t total_steps;
+    tg_lr_kind kind; float lr; int64_t step_size; float gamma; int64_t total_steps;
     float min_lr; int64_t warmup_steps;
 } tg_lr_schedule;
 typedef struct tg_optimizer {
-    int kind; tg_lr_schedule lr; float weight_decay; float momentum, dampening;
+    tg_optimizer_kind kind; tg_lr_schedule lr; float weight_decay; float momentum, dampening;
     bool nesterov; float beta1, beta2, eps; bool bias_correction;
     float max_weight_norm; float max_grad_norm;
 } tg_optimizer;
@@ -99,9 +108,13 @@ void tg_session_set_step(tg_session *s, int64_t step);
 tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
 size_t tg_session_arena_bytes(const tg_session *s);
 int tg_session_devices(const tg_session *s);
-""")
+"""
+ffi = cffi.FFI()
+ffi.cdef(CDEF)
 
-TG_F32, TG_F16, TG_BF16, TG_U8, TG_I32 = range(5)
+# the cdef's constants (the values test_abi.py checks against the C enum)
+_DTYPE = ffi.typeof("tg_dtype").relements
+TG_F32, TG_F16, TG_BF16, TG_U8, TG_I32 = (_DTYPE[n] for n in ("TG_F32", "TG_F16", "TG_BF16", "TG_U8", "TG_I32"))
 
 
 def _candidates():

@@ -95,9 +95,23 @@ const char *tg_an_path(const tg_profile_reader *r);
  * until the next call. */
 const char *tg_an_meta(tg_profile_reader *r, const char *key);
 
-/* The names of the views, in order; NULL-terminated. */
-extern const char *const tg_an_view_names[];
+/* The views: one row per view, the only list of them. Dispatch, the
+ * unknown-view error and the commands' --help all read it, so a view added
+ * here appears everywhere at once. In the order the commands list them;
+ * ended by a row with a NULL name. */
+typedef struct tg_an_view_def {
+    const char *name;
+    tg_status (*build)(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+    const char *about; /* one line for --help */
+} tg_an_view_def;
+extern const tg_an_view_def tg_an_views[];
+/* The row of view `name`, or NULL. */
+const tg_an_view_def *tg_an_view_find(const char *name);
 bool tg_an_view_known(const char *name);
+/* The view names, then `extra` (NULL: none), joined by `sep` with `last`
+ * before the final one ("a|b|c" or "a, b or c") into buf; returns buf. */
+const char *tg_an_view_list(char *buf, size_t cap, const char *sep, const char *last,
+                            const char *extra);
 
 /* Fill `view` (zeroed by the caller) with view `name` of the profile. */
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f,

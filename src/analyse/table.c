@@ -13,16 +13,48 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *const tg_an_view_names[] = {"summary",    "insights",   "memory", "liveness",
-                                        "program",    "operations", "trace",  "host",
-                                        "histograms", "instances",  NULL};
+const tg_an_view_def tg_an_views[] = {
+    {"summary", tg_an_view_summary, "what was compiled for which target; memory per device"},
+    {"insights", tg_an_view_insights, "what to look at first, for memory and for time"},
+    {"memory", tg_an_view_memory, "memory per device and category; the largest tensors"},
+    {"liveness", tg_an_view_liveness, "live bytes per program step; what is live at the peak"},
+    {"program", tg_an_view_program, "the steps of each device's program"},
+    {"operations", tg_an_view_operations, "per op type and op: calls, FLOPs, time"},
+    {"trace", tg_an_view_trace, "where a step's time goes per device"},
+    {"host", tg_an_view_host, "the host's call tree: self and total time per region"},
+    {"histograms", tg_an_view_histograms, "weights and gradients per tensor, as statistics"},
+    {"instances", tg_an_view_instances, "an MPI job's instances side by side"},
+    {NULL, NULL, NULL},
+};
+
+const tg_an_view_def *tg_an_view_find(const char *name)
+{
+    for (const tg_an_view_def *d = tg_an_views; d->name; d++)
+        if (!strcmp(d->name, name))
+            return d;
+    return NULL;
+}
 
 bool tg_an_view_known(const char *name)
 {
-    for (int i = 0; tg_an_view_names[i]; i++)
-        if (!strcmp(tg_an_view_names[i], name))
-            return true;
-    return false;
+    return tg_an_view_find(name) != NULL;
+}
+
+const char *tg_an_view_list(char *buf, size_t cap, const char *sep, const char *last,
+                            const char *extra)
+{
+    int n = 0;
+    while (tg_an_views[n].name)
+        n++;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n + (extra != NULL) && used < cap; i++) {
+        const char *name = i < n ? tg_an_views[i].name : extra;
+        const char *before = i == 0 ? "" : i == n - 1 + (extra != NULL) ? last : sep;
+        int k = snprintf(buf + used, cap - used, "%s%s", before, name);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    return buf;
 }
 
 void tg_an_filter_defaults(tg_an_filter *f)
@@ -148,30 +180,12 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
     if (f->by_tile && strcmp(name, "memory"))
         tg_an_note(v, "--tile %d applies to the memory view only; the %s view shows all tiles",
                    f->tile, name);
-    if (!strcmp(name, "summary"))
-        return tg_an_view_summary(r, f, v);
-    if (!strcmp(name, "insights"))
-        return tg_an_view_insights(r, f, v);
-    if (!strcmp(name, "memory"))
-        return tg_an_view_memory(r, f, v);
-    if (!strcmp(name, "liveness"))
-        return tg_an_view_liveness(r, f, v);
-    if (!strcmp(name, "program"))
-        return tg_an_view_program(r, f, v);
-    if (!strcmp(name, "operations"))
-        return tg_an_view_operations(r, f, v);
-    if (!strcmp(name, "trace"))
-        return tg_an_view_trace(r, f, v);
-    if (!strcmp(name, "host"))
-        return tg_an_view_host(r, f, v);
-    if (!strcmp(name, "histograms"))
-        return tg_an_view_histograms(r, f, v);
-    if (!strcmp(name, "instances"))
-        return tg_an_view_instances(r, f, v);
-    return tg_error(TG_ERR_INVALID_ARG,
-                    "unknown view '%s' (summary, insights, memory, liveness, program, "
-                    "operations, trace, host, histograms or instances)",
-                    name);
+    const tg_an_view_def *d = tg_an_view_find(name);
+    if (d)
+        return d->build(r, f, v);
+    char list[256];
+    return tg_error(TG_ERR_INVALID_ARG, "unknown view '%s' (%s)", name,
+                    tg_an_view_list(list, sizeof list, ", ", " or ", NULL));
 }
 
 void tg_an_view_free(tg_an_view *v)

@@ -3,7 +3,8 @@
  * and columns from figures given here, the device filter, a missing figure
  * kept missing; and the two commands on one program print the same table,
  * text and JSON: compile a pipelined model with a profile directory and
- * compare compile's table with `analyse memory`'s on the profile it wrote. */
+ * compare compile's table with `analyse memory`'s on the profile it wrote.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 

@@ -1,7 +1,8 @@
 /* tests/analyse/test_record.c - tg_an_print_record (analyse/record.c), the
  * one-line JSON records of `train --json`: fields in order, a name that
  * needs escaping stays one JSON string, integers exact, a NaN or infinite
- * number prints null (never `nan`), and the shortest exact form of a double. */
+ * number prints null (never `nan`), and the shortest exact form of a double.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "analyse/analyse.h"

@@ -2,7 +2,8 @@
  * and read back for the same CPU, threads and version; a damaged cache is
  * measured again; TILEGRAPH_CALIBRATION off gives the fixed rates and an
  * unknown value is refused; op costs grow with their work; mk2 costs come
- * from the cycle model. No timing asserts: only that rates are positive. */
+ * from the cycle model. No timing asserts: only that rates are positive.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "compile/cost.h"

@@ -1,4 +1,5 @@
-/* tests/compile/test_memplan.c - schedule order and memory plan invariants. */
+/* tests/compile/test_memplan.c - schedule order and memory plan invariants.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "compile/program.h"

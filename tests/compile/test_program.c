@@ -3,7 +3,8 @@
  * and the warning when devices x replicas x threads exceed the cores this
  * process may use (issue 12 item 4, issue 14 item 6). Compiling with each
  * of its allocations failed in turn returns TG_ERR_NOMEM with a message and
- * leaks nothing (issue 16 item 8). */
+ * leaks nothing (issue 16 item 8).
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "compile/program.h"

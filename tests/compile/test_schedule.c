@@ -2,7 +2,8 @@
  * what the outputs and updates need, in creation order where the data
  * allows; every node after its inputs; every update of a tensor after every
  * other reader of it; and in a compiled program, every step of a device
- * after the steps of that device and phase whose values it reads. */
+ * after the steps of that device and phase whose values it reads.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "compile/program.h"

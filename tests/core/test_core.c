@@ -1,6 +1,6 @@
 /* tests/core/test_core.c - the allocator (counting, fault injection), arenas,
  * the thread pool, random numbers, status names and the option table.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads quick */
 #include "tg_test.h"
 
 #include "core/alloc.h"

@@ -1,4 +1,5 @@
-/* tests/core/test_json.c - the strict JSON reader, lookups and writer. */
+/* tests/core/test_json.c - the strict JSON reader, lookups and writer.
+ * TG_TEST_LABELS: quick */
 #include "core/alloc.h"
 #include "core/arena.h"
 #include "core/json.h"

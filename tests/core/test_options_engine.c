@@ -1,7 +1,8 @@
 /* tests/core/test_options_engine.c - engine options (what
  * TILEGRAPH_ENGINE_OPTIONS and POPLAR_ENGINE_OPTIONS may set) versus the
  * rest, refused by name with the flag to use; and option messages that
- * quote what the user wrote (issue 17: W1 and the misleading messages). */
+ * quote what the user wrote (issue 17: W1 and the misleading messages).
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "core/error.h"

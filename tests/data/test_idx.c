@@ -1,5 +1,6 @@
 /* tests/data/test_idx.c - the IDX reader on files it makes (raw and gzip),
- * on every kind of bad file, and on the real Fashion-MNIST files if present. */
+ * on every kind of bad file, and on the real Fashion-MNIST files if present.
+ * TG_TEST_LABELS: quick */
 #include "core/alloc.h"
 #include "data/idx.h"
 #include "tg_test.h"

@@ -1,4 +1,5 @@
-/* tests/data/test_loader.c - shuffling, step filling and normalisation. */
+/* tests/data/test_loader.c - shuffling, step filling and normalisation.
+ * TG_TEST_LABELS: quick */
 #include "core/alloc.h"
 #include "data/loader.h"
 #include "tg_test.h"

@@ -11,7 +11,8 @@
  * The backward pass of T slices has O(T) nodes and bytes (it had O(T^2)
  * bytes), and an unrolled LSTM (tests/onnx/fixtures/rnn_lstm_long.onnx, 20
  * steps both ways) trains to the same bits either way.
- */
+
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "tilegraph/onnx.h"

@@ -1,5 +1,6 @@
 /* tests/graph/test_graph.c - building graphs: names from scopes, unique
- * names, blocks, sticky errors, and what autodiff does and does not build. */
+ * names, blocks, sticky errors, and what autodiff does and does not build.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "runtime/interp.h"

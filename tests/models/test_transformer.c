@@ -2,7 +2,8 @@
  * of a small gpt and bert against finite differences (double precision),
  * the PyTorch (nanoGPT, BertForMaskedLM) parameter names, the causal mask
  * (a position's scores do not depend on later tokens; BERT's do) and the
- * zoo's input checks. */
+ * zoo's input checks.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "models/transformer.h"

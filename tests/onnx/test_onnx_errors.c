@@ -2,7 +2,8 @@
  * fault gets a clear error naming the file, the node and the fault, and
  * nothing crashes. The models are built in memory with protobuf-c and then
  * broken on purpose; a deterministic mutation loop over a real export
- * checks that corrupt bytes are refused or imported, never a crash. */
+ * checks that corrupt bytes are refused or imported, never a crash.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "tilegraph/onnx.h"

@@ -2,7 +2,8 @@
  * (tests/onnx/fixtures, made by make_fixtures.py): the summary, parameter
  * names, the inference output against PyTorch's, the scopes --split uses,
  * training through the model zoo's ONNX source, and the resulting
- * checkpoint names. */
+ * checkpoint names.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "onnx_run.h"

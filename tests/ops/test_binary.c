@@ -1,7 +1,8 @@
 /* tests/ops/test_binary.c - ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM with
  * broadcasting (and POW_BWD, MINMAX_BWD), SUM_TO and EXPAND: gradients
  * against finite differences, fast kernels against the reference at 1 and 2
- * threads, hand-computed and PyTorch values, and shape errors. */
+ * threads, hand-computed and PyTorch values, and shape errors.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "ops/broadcast.h"

@@ -1,7 +1,8 @@
 /* tests/ops/test_loss.c - CROSS_ENTROPY, NLL_LOSS, MSE_LOSS and their _BWD
  * ops: gradients (first and second order), fast kernels against the
  * reference (including the multi-threaded partial sums), hand-computed
- * values, NaN for out-of-range labels, and build errors. */
+ * values, NaN for out-of-range labels, and build errors.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "ops/op.h"

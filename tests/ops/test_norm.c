@@ -1,7 +1,8 @@
 /* tests/ops/test_norm.c - batch, group and layer normalisation: the whole
  * composition (statistics op + normalise op + their gradient ops) against
  * finite differences, fast kernels against the double reference at 1 and 2
- * threads, running statistics checked by hand, and shape errors. */
+ * threads, running statistics checked by hand, and shape errors.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
 #include "ops/op.h"

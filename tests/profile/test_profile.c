@@ -1,7 +1,7 @@
 /* tests/profile/test_profile.c - profiles agree with the plan and the
  * schedule, profiling changes no result, and the reader rejects files that
  * are not good profiles (and survives damaged ones).
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads quick */
 #include "tg_test.h"
 #include "tg_test_train.h"
 

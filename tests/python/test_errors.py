@@ -1,4 +1,7 @@
-"""tests/python/test_errors.py - errors a Python user understands."""
+"""tests/python/test_errors.py - errors a Python user understands.
+
+TG_TEST_LABELS: quick
+"""
 import inspect
 import re
 import unittest

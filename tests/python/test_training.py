@@ -3,6 +3,8 @@
 One SGD step on tilegraph must give PyTorch's loss and weights; output modes
 must return the copies the options ask for; copyWeightsToHost must write the
 session's weights (and batch-norm statistics) back under their own names.
+
+TG_TEST_LABELS: quick
 """
 import copy
 import unittest

@@ -3,7 +3,7 @@
  * weights the former thread-per-step way gives to the bit, survive a failed
  * step (the next step's result is a fresh session's), and a session is
  * destroyed cleanly whether its threads never started, ran, or just failed.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads quick */
 #include "tg_test.h"
 
 #include "core/alloc.h"

@@ -2,7 +2,7 @@
  * interpreter computes, allocates nothing per run, and reports misuse.
  * Creating a session and running a step with each of their allocations
  * failed in turn returns TG_ERR_NOMEM with a message and leaks nothing.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads quick */
 #include "tg_test.h"
 
 #include "core/alloc.h"

@@ -1,7 +1,8 @@
 /* tests/tools/test_run.c - `tilegraph run` (tools/cmd_run.c) without MPI:
  * its plan and its errors through --dry-run, and its exit code when it is
  * stopped, with a stand-in for mpirun (--mpirun) that exits 1 on a signal
- * as OpenMPI's does. The real job is tests/dist/mpi_test.sh's. */
+ * as OpenMPI's does. The real job is tests/dist/mpi_test.sh's.
+ * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 

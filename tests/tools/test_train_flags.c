@@ -58,13 +58,14 @@ static void test_precision_help(void)
 static void test_view_lists(void)
 {
     char args[600];
-    for (int i = 0; tg_an_view_names[i]; i++) {
-        EXPECT("analyse --help", 0, tg_an_view_names[i]);
-        EXPECT("compare --help", 0, tg_an_view_names[i]);
+    for (int i = 0; tg_an_views[i].name; i++) {
+        EXPECT("analyse --help", 0, tg_an_views[i].name);
+        EXPECT("analyse --help", 0, tg_an_views[i].about); /* the table's line, too */
+        EXPECT("compare --help", 0, tg_an_views[i].name);
         snprintf(args, sizeof args, "analyse %s nosuchview", tmpdir);
-        EXPECT(args, 2, tg_an_view_names[i]);
+        EXPECT(args, 2, tg_an_views[i].name);
         snprintf(args, sizeof args, "compare %s %s nosuchview", tmpdir, tmpdir);
-        EXPECT(args, 2, tg_an_view_names[i]);
+        EXPECT(args, 2, tg_an_views[i].name);
     }
 }
 

@@ -4,7 +4,7 @@
  * threads while another reads and exports, and an exported file parsed back
  * and checked event by event.
  *
- * TG_TEST_LABELS: threads
+ * TG_TEST_LABELS: threads quick
  */
 #include "core/alloc.h"
 #include "core/arena.h"
