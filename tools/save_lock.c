@@ -1,8 +1,7 @@
 /* tools/save_lock.c - the lock of a checkpoint path (save_lock.h). */
 #include "save_lock.h"
 
-#include "core/error.h"
-#include "core/file_lock.h"
+#include "tilegraph/files.h"
 
 #include <stdio.h>
 #include <unistd.h>

@@ -32,6 +32,18 @@ TG_API tg_status tg_probe_writable_dir(const char *what, const char *dir);
  * is NULL on failure. */
 TG_API tg_status tg_fopen_regular(const char *path, FILE **f);
 
+/* "One run at a time" over a path (a profile directory's .profile.lock, a
+ * checkpoint's PATH.lock): an fcntl write lock on a small file, so it goes
+ * away with the process however that ends (kill -9 included) and a stale
+ * lock never blocks anyone; the file holds the owner's pid for the message
+ * of a run refused. TG_OK: *fd holds the lock until closed. TG_ERR_IO with
+ * *fd -1: another process holds it (its pid in `owner`, "unknown" if it
+ * wrote none) or the file cannot be created (owner empty; the message says
+ * why). */
+TG_API tg_status tg_file_lock(const char *path, int *fd, char owner[32]);
+/* The pid of the process holding `path`'s lock now, or 0 (none, or no file). */
+TG_API long tg_file_lock_holder(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
-/* core/file_lock.c - fcntl locks on a path (file_lock.h). */
-#include "core/file_lock.h"
+/* core/file_lock.c - fcntl locks on a path (tilegraph/files.h: tg_file_lock). */
+#include "tilegraph/files.h"
 
 #include "core/error.h"
 

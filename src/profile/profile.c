@@ -14,7 +14,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/file_lock.h"
+#include "tilegraph/files.h"
 #include "ops/dnnl_util.h"
 #include "core/pool.h"
 #include "ops/op.h"

@@ -4,7 +4,7 @@
 #include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/file_lock.h"
+#include "tilegraph/files.h"
 #include "profile/profile.h"
 
 #include <sqlite3.h>
