@@ -54,8 +54,8 @@ static void test_option_checked_against_registry(void)
     tg_options_destroy(o);
 }
 
-static const char *const tiny_kv[] = {"target", "tiny", "executionStrategy", "pipelined",
-                                      "Training.gradientAccumulation", "4", NULL};
+static const char *const tiny_kv[] = {
+    "target", "tiny", "executionStrategy", "pipelined", "Training.gradientAccumulation", "4", NULL};
 
 /* Compiles onto two tiles per device, each within its 2 MiB, and trains to
  * the Mk2's numbers bit for bit. */
@@ -96,12 +96,12 @@ static void test_refusals(void)
     tg_test_model c;
     tg_status s = tg_test_model_create(&c, 512, &opt, tiny_kv, 1);
     TG_CHECK(s == TG_ERR_NOMEM);
-    TG_CHECK(strstr(tg_error_message(), "device 0 tile") && strstr(tg_error_message(), "tiny memory per tile"));
+    TG_CHECK(strstr(tg_error_message(), "device 0 tile") &&
+             strstr(tg_error_message(), "tiny memory per tile"));
     tg_test_model_destroy(&c);
-    s = tg_test_model_create(&c, 4, &opt,
-                             (const char *[]){"target", "tiny", "targetDescription",
-                                              "/nonexistent.json", NULL},
-                             1);
+    s = tg_test_model_create(
+        &c, 4, &opt,
+        (const char *[]){"target", "tiny", "targetDescription", "/nonexistent.json", NULL}, 1);
     TG_CHECK(s == TG_ERR_CONFIG);
     TG_CHECK(strstr(tg_error_message(), "target tiny has fixed numbers") != NULL);
     tg_test_model_destroy(&c);
@@ -114,9 +114,17 @@ static void test_analysed(void)
     char dir[] = "/tmp/tg_tiny_XXXXXX";
     if (!TG_MKDTEMP(dir))
         return;
-    const char *kv[] = {"target",        "tiny", "executionStrategy",    "pipelined",
-                        "Training.gradientAccumulation", "4", "autoReport.all", "true",
-                        "autoReport.directory", dir,    NULL};
+    const char *kv[] = {"target",
+                        "tiny",
+                        "executionStrategy",
+                        "pipelined",
+                        "Training.gradientAccumulation",
+                        "4",
+                        "autoReport.all",
+                        "true",
+                        "autoReport.directory",
+                        dir,
+                        NULL};
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
     tg_test_model c;
     tg_test_train(&c, 4, &opt, kv, 2, 3, NULL);
