@@ -6,6 +6,8 @@
  */
 #include "cli.h"
 
+#include "tilegraph/devices.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -163,4 +165,21 @@ tg_optimizer cli_optimizer(int kind, float lr, float momentum)
            : kind == TG_OPT_ADAM  ? tg_optimizer_adam(lr)
            : kind == TG_OPT_ADAMW ? tg_optimizer_adamw(lr)
                                   : tg_optimizer_lamb(lr);
+}
+
+char *cli_target_help(char *buf, size_t cap)
+{
+    size_t used = 0;
+    int n = tg_target_count();
+    if (cap)
+        buf[0] = '\0';
+    for (int i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s",
+                                 i == 0       ? ""
+                                 : i == n - 1 ? " or "
+                                              : ", ",
+                                 tg_target_name(i));
+    if (used < cap)
+        snprintf(buf + used, cap - used, " (`tilegraph devices` describes them)");
+    return buf;
 }

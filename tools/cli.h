@@ -59,6 +59,10 @@ void cli_print_help(const cli_command *cmd, FILE *out);
  * learning rate lr; momentum is SGD's. */
 tg_optimizer cli_optimizer(int kind, float lr, float momentum);
 
+/* The help of a --target flag, from the registered targets: "cpu, mk2 or
+ * tiny (`tilegraph devices` describes them)"; returns buf. */
+char *cli_target_help(char *buf, size_t cap);
+
 /* ---- output ------------------------------------------------------------------ */
 
 /* "1.5 KiB", "12.0 MiB" */

@@ -8,9 +8,11 @@
 
 #include "analyse/plan.h"
 #include "analyse/remedies.h"
+#include "tilegraph/devices.h"
 #include "tilegraph/models.h"
 #include "tilegraph/predict.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* A plan over its capacity (not a failed allocation of this process): the
@@ -32,13 +34,23 @@ static int check_target_description(const tg_options *o, const char *target_desc
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return -1;
     }
-    const char *target = sum.target;
-    if (!strcmp(target, "mk2"))
-        return 0;
+    /* the targets that take a description, asked of each: "mk2" */
+    char takers[160] = "";
+    size_t used = 0;
+    for (int i = 0; i < tg_target_count(); i++) {
+        tg_target_info t;
+        if (tg_target_info_get(i, &t) != TG_OK || !t.takes_description)
+            continue;
+        if (!strcmp(t.name, sum.target))
+            return 0;
+        if (used < sizeof takers)
+            used += (size_t)snprintf(takers + used, sizeof takers - used, "%s%s",
+                                     used ? " or " : "", t.name);
+    }
     fprintf(stderr,
             "tilegraph compile: --target-description describes a tile processor and applies "
-            "with --target mk2 only (the target is '%s'): add --target mk2\n",
-            target && *target ? target : "cpu");
+            "with --target %s only (the target is '%s'): add --target %s\n",
+            takers, *sum.target ? sum.target : "cpu", takers);
     return -1;
 }
 
@@ -99,6 +111,7 @@ int cmd_compile(int argc, char **argv)
     tg_an_prediction_args pa = {0};
     device_args_defaults(&dev);
     optim_args_defaults(&oa);
+    char target_help[160];
     cli_flag flags[64] = {
         {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
          1, 0, NULL},
@@ -113,10 +126,12 @@ int cmd_compile(int argc, char **argv)
         {"--stem", CLI_STRING, &stem, "KIND",
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0,
          NULL},
-        {"--target", CLI_STRING, &target, "NAME", "cpu or mk2 (the simulated tile processor)", 1, 0,
-         NULL},
+        {"--target", CLI_STRING, &target, "NAME", cli_target_help(target_help, sizeof target_help),
+         1, 0, NULL},
         {"--target-description", CLI_STRING, &target_desc, "FILE",
-         "with --target mk2: a JSON file describing another tile processor", 1, 0, NULL},
+         "with --target mk2 (a target that takes one): a JSON file describing another tile "
+         "processor",
+         1, 0, NULL},
         {"--insights", CLI_BOOL, &insights, NULL,
          "quantify memory remedies (shown anyway when over or near capacity)", 1, 0, NULL},
         {"--compare-stages", CLI_STRING, &pa.compare, "SPEC",

@@ -86,8 +86,8 @@ int cmd_devices(int argc, char **argv)
                        "tilegraph devices [--json]",
                        "Shows the host's cores (all, and those this process may use), its "
                        "memory, the vector\ninstructions the kernels choose from (a leading '-' "
-                       "marks one the CPU lacks), and\nthe targets: cpu (devices are thread "
-                       "groups) and mk2 (the simulated tile processor).",
+                       "marks one the CPU lacks), and\nthe targets option \"target\" takes, "
+                       "each with its devices and a line\nsaying what it is.",
                        flags,
                        1};
     int r = cli_parse(&cmd, argc, argv);

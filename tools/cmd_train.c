@@ -67,6 +67,7 @@ static int parse_args(train_args *a, int argc, char **argv)
     optim_args_defaults(&a->opt);
     device_args_defaults(&a->dev);
     data_args_defaults(&a->data);
+    char target_help[160];
     cli_flag flags[96] = {
         /* room for the data and device flags appended below */
         {"--model", CLI_STRING, &a->model, "NAME",
@@ -103,8 +104,8 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1,
          0, NULL},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0, NULL},
-        {"--target", CLI_STRING, &a->target, "NAME", "cpu or mk2 (the simulated tile processor)", 1,
-         0, "cpu"},
+        {"--target", CLI_STRING, &a->target, "NAME",
+         cli_target_help(target_help, sizeof target_help), 1, 0, "cpu"},
         {"--output-return-period", CLI_INT, &a->return_period, "N",
          "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
     };

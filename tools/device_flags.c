@@ -1,6 +1,7 @@
 /* tools/device_flags.c - command-line flags for multi-device execution. */
 #include "device_flags.h"
 
+#include "tilegraph/devices.h"
 #include "tilegraph/files.h"
 
 #include <stdlib.h>
@@ -36,7 +37,8 @@ int device_flags(device_args *a, cli_flag *f)
          "batches per host step when evaluating", 1, 1e6, "1, or 10 on several devices"},
         {"--output-mode", CLI_STRING, &a->output_mode, "MODE", "all, sum, final or everyN", 1, 0,
          "all, so every loss is shown"},
-        {"--devices", CLI_INT, &a->devices, "N", "devices available", 1, 64, "one per stage"},
+        {"--devices", CLI_INT, &a->devices, "N", "devices available", 1, TG_MAX_DEVICES,
+         "one per stage"},
         {"--threads-per-device", CLI_INT, &a->threads, "N",
          "threads each device computes with (0: the free cores shared over the devices)", 0, 1024,
          NULL},

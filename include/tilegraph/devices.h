@@ -45,6 +45,7 @@ TG_API tg_status tg_host_query(tg_host_info *out);
 typedef struct tg_target_info {
     char name[32];             /* the value of option "target" */
     bool tiled;                /* a tile processor (memory checked per tile) */
+    bool takes_description;    /* option targetDescription may describe its tiles */
     int max_devices;           /* most devices one replica can be placed over (option "devices") */
     int threads_per_device;    /* cpu: the default threads per device; tiled: 0 */
     int tiles;                 /* tiled: tiles per device; else 0 */
@@ -56,8 +57,15 @@ typedef struct tg_target_info {
     const char *description;   /* one line */
 } tg_target_info;
 
-/* The built-in targets: cpu and mk2. */
+/* The most devices one replica is placed over, whatever the target (option
+ * "devices", the analysis's tables, the monitor's records). */
+#define TG_MAX_DEVICES 64
+
+/* The registered targets (target/targets.c): `tilegraph devices` lists them
+ * and option "target" takes their names. */
 TG_API int tg_target_count(void);
+/* The name of target i (the value of option "target"), NULL out of range. */
+TG_API const char *tg_target_name(int i);
 /* Target i (0 <= i < tg_target_count()); TG_ERR_INVALID_ARG out of range. */
 TG_API tg_status tg_target_info_get(int i, tg_target_info *out);
 

@@ -15,6 +15,7 @@
 #ifndef TILEGRAPH_MONITOR_H
 #define TILEGRAPH_MONITOR_H
 
+#include "tilegraph/devices.h"
 #include "tilegraph/export.h"
 #include "tilegraph/status.h"
 
@@ -25,14 +26,14 @@
 extern "C" {
 #endif
 
-#define TG_MONITOR_MAX_DEVICES 64
+#define TG_MONITOR_MAX_DEVICES TG_MAX_DEVICES
 
 typedef struct tg_monitor_entry {
     int pid;
     int64_t start_ticks;     /* the process's start time (/proc/PID/stat), to tell reused pids */
     char command[256];       /* its command line, arguments separated by spaces (cut when long) */
     char program[16];        /* "training" or "inference" */
-    char target[16];         /* "cpu", "mk2" */
+    char target[16];         /* the target's name: "cpu", "mk2", ... */
     char strategy[16];       /* "single", "pipelined", "sharded" */
     int instance, instances; /* under MPI: this instance and the instance count; else 0 and 1 */
     int replicas, devices;   /* replicas in this process; devices per replica */

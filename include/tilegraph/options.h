@@ -62,7 +62,7 @@ typedef struct tg_options_summary {
     int64_t samples_per_update; /* batch x Training.gradientAccumulation x replicas */
     int64_t samples_per_step;   /* samples_per_update x deviceIterations: one host step */
     /* what the weights are and how they train, as a checkpoint records it */
-    char target[16];            /* target: cpu or mk2 */
+    char target[16];            /* target: a registered target's name */
     char precision[16];         /* precision: INPUT.MODEL, "32.32" */
     char accum_type[8];         /* accumType: auto, f32, f16 or bf16 */
     char first_moment_type[8];  /* firstOrderMomentumAccumType */

@@ -15,6 +15,7 @@
 #ifndef TG_ANALYSE_H
 #define TG_ANALYSE_H
 
+#include "tilegraph/devices.h"
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
@@ -39,7 +40,7 @@ typedef enum tg_an_kind {
 /* Columns of a table: the memory table has one per device (at most
  * TG_AN_MAX_DEVICES, the most a program has) beside its label; a compared
  * table 4 per number, as many as fit. */
-enum { TG_AN_MAX_DEVICES = 64, TG_AN_MAX_COLS = TG_AN_MAX_DEVICES + 8 };
+enum { TG_AN_MAX_DEVICES = TG_MAX_DEVICES, TG_AN_MAX_COLS = TG_AN_MAX_DEVICES + 8 };
 
 typedef struct tg_an_cell {
     double num; /* NaN: no value (printed as a dash, null in JSON) */

@@ -7,7 +7,7 @@
 #include "analyse/memory_table.h"
 #include "compile/program.h"
 #include "core/alloc.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/predict.h"
 
 #include <math.h>

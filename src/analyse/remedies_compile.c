@@ -8,7 +8,7 @@
 #include "analyse/analyse.h"
 #include "compile/program.h"
 #include "core/error.h"
-#include "target/target.h"
+#include "target/tiled.h"
 
 #include <stdio.h>
 #include <string.h>

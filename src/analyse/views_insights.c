@@ -322,8 +322,8 @@ static void host_stream_waits(tg_profile_reader *r, const tg_an_times *t, tg_an_
             worst = d;
     }
     int depth = atoi(tg_profile_reader_meta(r, "option.defaultPrefetchBufferingDepth"));
-    bool cpu = strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
-    bool hint = cpu && depth <= 1 && t->host[worst] > 0.01 * w;
+    bool measured = !tg_an_trace_is_simulated(r); /* a cycle model's time has no host waits */
+    bool hint = measured && depth <= 1 && t->host[worst] > 0.01 * w;
     tg_an_note(v,
                "time: host-stream waits: devices wait %s on host streams in the host step "
                "(%.1f%% of device time); the longest, device %d, %.2f%% of the host step%s",
@@ -516,8 +516,7 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     int replicas = atoi(tg_profile_reader_meta(r, "replicas"));
     int cores = atoi(tg_profile_reader_meta(r, "cores_allowed"));
     int wanted = n * (threads > 0 ? threads : 1) * (replicas > 0 ? replicas : 1);
-    bool shared = n > 1 && cores > 0 && wanted > cores &&
-                  strcmp(tg_profile_reader_meta(r, "target"), "mk2") != 0;
+    bool shared = n > 1 && cores > 0 && wanted > cores && !tg_an_trace_is_simulated(r);
     if (shared)
         shared_cores_note(v, n, threads > 0 ? threads : 1, replicas > 0 ? replicas : 1, cores,
                           wanted);

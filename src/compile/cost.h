@@ -30,7 +30,7 @@
 #define TG_COMPILE_COST_H
 
 #include "graph/node.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "core/config.h"
 
 #include <stdint.h>

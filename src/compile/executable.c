@@ -24,7 +24,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/pool.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/options.h"
 
 #include <stdio.h>

@@ -13,7 +13,7 @@
 #include "tilegraph/trace.h"
 #include "ops/op.h"
 #include "graph/optim_params.h"
-#include "target/target.h"
+#include "target/tiled.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -23,7 +23,7 @@ typedef struct tg_config {
     tg_options *options; /* owned: the texts the fields were read from */
     uint64_t seed;       /* randomSeed */
     struct {
-        const char *name;        /* target: "cpu" or "mk2" */
+        const char *name;        /* target: a registered target's name */
         const char *description; /* targetDescription: a JSON file, or "" */
         int io_tiles;            /* numIOTiles: tiles per device for host streams */
     } target;

@@ -5,6 +5,8 @@
  */
 #include "tilegraph/options.h"
 
+#include "tilegraph/devices.h"
+
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -17,8 +19,11 @@
 
 /* OPT_NAMES: a comma-separated list of names, none empty; with `values`,
  * each one of them ("*" among them for "every"). A name that would select
- * nothing is refused rather than silently ignored. */
-typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING, OPT_NAMES } opt_type;
+ * nothing is refused rather than silently ignored. OPT_TARGET: the name of a
+ * registered target, asked of the registry through the public
+ * tg_target_count/tg_target_name (tilegraph/devices.h), so that adding a
+ * target does not touch this table and core includes nothing of target/. */
+typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING, OPT_NAMES, OPT_TARGET } opt_type;
 
 typedef struct {
     const char *key;
@@ -32,10 +37,12 @@ typedef struct {
 static const opt_spec option_table[] = {
     {"randomSeed", OPT_INT, "0", 0, 9.2e18, NULL,
      "seed for parameter initialisation, shuffling and dropout"},
-    {"target", OPT_ENUM, "cpu", 0, 0, "cpu|mk2",
-     "the device type to compile for: cpu, or mk2, the simulated tile processor (docs/targets.md)"},
+    {"target", OPT_TARGET, "cpu", 0, 0, NULL,
+     "the device type to compile for: cpu, or a simulated tile processor such as mk2 "
+     "(`tilegraph devices` lists the targets; docs/targets.md)"},
     {"targetDescription", OPT_STRING, "", 0, 0, NULL,
-     "target mk2: a JSON file describing another tile processor (docs/targets.md); empty: the Mk2"},
+     "target mk2 (a target that takes a description): a JSON file describing another tile "
+     "processor (docs/targets.md); empty: the target's own numbers"},
     {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
      "threads each device computes with (0: the free cores this process may use, shared "
      "among all devices and replicas; see docs/multi-device.md, Threads)"},
@@ -56,7 +63,7 @@ static const opt_spec option_table[] = {
     {"split", OPT_NAMES, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
      "\"auto\": the cost model's best split at layer boundaries over devices"},
-    {"devices", OPT_INT, "0", 0, 64, NULL, "devices available (0: one per stage)"},
+    {"devices", OPT_INT, "0", 0, TG_MAX_DEVICES, NULL, "devices available (0: one per stage)"},
     {"autoStages.memoryMargin", OPT_FLOAT, "0.1", 0, 0.9, NULL,
      "stages auto / split auto: the share of memoryPerDevice the memory estimate leaves free for "
      "what the memory plan adds (raised by 0.1 and the search run again when a chosen split does "
@@ -107,7 +114,8 @@ static const opt_spec option_table[] = {
     {"lossScalingGrowthInterval", OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
     {"numIOTiles", OPT_INT, "0", 0, 1 << 20, NULL,
-     "target mk2 (ignored on cpu): tiles per device reserved for the host streams (I/O tiles), so "
+     "tiled targets (mk2; ignored on cpu): tiles per device reserved for the host streams (I/O "
+     "tiles), so "
      "that the next micro-batch's stream copy runs while the current one computes on the other "
      "tiles; they must hold a micro-batch of the host-stream inputs per slot (docs/targets.md)"},
     {"defaultPrefetchBufferingDepth", OPT_INT, "1", 1, 64, NULL,
@@ -275,6 +283,27 @@ static tg_status check_names(const opt_spec *s, const char *v)
     }
 }
 
+static tg_status check_target(const opt_spec *s, const char *v)
+{
+    char names[256];
+    size_t used = 0;
+    int n = tg_target_count();
+    for (int i = 0; i < n; i++) {
+        if (strcmp(tg_target_name(i), v) == 0)
+            return TG_OK;
+        if (used < sizeof names)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
+                                     i == 0       ? ""
+                                     : i == n - 1 ? " or "
+                                                  : ", ",
+                                     tg_target_name(i));
+    }
+    return tg_error(TG_ERR_CONFIG,
+                    "option '%s': '%s' is not a target; the targets are %s (`tilegraph devices` "
+                    "describes them)",
+                    s->key, v, names);
+}
+
 static tg_status check_value(const opt_spec *s, const char *v)
 {
     char *end = NULL;
@@ -318,6 +347,8 @@ static tg_status check_value(const opt_spec *s, const char *v)
         return TG_OK;
     case OPT_NAMES:
         return check_names(s, v);
+    case OPT_TARGET:
+        return check_target(s, v);
     case OPT_ENUM:
         if (!enum_has(s->values, v))
             return tg_error(TG_ERR_CONFIG, "option '%s': '%s' is not one of %s", s->key, v,

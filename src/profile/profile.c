@@ -18,7 +18,7 @@
 #include "ops/dnnl_util.h"
 #include "core/pool.h"
 #include "ops/op.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/trace.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * the program needs no target plan, no per-tile check and no cycle model:
  * the profile's trace is what the engine recorded.
  */
-#include "target/target.h"
+#include "target/tiled.h" /* the description its limits hook fills */
 
 #include "core/cpus.h"
 

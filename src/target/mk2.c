@@ -7,7 +7,7 @@
  * 47.5 TB/s of exchange gives about 24 bytes per cycle per tile). The code
  * model constants are estimates, documented in docs/targets.md.
  */
-#include "target/target.h"
+#include "target/tiled.h"
 
 #include "core/alloc.h"
 #include "core/atomic_file.h"
@@ -190,14 +190,7 @@ static tg_status mk2_describe(tg_target_info *out)
 {
     tg_target_desc d;
     tg_target_mk2(&d);
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", d.name);
-    out->tiled = true;
-    out->tiles = d.tiles;
-    out->workers_per_tile = d.workers;
-    out->memory_per_tile = d.tile_memory;
-    out->memory_per_device = d.tile_memory * d.tiles;
-    out->clock_hz = d.clock_hz;
+    tg_tiled_describe(&d, out);
     out->description = "the simulated tile processor: computed on the host, memory checked per "
                        "tile, time from a cycle model";
     return TG_OK;
@@ -210,12 +203,7 @@ static tg_status mk2_limits(const tg_config *c, tg_target_desc *out)
     const char *path = c->target.description;
     if (*path)
         TG_TRY(tg_target_desc_load(path, out));
-    out->io_tiles = c->target.io_tiles;
-    if (out->io_tiles >= out->tiles)
-        return tg_error(TG_ERR_CONFIG,
-                        "numIOTiles %d: %s has %d tiles per device and at least one must compute",
-                        out->io_tiles, out->name, out->tiles);
-    return TG_OK;
+    return tg_tiled_set_io_tiles(c, out);
 }
 
 /* A device holds what its tiles hold. */
@@ -229,6 +217,7 @@ static int64_t mk2_device_memory(const tg_target_desc *t)
 const tg_target_ops tg_target_mk2_ops = {
     .name = "mk2",
     .plan_kernels = false,
+    .takes_description = true,
     .describe = mk2_describe,
     .limits = mk2_limits,
     .device_memory = mk2_device_memory,

@@ -1,17 +1,13 @@
-/* target/target.h - the target interface (tg_target_ops: one per target,
- * target/cpu.c and target/mk2.c), tile processor descriptions and the tile
- * plan of a compiled program (target `mk2` and others described by a JSON
- * file).
+/* target/target.h - the target interface: what the compiler, the profile,
+ * the options and `tilegraph devices` ask of a target, and the registry that
+ * finds one by name (target/targets.c).
  *
- * The compiler, the profile and `tilegraph devices` reach a target only
- * through its tg_target_ops, found by the name of option "target"; a new
- * target is a new file defining one and a line in the table (target/targets.c).
- *
- * A tiled target is a compile-time model over the ordinary program: the
- * numbers are still computed on the host by the cpu engine, while the
- * compiler maps every buffer of every device over the device's tiles, checks
- * memory per tile and estimates cycles per step (docs/targets.md has the
- * formulas; what is exact and what is estimated is said there).
+ * A target is one file defining a tg_target_ops (target/cpu.c, target/mk2.c,
+ * target/tiny.c) and one line in the registry's table. Code outside
+ * src/target/ asks a target's capabilities (tg_target_tiled,
+ * tg_target_has_cycle_model, takes_description), never compares its name.
+ * The tile processor types a tiled target plans with (its description, the
+ * tile plan, the cycle model) are in target/tiled.h.
  */
 #ifndef TG_TARGET_TARGET_H
 #define TG_TARGET_TARGET_H
@@ -25,116 +21,9 @@
 #include <stdint.h>
 
 struct tg_program;
-
-/* One tile processor. Every field is a key of the description JSON file
- * (option "targetDescription"); the names in comments are those keys. */
-typedef struct tg_target_desc {
-    char name[32];                   /* "name" */
-    int tiles;                       /* "tiles": per device */
-    int64_t tile_memory;             /* "memoryPerTile": bytes */
-    int workers;                     /* "workersPerTile": hardware threads per tile */
-    double clock_hz;                 /* "clockHz" */
-    double exchange_bytes_per_cycle; /* "exchangeBytesPerCycle": per tile, on-device exchange */
-    double link_bytes_per_cycle;     /* "linkBytesPerCycle": device to device, per device */
-    double host_bytes_per_cycle;     /* "hostBytesPerCycle": host streams, per device */
-    double flops_per_cycle_f32;      /* "flopsPerCyclePerTileF32" */
-    double flops_per_cycle_f16;      /* "flopsPerCyclePerTileF16" */
-    double sync_cycles;              /* "syncCycles": one bulk-synchronous barrier */
-    int64_t grain_bytes;             /* "grainBytes": unit of the linear tile mapping */
-    /* the estimated code and state model, per tile */
-    int64_t vertex_state_bytes;   /* "vertexStateBytes": per vertex (one per worker per step) */
-    int64_t vertex_code_bytes;    /* "vertexCodeBytes": per distinct op kind run on the tile */
-    int64_t control_code_bytes;   /* "controlCodeBytesPerStep": per step, on every tile */
-    int64_t exchange_code_bytes;  /* "exchangeCodeBytesPerStep": per step the tile takes part in */
-    double exchange_code_per_kib; /* "exchangeCodeBytesPerKiB": per KiB the tile receives */
-    /* numIOTiles (an option, not a description key): the last io_tiles tiles
-     * of each device hold the host-stream inputs, and their copy overlaps the
-     * previous micro-batch's compute (docs/targets.md, I/O tiles) */
-    int io_tiles;
-} tg_target_desc;
-
-/* The documents' Mk2 tile processor. */
-void tg_target_mk2(tg_target_desc *out);
-
-/* Read a description: starts from the mk2 numbers and overrides the keys the
- * object has. Unknown keys, wrong types and values out of range fail with a
- * message naming the source and the key. */
-tg_status tg_target_desc_parse(const char *text, size_t len, const char *source,
-                               tg_target_desc *out);
-tg_status tg_target_desc_load(const char *path, tg_target_desc *out);
-
-/* The description of c's target, its limits hook: for mk2 the file named by
- * targetDescription when set, else the Mk2's; for cpu no tiles (all zero but
- * the name), which nothing reads. */
-tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out);
-
-/* Per tile memory categories. Variables are exact (the bytes of buffers
- * mapped there; activations at the tile's own peak over live ranges); the
- * code and state categories are estimates. */
-#define TG_TILE_CAT_LIST(X)                                                                        \
-    X(ALWAYS_LIVE, "always-live variables")                                                        \
-    X(ACTIVATIONS, "activations (tile peak)")                                                      \
-    X(VERTEX_STATE, "vertex state")                                                                \
-    X(VERTEX_CODE, "vertex code")                                                                  \
-    X(CONTROL_CODE, "control code")                                                                \
-    X(EXCHANGE_CODE, "exchange code")
-
-typedef enum tg_tile_cat {
-#define TG_TILE_CAT_ENUM(e, name) TG_TILE_##e,
-    TG_TILE_CAT_LIST(TG_TILE_CAT_ENUM)
-#undef TG_TILE_CAT_ENUM
-        TG_TILE_CAT_COUNT
-} tg_tile_cat;
-
-const char *tg_tile_cat_name(tg_tile_cat c);
-
-/* Where a buffer lives on its device's tiles: `used` consecutive tiles
- * (modulo the tile count) from `start`, `chunk` bytes on each but the last,
- * which holds the rest. */
-typedef struct tg_tile_span {
-    int start, used;
-    int64_t chunk;
-} tg_tile_span;
-
-/* The linear mapping of `bytes` over `tiles` tiles with a grain, from tile
- * `start`: ceil(grains / tiles) grains per tile. */
-tg_tile_span tg_tile_map_linear(int64_t bytes, int64_t grain, int tiles, int start);
-/* Bytes of a span on tile t (0 when the span does not cover it). */
-int64_t tg_tile_span_bytes(const tg_tile_span *sp, int64_t bytes, int tiles, int t);
-
-typedef struct tg_tile_device {
-    int64_t *bytes; /* [tile * TG_TILE_CAT_COUNT + category] */
-    int *peak_step; /* per tile: timeline step of its activation peak */
-    int max_tile;   /* the tile with the most bytes */
-    int64_t max_bytes;
-    int64_t total[TG_TILE_CAT_COUNT]; /* summed over tiles */
-    double *step_cycles[3];           /* per phase, per step */
-    double cycles[3];                 /* per phase: one micro-batch (F, B) or one update (U) */
-    double copy_cycles[3];            /* of which host streams and device-to-device copies */
-    /* graph statistics in the tile processor's terms: a compute set per step,
-     * a vertex per worker on each tile a step runs on, an edge per operand
-     * (inputs and output) of each vertex */
-    int64_t compute_sets, vertices, edges;
-    /* per op type (ops/op.h's tg_op_kind), [type * 3 + k]: k = 0 its vertices,
-     * 1 their vertex state bytes, 2 its vertex code bytes (one copy on each
-     * tile that runs it); the sums are the tiles' vertex state and code */
-    int64_t *vertex_types;
-} tg_tile_device;
-
-typedef struct tg_tile_plan {
-    tg_target_desc target;
-    int n_devices;
-    tg_tile_span *span; /* per program buffer */
-    tg_tile_device *devices;
-} tg_tile_plan;
-
-/* Map the program's buffers over tiles, estimate code and cycles. Called by
- * the compiler after the memory plan; sets p->tile_plan. */
-tg_status tg_tile_plan_build(struct tg_program *p, const tg_target_desc *t);
-void tg_tile_plan_destroy(tg_tile_plan *tp);
-
-/* Bytes of tile t of device d (all categories). */
-int64_t tg_tile_bytes(const tg_tile_plan *tp, int d, int t);
+/* A tile processor's numbers (target/tiled.h); the cpu target's names only
+ * the target. */
+typedef struct tg_target_desc tg_target_desc;
 
 /* The timeline of one host step on the tiled target, from the cycle model:
  * fn is called for every forward, backward (micro_batch >= 0) and update
@@ -154,30 +43,15 @@ typedef enum tg_tile_piece {
 typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, tg_tile_piece piece,
                                       int iteration, int micro_batch, double start_cycles,
                                       double end_cycles);
-tg_status tg_tile_simulate(const struct tg_program *p, tg_tile_event_fn fn, void *ctx);
-
-/* Cycles of device d's host streams in for one micro-batch (its inputs at
- * hostBytesPerCycle). */
-double tg_tile_stream_in_cycles(const struct tg_program *p, int d);
-
-/* Capacity: on a tile over memoryPerTile, TG_ERR_NOMEM with a message naming
- * the device and tile, needed against available, the largest categories and
- * tensors on that tile. */
-tg_status tg_tile_plan_check(const struct tg_program *p);
-
-/* Cycles of one compute step: compute + exchange + sync, bulk-synchronous.
- * `tiles_used` tiles share `flops` (at the dtype's rate); `exchange_bytes`
- * arrive spread over the same tiles. */
-double tg_tile_step_cycles(const tg_target_desc *t, double flops, bool f16, int tiles_used,
-                           double exchange_bytes, double *compute, double *exchange);
-
-/* ---- the target interface -------------------------------------------------- */
 
 /* What the compiler and the profile ask of a target. A NULL hook means the
  * target has nothing to do there (the cpu target has no tile plan). */
 typedef struct tg_target_ops {
     const char *name;  /* the value of option "target" */
     bool plan_kernels; /* the ops' plan hooks run (the host executes the kernels as planned) */
+    /* option targetDescription (a JSON file, target/tiled.h) replaces the
+     * numbers of its tile processor; with other targets it is refused */
+    bool takes_description;
     /* For `tilegraph devices` (tilegraph/devices.h). */
     tg_status (*describe)(tg_target_info *out);
     /* The description the compiler plans with, from the configuration. */
@@ -188,23 +62,35 @@ typedef struct tg_target_ops {
     tg_status (*plan)(struct tg_program *p, const tg_target_desc *t);
     /* Whether p fits the target's memory, past the per-device arena check. */
     tg_status (*check)(const struct tg_program *p);
-    /* The cycle model's timeline of one host step (see tg_tile_simulate);
+    /* The cycle model's timeline of one host step (see tg_tile_event_fn);
      * NULL: the profile's trace is the recorded runs. */
     tg_status (*simulate)(const struct tg_program *p, tg_tile_event_fn fn, void *ctx);
 } tg_target_ops;
 
-extern const tg_target_ops tg_target_cpu_ops; /* target/cpu.c */
-extern const tg_target_ops tg_target_mk2_ops; /* target/mk2.c */
+extern const tg_target_ops tg_target_cpu_ops;  /* target/cpu.c */
+extern const tg_target_ops tg_target_mk2_ops;  /* target/mk2.c */
+extern const tg_target_ops tg_target_tiny_ops; /* target/tiny.c */
 
-/* Target i of the built-in ones (0 <= i < tg_target_count()), else NULL. */
+/* Target i of the registered ones (0 <= i < tg_target_count()), else NULL. */
 const tg_target_ops *tg_target_at(int i);
 /* The target named `name`, or NULL. */
 const tg_target_ops *tg_target_find(const char *name);
+/* The registered targets' names, "cpu, mk2 or tiny", for messages and help
+ * texts; returns out. */
+char *tg_target_names(char *out, size_t cap, const char *last_sep);
 /* Whether t models tiles (it has a tile plan): the compiler then costs steps
  * with its cycle model and plans device memory over its tiles. */
 bool tg_target_tiled(const tg_target_ops *t);
+/* Whether t's time is a cycle model's (simulate), not measured on the host. */
+bool tg_target_has_cycle_model(const tg_target_ops *t);
 /* The target of configuration c (option "target", validated by the options
  * table, so never NULL for a configuration read by tg_config_read). */
 const tg_target_ops *tg_target_of_config(const tg_config *c);
+
+/* The description of c's target, its limits hook: for a tiled target its tile
+ * processor's numbers (with takes_description, the file named by
+ * targetDescription when set); for cpu no tiles (all zero but
+ * the name), which nothing reads. */
+tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out);
 
 #endif

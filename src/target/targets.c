@@ -1,19 +1,21 @@
-/* target/targets.c - the built-in targets, in the order `tilegraph devices`
- * lists them, and finding one by name: the one place a new target is added.
+/* target/targets.c - the registered targets, in the order `tilegraph devices`
+ * lists them, finding one by name and asking its capabilities: the one place
+ * a new target is added (one line in `targets`, beside its own file).
  */
 #include "target/target.h"
 
 #include "core/error.h"
 
+#include <stdio.h>
 #include <string.h>
 
-static const tg_target_ops *const targets[] = {&tg_target_cpu_ops, &tg_target_mk2_ops};
+static const tg_target_ops *const targets[] = {
+    &tg_target_cpu_ops,
+    &tg_target_mk2_ops,
+    &tg_target_tiny_ops,
+};
 
 #define TG_N_TARGETS ((int)(sizeof targets / sizeof targets[0]))
-
-/* The "devices" option's upper limit (core/options.c): one replica is placed
- * over at most this many devices, whatever the target. */
-#define TG_OPTION_MAX_DEVICES 64
 
 int tg_target_count(void)
 {
@@ -25,6 +27,11 @@ const tg_target_ops *tg_target_at(int i)
     return i >= 0 && i < TG_N_TARGETS ? targets[i] : NULL;
 }
 
+const char *tg_target_name(int i)
+{
+    return i >= 0 && i < TG_N_TARGETS ? targets[i]->name : NULL;
+}
+
 const tg_target_ops *tg_target_find(const char *name)
 {
     for (int i = 0; name && i < TG_N_TARGETS; i++)
@@ -33,9 +40,28 @@ const tg_target_ops *tg_target_find(const char *name)
     return NULL;
 }
 
+char *tg_target_names(char *out, size_t cap, const char *last_sep)
+{
+    size_t used = 0;
+    if (cap)
+        out[0] = '\0';
+    for (int i = 0; i < TG_N_TARGETS && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s",
+                                 i == 0                  ? ""
+                                 : i == TG_N_TARGETS - 1 ? last_sep
+                                                         : ", ",
+                                 targets[i]->name);
+    return out;
+}
+
 bool tg_target_tiled(const tg_target_ops *t)
 {
     return t && t->plan;
+}
+
+bool tg_target_has_cycle_model(const tg_target_ops *t)
+{
+    return t && t->simulate;
 }
 
 const tg_target_ops *tg_target_of_config(const tg_config *c)
@@ -50,14 +76,18 @@ tg_status tg_target_info_get(int i, tg_target_info *out)
         return tg_error(TG_ERR_INVALID_ARG, "tg_target_info_get: no target %d (there are %d)", i,
                         TG_N_TARGETS);
     TG_TRY(t->describe(out));
-    out->max_devices = TG_OPTION_MAX_DEVICES;
+    out->max_devices = TG_MAX_DEVICES;
+    out->takes_description = t->takes_description;
     return TG_OK;
 }
 
 tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out)
 {
     const tg_target_ops *t = tg_target_of_config(c);
-    if (!t)
-        return tg_error(TG_ERR_INVALID_ARG, "target: no target named '%s'", c->target.name);
+    if (!t) {
+        char names[256];
+        return tg_error(TG_ERR_INVALID_ARG, "target: no target named '%s' (the targets: %s)",
+                        c->target.name, tg_target_names(names, sizeof names, " and "));
+    }
     return t->limits(c, out);
 }

@@ -15,7 +15,7 @@
  * Half-precision steps count only their kernel's scratch: the host engine's
  * f32 staging is not something the tile processor would hold.
  */
-#include "target/target.h"
+#include "target/tiled.h"
 
 #include "compile/program.h"
 #include "core/alloc.h"
@@ -33,6 +33,28 @@
 static int64_t device_scratch(const tg_step *st)
 {
     return (int64_t)st->kernel_scratch;
+}
+
+void tg_tiled_describe(const tg_target_desc *d, tg_target_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", d->name);
+    out->tiled = true;
+    out->tiles = d->tiles;
+    out->workers_per_tile = d->workers;
+    out->memory_per_tile = d->tile_memory;
+    out->memory_per_device = d->tile_memory * d->tiles;
+    out->clock_hz = d->clock_hz;
+}
+
+tg_status tg_tiled_set_io_tiles(const tg_config *c, tg_target_desc *out)
+{
+    out->io_tiles = c->target.io_tiles;
+    if (out->io_tiles >= out->tiles)
+        return tg_error(TG_ERR_CONFIG,
+                        "numIOTiles %d: %s has %d tiles per device and at least one must compute",
+                        out->io_tiles, out->name, out->tiles);
+    return TG_OK;
 }
 
 const char *tg_tile_cat_name(tg_tile_cat c)

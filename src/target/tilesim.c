@@ -7,7 +7,7 @@
  * (numIOTiles) a forward's host streams in run on the I/O tiles beside the
  * previous micro-batch's compute instead of before its own. The result is
  * what the profile records as the trace on such a target, in cycles. */
-#include "target/target.h"
+#include "target/tiled.h"
 
 #include "compile/program.h"
 #include "core/alloc.h"

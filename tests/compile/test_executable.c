@@ -14,7 +14,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 

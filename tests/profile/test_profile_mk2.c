@@ -6,7 +6,7 @@
 
 #include "profile/reader.h"
 #include "runtime/session_internal.h"
-#include "target/target.h"
+#include "target/tiled.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>

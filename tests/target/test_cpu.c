@@ -7,11 +7,12 @@
 
 #include "compile/program.h"
 #include "core/config.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/models.h"
 #include "tilegraph/optim.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static void test_found_by_name(void)
@@ -37,14 +38,17 @@ static void test_every_target_is_complete(void)
         tg_target_info info;
         TG_CHECK_OK(tg_target_info_get(i, &info));
         TG_CHECK(strcmp(info.name, t->name) == 0);
-        TG_CHECK(info.max_devices == 64);
+        TG_CHECK(info.max_devices == TG_MAX_DEVICES);
+        TG_CHECK(info.takes_description == t->takes_description);
         /* a target plans tiles, checks them and simulates them, or none of it */
         TG_CHECK(!t->plan == !t->check && !t->plan == !t->simulate);
         TG_CHECK(info.tiled == (t->plan != NULL));
     }
     tg_target_info info;
     TG_CHECK(tg_target_info_get(tg_target_count(), &info) == TG_ERR_INVALID_ARG);
-    TG_CHECK(strstr(tg_error_message(), "no target 2") != NULL);
+    char want[32];
+    snprintf(want, sizeof want, "no target %d", tg_target_count());
+    TG_CHECK(strstr(tg_error_message(), want) != NULL);
 }
 
 static void test_cpu_hooks(void)

@@ -7,7 +7,7 @@
 
 #include "compile/program.h"
 #include "core/error.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/models.h"
 #include "tilegraph/optim.h"
 

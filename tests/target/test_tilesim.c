@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "compile/program.h"
-#include "target/target.h"
+#include "target/tiled.h"
 #include "tilegraph/models.h"
 #include "tilegraph/nn.h"
 #include "tilegraph/optim.h"
