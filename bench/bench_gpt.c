@@ -54,8 +54,8 @@ static void die(const char *what)
 static void write_tokens(tg_session *s, const tg_model_graph *mg)
 {
     int64_t n = tg_session_samples_per_run(s, mg->images);
-    int64_t len = n * tg_shape_numel(tg_tensor_shape(mg->images)) /
-                  tg_tensor_shape(mg->images).dim[0];
+    int64_t len =
+        n * tg_shape_numel(tg_tensor_shape(mg->images)) / tg_tensor_shape(mg->images).dim[0];
     int32_t *ids = malloc((size_t)len * sizeof *ids), *labels = malloc((size_t)len * sizeof *ids);
     if (!ids || !labels)
         die("out of memory");
@@ -147,8 +147,8 @@ static void measure(int threads, int reps, int steps)
     char version[64] = "none";
     double load = bench_load_average();
     for (int k = 0; k < reps; k++) { /* alternate, so load falls on both alike */
-        rate t = tilegraph_rate(threads, steps), p = torch_rate(threads, steps, version,
-                                                                 sizeof version);
+        rate t = tilegraph_rate(threads, steps),
+             p = torch_rate(threads, steps, version, sizeof version);
         tw[k] = t.wall, tc[k] = t.cpu, pw[k] = p.wall, pc[k] = p.cpu;
     }
     printf("{\"bench\":\"gpt_tiny_train\",\"model\":\"gpt-tiny\",\"seq\":64,\"batch\":%d,"
