@@ -85,21 +85,7 @@ static tg_status infer_act(tg_tensor *node)
 static tg_status infer_act_bwd(tg_tensor *node)
 {
     TG_TRY(check_kind(node));
-    if (node->n_in != 2)
-        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy and x), got %d", node->n_in);
-    for (int k = 0; k < 2; k++)
-        if (node->in[k]->dtype != TG_F32)
-            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; this op takes f32", k,
-                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
-    if (!tg_shape_equal(node->in[0]->shape, node->in[1]->shape)) {
-        char a[96], b[96];
-        return tg_error(TG_ERR_SHAPE, "dy %s and x %s differ in shape",
-                        tg_shape_str(node->in[0]->shape, a, sizeof a),
-                        tg_shape_str(node->in[1]->shape, b, sizeof b));
-    }
-    node->dtype = TG_F32;
-    node->shape = node->in[0]->shape;
-    return TG_OK;
+    return tg_op_infer_elementwise_grad(node, "x", "x");
 }
 
 /* FLOPs per element; a transcendental counts as 4. */

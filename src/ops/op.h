@@ -149,6 +149,11 @@ const tg_op_planner *tg_op_planner_get(tg_op op);
  * staging half-precision operands a chunk at a time). */
 #define TG_ELEMENTWISE_MAX_INPUTS 3
 bool tg_op_is_elementwise(const tg_tensor *node);
+/* The shape rule of an element-wise gradient op (dy, operand) -> dx: two f32
+ * inputs of one shape, the output theirs. `inputs` and `operand` name the
+ * second input in the messages ("takes 2 inputs (dy and x)", "dy [4] and x
+ * [5] differ in shape"). */
+tg_status tg_op_infer_elementwise_grad(tg_tensor *node, const char *inputs, const char *operand);
 /* Whether a weight-update node (ops/optim.c) updates each element from the
  * same element of its inputs alone: SGD, Adam and AdamW; not LAMB, whose
  * trust ratio needs whole-tensor norms. */

@@ -1,5 +1,6 @@
 /* ops/registry.c - the table of op definitions, indexed by tg_op. */
 #include "ops/blocked.h"
+#include "core/error.h"
 
 #define TG_OP_DECLARE(e, name, family) extern const tg_op_def tg_opdef_##e;
 TG_OP_LIST(TG_OP_DECLARE)
@@ -120,6 +121,26 @@ bool tg_blocked_kernel_exists(const tg_tensor *node)
         break;
     }
     return tg_op_is_elementwise(node);
+}
+
+tg_status tg_op_infer_elementwise_grad(tg_tensor *node, const char *inputs, const char *operand)
+{
+    if (node->n_in != 2)
+        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy and %s), got %d", inputs,
+                        node->n_in);
+    for (int k = 0; k < 2; k++)
+        if (node->in[k]->dtype != TG_F32)
+            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; this op takes f32", k,
+                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
+    if (!tg_shape_equal(node->in[0]->shape, node->in[1]->shape)) {
+        char a[96], b[96];
+        return tg_error(TG_ERR_SHAPE, "dy %s and %s %s differ in shape",
+                        tg_shape_str(node->in[0]->shape, a, sizeof a), operand,
+                        tg_shape_str(node->in[1]->shape, b, sizeof b));
+    }
+    node->dtype = TG_F32;
+    node->shape = node->in[0]->shape;
+    return TG_OK;
 }
 
 bool tg_op_is_elementwise(const tg_tensor *node)

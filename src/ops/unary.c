@@ -80,26 +80,13 @@ static void round_half(const float *x, float *o, int64_t n, tg_dtype to)
 
 static tg_status infer_bwd(tg_tensor *node)
 {
-    if (node->n_in != 2)
-        return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy and x or y), got %d", node->n_in);
-    for (int k = 0; k < 2; k++)
-        if (node->in[k]->dtype != TG_F32)
-            return tg_error(TG_ERR_DTYPE, "input %d ('%s') is %s; this op takes f32", k,
-                            node->in[k]->name, tg_dtype_name(node->in[k]->dtype));
-    if (!tg_shape_equal(node->in[0]->shape, node->in[1]->shape)) {
-        char a[96], b[96];
-        return tg_error(TG_ERR_SHAPE, "dy %s and its operand %s differ in shape",
-                        tg_shape_str(node->in[0]->shape, a, sizeof a),
-                        tg_shape_str(node->in[1]->shape, b, sizeof b));
-    }
+    TG_TRY(tg_op_infer_elementwise_grad(node, "x or y", "its operand"));
     if (node->op == TG_OP_GELU_BWD && (node->p.i[0] < 0 || node->p.i[0] > 1))
         return tg_error(TG_ERR_UNSUPPORTED, "derivative order %lld of gelu (only 1 and 2 exist)",
                         (long long)node->p.i[0] + 1);
     if (node->op == TG_OP_GELU_BWD && (node->p.i[1] < 0 || node->p.i[1] > 1))
         return tg_error(TG_ERR_INVALID_ARG, "gelu form %lld (0: erf, 1: tanh)",
                         (long long)node->p.i[1]);
-    node->dtype = TG_F32;
-    node->shape = node->in[0]->shape;
     return TG_OK;
 }
 
