@@ -206,12 +206,6 @@ static tg_status mk2_limits(const tg_config *c, tg_target_desc *out)
     return tg_tiled_set_io_tiles(c, out);
 }
 
-/* A device holds what its tiles hold. */
-static int64_t mk2_device_memory(const tg_target_desc *t)
-{
-    return (int64_t)t->tiles * t->tile_memory;
-}
-
 /* The host computes the numbers; the tiles are a model (tileplan.c, tilesim.c),
  * so the ops' plan hooks (host kernels) do not run. */
 const tg_target_ops tg_target_mk2_ops = {
@@ -220,7 +214,7 @@ const tg_target_ops tg_target_mk2_ops = {
     .takes_description = true,
     .describe = mk2_describe,
     .limits = mk2_limits,
-    .device_memory = mk2_device_memory,
+    .device_memory = tg_tiled_device_memory,
     .plan = tg_tile_plan_build,
     .check = tg_tile_plan_check,
     .simulate = tg_tile_simulate,

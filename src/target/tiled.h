@@ -61,6 +61,8 @@ tg_status tg_target_desc_load(const char *path, tg_target_desc *out);
  * no tile to compute. */
 void tg_tiled_describe(const tg_target_desc *d, tg_target_info *out);
 tg_status tg_tiled_set_io_tiles(const tg_config *c, tg_target_desc *out);
+/* A tiled device holds what its tiles hold (the device_memory hook). */
+int64_t tg_tiled_device_memory(const tg_target_desc *t);
 
 /* Per tile memory categories. Variables are exact (the bytes of buffers
  * mapped there; activations at the tile's own peak over live ranges); the

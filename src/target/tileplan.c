@@ -47,6 +47,11 @@ void tg_tiled_describe(const tg_target_desc *d, tg_target_info *out)
     out->clock_hz = d->clock_hz;
 }
 
+int64_t tg_tiled_device_memory(const tg_target_desc *t)
+{
+    return (int64_t)t->tiles * t->tile_memory;
+}
+
 tg_status tg_tiled_set_io_tiles(const tg_config *c, tg_target_desc *out)
 {
     out->io_tiles = c->target.io_tiles;

@@ -42,18 +42,13 @@ static tg_status tiny_limits(const tg_config *c, tg_target_desc *out)
     return tg_tiled_set_io_tiles(c, out);
 }
 
-static int64_t tiny_device_memory(const tg_target_desc *t)
-{
-    return (int64_t)t->tiles * t->tile_memory;
-}
-
 /* Like the Mk2: computed on the host, planned and timed by the tile model. */
 const tg_target_ops tg_target_tiny_ops = {
     .name = "tiny",
     .plan_kernels = false,
     .describe = tiny_describe,
     .limits = tiny_limits,
-    .device_memory = tiny_device_memory,
+    .device_memory = tg_tiled_device_memory,
     .plan = tg_tile_plan_build,
     .check = tg_tile_plan_check,
     .simulate = tg_tile_simulate,
