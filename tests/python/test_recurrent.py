@@ -26,6 +26,7 @@ import time
 import unittest
 
 import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
+from tg_pytest import rel  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -72,12 +73,6 @@ def make(name, seed=0):
     x = torch.randn(BATCH, SEQ, FEATURES, generator=g)
     y = torch.randint(0, CLASSES, (BATCH,), generator=g)
     return model, x, y
-
-
-def rel(a, b):
-    """max |a - b| / max |b|, in float64."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
 def sgd_update(model, x, y):

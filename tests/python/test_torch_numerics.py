@@ -48,6 +48,7 @@ import time
 import unittest
 
 import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
+from tg_pytest import WithLoss, rel  # noqa: E402
 
 try:
     import torchvision
@@ -197,19 +198,6 @@ def no_dropout(model):
     return model
 
 
-class WithLoss(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        self.loss = nn.CrossEntropyLoss()
-
-    def forward(self, x, labels=None):
-        out = self.model(x)
-        if labels is None:
-            return out
-        return out, self.loss(out, labels)
-
-
 def calibrate(model, x):
     """Batch-norm running statistics of the batch x (momentum 1 for one
     training-mode pass): with the initial ones (mean 0, variance 1) a random
@@ -237,12 +225,6 @@ def make(name, seed=0):
     x = torch.randn((BATCH,) + shape, generator=g)
     y = torch.randint(0, classes, (BATCH,), generator=g)
     return model, x, y
-
-
-def rel(a, b):
-    """max |a - b| / max |b|, in float64."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
 def inference(name, seed=0):

@@ -26,6 +26,7 @@ import math
 import unittest
 
 import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
+from tg_pytest import rel  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -152,11 +153,6 @@ def make(name, seed=0):
     targets = torch.roll(ids, -1, dims=1)
     targets[:, -1] = -1  # no next token
     return model, (ids,), targets
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
 def inference(name):

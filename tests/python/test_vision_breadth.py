@@ -40,6 +40,7 @@ import time
 import unittest
 
 import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
+from tg_pytest import WithLoss, rel  # noqa: E402
 
 try:
     import torchvision
@@ -204,24 +205,6 @@ def make(name, seed=0):
             y = torch.randn(model.eval()(x).shape, generator=g)
         return model, x, y, nn.MSELoss()
     return model, x, torch.randint(0, 10, (BATCH,), generator=g), nn.CrossEntropyLoss()
-
-
-class WithLoss(nn.Module):
-    def __init__(self, model, loss):
-        super().__init__()
-        self.model = model
-        self.loss = loss
-
-    def forward(self, x, labels=None):
-        out = self.model(x)
-        if labels is None:
-            return out
-        return out, self.loss(out, labels)
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
 def bn_stats(model):

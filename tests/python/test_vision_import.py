@@ -21,6 +21,7 @@ import sys
 import unittest
 
 import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
+from tg_pytest import WithLoss, rel  # noqa: E402
 
 try:
     from torchvision.models.vision_transformer import VisionTransformer
@@ -83,24 +84,6 @@ def small_vit():
     nn.init.normal_(model.heads.head.weight, std=0.1)
     nn.init.normal_(model.heads.head.bias, std=0.1)
     return model
-
-
-class WithLoss(nn.Module):
-    def __init__(self, model, loss):
-        super().__init__()
-        self.model = model
-        self.loss = loss
-
-    def forward(self, x, labels=None):
-        out = self.model(x)
-        if labels is None:
-            return out
-        return out, self.loss(out, labels)
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
 def make(name, batch=2, seed=0):

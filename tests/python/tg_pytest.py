@@ -63,6 +63,13 @@ class WithLoss(nn.Module):
         return out, self.loss(out, labels)
 
 
+def rel(a, b):
+    """max |a - b| / max |b|, in float64: the measure the PyTorch comparisons use."""
+    import numpy as np
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
 def data(n, seed=1):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 5, (n,), generator=g)
