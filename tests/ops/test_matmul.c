@@ -76,25 +76,6 @@ static void test_matmul_values(void)
     tg_graph_destroy(g);
 }
 
-typedef struct lin_case {
-    int64_t lead[2]; /* leading dims of x before the feature dim */
-    int64_t in, out;
-    bool bias;
-} lin_case;
-
-static tg_tensor *build_linear(tg_graph *g, void *ctx)
-{
-    const lin_case *c = ctx;
-    tg_shape xs = tg_shape_of(0, NULL);
-    for (int i = 0; i < 2 && c->lead[i]; i++)
-        xs.dim[xs.ndim++] = c->lead[i];
-    xs.dim[xs.ndim++] = c->in;
-    tg_tensor *x = tg_param(g, "x", xs, U11);
-    tg_tensor *w = tg_param(g, "w", tg_shape2(c->out, c->in), U11);
-    tg_tensor *b = c->bias ? tg_param(g, "b", tg_shape1(c->out), U11) : NULL;
-    return tg_linear(g, x, w, b);
-}
-
 static void test_linear(void)
 {
     static const lin_case small[] = {
