@@ -33,7 +33,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,22 +141,7 @@ static bert_graph build_bert(const bert_shape *m)
 }
 
 /* The process's CPU time (user + system, every thread), in seconds. */
-static double cpu_seconds(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
-           (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
-}
-
-/* A rate measured both ways: per second of wall time and per second of
- * the process's CPU time. At one thread the second is the work itself,
- * which other processes on a shared machine disturb far less than the
- * first (they still share caches and memory bandwidth); at two threads it
- * also counts the threads' waiting, so only wall time compares there. */
-typedef struct rate {
-    double wall, cpu;
-} rate;
+typedef bench_rate rate;
 
 /* Sequences per second of `steps` host steps after two untimed ones. */
 static rate tilegraph_rate(const bert_shape *m, int threads, const char *precision, int steps)
@@ -190,7 +174,7 @@ static rate tilegraph_rate(const bert_shape *m, int threads, const char *precisi
     for (int k = 0; k < steps + 2; k++) {
         if (k == 2) {
             t0 = bench_now();
-            c0 = cpu_seconds();
+            c0 = bench_cpu_seconds();
         }
         tg_session_write(s, b.x, x, n * sizeof(float));
         tg_session_write(s, b.mask, mask, tokens * sizeof(float));
@@ -199,7 +183,7 @@ static rate tilegraph_rate(const bert_shape *m, int threads, const char *precisi
             die("run");
     }
     rate r = {(double)steps * m->batch / (bench_now() - t0),
-              (double)steps * m->batch / (cpu_seconds() - c0)};
+              (double)steps * m->batch / (bench_cpu_seconds() - c0)};
     free(x);
     free(mask);
     free(lab);
@@ -217,7 +201,7 @@ static rate tilegraph_rate(const bert_shape *m, int threads, const char *precisi
  * 6.1). So the child gets OPENBLAS_NUM_THREADS = threads. */
 static rate torch_rate(const bert_shape *m, int threads, int steps, char *version, size_t cap)
 {
-    char cmd[1024], line[1024];
+    char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=%d /usr/bin/python3 "
              "'%s/bench/torch_bert.py' --layers %d "
@@ -225,35 +209,7 @@ static rate torch_rate(const bert_shape *m, int threads, int steps, char *versio
              "--threads %d --steps %d 2>/dev/null",
              threads, TG_SOURCE_DIR, m->layers, m->hidden, m->heads, m->inter, m->seq, m->batch,
              m->classes, (double)m->dropout, threads, steps);
-    rate r = {-1, -1};
-    FILE *p = popen(cmd, "r");
-    while (p && fgets(line, sizeof line, p)) {
-        char *at = strstr(line, "\"samples_per_s\":"),
-             *cpu = strstr(line, "\"cpu_samples_per_s\":");
-        if (at)
-            r.wall = atof(at + 16);
-        if (cpu)
-            r.cpu = atof(cpu + 20);
-        char *sys = strstr(line, "\"system\": \"");
-        if (sys) {
-            sys += 11;
-            size_t len = strcspn(sys, "\"");
-            snprintf(version, cap, "%.*s", (int)(len < cap ? len : cap - 1), sys);
-        }
-    }
-    if (p)
-        pclose(p);
-    return r;
-}
-
-static void print_range(const char *key, double *v, int n)
-{
-    double lo = v[0], hi = v[0];
-    for (int i = 1; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
-    }
-    printf("\"%s\":[%.3f,%.3f]", key, lo, hi);
+    return bench_reference_rates(cmd, version, cap);
 }
 
 static void print_shape(const char *bench, const bert_shape *m, int threads, int reps)
@@ -281,13 +237,13 @@ static void run_case(const bert_shape *m, int threads, const bench_config *cfg)
         ours[k] = o.wall, ours_cpu[k] = o.cpu, ref[k] = r.wall, ref_cpu[k] = r.cpu;
     }
     print_shape("bert_train", m, threads, cfg->reps);
-    print_range("samples_per_s", ours, cfg->reps);
+    bench_print_range("samples_per_s", ours, cfg->reps);
     printf(",\"reference\":\"%s\",", version);
-    print_range("reference_samples_per_s", ref, cfg->reps);
+    bench_print_range("reference_samples_per_s", ref, cfg->reps);
     printf(",\"ratio_of_medians\":%.3f,", ratio(ours, ref, cfg->reps));
-    print_range("cpu_samples_per_s", ours_cpu, cfg->reps);
+    bench_print_range("cpu_samples_per_s", ours_cpu, cfg->reps);
     printf(",");
-    print_range("reference_cpu_samples_per_s", ref_cpu, cfg->reps);
+    bench_print_range("reference_cpu_samples_per_s", ref_cpu, cfg->reps);
     printf(",\"cpu_ratio_of_medians\":%.3f,\"target_ratio\":1.3}\n",
            ratio(ours_cpu, ref_cpu, cfg->reps));
     fflush(stdout);
@@ -302,13 +258,13 @@ static void run_bf16(const bert_shape *m, const bench_config *cfg)
         f32[k] = a.wall, f32c[k] = a.cpu, b16[k] = b.wall, b16c[k] = b.cpu;
     }
     print_shape("bert_train_bf16", m, 1, cfg->reps);
-    print_range("samples_per_s_32_32", f32, cfg->reps);
+    bench_print_range("samples_per_s_32_32", f32, cfg->reps);
     printf(",");
-    print_range("samples_per_s_bf16_bf16", b16, cfg->reps);
+    bench_print_range("samples_per_s_bf16_bf16", b16, cfg->reps);
     printf(",\"speedup_of_medians\":%.3f,", ratio(b16, f32, cfg->reps));
-    print_range("cpu_samples_per_s_32_32", f32c, cfg->reps);
+    bench_print_range("cpu_samples_per_s_32_32", f32c, cfg->reps);
     printf(",");
-    print_range("cpu_samples_per_s_bf16_bf16", b16c, cfg->reps);
+    bench_print_range("cpu_samples_per_s_bf16_bf16", b16c, cfg->reps);
     printf(",\"cpu_speedup_of_medians\":%.3f,\"target_speedup\":1.6}\n",
            ratio(b16c, f32c, cfg->reps));
     fflush(stdout);

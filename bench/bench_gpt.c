@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR "."
@@ -31,17 +30,7 @@
 #define BATCH 16
 #define MAX_REPS 16
 
-typedef struct rate {
-    double wall, cpu; /* windows per second */
-} rate;
-
-static double cpu_seconds(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
-           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
+typedef bench_rate rate; /* windows per second */
 
 static void die(const char *what)
 {
@@ -88,12 +77,12 @@ static rate tilegraph_rate(int threads, int steps)
     for (int k = 0; k < 2; k++)
         if (tg_session_run(s) != TG_OK)
             die("warm-up");
-    double t0 = bench_now(), c0 = cpu_seconds();
+    double t0 = bench_now(), c0 = bench_cpu_seconds();
     for (int k = 0; k < steps; k++)
         if (tg_session_run(s) != TG_OK)
             die("step");
     double n = (double)tg_session_samples_per_run(s, mg.images) * steps;
-    rate r = {n / (bench_now() - t0), n / (cpu_seconds() - c0)};
+    rate r = {n / (bench_now() - t0), n / (bench_cpu_seconds() - c0)};
     tg_session_destroy(s);
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);
@@ -104,41 +93,14 @@ static rate tilegraph_rate(int threads, int steps)
  * OpenBLAS threads are bounded too (torch.set_num_threads does not). */
 static rate torch_rate(int threads, int steps, char *version, size_t cap)
 {
-    rate r = {-1, -1};
     if (getenv("TG_BENCH_NO_TORCH"))
-        return r;
-    char cmd[1024], line[1024];
+        return (rate){-1, -1};
+    char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=%d /usr/bin/python3 "
              "'%s/bench/torch_gpt.py' --threads %d --batch %d --steps %d 2>/dev/null",
              threads, TG_SOURCE_DIR, threads, BATCH, steps);
-    FILE *p = popen(cmd, "r");
-    while (p && fgets(line, sizeof line, p)) {
-        char *at = strstr(line, "\"samples_per_s\": ");
-        char *cpu = strstr(line, "\"cpu_samples_per_s\": ");
-        char *sys = strstr(line, "\"system\": \"");
-        if (at)
-            r.wall = atof(at + 17);
-        if (cpu)
-            r.cpu = atof(cpu + 21);
-        if (sys) {
-            sys += 11;
-            snprintf(version, cap, "%.*s", (int)strcspn(sys, "\""), sys);
-        }
-    }
-    if (p)
-        pclose(p);
-    return r;
-}
-
-static void range(const char *key, const double *v, int n)
-{
-    double lo = v[0], hi = v[0];
-    for (int i = 1; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
-    }
-    printf("\"%s\":[%.2f,%.2f],", key, lo, hi);
+    return bench_reference_rates(cmd, version, cap);
 }
 
 static void measure(int threads, int reps, int steps)
@@ -154,11 +116,14 @@ static void measure(int threads, int reps, int steps)
     printf("{\"bench\":\"gpt_tiny_train\",\"model\":\"gpt-tiny\",\"seq\":64,\"batch\":%d,"
            "\"threads\":%d,\"reps\":%d,\"steps\":%d,\"load_average\":%.2f,",
            BATCH, threads, reps, steps, load);
-    range("samples_per_s", tw, reps);
-    range("cpu_samples_per_s", tc, reps);
-    printf("\"reference\":\"%s\",", version);
-    range("reference_samples_per_s", pw, reps);
-    range("reference_cpu_samples_per_s", pc, reps);
+    bench_print_range("samples_per_s", tw, reps);
+    printf(",");
+    bench_print_range("cpu_samples_per_s", tc, reps);
+    printf(",\"reference\":\"%s\",", version);
+    bench_print_range("reference_samples_per_s", pw, reps);
+    printf(",");
+    bench_print_range("reference_cpu_samples_per_s", pc, reps);
+    printf(",");
     double tm = bench_median(tw, reps), pm = bench_median(pw, reps);
     double tcm = bench_median(tc, reps), pcm = bench_median(pc, reps);
     printf("\"ratio_of_medians\":%.3f,\"cpu_ratio_of_medians\":%.3f}\n", pm > 0 ? tm / pm : 0,

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,18 +60,40 @@ static inline void bench_write_random_batch(tg_session *s, const tg_tensor *imag
     tg_free(lab);
 }
 
+/* The process's CPU seconds so far (user and system, all threads). */
+static inline double bench_cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
+           (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+/* A rate measured both ways: per second of wall time and per second of
+ * the process's CPU time. At one thread the second is the work itself,
+ * which other processes on a shared machine disturb far less than the
+ * first (they still share caches and memory bandwidth); at two threads it
+ * also counts the threads' waiting, so only wall time compares there. */
+typedef struct bench_rate {
+    double wall, cpu;
+} bench_rate;
+
 /* Run a reference (PyTorch) benchmark command and read its JSON output:
- * the "samples_per_s" it reports (-1 when the command gave none) and its
- * "system" (e.g. "pytorch 1.13.0") into version, left as it is when absent. */
-static inline double bench_reference_rate(const char *cmd, char *version, size_t cap)
+ * the "samples_per_s" and "cpu_samples_per_s" it reports (-1 when the
+ * command gave none) and its "system" (e.g. "pytorch 1.13.0") into version,
+ * left as it is when absent. */
+static inline bench_rate bench_reference_rates(const char *cmd, char *version, size_t cap)
 {
     char line[1024];
     FILE *p = popen(cmd, "r");
-    double rate = -1;
+    bench_rate r = {-1, -1};
     while (p && fgets(line, sizeof line, p)) {
-        char *at = strstr(line, "\"samples_per_s\":");
+        char *at = strstr(line, "\"samples_per_s\":"),
+             *cpu = strstr(line, "\"cpu_samples_per_s\":");
         if (at)
-            rate = atof(at + 16); /* atof skips the space after the colon */
+            r.wall = atof(at + 16); /* atof skips the space after the colon */
+        if (cpu)
+            r.cpu = atof(cpu + 20);
         char *sys = strstr(line, "\"system\": \"");
         if (sys) {
             sys += 11;
@@ -80,7 +103,24 @@ static inline double bench_reference_rate(const char *cmd, char *version, size_t
     }
     if (p)
         pclose(p);
-    return rate;
+    return r;
+}
+
+/* The same, its wall-time rate alone. */
+static inline double bench_reference_rate(const char *cmd, char *version, size_t cap)
+{
+    return bench_reference_rates(cmd, version, cap).wall;
+}
+
+/* "key":[min,max] of n measurements, as the JSON lines give ranges. */
+static inline void bench_print_range(const char *key, const double *v, int n)
+{
+    double lo = v[0], hi = v[0];
+    for (int i = 1; i < n; i++) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    printf("\"%s\":[%.3f,%.3f]", key, lo, hi);
 }
 
 /* Every benchmark answers --help (and -h) with what it measures and the
