@@ -31,6 +31,17 @@ static inline uint64_t tg_hash64(uint64_t x)
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
+
+/* FNV-1a of a NUL-terminated string (NULL hashes as ""): a stable key
+ * from a name, the same on every run and machine. */
+static inline uint64_t tg_hash_string(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 /* 32 random bits for element `index` of a stochastically rounded write
  * keyed by `key32` (tg_round_key32 of the write's 64-bit key, once per
  * write): a multiplicative step and murmur3's 32-bit finaliser. Only 32-bit

@@ -140,10 +140,7 @@ static tg_status bwd_dropout(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
 
 static int64_t name_salt(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (int64_t)tg_hash64(h);
+    return (int64_t)tg_hash64(tg_hash_string(s));
 }
 
 tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)

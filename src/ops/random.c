@@ -88,10 +88,8 @@ static tg_status bwd_random(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
 
 static int64_t name_salt(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (int64_t)tg_hash64(h ^ 0x72616e646f6dull); /* apart from a dropout of the same name */
+    /* apart from a dropout of the same name */
+    return (int64_t)tg_hash64(tg_hash_string(s) ^ 0x72616e646f6dull);
 }
 
 tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float high)
