@@ -54,6 +54,11 @@ int device_flags(device_args *a, cli_flag *f)
          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0,
          NULL},
         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0, NULL},
+        {"--offload", CLI_STRING, &a->offload, "KINDS",
+         "keep these in host streaming memory, streamed in around the steps that use them: "
+         "weights, activations, accumulators, optimizer, or all (comma-separated; "
+         "TensorLocations.<kind>.onChip=false, docs/memory-locations.md)",
+         1, 0, NULL},
         {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
          "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
          "compute in f32)",
@@ -149,6 +154,45 @@ static bool set_int(tg_options *o, const char *command, const char *key, int64_t
     return v < 0 || set(o, command, key, buf);
 }
 
+/* --offload KINDS: each kind's TensorLocations.<kind>.onChip=false. */
+static bool set_offload(tg_options *o, const char *command, const char *list)
+{
+    static const char *const kinds[][2] = {{"weights", "weight"},
+                                           {"activations", "activation"},
+                                           {"accumulators", "accumulator"},
+                                           {"optimizer", "optimizer"}};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    bool any = false;
+    for (char *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+        bool all = !strcmp(k, "all"), found = all;
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            if (!all && strcmp(k, kinds[i][0]) && strcmp(k, kinds[i][1]))
+                continue;
+            char key[80];
+            snprintf(key, sizeof key, "TensorLocations.%s.onChip", kinds[i][1]);
+            if (!set(o, command, key, "false"))
+                return false;
+            found = true;
+        }
+        if (!found) {
+            fprintf(stderr,
+                    "tilegraph %s: --offload: '%s' is not a kind of tensor; give weights, "
+                    "activations, accumulators, optimizer or all, separated by commas\n",
+                    command, k);
+            return false;
+        }
+        any = true;
+    }
+    if (!any)
+        fprintf(stderr,
+                "tilegraph %s: --offload: name the kinds of tensor to offload: weights, "
+                "activations, accumulators, optimizer or all\n",
+                command);
+    return any;
+}
+
 tg_options *device_options(const device_args *a, const char *command, bool inference)
 {
     tg_options *o = tg_options_create();
@@ -216,6 +260,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && (!a->executable || inference || set(o, command, "executableFile", a->executable));
     if (a->offload_optimizer)
         ok = ok && set(o, command, "TensorLocations.optimizer.onChip", "false");
+    ok = ok && (!a->offload || set_offload(o, command, a->offload));
     if (a->profile || a->profile_dir) {
         ok = ok && set(o, command, "autoReport.all", "true");
         ok = ok &&

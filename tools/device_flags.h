@@ -12,6 +12,7 @@
 typedef struct device_args {
     const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
     const char *executable_cache, *executable; /* enableExecutableCaching, executableFile */
+    const char *offload; /* "weights,activations,...": TensorLocations.<kind>.onChip=false */
     char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */
     /* precision (compile/precision.h) */
     const char *precision, *loss_scaling, *loss_scale, *accum_type, *first_moment, *second_moment;
@@ -20,7 +21,7 @@ typedef struct device_args {
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 29
+#define DEVICE_FLAG_COUNT 30
 
 /* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
 int device_flags(device_args *a, cli_flag *flags);

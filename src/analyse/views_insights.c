@@ -260,50 +260,54 @@ static void other_processes(tg_profile_reader *r, int n_devices, tg_an_view *v)
                    (long long)total, allowed, free_cores);
 }
 
-/* Offloading: the bytes each device keeps in host memory (the memory
- * table's "offloaded to host") and the update phase's stream traffic that
- * moves them in the first recorded host step. */
+/* Offloading: the bytes each device keeps in host streaming memory (the
+ * memory table's "offloaded to host") and what the first recorded host step
+ * loaded into streamed copies and stored back, in every phase, with the
+ * time the copies took (compile/streaming.c). */
 static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_an_view *v)
 {
-    static const char *const cols[] = {"device", "offloaded to host", "update streams in",
-                                       "update streams out"};
-    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
+    static const char *const cols[] = {"device", "offloaded to host", "loaded", "stored",
+                                       "copy time"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES, TG_AN_NS};
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
                          "SELECT d.device, "
                          "(SELECT COALESCE(SUM(bytes), 0) FROM memory m WHERE m.device = "
                          " d.device AND m.category = 'offloaded to host'), "
                          "(SELECT COALESCE(SUM(bytes), 0) FROM trace t WHERE t.device = d.device "
-                         " AND t.run = ?1 AND t.phase = 'update' AND t.kind = 'stream from host'), "
+                         " AND t.run = ?1 AND t.kind = 'load from streaming memory'), "
                          "(SELECT COALESCE(SUM(bytes), 0) FROM trace t WHERE t.device = d.device "
-                         " AND t.run = ?1 AND t.phase = 'update' AND t.kind = 'stream to host') "
+                         " AND t.run = ?1 AND t.kind = 'store to streaming memory'), "
+                         "(SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace t WHERE "
+                         " t.device = d.device AND t.run = ?1 AND t.kind IN "
+                         " ('load from streaming memory', 'store to streaming memory')) "
                          "FROM devices d ORDER BY d.device",
                          &st));
     sqlite3_bind_int(st, 1, times->run);
     tg_an_table *t = NULL;
-    double offloaded = 0, in = 0, out = 0;
+    double offloaded = 0, in = 0, out = 0, ns = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         double o = sqlite3_column_double(st, 1), i = sqlite3_column_double(st, 2),
-               x = sqlite3_column_double(st, 3);
+               x = sqlite3_column_double(st, 3), c = sqlite3_column_double(st, 4);
         if (o <= 0 && i <= 0 && x <= 0)
             continue;
         if (!t)
-            t = tg_an_table_add(v, "Offloading", 4, cols, kinds);
-        tg_an_row(t, (double)sqlite3_column_int(st, 0), o, i, x);
-        offloaded += o, in += i, out += x;
+            t = tg_an_table_add(v, "Offloading", 5, cols, kinds);
+        tg_an_row(t, (double)sqlite3_column_int(st, 0), o, i, x, c);
+        offloaded += o, in += i, out += x, ns += c;
     }
     sqlite3_finalize(st);
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], d[32];
     if (!t)
-        tg_an_note(v, "offloading: none (no tensor is kept in host memory and the update "
-                      "phase streams nothing)");
+        tg_an_note(v, "offloading: none (no tensor is kept in host streaming memory)");
     else
         tg_an_note(v,
-                   "offloading: %s kept in host memory; the update phase of the first "
-                   "recorded host step streams %s in and %s out for it%s",
+                   "offloading: %s kept in host streaming memory; the first recorded host step "
+                   "loaded %s into streamed copies and stored %s back, in %s of copies%s",
                    tg_an_format(TG_AN_BYTES, offloaded, a, sizeof a),
                    tg_an_format(TG_AN_BYTES, in, b, sizeof b),
                    tg_an_format(TG_AN_BYTES, out, c, sizeof c),
+                   tg_an_format(TG_AN_NS, ns, d, sizeof d),
                    times->run < 0 ? " (no execution trace recorded)" : "");
     return TG_OK;
 }
@@ -427,14 +431,17 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     char limit_how[128];
     TG_TRY(device_limit(r, &limit, &limit_from, limit_how, sizeof limit_how));
     sqlite3_stmt *st;
-    TG_TRY(tg_an_prepare(r,
-                         "SELECT d.device, d.arena_bytes, "
-                         "(SELECT category FROM memory m WHERE m.device = d.device "
-                         " AND m.category NOT LIKE 'kernel scratch%' ORDER BY bytes DESC LIMIT 1), "
-                         "(SELECT MAX(bytes) FROM memory m WHERE m.device = d.device "
-                         " AND m.category NOT LIKE 'kernel scratch%') "
-                         "FROM devices d ORDER BY d.device",
-                         &st));
+    TG_TRY(tg_an_prepare(
+        r,
+        "SELECT d.device, d.arena_bytes, "
+        "(SELECT category FROM memory m WHERE m.device = d.device "
+        " AND m.category NOT LIKE 'kernel scratch%' AND m.category != 'offloaded to host' "
+        " ORDER BY bytes DESC LIMIT 1), "
+        "(SELECT MAX(bytes) FROM memory m WHERE m.device = d.device "
+        " AND m.category NOT LIKE 'kernel scratch%' "
+        " AND m.category != 'offloaded to host') "
+        "FROM devices d ORDER BY d.device",
+        &st));
     while (sqlite3_step(st) == SQLITE_ROW) {
         int d = sqlite3_column_int(st, 0);
         double total = sqlite3_column_double(st, 1), top = sqlite3_column_double(st, 3);

@@ -145,18 +145,14 @@ tg_status tg_executable_key(const tg_graph *g, const tg_config *c, char out[33])
  * must not read them. */
 static uint32_t layout_hash(void)
 {
-    size_t sizes[] = {sizeof(tg_buffer),
-                      sizeof(tg_step),
-                      sizeof(tg_transfer),
-                      sizeof(tg_accumulator),
-                      sizeof(tg_precision) + sizeof(((tg_program *)0)->auto_stages),
-                      sizeof(tg_pipe_op),
-                      sizeof(tg_tile_span),
-                      sizeof(tg_target_desc),
-                      TG_MAX_INPUTS,
-                      TG_REGION_COUNT,
-                      TG_TILE_CAT_COUNT,
-                      TG_PHASE_COUNT};
+    size_t sizes[] = {
+        sizeof(tg_buffer),      sizeof(tg_step),
+        sizeof(tg_transfer),    sizeof(tg_accumulator),
+        sizeof(tg_stream_op),   sizeof(tg_precision) + sizeof(((tg_program *)0)->auto_stages),
+        sizeof(tg_pipe_op),     sizeof(tg_tile_span),
+        sizeof(tg_target_desc), TG_MAX_INPUTS,
+        TG_REGION_COUNT,        TG_TILE_CAT_COUNT,
+        TG_PHASE_COUNT};
     return (uint32_t)crc32(0, (const Bytef *)sizes, sizeof sizes);
 }
 
@@ -231,6 +227,11 @@ static void put_device(writer *w, const tg_device_program *dp)
         put_i64(w, (int64_t)dp->region_bytes[r]);
     put_i64(w, (int64_t)dp->scratch_peak);
     put_i64(w, (int64_t)dp->offloaded_bytes);
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+        put_array(w, dp->streams[ph], dp->n_streams[ph], sizeof(tg_stream_op));
+        put_i64(w, (int64_t)dp->stream_in_bytes[ph]);
+        put_i64(w, (int64_t)dp->stream_out_bytes[ph]);
+    }
     put_i64(w, dp->stash_depth);
     put_i64(w, dp->input_grad_steps);
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
@@ -457,6 +458,28 @@ static bool buffer_ok(const tg_program *p, int b)
     return in_range(b, -1, p->n_buffers);
 }
 
+/* A step's streamed copies: within the phase's list, each a copy on the
+ * device of an offloaded buffer of the same size. */
+static void check_streams(reader *r, const tg_program *p, const tg_device_program *dp, int ph,
+                          const tg_step *st)
+{
+    int n = dp->n_streams[ph];
+    if (st->stream_at < 0 || st->n_stream_in < 0 || st->n_stream_out < 0 || st->stream_at > n ||
+        st->n_stream_in > n - st->stream_at ||
+        st->n_stream_out > n - st->stream_at - st->n_stream_in) {
+        fail(r, "a step's streamed copies lie outside its list");
+        return;
+    }
+    for (int i = 0; i < st->n_stream_in + st->n_stream_out; i++) {
+        const tg_stream_op *op = &dp->streams[ph][st->stream_at + i];
+        if (!in_range(op->copy, 0, p->n_buffers) || !in_range(op->home, 0, p->n_buffers) ||
+            !p->buffers[op->home].offloaded || p->buffers[op->copy].offloaded ||
+            p->buffers[op->copy].copy_of != op->home ||
+            p->buffers[op->copy].bytes != p->buffers[op->home].bytes)
+            fail(r, "a streamed copy names buffers that do not match");
+    }
+}
+
 static void check_step(reader *r, const tg_program *p, const tg_step *st, size_t arena)
 {
     if (!in_range(st->node, 0, p->graph->n_nodes) || !buffer_ok(p, st->out))
@@ -482,6 +505,12 @@ static void get_device(reader *r, tg_program *p, tg_device_program *dp)
         dp->region_bytes[k] = (size_t)get_int(r, 0, INT64_MAX, "a bad region size");
     dp->scratch_peak = (size_t)get_int(r, 0, INT64_MAX, "a bad scratch size");
     dp->offloaded_bytes = (size_t)get_int(r, 0, INT64_MAX, "a bad offloaded size");
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+        dp->streams[ph] =
+            get_array(r, -1, sizeof(tg_stream_op), &dp->n_streams[ph], "a bad stream list");
+        dp->stream_in_bytes[ph] = (size_t)get_int(r, 0, INT64_MAX, "a bad stream size");
+        dp->stream_out_bytes[ph] = (size_t)get_int(r, 0, INT64_MAX, "a bad stream size");
+    }
     dp->stash_depth = get_int(r, 0, 1 << 20, "a bad stash depth");
     dp->input_grad_steps = get_int(r, 0, dp->n_steps[TG_PHASE_BACKWARD], "a bad backward split");
     get(r, dp->flops, sizeof dp->flops);
@@ -491,8 +520,10 @@ static void get_device(reader *r, tg_program *p, tg_device_program *dp)
 static void check_device(reader *r, const tg_program *p, const tg_device_program *dp)
 {
     for (int ph = 0; ph < TG_PHASE_COUNT && !r->bad; ph++)
-        for (int k = 0; dp->steps[ph] && k < dp->n_steps[ph]; k++)
+        for (int k = 0; dp->steps[ph] && k < dp->n_steps[ph]; k++) {
             check_step(r, p, &dp->steps[ph][k], dp->arena_bytes);
+            check_streams(r, p, dp, ph, &dp->steps[ph][k]);
+        }
     for (int k = 0; dp->inputs && k < dp->n_inputs; k++)
         if (!in_range(dp->inputs[k], 0, p->n_buffers))
             fail(r, "a bad host input");
@@ -515,6 +546,11 @@ static void check_buffers(reader *r, const tg_program *p)
             !in_range((int)b->region, 0, TG_REGION_COUNT) ||
             !in_range((int)b->dtype, 0, TG_DTYPE_COUNT) || b->slots < 1 || b->slots > (1 << 20))
             fail(r, "a buffer names a node, device, region or type that does not exist");
+        else if (!in_range(b->copy_of, -1, p->n_buffers) ||
+                 (b->offloaded && (b->region != TG_REGION_NONE || b->stride < b->bytes ||
+                                   b->bytes != (size_t)tg_numel(p->graph->nodes[b->node]) *
+                                                   tg_dtype_size(b->dtype))))
+            fail(r, "an offloaded buffer or streamed copy does not match its value");
         else if (b->region != TG_REGION_NONE) {
             size_t arena = p->devices[b->device].arena_bytes;
             size_t span = b->bytes;

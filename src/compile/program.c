@@ -45,7 +45,7 @@ size_t tg_program_node_bytes(const tg_program *p, const tg_tensor *t)
     return (size_t)tg_numel(t) * tg_dtype_size(p->storage[t->id]);
 }
 
-static int add_buffer(tg_program *p, int node, int device, tg_region region, tg_dtype dtype)
+int tg_program_add_buffer(tg_program *p, int node, int device, tg_region region, tg_dtype dtype)
 {
     size_t bytes = (size_t)tg_numel(p->graph->nodes[node]) * tg_dtype_size(dtype);
     if (p->n_buffers == p->cap_buffers) {
@@ -56,8 +56,16 @@ static int add_buffer(tg_program *p, int node, int device, tg_region region, tg_
         p->buffers = b;
         p->cap_buffers = cap;
     }
-    p->buffers[p->n_buffers] =
-        (tg_buffer){node, device, dtype, region, 0, bytes, 1, bytes, -1, -1, false, false};
+    p->buffers[p->n_buffers] = (tg_buffer){.node = node,
+                                           .device = device,
+                                           .dtype = dtype,
+                                           .region = region,
+                                           .bytes = bytes,
+                                           .slots = 1,
+                                           .stride = bytes,
+                                           .first = -1,
+                                           .last = -1,
+                                           .copy_of = -1};
     return p->n_buffers++;
 }
 
@@ -251,7 +259,7 @@ static tg_status add_step(tg_program *p, const tg_tensor *t)
 }
 
 /* Optimizer state: a state leaf read only by optimizer updates. */
-static bool is_optimizer_state(const tg_graph *g, const tg_tensor *t)
+bool tg_program_is_optimizer_state(const tg_graph *g, const tg_tensor *t)
 {
     if (t->op != TG_OP_STATE)
         return false;
@@ -285,8 +293,7 @@ static tg_status check_shardable(const tg_graph *g)
     return TG_OK;
 }
 
-static tg_status make_homes(tg_program *p, const int *order, int n_order, bool offload_optimizer,
-                            bool shard_optimizer)
+static tg_status make_homes(tg_program *p, const int *order, int n_order, bool shard_optimizer)
 {
     const tg_graph *g = p->graph;
     for (int k = 0; k < n_order; k++) {
@@ -297,21 +304,18 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order, bool o
         }
         if (tg_nbytes(t) == 0)
             continue;
-        bool offload = offload_optimizer && is_optimizer_state(g, t);
-        tg_region r = t->n_in == 0 && !offload ? leaf_region(t) : TG_REGION_ACTIVATION;
-        p->home[t->id] = add_buffer(p, t->id, p->device_of[t->id], r, p->storage[t->id]);
+        tg_region r = t->n_in == 0 ? leaf_region(t) : TG_REGION_ACTIVATION;
+        p->home[t->id] = tg_program_add_buffer(p, t->id, p->device_of[t->id], r, p->storage[t->id]);
         if (p->home[t->id] < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         int shards = tg_program_shards(p);
-        if (shard_optimizer && shards > 1 && is_optimizer_state(g, t)) {
+        if (shard_optimizer && shards > 1 &&
+            tg_numel(t) >= p->config.memory.location[TG_TENSOR_OPTIMIZER].min_sharded &&
+            tg_program_is_optimizer_state(g, t)) {
             tg_buffer *b = &p->buffers[p->home[t->id]];
             int64_t n = tg_numel(t), shard = (n + shards - 1) / shards;
             b->sharded = true;
             b->bytes = b->stride = (size_t)shard * tg_dtype_size(b->dtype);
-        }
-        if (offload) {
-            p->buffers[p->home[t->id]].offloaded = true;
-            p->devices[p->device_of[t->id]].offloaded_bytes += tg_program_node_bytes(p, t);
         }
         if (t->op == TG_OP_INPUT) {
             tg_device_program *dp = &p->devices[p->device_of[t->id]];
@@ -324,7 +328,7 @@ static tg_status make_homes(tg_program *p, const int *order, int n_order, bool o
         const tg_tensor *t = g->nodes[i];
         if (t->n_in == 0 && p->home[i] < 0 && t->role != TG_ROLE_INPUT && tg_nbytes(t) > 0) {
             p->device_of[i] = 0;
-            p->home[i] = add_buffer(p, i, 0, leaf_region(t), p->storage[i]);
+            p->home[i] = tg_program_add_buffer(p, i, 0, leaf_region(t), p->storage[i]);
             if (p->home[i] < 0)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         }
@@ -358,7 +362,8 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
             p->transfers = t;
             p->cap_transfers = cap;
         }
-        int dst = add_buffer(p, value->id, device, TG_REGION_EXCHANGE, p->buffers[home].dtype);
+        int dst =
+            tg_program_add_buffer(p, value->id, device, TG_REGION_EXCHANGE, p->buffers[home].dtype);
         if (dst < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         tr = &p->transfers[p->n_transfers++];
@@ -420,7 +425,8 @@ static tg_status make_accumulators(tg_program *p)
             int k = u->n_in - 1, grad = st->in[k];
             if (grad < 0)
                 continue;
-            int acc = add_buffer(p, u->in[0]->id, d, TG_REGION_ACCUMULATOR, p->precision.accum);
+            int acc = tg_program_add_buffer(p, u->in[0]->id, d, TG_REGION_ACCUMULATOR,
+                                            p->precision.accum);
             if (acc < 0)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
             dp->accumulators[dp->n_accumulators++] = (tg_accumulator){u->in[0]->id, grad, acc};
@@ -832,12 +838,11 @@ static tg_status compile(tg_program *p)
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++)
         if (needed[i])
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
-    /* tg_config_read refused offloading together with sharding */
-    bool offload = c->memory.offload_optimizer, shard = c->memory.shard_optimizer;
+    bool shard = c->memory.shard_optimizer;
     if (s == TG_OK && shard && tg_program_shards(p) > 1)
         s = check_shardable(g);
     if (s == TG_OK)
-        s = make_homes(p, order, n_order, offload, shard);
+        s = make_homes(p, order, n_order, shard);
     const tg_target_ops *tgt = tg_target_of_config(c);
     tg_target_desc target; /* the host's, or the tiles' from targetDescription */
     if (s == TG_OK)
@@ -858,10 +863,12 @@ static tg_status compile(tg_program *p)
         s = make_accumulators(p);
     if (s == TG_OK)
         s = tg_split_backward(p);
-    if (s == TG_OK) {
+    if (s == TG_OK)
         find_outputs(p);
+    if (s == TG_OK)
+        s = tg_streaming_plan(p);
+    if (s == TG_OK)
         plan_staging(p);
-    }
     tg_trace_begin(ch, "memory plan");
     for (int d = 0; s == TG_OK && d < p->n_devices; d++)
         s = tg_memplan_device(p, d);
@@ -976,6 +983,8 @@ void tg_program_destroy(tg_program *p)
         tg_free(dp->inputs);
         tg_free(dp->outputs);
         tg_free(dp->accumulators);
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            tg_free(dp->streams[ph]);
     }
     tg_free(p->devices);
     tg_pipe_schedule_free(&p->schedule);

@@ -78,14 +78,23 @@ typedef struct tg_buffer {
     int slots;       /* >= 1 */
     size_t stride;   /* between slots */
     int first, last; /* activations: live steps on the device's timeline */
-    /* Offloaded (TensorLocations): the value lives in host memory and is
-     * streamed into this (activation) buffer for the one update step that
-     * uses it, then streamed back. */
+    /* Offloaded (TensorLocations, compile/streaming.c): the value lives in
+     * host memory ("streaming memory": slots x stride bytes per replica),
+     * not in the arena (region NONE); steps read it through streamed copies. */
     bool offloaded;
     /* Replicated tensor sharding: replica r holds elements
      * [n*r/R, n*(r+1)/R) of the value, at the start of the buffer. */
     bool sharded;
+    /* A streamed copy: the offloaded buffer whose value this activation
+     * buffer holds for the steps of one pass; -1 otherwise. */
+    int copy_of;
 } tg_buffer;
+
+/* One copy between host memory and a streamed copy around a step. */
+typedef struct tg_stream_op {
+    int copy; /* the streamed copy (an activation buffer) */
+    int home; /* the offloaded buffer it stands for */
+} tg_stream_op;
 
 typedef struct tg_step {
     int node;
@@ -96,6 +105,10 @@ typedef struct tg_step {
     /* Inputs or output stored in another type than the kernel computes in:
      * the engine stages them through f32 copies after the kernel scratch. */
     bool staged;
+    /* Streamed copies (compile/streaming.c): the device program's
+     * streams[phase][stream_at ...]: n_stream_in copied in from host memory
+     * before the step runs, then n_stream_out copied back after it. */
+    int stream_at, n_stream_in, n_stream_out;
 } tg_step;
 
 /* A value sent from one device to another after a phase of the sender. */
@@ -122,9 +135,16 @@ typedef struct tg_device_program {
     size_t arena_bytes;
     size_t region_bytes[TG_REGION_COUNT];
     size_t scratch_peak;
-    size_t offloaded_bytes; /* kept in host memory, streamed in for the update */
-    int stash_depth;        /* slots of stash and exchange buffers; input buffers have more
-                             * with prefetch or I/O tiles (memplan.c) */
+    size_t offloaded_bytes; /* kept in host memory (streaming memory), all slots */
+    /* the copies between host memory and streamed copies, per phase, in
+     * the order of the steps they surround */
+    tg_stream_op *streams[TG_PHASE_COUNT];
+    int n_streams[TG_PHASE_COUNT];
+    /* bytes those copies move each time the phase runs; the backward's
+     * include adding into offloaded accumulators (in and out) */
+    size_t stream_in_bytes[TG_PHASE_COUNT], stream_out_bytes[TG_PHASE_COUNT];
+    int stash_depth; /* slots of stash and exchange buffers; input buffers have more
+                      * with prefetch or I/O tiles (memplan.c) */
     /* backward steps [0, input_grad_steps) are the input gradient (B), the
      * rest the weight gradient (W); all of them unless the schedule splits
      * the backward (compile/split_backward.c) */
@@ -289,10 +309,17 @@ bool tg_step_stages_output(const tg_program *p, const tg_step *st);
  * half precision or loss scaling is on, staged or read natively alike. */
 bool tg_step_unscales_gradient(const tg_program *p, const tg_step *st);
 
+/* A new buffer for node on device (its bytes from the node and dtype);
+ * -1 when out of memory. For the passes that add buffers. */
+int tg_program_add_buffer(tg_program *p, int node, int device, tg_region region, tg_dtype dtype);
+/* Whether t is optimizer state: a STATE leaf read only by optimizer steps. */
+bool tg_program_is_optimizer_state(const tg_graph *g, const tg_tensor *t);
+
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);
 tg_status tg_memplan_device(tg_program *p, int device);
 tg_status tg_recompute(tg_program *p);
 tg_status tg_split_backward(tg_program *p);
+tg_status tg_streaming_plan(tg_program *p);
 
 #endif

@@ -51,12 +51,40 @@ static void read_pipeline(tg_config *c)
     c->output.period = (int)integer(c, "outputReturnPeriod");
 }
 
+const char *tg_tensor_kind_name(tg_tensor_kind k)
+{
+    static const char *const names[TG_TENSOR_KINDS] = {"weight", "activation", "accumulator",
+                                                       "optimizer"};
+    return k >= 0 && k < TG_TENSOR_KINDS ? names[k] : "?";
+}
+
+/* TensorLocations.<kind>.*: options a kind does not have keep their
+ * defaults (on chip, not sharded). */
+static void read_locations(tg_config *c)
+{
+    for (int k = 0; k < TG_TENSOR_KINDS; k++) {
+        tg_tensor_location *l = &c->memory.location[k];
+        char key[96];
+        const char *name = tg_tensor_kind_name((tg_tensor_kind)k);
+        snprintf(key, sizeof key, "TensorLocations.%s.onChip", name);
+        l->off_chip = !flag(c, key);
+        snprintf(key, sizeof key, "TensorLocations.%s.minElementsForOffChip", name);
+        l->min_off_chip = integer(c, key);
+        snprintf(key, sizeof key, "TensorLocations.%s.replicatedTensorSharding", name);
+        l->sharded = k == TG_TENSOR_OPTIMIZER && flag(c, key);
+        snprintf(key, sizeof key, "TensorLocations.%s.minElementsForReplicatedTensorSharding",
+                 name);
+        l->min_sharded = k == TG_TENSOR_OPTIMIZER ? integer(c, key) : 0;
+    }
+    c->memory.offload_optimizer = c->memory.location[TG_TENSOR_OPTIMIZER].off_chip;
+    c->memory.shard_optimizer = c->memory.location[TG_TENSOR_OPTIMIZER].sharded;
+}
+
 static void read_memory_and_precision(tg_config *c)
 {
+    read_locations(c);
     c->memory.per_device = integer(c, "memoryPerDevice");
     c->memory.available_proportion = tg_options_get_float(c->options, "availableMemoryProportion");
-    c->memory.offload_optimizer = !flag(c, "TensorLocations.optimizer.onChip");
-    c->memory.shard_optimizer = flag(c, "TensorLocations.optimizer.replicatedTensorSharding");
     c->recompute.pipeline = !strcmp(text(c, "recomputation"), "pipeline");
     c->precision.precision = text(c, "precision");
     c->precision.accum = text(c, "accumType");

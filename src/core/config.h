@@ -19,6 +19,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The kinds of tensor PopTorch's TensorLocations places: on the device, or
+ * off chip in host "streaming memory" (docs/memory-locations.md). */
+typedef enum tg_tensor_kind {
+    TG_TENSOR_WEIGHT,      /* trainable parameters */
+    TG_TENSOR_ACTIVATION,  /* kept from a micro-batch's forward pass to its backward */
+    TG_TENSOR_ACCUMULATOR, /* gradients summed over the micro-batches of an update */
+    TG_TENSOR_OPTIMIZER,   /* optimizer state */
+    TG_TENSOR_KINDS
+} tg_tensor_kind;
+
+/* TensorLocations.<kind>: TensorLocationSettings read once. */
+typedef struct tg_tensor_location {
+    bool off_chip;        /* !onChip */
+    bool sharded;         /* replicatedTensorSharding (optimizer state only, for now) */
+    int64_t min_off_chip; /* minElementsForOffChip */
+    int64_t min_sharded;  /* minElementsForReplicatedTensorSharding */
+} tg_tensor_location;
+
+/* The option names' middle part for each kind: "weight", "activation", ... */
+const char *tg_tensor_kind_name(tg_tensor_kind k);
+
 typedef struct tg_config {
     tg_options *options; /* owned: the texts the fields were read from */
     uint64_t seed;       /* randomSeed */
@@ -62,10 +83,12 @@ typedef struct tg_config {
         int period;       /* outputReturnPeriod */
     } output;
     struct {
+        /* TensorLocations per kind of tensor (tg_tensor_kind) */
+        tg_tensor_location location[TG_TENSOR_KINDS];
         int64_t per_device;          /* memoryPerDevice; 0: unlimited */
         double available_proportion; /* availableMemoryProportion */
-        bool offload_optimizer;      /* !TensorLocations.optimizer.onChip */
-        bool shard_optimizer;        /* TensorLocations.optimizer.replicatedTensorSharding */
+        bool offload_optimizer;      /* location[TG_TENSOR_OPTIMIZER].off_chip */
+        bool shard_optimizer;        /* location[TG_TENSOR_OPTIMIZER].sharded */
     } memory;
     struct {
         bool pipeline; /* recomputation "pipeline" */

@@ -129,6 +129,32 @@ static const opt_spec option_table[] = {
     {"TensorLocations.optimizer.onChip", OPT_BOOL, "true", 0, 0, NULL,
      "false: keep optimizer state in host memory and stream it in for each weight update "
      "(less device memory, more host traffic)"},
+    {"TensorLocations.weight.onChip", OPT_BOOL, "true", 0, 0, NULL,
+     "false: keep the weights in host memory (streaming memory) and stream each in before the "
+     "steps of a forward, backward or update pass that read it, and the updated one back "
+     "(docs/memory-locations.md)"},
+    {"TensorLocations.activation.onChip", OPT_BOOL, "true", 0, 0, NULL,
+     "false: activations kept from a micro-batch's forward pass to its backward pass are "
+     "streamed to host memory after their last forward use and back before their first "
+     "backward use"},
+    {"TensorLocations.accumulator.onChip", OPT_BOOL, "true", 0, 0, NULL,
+     "false: gradient accumulators live in host memory: each micro-batch's gradients are added "
+     "there and the sums streamed in for the weight update"},
+    {"TensorLocations.weight.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+     "with TensorLocations.weight.onChip=false: weights of fewer elements stay on the device"},
+    {"TensorLocations.activation.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+     "with TensorLocations.activation.onChip=false: activations of fewer elements stay on the "
+     "device"},
+    {"TensorLocations.accumulator.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+     "with TensorLocations.accumulator.onChip=false: accumulators of fewer elements stay on the "
+     "device"},
+    {"TensorLocations.optimizer.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+     "with TensorLocations.optimizer.onChip=false: optimizer state of fewer elements stays on "
+     "the device"},
+    {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
+     NULL,
+     "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "
+     "elements is kept whole on every replica"},
     /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
     {"TensorLocations.optimizer.replicatedTensorSharding", OPT_BOOL, "false", 0, 0, NULL,
      "with replicas: each replica keeps 1/replicationFactor of the optimizer state, updates that "
@@ -458,7 +484,10 @@ const char *tg_options_flag(const char *key)
         {"firstOrderMomentumAccumType", "--first-moment-type"},
         {"secondOrderMomentumAccumType", "--second-moment-type"},
         {"Precision.enableStochasticRounding", "--stochastic-rounding"},
-        {"TensorLocations.optimizer.onChip", "--offload-optimizer"},
+        {"TensorLocations.optimizer.onChip", "--offload optimizer"},
+        {"TensorLocations.weight.onChip", "--offload weights"},
+        {"TensorLocations.activation.onChip", "--offload activations"},
+        {"TensorLocations.accumulator.onChip", "--offload accumulators"},
         {"target", "--target"},
     };
     for (size_t i = 0; key && i < sizeof flags / sizeof flags[0]; i++)

@@ -864,8 +864,8 @@ static tg_status sim_piece(sim_ctx *c, int d, int ph, int it, int j, tg_event_ki
  * the peer's data), host streams in, the compute steps with their exchange
  * and syncs, host streams out, transfers sent. Forward streams are per
  * micro-batch (with I/O tiles, the inputs a piece of their own, beside the
- * compute); offloaded optimizer state comes in and goes out around the
- * update. Each piece has its bytes, so copies on mk2 have their cycles. */
+ * compute); offloaded tensors come in and go out of their streamed copies
+ * in every phase that uses them. Each piece has its bytes, so copies on mk2 have their cycles. */
 static tg_status sim_event(void *ctx_, int d, int ph, tg_tile_piece piece, int it, int j,
                            double start, double end)
 {
@@ -888,9 +888,9 @@ static tg_status sim_event(void *ctx_, int d, int ph, tg_tile_piece piece, int i
     if (ph == TG_PHASE_FORWARD) {
         for (int k = 0; k < dp->n_outputs; k++)
             out += (int64_t)p->buffers[dp->outputs[k]].bytes;
-    } else if (ph == TG_PHASE_UPDATE) {
-        in = out = (int64_t)dp->offloaded_bytes;
     }
+    in += (int64_t)dp->stream_in_bytes[ph]; /* streamed copies (compile/streaming.c) */
+    out += (int64_t)dp->stream_out_bytes[ph];
     for (int k = 0; s == TG_OK && k < p->n_transfers; k++) {
         const tg_transfer *x = &p->transfers[k];
         if (x->phase == (tg_phase)ph && x->dst_device == d) {

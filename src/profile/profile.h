@@ -32,7 +32,10 @@ typedef struct tg_profile tg_profile;
     X(STREAM_IO, "I/O tiles: stream from host") /* beside the compute: mk2 numIOTiles */           \
     /* a gradient bucket's exchange with the instances, from its start during the backward to      \
      * its arrival (runtime/buckets.c): overlaps the other events */                               \
-    X(BUCKET, "gradient bucket to instances")
+    X(BUCKET, "gradient bucket to instances")                                                      \
+    /* an offloaded tensor into its streamed copy, or back (compile/streaming.c) */                \
+    X(STREAMING_LOAD, "load from streaming memory")                                                \
+    X(STREAMING_STORE, "store to streaming memory")
 
 typedef enum tg_event_kind {
 #define TG_EVENT_ENUM(e, name) TG_EVENT_##e,

@@ -82,6 +82,9 @@ void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it
 unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
 {
     const tg_buffer *b = &s->program->buffers[buffer];
+    if (b->offloaded) /* its host copy (compile/streaming.c) */
+        return s->host_state[buffer * s->program->replicas + replica] +
+               (size_t)(g % b->slots) * b->stride;
     unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
     return arena + b->offset + (size_t)(g % b->slots) * b->stride;
 }
@@ -167,7 +170,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
         if (!st->staged && tg_step_reads_native(p, st))
             native_types(p, st, &a);
-        int64_t offloaded = tg_streams_offloaded(c, st, t, &a, true, it);
+        tg_streams_step(c, ph, st, true, it, g);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
         tg_update_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
         if (so.stochastic && ph == TG_PHASE_UPDATE)
@@ -187,8 +190,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         }
         if (g == 0 && c->replica == 0 && tg_verify_capturing(s->verify))
             tg_verify_capture(s->verify, p, st, stored_out);
-        if (offloaded)
-            tg_streams_offloaded(c, st, t, &a, false, it);
+        tg_streams_step(c, ph, st, false, it, g);
         if (c->buckets_done < c->buckets_sent) /* gradient buckets in flight */
             tg_buckets_progress(c, it);
     }

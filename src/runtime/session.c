@@ -241,7 +241,8 @@ static tg_status allocate(tg_session *s, int threads)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     for (int b = 0; b < p->n_buffers; b++)
         for (int r = 0; p->buffers[b].offloaded && r < p->replicas; r++)
-            if (!(s->host_state[b * p->replicas + r] = tg_calloc(1, p->buffers[b].bytes)))
+            if (!(s->host_state[b * p->replicas + r] =
+                      tg_calloc((size_t)p->buffers[b].slots, p->buffers[b].stride)))
                 return tg_error(TG_ERR_NOMEM,
                                 "session: out of memory for the host copy of offloaded '%s'",
                                 s->graph->nodes[p->buffers[b].node]->name);

@@ -1,6 +1,7 @@
 /* runtime/streams.c - the host streams of a run: each micro-batch's inputs
  * in from the host and outputs back to it (checked for NaN on request),
- * and offloaded optimizer state in and out around its update. */
+ * and offloaded tensors in and out of their streamed copies around the
+ * steps that use them (compile/streaming.c). */
 #include "runtime/streams.h"
 
 #include "runtime/exchange.h"
@@ -44,25 +45,28 @@ void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
         tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
 }
 
-/* Offloaded inputs of a step: in from host memory before it runs, the ones
- * it updates back out after. Returns the bytes moved. */
-int64_t tg_streams_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
-                             const tg_kernel_args *a, bool in, int64_t it)
+int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, int64_t it,
+                        int64_t g)
 {
-    const tg_program *p = c->s->program;
+    int n = in ? st->n_stream_in : st->n_stream_out;
+    if (n == 0)
+        return 0;
+    const tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_stream_op *ops =
+        p->devices[c->device].streams[ph] + st->stream_at + (in ? 0 : st->n_stream_in);
     int64_t moved = 0;
     double t0 = tg_engine_now();
-    for (int i = 0; i < t->n_in; i++) {
-        if (st->in[i] < 0 || !p->buffers[st->in[i]].offloaded || (!in && i >= t->n_mutated))
-            continue;
-        unsigned char *host = c->s->host_state[st->in[i] * p->replicas + c->replica];
-        size_t bytes = p->buffers[st->in[i]].bytes;
-        memcpy(in ? a->in[i] : host, in ? host : a->in[i], bytes);
+    for (int i = 0; i < n; i++) {
+        unsigned char *host = tg_engine_slot_ptr(s, c->replica, ops[i].home, g);
+        unsigned char *copy = tg_engine_slot_ptr(s, c->replica, ops[i].copy, g);
+        size_t bytes = p->buffers[ops[i].home].bytes;
+        memcpy(in ? copy : host, in ? host : copy, bytes);
         moved += (int64_t)bytes;
     }
-    if (moved)
-        tg_engine_record(c, in ? TG_EVENT_STREAM_IN : TG_EVENT_STREAM_OUT, TG_PHASE_UPDATE, it, -1,
-                         -1, t0, moved, 0);
+    int64_t j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
+    tg_engine_record(c, in ? TG_EVENT_STREAMING_LOAD : TG_EVENT_STREAMING_STORE, ph, it, j, -1, t0,
+                     moved, 0);
     return moved;
 }
 

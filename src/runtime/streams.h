@@ -16,9 +16,10 @@ void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g);
 /* Micro-batch j's outputs (slot g) to the host; false (the run aborted)
  * when a checked scalar output is NaN or infinite. */
 bool tg_streams_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g);
-/* Offloaded inputs of an update step in from host memory (in) or its
- * mutated ones back out; returns the bytes moved. */
-int64_t tg_streams_offloaded(device_ctx *c, const tg_step *st, const tg_tensor *t,
-                             const tg_kernel_args *a, bool in, int64_t it);
+/* The streamed copies of step st of phase ph (compile/streaming.c): in
+ * from host memory before it runs (in), or the ones it wrote back out after
+ * (!in); recorded as stream events of the phase. Returns the bytes moved. */
+int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, int64_t it,
+                        int64_t g);
 
 #endif

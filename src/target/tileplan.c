@@ -373,14 +373,15 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         }
 
     /* copies: host streams in before the forward pass and out after it,
-     * device-to-device transfers after the producing phase, offloaded state
-     * in and out around the update; their exchange code on the tiles they touch */
+     * device-to-device transfers after the producing phase, streamed copies
+     * of offloaded tensors in and out around the steps that use them
+     * (compile/streaming.c); their exchange code on the tiles they touch */
     for (int i = 0; i < p->n_buffers; i++) {
         const tg_buffer *b = &p->buffers[i];
         if (b->device != d)
             continue;
         bool streamed =
-            b->region == TG_REGION_INPUT || b->region == TG_REGION_EXCHANGE || b->offloaded;
+            b->region == TG_REGION_INPUT || b->region == TG_REGION_EXCHANGE || b->copy_of >= 0;
         for (int k = 0; k < dp->n_outputs && !streamed; k++)
             streamed = dp->outputs[k] == i;
         for (int k = 0; k < p->n_transfers && !streamed; k++)
@@ -408,8 +409,9 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             td->copy_cycles[x->phase] +=
                 (double)p->buffers[x->src_buffer].bytes / tg->link_bytes_per_cycle;
     }
-    td->copy_cycles[TG_PHASE_UPDATE] +=
-        2.0 * (double)dp->offloaded_bytes / tg->host_bytes_per_cycle;
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) /* streaming memory's bandwidth is the host's */
+        td->copy_cycles[ph] +=
+            (double)(dp->stream_in_bytes[ph] + dp->stream_out_bytes[ph]) / tg->host_bytes_per_cycle;
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
         if (td->copy_cycles[ph] > 0) {
             td->copy_cycles[ph] += tg->sync_cycles;
