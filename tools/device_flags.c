@@ -17,8 +17,12 @@ void device_args_defaults(device_args *a)
 int device_flags(device_args *a, cli_flag *f)
 {
     cli_flag list[DEVICE_FLAG_COUNT] = {
-        {"--strategy", CLI_STRING, &a->strategy, "KIND", "single, pipelined or sharded", 1, 0,
-         "pipelined with --split, --stages or --devices > 1, else single"},
+        {"--strategy", CLI_STRING, &a->strategy, "KIND", "single, pipelined, sharded or phased", 1,
+         0, "phased with --phases, pipelined with --split, --stages or --devices > 1, else single"},
+        {"--phases", CLI_STRING, &a->phases, "SPEC",
+         "phased: blocks per phase, run one after another on one device: \"B1|B2|B3|B4\" "
+         "(with --offload weights each phase's weights are streamed in for it)",
+         1, 0, NULL},
         {"--stages", CLI_STRING, &a->stages, "SPEC",
          "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0,
          NULL},
@@ -212,6 +216,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     }
     ok = ok && (!a->strategy || set(o, command, "executionStrategy", a->strategy));
     ok = ok && (!a->stages || set(o, command, "stages", a->stages));
+    ok = ok && (!a->phases || set(o, command, "phases", a->phases));
     ok = ok && (!a->split || set(o, command, "split", a->split));
     ok = ok && (!a->schedule || set(o, command, "pipelineSchedule", a->schedule));
     ok = ok && set_int(o, command, "replicationFactor", a->replicas);

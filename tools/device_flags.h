@@ -12,6 +12,7 @@
 typedef struct device_args {
     const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
     const char *executable_cache, *executable; /* enableExecutableCaching, executableFile */
+    const char *phases;                        /* executionStrategy phased: "B1|B2|B3" */
     const char *offload; /* "weights,activations,...": TensorLocations.<kind>.onChip=false */
     char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */
     /* precision (compile/precision.h) */
@@ -21,7 +22,7 @@ typedef struct device_args {
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 30
+#define DEVICE_FLAG_COUNT 31
 
 /* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
 int device_flags(device_args *a, cli_flag *flags);

@@ -218,6 +218,38 @@ void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out)
 }
 
 /* The memory tables `analyse memory` shows for the profile of this program. */
+/* A phased program: each phase's memory on its device (one after another,
+ * so the device needs the largest), and its streaming-memory traffic. */
+static void phase_table(const tg_program *p, tg_an_view *v)
+{
+    static const char *const cols[] = {"phase", "steps",  "persistent", "activations peak",
+                                       "total", "loaded", "stored"};
+    static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_COUNT, TG_AN_BYTES, TG_AN_BYTES,
+                                       TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
+    tg_phase_memory *pm = tg_calloc((size_t)p->n_phases + 1, sizeof *pm);
+    if (!pm)
+        return;
+    tg_program_phase_memory(p, 0, pm);
+    tg_an_table *t = tg_an_table_add(v, "Memory per phase (device 0)", 7, cols, kinds);
+    size_t most = 0;
+    int at = 0;
+    for (int k = 0; k < p->n_phases; k++) {
+        size_t total = pm[k].persistent + pm[k].peak_activations;
+        tg_an_row(t, (double)k, (double)pm[k].steps, (double)pm[k].persistent,
+                  (double)pm[k].peak_activations, (double)total, (double)pm[k].loaded,
+                  (double)pm[k].stored);
+        if (total > most)
+            most = total, at = k;
+    }
+    char a[32];
+    tg_an_note(v,
+               "phases: %d run one after another on device 0; the largest, phase %d, needs %s "
+               "(loaded and stored: bytes each phase's steps move to and from streaming memory, "
+               "once each; forward and backward per micro-batch)",
+               p->n_phases, at, tg_an_format(TG_AN_BYTES, (double)most, a, sizeof a));
+    tg_free(pm);
+}
+
 static void memory_view(const tg_program *p, tg_an_view *v)
 {
     tg_an_memory *m = tg_calloc(1, sizeof *m);
@@ -226,6 +258,8 @@ static void memory_view(const tg_program *p, tg_an_view *v)
     tg_an_memory_from_program(p, m);
     tg_an_memory_tables(m, -1, v);
     tg_free(m);
+    if (p->n_phases > 0)
+        phase_table(p, v);
 }
 
 /* "16.16" from the storage types: 32, 16 or bf16 per side. */

@@ -285,6 +285,9 @@ static void put_program(writer *w, const tg_program *p)
     put_array(w, p->device_of, n_nodes, sizeof(int));
     put_array(w, p->home, n_nodes, sizeof(int));
     put_array(w, p->storage, n_nodes, sizeof(tg_dtype));
+    put_i64(w, p->n_phases);
+    if (p->n_phases > 0)
+        put_array(w, p->phase_of, n_nodes, sizeof(int));
     put_array(w, p->buffers, p->n_buffers, sizeof(tg_buffer));
     for (int d = 0; d < p->n_devices; d++)
         put_device(w, &p->devices[d]);
@@ -650,6 +653,12 @@ static void get_program(reader *r, tg_program *p)
     p->device_of = get_array(r, n_nodes, sizeof(int), NULL, "a bad device table");
     p->home = get_array(r, n_nodes, sizeof(int), NULL, "a bad buffer table");
     p->storage = get_array(r, n_nodes, sizeof(tg_dtype), NULL, "a bad type table");
+    p->n_phases = get_int(r, 0, 1 << 16, "a bad phase count");
+    if (p->n_phases > 0 && !r->bad)
+        p->phase_of = get_array(r, n_nodes, sizeof(int), NULL, "a bad phase table");
+    for (int i = 0; p->phase_of && i < n_nodes && !r->bad; i++)
+        if (!in_range(p->phase_of[i], -1, p->n_phases))
+            fail(r, "a node's phase does not exist");
     p->buffers = get_array(r, -1, sizeof(tg_buffer), &p->n_buffers, "a bad buffer list");
     p->cap_buffers = p->n_buffers;
     if (r->bad)

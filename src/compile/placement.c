@@ -167,7 +167,7 @@ static tg_status forward_stages(const tg_graph *g, const tg_config *c, tg_placem
                                 int *block_of, block_list *bl, int *stage_of_block)
 {
     const char *split = c->pipeline.split;
-    const char *spec = c->pipeline.stages;
+    const char *spec = tg_placement_phased(c) ? c->pipeline.phases : c->pipeline.stages;
     for (int i = 0; i < g->n_nodes; i++)
         block_of[i] = -1;
     if (c->pipeline.auto_stages)
@@ -201,7 +201,8 @@ static tg_status forward_stages(const tg_graph *g, const tg_config *c, tg_placem
         /* a strategy asked for by name that cannot divide the model would
          * silently run on one device: say so instead */
         const char *asked = c->pipeline.asked_strategy;
-        if (strcmp(asked, "pipelined") == 0 || strcmp(asked, "sharded") == 0)
+        if (strcmp(asked, "pipelined") == 0 || strcmp(asked, "sharded") == 0 ||
+            strcmp(asked, "phased") == 0)
             return tg_error(TG_ERR_CONFIG,
                             "executionStrategy '%s' divides a model at its blocks, and this "
                             "model has none: split it with --split LAYERS (option split), mark "
@@ -339,6 +340,55 @@ static tg_status assign_devices(const tg_config *c, tg_placement *p, const block
     return TG_OK;
 }
 
+bool tg_placement_phased(const tg_config *c)
+{
+    return strcmp(c->pipeline.strategy, "phased") == 0;
+}
+
+/* What phased execution can take: phases or the blocks as they are, on one
+ * device (SingleIPU). */
+static tg_status check_phased(const tg_config *c)
+{
+    const char *phases = c->pipeline.phases;
+    if (!tg_placement_phased(c)) {
+        if (*phases)
+            return tg_error(TG_ERR_CONFIG,
+                            "phases \"%s\" group blocks for executionStrategy phased, not %s: "
+                            "drop --phases, or use --strategy phased",
+                            phases, c->pipeline.strategy);
+        return TG_OK;
+    }
+    if (*c->pipeline.stages)
+        return tg_error(TG_ERR_CONFIG,
+                        "stages \"%s\" cannot apply with executionStrategy phased, whose phases "
+                        "run on one device: give the blocks per phase with --phases",
+                        c->pipeline.stages);
+    if (!strcmp(phases, "auto") || c->pipeline.auto_stages)
+        return tg_error(TG_ERR_CONFIG,
+                        "executionStrategy phased: automatic phases are not available yet; give "
+                        "the blocks per phase, --phases \"B1|B2|B3\"");
+    if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0)
+        return tg_error(TG_ERR_CONFIG,
+                        "phasedExecutionType %s: phases alternating over two devices are not "
+                        "available yet; use SingleIPU (every phase on one device)",
+                        c->pipeline.phased_type);
+    if (c->pipeline.devices > 1)
+        return tg_error(TG_ERR_CONFIG,
+                        "devices %d: executionStrategy phased (SingleIPU) runs every phase on one "
+                        "device; drop --devices, or use replicationFactor for data parallelism",
+                        c->pipeline.devices);
+    return TG_OK;
+}
+
+/* Phased (SingleIPU): every phase on device 0, in order. */
+static tg_status assign_phases(tg_placement *p)
+{
+    p->n_phases = p->n_stages;
+    p->n_devices = 1;
+    p->device_of_stage = tg_calloc((size_t)p->n_stages + 1, sizeof(int));
+    return p->device_of_stage ? TG_OK : tg_error(TG_ERR_NOMEM, "placement: out of memory");
+}
+
 tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *p)
 {
     memset(p, 0, sizeof *p);
@@ -351,6 +401,8 @@ tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg
         s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
         goto done;
     }
+    if ((s = check_phased(c)) != TG_OK)
+        goto done;
     if (strcmp(c->pipeline.strategy, "single") == 0) {
         const char *div = *c->pipeline.stages ? "stages" : *c->pipeline.split ? "split" : NULL;
         if (div) {
@@ -372,7 +424,7 @@ tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg
     if (s == TG_OK)
         s = assign_nodes(g, needed, p, block_of, stage_of_block, bl);
     if (s == TG_OK)
-        s = assign_devices(c, p, bl, stage_of_block);
+        s = tg_placement_phased(c) ? assign_phases(p) : assign_devices(c, p, bl, stage_of_block);
 done:
     tg_free(block_of);
     tg_free(bl);

@@ -20,6 +20,8 @@
 
 typedef struct tg_placement {
     int n_stages, n_devices;
+    /* executionStrategy phased: the stages are phases, all on device 0 */
+    int n_phases;
     int *stage_of; /* per node id; -1 for nodes nothing needs */
     int *device_of_stage;
     /* with stages or split "auto": the chosen split as the options would
@@ -32,5 +34,7 @@ typedef struct tg_placement {
  * node at fault. */
 tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *out);
 void tg_placement_free(tg_placement *p);
+/* Whether c's strategy is phased (each stage a phase, all on one device). */
+bool tg_placement_phased(const tg_config *c);
 
 #endif

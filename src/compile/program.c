@@ -293,6 +293,17 @@ static tg_status check_shardable(const tg_graph *g)
     return TG_OK;
 }
 
+/* A phased program's phase per node, from its placement. */
+static tg_status keep_phases(tg_program *p, const tg_placement *pl)
+{
+    int n = p->graph->n_nodes;
+    if (!(p->phase_of = tg_malloc(((size_t)n + 1) * sizeof *p->phase_of)))
+        return tg_error(TG_ERR_NOMEM, "compile: out of memory");
+    memcpy(p->phase_of, pl->stage_of, (size_t)n * sizeof *p->phase_of);
+    p->n_phases = pl->n_phases;
+    return TG_OK;
+}
+
 static tg_status make_homes(tg_program *p, const int *order, int n_order, bool shard_optimizer)
 {
     const tg_graph *g = p->graph;
@@ -838,6 +849,8 @@ static tg_status compile(tg_program *p)
     for (int i = 0; s == TG_OK && i < g->n_nodes; i++)
         if (needed[i])
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
+    if (s == TG_OK && pl.n_phases > 0)
+        s = keep_phases(p, &pl);
     bool shard = c->memory.shard_optimizer;
     if (s == TG_OK && shard && tg_program_shards(p) > 1)
         s = check_shardable(g);
@@ -989,6 +1002,7 @@ void tg_program_destroy(tg_program *p)
     tg_free(p->devices);
     tg_pipe_schedule_free(&p->schedule);
     tg_free(p->device_of);
+    tg_free(p->phase_of);
     tg_free(p->home);
     tg_free(p->storage);
     tg_free(p->layout);

@@ -198,6 +198,10 @@ typedef struct tg_program {
     /* per node: TG_LAYOUT_* bits, which activations are kept blocked
      * (nChw16c) and which ops run their blocked kernels (compile/layout.h) */
     uint8_t *layout;
+    /* executionStrategy phased: the phases, and per node its phase (-1:
+     * none); 0 and NULL otherwise */
+    int n_phases;
+    int *phase_of;
     /* stages or split "auto": the split chosen (compile/stages.h), else "" */
     char auto_stages[256];
 } tg_program;
@@ -314,6 +318,21 @@ bool tg_step_unscales_gradient(const tg_program *p, const tg_step *st);
 int tg_program_add_buffer(tg_program *p, int node, int device, tg_region region, tg_dtype dtype);
 /* Whether t is optimizer state: a STATE leaf read only by optimizer steps. */
 bool tg_program_is_optimizer_state(const tg_graph *g, const tg_tensor *t);
+
+/* What one phase of a phased program (executionStrategy phased) costs on
+ * device d, from the memory plan (compile/phases.c). */
+typedef struct tg_phase_memory {
+    size_t persistent;       /* the device's persistent and slotted regions: every phase's */
+    size_t peak_activations; /* the most activation-region bytes live at one of its steps,
+                              * streamed copies and kernel scratch included */
+    size_t loaded;           /* loaded from streaming memory by its forward, backward and
+                              * update steps, once each */
+    size_t stored;           /* stored back to streaming memory by them */
+    int steps;
+} tg_phase_memory;
+
+/* out[n_phases] for device d. */
+void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

@@ -34,11 +34,14 @@ static void read_pipeline(tg_config *c)
     c->pipeline.schedule = text(c, "pipelineSchedule");
     c->pipeline.stages = text(c, "stages");
     c->pipeline.split = text(c, "split");
+    c->pipeline.phases = text(c, "phases");
+    c->pipeline.phased_type = text(c, "phasedExecutionType");
     c->pipeline.devices = (int)integer(c, "devices");
     c->pipeline.auto_stages =
         !strcmp(c->pipeline.stages, "auto") || !strcmp(c->pipeline.split, "auto");
     bool divided = *c->pipeline.split || *c->pipeline.stages || c->pipeline.devices > 1;
     c->pipeline.strategy = strcmp(c->pipeline.asked_strategy, "auto") ? c->pipeline.asked_strategy
+                           : *c->pipeline.phases                      ? "phased"
                            : divided                                  ? "pipelined"
                                                                       : "single";
     c->pipeline.memory_margin = tg_options_get_float(c->options, "autoStages.memoryMargin");

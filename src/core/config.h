@@ -61,6 +61,8 @@ typedef struct tg_config {
         const char *schedule;       /* pipelineSchedule */
         const char *stages;         /* stages: "" , "auto" or "B1,B2|B3" */
         const char *split;          /* split: "", "auto" or layer names */
+        const char *phases;         /* phases: "B1|B2|B3" (executionStrategy phased) */
+        const char *phased_type;    /* phasedExecutionType: SingleIPU or ParallelIPU */
         bool auto_stages;           /* stages or split is "auto" */
         int devices;                /* devices available; 0: one per stage */
         double memory_margin;       /* autoStages.memoryMargin */

@@ -49,10 +49,19 @@ static const opt_spec option_table[] = {
     {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},
-    {"executionStrategy", OPT_ENUM, "auto", 0, 0, "auto|single|pipelined|sharded",
+    {"executionStrategy", OPT_ENUM, "auto", 0, 0, "auto|single|pipelined|sharded|phased",
      "single: the whole model on one device; pipelined: stages on devices, all busy once the "
-     "pipeline is full; sharded: stages on devices, one micro-batch at a time; auto: pipelined "
-     "when split, stages or devices > 1 say how to divide the model, else single"},
+     "pipeline is full; sharded: stages on devices, one micro-batch at a time; phased: the "
+     "phases of the model one after another on one device, each with its own memory (with "
+     "TensorLocations off chip, its weights streamed in for it); auto: phased when phases are "
+     "given, pipelined when split, stages or devices > 1 say how to divide the model, else "
+     "single"},
+    {"phases", OPT_STRING, "", 0, 0, NULL,
+     "executionStrategy phased: blocks grouped into phases, run in this order: \"B1|B2|B3|B4\" "
+     "or \"B1,B2|B3,B4\" (docs/memory-locations.md)"},
+    {"phasedExecutionType", OPT_ENUM, "SingleIPU", 0, 0, "SingleIPU|ParallelIPU",
+     "executionStrategy phased: SingleIPU runs every phase on one device; ParallelIPU (phases "
+     "alternating over two devices, one loading while the other computes) is not available yet"},
     {"pipelineSchedule", OPT_ENUM, "grouped", 0, 0, "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
      "order of forward and backward passes of the micro-batches on each device (pipelined); "
      "zb-h1 and zb-h2 split each backward into the input gradient, sent at once, and the "
@@ -465,6 +474,7 @@ const char *tg_options_flag(const char *key)
     static const char *const flags[][2] = {
         {"executionStrategy", "--strategy"},
         {"stages", "--stages"},
+        {"phases", "--phases"},
         {"split", "--split"},
         {"pipelineSchedule", "--schedule"},
         {"replicationFactor", "--replicas"},

@@ -1,0 +1,105 @@
+/* tests/tools/test_phased.c - `--strategy phased --phases` and `--offload`
+ * from the command (issue 31): the phased run with weights and optimizer
+ * state in streaming memory writes the same checkpoint bytes as the
+ * one-device run; compile shows the offloaded bytes and each phase's
+ * memory; what cannot apply is refused by name. */
+#include "tg_test.h"
+#include "tg_test_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[256];
+
+#define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
+#define TRAIN "train --model mnist-pipeline --train-limit 800 --test-limit 100 --quiet "
+#define PHASED "--strategy phased --phases \"B1|B2|B3|B4\" "
+
+static bool same_file(const char *a, const char *b)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/%s %s/%s", tmpdir, a, tmpdir, b);
+    return system(cmd) == 0;
+}
+
+static void train_both(const char *flags, const char *offload)
+{
+    char args[800];
+    snprintf(args, sizeof args, TRAIN "%s --save %s/one.safetensors", flags, tmpdir);
+    EXPECT(args, 0, "saved:");
+    snprintf(args, sizeof args, TRAIN PHASED "%s --offload %s --save %s/phased.safetensors", flags,
+             offload, tmpdir);
+    EXPECT(args, 0, "saved:");
+    TG_CHECK(same_file("one.safetensors", "phased.safetensors"));
+}
+
+static void test_phased_writes_the_one_device_checkpoint(void)
+{
+    train_both("", "weights,optimizer");
+    train_both("--optimizer adamw --lr 0.001 --gradient-accumulation 2", "all");
+}
+
+/* The control: a different run gives different bytes, so cmp can fail. */
+static void test_the_comparison_can_fail(void)
+{
+    char args[800];
+    snprintf(args, sizeof args, TRAIN "--lr 0.04 --save %s/other.safetensors", tmpdir);
+    EXPECT(args, 0, "saved:");
+    TG_CHECK(!same_file("one.safetensors", "other.safetensors"));
+}
+
+static double row_bytes(const char *out, const char *row)
+{
+    const char *at = strstr(out, row);
+    double v = -1;
+    char unit[8] = "";
+    if (at && sscanf(at + strlen(row), " %lf %7s", &v, unit) == 2) {
+        if (!strcmp(unit, "KiB"))
+            v *= 1024;
+        else if (!strcmp(unit, "MiB"))
+            v *= 1024 * 1024;
+    }
+    return v;
+}
+
+static void test_compile_shows_streaming_memory_and_phases(void)
+{
+    EXPECT("compile --model mnist-pipeline " PHASED "--offload weights,optimizer", 0,
+           "Memory per phase (device 0)");
+    TG_CHECK(row_bytes(tg_cli_output, "\n  weights ") == 0);
+    double host = row_bytes(tg_cli_output, "offloaded to host");
+    EXPECT("compile --model mnist-pipeline", 0, "Memory per device");
+    double weights = row_bytes(tg_cli_output, "\n  weights ");
+    TG_CHECK(weights > 300 * 1024 && host >= weights);
+    EXPECT("compile --model mnist-pipeline " PHASED "--offload weights --json", 0,
+           "\"offloaded_bytes\"");
+}
+
+static void test_what_cannot_apply_is_refused(void)
+{
+    EXPECT("compile --model mnist-pipeline --strategy pipelined --phases \"B1|B2\"", 1,
+           "drop --phases, or use --strategy phased");
+    EXPECT("compile --model mnist-pipeline --phases auto", 1, "automatic phases are not");
+    EXPECT("compile --model mnist-pipeline " PHASED "--stages \"B1|B2\"", 1,
+           "give the blocks per phase with --phases");
+    EXPECT("compile --model mnist-pipeline " PHASED "--devices 2", 1, "runs every phase on one");
+    EXPECT("compile --model mnist-pipeline --phases \"B1|B2\" --engine-option "
+           "phasedExecutionType=ParallelIPU",
+           1, "not available yet; use SingleIPU");
+    EXPECT("compile --model mnist-pipeline --offload wieghts", 1, "'wieghts' is not a kind");
+    EXPECT("compile --model mnist-pipeline --phases \"B1|B9\"", 1, "B9");
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_phased_XXXXXX");
+    if (!TG_MKDTEMP(tmpdir))
+        return tg_test_finish();
+    TG_RUN(test_phased_writes_the_one_device_checkpoint);
+    TG_RUN(test_the_comparison_can_fail);
+    TG_RUN(test_compile_shows_streaming_memory_and_phases);
+    TG_RUN(test_what_cannot_apply_is_refused);
+    tg_test_remove_dir(tmpdir);
+    return tg_test_finish();
+}
