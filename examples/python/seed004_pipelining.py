@@ -174,11 +174,14 @@ def test(inference_model, test_data):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="seed 004's pipelining tutorial on tilegraph")
-    parser.add_argument("--strategy", choices=["pipelined", "sharded"], default="pipelined",
-                        help="execution strategy (default: pipelined)")
+    parser.add_argument("--strategy", choices=["pipelined", "sharded", "phased"],
+                        default="pipelined", help="execution strategy (default: pipelined)")
     parser.add_argument("--epochs", type=int, default=epochs, help="epochs (default: 3)")
     parser.add_argument("--offload-optimiser", action="store_true",
                         help="keep the optimiser state in host memory")
+    parser.add_argument("--offload", default="",
+                        help="also keep these in host streaming memory: weights, activations, "
+                             "accumulators (comma-separated)")
     args = parser.parse_args()
     epochs = args.epochs
 
@@ -214,6 +217,10 @@ if __name__ == "__main__":
             poptorch.Stage("B3").ipu(2),
             poptorch.Stage("B4").ipu(3),
         )
+    elif args.strategy == "phased":
+        strategy = poptorch.PhasedExecution(
+            poptorch.Phase("B1"), poptorch.Phase("B2"), poptorch.Phase("B3"), poptorch.Phase("B4")
+        )
     else:
         strategy = poptorch.ShardedExecution(
             poptorch.Stage("B1").ipu(0),
@@ -226,6 +233,15 @@ if __name__ == "__main__":
         train_opts.TensorLocations.setOptimizerLocation(
             poptorch.TensorLocationSettings().useOnChipStorage(False)
         )
+
+    off_chip = poptorch.TensorLocationSettings().useOnChipStorage(False)
+    kinds = {k for k in args.offload.split(",") if k}
+    if "weights" in kinds:
+        train_opts.TensorLocations.setWeightLocation(off_chip)
+    if "activations" in kinds:
+        train_opts.TensorLocations.setActivationLocation(off_chip)
+    if "accumulators" in kinds:
+        train_opts.TensorLocations.setAccumulatorLocation(off_chip)
 
     # Warning: impacts performance
     train_opts.outputMode(poptorch.OutputMode.All)

@@ -2,8 +2,8 @@
 
     import tilegraph as poptorch
 
-runs PopTorch scripts: Options, Block/BeginBlock, PipelinedExecution and
-ShardedExecution, trainingModel/inferenceModel, poptorch.optim and
+runs PopTorch scripts: Options, Block/BeginBlock, PipelinedExecution,
+ShardedExecution and PhasedExecution, TensorLocations, trainingModel/inferenceModel, poptorch.optim and
 DataLoader. Graphs, compilation and execution are the C library's
 (libtilegraph.so through cffi); docs/python.md says what is supported.
 """
@@ -13,12 +13,14 @@ from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from .model import (InferenceModel, TrainingModel, identity_loss, inferenceModel,
                     recomputationCheckpoint, trainingModel)
-from .options import (OutputMode, Options, PipelinedExecution, ShardedExecution, Stage,
-                      TensorLocationSettings)
+from .options import (Liveness, OutputMode, Options, ParallelPhasedExecution, Phase,
+                      PhasedExecution, PipelinedExecution, SerialPhasedExecution, ShardedExecution,
+                      Stage, TensorLocationSettings)
 
 __version__ = "0.1.0"
 __all__ = ["dist", "optim", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
            "DataLoaderMode", "InferenceModel", "TrainingModel", "identity_loss", "inferenceModel",
            "recomputationCheckpoint", "trainingModel",
-           "OutputMode", "Options", "PipelinedExecution", "ShardedExecution", "Stage",
+           "Liveness", "OutputMode", "Options", "ParallelPhasedExecution", "Phase", "PhasedExecution",
+           "PipelinedExecution", "SerialPhasedExecution", "ShardedExecution", "Stage",
            "TensorLocationSettings"]

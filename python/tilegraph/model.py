@@ -578,12 +578,26 @@ class _Model:
         if missing:
             raise ValueError(f"poptorch execution strategy: block(s) {', '.join(missing)} are in no "
                              "poptorch.Stage")
+        if getattr(strategy, "kind", None) == "phased":
+            return self._phases(strategy, split, index)
         stages = "|".join(",".join(f"S{index[n]}" for n in g) for g in groups)
         v = {"split": split, "stages": stages}
         if strategy is None and len(groups) > 1:
             v["executionStrategy"] = "pipelined"
         return v
 
+
+    @staticmethod
+    def _phases(strategy, split, index):
+        """The phases option of a PhasedExecution: its phases' blocks, and where the
+        activations its backward needs are kept (setTensorsLiveness)."""
+        phases = "|".join(",".join(f"S{index[n]}" for s in p.stages for n in s.blocks)
+                          for p in strategy.phases)
+        v = {"split": split, "phases": phases, "executionStrategy": "phased",
+             "phasedExecutionType": strategy.phased_execution_type}
+        if strategy.liveness != "AlwaysLive":
+            v["TensorLocations.activation.onChip"] = "false"
+        return v
 
     def _restore(self, buffers):
         with torch.no_grad():

@@ -79,13 +79,96 @@ class ShardedExecution(_Strategy):
     kind = "sharded"
 
 
+class Phase:
+    """Stages run together as one phase of poptorch.PhasedExecution: Phase("B1", "B2")."""
+
+    def __init__(self, *stages):
+        if not stages:
+            raise ValueError("poptorch.Phase: give one or more stages or block names, e.g. "
+                             "Phase(\"B1\")")
+        self.stages = [s if isinstance(s, Stage) else Stage(s) for s in stages]
+
+
+class Liveness:
+    """poptorch.Liveness for PhasedExecution.setTensorsLiveness: AlwaysLive keeps activations
+    on the device; the OffChip kinds keep those the backward pass needs in streaming memory
+    between a phase's forward and its backward (TensorLocations.activation.onChip=false)."""
+    AlwaysLive = "AlwaysLive"
+    OffChipAfterFwd = "OffChipAfterFwd"
+    OffChipAfterFwdNoOverlap = "OffChipAfterFwdNoOverlap"
+    OffChipAfterEachPhase = "OffChipAfterEachPhase"
+
+
+class PhasedExecution:
+    """poptorch.PhasedExecution(Phase(...), ...): the phases run one after another on one
+    device (phased_execution_type "SingleIPU"; "ParallelIPU" is refused at compile as not
+    available yet). A phase may be given as a Phase, a Stage, or block names."""
+    kind = "phased"
+
+    def __init__(self, *phases, phased_execution_type="SingleIPU"):
+        if not phases:
+            raise ValueError("poptorch.PhasedExecution: give one or more phases, e.g. "
+                             "PhasedExecution(Phase(\"B1\"), Phase(\"B2\"))")
+        self.phases = [p if isinstance(p, Phase) else Phase(p) for p in phases]
+        self.stages = [s for p in self.phases for s in p.stages]
+        name = getattr(phased_execution_type, "name", phased_execution_type)
+        if name not in ("SingleIPU", "ParallelIPU"):
+            raise ValueError("poptorch.PhasedExecution: phased_execution_type is SingleIPU or "
+                             f"ParallelIPU, got {phased_execution_type!r}")
+        self.phased_execution_type = name
+        self.liveness = Liveness.AlwaysLive
+
+    def setTensorsLiveness(self, liveness):
+        known = (Liveness.AlwaysLive, Liveness.OffChipAfterFwd, Liveness.OffChipAfterFwdNoOverlap,
+                 Liveness.OffChipAfterEachPhase)
+        if liveness not in known:
+            raise ValueError(f"poptorch.PhasedExecution.setTensorsLiveness: expected one of "
+                             f"{', '.join('poptorch.Liveness.' + k for k in known)}, got {liveness!r}")
+        self.liveness = liveness
+        return self
+
+
+class SerialPhasedExecution(PhasedExecution):
+    def __init__(self, *phases):
+        super().__init__(*phases, phased_execution_type="SingleIPU")
+
+
+class ParallelPhasedExecution(PhasedExecution):
+    def __init__(self, *phases):
+        super().__init__(*phases, phased_execution_type="ParallelIPU")
+
+
 class TensorLocationSettings:
+    """Where one kind of tensor lives (poptorch.TensorLocationSettings)."""
+
     def __init__(self):
         self.on_chip = True
+        self.min_off_chip = None
+        self.sharded = False
+        self.min_sharded = None
 
     def useOnChipStorage(self, on_chip=True):
         self.on_chip = bool(on_chip)
         return self
+
+    def minElementsForOffChip(self, n):
+        self.min_off_chip = _nonnegative_int(n, "TensorLocationSettings.minElementsForOffChip")
+        return self
+
+    def useReplicatedTensorSharding(self, on=True):
+        self.sharded = bool(on)
+        return self
+
+    def minElementsForReplicatedTensorSharding(self, n):
+        self.min_sharded = _nonnegative_int(
+            n, "TensorLocationSettings.minElementsForReplicatedTensorSharding")
+        return self
+
+
+def _nonnegative_int(n, name):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"poptorch option {name}: expected an integer >= 0, got {n!r}")
+    return n
 
 
 class _Sub:
@@ -101,13 +184,42 @@ class _Training(_Sub):
 
 
 class _TensorLocations(_Sub):
-    def setOptimizerLocation(self, settings):
+    """Options.TensorLocations: weights, activations, accumulators and optimizer state on
+    the device or in host streaming memory (docs/memory-locations.md)."""
+
+    def _location(self, kind, settings, popname):
         if not isinstance(settings, TensorLocationSettings):
-            raise ValueError("poptorch option TensorLocations.setOptimizerLocation: expected a "
+            raise ValueError(f"poptorch option TensorLocations.{popname}: expected a "
                              "poptorch.TensorLocationSettings()")
-        self._owner._set("TensorLocations.optimizer.onChip", str(settings.on_chip).lower(),
-                         "TensorLocations.setOptimizerLocation")
+        key = f"TensorLocations.{kind}"
+        self._owner._set(f"{key}.onChip", str(settings.on_chip).lower(),
+                         f"TensorLocations.{popname}")
+        if settings.min_off_chip is not None:
+            self._owner._set(f"{key}.minElementsForOffChip", settings.min_off_chip,
+                             f"TensorLocations.{popname}")
+        if kind != "optimizer" and (settings.sharded or settings.min_sharded is not None):
+            raise ValueError(f"poptorch option TensorLocations.{popname}: replicated tensor "
+                             f"sharding of the {kind} tensors is not available yet (optimizer "
+                             "state can be sharded: setOptimizerLocation)")
+        if kind == "optimizer":
+            self._owner._set(f"{key}.replicatedTensorSharding", str(settings.sharded).lower(),
+                             f"TensorLocations.{popname}")
+            if settings.min_sharded is not None:
+                self._owner._set(f"{key}.minElementsForReplicatedTensorSharding",
+                                 settings.min_sharded, f"TensorLocations.{popname}")
         return self
+
+    def setWeightLocation(self, settings):
+        return self._location("weight", settings, "setWeightLocation")
+
+    def setActivationLocation(self, settings):
+        return self._location("activation", settings, "setActivationLocation")
+
+    def setAccumulatorLocation(self, settings):
+        return self._location("accumulator", settings, "setAccumulatorLocation")
+
+    def setOptimizerLocation(self, settings):
+        return self._location("optimizer", settings, "setOptimizerLocation")
 
 
 class _Precision(_Sub):
@@ -174,10 +286,10 @@ class Options:
         return self
 
     def setExecutionStrategy(self, strategy):
-        if not isinstance(strategy, (PipelinedExecution, ShardedExecution)):
+        if not isinstance(strategy, (PipelinedExecution, ShardedExecution, PhasedExecution)):
             raise ValueError("poptorch option setExecutionStrategy: expected "
-                             "poptorch.PipelinedExecution(...) or poptorch.ShardedExecution(...), "
-                             f"got {strategy!r}")
+                             "poptorch.PipelinedExecution(...), poptorch.ShardedExecution(...) or "
+                             f"poptorch.PhasedExecution(...), got {strategy!r}")
         self._set("executionStrategy", strategy.kind, "setExecutionStrategy")
         self.strategy = strategy
         return self

@@ -91,6 +91,35 @@ class BlocksTest(unittest.TestCase):
         self.assertTrue(torch.allclose(single, sharded, atol=1e-5))
         self.assertLess(single[-1].item(), single[0].item() + 1.0)
 
+    def test_phased_with_tensors_off_chip_matches_one_device(self):
+        """PhasedExecution with every TensorLocations kind off chip gives the one-device
+        losses bit for bit (streamed copies move bytes, never change them)."""
+        def off(o):
+            off_chip = poptorch.TensorLocationSettings().useOnChipStorage(False)
+            o.TensorLocations.setWeightLocation(off_chip)
+            o.TensorLocations.setActivationLocation(off_chip)
+            o.TensorLocations.setAccumulatorLocation(off_chip)
+            o.TensorLocations.setOptimizerLocation(off_chip)
+            return o
+
+        torch.manual_seed(0)
+        single, _ = train(net(), opts(4))
+        phased = poptorch.PhasedExecution(poptorch.Phase("B1"), poptorch.Phase("B2"),
+                                          poptorch.Phase(poptorch.Stage("B3"), poptorch.Stage("B4")))
+        phased.setTensorsLiveness(poptorch.Liveness.OffChipAfterFwd)
+        torch.manual_seed(0)
+        streamed, tm = train(net(), off(opts(4, phased)))
+        self.assertEqual(tm._placement_values.get("phases"), "S0|S1|S2,S3")
+        self.assertTrue(torch.equal(single, streamed), (single, streamed))
+        torch.manual_seed(0)
+        located, _ = train(net(), off(opts(4)))  # locations alone, one device
+        self.assertTrue(torch.equal(single, located))
+        with self.assertRaisesRegex(TilegraphError, "not available yet"):
+            train(net(), opts(4, poptorch.ParallelPhasedExecution("B1", "B2", "B3", "B4")))
+        with self.assertRaisesRegex(ValueError, "sharding of the weight tensors"):
+            poptorch.Options().TensorLocations.setWeightLocation(
+                poptorch.TensorLocationSettings().useReplicatedTensorSharding(True))
+
     def test_unknown_and_missing_blocks(self):
         bad = poptorch.PipelinedExecution(poptorch.Stage("B1", "B2", "B3").ipu(0), poptorch.Stage("B9").ipu(1))
         with self.assertRaisesRegex(ValueError, "B9"):
