@@ -476,9 +476,14 @@ static void check_streams(reader *r, const tg_program *p, const tg_device_progra
     for (int i = 0; i < st->n_stream_in + st->n_stream_out; i++) {
         const tg_stream_op *op = &dp->streams[ph][st->stream_at + i];
         if (!in_range(op->copy, 0, p->n_buffers) || !in_range(op->home, 0, p->n_buffers) ||
-            !p->buffers[op->home].offloaded || p->buffers[op->copy].offloaded ||
-            p->buffers[op->copy].copy_of != op->home ||
-            p->buffers[op->copy].bytes != p->buffers[op->home].bytes)
+            !in_range(op->kind, 0, TG_STREAM_ACCUMULATE + 1) || !p->buffers[op->home].offloaded ||
+            p->buffers[op->copy].offloaded ||
+            (op->kind == TG_STREAM_COPY &&
+             (p->buffers[op->copy].copy_of != op->home ||
+              p->buffers[op->copy].bytes != p->buffers[op->home].bytes)) ||
+            (op->kind == TG_STREAM_ACCUMULATE &&
+             tg_numel(p->graph->nodes[p->buffers[op->copy].node]) !=
+                 tg_numel(p->graph->nodes[p->buffers[op->home].node])))
             fail(r, "a streamed copy names buffers that do not match");
     }
 }

@@ -125,7 +125,8 @@ static void compute_liveness(tg_program *p, int d)
     }
     /* added into the accumulators at the end of the backward pass */
     for (int k = 0; k < dp->n_accumulators; k++)
-        extend(&p->buffers[dp->accumulators[k].grad_buffer], end_b);
+        if (!dp->accumulators[k].early) /* else added after its last step */
+            extend(&p->buffers[dp->accumulators[k].grad_buffer], end_b);
     /* with micro-batches in flight, what the backward pass needs from the
      * forward pass gets a slot per micro-batch, and so does what W needs
      * from B when the schedule runs them apart */

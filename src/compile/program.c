@@ -133,7 +133,10 @@ static tg_status read_shape_options(tg_program *p, int n_stages)
     /* under an MPI job the instances' replicas are reduced together, so one
      * local replica still accumulates for the all-reduce */
     int64_t instances = c->distributed.instances;
-    p->accumulate = p->training && m * p->replicas * (instances > 1 ? instances : 1) > 1;
+    /* accumulators in streaming memory are kept even for one micro-batch:
+     * adding each gradient there as soon as it is final frees its bytes */
+    p->accumulate = p->training && (m * p->replicas * (instances > 1 ? instances : 1) > 1 ||
+                                    c->memory.location[TG_TENSOR_ACCUMULATOR].off_chip);
     return tg_pipe_schedule_build(kind, p->n_devices, p->micro_batches, p->training, &p->schedule);
 }
 
@@ -440,7 +443,8 @@ static tg_status make_accumulators(tg_program *p)
                                             p->precision.accum);
             if (acc < 0)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
-            dp->accumulators[dp->n_accumulators++] = (tg_accumulator){u->in[0]->id, grad, acc};
+            dp->accumulators[dp->n_accumulators++] =
+                (tg_accumulator){u->in[0]->id, grad, acc, false};
             st->in[k] = acc;
         }
     }

@@ -90,10 +90,16 @@ typedef struct tg_buffer {
     int copy_of;
 } tg_buffer;
 
-/* One copy between host memory and a streamed copy around a step. */
+/* One copy between host memory and a streamed copy around a step; or,
+ * after the step that finishes a gradient, adding it into its offloaded
+ * accumulator in host memory (so the gradient dies there, not at the end
+ * of the backward pass). */
+typedef enum { TG_STREAM_COPY, TG_STREAM_ACCUMULATE } tg_stream_kind;
+
 typedef struct tg_stream_op {
-    int copy; /* the streamed copy (an activation buffer) */
-    int home; /* the offloaded buffer it stands for */
+    int copy; /* the streamed copy (an activation buffer); the gradient to accumulate */
+    int home; /* the offloaded buffer it stands for; the accumulator */
+    int kind; /* tg_stream_kind */
 } tg_stream_op;
 
 typedef struct tg_step {
@@ -123,6 +129,9 @@ typedef struct tg_transfer {
 /* A parameter's gradient summed over the micro-batches of one update. */
 typedef struct tg_accumulator {
     int param, grad_buffer, acc_buffer;
+    /* added into after the gradient's last backward step (a stream op), not
+     * at the end of the backward pass (compile/streaming.c) */
+    bool early;
 } tg_accumulator;
 
 typedef struct tg_device_program {

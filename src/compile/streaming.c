@@ -132,6 +132,8 @@ static int by_step(const void *a_, const void *b_)
         return a->step - b->step;
     if (a->after != b->after)
         return a->after - b->after;
+    if (a->op.kind != b->op.kind)
+        return a->op.kind - b->op.kind;
     return a->op.copy - b->op.copy;
 }
 
@@ -179,11 +181,11 @@ static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass
         const pass_copy *c = &copies[i];
         size_t bytes = p->buffers[c->home].bytes;
         if (c->read_first) {
-            ops[(*n_ops)++] = (timed_op){c->first, false, {c->copy, c->home}};
+            ops[(*n_ops)++] = (timed_op){c->first, false, {c->copy, c->home, TG_STREAM_COPY}};
             dp->stream_in_bytes[r.phase] += bytes;
         }
         if (c->written) {
-            ops[(*n_ops)++] = (timed_op){c->last, true, {c->copy, c->home}};
+            ops[(*n_ops)++] = (timed_op){c->last, true, {c->copy, c->home, TG_STREAM_COPY}};
             dp->stream_out_bytes[r.phase] += bytes;
         }
         slot[c->home] = -1;
@@ -223,6 +225,35 @@ static void count_accumulation(const tg_program *p, tg_device_program *dp)
     }
 }
 
+/* Offloaded accumulators are added into after the backward step that
+ * last touches their gradient, so the gradient's bytes are free from then
+ * on. Not under MPI instances, whose gradient buckets add the last
+ * micro-batch themselves (runtime/buckets.c). */
+static void accumulate_early(tg_program *p, tg_device_program *dp, timed_op *ops, int *n_ops)
+{
+    if (p->config.distributed.instances > 1)
+        return;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        tg_accumulator *a = &dp->accumulators[k];
+        if (!p->buffers[a->acc_buffer].offloaded)
+            continue;
+        int last = -1;
+        for (int s = 0; s < dp->n_steps[TG_PHASE_BACKWARD]; s++) {
+            const tg_step *st = &dp->steps[TG_PHASE_BACKWARD][s];
+            bool uses = st->out == a->grad_buffer;
+            for (int i = 0; i < p->graph->nodes[st->node]->n_in; i++)
+                uses |= st->in[i] == a->grad_buffer;
+            if (uses)
+                last = s;
+        }
+        if (last < 0)
+            continue;
+        a->early = true;
+        ops[(*n_ops)++] =
+            (timed_op){last, true, {a->grad_buffer, a->acc_buffer, TG_STREAM_ACCUMULATE}};
+    }
+}
+
 static tg_status stream_device(tg_program *p, int d, int *slot, pass_copy *copies, timed_op *ops)
 {
     tg_device_program *dp = &p->devices[d];
@@ -234,6 +265,8 @@ static tg_status stream_device(tg_program *p, int d, int *slot, pass_copy *copie
         for (int i = 0; i < n_passes && s == TG_OK; i++)
             if (passes[i].phase == (tg_phase)ph)
                 s = stream_pass(p, d, passes[i], slot, copies, ops, &n_ops);
+        if (ph == TG_PHASE_BACKWARD)
+            accumulate_early(p, dp, ops, &n_ops);
         if (s == TG_OK)
             s = index_ops(dp, (tg_phase)ph, ops, n_ops);
     }
@@ -257,7 +290,8 @@ tg_status tg_streaming_plan(tg_program *p)
     size_t most_ops = 0;
     for (int d = 0; d < p->n_devices; d++)
         for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
-            most_ops += (size_t)p->devices[d].n_steps[ph] * (TG_MAX_INPUTS + 1) * 2;
+            most_ops += (size_t)p->devices[d].n_steps[ph] * (TG_MAX_INPUTS + 1) * 2 +
+                        (size_t)p->devices[d].n_accumulators;
     unsigned char *use = tg_calloc((size_t)n_homes + 1, 1);
     int *slot = tg_malloc(((size_t)n_homes + 1) * sizeof *slot);
     pass_copy *copies = tg_malloc(((size_t)n_homes + 1) * sizeof *copies);

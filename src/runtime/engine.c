@@ -229,29 +229,30 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     return tg_exchange_send(c, TG_PHASE_FORWARD, g);
 }
 
-/* acc = g (first micro-batch) or acc + g, times `scale`. */
-static void accumulate_one(device_ctx *c, const tg_accumulator *a, int64_t j, int64_t g,
-                           float scale)
+/* acc = g (first micro-batch j) or acc + g; on the last micro-batch of a
+ * single replica also scaled to the mean (with replicas the all-reduce
+ * does it). */
+void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_t j, int64_t g)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
-    const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
-    tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->dtype,
-                        tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g), grad->dtype,
-                        tg_numel(p->graph->nodes[acc->node]), j == 0, scale);
-}
-
-/* Every accumulator; on the last micro-batch of a single replica also
- * scale to the mean (with replicas the all-reduce does it). */
-static void accumulate(device_ctx *c, int64_t j, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_device_program *dp = &p->devices[c->device];
+    const tg_buffer *acc = &p->buffers[acc_buffer], *grad = &p->buffers[grad_buffer];
     float scale = 1.0f / (float)(p->micro_batches * s->global_replicas);
     bool last = j == p->micro_batches - 1 && s->global_replicas == 1;
+    tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, acc_buffer, 0), acc->dtype,
+                        tg_engine_slot_ptr(s, c->replica, grad_buffer, g), grad->dtype,
+                        tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
+}
+
+/* Every accumulator not added into already after its gradient's last step
+ * (tg_accumulator.early). */
+static void accumulate(device_ctx *c, int64_t j, int64_t g)
+{
+    const tg_device_program *dp = &c->s->program->devices[c->device];
     for (int k = 0; k < dp->n_accumulators; k++)
-        accumulate_one(c, &dp->accumulators[k], j, g, last ? scale : 1.0f);
+        if (!dp->accumulators[k].early)
+            tg_engine_accumulate(c, dp->accumulators[k].acc_buffer, dp->accumulators[k].grad_buffer,
+                                 j, g);
 }
 
 /* Backward steps [from, to) of micro-batch j as `pass`. In the op that

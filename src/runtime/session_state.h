@@ -158,6 +158,8 @@ struct tg_session {
 
 /* Seconds on the monotonic clock. */
 double tg_engine_now(void);
+/* Micro-batch j's gradient (slot g) into an accumulator (runtime/engine.c). */
+void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_t j, int64_t g);
 /* Record an event of device c that ran from t0 to now (seconds); no-op
  * when the run is not recorded. */
 void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,

@@ -51,20 +51,25 @@ int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, 
     int n = in ? st->n_stream_in : st->n_stream_out;
     if (n == 0)
         return 0;
-    const tg_session *s = c->s;
+    tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_stream_op *ops =
         p->devices[c->device].streams[ph] + st->stream_at + (in ? 0 : st->n_stream_in);
     int64_t moved = 0;
     double t0 = tg_engine_now();
+    int64_t j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
     for (int i = 0; i < n; i++) {
+        size_t bytes = p->buffers[ops[i].home].bytes;
+        if (ops[i].kind == TG_STREAM_ACCUMULATE) { /* in and out of host memory */
+            tg_engine_accumulate(c, ops[i].home, ops[i].copy, j, g);
+            moved += 2 * (int64_t)bytes;
+            continue;
+        }
         unsigned char *host = tg_engine_slot_ptr(s, c->replica, ops[i].home, g);
         unsigned char *copy = tg_engine_slot_ptr(s, c->replica, ops[i].copy, g);
-        size_t bytes = p->buffers[ops[i].home].bytes;
         memcpy(in ? copy : host, in ? host : copy, bytes);
         moved += (int64_t)bytes;
     }
-    int64_t j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
     tg_engine_record(c, in ? TG_EVENT_STREAMING_LOAD : TG_EVENT_STREAMING_STORE, ph, it, j, -1, t0,
                      moved, 0);
     return moved;

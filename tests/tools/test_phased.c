@@ -49,6 +49,25 @@ static void test_the_comparison_can_fail(void)
     TG_CHECK(!same_file("one.safetensors", "other.safetensors"));
 }
 
+/* ResNet-18 (42.6 MiB of weights) on a 40 MB device: out of memory on
+ * chip; with everything in streaming memory it trains, bit for bit as on an
+ * unlimited device. */
+static void test_resnet18_trains_on_a_device_smaller_than_its_weights(void)
+{
+    char args[800];
+#define R18                                                                                        \
+    "train --model resnet18 --batch-size 4 --max-steps 2 --train-limit 200 --test-limit 8 "        \
+    "--optimizer adamw --lr 0.001 --quiet "
+    snprintf(args, sizeof args, R18 "--save %s/r_on.safetensors", tmpdir);
+    EXPECT(args, 0, "r_on.safetensors");
+    EXPECT(R18 "--memory-per-device 40000000", 1, "needs 187 MiB but has 38.1 MiB");
+    snprintf(args, sizeof args,
+             R18 "--memory-per-device 40000000 --offload all --save %s/r_off.safetensors", tmpdir);
+    EXPECT(args, 0, "r_off.safetensors");
+    TG_CHECK(same_file("r_on.safetensors", "r_off.safetensors"));
+#undef R18
+}
+
 static double row_bytes(const char *out, const char *row)
 {
     const char *at = strstr(out, row);
@@ -99,6 +118,7 @@ int main(void)
     TG_RUN(test_phased_writes_the_one_device_checkpoint);
     TG_RUN(test_the_comparison_can_fail);
     TG_RUN(test_compile_shows_streaming_memory_and_phases);
+    TG_RUN(test_resnet18_trains_on_a_device_smaller_than_its_weights);
     TG_RUN(test_what_cannot_apply_is_refused);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
