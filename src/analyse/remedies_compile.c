@@ -245,6 +245,12 @@ void tg_an_print_insights(const tg_an_insight_model *m, const tg_program *p, FIL
          {"TensorLocations.optimizer.onChip", "false", NULL},
          NULL,
          NULL},
+        {"weights, accumulators, optimizer off chip",
+         m->batch,
+         {"TensorLocations.weight.onChip", "false", "TensorLocations.accumulator.onChip", "false",
+          "TensorLocations.optimizer.onChip", "false", NULL},
+         NULL,
+         NULL},
         {"one more pipeline stage",
          m->batch,
          {"split", split, "devices", devices, "executionStrategy", "pipelined", NULL},
@@ -264,7 +270,8 @@ void tg_an_print_insights(const tg_an_insight_model *m, const tg_program *p, FIL
         {p->replicas > 1 ? "replicated tensor sharding" : "replicated tensor sharding, 2 replicas",
          m->batch,
          {"TensorLocations.optimizer.replicatedTensorSharding", "true", "replicationFactor",
-          replicas, NULL},
+          replicas, "TensorLocations.optimizer.minElementsForReplicatedTensorSharding", replicas,
+          NULL},
          rts          ? "already sharded"
          : offloading ? "instead of offloading: set onChip=true first"
                       : NULL,

@@ -30,8 +30,9 @@ static void test_engine_keys(void)
     for (int i = 0; i < tg_options_count(); i++) {
         const char *k = tg_options_key(i);
         TG_CHECK(tg_options_is_engine(k) || tg_options_flag(k) || strchr(k, '.') ||
-                 !strcmp(k, "targetDescription") || !strcmp(k, "outputReturnPeriod") ||
-                 !strcmp(k, "recomputation") || !strcmp(k, "lossScalingGrowthInterval") ||
+                 !strcmp(k, "targetDescription") || !strcmp(k, "phasedExecutionType") ||
+                 !strcmp(k, "outputReturnPeriod") || !strcmp(k, "recomputation") ||
+                 !strcmp(k, "lossScalingGrowthInterval") ||
                  !strcmp(k, "availableMemoryProportion") || !strcmp(k, "numIOTiles") ||
                  !strcmp(k, "defaultPrefetchBufferingDepth"));
     }
