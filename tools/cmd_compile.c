@@ -6,21 +6,15 @@
 #include "device_flags.h"
 #include "optim_flags.h"
 
-#include "analyse/plan.h"
-#include "analyse/remedies.h"
+#include "report/plan.h"
+#include "report/remedies.h"
 #include "tilegraph/devices.h"
 #include "tilegraph/models.h"
 #include "tilegraph/predict.h"
+#include "tilegraph/program.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* A plan over its capacity (not a failed allocation of this process): the
- * planner's message is the one that offers debug.allowOutOfMemory. */
-static bool is_over_capacity(tg_status s)
-{
-    return s == TG_ERR_NOMEM && strstr(tg_error_message(), "debug.allowOutOfMemory") != NULL;
-}
 
 /* --target-description describes a tile processor: with any other target
  * it would be ignored, so it is an error (the target may come from --target,
@@ -108,7 +102,7 @@ int cmd_compile(int argc, char **argv)
     bool inference = false, json = false, insights = false, eight_bit = false;
     device_args dev;
     optim_args oa;
-    tg_an_prediction_args pa = {0};
+    tg_report_prediction_args pa = {0};
     device_args_defaults(&dev);
     optim_args_defaults(&oa);
     char target_help[160];
@@ -243,65 +237,67 @@ int cmd_compile(int argc, char **argv)
     }
     pa.batch = batch;
     tg_model_graph mg;
-    struct tg_program *p = NULL;
+    tg_compiled *p = NULL;
     double t0 = cli_now();
     tg_status s = tg_model_graph_create_ex(m, (int)batch, inference ? NULL : &opt, &in, &mg);
     double graph_ms = (cli_now() - t0) * 1e3;
-    const char *cache = NULL;
     if (s == TG_OK)
-        s = tg_an_plan_compile(mg.graph, o, &p, &cache);
+        s = tg_compiled_create_cached(mg.graph, o, &p);
     double ms = (cli_now() - t0) * 1e3;
-    if (s == TG_OK && save_exe && tg_an_plan_save(p, save_exe) != TG_OK) {
-        tg_an_plan_free(p); /* its message is printed below */
+    if (s == TG_OK && save_exe && tg_compiled_save(p, save_exe) != TG_OK) {
+        tg_compiled_destroy(p); /* its message is printed below */
         p = NULL;
         s = TG_ERR_IO;
     }
     /* stages or split auto: the split chosen is shown beside the predictions */
-    tg_an_plan_facts facts = {0};
+    tg_compiled_facts facts = {0};
     if (s == TG_OK)
-        tg_an_plan_facts_get(p, &facts);
+        tg_compiled_facts_get(p, &facts);
+    const char *cache = facts.cache == TG_COMPILED_UNCACHED ? NULL
+                        : facts.cache == TG_COMPILED_LOADED ? "loaded from the executable cache"
+                                                            : "compiled";
     pa.wanted = facts.auto_stages || pa.compare || pa.schedules;
     if (s == TG_OK && cache)
         fprintf(stderr, "tilegraph compile: program %s in %.1f ms (graph built in %.1f ms)\n",
                 cache, ms - graph_ms, graph_ms);
     int status = 0;
-    tg_an_remedy rows[TG_AN_MAX_REMEDIES];
+    tg_report_remedy rows[TG_REPORT_MAX_REMEDIES];
     int n_rows = 0;
     tg_options *over = NULL;
-    if (s != TG_OK && is_over_capacity(s) && !json) {
+    if (s == TG_ERR_CAPACITY && !json) {
         /* the remedies are what a user needs most when it does not fit:
          * plan it again allowing the overflow, and quantify them */
         fprintf(stderr, "tilegraph compile: out of memory: %s\n", tg_error_message());
         status = 1;
         over = tg_options_clone(o);
         if (over && tg_options_set(over, "debug.allowOutOfMemory", "true") == TG_OK &&
-            tg_an_plan_compile(mg.graph, over, &p, NULL) == TG_OK) {
-            tg_an_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
-            tg_an_print_insights(&im, p, stdout, rows, &n_rows);
+            tg_compiled_create(mg.graph, over, &p) == TG_OK) {
+            tg_report_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
+            tg_report_insights(&im, p, stdout, rows, &n_rows);
         }
     } else if (s != TG_OK) {
-        fprintf(stderr, "tilegraph compile: %s%s\n", is_over_capacity(s) ? "out of memory: " : "",
+        fprintf(stderr, "tilegraph compile: %s%s\n", s == TG_ERR_CAPACITY ? "out of memory: " : "",
                 tg_error_message());
         status = 1;
     } else if (json) {
         if (facts.threads_warning[0])
             fprintf(stderr, "tilegraph: warning: %s\n", facts.threads_warning);
-        status = tg_an_print_plan_json(p, m->name, ms, o, &pa, stdout);
+        status = tg_report_plan_json(p, m->name, ms, o, &pa, stdout);
     } else {
         if (facts.threads_warning[0])
             fprintf(stderr, "tilegraph: warning: %s\n", facts.threads_warning);
-        tg_an_print_plan_text(p, m->name, ms, stdout);
+        tg_report_plan_text(p, m->name, ms, stdout);
         if (pa.wanted && facts.n_devices > 1)
-            status = tg_an_print_predictions(mg.graph, o, p, &pa, facts.auto_stages, stdout);
-        if (insights || tg_an_insights_wanted(p)) {
-            tg_an_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
-            tg_an_print_insights(&im, p, stdout, rows, &n_rows);
+            status = tg_report_predictions(mg.graph, o, p, &pa, facts.auto_stages, stdout);
+        if (insights || tg_report_insights_wanted(p)) {
+            tg_report_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
+            tg_report_insights(&im, p, stdout, rows, &n_rows);
         }
     }
     if (profile && p) {
-        tg_an_plan_facts_get(p, &facts); /* the over-capacity plan's, if it was re-planned */
+        tg_compiled_facts_get(p, &facts); /* the over-capacity plan's, if it was re-planned */
         const char *dir = facts.report_dir;
-        if (tg_an_write_graph_profile(dir, p, rows, n_rows) != TG_OK) {
+        if (tg_report_write_graph_profile(dir, p, rows, n_rows) != TG_OK) {
             fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
             status = 1;
         } else if (!json) {
@@ -310,7 +306,7 @@ int cmd_compile(int argc, char **argv)
         }
     }
     tg_options_destroy(over);
-    tg_an_plan_free(p);
+    tg_compiled_destroy(p);
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
     tg_model_close(m);

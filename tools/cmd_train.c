@@ -834,7 +834,9 @@ int cmd_train(int argc, char **argv)
         /* the memory hint only where memory was what failed */
         fprintf(stderr, "tilegraph train: evaluation: %s (nothing was trained%s)\n",
                 tg_error_message(),
-                es == TG_ERR_NOMEM ? "; a smaller --eval-batch-size needs less memory" : "");
+                es == TG_ERR_CAPACITY || es == TG_ERR_NOMEM
+                    ? "; a smaller --eval-batch-size needs less memory"
+                    : "");
         goto done;
     }
     const char *start = a.resume ? a.resume : a.load;

@@ -4,7 +4,14 @@
  * a sentence naming the object at fault (op, tensor, device, file or option)
  * is kept per thread and returned by tg_error_message() until the next
  * failure on that thread. Codes, names and default messages come from one
- * X-macro list, so they cannot drift apart.
+ * X-macro list, so they cannot drift apart; a new code goes at the end, so
+ * the numbers of the others never change (python/tilegraph/_lib.py copies
+ * them).
+ *
+ * TG_ERR_NOMEM is this process failing to allocate; TG_ERR_CAPACITY is a
+ * compiled plan that does not fit its device (memoryPerDevice, a tile's
+ * memory): the same program on a larger device, or with a remedy such as
+ * recomputation or more stages, would compile.
  */
 #ifndef TILEGRAPH_STATUS_H
 #define TILEGRAPH_STATUS_H
@@ -27,7 +34,8 @@ extern "C" {
     X(TG_ERR_NOT_FOUND, "not found")                                                               \
     X(TG_ERR_NUMERIC, "numerical error")                                                           \
     X(TG_ERR_UNSUPPORTED, "unsupported")                                                           \
-    X(TG_ERR_INTERNAL, "internal error")
+    X(TG_ERR_INTERNAL, "internal error")                                                           \
+    X(TG_ERR_CAPACITY, "does not fit")
 
 typedef enum tg_status {
 #define TG_STATUS_ENUM(code, text) code,

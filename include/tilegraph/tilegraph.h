@@ -11,6 +11,7 @@
  * optim.h    optimizers and learning-rate schedules
  * options.h  session options by PopTorch's names
  * session.h  compiling and running a graph on its devices
+ * program.h  a compiled program without a session: will it fit, save it, its figures
  * predict.h  predicted stage splits and pipeline schedules (the cost model)
  * checkpoint.h  safetensors checkpoints with PyTorch's parameter names
  * models.h   the built-in model zoo
@@ -38,6 +39,7 @@
 #include "tilegraph/optim.h"
 #include "tilegraph/options.h"
 #include "tilegraph/predict.h"
+#include "tilegraph/program.h"
 #include "tilegraph/session.h"
 #include "tilegraph/shape.h"
 #include "tilegraph/status.h"

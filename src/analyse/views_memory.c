@@ -3,7 +3,7 @@
  * shares, the largest tensors) and the Liveness Report (live bytes per
  * program step, the peak, and the tensors live at a chosen step). */
 #include "analyse/analyse.h"
-#include "analyse/memory_table.h"
+#include "report/memory_table.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -72,7 +72,8 @@ static double *category_slot(tg_an_device_memory *dm, const char *name)
     return NULL; /* a category this reader does not know: in "Memory by category" only */
 }
 
-tg_status tg_an_memory_from_profile(tg_profile_reader *r, tg_an_memory *m)
+/* The memory table's figures from a profile's `devices` and `memory` tables. */
+static tg_status tg_an_memory_from_profile(tg_profile_reader *r, tg_an_memory *m)
 {
     m->n_devices = 0;
     for (int d = 0; d < TG_AN_MAX_DEVICES; d++) {

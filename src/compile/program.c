@@ -707,7 +707,7 @@ static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
                                  tg_region_name(buf->region),
                                  tg_bytes_str((double)buf->bytes, a, sizeof a), buf->slots);
     }
-    return tg_error(TG_ERR_NOMEM,
+    return tg_error(TG_ERR_CAPACITY,
                     "%s. Set debug.allowOutOfMemory to compile it anyway and look "
                     "at the plan",
                     msg);
@@ -932,7 +932,7 @@ static void auto_stages_retry(const tg_graph *g, tg_program **p, tg_status *s)
         return;
     double margin = again.pipeline.memory_margin;
     int threads = (*p)->n_threads;
-    for (int k = 0; *s == TG_ERR_NOMEM && k < 2 && margin + 0.1 <= 0.9; k++) {
+    for (int k = 0; *s == TG_ERR_CAPACITY && k < 2 && margin + 0.1 <= 0.9; k++) {
         char text[32];
         margin += 0.1;
         snprintf(text, sizeof text, "%.2f", margin);
@@ -947,8 +947,8 @@ static void auto_stages_retry(const tg_graph *g, tg_program **p, tg_status *s)
         (*p)->n_threads = threads;
         *s = compile(*p);
     }
-    if (*s == TG_ERR_NOMEM)
-        *s = tg_error(TG_ERR_NOMEM,
+    if (*s == TG_ERR_CAPACITY)
+        *s = tg_error(TG_ERR_CAPACITY,
                       "%s (automatic stages searched again leaving %.0f%% of memoryPerDevice "
                       "free, and no split fitted)",
                       first, margin * 100);
@@ -969,7 +969,7 @@ tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_pr
     tg_status s = tg_config_copy(c, &p->config);
     if (s == TG_OK)
         s = compile(p);
-    if (s == TG_ERR_NOMEM)
+    if (s == TG_ERR_CAPACITY)
         auto_stages_retry(g, &p, &s);
     if (s != TG_OK) {
         tg_program_destroy(p);

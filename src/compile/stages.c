@@ -416,7 +416,7 @@ tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal,
         }
     tg_status s = TG_OK;
     if (best[(S - 1) * n + n - 1] == INFINITY) {
-        s = tg_error(TG_ERR_NOMEM,
+        s = tg_error(TG_ERR_CAPACITY,
                      "automatic stages: no split of the model's %d %s over %d devices fits "
                      "%.1f MiB per device (memoryPerDevice less autoStages.memoryMargin, by the "
                      "estimate); use more devices, recomputation, offloading or a smaller batch",

@@ -547,7 +547,7 @@ static tg_status tile_out_of_memory(const tg_program *p, int d)
             k ? "," : "; largest tensors on the tile:", p->graph->nodes[buf->node]->name,
             tg_region_name(buf->region), tg_bytes_str((double)top_bytes[k], a, sizeof a));
     }
-    return tg_error(TG_ERR_NOMEM,
+    return tg_error(TG_ERR_CAPACITY,
                     "%s. Set debug.allowOutOfMemory to compile it anyway and look "
                     "at the plan",
                     msg);
@@ -606,7 +606,7 @@ static tg_status io_tiles_short(const tg_program *p, int d, int tile, int64_t ne
         snprintf(hint, sizeof hint, "numIOTiles=%d would hold them", fits);
     else
         snprintf(hint, sizeof hint, "no numIOTiles below %d holds them", tg->tiles);
-    return tg_error(TG_ERR_NOMEM,
+    return tg_error(TG_ERR_CAPACITY,
                     "device %d: its %d I/O tile%s (numIOTiles) cannot hold a micro-batch of its "
                     "host-stream inputs (%s): tile %d needs %s but has %s (%s memory per tile), "
                     "%s short; %s",

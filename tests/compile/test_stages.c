@@ -103,7 +103,7 @@ static void check_dp_exact(const tg_graph *g, int devices, const char *strategy,
         tg_stage_plan dp;
         tg_status s = tg_stage_plan_best(&a, &goal, &dp);
         if (isinf(brute)) {
-            TG_CHECK(s == TG_ERR_NOMEM);
+            TG_CHECK(s == TG_ERR_CAPACITY);
             continue;
         }
         TG_CHECK_OK(s);
@@ -149,7 +149,7 @@ static void test_mk2_fits_where_uniform_does_not(void)
     /* uniform: 18 scopes, stages from scopes 0, 4, 9, 13 */
     TG_CHECK_OK(tg_options_set(o, "split", "layer1.2,layer3.0,layer3.4"));
     p = NULL;
-    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_NOMEM);
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CAPACITY);
     TG_CHECK(strstr(tg_error_message(), "device 3") != NULL);
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);

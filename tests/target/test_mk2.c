@@ -167,7 +167,7 @@ static void test_tile_out_of_memory(void)
     tg_options *o = mk2_options(path, false);
     tg_program *p = NULL;
     tg_status s = tg_program_compile(mg.graph, o, &p);
-    TG_CHECK(s == TG_ERR_NOMEM && p == NULL);
+    TG_CHECK(s == TG_ERR_CAPACITY && p == NULL);
     const char *msg = tg_error_message();
     TG_CHECK(strstr(msg, "device 0 tile ") != NULL);
     TG_CHECK(strstr(msg, "but has 8.00 KiB") != NULL || strstr(msg, "but has 8 KiB") != NULL);
@@ -332,13 +332,13 @@ static void test_io_tiles(void)
 {
     tg_model_graph mg = build(200);
     tg_program *p = NULL;
-    TG_CHECK(compile_io(&mg, 1, &p) == TG_ERR_NOMEM && p == NULL);
+    TG_CHECK(compile_io(&mg, 1, &p) == TG_ERR_CAPACITY && p == NULL);
     const char *msg = tg_error_message(), *hint = strstr(msg, "short; numIOTiles=");
     TG_CHECK(strstr(msg, "device 0: its 1 I/O tile") != NULL);
     TG_CHECK(strstr(msg, "'images' 612 KiB x 5 slots") != NULL);
     int n = hint ? atoi(hint + strlen("short; numIOTiles=")) : 0;
     TG_CHECK(n >= 5 && n <= 6 && strstr(msg, "would hold them") != NULL);
-    TG_CHECK(compile_io(&mg, n - 1, &p) == TG_ERR_NOMEM && p == NULL);
+    TG_CHECK(compile_io(&mg, n - 1, &p) == TG_ERR_CAPACITY && p == NULL);
     TG_CHECK_OK(compile_io(&mg, n, &p));
     const tg_tile_plan *tp = p ? p->tile_plan : NULL;
     int tiles = tp ? tp->target.tiles : 0, inputs = 0;

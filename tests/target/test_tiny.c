@@ -95,7 +95,7 @@ static void test_refusals(void)
     tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
     tg_test_model c;
     tg_status s = tg_test_model_create(&c, 512, &opt, tiny_kv, 1);
-    TG_CHECK(s == TG_ERR_NOMEM);
+    TG_CHECK(s == TG_ERR_CAPACITY);
     TG_CHECK(strstr(tg_error_message(), "device 0 tile") &&
              strstr(tg_error_message(), "tiny memory per tile"));
     tg_test_model_destroy(&c);

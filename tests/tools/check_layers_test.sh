@@ -1,9 +1,11 @@
 #!/bin/sh
 # tests/tools/check_layers_test.sh - scripts/check_layers.sh fails on a back
 # edge and passes a tree whose includes point down: run over small scratch
-# trees, one include each, around the trace layer (core -> trace -> graph):
-# core including trace/ and trace including graph/ must fail, naming the file
-# and line; trace including core/ and graph including trace/ must pass.
+# trees, one include each, around the trace layer (core -> trace -> graph)
+# and the report layer (runtime -> report -> analyse): core including trace/,
+# trace including graph/ and report including analyse/ must fail, naming the
+# file and line; trace including core/, graph including trace/, analyse
+# including report/ and report including compile/ must pass.
 # usage: check_layers_test.sh SOURCE_DIR
 set -u
 script=$1/scripts/check_layers.sh
@@ -37,8 +39,11 @@ expect_pass() {
 expect_fail core/alloc.c trace/trace_internal.h
 expect_fail trace/trace.c graph/graph.h
 expect_fail trace/chrome_trace.c profile/profile.h
+expect_fail report/plan.c analyse/analyse.h
 expect_pass trace/trace.c core/alloc.h
 expect_pass graph/graph.c trace/trace_internal.h
 expect_pass data/loader.c trace/trace_internal.h
+expect_pass analyse/views_memory.c report/memory_table.h
+expect_pass report/plan.c compile/program.h
 [ "$fails" -eq 0 ] || exit 1
-echo "check_layers_test: 6 cases as expected"
+echo "check_layers_test: 9 cases as expected"

@@ -1,7 +1,7 @@
-/* analyse/memory_table.c - the memory table of `compile` and `analyse
- * memory` (analyse/memory_table.h): its rows, built once from either
+/* report/memory_table.c - the memory table of `compile` and `analyse
+ * memory` (report/memory_table.h): its rows, built once from either
  * source's figures. */
-#include "analyse/memory_table.h"
+#include "report/memory_table.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
-/* analyse/render.c - printing a view: aligned text tables for people, one
+/* report/render.c - printing a view: aligned text tables for people, one
  * JSON object for scripts (numbers raw: bytes, nanoseconds, fractions). */
-#include "analyse/analyse.h"
+#include "report/table.h"
 
 #include "core/alloc.h"
 #include "core/json.h"

@@ -1,13 +1,14 @@
-/* analyse/remedies_compile.c - what would make it fit: the reference's list of memory
+/* report/remedies.c - what would make it fit: the reference's list of memory
  * remedies, each quantified by compiling the model again with that one
  * change (a what-if on the real plan, not a rule of thumb). The figure is the
  * largest need: the fullest tile on a tiled target, the largest device
  * arena otherwise. */
-#include "analyse/remedies.h"
+#include "report/remedies.h"
 
-#include "analyse/analyse.h"
+#include "compile/compiled.h"
 #include "compile/program.h"
 #include "core/error.h"
+#include "report/table.h"
 #include "target/tiled.h"
 
 #include <stdio.h>
@@ -72,7 +73,7 @@ static void checkpoint_units(tg_graph *g)
 
 /* Compile the model with the changes kv (key, value, ..., NULL), after
  * prepare(graph) when given; *need < 0 when it does not compile. */
-static void what_if(const tg_an_insight_model *m, int batch, const char *const *kv,
+static void what_if(const tg_report_insight_model *m, int batch, const char *const *kv,
                     void (*prepare)(tg_graph *), int64_t *need)
 {
     *need = -1;
@@ -191,17 +192,19 @@ static bool split_further(const tg_program *p, char *split, size_t cap, char *po
     return false;
 }
 
-bool tg_an_insights_wanted(const tg_program *p)
+bool tg_report_insights_wanted(const tg_compiled *c)
 {
+    const tg_program *p = tg_compiled_program(c);
     int64_t need, cap;
     const char *unit;
     need_of(p, &need, &cap, &unit);
     return cap > 0 && need * 10 > cap * 9; /* over, or within 10% of, the capacity */
 }
 
-void tg_an_print_insights(const tg_an_insight_model *m, const tg_program *p, FILE *out,
-                          tg_an_remedy *out_rows, int *n_rows)
+void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *compiled, FILE *out,
+                        tg_report_remedy *out_rows, int *n_rows)
 {
+    const tg_program *p = tg_compiled_program(compiled);
     int64_t need, cap;
     const char *unit;
     need_of(p, &need, &cap, &unit);
@@ -278,8 +281,8 @@ void tg_an_print_insights(const tg_an_insight_model *m, const tg_program *p, FIL
          NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
-        tg_an_remedy *row =
-            out_rows && *n_rows < TG_AN_MAX_REMEDIES ? &out_rows[(*n_rows)++] : NULL;
+        tg_report_remedy *row =
+            out_rows && *n_rows < TG_REPORT_MAX_REMEDIES ? &out_rows[(*n_rows)++] : NULL;
         if (row) {
             memset(row, 0, sizeof *row);
             snprintf(row->what, sizeof row->what, "%s", remedies[i].what);

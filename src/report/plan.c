@@ -1,48 +1,18 @@
-/* analyse/plan.c - the compiled program as `tilegraph compile` shows it
- * (analyse/plan.h): read from the program itself, the whole truth about a
+/* report/plan.c - the compiled program as `tilegraph compile` shows it
+ * (report/plan.h): read from the program itself, the whole truth about a
  * run, so the figures are those the engine will allocate and execute. */
-#include "analyse/plan.h"
+#include "report/plan.h"
 
-#include "analyse/analyse.h"
-#include "analyse/memory_table.h"
+#include "compile/compiled.h"
 #include "compile/program.h"
 #include "core/alloc.h"
+#include "report/memory_table.h"
+#include "report/table.h"
 #include "target/tiled.h"
 #include "tilegraph/predict.h"
 
 #include <math.h>
 #include <string.h>
-
-tg_status tg_an_plan_compile(const tg_graph *g, const tg_options *o, tg_program **out,
-                             const char **cache_note)
-{
-    if (!cache_note)
-        return tg_program_compile(g, o, out);
-    tg_cache_result cache = TG_CACHE_OFF;
-    tg_status s = tg_program_compile_cached(g, o, out, &cache);
-    *cache_note = cache == TG_CACHE_OFF      ? NULL
-                  : cache == TG_CACHE_LOADED ? "loaded from the executable cache"
-                                             : "compiled";
-    return s;
-}
-
-tg_status tg_an_plan_save(const tg_program *p, const char *path)
-{
-    return tg_executable_save(p, path);
-}
-
-void tg_an_plan_free(tg_program *p)
-{
-    tg_program_destroy(p);
-}
-
-void tg_an_plan_facts_get(const tg_program *p, tg_an_plan_facts *out)
-{
-    out->n_devices = p->n_devices;
-    out->auto_stages = p->config.pipeline.auto_stages;
-    out->threads_warning = p->threads_warning;
-    out->report_dir = p->config.report.directory;
-}
 
 static int64_t peak_live(const tg_program *p, int d, int *at)
 {
@@ -300,8 +270,9 @@ static void print_threads_text(const tg_program *p, FILE *out)
     fprintf(out, "\n");
 }
 
-void tg_an_print_plan_text(const tg_program *p, const char *model, double ms, FILE *out)
+void tg_report_plan_text(const tg_compiled *c, const char *model, double ms, FILE *out)
 {
+    const tg_program *p = tg_compiled_program(c);
     char a[32], b[32], prec[16];
     fprintf(out,
             "%s: %s program, %d device%s x %d replica%s, %d micro-batch%s per update, schedule %s, "
@@ -331,7 +302,7 @@ void tg_an_print_plan_text(const tg_program *p, const char *model, double ms, FI
 }
 
 static int print_predictions_json(const tg_graph *g, const tg_options *o, const tg_program *p,
-                                  const tg_an_prediction_args *pa, FILE *out);
+                                  const tg_report_prediction_args *pa, FILE *out);
 
 /* ,"memory_view":{...}: the memory tables as `analyse memory --json` gives
  * them for this program's profile. */
@@ -347,9 +318,10 @@ static void print_memory_json(const tg_program *p, FILE *out)
     tg_an_view_free(&v);
 }
 
-int tg_an_print_plan_json(const tg_program *p, const char *model, double ms, const tg_options *o,
-                          const tg_an_prediction_args *pa, FILE *out)
+int tg_report_plan_json(const tg_compiled *c, const char *model, double ms, const tg_options *o,
+                        const tg_report_prediction_args *pa, FILE *out)
 {
+    const tg_program *p = tg_compiled_program(c);
     char prec[16];
     fprintf(out,
             "{\"model\":\"%s\",\"program\":\"%s\",\"devices\":%d,\"replicas\":%d,"
@@ -398,8 +370,8 @@ int tg_an_print_plan_json(const tg_program *p, const char *model, double ms, con
 /* ---- predictions: --stages auto, --compare-stages, --compare-schedules ---- */
 
 static void print_split_text(const char *title, const tg_split_prediction *sp,
-                             const tg_an_prediction_args *pa, const tg_program *p, bool compiled,
-                             FILE *out)
+                             const tg_report_prediction_args *pa, const tg_program *p,
+                             bool compiled, FILE *out)
 {
     char a[32];
     fprintf(out, "%s: %s \"%s\"%s\n", title, sp->blocks ? "--stages" : "--split", sp->spec,
@@ -436,9 +408,10 @@ static void print_schedules_text(const tg_schedule_prediction *sp, int n, int n_
 }
 
 /* The automatic split, the user's, and the schedules, as text. */
-int tg_an_print_predictions(const tg_graph *g, const tg_options *o, const tg_program *p,
-                            const tg_an_prediction_args *pa, bool auto_compiled, FILE *out)
+int tg_report_predictions(const tg_graph *g, const tg_options *o, const tg_compiled *c,
+                          const tg_report_prediction_args *pa, bool auto_compiled, FILE *out)
 {
+    const tg_program *p = tg_compiled_program(c);
     tg_split_prediction best, mine;
     int n = p->n_devices;
     if (tg_predict_split(g, o, n, "auto", &best) != TG_OK) {
@@ -502,7 +475,7 @@ static void print_split_json(const char *key, const tg_split_prediction *sp, int
 }
 
 static int print_predictions_json(const tg_graph *g, const tg_options *o, const tg_program *p,
-                                  const tg_an_prediction_args *pa, FILE *out)
+                                  const tg_report_prediction_args *pa, FILE *out)
 {
     tg_split_prediction sp;
     if (tg_predict_split(g, o, p->n_devices, "auto", &sp) != TG_OK)

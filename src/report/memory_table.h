@@ -1,4 +1,4 @@
-/* analyse/memory_table.h - the memory table that `tilegraph compile` and
+/* report/memory_table.h - the memory table that `tilegraph compile` and
  * `tilegraph analyse memory` share: per device the bytes of each region of
  * its arena, the kernel scratch within the activations, the total, what is
  * offloaded to the host, and beside them the stash depth and the FLOPs of a
@@ -10,11 +10,11 @@
  * profile holds what the program planned: docs/profile-format.md, tables
  * `memory` and `devices`), through the same renderer, in text and JSON.
  */
-#ifndef TG_ANALYSE_MEMORY_TABLE_H
-#define TG_ANALYSE_MEMORY_TABLE_H
+#ifndef TG_REPORT_MEMORY_TABLE_H
+#define TG_REPORT_MEMORY_TABLE_H
 
-#include "analyse/analyse.h"
 #include "compile/program.h"
+#include "report/table.h"
 
 /* One device's figures; NaN where the source has none (a profile written
  * before a row existed), printed as a dash. */
@@ -40,10 +40,9 @@ typedef struct tg_an_memory {
  * table and the memory table call it: "weights", "pipeline stash". */
 const char *tg_an_memory_region_name(int region);
 
-/* From the program's plan (plan.c). */
+/* From the program's plan (plan.c); the analyse layer fills one from a
+ * profile's `devices` and `memory` tables (views_memory.c). */
 void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out);
-/* From a profile's `devices` and `memory` tables (views_memory.c). */
-tg_status tg_an_memory_from_profile(tg_profile_reader *r, tg_an_memory *out);
 
 /* Add to v the memory table (a row per region, then "of which kernel
  * scratch", "total" and "offloaded to host"; a column per device) and the

@@ -1,5 +1,5 @@
-/* tests/analyse/test_memory_table.c - the memory table `tilegraph compile`
- * and `tilegraph analyse memory` share (analyse/memory_table.h): its rows
+/* tests/report/test_memory_table.c - the memory table `tilegraph compile`
+ * and `tilegraph analyse memory` share (report/memory_table.h): its rows
  * and columns from figures given here, the device filter, a missing figure
  * kept missing; and the two commands on one program print the same table,
  * text and JSON: compile a pipelined model with a profile directory and
@@ -8,7 +8,7 @@
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
-#include "analyse/memory_table.h"
+#include "report/memory_table.h"
 #include "core/alloc.h"
 
 #include <math.h>
