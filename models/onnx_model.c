@@ -140,11 +140,26 @@ static tg_status spec_shapes(onnx_spec *o)
                         "integer token ids [batch, seq_len] with scores [batch, seq_len, vocab] "
                         "out (a causal language model)",
                         path, in.name);
-    if (out.ndim != 2 || out.dim[1] <= 0)
+    /* scores of every pixel at the input's size: a segmentation model */
+    bool segment = in.ndim == 4 && out.ndim == 4 && out.dim[1] >= 2 && out.dim[2] == in.dim[2] &&
+                   out.dim[3] == in.dim[3];
+    if (!segment && (out.ndim != 2 || out.dim[1] <= 0)) {
+        if (in.ndim == 4 && out.ndim == 4)
+            return tg_error(TG_ERR_UNSUPPORTED,
+                            "%s: output '%s' is [batch, %lld, %lld, %lld] but the input is "
+                            "[batch, %lld, %lld, %lld]: a segmentation model's first output "
+                            "scores every pixel of the input, [batch, classes >= 2, %lld, %lld] "
+                            "(upsample to the input's size in the model)",
+                            path, out.name, (long long)out.dim[1], (long long)out.dim[2],
+                            (long long)out.dim[3], (long long)in.dim[1], (long long)in.dim[2],
+                            (long long)in.dim[3], (long long)in.dim[2], (long long)in.dim[3]);
         return tg_error(TG_ERR_UNSUPPORTED,
-                        "%s: output '%s' must be the logits [batch, "
-                        "classes]",
+                        "%s: output '%s' must be the logits [batch, classes], or for a "
+                        "segmentation model the scores of every pixel [batch, classes, H, W] "
+                        "at the input's H and W",
                         path, out.name);
+    }
+    s->task = segment ? TG_TASK_SEGMENT : TG_TASK_CLASSIFY;
     s->channels = (int)in.dim[1];
     s->height = in.ndim == 4 ? (int)in.dim[2] : 1;
     s->width = in.ndim == 4 ? (int)in.dim[3] : 1;
@@ -219,6 +234,30 @@ static tg_status lm_loss(const tg_model_spec *m, tg_graph *g, tg_tensor *out, tg
     return *loss ? TG_OK : tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
 }
 
+/* A segmentation model's scores [N, classes, H, W] at the input's H and W
+ * and, for training, the mean cross-entropy over every pixel (PyTorch's
+ * CrossEntropyLoss over [N, C, H, W] and labels [N, H, W]). */
+static tg_status segment_loss(const tg_model_spec *m, tg_graph *g, tg_tensor *out, tg_tensor *x,
+                              tg_tensor *labels, tg_tensor **loss)
+{
+    tg_shape s = tg_tensor_shape(out), in = tg_tensor_shape(x);
+    if (s.ndim != 4 || s.dim[0] != in.dim[0] || s.dim[1] != m->classes || s.dim[2] != in.dim[2] ||
+        s.dim[3] != in.dim[3])
+        return tg_error(TG_ERR_SHAPE,
+                        "%s: the first output has %d dims, not the scores of every pixel "
+                        "[batch, %d, %lld, %lld]",
+                        m->name, s.ndim, m->classes, (long long)in.dim[2], (long long)in.dim[3]);
+    if (!loss)
+        return TG_OK;
+    if (m->loss == TG_LOSS_MSE)
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: --loss mse does not apply to a segmentation model, whose labels are "
+                        "a class per pixel; use cross-entropy",
+                        m->name);
+    *loss = tg_cross_entropy(g, out, labels);
+    return *loss ? TG_OK : tg_error(tg_graph_status(g), "%s", tg_graph_error(g));
+}
+
 /* The values of a language model's inputs after the token ids (fill_for),
  * for `batch` samples; NULL entries where the data gives the input. */
 static tg_status fill_inputs(const onnx_spec *o, int64_t batch, int64_t *values[TG_ONNX_MAX_IO])
@@ -264,6 +303,8 @@ tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x,
     tg_shape s = tg_tensor_shape(*out);
     if (tg_model_task_tokens(m->task))
         return lm_loss(m, g, *out, labels, c.batch, loss);
+    if (m->task == TG_TASK_SEGMENT)
+        return segment_loss(m, g, *out, x, labels, loss);
     if (s.ndim != 2 || s.dim[0] != c.batch)
         return tg_error(TG_ERR_SHAPE,
                         "%s: the first output has shape [%lld...] (%d dims), not "

@@ -239,7 +239,10 @@ tg_status tg_model_graph_create_ex(const tg_model_spec *m, int batch, const tg_o
         out->images = tg_input(g, "images", shape.eight_bit ? TG_U8 : TG_F32,
                                tg_shape4(batch, shape.channels, shape.height, shape.width));
         if (opt)
-            out->labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+            out->labels =
+                tg_input(g, "labels", TG_I32,
+                         m->task == TG_TASK_SEGMENT ? tg_shape3(batch, shape.height, shape.width)
+                                                    : tg_shape1(batch));
     }
     tg_tensor *x = out->images;
     if (shape.eight_bit) {

@@ -6,7 +6,8 @@ Every fenced block of README.md and docs/*.md is read; each line that is a
 and a trailing `# comment` dropped) is run, file by file in the order the
 doc gives them, in one scratch directory per doc (so a `--save` or
 `--profile-dir` earlier in a doc serves the commands after it; `/tmp/X` paths
-are moved into that directory). A doc that was written from a run and never
+are moved into that directory; a relative path of a file of the source tree,
+tests/onnx/fixtures/unet_shapes.onnx, is that file). A doc that was written from a run and never
 run again drifts: flags renamed, defaults changed, examples that fail.
 
 What is not run, each with its reason in the table: output lines
@@ -89,6 +90,15 @@ def split_env(argv):
     return env, argv
 
 
+ROOT = "."  # the source tree (main sets it): a doc's tests/... and examples/... paths are its files
+
+
+def in_tree(path):
+    """A relative path of the source tree (tests/onnx/fixtures/x.onnx) made absolute; None otherwise."""
+    p = os.path.join(ROOT, path)
+    return p if "/" in path and not os.path.isabs(path) and os.path.exists(p) else None
+
+
 def not_run_reason(cmd):
     words = re.sub(r"^([A-Z_]+=('[^']*'|\S+)\s+)*", "", cmd).split()
     if len(words) < 2 or words[1].endswith(":") or words[1] == "version":
@@ -98,13 +108,13 @@ def not_run_reason(cmd):
             return reason
     if re.search(r"--model \S+\.onnx|\bimport \S+\.onnx", cmd):
         f = re.search(r"(\S+\.onnx)", cmd).group(1)
-        return None if os.path.exists(f) else f"needs {f} (exported from PyTorch)"
+        return None if os.path.exists(f) or in_tree(f) else f"needs {f} (exported from PyTorch)"
     return None
 
 
 def cheap(argv, scratch):
     """The command made cheap (train: 3 steps) with /tmp paths in the scratch directory."""
-    argv = [re.sub(r"^/tmp/", scratch + "/", a) for a in argv]
+    argv = [in_tree(a) or re.sub(r"^/tmp/", scratch + "/", a) for a in argv]
     if len(argv) > 1 and argv[1] == "train" and "--help" not in argv:
         if "--max-steps" not in argv:
             argv += ["--max-steps", "3"]
@@ -159,7 +169,9 @@ def main():
     if len(args) < 2 or "--help" in args:
         print(__doc__)
         return 0 if "--help" in args else 2
+    global ROOT
     tilegraph, root = os.path.abspath(args[0]), args[1]
+    ROOT = os.path.abspath(root)
     docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
     if "--only" in args:
         only = args[args.index("--only") + 1]

@@ -42,7 +42,8 @@ static tg_status feed(tg_session *s, const tg_model_graph *mg, uint64_t seed)
     int64_t n = runs * (int64_t)tg_shape_numel(tg_tensor_shape(mg->images));
     bool bytes = tg_tensor_dtype(mg->images) == TG_U8;
     void *images = malloc((size_t)n * (bytes ? 1 : sizeof(float)));
-    int64_t n_labels = mg->labels ? runs * tg_tensor_shape(mg->labels).dim[0] : 0;
+    /* a label per sample, or per pixel for a segmentation model ([B, H, W]) */
+    int64_t n_labels = mg->labels ? runs * tg_shape_numel(tg_tensor_shape(mg->labels)) : 0;
     int32_t *labels = malloc((size_t)(n_labels + 1) * sizeof(int32_t));
     tg_status st = images && labels ? TG_OK : tg_error_set(TG_ERR_NOMEM, "check: out of memory");
     for (int64_t i = 0; st == TG_OK && i < n; i++) {

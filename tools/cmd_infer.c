@@ -1,8 +1,10 @@
 /* tools/cmd_infer.c - `tilegraph infer`: classify test images with a
- * trained checkpoint, as the tutorial's last cell does. */
+ * trained checkpoint, as the tutorial's last cell does; a segmentation
+ * model's images are scored pixel by pixel against their masks. */
 #include "cli.h"
 #include "train_util.h"
 
+#include "analyse/analyse.h"
 #include "tilegraph/checkpoint.h"
 
 #include <math.h>
@@ -24,6 +26,107 @@ static tg_options *infer_options(int64_t threads, const char *exe, const char *e
     return o;
 }
 
+/* Pixel counts per class: labelled, predicted, both (train_util's mean_iou). */
+typedef struct seg_counts {
+    int64_t *truth, *predicted, *both;
+    int64_t correct, pixels;
+} seg_counts;
+
+/* One line (or JSON record) of pixel accuracy, mean IoU and each class's IoU. */
+static void print_seg(const tg_dataset *d, const seg_counts *c, int classes, bool one,
+                      int64_t index, int64_t count, bool json)
+{
+    double iou[EVAL_MAX_IOU_CLASSES];
+    int shown = classes < EVAL_MAX_IOU_CLASSES ? classes : EVAL_MAX_IOU_CLASSES;
+    double acc = c->pixels ? 100.0 * (double)c->correct / (double)c->pixels : NAN;
+    double mean = classes <= EVAL_MAX_IOU_CLASSES
+                      ? mean_iou(c->truth, c->predicted, c->both, classes, iou)
+                      : mean_iou(c->truth, c->predicted, c->both, classes, NULL);
+    if (json) {
+        tg_an_field f[4 + EVAL_MAX_IOU_CLASSES];
+        char names[EVAL_MAX_IOU_CLASSES][64];
+        int n = 0;
+        f[n++] = one ? (tg_an_field){"index", TG_AN_FIELD_INT, NULL, index, 0}
+                     : (tg_an_field){"images", TG_AN_FIELD_INT, NULL, count, 0};
+        f[n++] = (tg_an_field){"pixel_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, acc};
+        f[n++] = (tg_an_field){"mean_iou", TG_AN_FIELD_NUMBER, NULL, 0, mean};
+        for (int k = 0; classes <= EVAL_MAX_IOU_CLASSES && k < shown; k++) {
+            snprintf(names[k], sizeof names[k], "iou_%s", tg_dataset_class_name(d, k));
+            f[n++] = (tg_an_field){names[k], TG_AN_FIELD_NUMBER, NULL, 0, iou[k]};
+        }
+        tg_an_print_record(stdout, f, n);
+        return;
+    }
+    if (one)
+        printf("image %lld: ", (long long)index);
+    else
+        printf("%lld images: ", (long long)count);
+    printf("pixel accuracy %.2f%%, mean IoU %.3f", acc, mean);
+    for (int k = 0; classes <= EVAL_MAX_IOU_CLASSES && k < shown; k++)
+        printf(isnan(iou[k]) ? "%s%s n/a" : "%s%s %.3f", k ? ", " : " (",
+               tg_dataset_class_name(d, k), iou[k]);
+    printf(classes <= EVAL_MAX_IOU_CLASSES ? ")\n" : "\n");
+}
+
+/* A segmentation model on test images index..index+count-1: each image's
+ * pixel accuracy and IoU against its mask, then all of them together. */
+static int infer_segment(const tg_model_graph *mg, tg_session *s, const tg_loader *loader,
+                         const tg_dataset *d, int64_t index, int64_t count, bool json)
+{
+    tg_shape out = tg_tensor_shape(mg->output);
+    int classes = (int)out.dim[1];
+    int64_t plane = out.dim[2] * out.dim[3], pixels = tg_shape_numel(tg_tensor_shape(mg->images));
+    float *image = malloc((size_t)pixels * sizeof *image);
+    float *scores = malloc((size_t)(classes * plane) * sizeof *scores);
+    int32_t *labels = malloc((size_t)plane * sizeof *labels);
+    int64_t *counts = calloc((size_t)(6 * classes), sizeof *counts);
+    int status = 1;
+    if (!image || !scores || !labels || !counts) {
+        fprintf(stderr, "tilegraph infer: out of memory\n");
+        goto done;
+    }
+    seg_counts one = {counts, counts + classes, counts + 2 * classes, 0, 0};
+    seg_counts all = {counts + 3 * classes, counts + 4 * classes, counts + 5 * classes, 0, 0};
+    for (int64_t i = index; i < index + count; i++) {
+        if (tg_loader_sample(loader, i, image, labels) != TG_OK ||
+            tg_session_write(s, mg->images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
+            tg_session_run(s) != TG_OK ||
+            tg_session_read(s, mg->output, scores, (size_t)(classes * plane) * sizeof(float)) !=
+                TG_OK) {
+            fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+            goto done;
+        }
+        memset(counts, 0, (size_t)(3 * classes) * sizeof *counts);
+        one.correct = one.pixels = 0;
+        for (int64_t p = 0; p < plane; p++) {
+            int label = labels[p], pred = 0;
+            for (int c = 1; c < classes; c++)
+                if (scores[c * plane + p] > scores[pred * plane + p])
+                    pred = c;
+            if (label < 0 || label >= classes)
+                continue;
+            one.truth[label]++, one.predicted[pred]++, one.both[label] += pred == label;
+            one.correct += pred == label, one.pixels++;
+        }
+        for (int c = 0; c < classes; c++) {
+            all.truth[c] += one.truth[c];
+            all.predicted[c] += one.predicted[c];
+            all.both[c] += one.both[c];
+        }
+        all.correct += one.correct, all.pixels += one.pixels;
+        print_seg(d, &one, classes, true, i, 1, json);
+    }
+    if (count > 1)
+        print_seg(d, &all, classes, false, index, count, json);
+    status = 0;
+done:
+    free(image);
+    free(scores);
+    free(labels);
+    free(counts);
+    return status;
+}
+
 int cmd_infer(int argc, char **argv)
 {
     const char *model = "fashion-basic", *load = NULL, *exe = NULL, *exe_cache = NULL;
@@ -38,8 +141,8 @@ int cmd_infer(int argc, char **argv)
          NULL},
         {"--dataset", CLI_STRING, &data.dataset, "NAME",
          "fashion-mnist, mnist, cifar10 or synthetic", 1, 0, NULL},
-        {"--data", CLI_STRING, &data.data, "SPEC", "DIR, cifar10:DIR, mnist:DIR or synthetic", 1, 0,
-         NULL},
+        {"--data", CLI_STRING, &data.data, "SPEC",
+         "DIR, cifar10:DIR, mnist:DIR, synthetic or shapes (segmentation)", 1, 0, NULL},
         {"--normalize", CLI_STRING, &data.normalize, "MEAN/STD",
          "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0, NULL},
         {"--stem", CLI_STRING, &data.stem, "KIND",
@@ -61,7 +164,8 @@ int cmd_infer(int argc, char **argv)
          "load a checkpoint holding NaN or infinity anyway", 1, 0, NULL},
     };
     cli_command cmd = {"infer",
-                       "Classify test images with a trained checkpoint.",
+                       "Classify test images with a trained checkpoint (a segmentation model: "
+                       "score their pixels).",
                        "tilegraph infer --model NAME --load FILE [--index N] [--count N]",
                        "Example:\n  tilegraph train --model fashion-basic --save w.safetensors\n"
                        "  tilegraph infer --model fashion-basic --load w.safetensors --index 0",
@@ -118,6 +222,10 @@ int cmd_infer(int argc, char **argv)
     if (loader_config(&ctx, d, 1, false, &lc) != TG_OK ||
         tg_loader_create(d, &lc, &loader) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+        goto done;
+    }
+    if (ctx.model->task == TG_TASK_SEGMENT) {
+        status = infer_segment(&mg, s, loader, d, index, count, json);
         goto done;
     }
     image = malloc((size_t)pixels * sizeof(float));

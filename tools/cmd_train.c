@@ -442,15 +442,34 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
     };
     enum { N_F = sizeof f / sizeof f[0], N_LM = sizeof lm / sizeof lm[0], N_BASE = 9 };
-    tg_an_field all[N_F + N_LM];
+    tg_an_field all[N_F + N_LM + 1 + EVAL_MAX_IOU_CLASSES];
+    char iou_names[EVAL_MAX_IOU_CLASSES][64];
     int n = 0;
     for (int i = 0; i < N_BASE; i++)
         all[n++] = f[i];
     for (int i = 0; a->unit && i < N_LM; i++)
         all[n++] = lm[i];
+    if (!isnan(test->mean_iou)) { /* segmentation: test_accuracy is per pixel */
+        all[n++] = (tg_an_field){"test_mean_iou", TG_AN_FIELD_NUMBER, NULL, 0, test->mean_iou};
+        for (int c = 0; c < test->iou_classes; c++) {
+            snprintf(iou_names[c], sizeof iou_names[c], "test_iou_%s", test->iou_name[c]);
+            all[n++] = (tg_an_field){iou_names[c], TG_AN_FIELD_NUMBER, NULL, 0, test->iou[c]};
+        }
+    }
     for (int i = N_BASE; tg_dist_active() && i < N_F; i++)
         all[n++] = f[i];
     tg_an_print_record(stdout, all, n);
+}
+
+/* ", test mean IoU 0.712 (background 0.98, disc 0.61, ...)" */
+static void iou_text(const eval_result *test, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, ", test mean IoU %.3f (", test->mean_iou);
+    for (int c = 0; c < test->iou_classes && n < cap; c++)
+        n += (size_t)snprintf(buf + n, cap - n, isnan(test->iou[c]) ? "%s%s n/a" : "%s%s %.3f",
+                              c ? ", " : "", test->iou_name[c], test->iou[c]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, ")");
 }
 
 /* The train accuracy needs every sample's prediction: an output mode that
@@ -476,15 +495,18 @@ static void print_epoch(const train_args *a, int64_t epoch, const epoch_stats *s
         if (tg_dist_active())
             train_exchange_print(stdout, &st->share);
     } else {
-        char t[32], acc[96];
+        char t[32], acc[96], iou[96 + 40 * EVAL_MAX_IOU_CLASSES] = "";
         if (st->scored)
             snprintf(acc, sizeof acc, "%.2f%%", train_acc);
         else
             snprintf(acc, sizeof acc, "not available (the output mode returns no predictions)");
-        printf("epoch %lld: train loss %.4f, train accuracy %s, test accuracy %.2f%%, "
+        bool segment = !isnan(test->mean_iou);
+        if (segment)
+            iou_text(test, iou, sizeof iou);
+        printf("epoch %lld: train loss %.4f, train %saccuracy %s, test %saccuracy %.2f%%%s, "
                "%.0f samples/s (%s)\n",
-               (long long)epoch + 1, loss, acc, test_acc, sps,
-               cli_duration(st->seconds, t, sizeof t));
+               (long long)epoch + 1, loss, segment ? "pixel " : "", acc, segment ? "pixel " : "",
+               test_acc, iou, sps, cli_duration(st->seconds, t, sizeof t));
         if (tg_dist_active())
             train_exchange_print(stdout, &st->share);
         if (a->dev.loss_scaling || st->skipped)
@@ -859,7 +881,7 @@ int cmd_train(int argc, char **argv)
         fflush(stdout); /* before the progress lines on stderr */
     }
     double total_seconds = 0;
-    eval_result test = {0, NAN, 0};
+    eval_result test = {0, NAN, 0, NAN, 0, {0}, {0}};
     int64_t total_samples = 0;
     bool saved = false;     /* --save holds the weights at pos */
     bool evaluated = false; /* test holds the weights' figures */
@@ -939,6 +961,8 @@ int cmd_train(int argc, char **argv)
         if (a.unit)
             printf("test: loss %.4f, perplexity %.2f, %.3f bits/%s, accuracy %.2f%%\n", test.loss,
                    perplexity(test.loss), bits(test.loss), a.unit, test.accuracy);
+        else if (!isnan(test.mean_iou))
+            printf("test pixel accuracy: %.2f%%, mean IoU: %.3f\n", test.accuracy, test.mean_iou);
         else
             printf("test accuracy: %.2f%%\n", test.accuracy);
         if (total_seconds > 0)

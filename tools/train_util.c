@@ -27,8 +27,9 @@ int data_flags(data_args *d, cli_flag *f)
         {"--dataset", CLI_STRING, &d->dataset, "NAME", "fashion-mnist, mnist, cifar10 or synthetic",
          1, 0, NULL},
         {"--data", CLI_STRING, &d->data, "SPEC",
-         "DIR, cifar10:DIR, mnist:DIR, synthetic or text:FILE (a language model on any text)", 1, 0,
-         "Debian's Fashion-MNIST"},
+         "DIR, cifar10:DIR, mnist:DIR, synthetic, shapes (segmentation) or text:FILE (a language "
+         "model on any text)",
+         1, 0, "Debian's Fashion-MNIST"},
         {"--tokens", CLI_STRING, &d->tokens, "KIND",
          "text: byte (vocabulary 256) or char (the file's distinct UTF-8 characters)", 1, 0,
          "byte"},
@@ -176,6 +177,38 @@ static int set_objective(const tg_model_spec *m, const char *lm)
     return 0;
 }
 
+/* A segmentation model needs a data set that labels every pixel, and such
+ * a data set a segmentation model; its classes must be scores it has. */
+static int check_task(const tg_model_spec *m, const tg_dataset_info *d)
+{
+    bool segment = m->task == TG_TASK_SEGMENT;
+    if (d->segmentation && !segment) {
+        fprintf(stderr,
+                "tilegraph: %s labels every pixel (segmentation) but model %s classifies whole "
+                "images: give a segmentation model, an ONNX file whose first output scores "
+                "every pixel, [batch, classes, H, W] at the input's H and W (a U-Net, FCN, "
+                "DeepLab)\n",
+                d->name, m->name);
+        return -1;
+    }
+    if (segment && !d->segmentation) {
+        fprintf(stderr,
+                "tilegraph: model %s segments images (its output scores every pixel) but %s "
+                "labels whole images: train it on a data set with a class per pixel, --data "
+                "shapes\n",
+                m->name, d->name);
+        return -1;
+    }
+    if (segment && m->classes < d->classes) {
+        fprintf(stderr,
+                "tilegraph: model %s scores %d classes per pixel but %s has %d: export it with "
+                "at least %d output channels\n",
+                m->name, m->classes, d->name, d->classes, d->classes);
+        return -1;
+    }
+    return 0;
+}
+
 int train_context_open(train_context *ctx, const char *model, const data_args *data,
                        int64_t train_limit, int64_t test_limit)
 {
@@ -204,8 +237,8 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
     const char *kind = data_source(data, kind_buf, sizeof kind_buf, dir, sizeof dir);
     if (!tg_dataset_kind_known(kind)) {
         fprintf(stderr,
-                "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10 or synthetic, "
-                "optionally KIND:DIR; or text:FILE)\n",
+                "tilegraph: unknown data '%s' (fashion-mnist, mnist, cifar10, synthetic or "
+                "shapes, optionally KIND:DIR; or text:FILE)\n",
                 data->data ? data->data : data->dataset);
         tg_model_close(ctx->model);
         return -1;
@@ -299,6 +332,10 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
                     data->normalize, in.norm_channels, in.channels);
         else
             fprintf(stderr, "tilegraph: --normalize: %s\n", tg_error_message());
+        train_context_close(ctx);
+        return -1;
+    }
+    if (check_task(ctx->model, &d) != 0) {
         train_context_close(ctx);
         return -1;
     }
@@ -401,8 +438,10 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     b->batch = tg_tensor_shape(mg->images).dim[0];
     b->samples = tg_session_samples_per_run(s, mg->images);
     tg_shape out = tg_tensor_shape(mg->output);
-    b->classes = out.dim[out.ndim - 1];
-    b->rows = tg_shape_numel(out) / b->batch / b->classes; /* a language model's positions */
+    /* [N, classes], [N, S, classes], or a segmentation's [N, classes, H, W] */
+    b->segment = out.ndim == 4;
+    b->classes = b->segment ? out.dim[1] : out.dim[out.ndim - 1];
+    b->rows = tg_shape_numel(out) / b->batch / b->classes; /* positions or pixels */
     b->n_scores = tg_session_output_count(s, mg->output);
     b->n_losses = mg->loss ? tg_session_output_count(s, mg->loss) : 0;
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
@@ -415,7 +454,13 @@ tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model
     b->labels = calloc((size_t)(b->samples * b->rows), sizeof(int32_t));
     b->scores = malloc((size_t)(b->n_scores * b->batch * b->rows * b->classes) * sizeof(float));
     b->losses = malloc((size_t)(b->n_losses + 1) * sizeof(float));
-    if ((!b->images && !b->images_u8 && !b->tokens) || !b->labels || !b->scores || !b->losses)
+    if (b->segment) {
+        b->truth = calloc((size_t)(3 * b->classes), sizeof(int64_t));
+        b->predicted = b->truth ? b->truth + b->classes : NULL;
+        b->both = b->truth ? b->truth + 2 * b->classes : NULL;
+    }
+    if ((!b->images && !b->images_u8 && !b->tokens) || !b->labels || !b->scores || !b->losses ||
+        (b->segment && !b->truth))
         return tg_error_set(TG_ERR_NOMEM, "out of memory for the host buffers");
     return TG_OK;
 }
@@ -428,6 +473,7 @@ void step_buffers_free(step_buffers *b)
     free(b->labels);
     free(b->scores);
     free(b->losses);
+    free(b->truth); /* predicted and both live in the same block */
     memset(b, 0, sizeof *b);
 }
 
@@ -450,16 +496,49 @@ static double row_nll(const float *scores, int n, int label)
     return log(sum) + max - (double)scores[label];
 }
 
+/* The class of the largest of n scores `stride` apart (the first of equals). */
+static int argmax_strided(const float *v, int n, int64_t stride)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i * stride] > v[best * stride])
+            best = i;
+    return best;
+}
+
 /* One prediction against its label; a masked language model's unmasked
- * positions (TG_MODEL_IGNORE_LABEL) are not scored. */
-static void score_row(step_buffers *b, const float *scores, int32_t label)
+ * positions (TG_MODEL_IGNORE_LABEL) are not scored. A segmentation's row
+ * is a pixel, its class scores `stride` apart, and counts towards the IoU. */
+static void score_row(step_buffers *b, const float *scores, int64_t stride, int32_t label)
 {
     if (label < 0 || label >= b->classes)
         return;
-    b->correct += tg_argmax(scores, (int)b->classes) == label;
+    int pred = argmax_strided(scores, (int)b->classes, stride);
+    b->correct += pred == label;
     if (b->tokens)
         b->nll_sum += row_nll(scores, (int)b->classes, label);
+    if (b->segment) {
+        b->truth[label]++;
+        b->predicted[pred]++;
+        b->both[label] += pred == label;
+    }
     b->scored++;
+}
+
+double mean_iou(const int64_t *truth, const int64_t *predicted, const int64_t *both, int classes,
+                double *iou)
+{
+    double sum = 0;
+    int counted = 0;
+    for (int c = 0; c < classes; c++) {
+        int64_t uni = truth[c] + predicted[c] - both[c];
+        double v = uni > 0 ? (double)both[c] / (double)uni : NAN;
+        if (iou)
+            iou[c] = v;
+        if (uni > 0)
+            sum += v, counted++;
+    }
+    return counted ? sum / counted : NAN;
 }
 
 tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int64_t count)
@@ -493,15 +572,19 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
     }
     b->correct = b->scored = 0;
     b->nll_sum = 0;
+    if (b->segment)
+        memset(b->truth, 0, (size_t)(3 * b->classes) * sizeof(int64_t));
+    /* a row's scores: classes apart rows (segmentation), or one after another */
+    int64_t stride = b->segment ? b->rows : 1, row_step = b->segment ? 1 : b->classes;
     for (int64_t k = 0; k < b->n_scores; k++) {
         int64_t h = tg_session_output_index(s, mg->output, k);
         for (int64_t i = 0; h >= 0 && i < b->batch; i++) {
             int64_t sample = h * b->batch + i;
             if (sample >= count)
                 continue; /* padding of a short final step */
+            const float *scores = b->scores + (k * b->batch + i) * b->rows * b->classes;
             for (int64_t r = 0; r < b->rows; r++)
-                score_row(b, b->scores + ((k * b->batch + i) * b->rows + r) * b->classes,
-                          b->labels[sample * b->rows + r]);
+                score_row(b, scores + r * row_step, stride, b->labels[sample * b->rows + r]);
         }
     }
     return TG_OK;
@@ -554,6 +637,10 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
         st = tg_loader_create(ctx->test, &lc, &loader);
     int64_t correct = 0, scored = 0, steps = loader ? tg_loader_steps_per_epoch(loader) : 0;
     double nll = 0;
+    /* correct, scored, then a segmentation's truth, predicted and both per class */
+    int64_t *counts = calloc((size_t)(2 + 3 * b.classes), sizeof *counts);
+    if (!counts && st == TG_OK)
+        st = tg_error_set(TG_ERR_NOMEM, "out of memory for the evaluation's counts");
     cli_progress bar;
     cli_progress_start(&bar, "evaluate", steps, progress && isatty(STDERR_FILENO));
     /* an MPI job's instances take turns at the test set's steps and add up
@@ -566,13 +653,18 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
             continue;
         if (st == TG_OK)
             st = run_step(s, mg, &b, count);
-        correct += b.correct;
-        scored += b.scored;
+        counts[0] += b.correct;
+        counts[1] += b.scored;
+        for (int64_t c = 0; b.segment && c < b.classes; c++) {
+            counts[2 + c] += b.truth[c];
+            counts[2 + b.classes + c] += b.predicted[c];
+            counts[2 + 2 * b.classes + c] += b.both[c];
+        }
         nll += b.nll_sum;
         cli_progress_update(&bar, k + 1, NULL);
     }
-    int64_t counts[2] = {correct, scored};
-    if (st == TG_OK && (st = tg_dist_sum_i64(counts, 2)) == TG_OK)
+    int n_counts = 2 + (b.segment ? 3 * (int)b.classes : 0);
+    if (st == TG_OK && (st = tg_dist_sum_i64(counts, n_counts)) == TG_OK)
         correct = counts[0], scored = counts[1];
     if (st == TG_OK && tg_dist_active())
         st = tg_dist_sum_f64(&nll, 1);
@@ -581,6 +673,25 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
     result->accuracy = scored ? 100.0 * (double)correct / (double)scored : 0.0;
     result->loss = scored ? nll / (double)scored : NAN;
     result->scored = scored;
+    result->mean_iou = NAN;
+    result->iou_classes = 0;
+    if (st == TG_OK && b.segment) {
+        int classes = (int)b.classes;
+        double iou[EVAL_MAX_IOU_CLASSES];
+        int keep = classes < EVAL_MAX_IOU_CLASSES ? classes : EVAL_MAX_IOU_CLASSES;
+        double *all = classes <= EVAL_MAX_IOU_CLASSES ? iou : malloc((size_t)classes * sizeof *all);
+        result->mean_iou =
+            all ? mean_iou(counts + 2, counts + 2 + classes, counts + 2 + 2 * classes, classes, all)
+                : NAN;
+        for (int c = 0; all && c < keep; c++) {
+            result->iou[c] = all[c];
+            result->iou_name[c] = tg_dataset_class_name(ctx->test, c);
+        }
+        result->iou_classes = all ? keep : 0;
+        if (all != iou)
+            free(all);
+    }
+    free(counts);
     step_buffers_free(&b);
     tg_loader_destroy(loader);
     return st;

@@ -72,6 +72,11 @@ typedef struct step_buffers {
     /* language models: the returned scores' cross-entropy summed over the
      * scored rows (labels TG_MODEL_IGNORE_LABEL are not scored), in double */
     double nll_sum;
+    /* segmentation: scores [batch, classes, H, W], a row is a pixel (rows
+     * = H * W, a class's scores rows apart); the last run's pixels per
+     * class labelled, predicted, and both (the intersection) */
+    bool segment;
+    int64_t *truth, *predicted, *both; /* [classes] each */
 } step_buffers;
 
 tg_status step_buffers_init(step_buffers *b, const tg_session *s, const tg_model_graph *mg);
@@ -91,13 +96,30 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
  * rather than after the first epoch. */
 tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t batch);
 
+/* Classes whose IoU evaluate keeps one by one (the mean covers all). */
+#define EVAL_MAX_IOU_CLASSES 32
+
 /* What evaluate measures on the test set: the accuracy (percent) of the
- * predictions (for a language model, of every scored token), and for a
- * language model the mean cross-entropy of the scored tokens (nats). */
+ * predictions (for a language model, of every scored token; for a
+ * segmentation model, of every pixel), for a language model the mean
+ * cross-entropy of the scored tokens (nats), for a segmentation model the
+ * intersection over union of each class's pixels and their mean. */
 typedef struct eval_result {
     double accuracy, loss;
     int64_t scored;
+    /* segmentation: each class's intersection over union (NaN for a class
+     * neither labelled nor predicted) and their mean over the classes
+     * that were (NaN for other tasks); accuracy is then per pixel */
+    double mean_iou;
+    int iou_classes; /* entries of iou and iou_name */
+    double iou[EVAL_MAX_IOU_CLASSES];
+    const char *iou_name[EVAL_MAX_IOU_CLASSES]; /* the data set's class names */
 } eval_result;
+
+/* The mean IoU of per-class pixel counts (labelled, predicted, both);
+ * each class's IoU into iou[] (NaN when its union is empty). */
+double mean_iou(const int64_t *truth, const int64_t *predicted, const int64_t *both, int classes,
+                double *iou);
 
 /* The weights of `trained` on the test set, run with the same device
  * settings (accumulation 1). */

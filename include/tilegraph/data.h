@@ -49,7 +49,10 @@ typedef enum tg_split { TG_SPLIT_TRAIN, TG_SPLIT_TEST } tg_split;
 /* ---- data sets ---- */
 
 /* Whether `name` is a data set kind: "fashion-mnist" (or "fashion"),
- * "mnist", "cifar10" (or "cifar-10"), "synthetic". */
+ * "mnist", "cifar10" (or "cifar-10"), "synthetic", "text", "shapes" (a
+ * segmentation set: discs, squares and triangles on a noisy background,
+ * 3x32x32, 4 classes with the background, 8000 training and 1000 test
+ * images, generated; docs/data.md). */
 TG_API bool tg_dataset_kind_known(const char *name);
 
 /* Load one split of the data set of kind `kind` from `dir` (NULL: the kind's
@@ -72,6 +75,10 @@ typedef struct tg_dataset_info {
     int classes;
     bool text;   /* token windows, not images */
     int seq_len; /* text: tokens per sample (width) */
+    /* segmentation ("shapes"): every pixel is labelled, a class in
+     * [0, classes) (tg_dataset_mask); a loader's labels are then
+     * [height, width] per sample */
+    bool segmentation;
 } tg_dataset_info;
 
 /* ---- text ---- */
@@ -124,8 +131,12 @@ TG_API tg_dataset_info tg_dataset_describe(const tg_dataset *ds);
 /* Sample i's pixels, u8 [channels, height, width], or NULL when i is out of
  * range. */
 TG_API const uint8_t *tg_dataset_image(const tg_dataset *ds, int64_t i);
-/* Sample i's label, or -1 when i is out of range. */
+/* Sample i's label, or -1 when i is out of range. (A segmentation set's
+ * is the class of most of its shape pixels; its mask is the label.) */
 TG_API int tg_dataset_label(const tg_dataset *ds, int64_t i);
+/* A segmentation set's sample i: the class of every pixel, u8 [height,
+ * width]; NULL when i is out of range or the set labels whole images. */
+TG_API const uint8_t *tg_dataset_mask(const tg_dataset *ds, int64_t i);
 /* The name of class `label` ("Ankle boot"), or "?" when out of range. */
 TG_API const char *tg_dataset_class_name(const tg_dataset *ds, int label);
 
@@ -213,7 +224,9 @@ TG_API int64_t tg_loader_steps_per_epoch(const tg_loader *l);
 TG_API void tg_loader_start_epoch(tg_loader *l, int64_t epoch);
 
 /* Fill the next step of the current epoch into images (room for
- * samples_per_step * c * oh * ow floats) and labels (samples_per_step ints);
+ * samples_per_step * c * oh * ow floats) and labels (samples_per_step ints;
+ * a segmentation set's, samples_per_step * oh * ow: each sample's mask,
+ * flipped with its image and resized by the nearest pixel);
  * *count is the number of samples written, 0 once the epoch is exhausted.
  * Fails with output_u8. With split_parts, "samples_per_step" here is this
  * part's share of a step. */
@@ -227,7 +240,8 @@ TG_API tg_status tg_loader_next_tokens(tg_loader *l, int32_t *ids, int32_t *labe
 /* Sample `index` of the data set (in its own order) as the loader prepares
  * it for evaluation: resized and normalised as configured, never flipped;
  * floats [c, oh, ow], or bytes with output_u8; for text, i32 token ids
- * [seq_len] and seq_len labels (masked as for epoch 0). label may be NULL. Fails
+ * [seq_len] and seq_len labels (masked as for epoch 0); for a segmentation
+ * set, oh * ow labels (its mask). label may be NULL. Fails
  * (TG_ERR_CONFIG) naming the index when the data set has no such sample.
  * Reads only the loader's settings: safe beside its steps. */
 TG_API tg_status tg_loader_sample(const tg_loader *l, int64_t index, void *image, int32_t *label);

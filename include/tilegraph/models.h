@@ -51,6 +51,11 @@ typedef enum tg_model_task {
      * the original tokens at the masked positions, TG_MODEL_IGNORE_LABEL
      * (-100) elsewhere: the loss is over the masked positions only */
     TG_TASK_MASKED_LM,
+    /* images [N, C, H, W] -> the scores of every pixel [N, classes, H, W];
+     * labels [N, H, W], a class per pixel; the loss is the mean
+     * cross-entropy over the pixels. An ONNX model is one when its first
+     * output keeps its input's height and width (a U-Net, FCN, DeepLab) */
+    TG_TASK_SEGMENT,
 } tg_model_task;
 
 /* The label of a position a masked language model is not scored on (the
@@ -128,6 +133,9 @@ TG_API const tg_model_spec *tg_model_find(const char *name);
  * spec, or a spec made for the file (input shape and classes from its
  * first input and output, a dynamic batch dimension allowed, normalisation
  * x/255 since an exported model's own preprocessing is not in the file).
+ * The file's shapes choose the task: logits [N, classes] classify, scores
+ * [N, classes, H, W] at the input's H and W segment (TG_TASK_SEGMENT),
+ * token ids in and [N, S, vocab] out make a language model.
  * Release it with tg_model_close (a no-op for zoo specs). Fails naming the
  * model or the file (an unsupported op, opset or input shape...). */
 TG_API tg_status tg_model_open(const char *name_or_path, tg_model_loss loss,
@@ -171,9 +179,11 @@ typedef struct tg_model_graph {
     /* The input: [batch, C, H, W] f32 (u8 with input.eight_bit), or for a
      * language model the token ids [batch, seq_len] i32 */
     tg_tensor *images;
-    tg_tensor *labels; /* input [batch] i32, language models [batch, seq_len] (training only) */
-    /* scores [batch, classes], language models [batch, seq_len, classes];
-     * marked as output */
+    /* input [batch] i32, language models [batch, seq_len], segmentation
+     * [batch, H, W] (training only) */
+    tg_tensor *labels;
+    /* scores [batch, classes], language models [batch, seq_len, classes],
+     * segmentation [batch, classes, H, W]; marked as output */
     tg_tensor *output;
     tg_tensor *loss; /* scalar, marked as output (training only) */
 } tg_model_graph;

@@ -682,7 +682,12 @@ class _Model:
         s = ffi.new("tg_session **")
         check(lib.tg_session_create(self._graph, self._c_options, s),
               f"poptorch: compiling {type(self.model).__name__}")
-        return ffi.gc(s[0], lib.tg_session_destroy)
+        # The graph must outlive the session (tilegraph/session.h): its
+        # destructor holds the graph, so a model dropped at once (a
+        # temporary) cannot free the graph first, whatever order Python
+        # clears the model's attributes in.
+        graph = self._graph
+        return ffi.gc(s[0], lambda session: (lib.tg_session_destroy(session), graph))
 
     def _compile(self, args, kwargs):
         self._call = _Call(self.model, args, kwargs, self._what)

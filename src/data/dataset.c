@@ -1,6 +1,7 @@
 /* data/dataset.c - dataset kinds, MNIST and Fashion-MNIST from their IDX
- * files; CIFAR-10 (data/cifar.c) and synthetic data (data/synthetic.c) are
- * dispatched from tg_dataset_load. */
+ * files; CIFAR-10 (data/cifar.c), synthetic data (data/synthetic.c) and
+ * the shapes segmentation set (data/shapes.c) are dispatched from
+ * tg_dataset_load. */
 #include "data/dataset.h"
 
 #include "core/alloc.h"
@@ -29,6 +30,7 @@ static const struct {
                             0.2516f},
     [TG_DATASET_SYNTHETIC] = {"synthetic", "", "", 0.5f, 0.5f},
     [TG_DATASET_TEXT] = {"text", "", "", 0.0f, 1.0f},
+    [TG_DATASET_SHAPES] = {"shapes", "", "", 0.5f, 0.5f},
 };
 
 int tg_dataset_kind_parse(const char *name)
@@ -45,6 +47,8 @@ int tg_dataset_kind_parse(const char *name)
         return TG_DATASET_SYNTHETIC;
     if (strcmp(name, "text") == 0)
         return TG_DATASET_TEXT;
+    if (strcmp(name, "shapes") == 0)
+        return TG_DATASET_SHAPES;
     return -1;
 }
 
@@ -57,7 +61,7 @@ const char *tg_dataset_default_dir(tg_dataset_kind kind)
 {
     if ((unsigned)kind >= TG_DATASET_KIND_COUNT)
         return NULL;
-    if (kind == TG_DATASET_SYNTHETIC || kind == TG_DATASET_TEXT)
+    if (kind == TG_DATASET_SYNTHETIC || kind == TG_DATASET_TEXT || kind == TG_DATASET_SHAPES)
         return NULL; /* generated, or a file named by the caller */
     const char *env = getenv(kinds[kind].env);
     return env && *env ? env : kinds[kind].dir;
@@ -124,6 +128,7 @@ void tg_dataset_destroy(tg_dataset *ds)
         return;
     tg_free(ds->images);
     tg_free(ds->labels);
+    tg_free(ds->masks);
     tg_free(ds->tokens);
     tg_free(ds->code_points);
     tg_free(ds);
@@ -141,8 +146,8 @@ tg_status tg_dataset_open(const char *kind, const char *dir, tg_split split, int
     int k = tg_dataset_kind_parse(kind);
     if (k < 0)
         return tg_error(TG_ERR_CONFIG,
-                        "unknown data set kind '%s' (fashion-mnist, mnist, cifar10, synthetic "
-                        "or text)",
+                        "unknown data set kind '%s' (fashion-mnist, mnist, cifar10, synthetic, "
+                        "shapes or text)",
                         kind ? kind : "(null)");
     if (split != TG_SPLIT_TRAIN && split != TG_SPLIT_TEST)
         return tg_error(TG_ERR_INVALID_ARG, "%s: unknown split %d (train or test)", kind,
@@ -158,8 +163,22 @@ tg_status tg_dataset_open(const char *kind, const char *dir, tg_split split, int
 
 tg_dataset_info tg_dataset_describe(const tg_dataset *ds)
 {
-    return (tg_dataset_info){ds->name,           ds->n,      ds->c, ds->h, ds->w, ds->num_classes,
-                             ds->tokens != NULL, ds->seq_len};
+    return (tg_dataset_info){ds->name,
+                             ds->n,
+                             ds->c,
+                             ds->h,
+                             ds->w,
+                             ds->num_classes,
+                             ds->tokens != NULL,
+                             ds->seq_len,
+                             ds->masks != NULL};
+}
+
+const uint8_t *tg_dataset_mask(const tg_dataset *ds, int64_t i)
+{
+    if (!ds || i < 0 || i >= ds->n || !ds->masks)
+        return NULL;
+    return ds->masks + i * (int64_t)ds->h * ds->w;
 }
 
 const uint8_t *tg_dataset_image(const tg_dataset *ds, int64_t i)
@@ -209,6 +228,17 @@ tg_status tg_dataset_load(tg_dataset_kind kind, const char *dir, tg_split split,
         tg_status st = tg_dataset_synthetic(n, 3, 32, 32, 10, split == TG_SPLIT_TRAIN ? 1 : 2, out);
         if (st == TG_OK)
             snprintf((*out)->name, sizeof(*out)->name, "synthetic/%s",
+                     split == TG_SPLIT_TRAIN ? "train" : "test");
+        return st;
+    }
+    if (kind == TG_DATASET_SHAPES) {
+        /* 3x32x32, 8000 train / 1000 test: an epoch of a small U-Net is seconds */
+        int64_t n = split == TG_SPLIT_TRAIN ? 8000 : 1000;
+        if (max_samples > 0 && max_samples < n)
+            n = max_samples;
+        tg_status st = tg_dataset_shapes(n, 3, 32, 32, split == TG_SPLIT_TRAIN ? 1 : 2, out);
+        if (st == TG_OK)
+            snprintf((*out)->name, sizeof(*out)->name, "shapes/%s",
                      split == TG_SPLIT_TRAIN ? "train" : "test");
         return st;
     }

@@ -27,6 +27,7 @@ typedef enum tg_dataset_kind {
     TG_DATASET_CIFAR10,   /* "cifar10": 3x32x32, 10 classes, binary batches */
     TG_DATASET_SYNTHETIC, /* "synthetic": CIFAR-shaped generated data, no files */
     TG_DATASET_TEXT,      /* "text": windows of a text file's tokens (data/text.c) */
+    TG_DATASET_SHAPES,    /* "shapes": generated segmentation data (data/shapes.c) */
     TG_DATASET_KIND_COUNT
 } tg_dataset_kind;
 
@@ -40,6 +41,10 @@ struct tg_dataset {
     int c, h, w;     /* channels, height, width */
     uint8_t *images; /* [n, c, h, w], owned */
     int32_t *labels; /* [n], each in [0, num_classes), owned */
+    /* Segmentation (data/shapes.c): the class of every pixel, [n, h, w],
+     * owned; NULL for a classification data set. labels[i] is then the
+     * class covering most of sample i's pixels after the background's. */
+    uint8_t *masks;
     int num_classes;
     const char *const *class_names; /* num_classes names; static strings */
     /* The normalisation the reference tutorials use for this data:
@@ -62,7 +67,7 @@ struct tg_dataset {
 };
 
 /* "fashion-mnist" / "fashion", "mnist", "cifar10" / "cifar-10",
- * "synthetic" and "text"; -1 if unknown. */
+ * "synthetic", "text" and "shapes"; -1 if unknown. */
 int tg_dataset_kind_parse(const char *name);
 const char *tg_dataset_kind_name(tg_dataset_kind kind);
 
@@ -94,6 +99,16 @@ tg_status tg_dataset_create(const char *name, int64_t n, int c, int h, int w, in
  * flips keep the task the same. Named "synthetic"; mean/std 0.5. */
 tg_status tg_dataset_synthetic(int64_t n, int c, int h, int w, int num_classes, uint64_t seed,
                                tg_dataset **out);
+
+/* A segmentation data set: n samples of c x h x w, each a noisy
+ * background with 1 to 3 discs, squares and triangles of random size,
+ * position and class painted over it, and its mask, the class of every
+ * pixel: 0 background, 1 disc, 2 square, 3 triangle (the class names).
+ * Drawn from `seed` alone; every shape is left-right symmetric, so random
+ * horizontal flips keep the task the same. c is 1 to 3; h and w at least
+ * 8. Named "shapes"; mean/std 0.5. (data/shapes.c) */
+#define TG_SHAPES_CLASSES 4
+tg_status tg_dataset_shapes(int64_t n, int c, int h, int w, uint64_t seed, tg_dataset **out);
 
 /* CIFAR-10 binary records (1 label byte + 3072 channel-planar pixel bytes)
  * from memory, as one file's contents; `name` is used in messages. Rejects

@@ -52,7 +52,7 @@ struct tg_loader {
     int resize;
     int64_t in_per, out_per; /* elements per input / output sample */
     int text;                /* a text data set: token windows, labels per position */
-    int64_t label_per;       /* labels per sample: 1, or seq_len for text */
+    int64_t label_per;       /* labels per sample: 1, seq_len for text, oh * ow for masks */
     int64_t epoch;
     int64_t steps; /* per epoch */
     int64_t *order;
@@ -202,10 +202,33 @@ static void prepare_sample(const tg_loader *l, int64_t idx, int flip, float *f, 
     }
 }
 
-static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f, uint8_t *u,
-                        uint8_t *scratch)
+/* A segmentation set's mask of sample idx into labels [oh, ow]: flipped as
+ * its image, resized by the nearest source pixel (a class cannot be
+ * interpolated; pixel centres as the bilinear resize's). */
+static void fill_mask(const tg_loader *l, int64_t idx, int flip, int32_t *labels)
 {
-    prepare_sample(l, idx, flipped(l, epoch, idx), f, u, scratch);
+    const int h = l->ds->h, w = l->ds->w, oh = l->oh, ow = l->ow;
+    const uint8_t *src = l->ds->masks + idx * h * w;
+    for (int oy = 0; oy < oh; oy++) {
+        int sy = (int)(((int64_t)2 * oy + 1) * h / (2 * oh));
+        for (int ox = 0; ox < ow; ox++) {
+            int fx = flip ? ow - 1 - ox : ox;
+            int sx = (int)(((int64_t)2 * fx + 1) * w / (2 * ow));
+            labels[(int64_t)oy * ow + ox] = src[(int64_t)sy * w + sx];
+        }
+    }
+}
+
+/* Sample idx of `epoch`, flipped or not, and its label(s). */
+static void fill_sample(const tg_loader *l, int64_t epoch, int64_t idx, float *f, uint8_t *u,
+                        int32_t *labels, uint8_t *scratch)
+{
+    int flip = flipped(l, epoch, idx);
+    prepare_sample(l, idx, flip, f, u, scratch);
+    if (l->ds->masks)
+        fill_mask(l, idx, flip, labels);
+    else
+        labels[0] = l->ds->labels[idx];
 }
 
 /* Text window idx into ids and labels ([seq_len] each): next-token targets,
@@ -259,7 +282,9 @@ tg_status tg_loader_sample(const tg_loader *l, int64_t index, void *image, int32
     prepare_sample(l, index, 0, l->cfg.output_u8 ? NULL : image, l->cfg.output_u8 ? image : NULL,
                    scratch);
     tg_free(scratch);
-    if (label)
+    if (label && l->ds->masks)
+        fill_mask(l, index, 0, label);
+    else if (label)
         *label = l->ds->labels[index];
     return TG_OK;
 }
@@ -295,8 +320,7 @@ static int64_t fill_step(const tg_loader *l, int64_t epoch, int64_t step, float 
             continue;
         }
         fill_sample(l, epoch, idx, f ? f + n * l->out_per : NULL, u ? u + n * l->out_per : NULL,
-                    scratch);
-        labels[n] = l->ds->labels[idx];
+                    labels + n * l->label_per, scratch);
     }
     return n;
 }
@@ -564,7 +588,7 @@ tg_status tg_loader_create(const tg_dataset *ds, const tg_loader_config *cfg, tg
     l->in_per = (int64_t)ds->c * ds->h * ds->w;
     l->out_per = (int64_t)ds->c * l->oh * l->ow;
     l->text = ds->tokens != NULL;
-    l->label_per = l->text ? ds->seq_len : 1;
+    l->label_per = l->text ? ds->seq_len : ds->masks ? (int64_t)l->oh * l->ow : 1;
     int64_t S = cfg->samples_per_step;
     l->steps = cfg->drop_last ? ds->n / S : (ds->n + S - 1) / S;
     S = part_size(cfg); /* what one step's buffers hold */

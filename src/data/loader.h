@@ -7,8 +7,10 @@
  * gradient accumulation x device iterations x replicas. The loader fills
  * caller-provided buffers with images as f32 [count, c, oh, ow], normalised
  * as (x / 255 - mean) / std (one mean and std, or one per channel), and
- * labels as i32 [count]; or, with output_u8, the raw u8 pixels (after the
- * augmentations) for normalisation on the device. It allocates only when
+ * labels as i32 [count] (a segmentation set's masks: [count, oh, ow], each
+ * flipped with its image and resized by the nearest pixel); or, with
+ * output_u8, the raw u8 pixels (after the augmentations) for normalisation
+ * on the device. It allocates only when
  * created (the sample order, lookup tables, resize tables, the prefetch ring
  * and worker scratch), never per step.
  *

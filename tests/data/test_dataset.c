@@ -146,7 +146,8 @@ static void test_public_api(void)
     tg_status st = tg_dataset_open("cifar", dir, TG_SPLIT_TRAIN, 0, &ds);
     TG_CHECK(st == TG_ERR_CONFIG && ds == NULL);
     TG_CHECK(strstr(tg_error_message(), "unknown data set kind 'cifar'"));
-    TG_CHECK(strstr(tg_error_message(), "fashion-mnist, mnist, cifar10, synthetic or text"));
+    TG_CHECK(
+        strstr(tg_error_message(), "fashion-mnist, mnist, cifar10, synthetic, shapes or text"));
     st = tg_dataset_open("mnist", dir, TG_SPLIT_TRAIN, -1, &ds);
     TG_CHECK(st == TG_ERR_INVALID_ARG && ds == NULL && strstr(tg_error_message(), "max_samples"));
     /* Generated data needs no directory; max_samples keeps the first ones. */

@@ -23,6 +23,7 @@ typedef struct {
     bool ii, weights;
     int64_t d;
     bool f32_labels;
+    int64_t d2; /* scores [n, c, d, d2]: a segmentation's [N, C, H, W] */
 } loss_case;
 
 static const float class_weights[10] = {0.5f, 2.0f,  1.5f,  0.25f, 1.0f,
@@ -43,8 +44,12 @@ static tg_tensor *f32_labels(tg_graph *g, tg_shape s, int64_t c)
 static tg_tensor *build_loss(tg_graph *g, void *ctx)
 {
     const loss_case *c = ctx;
-    tg_shape xs = c->d ? tg_shape3(c->n, c->c, c->d) : tg_shape2(c->n, c->c);
-    tg_shape ls = c->d ? tg_shape2(c->n, c->d) : tg_shape1(c->n);
+    tg_shape xs = c->d2  ? tg_shape4(c->n, c->c, c->d, c->d2)
+                  : c->d ? tg_shape3(c->n, c->c, c->d)
+                         : tg_shape2(c->n, c->c);
+    tg_shape ls = c->d2  ? tg_shape3(c->n, c->d, c->d2)
+                  : c->d ? tg_shape2(c->n, c->d)
+                         : tg_shape1(c->n);
     tg_tensor *x = tg_param(g, "x", xs, U);
     tg_tensor *labels = c->f32_labels ? f32_labels(g, ls, c->c) : tg_input(g, "labels", TG_I32, ls);
     tg_tensor *target = c->kind == 3 ? tg_param(g, "target", tg_shape2(c->n, c->c), U) : NULL;
@@ -95,6 +100,9 @@ static const loss_case variants[] = {
     {.red = TG_LOSS_MEAN, .ii = true, .weights = true, .d = 3},
     {.red = TG_LOSS_SUM, .d = 2, .f32_labels = true},
     {.red = TG_LOSS_NONE, .d = 4},
+    /* what --loss cross-entropy is for a segmentation model: the mean over
+     * every pixel of [N, C, H, W] against labels [N, H, W] */
+    {.red = TG_LOSS_MEAN, .d = 2, .d2 = 3},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -103,7 +111,11 @@ static void label_of(char *buf, size_t cap, const loss_case *c)
     static const char *red[] = {"mean", "sum", "none"};
     snprintf(buf, cap, "%s%s %s%s%s%s%s", kind_name[c->kind], c->second ? " second order" : "",
              c->kind == 3 ? "" : red[c->red], c->ii ? " ignore_index" : "",
-             c->weights ? " weights" : "", c->d ? " N-D" : "", c->f32_labels ? " f32 labels" : "");
+             c->weights ? " weights" : "",
+             c->d2  ? " [N, C, H, W]"
+             : c->d ? " N-D"
+                    : "",
+             c->f32_labels ? " f32 labels" : "");
 }
 
 static void test_gradcheck(void)
@@ -132,8 +144,9 @@ static void test_kernels(void)
                     label_of(label, sizeof label, &c);
                     tg_check_kernels(label, build_loss, &c, threads, 1e-5,
                                      (tg_check_opts){.int_range = 5});
-                    /* 4096 x 10: the pool path, partial sums from two threads */
-                    c.n = 4096, c.c = 10;
+                    /* 4096 x 10: the pool path, partial sums from two threads
+                     * (700 x 10 x 2 x 3 for [N, C, H, W]: about as many rows) */
+                    c.n = c.d2 ? 700 : 4096, c.c = 10;
                     tg_check_kernels(label, build_loss, &c, threads, 1e-4,
                                      (tg_check_opts){.int_range = 10});
                 }
@@ -316,7 +329,8 @@ static void test_ignore_weights(void)
                 }
                 run_both(ceb, (void *[]){onef, xf, lab, wf}, (double *[]){oned, xd, ld, wd}, of, od,
                          threads);
-                /* mean divides the sum's gradient by the weights of rows 0 and 2 */
+                /* mean divides the sum's gradient by the weights of rows 0 and
+                 * 2 */
                 double scale = red == TG_LOSS_MEAN ? 1.0 / 5 : 1.0;
                 for (int k = 0; k < 9; k++) {
                     TG_CHECK_NEAR(of[k], sum_grad[k] * scale, 1e-6);

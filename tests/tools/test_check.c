@@ -37,13 +37,14 @@ static void test_zoo(void)
     }
 }
 
-/* The fixtures that are classifiers over images or feature vectors, what
- * --model FILE.onnx takes (the others, recurrent and decoder fixtures, have
+/* The fixtures that are classifiers over images or feature vectors, or
+ * segment images (unet_shapes: labels and loss per pixel), what --model
+ * FILE.onnx takes (the others, recurrent and decoder fixtures, have
  * sequence or image outputs and are checked by the importer's tests). */
 static void test_onnx_fixtures(void)
 {
-    static const char *const fixtures[] = {"tiny_cnn", "tiny_mlp", "tiny_gelu_ln13",
-                                           "tiny_gelu_ln17", "tiny_vit"};
+    static const char *const fixtures[] = {"tiny_cnn",       "tiny_mlp", "tiny_gelu_ln13",
+                                           "tiny_gelu_ln17", "tiny_vit", "unet_shapes"};
     char args[1024];
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
         for (int inference = 0; inference < 2; inference++) {
