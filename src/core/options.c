@@ -268,16 +268,59 @@ tg_options *tg_options_clone(const tg_options *o)
     return c;
 }
 
+/* Edit distance between a and b, capped: names longer than 63 count as far. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63)
+        return 99;
+    int row[64];
+    for (size_t j = 0; j <= m; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+/* The option named most like key (a misspelling), or NULL. The table is
+ * too long to list whole in one message: `tilegraph options` lists it. */
+static const char *nearest_key(const char *key)
+{
+    const char *best = NULL;
+    int len = key ? (int)strlen(key) : 0, best_d = (len / 3 > 2 ? len / 3 : 2) + 1;
+    for (int i = 0; key && i < N_OPTIONS; i++) {
+        int d = edit_distance(key, option_table[i].key);
+        if (d < best_d)
+            best_d = d, best = option_table[i].key;
+    }
+    return best;
+}
+
 static tg_status unknown_key(const char *key)
 {
+    const char *near = nearest_key(key);
+    char hint[160] = "";
+    if (near)
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
     char list[2048];
     size_t used = 0;
     list[0] = '\0';
     for (int i = 0; i < N_OPTIONS && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
                                  option_table[i].key);
-    return tg_error(TG_ERR_CONFIG, "unknown option '%s'; valid options: %s", key ? key : "(null)",
-                    list);
+    return tg_error(TG_ERR_CONFIG, "unknown option '%s'%s; `tilegraph options` lists them all: %s",
+                    key ? key : "(null)", hint, list);
 }
 
 static int enum_has(const char *values, const char *v)
