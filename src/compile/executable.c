@@ -456,6 +456,15 @@ static void get_schedule(reader *r, tg_program *p)
     s->stash_depth = get_array(r, n_dev, sizeof(int), NULL, "a bad stash depth list");
 }
 
+/* A bool stored raw holds 0 or 1; any other byte would be read as neither
+ * (undefined behaviour), so it is looked at as a byte first. */
+static bool bool_ok(const bool *v)
+{
+    unsigned char byte;
+    memcpy(&byte, v, 1);
+    return byte <= 1;
+}
+
 static bool buffer_ok(const tg_program *p, int b)
 {
     return in_range(b, -1, p->n_buffers);
@@ -490,6 +499,8 @@ static void check_streams(reader *r, const tg_program *p, const tg_device_progra
 
 static void check_step(reader *r, const tg_program *p, const tg_step *st, size_t arena)
 {
+    if (!bool_ok(&st->staged))
+        fail(r, "a step's flags are not flags");
     if (!in_range(st->node, 0, p->graph->n_nodes) || !buffer_ok(p, st->out))
         fail(r, "a step names a node or buffer that does not exist");
     for (int k = 0; k < TG_MAX_INPUTS; k++)
@@ -540,7 +551,7 @@ static void check_device(reader *r, const tg_program *p, const tg_device_program
             fail(r, "a bad host output");
     for (int k = 0; dp->accumulators && k < dp->n_accumulators; k++) {
         const tg_accumulator *a = &dp->accumulators[k];
-        if (!in_range(a->param, 0, p->graph->n_nodes) ||
+        if (!bool_ok(&a->early) || !in_range(a->param, 0, p->graph->n_nodes) ||
             !in_range(a->grad_buffer, 0, p->n_buffers) || !in_range(a->acc_buffer, 0, p->n_buffers))
             fail(r, "a bad accumulator");
     }
@@ -554,6 +565,8 @@ static void check_buffers(reader *r, const tg_program *p)
             !in_range((int)b->region, 0, TG_REGION_COUNT) ||
             !in_range((int)b->dtype, 0, TG_DTYPE_COUNT) || b->slots < 1 || b->slots > (1 << 20))
             fail(r, "a buffer names a node, device, region or type that does not exist");
+        else if (!bool_ok(&b->offloaded) || !bool_ok(&b->sharded))
+            fail(r, "a buffer's flags are not flags");
         else if (!in_range(b->copy_of, -1, p->n_buffers) ||
                  (b->offloaded && (b->region != TG_REGION_NONE || b->stride < b->bytes ||
                                    b->bytes != (size_t)tg_numel(p->graph->nodes[b->node]) *
