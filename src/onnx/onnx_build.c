@@ -604,16 +604,20 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
     if (fixed_by_caller(b, i))
         return bind_constant(b, i, s, out);
     tg_dtype dt;
-    if (!strcmp(v.dtype, "float"))
+    /* float64 and float16 inputs are f32 tensors: the device has no f64
+     * (nor does an accelerator without it), and f16 converts exactly; the
+     * model's description says so (tg_onnx_reduced_note names them) */
+    if (!strcmp(v.dtype, "float") || tg_onnx_computed_in_f32(v.dtype))
         dt = TG_F32;
     else if (!strcmp(v.dtype, "int64") || !strcmp(v.dtype, "int32"))
         dt = TG_I32;
     else if (!strcmp(v.dtype, "uint8"))
         dt = TG_U8; /* 8-bit images: a Cast to float follows (map_cast) */
     else
-        return ob_fail(b, TG_ERR_DTYPE,
-                       "input '%s' is %s (float, integer and uint8 inputs are taken)", v.name,
-                       v.dtype);
+        return ob_fail(
+            b, TG_ERR_DTYPE,
+            "input '%s' is %s (float, double, float16, integer and uint8 inputs are taken)", v.name,
+            v.dtype);
     tg_tensor *t = NULL;
     if (b->cfg->inputs && i < b->cfg->n_inputs)
         TG_TRY(given_input(b, b->cfg->inputs[i], v.name, s, &t));

@@ -189,8 +189,11 @@ static tg_status map_cumsum(onnx_builder *b)
     tg_tensor *tri = f32_constant(b, tg_shape2(len, len), t);
     tg_free(t);
     tg_tensor *xt = moved ? tg_transpose(b->g, x, perm) : x;
+    /* a vector is one row of the product */
+    xt = s.ndim == 1 ? tg_reshape(b->g, xt, tg_shape2(1, len)) : xt;
     tg_tensor *y = tri ? tg_matmul(b->g, xt, tri, false, false) : NULL;
     y = y && moved ? tg_transpose(b->g, y, perm) : y;
+    y = y && s.ndim == 1 ? tg_reshape(b->g, y, s) : y;
     return ob_set(b, 0, y ? tg_cast(b->g, y, tg_tensor_dtype(raw)) : NULL);
 }
 
