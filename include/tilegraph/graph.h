@@ -288,6 +288,13 @@ TG_API tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start
  * scatter-adds into data (deterministically). An index out of range gives a
  * NaN row (0 for i32 data), never a read outside data. */
 TG_API tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis);
+/* Gather's transpose: zeros of `shape`, then for every index j the slice
+ * updates[.., j, ..] added at indices[j] along `axis` (repeated indices
+ * add up, in index order). updates is shape[:axis] + indices.shape +
+ * shape[axis+1:], f32. ONNX's ScatterElements / ScatterND with reduction
+ * add over flat offsets; the gradient gathers. */
+TG_API tg_tensor *tg_scatter_add(tg_graph *g, tg_tensor *updates, tg_tensor *indices, int axis,
+                                 tg_shape shape);
 /* nn.Embedding: rows of table [V, D] for i32 ids [any] -> [ids..., D]. */
 TG_API tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids);
 /* Between f32 and i32 (and u8 to f32): to i32 truncates toward zero and

@@ -382,20 +382,24 @@ const char *ob_attr_string(const onnx_builder *b, const char *name, char *buf, s
 
 /* ---- op table ------------------------------------------------------------ */
 
+/* Every op table, in the order the supported list names them. */
+static const struct {
+    const ob_op *ops;
+    const int *count;
+} op_tables[] = {{tg_onnx_nn_ops, &tg_onnx_nn_op_count},
+                 {tg_onnx_fold_ops, &tg_onnx_fold_op_count},
+                 {tg_onnx_index_ops, &tg_onnx_index_op_count},
+                 {tg_onnx_vision_ops, &tg_onnx_vision_op_count},
+                 {tg_onnx_scatter_ops, &tg_onnx_scatter_op_count},
+                 {tg_onnx_reduce_ops, &tg_onnx_reduce_op_count}};
+#define N_OP_TABLES (int)(sizeof op_tables / sizeof op_tables[0])
+
 const ob_op *ob_find_op(const char *op_type)
 {
-    for (int k = 0; k < tg_onnx_nn_op_count; k++)
-        if (!strcmp(tg_onnx_nn_ops[k].op_type, op_type))
-            return &tg_onnx_nn_ops[k];
-    for (int k = 0; k < tg_onnx_fold_op_count; k++)
-        if (!strcmp(tg_onnx_fold_ops[k].op_type, op_type))
-            return &tg_onnx_fold_ops[k];
-    for (int k = 0; k < tg_onnx_index_op_count; k++)
-        if (!strcmp(tg_onnx_index_ops[k].op_type, op_type))
-            return &tg_onnx_index_ops[k];
-    for (int k = 0; k < tg_onnx_vision_op_count; k++)
-        if (!strcmp(tg_onnx_vision_ops[k].op_type, op_type))
-            return &tg_onnx_vision_ops[k];
+    for (int t = 0; t < N_OP_TABLES; t++)
+        for (int k = 0; k < *op_tables[t].count; k++)
+            if (!strcmp(op_tables[t].ops[k].op_type, op_type))
+                return &op_tables[t].ops[k];
     return NULL;
 }
 
@@ -405,19 +409,10 @@ const char *tg_onnx_supported_ops(void)
     if (list[0])
         return list;
     size_t used = 0;
-    const int n_nn = tg_onnx_nn_op_count, n_fold = tg_onnx_fold_op_count;
-    const int n_index = tg_onnx_index_op_count;
-    for (int k = 0; k < n_nn + n_fold + n_index + tg_onnx_vision_op_count; k++) {
-        const ob_op *op = k < n_nn            ? &tg_onnx_nn_ops[k]
-                          : k < n_nn + n_fold ? &tg_onnx_fold_ops[k - n_nn]
-                          : k < n_nn + n_fold + n_index
-                              ? &tg_onnx_index_ops[k - n_nn - n_fold]
-                              : &tg_onnx_vision_ops[k - n_nn - n_fold - n_index];
-        used +=
-            (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
-        if (used >= sizeof list)
-            break;
-    }
+    for (int t = 0; t < N_OP_TABLES; t++)
+        for (int k = 0; k < *op_tables[t].count && used < sizeof list; k++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
+                                     op_tables[t].ops[k].op_type);
     return list;
 }
 

@@ -1050,21 +1050,14 @@ static tg_status map_split(onnx_builder *b)
     return st;
 }
 
-/* A reduction; axes an attribute before opset `axes_input` (13 for
- * ReduceSum, 18 for the others), an input from it, with
- * noop_with_empty_axes. */
-static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool),
-                        int axes_input)
+tg_status ob_reduce_axes(onnx_builder *b, int nd, int axes_input, unsigned *mask, bool *noop)
 {
     TG_TRY(ob_attr_in_opsets(b, "axes", 1, axes_input));
     TG_TRY(ob_attr_in_opsets(b, "noop_with_empty_axes", axes_input, 1 << 30));
     if (ob_opset(b) < axes_input && ob_has_input(b, 1))
         return ob_fail(b, TG_ERR_INVALID_ARG, "an axes input, which %s takes from opset %d",
                        b->node->op_type, axes_input);
-    tg_tensor *x = ob_tensor(b, 0);
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    int nd = tg_tensor_shape(x).ndim, n;
+    int n;
     int64_t axes[TG_MAX_DIMS];
     const int64_t *a = ob_attr_ints(b, "axes", &n);
     if (!a && ob_has_input(b, 1)) {
@@ -1078,16 +1071,30 @@ static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor 
         return ob_fail(b, TG_ERR_FORMAT, "axes must be at most %d integers", TG_MAX_DIMS);
     if (n)
         memcpy(axes, a, (size_t)n * sizeof *axes);
-    unsigned mask = 0;
-    if (n == 0 && ob_attr_int(b, "noop_with_empty_axes", 0))
-        return ob_set(b, 0, x);
+    *mask = 0;
+    *noop = n == 0 && ob_attr_int(b, "noop_with_empty_axes", 0);
     for (int k = 0; k < n; k++) {
         int ax = 0;
         TG_TRY(ob_axis(b, axes[k], nd, &ax));
-        mask |= 1u << ax;
+        *mask |= 1u << ax;
     }
     if (n == 0)
-        mask = (1u << nd) - 1;
+        *mask = (1u << nd) - 1;
+    return TG_OK;
+}
+
+/* A reduction over ob_reduce_axes's axes. */
+static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool),
+                        int axes_input)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    unsigned mask;
+    bool noop;
+    TG_TRY(ob_reduce_axes(b, tg_tensor_shape(x).ndim, axes_input, &mask, &noop));
+    if (noop)
+        return ob_set(b, 0, x);
     bool keep = ob_attr_int(b, "keepdims", 1) != 0;
     return ob_set(b, 0, fn(b->g, x, mask, keep));
 }
