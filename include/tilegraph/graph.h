@@ -431,6 +431,10 @@ TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
  * seed (ONNX RandomUniformLike; Bernoulli(p) is it compared with p). like's
  * values are not read; there is no gradient. In training and inference. */
 TG_API tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float high);
+/* The same, each element normal of mean `mean` and standard deviation
+ * `scale` (>= 0; ONNX RandomNormalLike and RandomNormal), by Box-Muller
+ * from 24-bit uniforms: |z| is at most 5.8. */
+TG_API tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float scale);
 
 /* ---- autodiff ------------------------------------------------------------- */
 
