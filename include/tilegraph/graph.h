@@ -236,6 +236,23 @@ TG_API tg_tensor *tg_round(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_cos(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_sin(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_tan(tg_graph *g, tg_tensor *x);
+/* The inverse and hyperbolic functions (NaN outside their domains, as the
+ * C library's): derivatives -1/sqrt(1-x^2), 1/sqrt(1-x^2), 1/(1+x^2),
+ * 1/sqrt(x^2-1), 1/sqrt(x^2+1), 1/(1-x^2), sinh, cosh. */
+TG_API tg_tensor *tg_acos(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_asin(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_atan(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_acosh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_asinh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_atanh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_cosh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_sinh(tg_graph *g, tg_tensor *x);
+/* x > alpha ? x : 0 (ONNX ThresholdedRelu; gradient 1 strictly above
+ * alpha), and x < -lambd ? x + bias : x > lambd ? x - bias : 0 (ONNX
+ * Shrink, PyTorch's hardshrink with bias 0 and softshrink with bias =
+ * lambd; gradient 1 strictly outside [-lambd, lambd]). */
+TG_API tg_tensor *tg_thresholded_relu(tg_graph *g, tg_tensor *x, float alpha);
+TG_API tg_tensor *tg_shrink(tg_graph *g, tg_tensor *x, float lambd, float bias);
 
 /* Elementwise with NumPy broadcasting. */
 TG_API tg_tensor *tg_add(tg_graph *g, tg_tensor *a, tg_tensor *b);

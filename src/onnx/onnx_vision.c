@@ -50,6 +50,30 @@ UNARY_MAP(round, tg_round)
 UNARY_MAP(cos, tg_cos)
 UNARY_MAP(sin, tg_sin)
 UNARY_MAP(tan, tg_tan)
+UNARY_MAP(acos, tg_acos)
+UNARY_MAP(asin, tg_asin)
+UNARY_MAP(atan, tg_atan)
+UNARY_MAP(acosh, tg_acosh)
+UNARY_MAP(asinh, tg_asinh)
+UNARY_MAP(atanh, tg_atanh)
+UNARY_MAP(cosh, tg_cosh)
+UNARY_MAP(sinh, tg_sinh)
+
+static tg_status map_thresholded_relu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0, tg_thresholded_relu(b->g, x, ob_attr_float(b, "alpha", 1.0f)))
+             : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_shrink(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0,
+                      tg_shrink(b->g, x, ob_attr_float(b, "lambd", 0.5f),
+                                ob_attr_float(b, "bias", 0.0f)))
+             : TG_ERR_UNSUPPORTED;
+}
 
 static tg_status map_hard_sigmoid(onnx_builder *b)
 {
@@ -653,6 +677,16 @@ const ob_op tg_onnx_vision_ops[] = {
     {"Cos", map_cos, ""},
     {"Sin", map_sin, ""},
     {"Tan", map_tan, ""},
+    {"Acos", map_acos, ""},
+    {"Asin", map_asin, ""},
+    {"Atan", map_atan, ""},
+    {"Acosh", map_acosh, ""},
+    {"Asinh", map_asinh, ""},
+    {"Atanh", map_atanh, ""},
+    {"Cosh", map_cosh, ""},
+    {"Sinh", map_sinh, ""},
+    {"ThresholdedRelu", map_thresholded_relu, "alpha"},
+    {"Shrink", map_shrink, "bias,lambd"},
     {"Resize", map_resize, RESIZE_ATTRS},
     {"Upsample", map_upsample, "mode,scales"},
     {"RandomUniformLike", map_random_uniform_like, "dtype,high,low,seed"},
