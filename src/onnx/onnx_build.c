@@ -777,7 +777,9 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
         for (int i = 0; i < out->n_inputs; i++)
             is_input |= out->inputs[i] == t;
         if (is_input || v->init >= 0 || tg_tensor_is_view(t) || output_needs_copy(b->m, v->name))
-            t = tg_scale(b->g, t, 1.0f, 0.0f);
+            t = tg_tensor_dtype(t) == TG_I32 /* through f32: exact, integers being within 2^24 */
+                    ? tg_cast(b->g, tg_cast(b->g, t, TG_F32), TG_I32)
+                    : tg_scale(b->g, t, 1.0f, 0.0f);
         if (!t)
             return ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
         tg_tensor_mark_output(t);

@@ -445,13 +445,36 @@ static tg_status map_sqrt(onnx_builder *b)
 {
     return unary(b, tg_sqrt);
 }
+/* Neg and Abs of an integer constant (shape arithmetic: the expanded
+ * LayerNormalization negates its axis count) fold, exactly. */
+static tg_status fold_sign_op(onnx_builder *b, bool neg)
+{
+    const tg_onnx_data *c = ob_const(b, 0);
+    if (!c)
+        return TG_ERR_UNSUPPORTED;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, c->ndim, c->dim, &d));
+    d.elem_type = c->elem_type;
+    for (int64_t k = 0; k < c->n; k++)
+        d.i[k] = neg ? -c->i[k] : c->i[k] < 0 ? -c->i[k] : c->i[k];
+    return ob_set_const(b, 0, &d);
+}
+
+static bool int_foldable(onnx_builder *b, int i)
+{
+    if (!ob_is_foldable(b, i))
+        return false;
+    const tg_onnx_data *c = ob_const(b, i);
+    return c && c->i;
+}
+
 static tg_status map_neg(onnx_builder *b)
 {
-    return unary(b, tg_neg);
+    return int_foldable(b, 0) ? fold_sign_op(b, true) : unary(b, tg_neg);
 }
 static tg_status map_abs(onnx_builder *b)
 {
-    return unary(b, tg_abs);
+    return int_foldable(b, 0) ? fold_sign_op(b, false) : unary(b, tg_abs);
 }
 static tg_status map_reciprocal(onnx_builder *b)
 {
@@ -758,6 +781,32 @@ static tg_status map_batch_norm(onnx_builder *b)
                                    (float)(1.0 - (double)momentum)));
 }
 
+/* Whether output k of the node is asked for (present and named). */
+static bool wants_output(const onnx_builder *b, size_t k)
+{
+    return b->node->n_output > k && b->node->output[k][0];
+}
+
+/* LayerNormalization's optional outputs, when asked for: Mean and
+ * InvStdDev = 1 / sqrt(Var + epsilon) over the normalised dims (kept as
+ * ones), from reductions of their own. tg_layer_norm keeps its statistics
+ * inside; these agree with them to float32's rounding. */
+static tg_status layer_norm_stats(onnx_builder *b, tg_tensor *x, int axis, float eps)
+{
+    if (!wants_output(b, 1) && !wants_output(b, 2))
+        return TG_OK;
+    tg_graph *g = b->g;
+    int nd = tg_tensor_shape(x).ndim;
+    unsigned mask = ((1u << nd) - 1) & ~((1u << axis) - 1);
+    tg_tensor *mean = tg_reduce_mean(g, x, mask, true);
+    tg_tensor *d = tg_sub(g, x, mean);
+    tg_tensor *var = tg_reduce_mean(g, tg_mul(g, d, d), mask, true);
+    tg_tensor *inv = tg_reciprocal(g, tg_sqrt(g, tg_scale(g, var, 1.0f, eps)));
+    if (wants_output(b, 1))
+        TG_TRY(ob_set(b, 1, mean));
+    return wants_output(b, 2) ? ob_set(b, 2, inv) : TG_OK;
+}
+
 static tg_status map_layer_norm(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
@@ -769,8 +818,9 @@ static tg_status map_layer_norm(onnx_builder *b)
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", -1), nd, &axis));
     if (ob_attr_int(b, "stash_type", 1) != 1)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "stash_type other than float");
-    return ob_set(
-        b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, ob_attr_float(b, "epsilon", 1e-5f)));
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    TG_TRY(ob_set(b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, eps)));
+    return layer_norm_stats(b, x, axis, eps);
 }
 
 /* Dropout: ratio an attribute before opset 12, an input after; is_test
@@ -793,7 +843,16 @@ static tg_status map_dropout(onnx_builder *b)
      * training_mode input: the same export trains and infers */
     if (ratio < 0.0f || ratio >= 1.0f)
         return ob_fail(b, TG_ERR_INVALID_ARG, "ratio %g is outside [0, 1)", (double)ratio);
-    return ob_set(b, 0, tg_dropout(b->g, x, ratio));
+    TG_TRY(ob_set(b, 0, tg_dropout(b->g, x, ratio)));
+    if (!wants_output(b, 1))
+        return TG_OK;
+    /* the mask: every element kept in inference; in training tg_dropout
+     * keeps its mask inside (y != 0 would miss the kept zeros of x) */
+    if (tg_graph_training(b->g))
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "the mask output in training (the mask stays inside the dropout op)");
+    tg_tensor *one = tg_constant(b->g, tg_tensor_shape(x), 1.0f);
+    return ob_set(b, 1, tg_cast(b->g, one, TG_I32));
 }
 
 /* ---- shapes and reductions ----------------------------------------------- */

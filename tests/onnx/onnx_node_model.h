@@ -15,6 +15,7 @@
 #include "tg_test.h"
 
 #include "onnx/onnx_internal.h"
+#include "tilegraph/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,7 @@ typedef struct onnx_node {
     float lo, hi; /* the float inputs' uniform range; U(-1, 1) when both are 0 */
 } onnx_node;
 
-static int64_t onnx_node_numel(const onnx_node_input *in)
+static inline int64_t onnx_node_numel(const onnx_node_input *in)
 {
     int64_t n = 1;
     for (int d = 0; d < in->ndim; d++)
@@ -91,7 +92,7 @@ static int64_t onnx_node_numel(const onnx_node_input *in)
 
 /* The model, packed and loaded (NULL and a test failure if it does not
  * load). */
-static tg_onnx_model *onnx_node_model(const onnx_node *nd)
+static inline tg_onnx_model *onnx_node_model(const onnx_node *nd)
 {
     Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
     Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
@@ -222,7 +223,7 @@ static tg_onnx_model *onnx_node_model(const onnx_node *nd)
 
 /* Build the node into g with tg_param leaves for its float inputs; the
  * output it checks (NULL and the importer's message on failure). */
-static tg_tensor *onnx_node_build(tg_graph *g, void *ctx)
+static inline tg_tensor *onnx_node_build(tg_graph *g, void *ctx)
 {
     const onnx_node *nd = ctx;
     tg_onnx_model *m = onnx_node_model(nd);
@@ -250,7 +251,7 @@ static tg_tensor *onnx_node_build(tg_graph *g, void *ctx)
 
 /* The built graph's gradient against finite differences and its fast
  * kernels against the reference (1 and 2 threads). */
-static void onnx_node_check(const char *label, const onnx_node *nd, double rtol)
+static inline void onnx_node_check(const char *label, const onnx_node *nd, double rtol)
 {
     tg_check_opts o = {.tol = 1e-5};
     tg_gradcheck(label, onnx_node_build, (void *)nd, o);
@@ -259,7 +260,7 @@ static void onnx_node_check(const char *label, const onnx_node *nd, double rtol)
 }
 
 /* The message building the node gives (a refusal), "" when it builds. */
-static const char *onnx_node_refusal(const onnx_node *nd)
+static inline const char *onnx_node_refusal(const onnx_node *nd)
 {
     static char msg[1024];
     msg[0] = '\0';
