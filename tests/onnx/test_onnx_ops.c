@@ -58,11 +58,8 @@ static void test_layer_norm_statistics(void)
 
 static void test_dropout_mask(void)
 {
-    onnx_node nd = {.op_type = "Dropout",
-                    .opset = 13,
-                    .n_outputs = 2,
-                    .in = {F32("x", 2, 3, 4)},
-                    .output = 1};
+    onnx_node nd = {
+        .op_type = "Dropout", .opset = 13, .n_outputs = 2, .in = {F32("x", 2, 3, 4)}, .output = 1};
     tg_graph *g = tg_graph_create();
     tg_graph_set_training(g, false);
     tg_tensor *mask = onnx_node_build(g, &nd);
