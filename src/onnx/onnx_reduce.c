@@ -11,6 +11,10 @@
  *                    softmax itself, where a shift by the max would add 1
  *                    - sum(softmax), zero but for float32's rounding
  *
+ * and MeanVarianceNormalization, (x - mean) / (sqrt(var) + 1e-9) over
+ * `axes` (default 0, 2, 3), the statistics as two reduce_means, the 1e-9
+ * ONNX's reference adds.
+ *
  * Their axes are the attribute before opset 18 and the input from it, as
  * ReduceMean's (ob_reduce_axes). noop_with_empty_axes is refused: ONNX's
  * text and its reference implementation disagree on what these return
@@ -81,6 +85,28 @@ static tg_status map_reduce_log_sum_exp(onnx_builder *b)
     return reduce_norm(b, R_LOG_SUM_EXP);
 }
 
+static tg_status map_mvn(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    int nd = tg_tensor_shape(x).ndim, n;
+    const int64_t *a = ob_attr_ints(b, "axes", &n);
+    static const int64_t dflt[3] = {0, 2, 3};
+    if (!a)
+        a = dflt, n = 3;
+    unsigned mask = 0;
+    for (int k = 0; k < n; k++) {
+        int ax = 0;
+        TG_TRY(ob_axis(b, a[k], nd, &ax));
+        mask |= 1u << ax;
+    }
+    tg_graph *g = b->g;
+    tg_tensor *d = tg_sub(g, x, tg_reduce_mean(g, x, mask, true));
+    tg_tensor *sd = tg_sqrt(g, tg_reduce_mean(g, tg_mul(g, d, d), mask, true));
+    return ob_set(b, 0, tg_div(g, d, tg_scale(g, sd, 1.0f, 1e-9f)));
+}
+
 #define REDUCE_ATTRS "axes,keepdims,noop_with_empty_axes"
 const ob_op tg_onnx_reduce_ops[] = {
     {"ReduceL1", map_reduce_l1, REDUCE_ATTRS},
@@ -88,5 +114,6 @@ const ob_op tg_onnx_reduce_ops[] = {
     {"ReduceSumSquare", map_reduce_sum_square, REDUCE_ATTRS},
     {"ReduceLogSum", map_reduce_log_sum, REDUCE_ATTRS},
     {"ReduceLogSumExp", map_reduce_log_sum_exp, REDUCE_ATTRS},
+    {"MeanVarianceNormalization", map_mvn, "axes"},
 };
 const int tg_onnx_reduce_op_count = (int)(sizeof tg_onnx_reduce_ops / sizeof tg_onnx_reduce_ops[0]);

@@ -1,6 +1,6 @@
 /* onnx/onnx_scatter.c - ONNX's writes at indices and its selections:
- * ScatterElements (and Scatter, its name before opset 11), ScatterND and
- * TopK, with Einsum's entry (onnx_einsum.c).
+ * ScatterElements (and Scatter, its name before opset 11), ScatterND,
+ * GatherND and TopK, with Einsum's entry (onnx_einsum.c).
  *
  * The scatters take indices known at import (static, as exporters give
  * them: a constant, an initializer or shape arithmetic). Each index then
@@ -13,6 +13,9 @@
  * output's gradient gathered at their offsets. Reduction none with an
  * offset written twice (ONNX leaves which update wins undefined) and the
  * reductions mul, max and min are refused by name.
+ *
+ * GatherND, with static indices too, is one gather of the data's elements
+ * at their flat offsets (its gradient scatter-adds them back).
  *
  * TopK is K selections along the axis, each the first index holding the
  * largest (smallest) value not yet taken (reduce, compare, where, reduce,
@@ -221,6 +224,71 @@ static tg_status map_scatter_nd(onnx_builder *b)
     return s;
 }
 
+/* ---- GatherND --------------------------------------------------------------------------- */
+
+/* indices [..., q] (the first batch_dims dims the data's) pick slices
+ * data[b.., i0, .., iq-1, :, ...]: the result is indices.shape[:-1] +
+ * data.shape[batch_dims + q:]. */
+static tg_status map_gather_nd(onnx_builder *b)
+{
+    tg_tensor *data = ob_typed_tensor(b, 0);
+    const tg_onnx_data *idx = data ? static_indices(b, 1) : NULL;
+    if (!idx)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape ds = tg_tensor_shape(data);
+    int64_t bd = ob_attr_int(b, "batch_dims", 0);
+    int q = idx->ndim ? (int)idx->dim[idx->ndim - 1] : 0;
+    if (idx->ndim < 1 || bd < 0 || bd >= idx->ndim || q < 1 || bd + q > ds.ndim)
+        return ob_fail(b, TG_ERR_SHAPE,
+                       "indices must be [..., q] with batch_dims + q at most the data's rank %d",
+                       ds.ndim);
+    for (int d = 0; d < bd; d++)
+        if (idx->dim[d] != ds.dim[d])
+            return ob_fail(b, TG_ERR_SHAPE, "batch dim %d is %lld in the indices, %lld in the data",
+                           d, (long long)idx->dim[d], (long long)ds.dim[d]);
+    if (tg_shape_numel(ds) > ((int64_t)1 << 24))
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "data of %lld elements (offsets are exact up to 2^24)",
+                       (long long)tg_shape_numel(ds));
+    int64_t dst[TG_MAX_DIMS], slice = 1, per_batch = 1, batch_size = 1;
+    strides_of(ds, dst);
+    for (int d = (int)bd + q; d < ds.ndim; d++)
+        slice *= ds.dim[d];
+    for (int d = 0; d < bd; d++)
+        batch_size *= ds.dim[d];
+    int64_t rows = idx->n / q, n = rows * slice;
+    per_batch = rows / batch_size;
+    tg_shape os = tg_shape_of(0, NULL);
+    for (int d = 0; d < idx->ndim - 1; d++)
+        os.dim[os.ndim++] = idx->dim[d];
+    for (int d = (int)bd + q; d < ds.ndim && os.ndim < TG_MAX_DIMS; d++)
+        os.dim[os.ndim++] = ds.dim[d];
+    int64_t *off = tg_malloc((size_t)(n ? n : 1) * sizeof *off);
+    if (!off)
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = bd ? (r / per_batch) * dst[bd - 1] : 0;
+        for (int d = 0; d < q; d++) {
+            int64_t len = ds.dim[bd + d], i = idx->i[r * q + d];
+            i = i < 0 ? i + len : i;
+            if (i < 0 || i >= len) {
+                tg_free(off);
+                return ob_fail(b, TG_ERR_INVALID_ARG,
+                               "index %lld is out of range for axis %d of size %lld",
+                               (long long)idx->i[r * q + d], (int)bd + d, (long long)len);
+            }
+            base += i * dst[bd + d];
+        }
+        for (int64_t e = 0; e < slice; e++)
+            off[r * slice + e] = base + e;
+    }
+    tg_tensor *t = ob_int_constant(b, "the element offsets", tg_shape1(n), off);
+    tg_free(off);
+    tg_graph *g = b->g;
+    tg_tensor *flat = tg_reshape(g, data, tg_shape1(tg_shape_numel(ds)));
+    return t ? ob_set(b, 0, tg_reshape(g, tg_gather(g, flat, t, 0), os)) : TG_ERR_UNSUPPORTED;
+}
+
 /* ---- TopK ------------------------------------------------------------------------------ */
 
 #define TOPK_MAX 64 /* selections built as graph ops: K of them */
@@ -312,6 +380,7 @@ const ob_op tg_onnx_scatter_ops[] = {
     {"ScatterElements", map_scatter_elements, "axis,reduction"},
     {"Scatter", map_scatter_elements, "axis"},
     {"ScatterND", map_scatter_nd, "reduction"},
+    {"GatherND", map_gather_nd, "batch_dims"},
     {"TopK", map_topk, "axis,k,largest,sorted"},
     {"Einsum", ob_map_einsum, "equation"},
 };

@@ -3,7 +3,8 @@
  * them (axes as attribute and as the opset 18 input, keepdims or not):
  * values against double-precision sums written here, gradients against
  * finite differences, kernels against the reference; noop_with_empty_axes
- * refused by name. (ONNX's own cases: onnx/conformance.)
+ * refused by name; MeanVarianceNormalization's gradient and kernels. (ONNX's
+ * own cases: onnx/conformance.)
  *
  * TG_TEST_LABELS: onnx
  */
@@ -80,6 +81,18 @@ static void test_values_and_gradients(void)
         }
 }
 
+static void test_mvn(void)
+{
+    static const int64_t axes[] = {0, 2};
+    onnx_node nd = {.op_type = "MeanVarianceNormalization",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {F32("x", 4, 2, 3, 2, 2)}};
+    onnx_node_check("MeanVarianceNormalization", &nd, 1e-5);
+    nd.attr[0] = (onnx_node_attr)INTS_ATTR("axes", axes, 2);
+    onnx_node_check("MeanVarianceNormalization axes 0, 2", &nd, 1e-5);
+}
+
 static void test_refused(void)
 {
     onnx_node nd = {.op_type = "ReduceL2",
@@ -100,6 +113,7 @@ static void test_refused(void)
 int main(void)
 {
     TG_RUN(test_values_and_gradients);
+    TG_RUN(test_mvn);
     TG_RUN(test_refused);
     return tg_test_finish();
 }

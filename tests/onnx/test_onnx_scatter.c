@@ -50,6 +50,23 @@ static void test_scatter_gradients(void)
     onnx_node_check("ScatterND none of cells", &nd_cell, 1e-6);
 }
 
+static void test_gather_nd(void)
+{
+    static const int64_t cells[] = {0, 2, 3, 1, 0, 2}; /* [3, 2] into [4, 3] */
+    static const int64_t batch[] = {1, 0, 2, 2, 0, 1}; /* [2, 3, 1], batch_dims 1 */
+    onnx_node nd = {.op_type = "GatherND",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {F32("data", 2, 4, 3), INTS("idx", cells, 2, 3, 2)}};
+    onnx_node_check("GatherND of cells, one twice", &nd, 1e-6);
+    onnx_node bd = {.op_type = "GatherND",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {F32("data", 3, 2, 3, 4), INTS("idx", batch, 3, 2, 3, 1)},
+                    .attr = {INT("batch_dims", 1)}};
+    onnx_node_check("GatherND of rows, batch_dims 1", &bd, 1e-6);
+}
+
 /* The values' gradient and kernels (the indices are checked by ONNX's cases). */
 static void test_topk(void)
 {
@@ -100,6 +117,7 @@ static void test_refused(void)
 int main(void)
 {
     TG_RUN(test_scatter_gradients);
+    TG_RUN(test_gather_nd);
     TG_RUN(test_topk);
     TG_RUN(test_refused);
     return tg_test_finish();
