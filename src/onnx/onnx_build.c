@@ -626,6 +626,23 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
     return t ? TG_OK : ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
 }
 
+bool ob_output_used(const onnx_builder *b, int k)
+{
+    const Onnx__NodeProto *n = b->node;
+    if ((size_t)k >= n->n_output || !n->output[k][0])
+        return false;
+    const char *name = n->output[k];
+    const Onnx__GraphProto *g = b->m->graph;
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!strcmp(g->output[i]->name, name))
+            return true;
+    for (size_t j = 0; j < g->n_node; j++)
+        for (size_t i = 0; i < g->node[j]->n_input; i++)
+            if (!strcmp(g->node[j]->input[i], name))
+                return true;
+    return false;
+}
+
 void ob_enter(onnx_builder *b, const Onnx__NodeProto *n)
 {
     b->node = n;

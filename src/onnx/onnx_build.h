@@ -113,6 +113,11 @@ static inline void ob_copy_at(tg_onnx_data *dst, int64_t to, const tg_onnx_data 
  * joined as a tree of concats (copies, exact). */
 tg_tensor *ob_concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis);
 
+/* Whether optional output k of the current node is read: by a node or as
+ * a graph output (exporters name outputs nothing reads, such as Dropout's
+ * mask). */
+bool ob_output_used(const onnx_builder *b, int k);
+
 /* Input i's shape, whether a tensor or a constant. */
 tg_status ob_shape(onnx_builder *b, int i, tg_shape *out);
 /* A new constant of the given shape (float or int64 values, zeroed). */

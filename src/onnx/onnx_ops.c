@@ -850,19 +850,13 @@ static tg_status map_batch_norm(onnx_builder *b)
                                    (float)(1.0 - (double)momentum)));
 }
 
-/* Whether output k of the node is asked for (present and named). */
-static bool wants_output(const onnx_builder *b, size_t k)
-{
-    return b->node->n_output > k && b->node->output[k][0];
-}
-
 /* LayerNormalization's optional outputs, when asked for: Mean and
  * InvStdDev = 1 / sqrt(Var + epsilon) over the normalised dims (kept as
  * ones), from reductions of their own. tg_layer_norm keeps its statistics
  * inside; these agree with them to float32's rounding. */
 static tg_status layer_norm_stats(onnx_builder *b, tg_tensor *x, int axis, float eps)
 {
-    if (!wants_output(b, 1) && !wants_output(b, 2))
+    if (!ob_output_used(b, 1) && !ob_output_used(b, 2))
         return TG_OK;
     tg_graph *g = b->g;
     int nd = tg_tensor_shape(x).ndim;
@@ -871,9 +865,9 @@ static tg_status layer_norm_stats(onnx_builder *b, tg_tensor *x, int axis, float
     tg_tensor *d = tg_sub(g, x, mean);
     tg_tensor *var = tg_reduce_mean(g, tg_mul(g, d, d), mask, true);
     tg_tensor *inv = tg_reciprocal(g, tg_sqrt(g, tg_scale(g, var, 1.0f, eps)));
-    if (wants_output(b, 1))
+    if (ob_output_used(b, 1))
         TG_TRY(ob_set(b, 1, mean));
-    return wants_output(b, 2) ? ob_set(b, 2, inv) : TG_OK;
+    return ob_output_used(b, 2) ? ob_set(b, 2, inv) : TG_OK;
 }
 
 static tg_status map_layer_norm(onnx_builder *b)
@@ -913,13 +907,14 @@ static tg_status map_dropout(onnx_builder *b)
     if (ratio < 0.0f || ratio >= 1.0f)
         return ob_fail(b, TG_ERR_INVALID_ARG, "ratio %g is outside [0, 1)", (double)ratio);
     TG_TRY(ob_set(b, 0, tg_dropout(b->g, x, ratio)));
-    if (!wants_output(b, 1))
+    if (!ob_output_used(b, 1))
         return TG_OK;
     /* the mask: every element kept in inference; in training tg_dropout
      * keeps its mask inside (y != 0 would miss the kept zeros of x) */
     if (tg_graph_training(b->g))
         return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "the mask output in training (the mask stays inside the dropout op)");
+                       "the mask output is read, in training (the mask stays inside the "
+                       "dropout op)");
     tg_tensor *one = tg_constant(b->g, tg_tensor_shape(x), 1.0f);
     return ob_set(b, 1, tg_cast(b->g, one, TG_I32));
 }
