@@ -189,9 +189,10 @@ tg_status tg_model_open(const char *name, tg_model_loss loss, const tg_model_spe
     }
     const char *base = strrchr(name, '/');
     snprintf(o->name, sizeof o->name, "%s", base ? base + 1 : name);
-    snprintf(o->description, sizeof o->description, "imported from %s (opset %d%s%s)", name,
+    const char *note = tg_onnx_reduced_note(o->model);
+    snprintf(o->description, sizeof o->description, "imported from %s (opset %d%s%s)%s%s", name,
              tg_onnx_opset(o->model), *tg_onnx_producer(o->model) ? ", " : "",
-             tg_onnx_producer(o->model));
+             tg_onnx_producer(o->model), *note ? "; note: " : "", note);
     o->spec.name = o->name;
     o->spec.description = o->description;
     o->spec.mean = 0.0f; /* images in [0, 1]: the exported model's own scaling applies */

@@ -236,6 +236,23 @@ TG_API tg_tensor *tg_round(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_cos(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_sin(tg_graph *g, tg_tensor *x);
 TG_API tg_tensor *tg_tan(tg_graph *g, tg_tensor *x);
+/* The inverse and hyperbolic functions (NaN outside their domains, as the
+ * C library's): derivatives -1/sqrt(1-x^2), 1/sqrt(1-x^2), 1/(1+x^2),
+ * 1/sqrt(x^2-1), 1/sqrt(x^2+1), 1/(1-x^2), sinh, cosh. */
+TG_API tg_tensor *tg_acos(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_asin(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_atan(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_acosh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_asinh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_atanh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_cosh(tg_graph *g, tg_tensor *x);
+TG_API tg_tensor *tg_sinh(tg_graph *g, tg_tensor *x);
+/* x > alpha ? x : 0 (ONNX ThresholdedRelu; gradient 1 strictly above
+ * alpha), and x < -lambd ? x + bias : x > lambd ? x - bias : 0 (ONNX
+ * Shrink, PyTorch's hardshrink with bias 0 and softshrink with bias =
+ * lambd; gradient 1 strictly outside [-lambd, lambd]). */
+TG_API tg_tensor *tg_thresholded_relu(tg_graph *g, tg_tensor *x, float alpha);
+TG_API tg_tensor *tg_shrink(tg_graph *g, tg_tensor *x, float lambd, float bias);
 
 /* Elementwise with NumPy broadcasting. */
 TG_API tg_tensor *tg_add(tg_graph *g, tg_tensor *a, tg_tensor *b);
@@ -288,6 +305,13 @@ TG_API tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start
  * scatter-adds into data (deterministically). An index out of range gives a
  * NaN row (0 for i32 data), never a read outside data. */
 TG_API tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis);
+/* Gather's transpose: zeros of `shape`, then for every index j the slice
+ * updates[.., j, ..] added at indices[j] along `axis` (repeated indices
+ * add up, in index order). updates is shape[:axis] + indices.shape +
+ * shape[axis+1:], f32. ONNX's ScatterElements / ScatterND with reduction
+ * add over flat offsets; the gradient gathers. */
+TG_API tg_tensor *tg_scatter_add(tg_graph *g, tg_tensor *updates, tg_tensor *indices, int axis,
+                                 tg_shape shape);
 /* nn.Embedding: rows of table [V, D] for i32 ids [any] -> [ids..., D]. */
 TG_API tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids);
 /* Between f32 and i32 (and u8 to f32): to i32 truncates toward zero and
@@ -424,6 +448,10 @@ TG_API tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p);
  * seed (ONNX RandomUniformLike; Bernoulli(p) is it compared with p). like's
  * values are not read; there is no gradient. In training and inference. */
 TG_API tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float high);
+/* The same, each element normal of mean `mean` and standard deviation
+ * `scale` (>= 0; ONNX RandomNormalLike and RandomNormal), by Box-Muller
+ * from 24-bit uniforms: |z| is at most 5.8. */
+TG_API tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float scale);
 
 /* ---- autodiff ------------------------------------------------------------- */
 

@@ -87,6 +87,15 @@ TG_API int tg_onnx_node_count(const tg_onnx_model *m);
 TG_API const char *tg_onnx_node_name(const tg_onnx_model *m, int i);
 TG_API const char *tg_onnx_node_op(const tg_onnx_model *m, int i);
 
+/* Whether values of ONNX type `dtype` ("double", "float16") are taken and
+ * computed in float32: the devices have no f64 arithmetic, as accelerators
+ * without it; results differ from a float64 run by float32's rounding. */
+TG_API bool tg_onnx_computed_in_f32(const char *dtype);
+/* "input 'x' (double), output 'y' (double) computed in float32" naming each
+ * input and output declared double or float16, or "" when there is none
+ * (a note for the user; thread-local storage, valid until the next call). */
+TG_API const char *tg_onnx_reduced_note(const tg_onnx_model *m);
+
 /* TG_OK if every node's op type is one the importer maps; otherwise
  * TG_ERR_UNSUPPORTED with a message listing every unsupported op type (with
  * a node of each) and the supported set. Attributes are checked by

@@ -382,20 +382,24 @@ const char *ob_attr_string(const onnx_builder *b, const char *name, char *buf, s
 
 /* ---- op table ------------------------------------------------------------ */
 
+/* Every op table, in the order the supported list names them. */
+static const struct {
+    const ob_op *ops;
+    const int *count;
+} op_tables[] = {{tg_onnx_nn_ops, &tg_onnx_nn_op_count},
+                 {tg_onnx_fold_ops, &tg_onnx_fold_op_count},
+                 {tg_onnx_index_ops, &tg_onnx_index_op_count},
+                 {tg_onnx_vision_ops, &tg_onnx_vision_op_count},
+                 {tg_onnx_scatter_ops, &tg_onnx_scatter_op_count},
+                 {tg_onnx_reduce_ops, &tg_onnx_reduce_op_count}};
+#define N_OP_TABLES (int)(sizeof op_tables / sizeof op_tables[0])
+
 const ob_op *ob_find_op(const char *op_type)
 {
-    for (int k = 0; k < tg_onnx_nn_op_count; k++)
-        if (!strcmp(tg_onnx_nn_ops[k].op_type, op_type))
-            return &tg_onnx_nn_ops[k];
-    for (int k = 0; k < tg_onnx_fold_op_count; k++)
-        if (!strcmp(tg_onnx_fold_ops[k].op_type, op_type))
-            return &tg_onnx_fold_ops[k];
-    for (int k = 0; k < tg_onnx_index_op_count; k++)
-        if (!strcmp(tg_onnx_index_ops[k].op_type, op_type))
-            return &tg_onnx_index_ops[k];
-    for (int k = 0; k < tg_onnx_vision_op_count; k++)
-        if (!strcmp(tg_onnx_vision_ops[k].op_type, op_type))
-            return &tg_onnx_vision_ops[k];
+    for (int t = 0; t < N_OP_TABLES; t++)
+        for (int k = 0; k < *op_tables[t].count; k++)
+            if (!strcmp(op_tables[t].ops[k].op_type, op_type))
+                return &op_tables[t].ops[k];
     return NULL;
 }
 
@@ -405,19 +409,10 @@ const char *tg_onnx_supported_ops(void)
     if (list[0])
         return list;
     size_t used = 0;
-    const int n_nn = tg_onnx_nn_op_count, n_fold = tg_onnx_fold_op_count;
-    const int n_index = tg_onnx_index_op_count;
-    for (int k = 0; k < n_nn + n_fold + n_index + tg_onnx_vision_op_count; k++) {
-        const ob_op *op = k < n_nn            ? &tg_onnx_nn_ops[k]
-                          : k < n_nn + n_fold ? &tg_onnx_fold_ops[k - n_nn]
-                          : k < n_nn + n_fold + n_index
-                              ? &tg_onnx_index_ops[k - n_nn - n_fold]
-                              : &tg_onnx_vision_ops[k - n_nn - n_fold - n_index];
-        used +=
-            (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", op->op_type);
-        if (used >= sizeof list)
-            break;
-    }
+    for (int t = 0; t < N_OP_TABLES; t++)
+        for (int k = 0; k < *op_tables[t].count && used < sizeof list; k++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
+                                     op_tables[t].ops[k].op_type);
     return list;
 }
 
@@ -604,16 +599,20 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
     if (fixed_by_caller(b, i))
         return bind_constant(b, i, s, out);
     tg_dtype dt;
-    if (!strcmp(v.dtype, "float"))
+    /* float64 and float16 inputs are f32 tensors: the device has no f64
+     * (nor does an accelerator without it), and f16 converts exactly; the
+     * model's description says so (tg_onnx_reduced_note names them) */
+    if (!strcmp(v.dtype, "float") || tg_onnx_computed_in_f32(v.dtype))
         dt = TG_F32;
     else if (!strcmp(v.dtype, "int64") || !strcmp(v.dtype, "int32"))
         dt = TG_I32;
     else if (!strcmp(v.dtype, "uint8"))
         dt = TG_U8; /* 8-bit images: a Cast to float follows (map_cast) */
     else
-        return ob_fail(b, TG_ERR_DTYPE,
-                       "input '%s' is %s (float, integer and uint8 inputs are taken)", v.name,
-                       v.dtype);
+        return ob_fail(
+            b, TG_ERR_DTYPE,
+            "input '%s' is %s (float, double, float16, integer and uint8 inputs are taken)", v.name,
+            v.dtype);
     tg_tensor *t = NULL;
     if (b->cfg->inputs && i < b->cfg->n_inputs)
         TG_TRY(given_input(b, b->cfg->inputs[i], v.name, s, &t));
@@ -625,6 +624,23 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
     if (out->n_inputs < TG_ONNX_MAX_IO)
         out->inputs[out->n_inputs++] = t;
     return t ? TG_OK : ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
+}
+
+bool ob_output_used(const onnx_builder *b, int k)
+{
+    const Onnx__NodeProto *n = b->node;
+    if ((size_t)k >= n->n_output || !n->output[k][0])
+        return false;
+    const char *name = n->output[k];
+    const Onnx__GraphProto *g = b->m->graph;
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!strcmp(g->output[i]->name, name))
+            return true;
+    for (size_t j = 0; j < g->n_node; j++)
+        for (size_t i = 0; i < g->node[j]->n_input; i++)
+            if (!strcmp(g->node[j]->input[i], name))
+                return true;
+    return false;
 }
 
 void ob_enter(onnx_builder *b, const Onnx__NodeProto *n)
@@ -778,7 +794,9 @@ static tg_status build_all(onnx_builder *b, tg_onnx_outputs *out)
         for (int i = 0; i < out->n_inputs; i++)
             is_input |= out->inputs[i] == t;
         if (is_input || v->init >= 0 || tg_tensor_is_view(t) || output_needs_copy(b->m, v->name))
-            t = tg_scale(b->g, t, 1.0f, 0.0f);
+            t = tg_tensor_dtype(t) == TG_I32 /* through f32: exact, integers being within 2^24 */
+                    ? tg_cast(b->g, tg_cast(b->g, t, TG_F32), TG_I32)
+                    : tg_scale(b->g, t, 1.0f, 0.0f);
         if (!t)
             return ob_fail(b, tg_graph_status(b->g), "%s", tg_graph_error(b->g));
         tg_tensor_mark_output(t);

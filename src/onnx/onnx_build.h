@@ -109,6 +109,15 @@ static inline void ob_copy_at(tg_onnx_data *dst, int64_t to, const tg_onnx_data 
         dst->i[to] = src->i[from];
 }
 
+/* tg_concat of any number of tensors: more than a node's inputs are
+ * joined as a tree of concats (copies, exact). */
+tg_tensor *ob_concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis);
+
+/* Whether optional output k of the current node is read: by a node or as
+ * a graph output (exporters name outputs nothing reads, such as Dropout's
+ * mask). */
+bool ob_output_used(const onnx_builder *b, int k);
+
 /* Input i's shape, whether a tensor or a constant. */
 tg_status ob_shape(onnx_builder *b, int i, tg_shape *out);
 /* A new constant of the given shape (float or int64 values, zeroed). */
@@ -181,5 +190,20 @@ extern const int tg_onnx_index_op_count;
  * Upsample, DepthToSpace, SpaceToDepth. */
 extern const ob_op tg_onnx_vision_ops[];
 extern const int tg_onnx_vision_op_count;
+/* Scatter, ScatterElements, ScatterND, TopK and Einsum (onnx_scatter.c,
+ * onnx_einsum.c's entry is in it). */
+extern const ob_op tg_onnx_scatter_ops[];
+extern const int tg_onnx_scatter_op_count;
+tg_status ob_map_einsum(onnx_builder *b);
+/* ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare
+ * (onnx_reduce.c). */
+extern const ob_op tg_onnx_reduce_ops[];
+extern const int tg_onnx_reduce_op_count;
+/* The axes of a Reduce* node over ndim dims as a bit mask (all dims when
+ * none are given): an attribute before opset `axes_input` (13 for
+ * ReduceSum, 18 for the others), input 1 from it, with
+ * noop_with_empty_axes (*noop: no axes given, and the node asks for x
+ * itself). */
+tg_status ob_reduce_axes(onnx_builder *b, int ndim, int axes_input, unsigned *mask, bool *noop);
 
 #endif

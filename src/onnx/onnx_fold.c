@@ -219,7 +219,7 @@ static tg_status gather_runtime(onnx_builder *b, int axis)
 /* tg_concat takes at most CONCAT_MAX inputs (the graph's TG_MAX_INPUTS):
  * more are concatenated in groups, then the groups (a copy, so exact). */
 #define CONCAT_MAX 8
-static tg_tensor *concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis)
+tg_tensor *ob_concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis)
 {
     if (n <= CONCAT_MAX)
         return tg_concat(b->g, xs, n, axis);
@@ -229,7 +229,7 @@ static tg_tensor *concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis)
         int m = n - k < per ? n - k : per;
         groups[ng++] = m == 1 ? xs[k] : tg_concat(b->g, xs + k, m, axis);
     }
-    return concat_many(b, groups, ng, axis);
+    return ob_concat_many(b, groups, ng, axis);
 }
 
 /* Whether the indices are i, i+1, ..., i+n-1 (position ids [0, S)): one slice. */
@@ -271,7 +271,7 @@ static tg_status gather_tensor(onnx_builder *b, int axis, const tg_onnx_data *id
                            (long long)idx->i[k], (long long)s.dim[axis]);
         parts[k] = tg_slice(b->g, x, axis, i, i + 1);
     }
-    tg_tensor *y = idx->n == 1 ? parts[0] : concat_many(b, parts, (int)idx->n, axis);
+    tg_tensor *y = idx->n == 1 ? parts[0] : ob_concat_many(b, parts, (int)idx->n, axis);
     if (idx->ndim == 0) { /* a scalar index drops the axis */
         tg_shape o = s;
         for (int d = axis; d + 1 < s.ndim; d++)
@@ -460,7 +460,7 @@ static tg_status map_concat(onnx_builder *b)
             if (!(xs[k] = ob_tensor(b, k)))
                 st = TG_ERR_UNSUPPORTED;
         if (st == TG_OK)
-            st = ob_set(b, 0, concat_many(b, xs, n, axis));
+            st = ob_set(b, 0, ob_concat_many(b, xs, n, axis));
         tg_free(xs);
         return st;
     }

@@ -1,6 +1,7 @@
 /* onnx/onnx_index.c - the index and mask ops exporters emit around token
  * models: Trilu (causal masks), CumSum (position ids from a padding mask),
- * ArgMax and ArgMin (predictions), OneHot, Mod, GatherElements.
+ * ArgMax and ArgMin (predictions), OneHot, Mod, GatherElements, and the
+ * masks of values: Hardmax, IsNaN, IsInf, EyeLike.
  *
  * Each folds when its input is known at import (a constant or a buffer),
  * and otherwise is built from graph ops that already have kernels,
@@ -10,6 +11,8 @@
  *   CumSum(x)     x times a constant triangular matrix along the axis
  *   ArgMax(x)     the smallest index i with x[i] == max(x) (reduce, compare, where, reduce)
  *   OneHot(i)     where(i == arange(depth), on, off)
+ *   Hardmax(x)    arange == ArgMax(x) (the first index of the maximum), as f32
+ *   IsNaN(x)      not(x == x); IsInf(x): x == +inf, x == -inf or either
  * Integers go through f32 in these (exact within 2^24: indices, positions,
  * lengths); the results are i32 where ONNX's are integers.
  */
@@ -189,8 +192,11 @@ static tg_status map_cumsum(onnx_builder *b)
     tg_tensor *tri = f32_constant(b, tg_shape2(len, len), t);
     tg_free(t);
     tg_tensor *xt = moved ? tg_transpose(b->g, x, perm) : x;
+    /* a vector is one row of the product */
+    xt = s.ndim == 1 ? tg_reshape(b->g, xt, tg_shape2(1, len)) : xt;
     tg_tensor *y = tri ? tg_matmul(b->g, xt, tri, false, false) : NULL;
     y = y && moved ? tg_transpose(b->g, y, perm) : y;
+    y = y && s.ndim == 1 ? tg_reshape(b->g, y, s) : y;
     return ob_set(b, 0, y ? tg_cast(b->g, y, tg_tensor_dtype(raw)) : NULL);
 }
 
@@ -446,6 +452,91 @@ static tg_status map_gather_elements(onnx_builder *b)
     return ob_set(b, 0, tg_gather(b->g, flat, tg_cast(b->g, off, TG_I32), 0));
 }
 
+/* ---- Hardmax, IsNaN, IsInf, EyeLike ------------------------------------------------ */
+
+/* 1 at the first index of the maximum along the axis, 0 elsewhere; before
+ * opset 13 over the input flattened to 2-D at `axis` (default 1). Its
+ * gradient is 0 (a cast of a comparison). */
+static tg_status map_hardmax(onnx_builder *b)
+{
+    tg_tensor *x = as_f32(b, 0);
+    if (!x)
+        return TG_ERR_INVALID_ARG;
+    tg_graph *g = b->g;
+    tg_shape s = tg_tensor_shape(x), work = s;
+    int axis = 0;
+    bool old = ob_opset(b) < 13;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", old ? 1 : -1), s.ndim, &axis));
+    if (old) {
+        int64_t outer = 1, inner = 1;
+        for (int d = 0; d < s.ndim; d++)
+            *(d < axis ? &outer : &inner) *= s.dim[d];
+        work = tg_shape2(outer, inner);
+        x = tg_reshape(g, x, work);
+        axis = 1;
+    }
+    int64_t len = work.dim[axis];
+    unsigned mask = 1u << axis;
+    tg_tensor *hit = tg_equal(g, x, tg_reduce_max(g, x, mask, true));
+    tg_tensor *idx = ramp_along(b, work.ndim, axis, len);
+    tg_tensor *none = tg_constant(g, tg_shape_of(0, NULL), (float)len);
+    tg_tensor *first = idx ? tg_reduce_min(g, tg_where(g, hit, idx, none), mask, true) : NULL;
+    tg_tensor *y = first ? tg_cast(g, tg_equal(g, idx, first), TG_F32) : NULL;
+    return ob_set(b, 0, y && old ? tg_reshape(g, y, s) : y);
+}
+
+static tg_status map_is_nan(onnx_builder *b)
+{
+    tg_tensor *x = as_f32(b, 0);
+    return x ? ob_set(b, 0, tg_logical_not(b->g, tg_equal(b->g, x, x))) : TG_ERR_INVALID_ARG;
+}
+
+static tg_status map_is_inf(onnx_builder *b)
+{
+    tg_tensor *x = as_f32(b, 0);
+    if (!x)
+        return TG_ERR_INVALID_ARG;
+    tg_graph *g = b->g;
+    bool neg = ob_attr_int(b, "detect_negative", 1) != 0;
+    bool pos = ob_attr_int(b, "detect_positive", 1) != 0;
+    tg_tensor *p = tg_equal(g, x, tg_constant(g, tg_shape_of(0, NULL), INFINITY));
+    tg_tensor *n = tg_equal(g, x, tg_constant(g, tg_shape_of(0, NULL), -INFINITY));
+    if (pos && neg)
+        return ob_set(b, 0, tg_logical_or(g, p, n));
+    if (pos || neg)
+        return ob_set(b, 0, pos ? p : n);
+    return ob_set(b, 0, tg_logical_and(g, p, n)); /* detects nothing: all false */
+}
+
+/* Ones on the k-th diagonal of the input's 2-D shape: a constant. */
+static tg_status map_eye_like(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    if (s.ndim != 2)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims (EyeLike takes 2)", s.ndim);
+    int64_t type = ob_attr_int(b, "dtype", 0), k = ob_attr_int(b, "k", 0);
+    if (!type) { /* the input's type */
+        const ob_value *v = ob_find(b, b->node->input[0]);
+        type = v && !v->t ? v->c.elem_type
+               : v && v->t && tg_tensor_dtype(v->t) == TG_I32
+                   ? ONNX__TENSOR_PROTO__DATA_TYPE__INT32
+                   : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    }
+    bool is_float = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+                    type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
+                    type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+    if (!is_float && !tg_onnx_elem_size((int)type))
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "dtype %s", tg_onnx_elem_name((int)type));
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, is_float, 2, s.dim, &d));
+    d.elem_type = (int)type;
+    for (int64_t i = 0; i < s.dim[0]; i++)
+        for (int64_t j = 0; j < s.dim[1]; j++)
+            ob_put(&d, i * s.dim[1] + j, j - i == k ? 1 : 0);
+    return ob_set_const(b, 0, &d);
+}
+
 const ob_op tg_onnx_index_ops[] = {
     {"Trilu", map_trilu, "upper"},
     {"CumSum", map_cumsum, "exclusive,reverse"},
@@ -454,5 +545,9 @@ const ob_op tg_onnx_index_ops[] = {
     {"OneHot", map_one_hot, "axis"},
     {"Mod", map_mod, "fmod"},
     {"GatherElements", map_gather_elements, "axis"},
+    {"Hardmax", map_hardmax, "axis"},
+    {"IsNaN", map_is_nan, ""},
+    {"IsInf", map_is_inf, "detect_negative,detect_positive"},
+    {"EyeLike", map_eye_like, "dtype,k"},
 };
 const int tg_onnx_index_op_count = (int)(sizeof tg_onnx_index_ops / sizeof tg_onnx_index_ops[0]);

@@ -664,3 +664,27 @@ const char *tg_onnx_node_op(const tg_onnx_model *m, int i)
 {
     return m->graph->node[i]->op_type;
 }
+
+bool tg_onnx_computed_in_f32(const char *dtype)
+{
+    return !strcmp(dtype, "double") || !strcmp(dtype, "float16");
+}
+
+/* Each input and output declared double or float16, named once. */
+const char *tg_onnx_reduced_note(const tg_onnx_model *m)
+{
+    static _Thread_local char buf[512];
+    size_t used = 0;
+    buf[0] = '\0';
+    int n_in = tg_onnx_input_count(m), n = n_in + tg_onnx_output_count(m);
+    for (int k = 0; k < n && used < sizeof buf; k++) {
+        tg_onnx_value v = k < n_in ? tg_onnx_input(m, k) : tg_onnx_output(m, k - n_in);
+        if (tg_onnx_computed_in_f32(v.dtype))
+            used +=
+                (size_t)snprintf(buf + used, sizeof buf - used, "%s%s '%s' (%s)", used ? ", " : "",
+                                 k < n_in ? "input" : "output", v.name, v.dtype);
+    }
+    if (used && used < sizeof buf)
+        snprintf(buf + used, sizeof buf - used, " computed in float32");
+    return buf;
+}

@@ -332,7 +332,7 @@ static tg_status map_matmul(onnx_builder *b)
 
 /* ---- elementwise --------------------------------------------------------- */
 
-typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
+typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MAX, BIN_MIN, BIN_POW } bin_kind;
 
 static double fold_one(bin_kind k, double x, double y, bool integer)
 {
@@ -343,6 +343,12 @@ static double fold_one(bin_kind k, double x, double y, bool integer)
         return x - y;
     case BIN_MUL:
         return x * y;
+    case BIN_MAX:
+        return isnan(x) || isnan(y) ? NAN : x > y ? x : y;
+    case BIN_MIN:
+        return isnan(x) || isnan(y) ? NAN : x < y ? x : y;
+    case BIN_POW: /* an integer base keeps its type: truncated, as numpy's astype */
+        return integer ? trunc(pow(x, y)) : pow(x, y);
     default:
         if (integer)
             return y != 0 ? (double)((int64_t)x / (int64_t)y) : 0.0;
@@ -350,10 +356,30 @@ static double fold_one(bin_kind k, double x, double y, bool integer)
     }
 }
 
-/* Shape arithmetic on constants (same shape, or one side a single value). */
+static tg_status fold_data(onnx_builder *b, bin_kind k, const tg_onnx_data *x,
+                           const tg_onnx_data *y, tg_onnx_data *out);
+
+/* Shape arithmetic on constants (same shape, or one side a single value):
+ * inputs i and j. */
+static tg_status fold_pair(onnx_builder *b, bin_kind k, int i, int j, tg_onnx_data *out)
+{
+    const tg_onnx_data *x = ob_const(b, i), *y = x ? ob_const(b, j) : NULL;
+    if (!y)
+        return TG_ERR_UNSUPPORTED;
+    return fold_data(b, k, x, y, out);
+}
+
 static tg_status fold_binary(onnx_builder *b, bin_kind k)
 {
-    const tg_onnx_data *x = ob_const(b, 0), *y = x ? ob_const(b, 1) : NULL;
+    tg_onnx_data d;
+    TG_TRY(fold_pair(b, k, 0, 1, &d));
+    return ob_set_const(b, 0, &d);
+}
+
+/* x op y into *out (a new constant). */
+static tg_status fold_data(onnx_builder *b, bin_kind k, const tg_onnx_data *x,
+                           const tg_onnx_data *y, tg_onnx_data *out)
+{
     if (!y)
         return TG_ERR_UNSUPPORTED;
     if (x->n != y->n && x->n != 1 && y->n != 1)
@@ -364,20 +390,23 @@ static tg_status fold_binary(onnx_builder *b, bin_kind k)
     /* of one element each, the result has the larger rank (a scalar
      * minus [1] is [1], as ConstantOfShape's shape must be) */
     const tg_onnx_data *big = x->n != y->n ? (x->n > y->n ? x : y) : x->ndim >= y->ndim ? x : y;
-    bool is_float = x->f || y->f;
+    /* Pow's result has its base's type */
+    bool is_float = k == BIN_POW ? x->f != NULL : x->f || y->f;
     if (k == BIN_DIV && !is_float)
         for (int64_t i = 0; i < y->n; i++)
             if (y->i[i] == 0)
                 return ob_fail(b, TG_ERR_NUMERIC, "integer division by zero");
     tg_onnx_data d;
     TG_TRY(ob_data_new(b, is_float, big->ndim, big->dim, &d));
+    d.elem_type = k == BIN_POW ? x->elem_type : big->elem_type;
     for (int64_t i = 0; i < d.n; i++) {
         double u = x->f ? x->f[x->n == 1 ? 0 : i] : (double)x->i[x->n == 1 ? 0 : i];
         double v = y->f ? y->f[y->n == 1 ? 0 : i] : (double)y->i[y->n == 1 ? 0 : i];
         double r = fold_one(k, u, v, !is_float);
         ob_put(&d, i, r);
     }
-    return ob_set_const(b, 0, &d);
+    *out = d;
+    return TG_OK;
 }
 
 static tg_status binary(onnx_builder *b, bin_kind k)
@@ -445,13 +474,36 @@ static tg_status map_sqrt(onnx_builder *b)
 {
     return unary(b, tg_sqrt);
 }
+/* Neg and Abs of an integer constant (shape arithmetic: the expanded
+ * LayerNormalization negates its axis count) fold, exactly. */
+static tg_status fold_sign_op(onnx_builder *b, bool neg)
+{
+    const tg_onnx_data *c = ob_const(b, 0);
+    if (!c)
+        return TG_ERR_UNSUPPORTED;
+    tg_onnx_data d;
+    TG_TRY(ob_data_new(b, false, c->ndim, c->dim, &d));
+    d.elem_type = c->elem_type;
+    for (int64_t k = 0; k < c->n; k++)
+        d.i[k] = neg ? -c->i[k] : c->i[k] < 0 ? -c->i[k] : c->i[k];
+    return ob_set_const(b, 0, &d);
+}
+
+static bool int_foldable(onnx_builder *b, int i)
+{
+    if (!ob_is_foldable(b, i))
+        return false;
+    const tg_onnx_data *c = ob_const(b, i);
+    return c && c->i;
+}
+
 static tg_status map_neg(onnx_builder *b)
 {
-    return unary(b, tg_neg);
+    return int_foldable(b, 0) ? fold_sign_op(b, true) : unary(b, tg_neg);
 }
 static tg_status map_abs(onnx_builder *b)
 {
-    return unary(b, tg_abs);
+    return int_foldable(b, 0) ? fold_sign_op(b, false) : unary(b, tg_abs);
 }
 static tg_status map_reciprocal(onnx_builder *b)
 {
@@ -528,11 +580,42 @@ static tg_status map_clip(onnx_builder *b)
     return ob_set(b, 0, tg_clip(b->g, x, lo, hi));
 }
 
+/* Max or Min of constants only (integer ones: shape arithmetic, and the
+ * integer forms, which the graph's f32 ops do not take), exactly. */
+static tg_status fold_variadic(onnx_builder *b, bin_kind k)
+{
+    int n = (int)b->node->n_input;
+    tg_onnx_data acc, next;
+    const tg_onnx_data *first = ob_const(b, 0);
+    if (!first)
+        return TG_ERR_UNSUPPORTED;
+    TG_TRY(fold_data(b, k, first, first, &acc)); /* max(x, x) = x, a copy */
+    for (int i = 1; i < n; i++) {
+        const tg_onnx_data *x = ob_const(b, i);
+        tg_status s = x ? fold_data(b, k, &acc, x, &next) : TG_ERR_UNSUPPORTED;
+        tg_onnx_data_free(&acc);
+        if (s != TG_OK)
+            return s;
+        acc = next;
+    }
+    return ob_set_const(b, 0, &acc);
+}
+
+static bool all_foldable(onnx_builder *b)
+{
+    for (int i = 0; i < (int)b->node->n_input; i++)
+        if (!ob_is_foldable(b, i))
+            return false;
+    return b->node->n_input > 0;
+}
+
 /* Max, Min, Sum, Mean: any number of inputs, broadcast pairwise. */
 static tg_status variadic(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, tg_tensor *),
                           bool mean)
 {
     int n = (int)b->node->n_input;
+    if ((fn == tg_maximum || fn == tg_minimum) && all_foldable(b))
+        return fold_variadic(b, fn == tg_maximum ? BIN_MAX : BIN_MIN);
     tg_tensor *y = n > 0 ? ob_tensor(b, 0) : NULL;
     for (int k = 1; y && k < n; k++) {
         tg_tensor *x = ob_tensor(b, k);
@@ -574,17 +657,26 @@ static tg_status map_tanh(onnx_builder *b)
 static tg_status map_pow(onnx_builder *b)
 {
     TG_TRY(ob_legacy_broadcast(b));
+    if (ob_is_foldable(b, 0) && ob_is_foldable(b, 1))
+        return fold_binary(b, BIN_POW);
     const tg_onnx_data *e = ob_is_const(b, 1) ? ob_const(b, 1) : NULL;
     double v = e && e->n == 1 ? (e->f ? e->f[0] : (double)e->i[0]) : NAN;
-    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *x = ob_typed_tensor(b, 0);
     if (!x)
         return TG_ERR_UNSUPPORTED;
+    bool int_base = tg_tensor_dtype(x) == TG_I32;
     if (v == 1.0)
         return ob_set(b, 0, x);
-    if (v == 2.0)
+    if (v == 2.0 && !int_base)
         return ob_set(b, 0, tg_mul(b->g, x, x));
-    tg_tensor *y = ob_tensor(b, 1);
-    return y ? ob_set(b, 0, tg_pow(b->g, x, y)) : TG_ERR_UNSUPPORTED;
+    /* an integer exponent is the same value in f32 (within 2^24); an
+     * integer base computes in f32 and keeps its type, truncated (numpy's
+     * astype, which ONNX's reference uses), exact for the values f32 holds */
+    tg_tensor *y = ob_typed_tensor(b, 1);
+    if (!y)
+        return TG_ERR_UNSUPPORTED;
+    tg_tensor *r = tg_pow(b->g, tg_cast(b->g, x, TG_F32), tg_cast(b->g, y, TG_F32));
+    return ob_set(b, 0, int_base ? tg_cast(b->g, r, TG_I32) : r);
 }
 
 /* Softmax before opset 13 works on the input flattened to 2-D at `axis`. */
@@ -758,6 +850,26 @@ static tg_status map_batch_norm(onnx_builder *b)
                                    (float)(1.0 - (double)momentum)));
 }
 
+/* LayerNormalization's optional outputs, when asked for: Mean and
+ * InvStdDev = 1 / sqrt(Var + epsilon) over the normalised dims (kept as
+ * ones), from reductions of their own. tg_layer_norm keeps its statistics
+ * inside; these agree with them to float32's rounding. */
+static tg_status layer_norm_stats(onnx_builder *b, tg_tensor *x, int axis, float eps)
+{
+    if (!ob_output_used(b, 1) && !ob_output_used(b, 2))
+        return TG_OK;
+    tg_graph *g = b->g;
+    int nd = tg_tensor_shape(x).ndim;
+    unsigned mask = ((1u << nd) - 1) & ~((1u << axis) - 1);
+    tg_tensor *mean = tg_reduce_mean(g, x, mask, true);
+    tg_tensor *d = tg_sub(g, x, mean);
+    tg_tensor *var = tg_reduce_mean(g, tg_mul(g, d, d), mask, true);
+    tg_tensor *inv = tg_reciprocal(g, tg_sqrt(g, tg_scale(g, var, 1.0f, eps)));
+    if (ob_output_used(b, 1))
+        TG_TRY(ob_set(b, 1, mean));
+    return ob_output_used(b, 2) ? ob_set(b, 2, inv) : TG_OK;
+}
+
 static tg_status map_layer_norm(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
@@ -769,8 +881,9 @@ static tg_status map_layer_norm(onnx_builder *b)
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", -1), nd, &axis));
     if (ob_attr_int(b, "stash_type", 1) != 1)
         return ob_fail(b, TG_ERR_UNSUPPORTED, "stash_type other than float");
-    return ob_set(
-        b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, ob_attr_float(b, "epsilon", 1e-5f)));
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    TG_TRY(ob_set(b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, eps)));
+    return layer_norm_stats(b, x, axis, eps);
 }
 
 /* Dropout: ratio an attribute before opset 12, an input after; is_test
@@ -793,7 +906,17 @@ static tg_status map_dropout(onnx_builder *b)
      * training_mode input: the same export trains and infers */
     if (ratio < 0.0f || ratio >= 1.0f)
         return ob_fail(b, TG_ERR_INVALID_ARG, "ratio %g is outside [0, 1)", (double)ratio);
-    return ob_set(b, 0, tg_dropout(b->g, x, ratio));
+    TG_TRY(ob_set(b, 0, tg_dropout(b->g, x, ratio)));
+    if (!ob_output_used(b, 1))
+        return TG_OK;
+    /* the mask: every element kept in inference; in training tg_dropout
+     * keeps its mask inside (y != 0 would miss the kept zeros of x) */
+    if (tg_graph_training(b->g))
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "the mask output is read, in training (the mask stays inside the "
+                       "dropout op)");
+    tg_tensor *one = tg_constant(b->g, tg_tensor_shape(x), 1.0f);
+    return ob_set(b, 1, tg_cast(b->g, one, TG_I32));
 }
 
 /* ---- shapes and reductions ----------------------------------------------- */
@@ -1050,21 +1173,14 @@ static tg_status map_split(onnx_builder *b)
     return st;
 }
 
-/* A reduction; axes an attribute before opset `axes_input` (13 for
- * ReduceSum, 18 for the others), an input from it, with
- * noop_with_empty_axes. */
-static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool),
-                        int axes_input)
+tg_status ob_reduce_axes(onnx_builder *b, int nd, int axes_input, unsigned *mask, bool *noop)
 {
     TG_TRY(ob_attr_in_opsets(b, "axes", 1, axes_input));
     TG_TRY(ob_attr_in_opsets(b, "noop_with_empty_axes", axes_input, 1 << 30));
     if (ob_opset(b) < axes_input && ob_has_input(b, 1))
         return ob_fail(b, TG_ERR_INVALID_ARG, "an axes input, which %s takes from opset %d",
                        b->node->op_type, axes_input);
-    tg_tensor *x = ob_tensor(b, 0);
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    int nd = tg_tensor_shape(x).ndim, n;
+    int n;
     int64_t axes[TG_MAX_DIMS];
     const int64_t *a = ob_attr_ints(b, "axes", &n);
     if (!a && ob_has_input(b, 1)) {
@@ -1078,16 +1194,30 @@ static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor 
         return ob_fail(b, TG_ERR_FORMAT, "axes must be at most %d integers", TG_MAX_DIMS);
     if (n)
         memcpy(axes, a, (size_t)n * sizeof *axes);
-    unsigned mask = 0;
-    if (n == 0 && ob_attr_int(b, "noop_with_empty_axes", 0))
-        return ob_set(b, 0, x);
+    *mask = 0;
+    *noop = n == 0 && ob_attr_int(b, "noop_with_empty_axes", 0);
     for (int k = 0; k < n; k++) {
         int ax = 0;
         TG_TRY(ob_axis(b, axes[k], nd, &ax));
-        mask |= 1u << ax;
+        *mask |= 1u << ax;
     }
     if (n == 0)
-        mask = (1u << nd) - 1;
+        *mask = (1u << nd) - 1;
+    return TG_OK;
+}
+
+/* A reduction over ob_reduce_axes's axes. */
+static tg_status reduce(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, unsigned, bool),
+                        int axes_input)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    unsigned mask;
+    bool noop;
+    TG_TRY(ob_reduce_axes(b, tg_tensor_shape(x).ndim, axes_input, &mask, &noop));
+    if (noop)
+        return ob_set(b, 0, x);
     bool keep = ob_attr_int(b, "keepdims", 1) != 0;
     return ob_set(b, 0, fn(b->g, x, mask, keep));
 }

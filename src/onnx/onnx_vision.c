@@ -5,7 +5,9 @@
  * Cos, Sin, Tan), InstanceNormalization (also PyTorch's GroupNorm export)
  * and LRN, Resize (opset 10 on) and Upsample (opsets 7 to 9) for
  * F.interpolate, DepthToSpace / SpaceToDepth (PixelShuffle), and the random
- * ops of stochastic depth, RandomUniformLike and Bernoulli.
+ * ops of stochastic depth, RandomUniformLike and Bernoulli, with
+ * RandomNormalLike, RandomNormal and RandomUniform, and
+ * GroupNormalization.
  *
  * The activations map onto tg_hard_sigmoid and its siblings
  * (ops/activation.c); PRelu is relu(x) - slope * relu(-x), exact for
@@ -48,6 +50,30 @@ UNARY_MAP(round, tg_round)
 UNARY_MAP(cos, tg_cos)
 UNARY_MAP(sin, tg_sin)
 UNARY_MAP(tan, tg_tan)
+UNARY_MAP(acos, tg_acos)
+UNARY_MAP(asin, tg_asin)
+UNARY_MAP(atan, tg_atan)
+UNARY_MAP(acosh, tg_acosh)
+UNARY_MAP(asinh, tg_asinh)
+UNARY_MAP(atanh, tg_atanh)
+UNARY_MAP(cosh, tg_cosh)
+UNARY_MAP(sinh, tg_sinh)
+
+static tg_status map_thresholded_relu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0, tg_thresholded_relu(b->g, x, ob_attr_float(b, "alpha", 1.0f)))
+             : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_shrink(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0,
+                      tg_shrink(b->g, x, ob_attr_float(b, "lambd", 0.5f),
+                                ob_attr_float(b, "bias", 0.0f)))
+             : TG_ERR_UNSUPPORTED;
+}
 
 static tg_status map_hard_sigmoid(onnx_builder *b)
 {
@@ -142,6 +168,46 @@ static tg_status map_instance_norm(onnx_builder *b)
     return ob_set(b, 0, tg_group_norm(b->g, x, (int)s.dim[1], gamma, beta, eps));
 }
 
+/* GroupNormalization (opset 18, 21): tg_group_norm. Opset 18's scale and
+ * bias are per group ([num_groups]: each repeated over its C / G
+ * channels), 21's per channel ([C]); statistics in float32 (stash_type 1,
+ * the only one: the devices have no f64). */
+static tg_status map_group_norm(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *gamma = x ? ob_tensor(b, 1) : NULL, *beta = gamma ? ob_tensor(b, 2) : NULL;
+    if (!beta)
+        return TG_ERR_UNSUPPORTED;
+    TG_TRY(ob_attr_in_opsets(b, "stash_type", 21, 1 << 30));
+    tg_shape s = tg_tensor_shape(x);
+    int64_t groups = ob_attr_int(b, "num_groups", 0), stash = ob_attr_int(b, "stash_type", 1);
+    if (stash != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "stash_type %lld (1, float32 statistics, is taken)",
+                       (long long)stash);
+    if (s.ndim < 3)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, D1, ...] is taken)", s.ndim);
+    int64_t c = s.dim[1];
+    if (groups < 1 || c % groups)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "num_groups %lld does not divide %lld channels",
+                       (long long)groups, (long long)c);
+    int64_t per = ob_opset(b) < 21 ? groups : c; /* the affine's length */
+    tg_graph *g = b->g;
+    for (int k = 0; k < 2; k++) {
+        tg_tensor **t = k ? &beta : &gamma;
+        tg_shape ts = tg_tensor_shape(*t);
+        if (ts.ndim != 1 || ts.dim[0] != per)
+            return ob_fail(b, TG_ERR_SHAPE, "%s must be [%lld] at opset %d", k ? "bias" : "scale",
+                           (long long)per, ob_opset(b));
+        if (per != c) /* [G] -> [G, C/G] -> [C] */
+            *t = tg_reshape(g,
+                            tg_expand(g, tg_reshape(g, *t, tg_shape2(groups, 1)),
+                                      tg_shape2(groups, c / groups)),
+                            tg_shape1(c));
+    }
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    return ob_set(b, 0, tg_group_norm(g, x, (int)groups, gamma, beta, eps));
+}
+
 /* LRN: x / (bias + alpha / size * sum of x^2 over `size` channels about
  * each)^beta, the window floor((size-1)/2) channels before and
  * ceil((size-1)/2) after. The sum is an average pool of x^2 laid out as
@@ -201,6 +267,53 @@ static tg_status map_random_uniform_like(onnx_builder *b)
     return ob_set(b, 0,
                   tg_random_uniform_like(b->g, x, ob_attr_float(b, "low", 0.0f),
                                          ob_attr_float(b, "high", 1.0f)));
+}
+
+/* Normal of mean and scale, of the input's shape, from the session's seed. */
+static tg_status map_random_normal_like(onnx_builder *b)
+{
+    tg_tensor *x = ob_typed_tensor(b, 0);
+    bool is_int;
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    TG_TRY(random_dtype(b, false, &is_int));
+    return ob_set(b, 0,
+                  tg_random_normal_like(b->g, x, ob_attr_float(b, "mean", 0.0f),
+                                        ob_attr_float(b, "scale", 1.0f)));
+}
+
+/* RandomUniform and RandomNormal: the shape attribute's; a constant of
+ * that shape stands for the input of the Like forms (its values unread). */
+static tg_status random_of_shape(onnx_builder *b, bool normal)
+{
+    int n;
+    const int64_t *dims = ob_attr_ints(b, "shape", &n);
+    bool is_int;
+    TG_TRY(random_dtype(b, false, &is_int));
+    if (!dims || n > TG_MAX_DIMS)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "the shape attribute is %s (give 0 to %d dims)",
+                       dims ? "too long" : "missing", TG_MAX_DIMS);
+    for (int d = 0; d < n; d++)
+        if (dims[d] < 1 || dims[d] > (1 << 30))
+            return ob_fail(b, TG_ERR_INVALID_ARG, "shape dim %d is %lld", d, (long long)dims[d]);
+    tg_tensor *like = tg_constant(b->g, tg_shape_of(n, dims), 0.0f);
+    if (normal)
+        return ob_set(b, 0,
+                      tg_random_normal_like(b->g, like, ob_attr_float(b, "mean", 0.0f),
+                                            ob_attr_float(b, "scale", 1.0f)));
+    return ob_set(b, 0,
+                  tg_random_uniform_like(b->g, like, ob_attr_float(b, "low", 0.0f),
+                                         ob_attr_float(b, "high", 1.0f)));
+}
+
+static tg_status map_random_normal(onnx_builder *b)
+{
+    return random_of_shape(b, true);
+}
+
+static tg_status map_random_uniform(onnx_builder *b)
+{
+    return random_of_shape(b, false);
 }
 
 /* 1 with probability p (each element of the input), else 0: u < p for u
@@ -564,10 +677,24 @@ const ob_op tg_onnx_vision_ops[] = {
     {"Cos", map_cos, ""},
     {"Sin", map_sin, ""},
     {"Tan", map_tan, ""},
+    {"Acos", map_acos, ""},
+    {"Asin", map_asin, ""},
+    {"Atan", map_atan, ""},
+    {"Acosh", map_acosh, ""},
+    {"Asinh", map_asinh, ""},
+    {"Atanh", map_atanh, ""},
+    {"Cosh", map_cosh, ""},
+    {"Sinh", map_sinh, ""},
+    {"ThresholdedRelu", map_thresholded_relu, "alpha"},
+    {"Shrink", map_shrink, "bias,lambd"},
     {"Resize", map_resize, RESIZE_ATTRS},
     {"Upsample", map_upsample, "mode,scales"},
     {"RandomUniformLike", map_random_uniform_like, "dtype,high,low,seed"},
     {"Bernoulli", map_bernoulli, "dtype,seed"},
+    {"RandomNormalLike", map_random_normal_like, "dtype,mean,scale,seed"},
+    {"RandomNormal", map_random_normal, "dtype,mean,scale,seed,shape"},
+    {"RandomUniform", map_random_uniform, "dtype,high,low,seed,shape"},
+    {"GroupNormalization", map_group_norm, "epsilon,num_groups,stash_type"},
     {"InstanceNormalization", map_instance_norm, "epsilon"},
     {"LRN", map_lrn, "alpha,beta,bias,size"},
     {"DepthToSpace", map_depth_to_space, "blocksize,mode"},

@@ -1,23 +1,28 @@
 /* ops/activation.c - the activations and math functions of one tensor that
  * vision models bring (MobileNetV3's hard sigmoid and hard swish,
  * EfficientNet's SiLU, Mish, the ELU family, softplus, softsign) and ONNX's
- * element-wise math (Sign, Floor, Ceil, Round, Cos, Sin, Tan), as two ops:
+ * element-wise math (Sign, Floor, Ceil, Round, Cos, Sin, Tan, the inverse
+ * and hyperbolic functions Acos, Asin, Atan, Acosh, Asinh, Atanh, Cosh,
+ * Sinh, and ThresholdedRelu and Shrink), as two ops:
  *
  *   ACTIVATION(x)          y = f(x)
  *   ACTIVATION_BWD(dy, x)  dy * f'(x)
  *
  * Params: p.i[0] = the function (tg_act below), p.f[0], p.f[1] = its
  * constants (hard sigmoid's alpha and beta, ELU's and CELU's alpha, SELU's
- * alpha and gamma). One op kind for the family rather than one per function:
- * each is a formula per element with no position in it, so the passes that
- * care (the blocked layout, bf16 staging) treat them all alike, and a new
- * function is a case here, not a new op for every pass to learn.
+ * alpha and gamma, ThresholdedRelu's alpha, Shrink's lambd and bias). One op kind for the family
+ * rather than one per function: each is a formula per element with no position in it, so the passes
+ * that care (the blocked layout, bf16 staging) treat them all alike, and a new function is a case
+ * here, not a new op for every pass to learn.
  *
  * Derivatives at the kinks follow PyTorch: hard sigmoid passes the gradient
  * strictly inside (-3, 3) (in general 0 < alpha x + beta < 1), hard swish's
  * is 0 below -3, x / 3 + 1 / 2 on [-3, 3) and 1 from 3 on (PyTorch's at 3), ELU/CELU/SELU take
  * the left branch at 0. Sign, Floor, Ceil and Round have gradient 0 (as
- * PyTorch's). ACTIVATION_BWD is linear in dy; its derivative in x (a second
+ * PyTorch's); ThresholdedRelu's is 1 strictly above alpha, Shrink's 1
+ * strictly outside [-lambd, lambd]. Outside their domains (acos of 2,
+ * acosh of 0.5, atanh of 1) values and gradients are NaN or infinite, as
+ * the C library's. ACTIVATION_BWD is linear in dy; its derivative in x (a second
  * derivative) exists for the piecewise-linear functions (it is 0) and is
  * refused, naming the function, for the others.
  */
@@ -44,19 +49,33 @@ typedef enum tg_act {
     TG_ACT_COS,
     TG_ACT_SIN,
     TG_ACT_TAN,
+    TG_ACT_ACOS,
+    TG_ACT_ASIN,
+    TG_ACT_ATAN,
+    TG_ACT_ACOSH,
+    TG_ACT_ASINH,
+    TG_ACT_ATANH,
+    TG_ACT_COSH,
+    TG_ACT_SINH,
+    TG_ACT_THRESHOLDED_RELU,
+    TG_ACT_SHRINK,
     TG_ACT_COUNT
 } tg_act;
 
 static const char *const act_names[TG_ACT_COUNT] = {
-    "hard_sigmoid", "hard_swish", "silu",  "mish", "elu",   "celu", "selu", "softplus",
-    "softsign",     "sign",       "floor", "ceil", "round", "cos",  "sin",  "tan"};
+    "hard_sigmoid", "hard_swish", "silu",     "mish",     "elu",
+    "celu",         "selu",       "softplus", "softsign", "sign",
+    "floor",        "ceil",       "round",    "cos",      "sin",
+    "tan",          "acos",       "asin",     "atan",     "acosh",
+    "asinh",        "atanh",      "cosh",     "sinh",     "thresholded_relu",
+    "shrink"};
 
 /* Functions whose derivative is piecewise constant: ACTIVATION_BWD's own
  * derivative in x is 0 almost everywhere. */
 static bool piecewise_linear(tg_act f)
 {
     return f == TG_ACT_HARD_SIGMOID || f == TG_ACT_SIGN || f == TG_ACT_FLOOR || f == TG_ACT_CEIL ||
-           f == TG_ACT_ROUND;
+           f == TG_ACT_ROUND || f == TG_ACT_THRESHOLDED_RELU || f == TG_ACT_SHRINK;
 }
 
 /* ---- shape rules ----------------------------------------------------------------- */
@@ -91,7 +110,8 @@ static tg_status infer_act_bwd(tg_tensor *node)
 /* FLOPs per element; a transcendental counts as 4. */
 static double flops_act(const tg_tensor *node)
 {
-    static const double per[TG_ACT_COUNT] = {3, 4, 6, 14, 5, 6, 6, 8, 3, 1, 1, 1, 1, 4, 4, 4};
+    static const double per[TG_ACT_COUNT] = {3, 4, 6, 14, 5, 6, 6, 8, 3, 1, 1, 1, 1,
+                                             4, 4, 4, 4,  4, 4, 6, 6, 6, 5, 5, 1, 2};
     double bwd = node->op == TG_OP_ACTIVATION_BWD ? 2 : 0;
     return (per[node->p.i[0]] + bwd) * (double)tg_numel(node);
 }
@@ -138,6 +158,26 @@ static double f_ref(tg_act f, double x, double a, double b)
         return sin(x);
     case TG_ACT_TAN:
         return tan(x);
+    case TG_ACT_ACOS:
+        return acos(x);
+    case TG_ACT_ASIN:
+        return asin(x);
+    case TG_ACT_ATAN:
+        return atan(x);
+    case TG_ACT_ACOSH:
+        return acosh(x);
+    case TG_ACT_ASINH:
+        return asinh(x);
+    case TG_ACT_ATANH:
+        return atanh(x);
+    case TG_ACT_COSH:
+        return cosh(x);
+    case TG_ACT_SINH:
+        return sinh(x);
+    case TG_ACT_THRESHOLDED_RELU:
+        return x > a ? x : 0;
+    case TG_ACT_SHRINK:
+        return x < -a ? x + b : x > a ? x - b : 0;
     default:
         return 0;
     }
@@ -180,6 +220,26 @@ static double df_ref(tg_act f, double x, double a, double b)
         double t = tan(x);
         return 1 + t * t;
     }
+    case TG_ACT_ACOS:
+        return -1 / sqrt(1 - x * x);
+    case TG_ACT_ASIN:
+        return 1 / sqrt(1 - x * x);
+    case TG_ACT_ATAN:
+        return 1 / (1 + x * x);
+    case TG_ACT_ACOSH:
+        return 1 / sqrt(x * x - 1);
+    case TG_ACT_ASINH:
+        return 1 / sqrt(x * x + 1);
+    case TG_ACT_ATANH:
+        return 1 / (1 - x * x);
+    case TG_ACT_COSH:
+        return sinh(x);
+    case TG_ACT_SINH:
+        return cosh(x);
+    case TG_ACT_THRESHOLDED_RELU:
+        return x > a ? 1 : 0;
+    case TG_ACT_SHRINK:
+        return x < -a || x > a ? 1 : 0;
     default: /* sign, floor, ceil, round */
         return 0;
     }
@@ -266,6 +326,36 @@ static void act_forward(tg_act f, const float *x, float *o, int64_t n, float a, 
         case TG_ACT_SIN:
             r = sinf(v);
             break;
+        case TG_ACT_ACOS:
+            r = acosf(v);
+            break;
+        case TG_ACT_ASIN:
+            r = asinf(v);
+            break;
+        case TG_ACT_ATAN:
+            r = atanf(v);
+            break;
+        case TG_ACT_ACOSH:
+            r = acoshf(v);
+            break;
+        case TG_ACT_ASINH:
+            r = asinhf(v);
+            break;
+        case TG_ACT_ATANH:
+            r = atanhf(v);
+            break;
+        case TG_ACT_COSH:
+            r = coshf(v);
+            break;
+        case TG_ACT_SINH:
+            r = sinhf(v);
+            break;
+        case TG_ACT_THRESHOLDED_RELU:
+            r = v > a ? v : 0.0f;
+            break;
+        case TG_ACT_SHRINK:
+            r = v < -a ? v + b : v > a ? v - b : 0.0f;
+            break;
         default: /* TAN */
             r = tanf(v);
             break;
@@ -327,6 +417,36 @@ static void act_backward(tg_act f, const float *dy, const float *x, float *o, in
             d = 1.0f + t * t;
             break;
         }
+        case TG_ACT_ACOS:
+            d = -1.0f / sqrtf(1.0f - v * v);
+            break;
+        case TG_ACT_ASIN:
+            d = 1.0f / sqrtf(1.0f - v * v);
+            break;
+        case TG_ACT_ATAN:
+            d = 1.0f / (1.0f + v * v);
+            break;
+        case TG_ACT_ACOSH:
+            d = 1.0f / sqrtf(v * v - 1.0f);
+            break;
+        case TG_ACT_ASINH:
+            d = 1.0f / sqrtf(v * v + 1.0f);
+            break;
+        case TG_ACT_ATANH:
+            d = 1.0f / (1.0f - v * v);
+            break;
+        case TG_ACT_COSH:
+            d = sinhf(v);
+            break;
+        case TG_ACT_SINH:
+            d = coshf(v);
+            break;
+        case TG_ACT_THRESHOLDED_RELU:
+            d = v > a ? 1.0f : 0.0f;
+            break;
+        case TG_ACT_SHRINK:
+            d = v < -a || v > a ? 1.0f : 0.0f;
+            break;
         default:
             d = 0.0f;
             break;
@@ -476,6 +596,54 @@ tg_tensor *tg_sin(tg_graph *g, tg_tensor *x)
 tg_tensor *tg_tan(tg_graph *g, tg_tensor *x)
 {
     return act(g, TG_ACT_TAN, x, 0, 0);
+}
+
+tg_tensor *tg_acos(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ACOS, x, 0, 0);
+}
+tg_tensor *tg_asin(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ASIN, x, 0, 0);
+}
+tg_tensor *tg_atan(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ATAN, x, 0, 0);
+}
+tg_tensor *tg_acosh(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ACOSH, x, 0, 0);
+}
+tg_tensor *tg_asinh(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ASINH, x, 0, 0);
+}
+tg_tensor *tg_atanh(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_ATANH, x, 0, 0);
+}
+tg_tensor *tg_cosh(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_COSH, x, 0, 0);
+}
+tg_tensor *tg_sinh(tg_graph *g, tg_tensor *x)
+{
+    return act(g, TG_ACT_SINH, x, 0, 0);
+}
+tg_tensor *tg_thresholded_relu(tg_graph *g, tg_tensor *x, float alpha)
+{
+    if (isnan(alpha))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "thresholded_relu: alpha is nan; give a number (1 is ONNX's default)");
+    return act(g, TG_ACT_THRESHOLDED_RELU, x, alpha, 0);
+}
+tg_tensor *tg_shrink(tg_graph *g, tg_tensor *x, float lambd, float bias)
+{
+    if (!(lambd >= 0) || !isfinite(lambd) || !isfinite(bias))
+        return tg_graph_fail(g, TG_ERR_INVALID_ARG,
+                             "shrink: lambd %g, bias %g; give finite values with lambd >= 0",
+                             (double)lambd, (double)bias);
+    return act(g, TG_ACT_SHRINK, x, lambd, bias);
 }
 
 const tg_op_def tg_opdef_ACTIVATION = {"activation", infer_act, flops_act, NULL,

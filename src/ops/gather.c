@@ -6,6 +6,9 @@
  *   GATHER_BWD(dout, indices)    p.i[0] = axis, p.i[1..] = data's shape
  *     out = zeros(data.shape); out[.., indices[j], ..] += dout[.., j, ..]
  *
+ * GATHER_BWD is also ONNX's scatter with reduction add (tg_scatter_add): its
+ * own gradient gathers the same indices.
+ *
  * Indices may be negative (counted from the end, as ONNX and PyTorch allow).
  * An index out of range cannot be an error in a kernel, so it reads no
  * memory: its output row is NaN (f32 data; 0 for i32 data), which the
@@ -274,6 +277,27 @@ static tg_status bwd_gather(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
     return TG_OK; /* indices have no gradient */
 }
 
+/* Scatter-add is linear in dout: its gradient gathers the same indices. */
+static tg_status bwd_gather_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
+                                tg_tensor **din)
+{
+    if (need[0])
+        din[0] = tg_gather(g, dout, node->in[1], (int)node->p.i[0]);
+    return TG_OK;
+}
+
+tg_tensor *tg_scatter_add(tg_graph *g, tg_tensor *updates, tg_tensor *indices, int axis,
+                          tg_shape shape)
+{
+    tg_node_params p = {{0}, {0}};
+    p.i[0] = axis < 0 ? axis + shape.ndim : axis;
+    if (shape.ndim < 1 || shape.ndim > TG_MAX_DIMS)
+        return tg_graph_fail(g, TG_ERR_SHAPE, "scatter_add: the result has %d dims (1 to %d)",
+                             shape.ndim, TG_MAX_DIMS);
+    tg_params_put_shape(&p, 1, shape);
+    return tg_node_create(g, TG_OP_GATHER_BWD, 2, (tg_tensor *[]){updates, indices}, &p);
+}
+
 tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis)
 {
     tg_node_params p = {{0}, {0}};
@@ -290,10 +314,6 @@ tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
 
 const tg_op_def tg_opdef_GATHER = {"gather",   infer_gather, flops_gather, NULL,
                                    fwd_gather, ref_gather,   bwd_gather};
-const tg_op_def tg_opdef_GATHER_BWD = {"gather_bwd",
-                                       infer_gather_bwd,
-                                       flops_gather_bwd,
-                                       scratch_gather_bwd,
-                                       fwd_gather_bwd,
-                                       ref_gather_bwd,
-                                       NULL};
+const tg_op_def tg_opdef_GATHER_BWD = {"gather_bwd",       infer_gather_bwd, flops_gather_bwd,
+                                       scratch_gather_bwd, fwd_gather_bwd,   ref_gather_bwd,
+                                       bwd_gather_bwd};

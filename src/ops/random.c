@@ -11,7 +11,14 @@
  * again draws the same. The input's values are not read. The output is not
  * a function of the input: it has no gradient.
  *
- * Params: p.f[0] = low, p.f[1] = high, p.i[0] = salt.
+ * With p.i[1] = 1 the draws are normal instead (ONNX RandomNormalLike and
+ * RandomNormal): element i is mean + scale z(i), z by Box-Muller from the
+ * bits of 2i and 2i + 1, u1 = ((bits >> 8) + 1) 2^-24 in (0, 1] (so the
+ * log is finite: |z| is at most 5.8) and u2 = (bits >> 8) 2^-24:
+ * z = sqrt(-2 ln u1) cos(2 pi u2).
+ *
+ * Params: p.f[0] = low (mean), p.f[1] = high (scale), p.i[0] = salt,
+ * p.i[1] = 0 uniform, 1 normal.
  */
 #include "ops/broadcast.h"
 
@@ -25,7 +32,12 @@ static tg_status infer_random(tg_tensor *node)
     if (node->n_in != 1)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input (the shape's), got %d", node->n_in);
     float lo = node->p.f[0], hi = node->p.f[1];
-    if (!isfinite(lo) || !isfinite(hi) || !(lo <= hi))
+    if (node->p.i[1] == 1) {
+        if (!isfinite(lo) || !isfinite(hi) || !(hi >= 0))
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "normal of mean %g and scale %g: give finite ones, scale >= 0",
+                            (double)lo, (double)hi);
+    } else if (!isfinite(lo) || !isfinite(hi) || !(lo <= hi))
         return tg_error(TG_ERR_INVALID_ARG, "bounds [%g, %g): give finite low <= high", (double)lo,
                         (double)hi);
     node->dtype = TG_F32;
@@ -48,13 +60,29 @@ typedef struct random_job {
     float *out;
     uint32_t key32;
     float lo, width;
+    bool normal;
 } random_job;
+
+#define TWO_PI 6.283185307179586
+
+/* The two uniforms of normal draw k (see the top). */
+static void normal_uniforms(uint32_t key32, int64_t k, double *u1, double *u2)
+{
+    *u1 = ((double)(tg_round_bits(key32, (uint32_t)(2 * k)) >> 8) + 1) * 0x1.0p-24;
+    *u2 = (double)(tg_round_bits(key32, (uint32_t)(2 * k + 1)) >> 8) * 0x1.0p-24;
+}
 
 static void random_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
     const random_job *j = ctx;
-    for (int64_t k = begin; k < end; k++) {
+    for (int64_t k = begin; k < end && j->normal; k++) {
+        double u1, u2; /* both exact in float: 24 bits */
+        normal_uniforms(j->key32, k, &u1, &u2);
+        float z = sqrtf(-2.0f * logf((float)u1)) * cosf((float)TWO_PI * (float)u2);
+        j->out[k] = j->lo + j->width * z;
+    }
+    for (int64_t k = begin; k < end && !j->normal; k++) {
         float u = (float)(tg_round_bits(j->key32, (uint32_t)k) >> 8) * 0x1.0p-24f;
         j->out[k] = j->lo + j->width * u;
     }
@@ -63,10 +91,11 @@ static void random_range(void *ctx, int64_t begin, int64_t end, int t)
 static void fwd_random(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
+    bool normal = node->p.i[1] == 1;
     random_job j = {a->out, random_key32(a->seed, a->stream, a->step, node->p.i[0]), node->p.f[0],
-                    node->p.f[1] - node->p.f[0]};
+                    normal ? node->p.f[1] : node->p.f[1] - node->p.f[0], normal};
     int64_t n = tg_numel(node);
-    tg_par_for(a->pool, n, 2 * n, random_range, &j);
+    tg_par_for(a->pool, n, (normal ? 20 : 2) * n, random_range, &j);
 }
 
 /* The same draws (micro-batch 0 of replica 0: stream 0), in double. */
@@ -75,7 +104,12 @@ static void ref_random(const tg_ref_args *a)
     const tg_tensor *node = a->node;
     uint32_t key32 = random_key32(a->seed, 0, a->step, node->p.i[0]);
     double lo = node->p.f[0], width = (double)node->p.f[1] - lo;
-    for (int64_t k = 0; k < tg_numel(node); k++)
+    for (int64_t k = 0; k < tg_numel(node) && node->p.i[1] == 1; k++) {
+        double u1, u2;
+        normal_uniforms(key32, k, &u1, &u2);
+        a->out[k] = lo + (double)node->p.f[1] * sqrt(-2 * log(u1)) * cos(TWO_PI * u2);
+    }
+    for (int64_t k = 0; k < tg_numel(node) && node->p.i[1] != 1; k++)
         a->out[k] = lo + width * ((double)(tg_round_bits(key32, (uint32_t)k) >> 8) * 0x1.0p-24);
 }
 
@@ -97,6 +131,18 @@ tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float
     tg_node_params p = {0};
     p.f[0] = low;
     p.f[1] = high;
+    tg_tensor *t = tg_node_create(g, TG_OP_RANDOM_UNIFORM, 1, &like, &p);
+    if (t)
+        t->p.i[0] = name_salt(t->name);
+    return t;
+}
+
+tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float scale)
+{
+    tg_node_params p = {0};
+    p.f[0] = mean;
+    p.f[1] = scale;
+    p.i[1] = 1;
     tg_tensor *t = tg_node_create(g, TG_OP_RANDOM_UNIFORM, 1, &like, &p);
     if (t)
         t->p.i[0] = name_salt(t->name);

@@ -69,8 +69,9 @@ static tg_status onnx_read_output(tg_session *s, const tg_tensor *t, tg_onnx_dat
 
 /* Whether model input `name` feeds a position the importer needs known at
  * import: a batch norm's statistics, scale and bias, Clip's bounds, Pad's
- * constant value or Resize's and Upsample's scales (the
- * backend tests feed them as inputs; exported models have initializers). */
+ * constant value, Resize's and Upsample's scales, OneHot's depth and
+ * values, Dropout's ratio or Range's bounds (the backend tests feed them as
+ * inputs; exported models have initializers or constants). */
 static bool onnx_input_is_parameter(const tg_onnx_model *m, const char *name)
 {
     const Onnx__GraphProto *g = m->graph;
@@ -78,8 +79,12 @@ static bool onnx_input_is_parameter(const tg_onnx_model *m, const char *name)
         const Onnx__NodeProto *n = g->node[k];
         bool bn = !strcmp(n->op_type, "BatchNormalization"),
              clip = !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Pad") ||
-                    !strcmp(n->op_type, "Resize") || !strcmp(n->op_type, "Upsample");
+                    !strcmp(n->op_type, "Resize") || !strcmp(n->op_type, "Upsample") ||
+                    !strcmp(n->op_type, "OneHot") || !strcmp(n->op_type, "Dropout");
         for (size_t i = 1; (bn || clip) && i < n->n_input; i++)
+            if (!strcmp(n->input[i], name))
+                return true;
+        for (size_t i = 0; !strcmp(n->op_type, "Range") && i < n->n_input; i++)
             if (!strcmp(n->input[i], name))
                 return true;
     }

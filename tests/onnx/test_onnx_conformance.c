@@ -24,6 +24,7 @@
 #include "onnx_run.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -210,6 +211,19 @@ static void to_float(tg_onnx_data *d)
         d->f[k] = (float)d->i[k];
 }
 
+/* Whether float64 data holds a value float32 cannot (it was read as an
+ * infinity): the importer computes float64 in float32, so such a case
+ * cannot be run, only refused. (Some of pytorch-operator's cases hold
+ * uninitialised doubles of 1e219 and the like.) */
+static bool beyond_f32(const tg_onnx_data *d, int n)
+{
+    for (int k = 0; k < n; k++)
+        for (int64_t j = 0; d[k].elem_type == 11 && d[k].f && j < d[k].n; j++)
+            if (isinf(d[k].f[j]))
+                return true;
+    return false;
+}
+
 /* One data set: run and compare; a failure message in why ("" if none),
  * *refused when the importer refused the model (a reason, not a failure). */
 static void run_set(const tg_onnx_model *m, const char *set, char *why, size_t cap, bool *refused)
@@ -224,6 +238,15 @@ static void run_set(const tg_onnx_model *m, const char *set, char *why, size_t c
         snprintf(why, cap,
                  "test data of a type the tensor reader does not take (string, "
                  "sequence, optional, unsigned)");
+        *refused = true;
+        for (int k = 0; k < n_in; k++)
+            tg_onnx_data_free(&in[k]);
+        for (int k = 0; k < n_want; k++)
+            tg_onnx_data_free(&want[k]);
+        return;
+    }
+    if (beyond_f32(in, n_in) || beyond_f32(want, n_want)) {
+        snprintf(why, cap, "float64 data beyond float32's range (float64 is computed in float32)");
         *refused = true;
         for (int k = 0; k < n_in; k++)
             tg_onnx_data_free(&in[k]);
@@ -400,7 +423,7 @@ static void markdown(text *t)
 /* The passing cases when this was set; raise it as ops are added. A change
  * that makes cases skip (a reader refusing what it took) must not pass
  * quietly. */
-#define MIN_PASSING 646
+#define MIN_PASSING 821
 
 int main(int argc, char **argv)
 {

@@ -742,6 +742,45 @@ static void test_uint8_input_is_cast_exactly(void)
     tg_graph_destroy(g);
 }
 
+/* A double or float16 input is an f32 tensor (computed in float32) and
+ * the model's note names it; an input of another type is refused naming
+ * the types taken. */
+static void test_double_input_computed_in_f32(void)
+{
+    static const int types[] = {ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE,
+                                ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16,
+                                ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT};
+    static const char *const notes[] = {"input 'x' (double) computed in float32",
+                                        "input 'x' (float16) computed in float32", ""};
+    for (int k = 0; k < 3; k++) {
+        model_parts p;
+        make_model(&p, 1);
+        p.in_tensor.elem_type = types[k];
+        tg_onnx_model *m = NULL;
+        TG_CHECK_OK(load_parts(&p, "f64.onnx", &m));
+        if (!m)
+            continue;
+        TG_CHECK(!strcmp(tg_onnx_reduced_note(m), notes[k]));
+        tg_graph *g = tg_graph_create();
+        tg_onnx_outputs io;
+        TG_CHECK_OK(tg_onnx_build(m, g, NULL, &io));
+        TG_CHECK(io.n_inputs == 1 && tg_tensor_dtype(io.inputs[0]) == TG_F32);
+        tg_graph_destroy(g);
+        tg_onnx_model_destroy(m);
+    }
+    model_parts p;
+    make_model(&p, 1);
+    p.in_tensor.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    tg_onnx_model *m = NULL;
+    TG_CHECK_OK(load_parts(&p, "bf16.onnx", &m));
+    tg_graph *g = tg_graph_create();
+    tg_onnx_outputs io;
+    EXPECT(tg_onnx_build(m, g, NULL, &io), TG_ERR_DTYPE, "input 'x' is bfloat16",
+           "(float, double, float16, integer and uint8 inputs are taken)", NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(m);
+}
+
 /* The exporter names a nested module by its dotted path below the module
  * holding it ("/m/model/layer3/layer3.0/..."): the scope is the module path
  * m/model/layer3/0, where --split m.model.layer3.0 looks. */
@@ -793,6 +832,7 @@ int main(void)
     TG_RUN(test_unsupported_attribute_names_node);
     TG_RUN(test_dynamic_batch_needs_size);
     TG_RUN(test_uint8_input_is_cast_exactly);
+    TG_RUN(test_double_input_computed_in_f32);
     TG_RUN(test_nested_scopes_collapse);
     TG_RUN(test_mutations_never_crash);
     tg_test_check_no_leak(live);

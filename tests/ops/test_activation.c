@@ -1,7 +1,11 @@
 /* tests/ops/test_activation.c - ACTIVATION and ACTIVATION_BWD (ops/activation.c):
  * each function's gradient (and the linear part of its backward op's)
  * against finite differences, the fast kernels against the reference, and
- * both against PyTorch's values and gradients in float64, kinks included. */
+ * both against PyTorch's values and gradients in float64, kinks included
+ * (the inverse and hyperbolic functions, ThresholdedRelu and Shrink against
+ * the C library's double-precision functions, Python's math module, and
+ * their derivatives' formulas). Each function is evaluated inside its
+ * domain: at a X + b (the `at` table). */
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -10,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { N_FN = 16, N_X = 9 };
+enum { N_FN = 26, N_X = 9 };
 
 typedef tg_tensor *(*act_fn)(tg_graph *, tg_tensor *);
 
@@ -29,6 +33,14 @@ static tg_tensor *celu_15(tg_graph *g, tg_tensor *x)
 static tg_tensor *selu_onnx(tg_graph *g, tg_tensor *x)
 {
     return tg_selu(g, x, 1.67326319217681884765625f, 1.05070102214813232421875f);
+}
+static tg_tensor *thresholded_relu_1(tg_graph *g, tg_tensor *x)
+{
+    return tg_thresholded_relu(g, x, 1.0f);
+}
+static tg_tensor *softshrink(tg_graph *g, tg_tensor *x)
+{
+    return tg_shrink(g, x, 0.5f, 0.5f);
 }
 
 /* In the order of the PyTorch table below. */
@@ -50,7 +62,26 @@ static const struct {
                {"round", tg_round},
                {"cos", tg_cos},
                {"sin", tg_sin},
-               {"tan", tg_tan}};
+               {"tan", tg_tan},
+               {"acos", tg_acos},
+               {"asin", tg_asin},
+               {"atan", tg_atan},
+               {"acosh", tg_acosh},
+               {"asinh", tg_asinh},
+               {"atanh", tg_atanh},
+               {"cosh", tg_cosh},
+               {"sinh", tg_sinh},
+               {"thresholded_relu", thresholded_relu_1},
+               {"shrink", softshrink}};
+
+/* Where each function is evaluated: at a X + b for the table's X (in
+ * [-4, 4]), at (a x + b) for the checkers' x (in [-2, 2]): tan clear of its
+ * poles, the inverse functions inside their domains. */
+static const struct {
+    double a, b;
+} at[N_FN] = {{1, 0}, {1, 0},      {1, 0}, {1, 0},   {1, 0}, {1, 0}, {1, 0},    {1, 0},   {1, 0},
+              {1, 0}, {1, 0},      {1, 0}, {1, 0},   {1, 0}, {1, 0}, {0.25, 0}, {0.2, 0}, {0.2, 0},
+              {1, 0}, {0.25, 2.5}, {1, 0}, {0.2, 0}, {1, 0}, {1, 0}, {1, 0},    {1, 0}};
 
 typedef struct {
     int fn;
@@ -62,15 +93,19 @@ static tg_tensor *build(tg_graph *g, void *ctx)
 {
     const act_case *c = ctx;
     tg_init u = {TG_INIT_UNIFORM, -2, 2};
-    bool tan = c->fn == N_FN - 1;
+    float a = (float)at[c->fn].a, b = (float)at[c->fn].b;
+    bool moved = a != 1 || b != 0;
+    if (c->fn == 15)
+        a = 0.5f; /* tan: clear of its poles at +-pi/2 */
     if (!c->second) {
         tg_tensor *x = tg_param(g, "x", c->shape, u);
-        return fns[c->fn].fn(g, tan ? tg_scale(g, x, 0.5f, 0.0f) : x); /* clear of tan's poles */
+        return fns[c->fn].fn(g, moved ? tg_scale(g, x, a, b) : x);
     }
     /* the backward op is linear in dy; in x its derivative is 0 almost
      * everywhere (piecewise-linear functions) or refused: x is an input */
     tg_tensor *dy = tg_param(g, "dy", c->shape, u);
     tg_tensor *x = tg_input(g, "x", TG_F32, c->shape);
+    x = moved ? tg_scale(g, x, a, b) : x;
     tg_tensor *y = fns[c->fn].fn(g, x);
     return y ? tg_node_create(g, TG_OP_ACTIVATION_BWD, 2, (tg_tensor *[]){dy, x}, &y->p) : NULL;
 }
@@ -102,7 +137,7 @@ static void test_kernels(void)
                 }
 }
 
-/* torch.nn.functional's functions in float64 at X (tan at X / 4), and the
+/* torch.nn.functional's functions in float64 at a X + b (tan at X / 4), and the
  * gradient of their sum (elu alpha 0.7, celu alpha 1.5, hardsigmoid). */
 static const double X[N_X] = {-4, -3, -2.5, -0.5, 0, 0.5, 2.5, 3, 4};
 static const double want[N_FN][2][N_X] = {
@@ -161,6 +196,54 @@ static const double want[N_FN][2][N_X] = {
      /* d tan(x / 4) / dx: sec^2 / 4 */
      {0.85637970520369, 0.46696799104508196, 0.38013494964798944, 0.2539473033369287, 0.25,
       0.2539473033369287, 0.38013494964798944, 0.46696799104508196, 0.85637970520369}},
+    /* acos at 0.2 X + 0 */
+    {{2.498091564664724, 2.2142974653905036, 2.0943951023931957, 1.6709637494540794,
+      1.5707963267948966, 1.4706289041357137, 1.0471975511965979, 0.9272951881992895,
+      0.6435010889250692},
+     {-0.3333333421636515, -0.2500000055879358, -0.23094010767585035, -0.20100756308209744, -0.2,
+      -0.20100756308209744, -0.23094010767585035, -0.2500000055879358, -0.3333333421636515}},
+    /* asin at 0.2 X + 0 */
+    {{-0.9272952378698274, -0.6435011385956071, -0.5235987755982989, -0.10016742265918284, 0.0,
+      0.10016742265918284, 0.5235987755982989, 0.6435011385956071, 0.9272952378698274},
+     {0.3333333421636515, 0.2500000055879358, 0.23094010767585035, 0.20100756308209744, 0.2,
+      0.20100756308209744, 0.23094010767585035, 0.2500000055879358, 0.3333333421636515}},
+    /* atan at 1 X + 0 */
+    {{-1.3258176636680326, -1.2490457723982544, -1.1902899496825317, -0.4636476090008061, 0.0,
+      0.4636476090008061, 1.1902899496825317, 1.2490457723982544, 1.3258176636680326},
+     {0.058823529411764705, 0.1, 0.13793103448275862, 0.8, 1.0, 0.8, 0.13793103448275862, 0.1,
+      0.058823529411764705}},
+    /* acosh at 0.25 X + 2.5 */
+    {{0.9624236501192069, 1.158810360429947, 1.2415784233077212, 1.5105477504732074,
+      1.566799236972411, 1.6197962748565, 1.8059384409192865, 1.8472460857138377,
+      1.9248473002384139},
+     {0.22360679774997896, 0.17407765595569785, 0.15762208124782012, 0.11605177063713189,
+      0.1091089451179962, 0.10300524052492095, 0.08444006618414981, 0.08084520834544433,
+      0.07453559924999299}},
+    /* asinh at 1 X + 0 */
+    {{-2.0947125472611012, -1.8184464592320668, -1.6472311463710958, -0.48121182505960347, 0.0,
+      0.48121182505960347, 1.6472311463710958, 1.8184464592320668, 2.0947125472611012},
+     {0.24253562503633297, 0.31622776601683794, 0.3713906763541037, 0.8944271909999159, 1.0,
+      0.8944271909999159, 0.3713906763541037, 0.31622776601683794, 0.24253562503633297}},
+    /* atanh at 0.2 X + 0 */
+    {{-1.098612321781802, -0.6931472178128492, -0.5493061443340548, -0.10033534923624338, 0.0,
+      0.10033534923624338, 0.5493061443340548, 0.6931472178128492, 1.098612321781802},
+     {0.5555555849899498, 0.3125000139698395, 0.26666666666666666, 0.20202020208101687, 0.2,
+      0.20202020208101687, 0.26666666666666666, 0.3125000139698395, 0.5555555849899498}},
+    /* cosh at 1 X + 0 */
+    {{27.308232836016487, 10.067661995777765, 6.132289479663686, 1.1276259652063807, 1.0,
+      1.1276259652063807, 6.132289479663686, 10.067661995777765, 27.308232836016487},
+     {-27.28991719712775, -10.017874927409903, -6.0502044810397875, -0.5210953054937474, 0.0,
+      0.5210953054937474, 6.0502044810397875, 10.017874927409903, 27.28991719712775}},
+    /* sinh at 1 X + 0 */
+    {{-27.28991719712775, -10.017874927409903, -6.0502044810397875, -0.5210953054937474, 0.0,
+      0.5210953054937474, 6.0502044810397875, 10.017874927409903, 27.28991719712775},
+     {27.308232836016487, 10.067661995777765, 6.132289479663686, 1.1276259652063807, 1.0,
+      1.1276259652063807, 6.132289479663686, 10.067661995777765, 27.308232836016487}},
+    /* thresholded_relu at 1 X + 0 */
+    {{0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.5, 3.0, 4.0}, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0}},
+    /* shrink at 1 X + 0 */
+    {{-3.5, -2.5, -2.0, 0.0, 0.0, 0.0, 2.0, 2.5, 3.5},
+     {1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0}},
 };
 
 static void test_against_pytorch(void)
@@ -173,11 +256,12 @@ static void test_against_pytorch(void)
         tg_tensor *d =
             y ? tg_node_create(g, TG_OP_ACTIVATION_BWD, 2, (tg_tensor *[]){dy, x}, &y->p) : NULL;
         TG_CHECK_OK(tg_graph_status(g));
-        double scale = f == N_FN - 1 ? 0.25 : 1; /* tan at X / 4 */
+        double scale = at[f].a; /* at a X + b: the derivative in X is a f' */
         float xf[N_X], dyf[N_X], out[N_X];
         double xd[N_X], dyd[N_X];
         for (int k = 0; k < N_X; k++)
-            xf[k] = (float)(X[k] * scale), xd[k] = xf[k], dyf[k] = (float)scale, dyd[k] = scale;
+            xf[k] = (float)(X[k] * scale + at[f].b), xd[k] = xf[k], dyf[k] = (float)scale,
+            dyd[k] = scale;
         for (int threads = 1; threads <= 2; threads++) {
             tg_pool *pool = tg_pool_create(threads);
             tg_kernel_args a = {.node = y, .in = {xf}, .out = out, .pool = pool};
@@ -229,6 +313,11 @@ static void test_errors(void)
     TG_CHECK(tg_graph_backward(g, loss) == TG_ERR_UNSUPPORTED);
     TG_CHECK(strstr(tg_error_message(), "the second derivative of mish is not implemented") !=
              NULL);
+    tg_graph_destroy(g);
+    g = tg_graph_create();
+    x = tg_input(g, "x", TG_F32, tg_shape1(4));
+    TG_CHECK(tg_shrink(g, x, -1.0f, 0.0f) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "shrink: lambd -1, bias 0; give finite values") != NULL);
     tg_graph_destroy(g);
     /* an integer input is refused naming the function */
     g = tg_graph_create();

@@ -51,6 +51,48 @@ static void test_gather_kernels_and_gradients(void)
     }
 }
 
+/* Scatter-add (gather's gradient op as an op of its own): against the
+ * reference and its gradient (a gather) against finite differences. */
+static tg_tensor *build_scatter(tg_graph *g, void *ctx)
+{
+    const gather_case *c = ctx;
+    tg_tensor *ids = tg_input(g, "ids", TG_I32, c->idx);
+    tg_shape us = c->data;
+    int axis = c->axis < 0 ? c->axis + c->data.ndim : c->axis;
+    us.ndim = c->data.ndim - 1 + c->idx.ndim;
+    for (int d = 0, k = 0; d < c->data.ndim; d++) {
+        if (d != axis) {
+            us.dim[k++] = c->data.dim[d];
+            continue;
+        }
+        for (int j = 0; j < c->idx.ndim; j++)
+            us.dim[k++] = c->idx.dim[j];
+    }
+    tg_tensor *u = tg_param(g, "updates", us, (tg_init){TG_INIT_UNIFORM, -1, 1});
+    return tg_scatter_add(g, u, ids, c->axis, c->data);
+}
+
+static void test_scatter_add(void)
+{
+    for (int i = 0; i < N_GATHERS; i++) {
+        gather_case c = gathers[i];
+        int axis = c.axis < 0 ? c.axis + c.data.ndim : c.axis;
+        tg_check_opts o = {.int_range = (int)c.data.dim[axis], .max_elems = 40};
+        char label[64];
+        snprintf(label, sizeof label, "scatter_add case %d", i);
+        if (tg_shape_numel(c.data) < 1000)
+            tg_gradcheck(label, build_scatter, &c, o);
+        for (int threads = 1; threads <= 2; threads++)
+            tg_check_kernels(label, build_scatter, &c, threads, 1e-6, o);
+    }
+    tg_graph *g = tg_graph_create();
+    tg_tensor *u = tg_input(g, "u", TG_F32, tg_shape1(3));
+    tg_tensor *ids = tg_input(g, "ids", TG_I32, tg_shape1(3));
+    TG_CHECK(tg_scatter_add(g, u, ids, 0, tg_shape_of(0, NULL)) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "scatter_add: the result has 0 dims") != NULL);
+    tg_graph_destroy(g);
+}
+
 /* Negative ids count from the end; an id out of range reads nothing: a NaN
  * row forward, no contribution backward. Fast kernel and reference agree. */
 static void test_index_edges(void)
@@ -235,6 +277,7 @@ static void test_refused(void)
 int main(void)
 {
     TG_RUN(test_gather_kernels_and_gradients);
+    TG_RUN(test_scatter_add);
     TG_RUN(test_index_edges);
     TG_RUN(test_select_ops);
     TG_RUN(test_cast_values);

@@ -1,7 +1,8 @@
 /* tests/ops/test_random.c - RANDOM_UNIFORM (ops/random.c): the fast kernel
- * draws the reference's values, they are uniform in [low, high), new for
- * each step, micro-batch and replica and node, the same for the same key,
- * and a product with them differentiates as by a constant. */
+ * draws the reference's values, they are uniform in [low, high) (or normal
+ * of a mean and scale), new for each step, micro-batch and replica and
+ * node, the same for the same key, and a product with them differentiates
+ * as by a constant. */
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -25,8 +26,19 @@ static tg_tensor *build_big(tg_graph *g, void *ctx)
     return tg_random_uniform_like(g, x, 2.0f, 5.0f);
 }
 
+static tg_tensor *build_normal(tg_graph *g, void *ctx)
+{
+    (void)ctx;
+    tg_tensor *x = tg_param(g, "x", tg_shape2(30, 20), (tg_init){TG_INIT_UNIFORM, -2, 2});
+    return tg_mul(g, x, tg_random_normal_like(g, x, 0.5f, 2.0f));
+}
+
 static void test_kernels_and_gradient(void)
 {
+    for (int threads = 1; threads <= 2; threads++)
+        tg_check_kernels("random normal product", build_normal, NULL, threads, 1e-5,
+                         (tg_check_opts){0});
+    tg_gradcheck("random normal product", build_normal, NULL, (tg_check_opts){0});
     for (int threads = 1; threads <= 2; threads++) {
         tg_check_kernels("random product", build_product, NULL, threads, 1e-6, (tg_check_opts){0});
         tg_check_kernels("random large", build_big, NULL, threads, 1e-6, (tg_check_opts){0});
@@ -91,8 +103,46 @@ static void test_distribution_and_keys(void)
     tg_graph_destroy(g);
 }
 
+/* Normal draws: mean and standard deviation, tails, the reference's values,
+ * and bad parameters refused by name. */
+static void test_normal(void)
+{
+    enum { N = 100000 };
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(N));
+    tg_tensor *r = tg_random_normal_like(g, x, 1.5f, 0.5f);
+    TG_CHECK_OK(tg_graph_status(g));
+    float *a = malloc(N * sizeof *a);
+    tg_pool *pool = tg_pool_create(2);
+    draw(r, 11, 2, 0, a, pool);
+    double sum = 0, sq = 0, beyond2 = 0, far = 0;
+    for (int k = 0; k < N; k++) {
+        double z = (a[k] - 1.5) / 0.5;
+        sum += a[k], sq += z * z, beyond2 += fabs(z) > 2, far = fmax(far, fabs(z));
+    }
+    /* the sample mean's spread is 0.0016, the variance's 0.0045 */
+    TG_CHECK_NEAR(sum / N, 1.5, 0.01);
+    TG_CHECK_NEAR(sq / N, 1.0, 0.025);
+    TG_CHECK_NEAR(beyond2 / N, 0.0455, 0.004); /* P(|z| > 2) */
+    TG_CHECK(far > 3.5 && far <= 5.8);
+    double *ref = malloc(N * sizeof *ref);
+    tg_ref_args ra = {.node = r, .out = ref, .seed = 11, .step = 2};
+    tg_op_get(TG_OP_RANDOM_UNIFORM)->reference(&ra);
+    double worst = 0;
+    for (int k = 0; k < N; k++)
+        worst = fmax(worst, fabs(ref[k] - a[k]));
+    TG_CHECK(worst < 2e-6);
+    free(ref);
+    free(a);
+    tg_pool_destroy(pool);
+    TG_CHECK(tg_random_normal_like(g, x, 0.0f, -1.0f) == NULL);
+    TG_CHECK(strstr(tg_graph_error(g), "normal of mean 0 and scale -1: give finite ones") != NULL);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
+    TG_RUN(test_normal);
     TG_RUN(test_kernels_and_gradient);
     TG_RUN(test_distribution_and_keys);
     return tg_test_finish();

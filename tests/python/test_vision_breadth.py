@@ -19,6 +19,8 @@
   Softplus, Mish, SiLU, Hardswish, Hardsigmoid, Softsign, PixelShuffle
   (DepthToSpace CRD) and PixelUnshuffle (SpaceToDepth);
 - GroupNorm and InstanceNorm2d (InstanceNormalization);
+- an op zoo: Einsum, Asin, Acos, Atan, TopK's values, ReduceLogSumExp and
+  ScatterElements (reduction add);
 - torchvision's StochasticDepth in training: per-sample masks, new ones each
   step, and the step's gradient for the mask drawn; torch.bernoulli's
   frequency, and new draws each run.
@@ -139,6 +141,35 @@ class NormNet(nn.Module):
         return self.fc(F.max_pool2d(h, 4).flatten(1))
 
 
+class OpZoo(nn.Module):
+    """The ops of the importer's second round that torch 1.13 exports: Einsum,
+    Asin, Acos, Atan, TopK's values, ReduceLogSumExp and ScatterElements with
+    reduction add (static indices, some repeated). (It exports no sinh or
+    cosh; softshrink and hardshrink as Where, the norm as ReduceSum and
+    Sqrt.)"""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.mix = nn.Parameter(torch.randn(8, 6) * 0.4)
+        self.fc = nn.Linear(6 * 12 + 8, classes)
+        self.register_buffer("idx", torch.tensor([[0, 2, 5, 7, 1, 3], [7, 5, 5, 1, 0, 2]]))
+
+    def forward(self, x):
+        h = torch.tanh(self.conv(x)).flatten(2)                  # [B, 8, 64]
+        m = torch.einsum("bcl,cd->bdl", h, self.mix)             # [B, 6, 64]
+        t = torch.tanh(m)
+        a = torch.asin(0.9 * t) + 0.3 * torch.acos(0.8 * t) + torch.atan(m)
+        a = F.softshrink(a, 0.3) + 0.5 * F.hardshrink(a, 0.2)
+        top = torch.topk(a, 12, dim=2).values                    # [B, 6, 12]
+        lse = torch.logsumexp(a, dim=2)                          # [B, 6]
+        l2 = torch.norm(a, dim=2)                                # [B, 6]
+        # scatter_add of static shapes (the export needs them): weights
+        w = torch.zeros(8, 6, dtype=self.mix.dtype).scatter_add(0, self.idx, self.mix[:2] * self.mix[2:4])
+        spread = (lse * l2) @ w.t()                              # [B, 8]
+        return self.fc(torch.cat([top.flatten(1), spread], 1))
+
+
 class DepthNet(nn.Module):
     """A residual branch under torchvision's StochasticDepth (row mode, p 0.5):
     forward_masked replays a given per-sample keep mask (0 or 2)."""
@@ -190,6 +221,7 @@ MODELS = {
     "unet": (UNet, (3, 16, 16), "mse"),
     "act_zoo": (ActZoo, (3, 16, 16), "ce"),
     "norms": (NormNet, (3, 16, 16), "ce"),
+    "op_zoo": (OpZoo, (3, 8, 8), "ce"),
 }
 
 
@@ -321,6 +353,9 @@ class VisionBreadth(unittest.TestCase):
 
     def test_group_and_instance_norm(self):
         self.check("norms")
+
+    def test_op_zoo(self):
+        self.check("op_zoo")
 
     def test_stochastic_depth_trains(self):
         """Each sample's branch is dropped or doubled (torch 1.13 cannot export
