@@ -327,9 +327,9 @@ static void warn_unknown_channels(void)
 
 tg_status tg_trace_flush(void)
 {
+    warn_unknown_channels(); /* also when it was the only channel named */
     if (!tg_trace_was_enabled())
         return TG_OK;
-    warn_unknown_channels();
     tg_trace_settings s;
     tg_trace_settings_get(&s);
     TG_TRY(make_directory(s.directory));

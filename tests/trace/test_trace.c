@@ -1108,6 +1108,14 @@ static void test_unknown_channel_warned(void)
     TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 0 && msg[0] == '\0');
     reset("{\"enable\":\"true\",\"channels\":[\"*\",\"t.typo\"]}");
     TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 0);
+    TG_CHECK_OK(tg_trace_shutdown());
+    /* the only channel named, misspelt: nothing was ever enabled, and the
+     * warning still comes (and again after a shutdown: a new configuration) */
+    setenv("TILEGRAPH_TRACE", "{\"enable\":\"true\",\"channels\":[\"enginee\"]}", 1);
+    TG_CHECK_OK(tg_trace_configure_env());
+    TG_CHECK(!tg_trace_is_on());
+    stderr_of_flush(err, sizeof err);
+    TG_CHECK(strstr(err, "trace channel 'enginee' is named") != NULL);
     unsetenv("TILEGRAPH_TRACE");
     TG_CHECK_OK(tg_trace_shutdown());
 }
