@@ -206,6 +206,7 @@ typedef struct epoch_stats {
     int64_t correct, scored, losses, seen, steps;
     int64_t skipped;         /* updates skipped for overflowing gradients (loss scaling) */
     float loss_scale;        /* at the end of the epoch */
+    const char *auto_stages; /* the split --stages/--split auto chose, "" if given */
     train_exchange exchange; /* in an MPI job: the gradient exchange's times */
     exchange_share share;    /* and its share of the host step, once the epoch ended */
 } epoch_stats;
@@ -387,6 +388,7 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     CLI_TRY(train_exchange_end(&st->exchange, s, st->steps, st->seconds, &st->share));
     st->skipped = tg_session_skipped_updates(s) - skipped_before;
     st->loss_scale = tg_session_loss_scale(s);
+    st->auto_stages = tg_session_auto_stages(s, NULL);
     cli_progress_finish(&bar, status);
     return TG_OK;
 }
@@ -431,6 +433,7 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
         {"loss_scale", TG_AN_FIELD_NUMBER, NULL, 0, st->loss_scale},
         {"skipped_updates", TG_AN_FIELD_INT, NULL, st->skipped, 0},
+        {"auto_stages", TG_AN_FIELD_STRING, st->auto_stages, 0, 0},
         /* an MPI job's gradient exchange, ms per host step (train_exchange.h) */
         {"host_step_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.host_step},
         {"exchange_pct_of_host_step", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct},
@@ -441,7 +444,7 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
         {"exchange_summing_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.summing},
         {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
     };
-    enum { N_F = sizeof f / sizeof f[0], N_LM = sizeof lm / sizeof lm[0], N_BASE = 9 };
+    enum { N_F = sizeof f / sizeof f[0], N_LM = sizeof lm / sizeof lm[0], N_BASE = 10 };
     tg_an_field all[N_F + N_LM + 1 + EVAL_MAX_IOU_CLASSES];
     char iou_names[EVAL_MAX_IOU_CLASSES][64];
     int n = 0;

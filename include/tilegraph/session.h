@@ -106,6 +106,14 @@ TG_API int tg_session_threads(const tg_session *s);
 TG_API int tg_session_devices(const tg_session *s);
 /* Replicas (data-parallel copies of the devices) the session runs. */
 TG_API int tg_session_replicas(const tg_session *s);
+/* The split the cost model chose where the options asked for one ("auto"
+ * in stages or split: --stages auto, --split auto), in that option's form:
+ * "B1|B2,B3,B4" for stages, "layer3.0" (the boundaries) for split. It
+ * depends on the strategy: a sharded run, with one micro-batch in flight,
+ * may choose another split than a pipelined one. *option (when not NULL)
+ * is set to "stages" or "split". "" when the split was given or the model
+ * is not divided. The string lives as long as the session. */
+TG_API const char *tg_session_auto_stages(const tg_session *s, const char **option);
 /* FLOPs of one run. */
 TG_API double tg_session_flops(const tg_session *s);
 /* Which kernels the compiler chose for the ops that choose (convolutions),

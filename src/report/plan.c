@@ -281,6 +281,11 @@ void tg_report_plan_text(const tg_compiled *c, const char *model, double ms, FIL
             p->n_devices == 1 ? "" : "s", p->replicas, p->replicas == 1 ? "" : "s",
             p->micro_batches, p->micro_batches == 1 ? "" : "es", schedule_text(p),
             precision_text(p, prec, sizeof prec), ms);
+    /* the split depends on the strategy too, so it is said before the plan */
+    if (p->auto_stages[0])
+        fprintf(out, "%s auto: %s (%d devices, %s)\n",
+                strchr(p->auto_stages, '|') ? "stages" : "split", p->auto_stages, p->n_devices,
+                p->config.pipeline.strategy);
     print_threads_text(p, out);
     tg_an_view v = {.name = "memory"};
     memory_view(p, &v);

@@ -839,6 +839,15 @@ int tg_session_replicas(const tg_session *s)
 {
     return s->program->replicas;
 }
+const char *tg_session_auto_stages(const tg_session *s, const char **option)
+{
+    const tg_program *p = s->program;
+    /* by the form, which a loaded executable keeps as well: stages separate
+     * devices with '|', split lists the boundaries (compile/stages.c) */
+    if (option)
+        *option = p->auto_stages[0] && !strchr(p->auto_stages, '|') ? "split" : "stages";
+    return p->auto_stages;
+}
 double tg_session_flops(const tg_session *s)
 {
     return s->program->flops;

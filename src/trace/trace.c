@@ -247,6 +247,70 @@ tg_trace_channel *tg_trace_channel_get(const char *name)
     return ch;
 }
 
+/* The library's own channels (docs/tracing.md): known before their first
+ * use, so naming one that a run never reaches ("comms" outside an MPI job)
+ * is no mistake. */
+static const char *const library_channels[] = {"compile", "engine", "data", "comms"};
+
+static bool is_library_channel(const char *name)
+{
+    for (size_t i = 0; i < sizeof library_channels / sizeof library_channels[0]; i++)
+        if (strcmp(library_channels[i], name) == 0)
+            return true;
+    return false;
+}
+
+static bool channel_known_locked(const char *name)
+{
+    int n = atomic_load(&g_n_channels);
+    for (int i = 0; i < n; i++)
+        if (strcmp(g_channels[i].name, name) == 0)
+            return true;
+    return is_library_channel(name);
+}
+
+/* buf += text, truncated at cap. */
+static size_t append_text(char *buf, size_t cap, size_t used, const char *text)
+{
+    if (used + 1 < cap)
+        used += (size_t)snprintf(buf + used, cap - used, "%s", text);
+    return used < cap ? used : cap - 1;
+}
+
+int tg_trace_unknown_channels(char *buf, size_t cap)
+{
+    char names[512] = "", known[512] = "compile, engine, data, comms";
+    size_t n_used = 0, k_used = strlen(known);
+    int unknown = 0;
+    pthread_mutex_lock(&g_lock);
+    ensure_settings_locked();
+    for (int i = 0; g_settings.enable && !g_settings.all_channels && i < g_settings.n_channels; i++)
+        if (!channel_known_locked(g_settings.channels[i])) {
+            n_used = append_text(names, sizeof names, n_used, unknown++ ? ", '" : "'");
+            n_used = append_text(names, sizeof names, n_used, g_settings.channels[i]);
+            n_used = append_text(names, sizeof names, n_used, "'");
+        }
+    /* the library's channels, then those the application registered */
+    int n = atomic_load(&g_n_channels);
+    for (int i = 0; i < n; i++)
+        if (!is_library_channel(g_channels[i].name)) {
+            k_used = append_text(known, sizeof known, k_used, ", ");
+            k_used = append_text(known, sizeof known, k_used, g_channels[i].name);
+        }
+    pthread_mutex_unlock(&g_lock);
+    if (unknown)
+        snprintf(buf, cap,
+                 "trace channel%s %s %s named in the trace configuration, but no channel of that "
+                 "name exists: nothing was recorded on %s; the channels are %s (check the "
+                 "spelling in TILEGRAPH_TRACE or trace.channels; an application's channel "
+                 "exists once it calls tg_trace_channel_get)",
+                 unknown > 1 ? "s" : "", names, unknown > 1 ? "are" : "is",
+                 unknown > 1 ? "them" : "it", known);
+    else if (cap)
+        buf[0] = '\0';
+    return unknown;
+}
+
 const char *tg_trace_channel_name(const tg_trace_channel *ch)
 {
     return ch ? ch->name : "";

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,8 +310,24 @@ static tg_status make_directory(const char *dir)
     return TG_OK;
 }
 
+/* Set once the unknown channels were warned about; tg_trace_shutdown
+ * clears it with the configuration. */
+static atomic_bool g_unknown_warned;
+
+/* A channel named in the configuration but never registered records
+ * nothing. It cannot be refused when the configuration is read (an
+ * application may register its channels later), so it is said when a trace
+ * is written - what was recorded is certain then - and once. */
+static void warn_unknown_channels(void)
+{
+    char msg[1024];
+    if (tg_trace_unknown_channels(msg, sizeof msg) && !atomic_exchange(&g_unknown_warned, true))
+        fprintf(stderr, "tilegraph: warning: %s\n", msg);
+}
+
 tg_status tg_trace_flush(void)
 {
+    warn_unknown_channels(); /* also when it was the only channel named */
     if (!tg_trace_was_enabled())
         return TG_OK;
     tg_trace_settings s;
@@ -348,5 +365,6 @@ tg_status tg_trace_shutdown(void)
     tg_trace_settings_apply(&s);
     tg_trace_clear();
     tg_trace_config_forget_env();
+    atomic_store(&g_unknown_warned, false);
     return st;
 }

@@ -35,6 +35,13 @@ void tg_trace_settings_apply(const tg_trace_settings *s);
  * flush). */
 bool tg_trace_was_enabled(void);
 
+/* How many channels the settings in force name (enabled, not "*") that
+ * neither the library has (compile, engine, data, comms) nor anyone
+ * registered with tg_trace_channel_get: nothing can have been recorded on
+ * them. When any, buf (cap bytes) holds a sentence naming them and every
+ * channel there is. Thread-safe. */
+int tg_trace_unknown_channels(char *buf, size_t cap);
+
 /* 1 if `name` is a valid channel name (1..31 of [A-Za-z0-9_.-]). */
 int tg_trace_channel_name_valid(const char *name, size_t len);
 /* Name of channel `id` (immutable once created), or "?" */

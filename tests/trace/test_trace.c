@@ -11,8 +11,10 @@
 #include "core/json.h"
 #include "tg_test.h"
 #include "tilegraph/trace.h"
+#include "trace/trace_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1054,6 +1056,70 @@ static void test_trace_directory(void)
     tg_trace_disable();
 }
 
+/* What fd 2 receives while `flush` runs, into buf. */
+static void stderr_of_flush(char *buf, size_t cap)
+{
+    const char *path = OUT_DIR "/stderr.txt";
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    TG_CHECK(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    TG_CHECK_OK(tg_trace_flush());
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* A channel named in TILEGRAPH_TRACE that nothing registers records
+ * nothing (issue 32, item 27). It cannot be refused when the variable is
+ * read, since an application may register its channel later; when the
+ * trace is written it is certain, and one warning names it and the
+ * channels there are. The library's own channels are never unknown. */
+static void test_unknown_channel_warned(void)
+{
+    tg_trace_disable();
+    tg_trace_clear();
+    setenv("TILEGRAPH_TRACE",
+           "{\"enable\":\"true\",\"directory\":\"" OUT_DIR
+           "/unknown\",\"channels\":[\"t.app\",\"t.typo\",\"comms\"]}",
+           1);
+    TG_CHECK_OK(tg_trace_configure_env());
+    char msg[1024];
+    TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 2); /* t.app not yet registered */
+    tg_trace_channel *app = tg_trace_channel_get("t.app");     /* registered after the variable */
+    TG_CHECK(tg_trace_channel_enabled(app));
+    tg_trace_instant(app, "event");
+    TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 1);
+    TG_CHECK(strstr(msg, "trace channel 't.typo' is named") && !strstr(msg, "'comms'"));
+    TG_CHECK(strstr(msg, "the channels are compile, engine, data, comms") && strstr(msg, "t.app"));
+    char err[2048];
+    stderr_of_flush(err, sizeof err);
+    TG_CHECK(strstr(err, "tilegraph: warning: trace channel 't.typo'") != NULL);
+    stderr_of_flush(err, sizeof err); /* once */
+    TG_CHECK(err[0] == '\0');
+    /* every channel, or only known ones: nothing to say */
+    reset("{\"enable\":\"true\",\"channels\":[\"t.app\",\"engine\"]}");
+    TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 0 && msg[0] == '\0');
+    reset("{\"enable\":\"true\",\"channels\":[\"*\",\"t.typo\"]}");
+    TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 0);
+    TG_CHECK_OK(tg_trace_shutdown());
+    /* the only channel named, misspelt: nothing was ever enabled, and the
+     * warning still comes (and again after a shutdown: a new configuration) */
+    setenv("TILEGRAPH_TRACE", "{\"enable\":\"true\",\"channels\":[\"enginee\"]}", 1);
+    TG_CHECK_OK(tg_trace_configure_env());
+    TG_CHECK(!tg_trace_is_on());
+    stderr_of_flush(err, sizeof err);
+    TG_CHECK(strstr(err, "trace channel 'enginee' is named") != NULL);
+    unsetenv("TILEGRAPH_TRACE");
+    TG_CHECK_OK(tg_trace_shutdown());
+}
+
 int main(void)
 {
     TG_RUN(test_nesting);
@@ -1066,5 +1132,6 @@ int main(void)
     TG_RUN(test_thread_tracks);
     TG_RUN(test_chrome_export);
     TG_RUN(test_intern);
+    TG_RUN(test_unknown_channel_warned);
     return tg_test_finish();
 }
