@@ -66,27 +66,27 @@ class ErrorsTest(unittest.TestCase):
                 self.fc = nn.Linear(64, 5)
 
             def forward(self, x):
-                return torch.atan(self.fc(x.flatten(1)))
+                return torch.prod(self.fc(x.flatten(1)), 1)
 
         with self.assertRaises(TilegraphError) as cm:
             poptorch.inferenceModel(Wave())(data(4)[0])
         text = str(cm.exception)
-        self.assertIn("unsupported op type: Atan", text)
+        self.assertIn("unsupported op type: ReduceProd", text)
         # The module and the Python line that made the node, from the
         # exporter's scope and recorded stack.
         line = inspect.getsourcelines(Wave.forward)[1] + 1
-        self.assertIn(f"Atan ('/Atan') from Wave (the model), made at {__file__}:{line}: "
-                      "return torch.atan(", text)
+        self.assertIn(f"ReduceProd ('/ReduceProd') from Wave (the model), made at {__file__}:{line}: "
+                      "return torch.prod(", text)
 
     def test_unsupported_op_in_a_submodule_names_it(self):
-        class Atan(nn.Module):
+        class Prod(nn.Module):
             def forward(self, x):
-                return torch.atan(x)
+                return torch.prod(x, 1)
 
         class Head(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.body = nn.Sequential(nn.Linear(64, 5), Atan())
+                self.body = nn.Sequential(nn.Linear(64, 5), Prod())
 
             def forward(self, x):
                 y = x.flatten(1)
@@ -96,9 +96,9 @@ class ErrorsTest(unittest.TestCase):
             poptorch.inferenceModel(Head())(data(4)[0])
         text = str(cm.exception)
         # the deepest Python line that made the node: the submodule's own
-        line = inspect.getsourcelines(Atan.forward)[1] + 1
-        self.assertRegex(text, r"Atan \('/body/body\.1/[A-Za-z]+'\) from body\.1 \(Atan\), "
-                         f"made at {re.escape(__file__)}:{line}: return torch\\.atan\\(x\\)")
+        line = inspect.getsourcelines(Prod.forward)[1] + 1
+        self.assertRegex(text, r"ReduceProd \('/body/body\.1/[A-Za-z]+'\) from body\.1 \(Prod\), "
+                         f"made at {re.escape(__file__)}:{line}: return torch\\.prod\\(x, 1\\)")
 
     def test_not_a_module(self):
         with self.assertRaisesRegex(ValueError, "torch.nn.Module"):
