@@ -1104,14 +1104,18 @@ static void test_unknown_channel_warned(void)
     stderr_of_flush(err, sizeof err); /* once */
     TG_CHECK(err[0] == '\0');
     /* every channel, or only known ones: nothing to say */
-    reset("{\"enable\":\"true\",\"channels\":[\"t.app\",\"engine\"]}");
+    reset("{\"enable\":\"true\",\"directory\":\"" OUT_DIR
+          "/unknown\",\"channels\":[\"t.app\",\"engine\"]}");
     TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 0 && msg[0] == '\0');
-    reset("{\"enable\":\"true\",\"channels\":[\"*\",\"t.typo\"]}");
+    reset("{\"enable\":\"true\",\"directory\":\"" OUT_DIR
+          "/unknown\",\"channels\":[\"*\",\"t.typo\"]}");
     TG_CHECK(tg_trace_unknown_channels(msg, sizeof msg) == 0);
     TG_CHECK_OK(tg_trace_shutdown());
     /* the only channel named, misspelt: nothing was ever enabled, and the
      * warning still comes (and again after a shutdown: a new configuration) */
-    setenv("TILEGRAPH_TRACE", "{\"enable\":\"true\",\"channels\":[\"enginee\"]}", 1);
+    setenv("TILEGRAPH_TRACE",
+           "{\"enable\":\"true\",\"directory\":\"" OUT_DIR "/unknown\",\"channels\":[\"enginee\"]}",
+           1);
     TG_CHECK_OK(tg_trace_configure_env());
     TG_CHECK(!tg_trace_is_on());
     stderr_of_flush(err, sizeof err);
