@@ -1,0 +1,129 @@
+/* bench/bench_offload.c - what streaming memory costs a training step
+ * (issue 31): ResNet-18 with its tensors on the device against the same
+ * model with weights and optimizer state, then everything, in host
+ * streaming memory (TensorLocations.<kind>.onChip = false), alternated in
+ * the same run. The copies to and from the streamed copies run on the
+ * device's thread when their step comes (no prefetch yet), so the overhead
+ * is the whole copy time; the issue's target is under 20% with prefetch.
+ *
+ * Environment: TG_BENCH_REPS (default 3), TG_BENCH_STEPS (timed host steps,
+ * default 6), TG_BENCH_BATCH (default 16), TG_BENCH_THREADS (default 1).
+ */
+#include "bench_util.h"
+#include "tilegraph/models.h"
+#include "tilegraph/options.h"
+#include "tilegraph/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_REPS 16
+
+static const char *const kinds[][2] = {
+    {"on chip", ""},
+    {"weights,optimizer", "weight,optimizer"},
+    {"all", "weight,activation,accumulator,optimizer"},
+};
+enum { N_CASES = sizeof kinds / sizeof kinds[0] };
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_offload: %s: %s\n", what, tg_error_message());
+    exit(1);
+}
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && atoi(v) > 0 ? atoi(v) : def;
+}
+
+/* Each kind in the comma-separated list off chip. */
+static void set_locations(tg_options *o, const char *list)
+{
+    char buf[128], key[96];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+        snprintf(key, sizeof key, "TensorLocations.%s.onChip", k);
+        if (tg_options_set(o, key, "false") != TG_OK)
+            die(key);
+    }
+}
+
+/* Samples per second of `steps` host steps after two untimed ones. */
+static double rate(const char *locations, int batch, int threads, int steps)
+{
+    const tg_model_spec *m = tg_model_find("resnet18");
+    tg_model_input in = tg_model_default_input(m);
+    tg_optimizer opt = tg_optimizer_adamw(1e-3f);
+    tg_model_graph mg;
+    if (!m || tg_model_graph_create_ex(m, batch, &opt, &in, &mg) != TG_OK)
+        die("resnet18");
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    set_locations(o, locations);
+    tg_session *s = NULL;
+    if (tg_session_create(mg.graph, o, &s) != TG_OK)
+        die("session");
+    double t0 = 0;
+    for (int k = 0; k < steps + 2; k++) {
+        if (k == 2)
+            t0 = bench_now();
+        bench_write_random_batch(s, mg.images, mg.labels, 10);
+        if (tg_session_run(s) != TG_OK)
+            die("run");
+    }
+    double r = (double)steps * batch / (bench_now() - t0);
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
+    tg_options_destroy(o);
+    return r;
+}
+
+static void print_range(const char *key, const double *v, int n)
+{
+    double lo = v[0], hi = v[0];
+    for (int i = 1; i < n; i++) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    printf("\"%s\":[%.1f,%.1f]", key, lo, hi);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        printf("usage: bench_offload (no arguments; TG_BENCH_REPS, TG_BENCH_STEPS, "
+               "TG_BENCH_BATCH, TG_BENCH_THREADS)\n"
+               "ResNet-18 training with tensors on the device against the same with them in "
+               "host streaming memory, alternated; one JSON line per location.\n");
+        return 0;
+    }
+    int reps = env_int("TG_BENCH_REPS", 3), steps = env_int("TG_BENCH_STEPS", 6);
+    int batch = env_int("TG_BENCH_BATCH", 16), threads = env_int("TG_BENCH_THREADS", 1);
+    if (reps > MAX_REPS)
+        reps = MAX_REPS;
+    double r[N_CASES][MAX_REPS];
+    for (int k = 0; k < reps; k++) /* A, B, C, A, B, C, ...: the machine's drift hits all */
+        for (int c = 0; c < N_CASES; c++)
+            r[c][k] = rate(kinds[c][1], batch, threads, steps);
+    double on = 0;
+    for (int c = 0; c < N_CASES; c++) {
+        double med = bench_median(r[c], reps);
+        if (c == 0) {
+            on = med;
+            continue;
+        }
+        printf("{\"bench\":\"offload\",\"model\":\"resnet18\",\"input\":\"3x32x32\",\"batch\":%d,"
+               "\"threads\":%d,\"reps\":%d,\"offload\":\"%s\",",
+               batch, threads, reps, kinds[c][0]);
+        print_range("samples_per_s", r[c], reps);
+        printf(",\"reference\":\"on chip\",");
+        print_range("reference_samples_per_s", r[0], reps);
+        printf(",\"ratio_of_medians\":%.3f,\"overhead_pct\":%.1f,\"target_overhead_pct\":20}\n",
+               on > 0 ? med / on : 0.0, on > 0 && med > 0 ? 100.0 * (on / med - 1.0) : 0.0);
+        fflush(stdout);
+    }
+    return 0;
+}
