@@ -113,6 +113,12 @@ static inline void ob_copy_at(tg_onnx_data *dst, int64_t to, const tg_onnx_data 
  * joined as a tree of concats (copies, exact). */
 tg_tensor *ob_concat_many(onnx_builder *b, tg_tensor **xs, int n, int axis);
 
+/* The NumPy broadcast of n shapes (fails naming the two that clash), and
+ * the flat index into `in` (broadcast to `out`) of out's element k: for
+ * folding elementwise ops on constants. */
+tg_status ob_bcast_shape(onnx_builder *b, int n, const tg_shape *in, tg_shape *out);
+int64_t ob_bcast_at(tg_shape out, tg_shape in, int64_t k);
+
 /* Whether optional output k of the current node is read: by a node or as
  * a graph output (exporters name outputs nothing reads, such as Dropout's
  * mask). */

@@ -464,27 +464,45 @@ static tg_status map_concat(onnx_builder *b)
         tg_free(xs);
         return st;
     }
-    /* folded: only the 1-D shape vectors the exporter builds */
-    int64_t total = 0;
+    /* folded: the shape vectors the exporter builds, and Swin's shifted-window
+     * mask (x.new_zeros then slice assignments: ScatterND and Concat of the
+     * pieces, all constants) */
+    if (s.ndim == 0)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "Concat of scalars (inputs need at least 1 dim)");
+    int64_t dims[TG_MAX_DIMS];
     bool is_float = false;
     for (int k = 0; k < n; k++) {
         const tg_onnx_data *d = ob_const(b, k);
         if (!d)
             return TG_ERR_UNSUPPORTED;
-        if (d->ndim != 1)
-            return ob_fail(b, TG_ERR_UNSUPPORTED, "folding Concat of %d-D constants (1-D only)",
-                           d->ndim);
-        total += d->n;
-        is_float = d->f != NULL;
+        if (d->ndim != s.ndim)
+            return ob_fail(b, TG_ERR_SHAPE, "input %d has %d dims, input 0 %d", k, d->ndim, s.ndim);
+        for (int e = 0; e < s.ndim; e++)
+            if (e != axis && d->dim[e] != s.dim[e])
+                return ob_fail(b, TG_ERR_SHAPE, "input %d has %lld on dim %d, input 0 %lld", k,
+                               (long long)d->dim[e], e, (long long)s.dim[e]);
+        dims[axis] = k ? dims[axis] + d->dim[axis] : d->dim[axis];
+        is_float = is_float || d->f != NULL;
     }
+    for (int e = 0; e < s.ndim; e++)
+        if (e != axis)
+            dims[e] = s.dim[e];
+    int64_t outer = 1, inner = 1;
+    for (int e = 0; e < axis; e++)
+        outer *= s.dim[e];
+    for (int e = axis + 1; e < s.ndim; e++)
+        inner *= s.dim[e];
     tg_onnx_data out;
-    TG_TRY(ob_data_new(b, is_float, 1, &total, &out));
-    for (int k = 0, w = 0; k < n; k++) {
-        const tg_onnx_data *d = ob_const(b, k);
-        for (int64_t j = 0; j < d->n; j++, w++) {
-            ob_put(&out, w, ob_get(d, j));
+    TG_TRY(ob_data_new(b, is_float, s.ndim, dims, &out));
+    if ((ob_const(b, 0)->f != NULL) == is_float)
+        out.elem_type = ob_const(b, 0)->elem_type; /* bool stays bool */
+    for (int64_t o = 0, w = 0; o < outer; o++)
+        for (int k = 0; k < n; k++) {
+            const tg_onnx_data *d = ob_const(b, k);
+            int64_t run = d->dim[axis] * inner;
+            for (int64_t j = 0; j < run; j++, w++)
+                ob_put(&out, w, ob_get(d, o * run + j));
         }
-    }
     return ob_set_const(b, 0, &out);
 }
 
@@ -713,7 +731,7 @@ static tg_shape data_shape(const tg_onnx_data *d)
 }
 
 /* The NumPy broadcast of n shapes. */
-static tg_status bcast_shape(onnx_builder *b, int n, const tg_shape *in, tg_shape *out)
+tg_status ob_bcast_shape(onnx_builder *b, int n, const tg_shape *in, tg_shape *out)
 {
     int nd = 0;
     for (int k = 0; k < n; k++)
@@ -739,7 +757,7 @@ static tg_status bcast_shape(onnx_builder *b, int n, const tg_shape *in, tg_shap
 }
 
 /* The element of `in` (broadcast to `out`) at out's flat index k. */
-static int64_t bcast_at(tg_shape out, tg_shape in, int64_t k)
+int64_t ob_bcast_at(tg_shape out, tg_shape in, int64_t k)
 {
     int64_t off = 0, stride = 1;
     for (int d = out.ndim - 1; d >= 0; d--) {
@@ -800,12 +818,13 @@ static tg_status compare(onnx_builder *b, cmp_kind k)
     if (!y)
         return TG_ERR_UNSUPPORTED;
     tg_shape o, in[2] = {data_shape(x), data_shape(y)};
-    TG_TRY(bcast_shape(b, 2, in, &o));
+    TG_TRY(ob_bcast_shape(b, 2, in, &o));
     tg_onnx_data d;
     TG_TRY(ob_data_new(b, false, o.ndim, o.dim, &d));
     d.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     for (int64_t i = 0; i < d.n; i++)
-        d.i[i] = cmp_one(k, ob_get(x, bcast_at(o, in[0], i)), ob_get(y, bcast_at(o, in[1], i)));
+        d.i[i] =
+            cmp_one(k, ob_get(x, ob_bcast_at(o, in[0], i)), ob_get(y, ob_bcast_at(o, in[1], i)));
     return ob_set_const(b, 0, &d);
 }
 
@@ -895,7 +914,7 @@ static tg_status map_where(onnx_builder *b)
     tg_shape o, in[3] = {data_shape(c)};
     TG_TRY(ob_shape(b, 1, &in[1]));
     TG_TRY(ob_shape(b, 2, &in[2]));
-    TG_TRY(bcast_shape(b, 3, in, &o));
+    TG_TRY(ob_bcast_shape(b, 3, in, &o));
     if (ob_is_foldable(b, 1) && ob_is_foldable(b, 2)) {
         const tg_onnx_data *x = ob_const(b, 1), *y = x ? ob_const(b, 2) : NULL;
         if (!y)
@@ -904,8 +923,9 @@ static tg_status map_where(onnx_builder *b)
         TG_TRY(ob_data_new(b, x->f || y->f, o.ndim, o.dim, &d));
         d.elem_type = x->elem_type;
         for (int64_t k = 0; k < d.n; k++) {
-            bool pick_x = ob_get(c, bcast_at(o, in[0], k)) != 0;
-            double v = pick_x ? ob_get(x, bcast_at(o, in[1], k)) : ob_get(y, bcast_at(o, in[2], k));
+            bool pick_x = ob_get(c, ob_bcast_at(o, in[0], k)) != 0;
+            double v =
+                pick_x ? ob_get(x, ob_bcast_at(o, in[1], k)) : ob_get(y, ob_bcast_at(o, in[2], k));
             ob_put(&d, k, v);
         }
         return ob_set_const(b, 0, &d);
@@ -937,7 +957,7 @@ static tg_status map_expand(onnx_builder *b)
                            (long long)k, (long long)sh->i[k]);
     in[1] = tg_shape_of((int)sh->n, sh->i);
     tg_shape o;
-    TG_TRY(bcast_shape(b, 2, in, &o));
+    TG_TRY(ob_bcast_shape(b, 2, in, &o));
     if (!ob_is_foldable(b, 0)) {
         return ob_set(b, 0, expand_typed(b, ob_typed_tensor(b, 0), o));
     }
@@ -948,7 +968,7 @@ static tg_status map_expand(onnx_builder *b)
     TG_TRY(ob_data_new(b, x->f != NULL, o.ndim, o.dim, &d));
     d.elem_type = x->elem_type;
     for (int64_t k = 0; k < d.n; k++) {
-        int64_t at = bcast_at(o, in[0], k);
+        int64_t at = ob_bcast_at(o, in[0], k);
         ob_copy_at(&d, k, x, at);
     }
     return ob_set_const(b, 0, &d);

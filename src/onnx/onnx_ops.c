@@ -359,8 +359,7 @@ static double fold_one(bin_kind k, double x, double y, bool integer)
 static tg_status fold_data(onnx_builder *b, bin_kind k, const tg_onnx_data *x,
                            const tg_onnx_data *y, tg_onnx_data *out);
 
-/* Shape arithmetic on constants (same shape, or one side a single value):
- * inputs i and j. */
+/* Arithmetic on constants (broadcast as NumPy does): inputs i and j. */
 static tg_status fold_pair(onnx_builder *b, bin_kind k, int i, int j, tg_onnx_data *out)
 {
     const tg_onnx_data *x = ob_const(b, i), *y = x ? ob_const(b, j) : NULL;
@@ -382,14 +381,11 @@ static tg_status fold_data(onnx_builder *b, bin_kind k, const tg_onnx_data *x,
 {
     if (!y)
         return TG_ERR_UNSUPPORTED;
-    if (x->n != y->n && x->n != 1 && y->n != 1)
-        return ob_fail(b, TG_ERR_UNSUPPORTED,
-                       "folding constants of %lld and %lld elements "
-                       "(same size or one element)",
-                       (long long)x->n, (long long)y->n);
-    /* of one element each, the result has the larger rank (a scalar
-     * minus [1] is [1], as ConstantOfShape's shape must be) */
-    const tg_onnx_data *big = x->n != y->n ? (x->n > y->n ? x : y) : x->ndim >= y->ndim ? x : y;
+    /* NumPy broadcasting: Swin's window mask adds a [14, 1] column of row
+     * indices to a row of 14 column indices (the same count, not the same
+     * shape); a scalar minus [1] is [1], as ConstantOfShape's shape must be */
+    tg_shape o, in[2] = {tg_shape_of(x->ndim, x->dim), tg_shape_of(y->ndim, y->dim)};
+    TG_TRY(ob_bcast_shape(b, 2, in, &o));
     /* Pow's result has its base's type */
     bool is_float = k == BIN_POW ? x->f != NULL : x->f || y->f;
     if (k == BIN_DIV && !is_float)
@@ -397,13 +393,11 @@ static tg_status fold_data(onnx_builder *b, bin_kind k, const tg_onnx_data *x,
             if (y->i[i] == 0)
                 return ob_fail(b, TG_ERR_NUMERIC, "integer division by zero");
     tg_onnx_data d;
-    TG_TRY(ob_data_new(b, is_float, big->ndim, big->dim, &d));
-    d.elem_type = k == BIN_POW ? x->elem_type : big->elem_type;
+    TG_TRY(ob_data_new(b, is_float, o.ndim, o.dim, &d));
+    d.elem_type = k == BIN_POW || !y->f || x->f ? x->elem_type : y->elem_type;
     for (int64_t i = 0; i < d.n; i++) {
-        double u = x->f ? x->f[x->n == 1 ? 0 : i] : (double)x->i[x->n == 1 ? 0 : i];
-        double v = y->f ? y->f[y->n == 1 ? 0 : i] : (double)y->i[y->n == 1 ? 0 : i];
-        double r = fold_one(k, u, v, !is_float);
-        ob_put(&d, i, r);
+        double u = ob_get(x, ob_bcast_at(o, in[0], i)), v = ob_get(y, ob_bcast_at(o, in[1], i));
+        ob_put(&d, i, fold_one(k, u, v, !is_float));
     }
     *out = d;
     return TG_OK;
@@ -938,17 +932,59 @@ static tg_status map_flatten(onnx_builder *b)
     return ob_set(b, 0, tg_reshape(b->g, x, tg_shape2(outer, inner)));
 }
 
-static tg_status map_transpose(onnx_builder *b)
+/* Transpose of a constant: F.pad's exporter reverses its integer pads as
+ * Reshape [-1, 2] -> Slice -> Transpose -> Reshape [-1] (Swin's padding to
+ * whole windows), all known at import. */
+static tg_status fold_transpose(onnx_builder *b, const int *perm)
 {
-    tg_tensor *x = ob_tensor(b, 0);
+    const tg_onnx_data *x = ob_const(b, 0);
     if (!x)
         return TG_ERR_UNSUPPORTED;
-    int nd = tg_tensor_shape(x).ndim, n, perm[TG_MAX_DIMS];
+    int64_t dims[TG_MAX_DIMS], in_stride[TG_MAX_DIMS];
+    int64_t st = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        in_stride[d] = st;
+        st *= x->dim[d];
+    }
+    for (int d = 0; d < x->ndim; d++)
+        dims[d] = x->dim[perm[d]];
+    tg_onnx_data o;
+    TG_TRY(ob_data_new(b, x->f != NULL, x->ndim, dims, &o));
+    o.elem_type = x->elem_type;
+    for (int64_t k = 0; k < o.n; k++) {
+        int64_t rest = k, src = 0;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            src += rest % dims[d] * in_stride[perm[d]];
+            rest /= dims[d];
+        }
+        ob_copy_at(&o, k, x, src);
+    }
+    return ob_set_const(b, 0, &o);
+}
+
+static tg_status map_transpose(onnx_builder *b)
+{
+    tg_shape s;
+    TG_TRY(ob_shape(b, 0, &s));
+    int nd = s.ndim, n, perm[TG_MAX_DIMS];
     const int64_t *p = ob_attr_ints(b, "perm", &n);
     if (p && n != nd)
         return ob_fail(b, TG_ERR_INVALID_ARG, "perm has %d values for %d dims", n, nd);
-    for (int d = 0; d < nd; d++)
-        perm[d] = p ? (int)p[d] : nd - 1 - d;
+    bool seen[TG_MAX_DIMS] = {false};
+    for (int d = 0; d < nd; d++) {
+        int64_t v = p ? p[d] : nd - 1 - d;
+        if (v < 0 || v >= nd || seen[v])
+            return ob_fail(b, TG_ERR_INVALID_ARG,
+                           "perm must name each of the %d dims once (value %d is %lld)", nd, d,
+                           (long long)v);
+        seen[v] = true;
+        perm[d] = (int)v;
+    }
+    if (ob_is_foldable(b, 0))
+        return fold_transpose(b, perm);
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
     return ob_set(b, 0, tg_transpose(b->g, x, perm));
 }
 

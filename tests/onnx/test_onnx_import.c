@@ -146,6 +146,14 @@ static void test_broadcast_folds_match_numpy(void)
     check_against_pytorch("broadcast_folds");
 }
 
+/* Transpose, broadcasting Add and 2-D Concat of integer constants, folded
+ * at import as swin_t's export needs (make_fixtures.py's int_folds, against
+ * numpy): a [3, 1] column plus a row of 3 is [3, 3], not 3 sums. */
+static void test_int_folds_match_numpy(void)
+{
+    check_against_pytorch("int_folds");
+}
+
 /* nn.GELU's five exported nodes become one gelu op; LayerNorm matches in
  * its fused (opset 17) and decomposed (opset 13) forms, and the decomposed
  * one is one layer norm too (onnx_pattern.c), not its nine nodes. */
@@ -295,6 +303,7 @@ int main(void)
     TG_RUN(test_decoder_matches_pytorch);
     TG_RUN(test_vit_matches_pytorch);
     TG_RUN(test_broadcast_folds_match_numpy);
+    TG_RUN(test_int_folds_match_numpy);
     TG_RUN(test_gelu_layer_norm_opset17);
     TG_RUN(test_gelu_layer_norm_decomposed);
     TG_RUN(test_gelu_tanh_form);

@@ -83,9 +83,50 @@ static void test_dropout_mask(void)
     tg_onnx_model_destroy(model);
 }
 
+/* Transpose of an integer initializer is folded at import (swin_t's
+ * reversed pads): the output is the constant, transposed exactly. A perm
+ * that repeats a dim is refused by name. */
+static void test_transpose_folds_and_checks_perm(void)
+{
+    static const int64_t a[6] = {1, 2, 3, 40, 50, 60}, perm[2] = {1, 0}, twice[2] = {0, 0};
+    onnx_node nd = {.op_type = "Transpose",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {INTS("a", a, 2, 2, 3)},
+                    .attr = {INTS_ATTR("perm", perm, 2)}};
+    tg_graph *g = tg_graph_create();
+    tg_tensor *y = onnx_node_build(g, &nd);
+    TG_CHECK(y && tg_tensor_shape(y).dim[0] == 3 && tg_tensor_shape(y).dim[1] == 2);
+    tg_session *s = NULL;
+    TG_CHECK_OK(y ? tg_session_create(g, NULL, &s) : TG_ERR_INVALID_ARG);
+    /* a constant graph output is materialised as f32 */
+    float got[6] = {0}, want[6] = {1, 40, 2, 50, 3, 60};
+    if (s && tg_session_run(s) == TG_OK && tg_session_read(s, y, got, sizeof got) == TG_OK)
+        for (int k = 0; k < 6; k++)
+            TG_CHECK(got[k] == want[k]);
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+
+    onnx_node bad = {.op_type = "Transpose",
+                     .opset = 13,
+                     .n_outputs = 1,
+                     .in = {F32("x", 2, 2, 3)},
+                     .attr = {INTS_ATTR("perm", twice, 2)}};
+    tg_onnx_model *model = onnx_node_model(&bad);
+    g = tg_graph_create();
+    tg_tensor *x = tg_param(g, "x", tg_shape2(2, 3), (tg_init){TG_INIT_UNIFORM, -1, 1});
+    tg_onnx_build_config c = {.inputs = &x, .n_inputs = 1};
+    tg_onnx_outputs io;
+    TG_CHECK(model && tg_onnx_build(model, g, &c, &io) == TG_ERR_INVALID_ARG);
+    TG_CHECK(strstr(tg_error_message(), "perm must name each of the 2 dims once") != NULL);
+    tg_graph_destroy(g);
+    tg_onnx_model_destroy(model);
+}
+
 int main(void)
 {
     TG_RUN(test_layer_norm_statistics);
     TG_RUN(test_dropout_mask);
+    TG_RUN(test_transpose_folds_and_checks_perm);
     return tg_test_finish();
 }
