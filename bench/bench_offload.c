@@ -33,12 +33,6 @@ static void die(const char *what)
     exit(1);
 }
 
-static int env_int(const char *name, int def)
-{
-    const char *v = getenv(name);
-    return v && atoi(v) > 0 ? atoi(v) : def;
-}
-
 /* Each kind in the comma-separated list off chip. */
 static void set_locations(tg_options *o, const char *list)
 {
@@ -81,29 +75,21 @@ static double rate(const char *locations, int batch, int threads, int steps)
     return r;
 }
 
-static void print_range(const char *key, const double *v, int n)
-{
-    double lo = v[0], hi = v[0];
-    for (int i = 1; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
-    }
-    printf("\"%s\":[%.1f,%.1f]", key, lo, hi);
-}
-
 int main(int argc, char **argv)
 {
-    if (argc > 1) {
-        printf("usage: bench_offload (no arguments; TG_BENCH_REPS, TG_BENCH_STEPS, "
-               "TG_BENCH_BATCH, TG_BENCH_THREADS)\n"
-               "ResNet-18 training with tensors on the device against the same with them in "
-               "host streaming memory, alternated; one JSON line per location.\n");
-        return 0;
-    }
-    int reps = env_int("TG_BENCH_REPS", 3), steps = env_int("TG_BENCH_STEPS", 6);
-    int batch = env_int("TG_BENCH_BATCH", 16), threads = env_int("TG_BENCH_THREADS", 1);
-    if (reps > MAX_REPS)
-        reps = MAX_REPS;
+    int usage = bench_usage(
+        argc, argv, 0,
+        "usage: bench_offload (no arguments; TG_BENCH_REPS, TG_BENCH_STEPS, TG_BENCH_BATCH, "
+        "TG_BENCH_THREADS)\n"
+        "ResNet-18 training with tensors on the device against the same with them in host "
+        "streaming memory, alternated; one JSON line per location.\n");
+    if (usage >= 0)
+        return usage;
+    bench_passive_omp(argv); /* as the command runs oneDNN's threads */
+    int reps = bench_env_int("TG_BENCH_REPS", 3, 1, MAX_REPS);
+    int steps = bench_env_int("TG_BENCH_STEPS", 6, 1, 100000);
+    int batch = bench_env_int("TG_BENCH_BATCH", 16, 1, 4096);
+    int threads = bench_env_int("TG_BENCH_THREADS", 1, 1, 64);
     double r[N_CASES][MAX_REPS];
     for (int k = 0; k < reps; k++) /* A, B, C, A, B, C, ...: the machine's drift hits all */
         for (int c = 0; c < N_CASES; c++)
@@ -118,11 +104,13 @@ int main(int argc, char **argv)
         printf("{\"bench\":\"offload\",\"model\":\"resnet18\",\"input\":\"3x32x32\",\"batch\":%d,"
                "\"threads\":%d,\"reps\":%d,\"offload\":\"%s\",",
                batch, threads, reps, kinds[c][0]);
-        print_range("samples_per_s", r[c], reps);
+        bench_print_range("samples_per_s", r[c], reps);
         printf(",\"reference\":\"on chip\",");
-        print_range("reference_samples_per_s", r[0], reps);
-        printf(",\"ratio_of_medians\":%.3f,\"overhead_pct\":%.1f,\"target_overhead_pct\":20}\n",
-               on > 0 ? med / on : 0.0, on > 0 && med > 0 ? 100.0 * (on / med - 1.0) : 0.0);
+        bench_print_range("reference_samples_per_s", r[0], reps);
+        printf(",\"ratio_of_medians\":%.3f,\"overhead_pct\":%.1f,\"target_overhead_pct\":20,"
+               "\"load_average\":%.2f}\n",
+               on > 0 ? med / on : 0.0, on > 0 && med > 0 ? 100.0 * (on / med - 1.0) : 0.0,
+               bench_load_average());
         fflush(stdout);
     }
     return 0;
