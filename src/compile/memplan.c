@@ -169,6 +169,17 @@ static int region_slots(const tg_program *p, int d, tg_region r)
     return depth;
 }
 
+size_t tg_program_live_bytes(const tg_program *p, int d, int at)
+{
+    size_t live = 0;
+    for (int i = 0; i < p->n_buffers; i++) {
+        const tg_buffer *b = &p->buffers[i];
+        if (b->device == d && b->region == TG_REGION_ACTIVATION && b->first <= at && at <= b->last)
+            live += b->bytes;
+    }
+    return live;
+}
+
 tg_status tg_memplan_device(tg_program *p, int d)
 {
     tg_device_program *dp = &p->devices[d];

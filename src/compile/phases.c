@@ -11,21 +11,6 @@
 
 #include <string.h>
 
-/* Activation-region bytes live at step `at` of device d's timeline (its
- * forward, backward and update steps in order), scratch of that step
- * included. */
-static size_t live_at(const tg_program *p, int d, int at, const tg_step *st)
-{
-    size_t live = st->scratch_bytes;
-    for (int b = 0; b < p->n_buffers; b++) {
-        const tg_buffer *buf = &p->buffers[b];
-        if (buf->device == d && buf->region == TG_REGION_ACTIVATION && buf->first <= at &&
-            at <= buf->last)
-            live += tg_align(buf->bytes);
-    }
-    return live;
-}
-
 void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out)
 {
     const tg_device_program *dp = &p->devices[d];
@@ -41,7 +26,7 @@ void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out)
             if (k < 0 || k >= p->n_phases)
                 continue;
             tg_phase_memory *m = &out[k];
-            size_t live = live_at(p, d, at, st);
+            size_t live = tg_program_live_bytes(p, d, at) + st->scratch_bytes;
             if (live > m->peak_activations)
                 m->peak_activations = live;
             m->steps++;

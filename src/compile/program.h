@@ -340,6 +340,11 @@ typedef struct tg_phase_memory {
     int steps;
 } tg_phase_memory;
 
+/* Bytes of device d's activation buffers live at step `at` of its timeline
+ * (its forward, backward and update steps in order), kernel scratch not
+ * counted: the memory plan's liveness (compile/memplan.c). */
+size_t tg_program_live_bytes(const tg_program *p, int d, int at);
+
 /* out[n_phases] for device d. */
 void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out);
 

@@ -21,13 +21,7 @@ static int64_t peak_live(const tg_program *p, int d, int *at)
     int64_t best = 0;
     *at = 0;
     for (int s = 0; s < n; s++) {
-        int64_t live = 0;
-        for (int i = 0; i < p->n_buffers; i++) {
-            const tg_buffer *b = &p->buffers[i];
-            if (b->device == d && b->region == TG_REGION_ACTIVATION && b->first <= s &&
-                s <= b->last)
-                live += (int64_t)b->bytes;
-        }
+        int64_t live = (int64_t)tg_program_live_bytes(p, d, s);
         if (live > best) {
             best = live;
             *at = s;
