@@ -855,7 +855,7 @@ static tg_status compile(tg_program *p)
             p->device_of[i] = pl.device_of_stage[pl.stage_of[i]];
     if (s == TG_OK && pl.n_phases > 0)
         s = keep_phases(p, &pl);
-    bool shard = c->memory.shard_optimizer;
+    bool shard = c->memory.location[TG_TENSOR_OPTIMIZER].sharded;
     if (s == TG_OK && shard && tg_program_shards(p) > 1)
         s = check_shardable(g);
     if (s == TG_OK)

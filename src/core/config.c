@@ -79,8 +79,6 @@ static void read_locations(tg_config *c)
                  name);
         l->min_sharded = k == TG_TENSOR_OPTIMIZER ? integer(c, key) : 0;
     }
-    c->memory.offload_optimizer = c->memory.location[TG_TENSOR_OPTIMIZER].off_chip;
-    c->memory.shard_optimizer = c->memory.location[TG_TENSOR_OPTIMIZER].sharded;
 }
 
 static void read_memory_and_precision(tg_config *c)
@@ -147,7 +145,8 @@ static tg_status read_fields(tg_config *c)
     read_pipeline(c);
     read_memory_and_precision(c);
     read_engine(c);
-    if (c->memory.offload_optimizer && c->memory.shard_optimizer)
+    const tg_tensor_location *optimizer = &c->memory.location[TG_TENSOR_OPTIMIZER];
+    if (optimizer->off_chip && optimizer->sharded)
         return tg_error(TG_ERR_CONFIG,
                         "TensorLocations.optimizer: offloading and replicated tensor "
                         "sharding together are not supported; choose one");

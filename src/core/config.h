@@ -89,8 +89,6 @@ typedef struct tg_config {
         tg_tensor_location location[TG_TENSOR_KINDS];
         int64_t per_device;          /* memoryPerDevice; 0: unlimited */
         double available_proportion; /* availableMemoryProportion */
-        bool offload_optimizer;      /* location[TG_TENSOR_OPTIMIZER].off_chip */
-        bool shard_optimizer;        /* location[TG_TENSOR_OPTIMIZER].sharded */
     } memory;
     struct {
         bool pipeline; /* recomputation "pipeline" */

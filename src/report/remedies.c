@@ -223,8 +223,8 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
     bool half = p->precision.model != TG_F32;
     char replicas[16];
     snprintf(replicas, sizeof replicas, "%d", p->replicas > 1 ? p->replicas : 2);
-    bool rts = p->config.memory.shard_optimizer && p->replicas > 1;
-    bool offloading = p->config.memory.offload_optimizer;
+    bool rts = p->config.memory.location[TG_TENSOR_OPTIMIZER].sharded && p->replicas > 1;
+    bool offloading = p->config.memory.location[TG_TENSOR_OPTIMIZER].off_chip;
     struct {
         const char *what;
         int batch;

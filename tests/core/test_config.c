@@ -29,7 +29,8 @@ static void test_defaults(void)
     TG_CHECK(!strcmp(c.output.mode, "default") && c.output.period == 1);
     TG_CHECK(c.memory.per_device == 0);
     TG_CHECK_NEAR(c.memory.available_proportion, 0.6, 0);
-    TG_CHECK(!c.memory.offload_optimizer && !c.memory.shard_optimizer);
+    TG_CHECK(!c.memory.location[TG_TENSOR_OPTIMIZER].off_chip &&
+             !c.memory.location[TG_TENSOR_OPTIMIZER].sharded);
     TG_CHECK(!c.recompute.pipeline);
     TG_CHECK(!strcmp(c.precision.precision, "32.32") && !strcmp(c.precision.accum, "auto"));
     TG_CHECK(!strcmp(c.precision.loss_scaling, "none"));
@@ -61,7 +62,7 @@ static void test_values(void)
     TG_CHECK(!strcmp(c.target.name, "mk2") && c.threads.per_device == 2 && c.pipeline.devices == 3);
     TG_CHECK(!strcmp(c.pipeline.strategy, "pipelined")); /* auto: split and devices divide */
     TG_CHECK(c.pipeline.auto_stages && !strcmp(c.pipeline.split, "auto"));
-    TG_CHECK(c.memory.per_device == 1 << 20 && c.memory.offload_optimizer);
+    TG_CHECK(c.memory.per_device == 1 << 20 && c.memory.location[TG_TENSOR_OPTIMIZER].off_chip);
     TG_CHECK(c.recompute.pipeline && c.report.execution && !c.report.graph);
     TG_CHECK_NEAR(c.precision.loss_scale, 512, 0);
     /* every option's text, as the hashes and the profile list them */
@@ -103,13 +104,15 @@ static void test_set_and_copy(void)
     TG_CHECK(tg_config_set(&c, "TensorLocations.optimizer.onChip", "false") == TG_OK);
     TG_CHECK(tg_config_set(&c, "TensorLocations.optimizer.replicatedTensorSharding", "true") ==
              TG_ERR_CONFIG);
-    TG_CHECK(!c.memory.shard_optimizer && c.memory.offload_optimizer);
+    TG_CHECK(!c.memory.location[TG_TENSOR_OPTIMIZER].sharded &&
+             c.memory.location[TG_TENSOR_OPTIMIZER].off_chip);
     TG_CHECK_OK(tg_config_set(&c, "autoStages.memoryMargin", "0.30"));
     TG_CHECK_OK(tg_config_copy(&c, &copy));
     tg_config_free(&c);
     TG_CHECK(copy.pipeline.replicas == 2 && copy.threads.host_instances == 4);
     TG_CHECK_NEAR(copy.pipeline.memory_margin, 0.3, 1e-12);
-    TG_CHECK(copy.memory.offload_optimizer && !strcmp(copy.target.name, "cpu"));
+    TG_CHECK(copy.memory.location[TG_TENSOR_OPTIMIZER].off_chip &&
+             !strcmp(copy.target.name, "cpu"));
     tg_config_free(&copy);
     tg_config_free(&copy); /* freeing twice is harmless */
 }
