@@ -228,18 +228,25 @@ check_exchange() { # LOG BUCKETS(1/0): the epoch line's figures agree with each 
 }
 check_exchange xb.log 1 || fail "the exchange's figures with buckets (check $?): $(cat fig.txt)"
 check_exchange xw.log 0 || fail "the exchange's figures without buckets (check $?): $(cat fig.txt)"
-# 12,000 samples (750 host steps): a whole epoch of 60,000 took longer than
-# the timeout in a sanitizer build on an AVX2 machine (about 250 samples/s),
-# and 20,000 did too once another job shared the machine (stopped at step 993)
+# The epoch must outlast the second before the stop: a whole epoch of
+# 60,000 samples in a plain build (12,000 ended within that second on an
+# idle machine, so the stop came after training); 12,000 (750 host steps)
+# in a sanitizer build, where 60,000 took longer than the timeout on an AVX2
+# machine (about 250 samples/s), and so did 20,000 once another job shared
+# the machine (stopped at step 993)
+samples=60000
+if ldd "$T" 2>/dev/null | grep -qE 'lib(asan|tsan)'; then
+    samples=12000
+fi
 timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --batch-size 8 --epochs 1 \
-    --train-limit 12000 --test-limit 16 --quiet >xs.log 2>&1 &
+    --train-limit $samples --test-limit 16 --quiet >xs.log 2>&1 &
 job=$!
 tries=0
 while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" xs.log; do
     sleep 0.2
     tries=$((tries + 1))
 done
-victim=$(pgrep -f "train-limit 12000 --test-limit 16" | while read p; do
+victim=$(pgrep -f "train-limit $samples --test-limit 16" | while read p; do
     [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
 [ -n "$victim" ] || fail "no instance to stop"
 sleep 1 # inside the epoch's host steps (thousands of them)
