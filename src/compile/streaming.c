@@ -48,10 +48,10 @@ static int passes_of(const tg_device_program *dp, pass_range out[4])
     return n;
 }
 
-/* Per buffer, what the steps of one device do with it. */
-/* Values the host or another device reads from an offloaded buffer itself
- * (host outputs, transfers) read its host copy, written back after the
- * forward pass's last step that uses it, before the pass ends. */
+/* Per buffer, what the steps of one device do with it. Values the host or
+ * another device reads from an offloaded buffer itself (host outputs,
+ * transfers) read its host copy, written back after the forward pass's
+ * last step that uses it, before the pass ends: they need no mark. */
 enum { WRITTEN_FORWARD = 1, READ_BACKWARD = 2 };
 
 static void mark_uses(const tg_program *p, int d, unsigned char *use)
