@@ -152,6 +152,9 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip);
 bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
 /* SiLU's Sigmoid(x) -> Mul(x, .) (onnx_vision.c). */
 bool ob_match_silu(onnx_builder *b, int k, bool *skip);
+/* The one node that reads `name`, or -1 (none, several, or a graph output):
+ * where a pattern may continue (onnx_pattern.c). */
+int ob_sole_consumer(const onnx_builder *b, const char *name);
 
 /* Opset of the model (semantics of some ops changed over opsets). */
 int ob_opset(const onnx_builder *b);

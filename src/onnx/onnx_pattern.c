@@ -31,8 +31,7 @@
 #define M_PI 3.14159265358979323846
 #endif
 
-/* The one node that reads `name`, or -1 (none, several, or a graph output). */
-static int sole_consumer(const onnx_builder *b, const char *name)
+int ob_sole_consumer(const onnx_builder *b, const char *name)
 {
     const Onnx__GraphProto *g = b->m->graph;
     for (size_t k = 0; k < g->n_output; k++)
@@ -116,18 +115,18 @@ bool ob_match_gelu(onnx_builder *b, int k, bool *skip)
         !const_near(b, div->input[1], sqrt(2.0)))
         return false;
     const char *x = div->input[0];
-    int e = sole_consumer(b, div->output[0]);
+    int e = ob_sole_consumer(b, div->output[0]);
     if (e < 0 || strcmp(node[e]->op_type, "Erf") || node[e]->n_output < 1)
         return false;
-    int a = sole_consumer(b, node[e]->output[0]);
+    int a = ob_sole_consumer(b, node[e]->output[0]);
     const char *one = a >= 0 ? other_input(node[a], "Add", node[e]->output[0]) : NULL;
     if (!one || !const_near(b, one, 1.0))
         return false;
-    int m1 = sole_consumer(b, node[a]->output[0]);
+    int m1 = ob_sole_consumer(b, node[a]->output[0]);
     const char *mx = m1 >= 0 ? other_input(node[m1], "Mul", node[a]->output[0]) : NULL;
     if (!mx || strcmp(mx, x))
         return false;
-    int m2 = sole_consumer(b, node[m1]->output[0]);
+    int m2 = ob_sole_consumer(b, node[m1]->output[0]);
     const char *half = m2 >= 0 ? other_input(node[m2], "Mul", node[m1]->output[0]) : NULL;
     if (!half || !const_near(b, half, 0.5))
         return false;
@@ -226,7 +225,7 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip)
     int n = 0, n2 = 0;
     if (!mean_over_last(m1, xs.ndim, &n))
         return false;
-    int sub = sole_consumer(b, m1->output[0]);
+    int sub = ob_sole_consumer(b, m1->output[0]);
     if (sub < 0 || strcmp(node[sub]->op_type, "Sub") || node[sub]->n_input != 2 ||
         strcmp(node[sub]->input[0], x) || strcmp(node[sub]->input[1], m1->output[0]))
         return false;
@@ -239,16 +238,17 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip)
     if (strcmp(node[pw]->op_type, "Pow") || node[pw]->n_input != 2 ||
         strcmp(node[pw]->input[0], d) || !const_near(b, node[pw]->input[1], 2.0))
         return false;
-    int m2 = sole_consumer(b, node[pw]->output[0]);
+    int m2 = ob_sole_consumer(b, node[pw]->output[0]);
     if (m2 < 0 || !mean_over_last(node[m2], xs.ndim, &n2) || n2 != n)
         return false;
-    int add = sole_consumer(b, node[m2]->output[0]);
+    int add = ob_sole_consumer(b, node[m2]->output[0]);
     const char *eps_name = add >= 0 ? other_input(node[add], "Add", node[m2]->output[0]) : NULL;
     double eps;
     if (!eps_name || !const_scalar(b, eps_name, &eps) || !(eps >= 0))
         return false;
-    int sq = sole_consumer(b, node[add]->output[0]);
-    if (sq < 0 || strcmp(node[sq]->op_type, "Sqrt") || sole_consumer(b, node[sq]->output[0]) != dv)
+    int sq = ob_sole_consumer(b, node[add]->output[0]);
+    if (sq < 0 || strcmp(node[sq]->op_type, "Sqrt") ||
+        ob_sole_consumer(b, node[sq]->output[0]) != dv)
         return false;
     if (strcmp(node[dv]->op_type, "Div") || node[dv]->n_input != 2 ||
         strcmp(node[dv]->input[0], d) || strcmp(node[dv]->input[1], node[sq]->output[0]))
@@ -257,12 +257,12 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip)
     tg_shape ns = tg_shape_of(0, NULL);
     for (int i = xs.ndim - n; i < xs.ndim; i++)
         ns.dim[ns.ndim++] = xs.dim[i];
-    int last = dv, mul = sole_consumer(b, node[dv]->output[0]), badd = -1;
+    int last = dv, mul = ob_sole_consumer(b, node[dv]->output[0]), badd = -1;
     tg_tensor *gamma = mul >= 0 ? affine_operand(b, mul, "Mul", node[dv]->output[0], ns) : NULL;
     tg_tensor *beta = NULL;
     if (gamma) {
         last = mul;
-        badd = sole_consumer(b, node[mul]->output[0]);
+        badd = ob_sole_consumer(b, node[mul]->output[0]);
         beta = badd >= 0 ? affine_operand(b, badd, "Add", node[mul]->output[0], ns) : NULL;
         if (beta)
             last = badd;
@@ -288,7 +288,7 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip)
  * inputs; the other input in *other. -1 otherwise. */
 static int next_binary(onnx_builder *b, const char *name, const char *op, const char **other)
 {
-    int k = sole_consumer(b, name);
+    int k = ob_sole_consumer(b, name);
     if (k < 0)
         return -1;
     *other = other_input(b->m->graph->node[k], op, name);
@@ -316,7 +316,7 @@ bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip)
     at[3] = next_binary(b, node[at[2]]->output[0], "Mul", &o); /* sqrt(2/pi) (.) */
     if (at[3] < 0 || !const_near(b, o, sqrt(2.0 / M_PI)))
         return false;
-    at[4] = sole_consumer(b, node[at[3]]->output[0]);
+    at[4] = ob_sole_consumer(b, node[at[3]]->output[0]);
     if (at[4] < 0 || strcmp(node[at[4]]->op_type, "Tanh") || node[at[4]]->n_output < 1)
         return false;
     at[5] = next_binary(b, node[at[4]]->output[0], "Add", &o); /* 1 + tanh */

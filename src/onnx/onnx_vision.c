@@ -609,24 +609,6 @@ static tg_status map_upsample(onnx_builder *b)
 
 /* ---- SiLU: Sigmoid(x) -> Mul(x, .) ------------------------------------------------ */
 
-/* The one node that reads `name`, or -1 (none, several, or a graph output). */
-static int sole_reader(const onnx_builder *b, const char *name)
-{
-    const Onnx__GraphProto *g = b->m->graph;
-    for (size_t k = 0; k < g->n_output; k++)
-        if (!strcmp(g->output[k]->name, name))
-            return -1;
-    int found = -1;
-    for (size_t k = 0; k < g->n_node; k++)
-        for (size_t i = 0; i < g->node[k]->n_input; i++)
-            if (!strcmp(g->node[k]->input[i], name)) {
-                if (found >= 0 && found != (int)k)
-                    return -1;
-                found = (int)k;
-            }
-    return found;
-}
-
 /* nn.SiLU (EfficientNet's activation) exports as Sigmoid(x) then Mul(x, .):
  * built as tg_silu, one kernel whose backward keeps only x, where the two
  * ops keep x and the sigmoid both. A sigmoid read elsewhere, or multiplied
@@ -638,7 +620,7 @@ bool ob_match_silu(onnx_builder *b, int k, bool *skip)
     const Onnx__NodeProto *sig = node[k];
     if (strcmp(sig->op_type, "Sigmoid") || sig->n_input != 1 || sig->n_output < 1)
         return false;
-    int m = sole_reader(b, sig->output[0]);
+    int m = ob_sole_consumer(b, sig->output[0]);
     const Onnx__NodeProto *mul = m > k ? node[m] : NULL;
     if (!mul || strcmp(mul->op_type, "Mul") || mul->n_input != 2 || mul->n_output < 1)
         return false;
