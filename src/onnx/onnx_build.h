@@ -152,6 +152,10 @@ bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip);
 bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
 /* SiLU's Sigmoid(x) -> Mul(x, .) (onnx_vision.c). */
 bool ob_match_silu(onnx_builder *b, int k, bool *skip);
+/* 0, 1, ..., len - 1 along `axis` of an ndim-dimensional f32 constant that
+ * is 1 on every other axis: the indices ArgMax, OneHot and TopK compare
+ * with (onnx_index.c). NULL after ob_fail when out of memory. */
+tg_tensor *ob_ramp_along(onnx_builder *b, int ndim, int axis, int64_t len);
 /* The one node that reads `name`, or -1 (none, several, or a graph output):
  * where a pattern may continue (onnx_pattern.c). */
 int ob_sole_consumer(const onnx_builder *b, const char *name);

@@ -62,9 +62,7 @@ static tg_tensor *f32_constant(onnx_builder *b, tg_shape shape, const double *v)
     return t;
 }
 
-/* 0, 1, ..., len - 1 along `axis` of an ndim-dimensional f32 constant that
- * is 1 on every other axis (the indices ArgMax and OneHot compare with). */
-static tg_tensor *ramp_along(onnx_builder *b, int ndim, int axis, int64_t len)
+tg_tensor *ob_ramp_along(onnx_builder *b, int ndim, int axis, int64_t len)
 {
     double *ramp = tg_malloc((size_t)len * sizeof *ramp);
     if (!ramp) {
@@ -238,7 +236,7 @@ static tg_status arg_runtime(onnx_builder *b, tg_shape s, int axis, bool keep, b
     tg_tensor *ext = max ? tg_reduce_max(b->g, x, mask, true) : tg_reduce_min(b->g, x, mask, true);
     tg_tensor *hit = tg_equal(b->g, x, ext);
     int64_t len = s.dim[axis];
-    tg_tensor *idx = ramp_along(b, s.ndim, axis, len);
+    tg_tensor *idx = ob_ramp_along(b, s.ndim, axis, len);
     tg_tensor *none = tg_constant(b->g, tg_shape_of(0, NULL), last ? -1.0f : (float)len);
     tg_tensor *cand = idx ? tg_where(b->g, hit, idx, none) : NULL;
     tg_tensor *r =
@@ -322,7 +320,7 @@ static tg_status map_one_hot(onnx_builder *b)
     tg_tensor *zero = tg_constant(b->g, tg_shape_of(0, NULL), 0.0f);
     tg_tensor *d = tg_constant(b->g, tg_shape_of(0, NULL), (float)depth);
     x = tg_where(b->g, tg_less(b->g, x, zero), tg_add(b->g, x, d), x);
-    tg_tensor *r = ramp_along(b, os.ndim, axis, depth);
+    tg_tensor *r = ob_ramp_along(b, os.ndim, axis, depth);
     tg_tensor *hit = r ? tg_equal(b->g, tg_reshape(b->g, x, is), r) : NULL;
     tg_tensor *on = tg_constant(b->g, tg_shape_of(0, NULL), (float)ob_get(v, 1));
     tg_tensor *off = tg_constant(b->g, tg_shape_of(0, NULL), (float)ob_get(v, 0));
@@ -478,7 +476,7 @@ static tg_status map_hardmax(onnx_builder *b)
     int64_t len = work.dim[axis];
     unsigned mask = 1u << axis;
     tg_tensor *hit = tg_equal(g, x, tg_reduce_max(g, x, mask, true));
-    tg_tensor *idx = ramp_along(b, work.ndim, axis, len);
+    tg_tensor *idx = ob_ramp_along(b, work.ndim, axis, len);
     tg_tensor *none = tg_constant(g, tg_shape_of(0, NULL), (float)len);
     tg_tensor *first = idx ? tg_reduce_min(g, tg_where(g, hit, idx, none), mask, true) : NULL;
     tg_tensor *y = first ? tg_cast(g, tg_equal(g, idx, first), TG_F32) : NULL;

@@ -293,25 +293,6 @@ static tg_status map_gather_nd(onnx_builder *b)
 
 #define TOPK_MAX 64 /* selections built as graph ops: K of them */
 
-/* 0, 1, ..., len - 1 along `axis` of an ndim-dim shape (ones elsewhere). */
-static tg_tensor *ramp(onnx_builder *b, int ndim, int axis, int64_t len)
-{
-    float *v = tg_malloc((size_t)len * sizeof *v);
-    if (!v) {
-        ob_fail(b, TG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    for (int64_t i = 0; i < len; i++)
-        v[i] = (float)i;
-    tg_shape rs = tg_shape_of(0, NULL);
-    rs.ndim = ndim;
-    for (int a = 0; a < ndim; a++)
-        rs.dim[a] = a == axis ? len : 1;
-    tg_tensor *t = tg_constant_data(b->g, "ramp", rs, v);
-    tg_free(v);
-    return t;
-}
-
 /* K: the k attribute before opset 10, input 1 (one integer) from it. */
 static tg_status topk_k(onnx_builder *b, int64_t *k)
 {
@@ -349,7 +330,7 @@ static tg_status map_topk(onnx_builder *b)
                        (long long)k, (long long)len, TOPK_MAX);
     /* sorted=0 lets the order be any: the sorted one is an order */
     unsigned mask = 1u << axis;
-    tg_tensor *r = ramp(b, s.ndim, axis, len);
+    tg_tensor *r = ob_ramp_along(b, s.ndim, axis, len);
     tg_tensor *none = tg_constant(g, tg_shape_of(0, NULL), (float)len);
     tg_tensor *taken = NULL, *vals[TOPK_MAX], *idxs[TOPK_MAX];
     for (int64_t j = 0; r && j < k; j++) {
