@@ -29,6 +29,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+from . import anchors as _anchors
 from . import blocks as _blocks
 from . import dist
 from ._lib import TG_F32, TG_I32, TilegraphError, check, ffi, lib
@@ -489,6 +490,8 @@ class _Model:
         self._tmp = None
         self._dims_cache = {}
         self._call = None
+        self._anchors = []
+        self._anchor_values = None
 
     @property
     def _what(self):
@@ -630,6 +633,7 @@ class _Model:
             self.model.train(was)
         _reset_buffers(path, buffers)
         _retype_inputs(path)
+        self._anchors = _anchors.add_to_file(path, self.options.anchors, self._what)
         return path
 
     def _build(self, path, optimizer):
@@ -659,7 +663,11 @@ class _Model:
         self._inputs = [(index[n], io.inputs[i]) for i, n in enumerate(names) if n in index]
         self._plan = None
         self._outputs = [io.outputs[i] for i in range(min(io.n_outputs, self._n_outputs))]
-        self._checkpoints = [io.outputs[i] for i in range(self._n_outputs, io.n_outputs)]
+        # the export's outputs, then recomputation checkpoints, then the anchors added to the file
+        n_anchors = len(self._anchors)
+        self._checkpoints = [io.outputs[i] for i in range(self._n_outputs, io.n_outputs - n_anchors)]
+        self._anchor_outputs = [io.outputs[i] for i in range(io.n_outputs - n_anchors, io.n_outputs)]
+        self._anchor_values = None
         for t in self._checkpoints:
             lib.tg_recomputation_checkpoint(g, t)
         by_k = dict(self._inputs)
@@ -850,6 +858,41 @@ class _Model:
                     pairs.append(([mod.running_mean, mod.running_var], gt))
         return pairs
 
+    def _ran(self):
+        """After each run: the anchors' values are those of this run (read when asked)."""
+        self._anchor_values = {}
+
+    def getAnchoredTensors(self, short_name):
+        """The values Options.anchorTensor(short_name, pattern) matched, as
+        {name: tensor} in the graph's order, from the latest run; each shaped
+        as an output is under outputMode."""
+        anchor = next((a for a in self._anchors if a.short_name == short_name), None)
+        if anchor is None:
+            known = ", ".join(a.short_name for a in self._anchors) or "none"
+            raise ValueError(f"{self._what}.getAnchoredTensor: no anchor '{short_name}' (anchored: "
+                             f"{known}); name it with Options.anchorTensor before the first call")
+        if self._anchor_values is None or self._handle is None:
+            raise ValueError(f"{self._what}.getAnchoredTensor('{short_name}'): the model has not run "
+                             "since it was compiled; call it first")
+        if short_name not in self._anchor_values:
+            t = self._anchor_outputs[self._anchors.index(anchor)]
+            count = lib.tg_session_output_count(self._handle, t)
+            flat = self._read_output(t).numpy()
+            self._anchor_values[short_name] = collections.OrderedDict(
+                (k, torch.from_numpy(np.ascontiguousarray(v)))
+                for k, v in anchor.split(flat, count).items())
+        return collections.OrderedDict(self._anchor_values[short_name])
+
+    def getAnchoredTensor(self, short_name):
+        """PopTorch's getAnchoredTensor: the anchored value from the latest
+        run (getAnchoredTensors when the pattern matched several)."""
+        values = self.getAnchoredTensors(short_name)
+        if len(values) != 1:
+            raise ValueError(f"{self._what}.getAnchoredTensor('{short_name}'): the pattern matched "
+                             f"{len(values)} values; getAnchoredTensors('{short_name}') returns "
+                             "them all by name")
+        return next(iter(values.values()))
+
     def copyWeightsToHost(self):
         if self._graph is None or self._handle is None:
             return
@@ -938,6 +981,7 @@ class TrainingModel(_Model):
         tensors = self._tensors(args, kwargs)
         self._write_inputs(tensors)
         check(lib.tg_session_run(self._handle), "poptorch: running the training step")
+        self._ran()
         return self._results()
 
     def setOptimizer(self, optimizer):
@@ -957,6 +1001,7 @@ class TrainingModel(_Model):
         old_graph, old = self._graph, self._handle
         self._graph = self._build(f"{self._tmp.name}/model.onnx", optimizer)
         self._handle = self._open_session({**self._placement_values, **self._extra_options()})
+        self._anchor_values = None
         check(lib.tg_session_copy_weights(self._handle, old), "poptorch.setOptimizer")
         lib.tg_session_set_step(self._handle, lib.tg_session_step(old))
         del old, old_graph
@@ -976,6 +1021,7 @@ class InferenceModel(_Model):
         tensors = self._tensors(args, kwargs)
         self._write_inputs(tensors)
         check(lib.tg_session_run(self._handle), "poptorch: running inference")
+        self._ran()
         return self._results()
 
 

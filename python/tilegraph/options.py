@@ -9,6 +9,7 @@ known which layers ran inside which block.
 """
 import copy
 import enum
+import re
 
 from ._lib import ffi, lib, message
 
@@ -248,6 +249,7 @@ class Options:
         self.values = {}
         self.strategy = None
         self.caching_path = None
+        self.anchors = []  # (short_name, long_name pattern), in the order given
         self.Training = _Training(self)
         self.TensorLocations = _TensorLocations(self)
         self.Precision = _Precision(self)
@@ -313,6 +315,27 @@ class Options:
         self._set("enableExecutableCaching", str(path), "enableExecutableCaching")
         return self
 
+    def anchorTensor(self, short_name, long_name, output_mode=None, output_return_period=None):
+        """PopTorch's anchorTensor: values inside the graph that the model's
+        getAnchoredTensor(short_name) reads back after each run. long_name is a
+        regular expression matched in full against the exported graph's value
+        names (tilegraph.anchors); anchors follow the model's outputMode."""
+        if not isinstance(short_name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", short_name):
+            raise ValueError(f"poptorch option anchorTensor: short name {short_name!r} must be a "
+                             "non-empty string of letters, digits, '_', '.' or '-'")
+        if any(a[0] == short_name for a in self.anchors):
+            raise ValueError(f"poptorch option anchorTensor: '{short_name}' is anchored already")
+        try:
+            re.compile(long_name)
+        except (re.error, TypeError) as e:
+            raise ValueError(f"poptorch option anchorTensor('{short_name}'): {long_name!r} is not a "
+                             f"regular expression ({e})") from None
+        if output_mode is not None or output_return_period is not None:
+            raise ValueError(f"poptorch option anchorTensor('{short_name}'): anchors follow the "
+                             "model's outputMode; set it with Options.outputMode instead of per anchor")
+        self.anchors.append((short_name, long_name))
+        return self
+
     def useIpuModel(self, _on=True):
         return self
 
@@ -326,6 +349,7 @@ class Options:
         c.values = dict(self.values)
         c.strategy = copy.deepcopy(self.strategy)
         c.caching_path = self.caching_path
+        c.anchors = list(self.anchors)
         return c
 
     @property

@@ -7,7 +7,15 @@
   float32's own training step lands 69x the largest gradient away from
   float64 (tilegraph's 286x): a comparison of noise. At 64x32 (2x1 maps,
   4 values) PyTorch float32 is within 1e-1 and tilegraph within 1.2e-2;
-- mobilenet_v3_small (64x64): HardSigmoid, HardSwish;
+- mobilenet_v3_small and mobilenet_v3_large (64x64): HardSigmoid, HardSwish;
+- efficientnet_b0 (64x64) with stochastic depth on in training (p up to
+  0.5: at torchvision's 0.2 and batch 2 a step drops a branch or two), as
+  convnext_tiny and swin_t in test_vision_large.py: the step's masks are read
+  back from tilegraph (Options.anchorTensor on the dropout of ones each
+  StochasticDepth exports as) and PyTorch's float32 and float64 steps replay
+  them (MaskReplay), which also checks each kept sample's scale is
+  1 / (1 - p) of its layer and that the forward used every mask; the step
+  must drop some samples and keep others, some layer only some of its two;
 - mnasnet0_5 (64x32, as densenet121) in training: BatchNorm momentum
   0.0003, exported as ONNX's 0.9997: the running statistics after one step
   are compared too, their error relative to their change (momentum 0.1
@@ -22,8 +30,11 @@
 - an op zoo: Einsum, Asin, Acos, Atan, TopK's values, ReduceLogSumExp and
   ScatterElements (reduction add);
 - torchvision's StochasticDepth in training: per-sample masks, new ones each
-  step, and the step's gradient for the mask drawn; torch.bernoulli's
-  frequency, and new draws each run.
+  step, and the step's gradient for the mask drawn; the masks read back
+  (anchors) 0 or 1 / (1 - p), different for each replica and each step; no
+  random op in an eval-mode export (checked for every model: a Dropout of
+  ratio 0 draws nothing); torch.bernoulli's frequency, and new draws each
+  run.
 
 Each as test_torch_numerics.py measures: inference against PyTorch's
 eval-mode float32 within 1e-4 of the largest output (batch-norm running
@@ -63,6 +74,7 @@ TRAIN_FACTOR = 3.0
 TRAIN_FLOOR = 1e-5
 ZERO = 1e-9         # a float64 gradient below this fraction of the largest is analytically zero
 ZERO_FLOOR = 1e-6   # its noise, relative to the largest gradient
+SEED = 1            # tilegraph's randomSeed for the training steps
 
 
 class UNet(nn.Module):
@@ -178,16 +190,95 @@ class DepthNet(nn.Module):
         super().__init__()
         self.lin1 = nn.Linear(8, 16)
         self.lin2 = nn.Linear(16, 16)
-        self.sd = torchvision.ops.StochasticDepth(0.5, "row")
+        self.stochastic_depth = torchvision.ops.StochasticDepth(0.5, "row")
         self.head = nn.Linear(16, classes)
 
     def forward(self, x):
         h = torch.relu(self.lin1(x))
-        return self.head(h + self.sd(self.lin2(h)))
+        return self.head(h + self.stochastic_depth(self.lin2(h)))
 
     def forward_masked(self, x, mask):
         h = torch.relu(self.lin1(x))
         return self.head(h + self.lin2(h) * mask[:, None])
+
+
+# tilegraph exports torchvision's stochastic depth as dropout of ones
+# (tilegraph.model._stochastic_depth): each Dropout's output is a layer's mask,
+# 0 or 1 / (1 - p), which an anchor reads back after the step
+SD_ANCHOR = r".*/stochastic_depth(_[0-9]+)?/Dropout(_[0-9]+)?_output_0"  # a second call: "stochastic_depth_1"
+RANDOM_OPS = {"Dropout", "Bernoulli", "RandomUniformLike", "RandomNormalLike", "RandomUniform",
+              "RandomNormal"}
+
+
+def stochastic_depths(model):
+    """The StochasticDepth modules that draw in training (p > 0), in model order."""
+    return [m for m in model.modules()
+            if isinstance(m, torchvision.ops.StochasticDepth) and m.p > 0.0]
+
+
+def stochastic_depth_at(p_max):
+    """A constructor's wrapper: every StochasticDepth's p scaled so that the
+    last is p_max (torchvision's linear rule kept). At torchvision's 0.1-0.2
+    and batch 2 a step drops one or two branches: too few to test the masks."""
+    def wrap(ctor):
+        def make_model():
+            model = ctor()
+            mods = [m for m in model.modules() if isinstance(m, torchvision.ops.StochasticDepth)]
+            top = max(m.p for m in mods)
+            for m in mods:
+                m.p = m.p * p_max / top
+            return model
+        return make_model
+    return wrap
+
+
+class MaskReplay:
+    """torchvision's stochastic_depth replaced, for one forward, by the masks a
+    tilegraph step drew (its anchors, in graph order, which is call order):
+    each layer keeps the samples tilegraph kept and scales them by 1 / (1 - p)
+    in the forward's own dtype, as torchvision does. Checks that each mask is
+    one value per sample (row mode), every kept value exactly tilegraph's
+    1 / (1 - p) for that layer's p, and that the forward used every mask."""
+
+    def __init__(self, masks):
+        self.masks = masks
+
+    def __enter__(self):
+        self.module = sys.modules["torchvision.ops.stochastic_depth"]
+        self.saved, self.k = self.module.stochastic_depth, 0
+        self.module.stochastic_depth = self.apply
+        return self
+
+    def apply(self, input, p, mode, training=True):
+        if not training or p == 0.0:
+            return input
+        if self.k >= len(self.masks):
+            raise AssertionError(f"the forward has more stochastic depths than tilegraph's "
+                                 f"{len(self.masks)} masks")
+        name, m = self.masks[self.k]
+        self.k += 1
+        want = (input.shape[0],) + (1,) * (input.dim() - 1) if mode == "row" else (1,) * input.dim()
+        if tuple(m.shape) != want:
+            raise AssertionError(f"{name}: mask of shape {tuple(m.shape)}, not {want}")
+        kept = m[m != 0].double()
+        scale = 1.0 / (1.0 - p)
+        if kept.numel() and float((kept - scale).abs().max()) > 1e-6 * scale:
+            raise AssertionError(f"{name}: kept samples scaled by {sorted(set(kept.tolist()))}, "
+                                 f"not 1 / (1 - {p:.4g}) = {scale:.6g}")
+        return input * ((m != 0).to(input.dtype) / (1.0 - p))
+
+    def __exit__(self, kind, *rest):
+        self.module.stochastic_depth = self.saved
+        if kind is None and self.k != len(self.masks):
+            raise AssertionError(f"the forward used {self.k} of tilegraph's {len(self.masks)} masks")
+
+
+def mask_counts(masks):
+    """(samples dropped, samples in all masks, layers whose samples differ)."""
+    dropped = sum(int((m == 0).sum()) for _, m in masks)
+    total = sum(m.numel() for _, m in masks)
+    mixed = sum(1 for _, m in masks if len(set(m.flatten().tolist())) > 1)
+    return dropped, total, mixed
 
 
 def no_dropout(model):
@@ -218,6 +309,11 @@ MODELS = {
     "mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(num_classes=10),
                            (3, 64, 64), "ce"),
     "mnasnet0_5": (lambda: torchvision.models.mnasnet0_5(num_classes=10), (3, 64, 32), "ce"),
+    "mobilenet_v3_large": (lambda: torchvision.models.mobilenet_v3_large(num_classes=10),
+                           (3, 64, 64), "ce"),
+    "efficientnet_b0": (lambda: torchvision.models.efficientnet_b0(num_classes=10,
+                                                                   stochastic_depth_prob=0.5),
+                        (3, 64, 64), "ce"),
     "unet": (UNet, (3, 16, 16), "mse"),
     "act_zoo": (ActZoo, (3, 16, 16), "ce"),
     "norms": (NormNet, (3, 16, 16), "ce"),
@@ -256,31 +352,59 @@ def sgd_updates(model, x, y, loss, channels_last=False):
             for k, p in model.named_parameters()}, bn_stats(model)
 
 
+def random_ops(poptorch_model):
+    """The ops of the file a compiled model imported that draw random numbers:
+    a Dropout of ratio 0 draws none (swin_t's attention calls F.dropout
+    without training=, which exports one even in eval mode)."""
+    import onnx
+    from onnx import numpy_helper
+    g = onnx.load(os.path.join(poptorch_model._tmp.name, "model.onnx")).graph
+    consts = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    consts.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in g.node
+                   if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+
+    def draws(n):
+        ratio = consts.get(n.input[1]) if n.op_type == "Dropout" and len(n.input) > 1 else None
+        return not (ratio is not None and float(np.max(np.abs(ratio))) == 0.0)
+    return sorted({n.op_type for n in g.node if n.op_type in RANDOM_OPS and draws(n)})
+
+
 def inference(name):
+    """The error against PyTorch's eval mode, the two samples' spread, and the
+    random ops of the imported file (none: eval mode draws nothing)."""
     model, x, _, _ = make(name)
     model.eval()
     with torch.no_grad():
         ref = model(x)
-    out = poptorch.inferenceModel(copy.deepcopy(model), poptorch.Options())(x)
-    return rel(out.numpy(), ref.numpy()), rel(ref[0].numpy(), ref[1].numpy())
+    im = poptorch.inferenceModel(copy.deepcopy(model), poptorch.Options())
+    out = im(x)
+    return rel(out.numpy(), ref.numpy()), rel(ref[0].numpy(), ref[1].numpy()), random_ops(im)
 
 
 def training(name):
     """tilegraph's and PyTorch float32's worst parameter against float64, the worst
-    parameter's name, the analytically zero gradients' noise (ours, PyTorch's), and the
-    running statistics' change against float64's (relative to the largest change)."""
+    parameter's name, the analytically zero gradients' noise (ours, PyTorch's), the
+    running statistics' change against float64's (relative to the largest change),
+    and the stochastic-depth masks tilegraph drew (PyTorch's steps replay them)."""
     model, x, y, loss = make(name)
     w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
     s0 = bn_stats(model)
-    y64 = y.double() if y.is_floating_point() else y
-    g64, s64 = sgd_updates(copy.deepcopy(model).double(), x.double(), y64, loss)
-    g32, s32 = sgd_updates(copy.deepcopy(model), x, y, loss)
-    g32cl, _ = sgd_updates(copy.deepcopy(model), x, y, loss, channels_last=True)
     m = copy.deepcopy(model)
-    tm = poptorch.trainingModel(WithLoss(m, copy.deepcopy(loss)), poptorch.Options(),
+    opts = poptorch.Options().randomSeed(SEED)  # the same masks at each run of the test
+    if stochastic_depths(model):
+        opts.anchorTensor("sd", SD_ANCHOR)
+    tm = poptorch.trainingModel(WithLoss(m, copy.deepcopy(loss)), opts,
                                 poptorch.optim.SGD(m.parameters(), lr=1.0))
     tm(x, y)
     tm.copyWeightsToHost()
+    masks = list(tm.getAnchoredTensors("sd").items()) if stochastic_depths(model) else []
+    y64 = y.double() if y.is_floating_point() else y
+    with MaskReplay(masks):
+        g64, s64 = sgd_updates(copy.deepcopy(model).double(), x.double(), y64, loss)
+    with MaskReplay(masks):
+        g32, s32 = sgd_updates(copy.deepcopy(model), x, y, loss)
+    with MaskReplay(masks):
+        g32cl, _ = sgd_updates(copy.deepcopy(model), x, y, loss, channels_last=True)
     tg = {k: (w0[k].double() - p.detach().double()).numpy() for k, p in m.named_parameters()}
     top = max(float(np.max(np.abs(g))) for g in g64.values())
     ours, theirs, zero, zero32 = [], [], [0.0], [0.0]
@@ -300,7 +424,7 @@ def training(name):
             return max(float(torch.max(torch.abs(s[k] - s64[k]))) for k in s0) / change
         stats, stats32 = stats_error(st), stats_error(s32)
     worst, where = max(ours)
-    return worst, max(theirs), where, max(zero), max(zero32), stats, stats32
+    return worst, max(theirs), where, max(zero), max(zero32), stats, stats32, masks
 
 
 def selected(name):
@@ -313,16 +437,26 @@ class VisionBreadth(unittest.TestCase):
         if not selected(name):
             self.skipTest("not in TG_VISION_MODELS")
         t0 = time.time()
-        err, spread = inference(name)
+        err, spread, drawn = inference(name)
         print(f"{name}: inference {err:.2e} of the largest output ({time.time() - t0:.1f} s)",
               flush=True)
+        self.assertEqual(drawn, [], f"{name}: the eval-mode export draws random numbers")
         self.assertGreater(spread, 1e-3, f"{name}: the two samples' reference outputs agree")
         self.assertLessEqual(err, INFER_TOL, f"{name}: inference differs from PyTorch by {err:.3g}")
         if not train:
             return
         t0 = time.time()
-        worst, torch32, where, zero, zero32, stats, stats32 = training(name)
+        worst, torch32, where, zero, zero32, stats, stats32, masks = training(name)
         tol = max(TRAIN_FACTOR * torch32, TRAIN_FLOOR)
+        if masks:
+            # the comparison has power only if the step dropped some branches,
+            # kept others, and dropped some samples of a layer but not all
+            dropped, total, mixed = mask_counts(masks)
+            print(f"{name}: stochastic depth: {len(masks)} masks, {dropped} of {total} samples "
+                  f"dropped, {mixed} layers dropping only some samples", flush=True)
+            self.assertTrue(0 < dropped < total and mixed > 0,
+                            f"{name}: {dropped} of {total} samples dropped ({mixed} layers mixed): "
+                            "the masks cannot show a wrong one")
         print(f"{name}: training step {worst:.2e} from float64 (PyTorch float32 {torch32:.2e}, "
               f"worst parameter {where}); zero gradients {zero:.1e} (PyTorch {zero32:.1e}); "
               f"running statistics {stats:.1e} of their change (PyTorch {stats32:.1e}; "
@@ -398,6 +532,36 @@ class VisionBreadth(unittest.TestCase):
         w1 = copy.deepcopy(m)
         out2, _ = tm(x, y)
         self.assertFalse(bool(torch.equal(mask_of(out2, w1), mask)), "the same mask twice")
+
+    def test_stochastic_depth_masks(self):
+        """The masks read back (anchorTensor on the stochastic depths' dropout
+        of ones) are 0 or 1 / (1 - p) per sample, differ between replicas and
+        between steps, and the eval-mode export draws nothing."""
+        torch.manual_seed(0)
+        model = DepthNet()
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(32, 8, generator=g), torch.randint(0, 5, (32,), generator=g)
+        opts = poptorch.Options().replicationFactor(2).anchorTensor("sd", SD_ANCHOR)
+        tm = poptorch.trainingModel(WithLoss(model, nn.CrossEntropyLoss()), opts,
+                                    poptorch.optim.SGD(model.parameters(), lr=0.1))
+        tm(x, y)
+        (name, first), = tm.getAnchoredTensors("sd").items()
+        self.assertEqual(name, "/model/stochastic_depth/Dropout_output_0")
+        self.assertTrue(torch.equal(tm.getAnchoredTensor("sd"), first))
+        self.assertEqual(tuple(first.shape), (32, 1), "one value per sample of each replica")
+        self.assertEqual(sorted(set(first.flatten().tolist())), [0.0, 2.0])
+        self.assertFalse(bool(torch.equal(first[:16], first[16:])), "both replicas drew one mask")
+        tm(x, y)
+        self.assertFalse(bool(torch.equal(tm.getAnchoredTensor("sd"), first)), "the same mask twice")
+        im = poptorch.inferenceModel(DepthNet(), poptorch.Options())
+        im(x[:2])
+        self.assertEqual(random_ops(im), [])
+        with self.assertRaises(ValueError) as cm:
+            poptorch.inferenceModel(DepthNet(), poptorch.Options().anchorTensor("sd", SD_ANCHOR))(x[:2])
+        self.assertIn("matches no value of the exported graph", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            tm.getAnchoredTensor("nothing")
+        self.assertIn("no anchor 'nothing' (anchored: sd)", str(cm.exception))
 
     def test_bernoulli_draws(self):
         """torch.bernoulli(p) exports as RandomUniformLike, Less and Cast: the

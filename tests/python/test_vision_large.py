@@ -16,10 +16,13 @@ random weights, 10 classes:
   At 64x64 the maps are 16, 8, 4 and 2 wide: the first stage is padded to
   21 and shifts its windows, the later ones fit in one window (no shift).
 
-Neither model has dropout; their stochastic depth is off (swin_t's builder
-fixes it at 0.2: it is set to 0 on the modules), as random draws per step
-would leave nothing to compare. The two take about 40 s, hence a file of
-their own, labelled slow.
+Neither model has dropout. Their stochastic depth is on, p rising to 0.5
+(convnext_tiny's builder argument; swin_t's builder fixes 0.2, so the
+modules' p are scaled), and the training step is compared for the masks
+tilegraph drew, which PyTorch replays (test_vision_breadth.py's MaskReplay):
+17 masks for convnext_tiny, 22 for swin_t (each block's stochastic depth
+runs twice; the first block's p is 0). The two take about 40 s of CPU,
+hence a file of their own, labelled slow.
 TG_VISION_MODELS=a,b runs only those models.
 TG_TEST_LABELS: slow
 """
@@ -41,18 +44,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vision_breadth as breadth  # noqa: E402
 
 
-def no_stochastic_depth(model):
-    for mod in model.modules():
-        if isinstance(mod, torchvision.ops.StochasticDepth):
-            mod.p = 0.0
-    return model
-
-
 breadth.MODELS["convnext_tiny"] = (
-    lambda: torchvision.models.convnext_tiny(num_classes=10, stochastic_depth_prob=0.0,
+    lambda: torchvision.models.convnext_tiny(num_classes=10, stochastic_depth_prob=0.5,
                                              layer_scale=1.0), (3, 64, 64), "ce")
-breadth.MODELS["swin_t"] = (lambda: no_stochastic_depth(torchvision.models.swin_t(num_classes=10)),
-                            (3, 64, 64), "ce")
+breadth.MODELS["swin_t"] = (breadth.stochastic_depth_at(0.5)(
+    lambda: torchvision.models.swin_t(num_classes=10)), (3, 64, 64), "ce")
 
 
 class VisionLarge(unittest.TestCase):
