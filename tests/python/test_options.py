@@ -32,6 +32,10 @@ class OptionsTest(unittest.TestCase):
         b = a.clone()
         b.deviceIterations(6)
         self.assertEqual(a.values["deviceIterations"], "5")
+        a.anchorTensor("x", ".*/Relu_output_0")
+        b = a.clone()
+        b.anchorTensor("y", ".*")
+        self.assertEqual(a.anchors, [("x", ".*/Relu_output_0")])
 
     def test_bad_values_name_the_poptorch_option(self):
         cases = [
@@ -47,6 +51,12 @@ class OptionsTest(unittest.TestCase):
             (lambda: poptorch.Options().set("noSuchOption", 1), "noSuchOption"),
             (lambda: poptorch.PipelinedExecution(poptorch.Stage("B1").ipu(1)), "PipelinedExecution"),
             (lambda: poptorch.Stage(), "Stage"),
+            (lambda: poptorch.Options().anchorTensor("a b", ".*"), "anchorTensor"),
+            (lambda: poptorch.Options().anchorTensor("a", "(["), "anchorTensor('a')"),
+            (lambda: poptorch.Options().anchorTensor("a", ".*").anchorTensor("a", "x"),
+             "'a' is anchored already"),
+            (lambda: poptorch.Options().anchorTensor("a", ".*", poptorch.OutputMode.All),
+             "anchors follow the model's outputMode"),
         ]
         for make, name in cases:
             with self.assertRaises(ValueError, msg=name) as cm:

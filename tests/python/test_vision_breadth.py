@@ -7,15 +7,7 @@
   float32's own training step lands 69x the largest gradient away from
   float64 (tilegraph's 286x): a comparison of noise. At 64x32 (2x1 maps,
   4 values) PyTorch float32 is within 1e-1 and tilegraph within 1.2e-2;
-- mobilenet_v3_small and mobilenet_v3_large (64x64): HardSigmoid, HardSwish;
-- efficientnet_b0 (64x64) with stochastic depth on in training (p up to
-  0.5: at torchvision's 0.2 and batch 2 a step drops a branch or two), as
-  convnext_tiny and swin_t in test_vision_large.py: the step's masks are read
-  back from tilegraph (Options.anchorTensor on the dropout of ones each
-  StochasticDepth exports as) and PyTorch's float32 and float64 steps replay
-  them (MaskReplay), which also checks each kept sample's scale is
-  1 / (1 - p) of its layer and that the forward used every mask; the step
-  must drop some samples and keep others, some layer only some of its two;
+- mobilenet_v3_small (64x64): HardSigmoid, HardSwish;
 - mnasnet0_5 (64x32, as densenet121) in training: BatchNorm momentum
   0.0003, exported as ONNX's 0.9997: the running statistics after one step
   are compared too, their error relative to their change (momentum 0.1
@@ -35,6 +27,14 @@
   random op in an eval-mode export (checked for every model: a Dropout of
   ratio 0 draws nothing); torch.bernoulli's frequency, and new draws each
   run.
+
+A model with stochastic depth on (test_vision_large.py's) trains with the
+masks tilegraph drew: the step's masks are read back (Options.anchorTensor
+on the dropout of ones each StochasticDepth exports as) and PyTorch's
+float32 and float64 steps replay them (MaskReplay), which also checks that
+each kept sample's scale is its layer's 1 / (1 - p) and that the forward
+used every mask; the step must drop some samples and keep others, and some
+layer only one of its two.
 
 Each as test_torch_numerics.py measures: inference against PyTorch's
 eval-mode float32 within 1e-4 of the largest output (batch-norm running
@@ -309,11 +309,6 @@ MODELS = {
     "mobilenet_v3_small": (lambda: torchvision.models.mobilenet_v3_small(num_classes=10),
                            (3, 64, 64), "ce"),
     "mnasnet0_5": (lambda: torchvision.models.mnasnet0_5(num_classes=10), (3, 64, 32), "ce"),
-    "mobilenet_v3_large": (lambda: torchvision.models.mobilenet_v3_large(num_classes=10),
-                           (3, 64, 64), "ce"),
-    "efficientnet_b0": (lambda: torchvision.models.efficientnet_b0(num_classes=10,
-                                                                   stochastic_depth_prob=0.5),
-                        (3, 64, 64), "ce"),
     "unet": (UNet, (3, 16, 16), "mse"),
     "act_zoo": (ActZoo, (3, 16, 16), "ce"),
     "norms": (NormNet, (3, 16, 16), "ce"),
