@@ -119,6 +119,20 @@ static tg_tensor *lm_loss(tg_graph *g, tg_tensor *scores, tg_tensor *labels, int
     return tg_cross_entropy_ex(g, flat, lab, NULL, p);
 }
 
+/* Layer l opens block B<k+1> when it is the first of the (k+1)-th of
+ * c->blocks equal parts (two when unset); B1, open already, holds the
+ * embeddings too. */
+static void next_block(tg_graph *g, const tg_transformer_config *c, int l)
+{
+    int blocks = c->blocks > 1 ? c->blocks : 2;
+    for (int k = 1; k < blocks; k++)
+        if (l == k * c->layers / blocks) {
+            char name[16];
+            snprintf(name, sizeof name, "B%d", k + 1);
+            tg_block_begin(g, name);
+        }
+}
+
 static tg_status check_config(tg_graph *g, const tg_transformer_config *c, tg_tensor *ids)
 {
     if (c->layers < 1 || c->d_model < 1 || c->heads < 1 || c->d_model % c->heads || c->mlp < 1 ||
@@ -179,8 +193,7 @@ tg_status tg_model_gpt_build(tg_graph *g, const tg_transformer_config *c, tg_ten
     tg_tensor *x = tg_add(g, tg_embedding(g, wte, ids), wpe); /* [N, S, d] + [S, d] */
     x = tg_reshape(g, x, tg_shape2((int64_t)n * s, d));
     for (int l = 0; l < c->layers; l++) {
-        if (l == c->layers / 2)
-            tg_block_begin(g, "B2");
+        next_block(g, c, l);
         x = gpt_block(g, c, x, l, n);
     }
     x = layer_norm(g, x, "transformer.ln_f", d, GPT_LN_EPS);
@@ -247,8 +260,7 @@ tg_status tg_model_bert_build(tg_graph *g, const tg_transformer_config *c, tg_te
     x = layer_norm(g, x, "LayerNorm", d, BERT_LN_EPS);
     tg_scope_pop(g);
     for (int l = 0; l < c->layers; l++) {
-        if (l == c->layers / 2)
-            tg_block_begin(g, "B2");
+        next_block(g, c, l);
         x = bert_block(g, c, x, l, n);
     }
     tg_scope_push(g, "cls.predictions.transform");
@@ -273,7 +285,7 @@ tg_status tg_model_bert_build(tg_graph *g, const tg_transformer_config *c, tg_te
 /* The zoo's sizes, for the vocabulary and window of `in`. */
 static tg_transformer_config zoo_config(const tg_model_input *in, int layers, int heads)
 {
-    return (tg_transformer_config){layers, 128, heads, 4 * 128, in->classes, in->seq_len};
+    return (tg_transformer_config){layers, 128, heads, 4 * 128, in->classes, in->seq_len, 2};
 }
 
 static tg_status gpt_tiny(tg_graph *g, const tg_model_input *in, tg_tensor *x, tg_tensor *labels,
@@ -287,6 +299,16 @@ static tg_status bert_tiny(tg_graph *g, const tg_model_input *in, tg_tensor *x, 
                            tg_tensor **out, tg_tensor **loss)
 {
     tg_transformer_config c = zoo_config(in, 2, 2);
+    return tg_model_bert_build(g, &c, x, labels, out, loss);
+}
+
+/* BERT-large's shape (24 layers, d 1024, 16 heads, MLP 4096; 335 M
+ * parameters at its 30,522-token vocabulary) in four blocks of six layers:
+ * the model larger than a device (docs/memory-locations.md). */
+static tg_status bert_large(tg_graph *g, const tg_model_input *in, tg_tensor *x, tg_tensor *labels,
+                            tg_tensor **out, tg_tensor **loss)
+{
+    tg_transformer_config c = {24, 1024, 16, 4096, in->classes, in->seq_len, 4};
     return tg_model_bert_build(g, &c, x, labels, out, loss);
 }
 
@@ -316,4 +338,19 @@ const tg_model_spec tg_model_bert_tiny = {
     .mean = 0.0f,
     .std = 1.0f,
     .build_for = bert_tiny,
+};
+
+const tg_model_spec tg_model_bert_large = {
+    .name = "bert-large",
+    .description = "masked language model (BERT-large: 24 layers, d 1024, 16 heads, post-LN) "
+                   "in blocks B1..B4",
+    .task = TG_TASK_MASKED_LM,
+    .seq_len = 128,
+    .channels = 1,
+    .height = 1,
+    .width = 128,
+    .classes = 30522,
+    .mean = 0.0f,
+    .std = 1.0f,
+    .build_for = bert_large,
 };

@@ -345,8 +345,8 @@ bool tg_placement_phased(const tg_config *c)
     return strcmp(c->pipeline.strategy, "phased") == 0;
 }
 
-/* What phased execution can take: phases or the blocks as they are, on one
- * device (SingleIPU). */
+/* What phased execution can take: phases or the blocks as they are, each
+ * phase on one device (SingleIPU). */
 static tg_status check_phased(const tg_config *c)
 {
     const char *phases = c->pipeline.phases;
@@ -361,32 +361,70 @@ static tg_status check_phased(const tg_config *c)
     if (*c->pipeline.stages)
         return tg_error(TG_ERR_CONFIG,
                         "stages \"%s\" cannot apply with executionStrategy phased, whose phases "
-                        "run on one device: give the blocks per phase with --phases",
+                        "run one after another: give the blocks per phase with --phases",
                         c->pipeline.stages);
     if (!strcmp(phases, "auto") || c->pipeline.auto_stages)
         return tg_error(TG_ERR_CONFIG,
                         "executionStrategy phased: automatic phases are not available yet; give "
                         "the blocks per phase, --phases \"B1|B2|B3\"");
+    /* Alternating devices would send values back to a device whose pass is
+     * under way; transfers (compile/program.c) go after a sender's pass. */
     if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0)
         return tg_error(TG_ERR_CONFIG,
                         "phasedExecutionType %s: phases alternating over two devices are not "
-                        "available yet; use SingleIPU (every phase on one device)",
+                        "available yet; use SingleIPU (each phase on one device, in order; "
+                        "--devices N spreads them over N devices)",
                         c->pipeline.phased_type);
-    if (c->pipeline.devices > 1)
-        return tg_error(TG_ERR_CONFIG,
-                        "devices %d: executionStrategy phased (SingleIPU) runs every phase on one "
-                        "device; drop --devices, or use replicationFactor for data parallelism",
-                        c->pipeline.devices);
     return TG_OK;
 }
 
-/* Phased (SingleIPU): every phase on device 0, in order. */
-static tg_status assign_phases(tg_placement *p)
+/* Phased (SingleIPU): the phases run in order, each on one device: the
+ * device its blocks name (tg_block_begin_on), else with `devices` N > 1 the
+ * phases spread over the N devices in order, as evenly as the count allows,
+ * else device 0. A device runs consecutive phases only, since values flow
+ * from one device to the next (as between sharded stages). */
+static tg_status assign_phases(const tg_config *c, tg_placement *p, const block_list *bl,
+                               const int *stage_of_block)
 {
-    p->n_phases = p->n_stages;
-    p->n_devices = 1;
-    p->device_of_stage = tg_calloc((size_t)p->n_stages + 1, sizeof(int));
-    return p->device_of_stage ? TG_OK : tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    int n = p->n_stages, devices = c->pipeline.devices > 1 ? c->pipeline.devices : 1;
+    if (devices > n)
+        return tg_error(TG_ERR_CONFIG,
+                        "devices %d: executionStrategy phased has %d phase%s to put on them; "
+                        "each device needs a phase of its own (more phases with --phases, or "
+                        "fewer --devices)",
+                        devices, n, n == 1 ? "" : "s");
+    p->n_phases = n;
+    p->device_of_stage = tg_calloc((size_t)n + 1, sizeof(int));
+    if (!p->device_of_stage)
+        return tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    for (int k = 0; k < n; k++)
+        p->device_of_stage[k] = (int)((int64_t)k * devices / n);
+    for (int b = 0; b < bl->n; b++)
+        if (bl->device[b] >= 0)
+            p->device_of_stage[stage_of_block[b]] = bl->device[b];
+    p->n_devices = 0;
+    for (int k = 0; k < n; k++) {
+        int d = p->device_of_stage[k];
+        if (k > 0 && d < p->device_of_stage[k - 1])
+            return tg_error(TG_ERR_CONFIG,
+                            "phase %d is on device %d, before phase %d's device %d: phases run "
+                            "in order, a device's phases one after another",
+                            k, d, k - 1, p->device_of_stage[k - 1]);
+        if (k > 0 && d > p->device_of_stage[k - 1] + 1)
+            return tg_error(TG_ERR_CONFIG,
+                            "phase %d is on device %d after phase %d's device %d: leave no "
+                            "device between phases unused",
+                            k, d, k - 1, p->device_of_stage[k - 1]);
+        if (d + 1 > p->n_devices)
+            p->n_devices = d + 1;
+    }
+    if (c->pipeline.devices > 0 && p->n_devices > c->pipeline.devices)
+        return tg_error(TG_ERR_CONFIG,
+                        "the phases need device %d but only %d device%s available (option "
+                        "devices)",
+                        p->n_devices - 1, c->pipeline.devices,
+                        c->pipeline.devices == 1 ? " is" : "s are");
+    return TG_OK;
 }
 
 tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *p)
@@ -424,7 +462,8 @@ tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg
     if (s == TG_OK)
         s = assign_nodes(g, needed, p, block_of, stage_of_block, bl);
     if (s == TG_OK)
-        s = tg_placement_phased(c) ? assign_phases(p) : assign_devices(c, p, bl, stage_of_block);
+        s = tg_placement_phased(c) ? assign_phases(c, p, bl, stage_of_block)
+                                    : assign_devices(c, p, bl, stage_of_block);
 done:
     tg_free(block_of);
     tg_free(bl);

@@ -20,7 +20,8 @@
 
 typedef struct tg_placement {
     int n_stages, n_devices;
-    /* executionStrategy phased: the stages are phases, all on device 0 */
+    /* executionStrategy phased: the stages are phases, in order, each on
+     * one device (consecutive phases share a device) */
     int n_phases;
     int *stage_of; /* per node id; -1 for nodes nothing needs */
     int *device_of_stage;
@@ -34,7 +35,7 @@ typedef struct tg_placement {
  * node at fault. */
 tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *out);
 void tg_placement_free(tg_placement *p);
-/* Whether c's strategy is phased (each stage a phase, all on one device). */
+/* Whether c's strategy is phased (each stage a phase, run one after another). */
 bool tg_placement_phased(const tg_config *c);
 
 #endif

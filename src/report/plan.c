@@ -85,6 +85,49 @@ static void print_io_tiles(const tg_program *p, int d, FILE *out)
             100.0 * (double)bytes / (double)tp->target.tile_memory, tg_tile_stream_in_cycles(p, d));
 }
 
+/* The simulated host step: the cycle model's timeline (target/tilesim.c)
+ * ends with its last pass; copies are the streams, transfers and
+ * streaming-memory traffic inside those passes. */
+static tg_status step_end(void *ctx, int device, int phase, tg_tile_piece piece, int iteration,
+                          int micro_batch, double start_cycles, double end_cycles)
+{
+    (void)device, (void)phase, (void)piece, (void)iteration, (void)micro_batch,
+        (void)start_cycles;
+    double *end = ctx;
+    if (end_cycles > *end)
+        *end = end_cycles;
+    return TG_OK;
+}
+
+/* Cycles of one host step's passes over every device (of `cycles`, or of
+ * `copy_cycles` when copies), each forward and backward once per
+ * micro-batch, each update once per weight update. */
+static double step_cycles(const tg_program *p, bool copies)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    double passes = (double)p->micro_batches * p->iterations, sum = 0;
+    for (int d = 0; d < tp->n_devices; d++) {
+        const double *c = copies ? tp->devices[d].copy_cycles : tp->devices[d].cycles;
+        sum += (c[TG_PHASE_FORWARD] + c[TG_PHASE_BACKWARD]) * passes +
+               c[TG_PHASE_UPDATE] * p->iterations;
+    }
+    return sum;
+}
+
+static void print_simulated_step(const tg_program *p, FILE *out)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    double end = 0;
+    if (tg_tile_simulate(p, step_end, &end) != TG_OK || end <= 0)
+        return;
+    double ms = end / tp->target.clock_hz * 1e3;
+    fprintf(out,
+            "  simulated host step: %.0f cycles, %.3f ms (%.0f samples/s); copies (host "
+            "streams, transfers, streaming memory) %.0f%% of the devices' pass cycles\n",
+            end, ms, (double)p->samples_per_step / (ms / 1e3),
+            100.0 * step_cycles(p, true) / fmax(1.0, step_cycles(p, false)));
+}
+
 static void print_tiles_text(const tg_program *p, FILE *out)
 {
     const tg_tile_plan *tp = p->tile_plan;
@@ -125,6 +168,7 @@ static void print_tiles_text(const tg_program *p, FILE *out)
         fprintf(out, " (forward and backward per micro-batch, update per weight update)\n");
         print_io_tiles(p, d, out);
     }
+    print_simulated_step(p, out);
 }
 
 static void print_tiles_json(const tg_program *p, FILE *out)
@@ -183,34 +227,42 @@ void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out)
 
 /* The memory tables `analyse memory` shows for the profile of this program. */
 /* A phased program: each phase's memory on its device (one after another,
- * so the device needs the largest), and its streaming-memory traffic. */
+ * so a device needs its largest phase), and its streaming-memory traffic. */
 static void phase_table(const tg_program *p, tg_an_view *v)
 {
-    static const char *const cols[] = {"phase", "steps",  "persistent", "activations peak",
-                                       "total", "loaded", "stored"};
-    static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_COUNT, TG_AN_BYTES, TG_AN_BYTES,
-                                       TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
-    tg_phase_memory *pm = tg_calloc((size_t)p->n_phases + 1, sizeof *pm);
+    static const char *const cols[] = {"phase",      "device",           "steps",
+                                       "persistent", "activations peak", "total",
+                                       "loaded",     "stored"};
+    static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_ID,    TG_AN_COUNT, TG_AN_BYTES,
+                                       TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
+    size_t n = (size_t)p->n_phases + 1;
+    tg_phase_memory *pm = tg_calloc(n * (size_t)p->n_devices, sizeof *pm);
     if (!pm)
         return;
-    tg_program_phase_memory(p, 0, pm);
-    tg_an_table *t = tg_an_table_add(v, "Memory per phase (device 0)", 7, cols, kinds);
+    for (int d = 0; d < p->n_devices; d++)
+        tg_program_phase_memory(p, d, pm + (size_t)d * n);
+    tg_an_table *t = tg_an_table_add(v, "Memory per phase", 8, cols, kinds);
     size_t most = 0;
-    int at = 0;
+    int at = 0, at_device = 0;
     for (int k = 0; k < p->n_phases; k++) {
-        size_t total = pm[k].persistent + pm[k].peak_activations;
-        tg_an_row(t, (double)k, (double)pm[k].steps, (double)pm[k].persistent,
-                  (double)pm[k].peak_activations, (double)total, (double)pm[k].loaded,
-                  (double)pm[k].stored);
+        int d = 0; /* the device whose steps run the phase */
+        while (d + 1 < p->n_devices && pm[(size_t)d * n + k].steps == 0)
+            d++;
+        const tg_phase_memory *m = &pm[(size_t)d * n + k];
+        size_t total = m->persistent + m->peak_activations;
+        tg_an_row(t, (double)k, (double)d, (double)m->steps, (double)m->persistent,
+                  (double)m->peak_activations, (double)total, (double)m->loaded,
+                  (double)m->stored);
         if (total > most)
-            most = total, at = k;
+            most = total, at = k, at_device = d;
     }
     char a[32];
     tg_an_note(v,
-               "phases: %d run one after another on device 0; the largest, phase %d, needs %s "
-               "(loaded and stored: bytes each phase's steps move to and from streaming memory, "
-               "once each; forward and backward per micro-batch)",
-               p->n_phases, at, tg_an_format(TG_AN_BYTES, (double)most, a, sizeof a));
+               "phases: %d run one after another on %d device%s; the largest, phase %d on device "
+               "%d, needs %s (loaded and stored: bytes each phase's steps move to and from "
+               "streaming memory, once each; forward and backward per micro-batch)",
+               p->n_phases, p->n_devices, p->n_devices == 1 ? "" : "s", at, at_device,
+               tg_an_format(TG_AN_BYTES, (double)most, a, sizeof a));
     tg_free(pm);
 }
 

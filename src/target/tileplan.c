@@ -219,6 +219,25 @@ static tg_tile_span work_span(const tg_program *p, const tg_tile_plan *tp, const
     return (tg_tile_span){0, 1, 0};
 }
 
+/* Bytes a step receives for input buffer `in` when its work runs on w. An
+ * input spread over more tiles than the work is reduced where it lives
+ * first, as Poplar's reductions are (a loss, a norm, a bias or weight
+ * gradient): each of its tiles sends partial results of the output's size,
+ * not its share of the input. Receiving the whole input would pile a
+ * model's worth of exchange code on the output's few tiles. */
+static double received_bytes(const tg_program *p, const tg_tile_plan *tp, const tg_step *st,
+                             int in, const tg_tile_span *w)
+{
+    const tg_tile_span *from = &tp->span[in];
+    double bytes = (double)p->buffers[in].bytes;
+    if (st->out >= 0 && from->used > w->used) {
+        double partials = (double)from->used * (double)p->buffers[st->out].bytes;
+        if (partials < bytes)
+            bytes = partials;
+    }
+    return bytes;
+}
+
 /* The all-reduce between replicas as a ring (what collective libraries do
  * on these machines): each of the R replicas' gradient buffers is cut into R
  * pieces and passed round in 2(R - 1) exchange steps, a reduce-scatter then
@@ -354,7 +373,7 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             double moved = 0;
             for (int j = 0; j < t->n_in; j++)
                 if (st->in[j] >= 0 && !same_span(&tp->span[st->in[j]], &w))
-                    moved += (double)p->buffers[st->in[j]].bytes;
+                    moved += received_bytes(p, tp, st, st->in[j], &w);
             double per_tile_kib = moved / w.used / 1024.0;
             for (int j = 0; j < w.used; j++) {
                 int tile = (w.start + j) % tiles;

@@ -15,7 +15,7 @@
 
 enum { BATCH = 2 };
 
-static const tg_transformer_config small = {2, 8, 2, 16, 7, 5};
+static const tg_transformer_config small = {2, 8, 2, 16, 7, 5, 2};
 
 typedef struct lm_case {
     bool bert;

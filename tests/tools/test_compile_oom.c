@@ -30,9 +30,9 @@ static void test_out_of_memory_remedies(void)
     TG_CHECK(want[0] != '\0');
     EXPECT(OVER " --engine-option debug.allowOutOfMemory=true", 0, want);
     /* on mk2 the tile is what is over */
-    EXPECT("compile --model mnist-pipeline --target mk2 --batch-size 4000", 1,
+    EXPECT("compile --model mnist-pipeline --target mk2 --batch-size 20000", 1,
            "out of memory: device 0 tile");
-    EXPECT("compile --model mnist-pipeline --target mk2 --batch-size 4000", 1,
+    EXPECT("compile --model mnist-pipeline --target mk2 --batch-size 20000", 1,
            "insights: the fullest tile needs");
 }
 
