@@ -19,6 +19,7 @@
 #include "profile/profile.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
+#include "runtime/rts.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
@@ -61,6 +62,10 @@ static tg_status gather_value(const tg_session *s, const tg_tensor *t, unsigned 
         memcpy(dst, replica_data(s, 0, t), stored_bytes(s, t));
         return TG_OK;
     }
+    if (b->region == TG_REGION_PARAM) { /* a sharded weight: the others' shards are here */
+        tg_rts_whole(s, s->program->home[t->id], dst);
+        return TG_OK;
+    }
     if (s->dist) /* the other instances' shards: gathered by tg_dist_sync */
         return tg_session_dist_state(s, t, dst);
     size_t es = tg_dtype_size(b->dtype);
@@ -84,6 +89,8 @@ static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigne
                            &begin, &end);
         memcpy(replica_data(s, r, t), src + (size_t)begin * es, (size_t)(end - begin) * es);
     }
+    if (b->sharded && b->region == TG_REGION_PARAM) /* and the other instances' shards */
+        tg_rts_host_written(s, s->program->home[t->id], src);
 }
 
 /* Write a persistent value given in t's own type: converted to its storage
@@ -430,6 +437,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
         if (st == TG_OK)
+            st = tg_rts_setup(s);
+        if (st == TG_OK)
             st = setup_precision(s);
         if (st == TG_OK)
             st = start_profiling(s);
@@ -558,6 +567,7 @@ void tg_session_destroy(tg_session *s)
     for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)
         tg_free(s->host_state[i]);
     tg_free(s->host_state);
+    tg_rts_free(s);
     tg_free(s->arena);
     tg_free(s->pools);
     tg_free(s->threads);
