@@ -54,6 +54,24 @@ static void test_sharded_writes_the_unsharded_checkpoint(void)
                "--shard weights,optimizer" ALL);
 }
 
+/* A sharded program survives the executable file: the second run loads it
+ * (a file that did not load is a warning, then a compile) and trains the
+ * same bytes. */
+static void test_executable_round_trip(void)
+{
+    char args[900];
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "train --model mnist-pipeline --replicas 2 --train-limit 64 --test-limit 16 "
+                 "--quiet --shard weights" ALL
+                 "--executable %s/rts.tgx --save %s/exe%d.safetensors",
+                 tmpdir, tmpdir, i);
+        EXPECT(args, 0, "saved:");
+        TG_CHECK(!strstr(tg_cli_output, "warning: executable"));
+    }
+    TG_CHECK(same_file("exe0.safetensors", "exe1.safetensors"));
+}
+
 static double row_bytes(const char *out, const char *row)
 {
     const char *at = strstr(out, row);
@@ -128,6 +146,7 @@ int main(void)
     if (!TG_MKDTEMP(tmpdir))
         return tg_test_finish();
     TG_RUN(test_sharded_writes_the_unsharded_checkpoint);
+    TG_RUN(test_executable_round_trip);
     TG_RUN(test_compile_shows_half_the_weights);
     TG_RUN(test_profile_shows_gathers);
     TG_RUN(test_what_cannot_apply_is_refused);
