@@ -100,17 +100,23 @@ int main(int argc, char **argv)
             ms[c][k] = last[c].step_ms;
         }
     double plain = bench_median(ms[0], reps), sharded = bench_median(ms[1], reps);
+    double best[2] = {ms[0][0],
+                      ms[1][0]}; /* the least disturbed step of each, on a shared machine */
+    for (int c = 0; c < 2; c++)
+        for (int k = 1; k < reps; k++)
+            best[c] = ms[c][k] < best[c] ? ms[c][k] : best[c];
     printf("{\"bench\":\"rts\",\"model\":\"resnet18\",\"input\":\"3x32x32\",\"replicas\":2,"
            "\"batch\":%d,\"accumulation\":%d,\"threads\":%d,\"reps\":%d,",
            b.batch, b.accumulation, b.threads, reps);
     bench_print_range("sharded_step_ms", ms[1], reps);
     printf(",");
     bench_print_range("unsharded_step_ms", ms[0], reps);
-    printf(",\"ratio_of_medians\":%.3f,\"overhead_pct\":%.1f,"
+    printf(",\"ratio_of_medians\":%.3f,\"overhead_pct\":%.1f,\"ratio_of_minimums\":%.3f,"
            "\"weight_bytes_per_replica\":[%zu,%zu],\"optimizer_bytes_per_replica\":[%zu,%zu],"
            "\"device_bytes_per_replica\":[%zu,%zu],\"load_average\":%.2f}\n",
            plain > 0 ? sharded / plain : 0.0, plain > 0 ? 100.0 * (sharded / plain - 1.0) : 0.0,
-           last[1].weight_bytes, last[0].weight_bytes, last[1].state_bytes, last[0].state_bytes,
-           last[1].arena_bytes, last[0].arena_bytes, bench_load_average());
+           best[0] > 0 ? best[1] / best[0] : 0.0, last[1].weight_bytes, last[0].weight_bytes,
+           last[1].state_bytes, last[0].state_bytes, last[1].arena_bytes, last[0].arena_bytes,
+           bench_load_average());
     return 0;
 }
