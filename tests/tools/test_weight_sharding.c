@@ -2,8 +2,8 @@
  * (issue 31 item 2): mnist-pipeline and fashion-basic (a small conv net with
  * group norm) over 2 replicas write the same checkpoint bytes sharded as
  * unsharded; compile's memory table shows the weights per replica halved;
- * the profile holds the gathers and reduce-scatters; what cannot apply is
- * refused by name. */
+ * the profile holds the gathers and reduce-scatters; the remedies of a model
+ * that does not fit name it; what cannot apply is refused by name. */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
@@ -130,6 +130,18 @@ static void test_profile_shows_gathers(void)
     TG_CHECK(v[3] > 0);
 }
 
+/* A model that does not fit names weight sharding among the remedies, with
+ * the bytes it saves: half the weights and half their AdamW state. */
+static void test_remedies_name_weight_sharding(void)
+{
+    EXPECT("compile --model mnist-pipeline --optimizer adamw --replicas 2 --memory-per-device "
+           "2000000 --engine-option debug.allowOutOfMemory=true",
+           0, "weights sharded over the replicas          4.25 MiB -> 3.74 MiB, saves 527 KiB");
+    EXPECT("compile --model mnist-pipeline --optimizer adamw --replicas 2 --memory-per-device "
+           "2000000 --engine-option debug.allowOutOfMemory=true --shard weights",
+           0, "weights sharded over the replicas          already sharded");
+}
+
 static void test_what_cannot_apply_is_refused(void)
 {
     EXPECT("compile --model mnist-pipeline --replicas 2 --shard weights --offload weights", 1,
@@ -149,6 +161,7 @@ int main(void)
     TG_RUN(test_executable_round_trip);
     TG_RUN(test_compile_shows_half_the_weights);
     TG_RUN(test_profile_shows_gathers);
+    TG_RUN(test_remedies_name_weight_sharding);
     TG_RUN(test_what_cannot_apply_is_refused);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
