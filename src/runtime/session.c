@@ -335,6 +335,19 @@ static tg_status effective_options(const tg_options *opts, tg_options **out)
     return TG_OK;
 }
 
+/* The most stream events one pass of device d records: a load and a
+ * gather before a step, a store after it (runtime/streams.c). */
+static int streamed_events(const tg_program *p, int d)
+{
+    int n = 0;
+    for (int ph = TG_PHASE_FORWARD; ph <= TG_PHASE_BACKWARD; ph++)
+        for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
+            const tg_step *st = &p->devices[d].steps[ph][k];
+            n += (st->n_stream_in > 0 ? 2 : 0) + (st->n_stream_out > 0);
+        }
+    return n;
+}
+
 static tg_status start_profiling(tg_session *s)
 {
     const tg_config *c = &s->program->config;
@@ -363,16 +376,18 @@ static tg_status start_profiling(tg_session *s)
     for (int i = 0; i < n; i++) {
         tg_profile_recorder *r = &s->recorders[i];
         int d = i % p->n_devices;
-        /* per pass: the phase, host streams in and out, accumulation, and for
-         * each transfer a wait to receive, a wait for a free slot and the copy;
-         * per update: offloaded state in and out around each update step,
-         * and in an MPI job at most a gradient bucket per accumulator */
+        /* per pass: the phase, host streams in and out, accumulation, for
+         * each transfer a wait to receive, a wait for a free slot and the
+         * copy, and around its steps the loads, gathers and stores of
+         * streamed copies; per update: offloaded state in and out around
+         * each update step, and in an MPI job at most a gradient bucket per
+         * accumulator */
         int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
         int buckets = p->devices[d].n_accumulators;
-        r->cap_events =
-            (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + buckets + 4) *
-                p->iterations +
-            16;
+        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers + streamed_events(p, d)) +
+                         2 * updates + buckets + 4) *
+                            p->iterations +
+                        16;
         r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
         r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
         r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
