@@ -63,6 +63,11 @@ int device_flags(device_args *a, cli_flag *f)
          "weights, activations, accumulators, optimizer, or all (comma-separated; "
          "TensorLocations.<kind>.onChip=false, docs/memory-locations.md)",
          1, 0, NULL},
+        {"--shard", CLI_STRING, &a->shard, "KINDS",
+         "with replicas: replicated tensor sharding of weights, optimizer (comma-separated): each "
+         "replica keeps 1/replicas of each tensor of at least "
+         "TensorLocations.<kind>.minElementsForReplicatedTensorSharding elements (8192)",
+         1, 0, NULL},
         {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
          "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
          "compute in f32)",
@@ -156,6 +161,36 @@ static bool set_int(tg_options *o, const char *command, const char *key, int64_t
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)v);
     return v < 0 || set(o, command, key, buf);
+}
+
+/* --shard KINDS: TensorLocations.<kind>.replicatedTensorSharding=true. */
+static bool set_shard(tg_options *o, const char *command, const char *list)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    bool any = false;
+    for (char *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+        const char *kind = !strcmp(k, "weights") || !strcmp(k, "weight") ? "weight"
+                           : !strcmp(k, "optimizer")                     ? "optimizer"
+                                                                         : NULL;
+        if (!kind) {
+            fprintf(stderr,
+                    "tilegraph %s: --shard: '%s' cannot be sharded; give weights, optimizer or "
+                    "both, separated by commas\n",
+                    command, k);
+            return false;
+        }
+        char key[80];
+        snprintf(key, sizeof key, "TensorLocations.%s.replicatedTensorSharding", kind);
+        if (!set(o, command, key, "true"))
+            return false;
+        any = true;
+    }
+    if (!any)
+        fprintf(stderr, "tilegraph %s: --shard: name the kinds to shard: weights, optimizer\n",
+                command);
+    return any;
 }
 
 /* --offload KINDS: each kind's TensorLocations.<kind>.onChip=false. */
@@ -266,6 +301,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     if (a->offload_optimizer)
         ok = ok && set(o, command, "TensorLocations.optimizer.onChip", "false");
     ok = ok && (!a->offload || set_offload(o, command, a->offload));
+    ok = ok && (!a->shard || set_shard(o, command, a->shard));
     if (a->profile || a->profile_dir) {
         ok = ok && set(o, command, "autoReport.all", "true");
         ok = ok &&

@@ -14,6 +14,7 @@ typedef struct device_args {
     const char *executable_cache, *executable; /* enableExecutableCaching, executableFile */
     const char *phases;                        /* executionStrategy phased: "B1|B2|B3" */
     const char *offload; /* "weights,activations,...": TensorLocations.<kind>.onChip=false */
+    const char *shard;   /* "weights,optimizer": TensorLocations.<kind>.replicatedTensorSharding */
     char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */
     /* precision (compile/precision.h) */
     const char *precision, *loss_scaling, *loss_scale, *accum_type, *first_moment, *second_moment;
@@ -22,7 +23,7 @@ typedef struct device_args {
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 31
+#define DEVICE_FLAG_COUNT 32
 
 /* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
 int device_flags(device_args *a, cli_flag *flags);

@@ -198,11 +198,13 @@ class _TensorLocations(_Sub):
         if settings.min_off_chip is not None:
             self._owner._set(f"{key}.minElementsForOffChip", settings.min_off_chip,
                              f"TensorLocations.{popname}")
-        if kind != "optimizer" and (settings.sharded or settings.min_sharded is not None):
+        shardable = kind in ("weight", "optimizer")
+        if not shardable and (settings.sharded or settings.min_sharded is not None):
             raise ValueError(f"poptorch option TensorLocations.{popname}: replicated tensor "
-                             f"sharding of the {kind} tensors is not available yet (optimizer "
-                             "state can be sharded: setOptimizerLocation)")
-        if kind == "optimizer":
+                             f"sharding of the {kind} tensors is not available yet (weights "
+                             "and optimizer state can be sharded: setWeightLocation, "
+                             "setOptimizerLocation)")
+        if shardable:
             self._owner._set(f"{key}.replicatedTensorSharding", str(settings.sharded).lower(),
                              f"TensorLocations.{popname}")
             if settings.min_sharded is not None:

@@ -53,7 +53,7 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
             t->host[d] += ns;
         else if (!strncmp(k, "I/O tiles", 9))
             t->io[d] += ns;
-        else if (!strcmp(k, "all-reduce"))
+        else if (!strcmp(k, "all-reduce") || !strcmp(k, "reduce-scatter"))
             t->all_reduce[d] += ns;
         else if (!strcmp(k, "exchange with instances"))
             t->instances[d] += ns; /* within the all-reduce: not counted twice */

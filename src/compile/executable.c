@@ -470,6 +470,17 @@ static bool buffer_ok(const tg_program *p, int b)
     return in_range(b, -1, p->n_buffers);
 }
 
+/* A sharded weight's gathered copy (compile/sharding.c): a whole copy of it
+ * on its device. */
+static bool gather_ok(const tg_program *p, const tg_stream_op *op)
+{
+    const tg_buffer *home = &p->buffers[op->home], *copy = &p->buffers[op->copy];
+    const tg_tensor *t = p->graph->nodes[home->node];
+    return home->sharded && home->region == TG_REGION_PARAM && !copy->sharded && !copy->offloaded &&
+           copy->copy_of == op->home && copy->device == home->device &&
+           copy->bytes == (size_t)tg_numel(t) * tg_dtype_size(home->dtype);
+}
+
 /* A step's streamed copies: within the phase's list, each a copy on the
  * device of an offloaded buffer of the same size. */
 static void check_streams(reader *r, const tg_program *p, const tg_device_program *dp, int ph,
@@ -484,6 +495,12 @@ static void check_streams(reader *r, const tg_program *p, const tg_device_progra
     }
     for (int i = 0; i < st->n_stream_in + st->n_stream_out; i++) {
         const tg_stream_op *op = &dp->streams[ph][st->stream_at + i];
+        if (in_range(op->copy, 0, p->n_buffers) && in_range(op->home, 0, p->n_buffers) &&
+            op->kind == TG_STREAM_GATHER) {
+            if (!gather_ok(p, op))
+                fail(r, "a gathered copy names buffers that do not match");
+            continue;
+        }
         if (!in_range(op->copy, 0, p->n_buffers) || !in_range(op->home, 0, p->n_buffers) ||
             !in_range(op->kind, 0, TG_STREAM_ACCUMULATE + 1) || !p->buffers[op->home].offloaded ||
             p->buffers[op->copy].offloaded ||

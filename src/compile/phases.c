@@ -32,6 +32,8 @@ void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out)
             m->steps++;
             for (int i = 0; i < st->n_stream_in + st->n_stream_out; i++) {
                 const tg_stream_op *op = &dp->streams[ph][st->stream_at + i];
+                if (op->kind == TG_STREAM_GATHER) /* between replicas, not streaming memory */
+                    continue;
                 size_t bytes = p->buffers[op->home].bytes;
                 if (i < st->n_stream_in)
                     m->loaded += bytes;

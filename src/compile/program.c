@@ -282,16 +282,16 @@ bool tg_program_is_optimizer_state(const tg_graph *g, const tg_tensor *t)
  * needs ||r|| over the whole tensor and r comes from the sharded moments:
  * it would take a cross-replica reduction inside every LAMB update (one
  * barrier per weight) for little gain, so the combination is refused. */
-static tg_status check_shardable(const tg_graph *g)
+static tg_status check_shardable(const tg_graph *g, const char *kind)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         if (t->op == TG_OP_ADAM_UPDATE && tg_optim_params_get(&t->p).kind == TG_OPT_LAMB)
             return tg_error(TG_ERR_CONFIG,
-                            "TensorLocations.optimizer.replicatedTensorSharding: the lamb "
+                            "TensorLocations.%s.replicatedTensorSharding: the lamb "
                             "optimizer ('%s') needs each weight's whole norm and cannot be "
                             "sharded over replicas; turn sharding off or use adamw",
-                            t->name);
+                            kind, t->name);
     }
     return TG_OK;
 }
@@ -856,8 +856,9 @@ static tg_status compile(tg_program *p)
     if (s == TG_OK && pl.n_phases > 0)
         s = keep_phases(p, &pl);
     bool shard = c->memory.location[TG_TENSOR_OPTIMIZER].sharded;
-    if (s == TG_OK && shard && tg_program_shards(p) > 1)
-        s = check_shardable(g);
+    bool shard_weights = c->memory.location[TG_TENSOR_WEIGHT].sharded;
+    if (s == TG_OK && (shard || shard_weights) && tg_program_shards(p) > 1)
+        s = check_shardable(g, shard ? "optimizer" : "weight");
     if (s == TG_OK)
         s = make_homes(p, order, n_order, shard);
     const tg_target_ops *tgt = tg_target_of_config(c);
@@ -882,6 +883,8 @@ static tg_status compile(tg_program *p)
         s = tg_split_backward(p);
     if (s == TG_OK)
         find_outputs(p);
+    if (s == TG_OK)
+        s = tg_sharding_plan(p);
     if (s == TG_OK)
         s = tg_streaming_plan(p);
     if (s == TG_OK)

@@ -86,15 +86,18 @@ typedef struct tg_buffer {
      * [n*r/R, n*(r+1)/R) of the value, at the start of the buffer. */
     bool sharded;
     /* A streamed copy: the offloaded buffer whose value this activation
-     * buffer holds for the steps of one pass; -1 otherwise. */
+     * buffer holds for the steps of one pass (or the sharded weight it
+     * holds whole, gathered); -1 otherwise. */
     int copy_of;
 } tg_buffer;
 
 /* One copy between host memory and a streamed copy around a step; or,
  * after the step that finishes a gradient, adding it into its offloaded
  * accumulator in host memory (so the gradient dies there, not at the end
- * of the backward pass). */
-typedef enum { TG_STREAM_COPY, TG_STREAM_ACCUMULATE } tg_stream_kind;
+ * of the backward pass); or, before the first step of a pass that reads a
+ * sharded weight, all-gathering its shards into the pass's copy of it
+ * (compile/sharding.c). */
+typedef enum { TG_STREAM_COPY, TG_STREAM_ACCUMULATE, TG_STREAM_GATHER } tg_stream_kind;
 
 typedef struct tg_stream_op {
     int copy; /* the streamed copy (an activation buffer); the gradient to accumulate */
@@ -354,5 +357,10 @@ tg_status tg_memplan_device(tg_program *p, int device);
 tg_status tg_recompute(tg_program *p);
 tg_status tg_split_backward(tg_program *p);
 tg_status tg_streaming_plan(tg_program *p);
+/* Replicated tensor sharding of weights (compile/sharding.c): shrink the
+ * chosen weights' home buffers and their optimizer state to one shard. */
+tg_status tg_sharding_plan(tg_program *p);
+/* Whether steps of phase ph read sharded buffer b through a gathered copy. */
+bool tg_sharding_gathers(const tg_program *p, int b, tg_phase ph);
 
 #endif

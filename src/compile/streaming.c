@@ -164,7 +164,7 @@ static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass
         const tg_tensor *t = p->graph->nodes[st->node];
         for (int k = -1; k < t->n_in; k++) {
             int *b = k < 0 ? &st->out : &st->in[k];
-            if (*b < 0 || !p->buffers[*b].offloaded)
+            if (*b < 0 || !(p->buffers[*b].offloaded || tg_sharding_gathers(p, *b, r.phase)))
                 continue;
             pass_copy *c = copy_for(p, d, *b, slot, copies, &n_copies, s);
             if (!c)
@@ -180,6 +180,11 @@ static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass
     for (int i = 0; i < n_copies; i++) {
         const pass_copy *c = &copies[i];
         size_t bytes = p->buffers[c->home].bytes;
+        if (p->buffers[c->home].sharded) { /* a sharded weight's gather: no host traffic */
+            ops[(*n_ops)++] = (timed_op){c->first, false, {c->copy, c->home, TG_STREAM_GATHER}};
+            slot[c->home] = -1;
+            continue;
+        }
         if (c->read_first) {
             ops[(*n_ops)++] = (timed_op){c->first, false, {c->copy, c->home, TG_STREAM_COPY}};
             dp->stream_in_bytes[r.phase] += bytes;
@@ -279,7 +284,7 @@ static bool any_off_chip(const tg_config *c)
     for (int k = 0; k < TG_TENSOR_KINDS; k++)
         if (c->memory.location[k].off_chip)
             return true;
-    return false;
+    return c->memory.location[TG_TENSOR_WEIGHT].sharded; /* gathered copies (sharding.c) */
 }
 
 tg_status tg_streaming_plan(tg_program *p)

@@ -74,10 +74,11 @@ static void read_locations(tg_config *c)
         snprintf(key, sizeof key, "TensorLocations.%s.minElementsForOffChip", name);
         l->min_off_chip = integer(c, key);
         snprintf(key, sizeof key, "TensorLocations.%s.replicatedTensorSharding", name);
-        l->sharded = k == TG_TENSOR_OPTIMIZER && flag(c, key);
+        bool shardable = k == TG_TENSOR_OPTIMIZER || k == TG_TENSOR_WEIGHT;
+        l->sharded = shardable && flag(c, key);
         snprintf(key, sizeof key, "TensorLocations.%s.minElementsForReplicatedTensorSharding",
                  name);
-        l->min_sharded = k == TG_TENSOR_OPTIMIZER ? integer(c, key) : 0;
+        l->min_sharded = shardable ? integer(c, key) : 0;
     }
 }
 
@@ -145,11 +146,19 @@ static tg_status read_fields(tg_config *c)
     read_pipeline(c);
     read_memory_and_precision(c);
     read_engine(c);
-    const tg_tensor_location *optimizer = &c->memory.location[TG_TENSOR_OPTIMIZER];
-    if (optimizer->off_chip && optimizer->sharded)
-        return tg_error(TG_ERR_CONFIG,
-                        "TensorLocations.optimizer: offloading and replicated tensor "
-                        "sharding together are not supported; choose one");
+    static const tg_tensor_kind shardable[] = {TG_TENSOR_WEIGHT, TG_TENSOR_OPTIMIZER};
+    for (size_t i = 0; i < sizeof shardable / sizeof shardable[0]; i++) {
+        tg_tensor_kind k = shardable[i];
+        const tg_tensor_location *l = &c->memory.location[k];
+        const char *name = tg_tensor_kind_name(k);
+        if (l->off_chip && l->sharded)
+            return tg_error(TG_ERR_CONFIG,
+                            "TensorLocations.%s: offloading (onChip=false) and replicated tensor "
+                            "sharding together are not supported; choose one (--offload %s%s or "
+                            "--shard %s%s)",
+                            name, name, k == TG_TENSOR_WEIGHT ? "s" : "", name,
+                            k == TG_TENSOR_WEIGHT ? "s" : "");
+    }
     return TG_OK;
 }
 

@@ -32,7 +32,7 @@ typedef enum tg_tensor_kind {
 /* TensorLocations.<kind>: TensorLocationSettings read once. */
 typedef struct tg_tensor_location {
     bool off_chip;        /* !onChip */
-    bool sharded;         /* replicatedTensorSharding (optimizer state only, for now) */
+    bool sharded;         /* replicatedTensorSharding (weights and optimizer state) */
     int64_t min_off_chip; /* minElementsForOffChip */
     int64_t min_sharded;  /* minElementsForReplicatedTensorSharding */
 } tg_tensor_location;

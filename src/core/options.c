@@ -160,6 +160,15 @@ static const opt_spec option_table[] = {
     {"TensorLocations.optimizer.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.optimizer.onChip=false: optimizer state of fewer elements stays on "
      "the device"},
+    {"TensorLocations.weight.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
+     NULL,
+     "with TensorLocations.weight.replicatedTensorSharding: weights of fewer elements are kept "
+     "whole on every replica"},
+    {"TensorLocations.weight.replicatedTensorSharding", OPT_BOOL, "false", 0, 0, NULL,
+     "with replicas: each replica keeps 1/replicationFactor of every weight (and its optimizer "
+     "state), all-gathers the whole weight into a buffer live for each pass that reads it and "
+     "updates its share from the reduce-scattered gradient (ZeRO-3; less memory, a gather per "
+     "pass; ignored with one replica; docs/memory-locations.md)"},
     {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
      NULL,
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "

@@ -35,7 +35,12 @@ typedef struct tg_profile tg_profile;
     X(BUCKET, "gradient bucket to instances")                                                      \
     /* an offloaded tensor into its streamed copy, or back (compile/streaming.c) */                \
     X(STREAMING_LOAD, "load from streaming memory")                                                \
-    X(STREAMING_STORE, "store to streaming memory")
+    X(STREAMING_STORE, "store to streaming memory")                                                \
+    /* replicated tensor sharding of weights (runtime/rts.c): a weight's shards into its whole     \
+     * copy for a pass, or after an update the shards' exchange with the other instances */        \
+    X(GATHER, "all-gather")                                                                        \
+    /* the all-reduce when it sums each replica's shard of the sharded weights' gradients */       \
+    X(REDUCE_SCATTER, "reduce-scatter")
 
 typedef enum tg_event_kind {
 #define TG_EVENT_ENUM(e, name) TG_EVENT_##e,

@@ -225,6 +225,8 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
     snprintf(replicas, sizeof replicas, "%d", p->replicas > 1 ? p->replicas : 2);
     bool rts = p->config.memory.location[TG_TENSOR_OPTIMIZER].sharded && p->replicas > 1;
     bool offloading = p->config.memory.location[TG_TENSOR_OPTIMIZER].off_chip;
+    const tg_tensor_location *weights = &p->config.memory.location[TG_TENSOR_WEIGHT];
+    bool weights_rts = weights->sharded && p->replicas > 1, weights_offloaded = weights->off_chip;
     struct {
         const char *what;
         int batch;
@@ -278,6 +280,15 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
          rts          ? "already sharded"
          : offloading ? "instead of offloading: set onChip=true first"
                       : NULL,
+         NULL},
+        /* ZeRO-3: the weights and, with them, their optimizer state */
+        {p->replicas > 1 ? "weights sharded over the replicas" : "weights sharded, 2 replicas",
+         m->batch,
+         {"TensorLocations.weight.replicatedTensorSharding", "true", "replicationFactor", replicas,
+          "TensorLocations.weight.minElementsForReplicatedTensorSharding", replicas, NULL},
+         weights_rts         ? "already sharded"
+         : weights_offloaded ? "instead of offloading the weights: set onChip=true first"
+                             : NULL,
          NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {

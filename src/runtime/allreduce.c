@@ -1,23 +1,42 @@
 /* runtime/allreduce.c - what the replicas of a data-parallel run share: the
- * mean of the gradient accumulators, and under replicated tensor sharding
- * each replica's share of the updated weights. Both meet at the replica
- * barrier (runtime/exchange.h). */
+ * mean of the gradient accumulators (of a sharded weight's gradient, each
+ * replica's shard of it alone: a reduce-scatter), and under replicated
+ * tensor sharding of the optimizer state each replica's share of the
+ * updated weights. Both meet at the replica barrier (runtime/exchange.h). */
 #include "runtime/allreduce.h"
 
 #include "ops/op.h"
 #include "runtime/buckets.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
+#include "runtime/rts.h"
 #include "runtime/session_dist.h"
 #include "runtime/staging.h"
 
 #include <string.h>
 
-/* An update whose optimizer state is sharded over the replicas. */
+/* An update whose optimizer state, or weight, is sharded over the replicas. */
 bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
 {
-    return tg_is_weight_update(t) && t->n_mutated >= 2 && st->in[1] >= 0 &&
-           p->buffers[st->in[1]].sharded;
+    return tg_is_weight_update(t) &&
+           (tg_rts_updates_shard(p, st) ||
+            (t->n_mutated >= 2 && st->in[1] >= 0 && p->buffers[st->in[1]].sharded));
+}
+
+/* A sharded update of a weight every replica keeps whole (the optimizer
+ * state alone is sharded): its updated share goes to the others after it. */
+static bool shares_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
+{
+    return tg_allreduce_is_sharded_update(p, st, t) && !tg_rts_updates_shard(p, st);
+}
+
+bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a)
+{
+    const tg_program *p = s->program;
+    int b = p->home[a->param];
+    /* the overflow check and the clipping norm read the whole gradient */
+    return b >= 0 && p->buffers[b].sharded && p->buffers[b].region == TG_REGION_PARAM &&
+           !s->check_overflow && !(s->max_grad_norm > 0);
 }
 
 /* Under an MPI job, after the instance's replicas have their shares (run by
@@ -33,7 +52,7 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
     for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) { /* pack: a block per weight */
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
         const tg_tensor *t = p->graph->nodes[st->node];
-        if (!tg_allreduce_is_sharded_update(p, st, t))
+        if (!shares_update(p, st, t))
             continue;
         int64_t n = tg_numel(t->in[0]), begin, end;
         size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
@@ -53,7 +72,7 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
     for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) { /* unpack the others' blocks */
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
         const tg_tensor *t = p->graph->nodes[st->node];
-        if (!tg_allreduce_is_sharded_update(p, st, t))
+        if (!shares_update(p, st, t))
             continue;
         int64_t n = tg_numel(t->in[0]);
         size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
@@ -77,13 +96,14 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     double t0 = tg_engine_now();
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    bool any = false;
+    bool any = false, shares = false, shards = false;
     for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
         const tg_tensor *t = p->graph->nodes[st->node];
-        if (!tg_allreduce_is_sharded_update(p, st, t))
+        shards |= tg_rts_updates_shard(p, st);
+        if (!shares_update(p, st, t))
             continue;
-        any = true;
+        any = shares = true;
         int64_t begin, end;
         tg_shard_range(tg_numel(t->in[0]), s->replica_offset + c->replica, tg_program_shards(p),
                        &begin, &end);
@@ -95,14 +115,18 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
                 memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
                        (size_t)(end - begin) * es);
     }
-    if (!any)
+    /* sharded weights: the next passes read the updated shards of every
+     * replica (runtime/rts.c), so none may start before all are written */
+    if (!any && !shards)
         return true;
     bool ok = tg_exchange_replica_barrier(s, c->device);
     if (ok && s->dist) {
-        ok = c->replica != 0 || weights_from_instances(c, it);
+        ok = c->replica != 0 ||
+             ((!shares || weights_from_instances(c, it)) && (!shards || tg_rts_exchange(c, it)));
         ok = tg_exchange_replica_barrier(s, c->device) && ok;
     }
-    tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
+    if (shares)
+        tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
     return ok;
 }
 
@@ -222,13 +246,20 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         size_t bytes = p->buffers[buf].bytes, at = b ? b->pack_off[k] : off;
         int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
         int64_t begin, end;
-        tg_shard_range(n, c->replica, p->replicas, &begin, &end);
+        bool scatter = tg_allreduce_scatters(s, &dp->accumulators[k]);
+        if (scatter) /* the sum of its own shard, for its update alone */
+            tg_shard_range(n, s->replica_offset + c->replica, tg_program_shards(p), &begin, &end);
+        else
+            tg_shard_range(n, c->replica, p->replicas, &begin, &end);
         for (int r = 0; r < R; r++)
             copies[r] =
                 s->dist ? copy_of(c, r, buf, at, bytes, pack) : tg_engine_slot_ptr(s, r, buf, 0);
         for (int r = 0; r < p->replicas; r++) /* the result: this instance's replicas' */
             outs[r] = tg_engine_slot_ptr(s, r, buf, 0);
-        tg_reduce_typed(copies, R, outs, p->replicas, p->buffers[buf].dtype, begin, end, scale);
+        if (scatter)
+            outs[0] = tg_engine_slot_ptr(s, c->replica, buf, 0);
+        tg_reduce_typed(copies, R, outs, scatter ? 1 : p->replicas, p->buffers[buf].dtype, begin,
+                        end, scale);
         off += bytes;
     }
     if (s->dist) { /* one process of R replicas sums too, but 1 x 1 does not */

@@ -5,10 +5,19 @@
 
 #include "runtime/session_state.h"
 
-/* An update whose optimizer state is sharded over the replicas. */
+/* An update whose optimizer state (or weight) is sharded over the replicas:
+ * it updates one shard (engine.c shard_view). */
 bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t);
+/* Whether the all-reduce sums only this replica's shard of accumulator a
+ * (its weight is sharded: a reduce-scatter), leaving the rest of the
+ * replica's accumulator as it was; not when the overflow check or gradient
+ * clipping reads whole gradients. */
+bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a);
 /* After sharded updates of iteration `it`: give every replica this
- * replica's share of the weights; false if the run was aborted. */
+ * replica's share of the weights whose optimizer state is sharded, and
+ * under sharded weights wait until every replica has written its shards
+ * (exchanging them with the other instances); false if the run was
+ * aborted. */
 bool tg_allreduce_gather_weights(device_ctx *c, int64_t it);
 /* This instance's stamp at `at` (TG_DIST_STAMP_BYTES, the end of its pack):
  * the local time its gradients were final, on the job's clock. */

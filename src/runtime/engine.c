@@ -541,6 +541,17 @@ static void name_device_thread(const tg_session *s, int index)
     tg_trace_thread_name(tg_trace_intern(name));
 }
 
+/* The all-reduce's event: a reduce-scatter when it summed some sharded
+ * weight's gradient by shards (runtime/allreduce.c). */
+static tg_event_kind reduce_kind(const device_ctx *c)
+{
+    const tg_device_program *dp = &c->s->program->devices[c->device];
+    for (int k = 0; k < dp->n_accumulators; k++)
+        if (tg_allreduce_scatters(c->s, &dp->accumulators[k]))
+            return TG_EVENT_REDUCE_SCATTER;
+    return TG_EVENT_ALL_REDUCE;
+}
+
 /* One host step of one device: deviceIterations times its schedule, the
  * all-reduce and the update. Returns early when the step is aborted. */
 static void device_main(device_ctx *c)
@@ -567,7 +578,7 @@ static void device_main(device_ctx *c)
             tg_trace_end(tg_exchange_comms_channel());
             if (!reduced)
                 return;
-            tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
+            tg_engine_record(c, reduce_kind(c), TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
         }
         bool ok = true;
         if (!update_runs(c, it, &ok)) {
@@ -899,10 +910,16 @@ static tg_status record_histograms(tg_session *s, int64_t run)
                 continue;
             const tg_buffer *acc = &p->buffers[a->acc_buffer];
             /* never past the buffer (a sharded one holds a part) */
-            int64_t m = tg_numel(g->nodes[acc->node]);
+            int64_t m = tg_numel(g->nodes[acc->node]), begin = 0, end;
             int64_t fits = (int64_t)(acc->bytes / tg_dtype_size(acc->dtype));
             m = m < fits ? m : fits;
-            x = as_floats(tg_engine_slot_ptr(s, 0, a->acc_buffer, 0), acc->dtype, m, &buf, &cap);
+            if (tg_allreduce_scatters(s, a)) { /* replica 0's shard holds the mean */
+                tg_shard_range(m, s->replica_offset, tg_program_shards(p), &begin, &end);
+                m = end - begin;
+            }
+            x = as_floats(tg_engine_slot_ptr(s, 0, a->acc_buffer, 0) +
+                              (size_t)begin * tg_dtype_size(acc->dtype),
+                          acc->dtype, m, &buf, &cap);
             st = x ? tg_profile_histogram(s->profile, run, t->name, "gradient", x, m)
                    : tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
         }

@@ -19,6 +19,7 @@
 #include "profile/profile.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
+#include "runtime/rts.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
@@ -61,6 +62,10 @@ static tg_status gather_value(const tg_session *s, const tg_tensor *t, unsigned 
         memcpy(dst, replica_data(s, 0, t), stored_bytes(s, t));
         return TG_OK;
     }
+    if (b->region == TG_REGION_PARAM) { /* a sharded weight: the others' shards are here */
+        tg_rts_whole(s, s->program->home[t->id], dst);
+        return TG_OK;
+    }
     if (s->dist) /* the other instances' shards: gathered by tg_dist_sync */
         return tg_session_dist_state(s, t, dst);
     size_t es = tg_dtype_size(b->dtype);
@@ -84,6 +89,8 @@ static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigne
                            &begin, &end);
         memcpy(replica_data(s, r, t), src + (size_t)begin * es, (size_t)(end - begin) * es);
     }
+    if (b->sharded && b->region == TG_REGION_PARAM) /* and the other instances' shards */
+        tg_rts_host_written(s, s->program->home[t->id], src);
 }
 
 /* Write a persistent value given in t's own type: converted to its storage
@@ -328,6 +335,19 @@ static tg_status effective_options(const tg_options *opts, tg_options **out)
     return TG_OK;
 }
 
+/* The most stream events one pass of device d records: a load and a
+ * gather before a step, a store after it (runtime/streams.c). */
+static int streamed_events(const tg_program *p, int d)
+{
+    int n = 0;
+    for (int ph = TG_PHASE_FORWARD; ph <= TG_PHASE_BACKWARD; ph++)
+        for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
+            const tg_step *st = &p->devices[d].steps[ph][k];
+            n += (st->n_stream_in > 0 ? 2 : 0) + (st->n_stream_out > 0);
+        }
+    return n;
+}
+
 static tg_status start_profiling(tg_session *s)
 {
     const tg_config *c = &s->program->config;
@@ -356,16 +376,18 @@ static tg_status start_profiling(tg_session *s)
     for (int i = 0; i < n; i++) {
         tg_profile_recorder *r = &s->recorders[i];
         int d = i % p->n_devices;
-        /* per pass: the phase, host streams in and out, accumulation, and for
-         * each transfer a wait to receive, a wait for a free slot and the copy;
-         * per update: offloaded state in and out around each update step,
-         * and in an MPI job at most a gradient bucket per accumulator */
+        /* per pass: the phase, host streams in and out, accumulation, for
+         * each transfer a wait to receive, a wait for a free slot and the
+         * copy, and around its steps the loads, gathers and stores of
+         * streamed copies; per update: offloaded state in and out around
+         * each update step, and in an MPI job at most a gradient bucket per
+         * accumulator */
         int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
         int buckets = p->devices[d].n_accumulators;
-        r->cap_events =
-            (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers) + 2 * updates + buckets + 4) *
-                p->iterations +
-            16;
+        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers + streamed_events(p, d)) +
+                         2 * updates + buckets + 4) *
+                            p->iterations +
+                        16;
         r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
         r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
         r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
@@ -429,6 +451,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
             warn_threads_once(s->program);
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
+        if (st == TG_OK)
+            st = tg_rts_setup(s);
         if (st == TG_OK)
             st = setup_precision(s);
         if (st == TG_OK)
@@ -558,6 +582,7 @@ void tg_session_destroy(tg_session *s)
     for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)
         tg_free(s->host_state[i]);
     tg_free(s->host_state);
+    tg_rts_free(s);
     tg_free(s->arena);
     tg_free(s->pools);
     tg_free(s->threads);

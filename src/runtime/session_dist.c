@@ -324,7 +324,8 @@ static tg_status gather_one(tg_session *s, const tg_tensor *t, unsigned char *se
 tg_status tg_session_dist_gather_state(tg_session *s)
 {
     const tg_graph *g = s->graph;
-    if (!s->dist || !s->program->config.memory.location[TG_TENSOR_OPTIMIZER].sharded)
+    const tg_tensor_location *loc = s->program->config.memory.location;
+    if (!s->dist || !(loc[TG_TENSOR_OPTIMIZER].sharded || loc[TG_TENSOR_WEIGHT].sharded))
         return TG_OK;
     if (!s->dist_state && !(s->dist_state = tg_calloc((size_t)g->n_nodes, sizeof *s->dist_state)))
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering the sharded state");

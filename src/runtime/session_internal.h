@@ -6,7 +6,9 @@
 
 #include "compile/program.h"
 
-/* The bytes of tensor t in the session's arena, or NULL if not stored. */
+/* The bytes of tensor t in the session's arena (replica 0's), or NULL if
+ * not stored. Under replicated tensor sharding they are replica 0's shard
+ * only: tg_session_value_out gives the value whole. */
 void *tg_session_data(const tg_session *s, const tg_tensor *t);
 const tg_program *tg_session_program(const tg_session *s);
 const tg_graph *tg_session_graph(const tg_session *s);

@@ -153,6 +153,10 @@ struct tg_session {
      * after host step dist_state_step (-1: never) */
     unsigned char **dist_state;
     int64_t dist_state_step;
+    /* replicated tensor sharding of weights across instances (runtime/rts.c):
+     * per buffer, the other instances' shards of a sharded weight as last
+     * exchanged (whole-sized); NULL with one instance */
+    unsigned char **rts_remote;
     struct tg_verify *verify; /* a verified run (runtime/verify.h), or NULL */
 };
 

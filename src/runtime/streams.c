@@ -5,6 +5,7 @@
 #include "runtime/streams.h"
 
 #include "runtime/exchange.h"
+#include "runtime/rts.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,10 +56,12 @@ int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, 
     const tg_program *p = s->program;
     const tg_stream_op *ops =
         p->devices[c->device].streams[ph] + st->stream_at + (in ? 0 : st->n_stream_in);
-    int64_t moved = 0;
+    int64_t moved = 0, j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
+    int copies = n; /* the gathers sort after a step's other ops (compile/streaming.c) */
+    while (copies > 0 && ops[copies - 1].kind == TG_STREAM_GATHER)
+        copies--;
     double t0 = tg_engine_now();
-    int64_t j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < copies; i++) {
         size_t bytes = p->buffers[ops[i].home].bytes;
         if (ops[i].kind == TG_STREAM_ACCUMULATE) { /* in and out of host memory */
             tg_engine_accumulate(c, ops[i].home, ops[i].copy, j, g);
@@ -70,8 +73,16 @@ int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, 
         memcpy(in ? copy : host, in ? host : copy, bytes);
         moved += (int64_t)bytes;
     }
-    tg_engine_record(c, in ? TG_EVENT_STREAMING_LOAD : TG_EVENT_STREAMING_STORE, ph, it, j, -1, t0,
-                     moved, 0);
+    if (copies > 0)
+        tg_engine_record(c, in ? TG_EVENT_STREAMING_LOAD : TG_EVENT_STREAMING_STORE, ph, it, j, -1,
+                         t0, moved, 0);
+    if (copies < n) { /* sharded weights, whole for the pass (runtime/rts.c) */
+        double t1 = tg_engine_now();
+        int64_t gathered = 0;
+        for (int i = copies; i < n; i++)
+            gathered += tg_rts_gather(c, &ops[i], g);
+        tg_engine_record(c, TG_EVENT_GATHER, ph, it, j, -1, t1, gathered, 0);
+    }
     return moved;
 }
 

@@ -12,7 +12,8 @@
 # after the same host step with a checkpoint, and `tilegraph run` stopped by
 # SIGINT exits 130; gradient buckets sent during
 # the backward change no bit; the exchange's figures of the epoch line add
-# up and count the time an instance waits for a stopped one.
+# up and count the time an instance waits for a stopped one; weights
+# sharded over the instances train, checkpoint and resume as one process.
 # usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
 T=$1
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
@@ -260,5 +261,22 @@ steps=$(sed -n 's/.* and \([0-9]*\) host steps per epoch.*/\1/p' xs.log | head -
 ms=$(sed -n 's/.*exchange with instances: \([0-9.]*\) ms of a.*/\1/p' xs.log | head -1)
 awk -v m="$ms" -v n="$steps" 'BEGIN { exit !(m * n >= 1000) }' ||
     fail "3 s of a stopped instance are not in the exchange's figures: $ms ms x $steps steps"
+
+# 11. replicated tensor sharding of weights (runtime/rts.c): 2 instances x 1
+#     replica, each holding half of every weight, train bit for bit as one
+#     process of 2 unsharded replicas; 4 replicas over 2 x 2 with weights and
+#     optimizer state sharded too, and resumed from a checkpoint of the job
+W2="--optimizer adamw --lr 0.001 --engine-option TensorLocations.weight.minElementsForReplicatedTensorSharding=0"
+$T train $COMMON $W2 --replicas 2 --gradient-accumulation 2 --save w1.safetensors >w1.log 2>&1 ||
+    fail "weights, one process"
+timeout 120 $MPI $T train $COMMON $W2 --replicas 2 --gradient-accumulation 2 --shard weights \
+    --save w2.safetensors >w2.log 2>&1 || fail "sharded weights over 2 instances"
+cmp w1.safetensors w2.safetensors || fail "sharded weights over instances differ from one process"
+$T train $COMMON $W2 --replicas 4 --save w4.safetensors >w4.log 2>&1 || fail "4 replicas, one process"
+timeout 120 $MPI $T train $COMMON $W2 --replicas 4 --shard weights,optimizer --max-steps 3 \
+    --save w5.safetensors >w5.log 2>&1 || fail "sharded weights over 2 x 2, stopped early"
+timeout 120 $MPI $T train $COMMON $W2 --replicas 4 --shard weights,optimizer \
+    --resume w5.safetensors --save w6.safetensors >w6.log 2>&1 || fail "sharded weights, resumed"
+cmp w4.safetensors w6.safetensors || fail "a resumed job of sharded weights differs from one run"
 
 echo "mpi_test: all cases passed (kill -9 ended the job in ${took} s)"

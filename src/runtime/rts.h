@@ -1,0 +1,31 @@
+/* runtime/rts.h - replicated tensor sharding of weights at run time
+ * (rts.c; the plan is compile/sharding.c). */
+#ifndef TG_RUNTIME_RTS_H
+#define TG_RUNTIME_RTS_H
+
+#include "runtime/session_state.h"
+
+/* Under an MPI job with sharded weights: the host copy of the other
+ * instances' shards of each sharded weight (s->rts_remote). TG_OK and
+ * nothing allocated otherwise. */
+tg_status tg_rts_setup(tg_session *s);
+void tg_rts_free(tg_session *s);
+/* A gather op (TG_STREAM_GATHER) of device c for slot g: every shard of
+ * the weight into the pass's whole copy; returns the bytes copied from
+ * other replicas' and instances' shards. */
+int64_t tg_rts_gather(device_ctx *c, const tg_stream_op *op, int64_t g);
+/* Sharded weight buffer b whole (as stored) into dst: this instance's
+ * replicas' shards and the other instances' as last exchanged. */
+void tg_rts_whole(const tg_session *s, int b, unsigned char *dst);
+/* The host wrote sharded weight buffer b (whole value `whole`, as stored)
+ * into this instance's shards: keep the other instances' parts too. */
+void tg_rts_host_written(const tg_session *s, int b, const unsigned char *whole);
+/* After the updates of iteration `it`, run by local replica 0 of device c
+ * between two replica barriers under an MPI job: send this instance's
+ * block of every sharded weight of the device to the others and keep
+ * theirs; false if the exchange was abandoned (the run aborts). */
+bool tg_rts_exchange(device_ctx *c, int64_t it);
+/* Whether update step st rewrites a sharded weight (its home holds a shard). */
+bool tg_rts_updates_shard(const tg_program *p, const tg_step *st);
+
+#endif

@@ -1,0 +1,188 @@
+/* tests/runtime/test_weight_sharding.c - replicated tensor sharding of
+ * weights (runtime/rts.c, compile/sharding.c): each replica keeps one shard
+ * of every weight and its optimizer state, gathers the whole weight for each
+ * pass and updates its shard from the reduce-scattered gradient. Training is
+ * bit-identical to unsharded replicas (with the reduce-scatter, and with the
+ * whole all-reduce that loss scaling needs), the plan's weights and state
+ * halve over 2 replicas, weights read back whole, checkpoints move between
+ * sharded and unsharded sessions, and what cannot be sharded is refused.
+ * TG_TEST_LABELS: threads */
+#include "tg_test.h"
+#include "tg_test_train.h"
+
+#include "compile/program.h"
+#include "core/error.h"
+#include "runtime/session_internal.h"
+#include "tilegraph/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { BATCH = 4 };
+
+#define SHARD "TensorLocations.weight.replicatedTensorSharding", "true"
+#define SHARD_ALL "TensorLocations.weight.minElementsForReplicatedTensorSharding", "0"
+
+/* Every parameter and state tensor of a and b holds the same values, read
+ * whole (tg_session_read gathers a sharded one). */
+static bool same_values(const tg_test_model *a, const tg_test_model *b)
+{
+    const tg_graph *g = a->mg.graph;
+    bool same = true;
+    for (int i = 0; i < g->n_nodes && same; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !tg_session_data(a->s, t))
+            continue;
+        const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
+        float *x = malloc(tg_nbytes(t)), *y = malloc(tg_nbytes(t));
+        same = u && tg_session_read(a->s, t, x, tg_nbytes(t)) == TG_OK &&
+               tg_session_read(b->s, u, y, tg_nbytes(t)) == TG_OK &&
+               memcmp(x, y, tg_nbytes(t)) == 0;
+        if (!same)
+            printf("  differs: %s\n", t->name);
+        free(x);
+        free(y);
+    }
+    return same;
+}
+
+static size_t region(const tg_test_model *m, tg_region r)
+{
+    const tg_program *p = tg_session_program(m->s);
+    size_t n = 0;
+    for (int d = 0; d < p->n_devices; d++)
+        n += p->devices[d].region_bytes[r];
+    return n;
+}
+
+static int sharded_weights(const tg_test_model *m)
+{
+    const tg_program *p = tg_session_program(m->s);
+    int n = 0;
+    for (int b = 0; b < p->n_buffers; b++)
+        n += p->buffers[b].sharded && p->buffers[b].region == TG_REGION_PARAM;
+    return n;
+}
+
+/* AdamW, 2 replicas x 2 micro-batches: the f32 run reduce-scatters. */
+static void test_sharded_matches_unsharded(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model plain, sharded;
+    const char *const base[] = {"replicationFactor", "2", "Training.gradientAccumulation", "2",
+                                NULL};
+    const char *const rts[] = {
+        "replicationFactor", "2", "Training.gradientAccumulation", "2", SHARD, SHARD_ALL, NULL};
+    tg_test_train(&plain, BATCH, &opt, base, 4, 21, NULL);
+    tg_test_train(&sharded, BATCH, &opt, rts, 4, 21, NULL);
+    TG_CHECK(same_values(&plain, &sharded));
+    TG_CHECK(sharded_weights(&sharded) == 8); /* 4 layers' weights and biases */
+    size_t wa = region(&plain, TG_REGION_PARAM), wb = region(&sharded, TG_REGION_PARAM);
+    size_t sa = region(&plain, TG_REGION_STATE), sb = region(&sharded, TG_REGION_STATE);
+    printf("  per replica: weights %zu -> %zu bytes, optimizer state %zu -> %zu bytes\n", wa, wb,
+           sa, sb);
+    TG_CHECK(wb <= wa / 2 + 8 * TG_ALIGN && wb >= wa / 2 - 8 * TG_ALIGN);
+    TG_CHECK(sb <= sa / 2 + 16 * TG_ALIGN && sb >= sa / 2 - 16 * TG_ALIGN);
+    /* the control: a different run differs, so same_values can fail */
+    tg_test_train_more(&plain, 1, 22);
+    TG_CHECK(!same_values(&plain, &sharded));
+    tg_test_model_destroy(&plain);
+    tg_test_model_destroy(&sharded);
+}
+
+/* Two pipelined stages in f16 with stochastic rounding and SGD momentum:
+ * the overflow check reads whole gradients, so the all-reduce stays whole;
+ * the default threshold (8192 elements) leaves the small weights whole. */
+static void test_sharded_half_pipelined(void)
+{
+    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.9f);
+#define PIPE                                                                                       \
+    "replicationFactor", "2", "Training.gradientAccumulation", "4", "executionStrategy",           \
+        "pipelined", "stages", "B1,B2|B3,B4", "precision", "16.16",                                \
+        "Precision.enableStochasticRounding", "true", "lossScaling", "dynamic"
+    const char *const base[] = {PIPE, NULL};
+    const char *const rts[] = {PIPE, SHARD, NULL};
+#undef PIPE
+    tg_test_model plain, sharded;
+    tg_test_train(&plain, BATCH, &opt, base, 3, 23, NULL);
+    tg_test_train(&sharded, BATCH, &opt, rts, 3, 23, NULL);
+    TG_CHECK(same_values(&plain, &sharded));
+    int n = sharded_weights(&sharded);
+    printf("  sharded weights at 8192 elements or more: %d\n", n);
+    TG_CHECK(n > 0 && n < 8);
+    tg_test_model_destroy(&plain);
+    tg_test_model_destroy(&sharded);
+}
+
+static void test_checkpoints_cross_sharding(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model sharded, plain;
+    const char *const rts[] = {"replicationFactor", "2", SHARD, SHARD_ALL, NULL};
+    tg_test_train(&sharded, BATCH, &opt, rts, 3, 24, NULL);
+    tg_test_train(&plain, BATCH, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, 24,
+                  NULL);
+    char path[] = "/tmp/tg_weight_sharding_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    TG_CHECK(fd >= 0);
+    close(fd);
+    TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
+    TG_CHECK(same_values(&sharded, &plain));
+    /* and both continue identically */
+    tg_test_train_more(&sharded, 2, 25);
+    tg_test_train_more(&plain, 2, 25);
+    TG_CHECK(same_values(&sharded, &plain));
+    /* back into a sharded session: every replica's shard comes from the file */
+    TG_CHECK_OK(tg_checkpoint_save(plain.s, path, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_load(sharded.s, path, "mnist-pipeline"));
+    TG_CHECK(same_values(&sharded, &plain));
+    remove(path);
+    tg_test_model_destroy(&sharded);
+    tg_test_model_destroy(&plain);
+}
+
+/* With one replica there is nothing to shard over: ignored, as PopART does. */
+static void test_one_replica_is_unsharded(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model m;
+    const char *const rts[] = {SHARD, SHARD_ALL, NULL};
+    TG_CHECK_OK(tg_test_model_create(&m, BATCH, &opt, rts, 26));
+    TG_CHECK(sharded_weights(&m) == 0);
+    tg_test_model_destroy(&m);
+}
+
+static void expect_refused(const tg_optimizer *opt, const char *const *kv, const char *text)
+{
+    tg_test_model m;
+    TG_CHECK(tg_test_model_create(&m, BATCH, opt, kv, 27) == TG_ERR_CONFIG);
+    if (!strstr(tg_error_message(), text))
+        printf("  message: %s\n", tg_error_message());
+    TG_CHECK(strstr(tg_error_message(), text) != NULL);
+    tg_test_model_destroy(&m);
+}
+
+static void test_what_cannot_be_sharded_is_refused(void)
+{
+    tg_optimizer adamw = tg_optimizer_adamw(0.002f), lamb = tg_optimizer_lamb(0.002f);
+    expect_refused(&adamw,
+                   (const char *const[]){"replicationFactor", "2", SHARD,
+                                         "TensorLocations.weight.onChip", "false", NULL},
+                   "TensorLocations.weight: offloading (onChip=false) and replicated tensor "
+                   "sharding together are not supported");
+    expect_refused(&lamb, (const char *const[]){"replicationFactor", "2", SHARD, NULL},
+                   "TensorLocations.weight.replicatedTensorSharding: the lamb optimizer");
+}
+
+int main(void)
+{
+    TG_RUN(test_sharded_matches_unsharded);
+    TG_RUN(test_sharded_half_pipelined);
+    TG_RUN(test_checkpoints_cross_sharding);
+    TG_RUN(test_one_replica_is_unsharded);
+    TG_RUN(test_what_cannot_be_sharded_is_refused);
+    return tg_test_finish();
+}

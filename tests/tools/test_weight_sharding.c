@@ -1,0 +1,168 @@
+/* tests/tools/test_weight_sharding.c - `--shard weights` from the command
+ * (issue 31 item 2): mnist-pipeline and fashion-basic (a small conv net with
+ * group norm) over 2 replicas write the same checkpoint bytes sharded as
+ * unsharded; compile's memory table shows the weights per replica halved;
+ * the profile holds the gathers and reduce-scatters; the remedies of a model
+ * that does not fit name it; what cannot apply is refused by name. */
+#include "tg_test.h"
+#include "tg_test_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[256];
+
+#define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
+#define ALL " --engine-option TensorLocations.weight.minElementsForReplicatedTensorSharding=0 "
+
+static bool same_file(const char *a, const char *b)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/%s %s/%s", tmpdir, a, tmpdir, b);
+    return system(cmd) == 0;
+}
+
+/* Train `train` (flags) unsharded and with `shard` added: the same bytes. */
+static void train_both(const char *train, const char *shard)
+{
+    char args[900];
+    snprintf(args, sizeof args, "train %s --quiet --save %s/plain.safetensors", train, tmpdir);
+    EXPECT(args, 0, "saved:");
+    snprintf(args, sizeof args, "train %s %s --quiet --save %s/sharded.safetensors", train, shard,
+             tmpdir);
+    EXPECT(args, 0, "saved:");
+    TG_CHECK(same_file("plain.safetensors", "sharded.safetensors"));
+}
+
+static void test_sharded_writes_the_unsharded_checkpoint(void)
+{
+    train_both("--model mnist-pipeline --replicas 2 --train-limit 400 --test-limit 16 "
+               "--optimizer adamw --lr 0.001 --gradient-accumulation 2",
+               "--shard weights" ALL);
+    /* the control: another learning rate gives other bytes, so cmp can fail */
+    char args[900];
+    snprintf(args, sizeof args,
+             "train --model mnist-pipeline --replicas 2 --train-limit 400 --test-limit 16 "
+             "--optimizer adamw --lr 0.002 --gradient-accumulation 2 --quiet --save "
+             "%s/other.safetensors",
+             tmpdir);
+    EXPECT(args, 0, "saved:");
+    TG_CHECK(!same_file("plain.safetensors", "other.safetensors"));
+    train_both("--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 "
+               "--optimizer sgd --momentum 0.9",
+               "--shard weights,optimizer" ALL);
+}
+
+/* A sharded program survives the executable file: the second run loads it
+ * (a file that did not load is a warning, then a compile) and trains the
+ * same bytes. */
+static void test_executable_round_trip(void)
+{
+    char args[900];
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "train --model mnist-pipeline --replicas 2 --train-limit 64 --test-limit 16 "
+                 "--quiet --shard weights" ALL
+                 "--executable %s/rts.tgx --save %s/exe%d.safetensors",
+                 tmpdir, tmpdir, i);
+        EXPECT(args, 0, "saved:");
+        TG_CHECK(!strstr(tg_cli_output, "warning: executable"));
+    }
+    TG_CHECK(same_file("exe0.safetensors", "exe1.safetensors"));
+}
+
+static double row_bytes(const char *out, const char *row)
+{
+    const char *at = strstr(out, row);
+    double v = -1;
+    char unit[8] = "";
+    if (at && sscanf(at + strlen(row), " %lf %7s", &v, unit) == 2) {
+        if (!strcmp(unit, "KiB"))
+            v *= 1024;
+        else if (!strcmp(unit, "MiB"))
+            v *= 1024 * 1024;
+    }
+    return v;
+}
+
+static void test_compile_shows_half_the_weights(void)
+{
+    const char *models[] = {"mnist-pipeline", "fashion-basic"};
+    for (int i = 0; i < 2; i++) {
+        char args[400];
+        snprintf(args, sizeof args, "compile --model %s --replicas 2 --optimizer adamw", models[i]);
+        EXPECT(args, 0, "Memory per device");
+        double w = row_bytes(tg_cli_output, "\n  weights "),
+               s = row_bytes(tg_cli_output, "\n  optimizer state ");
+        snprintf(args, sizeof args,
+                 "compile --model %s --replicas 2 --optimizer adamw --shard weights" ALL,
+                 models[i]);
+        EXPECT(args, 0, "Memory per device");
+        double ws = row_bytes(tg_cli_output, "\n  weights "),
+               ss = row_bytes(tg_cli_output, "\n  optimizer state ");
+        printf("  %s per replica: weights %.0f -> %.0f bytes, optimizer state %.0f -> %.0f\n",
+               models[i], w, ws, s, ss);
+        TG_CHECK(w > 0 && ws > 0.49 * w && ws < 0.51 * w);
+        TG_CHECK(s > 0 && ss > 0.49 * s && ss < 0.51 * s);
+    }
+}
+
+/* The profile records the gathers (bytes from the other replica's shards)
+ * and the reduce-scatter; analyse counts the latter as the all-reduce. */
+static void test_profile_shows_gathers(void)
+{
+    char args[900];
+    snprintf(args, sizeof args,
+             "train --model mnist-pipeline --replicas 2 --train-limit 64 --test-limit 16 "
+             "--quiet --shard weights" ALL "--profile-dir %s/prof",
+             tmpdir);
+    EXPECT(args, 0, "");
+    snprintf(args, sizeof args, "analyse %s/prof trace", tmpdir);
+    EXPECT(args, 0, "all-gather");
+    TG_CHECK(strstr(tg_cli_output, "reduce-scatter") != NULL);
+    /* device 0's row: compute, copies, host streams, then the all-reduce */
+    const char *row = strstr(tg_cli_output, "\n       0 ");
+    double v[4] = {0};
+    char u[4][8];
+    TG_CHECK(row && sscanf(row, " 0 %lf %7s %lf %7s %lf %7s %lf %7s", &v[0], u[0], &v[1], u[1],
+                           &v[2], u[2], &v[3], u[3]) == 8);
+    TG_CHECK(v[3] > 0);
+}
+
+/* A model that does not fit names weight sharding among the remedies, with
+ * the bytes it saves: half the weights and half their AdamW state. */
+static void test_remedies_name_weight_sharding(void)
+{
+    EXPECT("compile --model mnist-pipeline --optimizer adamw --replicas 2 --memory-per-device "
+           "2000000 --engine-option debug.allowOutOfMemory=true",
+           0, "weights sharded over the replicas          4.25 MiB -> 3.74 MiB, saves 527 KiB");
+    EXPECT("compile --model mnist-pipeline --optimizer adamw --replicas 2 --memory-per-device "
+           "2000000 --engine-option debug.allowOutOfMemory=true --shard weights",
+           0, "weights sharded over the replicas          already sharded");
+}
+
+static void test_what_cannot_apply_is_refused(void)
+{
+    EXPECT("compile --model mnist-pipeline --replicas 2 --shard weights --offload weights", 1,
+           "offloading (onChip=false) and replicated tensor sharding together are not supported");
+    EXPECT("compile --model mnist-pipeline --replicas 2 --shard activations", 1,
+           "'activations' cannot be sharded");
+    EXPECT("compile --model mnist-pipeline --replicas 2 --shard weights --optimizer lamb", 1,
+           "the lamb optimizer");
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_weight_sharding_XXXXXX");
+    if (!TG_MKDTEMP(tmpdir))
+        return tg_test_finish();
+    TG_RUN(test_sharded_writes_the_unsharded_checkpoint);
+    TG_RUN(test_executable_round_trip);
+    TG_RUN(test_compile_shows_half_the_weights);
+    TG_RUN(test_profile_shows_gathers);
+    TG_RUN(test_remedies_name_weight_sharding);
+    TG_RUN(test_what_cannot_apply_is_refused);
+    tg_test_remove_dir(tmpdir);
+    return tg_test_finish();
+}
