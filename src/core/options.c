@@ -160,6 +160,11 @@ static const opt_spec option_table[] = {
     {"TensorLocations.optimizer.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.optimizer.onChip=false: optimizer state of fewer elements stays on "
      "the device"},
+    {"TensorLocations.ioSchedule", OPT_ENUM, "preload", 0, 0, "preload|onDemand",
+     "how the copies of tensors kept off chip run: preload: on an I/O thread per device, each "
+     "step's loads while the step before computes and its stores while the next one does (a "
+     "copy then holds device memory one step longer at each end); onDemand: on the device's own "
+     "thread when its step comes"},
     {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
      NULL,
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "

@@ -19,6 +19,7 @@
 #include "profile/profile.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
+#include "runtime/stream_io.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
@@ -521,6 +522,7 @@ void tg_session_destroy(tg_session *s)
     tg_engine_stop_threads(s); /* first: they read everything below */
     tg_verify_destroy(s->verify);
     tg_prefetch_stop(s);
+    tg_stream_io_stop(s);
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */

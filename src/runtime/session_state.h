@@ -66,6 +66,8 @@ typedef struct device_ctx {
     float grad_scale;
     int64_t forwards; /* forward passes run in this host step */
     double streams;   /* seconds on host streams in: copying, or waiting for a prefetch */
+    /* seconds the device waited for its I/O thread's copies (stream_io.c) */
+    double stream_wait;
     /* gradient buckets of the current update: started, and seen complete */
     int buckets_sent, buckets_done;
     tg_exchange_times exchange; /* this run's exchange with the other instances */
@@ -113,6 +115,9 @@ struct tg_session {
     /* host streams filled ahead (runtime/prefetch.c), or NULL: depth 1, or
      * not started yet */
     struct tg_prefetch *prefetch;
+    /* the I/O threads of offloaded tensors' copies, per (replica, device)
+     * (runtime/stream_io.c), or NULL: on demand, or not started yet */
+    struct tg_stream_io *stream_io;
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
     /* loss scaling and overflow checks (compile/precision.h) */
     bool check_overflow;
@@ -164,6 +169,10 @@ void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_
  * when the run is not recorded. */
 void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
                       int peer, double t0, int64_t bytes, double flops);
+/* The same for an event that ran from t0 to t1 on another thread on the
+ * device's behalf (its I/O thread); recorded by the device's own thread. */
+void tg_engine_record_span(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                           int peer, double t0, double t1, int64_t bytes, double flops);
 /* Join the session's device threads (none started: nothing to do). Called
  * by tg_session_destroy, between runs: the threads are parked then. */
 void tg_engine_stop_threads(tg_session *s);

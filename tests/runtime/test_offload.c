@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "profile/reader.h"
 #include "runtime/session_internal.h"
+#include "runtime/session_state.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/models.h"
 
@@ -125,6 +126,36 @@ static void test_everything_offloaded_zero_bubble_with_replicas(void)
                                   "TensorLocations.accumulator.onChip", "false",
                                   "TensorLocations.optimizer.onChip", "false", NULL},
                  TG_REGION_PARAM);
+}
+
+/* TensorLocations.ioSchedule: the copies on each device's I/O thread a
+ * step ahead (preload, the default) give the bytes of the copies on the
+ * device's thread (onDemand), in the schedule with the most passes; the
+ * plan keeps each copy live a step longer at each end, so preload's
+ * activations are never fewer. */
+static void test_preload_matches_on_demand(void)
+{
+#define EVERYTHING_OFF                                                                             \
+    "executionStrategy", "pipelined", "pipelineSchedule", "zb-h1", "Training.gradientAccumulation", \
+        "4", "replicationFactor", "2", "TensorLocations.weight.onChip", "false",                   \
+        "TensorLocations.activation.onChip", "false", "TensorLocations.accumulator.onChip",        \
+        "false", "TensorLocations.optimizer.onChip", "false"
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    tg_test_model demand, preload;
+    tg_test_train(&demand, 8, &opt,
+                  (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "onDemand", NULL}, 3,
+                  9, NULL);
+    tg_test_train(&preload, 8, &opt, (const char *[]){EVERYTHING_OFF, NULL}, 3, 9, NULL);
+#undef EVERYTHING_OFF
+    if (demand.s && preload.s) {
+        TG_CHECK(tg_test_same_weights(&demand, &preload, true));
+        TG_CHECK(demand.s->stream_io == NULL);
+        TG_CHECK(preload.s->stream_io != NULL);
+        const tg_program *pd = tg_session_program(demand.s), *pp = tg_session_program(preload.s);
+        TG_CHECK(region_total(pp, TG_REGION_ACTIVATION) >= region_total(pd, TG_REGION_ACTIVATION));
+    }
+    tg_test_model_destroy(&demand);
+    tg_test_model_destroy(&preload);
 }
 
 /* minElementsForOffChip keeps the small tensors (biases) on the device. */
@@ -251,6 +282,7 @@ int main(void)
     TG_RUN(test_offloaded_accumulators_are_exact);
     TG_RUN(test_offloaded_activations_are_exact_pipelined);
     TG_RUN(test_everything_offloaded_zero_bubble_with_replicas);
+    TG_RUN(test_preload_matches_on_demand);
     TG_RUN(test_min_elements_keeps_small_weights);
     TG_RUN(test_executable_keeps_streams);
     return tg_test_finish();
