@@ -156,7 +156,7 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
     unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
     tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
     /* offloaded tensors' copies: on the I/O thread a step ahead, or here */
-    tg_stream_pass io = {ph, begin, end, it, g, 0};
+    tg_stream_pass io = {.phase = ph, .begin = begin, .end = end, .it = it, .g = g};
     bool preload = tg_stream_io_on(c);
     if (preload)
         tg_stream_io_begin(c, &io);
@@ -778,11 +778,17 @@ static tg_status run_devices(tg_session *s, int n)
     return TG_OK;
 }
 
-/* The trace track of an event of (replica, device) i of n: its own, or for a
- * gradient bucket the device's bucket track. */
+/* The trace track of an event of (replica, device) i of n: its own; for a
+ * gradient bucket the device's bucket track; for a copy its I/O thread ran,
+ * the device's streaming-memory track (session.c, TRACE_LANES). */
 static int track_of(const tg_profile_event *e, int i, int n)
 {
-    return e->kind == TG_EVENT_BUCKET ? n + i : i;
+    if (e->kind == TG_EVENT_BUCKET)
+        return n + i;
+    if ((e->kind == TG_EVENT_STREAMING_LOAD || e->kind == TG_EVENT_STREAMING_STORE) &&
+        e->peer == TG_EVENT_PEER_IO_THREAD)
+        return 2 * n + i;
+    return i;
 }
 
 /* Event e as a step of track i. Buckets in flight together overlap each
@@ -811,7 +817,7 @@ static void keep_device_steps(tg_session *s, uint64_t link)
     int n = p->replicas * p->n_devices;
     for (int i = 0; i < n; i++) {
         const tg_profile_recorder *r = &s->recorders[i];
-        for (int own = i; own < 2 * n; own += n) { /* the device's track, its buckets' */
+        for (int own = i; own < TG_TRACE_LANES * n; own += n) { /* each of the device's */
             size_t need = s->trace_n[own] + (size_t)r->n_events;
             if (need <= s->trace_cap[own])
                 continue;

@@ -50,6 +50,11 @@ typedef struct tg_bucket_plan {
     double *started; /* per bucket, when its exchange started (the device's thread's) */
 } tg_bucket_plan;
 
+/* Trace tracks per (replica, device): its own; its gradient buckets to the
+ * other instances (they overlap its compute); its I/O thread's copies to
+ * and from streaming memory (runtime/stream_io.c). */
+#define TG_TRACE_LANES 3
+
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
@@ -136,8 +141,9 @@ struct tg_session {
     char profile_error[512];    /* its message */
     bool profile_reported;      /* tg_session_finish_profile returned it */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */
-    /* [replica * n_devices + device][...], then the same tracks' gradient
-     * buckets (they overlap the device's steps, so they get tracks of their own) */
+    /* [lane * n + replica * n_devices + device][...] for TG_TRACE_LANES lanes:
+     * the devices' steps, their gradient buckets and their I/O threads'
+     * copies (the last two overlap the steps, so they get tracks of their own) */
     struct tg_trace_device_step **trace_steps;
     size_t *trace_n, *trace_cap;
     uint64_t link_base;             /* link ids of this session's host steps start after it */

@@ -7,12 +7,12 @@
  * thread runs the queue in order. The compiler keeps each copy's bytes
  * live over the step before its load and the step after its store
  * (streaming.c, widen_for_preload), so a copy in flight never shares bytes
- * with what the running step reads or writes. The queue's order makes the
- * rest safe: step k + 1's loads were queued after step k - 1's stores, so
- * waiting for them before step k + 1 also waits for those stores, whose
- * copies the plan may reuse from step k + 1 on. A pass waits for all its
- * copies before it ends: the all-reduce, the update and the next pass read
- * the host copies.
+ * with what the running step reads or writes. Before step k runs, the device
+ * waits for step k's loads and for step k - 2's stores, whose copies the
+ * plan may reuse from step k on (the queue runs in order, so waiting for
+ * the later of the two covers both). A pass waits for all its copies
+ * before it ends: the all-reduce, the update and the next pass read the
+ * host copies.
  *
  * The I/O thread only copies; the device's thread records the copies as
  * profile events (with their own times) when it has waited for them, so
@@ -170,7 +170,8 @@ static void record_done(device_ctx *c, tg_stream_io *io, int64_t ticket)
             continue;
         int64_t j = job->phase == TG_PHASE_UPDATE ? -1 : job->g % p->micro_batches;
         tg_engine_record_span(c, job->in ? TG_EVENT_STREAMING_LOAD : TG_EVENT_STREAMING_STORE,
-                              job->phase, job->it, j, -1, job->t0, job->t1, job->bytes, 0);
+                              job->phase, job->it, j, TG_EVENT_PEER_IO_THREAD, job->t0, job->t1,
+                              job->bytes, 0);
     }
 }
 
@@ -180,11 +181,19 @@ static void wait_for(device_ctx *c, tg_stream_io *io, int64_t ticket)
     if (ticket <= io->recorded)
         return;
     double t0 = tg_engine_now();
+    bool waited = false;
     pthread_mutex_lock(&io->lock);
-    while (io->done < ticket)
+    while (io->done < ticket) {
+        waited = true;
         pthread_cond_wait(&io->done_cond, &io->lock);
+    }
     pthread_mutex_unlock(&io->lock);
-    c->stream_wait += tg_engine_now() - t0;
+    if (waited) {
+        c->stream_wait += tg_engine_now() - t0;
+        const io_job *job = &io->jobs[(ticket - 1) % IO_QUEUE];
+        int64_t j = job->phase == TG_PHASE_UPDATE ? -1 : job->g % c->s->program->micro_batches;
+        tg_engine_record(c, TG_EVENT_STREAMING_WAIT, job->phase, job->it, j, -1, t0, 0, 0);
+    }
     record_done(c, io, ticket);
 }
 
@@ -208,20 +217,35 @@ static int64_t post(device_ctx *c, const tg_stream_pass *pass, int k, bool in)
 
 void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass)
 {
+    const tg_device_program *dp = &c->s->program->devices[c->device];
+    int ig = dp->input_grad_steps, nb = dp->n_steps[TG_PHASE_BACKWARD];
+    pass->cut = pass->phase == TG_PHASE_BACKWARD && ig > pass->begin && ig < pass->end && ig < nb
+                    ? ig
+                    : 0;
+    pass->store_ticket[0] = pass->store_ticket[1] = 0;
     pass->load_ticket = pass->begin < pass->end ? post(c, pass, pass->begin, true) : 0;
 }
 
 void tg_stream_io_before(device_ctx *c, tg_stream_pass *pass, int k)
 {
-    int64_t next = k + 1 < pass->end ? post(c, pass, k + 1, true) : 0;
-    if (pass->load_ticket)
-        wait_for(c, io_of(c), pass->load_ticket);
+    /* the compiler kept no copy live across the cut: nothing is loaded
+     * ahead over it, and the steps before it finish their copies first */
+    if (k == pass->cut && k > pass->begin) {
+        tg_stream_io_end(c, pass);
+        pass->store_ticket[0] = pass->store_ticket[1] = 0;
+        pass->load_ticket = post(c, pass, k, true);
+    }
+    bool ahead = k + 1 < pass->end && k + 1 != pass->cut;
+    int64_t next = ahead ? post(c, pass, k + 1, true) : 0;
+    int64_t two_back = pass->store_ticket[k % 2]; /* step k - 2's stores */
+    wait_for(c, io_of(c), pass->load_ticket > two_back ? pass->load_ticket : two_back);
     pass->load_ticket = next;
 }
 
 void tg_stream_io_after(device_ctx *c, tg_stream_pass *pass, int k)
 {
     const tg_step *st = &c->s->program->devices[c->device].steps[pass->phase][k];
+    pass->store_ticket[k % 2] = 0;
     if (st->n_stream_out == 0)
         return;
     double t0 = tg_engine_now();
@@ -230,7 +254,7 @@ void tg_stream_io_after(device_ctx *c, tg_stream_pass *pass, int k)
         int64_t j = pass->phase == TG_PHASE_UPDATE ? -1 : pass->g % c->s->program->micro_batches;
         tg_engine_record(c, TG_EVENT_STREAMING_STORE, pass->phase, pass->it, j, -1, t0, added, 0);
     }
-    post(c, pass, k, false);
+    pass->store_ticket[k % 2] = post(c, pass, k, false);
 }
 
 void tg_stream_io_end(device_ctx *c, tg_stream_pass *pass)

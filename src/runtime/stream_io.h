@@ -22,8 +22,13 @@ void tg_stream_io_stop(tg_session *s);
 typedef struct tg_stream_pass {
     tg_phase phase;
     int begin, end;
+    /* where the compiler's copies start afresh inside [begin, end): the
+     * backward's weight-gradient steps (compile/streaming.c plans them as a
+     * pass of their own); 0 for none */
+    int cut;
     int64_t it, g;
-    int64_t load_ticket; /* of the next step's loads */
+    int64_t load_ticket;     /* of the next step's loads */
+    int64_t store_ticket[2]; /* of step k's stores, in [k % 2] */
 } tg_stream_pass;
 void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass);
 void tg_stream_io_before(device_ctx *c, tg_stream_pass *pass, int k);

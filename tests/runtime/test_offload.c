@@ -2,7 +2,9 @@
  * (TensorLocations.<kind>.onChip = false, compile/streaming.c): weights,
  * activations, accumulators and optimizer state. The device holds less, the
  * training numbers are bit-identical, executables keep the streamed copies,
- * and the traffic is in the profile. */
+ * and the traffic is in the profile. The copies run on I/O threads
+ * (runtime/stream_io.c), hence the label.
+ * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 #include "tg_test_train.h"
 
@@ -267,6 +269,14 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
                                           "AND kind = 'load from streaming memory'",
                                           0, &bytes));
     TG_CHECK(bytes > 0);
+    /* the copies ran on the device's I/O thread (ioSchedule preload) */
+    int64_t io = 0;
+    if (r)
+        TG_CHECK_OK(tg_profile_reader_int(r,
+                                          "SELECT COUNT(*) FROM trace WHERE peer = -2 "
+                                          "AND kind = 'load from streaming memory'",
+                                          0, &io));
+    TG_CHECK(io > 0);
     tg_profile_reader_close(r);
     tg_test_model_destroy(&c);
     tg_test_model_destroy(&d);
