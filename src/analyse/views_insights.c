@@ -7,6 +7,7 @@
 #include "analyse/analyse.h"
 
 #include "core/error.h"
+#include "profile/profile.h"
 #include "profile/reader.h"
 
 #include <math.h>
@@ -263,12 +264,17 @@ static void other_processes(tg_profile_reader *r, int n_devices, tg_an_view *v)
 /* Offloading: the bytes each device keeps in host streaming memory (the
  * memory table's "offloaded to host") and what the first recorded host step
  * loaded into streamed copies and stored back, in every phase, with the
- * time the copies took (compile/streaming.c). */
+ * time the copies took (compile/streaming.c), how long the device waited
+ * for its I/O thread's copies, and so how much of the copy time ran beside
+ * the compute (TensorLocations.ioSchedule preload; copies on the device's
+ * own thread, onDemand, hide none). */
 static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_an_view *v)
 {
-    static const char *const cols[] = {"device", "offloaded to host", "loaded", "stored",
-                                       "copy time"};
-    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES, TG_AN_NS};
+    static const char *const cols[] = {"device",    "offloaded to host", "loaded",
+                                       "stored",    "copy time",         "waited",
+                                       "beside compute"};
+    static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES,
+                                       TG_AN_NS, TG_AN_NS,    TG_AN_NS};
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
                          "SELECT d.device, "
@@ -280,34 +286,45 @@ static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_a
                          " AND t.run = ?1 AND t.kind = 'store to streaming memory'), "
                          "(SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace t WHERE "
                          " t.device = d.device AND t.run = ?1 AND t.kind IN "
+                         " ('load from streaming memory', 'store to streaming memory')), "
+                         "(SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace t WHERE "
+                         " t.device = d.device AND t.run = ?1 AND t.kind = "
+                         " 'wait for streaming memory'), "
+                         "(SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace t WHERE "
+                         " t.device = d.device AND t.run = ?1 AND t.peer = ?2 AND t.kind IN "
                          " ('load from streaming memory', 'store to streaming memory')) "
                          "FROM devices d ORDER BY d.device",
                          &st));
     sqlite3_bind_int(st, 1, times->run);
+    sqlite3_bind_int(st, 2, TG_EVENT_PEER_IO_THREAD);
     tg_an_table *t = NULL;
-    double offloaded = 0, in = 0, out = 0, ns = 0;
+    double offloaded = 0, in = 0, out = 0, ns = 0, waited = 0, beside = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         double o = sqlite3_column_double(st, 1), i = sqlite3_column_double(st, 2),
-               x = sqlite3_column_double(st, 3), c = sqlite3_column_double(st, 4);
+               x = sqlite3_column_double(st, 3), c = sqlite3_column_double(st, 4),
+               w = sqlite3_column_double(st, 5), io = sqlite3_column_double(st, 6);
         if (o <= 0 && i <= 0 && x <= 0)
             continue;
         if (!t)
-            t = tg_an_table_add(v, "Offloading", 5, cols, kinds);
-        tg_an_row(t, (double)sqlite3_column_int(st, 0), o, i, x, c);
-        offloaded += o, in += i, out += x, ns += c;
+            t = tg_an_table_add(v, "Offloading", 7, cols, kinds);
+        double hidden = io > w ? io - w : 0; /* the I/O thread's time the device did not wait */
+        tg_an_row(t, (double)sqlite3_column_int(st, 0), o, i, x, c, w, hidden);
+        offloaded += o, in += i, out += x, ns += c, waited += w, beside += hidden;
     }
     sqlite3_finalize(st);
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32], d[32], e[32];
     if (!t)
         tg_an_note(v, "offloading: none (no tensor is kept in host streaming memory)");
     else
         tg_an_note(v,
                    "offloading: %s kept in host streaming memory; the first recorded host step "
-                   "loaded %s into streamed copies and stored %s back, in %s of copies%s",
+                   "loaded %s into streamed copies and stored %s back, in %s of copies, %s of it "
+                   "beside the compute (%.0f%%)%s",
                    tg_an_format(TG_AN_BYTES, offloaded, a, sizeof a),
                    tg_an_format(TG_AN_BYTES, in, b, sizeof b),
                    tg_an_format(TG_AN_BYTES, out, c, sizeof c),
                    tg_an_format(TG_AN_NS, ns, d, sizeof d),
+                   tg_an_format(TG_AN_NS, beside, e, sizeof e), ns > 0 ? 100.0 * beside / ns : 0.0,
                    times->run < 0 ? " (no execution trace recorded)" : "");
     return TG_OK;
 }

@@ -47,6 +47,8 @@ tg_status tg_an_times_read(tg_profile_reader *r, tg_an_times *t)
             continue;
         if (!strcmp(k, "execute"))
             t->execute[d] += ns;
+        else if (strstr(k, "streaming memory"))
+            continue; /* within a pass's "execute", or beside it on the I/O thread */
         else if (!strncmp(k, "copy", 4))
             t->copy[d] += ns;
         else if (!strncmp(k, "stream", 6))

@@ -153,6 +153,39 @@ static pass_copy *copy_for(tg_program *p, int d, int home, int *slot, pass_copy 
     return &copies[(*n_copies)++];
 }
 
+/* Step s of phase ph's place on the device's timeline (forward, backward
+ * and update steps in order), as the memory plan counts it. */
+static int timeline_at(const tg_device_program *dp, tg_phase ph, int s)
+{
+    for (int k = 0; k < (int)ph; k++)
+        s += dp->n_steps[k];
+    return s;
+}
+
+static void live_at(tg_buffer *b, int at)
+{
+    if (b->first < 0 || at < b->first)
+        b->first = at;
+    if (at > b->last)
+        b->last = at;
+}
+
+/* With TensorLocations.ioSchedule preload the I/O thread loads a copy while
+ * the step before its first use computes and stores it while the step
+ * after its last one does (runtime/stream_io.c): the copy holds its bytes
+ * over those steps too, which the memory plan sees here (it only widens
+ * these ranges). Not past the pass's ends: the pass's first loads and its
+ * last stores run when it starts and ends. */
+static void widen_for_preload(tg_program *p, int d, pass_range r, const pass_copy *c)
+{
+    tg_device_program *dp = &p->devices[d];
+    tg_buffer *b = &p->buffers[c->copy];
+    if (c->read_first && c->first > r.begin)
+        live_at(b, timeline_at(dp, r.phase, c->first - 1));
+    if (c->written && c->last + 1 < r.end)
+        live_at(b, timeline_at(dp, r.phase, c->last + 1));
+}
+
 /* Rewrite one pass's steps to read streamed copies; its copies' ops into *ops. */
 static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass_copy *copies,
                              timed_op *ops, int *n_ops)
@@ -193,6 +226,8 @@ static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass
             ops[(*n_ops)++] = (timed_op){c->last, true, {c->copy, c->home, TG_STREAM_COPY}};
             dp->stream_out_bytes[r.phase] += bytes;
         }
+        if (p->config.memory.preload)
+            widen_for_preload(p, d, r, c);
         slot[c->home] = -1;
     }
     return TG_OK;

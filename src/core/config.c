@@ -85,6 +85,7 @@ static void read_locations(tg_config *c)
 static void read_memory_and_precision(tg_config *c)
 {
     read_locations(c);
+    c->memory.preload = !strcmp(text(c, "TensorLocations.ioSchedule"), "preload");
     c->memory.per_device = integer(c, "memoryPerDevice");
     c->memory.available_proportion = tg_options_get_float(c->options, "availableMemoryProportion");
     c->recompute.pipeline = !strcmp(text(c, "recomputation"), "pipeline");

@@ -169,6 +169,11 @@ static const opt_spec option_table[] = {
      "state), all-gathers the whole weight into a buffer live for each pass that reads it and "
      "updates its share from the reduce-scattered gradient (ZeRO-3; less memory, a gather per "
      "pass; ignored with one replica; docs/memory-locations.md)"},
+    {"TensorLocations.ioSchedule", OPT_ENUM, "preload", 0, 0, "preload|onDemand",
+     "how the copies of tensors kept off chip run: preload: on an I/O thread per device, each "
+     "step's loads while the step before computes and its stores while the next one does (a "
+     "copy then holds device memory one step longer at each end); onDemand: on the device's own "
+     "thread when its step comes"},
     {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
      NULL,
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "

@@ -40,6 +40,7 @@
 #include "runtime/buckets.h"
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
+#include "runtime/stream_io.h"
 #include "runtime/streams.h"
 #include "runtime/verify.h"
 #include "runtime/staging.h"
@@ -59,8 +60,8 @@ double tg_engine_now(void)
 #define now_s tg_engine_now
 
 /* Record an event that ran from t0 to now (seconds); no-op when not recording. */
-void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
-                      int peer, double t0, int64_t bytes, double flops)
+void tg_engine_record_span(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                           int peer, double t0, double t1, int64_t bytes, double flops)
 {
     tg_profile_recorder *r = c->rec;
     if (!r || r->n_events >= r->cap_events)
@@ -72,9 +73,16 @@ void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it
                                                   (int32_t)it,
                                                   peer,
                                                   (int64_t)((t0 - origin) * 1e9),
-                                                  (int64_t)((now_s() - origin) * 1e9),
+                                                  (int64_t)((t1 - origin) * 1e9),
                                                   bytes,
                                                   flops};
+}
+
+void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                      int peer, double t0, int64_t bytes, double flops)
+{
+    if (c->rec)
+        tg_engine_record_span(c, kind, ph, it, j, peer, t0, now_s(), bytes, flops);
 }
 
 /* ---- addressing ------------------------------------------------------------------- */
@@ -147,6 +155,11 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
     const tg_device_program *dp = &p->devices[c->device];
     unsigned char *arena = s->arena[c->replica * p->n_devices + c->device];
     tg_pool *pool = s->pools[c->replica * p->n_devices + c->device];
+    /* offloaded tensors' copies: on the I/O thread a step ahead, or here */
+    tg_stream_pass io = {.phase = ph, .begin = begin, .end = end, .it = it, .g = g};
+    bool preload = tg_stream_io_on(c);
+    if (preload)
+        tg_stream_io_begin(c, &io);
     for (int k = begin; k < end; k++) {
         const tg_step *st = &dp->steps[ph][k];
         const tg_tensor *t = p->graph->nodes[st->node];
@@ -170,7 +183,10 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
         if (!st->staged && tg_step_reads_native(p, st))
             native_types(p, st, &a);
-        tg_streams_step(c, ph, st, true, it, g);
+        if (preload)
+            tg_stream_io_before(c, &io, k);
+        else
+            tg_streams_step(c, ph, st, true, it, g);
         float scale = ph == TG_PHASE_UPDATE ? c->grad_scale : c->loss_scale;
         tg_update_opts so = {1.0f / scale, p->precision.stochastic_rounding, 0, 0};
         if (so.stochastic && ph == TG_PHASE_UPDATE)
@@ -190,10 +206,15 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         }
         if (g == 0 && c->replica == 0 && tg_verify_capturing(s->verify))
             tg_verify_capture(s->verify, p, st, stored_out);
-        tg_streams_step(c, ph, st, false, it, g);
+        if (preload)
+            tg_stream_io_after(c, &io, k);
+        else
+            tg_streams_step(c, ph, st, false, it, g);
         if (c->buckets_done < c->buckets_sent) /* gradient buckets in flight */
             tg_buckets_progress(c, it);
     }
+    if (preload)
+        tg_stream_io_end(c, &io);
 }
 
 static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
@@ -768,11 +789,17 @@ static tg_status run_devices(tg_session *s, int n)
     return TG_OK;
 }
 
-/* The trace track of an event of (replica, device) i of n: its own, or for a
- * gradient bucket the device's bucket track. */
+/* The trace track of an event of (replica, device) i of n: its own; for a
+ * gradient bucket the device's bucket track; for a copy its I/O thread ran,
+ * the device's streaming-memory track (session.c, TRACE_LANES). */
 static int track_of(const tg_profile_event *e, int i, int n)
 {
-    return e->kind == TG_EVENT_BUCKET ? n + i : i;
+    if (e->kind == TG_EVENT_BUCKET)
+        return n + i;
+    if ((e->kind == TG_EVENT_STREAMING_LOAD || e->kind == TG_EVENT_STREAMING_STORE) &&
+        e->peer == TG_EVENT_PEER_IO_THREAD)
+        return 2 * n + i;
+    return i;
 }
 
 /* Event e as a step of track i. Buckets in flight together overlap each
@@ -801,7 +828,7 @@ static void keep_device_steps(tg_session *s, uint64_t link)
     int n = p->replicas * p->n_devices;
     for (int i = 0; i < n; i++) {
         const tg_profile_recorder *r = &s->recorders[i];
-        for (int own = i; own < 2 * n; own += n) { /* the device's track, its buckets' */
+        for (int own = i; own < TG_TRACE_LANES * n; own += n) { /* each of the device's */
             size_t need = s->trace_n[own] + (size_t)r->n_events;
             if (need <= s->trace_cap[own])
                 continue;
@@ -981,6 +1008,8 @@ tg_status tg_session_run(tg_session *s)
             s->recorders[i].n_events = 0;
     }
     tg_status started = tg_prefetch_begin(s);
+    if (started == TG_OK)
+        started = tg_stream_io_start(s);
     if (started == TG_OK)
         started = run_devices(s, n);
     if (started != TG_OK) /* the host-stream threads stop filling */

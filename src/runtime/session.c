@@ -20,6 +20,7 @@
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
 #include "runtime/rts.h"
+#include "runtime/stream_io.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
@@ -368,9 +369,9 @@ static tg_status start_profiling(tg_session *s)
     s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
     if (!s->recorders)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
-    s->trace_steps = tg_calloc((size_t)(2 * n), sizeof *s->trace_steps);
-    s->trace_n = tg_calloc((size_t)(2 * n), sizeof *s->trace_n);
-    s->trace_cap = tg_calloc((size_t)(2 * n), sizeof *s->trace_cap);
+    s->trace_steps = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_steps);
+    s->trace_n = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_n);
+    s->trace_cap = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_cap);
     if (!s->trace_steps || !s->trace_n || !s->trace_cap)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
     for (int i = 0; i < n; i++) {
@@ -482,23 +483,25 @@ static tg_status export_trace(const tg_session *s)
 {
     const tg_program *p = s->program;
     int n = n_arenas(s), m = 0;
-    tg_trace_device_track *tracks = tg_calloc((size_t)(2 * n), sizeof *tracks);
+    tg_trace_device_track *tracks = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *tracks);
     if (!tracks)
         return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
-    for (int i = 0; i < 2 * n; i++) {
-        int d = i % p->n_devices;
+    static const char *const lanes[TG_TRACE_LANES] = {NULL, "gradient buckets to instances",
+                                                      "streaming memory (I/O thread)"};
+    for (int i = 0; i < TG_TRACE_LANES * n; i++) {
+        int d = i % p->n_devices, lane = i / n;
         const char *name = NULL;
-        if (i >= n && !s->trace_n[i])
-            continue; /* no gradient buckets on this device */
-        if (i >= n) {
-            char label[64];
-            snprintf(label, sizeof label, "device %d: gradient buckets to instances", d);
+        if (lane > 0 && !s->trace_n[i])
+            continue; /* no gradient buckets, or no I/O thread, on this device */
+        if (lane > 0) {
+            char label[80];
+            snprintf(label, sizeof label, "device %d: %s", d, lanes[lane]);
             name = tg_trace_intern(label);
         }
         tracks[m++] = (tg_trace_device_track){
             /* the job's replica index: an MPI job's instances' traces merge */
             s->replica_offset + (i % n) / p->n_devices,
-            i < n ? d : p->n_devices + d,
+            lane * p->n_devices + d,
             name,
             s->trace_steps[i],
             s->trace_n[i],
@@ -545,6 +548,7 @@ void tg_session_destroy(tg_session *s)
     tg_engine_stop_threads(s); /* first: they read everything below */
     tg_verify_destroy(s->verify);
     tg_prefetch_stop(s);
+    tg_stream_io_stop(s);
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
     /* destroy cannot fail: a profile failure nobody asked about is printed */
@@ -555,7 +559,7 @@ void tg_session_destroy(tg_session *s)
     /* reported once, at the program's tg_trace_shutdown */
     if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
         tg_trace_note_failure(TG_ERR_IO);
-    for (int i = 0; s->trace_steps && i < 2 * n; i++)
+    for (int i = 0; s->trace_steps && i < TG_TRACE_LANES * n; i++)
         tg_free(s->trace_steps[i]);
     tg_free(s->trace_steps);
     tg_free(s->trace_n);

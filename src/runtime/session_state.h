@@ -50,6 +50,11 @@ typedef struct tg_bucket_plan {
     double *started; /* per bucket, when its exchange started (the device's thread's) */
 } tg_bucket_plan;
 
+/* Trace tracks per (replica, device): its own; its gradient buckets to the
+ * other instances (they overlap its compute); its I/O thread's copies to
+ * and from streaming memory (runtime/stream_io.c). */
+#define TG_TRACE_LANES 3
+
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
@@ -66,6 +71,8 @@ typedef struct device_ctx {
     float grad_scale;
     int64_t forwards; /* forward passes run in this host step */
     double streams;   /* seconds on host streams in: copying, or waiting for a prefetch */
+    /* seconds the device waited for its I/O thread's copies (stream_io.c) */
+    double stream_wait;
     /* gradient buckets of the current update: started, and seen complete */
     int buckets_sent, buckets_done;
     tg_exchange_times exchange; /* this run's exchange with the other instances */
@@ -113,6 +120,9 @@ struct tg_session {
     /* host streams filled ahead (runtime/prefetch.c), or NULL: depth 1, or
      * not started yet */
     struct tg_prefetch *prefetch;
+    /* the I/O threads of offloaded tensors' copies, per (replica, device)
+     * (runtime/stream_io.c), or NULL: on demand, or not started yet */
+    struct tg_stream_io *stream_io;
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
     /* loss scaling and overflow checks (compile/precision.h) */
     bool check_overflow;
@@ -131,8 +141,9 @@ struct tg_session {
     char profile_error[512];    /* its message */
     bool profile_reported;      /* tg_session_finish_profile returned it */
     bool trace_devices;         /* host tracing is on: keep device steps for the export */
-    /* [replica * n_devices + device][...], then the same tracks' gradient
-     * buckets (they overlap the device's steps, so they get tracks of their own) */
+    /* [lane * n + replica * n_devices + device][...] for TG_TRACE_LANES lanes:
+     * the devices' steps, their gradient buckets and their I/O threads'
+     * copies (the last two overlap the steps, so they get tracks of their own) */
     struct tg_trace_device_step **trace_steps;
     size_t *trace_n, *trace_cap;
     uint64_t link_base;             /* link ids of this session's host steps start after it */
@@ -168,6 +179,10 @@ void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_
  * when the run is not recorded. */
 void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
                       int peer, double t0, int64_t bytes, double flops);
+/* The same for an event that ran from t0 to t1 on another thread on the
+ * device's behalf (its I/O thread); recorded by the device's own thread. */
+void tg_engine_record_span(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
+                           int peer, double t0, double t1, int64_t bytes, double flops);
 /* Join the session's device threads (none started: nothing to do). Called
  * by tg_session_destroy, between runs: the threads are parked then. */
 void tg_engine_stop_threads(tg_session *s);

@@ -46,43 +46,85 @@ void tg_streams_inputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
         tg_engine_record(c, TG_EVENT_STREAM_IN, TG_PHASE_FORWARD, it, j, -1, t0, streamed, 0);
 }
 
+int64_t tg_streams_copy(tg_session *s, int replica, int device, tg_phase ph, const tg_step *st,
+                        bool in, int64_t g)
+{
+    const tg_program *p = s->program;
+    int n = in ? st->n_stream_in : st->n_stream_out;
+    const tg_stream_op *ops =
+        p->devices[device].streams[ph] + st->stream_at + (in ? 0 : st->n_stream_in);
+    int64_t moved = 0;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind != TG_STREAM_COPY)
+            continue;
+        size_t bytes = p->buffers[ops[i].home].bytes;
+        unsigned char *host = tg_engine_slot_ptr(s, replica, ops[i].home, g);
+        unsigned char *copy = tg_engine_slot_ptr(s, replica, ops[i].copy, g);
+        memcpy(in ? copy : host, in ? host : copy, bytes);
+        moved += (int64_t)bytes;
+    }
+    return moved;
+}
+
+int64_t tg_streams_accumulate(device_ctx *c, tg_phase ph, const tg_step *st, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    const tg_stream_op *ops = p->devices[c->device].streams[ph] + st->stream_at + st->n_stream_in;
+    int64_t j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches, moved = 0;
+    for (int i = 0; i < st->n_stream_out; i++)
+        if (ops[i].kind == TG_STREAM_ACCUMULATE) { /* in and out of host memory */
+            tg_engine_accumulate(c, ops[i].home, ops[i].copy, j, g);
+            moved += 2 * (int64_t)p->buffers[ops[i].home].bytes;
+        }
+    return moved;
+}
+
+/* The gathers among step st's ops in: they sort after its loads
+ * (compile/streaming.c). */
+static int gathers_of(const tg_stream_op *ops, int n)
+{
+    int k = 0;
+    while (k < n && ops[n - 1 - k].kind == TG_STREAM_GATHER)
+        k++;
+    return k;
+}
+
+int64_t tg_streams_gather(device_ctx *c, tg_phase ph, const tg_step *st, int64_t it, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    const tg_stream_op *ops = p->devices[c->device].streams[ph] + st->stream_at;
+    int n = st->n_stream_in, k = gathers_of(ops, n);
+    if (k == 0)
+        return 0;
+    double t0 = tg_engine_now();
+    int64_t gathered = 0, j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
+    for (int i = n - k; i < n; i++) /* sharded weights, whole for the pass (runtime/rts.c) */
+        gathered += tg_rts_gather(c, &ops[i], g);
+    tg_engine_record(c, TG_EVENT_GATHER, ph, it, j, -1, t0, gathered, 0);
+    return gathered;
+}
+
 int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, int64_t it,
                         int64_t g)
 {
     int n = in ? st->n_stream_in : st->n_stream_out;
     if (n == 0)
         return 0;
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
+    const tg_program *p = c->s->program;
     const tg_stream_op *ops =
         p->devices[c->device].streams[ph] + st->stream_at + (in ? 0 : st->n_stream_in);
-    int64_t moved = 0, j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
-    int copies = n; /* the gathers sort after a step's other ops (compile/streaming.c) */
-    while (copies > 0 && ops[copies - 1].kind == TG_STREAM_GATHER)
-        copies--;
-    double t0 = tg_engine_now();
-    for (int i = 0; i < copies; i++) {
-        size_t bytes = p->buffers[ops[i].home].bytes;
-        if (ops[i].kind == TG_STREAM_ACCUMULATE) { /* in and out of host memory */
-            tg_engine_accumulate(c, ops[i].home, ops[i].copy, j, g);
-            moved += 2 * (int64_t)bytes;
-            continue;
-        }
-        unsigned char *host = tg_engine_slot_ptr(s, c->replica, ops[i].home, g);
-        unsigned char *copy = tg_engine_slot_ptr(s, c->replica, ops[i].copy, g);
-        memcpy(in ? copy : host, in ? host : copy, bytes);
-        moved += (int64_t)bytes;
-    }
-    if (copies > 0)
+    int64_t moved = 0;
+    if (n > (in ? gathers_of(ops, n) : 0)) {
+        double t0 = tg_engine_now();
+        moved = tg_streams_copy(c->s, c->replica, c->device, ph, st, in, g);
+        if (!in)
+            moved += tg_streams_accumulate(c, ph, st, g);
+        int64_t j = ph == TG_PHASE_UPDATE ? -1 : g % p->micro_batches;
         tg_engine_record(c, in ? TG_EVENT_STREAMING_LOAD : TG_EVENT_STREAMING_STORE, ph, it, j, -1,
                          t0, moved, 0);
-    if (copies < n) { /* sharded weights, whole for the pass (runtime/rts.c) */
-        double t1 = tg_engine_now();
-        int64_t gathered = 0;
-        for (int i = copies; i < n; i++)
-            gathered += tg_rts_gather(c, &ops[i], g);
-        tg_engine_record(c, TG_EVENT_GATHER, ph, it, j, -1, t1, gathered, 0);
     }
+    if (in)
+        moved += tg_streams_gather(c, ph, st, it, g);
     return moved;
 }
 

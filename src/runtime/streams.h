@@ -21,5 +21,15 @@ bool tg_streams_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g);
  * (!in); recorded as stream events of the phase. Returns the bytes moved. */
 int64_t tg_streams_step(device_ctx *c, tg_phase ph, const tg_step *st, bool in, int64_t it,
                         int64_t g);
+/* The copy part of it, for (replica, device): no accumulation, nothing
+ * recorded. Any thread (the device's I/O thread, runtime/stream_io.c). */
+int64_t tg_streams_copy(tg_session *s, int replica, int device, tg_phase ph, const tg_step *st,
+                        bool in, int64_t g);
+/* Step st's additions of micro-batch g's gradients into offloaded
+ * accumulators (after it runs), on the device's thread; the bytes moved. */
+int64_t tg_streams_accumulate(device_ctx *c, tg_phase ph, const tg_step *st, int64_t g);
+/* Step st's gathers of sharded weights into their whole copies (before it
+ * runs; runtime/rts.c), on the device's thread, recorded; the bytes. */
+int64_t tg_streams_gather(device_ctx *c, tg_phase ph, const tg_step *st, int64_t it, int64_t g);
 
 #endif

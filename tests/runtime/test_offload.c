@@ -2,7 +2,9 @@
  * (TensorLocations.<kind>.onChip = false, compile/streaming.c): weights,
  * activations, accumulators and optimizer state. The device holds less, the
  * training numbers are bit-identical, executables keep the streamed copies,
- * and the traffic is in the profile. */
+ * and the traffic is in the profile. The copies run on I/O threads
+ * (runtime/stream_io.c), hence the label.
+ * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 #include "tg_test_train.h"
 
@@ -10,6 +12,7 @@
 #include "core/alloc.h"
 #include "profile/reader.h"
 #include "runtime/session_internal.h"
+#include "runtime/session_state.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/models.h"
 
@@ -127,6 +130,36 @@ static void test_everything_offloaded_zero_bubble_with_replicas(void)
                  TG_REGION_PARAM);
 }
 
+/* TensorLocations.ioSchedule: the copies on each device's I/O thread a
+ * step ahead (preload, the default) give the bytes of the copies on the
+ * device's thread (onDemand), in the schedule with the most passes; the
+ * plan keeps each copy live a step longer at each end, so preload's
+ * activations are never fewer. */
+static void test_preload_matches_on_demand(void)
+{
+#define EVERYTHING_OFF                                                                             \
+    "executionStrategy", "pipelined", "pipelineSchedule", "zb-h1", "Training.gradientAccumulation", \
+        "4", "replicationFactor", "2", "TensorLocations.weight.onChip", "false",                   \
+        "TensorLocations.activation.onChip", "false", "TensorLocations.accumulator.onChip",        \
+        "false", "TensorLocations.optimizer.onChip", "false"
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    tg_test_model demand, preload;
+    tg_test_train(&demand, 8, &opt,
+                  (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "onDemand", NULL}, 3,
+                  9, NULL);
+    tg_test_train(&preload, 8, &opt, (const char *[]){EVERYTHING_OFF, NULL}, 3, 9, NULL);
+#undef EVERYTHING_OFF
+    if (demand.s && preload.s) {
+        TG_CHECK(tg_test_same_weights(&demand, &preload, true));
+        TG_CHECK(demand.s->stream_io == NULL);
+        TG_CHECK(preload.s->stream_io != NULL);
+        const tg_program *pd = tg_session_program(demand.s), *pp = tg_session_program(preload.s);
+        TG_CHECK(region_total(pp, TG_REGION_ACTIVATION) >= region_total(pd, TG_REGION_ACTIVATION));
+    }
+    tg_test_model_destroy(&demand);
+    tg_test_model_destroy(&preload);
+}
+
 /* minElementsForOffChip keeps the small tensors (biases) on the device. */
 static void test_min_elements_keeps_small_weights(void)
 {
@@ -236,6 +269,14 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
                                           "AND kind = 'load from streaming memory'",
                                           0, &bytes));
     TG_CHECK(bytes > 0);
+    /* the copies ran on the device's I/O thread (ioSchedule preload) */
+    int64_t io = 0;
+    if (r)
+        TG_CHECK_OK(tg_profile_reader_int(r,
+                                          "SELECT COUNT(*) FROM trace WHERE peer = -2 "
+                                          "AND kind = 'load from streaming memory'",
+                                          0, &io));
+    TG_CHECK(io > 0);
     tg_profile_reader_close(r);
     tg_test_model_destroy(&c);
     tg_test_model_destroy(&d);
@@ -251,6 +292,7 @@ int main(void)
     TG_RUN(test_offloaded_accumulators_are_exact);
     TG_RUN(test_offloaded_activations_are_exact_pipelined);
     TG_RUN(test_everything_offloaded_zero_bubble_with_replicas);
+    TG_RUN(test_preload_matches_on_demand);
     TG_RUN(test_min_elements_keeps_small_weights);
     TG_RUN(test_executable_keeps_streams);
     return tg_test_finish();
