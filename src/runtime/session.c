@@ -344,7 +344,10 @@ static int streamed_events(const tg_program *p, int d)
     for (int ph = TG_PHASE_FORWARD; ph <= TG_PHASE_BACKWARD; ph++)
         for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
             const tg_step *st = &p->devices[d].steps[ph][k];
-            n += (st->n_stream_in > 0 ? 2 : 0) + (st->n_stream_out > 0);
+            /* loads and gathers; stores and accumulations; and under
+             * ioSchedule preload up to three waits for the I/O thread */
+            n += (st->n_stream_in > 0 ? 2 : 0) + (st->n_stream_out > 0 ? 2 : 0) +
+                 (st->n_stream_in + st->n_stream_out > 0 ? 3 : 0);
         }
     return n;
 }
@@ -386,7 +389,7 @@ static tg_status start_profiling(tg_session *s)
         int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
         int buckets = p->devices[d].n_accumulators;
         r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers + streamed_events(p, d)) +
-                         2 * updates + buckets + 4) *
+                         7 * updates + buckets + 4) *
                             p->iterations +
                         16;
         r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
