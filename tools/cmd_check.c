@@ -277,7 +277,7 @@ int cmd_check(int argc, char **argv)
          NULL},
         {"--json", CLI_BOOL, &a.json, NULL, "print JSON for scripts", 1, 0, NULL},
     };
-    int n = 12 + device_flags(&dev, flags + 12);
+    int n = 12 + device_flags(&dev, flags + 12, (int)(sizeof flags / sizeof flags[0]) - 12);
     cli_command cmd = {
         "check",
         "Check one step of a model, as compiled, tensor by tensor against the reference.",

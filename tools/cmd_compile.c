@@ -120,9 +120,9 @@ int cmd_compile(int argc, char **argv)
         {"--stem", CLI_STRING, &stem, "KIND",
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0,
          NULL},
-        {"--target", CLI_STRING, &target, "NAME", cli_target_help(target_help, sizeof target_help),
-         1, 0, NULL},
-        {"--target-description", CLI_STRING, &target_desc, "FILE",
+        {tg_options_flag("target"), CLI_STRING, &target, "NAME",
+         cli_target_help(target_help, sizeof target_help), 1, 0, NULL},
+        {tg_options_flag("targetDescription"), CLI_STRING, &target_desc, "FILE",
          "with --target mk2 (a target that takes one): a JSON file describing another tile "
          "processor",
          1, 0, NULL},
@@ -144,9 +144,9 @@ int cmd_compile(int argc, char **argv)
         {"--train-limit", CLI_INT, &train_limit, "N",
          "step or cosine schedule, warm-up: the training samples of an epoch (as train's)", 0, 1e9,
          NULL},
-        {"--seed", CLI_INT, &dev.seed, "N", "random seed (randomSeed: dropout, rounding)", 0, 9e18,
-         NULL},
-        {"--output-return-period", CLI_INT, &return_period, "N",
+        {tg_options_flag("randomSeed"), CLI_INT, &dev.seed, "N",
+         "random seed (randomSeed: dropout, rounding)", 0, 9e18, NULL},
+        {tg_options_flag("outputReturnPeriod"), CLI_INT, &return_period, "N",
          "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
         {"--loss", CLI_STRING, &loss, "KIND",
          "ONNX models: the loss appended to the logits, cross-entropy or mse", 1, 0,
@@ -154,7 +154,7 @@ int cmd_compile(int argc, char **argv)
     };
     int n = 19;
     n += optim_flags(&oa, flags + n);
-    n += device_flags(&dev, flags + n);
+    n += device_flags(&dev, flags + n, (int)(sizeof flags / sizeof flags[0]) - n);
     cli_command cmd = {"compile",
                        "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",

@@ -77,8 +77,8 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 65536, NULL},
         {"--eval-batch-size", CLI_INT, &a->eval_batch, "N", "samples per evaluation step", 1, 65536,
          NULL},
-        {"--seed", CLI_INT, &a->seed, "N", "random seed (initialisation, shuffling, dropout)", 0,
-         9e18, NULL},
+        {tg_options_flag("randomSeed"), CLI_INT, &a->seed, "N",
+         "random seed (initialisation, shuffling, dropout)", 0, 9e18, NULL},
         {"--train-limit", CLI_INT, &a->train_limit, "N",
          "use only the first N training samples (0: all)", 0, 1e9, NULL},
         {"--test-limit", CLI_INT, &a->test_limit, "N", "use only the first N test samples (0: all)",
@@ -104,9 +104,9 @@ static int parse_args(train_args *a, int argc, char **argv)
         {"--json", CLI_BOOL, &a->json, NULL, "print one JSON object per epoch instead of text", 1,
          0, NULL},
         {"--quiet", CLI_BOOL, &a->quiet, NULL, "no progress bars", 1, 0, NULL},
-        {"--target", CLI_STRING, &a->target, "NAME",
+        {tg_options_flag("target"), CLI_STRING, &a->target, "NAME",
          cli_target_help(target_help, sizeof target_help), 1, 0, "cpu"},
-        {"--output-return-period", CLI_INT, &a->return_period, "N",
+        {tg_options_flag("outputReturnPeriod"), CLI_INT, &a->return_period, "N",
          "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
     };
     int n = 0;
@@ -114,7 +114,7 @@ static int parse_args(train_args *a, int argc, char **argv)
         n++;
     n += optim_flags(&a->opt, flags + n);
     n += data_flags(&a->data, flags + n);
-    n += device_flags(&a->dev, flags + n);
+    n += device_flags(&a->dev, flags + n, (int)(sizeof flags / sizeof flags[0]) - n);
     cli_command cmd = {
         "train",
         "Train a model from the zoo and report its test accuracy.",

@@ -44,7 +44,9 @@ TG_API tg_status tg_options_set_engine_json(tg_options *o, const char *json, con
 /* 1 for an engine option's key (see above), else 0. */
 TG_API int tg_options_is_engine(const char *key);
 /* The tilegraph command-line flag that sets option `key` ("--device-iterations"),
- * or NULL when there is none (set it with --options FILE or --engine-option). */
+ * or the flag with the value that does ("--offload weights"); NULL when there is
+ * none (set it with --options FILE or --engine-option). The option table's
+ * `flag` column: the commands take their flags' names from it. */
 TG_API const char *tg_options_flag(const char *key);
 
 TG_API int64_t tg_options_get_int(const tg_options *o, const char *key);
