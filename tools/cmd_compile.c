@@ -182,12 +182,12 @@ int cmd_compile(int argc, char **argv)
     /* PopVision's graph profile is written at compile time: so is ours */
     bool profile = dev.profile || dev.profile_dir;
     const tg_model_spec *m = NULL;
-    int loss_kind = tg_model_loss_parse(loss ? loss : "cross-entropy");
-    if (loss_kind < 0) {
+    tg_model_loss loss_kind;
+    if (tg_model_loss_parse(loss ? loss : "cross-entropy", &loss_kind) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --loss '%s' is not cross-entropy or mse\n", loss);
         return 2;
     }
-    if (tg_model_open(model, (tg_model_loss)loss_kind, &m) != TG_OK) {
+    if (tg_model_open(model, loss_kind, &m) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return 1;
     }

@@ -515,14 +515,14 @@ static void shortest(char *buf, size_t cap, double v)
     }
 }
 
-int tg_options_is_engine(const char *key)
+bool tg_options_is_engine(const char *key)
 {
     static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.",
                                            "debug.",      "monitor.",  "streamCallbacks."};
     for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
-            return 1;
-    return 0;
+            return true;
+    return false;
 }
 
 const char *tg_options_flag(const char *key)
