@@ -35,13 +35,16 @@ static bool is_onnx_path(const char *s)
     return n > 5 && !strcmp(s + n - 5, ".onnx");
 }
 
-int tg_model_loss_parse(const char *text)
+tg_status tg_model_loss_parse(const char *text, tg_model_loss *out)
 {
     if (text && !strcmp(text, "cross-entropy"))
-        return TG_LOSS_CROSS_ENTROPY;
-    if (text && !strcmp(text, "mse"))
-        return TG_LOSS_MSE;
-    return -1;
+        *out = TG_LOSS_CROSS_ENTROPY;
+    else if (text && !strcmp(text, "mse"))
+        *out = TG_LOSS_MSE;
+    else
+        return tg_error(TG_ERR_INVALID_ARG, "loss '%s': expected cross-entropy or mse",
+                        text ? text : "(null)");
+    return TG_OK;
 }
 
 static bool is_int(tg_onnx_value v)

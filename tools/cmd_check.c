@@ -187,12 +187,13 @@ static void print_json(const tg_verify_report *r, const check_args *a, double se
 static int check_model(const check_args *a, const device_args *dev)
 {
     const tg_model_spec *m = NULL;
-    int kind = tg_optimizer_parse(a->optimizer);
-    if (kind < 0 || tg_model_open(a->model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
+    tg_optimizer_kind kind;
+    bool bad_kind = tg_optimizer_parse(a->optimizer, &kind) != TG_OK;
+    if (bad_kind || tg_model_open(a->model, TG_LOSS_CROSS_ENTROPY, &m) != TG_OK) {
         fprintf(stderr, "tilegraph check: %s\n",
-                kind < 0 ? "--optimizer: unknown optimizer (sgd, adam, adamw or lamb)"
+                bad_kind ? "--optimizer: unknown optimizer (sgd, adam, adamw or lamb)"
                          : tg_error_message());
-        return kind < 0 ? 2 : 1;
+        return bad_kind ? 2 : 1;
     }
     tg_model_input in = tg_model_default_input(m);
     int bad = (a->input && tg_model_input_parse(a->input, &in) != TG_OK) ||
@@ -277,7 +278,7 @@ int cmd_check(int argc, char **argv)
          NULL},
         {"--json", CLI_BOOL, &a.json, NULL, "print JSON for scripts", 1, 0, NULL},
     };
-    int n = 12 + device_flags(&dev, flags + 12);
+    int n = 12 + device_flags(&dev, flags + 12, (int)(sizeof flags / sizeof flags[0]) - 12);
     cli_command cmd = {
         "check",
         "Check one step of a model, as compiled, tensor by tensor against the reference.",

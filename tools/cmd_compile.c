@@ -93,68 +93,76 @@ static int apply_target(tg_options *o, const char *target, const char *target_de
     return 0;
 }
 
-int cmd_compile(int argc, char **argv)
-{
-    const char *model = "mnist-pipeline", *input = NULL, *stem = NULL;
-    const char *target = NULL, *target_desc = NULL, *save_exe = NULL;
-    int64_t batch = 40, classes = 0, epochs = -1, train_limit = 0, return_period = -1;
-    const char *loss = NULL;
-    bool inference = false, json = false, insights = false, eight_bit = false;
+/* The flags of `tilegraph compile`. */
+typedef struct compile_args {
+    const char *model, *input, *stem, *target, *target_desc, *save_exe, *loss;
+    int64_t batch, classes, epochs, train_limit, return_period;
+    bool inference, json, insights, eight_bit;
     device_args dev;
     optim_args oa;
-    tg_report_prediction_args pa = {0};
-    device_args_defaults(&dev);
-    optim_args_defaults(&oa);
+    tg_report_prediction_args pa;
+} compile_args;
+
+/* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
+static int compile_parse(compile_args *a, int argc, char **argv)
+{
+    *a = (compile_args){.model = "mnist-pipeline",
+                        .batch = 40,
+                        .epochs = -1, /* not given: train's default for the task */
+                        .return_period = -1};
+    device_args_defaults(&a->dev);
+    optim_args_defaults(&a->oa);
     char target_help[160];
     cli_flag flags[64] = {
-        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
-         1, 0, NULL},
-        {"--batch-size", CLI_INT, &batch, "N", "samples per micro-batch", 1, 1e6, NULL},
-        {"--inference", CLI_BOOL, &inference, NULL, "compile the inference program", 1, 0, NULL},
-        {"--eight-bit-io", CLI_BOOL, &eight_bit, NULL,
+        {"--model", CLI_STRING, &a->model, "NAME",
+         "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0, NULL},
+        {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 1e6, NULL},
+        {"--inference", CLI_BOOL, &a->inference, NULL, "compile the inference program", 1, 0, NULL},
+        {"--eight-bit-io", CLI_BOOL, &a->eight_bit, NULL,
          "u8 images in the host stream, normalised on the device", 1, 0, NULL},
-        {"--json", CLI_BOOL, &json, NULL, "print JSON for scripts", 1, 0, NULL},
-        {"--input", CLI_STRING, &input, "CxHxW", "input image shape (models that take any)", 1, 0,
+        {"--json", CLI_BOOL, &a->json, NULL, "print JSON for scripts", 1, 0, NULL},
+        {"--input", CLI_STRING, &a->input, "CxHxW", "input image shape (models that take any)", 1,
+         0, NULL},
+        {"--classes", CLI_INT, &a->classes, "N", "class count (models that take any)", 1, 1e6,
          NULL},
-        {"--classes", CLI_INT, &classes, "N", "class count (models that take any)", 1, 1e6, NULL},
-        {"--stem", CLI_STRING, &stem, "KIND",
+        {"--stem", CLI_STRING, &a->stem, "KIND",
          "ResNets: imagenet (7x7/2 conv + pool), cifar (3x3/1) or auto (by image size)", 1, 0,
          NULL},
-        {"--target", CLI_STRING, &target, "NAME", cli_target_help(target_help, sizeof target_help),
-         1, 0, NULL},
-        {"--target-description", CLI_STRING, &target_desc, "FILE",
+        {tg_options_flag("target"), CLI_STRING, &a->target, "NAME",
+         cli_target_help(target_help, sizeof target_help), 1, 0, NULL},
+        {tg_options_flag("targetDescription"), CLI_STRING, &a->target_desc, "FILE",
          "with --target mk2 (a target that takes one): a JSON file describing another tile "
          "processor",
          1, 0, NULL},
-        {"--insights", CLI_BOOL, &insights, NULL,
+        {"--insights", CLI_BOOL, &a->insights, NULL,
          "quantify memory remedies (shown anyway when over or near capacity)", 1, 0, NULL},
-        {"--compare-stages", CLI_STRING, &pa.compare, "SPEC",
+        {"--compare-stages", CLI_STRING, &a->pa.compare, "SPEC",
          "predict this split (\"B1|B2,B3,B4\" or split points \"layer2.0,layer4.0\") beside the "
          "best one the cost model finds",
          1, 0, NULL},
-        {"--compare-schedules", CLI_BOOL, &pa.schedules, NULL,
+        {"--compare-schedules", CLI_BOOL, &a->pa.schedules, NULL,
          "predict every pipeline schedule over the split: host step, bubble, busy, stash", 1, 0,
          NULL},
-        {"--save-executable", CLI_STRING, &save_exe, "FILE",
+        {"--save-executable", CLI_STRING, &a->save_exe, "FILE",
          "write the compiled program to FILE, for train --executable (docs/executable-cache.md)", 1,
          0, NULL},
         /* what train takes to size a learning rate schedule */
-        {"--epochs", CLI_INT, &epochs, "N", "cosine schedule: the epochs train runs", 1, 10000,
+        {"--epochs", CLI_INT, &a->epochs, "N", "cosine schedule: the epochs train runs", 1, 10000,
          "1; language models 20"},
-        {"--train-limit", CLI_INT, &train_limit, "N",
+        {"--train-limit", CLI_INT, &a->train_limit, "N",
          "step or cosine schedule, warm-up: the training samples of an epoch (as train's)", 0, 1e9,
          NULL},
-        {"--seed", CLI_INT, &dev.seed, "N", "random seed (randomSeed: dropout, rounding)", 0, 9e18,
-         NULL},
-        {"--output-return-period", CLI_INT, &return_period, "N",
+        {tg_options_flag("randomSeed"), CLI_INT, &a->dev.seed, "N",
+         "random seed (randomSeed: dropout, rounding)", 0, 9e18, NULL},
+        {tg_options_flag("outputReturnPeriod"), CLI_INT, &a->return_period, "N",
          "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
-        {"--loss", CLI_STRING, &loss, "KIND",
+        {"--loss", CLI_STRING, &a->loss, "KIND",
          "ONNX models: the loss appended to the logits, cross-entropy or mse", 1, 0,
          "cross-entropy"},
     };
     int n = 19;
-    n += optim_flags(&oa, flags + n);
-    n += device_flags(&dev, flags + n);
+    n += optim_flags(&a->oa, flags + n);
+    n += device_flags(&a->dev, flags + n, (int)(sizeof flags / sizeof flags[0]) - n);
     cli_command cmd = {"compile",
                        "Compile a model for the devices and print its memory plan.",
                        "tilegraph compile --model NAME [--batch-size N] [device options]",
@@ -176,139 +184,179 @@ int cmd_compile(int argc, char **argv)
                        "--compare-schedules",
                        flags,
                        n};
-    int r = cli_parse(&cmd, argc, argv);
-    if (r)
-        return r > 0 ? 0 : 2;
-    /* PopVision's graph profile is written at compile time: so is ours */
-    bool profile = dev.profile || dev.profile_dir;
-    const tg_model_spec *m = NULL;
-    int loss_kind = tg_model_loss_parse(loss ? loss : "cross-entropy");
-    if (loss_kind < 0) {
-        fprintf(stderr, "tilegraph compile: --loss '%s' is not cross-entropy or mse\n", loss);
+    return cli_parse(&cmd, argc, argv);
+}
+
+/* The model of --model, with its input (--input, --classes, --stem,
+ * --eight-bit-io) and train's task defaults; the exit code on a failure
+ * (printed), else 0. */
+static int compile_model(compile_args *a, const tg_model_spec **m, tg_model_input *in)
+{
+    tg_model_loss loss_kind;
+    if (tg_model_loss_parse(a->loss ? a->loss : "cross-entropy", &loss_kind) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: --loss '%s' is not cross-entropy or mse\n", a->loss);
         return 2;
     }
-    if (tg_model_open(model, (tg_model_loss)loss_kind, &m) != TG_OK) {
+    if (tg_model_open(a->model, loss_kind, m) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return 1;
     }
-    if (loss && !m->onnx) { /* a zoo model brings its own: --loss would be ignored */
+    if (a->loss && !(*m)->onnx) { /* a zoo model brings its own: --loss would be ignored */
         fprintf(stderr,
                 "tilegraph compile: --loss applies to ONNX models (the loss appended to their "
                 "logits); %s brings its own loss: drop --loss\n",
-                m->name);
-        tg_model_close(m);
+                (*m)->name);
         return 2;
     }
-    bool lm = tg_model_task_tokens(m->task);
-    optim_task_defaults(&oa, lm);
-    if (epochs < 0)
-        epochs = lm ? 20 : 1;
-    tg_model_input in = tg_model_default_input(m);
-    if (input && tg_model_input_parse(input, &in) != TG_OK) {
+    bool lm = tg_model_task_tokens((*m)->task);
+    optim_task_defaults(&a->oa, lm);
+    if (a->epochs < 0)
+        a->epochs = lm ? 20 : 1;
+    *in = tg_model_default_input(*m);
+    if (a->input && tg_model_input_parse(a->input, in) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --input: %s\n", tg_error_message());
-        tg_model_close(m);
         return 2;
     }
-    if (classes > 0)
-        in.classes = (int)classes;
-    in.eight_bit = eight_bit;
-    if (stem && tg_model_stem_parse(stem, &in) != TG_OK) {
+    if (a->classes > 0)
+        in->classes = (int)a->classes;
+    in->eight_bit = a->eight_bit;
+    if (a->stem && tg_model_stem_parse(a->stem, in) != TG_OK) {
         fprintf(stderr, "tilegraph compile: --stem: %s\n", tg_error_message());
-        tg_model_close(m);
         return 2;
     }
-    tg_options *o = device_options(&dev, "compile", inference);
-    if (!o) {
-        tg_model_close(m);
+    return 0;
+}
+
+/* The options of the device flags, --target and --output-return-period, and
+ * train's optimizer (training only); the exit code on a failure (printed). */
+static int compile_options(const compile_args *a, tg_options **o, tg_optimizer *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    if (!(*o = device_options(&a->dev, "compile", a->inference)))
         return 1;
-    }
-    if (apply_target(o, target, target_desc) != 0 ||
-        device_return_period(o, "compile", return_period) != 0) {
-        tg_options_destroy(o);
-        tg_model_close(m);
+    if (apply_target(*o, a->target, a->target_desc) != 0 ||
+        device_return_period(*o, "compile", a->return_period) != 0)
         return 2;
-    }
+    if (!a->inference && make_optimizer(&a->oa, *o, a->batch, a->epochs, a->train_limit, opt) != 0)
+        return 2;
+    return 0;
+}
+
+/* What a compile made, for printing it. */
+typedef struct compile_result {
+    const tg_model_spec *m;
+    tg_model_input in;
     tg_optimizer opt;
-    memset(&opt, 0, sizeof opt);
-    if (!inference && make_optimizer(&oa, o, batch, epochs, train_limit, &opt) != 0) {
-        tg_options_destroy(o);
-        tg_model_close(m);
-        return 2;
-    }
-    pa.batch = batch;
+    tg_options *o;
+    tg_options *over; /* o allowing out of memory, for the re-planned remedies */
     tg_model_graph mg;
-    tg_compiled *p = NULL;
-    double t0 = cli_now();
-    tg_status s = tg_model_graph_create_ex(m, (int)batch, inference ? NULL : &opt, &in, &mg);
-    double graph_ms = (cli_now() - t0) * 1e3;
-    if (s == TG_OK)
-        s = tg_compiled_create_cached(mg.graph, o, &p);
-    double ms = (cli_now() - t0) * 1e3;
-    if (s == TG_OK && save_exe && tg_compiled_save(p, save_exe) != TG_OK) {
-        tg_compiled_destroy(p); /* its message is printed below */
-        p = NULL;
-        s = TG_ERR_IO;
-    }
-    /* stages or split auto: the split chosen is shown beside the predictions */
-    tg_compiled_facts facts = {0};
-    if (s == TG_OK)
-        tg_compiled_facts_get(p, &facts);
-    const char *cache = facts.cache == TG_COMPILED_UNCACHED ? NULL
-                        : facts.cache == TG_COMPILED_LOADED ? "loaded from the executable cache"
-                                                            : "compiled";
-    pa.wanted = facts.auto_stages || pa.compare || pa.schedules;
-    if (s == TG_OK && cache)
-        fprintf(stderr, "tilegraph compile: program %s in %.1f ms (graph built in %.1f ms)\n",
-                cache, ms - graph_ms, graph_ms);
-    int status = 0;
-    tg_report_remedy rows[TG_REPORT_MAX_REMEDIES];
-    int n_rows = 0;
-    tg_options *over = NULL;
-    if (s == TG_ERR_CAPACITY && !json) {
+    tg_compiled *p;
+    tg_status s;
+    double ms;
+    tg_compiled_facts facts;
+    tg_report_remedy rows[TG_REPORT_MAX_REMEDIES]; /* the remedies printed */
+    int n_rows;
+} compile_result;
+
+/* The plan (text or JSON), the predictions and the remedies, or the failure
+ * with the remedies re-planned when it does not fit; the exit code. */
+static int compile_print(compile_args *a, compile_result *c)
+{
+    const tg_optimizer *opt = a->inference ? NULL : &c->opt;
+    if (c->s == TG_ERR_CAPACITY && !a->json) {
         /* the remedies are what a user needs most when it does not fit:
          * plan it again allowing the overflow, and quantify them */
         fprintf(stderr, "tilegraph compile: out of memory: %s\n", tg_error_message());
-        status = 1;
-        over = tg_options_clone(o);
-        if (over && tg_options_set(over, "debug.allowOutOfMemory", "true") == TG_OK &&
-            tg_compiled_create(mg.graph, over, &p) == TG_OK) {
-            tg_report_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, over};
-            tg_report_insights(&im, p, stdout, rows, &n_rows);
+        c->over = tg_options_clone(c->o);
+        if (c->over && tg_options_set(c->over, "debug.allowOutOfMemory", "true") == TG_OK &&
+            tg_compiled_create(c->mg.graph, c->over, &c->p) == TG_OK) {
+            tg_report_insight_model im = {c->m, &c->in, opt, (int)a->batch, c->over};
+            tg_report_insights(&im, c->p, stdout, c->rows, &c->n_rows);
         }
-    } else if (s != TG_OK) {
-        fprintf(stderr, "tilegraph compile: %s%s\n", s == TG_ERR_CAPACITY ? "out of memory: " : "",
-                tg_error_message());
-        status = 1;
-    } else if (json) {
-        if (facts.threads_warning[0])
-            fprintf(stderr, "tilegraph: warning: %s\n", facts.threads_warning);
-        status = tg_report_plan_json(p, m->name, ms, o, &pa, stdout);
-    } else {
-        if (facts.threads_warning[0])
-            fprintf(stderr, "tilegraph: warning: %s\n", facts.threads_warning);
-        tg_report_plan_text(p, m->name, ms, stdout);
-        if (pa.wanted && facts.n_devices > 1)
-            status = tg_report_predictions(mg.graph, o, p, &pa, facts.auto_stages, stdout);
-        if (insights || tg_report_insights_wanted(p)) {
-            tg_report_insight_model im = {m, &in, inference ? NULL : &opt, (int)batch, o};
-            tg_report_insights(&im, p, stdout, rows, &n_rows);
-        }
+        return 1;
     }
-    if (profile && p) {
-        tg_compiled_facts_get(p, &facts); /* the over-capacity plan's, if it was re-planned */
-        const char *dir = facts.report_dir;
-        if (tg_report_write_graph_profile(dir, p, rows, n_rows) != TG_OK) {
-            fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
-            status = 1;
-        } else if (!json) {
-            fprintf(stderr, "graph profile: %s/%s/profile.sqlite (%d remedies)\n", dir,
-                    inference ? "inference" : "training", n_rows);
-        }
+    if (c->s != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s%s\n",
+                c->s == TG_ERR_CAPACITY ? "out of memory: " : "", tg_error_message());
+        return 1;
     }
-    tg_options_destroy(over);
-    tg_compiled_destroy(p);
-    tg_model_graph_destroy(&mg);
-    tg_options_destroy(o);
-    tg_model_close(m);
+    if (c->facts.threads_warning[0])
+        fprintf(stderr, "tilegraph: warning: %s\n", c->facts.threads_warning);
+    if (a->json)
+        return tg_report_plan_json(c->p, c->m->name, c->ms, c->o, &a->pa, stdout);
+    int status = 0;
+    tg_report_plan_text(c->p, c->m->name, c->ms, stdout);
+    if (a->pa.wanted && c->facts.n_devices > 1)
+        status =
+            tg_report_predictions(c->mg.graph, c->o, c->p, &a->pa, c->facts.auto_stages, stdout);
+    if (a->insights || tg_report_insights_wanted(c->p)) {
+        tg_report_insight_model im = {c->m, &c->in, opt, (int)a->batch, c->o};
+        tg_report_insights(&im, c->p, stdout, c->rows, &c->n_rows);
+    }
+    return status;
+}
+
+/* --profile, --profile-dir: the plan (the over-capacity one, if it was
+ * re-planned) as a graph profile with its remedies; 0 or 1. */
+static int compile_write_profile(const compile_args *a, compile_result *c)
+{
+    tg_compiled_facts_get(c->p, &c->facts);
+    const char *dir = c->facts.report_dir;
+    if (tg_report_write_graph_profile(dir, c->p, c->rows, c->n_rows) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
+        return 1;
+    }
+    if (!a->json)
+        fprintf(stderr, "graph profile: %s/%s/profile.sqlite (%d remedies)\n", dir,
+                a->inference ? "inference" : "training", c->n_rows);
+    return 0;
+}
+
+int cmd_compile(int argc, char **argv)
+{
+    compile_args a;
+    int r = compile_parse(&a, argc, argv);
+    if (r)
+        return r > 0 ? 0 : 2;
+    compile_result c = {0};
+    int status = compile_model(&a, &c.m, &c.in);
+    if (status == 0)
+        status = compile_options(&a, &c.o, &c.opt);
+    if (status != 0) {
+        tg_options_destroy(c.o);
+        tg_model_close(c.m);
+        return status;
+    }
+    a.pa.batch = a.batch;
+    double t0 = cli_now();
+    c.s = tg_model_graph_create_ex(c.m, (int)a.batch, a.inference ? NULL : &c.opt, &c.in, &c.mg);
+    double graph_ms = (cli_now() - t0) * 1e3;
+    if (c.s == TG_OK)
+        c.s = tg_compiled_create_cached(c.mg.graph, c.o, &c.p);
+    c.ms = (cli_now() - t0) * 1e3;
+    if (c.s == TG_OK && a.save_exe && tg_compiled_save(c.p, a.save_exe) != TG_OK) {
+        tg_compiled_destroy(c.p); /* its message is printed below */
+        c.p = NULL;
+        c.s = TG_ERR_IO;
+    }
+    /* stages or split auto: the split chosen is shown beside the predictions */
+    if (c.s == TG_OK)
+        tg_compiled_facts_get(c.p, &c.facts);
+    const char *cache = c.facts.cache == TG_COMPILED_UNCACHED ? NULL
+                        : c.facts.cache == TG_COMPILED_LOADED ? "loaded from the executable cache"
+                                                              : "compiled";
+    a.pa.wanted = c.facts.auto_stages || a.pa.compare || a.pa.schedules;
+    if (c.s == TG_OK && cache)
+        fprintf(stderr, "tilegraph compile: program %s in %.1f ms (graph built in %.1f ms)\n",
+                cache, c.ms - graph_ms, graph_ms);
+    status = compile_print(&a, &c);
+    /* PopVision's graph profile is written at compile time: so is ours */
+    if ((a.dev.profile || a.dev.profile_dir) && c.p && compile_write_profile(&a, &c) != 0)
+        status = 1;
+    tg_options_destroy(c.over);
+    tg_compiled_destroy(c.p);
+    tg_model_graph_destroy(&c.mg);
+    tg_options_destroy(c.o);
+    tg_model_close(c.m);
     return status;
 }

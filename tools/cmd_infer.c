@@ -127,40 +127,46 @@ done:
     return status;
 }
 
-int cmd_infer(int argc, char **argv)
-{
-    const char *model = "fashion-basic", *load = NULL, *exe = NULL, *exe_cache = NULL;
+/* The flags of `tilegraph infer`. */
+typedef struct infer_args {
+    const char *model, *load, *exe, *exe_cache;
     data_args data;
-    data_args_defaults(&data);
-    int64_t index = 0, count = 1, threads = 0;
-    bool json = false, allow_non_finite = false;
+    int64_t index, count, threads;
+    bool json, allow_non_finite;
+} infer_args;
+
+/* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
+static int infer_parse(infer_args *a, int argc, char **argv)
+{
+    *a = (infer_args){.model = "fashion-basic", .count = 1};
+    data_args_defaults(&a->data);
     cli_flag flags[] = {
-        {"--model", CLI_STRING, &model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
-         1, 0, NULL},
-        {"--load", CLI_STRING, &load, "FILE", "checkpoint written by tilegraph train --save", 1, 0,
-         NULL},
-        {"--dataset", CLI_STRING, &data.dataset, "NAME",
+        {"--model", CLI_STRING, &a->model, "NAME",
+         "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0, NULL},
+        {"--load", CLI_STRING, &a->load, "FILE", "checkpoint written by tilegraph train --save", 1,
+         0, NULL},
+        {"--dataset", CLI_STRING, &a->data.dataset, "NAME",
          "fashion-mnist, mnist, cifar10 or synthetic", 1, 0, NULL},
-        {"--data", CLI_STRING, &data.data, "SPEC",
+        {"--data", CLI_STRING, &a->data.data, "SPEC",
          "DIR, cifar10:DIR, mnist:DIR, synthetic or shapes (segmentation)", 1, 0, NULL},
-        {"--normalize", CLI_STRING, &data.normalize, "MEAN/STD",
+        {"--normalize", CLI_STRING, &a->data.normalize, "MEAN/STD",
          "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0, NULL},
-        {"--stem", CLI_STRING, &data.stem, "KIND",
+        {"--stem", CLI_STRING, &a->data.stem, "KIND",
          "ResNets: imagenet, cifar or auto (by image size), as in training", 1, 0, NULL},
-        {"--resize", CLI_STRING, &data.resize, "HxW",
+        {"--resize", CLI_STRING, &a->data.resize, "HxW",
          "resize images (bilinear) as in training, e.g. 64x64", 1, 0, NULL},
-        {"--index", CLI_INT, &index, "N", "first test image to classify", 0, 1e9, NULL},
-        {"--count", CLI_INT, &count, "N", "number of test images to classify", 1, 1e6, NULL},
-        {"--threads", CLI_INT, &threads, "N", "threads to compute with (0: the free cores)", 0,
+        {"--index", CLI_INT, &a->index, "N", "first test image to classify", 0, 1e9, NULL},
+        {"--count", CLI_INT, &a->count, "N", "number of test images to classify", 1, 1e6, NULL},
+        {"--threads", CLI_INT, &a->threads, "N", "threads to compute with (0: the free cores)", 0,
          1024, NULL},
-        {"--executable", CLI_STRING, &exe, "FILE",
+        {"--executable", CLI_STRING, &a->exe, "FILE",
          "executableFile: load the compiled program from FILE (compiled and written there when "
          "it does not match)",
          1, 0, NULL},
-        {"--executable-cache", CLI_STRING, &exe_cache, "DIR",
+        {"--executable-cache", CLI_STRING, &a->exe_cache, "DIR",
          "enableExecutableCaching: load compiled programs from DIR, store the missing", 1, 0, NULL},
-        {"--json", CLI_BOOL, &json, NULL, "print JSON lines for scripts", 1, 0, NULL},
-        {"--allow-non-finite", CLI_BOOL, &allow_non_finite, NULL,
+        {"--json", CLI_BOOL, &a->json, NULL, "print JSON lines for scripts", 1, 0, NULL},
+        {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
          "load a checkpoint holding NaN or infinity anyway", 1, 0, NULL},
     };
     cli_command cmd = {"infer",
@@ -172,99 +178,129 @@ int cmd_infer(int argc, char **argv)
                        flags,
                        (int)(sizeof flags / sizeof flags[0])};
     int r = cli_parse(&cmd, argc, argv);
-    if (r)
-        return r > 0 ? 0 : 2;
-    if (!load) {
+    if (r == 0 && !a->load) {
         fprintf(stderr, "tilegraph infer: --load FILE is required (a checkpoint from "
                         "tilegraph train --save FILE)\n");
-        return 2;
+        return -1;
     }
+    return r;
+}
+
+/* What infer holds (cmd_infer frees it). */
+typedef struct infer_run {
     train_context ctx;
-    /* Read only the images asked for: a huge (or bomb) test split costs
-     * nothing beyond them. */
-    if (train_context_open(&ctx, model, &data, -1, index + count) != 0)
-        return 1;
-    int status = 1;
-    if (ctx.text) { /* its samples are token windows, not images to classify */
-        fprintf(stderr,
-                "tilegraph infer: %s is a language model and infer classifies images; "
-                "train reports its test loss, perplexity and bits per token\n",
-                ctx.model->name);
-        train_context_close(&ctx);
-        return 1;
-    }
-    tg_model_graph mg = {0};
-    tg_session *s = NULL;
-    tg_options *o = NULL;
-    float *image = NULL;
-    tg_loader *loader = NULL;
-    const tg_dataset *d = ctx.test;
+    tg_model_graph mg;
+    tg_session *s;
+    tg_options *o;
+    tg_loader *loader;
+} infer_run;
+
+/* The images asked for checked to exist, the inference session with the
+ * checkpoint's weights, and the loader that prepares images as training's
+ * evaluation does (resized and normalised by the same code); 0 or -1
+ * (printed). */
+static int infer_prepare(const infer_args *a, infer_run *r)
+{
+    const tg_dataset *d = r->ctx.test;
     tg_dataset_info info = tg_dataset_describe(d);
-    if (index + count > info.samples) { /* at most index + count: the file holds fewer */
+    if (a->index + a->count > info.samples) { /* at most index + count: the file holds fewer */
         fprintf(stderr, "tilegraph infer: images %lld..%lld do not exist: %s has %lld\n",
-                (long long)index, (long long)(index + count - 1), info.name,
+                (long long)a->index, (long long)(a->index + a->count - 1), info.name,
                 (long long)info.samples);
-        goto done;
+        return -1;
     }
-    if (tg_model_graph_create_ex(ctx.model, 1, NULL, &ctx.input, &mg) != TG_OK ||
-        !(o = infer_options(threads, exe, exe_cache)) ||
-        tg_session_create(mg.graph, o, &s) != TG_OK ||
-        tg_checkpoint_load_ex(s, load, ctx.model->name,
-                              allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
+    if (tg_model_graph_create_ex(r->ctx.model, 1, NULL, &r->ctx.input, &r->mg) != TG_OK ||
+        !(r->o = infer_options(a->threads, a->exe, a->exe_cache)) ||
+        tg_session_create(r->mg.graph, r->o, &r->s) != TG_OK ||
+        tg_checkpoint_load_ex(r->s, a->load, r->ctx.model->name,
+                              a->allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
-        goto done;
+        return -1;
     }
-    /* The images as training's evaluation sees them: resized and normalised
-     * by the same loader code. */
-    int64_t pixels = (int64_t)info.channels * ctx.input.height * ctx.input.width;
-    int classes = ctx.input.classes;
     tg_loader_config lc;
-    if (loader_config(&ctx, d, 1, false, &lc) != TG_OK ||
-        tg_loader_create(d, &lc, &loader) != TG_OK) {
+    if (loader_config(&r->ctx, d, 1, false, &lc) != TG_OK ||
+        tg_loader_create(d, &lc, &r->loader) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
-        goto done;
+        return -1;
     }
-    if (ctx.model->task == TG_TASK_SEGMENT) {
-        status = infer_segment(&mg, s, loader, d, index, count, json);
-        goto done;
+    return 0;
+}
+
+/* One image's prediction, as a line or a JSON record. */
+static void print_prediction(const tg_dataset *d, int64_t i, const float *scores, int classes,
+                             int label, bool json)
+{
+    int pred = tg_argmax(scores, classes);
+    const char *pname = tg_dataset_class_name(d, pred), *lname = tg_dataset_class_name(d, label);
+    if (json) {
+        printf("{\"index\":%lld,\"predicted\":%d,\"predicted_name\":\"%s\",\"label\":%d,"
+               "\"label_name\":\"%s\",\"scores\":[",
+               (long long)i, pred, pname, label, lname);
+        for (int c = 0; c < classes; c++) /* JSON has no NaN: null, as JSON.stringify */
+            printf(isfinite(scores[c]) ? "%s%.6g" : "%snull", c ? "," : "", scores[c]);
+        printf("]}\n");
+    } else {
+        printf("image %lld: predicted: %s (label: %s)%s\n", (long long)i, pname, lname,
+               pred == label ? "" : "  <- wrong");
     }
-    image = malloc((size_t)pixels * sizeof(float));
+}
+
+/* Each image asked for classified and printed; the exit code. */
+static int infer_classify(const infer_args *a, infer_run *r)
+{
+    const tg_dataset *d = r->ctx.test;
+    int64_t pixels =
+        (int64_t)tg_dataset_describe(d).channels * r->ctx.input.height * r->ctx.input.width;
+    int classes = r->ctx.input.classes;
+    float *image = malloc((size_t)pixels * sizeof(float));
     float scores[1024];
     if (!image || classes > 1024) {
         fprintf(stderr, "tilegraph infer: out of memory\n");
-        goto done;
+        free(image);
+        return 1;
     }
-    for (int64_t i = index; i < index + count; i++) {
+    int status = 0;
+    for (int64_t i = a->index; i < a->index + a->count; i++) {
         int32_t label = 0;
-        if (tg_loader_sample(loader, i, image, &label) != TG_OK ||
-            tg_session_write(s, mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
-            tg_session_run(s) != TG_OK ||
-            tg_session_read(s, mg.output, scores, (size_t)classes * sizeof(float)) != TG_OK) {
+        if (tg_loader_sample(r->loader, i, image, &label) != TG_OK ||
+            tg_session_write(r->s, r->mg.images, image, (size_t)pixels * sizeof(float)) != TG_OK ||
+            tg_session_run(r->s) != TG_OK ||
+            tg_session_read(r->s, r->mg.output, scores, (size_t)classes * sizeof(float)) != TG_OK) {
             fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
-            goto done;
+            status = 1;
+            break;
         }
-        int pred = tg_argmax(scores, classes);
-        const char *pname = tg_dataset_class_name(d, pred),
-                   *lname = tg_dataset_class_name(d, label);
-        if (json) {
-            printf("{\"index\":%lld,\"predicted\":%d,\"predicted_name\":\"%s\",\"label\":%d,"
-                   "\"label_name\":\"%s\",\"scores\":[",
-                   (long long)i, pred, pname, label, lname);
-            for (int c = 0; c < classes; c++) /* JSON has no NaN: null, as JSON.stringify */
-                printf(isfinite(scores[c]) ? "%s%.6g" : "%snull", c ? "," : "", scores[c]);
-            printf("]}\n");
-        } else {
-            printf("image %lld: predicted: %s (label: %s)%s\n", (long long)i, pname, lname,
-                   pred == label ? "" : "  <- wrong");
-        }
+        print_prediction(d, i, scores, classes, label, a->json);
     }
-    status = 0;
-done:
     free(image);
-    tg_loader_destroy(loader);
-    tg_session_destroy(s);
-    tg_options_destroy(o);
-    tg_model_graph_destroy(&mg);
-    train_context_close(&ctx);
+    return status;
+}
+
+int cmd_infer(int argc, char **argv)
+{
+    infer_args a;
+    int rc = infer_parse(&a, argc, argv);
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    infer_run r = {0};
+    /* Read only the images asked for: a huge (or bomb) test split costs
+     * nothing beyond them. */
+    if (train_context_open(&r.ctx, a.model, &a.data, -1, a.index + a.count) != 0)
+        return 1;
+    int status = 1;
+    if (r.ctx.text) /* its samples are token windows, not images to classify */
+        fprintf(stderr,
+                "tilegraph infer: %s is a language model and infer classifies images; "
+                "train reports its test loss, perplexity and bits per token\n",
+                r.ctx.model->name);
+    else if (infer_prepare(&a, &r) == 0)
+        status = r.ctx.model->task == TG_TASK_SEGMENT
+                     ? infer_segment(&r.mg, r.s, r.loader, r.ctx.test, a.index, a.count, a.json)
+                     : infer_classify(&a, &r);
+    tg_loader_destroy(r.loader);
+    tg_session_destroy(r.s);
+    tg_options_destroy(r.o);
+    tg_model_graph_destroy(&r.mg);
+    train_context_close(&r.ctx);
     return status;
 }

@@ -1,5 +1,5 @@
-/* tools/cmd_options.c - `tilegraph options`: every option, its default and
- * what it does, from the one table the library validates against. */
+/* tools/cmd_options.c - `tilegraph options`: every option, its flag, its
+ * default and what it does, from the one table the library validates against. */
 #include "cli.h"
 
 #include "tilegraph/options.h"
@@ -28,19 +28,25 @@ int cmd_options(int argc, char **argv)
     if (json)
         printf("[");
     if (markdown)
-        printf("| option | default | meaning |\n| --- | --- | --- |\n");
+        printf("| option | flag | default | meaning |\n| --- | --- | --- | --- |\n");
     for (int i = 0; i < tg_options_count(); i++) {
+        const char *key = tg_options_key(i), *flag = tg_options_flag(key);
         if (markdown)
-            printf("| `%s` | `%s` | %s |\n", tg_options_key(i),
-                   *tg_options_default(i) ? tg_options_default(i) : "\"\"",
+            printf("| `%s` | %s%s%s | `%s` | %s |\n", key, flag ? "`" : "", flag ? flag : "",
+                   flag ? "`" : "", *tg_options_default(i) ? tg_options_default(i) : "\"\"",
                    tg_options_description(i));
-        else if (json)
-            printf("%s{\"key\":\"%s\",\"default\":\"%s\"}", i ? "," : "", tg_options_key(i),
+        else if (json) {
+            printf("%s{\"key\":\"%s\",\"default\":\"%s\",\"flag\":", i ? "," : "", key,
                    tg_options_default(i));
-        else
-            printf("%-*s  %-8s  %s\n", width, tg_options_key(i),
+            if (flag)
+                cli_json_string(flag);
+            else
+                printf("null");
+            printf("}");
+        } else
+            printf("%-*s  %-8s  %s%s%s\n", width, key,
                    *tg_options_default(i) ? tg_options_default(i) : "\"\"",
-                   tg_options_description(i));
+                   tg_options_description(i), flag ? "; flag " : "", flag ? flag : "");
     }
     if (json)
         printf("]\n");

@@ -14,96 +14,231 @@ void device_args_defaults(device_args *a)
     a->devices = a->threads = a->eval_iterations = a->memory = -1;
 }
 
-int device_flags(device_args *a, cli_flag *f)
+/* One device flag: the option it sets (key; NULL for a flag of the command's
+ * own) and how the command reads it. The flag's name is the option table's
+ * `flag` column (tg_options_flag), so that it is spelt in one place; `name`
+ * is given only for a flag of no option and for a second spelling. */
+typedef enum {
+    DEV_SET,      /* set from the value given, if given */
+    DEV_TRAINING, /* the same, but not for an evaluation session */
+    DEV_UPDATE,   /* the same, training only and after outputMode (accumulation, iterations) */
+    DEV_OWN,      /* read by device_options' own code (outputMode, --offload, --profile) */
+    DEV_UNLISTED, /* set from the value, but not a flag here (--seed: the commands' own help) */
+} dev_when;
+
+typedef struct dev_flag {
+    const char *key;
+    dev_when when;
+    const char *bool_value; /* CLI_BOOL: the option's value when the flag is given */
+    cli_flag flag;
+} dev_flag;
+
+#define DEV_FLAGS_MAX 40
+
+/* The rows, pointing into a (read-only to device_options). */
+static int dev_rows(device_args *a, dev_flag *r)
 {
-    cli_flag list[DEVICE_FLAG_COUNT] = {
-        {"--strategy", CLI_STRING, &a->strategy, "KIND", "single, pipelined, sharded or phased", 1,
-         0, "phased with --phases, pipelined with --split, --stages or --devices > 1, else single"},
-        {"--phases", CLI_STRING, &a->phases, "SPEC",
-         "phased: blocks per phase, run one after another on one device: \"B1|B2|B3|B4\" "
-         "(with --offload weights each phase's weights are streamed in for it)",
-         1, 0, NULL},
-        {"--stages", CLI_STRING, &a->stages, "SPEC",
-         "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0,
-         NULL},
-        {"--split", CLI_STRING, &a->split, "LAYERS",
-         "start new blocks at these layers: \"layer3.8\", or auto (the best layer boundaries)", 1,
-         0, NULL},
-        {"--schedule", CLI_STRING, &a->schedule, "KIND",
-         "pipeline schedule: grouped, interleaved, gpipe, 1f1b, zb-h1 or zb-h2", 1, 0, NULL},
-        {"--replicas", CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1,
-         64, NULL},
-        {"--gradient-accumulation", CLI_INT, &a->accumulation, "N",
-         "micro-batches per weight update", 1, 1e6, NULL},
-        {"--device-iterations", CLI_INT, &a->iterations, "N", "weight updates per host step", 1,
-         1e6, NULL},
-        {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
-         "batches per host step when evaluating", 1, 1e6, "1, or 10 on several devices"},
-        {"--output-mode", CLI_STRING, &a->output_mode, "MODE", "all, sum, final or everyN", 1, 0,
-         "all, so every loss is shown"},
-        {"--devices", CLI_INT, &a->devices, "N", "devices available", 1, TG_MAX_DEVICES,
-         "one per stage"},
-        {"--threads-per-device", CLI_INT, &a->threads, "N",
-         "threads each device computes with (0: the free cores shared over the devices)", 0, 1024,
-         NULL},
-        {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024, NULL},
-        {"--memory-per-device", CLI_INT, &a->memory, "BYTES", "device capacity (0: unlimited)", 0,
-         9e18, NULL},
-        {"--options", CLI_STRING, &a->options_file, "FILE",
-         "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0, NULL},
-        {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
-         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be repeated)",
-         1, 0, NULL},
-        {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
-         "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0,
-         NULL},
-        {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0, NULL},
-        {"--offload", CLI_STRING, &a->offload, "KINDS",
-         "keep these in host streaming memory, streamed in around the steps that use them: "
-         "weights, activations, accumulators, optimizer, or all (comma-separated; "
-         "TensorLocations.<kind>.onChip=false, docs/memory-locations.md)",
-         1, 0, NULL},
-        {"--shard", CLI_STRING, &a->shard, "KINDS",
-         "with replicas: replicated tensor sharding of weights, optimizer (comma-separated): each "
-         "replica keeps 1/replicas of each tensor of at least "
-         "TensorLocations.<kind>.minElementsForReplicatedTensorSharding elements (8192)",
-         1, 0, NULL},
-        {"--precision", CLI_STRING, &a->precision, "IN.MODEL",
-         "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
-         "compute in f32)",
-         1, 0, NULL},
-        {"--loss-scaling", CLI_STRING, &a->loss_scaling, "KIND",
-         "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0,
-         NULL},
-        {"--loss-scale", CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale", 1, 0,
-         "1024"},
-        {"--accum-type", CLI_STRING, &a->accum_type, "TYPE",
-         "gradient accumulators: auto (the model's type), f32, f16 or bf16", 1, 0, NULL},
-        {"--first-moment-type", CLI_STRING, &a->first_moment, "TYPE",
-         "Adam's exp_avg, SGD's momentum: f32, f16 or bf16", 1, 0, NULL},
-        {"--second-moment-type", CLI_STRING, &a->second_moment, "TYPE",
-         "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0, NULL},
-        {"--stochastic-rounding", CLI_BOOL, &a->stochastic_rounding, NULL,
-         "round half-precision weight updates stochastically (bf16 ones do by default)", 1, 0,
-         NULL},
-        {"--no-stochastic-rounding", CLI_BOOL, &a->round_to_nearest, NULL,
-         "round bf16 weight updates to nearest as f16 ones (faster, loses updates below half "
-         "a step)",
-         1, 0, NULL},
-        {"--profile", CLI_BOOL, &a->profile, NULL,
-         "write graph and execution profiles (autoReport.all)", 1, 0, NULL},
-        {"--profile-dir", CLI_STRING, &a->profile_dir, "DIR",
-         "where profiles go: DIR/training, DIR/inference", 1, 0, "./profile"},
-        {"--executable-cache", CLI_STRING, &a->executable_cache, "DIR",
-         "enableExecutableCaching: load compiled programs from DIR, compile and store the missing",
-         1, 0, NULL},
-        {"--executable", CLI_STRING, &a->executable, "FILE",
-         "executableFile: load the compiled program from FILE (compile --save-executable); "
-         "compiled again with a warning when it does not match",
-         1, 0, NULL},
+    const dev_flag rows[] = {
+        {"executionStrategy",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->strategy, "KIND", "single, pipelined, sharded or phased", 1, 0,
+          "phased with --phases, pipelined with --split, --stages or --devices > 1, else single"}},
+        {"phases",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->phases, "SPEC",
+          "phased: blocks per phase, run one after another on one device: \"B1|B2|B3|B4\" "
+          "(with --offload weights each phase's weights are streamed in for it)",
+          1, 0, NULL}},
+        {"stages",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->stages, "SPEC",
+          "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0,
+          NULL}},
+        {"split",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->split, "LAYERS",
+          "start new blocks at these layers: \"layer3.8\", or auto (the best layer boundaries)", 1,
+          0, NULL}},
+        {"pipelineSchedule",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->schedule, "KIND",
+          "pipeline schedule: grouped, interleaved, gpipe, 1f1b, zb-h1 or zb-h2", 1, 0, NULL}},
+        {"replicationFactor",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1, 64,
+          NULL}},
+        {"Training.gradientAccumulation",
+         DEV_UPDATE,
+         NULL,
+         {NULL, CLI_INT, &a->accumulation, "N", "micro-batches per weight update", 1, 1e6, NULL}},
+        {"deviceIterations",
+         DEV_UPDATE,
+         NULL,
+         {NULL, CLI_INT, &a->iterations, "N", "weight updates per host step", 1, 1e6, NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
+          "batches per host step when evaluating", 1, 1e6, "1, or 10 on several devices"}},
+        {"outputMode",
+         DEV_OWN,
+         NULL,
+         {NULL, CLI_STRING, &a->output_mode, "MODE", "all, sum, final or everyN", 1, 0,
+          "all, so every loss is shown"}},
+        {"devices",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_INT, &a->devices, "N", "devices available", 1, TG_MAX_DEVICES,
+          "one per stage"}},
+        {"threadsPerDevice",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_INT, &a->threads, "N",
+          "threads each device computes with (0: the free cores shared over the devices)", 0, 1024,
+          NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024,
+          NULL}},
+        {"memoryPerDevice",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_INT, &a->memory, "BYTES", "device capacity (0: unlimited)", 0, 9e18, NULL}},
+        {"randomSeed", DEV_UNLISTED, NULL, {NULL, CLI_INT, &a->seed, "N", "", 0, 9e18, NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--options", CLI_STRING, &a->options_file, "FILE",
+          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0, NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
+          "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be "
+          "repeated)",
+          1, 0, NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
+          "keep optimizer state in host memory (TensorLocations.optimizer.onChip=false)", 1, 0,
+          NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, "the same", 1, 0, NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--offload", CLI_STRING, &a->offload, "KINDS",
+          "keep these in host streaming memory, streamed in around the steps that use them: "
+          "weights, activations, accumulators, optimizer, or all (comma-separated; "
+          "TensorLocations.<kind>.onChip=false, docs/memory-locations.md)",
+          1, 0, NULL}},
+        {NULL,
+         DEV_OWN,
+         NULL,
+         {"--shard", CLI_STRING, &a->shard, "KINDS",
+          "with replicas: replicated tensor sharding of weights, optimizer (comma-separated): "
+          "each replica keeps 1/replicas of each tensor of at least "
+          "TensorLocations.<kind>.minElementsForReplicatedTensorSharding elements (8192)",
+          1, 0, NULL}},
+        {"precision",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->precision, "IN.MODEL",
+          "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
+          "compute in f32)",
+          1, 0, NULL}},
+        {"lossScaling",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->loss_scaling, "KIND",
+          "none, static or dynamic: scale the loss, skip updates whose gradients overflow", 1, 0,
+          NULL}},
+        {"lossScalingFactor",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->loss_scale, "F", "the (starting) loss scale", 1, 0, "1024"}},
+        {"accumType",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->accum_type, "TYPE",
+          "gradient accumulators: auto (the model's type), f32, f16 or bf16", 1, 0, NULL}},
+        {"firstOrderMomentumAccumType",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->first_moment, "TYPE",
+          "Adam's exp_avg, SGD's momentum: f32, f16 or bf16", 1, 0, NULL}},
+        {"secondOrderMomentumAccumType",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->second_moment, "TYPE", "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0,
+          NULL}},
+        {"Precision.enableStochasticRounding",
+         DEV_SET,
+         "true",
+         {NULL, CLI_BOOL, &a->stochastic_rounding, NULL,
+          "round half-precision weight updates stochastically (bf16 ones do by default)", 1, 0,
+          NULL}},
+        {"Precision.enableStochasticRounding",
+         DEV_SET,
+         "false",
+         {"--no-stochastic-rounding", CLI_BOOL, &a->round_to_nearest, NULL,
+          "round bf16 weight updates to nearest as f16 ones (faster, loses updates below half "
+          "a step)",
+          1, 0, NULL}},
+        {"autoReport.all",
+         DEV_OWN,
+         NULL,
+         {NULL, CLI_BOOL, &a->profile, NULL, "write graph and execution profiles (autoReport.all)",
+          1, 0, NULL}},
+        {"autoReport.directory",
+         DEV_OWN,
+         NULL,
+         {NULL, CLI_STRING, &a->profile_dir, "DIR",
+          "where profiles go: DIR/training, DIR/inference", 1, 0, "./profile"}},
+        {"enableExecutableCaching",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->executable_cache, "DIR",
+          "enableExecutableCaching: load compiled programs from DIR, compile and store the "
+          "missing",
+          1, 0, NULL}},
+        /* the file holds one program: train's, not that of its evaluation session */
+        {"executableFile",
+         DEV_TRAINING,
+         NULL,
+         {NULL, CLI_STRING, &a->executable, "FILE",
+          "executableFile: load the compiled program from FILE (compile --save-executable); "
+          "compiled again with a warning when it does not match",
+          1, 0, NULL}},
     };
-    memcpy(f, list, sizeof list);
-    return DEVICE_FLAG_COUNT;
+    int n = (int)(sizeof rows / sizeof rows[0]);
+    _Static_assert(sizeof rows / sizeof rows[0] <= DEV_FLAGS_MAX, "raise DEV_FLAGS_MAX");
+    for (int i = 0; i < n; i++) {
+        r[i] = rows[i];
+        if (!r[i].flag.name)
+            r[i].flag.name = tg_options_flag(r[i].key);
+    }
+    return n;
+}
+
+int device_flags(device_args *a, cli_flag *f, int cap)
+{
+    dev_flag rows[DEV_FLAGS_MAX];
+    int n = dev_rows(a, rows), listed = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].when != DEV_UNLISTED && listed < cap)
+            f[listed++] = rows[i].flag;
+    return listed;
 }
 
 /* The whole file as a string; NULL after recording why (a directory or a
@@ -193,42 +328,108 @@ static bool set_shard(tg_options *o, const char *command, const char *list)
     return any;
 }
 
-/* --offload KINDS: each kind's TensorLocations.<kind>.onChip=false. */
+/* The value given for row r as option text, or NULL when the flag was not given. */
+static const char *row_value(const dev_flag *r, char *buf, size_t cap)
+{
+    switch (r->flag.type) {
+    case CLI_INT: {
+        int64_t v = *(const int64_t *)r->flag.value;
+        if (v < 0)
+            return NULL;
+        snprintf(buf, cap, "%lld", (long long)v);
+        return buf;
+    }
+    case CLI_STRING:
+        return *(const char *const *)r->flag.value;
+    case CLI_BOOL:
+        return *(const bool *)r->flag.value ? r->bool_value : NULL;
+    case CLI_FLOAT:
+    case CLI_LIST:
+        break;
+    }
+    return NULL;
+}
+
+/* Set the options of the flags given: those set as they are read (update =
+ * false), or the update's, set last (update = true); an evaluation session
+ * (inference) takes neither the update's nor the training-only ones. */
+static bool set_rows(tg_options *o, const device_args *a, const char *command, bool inference,
+                     bool update)
+{
+    dev_flag rows[DEV_FLAGS_MAX];
+    int n = dev_rows((device_args *)a, rows); /* read only */
+    for (int i = 0; i < n; i++) {
+        dev_when w = rows[i].when;
+        if (w == DEV_OWN || (w == DEV_UPDATE) != update ||
+            (inference && w != DEV_SET && w != DEV_UNLISTED))
+            continue;
+        char buf[32];
+        const char *v = row_value(&rows[i], buf, sizeof buf);
+        if (v && !set(o, command, rows[i].key, v))
+            return false;
+    }
+    return true;
+}
+
+/* The kind of tensor option `key` offloads: "weights" of the flag "--offload
+ * weights" (the option table's flag column); NULL for another option. */
+static const char *offload_kind(const char *key)
+{
+    static const char prefix[] = "--offload ";
+    const char *flag = tg_options_flag(key);
+    return flag && !strncmp(flag, prefix, sizeof prefix - 1) ? flag + sizeof prefix - 1 : NULL;
+}
+
+/* k names kind: "weights" or "weight". */
+static bool names_kind(const char *k, const char *kind)
+{
+    size_t n = strlen(k);
+    return !strncmp(k, kind, n) && (!kind[n] || (kind[n] == 's' && !kind[n + 1]));
+}
+
+/* "weights, activations, accumulators, optimizer or all", from the option table. */
+static const char *offload_kinds(char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < tg_options_count() && used < cap; i++)
+        if (offload_kind(tg_options_key(i)))
+            used +=
+                (size_t)snprintf(buf + used, cap - used, "%s, ", offload_kind(tg_options_key(i)));
+    if (used >= 2 && used < cap)
+        snprintf(buf + used - 2, cap - used + 2, " or all");
+    return buf;
+}
+
+/* --offload KINDS: each kind's option to false (TensorLocations.<kind>.onChip). */
 static bool set_offload(tg_options *o, const char *command, const char *list)
 {
-    static const char *const kinds[][2] = {{"weights", "weight"},
-                                           {"activations", "activation"},
-                                           {"accumulators", "accumulator"},
-                                           {"optimizer", "optimizer"}};
-    char buf[256];
+    char buf[256], kinds[160];
     snprintf(buf, sizeof buf, "%s", list);
     char *save = NULL;
     bool any = false;
     for (char *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
         bool all = !strcmp(k, "all"), found = all;
-        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-            if (!all && strcmp(k, kinds[i][0]) && strcmp(k, kinds[i][1]))
+        for (int i = 0; i < tg_options_count(); i++) {
+            const char *key = tg_options_key(i), *kind = offload_kind(key);
+            if (!kind || (!all && !names_kind(k, kind)))
                 continue;
-            char key[80];
-            snprintf(key, sizeof key, "TensorLocations.%s.onChip", kinds[i][1]);
             if (!set(o, command, key, "false"))
                 return false;
             found = true;
         }
         if (!found) {
             fprintf(stderr,
-                    "tilegraph %s: --offload: '%s' is not a kind of tensor; give weights, "
-                    "activations, accumulators, optimizer or all, separated by commas\n",
-                    command, k);
+                    "tilegraph %s: --offload: '%s' is not a kind of tensor; give %s, separated by "
+                    "commas\n",
+                    command, k, offload_kinds(kinds, sizeof kinds));
             return false;
         }
         any = true;
     }
     if (!any)
-        fprintf(stderr,
-                "tilegraph %s: --offload: name the kinds of tensor to offload: weights, "
-                "activations, accumulators, optimizer or all\n",
-                command);
+        fprintf(stderr, "tilegraph %s: --offload: name the kinds of tensor to offload: %s\n",
+                command, offload_kinds(kinds, sizeof kinds));
     return any;
 }
 
@@ -249,24 +450,6 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         }
         free(text);
     }
-    ok = ok && (!a->strategy || set(o, command, "executionStrategy", a->strategy));
-    ok = ok && (!a->stages || set(o, command, "stages", a->stages));
-    ok = ok && (!a->phases || set(o, command, "phases", a->phases));
-    ok = ok && (!a->split || set(o, command, "split", a->split));
-    ok = ok && (!a->schedule || set(o, command, "pipelineSchedule", a->schedule));
-    ok = ok && set_int(o, command, "replicationFactor", a->replicas);
-    ok = ok && set_int(o, command, "devices", a->devices);
-    ok = ok && set_int(o, command, "threadsPerDevice", a->threads);
-    ok = ok && set_int(o, command, "memoryPerDevice", a->memory);
-    ok = ok && set_int(o, command, "randomSeed", a->seed);
-    ok = ok && (!a->precision || set(o, command, "precision", a->precision));
-    ok = ok && (!a->loss_scaling || set(o, command, "lossScaling", a->loss_scaling));
-    ok = ok && (!a->loss_scale || set(o, command, "lossScalingFactor", a->loss_scale));
-    ok = ok && (!a->accum_type || set(o, command, "accumType", a->accum_type));
-    ok =
-        ok && (!a->first_moment || set(o, command, "firstOrderMomentumAccumType", a->first_moment));
-    ok = ok &&
-         (!a->second_moment || set(o, command, "secondOrderMomentumAccumType", a->second_moment));
     if (a->stochastic_rounding && a->round_to_nearest) {
         fprintf(stderr,
                 "tilegraph %s: --stochastic-rounding and --no-stochastic-rounding contradict each "
@@ -274,10 +457,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
                 command);
         ok = false;
     }
-    ok = ok &&
-         (!a->stochastic_rounding || set(o, command, "Precision.enableStochasticRounding", "true"));
-    ok = ok &&
-         (!a->round_to_nearest || set(o, command, "Precision.enableStochasticRounding", "false"));
+    ok = ok && set_rows(o, a, command, inference, false);
     if (ok && a->engine_options[0]) {
         char buf[CLI_LIST_CAP];
         snprintf(buf, sizeof buf, "%s", a->engine_options);
@@ -294,12 +474,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
             ok = set(o, command, kv, eq + 1);
         }
     }
-    ok = ok &&
-         (!a->executable_cache || set(o, command, "enableExecutableCaching", a->executable_cache));
-    /* the file holds one program: train's, not that of its evaluation session */
-    ok = ok && (!a->executable || inference || set(o, command, "executableFile", a->executable));
-    if (a->offload_optimizer)
-        ok = ok && set(o, command, "TensorLocations.optimizer.onChip", "false");
+    ok = ok && (!a->offload_optimizer || set_offload(o, command, "optimizer"));
     ok = ok && (!a->offload || set_offload(o, command, a->offload));
     ok = ok && (!a->shard || set_shard(o, command, a->shard));
     if (a->profile || a->profile_dir) {
@@ -325,8 +500,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         ok = ok && set_int(o, command, "deviceIterations", iters);
         ok = ok && set(o, command, "outputMode", "all");
     } else {
-        ok = ok && set_int(o, command, "Training.gradientAccumulation", a->accumulation);
-        ok = ok && set_int(o, command, "deviceIterations", a->iterations);
+        ok = ok && set_rows(o, a, command, inference, true);
     }
     if (!ok) {
         tg_options_destroy(o);

@@ -23,10 +23,11 @@ typedef struct device_args {
     int64_t memory;
 } device_args;
 
-#define DEVICE_FLAG_COUNT 32
-
-/* Fill `flags` (room for DEVICE_FLAG_COUNT) with flags that write into a. */
-int device_flags(device_args *a, cli_flag *flags);
+/* Fill `flags` (room for cap) with flags that write into a; returns their
+ * number (those that fit: a command's table too small loses the last ones,
+ * which tests/tools would find unknown). Each flag that sets an option takes its
+ * name from the option table (tg_options_flag). */
+int device_flags(device_args *a, cli_flag *flags, int cap);
 void device_args_defaults(device_args *a);
 
 /* The options for training (inference = false) or evaluation; NULL after

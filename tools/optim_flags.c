@@ -62,8 +62,8 @@ bool optim_needs_epoch_length(const optim_args *a)
 int optim_make(const optim_args *a, const char *command, int64_t epochs, int64_t updates_per_epoch,
                tg_optimizer *opt)
 {
-    int kind = tg_optimizer_parse(a->optimizer);
-    if (kind < 0) {
+    tg_optimizer_kind kind;
+    if (tg_optimizer_parse(a->optimizer, &kind) != TG_OK) {
         fprintf(stderr, "tilegraph %s: unknown optimizer '%s' (sgd, adam, adamw or lamb)\n",
                 command, a->optimizer);
         return -1;

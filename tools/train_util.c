@@ -115,9 +115,9 @@ static const char *image_flag(const data_args *d)
 static int open_text(train_context *ctx, const char *file, const data_args *data,
                      int64_t train_limit, int64_t test_limit)
 {
-    int tokens = tg_text_tokens_parse(data->tokens ? data->tokens : "byte");
+    tg_text_tokens tokens;
     const char *bad = image_flag(data);
-    if (tokens < 0) {
+    if (tg_text_tokens_parse(data->tokens ? data->tokens : "byte", &tokens) != TG_OK) {
         fprintf(stderr, "tilegraph: --tokens '%s' is not byte or char\n", data->tokens);
         return -1;
     }
@@ -214,8 +214,8 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->data = *data;
-    int loss = tg_model_loss_parse(data->loss ? data->loss : "cross-entropy");
-    if (loss < 0) {
+    tg_model_loss loss;
+    if (tg_model_loss_parse(data->loss ? data->loss : "cross-entropy", &loss) != TG_OK) {
         fprintf(stderr, "tilegraph: --loss '%s' is not cross-entropy or mse\n", data->loss);
         return -1;
     }
@@ -268,14 +268,14 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         tg_model_close(ctx->model);
         return -1;
     }
-    if (tg_loader_mode_parse(data->loader) < 0) {
+    tg_loader_mode mode;
+    if (tg_loader_mode_parse(data->loader, &mode) != TG_OK) {
         fprintf(stderr, "tilegraph: --loader '%s' is not sync or async\n", data->loader);
         return -1;
     }
     /* the sync loader has no workers and prepares nothing ahead: a flag
      * for the async one would be silently ignored */
-    if (tg_loader_mode_parse(data->loader) != TG_LOADER_ASYNC &&
-        (data->workers >= 0 || data->prefetch_depth >= 0)) {
+    if (mode != TG_LOADER_ASYNC && (data->workers >= 0 || data->prefetch_depth >= 0)) {
         fprintf(stderr,
                 "tilegraph: %s applies to the async loader only; add --loader async "
                 "(or drop %s)\n",
@@ -368,7 +368,7 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
             lc->mask_token = ctx->model->onnx ? d.classes : ctx->input.classes;
         }
         if (training) {
-            lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
+            tg_loader_mode_parse(ctx->data.loader, &lc->mode); /* checked by train_context_open */
             lc->num_workers = ctx->data.workers > 0 ? (int)ctx->data.workers : 0;
             lc->prefetch_depth = ctx->data.prefetch_depth > 0 ? (int)ctx->data.prefetch_depth : 0;
         } else {
@@ -403,7 +403,7 @@ tg_status loader_config(const train_context *ctx, const tg_dataset *ds, int64_t 
     lc->output_u8 = ctx->input.eight_bit;
     if (training) {
         lc->flip_prob = (float)ctx->data.flip;
-        lc->mode = (tg_loader_mode)tg_loader_mode_parse(ctx->data.loader);
+        tg_loader_mode_parse(ctx->data.loader, &lc->mode); /* checked by train_context_open */
         lc->num_workers = ctx->data.workers > 0 ? (int)ctx->data.workers : 0; /* 0: default */
         lc->prefetch_depth = ctx->data.prefetch_depth > 0 ? (int)ctx->data.prefetch_depth : 0;
     } else {

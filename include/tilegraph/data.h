@@ -89,8 +89,8 @@ typedef struct tg_dataset_info {
  * a checkpoint share it). */
 typedef enum tg_text_tokens { TG_TOKENS_BYTE, TG_TOKENS_CHAR } tg_text_tokens;
 
-/* "byte" / "char"; -1 if unknown. */
-TG_API int tg_text_tokens_parse(const char *name);
+/* "byte" / "char" into *out; TG_ERR_INVALID_ARG otherwise. */
+TG_API tg_status tg_text_tokens_parse(const char *name, tg_text_tokens *out);
 TG_API const char *tg_text_tokens_name(tg_text_tokens t);
 
 typedef struct tg_text_config {
@@ -204,8 +204,8 @@ typedef struct tg_loader_config {
  * augmentation; async settings 1 worker and depth 3 should mode be changed. */
 TG_API tg_loader_config tg_loader_defaults(const tg_dataset *ds, int64_t samples_per_step);
 
-/* "sync" / "async"; -1 if unknown. */
-TG_API int tg_loader_mode_parse(const char *name);
+/* "sync" / "async" into *out; TG_ERR_INVALID_ARG otherwise. */
+TG_API tg_status tg_loader_mode_parse(const char *name, tg_loader_mode *out);
 
 /* Fails (TG_ERR_CONFIG) on a bad configuration (a std not positive and
  * finite, per-channel statistics for another channel count, a flip

@@ -10,6 +10,7 @@
 #define TILEGRAPH_DTYPE_H
 
 #include "tilegraph/export.h"
+#include "tilegraph/status.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,8 +37,9 @@ typedef enum tg_dtype {
 TG_API size_t tg_dtype_size(tg_dtype t);
 /* "f32", "f16", ...; "?" for a value out of range. */
 TG_API const char *tg_dtype_name(tg_dtype t);
-/* Parse "f32", "float32", "fp16", "half", "bf16", "u8", "i32"; -1 if unknown. */
-TG_API int tg_dtype_parse(const char *name);
+/* "f32", "float32", "fp16", "half", "bf16", "u8", "i32" and the like into
+ * *out; TG_ERR_INVALID_ARG otherwise (*out unchanged). */
+TG_API tg_status tg_dtype_parse(const char *name, tg_dtype *out);
 
 TG_API uint16_t tg_f32_to_f16(float f);
 TG_API float tg_f16_to_f32(uint16_t h);

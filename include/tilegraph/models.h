@@ -147,8 +147,8 @@ TG_API void tg_model_close(const tg_model_spec *m);
  * after its token ids (attention mask, token types, positions) are filled
  * by their names, as a tokenizer would fill them for unpadded text. */
 TG_API tg_status tg_model_set_task(const tg_model_spec *m, tg_model_task task);
-/* Parse "cross-entropy" or "mse"; -1 otherwise. */
-TG_API int tg_model_loss_parse(const char *text);
+/* "cross-entropy" or "mse" into *out; TG_ERR_INVALID_ARG otherwise. */
+TG_API tg_status tg_model_loss_parse(const char *text, tg_model_loss *out);
 
 /* The spec's own input shape and class count. */
 TG_API tg_model_input tg_model_default_input(const tg_model_spec *m);

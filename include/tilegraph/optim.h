@@ -87,8 +87,9 @@ TG_API tg_optimizer tg_optimizer_lamb(float lr);
 
 /* Learning rate for the update with index `step` (0 for the first). */
 TG_API float tg_lr_at(const tg_lr_schedule *s, int64_t step);
-/* "sgd", "adam", "adamw", "lamb" -> kind; -1 if unknown. */
-TG_API int tg_optimizer_parse(const char *name);
+/* "sgd", "adam", "adamw", "lamb" (any case) into *out; TG_ERR_INVALID_ARG,
+ * naming them, for anything else (*out unchanged). */
+TG_API tg_status tg_optimizer_parse(const char *name, tg_optimizer_kind *out);
 TG_API const char *tg_optimizer_name(tg_optimizer_kind k);
 
 /* Check the settings (a clear error naming a bad one: negative lr, momentum

@@ -18,6 +18,7 @@
 
 #include "tilegraph/status.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -41,10 +42,12 @@ TG_API tg_status tg_options_set_json(tg_options *o, const char *json, const char
  * training or compile option such as deviceIterations - is refused by name,
  * with the command-line flag that sets it, and nothing is applied. */
 TG_API tg_status tg_options_set_engine_json(tg_options *o, const char *json, const char *source);
-/* 1 for an engine option's key (see above), else 0. */
-TG_API int tg_options_is_engine(const char *key);
+/* Whether key is an engine option's (see above). */
+TG_API bool tg_options_is_engine(const char *key);
 /* The tilegraph command-line flag that sets option `key` ("--device-iterations"),
- * or NULL when there is none (set it with --options FILE or --engine-option). */
+ * or the flag with the value that does ("--offload weights"); NULL when there is
+ * none (set it with --options FILE or --engine-option). The option table's
+ * `flag` column: the commands take their flags' names from it. */
 TG_API const char *tg_options_flag(const char *key);
 
 TG_API int64_t tg_options_get_int(const tg_options *o, const char *key);

@@ -4,6 +4,7 @@
 
 #include "tilegraph/export.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,7 +27,7 @@ TG_API tg_shape tg_shape3(int64_t a, int64_t b, int64_t c);
 TG_API tg_shape tg_shape4(int64_t a, int64_t b, int64_t c, int64_t d);
 
 TG_API int64_t tg_shape_numel(tg_shape s);
-TG_API int tg_shape_equal(tg_shape a, tg_shape b);
+TG_API bool tg_shape_equal(tg_shape a, tg_shape b);
 /* "[40, 1, 28, 28]" into buf; returns buf. */
 TG_API char *tg_shape_str(tg_shape s, char *buf, size_t cap);
 

@@ -115,12 +115,13 @@ TG_API void tg_trace_rec_end(tg_trace_channel *ch);
 TG_API void tg_trace_rec_instant(tg_trace_channel *ch, const char *name, uint64_t link);
 TG_API void tg_trace_rec_value(tg_trace_channel *ch, const char *name, double value);
 TG_API void tg_trace_rec_heatmap(tg_trace_channel *ch, const char *name, double value);
-TG_API int tg_trace_is_on(void);
+/* Whether any channel is enabled (TG_TRACE_ON_ without the builtin). */
+TG_API bool tg_trace_is_on(void);
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TG_TRACE_ON_() __builtin_expect(__atomic_load_n(&tg_trace_on_, __ATOMIC_RELAXED) != 0, 0)
 #else
-#define TG_TRACE_ON_() (tg_trace_is_on() != 0)
+#define TG_TRACE_ON_() tg_trace_is_on()
 #endif
 
 /* Open a region on the calling thread. */

@@ -8,7 +8,16 @@ into a block of the imported graph (the importer keeps PyTorch's module names
 as scopes). Blocks must therefore each begin with a module call and follow
 each other in the model, as pipeline stages do.
 """
-_recorder = None
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+_recorder: Optional[Recorder] = None
+
+M = TypeVar("M", bound="torch.nn.Module")
 
 
 class Recorder:
@@ -62,7 +71,7 @@ def _auto_name(ipu_id):
 class Block:
     """with poptorch.Block("B1"): ... or with poptorch.Block(ipu_id=1): ..."""
 
-    def __init__(self, user_id=None, ipu_id=None):
+    def __init__(self, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> None:
         if user_id is None and ipu_id is None:
             raise ValueError("poptorch.Block: give a block name (Block(\"B1\")) or ipu_id")
         if ipu_id is not None and (isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0):
@@ -71,19 +80,19 @@ class Block:
         self.ipu_id = ipu_id
         self._saved = None
 
-    def __enter__(self):
+    def __enter__(self) -> Block:
         if _recorder is not None:
             self._saved = _recorder.current
             _recorder.enter(self.name, self.ipu_id)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         if _recorder is not None:
             _recorder.current = self._saved
         return False
 
 
-def BeginBlock(module, user_id=None, ipu_id=None):
+def BeginBlock(module: M, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> M:
     """Start block user_id (or the block of ipu_id) at `module`; returns the module."""
     b = Block(user_id, ipu_id)
     module._tg_begin_block = (b.name, b.ipu_id)

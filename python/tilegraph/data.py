@@ -5,6 +5,10 @@ replicationFactor samples (gradient accumulation counts for training options
 only, as the options say), in the order the session reads them. A torch
 DataLoader does the loading underneath.
 """
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, Optional
+
 import enum
 import os
 
@@ -21,9 +25,13 @@ class DataLoaderMode(enum.IntEnum):
 
 
 class DataLoader(torch.utils.data.DataLoader):
-    def __init__(self, options, dataset, batch_size=1, shuffle=False, num_workers=0, drop_last=True,
-                 persistent_workers=None, auto_distributed_partitioning=True,
-                 mode=DataLoaderMode.Sync, async_options=None, rebatched_worker_size=None, **kwargs):
+    def __init__(self, options: Options, dataset: torch.utils.data.Dataset, batch_size: int = 1,
+                 shuffle: bool = False, num_workers: int = 0, drop_last: bool = True,
+                 persistent_workers: Optional[bool] = None,
+                 auto_distributed_partitioning: bool = True,
+                 mode: DataLoaderMode = DataLoaderMode.Sync,
+                 async_options: Optional[Dict[str, Any]] = None,
+                 rebatched_worker_size: Optional[int] = None, **kwargs: Any) -> None:
         if not isinstance(options, Options):
             raise ValueError("poptorch.DataLoader: the first argument must be poptorch.Options()")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -98,14 +106,14 @@ class _InstanceBatches(torch.utils.data.Sampler):
 class AsynchronousDataAccessor:
     """Iterates a DataLoader; loading already runs in its worker processes."""
 
-    def __init__(self, dataset, **_kwargs):
+    def __init__(self, dataset: DataLoader, **_kwargs: Any) -> None:
         self.dataset = dataset
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.dataset)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.dataset)
 
-    def terminate(self):
+    def terminate(self) -> None:
         pass

@@ -11,6 +11,8 @@ the job trains as one process of replicationFactor replicas would. An
 exception in one instance ends the whole job instead of leaving the others
 waiting for its gradients.
 """
+from __future__ import annotations
+
 import atexit
 import os
 import sys
@@ -24,17 +26,17 @@ def _under_mpirun():
     return bool(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE"))
 
 
-def instance():
+def instance() -> int:
     """This process's index in the job (0 outside one)."""
     return lib.tg_dist_instance()
 
 
-def instances():
+def instances() -> int:
     """The number of instances of the job (1 outside one)."""
     return lib.tg_dist_instances()
 
 
-def from_instance_0(value):
+def from_instance_0(value: int) -> int:
     """Instance 0's `value` on every instance (an integer; a collective: every
     instance of the job must call it at the same point). `value` itself
     outside a job."""

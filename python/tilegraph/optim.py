@@ -4,6 +4,10 @@ Each keeps PopTorch's arguments and turns them into the C library's
 tg_optimizer (the update rules are the library's) plus the session options
 they imply (loss scaling, accumulator and momentum types).
 """
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Optional, Tuple
+
 import math
 
 import torch
@@ -23,9 +27,11 @@ def _dtype(value, name):
 class _Optimizer:
     _maker = None
 
-    def __init__(self, params, lr, weight_decay=0.0, loss_scaling=None, accum_type=None,
-                 first_order_momentum_accum_type=None, second_order_momentum_accum_type=None,
-                 max_grad_norm=None, **_ignored):
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float = 0.0,
+                 loss_scaling: Optional[float] = None, accum_type: Any = None,
+                 first_order_momentum_accum_type: Any = None,
+                 second_order_momentum_accum_type: Any = None,
+                 max_grad_norm: Optional[float] = None, **_ignored: Any) -> None:
         self.param_groups = [{"params": list(params), "lr": lr}]
         self.weight_decay = weight_decay
         self.loss_scaling = loss_scaling
@@ -38,13 +44,13 @@ class _Optimizer:
         self.c()  # validate now, so a bad argument fails where it was given
 
     @property
-    def lr(self):
+    def lr(self) -> float:
         return self.param_groups[0]["lr"]
 
     def _fill(self, o):
         pass
 
-    def c(self):
+    def c(self) -> Any:
         """The tg_optimizer for the current settings."""
         o = ffi.new("tg_optimizer *", type(self)._maker(float(self.lr)))
         o.weight_decay = float(self.weight_decay)
@@ -55,7 +61,7 @@ class _Optimizer:
             raise ValueError(f"poptorch.optim.{type(self).__name__}: {message()}")
         return o
 
-    def options(self):
+    def options(self) -> Dict[str, str]:
         """Session options the optimizer implies."""
         v = {k: t for k, t in self.types.items() if t is not None}
         if self.loss_scaling not in (None, 1, 1.0):
@@ -65,15 +71,16 @@ class _Optimizer:
             v["lossScalingFactor"] = str(self.loss_scaling)
         return v
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return {"lr": self.lr}
 
 
 class SGD(_Optimizer):
     _maker = staticmethod(lambda lr: lib.tg_optimizer_sgd(lr, 0.0))
 
-    def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
-                 **kw):
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 **kw: Any) -> None:
         self.momentum, self.dampening, self.nesterov = momentum, dampening, nesterov
         super().__init__(params, lr, weight_decay, **kw)
 
@@ -82,8 +89,10 @@ class SGD(_Optimizer):
 
 
 class _AdamLike(_Optimizer):
-    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
-                 bias_correction=True, **kw):
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 0.001,
+                 betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: Optional[float] = None, bias_correction: bool = True,
+                 **kw: Any) -> None:
         self.betas, self.eps, self.bias_correction = betas, eps, bias_correction
         if weight_decay is None:
             weight_decay = self._default_decay
@@ -109,8 +118,10 @@ class LAMB(_AdamLike):
     _maker = staticmethod(lambda lr: lib.tg_optimizer_lamb(lr))
     _default_decay = 0.01
 
-    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
-                 bias_correction=True, max_weight_norm=None, **kw):
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 0.001,
+                 betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: Optional[float] = None, bias_correction: bool = True,
+                 max_weight_norm: Optional[float] = None, **kw: Any) -> None:
         self.max_weight_norm = max_weight_norm
         super().__init__(params, lr, betas, eps, weight_decay, bias_correction, **kw)
 
@@ -132,7 +143,7 @@ _TORCH_DEFAULTS_OK = {"amsgrad": False, "maximize": False, "foreach": None, "cap
                       "differentiable": False, "fused": None}
 
 
-def from_torch(optimizer):
+def from_torch(optimizer: torch.optim.Optimizer) -> _Optimizer:
     """A torch.optim SGD, Adam or AdamW as the same poptorch.optim optimizer
     (PopTorch accepts torch's optimizers too). One parameter group: the
     library applies one set of hyperparameters to every weight."""

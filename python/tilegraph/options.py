@@ -7,6 +7,10 @@ Blocks named in stages are resolved to the library's `split`/`stages`
 options when the model is compiled (tilegraph.model), since only then is it
 known which layers ran inside which block.
 """
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple, Union
+
 import copy
 import enum
 import re
@@ -45,13 +49,13 @@ def _positive_int(value, popname):
 class Stage:
     """Blocks grouped into one pipeline stage: Stage("B1", "B2").ipu(0)."""
 
-    def __init__(self, *block_names):
+    def __init__(self, *block_names: str) -> None:
         if not block_names or not all(isinstance(b, str) and b for b in block_names):
             raise ValueError("poptorch.Stage: give one or more block names, e.g. Stage(\"B1\")")
         self.blocks = list(block_names)
         self.ipu_id = None
 
-    def ipu(self, ipu_id):
+    def ipu(self, ipu_id: int) -> Stage:
         if isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0:
             raise ValueError(f"poptorch.Stage.ipu: expected a device index >= 0, got {ipu_id!r}")
         self.ipu_id = ipu_id
@@ -59,9 +63,9 @@ class Stage:
 
 
 class _Strategy:
-    kind = None
+    kind: Optional[str] = None
 
-    def __init__(self, *stages):
+    def __init__(self, *stages: Union[Stage, str]) -> None:
         self.stages = [s if isinstance(s, Stage) else Stage(s) for s in stages]
         for i, s in enumerate(self.stages):
             if s.ipu_id is None:
@@ -83,7 +87,7 @@ class ShardedExecution(_Strategy):
 class Phase:
     """Stages run together as one phase of poptorch.PhasedExecution: Phase("B1", "B2")."""
 
-    def __init__(self, *stages):
+    def __init__(self, *stages: Union[Stage, str]) -> None:
         if not stages:
             raise ValueError("poptorch.Phase: give one or more stages or block names, e.g. "
                              "Phase(\"B1\")")
@@ -106,7 +110,8 @@ class PhasedExecution:
     available yet). A phase may be given as a Phase, a Stage, or block names."""
     kind = "phased"
 
-    def __init__(self, *phases, phased_execution_type="SingleIPU"):
+    def __init__(self, *phases: Union[Phase, Stage, str],
+                 phased_execution_type: Any = "SingleIPU") -> None:
         if not phases:
             raise ValueError("poptorch.PhasedExecution: give one or more phases, e.g. "
                              "PhasedExecution(Phase(\"B1\"), Phase(\"B2\"))")
@@ -119,7 +124,7 @@ class PhasedExecution:
         self.phased_execution_type = name
         self.liveness = Liveness.AlwaysLive
 
-    def setTensorsLiveness(self, liveness):
+    def setTensorsLiveness(self, liveness: str) -> PhasedExecution:
         known = (Liveness.AlwaysLive, Liveness.OffChipAfterFwd, Liveness.OffChipAfterFwdNoOverlap,
                  Liveness.OffChipAfterEachPhase)
         if liveness not in known:
@@ -130,37 +135,37 @@ class PhasedExecution:
 
 
 class SerialPhasedExecution(PhasedExecution):
-    def __init__(self, *phases):
+    def __init__(self, *phases: Union[Phase, Stage, str]) -> None:
         super().__init__(*phases, phased_execution_type="SingleIPU")
 
 
 class ParallelPhasedExecution(PhasedExecution):
-    def __init__(self, *phases):
+    def __init__(self, *phases: Union[Phase, Stage, str]) -> None:
         super().__init__(*phases, phased_execution_type="ParallelIPU")
 
 
 class TensorLocationSettings:
     """Where one kind of tensor lives (poptorch.TensorLocationSettings)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.on_chip = True
         self.min_off_chip = None
         self.sharded = False
         self.min_sharded = None
 
-    def useOnChipStorage(self, on_chip=True):
+    def useOnChipStorage(self, on_chip: bool = True) -> TensorLocationSettings:
         self.on_chip = bool(on_chip)
         return self
 
-    def minElementsForOffChip(self, n):
+    def minElementsForOffChip(self, n: int) -> TensorLocationSettings:
         self.min_off_chip = _nonnegative_int(n, "TensorLocationSettings.minElementsForOffChip")
         return self
 
-    def useReplicatedTensorSharding(self, on=True):
+    def useReplicatedTensorSharding(self, on: bool = True) -> TensorLocationSettings:
         self.sharded = bool(on)
         return self
 
-    def minElementsForReplicatedTensorSharding(self, n):
+    def minElementsForReplicatedTensorSharding(self, n: int) -> TensorLocationSettings:
         self.min_sharded = _nonnegative_int(
             n, "TensorLocationSettings.minElementsForReplicatedTensorSharding")
         return self
@@ -178,7 +183,7 @@ class _Sub:
 
 
 class _Training(_Sub):
-    def gradientAccumulation(self, n):
+    def gradientAccumulation(self, n: int) -> _Training:
         self._owner._set("Training.gradientAccumulation", _positive_int(n, "Training.gradientAccumulation"),
                          "Training.gradientAccumulation")
         return self
@@ -212,28 +217,29 @@ class _TensorLocations(_Sub):
                                  settings.min_sharded, f"TensorLocations.{popname}")
         return self
 
-    def setWeightLocation(self, settings):
+    def setWeightLocation(self, settings: TensorLocationSettings) -> _TensorLocations:
         return self._location("weight", settings, "setWeightLocation")
 
-    def setActivationLocation(self, settings):
+    def setActivationLocation(self, settings: TensorLocationSettings) -> _TensorLocations:
         return self._location("activation", settings, "setActivationLocation")
 
-    def setAccumulatorLocation(self, settings):
+    def setAccumulatorLocation(self, settings: TensorLocationSettings) -> _TensorLocations:
         return self._location("accumulator", settings, "setAccumulatorLocation")
 
-    def setOptimizerLocation(self, settings):
+    def setOptimizerLocation(self, settings: TensorLocationSettings) -> _TensorLocations:
         return self._location("optimizer", settings, "setOptimizerLocation")
 
 
 class _Precision(_Sub):
-    def enableStochasticRounding(self, on=True):
+    def enableStochasticRounding(self, on: bool = True) -> _Precision:
         self._owner._set("Precision.enableStochasticRounding", str(bool(on)).lower(),
                          "Precision.enableStochasticRounding")
         return self
 
 
 class _Debug(_Sub):
-    def verifyAgainstReference(self, on=True, tolerance=None):
+    def verifyAgainstReference(self, on: bool = True,
+                               tolerance: Optional[float] = None) -> _Debug:
         """Check the first step tensor by tensor against the reference kernels (double
         precision, NCHW, no fast path); the step raises naming the first tensor beyond
         tolerance (docs/numerics.md). `tolerance` is the factor on every tolerance (32)."""
@@ -247,11 +253,12 @@ class _Debug(_Sub):
 class Options:
     """poptorch.Options: the settings a model is compiled and run with."""
 
-    def __init__(self):
-        self.values = {}
-        self.strategy = None
-        self.caching_path = None
-        self.anchors = []  # (short_name, long_name pattern), in the order given
+    def __init__(self) -> None:
+        self.values: Dict[str, str] = {}
+        self.strategy: Optional[Union[PipelinedExecution, ShardedExecution, PhasedExecution]] = None
+        self.caching_path: Optional[str] = None
+        # (short_name, long_name pattern), in the order given
+        self.anchors: List[Tuple[str, str]] = []
         self.Training = _Training(self)
         self.TensorLocations = _TensorLocations(self)
         self.Precision = _Precision(self)
@@ -261,24 +268,24 @@ class Options:
         _check(key, value, popname)
         self.values[key] = str(value)
 
-    def get(self, key, default):
+    def get(self, key: str, default: Any) -> Any:
         return self.values.get(key, default)
 
-    def deviceIterations(self, n):
+    def deviceIterations(self, n: int) -> Options:
         self._set("deviceIterations", _positive_int(n, "deviceIterations"), "deviceIterations")
         return self
 
-    def replicationFactor(self, n):
+    def replicationFactor(self, n: int) -> Options:
         self._set("replicationFactor", _positive_int(n, "replicationFactor"), "replicationFactor")
         return self
 
-    def randomSeed(self, seed):
+    def randomSeed(self, seed: int) -> Options:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"poptorch option randomSeed: expected an integer >= 0, got {seed!r}")
         self._set("randomSeed", seed, "randomSeed")
         return self
 
-    def outputMode(self, mode, output_return_period=None):
+    def outputMode(self, mode: OutputMode, output_return_period: Optional[int] = None) -> Options:
         if mode == OutputMode.Default:
             mode = OutputMode.Final
         if mode not in _OUTPUT_MODE:
@@ -289,7 +296,8 @@ class Options:
             self._set("outputReturnPeriod", n, "outputMode(EveryN, output_return_period)")
         return self
 
-    def setExecutionStrategy(self, strategy):
+    def setExecutionStrategy(
+            self, strategy: Union[PipelinedExecution, ShardedExecution, PhasedExecution]) -> Options:
         if not isinstance(strategy, (PipelinedExecution, ShardedExecution, PhasedExecution)):
             raise ValueError("poptorch option setExecutionStrategy: expected "
                              "poptorch.PipelinedExecution(...), poptorch.ShardedExecution(...) or "
@@ -298,7 +306,7 @@ class Options:
         self.strategy = strategy
         return self
 
-    def setAvailableMemoryProportion(self, proportions):
+    def setAvailableMemoryProportion(self, proportions: Dict[str, float]) -> Options:
         if not isinstance(proportions, dict) or not proportions:
             raise ValueError("poptorch option setAvailableMemoryProportion: expected a dict "
                              "{\"IPU0\": 0.6, ...}")
@@ -309,7 +317,7 @@ class Options:
         self._set("availableMemoryProportion", values.pop(), "setAvailableMemoryProportion")
         return self
 
-    def enableExecutableCaching(self, path):
+    def enableExecutableCaching(self, path: str) -> Options:
         """Keep compiled programs in the directory `path` and load them on the
         next run with the same model and options (the library's option of the
         same name; docs/executable-cache.md)."""
@@ -317,7 +325,8 @@ class Options:
         self._set("enableExecutableCaching", str(path), "enableExecutableCaching")
         return self
 
-    def anchorTensor(self, short_name, long_name, output_mode=None, output_return_period=None):
+    def anchorTensor(self, short_name: str, long_name: str, output_mode: Any = None,
+                     output_return_period: Any = None) -> Options:
         """PopTorch's anchorTensor: values inside the graph that the model's
         getAnchoredTensor(short_name) reads back after each run. long_name is a
         regular expression matched in full against the exported graph's value
@@ -338,15 +347,15 @@ class Options:
         self.anchors.append((short_name, long_name))
         return self
 
-    def useIpuModel(self, _on=True):
+    def useIpuModel(self, _on: bool = True) -> Options:
         return self
 
-    def set(self, key, value):
+    def set(self, key: str, value: Any) -> Options:
         """Any tilegraph option by its own name (`tilegraph options`)."""
         self._set(key, value, key)
         return self
 
-    def clone(self):
+    def clone(self) -> Options:
         c = Options()
         c.values = dict(self.values)
         c.strategy = copy.deepcopy(self.strategy)
@@ -355,14 +364,14 @@ class Options:
         return c
 
     @property
-    def engine_options(self):
+    def engine_options(self) -> Dict[str, str]:
         return dict(self.values)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Options({self.values})"
 
 
-def make_c_options(values):
+def make_c_options(values: Dict[str, Any]) -> Any:
     """A tg_options filled with `values` (a dict of tilegraph keys), owned by the result."""
     o = ffi.gc(lib.tg_options_create(), lib.tg_options_destroy)
     for k, v in values.items():

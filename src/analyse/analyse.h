@@ -1,7 +1,8 @@
 /* analyse/analyse.h - the Graph Analyser's views of a profile, as tables.
  *
- * Every view (summary, insights, memory, liveness, program, operations,
- * trace) reads a profile (docs/profile-format.md) and fills a tg_an_view,
+ * Every view (the {name, fn, summary} table of analyse/table.c: summary,
+ * insights, memory, liveness, program, operations, trace, host, histograms,
+ * instances) reads a profile (docs/profile-format.md) and fills a tg_an_view,
  * the report layer's list of tables (report/table.h), which one renderer
  * prints as text or JSON and compare.c sets side by side. This layer reads
  * profiles only; what is shown of a compiled program is report/'s.

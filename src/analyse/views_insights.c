@@ -433,11 +433,11 @@ static void io_tiles_insight(tg_profile_reader *r, const tg_an_times *t, tg_an_v
     }
 }
 
-tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+/* The memory insights: each device's total and largest category against its
+ * limit, the tiles', and the remedies a compile quantified. */
+static tg_status memory_insights(tg_profile_reader *r, tg_an_view *v)
 {
-    (void)f;
-    char a[32], b[32], c[32];
-    /* ---- memory ---- */
+    char a[32], b[32];
     static const char *const mcols[] = {"device", "largest category", "bytes", "share",
                                         "total",  "of limit"};
     static const tg_an_kind mkinds[] = {TG_AN_ID,   TG_AN_LABEL, TG_AN_BYTES,
@@ -488,9 +488,15 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
         tg_an_note(v, "memory: the limit of a device is %s (%s)",
                    tg_an_format(TG_AN_BYTES, limit, a, sizeof a), limit_from);
     TG_TRY(tile_insights(r, v));
-    TG_TRY(remedies(r, v));
+    return remedies(r, v);
+}
 
-    /* ---- time ---- */
+/* The time insights of the first recorded host step: the stages' balance,
+ * the bubble, the host streams, the cost model's predictions, other
+ * processes, offloading. */
+static tg_status time_insights(tg_profile_reader *r, tg_an_view *v)
+{
+    char a[32], b[32], c[32];
     tg_an_times t;
     TG_TRY(tg_an_times_read(r, &t));
     if (t.run < 0 || t.n_devices == 0) {
@@ -569,4 +575,11 @@ tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an
     if (!shared)
         other_processes(r, n, v);
     return offloading(r, &t, v);
+}
+
+tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
+{
+    (void)f;
+    TG_TRY(memory_insights(r, v));
+    return time_insights(r, v);
 }

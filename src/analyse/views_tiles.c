@@ -239,6 +239,61 @@ static tg_status vertex_types(tg_profile_reader *r, const tg_an_filter *f, tg_an
     return TG_OK;
 }
 
+/* Device d's `want` largest tiles (b: bytes per tile; order: room for
+ * n_tiles), sorted by bytes and ties by tile number, each with its bytes per
+ * category (cat_st: the tiles table by device and tile). */
+static void top_tile_rows(tg_an_table *tp, sqlite3_stmt *cat_st, char cats[][48], int nc, int d,
+                          const double *b, int *order, int n_tiles, int want, double capacity)
+{
+    for (int t = 0; t < n_tiles; t++)
+        order[t] = t;
+    sort_bytes = b;
+    qsort(order, (size_t)n_tiles, sizeof *order, by_bytes_desc);
+    for (int i = 0; i < want; i++) {
+        int tile = order[i];
+        double per_cat[MAX_CATS] = {0};
+        sqlite3_reset(cat_st);
+        sqlite3_bind_int(cat_st, 1, d);
+        sqlite3_bind_int(cat_st, 2, tile);
+        while (sqlite3_step(cat_st) == SQLITE_ROW)
+            for (int c = 0; c < nc; c++)
+                if (!strcmp(cats[c], col_text(cat_st, 0)))
+                    per_cat[c] = sqlite3_column_double(cat_st, 1);
+        /* the row's cells go through tg_an_row's varargs: fill a fixed list */
+        double cells[MAX_CATS];
+        for (int c = 0; c < MAX_CATS; c++)
+            cells[c] = c < nc ? per_cat[c] : 0;
+        tg_an_row(tp, (double)d, (double)tile, b[tile], capacity > 0 ? b[tile] / capacity : 0.0,
+                  cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7],
+                  cells[8], cells[9], cells[10], cells[11], cells[12], cells[13], cells[14],
+                  cells[15]);
+    }
+}
+
+/* Device d's tiles by bytes: HIST_BINS equal bins from 0 to the largest
+ * tile (max). */
+static void tile_histogram(tg_an_view *v, int d, const double *b, int n_tiles, double max)
+{
+    static const char *const hcols[] = {"bin", "from", "to", "tiles", ""};
+    static const tg_an_kind hkinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_COUNT, TG_AN_BAR};
+    char title[96];
+    snprintf(title, sizeof title, "Tiles by bytes, device %d", d);
+    tg_an_table *h = tg_an_table_add(v, title, 5, hcols, hkinds);
+    int counts[HIST_BINS] = {0}, most = 0;
+    double width = max > 0 ? max / HIST_BINS : 1;
+    for (int t = 0; t < n_tiles; t++) {
+        int k = b[t] > 0 ? (int)(b[t] / width) : 0;
+        counts[k < HIST_BINS ? k : HIST_BINS - 1]++;
+    }
+    for (int k = 0; k < HIST_BINS; k++)
+        most = counts[k] > most ? counts[k] : most;
+    for (int k = 0; k < HIST_BINS; k++) {
+        char bb[160];
+        tg_an_bar(most > 0 ? (double)counts[k] / most : 0, true, bb, sizeof bb);
+        tg_an_row(h, (double)k, k * width, (k + 1) * width, (double)counts[k], bb);
+    }
+}
+
 tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
 {
     int n_tiles = 0;
@@ -312,53 +367,10 @@ tg_status tg_an_view_memory_tiles(tg_profile_reader *r, const tg_an_filter *f, t
         tg_an_note(v, "device %d: tiles over capacity: %d (of %s per tile)", d, ts.over,
                    capacity > 0 ? tg_an_format(TG_AN_BYTES, capacity, cb, sizeof cb) : "no limit");
 
-        /* the top tiles: sorted by bytes, ties by tile number */
-        for (int t = 0; t < n_tiles; t++)
-            order[t] = t;
-        sort_bytes = b;
-        qsort(order, (size_t)n_tiles, sizeof *order, by_bytes_desc);
-        int want = top_tiles(f, n_tiles);
-        for (int i = 0; i < want; i++) {
-            int tile = order[i];
-            double per_cat[MAX_CATS] = {0};
-            sqlite3_reset(cat_st);
-            sqlite3_bind_int(cat_st, 1, d);
-            sqlite3_bind_int(cat_st, 2, tile);
-            while (sqlite3_step(cat_st) == SQLITE_ROW)
-                for (int c = 0; c < nc; c++)
-                    if (!strcmp(cats[c], col_text(cat_st, 0)))
-                        per_cat[c] = sqlite3_column_double(cat_st, 1);
-            /* the row's cells go through tg_an_row's varargs: fill a fixed list */
-            tg_an_table *tp = &v->tables[top_i];
-            double cells[MAX_CATS];
-            for (int c = 0; c < MAX_CATS; c++)
-                cells[c] = c < nc ? per_cat[c] : 0;
-            tg_an_row(tp, (double)d, (double)tile, b[tile], capacity > 0 ? b[tile] / capacity : 0.0,
-                      cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6],
-                      cells[7], cells[8], cells[9], cells[10], cells[11], cells[12], cells[13],
-                      cells[14], cells[15]);
-        }
+        top_tile_rows(&v->tables[top_i], cat_st, cats, nc, d, b, order, n_tiles,
+                      top_tiles(f, n_tiles), capacity);
 
-        /* histogram: HIST_BINS equal bins from 0 to the largest tile */
-        static const char *const hcols[] = {"bin", "from", "to", "tiles", ""};
-        static const tg_an_kind hkinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_COUNT,
-                                            TG_AN_BAR};
-        char title[96];
-        snprintf(title, sizeof title, "Tiles by bytes, device %d", d);
-        tg_an_table *h = tg_an_table_add(v, title, 5, hcols, hkinds);
-        int counts[HIST_BINS] = {0}, most = 0;
-        double width = ts.max > 0 ? ts.max / HIST_BINS : 1;
-        for (int t = 0; t < n_tiles; t++) {
-            int k = b[t] > 0 ? (int)(b[t] / width) : 0;
-            counts[k < HIST_BINS ? k : HIST_BINS - 1]++;
-        }
-        for (int k = 0; k < HIST_BINS; k++)
-            most = counts[k] > most ? counts[k] : most;
-        for (int k = 0; k < HIST_BINS; k++) {
-            char bb[160];
-            tg_an_bar(most > 0 ? (double)counts[k] / most : 0, true, bb, sizeof bb);
-            tg_an_row(h, (double)k, k * width, (k + 1) * width, (double)counts[k], bb);
-        }
+        tile_histogram(v, d, b, n_tiles, ts.max);
     }
     sqlite3_finalize(cat_st);
     tg_free(b);

@@ -19,9 +19,13 @@ static int part_dtype(const char *s, size_t n)
     return -1;
 }
 
+/* v is one of the option table's values ("auto", "f32", "f16", "bf16"). */
 static tg_dtype type_option(const char *v, tg_dtype if_auto)
 {
-    return !strcmp(v, "auto") ? if_auto : (tg_dtype)tg_dtype_parse(v);
+    tg_dtype t = if_auto;
+    if (strcmp(v, "auto"))
+        (void)tg_dtype_parse(v, &t); /* the table allows only types it knows */
+    return t;
 }
 
 /* Precision.enableStochasticRounding. auto: on when the update writes bf16

@@ -926,10 +926,13 @@ static void auto_stages_retry(const tg_graph *g, tg_program **p, tg_status *s)
 {
     if (!*p || !(*p)->config.pipeline.auto_stages || (*p)->config.memory.per_device <= 0)
         return;
+    /* A split chosen is recorded (auto_stages) before the plan is made: none
+     * means the search itself found nothing (its TG_ERR_CAPACITY), and a
+     * larger margin would find less. */
+    if (!(*p)->auto_stages[0])
+        return;
     char first[1024]; /* the plan's own message says what did not fit */
     snprintf(first, sizeof first, "%s", tg_error_message());
-    if (strncmp(first, "automatic stages", 16) == 0)
-        return; /* the search itself found nothing: a larger margin finds less */
     tg_config again;
     if (tg_config_copy(&(*p)->config, &again) != TG_OK)
         return;

@@ -6,6 +6,7 @@
  */
 #include "core/bf16.h"
 #include "core/clones.h"
+#include "core/error.h"
 #include "tilegraph/dtype.h"
 
 #include <stdatomic.h>
@@ -31,7 +32,7 @@ const char *tg_dtype_name(tg_dtype t)
     return (unsigned)t < TG_DTYPE_COUNT ? names[t] : "?";
 }
 
-int tg_dtype_parse(const char *name)
+tg_status tg_dtype_parse(const char *name, tg_dtype *out)
 {
     static const struct {
         const char *name;
@@ -42,12 +43,13 @@ int tg_dtype_parse(const char *name)
         {"bf16", TG_BF16}, {"bfloat16", TG_BF16}, {"u8", TG_U8},    {"uint8", TG_U8},
         {"i32", TG_I32},   {"int32", TG_I32},
     };
-    if (!name)
-        return -1;
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (strcmp(name, aliases[i].name) == 0)
-            return (int)aliases[i].t;
-    return -1;
+    for (size_t i = 0; name && i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(name, aliases[i].name) == 0) {
+            *out = aliases[i].t;
+            return TG_OK;
+        }
+    return tg_error(TG_ERR_INVALID_ARG, "data type '%s': expected f32, f16, bf16, u8 or i32",
+                    name ? name : "(null)");
 }
 
 static uint32_t f32_bits(float f)

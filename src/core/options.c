@@ -25,8 +25,14 @@
  * target does not touch this table and core includes nothing of target/. */
 typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING, OPT_NAMES, OPT_TARGET } opt_type;
 
+/* flag: the `tilegraph` command-line flag that sets the option ("--replicas"),
+ * or the flag and the value that does ("--offload weights"); NULL when only
+ * --options FILE and --engine-option KEY=VALUE set it. The commands name their
+ * flags from this column (tools/device_flags.c), messages quote it, and
+ * docs/options.md shows it, so a flag is spelt in this one place. */
 typedef struct {
     const char *key;
+    const char *flag;
     opt_type type;
     const char *def;
     double min, max;    /* OPT_INT, OPT_FLOAT */
@@ -35,193 +41,202 @@ typedef struct {
 } opt_spec;
 
 static const opt_spec option_table[] = {
-    {"randomSeed", OPT_INT, "0", 0, 9.2e18, NULL,
+    {"randomSeed", "--seed", OPT_INT, "0", 0, 9.2e18, NULL,
      "seed for parameter initialisation, shuffling and dropout"},
-    {"target", OPT_TARGET, "cpu", 0, 0, NULL,
+    {"target", "--target", OPT_TARGET, "cpu", 0, 0, NULL,
      "the device type to compile for: cpu, or a simulated tile processor such as mk2 "
      "(`tilegraph devices` lists the targets; docs/targets.md)"},
-    {"targetDescription", OPT_STRING, "", 0, 0, NULL,
+    {"targetDescription", "--target-description", OPT_STRING, "", 0, 0, NULL,
      "target mk2 (a target that takes a description): a JSON file describing another tile "
      "processor (docs/targets.md); empty: the target's own numbers"},
-    {"threadsPerDevice", OPT_INT, "0", 0, 1024, NULL,
+    {"threadsPerDevice", "--threads-per-device", OPT_INT, "0", 0, 1024, NULL,
      "threads each device computes with (0: the free cores this process may use, shared "
      "among all devices and replicas; see docs/multi-device.md, Threads)"},
-    {"debug.checkNaN", OPT_BOOL, "true", 0, 0, NULL,
+    {"debug.checkNaN", NULL, OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},
-    {"executionStrategy", OPT_ENUM, "auto", 0, 0, "auto|single|pipelined|sharded|phased",
+    {"executionStrategy", "--strategy", OPT_ENUM, "auto", 0, 0,
+     "auto|single|pipelined|sharded|phased",
      "single: the whole model on one device; pipelined: stages on devices, all busy once the "
      "pipeline is full; sharded: stages on devices, one micro-batch at a time; phased: the "
      "phases of the model one after another on one device, each with its own memory (with "
      "TensorLocations off chip, its weights streamed in for it); auto: phased when phases are "
      "given, pipelined when split, stages or devices > 1 say how to divide the model, else "
      "single"},
-    {"phases", OPT_STRING, "", 0, 0, NULL,
+    {"phases", "--phases", OPT_STRING, "", 0, 0, NULL,
      "executionStrategy phased: blocks grouped into phases, run in this order: \"B1|B2|B3|B4\" "
      "or \"B1,B2|B3,B4\" (docs/memory-locations.md)"},
-    {"phasedExecutionType", OPT_ENUM, "SingleIPU", 0, 0, "SingleIPU|ParallelIPU",
+    {"phasedExecutionType", NULL, OPT_ENUM, "SingleIPU", 0, 0, "SingleIPU|ParallelIPU",
      "executionStrategy phased: SingleIPU runs every phase on one device; ParallelIPU (phases "
      "alternating over two devices, one loading while the other computes) is not available yet"},
-    {"pipelineSchedule", OPT_ENUM, "grouped", 0, 0, "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
+    {"pipelineSchedule", "--schedule", OPT_ENUM, "grouped", 0, 0,
+     "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
      "order of forward and backward passes of the micro-batches on each device (pipelined); "
      "zb-h1 and zb-h2 split each backward into the input gradient, sent at once, and the "
      "weight gradient, run after it (zb-h2: later, with more micro-batches in flight)"},
-    {"stages", OPT_STRING, "", 0, 0, NULL,
+    {"stages", "--stages", OPT_STRING, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
      "block); \"auto\": the cost model's best split over devices (docs/multi-device.md)"},
-    {"split", OPT_NAMES, "", 0, 0, NULL,
+    {"split", "--split", OPT_NAMES, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
      "\"auto\": the cost model's best split at layer boundaries over devices"},
-    {"devices", OPT_INT, "0", 0, TG_MAX_DEVICES, NULL, "devices available (0: one per stage)"},
-    {"autoStages.memoryMargin", OPT_FLOAT, "0.1", 0, 0.9, NULL,
+    {"devices", "--devices", OPT_INT, "0", 0, TG_MAX_DEVICES, NULL,
+     "devices available (0: one per stage)"},
+    {"autoStages.memoryMargin", NULL, OPT_FLOAT, "0.1", 0, 0.9, NULL,
      "stages auto / split auto: the share of memoryPerDevice the memory estimate leaves free for "
      "what the memory plan adds (raised by 0.1 and the search run again when a chosen split does "
      "not fit the plan)"},
-    {"memoryPerDevice", OPT_INT, "0", 0, 9.2e18, NULL,
+    {"memoryPerDevice", "--memory-per-device", OPT_INT, "0", 0, 9.2e18, NULL,
      "device memory capacity in bytes (0: unlimited); a plan that does not fit fails to compile"},
-    {"replicationFactor", OPT_INT, "1", 1, 64, NULL,
+    {"replicationFactor", "--replicas", OPT_INT, "1", 1, 64, NULL,
      "replicas of the whole model; gradients are averaged across them before each update"},
-    {"distributed.instances", OPT_INT, "1", 1, 64, NULL,
+    {"distributed.instances", NULL, OPT_INT, "1", 1, 64, NULL,
      "instances of an MPI job that share replicationFactor: set by the session under mpirun "
      "(each instance then runs replicationFactor / instances replicas; docs/distributed.md), "
      "not by users"},
-    {"distributed.gradientBucketBytes", OPT_INT, "262144", 0, 2147483647, NULL,
+    {"distributed.gradientBucketBytes", NULL, OPT_INT, "262144", 0, 2147483647, NULL,
      "in an MPI job of one replica per instance (and device): the gradients go to the other "
      "instances in buckets of about this many bytes, each as soon as the backward has finished "
      "it, overlapping the rest of the backward (docs/distributed.md); 0: all at once after the "
      "backward. Results are the same bit for bit"},
-    {"Training.gradientAccumulation", OPT_INT, "1", 1, 1e6, NULL,
+    {"Training.gradientAccumulation", "--gradient-accumulation", OPT_INT, "1", 1, 1e6, NULL,
      "micro-batches whose gradients are averaged into one weight update"},
-    {"deviceIterations", OPT_INT, "1", 1, 1e6, NULL,
+    {"deviceIterations", "--device-iterations", OPT_INT, "1", 1, 1e6, NULL,
      "weight updates (or inference batches) the devices run per host call"},
-    {"outputMode", OPT_ENUM, "default", 0, 0, "default|all|sum|final|everyN",
+    {"outputMode", "--output-mode", OPT_ENUM, "default", 0, 0, "default|all|sum|final|everyN",
      "which micro-batches' outputs come back to the host (default: final when training, all "
      "for inference)"},
-    {"outputReturnPeriod", OPT_INT, "1", 1, 1e6, NULL,
+    {"outputReturnPeriod", "--output-return-period", OPT_INT, "1", 1, 1e6, NULL,
      "outputMode everyN: return every N-th iteration"},
-    {"recomputation", OPT_ENUM, "none", 0, 0, "none|pipeline",
+    {"recomputation", NULL, OPT_ENUM, "none", 0, 0, "none|pipeline",
      "pipeline: each device keeps only its inputs and recomputation checkpoints for the backward "
      "pass and recomputes the other activations there (less stash, more compute)"},
-    {"precision", OPT_ENUM, "32.32", 0, 0, "32.32|16.32|16.16|bf16.32|bf16.bf16|32.16|32.bf16",
+    {"precision", "--precision", OPT_ENUM, "32.32", 0, 0,
+     "32.32|16.32|16.16|bf16.32|bf16.bf16|32.16|32.bf16",
      "storage types INPUT.MODEL: host-stream inputs, then weights, activations and gradients "
      "(kernels compute in f32 either way)"},
-    {"accumType", OPT_ENUM, "auto", 0, 0, "auto|f32|f16|bf16",
+    {"accumType", "--accum-type", OPT_ENUM, "auto", 0, 0, "auto|f32|f16|bf16",
      "gradient accumulators' type (auto: the model's type)"},
-    {"firstOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
+    {"firstOrderMomentumAccumType", "--first-moment-type", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
      "Adam's exp_avg and SGD's momentum buffer"},
-    {"secondOrderMomentumAccumType", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16", "Adam's exp_avg_sq"},
-    {"Precision.enableStochasticRounding", OPT_ENUM, "auto", 0, 0, "auto|true|false|1|0",
+    {"secondOrderMomentumAccumType", "--second-moment-type", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
+     "Adam's exp_avg_sq"},
+    {"Precision.enableStochasticRounding", "--stochastic-rounding", OPT_ENUM, "auto", 0, 0,
+     "auto|true|false|1|0",
      "round half-precision weight and optimizer-state updates stochastically, so updates "
      "smaller than half an ulp still move the weights on average (auto: when the update writes "
      "bf16 values, weights or optimizer state; f16 ones round to nearest as in PopTorch)"},
-    {"lossScaling", OPT_ENUM, "none", 0, 0, "none|static|dynamic",
+    {"lossScaling", "--loss-scaling", OPT_ENUM, "none", 0, 0, "none|static|dynamic",
      "multiply the loss by lossScalingFactor before the backward pass and divide the gradients "
      "before the update; an update whose gradients overflow is skipped, and dynamic halves the "
      "factor then and doubles it after lossScalingGrowthInterval good updates"},
-    {"lossScalingFactor", OPT_FLOAT, "1024", 1e-30, 1e30, NULL,
+    {"lossScalingFactor", "--loss-scale", OPT_FLOAT, "1024", 1e-30, 1e30, NULL,
      "the loss scale (static), or the starting one (dynamic)"},
-    {"lossScalingGrowthInterval", OPT_INT, "200", 1, 1e9, NULL,
+    {"lossScalingGrowthInterval", NULL, OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
-    {"numIOTiles", OPT_INT, "0", 0, 1 << 20, NULL,
+    {"numIOTiles", NULL, OPT_INT, "0", 0, 1 << 20, NULL,
      "tiled targets (mk2; ignored on cpu): tiles per device reserved for the host streams (I/O "
      "tiles), so "
      "that the next micro-batch's stream copy runs while the current one computes on the other "
      "tiles; they must hold a micro-batch of the host-stream inputs per slot (docs/targets.md)"},
-    {"defaultPrefetchBufferingDepth", OPT_INT, "1", 1, 64, NULL,
+    {"defaultPrefetchBufferingDepth", NULL, OPT_INT, "1", 1, 64, NULL,
      "micro-batches of host-stream input each device's buffers hold beyond those in flight, plus "
      "one; above 1 a host-stream thread fills the next ones while a device computes "
      "(docs/data.md, Host streams)"},
-    {"availableMemoryProportion", OPT_FLOAT, "0.6", 0.001, 1, NULL,
+    {"availableMemoryProportion", NULL, OPT_FLOAT, "0.6", 0.001, 1, NULL,
      "the share of a device's memory one step's kernel scratch (im2col and the like) may take; "
      "a kernel over it is planned for one thread, which needs less (only with a capacity: "
      "memoryPerDevice or a tiled target)"},
-    {"TensorLocations.optimizer.onChip", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.optimizer.onChip", "--offload optimizer", OPT_BOOL, "true", 0, 0, NULL,
      "false: keep optimizer state in host memory and stream it in for each weight update "
      "(less device memory, more host traffic)"},
-    {"TensorLocations.weight.onChip", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.weight.onChip", "--offload weights", OPT_BOOL, "true", 0, 0, NULL,
      "false: keep the weights in host memory (streaming memory) and stream each in before the "
      "steps of a forward, backward or update pass that read it, and the updated one back "
      "(docs/memory-locations.md)"},
-    {"TensorLocations.activation.onChip", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.activation.onChip", "--offload activations", OPT_BOOL, "true", 0, 0, NULL,
      "false: activations kept from a micro-batch's forward pass to its backward pass are "
      "streamed to host memory after their last forward use and back before their first "
      "backward use"},
-    {"TensorLocations.accumulator.onChip", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.accumulator.onChip", "--offload accumulators", OPT_BOOL, "true", 0, 0, NULL,
      "false: gradient accumulators live in host memory: each micro-batch's gradients are added "
      "there and the sums streamed in for the weight update"},
-    {"TensorLocations.weight.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.weight.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.weight.onChip=false: weights of fewer elements stay on the device"},
-    {"TensorLocations.activation.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.activation.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.activation.onChip=false: activations of fewer elements stay on the "
      "device"},
-    {"TensorLocations.accumulator.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.accumulator.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.accumulator.onChip=false: accumulators of fewer elements stay on the "
      "device"},
-    {"TensorLocations.optimizer.minElementsForOffChip", OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.optimizer.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.optimizer.onChip=false: optimizer state of fewer elements stays on "
      "the device"},
-    {"TensorLocations.weight.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
-     NULL,
+    {"TensorLocations.weight.minElementsForReplicatedTensorSharding", NULL, OPT_INT, "8192", 0,
+     9.2e18, NULL,
      "with TensorLocations.weight.replicatedTensorSharding: weights of fewer elements are kept "
      "whole on every replica"},
-    {"TensorLocations.weight.replicatedTensorSharding", OPT_BOOL, "false", 0, 0, NULL,
+    {"TensorLocations.weight.replicatedTensorSharding", "--shard weights", OPT_BOOL, "false", 0, 0,
+     NULL,
      "with replicas: each replica keeps 1/replicationFactor of every weight (and its optimizer "
      "state), all-gathers the whole weight into a buffer live for each pass that reads it and "
      "updates its share from the reduce-scattered gradient (ZeRO-3; less memory, a gather per "
      "pass; ignored with one replica; docs/memory-locations.md)"},
-    {"TensorLocations.ioSchedule", OPT_ENUM, "preload", 0, 0, "preload|onDemand",
+    {"TensorLocations.ioSchedule", NULL, OPT_ENUM, "preload", 0, 0, "preload|onDemand",
      "how the copies of tensors kept off chip run: preload: on an I/O thread per device, each "
      "step's loads while the step before computes and its stores while the next one does (a "
      "copy then holds device memory one step longer at each end); onDemand: on the device's own "
      "thread when its step comes"},
-    {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", OPT_INT, "8192", 0, 9.2e18,
-     NULL,
+    {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", NULL, OPT_INT, "8192", 0,
+     9.2e18, NULL,
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "
      "elements is kept whole on every replica"},
     /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
-    {"TensorLocations.optimizer.replicatedTensorSharding", OPT_BOOL, "false", 0, 0, NULL,
+    {"TensorLocations.optimizer.replicatedTensorSharding", "--shard optimizer", OPT_BOOL, "false", 0,
+     0, NULL,
      "with replicas: each replica keeps 1/replicationFactor of the optimizer state, updates that "
      "share of the weights and sends it to the others (less memory, an all-gather per update)"},
-    {"autoReport.all", OPT_BOOL, "false", 0, 0, NULL,
+    {"autoReport.all", "--profile", OPT_BOOL, "false", 0, 0, NULL,
      "write the graph and the execution profile of every compiled program"},
-    {"autoReport.outputGraphProfile", OPT_BOOL, "false", 0, 0, NULL,
+    {"autoReport.outputGraphProfile", NULL, OPT_BOOL, "false", 0, 0, NULL,
      "write the graph profile (memory plan, liveness, program tree)"},
-    {"autoReport.outputExecutionProfile", OPT_BOOL, "false", 0, 0, NULL,
+    {"autoReport.outputExecutionProfile", NULL, OPT_BOOL, "false", 0, 0, NULL,
      "write the execution profile (the timed steps of the first runs)"},
-    {"autoReport.directory", OPT_STRING, "./report", 0, 0, NULL,
+    {"autoReport.directory", "--profile-dir", OPT_STRING, "./report", 0, 0, NULL,
      "where profiles go: DIR/training/profile.sqlite, DIR/inference/profile.sqlite"},
-    {"autoReport.executionProfileProgramRunCount", OPT_INT, "2", 1, 1e6, NULL,
+    {"autoReport.executionProfileProgramRunCount", NULL, OPT_INT, "2", 1, 1e6, NULL,
      "host steps whose execution is recorded (the first N), so profiles stay small"},
-    {"profiler.includeFlopEstimates", OPT_BOOL, "true", 0, 0, NULL,
+    {"profiler.includeFlopEstimates", NULL, OPT_BOOL, "true", 0, 0, NULL,
      "record FLOP counts per op and per executed step"},
-    {"trace.enable", OPT_BOOL, "false", 0, 0, NULL,
+    {"trace.enable", NULL, OPT_BOOL, "false", 0, 0, NULL,
      "record the host trace (as TILEGRAPH_TRACE does), from the first session created with it"},
-    {"trace.directory", OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
-    {"trace.channels", OPT_NAMES, "*", 0, 0, "compile|engine|data|comms|*",
+    {"trace.directory", NULL, OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
+    {"trace.channels", NULL, OPT_NAMES, "*", 0, 0, "compile|engine|data|comms|*",
      "channels to record, comma-separated (compile, engine, data, comms), or *"},
-    {"monitor.enable", OPT_BOOL, "true", 0, 0, NULL,
+    {"monitor.enable", NULL, OPT_BOOL, "true", 0, 0, NULL,
      "keep this process's record in the registry `tilegraph monitor` lists (docs/monitor.md); "
      "TILEGRAPH_MONITOR=0 also turns it off"},
-    {"streamCallbacks.multiThreadMode", OPT_ENUM, "none", 0, 0, "none|collaborative|dedicated",
+    {"streamCallbacks.multiThreadMode", NULL, OPT_ENUM, "none", 0, 0,
+     "none|collaborative|dedicated",
      "with defaultPrefetchBufferingDepth above 1, the threads that fill the host streams: none, "
      "one for every device and replica; collaborative, streamCallbacks.numWorkerThreads of them; "
      "dedicated, one per device and replica that streams inputs"},
-    {"streamCallbacks.numWorkerThreads", OPT_INT, "0", 0, 64, NULL,
+    {"streamCallbacks.numWorkerThreads", NULL, OPT_INT, "0", 0, 64, NULL,
      "multiThreadMode collaborative: the host-stream threads (0: one per device and replica that "
      "streams inputs)"},
-    {"enableExecutableCaching", OPT_STRING, "", 0, 0, NULL,
+    {"enableExecutableCaching", "--executable-cache", OPT_STRING, "", 0, 0, NULL,
      "a directory of compiled programs keyed by graph, options, target and version: a hit is "
      "loaded instead of compiled (docs/executable-cache.md); empty: off"},
-    {"executableFile", OPT_STRING, "", 0, 0, NULL,
+    {"executableFile", "--executable", OPT_STRING, "", 0, 0, NULL,
      "a compiled program file: loaded when it matches the graph and options, else compiled "
      "and written there (docs/executable-cache.md); empty: off"},
-    {"debug.allowOutOfMemory", OPT_BOOL, "false", 0, 0, NULL,
+    {"debug.allowOutOfMemory", NULL, OPT_BOOL, "false", 0, 0, NULL,
      "compile a plan that does not fit the device memory anyway, so it can be looked at"},
-    {"debug.verifyAgainstReference", OPT_BOOL, "false", 0, 0, NULL,
+    {"debug.verifyAgainstReference", NULL, OPT_BOOL, "false", 0, 0, NULL,
      "check the first run tensor by tensor against the reference (every fast path off: "
      "double-precision reference kernels, NCHW) and fail it naming the first tensor beyond "
      "tolerance (docs/numerics.md)"},
-    {"debug.verifyTolerance", OPT_FLOAT, "32", 1e-3, 1e9, NULL,
+    {"debug.verifyTolerance", NULL, OPT_FLOAT, "32", 1e-3, 1e9, NULL,
      "factor on the tolerances of debug.verifyAgainstReference and `tilegraph check`: "
      "factor x magnitude x (2^-24 x sqrt(reduction length) + the storage type's roundoff)"},
 };
@@ -516,51 +531,20 @@ static void shortest(char *buf, size_t cap, double v)
     }
 }
 
-int tg_options_is_engine(const char *key)
+bool tg_options_is_engine(const char *key)
 {
     static const char *const prefixes[] = {"autoReport.", "profiler.", "trace.",
                                            "debug.",      "monitor.",  "streamCallbacks."};
     for (size_t i = 0; key && i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
-            return 1;
-    return 0;
+            return true;
+    return false;
 }
 
 const char *tg_options_flag(const char *key)
 {
-    static const char *const flags[][2] = {
-        {"executionStrategy", "--strategy"},
-        {"stages", "--stages"},
-        {"phases", "--phases"},
-        {"split", "--split"},
-        {"pipelineSchedule", "--schedule"},
-        {"replicationFactor", "--replicas"},
-        {"Training.gradientAccumulation", "--gradient-accumulation"},
-        {"deviceIterations", "--device-iterations"},
-        {"outputMode", "--output-mode"},
-        {"devices", "--devices"},
-        {"threadsPerDevice", "--threads-per-device"},
-        {"enableExecutableCaching", "--executable-cache"},
-        {"executableFile", "--executable"},
-        {"memoryPerDevice", "--memory-per-device"},
-        {"randomSeed", "--seed"},
-        {"precision", "--precision"},
-        {"lossScaling", "--loss-scaling"},
-        {"lossScalingFactor", "--loss-scale"},
-        {"accumType", "--accum-type"},
-        {"firstOrderMomentumAccumType", "--first-moment-type"},
-        {"secondOrderMomentumAccumType", "--second-moment-type"},
-        {"Precision.enableStochasticRounding", "--stochastic-rounding"},
-        {"TensorLocations.optimizer.onChip", "--offload optimizer"},
-        {"TensorLocations.weight.onChip", "--offload weights"},
-        {"TensorLocations.activation.onChip", "--offload activations"},
-        {"TensorLocations.accumulator.onChip", "--offload accumulators"},
-        {"target", "--target"},
-    };
-    for (size_t i = 0; key && i < sizeof flags / sizeof flags[0]; i++)
-        if (strcmp(flags[i][0], key) == 0)
-            return flags[i][1];
-    return NULL;
+    int i = find_option(key);
+    return i < 0 ? NULL : option_table[i].flag;
 }
 
 /* Options text as a JSON object (anything else is refused, naming source). */

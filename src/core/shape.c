@@ -37,14 +37,14 @@ int64_t tg_shape_numel(tg_shape s)
     return n;
 }
 
-int tg_shape_equal(tg_shape a, tg_shape b)
+bool tg_shape_equal(tg_shape a, tg_shape b)
 {
     if (a.ndim != b.ndim)
-        return 0;
+        return false;
     for (int i = 0; i < a.ndim; i++)
         if (a.dim[i] != b.dim[i])
-            return 0;
-    return 1;
+            return false;
+    return true;
 }
 
 char *tg_shape_str(tg_shape s, char *buf, size_t cap)

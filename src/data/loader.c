@@ -83,15 +83,16 @@ struct tg_loader {
     double load_seconds_async; /* summed by workers under mu */
 };
 
-int tg_loader_mode_parse(const char *name)
+tg_status tg_loader_mode_parse(const char *name, tg_loader_mode *out)
 {
-    if (!name)
-        return -1;
-    if (strcmp(name, "sync") == 0)
-        return TG_LOADER_SYNC;
-    if (strcmp(name, "async") == 0)
-        return TG_LOADER_ASYNC;
-    return -1;
+    if (name && strcmp(name, "sync") == 0)
+        *out = TG_LOADER_SYNC;
+    else if (name && strcmp(name, "async") == 0)
+        *out = TG_LOADER_ASYNC;
+    else
+        return tg_error(TG_ERR_INVALID_ARG, "loader mode '%s': expected sync or async",
+                        name ? name : "(null)");
+    return TG_OK;
 }
 
 const char *tg_loader_mode_name(tg_loader_mode mode)

@@ -28,13 +28,16 @@
 /* Files larger than this are refused: every token is held as an int32. */
 #define MAX_TEXT_BYTES ((int64_t)1 << 31)
 
-int tg_text_tokens_parse(const char *name)
+tg_status tg_text_tokens_parse(const char *name, tg_text_tokens *out)
 {
     if (name && strcmp(name, "byte") == 0)
-        return TG_TOKENS_BYTE;
-    if (name && strcmp(name, "char") == 0)
-        return TG_TOKENS_CHAR;
-    return -1;
+        *out = TG_TOKENS_BYTE;
+    else if (name && strcmp(name, "char") == 0)
+        *out = TG_TOKENS_CHAR;
+    else
+        return tg_error(TG_ERR_INVALID_ARG, "text tokens '%s': expected byte or char",
+                        name ? name : "(null)");
+    return TG_OK;
 }
 
 const char *tg_text_tokens_name(tg_text_tokens t)

@@ -1,7 +1,8 @@
 /* graph/op_list.h - every op kind, one line each: X(ENUM, "name", family).
  *
- * The family is the file under src/ops/ that defines tg_op_<name> (the
- * tg_op_def with the op's shape rule, FLOP count, kernels and gradient rule).
+ * The family is the file under src/ops/ that defines tg_opdef_<ENUM> (the
+ * tg_op_def with the op's shape rule, FLOP count, kernels and gradient rule;
+ * ops/registry.c indexes them by kind from this list).
  * Backward ops are ordinary ops and are listed here too.
  *
  * It lives in graph/ because a node names its op kind: the graph layer needs the

@@ -109,18 +109,19 @@ float tg_lr_at(const tg_lr_schedule *s, int64_t step)
 static const char *const kind_names[] = {"sgd", "adam", "adamw", "lamb"};
 #define N_KINDS (int)(sizeof kind_names / sizeof kind_names[0])
 
-int tg_optimizer_parse(const char *name)
+tg_status tg_optimizer_parse(const char *name, tg_optimizer_kind *out)
 {
-    if (!name)
-        return -1;
-    for (int k = 0; k < N_KINDS; k++) {
+    for (int k = 0; name && k < N_KINDS; k++) {
         const char *a = name, *b = kind_names[k];
         while (*a && tolower((unsigned char)*a) == *b)
             a++, b++;
-        if (!*a && !*b)
-            return k;
+        if (!*a && !*b) {
+            *out = (tg_optimizer_kind)k;
+            return TG_OK;
+        }
     }
-    return -1;
+    return tg_error(TG_ERR_INVALID_ARG, "optimizer '%s': expected sgd, adam, adamw or lamb",
+                    name ? name : "(null)");
 }
 
 const char *tg_optimizer_name(tg_optimizer_kind k)

@@ -1,4 +1,6 @@
-/* runtime/session_internal.h - what checkpoints and tools see of a session. */
+/* runtime/session_internal.h - what the runtime's other files (checkpoints,
+ * the session's state) and the tests see of a session beyond its public
+ * header. tools/ and python/ use tilegraph/session.h only. */
 #ifndef TG_RUNTIME_SESSION_INTERNAL_H
 #define TG_RUNTIME_SESSION_INTERNAL_H
 

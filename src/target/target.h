@@ -3,7 +3,8 @@
  * finds one by name (target/targets.c).
  *
  * A target is one file defining a tg_target_ops (target/cpu.c, target/mk2.c,
- * target/tiny.c) and one line in the registry's table. Code outside
+ * target/tiny.c) and its line in the registry's table (target/targets.c);
+ * the externs below name them for that table and the tests. Code outside
  * src/target/ asks a target's capabilities (tg_target_tiled,
  * tg_target_has_cycle_model, takes_description), never compares its name.
  * The tile processor types a tiled target plans with (its description, the

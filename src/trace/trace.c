@@ -118,9 +118,9 @@ int64_t tg_trace_origin_ns(void)
     return atomic_load_explicit(&g_origin, memory_order_relaxed);
 }
 
-int tg_trace_is_on(void)
+bool tg_trace_is_on(void)
 {
-    return __atomic_load_n(&tg_trace_on_, __ATOMIC_RELAXED);
+    return __atomic_load_n(&tg_trace_on_, __ATOMIC_RELAXED) != 0;
 }
 
 const char *tg_trace_kind_name(tg_trace_kind k)

@@ -26,8 +26,12 @@ static void test_table(void)
     TG_CHECK(tg_dtype_size(TG_F32) == 4 && tg_dtype_size(TG_BF16) == 2 &&
              tg_dtype_size(TG_U8) == 1);
     TG_CHECK(strcmp(tg_dtype_name(TG_I32), "i32") == 0);
-    TG_CHECK(tg_dtype_parse("half") == TG_F16 && tg_dtype_parse("bfloat16") == TG_BF16);
-    TG_CHECK(tg_dtype_parse("f64") == -1 && tg_dtype_parse(NULL) == -1);
+    tg_dtype t = TG_U8;
+    TG_CHECK(tg_dtype_parse("half", &t) == TG_OK && t == TG_F16);
+    TG_CHECK(tg_dtype_parse("bfloat16", &t) == TG_OK && t == TG_BF16);
+    TG_CHECK(tg_dtype_parse("f64", &t) == TG_ERR_INVALID_ARG && t == TG_BF16);
+    TG_CHECK(strstr(tg_error_message(), "data type 'f64'") != NULL);
+    TG_CHECK(tg_dtype_parse(NULL, &t) == TG_ERR_INVALID_ARG);
     TG_CHECK(tg_dtype_size((tg_dtype)99) == 0);
 }
 

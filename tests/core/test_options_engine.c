@@ -26,16 +26,43 @@ static void test_engine_keys(void)
     TG_CHECK(!tg_options_is_engine("deviceIterations"));
     TG_CHECK(!tg_options_is_engine("autoReport")); /* the prefix needs its dot */
     TG_CHECK(!tg_options_is_engine(NULL));
-    /* every option is either an engine option or has a way to be set */
+}
+
+/* The option table's flag column: each flag well formed ("--name" or "--name
+ * value") and naming one option; a training option refused from the engine
+ * options' text is refused with its flag, from the same column. (That every
+ * flag is one the commands take: tests/tools/test_flag_rules.c.) */
+static void test_flag_column(void)
+{
+    int flags = 0;
+    TG_CHECK(tg_options_flag(NULL) == NULL && tg_options_flag("noSuchOption") == NULL);
+    TG_CHECK(!strcmp(tg_options_flag("deviceIterations"), "--device-iterations"));
+    TG_CHECK(!strcmp(tg_options_flag("TensorLocations.weight.onChip"), "--offload weights"));
+    TG_CHECK(tg_options_flag("recomputation") == NULL);
     for (int i = 0; i < tg_options_count(); i++) {
-        const char *k = tg_options_key(i);
-        TG_CHECK(tg_options_is_engine(k) || tg_options_flag(k) || strchr(k, '.') ||
-                 !strcmp(k, "targetDescription") || !strcmp(k, "phasedExecutionType") ||
-                 !strcmp(k, "outputReturnPeriod") || !strcmp(k, "recomputation") ||
-                 !strcmp(k, "lossScalingGrowthInterval") ||
-                 !strcmp(k, "availableMemoryProportion") || !strcmp(k, "numIOTiles") ||
-                 !strcmp(k, "defaultPrefetchBufferingDepth"));
+        const char *k = tg_options_key(i), *f = tg_options_flag(k);
+        if (!f)
+            continue;
+        flags++;
+        TG_CHECK(!strncmp(f, "--", 2) && f[2] >= 'a' && f[2] <= 'z');
+        TG_CHECK(strspn(f + 2, "abcdefghijklmnopqrstuvwxyz-") == strcspn(f + 2, " "));
+        for (int j = 0; j < i; j++)
+            if (tg_options_flag(tg_options_key(j)) &&
+                !strcmp(tg_options_flag(tg_options_key(j)), f))
+                tg_test_fail(__FILE__, __LINE__, "'%s' and '%s' both have the flag %s",
+                             tg_options_key(j), k, f);
+        if (tg_options_is_engine(k))
+            continue;
+        char json[160];
+        snprintf(json, sizeof json, "{\"%s\":\"1\"}", k);
+        tg_options *o = tg_options_create();
+        TG_CHECK(tg_options_set_engine_json(o, json, "ENV") == TG_ERR_CONFIG);
+        if (!strstr(tg_error_message(), f))
+            tg_test_fail(__FILE__, __LINE__, "the refusal of %s does not name %s: %s", k, f,
+                         tg_error_message());
+        tg_options_destroy(o);
     }
+    TG_CHECK(flags >= 30);
 }
 
 static void test_engine_json_refuses_training_options(void)
@@ -143,6 +170,7 @@ int main(void)
     unsetenv("TILEGRAPH_ENGINE_OPTIONS");
     unsetenv("POPLAR_ENGINE_OPTIONS");
     TG_RUN(test_engine_keys);
+    TG_RUN(test_flag_column);
     TG_RUN(test_engine_json_refuses_training_options);
     TG_RUN(test_session_reads_both_variables);
     TG_RUN(test_messages_quote_the_input);

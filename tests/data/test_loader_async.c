@@ -298,9 +298,11 @@ static void test_config_errors(void)
     cfg.prefetch_depth = 1000;
     TG_CHECK(tg_loader_create(ds, &cfg, &l) == TG_ERR_CONFIG);
     TG_CHECK(strstr(tg_error_message(), "prefetch depth 1000") != NULL);
-    TG_CHECK(tg_loader_mode_parse("async") == TG_LOADER_ASYNC);
-    TG_CHECK(tg_loader_mode_parse("sync") == TG_LOADER_SYNC);
-    TG_CHECK(tg_loader_mode_parse("fast") == -1);
+    tg_loader_mode mode = TG_LOADER_SYNC;
+    TG_CHECK(tg_loader_mode_parse("async", &mode) == TG_OK && mode == TG_LOADER_ASYNC);
+    TG_CHECK(tg_loader_mode_parse("sync", &mode) == TG_OK && mode == TG_LOADER_SYNC);
+    TG_CHECK(tg_loader_mode_parse("fast", &mode) == TG_ERR_INVALID_ARG && mode == TG_LOADER_SYNC);
+    TG_CHECK(strstr(tg_error_message(), "loader mode 'fast': expected sync or async") != NULL);
     TG_CHECK(strcmp(tg_loader_mode_name(TG_LOADER_ASYNC), "async") == 0);
     tg_dataset_destroy(ds);
 }

@@ -105,6 +105,10 @@ static void expect_error(const char *text, size_t len, tg_text_tokens t, int seq
 
 static void test_errors(void)
 {
+    tg_text_tokens t = TG_TOKENS_CHAR;
+    TG_CHECK(tg_text_tokens_parse("byte", &t) == TG_OK && t == TG_TOKENS_BYTE);
+    TG_CHECK(tg_text_tokens_parse("word", &t) == TG_ERR_INVALID_ARG && t == TG_TOKENS_BYTE);
+    TG_CHECK(strstr(tg_error_message(), "text tokens 'word': expected byte or char") != NULL);
     expect_error("", 0, TG_TOKENS_BYTE, 4, "empty");
     expect_error("abc\xff"
                  "defghijklmnopqrstuvwxyz",

@@ -40,16 +40,20 @@ static void test_defaults(void)
 
 static void test_parse_and_name(void)
 {
-    TG_CHECK(tg_optimizer_parse("sgd") == TG_OPT_SGD);
-    TG_CHECK(tg_optimizer_parse("adam") == TG_OPT_ADAM);
-    TG_CHECK(tg_optimizer_parse("AdamW") == TG_OPT_ADAMW);
-    TG_CHECK(tg_optimizer_parse("LAMB") == TG_OPT_LAMB);
-    TG_CHECK(tg_optimizer_parse("adamw2") == -1);
-    TG_CHECK(tg_optimizer_parse("ada") == -1);
-    TG_CHECK(tg_optimizer_parse("") == -1);
-    TG_CHECK(tg_optimizer_parse(NULL) == -1);
+    tg_optimizer_kind kind = TG_OPT_SGD;
+    TG_CHECK(tg_optimizer_parse("adam", &kind) == TG_OK && kind == TG_OPT_ADAM);
+    TG_CHECK(tg_optimizer_parse("AdamW", &kind) == TG_OK && kind == TG_OPT_ADAMW);
+    TG_CHECK(tg_optimizer_parse("LAMB", &kind) == TG_OK && kind == TG_OPT_LAMB);
+    TG_CHECK(tg_optimizer_parse("sgd", &kind) == TG_OK && kind == TG_OPT_SGD);
+    /* refused by name, *out unchanged */
+    TG_CHECK(tg_optimizer_parse("adamw2", &kind) == TG_ERR_INVALID_ARG && kind == TG_OPT_SGD);
+    TG_CHECK(strstr(tg_error_message(), "optimizer 'adamw2': expected sgd, adam, adamw or lamb"));
+    TG_CHECK(tg_optimizer_parse("ada", &kind) == TG_ERR_INVALID_ARG);
+    TG_CHECK(tg_optimizer_parse("", &kind) == TG_ERR_INVALID_ARG);
+    TG_CHECK(tg_optimizer_parse(NULL, &kind) == TG_ERR_INVALID_ARG && kind == TG_OPT_SGD);
     for (int k = TG_OPT_SGD; k <= TG_OPT_LAMB; k++)
-        TG_CHECK(tg_optimizer_parse(tg_optimizer_name((tg_optimizer_kind)k)) == k);
+        TG_CHECK(tg_optimizer_parse(tg_optimizer_name((tg_optimizer_kind)k), &kind) == TG_OK &&
+                 kind == (tg_optimizer_kind)k);
     TG_CHECK(strcmp(tg_optimizer_name((tg_optimizer_kind)7), "?") == 0);
 }
 

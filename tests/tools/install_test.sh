@@ -64,6 +64,8 @@ grep -q missing.safetensors "$tmp/err" || { echo "install_test: error does not n
 pydir="$root/lib/python3/dist-packages"
 [ -f "$pydir/tilegraph/__init__.py" ] || { echo "install_test: no Python package in $pydir" >&2; exit 1; }
 [ -f "$pydir/tilegraph/_installed.py" ] || { echo "install_test: $pydir/tilegraph/_installed.py missing" >&2; exit 1; }
+# PEP 561: the package's type hints are for type checkers to read
+[ -f "$pydir/tilegraph/py.typed" ] || { echo "install_test: $pydir/tilegraph/py.typed missing" >&2; exit 1; }
 if [ -n "$san" ]; then
     echo "install_test: Python import skipped (sanitizer build)"
 elif ! /usr/bin/python3 -c 'import cffi, torch, onnx' 2>/dev/null; then

@@ -8,6 +8,8 @@
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
+#include "tilegraph/options.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +48,29 @@ static void test_help_shows_one_default(void)
     EXPECT("train --help", 0, "cross-entropy or mse (default cross-entropy)");
     EXPECT("train --help", 0, "learning rate (default 0.05; language models 0.001)");
     EXPECT("compile --help", 0, "learning rate (default 0.05; language models 0.001)");
+}
+
+/* issue 33: every flag of the option table's flag column is one that train or
+ * compile takes (the commands name their flags from that column) */
+static void test_flag_column_is_taken(void)
+{
+    static char help[65536];
+    EXPECT("train --help", 0, "usage");
+    snprintf(help, sizeof help, "%s", tg_cli_output);
+    EXPECT("compile --help", 0, "usage");
+    size_t used = strlen(help);
+    snprintf(help + used, sizeof help - used, "%s", tg_cli_output);
+    for (int i = 0; i < tg_options_count(); i++) {
+        const char *flag = tg_options_flag(tg_options_key(i));
+        if (!flag)
+            continue;
+        char line[64]; /* "  --offload " of "--offload weights" */
+        snprintf(line, sizeof line, "\n  %.*s ", (int)strcspn(flag, " "), flag);
+        if (!strstr(help, line))
+            tg_test_fail(__FILE__, __LINE__,
+                         "%s, the flag of %s, is not a flag of train or compile", flag,
+                         tg_options_key(i));
+    }
 }
 
 /* item 12: flags that cannot apply are errors naming the flag and why */
@@ -214,6 +239,7 @@ int main(void)
     if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_help_shows_one_default);
+    TG_RUN(test_flag_column_is_taken);
     TG_RUN(test_flags_that_cannot_apply);
     TG_RUN(test_executable_example);
     TG_RUN(test_options_refused);

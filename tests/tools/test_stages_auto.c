@@ -77,6 +77,17 @@ static void test_train_names_the_split(void)
     TG_CHECK(strstr(tg_cli_output, "stages auto") == NULL);
 }
 
+/* A search that finds no split is refused as it is (TG_ERR_CAPACITY from
+ * the search): compile searches again with a larger margin only when the
+ * plan of a split it chose did not fit (program.c tells the two apart by
+ * the split recorded, not by the message). */
+static void test_no_split_is_not_searched_again(void)
+{
+    EXPECT("compile --model mnist-pipeline --stages auto --devices 2 --memory-per-device 2000000",
+           1, "automatic stages: no split of the model's 4 blocks over 2 devices fits");
+    TG_CHECK(strstr(tg_cli_output, "searched again") == NULL);
+}
+
 int main(void)
 {
     setenv("TILEGRAPH_CALIBRATION", "off", 1); /* the commands inherit it */
@@ -85,6 +96,7 @@ int main(void)
         return 1;
     TG_RUN(test_compile_names_the_split);
     TG_RUN(test_train_names_the_split);
+    TG_RUN(test_no_split_is_not_searched_again);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }
