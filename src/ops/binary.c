@@ -567,21 +567,86 @@ static tg_status bwd_expand(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_ADD = {"add", infer_arith, flops_out, NULL, fwd_add, ref_add, bwd_add_sub};
-const tg_op_def tg_opdef_SUB = {"sub", infer_arith, flops_out, NULL, fwd_sub, ref_sub, bwd_add_sub};
-const tg_op_def tg_opdef_MUL = {"mul", infer_arith, flops_out, NULL, fwd_mul, ref_mul, bwd_mul};
-const tg_op_def tg_opdef_DIV = {"div", infer_arith, flops_out, NULL, fwd_div, ref_div, bwd_div};
-const tg_op_def tg_opdef_POW = {"pow",   infer_arith, flops_pow,     NULL,
-                                fwd_pow, ref_pow,     bwd_pow_minmax};
-const tg_op_def tg_opdef_POW_BWD = {"pow_bwd", infer_grad3, flops_pow_bwd, NULL,
-                                    fwd_grad3, ref_grad3,   bwd_grad3};
-const tg_op_def tg_opdef_MAXIMUM = {"maximum", infer_arith, flops_out,     NULL,
-                                    fwd_max,   ref_max,     bwd_pow_minmax};
-const tg_op_def tg_opdef_MINIMUM = {"minimum", infer_arith, flops_out,     NULL,
-                                    fwd_min,   ref_min,     bwd_pow_minmax};
-const tg_op_def tg_opdef_MINMAX_BWD = {"minmax_bwd", infer_grad3, flops_minmax_bwd, NULL,
-                                       fwd_grad3,    ref_grad3,   bwd_grad3};
-const tg_op_def tg_opdef_SUM_TO = {"sum_to",   infer_sum_to, flops_in,  NULL,
-                                   fwd_sum_to, ref_sum_to,   bwd_sum_to};
-const tg_op_def tg_opdef_EXPAND = {"expand",   infer_expand, flops_none, NULL,
-                                   fwd_expand, ref_expand,   bwd_expand};
+const tg_op_def tg_opdef_ADD = {.name = "add",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_add,
+                                .reference = ref_add,
+                                .backward = bwd_add_sub,
+                                .flags = TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SUB = {.name = "sub",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_sub,
+                                .reference = ref_sub,
+                                .backward = bwd_add_sub,
+                                .flags = TG_OPF_ELEMENTWISE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MUL = {.name = "mul",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_mul,
+                                .reference = ref_mul,
+                                .backward = bwd_mul,
+                                .flags = TG_OPF_ELEMENTWISE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_DIV = {.name = "div",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_div,
+                                .reference = ref_div,
+                                .backward = bwd_div,
+                                .flags = TG_OPF_ELEMENTWISE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_POW = {.name = "pow",
+                                .infer = infer_arith,
+                                .flops = flops_pow,
+                                .forward = fwd_pow,
+                                .reference = ref_pow,
+                                .backward = bwd_pow_minmax,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_POW_BWD = {.name = "pow_bwd",
+                                    .infer = infer_grad3,
+                                    .flops = flops_pow_bwd,
+                                    .forward = fwd_grad3,
+                                    .reference = ref_grad3,
+                                    .backward = bwd_grad3,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MAXIMUM = {.name = "maximum",
+                                    .infer = infer_arith,
+                                    .flops = flops_out,
+                                    .forward = fwd_max,
+                                    .reference = ref_max,
+                                    .backward = bwd_pow_minmax,
+                                    .flags = TG_OPF_ELEMENTWISE,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MINIMUM = {.name = "minimum",
+                                    .infer = infer_arith,
+                                    .flops = flops_out,
+                                    .forward = fwd_min,
+                                    .reference = ref_min,
+                                    .backward = bwd_pow_minmax,
+                                    .flags = TG_OPF_ELEMENTWISE,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MINMAX_BWD = {.name = "minmax_bwd",
+                                       .infer = infer_grad3,
+                                       .flops = flops_minmax_bwd,
+                                       .forward = fwd_grad3,
+                                       .reference = ref_grad3,
+                                       .backward = bwd_grad3,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SUM_TO = {.name = "sum_to",
+                                   .infer = infer_sum_to,
+                                   .flops = flops_in,
+                                   .forward = fwd_sum_to,
+                                   .reference = ref_sum_to,
+                                   .backward = bwd_sum_to,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_EXPAND = {.name = "expand",
+                                   .infer = infer_expand,
+                                   .flops = flops_none,
+                                   .forward = fwd_expand,
+                                   .reference = ref_expand,
+                                   .backward = bwd_expand,
+                                   .memory = TG_OP_OWN_STORAGE};

@@ -358,11 +358,28 @@ tg_tensor *tg_where(tg_graph *g, tg_tensor *cond, tg_tensor *x, tg_tensor *y)
     return tg_node_create(g, TG_OP_WHERE, 3, in, &p);
 }
 
-const tg_op_def tg_opdef_CAST = {"cast",   infer_cast, flops_per_element, NULL, fwd_cast,
-                                 ref_cast, NULL};
-const tg_op_def tg_opdef_COMPARE = {"compare",  infer_compare, flops_per_element, NULL, fwd_select,
-                                    ref_select, NULL};
-const tg_op_def tg_opdef_LOGICAL = {"logical",  infer_logical, flops_per_element, NULL, fwd_select,
-                                    ref_select, NULL};
-const tg_op_def tg_opdef_WHERE = {"where",    infer_where, flops_per_element, NULL,
-                                  fwd_select, ref_select,  bwd_where};
+const tg_op_def tg_opdef_CAST = {.name = "cast",
+                                 .infer = infer_cast,
+                                 .flops = flops_per_element,
+                                 .forward = fwd_cast,
+                                 .reference = ref_cast,
+                                 .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_COMPARE = {.name = "compare",
+                                    .infer = infer_compare,
+                                    .flops = flops_per_element,
+                                    .forward = fwd_select,
+                                    .reference = ref_select,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_LOGICAL = {.name = "logical",
+                                    .infer = infer_logical,
+                                    .flops = flops_per_element,
+                                    .forward = fwd_select,
+                                    .reference = ref_select,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_WHERE = {.name = "where",
+                                  .infer = infer_where,
+                                  .flops = flops_per_element,
+                                  .forward = fwd_select,
+                                  .reference = ref_select,
+                                  .backward = bwd_where,
+                                  .memory = TG_OP_OWN_STORAGE};

@@ -495,12 +495,48 @@ static tg_status bwd_bwd_weight(tg_graph *g, tg_tensor *node, tg_tensor *gw, con
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_CONV2D = {"conv2d", infer_conv, flops_conv, scratch_conv,
-                                   fwd_conv, ref_conv,   bwd_conv};
-const tg_op_def tg_opdef_CONV2D_BWD_DATA = {"conv2d_bwd_data", infer_bwd_data, flops_conv,
-                                            scratch_conv,      fwd_conv,       ref_bwd_data,
-                                            bwd_bwd_data};
-const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {"conv2d_bwd_weight", infer_bwd_weight, flops_conv,
-                                              scratch_conv,        fwd_conv,         ref_bwd_weight,
-                                              bwd_bwd_weight};
-const tg_op_planner tg_conv_planner = {tg_conv_dnnl_plan, tg_conv_dnnl_free};
+/* A convolution keeps its 4-D operands blocked only when oneDNN runs it
+ * (ungrouped, and the plan hook would choose it): oneDNN reads each operand
+ * in the layout it is planned with. Own kernels read NCHW. */
+static tg_op_layout conv_layout(const tg_tensor *node, int n_threads)
+{
+    return tg_conv_geom_of(node).G == 1 && tg_conv_dnnl_chosen(node, n_threads) ? TG_LAYOUT_OWN
+                                                                                : TG_LAYOUT_PLAIN;
+}
+
+static const tg_op_planner tg_conv_planner;
+
+const tg_op_def tg_opdef_CONV2D = {.name = "conv2d",
+                                   .infer = infer_conv,
+                                   .flops = flops_conv,
+                                   .scratch = scratch_conv,
+                                   .forward = fwd_conv,
+                                   .reference = ref_conv,
+                                   .backward = bwd_conv,
+                                   .cost = TG_COST_CONV,
+                                   .planner = &tg_conv_planner,
+                                   .layout = conv_layout,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONV2D_BWD_DATA = {.name = "conv2d_bwd_data",
+                                            .infer = infer_bwd_data,
+                                            .flops = flops_conv,
+                                            .scratch = scratch_conv,
+                                            .forward = fwd_conv,
+                                            .reference = ref_bwd_data,
+                                            .backward = bwd_bwd_data,
+                                            .cost = TG_COST_CONV,
+                                            .planner = &tg_conv_planner,
+                                            .layout = conv_layout,
+                                            .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {.name = "conv2d_bwd_weight",
+                                              .infer = infer_bwd_weight,
+                                              .flops = flops_conv,
+                                              .scratch = scratch_conv,
+                                              .forward = fwd_conv,
+                                              .reference = ref_bwd_weight,
+                                              .backward = bwd_bwd_weight,
+                                              .cost = TG_COST_CONV,
+                                              .planner = &tg_conv_planner,
+                                              .layout = conv_layout,
+                                              .memory = TG_OP_OWN_STORAGE};
+static const tg_op_planner tg_conv_planner = {tg_conv_dnnl_plan, tg_conv_dnnl_free};

@@ -158,5 +158,10 @@ tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)
     return t;
 }
 
-const tg_op_def tg_opdef_DROPOUT = {"dropout",   infer_dropout, flops,      NULL,
-                                    fwd_dropout, ref_dropout,   bwd_dropout};
+const tg_op_def tg_opdef_DROPOUT = {.name = "dropout",
+                                    .infer = infer_dropout,
+                                    .flops = flops,
+                                    .forward = fwd_dropout,
+                                    .reference = ref_dropout,
+                                    .backward = bwd_dropout,
+                                    .memory = TG_OP_OWN_STORAGE};

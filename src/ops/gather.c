@@ -312,8 +312,18 @@ tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
     return tg_gather(g, table, ids, 0);
 }
 
-const tg_op_def tg_opdef_GATHER = {"gather",   infer_gather, flops_gather, NULL,
-                                   fwd_gather, ref_gather,   bwd_gather};
-const tg_op_def tg_opdef_GATHER_BWD = {"gather_bwd",       infer_gather_bwd, flops_gather_bwd,
-                                       scratch_gather_bwd, fwd_gather_bwd,   ref_gather_bwd,
-                                       bwd_gather_bwd};
+const tg_op_def tg_opdef_GATHER = {.name = "gather",
+                                   .infer = infer_gather,
+                                   .flops = flops_gather,
+                                   .forward = fwd_gather,
+                                   .reference = ref_gather,
+                                   .backward = bwd_gather,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_GATHER_BWD = {.name = "gather_bwd",
+                                       .infer = infer_gather_bwd,
+                                       .flops = flops_gather_bwd,
+                                       .scratch = scratch_gather_bwd,
+                                       .forward = fwd_gather_bwd,
+                                       .reference = ref_gather_bwd,
+                                       .backward = bwd_gather_bwd,
+                                       .memory = TG_OP_OWN_STORAGE};

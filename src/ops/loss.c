@@ -743,7 +743,14 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
 }
 
 #define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD)                                                  \
-    const tg_op_def tg_opdef_##E = {NAME, infer_loss, flops, SCRATCH, FWD, REF, BWD}
+    const tg_op_def tg_opdef_##E = {.name = NAME,                                                  \
+                                    .infer = infer_loss,                                           \
+                                    .flops = flops,                                                \
+                                    .scratch = SCRATCH,                                            \
+                                    .forward = FWD,                                                \
+                                    .reference = REF,                                              \
+                                    .backward = BWD,                                               \
+                                    .memory = TG_OP_OWN_STORAGE}
 
 LOSS_DEF(CROSS_ENTROPY, "cross_entropy", scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy);
 LOSS_DEF(NLL_LOSS, "nll_loss", scratch_partials, fwd_loss, ref_fwd, bwd_nll);

@@ -251,8 +251,17 @@ static tg_status bwd_matmul(tg_graph *g, tg_tensor *node, tg_tensor *dc, const b
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_MATMUL = {"matmul",   infer_matmul, flops_matmul, NULL,
-                                   fwd_matmul, ref_matmul,   bwd_matmul};
+extern const tg_op_planner tg_matmul_planner; /* matmul_dnnl.c */
+
+const tg_op_def tg_opdef_MATMUL = {.name = "matmul",
+                                   .infer = infer_matmul,
+                                   .flops = flops_matmul,
+                                   .forward = fwd_matmul,
+                                   .reference = ref_matmul,
+                                   .backward = bwd_matmul,
+                                   .cost = TG_COST_GEMM,
+                                   .planner = &tg_matmul_planner,
+                                   .memory = TG_OP_OWN_STORAGE};
 
 /* ---- LINEAR ------------------------------------------------------------------------- */
 
@@ -358,5 +367,12 @@ tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b)
     return tg_node_create(g, TG_OP_LINEAR, b ? 3 : 2, in, NULL);
 }
 
-const tg_op_def tg_opdef_LINEAR = {"linear",   infer_linear, flops_linear, NULL,
-                                   fwd_linear, ref_linear,   bwd_linear};
+const tg_op_def tg_opdef_LINEAR = {.name = "linear",
+                                   .infer = infer_linear,
+                                   .flops = flops_linear,
+                                   .forward = fwd_linear,
+                                   .reference = ref_linear,
+                                   .backward = bwd_linear,
+                                   .cost = TG_COST_GEMM,
+                                   .planner = &tg_matmul_planner,
+                                   .memory = TG_OP_OWN_STORAGE};

@@ -807,17 +807,79 @@ tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *ga
     return normalise(g, x, stats, gamma, beta, p);
 }
 
-const tg_op_def tg_opdef_NORM_STATS = {"norm_stats", infer_norm, flops_norm, NULL,
-                                       fwd_norm,     ref_norm,   bwd_stats};
-const tg_op_def tg_opdef_NORM_STATS_BWD = {"norm_stats_bwd", infer_norm, flops_norm, NULL,
-                                           fwd_norm,         ref_norm,   NULL};
-const tg_op_def tg_opdef_NORM_APPLY = {"norm_apply", infer_norm, flops_norm, NULL,
-                                       fwd_norm,     ref_norm,   bwd_apply};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {"norm_apply_bwd_x", infer_norm, flops_norm, NULL,
-                                             fwd_norm,           ref_norm,   NULL};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {
-    "norm_apply_bwd_stats", infer_norm, flops_norm, NULL, fwd_norm, ref_norm, NULL};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {
-    "norm_apply_bwd_affine", infer_norm, flops_norm, NULL, fwd_norm, ref_norm, NULL};
-const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {
-    "running_stats_update", infer_running, flops_running, NULL, fwd_running, ref_running, NULL};
+/* Batch norm over a 4-D x (mode NORM_BATCH) has blocked kernels
+ * (ops/norm_blocked.c), which read and write bf16-stored operands as they
+ * are; group and layer norm, and batch norm of other ranks, run NCHW. */
+static bool is_batch_norm_4d(const tg_tensor *node)
+{
+    const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
+    return node->p.i[0] == NORM_BATCH && x->shape.ndim == 4;
+}
+
+static tg_op_layout norm_layout(const tg_tensor *node, int n_threads)
+{
+    (void)n_threads;
+    return is_batch_norm_4d(node) ? TG_LAYOUT_TIED : TG_LAYOUT_PLAIN;
+}
+
+static bool norm_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    return blocked && is_batch_norm_4d(node);
+}
+
+const tg_op_def tg_opdef_NORM_STATS = {.name = "norm_stats",
+                                       .infer = infer_norm,
+                                       .flops = flops_norm,
+                                       .forward = fwd_norm,
+                                       .reference = ref_norm,
+                                       .backward = bwd_stats,
+                                       .layout = norm_layout,
+                                       .reads_bf16 = norm_reads_bf16,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_STATS_BWD = {.name = "norm_stats_bwd",
+                                           .infer = infer_norm,
+                                           .flops = flops_norm,
+                                           .forward = fwd_norm,
+                                           .reference = ref_norm,
+                                           .layout = norm_layout,
+                                           .reads_bf16 = norm_reads_bf16,
+                                           .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY = {.name = "norm_apply",
+                                       .infer = infer_norm,
+                                       .flops = flops_norm,
+                                       .forward = fwd_norm,
+                                       .reference = ref_norm,
+                                       .backward = bwd_apply,
+                                       .layout = norm_layout,
+                                       .reads_bf16 = norm_reads_bf16,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {.name = "norm_apply_bwd_x",
+                                             .infer = infer_norm,
+                                             .flops = flops_norm,
+                                             .forward = fwd_norm,
+                                             .reference = ref_norm,
+                                             .layout = norm_layout,
+                                             .reads_bf16 = norm_reads_bf16,
+                                             .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {.name = "norm_apply_bwd_stats",
+                                                 .infer = infer_norm,
+                                                 .flops = flops_norm,
+                                                 .forward = fwd_norm,
+                                                 .reference = ref_norm,
+                                                 .layout = norm_layout,
+                                                 .reads_bf16 = norm_reads_bf16,
+                                                 .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {.name = "norm_apply_bwd_affine",
+                                                  .infer = infer_norm,
+                                                  .flops = flops_norm,
+                                                  .forward = fwd_norm,
+                                                  .reference = ref_norm,
+                                                  .layout = norm_layout,
+                                                  .reads_bf16 = norm_reads_bf16,
+                                                  .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {.name = "running_stats_update",
+                                                 .infer = infer_running,
+                                                 .flops = flops_running,
+                                                 .forward = fwd_running,
+                                                 .reference = ref_running,
+                                                 .memory = TG_OP_OWN_STORAGE};

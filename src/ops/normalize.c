@@ -130,5 +130,9 @@ tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x)
 }
 
 /* The input is data, not a parameter: no gradient rule. */
-const tg_op_def tg_opdef_NORMALIZE_U8 = {
-    "normalize_u8", infer_normalize, flops_normalize, NULL, fwd_normalize, ref_normalize, NULL};
+const tg_op_def tg_opdef_NORMALIZE_U8 = {.name = "normalize_u8",
+                                         .infer = infer_normalize,
+                                         .flops = flops_normalize,
+                                         .forward = fwd_normalize,
+                                         .reference = ref_normalize,
+                                         .memory = TG_OP_OWN_STORAGE};

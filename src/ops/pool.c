@@ -740,11 +740,39 @@ static tg_status bwd_maxpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_MAXPOOL2D = {"maxpool2d", infer_pool, flops_pool, NULL,
-                                      fwd_maxpool, ref_pool,   bwd_pool};
-const tg_op_def tg_opdef_MAXPOOL2D_BWD = {"maxpool2d_bwd", infer_bwd, flops_pool,     NULL,
-                                          fwd_maxpool_bwd, ref_pool,  bwd_maxpool_bwd};
-const tg_op_def tg_opdef_AVGPOOL2D = {"avgpool2d", infer_pool, flops_pool, NULL,
-                                      fwd_avgpool, ref_pool,   bwd_pool};
-const tg_op_def tg_opdef_AVGPOOL2D_BWD = {"avgpool2d_bwd", infer_bwd, flops_pool,     NULL,
-                                          fwd_avgpool,     ref_pool,  bwd_avgpool_bwd};
+const tg_op_def tg_opdef_MAXPOOL2D = {.name = "maxpool2d",
+                                      .infer = infer_pool,
+                                      .flops = flops_pool,
+                                      .forward = fwd_maxpool,
+                                      .reference = ref_pool,
+                                      .backward = bwd_pool,
+                                      .flags = TG_OPF_BLOCKED,
+                                      .memory = TG_OP_OWN_STORAGE,
+                                      .cost = TG_COST_POOL};
+const tg_op_def tg_opdef_MAXPOOL2D_BWD = {.name = "maxpool2d_bwd",
+                                          .infer = infer_bwd,
+                                          .flops = flops_pool,
+                                          .forward = fwd_maxpool_bwd,
+                                          .reference = ref_pool,
+                                          .backward = bwd_maxpool_bwd,
+                                          .flags = TG_OPF_BLOCKED,
+                                          .memory = TG_OP_OWN_STORAGE,
+                                          .cost = TG_COST_POOL};
+const tg_op_def tg_opdef_AVGPOOL2D = {.name = "avgpool2d",
+                                      .infer = infer_pool,
+                                      .flops = flops_pool,
+                                      .forward = fwd_avgpool,
+                                      .reference = ref_pool,
+                                      .backward = bwd_pool,
+                                      .flags = TG_OPF_BLOCKED,
+                                      .memory = TG_OP_OWN_STORAGE,
+                                      .cost = TG_COST_POOL};
+const tg_op_def tg_opdef_AVGPOOL2D_BWD = {.name = "avgpool2d_bwd",
+                                          .infer = infer_bwd,
+                                          .flops = flops_pool,
+                                          .forward = fwd_avgpool,
+                                          .reference = ref_pool,
+                                          .backward = bwd_avgpool_bwd,
+                                          .flags = TG_OPF_BLOCKED,
+                                          .memory = TG_OP_OWN_STORAGE,
+                                          .cost = TG_COST_POOL};

@@ -149,5 +149,10 @@ tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float
     return t;
 }
 
-const tg_op_def tg_opdef_RANDOM_UNIFORM = {"random_uniform", infer_random, flops_random, NULL,
-                                           fwd_random,       ref_random,   bwd_random};
+const tg_op_def tg_opdef_RANDOM_UNIFORM = {.name = "random_uniform",
+                                           .infer = infer_random,
+                                           .flops = flops_random,
+                                           .forward = fwd_random,
+                                           .reference = ref_random,
+                                           .backward = bwd_random,
+                                           .memory = TG_OP_OWN_STORAGE};

@@ -24,9 +24,10 @@ static double flops_none(const tg_tensor *node)
 
 /* ---- RESHAPE -------------------------------------------------------------------- */
 
-/* The output shares the input's storage (TG_NODE_ALIAS): the interpreter and
- * the engine point it at the input's buffer and never run a kernel, so the
- * kernels below have nothing to do. */
+/* The output shares the input's storage (TG_OP_VIEWS_INPUT: the graph marks the
+ * node TG_NODE_ALIAS): the interpreter and the engine point it at the
+ * input's buffer and never run a kernel, so the kernels below have nothing
+ * to do. */
 static tg_status infer_reshape(tg_tensor *node)
 {
     TG_TRY(tg_params_check_shape(&node->p, 0));
@@ -39,7 +40,6 @@ static tg_status infer_reshape(tg_tensor *node)
     }
     node->dtype = node->in[0]->dtype;
     node->shape = to;
-    node->flags |= TG_NODE_ALIAS;
     return TG_OK;
 }
 
@@ -649,15 +649,45 @@ tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t 
     return tg_node_create(g, TG_OP_SLICE, 1, &x, &p);
 }
 
-const tg_op_def tg_opdef_RESHAPE = {"reshape", infer_reshape, flops_none, NULL,
-                                    fwd_alias, ref_alias,     bwd_reshape};
-const tg_op_def tg_opdef_REDUCE_SUM = {"reduce_sum", infer_reduce, flops_reduce, NULL,
-                                       fwd_reduce,   ref_reduce,   bwd_reduce};
-const tg_op_def tg_opdef_TRANSPOSE = {"transpose",   infer_transpose, flops_none,   NULL,
-                                      fwd_transpose, ref_transpose,   bwd_transpose};
-const tg_op_def tg_opdef_CONCAT = {"concat",   infer_concat, flops_none, NULL,
-                                   fwd_concat, ref_concat,   bwd_concat};
-const tg_op_def tg_opdef_SLICE = {"slice",   infer_slice, flops_none, NULL,
-                                  fwd_slice, ref_slice,   bwd_slice};
-const tg_op_def tg_opdef_SLICE_BWD = {"slice_bwd", infer_slice, flops_none,   NULL,
-                                      fwd_slice,   ref_slice,   bwd_slice_bwd};
+const tg_op_def tg_opdef_RESHAPE = {.name = "reshape",
+                                    .infer = infer_reshape,
+                                    .flops = flops_none,
+                                    .forward = fwd_alias,
+                                    .reference = ref_alias,
+                                    .backward = bwd_reshape,
+                                    .memory = TG_OP_VIEWS_INPUT};
+const tg_op_def tg_opdef_REDUCE_SUM = {.name = "reduce_sum",
+                                       .infer = infer_reduce,
+                                       .flops = flops_reduce,
+                                       .forward = fwd_reduce,
+                                       .reference = ref_reduce,
+                                       .backward = bwd_reduce,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_TRANSPOSE = {.name = "transpose",
+                                      .infer = infer_transpose,
+                                      .flops = flops_none,
+                                      .forward = fwd_transpose,
+                                      .reference = ref_transpose,
+                                      .backward = bwd_transpose,
+                                      .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONCAT = {.name = "concat",
+                                   .infer = infer_concat,
+                                   .flops = flops_none,
+                                   .forward = fwd_concat,
+                                   .reference = ref_concat,
+                                   .backward = bwd_concat,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SLICE = {.name = "slice",
+                                  .infer = infer_slice,
+                                  .flops = flops_none,
+                                  .forward = fwd_slice,
+                                  .reference = ref_slice,
+                                  .backward = bwd_slice,
+                                  .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SLICE_BWD = {.name = "slice_bwd",
+                                      .infer = infer_slice,
+                                      .flops = flops_none,
+                                      .forward = fwd_slice,
+                                      .reference = ref_slice,
+                                      .backward = bwd_slice_bwd,
+                                      .memory = TG_OP_OWN_STORAGE};

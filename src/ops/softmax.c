@@ -279,11 +279,31 @@ static tg_status bwd_log_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *do
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_SOFTMAX = {"softmax",   infer_softmax, flops,      NULL,
-                                    fwd_softmax, ref_softmax,   bwd_softmax};
-const tg_op_def tg_opdef_LOG_SOFTMAX = {"log_softmax", infer_softmax, flops,      NULL,
-                                        fwd_softmax,   ref_softmax,   bwd_softmax};
-const tg_op_def tg_opdef_SOFTMAX_BWD = {"softmax_bwd", infer_softmax, flops,          NULL,
-                                        fwd_softmax,   ref_softmax,   bwd_softmax_bwd};
-const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {
-    "log_softmax_bwd", infer_softmax, flops, NULL, fwd_softmax, ref_softmax, bwd_log_softmax_bwd};
+const tg_op_def tg_opdef_SOFTMAX = {.name = "softmax",
+                                    .infer = infer_softmax,
+                                    .flops = flops,
+                                    .forward = fwd_softmax,
+                                    .reference = ref_softmax,
+                                    .backward = bwd_softmax,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_LOG_SOFTMAX = {.name = "log_softmax",
+                                        .infer = infer_softmax,
+                                        .flops = flops,
+                                        .forward = fwd_softmax,
+                                        .reference = ref_softmax,
+                                        .backward = bwd_softmax,
+                                        .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SOFTMAX_BWD = {.name = "softmax_bwd",
+                                        .infer = infer_softmax,
+                                        .flops = flops,
+                                        .forward = fwd_softmax,
+                                        .reference = ref_softmax,
+                                        .backward = bwd_softmax_bwd,
+                                        .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {.name = "log_softmax_bwd",
+                                            .infer = infer_softmax,
+                                            .flops = flops,
+                                            .forward = fwd_softmax,
+                                            .reference = ref_softmax,
+                                            .backward = bwd_log_softmax_bwd,
+                                            .memory = TG_OP_OWN_STORAGE};
