@@ -228,7 +228,11 @@ static tg_status add_piece(tg_graph *g, autodiff_state *st, tg_tensor *slice, tg
     return TG_OK;
 }
 
-/* A non-empty slice of a tensor that wants a gradient: its dy joins a run. */
+/* A non-empty slice of a tensor that wants a gradient: its dy joins a run.
+ * Autodiff names SLICE itself, not a property of the op table: joining the
+ * gradients of a tensor's slices into one concat is how this pass builds
+ * the backward graph for that op (as each op's gradient rule builds its
+ * own), not something another op could declare. */
 static bool joins_slices(const autodiff_state *st, const tg_tensor *t)
 {
     return !st->pad_slices && t->op == TG_OP_SLICE && tg_slice_end(t) > tg_slice_start(t);

@@ -2,7 +2,11 @@
  *
  * One tg_op_def per op kind, defined in the op's family file
  * (src/ops/<family>.c) as `const tg_op_def tg_opdef_<ENUM>`. The registry
- * (ops/registry.c) gathers them into a table indexed by tg_op.
+ * (ops/registry.c) gathers them into a table indexed by tg_op. The def is
+ * the op's only description: besides its rules and kernels it says what the
+ * passes need to know of it (memory, flags, cost kind, plan and layout
+ * hooks, below), and its params are named in the family's header
+ * (ops/<family>.h, TG_PARAM_I in graph/node.h).
  *
  * Kernels:
  *  - forward: the fast f32 kernel used by the engine. It may use the pool to
