@@ -139,9 +139,9 @@ static void bench_shape(const conv_shape *cs, tg_pool *pool)
     tg_conv2d_params p = {cs->stride, cs->stride, cs->pad, cs->pad, 1, 1, 1};
     tg_tensor *y = tg_conv2d(g, x, w, NULL, p);
     tg_node_params np = y ? y->p : (tg_node_params){0};
-    np.i[8] = cs->H, np.i[9] = cs->W;
+    tg_conv_set_extent_h(&np, cs->H), tg_conv_set_extent_w(&np, cs->W);
     tg_tensor *dx = tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){y, w}, &np);
-    np.i[8] = cs->R, np.i[9] = cs->S;
+    tg_conv_set_extent_h(&np, cs->R), tg_conv_set_extent_w(&np, cs->S);
     tg_tensor *dw = tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){y, x}, &np);
     if (tg_graph_status(g) != TG_OK) {
         fprintf(stderr, "bench_dnnl_conv: %s\n", tg_graph_error(g));

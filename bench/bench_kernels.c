@@ -161,9 +161,9 @@ static void bench_conv(const conv_shape *cs, tg_pool *pool)
         return;
     }
     tg_node_params np = y->p;
-    np.i[8] = cs->H, np.i[9] = cs->W;
+    tg_conv_set_extent_h(&np, cs->H), tg_conv_set_extent_w(&np, cs->W);
     tg_tensor *dx = tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){y, w}, &np);
-    np.i[8] = cs->R, np.i[9] = cs->S;
+    tg_conv_set_extent_h(&np, cs->R), tg_conv_set_extent_w(&np, cs->S);
     tg_tensor *dw = tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){y, x}, &np);
     tg_conv_geom geo = tg_conv_geom_of(y);
     int P = (int)(geo.OH * geo.OW), NP = (int)geo.N * P, CRS = (int)(cs->C * cs->R * cs->S);

@@ -156,18 +156,28 @@ static tg_tensor *batch_norm(gen *r, tg_tensor *x)
 
 static tg_tensor *unary(gen *r, tg_tensor *x)
 {
-    static const char *names[] = {"relu",  "gelu",       "sigmoid", "tanh", "leaky_relu",
-                                  "scale", "hard_swish", "mish",    "elu"};
-    unsigned k = pick(r, 9);
-    tg_tensor *y = k == 0   ? tg_relu(r->g, x)
-                   : k == 1 ? tg_gelu(r->g, x)
-                   : k == 2 ? tg_sigmoid(r->g, x)
-                   : k == 3 ? tg_tanh(r->g, x)
-                   : k == 4 ? tg_leaky_relu(r->g, x, 0.1f)
-                   : k == 5 ? tg_scale(r->g, x, 0.5f, 0.25f)
-                   : k == 6 ? tg_hard_swish(r->g, x)
-                   : k == 7 ? tg_mish(r->g, x)
-                            : tg_elu(r->g, x, 1.0f);
+    /* erf, abs, exp, sqrt and log share ReLU's element-wise kernel and layout;
+     * sqrt and log read sigmoid's (0, 1), exp tanh's [-1, 1], so that neither
+     * a domain nor an overflow decides the result */
+    static const char *names[] = {"relu",  "gelu",       "sigmoid",      "tanh",       "leaky_relu",
+                                  "scale", "hard_swish", "mish",         "elu",        "erf",
+                                  "abs",   "exp_tanh",   "sqrt_sigmoid", "log_sigmoid"};
+    unsigned k = pick(r, 14);
+    tg_graph *g = r->g;
+    tg_tensor *y = k == 0    ? tg_relu(g, x)
+                   : k == 1  ? tg_gelu(g, x)
+                   : k == 2  ? tg_sigmoid(g, x)
+                   : k == 3  ? tg_tanh(g, x)
+                   : k == 4  ? tg_leaky_relu(g, x, 0.1f)
+                   : k == 5  ? tg_scale(g, x, 0.5f, 0.25f)
+                   : k == 6  ? tg_hard_swish(g, x)
+                   : k == 7  ? tg_mish(g, x)
+                   : k == 8  ? tg_elu(g, x, 1.0f)
+                   : k == 9  ? tg_erf(g, x)
+                   : k == 10 ? tg_abs(g, x)
+                   : k == 11 ? tg_exp(g, tg_tanh(g, x))
+                   : k == 12 ? tg_sqrt(g, tg_sigmoid(g, x))
+                             : tg_log(g, tg_sigmoid(g, x));
     note(r, y, "%s(t%d)", names[k], index_of(r, x));
     return y;
 }

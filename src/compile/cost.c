@@ -19,7 +19,10 @@
 #define TG_VERSION "0"
 #endif
 
-static const char *const kind_names[TG_COST_KIND_COUNT] = {"gemm", "conv", "pool", "memory"};
+static const char *const kind_names[TG_COST_KIND_COUNT] = {[TG_COST_GEMM] = "gemm",
+                                                           [TG_COST_CONV] = "conv",
+                                                           [TG_COST_POOL] = "pool",
+                                                           [TG_COST_MEMORY] = "memory"};
 
 const char *tg_cost_kind_name(tg_cost_kind k)
 {
@@ -28,22 +31,8 @@ const char *tg_cost_kind_name(tg_cost_kind k)
 
 tg_cost_kind tg_cost_kind_of(tg_op op)
 {
-    switch (op) {
-    case TG_OP_MATMUL:
-    case TG_OP_LINEAR:
-        return TG_COST_GEMM;
-    case TG_OP_CONV2D:
-    case TG_OP_CONV2D_BWD_DATA:
-    case TG_OP_CONV2D_BWD_WEIGHT:
-        return TG_COST_CONV;
-    case TG_OP_MAXPOOL2D:
-    case TG_OP_MAXPOOL2D_BWD:
-    case TG_OP_AVGPOOL2D:
-    case TG_OP_AVGPOOL2D_BWD:
-        return TG_COST_POOL;
-    default:
-        return TG_COST_MEMORY;
-    }
+    const tg_op_def *def = tg_op_get(op);
+    return def ? def->cost : TG_COST_MEMORY;
 }
 
 void tg_cost_rates_default(int threads, tg_cost_rates *r)

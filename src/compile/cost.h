@@ -30,6 +30,7 @@
 #define TG_COMPILE_COST_H
 
 #include "graph/node.h"
+#include "ops/op.h"
 #include "target/tiled.h"
 #include "core/config.h"
 
@@ -37,13 +38,7 @@
 
 struct tg_pool;
 
-typedef enum tg_cost_kind {
-    TG_COST_GEMM,   /* matmul, linear */
-    TG_COST_CONV,   /* conv2d and its two backward ops */
-    TG_COST_POOL,   /* pooling and its backward: bytes moved, at a window's pace */
-    TG_COST_MEMORY, /* everything else: bound by bytes moved */
-    TG_COST_KIND_COUNT
-} tg_cost_kind;
+/* tg_cost_kind (an op's kind of cost) is the op table's: ops/op.h. */
 
 typedef struct tg_cost_rates {
     double flops_per_s[TG_COST_KIND_COUNT]; /* GEMM and CONV */
@@ -72,6 +67,7 @@ typedef struct tg_cost_model {
 } tg_cost_model;
 
 const char *tg_cost_kind_name(tg_cost_kind k);
+/* The op's kind of cost (its tg_op_def's; TG_COST_MEMORY outside tg_op). */
 tg_cost_kind tg_cost_kind_of(tg_op op);
 
 /* Fixed rates of a modest core, scaled by threads (no measurement). */

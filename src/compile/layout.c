@@ -55,18 +55,19 @@ static bool may_block(const tg_program *p, const tg_tensor *t)
            t->role == TG_ROLE_ACTIVATION && !(t->flags & TG_NODE_OUTPUT) && p->home[t->id] >= 0;
 }
 
+/* What the op's definition says of its layout (tg_op_layout_of): an op that
+ * says nothing is plain. */
 static op_kind kind_of(const tg_program *p, const tg_tensor *t)
 {
     if (!is_step(p, t)) /* an alias views its input's bytes in NCHW order */
         return OP_PLAIN;
-    switch (t->op) {
-    case TG_OP_CONV2D:
-    case TG_OP_CONV2D_BWD_DATA:
-    case TG_OP_CONV2D_BWD_WEIGHT:
-        return tg_conv_geom_of(t).G == 1 && tg_conv_dnnl_chosen(t, p->plan_threads) ? OP_CONV
-                                                                                    : OP_PLAIN;
+    switch (tg_op_layout_of(t, p->plan_threads)) {
+    case TG_LAYOUT_OWN:
+        return OP_CONV;
+    case TG_LAYOUT_TIED:
+        return OP_TIED;
     default:
-        return tg_blocked_kernel_exists(t) ? OP_TIED : OP_PLAIN;
+        return OP_PLAIN;
     }
 }
 

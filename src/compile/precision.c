@@ -100,9 +100,10 @@ void tg_precision_assign(const tg_graph *g, const tg_precision *pr, tg_dtype *st
         const tg_tensor *u = g->nodes[i];
         if (!tg_is_weight_update(u) || u->n_mutated < 2)
             continue; /* no state */
-        /* SGD(param, momentum, grad), ADAM(param, exp_avg, exp_avg_sq, grad) */
+        /* SGD(param, momentum, grad), ADAM(param, exp_avg, exp_avg_sq, grad):
+         * the mutated inputs after the parameter are its moments in order */
         storage[u->in[1]->id] = pr->first_moment;
-        if (u->op == TG_OP_ADAM_UPDATE)
+        if (u->n_mutated > 2)
             storage[u->in[2]->id] = pr->second_moment;
     }
     /* an alias is stored as its root */

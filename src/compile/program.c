@@ -286,7 +286,7 @@ static tg_status check_shardable(const tg_graph *g, const char *kind)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        if (t->op == TG_OP_ADAM_UPDATE && tg_optim_params_get(&t->p).kind == TG_OPT_LAMB)
+        if (tg_is_weight_update(t) && !tg_op_update_is_elementwise(t))
             return tg_error(TG_ERR_CONFIG,
                             "TensorLocations.%s.replicatedTensorSharding: the lamb "
                             "optimizer ('%s') needs each weight's whole norm and cannot be "

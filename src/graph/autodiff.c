@@ -32,11 +32,12 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "graph/op_rules.h"
+#include "graph/shape_params.h"
 
 #include <string.h>
 
 /* A slice's gradient dy, not yet placed: it belongs at the range
- * [p.i[1], p.i[2]) along axis p.i[0] of slice->in[0] (ops/shape.c). */
+ * [start, end) along the slice's axis of slice->in[0] (graph/shape_params.h). */
 typedef struct slice_piece {
     tg_tensor *slice;
     tg_tensor *dy;
@@ -118,11 +119,11 @@ static void scope_leave(tg_graph *g, const op_scope *s)
 
 static int64_t piece_start(const slice_piece *p)
 {
-    return p->slice->p.i[1];
+    return tg_slice_start(p->slice);
 }
 static int64_t piece_end(const slice_piece *p)
 {
-    return p->slice->p.i[2];
+    return tg_slice_end(p->slice);
 }
 
 static void sum_in(tg_graph *g, autodiff_state *st, tg_tensor *x, tg_tensor *d)
@@ -135,10 +136,10 @@ static tg_tensor *place(tg_graph *g, tg_tensor *dy, int axis, int64_t before, in
 {
     tg_node_params p = {0};
     int64_t width = dy->shape.dim[axis];
-    p.i[0] = axis;
-    p.i[1] = before;
-    p.i[2] = before + width;
-    p.i[3] = before + width + after;
+    tg_slice_set_axis(&p, axis);
+    tg_slice_set_start(&p, before);
+    tg_slice_set_end(&p, before + width);
+    tg_slice_set_len(&p, before + width + after);
     return tg_node_create(g, TG_OP_SLICE_BWD, 1, &dy, &p);
 }
 
@@ -174,7 +175,7 @@ static tg_status join_run(tg_graph *g, autodiff_state *st, tg_tensor *x)
             pc[j] = pc[j - 1];
             pc[j - 1] = tmp;
         }
-    int axis = (int)pc[0].slice->p.i[0];
+    int axis = (int)tg_slice_axis(pc[0].slice);
     int64_t len = x->shape.dim[axis];
     tg_tensor **items = tg_malloc((size_t)r->n * sizeof *items);
     if (!items) {
@@ -200,10 +201,11 @@ static tg_status join_run(tg_graph *g, autodiff_state *st, tg_tensor *x)
  * from every piece (overlaps are summed, in arrival order). */
 static bool fits_run(const piece_run *r, const tg_tensor *slice)
 {
-    if (r->n > 0 && r->piece[0].slice->p.i[0] != slice->p.i[0])
+    if (r->n > 0 && tg_slice_axis(r->piece[0].slice) != tg_slice_axis(slice))
         return false;
     for (int k = 0; k < r->n; k++)
-        if (slice->p.i[1] < piece_end(&r->piece[k]) && piece_start(&r->piece[k]) < slice->p.i[2])
+        if (tg_slice_start(slice) < piece_end(&r->piece[k]) &&
+            piece_start(&r->piece[k]) < tg_slice_end(slice))
             return false;
     return true;
 }
@@ -226,10 +228,14 @@ static tg_status add_piece(tg_graph *g, autodiff_state *st, tg_tensor *slice, tg
     return TG_OK;
 }
 
-/* A non-empty slice of a tensor that wants a gradient: its dy joins a run. */
+/* A non-empty slice of a tensor that wants a gradient: its dy joins a run.
+ * Autodiff names SLICE itself, not a property of the op table: joining the
+ * gradients of a tensor's slices into one concat is how this pass builds
+ * the backward graph for that op (as each op's gradient rule builds its
+ * own), not something another op could declare. */
 static bool joins_slices(const autodiff_state *st, const tg_tensor *t)
 {
-    return !st->pad_slices && t->op == TG_OP_SLICE && t->p.i[2] > t->p.i[1];
+    return !st->pad_slices && t->op == TG_OP_SLICE && tg_slice_end(t) > tg_slice_start(t);
 }
 
 /* ---- the walk --------------------------------------------------------------- */

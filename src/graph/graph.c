@@ -342,6 +342,8 @@ tg_tensor *tg_node_create(tg_graph *g, tg_op op, int n_in, tg_tensor *const *in,
         if (s != TG_OK)
             return tg_graph_fail(g, s, "%s: %s", full, tg_error_message());
     }
+    if (tg_op_aliases_input(op))
+        tmp.flags |= TG_NODE_ALIAS;
     if (!size_fits(tmp.shape))
         return size_fail(g, full, tmp.shape);
     tg_tensor *t = append_node(g);

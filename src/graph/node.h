@@ -92,6 +92,28 @@ struct tg_graph {
     int names_cap, names_used;
 };
 
+/* A named param of an op family, declared once in the family's header:
+ * TG_PARAM_I(conv, stride_h, 0) defines tg_conv_stride_h(node), which reads
+ * node->p.i[0], tg_conv_get_stride_h(&p) and tg_conv_set_stride_h(&p, v),
+ * which read and write a params struct being built, so that the place each
+ * param is kept in is written in exactly one line and the builders, shape
+ * rules and kernels call it by name. TG_PARAM_F is the same for p.f[]. */
+#define TG_PARAM_I(family, name, index) TG_PARAM_(family, name, index, int64_t, i)
+#define TG_PARAM_F(family, name, index) TG_PARAM_(family, name, index, float, f)
+#define TG_PARAM_(family, name, index, type, field)                                                \
+    static inline type tg_##family##_##name(const tg_tensor *node)                                 \
+    {                                                                                              \
+        return node->p.field[index];                                                               \
+    }                                                                                              \
+    static inline type tg_##family##_get_##name(const tg_node_params *p)                           \
+    {                                                                                              \
+        return p->field[index];                                                                    \
+    }                                                                                              \
+    static inline void tg_##family##_set_##name(tg_node_params *p, type v)                         \
+    {                                                                                              \
+        p->field[index] = v;                                                                       \
+    }
+
 /* Append a node of kind `op` with the given inputs and parameters, run its
  * shape rule, name it from the scope and record it. Returns NULL (and records
  * the error in the graph) on a NULL input, a failed shape rule or no memory. */

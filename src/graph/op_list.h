@@ -1,9 +1,10 @@
 /* graph/op_list.h - every op kind, one line each: X(ENUM, "name", family).
  *
- * The family is the file under src/ops/ that defines tg_opdef_<ENUM> (the
- * tg_op_def with the op's shape rule, FLOP count, kernels and gradient rule;
- * ops/registry.c indexes them by kind from this list).
- * Backward ops are ordinary ops and are listed here too.
+ * The family is the file under src/ops/ that defines tg_opdef_<ENUM>, the
+ * op's one description (ops/op.h: shape rule, FLOPs, kernels, gradient rule,
+ * memory, flags, cost kind, plan hooks); ops/registry.c declares a def for
+ * every line, so a line without one does not link. Backward ops are ordinary
+ * ops and are listed here too.
  *
  * It lives in graph/ because a node names its op kind: the graph layer needs the
  * enum, the op table (src/ops, the layer above) needs the whole list.

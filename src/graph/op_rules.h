@@ -13,9 +13,8 @@
 
 #include <stdbool.h>
 
-/* Check the inputs and parameters of node, set its shape and dtype (and
- * flags such as TG_NODE_ALIAS); on failure return a status with a message
- * saying what is wrong (the caller prefixes the node's name). */
+/* Check the inputs and parameters of node, set its shape and dtype; on failure return a status with
+ * a message saying what is wrong (the caller prefixes the node's name). */
 typedef tg_status (*tg_infer_rule)(tg_tensor *node);
 
 /* Given node and the gradient of its output (dout), append ops computing the
@@ -30,5 +29,8 @@ const char *tg_op_name(tg_op op);
 tg_infer_rule tg_op_infer_rule(tg_op op);
 /* The op's gradient rule, or NULL when it has none or op is unknown. */
 tg_backward_rule tg_op_backward_rule(tg_op op);
+/* Whether the op's output is its in[0]'s bytes reinterpreted (its def's
+ * memory, TG_OP_VIEWS_INPUT): tg_node_create then marks each node of it TG_NODE_ALIAS. */
+bool tg_op_aliases_input(tg_op op);
 
 #endif

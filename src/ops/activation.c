@@ -8,7 +8,7 @@
  *   ACTIVATION(x)          y = f(x)
  *   ACTIVATION_BWD(dy, x)  dy * f'(x)
  *
- * Params: p.i[0] = the function (tg_act below), p.f[0], p.f[1] = its
+ * Params (ops/unary.h): the function (tg_act below) and its two
  * constants (hard sigmoid's alpha and beta, ELU's and CELU's alpha, SELU's
  * alpha and gamma, ThresholdedRelu's alpha, Shrink's lambd and bias). One op kind for the family
  * rather than one per function: each is a formula per element with no position in it, so the passes
@@ -27,6 +27,7 @@
  * refused, naming the function, for the others.
  */
 #include "ops/broadcast.h"
+#include "ops/unary.h"
 
 #include "core/error.h"
 
@@ -82,9 +83,9 @@ static bool piecewise_linear(tg_act f)
 
 static tg_status check_kind(const tg_tensor *node)
 {
-    if (node->p.i[0] < 0 || node->p.i[0] >= TG_ACT_COUNT)
+    if (tg_act_fn(node) < 0 || tg_act_fn(node) >= TG_ACT_COUNT)
         return tg_error(TG_ERR_INVALID_ARG, "activation kind %lld (0 to %d)",
-                        (long long)node->p.i[0], TG_ACT_COUNT - 1);
+                        (long long)tg_act_fn(node), TG_ACT_COUNT - 1);
     return TG_OK;
 }
 
@@ -95,7 +96,7 @@ static tg_status infer_act(tg_tensor *node)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
     if (node->in[0]->dtype != TG_F32)
         return tg_error(TG_ERR_DTYPE, "input '%s' is %s; %s takes f32", node->in[0]->name,
-                        tg_dtype_name(node->in[0]->dtype), act_names[node->p.i[0]]);
+                        tg_dtype_name(node->in[0]->dtype), act_names[tg_act_fn(node)]);
     node->dtype = TG_F32;
     node->shape = node->in[0]->shape;
     return TG_OK;
@@ -113,7 +114,7 @@ static double flops_act(const tg_tensor *node)
     static const double per[TG_ACT_COUNT] = {3, 4, 6, 14, 5, 6, 6, 8, 3, 1, 1, 1, 1,
                                              4, 4, 4, 4,  4, 4, 6, 6, 6, 5, 5, 1, 2};
     double bwd = node->op == TG_OP_ACTIVATION_BWD ? 2 : 0;
-    return (per[node->p.i[0]] + bwd) * (double)tg_numel(node);
+    return (per[tg_act_fn(node)] + bwd) * (double)tg_numel(node);
 }
 
 /* ---- the functions, in double (reference) ------------------------------------------ */
@@ -248,8 +249,8 @@ static double df_ref(tg_act f, double x, double a, double b)
 static void ref_act(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    tg_act f = (tg_act)node->p.i[0];
-    double pa = node->p.f[0], pb = node->p.f[1];
+    tg_act f = (tg_act)tg_act_fn(node);
+    double pa = tg_act_a(node), pb = tg_act_b(node);
     int64_t n = tg_numel(node);
     if (node->op == TG_OP_ACTIVATION)
         for (int64_t k = 0; k < n; k++)
@@ -465,8 +466,8 @@ static void act_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
     const act_job *j = ctx;
-    tg_act f = (tg_act)j->node->p.i[0];
-    float a = j->node->p.f[0], b = j->node->p.f[1];
+    tg_act f = (tg_act)tg_act_fn(j->node);
+    float a = tg_act_a(j->node), b = tg_act_b(j->node);
     if (j->node->op == TG_OP_ACTIVATION)
         act_forward(f, j->x + begin, j->out + begin, end - begin, a, b);
     else
@@ -485,9 +486,9 @@ static void fwd_act(const tg_kernel_args *a)
 static tg_tensor *act(tg_graph *g, tg_act f, tg_tensor *x, float a, float b)
 {
     tg_node_params p = {0};
-    p.i[0] = f;
-    p.f[0] = a;
-    p.f[1] = b;
+    tg_act_set_fn(&p, f);
+    tg_act_set_a(&p, a);
+    tg_act_set_b(&p, b);
     return tg_node_create(g, TG_OP_ACTIVATION, 1, &x, &p);
 }
 
@@ -508,7 +509,7 @@ static tg_status bwd_act(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
 static tg_status bwd_act_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                              tg_tensor **din)
 {
-    tg_act f = (tg_act)node->p.i[0];
+    tg_act f = (tg_act)tg_act_fn(node);
     if (need[0])
         din[0] = act_bwd(g, node, dout, node->in[1]);
     if (need[1] && !piecewise_linear(f))
@@ -646,7 +647,19 @@ tg_tensor *tg_shrink(tg_graph *g, tg_tensor *x, float lambd, float bias)
     return act(g, TG_ACT_SHRINK, x, lambd, bias);
 }
 
-const tg_op_def tg_opdef_ACTIVATION = {"activation", infer_act, flops_act, NULL,
-                                       fwd_act,      ref_act,   bwd_act};
-const tg_op_def tg_opdef_ACTIVATION_BWD = {"activation_bwd", infer_act_bwd, flops_act,  NULL,
-                                           fwd_act,          ref_act,       bwd_act_bwd};
+const tg_op_def tg_opdef_ACTIVATION = {.name = "activation",
+                                       .infer = infer_act,
+                                       .flops = flops_act,
+                                       .forward = fwd_act,
+                                       .reference = ref_act,
+                                       .backward = bwd_act,
+                                       .flags = TG_OPF_ELEMENTWISE,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_ACTIVATION_BWD = {.name = "activation_bwd",
+                                           .infer = infer_act_bwd,
+                                           .flops = flops_act,
+                                           .forward = fwd_act,
+                                           .reference = ref_act,
+                                           .backward = bwd_act_bwd,
+                                           .flags = TG_OPF_ELEMENTWISE,
+                                           .memory = TG_OP_OWN_STORAGE};

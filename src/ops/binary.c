@@ -4,11 +4,11 @@
  * broadcast-compatible shape: the gradient of a broadcast) and EXPAND
  * (broadcast up to a larger shape: the gradient of SUM_TO).
  *
- * Params: SUM_TO and EXPAND keep their target shape in p.i[0..] (see
- * tg_params_put_shape). The arithmetic ops have none. POW_BWD and
- * MINMAX_BWD take (dy, a, b), dy at the broadcast output's shape, and give
- * the gradient of input p.i[0] (0 = a, 1 = b) at that shape (the caller sums
- * it down); MINMAX_BWD's p.i[1] is 1 for MINIMUM, 0 for MAXIMUM.
+ * Params: SUM_TO and EXPAND keep their target shape (ops/shape.h). The
+ * arithmetic ops have none. POW_BWD and MINMAX_BWD take (dy, a, b), dy at
+ * the broadcast output's shape, and give the gradient of input `which`
+ * (ops/binary.h: 0 = a, 1 = b) at that shape (the caller sums it down);
+ * MINMAX_BWD's is_min tells MINIMUM's from MAXIMUM's.
  *
  * Fast kernels view the inputs through a merged strided view (tg_bcast), so
  * the common cases reduce to one inner loop over contiguous memory: same
@@ -16,7 +16,9 @@
  * broadcast such as a bias add [N, K] + [K] (rows of K with the bias at
  * stride 1). Anything else walks the view one inner run at a time.
  */
+#include "ops/binary.h"
 #include "ops/broadcast.h"
+#include "ops/shape.h"
 
 #include "core/error.h"
 
@@ -57,8 +59,9 @@ static tg_status infer_grad3(tg_tensor *node)
                         tg_shape_str(node->in[0]->shape, a, sizeof a),
                         tg_shape_str(out, b, sizeof b));
     }
-    if (node->p.i[0] != 0 && node->p.i[0] != 1)
-        return tg_error(TG_ERR_INVALID_ARG, "input index %lld (0 or 1)", (long long)node->p.i[0]);
+    if (tg_grad3_which(node) != 0 && tg_grad3_which(node) != 1)
+        return tg_error(TG_ERR_INVALID_ARG, "input index %lld (0 or 1)",
+                        (long long)tg_grad3_which(node));
     node->dtype = TG_F32;
     node->shape = out;
     return TG_OK;
@@ -69,8 +72,8 @@ static tg_status infer_sum_to(tg_tensor *node)
     if (node->n_in != 1)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
     TG_TRY(need_f32(node, 0));
-    TG_TRY(tg_params_check_shape(&node->p, 0));
-    tg_shape to = tg_params_get_shape(&node->p, 0), from = node->in[0]->shape;
+    TG_TRY(tg_params_check_shape(&node->p, TG_SHAPE_AT));
+    tg_shape to = tg_params_get_shape(&node->p, TG_SHAPE_AT), from = node->in[0]->shape;
     if (!tg_broadcasts_to(to, from)) {
         char a[96], b[96];
         return tg_error(TG_ERR_SHAPE, "cannot sum %s down to %s (%s does not broadcast to %s)",
@@ -86,8 +89,8 @@ static tg_status infer_expand(tg_tensor *node)
     if (node->n_in != 1)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
     TG_TRY(need_f32(node, 0));
-    TG_TRY(tg_params_check_shape(&node->p, 0));
-    tg_shape to = tg_params_get_shape(&node->p, 0), from = node->in[0]->shape;
+    TG_TRY(tg_params_check_shape(&node->p, TG_SHAPE_AT));
+    tg_shape to = tg_params_get_shape(&node->p, TG_SHAPE_AT), from = node->in[0]->shape;
     if (!tg_broadcasts_to(from, to)) {
         char a[96], b[96];
         return tg_error(TG_ERR_SHAPE, "cannot expand %s to %s", tg_shape_str(from, a, sizeof a),
@@ -292,7 +295,8 @@ static void grad3_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     const grad3_job *j = ctx;
     const tg_bcast *bc = &j->bc;
-    int last = bc->ndim - 1, which = (int)j->node->p.i[0], is_min = (int)j->node->p.i[1];
+    int last = bc->ndim - 1, which = (int)tg_grad3_which(j->node),
+        is_min = (int)tg_grad3_is_min(j->node);
     bool is_pow = j->node->op == TG_OP_POW_BWD;
     int64_t inner = bc->dim[last], sa = bc->stride[0][last], sb = bc->stride[1][last];
     for (int64_t k = begin; k < end;) {
@@ -324,7 +328,7 @@ static void fwd_grad3(const tg_kernel_args *a)
 static void ref_grad3(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    int which = (int)node->p.i[0], is_min = (int)node->p.i[1];
+    int which = (int)tg_grad3_which(node), is_min = (int)tg_grad3_is_min(node);
     tg_shape sa = node->in[1]->shape, sb = node->in[2]->shape;
     for (int64_t k = 0; k < tg_numel(node); k++) {
         double u = a->in[1][tg_bcast_ref_offset(node->shape, sa, k)];
@@ -455,8 +459,8 @@ tg_tensor *tg_minimum(tg_graph *g, tg_tensor *a, tg_tensor *b)
 static tg_tensor *grad3(tg_graph *g, tg_op op, tg_tensor *dy, const tg_tensor *fwd, int which)
 {
     tg_node_params p = {0};
-    p.i[0] = which;
-    p.i[1] = fwd->op == TG_OP_MINIMUM;
+    tg_grad3_set_which(&p, which);
+    tg_grad3_set_is_min(&p, fwd->op == TG_OP_MINIMUM);
     return tg_node_create(g, op, 3, (tg_tensor *[]){dy, fwd->in[0], fwd->in[1]}, &p);
 }
 
@@ -465,7 +469,7 @@ static tg_tensor *shape_op(tg_graph *g, tg_op op, tg_tensor *x, tg_shape shape)
     if (x && tg_shape_equal(x->shape, shape))
         return x;
     tg_node_params p = {0};
-    tg_params_put_shape(&p, 0, shape);
+    tg_params_put_shape(&p, TG_SHAPE_AT, shape);
     return tg_node_create(g, op, 1, &x, &p);
 }
 
@@ -567,21 +571,86 @@ static tg_status bwd_expand(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_ADD = {"add", infer_arith, flops_out, NULL, fwd_add, ref_add, bwd_add_sub};
-const tg_op_def tg_opdef_SUB = {"sub", infer_arith, flops_out, NULL, fwd_sub, ref_sub, bwd_add_sub};
-const tg_op_def tg_opdef_MUL = {"mul", infer_arith, flops_out, NULL, fwd_mul, ref_mul, bwd_mul};
-const tg_op_def tg_opdef_DIV = {"div", infer_arith, flops_out, NULL, fwd_div, ref_div, bwd_div};
-const tg_op_def tg_opdef_POW = {"pow",   infer_arith, flops_pow,     NULL,
-                                fwd_pow, ref_pow,     bwd_pow_minmax};
-const tg_op_def tg_opdef_POW_BWD = {"pow_bwd", infer_grad3, flops_pow_bwd, NULL,
-                                    fwd_grad3, ref_grad3,   bwd_grad3};
-const tg_op_def tg_opdef_MAXIMUM = {"maximum", infer_arith, flops_out,     NULL,
-                                    fwd_max,   ref_max,     bwd_pow_minmax};
-const tg_op_def tg_opdef_MINIMUM = {"minimum", infer_arith, flops_out,     NULL,
-                                    fwd_min,   ref_min,     bwd_pow_minmax};
-const tg_op_def tg_opdef_MINMAX_BWD = {"minmax_bwd", infer_grad3, flops_minmax_bwd, NULL,
-                                       fwd_grad3,    ref_grad3,   bwd_grad3};
-const tg_op_def tg_opdef_SUM_TO = {"sum_to",   infer_sum_to, flops_in,  NULL,
-                                   fwd_sum_to, ref_sum_to,   bwd_sum_to};
-const tg_op_def tg_opdef_EXPAND = {"expand",   infer_expand, flops_none, NULL,
-                                   fwd_expand, ref_expand,   bwd_expand};
+const tg_op_def tg_opdef_ADD = {.name = "add",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_add,
+                                .reference = ref_add,
+                                .backward = bwd_add_sub,
+                                .flags = TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SUB = {.name = "sub",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_sub,
+                                .reference = ref_sub,
+                                .backward = bwd_add_sub,
+                                .flags = TG_OPF_ELEMENTWISE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MUL = {.name = "mul",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_mul,
+                                .reference = ref_mul,
+                                .backward = bwd_mul,
+                                .flags = TG_OPF_ELEMENTWISE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_DIV = {.name = "div",
+                                .infer = infer_arith,
+                                .flops = flops_out,
+                                .forward = fwd_div,
+                                .reference = ref_div,
+                                .backward = bwd_div,
+                                .flags = TG_OPF_ELEMENTWISE,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_POW = {.name = "pow",
+                                .infer = infer_arith,
+                                .flops = flops_pow,
+                                .forward = fwd_pow,
+                                .reference = ref_pow,
+                                .backward = bwd_pow_minmax,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_POW_BWD = {.name = "pow_bwd",
+                                    .infer = infer_grad3,
+                                    .flops = flops_pow_bwd,
+                                    .forward = fwd_grad3,
+                                    .reference = ref_grad3,
+                                    .backward = bwd_grad3,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MAXIMUM = {.name = "maximum",
+                                    .infer = infer_arith,
+                                    .flops = flops_out,
+                                    .forward = fwd_max,
+                                    .reference = ref_max,
+                                    .backward = bwd_pow_minmax,
+                                    .flags = TG_OPF_ELEMENTWISE,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MINIMUM = {.name = "minimum",
+                                    .infer = infer_arith,
+                                    .flops = flops_out,
+                                    .forward = fwd_min,
+                                    .reference = ref_min,
+                                    .backward = bwd_pow_minmax,
+                                    .flags = TG_OPF_ELEMENTWISE,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_MINMAX_BWD = {.name = "minmax_bwd",
+                                       .infer = infer_grad3,
+                                       .flops = flops_minmax_bwd,
+                                       .forward = fwd_grad3,
+                                       .reference = ref_grad3,
+                                       .backward = bwd_grad3,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SUM_TO = {.name = "sum_to",
+                                   .infer = infer_sum_to,
+                                   .flops = flops_in,
+                                   .forward = fwd_sum_to,
+                                   .reference = ref_sum_to,
+                                   .backward = bwd_sum_to,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_EXPAND = {.name = "expand",
+                                   .infer = infer_expand,
+                                   .flops = flops_none,
+                                   .forward = fwd_expand,
+                                   .reference = ref_expand,
+                                   .backward = bwd_expand,
+                                   .memory = TG_OP_OWN_STORAGE};

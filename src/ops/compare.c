@@ -2,9 +2,9 @@
  * comparisons, logic and WHERE, as the exporters emit them for token ids,
  * attention masks and causal masks.
  *
- *   CAST(x)              p.i[0] = the output dtype (TG_F32 or TG_I32)
- *   COMPARE(a, b)        p.i[0] = TG_CMP_*; i32 0/1 out, broadcast
- *   LOGICAL(a[, b])      p.i[0] = TG_LOGIC_*; i32 in (non-zero is true), 0/1 out
+ *   CAST(x)              to = the output dtype (TG_F32 or TG_I32)
+ *   COMPARE(a, b)        kind = TG_CMP_*; i32 0/1 out, broadcast
+ *   LOGICAL(a[, b])      kind = TG_LOGIC_*; i32 in (non-zero is true), 0/1 out
  *   WHERE(cond, x, y)    cond i32; x, y f32 or i32 of one type; broadcast
  *
  * Booleans are i32 0/1 (ONNX bool arrives so). CAST to i32 truncates toward
@@ -12,6 +12,7 @@
  * so that no input is undefined behaviour. Integers carry no gradient
  * (autodiff skips them); WHERE's gradient routes dout to x or y by cond.
  */
+#include "ops/compare.h"
 #include "ops/broadcast.h"
 
 #include "core/error.h"
@@ -91,7 +92,7 @@ static bool numeric(tg_dtype t)
 
 static tg_status infer_cast(tg_tensor *node)
 {
-    tg_dtype from = node->in[0]->dtype, to = (tg_dtype)node->p.i[0];
+    tg_dtype from = node->in[0]->dtype, to = (tg_dtype)tg_cast_to(node);
     if (node->n_in != 1 || !numeric(from) || !numeric(to))
         return tg_error(TG_ERR_DTYPE, "casts between f32 and i32 (got %s to %s)",
                         tg_dtype_name(from), numeric(to) ? tg_dtype_name(to) : "?");
@@ -102,7 +103,7 @@ static tg_status infer_cast(tg_tensor *node)
 
 static tg_status infer_compare(tg_tensor *node)
 {
-    if (node->n_in != 2 || node->p.i[0] < 0 || node->p.i[0] >= TG_CMP_COUNT)
+    if (node->n_in != 2 || tg_compare_kind(node) < 0 || tg_compare_kind(node) >= TG_CMP_COUNT)
         return tg_error(TG_ERR_INVALID_ARG, "a comparison takes 2 inputs and a kind");
     if (!numeric(node->in[0]->dtype))
         return tg_error(TG_ERR_DTYPE, "compares f32 or i32, not %s",
@@ -114,8 +115,9 @@ static tg_status infer_compare(tg_tensor *node)
 
 static tg_status infer_logical(tg_tensor *node)
 {
-    bool unary = node->p.i[0] == TG_LOGIC_NOT;
-    if (node->p.i[0] < 0 || node->p.i[0] >= TG_LOGIC_COUNT || node->n_in != (unary ? 1 : 2))
+    bool unary = tg_compare_kind(node) == TG_LOGIC_NOT;
+    if (tg_compare_kind(node) < 0 || tg_compare_kind(node) >= TG_LOGIC_COUNT ||
+        node->n_in != (unary ? 1 : 2))
         return tg_error(TG_ERR_INVALID_ARG, "logic takes 2 inputs (1 for not) and a kind");
     for (int k = 0; k < node->n_in; k++)
         TG_TRY(need_type(node, k, TG_I32, "a boolean operand"));
@@ -221,9 +223,9 @@ static double element(const tg_tensor *node, const double *v)
 {
     switch (node->op) {
     case TG_OP_COMPARE:
-        return compare_one((int)node->p.i[0], v[0], v[1]);
+        return compare_one((int)tg_compare_kind(node), v[0], v[1]);
     case TG_OP_LOGICAL:
-        return logic_one((int)node->p.i[0], v[0] != 0, node->n_in > 1 && v[1] != 0);
+        return logic_one((int)tg_compare_kind(node), v[0] != 0, node->n_in > 1 && v[1] != 0);
     default: /* WHERE */
         return v[0] != 0 ? v[1] : v[2];
     }
@@ -302,14 +304,14 @@ tg_tensor *tg_cast(tg_graph *g, tg_tensor *x, tg_dtype to)
     if (x && x->dtype == to)
         return x;
     tg_node_params p = {{0}, {0}};
-    p.i[0] = to;
+    tg_cast_set_to(&p, to);
     return tg_node_create(g, TG_OP_CAST, 1, &x, &p);
 }
 
 static tg_tensor *make(tg_graph *g, tg_op op, int kind, int n, tg_tensor *a, tg_tensor *b)
 {
     tg_node_params p = {{0}, {0}};
-    p.i[0] = kind;
+    tg_compare_set_kind(&p, kind);
     tg_tensor *in[2] = {a, b};
     return tg_node_create(g, op, n, in, &p);
 }
@@ -358,11 +360,28 @@ tg_tensor *tg_where(tg_graph *g, tg_tensor *cond, tg_tensor *x, tg_tensor *y)
     return tg_node_create(g, TG_OP_WHERE, 3, in, &p);
 }
 
-const tg_op_def tg_opdef_CAST = {"cast",   infer_cast, flops_per_element, NULL, fwd_cast,
-                                 ref_cast, NULL};
-const tg_op_def tg_opdef_COMPARE = {"compare",  infer_compare, flops_per_element, NULL, fwd_select,
-                                    ref_select, NULL};
-const tg_op_def tg_opdef_LOGICAL = {"logical",  infer_logical, flops_per_element, NULL, fwd_select,
-                                    ref_select, NULL};
-const tg_op_def tg_opdef_WHERE = {"where",    infer_where, flops_per_element, NULL,
-                                  fwd_select, ref_select,  bwd_where};
+const tg_op_def tg_opdef_CAST = {.name = "cast",
+                                 .infer = infer_cast,
+                                 .flops = flops_per_element,
+                                 .forward = fwd_cast,
+                                 .reference = ref_cast,
+                                 .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_COMPARE = {.name = "compare",
+                                    .infer = infer_compare,
+                                    .flops = flops_per_element,
+                                    .forward = fwd_select,
+                                    .reference = ref_select,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_LOGICAL = {.name = "logical",
+                                    .infer = infer_logical,
+                                    .flops = flops_per_element,
+                                    .forward = fwd_select,
+                                    .reference = ref_select,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_WHERE = {.name = "where",
+                                  .infer = infer_where,
+                                  .flops = flops_per_element,
+                                  .forward = fwd_select,
+                                  .reference = ref_select,
+                                  .backward = bwd_where,
+                                  .memory = TG_OP_OWN_STORAGE};

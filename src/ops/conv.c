@@ -27,15 +27,15 @@ void tg_conv_force_method(tg_conv_method m)
 
 /* ---- geometry ------------------------------------------------------------------- */
 
-static void params_to_geom(const tg_node_params *p, tg_conv_geom *g)
+static void params_to_geom(const tg_tensor *node, tg_conv_geom *g)
 {
-    g->sh = p->i[0];
-    g->sw = p->i[1];
-    g->ph = p->i[2];
-    g->pw = p->i[3];
-    g->dh = p->i[4];
-    g->dw = p->i[5];
-    g->G = p->i[6];
+    g->sh = tg_conv_stride_h(node);
+    g->sw = tg_conv_stride_w(node);
+    g->ph = tg_conv_pad_h(node);
+    g->pw = tg_conv_pad_w(node);
+    g->dh = tg_conv_dilation_h(node);
+    g->dw = tg_conv_dilation_w(node);
+    g->G = tg_conv_groups(node);
 }
 
 static int64_t out_size(int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t stride)
@@ -47,7 +47,7 @@ static int64_t out_size(int64_t in, int64_t pad, int64_t dil, int64_t k, int64_t
 tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
 {
     tg_conv_geom g;
-    params_to_geom(&node->p, &g);
+    params_to_geom(node, &g);
     const tg_shape *s0 = &node->in[0]->shape, *s1 = &node->in[1]->shape;
     switch (node->op) {
     case TG_OP_CONV2D: /* x, w */
@@ -57,11 +57,11 @@ tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
     case TG_OP_CONV2D_BWD_DATA: /* dy, w */
         g.N = s0->dim[0], g.K = s0->dim[1];
         g.C = s1->dim[1] * g.G, g.R = s1->dim[2], g.S = s1->dim[3];
-        g.H = node->p.i[8], g.W = node->p.i[9];
+        g.H = tg_conv_extent_h(node), g.W = tg_conv_extent_w(node);
         break;
     default: /* BWD_WEIGHT: dy, x */
         g.N = s1->dim[0], g.C = s1->dim[1], g.H = s1->dim[2], g.W = s1->dim[3];
-        g.K = s0->dim[1], g.R = node->p.i[8], g.S = node->p.i[9];
+        g.K = s0->dim[1], g.R = tg_conv_extent_h(node), g.S = tg_conv_extent_w(node);
         break;
     }
     g.OH = out_size(g.H, g.ph, g.dh, g.R, g.sh);
@@ -71,15 +71,18 @@ tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
 
 /* ---- shape rules ------------------------------------------------------------------ */
 
-static tg_status check_params(const tg_node_params *p)
+static tg_status check_params(const tg_tensor *node)
 {
     const char *names[] = {"stride_h",   "stride_w",   "pad_h", "pad_w",
                            "dilation_h", "dilation_w", "groups"};
+    const int64_t v[] = {tg_conv_stride_h(node), tg_conv_stride_w(node),   tg_conv_pad_h(node),
+                         tg_conv_pad_w(node),    tg_conv_dilation_h(node), tg_conv_dilation_w(node),
+                         tg_conv_groups(node)};
     for (int i = 0; i < 7; i++) {
         int64_t lo = (i == 2 || i == 3) ? 0 : 1;
-        if (p->i[i] < lo || p->i[i] > (1 << 20))
+        if (v[i] < lo || v[i] > (1 << 20))
             return tg_error(TG_ERR_INVALID_ARG, "%s is %lld (must be %s)", names[i],
-                            (long long)p->i[i], lo ? "at least 1" : "0 or more");
+                            (long long)v[i], lo ? "at least 1" : "0 or more");
     }
     return TG_OK;
 }
@@ -119,7 +122,7 @@ static tg_status infer_conv(tg_tensor *node)
     if (node->n_in != 2 && node->n_in != 3)
         return tg_error(TG_ERR_INVALID_ARG, "takes 2 or 3 inputs (x, weight, bias), got %d",
                         node->n_in);
-    TG_TRY(check_params(&node->p));
+    TG_TRY(check_params(node));
     TG_TRY(check_4d(node->in[0], "x"));
     TG_TRY(check_4d(node->in[1], "weight"));
     const tg_tensor *x = node->in[0], *w = node->in[1];
@@ -147,15 +150,15 @@ static tg_status infer_bwd_data(tg_tensor *node)
 {
     if (node->n_in != 2)
         return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy, weight), got %d", node->n_in);
-    TG_TRY(check_params(&node->p));
+    TG_TRY(check_params(node));
     TG_TRY(check_4d(node->in[0], "dy"));
     TG_TRY(check_4d(node->in[1], "weight"));
     char ys[96], ws[96], xs[96];
     tg_shape_str(node->in[0]->shape, ys, sizeof ys);
     tg_shape_str(node->in[1]->shape, ws, sizeof ws);
-    if (node->p.i[8] < 1 || node->p.i[9] < 1)
+    if (tg_conv_extent_h(node) < 1 || tg_conv_extent_w(node) < 1)
         return tg_error(TG_ERR_INVALID_ARG, "input size %lldx%lld is empty",
-                        (long long)node->p.i[8], (long long)node->p.i[9]);
+                        (long long)tg_conv_extent_h(node), (long long)tg_conv_extent_w(node));
     tg_conv_geom g = tg_conv_geom_of(node);
     tg_shape_str(tg_shape4(g.N, g.C, g.H, g.W), xs, sizeof xs);
     TG_TRY(check_geom(&g, xs, ws));
@@ -175,15 +178,15 @@ static tg_status infer_bwd_weight(tg_tensor *node)
 {
     if (node->n_in != 2)
         return tg_error(TG_ERR_INVALID_ARG, "takes 2 inputs (dy, x), got %d", node->n_in);
-    TG_TRY(check_params(&node->p));
+    TG_TRY(check_params(node));
     TG_TRY(check_4d(node->in[0], "dy"));
     TG_TRY(check_4d(node->in[1], "x"));
     char ys[96], ws[96], xs[96];
     tg_shape_str(node->in[0]->shape, ys, sizeof ys);
     tg_shape_str(node->in[1]->shape, xs, sizeof xs);
-    if (node->p.i[8] < 1 || node->p.i[9] < 1)
+    if (tg_conv_extent_h(node) < 1 || tg_conv_extent_w(node) < 1)
         return tg_error(TG_ERR_INVALID_ARG, "kernel size %lldx%lld is empty",
-                        (long long)node->p.i[8], (long long)node->p.i[9]);
+                        (long long)tg_conv_extent_h(node), (long long)tg_conv_extent_w(node));
     tg_conv_geom g = tg_conv_geom_of(node);
     tg_shape_str(tg_shape4(g.K, g.C / g.G, g.R, g.S), ws, sizeof ws);
     TG_TRY(check_geom(&g, xs, ws));
@@ -336,22 +339,23 @@ static void ref_bwd_weight(const tg_ref_args *a)
 static tg_tensor *bwd_data_op(tg_graph *g, tg_tensor *dy, tg_tensor *w, tg_node_params p, int64_t H,
                               int64_t W)
 {
-    p.i[8] = H;
-    p.i[9] = W;
+    tg_conv_set_extent_h(&p, H);
+    tg_conv_set_extent_w(&p, W);
     return tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){dy, w}, &p);
 }
 
 static tg_tensor *bwd_weight_op(tg_graph *g, tg_tensor *dy, tg_tensor *x, tg_node_params p,
                                 int64_t R, int64_t S)
 {
-    p.i[8] = R;
-    p.i[9] = S;
+    tg_conv_set_extent_h(&p, R);
+    tg_conv_set_extent_w(&p, S);
     return tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){dy, x}, &p);
 }
 
 static tg_tensor *conv_op(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_node_params p)
 {
-    p.i[8] = p.i[9] = 0;
+    tg_conv_set_extent_h(&p, 0);
+    tg_conv_set_extent_w(&p, 0);
     tg_tensor *in[3] = {x, w, b};
     return tg_node_create(g, TG_OP_CONV2D, b ? 3 : 2, in, &p);
 }
@@ -359,13 +363,7 @@ static tg_tensor *conv_op(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b,
 tg_tensor *tg_conv2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_conv2d_params cp)
 {
     tg_node_params p = {0};
-    p.i[0] = cp.stride_h;
-    p.i[1] = cp.stride_w;
-    p.i[2] = cp.pad_h;
-    p.i[3] = cp.pad_w;
-    p.i[4] = cp.dilation_h;
-    p.i[5] = cp.dilation_w;
-    p.i[6] = cp.groups;
+    tg_conv_params_put(&p, &cp);
     return conv_op(g, x, w, b, p);
 }
 
@@ -436,13 +434,7 @@ tg_tensor *tg_conv_transpose2d(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tenso
                                  "and dilation %lld gives an empty output",
                                  xs, ws, st[i], (long long)pad[i], (long long)dil[i]);
     }
-    p.i[0] = cp.stride_h;
-    p.i[1] = cp.stride_w;
-    p.i[2] = cp.pad_h;
-    p.i[3] = cp.pad_w;
-    p.i[4] = cp.dilation_h;
-    p.i[5] = cp.dilation_w;
-    p.i[6] = cp.groups;
+    tg_conv_params_put(&p, &cp);
     tg_tensor *y = bwd_data_op(g, x, w, p, out[0], out[1]);
     if (y)
         tg_graph_rename(g, y, "conv_transpose2d");
@@ -495,12 +487,48 @@ static tg_status bwd_bwd_weight(tg_graph *g, tg_tensor *node, tg_tensor *gw, con
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_CONV2D = {"conv2d", infer_conv, flops_conv, scratch_conv,
-                                   fwd_conv, ref_conv,   bwd_conv};
-const tg_op_def tg_opdef_CONV2D_BWD_DATA = {"conv2d_bwd_data", infer_bwd_data, flops_conv,
-                                            scratch_conv,      fwd_conv,       ref_bwd_data,
-                                            bwd_bwd_data};
-const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {"conv2d_bwd_weight", infer_bwd_weight, flops_conv,
-                                              scratch_conv,        fwd_conv,         ref_bwd_weight,
-                                              bwd_bwd_weight};
-const tg_op_planner tg_conv_planner = {tg_conv_dnnl_plan, tg_conv_dnnl_free};
+/* A convolution keeps its 4-D operands blocked only when oneDNN runs it
+ * (ungrouped, and the plan hook would choose it): oneDNN reads each operand
+ * in the layout it is planned with. Own kernels read NCHW. */
+static tg_op_layout conv_layout(const tg_tensor *node, int n_threads)
+{
+    return tg_conv_geom_of(node).G == 1 && tg_conv_dnnl_chosen(node, n_threads) ? TG_LAYOUT_OWN
+                                                                                : TG_LAYOUT_PLAIN;
+}
+
+static const tg_op_planner tg_conv_planner;
+
+const tg_op_def tg_opdef_CONV2D = {.name = "conv2d",
+                                   .infer = infer_conv,
+                                   .flops = flops_conv,
+                                   .scratch = scratch_conv,
+                                   .forward = fwd_conv,
+                                   .reference = ref_conv,
+                                   .backward = bwd_conv,
+                                   .cost = TG_COST_CONV,
+                                   .planner = &tg_conv_planner,
+                                   .layout = conv_layout,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONV2D_BWD_DATA = {.name = "conv2d_bwd_data",
+                                            .infer = infer_bwd_data,
+                                            .flops = flops_conv,
+                                            .scratch = scratch_conv,
+                                            .forward = fwd_conv,
+                                            .reference = ref_bwd_data,
+                                            .backward = bwd_bwd_data,
+                                            .cost = TG_COST_CONV,
+                                            .planner = &tg_conv_planner,
+                                            .layout = conv_layout,
+                                            .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {.name = "conv2d_bwd_weight",
+                                              .infer = infer_bwd_weight,
+                                              .flops = flops_conv,
+                                              .scratch = scratch_conv,
+                                              .forward = fwd_conv,
+                                              .reference = ref_bwd_weight,
+                                              .backward = bwd_bwd_weight,
+                                              .cost = TG_COST_CONV,
+                                              .planner = &tg_conv_planner,
+                                              .layout = conv_layout,
+                                              .memory = TG_OP_OWN_STORAGE};
+static const tg_op_planner tg_conv_planner = {tg_conv_dnnl_plan, tg_conv_dnnl_free};

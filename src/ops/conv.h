@@ -2,11 +2,8 @@
  * conv_gemm.c (im2col + sgemm kernels) and conv_direct.c (SIMD direct
  * kernels for stride-1 convolutions with few channels).
  *
- * Node params of CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_WEIGHT:
- *   p.i[0..6] = stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups
- *   BWD_DATA:   p.i[8], p.i[9] = H, W of the input x (not derivable from dy
- *               when the stride is above 1)
- *   BWD_WEIGHT: p.i[8], p.i[9] = KH, KW of the weight
+ * Node params of CONV2D, CONV2D_BWD_DATA and CONV2D_BWD_WEIGHT: the named
+ * accessors below (tg_conv_stride_h(node), tg_conv_set_stride_h(&p, v), ...).
  *
  * Method: every kernel picks, from the geometry alone (so the scratch size
  * and the kernel agree), either the direct SIMD kernels or im2col + sgemm.
@@ -18,6 +15,31 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+/* The params of the three conv ops. extent_h, extent_w: BWD_DATA's are the
+ * H, W of the input x (not derivable from dy when the stride is above 1);
+ * BWD_WEIGHT's the KH, KW of the weight; CONV2D's 0. */
+TG_PARAM_I(conv, stride_h, 0)
+TG_PARAM_I(conv, stride_w, 1)
+TG_PARAM_I(conv, pad_h, 2)
+TG_PARAM_I(conv, pad_w, 3)
+TG_PARAM_I(conv, dilation_h, 4)
+TG_PARAM_I(conv, dilation_w, 5)
+TG_PARAM_I(conv, groups, 6)
+TG_PARAM_I(conv, extent_h, 8)
+TG_PARAM_I(conv, extent_w, 9)
+
+/* A builder's settings into a node's params. */
+static inline void tg_conv_params_put(tg_node_params *p, const tg_conv2d_params *cp)
+{
+    tg_conv_set_stride_h(p, cp->stride_h);
+    tg_conv_set_stride_w(p, cp->stride_w);
+    tg_conv_set_pad_h(p, cp->pad_h);
+    tg_conv_set_pad_w(p, cp->pad_w);
+    tg_conv_set_dilation_h(p, cp->dilation_h);
+    tg_conv_set_dilation_w(p, cp->dilation_w);
+    tg_conv_set_groups(p, cp->groups);
+}
 
 typedef struct tg_conv_geom {
     int64_t N, C, H, W; /* input x [N, C, H, W] */

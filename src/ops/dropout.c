@@ -11,9 +11,10 @@
  * DROPOUT node on dy with the same params, hence the same salt: it
  * regenerates exactly the forward mask, on any thread, in any order.
  *
- * Params: p.f[0] = p; p.i[0] = salt.
+ * Params (ops/random.h): p, salt.
  */
 #include "ops/broadcast.h"
+#include "ops/random.h"
 #include "ops/simd.h"
 
 #include "core/error.h"
@@ -23,7 +24,7 @@
 
 static tg_status infer_dropout(tg_tensor *node)
 {
-    float p = node->p.f[0];
+    float p = tg_dropout_p(node);
     if (node->n_in != 1)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
     if (node->in[0]->dtype != TG_F32)
@@ -111,9 +112,10 @@ static void fwd_dropout(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
     uint64_t key =
-        mask_key(a->seed ^ (a->stream ? tg_hash64(a->stream) : 0), a->step, node->p.i[0]);
+        mask_key(a->seed ^ (a->stream ? tg_hash64(a->stream) : 0), a->step, tg_dropout_salt(node));
     drop_job j = {a->in[0], a->out, tg_round_key32(key),
-                  (uint32_t)ceil((double)node->p.f[0] * 16777216.0), 1.0f / (1.0f - node->p.f[0])};
+                  (uint32_t)ceil((double)tg_dropout_p(node) * 16777216.0),
+                  1.0f / (1.0f - tg_dropout_p(node))};
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, n, drop_range, &j);
 }
@@ -121,8 +123,8 @@ static void fwd_dropout(const tg_kernel_args *a)
 static void ref_dropout(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    uint64_t key = mask_key(a->seed, a->step, node->p.i[0]);
-    float p = node->p.f[0];
+    uint64_t key = mask_key(a->seed, a->step, tg_dropout_salt(node));
+    float p = tg_dropout_p(node);
     double scale = 1.0 / (1.0 - (double)p);
     uint32_t key32 = tg_round_key32(key);
     for (int64_t k = 0; k < tg_numel(node); k++) {
@@ -146,7 +148,7 @@ static int64_t name_salt(const char *s)
 tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)
 {
     tg_node_params prm = {0};
-    prm.f[0] = p;
+    tg_dropout_set_p(&prm, p);
     bool valid = p >= 0.0f && p < 1.0f;
     /* An invalid p still goes through tg_node_create, whose shape rule
      * reports it under the op's scoped name, in either mode. */
@@ -154,9 +156,14 @@ tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)
         return x;
     tg_tensor *t = tg_node_create(g, TG_OP_DROPOUT, 1, &x, &prm);
     if (t)
-        t->p.i[0] = name_salt(t->name);
+        tg_dropout_set_salt(&t->p, name_salt(t->name));
     return t;
 }
 
-const tg_op_def tg_opdef_DROPOUT = {"dropout",   infer_dropout, flops,      NULL,
-                                    fwd_dropout, ref_dropout,   bwd_dropout};
+const tg_op_def tg_opdef_DROPOUT = {.name = "dropout",
+                                    .infer = infer_dropout,
+                                    .flops = flops,
+                                    .forward = fwd_dropout,
+                                    .reference = ref_dropout,
+                                    .backward = bwd_dropout,
+                                    .memory = TG_OP_OWN_STORAGE};

@@ -80,12 +80,6 @@ TG_VEC_INLINE void bf16_loop(const bf16_job *j, int64_t begin, int64_t end, tg_b
 
 TG_BF16_POOL_FNS(bf16_range, bf16_loop, TG_BF16X16_GENERIC, TG_BF16X16_HW)
 
-bool tg_elementwise_bf16_supported(const tg_tensor *node)
-{
-    return (node->op == TG_OP_RELU || node->op == TG_OP_RELU_BWD || node->op == TG_OP_ADD) &&
-           tg_op_is_elementwise(node);
-}
-
 bool tg_elementwise_bf16_run(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;

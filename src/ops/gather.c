@@ -1,9 +1,9 @@
 /* ops/gather.c - GATHER (ONNX Gather, nn.Embedding) and its gradient
  * GATHER_BWD, the scatter-add into the table.
  *
- *   GATHER(data [..., D_axis, ...], indices i32 [any])    p.i[0] = axis
+ *   GATHER(data [..., D_axis, ...], indices i32 [any])    (params: ops/gather.h)
  *     out = data[:axis] + indices.shape + data[axis+1:]
- *   GATHER_BWD(dout, indices)    p.i[0] = axis, p.i[1..] = data's shape
+ *   GATHER_BWD(dout, indices)    axis, and data's shape
  *     out = zeros(data.shape); out[.., indices[j], ..] += dout[.., j, ..]
  *
  * GATHER_BWD is also ONNX's scatter with reduction add (tg_scatter_add): its
@@ -23,6 +23,7 @@
  * reference's.
  */
 #include "ops/broadcast.h"
+#include "ops/gather.h"
 
 #include "core/error.h"
 
@@ -86,7 +87,7 @@ static tg_status infer_gather(tg_tensor *node)
     if (data->dtype != TG_F32 && data->dtype != TG_I32)
         return tg_error(TG_ERR_DTYPE, "data ('%s') is %s; gather takes f32 or i32 data", data->name,
                         tg_dtype_name(data->dtype));
-    int64_t axis = node->p.i[0];
+    int64_t axis = tg_gather_axis(node);
     if (data->shape.ndim < 1 || axis < 0 || axis >= data->shape.ndim)
         return tg_error(TG_ERR_INVALID_ARG, "axis %lld is out of range for %d dimensions",
                         (long long)axis, data->shape.ndim);
@@ -102,9 +103,9 @@ static tg_status infer_gather_bwd(tg_tensor *node)
     if (node->in[0]->dtype != TG_F32)
         return tg_error(TG_ERR_DTYPE, "dout is %s; the gather gradient takes f32",
                         tg_dtype_name(node->in[0]->dtype));
-    TG_TRY(tg_params_check_shape(&node->p, 1));
-    tg_shape data = tg_params_get_shape(&node->p, 1), want;
-    int64_t axis = node->p.i[0];
+    TG_TRY(tg_params_check_shape(&node->p, TG_GATHER_SHAPE_AT));
+    tg_shape data = tg_params_get_shape(&node->p, TG_GATHER_SHAPE_AT), want;
+    int64_t axis = tg_gather_axis(node);
     if (axis < 0 || axis >= data.ndim)
         return tg_error(TG_ERR_INVALID_ARG, "axis %lld is out of range for %d dimensions",
                         (long long)axis, data.ndim);
@@ -165,7 +166,7 @@ static void gather_rows(void *ctx, int64_t begin, int64_t end, int part)
 static void fwd_gather(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node, *data = node->in[0];
-    gather_job j = {geom_of(data->shape, (int)node->p.i[0], tg_numel(node->in[1])),
+    gather_job j = {geom_of(data->shape, (int)tg_gather_axis(node), tg_numel(node->in[1])),
                     a->in[0],
                     a->in[1],
                     a->out,
@@ -177,7 +178,7 @@ static void fwd_gather(const tg_kernel_args *a)
 static void ref_gather(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    gather_geom g = geom_of(node->in[0]->shape, (int)node->p.i[0], tg_numel(node->in[1]));
+    gather_geom g = geom_of(node->in[0]->shape, (int)tg_gather_axis(node), tg_numel(node->in[1]));
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t j = 0; j < g.n_idx; j++) {
             int64_t k = table_row((int64_t)a->in[1][j], g.dim);
@@ -198,7 +199,7 @@ enum { COLS = 16 };
  * token) gets its gradient as accurately as the reference's. */
 static size_t scratch_gather_bwd(const tg_tensor *node, int n_threads)
 {
-    int64_t dim = node->shape.dim[node->p.i[0]];
+    int64_t dim = node->shape.dim[tg_gather_axis(node)];
     return (size_t)(n_threads > 0 ? n_threads : 1) * (size_t)dim * COLS * sizeof(double);
 }
 
@@ -239,7 +240,7 @@ static void scatter_units(void *ctx, int64_t begin, int64_t end, int part)
 static void fwd_gather_bwd(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    scatter_job j = {geom_of(node->shape, (int)node->p.i[0], tg_numel(node->in[1])),
+    scatter_job j = {geom_of(node->shape, (int)tg_gather_axis(node), tg_numel(node->in[1])),
                      a->in[0],
                      a->in[1],
                      a->out,
@@ -253,7 +254,7 @@ static void fwd_gather_bwd(const tg_kernel_args *a)
 static void ref_gather_bwd(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    gather_geom g = geom_of(node->shape, (int)node->p.i[0], tg_numel(node->in[1]));
+    gather_geom g = geom_of(node->shape, (int)tg_gather_axis(node), tg_numel(node->in[1]));
     for (int64_t k = 0; k < tg_numel(node); k++)
         a->out[k] = 0;
     for (int64_t o = 0; o < g.outer; o++)
@@ -269,8 +270,8 @@ static tg_status bwd_gather(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
 {
     if (need[0]) {
         tg_node_params p = {{0}, {0}};
-        p.i[0] = node->p.i[0];
-        tg_params_put_shape(&p, 1, node->in[0]->shape);
+        tg_gather_set_axis(&p, tg_gather_axis(node));
+        tg_params_put_shape(&p, TG_GATHER_SHAPE_AT, node->in[0]->shape);
         tg_tensor *in[2] = {dout, node->in[1]};
         din[0] = tg_node_create(g, TG_OP_GATHER_BWD, 2, in, &p);
     }
@@ -282,7 +283,7 @@ static tg_status bwd_gather_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, c
                                 tg_tensor **din)
 {
     if (need[0])
-        din[0] = tg_gather(g, dout, node->in[1], (int)node->p.i[0]);
+        din[0] = tg_gather(g, dout, node->in[1], (int)tg_gather_axis(node));
     return TG_OK;
 }
 
@@ -290,11 +291,11 @@ tg_tensor *tg_scatter_add(tg_graph *g, tg_tensor *updates, tg_tensor *indices, i
                           tg_shape shape)
 {
     tg_node_params p = {{0}, {0}};
-    p.i[0] = axis < 0 ? axis + shape.ndim : axis;
+    tg_gather_set_axis(&p, axis < 0 ? axis + shape.ndim : axis);
     if (shape.ndim < 1 || shape.ndim > TG_MAX_DIMS)
         return tg_graph_fail(g, TG_ERR_SHAPE, "scatter_add: the result has %d dims (1 to %d)",
                              shape.ndim, TG_MAX_DIMS);
-    tg_params_put_shape(&p, 1, shape);
+    tg_params_put_shape(&p, TG_GATHER_SHAPE_AT, shape);
     return tg_node_create(g, TG_OP_GATHER_BWD, 2, (tg_tensor *[]){updates, indices}, &p);
 }
 
@@ -302,7 +303,7 @@ tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis)
 {
     tg_node_params p = {{0}, {0}};
     int ndim = data ? data->shape.ndim : 0;
-    p.i[0] = axis < 0 ? axis + ndim : axis;
+    tg_gather_set_axis(&p, axis < 0 ? axis + ndim : axis);
     tg_tensor *in[2] = {data, indices};
     return tg_node_create(g, TG_OP_GATHER, 2, in, &p);
 }
@@ -312,8 +313,18 @@ tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
     return tg_gather(g, table, ids, 0);
 }
 
-const tg_op_def tg_opdef_GATHER = {"gather",   infer_gather, flops_gather, NULL,
-                                   fwd_gather, ref_gather,   bwd_gather};
-const tg_op_def tg_opdef_GATHER_BWD = {"gather_bwd",       infer_gather_bwd, flops_gather_bwd,
-                                       scratch_gather_bwd, fwd_gather_bwd,   ref_gather_bwd,
-                                       bwd_gather_bwd};
+const tg_op_def tg_opdef_GATHER = {.name = "gather",
+                                   .infer = infer_gather,
+                                   .flops = flops_gather,
+                                   .forward = fwd_gather,
+                                   .reference = ref_gather,
+                                   .backward = bwd_gather,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_GATHER_BWD = {.name = "gather_bwd",
+                                       .infer = infer_gather_bwd,
+                                       .flops = flops_gather_bwd,
+                                       .scratch = scratch_gather_bwd,
+                                       .forward = fwd_gather_bwd,
+                                       .reference = ref_gather_bwd,
+                                       .backward = bwd_gather_bwd,
+                                       .memory = TG_OP_OWN_STORAGE};

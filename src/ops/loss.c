@@ -7,15 +7,15 @@
  *   MSE_LOSS(a, b)   mean((a - b)^2), equal shapes
  * and their backward ops:
  *   CROSS_ENTROPY_BWD(dloss, scores, labels [, weights]) = (softmax - onehot) * s
- *   NLL_LOSS_BWD(dloss, labels [, weights]), p.i[P_C] = C  = -onehot * s
+ *   NLL_LOSS_BWD(dloss, labels [, weights]), C classes  = -onehot * s
  *   MSE_LOSS_BWD(dloss, a, b)                = 2 (a - b) * dloss / numel
  * where a row is one (n, d...) position (classes D = prod(d...) apart) and
  * s = w[l] * dloss / sum(w) (mean), w[l] * dloss (sum) or w[l] * dloss[row]
  * (none); w is 1 without weights.
  *
- * Params of the class losses: p.i[P_RED] the reduction (tg_loss_reduction:
+ * Params of the class losses (ops/loss.h): the reduction (tg_loss_reduction:
  * mean over the rows' weights, sum, or none: one loss per row, labels'
- * shape), p.i[P_HAS_II] and p.i[P_II] an ignore_index: rows with that label
+ * shape) and an ignore_index: rows with that label
  * add nothing to the loss, to the mean's denominator or to the gradient (a
  * mean over only ignored rows is 0/0 = NaN, as in PyTorch). Labels are i32,
  * or f32 holding integers (constant labels folded at ONNX import).
@@ -30,13 +30,13 @@
  * partial sums (in double, in `scratch`) at the end.
  */
 #include "ops/broadcast.h"
+#include "ops/loss.h"
+#include "ops/unary.h"
 
 #include "core/error.h"
 
 #include <math.h>
 #include <string.h>
-
-enum { P_RED = 0, P_HAS_II = 1, P_II = 2, P_C = 3 };
 
 /* A row's class, or one of these. */
 enum { ROW_IGNORED = -1, ROW_BAD = -2 };
@@ -109,7 +109,7 @@ static tg_status check_scores_labels(const tg_tensor *node, int k, const char *w
 static tg_status check_dloss(const tg_tensor *node, tg_shape rows)
 {
     TG_TRY(expect(node, 0, TG_F32, "dloss"));
-    bool none = is_class_loss(node->op) && node->p.i[P_RED] == TG_LOSS_NONE;
+    bool none = is_class_loss(node->op) && tg_loss_reduce(node) == TG_LOSS_NONE;
     if (none ? !tg_shape_equal(node->in[0]->shape, rows) : tg_numel(node->in[0]) != 1) {
         char a[96], b[96];
         if (none)
@@ -139,7 +139,7 @@ static tg_status check_same(const tg_tensor *node, int k)
 /* The loss's shape: a scalar, or the labels' for reduction none. */
 static tg_shape reduced(const tg_tensor *node, tg_shape labels)
 {
-    return node->p.i[P_RED] == TG_LOSS_NONE ? labels : tg_shape_of(0, NULL);
+    return tg_loss_reduce(node) == TG_LOSS_NONE ? labels : tg_shape_of(0, NULL);
 }
 
 /* [N, d...] labels and C classes -> [N, C, d...]. */
@@ -173,9 +173,9 @@ static tg_status infer_loss(tg_tensor *node)
         return tg_error(TG_ERR_INVALID_ARG, "takes %d%s inputs, got %d", lo,
                         hi > lo ? " or more" : "", have);
     if (is_class_loss(node->op) &&
-        (node->p.i[P_RED] < TG_LOSS_MEAN || node->p.i[P_RED] > TG_LOSS_NONE))
+        (tg_loss_reduce(node) < TG_LOSS_MEAN || tg_loss_reduce(node) > TG_LOSS_NONE))
         return tg_error(TG_ERR_INVALID_ARG, "reduction %lld is not mean, sum or none",
-                        (long long)node->p.i[P_RED]);
+                        (long long)tg_loss_reduce(node));
     node->dtype = TG_F32;
     switch (node->op) {
     case TG_OP_CROSS_ENTROPY:
@@ -198,15 +198,15 @@ static tg_status infer_loss(tg_tensor *node)
     case TG_OP_NLL_LOSS_BWD: {
         TG_TRY(check_labels_dtype(node, 1));
         tg_shape l = node->in[1]->shape;
-        if (l.ndim < 1 || l.ndim >= TG_MAX_DIMS || node->p.i[P_C] < 1) {
+        if (l.ndim < 1 || l.ndim >= TG_MAX_DIMS || tg_loss_classes(node) < 1) {
             char a[96];
             return tg_error(TG_ERR_SHAPE,
                             "labels %s must be [N, d...] and classes (%lld) at least 1",
-                            tg_shape_str(l, a, sizeof a), (long long)node->p.i[P_C]);
+                            tg_shape_str(l, a, sizeof a), (long long)tg_loss_classes(node));
         }
-        TG_TRY(check_weights(node, 2, node->p.i[P_C]));
+        TG_TRY(check_weights(node, 2, tg_loss_classes(node)));
         TG_TRY(check_dloss(node, l));
-        node->shape = with_classes(l, node->p.i[P_C]);
+        node->shape = with_classes(l, tg_loss_classes(node));
         return TG_OK;
     }
     default: /* MSE_LOSS_BWD */
@@ -271,10 +271,10 @@ static rows rows_of(const tg_tensor *node)
                          : node->op == TG_OP_CROSS_ENTROPY_BWD ? node->in[2]
                                                                : node->in[1];
     rows r = {.R = tg_numel(l),
-              .red = (int)node->p.i[P_RED],
-              .has_ii = node->p.i[P_HAS_II] != 0,
-              .ii = node->p.i[P_II]};
-    r.C = node->op == TG_OP_NLL_LOSS_BWD ? node->p.i[P_C] : scores_of(node)->shape.dim[1];
+              .red = (int)tg_loss_reduce(node),
+              .has_ii = tg_loss_has_ignore_index(node) != 0,
+              .ii = tg_loss_ignore_index(node)};
+    r.C = node->op == TG_OP_NLL_LOSS_BWD ? tg_loss_classes(node) : scores_of(node)->shape.dim[1];
     r.D = 1;
     for (int d = 1; d < l->shape.ndim; d++)
         r.D *= l->shape.dim[d];
@@ -588,9 +588,9 @@ static void ref_bwd(const tg_ref_args *a)
 static tg_node_params loss_params(tg_loss_params lp)
 {
     tg_node_params p = {0};
-    p.i[P_RED] = lp.reduction;
-    p.i[P_HAS_II] = lp.has_ignore_index;
-    p.i[P_II] = lp.ignore_index;
+    tg_loss_set_reduce(&p, lp.reduction);
+    tg_loss_set_has_ignore_index(&p, lp.has_ignore_index);
+    tg_loss_set_ignore_index(&p, lp.ignore_index);
     return p;
 }
 
@@ -630,7 +630,7 @@ tg_tensor *tg_mse_loss(tg_graph *g, tg_tensor *a, tg_tensor *b)
 static tg_tensor *nll_bwd(tg_graph *g, const tg_tensor *node, tg_tensor *dloss, int kl, int64_t C)
 {
     tg_node_params p = node->p;
-    p.i[P_C] = C;
+    tg_loss_set_classes(&p, C);
     bool w = node->n_in > kl + 1;
     return tg_node_create(g, TG_OP_NLL_LOSS_BWD, w ? 3 : 2,
                           (tg_tensor *[]){dloss, node->in[kl], w ? node->in[kl + 1] : NULL}, &p);
@@ -690,7 +690,7 @@ static tg_tensor *adjoint_dloss(tg_graph *g, tg_tensor *node, tg_tensor *dout)
                         node->n_in > 2 ? node->in[2] : NULL, node->n_in > 3 ? node->in[3] : NULL};
     tg_tensor *unit = tg_node_create(g, node->op, node->n_in, in, &node->p);
     tg_tensor *prod = tg_mul(g, dout, unit);
-    if (is_class_loss(node->op) && node->p.i[P_RED] == TG_LOSS_NONE)
+    if (is_class_loss(node->op) && tg_loss_reduce(node) == TG_LOSS_NONE)
         return tg_reduce_sum(g, prod, 1u << 1, false);
     return tg_sum_to(g, prod, dl->shape);
 }
@@ -707,7 +707,7 @@ static tg_status bwd_cross_entropy_bwd(tg_graph *g, tg_tensor *node, tg_tensor *
         din[0] = adjoint_dloss(g, node, dout);
     if (need[1]) {
         tg_node_params p = {0};
-        p.i[0] = 1;
+        tg_softmax_set_axis(&p, 1);
         tg_tensor *sm = tg_softmax(g, logits, 1);
         tg_tensor *j = tg_node_create(g, TG_OP_SOFTMAX_BWD, 2, (tg_tensor *[]){dout, sm}, &p);
         tg_tensor *s =
@@ -743,7 +743,14 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
 }
 
 #define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD)                                                  \
-    const tg_op_def tg_opdef_##E = {NAME, infer_loss, flops, SCRATCH, FWD, REF, BWD}
+    const tg_op_def tg_opdef_##E = {.name = NAME,                                                  \
+                                    .infer = infer_loss,                                           \
+                                    .flops = flops,                                                \
+                                    .scratch = SCRATCH,                                            \
+                                    .forward = FWD,                                                \
+                                    .reference = REF,                                              \
+                                    .backward = BWD,                                               \
+                                    .memory = TG_OP_OWN_STORAGE}
 
 LOSS_DEF(CROSS_ENTROPY, "cross_entropy", scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy);
 LOSS_DEF(NLL_LOSS, "nll_loss", scratch_partials, fwd_loss, ref_fwd, bwd_nll);

@@ -6,9 +6,9 @@
  *   - both, with equal batch dims: one product per batch element;
  *   - only a (b 2-D): b is shared by every batch element;
  *   - only b (a 2-D): a is shared (made by gradient rules);
- *   - both, with p.i[2] ("sum") set: the products are summed over the batch
+ *   - both, with sum set (ops/matmul.h): the products are summed over the batch
  *     and the output is 2-D [M, N] (the gradient of a shared operand).
- * Params: p.i[0] = trans_a, p.i[1] = trans_b, p.i[2] = sum over batch.
+ * Params (ops/matmul.h): trans_a, trans_b, sum over the batch.
  * With these four modes the gradient of every mode is again a MATMUL, so the
  * gradient rules close on themselves (higher derivatives work).
  *
@@ -25,6 +25,7 @@
  * single-threaded per call and split over the device's pool by us
  * (ops/blas.h), which is also what runs without a plan.
  */
+#include "ops/matmul.h"
 #include "ops/blas.h"
 #include "ops/matmul_dnnl.h"
 #include "ops/matmul_geom.h"
@@ -42,9 +43,9 @@ tg_mm_dims tg_mm_dims_of(const tg_tensor *node)
 {
     const tg_tensor *a = node->in[0], *b = node->in[1];
     mm_dims d;
-    d.ta = node->p.i[0] != 0;
-    d.tb = node->p.i[1] != 0;
-    d.sum = node->p.i[2] != 0;
+    d.ta = tg_matmul_trans_a(node) != 0;
+    d.tb = tg_matmul_trans_b(node) != 0;
+    d.sum = tg_matmul_sum(node) != 0;
     int na = a->shape.ndim, nb = b->shape.ndim;
     d.M = d.ta ? a->shape.dim[na - 1] : a->shape.dim[na - 2];
     d.K = d.ta ? a->shape.dim[na - 2] : a->shape.dim[na - 1];
@@ -219,9 +220,9 @@ static void ref_matmul(const tg_ref_args *a)
 static tg_tensor *matmul_op(tg_graph *g, tg_tensor *a, tg_tensor *b, bool ta, bool tb, bool sum)
 {
     tg_node_params p = {0};
-    p.i[0] = ta;
-    p.i[1] = tb;
-    p.i[2] = sum;
+    tg_matmul_set_trans_a(&p, ta);
+    tg_matmul_set_trans_b(&p, tb);
+    tg_matmul_set_sum(&p, sum);
     return tg_node_create(g, TG_OP_MATMUL, 2, (tg_tensor *[]){a, b}, &p);
 }
 
@@ -243,7 +244,7 @@ static tg_status bwd_matmul(tg_graph *g, tg_tensor *node, tg_tensor *dc, const b
                             tg_tensor **din)
 {
     tg_tensor *A = node->in[0], *B = node->in[1];
-    bool ta = node->p.i[0] != 0, tb = node->p.i[1] != 0;
+    bool ta = tg_matmul_trans_a(node) != 0, tb = tg_matmul_trans_b(node) != 0;
     if (need[0]) /* dopA = dC opB^T */
         din[0] = ta ? product_for(g, A, B, dc, tb, true) : product_for(g, A, dc, B, false, !tb);
     if (need[1]) /* dopB = opA^T dC */
@@ -251,8 +252,17 @@ static tg_status bwd_matmul(tg_graph *g, tg_tensor *node, tg_tensor *dc, const b
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_MATMUL = {"matmul",   infer_matmul, flops_matmul, NULL,
-                                   fwd_matmul, ref_matmul,   bwd_matmul};
+extern const tg_op_planner tg_matmul_planner; /* matmul_dnnl.c */
+
+const tg_op_def tg_opdef_MATMUL = {.name = "matmul",
+                                   .infer = infer_matmul,
+                                   .flops = flops_matmul,
+                                   .forward = fwd_matmul,
+                                   .reference = ref_matmul,
+                                   .backward = bwd_matmul,
+                                   .cost = TG_COST_GEMM,
+                                   .planner = &tg_matmul_planner,
+                                   .memory = TG_OP_OWN_STORAGE};
 
 /* ---- LINEAR ------------------------------------------------------------------------- */
 
@@ -358,5 +368,12 @@ tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b)
     return tg_node_create(g, TG_OP_LINEAR, b ? 3 : 2, in, NULL);
 }
 
-const tg_op_def tg_opdef_LINEAR = {"linear",   infer_linear, flops_linear, NULL,
-                                   fwd_linear, ref_linear,   bwd_linear};
+const tg_op_def tg_opdef_LINEAR = {.name = "linear",
+                                   .infer = infer_linear,
+                                   .flops = flops_linear,
+                                   .forward = fwd_linear,
+                                   .reference = ref_linear,
+                                   .backward = bwd_linear,
+                                   .cost = TG_COST_GEMM,
+                                   .planner = &tg_matmul_planner,
+                                   .memory = TG_OP_OWN_STORAGE};

@@ -15,25 +15,24 @@
  * normalisation gradient (the gradient checks in tests/ops/test_norm.c
  * compare the whole composition with finite differences).
  *
- * Grouping (p.i[0] = mode, p.i[1] = its argument), on x viewed as
+ * Grouping (ops/norm.h: mode and its mode_arg), on x viewed as
  * [outer, G, inner] for the statistics and as [a, Caff, b] for gamma/beta:
  *   batch (0): x [N, C, ...]        stats per channel  [N, C, S]   affine [N, C, S]
  *   group (1, groups): x [N, C, ...] stats per (n, group) [1, N*groups, C/groups*S]
  *                                                                affine [N, C, S]
  *   layer (2, k): the last k dims   stats per row [1, rows, inner] affine [rows, inner, 1]
- * (S is the product of the dims after C). Other params: p.i[2] = has gamma,
- * p.i[3] = has beta, p.f[0] = eps; RUNNING_STATS_UPDATE: p.f[0] = momentum,
- * p.i[4] = elements per channel (for the unbiased variance n / (n - 1)).
+ * (S is the product of the dims after C). The other params (has_gamma,
+ * has_beta, eps; RUNNING_STATS_UPDATE's momentum and count) are named in
+ * ops/norm.h.
  */
 #include "ops/blocked.h"
+#include "ops/norm.h"
 #include "ops/broadcast.h"
 
 #include "core/error.h"
 
 #include <math.h>
 #include <string.h>
-
-enum { NORM_BATCH = 0, NORM_GROUP = 1, NORM_LAYER = 2 };
 
 typedef struct norm_view {
     int64_t outer, G, inner; /* statistics groups */
@@ -51,9 +50,9 @@ static norm_view view_of_shape(const tg_node_params *p, tg_shape s)
 {
     norm_view v;
     int64_t numel = tg_shape_numel(s);
-    if (p->i[0] == NORM_LAYER) {
+    if (tg_norm_get_mode(p) == TG_NORM_LAYER) {
         int64_t inner = 1;
-        for (int d = s.ndim - (int)p->i[1]; d < s.ndim; d++)
+        for (int d = s.ndim - (int)tg_norm_get_mode_arg(p); d < s.ndim; d++)
             inner *= s.dim[d];
         v.outer = 1, v.inner = inner, v.G = inner ? numel / inner : 0;
         v.a = v.G, v.Caff = inner, v.b = 1;
@@ -62,10 +61,11 @@ static norm_view view_of_shape(const tg_node_params *p, tg_shape s)
         for (int d = 2; d < s.ndim; d++)
             S *= s.dim[d];
         v.a = N, v.Caff = C, v.b = S;
-        if (p->i[0] == NORM_BATCH)
+        if (tg_norm_get_mode(p) == TG_NORM_BATCH)
             v.outer = N, v.G = C, v.inner = S;
         else
-            v.outer = 1, v.G = N * p->i[1], v.inner = C / p->i[1] * S;
+            v.outer = 1, v.G = N * tg_norm_get_mode_arg(p),
+            v.inner = C / tg_norm_get_mode_arg(p) * S;
     }
     v.count = v.outer * v.inner;
     return v;
@@ -91,25 +91,26 @@ static tg_status check_x(const tg_node_params *p, const tg_tensor *x)
     char s[96];
     tg_shape_str(x->shape, s, sizeof s);
     TG_TRY(need_f32(x, "x"));
-    switch (p->i[0]) {
-    case NORM_BATCH:
+    switch (tg_norm_get_mode(p)) {
+    case TG_NORM_BATCH:
         if (x->shape.ndim < 2)
             return tg_error(TG_ERR_SHAPE, "batch norm needs x [N, C, ...], got %s", s);
         return TG_OK;
-    case NORM_GROUP:
+    case TG_NORM_GROUP:
         if (x->shape.ndim < 2)
             return tg_error(TG_ERR_SHAPE, "group norm needs x [N, C, ...], got %s", s);
-        if (p->i[1] < 1 || x->shape.dim[1] % p->i[1] != 0)
+        if (tg_norm_get_mode_arg(p) < 1 || x->shape.dim[1] % tg_norm_get_mode_arg(p) != 0)
             return tg_error(TG_ERR_SHAPE, "x %s: %lld channels do not split into %lld groups", s,
-                            (long long)x->shape.dim[1], (long long)p->i[1]);
+                            (long long)x->shape.dim[1], (long long)tg_norm_get_mode_arg(p));
         return TG_OK;
-    case NORM_LAYER:
-        if (p->i[1] < 1 || p->i[1] > x->shape.ndim)
+    case TG_NORM_LAYER:
+        if (tg_norm_get_mode_arg(p) < 1 || tg_norm_get_mode_arg(p) > x->shape.ndim)
             return tg_error(TG_ERR_SHAPE, "x %s has no last %lld dimensions to normalise over", s,
-                            (long long)p->i[1]);
+                            (long long)tg_norm_get_mode_arg(p));
         return TG_OK;
     default:
-        return tg_error(TG_ERR_INVALID_ARG, "unknown normalisation mode %lld", (long long)p->i[0]);
+        return tg_error(TG_ERR_INVALID_ARG, "unknown normalisation mode %lld",
+                        (long long)tg_norm_get_mode(p));
     }
 }
 
@@ -127,26 +128,26 @@ static tg_status check_same(const tg_tensor *t, tg_shape want, const char *what)
 /* gamma and beta: [C] for batch and group norm, the normalised dims for layer norm. */
 static tg_shape affine_shape(const tg_node_params *p, tg_shape xs)
 {
-    if (p->i[0] != NORM_LAYER)
+    if (tg_norm_get_mode(p) != TG_NORM_LAYER)
         return tg_shape1(xs.dim[1]);
     tg_shape s = tg_shape_of(0, NULL);
-    for (int d = xs.ndim - (int)p->i[1]; d < xs.ndim; d++)
+    for (int d = xs.ndim - (int)tg_norm_get_mode_arg(p); d < xs.ndim; d++)
         s.dim[s.ndim++] = xs.dim[d];
     return s;
 }
 
 static int n_affine(const tg_tensor *node)
 {
-    return (node->p.i[2] != 0) + (node->p.i[3] != 0);
+    return (tg_norm_has_gamma(node) != 0) + (tg_norm_has_beta(node) != 0);
 }
 
 static tg_status check_affine(const tg_tensor *node, int first, bool beta_too)
 {
     tg_shape want = affine_shape(&node->p, shaped_input(node)->shape);
     int k = first;
-    if (node->p.i[2])
+    if (tg_norm_has_gamma(node))
         TG_TRY(check_same(node->in[k++], want, "gamma"));
-    if (beta_too && node->p.i[3])
+    if (beta_too && tg_norm_has_beta(node))
         TG_TRY(check_same(node->in[k++], want, "beta"));
     return TG_OK;
 }
@@ -162,13 +163,14 @@ static tg_status infer_norm(tg_tensor *node)
     if (node->op == TG_OP_NORM_APPLY)
         want += n_affine(node);
     else if (node->op == TG_OP_NORM_APPLY_BWD_X || node->op == TG_OP_NORM_APPLY_BWD_STATS)
-        want += node->p.i[2] != 0;
+        want += tg_norm_has_gamma(node) != 0;
     if (node->n_in != want)
         return tg_error(TG_ERR_INVALID_ARG, "takes %d inputs, got %d", want, node->n_in);
     const tg_tensor *x = shaped_input(node);
     TG_TRY(check_x(&node->p, x));
-    if (!(node->p.f[0] > 0.0f) && node->op != TG_OP_NORM_STATS && node->op != TG_OP_NORM_STATS_BWD)
-        return tg_error(TG_ERR_INVALID_ARG, "eps %g must be positive", (double)node->p.f[0]);
+    if (!(tg_norm_eps(node) > 0.0f) && node->op != TG_OP_NORM_STATS &&
+        node->op != TG_OP_NORM_STATS_BWD)
+        return tg_error(TG_ERR_INVALID_ARG, "eps %g must be positive", (double)tg_norm_eps(node));
     norm_view v = view_of(node);
     tg_shape stats = tg_shape2(2, v.G);
     node->dtype = TG_F32;
@@ -219,11 +221,11 @@ static tg_status infer_running(tg_tensor *node)
         return tg_error(TG_ERR_SHAPE, "running stats '%s' %s must be [2, C]", r->name,
                         tg_shape_str(r->shape, a, sizeof a));
     TG_TRY(check_same(s, r->shape, "batch stats"));
-    if (node->p.i[4] < 2)
+    if (tg_norm_count(node) < 2)
         return tg_error(TG_ERR_SHAPE,
                         "expected more than 1 value per channel when training, "
                         "got %lld",
-                        (long long)node->p.i[4]);
+                        (long long)tg_norm_count(node));
     node->dtype = TG_F32;
     node->shape = tg_shape1(0);
     node->n_mutated = 1;
@@ -285,7 +287,7 @@ static inline void mean_rstd(const float *stats, int64_t G, int64_t g, float eps
  * otherwise a row is (o, c): b elements sharing group and gamma[c]. */
 static bool is_layer(const tg_tensor *node)
 {
-    return node->p.i[0] == NORM_LAYER;
+    return tg_norm_mode(node) == TG_NORM_LAYER;
 }
 
 static int64_t n_rows(const tg_tensor *node, const norm_view *v)
@@ -301,7 +303,7 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
     const tg_tensor *node = j->node;
     bool layer = is_layer(node);
     int64_t len = layer ? v->inner : v->b;
-    bool has_g = node->p.i[2] != 0, has_b = node->p.i[3] != 0;
+    bool has_g = tg_norm_has_gamma(node) != 0, has_b = tg_norm_has_beta(node) != 0;
     for (int64_t r = begin; r < end; r++) {
         int64_t base = r * len;
         int64_t grp = layer ? r : group_of(v, base), c = layer ? 0 : r % v->Caff;
@@ -492,7 +494,7 @@ static void group_reduce(void *ctx, int64_t begin, int64_t end, int t)
     const norm_view *v = &j->v;
     const tg_tensor *node = j->node;
     int64_t G = v->G;
-    bool layer = is_layer(node), has_g = node->p.i[2] != 0;
+    bool layer = is_layer(node), has_g = tg_norm_has_gamma(node) != 0;
     for (int64_t grp = begin; grp < end; grp++) {
         if (node->op == TG_OP_NORM_STATS) {
             /* two passes: the mean, then squared deviations from it
@@ -592,7 +594,8 @@ static void fwd_norm(const tg_kernel_args *a)
         tg_norm_blocked_run(a);
         return;
     }
-    norm_job j = {.node = a->node, .v = view_of(a->node), .out = a->out, .eps = a->node->p.f[0]};
+    norm_job j = {
+        .node = a->node, .v = view_of(a->node), .out = a->out, .eps = tg_norm_eps(a->node)};
     for (int k = 0; k < a->node->n_in && k < 4; k++)
         j.in[k] = a->in[k];
     int64_t n = tg_numel(shaped_input(a->node));
@@ -615,7 +618,7 @@ static void fwd_running(const tg_kernel_args *a)
     float *run = a->in[0];
     const float *st = a->in[1];
     int64_t C = a->node->in[0]->shape.dim[1];
-    double m = a->node->p.f[0], n = (double)a->node->p.i[4];
+    double m = tg_norm_momentum(a->node), n = (double)tg_norm_count(a->node);
     for (int64_t c = 0; c < C; c++) {
         run[c] = (float)((1 - m) * run[c] + m * st[c]);
         run[C + c] = (float)((1 - m) * run[C + c] + m * st[C + c] * n / (n - 1));
@@ -629,8 +632,8 @@ static void ref_norm(const tg_ref_args *a)
     const tg_tensor *node = a->node;
     norm_view v = view_of(node);
     int64_t n = tg_numel(shaped_input(node)), G = v.G;
-    double eps = node->p.f[0], cnt = (double)v.count;
-    bool has_g = node->p.i[2] != 0, has_b = node->p.i[3] != 0;
+    double eps = tg_norm_eps(node), cnt = (double)v.count;
+    bool has_g = tg_norm_has_gamma(node) != 0, has_b = tg_norm_has_beta(node) != 0;
     double *out = a->out;
     int64_t n_out = tg_numel(node);
     switch (node->op) {
@@ -690,7 +693,7 @@ static void ref_running(const tg_ref_args *a)
     double *run = a->in[0];
     const double *st = a->in[1];
     int64_t C = a->node->in[0]->shape.dim[1];
-    double m = a->node->p.f[0], n = (double)a->node->p.i[4];
+    double m = tg_norm_momentum(a->node), n = (double)tg_norm_count(a->node);
     for (int64_t c = 0; c < C; c++) {
         run[c] = (1 - m) * run[c] + m * st[c];
         run[C + c] = (1 - m) * run[C + c] + m * st[C + c] * n / (n - 1);
@@ -703,8 +706,9 @@ static void ref_running(const tg_ref_args *a)
 static tg_node_params norm_params(int mode, int64_t arg, bool g, bool b, float eps)
 {
     tg_node_params p = {0};
-    p.i[0] = mode, p.i[1] = arg, p.i[2] = g, p.i[3] = b;
-    p.f[0] = eps;
+    tg_norm_set_mode(&p, mode), tg_norm_set_mode_arg(&p, arg);
+    tg_norm_set_has_gamma(&p, g), tg_norm_set_has_beta(&p, b);
+    tg_norm_set_eps(&p, eps);
     return p;
 }
 
@@ -726,7 +730,7 @@ static tg_status bwd_apply(tg_graph *g, tg_tensor *node, tg_tensor *dy, const bo
                            tg_tensor **din)
 {
     tg_tensor *x = node->in[0], *stats = node->in[1];
-    bool has_g = node->p.i[2] != 0, has_b = node->p.i[3] != 0;
+    bool has_g = tg_norm_has_gamma(node) != 0, has_b = tg_norm_has_beta(node) != 0;
     tg_tensor *gamma = has_g ? node->in[2] : NULL;
     if (need[0]) {
         tg_tensor *in[3] = {dy, stats, gamma};
@@ -775,7 +779,7 @@ tg_tensor *tg_batch_norm_ex(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tens
                              "batch_norm: momentum %g is outside [0, 1] (PyTorch's convention: "
                              "the weight of the new statistics, 0.1 by default)",
                              (double)momentum);
-    tg_node_params p = norm_params(NORM_BATCH, 0, gamma != NULL, beta != NULL, eps);
+    tg_node_params p = norm_params(TG_NORM_BATCH, 0, gamma != NULL, beta != NULL, eps);
     if (!g || !x)
         return make(g, TG_OP_NORM_STATS, 1, &x, p); /* records the missing input */
     if (!tg_graph_training(g) && running_stats)
@@ -783,8 +787,8 @@ tg_tensor *tg_batch_norm_ex(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tens
     tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
     if (stats && running_stats) {
         tg_node_params up = {0};
-        up.f[0] = momentum;
-        up.i[4] = view_of_shape(&p, x->shape).count;
+        tg_norm_set_momentum(&up, momentum);
+        tg_norm_set_count(&up, view_of_shape(&p, x->shape).count);
         tg_node_create(g, TG_OP_RUNNING_STATS_UPDATE, 2, (tg_tensor *[]){running_stats, stats},
                        &up);
     }
@@ -794,7 +798,7 @@ tg_tensor *tg_batch_norm_ex(tg_graph *g, tg_tensor *x, tg_tensor *gamma, tg_tens
 tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma, tg_tensor *beta,
                          float eps)
 {
-    tg_node_params p = norm_params(NORM_GROUP, groups, gamma != NULL, beta != NULL, eps);
+    tg_node_params p = norm_params(TG_NORM_GROUP, groups, gamma != NULL, beta != NULL, eps);
     tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
     return normalise(g, x, stats, gamma, beta, p);
 }
@@ -802,22 +806,84 @@ tg_tensor *tg_group_norm(tg_graph *g, tg_tensor *x, int groups, tg_tensor *gamma
 tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *gamma,
                          tg_tensor *beta, float eps)
 {
-    tg_node_params p = norm_params(NORM_LAYER, norm_dims, gamma != NULL, beta != NULL, eps);
+    tg_node_params p = norm_params(TG_NORM_LAYER, norm_dims, gamma != NULL, beta != NULL, eps);
     tg_tensor *stats = make(g, TG_OP_NORM_STATS, 1, &x, p);
     return normalise(g, x, stats, gamma, beta, p);
 }
 
-const tg_op_def tg_opdef_NORM_STATS = {"norm_stats", infer_norm, flops_norm, NULL,
-                                       fwd_norm,     ref_norm,   bwd_stats};
-const tg_op_def tg_opdef_NORM_STATS_BWD = {"norm_stats_bwd", infer_norm, flops_norm, NULL,
-                                           fwd_norm,         ref_norm,   NULL};
-const tg_op_def tg_opdef_NORM_APPLY = {"norm_apply", infer_norm, flops_norm, NULL,
-                                       fwd_norm,     ref_norm,   bwd_apply};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {"norm_apply_bwd_x", infer_norm, flops_norm, NULL,
-                                             fwd_norm,           ref_norm,   NULL};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {
-    "norm_apply_bwd_stats", infer_norm, flops_norm, NULL, fwd_norm, ref_norm, NULL};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {
-    "norm_apply_bwd_affine", infer_norm, flops_norm, NULL, fwd_norm, ref_norm, NULL};
-const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {
-    "running_stats_update", infer_running, flops_running, NULL, fwd_running, ref_running, NULL};
+/* Batch norm over a 4-D x (mode TG_NORM_BATCH) has blocked kernels
+ * (ops/norm_blocked.c), which read and write bf16-stored operands as they
+ * are; group and layer norm, and batch norm of other ranks, run NCHW. */
+static bool is_batch_norm_4d(const tg_tensor *node)
+{
+    const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
+    return tg_norm_mode(node) == TG_NORM_BATCH && x->shape.ndim == 4;
+}
+
+static tg_op_layout norm_layout(const tg_tensor *node, int n_threads)
+{
+    (void)n_threads;
+    return is_batch_norm_4d(node) ? TG_LAYOUT_TIED : TG_LAYOUT_PLAIN;
+}
+
+static bool norm_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    return blocked && is_batch_norm_4d(node);
+}
+
+const tg_op_def tg_opdef_NORM_STATS = {.name = "norm_stats",
+                                       .infer = infer_norm,
+                                       .flops = flops_norm,
+                                       .forward = fwd_norm,
+                                       .reference = ref_norm,
+                                       .backward = bwd_stats,
+                                       .layout = norm_layout,
+                                       .reads_bf16 = norm_reads_bf16,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_STATS_BWD = {.name = "norm_stats_bwd",
+                                           .infer = infer_norm,
+                                           .flops = flops_norm,
+                                           .forward = fwd_norm,
+                                           .reference = ref_norm,
+                                           .layout = norm_layout,
+                                           .reads_bf16 = norm_reads_bf16,
+                                           .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY = {.name = "norm_apply",
+                                       .infer = infer_norm,
+                                       .flops = flops_norm,
+                                       .forward = fwd_norm,
+                                       .reference = ref_norm,
+                                       .backward = bwd_apply,
+                                       .layout = norm_layout,
+                                       .reads_bf16 = norm_reads_bf16,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {.name = "norm_apply_bwd_x",
+                                             .infer = infer_norm,
+                                             .flops = flops_norm,
+                                             .forward = fwd_norm,
+                                             .reference = ref_norm,
+                                             .layout = norm_layout,
+                                             .reads_bf16 = norm_reads_bf16,
+                                             .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {.name = "norm_apply_bwd_stats",
+                                                 .infer = infer_norm,
+                                                 .flops = flops_norm,
+                                                 .forward = fwd_norm,
+                                                 .reference = ref_norm,
+                                                 .layout = norm_layout,
+                                                 .reads_bf16 = norm_reads_bf16,
+                                                 .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {.name = "norm_apply_bwd_affine",
+                                                  .infer = infer_norm,
+                                                  .flops = flops_norm,
+                                                  .forward = fwd_norm,
+                                                  .reference = ref_norm,
+                                                  .layout = norm_layout,
+                                                  .reads_bf16 = norm_reads_bf16,
+                                                  .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {.name = "running_stats_update",
+                                                 .infer = infer_running,
+                                                 .flops = flops_running,
+                                                 .forward = fwd_running,
+                                                 .reference = ref_running,
+                                                 .memory = TG_OP_OWN_STORAGE};

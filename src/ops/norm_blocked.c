@@ -11,6 +11,7 @@
 #include "core/bf16.h"
 #include "core/clones.h"
 #include "ops/blocked.h"
+#include "ops/norm.h"
 #include "ops/broadcast.h"
 #include "tilegraph/dtype.h"
 
@@ -312,9 +313,9 @@ void tg_norm_blocked_run(const tg_kernel_args *a)
                       .C = x->shape.dim[1],
                       .CB = x->shape.dim[1] / B,
                       .HW = x->shape.dim[2] * x->shape.dim[3],
-                      .eps = node->p.f[0],
-                      .has_g = node->p.i[2] != 0,
-                      .has_b = node->p.i[3] != 0};
+                      .eps = tg_norm_eps(node),
+                      .has_g = tg_norm_has_gamma(node) != 0,
+                      .has_b = tg_norm_has_beta(node) != 0};
     unsigned char *area = a->scratch; /* after no kernel scratch: the ops have none */
     bool small_out = node->shape.ndim != 4;
     float *out_f32 = small_out ? carve(&area, tg_numel(node)) : NULL;

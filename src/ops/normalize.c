@@ -1,27 +1,23 @@
 /* ops/normalize.c - 8-bit input normalised on the device.
  *
  * NORMALIZE_U8 turns u8 pixels [N, C, ...] into f32 (x / 255 - mean[c]) /
- * std[c]. Params: i[0] = C, f[0..3] = means, f[4..7] = standard deviations.
- * With i[1] = 1 (tg_cast_u8) it is the plain conversion of any u8 tensor to
+ * std[c]. Params (ops/normalize.h): C, the means, the standard deviations.
+ * With raw set (tg_cast_u8) it is the plain conversion of any u8 tensor to
  * the same values in f32 (ONNX's Cast from uint8): the model's own ops then
  * normalise, as a PyTorch model that takes 8-bit images does.
  * The kernel builds a 256-entry table per channel in double and rounds it to
  * float, exactly as the data loader does, so feeding 8-bit images and
  * normalising here gives bit-identical training to normalising on the host.
  */
-#include "ops/op.h"
+#include "ops/normalize.h"
 
 #include "core/error.h"
-
-enum { MAX_CHANNELS = 4 };
-
-enum { RAW = 1 };
 
 static tg_status infer_normalize(tg_tensor *node)
 {
     const tg_tensor *x = node->in[0];
-    int64_t c = node->p.i[0];
-    if (node->p.i[1] == RAW) {
+    int64_t c = tg_normalize_channels(node);
+    if (tg_normalize_raw(node) == 1) {
         if (x->dtype != TG_U8)
             return tg_error(TG_ERR_DTYPE, "the u8 conversion takes a u8 tensor, not %s",
                             tg_dtype_name(x->dtype));
@@ -32,13 +28,13 @@ static tg_status infer_normalize(tg_tensor *node)
     if (x->dtype != TG_U8 || x->shape.ndim < 2)
         return tg_error(TG_ERR_DTYPE, "8-bit normalisation takes u8 [N, C, ...] images, not %s",
                         tg_dtype_name(x->dtype));
-    if (c != x->shape.dim[1] || c < 1 || c > MAX_CHANNELS)
+    if (c != x->shape.dim[1] || c < 1 || c > TG_NORMALIZE_MAX_CHANNELS)
         return tg_error(TG_ERR_SHAPE, "%lld channels of statistics for %lld channels (at most %d)",
-                        (long long)c, (long long)x->shape.dim[1], MAX_CHANNELS);
+                        (long long)c, (long long)x->shape.dim[1], TG_NORMALIZE_MAX_CHANNELS);
     for (int k = 0; k < c; k++)
-        if (!(node->p.f[MAX_CHANNELS + k] > 0))
+        if (!(tg_normalize_std(node, (int)k) > 0))
             return tg_error(TG_ERR_INVALID_ARG, "channel %d: standard deviation %g is not positive",
-                            k, node->p.f[MAX_CHANNELS + k]);
+                            k, tg_normalize_std(node, (int)k));
     node->shape = x->shape;
     node->dtype = TG_F32;
     return TG_OK;
@@ -52,7 +48,7 @@ static double flops_normalize(const tg_tensor *node)
 typedef struct {
     const uint8_t *x;
     float *y;
-    float lut[MAX_CHANNELS][256];
+    float lut[TG_NORMALIZE_MAX_CHANNELS][256];
     int64_t channels, plane;
 } norm_job;
 
@@ -80,33 +76,34 @@ static void convert_range(void *ctx, int64_t begin, int64_t end, int t)
 static void fwd_normalize(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    if (node->p.i[1] == RAW) {
+    if (tg_normalize_raw(node) == 1) {
         norm_job raw = {.x = a->in[0], .y = a->out};
         tg_pool_for(a->pool, tg_numel(node), convert_range, &raw);
         return;
     }
-    norm_job j = {a->in[0], a->out, {{0}}, node->p.i[0], 1};
+    norm_job j = {a->in[0], a->out, {{0}}, tg_normalize_channels(node), 1};
     for (int d = 2; d < node->shape.ndim; d++)
         j.plane *= node->shape.dim[d];
     for (int c = 0; c < j.channels; c++)
         for (int v = 0; v < 256; v++)
-            j.lut[c][v] = (float)(((double)v / 255.0 - (double)node->p.f[c]) /
-                                  (double)node->p.f[MAX_CHANNELS + c]);
+            j.lut[c][v] = (float)(((double)v / 255.0 - (double)tg_normalize_mean(node, (int)c)) /
+                                  (double)tg_normalize_std(node, (int)c));
     tg_pool_for(a->pool, tg_numel(node) / j.plane, normalize_planes, &j);
 }
 
 static void ref_normalize(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    if (node->p.i[1] == RAW) {
+    if (tg_normalize_raw(node) == 1) {
         for (int64_t k = 0; k < tg_numel(node); k++)
             a->out[k] = a->in[0][k];
         return;
     }
-    int64_t c = node->p.i[0], plane = tg_numel(node) / (node->shape.dim[0] * c);
+    int64_t c = tg_normalize_channels(node), plane = tg_numel(node) / (node->shape.dim[0] * c);
     for (int64_t k = 0; k < tg_numel(node); k++) {
         int64_t ch = (k / plane) % c;
-        a->out[k] = (a->in[0][k] / 255.0 - node->p.f[ch]) / node->p.f[MAX_CHANNELS + ch];
+        a->out[k] = (a->in[0][k] / 255.0 - tg_normalize_mean(node, (int)ch)) /
+                    tg_normalize_std(node, (int)ch);
     }
 }
 
@@ -114,21 +111,23 @@ tg_tensor *tg_normalize_u8(tg_graph *g, tg_tensor *x, const float *mean, const f
 {
     tg_node_params p = {{0}, {0}};
     int64_t c = x && x->shape.ndim >= 2 ? x->shape.dim[1] : 0;
-    p.i[0] = c;
-    for (int k = 0; k < c && k < MAX_CHANNELS; k++) {
-        p.f[k] = mean[k];
-        p.f[MAX_CHANNELS + k] = std[k];
-    }
+    tg_normalize_set_channels(&p, c);
+    for (int k = 0; k < c && k < TG_NORMALIZE_MAX_CHANNELS; k++)
+        tg_normalize_set_channel(&p, k, mean[k], std[k]);
     return tg_node_create(g, TG_OP_NORMALIZE_U8, 1, &x, &p);
 }
 
 tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x)
 {
     tg_node_params p = {{0}, {0}};
-    p.i[1] = RAW;
+    tg_normalize_set_raw(&p, 1);
     return tg_node_create(g, TG_OP_NORMALIZE_U8, 1, &x, &p);
 }
 
 /* The input is data, not a parameter: no gradient rule. */
-const tg_op_def tg_opdef_NORMALIZE_U8 = {
-    "normalize_u8", infer_normalize, flops_normalize, NULL, fwd_normalize, ref_normalize, NULL};
+const tg_op_def tg_opdef_NORMALIZE_U8 = {.name = "normalize_u8",
+                                         .infer = infer_normalize,
+                                         .flops = flops_normalize,
+                                         .forward = fwd_normalize,
+                                         .reference = ref_normalize,
+                                         .memory = TG_OP_OWN_STORAGE};

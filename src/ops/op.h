@@ -2,7 +2,11 @@
  *
  * One tg_op_def per op kind, defined in the op's family file
  * (src/ops/<family>.c) as `const tg_op_def tg_opdef_<ENUM>`. The registry
- * (ops/registry.c) gathers them into a table indexed by tg_op.
+ * (ops/registry.c) gathers them into a table indexed by tg_op. The def is
+ * the op's only description: besides its rules and kernels it says what the
+ * passes need to know of it (memory, flags, cost kind, plan and layout
+ * hooks, below), and its params are named in the family's header
+ * (ops/<family>.h, TG_PARAM_I in graph/node.h).
  *
  * Kernels:
  *  - forward: the fast f32 kernel used by the engine. It may use the pool to
@@ -117,6 +121,71 @@ typedef struct tg_ref_args {
     uint64_t seed;
 } tg_ref_args;
 
+/* What a pass that treats some ops apart (layout, cost, bf16, aliasing)
+ * reads from the op's definition: it never keeps a list of op names of its
+ * own. Every flag's absence is the safe choice (plain NCHW layout, operands
+ * staged through f32, storage of its own), so an op that says nothing is
+ * treated as the general case. */
+enum {
+    TG_OPF_NONE = 0, /* the general case: NCHW operands, staged through f32 */
+    /* The kernel applies one formula per element with no position in it
+     * (ReLU, add, their gradients): the op is element-wise
+     * (tg_op_is_elementwise) wherever every operand has the output's shape
+     * and it has at most TG_ELEMENTWISE_MAX_INPUTS inputs. */
+    TG_OPF_ELEMENTWISE = 1u << 0,
+    /* The kernels run with every 4-D operand in the blocked layout
+     * (tg_kernel_args.blocked) whatever the params: 2-D pooling. Element-wise
+     * ops need not say so; ops for which it depends on the params have a
+     * layout hook instead. */
+    TG_OPF_BLOCKED = 1u << 1,
+    /* An element-wise op with a kernel for every operand in bf16
+     * (ops/elementwise_bf16.c: tg_elementwise_bf16_run). */
+    TG_OPF_BF16_NATIVE = 1u << 2,
+};
+
+/* Whether an op's output is memory of its own or another's bytes
+ * reinterpreted. Every def must say (tests/ops/test_registry.c fails on
+ * TG_OP_MEMORY_UNSAID): a pass that assumed a view had bytes of its own, or
+ * the reverse, would read the wrong bytes (the layout pass once kept a
+ * reshape's input blocked and the reshape read it as NCHW). */
+typedef enum tg_op_memory {
+    TG_OP_MEMORY_UNSAID = 0,
+    /* Its output is stored apart from its inputs (or, for an update, it
+     * writes into its first n_mutated inputs in place). */
+    TG_OP_OWN_STORAGE,
+    /* Its output is in[0]'s bytes reinterpreted (a reshape): no storage
+     * and no kernel of its own. The graph marks every node of it
+     * TG_NODE_ALIAS, and every pass treats the node as a view in NCHW. */
+    TG_OP_VIEWS_INPUT,
+} tg_op_memory;
+
+/* How an op's kernels take their 4-D operands (compile/layout.c). */
+typedef enum tg_op_layout {
+    TG_LAYOUT_PLAIN = 0, /* NCHW only: the safe default */
+    TG_LAYOUT_TIED,      /* its own kernels run blocked: every 4-D operand in one layout */
+    TG_LAYOUT_OWN,       /* each operand as its planned kernel reads it (oneDNN convolutions) */
+} tg_op_layout;
+
+/* How the compiler's cost model times an op (compile/cost.c): by FLOPs at
+ * a GEMM's or a convolution's rate, or by bytes moved at a pooling
+ * window's or plain memory's pace. TG_COST_MEMORY (0) for every op that
+ * says nothing. */
+typedef enum tg_cost_kind {
+    TG_COST_MEMORY, /* everything else: bound by bytes moved */
+    TG_COST_GEMM,   /* matmul, linear */
+    TG_COST_CONV,   /* conv2d and its two backward ops */
+    TG_COST_POOL,   /* pooling and its backward: bytes moved, at a window's pace */
+    TG_COST_KIND_COUNT
+} tg_cost_kind;
+
+/* The plan hooks of an op kind that has them (see the file's comment). */
+typedef struct tg_op_planner {
+    tg_status (*plan)(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan);
+    void (*plan_free)(void *state);
+} tg_op_planner;
+
+/* One op kind, written with designated initializers: every field but
+ * `memory` may be left out, and a field left out is the safe default. */
 typedef struct tg_op_def {
     const char *name;
     tg_infer_rule infer; /* graph/op_rules.h */
@@ -127,20 +196,29 @@ typedef struct tg_op_def {
     void (*forward)(const tg_kernel_args *a);
     void (*reference)(const tg_ref_args *a);
     tg_backward_rule backward; /* graph/op_rules.h */
+    tg_op_memory memory;       /* required */
+    unsigned flags;            /* TG_OPF_* */
+    tg_cost_kind cost;
+    const tg_op_planner *planner; /* NULL: no plan hooks */
+    /* When the layout depends on the node (its params, the kernel its plan
+     * hook will choose with n_threads threads): the layout; NULL = from
+     * the flags (TG_OPF_BLOCKED, TG_OPF_ELEMENTWISE). */
+    tg_op_layout (*layout)(const tg_tensor *node, int n_threads);
+    /* When the kernel reads and writes bf16-stored operands as they are
+     * (tg_kernel_args.in_type, out_type) on a condition of the node's
+     * (blocked: it runs in the blocked layout): whether it does; NULL =
+     * from the flags (TG_OPF_BF16_NATIVE on an element-wise node). */
+    bool (*reads_bf16)(const tg_tensor *node, bool blocked);
 } tg_op_def;
-
-/* The plan hooks of an op kind that has them (see above); few ops do, so
- * they live apart from tg_op_def, listed in registry.c. */
-typedef struct tg_op_planner {
-    tg_status (*plan)(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan);
-    void (*plan_free)(void *state);
-} tg_op_planner;
 
 /* The op's definition, or NULL for a value outside tg_op. tg_op_name and the
  * rules the graph layer uses are declared in graph/op_rules.h. */
 const tg_op_def *tg_op_get(tg_op op);
 /* The op's plan hooks, or NULL when it has none. */
 const tg_op_planner *tg_op_planner_get(tg_op op);
+/* How node's kernels take their 4-D operands with n_threads threads (the
+ * def's layout hook, else its flags). */
+tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads);
 
 /* Whether node's kernel computes each output element from the elements at
  * the same place of its inputs alone (ReLU, add, their gradients, ...) with
@@ -162,14 +240,15 @@ bool tg_op_update_is_elementwise(const tg_tensor *node);
  * stored in bf16 as they are (tg_kernel_args.in_type and update): SGD, Adam
  * and AdamW (ops/optim.c). */
 bool tg_op_update_reads_bf16(const tg_tensor *node);
-/* Whether node's kernel reads and writes its bf16-stored 4-D operands as
- * they are (tg_kernel_args.in_type, out_type) when it runs blocked: batch
- * norm's ops (ops/norm_blocked.c). */
+/* Whether node's kernel reads and writes its bf16-stored operands as they
+ * are (tg_kernel_args.in_type, out_type), running blocked or not: the def's
+ * reads_bf16 hook (batch norm's ops when blocked, ops/norm_blocked.c; the
+ * element-wise weight updates), else TG_OPF_BF16_NATIVE element-wise ops. */
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked);
-/* ReLU, its gradient and add with every operand in bf16
- * (ops/elementwise_bf16.c): whether node is one, and its kernel, which
- * runs and returns true when a->out_type is bf16 (the compiler then gave
- * it every operand in bf16). */
+/* The element-wise ops with every operand in bf16 (TG_OPF_BF16_NATIVE,
+ * ops/elementwise_bf16.c: ReLU, its gradient and add): whether node is
+ * one, and its kernel, which runs and returns true when a->out_type is
+ * bf16 (the compiler then gave it every operand in bf16). */
 bool tg_elementwise_bf16_supported(const tg_tensor *node);
 bool tg_elementwise_bf16_run(const tg_kernel_args *a);
 

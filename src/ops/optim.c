@@ -686,20 +686,28 @@ static void ref_adam(const tg_ref_args *a)
     }
 }
 
-/* No backward: updates come after the backward pass and output nothing. */
-const tg_op_def tg_opdef_SGD_UPDATE = {
-    .name = "sgd_update",
-    .infer = infer_sgd,
-    .flops = flops_sgd,
-    .forward = fwd_sgd,
-    .reference = ref_sgd,
-};
+/* The element-wise updates read their bf16-stored operands themselves,
+ * blocked or not (their operands are never 4-D activations). */
+static bool update_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    (void)blocked;
+    return tg_op_update_reads_bf16(node);
+}
 
-const tg_op_def tg_opdef_ADAM_UPDATE = {
-    .name = "adam_update",
-    .infer = infer_adam,
-    .flops = flops_adam,
-    .scratch = scratch_adam,
-    .forward = fwd_adam,
-    .reference = ref_adam,
-};
+/* No backward: updates come after the backward pass and output nothing. */
+const tg_op_def tg_opdef_SGD_UPDATE = {.name = "sgd_update",
+                                       .infer = infer_sgd,
+                                       .flops = flops_sgd,
+                                       .forward = fwd_sgd,
+                                       .reference = ref_sgd,
+                                       .reads_bf16 = update_reads_bf16,
+                                       .memory = TG_OP_OWN_STORAGE};
+
+const tg_op_def tg_opdef_ADAM_UPDATE = {.name = "adam_update",
+                                        .infer = infer_adam,
+                                        .flops = flops_adam,
+                                        .scratch = scratch_adam,
+                                        .forward = fwd_adam,
+                                        .reference = ref_adam,
+                                        .reads_bf16 = update_reads_bf16,
+                                        .memory = TG_OP_OWN_STORAGE};

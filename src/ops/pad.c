@@ -1,9 +1,9 @@
 /* ops/pad.c - PAD (ONNX Pad, torch.nn.functional.pad) and its gradient
  * PAD_BWD, over any number of dimensions.
  *
- * Params: p.i[0] = mode (tg_pad_mode); p.i[1 + d] = padding before axis d,
- * p.i[1 + ndim + d] = padding after it (ONNX's order: all begins, then all
- * ends); p.f[0] = the constant. A negative padding crops. PAD_BWD keeps the
+ * Params (ops/pad.h): the mode (tg_pad_mode), the padding before and after
+ * each axis (ONNX's order: all begins, then all ends), the constant. A
+ * negative padding crops. PAD_BWD keeps the
  * forward node's params; its input is dy (PAD's output shape) and its output
  * has PAD's input shape.
  *
@@ -16,21 +16,11 @@
  * PAD_BWD scatters and adds.
  */
 #include "ops/broadcast.h"
+#include "ops/pad.h"
 
 #include "core/error.h"
 
 #include <string.h>
-
-enum { MODE = 0, PADS = 1 };
-
-static int64_t pad_begin(const tg_node_params *p, int d)
-{
-    return p->i[PADS + d];
-}
-static int64_t pad_end(const tg_node_params *p, int ndim, int d)
-{
-    return p->i[PADS + ndim + d];
-}
 
 /* The input index that output index o reads along an axis of length n, or -1
  * for the constant. */
@@ -54,7 +44,7 @@ static inline int64_t source_index(int64_t o, int64_t begin, int64_t n, int mode
 /* Check the padding of axis d of an input of length n; set *out_len. */
 static tg_status check_axis(const tg_node_params *p, int ndim, int d, int64_t n, int64_t *out_len)
 {
-    int64_t b = pad_begin(p, d), e = pad_end(p, ndim, d), mode = p->i[MODE];
+    int64_t b = tg_pad_get_begin(p, d), e = tg_pad_get_end(p, ndim, d), mode = tg_pad_get_kind(p);
     if (n + b + e < 1)
         return tg_error(TG_ERR_SHAPE,
                         "padding %lld before and %lld after axis %d of length %lld leaves "
@@ -80,7 +70,7 @@ static tg_status infer_pad(tg_tensor *node)
     if (x->dtype != TG_F32)
         return tg_error(TG_ERR_DTYPE, "input '%s' is %s; this op takes f32", x->name,
                         tg_dtype_name(x->dtype));
-    int64_t mode = node->p.i[MODE];
+    int64_t mode = tg_pad_kind(node);
     if (mode != TG_PAD_CONSTANT && mode != TG_PAD_REFLECT && mode != TG_PAD_EDGE)
         return tg_error(TG_ERR_INVALID_ARG,
                         "mode %lld is not TG_PAD_CONSTANT, TG_PAD_REFLECT or TG_PAD_EDGE",
@@ -91,14 +81,14 @@ static tg_status infer_pad(tg_tensor *node)
         const tg_node_params *p = &node->p;
         int64_t len = in.dim[d];
         if (bwd) /* in is dy: the forward input had len - begin - end elements */
-            len -= pad_begin(p, d) + pad_end(p, in.ndim, d);
+            len -= tg_pad_get_begin(p, d) + tg_pad_get_end(p, in.ndim, d);
         int64_t padded = 0;
         if (bwd && len < 1)
             return tg_error(TG_ERR_SHAPE,
                             "dy has %lld elements along axis %d, fewer than "
                             "its padding %lld + %lld",
-                            (long long)in.dim[d], d, (long long)pad_begin(p, d),
-                            (long long)pad_end(p, in.ndim, d));
+                            (long long)in.dim[d], d, (long long)tg_pad_get_begin(p, d),
+                            (long long)tg_pad_get_end(p, in.ndim, d));
         TG_TRY(check_axis(p, in.ndim, d, len, &padded));
         out.dim[d] = bwd ? len : padded;
     }
@@ -131,11 +121,11 @@ static pad_view make_view(const tg_tensor *node)
     bool bwd = node->op == TG_OP_PAD_BWD;
     tg_shape big = bwd ? node->in[0]->shape : node->shape;
     tg_shape small = bwd ? node->shape : node->in[0]->shape;
-    pad_view v = {.ndim = big.ndim > 0 ? big.ndim : 1, .mode = (int)node->p.i[MODE], .rows = 1};
+    pad_view v = {.ndim = big.ndim > 0 ? big.ndim : 1, .mode = (int)tg_pad_kind(node), .rows = 1};
     for (int d = 0; d < v.ndim; d++) {
         v.big[d] = big.ndim > 0 ? big.dim[d] : 1;
         v.small[d] = big.ndim > 0 ? small.dim[d] : 1;
-        v.begin[d] = big.ndim > 0 ? pad_begin(&node->p, d) : 0;
+        v.begin[d] = big.ndim > 0 ? tg_pad_get_begin(&node->p, d) : 0;
     }
     for (int d = 0; d < v.ndim - 1; d++)
         v.rows *= v.big[d];
@@ -201,7 +191,7 @@ static void pad_rows(void *ctx, int64_t begin, int64_t end, int t)
 
 static void fwd_pad(const tg_kernel_args *a)
 {
-    pad_job j = {make_view(a->node), a->in[0], a->out, a->node->p.f[0], 0};
+    pad_job j = {make_view(a->node), a->in[0], a->out, tg_pad_value(a->node), 0};
     tg_par_for(a->pool, j.v.rows, tg_numel(a->node), pad_rows, &j);
 }
 
@@ -267,7 +257,7 @@ static void ref_pad(const tg_ref_args *a)
         if (bwd && src >= 0)
             a->out[src] += a->in[0][k];
         else if (!bwd)
-            a->out[k] = src >= 0 ? a->in[0][src] : node->p.f[0];
+            a->out[k] = src >= 0 ? a->in[0][src] : tg_pad_value(node);
     }
 }
 
@@ -283,10 +273,9 @@ tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mo
                              "values: the begins, then the ends)",
                              x->name, x->shape.ndim);
     tg_node_params p = {0};
-    p.i[MODE] = mode;
-    for (int d = 0; d < 2 * x->shape.ndim; d++)
-        p.i[PADS + d] = pads[d];
-    p.f[0] = value;
+    tg_pad_set_kind(&p, mode);
+    tg_pad_set_pads(&p, x->shape.ndim, pads);
+    tg_pad_set_value(&p, value);
     return tg_node_create(g, TG_OP_PAD, 1, &x, &p);
 }
 
@@ -304,11 +293,22 @@ static tg_status bwd_pad_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
                              tg_tensor **din)
 {
     tg_node_params p = node->p;
-    p.f[0] = 0.0f;
+    tg_pad_set_value(&p, 0.0f);
     din[0] = tg_node_create(g, TG_OP_PAD, 1, &dout, &p);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
-const tg_op_def tg_opdef_PAD = {"pad", infer_pad, flops_none, NULL, fwd_pad, ref_pad, bwd_pad};
-const tg_op_def tg_opdef_PAD_BWD = {"pad_bwd",   infer_pad, flops_bwd,  NULL,
-                                    fwd_pad_bwd, ref_pad,   bwd_pad_bwd};
+const tg_op_def tg_opdef_PAD = {.name = "pad",
+                                .infer = infer_pad,
+                                .flops = flops_none,
+                                .forward = fwd_pad,
+                                .reference = ref_pad,
+                                .backward = bwd_pad,
+                                .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_PAD_BWD = {.name = "pad_bwd",
+                                    .infer = infer_pad,
+                                    .flops = flops_bwd,
+                                    .forward = fwd_pad_bwd,
+                                    .reference = ref_pad,
+                                    .backward = bwd_pad_bwd,
+                                    .memory = TG_OP_OWN_STORAGE};

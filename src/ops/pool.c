@@ -2,9 +2,9 @@
  * ONNX's generality: asymmetric padding, dilation (max only), ceil_mode and
  * count_include_pad.
  *
- * Params: i[0..5] = kernel h, w, stride h, w, padding top, left; i[8..13] =
- * padding bottom, right, dilation h, w, ceil_mode, count_include_pad. The
- * backward ops also keep the input's height and width in i[6], i[7]. Max
+ * Params (ops/pool.h): kernel, stride, padding (top, left, bottom, right),
+ * dilation, ceil_mode, count_include_pad; the backward ops also keep the
+ * input's height and width. Max
  * pooling pads with -infinity and picks the first maximum of a window (as
  * PyTorch); its gradient recomputes that choice from x instead of storing
  * indices, which saves an index tensor per pooling layer. Average pooling
@@ -17,14 +17,13 @@
  */
 #include "core/clones.h"
 #include "ops/blocked.h"
+#include "ops/pool.h"
 
 #include "core/error.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
-
-enum { KH, KW, SH, SW, PT, PL, IH, IW, PB, PR, DH, DW, CEIL, CIP };
 
 typedef struct {
     int64_t planes, ih, iw, oh, ow;
@@ -34,23 +33,22 @@ typedef struct {
 
 static pool_geom geom(const tg_tensor *node, tg_shape in_shape, tg_shape out_shape)
 {
-    const int64_t *p = node->p.i;
     pool_geom g = {in_shape.dim[0] * in_shape.dim[1],
                    in_shape.dim[2],
                    in_shape.dim[3],
                    out_shape.dim[2],
                    out_shape.dim[3],
-                   (int)p[KH],
-                   (int)p[KW],
-                   (int)p[SH],
-                   (int)p[SW],
-                   (int)p[PT],
-                   (int)p[PL],
-                   (int)p[PB],
-                   (int)p[PR],
-                   (int)p[DH],
-                   (int)p[DW],
-                   p[CIP] != 0};
+                   (int)tg_pool_kernel_h(node),
+                   (int)tg_pool_kernel_w(node),
+                   (int)tg_pool_stride_h(node),
+                   (int)tg_pool_stride_w(node),
+                   (int)tg_pool_pad_top(node),
+                   (int)tg_pool_pad_left(node),
+                   (int)tg_pool_pad_bottom(node),
+                   (int)tg_pool_pad_right(node),
+                   (int)tg_pool_dilation_h(node),
+                   (int)tg_pool_dilation_w(node),
+                   tg_pool_count_include_pad(node) != 0};
     return g;
 }
 
@@ -60,8 +58,8 @@ static tg_shape input_shape(const tg_tensor *node)
     if (node->op == TG_OP_MAXPOOL2D || node->op == TG_OP_AVGPOOL2D)
         return node->in[0]->shape;
     tg_shape s = node->in[0]->shape;
-    s.dim[2] = node->p.i[IH];
-    s.dim[3] = node->p.i[IW];
+    s.dim[2] = tg_pool_in_h(node);
+    s.dim[3] = tg_pool_in_w(node);
     return s;
 }
 
@@ -101,32 +99,39 @@ static bool has_empty_window(int64_t in, int64_t out, int64_t k, int64_t s, int6
     return false;
 }
 
-static tg_status check_params(const int64_t *p, bool is_max)
+static tg_status check_params(const tg_tensor *node, bool is_max)
 {
-    if (p[KH] < 1 || p[KW] < 1 || p[SH] < 1 || p[SW] < 1 || p[DH] < 1 || p[DW] < 1)
+    if (tg_pool_kernel_h(node) < 1 || tg_pool_kernel_w(node) < 1 || tg_pool_stride_h(node) < 1 ||
+        tg_pool_stride_w(node) < 1 || tg_pool_dilation_h(node) < 1 || tg_pool_dilation_w(node) < 1)
         return tg_error(TG_ERR_INVALID_ARG,
                         "kernel %lldx%lld, stride %lldx%lld, dilation %lldx%lld: all must be "
                         "positive",
-                        (long long)p[KH], (long long)p[KW], (long long)p[SH], (long long)p[SW],
-                        (long long)p[DH], (long long)p[DW]);
-    if (p[PT] < 0 || p[PL] < 0 || p[PB] < 0 || p[PR] < 0)
+                        (long long)tg_pool_kernel_h(node), (long long)tg_pool_kernel_w(node),
+                        (long long)tg_pool_stride_h(node), (long long)tg_pool_stride_w(node),
+                        (long long)tg_pool_dilation_h(node), (long long)tg_pool_dilation_w(node));
+    if (tg_pool_pad_top(node) < 0 || tg_pool_pad_left(node) < 0 || tg_pool_pad_bottom(node) < 0 ||
+        tg_pool_pad_right(node) < 0)
         return tg_error(TG_ERR_INVALID_ARG,
                         "padding top %lld, left %lld, bottom %lld, right %lld: none may be "
                         "negative (crop with tg_pad first)",
-                        (long long)p[PT], (long long)p[PL], (long long)p[PB], (long long)p[PR]);
-    if (!is_max && (p[DH] != 1 || p[DW] != 1))
+                        (long long)tg_pool_pad_top(node), (long long)tg_pool_pad_left(node),
+                        (long long)tg_pool_pad_bottom(node), (long long)tg_pool_pad_right(node));
+    if (!is_max && (tg_pool_dilation_h(node) != 1 || tg_pool_dilation_w(node) != 1))
         return tg_error(TG_ERR_UNSUPPORTED,
                         "dilation %lldx%lld: average pooling supports only dilation 1 (as "
                         "PyTorch's AvgPool2d)",
-                        (long long)p[DH], (long long)p[DW]);
+                        (long long)tg_pool_dilation_h(node), (long long)tg_pool_dilation_w(node));
     /* PyTorch's rule: no side pads more than half the (dilated) window, so a
      * window never lies mostly in padding. */
-    int64_t sh = p[DH] * (p[KH] - 1) + 1, sw = p[DW] * (p[KW] - 1) + 1;
-    if (2 * p[PT] > sh || 2 * p[PB] > sh || 2 * p[PL] > sw || 2 * p[PR] > sw)
+    int64_t sh = tg_pool_dilation_h(node) * (tg_pool_kernel_h(node) - 1) + 1,
+            sw = tg_pool_dilation_w(node) * (tg_pool_kernel_w(node) - 1) + 1;
+    if (2 * tg_pool_pad_top(node) > sh || 2 * tg_pool_pad_bottom(node) > sh ||
+        2 * tg_pool_pad_left(node) > sw || 2 * tg_pool_pad_right(node) > sw)
         return tg_error(TG_ERR_INVALID_ARG,
                         "padding top %lld, left %lld, bottom %lld, right %lld is more than half "
                         "the kernel %lldx%lld",
-                        (long long)p[PT], (long long)p[PL], (long long)p[PB], (long long)p[PR],
+                        (long long)tg_pool_pad_top(node), (long long)tg_pool_pad_left(node),
+                        (long long)tg_pool_pad_bottom(node), (long long)tg_pool_pad_right(node),
                         (long long)sh, (long long)sw);
     return TG_OK;
 }
@@ -134,25 +139,31 @@ static tg_status check_params(const int64_t *p, bool is_max)
 static tg_status infer_pool(tg_tensor *node)
 {
     const tg_tensor *x = node->in[0];
-    const int64_t *p = node->p.i;
     char buf[64];
     if (x->shape.ndim != 4 || x->dtype != TG_F32)
         return tg_error(TG_ERR_SHAPE, "pooling takes an f32 [N, C, H, W] tensor, not %s %s",
                         tg_dtype_name(x->dtype), tg_shape_str(x->shape, buf, sizeof buf));
-    TG_TRY(check_params(p, node->op == TG_OP_MAXPOOL2D));
+    TG_TRY(check_params(node, node->op == TG_OP_MAXPOOL2D));
     int64_t h = x->shape.dim[2], w = x->shape.dim[3];
-    int64_t oh = out_len(h, p[KH], p[SH], p[PT], p[PB], p[DH], p[CEIL]);
-    int64_t ow = out_len(w, p[KW], p[SW], p[PL], p[PR], p[DW], p[CEIL]);
+    int64_t oh =
+        out_len(h, tg_pool_kernel_h(node), tg_pool_stride_h(node), tg_pool_pad_top(node),
+                tg_pool_pad_bottom(node), tg_pool_dilation_h(node), tg_pool_ceil_mode(node));
+    int64_t ow =
+        out_len(w, tg_pool_kernel_w(node), tg_pool_stride_w(node), tg_pool_pad_left(node),
+                tg_pool_pad_right(node), tg_pool_dilation_w(node), tg_pool_ceil_mode(node));
     if (oh < 1 || ow < 1)
         return tg_error(TG_ERR_SHAPE, "a %lldx%lld window does not fit in the %s input",
-                        (long long)p[KH], (long long)p[KW],
+                        (long long)tg_pool_kernel_h(node), (long long)tg_pool_kernel_w(node),
                         tg_shape_str(x->shape, buf, sizeof buf));
-    if (has_empty_window(h, oh, p[KH], p[SH], p[PT], p[DH]) ||
-        has_empty_window(w, ow, p[KW], p[SW], p[PL], p[DW]))
+    if (has_empty_window(h, oh, tg_pool_kernel_h(node), tg_pool_stride_h(node),
+                         tg_pool_pad_top(node), tg_pool_dilation_h(node)) ||
+        has_empty_window(w, ow, tg_pool_kernel_w(node), tg_pool_stride_w(node),
+                         tg_pool_pad_left(node), tg_pool_dilation_w(node)))
         return tg_error(TG_ERR_SHAPE,
                         "with dilation %lldx%lld some %lldx%lld window of the %s input covers "
                         "only padding; use a smaller dilation or padding",
-                        (long long)p[DH], (long long)p[DW], (long long)p[KH], (long long)p[KW],
+                        (long long)tg_pool_dilation_h(node), (long long)tg_pool_dilation_w(node),
+                        (long long)tg_pool_kernel_h(node), (long long)tg_pool_kernel_w(node),
                         tg_shape_str(x->shape, buf, sizeof buf));
     node->dtype = TG_F32;
     node->shape = tg_shape4(x->shape.dim[0], x->shape.dim[1], oh, ow);
@@ -167,8 +178,8 @@ static tg_status infer_bwd(tg_tensor *node)
 
 static double flops_pool(const tg_tensor *node)
 {
-    const int64_t *p = node->p.i;
-    return (double)tg_shape_numel(output_shape(node)) * (double)(p[KH] * p[KW]);
+    return (double)tg_shape_numel(output_shape(node)) *
+           (double)(tg_pool_kernel_h(node) * tg_pool_kernel_w(node));
 }
 
 /* ---- max ----------------------------------------------------------------------- */
@@ -652,10 +663,13 @@ static void ref_pool(const tg_ref_args *a)
 static tg_tensor *pool(tg_graph *g, tg_op op, tg_tensor *x, tg_pool2d_params q)
 {
     tg_node_params p = {0};
-    p.i[KH] = q.kernel_h, p.i[KW] = q.kernel_w, p.i[SH] = q.stride_h, p.i[SW] = q.stride_w;
-    p.i[PT] = q.pad_top, p.i[PL] = q.pad_left, p.i[PB] = q.pad_bottom, p.i[PR] = q.pad_right;
-    p.i[DH] = q.dilation_h, p.i[DW] = q.dilation_w;
-    p.i[CEIL] = q.ceil_mode, p.i[CIP] = q.count_include_pad;
+    tg_pool_set_kernel_h(&p, q.kernel_h), tg_pool_set_kernel_w(&p, q.kernel_w);
+    tg_pool_set_stride_h(&p, q.stride_h), tg_pool_set_stride_w(&p, q.stride_w);
+    tg_pool_set_pad_top(&p, q.pad_top), tg_pool_set_pad_left(&p, q.pad_left);
+    tg_pool_set_pad_bottom(&p, q.pad_bottom), tg_pool_set_pad_right(&p, q.pad_right);
+    tg_pool_set_dilation_h(&p, q.dilation_h), tg_pool_set_dilation_w(&p, q.dilation_w);
+    tg_pool_set_ceil_mode(&p, q.ceil_mode);
+    tg_pool_set_count_include_pad(&p, q.count_include_pad);
     return tg_node_create(g, op, 1, &x, &p);
 }
 
@@ -702,8 +716,8 @@ static tg_status bwd_pool(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
 {
     (void)need;
     tg_node_params p = node->p;
-    p.i[IH] = node->in[0]->shape.dim[2];
-    p.i[IW] = node->in[0]->shape.dim[3];
+    tg_pool_set_in_h(&p, node->in[0]->shape.dim[2]);
+    tg_pool_set_in_w(&p, node->in[0]->shape.dim[3]);
     if (node->op == TG_OP_MAXPOOL2D) {
         /* (dy, x): the window maxima are found again in x, so the pooled
          * output need not live until the backward pass */
@@ -721,7 +735,7 @@ static tg_status bwd_avgpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
 {
     (void)need;
     tg_node_params p = node->p;
-    p.i[IH] = p.i[IW] = 0;
+    tg_pool_set_in_h(&p, 0), tg_pool_set_in_w(&p, 0);
     din[0] = tg_node_create(g, TG_OP_AVGPOOL2D, 1, &dout, &p);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
@@ -740,11 +754,39 @@ static tg_status bwd_maxpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_MAXPOOL2D = {"maxpool2d", infer_pool, flops_pool, NULL,
-                                      fwd_maxpool, ref_pool,   bwd_pool};
-const tg_op_def tg_opdef_MAXPOOL2D_BWD = {"maxpool2d_bwd", infer_bwd, flops_pool,     NULL,
-                                          fwd_maxpool_bwd, ref_pool,  bwd_maxpool_bwd};
-const tg_op_def tg_opdef_AVGPOOL2D = {"avgpool2d", infer_pool, flops_pool, NULL,
-                                      fwd_avgpool, ref_pool,   bwd_pool};
-const tg_op_def tg_opdef_AVGPOOL2D_BWD = {"avgpool2d_bwd", infer_bwd, flops_pool,     NULL,
-                                          fwd_avgpool,     ref_pool,  bwd_avgpool_bwd};
+const tg_op_def tg_opdef_MAXPOOL2D = {.name = "maxpool2d",
+                                      .infer = infer_pool,
+                                      .flops = flops_pool,
+                                      .forward = fwd_maxpool,
+                                      .reference = ref_pool,
+                                      .backward = bwd_pool,
+                                      .flags = TG_OPF_BLOCKED,
+                                      .memory = TG_OP_OWN_STORAGE,
+                                      .cost = TG_COST_POOL};
+const tg_op_def tg_opdef_MAXPOOL2D_BWD = {.name = "maxpool2d_bwd",
+                                          .infer = infer_bwd,
+                                          .flops = flops_pool,
+                                          .forward = fwd_maxpool_bwd,
+                                          .reference = ref_pool,
+                                          .backward = bwd_maxpool_bwd,
+                                          .flags = TG_OPF_BLOCKED,
+                                          .memory = TG_OP_OWN_STORAGE,
+                                          .cost = TG_COST_POOL};
+const tg_op_def tg_opdef_AVGPOOL2D = {.name = "avgpool2d",
+                                      .infer = infer_pool,
+                                      .flops = flops_pool,
+                                      .forward = fwd_avgpool,
+                                      .reference = ref_pool,
+                                      .backward = bwd_pool,
+                                      .flags = TG_OPF_BLOCKED,
+                                      .memory = TG_OP_OWN_STORAGE,
+                                      .cost = TG_COST_POOL};
+const tg_op_def tg_opdef_AVGPOOL2D_BWD = {.name = "avgpool2d_bwd",
+                                          .infer = infer_bwd,
+                                          .flops = flops_pool,
+                                          .forward = fwd_avgpool,
+                                          .reference = ref_pool,
+                                          .backward = bwd_avgpool_bwd,
+                                          .flags = TG_OPF_BLOCKED,
+                                          .memory = TG_OP_OWN_STORAGE,
+                                          .cost = TG_COST_POOL};

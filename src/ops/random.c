@@ -11,16 +11,16 @@
  * again draws the same. The input's values are not read. The output is not
  * a function of the input: it has no gradient.
  *
- * With p.i[1] = 1 the draws are normal instead (ONNX RandomNormalLike and
+ * With normal set (ops/random.h) the draws are normal instead (ONNX RandomNormalLike and
  * RandomNormal): element i is mean + scale z(i), z by Box-Muller from the
  * bits of 2i and 2i + 1, u1 = ((bits >> 8) + 1) 2^-24 in (0, 1] (so the
  * log is finite: |z| is at most 5.8) and u2 = (bits >> 8) 2^-24:
  * z = sqrt(-2 ln u1) cos(2 pi u2).
  *
- * Params: p.f[0] = low (mean), p.f[1] = high (scale), p.i[0] = salt,
- * p.i[1] = 0 uniform, 1 normal.
+ * Params (ops/random.h): low (the mean), high (the scale), salt, normal.
  */
 #include "ops/broadcast.h"
+#include "ops/random.h"
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -31,8 +31,8 @@ static tg_status infer_random(tg_tensor *node)
 {
     if (node->n_in != 1)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input (the shape's), got %d", node->n_in);
-    float lo = node->p.f[0], hi = node->p.f[1];
-    if (node->p.i[1] == 1) {
+    float lo = tg_random_low(node), hi = tg_random_high(node);
+    if (tg_random_normal(node) == 1) {
         if (!isfinite(lo) || !isfinite(hi) || !(hi >= 0))
             return tg_error(TG_ERR_INVALID_ARG,
                             "normal of mean %g and scale %g: give finite ones, scale >= 0",
@@ -91,9 +91,11 @@ static void random_range(void *ctx, int64_t begin, int64_t end, int t)
 static void fwd_random(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    bool normal = node->p.i[1] == 1;
-    random_job j = {a->out, random_key32(a->seed, a->stream, a->step, node->p.i[0]), node->p.f[0],
-                    normal ? node->p.f[1] : node->p.f[1] - node->p.f[0], normal};
+    bool normal = tg_random_normal(node) == 1;
+    random_job j = {a->out, random_key32(a->seed, a->stream, a->step, tg_random_salt(node)),
+                    tg_random_low(node),
+                    normal ? tg_random_high(node) : tg_random_high(node) - tg_random_low(node),
+                    normal};
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, (normal ? 20 : 2) * n, random_range, &j);
 }
@@ -102,14 +104,14 @@ static void fwd_random(const tg_kernel_args *a)
 static void ref_random(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    uint32_t key32 = random_key32(a->seed, 0, a->step, node->p.i[0]);
-    double lo = node->p.f[0], width = (double)node->p.f[1] - lo;
-    for (int64_t k = 0; k < tg_numel(node) && node->p.i[1] == 1; k++) {
+    uint32_t key32 = random_key32(a->seed, 0, a->step, tg_random_salt(node));
+    double lo = tg_random_low(node), width = (double)tg_random_high(node) - lo;
+    for (int64_t k = 0; k < tg_numel(node) && tg_random_normal(node) == 1; k++) {
         double u1, u2;
         normal_uniforms(key32, k, &u1, &u2);
-        a->out[k] = lo + (double)node->p.f[1] * sqrt(-2 * log(u1)) * cos(TWO_PI * u2);
+        a->out[k] = lo + (double)tg_random_high(node) * sqrt(-2 * log(u1)) * cos(TWO_PI * u2);
     }
-    for (int64_t k = 0; k < tg_numel(node) && node->p.i[1] != 1; k++)
+    for (int64_t k = 0; k < tg_numel(node) && tg_random_normal(node) != 1; k++)
         a->out[k] = lo + width * ((double)(tg_round_bits(key32, (uint32_t)k) >> 8) * 0x1.0p-24);
 }
 
@@ -129,25 +131,30 @@ static int64_t name_salt(const char *s)
 tg_tensor *tg_random_uniform_like(tg_graph *g, tg_tensor *like, float low, float high)
 {
     tg_node_params p = {0};
-    p.f[0] = low;
-    p.f[1] = high;
+    tg_random_set_low(&p, low);
+    tg_random_set_high(&p, high);
     tg_tensor *t = tg_node_create(g, TG_OP_RANDOM_UNIFORM, 1, &like, &p);
     if (t)
-        t->p.i[0] = name_salt(t->name);
+        tg_random_set_salt(&t->p, name_salt(t->name));
     return t;
 }
 
 tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float scale)
 {
     tg_node_params p = {0};
-    p.f[0] = mean;
-    p.f[1] = scale;
-    p.i[1] = 1;
+    tg_random_set_low(&p, mean);
+    tg_random_set_high(&p, scale);
+    tg_random_set_normal(&p, 1);
     tg_tensor *t = tg_node_create(g, TG_OP_RANDOM_UNIFORM, 1, &like, &p);
     if (t)
-        t->p.i[0] = name_salt(t->name);
+        tg_random_set_salt(&t->p, name_salt(t->name));
     return t;
 }
 
-const tg_op_def tg_opdef_RANDOM_UNIFORM = {"random_uniform", infer_random, flops_random, NULL,
-                                           fwd_random,       ref_random,   bwd_random};
+const tg_op_def tg_opdef_RANDOM_UNIFORM = {.name = "random_uniform",
+                                           .infer = infer_random,
+                                           .flops = flops_random,
+                                           .forward = fwd_random,
+                                           .reference = ref_random,
+                                           .backward = bwd_random,
+                                           .memory = TG_OP_OWN_STORAGE};

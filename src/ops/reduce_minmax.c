@@ -2,17 +2,18 @@
  * ReduceMax / ReduceMin, torch.amax / torch.amin) and their gradient
  * REDUCE_MINMAX_BWD.
  *
- * Params: p.i[0] = axes mask (bit i = axis i), p.i[1] = keepdim. A NaN in a
+ * Params (ops/shape.h): the axes mask (bit i = axis i) and keepdim. A NaN in a
  * group makes its result NaN (as PyTorch). The gradient follows torch.amax:
  * it is split evenly between the elements equal to the result (ties share
  * it), computed as torch.amax does, dy / count * (x == y), so a group whose
  * result is NaN (count 0) gets NaN gradients, as in PyTorch.
  *
  * REDUCE_MINMAX_BWD takes (dy, x, y) with dy and y in the "keep" shape (x's
- * rank, 1 on every reduced axis) and gives dx in x's shape; p.i[0] is the
- * mask. Its fast kernel counts the ties of each group in scratch.
+ * rank, 1 on every reduced axis) and gives dx in x's shape; its mask is the
+ * forward one. Its fast kernel counts the ties of each group in scratch.
  */
 #include "ops/broadcast.h"
+#include "ops/shape.h"
 
 #include "core/error.h"
 
@@ -55,10 +56,10 @@ static tg_status infer_reduce(tg_tensor *node)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
     TG_TRY(need_f32(node, 0));
     tg_shape in = node->in[0]->shape;
-    int64_t mask = node->p.i[0];
+    int64_t mask = tg_reduce_mask(node);
     TG_TRY(check_mask(mask, in));
     node->dtype = TG_F32;
-    if (node->p.i[1]) {
+    if (tg_reduce_keepdim(node)) {
         node->shape = keep_shape(in, mask);
         return TG_OK;
     }
@@ -76,8 +77,8 @@ static tg_status infer_bwd(tg_tensor *node)
     for (int k = 0; k < 3; k++)
         TG_TRY(need_f32(node, k));
     tg_shape x = node->in[1]->shape;
-    TG_TRY(check_mask(node->p.i[0], x));
-    tg_shape k = keep_shape(x, node->p.i[0]);
+    TG_TRY(check_mask(tg_reduce_mask(node), x));
+    tg_shape k = keep_shape(x, tg_reduce_mask(node));
     if (!tg_shape_equal(node->in[0]->shape, k) || !tg_shape_equal(node->in[2]->shape, k)) {
         char a[96];
         return tg_error(TG_ERR_SHAPE, "dy and y must have the reduced shape %s",
@@ -122,7 +123,7 @@ static double flops_bwd(const tg_tensor *node)
 static void fwd_reduce(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, node->p.i[0]);
+    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, tg_reduce_mask(node));
     const float *x = a->in[0];
     float *y = a->out;
     bool is_max = node->op == TG_OP_REDUCE_MAX;
@@ -157,7 +158,7 @@ static void fwd_bwd(const tg_kernel_args *a)
 static void ref_reduce(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, node->p.i[0]);
+    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, tg_reduce_mask(node));
     bool is_max = node->op == TG_OP_REDUCE_MAX;
     for (int64_t k = 0; k < tg_numel(node); k++)
         a->out[k] = is_max ? -INFINITY : INFINITY;
@@ -195,8 +196,8 @@ static void ref_bwd(const tg_ref_args *a)
 static tg_tensor *reduce(tg_graph *g, tg_op op, tg_tensor *x, unsigned axes_mask, bool keepdim)
 {
     tg_node_params p = {0};
-    p.i[0] = axes_mask;
-    p.i[1] = keepdim;
+    tg_reduce_set_mask(&p, axes_mask);
+    tg_reduce_set_keepdim(&p, keepdim);
     return tg_node_create(g, op, 1, &x, &p);
 }
 
@@ -214,10 +215,10 @@ static tg_status bwd_reduce(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
                             tg_tensor **din)
 {
     tg_tensor *x = node->in[0];
-    tg_shape ks = keep_shape(x->shape, node->p.i[0]);
+    tg_shape ks = keep_shape(x->shape, tg_reduce_mask(node));
     tg_tensor *in[3] = {tg_reshape(g, dout, ks), x, tg_reshape(g, node, ks)};
     tg_node_params p = {0};
-    p.i[0] = node->p.i[0];
+    tg_reduce_set_mask(&p, tg_reduce_mask(node));
     din[0] = tg_node_create(g, TG_OP_REDUCE_MINMAX_BWD, 3, in, &p);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
@@ -234,13 +235,29 @@ static tg_status bwd_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
     tg_tensor *ones = tg_constant(g, dy->shape, 1.0f);
     tg_node_params p = node->p;
     tg_tensor *w = tg_node_create(g, TG_OP_REDUCE_MINMAX_BWD, 3, (tg_tensor *[]){ones, x, y}, &p);
-    din[0] = tg_reduce_sum(g, tg_mul(g, dout, w), (unsigned)node->p.i[0], true);
+    din[0] = tg_reduce_sum(g, tg_mul(g, dout, w), (unsigned)tg_reduce_mask(node), true);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
-const tg_op_def tg_opdef_REDUCE_MAX = {"reduce_max", infer_reduce, flops_fwd, NULL,
-                                       fwd_reduce,   ref_reduce,   bwd_reduce};
-const tg_op_def tg_opdef_REDUCE_MIN = {"reduce_min", infer_reduce, flops_fwd, NULL,
-                                       fwd_reduce,   ref_reduce,   bwd_reduce};
-const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {
-    "reduce_minmax_bwd", infer_bwd, flops_bwd, scratch_bwd, fwd_bwd, ref_bwd, bwd_bwd};
+const tg_op_def tg_opdef_REDUCE_MAX = {.name = "reduce_max",
+                                       .infer = infer_reduce,
+                                       .flops = flops_fwd,
+                                       .forward = fwd_reduce,
+                                       .reference = ref_reduce,
+                                       .backward = bwd_reduce,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_REDUCE_MIN = {.name = "reduce_min",
+                                       .infer = infer_reduce,
+                                       .flops = flops_fwd,
+                                       .forward = fwd_reduce,
+                                       .reference = ref_reduce,
+                                       .backward = bwd_reduce,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {.name = "reduce_minmax_bwd",
+                                              .infer = infer_bwd,
+                                              .flops = flops_bwd,
+                                              .scratch = scratch_bwd,
+                                              .forward = fwd_bwd,
+                                              .reference = ref_bwd,
+                                              .backward = bwd_bwd,
+                                              .memory = TG_OP_OWN_STORAGE};

@@ -1,4 +1,6 @@
-/* ops/registry.c - the table of op definitions, indexed by tg_op. */
+/* ops/registry.c - the table of op definitions, indexed by tg_op, and the
+ * questions every pass asks of it (tg_op_is_elementwise, tg_op_layout_of,
+ * tg_op_reads_bf16): each is answered from the op's own tg_op_def. */
 #include "ops/blocked.h"
 #include "core/error.h"
 
@@ -11,6 +13,11 @@ static const tg_op_def *const op_table[TG_OP_COUNT] = {
     TG_OP_LIST(TG_OP_ENTRY)
 #undef TG_OP_ENTRY
 };
+/* Every enum value has a def: the extern above makes a missing tg_opdef_<E>
+ * a link error, and the table spans the enum (tests/ops/test_registry.c
+ * checks each def's contents). */
+_Static_assert(sizeof op_table / sizeof op_table[0] == TG_OP_COUNT,
+               "the op table spans tg_op (graph/op_list.h)");
 
 const tg_op_def *tg_op_get(tg_op op)
 {
@@ -39,88 +46,32 @@ tg_backward_rule tg_op_backward_rule(tg_op op)
     return def ? def->backward : NULL;
 }
 
-/* The ops with plan hooks (op.h). */
-extern const tg_op_planner tg_conv_planner;
-extern const tg_op_planner tg_matmul_planner;
-
-static const tg_op_planner *const planners[TG_OP_COUNT] = {
-    [TG_OP_CONV2D] = &tg_conv_planner,
-    [TG_OP_CONV2D_BWD_DATA] = &tg_conv_planner,
-    [TG_OP_CONV2D_BWD_WEIGHT] = &tg_conv_planner,
-    [TG_OP_MATMUL] = &tg_matmul_planner,
-    [TG_OP_LINEAR] = &tg_matmul_planner,
-};
-
 const tg_op_planner *tg_op_planner_get(tg_op op)
 {
-    return (unsigned)op < TG_OP_COUNT ? planners[op] : NULL;
+    const tg_op_def *def = tg_op_get(op);
+    return def ? def->planner : NULL;
 }
 
-/* Element-wise ops whose kernels apply one formula per element with no
- * position in it. */
-static bool elementwise_anywhere(tg_op op)
+bool tg_op_aliases_input(tg_op op)
 {
-    switch (op) {
-    case TG_OP_RELU:
-    case TG_OP_RELU_BWD:
-    case TG_OP_LEAKY_RELU:
-    case TG_OP_LEAKY_RELU_BWD:
-    case TG_OP_CLIP:
-    case TG_OP_CLIP_BWD:
-    case TG_OP_ACTIVATION:
-    case TG_OP_ACTIVATION_BWD:
-    case TG_OP_SCALE:
-    case TG_OP_NEG:
-    case TG_OP_GELU:
-    case TG_OP_GELU_BWD:
-    case TG_OP_SIGMOID:
-    case TG_OP_SIGMOID_BWD:
-    case TG_OP_TANH:
-    case TG_OP_TANH_BWD:
-    case TG_OP_ADD:
-    case TG_OP_SUB:
-    case TG_OP_MUL:
-    case TG_OP_DIV:
-    case TG_OP_MAXIMUM:
-    case TG_OP_MINIMUM:
-        return true;
-    default:
-        return false;
-    }
+    const tg_op_def *def = tg_op_get(op);
+    return def && def->memory == TG_OP_VIEWS_INPUT;
 }
 
-/* One of the six ops of batch norm over a 4-D x (ops/norm.c: mode 0). */
-static bool is_batch_norm_4d(const tg_tensor *node)
+tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads)
 {
-    switch (node->op) {
-    case TG_OP_NORM_STATS:
-    case TG_OP_NORM_STATS_BWD:
-    case TG_OP_NORM_APPLY:
-    case TG_OP_NORM_APPLY_BWD_X:
-    case TG_OP_NORM_APPLY_BWD_STATS:
-    case TG_OP_NORM_APPLY_BWD_AFFINE: {
-        const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
-        return node->p.i[0] == 0 && x->shape.ndim == 4;
-    }
-    default:
-        return false;
-    }
+    const tg_op_def *def = tg_op_get(node->op);
+    if (!def)
+        return TG_LAYOUT_PLAIN;
+    if (def->layout)
+        return def->layout(node, n_threads);
+    return (def->flags & TG_OPF_BLOCKED) || tg_op_is_elementwise(node) ? TG_LAYOUT_TIED
+                                                                       : TG_LAYOUT_PLAIN;
 }
 
 bool tg_blocked_kernel_exists(const tg_tensor *node)
 {
-    if (is_batch_norm_4d(node))
-        return true;
-    switch (node->op) {
-    case TG_OP_MAXPOOL2D:
-    case TG_OP_MAXPOOL2D_BWD:
-    case TG_OP_AVGPOOL2D:
-    case TG_OP_AVGPOOL2D_BWD:
-        return true;
-    default:
-        break;
-    }
-    return tg_op_is_elementwise(node);
+    return tg_op_layout_of(node, 1) == TG_LAYOUT_TIED;
 }
 
 tg_status tg_op_infer_elementwise_grad(tg_tensor *node, const char *inputs, const char *operand)
@@ -145,7 +96,8 @@ tg_status tg_op_infer_elementwise_grad(tg_tensor *node, const char *inputs, cons
 
 bool tg_op_is_elementwise(const tg_tensor *node)
 {
-    if (!elementwise_anywhere(node->op) || node->n_in > TG_ELEMENTWISE_MAX_INPUTS)
+    const tg_op_def *def = tg_op_get(node->op);
+    if (!def || !(def->flags & TG_OPF_ELEMENTWISE) || node->n_in > TG_ELEMENTWISE_MAX_INPUTS)
         return false;
     for (int k = 0; k < node->n_in; k++)
         if (!tg_shape_equal(node->in[k]->shape, node->shape))
@@ -155,6 +107,16 @@ bool tg_op_is_elementwise(const tg_tensor *node)
 
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked)
 {
-    return (blocked && is_batch_norm_4d(node)) || tg_elementwise_bf16_supported(node) ||
-           tg_op_update_reads_bf16(node);
+    const tg_op_def *def = tg_op_get(node->op);
+    if (!def)
+        return false;
+    if (def->reads_bf16)
+        return def->reads_bf16(node, blocked);
+    return tg_elementwise_bf16_supported(node);
+}
+
+bool tg_elementwise_bf16_supported(const tg_tensor *node)
+{
+    const tg_op_def *def = tg_op_get(node->op);
+    return def && (def->flags & TG_OPF_BF16_NATIVE) && tg_op_is_elementwise(node);
 }

@@ -2,12 +2,10 @@
  * nearest and (bi)linear modes) over the last two axes of [N, C, H, W], and
  * its gradient RESIZE_BWD.
  *
- * Params (both ops): p.i[0] = mode (tg_resize_mode), p.i[1] = coordinate
- * transformation (tg_resize_coord), p.i[2] = nearest rounding
- * (tg_resize_nearest), p.i[3], p.i[4] = the resized H and W, p.i[5], p.i[6]
- * = the original H and W, p.f[0], p.f[1] = the scales along H and W (0: the
- * ratio of the sizes). RESIZE maps [N, C, H, W] to [N, C, OH, OW];
- * RESIZE_BWD maps dy [N, C, OH, OW] back to [N, C, H, W].
+ * Params (both ops, ops/resize.h): mode, coordinate transformation, nearest
+ * rounding, the resized H and W (out_h, out_w), the original H and W (in_h,
+ * in_w), the scales along H and W (0: the ratio of the sizes). RESIZE maps [N, C, H, W] to [N, C,
+ * OH, OW]; RESIZE_BWD maps dy [N, C, OH, OW] back to [N, C, H, W].
  *
  * Each axis is separable: output index o reads input indices i0, i1 with
  * weights 1 - w, w (nearest: i0 = i1, w = 0), from the source coordinate of
@@ -20,14 +18,13 @@
  * op's gradient is the other.
  */
 #include "ops/broadcast.h"
+#include "ops/resize.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
 
 #include <math.h>
 #include <string.h>
-
-enum { MODE, COORD, NEAREST, OUT_H, OUT_W, IN_H, IN_W };
 
 typedef struct axis_entry {
     int64_t i0, i1;
@@ -66,11 +63,11 @@ static int64_t clamp_index(double v, int64_t len)
 /* Output index o's inputs and weight along one axis. */
 static axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int64_t in, double out)
 {
-    double x = source_coord((tg_resize_coord)p->i[COORD], o, scale, in, out);
+    double x = source_coord((tg_resize_coord)tg_resize_get_coords(p), o, scale, in, out);
     axis_entry e;
-    if (p->i[MODE] == TG_RESIZE_NEAREST) {
+    if (tg_resize_get_kind(p) == TG_RESIZE_NEAREST) {
         double r;
-        switch ((tg_resize_nearest)p->i[NEAREST]) {
+        switch ((tg_resize_nearest)tg_resize_get_rounding(p)) {
         case TG_RESIZE_ROUND_PREFER_FLOOR:
             r = ceil(x - 0.5);
             break;
@@ -101,11 +98,12 @@ static axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int6
 /* Tables for H (out_h entries) then W (out_w entries). */
 static void make_tables(const tg_node_params *p, axis_entry *t)
 {
-    int64_t oh = p->i[OUT_H], ow = p->i[OUT_W], h = p->i[IN_H], w = p->i[IN_W];
-    double sh = p->f[0] > 0 ? p->f[0] : (double)oh / (double)h;
-    double sw = p->f[1] > 0 ? p->f[1] : (double)ow / (double)w;
-    double lh = p->f[0] > 0 ? sh * (double)h : (double)oh;
-    double lw = p->f[1] > 0 ? sw * (double)w : (double)ow;
+    int64_t oh = tg_resize_get_out_h(p), ow = tg_resize_get_out_w(p), h = tg_resize_get_in_h(p),
+            w = tg_resize_get_in_w(p);
+    double sh = tg_resize_get_scale_h(p) > 0 ? tg_resize_get_scale_h(p) : (double)oh / (double)h;
+    double sw = tg_resize_get_scale_w(p) > 0 ? tg_resize_get_scale_w(p) : (double)ow / (double)w;
+    double lh = tg_resize_get_scale_h(p) > 0 ? sh * (double)h : (double)oh;
+    double lw = tg_resize_get_scale_w(p) > 0 ? sw * (double)w : (double)ow;
     for (int64_t o = 0; o < oh; o++)
         t[o] = axis_at(p, o, sh, h, lh);
     for (int64_t o = 0; o < ow; o++)
@@ -123,42 +121,45 @@ static tg_status infer_resize(tg_tensor *node)
     if (node->n_in != 1 || node->in[0]->dtype != TG_F32 || in.ndim != 4)
         return tg_error(TG_ERR_SHAPE, "takes one f32 [N, C, H, W] tensor, got %s %s",
                         tg_dtype_name(node->in[0]->dtype), tg_shape_str(in, a, sizeof a));
-    if (p->i[MODE] < 0 || p->i[MODE] > TG_RESIZE_LINEAR || p->i[COORD] < 0 ||
-        p->i[COORD] > TG_RESIZE_HALF_PIXEL_SYMMETRIC || p->i[NEAREST] < 0 ||
-        p->i[NEAREST] > TG_RESIZE_CEIL)
+    if (tg_resize_get_kind(p) < 0 || tg_resize_get_kind(p) > TG_RESIZE_LINEAR ||
+        tg_resize_get_coords(p) < 0 || tg_resize_get_coords(p) > TG_RESIZE_HALF_PIXEL_SYMMETRIC ||
+        tg_resize_get_rounding(p) < 0 || tg_resize_get_rounding(p) > TG_RESIZE_CEIL)
         return tg_error(TG_ERR_INVALID_ARG, "mode %lld, coordinates %lld, rounding %lld",
-                        (long long)p->i[MODE], (long long)p->i[COORD], (long long)p->i[NEAREST]);
-    for (int k = OUT_H; k <= IN_W; k++)
-        if (p->i[k] < 1)
-            return tg_error(TG_ERR_SHAPE, "sizes %lldx%lld from %lldx%lld: each must be >= 1",
-                            (long long)p->i[OUT_H], (long long)p->i[OUT_W], (long long)p->i[IN_H],
-                            (long long)p->i[IN_W]);
-    if (!(p->f[0] >= 0 && p->f[1] >= 0 && isfinite(p->f[0]) && isfinite(p->f[1])))
+                        (long long)tg_resize_get_kind(p), (long long)tg_resize_get_coords(p),
+                        (long long)tg_resize_get_rounding(p));
+    if (tg_resize_get_out_h(p) < 1 || tg_resize_get_out_w(p) < 1 || tg_resize_get_in_h(p) < 1 ||
+        tg_resize_get_in_w(p) < 1)
+        return tg_error(TG_ERR_SHAPE, "sizes %lldx%lld from %lldx%lld: each must be >= 1",
+                        (long long)tg_resize_get_out_h(p), (long long)tg_resize_get_out_w(p),
+                        (long long)tg_resize_get_in_h(p), (long long)tg_resize_get_in_w(p));
+    if (!(tg_resize_get_scale_h(p) >= 0 && tg_resize_get_scale_w(p) >= 0 &&
+          isfinite(tg_resize_get_scale_h(p)) && isfinite(tg_resize_get_scale_w(p))))
         return tg_error(TG_ERR_INVALID_ARG,
                         "scales %g, %g (give positive values, or 0 for the "
                         "ratio of the sizes)",
-                        (double)p->f[0], (double)p->f[1]);
-    int64_t h = bwd ? p->i[OUT_H] : p->i[IN_H], w = bwd ? p->i[OUT_W] : p->i[IN_W];
+                        (double)tg_resize_get_scale_h(p), (double)tg_resize_get_scale_w(p));
+    int64_t h = bwd ? tg_resize_get_out_h(p) : tg_resize_get_in_h(p),
+            w = bwd ? tg_resize_get_out_w(p) : tg_resize_get_in_w(p);
     if (in.dim[2] != h || in.dim[3] != w)
         return tg_error(TG_ERR_SHAPE, "input %s, the resize expects %lldx%lld maps",
                         tg_shape_str(in, a, sizeof a), (long long)h, (long long)w);
     node->dtype = TG_F32;
     node->shape = in;
-    node->shape.dim[2] = bwd ? p->i[IN_H] : p->i[OUT_H];
-    node->shape.dim[3] = bwd ? p->i[IN_W] : p->i[OUT_W];
+    node->shape.dim[2] = bwd ? tg_resize_get_in_h(p) : tg_resize_get_out_h(p);
+    node->shape.dim[3] = bwd ? tg_resize_get_in_w(p) : tg_resize_get_out_w(p);
     return TG_OK;
 }
 
 static double flops_resize(const tg_tensor *node)
 {
     const tg_tensor *big = node->op == TG_OP_RESIZE ? node : node->in[0];
-    return (node->p.i[MODE] == TG_RESIZE_LINEAR ? 8.0 : 0.0) * (double)tg_numel(big);
+    return (tg_resize_kind(node) == TG_RESIZE_LINEAR ? 8.0 : 0.0) * (double)tg_numel(big);
 }
 
 static size_t scratch_resize(const tg_tensor *node, int n_threads)
 {
     (void)n_threads;
-    return (size_t)(node->p.i[OUT_H] + node->p.i[OUT_W]) * sizeof(axis_entry);
+    return (size_t)(tg_resize_out_h(node) + tg_resize_out_w(node)) * sizeof(axis_entry);
 }
 
 /* ---- kernels --------------------------------------------------------------------------- */
@@ -175,7 +176,8 @@ static void resize_planes(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const resize_job *j = ctx;
-    int64_t oh = j->p->i[OUT_H], ow = j->p->i[OUT_W], h = j->p->i[IN_H], w = j->p->i[IN_W];
+    int64_t oh = tg_resize_get_out_h(j->p), ow = tg_resize_get_out_w(j->p),
+            h = tg_resize_get_in_h(j->p), w = tg_resize_get_in_w(j->p);
     const axis_entry *ty = j->t, *tx = j->t + oh;
     for (int64_t pl = begin; pl < end; pl++) {
         const float *x = j->in + pl * h * w;
@@ -183,7 +185,7 @@ static void resize_planes(void *ctx, int64_t begin, int64_t end, int thread)
         for (int64_t oy = 0; oy < oh; oy++, y += ow) {
             const float *r0 = x + ty[oy].i0 * w, *r1 = x + ty[oy].i1 * w;
             float wy = (float)ty[oy].w;
-            if (j->p->i[MODE] == TG_RESIZE_NEAREST) {
+            if (tg_resize_get_kind(j->p) == TG_RESIZE_NEAREST) {
                 for (int64_t ox = 0; ox < ow; ox++)
                     y[ox] = r0[tx[ox].i0];
                 continue;
@@ -204,7 +206,8 @@ static void resize_bwd_planes(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const resize_job *j = ctx;
-    int64_t oh = j->p->i[OUT_H], ow = j->p->i[OUT_W], h = j->p->i[IN_H], w = j->p->i[IN_W];
+    int64_t oh = tg_resize_get_out_h(j->p), ow = tg_resize_get_out_w(j->p),
+            h = tg_resize_get_in_h(j->p), w = tg_resize_get_in_w(j->p);
     const axis_entry *ty = j->t, *tx = j->t + oh;
     for (int64_t pl = begin; pl < end; pl++) {
         const float *dy = j->in + pl * oh * ow;
@@ -213,7 +216,7 @@ static void resize_bwd_planes(void *ctx, int64_t begin, int64_t end, int thread)
         for (int64_t oy = 0; oy < oh; oy++, dy += ow) {
             float *r0 = dx + ty[oy].i0 * w, *r1 = dx + ty[oy].i1 * w;
             float wy = (float)ty[oy].w;
-            if (j->p->i[MODE] == TG_RESIZE_NEAREST) {
+            if (tg_resize_get_kind(j->p) == TG_RESIZE_NEAREST) {
                 for (int64_t ox = 0; ox < ow; ox++)
                     r0[tx[ox].i0] += dy[ox];
                 continue;
@@ -245,7 +248,8 @@ static void ref_resize(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
     const tg_node_params *p = &node->p;
-    int64_t oh = p->i[OUT_H], ow = p->i[OUT_W], h = p->i[IN_H], w = p->i[IN_W];
+    int64_t oh = tg_resize_get_out_h(p), ow = tg_resize_get_out_w(p), h = tg_resize_get_in_h(p),
+            w = tg_resize_get_in_w(p);
     axis_entry *t = tg_malloc((size_t)(oh + ow) * sizeof *t);
     if (!t)
         return; /* the reference runs in tests only: a failed allocation shows as wrong values */
@@ -266,7 +270,7 @@ static void ref_resize(const tg_ref_args *a)
                     for (int v = 0; v < 2; v++) {
                         int64_t i = (pl * h + iy[u]) * w + ix[v];
                         double c = wy[u] * wx[v];
-                        if (p->i[MODE] == TG_RESIZE_NEAREST)
+                        if (tg_resize_get_kind(p) == TG_RESIZE_NEAREST)
                             c = u == 0 && v == 0 ? 1 : 0;
                         if (bwd)
                             a->out[i] += c * a->in[0][o];
@@ -304,19 +308,31 @@ tg_tensor *tg_resize(tg_graph *g, tg_tensor *x, const tg_resize_params *rp)
         return tg_graph_fail(g, TG_ERR_INVALID_ARG, "resize: coordinate mode %d (0 to %d)",
                              (int)rp->coord, TG_RESIZE_HALF_PIXEL_SYMMETRIC);
     tg_node_params p = {0};
-    p.i[MODE] = rp->mode;
-    p.i[COORD] = rp->coord;
-    p.i[NEAREST] = rp->nearest;
-    p.i[OUT_H] = rp->out_h;
-    p.i[OUT_W] = rp->out_w;
-    p.i[IN_H] = s.dim[2];
-    p.i[IN_W] = s.dim[3];
-    p.f[0] = rp->scale_h;
-    p.f[1] = rp->scale_w;
+    tg_resize_set_kind(&p, rp->mode);
+    tg_resize_set_coords(&p, rp->coord);
+    tg_resize_set_rounding(&p, rp->nearest);
+    tg_resize_set_out_h(&p, rp->out_h);
+    tg_resize_set_out_w(&p, rp->out_w);
+    tg_resize_set_in_h(&p, s.dim[2]);
+    tg_resize_set_in_w(&p, s.dim[3]);
+    tg_resize_set_scale_h(&p, rp->scale_h);
+    tg_resize_set_scale_w(&p, rp->scale_w);
     return tg_node_create(g, TG_OP_RESIZE, 1, &x, &p);
 }
 
-const tg_op_def tg_opdef_RESIZE = {"resize",   infer_resize, flops_resize, scratch_resize,
-                                   fwd_resize, ref_resize,   bwd_resize};
-const tg_op_def tg_opdef_RESIZE_BWD = {"resize_bwd", infer_resize, flops_resize, scratch_resize,
-                                       fwd_resize,   ref_resize,   bwd_resize};
+const tg_op_def tg_opdef_RESIZE = {.name = "resize",
+                                   .infer = infer_resize,
+                                   .flops = flops_resize,
+                                   .scratch = scratch_resize,
+                                   .forward = fwd_resize,
+                                   .reference = ref_resize,
+                                   .backward = bwd_resize,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_RESIZE_BWD = {.name = "resize_bwd",
+                                       .infer = infer_resize,
+                                       .flops = flops_resize,
+                                       .scratch = scratch_resize,
+                                       .forward = fwd_resize,
+                                       .reference = ref_resize,
+                                       .backward = bwd_resize,
+                                       .memory = TG_OP_OWN_STORAGE};

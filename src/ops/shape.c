@@ -2,15 +2,14 @@
  * the sum reduction): RESHAPE (an alias, no copy), TRANSPOSE, CONCAT, SLICE
  * and SLICE_BWD, REDUCE_SUM; builders tg_flatten and tg_reduce_mean.
  *
- * Params:
- *   RESHAPE     p.i[0..] target shape (tg_params_put_shape)
- *   TRANSPOSE   p.i[0..ndim-1] perm: output dim d is input dim perm[d]
- *   CONCAT      p.i[0] axis (normalised to >= 0)
- *   SLICE       p.i[0] axis, p.i[1] start, p.i[2] end
- *   SLICE_BWD   same, plus p.i[3] = the sliced input's length along axis
- *   REDUCE_SUM  p.i[0] axes mask (bit i = axis i), p.i[1] keepdim
+ * Params: named in ops/shape.h (SLICE's in graph/shape_params.h): RESHAPE's
+ * target shape, TRANSPOSE's perm (output dim d is input dim perm[d]),
+ * CONCAT's axis (normalised to >= 0), SLICE's axis, start and end
+ * (SLICE_BWD: and the sliced input's length along axis), REDUCE_SUM's axes
+ * mask (bit i = axis i) and keepdim.
  */
 #include "ops/broadcast.h"
+#include "ops/shape.h"
 
 #include "core/error.h"
 
@@ -24,13 +23,14 @@ static double flops_none(const tg_tensor *node)
 
 /* ---- RESHAPE -------------------------------------------------------------------- */
 
-/* The output shares the input's storage (TG_NODE_ALIAS): the interpreter and
- * the engine point it at the input's buffer and never run a kernel, so the
- * kernels below have nothing to do. */
+/* The output shares the input's storage (TG_OP_VIEWS_INPUT: the graph marks the
+ * node TG_NODE_ALIAS): the interpreter and the engine point it at the
+ * input's buffer and never run a kernel, so the kernels below have nothing
+ * to do. */
 static tg_status infer_reshape(tg_tensor *node)
 {
-    TG_TRY(tg_params_check_shape(&node->p, 0));
-    tg_shape to = tg_params_get_shape(&node->p, 0), from = node->in[0]->shape;
+    TG_TRY(tg_params_check_shape(&node->p, TG_SHAPE_AT));
+    tg_shape to = tg_params_get_shape(&node->p, TG_SHAPE_AT), from = node->in[0]->shape;
     if (tg_shape_numel(to) != tg_shape_numel(from)) {
         char a[96], b[96];
         return tg_error(TG_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s (%lld elements)",
@@ -39,7 +39,6 @@ static tg_status infer_reshape(tg_tensor *node)
     }
     node->dtype = node->in[0]->dtype;
     node->shape = to;
-    node->flags |= TG_NODE_ALIAS;
     return TG_OK;
 }
 
@@ -84,7 +83,7 @@ tg_tensor *tg_reshape(tg_graph *g, tg_tensor *x, tg_shape shape)
                                  tg_shape_str(x->shape, a, sizeof a), (long long)n);
         }
     }
-    tg_params_put_shape(&p, 0, shape);
+    tg_params_put_shape(&p, TG_SHAPE_AT, shape);
     return tg_node_create(g, TG_OP_RESHAPE, 1, &x, &p);
 }
 
@@ -111,7 +110,7 @@ tg_tensor *tg_flatten(tg_graph *g, tg_tensor *x, int axis)
 static tg_shape reduce_keep_shape(const tg_tensor *node)
 {
     tg_shape s = node->in[0]->shape;
-    unsigned mask = (unsigned)node->p.i[0];
+    unsigned mask = (unsigned)tg_reduce_mask(node);
     for (int d = 0; d < s.ndim; d++)
         if (mask & (1u << d))
             s.dim[d] = 1;
@@ -121,7 +120,7 @@ static tg_shape reduce_keep_shape(const tg_tensor *node)
 static tg_status infer_reduce(tg_tensor *node)
 {
     tg_shape in = node->in[0]->shape;
-    int64_t mask = node->p.i[0];
+    int64_t mask = tg_reduce_mask(node);
     if (node->in[0]->dtype != TG_F32)
         return tg_error(TG_ERR_DTYPE, "input '%s' is %s; this op takes f32", node->in[0]->name,
                         tg_dtype_name(node->in[0]->dtype));
@@ -132,7 +131,7 @@ static tg_status infer_reduce(tg_tensor *node)
     }
     tg_shape keep = reduce_keep_shape(node);
     node->dtype = TG_F32;
-    if (node->p.i[1]) {
+    if (tg_reduce_keepdim(node)) {
         node->shape = keep;
         return TG_OK;
     }
@@ -164,7 +163,7 @@ static void ref_reduce(const tg_ref_args *a)
 static tg_status bwd_reduce(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                             tg_tensor **din)
 {
-    tg_tensor *d = node->p.i[1] ? dout : tg_reshape(g, dout, reduce_keep_shape(node));
+    tg_tensor *d = tg_reduce_keepdim(node) ? dout : tg_reshape(g, dout, reduce_keep_shape(node));
     din[0] = tg_expand(g, d, node->in[0]->shape);
     return TG_OK;
 }
@@ -172,8 +171,8 @@ static tg_status bwd_reduce(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
 tg_tensor *tg_reduce_sum(tg_graph *g, tg_tensor *x, unsigned axes_mask, bool keepdim)
 {
     tg_node_params p = {0};
-    p.i[0] = axes_mask;
-    p.i[1] = keepdim;
+    tg_reduce_set_mask(&p, axes_mask);
+    tg_reduce_set_keepdim(&p, keepdim);
     return tg_node_create(g, TG_OP_REDUCE_SUM, 1, &x, &p);
 }
 
@@ -217,7 +216,7 @@ static tg_status infer_transpose(tg_tensor *node)
     tg_shape in = node->in[0]->shape;
     bool seen[TG_MAX_DIMS] = {false};
     for (int d = 0; d < in.ndim; d++) {
-        int64_t q = node->p.i[d];
+        int64_t q = tg_transpose_perm(node, d);
         if (q < 0 || q >= in.ndim || seen[q]) {
             char a[96];
             return tg_error(TG_ERR_INVALID_ARG,
@@ -229,7 +228,7 @@ static tg_status infer_transpose(tg_tensor *node)
     node->dtype = node->in[0]->dtype;
     node->shape = in;
     for (int d = 0; d < in.ndim; d++)
-        node->shape.dim[d] = in.dim[node->p.i[d]];
+        node->shape.dim[d] = in.dim[tg_transpose_perm(node, d)];
     return TG_OK;
 }
 
@@ -251,7 +250,7 @@ static void perm_view_init(perm_view *v, const tg_tensor *node)
     }
     v->nd = 0;
     for (int d = 0; d < in.ndim; d++) {
-        int64_t n = node->shape.dim[d], st = istride[node->p.i[d]];
+        int64_t n = node->shape.dim[d], st = istride[tg_transpose_perm(node, d)];
         if (n == 1)
             continue;
         if (v->nd > 0 && v->stride[v->nd - 1] == st * n) {
@@ -372,7 +371,7 @@ static void ref_transpose(const tg_ref_args *a)
     for (int64_t o = 0; o < n; o++) {
         int64_t rest = o, off = 0;
         for (int d = node->shape.ndim - 1; d >= 0; d--) {
-            off += (rest % node->shape.dim[d]) * istride[node->p.i[d]];
+            off += (rest % node->shape.dim[d]) * istride[tg_transpose_perm(node, d)];
             rest /= node->shape.dim[d];
         }
         a->out[o] = a->in[0][off];
@@ -384,7 +383,7 @@ static tg_status bwd_transpose(tg_graph *g, tg_tensor *node, tg_tensor *dout, co
 {
     int inv[TG_MAX_DIMS];
     for (int d = 0; d < node->shape.ndim; d++)
-        inv[node->p.i[d]] = d;
+        inv[tg_transpose_perm(node, d)] = d;
     din[0] = tg_transpose(g, dout, inv);
     return TG_OK;
 }
@@ -395,7 +394,7 @@ tg_tensor *tg_transpose(tg_graph *g, tg_tensor *x, const int *perm)
     if (x && !perm)
         return tg_graph_fail(g, TG_ERR_INVALID_ARG, "transpose: no permutation given");
     for (int d = 0; x && d < x->shape.ndim; d++)
-        p.i[d] = perm[d];
+        tg_transpose_set_perm(&p, d, perm[d]);
     return tg_node_create(g, TG_OP_TRANSPOSE, 1, &x, &p);
 }
 
@@ -406,8 +405,10 @@ static tg_status infer_concat(tg_tensor *node)
     const tg_tensor *x0 = node->in[0];
     if (node->n_in < 1)
         return tg_error(TG_ERR_INVALID_ARG, "needs at least one input");
-    TG_TRY(norm_axis(&node->p.i[0], x0->shape.ndim));
-    int axis = (int)node->p.i[0];
+    int64_t axis64 = tg_concat_axis(node);
+    TG_TRY(norm_axis(&axis64, x0->shape.ndim));
+    tg_concat_set_axis(&node->p, axis64);
+    int axis = (int)tg_concat_axis(node);
     node->shape = x0->shape;
     node->dtype = x0->dtype;
     for (int k = 1; k < node->n_in; k++) {
@@ -441,7 +442,7 @@ static void concat_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     const concat_job *j = ctx;
     const tg_tensor *node = j->node;
-    int axis = (int)node->p.i[0];
+    int axis = (int)tg_concat_axis(node);
     for (int64_t o = begin; o < end; o++) {
         char *dst = j->out + (size_t)(o * j->out_row) * j->es;
         for (int k = 0; k < node->n_in; k++) {
@@ -456,17 +457,17 @@ static void fwd_concat(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
     int64_t outer, inner;
-    outer_inner(node->shape, (int)node->p.i[0], &outer, &inner);
+    outer_inner(node->shape, (int)tg_concat_axis(node), &outer, &inner);
     concat_job j = {node,   a->in,
                     a->out, tg_dtype_size(node->dtype),
-                    inner,  node->shape.dim[node->p.i[0]] * inner};
+                    inner,  node->shape.dim[tg_concat_axis(node)] * inner};
     tg_par_for(a->pool, outer, tg_numel(node), concat_range, &j);
 }
 
 static void ref_concat(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    int axis = (int)node->p.i[0];
+    int axis = (int)tg_concat_axis(node);
     int64_t outer, inner;
     outer_inner(node->shape, axis, &outer, &inner);
     double *dst = a->out;
@@ -481,7 +482,7 @@ static void ref_concat(const tg_ref_args *a)
 static tg_status bwd_concat(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                             tg_tensor **din)
 {
-    int axis = (int)node->p.i[0];
+    int axis = (int)tg_concat_axis(node);
     int64_t start = 0;
     for (int k = 0; k < node->n_in; k++) {
         int64_t len = node->in[k]->shape.dim[axis];
@@ -516,7 +517,7 @@ tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis)
     if (n > TG_MAX_INPUTS)
         return concat_tree(g, xs, n, axis);
     tg_node_params p = {0};
-    p.i[0] = axis;
+    tg_concat_set_axis(&p, axis);
     return tg_node_create(g, TG_OP_CONCAT, n, xs, &p);
 }
 
@@ -525,11 +526,13 @@ tg_tensor *tg_concat(tg_graph *g, tg_tensor *const *xs, int n, int axis)
 static tg_status infer_slice(tg_tensor *node)
 {
     tg_shape in = node->in[0]->shape;
-    TG_TRY(norm_axis(&node->p.i[0], in.ndim));
-    int axis = (int)node->p.i[0];
-    int64_t start = node->p.i[1], end = node->p.i[2];
-    /* SLICE cuts from the input; SLICE_BWD places dy into p.i[3] elements */
-    int64_t len = node->op == TG_OP_SLICE ? in.dim[axis] : node->p.i[3];
+    int64_t axis64 = tg_slice_axis(node);
+    TG_TRY(norm_axis(&axis64, in.ndim));
+    tg_slice_set_axis(&node->p, axis64);
+    int axis = (int)tg_slice_axis(node);
+    int64_t start = tg_slice_start(node), end = tg_slice_end(node);
+    /* SLICE cuts from the input; SLICE_BWD places dy into len elements */
+    int64_t len = node->op == TG_OP_SLICE ? in.dim[axis] : tg_slice_len(node);
     if (start < 0 || start > end || end > len) {
         char a[96];
         return tg_error(TG_ERR_INVALID_ARG,
@@ -587,12 +590,17 @@ static void fwd_slice(const tg_kernel_args *a)
     const tg_tensor *node = a->node;
     bool scatter = node->op == TG_OP_SLICE_BWD;
     const tg_tensor *big = scatter ? node : node->in[0];
-    int axis = (int)node->p.i[0];
+    int axis = (int)tg_slice_axis(node);
     int64_t outer, inner;
     outer_inner(big->shape, axis, &outer, &inner);
-    slice_job j = {
-        a->in[0],     a->out, tg_dtype_size(node->dtype), inner, big->shape.dim[axis], node->p.i[1],
-        node->p.i[2], scatter};
+    slice_job j = {a->in[0],
+                   a->out,
+                   tg_dtype_size(node->dtype),
+                   inner,
+                   big->shape.dim[axis],
+                   tg_slice_start(node),
+                   tg_slice_end(node),
+                   scatter};
     tg_par_for(a->pool, outer, tg_numel(big), slice_range, &j);
 }
 
@@ -601,8 +609,9 @@ static void ref_slice(const tg_ref_args *a)
     const tg_tensor *node = a->node;
     bool scatter = node->op == TG_OP_SLICE_BWD;
     const tg_tensor *big = scatter ? node : node->in[0];
-    int axis = (int)node->p.i[0];
-    int64_t outer, inner, len = big->shape.dim[axis], start = node->p.i[1], end = node->p.i[2];
+    int axis = (int)tg_slice_axis(node);
+    int64_t outer, inner, len = big->shape.dim[axis], start = tg_slice_start(node),
+                          end = tg_slice_end(node);
     outer_inner(big->shape, axis, &outer, &inner);
     if (scatter)
         for (int64_t k = 0; k < tg_numel(node); k++)
@@ -622,42 +631,72 @@ static void ref_slice(const tg_ref_args *a)
 static tg_tensor *slice_bwd(tg_graph *g, tg_tensor *dy, const tg_node_params *fwd, int64_t len)
 {
     tg_node_params p = *fwd;
-    p.i[3] = len;
+    tg_slice_set_len(&p, len);
     return tg_node_create(g, TG_OP_SLICE_BWD, 1, &dy, &p);
 }
 
 static tg_status bwd_slice(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                            tg_tensor **din)
 {
-    din[0] = slice_bwd(g, dout, &node->p, node->in[0]->shape.dim[node->p.i[0]]);
+    din[0] = slice_bwd(g, dout, &node->p, node->in[0]->shape.dim[tg_slice_axis(node)]);
     return TG_OK;
 }
 
 static tg_status bwd_slice_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                                tg_tensor **din)
 {
-    din[0] = tg_slice(g, dout, (int)node->p.i[0], node->p.i[1], node->p.i[2]);
+    din[0] = tg_slice(g, dout, (int)tg_slice_axis(node), tg_slice_start(node), tg_slice_end(node));
     return TG_OK;
 }
 
 tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t end)
 {
     tg_node_params p = {0};
-    p.i[0] = axis;
-    p.i[1] = start;
-    p.i[2] = end;
+    tg_slice_set_axis(&p, axis);
+    tg_slice_set_start(&p, start);
+    tg_slice_set_end(&p, end);
     return tg_node_create(g, TG_OP_SLICE, 1, &x, &p);
 }
 
-const tg_op_def tg_opdef_RESHAPE = {"reshape", infer_reshape, flops_none, NULL,
-                                    fwd_alias, ref_alias,     bwd_reshape};
-const tg_op_def tg_opdef_REDUCE_SUM = {"reduce_sum", infer_reduce, flops_reduce, NULL,
-                                       fwd_reduce,   ref_reduce,   bwd_reduce};
-const tg_op_def tg_opdef_TRANSPOSE = {"transpose",   infer_transpose, flops_none,   NULL,
-                                      fwd_transpose, ref_transpose,   bwd_transpose};
-const tg_op_def tg_opdef_CONCAT = {"concat",   infer_concat, flops_none, NULL,
-                                   fwd_concat, ref_concat,   bwd_concat};
-const tg_op_def tg_opdef_SLICE = {"slice",   infer_slice, flops_none, NULL,
-                                  fwd_slice, ref_slice,   bwd_slice};
-const tg_op_def tg_opdef_SLICE_BWD = {"slice_bwd", infer_slice, flops_none,   NULL,
-                                      fwd_slice,   ref_slice,   bwd_slice_bwd};
+const tg_op_def tg_opdef_RESHAPE = {.name = "reshape",
+                                    .infer = infer_reshape,
+                                    .flops = flops_none,
+                                    .forward = fwd_alias,
+                                    .reference = ref_alias,
+                                    .backward = bwd_reshape,
+                                    .memory = TG_OP_VIEWS_INPUT};
+const tg_op_def tg_opdef_REDUCE_SUM = {.name = "reduce_sum",
+                                       .infer = infer_reduce,
+                                       .flops = flops_reduce,
+                                       .forward = fwd_reduce,
+                                       .reference = ref_reduce,
+                                       .backward = bwd_reduce,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_TRANSPOSE = {.name = "transpose",
+                                      .infer = infer_transpose,
+                                      .flops = flops_none,
+                                      .forward = fwd_transpose,
+                                      .reference = ref_transpose,
+                                      .backward = bwd_transpose,
+                                      .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONCAT = {.name = "concat",
+                                   .infer = infer_concat,
+                                   .flops = flops_none,
+                                   .forward = fwd_concat,
+                                   .reference = ref_concat,
+                                   .backward = bwd_concat,
+                                   .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SLICE = {.name = "slice",
+                                  .infer = infer_slice,
+                                  .flops = flops_none,
+                                  .forward = fwd_slice,
+                                  .reference = ref_slice,
+                                  .backward = bwd_slice,
+                                  .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SLICE_BWD = {.name = "slice_bwd",
+                                      .infer = infer_slice,
+                                      .flops = flops_none,
+                                      .forward = fwd_slice,
+                                      .reference = ref_slice,
+                                      .backward = bwd_slice_bwd,
+                                      .memory = TG_OP_OWN_STORAGE};

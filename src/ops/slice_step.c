@@ -3,19 +3,18 @@
  * gradient SLICE_STEP_BWD, and the builder tg_slice_ex, which reads start
  * and end as ONNX does and builds a plain SLICE when the step is 1.
  *
- * Params: p.i[0] = axis (normalised to >= 0), p.i[1] = the first index read,
- * p.i[2] = step (not 0), p.i[3] = count (>= 1): output row r along the axis
- * is input row start + r * step. SLICE_STEP_BWD adds p.i[4] = the input's
- * length along the axis and scatters dy's rows back (distinct rows, so no
+ * Params (ops/shape.h): axis (normalised to >= 0), start (the first index
+ * read), step (not 0), count (>= 1): output row r along the axis is input
+ * row start + r * step. SLICE_STEP_BWD adds len, the input's length along
+ * the axis, and scatters dy's rows back (distinct rows, so no
  * two land on the same place; the others are zero).
  */
 #include "ops/broadcast.h"
+#include "ops/shape.h"
 
 #include "core/error.h"
 
 #include <string.h>
-
-enum { AXIS, START, STEP, COUNT, LEN };
 
 static void outer_inner(tg_shape s, int axis, int64_t *outer, int64_t *inner)
 {
@@ -34,23 +33,26 @@ static tg_status infer_slice_step(tg_tensor *node)
         return tg_error(TG_ERR_INVALID_ARG, "takes 1 input, got %d", node->n_in);
     bool bwd = node->op == TG_OP_SLICE_STEP_BWD;
     tg_shape in = node->in[0]->shape;
-    int64_t *p = node->p.i;
-    if (p[AXIS] < 0 || p[AXIS] >= in.ndim)
+    if (tg_slice_step_axis(node) < 0 || tg_slice_step_axis(node) >= in.ndim)
         return tg_error(TG_ERR_INVALID_ARG, "axis %lld out of range for %d dimensions",
-                        (long long)p[AXIS], in.ndim);
-    int axis = (int)p[AXIS];
-    int64_t len = bwd ? p[LEN] : in.dim[axis], last = p[START] + (p[COUNT] - 1) * p[STEP];
-    if (p[STEP] == 0 || p[COUNT] < 1 || p[START] < 0 || p[START] >= len || last < 0 || last >= len)
+                        (long long)tg_slice_step_axis(node), in.ndim);
+    int axis = (int)tg_slice_step_axis(node);
+    int64_t len = bwd ? tg_slice_step_len(node) : in.dim[axis],
+            last = tg_slice_step_start(node) +
+                   (tg_slice_step_count(node) - 1) * tg_slice_step_step(node);
+    if (tg_slice_step_step(node) == 0 || tg_slice_step_count(node) < 1 ||
+        tg_slice_step_start(node) < 0 || tg_slice_step_start(node) >= len || last < 0 ||
+        last >= len)
         return tg_error(TG_ERR_INVALID_ARG,
                         "%lld rows from %lld by step %lld do not fit axis %d of length %lld",
-                        (long long)p[COUNT], (long long)p[START], (long long)p[STEP], axis,
-                        (long long)len);
-    if (bwd && in.dim[axis] != p[COUNT])
+                        (long long)tg_slice_step_count(node), (long long)tg_slice_step_start(node),
+                        (long long)tg_slice_step_step(node), axis, (long long)len);
+    if (bwd && in.dim[axis] != tg_slice_step_count(node))
         return tg_error(TG_ERR_SHAPE, "dy has %lld rows along axis %d, the slice %lld",
-                        (long long)in.dim[axis], axis, (long long)p[COUNT]);
+                        (long long)in.dim[axis], axis, (long long)tg_slice_step_count(node));
     node->dtype = node->in[0]->dtype;
     node->shape = in;
-    node->shape.dim[axis] = bwd ? len : p[COUNT];
+    node->shape.dim[axis] = bwd ? len : tg_slice_step_count(node);
     return TG_OK;
 }
 
@@ -94,16 +96,15 @@ static void fwd_slice_step(const tg_kernel_args *a)
     const tg_tensor *node = a->node;
     bool scatter = node->op == TG_OP_SLICE_STEP_BWD;
     const tg_tensor *big = scatter ? node : node->in[0];
-    const int64_t *p = node->p.i;
     int64_t outer, inner;
-    outer_inner(big->shape, (int)p[AXIS], &outer, &inner);
+    outer_inner(big->shape, (int)tg_slice_step_axis(node), &outer, &inner);
     step_job j = {a->in[0],
                   a->out,
                   (size_t)inner * tg_dtype_size(node->dtype),
-                  big->shape.dim[p[AXIS]],
-                  p[START],
-                  p[STEP],
-                  p[COUNT],
+                  big->shape.dim[tg_slice_step_axis(node)],
+                  tg_slice_step_start(node),
+                  tg_slice_step_step(node),
+                  tg_slice_step_count(node),
                   scatter};
     tg_par_for(a->pool, outer, tg_numel(big), step_range, &j);
 }
@@ -113,17 +114,18 @@ static void ref_slice_step(const tg_ref_args *a)
     const tg_tensor *node = a->node;
     bool scatter = node->op == TG_OP_SLICE_STEP_BWD;
     const tg_tensor *big = scatter ? node : node->in[0];
-    const int64_t *p = node->p.i;
-    int64_t outer, inner, len = big->shape.dim[p[AXIS]];
-    outer_inner(big->shape, (int)p[AXIS], &outer, &inner);
+    int64_t outer, inner, len = big->shape.dim[tg_slice_step_axis(node)];
+    outer_inner(big->shape, (int)tg_slice_step_axis(node), &outer, &inner);
     if (scatter)
         for (int64_t k = 0; k < tg_numel(node); k++)
             a->out[k] = 0;
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t r = 0; r < p[COUNT]; r++)
+        for (int64_t r = 0; r < tg_slice_step_count(node); r++)
             for (int64_t q = 0; q < inner; q++) {
-                int64_t bi = (o * len + p[START] + r * p[STEP]) * inner + q;
-                int64_t si = (o * p[COUNT] + r) * inner + q;
+                int64_t bi =
+                    (o * len + tg_slice_step_start(node) + r * tg_slice_step_step(node)) * inner +
+                    q;
+                int64_t si = (o * tg_slice_step_count(node) + r) * inner + q;
                 if (scatter)
                     a->out[bi] = a->in[0][si];
                 else
@@ -176,7 +178,8 @@ tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64
     if (step == 1)
         return tg_slice(g, x, a, start, start + count);
     tg_node_params p = {0};
-    p.i[AXIS] = a, p.i[START] = start, p.i[STEP] = step, p.i[COUNT] = count;
+    tg_slice_step_set_axis(&p, a), tg_slice_step_set_start(&p, start);
+    tg_slice_step_set_step(&p, step), tg_slice_step_set_count(&p, count);
     return tg_node_create(g, TG_OP_SLICE_STEP, 1, &x, &p);
 }
 
@@ -184,7 +187,7 @@ static tg_status bwd_slice_step(tg_graph *g, tg_tensor *node, tg_tensor *dout, c
                                 tg_tensor **din)
 {
     tg_node_params p = node->p;
-    p.i[LEN] = node->in[0]->shape.dim[p.i[AXIS]];
+    tg_slice_step_set_len(&p, node->in[0]->shape.dim[tg_slice_step_axis(node)]);
     din[0] = tg_node_create(g, TG_OP_SLICE_STEP_BWD, 1, &dout, &p);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
@@ -193,13 +196,22 @@ static tg_status bwd_slice_step_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dou
                                     tg_tensor **din)
 {
     tg_node_params p = node->p;
-    p.i[LEN] = 0;
+    tg_slice_step_set_len(&p, 0);
     din[0] = tg_node_create(g, TG_OP_SLICE_STEP, 1, &dout, &p);
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
-const tg_op_def tg_opdef_SLICE_STEP = {"slice_step",   infer_slice_step, flops_none,    NULL,
-                                       fwd_slice_step, ref_slice_step,   bwd_slice_step};
-const tg_op_def tg_opdef_SLICE_STEP_BWD = {
-    "slice_step_bwd", infer_slice_step, flops_none,        NULL,
-    fwd_slice_step,   ref_slice_step,   bwd_slice_step_bwd};
+const tg_op_def tg_opdef_SLICE_STEP = {.name = "slice_step",
+                                       .infer = infer_slice_step,
+                                       .flops = flops_none,
+                                       .forward = fwd_slice_step,
+                                       .reference = ref_slice_step,
+                                       .backward = bwd_slice_step,
+                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SLICE_STEP_BWD = {.name = "slice_step_bwd",
+                                           .infer = infer_slice_step,
+                                           .flops = flops_none,
+                                           .forward = fwd_slice_step,
+                                           .reference = ref_slice_step,
+                                           .backward = bwd_slice_step_bwd,
+                                           .memory = TG_OP_OWN_STORAGE};

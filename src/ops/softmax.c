@@ -9,12 +9,14 @@
  *   softmax_bwd:      dx = y * (dy - sum(dy * y))
  *   log_softmax_bwd:  dx = dy - exp(y) * sum(dy)
  *
- * Params: p.i[0] = axis (negative counts from the end; stored normalised).
+ * Params (ops/unary.h): the axis (negative counts from the end; stored
+ * normalised).
  * A tensor is seen as [outer, L, inner] around the axis; a "lane" is one
  * (outer, inner) pair, L elements apart by `inner`. The last axis (inner = 1)
  * is the common case and runs over contiguous rows.
  */
 #include "ops/broadcast.h"
+#include "ops/unary.h"
 #include "ops/vmath.h"
 
 #include "core/error.h"
@@ -42,13 +44,14 @@ static tg_status infer_softmax(tg_tensor *node)
                         tg_shape_str(s, a, sizeof a),
                         tg_shape_str(node->in[1]->shape, b, sizeof b));
     }
-    int64_t axis = node->p.i[0] < 0 ? node->p.i[0] + s.ndim : node->p.i[0];
+    int64_t axis =
+        tg_softmax_axis(node) < 0 ? tg_softmax_axis(node) + s.ndim : tg_softmax_axis(node);
     if (axis < 0 || axis >= s.ndim) {
         char a[96];
         return tg_error(TG_ERR_INVALID_ARG, "axis %lld out of range for %s",
-                        (long long)node->p.i[0], tg_shape_str(s, a, sizeof a));
+                        (long long)tg_softmax_axis(node), tg_shape_str(s, a, sizeof a));
     }
-    node->p.i[0] = axis;
+    tg_softmax_set_axis(&node->p, axis);
     node->dtype = TG_F32;
     node->shape = s;
     return TG_OK;
@@ -76,10 +79,10 @@ typedef struct lanes {
 
 static lanes lanes_of(const tg_tensor *node)
 {
-    lanes l = {1, node->shape.dim[node->p.i[0]], 1};
-    for (int d = 0; d < node->p.i[0]; d++)
+    lanes l = {1, node->shape.dim[tg_softmax_axis(node)], 1};
+    for (int d = 0; d < tg_softmax_axis(node); d++)
         l.outer *= node->shape.dim[d];
-    for (int d = (int)node->p.i[0] + 1; d < node->shape.ndim; d++)
+    for (int d = (int)tg_softmax_axis(node) + 1; d < node->shape.ndim; d++)
         l.inner *= node->shape.dim[d];
     return l;
 }
@@ -217,7 +220,7 @@ static void ref_softmax(const tg_ref_args *a)
 static tg_tensor *make(tg_graph *g, tg_op op, int n, tg_tensor *x, tg_tensor *y, int64_t axis)
 {
     tg_node_params p = {0};
-    p.i[0] = axis;
+    tg_softmax_set_axis(&p, axis);
     return tg_node_create(g, op, n, (tg_tensor *[]){x, y}, &p);
 }
 
@@ -237,7 +240,7 @@ static tg_status bwd_softmax(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
                              tg_tensor **din)
 {
     tg_op op = node->op == TG_OP_SOFTMAX ? TG_OP_SOFTMAX_BWD : TG_OP_LOG_SOFTMAX_BWD;
-    din[0] = make(g, op, 2, dout, node, node->p.i[0]);
+    din[0] = make(g, op, 2, dout, node, tg_softmax_axis(node));
     return TG_OK;
 }
 
@@ -248,9 +251,9 @@ static tg_status bwd_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
                                  tg_tensor **din)
 {
     tg_tensor *dy = node->in[0], *y = node->in[1];
-    unsigned axis_mask = 1u << node->p.i[0];
+    unsigned axis_mask = 1u << tg_softmax_axis(node);
     if (need[0])
-        din[0] = make(g, TG_OP_SOFTMAX_BWD, 2, dout, y, node->p.i[0]);
+        din[0] = make(g, TG_OP_SOFTMAX_BWD, 2, dout, y, tg_softmax_axis(node));
     if (need[1]) {
         tg_tensor *s = tg_reduce_sum(g, tg_mul(g, dy, y), axis_mask, true);
         tg_tensor *t = tg_reduce_sum(g, tg_mul(g, dout, y), axis_mask, true);
@@ -267,7 +270,7 @@ static tg_status bwd_log_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *do
                                      const bool *need, tg_tensor **din)
 {
     tg_tensor *dy = node->in[0], *y = node->in[1];
-    int axis = (int)node->p.i[0];
+    int axis = (int)tg_softmax_axis(node);
     unsigned axis_mask = 1u << axis;
     tg_tensor *p = tg_softmax(g, y, axis);
     if (need[0])
@@ -279,11 +282,31 @@ static tg_status bwd_log_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *do
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_SOFTMAX = {"softmax",   infer_softmax, flops,      NULL,
-                                    fwd_softmax, ref_softmax,   bwd_softmax};
-const tg_op_def tg_opdef_LOG_SOFTMAX = {"log_softmax", infer_softmax, flops,      NULL,
-                                        fwd_softmax,   ref_softmax,   bwd_softmax};
-const tg_op_def tg_opdef_SOFTMAX_BWD = {"softmax_bwd", infer_softmax, flops,          NULL,
-                                        fwd_softmax,   ref_softmax,   bwd_softmax_bwd};
-const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {
-    "log_softmax_bwd", infer_softmax, flops, NULL, fwd_softmax, ref_softmax, bwd_log_softmax_bwd};
+const tg_op_def tg_opdef_SOFTMAX = {.name = "softmax",
+                                    .infer = infer_softmax,
+                                    .flops = flops,
+                                    .forward = fwd_softmax,
+                                    .reference = ref_softmax,
+                                    .backward = bwd_softmax,
+                                    .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_LOG_SOFTMAX = {.name = "log_softmax",
+                                        .infer = infer_softmax,
+                                        .flops = flops,
+                                        .forward = fwd_softmax,
+                                        .reference = ref_softmax,
+                                        .backward = bwd_softmax,
+                                        .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SOFTMAX_BWD = {.name = "softmax_bwd",
+                                        .infer = infer_softmax,
+                                        .flops = flops,
+                                        .forward = fwd_softmax,
+                                        .reference = ref_softmax,
+                                        .backward = bwd_softmax_bwd,
+                                        .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {.name = "log_softmax_bwd",
+                                            .infer = infer_softmax,
+                                            .flops = flops,
+                                            .forward = fwd_softmax,
+                                            .reference = ref_softmax,
+                                            .backward = bwd_log_softmax_bwd,
+                                            .memory = TG_OP_OWN_STORAGE};

@@ -10,16 +10,14 @@
  * those ops need not keep their input alive for the backward pass. EXP,
  * LOG, SQRT, NEG and RECIPROCAL differentiate through MUL/DIV/SCALE.
  *
- * Params: SCALE: p.f[0] = scale, p.f[1] = shift. LEAKY_RELU(_BWD): p.f[0] =
- * alpha. CLIP(_BWD): p.f[0] = min, p.f[1] = max (+-infinity for no bound).
- * GELU_BWD: p.i[0] = order k, computing dy * gelu^(k+1)(x): order 0 is the
- * gradient of gelu, order 1 (dy * gelu''(x)) exists so that GELU_BWD itself
- * has a gradient rule. GELU and GELU_BWD: p.i[1] = the form, 0 for the
- * exact x Phi(x), 1 for the tanh approximation
+ * Params: named in ops/unary.h (SCALE's scale and shift, LEAKY_RELU's
+ * alpha, CLIP's bounds, GELU's form and GELU_BWD's order, ROUND_HALF's
+ * type). GELU's tanh form is
  *     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
  * (PyTorch's gelu(approximate='tanh'), GPT-2's and BERT's original).
  */
 #include "ops/broadcast.h"
+#include "ops/unary.h"
 #include "ops/vmath.h"
 
 #include "core/convert.h"
@@ -47,23 +45,23 @@ static tg_status infer_unary(tg_tensor *node)
     return TG_OK;
 }
 
-/* GELU: p.i[1] is the form, 0 (erf) or 1 (tanh). */
+/* GELU: the form, 0 (erf) or 1 (tanh). */
 static tg_status infer_gelu(tg_tensor *node)
 {
     TG_TRY(infer_unary(node));
-    if (node->p.i[1] < 0 || node->p.i[1] > 1)
+    if (tg_gelu_form(node) < 0 || tg_gelu_form(node) > 1)
         return tg_error(TG_ERR_INVALID_ARG, "gelu form %lld (0: erf, 1: tanh)",
-                        (long long)node->p.i[1]);
+                        (long long)tg_gelu_form(node));
     return TG_OK;
 }
 
-/* ROUND_HALF: p.i[0] = TG_F16 or TG_BF16, the type whose values it rounds to. */
+/* ROUND_HALF: rounds to TG_F16 or TG_BF16 values. */
 static tg_status infer_round_half(tg_tensor *node)
 {
     TG_TRY(infer_unary(node));
-    if (node->p.i[0] != TG_F16 && node->p.i[0] != TG_BF16)
+    if (tg_round_half_to(node) != TG_F16 && tg_round_half_to(node) != TG_BF16)
         return tg_error(TG_ERR_DTYPE, "rounds to f16 or bf16 values, not %s",
-                        tg_dtype_name((tg_dtype)node->p.i[0]));
+                        tg_dtype_name((tg_dtype)tg_round_half_to(node)));
     return TG_OK;
 }
 
@@ -81,12 +79,12 @@ static void round_half(const float *x, float *o, int64_t n, tg_dtype to)
 static tg_status infer_bwd(tg_tensor *node)
 {
     TG_TRY(tg_op_infer_elementwise_grad(node, "x or y", "its operand"));
-    if (node->op == TG_OP_GELU_BWD && (node->p.i[0] < 0 || node->p.i[0] > 1))
+    if (node->op == TG_OP_GELU_BWD && (tg_gelu_order(node) < 0 || tg_gelu_order(node) > 1))
         return tg_error(TG_ERR_UNSUPPORTED, "derivative order %lld of gelu (only 1 and 2 exist)",
-                        (long long)node->p.i[0] + 1);
-    if (node->op == TG_OP_GELU_BWD && (node->p.i[1] < 0 || node->p.i[1] > 1))
+                        (long long)tg_gelu_order(node) + 1);
+    if (node->op == TG_OP_GELU_BWD && (tg_gelu_form(node) < 0 || tg_gelu_form(node) > 1))
         return tg_error(TG_ERR_INVALID_ARG, "gelu form %lld (0: erf, 1: tanh)",
-                        (long long)node->p.i[1]);
+                        (long long)tg_gelu_form(node));
     return TG_OK;
 }
 
@@ -151,8 +149,8 @@ typedef struct map_job {
     int form;   /* GELU, GELU_BWD: 0 erf, 1 tanh */
 } map_job;
 
-/* The math functions and the activations with parameters (s, b = p.f[0],
- * p.f[1]); kept apart from map_range so that each switch stays short. */
+/* The math functions and the activations with parameters (s, b: ops/unary.h); kept apart from
+ * map_range so that each switch stays short. */
 static void map_math(tg_op op, const float *x, const float *y, float *o, int64_t n, float s,
                      float b)
 {
@@ -316,17 +314,17 @@ static void fwd_map(const tg_kernel_args *a)
     const tg_tensor *node = a->node;
     map_job j = {.op = node->op, .x = a->in[0], .out = a->out};
     j.y = node->n_in > 1 ? a->in[1] : a->in[0];
-    j.s = node->p.f[0];
-    j.b = node->p.f[1];
-    j.order = (int)node->p.i[0];
-    j.form = (int)node->p.i[1];
+    j.s = tg_unary_s(node);
+    j.b = tg_unary_b(node);
+    j.order = (int)(node->op == TG_OP_ROUND_HALF ? tg_round_half_to(node) : tg_gelu_order(node));
+    j.form = (int)tg_gelu_form(node);
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, n, map_range, &j);
 }
 
 /* ---- reference kernels ---------------------------------------------------------------- */
 
-/* u = the first input, v = the second (or the first again), s, b = p.f[0..1]. */
+/* u = the first input, v = the second (or the first again), s, b: ops/unary.h. */
 static double ref_math(tg_op op, double u, double v, double s, double b)
 {
     switch (op) {
@@ -367,8 +365,8 @@ static void ref_map(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
     const double *x = a->in[0], *y = node->n_in > 1 ? a->in[1] : a->in[0];
-    double s = node->p.f[0], b = node->p.f[1];
-    int order = (int)node->p.i[0];
+    double s = tg_unary_s(node), b = tg_unary_b(node);
+    int order = (int)(node->op == TG_OP_ROUND_HALF ? tg_round_half_to(node) : tg_gelu_order(node));
     int64_t n = tg_numel(node);
     for (int64_t k = 0; k < n; k++) {
         double v = y[k], r;
@@ -380,14 +378,14 @@ static void ref_map(const tg_ref_args *a)
             r = v > 0 ? x[k] : 0;
             break;
         case TG_OP_GELU:
-            r = node->p.i[1]
+            r = tg_gelu_form(node)
                     ? 0.5 * x[k] *
                           (1 + tanh(SQRT_2_OVER_PI * (x[k] + GELU_TANH_A * x[k] * x[k] * x[k])))
                     : 0.5 * x[k] * (1 + erf(x[k] * INV_SQRT2));
             break;
         case TG_OP_GELU_BWD: {
             double pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
-            if (node->p.i[1])
+            if (tg_gelu_form(node))
                 r = x[k] * (order == 0 ? gelu_tanh_d1(v) : gelu_tanh_d2(v));
             else
                 r = order == 0 ? x[k] * (0.5 * (1 + erf(v * INV_SQRT2)) + v * pdf)
@@ -433,7 +431,7 @@ static tg_tensor *unary(tg_graph *g, tg_op op, tg_tensor *x, const tg_node_param
 static tg_tensor *bwd_op(tg_graph *g, tg_op op, tg_tensor *dy, tg_tensor *xy, int order)
 {
     tg_node_params p = {0};
-    p.i[0] = order;
+    tg_gelu_set_order(&p, order);
     return tg_node_create(g, op, 2, (tg_tensor *[]){dy, xy}, &p);
 }
 
@@ -442,8 +440,8 @@ static tg_tensor *bwd_op_f(tg_graph *g, tg_op op, tg_tensor *dy, tg_tensor *xy,
                            const tg_tensor *fwd)
 {
     tg_node_params p = {0};
-    p.f[0] = fwd->p.f[0];
-    p.f[1] = fwd->p.f[1];
+    tg_unary_set_s(&p, tg_unary_s(fwd));
+    tg_unary_set_b(&p, tg_unary_b(fwd));
     return tg_node_create(g, op, 2, (tg_tensor *[]){dy, xy}, &p);
 }
 
@@ -454,7 +452,7 @@ tg_tensor *tg_relu(tg_graph *g, tg_tensor *x)
 tg_tensor *tg_gelu_tanh(tg_graph *g, tg_tensor *x)
 {
     tg_node_params p = {0};
-    p.i[1] = 1;
+    tg_gelu_set_form(&p, 1);
     return unary(g, TG_OP_GELU, x, &p);
 }
 tg_tensor *tg_gelu(tg_graph *g, tg_tensor *x)
@@ -489,7 +487,7 @@ tg_tensor *tg_sqrt(tg_graph *g, tg_tensor *x)
 tg_tensor *tg_cast_half(tg_graph *g, tg_tensor *x, tg_dtype to)
 {
     tg_node_params p = {0};
-    p.i[0] = to;
+    tg_round_half_set_to(&p, to);
     return unary(g, TG_OP_ROUND_HALF, x, &p);
 }
 tg_tensor *tg_neg(tg_graph *g, tg_tensor *x)
@@ -513,7 +511,7 @@ tg_tensor *tg_leaky_relu(tg_graph *g, tg_tensor *x, float alpha)
                              "default)",
                              (double)alpha);
     tg_node_params p = {0};
-    p.f[0] = alpha;
+    tg_unary_set_s(&p, alpha);
     return unary(g, TG_OP_LEAKY_RELU, x, &p);
 }
 
@@ -525,16 +523,16 @@ tg_tensor *tg_clip(tg_graph *g, tg_tensor *x, float min, float max)
                              "no bound",
                              (double)min, (double)max);
     tg_node_params p = {0};
-    p.f[0] = min;
-    p.f[1] = max;
+    tg_unary_set_s(&p, min);
+    tg_unary_set_b(&p, max);
     return unary(g, TG_OP_CLIP, x, &p);
 }
 
 tg_tensor *tg_scale(tg_graph *g, tg_tensor *x, float scale, float shift)
 {
     tg_node_params p = {0};
-    p.f[0] = scale;
-    p.f[1] = shift;
+    tg_unary_set_s(&p, scale);
+    tg_unary_set_b(&p, shift);
     return unary(g, TG_OP_SCALE, x, &p);
 }
 
@@ -563,15 +561,15 @@ static tg_status bwd_relu_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, con
 static tg_tensor *gelu_bwd_op(tg_graph *g, tg_tensor *dy, tg_tensor *x, int order, int64_t form)
 {
     tg_node_params p = {0};
-    p.i[0] = order;
-    p.i[1] = form;
+    tg_gelu_set_order(&p, order);
+    tg_gelu_set_form(&p, form);
     return tg_node_create(g, TG_OP_GELU_BWD, 2, (tg_tensor *[]){dy, x}, &p);
 }
 
 static tg_status bwd_gelu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                           tg_tensor **din)
 {
-    din[0] = gelu_bwd_op(g, dout, node->in[0], 0, node->p.i[1]);
+    din[0] = gelu_bwd_op(g, dout, node->in[0], 0, tg_gelu_form(node));
     return TG_OK;
 }
 
@@ -580,15 +578,15 @@ static tg_status bwd_gelu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
 static tg_status bwd_gelu_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                               tg_tensor **din)
 {
-    int order = (int)node->p.i[0];
+    int order = (int)tg_gelu_order(node);
     tg_tensor *dy = node->in[0], *x = node->in[1];
     if (need[0])
-        din[0] = gelu_bwd_op(g, dout, x, order, node->p.i[1]);
+        din[0] = gelu_bwd_op(g, dout, x, order, tg_gelu_form(node));
     if (need[1]) {
         if (order >= 1)
             return tg_error(TG_ERR_UNSUPPORTED, "%s: derivative order %d of gelu is not available",
                             node->name, order + 3);
-        din[1] = gelu_bwd_op(g, tg_mul(g, dout, dy), x, order + 1, node->p.i[1]);
+        din[1] = gelu_bwd_op(g, tg_mul(g, dout, dy), x, order + 1, tg_gelu_form(node));
     }
     return TG_OK;
 }
@@ -634,7 +632,7 @@ static tg_status bwd_tanh_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, con
 static tg_status bwd_scale(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                            tg_tensor **din)
 {
-    din[0] = tg_scale(g, dout, node->p.f[0], 0.0f);
+    din[0] = tg_scale(g, dout, tg_unary_s(node), 0.0f);
     return TG_OK;
 }
 
@@ -729,7 +727,7 @@ static tg_status bwd_reciprocal(tg_graph *g, tg_tensor *node, tg_tensor *dout, c
 static tg_status bwd_leaky_relu(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                                 tg_tensor **din)
 {
-    tg_tensor *xy = node->p.f[0] >= 0 ? node : node->in[0];
+    tg_tensor *xy = tg_unary_s(node) >= 0 ? node : node->in[0];
     din[0] = bwd_op_f(g, TG_OP_LEAKY_RELU_BWD, dout, xy, node);
     return TG_OK;
 }
@@ -752,29 +750,37 @@ static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
     return TG_OK;
 }
 
-#define UNARY_DEF(E, NAME, INFER, BWD)                                                             \
-    const tg_op_def tg_opdef_##E = {NAME, INFER, flops, NULL, fwd_map, ref_map, BWD}
+/* Every op here is one formula per element (fwd_map): element-wise. */
+#define UNARY_DEF(E, NAME, INFER, BWD, FLAGS)                                                      \
+    const tg_op_def tg_opdef_##E = {.name = NAME,                                                  \
+                                    .infer = INFER,                                                \
+                                    .flops = flops,                                                \
+                                    .forward = fwd_map,                                            \
+                                    .reference = ref_map,                                          \
+                                    .backward = BWD,                                               \
+                                    .flags = TG_OPF_ELEMENTWISE | (FLAGS),                         \
+                                    .memory = TG_OP_OWN_STORAGE}
 
-UNARY_DEF(RELU, "relu", infer_unary, bwd_relu);
-UNARY_DEF(RELU_BWD, "relu_bwd", infer_bwd, bwd_relu_bwd);
-UNARY_DEF(GELU, "gelu", infer_gelu, bwd_gelu);
-UNARY_DEF(GELU_BWD, "gelu_bwd", infer_bwd, bwd_gelu_bwd);
-UNARY_DEF(SIGMOID, "sigmoid", infer_unary, bwd_sigmoid);
-UNARY_DEF(SIGMOID_BWD, "sigmoid_bwd", infer_bwd, bwd_sigmoid_bwd);
-UNARY_DEF(TANH, "tanh", infer_unary, bwd_tanh);
-UNARY_DEF(TANH_BWD, "tanh_bwd", infer_bwd, bwd_tanh_bwd);
-UNARY_DEF(SCALE, "scale", infer_unary, bwd_scale);
-UNARY_DEF(ERF, "erf", infer_unary, bwd_erf);
-UNARY_DEF(ERF_BWD, "erf_bwd", infer_bwd, bwd_erf_bwd);
-UNARY_DEF(EXP, "exp", infer_unary, bwd_exp);
-UNARY_DEF(LOG, "log", infer_unary, bwd_log);
-UNARY_DEF(SQRT, "sqrt", infer_unary, bwd_sqrt);
-UNARY_DEF(NEG, "neg", infer_unary, bwd_neg);
-UNARY_DEF(ROUND_HALF, "round_half", infer_round_half, bwd_round_half);
-UNARY_DEF(ABS, "abs", infer_unary, bwd_abs);
-UNARY_DEF(ABS_BWD, "abs_bwd", infer_bwd, bwd_abs_bwd);
-UNARY_DEF(RECIPROCAL, "reciprocal", infer_unary, bwd_reciprocal);
-UNARY_DEF(LEAKY_RELU, "leaky_relu", infer_unary, bwd_leaky_relu);
-UNARY_DEF(LEAKY_RELU_BWD, "leaky_relu_bwd", infer_bwd, bwd_masked_bwd);
-UNARY_DEF(CLIP, "clip", infer_unary, bwd_clip);
-UNARY_DEF(CLIP_BWD, "clip_bwd", infer_bwd, bwd_masked_bwd);
+UNARY_DEF(RELU, "relu", infer_unary, bwd_relu, TG_OPF_BF16_NATIVE);
+UNARY_DEF(RELU_BWD, "relu_bwd", infer_bwd, bwd_relu_bwd, TG_OPF_BF16_NATIVE);
+UNARY_DEF(GELU, "gelu", infer_gelu, bwd_gelu, 0);
+UNARY_DEF(GELU_BWD, "gelu_bwd", infer_bwd, bwd_gelu_bwd, 0);
+UNARY_DEF(SIGMOID, "sigmoid", infer_unary, bwd_sigmoid, 0);
+UNARY_DEF(SIGMOID_BWD, "sigmoid_bwd", infer_bwd, bwd_sigmoid_bwd, 0);
+UNARY_DEF(TANH, "tanh", infer_unary, bwd_tanh, 0);
+UNARY_DEF(TANH_BWD, "tanh_bwd", infer_bwd, bwd_tanh_bwd, 0);
+UNARY_DEF(SCALE, "scale", infer_unary, bwd_scale, 0);
+UNARY_DEF(ERF, "erf", infer_unary, bwd_erf, 0);
+UNARY_DEF(ERF_BWD, "erf_bwd", infer_bwd, bwd_erf_bwd, 0);
+UNARY_DEF(EXP, "exp", infer_unary, bwd_exp, 0);
+UNARY_DEF(LOG, "log", infer_unary, bwd_log, 0);
+UNARY_DEF(SQRT, "sqrt", infer_unary, bwd_sqrt, 0);
+UNARY_DEF(NEG, "neg", infer_unary, bwd_neg, 0);
+UNARY_DEF(ROUND_HALF, "round_half", infer_round_half, bwd_round_half, 0);
+UNARY_DEF(ABS, "abs", infer_unary, bwd_abs, 0);
+UNARY_DEF(ABS_BWD, "abs_bwd", infer_bwd, bwd_abs_bwd, 0);
+UNARY_DEF(RECIPROCAL, "reciprocal", infer_unary, bwd_reciprocal, 0);
+UNARY_DEF(LEAKY_RELU, "leaky_relu", infer_unary, bwd_leaky_relu, 0);
+UNARY_DEF(LEAKY_RELU_BWD, "leaky_relu_bwd", infer_bwd, bwd_masked_bwd, 0);
+UNARY_DEF(CLIP, "clip", infer_unary, bwd_clip, 0);
+UNARY_DEF(CLIP_BWD, "clip_bwd", infer_bwd, bwd_masked_bwd, 0);

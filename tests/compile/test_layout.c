@@ -7,6 +7,7 @@
 #include "compile/layout.h"
 #include "compile/program.h"
 #include "core/process.h"
+#include "ops/conv.h"
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
 #include "tilegraph/models.h"
@@ -89,6 +90,47 @@ out:
     tg_program_destroy(p);
     tg_program_destroy(q);
     tg_model_graph_destroy(&mg);
+}
+
+/* The math functions share ReLU's element-wise kernel, so between two
+ * oneDNN convolutions they keep their operands blocked as ReLU does (their
+ * defs say TG_OPF_ELEMENTWISE; the layout pass had a list that left them
+ * out, and each reordered back to NCHW). runtime/verify checks their values
+ * blocked against the reference kernels in its random graphs. */
+static void test_math_functions_stay_blocked(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_init u = {TG_INIT_UNIFORM, -0.1, 0.1};
+    tg_conv2d_params cp = {1, 1, 1, 1, 1, 1, 1};
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 64, 8, 8));
+    tg_tensor *w1 = tg_param(g, "w1", tg_shape4(64, 64, 3, 3), u);
+    tg_tensor *w2 = tg_param(g, "w2", tg_shape4(64, 64, 3, 3), u);
+    tg_tensor *c1 = tg_conv2d(g, x, w1, NULL, cp);
+    tg_tensor *fs[5];
+    fs[0] = tg_erf(g, c1);
+    fs[1] = tg_abs(g, fs[0]);
+    fs[2] = tg_exp(g, fs[1]);
+    fs[3] = tg_sqrt(g, fs[2]);
+    fs[4] = tg_log(g, fs[3]);
+    tg_tensor *y = tg_conv2d(g, fs[4], w2, NULL, cp);
+    tg_tensor_mark_output(y);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_program *p = tg_graph_status(g) == TG_OK ? compile_with(g, "blocked") : NULL;
+    /* (the layout pass blocks activations only between oneDNN convolutions) */
+    bool dnnl = tg_conv_dnnl_chosen(c1, 1) && tg_conv_dnnl_chosen(y, 1);
+    if (p && dnnl) {
+        TG_CHECK(p->layout[c1->id] & TG_LAYOUT_BLOCKED);
+        for (int k = 0; k < 5; k++) {
+            if (!(p->layout[fs[k]->id] & TG_LAYOUT_BLOCKED))
+                printf("  %s is not kept blocked\n", fs[k]->name);
+            TG_CHECK((p->layout[fs[k]->id] & TG_LAYOUT_BLOCKED) &&
+                     (p->layout[fs[k]->id] & TG_LAYOUT_OP_BLOCKED));
+        }
+    } else if (p) {
+        printf("  (no oneDNN convolutions here: nothing to keep blocked)\n");
+    }
+    tg_program_destroy(p);
+    tg_graph_destroy(g);
 }
 
 /* A training step blocked and NCHW from one initialisation: the same
@@ -190,6 +232,7 @@ static void test_bf16_native_matches_staged(void)
 int main(void)
 {
     TG_RUN(test_resnet_layout);
+    TG_RUN(test_math_functions_stay_blocked);
     TG_RUN(test_training_matches_nchw);
     TG_RUN(test_bf16_native_matches_staged);
     return tg_test_finish();

@@ -7,6 +7,7 @@
 #include "tg_test.h"
 
 #include "onnx_run.h"
+#include "ops/unary.h"
 
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/models.h"
@@ -173,7 +174,7 @@ static void check_gelu_form(const char *name, int form)
     int gelu = 0, erf = 0;
     for (int i = 0; i < tg_graph_tensor_count(g); i++) {
         const tg_tensor *t = tg_graph_tensor(g, i);
-        gelu += t->op == TG_OP_GELU && t->p.i[1] == form;
+        gelu += t->op == TG_OP_GELU && tg_gelu_form(t) == form;
         erf += t->op == TG_OP_ERF;
     }
     TG_CHECK(gelu == 1 && erf == 0);

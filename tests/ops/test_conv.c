@@ -52,15 +52,14 @@ static tg_tensor *build_bwd(tg_graph *g, void *ctx)
     int64_t OW = (c->W + 2 * c->p.pad_w - c->p.dilation_w * (c->S - 1) - 1) / c->p.stride_w + 1;
     tg_tensor *dy = tg_param(g, "dy", tg_shape4(c->N, c->K, OH, OW), U11);
     tg_node_params p = {0};
-    p.i[0] = c->p.stride_h, p.i[1] = c->p.stride_w, p.i[2] = c->p.pad_h, p.i[3] = c->p.pad_w;
-    p.i[4] = c->p.dilation_h, p.i[5] = c->p.dilation_w, p.i[6] = c->p.groups;
+    tg_conv_params_put(&p, &c->p);
     if (b->weight) {
         tg_tensor *x = tg_param(g, "x", tg_shape4(c->N, c->C, c->H, c->W), U11);
-        p.i[8] = c->R, p.i[9] = c->S;
+        tg_conv_set_extent_h(&p, c->R), tg_conv_set_extent_w(&p, c->S);
         return tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){dy, x}, &p);
     }
     tg_tensor *w = tg_param(g, "w", tg_shape4(c->K, c->C / c->p.groups, c->R, c->S), U11);
-    p.i[8] = c->H, p.i[9] = c->W;
+    tg_conv_set_extent_h(&p, c->H), tg_conv_set_extent_w(&p, c->W);
     return tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){dy, w}, &p);
 }
 

@@ -7,6 +7,7 @@
 #include "tg_test.h"
 
 #include "ops/op.h"
+#include "ops/random.h"
 #include "ops/simd.h"
 #include "runtime/interp.h"
 
@@ -33,7 +34,7 @@ static void test_mask(void)
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape1(N));
     tg_tensor *d1 = tg_dropout(g, x, 0.3f), *d2 = tg_dropout(g, x, 0.3f);
     TG_CHECK_OK(tg_graph_status(g));
-    TG_CHECK(d1 != x && d1->op == TG_OP_DROPOUT && d1->p.i[0] != d2->p.i[0]);
+    TG_CHECK(d1 != x && d1->op == TG_OP_DROPOUT && tg_dropout_salt(d1) != tg_dropout_salt(d2));
     float *xv = malloc(N * sizeof(float)), *a = malloc(N * sizeof(float)),
           *b = malloc(N * sizeof(float));
     for (int k = 0; k < N; k++)
@@ -85,7 +86,7 @@ static void test_backward_mask(void)
     tg_tensor *loss = tg_reduce_sum(g, d, 1u, false);
     TG_CHECK_OK(tg_graph_backward(g, loss));
     tg_tensor *dw = tg_tensor_grad(w);
-    TG_CHECK(dw != NULL && dw->op == TG_OP_DROPOUT && dw->p.i[0] == d->p.i[0]);
+    TG_CHECK(dw != NULL && dw->op == TG_OP_DROPOUT && tg_dropout_salt(dw) == tg_dropout_salt(d));
     tg_interp *ip = NULL;
     TG_CHECK_OK(tg_interp_create(g, 5, &ip));
     for (int64_t step = 0; step < 2; step++) {
@@ -151,7 +152,7 @@ static void test_inference_identity(void)
             tg_input(g, "unrelated", TG_F32, tg_shape1(3));
         tg_scope_push(g, "block1");
         x = tg_input(g, "x", TG_F32, tg_shape2(4, 5));
-        salts[k] = tg_dropout(g, x, 0.5f)->p.i[0];
+        salts[k] = tg_dropout_salt(tg_dropout(g, x, 0.5f));
         tg_graph_destroy(g);
     }
     TG_CHECK(salts[0] == salts[1]);

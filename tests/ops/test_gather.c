@@ -4,6 +4,8 @@
  * out-of-range indices, and the inputs each op refuses. */
 #include "tg_test.h"
 
+#include "ops/broadcast.h"
+#include "ops/gather.h"
 #include "ops/op.h"
 #include "runtime/interp.h"
 
@@ -111,7 +113,8 @@ static void test_index_edges(void)
     TG_CHECK(isnan(out[4]) && isnan(out[5]) && isnan(out[6]) && isnan(out[7]));
 
     tg_node_params p = {{0}, {0}};
-    p.i[1] = 2, p.i[2] = 3, p.i[3] = 2;
+    tg_gather_set_axis(&p, 0);
+    tg_params_put_shape(&p, TG_GATHER_SHAPE_AT, tg_shape2(3, 2));
     tg_tensor *dy = tg_input(g, "dy", TG_F32, tg_shape2(4, 2));
     tg_tensor *dt = tg_node_create(g, TG_OP_GATHER_BWD, 2, (tg_tensor *[]){dy, ids}, &p);
     TG_CHECK(dt != NULL);

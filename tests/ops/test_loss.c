@@ -6,6 +6,7 @@
 #include "tg_test.h"
 
 #include "ops/op.h"
+#include "ops/loss.h"
 #include "runtime/interp.h"
 
 #include <stdlib.h>
@@ -59,9 +60,9 @@ static tg_tensor *build_loss(tg_graph *g, void *ctx)
         tg_shape ds = c->kind != 3 && c->red == TG_LOSS_NONE ? ls : tg_shape_of(0, NULL);
         tg_tensor *dl = tg_param(g, "dloss", ds, U);
         tg_node_params p = {0};
-        p.i[0] = c->red;
-        p.i[1] = c->ii;
-        p.i[2] = 1;
+        tg_loss_set_reduce(&p, c->red);
+        tg_loss_set_has_ignore_index(&p, c->ii);
+        tg_loss_set_ignore_index(&p, 1);
         switch (c->kind) {
         case 0:
             return tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, w ? 4 : 3,
@@ -70,7 +71,7 @@ static tg_tensor *build_loss(tg_graph *g, void *ctx)
             return tg_node_create(g, TG_OP_MSE_LOSS_BWD, 3, (tg_tensor *[]){dl, x, target}, NULL);
         default: {
             /* nll_bwd does not read x: sum x in so the graph has a gradient for it */
-            p.i[3] = c->c;
+            tg_loss_set_classes(&p, c->c);
             tg_tensor *b = tg_node_create(g, TG_OP_NLL_LOSS_BWD, w ? 3 : 2,
                                           (tg_tensor *[]){dl, labels, w}, &p);
             return tg_add(g, b, x);
@@ -244,7 +245,7 @@ static void test_bad_labels(void)
     tg_tensor *ceb =
         tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, NULL);
     tg_node_params p = {0};
-    p.i[3] = 4; /* classes */
+    tg_loss_set_classes(&p, 4);
     tg_tensor *nllb = tg_node_create(g, TG_OP_NLL_LOSS_BWD, 2, (tg_tensor *[]){one, l}, &p);
     TG_CHECK_OK(tg_graph_status(g));
     float xf[12] = {0}, onef = 1;
@@ -307,7 +308,8 @@ static void test_ignore_weights(void)
             tg_shape ds = red == TG_LOSS_NONE ? tg_shape1(3) : tg_shape_of(0, NULL);
             tg_tensor *one = tg_constant(g, ds, 1.0f);
             tg_node_params p = {0};
-            p.i[0] = red, p.i[1] = 1, p.i[2] = 0;
+            tg_loss_set_reduce(&p, red), tg_loss_set_has_ignore_index(&p, 1);
+            tg_loss_set_ignore_index(&p, 0);
             tg_tensor *ceb =
                 tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 4, (tg_tensor *[]){one, x, l, w}, &p);
             TG_CHECK_OK(tg_graph_status(g));

@@ -4,6 +4,7 @@
 #include "tg_test.h"
 
 #include "ops/op.h"
+#include "ops/shape.h"
 #include "runtime/interp.h"
 
 #include <stdlib.h>
@@ -269,16 +270,16 @@ static void test_slice(void)
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(2, 4));
     tg_tensor *s = tg_slice(g, x, -1, 1, 3);
     tg_tensor *b = tg_node_create(g, TG_OP_SLICE_BWD, 1, &s, &s->p);
-    TG_CHECK(b == NULL); /* slice_bwd needs the original length in p.i[3] */
+    TG_CHECK(b == NULL); /* slice_bwd needs the original length (len) */
     tg_graph_destroy(g);
     g = tg_graph_create();
     x = tg_input(g, "x", TG_F32, tg_shape2(2, 4));
     s = tg_slice(g, x, -1, 1, 3);
     tg_node_params p = s->p;
-    p.i[3] = 4;
+    tg_slice_set_len(&p, 4);
     b = tg_node_create(g, TG_OP_SLICE_BWD, 1, &s, &p);
     TG_CHECK_OK(tg_graph_status(g));
-    TG_CHECK(tg_shape_equal(s->shape, tg_shape2(2, 2)) && s->p.i[0] == 1);
+    TG_CHECK(tg_shape_equal(s->shape, tg_shape2(2, 2)) && tg_slice_axis(s) == 1);
     TG_CHECK(tg_shape_equal(b->shape, tg_shape2(2, 4)));
     const float v[] = {1, 2, 3, 4, 5, 6, 7, 8};
     float r[8];
@@ -300,7 +301,8 @@ static tg_tensor *build_slice_bwd(tg_graph *g, void *ctx)
 {
     tg_tensor *dy = tg_param(g, "dy", tg_shape3(2, 2, 3), U);
     tg_node_params p = {0};
-    p.i[0] = 1, p.i[1] = 1, p.i[2] = 3, p.i[3] = 5; /* axis 1, rows [1, 3) of 5 */
+    tg_slice_set_axis(&p, 1), tg_slice_set_start(&p, 1), tg_slice_set_end(&p, 3);
+    tg_slice_set_len(&p, 5); /* axis 1, rows [1, 3) of 5 */
     return tg_node_create(g, TG_OP_SLICE_BWD, 1, &dy, &p);
 }
 

@@ -6,6 +6,7 @@
 #include "tg_test.h"
 
 #include "ops/op.h"
+#include "ops/shape.h"
 #include "runtime/interp.h"
 
 #include <string.h>
@@ -27,7 +28,7 @@ static tg_tensor *build_step(tg_graph *g, void *ctx)
         return y;
     tg_tensor *dy = tg_param(g, "dy", y->shape, u);
     tg_node_params p = y->p;
-    p.i[4] = c->shape.dim[p.i[0]];
+    tg_slice_step_set_len(&p, c->shape.dim[tg_slice_step_axis(y)]);
     return tg_node_create(g, TG_OP_SLICE_STEP_BWD, 1, &dy, &p);
 }
 

@@ -6,6 +6,7 @@
 #include "tg_test.h"
 
 #include "ops/op.h"
+#include "ops/unary.h"
 #include "runtime/interp.h"
 
 #include <string.h>
@@ -54,7 +55,7 @@ static tg_tensor *build_unary(tg_graph *g, void *ctx)
     /* sigmoid/tanh backward take y in (0,1)/(-1,1): feed the forward output */
     tg_tensor *xy = c->op == TG_OP_SIGMOID || c->op == TG_OP_TANH ? apply(g, c->op, x) : x;
     tg_node_params p = {0};
-    p.i[1] = c->form;
+    tg_gelu_set_form(&p, c->form);
     return tg_node_create(g, bwd, 2, (tg_tensor *[]){dy, xy}, &p);
 }
 
@@ -89,7 +90,7 @@ static void test_gelu_tanh_form(void)
     tg_tensor *y = tg_gelu_tanh(g, x);
     TG_CHECK_OK(tg_graph_status(g));
     tg_node_params p = {0};
-    p.i[1] = 1;
+    tg_gelu_set_form(&p, 1);
     tg_tensor *d = tg_node_create(g, TG_OP_GELU_BWD, 2, (tg_tensor *[]){dy, x}, &p);
     TG_CHECK_OK(tg_graph_status(g));
     float xf[8], dyf[8], out[8];
@@ -105,7 +106,7 @@ static void test_gelu_tanh_form(void)
         TG_CHECK_NEAR(out[k], want_grad[k], 3e-7 * (1 + fabs(want_grad[k])));
     /* a form other than 0 or 1 is refused by name */
     tg_node_params bad = {0};
-    bad.i[1] = 2;
+    tg_gelu_set_form(&bad, 2);
     TG_CHECK(tg_node_create(g, TG_OP_GELU, 1, &x, &bad) == NULL);
     TG_CHECK(strstr(tg_graph_error(g), "gelu form 2") != NULL);
     tg_graph_destroy(g);

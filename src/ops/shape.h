@@ -1,0 +1,41 @@
+/* ops/shape.h - the params of the ops that move elements (ops/shape.c,
+ * slice_step.c, reduce_minmax.c; binary.c's SUM_TO and EXPAND), named once
+ * here. SLICE's are in graph/shape_params.h, which autodiff reads too. */
+#ifndef TG_OPS_SHAPE_H
+#define TG_OPS_SHAPE_H
+
+#include "graph/shape_params.h"
+#include "ops/op.h"
+
+/* RESHAPE, SUM_TO and EXPAND keep their target shape from p.i[0] on
+ * (tg_params_put_shape, ops/broadcast.h). */
+enum { TG_SHAPE_AT = 0 };
+
+/* TRANSPOSE: output dim d is input dim perm[d], for d < ndim. */
+static inline int64_t tg_transpose_perm(const tg_tensor *node, int d)
+{
+    return node->p.i[d];
+}
+static inline void tg_transpose_set_perm(tg_node_params *p, int d, int64_t v)
+{
+    p->i[d] = v;
+}
+
+/* CONCAT: the axis (normalised to >= 0). */
+TG_PARAM_I(concat, axis, 0)
+
+/* SLICE_STEP (slice_step.c): output row r along axis (normalised to >= 0)
+ * is input row start + r * step (step not 0), for count (>= 1) rows.
+ * SLICE_STEP_BWD adds len, the input's length along the axis. */
+TG_PARAM_I(slice_step, axis, 0)
+TG_PARAM_I(slice_step, start, 1)
+TG_PARAM_I(slice_step, step, 2)
+TG_PARAM_I(slice_step, count, 3)
+TG_PARAM_I(slice_step, len, 4)
+
+/* REDUCE_SUM, REDUCE_MAX, REDUCE_MIN and REDUCE_MINMAX_BWD: the axes
+ * reduced (bit i = axis i), and whether they are kept as 1s. */
+TG_PARAM_I(reduce, mask, 0)
+TG_PARAM_I(reduce, keepdim, 1)
+
+#endif

@@ -1,0 +1,32 @@
+/* ops/unary.h - the params of the element-wise function ops (ops/unary.c,
+ * ops/activation.c) and of softmax (ops/softmax.c), named once here. */
+#ifndef TG_OPS_UNARY_H
+#define TG_OPS_UNARY_H
+
+#include "ops/op.h"
+
+/* unary.c's two float params, which its kernels read as the pair (s, b):
+ * SCALE: x * scale + shift; LEAKY_RELU(_BWD): s = alpha; CLIP(_BWD): s =
+ * min, b = max (+-infinity for no bound). A backward op keeps its forward
+ * op's pair. */
+TG_PARAM_F(unary, s, 0)
+TG_PARAM_F(unary, b, 1)
+/* GELU_BWD computes dy * gelu^(order+1)(x): order 0 is the gradient of gelu,
+ * order 1 exists so that GELU_BWD itself has a gradient rule. */
+TG_PARAM_I(gelu, order, 0)
+/* GELU and GELU_BWD: 0 for the exact x Phi(x), 1 for the tanh approximation. */
+TG_PARAM_I(gelu, form, 1)
+/* ROUND_HALF: TG_F16 or TG_BF16, the type whose values it rounds to. */
+TG_PARAM_I(round_half, to, 0)
+
+/* ACTIVATION(_BWD) (activation.c): the function (tg_act) and its two
+ * float params (alpha, beta, ...: see tg_act there). */
+TG_PARAM_I(act, fn, 0)
+TG_PARAM_F(act, a, 0)
+TG_PARAM_F(act, b, 1)
+
+/* SOFTMAX, LOG_SOFTMAX and their gradients: the axis (stored normalised
+ * to >= 0 by the shape rule). */
+TG_PARAM_I(softmax, axis, 0)
+
+#endif

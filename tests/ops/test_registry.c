@@ -1,0 +1,136 @@
+/* tests/ops/test_registry.c - the op table (ops/registry.c) describes every
+ * op kind once: each enum value of graph/op_list.h has a def with its
+ * list name, rules and kernels, and flags that agree with each other and
+ * with what the passes see on real nodes (element-wise, blocked layout,
+ * bf16 kernels, aliasing, cost kind, plan hooks).
+ * TG_TEST_LABELS: quick */
+#include "tg_test.h"
+
+#include "ops/blocked.h"
+#include "ops/op.h"
+#include "tilegraph/graph.h"
+
+#include <string.h>
+
+static bool is_leaf(tg_op op)
+{
+    return op == TG_OP_INPUT || op == TG_OP_PARAM || op == TG_OP_STATE || op == TG_OP_CONSTANT;
+}
+
+/* Every enum value has a complete def. */
+static void test_every_op_has_a_def(void)
+{
+    const unsigned known = TG_OPF_ELEMENTWISE | TG_OPF_BLOCKED | TG_OPF_BF16_NATIVE;
+    for (int op = 0; op < TG_OP_COUNT; op++) {
+        const tg_op_def *d = tg_op_get((tg_op)op);
+        TG_CHECK(d != NULL);
+        if (!d)
+            continue;
+        TG_CHECK(d->name && strcmp(d->name, tg_op_name((tg_op)op)) == 0);
+        TG_CHECK((d->flags & ~known) == 0);
+        /* a new op says whether it reinterprets memory */
+        if (d->memory != TG_OP_OWN_STORAGE && d->memory != TG_OP_VIEWS_INPUT)
+            printf("  op %s does not say whether its output views its input (.memory)\n", d->name);
+        TG_CHECK(d->memory == TG_OP_OWN_STORAGE || d->memory == TG_OP_VIEWS_INPUT);
+        TG_CHECK((unsigned)d->cost < TG_COST_KIND_COUNT);
+        if (is_leaf((tg_op)op)) {
+            TG_CHECK(!d->infer && !d->forward && d->flags == TG_OPF_NONE);
+            continue;
+        }
+        if (!d->infer || !d->forward || !d->reference || !d->flops)
+            printf("  op %s lacks a rule or kernel\n", d->name);
+        TG_CHECK(d->infer && d->forward && d->reference && d->flops);
+        if (d->planner)
+            TG_CHECK(d->planner->plan && d->planner->plan_free);
+        TG_CHECK(tg_op_planner_get((tg_op)op) == d->planner);
+    }
+    TG_CHECK(tg_op_get(TG_OP_COUNT) == NULL && tg_op_get((tg_op)-1) == NULL);
+    TG_CHECK(strcmp(tg_op_name(TG_OP_COUNT), "?") == 0);
+}
+
+/* The flags agree with each other: what one implies of another. */
+static void test_flags_consistent(void)
+{
+    for (int op = 0; op < TG_OP_COUNT; op++) {
+        const tg_op_def *d = tg_op_get((tg_op)op);
+        if (!d)
+            continue;
+        if (d->flags & TG_OPF_BF16_NATIVE)
+            /* elementwise_bf16.c's kernels are ReLU's, its gradient's and add's */
+            TG_CHECK((d->flags & TG_OPF_ELEMENTWISE) &&
+                     (op == TG_OP_RELU || op == TG_OP_RELU_BWD || op == TG_OP_ADD));
+        if (d->memory == TG_OP_VIEWS_INPUT) /* a view runs no kernel and keeps NCHW */
+            TG_CHECK(d->flags == TG_OPF_NONE && !d->layout && !d->planner && !d->scratch &&
+                     !d->reads_bf16);
+        if (d->flags & TG_OPF_ELEMENTWISE) /* position-free: no layout of its own to plan */
+            TG_CHECK(!d->layout && !d->planner && d->cost == TG_COST_MEMORY &&
+                     !(d->flags & TG_OPF_BLOCKED));
+        if (d->layout)
+            TG_CHECK(!(d->flags & (TG_OPF_BLOCKED | TG_OPF_ELEMENTWISE)));
+    }
+}
+
+/* The math functions share the element-wise kernel, so they run blocked
+ * like ReLU (they were once missing from the list that said so). */
+static void test_math_functions_are_elementwise(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 3, 3));
+    tg_tensor *ys[] = {tg_erf(g, x), tg_exp(g, x),  tg_log(g, x),   tg_sqrt(g, x),
+                       tg_abs(g, x), tg_relu(g, x), tg_add(g, x, x)};
+    TG_CHECK_OK(tg_graph_status(g));
+    for (size_t k = 0; k < sizeof ys / sizeof ys[0] && tg_graph_status(g) == TG_OK; k++) {
+        TG_CHECK(tg_op_is_elementwise(ys[k]));
+        TG_CHECK(tg_blocked_kernel_exists(ys[k]));
+        TG_CHECK(tg_op_layout_of(ys[k], 2) == TG_LAYOUT_TIED);
+    }
+    /* broadcasting is not element-wise: the operands' elements differ in place */
+    tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape4(1, 16, 1, 1));
+    tg_tensor *sum = tg_add(g, x, b);
+    TG_CHECK(sum && !tg_op_is_elementwise(sum) && tg_op_layout_of(sum, 2) == TG_LAYOUT_PLAIN);
+    tg_graph_destroy(g);
+}
+
+/* What the layout and bf16 questions answer on real nodes. */
+static void test_layout_and_bf16(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 4, 4));
+    tg_tensor *run = tg_param(g, "run", tg_shape2(2, 16), (tg_init){TG_INIT_ZEROS});
+    tg_tensor *bn = tg_batch_norm(g, x, NULL, NULL, run, 1e-5f);
+    tg_tensor *ln = tg_layer_norm(g, x, 2, NULL, NULL, 1e-5f);
+    tg_tensor *mp = tg_maxpool2d(g, x, 2, 2, 0);
+    tg_tensor *r = tg_relu(g, x);
+    tg_tensor *e = tg_exp(g, x);
+    tg_tensor *v = tg_reshape(g, x, tg_shape2(2, 256));
+    TG_CHECK_OK(tg_graph_status(g));
+    if (tg_graph_status(g) != TG_OK) {
+        tg_graph_destroy(g);
+        return;
+    }
+    /* batch norm's apply over 4-D x runs blocked and reads bf16 when blocked */
+    TG_CHECK(bn->op == TG_OP_NORM_APPLY && tg_op_layout_of(bn, 1) == TG_LAYOUT_TIED);
+    TG_CHECK(tg_op_reads_bf16(bn, true) && !tg_op_reads_bf16(bn, false));
+    TG_CHECK(ln->op == TG_OP_NORM_APPLY && tg_op_layout_of(ln, 1) == TG_LAYOUT_PLAIN);
+    TG_CHECK(!tg_op_reads_bf16(ln, true));
+    TG_CHECK(tg_op_layout_of(mp, 1) == TG_LAYOUT_TIED && tg_op_get(mp->op)->cost == TG_COST_POOL);
+    TG_CHECK(tg_op_reads_bf16(r, false) && tg_elementwise_bf16_supported(r));
+    TG_CHECK(!tg_op_reads_bf16(e, false) && !tg_elementwise_bf16_supported(e));
+    /* the view: marked by the graph from its def, plain layout */
+    TG_CHECK((v->flags & TG_NODE_ALIAS) && tg_op_layout_of(v, 1) == TG_LAYOUT_PLAIN);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        bool alias = tg_op_get(t->op)->memory == TG_OP_VIEWS_INPUT;
+        TG_CHECK(alias == ((t->flags & TG_NODE_ALIAS) != 0));
+    }
+    tg_graph_destroy(g);
+}
+
+int main(void)
+{
+    TG_RUN(test_every_op_has_a_def);
+    TG_RUN(test_flags_consistent);
+    TG_RUN(test_math_functions_are_elementwise);
+    TG_RUN(test_layout_and_bf16);
+    return tg_test_finish();
+}
