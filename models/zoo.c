@@ -22,9 +22,9 @@ extern const tg_model_spec tg_model_bert_tiny;
 extern const tg_model_spec tg_model_bert_large;
 
 static const tg_model_spec *const models[] = {
-    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18, &tg_model_resnet34,
-    &tg_model_resnet50,      &tg_model_resnet101,      &tg_model_gpt_tiny, &tg_model_bert_tiny,
-    &tg_model_bert_large,
+    &tg_model_fashion_basic, &tg_model_mnist_pipeline, &tg_model_resnet18,
+    &tg_model_resnet34,      &tg_model_resnet50,       &tg_model_resnet101,
+    &tg_model_gpt_tiny,      &tg_model_bert_tiny,      &tg_model_bert_large,
 };
 
 #define N_MODELS ((int)(sizeof models / sizeof models[0]))

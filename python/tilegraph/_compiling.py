@@ -85,9 +85,11 @@ class _Compiling:
 
     @staticmethod
     def _phases(strategy, split, index):
-        """The phases option of a PhasedExecution: its phases' blocks, and where the
-        activations its backward needs are kept (setTensorsLiveness)."""
-        phases = "|".join(",".join(f"S{index[n]}" for s in p.stages for n in s.blocks)
+        """The phases option of a PhasedExecution: its phases' blocks (with the
+        device a phase's stages name, "S0,S1@1"), and where the activations its
+        backward needs are kept (setTensorsLiveness)."""
+        phases = "|".join(",".join(f"S{index[n]}" for s in p.stages for n in s.blocks) +
+                          ("" if p.ipu_id is None else f"@{p.ipu_id}")
                           for p in strategy.phases)
         v = {"split": split, "phases": phases, "executionStrategy": "phased",
              "phasedExecutionType": strategy.phased_execution_type}

@@ -85,13 +85,21 @@ class ShardedExecution(_Strategy):
 
 
 class Phase:
-    """Stages run together as one phase of poptorch.PhasedExecution: Phase("B1", "B2")."""
+    """Stages run together as one phase of poptorch.PhasedExecution: Phase("B1", "B2"), or
+    on a device of its own: Phase(Stage("B3").ipu(1)). tilegraph runs a phase on one
+    device, so its stages name the same one (or none)."""
 
     def __init__(self, *stages: Union[Stage, str]) -> None:
         if not stages:
             raise ValueError("poptorch.Phase: give one or more stages or block names, e.g. "
                              "Phase(\"B1\")")
         self.stages = [s if isinstance(s, Stage) else Stage(s) for s in stages]
+        ids = {s.ipu_id for s in self.stages if s.ipu_id is not None}
+        if len(ids) > 1:
+            raise ValueError(f"poptorch.Phase: its stages are on devices {sorted(ids)}; tilegraph "
+                             "runs a phase on one device: give its stages one ipu id, or put "
+                             "them in phases of their own")
+        self.ipu_id: Optional[int] = ids.pop() if ids else None
 
 
 class Liveness:
@@ -105,9 +113,11 @@ class Liveness:
 
 
 class PhasedExecution:
-    """poptorch.PhasedExecution(Phase(...), ...): the phases run one after another on one
-    device (phased_execution_type "SingleIPU"; "ParallelIPU" is refused at compile as not
-    available yet). A phase may be given as a Phase, a Stage, or block names."""
+    """poptorch.PhasedExecution(Phase(...), ...): the phases run one after another, each on
+    one device: device 0, or the one its stages name (Stage("B3").ipu(1)), consecutive
+    phases sharing a device (phased_execution_type "SingleIPU"; "ParallelIPU", phases
+    alternating over two devices, is refused at compile as not available yet). A phase may
+    be given as a Phase, a Stage, or block names."""
     kind = "phased"
 
     def __init__(self, *phases: Union[Phase, Stage, str],

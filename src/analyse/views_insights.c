@@ -270,9 +270,8 @@ static void other_processes(tg_profile_reader *r, int n_devices, tg_an_view *v)
  * own thread, onDemand, hide none). */
 static tg_status offloading(tg_profile_reader *r, const tg_an_times *times, tg_an_view *v)
 {
-    static const char *const cols[] = {"device",    "offloaded to host", "loaded",
-                                       "stored",    "copy time",         "waited",
-                                       "beside compute"};
+    static const char *const cols[] = {
+        "device", "offloaded to host", "loaded", "stored", "copy time", "waited", "beside compute"};
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES,
                                        TG_AN_NS, TG_AN_NS,    TG_AN_NS};
     sqlite3_stmt *st;

@@ -7,6 +7,7 @@
 #include "core/error.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TG_MAX_BLOCKS 256
@@ -79,6 +80,9 @@ static tg_status stages_from_spec(const char *spec, const block_list *bl, int *s
     int stage = 0;
     char *save_stage = NULL;
     for (char *st = strtok_r(buf, "|", &save_stage); st; st = strtok_r(NULL, "|", &save_stage)) {
+        char *at = strchr(st, '@'); /* a phase's device (phase_devices) */
+        if (at)
+            *at = '\0';
         char *save_block = NULL;
         for (char *name = strtok_r(st, ",", &save_block); name;
              name = strtok_r(NULL, ",", &save_block)) {
@@ -378,11 +382,69 @@ static tg_status check_phased(const tg_config *c)
     return TG_OK;
 }
 
-/* Phased (SingleIPU): the phases run in order, each on one device: the
- * device its blocks name (tg_block_begin_on), else with `devices` N > 1 the
- * phases spread over the N devices in order, as evenly as the count allows,
- * else device 0. A device runs consecutive phases only, since values flow
- * from one device to the next (as between sharded stages). */
+/* The phases' devices in order, none skipped, within `devices`. */
+static tg_status check_phase_order(const tg_config *c, tg_placement *p)
+{
+    p->n_devices = 0;
+    for (int k = 0; k < p->n_stages; k++) {
+        int d = p->device_of_stage[k];
+        if (k > 0 && d < p->device_of_stage[k - 1])
+            return tg_error(TG_ERR_CONFIG,
+                            "phase %d is on device %d, before phase %d's device %d: phases run "
+                            "in order, a device's phases one after another",
+                            k, d, k - 1, p->device_of_stage[k - 1]);
+        if (k > 0 && d > p->device_of_stage[k - 1] + 1)
+            return tg_error(TG_ERR_CONFIG,
+                            "phase %d is on device %d after phase %d's device %d: leave no "
+                            "device between phases unused",
+                            k, d, k - 1, p->device_of_stage[k - 1]);
+        if (k == 0 && d != 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "phase 0 is on device %d: the first phase runs on device 0", d);
+        if (d + 1 > p->n_devices)
+            p->n_devices = d + 1;
+    }
+    if (c->pipeline.devices > 0 && p->n_devices > c->pipeline.devices)
+        return tg_error(TG_ERR_CONFIG,
+                        "the phases need device %d but only %d device%s available (option "
+                        "devices)",
+                        p->n_devices - 1, c->pipeline.devices,
+                        c->pipeline.devices == 1 ? " is" : "s are");
+    return TG_OK;
+}
+
+/* The devices the phases spec names ("B1,B2@0|B3@1"): device[k] for phase
+ * k, -1 where it names none. */
+static tg_status phase_devices(const char *spec, int n, int *device)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    int k = 0;
+    for (char *ph = strtok_r(buf, "|", &save); ph && k < n; ph = strtok_r(NULL, "|", &save), k++) {
+        char *at = strchr(ph, '@'), *end = NULL;
+        device[k] = -1;
+        if (!at)
+            continue;
+        long d = strtol(at + 1, &end, 10);
+        while (end && *end == ' ')
+            end++;
+        if (end == at + 1 || !end || *end || d < 0 || d >= TG_MAX_DEVICES)
+            return tg_error(TG_ERR_CONFIG,
+                            "phases \"%s\": phase %d's device '%s' is not a device index: give "
+                            "\"BLOCKS@N\" with N from 0 to %d",
+                            spec, k, at + 1, TG_MAX_DEVICES - 1);
+        device[k] = (int)d;
+    }
+    return TG_OK;
+}
+
+/* Phased (SingleIPU): the phases run in order, each on one device: the one
+ * its spec names ("B3@1"), else the device its blocks name
+ * (tg_block_begin_on), else with `devices` N > 1 the phases spread over the
+ * N devices in order, as evenly as the count allows, else device 0. A
+ * device runs consecutive phases only, since values flow from one device
+ * to the next (as between sharded stages). */
 static tg_status assign_phases(const tg_config *c, tg_placement *p, const block_list *bl,
                                const int *stage_of_block)
 {
@@ -395,36 +457,19 @@ static tg_status assign_phases(const tg_config *c, tg_placement *p, const block_
                         devices, n, n == 1 ? "" : "s");
     p->n_phases = n;
     p->device_of_stage = tg_calloc((size_t)n + 1, sizeof(int));
-    if (!p->device_of_stage)
-        return tg_error(TG_ERR_NOMEM, "placement: out of memory");
-    for (int k = 0; k < n; k++)
+    int *named = tg_calloc((size_t)n + 1, sizeof(int));
+    tg_status s = p->device_of_stage && named ? phase_devices(c->pipeline.phases, n, named)
+                                              : tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    for (int k = 0; s == TG_OK && k < n; k++)
         p->device_of_stage[k] = (int)((int64_t)k * devices / n);
-    for (int b = 0; b < bl->n; b++)
+    for (int b = 0; s == TG_OK && b < bl->n; b++)
         if (bl->device[b] >= 0)
             p->device_of_stage[stage_of_block[b]] = bl->device[b];
-    p->n_devices = 0;
-    for (int k = 0; k < n; k++) {
-        int d = p->device_of_stage[k];
-        if (k > 0 && d < p->device_of_stage[k - 1])
-            return tg_error(TG_ERR_CONFIG,
-                            "phase %d is on device %d, before phase %d's device %d: phases run "
-                            "in order, a device's phases one after another",
-                            k, d, k - 1, p->device_of_stage[k - 1]);
-        if (k > 0 && d > p->device_of_stage[k - 1] + 1)
-            return tg_error(TG_ERR_CONFIG,
-                            "phase %d is on device %d after phase %d's device %d: leave no "
-                            "device between phases unused",
-                            k, d, k - 1, p->device_of_stage[k - 1]);
-        if (d + 1 > p->n_devices)
-            p->n_devices = d + 1;
-    }
-    if (c->pipeline.devices > 0 && p->n_devices > c->pipeline.devices)
-        return tg_error(TG_ERR_CONFIG,
-                        "the phases need device %d but only %d device%s available (option "
-                        "devices)",
-                        p->n_devices - 1, c->pipeline.devices,
-                        c->pipeline.devices == 1 ? " is" : "s are");
-    return TG_OK;
+    for (int k = 0; s == TG_OK && k < n; k++)
+        if (named[k] >= 0)
+            p->device_of_stage[k] = named[k];
+    tg_free(named);
+    return s == TG_OK ? check_phase_order(c, p) : s;
 }
 
 tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg_placement *p)
@@ -463,7 +508,7 @@ tg_status tg_place(const tg_graph *g, const tg_config *c, const bool *needed, tg
         s = assign_nodes(g, needed, p, block_of, stage_of_block, bl);
     if (s == TG_OK)
         s = tg_placement_phased(c) ? assign_phases(c, p, bl, stage_of_block)
-                                    : assign_devices(c, p, bl, stage_of_block);
+                                   : assign_devices(c, p, bl, stage_of_block);
 done:
     tg_free(block_of);
     tg_free(bl);

@@ -192,8 +192,8 @@ static const opt_spec option_table[] = {
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "
      "elements is kept whole on every replica"},
     /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
-    {"TensorLocations.optimizer.replicatedTensorSharding", "--shard optimizer", OPT_BOOL, "false", 0,
-     0, NULL,
+    {"TensorLocations.optimizer.replicatedTensorSharding", "--shard optimizer", OPT_BOOL, "false",
+     0, 0, NULL,
      "with replicas: each replica keeps 1/replicationFactor of the optimizer state, updates that "
      "share of the weights and sends it to the others (less memory, an all-gather per update)"},
     {"autoReport.all", "--profile", OPT_BOOL, "false", 0, 0, NULL,

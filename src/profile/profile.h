@@ -33,7 +33,7 @@ typedef struct tg_profile tg_profile;
     /* a gradient bucket's exchange with the instances, from its start during the backward to      \
      * its arrival (runtime/buckets.c): overlaps the other events */                               \
     X(BUCKET, "gradient bucket to instances")                                                      \
-    /* an offloaded tensor into its streamed copy, or back (compile/streaming.c); with peer         \
+    /* an offloaded tensor into its streamed copy, or back (compile/streaming.c); with peer        \
      * TG_EVENT_PEER_IO_THREAD run by the device's I/O thread beside its compute */                \
     X(STREAMING_LOAD, "load from streaming memory")                                                \
     X(STREAMING_STORE, "store to streaming memory")                                                \
@@ -41,7 +41,7 @@ typedef struct tg_profile tg_profile;
      * copy for a pass, or after an update the shards' exchange with the other instances */        \
     X(GATHER, "all-gather")                                                                        \
     /* the all-reduce when it sums each replica's shard of the sharded weights' gradients */       \
-    X(REDUCE_SCATTER, "reduce-scatter")                                                                        \
+    X(REDUCE_SCATTER, "reduce-scatter")                                                            \
     /* the device waiting for its I/O thread's copies (runtime/stream_io.c) */                     \
     X(STREAMING_WAIT, "wait for streaming memory")
 

@@ -91,8 +91,7 @@ static void print_io_tiles(const tg_program *p, int d, FILE *out)
 static tg_status step_end(void *ctx, int device, int phase, tg_tile_piece piece, int iteration,
                           int micro_batch, double start_cycles, double end_cycles)
 {
-    (void)device, (void)phase, (void)piece, (void)iteration, (void)micro_batch,
-        (void)start_cycles;
+    (void)device, (void)phase, (void)piece, (void)iteration, (void)micro_batch, (void)start_cycles;
     double *end = ctx;
     if (end_cycles > *end)
         *end = end_cycles;
@@ -230,9 +229,8 @@ void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out)
  * so a device needs its largest phase), and its streaming-memory traffic. */
 static void phase_table(const tg_program *p, tg_an_view *v)
 {
-    static const char *const cols[] = {"phase",      "device",           "steps",
-                                       "persistent", "activations peak", "total",
-                                       "loaded",     "stored"};
+    static const char *const cols[] = {"phase", "device", "steps", "persistent", "activations peak",
+                                       "total", "loaded", "stored"};
     static const tg_an_kind kinds[] = {TG_AN_ID,    TG_AN_ID,    TG_AN_COUNT, TG_AN_BYTES,
                                        TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES, TG_AN_BYTES};
     size_t n = (size_t)p->n_phases + 1;
@@ -251,8 +249,7 @@ static void phase_table(const tg_program *p, tg_an_view *v)
         const tg_phase_memory *m = &pm[(size_t)d * n + k];
         size_t total = m->persistent + m->peak_activations;
         tg_an_row(t, (double)k, (double)d, (double)m->steps, (double)m->persistent,
-                  (double)m->peak_activations, (double)total, (double)m->loaded,
-                  (double)m->stored);
+                  (double)m->peak_activations, (double)total, (double)m->loaded, (double)m->stored);
         if (total > most)
             most = total, at = k, at_device = d;
     }

@@ -227,10 +227,17 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
     bool offloading = p->config.memory.location[TG_TENSOR_OPTIMIZER].off_chip;
     const tg_tensor_location *weights = &p->config.memory.location[TG_TENSOR_WEIGHT];
     bool weights_rts = weights->sharded && p->replicas > 1, weights_offloaded = weights->off_chip;
+    /* phased over the devices the plan has: its stages (or blocks) as the phases */
+    char phased_devices[16];
+    snprintf(phased_devices, sizeof phased_devices, "%d", p->n_devices);
+    const char *phases = p->config.pipeline.stages;
+    bool phased_now = !strcmp(p->config.pipeline.strategy, "phased");
+    if (phased_now || !strcmp(phases, "auto"))
+        phases = p->config.pipeline.phases;
     struct {
         const char *what;
         int batch;
-        const char *kv[8];
+        const char *kv[20];
         const char *unavailable;
         void (*prepare)(tg_graph *);
     } remedies[] = {
@@ -280,6 +287,17 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
          rts          ? "already sharded"
          : offloading ? "instead of offloading: set onChip=true first"
                       : NULL,
+         NULL},
+        /* the stages as phases, one after another, with everything streamed */
+        {"phased, everything off chip",
+         m->batch,
+         {"executionStrategy", "phased", "stages", "", "phases", phases, "devices", phased_devices,
+          "TensorLocations.weight.onChip", "false", "TensorLocations.activation.onChip", "false",
+          "TensorLocations.accumulator.onChip", "false", "TensorLocations.optimizer.onChip",
+          "false", NULL},
+         p->graph->n_blocks < 2 && !*p->config.pipeline.split
+             ? "the model has no blocks to make phases of (split it with --split)"
+             : NULL,
          NULL},
         /* ZeRO-3: the weights and, with them, their optimizer state */
         {p->replicas > 1 ? "weights sharded over the replicas" : "weights sharded, 2 replicas",

@@ -49,10 +49,10 @@ typedef struct tg_stream_io {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake, done_cond;
-    bool stop;               /* under lock */
-    int64_t posted, done;    /* under lock */
-    int64_t recorded;        /* the device's thread only */
-    io_job jobs[IO_QUEUE];   /* job t in jobs[t % IO_QUEUE] */
+    bool stop;             /* under lock */
+    int64_t posted, done;  /* under lock */
+    int64_t recorded;      /* the device's thread only */
+    io_job jobs[IO_QUEUE]; /* job t in jobs[t % IO_QUEUE] */
 } tg_stream_io;
 
 static bool device_streams(const tg_program *p, int d)
@@ -205,7 +205,7 @@ static int64_t post(device_ctx *c, const tg_stream_pass *pass, int k, bool in)
     if ((in ? st->n_stream_in : st->n_stream_out) == 0)
         return 0;
     tg_stream_io *io = io_of(c);
-    int64_t ticket = io->posted + 1; /* only this thread posts */
+    int64_t ticket = io->posted + 1;    /* only this thread posts */
     wait_for(c, io, ticket - IO_QUEUE); /* the slot's previous job is recorded */
     pthread_mutex_lock(&io->lock);
     io->jobs[io->posted % IO_QUEUE] = (io_job){pass->phase, st, in, pass->it, pass->g, 0, 0, 0};
@@ -219,9 +219,8 @@ void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass)
 {
     const tg_device_program *dp = &c->s->program->devices[c->device];
     int ig = dp->input_grad_steps, nb = dp->n_steps[TG_PHASE_BACKWARD];
-    pass->cut = pass->phase == TG_PHASE_BACKWARD && ig > pass->begin && ig < pass->end && ig < nb
-                    ? ig
-                    : 0;
+    pass->cut =
+        pass->phase == TG_PHASE_BACKWARD && ig > pass->begin && ig < pass->end && ig < nb ? ig : 0;
     pass->store_ticket[0] = pass->store_ticket[1] = 0;
     pass->load_ticket = pass->begin < pass->end ? post(c, pass, pass->begin, true) : 0;
 }

@@ -225,8 +225,8 @@ static tg_tile_span work_span(const tg_program *p, const tg_tile_plan *tp, const
  * gradient): each of its tiles sends partial results of the output's size,
  * not its share of the input. Receiving the whole input would pile a
  * model's worth of exchange code on the output's few tiles. */
-static double received_bytes(const tg_program *p, const tg_tile_plan *tp, const tg_step *st,
-                             int in, const tg_tile_span *w)
+static double received_bytes(const tg_program *p, const tg_tile_plan *tp, const tg_step *st, int in,
+                             const tg_tile_span *w)
 {
     const tg_tile_span *from = &tp->span[in];
     double bytes = (double)p->buffers[in].bytes;

@@ -114,6 +114,16 @@ class BlocksTest(unittest.TestCase):
         torch.manual_seed(0)
         located, _ = train(net(), off(opts(4)))  # locations alone, one device
         self.assertTrue(torch.equal(single, located))
+        # the last two phases on a second device: the same losses again
+        two = poptorch.PhasedExecution(poptorch.Phase("B1"), poptorch.Phase("B2"),
+                                       poptorch.Phase(poptorch.Stage("B3").ipu(1)),
+                                       poptorch.Phase(poptorch.Stage("B4").ipu(1)))
+        torch.manual_seed(0)
+        spread, tm = train(net(), off(opts(4, two)))
+        self.assertEqual(tm._placement_values.get("phases"), "S0|S1|S2@1|S3@1")
+        self.assertTrue(torch.equal(single, spread), (single, spread))
+        with self.assertRaisesRegex(ValueError, "runs a phase on one device"):
+            poptorch.Phase(poptorch.Stage("B1").ipu(0), poptorch.Stage("B2").ipu(1))
         with self.assertRaisesRegex(TilegraphError, "not available yet"):
             train(net(), opts(4, poptorch.ParallelPhasedExecution("B1", "B2", "B3", "B4")))
         with self.assertRaisesRegex(ValueError, "sharding of the activation tensors"):

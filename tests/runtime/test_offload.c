@@ -138,15 +138,15 @@ static void test_everything_offloaded_zero_bubble_with_replicas(void)
 static void test_preload_matches_on_demand(void)
 {
 #define EVERYTHING_OFF                                                                             \
-    "executionStrategy", "pipelined", "pipelineSchedule", "zb-h1", "Training.gradientAccumulation", \
-        "4", "replicationFactor", "2", "TensorLocations.weight.onChip", "false",                   \
-        "TensorLocations.activation.onChip", "false", "TensorLocations.accumulator.onChip",        \
-        "false", "TensorLocations.optimizer.onChip", "false"
+    "executionStrategy", "pipelined", "pipelineSchedule", "zb-h1",                                 \
+        "Training.gradientAccumulation", "4", "replicationFactor", "2",                            \
+        "TensorLocations.weight.onChip", "false", "TensorLocations.activation.onChip", "false",    \
+        "TensorLocations.accumulator.onChip", "false", "TensorLocations.optimizer.onChip", "false"
     tg_optimizer opt = tg_optimizer_adamw(0.01f);
     tg_test_model demand, preload;
     tg_test_train(&demand, 8, &opt,
-                  (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "onDemand", NULL}, 3,
-                  9, NULL);
+                  (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "onDemand", NULL},
+                  3, 9, NULL);
     tg_test_train(&preload, 8, &opt, (const char *[]){EVERYTHING_OFF, NULL}, 3, 9, NULL);
 #undef EVERYTHING_OFF
     if (demand.s && preload.s) {
