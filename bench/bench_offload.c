@@ -2,10 +2,10 @@
  * (issue 31): ResNet-18 with its tensors on the device against the same
  * model with weights and optimizer state, then everything, in host
  * streaming memory (TensorLocations.<kind>.onChip = false), alternated in
- * the same run, each with its copies on the device's I/O thread a step
- * ahead (TensorLocations.ioSchedule preload, the default) and on the
- * device's own thread when their step comes (onDemand). The issue's target
- * is under 20% with prefetch.
+ * the same run, each with its copies on the device's own thread when their
+ * step comes (TensorLocations.ioSchedule onDemand, the default) and on its
+ * I/O thread ahead of their steps (preload, TensorLocations.preloadSteps
+ * 4). The issue's target is under 20% with prefetch.
  *
  * Environment: TG_BENCH_REPS (default 3), TG_BENCH_STEPS (timed host steps,
  * default 6), TG_BENCH_BATCH (default 16), TG_BENCH_THREADS (default 1).

@@ -171,17 +171,18 @@ static void live_at(tg_buffer *b, int at)
 }
 
 /* With TensorLocations.ioSchedule preload the I/O thread loads a copy while
- * the step before its first use computes and stores it while the step
- * after its last one does (runtime/stream_io.c): the copy holds its bytes
- * over those steps too, which the memory plan sees here (it only widens
- * these ranges). Not past the pass's ends: the pass's first loads and its
- * last stores run when it starts and ends. */
+ * the preloadSteps steps before its first use compute, and stores it while
+ * the step after its last one does (runtime/stream_io.c): the copy holds its
+ * bytes over those steps too, which the memory plan sees here (it only
+ * widens these ranges). Not past the pass's ends: the pass's first loads
+ * and its last stores run when it starts and ends. */
 static void widen_for_preload(tg_program *p, int d, pass_range r, const pass_copy *c)
 {
     tg_device_program *dp = &p->devices[d];
     tg_buffer *b = &p->buffers[c->copy];
+    int from = c->first - p->config.memory.preload_steps;
     if (c->read_first && c->first > r.begin)
-        live_at(b, timeline_at(dp, r.phase, c->first - 1));
+        live_at(b, timeline_at(dp, r.phase, from > r.begin ? from : r.begin));
     if (c->written && c->last + 1 < r.end)
         live_at(b, timeline_at(dp, r.phase, c->last + 1));
 }

@@ -86,6 +86,7 @@ static void read_memory_and_precision(tg_config *c)
 {
     read_locations(c);
     c->memory.preload = !strcmp(text(c, "TensorLocations.ioSchedule"), "preload");
+    c->memory.preload_steps = (int)integer(c, "TensorLocations.preloadSteps");
     c->memory.per_device = integer(c, "memoryPerDevice");
     c->memory.available_proportion = tg_options_get_float(c->options, "availableMemoryProportion");
     c->recompute.pipeline = !strcmp(text(c, "recomputation"), "pipeline");

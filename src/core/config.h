@@ -88,8 +88,9 @@ typedef struct tg_config {
         /* TensorLocations per kind of tensor (tg_tensor_kind) */
         tg_tensor_location location[TG_TENSOR_KINDS];
         /* TensorLocations.ioSchedule preload: streamed copies run on an I/O
-         * thread a step ahead (runtime/stream_io.c), else on demand */
+         * thread preload_steps ahead (runtime/stream_io.c), else on demand */
         bool preload;
+        int preload_steps;           /* TensorLocations.preloadSteps: how far ahead */
         int64_t per_device;          /* memoryPerDevice; 0: unlimited */
         double available_proportion; /* availableMemoryProportion */
     } memory;

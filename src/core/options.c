@@ -182,11 +182,13 @@ static const opt_spec option_table[] = {
      "state), all-gathers the whole weight into a buffer live for each pass that reads it and "
      "updates its share from the reduce-scattered gradient (ZeRO-3; less memory, a gather per "
      "pass; ignored with one replica; docs/memory-locations.md)"},
-    {"TensorLocations.ioSchedule", NULL, OPT_ENUM, "preload", 0, 0, "preload|onDemand",
-     "how the copies of tensors kept off chip run: preload: on an I/O thread per device, each "
-     "step's loads while the step before computes and its stores while the next one does (a "
-     "copy then holds device memory one step longer at each end); onDemand: on the device's own "
-     "thread when its step comes"},
+    {"TensorLocations.ioSchedule", NULL, OPT_ENUM, "onDemand", 0, 0, "onDemand|preload",
+     "how the copies of tensors kept off chip run: onDemand: on the device's own thread when "
+     "its step comes; preload: on an I/O thread per device, each step's loads while the steps "
+     "before it compute (TensorLocations.preloadSteps) and its stores while the next one does, "
+     "so a copy holds device memory over those steps too: time for memory"},
+    {"TensorLocations.preloadSteps", NULL, OPT_INT, "4", 1, 64, NULL,
+     "with TensorLocations.ioSchedule preload: how many steps ahead a step's loads start"},
     {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", NULL, OPT_INT, "8192", 0,
      9.2e18, NULL,
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "

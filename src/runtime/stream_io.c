@@ -2,12 +2,13 @@
  * streaming.c) on an I/O thread per (replica, device), a step ahead of the
  * device: TensorLocations.ioSchedule preload (docs/memory-locations.md).
  *
- * Within a pass the device queues step k + 1's loads before running step
- * k, waits for step k's loads, runs it, and queues its stores; the I/O
- * thread runs the queue in order. The compiler keeps each copy's bytes
- * live over the step before its load and the step after its store
- * (streaming.c, widen_for_preload), so a copy in flight never shares bytes
- * with what the running step reads or writes. Before step k runs, the device
+ * Within a pass the device queues the loads of the steps up to
+ * preloadSteps (N) ahead before running step k, waits for step k's loads,
+ * runs it, and queues its stores; the I/O thread runs the queue in order.
+ * The compiler keeps each copy's bytes live over the N steps before its
+ * first use and the step after its last (streaming.c, widen_for_preload),
+ * so a copy in flight never shares bytes with what the running step reads
+ * or writes. Before step k runs, the device
  * waits for step k's loads and for step k - 2's stores, whose copies the
  * plan may reuse from step k on (the queue runs in order, so waiting for
  * the later of the two covers both). A pass waits for all its copies
@@ -29,9 +30,9 @@
 #include <pthread.h>
 #include <string.h>
 
-/* Copies in flight: at most a step's stores, the next step's loads and the
- * stores before them. */
-#define IO_QUEUE 8
+/* Copies in flight: the loads of up to TG_STREAM_AHEAD_MAX steps ahead and
+ * the stores of two steps (a full queue makes the device wait, in order). */
+#define IO_QUEUE 16
 
 typedef struct io_job {
     tg_phase phase;
@@ -215,14 +216,32 @@ static int64_t post(device_ctx *c, const tg_stream_pass *pass, int k, bool in)
     return ticket;
 }
 
+/* Queue the loads of the steps from pass->next_load up to `until`, never
+ * past the cut before the device reaches it. */
+static void queue_loads(device_ctx *c, tg_stream_pass *pass, int k, int until)
+{
+    if (until >= pass->end)
+        until = pass->end - 1;
+    if (pass->cut && k < pass->cut && until >= pass->cut)
+        until = pass->cut - 1;
+    for (; pass->next_load <= until; pass->next_load++)
+        pass->load_ticket[pass->next_load % (pass->ahead + 1)] =
+            post(c, pass, pass->next_load, true);
+}
+
 void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass)
 {
-    const tg_device_program *dp = &c->s->program->devices[c->device];
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
     int ig = dp->input_grad_steps, nb = dp->n_steps[TG_PHASE_BACKWARD];
     pass->cut =
         pass->phase == TG_PHASE_BACKWARD && ig > pass->begin && ig < pass->end && ig < nb ? ig : 0;
+    pass->ahead = p->config.memory.preload_steps;
+    if (pass->ahead < 1 || pass->ahead > TG_STREAM_AHEAD_MAX)
+        pass->ahead = 1;
+    pass->next_load = pass->begin;
     pass->store_ticket[0] = pass->store_ticket[1] = 0;
-    pass->load_ticket = pass->begin < pass->end ? post(c, pass, pass->begin, true) : 0;
+    queue_loads(c, pass, pass->begin, pass->begin + pass->ahead);
 }
 
 void tg_stream_io_before(device_ctx *c, tg_stream_pass *pass, int k)
@@ -232,13 +251,11 @@ void tg_stream_io_before(device_ctx *c, tg_stream_pass *pass, int k)
     if (k == pass->cut && k > pass->begin) {
         tg_stream_io_end(c, pass);
         pass->store_ticket[0] = pass->store_ticket[1] = 0;
-        pass->load_ticket = post(c, pass, k, true);
     }
-    bool ahead = k + 1 < pass->end && k + 1 != pass->cut;
-    int64_t next = ahead ? post(c, pass, k + 1, true) : 0;
+    queue_loads(c, pass, k, k + pass->ahead);
+    int64_t loads = pass->load_ticket[k % (pass->ahead + 1)];
     int64_t two_back = pass->store_ticket[k % 2]; /* step k - 2's stores */
-    wait_for(c, io_of(c), pass->load_ticket > two_back ? pass->load_ticket : two_back);
-    pass->load_ticket = next;
+    wait_for(c, io_of(c), loads > two_back ? loads : two_back);
     tg_streams_gather(c, pass->phase, &c->s->program->devices[c->device].steps[pass->phase][k],
                       pass->it, pass->g);
 }

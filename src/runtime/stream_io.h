@@ -15,20 +15,23 @@ void tg_stream_io_stop(tg_session *s);
 
 /* Steps [begin, end) of phase ph for micro-batch g, their copies on the I/O
  * thread: the pass calls tg_stream_io_before(k) before step k's kernel
- * (which queues step k + 1's loads and waits for step k's) and
- * tg_stream_io_after(k) after it (which queues its stores, and runs its
- * accumulations itself); tg_stream_io_end waits for the rest and records
- * them. */
+ * (which queues the loads of the steps up to TensorLocations.preloadSteps
+ * ahead and waits for step k's) and tg_stream_io_after(k) after it (which
+ * queues its stores, and runs its accumulations itself); tg_stream_io_end
+ * waits for the rest and records them. */
+#define TG_STREAM_AHEAD_MAX 64
 typedef struct tg_stream_pass {
     tg_phase phase;
     int begin, end;
+    int64_t it, g;
     /* where the compiler's copies start afresh inside [begin, end): the
      * backward's weight-gradient steps (compile/streaming.c plans them as a
      * pass of their own); 0 for none */
     int cut;
-    int64_t it, g;
-    int64_t load_ticket;     /* of the next step's loads */
-    int64_t store_ticket[2]; /* of step k's stores, in [k % 2] */
+    int ahead;     /* TensorLocations.preloadSteps */
+    int next_load; /* the first step whose loads are not queued yet */
+    int64_t load_ticket[TG_STREAM_AHEAD_MAX + 1]; /* of step k's loads, in [k % (ahead + 1)] */
+    int64_t store_ticket[2];                      /* of step k's stores, in [k % 2] */
 } tg_stream_pass;
 void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass);
 void tg_stream_io_before(device_ctx *c, tg_stream_pass *pass, int k);

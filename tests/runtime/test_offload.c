@@ -130,11 +130,11 @@ static void test_everything_offloaded_zero_bubble_with_replicas(void)
                  TG_REGION_PARAM);
 }
 
-/* TensorLocations.ioSchedule: the copies on each device's I/O thread a
- * step ahead (preload, the default) give the bytes of the copies on the
- * device's thread (onDemand), in the schedule with the most passes; the
- * plan keeps each copy live a step longer at each end, so preload's
- * activations are never fewer. */
+/* TensorLocations.ioSchedule: the copies on each device's I/O thread
+ * ahead of their steps (preload) give the bytes of the copies on the
+ * device's thread (onDemand, the default), in the schedule with the most
+ * passes, one step ahead and four; the plan keeps each copy live over those
+ * steps, so preload's activations are never fewer. */
 static void test_preload_matches_on_demand(void)
 {
 #define EVERYTHING_OFF                                                                             \
@@ -147,8 +147,18 @@ static void test_preload_matches_on_demand(void)
     tg_test_train(&demand, 8, &opt,
                   (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "onDemand", NULL},
                   3, 9, NULL);
-    tg_test_train(&preload, 8, &opt, (const char *[]){EVERYTHING_OFF, NULL}, 3, 9, NULL);
+    tg_test_train(&preload, 8, &opt,
+                  (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "preload",
+                                   "TensorLocations.preloadSteps", "1", NULL},
+                  3, 9, NULL);
+    tg_test_model ahead;
+    tg_test_train(&ahead, 8, &opt,
+                  (const char *[]){EVERYTHING_OFF, "TensorLocations.ioSchedule", "preload", NULL},
+                  3, 9, NULL);
 #undef EVERYTHING_OFF
+    if (demand.s && ahead.s)
+        TG_CHECK(tg_test_same_weights(&demand, &ahead, true));
+    tg_test_model_destroy(&ahead);
     if (demand.s && preload.s) {
         TG_CHECK(tg_test_same_weights(&demand, &preload, true));
         TG_CHECK(demand.s->stream_io == NULL);
@@ -247,7 +257,8 @@ static void test_offload_traffic_is_profiled_and_checkpoints_work(void)
     tg_test_model c, d;
     tg_test_train(&c, 8, &opt,
                   (const char *[]){"TensorLocations.optimizer.onChip", "false", "autoReport.all",
-                                   "true", "autoReport.directory", dir, NULL},
+                                   "true", "autoReport.directory", dir,
+                                   "TensorLocations.ioSchedule", "preload", NULL},
                   2, 9, NULL);
     char ckpt[128], path[128];
     snprintf(ckpt, sizeof ckpt, "%s/w.safetensors", dir);
