@@ -9,6 +9,7 @@
 #include "data/loader.h"
 #include "runtime/session_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,4 +205,27 @@ double tg_test_fashion_accuracy(const tg_test_fashion_run *r)
     tg_dataset_destroy(train);
     tg_dataset_destroy(test);
     return acc;
+}
+
+/* Every parameter and state tensor of a and b holds the same values, read
+ * whole (tg_session_read gathers a sharded one). */
+bool tg_test_same_values(const tg_test_model *a, const tg_test_model *b)
+{
+    const tg_graph *g = a->mg.graph;
+    bool same = true;
+    for (int i = 0; i < g->n_nodes && same; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !tg_session_data(a->s, t))
+            continue;
+        const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
+        float *x = malloc(tg_nbytes(t)), *y = malloc(tg_nbytes(t));
+        same = u && tg_session_read(a->s, t, x, tg_nbytes(t)) == TG_OK &&
+               tg_session_read(b->s, u, y, tg_nbytes(t)) == TG_OK &&
+               memcmp(x, y, tg_nbytes(t)) == 0;
+        if (!same)
+            printf("  differs: %s\n", t->name);
+        free(x);
+        free(y);
+    }
+    return same;
 }

@@ -42,6 +42,10 @@ void tg_test_model_destroy(tg_test_model *c);
 /* Whether every parameter (and, with state, every state tensor) of a and b
  * holds the same bytes. */
 bool tg_test_same_weights(const tg_test_model *a, const tg_test_model *b, bool state);
+/* Every parameter and state tensor of a and b holds the same values, read
+ * whole through tg_session_read (which gathers a sharded one); prints the
+ * first that differs. */
+bool tg_test_same_values(const tg_test_model *a, const tg_test_model *b);
 
 /* One Fashion-MNIST training run: the model, its optimizer and batch, how many training
  * samples for how many epochs, and the storage precision (32.32, bf16.bf16). */

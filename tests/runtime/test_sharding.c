@@ -18,29 +18,6 @@
 
 enum { BATCH = 4 };
 
-/* Every parameter and state tensor of a and b holds the same values (read
- * whole, in f32) and every replica of a holds the same weights. */
-static bool same_values(const tg_test_model *a, const tg_test_model *b)
-{
-    const tg_graph *g = a->mg.graph;
-    bool same = true;
-    for (int i = 0; i < g->n_nodes && same; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !tg_session_data(a->s, t))
-            continue;
-        const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
-        float *x = malloc(tg_nbytes(t)), *y = malloc(tg_nbytes(t));
-        same = u && tg_session_read(a->s, t, x, tg_nbytes(t)) == TG_OK &&
-               tg_session_read(b->s, u, y, tg_nbytes(t)) == TG_OK &&
-               memcmp(x, y, tg_nbytes(t)) == 0;
-        if (!same)
-            printf("  differs: %s\n", t->name);
-        free(x);
-        free(y);
-    }
-    return same;
-}
-
 static void check_replicas_agree(const tg_test_model *m)
 {
     const tg_graph *g = m->mg.graph;
@@ -69,7 +46,7 @@ static void test_sharded_matches_unsharded(void)
                                NULL};
     tg_test_train(&plain, BATCH, &opt, base, 4, 11, NULL);
     tg_test_train(&sharded, BATCH, &opt, rts, 4, 11, NULL);
-    TG_CHECK(same_values(&plain, &sharded));
+    TG_CHECK(tg_test_same_values(&plain, &sharded));
     check_replicas_agree(&sharded);
     const tg_program *a = tg_session_program(plain.s), *b = tg_session_program(sharded.s);
     size_t sa = a->devices[0].region_bytes[TG_REGION_STATE],
@@ -118,7 +95,7 @@ static void test_sharded_half_pipelined(void)
                                NULL};
     tg_test_train(&plain, BATCH, &opt, base, 3, 12, NULL);
     tg_test_train(&sharded, BATCH, &opt, rts, 3, 12, NULL);
-    TG_CHECK(same_values(&plain, &sharded));
+    TG_CHECK(tg_test_same_values(&plain, &sharded));
     check_replicas_agree(&sharded);
     tg_test_model_destroy(&plain);
     tg_test_model_destroy(&sharded);
@@ -139,12 +116,12 @@ static void test_checkpoints_cross_sharding(void)
     close(fd);
     TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
     TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
-    TG_CHECK(same_values(&sharded, &plain));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
     check_replicas_agree(&plain); /* the load reached every replica */
     /* and both continue identically */
     tg_test_train_more(&sharded, 2, 14);
     tg_test_train_more(&plain, 2, 14);
-    TG_CHECK(same_values(&sharded, &plain));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
     remove(path);
     tg_test_model_destroy(&sharded);
     tg_test_model_destroy(&plain);

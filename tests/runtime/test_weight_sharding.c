@@ -25,29 +25,6 @@ enum { BATCH = 4 };
 #define SHARD "TensorLocations.weight.replicatedTensorSharding", "true"
 #define SHARD_ALL "TensorLocations.weight.minElementsForReplicatedTensorSharding", "0"
 
-/* Every parameter and state tensor of a and b holds the same values, read
- * whole (tg_session_read gathers a sharded one). */
-static bool same_values(const tg_test_model *a, const tg_test_model *b)
-{
-    const tg_graph *g = a->mg.graph;
-    bool same = true;
-    for (int i = 0; i < g->n_nodes && same; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if ((t->op != TG_OP_PARAM && t->op != TG_OP_STATE) || !tg_session_data(a->s, t))
-            continue;
-        const tg_tensor *u = tg_graph_find(b->mg.graph, t->name);
-        float *x = malloc(tg_nbytes(t)), *y = malloc(tg_nbytes(t));
-        same = u && tg_session_read(a->s, t, x, tg_nbytes(t)) == TG_OK &&
-               tg_session_read(b->s, u, y, tg_nbytes(t)) == TG_OK &&
-               memcmp(x, y, tg_nbytes(t)) == 0;
-        if (!same)
-            printf("  differs: %s\n", t->name);
-        free(x);
-        free(y);
-    }
-    return same;
-}
-
 static size_t region(const tg_test_model *m, tg_region r)
 {
     const tg_program *p = tg_session_program(m->s);
@@ -77,7 +54,7 @@ static void test_sharded_matches_unsharded(void)
         "replicationFactor", "2", "Training.gradientAccumulation", "2", SHARD, SHARD_ALL, NULL};
     tg_test_train(&plain, BATCH, &opt, base, 4, 21, NULL);
     tg_test_train(&sharded, BATCH, &opt, rts, 4, 21, NULL);
-    TG_CHECK(same_values(&plain, &sharded));
+    TG_CHECK(tg_test_same_values(&plain, &sharded));
     TG_CHECK(sharded_weights(&sharded) == 8); /* 4 layers' weights and biases */
     size_t wa = region(&plain, TG_REGION_PARAM), wb = region(&sharded, TG_REGION_PARAM);
     size_t sa = region(&plain, TG_REGION_STATE), sb = region(&sharded, TG_REGION_STATE);
@@ -85,9 +62,9 @@ static void test_sharded_matches_unsharded(void)
            sa, sb);
     TG_CHECK(wb <= wa / 2 + 8 * TG_ALIGN && wb >= wa / 2 - 8 * TG_ALIGN);
     TG_CHECK(sb <= sa / 2 + 16 * TG_ALIGN && sb >= sa / 2 - 16 * TG_ALIGN);
-    /* the control: a different run differs, so same_values can fail */
+    /* the control: a different run differs, so tg_test_same_values can fail */
     tg_test_train_more(&plain, 1, 22);
-    TG_CHECK(!same_values(&plain, &sharded));
+    TG_CHECK(!tg_test_same_values(&plain, &sharded));
     tg_test_model_destroy(&plain);
     tg_test_model_destroy(&sharded);
 }
@@ -108,7 +85,7 @@ static void test_sharded_half_pipelined(void)
     tg_test_model plain, sharded;
     tg_test_train(&plain, BATCH, &opt, base, 3, 23, NULL);
     tg_test_train(&sharded, BATCH, &opt, rts, 3, 23, NULL);
-    TG_CHECK(same_values(&plain, &sharded));
+    TG_CHECK(tg_test_same_values(&plain, &sharded));
     int n = sharded_weights(&sharded);
     printf("  sharded weights at 8192 elements or more: %d\n", n);
     TG_CHECK(n > 0 && n < 8);
@@ -130,15 +107,15 @@ static void test_checkpoints_cross_sharding(void)
     close(fd);
     TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
     TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
-    TG_CHECK(same_values(&sharded, &plain));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
     /* and both continue identically */
     tg_test_train_more(&sharded, 2, 25);
     tg_test_train_more(&plain, 2, 25);
-    TG_CHECK(same_values(&sharded, &plain));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
     /* back into a sharded session: every replica's shard comes from the file */
     TG_CHECK_OK(tg_checkpoint_save(plain.s, path, "mnist-pipeline"));
     TG_CHECK_OK(tg_checkpoint_load(sharded.s, path, "mnist-pipeline"));
-    TG_CHECK(same_values(&sharded, &plain));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
     remove(path);
     tg_test_model_destroy(&sharded);
     tg_test_model_destroy(&plain);
