@@ -88,3 +88,24 @@ int tg_cli_spawn(const char *dir, const char *out, const char *env_name, const c
     }
     return (int)pid;
 }
+
+bool tg_cli_same_file(const char *dir, const char *a, const char *b)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/%s %s/%s", dir, a, dir, b);
+    return system(cmd) == 0;
+}
+
+double tg_cli_row_bytes(const char *out, const char *row)
+{
+    const char *at = strstr(out, row);
+    double v = -1;
+    char unit[8] = "";
+    if (at && sscanf(at + strlen(row), " %lf %7s", &v, unit) == 2) {
+        if (!strcmp(unit, "KiB"))
+            v *= 1024;
+        else if (!strcmp(unit, "MiB"))
+            v *= 1024 * 1024;
+    }
+    return v;
+}

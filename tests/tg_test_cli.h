@@ -5,6 +5,7 @@
 #define TG_TEST_CLI_H
 
 #include "core/arena.h"
+#include <stdbool.h>
 #include "core/json.h"
 
 /* What the last tg_cli_run printed. */
@@ -28,6 +29,13 @@ int tg_cli_run_bounded(const char *dir, const char *args, int seconds);
  * non-zero or prints something else. */
 const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, const char *file,
                            int line);
+
+/* Whether files a and b of directory dir hold the same bytes (cmp -s). */
+bool tg_cli_same_file(const char *dir, const char *a, const char *b);
+
+/* The bytes on the line of `out` that starts with `row` ("  weights 352
+ * KiB" -> 360448: B, KiB or MiB); -1 when it is missing. */
+double tg_cli_row_bytes(const char *out, const char *row);
 
 /* A row's number (NAN when missing) and string ("" when missing). */
 double tg_cli_num(const tg_json *row, const char *key);

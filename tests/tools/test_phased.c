@@ -16,13 +16,6 @@ static char tmpdir[256];
 #define TRAIN "train --model mnist-pipeline --train-limit 800 --test-limit 100 --quiet "
 #define PHASED "--strategy phased --phases \"B1|B2|B3|B4\" "
 
-static bool same_file(const char *a, const char *b)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "cmp -s %s/%s %s/%s", tmpdir, a, tmpdir, b);
-    return system(cmd) == 0;
-}
-
 static void train_both(const char *flags, const char *offload)
 {
     char args[800];
@@ -31,7 +24,7 @@ static void train_both(const char *flags, const char *offload)
     snprintf(args, sizeof args, TRAIN PHASED "%s --offload %s --save %s/phased.safetensors", flags,
              offload, tmpdir);
     EXPECT(args, 0, "saved:");
-    TG_CHECK(same_file("one.safetensors", "phased.safetensors"));
+    TG_CHECK(tg_cli_same_file(tmpdir, "one.safetensors", "phased.safetensors"));
 }
 
 static void test_phased_writes_the_one_device_checkpoint(void)
@@ -51,7 +44,7 @@ static void test_phases_over_several_devices(void)
     EXPECT(args, 0, "saved:");
     snprintf(args, sizeof args, TRAIN "--save %s/one.safetensors", tmpdir);
     EXPECT(args, 0, "saved:");
-    TG_CHECK(same_file("one.safetensors", "two.safetensors"));
+    TG_CHECK(tg_cli_same_file(tmpdir, "one.safetensors", "two.safetensors"));
     EXPECT("compile --model mnist-pipeline " PHASED "--devices 4 --offload all", 0,
            "phases: 4 run one after another on 4 devices");
     TG_CHECK(strstr(tg_cli_output, "      3       3 ") != NULL); /* phase 3 on device 3 */
@@ -80,7 +73,7 @@ static void test_the_comparison_can_fail(void)
     char args[800];
     snprintf(args, sizeof args, TRAIN "--lr 0.04 --save %s/other.safetensors", tmpdir);
     EXPECT(args, 0, "saved:");
-    TG_CHECK(!same_file("one.safetensors", "other.safetensors"));
+    TG_CHECK(!tg_cli_same_file(tmpdir, "one.safetensors", "other.safetensors"));
 }
 
 /* ResNet-50 (89.7 MiB of weights) on a 90 MB device (85.8 MiB): out of
@@ -101,39 +94,25 @@ static void test_resnet50_trains_phased_on_a_device_smaller_than_its_weights(voi
     snprintf(args, sizeof args,
              R50 PHASES "--memory-per-device 90000000 --save %s/r_off.safetensors", tmpdir);
     EXPECT(args, 0, "r_off.safetensors");
-    TG_CHECK(same_file("r_on.safetensors", "r_off.safetensors"));
+    TG_CHECK(tg_cli_same_file(tmpdir, "r_on.safetensors", "r_off.safetensors"));
     snprintf(args, sizeof args,
              R50 PHASES "--engine-option TensorLocations.ioSchedule=preload "
                         "--save %s/r_pre.safetensors",
              tmpdir);
     EXPECT(args, 0, "r_pre.safetensors");
-    TG_CHECK(same_file("r_on.safetensors", "r_pre.safetensors"));
+    TG_CHECK(tg_cli_same_file(tmpdir, "r_on.safetensors", "r_pre.safetensors"));
 #undef PHASES
 #undef R50
-}
-
-static double row_bytes(const char *out, const char *row)
-{
-    const char *at = strstr(out, row);
-    double v = -1;
-    char unit[8] = "";
-    if (at && sscanf(at + strlen(row), " %lf %7s", &v, unit) == 2) {
-        if (!strcmp(unit, "KiB"))
-            v *= 1024;
-        else if (!strcmp(unit, "MiB"))
-            v *= 1024 * 1024;
-    }
-    return v;
 }
 
 static void test_compile_shows_streaming_memory_and_phases(void)
 {
     EXPECT("compile --model mnist-pipeline " PHASED "--offload weights,optimizer", 0,
            "Memory per phase");
-    TG_CHECK(row_bytes(tg_cli_output, "\n  weights ") == 0);
-    double host = row_bytes(tg_cli_output, "offloaded to host");
+    TG_CHECK(tg_cli_row_bytes(tg_cli_output, "\n  weights ") == 0);
+    double host = tg_cli_row_bytes(tg_cli_output, "offloaded to host");
     EXPECT("compile --model mnist-pipeline", 0, "Memory per device");
-    double weights = row_bytes(tg_cli_output, "\n  weights ");
+    double weights = tg_cli_row_bytes(tg_cli_output, "\n  weights ");
     TG_CHECK(weights > 300 * 1024 && host >= weights);
     EXPECT("compile --model mnist-pipeline " PHASED "--offload weights --json", 0,
            "\"offloaded_bytes\"");

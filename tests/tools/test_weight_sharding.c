@@ -16,13 +16,6 @@ static char tmpdir[256];
 #define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
 #define ALL " --engine-option TensorLocations.weight.minElementsForReplicatedTensorSharding=0 "
 
-static bool same_file(const char *a, const char *b)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "cmp -s %s/%s %s/%s", tmpdir, a, tmpdir, b);
-    return system(cmd) == 0;
-}
-
 /* Train `train` (flags) unsharded and with `shard` added: the same bytes. */
 static void train_both(const char *train, const char *shard)
 {
@@ -32,7 +25,7 @@ static void train_both(const char *train, const char *shard)
     snprintf(args, sizeof args, "train %s %s --quiet --save %s/sharded.safetensors", train, shard,
              tmpdir);
     EXPECT(args, 0, "saved:");
-    TG_CHECK(same_file("plain.safetensors", "sharded.safetensors"));
+    TG_CHECK(tg_cli_same_file(tmpdir, "plain.safetensors", "sharded.safetensors"));
 }
 
 static void test_sharded_writes_the_unsharded_checkpoint(void)
@@ -48,7 +41,7 @@ static void test_sharded_writes_the_unsharded_checkpoint(void)
              "%s/other.safetensors",
              tmpdir);
     EXPECT(args, 0, "saved:");
-    TG_CHECK(!same_file("plain.safetensors", "other.safetensors"));
+    TG_CHECK(!tg_cli_same_file(tmpdir, "plain.safetensors", "other.safetensors"));
     train_both("--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 "
                "--optimizer sgd --momentum 0.9",
                "--shard weights,optimizer" ALL);
@@ -69,21 +62,7 @@ static void test_executable_round_trip(void)
         EXPECT(args, 0, "saved:");
         TG_CHECK(!strstr(tg_cli_output, "warning: executable"));
     }
-    TG_CHECK(same_file("exe0.safetensors", "exe1.safetensors"));
-}
-
-static double row_bytes(const char *out, const char *row)
-{
-    const char *at = strstr(out, row);
-    double v = -1;
-    char unit[8] = "";
-    if (at && sscanf(at + strlen(row), " %lf %7s", &v, unit) == 2) {
-        if (!strcmp(unit, "KiB"))
-            v *= 1024;
-        else if (!strcmp(unit, "MiB"))
-            v *= 1024 * 1024;
-    }
-    return v;
+    TG_CHECK(tg_cli_same_file(tmpdir, "exe0.safetensors", "exe1.safetensors"));
 }
 
 static void test_compile_shows_half_the_weights(void)
@@ -93,14 +72,14 @@ static void test_compile_shows_half_the_weights(void)
         char args[400];
         snprintf(args, sizeof args, "compile --model %s --replicas 2 --optimizer adamw", models[i]);
         EXPECT(args, 0, "Memory per device");
-        double w = row_bytes(tg_cli_output, "\n  weights "),
-               s = row_bytes(tg_cli_output, "\n  optimizer state ");
+        double w = tg_cli_row_bytes(tg_cli_output, "\n  weights "),
+               s = tg_cli_row_bytes(tg_cli_output, "\n  optimizer state ");
         snprintf(args, sizeof args,
                  "compile --model %s --replicas 2 --optimizer adamw --shard weights" ALL,
                  models[i]);
         EXPECT(args, 0, "Memory per device");
-        double ws = row_bytes(tg_cli_output, "\n  weights "),
-               ss = row_bytes(tg_cli_output, "\n  optimizer state ");
+        double ws = tg_cli_row_bytes(tg_cli_output, "\n  weights "),
+               ss = tg_cli_row_bytes(tg_cli_output, "\n  optimizer state ");
         printf("  %s per replica: weights %.0f -> %.0f bytes, optimizer state %.0f -> %.0f\n",
                models[i], w, ws, s, ss);
         TG_CHECK(w > 0 && ws > 0.49 * w && ws < 0.51 * w);
