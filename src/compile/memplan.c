@@ -71,13 +71,17 @@ static size_t place_greedy(plan_item *items, int n)
 
 static int timeline_base(const tg_device_program *dp, int phase)
 {
-    int base = 0;
-    for (int ph = 0; ph < phase; ph++)
-        base += dp->n_steps[ph];
-    return base;
+    return tg_program_timeline_at(dp, (tg_phase)phase, 0);
 }
 
-static void extend(tg_buffer *b, int at)
+int tg_program_timeline_at(const tg_device_program *dp, tg_phase ph, int s)
+{
+    for (int k = 0; k < (int)ph; k++)
+        s += dp->n_steps[k];
+    return s;
+}
+
+void tg_buffer_live_at(tg_buffer *b, int at)
 {
     if (b->first < 0 || at < b->first)
         b->first = at;
@@ -108,25 +112,26 @@ static void compute_liveness(tg_program *p, int d)
         for (int s = 0; s < dp->n_steps[ph]; s++) {
             const tg_step *st = &dp->steps[ph][s];
             if (st->out >= 0)
-                extend(&p->buffers[st->out], base + s);
+                tg_buffer_live_at(&p->buffers[st->out], base + s);
             for (int k = 0; k < TG_MAX_INPUTS; k++)
                 if (k < p->graph->nodes[st->node]->n_in && st->in[k] >= 0)
-                    extend(&p->buffers[st->in[k]], base + s);
+                    tg_buffer_live_at(&p->buffers[st->in[k]], base + s);
         }
     }
     /* streamed to the host at the end of the forward pass */
     for (int k = 0; k < dp->n_outputs; k++)
-        extend(&p->buffers[dp->outputs[k]], end_f);
+        tg_buffer_live_at(&p->buffers[dp->outputs[k]], end_f);
     /* sent to another device at the end of the producing phase */
     for (int k = 0; k < p->n_transfers; k++) {
         const tg_transfer *t = &p->transfers[k];
         if (t->src_device == d)
-            extend(&p->buffers[t->src_buffer], t->phase == TG_PHASE_FORWARD ? end_f : end_ig);
+            tg_buffer_live_at(&p->buffers[t->src_buffer],
+                              t->phase == TG_PHASE_FORWARD ? end_f : end_ig);
     }
     /* added into the accumulators at the end of the backward pass */
     for (int k = 0; k < dp->n_accumulators; k++)
         if (!dp->accumulators[k].early) /* else added after its last step */
-            extend(&p->buffers[dp->accumulators[k].grad_buffer], end_b);
+            tg_buffer_live_at(&p->buffers[dp->accumulators[k].grad_buffer], end_b);
     /* with micro-batches in flight, what the backward pass needs from the
      * forward pass gets a slot per micro-batch, and so does what W needs
      * from B when the schedule runs them apart */

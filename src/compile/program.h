@@ -343,6 +343,13 @@ typedef struct tg_phase_memory {
     int steps;
 } tg_phase_memory;
 
+/* Step s of phase ph's place on device dp's timeline (its forward,
+ * backward and update steps in order), as the memory plan counts it. */
+int tg_program_timeline_at(const tg_device_program *dp, tg_phase ph, int s);
+/* Widen buffer b's live range to take in timeline step `at` (the memory
+ * plan only widens; compile/streaming.c widens streamed copies ahead of it). */
+void tg_buffer_live_at(tg_buffer *b, int at);
+
 /* Bytes of device d's activation buffers live at step `at` of its timeline
  * (its forward, backward and update steps in order), kernel scratch not
  * counted: the memory plan's liveness (compile/memplan.c). */

@@ -153,23 +153,6 @@ static pass_copy *copy_for(tg_program *p, int d, int home, int *slot, pass_copy 
     return &copies[(*n_copies)++];
 }
 
-/* Step s of phase ph's place on the device's timeline (forward, backward
- * and update steps in order), as the memory plan counts it. */
-static int timeline_at(const tg_device_program *dp, tg_phase ph, int s)
-{
-    for (int k = 0; k < (int)ph; k++)
-        s += dp->n_steps[k];
-    return s;
-}
-
-static void live_at(tg_buffer *b, int at)
-{
-    if (b->first < 0 || at < b->first)
-        b->first = at;
-    if (at > b->last)
-        b->last = at;
-}
-
 /* With TensorLocations.ioSchedule preload the I/O thread loads a copy while
  * the preloadSteps steps before its first use compute, and stores it while
  * the step after its last one does (runtime/stream_io.c): the copy holds its
@@ -182,9 +165,9 @@ static void widen_for_preload(tg_program *p, int d, pass_range r, const pass_cop
     tg_buffer *b = &p->buffers[c->copy];
     int from = c->first - p->config.memory.preload_steps;
     if (c->read_first && c->first > r.begin)
-        live_at(b, timeline_at(dp, r.phase, from > r.begin ? from : r.begin));
+        tg_buffer_live_at(b, tg_program_timeline_at(dp, r.phase, from > r.begin ? from : r.begin));
     if (c->written && c->last + 1 < r.end)
-        live_at(b, timeline_at(dp, r.phase, c->last + 1));
+        tg_buffer_live_at(b, tg_program_timeline_at(dp, r.phase, c->last + 1));
 }
 
 /* Rewrite one pass's steps to read streamed copies; its copies' ops into *ops. */
