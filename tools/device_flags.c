@@ -48,8 +48,9 @@ static int dev_rows(device_args *a, dev_flag *r)
          DEV_SET,
          NULL,
          {NULL, CLI_STRING, &a->phases, "SPEC",
-          "phased: blocks per phase, run one after another on one device: \"B1|B2|B3|B4\" "
-          "(with --offload weights each phase's weights are streamed in for it)",
+          "phased: blocks per phase, run one after another: \"B1|B2|B3|B4\", on device 0, over "
+          "--devices in order, or \"B3@1\" on the device named (with --offload weights each "
+          "phase's weights are streamed in for it)",
           1, 0, NULL}},
         {"stages",
          DEV_SET,

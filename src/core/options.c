@@ -65,10 +65,11 @@ static const opt_spec option_table[] = {
      "single"},
     {"phases", "--phases", OPT_STRING, "", 0, 0, NULL,
      "executionStrategy phased: blocks grouped into phases, run in this order: \"B1|B2|B3|B4\" "
-     "or \"B1,B2|B3,B4\" (docs/memory-locations.md)"},
+     "or \"B1,B2|B3,B4\"; \"B3@1\" puts a phase on device 1 (docs/memory-locations.md)"},
     {"phasedExecutionType", NULL, OPT_ENUM, "SingleIPU", 0, 0, "SingleIPU|ParallelIPU",
-     "executionStrategy phased: SingleIPU runs every phase on one device; ParallelIPU (phases "
-     "alternating over two devices, one loading while the other computes) is not available yet"},
+     "executionStrategy phased: SingleIPU runs each phase on one device (device 0, the one it "
+     "names, or spread in order over devices); ParallelIPU (phases alternating over two devices, "
+     "one loading while the other computes) is not available yet"},
     {"pipelineSchedule", "--schedule", OPT_ENUM, "grouped", 0, 0,
      "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
      "order of forward and backward passes of the micro-batches on each device (pipelined); "
