@@ -67,6 +67,7 @@
 #include "ops/dnnl_util.h"
 
 #include "core/alloc.h"
+#include "core/convert.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,17 @@ typedef struct conv_state {
     bool cropped;
     size_t elem[4];  /* bytes per element of each role as stored */
     bool blocked[4]; /* the role is stored in the blocked layout (nChw16c) */
+    /* Roles stored in bf16 that the primitive takes in f32 (no bf16
+     * arithmetic on this CPU): converted here (core/convert.h) into or out
+     * of an f32 copy in the stored layout, which oneDNN reorders as f32.
+     * oneDNN's own bf16 <-> f32 reorders are its generic ones without
+     * AVX-512 (10-13 ms for a 16x64x7x7 activation, 200x its f32 reorder
+     * of the same; see bench_dnnl_conv): they took 90% of a bf16 ResNet-18
+     * training step on an AVX2 machine. */
+    bool convert[4];
+    dnnl_memory_desc_t user32[4]; /* user[k] in f32 */
+    size_t span[4];               /* elements from the first stored to the last */
+    size_t copy_off[4];           /* of the f32 copy in scratch, when a reorder follows it */
     /* The weight gradient as one matmul (ops/conv_wgrad_mm.h) where that
      * wins (matmul_wins): then nothing else here is used. */
     tg_wgrad_mm *mm;
@@ -320,6 +332,39 @@ static void roles_of(tg_op op, bool bias, const conv_mds *m, conv_state *st)
     }
 }
 
+/* The side of role k's reorder that is not the primitive's: the stored
+ * tensor, or its f32 copy where the role is converted. */
+static const dnnl_memory_desc_t *reorder_user(const conv_state *st, int k)
+{
+    return st->convert[k] ? &st->user32[k] : &st->user[k];
+}
+
+/* Elements from md's first element to its last: what a conversion covers.
+ * A cropped weight's view skips the dead taps between its rows, and its
+ * descriptor's size counts from the whole tensor's start. */
+static size_t span_of(const dnnl_memory_desc_t *md)
+{
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    if (b->inner_nblks > 0)
+        return dnnl_memory_desc_get_size(md) / dnnl_data_type_size(md->data_type);
+    size_t last = 0;
+    for (int d = 0; d < md->ndims; d++)
+        last += (size_t)(md->dims[d] - 1) * (size_t)b->strides[d];
+    return last + 1;
+}
+
+/* Whether role k is converted between bf16 storage and the primitive's
+ * f32, and then its f32 descriptor and span. */
+static void plan_conversion(conv_state *st, int k)
+{
+    st->convert[k] = st->user[k].data_type == dnnl_bf16 && st->inner[k].data_type == dnnl_f32;
+    if (!st->convert[k])
+        return;
+    st->user32[k] = st->user[k];
+    st->user32[k].data_type = dnnl_f32;
+    st->span[k] = span_of(&st->user[k]);
+}
+
 /* A reorder between the plain and the primitive's layout of role k (into
  * the primitive for inputs, out of it for the output), its scratchpad
  * user-managed too. */
@@ -327,8 +372,8 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
                                   const_dnnl_primitive_attr_t attr)
 {
     bool out = k == st->n_args - 1;
-    const dnnl_memory_desc_t *from = out ? &st->inner[k] : &st->user[k];
-    const dnnl_memory_desc_t *to = out ? &st->user[k] : &st->inner[k];
+    const dnnl_memory_desc_t *from = out ? &st->inner[k] : reorder_user(st, k);
+    const dnnl_memory_desc_t *to = out ? reorder_user(st, k) : &st->inner[k];
     return tg_dnnl_reorder_create(from, to, eng, attr, &st->reorder[k], &st->reorder_scratch_md[k]);
 }
 
@@ -339,7 +384,7 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
 static bool make_slices(conv_state *st, int k, dnnl_engine_t eng, const_dnnl_primitive_attr_t attr,
                         size_t *scratch)
 {
-    const dnnl_memory_desc_t *u = &st->user[k];
+    const dnnl_memory_desc_t *u = reorder_user(st, k);
     if (u->dims[0] % st->parts != 0)
         return false;
     reorder_slice *sl = tg_calloc((size_t)st->parts, sizeof *sl);
@@ -380,9 +425,19 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
     dnnl_status_t s = dnnl_success;
     for (int k = 0; k < st->n_args && s == dnnl_success; k++) {
         st->inner[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, st->arg[k]);
+        plan_conversion(st, k);
         bool summed = st->sum_out && k == st->n_args - 1; /* each part needs its own sums */
-        if (!summed && dnnl_memory_desc_equal(&st->inner[k], &st->user[k]))
+        if (!summed && dnnl_memory_desc_equal(&st->inner[k], reorder_user(st, k))) {
+            if (st->convert[k]) { /* the f32 copy is what the primitive takes */
+                st->buf_off[k] = off;
+                off += tg_conv_align(st->span[k] * sizeof(float));
+            }
             continue;
+        }
+        if (st->convert[k]) {
+            st->copy_off[k] = off;
+            off += tg_conv_align(st->span[k] * sizeof(float));
+        }
         s = make_reorder(st, k, eng, attr);
         st->buf_off[k] = off;
         off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
@@ -672,11 +727,14 @@ static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_
         tg_dnnl_run_failed(s, RUN_WHAT);
 }
 
-/* Reorder role k between its plain memory and its inner copy. */
-static void run_reorder(const conv_state *st, int k, dnnl_stream_t stream, dnnl_memory_t user,
-                        dnnl_memory_t inner, unsigned char *scratch)
+/* Reorder role k between user_side (the stored tensor, or its f32 copy)
+ * and its inner copy, with the reorder scratchpad of `scratch`. */
+static void run_reorder(const conv_state *st, int k, dnnl_stream_t stream, void *user_side,
+                        void *inner_side, unsigned char *scratch)
 {
     bool out = k == st->n_args - 1;
+    dnnl_memory_t user = mem(reorder_user(st, k), user_side);
+    dnnl_memory_t inner = mem(&st->inner[k], inner_side);
     dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], scratch + st->reorder_scratch_off);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
                                {DNNL_ARG_TO, out ? user : inner},
@@ -684,6 +742,54 @@ static void run_reorder(const conv_state *st, int k, dnnl_stream_t stream, dnnl_
     exec(st->reorder[k], stream, rs ? 3 : 2, args);
     if (rs)
         dnnl_memory_destroy(rs);
+    dnnl_memory_destroy(user);
+    dnnl_memory_destroy(inner);
+}
+
+/* Role k's f32 copy in the stored layout (converted roles): before the
+ * reorder into the primitive's layout, after the one out of it, or the
+ * primitive's operand itself where no reorder is needed. */
+static unsigned char *copy_ptr(const conv_state *st, int k, unsigned char *scratch)
+{
+    return scratch + (st->reorder[k] ? st->copy_off[k] : st->buf_off[k]);
+}
+
+/* Whether role k has a buffer of its own in scratch for the primitive. */
+static bool has_inner(const conv_state *st, int k)
+{
+    return st->reorder[k] || st->convert[k];
+}
+
+/* Input role k (stored at user) into the primitive's buffer in scratch:
+ * converted from bf16, reordered, or both. */
+static void bring_in(const conv_state *st, int k, dnnl_stream_t stream, const void *user,
+                     unsigned char *scratch)
+{
+    if (st->convert[k])
+        tg_convert(user, TG_BF16, copy_ptr(st, k, scratch), TG_F32, st->span[k]);
+    if (st->reorder[k])
+        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, scratch) : (void *)user,
+                    scratch + st->buf_off[k], scratch);
+}
+
+/* A cropped weight gradient's f32 copy zeroed before it is written: its
+ * dead taps lie between the live ones and are converted with them. */
+static void zero_dead_taps(const conv_state *st, int k, unsigned char *scratch)
+{
+    if (st->convert[k] && st->cropped && k == st->weight_role)
+        memset(copy_ptr(st, k, scratch), 0, st->span[k] * sizeof(float));
+}
+
+/* The output role k from the primitive's buffer in scratch to user:
+ * reordered, converted to bf16, or both. */
+static void send_out(const conv_state *st, int k, dnnl_stream_t stream, void *user,
+                     unsigned char *scratch)
+{
+    if (st->reorder[k])
+        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, scratch) : user,
+                    scratch + st->buf_off[k], scratch);
+    if (st->convert[k])
+        tg_convert(copy_ptr(st, k, scratch), TG_F32, user, TG_BF16, st->span[k]);
 }
 
 /* Role k's user memory for part p: batch roles start at the part's first
@@ -719,12 +825,10 @@ static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     dnnl_stream_t stream = new_stream(eng);
-    unsigned char *scratch = a->scratch;
-    dnnl_memory_t user = mem(&st->user[k], user_ptr(st, a, k, 0));
-    dnnl_memory_t inner = mem(&st->inner[k], scratch + st->buf_off[k]);
-    run_reorder(st, k, stream, user, inner, scratch);
-    dnnl_memory_destroy(user);
-    dnnl_memory_destroy(inner);
+    if (k < st->n_args - 1)
+        bring_in(st, k, stream, user_ptr(st, a, k, 0), a->scratch);
+    else
+        send_out(st, k, stream, user_ptr(st, a, k, 0), a->scratch);
     dnnl_stream_destroy(stream);
 }
 
@@ -739,36 +843,35 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
     /* no scratch at all when nothing is reordered (NULL + 0 is undefined) */
     unsigned char *scratch =
         a->scratch ? (unsigned char *)a->scratch + (size_t)p * st->part_bytes : NULL;
-    dnnl_memory_t user[4] = {0}, inner[4] = {0};
+    dnnl_memory_t operand[4] = {0};
     dnnl_exec_arg_t args[5];
     int n = 0;
+    int o = st->n_args - 1;
     for (int k = 0; k < st->n_args; k++) {
         bool shared = shared_input(st, k);
-        user[k] = mem(&st->user[k], user_ptr(st, a, k, p));
-        if (st->reorder[k])
-            inner[k] = mem(&st->inner[k],
-                           (shared ? (unsigned char *)a->scratch : scratch) + st->buf_off[k]);
-        if (st->reorder[k] && k < st->n_args - 1 && !shared)
-            run_reorder(st, k, stream, user[k], inner[k], scratch);
+        unsigned char *user = user_ptr(st, a, k, p);
+        if (k < o && !shared)
+            bring_in(st, k, stream, user, scratch);
+        unsigned char *base = shared ? (unsigned char *)a->scratch : scratch;
+        operand[k] =
+            has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k]) : mem(&st->user[k], user);
         args[n].arg = st->arg[k];
-        args[n++].memory = inner[k] ? inner[k] : user[k];
+        args[n++].memory = operand[k];
     }
     dnnl_memory_t sp = mem(&st->scratch_md, scratch);
     if (sp) {
         args[n].arg = DNNL_ARG_SCRATCHPAD;
         args[n++].memory = sp;
     }
+    if (!st->sum_out)
+        zero_dead_taps(st, o, scratch);
     exec(st->prim, stream, n, args);
-    int o = st->n_args - 1;
-    if (st->reorder[o] && !st->sum_out)
-        run_reorder(st, o, stream, user[o], inner[o], scratch);
+    if (!st->sum_out)
+        send_out(st, o, stream, user_ptr(st, a, o, p), scratch);
     if (sp)
         dnnl_memory_destroy(sp);
-    for (int k = 0; k < st->n_args; k++) {
-        dnnl_memory_destroy(user[k]);
-        if (inner[k])
-            dnnl_memory_destroy(inner[k]);
-    }
+    for (int k = 0; k < st->n_args; k++)
+        dnnl_memory_destroy(operand[k]);
     dnnl_stream_destroy(stream);
 }
 
@@ -787,7 +890,9 @@ static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int 
     const reorder_slice *sl = &st->slices[k][p];
     unsigned char *scratch = a->scratch;
     unsigned char *rs_ptr = scratch + (size_t)p * st->part_bytes + st->reorder_scratch_off;
-    dnnl_memory_t user = mem(&sl->user, user_ptr(st, a, k, 0));
+    /* a converted role's slices are of its f32 copy, converted as a whole */
+    void *user_side = st->convert[k] ? copy_ptr(st, k, scratch) : user_ptr(st, a, k, 0);
+    dnnl_memory_t user = mem(&sl->user, user_side);
     dnnl_memory_t inner = mem(&sl->inner, scratch + st->buf_off[k]);
     dnnl_memory_t rs = mem(&sl->scratch_md, rs_ptr);
     bool out = k == st->n_args - 1;
@@ -848,9 +953,13 @@ static void run_parts(const conv_state *st, const tg_kernel_args *a)
     tg_dnnl_threads(1);
     parts_job j = {st, a, false};
     bool sliced = false;
+    unsigned char *scratch = a->scratch;
     for (int k = 0; k < st->n_args - 1; k++) {
         if (shared_input(st, k) && !st->slices[k])
             reorder_part0(st, a, k);
+        if (shared_input(st, k) && st->slices[k] && st->convert[k])
+            tg_convert(user_ptr(st, a, k, 0), TG_BF16, copy_ptr(st, k, scratch), TG_F32,
+                       st->span[k]);
         sliced = sliced || (shared_input(st, k) && st->slices[k]);
     }
     if (sliced)
@@ -862,10 +971,15 @@ static void run_parts(const conv_state *st, const tg_kernel_args *a)
     int64_t floats = (int64_t)(dnnl_memory_desc_get_size(&st->inner[o]) / sizeof(float));
     tg_pool_for(a->pool, floats, sum_loop, &j);
     j.out = true;
-    if (st->slices[o])
+    zero_dead_taps(st, o, scratch);
+    if (st->slices[o]) {
         tg_pool_for(a->pool, st->parts, slices_loop, &j);
-    else
+        if (st->convert[o])
+            tg_convert(copy_ptr(st, o, scratch), TG_F32, user_ptr(st, a, o, 0), TG_BF16,
+                       st->span[o]);
+    } else {
         reorder_part0(st, a, o);
+    }
 }
 
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)

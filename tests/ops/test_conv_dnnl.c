@@ -11,6 +11,8 @@
 #include "tg_test.h"
 
 #include "compile/program.h"
+#include "core/bf16.h"
+#include "core/convert.h"
 #include "ops/conv.h"
 #include "ops/dnnl_util.h"
 #include "runtime/interp.h"
@@ -444,6 +446,103 @@ static void test_bf16_storage_is_read_natively(void)
     tg_graph_destroy(g);
 }
 
+/* One run of node's oneDNN kernel with every operand stored as `t`
+ * (in: f32 values, converted), the result widened to f32. */
+static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, float *const in[2])
+{
+    tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
+    po.in_storage[0] = po.in_storage[1] = po.out_storage = t;
+    tg_kernel_plan kp = {0};
+    const tg_op_planner *pl = tg_op_planner_get(node->op);
+    TG_CHECK_OK(pl->plan(node, &po, &kp));
+    size_t es = tg_dtype_size(t);
+    void *stored[2], *out = malloc((size_t)tg_numel(node) * es);
+    memset(out, 0xff, (size_t)tg_numel(node) * es); /* NaN: an element left unwritten shows */
+    for (int k = 0; k < 2; k++) {
+        size_t n = (size_t)tg_numel(node->in[k]);
+        stored[k] = malloc(n * es);
+        tg_convert(in[k], TG_F32, stored[k], t, n);
+    }
+    void *scratch = kp.scratch ? malloc(kp.scratch) : NULL;
+    tg_pool *pool = threads > 1 ? tg_pool_create(threads) : NULL;
+    tg_kernel_args a = {.node = node,
+                        .out = out,
+                        .scratch = scratch,
+                        .scratch_bytes = kp.scratch,
+                        .pool = pool,
+                        .plan = kp.state};
+    a.in[0] = stored[0], a.in[1] = stored[1];
+    if (kp.state)
+        tg_conv_dnnl_run(kp.state, &a);
+    float *wide = malloc((size_t)tg_numel(node) * sizeof(float));
+    tg_convert(out, t, wide, TG_F32, (size_t)tg_numel(node));
+    if (kp.state)
+        pl->plan_free(kp.state);
+    tg_pool_destroy(pool);
+    free(scratch);
+    free(out);
+    free(stored[0]);
+    free(stored[1]);
+    return wide;
+}
+
+/* bf16 storage with f32 arithmetic (no AVX-512 BF16): the kernel converts
+ * its operands itself rather than through oneDNN's bf16 reorders (its
+ * generic ones there, 200x slower than its f32 reorders). The result must
+ * be the f32-stored kernel's on the same values, rounded to bf16: bit for
+ * bit, in the three directions, with all taps live and with a cropped
+ * weight gradient (its dead taps zero), on 1 thread and on 2 (the batch in
+ * parts, the shared weights reordered in slices). */
+static void test_bf16_storage_converts_exactly(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    static const int64_t hw[2] = {8, 2}; /* 8x8: all taps live; 2x2 at stride 2: cropped */
+    for (int c = 0; c < 2; c++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(4, 16, hw[c], hw[c]));
+        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 16, 3, 3));
+        int64_t stride = c ? 2 : 1;
+        tg_tensor *y = tg_conv2d(g, x, w, NULL, P(stride, stride, 1, 1, 1, 1, 1));
+        TG_CHECK_OK(tg_graph_status(g));
+        if (!y)
+            break;
+        tg_node_params p = y->p;
+        tg_conv_set_extent_h(&p, hw[c]);
+        tg_conv_set_extent_w(&p, hw[c]);
+        tg_tensor *dx = tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){y, w}, &p);
+        p = y->p;
+        tg_conv_set_extent_h(&p, 3);
+        tg_conv_set_extent_w(&p, 3);
+        tg_tensor *dw = tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){y, x}, &p);
+        tg_tensor *nodes[3] = {y, dx, dw};
+        for (int n = 0; n < 3 && dx && dw; n++)
+            for (int threads = 1; threads <= 2; threads++) {
+                float *in[2];
+                for (int k = 0; k < 2; k++) {
+                    size_t len = (size_t)tg_numel(nodes[n]->in[k]);
+                    in[k] = malloc(len * sizeof(float));
+                    for (size_t i = 0; i < len; i++) /* bf16 values, as the storage holds */
+                        in[k][i] = tg_bf16_widen(
+                            tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
+                }
+                float *f32 = run_stored(nodes[n], TG_F32, threads, in);
+                float *bf16 = run_stored(nodes[n], TG_BF16, threads, in);
+                size_t len = (size_t)tg_numel(nodes[n]), bad = 0;
+                for (size_t i = 0; i < len; i++)
+                    bad += tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
+                if (bad)
+                    tg_test_fail(__FILE__, __LINE__, "%s, %s input, %d threads: %zu of %zu differ",
+                                 tg_op_name(nodes[n]->op), c ? "2x2" : "8x8", threads, bad, len);
+                free(f32);
+                free(bf16);
+                free(in[0]);
+                free(in[1]);
+            }
+        tg_graph_destroy(g);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 int main(void)
 {
     TG_RUN(test_one_thread_device_starts_no_openmp_threads);
@@ -456,5 +555,6 @@ int main(void)
     TG_RUN(test_two_threads_split_the_batch);
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
+    TG_RUN(test_bf16_storage_converts_exactly);
     return tg_test_finish();
 }
