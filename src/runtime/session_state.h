@@ -1,6 +1,7 @@
 /* runtime/session_state.h - the session's state (struct tg_session and the
  * per-device context of a run), shared by the engine (engine*.c: running),
- * its set-up and host I/O (session.c) and checkpoints (checkpoint.c). */
+ * its set-up (session.c), host I/O (session_io.c) and checkpoints
+ * (checkpoint.c). */
 #ifndef TG_RUNTIME_SESSION_STATE_H
 #define TG_RUNTIME_SESSION_STATE_H
 
@@ -219,5 +220,8 @@ typedef enum tg_output_mode {
 
 /* Micro-batches of all replicas and iterations in one run. */
 int64_t tg_session_stream_count(const tg_session *s);
+/* Every leaf's initial value, drawn in f32 and written to every replica in
+ * its storage type (runtime/session_io.c; tg_session_create calls it). */
+tg_status tg_session_fill_leaves(tg_session *s);
 
 #endif
