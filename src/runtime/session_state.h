@@ -1,6 +1,7 @@
 /* runtime/session_state.h - the session's state (struct tg_session and the
- * per-device context of a run), shared by the engine (engine.c: running),
- * its set-up and host I/O (session.c) and checkpoints (checkpoint.c). */
+ * per-device context of a run), shared by the engine (engine*.c: running),
+ * its set-up (session.c), host I/O (session_io.c) and checkpoints
+ * (checkpoint.c). */
 #ifndef TG_RUNTIME_SESSION_STATE_H
 #define TG_RUNTIME_SESSION_STATE_H
 
@@ -173,7 +174,7 @@ struct tg_session {
 
 /* Seconds on the monotonic clock. */
 double tg_engine_now(void);
-/* Micro-batch j's gradient (slot g) into an accumulator (runtime/engine.c). */
+/* Micro-batch j's gradient (slot g) into an accumulator (runtime/engine_passes.c). */
 void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_t j, int64_t g);
 /* Record an event of device c that ran from t0 to now (seconds); no-op
  * when the run is not recorded. */
@@ -193,6 +194,22 @@ void tg_engine_stop_threads(tg_session *s);
 void tg_engine_set_per_step_threads(tg_session *s, bool on);
 /* Slot of micro-batch g of a program buffer in a replica's arena. */
 unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g);
+/* One host step of device c: deviceIterations times its schedule, the
+ * all-reduce and the update; returns early when the step is aborted
+ * (runtime/engine_passes.c). */
+void tg_engine_device_main(device_ctx *c);
+/* Whether update `it` runs: overflow check, loss scale, clipping, agreed by
+ * the replica's devices; sets *ok false on failure (runtime/engine_update.c). */
+bool tg_engine_update_runs(device_ctx *c, int64_t it, bool *ok);
+/* Write the loss scale into the loss gradient's seed (runtime/engine_update.c). */
+void tg_engine_write_loss_scale(device_ctx *c);
+/* After a recorded host step (runtime/engine_record.c): its device events
+ * into the host trace's tracks; the session's own counters; the weights'
+ * and gradients' histograms; and dropping a profile that failed to write. */
+void tg_engine_keep_device_steps(tg_session *s, uint64_t link);
+tg_status tg_engine_record_own_counters(tg_session *s);
+tg_status tg_engine_record_histograms(tg_session *s, int64_t run);
+void tg_engine_drop_profile(tg_session *s);
 
 typedef enum tg_output_mode {
     TG_OUTPUT_ALL,
@@ -203,5 +220,8 @@ typedef enum tg_output_mode {
 
 /* Micro-batches of all replicas and iterations in one run. */
 int64_t tg_session_stream_count(const tg_session *s);
+/* Every leaf's initial value, drawn in f32 and written to every replica in
+ * its storage type (runtime/session_io.c; tg_session_create calls it). */
+tg_status tg_session_fill_leaves(tg_session *s);
 
 #endif
