@@ -1,6 +1,9 @@
 /* tests/models/test_train_e2e.c - both tutorial models learn Fashion-MNIST:
  * trained on a subset, they must clear an accuracy threshold on test data.
- * Skipped (and said so) when Debian's dataset-fashion-mnist is absent. */
+ * Skipped (and said so) when Debian's dataset-fashion-mnist is absent.
+ * Labelled slow: learning to an accuracy says nothing more under the
+ * sanitizers, where it took 200 s (make asan leaves slow tests out).
+ * TG_TEST_LABELS: slow */
 #include "tg_test.h"
 #include "tg_test_train.h"
 
