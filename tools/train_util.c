@@ -730,7 +730,7 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
            instances > 1 ? share : "", tg_session_flops(s) * whole / 1e6);
     const char *option, *split = tg_session_auto_stages(s, &option);
     if (*split) /* the cost model's choice, which differs between strategies */
-        printf("%s auto: %s (%d devices)\n", option, split, devices);
+        printf("%s auto: %s (%d device%s)\n", option, split, devices, devices == 1 ? "" : "s");
     char kernels[160];
     printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
     char precision[160];

@@ -111,8 +111,10 @@ TG_API int tg_session_replicas(const tg_session *s);
  * "B1|B2,B3,B4" for stages, "layer3.0" (the boundaries) for split. It
  * depends on the strategy: a sharded run, with one micro-batch in flight,
  * may choose another split than a pipelined one. *option (when not NULL)
- * is set to "stages" or "split". "" when the split was given or the model
- * is not divided. The string lives as long as the session. */
+ * is set to "stages" or "split". With phases auto (executionStrategy
+ * phased), the phases chosen with their devices ("B1@0|B2@1") and "phases".
+ * "" when the split was given or the model is not divided. The string lives
+ * as long as the session. */
 TG_API const char *tg_session_auto_stages(const tg_session *s, const char **option);
 /* FLOPs of one run. */
 TG_API double tg_session_flops(const tg_session *s);

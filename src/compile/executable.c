@@ -19,6 +19,7 @@
  * and the reason, never a crash (fuzz/fuzz_executable.c).
  */
 #include "compile/program.h"
+#include "compile/phases_auto.h"
 
 #include "core/alloc.h"
 #include "core/atomic_file.h"
@@ -852,7 +853,10 @@ tg_status tg_program_compile_cached_config(const tg_graph *g, const tg_config *c
     *out = NULL;
     tg_cache_result res = TG_CACHE_OFF;
     char path[2048];
-    bool cached = g && g->status == TG_OK && cache_path(g, c, path, sizeof path);
+    /* phases auto compiles the plans it considers each time: a cached one
+     * would not say which it chose (tg_program's auto_phases) */
+    bool cached =
+        g && g->status == TG_OK && !tg_phases_auto_wanted(c) && cache_path(g, c, path, sizeof path);
     if (cached && access(path, F_OK) == 0) {
         if (tg_executable_load(g, c, path, out) == TG_OK) {
             tg_program_choose_threads(*out); /* for the cores free now */

@@ -367,10 +367,13 @@ static tg_status check_phased(const tg_config *c)
                         "stages \"%s\" cannot apply with executionStrategy phased, whose phases "
                         "run one after another: give the blocks per phase with --phases",
                         c->pipeline.stages);
+    /* phases "auto" is chosen before placement (compile/phases_auto.c) */
     if (!strcmp(phases, "auto") || c->pipeline.auto_stages)
         return tg_error(TG_ERR_CONFIG,
-                        "executionStrategy phased: automatic phases are not available yet; give "
-                        "the blocks per phase, --phases \"B1|B2|B3\"");
+                        "executionStrategy phased with split \"%s\": automatic phases choose "
+                        "among the model's blocks; use --phases auto without --split, or give "
+                        "the blocks per phase, --phases \"S0|S1|S2\"",
+                        c->pipeline.split);
     /* Alternating devices would send values back to a device whose pass is
      * under way; transfers (compile/program.c) go after a sender's pass. */
     if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0)

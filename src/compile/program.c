@@ -5,6 +5,7 @@
  * staging plans compile/program_staging.c. */
 #include "compile/program.h"
 #include "compile/program_internal.h"
+#include "compile/phases_auto.h"
 #include "compile/layout.h"
 
 #include "compile/placement.h"
@@ -424,6 +425,20 @@ static void auto_stages_retry(const tg_graph *g, tg_program **p, tg_status *s)
     tg_config_free(&again);
 }
 
+/* --stages auto found no pipelined split that fits: say which phased plan
+ * would (phases auto's search), without switching strategy, which PopTorch
+ * never does on its own (docs/memory-locations.md, "Automatic phases"). */
+static void suggest_phased(const tg_graph *g, const tg_config *c, tg_status *s)
+{
+    char first[2048], flags[768];
+    snprintf(first, sizeof first, "%s", tg_error_message());
+    if (tg_phases_auto_suggest(g, c, flags, sizeof flags))
+        *s = tg_error(TG_ERR_CAPACITY,
+                      "%s. Phased, the model fits: %s (what --phases auto chooses)", first, flags);
+    else
+        *s = tg_error(TG_ERR_CAPACITY, "%s", first);
+}
+
 tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_program **out)
 {
     *out = NULL;
@@ -435,11 +450,17 @@ tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_pr
     if (!p)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");
     p->graph = g;
+    if (tg_phases_auto_wanted(c)) {
+        tg_free(p);
+        return tg_phases_auto_compile(g, c, out);
+    }
     tg_status s = tg_config_copy(c, &p->config);
     if (s == TG_OK)
         s = compile(p);
     if (s == TG_ERR_CAPACITY)
         auto_stages_retry(g, &p, &s);
+    if (s == TG_ERR_CAPACITY && c->pipeline.auto_stages)
+        suggest_phased(g, c, &s);
     if (s != TG_OK) {
         tg_program_destroy(p);
         return s;

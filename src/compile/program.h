@@ -216,6 +216,13 @@ typedef struct tg_program {
     int *phase_of;
     /* stages or split "auto": the split chosen (compile/stages.h), else "" */
     char auto_stages[256];
+    /* phases "auto" (compile/phases_auto.h): the phases chosen ("B1@0|B2@1"),
+     * the kinds off chip as --offload spells them ("weights,optimizer" or
+     * "none") and why; "" otherwise. Not kept in executables: phases auto
+     * compiles past the cache. */
+    char auto_phases[512];
+    char auto_offload[64];
+    char auto_phases_why[1024];
 } tg_program;
 
 /* Compile `g` with the options (strategy, stages, schedule, replication,

@@ -169,8 +169,10 @@ static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model
             continue;
         if (t->n_in == 0) {
             int at = param_atom[i];
-            if (t->role == TG_ROLE_PARAM && at >= 0)
+            if (t->role == TG_ROLE_PARAM && at >= 0) {
                 a->persistent[at] += (double)tg_nbytes(t) * (accumulate ? 2 : 1);
+                a->params[at] += (double)tg_nbytes(t);
+            }
             continue;
         }
         int at = atom_of_any(a, param_atom, t);
@@ -189,8 +191,10 @@ static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model
         }
         /* optimizer state: the update's other leaf inputs */
         for (int k = 1; (t->flags & TG_NODE_OPTIMIZER) && k < t->n_in; k++)
-            if (t->in[k]->n_in == 0 && t->in[k]->role == TG_ROLE_STATE)
+            if (t->in[k]->n_in == 0 && t->in[k]->role == TG_ROLE_STATE) {
                 a->persistent[at] += (double)tg_nbytes(t->in[k]);
+                a->state[at] += (double)tg_nbytes(t->in[k]);
+            }
         if (!(t->flags & TG_NODE_ALIAS) && tg_cost_node_bytes(t) > a->working[at])
             a->working[at] = tg_cost_node_bytes(t);
     }

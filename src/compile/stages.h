@@ -40,7 +40,11 @@ typedef struct tg_stage_atoms {
     double weight[TG_ATOMS_MAX];
     double persistent[TG_ATOMS_MAX], kept[TG_ATOMS_MAX], working[TG_ATOMS_MAX]; /* bytes */
     double cut[TG_ATOMS_MAX]; /* bytes crossing the boundary after atom a, each way */
-    int *atom_of;             /* per node: atom of a forward node, else -1 (owned) */
+    /* of persistent, by kind (for the tensor locations of phases auto):
+     * the weights (once; their accumulators are as many again) and the
+     * optimizer state */
+    double params[TG_ATOMS_MAX], state[TG_ATOMS_MAX];
+    int *atom_of; /* per node: atom of a forward node, else -1 (owned) */
 } tg_stage_atoms;
 
 /* What the split is chosen for. */

@@ -65,7 +65,9 @@ static const opt_spec option_table[] = {
      "single"},
     {"phases", "--phases", OPT_STRING, "", 0, 0, NULL,
      "executionStrategy phased: blocks grouped into phases, run in this order: \"B1|B2|B3|B4\" "
-     "or \"B1,B2|B3,B4\"; \"B3@1\" puts a phase on device 1 (docs/memory-locations.md)"},
+     "or \"B1,B2|B3,B4\"; \"B3@1\" puts a phase on device 1; \"auto\": the compiler chooses the "
+     "phases' devices (up to devices) and the TensorLocations off chip, the fitting plan with the "
+     "fewest copies (docs/memory-locations.md)"},
     {"phasedExecutionType", NULL, OPT_ENUM, "SingleIPU", 0, 0, "SingleIPU|ParallelIPU",
      "executionStrategy phased: SingleIPU runs each phase on one device (device 0, the one it "
      "names, or spread in order over devices); ParallelIPU (phases alternating over two devices, "
@@ -77,7 +79,8 @@ static const opt_spec option_table[] = {
      "weight gradient, run after it (zb-h2: later, with more micro-batches in flight)"},
     {"stages", "--stages", OPT_STRING, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
-     "block); \"auto\": the cost model's best split over devices (docs/multi-device.md)"},
+     "block); \"auto\": the cost model's best split over devices (docs/multi-device.md); when "
+     "none fits, the compile error names the phased plan that would"},
     {"split", "--split", OPT_NAMES, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
      "\"auto\": the cost model's best split at layer boundaries over devices"},

@@ -329,6 +329,9 @@ void tg_report_plan_text(const tg_compiled *c, const char *model, double ms, FIL
         fprintf(out, "%s auto: %s (%d devices, %s)\n",
                 strchr(p->auto_stages, '|') ? "stages" : "split", p->auto_stages, p->n_devices,
                 p->config.pipeline.strategy);
+    if (p->auto_phases[0])
+        fprintf(out, "phases auto: %s (%d device%s, --offload %s)\n  %s\n", p->auto_phases,
+                p->n_devices, p->n_devices == 1 ? "" : "s", p->auto_offload, p->auto_phases_why);
     print_threads_text(p, out);
     tg_an_view v = {.name = "memory"};
     memory_view(p, &v);
@@ -408,6 +411,9 @@ int tg_report_plan_json(const tg_compiled *c, const char *model, double ms, cons
     if (p->tile_plan)
         print_tiles_json(p, out);
     fprintf(out, ",\"auto_stages\":\"%s\"", p->auto_stages); /* "": not auto */
+    /* "": not auto; the why names tensors and plans in plain words, no quotes */
+    fprintf(out, ",\"auto_phases\":\"%s\",\"auto_offload\":\"%s\"", p->auto_phases,
+            p->auto_offload);
     int r = pa->wanted ? print_predictions_json(p->graph, o, p, pa, out) : 0;
     fprintf(out, "}\n");
     if (r)

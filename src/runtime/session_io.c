@@ -402,6 +402,11 @@ int tg_session_replicas(const tg_session *s)
 const char *tg_session_auto_stages(const tg_session *s, const char **option)
 {
     const tg_program *p = s->program;
+    if (p->auto_phases[0]) { /* phases auto (compile/phases_auto.h) */
+        if (option)
+            *option = "phases";
+        return p->auto_phases;
+    }
     /* by the form, which a loaded executable keeps as well: stages separate
      * devices with '|', split lists the boundaries (compile/stages.c) */
     if (option)

@@ -122,7 +122,6 @@ static void test_what_cannot_apply_is_refused(void)
 {
     EXPECT("compile --model mnist-pipeline --strategy pipelined --phases \"B1|B2\"", 1,
            "drop --phases, or use --strategy phased");
-    EXPECT("compile --model mnist-pipeline --phases auto", 1, "automatic phases are not");
     EXPECT("compile --model mnist-pipeline " PHASED "--stages \"B1|B2\"", 1,
            "give the blocks per phase with --phases");
     EXPECT("compile --model mnist-pipeline --phases \"B1|B2\" --engine-option "
