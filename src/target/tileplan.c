@@ -428,14 +428,22 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
             td->copy_cycles[x->phase] +=
                 (double)p->buffers[x->src_buffer].bytes / tg->link_bytes_per_cycle;
     }
-    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) /* streaming memory's bandwidth is the host's */
-        td->copy_cycles[ph] +=
-            (double)(dp->stream_in_bytes[ph] + dp->stream_out_bytes[ph]) / tg->host_bytes_per_cycle;
-    for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
-        if (td->copy_cycles[ph] > 0) {
+    tg_tile_gathers(p, tp, d, td);
+    /* streaming memory's bandwidth is the host's; with I/O tiles its copies
+     * run there beside the compute (tilestream.c), the rest after it */
+    for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
+        double pass = td->cycles[ph], streamed = 0;
+        bool io = tg->io_tiles > 0;
+        if (io)
+            pass = tg_tile_io_pass(p, tp, d, ph, &streamed);
+        else
+            streamed = (double)(dp->stream_in_bytes[ph] + dp->stream_out_bytes[ph]) /
+                       tg->host_bytes_per_cycle;
+        td->copy_cycles[ph] += streamed;
+        if (td->copy_cycles[ph] > 0)
             td->copy_cycles[ph] += tg->sync_cycles;
-            td->cycles[ph] += td->copy_cycles[ph];
-        }
+        td->cycles[ph] = pass + (io ? td->copy_cycles[ph] - streamed : td->copy_cycles[ph]);
+    }
 
     /* vertex code per distinct op kind, control code for every step on every tile */
     for (int tile = 0; tile < tiles; tile++) {
