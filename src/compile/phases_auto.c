@@ -16,16 +16,19 @@
  * activations kept for the backward pass) plus the largest working set of
  * one op; a host step streams, per micro-batch m of it, each offloaded
  * weight in for the forward and the backward and once more in and out for
- * the update (2m + 2 times its bytes), each offloaded accumulator out after
- * every backward and in for the update (m + 1), offloaded optimizer state
+ * the update (2m + 2 times its bytes), each offloaded accumulator read
+ * and written as every backward adds into it and read for the update
+ * (2m + 1, as compile/streaming.c counts it), offloaded optimizer state
  * in and out for the update (2), offloaded kept activations out and in (2m),
  * at the host link's rate; values crossing a device boundary go forward
  * and back once per micro-batch at the link's rate.
  *
  * Per byte saved on the device, optimizer state costs 2 streamed bytes a
- * step, accumulators m + 1, activations 2m and weights 2m + 2: that is the
- * order in which the cheapest plan takes them off chip, from the figures
- * of the model at hand rather than a fixed list. Candidates are compiled
+ * step, activations 2m, accumulators 2m + 1 and weights 2m + 2: that is
+ * the order in which the cheapest plan takes them off chip (measured on
+ * BERT-large in docs/memory-locations.md), but the search weighs the
+ * bytes of the model at hand (a model whose kept activations are few saves
+ * little by moving them) rather than following a fixed list. Candidates are compiled
  * in order of their estimated copy seconds (ties: the smaller need first)
  * until one fits; the estimate leaves out code and tile balance, so a
  * candidate it admits may still be refused by the plan, and the search then
@@ -85,8 +88,8 @@ static double group_memory(const search *s, unsigned off, int i, int j, double *
         if (s->training) {
             /* on chip, a gradient lives until the update either way: in its
              * accumulator, or (one micro-batch) as an activation */
-            if (!on_chip(off, TG_TENSOR_ACCUMULATOR))
-                moved += w * (m + 1);
+            if (!on_chip(off, TG_TENSOR_ACCUMULATOR)) /* added into: read, written */
+                moved += w * (2 * m + 1);
             else
                 mem += w;
             if (on_chip(off, TG_TENSOR_OPTIMIZER))
