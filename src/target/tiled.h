@@ -141,13 +141,13 @@ tg_status tg_tile_simulate(const struct tg_program *p, tg_tile_event_fn fn, void
 double tg_tile_stream_in_cycles(const struct tg_program *p, int d);
 
 /* Streaming memory and gathers (target/tilestream.c). With I/O tiles:
- * the cycles of device d's pass of phase ph with its streamed copies on the
- * I/O tiles beside the compute (*stream_cycles: the copies' own cycles).
+ * *pass, the cycles of device d's pass of phase ph with its streamed copies
+ * on the I/O tiles beside the compute (*stream_cycles: the copies' own).
  * The gathers of sharded weights: their cycles into td's copy cycles and
  * their exchange code onto the tiles. The cycles of phase ph that ran
  * beside others (copies overlapped by compute), from a finished plan. */
-double tg_tile_io_pass(const struct tg_program *p, const tg_tile_plan *tp, int d, int ph,
-                       double *stream_cycles);
+tg_status tg_tile_io_pass(const struct tg_program *p, const tg_tile_plan *tp, int d, int ph,
+                          double *pass, double *stream_cycles);
 void tg_tile_gathers(const struct tg_program *p, const tg_tile_plan *tp, int d, tg_tile_device *td);
 double tg_tile_hidden_cycles(const struct tg_program *p, int d, int ph);
 

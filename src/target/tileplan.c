@@ -434,11 +434,16 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
         double pass = td->cycles[ph], streamed = 0;
         bool io = tg->io_tiles > 0;
-        if (io)
-            pass = tg_tile_io_pass(p, tp, d, ph, &streamed);
-        else
+        if (io) {
+            tg_status st = tg_tile_io_pass(p, tp, d, ph, &pass, &streamed);
+            if (st != TG_OK) {
+                tg_free(kinds);
+                return st;
+            }
+        } else {
             streamed = (double)(dp->stream_in_bytes[ph] + dp->stream_out_bytes[ph]) /
                        tg->host_bytes_per_cycle;
+        }
         td->copy_cycles[ph] += streamed;
         if (td->copy_cycles[ph] > 0)
             td->copy_cycles[ph] += tg->sync_cycles;

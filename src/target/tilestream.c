@@ -7,11 +7,12 @@
  * pass, after its compute, as before. With numIOTiles N the I/O tiles run
  * them beside the compute, as Poplar overlaps stream copies on its I/O
  * tiles: a pass is its steps in order, each waiting for its loads, and the
- * loads of a step run from the start of the step before it (one step ahead;
- * TensorLocations.preloadSteps ahead with ioSchedule preload) as far as the
- * I/O tiles can hold them (their memory less the host-stream inputs they
- * keep, 95% of it: the seed's ~5% for exchange code and buffers); the rest
- * of a load streams once the step before has ended. Stores queue on the
+ * loads run ahead of their steps, in order, as far as the I/O tiles can hold
+ * what waits there for its step to start (95% of their memory, the seed's
+ * ~5% going to exchange code and buffers, less the host-stream inputs they
+ * keep); what does not fit streams once the step before has ended. The
+ * compute tiles' memory plan does not see a copy before its step: it waits
+ * on the I/O tiles, whose room bounds how far ahead it starts. Stores queue on the
  * I/O tiles after their step. Loads and stores share the host link, whose
  * busy time bounds the pass as well: a pass takes max(compute, copies) over
  * each such window instead of their sum, and the compute has N tiles fewer.
@@ -25,6 +26,7 @@
 
 #include "compile/program.h"
 #include "core/alloc.h"
+#include "core/error.h"
 
 #include <math.h>
 
@@ -79,8 +81,8 @@ static double room_at(const double *load, const double *start, int k, double byt
     }
 }
 
-double tg_tile_io_pass(const tg_program *p, const tg_tile_plan *tp, int d, int ph,
-                       double *stream_cycles)
+tg_status tg_tile_io_pass(const tg_program *p, const tg_tile_plan *tp, int d, int ph, double *pass,
+                          double *stream_cycles)
 {
     const tg_target_desc *tg = &tp->target;
     const tg_device_program *dp = &p->devices[d];
@@ -88,7 +90,10 @@ double tg_tile_io_pass(const tg_program *p, const tg_tile_plan *tp, int d, int p
     double rate = fmin(tg->host_bytes_per_cycle, tg->io_tiles * tg->exchange_bytes_per_cycle);
     double cap = io_staging_bytes(p, tg, d);
     int n = dp->n_steps[ph];
-    double *load = tg_calloc(2 * (size_t)n + 1, sizeof(double)), *start = load + n;
+    double *load = tg_calloc(2 * (size_t)n + 1, sizeof(double));
+    if (!load)
+        return tg_error(TG_ERR_NOMEM, "tile plan: out of memory");
+    double *start = load + n;
     /* io_in, io_out: when the link is free each way; end: the last step's end */
     double io_in = 0, io_out = 0, end = 0, in_all = 0, out_all = 0;
     *stream_cycles = 0;
@@ -97,19 +102,16 @@ double tg_tile_io_pass(const tg_program *p, const tg_tile_plan *tp, int d, int p
         step_streams(p, dp, ph, &dp->steps[ph][k], &in, &out);
         double ready = end;
         if (in > 0) {
-            /* ahead of its step as far as the I/O tiles hold it; without a
-             * place to wait (no load array), in step with the compute */
-            double early = !load ? 0 : in < cap ? in : cap;
+            /* ahead of its step as far as the I/O tiles hold it */
+            double early = in < cap ? in : cap;
             if (early > 0)
                 io_in = room_at(load, start, k, early, cap, io_in) + early / rate;
             if (in > early) /* the rest streams once the step before is done */
                 io_in = fmax(io_in, end) + (in - early) / rate;
             ready = fmax(ready, io_in);
-            if (load)
-                load[k] = early;
+            load[k] = early;
         }
-        if (load)
-            start[k] = ready;
+        start[k] = ready;
         end = ready + td->step_cycles[ph][k];
         if (out > 0)
             io_out = fmax(io_out, end) + out / rate;
@@ -126,7 +128,8 @@ double tg_tile_io_pass(const tg_program *p, const tg_tile_plan *tp, int d, int p
     *stream_cycles = (in_all + out_all + rest_in + rest_out) / rate;
     /* one link for both ways, as without I/O tiles: its busy time bounds
      * the pass too (the two queues above only order the copies) */
-    return fmax(fmax(end, *stream_cycles), fmax(io_in, io_out));
+    *pass = fmax(fmax(end, *stream_cycles), fmax(io_in, io_out));
+    return TG_OK;
 }
 
 void tg_tile_gathers(const tg_program *p, const tg_tile_plan *tp, int d, tg_tile_device *td)
