@@ -226,7 +226,7 @@ static void phases_text(const tg_stage_atoms *a, const candidate *c, char *buf, 
 
 /* The config of a candidate: c with its phases, devices and locations. */
 static tg_status candidate_config(const tg_config *c, const tg_stage_atoms *a, const candidate *k,
-                                  tg_config *out)
+                                  bool anyway, tg_config *out)
 {
     char phases[1024], devices[16], key[64];
     phases_text(a, k, phases, sizeof phases);
@@ -243,6 +243,10 @@ static tg_status candidate_config(const tg_config *c, const tg_stage_atoms *a, c
         snprintf(key, sizeof key, "TensorLocations.%s.onChip", tg_tensor_kind_name(t));
         s = tg_config_set(out, key, on_chip(k->off, t) ? "true" : "false");
     }
+    /* a candidate over the capacity must fail to be passed over, even when
+     * the user compiles out of memory anyway (then see the end) */
+    if (s == TG_OK && !anyway)
+        s = tg_config_set(out, "debug.allowOutOfMemory", "false");
     if (s != TG_OK)
         tg_config_free(out);
     return s;
@@ -332,8 +336,9 @@ static void describe(const search *s, const candidate *k, char *buf, size_t cap)
  * -1 when none did (the status says why). */
 static tg_status try_candidates(const tg_graph *g, const tg_config *c, const search *s,
                                 const candidate *list, int n, tg_program **out, int *chosen,
-                                int *tried, char *first_over, size_t cap)
+                                int *tried, bool *forced, char *first_over, size_t cap)
 {
+    *forced = false;
     double capacity = s->goal.capacity;
     *chosen = -1;
     *tried = 0;
@@ -351,7 +356,7 @@ static tg_status try_candidates(const tg_graph *g, const tg_config *c, const sea
         if (!admitted && !(none_admitted && i == least))
             continue;
         tg_config cc;
-        TG_TRY(candidate_config(c, s->a, &list[i], &cc));
+        TG_TRY(candidate_config(c, s->a, &list[i], false, &cc));
         (*tried)++;
         st = tg_program_compile_config(g, &cc, out);
         tg_config_free(&cc);
@@ -366,6 +371,17 @@ static tg_status try_candidates(const tg_graph *g, const tg_config *c, const sea
             describe(s, &list[i], what, sizeof what);
             const char *msg = tg_error_message(), *semi = strstr(msg, "; largest");
             snprintf(first_over, cap, "%s: %.*s", what, semi ? (int)(semi - msg) : 400, msg);
+        }
+    }
+    if (st == TG_ERR_CAPACITY && c->debug.allow_out_of_memory && n > 0) {
+        /* debug.allowOutOfMemory: the plan that needs least, compiled anyway */
+        tg_config cc;
+        TG_TRY(candidate_config(c, s->a, &list[least], true, &cc));
+        st = tg_program_compile_config(g, &cc, out);
+        tg_config_free(&cc);
+        if (st == TG_OK) {
+            *chosen = least;
+            *forced = true;
         }
     }
     return st;
@@ -384,6 +400,7 @@ tg_status tg_phases_auto_compile(const tg_graph *g, const tg_config *c, tg_progr
     search *s = tg_calloc(1, sizeof *s);
     candidate *list = NULL;
     int n = 0, chosen = -1, tried = 0;
+    bool forced = false;
     char first_over[1536];
     tg_status st =
         a && s ? search_begin(g, c, a, s) : tg_error(TG_ERR_NOMEM, "phases auto: out of memory");
@@ -391,7 +408,8 @@ tg_status tg_phases_auto_compile(const tg_graph *g, const tg_config *c, tg_progr
     if (st == TG_OK)
         st = candidates(c, s, &list, &n);
     if (st == TG_OK)
-        st = try_candidates(g, c, s, list, n, out, &chosen, &tried, first_over, sizeof first_over);
+        st = try_candidates(g, c, s, list, n, out, &chosen, &tried, &forced, first_over,
+                            sizeof first_over);
     if (st == TG_OK) {
         tg_program *p = *out;
         const candidate *k = &list[chosen];
@@ -405,11 +423,15 @@ tg_status tg_phases_auto_compile(const tg_graph *g, const tg_config *c, tg_progr
             snprintf(p->auto_phases_why, sizeof p->auto_phases_why,
                      "off chip: %s; by the estimate %.1f MiB%s on the fullest device and "
                      "%.1f MiB to and from streaming memory per host step (%.3g s of "
-                     "copies): of the %d plans considered, the fewest copies that fit",
-                     kinds, k->memory / 1048576.0, mib, k->streamed / 1048576.0, k->seconds, n);
+                     "copies): of the %d plans considered, %s",
+                     kinds, k->memory / 1048576.0, mib, k->streamed / 1048576.0, k->seconds, n,
+                     forced ? "none fits: the one that needs least, compiled anyway "
+                              "(debug.allowOutOfMemory)"
+                            : "the fewest copies that fit");
         if (first_over[0] && len > 0 && (size_t)len < sizeof p->auto_phases_why)
             snprintf(p->auto_phases_why + len, sizeof p->auto_phases_why - (size_t)len,
-                     "; %d compiled before it did not fit, the first %s", tried - 1, first_over);
+                     "; %d compiled %sdid not fit, the first %s", forced ? tried : tried - 1,
+                     forced ? "" : "before it ", first_over);
     } else if (st == TG_ERR_CAPACITY && begun) {
         char what[640] = "";
         int least = 0;

@@ -232,6 +232,7 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
     snprintf(phased_devices, sizeof phased_devices, "%d", p->n_devices);
     const char *phases = p->config.pipeline.stages;
     bool phased_now = !strcmp(p->config.pipeline.strategy, "phased");
+    bool phases_auto = p->auto_phases[0] != '\0';
     if (phased_now || !strcmp(phases, "auto"))
         phases = p->config.pipeline.phases;
     struct {
@@ -298,6 +299,15 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
          p->graph->n_blocks < 2 && !*p->config.pipeline.split
              ? "the model has no blocks to make phases of (split it with --split)"
              : NULL,
+         NULL},
+        /* phases auto's choice of devices (up to the plan's) and locations */
+        {"phased, the compiler's plan (phases auto)",
+         m->batch,
+         {"executionStrategy", "phased", "stages", "", "split", "", "phases", "auto", "devices",
+          phased_devices, NULL},
+         p->graph->n_blocks < 1 ? "the model has no blocks to make phases of"
+         : phases_auto          ? "already phases auto"
+                                : NULL,
          NULL},
         /* ZeRO-3: the weights and, with them, their optimizer state */
         {p->replicas > 1 ? "weights sharded over the replicas" : "weights sharded, 2 replicas",

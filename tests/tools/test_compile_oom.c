@@ -50,7 +50,7 @@ static void test_remedies_in_profile(void)
         snprintf(line, sizeof line, "%.*s", (int)strcspn(at + 43, ","), at + 43);
     snprintf(args, sizeof args, "analyse %s/p insights", tmpdir);
     EXPECT(args, 0, "Re-planned remedies (compile)");
-    EXPECT(args, 0, "compile re-planned 11 remedies for this plan");
+    EXPECT(args, 0, "compile re-planned 12 remedies for this plan");
     EXPECT(args, 0, "split the model at more layers");
     char need[64] = "", after[64] = "";
     TG_CHECK(sscanf(line, "%63[^-]-> %63[^\n]", need, after) == 2);

@@ -57,6 +57,13 @@ static void test_cannot_fit_says_so(void)
            "phases auto: no phased plan of the model's 4 blocks over up to 2 devices fits: the "
            "plan that needs least, ");
     TG_CHECK(strstr(tg_cli_output, "device 0 needs ") != NULL); /* the plan's own figure */
+    /* compiled anyway on request: the plan that needs least, said so */
+    EXPECT("compile --model mnist-pipeline --phases auto --devices 2 --memory-per-device 1000000 "
+           "--engine-option debug.allowOutOfMemory=true",
+           0, "none fits: the one that needs least, compiled anyway (debug.allowOutOfMemory)");
+    /* a plan over its devices names phases auto among its remedies, with its figure */
+    EXPECT("compile --model mnist-pipeline --memory-per-device 3000000", 1,
+           "phased, the compiler's plan (phases auto)  3.22 MiB -> ");
     EXPECT("compile --model mnist-pipeline --phases auto --split layer2", 1,
            "phases auto with split \"layer2\": automatic phases choose among the model's blocks");
 }
