@@ -239,6 +239,14 @@ class _TensorLocations(_Sub):
     def setOptimizerLocation(self, settings: TensorLocationSettings) -> _TensorLocations:
         return self._location("optimizer", settings, "setOptimizerLocation")
 
+    def numIOTiles(self, n: int) -> _TensorLocations:
+        """Tiles per device reserved for I/O (Poplar's numIOTiles): on a tiled target the
+        host streams and the streamed copies of off-chip tensors run there beside the
+        compute (docs/targets.md); ignored on cpu."""
+        self._owner._set("numIOTiles", _nonnegative_int(n, "TensorLocations.numIOTiles"),
+                         "TensorLocations.numIOTiles")
+        return self
+
 
 class _Precision(_Sub):
     def enableStochasticRounding(self, on: bool = True) -> _Precision:

@@ -11,6 +11,7 @@ class OptionsTest(unittest.TestCase):
         o.Training.gradientAccumulation(4)
         o.outputMode(poptorch.OutputMode.All)
         o.TensorLocations.setOptimizerLocation(poptorch.TensorLocationSettings().useOnChipStorage(False))
+        o.TensorLocations.numIOTiles(32)
         o.setAvailableMemoryProportion({"IPU0": 0.3, "IPU1": 0.3})
         self.assertEqual(o.values["deviceIterations"], "10")
         self.assertEqual(o.values["replicationFactor"], "2")
@@ -18,6 +19,7 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual(o.values["Training.gradientAccumulation"], "4")
         self.assertEqual(o.values["outputMode"], "all")
         self.assertEqual(o.values["TensorLocations.optimizer.onChip"], "false")
+        self.assertEqual(o.values["numIOTiles"], "32")
         self.assertEqual(o.values["availableMemoryProportion"], "0.3")
 
     def test_every_n_and_strategy(self):
@@ -48,6 +50,7 @@ class OptionsTest(unittest.TestCase):
             (lambda: poptorch.Options().setAvailableMemoryProportion({"IPU0": 7.0}),
              "setAvailableMemoryProportion"),
             (lambda: poptorch.Options().randomSeed(-3), "randomSeed"),
+            (lambda: poptorch.Options().TensorLocations.numIOTiles(-1), "numIOTiles"),
             (lambda: poptorch.Options().set("noSuchOption", 1), "noSuchOption"),
             (lambda: poptorch.PipelinedExecution(poptorch.Stage("B1").ipu(1)), "PipelinedExecution"),
             (lambda: poptorch.Stage(), "Stage"),
