@@ -139,10 +139,10 @@ static const opt_spec option_table[] = {
     {"lossScalingGrowthInterval", NULL, OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
     {"numIOTiles", NULL, OPT_INT, "0", 0, 1 << 20, NULL,
-     "tiled targets (mk2; ignored on cpu): tiles per device reserved for the host streams (I/O "
-     "tiles), so "
-     "that the next micro-batch's stream copy runs while the current one computes on the other "
-     "tiles; they must hold a micro-batch of the host-stream inputs per slot (docs/targets.md)"},
+     "tiled targets (mk2; ignored on cpu): tiles per device reserved for I/O, so that the next "
+     "micro-batch's stream copy, and the streamed copies of off-chip tensors (TensorLocations), "
+     "run while the other tiles compute; they must hold a micro-batch of the host-stream inputs "
+     "per slot, and what room is left bounds how far ahead a copy starts (docs/targets.md)"},
     {"defaultPrefetchBufferingDepth", NULL, OPT_INT, "1", 1, 64, NULL,
      "micro-batches of host-stream input each device's buffers hold beyond those in flight, plus "
      "one; above 1 a host-stream thread fills the next ones while a device computes "
