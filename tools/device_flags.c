@@ -52,6 +52,14 @@ static int dev_rows(device_args *a, dev_flag *r)
           "--devices in order, or \"B3@1\" on the device named (with --offload weights each "
           "phase's weights are streamed in for it)",
           1, 0, NULL}},
+        {"phasedExecutionType",
+         DEV_SET,
+         NULL,
+         {NULL, CLI_STRING, &a->phased_type, "TYPE",
+          "phased: SingleIPU (each phase on one device, as --phases places it) or ParallelIPU "
+          "(phases alternating over two devices: one loads its next phase while the other "
+          "computes)",
+          1, 0, NULL}},
         {"stages",
          DEV_SET,
          NULL,

@@ -13,6 +13,7 @@ typedef struct device_args {
     const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
     const char *executable_cache, *executable; /* enableExecutableCaching, executableFile */
     const char *phases;                        /* executionStrategy phased: "B1|B2|B3" */
+    const char *phased_type;                   /* phasedExecutionType: SingleIPU, ParallelIPU */
     const char *offload; /* "weights,activations,...": TensorLocations.<kind>.onChip=false */
     const char *shard;   /* "weights,optimizer": TensorLocations.<kind>.replicatedTensorSharding */
     char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */

@@ -115,9 +115,11 @@ class Liveness:
 class PhasedExecution:
     """poptorch.PhasedExecution(Phase(...), ...): the phases run one after another, each on
     one device: device 0, or the one its stages name (Stage("B3").ipu(1)), consecutive
-    phases sharing a device (phased_execution_type "SingleIPU"; "ParallelIPU", phases
-    alternating over two devices, is refused at compile as not available yet). A phase may
-    be given as a Phase, a Stage, or block names."""
+    phases sharing a device (phased_execution_type "SingleIPU"); or, with "ParallelIPU"
+    (ParallelPhasedExecution), alternating over two devices, even phases on device 0 and
+    odd ones on device 1, one loading its next phase while the other computes (a stage that
+    names another device is refused at compile). A phase may be given as a Phase, a Stage,
+    or block names."""
     kind = "phased"
 
     def __init__(self, *phases: Union[Phase, Stage, str],

@@ -40,7 +40,9 @@
 #endif
 
 #define MAGIC "TGEXEC1\n"
-#define FORMAT_VERSION 4u /* 4: activations may be blocked (the layout is recomputed at load) */
+/* 4: activations may be blocked (the layout is recomputed at load); 5:
+ * transfers may move inside a pass (ParallelIPU) */
+#define FORMAT_VERSION 5u
 #define HEADER_BYTES 80
 #define MAX_PAYLOAD ((uint64_t)1 << 34)
 
@@ -608,6 +610,10 @@ static void check_buffers(reader *r, const tg_program *p)
             !in_range((int)t->phase, 0, TG_PHASE_COUNT) ||
             !in_range(t->src_buffer, 0, p->n_buffers) || !in_range(t->dst_buffer, 0, p->n_buffers))
             fail(r, "a transfer names something that does not exist");
+        else if (!in_range(t->send_at, -1, p->devices[t->src_device].n_steps[t->phase]) ||
+                 !in_range(t->recv_at[0], -1, p->devices[t->dst_device].n_steps[0]) ||
+                 !in_range(t->recv_at[1], -1, p->devices[t->dst_device].n_steps[1]))
+            fail(r, "a transfer moves at a step that does not exist");
     }
     for (int i = 0; i < p->graph->n_nodes && !r->bad; i++)
         if (!in_range(p->device_of[i], -1, p->n_devices) || !buffer_ok(p, p->home[i]) ||

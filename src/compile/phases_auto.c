@@ -396,6 +396,13 @@ static void search_end(tg_stage_atoms *a, search *s)
 tg_status tg_phases_auto_compile(const tg_graph *g, const tg_config *c, tg_program **out)
 {
     *out = NULL;
+    /* its plans give each device a run of consecutive phases (SingleIPU) */
+    if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0)
+        return tg_error(TG_ERR_CONFIG,
+                        "phases auto with phasedExecutionType %s: automatic phases give each "
+                        "device consecutive phases (SingleIPU); give the phases to alternate, "
+                        "--phases \"B1|B2|B3|B4\"",
+                        c->pipeline.phased_type);
     tg_stage_atoms *a = tg_calloc(1, sizeof *a);
     search *s = tg_calloc(1, sizeof *s);
     candidate *list = NULL;

@@ -374,13 +374,9 @@ static tg_status check_phased(const tg_config *c)
                         "among the model's blocks; use --phases auto without --split, or give "
                         "the blocks per phase, --phases \"S0|S1|S2\"",
                         c->pipeline.split);
-    /* Alternating devices would send values back to a device whose pass is
-     * under way; transfers (compile/program.c) go after a sender's pass. */
-    if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0)
-        return tg_error(TG_ERR_CONFIG,
-                        "phasedExecutionType %s: phases alternating over two devices are not "
-                        "available yet; use SingleIPU (each phase on one device, in order; "
-                        "--devices N spreads them over N devices)",
+    if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0 &&
+        strcmp(c->pipeline.phased_type, "ParallelIPU") != 0)
+        return tg_error(TG_ERR_CONFIG, "phasedExecutionType %s: give SingleIPU or ParallelIPU",
                         c->pipeline.phased_type);
     return TG_OK;
 }
@@ -424,9 +420,10 @@ static tg_status phase_devices(const char *spec, int n, int *device)
     snprintf(buf, sizeof buf, "%s", spec);
     char *save = NULL;
     int k = 0;
+    for (int i = 0; i < n; i++) /* phases from --split or the blocks: no spec */
+        device[i] = -1;
     for (char *ph = strtok_r(buf, "|", &save); ph && k < n; ph = strtok_r(NULL, "|", &save), k++) {
         char *at = strchr(ph, '@'), *end = NULL;
-        device[k] = -1;
         if (!at)
             continue;
         long d = strtol(at + 1, &end, 10);
@@ -439,6 +436,52 @@ static tg_status phase_devices(const char *spec, int n, int *device)
                             spec, k, at + 1, TG_MAX_DEVICES - 1);
         device[k] = (int)d;
     }
+    return TG_OK;
+}
+
+static bool parallel_ipu(const tg_config *c)
+{
+    return strcmp(c->pipeline.phased_type, "ParallelIPU") == 0;
+}
+
+/* ParallelIPU: phase k on device k mod 2, as PopTorch alternates them
+ * (compile/parallel_phases.c moves the values between them inside the
+ * passes). A device a phase names, by "@N" or by its blocks, must be that
+ * one. */
+static tg_status assign_parallel_phases(const tg_config *c, tg_placement *p, const block_list *bl,
+                                        const int *stage_of_block, const int *named)
+{
+    int n = p->n_stages;
+    const char *spec = c->pipeline.phases;
+    if (n < 2)
+        return tg_error(TG_ERR_CONFIG,
+                        "phasedExecutionType ParallelIPU alternates phases over two devices and "
+                        "the model has %d phase: give two or more (--phases \"B1|B2\"), or use "
+                        "SingleIPU",
+                        n);
+    if (c->pipeline.devices > 0 && c->pipeline.devices != 2)
+        return tg_error(TG_ERR_CONFIG,
+                        "devices %lld: phasedExecutionType ParallelIPU alternates the phases over "
+                        "two devices; give --devices 2 or none, or use SingleIPU to spread them "
+                        "over %lld in order",
+                        (long long)c->pipeline.devices, (long long)c->pipeline.devices);
+    for (int k = 0; k < n; k++)
+        p->device_of_stage[k] = k % 2;
+    for (int b = 0; b < bl->n; b++)
+        if (bl->device[b] >= 0 && bl->device[b] != stage_of_block[b] % 2)
+            return tg_error(TG_ERR_CONFIG,
+                            "block '%s' is on device %d, but it is in phase %d, and "
+                            "phasedExecutionType ParallelIPU runs even phases on device 0 and "
+                            "odd ones on device 1: move the block to device %d, or use SingleIPU",
+                            bl->names[b], bl->device[b], stage_of_block[b], stage_of_block[b] % 2);
+    for (int k = 0; k < n; k++)
+        if (named[k] >= 0 && named[k] != k % 2)
+            return tg_error(TG_ERR_CONFIG,
+                            "phases \"%s\": phase %d names device %d, but phasedExecutionType "
+                            "ParallelIPU runs even phases on device 0 and odd ones on device 1: "
+                            "give @%d or no device, or use SingleIPU",
+                            spec, k, named[k], k % 2);
+    p->n_devices = 2;
     return TG_OK;
 }
 
@@ -463,6 +506,11 @@ static tg_status assign_phases(const tg_config *c, tg_placement *p, const block_
     int *named = tg_calloc((size_t)n + 1, sizeof(int));
     tg_status s = p->device_of_stage && named ? phase_devices(c->pipeline.phases, n, named)
                                               : tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    if (s == TG_OK && parallel_ipu(c)) {
+        s = assign_parallel_phases(c, p, bl, stage_of_block, named);
+        tg_free(named);
+        return s;
+    }
     for (int k = 0; s == TG_OK && k < n; k++)
         p->device_of_stage[k] = (int)((int64_t)k * devices / n);
     for (int b = 0; s == TG_OK && b < bl->n; b++)

@@ -344,6 +344,8 @@ static tg_status compile(tg_program *p)
     if (s == TG_OK && p->accumulate)
         s = tg_program_make_accumulators(p);
     if (s == TG_OK)
+        s = tg_parallel_phases_order(p);
+    if (s == TG_OK)
         s = tg_split_backward(p);
     if (s == TG_OK)
         find_outputs(p);
@@ -351,6 +353,8 @@ static tg_status compile(tg_program *p)
         s = tg_sharding_plan(p);
     if (s == TG_OK)
         s = tg_streaming_plan(p);
+    if (s == TG_OK)
+        s = tg_parallel_phases_exchange(p);
     if (s == TG_OK)
         tg_program_plan_staging(p);
     tg_trace_begin(ch, "memory plan");

@@ -114,6 +114,10 @@ typedef struct tg_step {
     /* Inputs or output stored in another type than the kernel computes in:
      * the engine stages them through f32 copies after the kernel scratch. */
     bool staged;
+    /* ParallelIPU (compile/parallel_phases.c): values are sent to or
+     * received from the other device before this step runs, at a boundary
+     * between two phases of the pass (tg_transfer.send_at, recv_at). */
+    bool exchange_before;
     /* Streamed copies (compile/streaming.c): the device program's
      * streams[phase][stream_at ...]: n_stream_in copied in from host memory
      * before the step runs, then n_stream_out copied back after it. */
@@ -127,6 +131,15 @@ typedef struct tg_transfer {
     tg_phase phase; /* the sender's phase that produces it */
     int src_buffer, dst_buffer;
     bool used_forward, used_backward; /* by the receiver */
+    /* Where in a pass it moves. -1: sent after the sender's pass, waited
+     * for before the receiver's pass starts. ParallelIPU, whose devices
+     * take turns inside one pass (compile/parallel_phases.c): sent before
+     * the sender's step send_at of `phase` (once the phase that makes it
+     * is done), waited for before the receiver's step recv_at[0] of its
+     * forward and recv_at[1] of its backward (the first step of the phase
+     * that reads it there). */
+    int send_at;
+    int recv_at[2];
 } tg_transfer;
 
 /* A parameter's gradient summed over the micro-batches of one update. */
@@ -374,6 +387,17 @@ tg_status tg_streaming_plan(tg_program *p);
 /* Replicated tensor sharding of weights (compile/sharding.c): shrink the
  * chosen weights' home buffers and their optimizer state to one shard. */
 tg_status tg_sharding_plan(tg_program *p);
+/* ParallelIPU phased execution (compile/parallel_phases.c): whether p
+ * alternates its phases over two devices; order each device's forward
+ * steps by phase and its backward steps by phase from the last (after
+ * recompute, before the backward is split); then, once the streamed copies
+ * are planned, mark where values move between the devices inside a pass
+ * (tg_transfer.send_at, recv_at, tg_step.exchange_before) and check that
+ * no device waits for a value that is sent after its wait. Every program
+ * passes through both; only a ParallelIPU one changes. */
+bool tg_program_parallel_phases(const tg_program *p);
+tg_status tg_parallel_phases_order(tg_program *p);
+tg_status tg_parallel_phases_exchange(tg_program *p);
 /* Whether steps of phase ph read sharded buffer b through a gathered copy. */
 bool tg_sharding_gathers(const tg_program *p, int b, tg_phase ph);
 

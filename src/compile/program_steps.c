@@ -318,8 +318,14 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
         if (dst < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         tr = &p->transfers[p->n_transfers++];
-        *tr = (tg_transfer){
-            value->id, p->buffers[home].device, device, phase_of(value), home, dst, false, false};
+        *tr = (tg_transfer){.node = value->id,
+                            .src_device = p->buffers[home].device,
+                            .dst_device = device,
+                            .phase = phase_of(value),
+                            .src_buffer = home,
+                            .dst_buffer = dst,
+                            .send_at = -1,
+                            .recv_at = {-1, -1}};
         if (tr->phase == TG_PHASE_UPDATE)
             return tg_error(TG_ERR_CONFIG,
                             "'%s' is computed by an update on device %d and read "

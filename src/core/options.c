@@ -68,10 +68,12 @@ static const opt_spec option_table[] = {
      "or \"B1,B2|B3,B4\"; \"B3@1\" puts a phase on device 1; \"auto\": the compiler chooses the "
      "phases' devices (up to devices) and the TensorLocations off chip, the fitting plan with the "
      "fewest copies (docs/memory-locations.md)"},
-    {"phasedExecutionType", NULL, OPT_ENUM, "SingleIPU", 0, 0, "SingleIPU|ParallelIPU",
+    {"phasedExecutionType", "--phased-execution-type", OPT_ENUM, "SingleIPU", 0, 0,
+     "SingleIPU|ParallelIPU",
      "executionStrategy phased: SingleIPU runs each phase on one device (device 0, the one it "
-     "names, or spread in order over devices); ParallelIPU (phases alternating over two devices, "
-     "one loading while the other computes) is not available yet"},
+     "names, or spread in order over devices); ParallelIPU alternates the phases over two "
+     "devices, even ones on device 0, odd ones on device 1, so one device loads its next "
+     "phase's weights while the other computes (docs/memory-locations.md)"},
     {"pipelineSchedule", "--schedule", OPT_ENUM, "grouped", 0, 0,
      "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
      "order of forward and backward passes of the micro-batches on each device (pipelined); "

@@ -306,6 +306,26 @@ static tg_status write_tensors(tg_profile *pf)
     return s;
 }
 
+/* The copies device d sends before step `at` of pass ph (tg_transfer
+ * send_at; -1: after the pass), as steps of the pass `parent`. */
+static tg_status insert_copies(tg_profile *pf, sqlite3_stmt *st, int64_t *id, int64_t parent, int d,
+                               tg_phase ph, int at, int *k)
+{
+    const tg_program *p = pf->program;
+    char name[256];
+    tg_status s = TG_OK;
+    for (int t = 0; s == TG_OK && t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->src_device != d || tr->phase != ph || tr->send_at != at)
+            continue;
+        snprintf(name, sizeof name, "copy %s to device %d", p->graph->nodes[tr->node]->name,
+                 tr->dst_device);
+        s = pf_insert(pf, st, "iiisssii", (*id)++, parent, (int64_t)d, "copy", pf_phase_names[ph],
+                      name, (int64_t)tr->node, (int64_t)(*k)++);
+    }
+    return s;
+}
+
 /* The program tree of each device: device -> repeat(iterations) -> phases
  * -> steps, with copies, host streams, accumulation and all-reduce as steps
  * of their own. */
@@ -349,8 +369,11 @@ static tg_status write_program_tree(tg_profile *pf)
                               pf_phase_names[ph], "stream inputs from the host", (int64_t)k++);
             for (int i = 0; s == TG_OK && i < dp->n_steps[ph]; i++) {
                 const tg_tensor *t = g->nodes[dp->steps[ph][i].node];
-                s = pf_insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "execute",
-                              pf_phase_names[ph], t->name, (int64_t)t->id, (int64_t)k++);
+                if (dp->steps[ph][i].exchange_before) /* ParallelIPU: copies inside the pass */
+                    s = insert_copies(pf, st, &id, phase_id, d, (tg_phase)ph, i, &k);
+                if (s == TG_OK)
+                    s = pf_insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "execute",
+                                  pf_phase_names[ph], t->name, (int64_t)t->id, (int64_t)k++);
             }
             if (ph == TG_PHASE_FORWARD && dp->n_outputs && s == TG_OK)
                 s = pf_insert(pf, st, "iiisssni", id++, phase_id, (int64_t)d, "stream_out",
@@ -359,15 +382,8 @@ static tg_status write_program_tree(tg_profile *pf)
                 s = pf_insert(pf, st, "iiisssni", id++, phase_id, (int64_t)d, "accumulate",
                               pf_phase_names[ph], "add gradients into the accumulators",
                               (int64_t)k++);
-            for (int t = 0; s == TG_OK && t < p->n_transfers; t++) {
-                const tg_transfer *tr = &p->transfers[t];
-                if (tr->src_device != d || (int)tr->phase != ph)
-                    continue;
-                snprintf(name, sizeof name, "copy %s to device %d", g->nodes[tr->node]->name,
-                         tr->dst_device);
-                s = pf_insert(pf, st, "iiisssii", id++, phase_id, (int64_t)d, "copy",
-                              pf_phase_names[ph], name, (int64_t)tr->node, (int64_t)k++);
-            }
+            if (s == TG_OK)
+                s = insert_copies(pf, st, &id, phase_id, d, (tg_phase)ph, -1, &k);
         }
         const tg_pipe_schedule *sc = &p->schedule;
         for (int k = 0; s == TG_OK && k < sc->n_ops[d]; k++)

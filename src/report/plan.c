@@ -280,12 +280,15 @@ static void phase_table(const tg_program *p, tg_an_view *v)
             most = total, at = k, at_device = d;
     }
     char a[32];
+    bool parallel = tg_program_parallel_phases(p);
     tg_an_note(v,
-               "phases: %d run one after another on %d device%s; the largest, phase %d on device "
-               "%d, needs %s (loaded and stored: bytes each phase's steps move to and from "
-               "streaming memory, once each; forward and backward per micro-batch)",
-               p->n_phases, p->n_devices, p->n_devices == 1 ? "" : "s", at, at_device,
-               tg_an_format(TG_AN_BYTES, (double)most, a, sizeof a));
+               "phases: %d %s %d device%s%s; the largest, phase %d on device %d, needs %s "
+               "(loaded and stored: bytes each phase's steps move to and from streaming memory, "
+               "once each; forward and backward per micro-batch)",
+               p->n_phases, parallel ? "alternate over" : "run one after another on", p->n_devices,
+               p->n_devices == 1 ? "" : "s",
+               parallel ? " (ParallelIPU: one loads its next phase while the other computes)" : "",
+               at, at_device, tg_an_format(TG_AN_BYTES, (double)most, a, sizeof a));
     tg_free(pm);
 }
 

@@ -61,8 +61,67 @@ static void native_types(const tg_program *p, const tg_step *st, tg_kernel_args 
     a->out_type = st->out >= 0 ? p->buffers[st->out].dtype : TG_F32;
 }
 
-/* Steps [begin, end) of phase ph for micro-batch g (slot g). */
-static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int begin, int end)
+/* The FLOPs of device c's steps [from, to) of phase ph, for the profile:
+ * in a split schedule B and W each record their own, in a ParallelIPU pass
+ * each phase. 0 when the run is not recorded (the sum is not free). */
+static double pass_flops(const device_ctx *c, tg_phase ph, int from, int to)
+{
+    const tg_program *p = c->s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    if (!c->rec)
+        return 0;
+    if (from == 0 && to == dp->n_steps[ph])
+        return dp->flops[ph];
+    double flops = 0;
+    for (int k = from; k < to; k++) {
+        const tg_tensor *t = p->graph->nodes[dp->steps[ph][k].node];
+        const tg_op_def *def = tg_op_get(t->op);
+        if (def && def->flops)
+            flops += def->flops(t);
+    }
+    return flops;
+}
+
+/* The pass event of phase ph's steps [from, to), begun at t0; or, when a
+ * ParallelIPU phase boundary came since (phase_boundary), of the steps
+ * from it on. */
+static void record_pass(device_ctx *c, tg_phase ph, int64_t it, int64_t j, double t0, int from,
+                        int to)
+{
+    if (c->seg_begin > from) {
+        from = c->seg_begin;
+        t0 = c->seg_t0;
+    }
+    tg_engine_record(c, TG_EVENT_PHASE, ph, it, j, -1, t0, 0, pass_flops(c, ph, from, to));
+}
+
+/* ParallelIPU (compile/parallel_phases.c): before step k a phase of this
+ * device ends and its next one begins. The steps since the last boundary
+ * are a pass event of their own; then what the phase made goes to the
+ * other device and what the next one reads is waited for (an offloaded
+ * value sent is read from its host copy: its store first). The I/O
+ * thread goes on loading the next phase's copies meanwhile, which is the
+ * point of alternating. The time here is not busy time. */
+static bool phase_boundary(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int k,
+                           tg_stream_pass *io, bool preload)
+{
+    double t0 = now_s();
+    int64_t j = g % c->s->program->micro_batches;
+    if (k > c->seg_begin)
+        tg_engine_record_span(c, TG_EVENT_PHASE, ph, it, j, -1, c->seg_t0, t0, 0,
+                              pass_flops(c, ph, c->seg_begin, k));
+    if (preload && tg_exchange_sends_offloaded(c, ph, k))
+        tg_stream_io_stores_done(c, io);
+    bool ok = tg_exchange_at_step(c, ph, g, k);
+    c->seg_t0 = now_s();
+    c->seg_begin = k;
+    c->busy -= c->seg_t0 - t0;
+    return ok;
+}
+
+/* Steps [begin, end) of phase ph for micro-batch g (slot g); false when
+ * the run was aborted at a ParallelIPU phase boundary. */
+static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int begin, int end)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
@@ -74,9 +133,12 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
     bool preload = tg_stream_io_on(c);
     if (preload)
         tg_stream_io_begin(c, &io);
+    bool ok = true;
     for (int k = begin; k < end; k++) {
         const tg_step *st = &dp->steps[ph][k];
         const tg_tensor *t = p->graph->nodes[st->node];
+        if (st->exchange_before && !(ok = phase_boundary(c, ph, it, g, k, &io, preload)))
+            break;
         tg_kernel_args a = {
             .node = t,
             .out = st->out >= 0 ? tg_engine_slot_ptr(s, c->replica, st->out, g) : NULL,
@@ -129,11 +191,12 @@ static void run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
     }
     if (preload)
         tg_stream_io_end(c, &io);
+    return ok;
 }
 
-static void run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
+static bool run_steps(device_ctx *c, tg_phase ph, int64_t it, int64_t g)
 {
-    run_range(c, ph, it, g, 0, c->s->program->devices[c->device].n_steps[ph]);
+    return run_range(c, ph, it, g, 0, c->s->program->devices[c->device].n_steps[ph]);
 }
 
 static bool forward(device_ctx *c, int64_t it, int64_t j)
@@ -150,9 +213,11 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
     else if (!tg_prefetch_take(c, it, j))
         return false;
     double t1 = now_s();
-    run_steps(c, TG_PHASE_FORWARD, it, g);
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_FORWARD, it, j, -1, t1, 0,
-                     dp->flops[TG_PHASE_FORWARD]);
+    c->seg_begin = 0;
+    c->seg_t0 = t1;
+    if (!run_steps(c, TG_PHASE_FORWARD, it, g))
+        return false;
+    record_pass(c, TG_PHASE_FORWARD, it, j, t1, 0, dp->n_steps[TG_PHASE_FORWARD]);
     c->busy += now_s() - t0;
     if (p->training && ++c->in_flight > c->max_in_flight)
         c->max_in_flight = c->in_flight;
@@ -237,27 +302,6 @@ static void backward_done(device_ctx *c, int64_t it, int64_t j, int64_t g, doubl
     tg_exchange_release(c, TG_PHASE_BACKWARD, g);
 }
 
-/* The FLOPs of device c's backward steps [from, to), for the profile: in a
- * split schedule B and W each record their own. 0 when the run is not
- * recorded (the sum is not free). */
-static double backward_flops(const device_ctx *c, int from, int to)
-{
-    const tg_program *p = c->s->program;
-    const tg_device_program *dp = &p->devices[c->device];
-    if (!c->rec)
-        return 0;
-    if (from == 0 && to == dp->n_steps[TG_PHASE_BACKWARD])
-        return dp->flops[TG_PHASE_BACKWARD];
-    double flops = 0;
-    for (int k = from; k < to; k++) {
-        const tg_tensor *t = p->graph->nodes[dp->steps[TG_PHASE_BACKWARD][k].node];
-        const tg_op_def *def = tg_op_get(t->op);
-        if (def && def->flops)
-            flops += def->flops(t);
-    }
-    return flops;
-}
-
 /* The backward of micro-batch j: all of it, or in a split schedule the
  * input gradient (B) alone, whose result the previous stage waits for. */
 static bool backward(device_ctx *c, int64_t it, int64_t j)
@@ -271,9 +315,12 @@ static bool backward(device_ctx *c, int64_t it, int64_t j)
         return false;
     double t0 = now_s();
     int end = split ? dp->input_grad_steps : dp->n_steps[TG_PHASE_BACKWARD];
+    c->seg_begin = 0;
+    c->seg_t0 = t0;
     bool accumulated = run_backward(c, TG_PASS_BACKWARD, it, j, g, 0, end);
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
-                     backward_flops(c, 0, end));
+    if (tg_exchange_aborted(s)) /* at a ParallelIPU phase boundary */
+        return false;
+    record_pass(c, TG_PHASE_BACKWARD, it, j, t0, 0, end);
     if (split)
         c->busy += now_s() - t0;
     else
@@ -293,8 +340,9 @@ static bool weight(device_ctx *c, int64_t it, int64_t j)
                                     dp->n_steps[TG_PHASE_BACKWARD]);
     /* an execute event of the backward phase, so the profile's busy time
      * counts it, with the FLOPs of W's steps */
-    tg_engine_record(c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
-                     backward_flops(c, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]));
+    tg_engine_record(
+        c, TG_EVENT_PHASE, TG_PHASE_BACKWARD, it, j, -1, t0, 0,
+        pass_flops(c, TG_PHASE_BACKWARD, dp->input_grad_steps, dp->n_steps[TG_PHASE_BACKWARD]));
     backward_done(c, it, j, g, t0, accumulated);
     return true;
 }

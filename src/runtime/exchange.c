@@ -150,20 +150,30 @@ static int64_t *consumed(tg_session *s, int r, int t)
     return &s->consumed[r * s->program->n_transfers + t];
 }
 
-/* Wait for everything this device receives for micro-batch g in phase ph. */
+/* Wait until transfer t's micro-batch g has arrived on device c. */
+static bool receive_one(device_ctx *c, int t, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
+    double t0 = tg_engine_now();
+    if (!tg_exchange_wait_for(c->s, produced(c->s, c->replica, t), g + 1, "wait for device"))
+        return false;
+    int64_t m = p->micro_batches;
+    tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, p->transfers[t].src_device, t0, 0, 0);
+    return true;
+}
+
+/* Wait for everything this device receives for micro-batch g in phase ph
+ * before the pass starts (not what a ParallelIPU pass waits for inside). */
 bool tg_exchange_receive(device_ctx *c, tg_phase ph, int64_t g)
 {
     const tg_program *p = c->s->program;
     for (int t = 0; t < p->n_transfers; t++) {
         const tg_transfer *tr = &p->transfers[t];
         bool used = ph == TG_PHASE_FORWARD ? tr->used_forward : tr->used_backward;
-        if (tr->dst_device != c->device || !used)
+        if (tr->dst_device != c->device || !used || (ph != TG_PHASE_UPDATE && tr->recv_at[ph] >= 0))
             continue;
-        double t0 = tg_engine_now();
-        if (!tg_exchange_wait_for(c->s, produced(c->s, c->replica, t), g + 1, "wait for device"))
+        if (!receive_one(c, t, ph, g))
             return false;
-        int64_t m = p->micro_batches;
-        tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->src_device, t0, 0, 0);
     }
     return true;
 }
@@ -180,29 +190,75 @@ void tg_exchange_release(device_ctx *c, tg_phase ph, int64_t g)
     }
 }
 
-/* Copy what this device produced in phase ph to the devices that read it. */
-bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g)
+/* Copy transfer t's micro-batch g once the receiver's slot is free. */
+static bool send_one(device_ctx *c, int t, tg_phase ph, int64_t g)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
+    const tg_transfer *tr = &p->transfers[t];
+    int slots = p->buffers[tr->dst_buffer].slots;
+    int64_t m = p->micro_batches;
+    double t0 = tg_engine_now();
+    if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for device"))
+        return false;
+    double t1 = tg_engine_now();
+    if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
+        tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
+    memcpy(tg_engine_slot_ptr(s, c->replica, tr->dst_buffer, g),
+           tg_engine_slot_ptr(s, c->replica, tr->src_buffer, g), p->buffers[tr->src_buffer].bytes);
+    tg_exchange_publish(s, produced(s, c->replica, t), g + 1);
+    tg_engine_record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
+                     (int64_t)p->buffers[tr->src_buffer].bytes, 0);
+    return true;
+}
+
+/* Copy what this device produced in phase ph to the devices that read it
+ * (what a ParallelIPU pass sends inside it went already). */
+bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g)
+{
+    const tg_program *p = c->s->program;
     for (int t = 0; t < p->n_transfers; t++) {
         const tg_transfer *tr = &p->transfers[t];
-        if (tr->src_device != c->device || tr->phase != ph)
-            continue;
-        int slots = p->buffers[tr->dst_buffer].slots;
-        int64_t m = p->micro_batches;
-        double t0 = tg_engine_now();
-        if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for device"))
+        if (tr->src_device == c->device && tr->phase == ph && tr->send_at < 0 &&
+            !send_one(c, t, ph, g))
             return false;
-        double t1 = tg_engine_now();
-        if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
-            tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
-        memcpy(tg_engine_slot_ptr(s, c->replica, tr->dst_buffer, g),
-               tg_engine_slot_ptr(s, c->replica, tr->src_buffer, g),
-               p->buffers[tr->src_buffer].bytes);
-        tg_exchange_publish(s, produced(s, c->replica, t), g + 1);
-        tg_engine_record(c, TG_EVENT_COPY, ph, g / m, g % m, tr->dst_device, t1,
-                         (int64_t)p->buffers[tr->src_buffer].bytes, 0);
     }
     return true;
+}
+
+bool tg_exchange_sends_offloaded(const device_ctx *c, tg_phase ph, int k)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->src_device == c->device && tr->phase == ph && tr->send_at == k &&
+            p->buffers[tr->src_buffer].offloaded)
+            return true;
+    }
+    return false;
+}
+
+/* Sends before receives: the other device may be waiting for what this
+ * one sends before it makes what this one waits for. */
+bool tg_exchange_at_step(device_ctx *c, tg_phase ph, int64_t g, int k)
+{
+    const tg_program *p = c->s->program;
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->src_device == c->device && tr->phase == ph && tr->send_at == k &&
+            !send_one(c, t, ph, g))
+            return false;
+    }
+    for (int t = 0; t < p->n_transfers; t++) {
+        const tg_transfer *tr = &p->transfers[t];
+        if (tr->dst_device == c->device && ph != TG_PHASE_UPDATE && tr->recv_at[ph] == k &&
+            !receive_one(c, t, ph, g))
+            return false;
+    }
+    return true;
+}
+
+bool tg_exchange_aborted(const tg_session *s)
+{
+    return aborted(s);
 }

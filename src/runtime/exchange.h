@@ -29,5 +29,14 @@ bool tg_exchange_receive(device_ctx *c, tg_phase ph, int64_t g);
 void tg_exchange_release(device_ctx *c, tg_phase ph, int64_t g);
 /* Copy what device c produced in phase ph to the devices that read it. */
 bool tg_exchange_send(device_ctx *c, tg_phase ph, int64_t g);
+/* ParallelIPU (compile/parallel_phases.c): before step k of pass ph (a
+ * step with exchange_before), send what device c's finished phase made
+ * and wait for what its next phase reads; false if the run was aborted. */
+bool tg_exchange_at_step(device_ctx *c, tg_phase ph, int64_t g, int k);
+/* Whether a value sent before step k of pass ph is read from its host copy
+ * (an offloaded activation), whose store must be done first. */
+bool tg_exchange_sends_offloaded(const device_ctx *c, tg_phase ph, int k);
+/* Whether the run was aborted (tg_exchange_fail). */
+bool tg_exchange_aborted(const tg_session *s);
 
 #endif

@@ -241,6 +241,7 @@ void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass)
         pass->ahead = 1;
     pass->next_load = pass->begin;
     pass->store_ticket[0] = pass->store_ticket[1] = 0;
+    pass->last_store = 0;
     queue_loads(c, pass, pass->begin, pass->begin + pass->ahead);
 }
 
@@ -273,6 +274,8 @@ void tg_stream_io_after(device_ctx *c, tg_stream_pass *pass, int k)
         tg_engine_record(c, TG_EVENT_STREAMING_STORE, pass->phase, pass->it, j, -1, t0, added, 0);
     }
     pass->store_ticket[k % 2] = post(c, pass, k, false);
+    if (pass->store_ticket[k % 2])
+        pass->last_store = pass->store_ticket[k % 2];
 }
 
 void tg_stream_io_end(device_ctx *c, tg_stream_pass *pass)
@@ -280,4 +283,9 @@ void tg_stream_io_end(device_ctx *c, tg_stream_pass *pass)
     (void)pass;
     tg_stream_io *io = io_of(c);
     wait_for(c, io, io->posted);
+}
+
+void tg_stream_io_stores_done(device_ctx *c, tg_stream_pass *pass)
+{
+    wait_for(c, io_of(c), pass->last_store);
 }

@@ -32,10 +32,15 @@ typedef struct tg_stream_pass {
     int next_load; /* the first step whose loads are not queued yet */
     int64_t load_ticket[TG_STREAM_AHEAD_MAX + 1]; /* of step k's loads, in [k % (ahead + 1)] */
     int64_t store_ticket[2];                      /* of step k's stores, in [k % 2] */
+    int64_t last_store;                           /* the latest stores' ticket */
 } tg_stream_pass;
 void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass);
 void tg_stream_io_before(device_ctx *c, tg_stream_pass *pass, int k);
 void tg_stream_io_after(device_ctx *c, tg_stream_pass *pass, int k);
 void tg_stream_io_end(device_ctx *c, tg_stream_pass *pass);
+/* Wait for the stores queued so far (and so for the loads queued before
+ * them): a ParallelIPU pass that sends an offloaded value inside it
+ * (runtime/exchange.c) reads its host copy. */
+void tg_stream_io_stores_done(device_ctx *c, tg_stream_pass *pass);
 
 #endif

@@ -52,6 +52,74 @@ static void test_phases_over_several_devices(void)
            "each device needs a phase of its own");
 }
 
+/* ParallelIPU: the phases alternate over two devices (0, 1, 0, 1), so
+ * values cross between them inside each pass, in both directions. Still
+ * the one-device run's bytes: on chip, with everything in streaming
+ * memory copied on demand and preloaded on the I/O thread, and with AdamW
+ * over two micro-batches. */
+#define PARALLEL PHASED "--phased-execution-type ParallelIPU "
+static void test_parallel_ipu_writes_the_one_device_checkpoint(void)
+{
+    static const char *const runs[][2] = {
+        {"", ""},
+        {"", "--offload all"},
+        {"", "--offload all --engine-option TensorLocations.ioSchedule=preload"},
+        {"--optimizer adamw --lr 0.001 --gradient-accumulation 2 ",
+         "--offload weights,optimizer --engine-option TensorLocations.ioSchedule=preload"},
+    };
+    char args[800];
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        if (i == 0 || strcmp(runs[i][0], runs[i - 1][0]) != 0) {
+            snprintf(args, sizeof args, TRAIN "%s--save %s/one.safetensors", runs[i][0], tmpdir);
+            EXPECT(args, 0, "saved:");
+        }
+        snprintf(args, sizeof args, TRAIN PARALLEL "%s%s --save %s/par.safetensors", runs[i][0],
+                 runs[i][1], tmpdir);
+        EXPECT(args, 0, "saved:");
+        TG_CHECK(tg_cli_same_file(tmpdir, "one.safetensors", "par.safetensors"));
+    }
+}
+
+/* A convolutional net in four phases (ResNet-18 split at its layers),
+ * alternating, everything in streaming memory, preloaded: the one-device
+ * bytes. */
+static void test_parallel_ipu_resnet18(void)
+{
+    char args[800];
+#define R18                                                                                        \
+    "train --model resnet18 --batch-size 2 --max-steps 2 --train-limit 4 --test-limit 2 "          \
+    "--optimizer adamw --lr 0.001 --quiet "
+    snprintf(args, sizeof args, R18 "--save %s/r18_one.safetensors", tmpdir);
+    EXPECT(args, 0, "r18_one.safetensors");
+    snprintf(args, sizeof args,
+             R18 "--split layer2.0,layer3.0,layer4.0 --strategy phased --phased-execution-type "
+                 "ParallelIPU --offload all --engine-option TensorLocations.ioSchedule=preload "
+                 "--save %s/r18_par.safetensors",
+             tmpdir);
+    EXPECT(args, 0, "r18_par.safetensors");
+    TG_CHECK(tg_cli_same_file(tmpdir, "r18_one.safetensors", "r18_par.safetensors"));
+#undef R18
+}
+
+/* compile shows the alternation per phase; devices that contradict it
+ * are refused by name. */
+static void test_parallel_ipu_compile_and_refusals(void)
+{
+    EXPECT("compile --model mnist-pipeline " PARALLEL "--offload all", 0,
+           "phases: 4 alternate over 2 devices (ParallelIPU");
+    TG_CHECK(strstr(tg_cli_output, "      2       0 ") != NULL); /* phase 2 on device 0 */
+    TG_CHECK(strstr(tg_cli_output, "      3       1 ") != NULL); /* phase 3 on device 1 */
+    EXPECT("compile --model mnist-pipeline --phases \"B1|B2@0|B3|B4\" "
+           "--phased-execution-type ParallelIPU",
+           1, "phase 1 names device 0, but phasedExecutionType ParallelIPU runs even phases");
+    EXPECT("compile --model mnist-pipeline " PARALLEL "--devices 4", 1, "give --devices 2 or none");
+    EXPECT("compile --model mnist-pipeline --phases \"B1,B2,B3,B4\" "
+           "--phased-execution-type ParallelIPU",
+           1, "give two or more");
+    EXPECT("compile --model mnist-pipeline " PARALLEL "--phased-execution-type DoubleIPU", 1,
+           "DoubleIPU");
+}
+
 /* BERT-large (335 M parameters, 1.25 GiB of f32 weights) on mk2: out of
  * memory pipelined over four devices even with everything off chip; phased
  * over four devices with weights, optimizer state and accumulators in
@@ -124,9 +192,6 @@ static void test_what_cannot_apply_is_refused(void)
            "drop --phases, or use --strategy phased");
     EXPECT("compile --model mnist-pipeline " PHASED "--stages \"B1|B2\"", 1,
            "give the blocks per phase with --phases");
-    EXPECT("compile --model mnist-pipeline --phases \"B1|B2\" --engine-option "
-           "phasedExecutionType=ParallelIPU",
-           1, "not available yet; use SingleIPU");
     EXPECT("compile --model mnist-pipeline --offload wieghts", 1, "'wieghts' is not a kind");
     EXPECT("compile --model mnist-pipeline --phases \"B1|B9\"", 1, "B9");
 }
@@ -139,6 +204,9 @@ int main(void)
     TG_RUN(test_phased_writes_the_one_device_checkpoint);
     TG_RUN(test_the_comparison_can_fail);
     TG_RUN(test_phases_over_several_devices);
+    TG_RUN(test_parallel_ipu_writes_the_one_device_checkpoint);
+    TG_RUN(test_parallel_ipu_resnet18);
+    TG_RUN(test_parallel_ipu_compile_and_refusals);
     TG_RUN(test_bert_large_fits_mk2_phased);
     TG_RUN(test_compile_shows_streaming_memory_and_phases);
     TG_RUN(test_resnet50_trains_phased_on_a_device_smaller_than_its_weights);
