@@ -124,11 +124,41 @@ class BlocksTest(unittest.TestCase):
         self.assertTrue(torch.equal(single, spread), (single, spread))
         with self.assertRaisesRegex(ValueError, "runs a phase on one device"):
             poptorch.Phase(poptorch.Stage("B1").ipu(0), poptorch.Stage("B2").ipu(1))
-        with self.assertRaisesRegex(TilegraphError, "not available yet"):
-            train(net(), opts(4, poptorch.ParallelPhasedExecution("B1", "B2", "B3", "B4")))
         with self.assertRaisesRegex(ValueError, "sharding of the activation tensors"):
             poptorch.Options().TensorLocations.setActivationLocation(
                 poptorch.TensorLocationSettings().useReplicatedTensorSharding(True))
+
+    def test_parallel_phased_matches_one_device(self):
+        """ParallelPhasedExecution: the phases alternate over two devices (even ones on
+        device 0, odd ones on device 1), values crossing both ways inside each pass; with
+        everything in streaming memory, preloaded on the I/O threads, the one-device losses
+        and weights bit for bit."""
+        def run(strategy):
+            o = opts(4, strategy)
+            if strategy is not None:
+                off_chip = poptorch.TensorLocationSettings().useOnChipStorage(False)
+                o.TensorLocations.setWeightLocation(off_chip)
+                o.TensorLocations.setActivationLocation(off_chip)
+                o.TensorLocations.setOptimizerLocation(off_chip)
+                o.set("TensorLocations.ioSchedule", "preload")
+            torch.manual_seed(0)
+            model = net()
+            losses, tm = train(model, o, steps=3)
+            tm.copyWeightsToHost()
+            return losses, [p.detach().clone() for p in model.parameters()], tm
+
+        single, w_single, _ = run(None)
+        alternated, w_alternated, tm = run(poptorch.ParallelPhasedExecution("B1", "B2", "B3", "B4"))
+        self.assertEqual(tm._placement_values.get("phasedExecutionType"), "ParallelIPU")
+        self.assertTrue(torch.equal(single, alternated), (single, alternated))
+        for a, b in zip(w_single, w_alternated):
+            self.assertTrue(torch.equal(a, b))
+        self.assertFalse(torch.equal(w_single[0], next(net().parameters())))  # training moved them
+        contradicting = poptorch.ParallelPhasedExecution(
+            "B1", "B2", poptorch.Phase(poptorch.Stage("B3").ipu(1)), "B4")
+        with self.assertRaisesRegex(TilegraphError, "phase 2 names device 1, but "
+                                    "phasedExecutionType ParallelIPU runs even phases on device 0"):
+            train(net(), opts(4, contradicting))
 
     def test_weights_sharded_over_replicas_match_unsharded(self):
         """Replicated tensor sharding of the weights (each replica keeps half of every weight
