@@ -74,8 +74,8 @@ typedef struct device_ctx {
     double streams;   /* seconds on host streams in: copying, or waiting for a prefetch */
     /* seconds the device waited for its I/O thread's copies (stream_io.c) */
     double stream_wait;
-    /* ParallelIPU: the current pass's segment (its phase on this device)
-     * began at step seg_begin, at time seg_t0 (engine.c, phase_boundary) */
+    /* ParallelIPU: the pass's current phase on this device began at step
+     * seg_begin, at time seg_t0 (engine.c, phase_boundary) */
     int seg_begin;
     double seg_t0;
     /* gradient buckets of the current update: started, and seen complete */

@@ -167,6 +167,18 @@ static void test_profile_shows_both_devices_passes_and_copies(void)
     /* one micro-batch: two phases per device, each its own forward event */
     TG_CHECK(passes[0] == 2 && passes[1] == 2);
     TG_CHECK(copies[0] >= 2 && copies[1] >= 2);
+    /* every phase's event starts in the run and lasts less than it (a
+     * phase once began at the clock's zero) */
+    int64_t bad = -1, run_ns = 0;
+    if (r) {
+        TG_CHECK_OK(
+            tg_profile_reader_int(r, "SELECT MAX(end_ns) - MIN(start_ns) FROM trace", 0, &run_ns));
+        TG_CHECK_OK(tg_profile_reader_int(r,
+                                          "SELECT COUNT(*) FROM trace WHERE kind = 'execute' AND "
+                                          "(start_ns < 0 OR end_ns < start_ns)",
+                                          0, &bad));
+    }
+    TG_CHECK(bad == 0 && run_ns > 0 && run_ns < 60000000000);
     tg_profile_reader_close(r);
     tg_test_remove_dir(dir);
 }
