@@ -13,7 +13,8 @@
  * devices) have one slot per micro-batch in flight: slot = micro-batch mod
  * slots. Everything else lives within one phase and shares memory by
  * liveness. Values that cross devices are copied after the producing phase
- * into a receive buffer on the consumer (a transfer).
+ * into a receive buffer on the consumer (a transfer); under ParallelIPU
+ * phased execution, between two phases inside it (compile/parallel_phases.c).
  *
  * The zero-bubble schedules run the backward phase as two passes: its
  * input-gradient steps, then later its weight-gradient steps
