@@ -75,7 +75,7 @@ typedef struct device_ctx {
     /* seconds the device waited for its I/O thread's copies (stream_io.c) */
     double stream_wait;
     /* ParallelIPU: the pass's current phase on this device began at step
-     * seg_begin, at time seg_t0 (engine.c, phase_boundary) */
+     * seg_begin, at time seg_t0 (engine_passes.c, phase_boundary) */
     int seg_begin;
     double seg_t0;
     /* gradient buckets of the current update: started, and seen complete */
