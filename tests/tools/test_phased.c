@@ -50,6 +50,11 @@ static void test_phases_over_several_devices(void)
     TG_CHECK(strstr(tg_cli_output, "      3       3 ") != NULL); /* phase 3 on device 3 */
     EXPECT("compile --model mnist-pipeline --phases \"B1,B2|B3,B4\" --devices 3", 1,
            "each device needs a phase of its own");
+    /* phases from the blocks, no --phases: spread too (an empty spec once
+     * read as device 0 for every phase) */
+    EXPECT("compile --model mnist-pipeline --strategy phased --devices 2", 0,
+           "phases: 4 run one after another on 2 devices");
+    TG_CHECK(strstr(tg_cli_output, "      3       1 ") != NULL);
 }
 
 /* ParallelIPU: the phases alternate over two devices (0, 1, 0, 1), so
