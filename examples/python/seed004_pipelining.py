@@ -174,8 +174,10 @@ def test(inference_model, test_data):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="seed 004's pipelining tutorial on tilegraph")
-    parser.add_argument("--strategy", choices=["pipelined", "sharded", "phased"],
-                        default="pipelined", help="execution strategy (default: pipelined)")
+    parser.add_argument("--strategy", choices=["pipelined", "sharded", "phased", "parallel-phased"],
+                        default="pipelined",
+                        help="execution strategy (default: pipelined; parallel-phased: the phases "
+                             "alternating over two devices, ParallelPhasedExecution)")
     parser.add_argument("--epochs", type=int, default=epochs, help="epochs (default: 3)")
     parser.add_argument("--offload-optimiser", action="store_true",
                         help="keep the optimiser state in host memory")
@@ -219,6 +221,10 @@ if __name__ == "__main__":
         )
     elif args.strategy == "phased":
         strategy = poptorch.PhasedExecution(
+            poptorch.Phase("B1"), poptorch.Phase("B2"), poptorch.Phase("B3"), poptorch.Phase("B4")
+        )
+    elif args.strategy == "parallel-phased":
+        strategy = poptorch.ParallelPhasedExecution(
             poptorch.Phase("B1"), poptorch.Phase("B2"), poptorch.Phase("B3"), poptorch.Phase("B4")
         )
     else:
