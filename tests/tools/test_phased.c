@@ -123,6 +123,8 @@ static void test_parallel_ipu_compile_and_refusals(void)
            1, "give two or more");
     EXPECT("compile --model mnist-pipeline " PARALLEL "--phased-execution-type DoubleIPU", 1,
            "DoubleIPU");
+    EXPECT("compile --model mnist-pipeline --phases auto --phased-execution-type ParallelIPU", 1,
+           "automatic phases give each device consecutive phases (SingleIPU)");
 }
 
 /* BERT-large (335 M parameters, 1.25 GiB of f32 weights) on mk2: out of
