@@ -1,6 +1,7 @@
 /* ops/conv_dnnl.c - the three convolution ops through oneDNN primitives,
  * created once per node when the program is compiled (the op table's plan
- * hook) and run by the op's forward kernel.
+ * hook) and run by the op's forward kernel (conv_dnnl_run.c; the state the
+ * two share is conv_dnnl_state.h).
  *
  * Memory stays plain NCHW / OIHW (GOIHW with groups) between ops, as every
  * other op reads it. The primitive itself is created with "any" formats so
@@ -63,66 +64,13 @@
  * figures against PyTorch.
  */
 #include "ops/conv.h"
-#include "ops/conv_wgrad_mm.h"
-#include "ops/dnnl_util.h"
+#include "ops/conv_dnnl_state.h"
 
 #include "core/alloc.h"
-#include "core/convert.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* One thread's share of a reorder that all parts need: a slice of the
- * tensor along its first dimension (submemory descriptors, whose offsets
- * place it in the whole tensor). */
-typedef struct reorder_slice {
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t user, inner, scratch_md;
-} reorder_slice;
-
-typedef struct conv_state {
-    dnnl_primitive_t prim;
-    int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
-    int arg[4];                  /* oneDNN argument of each role */
-    dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */
-    dnnl_memory_desc_t inner[4]; /* the layout the primitive takes */
-    dnnl_primitive_t reorder[4]; /* user <-> inner where they differ, else NULL */
-    size_t buf_off[4];           /* of the inner copy in scratch */
-    dnnl_memory_desc_t scratch_md, reorder_scratch_md[4];
-    size_t reorder_scratch_off;
-    int n_threads;
-    int weight_role;      /* the role that is the weights or their gradient */
-    size_t weight_offset; /* floats from the full weights to the first live tap */
-    size_t weight_bytes;  /* of the full weights (zeroed before a cropped gradient) */
-    bool cropped;
-    size_t elem[4];  /* bytes per element of each role as stored */
-    bool blocked[4]; /* the role is stored in the blocked layout (nChw16c) */
-    /* Roles stored in bf16 that the primitive takes in f32 (no bf16
-     * arithmetic on this CPU): converted here (core/convert.h) into or out
-     * of an f32 copy in the stored layout, which oneDNN reorders as f32.
-     * oneDNN's own bf16 <-> f32 reorders are its generic ones without
-     * AVX-512 (10-13 ms for a 16x64x7x7 activation, 200x its f32 reorder
-     * of the same; see bench_dnnl_conv): they took 90% of a bf16 ResNet-18
-     * training step on an AVX2 machine. */
-    bool convert[4];
-    dnnl_memory_desc_t user32[4]; /* user[k] in f32 */
-    size_t span[4];               /* elements from the first stored to the last */
-    size_t copy_off[4];           /* of the f32 copy in scratch, when a reorder follows it */
-    /* The weight gradient as one matmul (ops/conv_wgrad_mm.h) where that
-     * wins (matmul_wins): then nothing else here is used. */
-    tg_wgrad_mm *mm;
-    /* Batch split (see the header comment): the primitive is made for
-     * N / parts samples and runs once per part; parts = 1 without split. */
-    int parts;
-    size_t part_bytes;    /* of one part's scratch (all of it without split) */
-    size_t batch_step[4]; /* bytes from one part's samples of a role to the next; 0: shared */
-    bool sum_out;         /* the weight gradient: parts' sums added in part 0's buffer */
-    /* With parts, the reorders of the shared weights and of the summed
-     * weight gradient in `parts` slices, one per thread, where the layout
-     * allows (else NULL: one thread reorders the whole). */
-    reorder_slice *slices[4];
-} conv_state;
 
 /* The taps [r0, r1) x [s0, s1) that read the input for some output, and
  * the padding of the cropped convolution (before, after; may differ). */
@@ -332,13 +280,6 @@ static void roles_of(tg_op op, bool bias, const conv_mds *m, conv_state *st)
     }
 }
 
-/* The side of role k's reorder that is not the primitive's: the stored
- * tensor, or its f32 copy where the role is converted. */
-static const dnnl_memory_desc_t *reorder_user(const conv_state *st, int k)
-{
-    return st->convert[k] ? &st->user32[k] : &st->user[k];
-}
-
 /* Elements from md's first element to its last: what a conversion covers.
  * A cropped weight's view skips the dead taps between its rows, and its
  * descriptor's size counts from the whole tensor's start. */
@@ -372,8 +313,8 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
                                   const_dnnl_primitive_attr_t attr)
 {
     bool out = k == st->n_args - 1;
-    const dnnl_memory_desc_t *from = out ? &st->inner[k] : reorder_user(st, k);
-    const dnnl_memory_desc_t *to = out ? reorder_user(st, k) : &st->inner[k];
+    const dnnl_memory_desc_t *from = out ? &st->inner[k] : tg_conv_reorder_user(st, k);
+    const dnnl_memory_desc_t *to = out ? tg_conv_reorder_user(st, k) : &st->inner[k];
     return tg_dnnl_reorder_create(from, to, eng, attr, &st->reorder[k], &st->reorder_scratch_md[k]);
 }
 
@@ -384,7 +325,7 @@ static dnnl_status_t make_reorder(conv_state *st, int k, dnnl_engine_t eng,
 static bool make_slices(conv_state *st, int k, dnnl_engine_t eng, const_dnnl_primitive_attr_t attr,
                         size_t *scratch)
 {
-    const dnnl_memory_desc_t *u = reorder_user(st, k);
+    const dnnl_memory_desc_t *u = tg_conv_reorder_user(st, k);
     if (u->dims[0] % st->parts != 0)
         return false;
     reorder_slice *sl = tg_calloc((size_t)st->parts, sizeof *sl);
@@ -427,7 +368,7 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
         st->inner[k] = *dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, st->arg[k]);
         plan_conversion(st, k);
         bool summed = st->sum_out && k == st->n_args - 1; /* each part needs its own sums */
-        if (!summed && dnnl_memory_desc_equal(&st->inner[k], reorder_user(st, k))) {
+        if (!summed && dnnl_memory_desc_equal(&st->inner[k], tg_conv_reorder_user(st, k))) {
             if (st->convert[k]) { /* the f32 copy is what the primitive takes */
                 st->buf_off[k] = off;
                 off += tg_conv_align(st->span[k] * sizeof(float));
@@ -708,296 +649,4 @@ void tg_conv_dnnl_free(void *state)
         tg_free(st->slices[k]);
     }
     tg_free(st);
-}
-
-#define RUN_WHAT "running a conv2d primitive"
-
-/* A memory object over ptr (none for an empty descriptor). */
-static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *ptr)
-{
-    return tg_dnnl_memory(md, ptr, RUN_WHAT);
-}
-
-static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *args)
-{
-    dnnl_status_t s = dnnl_primitive_execute(prim, stream, n, args);
-    if (s == dnnl_success)
-        s = dnnl_stream_wait(stream);
-    if (s != dnnl_success)
-        tg_dnnl_run_failed(s, RUN_WHAT);
-}
-
-/* Reorder role k between user_side (the stored tensor, or its f32 copy)
- * and its inner copy, with the reorder scratchpad of `scratch`. */
-static void run_reorder(const conv_state *st, int k, dnnl_stream_t stream, void *user_side,
-                        void *inner_side, unsigned char *scratch)
-{
-    bool out = k == st->n_args - 1;
-    dnnl_memory_t user = mem(reorder_user(st, k), user_side);
-    dnnl_memory_t inner = mem(&st->inner[k], inner_side);
-    dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], scratch + st->reorder_scratch_off);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
-                               {DNNL_ARG_TO, out ? user : inner},
-                               {DNNL_ARG_SCRATCHPAD, rs}};
-    exec(st->reorder[k], stream, rs ? 3 : 2, args);
-    if (rs)
-        dnnl_memory_destroy(rs);
-    dnnl_memory_destroy(user);
-    dnnl_memory_destroy(inner);
-}
-
-/* Role k's f32 copy in the stored layout (converted roles): before the
- * reorder into the primitive's layout, after the one out of it, or the
- * primitive's operand itself where no reorder is needed. */
-static unsigned char *copy_ptr(const conv_state *st, int k, unsigned char *scratch)
-{
-    return scratch + (st->reorder[k] ? st->copy_off[k] : st->buf_off[k]);
-}
-
-/* Whether role k has a buffer of its own in scratch for the primitive. */
-static bool has_inner(const conv_state *st, int k)
-{
-    return st->reorder[k] || st->convert[k];
-}
-
-/* Input role k (stored at user) into the primitive's buffer in scratch:
- * converted from bf16, reordered, or both. */
-static void bring_in(const conv_state *st, int k, dnnl_stream_t stream, const void *user,
-                     unsigned char *scratch)
-{
-    if (st->convert[k])
-        tg_convert(user, TG_BF16, copy_ptr(st, k, scratch), TG_F32, st->span[k]);
-    if (st->reorder[k])
-        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, scratch) : (void *)user,
-                    scratch + st->buf_off[k], scratch);
-}
-
-/* A cropped weight gradient's f32 copy zeroed before it is written: its
- * dead taps lie between the live ones and are converted with them. */
-static void zero_dead_taps(const conv_state *st, int k, unsigned char *scratch)
-{
-    if (st->convert[k] && st->cropped && k == st->weight_role)
-        memset(copy_ptr(st, k, scratch), 0, st->span[k] * sizeof(float));
-}
-
-/* The output role k from the primitive's buffer in scratch to user:
- * reordered, converted to bf16, or both. */
-static void send_out(const conv_state *st, int k, dnnl_stream_t stream, void *user,
-                     unsigned char *scratch)
-{
-    if (st->reorder[k])
-        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, scratch) : user,
-                    scratch + st->buf_off[k], scratch);
-    if (st->convert[k])
-        tg_convert(copy_ptr(st, k, scratch), TG_F32, user, TG_BF16, st->span[k]);
-}
-
-/* Role k's user memory for part p: batch roles start at the part's first
- * sample, the weights (or their gradient) at the first live tap. */
-static unsigned char *user_ptr(const conv_state *st, const tg_kernel_args *a, int k, int p)
-{
-    unsigned char *ptr = k == st->n_args - 1 ? a->out : a->in[k];
-    if (k == st->weight_role)
-        ptr += st->weight_offset * st->elem[k];
-    return ptr + (size_t)p * st->batch_step[k];
-}
-
-/* An input every part reads in the primitive's layout (the weights, with
- * batch parts): converted once, into part 0's buffer, before the parts run. */
-static bool shared_input(const conv_state *st, int k)
-{
-    return st->parts > 1 && k < st->n_args - 1 && st->batch_step[k] == 0 && st->reorder[k];
-}
-
-static dnnl_stream_t new_stream(dnnl_engine_t eng)
-{
-    dnnl_stream_t stream = NULL;
-    dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
-    if (s != dnnl_success)
-        tg_dnnl_run_failed(s, RUN_WHAT);
-    return stream;
-}
-
-/* Reorder role k of part 0 on the calling thread: a shared input into the
- * primitive's layout, or the summed weight gradient out of it. */
-static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
-{
-    tg_status ts;
-    dnnl_engine_t eng = tg_dnnl_engine(&ts);
-    dnnl_stream_t stream = new_stream(eng);
-    if (k < st->n_args - 1)
-        bring_in(st, k, stream, user_ptr(st, a, k, 0), a->scratch);
-    else
-        send_out(st, k, stream, user_ptr(st, a, k, 0), a->scratch);
-    dnnl_stream_destroy(stream);
-}
-
-/* The primitive over part p of the batch (the whole of it without parts),
- * with part p's scratch: inputs reordered in, the output reordered out
- * unless the parts' weight gradients are summed first. */
-static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
-{
-    tg_status ts;
-    dnnl_engine_t eng = tg_dnnl_engine(&ts);
-    dnnl_stream_t stream = new_stream(eng);
-    /* no scratch at all when nothing is reordered (NULL + 0 is undefined) */
-    unsigned char *scratch =
-        a->scratch ? (unsigned char *)a->scratch + (size_t)p * st->part_bytes : NULL;
-    dnnl_memory_t operand[4] = {0};
-    dnnl_exec_arg_t args[5];
-    int n = 0;
-    int o = st->n_args - 1;
-    for (int k = 0; k < st->n_args; k++) {
-        bool shared = shared_input(st, k);
-        unsigned char *user = user_ptr(st, a, k, p);
-        if (k < o && !shared)
-            bring_in(st, k, stream, user, scratch);
-        unsigned char *base = shared ? (unsigned char *)a->scratch : scratch;
-        operand[k] =
-            has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k]) : mem(&st->user[k], user);
-        args[n].arg = st->arg[k];
-        args[n++].memory = operand[k];
-    }
-    dnnl_memory_t sp = mem(&st->scratch_md, scratch);
-    if (sp) {
-        args[n].arg = DNNL_ARG_SCRATCHPAD;
-        args[n++].memory = sp;
-    }
-    if (!st->sum_out)
-        zero_dead_taps(st, o, scratch);
-    exec(st->prim, stream, n, args);
-    if (!st->sum_out)
-        send_out(st, o, stream, user_ptr(st, a, o, p), scratch);
-    if (sp)
-        dnnl_memory_destroy(sp);
-    for (int k = 0; k < st->n_args; k++)
-        dnnl_memory_destroy(operand[k]);
-    dnnl_stream_destroy(stream);
-}
-
-typedef struct parts_job {
-    const conv_state *st;
-    const tg_kernel_args *a;
-    bool out; /* slices_loop: the output's slices, else the shared inputs' */
-} parts_job;
-
-/* Slice p of role k's reorder, with part p's reorder scratchpad. */
-static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int p)
-{
-    tg_status ts;
-    dnnl_engine_t eng = tg_dnnl_engine(&ts);
-    dnnl_stream_t stream = new_stream(eng);
-    const reorder_slice *sl = &st->slices[k][p];
-    unsigned char *scratch = a->scratch;
-    unsigned char *rs_ptr = scratch + (size_t)p * st->part_bytes + st->reorder_scratch_off;
-    /* a converted role's slices are of its f32 copy, converted as a whole */
-    void *user_side = st->convert[k] ? copy_ptr(st, k, scratch) : user_ptr(st, a, k, 0);
-    dnnl_memory_t user = mem(&sl->user, user_side);
-    dnnl_memory_t inner = mem(&sl->inner, scratch + st->buf_off[k]);
-    dnnl_memory_t rs = mem(&sl->scratch_md, rs_ptr);
-    bool out = k == st->n_args - 1;
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
-                               {DNNL_ARG_TO, out ? user : inner},
-                               {DNNL_ARG_SCRATCHPAD, rs}};
-    exec(sl->prim, stream, rs ? 3 : 2, args);
-    if (rs)
-        dnnl_memory_destroy(rs);
-    dnnl_memory_destroy(user);
-    dnnl_memory_destroy(inner);
-    dnnl_stream_destroy(stream);
-}
-
-/* Pool loop over slices: those of the shared inputs, or of the output. */
-static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
-{
-    const parts_job *j = ctx;
-    const conv_state *st = j->st;
-    (void)part;
-    tg_dnnl_threads(1);
-    for (int64_t p = begin; p < end; p++)
-        for (int k = 0; k < st->n_args; k++)
-            if (st->slices[k] && (k == st->n_args - 1) == j->out)
-                run_slice(st, j->a, k, (int)p);
-}
-
-/* Pool loop over parts: each runs on one OpenMP thread, the thread's own. */
-static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
-{
-    const parts_job *j = ctx;
-    (void)part;
-    tg_dnnl_threads(1);
-    for (int64_t p = begin; p < end; p++)
-        run_part(j->st, j->a, (int)p);
-}
-
-/* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
-static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
-{
-    const parts_job *j = ctx;
-    const conv_state *st = j->st;
-    (void)part;
-    size_t off = st->buf_off[st->n_args - 1];
-    float *dst = (float *)((unsigned char *)j->a->scratch + off);
-    for (int p = 1; p < st->parts; p++) {
-        const float *src = (const float *)((const unsigned char *)j->a->scratch +
-                                           (size_t)p * st->part_bytes + off);
-        for (int64_t i = begin; i < end; i++)
-            dst[i] += src[i];
-    }
-}
-
-/* The batch in parts over the device's pool: whichever thread is free takes
- * the next part, so a thread the OS holds back delays nothing but itself. */
-static void run_parts(const conv_state *st, const tg_kernel_args *a)
-{
-    tg_dnnl_threads(1);
-    parts_job j = {st, a, false};
-    bool sliced = false;
-    unsigned char *scratch = a->scratch;
-    for (int k = 0; k < st->n_args - 1; k++) {
-        if (shared_input(st, k) && !st->slices[k])
-            reorder_part0(st, a, k);
-        if (shared_input(st, k) && st->slices[k] && st->convert[k])
-            tg_convert(user_ptr(st, a, k, 0), TG_BF16, copy_ptr(st, k, scratch), TG_F32,
-                       st->span[k]);
-        sliced = sliced || (shared_input(st, k) && st->slices[k]);
-    }
-    if (sliced)
-        tg_pool_for(a->pool, st->parts, slices_loop, &j);
-    tg_pool_for(a->pool, st->parts, parts_loop, &j);
-    if (!st->sum_out)
-        return;
-    int o = st->n_args - 1;
-    int64_t floats = (int64_t)(dnnl_memory_desc_get_size(&st->inner[o]) / sizeof(float));
-    tg_pool_for(a->pool, floats, sum_loop, &j);
-    j.out = true;
-    zero_dead_taps(st, o, scratch);
-    if (st->slices[o]) {
-        tg_pool_for(a->pool, st->parts, slices_loop, &j);
-        if (st->convert[o])
-            tg_convert(copy_ptr(st, o, scratch), TG_F32, user_ptr(st, a, o, 0), TG_BF16,
-                       st->span[o]);
-    } else {
-        reorder_part0(st, a, o);
-    }
-}
-
-void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
-{
-    const conv_state *st = state;
-    if (st->mm) {
-        tg_wgrad_mm_run(st->mm, a);
-        return;
-    }
-    if (st->cropped && st->weight_role == st->n_args - 1)
-        memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
-    if (st->parts > 1) {
-        run_parts(st, a);
-        return;
-    }
-    /* the device's own threads: at most those the primitive was made for */
-    int team = a->pool ? tg_pool_threads(a->pool) : 1;
-    tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
-    tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
-    run_part(st, a, 0);
 }

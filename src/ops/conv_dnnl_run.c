@@ -1,0 +1,304 @@
+/* ops/conv_dnnl_run.c - running a node's oneDNN convolution as
+ * conv_dnnl.c planned it: the operands converted from bf16 storage and
+ * reordered into the primitive's layouts, the batch in parts over the
+ * device's pool, the shared weights and the summed weight gradient in
+ * slices, the output reordered (and converted) back. conv_dnnl.c's header
+ * comment says why each of these is so. */
+#include "ops/conv.h"
+#include "ops/conv_dnnl_state.h"
+
+#include "core/convert.h"
+
+#include <string.h>
+
+#define RUN_WHAT "running a conv2d primitive"
+
+/* A memory object over ptr (none for an empty descriptor). */
+static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *ptr)
+{
+    return tg_dnnl_memory(md, ptr, RUN_WHAT);
+}
+
+static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *args)
+{
+    dnnl_status_t s = dnnl_primitive_execute(prim, stream, n, args);
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(stream);
+    if (s != dnnl_success)
+        tg_dnnl_run_failed(s, RUN_WHAT);
+}
+
+/* Reorder role k between user_side (the stored tensor, or its f32 copy)
+ * and its inner copy, with the reorder scratchpad of `scratch`. */
+static void run_reorder(const conv_state *st, int k, dnnl_stream_t stream, void *user_side,
+                        void *inner_side, unsigned char *scratch)
+{
+    bool out = k == st->n_args - 1;
+    dnnl_memory_t user = mem(tg_conv_reorder_user(st, k), user_side);
+    dnnl_memory_t inner = mem(&st->inner[k], inner_side);
+    dnnl_memory_t rs = mem(&st->reorder_scratch_md[k], scratch + st->reorder_scratch_off);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
+                               {DNNL_ARG_TO, out ? user : inner},
+                               {DNNL_ARG_SCRATCHPAD, rs}};
+    exec(st->reorder[k], stream, rs ? 3 : 2, args);
+    if (rs)
+        dnnl_memory_destroy(rs);
+    dnnl_memory_destroy(user);
+    dnnl_memory_destroy(inner);
+}
+
+/* Role k's f32 copy in the stored layout (converted roles): before the
+ * reorder into the primitive's layout, after the one out of it, or the
+ * primitive's operand itself where no reorder is needed. */
+static unsigned char *copy_ptr(const conv_state *st, int k, unsigned char *scratch)
+{
+    return scratch + (st->reorder[k] ? st->copy_off[k] : st->buf_off[k]);
+}
+
+/* Whether role k has a buffer of its own in scratch for the primitive. */
+static bool has_inner(const conv_state *st, int k)
+{
+    return st->reorder[k] || st->convert[k];
+}
+
+/* Input role k (stored at user) into the primitive's buffer in scratch:
+ * converted from bf16, reordered, or both. */
+static void bring_in(const conv_state *st, int k, dnnl_stream_t stream, const void *user,
+                     unsigned char *scratch)
+{
+    if (st->convert[k])
+        tg_convert(user, TG_BF16, copy_ptr(st, k, scratch), TG_F32, st->span[k]);
+    if (st->reorder[k])
+        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, scratch) : (void *)user,
+                    scratch + st->buf_off[k], scratch);
+}
+
+/* A cropped weight gradient's f32 copy zeroed before it is written: its
+ * dead taps lie between the live ones and are converted with them. */
+static void zero_dead_taps(const conv_state *st, int k, unsigned char *scratch)
+{
+    if (st->convert[k] && st->cropped && k == st->weight_role)
+        memset(copy_ptr(st, k, scratch), 0, st->span[k] * sizeof(float));
+}
+
+/* The output role k from the primitive's buffer in scratch to user:
+ * reordered, converted to bf16, or both. */
+static void send_out(const conv_state *st, int k, dnnl_stream_t stream, void *user,
+                     unsigned char *scratch)
+{
+    if (st->reorder[k])
+        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, scratch) : user,
+                    scratch + st->buf_off[k], scratch);
+    if (st->convert[k])
+        tg_convert(copy_ptr(st, k, scratch), TG_F32, user, TG_BF16, st->span[k]);
+}
+
+/* Role k's user memory for part p: batch roles start at the part's first
+ * sample, the weights (or their gradient) at the first live tap. */
+static unsigned char *user_ptr(const conv_state *st, const tg_kernel_args *a, int k, int p)
+{
+    unsigned char *ptr = k == st->n_args - 1 ? a->out : a->in[k];
+    if (k == st->weight_role)
+        ptr += st->weight_offset * st->elem[k];
+    return ptr + (size_t)p * st->batch_step[k];
+}
+
+/* An input every part reads in the primitive's layout (the weights, with
+ * batch parts): converted once, into part 0's buffer, before the parts run. */
+static bool shared_input(const conv_state *st, int k)
+{
+    return st->parts > 1 && k < st->n_args - 1 && st->batch_step[k] == 0 && st->reorder[k];
+}
+
+static dnnl_stream_t new_stream(dnnl_engine_t eng)
+{
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    if (s != dnnl_success)
+        tg_dnnl_run_failed(s, RUN_WHAT);
+    return stream;
+}
+
+/* Reorder role k of part 0 on the calling thread: a shared input into the
+ * primitive's layout, or the summed weight gradient out of it. */
+static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    if (k < st->n_args - 1)
+        bring_in(st, k, stream, user_ptr(st, a, k, 0), a->scratch);
+    else
+        send_out(st, k, stream, user_ptr(st, a, k, 0), a->scratch);
+    dnnl_stream_destroy(stream);
+}
+
+/* The primitive over part p of the batch (the whole of it without parts),
+ * with part p's scratch: inputs reordered in, the output reordered out
+ * unless the parts' weight gradients are summed first. */
+static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    /* no scratch at all when nothing is reordered (NULL + 0 is undefined) */
+    unsigned char *scratch =
+        a->scratch ? (unsigned char *)a->scratch + (size_t)p * st->part_bytes : NULL;
+    dnnl_memory_t operand[4] = {0};
+    dnnl_exec_arg_t args[5];
+    int n = 0;
+    int o = st->n_args - 1;
+    for (int k = 0; k < st->n_args; k++) {
+        bool shared = shared_input(st, k);
+        unsigned char *user = user_ptr(st, a, k, p);
+        if (k < o && !shared)
+            bring_in(st, k, stream, user, scratch);
+        unsigned char *base = shared ? (unsigned char *)a->scratch : scratch;
+        operand[k] =
+            has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k]) : mem(&st->user[k], user);
+        args[n].arg = st->arg[k];
+        args[n++].memory = operand[k];
+    }
+    dnnl_memory_t sp = mem(&st->scratch_md, scratch);
+    if (sp) {
+        args[n].arg = DNNL_ARG_SCRATCHPAD;
+        args[n++].memory = sp;
+    }
+    if (!st->sum_out)
+        zero_dead_taps(st, o, scratch);
+    exec(st->prim, stream, n, args);
+    if (!st->sum_out)
+        send_out(st, o, stream, user_ptr(st, a, o, p), scratch);
+    if (sp)
+        dnnl_memory_destroy(sp);
+    for (int k = 0; k < st->n_args; k++)
+        dnnl_memory_destroy(operand[k]);
+    dnnl_stream_destroy(stream);
+}
+
+typedef struct parts_job {
+    const conv_state *st;
+    const tg_kernel_args *a;
+    bool out; /* slices_loop: the output's slices, else the shared inputs' */
+} parts_job;
+
+/* Slice p of role k's reorder, with part p's reorder scratchpad. */
+static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int p)
+{
+    tg_status ts;
+    dnnl_engine_t eng = tg_dnnl_engine(&ts);
+    dnnl_stream_t stream = new_stream(eng);
+    const reorder_slice *sl = &st->slices[k][p];
+    unsigned char *scratch = a->scratch;
+    unsigned char *rs_ptr = scratch + (size_t)p * st->part_bytes + st->reorder_scratch_off;
+    /* a converted role's slices are of its f32 copy, converted as a whole */
+    void *user_side = st->convert[k] ? copy_ptr(st, k, scratch) : user_ptr(st, a, k, 0);
+    dnnl_memory_t user = mem(&sl->user, user_side);
+    dnnl_memory_t inner = mem(&sl->inner, scratch + st->buf_off[k]);
+    dnnl_memory_t rs = mem(&sl->scratch_md, rs_ptr);
+    bool out = k == st->n_args - 1;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, out ? inner : user},
+                               {DNNL_ARG_TO, out ? user : inner},
+                               {DNNL_ARG_SCRATCHPAD, rs}};
+    exec(sl->prim, stream, rs ? 3 : 2, args);
+    if (rs)
+        dnnl_memory_destroy(rs);
+    dnnl_memory_destroy(user);
+    dnnl_memory_destroy(inner);
+    dnnl_stream_destroy(stream);
+}
+
+/* Pool loop over slices: those of the shared inputs, or of the output. */
+static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    const conv_state *st = j->st;
+    (void)part;
+    tg_dnnl_threads(1);
+    for (int64_t p = begin; p < end; p++)
+        for (int k = 0; k < st->n_args; k++)
+            if (st->slices[k] && (k == st->n_args - 1) == j->out)
+                run_slice(st, j->a, k, (int)p);
+}
+
+/* Pool loop over parts: each runs on one OpenMP thread, the thread's own. */
+static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    (void)part;
+    tg_dnnl_threads(1);
+    for (int64_t p = begin; p < end; p++)
+        run_part(j->st, j->a, (int)p);
+}
+
+/* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
+static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    const conv_state *st = j->st;
+    (void)part;
+    size_t off = st->buf_off[st->n_args - 1];
+    float *dst = (float *)((unsigned char *)j->a->scratch + off);
+    for (int p = 1; p < st->parts; p++) {
+        const float *src = (const float *)((const unsigned char *)j->a->scratch +
+                                           (size_t)p * st->part_bytes + off);
+        for (int64_t i = begin; i < end; i++)
+            dst[i] += src[i];
+    }
+}
+
+/* The batch in parts over the device's pool: whichever thread is free takes
+ * the next part, so a thread the OS holds back delays nothing but itself. */
+static void run_parts(const conv_state *st, const tg_kernel_args *a)
+{
+    tg_dnnl_threads(1);
+    parts_job j = {st, a, false};
+    bool sliced = false;
+    unsigned char *scratch = a->scratch;
+    for (int k = 0; k < st->n_args - 1; k++) {
+        if (shared_input(st, k) && !st->slices[k])
+            reorder_part0(st, a, k);
+        if (shared_input(st, k) && st->slices[k] && st->convert[k])
+            tg_convert(user_ptr(st, a, k, 0), TG_BF16, copy_ptr(st, k, scratch), TG_F32,
+                       st->span[k]);
+        sliced = sliced || (shared_input(st, k) && st->slices[k]);
+    }
+    if (sliced)
+        tg_pool_for(a->pool, st->parts, slices_loop, &j);
+    tg_pool_for(a->pool, st->parts, parts_loop, &j);
+    if (!st->sum_out)
+        return;
+    int o = st->n_args - 1;
+    int64_t floats = (int64_t)(dnnl_memory_desc_get_size(&st->inner[o]) / sizeof(float));
+    tg_pool_for(a->pool, floats, sum_loop, &j);
+    j.out = true;
+    zero_dead_taps(st, o, scratch);
+    if (st->slices[o]) {
+        tg_pool_for(a->pool, st->parts, slices_loop, &j);
+        if (st->convert[o])
+            tg_convert(copy_ptr(st, o, scratch), TG_F32, user_ptr(st, a, o, 0), TG_BF16,
+                       st->span[o]);
+    } else {
+        reorder_part0(st, a, o);
+    }
+}
+
+void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
+{
+    const conv_state *st = state;
+    if (st->mm) {
+        tg_wgrad_mm_run(st->mm, a);
+        return;
+    }
+    if (st->cropped && st->weight_role == st->n_args - 1)
+        memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
+    if (st->parts > 1) {
+        run_parts(st, a);
+        return;
+    }
+    /* the device's own threads: at most those the primitive was made for */
+    int team = a->pool ? tg_pool_threads(a->pool) : 1;
+    tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
+    tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
+    run_part(st, a, 0);
+}

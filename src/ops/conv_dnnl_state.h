@@ -1,0 +1,72 @@
+/* ops/conv_dnnl_state.h - the state of one node's oneDNN convolution,
+ * shared by its planning (conv_dnnl.c: descriptors, layouts, reorders,
+ * the primitive) and its running (conv_dnnl_run.c: parts of the batch,
+ * slices, conversions). Internal to those two files. */
+#ifndef TG_OPS_CONV_DNNL_STATE_H
+#define TG_OPS_CONV_DNNL_STATE_H
+
+#include "ops/conv_wgrad_mm.h"
+#include "ops/dnnl_util.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One thread's share of a reorder that all parts need: a slice of the
+ * tensor along its first dimension (submemory descriptors, whose offsets
+ * place it in the whole tensor). */
+typedef struct reorder_slice {
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t user, inner, scratch_md;
+} reorder_slice;
+
+typedef struct conv_state {
+    dnnl_primitive_t prim;
+    int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
+    int arg[4];                  /* oneDNN argument of each role */
+    dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */
+    dnnl_memory_desc_t inner[4]; /* the layout the primitive takes */
+    dnnl_primitive_t reorder[4]; /* user <-> inner where they differ, else NULL */
+    size_t buf_off[4];           /* of the inner copy in scratch */
+    dnnl_memory_desc_t scratch_md, reorder_scratch_md[4];
+    size_t reorder_scratch_off;
+    int n_threads;
+    int weight_role;      /* the role that is the weights or their gradient */
+    size_t weight_offset; /* floats from the full weights to the first live tap */
+    size_t weight_bytes;  /* of the full weights (zeroed before a cropped gradient) */
+    bool cropped;
+    size_t elem[4];  /* bytes per element of each role as stored */
+    bool blocked[4]; /* the role is stored in the blocked layout (nChw16c) */
+    /* Roles stored in bf16 that the primitive takes in f32 (no bf16
+     * arithmetic on this CPU): converted here (core/convert.h) into or out
+     * of an f32 copy in the stored layout, which oneDNN reorders as f32.
+     * oneDNN's own bf16 <-> f32 reorders are its generic ones without
+     * AVX-512 (10-13 ms for a 16x64x7x7 activation, 200x its f32 reorder
+     * of the same; see bench_dnnl_conv): they took 90% of a bf16 ResNet-18
+     * training step on an AVX2 machine. */
+    bool convert[4];
+    dnnl_memory_desc_t user32[4]; /* user[k] in f32 */
+    size_t span[4];               /* elements from the first stored to the last */
+    size_t copy_off[4];           /* of the f32 copy in scratch, when a reorder follows it */
+    /* The weight gradient as one matmul (ops/conv_wgrad_mm.h) where that
+     * wins (matmul_wins): then nothing else here is used. */
+    tg_wgrad_mm *mm;
+    /* Batch split (see the header comment): the primitive is made for
+     * N / parts samples and runs once per part; parts = 1 without split. */
+    int parts;
+    size_t part_bytes;    /* of one part's scratch (all of it without split) */
+    size_t batch_step[4]; /* bytes from one part's samples of a role to the next; 0: shared */
+    bool sum_out;         /* the weight gradient: parts' sums added in part 0's buffer */
+    /* With parts, the reorders of the shared weights and of the summed
+     * weight gradient in `parts` slices, one per thread, where the layout
+     * allows (else NULL: one thread reorders the whole). */
+    reorder_slice *slices[4];
+} conv_state;
+
+/* The side of role k's reorder that is not the primitive's: the stored
+ * tensor, or its f32 copy where the role is converted. */
+static inline const dnnl_memory_desc_t *tg_conv_reorder_user(const conv_state *st, int k)
+{
+    return st->convert[k] ? &st->user32[k] : &st->user[k];
+}
+
+#endif
