@@ -211,14 +211,41 @@ static tg_tensor *pool2d(gen *r, tg_tensor *x)
     return y;
 }
 
+/* pow(0.5 + sigmoid(x), 1 + tanh(o) / 2): a base in (0.5, 1.5) and an
+ * exponent in (0.5, 1.5), so that neither a domain nor an overflow decides
+ * the result, and its gradient's log(base) stays finite. */
+static tg_tensor *bounded_pow(gen *r, tg_tensor *x, tg_tensor *o)
+{
+    tg_graph *g = r->g;
+    return tg_pow(g, tg_scale(g, tg_sigmoid(g, x), 1.0f, 0.5f),
+                  tg_scale(g, tg_tanh(g, o), 0.5f, 1.0f));
+}
+
+/* add, mul, pow, maximum or minimum of x and another value of its shape.
+ * Without one, add and mul become a unary op; pow, maximum and minimum
+ * (whose backward ops POW_BWD and MINMAX_BWD are element-wise too) take
+ * 0.25 - x, so that they are checked as often as the other element-wise
+ * ops (maximum(x, 0.25 - x) bends at 0.125, where ties are unlikely). */
 static tg_tensor *binary(gen *r, tg_tensor *x)
 {
+    static const char *names[] = {"add", "add", "mul", "pow_bounded", "maximum", "minimum"};
     tg_tensor *o = same_shape(r, x);
-    if (!o)
+    unsigned k = pick(r, 5);
+    k = k == 4 ? 4 + pick(r, 2) : k;
+    if (!o && k < 3)
         return unary(r, x);
-    bool add = pick(r, 3);
-    tg_tensor *y = add ? tg_add(r->g, x, o) : tg_mul(r->g, x, o);
-    note(r, y, "%s(t%d, t%d)", add ? "add" : "mul", index_of(r, x), index_of(r, o));
+    char other[16];
+    snprintf(other, sizeof other, "0.25 - t%d", index_of(r, x));
+    if (o)
+        snprintf(other, sizeof other, "t%d", index_of(r, o));
+    else
+        o = tg_scale(r->g, x, -1.0f, 0.25f);
+    tg_tensor *y = k < 2    ? tg_add(r->g, x, o)
+                   : k == 2 ? tg_mul(r->g, x, o)
+                   : k == 3 ? bounded_pow(r, x, o)
+                   : k == 4 ? tg_maximum(r->g, x, o)
+                            : tg_minimum(r->g, x, o);
+    note(r, y, "%s(t%d, %s)", names[k], index_of(r, x), other);
     return y;
 }
 
@@ -380,7 +407,7 @@ static tg_tensor *one_op(gen *r)
     case 2:
         return tg_shape_numel(tg_tensor_shape(x)) / dim(x, 1) > 1 ? batch_norm(r, x) : unary(r, x);
     case 3:
-        return unary(r, x);
+        return pick(r, 3) ? unary(r, x) : binary(r, x);
     case 4:
         return pool2d(r, x);
     case 5:

@@ -8,10 +8,12 @@
 #include "core/rng.h"
 #include "data/loader.h"
 #include "runtime/session_internal.h"
+#include "tilegraph/checkpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void tg_test_train_more(tg_test_model *c, int runs, uint64_t seed)
 {
@@ -228,4 +230,34 @@ bool tg_test_same_values(const tg_test_model *a, const tg_test_model *b)
         free(y);
     }
     return same;
+}
+
+void tg_test_checkpoints_cross_sharding(const char *const *sharded_kv, uint64_t seed,
+                                        void (*loaded)(const tg_test_model *plain))
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+    tg_test_model sharded, plain;
+    tg_test_train(&sharded, 4, &opt, sharded_kv, 3, seed, NULL);
+    tg_test_train(&plain, 4, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, seed,
+                  NULL);
+    char path[] = "/tmp/tg_sharding_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    TG_CHECK(fd >= 0);
+    close(fd);
+    TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
+    if (loaded)
+        loaded(&plain);
+    /* and both continue identically */
+    tg_test_train_more(&sharded, 2, seed + 1);
+    tg_test_train_more(&plain, 2, seed + 1);
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
+    /* back into the sharded session: every replica's shard comes from the file */
+    TG_CHECK_OK(tg_checkpoint_save(plain.s, path, "mnist-pipeline"));
+    TG_CHECK_OK(tg_checkpoint_load(sharded.s, path, "mnist-pipeline"));
+    TG_CHECK(tg_test_same_values(&sharded, &plain));
+    remove(path);
+    tg_test_model_destroy(&sharded);
+    tg_test_model_destroy(&plain);
 }

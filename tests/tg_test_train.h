@@ -46,6 +46,16 @@ bool tg_test_same_weights(const tg_test_model *a, const tg_test_model *b, bool s
  * whole through tg_session_read (which gathers a sharded one); prints the
  * first that differs. */
 bool tg_test_same_values(const tg_test_model *a, const tg_test_model *b);
+/* Checkpoints cross between sharded and unsharded sessions: mnist-pipeline
+ * (batch 4, AdamW) trained 3 host steps with the options `sharded` (two
+ * replicas and some replicatedTensorSharding) is saved and loaded into a
+ * fresh session of two unsharded replicas, which then holds the same
+ * values (and passes `loaded`, when given); both train 2 more steps alike;
+ * and the unsharded one's checkpoint loaded back into the sharded session
+ * gives every replica its shard. `seed` draws the data (seed + 1 for the
+ * more steps). Failures are test failures. */
+void tg_test_checkpoints_cross_sharding(const char *const *sharded, uint64_t seed,
+                                        void (*loaded)(const tg_test_model *plain));
 
 /* One Fashion-MNIST training run: the model, its optimizer and batch, how many training
  * samples for how many epochs, and the storage precision (32.32, bf16.bf16). */

@@ -384,6 +384,12 @@ tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);
 tg_status tg_memplan_device(tg_program *p, int device);
 tg_status tg_recompute(tg_program *p);
 tg_status tg_split_backward(tg_program *p);
+/* Where device dp's backward splits into two passes, each with streamed
+ * copies of its own: input_grad_steps when the backward is split with
+ * steps on both sides (B, then W), else 0 (one pass). The streaming plan
+ * (compile/streaming.c) keeps no copy live across it and the I/O thread
+ * (runtime/stream_io.c) loads nothing ahead over it: one rule for both. */
+int tg_backward_cut(const tg_device_program *dp);
 tg_status tg_streaming_plan(tg_program *p);
 /* Replicated tensor sharding of weights (compile/sharding.c): shrink the
  * chosen weights' home buffers and their optimizer state to one shard. */

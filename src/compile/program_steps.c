@@ -12,6 +12,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "ops/op.h"
+#include "target/target.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -148,7 +149,8 @@ tg_status tg_program_plan_loaded(tg_program *p)
 {
     tg_program_count_samples(p);
     int n_nodes = p->graph->n_nodes;
-    p->plan_kernels = p->tile_plan == NULL;
+    const tg_target_ops *tgt = tg_target_of_config(&p->config); /* as compile() asks */
+    p->plan_kernels = tgt && tgt->plan_kernels;
     if (!p->plans && !(p->plans = tg_calloc((size_t)n_nodes + 1, sizeof *p->plans)))
         return tg_error(TG_ERR_NOMEM, "executable: out of memory");
     TG_TRY(tg_layout_assign(p));

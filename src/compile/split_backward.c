@@ -67,6 +67,12 @@ static tg_status split_device(tg_program *p, int d, bool *needed_buffer)
     return TG_OK;
 }
 
+int tg_backward_cut(const tg_device_program *dp)
+{
+    int ig = dp->input_grad_steps;
+    return ig > 0 && ig < dp->n_steps[TG_PHASE_BACKWARD] ? ig : 0;
+}
+
 tg_status tg_split_backward(tg_program *p)
 {
     for (int d = 0; d < p->n_devices; d++)

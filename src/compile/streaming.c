@@ -36,11 +36,11 @@ typedef struct {
 
 static int passes_of(const tg_device_program *dp, pass_range out[4])
 {
-    int n = 0, nb = dp->n_steps[TG_PHASE_BACKWARD], ig = dp->input_grad_steps;
+    int n = 0, nb = dp->n_steps[TG_PHASE_BACKWARD], cut = tg_backward_cut(dp);
     out[n++] = (pass_range){TG_PHASE_FORWARD, 0, dp->n_steps[TG_PHASE_FORWARD]};
-    if (ig > 0 && ig < nb) {
-        out[n++] = (pass_range){TG_PHASE_BACKWARD, 0, ig};
-        out[n++] = (pass_range){TG_PHASE_BACKWARD, ig, nb};
+    if (cut) {
+        out[n++] = (pass_range){TG_PHASE_BACKWARD, 0, cut};
+        out[n++] = (pass_range){TG_PHASE_BACKWARD, cut, nb};
     } else {
         out[n++] = (pass_range){TG_PHASE_BACKWARD, 0, nb};
     }

@@ -140,7 +140,7 @@ static tg_status sim_event(void *ctx_, int d, int ph, tg_tile_piece piece, int i
     sim_ctx *c = ctx_;
     const tg_program *p = c->pf->program;
     const tg_device_program *dp = &p->devices[d];
-    const tg_target_desc *tg = &p->tile_plan->target;
+    const tg_target_desc *tg = tg_target_planned(p);
     double at = start + c->base_cycles;
     int64_t in = 0, out = 0;
     for (int k = 0; ph == TG_PHASE_FORWARD && k < dp->n_inputs; k++)
@@ -197,7 +197,7 @@ static tg_status sim_event(void *ctx_, int d, int ph, tg_tile_piece piece, int i
 static tg_status record_simulated(tg_profile *pf, sqlite3_stmt *st, int64_t run)
 {
     const tg_program *p = pf->program;
-    sim_ctx c = {pf, st, run, 0, 1e9 / p->tile_plan->target.clock_hz, 0};
+    sim_ctx c = {pf, st, run, 0, 1e9 / tg_target_planned(p)->clock_hz, 0};
     int64_t last = 0;
     if (run > 0) {
         sqlite3_stmt *q = pf_prepare(pf, "SELECT MAX(end_cycles) FROM trace");
@@ -236,7 +236,7 @@ tg_status tg_profile_record_run(tg_profile *pf, const tg_profile_recorder *recor
     TG_TRY(pf_exec(pf, "BEGIN"));
     sqlite3_stmt *st = pf_prepare(pf, "INSERT INTO trace VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     tg_status status = st ? TG_OK : pf_db_error(pf, "prepare");
-    if (status == TG_OK && p->tile_plan) {
+    if (status == TG_OK && tg_target_planned(p)) {
         status = record_simulated(pf, st, run);
         sqlite3_finalize(st);
         if (status == TG_OK)

@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "report/memory_table.h"
 #include "report/table.h"
+#include "target/target.h"
 #include "target/tiled.h"
 #include "tilegraph/predict.h"
 
@@ -93,9 +94,9 @@ static void print_io_tiles(const tg_program *p, int d, FILE *out)
                 hidden[0], hidden[1], hidden[2]);
 }
 
-/* The simulated host step: the cycle model's timeline (target/tilesim.c)
- * ends with its last pass; copies are the streams, transfers and
- * streaming-memory traffic inside those passes. */
+/* The simulated host step: the target's cycle model's timeline (its
+ * simulate hook; target/tilesim.c on the tiled targets) ends with its last pass; copies are the
+ * streams, transfers and streaming-memory traffic inside those passes. */
 static tg_status step_end(void *ctx, int device, int phase, tg_tile_piece piece, int iteration,
                           int micro_batch, double start_cycles, double end_cycles)
 {
@@ -137,7 +138,8 @@ static void print_simulated_step(const tg_program *p, FILE *out)
 {
     const tg_tile_plan *tp = p->tile_plan;
     double end = 0;
-    if (tg_tile_simulate(p, step_end, &end) != TG_OK || end <= 0)
+    const tg_target_ops *t = tg_target_of_config(&p->config);
+    if (!t || !t->simulate || t->simulate(p, step_end, &end) != TG_OK || end <= 0)
         return;
     double ms = end / tp->target.clock_hz * 1e3, copies = step_cycles(p, true);
     /* the pass cycles as if nothing ran beside the compute */

@@ -9,23 +9,17 @@
 #include "compile/program.h"
 #include "core/error.h"
 #include "report/table.h"
-#include "target/tiled.h"
+#include "target/target.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* What device d needs: its fullest tile on a tiled target, else its arena. */
-static int64_t device_need(const tg_program *p, int d)
-{
-    return p->tile_plan ? p->tile_plan->devices[d].max_bytes : (int64_t)p->devices[d].arena_bytes;
-}
 
 /* The device that needs the most memory. */
 static int fullest_device(const tg_program *p)
 {
     int best = 0;
     for (int d = 1; d < p->n_devices; d++)
-        if (device_need(p, d) > device_need(p, best))
+        if (tg_target_device_need(p, d) > tg_target_device_need(p, best))
             best = d;
     return best;
 }
@@ -33,9 +27,8 @@ static int fullest_device(const tg_program *p)
 /* The largest need of a compiled program and the capacity it is held to. */
 static void need_of(const tg_program *p, int64_t *need, int64_t *cap, const char **unit)
 {
-    *need = device_need(p, fullest_device(p));
-    *cap = p->tile_plan ? p->tile_plan->target.tile_memory : p->config.memory.per_device;
-    *unit = p->tile_plan ? "the fullest tile" : "the largest device";
+    *need = tg_target_device_need(p, fullest_device(p));
+    *cap = tg_target_capacity(p, unit);
 }
 
 static bool layer_of(const char *name, char *out, size_t cap);

@@ -233,9 +233,8 @@ void tg_stream_io_begin(device_ctx *c, tg_stream_pass *pass)
 {
     const tg_program *p = c->s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    int ig = dp->input_grad_steps, nb = dp->n_steps[TG_PHASE_BACKWARD];
-    pass->cut =
-        pass->phase == TG_PHASE_BACKWARD && ig > pass->begin && ig < pass->end && ig < nb ? ig : 0;
+    int cut = tg_backward_cut(dp); /* as the streaming plan cut the backward */
+    pass->cut = pass->phase == TG_PHASE_BACKWARD && cut > pass->begin && cut < pass->end ? cut : 0;
     pass->ahead = p->config.memory.preload_steps;
     if (pass->ahead < 1 || pass->ahead > TG_STREAM_AHEAD_MAX)
         pass->ahead = 1;

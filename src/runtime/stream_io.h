@@ -25,8 +25,8 @@ typedef struct tg_stream_pass {
     int begin, end;
     int64_t it, g;
     /* where the compiler's copies start afresh inside [begin, end): the
-     * backward's weight-gradient steps (compile/streaming.c plans them as a
-     * pass of their own); 0 for none */
+     * backward's weight-gradient steps (tg_backward_cut, by which
+     * compile/streaming.c plans them as a pass of their own); 0 for none */
     int cut;
     int ahead;     /* TensorLocations.preloadSteps */
     int next_load; /* the first step whose loads are not queued yet */

@@ -94,4 +94,16 @@ const tg_target_ops *tg_target_of_config(const tg_config *c);
  * the name), which nothing reads. */
 tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out);
 
+/* The memory that limits device d of compiled program p: on a tiled target
+ * its fullest tile, on the others its arena. */
+int64_t tg_target_device_need(const struct tg_program *p, int d);
+/* What tg_target_device_need is held to (memoryPerTile on a tiled target,
+ * memoryPerDevice elsewhere; 0: no limit), and in *unit the name of the
+ * fullest such unit for reports ("the fullest tile", "the largest device"). */
+int64_t tg_target_capacity(const struct tg_program *p, const char **unit);
+/* The tile processor's numbers p was planned with (clock, host and link
+ * bytes per cycle, I/O tiles: target/tiled.h), or NULL when p's target has
+ * no tiles (its time is measured, not modelled). */
+const tg_target_desc *tg_target_planned(const struct tg_program *p);
+
 #endif

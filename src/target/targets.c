@@ -4,6 +4,9 @@
  */
 #include "target/target.h"
 
+#include "compile/program.h"
+#include "target/tiled.h"
+
 #include "core/error.h"
 
 #include <stdio.h>
@@ -90,4 +93,20 @@ tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out)
                         c->target.name, tg_target_names(names, sizeof names, " and "));
     }
     return t->limits(c, out);
+}
+
+int64_t tg_target_device_need(const tg_program *p, int d)
+{
+    return p->tile_plan ? p->tile_plan->devices[d].max_bytes : (int64_t)p->devices[d].arena_bytes;
+}
+
+int64_t tg_target_capacity(const tg_program *p, const char **unit)
+{
+    *unit = p->tile_plan ? "the fullest tile" : "the largest device";
+    return p->tile_plan ? p->tile_plan->target.tile_memory : p->config.memory.per_device;
+}
+
+const tg_target_desc *tg_target_planned(const tg_program *p)
+{
+    return p->tile_plan ? &p->tile_plan->target : NULL;
 }

@@ -6,6 +6,7 @@
  * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
+#include "ops/binary.h"
 #include "ops/blocked.h"
 #include "ops/op.h"
 #include "tilegraph/graph.h"
@@ -71,13 +72,29 @@ static void test_flags_consistent(void)
 }
 
 /* The math functions share the element-wise kernel, so they run blocked
- * like ReLU (they were once missing from the list that said so). */
+ * like ReLU (they were once missing from the list that said so); pow and
+ * the gradient ops of pow, maximum and minimum were once left unflagged. */
 static void test_math_functions_are_elementwise(void)
 {
     tg_graph *g = tg_graph_create();
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 3, 3));
-    tg_tensor *ys[] = {tg_erf(g, x), tg_exp(g, x),  tg_log(g, x),   tg_sqrt(g, x),
-                       tg_abs(g, x), tg_relu(g, x), tg_add(g, x, x)};
+    tg_tensor *y = tg_input(g, "y", TG_F32, tg_shape4(2, 16, 3, 3));
+    /* pow, maximum, minimum and their gradients' ops (one formula per
+     * element of the broadcast shape) as well */
+    tg_node_params which_b = {0};
+    tg_grad3_set_which(&which_b, 1);
+    tg_tensor *ys[] = {tg_erf(g, x),
+                       tg_exp(g, x),
+                       tg_log(g, x),
+                       tg_sqrt(g, x),
+                       tg_abs(g, x),
+                       tg_relu(g, x),
+                       tg_add(g, x, x),
+                       tg_pow(g, x, y),
+                       tg_maximum(g, x, y),
+                       tg_minimum(g, x, y),
+                       tg_node_create(g, TG_OP_POW_BWD, 3, (tg_tensor *[]){x, x, y}, &which_b),
+                       tg_node_create(g, TG_OP_MINMAX_BWD, 3, (tg_tensor *[]){x, x, y}, NULL)};
     TG_CHECK_OK(tg_graph_status(g));
     for (size_t k = 0; k < sizeof ys / sizeof ys[0] && tg_graph_status(g) == TG_OK; k++) {
         TG_CHECK(tg_op_is_elementwise(ys[k]));
@@ -88,6 +105,11 @@ static void test_math_functions_are_elementwise(void)
     tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape4(1, 16, 1, 1));
     tg_tensor *sum = tg_add(g, x, b);
     TG_CHECK(sum && !tg_op_is_elementwise(sum) && tg_op_layout_of(sum, 2) == TG_LAYOUT_PLAIN);
+    tg_tensor *pow_b = tg_pow(g, x, b);
+    TG_CHECK(pow_b && !tg_op_is_elementwise(pow_b));
+    tg_tensor *grad_b =
+        tg_node_create(g, TG_OP_MINMAX_BWD, 3, (tg_tensor *[]){sum, x, b}, &which_b);
+    TG_CHECK(grad_b && !tg_op_is_elementwise(grad_b));
     tg_graph_destroy(g);
 }
 

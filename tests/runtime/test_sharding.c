@@ -9,12 +9,10 @@
 
 #include "core/error.h"
 #include "runtime/session_internal.h"
-#include "tilegraph/checkpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum { BATCH = 4 };
 
@@ -101,30 +99,12 @@ static void test_sharded_half_pipelined(void)
     tg_test_model_destroy(&sharded);
 }
 
+/* The load reaches every replica of the unsharded session. */
 static void test_checkpoints_cross_sharding(void)
 {
-    tg_optimizer opt = tg_optimizer_adamw(0.002f);
-    tg_test_model sharded, plain;
     const char *const rts[] = {"replicationFactor", "2",
                                "TensorLocations.optimizer.replicatedTensorSharding", "true", NULL};
-    tg_test_train(&sharded, BATCH, &opt, rts, 3, 13, NULL);
-    tg_test_train(&plain, BATCH, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, 13,
-                  NULL);
-    char path[] = "/tmp/tg_sharding_ckpt_XXXXXX";
-    int fd = mkstemp(path);
-    TG_CHECK(fd >= 0);
-    close(fd);
-    TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
-    TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
-    TG_CHECK(tg_test_same_values(&sharded, &plain));
-    check_replicas_agree(&plain); /* the load reached every replica */
-    /* and both continue identically */
-    tg_test_train_more(&sharded, 2, 14);
-    tg_test_train_more(&plain, 2, 14);
-    TG_CHECK(tg_test_same_values(&sharded, &plain));
-    remove(path);
-    tg_test_model_destroy(&sharded);
-    tg_test_model_destroy(&plain);
+    tg_test_checkpoints_cross_sharding(rts, 13, check_replicas_agree);
 }
 
 static void test_sharding_and_offload_conflict(void)

@@ -164,15 +164,22 @@ static void test_option_fails_the_run(void)
     tg_graph_destroy(g);
 }
 
+/* The graph seed names under o: a quarter inference, unless o accumulates
+ * gradients; pipelined, a stage per block, each on its device. */
+static tg_rg_spec spec_of(uint64_t seed, int ops, const tg_options *o)
+{
+    int64_t acc = tg_options_get_int(o, "Training.gradientAccumulation");
+    tg_rg_spec spec = {.seed = seed, .max_ops = ops, .training = seed % 4 != 0 || acc > 1};
+    if (strcmp(tg_options_get_string(o, "executionStrategy"), "pipelined") == 0)
+        spec.blocks = 2;
+    return spec;
+}
+
 /* A random graph's check: -1 passes, else the failing row. */
 static int check_random(uint64_t seed, int ops, const tg_options *o, char *why, size_t cap,
                         char *listing, size_t listing_cap)
 {
-    /* a quarter inference, unless o accumulates gradients */
-    int64_t acc = tg_options_get_int(o, "Training.gradientAccumulation");
-    tg_rg_spec spec = {.seed = seed, .max_ops = ops, .training = seed % 4 != 0 || acc > 1};
-    if (strcmp(tg_options_get_string(o, "executionStrategy"), "pipelined") == 0)
-        spec.blocks = 2; /* a stage per block, each on its device */
+    tg_rg_spec spec = spec_of(seed, ops, o);
     tg_random_graph rg;
     int beyond = -1;
     tg_status st = tg_random_graph_build(&spec, &rg);
@@ -217,23 +224,65 @@ static int failures(uint64_t first, int count, const tg_options *o, bool report)
     return failed;
 }
 
-static void test_random_graphs(void)
+/* one thread, two threads (other kernel choices, so other layouts), two
+ * micro-batches per update, bf16 storage (staged and native half-precision
+ * kernels), and pipelined over two devices (a block each) with
+ * recomputation and the backward split in two (zb-h1); setting i checks
+ * the seeds from 1000 i + 1 */
+enum { SETTINGS = 5 };
+static void settings(tg_options **o)
 {
-    /* one thread, two threads (other kernel choices, so other layouts),
-     * two micro-batches per update, bf16 storage (staged and native
-     * half-precision kernels), and pipelined over two devices (a block
-     * each) with recomputation and the backward split in two (zb-h1) */
-    enum { SETTINGS = 5 };
-    tg_options *o[SETTINGS] = {options(1, NULL, NULL), options(2, NULL, NULL),
-                               options(1, "Training.gradientAccumulation", "2"),
-                               options(1, "precision", "bf16.bf16"),
-                               options(1, "Training.gradientAccumulation", "4")};
+    o[0] = options(1, NULL, NULL);
+    o[1] = options(2, NULL, NULL);
+    o[2] = options(1, "Training.gradientAccumulation", "2");
+    o[3] = options(1, "precision", "bf16.bf16");
+    o[4] = options(1, "Training.gradientAccumulation", "4");
     TG_CHECK_OK(tg_options_set(o[4], "executionStrategy", "pipelined"));
     TG_CHECK_OK(tg_options_set(o[4], "recomputation", "pipeline"));
     TG_CHECK_OK(tg_options_set(o[4], "pipelineSchedule", "zb-h1"));
-    int n = random_graphs(), failed = 0;
+}
+
+static int setting_graphs(int i)
+{
+    return i == 0 ? random_graphs() / 3 : random_graphs() / 6;
+}
+
+/* The suite's random graphs train pow, maximum and minimum (whose
+ * backward ops are POW_BWD and MINMAX_BWD) in f32 and in bf16, so those
+ * kernels are checked against the reference kernels too, element-wise
+ * (blocked, staged in chunks) as their definitions now say. */
+static void test_random_graphs_cover_pow_and_minmax(void)
+{
+    static const char *ops[] = {"pow_bounded(", "maximum(", "minimum("};
+    tg_options *o[SETTINGS];
+    settings(o);
+    int trained[SETTINGS][3] = {{0}};
     for (int i = 0; i < SETTINGS; i++) {
-        int f = failures(1000 * (uint64_t)i + 1, i == 0 ? n / 3 : n / 6, o[i], true);
+        for (int k = 0; k < setting_graphs(i); k++) {
+            tg_rg_spec spec = spec_of(1000 * (uint64_t)i + 1 + (uint64_t)k, MAX_OPS, o[i]);
+            tg_random_graph rg;
+            if (tg_random_graph_build(&spec, &rg) == TG_OK && spec.training)
+                for (int op = 0; op < 3; op++)
+                    trained[i][op] += strstr(rg.listing, ops[op]) != NULL;
+            tg_random_graph_destroy(&rg);
+        }
+        printf("setting %d: graphs training pow %d, maximum %d, minimum %d\n", i, trained[i][0],
+               trained[i][1], trained[i][2]);
+        tg_options_destroy(o[i]);
+    }
+    for (int op = 0; op < 3; op++) {
+        TG_CHECK(trained[0][op] + trained[1][op] + trained[2][op] + trained[4][op] >= 10);
+        TG_CHECK(trained[3][op] >= 2); /* bf16 */
+    }
+}
+
+static void test_random_graphs(void)
+{
+    tg_options *o[SETTINGS];
+    settings(o);
+    int failed = 0;
+    for (int i = 0; i < SETTINGS; i++) {
+        int f = failures(1000 * (uint64_t)i + 1, setting_graphs(i), o[i], true);
         if (f)
             fprintf(stderr, "setting %d: %d random graphs beyond tolerance\n", i, f);
         failed += f;
@@ -259,6 +308,7 @@ int main(void)
 {
     TG_RUN(test_issue_graphs);
     TG_RUN(test_option_fails_the_run);
+    TG_RUN(test_random_graphs_cover_pow_and_minmax);
     TG_RUN(test_random_graphs);
     TG_RUN(test_random_graphs_find_the_view_defect);
     return tg_test_finish();

@@ -13,12 +13,10 @@
 #include "compile/program.h"
 #include "core/error.h"
 #include "runtime/session_internal.h"
-#include "tilegraph/checkpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum { BATCH = 4 };
 
@@ -95,30 +93,8 @@ static void test_sharded_half_pipelined(void)
 
 static void test_checkpoints_cross_sharding(void)
 {
-    tg_optimizer opt = tg_optimizer_adamw(0.002f);
-    tg_test_model sharded, plain;
     const char *const rts[] = {"replicationFactor", "2", SHARD, SHARD_ALL, NULL};
-    tg_test_train(&sharded, BATCH, &opt, rts, 3, 24, NULL);
-    tg_test_train(&plain, BATCH, &opt, (const char *const[]){"replicationFactor", "2", NULL}, 0, 24,
-                  NULL);
-    char path[] = "/tmp/tg_weight_sharding_ckpt_XXXXXX";
-    int fd = mkstemp(path);
-    TG_CHECK(fd >= 0);
-    close(fd);
-    TG_CHECK_OK(tg_checkpoint_save(sharded.s, path, "mnist-pipeline"));
-    TG_CHECK_OK(tg_checkpoint_load(plain.s, path, "mnist-pipeline"));
-    TG_CHECK(tg_test_same_values(&sharded, &plain));
-    /* and both continue identically */
-    tg_test_train_more(&sharded, 2, 25);
-    tg_test_train_more(&plain, 2, 25);
-    TG_CHECK(tg_test_same_values(&sharded, &plain));
-    /* back into a sharded session: every replica's shard comes from the file */
-    TG_CHECK_OK(tg_checkpoint_save(plain.s, path, "mnist-pipeline"));
-    TG_CHECK_OK(tg_checkpoint_load(sharded.s, path, "mnist-pipeline"));
-    TG_CHECK(tg_test_same_values(&sharded, &plain));
-    remove(path);
-    tg_test_model_destroy(&sharded);
-    tg_test_model_destroy(&plain);
+    tg_test_checkpoints_cross_sharding(rts, 24, NULL);
 }
 
 /* With one replica there is nothing to shard over: ignored, as PopART does. */
