@@ -479,7 +479,7 @@ static bool gather_ok(const tg_program *p, const tg_stream_op *op)
 {
     const tg_buffer *home = &p->buffers[op->home], *copy = &p->buffers[op->copy];
     const tg_tensor *t = p->graph->nodes[home->node];
-    return home->sharded && home->region == TG_REGION_PARAM && !copy->sharded && !copy->offloaded &&
+    return tg_sharding_is_weight(p, op->home) && !copy->sharded && !copy->offloaded &&
            copy->copy_of == op->home && copy->device == home->device &&
            copy->bytes == (size_t)tg_numel(t) * tg_dtype_size(home->dtype);
 }
@@ -577,6 +577,15 @@ static void check_device(reader *r, const tg_program *p, const tg_device_program
     }
 }
 
+/* Bytes of buffer b's value as the program holds it: one shard of a
+ * sharded one. */
+static size_t value_bytes(const tg_program *p, int b)
+{
+    const tg_buffer *buf = &p->buffers[b];
+    return buf->sharded ? tg_sharding_shard_bytes(p, b)
+                        : (size_t)tg_numel(p->graph->nodes[buf->node]) * tg_dtype_size(buf->dtype);
+}
+
 static void check_buffers(reader *r, const tg_program *p)
 {
     for (int i = 0; i < p->n_buffers && !r->bad; i++) {
@@ -589,8 +598,7 @@ static void check_buffers(reader *r, const tg_program *p)
             fail(r, "a buffer's flags are not flags");
         else if (!in_range(b->copy_of, -1, p->n_buffers) ||
                  (b->offloaded && (b->region != TG_REGION_NONE || b->stride < b->bytes ||
-                                   b->bytes != (size_t)tg_numel(p->graph->nodes[b->node]) *
-                                                   tg_dtype_size(b->dtype))))
+                                   b->bytes != value_bytes(p, i))))
             fail(r, "an offloaded buffer or streamed copy does not match its value");
         else if (b->region != TG_REGION_NONE) {
             size_t arena = p->devices[b->device].arena_bytes;

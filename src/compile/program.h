@@ -407,5 +407,17 @@ tg_status tg_parallel_phases_order(tg_program *p);
 tg_status tg_parallel_phases_exchange(tg_program *p);
 /* Whether steps of phase ph read sharded buffer b through a gathered copy. */
 bool tg_sharding_gathers(const tg_program *p, int b, tg_phase ph);
+/* Whether buffer b is the home of a sharded weight, on chip or offloaded to
+ * streaming memory (not a streamed or gathered copy of one). */
+bool tg_sharding_is_weight(const tg_program *p, int b);
+/* Bytes of one shard of buffer b's value (the first, the largest). */
+size_t tg_sharding_shard_bytes(const tg_program *p, int b);
+
+/* The home buffer that buffer b stands for in a pass: the offloaded or
+ * sharded buffer of a streamed or gathered copy, else b itself. */
+static inline int tg_program_home_of(const tg_program *p, int b)
+{
+    return b >= 0 && p->buffers[b].copy_of >= 0 ? p->buffers[b].copy_of : b;
+}
 
 #endif

@@ -20,8 +20,15 @@
  *
  * A weight that some update-phase step other than its own update reads
  * stays whole: that step would need a gather while other replicas write
- * their shards. Offloaded weights are never sharded (the config refuses
- * both at once).
+ * their shards.
+ *
+ * Sharded and offloaded at once (TensorLocations.weight.onChip=false with
+ * replicatedTensorSharding; seed 002 §4.4's RTS "off chip"): this plan runs
+ * first, so the home holds one shard when compile/streaming.c moves it to
+ * streaming memory, and each replica's host copy is one shard. The passes'
+ * gathers read the shards from the replicas' streaming memory; the update
+ * streams the replica's shard (of the weight and its state) in and back out
+ * through a copy one shard long, itself marked sharded.
  */
 #include "compile/program.h"
 
@@ -48,9 +55,8 @@ static void shard_buffer(tg_program *p, int b)
     tg_buffer *buf = &p->buffers[b];
     if (buf->sharded)
         return;
-    int64_t n = tg_numel(p->graph->nodes[buf->node]), S = tg_program_shards(p);
     buf->sharded = true;
-    buf->bytes = buf->stride = (size_t)((n + S - 1) / S) * tg_dtype_size(buf->dtype);
+    buf->bytes = buf->stride = tg_sharding_shard_bytes(p, b);
 }
 
 /* The weight update of device d that rewrites buffer b, or NULL. */
@@ -65,10 +71,25 @@ static const tg_step *update_of(const tg_program *p, int d, int b)
     return NULL;
 }
 
-bool tg_sharding_gathers(const tg_program *p, int b, tg_phase ph)
+bool tg_sharding_is_weight(const tg_program *p, int b)
 {
     const tg_buffer *buf = &p->buffers[b];
-    return buf->sharded && buf->region == TG_REGION_PARAM && ph != TG_PHASE_UPDATE;
+    if (!buf->sharded || buf->copy_of >= 0)
+        return false;
+    /* an offloaded home lost its region (NONE): its value says what it is */
+    return buf->region == TG_REGION_PARAM ||
+           (buf->offloaded && p->graph->nodes[buf->node]->role == TG_ROLE_PARAM);
+}
+
+size_t tg_sharding_shard_bytes(const tg_program *p, int b)
+{
+    int64_t n = tg_numel(p->graph->nodes[p->buffers[b].node]), S = tg_program_shards(p);
+    return (size_t)((n + S - 1) / S) * tg_dtype_size(p->buffers[b].dtype);
+}
+
+bool tg_sharding_gathers(const tg_program *p, int b, tg_phase ph)
+{
+    return ph != TG_PHASE_UPDATE && tg_sharding_is_weight(p, b);
 }
 
 tg_status tg_sharding_plan(tg_program *p)
@@ -79,7 +100,7 @@ tg_status tg_sharding_plan(tg_program *p)
     int n_homes = p->n_buffers;
     for (int b = 0; b < n_homes; b++) {
         const tg_buffer *buf = &p->buffers[b];
-        if (buf->region != TG_REGION_PARAM || buf->offloaded ||
+        if (buf->region != TG_REGION_PARAM ||
             tg_numel(p->graph->nodes[buf->node]) < loc->min_sharded)
             continue;
         const tg_step *u = update_of(p, buf->device, b);

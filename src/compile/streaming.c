@@ -19,6 +19,12 @@
  * on the same device (what would otherwise be stashed), each with at least
  * minElementsForOffChip elements. Activations keep a host slot per
  * micro-batch in flight.
+ *
+ * A sharded home (compile/sharding.c) may be offloaded too: its host copy is
+ * one shard. Forward and backward passes gather the whole weight from the
+ * replicas' shards in streaming memory; the update streams the replica's
+ * shard through a copy one shard long, marked sharded as its home is, so
+ * the update's kernel reads it as a shard (runtime/engine.c).
  */
 #include "compile/program.h"
 
@@ -97,7 +103,7 @@ static void offload_buffers(tg_program *p, int d, int n_homes, unsigned char *us
     mark_uses(p, d, use);
     for (int b = 0; b < n_homes; b++) {
         tg_buffer *buf = &p->buffers[b];
-        int kind = buf->device == d && !buf->sharded ? kind_of(p, b, use) : -1;
+        int kind = buf->device == d ? kind_of(p, b, use) : -1;
         if (kind < 0)
             continue;
         const tg_tensor_location *loc = &p->config.memory.location[kind];
@@ -138,8 +144,8 @@ static int by_step(const void *a_, const void *b_)
 }
 
 /* The copy of `home` in this pass (made on first use); NULL out of memory. */
-static pass_copy *copy_for(tg_program *p, int d, int home, int *slot, pass_copy *copies,
-                           int *n_copies, int step)
+static pass_copy *copy_for(tg_program *p, int d, int home, bool gathered, int *slot,
+                           pass_copy *copies, int *n_copies, int step)
 {
     if (slot[home] >= 0)
         return &copies[slot[home]];
@@ -147,7 +153,12 @@ static pass_copy *copy_for(tg_program *p, int d, int home, int *slot, pass_copy 
     int c = tg_program_add_buffer(p, h->node, d, TG_REGION_ACTIVATION, h->dtype);
     if (c < 0)
         return NULL;
+    h = &p->buffers[home]; /* the buffers may have moved */
     p->buffers[c].copy_of = home;
+    if (h->sharded && !gathered) { /* the update's copy of one shard */
+        p->buffers[c].sharded = true;
+        p->buffers[c].bytes = p->buffers[c].stride = h->bytes;
+    }
     slot[home] = *n_copies;
     copies[*n_copies] = (pass_copy){home, c, step, step, false, false};
     return &copies[(*n_copies)++];
@@ -181,9 +192,10 @@ static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass
         const tg_tensor *t = p->graph->nodes[st->node];
         for (int k = -1; k < t->n_in; k++) {
             int *b = k < 0 ? &st->out : &st->in[k];
-            if (*b < 0 || !(p->buffers[*b].offloaded || tg_sharding_gathers(p, *b, r.phase)))
+            bool gathered = *b >= 0 && tg_sharding_gathers(p, *b, r.phase);
+            if (*b < 0 || !(p->buffers[*b].offloaded || gathered))
                 continue;
-            pass_copy *c = copy_for(p, d, *b, slot, copies, &n_copies, s);
+            pass_copy *c = copy_for(p, d, *b, gathered, slot, copies, &n_copies, s);
             if (!c)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
             bool writes = k < 0 || k < t->n_mutated;
@@ -197,8 +209,13 @@ static tg_status stream_pass(tg_program *p, int d, pass_range r, int *slot, pass
     for (int i = 0; i < n_copies; i++) {
         const pass_copy *c = &copies[i];
         size_t bytes = p->buffers[c->home].bytes;
-        if (p->buffers[c->home].sharded) { /* a sharded weight's gather: no host traffic */
+        if (tg_sharding_gathers(p, c->home, r.phase)) {
+            /* a sharded weight's gather; from streaming memory when it is
+             * offloaded, which counts this replica's shard (the others'
+             * come from theirs) */
             ops[(*n_ops)++] = (timed_op){c->first, false, {c->copy, c->home, TG_STREAM_GATHER}};
+            if (p->buffers[c->home].offloaded)
+                dp->stream_in_bytes[r.phase] += bytes;
             slot[c->home] = -1;
             continue;
         }

@@ -148,19 +148,6 @@ static tg_status read_fields(tg_config *c)
     read_pipeline(c);
     read_memory_and_precision(c);
     read_engine(c);
-    static const tg_tensor_kind shardable[] = {TG_TENSOR_WEIGHT, TG_TENSOR_OPTIMIZER};
-    for (size_t i = 0; i < sizeof shardable / sizeof shardable[0]; i++) {
-        tg_tensor_kind k = shardable[i];
-        const tg_tensor_location *l = &c->memory.location[k];
-        const char *name = tg_tensor_kind_name(k);
-        if (l->off_chip && l->sharded)
-            return tg_error(TG_ERR_CONFIG,
-                            "TensorLocations.%s: offloading (onChip=false) and replicated tensor "
-                            "sharding together are not supported; choose one (--offload %s%s or "
-                            "--shard %s%s)",
-                            name, name, k == TG_TENSOR_WEIGHT ? "s" : "", name,
-                            k == TG_TENSOR_WEIGHT ? "s" : "");
-    }
     return TG_OK;
 }
 

@@ -279,7 +279,7 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
           replicas, "TensorLocations.optimizer.minElementsForReplicatedTensorSharding", replicas,
           NULL},
          rts          ? "already sharded"
-         : offloading ? "instead of offloading: set onChip=true first"
+         : offloading ? "the state is off chip: sharding it saves host memory, not the device's"
                       : NULL,
          NULL},
         /* the stages as phases, one after another, with everything streamed */
@@ -307,9 +307,10 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
          m->batch,
          {"TensorLocations.weight.replicatedTensorSharding", "true", "replicationFactor", replicas,
           "TensorLocations.weight.minElementsForReplicatedTensorSharding", replicas, NULL},
-         weights_rts         ? "already sharded"
-         : weights_offloaded ? "instead of offloading the weights: set onChip=true first"
-                             : NULL,
+         weights_rts ? "already sharded"
+         : weights_offloaded
+             ? "the weights are off chip: sharding saves host memory, not the device's"
+             : NULL,
          NULL},
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {

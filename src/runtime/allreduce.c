@@ -35,8 +35,7 @@ bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a)
     const tg_program *p = s->program;
     int b = p->home[a->param];
     /* the overflow check and the clipping norm read the whole gradient */
-    return b >= 0 && p->buffers[b].sharded && p->buffers[b].region == TG_REGION_PARAM &&
-           !s->check_overflow && !(s->max_grad_norm > 0);
+    return b >= 0 && tg_sharding_is_weight(p, b) && !s->check_overflow && !(s->max_grad_norm > 0);
 }
 
 /* Under an MPI job, after the instance's replicas have their shares (run by
@@ -55,9 +54,10 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
         if (!shares_update(p, st, t))
             continue;
         int64_t n = tg_numel(t->in[0]), begin, end;
-        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
+        int home = tg_program_home_of(p, st->in[0]);
+        size_t es = tg_dtype_size(p->buffers[home].dtype);
         tg_session_dist_block(s, n, tg_dist_instance(), &begin, &end);
-        memcpy(send + off, tg_engine_slot_ptr(s, 0, st->in[0], 0) + (size_t)begin * es,
+        memcpy(send + off, tg_engine_slot_ptr(s, 0, home, 0) + (size_t)begin * es,
                (size_t)(end - begin) * es);
         off += tg_session_dist_block_cap(s, n, es);
     }
@@ -75,17 +75,50 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
         if (!shares_update(p, st, t))
             continue;
         int64_t n = tg_numel(t->in[0]);
-        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
+        int home = tg_program_home_of(p, st->in[0]);
+        size_t es = tg_dtype_size(p->buffers[home].dtype);
         for (int i = 0; i < tg_dist_instances(); i++) {
             int64_t begin, end;
             tg_session_dist_block(s, n, i, &begin, &end);
             for (int r = 0; r < p->replicas && i != tg_dist_instance(); r++)
-                memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es,
+                memcpy(tg_engine_slot_ptr(s, r, home, 0) + (size_t)begin * es,
                        recv + (size_t)i * off + at, (size_t)(end - begin) * es);
         }
         at += tg_session_dist_block_cap(s, n, es);
     }
     return true;
+}
+
+/* Send this replica's share of each weight updated whole but with sharded
+ * optimizer state to every other replica; whether there were any, and
+ * whether one lives in streaming memory. */
+static bool send_shares(device_ctx *c, bool copy, bool *offloaded)
+{
+    tg_session *s = c->s;
+    const tg_program *p = s->program;
+    const tg_device_program *dp = &p->devices[c->device];
+    bool any = false;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
+        const tg_tensor *t = p->graph->nodes[st->node];
+        if (!shares_update(p, st, t))
+            continue;
+        any = true;
+        int home = tg_program_home_of(p, st->in[0]); /* not the update's streamed copy */
+        *offloaded |= p->buffers[home].offloaded;
+        if (!copy)
+            continue;
+        int64_t begin, end;
+        tg_shard_range(tg_numel(t->in[0]), s->replica_offset + c->replica, tg_program_shards(p),
+                       &begin, &end);
+        size_t es = tg_dtype_size(p->buffers[home].dtype);
+        const unsigned char *mine = tg_engine_slot_ptr(s, c->replica, home, 0) + (size_t)begin * es;
+        for (int r = 0; r < p->replicas; r++)
+            if (r != c->replica)
+                memcpy(tg_engine_slot_ptr(s, r, home, 0) + (size_t)begin * es, mine,
+                       (size_t)(end - begin) * es);
+    }
+    return any;
 }
 
 /* After a sharded update: send this replica's share of each updated weight
@@ -96,30 +129,25 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     double t0 = tg_engine_now();
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    bool any = false, shares = false, shards = false;
-    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
-        const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
-        const tg_tensor *t = p->graph->nodes[st->node];
-        shards |= tg_rts_updates_shard(p, st);
-        if (!shares_update(p, st, t))
-            continue;
-        any = shares = true;
-        int64_t begin, end;
-        tg_shard_range(tg_numel(t->in[0]), s->replica_offset + c->replica, tg_program_shards(p),
-                       &begin, &end);
-        size_t es = tg_dtype_size(p->buffers[st->in[0]].dtype);
-        const unsigned char *mine =
-            tg_engine_slot_ptr(s, c->replica, st->in[0], 0) + (size_t)begin * es;
-        for (int r = 0; r < p->replicas; r++)
-            if (r != c->replica)
-                memcpy(tg_engine_slot_ptr(s, r, st->in[0], 0) + (size_t)begin * es, mine,
-                       (size_t)(end - begin) * es);
-    }
+    bool shards = false, offloaded = false;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++)
+        shards |= tg_rts_updates_shard(p, &dp->steps[TG_PHASE_UPDATE][k]);
+    bool shares = send_shares(c, false, &offloaded);
     /* sharded weights: the next passes read the updated shards of every
      * replica (runtime/rts.c), so none may start before all are written */
-    if (!any && !shards)
+    if (!shares && !shards)
         return true;
-    bool ok = tg_exchange_replica_barrier(s, c->device);
+    /* A weight in streaming memory is stored back whole after its update
+     * (its copy held the other replicas' shares too, not yet updated): the
+     * shares go into the others' host copies once every replica's update
+     * pass, and so its stores, has ended. On chip an update writes only its
+     * own share of the home, and the shares go at once. */
+    bool ok = true;
+    if (shares && offloaded)
+        ok = tg_exchange_replica_barrier(s, c->device);
+    if (shares && ok)
+        send_shares(c, true, &offloaded);
+    ok = ok && tg_exchange_replica_barrier(s, c->device);
     if (ok && s->dist) {
         ok = c->replica != 0 ||
              ((!shares || weights_from_instances(c, it)) && (!shards || tg_rts_exchange(c, it)));

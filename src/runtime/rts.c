@@ -6,7 +6,9 @@
  * start of its home buffer. A pass that reads the weight first gathers the
  * S shards into its whole copy (a TG_STREAM_GATHER op before the pass's
  * first step that reads it). The shards of this instance's replicas are
- * read from their arenas: replicas write their shards only in the update,
+ * read from their arenas, or from their streaming memory when the weight is
+ * offloaded too (the update's stores end with its pass, before the barrier
+ * after it): replicas write their shards only in the update,
  * between the all-reduce's barrier and the barrier after the update
  * (allreduce.c), while gathers run only in forward and backward passes, so
  * no shard is read while it is written.
@@ -36,12 +38,6 @@ bool tg_rts_updates_shard(const tg_program *p, const tg_step *st)
     return tg_is_weight_update(t) && st->in[0] >= 0 && p->buffers[st->in[0]].sharded;
 }
 
-/* A sharded weight (not optimizer state, which is never gathered). */
-static bool is_sharded_weight(const tg_program *p, int b)
-{
-    return p->buffers[b].sharded && p->buffers[b].region == TG_REGION_PARAM;
-}
-
 tg_status tg_rts_setup(tg_session *s)
 {
     const tg_program *p = s->program;
@@ -50,7 +46,7 @@ tg_status tg_rts_setup(tg_session *s)
     if (!(s->rts_remote = tg_calloc((size_t)p->n_buffers + 1, sizeof *s->rts_remote)))
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the sharded weights");
     for (int b = 0; b < p->n_buffers; b++) {
-        if (!is_sharded_weight(p, b))
+        if (!tg_sharding_is_weight(p, b)) /* optimizer state is never gathered */
             continue;
         const tg_tensor *t = p->graph->nodes[p->buffers[b].node];
         size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(p->buffers[b].dtype);
@@ -162,8 +158,9 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
         if (!tg_rts_updates_shard(p, st))
             continue;
         int64_t n = tg_numel(p->graph->nodes[st->node]->in[0]);
-        pack_block(s, st->in[0], n, send + pack);
-        pack += tg_session_dist_block_cap(s, n, tg_dtype_size(p->buffers[st->in[0]].dtype));
+        int home = tg_program_home_of(p, st->in[0]); /* an offloaded shard's host copy */
+        pack_block(s, home, n, send + pack);
+        pack += tg_session_dist_block_cap(s, n, tg_dtype_size(p->buffers[home].dtype));
     }
     if (pack == 0)
         return true;
@@ -181,8 +178,9 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
         if (!tg_rts_updates_shard(p, st))
             continue;
         int64_t n = tg_numel(p->graph->nodes[st->node]->in[0]);
-        unpack_blocks(s, st->in[0], n, recv, pack, at);
-        at += tg_session_dist_block_cap(s, n, tg_dtype_size(p->buffers[st->in[0]].dtype));
+        int home = tg_program_home_of(p, st->in[0]);
+        unpack_blocks(s, home, n, recv, pack, at);
+        at += tg_session_dist_block_cap(s, n, tg_dtype_size(p->buffers[home].dtype));
     }
     return true;
 }

@@ -263,8 +263,8 @@ awk -v m="$ms" -v n="$steps" 'BEGIN { exit !(m * n >= 1000) }' ||
     fail "3 s of a stopped instance are not in the exchange's figures: $ms ms x $steps steps"
 
 # 11. replicated tensor sharding of weights (runtime/rts.c): 2 instances x 1
-#     replica, each holding half of every weight, train bit for bit as one
-#     process of 2 unsharded replicas; 4 replicas over 2 x 2 with weights and
+#     replica, each holding half of every weight (on chip, then in streaming
+#     memory), train bit for bit as one process of 2 unsharded replicas; 4 replicas over 2 x 2 with weights and
 #     optimizer state sharded too, and resumed from a checkpoint of the job
 W2="--optimizer adamw --lr 0.001 --engine-option TensorLocations.weight.minElementsForReplicatedTensorSharding=0"
 $T train $COMMON $W2 --replicas 2 --gradient-accumulation 2 --save w1.safetensors >w1.log 2>&1 ||
@@ -272,6 +272,12 @@ $T train $COMMON $W2 --replicas 2 --gradient-accumulation 2 --save w1.safetensor
 timeout 120 $MPI $T train $COMMON $W2 --replicas 2 --gradient-accumulation 2 --shard weights \
     --save w2.safetensors >w2.log 2>&1 || fail "sharded weights over 2 instances"
 cmp w1.safetensors w2.safetensors || fail "sharded weights over instances differ from one process"
+#     and off chip too: each instance's streaming memory holds its shard
+#     (weights and optimizer state), preloaded on the I/O thread
+timeout 120 $MPI $T train $COMMON $W2 --replicas 2 --gradient-accumulation 2 --shard weights \
+    --offload weights,optimizer --engine-option TensorLocations.ioSchedule=preload \
+    --save w3.safetensors >w3.log 2>&1 || fail "sharded weights off chip over 2 instances"
+cmp w1.safetensors w3.safetensors || fail "sharded weights off chip over instances differ from one process"
 $T train $COMMON $W2 --replicas 4 --save w4.safetensors >w4.log 2>&1 || fail "4 replicas, one process"
 timeout 120 $MPI $T train $COMMON $W2 --replicas 4 --shard weights,optimizer --max-steps 3 \
     --save w5.safetensors >w5.log 2>&1 || fail "sharded weights over 2 x 2, stopped early"

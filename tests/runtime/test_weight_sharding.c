@@ -6,6 +6,8 @@
  * whole all-reduce that loss scaling needs), the plan's weights and state
  * halve over 2 replicas, weights read back whole, checkpoints move between
  * sharded and unsharded sessions, and what cannot be sharded is refused.
+ * Off chip too: weights and optimizer state in streaming memory, sharded,
+ * train the same bits with half the host bytes per replica.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 #include "tg_test_train.h"
@@ -37,7 +39,7 @@ static int sharded_weights(const tg_test_model *m)
     const tg_program *p = tg_session_program(m->s);
     int n = 0;
     for (int b = 0; b < p->n_buffers; b++)
-        n += p->buffers[b].sharded && p->buffers[b].region == TG_REGION_PARAM;
+        n += tg_sharding_is_weight(p, b); /* on chip or offloaded */
     return n;
 }
 
@@ -97,6 +99,79 @@ static void test_checkpoints_cross_sharding(void)
     tg_test_checkpoints_cross_sharding(rts, 24, NULL);
 }
 
+/* Streaming-memory bytes of the plan (per replica). */
+static size_t offloaded(const tg_test_model *m)
+{
+    const tg_program *p = tg_session_program(m->s);
+    size_t n = 0;
+    for (int d = 0; d < p->n_devices; d++)
+        n += p->devices[d].offloaded_bytes;
+    return n;
+}
+
+/* Weights and optimizer state both off chip and sharded (seed 002 §4.4's
+ * RTS "off chip"): each replica's streaming memory holds one shard, the
+ * passes gather from the replicas' shards, the update streams the shard in
+ * and out; bit for bit the on-chip unsharded run, with the copies on the
+ * device's thread and on the I/O thread (preload), and per-replica host
+ * bytes half the unsharded offloaded run's. */
+static void test_sharded_offloaded_matches_unsharded(void)
+{
+    tg_optimizer opt = tg_optimizer_adamw(0.002f);
+#define BASE "replicationFactor", "2", "Training.gradientAccumulation", "2"
+#define OFF "TensorLocations.weight.onChip", "false", "TensorLocations.optimizer.onChip", "false"
+#define SHARD_OPT                                                                                  \
+    "TensorLocations.optimizer.replicatedTensorSharding", "true",                                  \
+        "TensorLocations.optimizer.minElementsForReplicatedTensorSharding", "0"
+    const char *const base[] = {BASE, NULL};
+    const char *const off[] = {BASE, OFF, NULL};
+    tg_test_model plain, whole_off;
+    tg_test_train(&plain, BATCH, &opt, base, 4, 31, NULL);
+    tg_test_train(&whole_off, BATCH, &opt, off, 0, 31, NULL);
+    for (int preload = 0; preload < 2; preload++) {
+        const char *const rts[] = {BASE,
+                                   OFF,
+                                   SHARD,
+                                   SHARD_ALL,
+                                   SHARD_OPT,
+                                   "TensorLocations.ioSchedule",
+                                   preload ? "preload" : "onDemand",
+                                   NULL};
+        tg_test_model sharded;
+        tg_test_train(&sharded, BATCH, &opt, rts, 4, 31, NULL);
+        TG_CHECK(tg_test_same_values(&plain, &sharded));
+        TG_CHECK(sharded_weights(&sharded) == 8);
+        size_t a = offloaded(&whole_off), b = offloaded(&sharded);
+        printf("  %s: streaming memory per replica %zu -> %zu bytes, weights on chip %zu\n",
+               preload ? "preload" : "onDemand", a, b, region(&sharded, TG_REGION_PARAM));
+        TG_CHECK(a > 0 && b <= a / 2 + 24 * TG_ALIGN && b >= a / 2 - 24 * TG_ALIGN);
+        TG_CHECK(region(&sharded, TG_REGION_PARAM) == 0);
+        tg_test_model_destroy(&sharded);
+    }
+    tg_test_model_destroy(&plain);
+    tg_test_model_destroy(&whole_off);
+}
+
+/* Optimizer state sharded and offloaded with whole weights, also off chip:
+ * each replica updates its share of the weight in its streamed copy, which
+ * is stored back whole, so the shares go to the others' host copies only
+ * after every replica's stores (runtime/allreduce.c). */
+static void test_offloaded_weights_sharded_state(void)
+{
+    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.9f);
+    const char *const base[] = {BASE, NULL};
+    const char *const rts[] = {BASE, OFF, SHARD_OPT, "TensorLocations.ioSchedule", "preload", NULL};
+    tg_test_model plain, sharded;
+    tg_test_train(&plain, BATCH, &opt, base, 4, 32, NULL);
+    tg_test_train(&sharded, BATCH, &opt, rts, 4, 32, NULL);
+    TG_CHECK(tg_test_same_values(&plain, &sharded));
+    tg_test_model_destroy(&plain);
+    tg_test_model_destroy(&sharded);
+#undef BASE
+#undef OFF
+#undef SHARD_OPT
+}
+
 /* With one replica there is nothing to shard over: ignored, as PopART does. */
 static void test_one_replica_is_unsharded(void)
 {
@@ -120,12 +195,7 @@ static void expect_refused(const tg_optimizer *opt, const char *const *kv, const
 
 static void test_what_cannot_be_sharded_is_refused(void)
 {
-    tg_optimizer adamw = tg_optimizer_adamw(0.002f), lamb = tg_optimizer_lamb(0.002f);
-    expect_refused(&adamw,
-                   (const char *const[]){"replicationFactor", "2", SHARD,
-                                         "TensorLocations.weight.onChip", "false", NULL},
-                   "TensorLocations.weight: offloading (onChip=false) and replicated tensor "
-                   "sharding together are not supported");
+    tg_optimizer lamb = tg_optimizer_lamb(0.002f);
     expect_refused(&lamb, (const char *const[]){"replicationFactor", "2", SHARD, NULL},
                    "TensorLocations.weight.replicatedTensorSharding: the lamb optimizer");
 }
@@ -134,6 +204,8 @@ int main(void)
 {
     TG_RUN(test_sharded_matches_unsharded);
     TG_RUN(test_sharded_half_pipelined);
+    TG_RUN(test_sharded_offloaded_matches_unsharded);
+    TG_RUN(test_offloaded_weights_sharded_state);
     TG_RUN(test_checkpoints_cross_sharding);
     TG_RUN(test_one_replica_is_unsharded);
     TG_RUN(test_what_cannot_be_sharded_is_refused);

@@ -3,7 +3,9 @@
  * group norm) over 2 replicas write the same checkpoint bytes sharded as
  * unsharded; compile's memory table shows the weights per replica halved;
  * the profile holds the gathers and reduce-scatters; the remedies of a model
- * that does not fit name it; what cannot apply is refused by name. */
+ * that does not fit name it; what cannot apply is refused by name. Weights
+ * and optimizer state both offloaded and sharded write the same bytes, with
+ * half the host (streaming-memory) bytes per replica. */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
@@ -45,6 +47,38 @@ static void test_sharded_writes_the_unsharded_checkpoint(void)
     train_both("--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 "
                "--optimizer sgd --momentum 0.9",
                "--shard weights,optimizer" ALL);
+}
+
+/* Off chip and sharded at once: the small conv net's weights and momentum
+ * in streaming memory, one shard per replica, copied on demand and
+ * preloaded, write the on-chip unsharded run's bytes. */
+static void test_sharded_offloaded_writes_the_same_checkpoint(void)
+{
+    const char *train = "--model fashion-basic --replicas 2 --train-limit 400 --test-limit 16 "
+                        "--optimizer sgd --momentum 0.9 --gradient-accumulation 2";
+    train_both(train, "--shard weights,optimizer --offload weights,optimizer" ALL
+                      "--engine-option TensorLocations.optimizer."
+                      "minElementsForReplicatedTensorSharding=0");
+    train_both(train, "--shard weights,optimizer --offload weights,optimizer,accumulators" ALL
+                      "--engine-option TensorLocations.ioSchedule=preload");
+}
+
+/* compile's "offloaded to host" row, per replica, halves when the
+ * offloaded weights and their state are sharded over 2 replicas. */
+static void test_compile_shows_half_the_host_bytes(void)
+{
+    char args[400];
+    EXPECT("compile --model fashion-basic --replicas 2 --optimizer adamw --offload "
+           "weights,optimizer",
+           0, "Memory per device");
+    double whole = tg_cli_row_bytes(tg_cli_output, "\n  offloaded to host ");
+    snprintf(args, sizeof args,
+             "compile --model fashion-basic --replicas 2 --optimizer adamw --offload "
+             "weights,optimizer --shard weights" ALL);
+    EXPECT(args, 0, "Memory per device");
+    double sharded = tg_cli_row_bytes(tg_cli_output, "\n  offloaded to host ");
+    printf("  fashion-basic per replica: offloaded to host %.0f -> %.0f bytes\n", whole, sharded);
+    TG_CHECK(whole > 0 && sharded > 0.49 * whole && sharded < 0.51 * whole);
 }
 
 /* A sharded program survives the executable file: the second run loads it
@@ -123,8 +157,6 @@ static void test_remedies_name_weight_sharding(void)
 
 static void test_what_cannot_apply_is_refused(void)
 {
-    EXPECT("compile --model mnist-pipeline --replicas 2 --shard weights --offload weights", 1,
-           "offloading (onChip=false) and replicated tensor sharding together are not supported");
     EXPECT("compile --model mnist-pipeline --replicas 2 --shard activations", 1,
            "'activations' cannot be sharded");
     EXPECT("compile --model mnist-pipeline --replicas 2 --shard weights --optimizer lamb", 1,
@@ -137,6 +169,8 @@ int main(void)
     if (!TG_MKDTEMP(tmpdir))
         return tg_test_finish();
     TG_RUN(test_sharded_writes_the_unsharded_checkpoint);
+    TG_RUN(test_sharded_offloaded_writes_the_same_checkpoint);
+    TG_RUN(test_compile_shows_half_the_host_bytes);
     TG_RUN(test_executable_round_trip);
     TG_RUN(test_compile_shows_half_the_weights);
     TG_RUN(test_profile_shows_gathers);
