@@ -480,7 +480,7 @@ tg_status tg_random_graph_build(const tg_rg_spec *spec, tg_random_graph *rg)
     tg_status st = tg_graph_status(r.g);
     if (st == TG_OK && spec->training)
         st = tg_graph_backward(r.g, rg->loss);
-    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, spec->momentum);
     if (st == TG_OK && spec->training)
         st = tg_graph_add_optimizer(r.g, &opt);
     if (st != TG_OK)
@@ -496,7 +496,7 @@ void tg_random_graph_destroy(tg_random_graph *rg)
     rg->graph = NULL;
 }
 
-static tg_status feed(tg_session *s, const tg_random_graph *rg, uint64_t seed)
+tg_status tg_random_graph_feed(tg_session *s, const tg_random_graph *rg, uint64_t seed)
 {
     int64_t runs = tg_session_samples_per_run(s, rg->x) / dim(rg->x, 0);
     int64_t n = runs * tg_shape_numel(tg_tensor_shape(rg->x)), m = runs * dim(rg->x, 0);
@@ -526,7 +526,7 @@ tg_status tg_random_graph_check(tg_random_graph *rg, const tg_options *opts, uin
     why[0] = '\0';
     tg_status st = tg_session_create(rg->graph, opts, &s);
     if (st == TG_OK)
-        st = feed(s, rg, data_seed);
+        st = tg_random_graph_feed(s, rg, data_seed);
     if (st == TG_OK)
         st = tg_session_verify_next_run(s);
     if (st == TG_OK)

@@ -20,10 +20,11 @@
 typedef struct tg_rg_spec {
     const uint8_t *data; /* choices, or NULL */
     size_t size;
-    uint64_t seed; /* for the choices past the data */
-    int max_ops;   /* ops before the classifier head */
-    bool training; /* loss, backward and an SGD update; else inference */
-    int blocks;    /* > 1: the ops in this many blocks "B1".. (BeginBlock), one per stage */
+    uint64_t seed;  /* for the choices past the data */
+    int max_ops;    /* ops before the classifier head */
+    bool training;  /* loss, backward and an SGD update; else inference */
+    int blocks;     /* > 1: the ops in this many blocks "B1".. (BeginBlock), one per stage */
+    float momentum; /* the SGD update's (0: no optimizer state) */
 } tg_rg_spec;
 
 typedef struct tg_random_graph {
@@ -37,6 +38,9 @@ typedef struct tg_random_graph {
  * generator should not have made). */
 tg_status tg_random_graph_build(const tg_rg_spec *spec, tg_random_graph *out);
 void tg_random_graph_destroy(tg_random_graph *rg);
+
+/* Write a random batch (from seed) into rg's inputs for one run of s. */
+tg_status tg_random_graph_feed(tg_session *s, const tg_random_graph *rg, uint64_t seed);
 
 /* Run one step of rg's graph with opts, verified (tilegraph/verify.h), on a
  * random batch; *beyond is the first tensor beyond tolerance (row index) or
