@@ -1,14 +1,20 @@
 /* bench/bench_offload.c - what streaming memory costs a training step
- * (issue 31): ResNet-18 with its tensors on the device against the same
- * model with weights and optimizer state, then everything, in host
- * streaming memory (TensorLocations.<kind>.onChip = false), alternated in
+ * (issue 31): a ResNet (ResNet-18 by default, TG_BENCH_MODEL=resnet50) with
+ * its tensors on the device against the same model with weights and
+ * optimizer state, then everything, in host streaming memory
+ * (TensorLocations.<kind>.onChip = false), and everything off chip phased
+ * at TG_BENCH_SPLIT (the three stage boundaries, four phases), alternated in
  * the same run, each with its copies on the device's own thread when their
  * step comes (TensorLocations.ioSchedule onDemand, the default) and on its
  * I/O thread ahead of their steps (preload, TensorLocations.preloadSteps
- * 4). The issue's target is under 20% with prefetch.
+ * ahead: its default, 4, unless TG_BENCH_PRELOAD_STEPS). The issue's target
+ * is under 20% with prefetch.
  *
  * Environment: TG_BENCH_REPS (default 3), TG_BENCH_STEPS (timed host steps,
- * default 6), TG_BENCH_BATCH (default 16), TG_BENCH_THREADS (default 1).
+ * default 6), TG_BENCH_BATCH (default 16), TG_BENCH_THREADS (default 1),
+ * TG_BENCH_MODEL (resnet18), TG_BENCH_SPLIT (layer2.0,layer3.0,layer4.0),
+ * TG_BENCH_CASES (which of the cases below run, by index, e.g. "0,3,5,6";
+ * default all; case 0, on chip, always runs: it is the reference).
  */
 #include "bench_util.h"
 #include "tilegraph/models.h"
@@ -21,15 +27,26 @@
 
 #define MAX_REPS 16
 
-/* label, kinds off chip, TensorLocations.ioSchedule */
-static const char *const kinds[][3] = {
-    {"on chip", "", "preload"},
-    {"weights,optimizer", "weight,optimizer", "preload"},
-    {"weights,optimizer", "weight,optimizer", "onDemand"},
-    {"all", "weight,activation,accumulator,optimizer", "preload"},
-    {"all", "weight,activation,accumulator,optimizer", "onDemand"},
+#define ALL "weight,activation,accumulator,optimizer"
+
+static const struct {
+    const char *label, *kinds, *io;
+    bool phased;
+} cases[] = {
+    {"on chip", "", "onDemand", false},
+    {"weights,optimizer", "weight,optimizer", "preload", false},
+    {"weights,optimizer", "weight,optimizer", "onDemand", false},
+    {"all", ALL, "preload", false},
+    {"all", ALL, "onDemand", false},
+    {"all, phased", ALL, "preload", true},
+    {"all, phased", ALL, "onDemand", true},
 };
-enum { N_CASES = sizeof kinds / sizeof kinds[0] };
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+typedef struct {
+    const char *model, *split;
+    int batch, threads, steps, preload_steps;
+} bench_setup;
 
 static void die(const char *what)
 {
@@ -49,36 +66,52 @@ static void set_locations(tg_options *o, const char *list)
     }
 }
 
-/* Samples per second of `steps` host steps after two untimed ones. */
-static double rate(const char *locations, const char *io, int batch, int threads, int steps)
+/* Samples per second of `steps` host steps of case c after two untimed ones. */
+static double rate(const bench_setup *b, int c)
 {
-    const tg_model_spec *m = tg_model_find("resnet18");
+    const tg_model_spec *m = tg_model_find(b->model);
     tg_model_input in = tg_model_default_input(m);
     tg_optimizer opt = tg_optimizer_adamw(1e-3f);
     tg_model_graph mg;
-    if (!m || tg_model_graph_create_ex(m, batch, &opt, &in, &mg) != TG_OK)
-        die("resnet18");
+    if (!m || tg_model_graph_create_ex(m, b->batch, &opt, &in, &mg) != TG_OK)
+        die(b->model);
     tg_options *o = tg_options_create();
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    set_locations(o, locations);
-    if (tg_options_set(o, "TensorLocations.ioSchedule", io) != TG_OK)
-        die(io);
+    tg_options_set_int(o, "threadsPerDevice", b->threads);
+    set_locations(o, cases[c].kinds);
+    if (tg_options_set(o, "TensorLocations.ioSchedule", cases[c].io) != TG_OK)
+        die(cases[c].io);
+    if (b->preload_steps > 0)
+        tg_options_set_int(o, "TensorLocations.preloadSteps", b->preload_steps);
+    if (cases[c].phased && (tg_options_set(o, "split", b->split) != TG_OK ||
+                            tg_options_set(o, "executionStrategy", "phased") != TG_OK))
+        die(b->split);
     tg_session *s = NULL;
     if (tg_session_create(mg.graph, o, &s) != TG_OK)
         die("session");
     double t0 = 0;
-    for (int k = 0; k < steps + 2; k++) {
+    for (int k = 0; k < b->steps + 2; k++) {
         if (k == 2)
             t0 = bench_now();
         bench_write_random_batch(s, mg.images, mg.labels, 10);
         if (tg_session_run(s) != TG_OK)
             die("run");
     }
-    double r = (double)steps * batch / (bench_now() - t0);
+    double r = (double)b->steps * b->batch / (bench_now() - t0);
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
     return r;
+}
+
+/* The cases TG_BENCH_CASES names (all without it); case 0 always. */
+static void chosen_cases(bool on[N_CASES])
+{
+    const char *e = getenv("TG_BENCH_CASES");
+    for (int c = 0; c < N_CASES; c++)
+        on[c] = !e || c == 0;
+    for (const char *at = e; at && *at; at++)
+        if (*at >= '0' && *at < '0' + N_CASES)
+            on[*at - '0'] = true;
 }
 
 int main(int argc, char **argv)
@@ -86,30 +119,38 @@ int main(int argc, char **argv)
     int usage = bench_usage(
         argc, argv, 0,
         "usage: bench_offload (no arguments; TG_BENCH_REPS, TG_BENCH_STEPS, TG_BENCH_BATCH, "
-        "TG_BENCH_THREADS)\n"
-        "ResNet-18 training with tensors on the device against the same with them in host "
-        "streaming memory, alternated; one JSON line per location.\n");
+        "TG_BENCH_THREADS, TG_BENCH_MODEL, TG_BENCH_SPLIT, TG_BENCH_CASES, "
+        "TG_BENCH_PRELOAD_STEPS)\n"
+        "ResNet training with tensors on the device against the same with them in host "
+        "streaming memory, and phased, alternated; one JSON line per location.\n");
     if (usage >= 0)
         return usage;
     bench_passive_omp(argv); /* as the command runs oneDNN's threads */
+    bench_setup b = {.model = getenv("TG_BENCH_MODEL") ? getenv("TG_BENCH_MODEL") : "resnet18",
+                     .split = getenv("TG_BENCH_SPLIT") ? getenv("TG_BENCH_SPLIT")
+                                                       : "layer2.0,layer3.0,layer4.0",
+                     .steps = bench_env_int("TG_BENCH_STEPS", 6, 1, 100000),
+                     .batch = bench_env_int("TG_BENCH_BATCH", 16, 1, 4096),
+                     .threads = bench_env_int("TG_BENCH_THREADS", 1, 1, 64),
+                     .preload_steps = bench_env_int("TG_BENCH_PRELOAD_STEPS", 0, 0, 64)};
     int reps = bench_env_int("TG_BENCH_REPS", 3, 1, MAX_REPS);
-    int steps = bench_env_int("TG_BENCH_STEPS", 6, 1, 100000);
-    int batch = bench_env_int("TG_BENCH_BATCH", 16, 1, 4096);
-    int threads = bench_env_int("TG_BENCH_THREADS", 1, 1, 64);
+    bool on_case[N_CASES];
+    chosen_cases(on_case);
     double r[N_CASES][MAX_REPS];
     for (int k = 0; k < reps; k++) /* A, B, C, A, B, C, ...: the machine's drift hits all */
         for (int c = 0; c < N_CASES; c++)
-            r[c][k] = rate(kinds[c][1], kinds[c][2], batch, threads, steps);
-    double on = 0;
-    for (int c = 0; c < N_CASES; c++) {
-        double med = bench_median(r[c], reps);
-        if (c == 0) {
-            on = med;
+            if (on_case[c])
+                r[c][k] = rate(&b, c);
+    double on = bench_median(r[0], reps);
+    for (int c = 1; c < N_CASES; c++) {
+        if (!on_case[c])
             continue;
-        }
-        printf("{\"bench\":\"offload\",\"model\":\"resnet18\",\"input\":\"3x32x32\",\"batch\":%d,"
-               "\"threads\":%d,\"reps\":%d,\"offload\":\"%s\",\"io_schedule\":\"%s\",",
-               batch, threads, reps, kinds[c][0], kinds[c][2]);
+        double med = bench_median(r[c], reps);
+        printf("{\"bench\":\"offload\",\"model\":\"%s\",\"input\":\"3x32x32\",\"batch\":%d,"
+               "\"threads\":%d,\"reps\":%d,\"offload\":\"%s\",\"io_schedule\":\"%s\","
+               "\"preload_steps\":%d,\"phased\":%s,",
+               b.model, b.batch, b.threads, reps, cases[c].label, cases[c].io,
+               b.preload_steps > 0 ? b.preload_steps : 4, cases[c].phased ? "true" : "false");
         bench_print_range("samples_per_s", r[c], reps);
         printf(",\"reference\":\"on chip\",");
         bench_print_range("reference_samples_per_s", r[0], reps);
