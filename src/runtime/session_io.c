@@ -46,8 +46,8 @@ static tg_status gather_value(const tg_session *s, const tg_tensor *t, unsigned 
         memcpy(dst, replica_data(s, 0, t), stored_bytes(s, t));
         return TG_OK;
     }
-    if (tg_sharding_is_weight(s->program,
-                              s->program->home[t->id])) { /* the others' shards are here */
+    /* a sharded weight, on chip or off: the others' shards are here */
+    if (tg_sharding_is_weight(s->program, s->program->home[t->id])) {
         tg_rts_whole(s, s->program->home[t->id], dst);
         return TG_OK;
     }
@@ -74,8 +74,8 @@ static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigne
                            &begin, &end);
         memcpy(replica_data(s, r, t), src + (size_t)begin * es, (size_t)(end - begin) * es);
     }
-    if (tg_sharding_is_weight(s->program,
-                              s->program->home[t->id])) /* and the other instances' shards */
+    /* a sharded weight: and the other instances' shards */
+    if (tg_sharding_is_weight(s->program, s->program->home[t->id]))
         tg_rts_host_written(s, s->program->home[t->id], src);
 }
 
