@@ -162,14 +162,15 @@ class BlocksTest(unittest.TestCase):
 
     def test_weights_sharded_over_replicas_match_unsharded(self):
         """Replicated tensor sharding of the weights (each replica keeps half of every weight
-        and gathers it for each pass) gives the unsharded replicas' losses and weights bit for
-        bit."""
-        def run(shard):
+        and gathers it for each pass), on chip and in streaming memory (seed 002 §4.4's RTS
+        "off chip"), gives the unsharded replicas' losses and weights bit for bit."""
+        def run(shard, on_chip=True):
             o = opts(2).replicationFactor(2)
             if shard:
                 o.TensorLocations.setWeightLocation(
                     poptorch.TensorLocationSettings().useReplicatedTensorSharding(True)
-                    .minElementsForReplicatedTensorSharding(0))
+                    .minElementsForReplicatedTensorSharding(0).useOnChipStorage(on_chip))
+                self.assertEqual(o.values["TensorLocations.weight.onChip"], str(on_chip).lower())
             model = net()
             losses, tm = train(model, o, steps=3)
             tm.copyWeightsToHost()
@@ -182,12 +183,10 @@ class BlocksTest(unittest.TestCase):
         for a, b in zip(w_plain, w_sharded):
             self.assertTrue(torch.equal(a, b))
         self.assertFalse(torch.equal(w_plain[0], next(net().parameters())))  # training moved them
-        # the setting reaches the library: with the weights also off chip it is refused
-        o = opts(2).replicationFactor(2)
-        o.TensorLocations.setWeightLocation(
-            poptorch.TensorLocationSettings().useReplicatedTensorSharding(True).useOnChipStorage(False))
-        with self.assertRaisesRegex(TilegraphError, "replicated tensor sharding together"):
-            train(net(), o)
+        off_chip, w_off_chip = run(True, on_chip=False)
+        self.assertTrue(torch.equal(plain, off_chip), (plain, off_chip))
+        for a, b in zip(w_plain, w_off_chip):
+            self.assertTrue(torch.equal(a, b))
 
     def test_unknown_and_missing_blocks(self):
         bad = poptorch.PipelinedExecution(poptorch.Stage("B1", "B2", "B3").ipu(0), poptorch.Stage("B9").ipu(1))
