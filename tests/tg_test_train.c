@@ -9,6 +9,8 @@
 #include "data/loader.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/checkpoint.h"
+#include "tilegraph/nn.h"
+#include "tilegraph/optim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,4 +262,23 @@ void tg_test_checkpoints_cross_sharding(const char *const *sharded_kv, uint64_t 
     remove(path);
     tg_test_model_destroy(&sharded);
     tg_test_model_destroy(&plain);
+}
+
+tg_graph *tg_test_linear_stack(int64_t batch)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(batch, 1024));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(batch));
+    tg_tensor *h = x;
+    for (int k = 0; k < 4; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "fc%d", k);
+        h = tg_relu(g, tg_nn_linear(g, h, name, 1024, 1024, true));
+    }
+    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "head", 1024, 10, true), labels);
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    return g;
 }

@@ -11,6 +11,8 @@
 #include "tilegraph/session.h"
 #include "tilegraph/status.h"
 
+#include "tilegraph/graph.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -73,5 +75,10 @@ typedef struct tg_test_fashion_run {
  * oneDNN), tested in the training's precision; randomSeed 1 and sample
  * order seed 1. Needs tg_test_fashion_dir(); failures are test failures. */
 double tg_test_fashion_accuracy(const tg_test_fashion_run *r);
+
+/* Four ReLU'd Linear 1024->1024 and a 10-class head on a batch x 1024
+ * input, cross entropy, SGD: a graph whose host streams and weights are
+ * large against its compute (the cycle models' tests). */
+tg_graph *tg_test_linear_stack(int64_t batch);
 
 #endif

@@ -5,6 +5,7 @@
  * copies take over 10% of the cycles gets that time back, the copies
  * overlapping the compute on the timeline. */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
 #include <stdio.h>
 
@@ -82,27 +83,6 @@ static void test_split_backward_on_the_timeline(void)
     tg_model_graph_destroy(&mg);
 }
 
-/* Four Linear 1024->1024 on a 32 x 1024 f32 input: its 128 KiB stream in
- * is a fifth of a micro-batch's cycles on mk2. */
-static tg_graph *stream_heavy(void)
-{
-    tg_graph *g = tg_graph_create();
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(32, 1024));
-    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(32));
-    tg_tensor *h = x;
-    for (int k = 0; k < 4; k++) {
-        char name[8];
-        snprintf(name, sizeof name, "fc%d", k);
-        h = tg_relu(g, tg_nn_linear(g, h, name, 1024, 1024, true));
-    }
-    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "head", 1024, 10, true), labels);
-    tg_tensor_mark_output(loss);
-    TG_CHECK_OK(tg_graph_backward(g, loss));
-    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.0f);
-    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
-    return g;
-}
-
 typedef struct io_timeline {
     double step, streamed;
     double pass_start[2 * MB + 2], pass_end[2 * MB + 2];
@@ -142,7 +122,8 @@ static tg_program *compile_io(const tg_graph *g, int io_tiles)
 
 static void test_io_tiles_overlap_stream_copies(void)
 {
-    tg_graph *g = stream_heavy();
+    /* its 128 KiB stream in is a fifth of a micro-batch's cycles on mk2 */
+    tg_graph *g = tg_test_linear_stack(32);
     tg_program *serial = compile_io(g, 0), *io = compile_io(g, 4);
     io_timeline a = {0}, b = {0};
     if (serial && io) {

@@ -6,6 +6,7 @@
  * tiles away. Without I/O tiles a pass is its steps plus its copies, as it
  * was. The gathers of sharded weights cost link cycles and exchange code. */
 #include "tg_test.h"
+#include "tg_test_train.h"
 
 #include <stdio.h>
 
@@ -13,26 +14,6 @@
 #include "target/tiled.h"
 #include "tilegraph/nn.h"
 #include "tilegraph/optim.h"
-
-/* Four Linear 1024->1024 on a 256 x 1024 input, SGD. */
-static tg_graph *linear_stack(void)
-{
-    tg_graph *g = tg_graph_create();
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(256, 1024));
-    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(256));
-    tg_tensor *h = x;
-    for (int k = 0; k < 4; k++) {
-        char name[8];
-        snprintf(name, sizeof name, "fc%d", k);
-        h = tg_relu(g, tg_nn_linear(g, h, name, 1024, 1024, true));
-    }
-    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "head", 1024, 10, true), labels);
-    tg_tensor_mark_output(loss);
-    TG_CHECK_OK(tg_graph_backward(g, loss));
-    tg_optimizer opt = tg_optimizer_sgd(0.01f, 0.0f);
-    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
-    return g;
-}
 
 /* kv: key, value, ..., NULL over the mk2 defaults */
 static tg_program *compile_mk2(const tg_graph *g, const char *const *kv)
@@ -75,7 +56,7 @@ static double steps_sum(const tg_program *p, int ph)
 
 static void test_io_tiles_overlap_streamed_weights(void)
 {
-    tg_graph *g = linear_stack();
+    tg_graph *g = tg_test_linear_stack(256);
     const char *io[4] = {"0", "32", "128"};
     tg_program *p[3] = {0};
     for (int k = 0; k < 3; k++) {
@@ -120,7 +101,7 @@ static void test_io_tiles_overlap_streamed_weights(void)
 
 static void test_gathers_are_charged(void)
 {
-    tg_graph *g = linear_stack();
+    tg_graph *g = tg_test_linear_stack(256);
     const char *whole[] = {"replicationFactor", "2", NULL};
     const char *sharded[] = {"replicationFactor",
                              "2",
