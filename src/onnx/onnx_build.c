@@ -392,6 +392,7 @@ static const struct {
                  {tg_onnx_shape_ops, &tg_onnx_shape_op_count},
                  {tg_onnx_loss_ops, &tg_onnx_loss_op_count},
                  {tg_onnx_fold_ops, &tg_onnx_fold_op_count},
+                 {tg_onnx_fold_logic_ops, &tg_onnx_fold_logic_op_count},
                  {tg_onnx_index_ops, &tg_onnx_index_op_count},
                  {tg_onnx_vision_ops, &tg_onnx_vision_op_count},
                  {tg_onnx_scatter_ops, &tg_onnx_scatter_op_count},

@@ -222,7 +222,8 @@ tg_status ob_read_window(onnx_builder *b, tg_shape x, int nsp, const int64_t *ke
  * refused, naming the node and attribute, never approximated. The NN ops by
  * family (onnx_ops_conv.c, onnx_ops_elementwise.c, onnx_ops_norm.c,
  * onnx_ops_shape.c, onnx_ops_loss.c with the recurrent ops), constant
- * folding (onnx_fold.c), index and mask ops (onnx_index.c) and vision ops
+ * folding (onnx_fold.c; comparisons, logic, Where, Expand and Tile in
+ * onnx_fold_logic.c), index and mask ops (onnx_index.c) and vision ops
  * (onnx_vision.c). */
 const ob_op *ob_find_op(const char *op_type);
 extern const ob_op tg_onnx_conv_ops[];
@@ -237,6 +238,8 @@ extern const ob_op tg_onnx_loss_ops[];
 extern const int tg_onnx_loss_op_count;
 extern const ob_op tg_onnx_fold_ops[];
 extern const int tg_onnx_fold_op_count;
+extern const ob_op tg_onnx_fold_logic_ops[];
+extern const int tg_onnx_fold_logic_op_count;
 extern const ob_op tg_onnx_index_ops[];
 extern const int tg_onnx_index_op_count;
 /* Vision ops (onnx_vision.c): activations, element-wise math, Resize,
