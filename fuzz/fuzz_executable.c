@@ -1,5 +1,5 @@
 /* fuzz/fuzz_executable.c - libFuzzer target for the executable loader
- * (compile/executable.c): whatever the bytes, a program file is loaded or
+ * (compile/executable_file.c): whatever the bytes, a program file is loaded or
  * refused with a message, never a crash, and a loaded program only points at
  * what exists.
  *

@@ -263,7 +263,12 @@ void tg_program_choose_threads(tg_program *p);
  * scratch against them; TG_ERR_FORMAT (stale) when they differ. */
 tg_status tg_program_plan_loaded(tg_program *p);
 
-/* ---- executables (compile/executable.c, docs/executable-cache.md) ---------- */
+/* ---- executables (compile/executable.c, executable_file.c, docs/executable-cache.md) */
+
+/* The file format's version, in the key and the header (4: activations may
+ * be blocked, the layout recomputed at load; 5: transfers may move inside a
+ * pass, ParallelIPU). Written and read in compile/executable_file.c. */
+#define TG_EXECUTABLE_FORMAT_VERSION 5u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per

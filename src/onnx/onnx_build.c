@@ -1,6 +1,6 @@
 /* onnx/onnx_build.c - appending a loaded ONNX model to a graph: the value
  * table, scopes from PyTorch node names, attribute access, and the dispatch
- * of each node to its op mapping (onnx_ops.c, onnx_fold.c).
+ * of each node to its op mapping (onnx_ops_*.c, onnx_fold.c).
  */
 #include "onnx/onnx_build.h"
 
@@ -386,8 +386,13 @@ const char *ob_attr_string(const onnx_builder *b, const char *name, char *buf, s
 static const struct {
     const ob_op *ops;
     const int *count;
-} op_tables[] = {{tg_onnx_nn_ops, &tg_onnx_nn_op_count},
+} op_tables[] = {{tg_onnx_conv_ops, &tg_onnx_conv_op_count},
+                 {tg_onnx_elementwise_ops, &tg_onnx_elementwise_op_count},
+                 {tg_onnx_norm_ops, &tg_onnx_norm_op_count},
+                 {tg_onnx_shape_ops, &tg_onnx_shape_op_count},
+                 {tg_onnx_loss_ops, &tg_onnx_loss_op_count},
                  {tg_onnx_fold_ops, &tg_onnx_fold_op_count},
+                 {tg_onnx_fold_logic_ops, &tg_onnx_fold_logic_op_count},
                  {tg_onnx_index_ops, &tg_onnx_index_op_count},
                  {tg_onnx_vision_ops, &tg_onnx_vision_op_count},
                  {tg_onnx_scatter_ops, &tg_onnx_scatter_op_count},

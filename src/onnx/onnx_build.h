@@ -183,20 +183,63 @@ typedef struct ob_op {
 } ob_op;
 
 /* The recurrent ops (onnx_rnn.c), unrolled over the sequence; their entries
- * are in the NN table. */
+ * are in the loss table (onnx_ops_loss.c). */
 tg_status ob_map_lstm(onnx_builder *b);
 tg_status ob_map_gru(onnx_builder *b);
 tg_status ob_map_rnn(onnx_builder *b);
 #define OB_RNN_ATTRS                                                                               \
     "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout"
 
-/* The op tables: NN ops (onnx_ops.c), constant folding (onnx_fold.c),
- * index and mask ops (onnx_index.c) and vision ops (onnx_vision.c). */
+/* Attribute checks the convolution and pooling mappers share
+ * (onnx_attrs.c). 1-D inputs [N, C, L] run as the 2-D ops over
+ * [N, C, 1, L]: an attribute's nsp values (1 or 2) go into the last nsp of
+ * two slots, the added height keeping its neutral value. */
+/* The number of spatial dims of x (1 or 2), refusing others. */
+tg_status ob_spatial_dims(onnx_builder *b, tg_tensor *x, int *nsp);
+/* [N, C, L] -> [N, C, 1, L]; a 4-D x as it is. */
+tg_tensor *ob_as_2d(onnx_builder *b, tg_tensor *x);
+/* The 2-D op's output back to nsp spatial dims: [N, C, 1, L] -> [N, C, L]. */
+tg_tensor *ob_from_2d(onnx_builder *b, tg_tensor *y, int nsp);
+/* Attribute `name` (nsp values in [lo, 2^20]) into out[2 - nsp ..]; out
+ * keeps its values when the attribute is absent. ob_spatial_ints: lo 1. */
+tg_status ob_spatial_ints_min(onnx_builder *b, const char *name, int nsp, int64_t lo,
+                              int64_t out[2]);
+tg_status ob_spatial_ints(onnx_builder *b, const char *name, int nsp, int64_t out[2]);
+/* pads (begins of the spatial dims, then their ends) into lo/hi. */
+tg_status ob_spatial_pads(onnx_builder *b, int nsp, int64_t lo[2], int64_t hi[2]);
+/* A conv or pooling window: kernel, strides, padding per side, dilations. */
+typedef struct ob_window {
+    int64_t k[2], s[2], lo[2], hi[2], d[2];
+} ob_window;
+/* strides, dilations, pads or auto_pad into w; x is the input as 2-D
+ * ([N, C, 1, L] for 1-D) and kernel its 2-D window. */
+tg_status ob_read_window(onnx_builder *b, tg_shape x, int nsp, const int64_t *kernel, ob_window *w);
+#define OB_WINDOW_ATTRS "auto_pad,kernel_shape,pads,strides"
+
+/* The op tables, in the order the supported list names them. Each mapper
+ * maps one node onto the graph builder API, checking every attribute it is
+ * given: a value or combination the builder cannot express exactly is
+ * refused, naming the node and attribute, never approximated. The NN ops by
+ * family (onnx_ops_conv.c, onnx_ops_elementwise.c, onnx_ops_norm.c,
+ * onnx_ops_shape.c, onnx_ops_loss.c with the recurrent ops), constant
+ * folding (onnx_fold.c; comparisons, logic, Where, Expand and Tile in
+ * onnx_fold_logic.c), index and mask ops (onnx_index.c) and vision ops
+ * (onnx_vision.c). */
 const ob_op *ob_find_op(const char *op_type);
-extern const ob_op tg_onnx_nn_ops[];
-extern const int tg_onnx_nn_op_count;
+extern const ob_op tg_onnx_conv_ops[];
+extern const int tg_onnx_conv_op_count;
+extern const ob_op tg_onnx_elementwise_ops[];
+extern const int tg_onnx_elementwise_op_count;
+extern const ob_op tg_onnx_norm_ops[];
+extern const int tg_onnx_norm_op_count;
+extern const ob_op tg_onnx_shape_ops[];
+extern const int tg_onnx_shape_op_count;
+extern const ob_op tg_onnx_loss_ops[];
+extern const int tg_onnx_loss_op_count;
 extern const ob_op tg_onnx_fold_ops[];
 extern const int tg_onnx_fold_op_count;
+extern const ob_op tg_onnx_fold_logic_ops[];
+extern const int tg_onnx_fold_logic_op_count;
 extern const ob_op tg_onnx_index_ops[];
 extern const int tg_onnx_index_op_count;
 /* Vision ops (onnx_vision.c): activations, element-wise math, Resize,

@@ -1,4 +1,4 @@
-/* tests/onnx/test_onnx_ops.c - mappings of src/onnx/onnx_ops.c that ONNX's
+/* tests/onnx/test_onnx_ops.c - mappings of src/onnx/onnx_ops_*.c that ONNX's
  * own cases check only forward: LayerNormalization's optional Mean and
  * InvStdDev outputs (gradients against finite differences, kernels against
  * the reference), Dropout's mask output (all kept in inference, refused in

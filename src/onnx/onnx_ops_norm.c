@@ -1,0 +1,235 @@
+/* onnx/onnx_ops_norm.c - ONNX pooling and normalisation ops (MaxPool,
+ * AveragePool, GlobalAveragePool, BatchNormalization, LayerNormalization,
+ * Dropout) mapped onto the graph builder.
+ */
+#include "onnx/onnx_build.h"
+
+#include "core/alloc.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- pooling ------------------------------------------------------------- */
+
+/* kernel_shape, strides, pads (per side), dilations, ceil_mode and auto_pad
+ * into the builder's pooling parameters; x2 is the input as 2-D. */
+static tg_status pool_params(onnx_builder *b, tg_tensor *x2, int nsp, tg_pool2d_params *p)
+{
+    int n;
+    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n);
+    if (!ks || n != nsp)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "kernel_shape must have %d value%s (%d-D pooling)",
+                       nsp, nsp > 1 ? "s" : "", nsp);
+    int64_t kernel[2] = {1, 1};
+    TG_TRY(ob_spatial_ints(b, "kernel_shape", nsp, kernel));
+    ob_window w;
+    TG_TRY(ob_read_window(b, tg_tensor_shape(x2), nsp, kernel, &w));
+    tg_pool2d_params q = {(int)w.k[0],  (int)w.k[1],  (int)w.s[0],  (int)w.s[1],
+                          (int)w.lo[0], (int)w.lo[1], (int)w.hi[0], (int)w.hi[1],
+                          (int)w.d[0],  (int)w.d[1],  false,        false};
+    q.ceil_mode = ob_attr_int(b, "ceil_mode", 0) != 0;
+    *p = q;
+    return TG_OK;
+}
+
+/* The builder refuses pads over half the window; ONNX allows them but
+ * PyTorch never exports them: refuse as unsupported, naming the values. */
+static tg_status check_pool_pads(onnx_builder *b, const tg_pool2d_params *p)
+{
+    int kh = (p->kernel_h - 1) * p->dilation_h + 1, kw = (p->kernel_w - 1) * p->dilation_w + 1;
+    if (2 * p->pad_top > kh || 2 * p->pad_bottom > kh || 2 * p->pad_left > kw ||
+        2 * p->pad_right > kw)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "pads [%d, %d, %d, %d] with a %dx%d window (at "
+                       "most half the window, as PyTorch allows)",
+                       p->pad_top, p->pad_left, p->pad_bottom, p->pad_right, kh, kw);
+    return TG_OK;
+}
+
+static tg_status map_maxpool(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    int nsp = 0;
+    TG_TRY(ob_spatial_dims(b, x, &nsp));
+    tg_tensor *x2 = ob_as_2d(b, x);
+    tg_pool2d_params p;
+    TG_TRY(pool_params(b, x2, nsp, &p));
+    TG_TRY(check_pool_pads(b, &p));
+    if (ob_attr_int(b, "storage_order", 0))
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "storage_order=1 is not supported");
+    if (b->node->n_output > 1 && b->node->output[1][0])
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "the Indices output is not supported");
+    return ob_set(b, 0, ob_from_2d(b, tg_maxpool2d_ex(b->g, x2, p), nsp));
+}
+
+static tg_status map_avgpool(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    int nsp = 0;
+    TG_TRY(ob_spatial_dims(b, x, &nsp));
+    tg_tensor *x2 = ob_as_2d(b, x);
+    tg_pool2d_params p;
+    TG_TRY(pool_params(b, x2, nsp, &p));
+    TG_TRY(check_pool_pads(b, &p));
+    if (p.dilation_h != 1 || p.dilation_w != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
+    p.count_include_pad = ob_attr_int(b, "count_include_pad", 0) != 0;
+    return ob_set(b, 0, ob_from_2d(b, tg_avgpool2d_ex(b->g, x2, p), nsp));
+}
+
+static tg_status map_global_avgpool(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    int nsp = 0;
+    TG_TRY(ob_spatial_dims(b, x, &nsp));
+    return ob_set(b, 0, ob_from_2d(b, tg_global_avgpool(b->g, ob_as_2d(b, x)), nsp));
+}
+
+/* ---- normalisation ------------------------------------------------------- */
+
+/* "bn1.running_mean" -> "bn1.running_stats": the [2, C] state tg_batch_norm
+ * keeps, named after the module. */
+static void stats_name(const char *mean_name, char *buf, size_t cap)
+{
+    const char *suffix = "running_mean";
+    size_t n = strlen(mean_name), s = strlen(suffix);
+    if (n >= s && !strcmp(mean_name + n - s, suffix))
+        snprintf(buf, cap, "%.*srunning_stats", (int)(n - s), mean_name);
+    else
+        snprintf(buf, cap, "%s.running_stats", mean_name);
+}
+
+/* BatchNormalization's older forms: is_test (before 7) says the mode, which
+ * the graph's decides here as training_mode does from 14; spatial=1 (before
+ * 9, the default) is the only form; spatial=0 (statistics per activation,
+ * not per channel) is not implemented. */
+static tg_status batch_norm_old_forms(onnx_builder *b)
+{
+    TG_TRY(ob_attr_in_opsets(b, "is_test", 1, 7));
+    TG_TRY(ob_attr_in_opsets(b, "spatial", 1, 9));
+    TG_TRY(ob_attr_in_opsets(b, "training_mode", 14, 1 << 30));
+    if (ob_attr_int(b, "spatial", 1) != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "spatial=0 (opset %d: statistics per activation rather than per channel) "
+                       "is not implemented",
+                       ob_opset(b));
+    return TG_OK;
+}
+
+static tg_status map_batch_norm(onnx_builder *b)
+{
+    TG_TRY(batch_norm_old_forms(b));
+    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *gamma = x ? ob_tensor(b, 1) : NULL, *beta = gamma ? ob_tensor(b, 2) : NULL;
+    if (!beta)
+        return TG_ERR_UNSUPPORTED;
+    if (!ob_is_const(b, 3) || !ob_is_const(b, 4))
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "the running mean and variance must be "
+                       "initializers (they become the batch norm's state)");
+    const tg_onnx_data *mean = ob_const(b, 3), *var = mean ? ob_const(b, 4) : NULL;
+    if (!var)
+        return TG_ERR_UNSUPPORTED;
+    int64_t c = tg_tensor_shape(x).ndim > 1 ? tg_tensor_shape(x).dim[1] : 0;
+    if (!mean->f || !var->f || mean->n != c || var->n != c)
+        return ob_fail(b, TG_ERR_SHAPE, "mean and variance must be %lld floats each", (long long)c);
+    /* ONNX's momentum weighs the old statistics, tg_batch_norm_ex's (as
+     * PyTorch's) the new ones: PyTorch's momentum m exports as 1 - m */
+    float momentum = ob_attr_float(b, "momentum", 0.9f);
+    if (!(momentum >= 0 && momentum <= 1))
+        return ob_fail(b, TG_ERR_INVALID_ARG, "momentum %g is outside [0, 1]", (double)momentum);
+    float *stats = tg_malloc((size_t)(2 * c) * sizeof(float));
+    if (!stats)
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    memcpy(stats, mean->f, (size_t)c * sizeof(float));
+    memcpy(stats + c, var->f, (size_t)c * sizeof(float));
+    char name[512];
+    stats_name(b->node->input[3], name, sizeof name);
+    tg_tensor *running = ob_param(b, name, tg_shape2(2, c), stats, true);
+    tg_free(stats);
+    return ob_set(b, 0,
+                  tg_batch_norm_ex(b->g, x, gamma, beta, running,
+                                   ob_attr_float(b, "epsilon", 1e-5f),
+                                   (float)(1.0 - (double)momentum)));
+}
+
+/* LayerNormalization's optional outputs, when asked for: Mean and
+ * InvStdDev = 1 / sqrt(Var + epsilon) over the normalised dims (kept as
+ * ones), from reductions of their own. tg_layer_norm keeps its statistics
+ * inside; these agree with them to float32's rounding. */
+static tg_status layer_norm_stats(onnx_builder *b, tg_tensor *x, int axis, float eps)
+{
+    if (!ob_output_used(b, 1) && !ob_output_used(b, 2))
+        return TG_OK;
+    tg_graph *g = b->g;
+    int nd = tg_tensor_shape(x).ndim;
+    unsigned mask = ((1u << nd) - 1) & ~((1u << axis) - 1);
+    tg_tensor *mean = tg_reduce_mean(g, x, mask, true);
+    tg_tensor *d = tg_sub(g, x, mean);
+    tg_tensor *var = tg_reduce_mean(g, tg_mul(g, d, d), mask, true);
+    tg_tensor *inv = tg_reciprocal(g, tg_sqrt(g, tg_scale(g, var, 1.0f, eps)));
+    if (ob_output_used(b, 1))
+        TG_TRY(ob_set(b, 1, mean));
+    return ob_output_used(b, 2) ? ob_set(b, 2, inv) : TG_OK;
+}
+
+static tg_status map_layer_norm(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *gamma = x ? ob_tensor(b, 1) : NULL;
+    tg_tensor *beta = gamma && ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
+    if (!gamma || (ob_has_input(b, 2) && !beta))
+        return TG_ERR_UNSUPPORTED;
+    int axis = 0, nd = tg_tensor_shape(x).ndim;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", -1), nd, &axis));
+    if (ob_attr_int(b, "stash_type", 1) != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "stash_type other than float");
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    TG_TRY(ob_set(b, 0, tg_layer_norm(b->g, x, nd - axis, gamma, beta, eps)));
+    return layer_norm_stats(b, x, axis, eps);
+}
+
+/* Dropout: ratio an attribute before opset 12, an input after; is_test
+ * (before 7) names the mode, which the graph's decides. */
+static tg_status map_dropout(onnx_builder *b)
+{
+    TG_TRY(ob_attr_in_opsets(b, "is_test", 1, 7));
+    TG_TRY(ob_attr_in_opsets(b, "ratio", 1, 12));
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    float ratio = ob_attr_float(b, "ratio", 0.5f);
+    if (ob_has_input(b, 1)) {
+        const tg_onnx_data *r = ob_const(b, 1);
+        if (!r || r->n != 1)
+            return r ? ob_fail(b, TG_ERR_FORMAT, "ratio must be one value") : TG_ERR_UNSUPPORTED;
+        ratio = r->f ? r->f[0] : (float)r->i[0];
+    }
+    /* the graph's mode decides (tg_graph_set_training), not the file's
+     * training_mode input: the same export trains and infers */
+    if (ratio < 0.0f || ratio >= 1.0f)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "ratio %g is outside [0, 1)", (double)ratio);
+    TG_TRY(ob_set(b, 0, tg_dropout(b->g, x, ratio)));
+    if (!ob_output_used(b, 1))
+        return TG_OK;
+    /* the mask: every element kept in inference; in training tg_dropout
+     * keeps its mask inside (y != 0 would miss the kept zeros of x) */
+    if (tg_graph_training(b->g))
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "the mask output is read, in training (the mask stays inside the "
+                       "dropout op)");
+    tg_tensor *one = tg_constant(b->g, tg_tensor_shape(x), 1.0f);
+    return ob_set(b, 1, tg_cast(b->g, one, TG_I32));
+}
+
+const ob_op tg_onnx_norm_ops[] = {
+    {"MaxPool", map_maxpool, OB_WINDOW_ATTRS ",ceil_mode,dilations,storage_order"},
+    {"AveragePool", map_avgpool, OB_WINDOW_ATTRS ",ceil_mode,count_include_pad,dilations"},
+    {"GlobalAveragePool", map_global_avgpool, ""},
+    {"BatchNormalization", map_batch_norm, "epsilon,is_test,momentum,spatial,training_mode"},
+    {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
+    {"Dropout", map_dropout, "is_test,ratio,seed"},
+};
+const int tg_onnx_norm_op_count = (int)(sizeof tg_onnx_norm_ops / sizeof tg_onnx_norm_ops[0]);
