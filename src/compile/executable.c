@@ -7,19 +7,14 @@
 #include "compile/program.h"
 #include "compile/phases_auto.h"
 
-#include "core/alloc.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/pool.h"
 #include "target/tiled.h"
 #include "tilegraph/options.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #ifndef TG_VERSION
 #define TG_VERSION "0"
