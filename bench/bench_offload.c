@@ -88,15 +88,10 @@ static double rate(const bench_setup *b, int c)
     tg_session *s = NULL;
     if (tg_session_create(mg.graph, o, &s) != TG_OK)
         die("session");
-    double t0 = 0;
-    for (int k = 0; k < b->steps + 2; k++) {
-        if (k == 2)
-            t0 = bench_now();
-        bench_write_random_batch(s, mg.images, mg.labels, 10);
-        if (tg_session_run(s) != TG_OK)
-            die("run");
-    }
-    double r = (double)b->steps * b->batch / (bench_now() - t0);
+    double secs = bench_timed_steps(s, mg.images, mg.labels, 10, b->steps, NULL);
+    if (secs < 0)
+        die("run");
+    double r = (double)b->steps * b->batch / secs;
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);

@@ -79,14 +79,8 @@ static double step_time(int c, int batch, int threads, int steps, int offload)
     if (tg_session_create(mg.graph, o, &s) != TG_OK)
         die("session");
     double t[MAX_STEPS];
-    for (int k = 0; k < steps + 2; k++) {
-        bench_write_random_batch(s, mg.images, mg.labels, 10);
-        double t0 = bench_now();
-        if (tg_session_run(s) != TG_OK)
-            die("run");
-        if (k >= 2)
-            t[k - 2] = bench_now() - t0;
-    }
+    if (bench_timed_steps(s, mg.images, mg.labels, 10, steps, t) < 0)
+        die("run");
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);

@@ -59,16 +59,11 @@ static result run(const bench_shape *b, bool shard)
     tg_session *s = NULL;
     if (tg_session_create(mg.graph, o, &s) != TG_OK)
         die("session");
-    double t0 = 0;
-    for (int k = 0; k < b->steps + 2; k++) {
-        if (k == 2)
-            t0 = bench_now();
-        bench_write_random_batch(s, mg.images, mg.labels, 10);
-        if (tg_session_run(s) != TG_OK)
-            die("run");
-    }
+    double secs = bench_timed_steps(s, mg.images, mg.labels, 10, b->steps, NULL);
+    if (secs < 0)
+        die("run");
     const tg_program *p = tg_session_program(s);
-    result r = {1e3 * (bench_now() - t0) / b->steps, p->devices[0].region_bytes[TG_REGION_PARAM],
+    result r = {1e3 * secs / b->steps, p->devices[0].region_bytes[TG_REGION_PARAM],
                 p->devices[0].region_bytes[TG_REGION_STATE], p->arena_bytes};
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);

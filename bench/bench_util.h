@@ -60,6 +60,28 @@ static inline void bench_write_random_batch(tg_session *s, const tg_tensor *imag
     tg_free(lab);
 }
 
+/* Seconds of `steps` host steps of s after 2 untimed ones (the first
+ * builds pools and caches), each on bench_write_random_batch's data, the
+ * writes included; with per_step, each timed step's run alone too. -1 when
+ * a run fails (tg_error_message says why). */
+static inline double bench_timed_steps(tg_session *s, const tg_tensor *images,
+                                       const tg_tensor *labels, int classes, int steps,
+                                       double *per_step)
+{
+    double start = 0;
+    for (int k = 0; k < steps + 2; k++) {
+        if (k == 2)
+            start = bench_now();
+        bench_write_random_batch(s, images, labels, classes);
+        double t0 = bench_now();
+        if (tg_session_run(s) != TG_OK)
+            return -1;
+        if (k >= 2 && per_step)
+            per_step[k - 2] = bench_now() - t0;
+    }
+    return bench_now() - start;
+}
+
 /* The process's CPU seconds so far (user and system, all threads). */
 static inline double bench_cpu_seconds(void)
 {
