@@ -32,22 +32,37 @@ static tg_status conv_weight(onnx_builder *b, tg_tensor *w, int nsp, tg_tensor *
     return TG_OK;
 }
 
-static tg_status map_conv(onnx_builder *b)
+/* Conv's and ConvTranspose's operands: x and w as 2-D maps (1-D and 3-D
+ * ones reshaped), the optional bias, the spatial rank. x2 or w2 NULL is a
+ * graph op that failed, which the caller records as the output. */
+typedef struct conv_operands {
+    tg_tensor *x2, *w2, *bias;
+    int nsp;
+} conv_operands;
+
+static tg_status read_conv_operands(onnx_builder *b, conv_operands *o)
 {
     tg_tensor *x = ob_tensor(b, 0);
-    int nsp = 0;
-    TG_TRY(ob_spatial_dims(b, x, &nsp));
+    o->nsp = 0;
+    TG_TRY(ob_spatial_dims(b, x, &o->nsp));
     tg_tensor *w = ob_tensor(b, 1);
-    tg_tensor *bias = ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
-    if (!w || (ob_has_input(b, 2) && !bias))
+    o->bias = ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
+    if (!w || (ob_has_input(b, 2) && !o->bias))
         return TG_ERR_UNSUPPORTED;
-    tg_tensor *x2 = ob_as_2d(b, x), *w2 = NULL;
-    TG_TRY(conv_weight(b, w, nsp, &w2));
-    if (!x2 || !w2)
+    o->x2 = ob_as_2d(b, x);
+    o->w2 = NULL;
+    return conv_weight(b, w, o->nsp, &o->w2);
+}
+
+static tg_status map_conv(onnx_builder *b)
+{
+    conv_operands o;
+    TG_TRY(read_conv_operands(b, &o));
+    if (!o.x2 || !o.w2)
         return ob_set(b, 0, NULL);
-    tg_shape ws = tg_tensor_shape(w2);
+    tg_shape ws = tg_tensor_shape(o.w2);
     ob_window win;
-    TG_TRY(ob_read_window(b, tg_tensor_shape(x2), nsp, &ws.dim[2], &win));
+    TG_TRY(ob_read_window(b, tg_tensor_shape(o.x2), o.nsp, &ws.dim[2], &win));
     tg_conv2d_params p = {(int)win.s[0],
                           (int)win.s[1],
                           (int)win.lo[0],
@@ -55,8 +70,8 @@ static tg_status map_conv(onnx_builder *b)
                           (int)win.d[0],
                           (int)win.d[1],
                           (int)ob_attr_int(b, "group", 1)};
-    tg_tensor *y = tg_conv2d_ex(b->g, x2, w2, bias, p, (int)win.hi[0], (int)win.hi[1]);
-    return ob_set(b, 0, ob_from_2d(b, y, nsp));
+    tg_tensor *y = tg_conv2d_ex(b->g, o.x2, o.w2, o.bias, p, (int)win.hi[0], (int)win.hi[1]);
+    return ob_set(b, 0, ob_from_2d(b, y, o.nsp));
 }
 
 /* ---- transposed convolution ---------------------------------------------- */
@@ -124,19 +139,12 @@ static tg_status tconv_read(onnx_builder *b, tg_shape x2, tg_shape w2, int nsp, 
  * each axis; the larger side's excess is cropped after (a negative tg_pad). */
 static tg_status map_conv_transpose(onnx_builder *b)
 {
-    tg_tensor *x = ob_tensor(b, 0);
-    int nsp = 0;
-    TG_TRY(ob_spatial_dims(b, x, &nsp));
-    tg_tensor *w = ob_tensor(b, 1);
-    tg_tensor *bias = ob_has_input(b, 2) ? ob_tensor(b, 2) : NULL;
-    if (!w || (ob_has_input(b, 2) && !bias))
-        return TG_ERR_UNSUPPORTED;
-    tg_tensor *x2 = ob_as_2d(b, x), *w2 = NULL;
-    TG_TRY(conv_weight(b, w, nsp, &w2));
-    if (!x2 || !w2)
+    conv_operands o;
+    TG_TRY(read_conv_operands(b, &o));
+    if (!o.x2 || !o.w2)
         return ob_set(b, 0, NULL);
     tconv_dims t;
-    TG_TRY(tconv_read(b, tg_tensor_shape(x2), tg_tensor_shape(w2), nsp, &t));
+    TG_TRY(tconv_read(b, tg_tensor_shape(o.x2), tg_tensor_shape(o.w2), o.nsp, &t));
     int64_t sym[2], crop[8] = {0};
     for (int i = 0; i < 2; i++) {
         sym[i] = t.lo[i] < t.hi[i] ? t.lo[i] : t.hi[i];
@@ -150,10 +158,10 @@ static tg_status map_conv_transpose(onnx_builder *b)
                           (int)t.d[0],
                           (int)t.d[1],
                           (int)ob_attr_int(b, "group", 1)};
-    tg_tensor *y = tg_conv_transpose2d(b->g, x2, w2, bias, p, (int)t.op[0], (int)t.op[1]);
+    tg_tensor *y = tg_conv_transpose2d(b->g, o.x2, o.w2, o.bias, p, (int)t.op[0], (int)t.op[1]);
     if (y && (t.lo[0] != t.hi[0] || t.lo[1] != t.hi[1]))
         y = tg_pad(b->g, y, crop, TG_PAD_CONSTANT, 0.0f);
-    return ob_set(b, 0, ob_from_2d(b, y, nsp));
+    return ob_set(b, 0, ob_from_2d(b, y, o.nsp));
 }
 
 static tg_status map_gemm(onnx_builder *b)
