@@ -447,11 +447,18 @@ static void test_bf16_storage_is_read_natively(void)
 }
 
 /* One run of node's oneDNN kernel with every operand stored as `t`
- * (in: f32 values, converted), the result widened to f32. */
-static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, float *const in[2])
+ * (in: f32 values, converted), the activations blocked or not, the result
+ * widened to f32. */
+static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, bool blocked,
+                         float *const in[2])
 {
     tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
     po.in_storage[0] = po.in_storage[1] = po.out_storage = t;
+    /* the activations (x, y and their gradients) in nChw16c: dy or x in
+     * front, then the output unless it is the weight gradient */
+    po.in_blocked[0] = blocked;
+    po.in_blocked[1] = blocked && node->op == TG_OP_CONV2D_BWD_WEIGHT;
+    po.out_blocked = blocked && node->op != TG_OP_CONV2D_BWD_WEIGHT;
     tg_kernel_plan kp = {0};
     const tg_op_planner *pl = tg_op_planner_get(node->op);
     TG_CHECK_OK(pl->plan(node, &po, &kp));
@@ -491,24 +498,29 @@ static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, float *
  * generic ones there, 200x slower than its f32 reorders). The result must
  * be the f32-stored kernel's on the same values, rounded to bf16: bit for
  * bit, in the three directions, with all taps live and with a cropped
- * weight gradient (its dead taps zero), on 1 thread and on 2 (the batch in
- * parts, the shared weights reordered in slices). */
+ * weight gradient (its dead taps zero), channels that are and are not a
+ * multiple of 16, plain and nChw16c activations (the layout pass blocks
+ * only multiples of 16), on 1 thread and on 2 (the batch in parts, the
+ * shared weights reordered in slices). */
 static void test_bf16_storage_converts_exactly(void)
 {
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
-    static const int64_t hw[2] = {8, 2}; /* 8x8: all taps live; 2x2 at stride 2: cropped */
-    for (int c = 0; c < 2; c++) {
+    /* 8x8: all taps live; 2x2 at stride 2: cropped; 24 -> 40 channels */
+    static const struct {
+        int64_t hw, stride, c, k;
+    } cs[3] = {{8, 1, 16, 32}, {2, 2, 16, 32}, {8, 1, 24, 40}};
+    for (int c = 0; c < 3; c++) {
         tg_graph *g = tg_graph_create();
-        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(4, 16, hw[c], hw[c]));
-        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 16, 3, 3));
-        int64_t stride = c ? 2 : 1;
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(4, cs[c].c, cs[c].hw, cs[c].hw));
+        tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(cs[c].k, cs[c].c, 3, 3));
+        int64_t stride = cs[c].stride;
         tg_tensor *y = tg_conv2d(g, x, w, NULL, P(stride, stride, 1, 1, 1, 1, 1));
         TG_CHECK_OK(tg_graph_status(g));
         if (!y)
             break;
         tg_node_params p = y->p;
-        tg_conv_set_extent_h(&p, hw[c]);
-        tg_conv_set_extent_w(&p, hw[c]);
+        tg_conv_set_extent_h(&p, cs[c].hw);
+        tg_conv_set_extent_w(&p, cs[c].hw);
         tg_tensor *dx = tg_node_create(g, TG_OP_CONV2D_BWD_DATA, 2, (tg_tensor *[]){y, w}, &p);
         p = y->p;
         tg_conv_set_extent_h(&p, 3);
@@ -516,7 +528,11 @@ static void test_bf16_storage_converts_exactly(void)
         tg_tensor *dw = tg_node_create(g, TG_OP_CONV2D_BWD_WEIGHT, 2, (tg_tensor *[]){y, x}, &p);
         tg_tensor *nodes[3] = {y, dx, dw};
         for (int n = 0; n < 3 && dx && dw; n++)
-            for (int threads = 1; threads <= 2; threads++) {
+            for (int v = 0; v < 4; v++) {
+                int threads = 1 + v % 2;
+                bool blocked = v >= 2;
+                if (blocked && cs[c].c % TG_CHANNEL_BLOCK != 0)
+                    continue;
                 float *in[2];
                 for (int k = 0; k < 2; k++) {
                     size_t len = (size_t)tg_numel(nodes[n]->in[k]);
@@ -525,14 +541,15 @@ static void test_bf16_storage_converts_exactly(void)
                         in[k][i] = tg_bf16_widen(
                             tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
                 }
-                float *f32 = run_stored(nodes[n], TG_F32, threads, in);
-                float *bf16 = run_stored(nodes[n], TG_BF16, threads, in);
+                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in);
+                float *bf16 = run_stored(nodes[n], TG_BF16, threads, blocked, in);
                 size_t len = (size_t)tg_numel(nodes[n]), bad = 0;
                 for (size_t i = 0; i < len; i++)
                     bad += tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
                 if (bad)
-                    tg_test_fail(__FILE__, __LINE__, "%s, %s input, %d threads: %zu of %zu differ",
-                                 tg_op_name(nodes[n]->op), c ? "2x2" : "8x8", threads, bad, len);
+                    tg_test_fail(__FILE__, __LINE__, "%s, case %d, %d threads%s: %zu of %zu differ",
+                                 tg_op_name(nodes[n]->op), c, threads, blocked ? ", nChw16c" : "",
+                                 bad, len);
                 free(f32);
                 free(bf16);
                 free(in[0]);
