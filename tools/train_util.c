@@ -39,6 +39,10 @@ int data_flags(data_args *d, cli_flag *f)
          "an ONNX language model's objective: causal (next token) or masked (BERT's 15% of the "
          "tokens; for a model that sees every position)",
          1, 0, "causal"},
+        {"--freeze", CLI_STRING, &d->freeze, "REGEX",
+         "ONNX models: keep the float initializers whose names match fixed (buffers such as a "
+         "causal mask, in a file that does not list its parameters)",
+         1, 0, NULL},
         {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
          0, NULL},
         {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads", 0, 64, "1"},
@@ -244,6 +248,11 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         return -1;
     }
     if (data->lm && set_objective(ctx->model, data->lm) != 0) {
+        tg_model_close(ctx->model);
+        return -1;
+    }
+    if (data->freeze && tg_model_set_freeze(ctx->model, data->freeze) != TG_OK) {
+        fprintf(stderr, "tilegraph: --freeze: %s\n", tg_error_message());
         tg_model_close(ctx->model);
         return -1;
     }

@@ -89,7 +89,7 @@ int tg_onnx_input_count(const tg_onnx_model *m);
 tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
 typedef struct tg_onnx_build_config {
     int64_t batch; tg_tensor *const *inputs; int n_inputs;
-    const int64_t *const *constants; int n_constants;
+    const int64_t *const *constants; int n_constants; const char *freeze;
 } tg_onnx_build_config;
 typedef struct tg_onnx_outputs {
     int n_inputs, n_outputs; tg_tensor *inputs[16]; tg_tensor *outputs[16];
@@ -107,6 +107,8 @@ int64_t tg_session_step(const tg_session *s);
 void tg_session_set_step(tg_session *s, int64_t step);
 tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
 size_t tg_session_arena_bytes(const tg_session *s);
+tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
+tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
 int tg_session_devices(const tg_session *s);
 """
 ffi = cffi.FFI()
