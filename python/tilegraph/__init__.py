@@ -8,6 +8,7 @@ DataLoader. Graphs, compilation and execution are the C library's
 (libtilegraph.so through cffi); docs/python.md says what is supported.
 """
 from . import dist, optim
+from ._export import mark_parameters
 from ._lib import TilegraphError
 from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
@@ -18,7 +19,7 @@ from .options import (Liveness, OutputMode, Options, ParallelPhasedExecution, Ph
                       Stage, TensorLocationSettings)
 
 __version__ = "0.1.0"
-__all__ = ["dist", "optim", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
+__all__ = ["dist", "optim", "mark_parameters", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
            "DataLoaderMode", "InferenceModel", "TrainingModel", "identity_loss", "inferenceModel",
            "recomputationCheckpoint", "trainingModel",
            "Liveness", "OutputMode", "Options", "ParallelPhasedExecution", "Phase", "PhasedExecution",

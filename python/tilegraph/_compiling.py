@@ -8,6 +8,7 @@ import tempfile
 
 import torch
 
+from . import _export as _export_mod
 from . import _marks
 from . import anchors as _anchors
 from . import blocks as _blocks
@@ -126,7 +127,12 @@ class _Compiling:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:
             self.model.train(was)
-        _reset_buffers(path, buffers)
+        # Only what PyTorch would train is trained: parameters with
+        # requires_grad that the optimizer holds; buffers (a mask, an
+        # offset) and frozen parameters stay fixed, as state of the session.
+        trainable = _export_mod.trainable_names(self.model, self.optimizer, "m.") \
+            if self.training else None
+        _reset_buffers(path, buffers, trainable)
         _retype_inputs(path)
         self._anchors = _anchors.add_to_file(path, self.options.anchors, self._what)
         return path
@@ -236,6 +242,10 @@ class _Compiling:
         progress.stage(3, "compiling")
         self._handle = progress.run(self._open_session, {**placement, **self._extra_options()})
         progress.done()
+        self._after_compile()
+
+    def _after_compile(self):
+        pass
 
     def _extra_options(self):
         return {}

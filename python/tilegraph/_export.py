@@ -207,20 +207,50 @@ class _Forward(torch.nn.Module):
             _marks.checkpoints = None
 
 
-def _reset_buffers(path, buffers):
-    """Put the buffers' values from before the export back into the file.
+PARAMETERS_KEY = "tilegraph.parameters"  # TG_ONNX_PARAMETERS_KEY of tilegraph/onnx.h
+
+
+def trainable_names(module, optimizer=None, prefix=""):
+    """The state_dict names (with `prefix`) of the parameters PyTorch would
+    train: requires_grad, and in one of the optimizer's parameter groups when
+    an optimizer is given. Buffers are never among them."""
+    held = None
+    if optimizer is not None:
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    return [prefix + n for n, p in module.named_parameters()
+            if p.requires_grad and (held is None or id(p) in held)]
+
+
+def set_parameters_list(model_proto, names):
+    """Record in the file's metadata which initializers are trainable (the
+    importer keeps every other float initializer fixed)."""
+    present = {i.name for i in model_proto.graph.initializer}
+    value = "\n".join(n for n in names if n in present)
+    for prop in model_proto.metadata_props:
+        if prop.key == PARAMETERS_KEY:
+            prop.value = value
+            return
+    entry = model_proto.metadata_props.add()
+    entry.key, entry.value = PARAMETERS_KEY, value
+
+
+def _reset_buffers(path, buffers, trainable=None):
+    """Put the buffers' values from before the export back into the file,
+    and (`trainable`: names) record which initializers are parameters.
 
     Tracing in training mode runs batch norm once, so the exporter writes
     running statistics already moved by one update; the file must start from
     the module's own.
     """
     model = onnx.load(path)
-    changed = False
+    changed = trainable is not None
     for init in model.graph.initializer:
         value = buffers.get(init.name[2:]) if init.name.startswith("m.") else None
         if value is not None and value.is_floating_point():
             init.CopyFrom(numpy_helper.from_array(value.detach().cpu().float().numpy(), init.name))
             changed = True
+    if trainable is not None:
+        set_parameters_list(model, trainable)
     if changed:
         onnx.save(model, path)
 
@@ -399,3 +429,18 @@ def _retype_inputs(path):
     if changed:
         onnx.save(model, path)
     return changed
+
+
+def mark_parameters(path, model, optimizer=None):
+    """Record in the ONNX file at `path`, exported from `model` with
+    torch.onnx.export(..., do_constant_folding=False), which initializers
+    are trainable: the parameters with requires_grad (and, given an
+    optimizer, in its parameter groups). `tilegraph train --model FILE.onnx`
+    then keeps every other float initializer - buffers such as a causal mask
+    or an offset, frozen parameters - fixed, as PyTorch does. The file is
+    rewritten atomically."""
+    model_proto = onnx.load(path)
+    set_parameters_list(model_proto, trainable_names(model, optimizer))
+    tmp = f"{path}.tmp{os.getpid()}"
+    onnx.save(model_proto, tmp)
+    os.replace(tmp, path)

@@ -19,11 +19,13 @@ recomputationCheckpoint), _progress.py (the progress line).
 """
 from __future__ import annotations
 
+import tempfile
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 
+from . import _host_sync
 from ._compiling import _Compiling
 from ._host_io import _HostIO
 from ._lib import check, lib
@@ -53,6 +55,7 @@ class _Model(_Compiling, _HostIO):
         self._call = None
         self._anchors = []
         self._anchor_values = None
+        self._weights_dirty = False  # a step has run since the weights were copied to the host
 
     @property
     def _what(self):
@@ -81,6 +84,8 @@ class TrainingModel(_Model):
             optimizer = from_torch(optimizer)
         self.optimizer = optimizer
         self._handle = None
+        self._sync_installed = False
+        self._kept = None  # while detached: the session's state, saved on the host
         _live_training.add(self)
 
     def _extra_options(self):
@@ -119,7 +124,44 @@ class TrainingModel(_Model):
         self._write_inputs(tensors)
         check(lib.tg_session_run(self._handle), "poptorch: running the training step")
         self._ran()
+        if not self._sync_installed:
+            _host_sync.install(self)
+            self._sync_installed = True
+        self._weights_dirty = True
         return self._results()
+
+    def _keep_state(self):
+        """Detaching: the optimizer state (Adam's moments, momentum), the step
+        count and the loss-scale state, saved to a host file until the model
+        is attached again (PopTorch keeps them too)."""
+        _host_sync.uninstall(self)
+        self._sync_installed = False
+        self._kept = tempfile.TemporaryDirectory(prefix="tilegraph-detached-")
+        path = f"{self._kept.name}/state.safetensors"
+        check(lib.tg_checkpoint_save(self._handle, path.encode(), b"poptorch"),
+              f"{self._what}.detachFromDevice: keeping the optimizer state")
+
+    def _after_compile(self):
+        if self._kept is None:
+            return
+        kept, self._kept = self._kept, None
+        path = f"{kept.name}/state.safetensors"
+        check(lib.tg_checkpoint_load(self._handle, path.encode(), b"poptorch"),
+              f"{self._what}: restoring the optimizer state kept when it was detached "
+              "(the model's parameters must be those it was detached with)")
+        # The host's weights win: they are what the user sees (and may have set).
+        self.copyWeightsToDevice()
+        kept.cleanup()
+
+    def destroy(self) -> None:
+        """PopTorch's destroy: free the session and everything it holds; the
+        module keeps the weights of the latest step."""
+        if self._graph is not None:
+            self.copyWeightsToHost()
+        _host_sync.uninstall(self)
+        self._sync_installed = False
+        self._handle = self._graph = None
+        self._tmp = self._kept = None
 
     def setOptimizer(self, optimizer: Union[_Optimizer, torch.optim.Optimizer]) -> None:
         """A new optimizer (a new learning rate); the session keeps weights and state."""

@@ -62,7 +62,9 @@ class TrainingTest(unittest.TestCase):
         before = [p.detach().clone() for p in m.parameters()]
         losses = [tm(x, y)[1].item() for _ in range(5)]
         self.assertLess(losses[-1], losses[0])  # the session kept its weights between calls
-        self.assertTrue(all(torch.equal(a, b) for a, b in zip(before, m.parameters())))
+        # reading the parameters copies the trained weights to the host, as
+        # PopTorch's implicit copy does (test_semantics.py has each read path)
+        self.assertFalse(any(torch.equal(a, b) for a, b in zip(before, m.parameters())))
         tm.copyWeightsToHost()
         self.assertFalse(any(torch.equal(a, b) for a, b in zip(before, m.parameters())))
         # the copied weights are the session's: the inference model built from them agrees
