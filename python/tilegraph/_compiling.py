@@ -48,12 +48,14 @@ class _Compiling:
                 raise ValueError("poptorch: an execution strategy names blocks, but the model ran "
                                  "no poptorch.Block or BeginBlock")
             return {}
-        for name, first, _ in blocks:
+        for name, first, *_ in blocks:
             if first is None:
                 raise ValueError(f"poptorch.Block \"{name}\": tilegraph places blocks by the modules "
                                  "they call, and this block called no torch.nn.Module")
         index = {b[0]: i for i, b in enumerate(blocks)}
-        split = ",".join("m." + b[1] for b in blocks[1:])
+        # the scope the importer gives each block's first module: its module
+        # path, unless it was called from an ancestor other than its parent
+        split = ",".join(b[3] for b in blocks[1:])
         strategy = self.options.strategy
         if strategy is not None:
             groups = [s.blocks for s in strategy.stages]

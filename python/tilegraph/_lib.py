@@ -12,6 +12,7 @@ then the build tree beside this checkout (../../build), then the system's
 loader path.
 """
 import os
+import re
 
 import cffi
 
@@ -161,6 +162,16 @@ def message():
     return ffi.string(lib.tg_error_message()).decode()
 
 
+_WRAPPER_NAMES = re.compile(r"(['\"])/?m([./])")
+
+
+def user_names(text):
+    """The library's message with graph names as the user's module names
+    them: without the package's wrapper scope ('m.encoder.layer.1' and
+    '/m/head/Gemm' become 'encoder.layer.1' and '/head/Gemm')."""
+    return _WRAPPER_NAMES.sub(lambda mo: mo.group(1) + ("/" if mo.group(0)[1] == "/" else ""), text)
+
+
 def check(status, what):
     """Raise TilegraphError naming `what` and the library's message on failure.
 
@@ -171,4 +182,4 @@ def check(status, what):
         name = ffi.string(lib.tg_status_name(status)).decode()
         if callable(what):
             what = what()
-        raise TilegraphError(f"{what}: {message()} ({name})")
+        raise TilegraphError(user_names(f"{what}: {message()} ({name})"))

@@ -266,5 +266,53 @@ class BlocksTest(unittest.TestCase):
             train(NoModule(), opts(2, poptorch.PipelinedExecution("B1", "B2")))
 
 
+class GrandparentCall(nn.Module):
+    """nanoGPT's shape: transformer.h, a ModuleList, called from the model's own forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.transformer = nn.ModuleDict({"h": nn.ModuleList([nn.Linear(8, 8) for _ in range(4)])})
+        self.head = nn.Linear(8, 3)
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x, y):
+        for layer in self.transformer.h:
+            x = torch.relu(layer(x))
+        o = self.head(x)
+        return o, self.loss(o, y)
+
+
+class AnySubmoduleTest(unittest.TestCase):
+    def test_begin_block_on_a_module_called_from_its_grandparent(self):
+        """issue 41: BeginBlock(transformer.h[i]) pipelines over the devices
+        and trains as the single-device model does."""
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+        results = []
+        for blocks in (False, True):
+            torch.manual_seed(1)
+            m = GrandparentCall()
+            if blocks:
+                poptorch.BeginBlock(m.transformer.h[1], ipu_id=1)
+                poptorch.BeginBlock(m.transformer.h[3], ipu_id=2)
+            o = poptorch.Options()
+            o.Training.gradientAccumulation(4)
+            tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+            losses = torch.cat([tm(x, y)[1] for _ in range(2)])
+            results.append((losses, m.head.weight.detach().clone()))
+            from tilegraph._lib import lib
+            self.assertEqual(lib.tg_session_devices(tm._handle), 3 if blocks else 1)
+        self.assertTrue(torch.allclose(results[0][0], results[1][0], atol=1e-6))
+        self.assertTrue(torch.allclose(results[0][1], results[1][1], atol=1e-6))
+
+    def test_errors_name_the_users_modules(self):
+        """No error names the package's wrapper ('m.' or '/m/')."""
+        from tilegraph._lib import user_names
+        self.assertEqual(user_names("split point 'm.encoder.layer.1', node '/m/head/Gemm', "
+                                    "'m/cross_entropy' in 'model.onnx'"),
+                         "split point 'encoder.layer.1', node '/head/Gemm', "
+                         "'cross_entropy' in 'model.onnx'")
+
+
 if __name__ == "__main__":
     unittest.main()
