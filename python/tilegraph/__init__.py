@@ -14,6 +14,12 @@ from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from .model import (InferenceModel, TrainingModel, identity_loss, inferenceModel,
                     recomputationCheckpoint, trainingModel)
+from ._surface import (CPU, AutoStage, BlockFunction, CommGroupType, ConnectionType,
+                       MatMulSerializationMode, MeanReductionStrategy, MultiConv, ReductionType,
+                       SyncPattern, VariableRetrievalMode, cond, ctc_beam_search_decoder,
+                       custom_op, for_loop, ipu_print_tensor, ipuHardwareIsAvailable,
+                       ipuHardwareVersion, isRunningOnIpu, load, nop, removeBlocks,
+                       serializedMatMul, set_available_memory, setLogLevel)
 from .options import (Liveness, OutputMode, Options, ParallelPhasedExecution, Phase,
                       PhasedExecution, PipelinedExecution, SerialPhasedExecution, ShardedExecution,
                       Stage, TensorLocationSettings)
@@ -24,4 +30,9 @@ __all__ = ["dist", "optim", "mark_parameters", "TilegraphError", "BeginBlock", "
            "recomputationCheckpoint", "trainingModel",
            "Liveness", "OutputMode", "Options", "ParallelPhasedExecution", "Phase", "PhasedExecution",
            "PipelinedExecution", "SerialPhasedExecution", "ShardedExecution", "Stage",
-           "TensorLocationSettings"]
+           "TensorLocationSettings", "CPU", "AutoStage", "BlockFunction", "CommGroupType",
+           "ConnectionType", "MatMulSerializationMode", "MeanReductionStrategy", "MultiConv",
+           "ReductionType", "SyncPattern", "VariableRetrievalMode", "cond", "ctc_beam_search_decoder",
+           "custom_op", "for_loop", "ipu_print_tensor", "ipuHardwareIsAvailable", "ipuHardwareVersion",
+           "isRunningOnIpu", "load", "nop", "removeBlocks", "serializedMatMul",
+           "set_available_memory", "setLogLevel"]

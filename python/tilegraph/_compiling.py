@@ -227,7 +227,8 @@ class _Compiling:
             self._n_outputs = len(flat)
             self._loss_index = self._find_loss(flat, marks) if self.training else None
             placement = self._placement(recorded)
-            progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}")
+            progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}",
+                                 self.options.show_progress)
             progress.stage(1, "exporting to ONNX")
             path = progress.run(self._export, micro_tensors, len(flat), buffers)
         finally:

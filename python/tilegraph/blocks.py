@@ -112,9 +112,20 @@ def _auto_name(ipu_id):
 class Block:
     """with poptorch.Block("B1"): ... or with poptorch.Block(ipu_id=1): ..."""
 
+    _auto_id: Optional[int] = None  # Block.useAutoId(): the next automatic block id
+
+    @classmethod
+    def useAutoId(cls) -> None:
+        """PopTorch's Block.useAutoId: blocks made without a name from now on are
+        named "0", "1", ... in the order they are made (BeginBlock too)."""
+        cls._auto_id = 0
+
     def __init__(self, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> None:
+        if user_id is None and Block._auto_id is not None:
+            user_id, Block._auto_id = str(Block._auto_id), Block._auto_id + 1
         if user_id is None and ipu_id is None:
-            raise ValueError("poptorch.Block: give a block name (Block(\"B1\")) or ipu_id")
+            raise ValueError("poptorch.Block: give a block name (Block(\"B1\")) or ipu_id, or "
+                             "call poptorch.Block.useAutoId() first")
         if ipu_id is not None and (isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0):
             raise ValueError(f"poptorch.Block: ipu_id must be an integer >= 0, got {ipu_id!r}")
         self.name = str(user_id) if user_id is not None else _auto_name(ipu_id)

@@ -28,7 +28,8 @@ import torch
 from . import _host_sync
 from ._compiling import _Compiling
 from ._host_io import _HostIO
-from ._lib import check, lib
+from . import _surface
+from ._lib import TilegraphError, check, lib
 from ._marks import identity_loss, recomputationCheckpoint
 from .options import Options
 
@@ -60,6 +61,51 @@ class _Model(_Compiling, _HostIO):
     @property
     def _what(self):
         return "poptorch.trainingModel" if self.training else "poptorch.inferenceModel"
+
+    def isCompiled(self) -> bool:
+        """Whether the model has been compiled (it stays so when detached)."""
+        return self._call is not None
+
+    def attachToDevice(self) -> None:
+        """Attach again after detachFromDevice: recompile for the call it was compiled
+        for (a training model with the optimizer state it was detached with)."""
+        if self._call is None:
+            raise TilegraphError(f"{self._what}.attachToDevice: the model has not been compiled; "
+                                 "call it (or its compile()) first")
+        if self._graph is not None:
+            raise TilegraphError(f"{self._what}.attachToDevice: the model is attached already")
+        args, kwargs = self._call.rebuild(self._call.tensors)
+        self._before_compile()
+        self._compile(args, kwargs)
+
+    def destroy(self) -> None:
+        """PopTorch's destroy: free the session and everything it holds."""
+        self._handle = self._graph = None
+        self._tmp = None
+
+    def compileAndExport(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        raise TilegraphError(f"{self._what}.compileAndExport: {_surface._NO_EXECUTABLE}")
+
+    def loadExecutable(self, filename: str) -> None:
+        raise TilegraphError(f"{self._what}.loadExecutable: {_surface._NO_EXECUTABLE}")
+
+    def cycleCount(self) -> int:
+        raise TilegraphError(f"{self._what}.cycleCount: tilegraph's devices count no cycles; "
+                             "the execution profile (Options.enableProfiling()) times each step")
+
+    def getPerfCounters(self) -> Any:
+        raise TilegraphError(f"{self._what}.getPerfCounters: tilegraph records no per-call host "
+                             "I/O counters; the execution profile (Options.enableProfiling()) "
+                             "times each step's stages")
+
+    def getComputeLatency(self) -> Any:
+        raise TilegraphError(f"{self._what}.getComputeLatency: see getPerfCounters: use the "
+                             "execution profile (Options.enableProfiling())")
+
+    def getTensorNames(self) -> Any:
+        raise TilegraphError(f"{self._what}.getTensorNames: tilegraph names the exported graph's "
+                             "values by regular expression: Options.anchorTensor(name, pattern) "
+                             "lists what a pattern matches when it matches none")
 
     def __getattr__(self, name: str) -> Any:
         # Like PopTorch's wrapper, the rest is the torch module's (model.eval(), ...).

@@ -166,3 +166,22 @@ def from_torch(optimizer: torch.optim.Optimizer) -> _Optimizer:
                              f"supported; leave {k} at its default")
     params = [p for g in groups for p in g["params"]]
     return cls(params, **{k: first[k] for k in keys})
+
+
+class RMSprop:
+    """Refused: the C library's update rules are SGD, Adam, AdamW and LAMB."""
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        from ._surface import refuse
+        refuse("optim.RMSprop", "tilegraph's library has no RMSprop update rule (it has SGD, "
+               "Adam, AdamW and LAMB); use poptorch.optim.Adam, whose second moment is "
+               "RMSprop's with momentum on the gradient")
+
+
+class VariableAttributes:
+    """Refused: tilegraph's optimizers take every setting as a constructor argument."""
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        from ._surface import refuse
+        refuse("optim.VariableAttributes", "tilegraph's optimizers have no variable/constant "
+               "attribute split: every setting can change with setOptimizer")
