@@ -6,7 +6,8 @@ reads them, and so does this: once a trainingModel has run, every module of
 the user's model gets a subclass of its own class (same name) whose
 parameter and buffer access (model.fc.weight), state_dict(),
 parameters()/named_parameters()/buffers() first copy the weights to the host
-if a step has run since the last copy. One copy per read after training,
+if a step has run since the last copy, and load_state_dict() also writes the
+loaded weights to the session. One copy per read after training,
 none per step. Pickling (torch.save(model), copy.deepcopy) gives the
 module's own class back.
 """
@@ -41,6 +42,18 @@ class _Syncing:
     def _named_members(self, *args, **kwargs):
         _sync(self)
         return super()._named_members(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        # The host first holds the latest step (what strict=False leaves
+        # alone must not go back in time), then the loaded values, which go
+        # to the session too, as PopTorch's load_state_dict on an attached model.
+        _sync(self)
+        result = super().load_state_dict(*args, **kwargs)
+        ref = _owner.get(self)
+        wrapper = ref() if ref is not None else None
+        if wrapper is not None:
+            wrapper.copyWeightsToDevice()
+        return result
 
     def __reduce_ex__(self, protocol):
         # Rebuilt as the module's own class, by the standard library alone:

@@ -142,6 +142,17 @@ class HostCopyTest(unittest.TestCase):
         self.assertTrue(torch.equal(loaded.b.weight, m.b.weight))
 
 
+    def test_load_state_dict_after_training_reaches_the_session(self):
+        m = fresh()
+        start = copy.deepcopy(m.state_dict())
+        tm = poptorch.trainingModel(m, None, poptorch.optim.SGD(m.parameters(), lr=0.1))
+        first = tm(X, Y)[1].item()
+        tm(X, Y)
+        m.load_state_dict(start)  # back to the start: the next step's loss is the first's again
+        self.assertTrue(torch.equal(m.b.weight, start["b.weight"]))
+        self.assertEqual(tm(X, Y)[1].item(), first)
+
+
 class DetachTest(unittest.TestCase):
     def run_steps(self, make, detach):
         m = fresh()
