@@ -218,6 +218,12 @@ class CommandTest(unittest.TestCase):
             r, _ = self.train(d, "plain", "--freeze", "^ofset$")
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("freeze pattern '^ofset$' matches no float initializer", r.stderr)
+            for cmd in ("compile", "check"):  # the same flag, checked the same way
+                r = subprocess.run([os.environ["TILEGRAPH_CLI"], cmd, "--model",
+                                    os.path.join(d, "plain.onnx"), "--freeze", "^ofset$"],
+                                   capture_output=True, text=True, timeout=120)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("freeze pattern '^ofset$' matches no float initializer", r.stderr)
 
 
 if __name__ == "__main__":
