@@ -180,10 +180,29 @@ class _Compiling:
         self._output = next((t for i, t in enumerate(self._outputs) if i != self._loss_index), None)
         if self.training:
             check(lib.tg_graph_backward(g, self._loss), "poptorch: the backward pass of the loss")
-            check(lib.tg_graph_add_optimizer(g, optimizer.c()), "poptorch: the optimizer")
+            self._add_optimizer(g, optimizer)
         if lib.tg_graph_status(g) != 0:
             raise TilegraphError("poptorch: " + ffi.string(lib.tg_graph_error(g)).decode())
         return g
+
+    def _add_optimizer(self, g, optimizer):
+        """The optimizer's update for every trained parameter, with its
+        parameter group's settings."""
+        opts, group_of = optimizer.c_groups()
+        if len(optimizer.param_groups) == 1:
+            check(lib.tg_graph_add_optimizer(g, opts), "poptorch: the optimizer")
+            return
+        keep, groups = [], []
+        for name, p in self.model.named_parameters():
+            k = group_of.get(id(p))
+            gt = lib.tg_graph_find(g, f"m.{name}".encode()) if k is not None else ffi.NULL
+            if gt != ffi.NULL and lib.tg_tensor_is_param(gt):  # not frozen, used by the loss
+                keep.append(ffi.new("char[]", f"m.{name}".encode()))
+                groups.append(k)
+        check(lib.tg_graph_add_optimizer_groups(g, opts, len(optimizer.param_groups),
+                                                ffi.new("char *[]", keep), ffi.new("int[]", groups),
+                                                len(keep)),
+              "poptorch: the optimizer")
 
     def _open_session(self, extra):
         values = dict(self.options.values)

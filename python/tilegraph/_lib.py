@@ -80,6 +80,9 @@ tg_optimizer tg_optimizer_adamw(float lr);
 tg_optimizer tg_optimizer_lamb(float lr);
 tg_status tg_optimizer_validate(const tg_optimizer *opt);
 tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
+tg_status tg_graph_add_optimizer_groups(tg_graph *g, const tg_optimizer *opts, int n_opts,
+                                        const char *const *names, const int *group, int n_names);
+bool tg_tensor_is_param(const tg_tensor *t);
 
 tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
 void tg_onnx_model_destroy(tg_onnx_model *m);

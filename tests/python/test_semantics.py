@@ -111,6 +111,55 @@ class FrozenTest(unittest.TestCase):
         self.assertFalse(torch.equal(sd["b.weight"], init["b.weight"]))
 
 
+class GroupsTest(unittest.TestCase):
+    """PyTorch's parameter groups with their own settings (the usual
+    fine-tuning split: no weight decay for biases and norms, another lr)."""
+
+    class Normed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.n, self.b = nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 3)
+            self.loss = nn.CrossEntropyLoss()
+
+        def forward(self, x, y):
+            o = self.b(torch.relu(self.n(self.a(x))))
+            return o, self.loss(o, y)
+
+    @staticmethod
+    def groups(m):
+        decay = [p for n, p in m.named_parameters() if n in ("a.weight", "b.weight")]
+        rest = [p for n, p in m.named_parameters() if n not in ("a.weight", "b.weight")]
+        return [{"params": decay, "weight_decay": 0.1},
+                {"params": rest, "weight_decay": 0.0, "lr": 0.02}]
+
+    def test_groups_match_pytorch(self):
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+        cases = ((lambda g: torch.optim.AdamW(g, lr=0.05), lambda g: torch.optim.AdamW(g, lr=0.05)),
+                 (lambda g: poptorch.optim.SGD(g, lr=0.05, momentum=0.9),
+                  lambda g: torch.optim.SGD(g, lr=0.05, momentum=0.9)))
+        for mine, theirs in cases:
+            torch.manual_seed(0)
+            m = self.Normed()
+            ref = copy.deepcopy(m)
+            tm = poptorch.trainingModel(m, None, mine(self.groups(m)))
+            opt = theirs(self.groups(ref))
+            for _ in range(3):
+                tm(x, y)
+                opt.zero_grad()
+                ref(x, y)[1].backward()
+                opt.step()
+            for k, v in ref.state_dict().items():
+                self.assertLess((m.state_dict()[k] - v).abs().max().item(), 1e-6, k)
+
+    def test_group_settings_tilegraph_cannot_take_are_refused(self):
+        m = self.Normed()
+        with self.assertRaisesRegex(ValueError, "parameter group 1 sets amsgrad"):
+            poptorch.optim.Adam([{"params": [m.a.weight]}, {"params": [m.b.weight], "amsgrad": True}])
+        with self.assertRaisesRegex(ValueError, "parameter group 0.*amsgrad"):
+            poptorch.trainingModel(m, None, torch.optim.Adam(
+                [{"params": [m.a.weight], "amsgrad": True}, {"params": [m.b.weight]}]))
+
+
 class HostCopyTest(unittest.TestCase):
     def test_reads_after_training_return_trained_values(self):
         m, ref = fresh(), fresh()
