@@ -15,24 +15,26 @@ from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from .model import (InferenceModel, TrainingModel, identity_loss, inferenceModel,
                     recomputationCheckpoint, trainingModel)
 from ._surface import (CPU, AutoStage, BlockFunction, CommGroupType, ConnectionType,
-                       MatMulSerializationMode, MeanReductionStrategy, MultiConv, ReductionType,
-                       SyncPattern, VariableRetrievalMode, cond, ctc_beam_search_decoder,
-                       custom_op, for_loop, ipu_print_tensor, ipuHardwareIsAvailable,
-                       ipuHardwareVersion, isRunningOnIpu, load, nop, removeBlocks,
+                       HalfFloatCastingBehavior, MatMulSerializationMode, MeanReductionStrategy,
+                       MultiConv, ReductionType, SyncPattern, VariableRetrievalMode, cond,
+                       ctc_beam_search_decoder, custom_op, for_loop, ipu_print_tensor,
+                       ipuHardwareIsAvailable, ipuHardwareVersion, isRunningOnIpu, load, nop,
+                       registerPostCompileHook, registerPreCompileHook, removeBlocks,
                        serializedMatMul, set_available_memory, setLogLevel)
 from .options import (Liveness, OutputMode, Options, ParallelPhasedExecution, Phase,
                       PhasedExecution, PipelinedExecution, SerialPhasedExecution, ShardedExecution,
                       Stage, TensorLocationSettings)
 
 __version__ = "0.1.0"
-__all__ = ["dist", "optim", "mark_parameters", "TilegraphError", "BeginBlock", "Block", "AsynchronousDataAccessor", "DataLoader",
-           "DataLoaderMode", "InferenceModel", "TrainingModel", "identity_loss", "inferenceModel",
-           "recomputationCheckpoint", "trainingModel",
-           "Liveness", "OutputMode", "Options", "ParallelPhasedExecution", "Phase", "PhasedExecution",
-           "PipelinedExecution", "SerialPhasedExecution", "ShardedExecution", "Stage",
-           "TensorLocationSettings", "CPU", "AutoStage", "BlockFunction", "CommGroupType",
-           "ConnectionType", "MatMulSerializationMode", "MeanReductionStrategy", "MultiConv",
-           "ReductionType", "SyncPattern", "VariableRetrievalMode", "cond", "ctc_beam_search_decoder",
-           "custom_op", "for_loop", "ipu_print_tensor", "ipuHardwareIsAvailable", "ipuHardwareVersion",
-           "isRunningOnIpu", "load", "nop", "removeBlocks", "serializedMatMul",
-           "set_available_memory", "setLogLevel"]
+__all__ = ["dist", "optim", "mark_parameters", "TilegraphError", "BeginBlock", "Block",
+           "AsynchronousDataAccessor", "DataLoader", "DataLoaderMode", "InferenceModel",
+           "TrainingModel", "identity_loss", "inferenceModel", "recomputationCheckpoint",
+           "trainingModel", "Liveness", "OutputMode", "Options", "ParallelPhasedExecution", "Phase",
+           "PhasedExecution", "PipelinedExecution", "SerialPhasedExecution", "ShardedExecution",
+           "Stage", "TensorLocationSettings", "CPU", "AutoStage", "BlockFunction", "CommGroupType",
+           "ConnectionType", "HalfFloatCastingBehavior", "MatMulSerializationMode",
+           "MeanReductionStrategy", "MultiConv", "ReductionType", "SyncPattern",
+           "VariableRetrievalMode", "cond", "ctc_beam_search_decoder", "custom_op", "for_loop",
+           "ipu_print_tensor", "ipuHardwareIsAvailable", "ipuHardwareVersion", "isRunningOnIpu",
+           "load", "nop", "registerPostCompileHook", "registerPreCompileHook", "removeBlocks",
+           "serializedMatMul", "set_available_memory", "setLogLevel"]

@@ -57,17 +57,13 @@ class _Compiling:
         # path, unless it was called from an ancestor other than its parent
         split = ",".join(b[3] for b in blocks[1:])
         strategy = self.options.strategy
-        if strategy is not None:
+        auto = getattr(strategy, "auto", None)
+        if strategy is not None and auto is None:
             groups = [s.blocks for s in strategy.stages]
-        elif all(b[2] is None for b in blocks):
+        elif strategy is None and all(b[2] is None for b in blocks):
             return {}  # blocks without a strategy or ipu ids: one device, as in PopTorch
-        else:  # auto-staging: blocks with the same ipu_id share a stage, in device order;
-            # a block without one stays on the device of the block before it
-            ids, dev = [], 0
-            for b in blocks:
-                dev = b[2] if b[2] is not None else dev
-                ids.append(dev)
-            groups = [[b[0] for b, d in zip(blocks, ids) if d == dev] for dev in sorted(set(ids))]
+        else:
+            groups = self._auto_stages(blocks, auto)
         named = [n for g in groups for n in g]
         for n in named:
             if n not in index:
@@ -85,6 +81,27 @@ class _Compiling:
             v["executionStrategy"] = "pipelined"
         return v
 
+
+    @staticmethod
+    def _auto_stages(blocks, auto):
+        """The stages of PipelinedExecution()/ShardedExecution() without stages,
+        or of blocks with ipu ids and no strategy: AutoStage.SameAsIpu (blocks
+        with the same ipu_id share a stage, in device order; a block without
+        one stays on the device of the block before it) or AutoIncrement (a
+        stage per block, in order, which must then be on devices 0, 1, ...)."""
+        from ._surface import AutoStage
+        ids, dev = [], 0
+        for b in blocks:
+            dev = b[2] if b[2] is not None else dev
+            ids.append(dev)
+        if auto == AutoStage.AutoIncrement:
+            if ids != list(range(len(ids))):
+                raise TilegraphError(f"poptorch AutoStage.AutoIncrement: the blocks "
+                                     f"{', '.join(b[0] for b in blocks)} are on devices {ids}; "
+                                     "tilegraph places stage i on device i, so give them ipu ids "
+                                     "0, 1, 2, ... in order (or use AutoStage.SameAsIpu)")
+            return [[b[0]] for b in blocks]
+        return [[b[0] for b, d in zip(blocks, ids) if d == dev] for dev in sorted(set(ids))]
 
     @staticmethod
     def _phases(strategy, split, index):
@@ -220,6 +237,12 @@ class _Compiling:
         return ffi.gc(s[0], lambda session: (lib.tg_session_destroy(session), graph))
 
     def _compile(self, args, kwargs):
+        from . import _surface
+        _surface.run_hooks(_surface.precompile_hooks)
+        self._compile_model(args, kwargs)
+        _surface.run_hooks(_surface.postcompile_hooks)
+
+    def _compile_model(self, args, kwargs):
         self._call = _Call(self.model, args, kwargs, self._what)
         tensors, names = self._call.tensors, self._call.names
         micro = self._micro(tensors, names)

@@ -320,9 +320,11 @@ def _where(path, text, model, limit=3):
         return ""
     out = []
     for name in names:
-        node = nodes.get(name)
+        # the message may name the node as the user sees it, without the wrapper's "/m"
+        node = nodes.get(name) or nodes.get("/m" + name)
         if node is None:
             continue
+        name = node.name
         line = f"\n  {node.op_type} ('{name.replace('/m/', '/', 1)}') from {_module_of(name, model)}"
         frame = _user_frame(node.doc_string)
         if frame:

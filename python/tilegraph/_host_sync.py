@@ -43,6 +43,12 @@ class _Syncing:
         _sync(self)
         return super()._named_members(*args, **kwargs)
 
+    def copyWeightsToHostIfNeeded(self):
+        """PopTorch's method on a trained module: copy if a step has run since."""
+        ref = _owner.get(self)
+        wrapper = ref() if ref is not None else None
+        return wrapper.copyWeightsToHostIfNeeded() if wrapper is not None else False
+
     def load_state_dict(self, *args, **kwargs):
         # The host first holds the latest step (what strict=False leaves
         # alone must not go back in time), then the loaded values, which go

@@ -6,6 +6,7 @@ holds on tilegraph as it is (setPartialsType(torch.float32): partials are
 float32 here)."""
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import logging
@@ -58,6 +59,12 @@ class VariableRetrievalMode(enum.IntEnum):
     OnePerGroup = 0
     AllReduceReplicas = 1
     AllReplicas = 2
+
+
+class HalfFloatCastingBehavior(enum.IntEnum):
+    FloatDowncastToHalf = 0
+    HalfUpcastToFloat = 1
+    Default = 2
 
 
 class MatMulSerializationMode(enum.Enum):
@@ -172,3 +179,32 @@ class CPU:
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
         refuse("CPU", "tilegraph runs the whole model in its graph; there is no host callback: "
                "run that layer before or after the model in plain PyTorch")
+
+
+# registerPreCompileHook / registerPostCompileHook: called around every compile
+precompile_hooks: "collections.OrderedDict[int, Callable]" = collections.OrderedDict()
+postcompile_hooks: "collections.OrderedDict[int, Callable]" = collections.OrderedDict()
+
+
+def _register(hooks, hook, which):
+    import torch.utils.hooks
+    if not callable(hook):
+        refuse(which, f"the hook must be callable, got {type(hook).__name__}")
+    handle = torch.utils.hooks.RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def registerPreCompileHook(hook: Callable) -> Any:
+    """Call hook() before each model compiles; returns a handle with remove()."""
+    return _register(precompile_hooks, hook, "registerPreCompileHook")
+
+
+def registerPostCompileHook(hook: Callable) -> Any:
+    """Call hook() after each model compiles; returns a handle with remove()."""
+    return _register(postcompile_hooks, hook, "registerPostCompileHook")
+
+
+def run_hooks(hooks):
+    for hook in list(hooks.values()):
+        hook()

@@ -63,8 +63,17 @@ class _Model(_Compiling, _HostIO):
         return "poptorch.trainingModel" if self.training else "poptorch.inferenceModel"
 
     def isCompiled(self) -> bool:
-        """Whether the model has been compiled (it stays so when detached)."""
+        """Whether the model has been compiled and not destroyed (it stays so when
+        detached)."""
         return self._call is not None
+
+    def copyWeightsToHostIfNeeded(self) -> bool:
+        """Copy the weights to the host if a training step has run since the last
+        copy; whether it copied."""
+        if not self._weights_dirty:
+            return False
+        self.copyWeightsToHost()
+        return True
 
     def attachToDevice(self) -> None:
         """Attach again after detachFromDevice: recompile for the call it was compiled
@@ -79,9 +88,14 @@ class _Model(_Compiling, _HostIO):
         self._compile(args, kwargs)
 
     def destroy(self) -> None:
-        """PopTorch's destroy: free the session and everything it holds."""
+        """PopTorch's destroy: free the session and everything it holds; the next
+        call compiles again."""
         self._handle = self._graph = None
-        self._tmp = None
+        self._tmp = self._call = None
+
+    def save(self, filename: str, export_model: bool = True, save_rng_state: bool = True) -> None:
+        raise TilegraphError(f"{self._what}.save: {_surface._NO_EXECUTABLE}; torch.save("
+                             "model.state_dict()) keeps the trained weights")
 
     def compileAndExport(self, filename: str, *args: Any, **kwargs: Any) -> None:
         raise TilegraphError(f"{self._what}.compileAndExport: {_surface._NO_EXECUTABLE}")
@@ -98,9 +112,22 @@ class _Model(_Compiling, _HostIO):
                              "I/O counters; the execution profile (Options.enableProfiling()) "
                              "times each step's stages")
 
+    def _latency(self, name):
+        raise TilegraphError(f"{self._what}.{name}: tilegraph records no per-call host I/O "
+                             "timestamps (see getPerfCounters); the execution profile "
+                             "(Options.enableProfiling()) times each step")
+
     def getComputeLatency(self) -> Any:
-        raise TilegraphError(f"{self._what}.getComputeLatency: see getPerfCounters: use the "
-                             "execution profile (Options.enableProfiling())")
+        self._latency("getComputeLatency")
+
+    def getHostIpuLatency(self) -> Any:
+        self._latency("getHostIpuLatency")
+
+    def getIpuHostLatency(self) -> Any:
+        self._latency("getIpuHostLatency")
+
+    def getLatency(self) -> Any:
+        self._latency("getLatency")
 
     def getTensorNames(self) -> Any:
         raise TilegraphError(f"{self._what}.getTensorNames: tilegraph names the exported graph's "
@@ -132,6 +159,7 @@ class TrainingModel(_Model):
         self._handle = None
         self._sync_installed = False
         self._kept = None  # while detached: the session's state, saved on the host
+        self._host_weights_version = 0  # copies to the host so far (inference models follow it)
         _live_training.add(self)
 
     def _extra_options(self):
@@ -176,6 +204,10 @@ class TrainingModel(_Model):
         self._weights_dirty = True
         return self._results()
 
+    def copyWeightsToHost(self) -> None:
+        super().copyWeightsToHost()
+        self._host_weights_version += 1
+
     def _keep_state(self):
         """Detaching: the optimizer state (Adam's moments, momentum), the step
         count and the loss-scale state, saved to a host file until the model
@@ -188,6 +220,9 @@ class TrainingModel(_Model):
               f"{self._what}.detachFromDevice: keeping the optimizer state")
 
     def _after_compile(self):
+        if not self._sync_installed:  # reads of the module copy trained weights from now on
+            _host_sync.install(self)
+            self._sync_installed = True
         if self._kept is None:
             return
         kept, self._kept = self._kept, None
@@ -207,7 +242,7 @@ class TrainingModel(_Model):
         _host_sync.uninstall(self)
         self._sync_installed = False
         self._handle = self._graph = None
-        self._tmp = self._kept = None
+        self._tmp = self._kept = self._call = None
 
     def setOptimizer(self, optimizer: Union[_Optimizer, torch.optim.Optimizer]) -> None:
         """A new optimizer (a new learning rate); the session keeps weights and state."""
@@ -236,14 +271,37 @@ class InferenceModel(_Model):
     def __init__(self, model: torch.nn.Module, options: Optional[Options]) -> None:
         super().__init__(model, options)
         self._handle = None
+        self._seen = (None, None)  # (training model, its weights version) last copied here
+
+    def _trainer(self):
+        for tm in list(_live_training):
+            if tm.model is self.model or any(m is self.model for m in tm.model.modules()):
+                return tm
+        return None
 
     def _before_compile(self):
-        for tm in list(_live_training):  # PopTorch copies trained weights implicitly
-            if tm.model is self.model or any(m is self.model for m in tm.model.modules()):
-                tm.copyWeightsToHost()
+        tm = self._trainer()  # PopTorch copies trained weights implicitly
+        if tm is not None:
+            tm.copyWeightsToHost()
+            self._seen = (weakref.ref(tm), tm._host_weights_version)
+
+    def _follow_training(self):
+        """As PopTorch: an inference model of a module that a trainingModel trains
+        runs with the latest trained weights (copied when a step has run since)."""
+        tm = self._trainer()
+        if tm is None:
+            return
+        tm.copyWeightsToHostIfNeeded()
+        ref, version = self._seen
+        if ref is None or ref() is not tm or version != tm._host_weights_version:
+            self.copyWeightsToDevice()
+            self._seen = (weakref.ref(tm), tm._host_weights_version)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        compiled = self._graph is not None
         tensors = self._tensors(args, kwargs)
+        if compiled and _live_training:
+            self._follow_training()
         self._write_inputs(tensors)
         check(lib.tg_session_run(self._handle), "poptorch: running inference")
         self._ran()

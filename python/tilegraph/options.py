@@ -65,13 +65,20 @@ class Stage:
 class _Strategy:
     kind: Optional[str] = None
 
-    def __init__(self, *stages: Union[Stage, str]) -> None:
-        if any(isinstance(s, enum.Enum) for s in stages):
-            from ._surface import refuse
-            refuse(f"{type(self).__name__}(AutoStage)", "tilegraph stages blocks by their ipu_id "
-                   "when no strategy is set (AutoStage.SameAsIpu): leave setExecutionStrategy "
-                   "out, or give the stages by block name")
-        self.stages = [s if isinstance(s, Stage) else Stage(s) for s in stages]
+    def __init__(self, *stages: Any) -> None:
+        """Stages (Stage, a block name, or a list of block names), or nothing or
+        one poptorch.AutoStage: stages from the blocks' ipu ids (SameAsIpu, the
+        default) or one per block in order (AutoIncrement)."""
+        from ._surface import AutoStage
+        self.auto = None
+        if not stages or (len(stages) == 1 and isinstance(stages[0], AutoStage)):
+            self.auto = stages[0] if stages else AutoStage.SameAsIpu
+            stages = ()
+        elif any(isinstance(s, enum.Enum) for s in stages):
+            raise ValueError(f"poptorch.{type(self).__name__}: give one poptorch.AutoStage alone, "
+                             "or stages and block names")
+        self.stages = [s if isinstance(s, Stage) else
+                       Stage(*s) if isinstance(s, (list, tuple)) else Stage(s) for s in stages]
         for i, s in enumerate(self.stages):
             if s.ipu_id is None:
                 s.ipu_id = i
@@ -79,6 +86,14 @@ class _Strategy:
         if ids != list(range(len(ids))):
             raise ValueError(f"poptorch.{type(self).__name__}: tilegraph places stage i on device i;"
                              f" the stages' ipu ids are {ids}, give them as 0, 1, 2, ... in order")
+
+    def stage(self, block_id: str) -> Stage:
+        """The Stage holding block `block_id`."""
+        for s in self.stages:
+            if block_id in s.blocks:
+                return s
+        raise ValueError(f"poptorch.{type(self).__name__}.stage: no stage holds block "
+                         f"{block_id!r} (stages: {[s.blocks for s in self.stages]})")
 
 
 class PipelinedExecution(_Strategy):
@@ -106,6 +121,24 @@ class Phase:
                              "them in phases of their own")
         self.ipu_id: Optional[int] = ids.pop() if ids else None
 
+    def stage(self, idx: int) -> Stage:
+        return self.stages[idx]
+
+    def ipus(self, *ipus: int) -> Phase:
+        """One device per stage of the phase; tilegraph runs a phase on one device,
+        so they must all be the same one."""
+        if len(ipus) != len(self.stages):
+            raise ValueError(f"poptorch.Phase.ipus: the phase has {len(self.stages)} stages but "
+                             f"{len(ipus)} ipus were given")
+        if len(set(ipus)) > 1:
+            from ._surface import refuse
+            refuse("Phase.ipus", f"{ipus}: tilegraph runs a phase on one device; give its stages "
+                   "one ipu, or put them in phases of their own")
+        for st, ipu in zip(self.stages, ipus):
+            st.ipu(ipu)
+        self.ipu_id = ipus[0] if ipus else None
+        return self
+
 
 class Liveness:
     """poptorch.Liveness for PhasedExecution.setTensorsLiveness: AlwaysLive keeps activations
@@ -132,7 +165,8 @@ class PhasedExecution:
         if not phases:
             raise ValueError("poptorch.PhasedExecution: give one or more phases, e.g. "
                              "PhasedExecution(Phase(\"B1\"), Phase(\"B2\"))")
-        self.phases = [p if isinstance(p, Phase) else Phase(p) for p in phases]
+        self.phases = [p if isinstance(p, Phase) else
+                       Phase(*p) if isinstance(p, (list, tuple)) else Phase(p) for p in phases]
         self.stages = [s for p in self.phases for s in p.stages]
         name = getattr(phased_execution_type, "name", phased_execution_type)
         if name not in ("SingleIPU", "ParallelIPU"):
@@ -140,6 +174,27 @@ class PhasedExecution:
                              f"ParallelIPU, got {phased_execution_type!r}")
         self.phased_execution_type = name
         self.liveness = Liveness.AlwaysLive
+
+    def phase(self, phase: int) -> Phase:
+        return self.phases[phase]
+
+    def stage(self, block_id: str) -> Stage:
+        for st in self.stages:
+            if block_id in st.blocks:
+                return st
+        raise ValueError(f"poptorch.{type(self).__name__}.stage: no stage holds block {block_id!r}")
+
+    def useSeparateBackwardPhase(self, use: bool = True) -> PhasedExecution:
+        if use:
+            from ._surface import refuse
+            refuse(f"{type(self).__name__}.useSeparateBackwardPhase",
+                   "tilegraph runs each phase's backward right after the last forward phase in "
+                   "reverse order, sharing the last phase; remove the call")
+        return self
+
+    def sendTensorsOffChipAfterFwd(self, off_chip: bool = True) -> PhasedExecution:
+        """PopTorch's older form of setTensorsLiveness(OffChipAfterFwd / AlwaysLive)."""
+        return self.setTensorsLiveness(Liveness.OffChipAfterFwd if off_chip else Liveness.AlwaysLive)
 
     def setTensorsLiveness(self, liveness: str) -> PhasedExecution:
         known = (Liveness.AlwaysLive, Liveness.OffChipAfterFwd, Liveness.OffChipAfterFwdNoOverlap,
@@ -180,6 +235,17 @@ class TensorLocationSettings:
 
     def useReplicatedTensorSharding(self, on: bool = True) -> TensorLocationSettings:
         self.sharded = bool(on)
+        return self
+
+    def useIOTilesToLoad(self, use: bool = True) -> TensorLocationSettings:
+        """Accepted: on a tiled target with TensorLocations.numIOTiles set, streamed copies of
+        off-chip tensors already run on the I/O tiles (docs/targets.md)."""
+        self.io_tiles_load = bool(use)
+        return self
+
+    def useIOTilesToStore(self, use: bool = True) -> TensorLocationSettings:
+        """Accepted: as useIOTilesToLoad, for the copies back."""
+        self.io_tiles_store = bool(use)
         return self
 
     def minElementsForReplicatedTensorSharding(self, n: int) -> TensorLocationSettings:
@@ -314,10 +380,26 @@ class _Precision(_Sub):
         return self
 
     def halfFloatCasting(self, mode: Any) -> _Precision:
+        """HalfUpcastToFloat (PyTorch's promotion) is what tilegraph does."""
+        from ._surface import HalfFloatCastingBehavior, refuse
+        if mode != HalfFloatCastingBehavior.HalfUpcastToFloat:
+            refuse("Options.Precision.halfFloatCasting",
+                   f"{mode!r}: tilegraph promotes mixed float16/float32 operands to float32 as "
+                   "PyTorch does (HalfFloatCastingBehavior.HalfUpcastToFloat); it has no "
+                   "downcasting mode")
+        return self
+
+    def autocastEnabled(self, enabled: bool) -> _Precision:
+        if enabled:
+            from ._surface import refuse
+            refuse("Options.Precision.autocastEnabled", "tilegraph casts no op to half on its "
+                   "own; convert the model (model.half()) or give half inputs (docs/python.md)")
+        return self
+
+    def autocastPolicy(self, policy: Any) -> _Precision:
         from ._surface import refuse
-        refuse("Options.Precision.halfFloatCasting",
-               "tilegraph casts as PyTorch does (the inputs' and the model's types, "
-               "docs/numerics.md); remove the call")
+        refuse("Options.Precision.autocastPolicy", "tilegraph has no automatic casting, so no "
+               "policy for it; convert the model (model.half())")
 
     def enableStochasticRounding(self, on: bool = True) -> _Precision:
         self._owner._set("Precision.enableStochasticRounding", str(bool(on)).lower(),
@@ -362,14 +444,21 @@ class _Distributed(_Sub):
         return self
 
     def disable(self) -> _Distributed:
-        from ._surface import refuse
-        refuse("Options.Distributed.disable", "tilegraph joins the MPI job it was started in; run "
-               "without mpirun for one process")
+        """Accepted in a single process (nothing is distributed); refused in an MPI job."""
+        from . import dist
+        if dist.instances() > 1:
+            from ._surface import refuse
+            refuse("Options.Distributed.disable", f"this process is one of {dist.instances()} of "
+                   "an MPI job, which tilegraph joins when it is imported; run without mpirun "
+                   "for one process")
+        return self
 
     def setEnvVarNames(self, var_num_processes: str, var_process_id: str) -> _Distributed:
-        from ._surface import refuse
-        refuse("Options.Distributed.setEnvVarNames", "tilegraph reads the process id and count "
-               "from MPI, not from environment variables; start the processes with mpirun")
+        """PopTorch reads the process id and count from these variables; they must
+        agree with the MPI job tilegraph joined (configureProcessId)."""
+        import os
+        return self.configureProcessId(int(os.environ.get(var_process_id, "0")),
+                                       int(os.environ.get(var_num_processes, "1")))
 
 
 class _Jit(_Sub):
@@ -386,6 +475,20 @@ class _Popart(_Sub):
         from ._surface import refuse
         refuse(f"Options._Popart.set({key!r})", "there is no PopART under tilegraph; set "
                "tilegraph's own options with Options.set(key, value) (`tilegraph options` lists them)")
+
+    def setEngineOptions(self, engine_options: Dict[str, Any]) -> _Popart:
+        """Poplar engine options that tilegraph has (autoReport.*, debug.*, ...) are
+        set; any other is refused by name (`tilegraph options` lists them)."""
+        for key, value in dict(engine_options).items():
+            if lib.tg_options_set(self._probe(), str(key).encode(), str(value).encode()) != 0:
+                from ._surface import refuse
+                refuse(f"Options._Popart.setEngineOptions({key!r})",
+                       f"{message()}; tilegraph takes the engine options `tilegraph options` lists")
+            self._owner._set(str(key), str(value), f"_Popart.setEngineOptions({key!r})")
+        return self
+
+    def _probe(self):
+        return ffi.gc(lib.tg_options_create(), lib.tg_options_destroy)
 
     def setPatterns(self, patterns: Any, level: Any = None) -> _Popart:
         from ._surface import refuse
@@ -506,6 +609,19 @@ class Options:
     def anchorMode(self, mode: OutputMode, anchor_return_period: Optional[int] = None) -> Options:
         """PopTorch's older name of outputMode."""
         return self.outputMode(mode, anchor_return_period)
+
+    def broadcastBuffers(self, broadcast_buffers: bool = True) -> Options:
+        """False is what tilegraph does: each replica keeps its own buffers (batch-norm
+        running statistics); they are not broadcast from replica 0."""
+        if broadcast_buffers:
+            _refuse_option("broadcastBuffers", "True: tilegraph keeps each replica's buffers "
+                           "(batch-norm running statistics) its own and does not broadcast them; "
+                           "use broadcastBuffers(False)")
+        return self
+
+    def defaultOutputMode(self) -> bool:
+        """Whether outputMode is still the default (not set)."""
+        return "outputMode" not in self.values
 
     def autoRoundNumIPUs(self, enabled: bool = True) -> Options:
         """Accepted: rounding the devices up to a power of two adds idle devices, which

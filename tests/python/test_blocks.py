@@ -305,6 +305,37 @@ class AnySubmoduleTest(unittest.TestCase):
         self.assertTrue(torch.allclose(results[0][0], results[1][0], atol=1e-6))
         self.assertTrue(torch.allclose(results[0][1], results[1][1], atol=1e-6))
 
+    def test_auto_stage_strategies(self):
+        """PipelinedExecution() and PipelinedExecution(AutoStage.X) stage the
+        blocks by their ipu ids, as PopTorch's default does."""
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+        from tilegraph._lib import lib
+        losses = []
+        for strategy in (poptorch.PipelinedExecution(),
+                         poptorch.PipelinedExecution(poptorch.AutoStage.SameAsIpu),
+                         poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement)):
+            torch.manual_seed(1)
+            m = GrandparentCall()
+            poptorch.BeginBlock(m.transformer.h[0], ipu_id=0)
+            poptorch.BeginBlock(m.transformer.h[2], ipu_id=1)
+            o = poptorch.Options().setExecutionStrategy(strategy)
+            o.Training.gradientAccumulation(4)
+            tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+            losses.append(tm(x, y)[1])
+            self.assertEqual(lib.tg_session_devices(tm._handle), 2)
+        self.assertTrue(all(torch.equal(losses[0], v) for v in losses))
+        torch.manual_seed(1)
+        m = GrandparentCall()
+        poptorch.BeginBlock(m.transformer.h[0], ipu_id=1)
+        poptorch.BeginBlock(m.transformer.h[2], ipu_id=0)
+        o = poptorch.Options().setExecutionStrategy(
+            poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement))
+        o.Training.gradientAccumulation(4)
+        tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+        with self.assertRaisesRegex(TilegraphError, "AutoIncrement.*on devices \\[1, 0\\]"):
+            tm(x, y)
+
     def test_errors_name_the_users_modules(self):
         """No error names the package's wrapper ('m.' or '/m/')."""
         from tilegraph._lib import user_names

@@ -202,6 +202,21 @@ class HostCopyTest(unittest.TestCase):
         self.assertEqual(tm(X, Y)[1].item(), first)
 
 
+    def test_inference_model_follows_training(self):
+        """An inferenceModel of a module a trainingModel trains runs with the
+        latest trained weights on every call, as PopTorch's does."""
+        m = fresh()
+        tm = poptorch.trainingModel(m, None, poptorch.optim.SGD(m.parameters(), lr=0.1))
+        tm(X, Y)
+        im = poptorch.inferenceModel(m)
+        for _ in range(2):
+            out = im(X, Y)[0]
+            with torch.no_grad():
+                self.assertTrue(torch.allclose(out, m(X, Y)[0], atol=1e-6))
+            tm(X, Y)
+            tm(X, Y)
+
+
 class DetachTest(unittest.TestCase):
     def run_steps(self, make, detach):
         m = fresh()
