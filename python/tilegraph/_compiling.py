@@ -210,7 +210,8 @@ class _Compiling:
             check(lib.tg_graph_add_optimizer(g, opts), "poptorch: the optimizer")
             return
         keep, groups = [], []
-        for name, p in self.model.named_parameters():
+        # every name of a tied parameter: the export keeps one of them, either
+        for name, p in self.model.state_dict(keep_vars=True).items():
             k = group_of.get(id(p))
             gt = lib.tg_graph_find(g, f"m.{name}".encode()) if k is not None else ffi.NULL
             if gt != ffi.NULL and lib.tg_tensor_is_param(gt):  # not frozen, used by the loss

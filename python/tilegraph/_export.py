@@ -217,8 +217,10 @@ def trainable_names(module, optimizer=None, prefix=""):
     held = None
     if optimizer is not None:
         held = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    return [prefix + n for n, p in module.named_parameters()
-            if p.requires_grad and (held is None or id(p) in held)]
+    trained = {id(p) for p in module.parameters()
+               if p.requires_grad and (held is None or id(p) in held)}
+    # every name of a tied parameter (the export keeps one of them, either)
+    return [prefix + n for n, t in module.state_dict(keep_vars=True).items() if id(t) in trained]
 
 
 def set_parameters_list(model_proto, names):
