@@ -101,6 +101,29 @@ class FrozenTest(unittest.TestCase):
             self.assertFalse(any(n.startswith(f"m.{k}.exp_avg") for n in keys), (k, sorted(keys)))
         self.assertIn("m.b.weight.exp_avg", keys)
 
+    def test_frozen_weights_cost_no_optimizer_memory(self):
+        """The session's arena is smaller by at least the frozen layer's
+        gradient and Adam moments (3 x 64 x 64 floats)."""
+        sizes = []
+        for freeze in (False, True):
+            torch.manual_seed(0)
+            m = nn.Sequential(nn.Linear(6, 64), nn.Linear(64, 64), nn.Linear(64, 3))
+            m[1].weight.requires_grad_(not freeze)
+
+            class WithLoss(nn.Module):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def forward(self, x, y):
+                    o = self.net(x)
+                    return o, nn.functional.cross_entropy(o, y)
+
+            tm = poptorch.trainingModel(WithLoss(m), None, poptorch.optim.Adam(m.parameters(), lr=0.01))
+            tm(X, Y)
+            sizes.append(lib.tg_session_arena_bytes(tm._handle))
+        self.assertGreaterEqual(sizes[0] - sizes[1], 3 * 64 * 64 * 4, sizes)
+
     def test_torch_optimizer_groups_leave_the_rest_fixed(self):
         m = fresh()
         init = copy.deepcopy(m.state_dict())
