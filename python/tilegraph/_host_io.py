@@ -195,7 +195,7 @@ class _HostIO:
     def detachFromDevice(self):
         """Write the weights back to the module and free the session; the next
         call (or attachToDevice) recompiles. A training model keeps its
-        optimizer state and step count on the host meanwhile (tilegraph._state)."""
+        optimizer state and step count on the host meanwhile (TrainingModel._keep_state)."""
         if self._graph is None:
             raise ValueError(f"{self._what}.detachFromDevice: the model is not attached (it has "
                              "not been called since it was made or last detached)")

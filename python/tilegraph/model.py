@@ -6,7 +6,10 @@ the loss), its whole forward - the loss included - is exported to ONNX in a
 temporary directory, imported by the C library, given the backward pass of
 the loss output and the optimizer by the library, and run in a tilegraph
 session. Weights stay in the session between calls; copyWeightsToHost()
-writes them back into the torch module under their state_dict names.
+writes them back into the torch module under their state_dict names, and
+reading the module after a step does so implicitly (_host_sync.py). Only
+what PyTorch trains is trained: parameters with requires_grad in the
+optimizer's groups; buffers and the rest stay fixed.
 
 A call takes the forward's own signature: every tensor argument (positional
 or keyword, also inside tuples, lists and dicts) is a graph input; anything
@@ -25,10 +28,9 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 
-from . import _host_sync
+from . import _host_sync, _surface
 from ._compiling import _Compiling
 from ._host_io import _HostIO
-from . import _surface
 from ._lib import TilegraphError, check, lib
 from ._marks import identity_loss, recomputationCheckpoint
 from .options import Options
