@@ -244,6 +244,10 @@ class _Compiling:
         _surface.run_hooks(_surface.postcompile_hooks)
 
     def _compile_model(self, args, kwargs):
+        if self.training and not _export_mod.trainable_names(self.model, self.optimizer):
+            raise ValueError(f"{self._what}: no parameter of {type(self.model).__name__} trains: "
+                             "each has requires_grad=False or is in none of the optimizer's "
+                             "parameter groups; give the optimizer the parameters to train")
         self._call = _Call(self.model, args, kwargs, self._what)
         tensors, names = self._call.tensors, self._call.names
         micro = self._micro(tensors, names)

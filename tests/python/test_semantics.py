@@ -124,6 +124,16 @@ class FrozenTest(unittest.TestCase):
             sizes.append(lib.tg_session_arena_bytes(tm._handle))
         self.assertGreaterEqual(sizes[0] - sizes[1], 3 * 64 * 64 * 4, sizes)
 
+    def test_nothing_to_train_is_refused_by_name(self):
+        m = fresh()
+        for p in m.parameters():
+            p.requires_grad_(False)
+        for opt in (poptorch.optim.SGD(m.parameters(), lr=0.1), poptorch.optim.SGD([], lr=0.1)):
+            tm = poptorch.trainingModel(m, None, opt)
+            with self.assertRaisesRegex(ValueError, "no parameter of Net trains: each has "
+                                        "requires_grad=False or is in none of the optimizer's"):
+                tm(X, Y)
+
     def test_torch_optimizer_groups_leave_the_rest_fixed(self):
         m = fresh()
         init = copy.deepcopy(m.state_dict())
