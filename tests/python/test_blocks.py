@@ -282,7 +282,82 @@ class GrandparentCall(nn.Module):
         return o, self.loss(o, y)
 
 
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention, its causal mask a registered float buffer."""
+
+    def __init__(self, d, heads, seq):
+        super().__init__()
+        self.c_attn, self.c_proj, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for z in self.c_attn(x).split(c, dim=2))
+        att = (q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        y = torch.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, d, heads, seq):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(d), CausalSelfAttention(d, heads, seq), nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class NanoGPT(nn.Module):
+    """nanoGPT's structure: transformer.h, a ModuleList, run from the model's forward."""
+
+    def __init__(self, vocab=16, d=16, heads=2, seq=8, layers=4):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, d), wpe=nn.Embedding(seq, d),
+            h=nn.ModuleList([NanoBlock(d, heads, seq) for _ in range(layers)]), ln_f=nn.LayerNorm(d)))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(idx.size(1)))
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))
+        return logits, nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
 class AnySubmoduleTest(unittest.TestCase):
+    def test_nanogpt_pipelined_by_transformer_h(self):
+        """issue 41: BeginBlock(transformer.h[i]) over four devices trains as
+        PyTorch does, and each block's causal-mask buffer stays as it was."""
+        import copy
+        from tilegraph._lib import lib
+        torch.manual_seed(0)
+        m = NanoGPT()
+        ref = copy.deepcopy(m)
+        for i in range(1, 4):
+            poptorch.BeginBlock(m.transformer.h[i], ipu_id=i)
+        o = poptorch.Options()
+        o.Training.gradientAccumulation(4)
+        tm = poptorch.trainingModel(m, o, torch.optim.SGD(m.parameters(), lr=0.1))
+        opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        idx, targets = torch.randint(0, 16, (8, 8)), torch.randint(0, 16, (8, 8))
+        for _ in range(3):
+            tm(idx, targets)
+            opt.zero_grad()
+            ref(idx, targets)[1].backward()
+            opt.step()
+        self.assertEqual(lib.tg_session_devices(tm._handle), 4)
+        got, want = m.state_dict(), ref.state_dict()
+        for k, v in want.items():
+            self.assertLess((got[k] - v).abs().max().item(), 1e-6, k)
+        for i in range(4):
+            self.assertTrue(torch.equal(got[f"transformer.h.{i}.attn.bias"],
+                                        torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8)))
+
     def test_begin_block_on_a_module_called_from_its_grandparent(self):
         """issue 41: BeginBlock(transformer.h[i]) pipelines over the devices
         and trains as the single-device model does."""
