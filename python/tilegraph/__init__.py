@@ -14,13 +14,15 @@ from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
 from .model import (InferenceModel, TrainingModel, identity_loss, inferenceModel,
                     recomputationCheckpoint, trainingModel)
-from ._surface import (CPU, AutoStage, BlockFunction, CommGroupType, ConnectionType,
+from ._surface import (CPU, Attribute, AutoStage, BlockFunction, CommGroupType, ConnectionType,
                        HalfFloatCastingBehavior, MatMulSerializationMode, MeanReductionStrategy,
-                       MultiConv, ReductionType, SyncPattern, VariableRetrievalMode, cond,
+                       MultiConv, NameScope, OverlapMode, ReductionType, SyncPattern,
+                       VariableRetrievalMode, cond,
                        ctc_beam_search_decoder, custom_op, for_loop, ipu_print_tensor,
                        ipuHardwareIsAvailable, ipuHardwareVersion, isRunningOnIpu, load, nop,
                        registerPostCompileHook, registerPreCompileHook, removeBlocks,
-                       serializedMatMul, set_available_memory, setLogLevel)
+                       serializedMatMul, set_available_memory, set_overlap_for_input,
+                       set_overlap_for_output, setLogLevel)
 from .options import (Liveness, OutputMode, Options, ParallelPhasedExecution, Phase,
                       PhasedExecution, PipelinedExecution, SerialPhasedExecution, ShardedExecution,
                       Stage, TensorLocationSettings)
@@ -37,4 +39,5 @@ __all__ = ["dist", "optim", "mark_parameters", "TilegraphError", "BeginBlock", "
            "VariableRetrievalMode", "cond", "ctc_beam_search_decoder", "custom_op", "for_loop",
            "ipu_print_tensor", "ipuHardwareIsAvailable", "ipuHardwareVersion", "isRunningOnIpu",
            "load", "nop", "registerPostCompileHook", "registerPreCompileHook", "removeBlocks",
-           "serializedMatMul", "set_available_memory", "setLogLevel"]
+           "serializedMatMul", "set_available_memory", "setLogLevel", "Attribute", "NameScope",
+           "OverlapMode", "set_overlap_for_input", "set_overlap_for_output"]

@@ -169,6 +169,32 @@ ctc_beam_search_decoder = _refusing("ctc_beam_search_decoder", "not implemented 
 load = _refusing("load", _NO_EXECUTABLE)
 
 
+class OverlapMode(enum.Enum):
+    NoOverlap = "no_overlap"
+    OverlapAccumulationLoop = "overlap_accumulation_loop"
+    OverlapDeviceIterationLoop = "overlap_device_iteration_loop"
+
+
+set_overlap_for_input = _refusing(
+    "set_overlap_for_input", "tilegraph streams inputs itself (the host step's batches are "
+    "written before the run); there are no I/O tiles to overlap on the CPU; remove the call")
+set_overlap_for_output = _refusing(
+    "set_overlap_for_output", "tilegraph copies outputs out after the run; there are no I/O tiles "
+    "to overlap on the CPU; remove the call")
+
+
+class NameScope:
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        refuse("NameScope", "tilegraph names ops by the exporter's module scopes "
+               "(/encoder/layer.1/...), which anchorTensor patterns match; remove the context")
+
+
+class Attribute:
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        refuse("Attribute", "there is no PopART under tilegraph, so no PopART op attributes; "
+               "remove the context")
+
+
 class MultiConv:
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
         refuse("MultiConv", "tilegraph plans each convolution on its own; remove the "
