@@ -298,8 +298,8 @@ class _Training(_Sub):
         if enabled:
             from ._surface import refuse
             refuse("Options.Training.setConvolutionDithering",
-                   "tilegraph's convolutions have no tile dithering (there are no tiles to balance on "
-                   "the CPU); remove the call")
+                   "tilegraph's convolution planning has no dithering (it lays every "
+                   "convolution out the same way); remove the call")
         return self
 
 
