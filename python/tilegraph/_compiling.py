@@ -54,7 +54,7 @@ class _Compiling:
         index = {b[0]: i for i, b in enumerate(blocks)}
         split = ",".join("m." + b[1] for b in blocks[1:])
         strategy = self.options.strategy
-        if strategy is not None:
+        if strategy is not None and strategy.stages:  # PipelinedExecution(): by ipu id
             groups = [s.blocks for s in strategy.stages]
         elif all(b[2] is None for b in blocks):
             return {}  # blocks without a strategy or ipu ids: one device, as in PopTorch

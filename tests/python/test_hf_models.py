@@ -334,6 +334,45 @@ class HFModels(unittest.TestCase):
         for name in ("minilm", "bert_qa"):
             self.step(name, ADAMW, "AdamW step")
 
+    def test_minilm_pipelined(self):
+        """Seed 001's shape: the pretrained encoder over three devices with
+        BeginBlock on encoder.layer[2] and [4], PipelinedExecution() staged
+        by ipu id, 4 micro-batches accumulated: the SGD step of the whole
+        host batch against PyTorch float64, within 3x PyTorch float32's."""
+        model, x, _ = make("minilm")
+        x = {k: torch.cat([v] * 4) for k, v in x.items()}
+        labels = {"labels": torch.tensor([0, 1, 1, 0, 1, 1, 0, 0])}
+        with float64():
+            g64, _ = updates(copy.deepcopy(model).double(), double(x), labels, SGD[0])
+        g32, _ = updates(copy.deepcopy(model), x, labels, SGD[0])
+        w0 = {k: p.detach().clone() for k, p in model.named_parameters()}
+        m = copy.deepcopy(model)
+        m.bert.encoder.layer[2] = poptorch.BeginBlock(m.bert.encoder.layer[2], ipu_id=1)
+        m.bert.encoder.layer[4] = poptorch.BeginBlock(m.bert.encoder.layer[4], ipu_id=2)
+        opts = poptorch.Options()
+        opts.Training.gradientAccumulation(4)
+        opts.setExecutionStrategy(poptorch.PipelinedExecution())
+        tm = poptorch.trainingModel(m, opts, SGD[1](m.parameters()))
+        out = tm(**x, **labels)
+        self.assertEqual(type(out).__name__, "SequenceClassifierOutput")
+        tm.copyWeightsToHost()
+        trained = dict(m.named_parameters())
+        top = max(float(np.max(np.abs(g))) for g in g64.values())
+        ours, theirs = [], []
+        for k, g in g64.items():
+            if float(np.max(np.abs(g))) > 1e-6 * top:  # not analytically zero
+                ours.append((rel((w0[k].double() - trained[k].detach().double()).numpy(), g), k))
+                theirs.append(rel(g32[k], g))
+        worst, where = max(ours)
+        # and parameter by parameter: the worst one above is a bias whose
+        # update is small against its weights, rounding of w1 for both
+        ratio, at = max((o / max(t, TRAIN_FLOOR), k) for (o, k), t in zip(ours, theirs))
+        print(f"minilm pipelined over 3 devices, 4 micro-batches: SGD step {worst:.2e} from float64 "
+              f"(PyTorch float32 {max(theirs):.2e}, {where}); per parameter at most {ratio:.2f}x "
+              f"PyTorch float32's ({at})", flush=True)
+        self.assertLessEqual(worst, max(TRAIN_FACTOR * max(theirs), TRAIN_FLOOR), where)
+        self.assertLessEqual(ratio, TRAIN_FACTOR, at)
+
     def test_minilm_sentence_embeddings(self):
         ours, ref, ref64, x = minilm_embeddings()
         self.assertGreater(int((x["attention_mask"] == 0).sum()), 0, "no sentence is padded")
