@@ -54,11 +54,16 @@ class _Compiling:
         index = {b[0]: i for i, b in enumerate(blocks)}
         split = ",".join("m." + b[1] for b in blocks[1:])
         strategy = self.options.strategy
-        if strategy is not None and strategy.stages:  # PipelinedExecution(): by ipu id
+        if strategy is not None and strategy.stages:
             groups = [s.blocks for s in strategy.stages]
+        elif all(b[2] is None for b in blocks) and strategy is not None:
+            # PipelinedExecution() naming no stages, blocks naming no devices:
+            # a stage per block, in order, as AutoStage.AutoIncrement
+            groups = [[b[0]] for b in blocks]
         elif all(b[2] is None for b in blocks):
             return {}  # blocks without a strategy or ipu ids: one device, as in PopTorch
-        else:  # auto-staging: blocks with the same ipu_id share a stage, in device order;
+        else:  # auto-staging (and PipelinedExecution() naming no stages, as AutoStage.SameAsIpu):
+            # blocks with the same ipu_id share a stage, in device order;
             # a block without one stays on the device of the block before it
             ids, dev = [], 0
             for b in blocks:
