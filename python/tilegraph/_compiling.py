@@ -62,6 +62,10 @@ class _Compiling:
             groups = [s.blocks for s in strategy.stages]
         elif strategy is None and all(b[2] is None for b in blocks):
             return {}  # blocks without a strategy or ipu ids: one device, as in PopTorch
+        elif all(b[2] is None for b in blocks):
+            # a strategy naming no stages, blocks naming no devices: a stage per
+            # block, in order (PopTorch gives every block a stage of its own)
+            groups = [[b[0]] for b in blocks]
         else:
             groups = self._auto_stages(blocks, auto)
         named = [n for g in groups for n in g]

@@ -51,9 +51,28 @@ def _template(value, name, tensors, names):
     return value
 
 
+class _Mapping:
+    """A dict among the outputs (a Hugging Face ModelOutput, an OrderedDict,
+    a dict): its class and its items' structure, so that the outputs come
+    back as the same class (out.loss, out.logits, out["logits"], out[0])."""
+    __slots__ = ("cls", "items")
+
+    def __init__(self, cls, items):
+        self.cls, self.items = cls, items
+
+    def build(self, tensors):
+        values = {k: _fill(v, tensors) for k, v in self.items.items()}
+        try:
+            return self.cls(**values)  # ModelOutput and other dataclasses
+        except TypeError:
+            return self.cls(values)
+
+
 def _fill(template, tensors):
     if isinstance(template, _Slot):
         return tensors[template.k]
+    if isinstance(template, _Mapping):
+        return template.build(tensors)
     if isinstance(template, (tuple, list)):
         return type(template)(_fill(t, tensors) for t in template)
     if isinstance(template, dict):
@@ -72,6 +91,11 @@ class _Call:
         except TypeError as e:
             raise ValueError(f"{what}: {type(model).__name__}.forward{self.sig} does not take "
                              f"these arguments ({e})") from None
+        if bound.arguments.get("past_key_values") is not None:
+            raise ValueError(f"{what}: past_key_values is a key/value cache from an earlier call; "
+                             "tilegraph compiles one graph of fixed shapes and does not run generation "
+                             "with a growing cache: give the whole sequence each call, with "
+                             "use_cache=False")
         self.tensors, self.names = [], []
         self.template = collections.OrderedDict(
             (k, _template(v, k, self.tensors, self.names)) for k, v in bound.arguments.items())
@@ -115,13 +139,24 @@ def _flat_outputs(out, what, path="output"):
             return type(v)(walk(x, f"{p}[{i}]") for i, x in enumerate(v)) \
                 if type(v) in (tuple, list) else tuple(walk(x, f"{p}[{i}]") for i, x in enumerate(v))
         if isinstance(v, dict):
-            raise ValueError(f"{what}: {p} is a dict; return the tensors as a tuple (or a list) "
-                             "instead")
+            _refuse_cache(v, what, p)
+            return _Mapping(type(v), {k: walk(x, f"{p}.{k}") for k, x in v.items()})
         raise ValueError(f"{what}: {p} is {type(v).__name__}, not a tensor; the model's outputs "
-                         "must be tensors, in tuples or lists")
+                         "must be tensors, in tuples, lists or dicts")
 
     structure = walk(out, path)
     return flat, structure
+
+
+def _refuse_cache(out, what, path):
+    """A key/value cache among the outputs (a Hugging Face model with
+    use_cache=True, as for generate()): tilegraph compiles one fixed graph,
+    whose inputs cannot grow with each generated token."""
+    if out.get("past_key_values") is not None:
+        raise ValueError(f"{what}: {path}.past_key_values is a key/value cache (use_cache=True); "
+                         "tilegraph compiles one graph of fixed shapes and does not run generation "
+                         "with a growing cache: set model.config.use_cache = False (or pass "
+                         "use_cache=False) and give the whole sequence each call")
 
 
 def _reduce(x, reduction, what):

@@ -141,6 +141,13 @@ class _Model(_Compiling, _HostIO):
         model = self.__dict__.get("model")
         if model is None:
             raise AttributeError(name)
+        if name == "generate" and hasattr(model, "generate"):
+            # Hugging Face's generate() would run the torch module on the host,
+            # silently, with a key/value cache whose shapes grow every token.
+            raise AttributeError(f"poptorch: {type(model).__name__}.generate() is not run by tilegraph "
+                                 "(it decodes with a growing key/value cache; tilegraph compiles fixed "
+                                 "shapes): call the model on the whole, padded sequence with "
+                                 "use_cache=False and pick the next token from out.logits")
         return getattr(model, name)
 
 

@@ -83,6 +83,18 @@ class BlocksTest(unittest.TestCase):
             train(net(), opts(1, s), n=8)
         train(net(), opts(2, s))  # two micro-batches fill two stages
 
+    def test_strategy_naming_no_stages(self):
+        """PipelinedExecution() (PopTorch's default AutoStage): blocks naming
+        no devices get a stage each, so 2 micro-batches cannot fill the 4,
+        and 4 give the one-device losses; ShardedExecution() the same."""
+        with self.assertRaisesRegex(TilegraphError, "over 4 stages"):
+            train(net(), opts(2, poptorch.PipelinedExecution()))
+        single, _ = train(net(), opts(4))
+        piped, _ = train(net(), opts(4, poptorch.PipelinedExecution()))
+        sharded, _ = train(net(), opts(4, poptorch.ShardedExecution()))
+        self.assertTrue(torch.allclose(single, piped, atol=1e-5))
+        self.assertTrue(torch.allclose(single, sharded, atol=1e-5))
+
     def test_pipelined_and_sharded_match_one_device(self):
         single, _ = train(net(), opts(4))
         piped, _ = train(net(), opts(4, poptorch.PipelinedExecution("B1", "B2", "B3", "B4")))
