@@ -735,5 +735,14 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
     char precision[160];
     printf("precision: %s\n", tg_session_precision(s, precision, sizeof precision));
+    /* hit or miss, for each program (the evaluation one is keyed apart) */
+    const char *train_cache = tg_session_cache(s);
+    const char *eval_cache = ctx->eval_session ? tg_session_cache(ctx->eval_session) : NULL;
+    if (train_cache)
+        printf("executable cache: training program %s", train_cache);
+    if (eval_cache)
+        printf("%sevaluation program %s", train_cache ? "; " : "executable cache: ", eval_cache);
+    if (train_cache || eval_cache)
+        printf("\n");
     fflush(stdout);
 }

@@ -311,10 +311,12 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     }
     s->seed = cfg.seed;
     s->check_nan = cfg.debug.check_nan;
+    tg_cache_result cache = TG_CACHE_OFF;
     if (st == TG_OK) {
         TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
-        st = tg_session_dist_compile(g, &cfg, &s->program);
+        st = tg_session_dist_compile(g, &cfg, &s->program, &cache);
     }
+    s->cache = (int)cache;
     tg_config_free(&cfg);
     if (st == TG_OK) {
         const tg_program *p = s->program;

@@ -55,15 +55,17 @@ static tg_program *load_from_instance0(const tg_graph *g, const tg_config *c, vo
     return p;
 }
 
-tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out)
+tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out,
+                                  tg_cache_result *cache)
 {
     *out = NULL;
+    *cache = TG_CACHE_OFF; /* a program from instance 0 is no cache's */
     if (tg_dist_instances() < 2)
-        return tg_program_compile_cached_config(g, c, out, NULL);
+        return tg_program_compile_cached_config(g, c, out, cache);
     void *bytes = NULL;
     size_t len = 0;
     if (tg_dist_instance() == 0) {
-        tg_status st = tg_program_compile_cached_config(g, c, out, NULL);
+        tg_status st = tg_program_compile_cached_config(g, c, out, cache);
         if (st == TG_OK && tg_executable_serialize(*out, &bytes, &len) != TG_OK)
             bytes = NULL; /* the others compile for themselves */
         char why[512];
@@ -82,7 +84,7 @@ tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_prog
     tg_trace_end(ch);
     TG_TRY(st);
     tg_free(bytes);
-    return *out ? TG_OK : tg_program_compile_cached_config(g, c, out, NULL);
+    return *out ? TG_OK : tg_program_compile_cached_config(g, c, out, cache);
 }
 
 /* The graph as built: every node's op, type, shape, parameters, inputs and name. */
