@@ -308,6 +308,12 @@ tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_p
 tg_status tg_program_compile_cached_config(const tg_graph *g, const tg_config *c, tg_program **out,
                                            tg_cache_result *result);
 
+/* TG_OK when every device (and, on tiled targets, every tile) holds its
+ * plan; else TG_ERR_CAPACITY naming the first that does not, whatever
+ * debug.allowOutOfMemory says (the compile skips this check under it; a
+ * session warns with this message before running such a plan). */
+tg_status tg_program_capacity_check(const tg_program *p);
+
 /* The buffer a step on `device` reads for node `id` (its own or a received copy). */
 int tg_program_buffer_on(const tg_program *p, int id, int device);
 

@@ -53,14 +53,42 @@ static void test_cache_hit_or_miss(void)
     EXPECT_NOT("executable cache");
 }
 
+/* Row 22: the phases-auto remedy names --split as its reason where the
+ * model's blocks come from it (it said "the model has no blocks"). */
+static void test_phases_auto_remedy_reason(void)
+{
+    EXPECT("compile --model resnet18 --strategy pipelined --split layer3.0 "
+           "--gradient-accumulation 2 --input 3x32x32 --classes 10 --insights",
+           0,
+           "phased, the compiler's plan (phases auto)  phases auto does not take --split's "
+           "division");
+    EXPECT_NOT("the model has no blocks");
+}
+
+/* Row 22: a plan over capacity that debug.allowOutOfMemory lets run says so. */
+static void test_allow_out_of_memory_warns(void)
+{
+    const char *oom = "train --model mnist-pipeline --memory-per-device 1000000 --max-steps 1 "
+                      "--train-limit 64 --test-limit 64";
+    char args[512];
+    snprintf(args, sizeof args, "%s --engine-option debug.allowOutOfMemory=true", oom);
+    EXPECT(args, 0,
+           "tilegraph: warning: debug.allowOutOfMemory: running a plan that does not fit (a real "
+           "device would refuse it): device 0 needs 1.95 MiB but has 977 KiB (memoryPerDevice)");
+    EXPECT_NOT("Set debug.allowOutOfMemory");
+    EXPECT(oom, 1, "Set debug.allowOutOfMemory to compile it anyway");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_facts_XXXXXX");
     if (!TG_MKDTEMP(tmpdir))
         return 1;
+    TG_RUN(test_phases_auto_remedy_reason);
     if (tg_test_fashion_dir()) {
         TG_RUN(test_compile_defaults_are_trains);
         TG_RUN(test_cache_hit_or_miss);
+        TG_RUN(test_allow_out_of_memory_warns);
     } else
         printf("  skip the train runs: Fashion-MNIST not installed\n");
     tg_test_remove_dir(tmpdir);
