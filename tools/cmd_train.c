@@ -117,12 +117,15 @@ static bool should_stop(const train_args *a, train_pos *pos)
 }
 
 /* The training loop's series for the profile (one row each per host step;
- * nothing when no profile is written): samples/s of this step, its mean
+ * nothing when no profile is written): the step's samples (this instance's;
+ * `analyse instances` divides them by the traced host step), samples/s of
+ * this step as the host timed it (loading excluded), its mean
  * loss (in an MPI job, of this instance's replicas), and the loader's queue
  * depth after it. */
 static void record_counters(tg_session *s, tg_loader *loader, const step_buffers *b, int64_t count,
                             double seconds)
 {
+    tg_session_record_counter(s, "samples", (double)count);
     tg_session_record_counter(s, "samples/s", seconds > 0 ? (double)count / seconds : NAN);
     tg_session_record_counter(s, "loss",
                               b->losses_count ? b->loss_sum / (double)b->losses_count : NAN);
