@@ -290,11 +290,20 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         }
         return 0;
     }
-    if ((train_limit >= 0 && tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
-                                             &ctx->train) != TG_OK) ||
-        tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) !=
-            TG_OK) {
+    tg_status st = TG_OK;
+    if (train_limit >= 0)
+        st = tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train);
+    if (st == TG_OK)
+        st = tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test);
+    if (st != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        /* a data set that is not installed: say where to point and what
+         * runs without one (a new user's first run of a doc's example) */
+        if (st == TG_ERR_IO || st == TG_ERR_NOT_FOUND)
+            fprintf(stderr,
+                    "tilegraph: give --data %s:DIR where its files are, or --data synthetic "
+                    "(a learnable synthetic set of CIFAR's shape, nothing to install)\n",
+                    kind);
         train_context_close(ctx);
         return -1;
     }
