@@ -104,12 +104,26 @@ static void test_instances_columns_agree(void)
     tg_arena_destroy(a);
 }
 
+/* Row 21: batch norm's running statistics are a row of their own, not
+ * optimizer state: with the optimizer state offloaded, what stays on chip is
+ * shown as what it is (SGD without momentum has no optimizer state at all). */
+static void test_running_statistics_row(void)
+{
+    const char *args = "compile --model resnet18 --input 3x32x32 --classes 10 --optimizer adamw "
+                       "--lr 0.001 --offload-optimiser";
+    EXPECT(args, 0,
+           "\n  optimizer state                 0 B\n  running statistics         37.5 KiB\n");
+    EXPECT("compile --model resnet18 --input 3x32x32 --classes 10 --optimizer sgd", 0,
+           "\n  optimizer state                 0 B\n  running statistics         37.5 KiB\n");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_facts_XXXXXX");
     if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_phases_auto_remedy_reason);
+    TG_RUN(test_running_statistics_row);
     if (tg_test_fashion_dir()) {
         TG_RUN(test_compile_defaults_are_trains);
         TG_RUN(test_cache_hit_or_miss);
