@@ -330,10 +330,27 @@ static int edit_distance(const char *a, const char *b)
     return row[m];
 }
 
+/* The part of a key after its last dot ("onChip" of "TensorLocations.weight.onChip"). */
+static const char *last_part(const char *key)
+{
+    const char *dot = strrchr(key, '.');
+    return dot ? dot + 1 : key;
+}
+
 /* The option named most like key (a misspelling), or NULL. The table is
- * too long to list whole in one message: `tilegraph options` lists it. */
+ * too long to list whole in one message: `tilegraph options` lists it.
+ * First the one option whose last part is key's (a prefix put where none
+ * belongs, TensorLocations.numIOTiles, or one left out,
+ * gradientAccumulation), then the nearest by edit distance. */
 static const char *nearest_key(const char *key)
 {
+    const char *same = NULL;
+    int n_same = 0;
+    for (int i = 0; key && i < N_OPTIONS; i++)
+        if (strcmp(last_part(key), last_part(option_table[i].key)) == 0)
+            same = option_table[i].key, n_same++;
+    if (n_same == 1)
+        return same;
     const char *best = NULL;
     int len = key ? (int)strlen(key) : 0, best_d = (len / 3 > 2 ? len / 3 : 2) + 1;
     for (int i = 0; key && i < N_OPTIONS; i++) {

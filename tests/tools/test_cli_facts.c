@@ -117,6 +117,18 @@ static void test_running_statistics_row(void)
            "\n  optimizer state                 0 B\n  running statistics         37.5 KiB\n");
 }
 
+/* Row 25: a misspelt flag or option gets the one it most likely meant,
+ * including a prefix too many or too few. */
+static void test_did_you_mean(void)
+{
+    EXPECT("train --epoch 2", 2, "unknown option '--epoch' (did you mean --epochs?)");
+    EXPECT("train --bach-size 2", 2, "(did you mean --batch-size?)");
+    EXPECT("compile --engine-option TensorLocations.numIOTiles=2", 1,
+           "unknown option 'TensorLocations.numIOTiles' (did you mean 'numIOTiles'?)");
+    EXPECT("compile --engine-option gradientAccumulation=2", 1,
+           "(did you mean 'Training.gradientAccumulation'?)");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_facts_XXXXXX");
@@ -124,6 +136,7 @@ int main(void)
         return 1;
     TG_RUN(test_phases_auto_remedy_reason);
     TG_RUN(test_running_statistics_row);
+    TG_RUN(test_did_you_mean);
     if (tg_test_fashion_dir()) {
         TG_RUN(test_compile_defaults_are_trains);
         TG_RUN(test_cache_hit_or_miss);
