@@ -102,6 +102,9 @@ static void test_instances_columns_agree(void)
         TG_CHECK_NEAR(rate * step_ns * 1e-9, 16.0, 1e-6);
     }
     tg_arena_destroy(a);
+    /* Row 25: the insights name the option, not the profile's meta key */
+    snprintf(args, sizeof args, "analyse %s/prof insights", tmpdir);
+    EXPECT(args, 0, "no device memory limit was set (memoryPerDevice, --memory-per-device)");
 }
 
 /* Row 21: batch norm's running statistics are a row of their own, not
