@@ -132,6 +132,36 @@ static void test_did_you_mean(void)
            "(did you mean 'Training.gradientAccumulation'?)");
 }
 
+/* Row 25: --phases, --stages, --offload and --shard refuse an empty name
+ * as --split does (they read "B1||B2" as "B1|B2" and "weights," as
+ * "weights"), and every kind takes its singular, plural and the optimizer
+ * both spellings (--offload optimiser was refused, activation taken). */
+static void test_lists_as_split_reads_them(void)
+{
+    const char *bad[] = {"--phases 'B1||B2,B3,B4'", "--phases ',B1|B2,B3,B4'",
+                         "--phases 'B1|B2,B3,B4|'", "--stages 'B1,,B2|B3,B4'"};
+    char args[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "compile --model mnist-pipeline %s", bad[i]);
+        EXPECT(args, 1, "has an empty name or group (a comma or bar at the start, the end or");
+    }
+    EXPECT("compile --model mnist-pipeline --phases 'B1|B2|B3|B4' --offload weights,", 1,
+           "--offload 'weights,' has an empty kind");
+    EXPECT("compile --model mnist-pipeline --replicas 2 --shard ,weights", 1,
+           "--shard ',weights' has an empty kind");
+    const char *kinds[] = {"optimiser", "optimizers", "optimisers", "optimizer"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        snprintf(args, sizeof args,
+                 "compile --model mnist-pipeline --optimizer adamw --lr 0.001 --phases "
+                 "'B1|B2|B3|B4' --offload %s",
+                 kinds[i]);
+        EXPECT(args, 0, "offloaded to host           704 KiB");
+    }
+    EXPECT("compile --model mnist-pipeline --optimizer adamw --lr 0.001 --replicas 2 --shard "
+           "optimiser",
+           0, "2 replicas");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_facts_XXXXXX");
@@ -140,6 +170,7 @@ int main(void)
     TG_RUN(test_phases_auto_remedy_reason);
     TG_RUN(test_running_statistics_row);
     TG_RUN(test_did_you_mean);
+    TG_RUN(test_lists_as_split_reads_them);
     if (tg_test_fashion_dir()) {
         TG_RUN(test_compile_defaults_are_trains);
         TG_RUN(test_cache_hit_or_miss);
