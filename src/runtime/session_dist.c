@@ -29,12 +29,20 @@ tg_status tg_session_dist_options(tg_session *s, tg_config *c)
     s->replica_offset = 0;
     if (N < 2)
         return TG_OK;
-    if (R % N)
+    if (R % N) {
+        /* the multiples of N either side of R: below R there is none when R < N */
+        int below = R - R % N, above = below + N;
+        char use[64];
+        if (below > 0)
+            snprintf(use, sizeof use, "%d or %d", below, above);
+        else
+            snprintf(use, sizeof use, "%d", above);
         return tg_error(TG_ERR_CONFIG,
                         "instance %d of %d: replicationFactor (--replicas) %d is not a multiple "
                         "of the %d instances; each instance runs replicas / instances of them: "
-                        "use --replicas %d or %d",
-                        i, N, R, N, R < N ? N : R - R % N, R - R % N + N);
+                        "use --replicas %s",
+                        i, N, R, N, use);
+    }
     s->replica_offset = i * (R / N);
     char v[16];
     snprintf(v, sizeof v, "%d", N);
