@@ -5,8 +5,10 @@
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static char tmpdir[256];
 
@@ -162,6 +164,59 @@ static void test_lists_as_split_reads_them(void)
            0, "2 replicas");
 }
 
+/* Row 25: ParallelIPU without phased execution is refused as such; it was
+ * ignored, and with --devices 2 the pipelined run named a device 3. */
+static void test_parallel_ipu_needs_phases(void)
+{
+    EXPECT("compile --model mnist-pipeline --phased-execution-type ParallelIPU --devices 2", 1,
+           "phasedExecutionType ParallelIPU applies to executionStrategy phased, and this run is "
+           "pipelined");
+    EXPECT_NOT("device 3");
+    EXPECT("compile --model mnist-pipeline --phased-execution-type ParallelIPU", 1,
+           "and this run is single");
+    EXPECT("compile --model mnist-pipeline --strategy phased --phased-execution-type ParallelIPU",
+           0, "Memory per phase");
+}
+
+/* A text file of n bytes: GPL-3's first n, or reversed (the same bytes,
+ * the same length, another text). */
+static void write_text(const char *name, size_t n, bool reversed)
+{
+    char path[512], buf[4096];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *in = fopen("/usr/share/common-licenses/GPL-3", "rb"), *out = fopen(path, "wb");
+    size_t got = in && n <= sizeof buf ? fread(buf, 1, n, in) : 0;
+    for (size_t i = 0; out && i < got; i++)
+        fputc(buf[reversed ? got - 1 - i : i], out);
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+    TG_CHECK(got == n);
+}
+
+/* Row 25: --resume on another text of the same length and alphabet is
+ * refused naming both texts' hashes (it continued silently); --load takes it. */
+static void test_resume_other_text(void)
+{
+    write_text("a.txt", 4000, false);
+    write_text("b.txt", 4000, true);
+    char args[1024];
+    const char *lm = "train --model gpt-tiny --seq-len 16 --epochs 2 --test-limit 16 --quiet";
+    snprintf(args, sizeof args, "%s --data text:%s/a.txt --max-steps 1 --save %s/a.st", lm, tmpdir,
+             tmpdir);
+    EXPECT(args, 0, "stopped by --max-steps");
+    snprintf(args, sizeof args, "%s --data text:%s/b.txt --max-steps 2 --resume %s/a.st", lm,
+             tmpdir, tmpdir);
+    EXPECT(args, 1, "a.st continues a run on another text: its tokens hashed ");
+    snprintf(args, sizeof args, "%s --data text:%s/a.txt --max-steps 2 --resume %s/a.st", lm,
+             tmpdir, tmpdir);
+    EXPECT(args, 0, "stopped by --max-steps");
+    snprintf(args, sizeof args, "%s --data text:%s/b.txt --max-steps 1 --load %s/a.st", lm, tmpdir,
+             tmpdir);
+    EXPECT(args, 0, "stopped by --max-steps");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_facts_XXXXXX");
@@ -171,6 +226,9 @@ int main(void)
     TG_RUN(test_running_statistics_row);
     TG_RUN(test_did_you_mean);
     TG_RUN(test_lists_as_split_reads_them);
+    TG_RUN(test_parallel_ipu_needs_phases);
+    if (access("/usr/share/common-licenses/GPL-3", R_OK) == 0)
+        TG_RUN(test_resume_other_text);
     if (tg_test_fashion_dir()) {
         TG_RUN(test_compile_defaults_are_trains);
         TG_RUN(test_cache_hit_or_miss);
