@@ -217,6 +217,14 @@ static void test_resume_other_text(void)
     EXPECT(args, 0, "stopped by --max-steps");
 }
 
+/* Row 18: a data set that is not installed names where to point and what
+ * runs without it (docs/executable-cache.md's example needed CIFAR-10). */
+static void test_missing_data_suggests_synthetic(void)
+{
+    EXPECT("train --model resnet18 --data cifar10:/nonexistent --max-steps 1", 1,
+           "give --data cifar10:DIR where its files are, or --data synthetic");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_facts_XXXXXX");
@@ -227,6 +235,7 @@ int main(void)
     TG_RUN(test_did_you_mean);
     TG_RUN(test_lists_as_split_reads_them);
     TG_RUN(test_parallel_ipu_needs_phases);
+    TG_RUN(test_missing_data_suggests_synthetic);
     if (access("/usr/share/common-licenses/GPL-3", R_OK) == 0)
         TG_RUN(test_resume_other_text);
     if (tg_test_fashion_dir()) {
