@@ -106,8 +106,8 @@ typedef struct compile_args {
 /* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
 static int compile_parse(compile_args *a, int argc, char **argv)
 {
-    *a = (compile_args){.model = "mnist-pipeline",
-                        .batch = 40,
+    *a = (compile_args){.model = CLI_DEFAULT_MODEL,
+                        .batch = CLI_DEFAULT_BATCH,
                         .epochs = -1, /* not given: train's default for the task */
                         .return_period = -1};
     device_args_defaults(&a->dev);

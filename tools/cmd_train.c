@@ -40,13 +40,15 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
                         TRAIN_CONFIG_KEY,
                         a->config,
                         "text_tokens",
-                        a->vocab};
+                        a->vocab,
+                        "text_hash",
+                        a->text_hash};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 6 : 5);
+    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 7 : 5);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -117,12 +119,15 @@ static bool should_stop(const train_args *a, train_pos *pos)
 }
 
 /* The training loop's series for the profile (one row each per host step;
- * nothing when no profile is written): samples/s of this step, its mean
+ * nothing when no profile is written): the step's samples (this instance's;
+ * `analyse instances` divides them by the traced host step), samples/s of
+ * this step as the host timed it (loading excluded), its mean
  * loss (in an MPI job, of this instance's replicas), and the loader's queue
  * depth after it. */
 static void record_counters(tg_session *s, tg_loader *loader, const step_buffers *b, int64_t count,
                             double seconds)
 {
+    tg_session_record_counter(s, "samples", (double)count);
     tg_session_record_counter(s, "samples/s", seconds > 0 ? (double)count / seconds : NAN);
     tg_session_record_counter(s, "loss",
                               b->losses_count ? b->loss_sum / (double)b->losses_count : NAN);
@@ -234,6 +239,40 @@ static int check_vocab(const char *path, const char *vocab)
     }
     free(had);
     return r;
+}
+
+/* The text's tokens (training and held-out parts) hashed, FNV-1a 64, with
+ * their count: "0123abcd0123abcd (31234 tokens)". Another text of the same
+ * length and alphabet has the same vocabulary record but not this. */
+static void text_hash(const train_context *ctx, char *out, size_t cap)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t total = 0;
+    const tg_dataset *parts[2] = {ctx->train, ctx->test};
+    for (int k = 0; k < 2; k++) {
+        const int32_t *tokens = NULL;
+        int64_t n = parts[k] ? tg_dataset_tokens(parts[k], &tokens) : 0;
+        const unsigned char *b = (const unsigned char *)tokens;
+        for (int64_t i = 0; tokens && i < n * (int64_t)sizeof *tokens; i++)
+            h = (h ^ b[i]) * 0x100000001b3ull;
+        total += n;
+    }
+    snprintf(out, cap, "%016llx (%lld tokens)", (unsigned long long)h, (long long)total);
+}
+
+/* --resume of a language model: its text must be this run's, or the
+ * position it continues from means nothing (--load takes another text). */
+static int check_text(const char *path, const char *hash)
+{
+    char had[64] = "";
+    if (tg_checkpoint_read_meta(path, "text_hash", had, sizeof had) != TG_OK || !strcmp(had, hash))
+        return 0; /* a checkpoint without the record (older, or the API's) is taken */
+    fprintf(stderr,
+            "tilegraph train: --resume %s continues a run on another text: its tokens hashed %s, "
+            "this text's %s; give the text it was trained on, or --load it to train on this one "
+            "from its weights\n",
+            path, had, hash);
+    return -1;
 }
 
 /* --resume: where the checkpoint's run stopped. Its seed and host-step size
@@ -369,6 +408,7 @@ static int text_task(train_args *a, train_run *r)
         fprintf(stderr, "tilegraph train: out of memory\n");
         return -1;
     }
+    text_hash(&r->ctx, a->text_hash, sizeof a->text_hash);
     return 0;
 }
 
@@ -482,6 +522,8 @@ static int run_compile(const train_args *a, train_run *r)
     }
     const char *start = a->resume ? a->resume : a->load;
     if (start && a->vocab && check_vocab(start, a->vocab) != 0)
+        return -1;
+    if (a->resume && a->vocab && check_text(a->resume, a->text_hash) != 0)
         return -1;
     if (start && tg_checkpoint_load_ex(r->s, start, r->ctx.model->name, r->load_flags) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());

@@ -25,9 +25,9 @@ void train_task_defaults(train_args *a, bool lm)
 
 int train_parse_args(train_args *a, int argc, char **argv)
 {
-    *a = (train_args){.model = "fashion-basic",
+    *a = (train_args){.model = CLI_DEFAULT_MODEL,
                       .epochs = -1, /* not given: task_defaults */
-                      .batch = 16,
+                      .batch = CLI_DEFAULT_BATCH,
                       .eval_batch = 500,
                       .return_period = -1};
     optim_args_defaults(&a->opt);

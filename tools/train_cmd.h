@@ -27,6 +27,7 @@ typedef struct train_args {
     int seq_len;
     const char *unit;
     char *vocab; /* the checkpoint's record of the tokens: "byte", or "char:" and code points */
+    char text_hash[48];            /* the text's tokens hashed, which --resume must find the same */
     char config[TRAIN_CONFIG_CAP]; /* the training configuration, for the checkpoint */
 } train_args;
 

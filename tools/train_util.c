@@ -299,11 +299,20 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         }
         return 0;
     }
-    if ((train_limit >= 0 && tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
-                                             &ctx->train) != TG_OK) ||
-        tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) !=
-            TG_OK) {
+    tg_status st = TG_OK;
+    if (train_limit >= 0)
+        st = tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train);
+    if (st == TG_OK)
+        st = tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test);
+    if (st != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        /* a data set that is not installed: say where to point and what
+         * runs without one (a new user's first run of a doc's example) */
+        if (st == TG_ERR_IO || st == TG_ERR_NOT_FOUND)
+            fprintf(stderr,
+                    "tilegraph: give --data %s:DIR where its files are, or --data synthetic "
+                    "(a learnable synthetic set of CIFAR's shape, nothing to install)\n",
+                    kind);
         train_context_close(ctx);
         return -1;
     }
@@ -744,5 +753,14 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
     char precision[160];
     printf("precision: %s\n", tg_session_precision(s, precision, sizeof precision));
+    /* hit or miss, for each program (the evaluation one is keyed apart) */
+    const char *train_cache = tg_session_cache(s);
+    const char *eval_cache = ctx->eval_session ? tg_session_cache(ctx->eval_session) : NULL;
+    if (train_cache)
+        printf("executable cache: training program %s", train_cache);
+    if (eval_cache)
+        printf("%sevaluation program %s", train_cache ? "; " : "executable cache: ", eval_cache);
+    if (train_cache || eval_cache)
+        printf("\n");
     fflush(stdout);
 }

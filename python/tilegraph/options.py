@@ -19,6 +19,7 @@ from ._lib import ffi, lib, message
 
 
 class OutputMode(enum.IntEnum):
+    __str__ = enum.Enum.__str__  # "OutputMode.All" as PopTorch prints it (3.11's IntEnum: "2")
     Final = 0
     EveryN = 1
     All = 2

@@ -131,6 +131,14 @@ job=$(ls tr/job-*-training.trace.json 2>/dev/null | head -1)
 [ -n "$job" ] || fail "no merged trace of the job in tr/"
 grep -q '"instance 0: host (pid' "$job" && grep -q '"instance 1: host (pid' "$job" ||
     fail "the job's trace does not hold both instances"
+# replicas that do not divide over the instances: the multiple to use, named once
+# (below R there is none when R < N: it said "use --replicas 2 or 2")
+timeout 60 $MPI $T train --replicas 1 --train-limit 64 --test-limit 16 --quiet >rep.log 2>&1 &&
+    fail "--replicas 1 over 2 instances was taken"
+grep -q "use --replicas 2\$" rep.log || fail "--replicas 1 over 2 instances: $(grep replicas rep.log | head -1)"
+timeout 60 $MPI $T train --replicas 3 --train-limit 64 --test-limit 16 --quiet >rep.log 2>&1 &&
+    fail "--replicas 3 over 2 instances was taken"
+grep -q "use --replicas 2 or 4\$" rep.log || fail "--replicas 3 over 2 instances: $(grep replicas rep.log | head -1)"
 # analyse shows the instances of a job's profiles together
 $T analyse prof instances --json >inst.json || fail "analyse instances"
 grep -q '"instance":1,"host":' inst.json && grep -q '"replicas":"1"' inst.json ||

@@ -402,11 +402,12 @@ static void test_infer_reads_only_what_it_needs(void)
 static void test_flags_that_cannot_apply(void)
 {
     EXPECT(1, "has no blocks to group into stages", "",
-           "compile --model fashion-basic --stages 'B1|B2'");
+           "compile --model fashion-basic --batch-size 40 --stages 'B1|B2'");
     EXPECT(1, "has no blocks to put on several devices", "",
-           "compile --model fashion-basic --devices 2");
-    EXPECT(1, "stages cannot apply with executionStrategy single", "",
-           "compile --model mnist-pipeline --strategy single --stages 'B1,B2|B3,B4'");
+           "compile --model fashion-basic --batch-size 40 --devices 2");
+    EXPECT(
+        1, "stages cannot apply with executionStrategy single", "",
+        "compile --model mnist-pipeline --batch-size 40 --strategy single --stages 'B1,B2|B3,B4'");
     EXPECT(1, "has no blocks", "", "train --devices 2 " SMALL);
 }
 
@@ -425,7 +426,7 @@ static void test_nan_loss(void)
 static void test_trace_failure_changes_exit_code(void)
 {
     EXPECT(1, "trace", "TILEGRAPH_TRACE='{\"enable\":true,\"directory\":\"/proc/tg\"}'",
-           "compile --model mnist-pipeline");
+           "compile --model mnist-pipeline --batch-size 40");
     int count = 0;
     for (char *p = strstr(out, "tilegraph:"); p; p = strstr(p + 1, "tilegraph:"))
         count++;
