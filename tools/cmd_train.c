@@ -431,7 +431,8 @@ static int run_plan(train_args *a, train_run *r)
                               a->opt.max_grad_norm,
                               a->opt.step_epochs,
                               a->opt.nesterov,
-                              a->opt.no_bias_correction};
+                              a->opt.no_bias_correction,
+                              a->save != NULL};
     if (train_agree_loop(&shape) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         return -1;
