@@ -607,7 +607,7 @@ int cmd_train(int argc, char **argv)
     const char *job_profile_dir = a.dev.profile_dir ? a.dev.profile_dir : "./profile";
     if (join_as_instance(&a, instance_dir, sizeof instance_dir) != 0)
         return 1;
-    if (train_probe_outputs(&a) != 0)
+    if (train_probe_outputs(&a) != 0 || train_probe_inputs(&a) != 0)
         return 1;
     /* instance 0 of an MPI job writes the checkpoint, so it alone locks it */
     save_lock lock = {-1, ""};

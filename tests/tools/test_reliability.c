@@ -146,6 +146,15 @@ static void test_outputs_probed_before_training(void)
     EXPECT(1, "host trace directory",
            "TILEGRAPH_TRACE='{\"enable\":true,\"directory\":\"/proc/tg\"}'", "train " SMALL);
     TG_CHECK(!strstr(out, "\"epoch\""));
+    /* the checkpoint a run starts from, before its data are read and its
+     * model compiled (issue 46, row 15): the text file named here is missing
+     * too, and reading the data first named it instead */
+    EXPECT(1, "--resume: missing.safetensors: cannot open", "",
+           "train --model gpt-tiny --data text:missing.txt --resume missing.safetensors " SMALL);
+    TG_CHECK(strstr(out, "nothing was trained") && !strstr(out, "missing.txt"));
+    EXPECT(1, "--load: missing.safetensors: cannot open", "",
+           "train --model gpt-tiny --data text:missing.txt --load missing.safetensors " SMALL);
+    TG_CHECK(!strstr(out, "missing.txt"));
 }
 
 /* ---- W1: engine-option variables take engine options only -------------------------- */
