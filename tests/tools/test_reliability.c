@@ -299,11 +299,32 @@ static long header_len(const unsigned char *d)
     return h;
 }
 
+/* A NaN in the first tensor's first element (f32), as a run that diverged
+ * saved it: that tensor's checksum (eight hex digits in the metadata's
+ * tilegraph_crc32, the tensors in the order of their names) made right, as
+ * the run's save would have written it. */
 static void put_nan(unsigned char *d, long n)
 {
-    long at = 8 + header_len(d); /* the first tensor's first element (f32) */
-    if (at + 4 <= n)
-        d[at] = 0, d[at + 1] = 0, d[at + 2] = 0xc0, d[at + 3] = 0x7f;
+    long at = 8 + header_len(d);
+    if (at + 4 > n)
+        return;
+    d[at] = 0, d[at + 1] = 0, d[at + 2] = 0xc0, d[at + 3] = 0x7f;
+    tg_safetensors *f = NULL;
+    TG_CHECK_OK(tg_safetensors_parse(d, (size_t)n, "nan.st", &f));
+    size_t count = f ? tg_safetensors_count(f) : 0, first = 0, rank = 0;
+    for (size_t i = 1; i < count; i++) /* the tensor at the data's start */
+        if (tg_safetensors_tensor(f, i)->data < tg_safetensors_tensor(f, first)->data)
+            first = i;
+    const tg_st_tensor *t = f ? tg_safetensors_tensor(f, first) : NULL;
+    for (size_t i = 0; t && i < count; i++)
+        rank += strcmp(tg_safetensors_tensor(f, i)->name, t->name) < 0;
+    char crc[9];
+    snprintf(crc, sizeof crc, "%08x", t ? (unsigned)crc32(0, t->data, (uInt)t->nbytes) : 0u);
+    const char key[] = "\"tilegraph_crc32\":\"";
+    for (long i = 8; t && i + (long)sizeof key < at; i++)
+        if (memcmp(d + i, key, sizeof key - 1) == 0)
+            memcpy(d + i + sizeof key - 1 + 8 * rank, crc, 8);
+    tg_safetensors_destroy(f);
 }
 
 /* Overwrite the step's digits, keeping the header's length. */
