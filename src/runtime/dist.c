@@ -463,8 +463,12 @@ static bool yield_briefly(request_wait *w)
  * to the ones it waits for (a blocking MPI call would spin). */
 static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
 {
+    /* the others are told of a wait past a tenth of a second: a slower
+     * instance's usual lag is not worth a message, a deadlock is found in
+     * about a second anyway (dist_watch.c) */
+    double tell_at = tg_clock_seconds() + 0.1;
     for (long tests = 0; !request_settled(w); tests++) {
-        if (tests >= 64 && w->kind != TG_WAIT_NONE &&
+        if (w->kind != TG_WAIT_NONE && tests % 16 == 0 && tg_clock_seconds() > tell_at &&
             tg_dist_watch_stuck(w->kind, w->n, &w->told)) {
             w->stuck = w->aborted = true;
             break;
