@@ -295,6 +295,15 @@ static const char *const configs[][9] = {
     {"precision", "bf16.bf16", "lossScaling", "static", NULL},
     {"precision", "16.16", "lossScaling", "dynamic", "Training.gradientAccumulation", "2", NULL},
     {"target", "mk2", "executionStrategy", "pipelined", "Training.gradientAccumulation", "4", NULL},
+    {"replicationFactor", "2", "TensorLocations.optimizer.replicatedTensorSharding", "true",
+     "TensorLocations.optimizer.minElementsForReplicatedTensorSharding", "16",
+     "TensorLocations.optimizer.onChip", "false", NULL},
+    {"executionStrategy", "phased", "phases", "B1,B2|B3,B4", "TensorLocations.weight.onChip",
+     "false", NULL},
+    {"TensorLocations.ioSchedule", "preload", "TensorLocations.weight.onChip", "false",
+     "TensorLocations.optimizer.onChip", "false", NULL},
+    {"executionStrategy", "pipelined", "Training.gradientAccumulation", "4", "pipelineSchedule",
+     "zb-h2", "recomputation", "pipeline", NULL},
 };
 
 static tg_options *config_options(int k)
