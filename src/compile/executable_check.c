@@ -17,6 +17,7 @@
  */
 #include "compile/program.h"
 
+#include "core/alloc.h"
 #include "core/error.h"
 
 #include <stdio.h>
@@ -53,6 +54,14 @@ static tg_status check_buffer_sizes(const tg_program *p)
                             "buffer %d of '%s' has %zu bytes a slot %zu apart; its value needs "
                             "%zu",
                             i, node_name(p, b->node), b->bytes, b->stride, want);
+        /* kernels read floats and vectors: the plan places everything at
+         * TG_ALIGN, and a file that does not would have them misaligned */
+        if (b->region != TG_REGION_NONE && !b->offloaded &&
+            (b->offset % TG_ALIGN != 0 || (b->slots > 1 && b->stride % TG_ALIGN != 0)))
+            return tg_error(TG_ERR_FORMAT,
+                            "buffer %d of '%s' lies at offset %zu (slots %zu apart), not at a "
+                            "multiple of %d bytes",
+                            i, node_name(p, b->node), b->offset, b->stride, TG_ALIGN);
         if (b->copy_of >= 0 && p->buffers[b->copy_of].node != b->node)
             return tg_error(TG_ERR_FORMAT, "buffer %d is a copy of '%s' but holds '%s'", i,
                             node_name(p, p->buffers[b->copy_of].node), node_name(p, b->node));
@@ -112,6 +121,12 @@ static tg_status check_steps(const tg_program *p, int d)
         for (int s = 0; s < dp->n_steps[ph]; s++) {
             const tg_step *st = &dp->steps[ph][s];
             const tg_tensor *t = p->graph->nodes[st->node];
+            if (st->scratch_bytes > 0 && st->scratch_offset % TG_ALIGN != 0)
+                return tg_error(TG_ERR_FORMAT,
+                                "step %d of device %d's %s pass ('%s'): its scratch lies at "
+                                "offset %zu, not at a multiple of %d bytes",
+                                s, d, phase_names[ph], node_name(p, st->node), st->scratch_offset,
+                                TG_ALIGN);
             for (int k = -1; k < t->n_in; k++) {
                 int b = k < 0 ? st->out : st->in[k];
                 if (operand_ok(p, d, t, k, b))
@@ -245,9 +260,40 @@ static tg_status check_shape(const tg_program *p)
     return TG_OK;
 }
 
+/* The precision and every node's storage type are the options': a type
+ * changed in the file would have kernels read a buffer as another type. */
+static tg_status check_types(const tg_program *p)
+{
+    tg_precision want;
+    TG_TRY(tg_precision_read(&p->config, &want));
+    const tg_precision *got = &p->precision;
+    if (got->input != want.input || got->model != want.model || got->accum != want.accum ||
+        got->first_moment != want.first_moment || got->second_moment != want.second_moment ||
+        memcmp(&got->stochastic_rounding, &want.stochastic_rounding, 1) != 0 ||
+        got->loss_scaling != want.loss_scaling ||
+        memcmp(&got->loss_scale, &want.loss_scale, sizeof want.loss_scale) != 0 ||
+        got->growth_interval != want.growth_interval)
+        return tg_error(TG_ERR_FORMAT, "its precision is not the options'");
+    int n = p->graph->n_nodes;
+    tg_dtype *storage = tg_malloc(((size_t)n + 1) * sizeof *storage);
+    if (!storage)
+        return tg_error(TG_ERR_NOMEM, "out of memory");
+    tg_precision_assign(p->graph, &want, storage);
+    int bad = -1;
+    for (int i = 0; i < n && bad < 0; i++)
+        if (p->storage[i] != storage[i])
+            bad = i;
+    tg_free(storage);
+    if (bad >= 0)
+        return tg_error(TG_ERR_FORMAT, "'%s' is stored as another type than the options say",
+                        node_name(p, bad));
+    return TG_OK;
+}
+
 tg_status tg_executable_check(const tg_program *p)
 {
     TG_TRY(check_shape(p));
+    TG_TRY(check_types(p));
     TG_TRY(check_buffer_sizes(p));
     TG_TRY(check_homes(p));
     TG_TRY(check_transfers(p));

@@ -428,7 +428,7 @@ static void check_streams(reader *r, const tg_program *p, const tg_device_progra
 
 static void check_step(reader *r, const tg_program *p, const tg_step *st, size_t arena)
 {
-    if (!bool_ok(&st->staged))
+    if (!bool_ok(&st->staged) || !bool_ok(&st->exchange_before))
         fail(r, "a step's flags are not flags");
     if (!in_range(st->node, 0, p->graph->n_nodes) || !buffer_ok(p, st->out))
         fail(r, "a step names a node or buffer that does not exist");
@@ -527,6 +527,8 @@ static void check_buffers(reader *r, const tg_program *p)
             !in_range((int)t->phase, 0, TG_PHASE_COUNT) ||
             !in_range(t->src_buffer, 0, p->n_buffers) || !in_range(t->dst_buffer, 0, p->n_buffers))
             fail(r, "a transfer names something that does not exist");
+        else if (!bool_ok(&t->used_forward) || !bool_ok(&t->used_backward))
+            fail(r, "a transfer's flags are not flags");
         else if (!in_range(t->send_at, -1, p->devices[t->src_device].n_steps[t->phase]) ||
                  !in_range(t->recv_at[0], -1, p->devices[t->dst_device].n_steps[0]) ||
                  !in_range(t->recv_at[1], -1, p->devices[t->dst_device].n_steps[1]))
