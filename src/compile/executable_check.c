@@ -290,8 +290,61 @@ static tg_status check_types(const tg_program *p)
     return TG_OK;
 }
 
+/* The pipeline schedule is the options': built again, it must be the
+ * file's op for op (one dropped or moved would skip or reorder a
+ * micro-batch's pass). */
+static tg_status check_schedule(const tg_program *p)
+{
+    const tg_config *c = &p->config;
+    tg_schedule_kind kind = strcmp(c->pipeline.strategy, "pipelined") == 0
+                                ? (tg_schedule_kind)tg_schedule_parse(c->pipeline.schedule)
+                                : TG_SCHEDULE_SHARDED;
+    tg_pipe_schedule want;
+    memset(&want, 0, sizeof want);
+    TG_TRY(tg_pipe_schedule_build(kind, p->n_devices, p->micro_batches, p->training, &want));
+    const tg_pipe_schedule *got = &p->schedule;
+    bool same = got->kind == want.kind && got->micro_batches == want.micro_batches &&
+                (got->ops != NULL) == (want.ops != NULL) &&
+                (!want.ops || got->n_devices == want.n_devices);
+    for (int d = 0; same && want.ops && d < want.n_devices; d++)
+        same = got->n_ops[d] == want.n_ops[d] && got->stash_depth[d] == want.stash_depth[d] &&
+               memcmp(got->ops[d], want.ops[d], (size_t)want.n_ops[d] * sizeof *want.ops[d]) == 0;
+    tg_pipe_schedule_free(&want);
+    if (!same)
+        return tg_error(TG_ERR_FORMAT, "its pipeline schedule is not the one the options make");
+    return TG_OK;
+}
+
+/* Every weight update of the graph is a step of one device's update pass,
+ * once: a dropped or doubled one would leave a weight untrained or update
+ * it twice. */
+static tg_status check_updates(const tg_program *p)
+{
+    if (!p->training)
+        return TG_OK;
+    const tg_graph *g = p->graph;
+    int *seen = tg_calloc((size_t)g->n_nodes + 1, sizeof *seen);
+    if (!seen)
+        return tg_error(TG_ERR_NOMEM, "out of memory");
+    for (int d = 0; d < p->n_devices; d++)
+        for (int s = 0; s < p->devices[d].n_steps[TG_PHASE_UPDATE]; s++)
+            seen[p->devices[d].steps[TG_PHASE_UPDATE][s].node]++;
+    int bad = -1;
+    for (int i = 0; i < g->n_nodes && bad < 0; i++)
+        if (tg_is_weight_update(g->nodes[i]) && seen[i] != 1)
+            bad = i;
+    int times = bad >= 0 ? seen[bad] : 0;
+    tg_free(seen);
+    if (bad >= 0)
+        return tg_error(TG_ERR_FORMAT, "the update '%s' is a step %d times, not once",
+                        node_name(p, bad), times);
+    return TG_OK;
+}
+
 tg_status tg_executable_check(const tg_program *p)
 {
+    TG_TRY(check_schedule(p));
+    TG_TRY(check_updates(p));
     TG_TRY(check_shape(p));
     TG_TRY(check_types(p));
     TG_TRY(check_buffer_sizes(p));

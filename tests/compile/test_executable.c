@@ -378,12 +378,15 @@ typedef enum {
     INPUT_SWAP,   /* the host streams an input into a weight */
     ARENA_HUGE,   /* a device's memory and a region made huge together */
     ITERATIONS,   /* more iterations than the options say */
+    NO_UPDATE,    /* an update step made a copy of another: one weight never trained */
+    SCHEDULE,     /* two passes swapped in the pipeline schedule */
     MUTATION_COUNT
 } mutation;
 
 static const char *const mutation_names[MUTATION_COUNT] = {
-    "input -1",     "output -1",   "another weight",     "short buffer", "host stride",
-    "home swapped", "accumulator", "host input swapped", "arena huge",   "iterations"};
+    "input -1",    "output -1",    "another weight", "short buffer",
+    "host stride", "home swapped", "accumulator",    "host input swapped",
+    "arena huge",  "iterations",   "update dropped", "schedule"};
 
 /* Apply m to p; false when p has nothing it applies to. */
 static bool mutate(tg_program *p, mutation m)
@@ -441,6 +444,23 @@ static bool mutate(tg_program *p, mutation m)
     case ITERATIONS:
         p->iterations = 1 << 30;
         return true;
+    case NO_UPDATE:
+        if (!a || !b)
+            return false;
+        *a = *b;
+        return true;
+    case SCHEDULE:
+        for (int d = 0; p->schedule.ops && d < p->schedule.n_devices; d++)
+            for (int k = 0; k + 1 < p->schedule.n_ops[d]; k++) {
+                tg_pipe_op *o = p->schedule.ops[d];
+                if (o[k].pass != o[k + 1].pass) {
+                    tg_pipe_op t = o[k];
+                    o[k] = o[k + 1];
+                    o[k + 1] = t;
+                    return true;
+                }
+            }
+        return false;
     default:
         return false;
     }
