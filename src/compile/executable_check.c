@@ -168,10 +168,22 @@ static tg_status check_moves(const tg_program *p, int d)
     for (int k = 0; k < dp->n_inputs; k++) {
         const tg_buffer *b = &p->buffers[dp->inputs[k]];
         if (b->device != d || b->region != TG_REGION_INPUT ||
-            p->graph->nodes[b->node]->op != TG_OP_INPUT)
+            p->graph->nodes[b->node]->op != TG_OP_INPUT || p->home[b->node] != dp->inputs[k])
             return tg_error(TG_ERR_FORMAT, "device %d's host input %d streams into '%s'", d, k,
                             node_name(p, b->node));
     }
+    /* and every input kept on this device is streamed, once */
+    int kept = 0, twice = 0;
+    for (int i = 0; i < p->graph->n_nodes; i++)
+        kept += p->graph->nodes[i]->op == TG_OP_INPUT && p->home[i] >= 0 &&
+                p->buffers[p->home[i]].device == d;
+    for (int k = 0; k < dp->n_inputs; k++)
+        for (int j = 0; j < k; j++)
+            twice += dp->inputs[j] == dp->inputs[k];
+    if (kept != dp->n_inputs || twice)
+        return tg_error(TG_ERR_FORMAT,
+                        "device %d streams %d host inputs (%d of them again), but keeps %d", d,
+                        dp->n_inputs, twice, kept);
     for (int k = 0; k < dp->n_outputs; k++)
         if (p->buffers[dp->outputs[k]].device != d)
             return tg_error(TG_ERR_FORMAT, "device %d's host output %d is on another device", d, k);

@@ -380,13 +380,14 @@ typedef enum {
     ITERATIONS,   /* more iterations than the options say */
     NO_UPDATE,    /* an update step made a copy of another: one weight never trained */
     SCHEDULE,     /* two passes swapped in the pipeline schedule */
+    INPUT_TWICE,  /* the host streams one input twice and the other not */
     MUTATION_COUNT
 } mutation;
 
 static const char *const mutation_names[MUTATION_COUNT] = {
-    "input -1",    "output -1",    "another weight", "short buffer",
-    "host stride", "home swapped", "accumulator",    "host input swapped",
-    "arena huge",  "iterations",   "update dropped", "schedule"};
+    "input -1",       "output -1",   "another weight",     "short buffer", "host stride",
+    "home swapped",   "accumulator", "host input swapped", "arena huge",   "iterations",
+    "update dropped", "schedule",    "input twice"};
 
 /* Apply m to p; false when p has nothing it applies to. */
 static bool mutate(tg_program *p, mutation m)
@@ -444,6 +445,8 @@ static bool mutate(tg_program *p, mutation m)
     case ITERATIONS:
         p->iterations = 1 << 30;
         return true;
+    case INPUT_TWICE:
+        return dp->n_inputs > 1 && (dp->inputs[1] = dp->inputs[0], true);
     case NO_UPDATE:
         if (!a || !b)
             return false;
