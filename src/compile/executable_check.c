@@ -184,9 +184,33 @@ static tg_status check_moves(const tg_program *p, int d)
         return tg_error(TG_ERR_FORMAT,
                         "device %d streams %d host inputs (%d of them again), but keeps %d", d,
                         dp->n_inputs, twice, kept);
-    for (int k = 0; k < dp->n_outputs; k++)
-        if (p->buffers[dp->outputs[k]].device != d)
-            return tg_error(TG_ERR_FORMAT, "device %d's host output %d is on another device", d, k);
+    /* the outputs: the buffers (once each) of the graph's outputs kept here,
+     * as find_outputs (program.c) lists them */
+    int outs = 0;
+    for (int i = 0; i < p->graph->n_nodes; i++) {
+        const tg_tensor *t = p->graph->nodes[i];
+        int h = p->home[i];
+        bool first = true;
+        for (int j = 0; j < i && first && h >= 0; j++)
+            first = !(p->graph->nodes[j]->flags & TG_NODE_OUTPUT) ||
+                    p->graph->nodes[j]->n_in == 0 || p->home[j] != h;
+        outs += (t->flags & TG_NODE_OUTPUT) && t->n_in > 0 && h >= 0 && first &&
+                p->buffers[h].device == d;
+    }
+    twice = 0;
+    for (int k = 0; k < dp->n_outputs; k++) {
+        const tg_buffer *b = &p->buffers[dp->outputs[k]];
+        if (b->device != d || p->home[b->node] != dp->outputs[k])
+            return tg_error(TG_ERR_FORMAT, "device %d's host output %d streams '%s' from a copy", d,
+                            k, node_name(p, b->node));
+        for (int j = 0; j < k; j++)
+            twice += dp->outputs[j] == dp->outputs[k];
+    }
+    if (outs != dp->n_outputs || twice)
+        return tg_error(TG_ERR_FORMAT,
+                        "device %d streams %d host outputs (%d of them again), but the graph has "
+                        "%d there",
+                        d, dp->n_outputs, twice, outs);
     return TG_OK;
 }
 

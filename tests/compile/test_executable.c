@@ -381,13 +381,14 @@ typedef enum {
     NO_UPDATE,    /* an update step made a copy of another: one weight never trained */
     SCHEDULE,     /* two passes swapped in the pipeline schedule */
     INPUT_TWICE,  /* the host streams one input twice and the other not */
+    OUTPUT_DROP,  /* an output (the loss) no longer streamed to the host */
     MUTATION_COUNT
 } mutation;
 
 static const char *const mutation_names[MUTATION_COUNT] = {
-    "input -1",       "output -1",   "another weight",     "short buffer", "host stride",
-    "home swapped",   "accumulator", "host input swapped", "arena huge",   "iterations",
-    "update dropped", "schedule",    "input twice"};
+    "input -1",       "output -1",   "another weight",     "short buffer",  "host stride",
+    "home swapped",   "accumulator", "host input swapped", "arena huge",    "iterations",
+    "update dropped", "schedule",    "input twice",        "output dropped"};
 
 /* Apply m to p; false when p has nothing it applies to. */
 static bool mutate(tg_program *p, mutation m)
@@ -445,6 +446,11 @@ static bool mutate(tg_program *p, mutation m)
     case ITERATIONS:
         p->iterations = 1 << 30;
         return true;
+    case OUTPUT_DROP:
+        for (int d = 0; d < p->n_devices; d++)
+            if (p->devices[d].n_outputs > 0)
+                return (p->devices[d].n_outputs--, true);
+        return false;
     case INPUT_TWICE:
         return dp->n_inputs > 1 && (dp->inputs[1] = dp->inputs[0], true);
     case NO_UPDATE:
