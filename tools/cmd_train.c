@@ -9,6 +9,7 @@
 #include "train_cmd.h"
 
 #include "save_lock.h"
+#include "save_rescue.h"
 
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/dist.h"
@@ -19,6 +20,23 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Where the checkpoints went when --save's place could not take them
+ * (save_rescue.h): one run per process. */
+static save_rescue rescue = {"", 1.0};
+
+typedef struct checkpoint_write {
+    tg_session *s;
+    const char *model;
+    const char *const *kv;
+    size_t n_pairs;
+} checkpoint_write;
+
+static tg_status write_checkpoint(const char *path, void *ctx)
+{
+    const checkpoint_write *w = ctx;
+    return tg_checkpoint_save_meta(w->s, path, w->model, w->kv, w->n_pairs);
+}
 
 /* The checkpoint of --save, with the loader position for --resume. */
 static tg_status save_checkpoint(const train_args *a, tg_session *s, const char *model,
@@ -48,7 +66,8 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 7 : 5);
+    checkpoint_write w = {s, model, kv, a->vocab ? 7 : 5};
+    return save_rescue_write_to(&rescue, "train", a->save, write_checkpoint, &w);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -471,7 +490,8 @@ static int run_plan(train_args *a, train_run *r)
                               a->opt.max_grad_norm,
                               a->opt.step_epochs,
                               a->opt.nesterov,
-                              a->opt.no_bias_correction};
+                              a->opt.no_bias_correction,
+                              a->save != NULL};
     if (train_agree_loop(&shape) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         return -1;
@@ -648,13 +668,14 @@ int cmd_train(int argc, char **argv)
     const char *job_profile_dir = a.dev.profile_dir ? a.dev.profile_dir : "./profile";
     if (join_as_instance(&a, instance_dir, sizeof instance_dir) != 0)
         return 1;
-    if (train_probe_outputs(&a) != 0)
+    if (train_probe_outputs(&a) != 0 || train_probe_inputs(&a) != 0)
         return 1;
     /* instance 0 of an MPI job writes the checkpoint, so it alone locks it */
     save_lock lock = {-1, ""};
     if (a.save && tg_dist_instance() == 0 && save_lock_take(&lock, "train", a.save) != 0)
         return 1;
     cli_stop_at_step_boundaries();
+    const char *target = a.save;
     train_run run = {0};
     run.test = (eval_result){0, NAN, 0, NAN, 0, {0}, {0}};
     if (train_context_open(&run.ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0) {
@@ -665,8 +686,15 @@ int cmd_train(int argc, char **argv)
     train_task_defaults(&a, run.ctx.text);
     int status = 1;
     if ((!run.ctx.text || text_task(&a, &run) == 0) && run_plan(&a, &run) == 0 &&
-        run_compile(&a, &run) == 0 && run_epochs(&a, &run) == 0)
+        run_compile(&a, &run) == 0 && run_epochs(&a, &run) == 0) {
+        if (rescue.where[0]) /* what the run reports ("saved:", --resume) is where it went */
+            a.save = rescue.where;
         status = run_finish(&a, &run, job_profile_dir);
+    }
+    if (rescue.where[0]) { /* the weights are safe, but not where they were asked for */
+        fprintf(stderr, "tilegraph train: the checkpoint is at %s, not %s\n", rescue.where, target);
+        status = status ? status : 1;
+    }
     step_buffers_free(&run.b);
     tg_session_destroy(run.s);
     tg_model_graph_destroy(&run.mg);

@@ -155,6 +155,26 @@ int train_probe_outputs(const train_args *a)
     return 0;
 }
 
+/* The checkpoints the run starts from (--load, --resume) can be opened:
+ * checked before the data are read and the model compiled (which take
+ * seconds to minutes for a large model), not after (issue 46, row 15). */
+int train_probe_inputs(const train_args *a)
+{
+    const char *what[2] = {"--load", "--resume"}, *path[2] = {a->load, a->resume};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = NULL;
+        if (!path[i])
+            continue;
+        if (tg_fopen_regular(path[i], &f) != TG_OK) {
+            fprintf(stderr, "tilegraph train: %s: %s (nothing was trained)\n", what[i],
+                    tg_error_message());
+            return -1;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
 /* --target and --output-return-period: the options target and
  * outputReturnPeriod, over --engine-option and --options. A return period
  * without --output-mode everyN would be ignored, so it is an error. */

@@ -139,9 +139,13 @@ static int open_text(train_context *ctx, const char *file, const data_args *data
     if (data->seq_len > 0)
         in.seq_len = in.width = (int)data->seq_len;
     tg_text_config c = {(tg_text_tokens)tokens, in.seq_len, 0};
-    if ((train_limit >= 0 &&
-         tg_dataset_open_text(file, &c, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
-        tg_dataset_open_text(file, &c, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
+    /* both splits from one read of the file: a file replaced between two
+     * reads trained on one text and recorded the other's vocabulary */
+    tg_status st = train_limit >= 0
+                       ? tg_dataset_open_text_splits(file, &c, train_limit, test_limit, &ctx->train,
+                                                     &ctx->test)
+                       : tg_dataset_open_text(file, &c, TG_SPLIT_TEST, test_limit, &ctx->test);
+    if (st != TG_OK) {
         fprintf(stderr, "tilegraph: --data %s: %s\n", data->data, tg_error_message());
         return -1;
     }

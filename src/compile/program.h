@@ -289,6 +289,12 @@ tg_status tg_executable_load(const tg_graph *g, const tg_config *c, const char *
 /* The same from memory (the fuzz target's entry); `path` names it in messages. */
 tg_status tg_executable_parse(const tg_graph *g, const tg_config *c, const void *data, size_t len,
                               const char *path, tg_program **out);
+/* Whether a program read from a file agrees with its graph and options:
+ * every step, transfer, accumulator and host stream moves the values the
+ * graph says into buffers of those values, every buffer has its value's
+ * bytes, every size is the sum of its parts (compile/executable_check.c).
+ * TG_ERR_FORMAT naming the first disagreement. */
+tg_status tg_executable_check(const tg_program *p);
 
 typedef enum tg_cache_result {
     TG_CACHE_OFF,      /* neither executableFile nor enableExecutableCaching is set */

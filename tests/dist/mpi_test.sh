@@ -5,7 +5,7 @@
 # dividing R is refused; a killed instance ends the job within 10 s; instances
 # with different options are refused at start, naming the difference; one
 # instance compiles and the other loads; instances whose loop options
-# (--max-steps, --epochs, --train-limit, --checkpoint-every) or engine
+# (--max-steps, --epochs, --train-limit, --checkpoint-every, --save) or engine
 # options differ are refused, naming the flag and both values; the job's trace and profiles are
 # seen together; optimizer state sharded over both instances trains,
 # checkpoints and resumes as one process; a stop signal ends every instance
@@ -105,6 +105,10 @@ differ "differ in their --epochs (1 vs 2)" --epochs 2
 differ "training samples (--train-limit, or the training set's size) (400 vs 200)" --train-limit 200
 differ "--checkpoint-every in host steps (0 vs 5)" --checkpoint-every 5 --save ck.safetensors
 differ "option threadsPerDevice ('0' vs '2')" --engine-option threadsPerDevice=2
+# --save on one instance only: its save checked the weights over the job
+# while the other evaluated, each in a collective of its own, for ever
+# (issue 46, row 1)
+differ "differ in their --save (instance 0 writes the file, but every instance takes part in saving) ('not given' vs 'given')" --save one-only.safetensors
 
 # 5. kill -9 of one instance ends the job, non-zero, within 10 s
 long_job kill.log
