@@ -265,7 +265,7 @@ int cmd_check(int argc, char **argv)
                     .data_seed = 1};
     device_args dev;
     device_args_defaults(&dev);
-    cli_flag flags[64] = {
+    cli_flag flags[96] = {
         {"--model", CLI_STRING, &a.model, "NAME", "model from the zoo, or an ONNX file (FILE.onnx)",
          1, 0, NULL},
         {"--batch-size", CLI_INT, &a.batch, "N", "samples per micro-batch", 1, 1e6, NULL},

@@ -113,7 +113,7 @@ static int compile_parse(compile_args *a, int argc, char **argv)
     device_args_defaults(&a->dev);
     optim_args_defaults(&a->oa);
     char target_help[160];
-    cli_flag flags[64] = {
+    cli_flag flags[96] = {
         {"--model", CLI_STRING, &a->model, "NAME",
          "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0, NULL},
         {"--batch-size", CLI_INT, &a->batch, "N", "samples per micro-batch", 1, 1e6, NULL},

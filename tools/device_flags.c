@@ -4,6 +4,7 @@
 #include "tilegraph/devices.h"
 #include "tilegraph/files.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,9 +245,21 @@ int device_flags(device_args *a, cli_flag *f, int cap)
 {
     dev_flag rows[DEV_FLAGS_MAX];
     int n = dev_rows(a, rows), listed = 0;
-    for (int i = 0; i < n; i++)
-        if (rows[i].when != DEV_UNLISTED && listed < cap)
-            f[listed++] = rows[i].flag;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].when == DEV_UNLISTED)
+            continue;
+        /* a command's flag array too short dropped its last device flags
+         * without a word (compile lost --executable): a build error in all
+         * but name, so every run of that command says it */
+        if (listed == cap) {
+            fprintf(stderr,
+                    "tilegraph: internal error: the command's flag table has room for %d "
+                    "device flags, not '%s' and the rest\n",
+                    cap, rows[i].flag.name);
+            abort();
+        }
+        f[listed++] = rows[i].flag;
+    }
     return listed;
 }
 
