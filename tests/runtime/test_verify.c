@@ -5,7 +5,7 @@
  * graphs catch those defects when the layout pass is made to overlook
  * views again (compile/layout.h tg_layout_test_ignore_views). A failure
  * prints the shortest prefix of the random graph that still fails.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "tg_test.h"
 #include "tg_random_graph.h"
 

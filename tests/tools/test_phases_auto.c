@@ -8,7 +8,8 @@
  * `--stages auto` that finds no pipelined split names the phased plan that
  * fits instead of switching strategy. The cost model runs on its default
  * rates (TILEGRAPH_CALIBRATION=off), so the choice does not depend on the
- * machine's load. */
+ * machine's load.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 

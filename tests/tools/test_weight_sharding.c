@@ -5,7 +5,8 @@
  * the profile holds the gathers and reduce-scatters; the remedies of a model
  * that does not fit name it; what cannot apply is refused by name. Weights
  * and optimizer state both offloaded and sharded write the same bytes, with
- * half the host (streaming-memory) bytes per replica. */
+ * half the host (streaming-memory) bytes per replica.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
