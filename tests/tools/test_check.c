@@ -83,6 +83,19 @@ static void test_every_precision_and_loss_scaling(void)
             }
 }
 
+/* Exported language models (issue 46 row 3): their i32 token ids were fed
+ * random floats' bits, and the loss was NaN. */
+static void test_onnx_language_models(void)
+{
+    char args[1024];
+    static const char *const lms[] = {"tiny_lm", "tiny_bert"};
+    for (size_t i = 0; i < sizeof lms / sizeof *lms; i++) {
+        snprintf(args, sizeof args, "check --model %s/tests/onnx/fixtures/%s.onnx --batch-size 2",
+                 TG_SOURCE_DIR, lms[i]);
+        EXPECT(args, 0, "ok: every tensor within tolerance");
+    }
+}
+
 static void test_device_settings(void)
 {
     /* pipelined with accumulation: the updates read summed gradients */
@@ -121,6 +134,7 @@ int main(void)
         return 1;
     TG_RUN(test_failures_and_json);
     TG_RUN(test_every_precision_and_loss_scaling);
+    TG_RUN(test_onnx_language_models);
     TG_RUN(test_device_settings);
     TG_RUN(test_onnx_fixtures);
     TG_RUN(test_zoo);
