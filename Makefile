@@ -1,7 +1,7 @@
 # tilegraph - the two commands a new user runs (as root on Debian):
 #   make demo   installs what is missing, builds, trains the tutorial model
 #   make test   installs what is missing, builds, runs the whole test suite
-# Other targets: build, install (PREFIX, DESTDIR), bench, format, format-check, asan, tsan,
+# Other targets: build, test-isa, install (PREFIX, DESTDIR), bench, format, format-check, asan, tsan,
 # fuzz, clean, options-doc.
 
 BUILD      ?= build
@@ -20,7 +20,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
                python3-tqdm python3-venv openmpi-bin libopenmpi-dev libdnnl-dev
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
-.PHONY: all demo test build install format-check deps bench-deps bench format asan tsan fuzz clean options-doc
+.PHONY: all demo test test-isa build install format-check deps bench-deps bench format asan tsan fuzz clean options-doc
 
 all: build
 
@@ -70,6 +70,22 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-isa
+
+# The instruction-set-sensitive tests (CTest label isa: kernels, plans, memory
+# figures, bf16) once more with every kernel held to AVX2 and to AVX-512
+# without BF16 (TILEGRAPH_ISA, src/core/isa.h), so one AVX-512 machine tests
+# the others' paths too. A set this CPU does not exceed is skipped (the suite
+# itself ran it).
+test-isa: build
+	@for isa in avx2 avx512; do \
+	  v=$$(TILEGRAPH_ISA=$$isa ./$(BUILD)/tilegraph --version); \
+	  case "$$v" in *"kernels use $$isa (TILEGRAPH_ISA=$$isa; the CPU has $$isa)"*) ;; \
+	  *"kernels use $$isa (TILEGRAPH_ISA=$$isa;"*) \
+	    echo "test-isa: TILEGRAPH_ISA=$$isa"; \
+	    (cd $(BUILD) && TILEGRAPH_ISA=$$isa ctest --output-on-failure -j $(JOBS) -L isa) || exit 1 ;; \
+	  *) echo "test-isa: this CPU has no $$isa: skipped" ;; esac; \
+	done
 
 # The command, libtilegraph.a and .so, the headers and tilegraph.pc under
 # $(DESTDIR)$(PREFIX): `cc prog.c $$(pkg-config --cflags --libs tilegraph)`.

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tilegraph/devices.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/trace.h"
 
@@ -163,6 +164,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         return 2;
     }
+    /* TILEGRAPH_ISA holds every kernel to an instruction set: a value it
+     * does not know is refused before any work */
+    if (tg_host_isa_check() != TG_OK) {
+        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        return 2;
+    }
     atexit(write_trace_at_exit); /* for paths that call exit(); a no-op after finish_trace */
     catch_stop_signals();
     if (argc < 2) {
@@ -175,7 +182,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(name, "--version") || !strcmp(name, "version")) {
-        printf("tilegraph %s\n", TG_VERSION);
+        char isa[128];
+        tg_host_isa_describe(isa, sizeof isa);
+        printf("tilegraph %s\nkernels use %s\n", TG_VERSION, isa);
         return 0;
     }
     if (joins_job(name) && tg_dist_init(&argc, &argv) != TG_OK) {

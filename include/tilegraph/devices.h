@@ -16,6 +16,7 @@
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -35,12 +36,19 @@ typedef struct tg_host_info {
     int64_t memory_total;           /* bytes of RAM (0 when unknown) */
     int64_t memory_available;       /* bytes available now (MemAvailable; 0 when unknown) */
     bool isa[TG_ISA_FEATURE_COUNT]; /* per tg_isa_feature_name(i) */
-    char kernel_level[16];          /* the vector level the kernels use: base, avx2 or avx512 */
+    char kernel_level[16];          /* the instruction sets the kernels use: base, avx2, avx512 or
+                                       avx512_bf16 (the CPU's, held to TILEGRAPH_ISA) */
 } tg_host_info;
 
 /* Fill *out from the operating system and cpuid. Never fails for missing
  * information (fields stay 0 or "unknown"); TG_ERR_INVALID_ARG for NULL. */
 TG_API tg_status tg_host_query(tg_host_info *out);
+/* The instruction sets the kernels use: the CPU's, capped by the
+ * TILEGRAPH_ISA environment variable (avx2, avx512 or avx512_bf16; read once
+ * per process), e.g. "avx2 (TILEGRAPH_ISA=avx2; the CPU has avx512_bf16)". */
+TG_API void tg_host_isa_describe(char *out, size_t cap);
+/* TG_ERR_INVALID_ARG naming TILEGRAPH_ISA when it holds none of those. */
+TG_API tg_status tg_host_isa_check(void);
 
 typedef struct tg_target_info {
     char name[32];             /* the value of option "target" */

@@ -61,6 +61,7 @@ typedef struct tg_verify_row {
     double drift_rel; /* against the reference run of the whole graph, relative; -1 not compared */
     tg_verify_verdict verdict;
     const char *note; /* why skipped; "" otherwise */
+    int micro_batch;  /* which micro-batch of replica 0's first iteration (updates: 0) */
 } tg_verify_row;
 
 /* End to end: the largest difference from the reference run over each
@@ -69,7 +70,7 @@ typedef struct tg_verify_row {
 typedef struct tg_verify_summary {
     double loss;      /* scalar outputs */
     double outputs;   /* other outputs */
-    double gradients; /* the parameters' gradients (micro-batch 0) */
+    double gradients; /* the parameters' gradients (each micro-batch's own) */
     double weights;   /* the parameters after the update (one micro-batch, one replica) */
 } tg_verify_summary;
 

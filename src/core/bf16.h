@@ -18,6 +18,7 @@
 #define TG_CORE_BF16_H
 
 #include "core/clones.h"
+#include "core/isa.h"
 #include "core/rng.h"
 
 #include <stdbool.h>
@@ -35,12 +36,12 @@
 #define TG_BF16_HW_TARGET
 #endif
 
-/* Whether this CPU converts f32 -> bf16 in hardware (AVX-512 BF16); a
- * load and a test of libgcc's CPU model, filled before main. */
+/* Whether this CPU converts f32 -> bf16 in hardware (AVX-512 BF16) and
+ * TILEGRAPH_ISA lets it (core/isa.h): a load of a value detected once. */
 static inline bool tg_bf16_hw(void)
 {
 #if TG_BF16_HW
-    return __builtin_cpu_supports("avx512bf16");
+    return tg_isa_get() >= TG_ISA_AVX512_BF16;
 #else
     return false;
 #endif

@@ -2,6 +2,7 @@
  * shared by the oneDNN-backed kernels (see dnnl_util.h). */
 #include "ops/dnnl_util.h"
 
+#include "core/isa.h"
 #include "core/process.h"
 
 #include <omp.h>
@@ -12,14 +13,39 @@
 #include <string.h>
 #include <strings.h>
 
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT, isa_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine;
 static dnnl_status_t engine_status;
+
+/* Hold oneDNN's JIT to the sets TILEGRAPH_ISA leaves the own kernels
+ * (core/isa.h): avx512 is AVX-512 without its BF16 instructions, and
+ * avx512_bf16 without AMX. oneDNN takes the cap only before it first asks
+ * the CPU, so every path into it (the engine, the ISA queries) comes here
+ * first. Unset, oneDNN's own ONEDNN_MAX_CPU_ISA still applies. */
+static void hold_isa(void)
+{
+    if (tg_isa_get() == tg_isa_cpu())
+        return;
+    static const dnnl_cpu_isa_t cap[] = {dnnl_cpu_isa_sse41, dnnl_cpu_isa_avx2,
+                                         dnnl_cpu_isa_avx512_core_vnni,
+                                         dnnl_cpu_isa_avx512_core_bf16};
+    dnnl_status_t s = dnnl_set_max_cpu_isa(cap[tg_isa_get()]);
+    if (s != dnnl_success)
+        fprintf(stderr, "tilegraph: warning: oneDNN refused the instruction-set cap %s (%s)\n",
+                tg_isa_name(tg_isa_get()), dnnl_status2str(s));
+}
+
+dnnl_cpu_isa_t tg_dnnl_isa(void)
+{
+    pthread_once(&isa_once, hold_isa);
+    return dnnl_get_effective_cpu_isa();
+}
 
 /* One engine for the process: it holds no per-run state, and primitives
  * created on it may run on any thread. It lives until the process ends. */
 static void create_engine(void)
 {
+    pthread_once(&isa_once, hold_isa);
     engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
 }
 
@@ -94,7 +120,7 @@ bool tg_dnnl_passive_wait(void)
 
 const char *tg_dnnl_isa_name(void)
 {
-    switch (dnnl_get_effective_cpu_isa()) {
+    switch (tg_dnnl_isa()) {
     case dnnl_cpu_isa_sse41:
         return "sse41";
     case dnnl_cpu_isa_avx:

@@ -57,7 +57,9 @@ void tg_dnnl_threads(int n);
  * (3,003 at --threads 1), in one loaded run. */
 bool tg_dnnl_passive_wait(void);
 
-/* The ISA oneDNN's JIT kernels use on this machine ("avx512_core_bf16", ...). */
+/* The ISA oneDNN's JIT kernels use on this machine, held to TILEGRAPH_ISA
+ * (core/isa.h); its name ("avx512_core_bf16", ...). */
+dnnl_cpu_isa_t tg_dnnl_isa(void);
 const char *tg_dnnl_isa_name(void);
 
 typedef enum tg_dnnl_mode {

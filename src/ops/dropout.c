@@ -123,7 +123,8 @@ static void fwd_dropout(const tg_kernel_args *a)
 static void ref_dropout(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    uint64_t key = mask_key(a->seed, a->step, tg_dropout_salt(node));
+    uint64_t key =
+        mask_key(a->seed ^ (a->stream ? tg_hash64(a->stream) : 0), a->step, tg_dropout_salt(node));
     float p = tg_dropout_p(node);
     double scale = 1.0 / (1.0 - (double)p);
     uint32_t key32 = tg_round_key32(key);

@@ -184,7 +184,7 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, bool bf16,
 /* Whether oneDNN's bf16 arithmetic exists on this CPU (AVX512_BF16, AMX). */
 static bool native_bf16(void)
 {
-    return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+    return tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
 }
 
 tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)

@@ -119,6 +119,8 @@ typedef struct tg_ref_args {
     double *out;
     int64_t step;
     uint64_t seed;
+    uint64_t
+        stream; /* tg_kernel_args' stream: the replica and micro-batch the random ops draw for */
 } tg_ref_args;
 
 /* What a pass that treats some ops apart (layout, cost, bf16, aliasing)

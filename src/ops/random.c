@@ -100,11 +100,11 @@ static void fwd_random(const tg_kernel_args *a)
     tg_par_for(a->pool, n, (normal ? 20 : 2) * n, random_range, &j);
 }
 
-/* The same draws (micro-batch 0 of replica 0: stream 0), in double. */
+/* The same draws (of the replica and micro-batch a->stream), in double. */
 static void ref_random(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    uint32_t key32 = random_key32(a->seed, 0, a->step, tg_random_salt(node));
+    uint32_t key32 = random_key32(a->seed, a->stream, a->step, tg_random_salt(node));
     double lo = tg_random_low(node), width = (double)tg_random_high(node) - lo;
     for (int64_t k = 0; k < tg_numel(node) && tg_random_normal(node) == 1; k++) {
         double u1, u2;

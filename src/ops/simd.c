@@ -1,20 +1,16 @@
 /* ops/simd.c - run-time CPU feature detection for the SIMD kernels. */
 #include "ops/simd.h"
 
+#include "core/isa.h"
 #include "core/process.h"
 
 #include <stdatomic.h>
 
+/* The CPU's level, held to TILEGRAPH_ISA (core/isa.h). */
 static tg_simd_level detect(void)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
-        return TG_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return TG_SIMD_AVX2;
-#endif
-    return TG_SIMD_BASE;
+    tg_isa isa = tg_isa_get();
+    return isa >= TG_ISA_AVX512 ? TG_SIMD_AVX512 : isa == TG_ISA_AVX2 ? TG_SIMD_AVX2 : TG_SIMD_BASE;
 }
 
 tg_simd_level tg_simd_level_get(void)

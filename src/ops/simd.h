@@ -11,7 +11,8 @@ typedef enum tg_simd_level {
     TG_SIMD_AVX512,   /* AVX-512F, 16 floats per vector */
 } tg_simd_level;
 
-/* The best level this CPU supports, capped by tg_simd_cap. */
+/* The best level this CPU supports, held to TILEGRAPH_ISA (core/isa.h),
+ * capped by tg_simd_cap. */
 tg_simd_level tg_simd_level_get(void);
 /* For tests and benchmarks: use at most `level` from now on (so every
  * kernel variant can be checked on one machine). Process-wide (core/process.h):

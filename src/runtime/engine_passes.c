@@ -180,8 +180,10 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         } else {
             tg_stage_run(p, st, &a, &so);
         }
-        if (g == 0 && c->replica == 0 && tg_verify_capturing(s->verify))
-            tg_verify_capture(s->verify, p, st, stored_out);
+        if (tg_verify_test_fault_node == t->id)
+            tg_verify_test_fault(p, st, stored_out, g % p->micro_batches);
+        if (c->replica == 0 && tg_verify_capturing(s->verify))
+            tg_verify_capture(s->verify, p, st, stored_out, g);
         if (preload)
             tg_stream_io_after(c, &io, k);
         else

@@ -17,7 +17,7 @@
 
 struct tg_interp {
     const tg_graph *g;
-    uint64_t seed;
+    uint64_t seed, stream;
     double **data;
 };
 
@@ -100,6 +100,11 @@ static void clip_gradients(tg_interp *ip, float max_norm)
     }
 }
 
+void tg_interp_set_stream(tg_interp *ip, uint64_t stream)
+{
+    ip->stream = stream;
+}
+
 tg_status tg_interp_run(tg_interp *ip, int64_t step)
 {
     const tg_graph *g = ip->g;
@@ -118,7 +123,8 @@ tg_status tg_interp_run(tg_interp *ip, int64_t step)
         if (!def || !def->reference)
             return tg_error(TG_ERR_UNSUPPORTED, "%s: op '%s' has no reference kernel", t->name,
                             tg_op_name(t->op));
-        tg_ref_args a = {.node = t, .out = ip->data[i], .step = step, .seed = ip->seed};
+        tg_ref_args a = {
+            .node = t, .out = ip->data[i], .step = step, .seed = ip->seed, .stream = ip->stream};
         for (int k = 0; k < t->n_in; k++)
             a.in[k] = ip->data[t->in[k]->id];
         def->reference(&a);

@@ -1,12 +1,13 @@
 /* runtime/verify.c - one run checked against the reference
  * (tilegraph/verify.h, runtime/verify.h).
  *
- * What the program computed for micro-batch 0 of replica 0 is kept per node
- * as f32 in NCHW: a blocked (nChw16c) value is put back in NCHW order, a
- * view (an alias: reshape, flatten) is read from its buffer's bytes as they
- * are, in the order the view assumes. A view of a buffer the program kept
- * blocked therefore shows the wrong numbers here exactly as it did to the
- * ops that read it, and is caught at the view.
+ * What the program computed for every micro-batch of the first iteration
+ * of replica 0 is kept per node as f32 in NCHW, and each micro-batch is
+ * checked on its own inputs (an error in micro-batch 3 alone is caught): a blocked (nChw16c) value
+ * is put back in NCHW order, a view (an alias: reshape, flatten) is read from its buffer's bytes as
+ * they are, in the order the view assumes. A view of a buffer the program kept blocked therefore
+ * shows the wrong numbers here exactly as it did to the ops that read it, and is caught at the
+ * view.
  */
 #include "runtime/verify.h"
 
@@ -40,10 +41,15 @@ struct tg_verify {
     bool fail;      /* and fails when a tensor is beyond tolerance */
     bool capturing; /* the current run is */
     int n;          /* nodes */
-    float **fast;   /* per node: the program's value of micro-batch 0 (f32, NCHW) */
+    int n_mb;       /* micro-batches kept: those of replica 0's first iteration */
+    int cur_mb;     /* the one fast, captured and before's inputs show */
+    float **fast;   /* per node: the program's value of micro-batch cur_mb (f32, NCHW) */
     unsigned char *captured;
+    float ***fast_mb; /* per micro-batch: its fast */
+    unsigned char **captured_mb;
+    double ***inputs_mb;           /* per micro-batch, per input node: what it streamed */
     int *alias_first, *alias_next; /* per root buffer's node: its views, chained */
-    double **before;               /* per leaf: its value as the run began */
+    double **before;               /* per leaf: its value as the run began (inputs: cur_mb's) */
     float **after;                 /* per mutated leaf: its value after the run, as read */
     int64_t step;
     float loss_scale;
@@ -52,24 +58,63 @@ struct tg_verify {
 
 /* ---- capture ------------------------------------------------------------------ */
 
+int tg_verify_test_fault_node = -1;
+int64_t tg_verify_test_fault_from;
+
+void tg_verify_test_fault(const tg_program *p, const tg_step *st, void *out, int64_t g)
+{
+    if (out && st->out >= 0 && g >= tg_verify_test_fault_from &&
+        p->buffers[st->out].dtype == TG_F32)
+        ((float *)out)[0] += 1.0f;
+}
+
 static void free_values(tg_verify *v)
 {
+    for (int m = 0; m < v->n_mb; m++) {
+        for (int i = 0; i < v->n; i++) {
+            if (v->fast_mb && v->fast_mb[m])
+                tg_free(v->fast_mb[m][i]);
+            if (v->inputs_mb && v->inputs_mb[m]) {
+                if (v->before && v->before[i] == v->inputs_mb[m][i])
+                    v->before[i] = NULL; /* borrowed */
+                tg_free(v->inputs_mb[m][i]);
+            }
+        }
+        if (v->fast_mb)
+            tg_free(v->fast_mb[m]);
+        if (v->captured_mb)
+            tg_free(v->captured_mb[m]);
+        if (v->inputs_mb)
+            tg_free(v->inputs_mb[m]);
+    }
     for (int i = 0; i < v->n; i++) {
-        if (v->fast)
-            tg_free(v->fast[i]);
         if (v->before)
             tg_free(v->before[i]);
         if (v->after)
             tg_free(v->after[i]);
     }
-    tg_free(v->fast);
+    tg_free(v->fast_mb);
+    tg_free(v->captured_mb);
+    tg_free(v->inputs_mb);
     tg_free(v->before);
     tg_free(v->after);
-    tg_free(v->captured);
     tg_free(v->alias_first);
     tg_free(v->alias_next);
     v->fast = v->after = NULL, v->before = NULL, v->captured = NULL;
+    v->fast_mb = NULL, v->captured_mb = NULL, v->inputs_mb = NULL;
     v->alias_first = v->alias_next = NULL;
+    v->n_mb = v->cur_mb = 0;
+}
+
+/* Micro-batch m's values in view: its captures and the inputs it streamed. */
+static void select_mb(tg_verify *v, int m)
+{
+    v->cur_mb = m;
+    v->fast = v->fast_mb[m];
+    v->captured = v->captured_mb[m];
+    for (int i = 0; i < v->n; i++)
+        if (v->inputs_mb[0][i])
+            v->before[i] = v->inputs_mb[m][i];
 }
 
 static void free_report(tg_verify_report *r)
@@ -156,27 +201,32 @@ static void unblock(const float *src, float *dst, const tg_shape *s)
                         src[((n * CB + cb) * HW + hw) * TG_CHANNEL_BLOCK + c];
 }
 
-void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, const void *out)
+void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, const void *out,
+                       int64_t g)
 {
     const tg_tensor *t = p->graph->nodes[st->node];
-    if (!out || st->out < 0 || !v->fast[t->id] || v->captured[t->id])
+    if (g < 0 || g >= v->n_mb)
+        return;
+    float **fast = v->fast_mb[g];
+    unsigned char *captured = v->captured_mb[g];
+    if (!out || st->out < 0 || !fast[t->id] || captured[t->id])
         return;
     tg_dtype dt = p->buffers[st->out].dtype;
     int64_t n = tg_numel(t);
     float *tmp = NULL;
     if (tg_layout_reads_blocked(p, t) && t->shape.ndim == 4 && (tmp = tg_malloc((size_t)n * 4))) {
         to_float(out, dt, tmp, n);
-        unblock(tmp, v->fast[t->id], &t->shape);
+        unblock(tmp, fast[t->id], &t->shape);
         tg_free(tmp);
     } else {
-        to_float(out, dt, v->fast[t->id], n);
+        to_float(out, dt, fast[t->id], n);
     }
-    v->captured[t->id] = 1;
+    captured[t->id] = 1;
     /* the views of this buffer see its bytes in plain order */
     for (int a = v->alias_first[t->id]; a >= 0; a = v->alias_next[a]) {
-        if (v->fast[a] && tg_numel(p->graph->nodes[a]) == n) {
-            to_float(out, dt, v->fast[a], n);
-            v->captured[a] = 1;
+        if (fast[a] && tg_numel(p->graph->nodes[a]) == n) {
+            to_float(out, dt, fast[a], n);
+            captured[a] = 1;
         }
     }
 }
@@ -186,8 +236,28 @@ static bool is_value_leaf(const tg_tensor *t)
     return t->n_in == 0 && t->op != TG_OP_INPUT;
 }
 
+/* Input i as replica 0 streams it in micro-batch m of the first iteration
+ * (runtime/streams.c's order: training [iteration][replica][micro-batch],
+ * inference [iteration][replica]). */
+static tg_status keep_inputs(tg_session *s, tg_verify *v, const tg_tensor *t)
+{
+    const tg_program *p = s->program;
+    int64_t n = tg_numel(t);
+    tg_dtype dt = tg_session_storage_dtype(s, t);
+    for (int m = 0; m < v->n_mb; m++) {
+        double *d = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+        if (!(v->inputs_mb[m][t->id] = d))
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
+        int64_t h = p->training ? m : (int64_t)m * p->replicas;
+        if (s->host_in[t->id])
+            to_double(s->host_in[t->id] + (size_t)(h * n) * tg_dtype_size(dt), dt, d, n);
+    }
+    v->before[t->id] = v->inputs_mb[0][t->id];
+    return TG_OK;
+}
+
 /* The leaves as the run begins: weights, state and constants as stored,
- * inputs as micro-batch 0 of replica 0 streams them. */
+ * inputs as each micro-batch of replica 0 streams them. */
 static tg_status keep_leaves(tg_session *s, tg_verify *v)
 {
     const tg_graph *g = s->graph;
@@ -196,11 +266,17 @@ static tg_status keep_leaves(tg_session *s, tg_verify *v)
         int64_t n = tg_numel(t);
         if (t->n_in > 0 || s->program->home[i] < 0)
             continue;
+        if (t->op == TG_OP_INPUT) {
+            TG_TRY(keep_inputs(s, v, t));
+            continue;
+        }
         if (!(v->before[i] = tg_malloc((size_t)(n ? n : 1) * sizeof(double))))
             return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
-        if (t->op == TG_OP_INPUT) {
-            if (s->host_in[i])
-                to_double(s->host_in[i], tg_session_storage_dtype(s, t), v->before[i], n);
+        if ((t->flags & TG_NODE_LOSS_SEED) && s->seed_buffer >= 0) {
+            /* the engine writes the run's loss scale here as the run begins:
+             * the reference's backward pass is scaled as the program's is */
+            for (int64_t k = 0; k < n; k++)
+                v->before[i][k] = v->loss_scale;
             continue;
         }
         void *tmp = tg_malloc((size_t)(n ? n : 1) * tg_dtype_size(t->dtype));
@@ -220,14 +296,26 @@ static tg_status keep_leaves(tg_session *s, tg_verify *v)
 static tg_status make_buffers(tg_session *s, tg_verify *v)
 {
     const tg_graph *g = s->graph;
-    int n = v->n = g->n_nodes;
-    v->fast = tg_calloc((size_t)n + 1, sizeof(float *));
+    int n = v->n = g->n_nodes, mbs = s->program->micro_batches > 0 ? s->program->micro_batches : 1;
+    v->fast_mb = tg_calloc((size_t)mbs, sizeof(float **));
+    v->captured_mb = tg_calloc((size_t)mbs, sizeof(unsigned char *));
+    v->inputs_mb = tg_calloc((size_t)mbs, sizeof(double **));
+    if (!v->fast_mb || !v->captured_mb || !v->inputs_mb)
+        return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+    v->n_mb = mbs;
+    for (int m = 0; m < mbs; m++) {
+        v->fast_mb[m] = tg_calloc((size_t)n + 1, sizeof(float *));
+        v->captured_mb[m] = tg_calloc((size_t)n + 1, 1);
+        v->inputs_mb[m] = tg_calloc((size_t)n + 1, sizeof(double *));
+        if (!v->fast_mb[m] || !v->captured_mb[m] || !v->inputs_mb[m])
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory");
+    }
+    v->fast = v->fast_mb[0], v->captured = v->captured_mb[0];
     v->before = tg_calloc((size_t)n + 1, sizeof(double *));
     v->after = tg_calloc((size_t)n + 1, sizeof(float *));
-    v->captured = tg_calloc((size_t)n + 1, 1);
     v->alias_first = tg_malloc(((size_t)n + 1) * sizeof(int));
     v->alias_next = tg_malloc(((size_t)n + 1) * sizeof(int));
-    if (!v->fast || !v->before || !v->after || !v->captured || !v->alias_first || !v->alias_next)
+    if (!v->before || !v->after || !v->alias_first || !v->alias_next)
         return tg_error(TG_ERR_NOMEM, "verify: out of memory");
     for (int i = 0; i < n; i++)
         v->alias_first[i] = v->alias_next[i] = -1;
@@ -235,9 +323,13 @@ static tg_status make_buffers(tg_session *s, tg_verify *v)
         const tg_tensor *t = g->nodes[i];
         if (t->n_in == 0 || t->n_mutated > 0 || s->program->home[i] < 0)
             continue;
-        if (!(v->fast[i] = tg_malloc((size_t)(tg_numel(t) ? tg_numel(t) : 1) * sizeof(float))))
-            return tg_error(TG_ERR_NOMEM, "verify: out of memory keeping '%s' (%lld values)",
-                            t->name, (long long)tg_numel(t));
+        size_t bytes = (size_t)(tg_numel(t) ? tg_numel(t) : 1) * sizeof(float);
+        for (int m = 0; m < mbs; m++)
+            if (!(v->fast_mb[m][i] = tg_malloc(bytes)))
+                return tg_error(
+                    TG_ERR_NOMEM,
+                    "verify: out of memory keeping '%s' (%lld values x %d micro-batches)", t->name,
+                    (long long)tg_numel(t), mbs);
         if (t->flags & TG_NODE_ALIAS) {
             int root = storage_root(t)->id;
             v->alias_next[i] = v->alias_first[root];
@@ -294,15 +386,36 @@ typedef struct compare_out {
     bool ref_nonfinite;
 } compare_out;
 
-static compare_out compare(const float *fast, const double *ref, int64_t n)
+/* Where rounding to nearest in the storage type gives an infinity: its
+ * largest finite value plus half its last step (f16 65504 + 16). */
+static double overflow_at(tg_dtype t)
+{
+    switch (t) {
+    case TG_F16:
+        return 65520.0;
+    case TG_BF16:
+        return 0x1.ffp127;
+    default:
+        return 0x1.ffffffp127;
+    }
+}
+
+/* `stored` is the type the program stores the value in: an infinity where
+ * the reference is beyond that type's range is its rounding, not an error
+ * (a half-precision gradient overflowing under loss scaling, which the
+ * program detects and skips the update for). */
+static compare_out compare(const float *fast, const double *ref, int64_t n, tg_dtype stored)
 {
     compare_out c = {0};
+    double inf_from = overflow_at(stored);
     for (int64_t k = 0; k < n; k++) {
         double r = ref[k], f = fast[k];
         if (!isfinite(r)) {
             c.ref_nonfinite = true;
             continue;
         }
+        if (isinf(f) && fabs(r) >= inf_from && (f > 0) == (r > 0))
+            continue;
         if (!isfinite(f)) {
             c.nonfinite = true;
             continue;
@@ -326,10 +439,24 @@ typedef struct check_ctx {
     tg_verify *v;
     tg_interp *ip;     /* the reference run of the whole graph, or NULL */
     bool single;       /* one micro-batch of one replica per run: updates are comparable */
+    bool skipped;      /* the run's update was skipped: a gradient overflowed (loss scaling) */
     double *ref;       /* scratch for one node's reference */
     double *moved_out; /* and for it on inputs moved by a rounding */
     double *in_tmp[TG_MAX_INPUTS], *moved[TG_MAX_INPUTS];
 } check_ctx;
+
+/* The random ops' stream of the micro-batch in view (engine_passes.c's):
+ * replica 0 of this instance, micro-batch cur_mb. */
+static uint64_t stream_of(const check_ctx *cx)
+{
+    return (uint64_t)cx->s->replica_offset * 0x100000000ull + (uint64_t)cx->v->cur_mb;
+}
+
+/* The type the program stores t's value in. */
+static tg_dtype stored_type(const check_ctx *cx, const tg_tensor *t)
+{
+    return cx->s->program->storage[storage_root(t)->id];
+}
 
 static const double *input_value(check_ctx *cx, const tg_tensor *x, int k)
 {
@@ -367,13 +494,22 @@ static double tolerance_of(const check_ctx *cx, const tg_tensor *t, double magni
     const tg_program *p = cx->s->program;
     double k = reduction_length(t);
     /* kernels accumulate in f32; a half-precision program's matrix kernels
-     * round f32-stored operands to its type on the way in */
-    double acc = 0x1p-24;
+     * round f32-stored operands to its type on the way in, and with bf16
+     * inputs or model every planned kernel computes in bf16 (as
+     * compile/program_steps.c plans them: oneDNN multiplies in bf16) */
+    double acc = 0x1p-24, half = unit_roundoff(p->precision.model);
+    if (p->precision.input == TG_BF16 && unit_roundoff(TG_BF16) > half)
+        half = unit_roundoff(TG_BF16);
     for (int i = 0; i < t->n_in && k > 1; i++)
-        if (p->storage[t->in[i]->id] == TG_F32 && unit_roundoff(p->precision.model) > acc)
-            acc = unit_roundoff(p->precision.model);
-    double out = unit_roundoff(p->storage[storage_root(t)->id]);
-    return cx->v->factor * (sensitivity * sqrt(k) + magnitude * (acc * sqrt(k) + out)) + 1e-30;
+        if (p->storage[t->in[i]->id] == TG_F32 && half > acc)
+            acc = half;
+    tg_dtype stored = p->storage[storage_root(t)->id];
+    double out = unit_roundoff(stored);
+    /* below its normal range a type is exact only to its subnormal spacing
+     * (f16: 2^-24, 6e-8): a small bias stored in f16 is off by that */
+    double floor = stored == TG_F16 ? 0x1p-24 : 0;
+    return cx->v->factor * (sensitivity * sqrt(k) + magnitude * (acc * sqrt(k) + out) + floor) +
+           1e-30;
 }
 
 /* The reference's largest change when each float input element moves by
@@ -421,7 +557,8 @@ static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     tg_verify *v = cx->v;
     int64_t n = tg_numel(t);
     const double *ref = NULL;
-    tg_ref_args a = {.node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed};
+    tg_ref_args a = {
+        .node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed, .stream = stream_of(cx)};
     if (t->flags & TG_NODE_ALIAS) {
         ref = input_value(cx, storage_root(t), 0);
     } else {
@@ -438,13 +575,27 @@ static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     }
     if (!ref)
         return set_skip(row, "its input was not kept");
-    compare_out c = compare(v->fast[t->id], ref, n);
+    compare_out c = compare(v->fast[t->id], ref, n, stored_type(cx, t));
     if (c.ref_nonfinite && !c.nonfinite && c.max_abs == 0)
         return set_skip(row, "the reference is not finite");
     row->max_abs = c.nonfinite ? INFINITY : c.max_abs;
     row->max_rel = relative(row->max_abs, c.magnitude);
     row->tolerance = tolerance_of(cx, t, c.magnitude, sensitivity_of(cx, t, a));
     row->verdict = row->max_abs > row->tolerance ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
+}
+
+/* A gradient the program computed, loss-scaled, as the update reads it: the
+ * update unscales it (tg_update_opts), the reference kernel does not. */
+static double *unscaled(check_ctx *cx, const tg_tensor *x, const double *g, int k)
+{
+    int64_t n = tg_numel(x);
+    double *d = tg_realloc(cx->moved[k], (size_t)(n ? n : 1) * sizeof(double));
+    if (!d)
+        return NULL;
+    cx->moved[k] = d;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = g[i] / cx->v->loss_scale;
+    return d;
 }
 
 /* An update (or running statistics): its reference on the weights as the
@@ -456,14 +607,17 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     const tg_op_def *def = tg_op_get(t->op);
     if (!cx->single)
         return set_skip(row, "updates read gradients summed over micro-batches or replicas");
-    if (v->loss_scale != 1.0f || cx->s->max_grad_norm > 0)
-        return set_skip(row, "the gradient is scaled (loss scaling or clipping)");
+    if (cx->s->max_grad_norm > 0)
+        return set_skip(row, "the gradient is clipped");
     if (!def || !def->reference)
         return set_skip(row, "no reference kernel");
-    tg_ref_args a = {.node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed};
+    tg_ref_args a = {
+        .node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed, .stream = stream_of(cx)};
     double *mutated[TG_MAX_INPUTS] = {0};
     for (int k = 0; k < t->n_in; k++) {
         const double *x = input_value(cx, t->in[k], k);
+        if (x && k >= t->n_mutated && (t->in[k]->flags & TG_NODE_BACKWARD) && v->loss_scale != 1.0f)
+            x = unscaled(cx, t->in[k], x, k);
         if (!x)
             return set_skip(row, "an input was not kept");
         a.in[k] = (double *)x;
@@ -477,12 +631,15 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
         memcpy(mutated[k], a.in[k], (size_t)n * sizeof(double));
         a.in[k] = mutated[k];
     }
-    def->reference(&a);
+    if (cx->skipped && tg_is_weight_update(t))
+        row->note = "skipped by the program: a gradient overflowed (loss scaling)";
+    else
+        def->reference(&a);
     row->elements = 0;
     double worst = -1;
     for (int k = 0; k < t->n_mutated; k++) {
         int64_t n = tg_numel(t->in[k]);
-        compare_out c = compare(v->after[t->in[k]->id], mutated[k], n);
+        compare_out c = compare(v->after[t->in[k]->id], mutated[k], n, TG_F32);
         double tol = tolerance_of(cx, t->in[k], c.magnitude, 0);
         double abs = c.nonfinite ? INFINITY : c.max_abs;
         row->elements += n;
@@ -503,9 +660,8 @@ static double drift_of(check_ctx *cx, const tg_tensor *t)
     tg_verify *v = cx->v;
     if (!cx->ip || !v->captured[t->id])
         return -1;
-    if ((t->flags & TG_NODE_BACKWARD) && v->loss_scale != 1.0f)
-        return -1; /* the program's gradients are scaled */
-    compare_out c = compare(v->fast[t->id], tg_interp_data(cx->ip, t), tg_numel(t));
+    compare_out c =
+        compare(v->fast[t->id], tg_interp_data(cx->ip, t), tg_numel(t), stored_type(cx, t));
     return c.nonfinite ? INFINITY : relative(c.max_abs, c.magnitude);
 }
 
@@ -518,9 +674,9 @@ typedef struct drift_sum {
     bool nonfinite, any;
 } drift_sum;
 
-static void add_drift(drift_sum *d, const float *fast, const double *ref, int64_t n)
+static void add_drift(drift_sum *d, const float *fast, const double *ref, int64_t n, tg_dtype dt)
 {
-    compare_out c = compare(fast, ref, n);
+    compare_out c = compare(fast, ref, n, dt);
     d->max_abs = fmax(d->max_abs, c.max_abs);
     d->magnitude = fmax(d->magnitude, c.magnitude);
     d->nonfinite |= c.nonfinite;
@@ -541,17 +697,23 @@ static void summarise(check_ctx *cx, tg_verify_report *r)
     drift_sum loss = {0}, outputs = {0}, gradients = {0}, weights = {0};
     for (int i = 0; cx->ip && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        bool scaled = (t->flags & TG_NODE_BACKWARD) && v->loss_scale != 1.0f;
         const double *ref = tg_interp_data(cx->ip, t);
-        if ((t->flags & TG_NODE_OUTPUT) && v->captured[i] && !scaled)
-            add_drift(tg_numel(t) == 1 ? &loss : &outputs, v->fast[i], ref, tg_numel(t));
-        if (t->role == TG_ROLE_GRADIENT && v->captured[i] && !scaled)
-            add_drift(&gradients, v->fast[i], ref, tg_numel(t));
-        if (t->op == TG_OP_PARAM && cx->single && v->after[i] && v->loss_scale == 1.0f)
-            add_drift(&weights, v->after[i], tg_interp_data(cx->ip, t), tg_numel(t));
+        if ((t->flags & TG_NODE_OUTPUT) && v->captured[i])
+            add_drift(tg_numel(t) == 1 ? &loss : &outputs, v->fast[i], ref, tg_numel(t),
+                      stored_type(cx, t));
+        if (t->role == TG_ROLE_GRADIENT && v->captured[i])
+            add_drift(&gradients, v->fast[i], ref, tg_numel(t), stored_type(cx, t));
+        if (t->op == TG_OP_PARAM && cx->single && !cx->skipped && v->after[i] &&
+            v->loss_scale == 1.0f)
+            add_drift(&weights, v->after[i], tg_interp_data(cx->ip, t), tg_numel(t), TG_F32);
     }
-    r->summary = (tg_verify_summary){drift_value(&loss), drift_value(&outputs),
-                                     drift_value(&gradients), drift_value(&weights)};
+    tg_verify_summary now = {drift_value(&loss), drift_value(&outputs), drift_value(&gradients),
+                             drift_value(&weights)};
+    /* over the micro-batches, the largest (-1: not compared in any) */
+    r->summary.loss = fmax(r->summary.loss, now.loss);
+    r->summary.outputs = fmax(r->summary.outputs, now.outputs);
+    r->summary.gradients = fmax(r->summary.gradients, now.gradients);
+    r->summary.weights = fmax(r->summary.weights, now.weights);
 }
 
 static tg_status add_row(tg_verify_report *r, int *cap, const tg_verify_row *row)
@@ -567,22 +729,23 @@ static tg_status add_row(tg_verify_report *r, int *cap, const tg_verify_row *row
     return TG_OK;
 }
 
-static tg_status check_nodes(check_ctx *cx, tg_verify_report *r)
+/* The rows of the micro-batch in view (select_mb); the updates, made once
+ * per run, with micro-batch 0's. */
+static tg_status check_nodes(check_ctx *cx, tg_verify_report *r, int *cap)
 {
     const tg_graph *g = cx->s->graph;
-    int cap = 0;
-    r->first_beyond = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         bool update = t->n_mutated > 0;
-        if (t->n_in == 0 || (!update && !cx->v->captured[i]))
+        if (t->n_in == 0 || (!update && !cx->v->captured[i]) || (update && cx->v->cur_mb > 0))
             continue;
         tg_verify_row row = {.name = t->name,
                              .op = tg_op_name(t->op),
                              .block = t->block >= 0 ? g->blocks[t->block].name : "",
                              .elements = tg_numel(t),
                              .drift_rel = update ? -1 : drift_of(cx, t),
-                             .note = ""};
+                             .note = "",
+                             .micro_batch = cx->v->cur_mb};
         if (update)
             check_update(cx, t, &row);
         else
@@ -590,7 +753,7 @@ static tg_status check_nodes(check_ctx *cx, tg_verify_report *r)
         if (row.verdict == TG_VERIFY_BEYOND && r->first_beyond < 0)
             r->first_beyond = r->n_rows;
         r->counts[row.verdict]++;
-        TG_TRY(add_row(r, &cap, &row));
+        TG_TRY(add_row(r, cap, &row));
     }
     return TG_OK;
 }
@@ -631,6 +794,7 @@ static tg_interp *reference_run(tg_session *s, tg_verify *v, tg_verify_report *r
         if (v->before[i])
             memcpy(tg_interp_data(ip, g->nodes[i]), v->before[i],
                    (size_t)tg_numel(g->nodes[i]) * sizeof(double));
+    tg_interp_set_stream(ip, (uint64_t)s->replica_offset * 0x100000000ull + (uint64_t)v->cur_mb);
     if (tg_interp_run(ip, v->step) != TG_OK) {
         snprintf(r->limits, sizeof r->limits, "no reference run: %s", tg_error_message());
         tg_interp_destroy(ip);
@@ -643,16 +807,24 @@ static void describe_limits(const check_ctx *cx, tg_verify_report *r)
 {
     const tg_program *p = cx->s->program;
     size_t len = strlen(r->limits);
+    if (cx->skipped && len < sizeof r->limits)
+        len += (size_t)snprintf(r->limits + len, sizeof r->limits - len,
+                                "%sa gradient overflowed its storage type: the program skipped "
+                                "the update (training without loss scaling stops here)",
+                                len ? "; " : "");
     if (!cx->single && len < sizeof r->limits)
         len += (size_t)snprintf(r->limits + len, sizeof r->limits - len,
                                 "%sweights after the update not compared (%d micro-batches x %d "
-                                "replicas x %d iterations per run; the values are micro-batch 0's)",
+                                "replicas x %d iterations per run; the values are replica 0's "
+                                "micro-batches of the first iteration, each on its own inputs)",
                                 len ? "; " : "", p->micro_batches, cx->s->global_replicas,
                                 p->iterations);
-    if (cx->v->loss_scale != 1.0f && len < sizeof r->limits)
+    if (cx->v->loss_scale != 1.0f && cx->single && len < sizeof r->limits)
         snprintf(r->limits + len, sizeof r->limits - len,
-                 "%sgradients not compared end to end (the loss is scaled by %g)", len ? "; " : "",
-                 (double)cx->v->loss_scale);
+                 "%sweights after the update not compared end to end (the loss is scaled by %g: "
+                 "the reference run's updates read scaled gradients; each update is compared on "
+                 "its own)",
+                 len ? "; " : "", (double)cx->v->loss_scale);
 }
 
 static tg_status build_report(tg_session *s, tg_verify *v, tg_verify_report *r)
@@ -661,6 +833,9 @@ static tg_status build_report(tg_session *s, tg_verify *v, tg_verify_report *r)
     const tg_graph *g = s->graph;
     check_ctx cx = {.s = s, .v = v};
     cx.single = p->micro_batches == 1 && p->iterations == 1 && s->global_replicas == 1;
+    /* engine_update.c marks replica 0's overflowed update `step + 1` */
+    cx.skipped =
+        p->training && s->check_overflow && s->overflow_mark && s->overflow_mark[0] == v->step + 1;
     int64_t most = 1;
     for (int i = 0; i < g->n_nodes; i++)
         if (tg_numel(g->nodes[i]) > most)
@@ -673,15 +848,20 @@ static tg_status build_report(tg_session *s, tg_verify *v, tg_verify_report *r)
         return tg_error(TG_ERR_NOMEM, "verify: out of memory");
     }
     tg_status st = p->training ? keep_results(s, v) : TG_OK;
-    if (st == TG_OK) {
+    int cap = 0;
+    r->first_beyond = -1;
+    r->summary = (tg_verify_summary){-1, -1, -1, -1};
+    for (int m = 0; st == TG_OK && m < v->n_mb; m++) {
+        select_mb(v, m);
         cx.ip = reference_run(s, v, r);
-        st = check_nodes(&cx, r);
+        st = check_nodes(&cx, r, &cap);
+        if (st == TG_OK)
+            summarise(&cx, r);
+        tg_interp_destroy(cx.ip);
+        cx.ip = NULL;
     }
-    if (st == TG_OK) {
-        summarise(&cx, r);
+    if (st == TG_OK)
         describe_limits(&cx, r);
-    }
-    tg_interp_destroy(cx.ip);
     tg_free(cx.ref);
     tg_free(cx.moved_out);
     for (int k = 0; k < TG_MAX_INPUTS; k++) {

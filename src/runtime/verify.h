@@ -4,7 +4,8 @@
  * The session arms it (tg_session_verify_next_run, or
  * debug.verifyAgainstReference for the first run); tg_session_run calls
  * tg_verify_begin before the devices start, the device threads call
- * tg_verify_capture after each step of the first micro-batch of replica 0,
+ * tg_verify_capture after each step of replica 0 (micro-batch g of the first
+ * iteration is kept, later ones are not),
  * and tg_session_run calls tg_verify_end when the run is over. Each node is
  * captured by the one step that writes it, so the threads never share a
  * buffer.
@@ -27,7 +28,17 @@ void tg_verify_destroy(tg_verify *v);
 tg_status tg_verify_begin(tg_session *s);
 /* Step st (of node st->node) wrote `out`: keep its value, and those of the
  * views (aliases) of its buffer. */
-void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, const void *out);
+/* For tests: the step that computes node tg_verify_test_fault_node adds 1
+ * to the first value it writes (f32 outputs) in micro-batches g >= _from of
+ * every iteration, as a kernel wrong on those micro-batches only would;
+ * -1 (the default): none. Set while no session runs. */
+extern int tg_verify_test_fault_node;
+extern int64_t tg_verify_test_fault_from;
+/* Apply it to a step's output (engine_passes.c, before the capture). */
+void tg_verify_test_fault(const tg_program *p, const tg_step *st, void *out, int64_t g);
+
+void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, const void *out,
+                       int64_t g);
 /* The run is over: check every kept value; returns TG_ERR_NUMERIC when
  * armed to fail and a tensor is beyond tolerance, naming it. */
 tg_status tg_verify_end(tg_session *s);

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/pool.h"
-#include "ops/simd.h"
+#include "core/isa.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -145,7 +145,6 @@ tg_status tg_host_query(tg_host_info *out)
     out->cores_usable = usable_cores(out->cores_online);
     query_memory(&out->memory_total, &out->memory_available);
     query_isa(out->isa);
-    snprintf(out->kernel_level, sizeof out->kernel_level, "%s",
-             tg_simd_level_name(tg_simd_level_get()));
+    snprintf(out->kernel_level, sizeof out->kernel_level, "%s", tg_isa_name(tg_isa_get()));
     return TG_OK;
 }

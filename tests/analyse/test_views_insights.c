@@ -10,7 +10,8 @@
  * insights say the copies run beside the compute (issue 14, item 5); on
  * mk2 the cost model is compared with the cycle model, never with the
  * host's wall time, and nothing the cycle model gives is called measured
- * (issue 32, item 3). */
+ * (issue 32, item 3).
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 

@@ -4,7 +4,7 @@
  * memoryPerDevice is TG_ERR_CAPACITY naming the device and a failed
  * allocation TG_ERR_NOMEM, never the other way round; the executable saved
  * loads back through the cache; bad arguments are errors that name them.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 
 #include "compile/compiled.h"

@@ -1,7 +1,8 @@
 /* tests/compile/test_layout.c - the blocked-layout pass (compile/layout.c):
  * which tensors of a ResNet it keeps in nChw16c, that the host never sees
  * them so, that the convolutions between them reorder nothing, and that
- * training with it equals training on NCHW within rounding. */
+ * training with it equals training on NCHW within rounding.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "compile/layout.h"

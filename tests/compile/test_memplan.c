@@ -1,5 +1,5 @@
 /* tests/compile/test_memplan.c - schedule order and memory plan invariants.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 
 #include "compile/program.h"

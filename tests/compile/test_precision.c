@@ -4,7 +4,8 @@
  * accumulators and moments in their own; scalars, integers, running
  * statistics as built; an alias as its root. The option readers: accumType
  * auto, loss scaling, which settings check gradients for overflow, and the
- * message for a precision that is not INPUT.MODEL. */
+ * message for a precision that is not INPUT.MODEL.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "compile/precision.h"

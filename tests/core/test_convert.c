@@ -2,7 +2,8 @@
  * round-trips what the narrower type holds, stochastic rounding picks one of
  * the two neighbours with the right odds (so it is unbiased) and is
  * reproducible from its key, and the non-finite scan finds the first NaN or
- * infinity in each type. */
+ * infinity in each type.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "core/convert.h"

@@ -1,7 +1,7 @@
 /* tests/core/test_dtype.c - f16 and bf16 conversions: exact values, rounding
  * to nearest even, infinities, NaN, subnormals, and the vector paths agreeing
  * with the scalar ones on every f16 value.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 
 #include <stdlib.h>

@@ -5,7 +5,8 @@
  * (the inverse and hyperbolic functions, ThresholdedRelu and Shrink against
  * the C library's double-precision functions, Python's math module, and
  * their derivatives' formulas). Each function is evaluated inside its
- * domain: at a X + b (the `at` table). */
+ * domain: at a X + b (the `at` table).
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "ops/op.h"

@@ -2,7 +2,7 @@
  * broadcasting (and POW_BWD, MINMAX_BWD), SUM_TO and EXPAND: gradients
  * against finite differences, fast kernels against the reference at 1 and 2
  * threads, hand-computed and PyTorch values, and shape errors.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 
 #include "ops/broadcast.h"

@@ -7,7 +7,7 @@
  * ops bit for bit; batch norm's sums, taken in another order, within
  * rounding; convolutions through oneDNN with blocked operands within
  * rounding). The kernels run on two threads.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "tg_test.h"
 
 #include "ops/blocked.h"

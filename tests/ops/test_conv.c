@@ -6,7 +6,7 @@
  * padding (tg_conv2d_ex) against PyTorch; the transposed convolution
  * (tg_conv_transpose2d) against PyTorch, by finite differences and each
  * fast method against the reference.
- * TG_TEST_LABELS: threads quick */
+ * TG_TEST_LABELS: threads quick isa */
 #include "conv_case.h"
 #include "tg_test.h"
 

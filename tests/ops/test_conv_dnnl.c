@@ -6,7 +6,7 @@
  * primitive's scratchpad as their planned scratch; and training through a
  * session with oneDNN gives the same losses as with the own kernels.
  * bf16 arithmetic within bf16 tolerance. Nothing here needs AVX-512: oneDNN picks what the CPU has.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "conv_case.h"
 #include "tg_test.h"
 

@@ -3,7 +3,8 @@
  * close to 1 - p; survivors scaled by 1 / (1 - p); backward regenerates the
  * forward mask; identity (no node) in inference mode; bad p rejected; the
  * vectorised mask (AVX2) equals the scalar one and the reference kernel's
- * over a long tensor. */
+ * over a long tensor.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "ops/op.h"

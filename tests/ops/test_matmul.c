@@ -1,7 +1,7 @@
 /* tests/ops/test_matmul.c - MATMUL and LINEAR: gradients by finite
  * differences for every operand mode and transpose flag, fast sgemm kernels
  * against the double reference on 1 and 2 threads, shape errors.
- * TG_TEST_LABELS: threads quick */
+ * TG_TEST_LABELS: threads quick isa */
 #include "tg_test.h"
 
 #include "matmul_case.h"

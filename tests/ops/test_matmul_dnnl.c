@@ -6,7 +6,7 @@
  * shapes that 2 does not divide); the backward graph's products are
  * planned too. bf16 compute within bf16 tolerance; the kernel names; no
  * plan when the own kernels are forced.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "tg_test.h"
 
 #include "matmul_case.h"

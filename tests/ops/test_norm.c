@@ -2,7 +2,7 @@
  * composition (statistics op + normalise op + their gradient ops) against
  * finite differences, fast kernels against the double reference at 1 and 2
  * threads, running statistics checked by hand, and shape errors.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 
 #include "ops/op.h"

@@ -6,7 +6,8 @@
  * summing a whole H x W plane in float lanes was many ulps off here. The
  * blocked kernels reading bf16 operands give the same bits as reading
  * their values in f32. Layer norm's dgamma and dbeta, summed down many rows,
- * likewise. */
+ * likewise.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "ops/blocked.h"

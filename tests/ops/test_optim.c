@@ -6,6 +6,7 @@
  * The kernels are called directly (tg_op_get(op)->forward/reference) on
  * update nodes built by tg_graph_add_optimizer from a parameter whose
  * gradient is a plain input node.
+ * TG_TEST_LABELS: isa
  */
 #include "tg_test.h"
 

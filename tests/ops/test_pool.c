@@ -1,7 +1,8 @@
 /* tests/ops/test_pool.c - max and average pooling: gradients, fast kernels
  * against the reference, hand-checked values, bad shapes; and the general
  * form (asymmetric padding, dilation, ceil_mode, count_include_pad) against
- * PyTorch's values and gradients. */
+ * PyTorch's values and gradients.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "runtime/interp.h"

@@ -1,7 +1,7 @@
 /* tests/ops/test_softmax.c - SOFTMAX, LOG_SOFTMAX and their _BWD ops:
  * gradients (first and second order), fast kernels against the reference on
  * every axis, exact values, stability with huge logits, build errors.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 
 #include "ops/op.h"

@@ -2,7 +2,8 @@
  * SCALE, and the math ops ERF, EXP, LOG, SQRT, NEG, ABS, RECIPROCAL,
  * LEAKY_RELU, CLIP with their _BWD ops: gradients (first and second order)
  * against finite differences, fast kernels against the reference, and
- * values from PyTorch. */
+ * values from PyTorch.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "ops/op.h"

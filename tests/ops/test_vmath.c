@@ -1,7 +1,8 @@
 /* tests/ops/test_vmath.c - the vectorised exp and GELU (ops/vmath.c)
  * against double precision over a dense sweep and at the special values
  * (NaN, +-inf, the underflow and overflow edges), at every SIMD level this
- * CPU has, with lengths that leave a scalar tail. */
+ * CPU has, with lengths that leave a scalar tail.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "ops/simd.h"

@@ -4,7 +4,7 @@
  * kept missing; and the two commands on one program print the same table,
  * text and JSON: compile a pipelined model with a profile directory and
  * compare compile's table with `analyse memory`'s on the profile it wrote.
- * TG_TEST_LABELS: quick */
+ * TG_TEST_LABELS: quick isa */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 

@@ -4,7 +4,7 @@
  * and recovers, an overflow without loss scaling is an error naming the step
  * and the parameter, and half-precision runs keep the multi-device
  * guarantees (pipelined = one device, replicas identical).
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "tg_test.h"
 
 #include "core/process.h"

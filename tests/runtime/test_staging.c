@@ -6,7 +6,8 @@
  * inside a buffer, and outputs that are copies themselves (a replica's own
  * buffer in one process). And the gradient accumulation with bf16 on
  * either side (tg_accumulate_typed), in one pass: the bits of converting
- * through f32 chunks. */
+ * through f32 chunks.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "core/alloc.h"

@@ -5,11 +5,13 @@
  * graphs catch those defects when the layout pass is made to overlook
  * views again (compile/layout.h tg_layout_test_ignore_views). A failure
  * prints the shortest prefix of the random graph that still fails.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "tg_test.h"
 #include "tg_random_graph.h"
 
 #include "compile/layout.h"
+#include "runtime/verify.h"
+#include "tilegraph/models.h"
 #include "tilegraph/tilegraph.h"
 
 #include <stdlib.h>
@@ -165,6 +167,62 @@ static void test_option_fails_the_run(void)
     tg_graph_destroy(g);
 }
 
+/* One verified step of mnist-pipeline accumulating 4 micro-batches (o's
+ * strategy), with a fault in 'layer3/matmul' from micro-batch `fault_from`
+ * on (-1: none): the first row beyond tolerance, its micro-batch in *mb. */
+static int accumulated_step(const tg_options *o, int fault_from, int *mb)
+{
+    const tg_model_spec *m = NULL;
+    tg_model_graph mg = {0};
+    tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
+    tg_session *s = NULL;
+    int first = -2;
+    TG_CHECK_OK(tg_model_open("mnist-pipeline", TG_LOSS_CROSS_ENTROPY, &m));
+    TG_CHECK_OK(tg_model_graph_create_ex(m, 2, &opt, NULL, &mg));
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    enum { N = 4 * 2 * 28 * 28 };
+    static float x[N];
+    int32_t y[8] = {1, 0, 2, 9, 4, 5, 6, 7};
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 37) % 29) / 14.0f - 1.0f;
+    tg_tensor *faulty = mg.graph ? tg_graph_find(mg.graph, "layer3/matmul") : NULL;
+    TG_CHECK(faulty != NULL);
+    if (s && faulty) {
+        TG_CHECK_OK(tg_session_write(s, mg.images, x, sizeof x));
+        TG_CHECK_OK(tg_session_write(s, mg.labels, y, sizeof y));
+        TG_CHECK_OK(tg_session_verify_next_run(s));
+        tg_verify_test_fault_node = fault_from >= 0 ? tg_tensor_id(faulty) : -1;
+        tg_verify_test_fault_from = fault_from;
+        TG_CHECK_OK(tg_session_run(s));
+        tg_verify_test_fault_node = -1;
+        const tg_verify_report *r = tg_session_verify_report(s);
+        TG_CHECK(r != NULL && tg_verify_rows(r) > 0);
+        first = tg_verify_first_beyond(r);
+        *mb = first >= 0 ? tg_verify_row_at(r, first)->micro_batch : -1;
+    }
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
+    tg_model_close(m);
+    return first;
+}
+
+/* Every micro-batch is compared (issue 46 row 5): a kernel wrong on
+ * micro-batches 1..3 only is caught, at micro-batch 1, plain and pipelined;
+ * without the fault every micro-batch is within tolerance. */
+static void test_every_micro_batch_is_compared(void)
+{
+    tg_options *o[2] = {options(1, "Training.gradientAccumulation", "4"),
+                        options(1, "Training.gradientAccumulation", "4")};
+    TG_CHECK_OK(tg_options_set(o[1], "executionStrategy", "pipelined"));
+    for (int k = 0; k < 2; k++) {
+        int mb = -2;
+        TG_CHECK(accumulated_step(o[k], -1, &mb) == -1);
+        TG_CHECK(accumulated_step(o[k], 1, &mb) >= 0 && mb == 1);
+        TG_CHECK(accumulated_step(o[k], 3, &mb) >= 0 && mb == 3);
+        tg_options_destroy(o[k]);
+    }
+}
+
 /* The graph seed names under o: a quarter inference, unless o accumulates
  * gradients; pipelined, a stage per block, each on its device. */
 static tg_rg_spec spec_of(uint64_t seed, int ops, const tg_options *o)
@@ -313,6 +371,7 @@ int main(void)
 {
     TG_RUN(test_issue_graphs);
     TG_RUN(test_option_fails_the_run);
+    TG_RUN(test_every_micro_batch_is_compared);
     TG_RUN(test_random_graphs_cover_pow_and_minmax);
     TG_RUN(test_random_graphs);
     TG_RUN(test_random_graphs_find_the_view_defect);

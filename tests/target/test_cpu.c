@@ -2,7 +2,8 @@
  * (target/target.h): found by name, listed by `tilegraph devices` as the
  * first target, no tiles in its description and no device memory of its
  * own, no plan, check or cycle model, and a compile for it plans the ops'
- * kernels with no tile plan and no scratch cap unless memoryPerDevice says. */
+ * kernels with no tile plan and no scratch cap unless memoryPerDevice says.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
 #include "compile/program.h"

@@ -3,7 +3,8 @@
  * option takes its name from the registry, the registry describes it, a model
  * compiles onto its two tiles, trains to the same numbers as on the Mk2 (the
  * host computes both; only the tile model differs), is refused when it does
- * not fit a tile, and its profile is analysed as a tiled, simulated one. */
+ * not fit a tile, and its profile is analysed as a tiled, simulated one.
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 #include "tg_test_train.h"
 

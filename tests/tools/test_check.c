@@ -55,6 +55,47 @@ static void test_onnx_fixtures(void)
         }
 }
 
+/* Issue 46 rows 3 and 4: every zoo model under every precision and every
+ * loss scaling passes (the language models fed token ids their embeddings
+ * have, the reference scaled as the program). Small shapes keep it to about
+ * a minute: ResNet-18 stands for the ResNets (its blocks are test_zoo's),
+ * bert-large for the BERTs at bert-tiny's size. */
+static void test_every_precision_and_loss_scaling(void)
+{
+    static const char *models[] = {
+        "fashion-basic",
+        "mnist-pipeline",
+        "resnet18 --input 3x16x16 --stem imagenet",
+        "gpt-tiny --input 1x1x8",
+        "bert-tiny --input 1x1x8",
+    };
+    static const char *precisions[] = {"32.32",     "16.32", "16.16",  "bf16.32",
+                                       "bf16.bf16", "32.16", "32.bf16"};
+    static const char *scalings[] = {"none", "static", "dynamic"};
+    char args[512];
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++)
+        for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++)
+            for (size_t l = 0; l < sizeof scalings / sizeof *scalings; l++) {
+                snprintf(args, sizeof args,
+                         "check --model %s --batch-size 2 --precision %s --loss-scaling %s",
+                         models[m], precisions[p], scalings[l]);
+                EXPECT(args, 0, "ok: every tensor within tolerance");
+            }
+}
+
+/* Exported language models (issue 46 row 3): their i32 token ids were fed
+ * random floats' bits, and the loss was NaN. */
+static void test_onnx_language_models(void)
+{
+    char args[1024];
+    static const char *const lms[] = {"tiny_lm", "tiny_bert"};
+    for (size_t i = 0; i < sizeof lms / sizeof *lms; i++) {
+        snprintf(args, sizeof args, "check --model %s/tests/onnx/fixtures/%s.onnx --batch-size 2",
+                 TG_SOURCE_DIR, lms[i]);
+        EXPECT(args, 0, "ok: every tensor within tolerance");
+    }
+}
+
 static void test_device_settings(void)
 {
     /* pipelined with accumulation: the updates read summed gradients */
@@ -92,6 +133,8 @@ int main(void)
     if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_failures_and_json);
+    TG_RUN(test_every_precision_and_loss_scaling);
+    TG_RUN(test_onnx_language_models);
     TG_RUN(test_device_settings);
     TG_RUN(test_onnx_fixtures);
     TG_RUN(test_zoo);

@@ -2,7 +2,8 @@
  * 15, item 4): the message says "out of memory" as Poplar's does, and the
  * re-planned remedies are printed without debug.allowOutOfMemory, as the
  * README promises for a plan over capacity; the exit code stays 1. A
- * remedy that costs memory says "adds", never "saves -N B". */
+ * remedy that costs memory says "adds", never "saves -N B".
+ * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
