@@ -214,8 +214,8 @@ static tg_status gather_runtime(onnx_builder *b, int axis)
     if (tg_tensor_dtype(idx) != TG_I32)
         return ob_fail(b, TG_ERR_FORMAT, "indices must be integers, not %s",
                        tg_dtype_name(tg_tensor_dtype(idx)));
-    bool embedding = axis == 0 && tg_tensor_is_param(x) && tg_tensor_shape(x).ndim == 2 &&
-                     !ob_is_const(b, 1);
+    bool embedding =
+        axis == 0 && tg_tensor_is_param(x) && tg_tensor_shape(x).ndim == 2 && !ob_is_const(b, 1);
     return ob_set(b, 0, embedding ? tg_embedding(b->g, x, idx) : tg_gather(b->g, x, idx, axis));
 }
 
