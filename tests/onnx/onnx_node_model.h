@@ -23,9 +23,10 @@
 
 enum { ONNX_NODE_MAX_IN = 4, ONNX_NODE_MAX_ATTR = 4 };
 
-/* ONNX_I64_IN: an int64 input of the model (indices computed at run time);
- * onnx_node_build and the checks take F32 inputs only. */
-typedef enum { ONNX_F32, ONNX_INTS, ONNX_I64_IN } onnx_in_kind;
+/* ONNX_I64_IN, ONNX_BOOL_IN: an int64 or bool input of the model (indices
+ * computed at run time, a padding mask); onnx_node_build and the checks
+ * take F32 inputs only. */
+typedef enum { ONNX_F32, ONNX_INTS, ONNX_I64_IN, ONNX_BOOL_IN } onnx_in_kind;
 typedef enum { ONNX_INT, ONNX_INTS_ATTR, ONNX_FLOAT, ONNX_STRING } onnx_attr_kind;
 
 typedef struct onnx_node_input {
@@ -78,6 +79,10 @@ static inline int64_t onnx_node_numel(const onnx_node_input *in)
 #define I64_IN(n, nd, ...)                                                                         \
     {                                                                                              \
         .name = n, .kind = ONNX_I64_IN, .ndim = nd, .dim = { __VA_ARGS__ }                         \
+    }
+#define BOOL_IN(n, nd, ...)                                                                        \
+    {                                                                                              \
+        .name = n, .kind = ONNX_BOOL_IN, .ndim = nd, .dim = { __VA_ARGS__ }                        \
     }
 #define INT(n, v)                                                                                  \
     {                                                                                              \
@@ -154,8 +159,9 @@ static inline tg_onnx_model *onnx_node_model(const onnx_node *nd)
         sh[k].n_dim = (size_t)in->ndim;
         sh[k].dim = dim_ptrs[k];
         tt[k].has_elem_type = 1;
-        tt[k].elem_type = in->kind == ONNX_I64_IN ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64
-                                                  : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        tt[k].elem_type = in->kind == ONNX_I64_IN    ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+                          : in->kind == ONNX_BOOL_IN ? ONNX__TENSOR_PROTO__DATA_TYPE__BOOL
+                                                     : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
         tt[k].shape = &sh[k];
         ty[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
         ty[k].tensor_type = &tt[k];

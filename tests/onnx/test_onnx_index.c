@@ -4,7 +4,8 @@
  * negative indices wrapped along the axis, and an index outside the axis
  * refused by the run naming the indices, the value and its position. (It
  * once read the next row's element: [5, 7, -6] on rows of 5 gave elements
- * of the row below, and the gradient landed there.)
+ * of the row below, and the gradient landed there.) And a bool model input,
+ * a mask, taken as i32 0/1.
  *
  * TG_TEST_LABELS: onnx
  */
@@ -136,9 +137,50 @@ static void test_gradient_rows(void)
     ge_close(&r);
 }
 
+/* A bool model input (nn.MultiheadAttention's key_padding_mask) is an i32
+ * 0/1 tensor in the graph: Where(mask, x, -x) picks by it. (It was refused
+ * at import: "float, double, float16, integer and uint8 inputs are
+ * taken".) */
+static void test_bool_input(void)
+{
+    onnx_node nd = {.op_type = "Where",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {BOOL_IN("mask", 2, 2, 3), F32("x", 2, 2, 3), F32("y", 2, 2, 3)}};
+    tg_onnx_model *m = onnx_node_model(&nd);
+    tg_graph *g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 1};
+    tg_onnx_outputs io = {0};
+    TG_CHECK_OK(m ? tg_onnx_build(m, g, &c, &io) : TG_ERR_INVALID_ARG);
+    tg_onnx_model_destroy(m);
+    tg_session *s = NULL;
+    if (io.n_inputs == 3 && tg_tensor_dtype(io.inputs[0]) == TG_I32) {
+        tg_options *o = tg_options_create();
+        TG_CHECK_OK(tg_session_create(g, o, &s));
+        tg_options_destroy(o);
+    } else {
+        tg_test_fail(__FILE__, __LINE__, "the bool input is not an i32 graph input");
+    }
+    const int32_t mask[6] = {1, 0, 0, 1, 1, 0};
+    const float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {-1, -2, -3, -4, -5, -6};
+    float out[6] = {0};
+    if (s) {
+        TG_CHECK_OK(tg_session_write(s, io.inputs[0], mask, sizeof mask));
+        TG_CHECK_OK(tg_session_write(s, io.inputs[1], x, sizeof x));
+        TG_CHECK_OK(tg_session_write(s, io.inputs[2], y, sizeof y));
+        TG_CHECK_OK(tg_session_run(s));
+        TG_CHECK_OK(tg_session_read(s, io.outputs[0], out, sizeof out));
+    }
+    for (int k = 0; k < 6; k++)
+        TG_CHECK_NEAR(out[k], mask[k] ? x[k] : y[k], 0);
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_values_and_refusals);
     TG_RUN(test_gradient_rows);
+    TG_RUN(test_bool_input);
     return tg_test_finish();
 }
