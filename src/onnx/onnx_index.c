@@ -389,7 +389,7 @@ static int64_t axis_stride(tg_shape ds, int axis)
  * indices, the value and its position (gather's check): offsets from
  * unchecked indices would read a neighbouring row's elements. Then
  * base + index * stride, in f32 (exact within 2^24). */
-static tg_tensor *elements_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axis)
+tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axis)
 {
     tg_tensor *i = ob_typed_tensor(b, 1);
     int64_t n = tg_shape_numel(is), dim = ds.dim[axis];
@@ -419,7 +419,7 @@ static tg_tensor *elements_offsets(onnx_builder *b, tg_shape ds, tg_shape is, in
         i = tg_cast(b->g, i, TG_I32);
     tg_tensor *checked = tg_gather(b->g, along, i, 0);
     if (checked) {
-        snprintf(name, sizeof name, "GatherElements %s", b->node->name[0] ? b->node->name : "");
+        snprintf(name, sizeof name, "%s %s", b->node->op_type, b->node->name);
         tg_graph_rename(b->g, checked, name);
     }
     tg_tensor *wrapped = tg_cast(b->g, checked, TG_F32);
@@ -430,7 +430,7 @@ static tg_tensor *elements_offsets(onnx_builder *b, tg_shape ds, tg_shape is, in
 static tg_tensor *gather_elements_runtime(onnx_builder *b, tg_tensor *flat, tg_shape ds,
                                           tg_shape is, int axis)
 {
-    tg_tensor *off = elements_offsets(b, ds, is, axis);
+    tg_tensor *off = ob_element_offsets(b, ds, is, axis);
     return off ? tg_gather(b->g, flat, off, 0) : NULL;
 }
 
@@ -438,7 +438,7 @@ static tg_tensor *gather_elements_runtime(onnx_builder *b, tg_tensor *flat, tg_s
  * ..], ..]. Built as tg_gather of the flattened data at flat offsets (so the
  * gradient is Gather's scatter-add): constant indices give a constant of
  * offsets, checked here; indices computed in the graph are checked along
- * the axis as the run goes (elements_offsets). */
+ * the axis as the run goes (ob_element_offsets). */
 static tg_status map_gather_elements(onnx_builder *b)
 {
     tg_shape ds, is;

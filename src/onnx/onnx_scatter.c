@@ -3,9 +3,10 @@
  * GatherND and TopK, with Einsum's entry (onnx_einsum.c).
  *
  * The scatters take indices known at import (static, as exporters give
- * them: a constant, an initializer or shape arithmetic). Each index then
- * is a flat offset into the data, and the scatter is built from graph ops
- * that have kernels, reference kernels and gradients:
+ * them: a constant, an initializer or shape arithmetic), and
+ * ScatterElements also indices computed in the graph (scatter_runtime).
+ * Each index then is a flat offset into the data, and the scatter is built
+ * from graph ops that have kernels, reference kernels and gradients:
  *   reduction add   data + scatter_add(updates at the offsets)
  *   reduction none  where(written, scatter_add(updates at the offsets), data)
  * (tg_scatter_add is gather's gradient op; its own gradient gathers), so
@@ -123,19 +124,65 @@ static tg_status scatter_operands(onnx_builder *b, tg_tensor **data, tg_tensor *
 
 /* ---- ScatterElements, Scatter --------------------------------------------------------- */
 
+/* Indices computed in the graph (a SegNet's unpooling: zeros scattered
+ * with a max pool's values at its indices): offsets checked along the
+ * axis as the run goes (ob_element_offsets), then the updates and a count
+ * of writes scatter-added at them. Reduction none writes the mean of the
+ * updates an element gets: ONNX leaves which of several wins undefined
+ * (PyTorch's scatter picks any), and an unpooling's repeated writes, where
+ * windows overlap, are of one value, which the mean keeps exactly. */
+static tg_status scatter_runtime(onnx_builder *b, tg_tensor *data, tg_tensor *updates, int axis,
+                                 bool add)
+{
+    tg_graph *g = b->g;
+    tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
+    int64_t n = tg_shape_numel(us), total = tg_shape_numel(ds);
+    tg_tensor *off = ob_element_offsets(b, ds, us, axis);
+    if (!off)
+        return TG_ERR_UNSUPPORTED;
+    off = tg_reshape(g, off, tg_shape1(n));
+    tg_tensor *sum =
+        tg_scatter_add(g, tg_reshape(g, updates, tg_shape1(n)), off, 0, tg_shape1(total));
+    sum = tg_reshape(g, sum, ds);
+    if (add)
+        return ob_set(b, 0, tg_add(g, data, sum));
+    tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
+    tg_tensor *count =
+        tg_scatter_add(g, tg_constant(g, tg_shape1(n), 1.0f), off, 0, tg_shape1(total));
+    count = tg_reshape(g, count, ds);
+    tg_tensor *mean = tg_div(g, sum, tg_maximum(g, count, one));
+    return ob_set(
+        b, 0,
+        tg_where(g, tg_greater(g, count, tg_constant(g, tg_shape_of(0, NULL), 0.0f)), mean, data));
+}
+
 static tg_status map_scatter_elements(onnx_builder *b)
 {
     tg_tensor *data, *updates;
     bool add = false;
     TG_TRY(scatter_reduction(b, &add));
     TG_TRY(scatter_operands(b, &data, &updates));
+    tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
+    int axis = 0;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), ds.ndim, &axis));
+    if (!ob_is_const(b, 1)) {
+        tg_shape is;
+        TG_TRY(ob_shape(b, 1, &is));
+        if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
+            return ob_fail(b, TG_ERR_SHAPE,
+                           "indices (%d dims) and updates (%d dims) must have one shape, with the "
+                           "data's rank (%d)",
+                           is.ndim, us.ndim, ds.ndim);
+        for (int d = 0; d < ds.ndim; d++)
+            if (d != axis && is.dim[d] > ds.dim[d])
+                return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond the data's %lld", d,
+                               (long long)is.dim[d], (long long)ds.dim[d]);
+        return scatter_runtime(b, data, updates, axis, add);
+    }
     const tg_onnx_data *idx = static_indices(b, 1);
     if (!idx)
         return TG_ERR_UNSUPPORTED;
-    tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
     tg_shape is = tg_shape_of(idx->ndim, idx->dim);
-    int axis = 0;
-    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), ds.ndim, &axis));
     if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
         return ob_fail(b, TG_ERR_SHAPE,
                        "indices (%d dims) and updates (%d dims) must have one shape, with the "
