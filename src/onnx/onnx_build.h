@@ -216,6 +216,11 @@ tg_status ob_spatial_pads(onnx_builder *b, int nsp, int64_t lo[2], int64_t hi[2]
  * elements (onnx_index.c). */
 tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axis);
 
+/* Conv and GlobalAveragePool on a 5-D input [N, C, D, H, W], built from
+ * the 2-D ops (onnx_conv3d.c). */
+tg_status ob_conv3d(onnx_builder *b);
+tg_status ob_global_avgpool3d(onnx_builder *b);
+
 typedef struct ob_window {
     int64_t k[2], s[2], lo[2], hi[2], d[2];
 } ob_window;

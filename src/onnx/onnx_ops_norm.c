@@ -158,6 +158,8 @@ static tg_status map_avgpool(onnx_builder *b)
 static tg_status map_global_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_global_avgpool3d(b);
     int nsp = 0;
     TG_TRY(ob_spatial_dims(b, x, &nsp));
     return ob_set(b, 0, ob_from_2d(b, tg_global_avgpool(b->g, ob_as_2d(b, x)), nsp));

@@ -33,7 +33,7 @@ typedef struct onnx_node_input {
     const char *name; /* NULL: no more inputs; "" an absent optional input */
     onnx_in_kind kind;
     int ndim;
-    int64_t dim[4];
+    int64_t dim[5];
     const int64_t *values; /* ONNX_INTS: an int64 initializer with these values */
 } onnx_node_input;
 
@@ -113,7 +113,7 @@ static inline tg_onnx_model *onnx_node_model(const onnx_node *nd)
     Onnx__TypeProto ty[ONNX_NODE_MAX_IN];
     Onnx__TypeProto__Tensor tt[ONNX_NODE_MAX_IN];
     Onnx__TensorShapeProto sh[ONNX_NODE_MAX_IN];
-    Onnx__TensorShapeProto__Dimension dims[ONNX_NODE_MAX_IN][4], *dim_ptrs[ONNX_NODE_MAX_IN][4];
+    Onnx__TensorShapeProto__Dimension dims[ONNX_NODE_MAX_IN][5], *dim_ptrs[ONNX_NODE_MAX_IN][5];
     Onnx__TensorProto init[ONNX_NODE_MAX_IN], *inits[ONNX_NODE_MAX_IN];
     Onnx__AttributeProto at[ONNX_NODE_MAX_ATTR], *ats[ONNX_NODE_MAX_ATTR];
     char *in_names[ONNX_NODE_MAX_IN], *out_names[4];

@@ -172,13 +172,14 @@ class VisionImport(unittest.TestCase):
     def test_small_vit(self):
         self.check("vit")
 
-    def test_conv3d_refused(self):
-        model = nn.Sequential(nn.Conv3d(2, 3, 3), nn.Flatten())
+    def test_pool3d_refused(self):
+        # 3-D convolution is taken (test_conv3d.py); 3-D pooling is refused by name
+        model = nn.Sequential(nn.Conv3d(2, 3, 3), nn.MaxPool3d(2), nn.Flatten())
         with self.assertRaises(poptorch.TilegraphError) as cm:
-            poptorch.inferenceModel(model, poptorch.Options())(torch.randn(1, 2, 4, 4, 4))
+            poptorch.inferenceModel(model, poptorch.Options())(torch.randn(1, 2, 6, 6, 6))
         msg = str(cm.exception)
-        self.assertIn("Conv", msg)
-        self.assertIn("3-D convolution and pooling are not implemented", msg)
+        self.assertIn("MaxPool", msg)
+        self.assertIn("3-D pooling and transposed convolution are not implemented", msg)
 
     def test_output_padding_beyond_stride_refused(self):
         # PyTorch allows output_padding below the stride or the dilation;
