@@ -220,6 +220,8 @@ tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axi
  * the 2-D ops (onnx_conv3d.c). */
 tg_status ob_conv3d(onnx_builder *b);
 tg_status ob_global_avgpool3d(onnx_builder *b);
+/* MaxPool (max) or AveragePool on a 5-D input. */
+tg_status ob_pool3d(onnx_builder *b, bool max);
 
 typedef struct ob_window {
     int64_t k[2], s[2], lo[2], hi[2], d[2];

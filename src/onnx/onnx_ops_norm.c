@@ -124,6 +124,8 @@ static tg_tensor *maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, t
 static tg_status map_maxpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_pool3d(b, true);
     int nsp = 0;
     TG_TRY(ob_spatial_dims(b, x, &nsp));
     tg_tensor *x2 = ob_as_2d(b, x);
@@ -143,6 +145,8 @@ static tg_status map_maxpool(onnx_builder *b)
 static tg_status map_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_pool3d(b, false);
     int nsp = 0;
     TG_TRY(ob_spatial_dims(b, x, &nsp));
     tg_tensor *x2 = ob_as_2d(b, x);

@@ -2,8 +2,10 @@
  * [N, C, D, H, W] (built from 2-D convolutions over the depth slices)
  * against a direct 3-D convolution written here in double, for strides,
  * dilation, asymmetric padding and groups; its gradient against finite
- * differences and its kernels against the reference; GlobalAveragePool on
- * 5-D; what it refuses. (3-D convolution was refused: "3-D convolution and
+ * differences and its kernels against the reference; GlobalAveragePool,
+ * MaxPool and AveragePool on 5-D (gradients and kernels; their values
+ * against PyTorch in tests/python/test_conv3d.py and ONNX's cases); what
+ * they refuse. (3-D convolution was refused: "3-D convolution and
  * pooling are not implemented".)
  *
  * TG_TEST_LABELS: onnx
@@ -95,6 +97,18 @@ static void test_conv3d(void)
                      .n_outputs = 1,
                      .in = {F32("x", 5, 2, 3, 2, 3, 4)}};
     onnx_node_check("GlobalAveragePool 5-D", &gap, 1e-6);
+    static const int64_t k233[] = {2, 3, 3}, s122b[] = {1, 2, 2}, pd[] = {1, 1, 0, 0, 1, 1};
+    onnx_node maxp = {.op_type = "MaxPool",
+                      .opset = 13,
+                      .n_outputs = 1,
+                      .in = {F32("x", 5, 2, 2, 3, 5, 4)},
+                      .attr = {INTS_ATTR("kernel_shape", k233, 3), INTS_ATTR("strides", s122b, 3),
+                               INTS_ATTR("pads", pd, 6)}};
+    onnx_node_check("MaxPool 3-D, strided, padded", &maxp, 1e-6);
+    onnx_node avgp = maxp;
+    avgp.op_type = "AveragePool";
+    avgp.attr[3] = (onnx_node_attr)INT("count_include_pad", 1);
+    onnx_node_check("AveragePool 3-D, strided, padded, counting the pads", &avgp, 1e-6);
 }
 
 static void test_refused(void)
@@ -112,9 +126,18 @@ static void test_refused(void)
                       .opset = 13,
                       .n_outputs = 1,
                       .in = {F32("x", 5, 1, 2, 4, 4, 4)},
-                      .attr = {INTS_ATTR("kernel_shape", k3, 3)}};
+                      .attr = {INTS_ATTR("kernel_shape", k3, 3), INT("ceil_mode", 1)}};
     msg = onnx_node_refusal(&pool);
-    if (!strstr(msg, "3-D pooling and transposed convolution are not implemented"))
+    if (!strstr(msg, "ceil_mode with 3-D pooling"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
+    static const int64_t p1[] = {1, 1, 1, 1, 1, 1};
+    onnx_node avg = {.op_type = "AveragePool",
+                     .opset = 13,
+                     .n_outputs = 1,
+                     .in = {F32("x", 5, 1, 2, 4, 4, 4)},
+                     .attr = {INTS_ATTR("kernel_shape", k3, 3), INTS_ATTR("pads", p1, 6)}};
+    msg = onnx_node_refusal(&avg);
+    if (!strstr(msg, "a padded 3-D AveragePool without count_include_pad"))
         tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
 }
 

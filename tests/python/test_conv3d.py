@@ -1,9 +1,10 @@
-"""tests/python/test_conv3d.py - 3-D convolution and global average pooling
-(torchvision's video models) against PyTorch: a small Conv3d net (strides,
-dilation, asymmetric padding, groups, batch norm over [N, C, D, H, W])
-in inference and after SGD steps, and torchvision's r3d_18 in inference at
-4x16x16 clips (issue 46 row 28). They are built from 2-D convolutions over
-the depth slices (src/onnx/onnx_conv3d.c).
+"""tests/python/test_conv3d.py - 3-D convolution and pooling (torchvision's
+video models) against PyTorch: a small Conv3d net (strides, dilation,
+asymmetric padding, groups, batch norm over [N, C, D, H, W], MaxPool3d and
+AvgPool3d with padding) in inference and after SGD steps, and torchvision's
+r3d_18 in inference at 4x16x16 clips (issue 46 row 28). They are built from
+2-D convolutions and poolings over the depth slices
+(src/onnx/onnx_conv3d.c).
 
 TG_TEST_LABELS: quick
 """
@@ -26,11 +27,13 @@ class Net3d(nn.Module):
         self.c1 = nn.Conv3d(3, 4, 3, stride=(1, 2, 2), padding=(1, 0, 1))
         self.bn = nn.BatchNorm3d(4)
         self.c2 = nn.Conv3d(4, 6, (2, 3, 1), dilation=(2, 1, 1), groups=2, bias=False)
+        self.maxp = nn.MaxPool3d((2, 3, 3), stride=(1, 2, 2), padding=(1, 1, 1))
+        self.avgp = nn.AvgPool3d((3, 2, 2), stride=(1, 1, 2), padding=(1, 0, 1))
         self.pool = nn.AdaptiveAvgPool3d(1)
         self.fc = nn.Linear(6, 3)
 
     def forward(self, x, labels=None):
-        h = self.c2(torch.relu(self.bn(self.c1(x))))
+        h = self.avgp(self.maxp(self.c2(torch.relu(self.bn(self.c1(x))))))
         out = self.fc(self.pool(h).flatten(1))
         if labels is None:
             return out
@@ -40,7 +43,7 @@ class Net3d(nn.Module):
 class Conv3dTest(unittest.TestCase):
     def test_small_net_inference_and_training(self):
         g = torch.Generator().manual_seed(1)
-        x = torch.randn(2, 3, 5, 9, 8, generator=g)
+        x = torch.randn(2, 3, 5, 13, 12, generator=g)
         y = torch.tensor([0, 2])
         ref = Net3d()
         ev = copy.deepcopy(ref).eval()
