@@ -101,6 +101,8 @@ static tg_onnx_value known_output(const tg_onnx_model *m)
     tg_graph *g = tg_graph_create();
     tg_onnx_build_config c = {.batch = 1};
     tg_onnx_outputs io;
+    if (g) /* inference: a batch norm of one value per channel (batch 1 at 1x1) is no error */
+        tg_graph_set_training(g, false);
     if (g && tg_onnx_build(m, g, &c, &io) == TG_OK && io.n_outputs >= 1) {
         tg_shape s = tg_tensor_shape(io.outputs[0]);
         if (out.ndim < 0 || out.ndim == s.ndim) {
