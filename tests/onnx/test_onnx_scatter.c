@@ -207,6 +207,22 @@ static void test_scatter_runtime_indices(void)
         tg_test_fail(__FILE__, __LINE__, "message: %s", tg_error_message());
 }
 
+/* MaxUnpool: the values' gradient and kernels, at the default output
+ * shape and at a larger output_shape (the indices moved to the same place
+ * of it); the values are ONNX's own cases (onnx/conformance). */
+static void test_max_unpool(void)
+{
+    static const int64_t idx[] = {5, 7, 13, 15}, big[] = {1, 1, 5, 5};
+    onnx_node nd = {.op_type = "MaxUnpool",
+                    .opset = 11,
+                    .n_outputs = 1,
+                    .in = {F32("x", 4, 1, 1, 2, 2), INTS("i", idx, 4, 1, 1, 2, 2)},
+                    .attr = {INTS_ATTR("kernel_shape", two2, 2), INTS_ATTR("strides", two2, 2)}};
+    onnx_node_check("MaxUnpool", &nd, 1e-6);
+    nd.in[2] = (onnx_node_input)INTS("shape", big, 1, 4);
+    onnx_node_check("MaxUnpool to a larger output_shape", &nd, 1e-6);
+}
+
 int main(void)
 {
     TG_RUN(test_scatter_gradients);
@@ -215,5 +231,6 @@ int main(void)
     TG_RUN(test_refused);
     TG_RUN(test_maxpool_indices);
     TG_RUN(test_scatter_runtime_indices);
+    TG_RUN(test_max_unpool);
     return tg_test_finish();
 }
