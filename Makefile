@@ -8,13 +8,16 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 PREFIX     ?= /usr/local
+# Python's package index's packages (transformers, onnxruntime, ...) live in
+# this virtual environment, made from Debian's python3 (docs/dependencies.md).
+TG_VENV    ?= /opt/tilegraph/venv
 
 # Every Debian package the project needs, and why (docs/dependencies.md).
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
                libsqlite3-dev sqlite3 dataset-fashion-mnist clang clang-format chromium \
                libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3 \
                python3-torch python3-torchvision python3-numpy python3-cffi python3-onnx \
-               python3-tqdm openmpi-bin libopenmpi-dev libdnnl-dev
+               python3-tqdm python3-venv openmpi-bin libopenmpi-dev libdnnl-dev
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
 .PHONY: all demo test build install format-check deps bench-deps bench format asan tsan fuzz clean options-doc
@@ -31,6 +34,7 @@ deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@TG_VENV=$(TG_VENV) sh scripts/index_deps.sh .
 
 bench-deps: deps
 	@missing=""; for p in $(DEB_BENCH_PACKAGES); do \
@@ -42,7 +46,7 @@ bench-deps: deps
 	fi
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTG_INDEX_PYTHON=$(TG_VENV)/bin/python3 $(CMAKE_ARGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)

@@ -9,10 +9,16 @@
  * even, the input replaces the payload and the header is made right for it
  * (key, lengths, checksums), so the fuzzer reaches the payload's checks
  * instead of stopping at a checksum. The real file's payload is a good seed.
+ *
+ * A program the loader accepts is then run (issue 46, row 8): written to a
+ * file, a session made from it through executableFile and one training step
+ * taken on zeros, so what the checks let through is what the engine follows
+ * (a step pointing at no buffer, or at a short one, crashes there, not here).
  */
 #include "compile/program.h"
 #include "core/error.h"
 #include "tilegraph/models.h"
+#include "tilegraph/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static tg_model_graph mg;
 static tg_options *opts;
-static tg_config config; /* opts read, as the session reads them */
+static tg_config config;  /* opts read, as the session reads them */
+static char run_path[64]; /* where an accepted program is written to be run */
 static unsigned char header[80];
 static bool ready;
 
@@ -47,6 +54,7 @@ static void setup(void)
     tg_program *p = NULL;
     char path[64];
     snprintf(path, sizeof path, "/tmp/fuzz_executable.%d.tgx", (int)getpid());
+    snprintf(run_path, sizeof run_path, "/tmp/fuzz_executable_run.%d.tgx", (int)getpid());
     if (tg_model_graph_create(tg_model_find("mnist-pipeline"), 4, &opt, &mg) != TG_OK ||
         tg_program_compile(mg.graph, opts, &p) != TG_OK || tg_executable_save(p, path) != TG_OK)
         abort();
@@ -57,6 +65,34 @@ static void setup(void)
     unlink(path);
     tg_program_destroy(p);
     ready = true;
+}
+
+/* One training step of the program in buf (accepted by the loader), on zeros. */
+static void run_one_step(const unsigned char *buf, size_t len)
+{
+    FILE *f = fopen(run_path, "wb");
+    if (!f || fwrite(buf, 1, len, f) != len)
+        abort();
+    fclose(f);
+    tg_options *o = tg_options_clone(opts);
+    tg_session *s = NULL;
+    if (!o || tg_options_set(o, "executableFile", run_path) != TG_OK ||
+        tg_session_create(mg.graph, o, &s) != TG_OK)
+        abort(); /* the program loaded a moment ago: a session must be made of it */
+    int64_t n = tg_session_samples_per_run(s, mg.images);
+    float *img = calloc((size_t)n * 28 * 28 + 1, sizeof(float));
+    int32_t *lab = calloc((size_t)n + 1, sizeof(int32_t));
+    if (!img || !lab ||
+        tg_session_write(s, mg.images, img, (size_t)n * 28 * 28 * sizeof(float)) != TG_OK ||
+        tg_session_write(s, mg.labels, lab, (size_t)n * sizeof(int32_t)) != TG_OK)
+        abort();
+    if (tg_session_run(s) != TG_OK && !tg_error_message()[0])
+        abort(); /* a failed step says why */
+    free(img);
+    free(lab);
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    unlink(run_path);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -92,6 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* a refusal always says why */
     }
     tg_program_destroy(p);
+    if (s == TG_OK)
+        run_one_step(buf, len);
     free(buf);
     return 0;
 }

@@ -27,6 +27,7 @@ typedef struct onnx_spec {
     input_fill fill[TG_ONNX_MAX_IO]; /* per input of a language model */
     char name[256];
     char description[768];
+    char freeze[1024]; /* tg_model_set_freeze's pattern, "" for none */
 } onnx_spec;
 
 static bool is_onnx_path(const char *s)
@@ -331,6 +332,22 @@ tg_status tg_model_set_task(const tg_model_spec *m, tg_model_task task)
     return TG_OK;
 }
 
+tg_status tg_model_set_freeze(const tg_model_spec *m, const char *pattern)
+{
+    if (!m || !m->onnx)
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "%s: freezing initializers applies to an ONNX file (--model FILE.onnx); "
+                        "a zoo model has no buffers to freeze",
+                        m ? m->name : "(no model)");
+    if (!pattern || strlen(pattern) >= sizeof((onnx_spec *)0)->freeze)
+        return tg_error(TG_ERR_INVALID_ARG, "%s: the freeze pattern is missing or over 1023 bytes",
+                        m->name);
+    TG_TRY(tg_onnx_check_freeze(m->onnx, pattern));
+    onnx_spec *o = (onnx_spec *)(void *)m;
+    snprintf(o->freeze, sizeof o->freeze, "%s", pattern);
+    return TG_OK;
+}
+
 tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x, tg_tensor *labels,
                               tg_tensor **out, tg_tensor **loss)
 {
@@ -341,6 +358,7 @@ tg_status tg_model_onnx_build(const tg_model_spec *m, tg_graph *g, tg_tensor *x,
     tg_status st = tg_model_task_tokens(m->task) ? fill_inputs(o, c.batch, values) : TG_OK;
     c.constants = (const int64_t *const *)values;
     c.n_constants = TG_ONNX_MAX_IO;
+    c.freeze = o->freeze[0] ? o->freeze : NULL;
     if (st == TG_OK)
         st = tg_onnx_build(m->onnx, g, &c, &io);
     for (int i = 0; i < TG_ONNX_MAX_IO; i++)

@@ -10,17 +10,22 @@ are moved into that directory; a relative path of a file of the source tree,
 tests/onnx/fixtures/unet_shapes.onnx, is that file). A doc that was written from a run and never
 run again drifts: flags renamed, defaults changed, examples that fail.
 
+A doc's export line (`/usr/bin/python3 examples/onnx/export.py ...`) runs
+too, in the same directory, so the ONNX file it writes serves the commands
+after it (skipped, and so are they, where Python has no torch).
+
 What is not run, each with its reason in the table: output lines
 (`tilegraph compile: ...`), synopses (REPORT, A B, [..]), lines with `...`,
-commands that need what a fresh clone does not have (an ONNX file made by
-PyTorch, a data set under /data, a hostfile) and those that never end
-(`monitor --watch`). Commands are made cheap without changing what they
+commands that need what a fresh clone does not have (an ONNX file no line
+of the doc exports, a data set under /data, a hostfile) and those that never
+end (`monitor --watch`). Commands are made cheap without changing what they
 check: `train` runs 3 steps (`--max-steps 3`, and 200 test samples unless the
 line sets a limit), so every flag is parsed and the run starts, compiles and
 steps; nothing else is changed. A line whose comment says it fails must fail;
 every other must exit 0. Each command has a time bound.
 
 usage: doc_commands.py TILEGRAPH SOURCE_DIR [--list] [--only DOC]
+       doc_commands.py --self-test
 """
 import glob
 import os
@@ -70,7 +75,8 @@ def commands(path):
         if just_ran and re.match(r"tilegraph [a-z]+: ", line):
             out[-1] = (out[-1][0], out[-1][1], out[-1][2] + " fails")
         just_ran = False
-        if not re.match(r"([A-Z_]+=('[^']*'|\S+)\s+)*(\./)?(build/)?tilegraph\s", line):
+        if not (re.match(r"([A-Z_]+=('[^']*'|\S+)\s+)*(\./)?(build/)?tilegraph\s", line)
+                or EXPORT.match(line)):
             continue
         comment = ""
         m = re.search(r"\s#\s", line)
@@ -90,6 +96,9 @@ def split_env(argv):
     return env, argv
 
 
+# a doc's line that exports an ONNX file for the commands after it
+EXPORT = re.compile(r"(/usr/bin/)?python3 examples/onnx/export\.py\s")
+
 ROOT = "."  # the source tree (main sets it): a doc's tests/... and examples/... paths are its files
 
 
@@ -99,7 +108,11 @@ def in_tree(path):
     return p if "/" in path and not os.path.isabs(path) and os.path.exists(p) else None
 
 
-def not_run_reason(cmd):
+def not_run_reason(cmd, scratch=None):
+    """Why cmd is not run (None: it is). scratch: the doc's directory, where
+    an earlier export line may have written the ONNX file cmd reads."""
+    if EXPORT.match(cmd):
+        return None
     words = re.sub(r"^([A-Z_]+=('[^']*'|\S+)\s+)*", "", cmd).split()
     if len(words) < 2 or words[1].endswith(":") or words[1] == "version":
         return "an output line"
@@ -108,13 +121,16 @@ def not_run_reason(cmd):
             return reason
     if re.search(r"--model \S+\.onnx|\bimport \S+\.onnx", cmd):
         f = re.search(r"(\S+\.onnx)", cmd).group(1)
-        return None if os.path.exists(f) or in_tree(f) else f"needs {f} (exported from PyTorch)"
+        made = scratch and os.path.exists(os.path.join(scratch, f))
+        return None if made or in_tree(f) else f"needs {f} (exported from PyTorch)"
     return None
 
 
 def cheap(argv, scratch):
-    """The command made cheap (train: 3 steps) with /tmp paths in the scratch directory."""
-    argv = [in_tree(a) or re.sub(r"^/tmp/", scratch + "/", a) for a in argv]
+    """The command made cheap (train: 3 steps) with the doc's /tmp paths in the
+    scratch directory. argv[0] is the tilegraph binary, which stays as it is:
+    a checkout under /tmp has its binary there too."""
+    argv = argv[:1] + [in_tree(a) or re.sub(r"^/tmp/", scratch + "/", a) for a in argv[1:]]
     if len(argv) > 1 and argv[1] == "train" and "--help" not in argv:
         if "--max-steps" not in argv:
             argv += ["--max-steps", "3"]
@@ -133,7 +149,7 @@ def run_doc(tilegraph, doc, rows):
     try:
         for lineno, cmd, comment in commands(doc):
             where = f"{os.path.basename(doc)}:{lineno}"
-            reason = not_run_reason(cmd)
+            reason = not_run_reason(cmd, scratch)
             if reason:
                 rows.append((where, cmd, "skip", reason))
                 continue
@@ -144,7 +160,14 @@ def run_doc(tilegraph, doc, rows):
                 continue
             line_env, argv = split_env(argv)
             line_env = {k: v.replace("/tmp/", scratch + "/") for k, v in line_env.items()}
-            argv = cheap([tilegraph] + argv[1:], scratch)
+            if EXPORT.match(cmd):
+                if subprocess.run([argv[0], "-c", "import torch, torchvision"],
+                                  capture_output=True).returncode != 0:
+                    rows.append((where, cmd, "skip", "needs Python with torch and torchvision"))
+                    continue
+                argv = [in_tree(a) or a for a in argv]
+            else:
+                argv = cheap([tilegraph] + argv[1:], scratch)
             argv = [scratch + a[1:] if a.startswith("~/") else a for a in argv]
             expect_fail = bool(re.search(r"\bfails\b|\berror\b", comment))
             t0 = time.monotonic()
@@ -164,8 +187,31 @@ def run_doc(tilegraph, doc, rows):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def self_test():
+    """The runner's own rules, checked without running a doc."""
+    # a checkout under /tmp: the binary keeps its path, the doc's /tmp paths move
+    argv = cheap(["/tmp/x/build/tilegraph", "train", "--save", "/tmp/w.st"], "/s")
+    assert argv[0] == "/tmp/x/build/tilegraph", argv
+    assert argv[3] == "/s/w.st" and argv[-4:] == ["--max-steps", "3", "--test-limit", "200"], argv
+    # an export line is a command, and the ONNX file it writes serves the next
+    with tempfile.TemporaryDirectory() as d:
+        doc = os.path.join(d, "doc.md")
+        with open(doc, "w") as f:
+            f.write("```\n/usr/bin/python3 examples/onnx/export.py resnet18 -o r.onnx\n"
+                    "tilegraph import r.onnx\n```\n")
+        cmds = [c for _, c, _ in commands(doc)]
+        assert len(cmds) == 2 and EXPORT.match(cmds[0]), cmds
+        assert not_run_reason(cmds[1], d) == "needs r.onnx (exported from PyTorch)"
+        open(os.path.join(d, "r.onnx"), "w").close()
+        assert not_run_reason(cmds[1], d) is None
+    print("doc_commands.py: self-test ok")
+    return 0
+
+
 def main():
     args = sys.argv[1:]
+    if args == ["--self-test"]:
+        return self_test()
     if len(args) < 2 or "--help" in args:
         print(__doc__)
         return 0 if "--help" in args else 2

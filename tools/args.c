@@ -119,6 +119,48 @@ static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
     return -1;
 }
 
+/* Edit distance of a[0..n) and b, capped at 99 for names over 63 characters. */
+static int flag_distance(const char *a, size_t n, const char *b)
+{
+    size_t m = strlen(b);
+    if (n > 63 || m > 63)
+        return 99;
+    int row[64];
+    for (size_t j = 0; j <= m; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+/* The flag a user most likely meant by a[0..n) (--epoch: --epochs), or
+ * NULL: the one flag it is a prefix of or that is a prefix of it, else the
+ * nearest by edit distance within a third of its length. */
+static const char *nearest_flag(const cli_command *cmd, const char *a, size_t n)
+{
+    const char *prefix = NULL, *best = NULL;
+    int prefixes = 0, best_d = (int)(n / 3 > 2 ? n / 3 : 2) + 1;
+    for (int k = 0; k < cmd->n_flags; k++) {
+        const char *name = cmd->flags[k].name;
+        size_t m = strlen(name);
+        if (n > 3 && m > 3 && strncmp(name, a, n < m ? n : m) == 0)
+            prefix = name, prefixes++;
+        int d = flag_distance(a, n, name);
+        if (d < best_d)
+            best_d = d, best = name;
+    }
+    return prefixes == 1 ? prefix : best;
+}
+
 int cli_parse(const cli_command *cmd, int argc, char **argv)
 {
     for (int i = 0; i < argc; i++) {
@@ -134,8 +176,10 @@ int cli_parse(const cli_command *cmd, int argc, char **argv)
             if (strlen(cmd->flags[k].name) == len && strncmp(cmd->flags[k].name, a, len) == 0)
                 f = &cmd->flags[k];
         if (!f) {
-            fprintf(stderr, "tilegraph %s: unknown option '%.*s' (see tilegraph %s --help)\n",
-                    cmd->name, (int)len, a, cmd->name);
+            const char *near = nearest_flag(cmd, a, len);
+            fprintf(stderr, "tilegraph %s: unknown option '%.*s'%s%s%s (see tilegraph %s --help)\n",
+                    cmd->name, (int)len, a, near ? " (did you mean " : "", near ? near : "",
+                    near ? "?)" : "", cmd->name);
             return -1;
         }
         const char *v = NULL;

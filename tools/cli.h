@@ -104,6 +104,14 @@ void cli_stop_agreed(int sig);
 /* The exit code for a stop by signal `sig`: 128 + sig (130, 143). */
 int cli_signal_exit_code(int sig);
 
+/* ---- defaults ------------------------------------------------------------------ */
+
+/* train's model and micro-batch when not given, which compile and infer
+ * take too: a program `compile --save-executable` writes with its defaults
+ * is the one `train --executable` loads with its own (issue 46 row 19). */
+#define CLI_DEFAULT_MODEL "fashion-basic"
+#define CLI_DEFAULT_BATCH 16
+
 /* ---- subcommands ---------------------------------------------------------------- */
 
 int cmd_train(int argc, char **argv);

@@ -16,7 +16,7 @@
 #include <string.h>
 
 typedef struct check_args {
-    const char *model, *input, *stem, *optimizer;
+    const char *model, *input, *stem, *optimizer, *freeze;
     int64_t batch, classes, data_seed;
     double lr, tolerance;
     bool inference, json, all;
@@ -195,6 +195,11 @@ static int check_model(const check_args *a, const device_args *dev)
                          : tg_error_message());
         return bad_kind ? 2 : 1;
     }
+    if (a->freeze && tg_model_set_freeze(m, a->freeze) != TG_OK) {
+        fprintf(stderr, "tilegraph check: --freeze: %s\n", tg_error_message());
+        tg_model_close(m);
+        return 2;
+    }
     tg_model_input in = tg_model_default_input(m);
     int bad = (a->input && tg_model_input_parse(a->input, &in) != TG_OK) ||
               (a->stem && tg_model_stem_parse(a->stem, &in) != TG_OK);
@@ -277,8 +282,11 @@ int cmd_check(int argc, char **argv)
         {"--all", CLI_BOOL, &a.all, NULL, "print every tensor, not only the first beyond", 1, 0,
          NULL},
         {"--json", CLI_BOOL, &a.json, NULL, "print JSON for scripts", 1, 0, NULL},
+        {"--freeze", CLI_STRING, &a.freeze, "REGEX",
+         "ONNX models: keep the float initializers whose names match fixed (as train's)", 1, 0,
+         NULL},
     };
-    int n = 12 + device_flags(&dev, flags + 12, (int)(sizeof flags / sizeof flags[0]) - 12);
+    int n = 13 + device_flags(&dev, flags + 13, (int)(sizeof flags / sizeof flags[0]) - 13);
     cli_command cmd = {
         "check",
         "Check one step of a model, as compiled, tensor by tensor against the reference.",

@@ -95,7 +95,7 @@ static int apply_target(tg_options *o, const char *target, const char *target_de
 
 /* The flags of `tilegraph compile`. */
 typedef struct compile_args {
-    const char *model, *input, *stem, *target, *target_desc, *save_exe, *loss;
+    const char *model, *input, *stem, *target, *target_desc, *save_exe, *loss, *freeze;
     int64_t batch, classes, epochs, train_limit, return_period;
     bool inference, json, insights, eight_bit;
     device_args dev;
@@ -106,8 +106,8 @@ typedef struct compile_args {
 /* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
 static int compile_parse(compile_args *a, int argc, char **argv)
 {
-    *a = (compile_args){.model = "mnist-pipeline",
-                        .batch = 40,
+    *a = (compile_args){.model = CLI_DEFAULT_MODEL,
+                        .batch = CLI_DEFAULT_BATCH,
                         .epochs = -1, /* not given: train's default for the task */
                         .return_period = -1};
     device_args_defaults(&a->dev);
@@ -159,8 +159,11 @@ static int compile_parse(compile_args *a, int argc, char **argv)
         {"--loss", CLI_STRING, &a->loss, "KIND",
          "ONNX models: the loss appended to the logits, cross-entropy or mse", 1, 0,
          "cross-entropy"},
+        {"--freeze", CLI_STRING, &a->freeze, "REGEX",
+         "ONNX models: keep the float initializers whose names match fixed (as train's)", 1, 0,
+         NULL},
     };
-    int n = 19;
+    int n = 20;
     n += optim_flags(&a->oa, flags + n);
     n += device_flags(&a->dev, flags + n, (int)(sizeof flags / sizeof flags[0]) - n);
     cli_command cmd = {"compile",
@@ -200,6 +203,10 @@ static int compile_model(compile_args *a, const tg_model_spec **m, tg_model_inpu
     if (tg_model_open(a->model, loss_kind, m) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return 1;
+    }
+    if (a->freeze && tg_model_set_freeze(*m, a->freeze) != TG_OK) {
+        fprintf(stderr, "tilegraph compile: --freeze: %s\n", tg_error_message());
+        return 2;
     }
     if (a->loss && !(*m)->onnx) { /* a zoo model brings its own: --loss would be ignored */
         fprintf(stderr,

@@ -138,7 +138,7 @@ typedef struct infer_args {
 /* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
 static int infer_parse(infer_args *a, int argc, char **argv)
 {
-    *a = (infer_args){.model = "fashion-basic", .count = 1};
+    *a = (infer_args){.model = CLI_DEFAULT_MODEL, .count = 1};
     data_args_defaults(&a->data);
     cli_flag flags[] = {
         {"--model", CLI_STRING, &a->model, "NAME",

@@ -9,6 +9,7 @@
 #include "train_cmd.h"
 
 #include "save_lock.h"
+#include "save_rescue.h"
 
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/dist.h"
@@ -19,6 +20,23 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Where the checkpoints went when --save's place could not take them
+ * (save_rescue.h): one run per process. */
+static save_rescue rescue = {"", 1.0};
+
+typedef struct checkpoint_write {
+    tg_session *s;
+    const char *model;
+    const char *const *kv;
+    size_t n_pairs;
+} checkpoint_write;
+
+static tg_status write_checkpoint(const char *path, void *ctx)
+{
+    const checkpoint_write *w = ctx;
+    return tg_checkpoint_save_meta(w->s, path, w->model, w->kv, w->n_pairs);
+}
 
 /* The checkpoint of --save, with the loader position for --resume. */
 static tg_status save_checkpoint(const train_args *a, tg_session *s, const char *model,
@@ -40,13 +58,16 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
                         TRAIN_CONFIG_KEY,
                         a->config,
                         "text_tokens",
-                        a->vocab};
+                        a->vocab,
+                        "text_hash",
+                        a->text_hash};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    return tg_checkpoint_save_meta(s, a->save, model, kv, a->vocab ? 6 : 5);
+    checkpoint_write w = {s, model, kv, a->vocab ? 7 : 5};
+    return save_rescue_write_to(&rescue, "train", a->save, write_checkpoint, &w);
 }
 
 /* A host step's loss sum and accuracy counts, and whether this instance
@@ -117,12 +138,15 @@ static bool should_stop(const train_args *a, train_pos *pos)
 }
 
 /* The training loop's series for the profile (one row each per host step;
- * nothing when no profile is written): samples/s of this step, its mean
+ * nothing when no profile is written): the step's samples (this instance's;
+ * `analyse instances` divides them by the traced host step), samples/s of
+ * this step as the host timed it (loading excluded), its mean
  * loss (in an MPI job, of this instance's replicas), and the loader's queue
  * depth after it. */
 static void record_counters(tg_session *s, tg_loader *loader, const step_buffers *b, int64_t count,
                             double seconds)
 {
+    tg_session_record_counter(s, "samples", (double)count);
     tg_session_record_counter(s, "samples/s", seconds > 0 ? (double)count / seconds : NAN);
     tg_session_record_counter(s, "loss",
                               b->losses_count ? b->loss_sum / (double)b->losses_count : NAN);
@@ -234,6 +258,40 @@ static int check_vocab(const char *path, const char *vocab)
     }
     free(had);
     return r;
+}
+
+/* The text's tokens (training and held-out parts) hashed, FNV-1a 64, with
+ * their count: "0123abcd0123abcd (31234 tokens)". Another text of the same
+ * length and alphabet has the same vocabulary record but not this. */
+static void text_hash(const train_context *ctx, char *out, size_t cap)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t total = 0;
+    const tg_dataset *parts[2] = {ctx->train, ctx->test};
+    for (int k = 0; k < 2; k++) {
+        const int32_t *tokens = NULL;
+        int64_t n = parts[k] ? tg_dataset_tokens(parts[k], &tokens) : 0;
+        const unsigned char *b = (const unsigned char *)tokens;
+        for (int64_t i = 0; tokens && i < n * (int64_t)sizeof *tokens; i++)
+            h = (h ^ b[i]) * 0x100000001b3ull;
+        total += n;
+    }
+    snprintf(out, cap, "%016llx (%lld tokens)", (unsigned long long)h, (long long)total);
+}
+
+/* --resume of a language model: its text must be this run's, or the
+ * position it continues from means nothing (--load takes another text). */
+static int check_text(const char *path, const char *hash)
+{
+    char had[64] = "";
+    if (tg_checkpoint_read_meta(path, "text_hash", had, sizeof had) != TG_OK || !strcmp(had, hash))
+        return 0; /* a checkpoint without the record (older, or the API's) is taken */
+    fprintf(stderr,
+            "tilegraph train: --resume %s continues a run on another text: its tokens hashed %s, "
+            "this text's %s; give the text it was trained on, or --load it to train on this one "
+            "from its weights\n",
+            path, had, hash);
+    return -1;
 }
 
 /* --resume: where the checkpoint's run stopped. Its seed and host-step size
@@ -369,6 +427,7 @@ static int text_task(train_args *a, train_run *r)
         fprintf(stderr, "tilegraph train: out of memory\n");
         return -1;
     }
+    text_hash(&r->ctx, a->text_hash, sizeof a->text_hash);
     return 0;
 }
 
@@ -431,7 +490,8 @@ static int run_plan(train_args *a, train_run *r)
                               a->opt.max_grad_norm,
                               a->opt.step_epochs,
                               a->opt.nesterov,
-                              a->opt.no_bias_correction};
+                              a->opt.no_bias_correction,
+                              a->save != NULL};
     if (train_agree_loop(&shape) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
         return -1;
@@ -482,6 +542,8 @@ static int run_compile(const train_args *a, train_run *r)
     }
     const char *start = a->resume ? a->resume : a->load;
     if (start && a->vocab && check_vocab(start, a->vocab) != 0)
+        return -1;
+    if (a->resume && a->vocab && check_text(a->resume, a->text_hash) != 0)
         return -1;
     if (start && tg_checkpoint_load_ex(r->s, start, r->ctx.model->name, r->load_flags) != TG_OK) {
         fprintf(stderr, "tilegraph train: %s\n", tg_error_message());
@@ -606,13 +668,14 @@ int cmd_train(int argc, char **argv)
     const char *job_profile_dir = a.dev.profile_dir ? a.dev.profile_dir : "./profile";
     if (join_as_instance(&a, instance_dir, sizeof instance_dir) != 0)
         return 1;
-    if (train_probe_outputs(&a) != 0)
+    if (train_probe_outputs(&a) != 0 || train_probe_inputs(&a) != 0)
         return 1;
     /* instance 0 of an MPI job writes the checkpoint, so it alone locks it */
     save_lock lock = {-1, ""};
     if (a.save && tg_dist_instance() == 0 && save_lock_take(&lock, "train", a.save) != 0)
         return 1;
     cli_stop_at_step_boundaries();
+    const char *target = a.save;
     train_run run = {0};
     run.test = (eval_result){0, NAN, 0, NAN, 0, {0}, {0}};
     if (train_context_open(&run.ctx, a.model, &a.data, a.train_limit, a.test_limit) != 0) {
@@ -623,8 +686,15 @@ int cmd_train(int argc, char **argv)
     train_task_defaults(&a, run.ctx.text);
     int status = 1;
     if ((!run.ctx.text || text_task(&a, &run) == 0) && run_plan(&a, &run) == 0 &&
-        run_compile(&a, &run) == 0 && run_epochs(&a, &run) == 0)
+        run_compile(&a, &run) == 0 && run_epochs(&a, &run) == 0) {
+        if (rescue.where[0]) /* what the run reports ("saved:", --resume) is where it went */
+            a.save = rescue.where;
         status = run_finish(&a, &run, job_profile_dir);
+    }
+    if (rescue.where[0]) { /* the weights are safe, but not where they were asked for */
+        fprintf(stderr, "tilegraph train: the checkpoint is at %s, not %s\n", rescue.where, target);
+        status = status ? status : 1;
+    }
     step_buffers_free(&run.b);
     tg_session_destroy(run.s);
     tg_model_graph_destroy(&run.mg);

@@ -307,17 +307,46 @@ static bool set_int(tg_options *o, const char *command, const char *key, int64_t
     return v < 0 || set(o, command, key, buf);
 }
 
+/* k names kind, in the singular or the plural and, for the optimizer, in
+ * either spelling: "weight", "weights"; "optimizer", "optimisers" (the
+ * README's --offload-optimiser spells it so, PopTorch's API "Optimizer"). */
+static bool names_kind(const char *k, const char *kind)
+{
+    char word[64];
+    snprintf(word, sizeof word, "%s", k);
+    if (!strncmp(word, "optimis", 7))
+        word[6] = 'z';
+    size_t n = strlen(word), m = strlen(kind);
+    if (n && word[n - 1] == 's' && !(m && kind[m - 1] == 's'))
+        word[--n] = '\0'; /* "optimizers" */
+    return !strncmp(word, kind, n) && (!kind[n] || (kind[n] == 's' && !kind[n + 1]));
+}
+
+/* Whether a comma list has an empty item ("weights,", ",a", "a,,b"). */
+static bool empty_item(const char *list)
+{
+    size_t n = strlen(list);
+    return n == 0 || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,") != NULL;
+}
+
 /* --shard KINDS: TensorLocations.<kind>.replicatedTensorSharding=true. */
 static bool set_shard(tg_options *o, const char *command, const char *list)
 {
     char buf[256];
+    if (empty_item(list)) {
+        fprintf(stderr,
+                "tilegraph %s: --shard '%s' has an empty kind (a comma at the start, the end or "
+                "doubled): give weights, optimizer or both, separated by single commas\n",
+                command, list);
+        return false;
+    }
     snprintf(buf, sizeof buf, "%s", list);
     char *save = NULL;
     bool any = false;
     for (char *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
-        const char *kind = !strcmp(k, "weights") || !strcmp(k, "weight") ? "weight"
-                           : !strcmp(k, "optimizer")                     ? "optimizer"
-                                                                         : NULL;
+        const char *kind = names_kind(k, "weights")     ? "weight"
+                           : names_kind(k, "optimizer") ? "optimizer"
+                                                        : NULL;
         if (!kind) {
             fprintf(stderr,
                     "tilegraph %s: --shard: '%s' cannot be sharded; give weights, optimizer or "
@@ -389,13 +418,6 @@ static const char *offload_kind(const char *key)
     return flag && !strncmp(flag, prefix, sizeof prefix - 1) ? flag + sizeof prefix - 1 : NULL;
 }
 
-/* k names kind: "weights" or "weight". */
-static bool names_kind(const char *k, const char *kind)
-{
-    size_t n = strlen(k);
-    return !strncmp(k, kind, n) && (!kind[n] || (kind[n] == 's' && !kind[n + 1]));
-}
-
 /* "weights, activations, accumulators, optimizer or all", from the option table. */
 static const char *offload_kinds(char *buf, size_t cap)
 {
@@ -414,6 +436,13 @@ static const char *offload_kinds(char *buf, size_t cap)
 static bool set_offload(tg_options *o, const char *command, const char *list)
 {
     char buf[256], kinds[160];
+    if (empty_item(list)) { /* as --split refuses "layer2,", not a list ending in nothing */
+        fprintf(stderr,
+                "tilegraph %s: --offload '%s' has an empty kind (a comma at the start, the end or "
+                "doubled): give %s, separated by single commas\n",
+                command, list, offload_kinds(kinds, sizeof kinds));
+        return false;
+    }
     snprintf(buf, sizeof buf, "%s", list);
     char *save = NULL;
     bool any = false;

@@ -25,9 +25,9 @@ void train_task_defaults(train_args *a, bool lm)
 
 int train_parse_args(train_args *a, int argc, char **argv)
 {
-    *a = (train_args){.model = "fashion-basic",
+    *a = (train_args){.model = CLI_DEFAULT_MODEL,
                       .epochs = -1, /* not given: task_defaults */
-                      .batch = 16,
+                      .batch = CLI_DEFAULT_BATCH,
                       .eval_batch = 500,
                       .return_period = -1};
     optim_args_defaults(&a->opt);
@@ -151,6 +151,26 @@ int train_probe_outputs(const train_args *a)
     if (st != TG_OK) {
         fprintf(stderr, "tilegraph train: %s (nothing was trained)\n", tg_error_message());
         return -1;
+    }
+    return 0;
+}
+
+/* The checkpoints the run starts from (--load, --resume) can be opened:
+ * checked before the data are read and the model compiled (which take
+ * seconds to minutes for a large model), not after (issue 46, row 15). */
+int train_probe_inputs(const train_args *a)
+{
+    const char *what[2] = {"--load", "--resume"}, *path[2] = {a->load, a->resume};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = NULL;
+        if (!path[i])
+            continue;
+        if (tg_fopen_regular(path[i], &f) != TG_OK) {
+            fprintf(stderr, "tilegraph train: %s: %s (nothing was trained)\n", what[i],
+                    tg_error_message());
+            return -1;
+        }
+        fclose(f);
     }
     return 0;
 }

@@ -27,6 +27,7 @@ typedef struct train_args {
     int seq_len;
     const char *unit;
     char *vocab; /* the checkpoint's record of the tokens: "byte", or "char:" and code points */
+    char text_hash[48];            /* the text's tokens hashed, which --resume must find the same */
     char config[TRAIN_CONFIG_CAP]; /* the training configuration, for the checkpoint */
 } train_args;
 
@@ -62,6 +63,9 @@ void train_task_defaults(train_args *a, bool lm);
 /* Outputs (--save, the profile and trace directories) writable, or -1 after
  * printing why: checked before any work. */
 int train_probe_outputs(const train_args *a);
+/* Inputs (--load, --resume) readable, or -1 after printing why: checked
+ * before the data are read and the model compiled. */
+int train_probe_inputs(const train_args *a);
 /* --target and --output-return-period onto o; -1 after printing the error. */
 int train_apply_options(const train_args *a, tg_options *o);
 

@@ -103,11 +103,22 @@ tg_status train_agree_loop(const train_loop_shape *l)
     static const char *const advice = "every instance must be given the same training flags and "
                                       "data (the same data set on every host)";
     static const char *const text_names[] = {
-        "--model",          "training set",       "test set",
-        "--optimizer",      "--lr-schedule",      "--lr",
-        "--momentum",       "--weight-decay",     "--lr-gamma",
-        "--lr-min",         "--lr-warmup-epochs", "--max-grad-norm",
-        "--lr-step-epochs", "--nesterov",         "--no-bias-correction",
+        "--model",
+        "training set",
+        "test set",
+        "--optimizer",
+        "--lr-schedule",
+        "--lr",
+        "--momentum",
+        "--weight-decay",
+        "--lr-gamma",
+        "--lr-min",
+        "--lr-warmup-epochs",
+        "--max-grad-norm",
+        "--lr-step-epochs",
+        "--nesterov",
+        "--no-bias-correction",
+        "--save (instance 0 writes the file, but every instance takes part in saving)",
     };
     enum { N_TEXT = sizeof text_names / sizeof *text_names };
     const double d[] = {l->lr,     l->momentum,      l->weight_decay,  l->gamma,
@@ -129,9 +140,12 @@ tg_status train_agree_loop(const train_loop_shape *l)
                                  num[6],
                                  num[7],
                                  l->nesterov ? "on" : "off",
-                                 l->no_bias_correction ? "on" : "off"};
-    tg_status st = tg_dist_agree_texts(text_names, texts, N_TEXT, advice);
+                                 l->no_bias_correction ? "on" : "off",
+                                 l->save ? "given" : "not given"};
+    /* the numbers first: a --checkpoint-every given to one instance (with
+     * its --save) is named as that, not as the --save */
+    tg_status st = tg_dist_agree_values(names, v, (int)(sizeof v / sizeof *v), advice);
     if (st != TG_OK)
         return st;
-    return tg_dist_agree_values(names, v, (int)(sizeof v / sizeof *v), advice);
+    return tg_dist_agree_texts(text_names, texts, N_TEXT, advice);
 }

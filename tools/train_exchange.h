@@ -49,6 +49,9 @@ typedef struct train_loop_shape {
     double lr, momentum, weight_decay, gamma, min_lr, warmup_epochs, max_grad_norm;
     int64_t step_epochs;
     bool nesterov, no_bias_correction;
+    /* --save given: saving checks every instance's weights (a collective),
+     * so an instance without it would wait in its evaluation for ever */
+    bool save;
 } train_loop_shape;
 
 /* Compare it over the instances (all call it, before the session is

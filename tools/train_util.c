@@ -39,6 +39,10 @@ int data_flags(data_args *d, cli_flag *f)
          "an ONNX language model's objective: causal (next token) or masked (BERT's 15% of the "
          "tokens; for a model that sees every position)",
          1, 0, "causal"},
+        {"--freeze", CLI_STRING, &d->freeze, "REGEX",
+         "ONNX models: keep the float initializers whose names match fixed (buffers such as a "
+         "causal mask, in a file that does not list its parameters)",
+         1, 0, NULL},
         {"--loader", CLI_STRING, &d->loader, "MODE", "sync or async (worker threads prefetch)", 1,
          0, NULL},
         {"--workers", CLI_INT, &d->workers, "N", "async loader: worker threads", 0, 64, "1"},
@@ -135,9 +139,13 @@ static int open_text(train_context *ctx, const char *file, const data_args *data
     if (data->seq_len > 0)
         in.seq_len = in.width = (int)data->seq_len;
     tg_text_config c = {(tg_text_tokens)tokens, in.seq_len, 0};
-    if ((train_limit >= 0 &&
-         tg_dataset_open_text(file, &c, TG_SPLIT_TRAIN, train_limit, &ctx->train) != TG_OK) ||
-        tg_dataset_open_text(file, &c, TG_SPLIT_TEST, test_limit, &ctx->test) != TG_OK) {
+    /* both splits from one read of the file: a file replaced between two
+     * reads trained on one text and recorded the other's vocabulary */
+    tg_status st = train_limit >= 0
+                       ? tg_dataset_open_text_splits(file, &c, train_limit, test_limit, &ctx->train,
+                                                     &ctx->test)
+                       : tg_dataset_open_text(file, &c, TG_SPLIT_TEST, test_limit, &ctx->test);
+    if (st != TG_OK) {
         fprintf(stderr, "tilegraph: --data %s: %s\n", data->data, tg_error_message());
         return -1;
     }
@@ -247,6 +255,11 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         tg_model_close(ctx->model);
         return -1;
     }
+    if (data->freeze && tg_model_set_freeze(ctx->model, data->freeze) != TG_OK) {
+        fprintf(stderr, "tilegraph: --freeze: %s\n", tg_error_message());
+        tg_model_close(ctx->model);
+        return -1;
+    }
     bool text = strcmp(kind, "text") == 0, lm = tg_model_task_tokens(ctx->model->task);
     if (!text && (data->tokens || data->seq_len > 0)) {
         fprintf(stderr, "tilegraph: %s applies to text: give --data text:FILE\n",
@@ -290,11 +303,20 @@ int train_context_open(train_context *ctx, const char *model, const data_args *d
         }
         return 0;
     }
-    if ((train_limit >= 0 && tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit,
-                                             &ctx->train) != TG_OK) ||
-        tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test) !=
-            TG_OK) {
+    tg_status st = TG_OK;
+    if (train_limit >= 0)
+        st = tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TRAIN, train_limit, &ctx->train);
+    if (st == TG_OK)
+        st = tg_dataset_open(kind, dir[0] ? dir : NULL, TG_SPLIT_TEST, test_limit, &ctx->test);
+    if (st != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
+        /* a data set that is not installed: say where to point and what
+         * runs without one (a new user's first run of a doc's example) */
+        if (st == TG_ERR_IO || st == TG_ERR_NOT_FOUND)
+            fprintf(stderr,
+                    "tilegraph: give --data %s:DIR where its files are, or --data synthetic "
+                    "(a learnable synthetic set of CIFAR's shape, nothing to install)\n",
+                    kind);
         train_context_close(ctx);
         return -1;
     }
@@ -735,5 +757,14 @@ void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
     printf("kernels: %s\n", tg_session_kernels(s, kernels, sizeof kernels));
     char precision[160];
     printf("precision: %s\n", tg_session_precision(s, precision, sizeof precision));
+    /* hit or miss, for each program (the evaluation one is keyed apart) */
+    const char *train_cache = tg_session_cache(s);
+    const char *eval_cache = ctx->eval_session ? tg_session_cache(ctx->eval_session) : NULL;
+    if (train_cache)
+        printf("executable cache: training program %s", train_cache);
+    if (eval_cache)
+        printf("%sevaluation program %s", train_cache ? "; " : "executable cache: ", eval_cache);
+    if (train_cache || eval_cache)
+        printf("\n");
     fflush(stdout);
 }

@@ -27,11 +27,12 @@ typedef struct data_args {
     const char *tokens;    /* text: "byte" (default) or "char" */
     int64_t seq_len;       /* text: tokens per sample; -1: the model's */
     const char *lm;        /* an ONNX language model's objective: causal or masked */
+    const char *freeze;    /* ONNX models: initializers kept fixed (a regular expression) */
 } data_args;
 
 void data_args_defaults(data_args *d);
 /* The flags that fill d (room for DATA_FLAG_COUNT). */
-#define DATA_FLAG_COUNT 14
+#define DATA_FLAG_COUNT 15
 int data_flags(data_args *d, cli_flag *flags);
 
 typedef struct train_context {

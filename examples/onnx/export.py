@@ -11,7 +11,9 @@ What matters for training (docs/onnx.md):
     statistics and Dropout in the graph (an eval-mode export folds them away);
   - do_constant_folding=False keeps every initializer under its state_dict
     name, so tilegraph's checkpoints load back into the module;
-  - a dynamic batch axis lets tilegraph build for any --batch-size.
+  - a dynamic batch axis lets tilegraph build for any --batch-size;
+  - the file's tilegraph.parameters metadata lists the trainable
+    initializers, so buffers and frozen parameters stay fixed.
 Models: seed004 (the pipelining tutorial's network) or any torchvision
 classification model by name (resnet18, resnet50, mobilenet_v2, ...).
 Needs Debian's python3-torch and python3-torchvision.
@@ -45,6 +47,19 @@ class Seed004Network(nn.Module):
         return self.layer4(self.layer3_act(self.layer3(x)))
 
 
+def mark_parameters(path, model):
+    """List the trainable initializers in the file's metadata
+    (tilegraph.parameters, one a line: what tilegraph.mark_parameters
+    writes), so that tilegraph keeps buffers and frozen parameters fixed."""
+    import onnx
+    proto = onnx.load(path)
+    present = {i.name for i in proto.graph.initializer}
+    entry = proto.metadata_props.add()
+    entry.key = "tilegraph.parameters"
+    entry.value = "\n".join(n for n, p in model.named_parameters() if p.requires_grad and n in present)
+    onnx.save(proto, path)
+
+
 def build(name, classes):
     if name == "seed004":
         return Seed004Network(), (1, 28, 28)
@@ -74,6 +89,7 @@ def main():
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
                       opset_version=a.opset)
+    mark_parameters(a.output, model)
     print(f"wrote {a.output}: {a.model}, input {'x'.join(map(str, shape))}, opset {a.opset}")
 
 

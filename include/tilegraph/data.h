@@ -109,6 +109,12 @@ typedef struct tg_text_config {
  * fewer than seq_len + 1 tokens (saying how long the file would have to be). */
 TG_API tg_status tg_dataset_open_text(const char *path, const tg_text_config *cfg, tg_split split,
                                       int64_t max_samples, tg_dataset **out);
+/* Both splits of the file, read once (a file replaced between two opens
+ * would give splits, and a vocabulary, of two texts): what a training run
+ * that also evaluates wants. On failure both are NULL. */
+TG_API tg_status tg_dataset_open_text_splits(const char *path, const tg_text_config *cfg,
+                                             int64_t train_max, int64_t test_max,
+                                             tg_dataset **train, tg_dataset **test);
 /* The same from memory (`name` in messages): for tests and programs that
  * have the text already. */
 TG_API tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *name,

@@ -147,6 +147,12 @@ TG_API void tg_model_close(const tg_model_spec *m);
  * after its token ids (attention mask, token types, positions) are filled
  * by their names, as a tokenizer would fill them for unpadded text. */
 TG_API tg_status tg_model_set_task(const tg_model_spec *m, tg_model_task task);
+/* Keep an ONNX model's float initializers matching `pattern` (a POSIX
+ * extended regular expression, tg_onnx_build_config.freeze) fixed when it is
+ * built: buffers of a file that does not list its parameters. Fails naming
+ * the pattern if it is malformed or matches none, or for a zoo model. The
+ * pattern is copied (at most 1023 bytes). */
+TG_API tg_status tg_model_set_freeze(const tg_model_spec *m, const char *pattern);
 /* "cross-entropy" or "mse" into *out; TG_ERR_INVALID_ARG otherwise. */
 TG_API tg_status tg_model_loss_parse(const char *text, tg_model_loss *out);
 

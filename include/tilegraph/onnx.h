@@ -15,7 +15,8 @@
  *     tg_onnx_model_destroy(m);        // the graph keeps copies of the weights
  *
  * Float initializers that feed trainable positions (conv and linear weights,
- * norm scales and biases...) become parameters named as in the file, which
+ * norm scales and biases...) become parameters named as in the file (unless
+ * the file lists its parameters or the caller freezes them, below), which
  * for a PyTorch export are the state_dict names ("layer1.0.conv1.weight"),
  * so checkpoints keep them. Batch norm running statistics become state
  * "<module>.running_stats" ([2, C], as tg_batch_norm keeps them); integer
@@ -127,7 +128,25 @@ typedef struct tg_onnx_build_config {
      * graph input: an attention mask of ones, token types of zeros. */
     const int64_t *const *constants;
     int n_constants;
+    /* non-NULL: a POSIX extended regular expression; float initializers
+     * whose name it matches (anywhere: anchor with ^ and $) are kept fixed
+     * (state, not parameters: no gradient, no optimizer state), for files
+     * that do not list their parameters (below). A pattern matching no
+     * float initializer is an error, as a mistyped one would be. */
+    const char *freeze;
 } tg_onnx_build_config;
+
+/* The metadata key (ModelProto.metadata_props) under which an exporter lists
+ * the trainable initializers, one name a line (tilegraph.mark_parameters in
+ * the Python package writes it): float initializers not listed are kept
+ * fixed, as PyTorch keeps buffers (a causal mask, an offset) and parameters
+ * with requires_grad=False. Batch norm running statistics are state either way. */
+#define TG_ONNX_PARAMETERS_KEY "tilegraph.parameters"
+
+/* TG_OK if `pattern` (as tg_onnx_build_config.freeze) compiles and matches
+ * at least one float initializer of m; otherwise an error naming the pattern
+ * (a command checks its --freeze before loading data). */
+TG_API tg_status tg_onnx_check_freeze(const tg_onnx_model *m, const char *pattern);
 
 #define TG_ONNX_MAX_IO 16
 

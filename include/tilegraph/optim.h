@@ -100,6 +100,19 @@ TG_API tg_status tg_optimizer_validate(const tg_optimizer *opt);
 /* Append state and update ops for every parameter that has a gradient. */
 TG_API tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
 
+/* The same with settings per parameter, as PyTorch's parameter groups:
+ * parameter names[i] (its graph name) is updated with opts[group[i]], a
+ * parameter with a gradient that no name lists with opts[0]. The groups may
+ * differ in anything an update carries (lr and its schedule, weight_decay,
+ * momentum, dampening, nesterov, betas, eps, bias_correction,
+ * max_weight_norm); the kind and max_grad_norm (clipping is over every
+ * gradient at once) must be the same in all. A name that is not a
+ * parameter, or a group index out of range, fails naming it; a listed
+ * parameter without a gradient (unused by the loss) gets no update. */
+TG_API tg_status tg_graph_add_optimizer_groups(tg_graph *g, const tg_optimizer *opts, int n_opts,
+                                               const char *const *names, const int *group,
+                                               int n_names);
+
 #ifdef __cplusplus
 }
 #endif

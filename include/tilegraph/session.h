@@ -100,6 +100,11 @@ TG_API tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src)
 
 /* Bytes of all device arenas of all replicas. */
 TG_API size_t tg_session_arena_bytes(const tg_session *s);
+/* What the executable cache (executableFile, enableExecutableCaching) did
+ * when the session was created, for a user to see hit or miss: "hit
+ * (loaded, nothing compiled)", "miss (compiled and written)", ...; NULL when
+ * neither option is set. A static string. */
+TG_API const char *tg_session_cache(const tg_session *s);
 /* Threads each device computes with. */
 TG_API int tg_session_threads(const tg_session *s);
 /* Devices one replica is placed over (pipeline stages share them). */

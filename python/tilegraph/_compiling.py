@@ -8,6 +8,7 @@ import tempfile
 
 import torch
 
+from . import _export as _export_mod
 from . import _marks
 from . import anchors as _anchors
 from . import blocks as _blocks
@@ -47,24 +48,26 @@ class _Compiling:
                 raise ValueError("poptorch: an execution strategy names blocks, but the model ran "
                                  "no poptorch.Block or BeginBlock")
             return {}
-        for name, first, _ in blocks:
+        for name, first, *_ in blocks:
             if first is None:
                 raise ValueError(f"poptorch.Block \"{name}\": tilegraph places blocks by the modules "
                                  "they call, and this block called no torch.nn.Module")
         index = {b[0]: i for i, b in enumerate(blocks)}
-        split = ",".join("m." + b[1] for b in blocks[1:])
+        # the scope the importer gives each block's first module: its module
+        # path, unless it was called from an ancestor other than its parent
+        split = ",".join(b[3] for b in blocks[1:])
         strategy = self.options.strategy
-        if strategy is not None:
+        auto = getattr(strategy, "auto", None)
+        if strategy is not None and auto is None:
             groups = [s.blocks for s in strategy.stages]
-        elif all(b[2] is None for b in blocks):
+        elif strategy is None and all(b[2] is None for b in blocks):
             return {}  # blocks without a strategy or ipu ids: one device, as in PopTorch
-        else:  # auto-staging: blocks with the same ipu_id share a stage, in device order;
-            # a block without one stays on the device of the block before it
-            ids, dev = [], 0
-            for b in blocks:
-                dev = b[2] if b[2] is not None else dev
-                ids.append(dev)
-            groups = [[b[0] for b, d in zip(blocks, ids) if d == dev] for dev in sorted(set(ids))]
+        elif all(b[2] is None for b in blocks):
+            # a strategy naming no stages, blocks naming no devices: a stage per
+            # block, in order (PopTorch gives every block a stage of its own)
+            groups = [[b[0]] for b in blocks]
+        else:
+            groups = self._auto_stages(blocks, auto)
         named = [n for g in groups for n in g]
         for n in named:
             if n not in index:
@@ -82,6 +85,27 @@ class _Compiling:
             v["executionStrategy"] = "pipelined"
         return v
 
+
+    @staticmethod
+    def _auto_stages(blocks, auto):
+        """The stages of PipelinedExecution()/ShardedExecution() without stages,
+        or of blocks with ipu ids and no strategy: AutoStage.SameAsIpu (blocks
+        with the same ipu_id share a stage, in device order; a block without
+        one stays on the device of the block before it) or AutoIncrement (a
+        stage per block, in order, which must then be on devices 0, 1, ...)."""
+        from ._surface import AutoStage
+        ids, dev = [], 0
+        for b in blocks:
+            dev = b[2] if b[2] is not None else dev
+            ids.append(dev)
+        if auto == AutoStage.AutoIncrement:
+            if ids != list(range(len(ids))):
+                raise TilegraphError(f"poptorch AutoStage.AutoIncrement: the blocks "
+                                     f"{', '.join(b[0] for b in blocks)} are on devices {ids}; "
+                                     "tilegraph places stage i on device i, so give them ipu ids "
+                                     "0, 1, 2, ... in order (or use AutoStage.SameAsIpu)")
+            return [[b[0]] for b in blocks]
+        return [[b[0] for b, d in zip(blocks, ids) if d == dev] for dev in sorted(set(ids))]
 
     @staticmethod
     def _phases(strategy, split, index):
@@ -126,7 +150,12 @@ class _Compiling:
             raise TilegraphError(f"poptorch: exporting {type(self.model).__name__} to ONNX failed: {e}") from e
         finally:
             self.model.train(was)
-        _reset_buffers(path, buffers)
+        # Only what PyTorch would train is trained: parameters with
+        # requires_grad that the optimizer holds; buffers (a mask, an
+        # offset) and frozen parameters stay fixed, as state of the session.
+        trainable = _export_mod.trainable_names(self.model, self.optimizer, "m.") \
+            if self.training else None
+        _reset_buffers(path, buffers, trainable)
         _retype_inputs(path)
         self._anchors = _anchors.add_to_file(path, self.options.anchors, self._what)
         return path
@@ -172,10 +201,30 @@ class _Compiling:
         self._output = next((t for i, t in enumerate(self._outputs) if i != self._loss_index), None)
         if self.training:
             check(lib.tg_graph_backward(g, self._loss), "poptorch: the backward pass of the loss")
-            check(lib.tg_graph_add_optimizer(g, optimizer.c()), "poptorch: the optimizer")
+            self._add_optimizer(g, optimizer)
         if lib.tg_graph_status(g) != 0:
             raise TilegraphError("poptorch: " + ffi.string(lib.tg_graph_error(g)).decode())
         return g
+
+    def _add_optimizer(self, g, optimizer):
+        """The optimizer's update for every trained parameter, with its
+        parameter group's settings."""
+        opts, group_of = optimizer.c_groups()
+        if len(optimizer.param_groups) == 1:
+            check(lib.tg_graph_add_optimizer(g, opts), "poptorch: the optimizer")
+            return
+        keep, groups = [], []
+        # every name of a tied parameter: the export keeps one of them, either
+        for name, p in self.model.state_dict(keep_vars=True).items():
+            k = group_of.get(id(p))
+            gt = lib.tg_graph_find(g, f"m.{name}".encode()) if k is not None else ffi.NULL
+            if gt != ffi.NULL and lib.tg_tensor_is_param(gt):  # not frozen, used by the loss
+                keep.append(ffi.new("char[]", f"m.{name}".encode()))
+                groups.append(k)
+        check(lib.tg_graph_add_optimizer_groups(g, opts, len(optimizer.param_groups),
+                                                ffi.new("char *[]", keep), ffi.new("int[]", groups),
+                                                len(keep)),
+              "poptorch: the optimizer")
 
     def _open_session(self, extra):
         values = dict(self.options.values)
@@ -193,6 +242,16 @@ class _Compiling:
         return ffi.gc(s[0], lambda session: (lib.tg_session_destroy(session), graph))
 
     def _compile(self, args, kwargs):
+        from . import _surface
+        _surface.run_hooks(_surface.precompile_hooks)
+        self._compile_model(args, kwargs)
+        _surface.run_hooks(_surface.postcompile_hooks)
+
+    def _compile_model(self, args, kwargs):
+        if self.training and not _export_mod.trainable_names(self.model, self.optimizer):
+            raise ValueError(f"{self._what}: no parameter of {type(self.model).__name__} trains: "
+                             "each has requires_grad=False or is in none of the optimizer's "
+                             "parameter groups; give the optimizer the parameters to train")
         self._call = _Call(self.model, args, kwargs, self._what)
         tensors, names = self._call.tensors, self._call.names
         micro = self._micro(tensors, names)
@@ -219,7 +278,8 @@ class _Compiling:
             self._n_outputs = len(flat)
             self._loss_index = self._find_loss(flat, marks) if self.training else None
             placement = self._placement(recorded)
-            progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}")
+            progress = _Progress(f"Graph compilation: {type(self.model).__name__}, micro-batch {micro}",
+                                 self.options.show_progress)
             progress.stage(1, "exporting to ONNX")
             path = progress.run(self._export, micro_tensors, len(flat), buffers)
         finally:
@@ -236,6 +296,10 @@ class _Compiling:
         progress.stage(3, "compiling")
         self._handle = progress.run(self._open_session, {**placement, **self._extra_options()})
         progress.done()
+        self._after_compile()
+
+    def _after_compile(self):
+        pass
 
     def _extra_options(self):
         return {}

@@ -51,9 +51,28 @@ def _template(value, name, tensors, names):
     return value
 
 
+class _Mapping:
+    """A dict among the outputs (a Hugging Face ModelOutput, an OrderedDict,
+    a dict): its class and its items' structure, so that the outputs come
+    back as the same class (out.loss, out.logits, out["logits"], out[0])."""
+    __slots__ = ("cls", "items")
+
+    def __init__(self, cls, items):
+        self.cls, self.items = cls, items
+
+    def build(self, tensors):
+        values = {k: _fill(v, tensors) for k, v in self.items.items()}
+        try:
+            return self.cls(**values)  # ModelOutput and other dataclasses
+        except TypeError:
+            return self.cls(values)
+
+
 def _fill(template, tensors):
     if isinstance(template, _Slot):
         return tensors[template.k]
+    if isinstance(template, _Mapping):
+        return template.build(tensors)
     if isinstance(template, (tuple, list)):
         return type(template)(_fill(t, tensors) for t in template)
     if isinstance(template, dict):
@@ -72,6 +91,11 @@ class _Call:
         except TypeError as e:
             raise ValueError(f"{what}: {type(model).__name__}.forward{self.sig} does not take "
                              f"these arguments ({e})") from None
+        if bound.arguments.get("past_key_values") is not None:
+            raise ValueError(f"{what}: past_key_values is a key/value cache from an earlier call; "
+                             "tilegraph compiles one graph of fixed shapes and does not run generation "
+                             "with a growing cache: give the whole sequence each call, with "
+                             "use_cache=False")
         self.tensors, self.names = [], []
         self.template = collections.OrderedDict(
             (k, _template(v, k, self.tensors, self.names)) for k, v in bound.arguments.items())
@@ -115,13 +139,24 @@ def _flat_outputs(out, what, path="output"):
             return type(v)(walk(x, f"{p}[{i}]") for i, x in enumerate(v)) \
                 if type(v) in (tuple, list) else tuple(walk(x, f"{p}[{i}]") for i, x in enumerate(v))
         if isinstance(v, dict):
-            raise ValueError(f"{what}: {p} is a dict; return the tensors as a tuple (or a list) "
-                             "instead")
+            _refuse_cache(v, what, p)
+            return _Mapping(type(v), {k: walk(x, f"{p}.{k}") for k, x in v.items()})
         raise ValueError(f"{what}: {p} is {type(v).__name__}, not a tensor; the model's outputs "
-                         "must be tensors, in tuples or lists")
+                         "must be tensors, in tuples, lists or dicts")
 
     structure = walk(out, path)
     return flat, structure
+
+
+def _refuse_cache(out, what, path):
+    """A key/value cache among the outputs (a Hugging Face model with
+    use_cache=True, as for generate()): tilegraph compiles one fixed graph,
+    whose inputs cannot grow with each generated token."""
+    if out.get("past_key_values") is not None:
+        raise ValueError(f"{what}: {path}.past_key_values is a key/value cache (use_cache=True); "
+                         "tilegraph compiles one graph of fixed shapes and does not run generation "
+                         "with a growing cache: set model.config.use_cache = False (or pass "
+                         "use_cache=False) and give the whole sequence each call")
 
 
 def _reduce(x, reduction, what):
@@ -207,20 +242,52 @@ class _Forward(torch.nn.Module):
             _marks.checkpoints = None
 
 
-def _reset_buffers(path, buffers):
-    """Put the buffers' values from before the export back into the file.
+PARAMETERS_KEY = "tilegraph.parameters"  # TG_ONNX_PARAMETERS_KEY of tilegraph/onnx.h
+
+
+def trainable_names(module, optimizer=None, prefix=""):
+    """The state_dict names (with `prefix`) of the parameters PyTorch would
+    train: requires_grad, and in one of the optimizer's parameter groups when
+    an optimizer is given. Buffers are never among them."""
+    held = None
+    if optimizer is not None:
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    trained = {id(p) for p in module.parameters()
+               if p.requires_grad and (held is None or id(p) in held)}
+    # every name of a tied parameter (the export keeps one of them, either)
+    return [prefix + n for n, t in module.state_dict(keep_vars=True).items() if id(t) in trained]
+
+
+def set_parameters_list(model_proto, names):
+    """Record in the file's metadata which initializers are trainable (the
+    importer keeps every other float initializer fixed)."""
+    present = {i.name for i in model_proto.graph.initializer}
+    value = "\n".join(n for n in names if n in present)
+    for prop in model_proto.metadata_props:
+        if prop.key == PARAMETERS_KEY:
+            prop.value = value
+            return
+    entry = model_proto.metadata_props.add()
+    entry.key, entry.value = PARAMETERS_KEY, value
+
+
+def _reset_buffers(path, buffers, trainable=None):
+    """Put the buffers' values from before the export back into the file,
+    and (`trainable`: names) record which initializers are parameters.
 
     Tracing in training mode runs batch norm once, so the exporter writes
     running statistics already moved by one update; the file must start from
     the module's own.
     """
     model = onnx.load(path)
-    changed = False
+    changed = trainable is not None
     for init in model.graph.initializer:
         value = buffers.get(init.name[2:]) if init.name.startswith("m.") else None
         if value is not None and value.is_floating_point():
             init.CopyFrom(numpy_helper.from_array(value.detach().cpu().float().numpy(), init.name))
             changed = True
+    if trainable is not None:
+        set_parameters_list(model, trainable)
     if changed:
         onnx.save(model, path)
 
@@ -290,9 +357,11 @@ def _where(path, text, model, limit=3):
         return ""
     out = []
     for name in names:
-        node = nodes.get(name)
+        # the message may name the node as the user sees it, without the wrapper's "/m"
+        node = nodes.get(name) or nodes.get("/m" + name)
         if node is None:
             continue
+        name = node.name
         line = f"\n  {node.op_type} ('{name.replace('/m/', '/', 1)}') from {_module_of(name, model)}"
         frame = _user_frame(node.doc_string)
         if frame:
@@ -397,3 +466,18 @@ def _retype_inputs(path):
     if changed:
         onnx.save(model, path)
     return changed
+
+
+def mark_parameters(path, model, optimizer=None):
+    """Record in the ONNX file at `path`, exported from `model` with
+    torch.onnx.export(..., do_constant_folding=False), which initializers
+    are trainable: the parameters with requires_grad (and, given an
+    optimizer, in its parameter groups). `tilegraph train --model FILE.onnx`
+    then keeps every other float initializer - buffers such as a causal mask
+    or an offset, frozen parameters - fixed, as PyTorch does. The file is
+    rewritten atomically."""
+    model_proto = onnx.load(path)
+    set_parameters_list(model_proto, trainable_names(model, optimizer))
+    tmp = f"{path}.tmp{os.getpid()}"
+    onnx.save(model_proto, tmp)
+    os.replace(tmp, path)

@@ -172,6 +172,7 @@ class _HostIO:
         return next(iter(values.values()))
 
     def copyWeightsToHost(self):
+        self._weights_dirty = False  # first: the reads below must not copy again
         if self._graph is None or self._handle is None:
             return
         for targets, gt in self._weights():
@@ -192,10 +193,19 @@ class _HostIO:
             self._write(gt, a)
 
     def detachFromDevice(self):
-        """Write the weights back to the module and free the session; the next call recompiles."""
+        """Write the weights back to the module and free the session; the next
+        call (or attachToDevice) recompiles. A training model keeps its
+        optimizer state and step count on the host meanwhile (TrainingModel._keep_state)."""
+        if self._graph is None:
+            raise ValueError(f"{self._what}.detachFromDevice: the model is not attached (it has "
+                             "not been called since it was made or last detached)")
         self.copyWeightsToHost()
+        self._keep_state()
         self._handle = self._graph = None
         self._tmp = None
+
+    def _keep_state(self):
+        pass
 
     def isAttachedToDevice(self):
         return self._graph is not None

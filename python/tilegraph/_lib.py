@@ -12,6 +12,7 @@ then the build tree beside this checkout (../../build), then the system's
 loader path.
 """
 import os
+import re
 
 import cffi
 
@@ -79,6 +80,9 @@ tg_optimizer tg_optimizer_adamw(float lr);
 tg_optimizer tg_optimizer_lamb(float lr);
 tg_status tg_optimizer_validate(const tg_optimizer *opt);
 tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt);
+tg_status tg_graph_add_optimizer_groups(tg_graph *g, const tg_optimizer *opts, int n_opts,
+                                        const char *const *names, const int *group, int n_names);
+bool tg_tensor_is_param(const tg_tensor *t);
 
 tg_status tg_onnx_load(const char *path, tg_onnx_model **out);
 void tg_onnx_model_destroy(tg_onnx_model *m);
@@ -89,7 +93,7 @@ int tg_onnx_input_count(const tg_onnx_model *m);
 tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
 typedef struct tg_onnx_build_config {
     int64_t batch; tg_tensor *const *inputs; int n_inputs;
-    const int64_t *const *constants; int n_constants;
+    const int64_t *const *constants; int n_constants; const char *freeze;
 } tg_onnx_build_config;
 typedef struct tg_onnx_outputs {
     int n_inputs, n_outputs; tg_tensor *inputs[16]; tg_tensor *outputs[16];
@@ -107,6 +111,8 @@ int64_t tg_session_step(const tg_session *s);
 void tg_session_set_step(tg_session *s, int64_t step);
 tg_status tg_session_copy_weights(tg_session *dst, const tg_session *src);
 size_t tg_session_arena_bytes(const tg_session *s);
+tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
+tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
 int tg_session_devices(const tg_session *s);
 """
 ffi = cffi.FFI()
@@ -159,6 +165,16 @@ def message():
     return ffi.string(lib.tg_error_message()).decode()
 
 
+_WRAPPER_NAMES = re.compile(r"(['\"])/?m([./])")
+
+
+def user_names(text):
+    """The library's message with graph names as the user's module names
+    them: without the package's wrapper scope ('m.encoder.layer.1' and
+    '/m/head/Gemm' become 'encoder.layer.1' and '/head/Gemm')."""
+    return _WRAPPER_NAMES.sub(lambda mo: mo.group(1) + ("/" if mo.group(0)[1] == "/" else ""), text)
+
+
 def check(status, what):
     """Raise TilegraphError naming `what` and the library's message on failure.
 
@@ -169,4 +185,4 @@ def check(status, what):
         name = ffi.string(lib.tg_status_name(status)).decode()
         if callable(what):
             what = what()
-        raise TilegraphError(f"{what}: {message()} ({name})")
+        raise TilegraphError(user_names(f"{what}: {message()} ({name})"))

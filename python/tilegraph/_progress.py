@@ -12,9 +12,10 @@ class _Progress:
 
     STAGES = 3
 
-    def __init__(self, title):
+    def __init__(self, title, show=True):
         self.title, self.t0 = title, time.perf_counter()
         self.tty = sys.stderr.isatty()
+        self.show = show  # Options.showCompilationProgressBar
 
     def _bar(self, k, what):
         filled = 20 * k // (self.STAGES + 1)
@@ -22,6 +23,8 @@ class _Progress:
                 f"{100 * k // (self.STAGES + 1):3d}% {what} ({time.perf_counter() - self.t0:.1f} s)")
 
     def stage(self, k, what):
+        if not self.show:
+            return
         line = self._bar(k, what)
         print(("\r\033[K" + line) if self.tty else line, end="" if self.tty else "\n",
               file=sys.stderr, flush=True)
@@ -31,10 +34,12 @@ class _Progress:
         try:
             return fn(*args)
         except BaseException:
-            if self.tty:
+            if self.tty and self.show:
                 print(file=sys.stderr, flush=True)
             raise
 
     def done(self):
+        if not self.show:
+            return
         line = f"{self.title} [{'#' * 20}] 100% done in {time.perf_counter() - self.t0:.1f} s"
         print(("\r\033[K" + line) if self.tty else line, file=sys.stderr, flush=True)

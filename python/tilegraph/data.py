@@ -19,6 +19,7 @@ from .options import Options
 
 
 class DataLoaderMode(enum.IntEnum):
+    __str__ = enum.Enum.__str__  # "DataLoaderMode.Async", not "1" (Python 3.11's IntEnum)
     Sync = 0
     Async = 1
     AsyncRebatched = 2

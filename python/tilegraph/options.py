@@ -19,6 +19,7 @@ from ._lib import ffi, lib, message
 
 
 class OutputMode(enum.IntEnum):
+    __str__ = enum.Enum.__str__  # "OutputMode.All" as PopTorch prints it (3.11's IntEnum: "2")
     Final = 0
     EveryN = 1
     All = 2
@@ -65,8 +66,20 @@ class Stage:
 class _Strategy:
     kind: Optional[str] = None
 
-    def __init__(self, *stages: Union[Stage, str]) -> None:
-        self.stages = [s if isinstance(s, Stage) else Stage(s) for s in stages]
+    def __init__(self, *stages: Any) -> None:
+        """Stages (Stage, a block name, or a list of block names), or nothing or
+        one poptorch.AutoStage: stages from the blocks' ipu ids (SameAsIpu, the
+        default) or one per block in order (AutoIncrement)."""
+        from ._surface import AutoStage
+        self.auto = None
+        if not stages or (len(stages) == 1 and isinstance(stages[0], AutoStage)):
+            self.auto = stages[0] if stages else AutoStage.SameAsIpu
+            stages = ()
+        elif any(isinstance(s, enum.Enum) for s in stages):
+            raise ValueError(f"poptorch.{type(self).__name__}: give one poptorch.AutoStage alone, "
+                             "or stages and block names")
+        self.stages = [s if isinstance(s, Stage) else
+                       Stage(*s) if isinstance(s, (list, tuple)) else Stage(s) for s in stages]
         for i, s in enumerate(self.stages):
             if s.ipu_id is None:
                 s.ipu_id = i
@@ -74,6 +87,14 @@ class _Strategy:
         if ids != list(range(len(ids))):
             raise ValueError(f"poptorch.{type(self).__name__}: tilegraph places stage i on device i;"
                              f" the stages' ipu ids are {ids}, give them as 0, 1, 2, ... in order")
+
+    def stage(self, block_id: str) -> Stage:
+        """The Stage holding block `block_id`."""
+        for s in self.stages:
+            if block_id in s.blocks:
+                return s
+        raise ValueError(f"poptorch.{type(self).__name__}.stage: no stage holds block "
+                         f"{block_id!r} (stages: {[s.blocks for s in self.stages]})")
 
 
 class PipelinedExecution(_Strategy):
@@ -101,6 +122,24 @@ class Phase:
                              "them in phases of their own")
         self.ipu_id: Optional[int] = ids.pop() if ids else None
 
+    def stage(self, idx: int) -> Stage:
+        return self.stages[idx]
+
+    def ipus(self, *ipus: int) -> Phase:
+        """One device per stage of the phase; tilegraph runs a phase on one device,
+        so they must all be the same one."""
+        if len(ipus) != len(self.stages):
+            raise ValueError(f"poptorch.Phase.ipus: the phase has {len(self.stages)} stages but "
+                             f"{len(ipus)} ipus were given")
+        if len(set(ipus)) > 1:
+            from ._surface import refuse
+            refuse("Phase.ipus", f"{ipus}: tilegraph runs a phase on one device; give its stages "
+                   "one ipu, or put them in phases of their own")
+        for st, ipu in zip(self.stages, ipus):
+            st.ipu(ipu)
+        self.ipu_id = ipus[0] if ipus else None
+        return self
+
 
 class Liveness:
     """poptorch.Liveness for PhasedExecution.setTensorsLiveness: AlwaysLive keeps activations
@@ -127,7 +166,8 @@ class PhasedExecution:
         if not phases:
             raise ValueError("poptorch.PhasedExecution: give one or more phases, e.g. "
                              "PhasedExecution(Phase(\"B1\"), Phase(\"B2\"))")
-        self.phases = [p if isinstance(p, Phase) else Phase(p) for p in phases]
+        self.phases = [p if isinstance(p, Phase) else
+                       Phase(*p) if isinstance(p, (list, tuple)) else Phase(p) for p in phases]
         self.stages = [s for p in self.phases for s in p.stages]
         name = getattr(phased_execution_type, "name", phased_execution_type)
         if name not in ("SingleIPU", "ParallelIPU"):
@@ -135,6 +175,27 @@ class PhasedExecution:
                              f"ParallelIPU, got {phased_execution_type!r}")
         self.phased_execution_type = name
         self.liveness = Liveness.AlwaysLive
+
+    def phase(self, phase: int) -> Phase:
+        return self.phases[phase]
+
+    def stage(self, block_id: str) -> Stage:
+        for st in self.stages:
+            if block_id in st.blocks:
+                return st
+        raise ValueError(f"poptorch.{type(self).__name__}.stage: no stage holds block {block_id!r}")
+
+    def useSeparateBackwardPhase(self, use: bool = True) -> PhasedExecution:
+        if use:
+            from ._surface import refuse
+            refuse(f"{type(self).__name__}.useSeparateBackwardPhase",
+                   "tilegraph runs each phase's backward right after the last forward phase in "
+                   "reverse order, sharing the last phase; remove the call")
+        return self
+
+    def sendTensorsOffChipAfterFwd(self, off_chip: bool = True) -> PhasedExecution:
+        """PopTorch's older form of setTensorsLiveness(OffChipAfterFwd / AlwaysLive)."""
+        return self.setTensorsLiveness(Liveness.OffChipAfterFwd if off_chip else Liveness.AlwaysLive)
 
     def setTensorsLiveness(self, liveness: str) -> PhasedExecution:
         known = (Liveness.AlwaysLive, Liveness.OffChipAfterFwd, Liveness.OffChipAfterFwdNoOverlap,
@@ -177,6 +238,17 @@ class TensorLocationSettings:
         self.sharded = bool(on)
         return self
 
+    def useIOTilesToLoad(self, use: bool = True) -> TensorLocationSettings:
+        """Accepted: on a tiled target with TensorLocations.numIOTiles set, streamed copies of
+        off-chip tensors already run on the I/O tiles (docs/targets.md)."""
+        self.io_tiles_load = bool(use)
+        return self
+
+    def useIOTilesToStore(self, use: bool = True) -> TensorLocationSettings:
+        """Accepted: as useIOTilesToLoad, for the copies back."""
+        self.io_tiles_store = bool(use)
+        return self
+
     def minElementsForReplicatedTensorSharding(self, n: int) -> TensorLocationSettings:
         self.min_sharded = _nonnegative_int(
             n, "TensorLocationSettings.minElementsForReplicatedTensorSharding")
@@ -198,6 +270,37 @@ class _Training(_Sub):
     def gradientAccumulation(self, n: int) -> _Training:
         self._owner._set("Training.gradientAccumulation", _positive_int(n, "Training.gradientAccumulation"),
                          "Training.gradientAccumulation")
+        return self
+
+    def accumulationAndReplicationReductionType(self, reduction: Any) -> _Training:
+        """Mean only: tilegraph averages accumulated and replicated gradients."""
+        from ._surface import ReductionType, refuse
+        if reduction != ReductionType.Mean:
+            refuse("Options.Training.accumulationAndReplicationReductionType",
+                   f"{reduction!r}: tilegraph averages the gradients of accumulated micro-batches "
+                   "and replicas (ReductionType.Mean); scale the loss to get a sum")
+        return self
+
+    def setMeanAccumulationAndReplicationReductionStrategy(self, strategy: Any) -> _Training:
+        from ._surface import MeanReductionStrategy, refuse
+        if strategy not in (MeanReductionStrategy.Post, MeanReductionStrategy.Default):
+            refuse("Options.Training.setMeanAccumulationAndReplicationReductionStrategy",
+                   f"{strategy!r}: tilegraph sums the micro-batches' gradients and divides once "
+                   "before the update (MeanReductionStrategy.Post); use Post or Default")
+        return self
+
+    def setAutomaticLossScaling(self, enabled: bool) -> _Training:
+        """Automatic loss scaling: tilegraph's dynamic loss scaling (lossScaling=dynamic)."""
+        self._owner._set("lossScaling", "dynamic" if enabled else "none",
+                         "Training.setAutomaticLossScaling")
+        return self
+
+    def setConvolutionDithering(self, enabled: bool) -> _Training:
+        if enabled:
+            from ._surface import refuse
+            refuse("Options.Training.setConvolutionDithering",
+                   "tilegraph's convolution planning has no dithering (it lays every "
+                   "convolution out the same way); remove the call")
         return self
 
 
@@ -251,6 +354,54 @@ class _TensorLocations(_Sub):
 
 
 class _Precision(_Sub):
+    def setPartialsType(self, dtype: Any) -> _Precision:
+        import torch
+        if dtype is not torch.float32:
+            from ._surface import refuse
+            refuse("Options.Precision.setPartialsType",
+                   f"{dtype}: partials are always float32 on tilegraph's CPU kernels; remove the call "
+                   "(or pass torch.float32)")
+        return self
+
+    def runningStatisticsAlwaysFloat(self, enabled: bool = True) -> _Precision:
+        if not enabled:
+            from ._surface import refuse
+            refuse("Options.Precision.runningStatisticsAlwaysFloat",
+                   "False: tilegraph keeps batch-norm running statistics in float32 at every "
+                   "precision; remove the call")
+        return self
+
+    def enableFloatingPointExceptions(self, enabled: bool) -> _Precision:
+        if enabled:
+            from ._surface import refuse
+            refuse("Options.Precision.enableFloatingPointExceptions",
+                   "tilegraph raises no floating-point exceptions; a NaN or infinite loss stops "
+                   "training with an error naming it, and Debug.verifyAgainstReference() checks "
+                   "every tensor")
+        return self
+
+    def halfFloatCasting(self, mode: Any) -> _Precision:
+        """HalfUpcastToFloat (PyTorch's promotion) is what tilegraph does."""
+        from ._surface import HalfFloatCastingBehavior, refuse
+        if mode != HalfFloatCastingBehavior.HalfUpcastToFloat:
+            refuse("Options.Precision.halfFloatCasting",
+                   f"{mode!r}: tilegraph promotes mixed float16/float32 operands to float32 as "
+                   "PyTorch does (HalfFloatCastingBehavior.HalfUpcastToFloat); it has no "
+                   "downcasting mode")
+        return self
+
+    def autocastEnabled(self, enabled: bool) -> _Precision:
+        if enabled:
+            from ._surface import refuse
+            refuse("Options.Precision.autocastEnabled", "tilegraph casts no op to half on its "
+                   "own; convert the model (model.half()) or give half inputs (docs/python.md)")
+        return self
+
+    def autocastPolicy(self, policy: Any) -> _Precision:
+        from ._surface import refuse
+        refuse("Options.Precision.autocastPolicy", "tilegraph has no automatic casting, so no "
+               "policy for it; convert the model (model.half())")
+
     def enableStochasticRounding(self, on: bool = True) -> _Precision:
         self._owner._set("Precision.enableStochasticRounding", str(bool(on)).lower(),
                          "Precision.enableStochasticRounding")
@@ -270,6 +421,87 @@ class _Debug(_Sub):
         return self
 
 
+class _Distributed(_Sub):
+    """Options.Distributed: the MPI job's processes (tilegraph.dist; docs/distributed.md)."""
+
+    @property
+    def processId(self) -> int:
+        from . import dist
+        return dist.instance()
+
+    @property
+    def numProcesses(self) -> int:
+        from . import dist
+        return dist.instances()
+
+    def configureProcessId(self, process_id: int, num_processes: int) -> _Distributed:
+        from . import dist
+        if (process_id, num_processes) != (dist.instance(), dist.instances()):
+            from ._surface import refuse
+            refuse("Options.Distributed.configureProcessId",
+                   f"({process_id}, {num_processes}): tilegraph takes the process id and count "
+                   f"from MPI (this is process {dist.instance()} of {dist.instances()}); start "
+                   "the processes with mpirun")
+        return self
+
+    def disable(self) -> _Distributed:
+        """Accepted in a single process (nothing is distributed); refused in an MPI job."""
+        from . import dist
+        if dist.instances() > 1:
+            from ._surface import refuse
+            refuse("Options.Distributed.disable", f"this process is one of {dist.instances()} of "
+                   "an MPI job, which tilegraph joins when it is imported; run without mpirun "
+                   "for one process")
+        return self
+
+    def setEnvVarNames(self, var_num_processes: str, var_process_id: str) -> _Distributed:
+        """PopTorch reads the process id and count from these variables; they must
+        agree with the MPI job tilegraph joined (configureProcessId)."""
+        import os
+        return self.configureProcessId(int(os.environ.get(var_process_id, "0")),
+                                       int(os.environ.get(var_num_processes, "1")))
+
+
+class _Jit(_Sub):
+    def traceModel(self, trace: bool = True) -> _Jit:
+        if not trace:
+            from ._surface import refuse
+            refuse("Options.Jit.traceModel", "False: tilegraph always traces the model (it "
+                   "exports it to ONNX); remove the call")
+        return self
+
+
+class _Popart(_Sub):
+    def set(self, key: str, value: Any) -> _Popart:
+        from ._surface import refuse
+        refuse(f"Options._Popart.set({key!r})", "there is no PopART under tilegraph; set "
+               "tilegraph's own options with Options.set(key, value) (`tilegraph options` lists them)")
+
+    def setEngineOptions(self, engine_options: Dict[str, Any]) -> _Popart:
+        """Poplar engine options that tilegraph has (autoReport.*, debug.*, ...) are
+        set; any other is refused by name (`tilegraph options` lists them)."""
+        for key, value in dict(engine_options).items():
+            if lib.tg_options_set(self._probe(), str(key).encode(), str(value).encode()) != 0:
+                from ._surface import refuse
+                refuse(f"Options._Popart.setEngineOptions({key!r})",
+                       f"{message()}; tilegraph takes the engine options `tilegraph options` lists")
+            self._owner._set(str(key), str(value), f"_Popart.setEngineOptions({key!r})")
+        return self
+
+    def _probe(self):
+        return ffi.gc(lib.tg_options_create(), lib.tg_options_destroy)
+
+    def setPatterns(self, patterns: Any, level: Any = None) -> _Popart:
+        from ._surface import refuse
+        refuse("Options._Popart.setPatterns", "there is no PopART under tilegraph, so no PopART "
+               "patterns; remove the call")
+
+
+def _refuse_option(name, why):
+    from ._surface import refuse
+    refuse(f"Options.{name}", why)
+
+
 class Options:
     """poptorch.Options: the settings a model is compiled and run with."""
 
@@ -283,6 +515,11 @@ class Options:
         self.TensorLocations = _TensorLocations(self)
         self.Precision = _Precision(self)
         self.Debug = _Debug(self)
+        self.Distributed = _Distributed(self)
+        self.Jit = _Jit(self)
+        self._Popart = _Popart(self)
+        self.model_name: Optional[str] = None
+        self.show_progress = True
 
     def _set(self, key, value, popname):
         _check(key, value, popname)
@@ -370,6 +607,143 @@ class Options:
     def useIpuModel(self, _on: bool = True) -> Options:
         return self
 
+    def anchorMode(self, mode: OutputMode, anchor_return_period: Optional[int] = None) -> Options:
+        """PopTorch's older name of outputMode."""
+        return self.outputMode(mode, anchor_return_period)
+
+    def broadcastBuffers(self, broadcast_buffers: bool = True) -> Options:
+        """False is what tilegraph does: each replica keeps its own buffers (batch-norm
+        running statistics); they are not broadcast from replica 0."""
+        if broadcast_buffers:
+            _refuse_option("broadcastBuffers", "True: tilegraph keeps each replica's buffers "
+                           "(batch-norm running statistics) its own and does not broadcast them; "
+                           "use broadcastBuffers(False)")
+        return self
+
+    def defaultOutputMode(self) -> bool:
+        """Whether outputMode is still the default (not set)."""
+        return "outputMode" not in self.values
+
+    def autoRoundNumIPUs(self, enabled: bool = True) -> Options:
+        """Accepted: rounding the devices up to a power of two adds idle devices, which
+        change nothing on tilegraph's simulated devices."""
+        return self
+
+    def useIpuId(self, ipu_id: int) -> Options:
+        """Accepted: tilegraph's devices are simulated, so which one runs is no choice."""
+        _nonnegative_int(ipu_id, "useIpuId")
+        return self
+
+    def useOfflineIpuTarget(self, ipu_version: int = 2) -> Options:
+        _refuse_option("useOfflineIpuTarget", "tilegraph compiles for the CPU it runs on; "
+                       "remove the call (Options.set('target', ...) picks a simulated target)")
+
+    def logDir(self, log_dir: str) -> Options:
+        _refuse_option("logDir", "tilegraph writes no PopART log files; profiles go where "
+                       "Options.set('autoReport.directory', dir) says")
+
+    def logCycleCount(self, enabled: bool) -> Options:
+        if enabled:
+            _refuse_option("logCycleCount", "tilegraph's devices count no cycles; the execution "
+                           "profile (Options.set('autoReport.all', 'true')) times each step")
+        return self
+
+    def enableSyntheticData(self, enabled: bool) -> Options:
+        if enabled:
+            _refuse_option("enableSyntheticData", "tilegraph always streams the inputs you give; "
+                           "to time without host I/O, pass the same tensors every call")
+        return self
+
+    def enableProfiling(self, profile_dir: Optional[str] = None) -> Options:
+        self._set("autoReport.all", "true", "enableProfiling")
+        if profile_dir is not None:
+            self._set("autoReport.directory", profile_dir, "enableProfiling")
+        return self
+
+    def enableStableNorm(self, enabled: bool) -> Options:
+        if not enabled:
+            _refuse_option("enableStableNorm", "False: tilegraph's norms always compute the "
+                           "variance from centred values (the stable form); remove the call")
+        return self
+
+    def modelName(self, name: str) -> Options:
+        self.model_name = str(name)
+        return self
+
+    def connectionType(self, connection_type: Any) -> Options:
+        from ._surface import ConnectionType
+        if connection_type != ConnectionType.Always:
+            _refuse_option("connectionType", f"{connection_type!r}: tilegraph's devices are "
+                           "always attached (simulated on the CPU); use ConnectionType.Always")
+        return self
+
+    def syncPattern(self, sync_pattern: Any) -> Options:
+        from ._surface import SyncPattern
+        if sync_pattern != SyncPattern.Full:
+            _refuse_option("syncPattern", f"{sync_pattern!r}: tilegraph synchronises every "
+                           "device each step (SyncPattern.Full)")
+        return self
+
+    def inputReplicaGrouping(self, input_group_size: int, input_group_type: Any) -> Options:
+        _refuse_option("inputReplicaGrouping", "every tilegraph replica takes its own slice of "
+                       "the host batch; replica groups sharing inputs are not implemented")
+
+    def disableModuleNamescope(self) -> Options:
+        _refuse_option("disableModuleNamescope", "tilegraph places blocks by the module scopes "
+                       "of the exported graph; keep them")
+
+    def maxRepeatLogs(self, number: int) -> Options:
+        """Accepted: tilegraph repeats no log lines."""
+        return self
+
+    def relaxOptimizerAttributesChecks(self, relax: bool = True) -> Options:
+        """Accepted: setOptimizer already takes any value of the compiled optimizer's settings."""
+        return self
+
+    def showCompilationProgressBar(self, show: bool = True) -> Options:
+        self.show_progress = bool(show)
+        return self
+
+    def sourceLocationExcludes(self, excludes: Any) -> Options:
+        """Accepted: errors point at the first frame outside torch and tilegraph."""
+        return self
+
+    def appendToLocationExcludes(self, *excludes: str) -> Options:
+        """Accepted: errors point at the first frame outside torch and tilegraph."""
+        return self
+
+    def toDict(self) -> Dict[str, str]:
+        return dict(self.values)
+
+    def loadFromFile(self, filepath: str) -> Options:
+        """Options from a file, one call a line as PopTorch writes them
+        ("deviceIterations(4)", "Training.gradientAccumulation(8)"); # comments.
+        Arguments must be Python literals."""
+        import ast
+        with open(filepath, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for n, line in enumerate(lines, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            where = f"Options.loadFromFile: {filepath}:{n}: {text!r}"
+            m = re.fullmatch(r"([A-Za-z_][\w.]*)\((.*)\)", text)
+            if not m:
+                raise ValueError(f"{where}: expected a call such as deviceIterations(4)")
+            target = self
+            for part in m.group(1).split("."):
+                target = getattr(target, part, None)
+                if target is None or part.startswith("__"):
+                    raise ValueError(f"{where}: Options has no {m.group(1)}")
+            try:
+                call = ast.parse(f"f({m.group(2)})", mode="eval").body
+                args = [ast.literal_eval(a) for a in call.args]
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+            except (SyntaxError, ValueError) as e:
+                raise ValueError(f"{where}: arguments must be Python literals ({e})") from None
+            target(*args, **kwargs)
+        return self
+
     def set(self, key: str, value: Any) -> Options:
         """Any tilegraph option by its own name (`tilegraph options`)."""
         self._set(key, value, key)
@@ -381,6 +755,7 @@ class Options:
         c.strategy = copy.deepcopy(self.strategy)
         c.caching_path = self.caching_path
         c.anchors = list(self.anchors)
+        c.model_name, c.show_progress = self.model_name, self.show_progress
         return c
 
     @property

@@ -482,7 +482,8 @@ static tg_status memory_insights(tg_profile_reader *r, tg_an_view *v)
     }
     sqlite3_finalize(st);
     if (limit <= 0)
-        tg_an_note(v, "memory: no memory_per_device limit was set, so no device is near one");
+        tg_an_note(v, "memory: no device memory limit was set (memoryPerDevice, "
+                      "--memory-per-device), so no device is near one");
     else if (limit_from)
         tg_an_note(v, "memory: the limit of a device is %s (%s)",
                    tg_an_format(TG_AN_BYTES, limit, a, sizeof a), limit_from);

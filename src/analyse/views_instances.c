@@ -6,7 +6,8 @@
  * profile's own record (meta instance and instances), and puts every
  * instance on a row: its host, the job's replicas it ran, its mean host
  * step, the all-reduce inside it and the part of that spent exchanging with
- * the other instances, and the samples per second it measured. That is
+ * the other instances, and its samples per second over those same steps
+ * (a step's samples over the mean host step, so the columns agree). That is
  * where an instance that holds the others back shows: a longer host step,
  * or a longer exchange on every instance but the slow one.
  */
@@ -90,8 +91,11 @@ static void read_row(tg_profile_reader *r, instance_row *row)
         query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace WHERE replica = 0 "
                         "AND kind = 'exchange with instances' AND " STEADY) /
         runs / devices;
-    row->samples_per_s =
-        query_double(r, "SELECT AVG(value) FROM counters WHERE name = 'samples/s'");
+    /* the samples of the steps averaged above over their mean time: the
+     * mean of each step's own rate would disagree with the host step shown */
+    double samples = query_double(r, "SELECT AVG(value) FROM counters WHERE name = 'samples' AND "
+                                     "step IN (SELECT DISTINCT run FROM trace WHERE " STEADY ")");
+    row->samples_per_s = row->step_ns > 0 ? samples / (row->step_ns * 1e-9) : NAN;
 }
 
 static void add_row(tg_an_table *t, tg_profile_reader *r, int k)
@@ -116,13 +120,13 @@ static void add_row(tg_an_table *t, tg_profile_reader *r, int k)
 static tg_an_table *instances_table(tg_an_view *v)
 {
     static const char *const cols[] = {"instance",       "host",        "replicas",
-                                       "host steps",     "host step",   "all-reduce",
+                                       "host steps",     "mean step",   "all-reduce",
                                        "with instances", "of the step", "samples/s"};
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_LABEL, TG_AN_LABEL, TG_AN_COUNT, TG_AN_NS,
                                        TG_AN_NS, TG_AN_NS,    TG_AN_FRAC,  TG_AN_NUM};
     return tg_an_table_add(v,
-                           "Instances (per recorded host step after the first; all-reduce of "
-                           "replica 0)",
+                           "Instances (the mean of the recorded host steps after the first; "
+                           "samples/s: a step's samples over that mean; all-reduce of replica 0)",
                            9, cols, kinds);
 }
 

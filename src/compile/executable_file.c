@@ -303,6 +303,17 @@ static int get_int(reader *r, int64_t lo, int64_t hi, const char *what)
     return (int)v;
 }
 
+/* A size in bytes: get_int's int would keep only its low 32 bits. */
+static size_t get_size(reader *r, const char *what)
+{
+    int64_t v = get_i64(r);
+    if (v < 0) {
+        fail(r, what);
+        return 0;
+    }
+    return (size_t)v;
+}
+
 /* An array stored by put_array, into new memory (NULL for none): its count
  * must be `want` (or anything up to what is left when want < 0). */
 static void *get_array(reader *r, int64_t want, size_t elem, int *count, const char *what)
@@ -417,7 +428,7 @@ static void check_streams(reader *r, const tg_program *p, const tg_device_progra
 
 static void check_step(reader *r, const tg_program *p, const tg_step *st, size_t arena)
 {
-    if (!bool_ok(&st->staged))
+    if (!bool_ok(&st->staged) || !bool_ok(&st->exchange_before))
         fail(r, "a step's flags are not flags");
     if (!in_range(st->node, 0, p->graph->n_nodes) || !buffer_ok(p, st->out))
         fail(r, "a step names a node or buffer that does not exist");
@@ -437,16 +448,16 @@ static void get_device(reader *r, tg_program *p, tg_device_program *dp)
     dp->outputs = get_array(r, -1, sizeof(int), &dp->n_outputs, "a bad output list");
     dp->accumulators =
         get_array(r, -1, sizeof(tg_accumulator), &dp->n_accumulators, "a bad accumulator list");
-    dp->arena_bytes = (size_t)get_int(r, 0, INT64_MAX, "a bad arena size");
+    dp->arena_bytes = get_size(r, "a bad arena size");
     for (int k = 0; k < TG_REGION_COUNT; k++)
-        dp->region_bytes[k] = (size_t)get_int(r, 0, INT64_MAX, "a bad region size");
-    dp->scratch_peak = (size_t)get_int(r, 0, INT64_MAX, "a bad scratch size");
-    dp->offloaded_bytes = (size_t)get_int(r, 0, INT64_MAX, "a bad offloaded size");
+        dp->region_bytes[k] = get_size(r, "a bad region size");
+    dp->scratch_peak = get_size(r, "a bad scratch size");
+    dp->offloaded_bytes = get_size(r, "a bad offloaded size");
     for (int ph = 0; ph < TG_PHASE_COUNT; ph++) {
         dp->streams[ph] =
             get_array(r, -1, sizeof(tg_stream_op), &dp->n_streams[ph], "a bad stream list");
-        dp->stream_in_bytes[ph] = (size_t)get_int(r, 0, INT64_MAX, "a bad stream size");
-        dp->stream_out_bytes[ph] = (size_t)get_int(r, 0, INT64_MAX, "a bad stream size");
+        dp->stream_in_bytes[ph] = get_size(r, "a bad stream size");
+        dp->stream_out_bytes[ph] = get_size(r, "a bad stream size");
     }
     dp->stash_depth = get_int(r, 0, 1 << 20, "a bad stash depth");
     dp->input_grad_steps = get_int(r, 0, dp->n_steps[TG_PHASE_BACKWARD], "a bad backward split");
@@ -516,6 +527,8 @@ static void check_buffers(reader *r, const tg_program *p)
             !in_range((int)t->phase, 0, TG_PHASE_COUNT) ||
             !in_range(t->src_buffer, 0, p->n_buffers) || !in_range(t->dst_buffer, 0, p->n_buffers))
             fail(r, "a transfer names something that does not exist");
+        else if (!bool_ok(&t->used_forward) || !bool_ok(&t->used_backward))
+            fail(r, "a transfer's flags are not flags");
         else if (!in_range(t->send_at, -1, p->devices[t->src_device].n_steps[t->phase]) ||
                  !in_range(t->recv_at[0], -1, p->devices[t->dst_device].n_steps[0]) ||
                  !in_range(t->recv_at[1], -1, p->devices[t->dst_device].n_steps[1]))
@@ -588,7 +601,7 @@ static void get_program(reader *r, tg_program *p)
     p->replicas = get_int(r, 1, 1 << 10, "a bad replica count");
     p->training = get_int(r, 0, 1, "a bad flag");
     p->accumulate = get_int(r, 0, 1, "a bad flag");
-    p->arena_bytes = (size_t)get_int(r, 0, INT64_MAX, "a bad arena size");
+    p->arena_bytes = get_size(r, "a bad arena size");
     p->scratch_cap = (size_t)get_i64(r);
     get(r, &p->flops, sizeof p->flops);
     get(r, &p->precision, sizeof p->precision);
@@ -705,7 +718,9 @@ tg_status tg_executable_parse(const tg_graph *g, const tg_config *c, const void 
         tg_program_destroy(p);
         return tg_error(r.nomem ? TG_ERR_NOMEM : TG_ERR_FORMAT, "executable %s: %s", path, r.bad);
     }
-    tg_status s = tg_program_plan_loaded(p);
+    tg_status s = tg_executable_check(p);
+    if (s == TG_OK)
+        s = tg_program_plan_loaded(p);
     if (s != TG_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", tg_error_message());

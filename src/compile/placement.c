@@ -360,6 +360,14 @@ static tg_status check_phased(const tg_config *c)
                             "phases \"%s\" group blocks for executionStrategy phased, not %s: "
                             "drop --phases, or use --strategy phased",
                             phases, c->pipeline.strategy);
+        /* else it is ignored, and with devices the run is pipelined over
+         * them: an error naming a device it never asked for followed */
+        if (strcmp(c->pipeline.phased_type, "SingleIPU") != 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "phasedExecutionType %s applies to executionStrategy phased, and "
+                            "this run is %s: give the phases (--phases \"B1|B2|B3|B4\") or "
+                            "--strategy phased, or drop --phased-execution-type",
+                            c->pipeline.phased_type, c->pipeline.strategy);
         return TG_OK;
     }
     if (*c->pipeline.stages)

@@ -179,9 +179,14 @@ static tg_status out_of_memory(const tg_program *p, int d, int64_t cap)
 
 static tg_status check_capacity(const tg_program *p)
 {
-    int64_t cap = p->config.memory.per_device;
     if (p->config.debug.allow_out_of_memory)
         return TG_OK; /* compile anyway; the profile and reports show the overflow */
+    return tg_program_capacity_check(p);
+}
+
+tg_status tg_program_capacity_check(const tg_program *p)
+{
+    int64_t cap = p->config.memory.per_device;
     const tg_target_ops *t = tg_target_of_config(&p->config);
     if (t && t->check)
         TG_TRY(t->check(p)); /* per tile on tiled targets */

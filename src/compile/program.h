@@ -43,9 +43,10 @@ static inline size_t tg_align(size_t x)
 
 /* Where a buffer lives. Persistent regions keep their values across runs. */
 #define TG_REGION_LIST(X)                                                                          \
-    X(NONE, "none")             /* not stored */                                                   \
-    X(PARAM, "weights")         /* trainable parameters */                                         \
-    X(STATE, "optimizer state") /* optimizer state, running stats */                               \
+    X(NONE, "none")                  /* not stored */                                              \
+    X(PARAM, "weights")              /* trainable parameters */                                    \
+    X(STATE, "optimizer state")      /* the optimizer's moments, momentum, step */                 \
+    X(RUNNING, "running statistics") /* other state: batch norm's running stats */                 \
     X(ACCUMULATOR, "gradient accumulators")                                                        \
     X(CONSTANT, "constants")                                                                       \
     X(INPUT, "host-stream buffers") /* inputs fed by the host, per micro-batch */                  \
@@ -267,8 +268,9 @@ tg_status tg_program_plan_loaded(tg_program *p);
 
 /* The file format's version, in the key and the header (4: activations may
  * be blocked, the layout recomputed at load; 5: transfers may move inside a
- * pass, ParallelIPU). Written and read in compile/executable_file.c. */
-#define TG_EXECUTABLE_FORMAT_VERSION 5u
+ * pass, ParallelIPU; 6: the running statistics region). Written and read in
+ * compile/executable_file.c. */
+#define TG_EXECUTABLE_FORMAT_VERSION 6u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per
@@ -287,6 +289,12 @@ tg_status tg_executable_load(const tg_graph *g, const tg_config *c, const char *
 /* The same from memory (the fuzz target's entry); `path` names it in messages. */
 tg_status tg_executable_parse(const tg_graph *g, const tg_config *c, const void *data, size_t len,
                               const char *path, tg_program **out);
+/* Whether a program read from a file agrees with its graph and options:
+ * every step, transfer, accumulator and host stream moves the values the
+ * graph says into buffers of those values, every buffer has its value's
+ * bytes, every size is the sum of its parts (compile/executable_check.c).
+ * TG_ERR_FORMAT naming the first disagreement. */
+tg_status tg_executable_check(const tg_program *p);
 
 typedef enum tg_cache_result {
     TG_CACHE_OFF,      /* neither executableFile nor enableExecutableCaching is set */
@@ -307,6 +315,12 @@ tg_status tg_program_compile_cached(const tg_graph *g, const tg_options *o, tg_p
 /* The same from a config read already (the session's, with its MPI share). */
 tg_status tg_program_compile_cached_config(const tg_graph *g, const tg_config *c, tg_program **out,
                                            tg_cache_result *result);
+
+/* TG_OK when every device (and, on tiled targets, every tile) holds its
+ * plan; else TG_ERR_CAPACITY naming the first that does not, whatever
+ * debug.allowOutOfMemory says (the compile skips this check under it; a
+ * session warns with this message before running such a plan). */
+tg_status tg_program_capacity_check(const tg_program *p);
 
 /* The buffer a step on `device` reads for node `id` (its own or a received copy). */
 int tg_program_buffer_on(const tg_program *p, int id, int device);

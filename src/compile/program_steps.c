@@ -53,13 +53,16 @@ int tg_program_add_buffer(tg_program *p, int node, int device, tg_region region,
     return p->n_buffers++;
 }
 
-static tg_region leaf_region(const tg_tensor *t)
+static tg_region leaf_region(const tg_graph *g, const tg_tensor *t)
 {
     switch (t->role) {
     case TG_ROLE_PARAM:
         return TG_REGION_PARAM;
     case TG_ROLE_STATE:
-        return TG_REGION_STATE;
+        /* batch norm's running statistics are state too, but no optimizer's:
+         * counted as optimizer state they stayed on chip under "offload the
+         * optimizer state" and were shown as what it left behind */
+        return tg_program_is_optimizer_state(g, t) ? TG_REGION_STATE : TG_REGION_RUNNING;
     case TG_ROLE_CONSTANT:
         return TG_REGION_CONSTANT;
     default:
@@ -257,7 +260,7 @@ tg_status tg_program_make_homes(tg_program *p, const int *order, int n_order, bo
         }
         if (tg_nbytes(t) == 0)
             continue;
-        tg_region r = t->n_in == 0 ? leaf_region(t) : TG_REGION_ACTIVATION;
+        tg_region r = t->n_in == 0 ? leaf_region(g, t) : TG_REGION_ACTIVATION;
         p->home[t->id] = tg_program_add_buffer(p, t->id, p->device_of[t->id], r, p->storage[t->id]);
         if (p->home[t->id] < 0)
             return tg_error(TG_ERR_NOMEM, "compile: out of memory");
@@ -281,7 +284,7 @@ tg_status tg_program_make_homes(tg_program *p, const int *order, int n_order, bo
         const tg_tensor *t = g->nodes[i];
         if (t->n_in == 0 && p->home[i] < 0 && t->role != TG_ROLE_INPUT && tg_nbytes(t) > 0) {
             p->device_of[i] = 0;
-            p->home[i] = tg_program_add_buffer(p, i, 0, leaf_region(t), p->storage[i]);
+            p->home[i] = tg_program_add_buffer(p, i, 0, leaf_region(g, t), p->storage[i]);
             if (p->home[i] < 0)
                 return tg_error(TG_ERR_NOMEM, "compile: out of memory");
         }

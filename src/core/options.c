@@ -22,8 +22,20 @@
  * nothing is refused rather than silently ignored. OPT_TARGET: the name of a
  * registered target, asked of the registry through the public
  * tg_target_count/tg_target_name (tilegraph/devices.h), so that adding a
- * target does not touch this table and core includes nothing of target/. */
-typedef enum { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_ENUM, OPT_STRING, OPT_NAMES, OPT_TARGET } opt_type;
+ * target does not touch this table and core includes nothing of target/.
+ * OPT_GROUPS: groups of names, "B1,B2|B3,B4": groups separated by single
+ * bars, names by single commas, none empty (as OPT_NAMES refuses "a,,b",
+ * so stages and phases refuse "B1||B2" rather than read it as "B1|B2"). */
+typedef enum {
+    OPT_INT,
+    OPT_FLOAT,
+    OPT_BOOL,
+    OPT_ENUM,
+    OPT_STRING,
+    OPT_NAMES,
+    OPT_GROUPS,
+    OPT_TARGET
+} opt_type;
 
 /* flag: the `tilegraph` command-line flag that sets the option ("--replicas"),
  * or the flag and the value that does ("--offload weights"); NULL when only
@@ -63,7 +75,7 @@ static const opt_spec option_table[] = {
      "TensorLocations off chip, its weights streamed in for it); auto: phased when phases are "
      "given, pipelined when split, stages or devices > 1 say how to divide the model, else "
      "single"},
-    {"phases", "--phases", OPT_STRING, "", 0, 0, NULL,
+    {"phases", "--phases", OPT_GROUPS, "", 0, 0, NULL,
      "executionStrategy phased: blocks grouped into phases, run in this order: \"B1|B2|B3|B4\" "
      "or \"B1,B2|B3,B4\"; \"B3@1\" puts a phase on device 1; \"auto\": the compiler chooses the "
      "phases' devices (up to devices) and the TensorLocations off chip, the fitting plan with the "
@@ -79,7 +91,7 @@ static const opt_spec option_table[] = {
      "order of forward and backward passes of the micro-batches on each device (pipelined); "
      "zb-h1 and zb-h2 split each backward into the input gradient, sent at once, and the "
      "weight gradient, run after it (zb-h2: later, with more micro-batches in flight)"},
-    {"stages", "--stages", OPT_STRING, "", 0, 0, NULL,
+    {"stages", "--stages", OPT_GROUPS, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
      "block); \"auto\": the cost model's best split over devices (docs/multi-device.md); when "
      "none fits, the compile error names the phased plan that would"},
@@ -330,10 +342,27 @@ static int edit_distance(const char *a, const char *b)
     return row[m];
 }
 
+/* The part of a key after its last dot ("onChip" of "TensorLocations.weight.onChip"). */
+static const char *last_part(const char *key)
+{
+    const char *dot = strrchr(key, '.');
+    return dot ? dot + 1 : key;
+}
+
 /* The option named most like key (a misspelling), or NULL. The table is
- * too long to list whole in one message: `tilegraph options` lists it. */
+ * too long to list whole in one message: `tilegraph options` lists it.
+ * First the one option whose last part is key's (a prefix put where none
+ * belongs, TensorLocations.numIOTiles, or one left out,
+ * gradientAccumulation), then the nearest by edit distance. */
 static const char *nearest_key(const char *key)
 {
+    const char *same = NULL;
+    int n_same = 0;
+    for (int i = 0; key && i < N_OPTIONS; i++)
+        if (strcmp(last_part(key), last_part(option_table[i].key)) == 0)
+            same = option_table[i].key, n_same++;
+    if (n_same == 1)
+        return same;
     const char *best = NULL;
     int len = key ? (int)strlen(key) : 0, best_d = (len / 3 > 2 ? len / 3 : 2) + 1;
     for (int i = 0; key && i < N_OPTIONS; i++) {
@@ -395,6 +424,25 @@ static tg_status check_names(const opt_spec *s, const char *v)
         if (!comma)
             return TG_OK;
         p = comma + 1;
+    }
+}
+
+/* An OPT_GROUPS value: "" (none) or groups of names ("B1,B2|B3@1"). */
+static tg_status check_groups(const opt_spec *s, const char *v)
+{
+    if (!*v)
+        return TG_OK;
+    for (const char *p = v;; p++) {
+        const char *end = p + strcspn(p, ",|");
+        if (end == p)
+            return tg_error(TG_ERR_CONFIG,
+                            "option '%s': '%s' has an empty name or group (a comma or bar at the "
+                            "start, the end or doubled): give names separated by single commas, "
+                            "groups by single bars (\"B1,B2|B3,B4\")",
+                            s->key, v);
+        if (!*end)
+            return TG_OK;
+        p = end;
     }
 }
 
@@ -462,6 +510,8 @@ static tg_status check_value(const opt_spec *s, const char *v)
         return TG_OK;
     case OPT_NAMES:
         return check_names(s, v);
+    case OPT_GROUPS:
+        return check_groups(s, v);
     case OPT_TARGET:
         return check_target(s, v);
     case OPT_ENUM:

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_CODE_POINT 0x10FFFF
 /* Files larger than this are refused: every token is held as an int32. */
@@ -71,63 +72,10 @@ static int utf8_decode(const uint8_t *s, size_t left, int32_t *cp)
     return len;
 }
 
-/* The file's code points into cps (room for len), their count; -1 and the
- * message (naming the byte offset) when the text is not UTF-8. */
-static int64_t decode_all(const uint8_t *s, size_t len, const char *name, int32_t *cps)
-{
-    int64_t n = 0;
-    for (size_t i = 0; i < len;) {
-        int k = utf8_decode(s + i, len - i, &cps[n]);
-        if (!k) {
-            tg_error(TG_ERR_FORMAT,
-                     "%s: not UTF-8 text: byte 0x%02x at offset %zu does not start a valid "
-                     "sequence (--tokens byte reads any file)",
-                     name, s[i], i);
-            return -1;
-        }
-        i += (size_t)k;
-        n++;
-    }
-    return n;
-}
-
 static int compare_i32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
-}
-
-/* The sorted distinct code points of cps[0..n) into *vocab (owned by the
- * caller); their count, or -1 when out of memory. A bitmap of the code
- * space finds them in one pass; sorting the few found orders them. */
-static int distinct_code_points(const int32_t *cps, int64_t n, int32_t **vocab)
-{
-    uint8_t *seen = tg_calloc(MAX_CODE_POINT / 8 + 1, 1);
-    int32_t *found = tg_malloc((size_t)(n ? n : 1) * sizeof *found);
-    int count = 0;
-    if (seen && found)
-        for (int64_t i = 0; i < n; i++)
-            if (!(seen[cps[i] >> 3] & (1u << (cps[i] & 7)))) {
-                seen[cps[i] >> 3] |= (uint8_t)(1u << (cps[i] & 7));
-                found[count++] = cps[i];
-            }
-    tg_free(seen);
-    *vocab = seen && found ? tg_realloc(found, (size_t)(count ? count : 1) * sizeof *found) : NULL;
-    if (!*vocab) {
-        tg_free(found);
-        return -1;
-    }
-    qsort(*vocab, (size_t)count, sizeof **vocab, compare_i32);
-    return count;
-}
-
-/* Code points to token ids, in place: each one's index in vocab. */
-static void code_points_to_tokens(int32_t *cps, int64_t n, const int32_t *vocab, int v)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const int32_t *hit = bsearch(&cps[i], vocab, (size_t)v, sizeof *vocab, compare_i32);
-        cps[i] = (int32_t)(hit - vocab); /* every code point is in vocab */
-    }
 }
 
 static tg_status check_config(const tg_text_config *cfg, const char *name, tg_split split,
@@ -150,33 +98,96 @@ static tg_status check_config(const tg_text_config *cfg, const char *name, tg_sp
     return TG_OK;
 }
 
-/* The token stream of the whole text (*tokens, owned; the count) and for
- * char tokens the vocabulary. */
-static tg_status tokenize(const uint8_t *s, size_t len, const char *name, tg_text_tokens kind,
-                          int32_t **tokens, int64_t *n, int32_t **vocab, int *v)
+/* What one pass over the text finds, before any token is stored (issue 46,
+ * row 17: the whole stream as int32 tokens, then a copy of each split, took
+ * nine bytes of memory per byte of text, twice): the token count and the
+ * sorted vocabulary (char tokens; NULL for bytes). */
+typedef struct text_scan {
+    int64_t n;
+    int32_t *vocab; /* owned */
+    int v;
+} text_scan;
+
+/* A text of one token repeated (a file of NUL bytes, a sparse file's
+ * hole) teaches nothing and is no text: refused at once, naming it. */
+static tg_status one_token(const char *name, int64_t n, int32_t token, tg_text_tokens kind)
 {
-    *tokens = tg_malloc((len ? len : 1) * sizeof **tokens);
-    if (!*tokens)
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory for %zu tokens", name, len);
-    *vocab = NULL;
-    if (kind == TG_TOKENS_BYTE) {
-        for (size_t i = 0; i < len; i++)
-            (*tokens)[i] = s[i];
-        *n = (int64_t)len;
-        *v = 256;
-        return TG_OK;
+    if (token == 0)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: all %lld bytes are NUL (0x00): not text (an unwritten or zeroed "
+                        "file?); a language model needs text",
+                        name, (long long)n);
+    return tg_error(TG_ERR_FORMAT,
+                    "%s: all %lld %s tokens are the same (%s %d): a language model needs text "
+                    "with at least two different tokens",
+                    name, (long long)n, tg_text_tokens_name(kind),
+                    kind == TG_TOKENS_BYTE ? "byte" : "code point", (int)token);
+}
+
+static tg_status scan_text(const uint8_t *s, size_t len, const char *name, tg_text_tokens kind,
+                           text_scan *out)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t *seen = tg_calloc(MAX_CODE_POINT / 8 + 1, 1);
+    if (!seen)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the vocabulary", name);
+    int count = 0;
+    int32_t last = 0;
+    for (size_t i = 0; i < len;) {
+        int32_t cp = s[i];
+        int k = kind == TG_TOKENS_BYTE ? 1 : utf8_decode(s + i, len - i, &cp);
+        if (!k) {
+            tg_free(seen);
+            return tg_error(TG_ERR_FORMAT,
+                            "%s: not UTF-8 text: byte 0x%02x at offset %zu does not start a valid "
+                            "sequence (--tokens byte reads any file)",
+                            name, s[i], i);
+        }
+        if (!(seen[cp >> 3] & (1u << (cp & 7)))) {
+            seen[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+            count++;
+            last = cp;
+        }
+        i += (size_t)k;
+        out->n++;
     }
-    *n = decode_all(s, len, name, *tokens);
-    tg_status st = *n < 0 ? TG_ERR_FORMAT /* the message is set */ : TG_OK;
-    if (st == TG_OK && (*v = distinct_code_points(*tokens, *n, vocab)) < 0)
-        st = tg_error(TG_ERR_NOMEM, "%s: out of memory for the vocabulary", name);
-    if (st != TG_OK) {
-        tg_free(*tokens);
-        *tokens = NULL;
-        return st;
+    if (count == 1) {
+        tg_free(seen);
+        return one_token(name, out->n, last, kind);
     }
-    code_points_to_tokens(*tokens, *n, *vocab, *v);
+    out->v = kind == TG_TOKENS_BYTE ? 256 : count;
+    if (kind == TG_TOKENS_CHAR) { /* the code points seen, ascending */
+        out->vocab = tg_malloc((size_t)(count ? count : 1) * sizeof *out->vocab);
+        int k = 0;
+        for (int32_t cp = 0; out->vocab && cp <= MAX_CODE_POINT; cp++)
+            if (seen[cp >> 3] & (1u << (cp & 7)))
+                out->vocab[k++] = cp;
+    }
+    tg_free(seen);
+    if (kind == TG_TOKENS_CHAR && !out->vocab)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the vocabulary", name);
     return TG_OK;
+}
+
+/* Tokens [first, first + count) of the text into dst: its bytes, or each
+ * code point's index in the vocabulary. The text was scanned: it decodes. */
+static void tokens_of(const uint8_t *s, size_t len, const text_scan *sc, int64_t first,
+                      int64_t count, int32_t *dst)
+{
+    if (!sc->vocab) {
+        for (int64_t i = 0; i < count; i++)
+            dst[i] = s[first + i];
+        return;
+    }
+    int64_t t = 0;
+    for (size_t i = 0; i < len && t < first + count; t++) {
+        int32_t cp = 0;
+        i += (size_t)utf8_decode(s + i, len - i, &cp);
+        if (t < first)
+            continue;
+        const int32_t *hit = bsearch(&cp, sc->vocab, (size_t)sc->v, sizeof *sc->vocab, compare_i32);
+        dst[t - first] = (int32_t)(hit - sc->vocab); /* every code point is in vocab */
+    }
 }
 
 /* Where the test tail starts, in tokens. */
@@ -185,31 +196,17 @@ static int64_t split_point(int64_t n, double test_fraction)
     return n - (int64_t)((double)n * (test_fraction > 0 ? test_fraction : 0.1));
 }
 
-tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *name,
-                                      const tg_text_config *cfg, tg_split split,
-                                      int64_t max_samples, tg_dataset **out)
+/* One split of a scanned text as a data set: its windows' tokens only. */
+static tg_status make_split(const uint8_t *s, size_t len, const char *name,
+                            const tg_text_config *cfg, const text_scan *sc, tg_split split,
+                            int64_t max_samples, tg_dataset **out)
 {
-    *out = NULL;
-    if (!name)
-        name = "text";
-    TG_TRY(check_config(cfg, name, split, max_samples));
-    if (len == 0)
-        return tg_error(TG_ERR_FORMAT, "%s: the file is empty: a language model needs text", name);
-    if ((int64_t)len >= MAX_TEXT_BYTES)
-        return tg_error(TG_ERR_UNSUPPORTED, "%s: %zu bytes; text files up to 2 GiB are read", name,
-                        len);
-    int32_t *all = NULL, *vocab = NULL;
-    int64_t n = 0;
-    int v = 0;
-    TG_TRY(tokenize(text, len, name, cfg->tokens, &all, &n, &vocab, &v));
-    int64_t cut = split_point(n, cfg->test_fraction);
+    int64_t n = sc->n, cut = split_point(n, cfg->test_fraction);
     int64_t first = split == TG_SPLIT_TRAIN ? 0 : cut,
             count = split == TG_SPLIT_TRAIN ? cut : n - cut;
     const int S = cfg->seq_len;
     if (count < (int64_t)S + 1 || n - cut < (int64_t)S + 1 || cut < (int64_t)S + 1) {
         double frac = cfg->test_fraction > 0 ? cfg->test_fraction : 0.1;
-        tg_free(all);
-        tg_free(vocab);
         return tg_error(TG_ERR_FORMAT,
                         "%s: %lld %s tokens make a training split of %lld and a test split of "
                         "%lld (the last %g%%), but each needs at least seq-len + 1 = %d: give a "
@@ -224,22 +221,23 @@ tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *
     int64_t keep = windows * S + 1;
     tg_dataset *ds = tg_calloc(1, sizeof *ds);
     int32_t *tokens = tg_malloc((size_t)keep * sizeof *tokens);
-    if (!ds || !tokens) {
+    int32_t *vocab = sc->vocab ? tg_malloc((size_t)sc->v * sizeof *vocab) : NULL;
+    if (!ds || !tokens || (sc->vocab && !vocab)) {
         tg_free(ds);
         tg_free(tokens);
-        tg_free(all);
         tg_free(vocab);
         return tg_error(TG_ERR_NOMEM, "%s: out of memory for %lld tokens", name, (long long)keep);
     }
-    memcpy(tokens, all + first, (size_t)keep * sizeof *tokens);
-    tg_free(all);
+    tokens_of(s, len, sc, first, keep, tokens);
+    if (vocab)
+        memcpy(vocab, sc->vocab, (size_t)sc->v * sizeof *vocab);
     const char *base = strrchr(name, '/');
     snprintf(ds->name, sizeof ds->name, "%s/%s", base ? base + 1 : name,
              split == TG_SPLIT_TRAIN ? "train" : "test");
     ds->n = windows;
     ds->c = ds->h = 1;
     ds->w = S;
-    ds->num_classes = v;
+    ds->num_classes = sc->v;
     ds->mean = 0.0f; /* unused: tokens are not normalised */
     ds->std = 1.0f;
     ds->tokens = tokens;
@@ -251,35 +249,73 @@ tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *
     return TG_OK;
 }
 
-tg_status tg_dataset_open_text(const char *path, const tg_text_config *cfg, tg_split split,
-                               int64_t max_samples, tg_dataset **out)
+/* Both splits of one text, from one scan (either out may be NULL: not wanted). */
+static tg_status splits_from_memory(const void *text, size_t len, const char *name,
+                                    const tg_text_config *cfg, int64_t train_max, int64_t test_max,
+                                    tg_dataset **train, tg_dataset **test)
+{
+    if (len == 0)
+        return tg_error(TG_ERR_FORMAT, "%s: the file is empty: a language model needs text", name);
+    if ((int64_t)len >= MAX_TEXT_BYTES)
+        return tg_error(TG_ERR_UNSUPPORTED, "%s: %zu bytes; text files up to 2 GiB are read", name,
+                        len);
+    text_scan sc;
+    TG_TRY(scan_text(text, len, name, cfg->tokens, &sc));
+    tg_status st = TG_OK;
+    if (train)
+        st = make_split(text, len, name, cfg, &sc, TG_SPLIT_TRAIN, train_max, train);
+    if (st == TG_OK && test &&
+        (st = make_split(text, len, name, cfg, &sc, TG_SPLIT_TEST, test_max, test)) != TG_OK &&
+        train) {
+        tg_dataset_destroy(*train);
+        *train = NULL;
+    }
+    tg_free(sc.vocab);
+    return st;
+}
+
+tg_status tg_dataset_text_from_memory(const void *text, size_t len, const char *name,
+                                      const tg_text_config *cfg, tg_split split,
+                                      int64_t max_samples, tg_dataset **out)
 {
     *out = NULL;
-    if (!path || !*path)
-        return tg_error(TG_ERR_INVALID_ARG, "text data set: no file given (text:FILE, for example "
-                                            "text:/usr/share/common-licenses/GPL-3)");
-    TG_TRY(check_config(cfg, path, split, max_samples));
+    if (!name)
+        name = "text";
+    TG_TRY(check_config(cfg, name, split, max_samples));
+    return splits_from_memory(text, len, name, cfg, max_samples, max_samples,
+                              split == TG_SPLIT_TRAIN ? out : NULL,
+                              split == TG_SPLIT_TEST ? out : NULL);
+}
+
+/* The file's bytes (*buf, owned), read once: sized by fstat, so a file
+ * is not copied through doubling buffers. */
+static tg_status read_text_file(const char *path, uint8_t **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
     FILE *f;
     tg_status st = tg_fopen_regular(path, &f);
     if (st != TG_OK)
         return tg_error_prefix(st, "text data set");
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
+    struct stat sb;
+    size_t cap = fstat(fileno(f), &sb) == 0 && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 1 << 16;
+    uint8_t *b = NULL;
+    size_t n = 0;
     for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            uint8_t *nb = (int64_t)ncap <= MAX_TEXT_BYTES ? tg_realloc(buf, ncap) : NULL;
+        if (n == cap || !b) {
+            size_t ncap = b ? cap * 2 : cap;
+            uint8_t *nb = (int64_t)ncap <= MAX_TEXT_BYTES + 1 ? tg_realloc(b, ncap) : NULL;
             if (!nb) {
-                tg_free(buf);
+                tg_free(b);
                 fclose(f);
                 return tg_error((int64_t)ncap > MAX_TEXT_BYTES ? TG_ERR_UNSUPPORTED : TG_ERR_NOMEM,
                                 "%s: too large to read (text files up to 2 GiB are read)", path);
             }
-            buf = nb;
+            b = nb;
             cap = ncap;
         }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
         if (got == 0)
             break;
     }
@@ -287,12 +323,46 @@ tg_status tg_dataset_open_text(const char *path, const tg_text_config *cfg, tg_s
     int err = errno;
     fclose(f);
     if (failed) {
-        tg_free(buf);
+        tg_free(b);
         return tg_error(TG_ERR_IO, "%s: read failed: %s", path, strerror(err));
     }
-    st = tg_dataset_text_from_memory(buf, len, path, cfg, split, max_samples, out);
+    *buf = b;
+    *len = n;
+    return TG_OK;
+}
+
+static tg_status open_text(const char *path, const tg_text_config *cfg, int64_t train_max,
+                           int64_t test_max, tg_dataset **train, tg_dataset **test)
+{
+    if (!path || !*path)
+        return tg_error(TG_ERR_INVALID_ARG, "text data set: no file given (text:FILE, for example "
+                                            "text:/usr/share/common-licenses/GPL-3)");
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    TG_TRY(read_text_file(path, &buf, &len));
+    tg_status st = splits_from_memory(buf, len, path, cfg, train_max, test_max, train, test);
     tg_free(buf);
     return st;
+}
+
+tg_status tg_dataset_open_text(const char *path, const tg_text_config *cfg, tg_split split,
+                               int64_t max_samples, tg_dataset **out)
+{
+    *out = NULL;
+    TG_TRY(check_config(cfg, path ? path : "text", split, max_samples));
+    return open_text(path, cfg, max_samples, max_samples, split == TG_SPLIT_TRAIN ? out : NULL,
+                     split == TG_SPLIT_TEST ? out : NULL);
+}
+
+tg_status tg_dataset_open_text_splits(const char *path, const tg_text_config *cfg,
+                                      int64_t train_max, int64_t test_max, tg_dataset **train,
+                                      tg_dataset **test)
+{
+    *train = *test = NULL;
+    const char *name = path ? path : "text";
+    TG_TRY(check_config(cfg, name, TG_SPLIT_TRAIN, train_max));
+    TG_TRY(check_config(cfg, name, TG_SPLIT_TEST, test_max));
+    return open_text(path, cfg, train_max, test_max, train, test);
 }
 
 int tg_dataset_vocab(const tg_dataset *ds, tg_text_tokens *kind, const int32_t **code_points)

@@ -259,14 +259,62 @@ static tg_tensor *add_update(tg_graph *g, const tg_optimizer *o, const tg_node_p
     return g->status == TG_OK ? u : NULL;
 }
 
+/* Every group valid, of one kind and one max_grad_norm; every name a
+ * parameter and every group index in range. */
+static tg_status check_groups(tg_graph *g, const tg_optimizer *opts, int n_opts,
+                              const char *const *names, const int *group, int n_names)
+{
+    if (!opts || n_opts < 1 || (n_names > 0 && (!names || !group)))
+        return tg_error(TG_ERR_INVALID_ARG, "add optimizer: no settings given");
+    for (int k = 0; k < n_opts; k++) {
+        TG_TRY(tg_optimizer_validate(&opts[k]));
+        if (opts[k].kind != opts[0].kind)
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "add optimizer: group %d is %s but group 0 is %s; one optimizer "
+                            "updates every group",
+                            k, tg_optimizer_name(opts[k].kind), tg_optimizer_name(opts[0].kind));
+        if (!(opts[k].max_grad_norm == opts[0].max_grad_norm))
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "add optimizer: group %d clips at max_grad_norm %g but group 0 at %g; "
+                            "clipping is over every gradient at once: give every group the same",
+                            k, (double)opts[k].max_grad_norm, (double)opts[0].max_grad_norm);
+    }
+    for (int i = 0; i < n_names; i++) {
+        const tg_tensor *t = names[i] ? tg_graph_find(g, names[i]) : NULL;
+        if (!t || t->op != TG_OP_PARAM)
+            return tg_error(TG_ERR_NOT_FOUND, "add optimizer: '%s' (entry %d) is not a parameter",
+                            names[i] ? names[i] : "(null)", i);
+        if (group[i] < 0 || group[i] >= n_opts)
+            return tg_error(TG_ERR_INVALID_ARG,
+                            "add optimizer: '%s' is in group %d, but there are %d groups", names[i],
+                            group[i], n_opts);
+    }
+    return TG_OK;
+}
+
+/* The group of parameter t: the entry naming it, else 0. */
+static int group_of(const tg_tensor *t, const char *const *names, const int *group, int n_names)
+{
+    for (int i = 0; i < n_names; i++)
+        if (!strcmp(names[i], t->name))
+            return group[i];
+    return 0;
+}
+
 tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt)
+{
+    return tg_graph_add_optimizer_groups(g, opt, 1, NULL, NULL, 0);
+}
+
+tg_status tg_graph_add_optimizer_groups(tg_graph *g, const tg_optimizer *opts, int n_opts,
+                                        const char *const *names, const int *group, int n_names)
 {
     if (!g)
         return tg_error(TG_ERR_INVALID_ARG, "add optimizer: no graph given");
     if (g->status != TG_OK)
         return tg_error(g->status, "add optimizer: the graph has an earlier error: %s",
                         tg_graph_error(g));
-    tg_status s = tg_optimizer_validate(opt);
+    tg_status s = check_groups(g, opts, n_opts, names, group, n_names);
     if (s != TG_OK) {
         tg_graph_fail(g, s, "%s", tg_error_message());
         return s;
@@ -286,7 +334,6 @@ tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt)
                       "add optimizer: no parameter has a gradient (call tg_graph_backward first)");
         return g->status;
     }
-    tg_node_params p = tg_optim_params_put(opt);
     /* Parameter names are already full names: build outside any user scope. */
     int saved_depth = g->scope_depth, saved_block = g->current_block;
     g->scope_depth = 0;
@@ -294,8 +341,10 @@ tg_status tg_graph_add_optimizer(tg_graph *g, const tg_optimizer *opt)
         tg_tensor *t = g->nodes[i];
         if (t->op != TG_OP_PARAM || !t->grad)
             continue;
+        const tg_optimizer *o = &opts[group_of(t, names, group, n_names)];
+        tg_node_params p = tg_optim_params_put(o);
         g->current_block = t->grad->block;
-        add_update(g, opt, &p, t);
+        add_update(g, o, &p, t);
     }
     g->scope_depth = saved_depth;
     g->current_block = saved_block;

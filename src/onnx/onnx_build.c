@@ -177,7 +177,7 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
     tg_shape raw_shape;
     const float *raw = v->init >= 0 && !v->c.f && !v->c.i ? raw_floats(b, v, &raw_shape) : NULL;
     if (raw) {
-        v->t = ob_param(b, v->name, raw_shape, raw, false);
+        v->t = ob_param(b, v->name, raw_shape, raw, ob_init_frozen(b, v->init));
         return v->t;
     }
     if (decode_init(b, v) != TG_OK)
@@ -188,10 +188,12 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
                 tg_onnx_elem_name(v->c.elem_type));
         return NULL;
     }
-    /* a float initializer is a weight (trainable, named as in the file);
-     * other constants (Constant nodes, folded values) are constants */
-    v->t = v->init >= 0 ? ob_param(b, v->name, data_shape(&v->c), v->c.f, false)
-                        : tg_constant_data(b->g, "constant", data_shape(&v->c), v->c.f);
+    /* a float initializer is a weight (trainable, named as in the file;
+     * state if frozen); other constants (Constant nodes, folded values) are
+     * constants */
+    v->t = v->init >= 0
+               ? ob_param(b, v->name, data_shape(&v->c), v->c.f, ob_init_frozen(b, v->init))
+               : tg_constant_data(b->g, "constant", data_shape(&v->c), v->c.f);
     return v->t;
 }
 
@@ -840,7 +842,10 @@ tg_status tg_onnx_build_bound(const tg_onnx_model *m, tg_graph *g, const tg_onnx
         tg_onnx_names_free(&b.index);
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", m->path);
     }
-    tg_status s = build_all(&b, out);
+    tg_status s = ob_frozen_init(&b);
+    if (s == TG_OK)
+        s = build_all(&b, out);
+    ob_frozen_free(&b);
     for (int k = 0; k < b.n_vals; k++)
         tg_onnx_data_free(&b.vals[k].c);
     tg_free(b.vals);

@@ -35,6 +35,7 @@ typedef struct onnx_builder {
     const Onnx__NodeProto *node; /* the node being mapped */
     char scope[512];             /* its scope ("layer3/0/conv1"), "" for none */
     char leaf[256];              /* its own name ("Conv") */
+    bool *frozen;                /* per initializer: kept fixed (state), or NULL: none */
 } onnx_builder;
 
 /* Record a failure naming the file and the current node. */
@@ -85,6 +86,16 @@ const Onnx__AttributeProto *ob_attr(const onnx_builder *b, const char *name);
 /* A parameter/state made at the root scope (names as in the file). */
 tg_tensor *ob_param(onnx_builder *b, const char *name, tg_shape shape, const float *data,
                     bool state);
+
+/* Which float initializers stay fixed (onnx_frozen.c): those the file's
+ * TG_ONNX_PARAMETERS_KEY list leaves out and those cfg->freeze matches.
+ * Sets b->frozen (NULL when none is); ob_frozen_free releases it. */
+tg_status ob_frozen_init(onnx_builder *b);
+void ob_frozen_free(onnx_builder *b);
+static inline bool ob_init_frozen(const onnx_builder *b, int init)
+{
+    return b->frozen && init >= 0 && b->frozen[init];
+}
 
 /* Element k of a constant as a double (exact for f32, and for integers
  * within 2^53). */

@@ -331,10 +331,39 @@ static tg_status map_one_hot(onnx_builder *b)
 
 /* ---- Mod ------------------------------------------------------------------------ */
 
+/* Mod of graph tensors: x - y * floor(x / y) (Python's %, the divisor's
+ * sign), or with fmod=1 x - y * trunc(x / y) (C's fmod, the dividend's).
+ * Integers go through f32, exact while |x| < 2^24 (a quotient just below an
+ * integer is then at least 1/|y| from it, more than its rounding). floor's
+ * gradient is 0, so x's is 1 and y's -floor(x / y), as the definition says.
+ * Hugging Face's GPT2ForSequenceClassification takes the last token's
+ * index modulo the sequence length this way. */
+static tg_status map_mod_graph(onnx_builder *b)
+{
+    tg_tensor *x = ob_typed_tensor(b, 0), *y = x ? ob_typed_tensor(b, 1) : NULL;
+    if (!y)
+        return TG_ERR_UNSUPPORTED;
+    bool ix = tg_tensor_dtype(x) == TG_I32, iy = tg_tensor_dtype(y) == TG_I32;
+    if (ix != iy)
+        return ob_fail(b, TG_ERR_DTYPE, "one operand is an integer tensor and the other f32");
+    tg_graph *g = b->g;
+    if (ix) {
+        x = tg_cast(g, x, TG_F32);
+        y = tg_cast(g, y, TG_F32);
+    }
+    tg_tensor *q = tg_div(g, x, y), *t = tg_floor(g, q);
+    if (ob_attr_int(b, "fmod", 0) != 0) { /* toward zero: -floor(-q) below zero */
+        tg_tensor *zero = tg_constant(g, tg_shape_of(0, NULL), 0.0f);
+        t = tg_where(g, tg_less(g, q, zero), tg_neg(g, tg_floor(g, tg_neg(g, q))), t);
+    }
+    tg_tensor *r = tg_sub(g, x, tg_mul(g, y, t));
+    return ob_set(b, 0, ix && r ? tg_cast(g, r, TG_I32) : r);
+}
+
 static tg_status map_mod(onnx_builder *b)
 {
     if (!ob_is_foldable(b, 0) || !ob_is_foldable(b, 1))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "Mod of graph tensors (only of constants)");
+        return map_mod_graph(b);
     const tg_onnx_data *x = ob_const(b, 0), *y = x ? ob_const(b, 1) : NULL;
     if (!y)
         return TG_ERR_UNSUPPORTED;

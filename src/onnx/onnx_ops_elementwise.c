@@ -284,23 +284,34 @@ static bool all_foldable(onnx_builder *b)
     return b->node->n_input > 0;
 }
 
-/* Max, Min, Sum, Mean: any number of inputs, broadcast pairwise. */
+/* Max, Min, Sum, Mean: any number of inputs, broadcast pairwise. Integer
+ * tensors (T5's relative-position buckets clamp with Min) go through f32 as
+ * the integer Add and Sub do, exact within 2^24, and come back as integers. */
 static tg_status variadic(onnx_builder *b, tg_tensor *(*fn)(tg_graph *, tg_tensor *, tg_tensor *),
                           bool mean)
 {
     int n = (int)b->node->n_input;
     if ((fn == tg_maximum || fn == tg_minimum) && all_foldable(b))
         return fold_variadic(b, fn == tg_maximum ? BIN_MAX : BIN_MIN);
-    tg_tensor *y = n > 0 ? ob_tensor(b, 0) : NULL;
-    for (int k = 1; y && k < n; k++) {
-        tg_tensor *x = ob_tensor(b, k);
-        y = x ? fn(b->g, y, x) : NULL;
+    if (n < 1)
+        return ob_fail(b, TG_ERR_FORMAT, "no inputs");
+    tg_tensor *y = NULL;
+    bool ints = false;
+    for (int k = 0; k < n; k++) {
+        tg_tensor *x = mean ? ob_tensor(b, k) : ob_typed_tensor(b, k);
+        if (!x)
+            return TG_ERR_UNSUPPORTED;
+        bool ix = tg_tensor_dtype(x) == TG_I32;
+        if (k > 0 && ix != ints)
+            return ob_fail(b, TG_ERR_DTYPE, "input %d is %s where input 0 is %s", k,
+                           ix ? "an integer tensor" : "f32", ints ? "an integer tensor" : "f32");
+        ints = ix;
+        x = ix ? tg_cast(b->g, x, TG_F32) : x;
+        y = k ? fn(b->g, y, x) : x;
     }
-    if (!y)
-        return n > 0 ? TG_ERR_UNSUPPORTED : ob_fail(b, TG_ERR_FORMAT, "no inputs");
     if (mean && n > 1)
         y = tg_scale(b->g, y, 1.0f / (float)n, 0.0f);
-    return ob_set(b, 0, y);
+    return ob_set(b, 0, ints && y ? tg_cast(b->g, y, TG_I32) : y);
 }
 
 static tg_status map_max(onnx_builder *b)

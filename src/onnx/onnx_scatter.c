@@ -78,13 +78,13 @@ static tg_status scatter_reduction(onnx_builder *b, bool *add)
 /* data with updates (n values, in the order of off[]) written at the flat
  * offsets off[] (reduction none) or added there (add). */
 static tg_status scatter_offsets(onnx_builder *b, tg_tensor *data, tg_tensor *updates,
-                                 const int64_t *off, int64_t n, bool add)
+                                 const int64_t *off, int64_t n, bool add, bool ints)
 {
     tg_graph *g = b->g;
     tg_shape ds = tg_tensor_shape(data);
     int64_t total = tg_shape_numel(ds);
     if (n == 0)
-        return ob_set(b, 0, data);
+        return ob_set(b, 0, ints ? tg_cast(g, data, TG_I32) : data);
     int64_t *written = tg_calloc((size_t)total, sizeof *written);
     if (!written)
         return ob_fail(b, TG_ERR_NOMEM, "out of memory");
@@ -105,16 +105,29 @@ static tg_status scatter_offsets(onnx_builder *b, tg_tensor *data, tg_tensor *up
         return TG_ERR_UNSUPPORTED;
     tg_tensor *flat = tg_reshape(g, updates, tg_shape1(n));
     tg_tensor *s = tg_reshape(g, tg_scatter_add(g, flat, idx, 0, tg_shape1(total)), ds);
-    return ob_set(b, 0, add ? tg_add(g, data, s) : tg_where(g, mask, s, data));
+    tg_tensor *y = add ? tg_add(g, data, s) : tg_where(g, mask, s, data);
+    return ob_set(b, 0, ints && y ? tg_cast(g, y, TG_I32) : y);
 }
 
 /* The data and updates as f32 graph tensors (integer data is refused). */
-static tg_status scatter_operands(onnx_builder *b, tg_tensor **data, tg_tensor **updates)
+/* data and updates as f32; integer ones (BART's and T5's shift of the ids
+ * one place right, written in place into a new int64 tensor) go through f32,
+ * exact within 2^24, and *ints says to cast the result back. */
+static tg_status scatter_operands(onnx_builder *b, tg_tensor **data, tg_tensor **updates,
+                                  bool *ints)
 {
-    *data = ob_tensor(b, 0);
-    *updates = *data ? ob_tensor(b, 2) : NULL;
+    *data = ob_typed_tensor(b, 0);
+    *updates = *data ? ob_typed_tensor(b, 2) : NULL;
     if (!*updates)
         return TG_ERR_UNSUPPORTED;
+    *ints = tg_tensor_dtype(*data) == TG_I32;
+    if (*ints != (tg_tensor_dtype(*updates) == TG_I32))
+        return ob_fail(b, TG_ERR_DTYPE, "the data is %s and the updates %s",
+                       *ints ? "an integer tensor" : "f32", *ints ? "f32" : "an integer tensor");
+    if (*ints) {
+        *data = tg_cast(b->g, *data, TG_F32);
+        *updates = tg_cast(b->g, *updates, TG_F32);
+    }
     if (tg_shape_numel(tg_tensor_shape(*data)) > ((int64_t)1 << 24))
         return ob_fail(b, TG_ERR_UNSUPPORTED,
                        "data of %lld elements (offsets are exact up to 2^24)",
@@ -132,7 +145,7 @@ static tg_status scatter_operands(onnx_builder *b, tg_tensor **data, tg_tensor *
  * (PyTorch's scatter picks any), and an unpooling's repeated writes, where
  * windows overlap, are of one value, which the mean keeps exactly. */
 static tg_status scatter_runtime(onnx_builder *b, tg_tensor *data, tg_tensor *updates, int axis,
-                                 bool add)
+                                 bool add, bool ints)
 {
     tg_graph *g = b->g;
     tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
@@ -144,24 +157,26 @@ static tg_status scatter_runtime(onnx_builder *b, tg_tensor *data, tg_tensor *up
     tg_tensor *sum =
         tg_scatter_add(g, tg_reshape(g, updates, tg_shape1(n)), off, 0, tg_shape1(total));
     sum = tg_reshape(g, sum, ds);
-    if (add)
-        return ob_set(b, 0, tg_add(g, data, sum));
+    if (add) {
+        tg_tensor *y = tg_add(g, data, sum);
+        return ob_set(b, 0, ints && y ? tg_cast(g, y, TG_I32) : y);
+    }
     tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
     tg_tensor *count =
         tg_scatter_add(g, tg_constant(g, tg_shape1(n), 1.0f), off, 0, tg_shape1(total));
     count = tg_reshape(g, count, ds);
     tg_tensor *mean = tg_div(g, sum, tg_maximum(g, count, one));
-    return ob_set(
-        b, 0,
-        tg_where(g, tg_greater(g, count, tg_constant(g, tg_shape_of(0, NULL), 0.0f)), mean, data));
+    tg_tensor *y =
+        tg_where(g, tg_greater(g, count, tg_constant(g, tg_shape_of(0, NULL), 0.0f)), mean, data);
+    return ob_set(b, 0, ints && y ? tg_cast(g, y, TG_I32) : y); /* integer data: back to i32 */
 }
 
 static tg_status map_scatter_elements(onnx_builder *b)
 {
     tg_tensor *data, *updates;
-    bool add = false;
+    bool add = false, ints = false;
     TG_TRY(scatter_reduction(b, &add));
-    TG_TRY(scatter_operands(b, &data, &updates));
+    TG_TRY(scatter_operands(b, &data, &updates, &ints));
     tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
     int axis = 0;
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), ds.ndim, &axis));
@@ -177,7 +192,7 @@ static tg_status map_scatter_elements(onnx_builder *b)
             if (d != axis && is.dim[d] > ds.dim[d])
                 return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond the data's %lld", d,
                                (long long)is.dim[d], (long long)ds.dim[d]);
-        return scatter_runtime(b, data, updates, axis, add);
+        return scatter_runtime(b, data, updates, axis, add, ints);
     }
     const tg_onnx_data *idx = static_indices(b, 1);
     if (!idx)
@@ -211,7 +226,7 @@ static tg_status map_scatter_elements(onnx_builder *b)
             o += (d == axis ? i : (k / ist[d]) % is.dim[d]) * dst[d];
         off[k] = o;
     }
-    tg_status s = scatter_offsets(b, data, updates, off, n, add);
+    tg_status s = scatter_offsets(b, data, updates, off, n, add, ints);
     tg_free(off);
     return s;
 }
@@ -303,9 +318,9 @@ static tg_status map_max_unpool(onnx_builder *b)
 static tg_status map_scatter_nd(onnx_builder *b)
 {
     tg_tensor *data, *updates;
-    bool add = false;
+    bool add = false, ints = false;
     TG_TRY(scatter_reduction(b, &add));
-    TG_TRY(scatter_operands(b, &data, &updates));
+    TG_TRY(scatter_operands(b, &data, &updates, &ints));
     const tg_onnx_data *idx = static_indices(b, 1);
     if (!idx)
         return TG_ERR_UNSUPPORTED;
@@ -346,7 +361,7 @@ static tg_status map_scatter_nd(onnx_builder *b)
         for (int64_t e = 0; e < slice; e++)
             off[r * slice + e] = base + e;
     }
-    tg_status s = scatter_offsets(b, data, updates, off, n, add);
+    tg_status s = scatter_offsets(b, data, updates, off, n, add, ints);
     tg_free(off);
     return s;
 }

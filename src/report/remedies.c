@@ -298,9 +298,14 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
          m->batch,
          {"executionStrategy", "phased", "stages", "", "split", "", "phases", "auto", "devices",
           phased_devices, NULL},
-         p->graph->n_blocks < 1 ? "the model has no blocks to make phases of"
-         : phases_auto          ? "already phases auto"
-                                : NULL,
+         /* a model without blocks of its own is divided by --split, which
+          * phases auto does not take: that is the reason, not "no blocks" */
+         p->graph->n_blocks < 1 && *p->config.pipeline.split
+             ? "phases auto does not take --split's division; it needs blocks in the model "
+               "(tg_block_begin)"
+         : p->graph->n_blocks < 1 ? "the model has no blocks to make phases of"
+         : phases_auto            ? "already phases auto"
+                                  : NULL,
          NULL},
         /* ZeRO-3: the weights and, with them, their optimizer state */
         {p->replicas > 1 ? "weights sharded over the replicas" : "weights sharded, 2 replicas",

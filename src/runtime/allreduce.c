@@ -63,7 +63,9 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
     }
     double t0 = tg_engine_now();
     if (!tg_dist_group_allgather(s->dist, c->device, send, recv, off, &s->abort)) {
-        tg_exchange_fail(s, TG_ERR_IO, "the weights' exchange across instances was abandoned");
+        tg_exchange_fail(
+            s, TG_ERR_IO,
+            tg_dist_stuck_reason("the weights' exchange across instances was abandoned"));
         return false;
     }
     tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
@@ -260,7 +262,8 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         return false;
     if (s->dist && !b) {
         if (!gather_instances(c, it)) {
-            tg_exchange_fail(s, TG_ERR_IO, "the all-reduce across instances was abandoned");
+            tg_exchange_fail(s, TG_ERR_IO,
+                             tg_dist_stuck_reason("the all-reduce across instances was abandoned"));
             return false;
         }
         if (!tg_exchange_replica_barrier(s, c->device))

@@ -229,8 +229,9 @@ bool tg_buckets_wait(device_ctx *c, int64_t it)
     }
     while (c->buckets_done < c->buckets_sent) {
         if (!tg_dist_group_wait(s->dist, c->device, c->buckets_done, &s->abort)) {
-            tg_exchange_fail(s, TG_ERR_IO,
-                             "the gradients' exchange across instances was abandoned");
+            tg_exchange_fail(
+                s, TG_ERR_IO,
+                tg_dist_stuck_reason("the gradients' exchange across instances was abandoned"));
             return false;
         }
         arrived(c, it, c->buckets_done);

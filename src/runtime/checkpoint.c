@@ -2,6 +2,13 @@
  *
  * Loading validates everything before it changes anything, so a checkpoint
  * that does not fit leaves the session as it was.
+ *
+ * Each tensor's bytes carry a CRC-32 in the metadata key CRC_KEY (issue 46,
+ * row 13): eight hex digits a tensor, the tensors taken in the order of
+ * their names, so a flipped bit is refused naming the tensor. Readers of
+ * safetensors ignore metadata they do not know (PyTorch loads the file as
+ * before), and a tilegraph checkpoint written before the checksums still
+ * loads, with a note that it was not verified.
  */
 #include "tilegraph/checkpoint.h"
 
@@ -14,6 +21,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <zlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +123,92 @@ static tg_status split_running_stats(const tg_session *s, tg_st_tensor *e, int p
     return TG_OK;
 }
 
+#define CRC_KEY "tilegraph_crc32"
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const tg_st_tensor *const *)a)->name, (*(const tg_st_tensor *const *)b)->name);
+}
+
+/* The tensors (n, `stride` bytes apart) in the order of their names: an
+ * array of pointers, the caller's (tg_free); NULL when out of memory. */
+static const tg_st_tensor **sorted_by_name(const tg_st_tensor *first, size_t stride, size_t n)
+{
+    const tg_st_tensor **v = tg_malloc((n + 1) * sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        v[i] = (const tg_st_tensor *)((const char *)first + i * stride);
+    if (v)
+        qsort(v, n, sizeof *v, by_name);
+    return v;
+}
+
+static uint32_t tensor_crc(const tg_st_tensor *t)
+{
+    size_t bytes = tg_st_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++)
+        bytes *= (size_t)t->shape[d];
+    return (uint32_t)crc32_z(0, t->data, bytes);
+}
+
+/* The checksums' metadata value for list[0..n): the caller's (tg_free). */
+static char *checksums_of(const tg_st_tensor *list, size_t n)
+{
+    const tg_st_tensor **v = sorted_by_name(list, sizeof *list, n);
+    char *text = tg_malloc(8 * n + 1);
+    if (v && text) {
+        text[0] = 0;
+        for (size_t i = 0; i < n; i++)
+            snprintf(text + 8 * i, 9, "%08x", (unsigned)tensor_crc(v[i]));
+    }
+    tg_free(v);
+    if (!v) {
+        tg_free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The file's tensors against its checksums: TG_ERR_FORMAT naming the first
+ * tensor whose bytes changed. */
+static tg_status verify_checksums(const tg_safetensors *f)
+{
+    const char *want = tg_safetensors_metadata(f, CRC_KEY);
+    const char *format = tg_safetensors_metadata(f, "format");
+    size_t n = tg_safetensors_count(f);
+    if (!want) {
+        if (format && strcmp(format, "tilegraph") == 0)
+            fprintf(stderr,
+                    "tilegraph: note: %s has no checksums (written by an older tilegraph): its "
+                    "tensors are loaded unverified\n",
+                    tg_safetensors_name(f));
+        return TG_OK;
+    }
+    if (strlen(want) != 8 * n)
+        return tg_error(TG_ERR_FORMAT,
+                        "%s: its checksums cover %zu tensors, the file holds %zu: the file was "
+                        "edited or damaged",
+                        tg_safetensors_name(f), strlen(want) / 8, n);
+    const tg_st_tensor **v = tg_malloc((n + 1) * sizeof *v);
+    if (!v)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory", tg_safetensors_name(f));
+    for (size_t i = 0; i < n; i++)
+        v[i] = tg_safetensors_tensor(f, i);
+    qsort(v, n, sizeof *v, by_name);
+    tg_status st = TG_OK;
+    for (size_t i = 0; i < n && st == TG_OK; i++) {
+        char got[9];
+        snprintf(got, sizeof got, "%08x", (unsigned)tensor_crc(v[i]));
+        if (memcmp(got, want + 8 * i, 8) != 0)
+            st = tg_error(TG_ERR_FORMAT,
+                          "%s: tensor '%s' does not match its checksum (crc32 %s, recorded "
+                          "%.8s): its bytes changed after it was saved (a damaged disk or "
+                          "copy); load an intact copy",
+                          tg_safetensors_name(f), v[i]->name, got, want + 8 * i);
+    }
+    tg_free(v);
+    return st;
+}
+
 tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model)
 {
     return tg_checkpoint_save_meta(s, path, model, NULL, 0);
@@ -161,7 +255,7 @@ tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const c
             st = split_running_stats(s, e, prefix, &n, path);
     }
     engine_meta em;
-    tg_st_meta meta[7 + TG_CHECKPOINT_MAX_META];
+    tg_st_meta meta[8 + TG_CHECKPOINT_MAX_META];
     meta[0] = (tg_st_meta){"format", "tilegraph"};
     meta[1] = (tg_st_meta){"tilegraph_version", TG_VERSION};
     meta[2] = (tg_st_meta){"model", model ? model : ""};
@@ -171,8 +265,13 @@ tg_status tg_checkpoint_save_meta(const tg_session *s, const char *path, const c
                       n_pairs, TG_CHECKPOINT_MAX_META);
     for (size_t i = 0; st == TG_OK && i < n_pairs; i++)
         meta[n_meta++] = (tg_st_meta){kv[2 * i], kv[2 * i + 1]};
+    char *crcs = st == TG_OK ? checksums_of(list, n) : NULL;
+    if (st == TG_OK && !crcs)
+        st = tg_error(TG_ERR_NOMEM, "%s: out of memory", path);
+    meta[n_meta++] = (tg_st_meta){CRC_KEY, crcs};
     if (st == TG_OK)
         st = tg_safetensors_write(path, list, n, meta, n_meta);
+    tg_free(crcs);
     for (size_t i = 0; i < n; i++) {
         tg_free((char *)list[i].name);
         if (list[i].nbytes) /* 0: points into the entry before it */
@@ -312,11 +411,14 @@ static tg_status read_engine_meta(const tg_safetensors *f, tg_session *s, bool a
     return TG_OK;
 }
 
-/* NaN or infinity in a float tensor: the run that saved it had diverged. */
-static tg_status check_finite(const tg_safetensors *f, const tg_tensor *t, const void *data,
-                              tg_dtype saved)
+/* NaN or infinity in a float tensor: the run that saved it had diverged
+ * (unless `finite` is false: --allow-non-finite). A negative value in a
+ * second moment (Adam's exp_avg_sq, a mean of squares; `square`): the file
+ * was edited, and the run would divide by its square root. */
+static tg_status check_values(const tg_safetensors *f, const tg_tensor *t, const void *data,
+                              tg_dtype saved, bool finite, bool square)
 {
-    if (!data || !tg_dtype_is_float(saved))
+    if (!data || !tg_dtype_is_float(saved) || (!finite && !square))
         return TG_OK;
     size_t n = (size_t)tg_numel(t);
     float *tmp = tg_malloc(n * sizeof(float) + 1);
@@ -324,12 +426,21 @@ static tg_status check_finite(const tg_safetensors *f, const tg_tensor *t, const
         return tg_error(TG_ERR_NOMEM, "%s: out of memory checking '%s'", tg_safetensors_name(f),
                         t->name);
     tg_convert(data, saved, tmp, TG_F32, n);
-    size_t bad = n;
-    for (size_t i = 0; i < n && bad == n; i++)
-        if (!isfinite(tmp[i]))
+    size_t bad = n, negative = n;
+    for (size_t i = 0; i < n && bad == n && negative == n; i++) {
+        if (finite && !isfinite(tmp[i]))
             bad = i;
+        if (square && tmp[i] < 0)
+            negative = i;
+    }
     tg_status st = TG_OK;
-    if (bad < n)
+    if (negative < n)
+        st = tg_error(TG_ERR_FORMAT,
+                      "%s: tensor '%s' is an optimizer's second moment (a mean of squares) but "
+                      "holds %g at element %zu: the file was edited or damaged; load an intact "
+                      "copy, or start its optimizer again with --resume-weights-only",
+                      tg_safetensors_name(f), t->name, (double)tmp[negative], negative);
+    else if (bad < n)
         st = tg_error(TG_ERR_NUMERIC,
                       "%s: tensor '%s' holds %s at element %zu: the run that saved it diverged; "
                       "train again (a lower --lr, --loss-scaling dynamic) or pass "
@@ -354,20 +465,23 @@ typedef struct {
 /* Every saved tensor matched and checked, and the largest stored size, with
  * nothing in the session touched yet. */
 static tg_status check_tensors(const tg_safetensors *f, const tg_session *s, unsigned flags,
-                               const bool *skip, found_value *found, size_t *most);
+                               const bool *skip, const bool *square, found_value *found,
+                               size_t *most);
 
 /* The optimizer's state (moments, momentum buffers): what a weight update
- * rewrites besides its parameter, in[1 .. n_mutated-1]. Marks them in
- * `skip`; running statistics are state too but are not marked. */
-static void mark_optimizer_state(const tg_graph *g, bool *skip)
+ * rewrites besides its parameter, in[1 .. n_mutated-1]; of it, in[first ..
+ * last] (1..n: all of it; 2..2: the second moment, ADAM(param, exp_avg,
+ * exp_avg_sq, grad) as compile/precision.c reads it). Marks them in `mark`;
+ * running statistics are state too but are not marked. */
+static void mark_optimizer_state(const tg_graph *g, int first, int last, bool *mark)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *u = g->nodes[i];
         if (!tg_is_weight_update(u))
             continue;
-        for (int k = 1; k < u->n_mutated && k < u->n_in; k++)
+        for (int k = first; k < u->n_mutated && k < u->n_in && k <= last; k++)
             if (u->in[k] && u->in[k]->id >= 0 && u->in[k]->id < g->n_nodes)
-                skip[u->in[k]->id] = true;
+                mark[u->in[k]->id] = true;
     }
 }
 
@@ -376,18 +490,20 @@ static tg_status check_all(const tg_safetensors *f, const tg_session *s, unsigne
 {
     const tg_graph *g = tg_session_graph(s);
     *most = 0;
-    bool *skip = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool));
+    bool *skip = tg_calloc(2 * (size_t)g->n_nodes + 1, sizeof(bool)), *square = skip + g->n_nodes;
     if (!skip)
         return tg_error(TG_ERR_NOMEM, "%s: out of memory", tg_safetensors_name(f));
     if (flags & TG_CHECKPOINT_WEIGHTS_ONLY)
-        mark_optimizer_state(g, skip);
-    tg_status st = check_tensors(f, s, flags, skip, found, most);
+        mark_optimizer_state(g, 1, TG_MAX_INPUTS, skip);
+    mark_optimizer_state(g, 2, 2, square);
+    tg_status st = check_tensors(f, s, flags, skip, square, found, most);
     tg_free(skip);
     return st;
 }
 
 static tg_status check_tensors(const tg_safetensors *f, const tg_session *s, unsigned flags,
-                               const bool *skip, found_value *found, size_t *most)
+                               const bool *skip, const bool *square, found_value *found,
+                               size_t *most)
 {
     const tg_graph *g = tg_session_graph(s);
     for (int i = 0; i < g->n_nodes; i++) {
@@ -396,8 +512,8 @@ static tg_status check_tensors(const tg_safetensors *f, const tg_session *s, uns
             continue;
         found[i].saved = t->dtype;
         TG_TRY(match_tensor(f, t, &found[i].data, &found[i].saved, &found[i].owned));
-        if (!(flags & TG_CHECKPOINT_ALLOW_NON_FINITE))
-            TG_TRY(check_finite(f, t, found[i].data, found[i].saved));
+        TG_TRY(check_values(f, t, found[i].data, found[i].saved,
+                            !(flags & TG_CHECKPOINT_ALLOW_NON_FINITE), square[i]));
         size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(s, t));
         *most = bytes > *most ? bytes : *most;
     }
@@ -409,8 +525,8 @@ tg_status tg_checkpoint_load_ex(tg_session *s, const char *path, const char *mod
     tg_safetensors *f = NULL;
     TG_TRY(tg_safetensors_load(path, &f));
     const char *saved_model = tg_safetensors_metadata(f, "model");
-    tg_status st = TG_OK;
-    if (model && saved_model && *saved_model && strcmp(model, saved_model) != 0)
+    tg_status st = verify_checksums(f);
+    if (st == TG_OK && model && saved_model && *saved_model && strcmp(model, saved_model) != 0)
         st = tg_error(TG_ERR_CONFIG, "%s: is a checkpoint of model '%s', not '%s'", path,
                       saved_model, model);
     const tg_graph *g = tg_session_graph(s);

@@ -1,12 +1,14 @@
 /* runtime/dist.c - the MPI job: joining it, the instance index and count,
  * the per-device communicators the all-reduce uses across instances, and the
  * checks that instances agree (same program at start, same weights after
- * updates). Every MPI call of tilegraph is in this file.
+ * updates). Every MPI call of tilegraph is in this file and in
+ * dist_watch.c, which finds instances waiting in different collectives.
  *
  * The job's state is the process's, as MPI's own is: an instance is a
  * process. Device threads of one session call MPI at the same time (one
  * communicator each), hence MPI_THREAD_MULTIPLE. */
 #include "runtime/dist.h"
+#include "runtime/dist_watch.h"
 
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -49,6 +51,7 @@ struct tg_dist_group {
 };
 
 static void align_trace_clocks(void);
+static tg_status world_wait(MPI_Request *req, int64_t k);
 
 static bool under_mpirun(void)
 {
@@ -74,8 +77,10 @@ tg_status tg_dist_init(int *argc, char ***argv)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     MPI_Comm_size(host, &host_size);
     MPI_Comm_free(&host);
-    if (size > 1)
+    if (size > 1) {
         align_trace_clocks();
+        tg_dist_watch_init(MPI_COMM_WORLD, rank, size);
+    }
     if (provided < MPI_THREAD_MULTIPLE && size > 1)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "MPI: this MPI library gives thread level %d, and the devices of an "
@@ -190,8 +195,10 @@ void tg_dist_finalize(void)
 {
     if (joined) {
         tg_dist_sum_f64_finish(); /* a sum still in flight: MPI_Finalize would wait anyway */
-        if (size > 1)
+        if (size > 1) {
+            tg_dist_watch_end(); /* an instance still waiting for this one fails, not hangs */
             merge_traces();
+        }
         MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;
@@ -237,9 +244,11 @@ static tg_status sum(void *values, int n, MPI_Datatype type)
 {
     if (!tg_dist_active() || n <= 0)
         return TG_OK;
-    if (MPI_Allreduce(MPI_IN_PLACE, values, n, type, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+    MPI_Request req;
+    int64_t k = tg_dist_watch_note_world();
+    if (MPI_Iallreduce(MPI_IN_PLACE, values, n, type, MPI_SUM, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: summing %d values over the instances failed", n);
-    return TG_OK;
+    return world_wait(&req, k);
 }
 
 tg_status tg_dist_sum_i64(int64_t *values, int n)
@@ -271,7 +280,14 @@ static tg_status first_difference(const uint64_t *hashes, int n, int *k_out, int
     uint64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
-    MPI_Allgather(hashes, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD);
+    MPI_Request req;
+    int64_t c = tg_dist_watch_note_world();
+    MPI_Iallgather(hashes, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+    tg_status st = world_wait(&req, c);
+    if (st != TG_OK) {
+        tg_free(all);
+        return st;
+    }
     for (int k = 0; k < n && *k_out < 0; k++)
         for (int i = 1; i < size; i++)
             if (all[(size_t)i * (size_t)n + (size_t)k] != all[k]) {
@@ -320,7 +336,13 @@ tg_status tg_dist_agree_texts(const char *const *names, const char *const *texts
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
     snprintf(mine, sizeof mine, "%s", texts[k]);
-    MPI_Allgather(mine, AGREE_TEXT, MPI_CHAR, all, AGREE_TEXT, MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Request req;
+    int64_t c = tg_dist_watch_note_world();
+    MPI_Iallgather(mine, AGREE_TEXT, MPI_CHAR, all, AGREE_TEXT, MPI_CHAR, MPI_COMM_WORLD, &req);
+    if ((st = world_wait(&req, c)) != TG_OK) {
+        tg_free(all);
+        return st;
+    }
     all[AGREE_TEXT - 1] = all[(size_t)i * AGREE_TEXT + AGREE_TEXT - 1] = 0;
     st = tg_error(TG_ERR_CONFIG, "instances 0 and %d differ in their %s ('%s' vs '%s'): %s", i,
                   names[k], all, all + (size_t)i * AGREE_TEXT, advice);
@@ -336,8 +358,10 @@ tg_status tg_dist_agree_values(const char *const *names, const int64_t *values, 
     int64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
-    MPI_Allgather(values, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD);
-    tg_status st = TG_OK;
+    MPI_Request req;
+    int64_t c = tg_dist_watch_note_world();
+    MPI_Iallgather(values, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD, &req);
+    tg_status st = world_wait(&req, c);
     for (int k = 0; k < n && st == TG_OK; k++)
         for (int i = 1; i < size; i++) {
             int64_t v0 = all[k], vi = all[(size_t)i * (size_t)n + (size_t)k];
@@ -402,6 +426,11 @@ typedef struct request_wait {
     MPI_Request *req;
     const bool *abort;
     bool aborted;
+    /* what it waits for (dist_watch.h): past its first tests, a wait that
+     * can never finish (another instance waits elsewhere) is given up */
+    tg_wait_kind kind;
+    int64_t n;
+    bool told, stuck;
 } request_wait;
 
 /* Done, or abandoned because this instance's run was aborted (the request
@@ -416,15 +445,63 @@ static bool request_settled(void *arg)
     return done || w->aborted;
 }
 
+/* Test between yields for a millisecond: a collective of instances that
+ * are close finishes in that time; false if it did not. */
+static bool yield_briefly(request_wait *w)
+{
+    double end = tg_clock_seconds() + 1e-3;
+    while (!request_settled(w)) {
+        if (tg_clock_seconds() > end)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
 /* Test between sleeps until the request settles: `first_ns` for the first
  * 64 tests, then `later_ns`, so a waiting instance leaves the host's cores
  * to the ones it waits for (a blocking MPI call would spin). */
 static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
 {
+    /* the others are told of a wait past a tenth of a second: a slower
+     * instance's usual lag is not worth a message, a deadlock is found in
+     * about a second anyway (dist_watch.c) */
+    double tell_at = tg_clock_seconds() + 0.1;
     for (long tests = 0; !request_settled(w); tests++) {
+        if (w->kind != TG_WAIT_NONE && tests % 16 == 0 && tg_clock_seconds() > tell_at &&
+            tg_dist_watch_stuck(w->kind, w->n, &w->told)) {
+            w->stuck = w->aborted = true;
+            break;
+        }
         struct timespec ts = {0, tests < 64 ? first_ns : later_ns};
         nanosleep(&ts, NULL);
     }
+    tg_dist_watch_done(w->kind, w->n, w->told);
+}
+
+/* A collective over the job started as request *req (its number k,
+ * tg_dist_watch_note_world): waited for between sleeps, or an error if
+ * another instance waits where this one never gets. */
+static tg_status world_wait(MPI_Request *req, int64_t k)
+{
+    request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false};
+    if (!yield_briefly(&w))
+        sleep_until_settled(&w, 20000, 1000000);
+    if (w.stuck)
+        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_watch_reason());
+    return TG_OK;
+}
+
+const char *tg_dist_stuck_reason(const char *otherwise)
+{
+    const char *r = tg_dist_watch_reason();
+    return r[0] ? r : otherwise;
+}
+
+void tg_dist_note_run(void)
+{
+    if (tg_dist_active())
+        tg_dist_watch_note_run();
 }
 
 /* The sum tg_dist_sum_f64_start started, until tg_dist_sum_f64_finish. */
@@ -432,7 +509,8 @@ static struct {
     MPI_Request req;
     bool pending;
     tg_spin spin;
-} started_sum = {MPI_REQUEST_NULL, false, {0}};
+    int64_t k; /* its number among the job's collectives (dist_watch.h) */
+} started_sum = {MPI_REQUEST_NULL, false, {0}, 0};
 
 tg_status tg_dist_sum_f64_start(double *values, int n)
 {
@@ -442,6 +520,7 @@ tg_status tg_dist_sum_f64_start(double *values, int n)
         return tg_error(TG_ERR_INVALID_ARG,
                         "MPI: a sum over the instances was started before the last one finished "
                         "(tg_dist_sum_f64_finish)");
+    started_sum.k = tg_dist_watch_note_world();
     if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                        &started_sum.req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: starting a sum of %d values over the instances failed", n);
@@ -455,10 +534,12 @@ tg_status tg_dist_sum_f64_finish(void)
 {
     if (!started_sum.pending)
         return TG_OK;
-    request_wait w = {&started_sum.req, NULL, false};
+    request_wait w = {&started_sum.req, NULL, false, TG_WAIT_WORLD, started_sum.k, false, false};
     if (!tg_spin_wait(&started_sum.spin, request_settled, &w))
         sleep_until_settled(&w, 20000, 50000);
     started_sum.pending = false;
+    if (w.stuck)
+        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_watch_reason());
     return TG_OK;
 }
 
@@ -484,7 +565,7 @@ static bool yield_until_settled(request_wait *w, double seconds)
  * else is runnable on it. */
 static bool settle(tg_dist_group *g, int device, MPI_Request *req, const bool *abort)
 {
-    request_wait w = {req, abort, false};
+    request_wait w = {req, abort, false, TG_WAIT_RUN, tg_dist_watch_runs(), false, false};
     if (!tg_spin_wait(&g->spins[device], request_settled, &w) &&
         !(g->spare && yield_until_settled(&w, 1e-3)))
         sleep_until_settled(&w, 50000, 50000);
@@ -544,11 +625,14 @@ bool tg_dist_group_wait(tg_dist_group *g, int device, int part, const bool *abor
 }
 
 /* A broadcast's wait: no spinning, since instance 0 may be compiling on
- * these cores for seconds. */
-static void wait_politely(MPI_Request *req)
+ * these cores for seconds; watched as world_wait watches. */
+static tg_status wait_politely(MPI_Request *req, int64_t k)
 {
-    request_wait w = {req, NULL, false};
+    request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false};
     sleep_until_settled(&w, 20000, 1000000);
+    if (w.stuck)
+        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_watch_reason());
+    return TG_OK;
 }
 
 tg_status tg_dist_broadcast(void **data, size_t *len)
@@ -557,8 +641,9 @@ tg_status tg_dist_broadcast(void **data, size_t *len)
         return TG_OK;
     int64_t n = rank == 0 ? (*data ? (int64_t)*len : -1) : 0;
     MPI_Request req;
+    int64_t k = tg_dist_watch_note_world();
     MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
-    wait_politely(&req);
+    TG_TRY(wait_politely(&req, k));
     if (rank != 0) {
         *data = NULL;
         *len = 0;
@@ -573,8 +658,17 @@ tg_status tg_dist_broadcast(void **data, size_t *len)
     const int64_t chunk = 1 << 30; /* MPI counts are ints */
     for (int64_t at = 0; at < n; at += chunk) {
         int part = (int)(n - at < chunk ? n - at : chunk);
+        k = tg_dist_watch_note_world();
         MPI_Ibcast((char *)*data + at, part, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-        wait_politely(&req);
+        tg_status st = wait_politely(&req, k);
+        if (st != TG_OK) {
+            if (rank != 0) {
+                tg_free(*data);
+                *data = NULL;
+                *len = 0;
+            }
+            return st;
+        }
     }
     return TG_OK;
 }
@@ -615,10 +709,12 @@ tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes)
                         "MPI: %zu bytes to gather at once, more than an "
                         "MPI count holds",
                         bytes);
-    if (MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD) !=
-        MPI_SUCCESS)
+    MPI_Request req;
+    int64_t k = tg_dist_watch_note_world();
+    if (MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
+                       &req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: gathering %zu bytes from every instance failed", bytes);
-    return TG_OK;
+    return world_wait(&req, k);
 }
 
 tg_status tg_dist_sync(tg_session *s)

@@ -71,6 +71,13 @@ tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes);
  * works. A no-op outside a job. */
 tg_status tg_dist_broadcast(void **data, size_t *len);
 
+/* Count a training run of a session in the job (before its gradient
+ * exchange): the instances' waits compare these counts (dist_watch.c). */
+void tg_dist_note_run(void);
+/* Why this instance's waits were given up (another instance waits where
+ * this one never gets, or has left), or `otherwise` if they were not. */
+const char *tg_dist_stuck_reason(const char *otherwise);
+
 /* FNV-1a over bytes, continuing from h (start with TG_DIST_HASH_INIT). */
 #define TG_DIST_HASH_INIT 1469598103934665603ull
 uint64_t tg_dist_hash(uint64_t h, const void *data, size_t bytes);

@@ -32,6 +32,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "profile/profile.h"
+#include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
 #include "runtime/stream_io.h"
@@ -274,6 +275,8 @@ tg_status tg_session_run(tg_session *s)
     const tg_program *p = s->program;
     int n = p->replicas * p->n_devices;
     TG_TRY(tg_verify_begin(s));
+    if (s->dist) /* counted, so that instances running other step counts are told (dist.h) */
+        tg_dist_note_run();
     memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     /* an aborted step may have left devices counted in at a barrier */

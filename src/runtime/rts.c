@@ -166,8 +166,9 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
         return true;
     double t0 = tg_engine_now();
     if (!tg_dist_group_allgather(s->dist, c->device, send, recv, pack, &s->abort)) {
-        tg_exchange_fail(s, TG_ERR_IO,
-                         "the sharded weights' exchange across instances was abandoned");
+        tg_exchange_fail(
+            s, TG_ERR_IO,
+            tg_dist_stuck_reason("the sharded weights' exchange across instances was abandoned"));
         return false;
     }
     tg_engine_record(c, TG_EVENT_GATHER, TG_PHASE_UPDATE, it, -1, -1, t0,

@@ -70,6 +70,25 @@ static void warn_threads_once(const tg_program *p)
         fprintf(stderr, "tilegraph: warning: %s\n", p->threads_warning);
 }
 
+/* debug.allowOutOfMemory compiles a plan over capacity; running it is
+ * allowed but never silent (what it would need is in the message). */
+static void warn_over_capacity(const tg_program *p)
+{
+    if (!p->config.debug.allow_out_of_memory)
+        return;
+    if (tg_program_capacity_check(p) == TG_OK)
+        return;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", tg_error_message());
+    char *hint = strstr(why, ". Set debug.allowOutOfMemory"); /* it is set */
+    if (hint)
+        *hint = '\0';
+    fprintf(stderr,
+            "tilegraph: warning: debug.allowOutOfMemory: running a plan that does not fit (a "
+            "real device would refuse it): %s\n",
+            why);
+}
+
 /* How long waiting threads may spin: hardly at all when the run's threads
  * outnumber the free cores, since then the thread waited for is often the
  * one a spinner keeps off the CPU (core/wait.h). */
@@ -311,10 +330,12 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     }
     s->seed = cfg.seed;
     s->check_nan = cfg.debug.check_nan;
+    tg_cache_result cache = TG_CACHE_OFF;
     if (st == TG_OK) {
         TG_TRACE_SCOPE(tg_trace_channel_get("compile"), "compile")
-        st = tg_session_dist_compile(g, &cfg, &s->program);
+        st = tg_session_dist_compile(g, &cfg, &s->program, &cache);
     }
+    s->cache = (int)cache;
     tg_config_free(&cfg);
     if (st == TG_OK) {
         const tg_program *p = s->program;
@@ -327,6 +348,8 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
                           p->iterations, s->output_period);
         if (st == TG_OK)
             warn_threads_once(s->program);
+        if (st == TG_OK)
+            warn_over_capacity(s->program);
         if (st == TG_OK)
             st = allocate(s, s->program->n_threads);
         if (st == TG_OK)

@@ -29,12 +29,20 @@ tg_status tg_session_dist_options(tg_session *s, tg_config *c)
     s->replica_offset = 0;
     if (N < 2)
         return TG_OK;
-    if (R % N)
+    if (R % N) {
+        /* the multiples of N either side of R: below R there is none when R < N */
+        int below = R - R % N, above = below + N;
+        char use[64];
+        if (below > 0)
+            snprintf(use, sizeof use, "%d or %d", below, above);
+        else
+            snprintf(use, sizeof use, "%d", above);
         return tg_error(TG_ERR_CONFIG,
                         "instance %d of %d: replicationFactor (--replicas) %d is not a multiple "
                         "of the %d instances; each instance runs replicas / instances of them: "
-                        "use --replicas %d or %d",
-                        i, N, R, N, R < N ? N : R - R % N, R - R % N + N);
+                        "use --replicas %s",
+                        i, N, R, N, use);
+    }
     s->replica_offset = i * (R / N);
     char v[16];
     snprintf(v, sizeof v, "%d", N);
@@ -55,15 +63,17 @@ static tg_program *load_from_instance0(const tg_graph *g, const tg_config *c, vo
     return p;
 }
 
-tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out)
+tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out,
+                                  tg_cache_result *cache)
 {
     *out = NULL;
+    *cache = TG_CACHE_OFF; /* a program from instance 0 is no cache's */
     if (tg_dist_instances() < 2)
-        return tg_program_compile_cached_config(g, c, out, NULL);
+        return tg_program_compile_cached_config(g, c, out, cache);
     void *bytes = NULL;
     size_t len = 0;
     if (tg_dist_instance() == 0) {
-        tg_status st = tg_program_compile_cached_config(g, c, out, NULL);
+        tg_status st = tg_program_compile_cached_config(g, c, out, cache);
         if (st == TG_OK && tg_executable_serialize(*out, &bytes, &len) != TG_OK)
             bytes = NULL; /* the others compile for themselves */
         char why[512];
@@ -82,7 +92,7 @@ tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_prog
     tg_trace_end(ch);
     TG_TRY(st);
     tg_free(bytes);
-    return *out ? TG_OK : tg_program_compile_cached_config(g, c, out, NULL);
+    return *out ? TG_OK : tg_program_compile_cached_config(g, c, out, cache);
 }
 
 /* The graph as built: every node's op, type, shape, parameters, inputs and name. */

@@ -16,7 +16,8 @@ tg_status tg_session_dist_options(tg_session *s, tg_config *c);
  * (or loads it from the cache) and broadcasts the executable's bytes; an
  * instance whose graph or options differ compiles its own, and the check at
  * set-up refuses it naming the difference. */
-tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out);
+tg_status tg_session_dist_compile(const tg_graph *g, const tg_config *c, tg_program **out,
+                                  tg_cache_result *cache);
 /* After allocating: every instance must have built the same program (fails
  * naming what differs); then the communicators and staging buffers of the
  * cross-instance all-reduce. */

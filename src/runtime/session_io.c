@@ -389,6 +389,22 @@ const char *tg_session_precision(const tg_session *s, char *buf, size_t cap)
     return tg_precision_describe(&s->program->precision, buf, cap);
 }
 
+const char *tg_session_cache(const tg_session *s)
+{
+    switch ((tg_cache_result)s->cache) {
+    case TG_CACHE_LOADED:
+        return "hit (loaded, nothing compiled)";
+    case TG_CACHE_COMPILED:
+        return "miss (compiled and written)";
+    case TG_CACHE_REPLACED:
+        return "miss (the file was unusable, as warned: compiled and rewritten)";
+    case TG_CACHE_UNSAVED:
+        return "miss (compiled; not written, as warned)";
+    default:
+        return NULL;
+    }
+}
+
 int tg_session_threads(const tg_session *s)
 {
     return s->program->n_threads;

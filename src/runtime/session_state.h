@@ -96,6 +96,7 @@ struct tg_session {
     uint64_t seed;
     int64_t step;
     bool check_nan;
+    int cache;       /* tg_cache_result: what the executable cache did at create */
     int output_mode; /* tg_output_mode */
     int output_period;
     /* synchronisation for one run */

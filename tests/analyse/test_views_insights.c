@@ -109,7 +109,7 @@ static void test_mk2_limit(void)
     TG_CHECK(tiles > 0 && per_tile > 0 && fullest > 0);
     snprintf(args, sizeof args, "analyse %s insights", db);
     EXPECT(args, 0, "tiles of 624 KiB each");
-    TG_CHECK(strstr(tg_cli_output, "no memory_per_device limit") == NULL);
+    TG_CHECK(strstr(tg_cli_output, "no device memory limit") == NULL);
     tg_arena *arena = tg_arena_create(1 << 20);
     snprintf(args, sizeof args, "analyse %s insights --json", db);
     const tg_json *root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);

@@ -1,13 +1,19 @@
 /* tests/data/test_text.c - text data sets: windows and their next-token
  * targets, the held-out tail, byte and char vocabularies, the loader's
  * token steps (sync and async alike, split over instances) and BERT's
- * masking, and the errors for files that cannot make a data set. */
+ * masking, and the errors for files that cannot make a data set; both
+ * splits of a file from one read of it, with a peak of memory a few times
+ * the file, and a file of NUL bytes refused at once (issue 46, rows 14
+ * and 17). */
+#include "core/alloc.h"
 #include "core/error.h"
 #include "data/loader.h"
 #include "tg_test.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const GPL3 = "/usr/share/common-licenses/GPL-3";
 
@@ -149,6 +155,102 @@ static void test_errors(void)
     tg_dataset_destroy(ds);
 }
 
+/* This process's bytes read so far (/proc/self/io's rchar), or -1. */
+static long long bytes_read(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    long long n = -1;
+    if (f) {
+        if (fscanf(f, "rchar: %lld", &n) != 1)
+            n = -1;
+        fclose(f);
+    }
+    return n;
+}
+
+static bool same_dataset(const tg_dataset *a, const tg_dataset *b)
+{
+    const int32_t *ta, *tb, *va, *vb;
+    int64_t na = tg_dataset_tokens(a, &ta), nb = tg_dataset_tokens(b, &tb);
+    int v = tg_dataset_vocab(a, NULL, &va);
+    return na == nb && memcmp(ta, tb, (size_t)na * sizeof *ta) == 0 &&
+           v == tg_dataset_vocab(b, NULL, &vb) && (!va) == (!vb) &&
+           (!va || memcmp(va, vb, (size_t)v * sizeof *va) == 0);
+}
+
+/* Both splits from one read of the file (a file replaced between two reads
+ * trained on one text and recorded the other's vocabulary): the same data
+ * sets as opening each split, the file's bytes read once, and at most
+ * about five bytes of memory per byte of text at the peak (its bytes and
+ * the two splits' int32 tokens; the whole stream, then each split, took
+ * nine per split). */
+static void test_splits_from_one_read(void)
+{
+    char path[] = "/tmp/tg_text_XXXXXX";
+    int fd = mkstemp(path);
+    TG_CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    size_t len = 4 << 20;
+    char *text = malloc(len);
+    for (size_t i = 0; text && i < len; i++) /* UTF-8: ASCII and a two-byte letter */
+        text[i] = i % 97 == 95 ? '\xc3' : i % 97 == 96 ? '\xa9' : (char)('a' + (i * 7) % 26);
+    TG_CHECK(text && write(fd, text, len) == (ssize_t)len);
+    close(fd);
+    free(text);
+    const tg_text_tokens kinds[] = {TG_TOKENS_BYTE, TG_TOKENS_CHAR};
+    for (int k = 0; k < 2; k++) {
+        tg_text_config c = cfg_of(kinds[k], 64);
+        tg_dataset *tr = NULL, *te = NULL, *tr1 = NULL, *te1 = NULL;
+        int64_t live = tg_alloc_live_bytes();
+        tg_alloc_reset_peak();
+        long long before = bytes_read();
+        TG_CHECK_OK(tg_dataset_open_text_splits(path, &c, 0, 0, &tr, &te));
+        long long read = bytes_read() - before;
+        int64_t peak = tg_alloc_peak_bytes() - live;
+        printf("  %s tokens: %lld bytes read for a %zu-byte file, peak %.2f bytes a byte\n",
+               tg_text_tokens_name(kinds[k]), read, len, (double)peak / (double)len);
+        TG_CHECK(before < 0 || (read >= (long long)len && read < (long long)len * 3 / 2));
+        TG_CHECK(peak < (int64_t)len * 11 / 2);
+        TG_CHECK_OK(tg_dataset_open_text(path, &c, TG_SPLIT_TRAIN, 0, &tr1));
+        TG_CHECK_OK(tg_dataset_open_text(path, &c, TG_SPLIT_TEST, 0, &te1));
+        TG_CHECK(tr && te && tr1 && te1 && same_dataset(tr, tr1) && same_dataset(te, te1));
+        tg_dataset_destroy(tr);
+        tg_dataset_destroy(te);
+        tg_dataset_destroy(tr1);
+        tg_dataset_destroy(te1);
+    }
+    /* a limit applies to its split only; a failure leaves both NULL */
+    tg_text_config c = cfg_of(TG_TOKENS_BYTE, 64);
+    tg_dataset *tr = NULL, *te = NULL;
+    TG_CHECK_OK(tg_dataset_open_text_splits(path, &c, 10, 3, &tr, &te));
+    TG_CHECK(tr && te && tg_dataset_describe(tr).samples == 10 &&
+             tg_dataset_describe(te).samples == 3);
+    tg_dataset_destroy(tr);
+    tg_dataset_destroy(te);
+    c.seq_len = 1 << 20;
+    TG_CHECK(tg_dataset_open_text_splits(path, &c, 0, 0, &tr, &te) == TG_ERR_FORMAT);
+    TG_CHECK(tr == NULL && te == NULL);
+    unlink(path);
+}
+
+/* A file of NUL bytes (or of any one token) is no text: refused by the
+ * scan, before a token is stored, naming what it is. */
+static void test_one_token_refused(void)
+{
+    static char zeros[4096];
+    expect_error(zeros, sizeof zeros, TG_TOKENS_BYTE, 4, "all 4096 bytes are NUL (0x00): not text");
+    expect_error(zeros, sizeof zeros, TG_TOKENS_CHAR, 4, "all 4096 bytes are NUL");
+    char as[300];
+    memset(as, 'a', sizeof as);
+    expect_error(as, sizeof as, TG_TOKENS_BYTE, 4, "all 300 byte tokens are the same (byte 97)");
+    as[299] = 'b'; /* two tokens make a text */
+    tg_text_config c = cfg_of(TG_TOKENS_BYTE, 4);
+    tg_dataset *ds = NULL;
+    TG_CHECK_OK(tg_dataset_text_from_memory(as, sizeof as, "ab", &c, TG_SPLIT_TRAIN, 0, &ds));
+    tg_dataset_destroy(ds);
+}
+
 /* Debian's GPL-3: char vocabulary, sync and async loaders give the same
  * steps, and two instances' parts make the whole step. */
 static void test_corpus_loaders_agree(void)
@@ -272,6 +374,8 @@ int main(void)
     TG_RUN(test_windows_and_targets);
     TG_RUN(test_char_vocab);
     TG_RUN(test_errors);
+    TG_RUN(test_splits_from_one_read);
+    TG_RUN(test_one_token_refused);
     TG_RUN(test_corpus_loaders_agree);
     TG_RUN(test_masking);
     return tg_test_finish();

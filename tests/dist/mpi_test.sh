@@ -5,7 +5,7 @@
 # dividing R is refused; a killed instance ends the job within 10 s; instances
 # with different options are refused at start, naming the difference; one
 # instance compiles and the other loads; instances whose loop options
-# (--max-steps, --epochs, --train-limit, --checkpoint-every) or engine
+# (--max-steps, --epochs, --train-limit, --checkpoint-every, --save) or engine
 # options differ are refused, naming the flag and both values; the job's trace and profiles are
 # seen together; optimizer state sharded over both instances trains,
 # checkpoints and resumes as one process; a stop signal ends every instance
@@ -105,6 +105,10 @@ differ "differ in their --epochs (1 vs 2)" --epochs 2
 differ "training samples (--train-limit, or the training set's size) (400 vs 200)" --train-limit 200
 differ "--checkpoint-every in host steps (0 vs 5)" --checkpoint-every 5 --save ck.safetensors
 differ "option threadsPerDevice ('0' vs '2')" --engine-option threadsPerDevice=2
+# --save on one instance only: its save checked the weights over the job
+# while the other evaluated, each in a collective of its own, for ever
+# (issue 46, row 1)
+differ "differ in their --save (instance 0 writes the file, but every instance takes part in saving) ('not given' vs 'given')" --save one-only.safetensors
 
 # 5. kill -9 of one instance ends the job, non-zero, within 10 s
 long_job kill.log
@@ -131,6 +135,14 @@ job=$(ls tr/job-*-training.trace.json 2>/dev/null | head -1)
 [ -n "$job" ] || fail "no merged trace of the job in tr/"
 grep -q '"instance 0: host (pid' "$job" && grep -q '"instance 1: host (pid' "$job" ||
     fail "the job's trace does not hold both instances"
+# replicas that do not divide over the instances: the multiple to use, named once
+# (below R there is none when R < N: it said "use --replicas 2 or 2")
+timeout 60 $MPI $T train --replicas 1 --train-limit 64 --test-limit 16 --quiet >rep.log 2>&1 &&
+    fail "--replicas 1 over 2 instances was taken"
+grep -q "use --replicas 2\$" rep.log || fail "--replicas 1 over 2 instances: $(grep replicas rep.log | head -1)"
+timeout 60 $MPI $T train --replicas 3 --train-limit 64 --test-limit 16 --quiet >rep.log 2>&1 &&
+    fail "--replicas 3 over 2 instances was taken"
+grep -q "use --replicas 2 or 4\$" rep.log || fail "--replicas 3 over 2 instances: $(grep replicas rep.log | head -1)"
 # analyse shows the instances of a job's profiles together
 $T analyse prof instances --json >inst.json || fail "analyse instances"
 grep -q '"instance":1,"host":' inst.json && grep -q '"replicas":"1"' inst.json ||

@@ -385,6 +385,57 @@ static void test_add_errors(void)
     tg_graph_destroy(g);
 }
 
+/* Parameter groups: each named parameter's update carries its group's
+ * settings, the others group 0's; kinds and clipping must agree. */
+static void test_add_groups(void)
+{
+    small_graph s = make_graph();
+    tg_optimizer o[2] = {tg_optimizer_sgd(0.1f, 0.9f), tg_optimizer_sgd(0.02f, 0)};
+    o[0].weight_decay = 0.01f;
+    const char *names[] = {"net/fc/bias"};
+    int group[] = {1};
+    TG_CHECK_OK(tg_graph_add_optimizer_groups(s.g, o, 2, names, group, 1));
+    tg_tensor *uw =
+        check_update(s.g, "net/fc/weight/update", TG_OP_SGD_UPDATE, s.w, 3, s.gw->block);
+    tg_tensor *ub = check_update(s.g, "net/fc/bias/update", TG_OP_SGD_UPDATE, s.b, 2, -1);
+    if (uw && ub) {
+        tg_optimizer w = tg_optim_params_get(&uw->p), b = tg_optim_params_get(&ub->p);
+        TG_CHECK(w.lr.lr == 0.1f && w.momentum == 0.9f && w.weight_decay == 0.01f);
+        TG_CHECK(b.lr.lr == 0.02f && b.momentum == 0 && b.weight_decay == 0);
+    }
+    TG_CHECK(tg_graph_find(s.g, "net/fc/bias/momentum_buffer") == NULL);
+    tg_graph_destroy(s.g);
+
+    struct {
+        const char *name;
+        int group;
+        tg_optimizer second;
+        tg_status status;
+        const char *says;
+    } bad[] = {
+        {"net/fc/bias", 1, tg_optimizer_adam(0.1f), TG_ERR_INVALID_ARG, "group 1 is adam"},
+        {"net/fc/bias", 2, tg_optimizer_sgd(0.1f, 0), TG_ERR_INVALID_ARG, "there are 2 groups"},
+        {"net/fc/nothing", 1, tg_optimizer_sgd(0.1f, 0), TG_ERR_NOT_FOUND,
+         "'net/fc/nothing' (entry 0) is not a parameter"},
+        {"weight_grad", 1, tg_optimizer_sgd(0.1f, 0), TG_ERR_NOT_FOUND, "is not a parameter"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        s = make_graph();
+        tg_optimizer two[2] = {tg_optimizer_sgd(0.1f, 0), bad[k].second};
+        TG_CHECK(tg_graph_add_optimizer_groups(s.g, two, 2, &bad[k].name, &bad[k].group, 1) ==
+                 bad[k].status);
+        TG_CHECK(strstr(tg_graph_error(s.g), bad[k].says) != NULL);
+        TG_CHECK(tg_graph_find(s.g, "net/fc/weight/update") == NULL);
+        tg_graph_destroy(s.g);
+    }
+    s = make_graph();
+    tg_optimizer clip[2] = {tg_optimizer_adam(0.1f), tg_optimizer_adam(0.1f)};
+    clip[1].max_grad_norm = 1.0f;
+    TG_CHECK(tg_graph_add_optimizer_groups(s.g, clip, 2, NULL, NULL, 0) == TG_ERR_INVALID_ARG);
+    TG_CHECK(strstr(tg_graph_error(s.g), "max_grad_norm") != NULL);
+    tg_graph_destroy(s.g);
+}
+
 /* A linear warm-up scales any schedule over its first updates. */
 static void test_lr_warmup(void)
 {
@@ -414,5 +465,6 @@ int main(void)
     TG_RUN(test_add_sgd_plain);
     TG_RUN(test_add_adam);
     TG_RUN(test_add_errors);
+    TG_RUN(test_add_groups);
     return tg_test_finish();
 }

@@ -423,7 +423,7 @@ static void markdown(text *t)
 /* The passing cases when this was set; raise it as ops are added. A change
  * that makes cases skip (a reader refusing what it took) must not pass
  * quietly. */
-#define MIN_PASSING 821
+#define MIN_PASSING 824
 
 int main(int argc, char **argv)
 {

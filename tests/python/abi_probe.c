@@ -107,6 +107,7 @@ static void structs(void)
     FIELD(tg_onnx_build_config, n_inputs);
     FIELD(tg_onnx_build_config, constants);
     FIELD(tg_onnx_build_config, n_constants);
+    FIELD(tg_onnx_build_config, freeze);
     struct_end();
     STRUCT(tg_onnx_outputs);
     FIELD(tg_onnx_outputs, n_inputs);

@@ -83,6 +83,18 @@ class BlocksTest(unittest.TestCase):
             train(net(), opts(1, s), n=8)
         train(net(), opts(2, s))  # two micro-batches fill two stages
 
+    def test_strategy_naming_no_stages(self):
+        """PipelinedExecution() (PopTorch's default AutoStage): blocks naming
+        no devices get a stage each, so 2 micro-batches cannot fill the 4,
+        and 4 give the one-device losses; ShardedExecution() the same."""
+        with self.assertRaisesRegex(TilegraphError, "over 4 stages"):
+            train(net(), opts(2, poptorch.PipelinedExecution()))
+        single, _ = train(net(), opts(4))
+        piped, _ = train(net(), opts(4, poptorch.PipelinedExecution()))
+        sharded, _ = train(net(), opts(4, poptorch.ShardedExecution()))
+        self.assertTrue(torch.allclose(single, piped, atol=1e-5))
+        self.assertTrue(torch.allclose(single, sharded, atol=1e-5))
+
     def test_pipelined_and_sharded_match_one_device(self):
         single, _ = train(net(), opts(4))
         piped, _ = train(net(), opts(4, poptorch.PipelinedExecution("B1", "B2", "B3", "B4")))
@@ -264,6 +276,160 @@ class BlocksTest(unittest.TestCase):
 
         with self.assertRaisesRegex(ValueError, "Block \"B2\".*no torch.nn.Module"):
             train(NoModule(), opts(2, poptorch.PipelinedExecution("B1", "B2")))
+
+
+class GrandparentCall(nn.Module):
+    """nanoGPT's shape: transformer.h, a ModuleList, called from the model's own forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.transformer = nn.ModuleDict({"h": nn.ModuleList([nn.Linear(8, 8) for _ in range(4)])})
+        self.head = nn.Linear(8, 3)
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x, y):
+        for layer in self.transformer.h:
+            x = torch.relu(layer(x))
+        o = self.head(x)
+        return o, self.loss(o, y)
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention, its causal mask a registered float buffer."""
+
+    def __init__(self, d, heads, seq):
+        super().__init__()
+        self.c_attn, self.c_proj, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for z in self.c_attn(x).split(c, dim=2))
+        att = (q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        y = torch.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, d, heads, seq):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(d), CausalSelfAttention(d, heads, seq), nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class NanoGPT(nn.Module):
+    """nanoGPT's structure: transformer.h, a ModuleList, run from the model's forward."""
+
+    def __init__(self, vocab=16, d=16, heads=2, seq=8, layers=4):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, d), wpe=nn.Embedding(seq, d),
+            h=nn.ModuleList([NanoBlock(d, heads, seq) for _ in range(layers)]), ln_f=nn.LayerNorm(d)))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(idx.size(1)))
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))
+        return logits, nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+class AnySubmoduleTest(unittest.TestCase):
+    def test_nanogpt_pipelined_by_transformer_h(self):
+        """issue 41: BeginBlock(transformer.h[i]) over four devices trains as
+        PyTorch does, and each block's causal-mask buffer stays as it was."""
+        import copy
+        from tilegraph._lib import lib
+        torch.manual_seed(0)
+        m = NanoGPT()
+        ref = copy.deepcopy(m)
+        for i in range(1, 4):
+            poptorch.BeginBlock(m.transformer.h[i], ipu_id=i)
+        o = poptorch.Options()
+        o.Training.gradientAccumulation(4)
+        tm = poptorch.trainingModel(m, o, torch.optim.SGD(m.parameters(), lr=0.1))
+        opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        idx, targets = torch.randint(0, 16, (8, 8)), torch.randint(0, 16, (8, 8))
+        for _ in range(3):
+            tm(idx, targets)
+            opt.zero_grad()
+            ref(idx, targets)[1].backward()
+            opt.step()
+        self.assertEqual(lib.tg_session_devices(tm._handle), 4)
+        got, want = m.state_dict(), ref.state_dict()
+        for k, v in want.items():
+            self.assertLess((got[k] - v).abs().max().item(), 1e-6, k)
+        for i in range(4):
+            self.assertTrue(torch.equal(got[f"transformer.h.{i}.attn.bias"],
+                                        torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8)))
+
+    def test_begin_block_on_a_module_called_from_its_grandparent(self):
+        """issue 41: BeginBlock(transformer.h[i]) pipelines over the devices
+        and trains as the single-device model does."""
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+        results = []
+        for blocks in (False, True):
+            torch.manual_seed(1)
+            m = GrandparentCall()
+            if blocks:
+                poptorch.BeginBlock(m.transformer.h[1], ipu_id=1)
+                poptorch.BeginBlock(m.transformer.h[3], ipu_id=2)
+            o = poptorch.Options()
+            o.Training.gradientAccumulation(4)
+            tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+            losses = torch.cat([tm(x, y)[1] for _ in range(2)])
+            results.append((losses, m.head.weight.detach().clone()))
+            from tilegraph._lib import lib
+            self.assertEqual(lib.tg_session_devices(tm._handle), 3 if blocks else 1)
+        self.assertTrue(torch.allclose(results[0][0], results[1][0], atol=1e-6))
+        self.assertTrue(torch.allclose(results[0][1], results[1][1], atol=1e-6))
+
+    def test_auto_stage_strategies(self):
+        """PipelinedExecution() and PipelinedExecution(AutoStage.X) stage the
+        blocks by their ipu ids, as PopTorch's default does."""
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+        from tilegraph._lib import lib
+        losses = []
+        for strategy in (poptorch.PipelinedExecution(),
+                         poptorch.PipelinedExecution(poptorch.AutoStage.SameAsIpu),
+                         poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement)):
+            torch.manual_seed(1)
+            m = GrandparentCall()
+            poptorch.BeginBlock(m.transformer.h[0], ipu_id=0)
+            poptorch.BeginBlock(m.transformer.h[2], ipu_id=1)
+            o = poptorch.Options().setExecutionStrategy(strategy)
+            o.Training.gradientAccumulation(4)
+            tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+            losses.append(tm(x, y)[1])
+            self.assertEqual(lib.tg_session_devices(tm._handle), 2)
+        self.assertTrue(all(torch.equal(losses[0], v) for v in losses))
+        torch.manual_seed(1)
+        m = GrandparentCall()
+        poptorch.BeginBlock(m.transformer.h[0], ipu_id=1)
+        poptorch.BeginBlock(m.transformer.h[2], ipu_id=0)
+        o = poptorch.Options().setExecutionStrategy(
+            poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement))
+        o.Training.gradientAccumulation(4)
+        tm = poptorch.trainingModel(m, o, poptorch.optim.SGD(m.parameters(), lr=0.1))
+        with self.assertRaisesRegex(TilegraphError, "AutoIncrement.*on devices \\[1, 0\\]"):
+            tm(x, y)
+
+    def test_errors_name_the_users_modules(self):
+        """No error names the package's wrapper ('m.' or '/m/')."""
+        from tilegraph._lib import user_names
+        self.assertEqual(user_names("split point 'm.encoder.layer.1', node '/m/head/Gemm', "
+                                    "'m/cross_entropy' in 'model.onnx'"),
+                         "split point 'encoder.layer.1', node '/head/Gemm', "
+                         "'cross_entropy' in 'model.onnx'")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ with the weights of one process with replicationFactor 4: the DataLoader
 gives each instance its replicas' samples of every host batch (shuffled, in
 one process's order) and the library sums the gradients over the instances
 in replica order, even when the instances' torch seeds differ. Also: an exception in one instance ends the job, non-zero,
-within seconds.
+within seconds; instances that run different numbers of steps (issue 46,
+row 2) end the job with an error naming both instances and where each
+waits, instead of waiting for each other for ever.
 """
 import os
 import shutil
@@ -23,7 +25,7 @@ sys.path.insert(0, sys.argv[2])
 import torch
 from tg_pytest import WithLoss, net, poptorch
 
-def main(out, fail, reseed):
+def main(out, fail, reseed, unequal):
     torch.manual_seed(3)
     x = torch.randn(192, 1, 8, 8)
     y = torch.randint(0, 5, (192,))
@@ -39,11 +41,13 @@ def main(out, fail, reseed):
         if fail and poptorch.dist.instance() == 1 and step == 1:
             raise RuntimeError("instance 1 fails on purpose")
         tm(xb, yb)
+    if unequal and poptorch.dist.instance() == 1:  # one step more than instance 0
+        tm(xb, yb)
     tm.copyWeightsToHost()
     if poptorch.dist.instance() == 0:
         torch.save(m.state_dict(), out)
 
-main(sys.argv[1], "fail" in sys.argv[3:], "reseed" in sys.argv[3:])
+main(sys.argv[1], "fail" in sys.argv[3:], "reseed" in sys.argv[3:], "unequal" in sys.argv[3:])
 '''
 
 
@@ -100,6 +104,14 @@ class DistTest(unittest.TestCase):
         self.assertIn("instance 1 fails on purpose", r.stderr)
         self.assertIn("instance 1 of 2 failed", r.stderr)
         self.assertLess(time.time() - start, 60)
+
+    def test_instances_running_other_step_counts_fail_not_hang(self):
+        # the subprocess timeout is the hang's bound: it used to spin for ever
+        r = self.run_script(os.path.join(self.dir, "unequal.pt"), True, "unequal")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("instance 0 has ended after", r.stderr)
+        self.assertIn("waits in the gradient exchange of its training run", r.stderr)
+        self.assertIn("same number of times", r.stderr)
 
 
 if __name__ == "__main__":

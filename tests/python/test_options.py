@@ -22,6 +22,12 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual(o.values["numIOTiles"], "32")
         self.assertEqual(o.values["availableMemoryProportion"], "0.3")
 
+    def test_enums_print_their_names(self):
+        # as PopTorch's print (Python 3.11's IntEnum would print the number)
+        self.assertEqual(str(poptorch.OutputMode.All), "OutputMode.All")
+        self.assertEqual(f"{poptorch.DataLoaderMode.Async}", "DataLoaderMode.Async")
+        self.assertEqual(int(poptorch.OutputMode.All), 2)
+
     def test_every_n_and_strategy(self):
         o = poptorch.Options().outputMode(poptorch.OutputMode.EveryN, 3)
         self.assertEqual((o.values["outputMode"], o.values["outputReturnPeriod"]), ("everyN", "3"))

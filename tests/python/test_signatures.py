@@ -285,8 +285,23 @@ class SignaturesTest(unittest.TestCase):
             def forward(self, x):
                 return {"logits": self.fc(x)}
 
-        with self.assertRaisesRegex(ValueError, r"output is a dict; return the tensors as a tuple"):
-            poptorch.inferenceModel(DictOut())(mixer_data()[0])
+        # a dict comes back as a dict (Hugging Face's ModelOutput as its class:
+        # test_hf_models.py)
+        d = DictOut()
+        out = poptorch.inferenceModel(d)(mixer_data()[0])
+        self.assertEqual(list(out), ["logits"])
+        self.assertTrue(torch.allclose(out["logits"], d(mixer_data()[0])["logits"], atol=1e-6))
+
+        class NameOut(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 3)
+
+            def forward(self, x):
+                return {"logits": self.fc(x), "name": "fc"}
+
+        with self.assertRaisesRegex(ValueError, r"output.name is str, not a tensor"):
+            poptorch.inferenceModel(NameOut())(mixer_data()[0])
 
         class TwoScalars(nn.Module):
             def __init__(self):

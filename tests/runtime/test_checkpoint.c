@@ -1,10 +1,15 @@
 /* tests/runtime/test_checkpoint.c - checkpoints: a round trip restores
  * weights, optimizer state and the update counter exactly; a corrupt,
  * mismatched or missing file is an error that changes nothing, and so is
- * running out of memory at any allocation of a save or a load. */
+ * running out of memory at any allocation of a save or a load; a flipped
+ * data bit is refused naming the tensor (each tensor's CRC-32 is in the
+ * metadata), a checkpoint without checksums still loads, and a negative
+ * second moment is refused naming it (issue 46, row 13). */
 #include "tg_test.h"
 
 #include "core/alloc.h"
+#include "core/error.h"
+#include "data/safetensors.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/models.h"
@@ -164,6 +169,118 @@ static void test_bad_files_change_nothing(void)
     tg_model_graph_destroy(&md);
 }
 
+/* The file `path` re-written through the safetensors writer without its
+ * checksums (as tilegraph wrote checkpoints before them), with `edit`
+ * applied to the tensors' copies first (may be NULL). */
+static void rewrite_unsigned(const char *path, const char *to, void (*edit)(tg_st_tensor *, size_t))
+{
+    tg_safetensors *f = NULL;
+    TG_CHECK_OK(tg_safetensors_load(path, &f));
+    if (!f)
+        return;
+    size_t n = tg_safetensors_count(f), m = tg_safetensors_metadata_count(f), k = 0;
+    tg_st_tensor *t = calloc(n + 1, sizeof *t);
+    tg_st_meta *meta = calloc(m + 1, sizeof *meta);
+    for (size_t i = 0; i < n; i++) {
+        t[i] = *tg_safetensors_tensor(f, i);
+        void *copy = malloc(t[i].nbytes + 1);
+        memcpy(copy, t[i].data, t[i].nbytes);
+        t[i].data = copy;
+    }
+    for (size_t i = 0; i < m; i++)
+        if (strcmp(tg_safetensors_metadata_at(f, i)->key, "tilegraph_crc32") != 0)
+            meta[k++] = *tg_safetensors_metadata_at(f, i);
+    TG_CHECK(k == m - 1); /* the checksums were there */
+    if (edit)
+        edit(t, n);
+    TG_CHECK_OK(tg_safetensors_write(to, t, n, meta, k));
+    for (size_t i = 0; i < n; i++)
+        free((void *)t[i].data);
+    free(t);
+    free(meta);
+    tg_safetensors_destroy(f);
+}
+
+static void negative_second_moment(tg_st_tensor *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strstr(t[i].name, "exp_avg_sq") && t[i].dtype == TG_ST_F32) {
+            float v = -1e-6f;
+            memcpy((char *)t[i].data + 4, &v, sizeof v); /* element 1 */
+            return;
+        }
+}
+
+static void test_checksums_and_second_moments(void)
+{
+    tg_model_graph ma, mc, md;
+    tg_session *a = trained(&ma, "mnist-pipeline", 2), *c = trained(&mc, "mnist-pipeline", 0);
+    tg_session *d = trained(&md, "mnist-pipeline", 0);
+    char good[128], bad[128];
+    snprintf(good, sizeof good, "%s/signed.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/flipped.safetensors", dir);
+    TG_CHECK_OK(tg_checkpoint_save(a, good, "mnist-pipeline"));
+    size_t len = 0;
+    char *bytes = tg_test_read_file(good, &len);
+    tg_safetensors *f = NULL;
+    TG_CHECK(bytes && tg_safetensors_parse(bytes, len, "signed", &f) == TG_OK);
+    size_t n = f ? tg_safetensors_count(f) : 0;
+    TG_CHECK(n > 3);
+    /* the parser copies the data: the tensors tile it from its start, which
+     * follows the 8-byte length and the header */
+    const char *base = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!base || (const char *)tg_safetensors_tensor(f, i)->data < base)
+            base = tg_safetensors_tensor(f, i)->data;
+    size_t hlen = 0;
+    for (int i = 7; bytes && i >= 0; i--)
+        hlen = hlen << 8 | (unsigned char)bytes[i];
+    /* one bit of the first, a middle and the last tensor's data, in turn */
+    size_t picks[3] = {0, n / 2, n ? n - 1 : 0};
+    for (int k = 0; k < 3 && f; k++) {
+        const tg_st_tensor *e = tg_safetensors_tensor(f, picks[k]);
+        size_t at = 8 + hlen + (size_t)((const char *)e->data - base) + e->nbytes / 2;
+        TG_CHECK(at < len);
+        bytes[at] ^= 0x10;
+        FILE *out = fopen(bad, "wb");
+        TG_CHECK(out && fwrite(bytes, 1, len, out) == len);
+        if (out)
+            fclose(out);
+        bytes[at] ^= 0x10;
+        char want[300];
+        snprintf(want, sizeof want, "tensor '%s' does not match its checksum", e->name);
+        TG_CHECK(tg_checkpoint_load(c, bad, "mnist-pipeline") == TG_ERR_FORMAT);
+        if (!strstr(tg_error_message(), want) || !strstr(tg_error_message(), "flipped"))
+            tg_test_fail(__FILE__, __LINE__, "want \"%s\" in: %s", want, tg_error_message());
+    }
+    TG_CHECK(same_state(c, d)); /* refused before anything was copied */
+    tg_safetensors_destroy(f);
+    free(bytes);
+    /* a checkpoint without checksums (an older tilegraph's) loads, with a note */
+    snprintf(bad, sizeof bad, "%s/unsigned.safetensors", dir);
+    rewrite_unsigned(good, bad, NULL);
+    TG_CHECK_OK(tg_checkpoint_load(c, bad, "mnist-pipeline"));
+    TG_CHECK(same_state(a, c));
+    /* a negative exp_avg_sq is refused, named, whatever the checksums say */
+    rewrite_unsigned(good, bad, negative_second_moment);
+    TG_CHECK(tg_checkpoint_load(d, bad, "mnist-pipeline") == TG_ERR_FORMAT);
+    TG_CHECK(strstr(tg_error_message(), "exp_avg_sq' is an optimizer's second moment") &&
+             strstr(tg_error_message(), "at element 1"));
+    tg_model_graph me;
+    tg_session *e = trained(&me, "mnist-pipeline", 0);
+    TG_CHECK(same_state(d, e));
+    /* ... but not when only the weights are loaded (the moments start again) */
+    TG_CHECK_OK(tg_checkpoint_load_ex(d, bad, "mnist-pipeline", TG_CHECKPOINT_WEIGHTS_ONLY));
+    tg_session_destroy(a);
+    tg_session_destroy(c);
+    tg_session_destroy(d);
+    tg_session_destroy(e);
+    tg_model_graph_destroy(&ma);
+    tg_model_graph_destroy(&mc);
+    tg_model_graph_destroy(&md);
+    tg_model_graph_destroy(&me);
+}
+
 /* Each allocation of a save, then of a load, failed in turn (N being what
  * a clean one asks for): TG_ERR_NOMEM with a message, nothing leaked, the
  * file on disk still the last good one, the loading session unchanged. */
@@ -219,6 +336,7 @@ int main(void)
     TG_RUN(test_round_trip);
     TG_RUN(test_lamb_round_trip_resumes_exactly);
     TG_RUN(test_bad_files_change_nothing);
+    TG_RUN(test_checksums_and_second_moments);
     TG_RUN(test_allocation_failures_change_nothing);
     tg_test_remove_dir(dir);
     return tg_test_finish();

@@ -13,7 +13,7 @@
 static char tmpdir[256];
 
 #define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
-#define OVER "compile --model mnist-pipeline --memory-per-device 1000000"
+#define OVER "compile --model mnist-pipeline --batch-size 40 --memory-per-device 1000000"
 
 static void test_out_of_memory_remedies(void)
 {
@@ -62,7 +62,8 @@ static void test_remedies_in_profile(void)
     snprintf(args, sizeof args, "report %s/p -o %s/r.html", tmpdir, tmpdir);
     EXPECT(args, 0, "");
     /* a plan that fits has no remedies to keep, and its view says nothing of them */
-    snprintf(args, sizeof args, "compile --model mnist-pipeline --profile-dir %s/q", tmpdir);
+    snprintf(args, sizeof args, "compile --model mnist-pipeline --batch-size 40 --profile-dir %s/q",
+             tmpdir);
     EXPECT(args, 0, "(0 remedies)");
     snprintf(args, sizeof args, "analyse %s/q insights", tmpdir);
     EXPECT(args, 0, "time: the profile holds no execution trace");

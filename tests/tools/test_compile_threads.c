@@ -17,13 +17,13 @@ static char tmpdir[256];
 
 static void test_threads_reported(void)
 {
-    EXPECT("compile --model mnist-pipeline --threads 1", 0,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --threads 1", 0,
            "threads: 1 per device (threadsPerDevice;");
     TG_CHECK(strstr(tg_cli_output, "warning:") == NULL);
-    EXPECT("compile --model mnist-pipeline", 0, "per device (default: ");
+    EXPECT("compile --model mnist-pipeline --batch-size 40", 0, "per device (default: ");
     tg_arena *a = tg_arena_create(1 << 16);
-    const tg_json *j =
-        tg_cli_json(tmpdir, a, "compile --model mnist-pipeline --json", __FILE__, __LINE__);
+    const tg_json *j = tg_cli_json(
+        tmpdir, a, "compile --model mnist-pipeline --batch-size 40 --json", __FILE__, __LINE__);
     const tg_json *t = j ? tg_json_get(j, "threads") : NULL;
     TG_CHECK(t != NULL);
     if (t) {
@@ -40,7 +40,8 @@ static void test_oversubscription_warned(void)
 {
     char args[128], want[96];
     int cores = tg_cpu_count();
-    snprintf(args, sizeof args, "compile --model mnist-pipeline --threads %d", cores * 2);
+    snprintf(args, sizeof args, "compile --model mnist-pipeline --batch-size 40 --threads %d",
+             cores * 2);
     snprintf(want, sizeof want, "x %d threads = %d threads, but this process may use %d core",
              cores * 2, cores * 2, cores);
     EXPECT(args, 0, want);

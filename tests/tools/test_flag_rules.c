@@ -76,11 +76,12 @@ static void test_flag_column_is_taken(void)
 /* item 12: flags that cannot apply are errors naming the flag and why */
 static void test_flags_that_cannot_apply(void)
 {
-    EXPECT("compile --model mnist-pipeline --target-description td.json", 2,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --target-description td.json", 2,
            "--target-description describes a tile processor and applies with --target mk2 "
            "only (the target is 'cpu')");
-    EXPECT("compile --model mnist-pipeline --target cpu --target-description td.json", 2,
-           "add --target mk2");
+    EXPECT(
+        "compile --model mnist-pipeline --batch-size 40 --target cpu --target-description td.json",
+        2, "add --target mk2");
     EXPECT("train --model mnist-pipeline --loss mse --train-limit 40 --quiet", 1,
            "--loss applies to ONNX models");
     TG_CHECK(strstr(tg_cli_output, "mnist-pipeline brings its own loss") != NULL);
@@ -88,13 +89,14 @@ static void test_flags_that_cannot_apply(void)
            "pipelineSchedule 1f1b (--schedule) orders the stages of a pipeline and cannot "
            "apply with executionStrategy single");
     TG_CHECK(strstr(tg_cli_output, "test accuracy") == NULL);
-    EXPECT("compile --model mnist-pipeline --strategy sharded --schedule 1f1b", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --strategy sharded --schedule 1f1b", 1,
            "cannot apply with executionStrategy sharded");
     /* where it applies it still works, and the default schedule is no error */
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 4 "
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --strategy pipelined "
+           "--gradient-accumulation 4 "
            "--schedule 1f1b",
            0, "4 devices");
-    EXPECT("compile --model mnist-pipeline --strategy sharded", 0, "devices");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --strategy sharded", 0, "devices");
 }
 
 static long file_size(const char *path)
@@ -155,7 +157,8 @@ static void test_executable_example(void)
         tg_test_fail(__FILE__, __LINE__, "train did not load fb.tgx:\n%s", buf);
     TG_CHECK(file_size(exe) == before);
     /* compile takes train's training flags, and they reach the program */
-    EXPECT("compile --model fashion-basic --optimizer sgd --lr 0.01 --momentum 0.9 --nesterov "
+    EXPECT("compile --model fashion-basic --batch-size 40 --optimizer sgd --lr 0.01 --momentum 0.9 "
+           "--nesterov "
            "--weight-decay 0.001 --max-grad-norm 1",
            0, "fashion-basic");
     /* training flags other than the defaults give the same program too */
@@ -180,8 +183,9 @@ static void test_executable_example(void)
     }
     if (strstr(buf, "warning") || !strstr(buf, "test accuracy"))
         tg_test_fail(__FILE__, __LINE__, "train did not load fl.tgx:\n%s", buf);
-    EXPECT("compile --model mnist-pipeline --loss mse", 2, "--loss applies to ONNX models");
-    EXPECT("compile --model mnist-pipeline --output-return-period 2", 2,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --loss mse", 2,
+           "--loss applies to ONNX models");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --output-return-period 2", 2,
            "add --output-mode everyN");
     /* item 28: bytes after the program's end are not "truncated" */
     FILE *x = fopen(exe, "ab");
@@ -191,9 +195,11 @@ static void test_executable_example(void)
     snprintf(cmd, sizeof cmd, "compile --model fashion-basic --batch-size 32 --executable %s", exe);
     EXPECT(cmd, 0, "4 bytes follow its end");
     TG_CHECK(strstr(tg_cli_output, "truncated") == NULL);
-    EXPECT("compile --model fashion-basic --lr-schedule cosine", 2, "give --train-limit N");
-    EXPECT("compile --model fashion-basic --lr-schedule cosine --epochs 3 --train-limit 320", 0,
-           "fashion-basic");
+    EXPECT("compile --model fashion-basic --batch-size 40 --lr-schedule cosine", 2,
+           "give --train-limit N");
+    EXPECT("compile --model fashion-basic --batch-size 40 --lr-schedule cosine --epochs 3 "
+           "--train-limit 320",
+           0, "fashion-basic");
 }
 
 static void write_file(const char *name, const char *data, size_t n)
@@ -212,20 +218,23 @@ static void test_options_refused(void)
     EXPECT(TRAIN "--engine-option trace.enable=true --engine-option trace.channels=nosuch", 1,
            "option 'trace.channels': 'nosuch' is not one of compile|engine|data|comms|*");
     EXPECT(TRAIN "--engine-option trace.channels=engine", 0, "test accuracy");
-    EXPECT("compile --model mnist-pipeline --split ',,,,'", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --split ',,,,'", 1,
            "option 'split': ',,,,' has an empty name");
-    EXPECT("compile --model mnist-pipeline --split 'layer2,,layer3'", 1, "has an empty name");
-    EXPECT("compile --model mnist-pipeline --split 'layer2,'", 1, "has an empty name");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --split 'layer2,,layer3'", 1,
+           "has an empty name");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --split 'layer2,'", 1,
+           "has an empty name");
     /* "\u0000" in a JSON string, and a raw NUL in the file */
     const char escaped[] = "{\"replicationFactor\": 1, \"split\": \"layer2\\u0000layer3\"}";
     write_file("nul_escape.json", escaped, sizeof escaped - 1);
     char args[1024];
-    snprintf(args, sizeof args, "compile --model mnist-pipeline --options %s/nul_escape.json",
-             tmpdir);
+    snprintf(args, sizeof args,
+             "compile --model mnist-pipeline --batch-size 40 --options %s/nul_escape.json", tmpdir);
     EXPECT(args, 1, "option 'split': its string holds a NUL character");
     const char raw[] = "{\"replicationFactor\": 1}\0{\"split\": \"layer2\"}";
     write_file("nul_raw.json", raw, sizeof raw - 1);
-    snprintf(args, sizeof args, "compile --model mnist-pipeline --options %s/nul_raw.json", tmpdir);
+    snprintf(args, sizeof args,
+             "compile --model mnist-pipeline --batch-size 40 --options %s/nul_raw.json", tmpdir);
     EXPECT(args, 1, "holds a NUL byte at offset 24");
 }
 

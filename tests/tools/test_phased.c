@@ -45,14 +45,14 @@ static void test_phases_over_several_devices(void)
     snprintf(args, sizeof args, TRAIN "--save %s/one.safetensors", tmpdir);
     EXPECT(args, 0, "saved:");
     TG_CHECK(tg_cli_same_file(tmpdir, "one.safetensors", "two.safetensors"));
-    EXPECT("compile --model mnist-pipeline " PHASED "--devices 4 --offload all", 0,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PHASED "--devices 4 --offload all", 0,
            "phases: 4 run one after another on 4 devices");
     TG_CHECK(strstr(tg_cli_output, "      3       3 ") != NULL); /* phase 3 on device 3 */
-    EXPECT("compile --model mnist-pipeline --phases \"B1,B2|B3,B4\" --devices 3", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases \"B1,B2|B3,B4\" --devices 3", 1,
            "each device needs a phase of its own");
     /* phases from the blocks, no --phases: spread too (an empty spec once
      * read as device 0 for every phase) */
-    EXPECT("compile --model mnist-pipeline --strategy phased --devices 2", 0,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --strategy phased --devices 2", 0,
            "phases: 4 run one after another on 2 devices");
     TG_CHECK(strstr(tg_cli_output, "      3       1 ") != NULL);
 }
@@ -110,21 +110,24 @@ static void test_parallel_ipu_resnet18(void)
  * are refused by name. */
 static void test_parallel_ipu_compile_and_refusals(void)
 {
-    EXPECT("compile --model mnist-pipeline " PARALLEL "--offload all", 0,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PARALLEL "--offload all", 0,
            "phases: 4 alternate over 2 devices (ParallelIPU");
     TG_CHECK(strstr(tg_cli_output, "      2       0 ") != NULL); /* phase 2 on device 0 */
     TG_CHECK(strstr(tg_cli_output, "      3       1 ") != NULL); /* phase 3 on device 1 */
-    EXPECT("compile --model mnist-pipeline --phases \"B1|B2@0|B3|B4\" "
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases \"B1|B2@0|B3|B4\" "
            "--phased-execution-type ParallelIPU",
            1, "phase 1 names device 0, but phasedExecutionType ParallelIPU runs even phases");
-    EXPECT("compile --model mnist-pipeline " PARALLEL "--devices 4", 1, "give --devices 2 or none");
-    EXPECT("compile --model mnist-pipeline --phases \"B1,B2,B3,B4\" "
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PARALLEL "--devices 4", 1,
+           "give --devices 2 or none");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases \"B1,B2,B3,B4\" "
            "--phased-execution-type ParallelIPU",
            1, "give two or more");
-    EXPECT("compile --model mnist-pipeline " PARALLEL "--phased-execution-type DoubleIPU", 1,
-           "DoubleIPU");
-    EXPECT("compile --model mnist-pipeline --phases auto --phased-execution-type ParallelIPU", 1,
-           "automatic phases give each device consecutive phases (SingleIPU)");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PARALLEL
+           "--phased-execution-type DoubleIPU",
+           1, "DoubleIPU");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases auto --phased-execution-type "
+           "ParallelIPU",
+           1, "automatic phases give each device consecutive phases (SingleIPU)");
 }
 
 /* BERT-large (335 M parameters, 1.25 GiB of f32 weights) on mk2: out of
@@ -182,25 +185,26 @@ static void test_resnet50_trains_phased_on_a_device_smaller_than_its_weights(voi
 
 static void test_compile_shows_streaming_memory_and_phases(void)
 {
-    EXPECT("compile --model mnist-pipeline " PHASED "--offload weights,optimizer", 0,
-           "Memory per phase");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PHASED "--offload weights,optimizer",
+           0, "Memory per phase");
     TG_CHECK(tg_cli_row_bytes(tg_cli_output, "\n  weights ") == 0);
     double host = tg_cli_row_bytes(tg_cli_output, "offloaded to host");
-    EXPECT("compile --model mnist-pipeline", 0, "Memory per device");
+    EXPECT("compile --model mnist-pipeline --batch-size 40", 0, "Memory per device");
     double weights = tg_cli_row_bytes(tg_cli_output, "\n  weights ");
     TG_CHECK(weights > 300 * 1024 && host >= weights);
-    EXPECT("compile --model mnist-pipeline " PHASED "--offload weights --json", 0,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PHASED "--offload weights --json", 0,
            "\"offloaded_bytes\"");
 }
 
 static void test_what_cannot_apply_is_refused(void)
 {
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --phases \"B1|B2\"", 1,
-           "drop --phases, or use --strategy phased");
-    EXPECT("compile --model mnist-pipeline " PHASED "--stages \"B1|B2\"", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --strategy pipelined --phases \"B1|B2\"",
+           1, "drop --phases, or use --strategy phased");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 " PHASED "--stages \"B1|B2\"", 1,
            "give the blocks per phase with --phases");
-    EXPECT("compile --model mnist-pipeline --offload wieghts", 1, "'wieghts' is not a kind");
-    EXPECT("compile --model mnist-pipeline --phases \"B1|B9\"", 1, "B9");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --offload wieghts", 1,
+           "'wieghts' is not a kind");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases \"B1|B9\"", 1, "B9");
 }
 
 int main(void)

@@ -45,26 +45,28 @@ static void test_bert_large_fits_on_mk2(void)
 
 static void test_fits_on_chip_offloads_nothing(void)
 {
-    EXPECT("compile --model mnist-pipeline --phases auto --devices 2", 0,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases auto --devices 2", 0,
            "\nphases auto: B1@0|B2@0|B3@0|B4@0 (1 device, --offload none)\n  off chip: nothing;");
     TG_CHECK(tg_cli_row_bytes(tg_cli_output, "  offloaded to host") == 0);
 }
 
 static void test_cannot_fit_says_so(void)
 {
-    EXPECT("compile --model mnist-pipeline --phases auto --devices 2 --memory-per-device 1000000",
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases auto --devices 2 "
+           "--memory-per-device 1000000",
            1,
            "phases auto: no phased plan of the model's 4 blocks over up to 2 devices fits: the "
            "plan that needs least, ");
     TG_CHECK(strstr(tg_cli_output, "device 0 needs ") != NULL); /* the plan's own figure */
     /* compiled anyway on request: the plan that needs least, said so */
-    EXPECT("compile --model mnist-pipeline --phases auto --devices 2 --memory-per-device 1000000 "
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases auto --devices 2 "
+           "--memory-per-device 1000000 "
            "--engine-option debug.allowOutOfMemory=true",
            0, "none fits: the one that needs least, compiled anyway (debug.allowOutOfMemory)");
     /* a plan over its devices names phases auto among its remedies, with its figure */
-    EXPECT("compile --model mnist-pipeline --memory-per-device 3000000", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --memory-per-device 3000000", 1,
            "phased, the compiler's plan (phases auto)  3.22 MiB -> ");
-    EXPECT("compile --model mnist-pipeline --phases auto --split layer2", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --phases auto --split layer2", 1,
            "phases auto with split \"layer2\": automatic phases choose among the model's blocks");
 }
 

@@ -17,7 +17,8 @@ static char tmpdir[256];
 #define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
 
 #define COMPILE                                                                                    \
-    "compile --model mnist-pipeline --stages auto --devices 2 --gradient-accumulation 16 "         \
+    "compile --model mnist-pipeline --batch-size 40 --stages auto --devices 2 "                    \
+    "--gradient-accumulation 16 "                                                                  \
     "--batch-size 40 --threads-per-device 1 --strategy "
 #define TRAIN                                                                                      \
     "train --model mnist-pipeline --stages auto --devices 2 --gradient-accumulation 2 "            \
@@ -48,7 +49,7 @@ static void test_compile_names_the_split(void)
     EXPECT(COMPILE "sharded", 0, want);
     /* a split given is not called automatic */
     TG_CHECK(tg_cli_run(tmpdir,
-                        "compile --model mnist-pipeline --stages 'B1,B2|B3,B4' "
+                        "compile --model mnist-pipeline --batch-size 40 --stages 'B1,B2|B3,B4' "
                         "--gradient-accumulation 16 --batch-size 40",
                         1) == 0);
     TG_CHECK(strstr(tg_cli_output, "stages auto") == NULL);
@@ -83,7 +84,8 @@ static void test_train_names_the_split(void)
  * the split recorded, not by the message). */
 static void test_no_split_is_not_searched_again(void)
 {
-    EXPECT("compile --model mnist-pipeline --stages auto --devices 2 --memory-per-device 2000000",
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --stages auto --devices 2 "
+           "--memory-per-device 2000000",
            1, "automatic stages: no split of the model's 4 blocks over 2 devices fits");
     TG_CHECK(strstr(tg_cli_output, "searched again") == NULL);
 }

@@ -114,12 +114,14 @@ static void test_sum_accuracy(void)
 static void test_strategy_without_blocks(void)
 {
     EXPECT(TRAIN "--strategy pipelined", 1, "this model has none");
-    EXPECT("compile --model fashion-basic --strategy sharded", 1, "use --strategy single");
-    EXPECT("compile --model fashion-basic", 0, "schedule none (one device)");
-    EXPECT("compile --model mnist-pipeline", 0, "schedule none (one device)");
-    EXPECT("compile --model mnist-pipeline --json", 0, "\"schedule\":\"none\"");
-    EXPECT("compile --model mnist-pipeline --strategy pipelined --gradient-accumulation 4", 0,
-           "4 devices");
+    EXPECT("compile --model fashion-basic --batch-size 40 --strategy sharded", 1,
+           "use --strategy single");
+    EXPECT("compile --model fashion-basic --batch-size 40", 0, "schedule none (one device)");
+    EXPECT("compile --model mnist-pipeline --batch-size 40", 0, "schedule none (one device)");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --json", 0, "\"schedule\":\"none\"");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --strategy pipelined "
+           "--gradient-accumulation 4",
+           0, "4 devices");
     TG_CHECK(strstr(tg_cli_output, "schedule none") == NULL);
     char args[600];
     snprintf(args, sizeof args, TRAIN "--profile-dir %s/single", tmpdir);

@@ -2,10 +2,13 @@
  * comes after training (issue 32, item 18): an evaluation program that
  * cannot fit is found at start-up, before any training; and --save (and the
  * --checkpoint-every Ne checkpoints) are written before the epoch's
- * evaluation, so a failure there costs no weights. */
+ * evaluation, so a failure there costs no weights; and a --save that a
+ * full disk refuses is tried again, then written to $TMPDIR, and the run
+ * says where (issue 46, row 12). */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -113,6 +116,51 @@ static void test_saved_before_evaluation(void)
     TG_CHECK(strstr(out, "saved: ") != NULL);
 }
 
+/* The final --save onto a full disk: a 64 KiB tmpfs, mounted in a private
+ * mount namespace (unshare -rm: no root needed; skipped where user
+ * namespaces are not allowed). The run used to end with "no file was
+ * written there" and its weights gone. */
+static void test_full_disk_rescued(void)
+{
+    if (system("unshare -rm true >/dev/null 2>&1") != 0) {
+        printf("  skip: unshare -rm (a private mount namespace) is not permitted here\n");
+        return;
+    }
+    char full[600], rescue[600], cmd[4096];
+    snprintf(full, sizeof full, "%s", path("full"));
+    snprintf(rescue, sizeof rescue, "%s", path("rescue"));
+    TG_CHECK(mkdir(full, 0755) == 0 && mkdir(rescue, 0755) == 0);
+    snprintf(cmd, sizeof cmd,
+             "TMPDIR=%s timeout -s KILL 120 unshare -rm sh -c 'mount -t tmpfs -o size=64k none %s "
+             "&& exec %s/tilegraph train --model mnist-pipeline --train-limit 64 --test-limit 16 "
+             "--epochs 1 --quiet --save %s/w.safetensors' > %s 2>&1",
+             rescue, full, TG_BINARY_DIR, full, path("full.txt"));
+    int rc = system(cmd);
+    size_t len = 0;
+    char *out = tg_test_read_file(path("full.txt"), &len);
+    TG_CHECK(out != NULL);
+    if (!out)
+        return;
+    char rescued[1200] = "";
+    DIR *d = opendir(rescue);
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+        if (strncmp(e->d_name, "tilegraph-rescued-", 18) == 0)
+            snprintf(rescued, sizeof rescued, "%s/%s", rescue, e->d_name);
+    if (d)
+        closedir(d);
+    char saved[1300];
+    snprintf(saved, sizeof saved, "saved: %s", rescued);
+    if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1 || !rescued[0] ||
+        !strstr(out, "No space left on device") || !strstr(out, "trying again") ||
+        !strstr(out, "the checkpoint was written to") || !strstr(out, saved))
+        tg_test_fail(__FILE__, __LINE__, "exit %d, rescued '%s':\n%.3000s", rc, rescued, out);
+    free(out);
+    /* what went there is the run's checkpoint */
+    char args[1400];
+    snprintf(args, sizeof args, "infer --model mnist-pipeline --load %s --count 1", rescued);
+    TG_CHECK(rescued[0] && tg_cli_run(tmpdir, args, 1) == 0);
+}
+
 int main(void)
 {
     if (!tg_test_fashion_dir()) {
@@ -124,6 +172,7 @@ int main(void)
         return 1;
     TG_RUN(test_eval_that_cannot_fit_fails_before_training);
     TG_RUN(test_saved_before_evaluation);
+    TG_RUN(test_full_disk_rescued);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

@@ -68,13 +68,14 @@ static void test_sharded_offloaded_writes_the_same_checkpoint(void)
 static void test_compile_shows_half_the_host_bytes(void)
 {
     char args[400];
-    EXPECT("compile --model fashion-basic --replicas 2 --optimizer adamw --offload "
+    EXPECT("compile --model fashion-basic --batch-size 40 --replicas 2 --optimizer adamw --offload "
            "weights,optimizer",
            0, "Memory per device");
     double whole = tg_cli_row_bytes(tg_cli_output, "\n  offloaded to host ");
-    snprintf(args, sizeof args,
-             "compile --model fashion-basic --replicas 2 --optimizer adamw --offload "
-             "weights,optimizer --shard weights" ALL);
+    snprintf(
+        args, sizeof args,
+        "compile --model fashion-basic --batch-size 40 --replicas 2 --optimizer adamw --offload "
+        "weights,optimizer --shard weights" ALL);
     EXPECT(args, 0, "Memory per device");
     double sharded = tg_cli_row_bytes(tg_cli_output, "\n  offloaded to host ");
     printf("  fashion-basic per replica: offloaded to host %.0f -> %.0f bytes\n", whole, sharded);
@@ -104,13 +105,15 @@ static void test_compile_shows_half_the_weights(void)
     const char *models[] = {"mnist-pipeline", "fashion-basic"};
     for (int i = 0; i < 2; i++) {
         char args[400];
-        snprintf(args, sizeof args, "compile --model %s --replicas 2 --optimizer adamw", models[i]);
+        snprintf(args, sizeof args,
+                 "compile --model %s --batch-size 40 --replicas 2 --optimizer adamw", models[i]);
         EXPECT(args, 0, "Memory per device");
         double w = tg_cli_row_bytes(tg_cli_output, "\n  weights "),
                s = tg_cli_row_bytes(tg_cli_output, "\n  optimizer state ");
-        snprintf(args, sizeof args,
-                 "compile --model %s --replicas 2 --optimizer adamw --shard weights" ALL,
-                 models[i]);
+        snprintf(
+            args, sizeof args,
+            "compile --model %s --batch-size 40 --replicas 2 --optimizer adamw --shard weights" ALL,
+            models[i]);
         EXPECT(args, 0, "Memory per device");
         double ws = tg_cli_row_bytes(tg_cli_output, "\n  weights "),
                ss = tg_cli_row_bytes(tg_cli_output, "\n  optimizer state ");
@@ -147,20 +150,23 @@ static void test_profile_shows_gathers(void)
  * the bytes it saves: half the weights and half their AdamW state. */
 static void test_remedies_name_weight_sharding(void)
 {
-    EXPECT("compile --model mnist-pipeline --optimizer adamw --replicas 2 --memory-per-device "
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --optimizer adamw --replicas 2 "
+           "--memory-per-device "
            "2000000 --engine-option debug.allowOutOfMemory=true",
            0, "weights sharded over the replicas          4.25 MiB -> 3.74 MiB, saves 527 KiB");
-    EXPECT("compile --model mnist-pipeline --optimizer adamw --replicas 2 --memory-per-device "
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --optimizer adamw --replicas 2 "
+           "--memory-per-device "
            "2000000 --engine-option debug.allowOutOfMemory=true --shard weights",
            0, "weights sharded over the replicas          already sharded");
 }
 
 static void test_what_cannot_apply_is_refused(void)
 {
-    EXPECT("compile --model mnist-pipeline --replicas 2 --shard activations", 1,
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --replicas 2 --shard activations", 1,
            "'activations' cannot be sharded");
-    EXPECT("compile --model mnist-pipeline --replicas 2 --shard weights --optimizer lamb", 1,
-           "the lamb optimizer");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --replicas 2 --shard weights "
+           "--optimizer lamb",
+           1, "the lamb optimizer");
 }
 
 int main(void)

@@ -1,0 +1,252 @@
+/* runtime/dist_watch.c - instances waiting for each other in different
+ * collectives (issue 46, row 2).
+ *
+ * MPI matches collectives by order: an instance that runs one more training
+ * step than another, or calls a sum the other never calls, waits for ever,
+ * and so does the other in whatever it waits for next (or at the job's
+ * end). The CLI agrees on its loop at start (tools/train_exchange.c), but a
+ * Python script decides its steps as it runs, so here the instances watch:
+ *
+ * Each instance counts its training runs and its collectives over the job.
+ * A wait that lasts (past its spinning, once it sleeps between tests) tells
+ * every other instance where it waits (a small message on a communicator of
+ * its own: its kind, number and both counts), and an instance that ends
+ * tells them it has left. A waiting instance reads what the others told,
+ * and two waits that can never both finish are a deadlock: instance A waits
+ * for X, B for Y, X is not Y, A has not reached Y and B has not reached X
+ * (a collective finishes only once every instance has called it, so if B
+ * had called X, X would finish). A message is acted on only after a second,
+ * so one that the next message (the wait ended) contradicts is not. The
+ * waiting instance then fails its wait with a sentence naming both
+ * instances and where each is, and the failure ends the job (the CLI and
+ * the Python package abort the job on an error) instead of hanging it.
+ */
+#include "runtime/dist_watch.h"
+
+#include "core/clock.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { TAG_NOTICE = 4602, NOTICE_WORDS = 4 };
+
+/* What an instance last told: where it waits and how far it got. */
+typedef struct notice {
+    int64_t kind, n, runs, world; /* the message, in this order */
+    double at;                    /* when it arrived here; 0: nothing yet */
+} notice;
+
+/* A message on its way: MPI reads `words` until the request completes. */
+typedef struct outgoing {
+    MPI_Request req;
+    int64_t words[NOTICE_WORDS];
+    struct outgoing *next;
+} outgoing;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static MPI_Comm comm = MPI_COMM_NULL;
+static int me, count;
+static notice *heard; /* per instance */
+static outgoing *sending;
+static int64_t runs, world; /* atomics: device threads read them */
+static char reason[512];
+static const double settle_s = 1.0; /* a notice older than this is acted on */
+
+void tg_dist_watch_init(MPI_Comm job, int rank, int size)
+{
+    me = rank, count = size;
+    heard = calloc((size_t)size, sizeof *heard);
+    if (heard)
+        MPI_Comm_dup(job, &comm);
+}
+
+static void listen(void);
+static void reap(void);
+
+void tg_dist_watch_note_run(void)
+{
+    __atomic_add_fetch(&runs, 1, __ATOMIC_ACQ_REL);
+    if (comm == MPI_COMM_NULL)
+        return;
+    /* an instance that never waits long still reads what the others told
+     * it, once a run, so their messages do not pile up in MPI's queue */
+    pthread_mutex_lock(&lock);
+    listen();
+    reap();
+    pthread_mutex_unlock(&lock);
+}
+
+int64_t tg_dist_watch_note_world(void)
+{
+    return __atomic_add_fetch(&world, 1, __ATOMIC_ACQ_REL);
+}
+
+int64_t tg_dist_watch_runs(void)
+{
+    return __atomic_load_n(&runs, __ATOMIC_ACQUIRE);
+}
+
+const char *tg_dist_watch_reason(void)
+{
+    static _Thread_local char copy[sizeof reason]; /* device threads ask at once */
+    pthread_mutex_lock(&lock);
+    memcpy(copy, reason, sizeof copy);
+    pthread_mutex_unlock(&lock);
+    return copy;
+}
+
+/* Messages sent and delivered are freed; with the lock held. */
+static void reap(void)
+{
+    for (outgoing **o = &sending; *o;) {
+        int done = 0;
+        MPI_Test(&(*o)->req, &done, MPI_STATUS_IGNORE);
+        if (done) {
+            outgoing *d = *o;
+            *o = d->next;
+            free(d);
+        } else {
+            o = &(*o)->next;
+        }
+    }
+}
+
+/* Tell every other instance; with the lock held. */
+static void tell(tg_wait_kind kind, int64_t n)
+{
+    for (int i = 0; i < count; i++) {
+        outgoing *o = i == me ? NULL : malloc(sizeof *o);
+        if (!o)
+            continue;
+        int64_t w[NOTICE_WORDS] = {kind, n, tg_dist_watch_runs(),
+                                   __atomic_load_n(&world, __ATOMIC_ACQUIRE)};
+        memcpy(o->words, w, sizeof w);
+        MPI_Isend(o->words, NOTICE_WORDS, MPI_INT64_T, i, TAG_NOTICE, comm, &o->req);
+        o->next = sending;
+        sending = o;
+    }
+    reap();
+}
+
+/* Take every message that has arrived; with the lock held. */
+static void listen(void)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_NOTICE, comm, &flag, &st);
+        if (!flag)
+            return;
+        int64_t w[NOTICE_WORDS];
+        MPI_Recv(w, NOTICE_WORDS, MPI_INT64_T, st.MPI_SOURCE, TAG_NOTICE, comm, MPI_STATUS_IGNORE);
+        heard[st.MPI_SOURCE] = (notice){w[0], w[1], w[2], w[3], tg_clock_seconds()};
+    }
+}
+
+/* Whether an instance at runs r and collectives c has called (kind, n). */
+static bool reached(tg_wait_kind kind, int64_t n, int64_t r, int64_t c)
+{
+    return kind == TG_WAIT_RUN ? r >= n : kind == TG_WAIT_WORLD ? c >= n : false;
+}
+
+static const char *where(char *buf, size_t cap, tg_wait_kind kind, int64_t n, int64_t r)
+{
+    if (kind == TG_WAIT_LEFT)
+        snprintf(buf, cap, "has ended after %lld training run%s", (long long)r, r == 1 ? "" : "s");
+    else if (kind == TG_WAIT_RUN)
+        snprintf(buf, cap, "waits in the gradient exchange of its training run %lld", (long long)n);
+    else
+        snprintf(buf, cap,
+                 "waits in its collective %lld over the job (a sum, check or broadcast) after %lld "
+                 "training run%s",
+                 (long long)n, (long long)r, r == 1 ? "" : "s");
+    return buf;
+}
+
+/* Instance i's last notice against this wait: a deadlock sets the reason. */
+static bool deadlocked(int i, tg_wait_kind kind, int64_t n, double now)
+{
+    const notice *h = &heard[i];
+    tg_wait_kind theirs = (tg_wait_kind)h->kind;
+    if (h->at == 0 || now - h->at < settle_s || theirs == TG_WAIT_NONE ||
+        (theirs == kind && h->n == n))
+        return false;
+    int64_t my_runs = tg_dist_watch_runs(), my_world = __atomic_load_n(&world, __ATOMIC_ACQUIRE);
+    if (reached(theirs, h->n, my_runs, my_world) || reached(kind, n, h->runs, h->world))
+        return false;
+    char a[160], b[160];
+    snprintf(reason, sizeof reason,
+             "MPI: instance %d %s, while this instance (%d) %s: they can never meet. The "
+             "instances ran different numbers of steps or called different collectives; every "
+             "instance must run the model the same number of times and call the same functions "
+             "over the job (tilegraph.dist) in the same order",
+             i, where(a, sizeof a, theirs, h->n, h->runs), me,
+             where(b, sizeof b, kind, n, my_runs));
+    return true;
+}
+
+bool tg_dist_watch_stuck(tg_wait_kind kind, int64_t n, bool *told)
+{
+    if (comm == MPI_COMM_NULL)
+        return false;
+    pthread_mutex_lock(&lock);
+    if (!*told) {
+        tell(kind, n);
+        *told = true;
+    }
+    listen();
+    double now = tg_clock_seconds();
+    bool stuck = reason[0] != 0;
+    for (int i = 0; i < count && !stuck; i++)
+        stuck = i != me && deadlocked(i, kind, n, now);
+    pthread_mutex_unlock(&lock);
+    return stuck;
+}
+
+void tg_dist_watch_done(tg_wait_kind kind, int64_t n, bool told)
+{
+    (void)kind, (void)n;
+    if (!told || comm == MPI_COMM_NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    tell(TG_WAIT_NONE, 0);
+    pthread_mutex_unlock(&lock);
+}
+
+void tg_dist_watch_end(void)
+{
+    if (comm == MPI_COMM_NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    tell(TG_WAIT_LEFT, 0);
+    /* every other instance's leaving, so that no message is left unread */
+    for (;;) {
+        listen();
+        int left = 0;
+        for (int i = 0; i < count; i++)
+            left += i == me || heard[i].kind == TG_WAIT_LEFT;
+        if (left == count)
+            break;
+        pthread_mutex_unlock(&lock);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&lock);
+    }
+    while (sending) {
+        reap();
+        if (sending) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    MPI_Comm_free(&comm);
+    comm = MPI_COMM_NULL;
+    free(heard);
+    heard = NULL;
+    runs = world = 0;
+    reason[0] = 0;
+}
