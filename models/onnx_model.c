@@ -78,6 +78,45 @@ static input_fill fill_for(const char *name)
     return FILL_TOKENS;
 }
 
+/* Whether output 0 declares a size it does not know after the batch
+ * dimension (a name such as 'Addlogits_dim_1', or no shape at all). */
+static bool output_dims_unknown(tg_onnx_value v)
+{
+    for (int d = 1; d < v.ndim; d++)
+        if (v.dim[d] < 0)
+            return true;
+    return v.ndim < 0;
+}
+
+/* Output 0's shape with the sizes the file leaves symbolic taken from the
+ * model built at batch 1 (PyTorch's exporter names an output's dims it
+ * could not infer, as after Resize or a position embedding of the ids'
+ * length: [batch, 'Addlogits_dim_1', 13]); the batch dimension stays
+ * dynamic (-1). The declared shape when the model does not build here: the
+ * build at training time names the fault then. */
+static tg_onnx_value known_output(const tg_onnx_model *m)
+{
+    tg_onnx_value out = tg_onnx_output(m, 0);
+    if (!output_dims_unknown(out))
+        return out;
+    tg_graph *g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 1};
+    tg_onnx_outputs io;
+    if (g) /* inference: a batch norm of one value per channel (batch 1 at 1x1) is no error */
+        tg_graph_set_training(g, false);
+    if (g && tg_onnx_build(m, g, &c, &io) == TG_OK && io.n_outputs >= 1) {
+        tg_shape s = tg_tensor_shape(io.outputs[0]);
+        if (out.ndim < 0 || out.ndim == s.ndim) {
+            out.ndim = s.ndim;
+            for (int d = 0; d < s.ndim; d++)
+                out.dim[d] = d == 0 ? -1 : s.dim[d];
+        }
+    }
+    tg_error_clear();
+    tg_graph_destroy(g);
+    return out;
+}
+
 /* A language model: integer token ids [N, S] as the first input, scores
  * [N, S, vocab] as the first output (an exported GPT or BERT; the importer
  * maps the embedding's Gather over the ids), and any other input an integer
@@ -85,10 +124,10 @@ static input_fill fill_for(const char *name)
  * tg_model_set_task says otherwise. Returns false (and sets nothing) when
  * the first input and output are not a language model's; fails naming an
  * input it cannot fill. */
-static tg_status token_spec(onnx_spec *o, bool *is_lm)
+static tg_status token_spec(onnx_spec *o, tg_onnx_value out, bool *is_lm)
 {
     const tg_onnx_model *m = o->model;
-    tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
+    tg_onnx_value in = tg_onnx_input(m, 0);
     *is_lm = is_int(in) && in.ndim == 2 && in.dim[1] > 0 && out.ndim == 3 &&
              out.dim[1] == in.dim[1] && out.dim[2] >= 2;
     if (!*is_lm)
@@ -115,16 +154,20 @@ static tg_status token_spec(onnx_spec *o, bool *is_lm)
 }
 
 /* Image shape and classes from the file: input [N, C, H, W] (or [N, K],
- * taken as K x 1 x 1) and output [N, classes]; or a language model's
- * (token_spec). */
+ * taken as K x 1 x 1) and output [N, classes] (its sizes the built
+ * model's where the file names them: known_output); or a language
+ * model's (token_spec). */
 static tg_status spec_shapes(onnx_spec *o)
 {
     const tg_onnx_model *m = o->model;
     tg_model_spec *s = &o->spec;
     const char *path = tg_onnx_path(m);
     bool lm = false;
-    if (tg_onnx_input_count(m) >= 1 && tg_onnx_output_count(m) >= 1)
-        TG_TRY(token_spec(o, &lm));
+    tg_onnx_value out = {0};
+    if (tg_onnx_input_count(m) >= 1 && tg_onnx_output_count(m) >= 1) {
+        out = known_output(m);
+        TG_TRY(token_spec(o, out, &lm));
+    }
     if (lm)
         return TG_OK;
     if (tg_onnx_input_count(m) != 1 || tg_onnx_output_count(m) < 1)
@@ -133,7 +176,7 @@ static tg_status spec_shapes(onnx_spec *o)
                         "as its first output, or token ids first and scores [batch, seq_len, "
                         "vocab] first (a language model); this one has %d inputs and %d outputs",
                         path, tg_onnx_input_count(m), tg_onnx_output_count(m));
-    tg_onnx_value in = tg_onnx_input(m, 0), out = tg_onnx_output(m, 0);
+    tg_onnx_value in = tg_onnx_input(m, 0);
     bool ok_in = (in.ndim == 4 || in.ndim == 2) && strcmp(in.dtype, "float") == 0;
     for (int d = 1; ok_in && d < in.ndim; d++)
         ok_in = in.dim[d] > 0;

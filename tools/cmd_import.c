@@ -27,20 +27,49 @@ static count *tally(count *list, int *n, int cap, const char *name, size_t len)
     return &list[(*n)++];
 }
 
-static void print_value(const char *what, tg_onnx_value v, bool json, bool first)
+/* A model input or output (k of them) as the file declares it: fixed sizes,
+ * dynamic ones by their names ("batch", "Addlogits_dim_1"; "?" unnamed);
+ * for an output also the shape the build at --batch-size gave (`built`,
+ * NULL if none), which is what the names stand for. */
+static void print_value(const tg_onnx_model *m, int k, bool output, const tg_tensor *built,
+                        bool json, bool first)
 {
+    tg_onnx_value v = output ? tg_onnx_output(m, k) : tg_onnx_input(m, k);
+    tg_shape b = built ? tg_tensor_shape(built) : tg_shape_of(0, NULL);
     if (json) {
         printf("%s{\"name\":\"%s\",\"dtype\":\"%s\",\"shape\":[", first ? "" : ",", v.name,
                v.dtype);
         for (int d = 0; d < v.ndim; d++)
             printf("%s%lld", d ? "," : "", (long long)v.dim[d]);
-        printf("]}");
+        printf("],\"dim_names\":[");
+        for (int d = 0; d < v.ndim; d++)
+            printf("%s\"%s\"", d ? "," : "", tg_onnx_dim_name(m, output, k, d));
+        printf("]");
+        if (built) {
+            printf(",\"built_shape\":[");
+            for (int d = 0; d < b.ndim; d++)
+                printf("%s%lld", d ? "," : "", (long long)b.dim[d]);
+            printf("]");
+        }
+        printf("}");
         return;
     }
-    printf("  %-6s %-24s %-7s [", what, v.name, v.dtype);
-    for (int d = 0; d < v.ndim; d++)
-        printf(v.dim[d] < 0 ? "%sbatch" : "%s%lld", d ? ", " : "", (long long)v.dim[d]);
-    printf("]\n");
+    printf("  %-6s %-24s %-7s [", output ? "output" : "input", v.name, v.dtype);
+    bool symbolic = false;
+    for (int d = 0; d < v.ndim; d++) {
+        const char *name = tg_onnx_dim_name(m, output, k, d);
+        if (v.dim[d] >= 0)
+            printf("%s%lld", d ? ", " : "", (long long)v.dim[d]);
+        else
+            printf("%s%s", d ? ", " : "", *name ? name : "?");
+        symbolic |= v.dim[d] < 0;
+    }
+    printf("]");
+    if (built && (symbolic || v.ndim < 0)) {
+        char shape[96];
+        printf(" (built: %s)", tg_shape_str(b, shape, sizeof shape));
+    }
+    printf("\n");
 }
 
 /* Parameters by top-level scope ("layer3.0.conv1.weight" -> "layer3"). */
@@ -134,11 +163,11 @@ static int import_model(const char *path, int64_t batch, bool json, bool list)
         printf("%s: opset %d, produced by %s, imported in %.1f ms\n", path, tg_onnx_opset(m),
                *tg_onnx_producer(m) ? tg_onnx_producer(m) : "an unnamed tool", ms);
     for (int i = 0; i < tg_onnx_input_count(m); i++)
-        print_value("input", tg_onnx_input(m, i), json, i == 0);
+        print_value(m, i, false, NULL, json, i == 0);
     if (json)
         printf("],\"outputs\":[");
     for (int i = 0; i < tg_onnx_output_count(m); i++)
-        print_value("output", tg_onnx_output(m, i), json, i == 0);
+        print_value(m, i, true, i < io.n_outputs ? io.outputs[i] : NULL, json, i == 0);
     if (json)
         printf("]");
     print_params(g, json, list);

@@ -302,8 +302,9 @@ TG_API tg_tensor *tg_slice_ex(tg_graph *g, tg_tensor *x, int axis, int64_t start
 /* ONNX Gather: data's slices along `axis` picked by i32 `indices` (any shape;
  * negative counts from the end): the result is data.shape[:axis] +
  * indices.shape + data.shape[axis+1:]. Data is f32 or i32. The gradient
- * scatter-adds into data (deterministically). An index out of range gives a
- * NaN row (0 for i32 data), never a read outside data. */
+ * scatter-adds into data (deterministically). An index outside [-dim, dim)
+ * stops the run (tg_session_run fails naming the indices, the value and
+ * its position); it never reads outside data. */
 TG_API tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis);
 /* Gather's transpose: zeros of `shape`, then for every index j the slice
  * updates[.., j, ..] added at indices[j] along `axis` (repeated indices
@@ -312,7 +313,9 @@ TG_API tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, in
  * add over flat offsets; the gradient gathers. */
 TG_API tg_tensor *tg_scatter_add(tg_graph *g, tg_tensor *updates, tg_tensor *indices, int axis,
                                  tg_shape shape);
-/* nn.Embedding: rows of table [V, D] for i32 ids [any] -> [ids..., D]. */
+/* nn.Embedding: rows of table [V, D] for i32 ids [any] -> [ids..., D]. An
+ * id outside [0, V) (negative ones too, as nn.Embedding) stops the run
+ * naming the ids, the value and its position. */
 TG_API tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids);
 /* Between f32 and i32 (and u8 to f32): to i32 truncates toward zero and
  * saturates (NaN gives 0). Returns x when it already has that type. */

@@ -80,6 +80,12 @@ TG_API int tg_onnx_input_count(const tg_onnx_model *m);
 TG_API tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
 TG_API int tg_onnx_output_count(const tg_onnx_model *m);
 TG_API tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i);
+/* The name the file gives dynamic dimension d of input i (output i when
+ * `output`): its dim_param ("batch", "Addlogits_dim_1"), or "" when the
+ * dimension is fixed, unnamed or out of range. Exporters declare an
+ * output's dims they could not work out by such names; the sizes a build
+ * gives them are the built graph's (tg_onnx_build's outputs). */
+TG_API const char *tg_onnx_dim_name(const tg_onnx_model *m, bool output, int i, int d);
 /* Initializers: all of them, and the elements of the float ones. */
 TG_API int tg_onnx_initializer_count(const tg_onnx_model *m);
 TG_API int64_t tg_onnx_float_elements(const tg_onnx_model *m);

@@ -430,8 +430,9 @@ _VIEWS = {"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Transpose"}
 def _retype_inputs(path):
     """Integer and bool inputs the model only casts to float (through views)
     become float inputs, their Casts Identity: the host converts them, exactly
-    as the cast would. Other bool inputs become int32 (0/1). Returns whether
-    the file changed."""
+    as the cast would. Other bool inputs stay bool: the importer takes them
+    as int32 0/1, and the host sends them so (_as_int32). Returns whether the
+    file changed."""
     model = onnx.load(path)
     graph = model.graph
     inits = {i.name for i in graph.initializer}
@@ -461,9 +462,6 @@ def _retype_inputs(path):
                 if next(a.i for a in node.attribute if a.name == "to") == onnx.TensorProto.FLOAT:
                     node.op_type = "Identity"
                     del node.attribute[:]
-            changed = True
-        elif tt.elem_type == onnx.TensorProto.BOOL:
-            tt.elem_type = onnx.TensorProto.INT32
             changed = True
     if changed:
         onnx.save(model, path)

@@ -613,13 +613,15 @@ static tg_status make_input(onnx_builder *b, int i, tg_onnx_outputs *out)
         dt = TG_F32;
     else if (!strcmp(v.dtype, "int64") || !strcmp(v.dtype, "int32"))
         dt = TG_I32;
+    else if (!strcmp(v.dtype, "bool"))
+        dt = TG_I32; /* 0/1, as the graph keeps bools (Cast, Not, Where: "not zero") */
     else if (!strcmp(v.dtype, "uint8"))
         dt = TG_U8; /* 8-bit images: a Cast to float follows (map_cast) */
     else
-        return ob_fail(
-            b, TG_ERR_DTYPE,
-            "input '%s' is %s (float, double, float16, integer and uint8 inputs are taken)", v.name,
-            v.dtype);
+        return ob_fail(b, TG_ERR_DTYPE,
+                       "input '%s' is %s (float, double, float16, int64, int32, bool and uint8 "
+                       "inputs are taken)",
+                       v.name, v.dtype);
     tg_tensor *t = NULL;
     if (b->cfg->inputs && i < b->cfg->n_inputs)
         TG_TRY(given_input(b, b->cfg->inputs[i], v.name, s, &t));

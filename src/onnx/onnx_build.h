@@ -219,6 +219,21 @@ tg_status ob_spatial_ints(onnx_builder *b, const char *name, int nsp, int64_t ou
 /* pads (begins of the spatial dims, then their ends) into lo/hi. */
 tg_status ob_spatial_pads(onnx_builder *b, int nsp, int64_t lo[2], int64_t hi[2]);
 /* A conv or pooling window: kernel, strides, padding per side, dilations. */
+/* The flat offsets into data of shape ds of GatherElements' or
+ * ScatterElements' indices (input 1, shape is) computed in the graph: each
+ * index along `axis` wrapped when negative and, outside [-dim, dim),
+ * stopping the run naming the indices, the value and its position
+ * (gather's check); i32 of shape is, exact while ds has at most 2^24
+ * elements (onnx_index.c). */
+tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axis);
+
+/* Conv and GlobalAveragePool on a 5-D input [N, C, D, H, W], built from
+ * the 2-D ops (onnx_conv3d.c). */
+tg_status ob_conv3d(onnx_builder *b);
+tg_status ob_global_avgpool3d(onnx_builder *b);
+/* MaxPool (max) or AveragePool on a 5-D input. */
+tg_status ob_pool3d(onnx_builder *b, bool max);
+
 typedef struct ob_window {
     int64_t k[2], s[2], lo[2], hi[2], d[2];
 } ob_window;

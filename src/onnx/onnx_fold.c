@@ -201,7 +201,10 @@ static tg_status check_indices(onnx_builder *b, const tg_onnx_data *idx, int64_t
 }
 
 /* Gather as a graph op (tg_gather): indices from the model's inputs (token
- * ids), or too many constant ones for slices (position ids [1, S]). */
+ * ids), or too many constant ones for slices (position ids [1, S]). Rows
+ * of a 2-D weight picked at run time are nn.Embedding's export: its ids
+ * are refused negative as PyTorch refuses them (tg_embedding), where
+ * ONNX's Gather would count them from the end and pick row V + id. */
 static tg_status gather_runtime(onnx_builder *b, int axis)
 {
     tg_tensor *x = ob_typed_tensor(b, 0);
@@ -211,7 +214,9 @@ static tg_status gather_runtime(onnx_builder *b, int axis)
     if (tg_tensor_dtype(idx) != TG_I32)
         return ob_fail(b, TG_ERR_FORMAT, "indices must be integers, not %s",
                        tg_dtype_name(tg_tensor_dtype(idx)));
-    return ob_set(b, 0, tg_gather(b->g, x, idx, axis));
+    bool embedding =
+        axis == 0 && tg_tensor_is_param(x) && tg_tensor_shape(x).ndim == 2 && !ob_is_const(b, 1);
+    return ob_set(b, 0, embedding ? tg_embedding(b->g, x, idx) : tg_gather(b->g, x, idx, axis));
 }
 
 /* tg_concat takes at most CONCAT_MAX inputs (the graph's TG_MAX_INPUTS):

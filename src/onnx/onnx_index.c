@@ -21,6 +21,7 @@
 #include "core/alloc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A scalar integer input (k of Trilu, axis of CumSum, depth of OneHot). */
@@ -411,11 +412,62 @@ static int64_t axis_stride(tg_shape ds, int axis)
     return stride;
 }
 
+/* The flat offsets of indices computed in the graph: each index first
+ * gathered from 0..dim-1 (a constant named for the axis), which wraps a
+ * negative one and, for one outside [-dim, dim), stops the run naming the
+ * indices, the value and its position (gather's check): offsets from
+ * unchecked indices would read a neighbouring row's elements. Then
+ * base + index * stride, in f32 (exact within 2^24). */
+tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axis)
+{
+    tg_tensor *i = ob_typed_tensor(b, 1);
+    int64_t n = tg_shape_numel(is), dim = ds.dim[axis];
+    int64_t *ramp = tg_malloc((size_t)dim * sizeof *ramp);
+    double *base = tg_malloc((size_t)(n ? n : 1) * sizeof *base);
+    tg_tensor *along = NULL, *c = NULL;
+    if (ramp && base) {
+        for (int64_t k = 0; k < dim; k++)
+            ramp[k] = k;
+        for (int64_t k = 0; k < n; k++)
+            base[k] = (double)elements_base(ds, is, axis, k);
+        along = ob_int_constant(b, "the axis", tg_shape_of(1, &dim), ramp);
+        c = f32_constant(b, is, base);
+    } else {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    }
+    tg_free(ramp);
+    tg_free(base);
+    if (!i || !along || !c)
+        return NULL;
+    /* named so that the check's message reads "GatherElements 'n' (gather):
+     * indices 'i' hold 7 at [0, 1]: 'axis 1 of x' has 5 entries, ..." */
+    char name[192];
+    snprintf(name, sizeof name, "axis %d of %s", axis, b->node->input[0]);
+    tg_graph_rename(b->g, along, name);
+    if (tg_tensor_dtype(i) != TG_I32)
+        i = tg_cast(b->g, i, TG_I32);
+    tg_tensor *checked = tg_gather(b->g, along, i, 0);
+    if (checked) {
+        snprintf(name, sizeof name, "%s %s", b->node->op_type, b->node->name);
+        tg_graph_rename(b->g, checked, name);
+    }
+    tg_tensor *wrapped = tg_cast(b->g, checked, TG_F32);
+    tg_tensor *off = tg_add(b->g, tg_scale(b->g, wrapped, (float)axis_stride(ds, axis), 0.0f), c);
+    return tg_cast(b->g, off, TG_I32);
+}
+
+static tg_tensor *gather_elements_runtime(onnx_builder *b, tg_tensor *flat, tg_shape ds,
+                                          tg_shape is, int axis)
+{
+    tg_tensor *off = ob_element_offsets(b, ds, is, axis);
+    return off ? tg_gather(b->g, flat, off, 0) : NULL;
+}
+
 /* GatherElements(data, indices, axis): out[.., i, ..] = data[.., indices[.., i,
  * ..], ..]. Built as tg_gather of the flattened data at flat offsets (so the
  * gradient is Gather's scatter-add): constant indices give a constant of
- * offsets; indices computed in the graph give base + index * stride, in
- * f32 (exact within 2^24) with negatives counted from the end. */
+ * offsets, checked here; indices computed in the graph are checked along
+ * the axis as the run goes (ob_element_offsets). */
 static tg_status map_gather_elements(onnx_builder *b)
 {
     tg_shape ds, is;
@@ -462,21 +514,7 @@ static tg_status map_gather_elements(onnx_builder *b)
         tg_free(off);
         return t ? ob_set(b, 0, tg_gather(b->g, flat, t, 0)) : TG_ERR_UNSUPPORTED;
     }
-    tg_tensor *i = as_f32(b, 1);
-    double *base = tg_malloc((size_t)(n ? n : 1) * sizeof *base);
-    if (!i || !base) {
-        tg_free(base);
-        return i ? ob_fail(b, TG_ERR_NOMEM, "out of memory") : TG_ERR_UNSUPPORTED;
-    }
-    for (int64_t k = 0; k < n; k++)
-        base[k] = (double)elements_base(ds, is, axis, k);
-    tg_tensor *c = f32_constant(b, is, base);
-    tg_free(base);
-    tg_tensor *zero = tg_constant(b->g, tg_shape_of(0, NULL), 0.0f);
-    tg_tensor *wrapped =
-        tg_where(b->g, tg_less(b->g, i, zero), tg_scale(b->g, i, 1.0f, (float)dim), i);
-    tg_tensor *off = tg_add(b->g, tg_scale(b->g, wrapped, (float)stride, 0.0f), c);
-    return ob_set(b, 0, tg_gather(b->g, flat, tg_cast(b->g, off, TG_I32), 0));
+    return ob_set(b, 0, gather_elements_runtime(b, flat, ds, is, axis));
 }
 
 /* ---- Hardmax, IsNaN, IsInf, EyeLike ------------------------------------------------ */

@@ -642,6 +642,20 @@ tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i)
 {
     return value_of(m->graph->output[i]);
 }
+const char *tg_onnx_dim_name(const tg_onnx_model *m, bool output, int i, int d)
+{
+    if (i < 0 || i >= (output ? tg_onnx_output_count(m) : m->n_inputs))
+        return "";
+    const Onnx__ValueInfoProto *v = output ? m->graph->output[i] : m->graph->input[m->inputs[i]];
+    const Onnx__TypeProto *t = v->type;
+    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type ||
+        !t->tensor_type->shape || d < 0 || (size_t)d >= t->tensor_type->shape->n_dim)
+        return "";
+    const Onnx__TensorShapeProto__Dimension *dim = t->tensor_type->shape->dim[d];
+    return dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param
+               ? dim->dim_param
+               : "";
+}
 int tg_onnx_initializer_count(const tg_onnx_model *m)
 {
     return (int)m->graph->n_initializer;

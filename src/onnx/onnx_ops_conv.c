@@ -56,6 +56,9 @@ static tg_status read_conv_operands(onnx_builder *b, conv_operands *o)
 
 static tg_status map_conv(onnx_builder *b)
 {
+    tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_conv3d(b);
     conv_operands o;
     TG_TRY(read_conv_operands(b, &o));
     if (!o.x2 || !o.w2)

@@ -48,9 +48,84 @@ static tg_status check_pool_pads(onnx_builder *b, const tg_pool2d_params *p)
     return TG_OK;
 }
 
+/* A constant [1, 1, OH, OW] of the flat index within its plane (h * W + w)
+ * of window element (i, j) at each output position. */
+static tg_tensor *window_positions(onnx_builder *b, tg_shape x, tg_shape y, tg_pool2d_params p,
+                                   int i, int j)
+{
+    int64_t oh = y.dim[2], ow = y.dim[3], w = x.dim[3];
+    float *v = tg_malloc((size_t)(oh * ow) * sizeof *v);
+    if (!v) {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t r = 0; r < oh; r++)
+        for (int64_t c = 0; c < ow; c++)
+            v[r * ow + c] = (float)((r * p.stride_h + i * p.dilation_h - p.pad_top) * w +
+                                    c * p.stride_w + j * p.dilation_w - p.pad_left);
+    tg_tensor *t = tg_constant_data(b->g, "window positions", tg_shape4(1, 1, oh, ow), v);
+    tg_free(v);
+    return t;
+}
+
+/* MaxPool's Indices output (PyTorch's return_indices, which SegNet's
+ * unpooling scatters back): the flat index into x (N, C, H, W row-major)
+ * of the first element of each window, in scan order, equal to the
+ * window's maximum y, as PyTorch picks it. Built from strided slices of x
+ * (padded with -inf), one per window element, compared with y: the
+ * indices are exact in f32 while x has at most 2^24 elements, and carry no
+ * gradient. */
+static tg_tensor *maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, tg_pool2d_params p)
+{
+    tg_graph *g = b->g;
+    tg_shape xs = tg_tensor_shape(x), ys = tg_tensor_shape(y);
+    if (tg_shape_numel(xs) > ((int64_t)1 << 24)) {
+        ob_fail(b, TG_ERR_UNSUPPORTED, "the Indices of an input of %lld elements (exact to 2^24)",
+                (long long)tg_shape_numel(xs));
+        return NULL;
+    }
+    /* pad so that every window, ceil_mode's last ones too, lies inside */
+    int64_t need_h = (ys.dim[2] - 1) * p.stride_h + (p.kernel_h - 1) * p.dilation_h + 1;
+    int64_t need_w = (ys.dim[3] - 1) * p.stride_w + (p.kernel_w - 1) * p.dilation_w + 1;
+    int64_t bottom = need_h - xs.dim[2] - p.pad_top, right = need_w - xs.dim[3] - p.pad_left;
+    int64_t pads[8] = {
+        0, 0, p.pad_top, p.pad_left, 0, 0, bottom > 0 ? bottom : 0, right > 0 ? right : 0};
+    tg_tensor *xp = tg_pad(g, x, pads, TG_PAD_CONSTANT, -INFINITY);
+    float plane = (float)(xs.dim[2] * xs.dim[3]);
+    float *base = tg_malloc((size_t)(xs.dim[0] * xs.dim[1]) * sizeof *base);
+    if (!base) {
+        ob_fail(b, TG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t k = 0; k < xs.dim[0] * xs.dim[1]; k++)
+        base[k] = (float)k * plane;
+    tg_tensor *planes =
+        tg_constant_data(g, "plane offsets", tg_shape4(xs.dim[0], xs.dim[1], 1, 1), base);
+    tg_free(base);
+    tg_tensor *idx = NULL;
+    /* backwards, so that the first window element equal to the maximum is
+     * the last one written */
+    for (int i = p.kernel_h - 1; i >= 0; i--)
+        for (int j = p.kernel_w - 1; j >= 0; j--) {
+            tg_tensor *pos = window_positions(b, xs, ys, p, i, j);
+            if (!pos)
+                return NULL;
+            tg_tensor *v =
+                tg_slice_ex(g, xp, 2, i * p.dilation_h,
+                            i * p.dilation_h + (ys.dim[2] - 1) * p.stride_h + 1, p.stride_h);
+            v = tg_slice_ex(g, v, 3, j * p.dilation_w,
+                            j * p.dilation_w + (ys.dim[3] - 1) * p.stride_w + 1, p.stride_w);
+            pos = tg_add(g, planes, pos); /* [N, C, OH, OW] */
+            idx = idx ? tg_where(g, tg_equal(g, v, y), pos, idx) : pos;
+        }
+    return tg_cast(g, idx, TG_I32);
+}
+
 static tg_status map_maxpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_pool3d(b, true);
     int nsp = 0;
     TG_TRY(ob_spatial_dims(b, x, &nsp));
     tg_tensor *x2 = ob_as_2d(b, x);
@@ -59,14 +134,19 @@ static tg_status map_maxpool(onnx_builder *b)
     TG_TRY(check_pool_pads(b, &p));
     if (ob_attr_int(b, "storage_order", 0))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "storage_order=1 is not supported");
-    if (b->node->n_output > 1 && b->node->output[1][0])
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "the Indices output is not supported");
-    return ob_set(b, 0, ob_from_2d(b, tg_maxpool2d_ex(b->g, x2, p), nsp));
+    tg_tensor *y = tg_maxpool2d_ex(b->g, x2, p);
+    if (b->node->n_output > 1 && b->node->output[1][0]) {
+        tg_tensor *idx = y ? maxpool_indices(b, x2, y, p) : NULL;
+        TG_TRY(ob_set(b, 1, idx ? ob_from_2d(b, idx, nsp) : NULL));
+    }
+    return ob_set(b, 0, ob_from_2d(b, y, nsp));
 }
 
 static tg_status map_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_pool3d(b, false);
     int nsp = 0;
     TG_TRY(ob_spatial_dims(b, x, &nsp));
     tg_tensor *x2 = ob_as_2d(b, x);
@@ -82,6 +162,8 @@ static tg_status map_avgpool(onnx_builder *b)
 static tg_status map_global_avgpool(onnx_builder *b)
 {
     tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_global_avgpool3d(b);
     int nsp = 0;
     TG_TRY(ob_spatial_dims(b, x, &nsp));
     return ob_set(b, 0, ob_from_2d(b, tg_global_avgpool(b->g, ob_as_2d(b, x)), nsp));

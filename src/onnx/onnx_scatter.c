@@ -3,9 +3,10 @@
  * GatherND and TopK, with Einsum's entry (onnx_einsum.c).
  *
  * The scatters take indices known at import (static, as exporters give
- * them: a constant, an initializer or shape arithmetic). Each index then
- * is a flat offset into the data, and the scatter is built from graph ops
- * that have kernels, reference kernels and gradients:
+ * them: a constant, an initializer or shape arithmetic), and
+ * ScatterElements also indices computed in the graph (scatter_runtime).
+ * Each index then is a flat offset into the data, and the scatter is built
+ * from graph ops that have kernels, reference kernels and gradients:
  *   reduction add   data + scatter_add(updates at the offsets)
  *   reduction none  where(written, scatter_add(updates at the offsets), data)
  * (tg_scatter_add is gather's gradient op; its own gradient gathers), so
@@ -136,19 +137,67 @@ static tg_status scatter_operands(onnx_builder *b, tg_tensor **data, tg_tensor *
 
 /* ---- ScatterElements, Scatter --------------------------------------------------------- */
 
+/* Indices computed in the graph (a SegNet's unpooling: zeros scattered
+ * with a max pool's values at its indices): offsets checked along the
+ * axis as the run goes (ob_element_offsets), then the updates and a count
+ * of writes scatter-added at them. Reduction none writes the mean of the
+ * updates an element gets: ONNX leaves which of several wins undefined
+ * (PyTorch's scatter picks any), and an unpooling's repeated writes, where
+ * windows overlap, are of one value, which the mean keeps exactly. */
+static tg_status scatter_runtime(onnx_builder *b, tg_tensor *data, tg_tensor *updates, int axis,
+                                 bool add, bool ints)
+{
+    tg_graph *g = b->g;
+    tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
+    int64_t n = tg_shape_numel(us), total = tg_shape_numel(ds);
+    tg_tensor *off = ob_element_offsets(b, ds, us, axis);
+    if (!off)
+        return TG_ERR_UNSUPPORTED;
+    off = tg_reshape(g, off, tg_shape1(n));
+    tg_tensor *sum =
+        tg_scatter_add(g, tg_reshape(g, updates, tg_shape1(n)), off, 0, tg_shape1(total));
+    sum = tg_reshape(g, sum, ds);
+    if (add) {
+        tg_tensor *y = tg_add(g, data, sum);
+        return ob_set(b, 0, ints && y ? tg_cast(g, y, TG_I32) : y);
+    }
+    tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
+    tg_tensor *count =
+        tg_scatter_add(g, tg_constant(g, tg_shape1(n), 1.0f), off, 0, tg_shape1(total));
+    count = tg_reshape(g, count, ds);
+    tg_tensor *mean = tg_div(g, sum, tg_maximum(g, count, one));
+    tg_tensor *y =
+        tg_where(g, tg_greater(g, count, tg_constant(g, tg_shape_of(0, NULL), 0.0f)), mean, data);
+    return ob_set(b, 0, ints && y ? tg_cast(g, y, TG_I32) : y); /* integer data: back to i32 */
+}
+
 static tg_status map_scatter_elements(onnx_builder *b)
 {
     tg_tensor *data, *updates;
     bool add = false, ints = false;
     TG_TRY(scatter_reduction(b, &add));
     TG_TRY(scatter_operands(b, &data, &updates, &ints));
+    tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
+    int axis = 0;
+    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), ds.ndim, &axis));
+    if (!ob_is_const(b, 1)) {
+        tg_shape is;
+        TG_TRY(ob_shape(b, 1, &is));
+        if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
+            return ob_fail(b, TG_ERR_SHAPE,
+                           "indices (%d dims) and updates (%d dims) must have one shape, with the "
+                           "data's rank (%d)",
+                           is.ndim, us.ndim, ds.ndim);
+        for (int d = 0; d < ds.ndim; d++)
+            if (d != axis && is.dim[d] > ds.dim[d])
+                return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond the data's %lld", d,
+                               (long long)is.dim[d], (long long)ds.dim[d]);
+        return scatter_runtime(b, data, updates, axis, add, ints);
+    }
     const tg_onnx_data *idx = static_indices(b, 1);
     if (!idx)
         return TG_ERR_UNSUPPORTED;
-    tg_shape ds = tg_tensor_shape(data), us = tg_tensor_shape(updates);
     tg_shape is = tg_shape_of(idx->ndim, idx->dim);
-    int axis = 0;
-    TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), ds.ndim, &axis));
     if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
         return ob_fail(b, TG_ERR_SHAPE,
                        "indices (%d dims) and updates (%d dims) must have one shape, with the "
@@ -180,6 +229,86 @@ static tg_status map_scatter_elements(onnx_builder *b)
     tg_status s = scatter_offsets(b, data, updates, off, n, add, ints);
     tg_free(off);
     return s;
+}
+
+/* ---- MaxUnpool -------------------------------------------------------------------------- */
+
+/* Flat indices into the unpooled shape `from` moved to the same (n, c, h,
+ * w) of the larger shape `to` (an output_shape beyond the default: the
+ * extra rows and columns are at the end), in f32 (exact within 2^24). */
+static tg_tensor *reindex(tg_graph *g, tg_tensor *k, tg_shape from, tg_shape to)
+{
+    tg_tensor *f = tg_cast(g, k, TG_F32), *off = NULL;
+    float stride = 1;
+    for (int d = from.ndim - 1; d >= 2; d--) {
+        float len = (float)from.dim[d];
+        tg_tensor *q = tg_floor(g, tg_scale(g, f, 1.0f / len, 0.0f));
+        tg_tensor *r = tg_sub(g, f, tg_scale(g, q, len, 0.0f)); /* the index along d */
+        r = tg_scale(g, r, stride, 0.0f);
+        off = off ? tg_add(g, off, r) : r;
+        stride *= (float)to.dim[d];
+        f = q;
+    }
+    off = tg_add(g, off, tg_scale(g, f, stride, 0.0f)); /* the (n, c) plane */
+    return tg_cast(g, off, TG_I32);
+}
+
+/* MaxUnpool(X, I [, output_shape]): zeros of the output shape with X's
+ * values at the flat indices I (MaxPool's Indices: into the whole N, C, H,
+ * W tensor), as scatter_runtime writes them (an element written twice
+ * gets the mean, which keeps equal values exactly). The output's spatial
+ * size is output_shape's (a constant) or (in - 1) * stride - pads +
+ * kernel; the indices are into the latter (the pooled input's), so with a
+ * larger output_shape they move to the same place of it (reindex).
+ * Indices outside the output stop the run naming them. */
+static tg_status map_max_unpool(onnx_builder *b)
+{
+    tg_graph *g = b->g;
+    tg_tensor *x = ob_tensor(b, 0), *i = x ? ob_typed_tensor(b, 1) : NULL;
+    if (!i)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape xs = tg_tensor_shape(x), os = xs, base;
+    int nsp = xs.ndim - 2, n = 0;
+    const int64_t *ks = ob_attr_ints(b, "kernel_shape", &n), *st = NULL, *pd = NULL;
+    if (nsp < 1 || !ks || n != nsp)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "kernel_shape must have a value per spatial dim");
+    int ns = 0, np = 0;
+    st = ob_attr_ints(b, "strides", &ns);
+    pd = ob_attr_ints(b, "pads", &np);
+    if ((st && ns != nsp) || (pd && np != 2 * nsp))
+        return ob_fail(b, TG_ERR_INVALID_ARG, "strides or pads disagree with %d spatial dims", nsp);
+    for (int d = 0; d < nsp; d++)
+        os.dim[2 + d] =
+            (xs.dim[2 + d] - 1) * (st ? st[d] : 1) - (pd ? pd[d] + pd[nsp + d] : 0) + ks[d];
+    base = os;
+    if (ob_has_input(b, 2)) {
+        const tg_onnx_data *o = ob_const(b, 2);
+        if (!o || !o->i || o->n != xs.ndim)
+            return o ? ob_fail(b, TG_ERR_UNSUPPORTED,
+                               "output_shape must be %d integers known at import", xs.ndim)
+                     : TG_ERR_UNSUPPORTED;
+        for (int d = 0; d < xs.ndim; d++)
+            os.dim[d] = o->i[d];
+    }
+    int64_t total = tg_shape_numel(os), m = tg_shape_numel(xs);
+    if (total > ((int64_t)1 << 24) || os.dim[0] != xs.dim[0] || os.dim[1] != xs.dim[1])
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "an output of %lld elements with the input's batch and channels (exact to "
+                       "2^24)",
+                       (long long)total);
+    for (int d = 2; d < os.ndim; d++)
+        if (os.dim[d] < base.dim[d])
+            return ob_fail(b, TG_ERR_SHAPE, "output_shape is smaller than the pooled input's");
+    if (tg_tensor_dtype(i) != TG_I32)
+        i = tg_cast(g, i, TG_I32);
+    if (!tg_shape_equal(os, base))
+        i = reindex(g, i, base, os);
+    tg_tensor *off = tg_reshape(g, i, tg_shape1(m));
+    tg_tensor *sum = tg_scatter_add(g, tg_reshape(g, x, tg_shape1(m)), off, 0, tg_shape1(total));
+    tg_tensor *count =
+        tg_scatter_add(g, tg_constant(g, tg_shape1(m), 1.0f), off, 0, tg_shape1(total));
+    tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
+    return ob_set(b, 0, tg_reshape(g, tg_div(g, sum, tg_maximum(g, count, one)), os));
 }
 
 /* ---- ScatterND -------------------------------------------------------------------------- */
@@ -374,6 +503,7 @@ const ob_op tg_onnx_scatter_ops[] = {
     {"ScatterElements", map_scatter_elements, "axis,reduction"},
     {"Scatter", map_scatter_elements, "axis"},
     {"ScatterND", map_scatter_nd, "reduction"},
+    {"MaxUnpool", map_max_unpool, "kernel_shape,pads,strides"},
     {"GatherND", map_gather_nd, "batch_dims"},
     {"TopK", map_topk, "axis,k,largest,sorted"},
     {"Einsum", ob_map_einsum, "equation"},

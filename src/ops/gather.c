@@ -9,12 +9,14 @@
  * GATHER_BWD is also ONNX's scatter with reduction add (tg_scatter_add): its
  * own gradient gathers the same indices.
  *
- * Indices may be negative (counted from the end, as ONNX and PyTorch allow).
- * An index out of range cannot be an error in a kernel, so it reads no
- * memory: its output row is NaN (f32 data; 0 for i32 data), which the
- * engine's NaN check reports, and its gradient row is dropped. Token ids are
- * checked against the table on the host before they get here (Python's
- * narrowing, the text loader), so this is the last line, not the first.
+ * Indices may be negative (counted from the end, as ONNX's Gather allows),
+ * except ids into an embedding (the ids param: tg_embedding, nn.Embedding,
+ * which PyTorch refuses negative). An index out of range is an error: the
+ * op's check (tg_op_def.check) finds it before the kernel runs and the
+ * engine stops the run naming the indices, the value, its position and the
+ * valid range. The kernel itself still reads no memory for it (its output
+ * row is NaN for f32 data, 0 for i32, its gradient row dropped), for the
+ * callers that run kernels without the engine's check.
  *
  * The gradient is deterministic: every output column is summed over the
  * indices in their order by one thread (threads split the columns), so
@@ -28,6 +30,7 @@
 #include "core/error.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* The three extents a gather reads data as: [outer, dim, inner]. */
@@ -45,10 +48,11 @@ static gather_geom geom_of(tg_shape data, int axis, int64_t n_idx)
     return g;
 }
 
-/* The index k of the table, or -1 when it is out of range. */
-static inline int64_t table_row(int64_t k, int64_t dim)
+/* The index k of the table, or -1 when it is out of range: [-dim, dim),
+ * or [0, dim) for ids. */
+static inline int64_t table_row(int64_t k, int64_t dim, bool ids)
 {
-    if (k < 0)
+    if (k < 0 && !ids)
         k += dim;
     return k >= 0 && k < dim ? k : -1;
 }
@@ -132,6 +136,65 @@ static double flops_gather_bwd(const tg_tensor *node)
     return (double)tg_numel(node->in[0]); /* one add per gradient element */
 }
 
+/* ---- the indices' check ------------------------------------------------------------ */
+
+/* Element k of a tensor of shape s as "i, j, ..." (its position). */
+static void position_str(tg_shape s, int64_t k, char *at, size_t cap)
+{
+    int64_t pos[TG_MAX_DIMS];
+    for (int d = s.ndim - 1; d >= 0; d--) {
+        pos[d] = s.dim[d] ? k % s.dim[d] : 0;
+        k = s.dim[d] ? k / s.dim[d] : 0;
+    }
+    size_t used = 0;
+    at[0] = 0;
+    for (int d = 0; d < s.ndim && used < cap; d++)
+        used += (size_t)snprintf(at + used, cap - used, "%s%lld", d ? ", " : "", (long long)pos[d]);
+}
+
+/* The message for index value v at element k of the indices. */
+static void bad_index_msg(const tg_tensor *node, int64_t k, int32_t v, char *msg, size_t cap)
+{
+    const tg_tensor *idx = node->in[1];
+    int axis = (int)tg_gather_axis(node);
+    tg_shape table = node->op == TG_OP_GATHER ? node->in[0]->shape : node->shape;
+    const char *name = node->op == TG_OP_GATHER ? node->in[0]->name : "the table";
+    long long dim = (long long)table.dim[axis];
+    char at[96], where[160];
+    position_str(idx->shape, k, at, sizeof at);
+    if (tg_gather_ids(node)) {
+        snprintf(msg, cap,
+                 "ids '%s' hold %d at [%s]: '%s' has %lld rows, so ids must be in [0, %lld) "
+                 "(negative ids are refused, as by nn.Embedding)",
+                 idx->name, v, at, name, dim, dim);
+        return;
+    }
+    if (table.ndim == 1)
+        snprintf(where, sizeof where, "'%s' has %lld entries", name, dim);
+    else
+        snprintf(where, sizeof where, "axis %d of '%s' has size %lld", axis, name, dim);
+    snprintf(msg, cap, "indices '%s' hold %d at [%s]: %s, so indices must be in [%lld, %lld)",
+             idx->name, v, at, where, -dim, dim);
+}
+
+/* Every index of the run within the axis (tg_op_def.check); the first one
+ * outside is named. The indices are small next to the data they select,
+ * so the scan costs little beside the copy. */
+static bool check_gather(const tg_kernel_args *a, char *msg, size_t cap)
+{
+    const tg_tensor *node = a->node;
+    const int32_t *v = a->in[1];
+    tg_shape table = node->op == TG_OP_GATHER ? node->in[0]->shape : node->shape;
+    int64_t n = tg_numel(node->in[1]), dim = table.dim[tg_gather_axis(node)];
+    bool ids = tg_gather_ids(node) != 0;
+    for (int64_t k = 0; v && k < n; k++)
+        if (table_row(v[k], dim, ids) < 0) {
+            bad_index_msg(node, k, v[k], msg, cap);
+            return false;
+        }
+    return true;
+}
+
 /* ---- forward ---------------------------------------------------------------------- */
 
 typedef struct gather_job {
@@ -140,7 +203,7 @@ typedef struct gather_job {
     const int32_t *idx;
     char *out;
     size_t elem;
-    bool is_float;
+    bool is_float, ids;
 } gather_job;
 
 /* Rows [begin, end) of the output, a row being one (outer, index) pair. */
@@ -149,7 +212,7 @@ static void gather_rows(void *ctx, int64_t begin, int64_t end, int part)
     const gather_job *j = ctx;
     size_t row_bytes = (size_t)j->g.inner * j->elem;
     for (int64_t r = begin; r < end; r++) {
-        int64_t o = r / j->g.n_idx, k = table_row(j->idx[r % j->g.n_idx], j->g.dim);
+        int64_t o = r / j->g.n_idx, k = table_row(j->idx[r % j->g.n_idx], j->g.dim, j->ids);
         char *dst = j->out + (size_t)r * row_bytes;
         if (k >= 0) {
             memcpy(dst, j->data + (size_t)(o * j->g.dim + k) * row_bytes, row_bytes);
@@ -171,7 +234,8 @@ static void fwd_gather(const tg_kernel_args *a)
                     a->in[1],
                     a->out,
                     tg_dtype_size(data->dtype),
-                    data->dtype == TG_F32};
+                    data->dtype == TG_F32,
+                    tg_gather_ids(node) != 0};
     tg_par_for(a->pool, j.g.outer * j.g.n_idx, tg_numel(node), gather_rows, &j);
 }
 
@@ -181,7 +245,7 @@ static void ref_gather(const tg_ref_args *a)
     gather_geom g = geom_of(node->in[0]->shape, (int)tg_gather_axis(node), tg_numel(node->in[1]));
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t j = 0; j < g.n_idx; j++) {
-            int64_t k = table_row((int64_t)a->in[1][j], g.dim);
+            int64_t k = table_row((int64_t)a->in[1][j], g.dim, tg_gather_ids(node) != 0);
             double *dst = a->out + (o * g.n_idx + j) * g.inner;
             for (int64_t c = 0; c < g.inner; c++)
                 dst[c] = k >= 0 ? a->in[0][(o * g.dim + k) * g.inner + c] : NAN;
@@ -210,6 +274,7 @@ typedef struct scatter_job {
     float *out;
     double *acc; /* per part: dim x COLS */
     int64_t col_blocks;
+    bool ids;
 } scatter_job;
 
 static void scatter_units(void *ctx, int64_t begin, int64_t end, int part)
@@ -222,7 +287,7 @@ static void scatter_units(void *ctx, int64_t begin, int64_t end, int part)
         memset(acc, 0, (size_t)j->g.dim * COLS * sizeof(double));
         const float *src = j->dout + o * j->g.n_idx * j->g.inner + c0;
         for (int64_t i = 0; i < j->g.n_idx; i++) {
-            int64_t k = table_row(j->idx[i], j->g.dim);
+            int64_t k = table_row(j->idx[i], j->g.dim, j->ids);
             if (k < 0)
                 continue;
             double *dst = acc + k * COLS;
@@ -245,7 +310,8 @@ static void fwd_gather_bwd(const tg_kernel_args *a)
                      a->in[1],
                      a->out,
                      a->scratch,
-                     0};
+                     0,
+                     tg_gather_ids(node) != 0};
     j.col_blocks = (j.g.inner + COLS - 1) / COLS;
     tg_par_for(a->pool, j.g.outer * j.col_blocks, tg_numel(node->in[0]) + tg_numel(node),
                scatter_units, &j);
@@ -259,7 +325,7 @@ static void ref_gather_bwd(const tg_ref_args *a)
         a->out[k] = 0;
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t j = 0; j < g.n_idx; j++) {
-            int64_t k = table_row((int64_t)a->in[1][j], g.dim);
+            int64_t k = table_row((int64_t)a->in[1][j], g.dim, tg_gather_ids(node) != 0);
             for (int64_t c = 0; k >= 0 && c < g.inner; c++)
                 a->out[(o * g.dim + k) * g.inner + c] += a->in[0][(o * g.n_idx + j) * g.inner + c];
         }
@@ -272,6 +338,7 @@ static tg_status bwd_gather(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
         tg_node_params p = {{0}, {0}};
         tg_gather_set_axis(&p, tg_gather_axis(node));
         tg_params_put_shape(&p, TG_GATHER_SHAPE_AT, node->in[0]->shape);
+        tg_gather_set_ids(&p, tg_gather_ids(node));
         tg_tensor *in[2] = {dout, node->in[1]};
         din[0] = tg_node_create(g, TG_OP_GATHER_BWD, 2, in, &p);
     }
@@ -282,8 +349,11 @@ static tg_status bwd_gather(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
 static tg_status bwd_gather_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                                 tg_tensor **din)
 {
-    if (need[0])
+    if (need[0]) {
         din[0] = tg_gather(g, dout, node->in[1], (int)tg_gather_axis(node));
+        if (din[0] && tg_gather_ids(node))
+            tg_gather_set_ids(&din[0]->p, 1);
+    }
     return TG_OK;
 }
 
@@ -310,7 +380,10 @@ tg_tensor *tg_gather(tg_graph *g, tg_tensor *data, tg_tensor *indices, int axis)
 
 tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
 {
-    return tg_gather(g, table, ids, 0);
+    tg_tensor *t = tg_gather(g, table, ids, 0);
+    if (t)
+        tg_gather_set_ids(&t->p, 1);
+    return t;
 }
 
 const tg_op_def tg_opdef_GATHER = {.name = "gather",
@@ -319,7 +392,8 @@ const tg_op_def tg_opdef_GATHER = {.name = "gather",
                                    .forward = fwd_gather,
                                    .reference = ref_gather,
                                    .backward = bwd_gather,
-                                   .memory = TG_OP_OWN_STORAGE};
+                                   .memory = TG_OP_OWN_STORAGE,
+                                   .check = check_gather};
 const tg_op_def tg_opdef_GATHER_BWD = {.name = "gather_bwd",
                                        .infer = infer_gather_bwd,
                                        .flops = flops_gather_bwd,
@@ -327,4 +401,5 @@ const tg_op_def tg_opdef_GATHER_BWD = {.name = "gather_bwd",
                                        .forward = fwd_gather_bwd,
                                        .reference = ref_gather_bwd,
                                        .backward = bwd_gather_bwd,
-                                       .memory = TG_OP_OWN_STORAGE};
+                                       .memory = TG_OP_OWN_STORAGE,
+                                       .check = check_gather};

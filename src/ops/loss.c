@@ -16,15 +16,21 @@
  * Params of the class losses (ops/loss.h): the reduction (tg_loss_reduction:
  * mean over the rows' weights, sum, or none: one loss per row, labels'
  * shape) and an ignore_index: rows with that label
- * add nothing to the loss, to the mean's denominator or to the gradient (a
- * mean over only ignored rows is 0/0 = NaN, as in PyTorch). Labels are i32,
- * or f32 holding integers (constant labels folded at ONNX import).
+ * add nothing to the loss, to the mean's denominator or to the gradient.
+ * Labels are i32, or f32 holding integers (constant labels folded at ONNX
+ * import).
  *
- * Labels out of [0, C) (and not ignored): a kernel cannot return an error,
- * and clamping or skipping the sample would train silently on wrong data.
- * Instead that row's loss is NaN, so the reduced loss is NaN and the engine's
- * NaN check stops the run naming the loss; its gradient row is NaN too.
- * (PyTorch raises.)
+ * A mean over no weight (every row ignored: a masked LM's micro-batch with
+ * no masked token) is 0 with a zero gradient, where PyTorch's 0/0 gives
+ * NaN: the loss is a mean over the labels that count, and a micro-batch
+ * with none has nothing to learn from; NaN would stop the run as diverged
+ * (docs/numerics.md).
+ *
+ * Labels out of [0, C) (and not ignored) are an error, as in PyTorch: the
+ * op's check (tg_op_def.check) stops the run naming the labels, the value
+ * and its position before the kernel runs. The kernels read no memory for
+ * them (the row's loss and gradient are NaN), for callers without the
+ * check.
  *
  * The forward kernels split the rows over the pool and add per-thread
  * partial sums (in double, in `scratch`) at the end.
@@ -36,6 +42,7 @@
 #include "core/error.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A row's class, or one of these. */
@@ -404,8 +411,8 @@ static void fwd_loss(const tg_kernel_args *a)
     }
     if (node->op == TG_OP_MSE_LOSS) /* the mean of an empty batch is NaN, as in PyTorch */
         *(float *)a->out = (float)(total / (double)units);
-    else if (j.g.red == TG_LOSS_MEAN) /* over only ignored rows: 0/0 = NaN, as in PyTorch */
-        *(float *)a->out = (float)(total / wsum);
+    else if (j.g.red == TG_LOSS_MEAN) /* over no weight: 0, not PyTorch's NaN (above) */
+        *(float *)a->out = wsum != 0 ? (float)(total / wsum) : 0.0f;
     else if (j.g.red == TG_LOSS_SUM)
         *(float *)a->out = (float)total;
 }
@@ -466,6 +473,12 @@ static double weight_sum(const rows *g, const int32_t *li, const float *lf, cons
     return s;
 }
 
+/* dloss / wsum, 0 over no weight (the loss is 0 there, not NaN). */
+static double mean_scale(double dloss, double wsum)
+{
+    return wsum != 0 ? dloss / wsum : 0.0;
+}
+
 static void bwd_kernel(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
@@ -490,9 +503,9 @@ static void bwd_kernel(const tg_kernel_args *a)
         if (j.g.red == TG_LOSS_NONE)
             j.dl = a->in[0];
         else
-            j.dscale =
-                *(const float *)a->in[0] /
-                (j.g.red == TG_LOSS_MEAN ? weight_sum(&j.g, j.li, j.lf, j.w, NULL, NULL) : 1.0);
+            j.dscale = mean_scale(
+                *(const float *)a->in[0],
+                j.g.red == TG_LOSS_MEAN ? weight_sum(&j.g, j.li, j.lf, j.w, NULL, NULL) : 1.0);
     }
     tg_par_for(a->pool, units, tg_numel(node), loss_bwd_range, &j);
 }
@@ -537,7 +550,7 @@ static void ref_fwd(const tg_ref_args *a)
         wsum += wt;
     }
     if (g.red != TG_LOSS_NONE)
-        a->out[0] = g.red == TG_LOSS_MEAN ? total / wsum : total;
+        a->out[0] = g.red == TG_LOSS_MEAN ? mean_scale(total, wsum) : total;
 }
 
 static void ref_bwd(const tg_ref_args *a)
@@ -556,7 +569,7 @@ static void ref_bwd(const tg_ref_args *a)
     double dscale = g.red == TG_LOSS_NONE ? 0
                     : g.red == TG_LOSS_SUM
                         ? a->in[0][0]
-                        : a->in[0][0] / weight_sum(&g, NULL, NULL, NULL, labels, w);
+                        : mean_scale(a->in[0][0], weight_sum(&g, NULL, NULL, NULL, labels, w));
     for (int64_t r = 0; r < g.R; r++) {
         int64_t cls = row_class(&g, labels[r]), at = (r / g.D) * g.C * g.D + r % g.D;
         double *o = a->out + at;
@@ -581,6 +594,39 @@ static void ref_bwd(const tg_ref_args *a)
         }
         o[cls * g.D] -= s;
     }
+}
+
+/* ---- the labels' check ------------------------------------------------------------------- */
+
+/* Every label a class (or the ignore_index) before the kernel runs
+ * (tg_op_def.check); the first that is not is named with its position. */
+static bool check_labels(const tg_kernel_args *a, char *msg, size_t cap)
+{
+    const tg_tensor *node = a->node;
+    int kl = node->op == TG_OP_CROSS_ENTROPY_BWD ? 2 : 1;
+    const tg_tensor *l = node->in[kl];
+    const int32_t *li = l->dtype == TG_I32 ? a->in[kl] : NULL;
+    const float *lf = l->dtype == TG_I32 ? NULL : a->in[kl];
+    rows g = rows_of(node);
+    for (int64_t r = 0; (li || lf) && r < g.R; r++) {
+        double v = li ? (double)li[r] : (double)lf[r];
+        if (row_class(&g, v) != ROW_BAD)
+            continue;
+        char ii[64] = "", at[64];
+        if (g.has_ii)
+            snprintf(ii, sizeof ii, ", or the ignore_index %lld", (long long)g.ii);
+        if (g.D > 1)
+            snprintf(at, sizeof at, "sample %lld, position %lld", (long long)(r / g.D),
+                     (long long)(r % g.D));
+        else
+            snprintf(at, sizeof at, "sample %lld", (long long)r);
+        snprintf(msg, cap,
+                 "labels '%s' hold %.9g at %s: there are %lld classes, so labels must be integers "
+                 "in [0, %lld)%s",
+                 l->name, v, at, (long long)g.C, (long long)g.C, ii);
+        return false;
+    }
+    return true;
 }
 
 /* ---- builders --------------------------------------------------------------------------- */
@@ -742,7 +788,7 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
     return TG_OK;
 }
 
-#define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD)                                                  \
+#define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD, CHECK)                                           \
     const tg_op_def tg_opdef_##E = {.name = NAME,                                                  \
                                     .infer = infer_loss,                                           \
                                     .flops = flops,                                                \
@@ -750,11 +796,15 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
                                     .forward = FWD,                                                \
                                     .reference = REF,                                              \
                                     .backward = BWD,                                               \
-                                    .memory = TG_OP_OWN_STORAGE}
+                                    .memory = TG_OP_OWN_STORAGE,                                   \
+                                    .check = CHECK}
 
-LOSS_DEF(CROSS_ENTROPY, "cross_entropy", scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy);
-LOSS_DEF(NLL_LOSS, "nll_loss", scratch_partials, fwd_loss, ref_fwd, bwd_nll);
-LOSS_DEF(MSE_LOSS, "mse_loss", scratch_partials, fwd_loss, ref_fwd, bwd_mse);
-LOSS_DEF(CROSS_ENTROPY_BWD, "cross_entropy_bwd", NULL, bwd_kernel, ref_bwd, bwd_cross_entropy_bwd);
-LOSS_DEF(NLL_LOSS_BWD, "nll_loss_bwd", NULL, bwd_kernel, ref_bwd, bwd_nll_bwd);
-LOSS_DEF(MSE_LOSS_BWD, "mse_loss_bwd", NULL, bwd_kernel, ref_bwd, bwd_mse_bwd);
+/* The backward ops read the labels their forward op has checked. */
+LOSS_DEF(CROSS_ENTROPY, "cross_entropy", scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy,
+         check_labels);
+LOSS_DEF(NLL_LOSS, "nll_loss", scratch_partials, fwd_loss, ref_fwd, bwd_nll, check_labels);
+LOSS_DEF(MSE_LOSS, "mse_loss", scratch_partials, fwd_loss, ref_fwd, bwd_mse, NULL);
+LOSS_DEF(CROSS_ENTROPY_BWD, "cross_entropy_bwd", NULL, bwd_kernel, ref_bwd, bwd_cross_entropy_bwd,
+         NULL);
+LOSS_DEF(NLL_LOSS_BWD, "nll_loss_bwd", NULL, bwd_kernel, ref_bwd, bwd_nll_bwd, NULL);
+LOSS_DEF(MSE_LOSS_BWD, "mse_loss_bwd", NULL, bwd_kernel, ref_bwd, bwd_mse_bwd, NULL);

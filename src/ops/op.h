@@ -211,6 +211,14 @@ typedef struct tg_op_def {
      * (blocked: it runs in the blocked layout): whether it does; NULL =
      * from the flags (TG_OPF_BF16_NATIVE on an element-wise node). */
     bool (*reads_bf16)(const tg_tensor *node, bool blocked);
+    /* When some operand values are errors no kernel can report (an index
+     * outside its table, a label outside its classes): whether the run's
+     * operands (a->in, as forward reads them) are all valid; if not, a
+     * sentence naming the input, the bad value, its position and the valid
+     * range in msg. The engine calls it before forward and stops the run
+     * with the message (runtime/engine_passes.c); the kernel itself still
+     * reads no memory for a bad value. NULL: every value is valid. */
+    bool (*check)(const tg_kernel_args *a, char *msg, size_t cap);
 } tg_op_def;
 
 /* The op's definition, or NULL for a value outside tg_op. tg_op_name and the

@@ -21,6 +21,8 @@
 #include "runtime/staging.h"
 #include "tilegraph/trace.h"
 
+#include <stdio.h>
+
 #define now_s tg_engine_now
 
 /* ---- phases ---------------------------------------------------------------------- */
@@ -119,8 +121,26 @@ static bool phase_boundary(device_ctx *c, tg_phase ph, int64_t it, int64_t g, in
     return ok;
 }
 
+/* The op's check of its operands (tg_op_def.check: indices, labels) before
+ * its kernel runs: true when they are valid, else false with the run's
+ * error message in msg. The kernel runs anyway (it reads no memory for a
+ * bad value); the run stops after the step. */
+static bool operands_valid(const device_ctx *c, const tg_kernel_args *a, int64_t it, int64_t g,
+                           char *msg, size_t cap)
+{
+    const tg_op_def *def = tg_op_get(a->node->op);
+    char why[320];
+    if (!def->check || def->check(a, why, sizeof why))
+        return true;
+    snprintf(msg, cap, "step %lld, micro-batch %lld, replica %d: '%s' (%s): %s",
+             (long long)(c->s->step + it), (long long)(g % c->s->program->micro_batches),
+             c->replica, a->node->name, def->name, why);
+    return false;
+}
+
 /* Steps [begin, end) of phase ph for micro-batch g (slot g); false when
- * the run was aborted at a ParallelIPU phase boundary. */
+ * the run was aborted at a ParallelIPU phase boundary or an op found its
+ * operands invalid. */
 static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int begin, int end)
 {
     tg_session *s = c->s;
@@ -134,6 +154,7 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
     if (preload)
         tg_stream_io_begin(c, &io);
     bool ok = true;
+    char bad[512];
     for (int k = begin; k < end; k++) {
         const tg_step *st = &dp->steps[ph][k];
         const tg_tensor *t = p->graph->nodes[st->node];
@@ -171,6 +192,7 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
         if (ph == TG_PHASE_UPDATE && tg_allreduce_is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
+        bool valid = operands_valid(c, &a, it, g, bad, sizeof bad);
         void *stored_out = a.out; /* staging points a.out at its f32 copy */
         if (c->rec) {
             double t0 = now_s();
@@ -190,6 +212,11 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             tg_streams_step(c, ph, st, false, it, g);
         if (c->buckets_done < c->buckets_sent) /* gradient buckets in flight */
             tg_buckets_progress(c, it);
+        if (!valid) { /* after the step's copies, so that the streams stay paired */
+            tg_exchange_fail(s, TG_ERR_INVALID_ARG, bad);
+            ok = false;
+            break;
+        }
     }
     if (preload)
         tg_stream_io_end(c, &io);

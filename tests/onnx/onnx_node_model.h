@@ -23,14 +23,17 @@
 
 enum { ONNX_NODE_MAX_IN = 4, ONNX_NODE_MAX_ATTR = 4 };
 
-typedef enum { ONNX_F32, ONNX_INTS } onnx_in_kind;
+/* ONNX_I64_IN, ONNX_BOOL_IN: an int64 or bool input of the model (indices
+ * computed at run time, a padding mask); onnx_node_build and the checks
+ * take F32 inputs only. */
+typedef enum { ONNX_F32, ONNX_INTS, ONNX_I64_IN, ONNX_BOOL_IN } onnx_in_kind;
 typedef enum { ONNX_INT, ONNX_INTS_ATTR, ONNX_FLOAT, ONNX_STRING } onnx_attr_kind;
 
 typedef struct onnx_node_input {
     const char *name; /* NULL: no more inputs; "" an absent optional input */
     onnx_in_kind kind;
     int ndim;
-    int64_t dim[4];
+    int64_t dim[5];
     const int64_t *values; /* ONNX_INTS: an int64 initializer with these values */
 } onnx_node_input;
 
@@ -73,6 +76,14 @@ static inline int64_t onnx_node_numel(const onnx_node_input *in)
     {                                                                                              \
         .name = n, .kind = ONNX_INTS, .ndim = nd, .dim = {__VA_ARGS__}, .values = v                \
     }
+#define I64_IN(n, nd, ...)                                                                         \
+    {                                                                                              \
+        .name = n, .kind = ONNX_I64_IN, .ndim = nd, .dim = { __VA_ARGS__ }                         \
+    }
+#define BOOL_IN(n, nd, ...)                                                                        \
+    {                                                                                              \
+        .name = n, .kind = ONNX_BOOL_IN, .ndim = nd, .dim = { __VA_ARGS__ }                        \
+    }
 #define INT(n, v)                                                                                  \
     {                                                                                              \
         .name = n, .kind = ONNX_INT, .i = v                                                        \
@@ -102,7 +113,7 @@ static inline tg_onnx_model *onnx_node_model(const onnx_node *nd)
     Onnx__TypeProto ty[ONNX_NODE_MAX_IN];
     Onnx__TypeProto__Tensor tt[ONNX_NODE_MAX_IN];
     Onnx__TensorShapeProto sh[ONNX_NODE_MAX_IN];
-    Onnx__TensorShapeProto__Dimension dims[ONNX_NODE_MAX_IN][4], *dim_ptrs[ONNX_NODE_MAX_IN][4];
+    Onnx__TensorShapeProto__Dimension dims[ONNX_NODE_MAX_IN][5], *dim_ptrs[ONNX_NODE_MAX_IN][5];
     Onnx__TensorProto init[ONNX_NODE_MAX_IN], *inits[ONNX_NODE_MAX_IN];
     Onnx__AttributeProto at[ONNX_NODE_MAX_ATTR], *ats[ONNX_NODE_MAX_ATTR];
     char *in_names[ONNX_NODE_MAX_IN], *out_names[4];
@@ -148,7 +159,9 @@ static inline tg_onnx_model *onnx_node_model(const onnx_node *nd)
         sh[k].n_dim = (size_t)in->ndim;
         sh[k].dim = dim_ptrs[k];
         tt[k].has_elem_type = 1;
-        tt[k].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        tt[k].elem_type = in->kind == ONNX_I64_IN    ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+                          : in->kind == ONNX_BOOL_IN ? ONNX__TENSOR_PROTO__DATA_TYPE__BOOL
+                                                     : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
         tt[k].shape = &sh[k];
         ty[k].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
         ty[k].tensor_type = &tt[k];

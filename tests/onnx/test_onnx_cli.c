@@ -106,6 +106,44 @@ static void test_normalize(void)
     tg_arena_destroy(a);
 }
 
+/* Exports whose output dims PyTorch declares by name (its exporter could
+ * not work them out): `import` prints the names and the built shape, and
+ * --model takes the built sizes (the declared ones were read as unknown
+ * and the models refused: "must be the logits ..."). Fixtures made by
+ * fixtures/make_symbolic_fixtures.py. */
+static void test_symbolic_output_dims(void)
+{
+    const char *lm = TG_SOURCE_DIR "/tests/onnx/fixtures/symbolic_lm.onnx";
+    const char *seg = TG_SOURCE_DIR "/tests/onnx/fixtures/symbolic_seg.onnx";
+    char args[1024];
+    snprintf(args, sizeof args, "import %s", lm);
+    TG_CLI_EXPECT(tmpdir, args, 0, "[batch, Addlogits_dim_1, 256] (built: [1, 16, 256])");
+    TG_CHECK(strstr(tg_cli_output, "int64   [batch, 16]") != NULL);
+    snprintf(args, sizeof args, "import %s --batch-size 3", seg);
+    TG_CLI_EXPECT(tmpdir, args, 0,
+                  "[batch, Resizelogits_dim_1, Resizelogits_dim_2, Resizelogits_dim_3] (built: "
+                  "[3, 4, 32, 32])");
+    tg_arena *a = tg_arena_create(1 << 16);
+    snprintf(args, sizeof args, "import %s --json", lm);
+    const tg_json *j = tg_cli_json(tmpdir, a, args, __FILE__, __LINE__);
+    const tg_json *outs = j ? tg_json_get(j, "outputs") : NULL;
+    const tg_json *o = outs ? tg_json_at(outs, 0) : NULL;
+    const tg_json *names = o ? tg_json_get(o, "dim_names") : NULL;
+    const tg_json *n1 = names ? tg_json_at(names, 1) : NULL;
+    TG_CHECK(n1 && n1->type == TG_JSON_STRING && !strcmp(n1->string, "Addlogits_dim_1"));
+    tg_arena_destroy(a);
+    snprintf(args, sizeof args,
+             "train --model %s --data text:/usr/share/common-licenses/GPL-3 --epochs 1 "
+             "--train-limit 32 --test-limit 16 --batch-size 8",
+             lm);
+    TG_CLI_EXPECT(tmpdir, args, 0, "perplexity");
+    snprintf(args, sizeof args,
+             "train --model %s --data shapes --epochs 1 --train-limit 16 --test-limit 8 "
+             "--batch-size 8",
+             seg);
+    TG_CLI_EXPECT(tmpdir, args, 0, "test mean IoU");
+}
+
 int main(void)
 {
     if (!TG_MKDTEMP(tmpdir))
@@ -114,6 +152,7 @@ int main(void)
     TG_RUN(test_import_errors_and_help);
     TG_RUN(test_model_option);
     TG_RUN(test_normalize);
+    TG_RUN(test_symbolic_output_dims);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

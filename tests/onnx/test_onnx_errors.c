@@ -776,7 +776,7 @@ static void test_double_input_computed_in_f32(void)
     tg_graph *g = tg_graph_create();
     tg_onnx_outputs io;
     EXPECT(tg_onnx_build(m, g, NULL, &io), TG_ERR_DTYPE, "input 'x' is bfloat16",
-           "(float, double, float16, integer and uint8 inputs are taken)", NULL);
+           "(float, double, float16, int64, int32, bool and uint8 inputs are taken)", NULL);
     tg_graph_destroy(g);
     tg_onnx_model_destroy(m);
 }

@@ -2,11 +2,15 @@
  * ScatterND (reductions none and add) and TopK as the importer builds them,
  * their gradients against finite differences and their kernels against the
  * reference (the forward values are ONNX's own cases in onnx/conformance),
- * and what they refuse, by name.
+ * and what they refuse, by name. ScatterElements with indices given at run
+ * time and MaxPool's Indices output (onnx_ops_norm.c), the pair a SegNet's
+ * unpooling exports to, through the engine.
  *
  * TG_TEST_LABELS: onnx
  */
 #include "onnx_node_model.h"
+
+#include "tilegraph/options.h"
 
 #include <string.h>
 
@@ -114,11 +118,119 @@ static void test_refused(void)
     expect_refused(&topk, "K = 9 along an axis of 5");
 }
 
+/* Import nd (inputs made by the importer), run it once with the given
+ * input data (f32 or i32 by the input's type, in order), read output k
+ * into out (as f32); the run's status. */
+static tg_status run_node(const onnx_node *nd, const void *const *in, int k, float *out, int64_t n)
+{
+    tg_onnx_model *m = onnx_node_model(nd);
+    tg_graph *g = tg_graph_create();
+    tg_onnx_build_config c = {.batch = 1};
+    tg_onnx_outputs io = {0};
+    tg_status st = m ? tg_onnx_build(m, g, &c, &io) : TG_ERR_INVALID_ARG;
+    tg_onnx_model_destroy(m);
+    tg_session *s = NULL;
+    tg_options *o = tg_options_create();
+    if (st == TG_OK)
+        st = tg_session_create(g, o, &s);
+    tg_options_destroy(o);
+    for (int i = 0; st == TG_OK && i < io.n_inputs; i++) {
+        tg_shape sh = tg_tensor_shape(io.inputs[i]);
+        st = tg_session_write(s, io.inputs[i], in[i], (size_t)tg_shape_numel(sh) * 4);
+    }
+    if (st == TG_OK)
+        st = tg_session_run(s);
+    if (st == TG_OK && tg_tensor_dtype(io.outputs[k]) == TG_I32) {
+        int32_t v[64];
+        st = n <= 64 ? tg_session_read(s, io.outputs[k], v, (size_t)n * sizeof *v) : TG_ERR_SHAPE;
+        for (int64_t e = 0; st == TG_OK && e < n; e++)
+            out[e] = (float)v[e];
+    } else if (st == TG_OK) {
+        st = tg_session_read(s, io.outputs[k], out, (size_t)n * sizeof *out);
+    }
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+    return st;
+}
+
+/* MaxPool's Indices: the flat index of each window's first maximum, over
+ * the whole [N, C, H, W] input (the second plane's start at 16). */
+static const int64_t two2[] = {2, 2};
+
+static void test_maxpool_indices(void)
+{
+    onnx_node nd = {.op_type = "MaxPool",
+                    .opset = 13,
+                    .n_outputs = 2,
+                    .in = {F32("x", 4, 1, 2, 4, 4)},
+                    .attr = {INTS_ATTR("kernel_shape", two2, 2), INTS_ATTR("strides", two2, 2)}};
+    float x[32];
+    for (int k = 0; k < 32; k++)
+        x[k] = (float)((k * 7) % 32);
+    x[0] = x[1] = 40; /* a tie: the first wins */
+    float idx[8] = {0};
+    TG_CHECK_OK(run_node(&nd, (const void *[]){x}, 1, idx, 8));
+    for (int p = 0; p < 8; p++) {
+        int c = p / 4, r = (p % 4) / 2, q = p % 2, best = -1;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                int at = c * 16 + (2 * r + i) * 4 + 2 * q + j;
+                if (best < 0 || x[at] > x[best])
+                    best = at;
+            }
+        TG_CHECK_NEAR(idx[p], best, 0);
+    }
+    TG_CHECK_NEAR(idx[0], 0, 0);
+}
+
+/* Indices given at run time: zeros with rows of updates written at them
+ * (a twice-written element gets the mean, equal values kept exactly), and
+ * an index outside the axis stops the run naming it. */
+static void test_scatter_runtime_indices(void)
+{
+    onnx_node nd = {.op_type = "ScatterElements",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {F32("data", 2, 2, 5), I64_IN("idx", 2, 2, 2), F32("upd", 2, 2, 2)},
+                    .attr = {INT("axis", 1)}};
+    const float data[10] = {0};
+    const int32_t idx[4] = {4, -5, 2, 2};
+    const float upd[4] = {1, 2, 7, 7};
+    float out[10] = {0};
+    TG_CHECK_OK(run_node(&nd, (const void *[]){data, idx, upd}, 0, out, 10));
+    const float want[10] = {2, 0, 0, 0, 1, 0, 0, 7, 0, 0};
+    for (int k = 0; k < 10; k++)
+        TG_CHECK_NEAR(out[k], want[k], 0);
+    const int32_t bad[4] = {4, 0, 5, 1};
+    TG_CHECK(run_node(&nd, (const void *[]){data, bad, upd}, 0, out, 10) == TG_ERR_INVALID_ARG);
+    if (!strstr(tg_error_message(), "indices 'idx' hold 5 at [1, 0]"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", tg_error_message());
+}
+
+/* MaxUnpool: the values' gradient and kernels, at the default output
+ * shape and at a larger output_shape (the indices moved to the same place
+ * of it); the values are ONNX's own cases (onnx/conformance). */
+static void test_max_unpool(void)
+{
+    static const int64_t idx[] = {5, 7, 13, 15}, big[] = {1, 1, 5, 5};
+    onnx_node nd = {.op_type = "MaxUnpool",
+                    .opset = 11,
+                    .n_outputs = 1,
+                    .in = {F32("x", 4, 1, 1, 2, 2), INTS("i", idx, 4, 1, 1, 2, 2)},
+                    .attr = {INTS_ATTR("kernel_shape", two2, 2), INTS_ATTR("strides", two2, 2)}};
+    onnx_node_check("MaxUnpool", &nd, 1e-6);
+    nd.in[2] = (onnx_node_input)INTS("shape", big, 1, 4);
+    onnx_node_check("MaxUnpool to a larger output_shape", &nd, 1e-6);
+}
+
 int main(void)
 {
     TG_RUN(test_scatter_gradients);
     TG_RUN(test_gather_nd);
     TG_RUN(test_topk);
     TG_RUN(test_refused);
+    TG_RUN(test_maxpool_indices);
+    TG_RUN(test_scatter_runtime_indices);
+    TG_RUN(test_max_unpool);
     return tg_test_finish();
 }

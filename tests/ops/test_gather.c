@@ -277,11 +277,71 @@ static void test_refused(void)
     }
 }
 
+#define CHECK_HAS(msg, part)                                                                       \
+    do {                                                                                           \
+        if (!strstr((msg), (part)))                                                                \
+            tg_test_fail(__FILE__, __LINE__, "\"%s\" does not say \"%s\"", (msg), (part));         \
+    } while (0)
+
+/* The op's check (tg_op_def.check), which the engine runs before the
+ * kernel: an index outside [-dim, dim) along the gathered axis (not the
+ * whole tensor: 7 is an element of a [3, 5] table but no column of it) is
+ * named with its position and the range; ids into an embedding
+ * (tg_embedding) are refused negative, as nn.Embedding refuses them, and
+ * the kernels read nothing for them. The gradient op checks the same. */
+static void test_index_check(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *table = tg_input(g, "table", TG_F32, tg_shape2(3, 5));
+    tg_tensor *cols = tg_input(g, "cols", TG_I32, tg_shape2(1, 3));
+    tg_tensor *y = tg_gather(g, table, cols, 1);
+    const tg_op_def *def = tg_op_get(TG_OP_GATHER);
+    TG_CHECK(def->check != NULL && y != NULL);
+    char msg[320] = "";
+    const int32_t fine[] = {4, -5, 0}, past[] = {4, 7, 0}, below[] = {0, 1, -6};
+    tg_kernel_args a = {.node = y, .in = {NULL, (void *)fine}};
+    TG_CHECK(def->check(&a, msg, sizeof msg));
+    a.in[1] = (void *)past;
+    TG_CHECK(!def->check(&a, msg, sizeof msg));
+    CHECK_HAS(msg, "indices 'cols' hold 7 at [0, 1]: axis 1 of 'table' has size 5, "
+                   "so indices must be in [-5, 5)");
+    a.in[1] = (void *)below;
+    TG_CHECK(!def->check(&a, msg, sizeof msg));
+    CHECK_HAS(msg, "hold -6 at [0, 2]");
+
+    tg_tensor *ids = tg_input(g, "ids", TG_I32, tg_shape1(3));
+    tg_tensor *e = tg_embedding(g, table, ids);
+    TG_CHECK(e != NULL && tg_gather_ids(e));
+    const int32_t neg[] = {0, -1, 2};
+    tg_kernel_args b = {.node = e, .in = {NULL, (void *)neg}};
+    TG_CHECK(!def->check(&b, msg, sizeof msg));
+    CHECK_HAS(msg, "ids 'ids' hold -1 at [1]: 'table' has 3 rows, so ids must be in "
+                   "[0, 3) (negative ids are refused, as by nn.Embedding)");
+    const float tv[15] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    float out[15];
+    b.in[0] = (void *)tv;
+    b.out = out;
+    def->forward(&b);
+    TG_CHECK(out[0] == 1 && isnan(out[5]) && out[10] == 11); /* -1 is not the last row */
+
+    /* the gradient op of an embedding keeps the ids' rule */
+    tg_tensor *dy = tg_input(g, "dy", TG_F32, tg_shape2(3, 5));
+    bool need = true;
+    tg_tensor *din = NULL;
+    TG_CHECK_OK(def->backward(g, e, dy, &need, &din));
+    TG_CHECK(din && din->op == TG_OP_GATHER_BWD && tg_gather_ids(din));
+    tg_kernel_args c = {.node = din, .in = {NULL, (void *)neg}};
+    TG_CHECK(!tg_op_get(TG_OP_GATHER_BWD)->check(&c, msg, sizeof msg));
+    CHECK_HAS(msg, "ids 'ids' hold -1 at [1]");
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_gather_kernels_and_gradients);
     TG_RUN(test_scatter_add);
     TG_RUN(test_index_edges);
+    TG_RUN(test_index_check);
     TG_RUN(test_select_ops);
     TG_RUN(test_cast_values);
     TG_RUN(test_refused);

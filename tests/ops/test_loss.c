@@ -343,7 +343,9 @@ static void test_ignore_weights(void)
         }
 }
 
-/* A mean over only ignored rows is 0/0 = NaN, as in PyTorch; a sum is 0. */
+/* A mean over only ignored rows (a masked LM's micro-batch with no masked
+ * token) is 0 with a zero gradient, not PyTorch's 0/0 = NaN, which stopped
+ * the run as diverged; a sum is 0 too. Fast kernels and the reference. */
 static void test_all_ignored(void)
 {
     for (int red = TG_LOSS_MEAN; red <= TG_LOSS_SUM; red++) {
@@ -352,17 +354,48 @@ static void test_all_ignored(void)
         tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape1(2));
         tg_tensor *ce = tg_cross_entropy_ex(g, x, l, NULL,
                                             (tg_loss_params){(tg_loss_reduction)red, true, -100});
+        tg_tensor *one = tg_constant(g, tg_shape_of(0, NULL), 1.0f);
+        tg_tensor *d =
+            tg_node_create(g, TG_OP_CROSS_ENTROPY_BWD, 3, (tg_tensor *[]){one, x, l}, &ce->p);
         TG_CHECK_OK(tg_graph_status(g));
-        float xf[6] = {1, 2, 3, 4, 5, 6}, of[1];
+        float xf[6] = {1, 2, 3, 4, 5, 6}, of[1], onef = 1, gf[6];
         int32_t li[2] = {-100, -100};
-        double xd[6] = {1, 2, 3, 4, 5, 6}, ld[2] = {-100, -100}, od[1];
+        double xd[6] = {1, 2, 3, 4, 5, 6}, ld[2] = {-100, -100}, od[1], oned = 1, gd[6];
         run_both(ce, (void *[]){xf, li}, (double *[]){xd, ld}, of, od, 1);
-        if (red == TG_LOSS_MEAN)
-            TG_CHECK(isnan(of[0]) && isnan(od[0]));
-        else
-            TG_CHECK(of[0] == 0 && od[0] == 0);
+        TG_CHECK(of[0] == 0 && od[0] == 0);
+        run_both(d, (void *[]){&onef, xf, li}, (double *[]){&oned, xd, ld}, gf, gd, 1);
+        for (int k = 0; k < 6; k++)
+            TG_CHECK(gf[k] == 0 && gd[k] == 0);
         tg_graph_destroy(g);
     }
+}
+
+/* Labels outside [0, C), not the ignore_index, are refused by the op's
+ * check (tg_op_def.check) naming the labels, the value, the sample and
+ * position, and the range; PyTorch raises for them too. */
+static void test_labels_check(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "logits", TG_F32, tg_shape3(2, 3, 4));
+    tg_tensor *l = tg_input(g, "labels", TG_I32, tg_shape2(2, 4));
+    tg_tensor *ce = tg_cross_entropy_ex(g, x, l, NULL, (tg_loss_params){TG_LOSS_MEAN, true, -100});
+    tg_tensor *nll = tg_nll_loss(g, x, l);
+    TG_CHECK_OK(tg_graph_status(g));
+    const tg_op_def *def = tg_op_get(TG_OP_CROSS_ENTROPY);
+    int32_t li[8] = {0, 1, 2, -100, 2, 1, 3, 0};
+    tg_kernel_args a = {.node = ce, .in = {NULL, li}};
+    char msg[320] = "";
+    TG_CHECK(!def->check(&a, msg, sizeof msg));
+    if (!strstr(msg, "labels 'labels' hold 3 at sample 1, position 2: there are 3 classes, so "
+                     "labels must be integers in [0, 3), or the ignore_index -100"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
+    li[6] = -100;
+    TG_CHECK(def->check(&a, msg, sizeof msg));
+    tg_kernel_args b = {.node = nll, .in = {NULL, li}}; /* no ignore_index: -100 is refused */
+    TG_CHECK(!tg_op_get(TG_OP_NLL_LOSS)->check(&b, msg, sizeof msg));
+    if (!strstr(msg, "hold -100 at sample 0, position 3") || strstr(msg, "ignore_index"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
+    tg_graph_destroy(g);
 }
 
 static void expect_error(tg_graph *g, tg_status s, const char *text)
@@ -434,6 +467,7 @@ int main(void)
     TG_RUN(test_bad_labels);
     TG_RUN(test_ignore_weights);
     TG_RUN(test_all_ignored);
+    TG_RUN(test_labels_check);
     TG_RUN(test_errors);
     TG_RUN(test_gradcheck);
     TG_RUN(test_kernels);

@@ -1,0 +1,149 @@
+/* tests/onnx/test_onnx_conv3d.c - src/onnx/onnx_conv3d.c: ONNX Conv on
+ * [N, C, D, H, W] (built from 2-D convolutions over the depth slices)
+ * against a direct 3-D convolution written here in double, for strides,
+ * dilation, asymmetric padding and groups; its gradient against finite
+ * differences and its kernels against the reference; GlobalAveragePool,
+ * MaxPool and AveragePool on 5-D (gradients and kernels; their values
+ * against PyTorch in tests/python/test_conv3d.py and ONNX's cases); what
+ * they refuse. (3-D convolution was refused: "3-D convolution and
+ * pooling are not implemented".)
+ *
+ * TG_TEST_LABELS: onnx
+ */
+#include "onnx_node_model.h"
+
+#include "runtime/interp.h"
+
+#include <math.h>
+#include <string.h>
+
+static const int64_t s122[] = {1, 2, 2}, d211[] = {2, 1, 1}, pads[] = {1, 0, 1, 0, 1, 0};
+
+/* y = conv3d(x, w) + bias, plain loops. */
+static double direct(const double *x, const double *w, const double *bias, const int64_t *xd,
+                     const int64_t *wd, int group, const int64_t *s, const int64_t *d,
+                     const int64_t *p, const int64_t *yd, const int64_t *at)
+{
+    int64_t n = at[0], o = at[1], cg = wd[1], og = wd[0] / group, c0 = (o / og) * cg;
+    double acc = bias ? bias[o] : 0;
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t i = 0; i < wd[2]; i++)
+            for (int64_t j = 0; j < wd[3]; j++)
+                for (int64_t k = 0; k < wd[4]; k++) {
+                    int64_t z = at[2] * s[0] + i * d[0] - p[0], h = at[3] * s[1] + j * d[1] - p[1],
+                            v = at[4] * s[2] + k * d[2] - p[2];
+                    if (z < 0 || z >= xd[2] || h < 0 || h >= xd[3] || v < 0 || v >= xd[4])
+                        continue;
+                    acc += x[(((n * xd[1] + c0 + c) * xd[2] + z) * xd[3] + h) * xd[4] + v] *
+                           w[(((o * cg + c) * wd[2] + i) * wd[3] + j) * wd[4] + k];
+                }
+    (void)yd;
+    return acc;
+}
+
+static void check_against_direct(const onnx_node *nd, int group, const int64_t *s, const int64_t *d,
+                                 const int64_t *p)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *y = onnx_node_build(g, (void *)nd);
+    tg_interp *ip = NULL;
+    TG_CHECK(y != NULL);
+    TG_CHECK_OK(y ? tg_interp_create(g, 5, &ip) : TG_ERR_INVALID_ARG);
+    TG_CHECK_OK(ip ? tg_interp_run(ip, 0) : TG_ERR_INVALID_ARG);
+    if (ip) {
+        tg_tensor *x = tg_graph_find(g, "x"), *w = tg_graph_find(g, "w"),
+                  *bias = tg_graph_find(g, "b");
+        TG_CHECK(x && w);
+        tg_shape ys = tg_tensor_shape(y);
+        const int64_t *xd = nd->in[0].dim, *wd = nd->in[1].dim;
+        double worst = 0;
+        int64_t at[5];
+        for (int64_t e = 0; x && w && e < tg_shape_numel(ys); e++) {
+            int64_t r = e;
+            for (int k = 4; k >= 0; k--) {
+                at[k] = r % ys.dim[k];
+                r /= ys.dim[k];
+            }
+            double want =
+                direct(tg_interp_data(ip, x), tg_interp_data(ip, w),
+                       bias ? tg_interp_data(ip, bias) : NULL, xd, wd, group, s, d, p, ys.dim, at);
+            worst = fmax(worst, fabs(tg_interp_data(ip, y)[e] - want));
+        }
+        TG_CHECK(worst < 1e-12);
+    }
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+}
+
+static void test_conv3d(void)
+{
+    onnx_node nd = {.op_type = "Conv",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {F32("x", 5, 2, 2, 5, 7, 6), F32("w", 5, 4, 1, 2, 3, 2), F32("b", 1, 4)},
+                    .attr = {INTS_ATTR("strides", s122, 3), INTS_ATTR("dilations", d211, 3),
+                             INTS_ATTR("pads", pads, 6), INT("group", 2)}};
+    const int64_t p3[3] = {1, 0, 1};
+    check_against_direct(&nd, 2, s122, d211, p3);
+    onnx_node_check("Conv 3-D, strided, dilated, padded, 2 groups", &nd, 1e-5);
+    onnx_node plain = {.op_type = "Conv",
+                       .opset = 13,
+                       .n_outputs = 1,
+                       .in = {F32("x", 5, 1, 3, 3, 4, 4), F32("w", 5, 2, 3, 3, 3, 3)}};
+    const int64_t ones[3] = {1, 1, 1}, none[3] = {0, 0, 0};
+    check_against_direct(&plain, 1, ones, ones, none);
+    onnx_node gap = {.op_type = "GlobalAveragePool",
+                     .opset = 13,
+                     .n_outputs = 1,
+                     .in = {F32("x", 5, 2, 3, 2, 3, 4)}};
+    onnx_node_check("GlobalAveragePool 5-D", &gap, 1e-6);
+    static const int64_t k233[] = {2, 3, 3}, s122b[] = {1, 2, 2}, pd[] = {1, 1, 0, 0, 1, 1};
+    onnx_node maxp = {.op_type = "MaxPool",
+                      .opset = 13,
+                      .n_outputs = 1,
+                      .in = {F32("x", 5, 2, 2, 3, 5, 4)},
+                      .attr = {INTS_ATTR("kernel_shape", k233, 3), INTS_ATTR("strides", s122b, 3),
+                               INTS_ATTR("pads", pd, 6)}};
+    onnx_node_check("MaxPool 3-D, strided, padded", &maxp, 1e-6);
+    onnx_node avgp = maxp;
+    avgp.op_type = "AveragePool";
+    avgp.attr[3] = (onnx_node_attr)INT("count_include_pad", 1);
+    onnx_node_check("AveragePool 3-D, strided, padded, counting the pads", &avgp, 1e-6);
+}
+
+static void test_refused(void)
+{
+    static const int64_t k3[] = {3, 3, 3};
+    onnx_node nd = {.op_type = "Conv",
+                    .opset = 13,
+                    .n_outputs = 1,
+                    .in = {F32("x", 5, 1, 2, 4, 4, 4), F32("w", 5, 2, 2, 3, 3, 3)},
+                    .attr = {STR("auto_pad", "SAME_UPPER")}};
+    const char *msg = onnx_node_refusal(&nd);
+    if (!strstr(msg, "auto_pad 'SAME_UPPER' with a 3-D convolution"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
+    onnx_node pool = {.op_type = "MaxPool",
+                      .opset = 13,
+                      .n_outputs = 1,
+                      .in = {F32("x", 5, 1, 2, 4, 4, 4)},
+                      .attr = {INTS_ATTR("kernel_shape", k3, 3), INT("ceil_mode", 1)}};
+    msg = onnx_node_refusal(&pool);
+    if (!strstr(msg, "ceil_mode with 3-D pooling"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
+    static const int64_t p1[] = {1, 1, 1, 1, 1, 1};
+    onnx_node avg = {.op_type = "AveragePool",
+                     .opset = 13,
+                     .n_outputs = 1,
+                     .in = {F32("x", 5, 1, 2, 4, 4, 4)},
+                     .attr = {INTS_ATTR("kernel_shape", k3, 3), INTS_ATTR("pads", p1, 6)}};
+    msg = onnx_node_refusal(&avg);
+    if (!strstr(msg, "a padded 3-D AveragePool without count_include_pad"))
+        tg_test_fail(__FILE__, __LINE__, "message: %s", msg);
+}
+
+int main(void)
+{
+    TG_RUN(test_conv3d);
+    TG_RUN(test_refused);
+    return tg_test_finish();
+}
