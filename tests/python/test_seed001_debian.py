@@ -1,6 +1,8 @@
-"""tests/python/test_seed001.py - examples/python/seed001_bert_qa.py runs at small size.
+"""tests/python/test_seed001_debian.py - examples/python/seed001_bert_qa_debian.py runs at small size.
 
-Seed 001's BertForQuestionAnswering with BeginBlock at encoder layers 0, 2
+The Debian-only variant of seed 001 (BERT written out in plain torch, no
+transformers; tests/python/test_seed001.py runs the seed's own script with
+transformers and the pretrained weights). Seed 001's BertForQuestionAnswering with BeginBlock at encoder layers 0, 2
 and 4 on devices 1, 2 and 3, pipelined over four devices with gradient
 accumulation and device iterations, int64 ids, token types and mask, AdamW:
 5 layers, sequence 24, 2,048 samples of the synthetic span task (about 10 s
@@ -16,7 +18,7 @@ import unittest
 import tg_pytest  # noqa: F401  (skips without torch)
 
 MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python",
-                    "seed001_bert_qa.py")
+                    "seed001_bert_qa_debian.py")
 
 
 def run(*args):
