@@ -124,6 +124,9 @@ def parse():
                  "device_iterations", "epochs"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(a, name)}")
+    for name in ("steps", "train_samples", "test_samples", "threads"):
+        if getattr(a, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be 0 or more, got {getattr(a, name)}")
     if a.gradient_accumulation < 4:
         p.error("--gradient-accumulation must be at least 4: the pipeline's 4 stages each hold a micro-batch")
     if not 32 <= a.seq_len <= 512:
@@ -183,7 +186,10 @@ def main():
     if args.torch and args.threads:
         torch.set_num_threads(args.threads)
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.pretrained)
-    train, test = license_qa.build(tokenizer, args.seq_len, seed=args.seed)
+    try:
+        train, test = license_qa.build(tokenizer, args.seq_len, seed=args.seed)
+    except FileNotFoundError as e:
+        sys.exit(f"seed001_bert_qa: {e}")
     print(f"questions: {len(train)} training (GNU licenses), {len(test)} held-out "
           f"({', '.join(license_qa.TEST_FILES)}; {test.dropped} segments dropped as shared with "
           "the training text)", flush=True)
