@@ -171,6 +171,24 @@ static tg_status scatter_runtime(onnx_builder *b, tg_tensor *data, tg_tensor *up
     return ob_set(b, 0, ints && y ? tg_cast(g, y, TG_I32) : y); /* integer data: back to i32 */
 }
 
+/* ScatterElements' indices and updates share one shape, of the data's rank,
+ * no larger than the data off the scatter axis (constant or run-time
+ * indices alike). */
+static tg_status check_indices_shape(onnx_builder *b, tg_shape is, tg_shape us, tg_shape ds,
+                                     int axis)
+{
+    if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
+        return ob_fail(b, TG_ERR_SHAPE,
+                       "indices (%d dims) and updates (%d dims) must have one shape, with the "
+                       "data's rank (%d)",
+                       is.ndim, us.ndim, ds.ndim);
+    for (int d = 0; d < ds.ndim; d++)
+        if (d != axis && is.dim[d] > ds.dim[d])
+            return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond the data's %lld", d,
+                           (long long)is.dim[d], (long long)ds.dim[d]);
+    return TG_OK;
+}
+
 static tg_status map_scatter_elements(onnx_builder *b)
 {
     tg_tensor *data, *updates;
@@ -183,30 +201,14 @@ static tg_status map_scatter_elements(onnx_builder *b)
     if (!ob_is_const(b, 1)) {
         tg_shape is;
         TG_TRY(ob_shape(b, 1, &is));
-        if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
-            return ob_fail(b, TG_ERR_SHAPE,
-                           "indices (%d dims) and updates (%d dims) must have one shape, with the "
-                           "data's rank (%d)",
-                           is.ndim, us.ndim, ds.ndim);
-        for (int d = 0; d < ds.ndim; d++)
-            if (d != axis && is.dim[d] > ds.dim[d])
-                return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond the data's %lld", d,
-                               (long long)is.dim[d], (long long)ds.dim[d]);
+        TG_TRY(check_indices_shape(b, is, us, ds, axis));
         return scatter_runtime(b, data, updates, axis, add, ints);
     }
     const tg_onnx_data *idx = static_indices(b, 1);
     if (!idx)
         return TG_ERR_UNSUPPORTED;
     tg_shape is = tg_shape_of(idx->ndim, idx->dim);
-    if (!tg_shape_equal(is, us) || is.ndim != ds.ndim)
-        return ob_fail(b, TG_ERR_SHAPE,
-                       "indices (%d dims) and updates (%d dims) must have one shape, with the "
-                       "data's rank (%d)",
-                       is.ndim, us.ndim, ds.ndim);
-    for (int d = 0; d < ds.ndim; d++)
-        if (d != axis && is.dim[d] > ds.dim[d])
-            return ob_fail(b, TG_ERR_SHAPE, "indices dim %d is %lld, beyond the data's %lld", d,
-                           (long long)is.dim[d], (long long)ds.dim[d]);
+    TG_TRY(check_indices_shape(b, is, us, ds, axis));
     int64_t n = idx->n, dst[TG_MAX_DIMS], ist[TG_MAX_DIMS];
     strides_of(ds, dst);
     strides_of(is, ist);
