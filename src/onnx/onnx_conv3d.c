@@ -86,6 +86,25 @@ static tg_tensor *depth_slices(tg_graph *g, tg_tensor *xp, int64_t start, int64_
     return tg_reshape(g, t, tg_shape4(xs.dim[0] * od, xs.dim[1], xs.dim[3], xs.dim[4]));
 }
 
+/* x [N, C, D, H, W] padded along its depth by a's pads (with pad_value) into
+ * *xp, and the output depth *od of a window of taps depth taps over it;
+ * refused when the window is deeper than the padded input. */
+static tg_status pad_depth(onnx_builder *b, tg_tensor *x, int64_t taps, const conv3d_attrs *a,
+                           float pad_value, tg_tensor **xp, int64_t *od)
+{
+    int64_t span = (taps - 1) * a->d[0] + 1,
+            depth = tg_tensor_shape(x).dim[2] + a->lo[0] + a->hi[0];
+    if (depth < span)
+        return ob_fail(b, TG_ERR_SHAPE, "the padded depth %lld is shorter than the window's %lld",
+                       (long long)depth, (long long)span);
+    *od = (depth - span) / a->s[0] + 1;
+    *xp = x;
+    if (a->lo[0] || a->hi[0])
+        *xp = tg_pad(b->g, x, (const int64_t[]){0, 0, a->lo[0], 0, 0, 0, 0, a->hi[0], 0, 0},
+                     TG_PAD_CONSTANT, pad_value);
+    return TG_OK;
+}
+
 tg_status ob_conv3d(onnx_builder *b)
 {
     tg_graph *g = b->g;
@@ -98,15 +117,9 @@ tg_status ob_conv3d(onnx_builder *b)
         return ob_fail(b, TG_ERR_SHAPE, "weight has %d dims (5 for a 3-D input)", ws.ndim);
     conv3d_attrs a;
     TG_TRY(read_attrs(b, ws, &a));
-    int64_t span = (ws.dim[2] - 1) * a.d[0] + 1, depth = xs.dim[2] + a.lo[0] + a.hi[0];
-    if (depth < span)
-        return ob_fail(b, TG_ERR_SHAPE, "the padded depth %lld is shorter than the window's %lld",
-                       (long long)depth, (long long)span);
-    int64_t od = (depth - span) / a.s[0] + 1;
-    tg_tensor *xp = x;
-    if (a.lo[0] || a.hi[0])
-        xp = tg_pad(g, x, (const int64_t[]){0, 0, a.lo[0], 0, 0, 0, 0, a.hi[0], 0, 0},
-                    TG_PAD_CONSTANT, 0.0f);
+    tg_tensor *xp;
+    int64_t od;
+    TG_TRY(pad_depth(b, x, ws.dim[2], &a, 0.0f, &xp, &od));
     tg_conv2d_params p = {(int)a.s[1], (int)a.s[2], (int)a.lo[1], (int)a.lo[2],
                           (int)a.d[1], (int)a.d[2], a.group};
     tg_tensor *sum = NULL;
@@ -166,15 +179,9 @@ tg_status ob_pool3d(onnx_builder *b, bool max)
     if (!max && (a.d[0] != 1 || a.d[1] != 1 || a.d[2] != 1))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
     tg_shape xs = tg_tensor_shape(x);
-    int64_t span = (ks[0] - 1) * a.d[0] + 1, depth = xs.dim[2] + a.lo[0] + a.hi[0];
-    if (depth < span)
-        return ob_fail(b, TG_ERR_SHAPE, "the padded depth %lld is shorter than the window's %lld",
-                       (long long)depth, (long long)span);
-    int64_t od = (depth - span) / a.s[0] + 1;
-    tg_tensor *xp = x;
-    if (a.lo[0] || a.hi[0])
-        xp = tg_pad(g, x, (const int64_t[]){0, 0, a.lo[0], 0, 0, 0, 0, a.hi[0], 0, 0},
-                    TG_PAD_CONSTANT, max ? -INFINITY : 0.0f);
+    tg_tensor *xp;
+    int64_t od;
+    TG_TRY(pad_depth(b, x, ks[0], &a, max ? -INFINITY : 0.0f, &xp, &od));
     tg_pool2d_params p = {(int)ks[1],   (int)ks[2],   (int)a.s[1],  (int)a.s[2],
                           (int)a.lo[1], (int)a.lo[2], (int)a.hi[1], (int)a.hi[2],
                           (int)a.d[1],  (int)a.d[2],  false,        true};
