@@ -12,6 +12,7 @@ import functools
 import logging
 from typing import Any, Callable, Optional
 
+from ._enums import NamedIntEnum
 from ._lib import TilegraphError
 
 
@@ -19,49 +20,49 @@ def refuse(name: str, why: str) -> None:
     raise TilegraphError(f"poptorch.{name}: {why}")
 
 
-class ReductionType(enum.IntEnum):
+class ReductionType(NamedIntEnum):
     Sum = 0
     Mean = 1
     NoReduction = 2
 
 
-class MeanReductionStrategy(enum.IntEnum):
+class MeanReductionStrategy(NamedIntEnum):
     Running = 0
     Post = 1
     Default = 2
 
 
-class AutoStage(enum.IntEnum):
+class AutoStage(NamedIntEnum):
     SameAsIpu = 0
     AutoIncrement = 1
 
 
-class SyncPattern(enum.IntEnum):
+class SyncPattern(NamedIntEnum):
     Full = 0
     SinglePipeline = 1
     ReplicaAndLadder = 2
 
 
-class ConnectionType(enum.IntEnum):
+class ConnectionType(NamedIntEnum):
     Always = 0
     OnDemand = 1
     Never = 2
 
 
-class CommGroupType(enum.IntEnum):
+class CommGroupType(NamedIntEnum):
     All = 0
     Consecutive = 1
     Orthogonal = 2
     NoGrouping = 3
 
 
-class VariableRetrievalMode(enum.IntEnum):
+class VariableRetrievalMode(NamedIntEnum):
     OnePerGroup = 0
     AllReduceReplicas = 1
     AllReplicas = 2
 
 
-class HalfFloatCastingBehavior(enum.IntEnum):
+class HalfFloatCastingBehavior(NamedIntEnum):
     FloatDowncastToHalf = 0
     HalfUpcastToFloat = 1
     Default = 2

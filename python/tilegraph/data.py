@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, Optional
 
-import enum
 import os
 
 import torch
 
+from ._enums import NamedIntEnum
 from . import dist
 from .options import Options
 
 
-class DataLoaderMode(enum.IntEnum):
-    __str__ = enum.Enum.__str__  # "DataLoaderMode.Async", not "1" (Python 3.11's IntEnum)
+class DataLoaderMode(NamedIntEnum):
     Sync = 0
     Async = 1
     AsyncRebatched = 2

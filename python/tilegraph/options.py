@@ -15,11 +15,11 @@ import copy
 import enum
 import re
 
+from ._enums import NamedIntEnum
 from ._lib import ffi, lib, message
 
 
-class OutputMode(enum.IntEnum):
-    __str__ = enum.Enum.__str__  # "OutputMode.All" as PopTorch prints it (3.11's IntEnum: "2")
+class OutputMode(NamedIntEnum):
     Final = 0
     EveryN = 1
     All = 2

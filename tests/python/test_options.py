@@ -27,6 +27,8 @@ class OptionsTest(unittest.TestCase):
         self.assertEqual(str(poptorch.OutputMode.All), "OutputMode.All")
         self.assertEqual(f"{poptorch.DataLoaderMode.Async}", "DataLoaderMode.Async")
         self.assertEqual(int(poptorch.OutputMode.All), 2)
+        self.assertEqual(str(poptorch.ReductionType.Mean), "ReductionType.Mean")
+        self.assertEqual(str(poptorch.AutoStage.SameAsIpu), "AutoStage.SameAsIpu")
 
     def test_every_n_and_strategy(self):
         o = poptorch.Options().outputMode(poptorch.OutputMode.EveryN, 3)
