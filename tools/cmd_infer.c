@@ -1,8 +1,9 @@
-/* tools/cmd_infer.c - `tilegraph infer`: classify test images with a
+/* tools/cmd_infer.c - `tilegraph infer`: its flags, which choose the mode
+ * (throughput and latency, a language model's scoring or generation, or
+ * classifying test images), and the last: test images classified with a
  * trained checkpoint, as the tutorial's last cell does; a segmentation
  * model's images are scored pixel by pixel against their masks. */
-#include "cli.h"
-#include "train_util.h"
+#include "infer_cmd.h"
 
 #include "analyse/analyse.h"
 #include "tilegraph/checkpoint.h"
@@ -11,19 +12,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tg_options *infer_options(int64_t threads, const char *exe, const char *exe_cache)
+tg_options *infer_options(const infer_args *a)
 {
-    device_args dev;
-    device_args_defaults(&dev);
-    dev.threads = threads;
-    dev.executable_cache = exe_cache;
+    device_args dev = a->dev;
+    /* an inference program's deviceIterations: --device-iterations, which
+     * the device flags give a training program, as --eval-device-iterations */
+    if (dev.eval_iterations < 0)
+        dev.eval_iterations = dev.iterations;
     tg_options *o = device_options(&dev, "infer", true);
-    if (o && exe && tg_options_set(o, "executableFile", exe) != TG_OK) {
+    if (o && dev.executable && tg_options_set(o, "executableFile", dev.executable) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         tg_options_destroy(o);
         return NULL;
     }
     return o;
+}
+
+uint64_t infer_seed(const infer_args *a)
+{
+    return a->dev.seed < 0 ? 0 : (uint64_t)a->dev.seed;
+}
+
+int infer_load(const infer_args *a, tg_session *s, const tg_model_spec *m)
+{
+    if (!a->load)
+        return 0;
+    if (tg_checkpoint_load_ex(s, a->load, m->name,
+                              a->allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
+        fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+        return -1;
+    }
+    return 0;
 }
 
 /* Pixel counts per class: labelled, predicted, both (train_util's mean_iou). */
@@ -127,63 +146,113 @@ done:
     return status;
 }
 
-/* The flags of `tilegraph infer`. */
-typedef struct infer_args {
-    const char *model, *load, *exe, *exe_cache;
-    data_args data;
-    int64_t index, count, threads;
-    bool json, allow_non_finite;
-} infer_args;
+#define INFER_EXAMPLES                                                                             \
+    "Examples:\n"                                                                                  \
+    "  tilegraph train --model fashion-basic --save w.safetensors\n"                               \
+    "  tilegraph infer --model fashion-basic --load w.safetensors --index 0 --count 3\n"           \
+    "  tilegraph infer --model resnet18 --batch-size 8 --iterations 20     # images/s, p50, p99\n" \
+    "  tilegraph infer --model gpt-tiny --load g.safetensors --data text:FILE   # bits per byte\n" \
+    "  tilegraph infer --model gpt-tiny --load g.safetensors --generate 80 --prompt \"The \"\n"    \
+    "Modes: --generate N generates; a language model on --data text:FILE is scored; "              \
+    "--iterations, --batch-size or no --load measure throughput and latency on synthetic "         \
+    "inputs (or --data's); otherwise the test images --index.. are classified."
 
 /* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
 static int infer_parse(infer_args *a, int argc, char **argv)
 {
-    *a = (infer_args){.model = CLI_DEFAULT_MODEL, .count = 1};
+    *a = (infer_args){.model = CLI_DEFAULT_MODEL,
+                      .index = -1,
+                      .count = 1,
+                      .batch = -1,
+                      .iterations = -1,
+                      .warmup = -1,
+                      .temperature = 0,
+                      .top_k = 0};
     data_args_defaults(&a->data);
-    cli_flag flags[] = {
+    device_args_defaults(&a->dev);
+    cli_flag flags[24 + DATA_FLAG_COUNT + 40] = {
         {"--model", CLI_STRING, &a->model, "NAME",
          "model from the zoo, or an ONNX file (FILE.onnx)", 1, 0, NULL},
-        {"--load", CLI_STRING, &a->load, "FILE", "checkpoint written by tilegraph train --save", 1,
-         0, NULL},
-        {"--dataset", CLI_STRING, &a->data.dataset, "NAME",
-         "fashion-mnist, mnist, cifar10 or synthetic", 1, 0, NULL},
-        {"--data", CLI_STRING, &a->data.data, "SPEC",
-         "DIR, cifar10:DIR, mnist:DIR, synthetic or shapes (segmentation)", 1, 0, NULL},
-        {"--normalize", CLI_STRING, &a->data.normalize, "MEAN/STD",
-         "normalise images as (x/255 - MEAN) / STD, as in training", 1, 0, NULL},
-        {"--stem", CLI_STRING, &a->data.stem, "KIND",
-         "ResNets: imagenet, cifar or auto (by image size), as in training", 1, 0, NULL},
-        {"--resize", CLI_STRING, &a->data.resize, "HxW",
-         "resize images (bilinear) as in training, e.g. 64x64", 1, 0, NULL},
-        {"--index", CLI_INT, &a->index, "N", "first test image to classify", 0, 1e9, NULL},
-        {"--count", CLI_INT, &a->count, "N", "number of test images to classify", 1, 1e6, NULL},
-        {"--threads", CLI_INT, &a->threads, "N", "threads to compute with (0: the free cores)", 0,
-         1024, NULL},
-        {"--executable", CLI_STRING, &a->exe, "FILE",
-         "executableFile: load the compiled program from FILE (compiled and written there when "
-         "it does not match)",
+        {"--load", CLI_STRING, &a->load, "FILE",
+         "checkpoint written by tilegraph train --save (without it: the model's initialisation, "
+         "seeded by --seed)",
          1, 0, NULL},
-        {"--executable-cache", CLI_STRING, &a->exe_cache, "DIR",
-         "enableExecutableCaching: load compiled programs from DIR, store the missing", 1, 0, NULL},
+        {"--index", CLI_INT, &a->index, "N", "first test image to classify", 0, 1e9, "0"},
+        {"--count", CLI_INT, &a->count, "N", "number of test images to classify", 1, 1e6, NULL},
+        {"--batch-size", CLI_INT, &a->batch, "N",
+         "throughput: samples per micro-batch (language models: sequences); scoring: samples per "
+         "evaluation step",
+         1, 65536, "1; scoring 500"},
+        {"--iterations", CLI_INT, &a->iterations, "N",
+         "throughput: host steps timed (each runs --device-iterations x --replicas micro-batches)",
+         1, 100000, "20"},
+        {"--warmup", CLI_INT, &a->warmup, "N", "throughput: host steps run before timing", 0, 10000,
+         "2"},
+        {"--test-limit", CLI_INT, &a->test_limit, "N",
+         "scoring: use only the first N held-out samples (0: all), as train's --test-limit", 0, 1e9,
+         NULL},
+        {"--generate", CLI_INT, &a->generate, "N",
+         "a causal language model (gpt-tiny) continues --prompt by N tokens", 1, 100000, NULL},
+        {"--prompt", CLI_STRING, &a->prompt, "TEXT",
+         "generation: the text to continue (cut to its last --seq-len tokens, the context)", 1, 0,
+         NULL},
+        {"--temperature", CLI_FLOAT, &a->temperature, "T",
+         "generation: sample from softmax(logits / T) (0: greedy, the most likely token)", 0, 100,
+         NULL},
+        {"--top-k", CLI_INT, &a->top_k, "K",
+         "generation: sample only among the K most likely tokens (0: all)", 0, 1e6, NULL},
+        {"--seed", CLI_INT, &a->dev.seed, "N",
+         "randomSeed: the initialisation without --load, and sampling", 0, 9e18, "0"},
         {"--json", CLI_BOOL, &a->json, NULL, "print JSON lines for scripts", 1, 0, NULL},
         {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
          "load a checkpoint holding NaN or infinity anyway", 1, 0, NULL},
     };
+    int n = 15;
+    n += data_flags(&a->data, flags + n);
+    n += device_flags(&a->dev, flags + n, (int)(sizeof flags / sizeof flags[0]) - n);
     cli_command cmd = {"infer",
-                       "Classify test images with a trained checkpoint (a segmentation model: "
-                       "score their pixels).",
-                       "tilegraph infer --model NAME --load FILE [--index N] [--count N]",
-                       "Example:\n  tilegraph train --model fashion-basic --save w.safetensors\n"
-                       "  tilegraph infer --model fashion-basic --load w.safetensors --index 0",
+                       "Measure a model's inference throughput and latency, score text with a "
+                       "language model, generate text, or classify test images with a trained "
+                       "checkpoint (a segmentation model: score their pixels).",
+                       "tilegraph infer --model NAME [--load FILE] [--batch-size N] "
+                       "[--iterations N] [--data text:FILE] [--generate N --prompt TEXT] "
+                       "[--index N] [--count N]",
+                       INFER_EXAMPLES,
                        flags,
-                       (int)(sizeof flags / sizeof flags[0])};
+                       n};
+    /* unset, to see whether they were given (synthetic inputs without them) */
+    a->data.dataset = a->data.loader = NULL;
     int r = cli_parse(&cmd, argc, argv);
-    if (r == 0 && !a->load) {
-        fprintf(stderr, "tilegraph infer: --load FILE is required (a checkpoint from "
-                        "tilegraph train --save FILE)\n");
+    if (r)
+        return r;
+    a->data_given = a->data.data || a->data.dataset;
+    a->loader_given = a->data.loader != NULL;
+    if (!a->data.dataset)
+        a->data.dataset = "fashion-mnist";
+    if (!a->data.loader)
+        a->data.loader = "sync";
+    a->index_given = a->index >= 0;
+    a->batch_given = a->batch > 0;
+    a->iterations_given = a->iterations > 0;
+    if (!a->generate && (a->prompt || a->temperature > 0 || a->top_k > 0)) {
+        fprintf(stderr, "tilegraph infer: %s applies to generation: add --generate N\n",
+                a->prompt            ? "--prompt"
+                : a->temperature > 0 ? "--temperature"
+                                     : "--top-k");
         return -1;
     }
-    return r;
+    if (a->generate && !a->prompt) {
+        fprintf(stderr, "tilegraph infer: --generate needs --prompt TEXT (the text to "
+                        "continue)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* A --data text:FILE (a language model's text to score). */
+static bool text_data(const infer_args *a)
+{
+    return a->data.data && !strncmp(a->data.data, "text:", 5);
 }
 
 /* What infer holds (cmd_infer frees it). */
@@ -210,13 +279,13 @@ static int infer_prepare(const infer_args *a, infer_run *r)
         return -1;
     }
     if (tg_model_graph_create_ex(r->ctx.model, 1, NULL, &r->ctx.input, &r->mg) != TG_OK ||
-        !(r->o = infer_options(a->threads, a->exe, a->exe_cache)) ||
-        tg_session_create(r->mg.graph, r->o, &r->s) != TG_OK ||
-        tg_checkpoint_load_ex(r->s, a->load, r->ctx.model->name,
-                              a->allow_non_finite ? TG_CHECKPOINT_ALLOW_NON_FINITE : 0) != TG_OK) {
-        fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
+        !(r->o = infer_options(a)) || tg_session_create(r->mg.graph, r->o, &r->s) != TG_OK) {
+        if (r->o)
+            fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         return -1;
     }
+    if (infer_load(a, r->s, r->ctx.model) != 0)
+        return -1;
     tg_loader_config lc;
     if (loader_config(&r->ctx, d, 1, false, &lc) != TG_OK ||
         tg_loader_create(d, &lc, &r->loader) != TG_OK) {
@@ -276,31 +345,48 @@ static int infer_classify(const infer_args *a, infer_run *r)
     return status;
 }
 
-int cmd_infer(int argc, char **argv)
+/* Test images --index.. classified (or segmented) with --load's weights. */
+static int infer_images(infer_args *a)
 {
-    infer_args a;
-    int rc = infer_parse(&a, argc, argv);
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    if (a->index < 0)
+        a->index = 0;
     infer_run r = {0};
     /* Read only the images asked for: a huge (or bomb) test split costs
      * nothing beyond them. */
-    if (train_context_open(&r.ctx, a.model, &a.data, -1, a.index + a.count) != 0)
+    if (train_context_open(&r.ctx, a->model, &a->data, -1, a->index + a->count) != 0)
         return 1;
     int status = 1;
-    if (r.ctx.text) /* its samples are token windows, not images to classify */
-        fprintf(stderr,
-                "tilegraph infer: %s is a language model and infer classifies images; "
-                "train reports its test loss, perplexity and bits per token\n",
-                r.ctx.model->name);
-    else if (infer_prepare(&a, &r) == 0)
+    if (infer_prepare(a, &r) == 0)
         status = r.ctx.model->task == TG_TASK_SEGMENT
-                     ? infer_segment(&r.mg, r.s, r.loader, r.ctx.test, a.index, a.count, a.json)
-                     : infer_classify(&a, &r);
+                     ? infer_segment(&r.mg, r.s, r.loader, r.ctx.test, a->index, a->count, a->json)
+                     : infer_classify(a, &r);
     tg_loader_destroy(r.loader);
     tg_session_destroy(r.s);
     tg_options_destroy(r.o);
     tg_model_graph_destroy(&r.mg);
     train_context_close(&r.ctx);
     return status;
+}
+
+int cmd_infer(int argc, char **argv)
+{
+    infer_args a;
+    int rc = infer_parse(&a, argc, argv);
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    if (a.generate)
+        return infer_generate(&a);
+    bool bench = a.iterations_given || a.batch_given || a.warmup >= 0;
+    if (text_data(&a) && !bench)
+        return infer_score(&a);
+    if (bench || !a.load) {
+        if (a.index_given) {
+            fprintf(stderr, "tilegraph infer: --index chooses test images to classify, which "
+                            "needs --load FILE and no --iterations/--batch-size (those measure "
+                            "throughput)\n");
+            return 2;
+        }
+        return infer_bench(&a);
+    }
+    return infer_images(&a);
 }

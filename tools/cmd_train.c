@@ -216,50 +216,6 @@ static tg_status train_epoch(const train_args *a, tg_session *s, const tg_model_
     return TG_OK;
 }
 
-/* A text data set's tokens as the checkpoint records them: "byte", or
- * "char:" and the vocabulary's code points in decimal ("char:10,32,33"),
- * token i being the i-th: a model's weights mean nothing under another
- * numbering. Malloc'd; NULL when out of memory. */
-static char *vocab_record(const tg_dataset *ds)
-{
-    tg_text_tokens kind;
-    const int32_t *cps;
-    int v = tg_dataset_vocab(ds, &kind, &cps);
-    size_t cap = 8 + (size_t)v * 8;
-    char *r = malloc(cap);
-    if (!r)
-        return NULL;
-    if (kind != TG_TOKENS_CHAR) {
-        snprintf(r, cap, "byte");
-        return r;
-    }
-    size_t used = (size_t)snprintf(r, cap, "char:");
-    for (int i = 0; i < v; i++)
-        used += (size_t)snprintf(r + used, cap - used, "%s%d", i ? "," : "", (int)cps[i]);
-    return r;
-}
-
-/* --load/--resume of a language model: the checkpoint's tokens must be this
- * run's (a checkpoint without the record, from the API, is taken as it is). */
-static int check_vocab(const char *path, const char *vocab)
-{
-    size_t cap = strlen(vocab) + (1 << 20); /* room for any record to show */
-    char *had = malloc(cap);
-    if (!had)
-        return -1;
-    int r = 0;
-    tg_status st = tg_checkpoint_read_meta(path, "text_tokens", had, cap);
-    if (st == TG_OK && strcmp(had, vocab)) {
-        fprintf(stderr,
-                "tilegraph train: %s was trained on other tokens (%.40s%s) than this data "
-                "gives (%.40s%s): give the same --tokens and a text with the same characters\n",
-                path, had, strlen(had) > 40 ? "..." : "", vocab, strlen(vocab) > 40 ? "..." : "");
-        r = -1;
-    }
-    free(had);
-    return r;
-}
-
 /* The text's tokens (training and held-out parts) hashed, FNV-1a 64, with
  * their count: "0123abcd0123abcd (31234 tokens)". Another text of the same
  * length and alphabet has the same vocabulary record but not this. */
@@ -423,7 +379,7 @@ static int text_task(train_args *a, train_run *r)
     tg_dataset_vocab(r->ctx.test, &kind, NULL);
     a->unit = kind == TG_TOKENS_CHAR ? "char" : "byte";
     a->seq_len = r->ctx.input.seq_len;
-    if (!(a->vocab = vocab_record(r->ctx.test))) {
+    if (!(a->vocab = text_vocab_record(r->ctx.test))) {
         fprintf(stderr, "tilegraph train: out of memory\n");
         return -1;
     }
@@ -541,7 +497,7 @@ static int run_compile(const train_args *a, train_run *r)
         return -1;
     }
     const char *start = a->resume ? a->resume : a->load;
-    if (start && a->vocab && check_vocab(start, a->vocab) != 0)
+    if (start && a->vocab && text_vocab_check(start, a->vocab, "train") != 0)
         return -1;
     if (a->resume && a->vocab && check_text(a->resume, a->text_hash) != 0)
         return -1;

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 
+#include "tilegraph/checkpoint.h"
 #include "tilegraph/dist.h"
 
 #include <math.h>
@@ -445,6 +446,51 @@ void train_context_close(train_context *ctx)
     memset(ctx, 0, sizeof *ctx);
 }
 
+/* A text data set's tokens as the checkpoint records them: "byte", or
+ * "char:" and the vocabulary's code points in decimal ("char:10,32,33"),
+ * token i being the i-th: a model's weights mean nothing under another
+ * numbering. Malloc'd; NULL when out of memory. */
+char *text_vocab_record(const tg_dataset *ds)
+{
+    tg_text_tokens kind;
+    const int32_t *cps;
+    int v = tg_dataset_vocab(ds, &kind, &cps);
+    size_t cap = 8 + (size_t)v * 8;
+    char *r = malloc(cap);
+    if (!r)
+        return NULL;
+    if (kind != TG_TOKENS_CHAR) {
+        snprintf(r, cap, "byte");
+        return r;
+    }
+    size_t used = (size_t)snprintf(r, cap, "char:");
+    for (int i = 0; i < v; i++)
+        used += (size_t)snprintf(r + used, cap - used, "%s%d", i ? "," : "", (int)cps[i]);
+    return r;
+}
+
+/* --load/--resume of a language model: the checkpoint's tokens must be this
+ * run's (a checkpoint without the record, from the API, is taken as it is). */
+int text_vocab_check(const char *path, const char *vocab, const char *command)
+{
+    size_t cap = strlen(vocab) + (1 << 20); /* room for any record to show */
+    char *had = malloc(cap);
+    if (!had)
+        return -1;
+    int r = 0;
+    tg_status st = tg_checkpoint_read_meta(path, "text_tokens", had, cap);
+    if (st == TG_OK && strcmp(had, vocab)) {
+        fprintf(stderr,
+                "tilegraph %s: %s was trained on other tokens (%.40s%s) than this data "
+                "gives (%.40s%s): give the same --tokens and a text with the same characters\n",
+                command, path, had, strlen(had) > 40 ? "..." : "", vocab,
+                strlen(vocab) > 40 ? "..." : "");
+        r = -1;
+    }
+    free(had);
+    return r;
+}
+
 int tg_argmax(const float *v, int n)
 {
     int best = 0;
@@ -644,11 +690,17 @@ tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t b
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
                    int64_t batch, bool progress, eval_result *result)
 {
-    batch = eval_batch(ctx, batch);
-    CLI_TRY(eval_session(ctx, dev, batch));
+    CLI_TRY(eval_session(ctx, dev, eval_batch(ctx, batch)));
+    CLI_TRY(tg_session_copy_weights(ctx->eval_session, trained));
+    return evaluate_loaded(ctx, progress, result);
+}
+
+tg_status evaluate_loaded(train_context *ctx, bool progress, eval_result *result)
+{
     tg_session *s = ctx->eval_session;
     const tg_model_graph *mg = &ctx->eval_graph;
-    CLI_TRY(tg_session_copy_weights(s, trained));
+    if (!s)
+        return tg_error_set(TG_ERR_INVALID_ARG, "evaluate_loaded before evaluate_prepare");
     step_buffers b;
     tg_status st = step_buffers_init(&b, s, mg);
     tg_loader_config lc;

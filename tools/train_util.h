@@ -127,6 +127,21 @@ double mean_iou(const int64_t *truth, const int64_t *predicted, const int64_t *b
 tg_status evaluate(train_context *ctx, const tg_session *trained, const device_args *dev,
                    int64_t batch, bool progress, eval_result *result);
 
+/* The same on the weights the evaluation session holds (evaluate_prepare
+ * made it; `tilegraph infer` loads a checkpoint into ctx->eval_session):
+ * what training's evaluation reports for those weights. */
+tg_status evaluate_loaded(train_context *ctx, bool progress, eval_result *result);
+
+/* A text data set's tokens as a checkpoint records them (metadata
+ * "text_tokens"): "byte", or "char:" and the vocabulary's code points in
+ * decimal ("char:10,32,33"), token i being the i-th: a model's weights mean
+ * nothing under another numbering. Malloc'd; NULL when out of memory. */
+char *text_vocab_record(const tg_dataset *ds);
+/* The checkpoint at path was trained on the tokens `vocab` records (one
+ * without the record, from the API, is taken as it is); -1 after printing
+ * why not, as `tilegraph COMMAND`. */
+int text_vocab_check(const char *path, const char *vocab, const char *command);
+
 int tg_argmax(const float *v, int n);
 
 void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,
