@@ -350,12 +350,29 @@ static void print_generated_json(const infer_args *a, const gen_run *r, int64_t 
            a->temperature, (long long)a->top_k, (unsigned long long)infer_seed(a));
     for (int64_t i = prompt_len; i < r->len; i++)
         printf("%s%d", i > prompt_len ? "," : "", (int)r->seq[i]);
-    char *text = malloc((size_t)(r->len - prompt_len) * 4 + 1);
-    size_t used = 0;
-    for (int64_t i = prompt_len; text && i < r->len; i++)
-        used += (size_t)token_text(&r->vocab, r->seq[i], text + used);
+    /* byte tokens need not make UTF-8, which JSON text must be: each byte
+     * that does not is U+FFFD there, as a decoder's errors="replace" (the
+     * tokens are exact) */
+    int64_t n = r->len - prompt_len;
+    char *bytes = malloc((size_t)n * 4 + 1), *text = malloc((size_t)n * 4 * 3 + 1);
+    size_t used = 0, out = 0;
+    for (int64_t i = prompt_len; bytes && i < r->len; i++)
+        used += (size_t)token_text(&r->vocab, r->seq[i], bytes + used);
+    if (bytes)
+        bytes[used] = '\0'; /* utf8_decode stops at it */
+    for (size_t i = 0; bytes && text && i < used;) {
+        int32_t cp;
+        int len = utf8_decode((const unsigned char *)bytes + i, &cp);
+        bool ok = len > 0 && i + (size_t)len <= used && cp > 0 && cp <= 0x10FFFF &&
+                  !(cp >= 0xD800 && cp < 0xE000) && utf8_encode(cp, text + out) == len;
+        if (ok)
+            out += (size_t)len, i += (size_t)len;
+        else
+            memcpy(text + out, "\xEF\xBF\xBD", 3), out += 3, i++;
+    }
     if (text)
-        text[used] = '\0';
+        text[out] = '\0';
+    free(bytes);
     printf("],\"text\":");
     cli_json_string(text ? text : "");
     printf("}\n");
