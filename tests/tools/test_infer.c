@@ -127,10 +127,10 @@ static void test_score_matches_training(void)
 }
 
 /* The tokens `infer --generate` printed into out (at most max); their count. */
-static int generated(const char *extra, int32_t *out, int max)
+static int generated(const char *ckpt, const char *extra, int32_t *out, int max)
 {
     char args[1024];
-    snprintf(args, sizeof args, "infer " GPT "--load %s/g.safetensors --json %s", tmpdir, extra);
+    snprintf(args, sizeof args, "infer " GPT "--load %s/%s --json %s", tmpdir, ckpt, extra);
     tg_arena *arena = tg_arena_create(1 << 16);
     const tg_json *r = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__), *t = NULL;
     int n = 0;
@@ -141,7 +141,10 @@ static int generated(const char *extra, int32_t *out, int max)
     return n;
 }
 
-/* The library's logits of one run over `tokens` (SEQ of them): the argmax at each position. */
+/* The library's logits of one run over `tokens` (SEQ of them): the argmax
+ * at each position. g0 holds weights trained at --lr 0, the initialisation,
+ * whose argmax differs from position to position (a few steps of training
+ * predict a space everywhere, which any position's logits would match). */
 static void argmax_positions(const int32_t *tokens, int32_t *pred)
 {
     const tg_model_spec *m = tg_model_find("gpt-tiny");
@@ -152,7 +155,7 @@ static void argmax_positions(const int32_t *tokens, int32_t *pred)
     tg_session *s = NULL;
     static float logits[SEQ * 256];
     char path[512];
-    snprintf(path, sizeof path, "%s/g.safetensors", tmpdir);
+    snprintf(path, sizeof path, "%s/g0.safetensors", tmpdir);
     TG_CHECK_OK(tg_model_graph_create_ex(m, 1, NULL, &in, &mg));
     TG_CHECK_OK(tg_session_create(mg.graph, NULL, &s));
     TG_CHECK_OK(tg_checkpoint_load(s, path, "gpt-tiny"));
@@ -173,11 +176,15 @@ static void test_greedy_is_argmax(void)
 {
     /* "The " then 20 tokens: the first 12 fill the context, the rest slide it */
     int32_t gen[32], seq[64] = {'T', 'h', 'e', ' '}, pred[SEQ];
-    int n = generated("--generate 20 --prompt 'The '", gen, 32);
+    int n = generated("g0.safetensors", "--generate 20 --prompt 'The '", gen, 32);
     TG_CHECK(n == 20);
     if (n != 20)
         return;
     memcpy(seq + 4, gen, sizeof(int32_t) * 20);
+    int distinct = 0;
+    for (int i = 4; i < 24; i++)
+        distinct += seq[i] != seq[i - 1];
+    TG_CHECK(distinct > 5);      /* a test that could tell one position from another */
     argmax_positions(seq, pred); /* the first window, teacher-forced */
     for (int p = 3; p < SEQ - 1; p++)
         if (pred[p] != seq[p + 1])
@@ -196,17 +203,21 @@ static void test_greedy_is_argmax(void)
 static void test_sampling_by_seed(void)
 {
     int32_t a[40], b[40], c[40], g[40];
-    int na = generated("--generate 40 --prompt 'The ' --temperature 1 --seed 5", a, 40);
-    int nb = generated("--generate 40 --prompt 'The ' --temperature 1 --seed 5", b, 40);
-    int nc = generated("--generate 40 --prompt 'The ' --temperature 1 --seed 6", c, 40);
-    int ng = generated("--generate 40 --prompt 'The '", g, 40);
+    int na =
+        generated("g.safetensors", "--generate 40 --prompt 'The ' --temperature 1 --seed 5", a, 40);
+    int nb =
+        generated("g.safetensors", "--generate 40 --prompt 'The ' --temperature 1 --seed 5", b, 40);
+    int nc =
+        generated("g.safetensors", "--generate 40 --prompt 'The ' --temperature 1 --seed 6", c, 40);
+    int ng = generated("g.safetensors", "--generate 40 --prompt 'The '", g, 40);
     TG_CHECK(na == 40 && nb == 40 && nc == 40 && ng == 40);
     TG_CHECK(memcmp(a, b, sizeof a) == 0);
     TG_CHECK(memcmp(a, c, sizeof a) != 0);
     TG_CHECK(memcmp(a, g, sizeof a) != 0); /* sampling, not the greedy choice */
     /* top-k 1 is the greedy choice whatever the temperature */
     int32_t k1[40];
-    int nk = generated("--generate 40 --prompt 'The ' --temperature 2 --top-k 1 --seed 7", k1, 40);
+    int nk = generated("g.safetensors",
+                       "--generate 40 --prompt 'The ' --temperature 2 --top-k 1 --seed 7", k1, 40);
     TG_CHECK(nk == 40 && memcmp(k1, g, sizeof g) == 0);
 }
 
@@ -238,6 +249,7 @@ int main(void)
         train_loss = train_gpt("", "g.safetensors");
         TG_CHECK(isfinite(train_loss));
         TG_RUN(test_score_matches_training);
+        TG_CHECK(isfinite(train_gpt("--lr 0", "g0.safetensors")));
         TG_RUN(test_greedy_is_argmax);
         TG_RUN(test_sampling_by_seed);
         TG_RUN(test_char_vocabulary);
