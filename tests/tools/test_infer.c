@@ -193,6 +193,14 @@ static void test_greedy_is_argmax(void)
     /* past the context: the last token follows the 16 before it */
     argmax_positions(seq + 24 - 1 - SEQ, pred);
     TG_CHECK(pred[SEQ - 1] == seq[23]);
+    /* the text the initialisation generates is mostly not UTF-8: it prints
+     * as U+FFFD, so that the output is text (a script reading it decodes it) */
+    char text_args[512];
+    snprintf(text_args, sizeof text_args,
+             "infer " GPT "--load %s/g0.safetensors --generate 30 --prompt 'The '", tmpdir);
+    EXPECT(text_args, 0, "The ");
+    TG_CHECK(tg_json_utf8_valid(tg_cli_output, strlen(tg_cli_output)));
+    TG_CHECK(strstr(tg_cli_output, "\xEF\xBF\xBD") != NULL);
     /* the text line shows the prompt and its continuation */
     char args[512];
     snprintf(args, sizeof args, "infer " GPT "--load %s/g.safetensors --generate 4 --prompt 'The '",
