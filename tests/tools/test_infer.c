@@ -80,6 +80,9 @@ static void test_bad_input(void)
     EXPECT("infer --model fashion-basic --iterations 2 --resize 8x8", 1,
            "--resize applies to --data's samples");
     EXPECT("infer --model fashion-basic --iterations 2 --index 3", 2, "--index chooses test");
+    EXPECT("infer --iterations 2 --gradient-accumulation 4", 2,
+           "--gradient-accumulation applies to training");
+    EXPECT("infer --iterations 2 --flip 0.5", 2, "--flip applies to training");
 }
 
 /* train a few steps, save: the checkpoint the rest read, and its held-out loss */
