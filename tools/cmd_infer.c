@@ -396,12 +396,26 @@ static int infer_images(infer_args *a)
     return status;
 }
 
+/* A language model's checkpoint holds positions for the window it was
+ * trained on: without --seq-len, that one (train records it). */
+static void seq_len_from_checkpoint(infer_args *a)
+{
+    char buf[32], *end = NULL;
+    if (!a->load || a->data.seq_len > 0 ||
+        tg_checkpoint_read_meta(a->load, "text_seq_len", buf, sizeof buf) != TG_OK)
+        return;
+    long v = strtol(buf, &end, 10);
+    if (end != buf && !*end && v > 0 && v <= 65536)
+        a->data.seq_len = v;
+}
+
 int cmd_infer(int argc, char **argv)
 {
     infer_args a;
     int rc = infer_parse(&a, argc, argv);
     if (rc)
         return rc > 0 ? 0 : 2;
+    seq_len_from_checkpoint(&a);
     if (a.generate)
         return infer_generate(&a);
     bool bench = a.iterations_given || a.batch_given || a.warmup >= 0;

@@ -42,11 +42,14 @@ static tg_status write_checkpoint(const char *path, void *ctx)
 static tg_status save_checkpoint(const train_args *a, tg_session *s, const char *model,
                                  const train_pos *pos)
 {
-    char epoch[32], step[32], seed[32], per[32];
+    char epoch[32], step[32], seed[32], per[32], seq_len[32];
     snprintf(epoch, sizeof epoch, "%lld", (long long)pos->epoch);
     snprintf(step, sizeof step, "%lld", (long long)pos->step);
     snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
     snprintf(per, sizeof per, "%lld", (long long)pos->per_step);
+    snprintf(seq_len, sizeof seq_len, "%d", a->seq_len);
+    /* text_seq_len: the window the weights are built for (positions), which
+     * infer takes as its --seq-len */
     const char *kv[] = {"train_epoch",
                         epoch,
                         "train_epoch_step",
@@ -60,13 +63,15 @@ static tg_status save_checkpoint(const train_args *a, tg_session *s, const char 
                         "text_tokens",
                         a->vocab,
                         "text_hash",
-                        a->text_hash};
+                        a->text_hash,
+                        "text_seq_len",
+                        seq_len};
     /* in an MPI job every instance holds the same weights (checked here, on
      * all of them) and instance 0 writes them */
     CLI_TRY(tg_dist_sync(s));
     if (tg_dist_instance() != 0)
         return TG_OK;
-    checkpoint_write w = {s, model, kv, a->vocab ? 7 : 5};
+    checkpoint_write w = {s, model, kv, a->vocab ? 8 : 5};
     return save_rescue_write_to(&rescue, "train", a->save, write_checkpoint, &w);
 }
 

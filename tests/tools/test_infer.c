@@ -204,6 +204,16 @@ static void test_greedy_is_argmax(void)
     EXPECT(text_args, 0, "The ");
     TG_CHECK(tg_json_utf8_valid(tg_cli_output, strlen(tg_cli_output)));
     TG_CHECK(strstr(tg_cli_output, "\xEF\xBF\xBD") != NULL);
+    /* without --seq-len: the window the checkpoint was trained on (16, not the model's 64) */
+    snprintf(text_args, sizeof text_args,
+             "infer --model gpt-tiny --load %s/g0.safetensors --generate 20 --prompt 'The ' --json",
+             tmpdir);
+    tg_arena *arena = tg_arena_create(1 << 16);
+    const tg_json *r = tg_cli_json(tmpdir, arena, text_args, __FILE__, __LINE__), *t = NULL;
+    TG_CHECK(r && tg_cli_num(r, "seq_len") == SEQ);
+    for (int i = 0; r && tg_json_get_array(r, "tokens", &t) == TG_OK && i < 20; i++)
+        TG_CHECK(tg_json_at(t, (size_t)i) && tg_json_at(t, (size_t)i)->number == gen[i]);
+    tg_arena_destroy(arena);
     /* the text line shows the prompt and its continuation */
     char args[512];
     snprintf(args, sizeof args, "infer " GPT "--load %s/g.safetensors --generate 4 --prompt 'The '",
