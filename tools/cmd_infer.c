@@ -33,6 +33,23 @@ uint64_t infer_seed(const infer_args *a)
     return a->dev.seed < 0 ? 0 : (uint64_t)a->dev.seed;
 }
 
+const char *infer_weights(const infer_args *a, const tg_model_spec *m, char *buf, size_t cap)
+{
+    if (a->load)
+        snprintf(buf, cap, "%s", a->load);
+    else if (m->onnx)
+        snprintf(buf, cap, "the ONNX file's initializers");
+    else
+        snprintf(buf, cap, "the model's initialisation (--seed %llu)",
+                 (unsigned long long)infer_seed(a));
+    return buf;
+}
+
+const char *infer_weights_kind(const infer_args *a, const tg_model_spec *m)
+{
+    return a->load ? "load" : m->onnx ? "onnx" : "init";
+}
+
 int infer_load(const infer_args *a, tg_session *s, const tg_model_spec *m)
 {
     if (!a->load)

@@ -233,7 +233,7 @@ static int bench_measure(const infer_args *a, bench_run *r, double *ms, bench_st
 static void print_bench(const infer_args *a, const bench_run *r, const bench_stats *st)
 {
     bool lm = tg_model_task_tokens(r->model->task);
-    const char *unit = lm ? "sequences" : "images";
+    const char *unit = lm ? "sequences" : "images", *units = unit;
     int64_t iters = a->iterations > 0 ? a->iterations : BENCH_DEFAULT_ITERATIONS;
     int64_t warm = a->warmup >= 0 ? a->warmup : BENCH_DEFAULT_WARMUP;
     int replicas = tg_session_replicas(r->s), threads = tg_session_threads(r->s);
@@ -241,11 +241,7 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
     tg_host_info host;
     tg_host_query(&host);
     char weights[600];
-    if (a->load)
-        snprintf(weights, sizeof weights, "%s", a->load);
-    else
-        snprintf(weights, sizeof weights, "the model's initialisation (--seed %llu)",
-                 (unsigned long long)infer_seed(a));
+    infer_weights(a, r->model, weights, sizeof weights);
     const char *inputs = r->have_data ? tg_dataset_describe(r->ctx.test).name : "synthetic";
     if (a->json) {
         tg_an_field f[] = {
@@ -256,7 +252,7 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
             {"samples_per_step", TG_AN_FIELD_INT, NULL, r->b.samples, 0},
             {"threads_per_device", TG_AN_FIELD_INT, NULL, threads, 0},
             {"seq_len", TG_AN_FIELD_INT, NULL, lm ? r->in.seq_len : 0, 0},
-            {"weights", TG_AN_FIELD_STRING, a->load ? "load" : "init", 0, 0},
+            {"weights", TG_AN_FIELD_STRING, infer_weights_kind(a, r->model), 0, 0},
             {"inputs", TG_AN_FIELD_STRING, inputs, 0, 0},
             {"warmup", TG_AN_FIELD_INT, NULL, warm, 0},
             {"iterations", TG_AN_FIELD_INT, NULL, iters, 0},
@@ -277,6 +273,8 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
         return;
     }
     printf("model %s: %s\n", r->model->name, r->model->description);
+    if (r->b.samples == 1)
+        unit = lm ? "sequence" : "image";
     printf("host step: %lld %s (batch %lld x %d replica%s x %lld device iteration%s), %d "
            "thread%s per device; compiled in %.2f s\n",
            (long long)r->b.samples, unit, (long long)r->b.batch, replicas, replicas == 1 ? "" : "s",
@@ -285,7 +283,7 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
     printf("weights: %s; inputs: %s\n", weights, inputs);
     printf("cpu: %s (kernels %s)\n", host.cpu_model, host.kernel_level);
     printf("%lld host steps after %lld warm-up: %.1f %s/s", (long long)iters, (long long)warm,
-           st->per_s, unit);
+           st->per_s, units);
     if (lm)
         printf(" (%.0f tokens/s)", st->per_s * r->in.seq_len);
     printf(", latency p50 %.3f ms, p99 %.3f ms (min %.3f, mean %.3f, max %.3f)\n", st->p50, st->p99,

@@ -31,6 +31,12 @@ tg_options *infer_options(const infer_args *a);
 /* Load --load into s, or say nothing (the model's initialisation); 0 or -1 (printed). */
 int infer_load(const infer_args *a, tg_session *s, const tg_model_spec *m);
 
+/* Where the weights come from, for the output: the --load file, an ONNX
+ * file's own initializers, or the zoo model's initialisation by --seed;
+ * and its JSON value: "load", "onnx" or "init". Returns buf. */
+const char *infer_weights(const infer_args *a, const tg_model_spec *m, char *buf, size_t cap);
+const char *infer_weights_kind(const infer_args *a, const tg_model_spec *m);
+
 /* Throughput and latency (--iterations, --batch-size, or no --load): the exit code. */
 int infer_bench(const infer_args *a);
 

@@ -29,7 +29,7 @@ static void print_score(const infer_args *a, const train_context *ctx, const eva
     if (a->json) {
         tg_an_field f[] = {
             {"model", TG_AN_FIELD_STRING, ctx->model->name, 0, 0},
-            {"weights", TG_AN_FIELD_STRING, a->load ? "load" : "init", 0, 0},
+            {"weights", TG_AN_FIELD_STRING, infer_weights_kind(a, ctx->model), 0, 0},
             {"token_unit", TG_AN_FIELD_STRING, unit, 0, 0},
             {"seq_len", TG_AN_FIELD_INT, NULL, ctx->input.seq_len, 0},
             {"tokens_scored", TG_AN_FIELD_INT, NULL, e->scored, 0},
@@ -41,8 +41,9 @@ static void print_score(const infer_args *a, const train_context *ctx, const eva
         tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
         return;
     }
+    char weights[600];
     printf("model %s, weights %s: %lld held-out tokens of %s (windows of %d)\n", ctx->model->name,
-           a->load ? a->load : "the model's initialisation", (long long)e->scored,
+           infer_weights(a, ctx->model, weights, sizeof weights), (long long)e->scored,
            tg_dataset_describe(ctx->test).name, ctx->input.seq_len);
     printf("test: loss %.4f, perplexity %.2f, %.4f bits/%s, accuracy %.2f%%\n", e->loss, ppl, bits,
            unit, e->accuracy);
@@ -377,7 +378,7 @@ static void print_generated_json(const infer_args *a, const gen_run *r, int64_t 
     cli_json_string(r->model->name);
     printf(",\"weights\":\"%s\",\"seq_len\":%d,\"prompt_tokens\":%lld,\"prompt_cut\":%lld,"
            "\"temperature\":%.17g,\"top_k\":%lld,\"seed\":%llu,\"tokens\":[",
-           a->load ? "load" : "init", r->in.seq_len, (long long)prompt_len, (long long)cut,
+           infer_weights_kind(a, r->model), r->in.seq_len, (long long)prompt_len, (long long)cut,
            a->temperature, (long long)a->top_k, (unsigned long long)infer_seed(a));
     for (int64_t i = prompt_len; i < r->len; i++)
         printf("%s%d", i > prompt_len ? "," : "", (int)r->seq[i]);

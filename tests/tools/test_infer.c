@@ -259,6 +259,28 @@ static void test_char_vocabulary(void)
     EXPECT(args, 1, "was trained on other tokens");
 }
 
+/* An exported causal LM (tests/onnx/fixtures/tiny_lm.onnx): scored as
+ * training's evaluation scored it; without --load, the file's own weights. */
+static void test_onnx_lm_score(void)
+{
+    char args[1024];
+    const char *lm =
+        "--model " TG_SOURCE_DIR "/tests/onnx/fixtures/tiny_lm.onnx --data text:" CORPUS;
+    snprintf(args, sizeof args,
+             "train %s --train-limit 64 --epochs 1 --quiet --seed 1 --json --save %s/lm.st", lm,
+             tmpdir);
+    tg_arena *arena = tg_arena_create(1 << 16);
+    const tg_json *r = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    double trained = r ? tg_cli_num(r, "test_loss") : NAN;
+    snprintf(args, sizeof args, "infer %s --load %s/lm.st --json", lm, tmpdir);
+    r = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    TG_CHECK(r && fabs(tg_cli_num(r, "test_loss") - trained) <= 1e-12 * fabs(trained));
+    snprintf(args, sizeof args, "infer %s --json", lm);
+    r = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    TG_CHECK(r && !strcmp(tg_cli_str(r, "weights"), "onnx"));
+    tg_arena_destroy(arena);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_infer_XXXXXX");
@@ -274,6 +296,7 @@ int main(void)
         TG_RUN(test_greedy_is_argmax);
         TG_RUN(test_sampling_by_seed);
         TG_RUN(test_char_vocabulary);
+        TG_RUN(test_onnx_lm_score);
     } else {
         printf("  skip the language model tests: %s is missing\n", CORPUS);
     }
