@@ -211,8 +211,7 @@ static int bench_measure(const infer_args *a, bench_run *r, double *ms, bench_st
         if (k >= warm)
             ms[k - warm] = t * 1e3, busy += t;
         char status[64];
-        snprintf(status, sizeof status, "%s host step %.2f ms", k < warm ? "warm-up," : "",
-                 t * 1e3);
+        snprintf(status, sizeof status, "%s %.2f ms", k < warm ? "warm-up" : "host step", t * 1e3);
         cli_progress_update(&bar, k + 1, status);
     }
     /* wall time: with --data, loading the next samples is part of serving them */
