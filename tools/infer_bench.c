@@ -241,6 +241,7 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
     tg_host_query(&host);
     char weights[600];
     infer_weights(a, r->model, weights, sizeof weights);
+    const char *cache = tg_session_cache(r->s); /* hit or miss, with --executable(-cache) */
     const char *inputs = r->have_data ? tg_dataset_describe(r->ctx.test).name : "synthetic";
     if (a->json) {
         tg_an_field f[] = {
@@ -256,6 +257,7 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
             {"warmup", TG_AN_FIELD_INT, NULL, warm, 0},
             {"iterations", TG_AN_FIELD_INT, NULL, iters, 0},
             {"compile_s", TG_AN_FIELD_NUMBER, NULL, 0, r->compile_s},
+            {"executable_cache", TG_AN_FIELD_STRING, cache, 0, 0},
             {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
             {lm ? "sequences_per_s" : "images_per_s", TG_AN_FIELD_NUMBER, NULL, 0, st->per_s},
             {"tokens_per_s", TG_AN_FIELD_NUMBER, NULL, 0, lm ? st->per_s * r->in.seq_len : NAN},
@@ -275,10 +277,10 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
     if (r->b.samples == 1)
         unit = lm ? "sequence" : "image";
     printf("host step: %lld %s (batch %lld x %d replica%s x %lld device iteration%s), %d "
-           "thread%s per device; compiled in %.2f s\n",
+           "thread%s per device; session made in %.2f s%s%s\n",
            (long long)r->b.samples, unit, (long long)r->b.batch, replicas, replicas == 1 ? "" : "s",
            (long long)per_replica, per_replica == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-           r->compile_s);
+           r->compile_s, cache ? ", executable cache: " : "", cache ? cache : "");
     printf("weights: %s; inputs: %s\n", weights, inputs);
     printf("cpu: %s (kernels %s)\n", host.cpu_model, host.kernel_level);
     printf("%lld host steps after %lld warm-up: %.1f %s/s", (long long)iters, (long long)warm,
