@@ -18,13 +18,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_HOSTS 64
 #define MAX_MPI_ARGS 32
 
 typedef struct run_args {
-    long instances, replicas;
+    long instances, replicas, per_instance;
     const char *hosts, *hostfile;
     const char *mpi_args[MAX_MPI_ARGS];
     int n_mpi_args;
@@ -43,8 +44,10 @@ static void usage(FILE *out)
             "instance runs R/N of them and loads only their samples; gradients are reduced\n"
             "across instances in replica order, so the result is bit for bit the training of\n"
             "one process with R replicas (docs/distributed.md).\n\n"
-            "  --instances N     processes to start (1..%d)\n"
-            "  --replicas R      replicas in all; N must divide R (passed on as --replicas R)\n"
+            "  --instances N     processes to start (1..%d); PopRun's --num-instances\n"
+            "  --replicas R      replicas in all; N must divide R (passed on as --replicas R);\n"
+            "                    PopRun's --num-replicas\n"
+            "  --replicas-per-instance K  instead of --replicas: R = N x K\n"
             "  --host LIST       comma-separated hosts, instances placed round-robin\n"
             "  --hostfile F      an OpenMPI hostfile (one host per line, slots=K)\n"
             "  --mpi-arg ARG     one more argument for mpirun (repeatable)\n"
@@ -85,11 +88,14 @@ static int parse(run_args *a, int argc, char **argv)
         } else if (!strcmp(f, "--dry-run")) {
             a->dry_run = 1;
             continue;
-        } else if (!strcmp(f, "--instances")) {
+        } else if (!strcmp(f, "--instances") || !strcmp(f, "--num-instances")) {
             if (parse_long(f, v, 1, MAX_HOSTS, &a->instances))
                 return -1;
-        } else if (!strcmp(f, "--replicas")) {
+        } else if (!strcmp(f, "--replicas") || !strcmp(f, "--num-replicas")) {
             if (parse_long(f, v, 1, 64, &a->replicas))
+                return -1;
+        } else if (!strcmp(f, "--replicas-per-instance")) {
+            if (parse_long(f, v, 1, 64, &a->per_instance))
                 return -1;
         } else if (!strcmp(f, "--host") && v) {
             a->hosts = v;
@@ -117,7 +123,11 @@ static int check(const run_args *a)
 {
     const char *bad = NULL;
     char got[320] = "";
-    if (!a->instances || !a->replicas) {
+    if (a->per_instance && a->replicas && a->replicas != a->per_instance * a->instances) {
+        bad = "--replicas-per-instance K and --replicas R disagree: R must be N x K";
+        snprintf(got, sizeof got, "got --instances %ld --replicas %ld --replicas-per-instance %ld",
+                 a->instances, a->replicas, a->per_instance);
+    } else if (!a->instances || !a->replicas) {
         bad = "--instances N and --replicas R are both required";
         snprintf(got, sizeof got, "got --instances %ld --replicas %ld", a->instances, a->replicas);
     } else if (a->replicas % a->instances) {
@@ -237,6 +247,26 @@ static void print_plan(const run_args *a, const hostfile *hf)
     }
 }
 
+extern char **environ;
+
+/* Every TILEGRAPH_* variable of run's environment passed on to the
+ * instances (-x NAME): a remote host's instance starts from its daemon's
+ * environment, not run's (PopRun's --mpi-local-args="-x NAME"). */
+static int forward_environment(char **av, int n, int cap)
+{
+    static char names[MAX_MPI_ARGS][128];
+    int k = 0;
+    for (char **e = environ; *e && k < MAX_MPI_ARGS && n + 2 < cap; e++) {
+        size_t len = strcspn(*e, "=");
+        if (strncmp(*e, "TILEGRAPH_", 10) || len >= sizeof names[0])
+            continue;
+        snprintf(names[k], sizeof names[k], "%.*s", (int)len, *e);
+        av[n++] = "-x";
+        av[n++] = names[k++];
+    }
+    return n;
+}
+
 /* mpirun, its flags, then this tilegraph with the instance's command. */
 static int build_argv(const run_args *a, char **av, int cap, char *np, char *reps, char *hostlist)
 {
@@ -267,6 +297,18 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
     if (a->hostfile) {
         av[n++] = "--hostfile";
         av[n++] = (char *)a->hostfile;
+    }
+    if (a->hosts || a->hostfile) {
+        /* a remote daemon behind a dead link is noticed in about 8 s, not
+         * 45 min (OpenMPI's keepalive of 300 s, 9 probes 20 s apart): its
+         * instances end themselves by their heartbeats (runtime/dist_alive.c),
+         * and mpirun would otherwise wait for their daemon for ever */
+        static char *keepalive[] = {"--mca", "oob_tcp_keepalive_time",   "4",
+                                    "--mca", "oob_tcp_keepalive_intvl",  "1",
+                                    "--mca", "oob_tcp_keepalive_probes", "4"};
+        for (size_t i = 0; i < sizeof keepalive / sizeof *keepalive; i++)
+            av[n++] = keepalive[i];
+        n = forward_environment(av, n, cap - 256);
     }
     for (int i = 0; i < a->n_mpi_args; i++)
         av[n++] = (char *)a->mpi_args[i];
@@ -306,6 +348,48 @@ static void host_slots(const run_args *a, char *out, size_t cap)
 
 /* The stop signal run was sent (0: none); mpirun's pid to pass it on to. */
 static volatile sig_atomic_t stop_signal;
+/* An instance on this host lost another (SIGUSR1, runtime/dist.c). */
+static volatile sig_atomic_t instance_lost;
+
+static void on_lost(int sig)
+{
+    (void)sig;
+    instance_lost = 1;
+}
+
+/* Seconds mpirun has to end the job once an instance was lost: it waits
+ * for the lost host's daemon over the dead link (OpenMPI 4.1 for as long
+ * as TCP retransmits, many minutes). */
+#define LOST_GRACE_S 5
+
+/* Wait for mpirun; once an instance was lost, for LOST_GRACE_S more, then
+ * end mpirun and what it started here (its process group). */
+static int wait_mpirun(pid_t pid, int *status)
+{
+    double waited = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, status, instance_lost ? WNOHANG : 0);
+        if (r == pid)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (!instance_lost)
+            continue;
+        if (waited >= LOST_GRACE_S) {
+            fprintf(stderr,
+                    "tilegraph run: an instance lost another (its message is above) and mpirun "
+                    "had not ended the job %d s later: ending it\n",
+                    LOST_GRACE_S);
+            kill(-pid, SIGKILL);
+            while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+                ;
+            return 1;
+        }
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        waited += 0.1;
+    }
+}
 static volatile pid_t mpirun_pid;
 
 /* mpirun runs in its own process group, so each stop signal reaches it
@@ -331,6 +415,9 @@ static int run_mpirun(char **av)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_lost;
+    sa.sa_flags = 0; /* interrupts the wait for mpirun, which then has a grace period */
+    sigaction(SIGUSR1, &sa, NULL);
     int pipefd[2]; /* closed on exec: a byte on it says exec failed, with errno */
     if (pipe(pipefd)) {
         fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
@@ -366,8 +453,7 @@ static int run_mpirun(char **av)
         ;
     close(pipefd[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int ended = wait_mpirun(pid, &status);
     if (got == (ssize_t)sizeof e) {
         fprintf(stderr,
                 "tilegraph run: cannot start %s: %s (install openmpi-bin, or give --mpirun "
@@ -377,6 +463,8 @@ static int run_mpirun(char **av)
     }
     if (stop_signal)
         return 128 + stop_signal;
+    if (ended)
+        return 1;
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -388,6 +476,8 @@ int cmd_run(int argc, char **argv)
     int r = parse(&a, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
+    if (a.per_instance && !a.replicas)
+        a.replicas = a.per_instance * a.instances;
     if (check(&a))
         return 2;
     static hostfile hf;
@@ -405,5 +495,11 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     if (a.dry_run)
         return 0;
+    char pid[32], host[256] = "";
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    if (gethostname(host, sizeof host - 1) == 0) { /* for the instances here (tell_run_lost) */
+        setenv("TILEGRAPH_RUN_PID", pid, 1);
+        setenv("TILEGRAPH_RUN_HOST", host, 1);
+    }
     return run_mpirun(av);
 }
