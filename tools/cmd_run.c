@@ -8,11 +8,14 @@
  * passes a stop signal on and exits 128 + its number (130, 143), as a
  * stopped single process does (docs/distributed.md, "Stopping"). */
 #include "cli.h"
+#include "run_output.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +302,7 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
         av[n++] = (char *)a->hostfile;
     }
     if (a->hosts || a->hostfile) {
+        av[n++] = "--tag-output"; /* rewritten as [host:rank] (run_output.c) */
         /* a remote daemon behind a dead link is noticed in about 8 s, not
          * 45 min (OpenMPI's keepalive of 300 s, 9 probes 20 s apart): its
          * instances end themselves by their heartbeats (runtime/dist_alive.c),
@@ -362,20 +366,43 @@ static void on_lost(int sig)
  * as TCP retransmits, many minutes). */
 #define LOST_GRACE_S 5
 
-/* Wait for mpirun; once an instance was lost, for LOST_GRACE_S more, then
- * end mpirun and what it started here (its process group). */
-static int wait_mpirun(pid_t pid, int *status)
+/* Relay what is there on the open streams (none: just sleep), for up to
+ * `ms`. */
+static void relay(run_stream *streams, int n, const run_hosts *h, int ms)
+{
+    struct pollfd p[2];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (streams[i].in >= 0)
+            p[k++] = (struct pollfd){streams[i].in, POLLIN, 0};
+    if (poll(k ? p : NULL, (nfds_t)k, ms) <= 0)
+        return;
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < n; i++)
+            if (streams[i].in == p[j].fd && p[j].revents)
+                run_output_read(&streams[i], h);
+}
+
+static bool streams_open(const run_stream *streams, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (streams[i].in >= 0)
+            return true;
+    return false;
+}
+
+/* Wait for mpirun, relaying its tagged output (n streams; 0: none); once an
+ * instance was lost, for LOST_GRACE_S more, then end mpirun and what it
+ * started here (its process group). 1: ended so. */
+static int wait_mpirun(pid_t pid, int *status, run_stream *streams, int n, const run_hosts *h)
 {
     double waited = 0;
+    int ended = 0;
     for (;;) {
-        pid_t r = waitpid(pid, status, instance_lost ? WNOHANG : 0);
-        if (r == pid)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (!instance_lost)
-            continue;
-        if (waited >= LOST_GRACE_S) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            break;
+        if (instance_lost && waited >= LOST_GRACE_S) {
             fprintf(stderr,
                     "tilegraph run: an instance lost another (its message is above) and mpirun "
                     "had not ended the job %d s later: ending it\n",
@@ -383,13 +410,19 @@ static int wait_mpirun(pid_t pid, int *status)
             kill(-pid, SIGKILL);
             while (waitpid(pid, status, 0) < 0 && errno == EINTR)
                 ;
-            return 1;
+            ended = 1;
+            break;
         }
-        struct timespec ts = {0, 100000000};
-        nanosleep(&ts, NULL);
-        waited += 0.1;
+        relay(streams, n, h, 100);
+        if (instance_lost)
+            waited += 0.1;
     }
+    /* what mpirun wrote before it ended, while a writer is left (a second) */
+    for (int i = 0; i < 10 && streams_open(streams, n); i++)
+        relay(streams, n, h, 100);
+    return ended;
 }
+
 static volatile pid_t mpirun_pid;
 
 /* mpirun runs in its own process group, so each stop signal reaches it
@@ -405,9 +438,23 @@ static void on_stop(int sig)
 }
 
 /* Start mpirun and wait for it: its exit code, or 128 + the stop signal run
- * was sent (mpirun exits 1 for any signal it is sent). */
-static int run_mpirun(char **av)
+ * was sent (mpirun exits 1 for any signal it is sent). With hosts, its
+ * output comes through run, each line tagged by host and rank. */
+static int run_mpirun(char **av, const run_hosts *hosts)
 {
+    static run_stream streams[2];
+    int n_streams = 0, fds[2][2];
+    if (hosts) {
+        if (pipe(fds[0]) || pipe(fds[1])) {
+            fprintf(stderr, "tilegraph run: cannot make pipes for the output: %s\n",
+                    strerror(errno));
+            return 1;
+        }
+        n_streams = 2;
+        streams[0] = (run_stream){.in = fds[0][0], .out = STDOUT_FILENO};
+        streams[1] = (run_stream){.in = fds[1][0], .out = STDERR_FILENO};
+        fflush(stdout);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -431,6 +478,11 @@ static int run_mpirun(char **av)
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* run killed (-9): the job ends too */
         close(pipefd[0]);
+        for (int i = 0; i < n_streams; i++) {
+            dup2(fds[i][1], i ? STDERR_FILENO : STDOUT_FILENO);
+            close(fds[i][0]);
+            close(fds[i][1]);
+        }
         execvp(av[0], av);
         int e = errno;
         ssize_t w = write(pipefd[1], &e, sizeof e);
@@ -438,6 +490,8 @@ static int run_mpirun(char **av)
         _exit(127);
     }
     close(pipefd[1]);
+    for (int i = 0; i < n_streams; i++)
+        close(fds[i][1]);
     if (pid < 0) {
         fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
         close(pipefd[0]);
@@ -453,7 +507,7 @@ static int run_mpirun(char **av)
         ;
     close(pipefd[0]);
     int status = 0;
-    int ended = wait_mpirun(pid, &status);
+    int ended = wait_mpirun(pid, &status, streams, n_streams, hosts);
     if (got == (ssize_t)sizeof e) {
         fprintf(stderr,
                 "tilegraph run: cannot start %s: %s (install openmpi-bin, or give --mpirun "
@@ -501,5 +555,11 @@ int cmd_run(int argc, char **argv)
         setenv("TILEGRAPH_RUN_PID", pid, 1);
         setenv("TILEGRAPH_RUN_HOST", host, 1);
     }
-    return run_mpirun(av);
+    static run_hosts hosts;
+    for (long k = 0; k < a.instances && k < RUN_OUTPUT_RANKS; k++) {
+        static char names[RUN_OUTPUT_RANKS][256];
+        hosts.host[k] = a.hostfile ? hostfile_place(&hf, k) : host_of(&a, k, names[k], 256);
+    }
+    hosts.n = (int)a.instances;
+    return run_mpirun(av, a.hosts || a.hostfile ? &hosts : NULL);
 }
