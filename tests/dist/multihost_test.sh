@@ -4,7 +4,8 @@
 # between them, started through `ip netns exec` in place of ssh), and the
 # faults between them (issue 44, docs/distributed.md "Faults between hosts"):
 #  1. `tilegraph run --host h1,h2` with 2 instances on each host writes the
-#     checkpoint bytes of one process of 4 replicas;
+#     checkpoint bytes of one process of 4 replicas, its lines tagged by
+#     host and rank;
 #  2. a link that goes down mid-step: every instance ends within a bounded
 #     time, the message names the host and instance lost, the last
 #     checkpoint is whole and resumes to the bytes of an uninterrupted run;
@@ -68,6 +69,8 @@ wait $job || fail "2 hosts x 2 instances"
 took1=$(($(date +%s) - start))
 grep -q "instance 1 on h2: replicas 1..1" two.log || fail "run's plan does not put instance 1 on h2"
 cmp one.safetensors two.safetensors || fail "2 hosts x 2 instances differ from one process"
+# each instance's lines come tagged by its host and rank
+grep -q '^\[h1:0\] epoch 1: train loss' two.log || fail "instance 0's lines are not tagged [h1:0]"
 
 # 2. the link to h2 goes down mid-step: every instance ends (h1's by the
 #    heartbeat's silence; h2's as well, and its daemon by OpenMPI's
@@ -88,7 +91,7 @@ rc=$?
 took2=$(($(date +%s) - start))
 [ $rc != 0 ] && [ $rc != 124 ] || fail "a job that lost a host exited $rc (124: hung until timeout)"
 [ $took2 -le 30 ] || fail "the job took $took2 s to end after the link went down"
-grep -q "instance [13] on host h2.* has not been heard from" down.log ||
+grep -q "^\[h1:[02]\] tilegraph train: MPI: instance [13] on host h2.* has not been heard from" down.log ||
     fail "no message naming the lost host and instance"
 tries=0
 while [ $tries -lt 50 ] && [ -n "$(left_on 1)$(left_on 2)" ]; do
