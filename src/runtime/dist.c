@@ -145,7 +145,7 @@ static tg_status start_heartbeats(void)
     tg_alive_card mine, *all = tg_malloc((size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d heartbeat cards", size);
-    tg_status st = tg_dist_alive_open(&mine);
+    tg_status st = tg_dist_alive_open(&mine, host_size == size);
     int ok = st == TG_OK;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     uint64_t job = ((uint64_t)getpid() << 32) ^ (uint64_t)tg_trace_clock_ns();

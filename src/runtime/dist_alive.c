@@ -54,12 +54,13 @@ static struct {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* This host's IPv4 addresses, loopback only when it has no other. */
-static void own_addresses(tg_alive_card *c)
+/* This host's IPv4 addresses, loopback only when it has no other or every
+ * instance is on this host (the beats then never leave it). */
+static void own_addresses(tg_alive_card *c, bool one_host)
 {
     struct ifaddrs *all = NULL;
     c->n_addr = 0;
-    if (getifaddrs(&all) == 0) {
+    if (!one_host && getifaddrs(&all) == 0) {
         for (struct ifaddrs *i = all; i && c->n_addr < TG_ALIVE_ADDRS; i = i->ifa_next) {
             if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
                 (i->ifa_flags & IFF_LOOPBACK))
@@ -72,7 +73,7 @@ static void own_addresses(tg_alive_card *c)
         c->addr[c->n_addr++] = htonl(INADDR_LOOPBACK);
 }
 
-tg_status tg_dist_alive_open(tg_alive_card *mine)
+tg_status tg_dist_alive_open(tg_alive_card *mine, bool one_host)
 {
     memset(mine, 0, sizeof *mine);
     alive.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -83,7 +84,7 @@ tg_status tg_dist_alive_open(tg_alive_card *mine)
         return tg_error(TG_ERR_IO, "MPI: cannot open the instances' heartbeat socket: %s",
                         strerror(errno));
     mine->port = ntohs(a.sin_port);
-    own_addresses(mine);
+    own_addresses(mine, one_host);
     if (gethostname(mine->host, sizeof mine->host - 1))
         snprintf(mine->host, sizeof mine->host, "?");
     return TG_OK;

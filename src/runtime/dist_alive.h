@@ -21,8 +21,9 @@ typedef struct tg_alive_card {
     char host[TG_ALIVE_HOST];
 } tg_alive_card;
 
-/* Open this instance's socket and fill its card. */
-tg_status tg_dist_alive_open(tg_alive_card *mine);
+/* Open this instance's socket and fill its card; `one_host`: every
+ * instance runs on this host (loopback is enough). */
+tg_status tg_dist_alive_open(tg_alive_card *mine, bool one_host);
 /* Start beating to every other instance and listening to them (a thread),
  * once every instance's card is known. `timeout_s` <= 0: never lost. */
 tg_status tg_dist_alive_start(const tg_alive_card *cards, int rank, int size, uint64_t job,
