@@ -13,7 +13,8 @@
 #     the job completes and the profile's all-reduce takes at least the
 #     time the gradients need on that link;
 #  4. an instance killed (-9) on one host ends the job, naming host and rank;
-#  5. a host that never starts ends the job with OpenMPI's message.
+#  5. a host that never starts (absent, or cut off from the start) ends the
+#     job with OpenMPI's message.
 # usage: multihost_test.sh TILEGRAPH_BINARY   (exit 77: skipped, saying why)
 # Runs as root (.ci/run does); each case takes seconds.
 T=$1
@@ -157,6 +158,17 @@ rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] || fail "a job with a host that never starts exited $rc"
 grep -q "unable to reliably start one or more daemons\|ORTE daemon has unexpectedly failed" \
     never.log || fail "no message about the host that never started"
+
+# ... and one that is there but cut off from the start (its cable pulled):
+#     its daemon cannot call mpirun back, and the job ends the same way
+host_link 2 down
+on_host 1 timeout 60 "$T" run --host h1,h2 --num-instances 2 --num-replicas 2 $MPI_ARGS -- \
+    train $COMMON >cut.log 2>&1
+rc=$?
+host_link 2 up
+[ $rc != 0 ] && [ $rc != 124 ] || fail "a job with a host cut off from the start exited $rc"
+grep -q "unable to reliably start one or more daemons\|ORTE daemon has unexpectedly failed" \
+    cut.log || fail "no message about the host cut off from the start"
 
 echo "multihost_test: all cases passed (2x2 job ${took1} s; lost link ended the job in ${took2} s," \
     "kill -9 in ${took4} s; all-reduce ${fast} ms, over 100 Mbit/s ${ar} ms)"
