@@ -115,25 +115,30 @@ cmp ref.safetensors resumed.safetensors || fail "the resumed job differs from th
 #    takes at least what h1's 2 gradient blocks need to reach h2 at that
 #    rate (mnist-pipeline: 90,064 f32 gradients, 720 KB, 57.6 ms): a bound
 #    from the link, which load can only make longer
-S="$COMMON --max-steps 6 --engine-option distributed.gradientBucketBytes=0"
-# instance 0's all-reduce (analyse's instances view), in ms
-allreduce_ms() { # PROFILE_DIR
-    $T analyse "$1" instances --json >"$1.json" || fail "analyse instances of $1"
-    tr '{' '\n' <"$1.json" | sed -n 's/^"instance":0,.*"all-reduce":\([0-9.]*\),.*/\1/p' |
-        awk '{ printf "%.1f", $1 / 1e6 }'
-}
-start_job fast.log --num-replicas 4 -- train $S --profile-dir fast
-wait $job || fail "the job over a fast link"
-fast=$(allreduce_ms fast)
-host_rate 2 100mbit || fail "tc could not limit h2's link"
-start_job slow.log --num-replicas 4 -- train $S --profile-dir slow
-wait $job || fail "the job over a slow link"
-ar=$(allreduce_ms slow)
-[ -n "$ar" ] && [ -n "$fast" ] || fail "no all-reduce time in $(cat slow.json fast.json)"
-awk -v a="$ar" 'BEGIN { exit !(a >= 57.6 * 0.9) }' ||
-    fail "an all-reduce of $ar ms over a 100 Mbit/s link (720 KB take 57.6 ms)"
-tc -n "${HOSTS_PREFIX}br" qdisc del dev p2 root
-tc -n "${HOSTS_PREFIX}h2" qdisc del dev eth0 root
+if why=$(host_rate_can); then
+    S="$COMMON --max-steps 6 --engine-option distributed.gradientBucketBytes=0"
+    # instance 0's all-reduce (analyse's instances view), in ms
+    allreduce_ms() { # PROFILE_DIR
+        $T analyse "$1" instances --json >"$1.json" || fail "analyse instances of $1"
+        tr '{' '\n' <"$1.json" | sed -n 's/^"instance":0,.*"all-reduce":\([0-9.]*\),.*/\1/p' |
+            awk '{ printf "%.1f", $1 / 1e6 }'
+    }
+    start_job fast.log --num-replicas 4 -- train $S --profile-dir fast
+    wait $job || fail "the job over a fast link"
+    fast=$(allreduce_ms fast)
+    host_rate 2 100mbit || fail "tc could not limit h2's link"
+    start_job slow.log --num-replicas 4 -- train $S --profile-dir slow
+    wait $job || fail "the job over a slow link"
+    ar=$(allreduce_ms slow)
+    [ -n "$ar" ] && [ -n "$fast" ] || fail "no all-reduce time in $(cat slow.json fast.json)"
+    awk -v a="$ar" 'BEGIN { exit !(a >= 57.6 * 0.9) }' ||
+        fail "an all-reduce of $ar ms over a 100 Mbit/s link (720 KB take 57.6 ms)"
+    tc -n "${HOSTS_PREFIX}br" qdisc del dev p2 root
+    tc -n "${HOSTS_PREFIX}h2" qdisc del dev eth0 root
+else
+    echo "case 3 (slow link) skipped: $why"
+    ar=skipped fast=skipped
+fi
 
 # 4. an instance killed (-9) on h2: the job ends, non-zero, naming it
 start_job kill.log --num-replicas 4 -- train --model mnist-pipeline --epochs 100 --train-limit 512 \

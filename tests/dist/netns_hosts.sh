@@ -80,6 +80,14 @@ host_link() { # K up|down
     ip -n "${HOSTS_PREFIX}br" link set "p$1" "$2"
 }
 
+# whether links can be rate-limited here (prints why not)
+host_rate_can() {
+    command -v tc >/dev/null 2>&1 || { echo "no tc (iproute2)"; return 1; }
+    err=$(tc -n "${HOSTS_PREFIX}br" qdisc add dev p1 root tbf rate 100mbit burst 32kbit latency 400ms 2>&1) ||
+        { echo "tc cannot add a tbf qdisc here: $err"; return 1; }
+    tc -n "${HOSTS_PREFIX}br" qdisc del dev p1 root
+}
+
 # host K's link limited to RATE (tc's token bucket filter, both directions)
 host_rate() { # K RATE (e.g. 10mbit)
     tc -n "${HOSTS_PREFIX}br" qdisc replace dev "p$1" root tbf rate "$2" burst 32kbit latency 400ms &&
