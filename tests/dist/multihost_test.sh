@@ -14,7 +14,8 @@
 #     time the gradients need on that link;
 #  4. an instance killed (-9) on one host ends the job, naming host and rank;
 #  5. a host that never starts (absent, or cut off from the start) ends the
-#     job with OpenMPI's message.
+#     job with OpenMPI's message;
+#  6. SIGINT to run stops the job on both hosts in order: 130, a checkpoint.
 # usage: multihost_test.sh TILEGRAPH_BINARY   (exit 77: skipped, saying why)
 # Runs as root (.ci/run does); each case takes seconds.
 T=$1
@@ -154,6 +155,25 @@ took4=$(($(date +%s) - start))
 [ $rc != 0 ] && [ $rc != 124 ] || fail "the job with a killed instance exited $rc"
 [ $took4 -le 30 ] || fail "the job took $took4 s to end after kill -9"
 grep -q "rank [13] .* on node h2 exited on signal 9" kill.log || fail "no message naming h2's instance"
+
+# 6. SIGINT to `tilegraph run` stops every instance on both hosts after the
+#    same host step: instance 0 writes the checkpoint, the job exits 130
+start_job stop.log --num-replicas 4 -- train --model mnist-pipeline --epochs 100 \
+    --train-limit 512 --test-limit 16 --quiet --save stop.safetensors
+wait_training stop.log
+sleep 1
+run_pid=""
+for p in $(ip netns pids "${HOSTS_PREFIX}h1"); do # run itself ($job is the shell that started it)
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] &&
+        [ "$(tr '\0' '\n' <"/proc/$p/cmdline" | sed -n 2p)" = run ] && run_pid=$p
+done
+[ -n "$run_pid" ] || fail "no tilegraph run on h1 to stop"
+kill -INT "$run_pid"
+wait $job
+rc=$?
+[ $rc = 130 ] || fail "a job over 2 hosts stopped by SIGINT exited $rc, not 130"
+grep -q '^\[h1:0\] tilegraph train: stopped by a signal' stop.log && [ -s stop.safetensors ] ||
+    fail "a job over 2 hosts stopped by SIGINT: no stop message from instance 0 or no checkpoint"
 
 # 5. a host that never starts (h3 does not exist): the job ends, non-zero,
 #    with OpenMPI's message, instead of waiting for it
