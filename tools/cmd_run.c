@@ -8,23 +8,27 @@
  * passes a stop signal on and exits 128 + its number (130, 143), as a
  * stopped single process does (docs/distributed.md, "Stopping"). */
 #include "cli.h"
+#include "run_output.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_HOSTS 64
 #define MAX_MPI_ARGS 32
 
 typedef struct run_args {
-    long instances, replicas;
+    long instances, replicas, per_instance;
     const char *hosts, *hostfile;
     const char *mpi_args[MAX_MPI_ARGS];
     int n_mpi_args;
@@ -42,11 +46,16 @@ static void usage(FILE *out)
             "Start one training as N instances (processes) over MPI, R replicas in all: each\n"
             "instance runs R/N of them and loads only their samples; gradients are reduced\n"
             "across instances in replica order, so the result is bit for bit the training of\n"
-            "one process with R replicas (docs/distributed.md).\n\n"
-            "  --instances N     processes to start (1..%d)\n"
-            "  --replicas R      replicas in all; N must divide R (passed on as --replicas R)\n"
+            "one process with R replicas (docs/distributed.md). An instance silent for\n"
+            "TILEGRAPH_DIST_TIMEOUT seconds (default 10: a host or link down) ends the job.\n\n"
+            "  --instances N     processes to start (1..%d); PopRun's --num-instances\n"
+            "  --replicas R      replicas in all; N must divide R (passed on as --replicas R);\n"
+            "                    PopRun's --num-replicas\n"
+            "  --replicas-per-instance K  instead of --replicas: R = N x K\n"
             "  --host LIST       comma-separated hosts, instances placed round-robin\n"
             "  --hostfile F      an OpenMPI hostfile (one host per line, slots=K)\n"
+            "                    (with either, the instances' lines are tagged [host:rank]\n"
+            "                    and TILEGRAPH_* variables are passed on to them)\n"
             "  --mpi-arg ARG     one more argument for mpirun (repeatable)\n"
             "  --mpirun PATH     the mpirun to use (default: mpirun from PATH)\n"
             "  --dry-run         print the plan and the mpirun line, start nothing\n"
@@ -85,11 +94,14 @@ static int parse(run_args *a, int argc, char **argv)
         } else if (!strcmp(f, "--dry-run")) {
             a->dry_run = 1;
             continue;
-        } else if (!strcmp(f, "--instances")) {
+        } else if (!strcmp(f, "--instances") || !strcmp(f, "--num-instances")) {
             if (parse_long(f, v, 1, MAX_HOSTS, &a->instances))
                 return -1;
-        } else if (!strcmp(f, "--replicas")) {
+        } else if (!strcmp(f, "--replicas") || !strcmp(f, "--num-replicas")) {
             if (parse_long(f, v, 1, 64, &a->replicas))
+                return -1;
+        } else if (!strcmp(f, "--replicas-per-instance")) {
+            if (parse_long(f, v, 1, 64, &a->per_instance))
                 return -1;
         } else if (!strcmp(f, "--host") && v) {
             a->hosts = v;
@@ -117,7 +129,11 @@ static int check(const run_args *a)
 {
     const char *bad = NULL;
     char got[320] = "";
-    if (!a->instances || !a->replicas) {
+    if (a->per_instance && a->replicas && a->replicas != a->per_instance * a->instances) {
+        bad = "--replicas-per-instance K and --replicas R disagree: R must be N x K";
+        snprintf(got, sizeof got, "got --instances %ld --replicas %ld --replicas-per-instance %ld",
+                 a->instances, a->replicas, a->per_instance);
+    } else if (!a->instances || !a->replicas) {
         bad = "--instances N and --replicas R are both required";
         snprintf(got, sizeof got, "got --instances %ld --replicas %ld", a->instances, a->replicas);
     } else if (a->replicas % a->instances) {
@@ -237,6 +253,26 @@ static void print_plan(const run_args *a, const hostfile *hf)
     }
 }
 
+extern char **environ;
+
+/* Every TILEGRAPH_* variable of run's environment passed on to the
+ * instances (-x NAME): a remote host's instance starts from its daemon's
+ * environment, not run's (PopRun's --mpi-local-args="-x NAME"). */
+static int forward_environment(char **av, int n, int cap)
+{
+    static char names[MAX_MPI_ARGS][128];
+    int k = 0;
+    for (char **e = environ; *e && k < MAX_MPI_ARGS && n + 2 < cap; e++) {
+        size_t len = strcspn(*e, "=");
+        if (strncmp(*e, "TILEGRAPH_", 10) || len >= sizeof names[0])
+            continue;
+        snprintf(names[k], sizeof names[k], "%.*s", (int)len, *e);
+        av[n++] = "-x";
+        av[n++] = names[k++];
+    }
+    return n;
+}
+
 /* mpirun, its flags, then this tilegraph with the instance's command. */
 static int build_argv(const run_args *a, char **av, int cap, char *np, char *reps, char *hostlist)
 {
@@ -267,6 +303,19 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
     if (a->hostfile) {
         av[n++] = "--hostfile";
         av[n++] = (char *)a->hostfile;
+    }
+    if (a->hosts || a->hostfile) {
+        av[n++] = "--tag-output"; /* rewritten as [host:rank] (run_output.c) */
+        /* a remote daemon behind a dead link is noticed in about 8 s, not
+         * 45 min (OpenMPI's keepalive of 300 s, 9 probes 20 s apart): its
+         * instances end themselves by their heartbeats (runtime/dist_alive.c),
+         * and mpirun would otherwise wait for their daemon for ever */
+        static char *keepalive[] = {"--mca", "oob_tcp_keepalive_time",   "4",
+                                    "--mca", "oob_tcp_keepalive_intvl",  "1",
+                                    "--mca", "oob_tcp_keepalive_probes", "4"};
+        for (size_t i = 0; i < sizeof keepalive / sizeof *keepalive; i++)
+            av[n++] = keepalive[i];
+        n = forward_environment(av, n, cap - 256);
     }
     for (int i = 0; i < a->n_mpi_args; i++)
         av[n++] = (char *)a->mpi_args[i];
@@ -306,6 +355,77 @@ static void host_slots(const run_args *a, char *out, size_t cap)
 
 /* The stop signal run was sent (0: none); mpirun's pid to pass it on to. */
 static volatile sig_atomic_t stop_signal;
+/* An instance on this host lost another (SIGUSR1, runtime/dist.c). */
+static volatile sig_atomic_t instance_lost;
+
+static void on_lost(int sig)
+{
+    (void)sig;
+    instance_lost = 1;
+}
+
+/* Seconds mpirun has to end the job once an instance was lost: it waits
+ * for the lost host's daemon over the dead link (OpenMPI 4.1 for as long
+ * as TCP retransmits, many minutes). */
+#define LOST_GRACE_S 5
+
+/* Relay what is there on the open streams (none: just sleep), for up to
+ * `ms`. */
+static void relay(run_stream *streams, int n, const run_hosts *h, int ms)
+{
+    struct pollfd p[2];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (streams[i].in >= 0)
+            p[k++] = (struct pollfd){streams[i].in, POLLIN, 0};
+    if (poll(k ? p : NULL, (nfds_t)k, ms) <= 0)
+        return;
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < n; i++)
+            if (streams[i].in == p[j].fd && p[j].revents)
+                run_output_read(&streams[i], h);
+}
+
+static bool streams_open(const run_stream *streams, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (streams[i].in >= 0)
+            return true;
+    return false;
+}
+
+/* Wait for mpirun, relaying its tagged output (n streams; 0: none); once an
+ * instance was lost, for LOST_GRACE_S more, then end mpirun and what it
+ * started here (its process group). 1: ended so. */
+static int wait_mpirun(pid_t pid, int *status, run_stream *streams, int n, const run_hosts *h)
+{
+    double waited = 0;
+    int ended = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            break;
+        if (instance_lost && waited >= LOST_GRACE_S) {
+            fprintf(stderr,
+                    "tilegraph run: an instance lost another (its message is above) and mpirun "
+                    "had not ended the job %d s later: ending it\n",
+                    LOST_GRACE_S);
+            kill(-pid, SIGKILL);
+            while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+                ;
+            ended = 1;
+            break;
+        }
+        relay(streams, n, h, 100);
+        if (instance_lost)
+            waited += 0.1;
+    }
+    /* what mpirun wrote before it ended, while a writer is left (a second) */
+    for (int i = 0; i < 10 && streams_open(streams, n); i++)
+        relay(streams, n, h, 100);
+    return ended;
+}
+
 static volatile pid_t mpirun_pid;
 
 /* mpirun runs in its own process group, so each stop signal reaches it
@@ -321,9 +441,23 @@ static void on_stop(int sig)
 }
 
 /* Start mpirun and wait for it: its exit code, or 128 + the stop signal run
- * was sent (mpirun exits 1 for any signal it is sent). */
-static int run_mpirun(char **av)
+ * was sent (mpirun exits 1 for any signal it is sent). With hosts, its
+ * output comes through run, each line tagged by host and rank. */
+static int run_mpirun(char **av, const run_hosts *hosts)
 {
+    static run_stream streams[2];
+    int n_streams = 0, fds[2][2];
+    if (hosts) {
+        if (pipe(fds[0]) || pipe(fds[1])) {
+            fprintf(stderr, "tilegraph run: cannot make pipes for the output: %s\n",
+                    strerror(errno));
+            return 1;
+        }
+        n_streams = 2;
+        streams[0] = (run_stream){.in = fds[0][0], .out = STDOUT_FILENO};
+        streams[1] = (run_stream){.in = fds[1][0], .out = STDERR_FILENO};
+        fflush(stdout);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -331,6 +465,9 @@ static int run_mpirun(char **av)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_lost;
+    sa.sa_flags = 0; /* interrupts the wait for mpirun, which then has a grace period */
+    sigaction(SIGUSR1, &sa, NULL);
     int pipefd[2]; /* closed on exec: a byte on it says exec failed, with errno */
     if (pipe(pipefd)) {
         fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
@@ -344,6 +481,11 @@ static int run_mpirun(char **av)
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* run killed (-9): the job ends too */
         close(pipefd[0]);
+        for (int i = 0; i < n_streams; i++) {
+            dup2(fds[i][1], i ? STDERR_FILENO : STDOUT_FILENO);
+            close(fds[i][0]);
+            close(fds[i][1]);
+        }
         execvp(av[0], av);
         int e = errno;
         ssize_t w = write(pipefd[1], &e, sizeof e);
@@ -351,6 +493,8 @@ static int run_mpirun(char **av)
         _exit(127);
     }
     close(pipefd[1]);
+    for (int i = 0; i < n_streams; i++)
+        close(fds[i][1]);
     if (pid < 0) {
         fprintf(stderr, "tilegraph run: cannot start %s: %s\n", av[0], strerror(errno));
         close(pipefd[0]);
@@ -366,8 +510,7 @@ static int run_mpirun(char **av)
         ;
     close(pipefd[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    int ended = wait_mpirun(pid, &status, streams, n_streams, hosts);
     if (got == (ssize_t)sizeof e) {
         fprintf(stderr,
                 "tilegraph run: cannot start %s: %s (install openmpi-bin, or give --mpirun "
@@ -377,6 +520,8 @@ static int run_mpirun(char **av)
     }
     if (stop_signal)
         return 128 + stop_signal;
+    if (ended)
+        return 1;
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -388,6 +533,8 @@ int cmd_run(int argc, char **argv)
     int r = parse(&a, argc, argv);
     if (r)
         return r > 0 ? 0 : 2;
+    if (a.per_instance && !a.replicas)
+        a.replicas = a.per_instance * a.instances;
     if (check(&a))
         return 2;
     static hostfile hf;
@@ -405,5 +552,17 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     if (a.dry_run)
         return 0;
-    return run_mpirun(av);
+    char pid[32], host[256] = "";
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    if (gethostname(host, sizeof host - 1) == 0) { /* for the instances here (tell_run_lost) */
+        setenv("TILEGRAPH_RUN_PID", pid, 1);
+        setenv("TILEGRAPH_RUN_HOST", host, 1);
+    }
+    static run_hosts hosts;
+    for (long k = 0; k < a.instances && k < RUN_OUTPUT_RANKS; k++) {
+        static char names[RUN_OUTPUT_RANKS][256];
+        hosts.host[k] = a.hostfile ? hostfile_place(&hf, k) : host_of(&a, k, names[k], 256);
+    }
+    hosts.n = (int)a.instances;
+    return run_mpirun(av, a.hosts || a.hostfile ? &hosts : NULL);
 }

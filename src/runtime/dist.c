@@ -8,6 +8,7 @@
  * process. Device threads of one session call MPI at the same time (one
  * communicator each), hence MPI_THREAD_MULTIPLE. */
 #include "runtime/dist.h"
+#include "runtime/dist_alive.h"
 #include "runtime/dist_watch.h"
 
 #include "core/alloc.h"
@@ -20,11 +21,14 @@
 #include "runtime/session_state.h"
 
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int joined; /* tg_dist_init called MPI_Init_thread */
 static int rank, size = 1;
@@ -52,6 +56,30 @@ struct tg_dist_group {
 
 static void align_trace_clocks(void);
 static tg_status world_wait(MPI_Request *req, int64_t k);
+static tg_status start_heartbeats(void);
+/* why this instance gave up its waits on another (dist_alive.c), written
+ * once under lost_lock by the first thread to see it, then `lost` set */
+static char lost_reason[512];
+static int lost; /* atomic */
+static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether some instance is lost: the first thread to see it keeps the
+ * sentence. */
+static bool instance_lost(void)
+{
+    if (__atomic_load_n(&lost, __ATOMIC_ACQUIRE))
+        return true;
+    char why[sizeof lost_reason];
+    if (!tg_dist_alive_lost(why, sizeof why))
+        return false;
+    pthread_mutex_lock(&lost_lock);
+    if (!__atomic_load_n(&lost, __ATOMIC_ACQUIRE)) {
+        memcpy(lost_reason, why, sizeof why);
+        __atomic_store_n(&lost, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lost_lock);
+    return true;
+}
 
 static bool under_mpirun(void)
 {
@@ -80,6 +108,7 @@ tg_status tg_dist_init(int *argc, char ***argv)
     if (size > 1) {
         align_trace_clocks();
         tg_dist_watch_init(MPI_COMM_WORLD, rank, size);
+        TG_TRY(start_heartbeats());
     }
     if (provided < MPI_THREAD_MULTIPLE && size > 1)
         return tg_error(TG_ERR_UNSUPPORTED,
@@ -88,6 +117,48 @@ tg_status tg_dist_init(int *argc, char ***argv)
                         "(MPI_THREAD_MULTIPLE, level %d); use an MPI built with thread support",
                         provided, MPI_THREAD_MULTIPLE);
     return TG_OK;
+}
+
+/* Seconds an instance may be silent before the others give it up
+ * (TILEGRAPH_DIST_TIMEOUT; 0: never). Long enough for a loaded host's
+ * scheduling and for a stopped (SIGSTOP) instance's short pauses. */
+static double heartbeat_timeout(void)
+{
+    const char *v = getenv("TILEGRAPH_DIST_TIMEOUT");
+    char *end = NULL;
+    double t = v && *v ? strtod(v, &end) : 10.0;
+    if (v && *v && (*end || t < 0)) {
+        fprintf(stderr,
+                "tilegraph: warning: TILEGRAPH_DIST_TIMEOUT='%s' is not a number of seconds "
+                "(0: no timeout): using 10\n",
+                v);
+        t = 10.0;
+    }
+    return t;
+}
+
+/* Every instance's heartbeat card gathered, then the beats started
+ * (dist_alive.c): a lost host is found by silence, not by MPI, whose own
+ * transfers over a dead link would wait for many minutes. */
+static tg_status start_heartbeats(void)
+{
+    tg_alive_card mine, *all = tg_malloc((size_t)size * sizeof *all);
+    if (!all)
+        return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d heartbeat cards", size);
+    tg_status st = tg_dist_alive_open(&mine, host_size == size);
+    int ok = st == TG_OK;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    uint64_t job = ((uint64_t)getpid() << 32) ^ (uint64_t)tg_trace_clock_ns();
+    MPI_Bcast(&job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (ok) {
+        MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                      MPI_COMM_WORLD);
+        st = tg_dist_alive_start(all, rank, size, job, heartbeat_timeout());
+    } else if (st == TG_OK) {
+        st = tg_error(TG_ERR_IO, "MPI: another instance could not open its heartbeat socket");
+    }
+    tg_free(all);
+    return st;
 }
 
 /* The trace's clocks lined up: after a barrier every instance reads its
@@ -199,11 +270,27 @@ void tg_dist_finalize(void)
             tg_dist_watch_end(); /* an instance still waiting for this one fails, not hangs */
             merge_traces();
         }
+        tg_dist_alive_stop();
         MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;
         clock_offset = 0;
     }
+}
+
+/* `tilegraph run` on this host (TILEGRAPH_RUN_PID and _HOST, which it
+ * sets) is told that an instance was lost: mpirun, ending the job, waits for
+ * the lost host's daemon over the dead link, and run ends it after a grace
+ * period (tools/cmd_run.c). */
+static void tell_run_lost(void)
+{
+    const char *pid = getenv("TILEGRAPH_RUN_PID"), *host = getenv("TILEGRAPH_RUN_HOST");
+    char me[256] = "";
+    if (!pid || !host || gethostname(me, sizeof me - 1) || strcmp(me, host))
+        return;
+    long p = strtol(pid, NULL, 10);
+    if (p > 1)
+        kill((pid_t)p, SIGUSR1);
 }
 
 void tg_dist_abort(int code)
@@ -212,6 +299,12 @@ void tg_dist_abort(int code)
         return;
     fflush(stdout);
     fflush(stderr);
+    /* an instance lost: MPI_Abort would tell the job over the dead link and
+     * wait; ending this process ends its part, and mpirun sees it */
+    if (__atomic_load_n(&lost, __ATOMIC_ACQUIRE)) {
+        tell_run_lost();
+        _exit(code ? code : 1);
+    }
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 }
 
@@ -473,6 +566,10 @@ static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
             w->stuck = w->aborted = true;
             break;
         }
+        if (tests % 16 == 15 && instance_lost()) {
+            w->stuck = w->aborted = true; /* silent past the timeout: gone */
+            break;
+        }
         struct timespec ts = {0, tests < 64 ? first_ns : later_ns};
         nanosleep(&ts, NULL);
     }
@@ -488,12 +585,14 @@ static tg_status world_wait(MPI_Request *req, int64_t k)
     if (!yield_briefly(&w))
         sleep_until_settled(&w, 20000, 1000000);
     if (w.stuck)
-        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_watch_reason());
+        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_stuck_reason(""));
     return TG_OK;
 }
 
 const char *tg_dist_stuck_reason(const char *otherwise)
 {
+    if (__atomic_load_n(&lost, __ATOMIC_ACQUIRE))
+        return lost_reason;
     const char *r = tg_dist_watch_reason();
     return r[0] ? r : otherwise;
 }
@@ -539,7 +638,7 @@ tg_status tg_dist_sum_f64_finish(void)
         sleep_until_settled(&w, 20000, 50000);
     started_sum.pending = false;
     if (w.stuck)
-        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_watch_reason());
+        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_stuck_reason(""));
     return TG_OK;
 }
 
@@ -631,7 +730,7 @@ static tg_status wait_politely(MPI_Request *req, int64_t k)
     request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false};
     sleep_until_settled(&w, 20000, 1000000);
     if (w.stuck)
-        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_watch_reason());
+        return tg_error(TG_ERR_CONFIG, "%s", tg_dist_stuck_reason(""));
     return TG_OK;
 }
 

@@ -24,7 +24,9 @@ cd "$W" || exit 1
 fail() { echo "FAIL: $*"; for f in "$W"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
 MPI="mpirun -np 2 --bind-to none"
 # A long job started in the background (its pid in $job), and once it has
-# started training, the pid of its last instance in $victim.
+# started training, the pid of its last instance in $victim (an instance of
+# this test's: its working directory is $W; another run of this test at the
+# same time has the same command line).
 long_job() { # LOG [train flags]
     log=$1
     shift
@@ -37,7 +39,8 @@ long_job() { # LOG [train flags]
         tries=$((tries + 1))
     done
     victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
-        [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+        [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && [ "$(readlink /proc/$p/cwd)" = "$W" ] &&
+            echo $p; done | tail -1)
 }
 COMMON="--model mnist-pipeline --epochs 1 --batch-size 8 --train-limit 192 --test-limit 48 --seed 5 --quiet"
 
@@ -260,7 +263,8 @@ while [ $tries -lt 100 ] && ! grep -q "host steps per epoch" xs.log; do
     tries=$((tries + 1))
 done
 victim=$(pgrep -f "train-limit $samples --test-limit 16" | while read p; do
-    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && echo $p; done | tail -1)
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && [ "$(readlink /proc/$p/cwd)" = "$W" ] &&
+        echo $p; done | tail -1)
 [ -n "$victim" ] || fail "no instance to stop"
 sleep 1 # inside the epoch's host steps (thousands of them)
 kill -STOP "$victim"

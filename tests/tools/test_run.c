@@ -124,6 +124,70 @@ static void test_stop_exit_code(void)
            "cannot start /nonexistent/mpirun");
 }
 
+/* PopRun's spellings: --num-instances, --num-replicas, and
+ * --replicas-per-instance K for R = N x K (refused when R disagrees). */
+static void test_poprun_flags(void)
+{
+    EXPECT("run --num-instances 2 --num-replicas 4 --dry-run -- train", 0,
+           "instance 1 on this host: replicas 2..3");
+    EXPECT("run --num-instances 2 --replicas-per-instance 3 --dry-run -- train", 0,
+           "2 instances x 3 replicas = 6 replicas");
+    TG_CHECK(strstr(tg_cli_output, "--replicas 6") != NULL); /* passed on to train */
+    EXPECT("run --instances 2 --replicas 4 --replicas-per-instance 3 -- train", 2,
+           "got --instances 2 --replicas 4 --replicas-per-instance 3");
+}
+
+/* Across hosts, each line of mpirun's (--tag-output) comes out tagged by the
+ * host the plan gives its rank; a line without a tag is left as it is. */
+static void test_lines_tagged_by_host(void)
+{
+    write_file("tag_mpirun",
+               "#!/bin/sh\n"
+               "for a in \"$@\"; do [ \"$a\" = --tag-output ] && tagged=1; done\n"
+               "[ -n \"$tagged\" ] || { echo 'no --tag-output'; exit 5; }\n"
+               "echo '[1,0]<stdout>:epoch 1: done'\n"
+               "echo '[1,1]<stderr>:tilegraph train: trouble' >&2\n"
+               "echo 'plain line'\n"
+               "printf '[1,3]<stdout>:no newline'\n",
+               1);
+    char args[512];
+    snprintf(args, sizeof args,
+             "run --host a,b --instances 4 --replicas 4 --mpirun %s/tag_mpirun -- train", tmpdir);
+    EXPECT(args, 0, "[a:0] epoch 1: done\n");
+    TG_CHECK(strstr(tg_cli_output, "[b:1] tilegraph train: trouble\n") != NULL);
+    TG_CHECK(strstr(tg_cli_output, "\nplain line\n") != NULL);
+    TG_CHECK(strstr(tg_cli_output, "[b:3] no newline") != NULL);
+    TG_CHECK(strstr(tg_cli_output, "<stdout>") == NULL);
+}
+
+/* An instance on run's host that lost another (SIGUSR1, runtime/dist.c):
+ * mpirun, which would wait for the lost host's daemon for ever (here: a
+ * stand-in that ignores signals), is ended after a grace period, and the
+ * job exits 1. */
+static void test_lost_instance_ends_mpirun(void)
+{
+    write_file("stuck_mpirun",
+               "#!/bin/sh\n"
+               "trap '' INT TERM\n"
+               "touch started\n"
+               "i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\n"
+               "exit 0\n",
+               1);
+    char started[512], args[1024];
+    snprintf(started, sizeof started, "%s/started", tmpdir);
+    unlink(started);
+    snprintf(args, sizeof args,
+             "run --host a --instances 1 --replicas 1 --mpirun %s/stuck_mpirun -- train", tmpdir);
+    int pid = tg_cli_spawn(tmpdir, "lost.txt", NULL, NULL, args);
+    for (int i = 0; i < 200 && access(started, F_OK); i++)
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    TG_CHECK(access(started, F_OK) == 0);
+    kill(pid, SIGUSR1);
+    int status = 0;
+    waitpid(pid, &status, 0); /* the stand-in alone would take 60 s */
+    TG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_run_XXXXXX");
@@ -133,5 +197,8 @@ int main(void)
     TG_RUN(test_hostfile_plan);
     TG_RUN(test_errors_name_the_fault);
     TG_RUN(test_stop_exit_code);
+    TG_RUN(test_poprun_flags);
+    TG_RUN(test_lines_tagged_by_host);
+    TG_RUN(test_lost_instance_ends_mpirun);
     return tg_test_finish();
 }

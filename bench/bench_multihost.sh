@@ -1,0 +1,45 @@
+#!/bin/sh
+# bench/bench_multihost.sh - the gradient exchange of 4 instances of
+# mnist-pipeline over 1, 2 and 4 network hosts of the bench's own
+# (tests/dist/netns_hosts.sh), each host's link limited to RATE (tc tbf; this
+# kernel has no netem, so no added latency), with gradient buckets sent
+# during the backward (the default) and without (distributed.gradientBucketBytes=0).
+# One JSON line per case: instance 0's mean host step, all-reduce and the
+# part of it spent on the exchange with the instances (analyse's instances
+# view), with the CPU model and the kernels' ISA. Root; run it on a quiet
+# machine: sh bench/bench_multihost.sh build/tilegraph [RATE, default 100mbit]
+T=$(readlink -f "$1")
+RATE=${2:-100mbit}
+. "$(dirname "$0")/../tests/dist/netns_hosts.sh"
+why=$(hosts_can) || { echo "no network hosts here: $why" >&2; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+W=$(mktemp -d) || exit 1
+trap 'hosts_down; rm -rf "$W"' EXIT
+trap 'exit 1' INT TERM
+cd "$W" || exit 1
+hosts_up 4 "$W" || exit 1
+for k in 1 2 3 4; do
+    host_rate $k "$RATE" || exit 1
+done
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+M="--model mnist-pipeline --epochs 1 --batch-size 16 --train-limit 1024 --test-limit 16 --quiet"
+for hosts in h1 h1,h2 h1,h2,h3,h4; do
+    for bucket in default 0; do
+        opt=""
+        [ $bucket = 0 ] && opt="--engine-option distributed.gradientBucketBytes=0"
+        rm -rf prof
+        MA=""
+        for a in $HOSTS_MPI; do
+            MA="$MA --mpi-arg $a"
+        done
+        on_host 1 "$T" run --host $hosts --num-instances 4 --num-replicas 4 $MA -- train $M $opt \
+            --profile-dir prof >run.log 2>&1 || { echo "failed: $hosts" >&2; tail run.log >&2; exit 1; }
+        isa=$(sed -n 's/.*(ISA \([a-z0-9_]*\)).*/\1/p' run.log | head -1)
+        "$T" analyse prof instances --json >inst.json || exit 1
+        tr '{' '\n' <inst.json | sed -n 's/^"instance":0,.*"mean step":\([0-9.]*\),"all-reduce":\([0-9.]*\),"with instances":\([0-9.]*\),.*/\1 \2 \3/p' |
+            awk -v h="$hosts" -v b="$bucket" -v r="$RATE" -v c="$cpu" -v i="$isa" '{
+                n = split(h, x, ",");
+                printf "{\"bench\":\"multihost\",\"hosts\":%d,\"instances\":4,\"rate\":\"%s\",\"buckets\":\"%s\",\"host_step_ms\":%.2f,\"allreduce_ms\":%.2f,\"exchange_ms\":%.2f,\"cpu\":\"%s\",\"isa\":\"%s\"}\n",
+                    n, r, b, $1 / 1e6, $2 / 1e6, $3 / 1e6, c, i }'
+    done
+done

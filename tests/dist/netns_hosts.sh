@@ -1,0 +1,104 @@
+# tests/dist/netns_hosts.sh - network hosts of the test's own on this one
+# machine, for the multi-host tests (sourced by POSIX sh; docs/distributed.md,
+# "Several hosts on one machine").
+#
+# hosts_up N makes N hosts h1..hN: each a network namespace with an eth0
+# (10.77.0.K/24) on a bridge that lives in a namespace of its own, so no
+# address or route of the machine's is touched and parallel runs (each with
+# its own prefix, from the shell's pid) cannot collide. Each host's
+# /etc/hosts (ip netns exec mounts /etc/netns/NS/hosts over it) names every
+# host, and a command run on a host sees the host's name as its hostname (a
+# UTS namespace of its own), so OpenMPI and the instances know where they are.
+# OpenMPI starts the remote daemons through $HOSTS_DIR/agent (plm_rsh_agent,
+# in place of ssh); $HOSTS_MPI holds the mpirun flags that bind its TCP
+# traffic (MPI's and its own) to the hosts' network. hosts_down kills every
+# process left on the hosts and deletes everything; callers trap it on EXIT.
+#
+# Needs root, iproute2 (ip) and util-linux (unshare); hosts_can explains why
+# not (the caller skips with exit 77).
+
+HOSTS_NET=10.77.0
+HOSTS_PREFIX=tgh$$-
+HOSTS_N=0
+
+hosts_can() { # prints the reason and fails when hosts cannot be made here
+    [ "$(id -u)" = 0 ] || { echo "not root: network namespaces need root"; return 1; }
+    command -v ip >/dev/null 2>&1 || { echo "no ip (iproute2)"; return 1; }
+    command -v unshare >/dev/null 2>&1 || { echo "no unshare (util-linux)"; return 1; }
+    ip netns add "${HOSTS_PREFIX}probe" 2>/dev/null ||
+        { echo "ip netns add fails here (no CAP_SYS_ADMIN, or no namespaces in this kernel)"; return 1; }
+    ip netns del "${HOSTS_PREFIX}probe"
+}
+
+# hosts_up N DIR: DIR gets the agent script; sets HOSTS_DIR, HOSTS_MPI
+hosts_up() {
+    HOSTS_N=$1
+    HOSTS_DIR=$2
+    br=${HOSTS_PREFIX}br
+    ip netns add "$br" || return 1
+    ip -n "$br" link add br0 type bridge && ip -n "$br" link set br0 up || return 1
+    names="127.0.0.1 localhost"
+    k=1
+    while [ $k -le "$HOSTS_N" ]; do
+        names="$names
+$HOSTS_NET.$k h$k"
+        k=$((k + 1))
+    done
+    k=1
+    while [ $k -le "$HOSTS_N" ]; do
+        ns=${HOSTS_PREFIX}h$k
+        ip netns add "$ns" || return 1
+        ip link add eth0 netns "$ns" type veth peer name p$k netns "$br" || return 1
+        ip -n "$br" link set p$k master br0 up &&
+            ip -n "$ns" addr add "$HOSTS_NET.$k/24" dev eth0 &&
+            ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
+        mkdir -p "/etc/netns/$ns" && printf '%s\n' "$names" >"/etc/netns/$ns/hosts" || return 1
+        k=$((k + 1))
+    done
+    # ssh's role: agent HOST COMMAND... runs the command on that host
+    cat >"$HOSTS_DIR/agent" <<EOF
+#!/bin/sh
+h=\$1
+shift
+ip netns pids "${HOSTS_PREFIX}\$h" >/dev/null 2>&1 || { echo "agent: no host \$h" >&2; exit 255; }
+exec ip netns exec "${HOSTS_PREFIX}\$h" unshare --uts sh -c "hostname \$h && \$*"
+EOF
+    chmod +x "$HOSTS_DIR/agent"
+    HOSTS_MPI="--mca plm_rsh_agent $HOSTS_DIR/agent --mca btl tcp,vader,self"
+    HOSTS_MPI="$HOSTS_MPI --mca btl_tcp_if_include $HOSTS_NET.0/24 --mca oob_tcp_if_include $HOSTS_NET.0/24"
+}
+
+# on_host K COMMAND...: run a command on host hK (as hK)
+on_host() {
+    h=h$1
+    shift
+    ip netns exec "${HOSTS_PREFIX}$h" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@"
+}
+
+# the bridge's side of host K's link: a cable pulled (down) or put back (up)
+host_link() { # K up|down
+    ip -n "${HOSTS_PREFIX}br" link set "p$1" "$2"
+}
+
+# whether links can be rate-limited here (prints why not)
+host_rate_can() {
+    command -v tc >/dev/null 2>&1 || { echo "no tc (iproute2)"; return 1; }
+    err=$(tc -n "${HOSTS_PREFIX}br" qdisc add dev p1 root tbf rate 100mbit burst 32kbit latency 400ms 2>&1) ||
+        { echo "tc cannot add a tbf qdisc here: $err"; return 1; }
+    tc -n "${HOSTS_PREFIX}br" qdisc del dev p1 root
+}
+
+# host K's link limited to RATE (tc's token bucket filter, both directions)
+host_rate() { # K RATE (e.g. 10mbit)
+    tc -n "${HOSTS_PREFIX}br" qdisc replace dev "p$1" root tbf rate "$2" burst 32kbit latency 400ms &&
+        tc -n "${HOSTS_PREFIX}h$1" qdisc replace dev eth0 root tbf rate "$2" burst 32kbit latency 400ms
+}
+
+hosts_down() {
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$HOSTS_PREFIX"); do
+        pids=$(ip netns pids "$ns" 2>/dev/null)
+        [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+        rm -rf "/etc/netns/$ns"
+    done
+}
