@@ -286,12 +286,14 @@ static DTARGET void DFN(bwd_weight_images)(const dplan *d, const float *xps, con
         int cb = (int)(K / nbc + (bc < K % nbc));
         for (int64_t bt = 0, t0 = 0; bt < nbt; bt++) {
             int tb = (int)(CRS / nbt + (bt < CRS % nbt));
+            /* one case per macro, laid out by hand */
+            /* clang-format off */
             switch (cb * 8 + tb) {
-                DW_ROW(1)
-                DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5) default
-                    : TG_UNREACHABLE("weight-gradient register block (channels * 8 + taps)",
-                                     cb * 8 + tb);
+                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5)
+            default:
+                TG_UNREACHABLE("weight-gradient register block (channels * 8 + taps)", cb * 8 + tb);
             }
+            /* clang-format on */
             t0 += tb;
         }
         co0 += cb;
