@@ -8,7 +8,10 @@
 # A file under src/ may include headers of its own layer or lower ones. Each
 # back edge that still exists is listed in KNOWN below with the issue that
 # removes it; any other back edge fails (exit 1), naming the file and line.
+# The calls themselves are checked on the built objects' symbols by
+# scripts/check_layer_symbols.sh (a public header lets an include through).
 # usage: scripts/check_layers.sh [SOURCE_DIR]
+
 cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN=""   # none left; add "file:layer" here only with the issue that removes it
 rank() {

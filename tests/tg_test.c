@@ -10,9 +10,11 @@
 #include "runtime/interp.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,7 +63,40 @@ void tg_test_run(const char *name, void (*fn)(void))
     fflush(stdout);
 }
 
+void tg_test_aborts(const char *file, int line, void (*fn)(void *), void *ctx, const char *expect)
+{
+    char err[] = "/tmp/tg_test_abort.XXXXXX";
+    int fd = mkstemp(err);
+    if (fd < 0) {
+        tg_test_fail(file, line, "mkstemp %s: %s", err, strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        fn(ctx);
+        _exit(0); /* returned: the test below fails it */
+    }
+    int ws = 0;
+    bool waited = pid > 0 && waitpid(pid, &ws, 0) == pid;
+    char text[2048] = "";
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    text[got > 0 ? got : 0] = 0;
+    close(fd);
+    unlink(err);
+    if (!waited)
+        tg_test_fail(file, line, "fork/waitpid failed: %s", strerror(errno));
+    else if (!WIFSIGNALED(ws) || WTERMSIG(ws) != SIGABRT)
+        tg_test_fail(file, line, "expected an abort (SIGABRT), got %s %d; stderr: %s",
+                     WIFSIGNALED(ws) ? "signal" : "exit status",
+                     WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws), text);
+    else if (!strstr(text, expect))
+        tg_test_fail(file, line, "the abort's message lacks '%s': %s", expect, text);
+}
+
 int tg_test_finish(void)
+
 {
     printf("%d passed, %d failed\n", tests_passed, tests_failed);
     return tests_failed ? 1 : 0;

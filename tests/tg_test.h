@@ -39,6 +39,12 @@ void tg_test_run(const char *name, void (*fn)(void));
 char *tg_test_mkdtemp(const char *file, int line, char *templ);
 #define TG_MKDTEMP(templ) tg_test_mkdtemp(__FILE__, __LINE__, (templ))
 int tg_test_finish(void);
+/* A death test: run fn(ctx) in a child process and check that it ends by
+ * SIGABRT (core/check.h's aborts) having written `expect` to its stderr;
+ * a child that returns, exits or dies otherwise fails the test, with its
+ * stderr shown. */
+void tg_test_aborts(const char *file, int line, void (*fn)(void *), void *ctx, const char *expect);
+#define TG_CHECK_ABORTS(fn, ctx, expect) tg_test_aborts(__FILE__, __LINE__, (fn), (ctx), (expect))
 
 #define TG_CHECK(cond)                                                                             \
     do {                                                                                           \

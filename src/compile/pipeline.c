@@ -28,11 +28,6 @@ const char *tg_pipe_pass_name(tg_pipe_pass pass)
     return (unsigned)pass <= TG_PASS_WEIGHT ? names[pass] : "?";
 }
 
-bool tg_pipe_schedule_splits(const tg_pipe_schedule *s)
-{
-    return s->training && (s->kind == TG_SCHEDULE_ZB_H1 || s->kind == TG_SCHEDULE_ZB_H2);
-}
-
 bool tg_pipe_schedule_defers_weight(const tg_pipe_schedule *s, int d)
 {
     for (int k = 0; tg_pipe_schedule_splits(s) && k + 1 < s->n_ops[d]; k++) {

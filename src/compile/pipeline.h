@@ -92,8 +92,14 @@ int tg_schedule_parse(const char *name);
 /* "forward", "backward", "weight" */
 const char *tg_pipe_pass_name(tg_pipe_pass pass);
 
-/* Whether s runs each backward as two ops, B and W (training zb-h1, zb-h2). */
-bool tg_pipe_schedule_splits(const tg_pipe_schedule *s);
+/* Whether s runs each backward as two ops, B and W (training zb-h1, zb-h2).
+ * Inline: the target layer's simulator (target/tilesim.c) asks it without
+ * calling into compile (scripts/check_layers.sh reads the symbols). */
+static inline bool tg_pipe_schedule_splits(const tg_pipe_schedule *s)
+{
+    return s->training && (s->kind == TG_SCHEDULE_ZB_H1 || s->kind == TG_SCHEDULE_ZB_H2);
+}
+
 /* Whether device d of a split schedule runs anything between a B and its
  * W: then what W reads from B needs a slot per micro-batch in flight. */
 bool tg_pipe_schedule_defers_weight(const tg_pipe_schedule *s, int d);

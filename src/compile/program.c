@@ -19,16 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *tg_region_name(tg_region r)
-{
-    static const char *const names[] = {
-#define TG_REGION_NAME(e, name) name,
-        TG_REGION_LIST(TG_REGION_NAME)
-#undef TG_REGION_NAME
-    };
-    return (unsigned)r < TG_REGION_COUNT ? names[r] : "?";
-}
-
 static bool runs_as_step(const tg_tensor *t)
 {
     return t->n_in > 0 && !(t->flags & TG_NODE_ALIAS);

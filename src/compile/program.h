@@ -61,7 +61,17 @@ typedef enum tg_region {
         TG_REGION_COUNT
 } tg_region;
 
-const char *tg_region_name(tg_region r);
+/* Inline, so that the target layer below (target/tileplan.c) names a region
+ * without calling into compile (scripts/check_layers.sh reads the symbols). */
+static inline const char *tg_region_name(tg_region r)
+{
+    static const char *const names[] = {
+#define TG_REGION_NAME(e, name) name,
+        TG_REGION_LIST(TG_REGION_NAME)
+#undef TG_REGION_NAME
+    };
+    return (unsigned)r < TG_REGION_COUNT ? names[r] : "?";
+}
 
 typedef enum tg_phase {
     TG_PHASE_FORWARD,

@@ -126,9 +126,13 @@ static int64_t piece_end(const slice_piece *p)
     return tg_slice_end(p->slice);
 }
 
+/* Gradients of one tensor add up. The node is made here, as tg_add makes
+ * it, and not by calling ops' builder: the graph layer calls nothing above
+ * it (scripts/check_layers.sh checks the symbols). */
 static void sum_in(tg_graph *g, autodiff_state *st, tg_tensor *x, tg_tensor *d)
 {
-    st->grad[x->id] = st->grad[x->id] ? tg_add(g, st->grad[x->id], d) : d;
+    tg_tensor *acc = st->grad[x->id];
+    st->grad[x->id] = acc ? tg_node_create(g, TG_OP_ADD, 2, (tg_tensor *[]){acc, d}, NULL) : d;
 }
 
 /* dy in zeros: [before, before + width) of before + width + after along axis. */
@@ -143,7 +147,16 @@ static tg_tensor *place(tg_graph *g, tg_tensor *dy, int axis, int64_t before, in
     return tg_node_create(g, TG_OP_SLICE_BWD, 1, &dy, &p);
 }
 
+/* A CONCAT of 2..TG_MAX_INPUTS items, as tg_concat makes it. */
+static tg_tensor *concat_node(tg_graph *g, tg_tensor **items, int n, int axis)
+{
+    tg_node_params p = {0};
+    tg_concat_set_axis(&p, axis);
+    return tg_node_create(g, TG_OP_CONCAT, n, items, &p);
+}
+
 /* One tensor from n >= 1 items in order along axis: concats of at most
+
  * TG_MAX_INPUTS inputs, level by level (each level copies the data once).
  * Overwrites items. */
 static tg_tensor *concat_tree(tg_graph *g, tg_tensor **items, int n, int axis)
@@ -152,7 +165,7 @@ static tg_tensor *concat_tree(tg_graph *g, tg_tensor **items, int n, int axis)
         int m = 0;
         for (int k = 0; k < n; k += TG_MAX_INPUTS) {
             int c = n - k < TG_MAX_INPUTS ? n - k : TG_MAX_INPUTS;
-            items[m++] = c == 1 ? items[k] : tg_concat(g, items + k, c, axis);
+            items[m++] = c == 1 ? items[k] : concat_node(g, items + k, c, axis);
         }
         n = m;
     }

@@ -180,7 +180,7 @@ static double f_ref(tg_act f, double x, double a, double b)
     case TG_ACT_SHRINK:
         return x < -a ? x + b : x > a ? x - b : 0;
     default:
-        return 0;
+        TG_UNREACHABLE("activation", f);
     }
 }
 
@@ -241,8 +241,13 @@ static double df_ref(tg_act f, double x, double a, double b)
         return x > a ? 1 : 0;
     case TG_ACT_SHRINK:
         return x < -a || x > a ? 1 : 0;
-    default: /* sign, floor, ceil, round */
+    case TG_ACT_SIGN:
+    case TG_ACT_FLOOR:
+    case TG_ACT_CEIL:
+    case TG_ACT_ROUND:
         return 0;
+    default:
+        TG_UNREACHABLE("activation", f);
     }
 }
 
@@ -291,7 +296,7 @@ static void act_forward(tg_act f, const float *x, float *o, int64_t n, float a, 
         for (int64_t q = 0; q < n; q++)
             o[q] = ceilf(x[q]);
         return;
-    default:
+    default: /* the others one element at a time, below */
         break;
     }
     for (int64_t q = 0; q < n; q++) {
@@ -357,9 +362,11 @@ static void act_forward(tg_act f, const float *x, float *o, int64_t n, float a, 
         case TG_ACT_SHRINK:
             r = v < -a ? v + b : v > a ? v - b : 0.0f;
             break;
-        default: /* TAN */
+        case TG_ACT_TAN:
             r = tanf(v);
             break;
+        default:
+            TG_UNREACHABLE("activation", f);
         }
         o[q] = r;
     }
@@ -448,10 +455,16 @@ static void act_backward(tg_act f, const float *dy, const float *x, float *o, in
         case TG_ACT_SHRINK:
             d = v < -a || v > a ? 1.0f : 0.0f;
             break;
-        default:
+        case TG_ACT_SIGN:
+        case TG_ACT_FLOOR:
+        case TG_ACT_CEIL:
+        case TG_ACT_ROUND:
             d = 0.0f;
             break;
+        default:
+            TG_UNREACHABLE("activation", f);
         }
+
         o[q] = dy[q] * d;
     }
 }

@@ -196,6 +196,8 @@ static void run_inner(arith op, const float *a, int64_t sa, const float *b, int6
     case OP_COPY:
         RUN_LOOPS(((void)y, x));
         break;
+    default:
+        TG_UNREACHABLE("arithmetic op", op);
     }
 }
 
@@ -205,7 +207,11 @@ static void arith_range(void *ctx, int64_t begin, int64_t end, int t)
     const tg_bcast *bc = &j->bc;
     int last = bc->ndim - 1;
     int64_t inner = bc->dim[last];
+    /* run_inner walks the last dimension: each operand's stride there is
+     * 1 (contiguous) or 0 (broadcast) */
+    TG_ASSERT(bc->stride[0][last] <= 1 && bc->stride[1][last] <= 1);
     for (int64_t k = begin; k < end;) {
+
         int64_t i = k % inner, n = inner - i < end - k ? inner - i : end - k;
         int64_t off[2];
         tg_bcast_offsets(bc, k, off);
@@ -375,6 +381,8 @@ static void arith_ref(const tg_ref_args *a, arith op)
         case OP_COPY:
             a->out[k] = u;
             break;
+        default:
+            TG_UNREACHABLE("arithmetic op", op);
         }
     }
 }

@@ -198,8 +198,10 @@ static inline bool compare_one(int kind, double x, double y)
         return x <= y;
     case TG_CMP_GT:
         return x > y;
-    default:
+    case TG_CMP_GE:
         return x >= y;
+    default:
+        TG_UNREACHABLE("comparison", kind);
     }
 }
 
@@ -212,8 +214,10 @@ static inline bool logic_one(int kind, bool x, bool y)
         return x || y;
     case TG_LOGIC_XOR:
         return x != y;
-    default:
+    case TG_LOGIC_NOT:
         return !x;
+    default:
+        TG_UNREACHABLE("logical op", kind);
     }
 }
 
@@ -226,8 +230,10 @@ static double element(const tg_tensor *node, const double *v)
         return compare_one((int)tg_compare_kind(node), v[0], v[1]);
     case TG_OP_LOGICAL:
         return logic_one((int)tg_compare_kind(node), v[0] != 0, node->n_in > 1 && v[1] != 0);
-    default: /* WHERE */
+    case TG_OP_WHERE:
         return v[0] != 0 ? v[1] : v[2];
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 

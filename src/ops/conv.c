@@ -49,7 +49,9 @@ tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
     tg_conv_geom g;
     params_to_geom(node, &g);
     const tg_shape *s0 = &node->in[0]->shape, *s1 = &node->in[1]->shape;
+    TG_ASSERT(s0->ndim == 4 && s1->ndim == 4);
     switch (node->op) {
+
     case TG_OP_CONV2D: /* x, w */
         g.N = s0->dim[0], g.C = s0->dim[1], g.H = s0->dim[2], g.W = s0->dim[3];
         g.K = s1->dim[0], g.R = s1->dim[2], g.S = s1->dim[3];
@@ -59,10 +61,12 @@ tg_conv_geom tg_conv_geom_of(const tg_tensor *node)
         g.C = s1->dim[1] * g.G, g.R = s1->dim[2], g.S = s1->dim[3];
         g.H = tg_conv_extent_h(node), g.W = tg_conv_extent_w(node);
         break;
-    default: /* BWD_WEIGHT: dy, x */
+    case TG_OP_CONV2D_BWD_WEIGHT: /* dy, x */
         g.N = s1->dim[0], g.C = s1->dim[1], g.H = s1->dim[2], g.W = s1->dim[3];
         g.K = s0->dim[1], g.R = tg_conv_extent_h(node), g.S = tg_conv_extent_w(node);
         break;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
     g.OH = out_size(g.H, g.ph, g.dh, g.R, g.sh);
     g.OW = out_size(g.W, g.pw, g.dw, g.S, g.sw);
@@ -245,8 +249,10 @@ tg_conv_method tg_conv_method_for(tg_op op, const tg_conv_geom *g)
         return crs <= 1024 ? TG_CONV_DIRECT : TG_CONV_GEMM;
     case TG_OP_CONV2D_BWD_DATA:
         return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
-    default: /* VL partial sums per weight element: at most 4 MiB per thread */
+    case TG_OP_CONV2D_BWD_WEIGHT: /* VL partial sums per weight element: at most 4 MiB per thread */
         return crs * g->K <= 65536 ? TG_CONV_DIRECT : TG_CONV_GEMM;
+    default:
+        TG_UNREACHABLE_OP(op);
     }
 }
 

@@ -74,7 +74,7 @@ static dplan make_plan(tg_op which, const tg_conv_geom *g, int T)
         d.shared_f = (size_t)(d.CRS * g->K);
         d.slice_f = d.xp_f + d.yw_f;
         break;
-    default: {
+    case TG_OP_CONV2D_BWD_WEIGHT: {
         /* images prepared at once: every register block streams over all of
          * them before its partial sums go back to memory, so more images
          * mean less partial-sum traffic; a block touches only a few rows of
@@ -93,6 +93,8 @@ static dplan make_plan(tg_op which, const tg_conv_geom *g, int T)
         d.slice_f = (size_t)d.nbw * per + (size_t)(g->K * d.CRS * d.vl);
         break;
     }
+    default:
+        TG_UNREACHABLE_OP(which);
     }
     return d;
 }
@@ -288,7 +290,7 @@ static void run_images(void *ctx, int64_t b, int64_t e, int t)
         }
         break;
     }
-    default: {
+    case TG_OP_CONV2D_BWD_WEIGHT: {
         float *xps = slice, *dyws = slice + d->nbw * d->xp_f;
         float *accv = dyws + d->nbw * d->yw_f; /* zeroed by the caller */
         memset(slice, 0, (size_t)d->nbw * (d->xp_f + d->yw_f) * sizeof(float));
@@ -305,6 +307,8 @@ static void run_images(void *ctx, int64_t b, int64_t e, int t)
         }
         break;
     }
+    default:
+        TG_UNREACHABLE_OP(j->which);
     }
 }
 

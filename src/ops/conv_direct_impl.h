@@ -118,7 +118,7 @@ static DTARGET void DFN(fwd_image)(const dplan *d, const float *xp, const float 
 #if CB_MAX > 6
             DFWD_CASE(7) DFWD_CASE(8) DFWD_CASE(9) DFWD_CASE(10) DFWD_CASE(11) DFWD_CASE(12)
 #endif
-        default: break;
+        default: TG_UNREACHABLE("forward register block of channels", cb);
         }
         /* clang-format on */
         co0 += cb;
@@ -212,7 +212,7 @@ static DTARGET void DFN(bwd_data_image)(const dplan *d, const float *dyw, const 
             DBWD_CASE(18) DBWD_CASE(19) DBWD_CASE(20) DBWD_CASE(21) DBWD_CASE(22)
             DBWD_CASE(23) DBWD_CASE(24)
 #endif
-        default: break;
+        default: TG_UNREACHABLE("backward register block of channels", cb);
         }
         /* clang-format on */
         ci0 += cb;
@@ -286,9 +286,14 @@ static DTARGET void DFN(bwd_weight_images)(const dplan *d, const float *xps, con
         int cb = (int)(K / nbc + (bc < K % nbc));
         for (int64_t bt = 0, t0 = 0; bt < nbt; bt++) {
             int tb = (int)(CRS / nbt + (bt < CRS % nbt));
+            /* one case per macro, laid out by hand */
+            /* clang-format off */
             switch (cb * 8 + tb) {
-                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5) default : break;
+                DW_ROW(1) DW_ROW(2) DW_ROW(3) DW_ROW(4) DW_ROW(5)
+            default:
+                TG_UNREACHABLE("weight-gradient register block (channels * 8 + taps)", cb * 8 + tb);
             }
+            /* clang-format on */
             t0 += tb;
         }
         co0 += cb;

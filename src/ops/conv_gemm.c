@@ -297,9 +297,11 @@ static void run_range(void *ctx, int64_t b, int64_t e, int t)
     case TG_OP_CONV2D_BWD_DATA:
         bwd_data_range(j, b, e, cols, tmp);
         break;
-    default:
+    case TG_OP_CONV2D_BWD_WEIGHT:
         bwd_weight_range(j, b, e, cols, tmp, j->p.part_f ? part : j->out);
         break;
+    default:
+        TG_UNREACHABLE_OP(j->which);
     }
 }
 

@@ -34,8 +34,10 @@ static inline uint16_t one(tg_op op, uint16_t a, uint16_t b)
         return tg_bf16_narrow(x < 0.0f ? 0.0f : x);
     case TG_OP_RELU_BWD: /* (dy, y) */
         return tg_bf16_narrow(tg_bf16_widen(b) > 0.0f ? x : 0.0f);
-    default: /* TG_OP_ADD */
+    case TG_OP_ADD:
         return tg_bf16_narrow(x + tg_bf16_widen(b));
+    default:
+        TG_UNREACHABLE_OP(op);
     }
 }
 
@@ -69,11 +71,14 @@ TG_VEC_INLINE void bf16_loop(const bf16_job *j, int64_t begin, int64_t end, tg_b
         for (; i + 16 <= end; i += 16)
             cv.narrow(o + i, masked(cv.widen(a + i), (tg_u32x16)(cv.widen(b + i) > 0.0f)));
         break;
-    default:
+    case TG_OP_ADD:
         for (; i + 16 <= end; i += 16)
             cv.narrow(o + i, cv.widen(a + i) + cv.widen(b + i));
         break;
+    default:
+        TG_UNREACHABLE_OP(j->op);
     }
+
     for (; i < end; i++)
         o[i] = one(j->op, a[i], b ? b[i] : 0);
 }

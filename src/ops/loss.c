@@ -173,8 +173,12 @@ static tg_status infer_loss(tg_tensor *node)
     case TG_OP_MSE_LOSS_BWD:
         lo = hi = 3;
         break;
-    default:
+    case TG_OP_CROSS_ENTROPY:
+    case TG_OP_NLL_LOSS:
+    case TG_OP_NLL_LOSS_BWD:
         break;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
     if (have < lo || have > hi)
         return tg_error(TG_ERR_INVALID_ARG, "takes %d%s inputs, got %d", lo,
@@ -216,11 +220,13 @@ static tg_status infer_loss(tg_tensor *node)
         node->shape = with_classes(l, tg_loss_classes(node));
         return TG_OK;
     }
-    default: /* MSE_LOSS_BWD */
+    case TG_OP_MSE_LOSS_BWD:
         TG_TRY(check_dloss(node, node->in[1]->shape));
         TG_TRY(check_same(node, 1));
         node->shape = node->in[1]->shape;
         return TG_OK;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 
@@ -233,8 +239,12 @@ static const tg_tensor *scores_of(const tg_tensor *node)
         return node->in[1];
     case TG_OP_NLL_LOSS_BWD:
         return node;
-    default:
+    case TG_OP_CROSS_ENTROPY:
+    case TG_OP_NLL_LOSS:
+    case TG_OP_MSE_LOSS:
         return node->in[0];
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 
@@ -250,8 +260,11 @@ static double flops(const tg_tensor *node)
         return (double)tg_numel(node->in[1]);
     case TG_OP_NLL_LOSS_BWD:
         return (double)tg_numel(node);
-    default:
+    case TG_OP_MSE_LOSS:
+    case TG_OP_MSE_LOSS_BWD:
         return 3 * n;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 

@@ -160,6 +160,8 @@ static void fwd_matmul(const tg_kernel_args *a)
     }
     mm_job j = {tg_mm_dims_of(a->node), a->in[0], a->in[1], a->out};
     const mm_dims *d = &j.d;
+    /* the output is batch x M x N, or M x N with the batch summed */
+    TG_ASSERT((d->sum ? 1 : d->batch) * d->M * d->N == tg_numel(a->node));
     int T = tg_pool_threads(a->pool);
     if (d->K == 0) {
         memset(a->out, 0, tg_nbytes(a->node));
@@ -316,6 +318,9 @@ static void fwd_linear(const tg_kernel_args *a)
     const tg_tensor *w = a->node->in[1];
     int out_f = (int)w->shape.dim[0], in_f = (int)w->shape.dim[1];
     int rows = out_f ? (int)(tg_numel(a->node) / out_f) : 0;
+    TG_ASSERT((int64_t)rows * out_f == tg_numel(a->node));
+    TG_ASSERT(a->node->in[0]->shape.dim[a->node->in[0]->shape.ndim - 1] == in_f);
+
     float *y = a->out;
     const float *bias = a->node->n_in == 3 ? a->in[2] : NULL;
     if (bias)

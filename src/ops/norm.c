@@ -201,11 +201,13 @@ static tg_status infer_norm(tg_tensor *node)
         TG_TRY(check_affine(node, 3, false));
         node->shape = stats;
         return TG_OK;
-    default: /* BWD_AFFINE */
+    case TG_OP_NORM_APPLY_BWD_AFFINE:
         TG_TRY(check_same(node->in[1], x->shape, "x"));
         TG_TRY(check_same(node->in[2], stats, "stats"));
         node->shape = tg_shape2(2, v.Caff);
         return TG_OK;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 
@@ -243,8 +245,12 @@ static double flops_norm(const tg_tensor *node)
         return 2 * n + 2 * (double)n_affine(node) * n / 2;
     case TG_OP_NORM_APPLY_BWD_X:
         return 2 * n;
-    default:
+    case TG_OP_NORM_STATS_BWD:
+    case TG_OP_NORM_APPLY_BWD_STATS:
+    case TG_OP_NORM_APPLY_BWD_AFFINE:
         return 4 * n;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 
@@ -340,7 +346,7 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
             }
             break;
         }
-        default: { /* NORM_STATS_BWD: dx = dmean / n + dvar * 2 (x - mean) / n */
+        case TG_OP_NORM_STATS_BWD: { /* dx = dmean / n + dvar * 2 (x - mean) / n */
             const float *ds = j->in[0], *x = j->in[1] + base, *st = j->in[2];
             float inv_n = 1.0f / (float)v->count, mean = st[grp];
             float a0 = ds[grp] * inv_n, a1 = 2.0f * ds[v->G + grp] * inv_n;
@@ -348,6 +354,8 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
                 o[i] = a0 + a1 * (x[i] - mean);
             break;
         }
+        default:
+            TG_UNREACHABLE_OP(node->op);
         }
     }
 }
@@ -607,9 +615,13 @@ static void fwd_norm(const tg_kernel_args *a)
     case TG_OP_NORM_APPLY_BWD_AFFINE:
         tg_par_for(a->pool, j.v.Caff, 2 * n, affine_reduce, &j);
         break;
-    default:
+    case TG_OP_NORM_APPLY:
+    case TG_OP_NORM_APPLY_BWD_X:
+    case TG_OP_NORM_STATS_BWD:
         tg_par_for(a->pool, n_rows(a->node, &j.v), n, elementwise_rows, &j);
         break;
+    default:
+        TG_UNREACHABLE_OP(a->node->op);
     }
 }
 
@@ -642,8 +654,12 @@ static void ref_norm(const tg_ref_args *a)
     case TG_OP_NORM_APPLY_BWD_AFFINE:
         memset(out, 0, (size_t)n_out * sizeof(double));
         break;
-    default:
+    case TG_OP_NORM_APPLY:
+    case TG_OP_NORM_APPLY_BWD_X:
+    case TG_OP_NORM_STATS_BWD: /* every output element written once, below */
         break;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
     if (node->op == TG_OP_NORM_STATS) {
         for (int64_t f = 0; f < n; f++)
@@ -681,9 +697,11 @@ static void ref_norm(const tg_ref_args *a)
             out[c] += a->in[0][f] * (a->in[1][f] - mean) * rstd;
             out[v.Caff + c] += a->in[0][f];
             break;
-        default: /* NORM_STATS_BWD */
+        case TG_OP_NORM_STATS_BWD:
             out[f] = a->in[0][grp] / cnt + a->in[0][G + grp] * 2.0 * (a->in[1][f] - mean) / cnt;
             break;
+        default:
+            TG_UNREACHABLE_OP(node->op);
         }
     }
 }

@@ -335,10 +335,15 @@ void tg_norm_blocked_run(const tg_kernel_args *a)
     case TG_OP_NORM_APPLY_BWD_AFFINE:
         tg_par_for(a->pool, j.CB, 2 * n, kernel_for(&j, true), &j);
         break;
-    default:
+    case TG_OP_NORM_APPLY:
+    case TG_OP_NORM_APPLY_BWD_X:
+    case TG_OP_NORM_STATS_BWD:
         tg_par_for(a->pool, j.N * j.CB, n, kernel_for(&j, false), &j);
         break;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
+
     if (small_out)
         tg_f32_to_bf16_array(j.out, a->out, (size_t)tg_numel(node));
 }

@@ -32,6 +32,7 @@
 #ifndef TG_OPS_OP_H
 #define TG_OPS_OP_H
 
+#include "core/check.h"
 #include "core/pool.h"
 #include "graph/node.h"
 #include "graph/op_rules.h"
@@ -224,6 +225,10 @@ typedef struct tg_op_def {
 /* The op's definition, or NULL for a value outside tg_op. tg_op_name and the
  * rules the graph layer uses are declared in graph/op_rules.h. */
 const tg_op_def *tg_op_get(tg_op op);
+/* The end of every switch over an op (core/check.h): abort naming the op,
+ * as "unreachable: op 12 (relu)". */
+#define TG_UNREACHABLE_OP(op)                                                                      \
+    tg_unreachable_fail(__FILE__, __LINE__, "op", (long long)(op), tg_op_name(op))
 /* The op's plan hooks, or NULL when it has none. */
 const tg_op_planner *tg_op_planner_get(tg_op op);
 /* How node's kernels take their 4-D operands with n_threads threads (the

@@ -34,8 +34,10 @@ static inline int64_t source_index(int64_t o, int64_t begin, int64_t n, int mode
         return j < 0 ? 0 : n - 1;
     case TG_PAD_REFLECT:
         return j < 0 ? -j : 2 * (n - 1) - j;
-    default:
+    case TG_PAD_CONSTANT:
         return -1;
+    default:
+        TG_UNREACHABLE("pad mode", mode);
     }
 }
 

@@ -48,10 +48,12 @@ static double source_coord(tg_resize_coord mode, int64_t o, double scale, int64_
         return o / scale;
     case TG_RESIZE_TF_HALF_PIXEL_FOR_NN:
         return (o + 0.5) / scale;
-    default: { /* HALF_PIXEL_SYMMETRIC */
+    case TG_RESIZE_HALF_PIXEL_SYMMETRIC: {
         double adjust = out / (scale * (double)in), center = (double)in / 2;
         return center * (1 - adjust) + (o + 0.5) / scale - 0.5;
     }
+    default:
+        TG_UNREACHABLE("resize coordinate mode", mode);
     }
 }
 
@@ -77,10 +79,13 @@ static axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int6
         case TG_RESIZE_FLOOR:
             r = floor(x);
             break;
-        default:
+        case TG_RESIZE_CEIL:
             r = ceil(x);
             break;
+        default:
+            TG_UNREACHABLE("resize rounding", tg_resize_get_rounding(p));
         }
+
         e.i0 = e.i1 = clamp_index(r, in);
         e.w = 0;
         return e;

@@ -21,9 +21,6 @@ static inline void tg_transpose_set_perm(tg_node_params *p, int d, int64_t v)
     p->i[d] = v;
 }
 
-/* CONCAT: the axis (normalised to >= 0). */
-TG_PARAM_I(concat, axis, 0)
-
 /* SLICE_STEP (slice_step.c): output row r along axis (normalised to >= 0)
  * is input row start + r * step (step not 0), for count (>= 1) rows.
  * SLICE_STEP_BWD adds len, the input's length along the axis. */

@@ -68,8 +68,10 @@ static double flops(const tg_tensor *node)
         return 7 * n; /* max, sub, exp, sum, sub (+ a log per lane) */
     case TG_OP_SOFTMAX_BWD:
         return 4 * n;
-    default:
+    case TG_OP_LOG_SOFTMAX_BWD:
         return 6 * n;
+    default:
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 
@@ -143,7 +145,7 @@ static void lane(tg_op op, const float *x, const float *y, float *o, int64_t n, 
             o[q * st] = y[q * st] * (x[q * st] - sf);
         break;
     }
-    default: { /* LOG_SOFTMAX_BWD */
+    case TG_OP_LOG_SOFTMAX_BWD: {
         double s = 0;
         for (int64_t q = 0; q < n; q++)
             s += x[q * st];
@@ -152,6 +154,8 @@ static void lane(tg_op op, const float *x, const float *y, float *o, int64_t n, 
             o[q * st] = x[q * st] - expf(y[q * st]) * sf;
         break;
     }
+    default:
+        TG_UNREACHABLE_OP(op);
     }
 }
 
@@ -171,6 +175,7 @@ static void fwd_softmax(const tg_kernel_args *a)
     sm_job j = {node->op, lanes_of(node), a->in[0], node->n_in > 1 ? a->in[1] : a->in[0], a->out};
     if (tg_numel(node) == 0)
         return;
+    TG_ASSERT(j.l.outer * j.l.len * j.l.inner == tg_numel(node));
     tg_par_for(a->pool, j.l.outer * j.l.inner, tg_numel(node), sm_range, &j);
 }
 
@@ -205,12 +210,14 @@ static void ref_softmax(const tg_ref_args *a)
                 for (int64_t q = 0; q < l.len; q++)
                     a->out[base + q * st] = y[base + q * st] * (x[base + q * st] - s);
                 break;
-            default:
+            case TG_OP_LOG_SOFTMAX_BWD:
                 for (int64_t q = 0; q < l.len; q++)
                     s += x[base + q * st];
                 for (int64_t q = 0; q < l.len; q++)
                     a->out[base + q * st] = x[base + q * st] - exp(y[base + q * st]) * s;
                 break;
+            default:
+                TG_UNREACHABLE_OP(node->op);
             }
         }
 }

@@ -128,8 +128,14 @@ static double per_elem(const tg_tensor *node)
         return 2;
     case TG_OP_CLIP_BWD:
         return 2;
+    case TG_OP_NEG:
+    case TG_OP_ABS:
+    case TG_OP_ABS_BWD:
+    case TG_OP_RECIPROCAL:
+    case TG_OP_ROUND_HALF:
+        return 1;
     default:
-        return 1; /* RELU, NEG, ABS, ABS_BWD, RECIPROCAL */
+        TG_UNREACHABLE_OP(node->op);
     }
 }
 
@@ -216,8 +222,8 @@ static void map_math(tg_op op, const float *x, const float *y, float *o, int64_t
             o[q] = v > s && v < b ? d : 0.0f;
         }
         break;
-    default:
-        break;
+    default: /* an op of this file left out of map_range and here */
+        TG_UNREACHABLE_OP(op);
     }
 }
 
@@ -319,6 +325,7 @@ static void fwd_map(const tg_kernel_args *a)
     j.order = (int)(node->op == TG_OP_ROUND_HALF ? tg_round_half_to(node) : tg_gelu_order(node));
     j.form = (int)tg_gelu_form(node);
     int64_t n = tg_numel(node);
+    TG_ASSERT(tg_numel(node->in[0]) == n && (node->n_in < 2 || tg_numel(node->in[1]) == n));
     tg_par_for(a->pool, n, n, map_range, &j);
 }
 
@@ -356,8 +363,8 @@ static double ref_math(tg_op op, double u, double v, double s, double b)
     }
     case TG_OP_CLIP_BWD:
         return v > s && v < b ? u : 0;
-    default:
-        return 0;
+    default: /* an op of this file left out of ref_map and here */
+        TG_UNREACHABLE_OP(op);
     }
 }
 
