@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "report/memory_table.h"
 #include "report/table.h"
+#include "target/collective.h"
 #include "target/target.h"
 #include "target/tiled.h"
 #include "tilegraph/predict.h"
@@ -134,6 +135,37 @@ static double step_hidden(const tg_program *p)
     return sum;
 }
 
+/* The gradient all-reduce between replicas (target/collective.h): its
+ * slowest device's, per weight update, and its share of the host step of
+ * `end` cycles (one all-reduce per weight update). */
+static void print_allreduce(const tg_program *p, double end, FILE *out)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    int slowest = 0;
+    for (int d = 1; d < tp->n_devices; d++)
+        if (tp->devices[d].allreduce_cycles > tp->devices[slowest].allreduce_cycles)
+            slowest = d;
+    const tg_tile_device *td = &tp->devices[slowest];
+    if (p->replicas < 2 || td->allreduce_cycles <= 0)
+        return;
+    tg_allreduce_cost c =
+        tg_allreduce_cost_of(&tp->target, td->allreduce_bytes, p->replicas, tp->n_devices);
+    double hz = tp->target.clock_hz;
+    char a[32];
+    fprintf(out,
+            "  gradient all-reduce: %.3f ms per weight update (device %d's %s over %d replicas "
+            "on %d devices: a ring of %d over IPU-Links",
+            td->allreduce_cycles / hz * 1e3, slowest,
+            tg_an_format(TG_AN_BYTES, td->allreduce_bytes, a, sizeof a), p->replicas,
+            p->replicas * tp->n_devices, c.per_domain);
+    if (c.domains > 1)
+        fprintf(out, ", then of %d link domains of %lld devices over the gateways, %.3f ms",
+                c.domains, (long long)tp->target.link_domain_devices,
+                td->allreduce_gateway_cycles / hz * 1e3);
+    fprintf(out, "), %.1f%% of the host step\n",
+            100.0 * td->allreduce_cycles * p->iterations / fmax(1.0, end));
+}
+
 static void print_simulated_step(const tg_program *p, FILE *out)
 {
     const tg_tile_plan *tp = p->tile_plan;
@@ -153,6 +185,7 @@ static void print_simulated_step(const tg_program *p, FILE *out)
         fprintf(out, ", %.0f%% of them beside the compute on the I/O tiles",
                 100.0 * hidden / fmax(1.0, copies));
     fprintf(out, "\n");
+    print_allreduce(p, end, out);
 }
 
 static void print_tiles_text(const tg_program *p, FILE *out)
