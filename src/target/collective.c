@@ -45,3 +45,9 @@ tg_allreduce_cost tg_allreduce_cost_of(const tg_target_desc *t, double bytes, in
     c.cycles = c.link_cycles + c.gateway_cycles;
     return c;
 }
+
+double tg_allgather_cycles(const tg_target_desc *t, double bytes, int replicas,
+                           int devices_per_replica)
+{
+    return tg_allreduce_cost_of(t, bytes, replicas, devices_per_replica).cycles / 2;
+}

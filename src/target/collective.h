@@ -43,4 +43,11 @@ double tg_ring_allreduce_cycles(double bytes, int n, double bytes_per_cycle, dou
 tg_allreduce_cost tg_allreduce_cost_of(const tg_target_desc *t, double bytes, int replicas,
                                        int devices_per_replica);
 
+/* Cycles of the all-gather of `bytes` (a sharded weight, each replica
+ * holding 1/replicas of it) over the same rings: half the all-reduce's
+ * (an all-reduce is a reduce-scatter and an all-gather of equal cost, at
+ * each level of the two rings). */
+double tg_allgather_cycles(const tg_target_desc *t, double bytes, int replicas,
+                           int devices_per_replica);
+
 #endif

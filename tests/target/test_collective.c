@@ -3,7 +3,7 @@
  * 2(n - 1)/n factor, replicas past a link domain go through the gateway,
  * which is slower than the IPU-Links, and a replicated plan's update pays
  * its all-reduce (the update's copies without it do not change with the
- * replicas). */
+ * replicas); a sharded weight's all-gather is half an all-reduce. */
 #include "tg_test.h"
 
 #include "compile/program.h"
@@ -70,6 +70,17 @@ static void test_domains_and_gateway(void)
     TG_CHECK(tg_allreduce_cost_of(&t, bytes, 16, 4).cycles > four.cycles);
     tg_allreduce_cost wide = tg_allreduce_cost_of(&t, bytes, 2, 32);
     TG_CHECK(wide.per_domain == 1 && wide.domains == 2 && wide.link_cycles == 0);
+    /* a sharded weight's all-gather: half the all-reduce at each level, so
+     * (R - 1)/R of the weight over the link in one domain */
+    TG_CHECK(near(tg_allgather_cycles(&t, bytes, 16, 4),
+                  tg_allreduce_cost_of(&t, bytes, 16, 4).cycles / 2));
+    tg_target_desc one_domain;
+    tg_target_mk2(&one_domain);
+    one_domain.sync_cycles = 0;
+    TG_CHECK(near(tg_allgather_cycles(&one_domain, bytes, 4, 1),
+                  3.0 / 4 * bytes / one_domain.link_bytes_per_cycle));
+    TG_CHECK(tg_allgather_cycles(&t, bytes, 16, 4) >
+             tg_allgather_cycles(&one_domain, bytes, 16, 4));
     /* one replica: nothing to reduce */
     TG_CHECK(tg_allreduce_cost_of(&t, bytes, 1, 4).cycles == 0);
 }
