@@ -196,6 +196,16 @@ static tg_status forward_stages(const tg_graph *g, const tg_config *c, tg_placem
                             "stages \"%s\": the model has no blocks to group into stages; "
                             "divide it with split (--split LAYERS) first",
                             spec);
+        /* with replicas, devices counted for the whole pod (PopRun's
+         * IPUs) is a likely slip: say what devices counts */
+        if (c->pipeline.devices > 1 && c->pipeline.replicas > 1)
+            return tg_error(TG_ERR_CONFIG,
+                            "devices %lld: the model has no blocks to put on several devices; "
+                            "option devices counts the devices of one replica, and each of the "
+                            "%d replicas already has one (%d devices in all): drop --devices, "
+                            "or divide the model with split (--split LAYERS)",
+                            (long long)c->pipeline.devices, c->pipeline.replicas,
+                            c->pipeline.replicas);
         if (c->pipeline.devices > 1)
             return tg_error(TG_ERR_CONFIG,
                             "devices %lld: the model has no blocks to put on several devices; "

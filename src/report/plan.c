@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "report/memory_table.h"
 #include "report/table.h"
+#include "target/collective.h"
 #include "target/target.h"
 #include "target/tiled.h"
 #include "tilegraph/predict.h"
@@ -134,12 +135,61 @@ static double step_hidden(const tg_program *p)
     return sum;
 }
 
+/* The end of the simulated host step in cycles; 0 when the target has no
+ * cycle model or it fails. */
+static double simulated_end(const tg_program *p)
+{
+    double end = 0;
+    const tg_target_ops *t = tg_target_of_config(&p->config);
+    if (!t || !t->simulate || t->simulate(p, step_end, &end) != TG_OK)
+        return 0;
+    return end;
+}
+
+/* The device whose gradient all-reduce takes longest (they run at once,
+ * each stage's replicas over their own links). */
+static int slowest_allreduce(const tg_tile_plan *tp)
+{
+    int slowest = 0;
+    for (int d = 1; d < tp->n_devices; d++)
+        if (tp->devices[d].allreduce_cycles > tp->devices[slowest].allreduce_cycles)
+            slowest = d;
+    return slowest;
+}
+
+/* The gradient all-reduce between replicas (target/collective.h): its
+ * slowest device's, per weight update, and its share of the host step of
+ * `end` cycles (one all-reduce per weight update). */
+static void print_allreduce(const tg_program *p, double end, FILE *out)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    int slowest = slowest_allreduce(tp);
+    const tg_tile_device *td = &tp->devices[slowest];
+    if (p->replicas < 2 || td->allreduce_cycles <= 0)
+        return;
+    tg_allreduce_cost c =
+        tg_allreduce_cost_of(&tp->target, td->allreduce_bytes, p->replicas, tp->n_devices);
+    double hz = tp->target.clock_hz;
+    char a[32];
+    fprintf(out,
+            "  gradient all-reduce: %.3f ms per weight update (device %d's %s over %d replicas "
+            "on %d devices: a ring of %d over IPU-Links",
+            td->allreduce_cycles / hz * 1e3, slowest,
+            tg_an_format(TG_AN_BYTES, td->allreduce_bytes, a, sizeof a), p->replicas,
+            p->replicas * tp->n_devices, c.per_domain);
+    if (c.domains > 1)
+        fprintf(out, ", then of %d link domains of %lld devices over the gateways, %.3f ms",
+                c.domains, (long long)tp->target.link_domain_devices,
+                td->allreduce_gateway_cycles / hz * 1e3);
+    fprintf(out, "), %.1f%% of the host step\n",
+            100.0 * td->allreduce_cycles * p->iterations / fmax(1.0, end));
+}
+
 static void print_simulated_step(const tg_program *p, FILE *out)
 {
     const tg_tile_plan *tp = p->tile_plan;
-    double end = 0;
-    const tg_target_ops *t = tg_target_of_config(&p->config);
-    if (!t || !t->simulate || t->simulate(p, step_end, &end) != TG_OK || end <= 0)
+    double end = simulated_end(p);
+    if (end <= 0)
         return;
     double ms = end / tp->target.clock_hz * 1e3, copies = step_cycles(p, true);
     /* the pass cycles as if nothing ran beside the compute */
@@ -153,6 +203,7 @@ static void print_simulated_step(const tg_program *p, FILE *out)
         fprintf(out, ", %.0f%% of them beside the compute on the I/O tiles",
                 100.0 * hidden / fmax(1.0, copies));
     fprintf(out, "\n");
+    print_allreduce(p, end, out);
 }
 
 static void print_tiles_text(const tg_program *p, FILE *out)
@@ -198,6 +249,22 @@ static void print_tiles_text(const tg_program *p, FILE *out)
     print_simulated_step(p, out);
 }
 
+/* The simulated host step and the share of it the slowest all-reduce takes
+ * (one per weight update), as the text's lines say them. */
+static void print_step_json(const tg_program *p, FILE *out)
+{
+    const tg_tile_plan *tp = p->tile_plan;
+    double end = simulated_end(p);
+    if (end <= 0)
+        return;
+    double s = end / tp->target.clock_hz;
+    double allreduce = tp->devices[slowest_allreduce(tp)].allreduce_cycles * p->iterations;
+    fprintf(out,
+            ",\"simulated_step\":{\"cycles\":%.0f,\"seconds\":%.9g,\"samples_per_second\":%.6g,"
+            "\"replicas\":%d,\"allreduce_cycles\":%.0f,\"allreduce_share\":%.6g}",
+            end, s, (double)p->samples_per_step / s, p->replicas, allreduce, allreduce / end);
+}
+
 static void print_tiles_json(const tg_program *p, FILE *out)
 {
     const tg_tile_plan *tp = p->tile_plan;
@@ -230,9 +297,11 @@ static void print_tiles_json(const tg_program *p, FILE *out)
         fprintf(out, "],\"cycles\":{");
         for (int ph = 0; ph < 3; ph++)
             fprintf(out, "%s\"%s\":%.0f", ph ? "," : "", phase_names[ph], td->cycles[ph]);
-        fprintf(out, "}}");
+        fprintf(out, "},\"allreduce\":{\"bytes\":%.0f,\"cycles\":%.0f,\"gateway_cycles\":%.0f}}",
+                td->allreduce_bytes, td->allreduce_cycles, td->allreduce_gateway_cycles);
     }
     fprintf(out, "]");
+    print_step_json(p, out);
 }
 
 void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out)

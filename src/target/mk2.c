@@ -33,6 +33,13 @@ void tg_target_mk2(tg_target_desc *out)
     out->flops_per_cycle_f32 = 32;
     out->flops_per_cycle_f16 = 128; /* 4x f32 */
     out->sync_cycles = 200;
+    /* IPU-Links join the 16 machines of an IPU-POD64 rack; GW-Links (2 x
+     * 100 Gbps per machine: 25 GB/s) join racks; a ring step through the
+     * gateway is assumed to cost 5 us (not published); docs/distributed.md */
+    out->link_domain_devices = 64;
+    out->devices_per_machine = 4;
+    out->gateway_bytes_per_cycle = 25e9 / 1.33e9;
+    out->gateway_step_cycles = 5e-6 * 1.33e9;
     out->grain_bytes = 64;
     out->vertex_state_bytes = 32;
     out->vertex_code_bytes = 1024;
@@ -67,6 +74,10 @@ static const desc_key keys[] = {
     KEY("flopsPerCyclePerTileF32", K_NUM, flops_per_cycle_f32, 1e-6, 1e9),
     KEY("flopsPerCyclePerTileF16", K_NUM, flops_per_cycle_f16, 1e-6, 1e9),
     KEY("syncCycles", K_NUM, sync_cycles, 0, 1e12),
+    KEY("linkDomainDevices", K_INT, link_domain_devices, 1, 1 << 20),
+    KEY("devicesPerMachine", K_INT, devices_per_machine, 1, 1 << 20),
+    KEY("gatewayBytesPerCycle", K_NUM, gateway_bytes_per_cycle, 1e-6, 1e9),
+    KEY("gatewayStepCycles", K_NUM, gateway_step_cycles, 0, 1e12),
     KEY("grainBytes", K_INT, grain_bytes, 1, 1 << 20),
     KEY("vertexStateBytes", K_INT, vertex_state_bytes, 0, 1e9),
     KEY("vertexCodeBytes", K_INT, vertex_code_bytes, 0, 1e9),

@@ -32,7 +32,14 @@ struct tg_target_desc {
     double flops_per_cycle_f32;      /* "flopsPerCyclePerTileF32" */
     double flops_per_cycle_f16;      /* "flopsPerCyclePerTileF16" */
     double sync_cycles;              /* "syncCycles": one bulk-synchronous barrier */
-    int64_t grain_bytes;             /* "grainBytes": unit of the linear tile mapping */
+    /* the pod (target/collective.h): devices joined by IPU-Links, devices
+     * per machine (they share its gateway), the gateway's bytes per cycle
+     * per machine and the cost of one all-reduce ring step through it */
+    int64_t link_domain_devices;    /* "linkDomainDevices" */
+    int64_t devices_per_machine;    /* "devicesPerMachine" */
+    double gateway_bytes_per_cycle; /* "gatewayBytesPerCycle" */
+    double gateway_step_cycles;     /* "gatewayStepCycles" */
+    int64_t grain_bytes;            /* "grainBytes": unit of the linear tile mapping */
     /* the estimated code and state model, per tile */
     int64_t vertex_state_bytes;   /* "vertexStateBytes": per vertex (one per worker per step) */
     int64_t vertex_code_bytes;    /* "vertexCodeBytes": per distinct op kind run on the tile */
@@ -107,6 +114,10 @@ typedef struct tg_tile_device {
     double *step_cycles[3];           /* per phase, per step */
     double cycles[3];                 /* per phase: one micro-batch (F, B) or one update (U) */
     double copy_cycles[3];            /* of which host streams and device-to-device copies */
+    /* of copy_cycles[update]: the gradient all-reduce between replicas
+     * (target/collective.h), of its gradients' bytes, and of that the part
+     * over the gateways */
+    double allreduce_cycles, allreduce_gateway_cycles, allreduce_bytes;
     /* graph statistics in the tile processor's terms: a compute set per step,
      * a vertex per worker on each tile a step runs on, an edge per operand
      * (inputs and output) of each vertex */

@@ -17,6 +17,8 @@
  */
 #include "target/tiled.h"
 
+#include "target/collective.h"
+
 #include "compile/program.h"
 #include "core/alloc.h"
 #include "core/error.h"
@@ -267,6 +269,25 @@ static void allreduce_code(const tg_program *p, const tg_tile_plan *tp, const tg
     }
 }
 
+/* The time of that all-reduce on device d, once per weight update: its
+ * gradient accumulators over the pod's IPU-Links and gateways
+ * (target/collective.h), part of the update's copies. */
+static void allreduce_time(const tg_program *p, const tg_device_program *dp,
+                           const tg_target_desc *tg, tg_tile_device *td)
+{
+    double bytes = 0;
+    for (int k = 0; k < dp->n_accumulators; k++) {
+        int b = dp->accumulators[k].acc_buffer;
+        if (b >= 0 && b < p->n_buffers)
+            bytes += (double)buffer_bytes(&p->buffers[b]);
+    }
+    tg_allreduce_cost c = tg_allreduce_cost_of(tg, bytes, p->replicas, p->n_devices);
+    td->allreduce_bytes = p->replicas > 1 ? bytes : 0;
+    td->allreduce_cycles = c.cycles;
+    td->allreduce_gateway_cycles = c.gateway_cycles;
+    td->copy_cycles[TG_PHASE_UPDATE] += c.cycles;
+}
+
 /* The linear mapping of `bytes` over tiles [base, base + n) from *cursor,
  * which moves on past it. Over the whole device (no I/O tiles) a buffer
  * wraps around from the last tile to tile 0; within a part of it (the
@@ -416,6 +437,7 @@ static tg_status plan_device(const tg_program *p, tg_tile_plan *tp, int d)
         }
     }
     allreduce_code(p, tp, dp, tg, td);
+    allreduce_time(p, dp, tg, td);
     /* with I/O tiles the inputs' copy runs beside the compute (tilesim.c) */
     if (tg->io_tiles == 0)
         td->copy_cycles[TG_PHASE_FORWARD] += tg_tile_stream_in_cycles(p, d);

@@ -18,11 +18,15 @@
  * each such window instead of their sum, and the compute has N tiles fewer.
  *
  * A sharded weight's gather (replicated tensor sharding) moves the R - 1
- * shards a replica lacks between replicas: (R - 1)/R of the weight at
- * linkBytesPerCycle in its pass, and R - 1 exchange steps of code on the
- * tiles of the whole copy, as the all-reduce's ring is charged.
+ * shards a replica lacks between replicas: an all-gather over the pod's
+ * rings (target/collective.h: (R - 1)/R of the weight at linkBytesPerCycle
+ * in one link domain, through the gateways beyond it) in its pass, and
+ * R - 1 exchange steps of code on the tiles of the whole copy, as the
+ * all-reduce's ring is charged.
  */
 #include "target/tiled.h"
+
+#include "target/collective.h"
 
 #include "compile/program.h"
 #include "core/alloc.h"
@@ -147,7 +151,7 @@ void tg_tile_gathers(const tg_program *p, const tg_tile_plan *tp, int d, tg_tile
                 if (op->kind != TG_STREAM_GATHER)
                     continue;
                 double bytes = (double)p->buffers[op->copy].bytes;
-                td->copy_cycles[ph] += bytes * (r - 1) / r / tg->link_bytes_per_cycle;
+                td->copy_cycles[ph] += tg_allgather_cycles(tg, bytes, r, p->n_devices);
                 const tg_tile_span *sp = &tp->span[op->copy];
                 for (int j = 0; j < sp->used; j++) {
                     int tile = (sp->start + j) % tiles;

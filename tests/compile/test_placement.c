@@ -185,6 +185,9 @@ static void test_stage_spec_errors(void)
                  "the model has no blocks to group into stages", NULL);
     expect_error(c.g, (const char *[]){"devices", "3", NULL},
                  "devices 3: the model has no blocks to put on several devices", NULL);
+    /* devices counted for the whole pod (16 replicas x 1 device) */
+    expect_error(c.g, (const char *[]){"devices", "16", "replicationFactor", "16", NULL},
+                 "option devices counts the devices of one replica", "drop --devices");
     tg_graph_destroy(c.g);
 }
 
