@@ -28,8 +28,11 @@ under load and the ranges say how much.
 --quick: small stand-ins (ResNet-18 and mobilenet_v3_large at 64x64,
 a 1-layer encoder at sequence 16), one turn, 1 thread: a smoke test of the
 whole path, no timing meaning. --profile DIR: onnxruntime's own per-op
-profile (SessionOptions.enable_profiling) of each row, and tilegraph's
-(TILEGRAPH_PROFILE is not read here: use `tilegraph infer` for that).
+profile (SessionOptions.enable_profiling, a JSON trace) of each row beside
+tilegraph's execution profile (autoReport.outputExecutionProfile:
+DIR/<row>_tilegraph_f32/inference/profile.sqlite, read with `tilegraph
+analyse`); profiling slows both, so a profiled run's timings are not
+figures.
 
 usage: /opt/tilegraph/venv/bin/python bench/ort_infer.py [--quick] [--rows resnet50,bert,...]
            [--threads 1,2] [--reps 3] [--iterations 5] [--seconds 1.5] [--cache DIR]
@@ -160,8 +163,10 @@ def serve(conn, runtime, precision, path, feeds, threads, profile):
     t0 = time.perf_counter()
     if runtime == "tilegraph":
         from tilegraph.onnx_session import OnnxSession
+        report = {"autoReport.outputExecutionProfile": "true",
+                  "autoReport.directory": f"{profile}_tilegraph_{precision}"} if profile else {}
         s = OnnxSession(path, batch=next(iter(feeds.values())).shape[0], threads=threads,
-                        precision=PRECISION[precision])
+                        precision=PRECISION[precision], options=report)
         run = lambda: s.run(feeds)  # noqa: E731
     else:
         import onnxruntime as ort
@@ -169,7 +174,7 @@ def serve(conn, runtime, precision, path, feeds, threads, profile):
         o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
         o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         if profile:
-            o.enable_profiling, o.profile_file_prefix = True, profile
+            o.enable_profiling, o.profile_file_prefix = True, profile + "_onnxruntime"
         sess = ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
         run = lambda: sess.run(None, feeds)  # noqa: E731
     first = run()
@@ -234,6 +239,33 @@ def summary(v, batch):
             "runs_per_turn": [len(t) for t in v.turns], "build_s": round(v.build_s, 2)}
 
 
+def tilegraph_op_ms(directory, top=10):
+    """ms per run by op type from tilegraph's execution profile (ops.total_ns
+    summed over the recorded runs)."""
+    import sqlite3
+    db = sqlite3.connect(os.path.join(directory, "inference", "profile.sqlite"))
+    try:
+        runs = db.execute("SELECT COUNT(DISTINCT run) FROM trace").fetchone()[0] or 1
+        rows = db.execute("SELECT type, SUM(total_ns) FROM ops GROUP BY type ORDER BY 2 DESC").fetchall()
+    finally:
+        db.close()
+    return {t: round(ns / runs / 1e6, 3) for t, ns in rows[:top] if ns}
+
+
+def onnxruntime_op_ms(path, top=10):
+    """ms per run by op type from onnxruntime's profile (its Node events'
+    kernel times over its model_run events, the first, warm-up run included)."""
+    with open(path, encoding="utf-8") as f:
+        events = json.load(f)
+    runs = sum(1 for e in events if e.get("name") == "model_run") or 1
+    by = {}
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            op = e.get("args", {}).get("op_name", "?")
+            by[op] = by.get(op, 0) + e["dur"]
+    return {k: round(v / runs / 1e3, 3) for k, v in sorted(by.items(), key=lambda x: -x[1])[:top]}
+
+
 def rel(a, b):
     import numpy as np
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -244,9 +276,9 @@ def rel(a, b):
 
 def bench_row(a, name, path, feeds, batch, threads, what):
     ctx = mp.get_context("spawn")
-    profile = os.path.join(a.profile, f"ort_{name}_b{batch}_t{threads}") if a.profile else None
-    variants = [Variant(ctx, "tilegraph", "f32", path, feeds, threads),
-                Variant(ctx, "tilegraph", "bf16", path, feeds, threads),
+    profile = os.path.join(a.profile, f"{name}_b{batch}_t{threads}") if a.profile else None
+    variants = [Variant(ctx, "tilegraph", "f32", path, feeds, threads, profile),
+                Variant(ctx, "tilegraph", "bf16", path, feeds, threads, profile),
                 Variant(ctx, "onnxruntime", "f32", path, feeds, threads, profile)]
     for _ in range(a.reps):  # alternating: every variant once per turn
         for v in variants:
@@ -268,6 +300,11 @@ def bench_row(a, name, path, feeds, batch, threads, what):
         p = v.close()
         if p:
             out["onnxruntime_profile"] = p
+            out["profile_ms_per_run"] = {"onnxruntime_f32": onnxruntime_op_ms(p)}
+    if profile:  # per op type: where each runtime's run goes
+        for prec in ("f32", "bf16"):
+            out.setdefault("profile_ms_per_run", {})[f"tilegraph_{prec}"] = \
+                tilegraph_op_ms(f"{profile}_tilegraph_{prec}")
     return out
 
 
@@ -284,7 +321,7 @@ def parse():
     ap.add_argument("--bert-layers", type=int, default=2)
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "bench-onnx"),
                     help="where the exported files are kept (made once)")
-    ap.add_argument("--profile", help="directory for onnxruntime's per-op profiles")
+    ap.add_argument("--profile", help="directory for both runtimes' per-op profiles (timings then not figures)")
     a = ap.parse_args()
     if a.quick:
         a.threads, a.reps, a.iterations, a.seconds = "1", 1, 2, 0.0
@@ -297,6 +334,10 @@ def main():
     if a.profile:
         os.makedirs(a.profile, exist_ok=True)
     wanted = set(a.rows.split(",")) if a.rows else None
+    unknown = wanted - {r[0] for r in rows(a)} if wanted else set()
+    if unknown:
+        sys.exit(f"ort_infer.py: --rows: no row {', '.join(sorted(unknown))}; the rows are "
+                 f"{', '.join(r[0] for r in rows(a))}")
     for name, stem, build, batches, what in rows(a):
         if wanted and name not in wanted:
             continue

@@ -12,7 +12,6 @@ prints the docs/onnx.md rows.
 import os
 import sys
 import tempfile
-import unittest
 
 import test_ort_parity as parity
 
