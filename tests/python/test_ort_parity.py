@@ -306,6 +306,19 @@ class Parity(unittest.TestCase):
                     path, feeds = export_torchvision(name, size, d)
                     self.check(f"torchvision {name} {size}x{size}", path, feeds)
 
+    def test_bad_input_is_named(self):
+        """OnnxSession refuses a missing input, a wrong shape and a missing
+        file by name, without running."""
+        from tilegraph import TilegraphError
+        path = os.path.join(FIXTURES, "tiny_mlp.onnx")
+        with OnnxSession(path, batch=BATCH) as s:
+            with self.assertRaisesRegex(ValueError, "input"):
+                s.run({})
+            with self.assertRaisesRegex(TilegraphError, "input 'input'"):
+                s.run({"input": np.zeros((BATCH + 1, 1, 28, 28), np.float32)})
+        with self.assertRaisesRegex(TilegraphError, "no_such.onnx"):
+            OnnxSession(os.path.join(FIXTURES, "no_such.onnx"))
+
     def test_a_wrong_output_is_caught(self):
         """The comparison fails a model whose output differs by more than the
         tolerance: the same file with one weight changed on one side."""
