@@ -308,6 +308,32 @@ def bench_row(a, name, path, feeds, batch, threads, what):
     return out
 
 
+ROW_TITLES = {"resnet50": "ResNet-50", "bert": "BERT-base-shaped encoder",
+              "minilm": "MiniLM (all-MiniLM-L6-v2)", "mobilenet_v3_large": "mobilenet_v3_large"}
+
+
+def markdown(path):
+    """docs/performance.md's table from the JSON lines of a run."""
+    def span(v):
+        f = lambda x: f"{x:.1f}" if x >= 10 else f"{x:.2f}"  # noqa: E731
+        return f"{f(v[0])}-{f(v[2])}"
+    print("| model | batch | threads | tilegraph f32, samples/s | tilegraph bf16 | onnxruntime f32 | "
+          "f32 / onnxruntime | p50 ms, tilegraph f32 / onnxruntime | bf16 / f32 | load average |")
+    print("| --- | ---: | ---: | --- | --- | --- | ---: | --- | ---: | ---: |")
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("{"):
+                continue
+            j = json.loads(line)
+            tg, bf, o = j["tilegraph_f32"], j["tilegraph_bf16"], j["onnxruntime_f32"]
+            r, p, b = j["f32_vs_onnxruntime"], j["p50_f32_vs_onnxruntime"], j["bf16_vs_f32"]
+            bold = lambda x, ok: f"**{x:.2f}**" if ok else f"{x:.2f}"  # noqa: E731
+            print(f"| {ROW_TITLES.get(j['model'], j['model'])}, {j['sample']} | {j['batch']} | {j['threads']} | "
+                  f"{span(tg['samples_per_s'])} | {span(bf['samples_per_s'])} | {span(o['samples_per_s'])} | "
+                  f"{bold(r, r >= 1.0)} | {tg['p50_ms'][1]:.0f} / {o['p50_ms'][1]:.0f} ({p:.2f}) | "
+                  f"{bold(b, b >= 1.6)} | {j['load_average']:.0f} |")
+
+
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -321,6 +347,7 @@ def parse():
     ap.add_argument("--bert-layers", type=int, default=2)
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "bench-onnx"),
                     help="where the exported files are kept (made once)")
+    ap.add_argument("--markdown", metavar="FILE.jsonl", help="print the table of a run's lines and stop")
     ap.add_argument("--profile", help="directory for both runtimes' per-op profiles (timings then not figures)")
     a = ap.parse_args()
     if a.quick:
@@ -330,6 +357,8 @@ def parse():
 
 def main():
     a = parse()
+    if a.markdown:
+        return markdown(a.markdown)
     os.makedirs(a.cache, exist_ok=True)
     if a.profile:
         os.makedirs(a.profile, exist_ok=True)
