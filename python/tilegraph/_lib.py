@@ -91,6 +91,8 @@ typedef struct tg_onnx_value {
 } tg_onnx_value;
 int tg_onnx_input_count(const tg_onnx_model *m);
 tg_onnx_value tg_onnx_input(const tg_onnx_model *m, int i);
+int tg_onnx_output_count(const tg_onnx_model *m);
+tg_onnx_value tg_onnx_output(const tg_onnx_model *m, int i);
 typedef struct tg_onnx_build_config {
     int64_t batch; tg_tensor *const *inputs; int n_inputs;
     const int64_t *const *constants; int n_constants; const char *freeze;

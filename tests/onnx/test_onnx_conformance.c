@@ -14,7 +14,10 @@
  * It reports the cases by op (pass, fail, skip) and the skip reasons whole,
  * and checks docs/onnx.md's conformance section against that report:
  * `--markdown` prints it, `--update-docs` rewrites the section, and
- * `--verbose` names each skipped case with its reason.
+ * `--verbose` names each skipped case with its reason. `--results FILE`
+ * writes each case's outcome, a line "folder/case<TAB>pass|fail|skip<TAB>
+ * reason", for tests/python/test_ort_conformance.py, which runs the same
+ * cases on onnxruntime and prints the two runtimes side by side.
  *
  * TG_TEST_LABELS: onnx
  */
@@ -62,7 +65,8 @@ static tally *tally_of(tally *t, int *n, const char *text)
  * that a model the loader refuses is counted under its ops too. */
 static char case_ops[64][80], case_name[256];
 static int n_case_ops, case_opset;
-static bool verbose; /* --verbose: each case that does not pass, with its reason */
+static bool verbose;  /* --verbose: each case that does not pass, with its reason */
+static FILE *results; /* --results FILE: each case's outcome, a line each */
 
 static void read_case_ops(const char *path)
 {
@@ -101,13 +105,23 @@ static void read_case_ops(const char *path)
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
-/* How the case went, counted under its ops (and its reason, when skipped). */
+/* How the case went, counted under its ops (and its reason, when skipped;
+ * a failure's reason goes to --results only). */
 static void record(int outcome, const char *reason)
 {
     *(outcome > 0 ? &passed : outcome < 0 ? &failed : &skipped) += 1;
     if (verbose && outcome == 0)
         printf("skip %s: %s\n", case_name, reason);
-    if (reason) {
+    if (results) {
+        fprintf(results, "%s\t%s\t", case_name,
+                outcome > 0   ? "pass"
+                : outcome < 0 ? "fail"
+                              : "skip");
+        for (const char *c = reason ? reason : ""; *c; c++) /* one line, three fields */
+            fputc(*c == '\n' || *c == '\t' ? ' ' : *c, results);
+        fputc('\n', results);
+    }
+    if (reason && outcome == 0) {
         tally *r = tally_of(reasons, &n_reasons, reason);
         if (r)
             r->n++;
@@ -329,7 +343,7 @@ static void run_case(const char *dir, const char *name)
     } else if (ok && sets > 0) {
         record(1, NULL);
     } else {
-        record(-1, NULL);
+        record(-1, why[0] ? why : "no test data");
         printf("FAILED %s/%s: %s\n", strrchr(dir, '/') + 1, name, why[0] ? why : "no test data");
     }
     tg_onnx_model_destroy(m);
@@ -430,15 +444,34 @@ int main(int argc, char **argv)
     bool update = argc > 1 && !strcmp(argv[1], "--update-docs");
     bool print_md = argc > 1 && !strcmp(argv[1], "--markdown");
     verbose = argc > 1 && !strcmp(argv[1], "--verbose");
+    const char *results_path = argc > 2 && !strcmp(argv[1], "--results") ? argv[2] : NULL;
+    char results_tmp[1024];
+    if (argc > 1 && !update && !print_md && !verbose && !results_path) {
+        fprintf(stderr, "usage: %s [--update-docs | --markdown | --verbose | --results FILE]\n",
+                argv[0]);
+        return 2;
+    }
     if (!exists(DATA_DIR "/node")) {
         printf("skipped: ONNX test data not installed (Debian package libonnx-testdata)\n");
         return 77;
+    }
+    if (results_path) { /* written whole, then renamed: a reader never sees half */
+        snprintf(results_tmp, sizeof results_tmp, "%s.tmp", results_path);
+        results = fopen(results_tmp, "w");
+        if (!results) {
+            fprintf(stderr, "%s: cannot write %s: %s\n", argv[0], results_tmp, strerror(errno));
+            return 2;
+        }
     }
     const char *dirs[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
     for (int i = 0; i < 4; i++) {
         char dir[256];
         snprintf(dir, sizeof dir, DATA_DIR "/%s", dirs[i]);
         run_dir(dir);
+    }
+    if (results && (fclose(results) != 0 || rename(results_tmp, results_path) != 0)) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", argv[0], results_path, strerror(errno));
+        return 2;
     }
     qsort(reasons, (size_t)n_reasons, sizeof *reasons, by_count);
     qsort(ops, (size_t)n_ops, sizeof *ops, by_text);
