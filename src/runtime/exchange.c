@@ -199,11 +199,11 @@ static bool send_one(device_ctx *c, int t, tg_phase ph, int64_t g)
     int slots = p->buffers[tr->dst_buffer].slots;
     int64_t m = p->micro_batches;
     double t0 = tg_engine_now();
-    if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for device"))
+    if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for free slot"))
         return false;
     double t1 = tg_engine_now();
     if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
-        tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
+        tg_engine_record(c, TG_EVENT_SLOT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
     memcpy(tg_engine_slot_ptr(s, c->replica, tr->dst_buffer, g),
            tg_engine_slot_ptr(s, c->replica, tr->src_buffer, g), p->buffers[tr->src_buffer].bytes);
     tg_exchange_publish(s, produced(s, c->replica, t), g + 1);
