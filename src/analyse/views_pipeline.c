@@ -341,6 +341,23 @@ tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an
                tg_an_format(TG_AN_NS, step, s1, sizeof s1), strategy, schedule, b.n_devices, m,
                tg_an_format(TG_AN_NS, pr.step, s2, sizeof s2),
                step > 0 ? 100 * (1 - untracked / step) : 0.0);
+    double sum = 0, longest = 0;
+    for (int d = 0; d < b.n_devices; d++) {
+        sum += b.ns[d][P_COMPUTE] / b.runs;
+        longest = fmax(longest, b.ns[d][P_COMPUTE] / b.runs);
+    }
+    /* the split's own limit: the longest stage plus the fill-drain bubble,
+     * against the stages' compute one after another (a sharded run) */
+    if (longest > 0 && m > 0 && b.n_devices > 1)
+        tg_an_note(v,
+                   "pipeline: with this split the step cannot be shorter than the longest "
+                   "stage's compute plus the bubble, %s x (1 + %d/%d); the stages' compute "
+                   "one after another is %s, so this split gains at most %.2fx over running "
+                   "them in turn (%.2fx with perfectly balanced stages)",
+                   tg_an_format(TG_AN_NS, longest, s1, sizeof s1), b.n_devices - 1, m,
+                   tg_an_format(TG_AN_NS, sum, s2, sizeof s2),
+                   sum / (longest * (1 + (double)(b.n_devices - 1) / m)),
+                   b.n_devices / (1 + (double)(b.n_devices - 1) / m));
     tg_an_note(v,
                "pipeline: fill and drain are the bubble a pipeline of N stages has at each "
                "end; the schedule's bubble is (N-1) x the longest stage's time per "
