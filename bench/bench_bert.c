@@ -196,7 +196,7 @@ int main(int argc, char **argv)
     if (usage >= 0)
         return usage;
     bench_passive_omp(argv);
-    bert_shape m = {bench_env_int("TG_BENCH_LAYERS", 2, 1, 24), 768, 12, 3072, 128, 8, 16, 0.1f};
+    bert_shape m = {bench_env_int("TG_BENCH_LAYERS", 2, 1, 24), 768, 12, 3072, 128, 8, 16, 0.1f, 0};
     const char *only = getenv("TG_BENCH_ONLY");
     bench_config cfg = {bench_env_int("TG_BENCH_REPS", 3, 1, MAX_REPS),
                         bench_env_int("TG_BENCH_STEPS", 3, 1, 10000),

@@ -17,11 +17,17 @@
 typedef struct bert_shape {
     int layers, hidden, heads, inter, seq, batch, classes;
     float dropout;
+    /* a mask input of each layer's own ("mask.L", the same values): a
+     * pipeline stage cannot read an input another stage reads too */
+    int mask_per_layer;
 } bert_shape;
+
+enum { BERT_MAX_LAYERS = 24 };
 
 typedef struct bert_graph {
     tg_graph *g;
     tg_tensor *x, *mask, *labels, *loss;
+    tg_tensor *masks[BERT_MAX_LAYERS]; /* mask_per_layer: layer L's; else every one is `mask` */
 } bert_graph;
 
 static inline void bert_die(const char *what)
@@ -84,14 +90,19 @@ static inline bert_graph build_bert(const bert_shape *m)
     b.g = tg_graph_create();
     tg_graph *g = b.g;
     b.x = tg_input(g, "x", TG_F32, tg_shape3(m->batch, m->seq, m->hidden));
-    b.mask = tg_input(g, "mask", TG_F32, tg_shape4(m->batch, 1, 1, m->seq));
+    b.mask = tg_input(g, m->mask_per_layer ? "mask.0" : "mask", TG_F32,
+                      tg_shape4(m->batch, 1, 1, m->seq));
     b.labels = tg_input(g, "labels", TG_I32, tg_shape1((int64_t)m->batch * m->seq));
     tg_tensor *h = b.x;
     for (int l = 0; l < m->layers; l++) {
         char name[32];
+        snprintf(name, sizeof name, "mask.%d", l);
+        b.masks[l] = l == 0 || !m->mask_per_layer
+                         ? b.mask
+                         : tg_input(g, name, TG_F32, tg_shape4(m->batch, 1, 1, m->seq));
         snprintf(name, sizeof name, "layers.%d", l);
         tg_scope_push(g, name);
-        h = encoder_layer(g, h, b.mask, m);
+        h = encoder_layer(g, h, b.masks[l], m);
         tg_scope_pop(g);
     }
     tg_tensor *logits = linear(g, "head", h, m->hidden, m->classes);

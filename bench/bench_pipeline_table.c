@@ -10,12 +10,12 @@
  *    Targets: pipelined >= 1.6x sharded and >= 0.9x one device with two
  *    threads (ratios of the medians).
  * 2. The BERT-base-shaped encoder (bench_bert.c's model, 4 layers; micro-
- *    batch 2 sequences of 128, accumulation 4) and ResNet-50 (micro-batch 4
- *    at 224x224, accumulation 4; SGD with momentum), in-process on random
- *    data: `stages auto` pipelined over 2 devices of one thread each
- *    against one device with two threads, in turn. Target: >= 0.9x.
- * Every line carries the CPU model, the kernels' instruction sets and the
- * load average before and after, since the machine may be shared.
+ *    batch 2 sequences of 128, accumulation 4; the attention mask an input
+ *    of each layer's own, as a stage cannot read another stage's input) and ResNet-50 (micro-batch
+ * 4 at 224x224, accumulation 4; SGD with momentum), in-process on random data: `stages auto`
+ * pipelined over 2 devices of one thread each against one device with two threads, in turn. Target:
+ * >= 0.9x. Every line carries the CPU model, the kernels' instruction sets and the load average
+ * before and after, since the machine may be shared.
  *
  * Environment: TG_BENCH_REPS (rounds, default 3), TG_BENCH_STEPS (timed
  * host steps per encoder/ResNet measurement, default 2), TG_BENCH_ONLY
@@ -141,7 +141,7 @@ static void write_random(tg_session *s, tg_tensor *const *inputs, int n, int cla
 
 typedef struct {
     tg_graph *g;
-    tg_tensor *inputs[3];
+    tg_tensor *inputs[3 + BERT_MAX_LAYERS];
     int n_inputs, classes;
     tg_model_graph mg; /* a model of the registry; else g is bench_bert_model.h's */
     bool from_registry;
@@ -151,11 +151,13 @@ static model build(const char *name)
 {
     model m = {0};
     if (!strcmp(name, "encoder")) {
-        bert_shape shape = {4, 768, 12, 3072, 128, 2, 16, 0.1f};
+        bert_shape shape = {4, 768, 12, 3072, 128, 2, 16, 0.1f, 1};
         bert_graph b = build_bert(&shape);
         m.g = b.g;
-        m.inputs[0] = b.x, m.inputs[1] = b.mask, m.inputs[2] = b.labels;
-        m.n_inputs = 3;
+        m.inputs[0] = b.x, m.inputs[1] = b.labels;
+        for (int l = 0; l < shape.layers; l++)
+            m.inputs[2 + l] = b.masks[l];
+        m.n_inputs = 2 + shape.layers;
         m.classes = shape.classes;
         return m;
     }
