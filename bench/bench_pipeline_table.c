@@ -9,16 +9,20 @@
  *    --threads-per-device 1 --strategy sharded`, and the same pipelined.
  *    Targets: pipelined >= 1.6x sharded and >= 0.9x one device with two
  *    threads (ratios of the medians).
- * 2. The BERT-base-shaped encoder (bench_bert.c's model, 4 layers; micro-
- *    batch 2 sequences of 128, accumulation 4; the attention mask an input
- *    of each layer's own, as a stage cannot read another stage's input) and ResNet-50 (micro-batch
- * 4 at 224x224, accumulation 4; SGD with momentum), in-process on random data: `stages auto`
- * pipelined over 2 devices of one thread each against one device with two threads, in turn. Target:
- * >= 0.9x. Every line carries the CPU model, the kernels' instruction sets and the load average
- * before and after, since the machine may be shared.
+ * 2. The BERT-base-shaped encoder (bench_bert.c's model, 4 layers;
+ *    micro-batch 2 sequences of 128; the attention mask an input of each
+ *    layer's own, as a stage cannot read another stage's input) and
+ *    ResNet-50 (micro-batch 4 at 224x224; SGD with momentum), both with
+ *    gradient accumulation TG_BENCH_ACCUMULATION (default 16, as
+ *    mnist-pipeline's; 2 stages over m micro-batches idle (N-1)/(m+N-1)
+ *    of the step: 20% at m = 4, 6% at 16), in-process on random data:
+ *    `stages auto` pipelined over 2 devices of one thread each against one
+ *    device with two threads, in turn. Target: >= 0.9x.
+ * Every line carries the CPU model, the kernels' instruction sets and the
+ * load average before and after, since the machine may be shared.
  *
- * Environment: TG_BENCH_REPS (rounds, default 3), TG_BENCH_STEPS (timed
- * host steps per encoder/ResNet measurement, default 2), TG_BENCH_ONLY
+ * Environment: TG_BENCH_ACCUMULATION (default 16), TG_BENCH_REPS (rounds, default 3),
+ * TG_BENCH_STEPS (timed host steps per encoder/ResNet measurement, default 2), TG_BENCH_ONLY
  * (mnist, encoder or resnet50), TG_BENCH_TILEGRAPH (the command; default
  * the build's, next to this bench's directory).
  */
@@ -177,11 +181,11 @@ static model build(const char *name)
 }
 
 /* Samples per second of `steps` host steps after two untimed ones. */
-static double session_rate(const char *name, bool pipelined, int steps)
+static double session_rate(const char *name, bool pipelined, int steps, int accumulation)
 {
     model m = build(name);
     tg_options *o = tg_options_create();
-    tg_options_set(o, "Training.gradientAccumulation", "4");
+    tg_options_set_int(o, "Training.gradientAccumulation", accumulation);
     if (pipelined) {
         tg_options_set(o, "executionStrategy", "pipelined");
         tg_options_set(o, "stages", "auto");
@@ -212,16 +216,16 @@ static double session_rate(const char *name, bool pipelined, int steps)
     return rate;
 }
 
-static void pipelined_vs_one(const char *name, int rounds, int steps)
+static void pipelined_vs_one(const char *name, int rounds, int steps, int accumulation)
 {
     double one[MAX_ROUNDS], piped[MAX_ROUNDS], load = bench_load_average();
     for (int r = 0; r < rounds; r++) {
-        one[r] = session_rate(name, false, steps);
-        piped[r] = session_rate(name, true, steps);
+        one[r] = session_rate(name, false, steps, accumulation);
+        piped[r] = session_rate(name, true, steps, accumulation);
     }
     printf("{\"bench\":\"pipeline_table\",\"model\":\"%s\",\"micro_batch\":%d,"
-           "\"gradient_accumulation\":4,\"rounds\":%d,\"steps\":%d,\"samples_per_s\":{",
-           name, strcmp(name, "encoder") ? 4 : 2, rounds, steps);
+           "\"gradient_accumulation\":%d,\"rounds\":%d,\"steps\":%d,\"samples_per_s\":{",
+           name, strcmp(name, "encoder") ? 4 : 2, accumulation, rounds, steps);
     bench_print_range("one_device_2_threads", one, rounds);
     printf(",");
     bench_print_range("pipelined_2_devices", piped, rounds);
@@ -240,19 +244,21 @@ int main(int argc, char **argv)
         "(1 device 1 and 2 threads, 2 devices sharded and pipelined) through the tilegraph "
         "command, then the BERT-base-shaped encoder (4 layers) and ResNet-50 pipelined over 2 "
         "devices against 1 device with 2 threads; rounds alternate. One JSON line per model, "
-        "with the CPU, ISA and load average.\nenvironment: TG_BENCH_REPS (default 3), "
+        "with the CPU, ISA and load average.\nenvironment: TG_BENCH_ACCUMULATION (default 16), "
+        "TG_BENCH_REPS (default 3), "
         "TG_BENCH_STEPS (default 2), TG_BENCH_ONLY=mnist|encoder|resnet50, TG_BENCH_TILEGRAPH\n");
     if (usage >= 0)
         return usage;
     bench_passive_omp(argv);
     int rounds = bench_env_int("TG_BENCH_REPS", 3, 1, MAX_ROUNDS);
     int steps = bench_env_int("TG_BENCH_STEPS", 2, 1, 100);
+    int accumulation = bench_env_int("TG_BENCH_ACCUMULATION", 16, 1, 1024);
     const char *only = getenv("TG_BENCH_ONLY");
     if (!only || !strcmp(only, "mnist"))
         mnist(rounds);
     if (!only || !strcmp(only, "encoder"))
-        pipelined_vs_one("encoder", rounds, steps);
+        pipelined_vs_one("encoder", rounds, steps, accumulation);
     if (!only || !strcmp(only, "resnet50"))
-        pipelined_vs_one("resnet50", rounds, steps);
+        pipelined_vs_one("resnet50", rounds, steps, accumulation);
     return 0;
 }

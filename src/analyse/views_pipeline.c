@@ -67,7 +67,6 @@ typedef struct {
     int n_devices, runs;
     double ns[TG_AN_MAX_DEVICES][P_COUNT]; /* summed over the runs used */
     double step_ns;                        /* the host steps, summed */
-    double compute_window[TG_AN_MAX_DEVICES][2];
 } breakdown;
 
 /* The part of a non-wait event kind, or -1 for kinds that run beside the
@@ -92,14 +91,17 @@ static int part_of_kind(const char *k, const char *phase)
     return -1;
 }
 
-/* The first and last forward/backward compute of device d in run `run`. */
-static tg_status compute_window(tg_profile_reader *r, int run, int d, double *first, double *last)
+/* The first start and last end of run `run`'s events (replica 0) that
+ * `where` selects, ?2 being device d; NaN when there are none. */
+static tg_status span(tg_profile_reader *r, const char *where, int run, int d, double *first,
+                      double *last)
 {
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT MIN(start_ns), MAX(end_ns) FROM trace WHERE run = ?1 AND replica = 0 AND %s",
+             where);
     sqlite3_stmt *st;
-    TG_TRY(tg_an_prepare(r,
-                         "SELECT MIN(start_ns), MAX(end_ns) FROM trace WHERE run = ?1 AND "
-                         "replica = 0 AND device = ?2 AND kind = 'execute' AND phase != 'update'",
-                         &st));
+    TG_TRY(tg_an_prepare(r, sql, &st));
     sqlite3_bind_int(st, 1, run);
     sqlite3_bind_int(st, 2, d);
     *first = *last = NAN;
@@ -130,8 +132,9 @@ static void add_gap(breakdown *b, int d, double a, double bnd, double first, dou
 static tg_status walk_device(tg_profile_reader *r, int run, int d, double begin, double end,
                              breakdown *b)
 {
-    double first, last;
-    TG_TRY(compute_window(r, run, d, &first, &last));
+    double first, last; /* device d's first and last forward or backward compute */
+    TG_TRY(
+        span(r, "device = ?2 AND kind = 'execute' AND phase != 'update'", run, d, &first, &last));
     if (isnan(first)) /* no compute on this device: all of it is bubble */
         first = last = end;
     sqlite3_stmt *st;
@@ -183,16 +186,8 @@ static double host_step_ns(tg_profile_reader *r, int run)
 
 static tg_status add_run(tg_profile_reader *r, int run, bool simulated, breakdown *b)
 {
-    sqlite3_stmt *st;
-    double begin = NAN, end = NAN;
-    TG_TRY(tg_an_prepare(
-        r, "SELECT MIN(start_ns), MAX(end_ns) FROM trace WHERE run = ?1 AND replica = 0", &st));
-    sqlite3_bind_int(st, 1, run);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        begin = sqlite3_column_double(st, 0);
-        end = sqlite3_column_double(st, 1);
-    }
-    sqlite3_finalize(st);
+    double begin, end;
+    TG_TRY(span(r, "?2 = ?2", run, 0, &begin, &end));
     if (isnan(begin))
         return TG_OK;
     /* a cycle model's time line is not the host's: no host part then */

@@ -10,7 +10,6 @@
 #include "tg_test_cli.h"
 
 #include <math.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,18 +19,7 @@ static char tmpdir[256], db[512];
 /* SQL's number for `q` with ?1 = device. */
 static double sql(const char *q, int device)
 {
-    sqlite3 *h = NULL;
-    sqlite3_stmt *st = NULL;
-    double out = NAN;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int(st, 1, device);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            out = sqlite3_column_double(st, 0);
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return out;
+    return tg_cli_sql(db, q, device, 0);
 }
 
 /* the recorded host steps the view averages: after the first */
