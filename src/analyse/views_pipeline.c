@@ -65,6 +65,7 @@ static const char *const part_names[P_COUNT] = {"compute",
 
 typedef struct {
     int n_devices, runs;
+    bool skipped_first;                    /* the first recorded host step left out */
     double ns[TG_AN_MAX_DEVICES][P_COUNT]; /* summed over the runs used */
     double step_ns;                        /* the host steps, summed */
 } breakdown;
@@ -251,8 +252,9 @@ static void breakdown_table(tg_an_view *v, const breakdown *b, const prediction 
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_TEXT, TG_AN_NS, TG_AN_FRAC, TG_AN_NS};
     char title[160];
     snprintf(title, sizeof title,
-             "Where a host step goes, per device (mean of %d recorded host step%s, replica 0)",
-             b->runs, b->runs == 1 ? "" : "s");
+             "Where a host step goes, per device (mean of %d recorded host step%s%s, replica 0)",
+             b->runs, b->runs == 1 ? "" : "s",
+             b->skipped_first ? " after the first, cold one" : "");
     tg_an_table *t = tg_an_table_add(v, title, 5, cols, kinds);
     double step = b->step_ns / b->runs;
     for (int d = 0; d < b->n_devices; d++) {
@@ -314,7 +316,8 @@ tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an
     }
     bool simulated = tg_an_trace_is_simulated(r);
     /* the first host step starts the threads and warms the caches */
-    for (int64_t run = last > first ? first + 1 : first; run <= last; run++)
+    b.skipped_first = last > first;
+    for (int64_t run = b.skipped_first ? first + 1 : first; run <= last; run++)
         TG_TRY(add_run(r, (int)run, simulated, &b));
     prediction pr;
     TG_TRY(predict(r, b.n_devices, &pr));
