@@ -28,6 +28,7 @@
 #include "analyse/analyse.h"
 
 #include "core/error.h"
+#include "profile/profile.h"
 #include "profile/reader.h"
 
 #include <math.h>
@@ -140,8 +141,8 @@ static tg_status walk_device(tg_profile_reader *r, int run, int d, double begin,
         first = last = end;
     sqlite3_stmt *st;
     TG_TRY(tg_an_prepare(r,
-                         "SELECT kind, phase, start_ns, end_ns FROM trace WHERE run = ?1 AND "
-                         "replica = 0 AND device = ?2 ORDER BY start_ns, rowid",
+                         "SELECT kind, phase, start_ns, end_ns, peer FROM trace WHERE run = ?1 "
+                         "AND replica = 0 AND device = ?2 ORDER BY start_ns, rowid",
                          &st));
     sqlite3_bind_int(st, 1, run);
     sqlite3_bind_int(st, 2, d);
@@ -151,6 +152,8 @@ static tg_status walk_device(tg_profile_reader *r, int run, int d, double begin,
         const char *ph = (const char *)sqlite3_column_text(st, 1);
         double s = sqlite3_column_double(st, 2), e = sqlite3_column_double(st, 3);
         int pt = k ? part_of_kind(k, ph) : -1;
+        if (sqlite3_column_int(st, 4) == TG_EVENT_PEER_IO_THREAD)
+            pt = -1; /* the device's I/O thread, beside its compute */
         if (pt < 0 || e <= at)
             continue; /* beside the time line, or within an earlier event */
         s = s > at ? s : at;
