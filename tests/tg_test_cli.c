@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,23 @@ const tg_json *tg_cli_json(const char *dir, tg_arena *arena, const char *args, c
         return NULL;
     }
     return root;
+}
+
+double tg_cli_sql(const char *db, const char *sql, int a, int b)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    double out = NAN;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, a);
+        sqlite3_bind_int(st, 2, b);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            out = sqlite3_column_double(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return out;
 }
 
 double tg_cli_num(const tg_json *row, const char *key)

@@ -37,6 +37,11 @@ bool tg_cli_same_file(const char *dir, const char *a, const char *b);
  * KiB" -> 360448: B, KiB or MiB); -1 when it is missing. */
 double tg_cli_row_bytes(const char *out, const char *row);
 
+/* The first column of the first row of `sql` on the SQLite file `db`
+ * (read-only), with ?1 = a and ?2 = b bound (a NULL reads 0); NAN when
+ * there is no row or the query fails. */
+double tg_cli_sql(const char *db, const char *sql, int a, int b);
+
 /* A row's number (NAN when missing) and string ("" when missing). */
 double tg_cli_num(const tg_json *row, const char *key);
 const char *tg_cli_str(const tg_json *row, const char *key);

@@ -1,7 +1,7 @@
 /* analyse/analyse.h - the Graph Analyser's views of a profile, as tables.
  *
  * Every view (the {name, fn, summary} table of analyse/table.c: summary,
- * insights, memory, liveness, program, operations, trace, host, histograms,
+ * insights, memory, liveness, program, operations, trace, pipeline, host, histograms,
  * instances) reads a profile (docs/profile-format.md) and fills a tg_an_view,
  * the report layer's list of tables (report/table.h), which one renderer
  * prints as text or JSON and compare.c sets side by side. This layer reads
@@ -107,6 +107,8 @@ tg_status tg_an_view_liveness(tg_profile_reader *r, const tg_an_filter *f, tg_an
 tg_status tg_an_view_program(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_operations(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_trace(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
+/* Where a pipelined host step goes (views_pipeline.c): parts that sum to it. */
+tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_insights(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_host(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);
 tg_status tg_an_view_histograms(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);

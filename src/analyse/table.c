@@ -19,6 +19,8 @@ const tg_an_view_def tg_an_views[] = {
     {"program", tg_an_view_program, "the steps of each device's program"},
     {"operations", tg_an_view_operations, "per op type and op: calls, FLOPs, time"},
     {"trace", tg_an_view_trace, "where a step's time goes per device"},
+    {"pipeline", tg_an_view_pipeline,
+     "a pipelined host step split into parts that add up to it, beside the cost model"},
     {"host", tg_an_view_host, "the host's call tree: self and total time per region"},
     {"histograms", tg_an_view_histograms, "weights and gradients per tensor, as statistics"},
     {"instances", tg_an_view_instances, "an MPI job's instances side by side"},

@@ -43,7 +43,10 @@ typedef struct tg_profile tg_profile;
     /* the all-reduce when it sums each replica's shard of the sharded weights' gradients */       \
     X(REDUCE_SCATTER, "reduce-scatter")                                                            \
     /* the device waiting for its I/O thread's copies (runtime/stream_io.c) */                     \
-    X(STREAMING_WAIT, "wait for streaming memory")
+    X(STREAMING_WAIT, "wait for streaming memory")                                                 \
+    /* a sender waiting for the receiver to free the slot of a micro-batch (back-pressure: the     \
+     * next stage is behind), apart from WAIT, which waits for data to arrive */                   \
+    X(SLOT_WAIT, "wait for free slot")
 
 /* The peer of a streaming-memory copy its device's I/O thread ran. */
 #define TG_EVENT_PEER_IO_THREAD (-2)

@@ -68,13 +68,15 @@ static bool reached(void *arg)
     return __atomic_load_n(r->counter, __ATOMIC_ACQUIRE) >= r->target || aborted(r->s);
 }
 
-bool tg_exchange_wait_for(tg_session *s, const int64_t *counter, int64_t target, const char *what)
+/* Wait until *counter >= target, spinning within `spin`'s budget. */
+static bool wait_with(tg_session *s, tg_spin *spin, const int64_t *counter, int64_t target,
+                      const char *what)
 {
     reach r = {s, counter, target};
     if (reached(&r))
         return !aborted(s);
     tg_trace_begin(tg_exchange_comms_channel(), what);
-    if (!tg_spin_wait(&s->exchange_spin, reached, &r)) {
+    if (!tg_spin_wait(spin, reached, &r)) {
         pthread_mutex_lock(&s->lock);
         while (!reached(&r))
             pthread_cond_wait(&s->changed, &s->lock);
@@ -82,6 +84,17 @@ bool tg_exchange_wait_for(tg_session *s, const int64_t *counter, int64_t target,
     }
     tg_trace_end(tg_exchange_comms_channel());
     return !aborted(s);
+}
+
+bool tg_exchange_wait_for(tg_session *s, const int64_t *counter, int64_t target, const char *what)
+{
+    return wait_with(s, &s->exchange_spin, counter, target, what);
+}
+
+/* Device c's own spin budget for its transfer waits. */
+static tg_spin *transfer_spin(const device_ctx *c)
+{
+    return &c->s->transfer_spin[c->replica * c->s->program->n_devices + c->device];
 }
 
 void tg_exchange_publish(tg_session *s, int64_t *counter, int64_t value)
@@ -155,7 +168,7 @@ static bool receive_one(device_ctx *c, int t, tg_phase ph, int64_t g)
 {
     const tg_program *p = c->s->program;
     double t0 = tg_engine_now();
-    if (!tg_exchange_wait_for(c->s, produced(c->s, c->replica, t), g + 1, "wait for device"))
+    if (!wait_with(c->s, transfer_spin(c), produced(c->s, c->replica, t), g + 1, "wait for device"))
         return false;
     int64_t m = p->micro_batches;
     tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, p->transfers[t].src_device, t0, 0, 0);
@@ -199,11 +212,12 @@ static bool send_one(device_ctx *c, int t, tg_phase ph, int64_t g)
     int slots = p->buffers[tr->dst_buffer].slots;
     int64_t m = p->micro_batches;
     double t0 = tg_engine_now();
-    if (!tg_exchange_wait_for(s, consumed(s, c->replica, t), g + 1 - slots, "wait for device"))
+    if (!wait_with(s, transfer_spin(c), consumed(s, c->replica, t), g + 1 - slots,
+                   "wait for free slot"))
         return false;
     double t1 = tg_engine_now();
     if (t1 - t0 > 1e-6) /* the receiver had no free slot: a wait, not copy time */
-        tg_engine_record(c, TG_EVENT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
+        tg_engine_record(c, TG_EVENT_SLOT_WAIT, ph, g / m, g % m, tr->dst_device, t0, 0, 0);
     memcpy(tg_engine_slot_ptr(s, c->replica, tr->dst_buffer, g),
            tg_engine_slot_ptr(s, c->replica, tr->src_buffer, g), p->buffers[tr->src_buffer].bytes);
     tg_exchange_publish(s, produced(s, c->replica, t), g + 1);

@@ -115,11 +115,14 @@ static tg_status allocate(tg_session *s, int threads)
     s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    if (!s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy || !s->last_streams ||
-        !s->max_in_flight || !s->host_in || !s->host_out || !s->produced || !s->consumed ||
-        !s->barrier_count || !s->barrier_gen)
+    s->transfer_spin = tg_calloc((size_t)n, sizeof *s->transfer_spin);
+    if (!s->transfer_spin || !s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy ||
+        !s->last_streams || !s->max_in_flight || !s->host_in || !s->host_out || !s->produced ||
+        !s->consumed || !s->barrier_count || !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     tg_spin_init(&s->exchange_spin, spin_ceiling(p));
+    for (int i = 0; i < n; i++)
+        tg_spin_init(&s->transfer_spin[i], spin_ceiling(p));
     for (int i = 0; i < n; i++) {
         size_t bytes = p->devices[i % p->n_devices].arena_bytes;
         s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
@@ -498,6 +501,7 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->consumed);
     tg_free(s->barrier_count);
     tg_free(s->barrier_gen);
+    tg_free(s->transfer_spin);
     tg_free(s->overflow_mark);
     tg_free(s->grad_squares);
     tg_free(s->group_count);

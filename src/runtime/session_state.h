@@ -105,6 +105,11 @@ struct tg_session {
     int64_t *produced, *consumed;         /* [replica * n_transfers + transfer] */
     int64_t *barrier_count, *barrier_gen; /* per device */
     tg_spin exchange_spin;                /* how long the waits of exchange.c spin */
+    /* the same for the transfer waits of each (replica, device): a stage
+     * that waits long for a slower one (its budget shrinks, it sleeps) must
+     * not take the spin from the slower stage's short waits, where a sleep
+     * and wake-up is most of the hand-off (issue 45) */
+    tg_spin *transfer_spin;
     bool abort;
     tg_status fail_status;
     char fail_message[512];

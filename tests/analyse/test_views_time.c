@@ -19,19 +19,7 @@ static char tmpdir[256], db[512];
 
 static double sql(const char *q, int device, int peer)
 {
-    sqlite3 *h = NULL;
-    sqlite3_stmt *st = NULL;
-    double out = NAN;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int(st, 1, device);
-        sqlite3_bind_int(st, 2, peer);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            out = sqlite3_column_double(st, 0);
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return out;
+    return tg_cli_sql(db, q, device, peer);
 }
 
 #define RUN0 "run = (SELECT MIN(run) FROM trace) AND replica = 0"
