@@ -230,9 +230,20 @@ tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axi
 /* Conv and GlobalAveragePool on a 5-D input [N, C, D, H, W], built from
  * the 2-D ops (onnx_conv3d.c). */
 tg_status ob_conv3d(onnx_builder *b);
+/* ConvTranspose on a 5-D input (onnx_conv3d.c). */
+tg_status ob_conv_transpose3d(onnx_builder *b);
+/* One axis of a ConvTranspose: the pads (*lo, *hi) and output padding *op
+ * that an output size want >= 0 leaves (auto_pad SAME_UPPER: upper), then
+ * *op refused unless below the stride s (onnx_ops_conv.c). */
+tg_status ob_tconv_axis(onnx_builder *b, int64_t in, int64_t k, int64_t want, bool upper, int64_t s,
+                        int64_t d, int64_t *lo, int64_t *hi, int64_t *op);
 tg_status ob_global_avgpool3d(onnx_builder *b);
 /* MaxPool (max) or AveragePool on a 5-D input. */
 tg_status ob_pool3d(onnx_builder *b, bool max);
+/* MaxPool's Indices (i32) for x [N, C, D, H, W] pooled into y by a window
+ * of k with strides s, dilations d and begin pads lo (onnx_ops_norm.c). */
+tg_tensor *ob_maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, const int64_t *k,
+                              const int64_t *s, const int64_t *d, const int64_t *lo);
 
 typedef struct ob_window {
     int64_t k[2], s[2], lo[2], hi[2], d[2];
