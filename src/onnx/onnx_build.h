@@ -52,6 +52,10 @@ const tg_onnx_data *ob_const(onnx_builder *b, int i);
  * the constant stays foldable for other nodes), a float one via ob_tensor.
  * NULL (after ob_fail) for an integer that int32 cannot hold. */
 tg_tensor *ob_typed_tensor(onnx_builder *b, int i);
+/* The value `name` (one a subgraph reads from the enclosing graph) as
+ * ob_typed_tensor (typed) or ob_tensor would give it as an input; NULL
+ * (after ob_fail) when no earlier node produced it. */
+tg_tensor *ob_named_tensor(onnx_builder *b, const char *name, bool typed);
 /* An i32 constant in the graph with values v (shape's element count);
  * `what` names it in the message for a value beyond 2^24. */
 tg_tensor *ob_int_constant(onnx_builder *b, const char *what, tg_shape shape, const int64_t *v);
@@ -292,6 +296,9 @@ tg_status ob_map_einsum(onnx_builder *b);
  * (onnx_reduce.c). */
 extern const ob_op tg_onnx_reduce_ops[];
 extern const int tg_onnx_reduce_op_count;
+/* Loop, in the one form taken: nn.EmbeddingBag's export (onnx_loop.c). */
+extern const ob_op tg_onnx_loop_ops[];
+extern const int tg_onnx_loop_op_count;
 /* The axes of a Reduce* node over ndim dims as a bit mask (all dims when
  * none are given): an attribute before opset `axes_input` (13 for
  * ReduceSum, 18 for the others), input 1 from it, with
