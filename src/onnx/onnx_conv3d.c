@@ -145,16 +145,26 @@ static tg_tensor *from_slices(tg_graph *g, tg_tensor *t, int64_t n, int64_t od)
     return tg_transpose(g, y, (const int[]){0, 2, 1, 3, 4});
 }
 
+/* Conv's and ConvTranspose's x, 5-D weight w and optional bias. */
+static tg_status read_operands(onnx_builder *b, tg_tensor **x, tg_tensor **w, tg_tensor **bias)
+{
+    *x = ob_tensor(b, 0);
+    *w = *x ? ob_tensor(b, 1) : NULL;
+    *bias = ob_has_input(b, 2) && *w ? ob_tensor(b, 2) : NULL;
+    if (!*w || (ob_has_input(b, 2) && !*bias))
+        return TG_ERR_UNSUPPORTED;
+    int nd = tg_tensor_shape(*w).ndim;
+    if (nd != 5)
+        return ob_fail(b, TG_ERR_SHAPE, "weight has %d dims (5 for a 3-D input)", nd);
+    return TG_OK;
+}
+
 tg_status ob_conv3d(onnx_builder *b)
 {
     tg_graph *g = b->g;
-    tg_tensor *x = ob_tensor(b, 0), *w = x ? ob_tensor(b, 1) : NULL;
-    tg_tensor *bias = ob_has_input(b, 2) && w ? ob_tensor(b, 2) : NULL;
-    if (!w || (ob_has_input(b, 2) && !bias))
-        return TG_ERR_UNSUPPORTED;
+    tg_tensor *x, *w, *bias;
+    TG_TRY(read_operands(b, &x, &w, &bias));
     tg_shape xs = tg_tensor_shape(x), ws = tg_tensor_shape(w);
-    if (ws.ndim != 5)
-        return ob_fail(b, TG_ERR_SHAPE, "weight has %d dims (5 for a 3-D input)", ws.ndim);
     conv3d_attrs a;
     TG_TRY(read_attrs(b, xs, ws, false, &a));
     tg_tensor *xp;
@@ -306,13 +316,9 @@ static tg_tensor *place_tap(tg_graph *g, tg_tensor *z, int64_t n, int64_t depth,
 tg_status ob_conv_transpose3d(onnx_builder *b)
 {
     tg_graph *g = b->g;
-    tg_tensor *x = ob_tensor(b, 0), *w = x ? ob_tensor(b, 1) : NULL;
-    tg_tensor *bias = ob_has_input(b, 2) && w ? ob_tensor(b, 2) : NULL;
-    if (!w || (ob_has_input(b, 2) && !bias))
-        return TG_ERR_UNSUPPORTED;
+    tg_tensor *x, *w, *bias;
+    TG_TRY(read_operands(b, &x, &w, &bias));
     tg_shape xs = tg_tensor_shape(x), ws = tg_tensor_shape(w);
-    if (ws.ndim != 5)
-        return ob_fail(b, TG_ERR_SHAPE, "weight has %d dims (5 for a 3-D input)", ws.ndim);
     conv3d_attrs a;
     int64_t op[3];
     TG_TRY(read_tconv_attrs(b, xs, ws, &a, op));

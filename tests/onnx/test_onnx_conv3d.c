@@ -22,7 +22,7 @@ static const int64_t s122[] = {1, 2, 2}, d211[] = {2, 1, 1}, pads[] = {1, 0, 1, 
 /* y = conv3d(x, w) + bias, plain loops. */
 static double direct(const double *x, const double *w, const double *bias, const int64_t *xd,
                      const int64_t *wd, int group, const int64_t *s, const int64_t *d,
-                     const int64_t *p, const int64_t *yd, const int64_t *at)
+                     const int64_t *p, const int64_t *at)
 {
     int64_t n = at[0], o = at[1], cg = wd[1], og = wd[0] / group, c0 = (o / og) * cg;
     double acc = bias ? bias[o] : 0;
@@ -37,12 +37,18 @@ static double direct(const double *x, const double *w, const double *bias, const
                     acc += x[(((n * xd[1] + c0 + c) * xd[2] + z) * xd[3] + h) * xd[4] + v] *
                            w[(((o * cg + c) * wd[2] + i) * wd[3] + j) * wd[4] + k];
                 }
-    (void)yd;
     return acc;
 }
 
-static void check_against_direct(const onnx_node *nd, int group, const int64_t *s, const int64_t *d,
-                                 const int64_t *p)
+typedef double (*direct_fn)(const double *x, const double *w, const double *bias, const int64_t *xd,
+                            const int64_t *wd, int group, const int64_t *s, const int64_t *d,
+                            const int64_t *p, const int64_t *at);
+
+/* The node built and run in double against fn (direct or
+ * direct_transposed) at every output position; and its shape against
+ * want_shape when given. */
+static void check_direct(const onnx_node *nd, direct_fn fn, int group, const int64_t *s,
+                         const int64_t *d, const int64_t *p, const int64_t *want_shape)
 {
     tg_graph *g = tg_graph_create();
     tg_tensor *y = onnx_node_build(g, (void *)nd);
@@ -55,7 +61,8 @@ static void check_against_direct(const onnx_node *nd, int group, const int64_t *
                   *bias = tg_graph_find(g, "b");
         TG_CHECK(x && w);
         tg_shape ys = tg_tensor_shape(y);
-        const int64_t *xd = nd->in[0].dim, *wd = nd->in[1].dim;
+        for (int k = 0; want_shape && k < 5; k++)
+            TG_CHECK(ys.ndim == 5 && ys.dim[k] == want_shape[k]);
         double worst = 0;
         int64_t at[5];
         for (int64_t e = 0; x && w && e < tg_shape_numel(ys); e++) {
@@ -64,15 +71,21 @@ static void check_against_direct(const onnx_node *nd, int group, const int64_t *
                 at[k] = r % ys.dim[k];
                 r /= ys.dim[k];
             }
-            double want =
-                direct(tg_interp_data(ip, x), tg_interp_data(ip, w),
-                       bias ? tg_interp_data(ip, bias) : NULL, xd, wd, group, s, d, p, ys.dim, at);
+            double want = fn(tg_interp_data(ip, x), tg_interp_data(ip, w),
+                             bias ? tg_interp_data(ip, bias) : NULL, nd->in[0].dim, nd->in[1].dim,
+                             group, s, d, p, at);
             worst = fmax(worst, fabs(tg_interp_data(ip, y)[e] - want));
         }
         TG_CHECK(worst < 1e-12);
     }
     tg_interp_destroy(ip);
     tg_graph_destroy(g);
+}
+
+static void check_against_direct(const onnx_node *nd, int group, const int64_t *s, const int64_t *d,
+                                 const int64_t *p)
+{
+    check_direct(nd, direct, group, s, d, p, NULL);
 }
 
 static void test_conv3d(void)
@@ -145,41 +158,6 @@ static double direct_transposed(const double *x, const double *w, const double *
     return acc;
 }
 
-/* The node's output shape and its values against direct_transposed. */
-static void check_transposed(const onnx_node *nd, int group, const int64_t *s, const int64_t *d,
-                             const int64_t *p, const int64_t *want_shape)
-{
-    tg_graph *g = tg_graph_create();
-    tg_tensor *y = onnx_node_build(g, (void *)nd);
-    tg_interp *ip = NULL;
-    TG_CHECK(y != NULL);
-    TG_CHECK_OK(y ? tg_interp_create(g, 5, &ip) : TG_ERR_INVALID_ARG);
-    TG_CHECK_OK(ip ? tg_interp_run(ip, 0) : TG_ERR_INVALID_ARG);
-    if (ip) {
-        tg_tensor *x = tg_graph_find(g, "x"), *w = tg_graph_find(g, "w"),
-                  *bias = tg_graph_find(g, "b");
-        tg_shape ys = tg_tensor_shape(y);
-        for (int k = 0; k < 5; k++)
-            TG_CHECK(ys.ndim == 5 && ys.dim[k] == want_shape[k]);
-        double worst = 0;
-        int64_t at[5];
-        for (int64_t e = 0; x && w && e < tg_shape_numel(ys); e++) {
-            int64_t r = e;
-            for (int k = 4; k >= 0; k--) {
-                at[k] = r % ys.dim[k];
-                r /= ys.dim[k];
-            }
-            double want = direct_transposed(tg_interp_data(ip, x), tg_interp_data(ip, w),
-                                            bias ? tg_interp_data(ip, bias) : NULL, nd->in[0].dim,
-                                            nd->in[1].dim, group, s, d, p, at);
-            worst = fmax(worst, fabs(tg_interp_data(ip, y)[e] - want));
-        }
-        TG_CHECK(worst < 1e-12);
-    }
-    tg_interp_destroy(ip);
-    tg_graph_destroy(g);
-}
-
 static void test_conv_transpose3d(void)
 {
     static const int64_t s212[] = {2, 1, 2}, d112[] = {1, 1, 2}, p[] = {1, 0, 1, 0, 1, 2},
@@ -192,8 +170,8 @@ static void test_conv_transpose3d(void)
                              INTS_ATTR("pads", p, 6), INTS_ATTR("output_padding", op, 3),
                              INT("group", 2)}};
     /* (in - 1) * s - lo - hi + (k - 1) * d + 1 + op: 7, 2, 5 */
-    check_transposed(&nd, 2, s212, d112, (const int64_t[]){1, 0, 1},
-                     (const int64_t[]){2, 6, 7, 2, 5});
+    check_direct(&nd, direct_transposed, 2, s212, d112, (const int64_t[]){1, 0, 1},
+                 (const int64_t[]){2, 6, 7, 2, 5});
     onnx_node_check("ConvTranspose 3-D, strided, dilated, padded, 2 groups", &nd, 1e-5);
     static const int64_t s222[] = {2, 2, 2};
     onnx_node same = {.op_type = "ConvTranspose",
@@ -202,8 +180,8 @@ static void test_conv_transpose3d(void)
                       .in = {F32("x", 5, 1, 2, 2, 3, 2), F32("w", 5, 2, 1, 3, 2, 3)},
                       .attr = {INTS_ATTR("strides", s222, 3), STR("auto_pad", "SAME_UPPER")}};
     /* outputs in * s = 4, 6, 4 of 5, 6, 5: one cropped at the start (UPPER) */
-    check_transposed(&same, 1, s222, (const int64_t[]){1, 1, 1}, (const int64_t[]){0, 0, 0},
-                     (const int64_t[]){1, 1, 4, 6, 4});
+    check_direct(&same, direct_transposed, 1, s222, (const int64_t[]){1, 1, 1},
+                 (const int64_t[]){0, 0, 0}, (const int64_t[]){1, 1, 4, 6, 4});
 }
 
 /* 3-D average pooling at `at` over the window of k (strides s, begin pads

@@ -1,8 +1,8 @@
 """tests/python/test_embedding_bag.py - nn.EmbeddingBag, which torch 1.13
 exports as a Loop over the bags (src/onnx/onnx_loop.c builds it as one
 op), against PyTorch (float32 and float64): modes sum, mean and max, with
-offsets (an empty bag among them), with a 2-D input, and with
-per_sample_weights; and the table after SGD steps, trained from Python as
+offsets (an empty bag among them; include_last_offset too), with a 2-D
+input, and with per_sample_weights; and the table after SGD steps, trained from Python as
 PyTorch trains it (issue 46 row 28). Interpreter: Debian's /usr/bin/python3.
 
 TG_TEST_LABELS: quick
@@ -17,10 +17,10 @@ import torch.nn.functional as F
 
 
 class Bags(nn.Module):
-    def __init__(self, mode):
+    def __init__(self, mode, last=False):
         super().__init__()
         torch.manual_seed(0)
-        self.bag = nn.EmbeddingBag(11, 4, mode=mode)
+        self.bag = nn.EmbeddingBag(11, 4, mode=mode, include_last_offset=last)
         self.fc = nn.Linear(4, 3)
 
     def forward(self, x, offsets=None, weights=None, labels=None):
@@ -52,13 +52,15 @@ def cases():
     yield "mean", (IDS[:8].view(2, 4), None, None), LABELS[:2]
     yield "max", (IDS[:9].view(3, 3), None, None), LABELS[:3]
     yield "sum", (IDS[:8].view(4, 2), None, weights[:8].view(4, 2)), LABELS
+    # include_last_offset: the last offset ends the last bag
+    yield "mean last", (ids, torch.tensor([[0, 3, 3, 5, 10]]), None), LABELS.unsqueeze(0)
 
 
 class EmbeddingBagTest(unittest.TestCase):
     def test_inference(self):
         for mode, args, _ in cases():
             with self.subTest(mode=mode, offsets=args[1] is not None, weights=args[2] is not None):
-                ref = Bags(mode)
+                ref = Bags(mode.split()[0], mode.endswith("last"))
                 with torch.no_grad():
                     want = ref(*args)
                     args64 = [a.double() if a is not None and a.is_floating_point() else a
@@ -72,7 +74,7 @@ class EmbeddingBagTest(unittest.TestCase):
     def test_training(self):
         for mode, args, labels in cases():
             with self.subTest(mode=mode, offsets=args[1] is not None, weights=args[2] is not None):
-                ref = Bags(mode)
+                ref = Bags(mode.split()[0], mode.endswith("last"))
                 m = copy.deepcopy(ref)
                 opt = torch.optim.SGD(ref.parameters(), lr=0.5)
                 for _ in range(3):
