@@ -244,7 +244,9 @@ tg_status ob_pool3d(onnx_builder *b, bool max)
     bool ceil = ob_attr_int(b, "ceil_mode", 0) != 0;
     bool counts_pads = ob_attr_int(b, "count_include_pad", 0) != 0;
     if (!max && (a.d[0] != 1 || a.d[1] != 1 || a.d[2] != 1))
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "dilated average pooling is not supported (dilations must be "
+                       "1, as PyTorch's average pools have)");
     tg_tensor *xp;
     int64_t od;
     TG_TRY(pad_depth(b, x, ks[0], &a, ceil, max ? -INFINITY : 0.0f, &xp, &od));

@@ -86,7 +86,9 @@ tg_tensor *ob_maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, const
     tg_graph *g = b->g;
     tg_shape xs = tg_tensor_shape(x), ys = tg_tensor_shape(y);
     if (tg_shape_numel(xs) > ((int64_t)1 << 24)) {
-        ob_fail(b, TG_ERR_UNSUPPORTED, "the Indices of an input of %lld elements (exact to 2^24)",
+        ob_fail(b, TG_ERR_UNSUPPORTED,
+                "the Indices of an input of %lld elements (exact to 2^24: "
+                "export with a smaller batch or input)",
                 (long long)tg_shape_numel(xs));
         return NULL;
     }
@@ -177,7 +179,9 @@ static tg_status map_avgpool(onnx_builder *b)
     TG_TRY(pool_params(b, x2, nsp, &p));
     TG_TRY(check_pool_pads(b, &p));
     if (p.dilation_h != 1 || p.dilation_w != 1)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "dilated average pooling is not supported (dilations must be "
+                       "1, as PyTorch's average pools have)");
     p.count_include_pad = ob_attr_int(b, "count_include_pad", 0) != 0;
     return ob_set(b, 0, ob_from_2d(b, tg_avgpool2d_ex(b->g, x2, p), nsp));
 }
