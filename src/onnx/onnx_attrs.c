@@ -25,8 +25,8 @@ tg_status ob_spatial_dims(onnx_builder *b, tg_tensor *x, int *nsp)
                        "only 1-D and 2-D inputs (3-dimensional NCL or 4-dimensional NCHW) are "
                        "supported, not %d dimensions%s",
                        nd,
-                       nd == 5 ? " (this op has no 3-D form here: Conv, MaxPool, AveragePool and "
-                                 "GlobalAveragePool have)"
+                       nd == 5 ? " (this op has no 3-D form here: Conv, ConvTranspose, MaxPool, "
+                                 "AveragePool and GlobalAveragePool have)"
                                : "");
     *nsp = nd - 2;
     return TG_OK;

@@ -197,6 +197,26 @@ tg_tensor *ob_tensor(onnx_builder *b, int i)
     return v->t;
 }
 
+tg_tensor *ob_named_tensor(onnx_builder *b, const char *name, bool typed)
+{
+    ob_value *v = find(b, name);
+    if (!v || (!v->known && v->init < 0)) {
+        ob_fail(b, TG_ERR_FORMAT, "the subgraph reads '%s', which no earlier node produces", name);
+        return NULL;
+    }
+    /* as input 0 of a node like the current one: the same conversions and
+     * messages as ob_tensor / ob_typed_tensor */
+    const Onnx__NodeProto *real = b->node;
+    Onnx__NodeProto as_input = *real;
+    char *in[1] = {(char *)name};
+    as_input.n_input = 1;
+    as_input.input = in;
+    b->node = &as_input;
+    tg_tensor *t = typed ? ob_typed_tensor(b, 0) : ob_tensor(b, 0);
+    b->node = real;
+    return t;
+}
+
 tg_tensor *ob_int_constant(onnx_builder *b, const char *what, tg_shape shape, const int64_t *v)
 {
     /* i32 values through an f32 constant: exact up to 2^24, which every
@@ -398,7 +418,8 @@ static const struct {
                  {tg_onnx_index_ops, &tg_onnx_index_op_count},
                  {tg_onnx_vision_ops, &tg_onnx_vision_op_count},
                  {tg_onnx_scatter_ops, &tg_onnx_scatter_op_count},
-                 {tg_onnx_reduce_ops, &tg_onnx_reduce_op_count}};
+                 {tg_onnx_reduce_ops, &tg_onnx_reduce_op_count},
+                 {tg_onnx_loop_ops, &tg_onnx_loop_op_count}};
 #define N_OP_TABLES (int)(sizeof op_tables / sizeof op_tables[0])
 
 const ob_op *ob_find_op(const char *op_type)

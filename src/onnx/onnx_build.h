@@ -52,6 +52,10 @@ const tg_onnx_data *ob_const(onnx_builder *b, int i);
  * the constant stays foldable for other nodes), a float one via ob_tensor.
  * NULL (after ob_fail) for an integer that int32 cannot hold. */
 tg_tensor *ob_typed_tensor(onnx_builder *b, int i);
+/* The value `name` (one a subgraph reads from the enclosing graph) as
+ * ob_typed_tensor (typed) or ob_tensor would give it as an input; NULL
+ * (after ob_fail) when no earlier node produced it. */
+tg_tensor *ob_named_tensor(onnx_builder *b, const char *name, bool typed);
 /* An i32 constant in the graph with values v (shape's element count);
  * `what` names it in the message for a value beyond 2^24. */
 tg_tensor *ob_int_constant(onnx_builder *b, const char *what, tg_shape shape, const int64_t *v);
@@ -230,9 +234,20 @@ tg_tensor *ob_element_offsets(onnx_builder *b, tg_shape ds, tg_shape is, int axi
 /* Conv and GlobalAveragePool on a 5-D input [N, C, D, H, W], built from
  * the 2-D ops (onnx_conv3d.c). */
 tg_status ob_conv3d(onnx_builder *b);
+/* ConvTranspose on a 5-D input (onnx_conv3d.c). */
+tg_status ob_conv_transpose3d(onnx_builder *b);
+/* One axis of a ConvTranspose: the pads (*lo, *hi) and output padding *op
+ * that an output size want >= 0 leaves (auto_pad SAME_UPPER: upper), then
+ * *op refused unless below the stride s (onnx_ops_conv.c). */
+tg_status ob_tconv_axis(onnx_builder *b, int64_t in, int64_t k, int64_t want, bool upper, int64_t s,
+                        int64_t d, int64_t *lo, int64_t *hi, int64_t *op);
 tg_status ob_global_avgpool3d(onnx_builder *b);
 /* MaxPool (max) or AveragePool on a 5-D input. */
 tg_status ob_pool3d(onnx_builder *b, bool max);
+/* MaxPool's Indices (i32) for x [N, C, D, H, W] pooled into y by a window
+ * of k with strides s, dilations d and begin pads lo (onnx_ops_norm.c). */
+tg_tensor *ob_maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, const int64_t *k,
+                              const int64_t *s, const int64_t *d, const int64_t *lo);
 
 typedef struct ob_window {
     int64_t k[2], s[2], lo[2], hi[2], d[2];
@@ -281,6 +296,9 @@ tg_status ob_map_einsum(onnx_builder *b);
  * (onnx_reduce.c). */
 extern const ob_op tg_onnx_reduce_ops[];
 extern const int tg_onnx_reduce_op_count;
+/* Loop, in the one form taken: nn.EmbeddingBag's export (onnx_loop.c). */
+extern const ob_op tg_onnx_loop_ops[];
+extern const int tg_onnx_loop_op_count;
 /* The axes of a Reduce* node over ndim dims as a bit mask (all dims when
  * none are given): an attribute before opset `axes_input` (13 for
  * ReduceSum, 18 for the others), input 1 from it, with

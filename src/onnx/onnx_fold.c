@@ -458,9 +458,17 @@ static tg_status map_concat(onnx_builder *b)
         tg_tensor **xs = tg_malloc((size_t)n * sizeof *xs);
         if (!xs)
             return ob_fail(b, TG_ERR_NOMEM, "out of memory for %d inputs", n);
+        /* run-time integers (nn.EmbeddingBag's offsets and the index
+         * count after them) concatenate as i32, integer constants with them */
+        bool ints = false;
+        for (int k = 0; k < n; k++)
+            if (!ob_is_const(b, k)) {
+                tg_tensor *t = ob_typed_tensor(b, k);
+                ints = ints || (t && tg_tensor_dtype(t) == TG_I32);
+            }
         tg_status st = TG_OK;
         for (int k = 0; k < n && st == TG_OK; k++)
-            if (!(xs[k] = ob_tensor(b, k)))
+            if (!(xs[k] = ints ? ob_typed_tensor(b, k) : ob_tensor(b, k)))
                 st = TG_ERR_UNSUPPORTED;
         if (st == TG_OK)
             st = ob_set(b, 0, ob_concat_many(b, xs, n, axis));

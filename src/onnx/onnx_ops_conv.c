@@ -84,12 +84,40 @@ static int64_t floor_div2(int64_t v)
     return v >= 0 ? v / 2 : -((-v + 1) / 2);
 }
 
-/* The padding per side of a ConvTranspose, and any output padding beyond
- * the attribute's, from pads, or from output_shape / auto_pad SAME_*: those
- * fix the output size and split the padding the size leaves (total) as
- * ONNX's opset 11 spec (and its test data) does: SAME_UPPER puts the odd
- * one at the end, otherwise at the start. A total below zero (an output
- * longer than the transposed conv's) is extra output padding at the end. */
+/* One axis of a ConvTranspose (in long, kernel k, stride s, dilation d):
+ * for an output size want >= 0 (output_shape, or auto_pad SAME_*'s in * s)
+ * the padding that size leaves, split as ONNX's opset 11 spec (and its
+ * test data) does: SAME_UPPER (upper) puts the odd one at the end,
+ * otherwise at the start; a total below zero (an output longer than the
+ * transposed conv's) is extra output padding at the end. Then refuses an
+ * output padding not below the stride. */
+tg_status ob_tconv_axis(onnx_builder *b, int64_t in, int64_t k, int64_t want, bool upper, int64_t s,
+                        int64_t d, int64_t *lo, int64_t *hi, int64_t *op)
+{
+    if (want >= 0) {
+        int64_t total = s * (in - 1) + *op + (k - 1) * d + 1 - want;
+        *lo = upper ? floor_div2(total) : total - floor_div2(total);
+        *hi = total - *lo;
+        if (*lo < 0)
+            return ob_fail(b, TG_ERR_UNSUPPORTED,
+                           "an output size of %lld where the transposed convolution gives "
+                           "%lld (a larger size is supported up to stride - 1 - "
+                           "output_padding more, added at the end)",
+                           (long long)want, (long long)(want + total));
+        if (*hi < 0)
+            *op -= *hi, *hi = 0;
+    }
+    if (*op >= s)
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "an output padding of %lld with stride %lld (less than the stride "
+                       "is supported)",
+                       (long long)*op, (long long)s);
+    return TG_OK;
+}
+
+/* The padding per side of a ConvTranspose and its output padding: pads and
+ * output_padding, or what output_shape or auto_pad SAME_* leave
+ * (ob_tconv_axis). */
 typedef struct tconv_dims {
     int64_t s[2], d[2], lo[2], hi[2], op[2];
 } tconv_dims;
@@ -114,27 +142,11 @@ static tg_status tconv_read(onnx_builder *b, tg_shape x2, tg_shape w2, int nsp, 
     if (os && n != nsp && n != nsp + 2)
         return ob_fail(b, TG_ERR_INVALID_ARG, "output_shape has %d values for %d spatial dims", n,
                        nsp);
-    for (int i = 2 - nsp; i < 2 && (os || same); i++) {
-        int64_t in = x2.dim[2 + i], span = (w2.dim[2 + i] - 1) * t->d[i] + 1;
-        int64_t want = os ? os[n - 2 + i] : in * t->s[i];
-        int64_t total = t->s[i] * (in - 1) + t->op[i] + span - want;
-        t->lo[i] = upper ? floor_div2(total) : total - floor_div2(total);
-        t->hi[i] = total - t->lo[i];
-        if (t->lo[i] < 0)
-            return ob_fail(b, TG_ERR_UNSUPPORTED,
-                           "an output size of %lld where the transposed convolution gives "
-                           "%lld (a larger size is supported up to stride - 1 - "
-                           "output_padding more, added at the end)",
-                           (long long)want, (long long)(want + total));
-        if (t->hi[i] < 0)
-            t->op[i] -= t->hi[i], t->hi[i] = 0;
+    for (int i = 2 - nsp; i < 2; i++) {
+        int64_t want = os ? os[n - 2 + i] : x2.dim[2 + i] * t->s[i];
+        TG_TRY(ob_tconv_axis(b, x2.dim[2 + i], w2.dim[2 + i], os || same ? want : -1, upper,
+                             t->s[i], t->d[i], &t->lo[i], &t->hi[i], &t->op[i]));
     }
-    for (int i = 0; i < 2; i++)
-        if (t->op[i] >= t->s[i])
-            return ob_fail(b, TG_ERR_UNSUPPORTED,
-                           "an output padding of %lld with stride %lld (less than the stride "
-                           "is supported)",
-                           (long long)t->op[i], (long long)t->s[i]);
     return TG_OK;
 }
 
@@ -142,6 +154,9 @@ static tg_status tconv_read(onnx_builder *b, tg_shape x2, tg_shape w2, int nsp, 
  * each axis; the larger side's excess is cropped after (a negative tg_pad). */
 static tg_status map_conv_transpose(onnx_builder *b)
 {
+    tg_tensor *x = ob_tensor(b, 0);
+    if (x && tg_tensor_shape(x).ndim == 5)
+        return ob_conv_transpose3d(b);
     conv_operands o;
     TG_TRY(read_conv_operands(b, &o));
     if (!o.x2 || !o.w2)

@@ -48,77 +48,102 @@ static tg_status check_pool_pads(onnx_builder *b, const tg_pool2d_params *p)
     return TG_OK;
 }
 
-/* A constant [1, 1, OH, OW] of the flat index within its plane (h * W + w)
- * of window element (i, j) at each output position. */
-static tg_tensor *window_positions(onnx_builder *b, tg_shape x, tg_shape y, tg_pool2d_params p,
-                                   int i, int j)
+/* A constant [1, 1, OD, OH, OW] of the flat index within its volume
+ * ((d * H + h) * W + w) of window element at at each output position. */
+static tg_tensor *window_positions(onnx_builder *b, tg_shape x, tg_shape y, const int64_t *s,
+                                   const int64_t *d, const int64_t *lo, const int64_t *at)
 {
-    int64_t oh = y.dim[2], ow = y.dim[3], w = x.dim[3];
-    float *v = tg_malloc((size_t)(oh * ow) * sizeof *v);
+    int64_t od = y.dim[2], oh = y.dim[3], ow = y.dim[4];
+    float *v = tg_malloc((size_t)(od * oh * ow) * sizeof *v);
     if (!v) {
         ob_fail(b, TG_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    for (int64_t r = 0; r < oh; r++)
-        for (int64_t c = 0; c < ow; c++)
-            v[r * ow + c] = (float)((r * p.stride_h + i * p.dilation_h - p.pad_top) * w +
-                                    c * p.stride_w + j * p.dilation_w - p.pad_left);
-    tg_tensor *t = tg_constant_data(b->g, "window positions", tg_shape4(1, 1, oh, ow), v);
+    for (int64_t z = 0; z < od; z++)
+        for (int64_t r = 0; r < oh; r++)
+            for (int64_t c = 0; c < ow; c++)
+                v[(z * oh + r) * ow + c] = (float)(((z * s[0] + at[0] * d[0] - lo[0]) * x.dim[3] +
+                                                    r * s[1] + at[1] * d[1] - lo[1]) *
+                                                       x.dim[4] +
+                                                   c * s[2] + at[2] * d[2] - lo[2]);
+    tg_tensor *t = tg_constant_data(b->g, "window positions",
+                                    tg_shape_of(5, (int64_t[]){1, 1, od, oh, ow}), v);
     tg_free(v);
     return t;
 }
 
 /* MaxPool's Indices output (PyTorch's return_indices, which SegNet's
- * unpooling scatters back): the flat index into x (N, C, H, W row-major)
- * of the first element of each window, in scan order, equal to the
- * window's maximum y, as PyTorch picks it. Built from strided slices of x
- * (padded with -inf), one per window element, compared with y: the
- * indices are exact in f32 while x has at most 2^24 elements, and carry no
- * gradient. */
-static tg_tensor *maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, tg_pool2d_params p)
+ * unpooling scatters back) for x [N, C, D, H, W] pooled into y by a
+ * window of k (strides s, dilations d, begin pads lo): the flat index into
+ * x (row-major) of the first element of each window, in scan order, equal
+ * to the window's maximum y, as PyTorch picks it. Built from strided
+ * slices of x (padded with -inf), one per window element, compared with y:
+ * the indices are exact in f32 while x has at most 2^24 elements, and carry
+ * no gradient. 2-D pooling passes a depth of 1. */
+tg_tensor *ob_maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, const int64_t *k,
+                              const int64_t *s, const int64_t *d, const int64_t *lo)
 {
     tg_graph *g = b->g;
     tg_shape xs = tg_tensor_shape(x), ys = tg_tensor_shape(y);
     if (tg_shape_numel(xs) > ((int64_t)1 << 24)) {
-        ob_fail(b, TG_ERR_UNSUPPORTED, "the Indices of an input of %lld elements (exact to 2^24)",
+        ob_fail(b, TG_ERR_UNSUPPORTED,
+                "the Indices of an input of %lld elements (exact to 2^24: "
+                "export with a smaller batch or input)",
                 (long long)tg_shape_numel(xs));
         return NULL;
     }
     /* pad so that every window, ceil_mode's last ones too, lies inside */
-    int64_t need_h = (ys.dim[2] - 1) * p.stride_h + (p.kernel_h - 1) * p.dilation_h + 1;
-    int64_t need_w = (ys.dim[3] - 1) * p.stride_w + (p.kernel_w - 1) * p.dilation_w + 1;
-    int64_t bottom = need_h - xs.dim[2] - p.pad_top, right = need_w - xs.dim[3] - p.pad_left;
-    int64_t pads[8] = {
-        0, 0, p.pad_top, p.pad_left, 0, 0, bottom > 0 ? bottom : 0, right > 0 ? right : 0};
+    int64_t pads[10] = {0};
+    for (int i = 0; i < 3; i++) {
+        int64_t need = (ys.dim[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1;
+        int64_t end = need - xs.dim[2 + i] - lo[i];
+        pads[2 + i] = lo[i];
+        pads[7 + i] = end > 0 ? end : 0;
+    }
     tg_tensor *xp = tg_pad(g, x, pads, TG_PAD_CONSTANT, -INFINITY);
-    float plane = (float)(xs.dim[2] * xs.dim[3]);
+    float vol = (float)(xs.dim[2] * xs.dim[3] * xs.dim[4]);
     float *base = tg_malloc((size_t)(xs.dim[0] * xs.dim[1]) * sizeof *base);
     if (!base) {
         ob_fail(b, TG_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    for (int64_t k = 0; k < xs.dim[0] * xs.dim[1]; k++)
-        base[k] = (float)k * plane;
-    tg_tensor *planes =
-        tg_constant_data(g, "plane offsets", tg_shape4(xs.dim[0], xs.dim[1], 1, 1), base);
+    for (int64_t q = 0; q < xs.dim[0] * xs.dim[1]; q++)
+        base[q] = (float)q * vol;
+    tg_tensor *planes = tg_constant_data(
+        g, "plane offsets", tg_shape_of(5, (int64_t[]){xs.dim[0], xs.dim[1], 1, 1, 1}), base);
     tg_free(base);
     tg_tensor *idx = NULL;
     /* backwards, so that the first window element equal to the maximum is
      * the last one written */
-    for (int i = p.kernel_h - 1; i >= 0; i--)
-        for (int j = p.kernel_w - 1; j >= 0; j--) {
-            tg_tensor *pos = window_positions(b, xs, ys, p, i, j);
-            if (!pos)
-                return NULL;
-            tg_tensor *v =
-                tg_slice_ex(g, xp, 2, i * p.dilation_h,
-                            i * p.dilation_h + (ys.dim[2] - 1) * p.stride_h + 1, p.stride_h);
-            v = tg_slice_ex(g, v, 3, j * p.dilation_w,
-                            j * p.dilation_w + (ys.dim[3] - 1) * p.stride_w + 1, p.stride_w);
-            pos = tg_add(g, planes, pos); /* [N, C, OH, OW] */
-            idx = idx ? tg_where(g, tg_equal(g, v, y), pos, idx) : pos;
-        }
+    int64_t at[3];
+    for (at[0] = k[0] - 1; at[0] >= 0; at[0]--)
+        for (at[1] = k[1] - 1; at[1] >= 0; at[1]--)
+            for (at[2] = k[2] - 1; at[2] >= 0; at[2]--) {
+                tg_tensor *pos = window_positions(b, xs, ys, s, d, lo, at), *v = xp;
+                if (!pos)
+                    return NULL;
+                for (int i = 0; i < 3; i++)
+                    v = tg_slice_ex(g, v, 2 + i, at[i] * d[i],
+                                    at[i] * d[i] + (ys.dim[2 + i] - 1) * s[i] + 1, s[i]);
+                pos = tg_add(g, planes, pos); /* [N, C, OD, OH, OW] */
+                idx = idx ? tg_where(g, tg_equal(g, v, y), pos, idx) : pos;
+            }
     return tg_cast(g, idx, TG_I32);
+}
+
+/* 2-D (and 1-D) MaxPool's Indices: ob_maxpool_indices over a depth of 1. */
+static tg_tensor *maxpool_indices(onnx_builder *b, tg_tensor *x, tg_tensor *y, tg_pool2d_params p)
+{
+    tg_shape xs = tg_tensor_shape(x), ys = tg_tensor_shape(y);
+    tg_tensor *x5 = tg_reshape(
+        b->g, x, tg_shape_of(5, (int64_t[]){xs.dim[0], xs.dim[1], 1, xs.dim[2], xs.dim[3]}));
+    tg_tensor *y5 = tg_reshape(
+        b->g, y, tg_shape_of(5, (int64_t[]){ys.dim[0], ys.dim[1], 1, ys.dim[2], ys.dim[3]}));
+    tg_tensor *idx = ob_maxpool_indices(b, x5, y5, (const int64_t[]){1, p.kernel_h, p.kernel_w},
+                                        (const int64_t[]){1, p.stride_h, p.stride_w},
+                                        (const int64_t[]){1, p.dilation_h, p.dilation_w},
+                                        (const int64_t[]){0, p.pad_top, p.pad_left});
+    return idx ? tg_reshape(b->g, idx, ys) : NULL;
 }
 
 static tg_status map_maxpool(onnx_builder *b)
@@ -154,7 +179,9 @@ static tg_status map_avgpool(onnx_builder *b)
     TG_TRY(pool_params(b, x2, nsp, &p));
     TG_TRY(check_pool_pads(b, &p));
     if (p.dilation_h != 1 || p.dilation_w != 1)
-        return ob_fail(b, TG_ERR_UNSUPPORTED, "dilated average pooling is not supported");
+        return ob_fail(b, TG_ERR_UNSUPPORTED,
+                       "dilated average pooling is not supported (dilations must be "
+                       "1, as PyTorch's average pools have)");
     p.count_include_pad = ob_attr_int(b, "count_include_pad", 0) != 0;
     return ob_set(b, 0, ob_from_2d(b, tg_avgpool2d_ex(b->g, x2, p), nsp));
 }

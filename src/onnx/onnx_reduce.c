@@ -18,12 +18,17 @@
  * Their axes are the attribute before opset 18 and the input from it, as
  * ReduceMean's (ob_reduce_axes). noop_with_empty_axes is refused: ONNX's
  * text and its reference implementation disagree on what these return
- * (x, or |x| and x^2). ReduceProd is not here: no composition of the
- * existing ops is exact for it, and it has no kernel of its own.
+ * (x, or |x| and x^2). ReduceProd is folded on constants (a dynamic-batch
+ * export's element count, Shape then ReduceProd, before nn.EmbeddingBag's
+ * offsets) and on tensors is the product of the slices along each reduced
+ * axis in turn: float multiplications in index order, exact as such, with
+ * Mul's gradients; an axis longer than 64 is refused.
  * At x = 0, ReduceL2's gradient is NaN (sqrt's at 0 times 0), where
  * PyTorch's norm gives 0.
  */
 #include "onnx/onnx_build.h"
+
+#include "core/alloc.h"
 
 #include <string.h>
 
@@ -107,6 +112,81 @@ static tg_status map_mvn(onnx_builder *b)
     return ob_set(b, 0, tg_div(g, d, tg_scale(g, sd, 1.0f, 1e-9f)));
 }
 
+/* ReduceProd of a constant, with the output shape os. */
+static tg_status fold_prod(onnx_builder *b, const tg_onnx_data *x, unsigned mask, tg_shape os)
+{
+    tg_onnx_data out;
+    TG_TRY(ob_data_new(b, x->f != NULL, os.ndim, os.dim, &out));
+    double *acc = tg_malloc((size_t)(out.n ? out.n : 1) * sizeof *acc);
+    if (!acc) {
+        tg_onnx_data_free(&out);
+        return ob_fail(b, TG_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t k = 0; k < out.n; k++)
+        acc[k] = 1.0;
+    for (int64_t e = 0; e < x->n; e++) {
+        int64_t r = e, o = 0, stride = 1;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            int64_t at = r % x->dim[d];
+            r /= x->dim[d];
+            if (!(mask >> d & 1u))
+                o += at * stride, stride *= x->dim[d];
+        }
+        acc[o] *= ob_get(x, e);
+    }
+    for (int64_t k = 0; k < out.n; k++)
+        ob_put(&out, k, acc[k]);
+    tg_free(acc);
+    return ob_set_const(b, 0, &out);
+}
+
+/* ReduceProd of a tensor: along each reduced axis the product of its
+ * slices, kept as a dim of 1, then those dims dropped unless keepdims. */
+static tg_tensor *tensor_prod(onnx_builder *b, tg_tensor *x, unsigned mask, tg_shape os)
+{
+    tg_shape s = tg_tensor_shape(x);
+    for (int d = 0; d < s.ndim; d++) {
+        if (!(mask >> d & 1u))
+            continue;
+        if (s.dim[d] < 1 || s.dim[d] > 64) {
+            ob_fail(b, TG_ERR_UNSUPPORTED,
+                    "ReduceProd over an axis of %lld elements (1 to 64 are built, as that many "
+                    "multiplications)",
+                    (long long)s.dim[d]);
+            return NULL;
+        }
+        tg_tensor *acc = tg_slice(b->g, x, d, 0, 1);
+        for (int64_t j = 1; j < s.dim[d]; j++)
+            acc = tg_mul(b->g, acc, tg_slice(b->g, x, d, j, j + 1));
+        x = acc;
+    }
+    return tg_reshape(b->g, x, os);
+}
+
+static tg_status map_reduce_prod(onnx_builder *b)
+{
+    bool folded = ob_is_foldable(b, 0);
+    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
+    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
+    if (!x && !xc)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = x ? tg_tensor_shape(x) : tg_shape_of(xc->ndim, xc->dim);
+    unsigned mask;
+    bool noop;
+    TG_TRY(ob_reduce_axes(b, s.ndim, 18, &mask, &noop));
+    if (noop)
+        mask = 0;
+    bool keep = ob_attr_int(b, "keepdims", 1) != 0;
+    tg_shape os = tg_shape_of(0, NULL);
+    for (int d = 0; d < s.ndim; d++)
+        if (!(mask >> d & 1u) || keep)
+            os.dim[os.ndim++] = mask >> d & 1u ? 1 : s.dim[d];
+    if (xc)
+        return fold_prod(b, xc, mask, os);
+    tg_tensor *y = tensor_prod(b, x, mask, os);
+    return y || tg_graph_status(b->g) != TG_OK ? ob_set(b, 0, y) : TG_ERR_UNSUPPORTED;
+}
+
 #define REDUCE_ATTRS "axes,keepdims,noop_with_empty_axes"
 const ob_op tg_onnx_reduce_ops[] = {
     {"ReduceL1", map_reduce_l1, REDUCE_ATTRS},
@@ -114,6 +194,7 @@ const ob_op tg_onnx_reduce_ops[] = {
     {"ReduceSumSquare", map_reduce_sum_square, REDUCE_ATTRS},
     {"ReduceLogSum", map_reduce_log_sum, REDUCE_ATTRS},
     {"ReduceLogSumExp", map_reduce_log_sum_exp, REDUCE_ATTRS},
+    {"ReduceProd", map_reduce_prod, REDUCE_ATTRS},
     {"MeanVarianceNormalization", map_mvn, "axes"},
 };
 const int tg_onnx_reduce_op_count = (int)(sizeof tg_onnx_reduce_ops / sizeof tg_onnx_reduce_ops[0]);

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ONNX_NODE_MAX_IN = 4, ONNX_NODE_MAX_ATTR = 4 };
+enum { ONNX_NODE_MAX_IN = 4, ONNX_NODE_MAX_ATTR = 6 };
 
 /* ONNX_I64_IN, ONNX_BOOL_IN: an int64 or bool input of the model (indices
  * computed at run time, a padding mask); onnx_node_build and the checks

@@ -1,5 +1,5 @@
 /* tests/onnx/test_onnx_reduce.c - src/onnx/onnx_reduce.c: ReduceL1, ReduceL2,
- * ReduceSumSquare, ReduceLogSum and ReduceLogSumExp as the importer builds
+ * ReduceSumSquare, ReduceLogSum, ReduceLogSumExp and ReduceProd as the importer builds
  * them (axes as attribute and as the opset 18 input, keepdims or not):
  * values against double-precision sums written here, gradients against
  * finite differences, kernels against the reference; noop_with_empty_axes
@@ -15,8 +15,8 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const ops[] = {"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                                  "ReduceLogSumExp"};
+static const char *const ops[] = {"ReduceL1",     "ReduceL2",        "ReduceSumSquare",
+                                  "ReduceLogSum", "ReduceLogSumExp", "ReduceProd"};
 static const int64_t axis1[] = {1}, axes02[] = {0, -1};
 
 /* x [3, 4, 2] reduced over axis 1 (axes02: over 0 and 2) */
@@ -37,7 +37,7 @@ static onnx_node node_of(int op, bool input_axes, bool both, bool keep)
 static double reduce_ref(int op, const double *x, int64_t i, int64_t j, bool both)
 {
     /* over axis 1 at (i, ., j); both: over axes 0 and 2 at (., i, .) */
-    double acc = 0, m = -INFINITY;
+    double acc = op == 5 ? 1 : 0, m = -INFINITY;
     for (int pass = 0; pass < 2; pass++)
         for (int64_t a = 0; a < (both ? 3 : 4); a++)
             for (int64_t c = 0; c < (both ? 2 : 1); c++) {
@@ -46,14 +46,20 @@ static double reduce_ref(int op, const double *x, int64_t i, int64_t j, bool bot
                     m = fmax(m, v);
                     continue;
                 }
-                acc += op == 0 ? fabs(v) : op == 1 || op == 2 ? v * v : op == 3 ? v : exp(v - m);
+                if (op == 5)
+                    acc *= v;
+                else
+                    acc += op == 0              ? fabs(v)
+                           : op == 1 || op == 2 ? v * v
+                           : op == 3            ? v
+                                                : exp(v - m);
             }
     return op == 1 ? sqrt(acc) : op == 3 ? log(acc) : op == 4 ? m + log(acc) : acc;
 }
 
 static void test_values_and_gradients(void)
 {
-    for (int op = 0; op < 5; op++)
+    for (int op = 0; op < 6; op++)
         for (int form = 0; form < 4; form++) {
             bool input_axes = form & 1, both = form & 2, keep = form == 1;
             onnx_node nd = node_of(op, input_axes, both, keep);
@@ -108,6 +114,10 @@ static void test_refused(void)
                      .in = {F32("x", 2, 3, 4), INTS("axes", axis1, 1, 1)}};
     msg = onnx_node_refusal(&old);
     TG_CHECK(strstr(msg, "an axes input, which ReduceL1 takes from opset 18") != NULL);
+    onnx_node prod = {
+        .op_type = "ReduceProd", .opset = 13, .n_outputs = 1, .in = {F32("x", 2, 2, 65)}};
+    msg = onnx_node_refusal(&prod);
+    TG_CHECK(strstr(msg, "ReduceProd over an axis of 65 elements (1 to 64 are built") != NULL);
 }
 
 int main(void)

@@ -10,6 +10,7 @@
  */
 #include "onnx_node_model.h"
 
+#include "runtime/interp.h"
 #include "tilegraph/options.h"
 
 #include <string.h>
@@ -223,6 +224,32 @@ static void test_max_unpool(void)
     onnx_node_check("MaxUnpool to a larger output_shape", &nd, 1e-6);
 }
 
+/* MaxUnpool on [N, C, D, H, W] (a 3-D MaxPool's Indices): x's values at
+ * their flat indices of the [1, 1, 2, 4, 4] output, zeros elsewhere. */
+static void test_max_unpool_3d(void)
+{
+    static const int64_t idx[] = {0, 7, 21, 30}, two3[] = {2, 2, 2};
+    onnx_node nd = {.op_type = "MaxUnpool",
+                    .opset = 11,
+                    .n_outputs = 1,
+                    .in = {F32("x", 5, 1, 1, 1, 2, 2), INTS("i", idx, 5, 1, 1, 1, 2, 2)},
+                    .attr = {INTS_ATTR("kernel_shape", two3, 3), INTS_ATTR("strides", two3, 3)}};
+    onnx_node_check("MaxUnpool 3-D", &nd, 1e-6);
+    tg_graph *g = tg_graph_create();
+    tg_tensor *y = onnx_node_build(g, &nd);
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(y ? tg_interp_create(g, 0, &ip) : TG_ERR_INVALID_ARG);
+    TG_CHECK_OK(ip ? tg_interp_run(ip, 0) : TG_ERR_INVALID_ARG);
+    if (ip) {
+        const double *x = tg_interp_data(ip, tg_graph_find(g, "x")), *v = tg_interp_data(ip, y);
+        TG_CHECK(tg_shape_equal(tg_tensor_shape(y), tg_shape_of(5, (int64_t[]){1, 1, 2, 4, 4})));
+        for (int64_t e = 0, k = 0; e < 32; e++)
+            TG_CHECK(v[e] == (k < 4 && idx[k] == e ? x[k++] : 0.0));
+    }
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_scatter_gradients);
@@ -232,5 +259,6 @@ int main(void)
     TG_RUN(test_maxpool_indices);
     TG_RUN(test_scatter_runtime_indices);
     TG_RUN(test_max_unpool);
+    TG_RUN(test_max_unpool_3d);
     return tg_test_finish();
 }
