@@ -95,7 +95,9 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
     /* planned for the most threads the run may use (n_threads is chosen
      * later, from the load); the run sizes its team to its device's pool */
-    tg_plan_opts po = {.n_threads = p->plan_threads, .compute = bf16 ? TG_BF16 : TG_F32};
+    tg_plan_opts po = {.n_threads = p->plan_threads,
+                       .compute = bf16 ? TG_BF16 : TG_F32,
+                       .inference = !p->training};
     for (int k = 0; p->storage && k < t->n_in; k++)
         po.in_storage[k] = p->storage[t->in[k]->id];
     po.out_storage = p->storage ? p->storage[t->id] : TG_F32;

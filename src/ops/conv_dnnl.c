@@ -67,6 +67,7 @@
 #include "ops/conv_dnnl_state.h"
 
 #include "core/alloc.h"
+#include "core/process.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -464,6 +465,26 @@ static void blocked_xy(tg_op op, const tg_plan_opts *o, bool xy[2])
                                           : o->in_blocked[1];
 }
 
+/* An inference program's weights change only when the host writes them:
+ * its forward convolutions reorder (or convert) them once per write into a
+ * cache instead of at every run. ResNet-50's weights are 25.5M floats, read
+ * and written by their reorders at every run of batch 1 before. */
+static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv_state *st,
+                              tg_kernel_plan *plan)
+{
+    int k = st->weight_role;
+    if (!o->inference || node->op != TG_OP_CONV2D || !(st->reorder[k] || st->convert[k]) ||
+        !tg_process_keep_weights())
+        return TG_OK;
+    size_t bytes =
+        st->reorder[k] ? dnnl_memory_desc_get_size(&st->inner[k]) : st->span[k] * sizeof(float);
+    if (!(st->cache = tg_weight_cache_create(bytes)))
+        return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
+    size_t n = strlen(plan->kernel);
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, ", weights kept");
+    return TG_OK;
+}
+
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                               dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
@@ -513,7 +534,8 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_attr_destroy(attr);
-    return tg_dnnl_check(s, "creating the conv2d primitives");
+    TG_TRY(tg_dnnl_check(s, "creating the conv2d primitives"));
+    return keep_weights(node, o, st, plan);
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's
@@ -638,6 +660,7 @@ void tg_conv_dnnl_free(void *state)
     if (!st)
         return;
     tg_wgrad_mm_free(st->mm);
+    tg_weight_cache_destroy(st->cache);
     if (st->prim)
         dnnl_primitive_destroy(st->prim);
     for (int k = 0; k < 4; k++)

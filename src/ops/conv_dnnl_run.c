@@ -136,7 +136,7 @@ static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
 /* The primitive over part p of the batch (the whole of it without parts),
  * with part p's scratch: inputs reordered in, the output reordered out
  * unless the parts' weight gradients are summed first. */
-static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
+static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void *kept)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
@@ -149,13 +149,15 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
     int n = 0;
     int o = st->n_args - 1;
     for (int k = 0; k < st->n_args; k++) {
+        bool from_cache = kept && k == st->weight_role;
         bool shared = shared_input(st, k);
         unsigned char *user = user_ptr(st, a, k, p);
-        if (k < o && !shared)
+        if (k < o && !shared && !from_cache)
             bring_in(st, k, stream, user, scratch);
         unsigned char *base = shared ? (unsigned char *)a->scratch : scratch;
-        operand[k] =
-            has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k]) : mem(&st->user[k], user);
+        operand[k] = from_cache         ? mem(&st->inner[k], kept)
+                     : has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k])
+                                        : mem(&st->user[k], user);
         args[n].arg = st->arg[k];
         args[n++].memory = operand[k];
     }
@@ -179,7 +181,8 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
 typedef struct parts_job {
     const conv_state *st;
     const tg_kernel_args *a;
-    bool out; /* slices_loop: the output's slices, else the shared inputs' */
+    bool out;   /* slices_loop: the output's slices, else the shared inputs' */
+    void *kept; /* the weights from the cache, or NULL */
 } parts_job;
 
 /* Slice p of role k's reorder, with part p's reorder scratchpad. */
@@ -217,7 +220,8 @@ static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
         for (int k = 0; k < st->n_args; k++)
-            if (st->slices[k] && (k == st->n_args - 1) == j->out)
+            if (st->slices[k] && (k == st->n_args - 1) == j->out &&
+                !(j->kept && k == st->weight_role))
                 run_slice(st, j->a, k, (int)p);
 }
 
@@ -228,7 +232,7 @@ static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
     (void)part;
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
-        run_part(j->st, j->a, (int)p);
+        run_part(j->st, j->a, (int)p, j->kept);
 }
 
 /* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
@@ -249,13 +253,15 @@ static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
 
 /* The batch in parts over the device's pool: whichever thread is free takes
  * the next part, so a thread the OS holds back delays nothing but itself. */
-static void run_parts(const conv_state *st, const tg_kernel_args *a)
+static void run_parts(const conv_state *st, const tg_kernel_args *a, void *kept)
 {
     tg_dnnl_threads(1);
-    parts_job j = {st, a, false};
+    parts_job j = {st, a, false, kept};
     bool sliced = false;
     unsigned char *scratch = a->scratch;
     for (int k = 0; k < st->n_args - 1; k++) {
+        if (kept && k == st->weight_role)
+            continue;
         if (shared_input(st, k) && !st->slices[k])
             reorder_part0(st, a, k);
         if (shared_input(st, k) && st->slices[k] && st->convert[k])
@@ -283,6 +289,32 @@ static void run_parts(const conv_state *st, const tg_kernel_args *a)
     }
 }
 
+/* The weights in the primitive's layout from the node's cache (conv_dnnl.c's
+ * keep_weights), reordered (or converted) into it first if the host wrote
+ * them since; NULL without a cache or a weights version. */
+static void *kept_weights(const conv_state *st, const tg_kernel_args *a)
+{
+    int k = st->weight_role;
+    bool fill;
+    void *kept =
+        st->cache ? tg_weight_cache_get(st->cache, a->in[k], a->weights_version, &fill) : NULL;
+    if (!kept || !fill)
+        return kept;
+    void *user = user_ptr(st, a, k, 0);
+    if (!st->reorder[k]) { /* converted only: the f32 copy is the operand */
+        tg_convert(user, TG_BF16, kept, TG_F32, st->span[k]);
+        return kept;
+    }
+    if (st->convert[k])
+        tg_convert(user, TG_BF16, copy_ptr(st, k, a->scratch), TG_F32, st->span[k]);
+    tg_status ts;
+    dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
+    run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, a->scratch) : user, kept,
+                a->scratch);
+    dnnl_stream_destroy(stream);
+    return kept;
+}
+
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const conv_state *st = state;
@@ -292,13 +324,14 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
     }
     if (st->cropped && st->weight_role == st->n_args - 1)
         memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
+    void *kept = kept_weights(st, a);
     if (st->parts > 1) {
-        run_parts(st, a);
+        run_parts(st, a, kept);
         return;
     }
     /* the device's own threads: at most those the primitive was made for */
     int team = a->pool ? tg_pool_threads(a->pool) : 1;
     tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
     tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
-    run_part(st, a, 0);
+    run_part(st, a, 0, kept);
 }

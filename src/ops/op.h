@@ -64,6 +64,11 @@ typedef struct tg_kernel_args {
     uint64_t stream;
     /* The node's state from its op's plan hook, or NULL. */
     const void *plan;
+    /* In an inference program, the version of the weights as the host last
+     * wrote them (runtime/session_io.c): a planned kernel may keep what it
+     * derives from constant weights (ops/weight_cache.h) while it stays the
+     * same. 0 (training, tests, other callers): derive it afresh. */
+    uint64_t weights_version;
     /* The op's 4-D operands (inputs and output) are in the blocked layout
      * (TG_CHANNEL_BLOCK below) instead of NCHW: the compiler's layout pass
      * (compile/layout.c) sets it only for ops whose kernels read it. */
@@ -99,6 +104,9 @@ typedef struct tg_plan_opts {
      * the planned kernel must read and write them so. */
     bool in_blocked[TG_MAX_INPUTS];
     bool out_blocked;
+    /* The program has no backward and no optimizer: its weights change only
+     * when the host writes them (tg_kernel_args.weights_version). */
+    bool inference;
 } tg_plan_opts;
 
 /* What an op's plan hook decided for one node. */
