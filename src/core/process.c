@@ -68,6 +68,18 @@ void tg_process_set_keep_weights(int keep)
     atomic_store_explicit(&drop_weights, !keep, memory_order_relaxed);
 }
 
+static atomic_int no_fusion; /* 0: fuse (the default) */
+
+int tg_process_fuse_inference(void)
+{
+    return !atomic_load_explicit(&no_fusion, memory_order_relaxed);
+}
+
+void tg_process_set_fuse_inference(int fuse)
+{
+    atomic_store_explicit(&no_fusion, !fuse, memory_order_relaxed);
+}
+
 /* 0 is never handed out: it means "unknown" to the kernels' weight caches. */
 static _Atomic uint64_t weights_versions;
 

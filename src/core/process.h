@@ -65,6 +65,12 @@ void tg_process_set_whole_staging(int whole);
 int tg_process_keep_weights(void);
 void tg_process_set_keep_weights(int keep);
 
+/* Whether programs compiled from now on fuse an inference convolution with
+ * the batch norm and ReLU after it (compile/fuse.c); on unless a test or
+ * benchmark turns it off to compare. */
+int tg_process_fuse_inference(void);
+void tg_process_set_fuse_inference(int fuse);
+
 /* A weights version no session of the process has had: never 0. */
 uint64_t tg_process_next_weights_version(void);
 

@@ -107,7 +107,16 @@ typedef struct tg_plan_opts {
     /* The program has no backward and no optimizer: its weights change only
      * when the host writes them (tg_kernel_args.weights_version). */
     bool inference;
+    /* A convolution that computes the batch norm after it (compile/fuse.c):
+     * that norm (its statistics, gamma and beta are the step's inputs
+     * in[4], [5], [6], NULL where absent), and whether a ReLU follows. */
+    const tg_tensor *fold_norm;
+    bool post_relu;
 } tg_plan_opts;
+
+/* Where a fused convolution's kernel finds the batch norm's statistics,
+ * gamma and beta: in[TG_FUSE_IN_STATS + 0, 1, 2] (NULL where absent). */
+#define TG_FUSE_IN_STATS 4
 
 /* What an op's plan hook decided for one node. */
 typedef struct tg_kernel_plan {
