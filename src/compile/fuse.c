@@ -146,6 +146,11 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
     for (int i = 0; i < n; i++)
         if (p->fused_into[i] >= 0)
             drop_home(p, g->nodes[i]);
+    /* the conv's buffer ends the step holding the last fused value: host
+     * outputs and the memory report name that */
+    for (int i = 0; i < n; i++)
+        if (p->fused_tail[i] >= 0 && p->home[i] >= 0)
+            p->buffers[p->home[i]].node = p->fused_tail[i];
     return TG_OK;
 }
 
