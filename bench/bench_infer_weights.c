@@ -1,13 +1,16 @@
-/* bench/bench_infer_weights.c - what keeping an inference program's
- * convolution weights in oneDNN's layout saves (ops/weight_cache.h): the
- * weights reordered once per host write instead of at every run.
+/* bench/bench_infer_weights.c - what the inference planner saves: the
+ * convolutions' weights kept in oneDNN's layout (ops/weight_cache.h),
+ * reordered once per host write instead of at every run, and the batch norm
+ * and ReLU after a convolution computed by it (compile/fuse.c).
  *
  * ResNet-50 (ImageNet stem, 1000 classes) at 3x224x224, inference, batch 1
- * and 32, precision 32.32 and bf16.bf16: runs per second with the weights
- * kept and with them reordered at every run (tg_process_set_keep_weights),
+ * and 32, precision 32.32 and bf16.bf16 (bf16 programs fuse nothing yet):
+ * samples per second planned, with the weights kept alone, and plain
+ * (tg_process_set_keep_weights, tg_process_set_fuse_inference),
  * alternating, TG_BENCH_REPS times each (default 3). One JSON line per case
- * with both ranges (per second of wall time and of CPU time), the ratios of the medians, the CPU
- * model, the ISA and the load average (the machine is shared: say "under load").
+ * with the ranges per second of wall time and of CPU time, the ratios of
+ * the medians, the CPU model, the ISA and the load average (the machine is
+ * shared: say "under load").
  *
  * Environment: TG_BENCH_REPS, TG_BENCH_THREADS (default 1),
  * TG_BENCH_ONLY=1|32 (one batch size), TG_BENCH_NO_BF16=1.
@@ -26,8 +29,8 @@
 
 static const char *usage =
     "usage: bench_infer_weights\n"
-    "ResNet-50 3x224x224 inference, batch 1 and 32, f32 and bf16: runs/s with the\n"
-    "convolution weights kept in oneDNN's layout and reordered at every run,\n"
+    "ResNet-50 3x224x224 inference, batch 1 and 32, f32 and bf16: samples/s planned\n"
+    "(batch norm and ReLU fused, weights kept), weights kept alone, and plain,\n"
     "alternating. Environment: TG_BENCH_REPS (3), TG_BENCH_THREADS (1),\n"
     "TG_BENCH_ONLY=1|32, TG_BENCH_NO_BF16=1.\n";
 
@@ -41,9 +44,10 @@ static void die(const char *what)
  * thread the work itself, far less disturbed by a busy machine) over `runs`
  * timed runs after 2 untimed ones (the first fills the cache when the
  * weights are kept). */
-static bench_rate rate(int batch, int threads, const char *precision, int keep, int runs)
+static bench_rate rate(int batch, int threads, const char *precision, int keep, int fuse, int runs)
 {
     tg_process_set_keep_weights(keep);
+    tg_process_set_fuse_inference(fuse);
     const tg_model_spec *m = tg_model_find("resnet50");
     tg_model_input in = tg_model_default_input(m);
     in.height = in.width = 224;
@@ -80,6 +84,7 @@ static bench_rate rate(int batch, int threads, const char *precision, int keep, 
     tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
     tg_process_set_keep_weights(1);
+    tg_process_set_fuse_inference(1);
     return v;
 }
 
@@ -101,32 +106,42 @@ static void cpu_model(char *out, size_t cap)
         fclose(f);
 }
 
+/* The three plans, alternated: everything the inference planner does
+ * (batch norm and ReLU fused into the convolutions, weights kept), the
+ * weights kept alone, and neither (the weights reordered at every run, the
+ * batch norms and ReLUs steps of their own). */
+static const char *modes[] = {"planned", "kept_only", "plain"};
+
 static void run_case(int batch, int threads, const char *precision, int reps)
 {
-    double kept[MAX_REPS], every[MAX_REPS], kept_cpu[MAX_REPS], every_cpu[MAX_REPS];
+    double wall[3][MAX_REPS], cpu[3][MAX_REPS];
     int runs = batch == 1 ? 20 : 3;
-    for (int k = 0; k < reps; k++) {
-        bench_rate a = rate(batch, threads, precision, 1, runs);
-        bench_rate b = rate(batch, threads, precision, 0, runs);
-        kept[k] = a.wall, kept_cpu[k] = a.cpu, every[k] = b.wall, every_cpu[k] = b.cpu;
-    }
-    char cpu[128], isa[128];
-    cpu_model(cpu, sizeof cpu);
+    for (int k = 0; k < reps; k++)
+        for (int m = 0; m < 3; m++) {
+            bench_rate v = rate(batch, threads, precision, m < 2, m == 0, runs);
+            wall[m][k] = v.wall, cpu[m][k] = v.cpu;
+        }
+    char model[128], isa[128];
+    cpu_model(model, sizeof model);
     tg_isa_describe(isa, sizeof isa);
     printf("{\"bench\":\"infer_weights\",\"model\":\"resnet50\",\"input\":\"3x224x224\","
-           "\"batch\":%d,\"threads\":%d,\"precision\":\"%s\",\"reps\":%d,\"runs\":%d,",
+           "\"batch\":%d,\"threads\":%d,\"precision\":\"%s\",\"reps\":%d,\"runs\":%d",
            batch, threads, precision, reps, runs);
-    bench_print_range("kept_samples_per_s", kept, reps);
-    printf(",");
-    bench_print_range("reordered_samples_per_s", every, reps);
-    double mk = bench_median(kept, reps), me = bench_median(every, reps);
-    printf(",\"ratio_of_medians\":%.3f,", me > 0 ? mk / me : 0.0);
-    bench_print_range("kept_samples_per_cpu_s", kept_cpu, reps);
-    printf(",");
-    bench_print_range("reordered_samples_per_cpu_s", every_cpu, reps);
-    mk = bench_median(kept_cpu, reps), me = bench_median(every_cpu, reps);
-    printf(",\"cpu_ratio_of_medians\":%.3f,\"cpu\":\"%s\",\"isa\":\"%s\",\"load_average\":%.2f}\n",
-           me > 0 ? mk / me : 0.0, cpu, isa, bench_load_average());
+    double med_wall[3], med_cpu[3];
+    for (int m = 0; m < 3; m++) {
+        char key[64];
+        printf(",");
+        snprintf(key, sizeof key, "%s_samples_per_s", modes[m]);
+        bench_print_range(key, wall[m], reps);
+        printf(",");
+        snprintf(key, sizeof key, "%s_samples_per_cpu_s", modes[m]);
+        bench_print_range(key, cpu[m], reps);
+        med_wall[m] = bench_median(wall[m], reps), med_cpu[m] = bench_median(cpu[m], reps);
+    }
+    printf(",\"planned_over_plain\":%.3f,\"cpu_planned_over_plain\":%.3f,"
+           "\"cpu_kept_over_plain\":%.3f,\"cpu\":\"%s\",\"isa\":\"%s\",\"load_average\":%.2f}\n",
+           med_wall[0] / med_wall[2], med_cpu[0] / med_cpu[2], med_cpu[1] / med_cpu[2], model, isa,
+           bench_load_average());
     fflush(stdout);
 }
 
