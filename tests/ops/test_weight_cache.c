@@ -6,7 +6,8 @@
  * tg_session_value_in) the next run must give exactly what a fresh session
  * with those weights gives, in f32 and bf16 storage (converted, then
  * reordered), at 1 thread and at 2 (the batch in parts, the weights shared
- * by them). A training program keeps nothing: its weights change at every
+ * by them), and with 2 replicas (two device threads run each node at
+ * once). A training program keeps nothing: its weights change at every
  * update.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
@@ -64,9 +65,14 @@ static net build(bool training)
     return n;
 }
 
+/* Replicas of the sessions check_writes opens: 2 runs the same convolution
+ * on two device threads at once, each with its own weights' address. */
+static int replicas = 1;
+
 static tg_session *open_session(const net *n, int threads, const char *precision)
 {
     tg_options *o = tg_options_create();
+    tg_options_set_int(o, "replicationFactor", replicas);
     tg_options_set_int(o, "threadsPerDevice", threads);
     tg_options_set_int(o, "randomSeed", 5);
     TG_CHECK_OK(tg_options_set(o, "precision", precision));
@@ -85,11 +91,13 @@ static void fill(float *v, size_t count, int seed)
 /* One run on the fixed input; y read into out. */
 static void run(tg_session *s, const net *n, float *out, size_t count)
 {
-    static float x[N * C * HW * HW];
-    fill(x, sizeof x / sizeof *x, 1);
-    TG_CHECK_OK(tg_session_write(s, n->x, x, sizeof x));
+    static float x[2 * N * C * HW * HW];
+    size_t one = N * C * HW * HW;
+    fill(x, one, 1);
+    fill(x + one, one, 6); /* replica 1's samples differ */
+    TG_CHECK_OK(tg_session_write(s, n->x, x, (size_t)replicas * one * sizeof *x));
     TG_CHECK_OK(tg_session_run(s));
-    TG_CHECK_OK(tg_session_read(s, n->y, out, count * sizeof *out));
+    TG_CHECK_OK(tg_session_read(s, n->y, out, (size_t)replicas * count * sizeof *out));
 }
 
 /* The weight cache of node t's convolution in s's program, or NULL. */
@@ -125,14 +133,14 @@ static void check_writes(int threads, const char *precision)
                      precision, threads, tg_session_program(s)->plans[c1->id].kernel,
                      tg_session_program(s)->plans[c2->id].kernel);
     enum { Y = N * K * (HW / 2) * (HW / 2) };
-    static float first[Y], again[Y], after[Y], fresh[Y];
+    static float first[2 * Y], again[2 * Y], after[2 * Y], fresh[2 * Y];
     static float w1[K * C * 9], w2[K * K * 9];
     run(s, &n, first, Y);
     run(s, &n, again, Y);
     run(s, &n, again, Y);
-    check_same("a second run", first, again, Y);
-    /* once for the first run, not again: the weights were not written */
-    TG_CHECK(tg_weight_cache_fills(k1) == 1 && tg_weight_cache_fills(k2) == 1);
+    check_same("a second run", first, again, (size_t)replicas * Y);
+    /* once for the first run (per replica), not again: the weights were not written */
+    TG_CHECK(tg_weight_cache_fills(k1) == replicas && tg_weight_cache_fills(k2) == replicas);
 
     /* 1. tg_session_write */
     fill(w1, sizeof w1 / sizeof *w1, 2);
@@ -145,8 +153,9 @@ static void check_writes(int threads, const char *precision)
     TG_CHECK_OK(tg_session_write(f, n.w1, w1, sizeof w1));
     TG_CHECK_OK(tg_session_write(f, n.w2, w2, sizeof w2));
     run(f, &n, fresh, Y);
-    check_same("after tg_session_write", after, fresh, Y);
-    TG_CHECK(tg_weight_cache_fills(k1) == 2 && tg_weight_cache_fills(k2) == 2);
+    check_same("after tg_session_write", after, fresh, (size_t)replicas * Y);
+    TG_CHECK(tg_weight_cache_fills(k1) == 2 * replicas &&
+             tg_weight_cache_fills(k2) == 2 * replicas);
 
     /* 2. tg_session_copy_weights from a session with other weights */
     tg_session *src = open_session(&n, threads, precision);
@@ -156,7 +165,7 @@ static void check_writes(int threads, const char *precision)
     TG_CHECK_OK(tg_session_copy_weights(f, src));
     run(s, &n, after, Y);
     run(f, &n, fresh, Y);
-    check_same("after tg_session_copy_weights", after, fresh, Y);
+    check_same("after tg_session_copy_weights", after, fresh, (size_t)replicas * Y);
 
     /* 3. a checkpoint's values, as stored (tg_session_value_in) */
     size_t es = tg_dtype_size(tg_session_storage_dtype(s, n.w1));
@@ -170,7 +179,7 @@ static void check_writes(int threads, const char *precision)
     tg_session *g2 = open_session(&n, threads, precision);
     TG_CHECK_OK(tg_session_copy_weights(g2, f));
     run(g2, &n, fresh, Y);
-    check_same("after a checkpoint's values", after, fresh, Y);
+    check_same("after a checkpoint's values", after, fresh, (size_t)replicas * Y);
 
     tg_session_destroy(g2);
     tg_session_destroy(src);
@@ -187,6 +196,9 @@ static void test_inference_keeps_weights_until_written(void)
         check_writes(threads, "16.16"); /* f16 storage: staged through f32 */
         check_writes(threads, "bf16.32");
     }
+    replicas = 2;
+    check_writes(1, "32.32");
+    replicas = 1;
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
