@@ -60,7 +60,7 @@ typedef struct tg_verify_row {
     double tolerance; /* on max_abs */
     double drift_rel; /* against the reference run of the whole graph, relative; -1 not compared */
     tg_verify_verdict verdict;
-    const char *note; /* why skipped; "" otherwise */
+    const char *note; /* why skipped, or how a fused value was checked; "" otherwise */
     int micro_batch;  /* which micro-batch of replica 0's first iteration (updates: 0) */
 } tg_verify_row;
 

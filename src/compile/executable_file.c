@@ -212,6 +212,9 @@ tg_status tg_executable_serialize(const tg_program *p, void **data, size_t *len)
 {
     *data = NULL;
     *len = 0;
+    if (p->fused_into) /* never with an executable file (compile/fuse.c) */
+        return tg_error(TG_ERR_UNSUPPORTED, "an inference program with fused convolutions is not "
+                                            "written to an executable file");
     char key[33];
     TG_TRY(tg_executable_key(p->graph, &p->config, key));
     writer w = {0};

@@ -329,11 +329,15 @@ static tg_status compile(tg_program *p)
     p->plan_kernels = tgt && tgt->plan_kernels;
     if (s == TG_OK)
         s = tg_layout_assign(p);
+    if (s == TG_OK)
+        s = tg_fuse_inference(p, needed);
     for (int k = 0; s == TG_OK && k < n_order; k++)
-        if (runs_as_step(g->nodes[order[k]]))
+        if (runs_as_step(g->nodes[order[k]]) && !(p->fused_into && p->fused_into[order[k]] >= 0))
             s = tg_program_add_step(p, g->nodes[order[k]]);
     if (s == TG_OK)
         s = tg_program_make_transfers_and_links(p);
+    if (s == TG_OK)
+        tg_fuse_link(p);
     if (s == TG_OK && p->training && c->recompute.pipeline)
         s = tg_recompute(p);
     if (s == TG_OK && p->accumulate)
@@ -499,6 +503,8 @@ void tg_program_destroy(tg_program *p)
     tg_free(p->home);
     tg_free(p->storage);
     tg_free(p->layout);
+    tg_free(p->fused_into);
+    tg_free(p->fused_tail);
     for (int i = 0; p->plans && i < p->graph->n_nodes; i++)
         if (p->plans[i].state)
             tg_op_planner_get(p->graph->nodes[i]->op)->plan_free(p->plans[i].state);

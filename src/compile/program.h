@@ -126,6 +126,9 @@ typedef struct tg_step {
     /* Inputs or output stored in another type than the kernel computes in:
      * the engine stages them through f32 copies after the kernel scratch. */
     bool staged;
+    /* The convolution computes a batch norm (and a ReLU) fused into it
+     * (compile/fuse.c): in[TG_FUSE_IN_STATS ..] are that norm's inputs. */
+    bool fused;
     /* ParallelIPU (compile/parallel_phases.c): values are sent to or
      * received from the other device before this step runs, at a boundary
      * between two phases of the pass (tg_transfer.send_at, recv_at). */
@@ -232,6 +235,11 @@ typedef struct tg_program {
     /* whether the plan hooks run: on the cpu target; a tiled target models
      * its own kernels, and host libraries' buffers have no place on tiles */
     bool plan_kernels;
+    /* Inference fusion (compile/fuse.c), NULL when nothing is fused: per
+     * node, for a batch norm or ReLU computed by the convolution before it,
+     * that convolution's id, else -1 (fused_into); for such a convolution,
+     * the last node it computes, else -1 (fused_tail). */
+    int *fused_into, *fused_tail;
     /* per node: TG_LAYOUT_* bits, which activations are kept blocked
      * (nChw16c) and which ops run their blocked kernels (compile/layout.h) */
     uint8_t *layout;
@@ -407,6 +415,19 @@ size_t tg_program_live_bytes(const tg_program *p, int d, int at);
 
 /* out[n_phases] for device d. */
 void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out);
+
+/* Inference fusion (compile/fuse.c): in a program with no backward, a
+ * batch norm on running statistics, and a ReLU after it, computed by the
+ * oneDNN convolution before them (weights and bias folded, ReLU a post-op);
+ * after the layout pass, before the steps are made. The fused nodes get no
+ * step and no buffer: they are the convolution's buffer. */
+tg_status tg_fuse_inference(tg_program *p, const bool *needed);
+/* After the steps' buffers are linked: the fused convolutions' steps read
+ * the norm's statistics, gamma and beta too (tg_step.fused). */
+void tg_fuse_link(tg_program *p);
+/* Whether step st's node computes nodes fused into it, and the batch norm
+ * it folds (NULL: none) and whether a ReLU follows. */
+const tg_tensor *tg_fuse_norm_of(const tg_program *p, const tg_tensor *conv, bool *relu);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

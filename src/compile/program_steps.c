@@ -95,10 +95,13 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
     /* planned for the most threads the run may use (n_threads is chosen
      * later, from the load); the run sizes its team to its device's pool */
-    tg_plan_opts po = {.n_threads = p->plan_threads, .compute = bf16 ? TG_BF16 : TG_F32};
+    tg_plan_opts po = {.n_threads = p->plan_threads,
+                       .compute = bf16 ? TG_BF16 : TG_F32,
+                       .inference = !p->training};
     for (int k = 0; p->storage && k < t->n_in; k++)
         po.in_storage[k] = p->storage[t->in[k]->id];
     po.out_storage = p->storage ? p->storage[t->id] : TG_F32;
+    po.fold_norm = tg_fuse_norm_of(p, t, &po.post_relu);
     bool blocked = tg_layout_reads_blocked(p, t);
     po.out_blocked = blocked;
     for (int k = 0; k < t->n_in; k++) {
@@ -111,8 +114,9 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
         snprintf(why, sizeof why, "%s", tg_error_message());
         return tg_error(s, "%s: %s", t->name, why);
     }
-    /* a blocked operand keeps the planned kernel: no other one reads it */
-    if (kp->state && kp->scratch > p->scratch_cap && !blocked) {
+    /* a blocked operand keeps the planned kernel: no other one reads it;
+     * nor does any other compute a fused norm */
+    if (kp->state && kp->scratch > p->scratch_cap && !blocked && !po.fold_norm) {
         def->plan_free(kp->state);
         kp->state = NULL;
         snprintf(kp->kernel, sizeof kp->kernel, "own (planned scratch over the proportion)");
@@ -192,6 +196,11 @@ tg_status tg_program_add_step(tg_program *p, const tg_tensor *t)
     st->node = t->id;
     st->out = -1;
     TG_TRY(plan_node(p, t));
+    if (p->fused_tail && p->fused_tail[t->id] >= 0 && !p->plans[t->id].state)
+        return tg_error(TG_ERR_INTERNAL,
+                        "%s: fused with the batch norm after it, but not planned "
+                        "with oneDNN (%s)",
+                        t->name, p->plans[t->id].kernel);
     if (p->plans[t->id].state) {
         st->scratch_bytes = p->plans[t->id].scratch;
     } else {

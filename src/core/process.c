@@ -55,3 +55,35 @@ void tg_process_set_whole_staging(int whole)
 {
     atomic_store_explicit(&whole_staging, whole, memory_order_relaxed);
 }
+
+static atomic_int drop_weights; /* 0: keep them (the default) */
+
+int tg_process_keep_weights(void)
+{
+    return !atomic_load_explicit(&drop_weights, memory_order_relaxed);
+}
+
+void tg_process_set_keep_weights(int keep)
+{
+    atomic_store_explicit(&drop_weights, !keep, memory_order_relaxed);
+}
+
+static atomic_int no_fusion; /* 0: fuse (the default) */
+
+int tg_process_fuse_inference(void)
+{
+    return !atomic_load_explicit(&no_fusion, memory_order_relaxed);
+}
+
+void tg_process_set_fuse_inference(int fuse)
+{
+    atomic_store_explicit(&no_fusion, !fuse, memory_order_relaxed);
+}
+
+/* 0 is never handed out: it means "unknown" to the kernels' weight caches. */
+static _Atomic uint64_t weights_versions;
+
+uint64_t tg_process_next_weights_version(void)
+{
+    return atomic_fetch_add_explicit(&weights_versions, 1, memory_order_relaxed) + 1;
+}

@@ -6,11 +6,12 @@
  *
  *  - Kernel-choice overrides, held here (process.c): the forced convolution
  *    method (ops/conv.h), the SIMD cap (ops/simd.h) and the forced oneDNN
- *    mode (ops/dnnl_util.h), and whole-tensor staging of element-wise
- *    half-precision steps (compile/program.h). They exist so tests and benchmarks can run every
- *    kernel variant on one machine; kernels read them where no session is at
- *    hand (reference checks, benchmarks call kernels directly). Atomics, so
- *    setting one while another thread plans or runs a kernel is no data race.
+ *    mode (ops/dnnl_util.h), whole-tensor staging of element-wise
+ *    half-precision steps (compile/program.h), and whether inference
+ *    programs keep their reordered weights (ops/weight_cache.h). They exist so tests and benchmarks
+ * can run every kernel variant on one machine; kernels read them where no session is at hand
+ * (reference checks, benchmarks call kernels directly). Atomics, so setting one while another
+ * thread plans or runs a kernel is no data race.
  *  - CPU features: the SIMD level detected once (ops/simd.c) and the oneDNN
  *    engine made once (ops/dnnl_util.c), since the CPU is the process's.
  *  - MPI membership (runtime/dist.c): MPI_Init_thread is once per process, so
@@ -28,10 +29,16 @@
  *    monitor registry's file sequence (runtime/monitor.c) and the sessions'
  *    link-id base (runtime/session.c); and warn-once flags (a warning about
  *    the process's environment is said once, not once per session).
+ *  - The weights versions (process.c): every host write of a session's
+ *    weights takes the next number, so that a kernel's cache of reordered
+ *    weights (ops/weight_cache.h), keyed by the weights' address, never
+ *    mistakes another session's weights at a reused address for its own.
  *  - The last error message (core/error.c) is per thread, not shared.
  */
 #ifndef TG_CORE_PROCESS_H
 #define TG_CORE_PROCESS_H
+
+#include <stdint.h>
 
 /* The forced convolution method, a tg_conv_method (0: automatic choice). */
 int tg_process_conv_method(void);
@@ -51,5 +58,20 @@ void tg_process_set_dnnl_mode(int mode, int forced);
  * bf16 themselves): tests compare the two. */
 int tg_process_whole_staging(void);
 void tg_process_set_whole_staging(int whole);
+
+/* Whether programs compiled from now on keep an inference convolution's
+ * weights in oneDNN's layout between runs (ops/weight_cache.h); on unless
+ * a benchmark turns it off to measure what it saves. */
+int tg_process_keep_weights(void);
+void tg_process_set_keep_weights(int keep);
+
+/* Whether programs compiled from now on fuse an inference convolution with
+ * the batch norm and ReLU after it (compile/fuse.c); on unless a test or
+ * benchmark turns it off to compare. */
+int tg_process_fuse_inference(void);
+void tg_process_set_fuse_inference(int fuse);
+
+/* A weights version no session of the process has had: never 0. */
+uint64_t tg_process_next_weights_version(void);
 
 #endif

@@ -67,6 +67,7 @@
 #include "ops/conv_dnnl_state.h"
 
 #include "core/alloc.h"
+#include "core/process.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +219,9 @@ static dnnl_status_t fwd_pd(const conv_mds *m, bool hint, bool bias,
                             dnnl_primitive_desc_t *pd)
 {
     dnnl_convolution_desc_t d;
+    /* forward_training also with a fused ReLU post-op: forward_inference
+     * picks oneDNN's brgconv kernels, whose scratchpad took ResNet-50's at
+     * batch 32 from 9 to 147 MiB */
     dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
         &d, dnnl_forward_training, dnnl_convolution_direct, hint ? &m->fx : &m->ax,
         hint ? &m->fw : &m->aw, bias ? &m->b : NULL, hint ? &m->fy : &m->ay, m->strides, m->dilates,
@@ -464,6 +468,48 @@ static void blocked_xy(tg_op op, const tg_plan_opts *o, bool xy[2])
                                           : o->in_blocked[1];
 }
 
+/* An inference program's weights change only when the host writes them:
+ * its forward convolutions reorder (or convert) them once per write into a
+ * cache instead of at every run. ResNet-50's weights are 25.5M floats, read
+ * and written by their reorders at every run of batch 1 before. */
+static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv_state *st,
+                              tg_kernel_plan *plan)
+{
+    int k = st->weight_role;
+    bool fold = st->fold != NULL; /* the folded weights live only here */
+    if (!fold && (!o->inference || node->op != TG_OP_CONV2D ||
+                  !(st->reorder[k] || st->convert[k]) || !tg_process_keep_weights()))
+        return TG_OK;
+    size_t bytes = st->reorder[k]   ? dnnl_memory_desc_get_size(&st->inner[k])
+                   : st->convert[k] ? st->span[k] * sizeof(float)
+                                    : st->weight_bytes;
+    if (fold && !st->reorder[k])
+        st->kept_offset = st->weight_offset * st->elem[k];
+    st->kept_bias_off = tg_conv_align(bytes);
+    if (fold)
+        bytes = st->kept_bias_off + (size_t)node->shape.dim[1] * sizeof(float);
+    if (!(st->cache = tg_weight_cache_create(bytes)))
+        return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
+    size_t n = strlen(plan->kernel);
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, "%s%s, weights kept",
+             fold ? ", batch norm folded" : "", st->fold_relu ? ", ReLU post-op" : "");
+    return TG_OK;
+}
+
+/* The ReLU of a fused convolution as oneDNN's eltwise post-op. */
+static dnnl_status_t relu_post_op(dnnl_primitive_attr_t attr)
+{
+    dnnl_post_ops_t ops;
+    dnnl_status_t s = dnnl_post_ops_create(&ops);
+    if (s != dnnl_success)
+        return s;
+    s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    if (s == dnnl_success)
+        s = dnnl_primitive_attr_set_post_ops(attr, ops);
+    dnnl_post_ops_destroy(ops);
+    return s;
+}
+
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                               dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
@@ -483,7 +529,9 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     bool xy[2];
     blocked_xy(node->op, o, xy);
     TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, xy, &m));
-    bool bias = node->op == TG_OP_CONV2D && node->n_in == 3;
+    st->fold = node->op == TG_OP_CONV2D ? o->fold_norm : NULL;
+    st->fold_relu = st->fold && o->post_relu;
+    bool bias = node->op == TG_OP_CONV2D && (node->n_in == 3 || st->fold);
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
     for (int k = 0; k < st->n_args; k++)
@@ -499,11 +547,17 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     dnnl_primitive_attr_t attr;
     TG_TRY(tg_dnnl_check(dnnl_primitive_attr_create(&attr), "conv2d attributes"));
     dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    /* the convolution's own: with the ReLU post-op, which no reorder takes */
+    dnnl_primitive_attr_t conv_attr = NULL;
+    if (s == dnnl_success)
+        s = dnnl_primitive_attr_clone(&conv_attr, attr);
+    if (s == dnnl_success && st->fold_relu)
+        s = relu_post_op(conv_attr);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
     if (s == dnnl_success)
-        s = make_pd(node->op, &m, bias, attr, eng, &pd);
+        s = make_pd(node->op, &m, bias, conv_attr, eng, &pd);
     if (s == dnnl_success) {
         name_kernel(pd, st, &lt, mul, plan);
         s = plan_layouts(st, pd, eng, attr, &plan->scratch);
@@ -512,8 +566,11 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
         s = dnnl_primitive_create(&st->prim, pd);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    if (conv_attr)
+        dnnl_primitive_attr_destroy(conv_attr);
     dnnl_primitive_attr_destroy(attr);
-    return tg_dnnl_check(s, "creating the conv2d primitives");
+    TG_TRY(tg_dnnl_check(s, "creating the conv2d primitives"));
+    return keep_weights(node, o, st, plan);
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's
@@ -638,6 +695,7 @@ void tg_conv_dnnl_free(void *state)
     if (!st)
         return;
     tg_wgrad_mm_free(st->mm);
+    tg_weight_cache_destroy(st->cache);
     if (st->prim)
         dnnl_primitive_destroy(st->prim);
     for (int k = 0; k < 4; k++)

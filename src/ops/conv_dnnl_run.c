@@ -7,7 +7,12 @@
 #include "ops/conv.h"
 #include "ops/conv_dnnl_state.h"
 
+#include "core/alloc.h"
 #include "core/convert.h"
+#include "core/process.h"
+#include "ops/norm.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -136,7 +141,7 @@ static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
 /* The primitive over part p of the batch (the whole of it without parts),
  * with part p's scratch: inputs reordered in, the output reordered out
  * unless the parts' weight gradients are summed first. */
-static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
+static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void *kept)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
@@ -149,13 +154,17 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
     int n = 0;
     int o = st->n_args - 1;
     for (int k = 0; k < st->n_args; k++) {
+        bool from_cache = kept && k == st->weight_role;
+        bool folded_bias = st->fold && k == 2;
         bool shared = shared_input(st, k);
         unsigned char *user = user_ptr(st, a, k, p);
-        if (k < o && !shared)
+        if (k < o && !shared && !from_cache && !folded_bias)
             bring_in(st, k, stream, user, scratch);
         unsigned char *base = shared ? (unsigned char *)a->scratch : scratch;
-        operand[k] =
-            has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k]) : mem(&st->user[k], user);
+        operand[k] = from_cache    ? mem(&st->inner[k], (unsigned char *)kept + st->kept_offset)
+                     : folded_bias ? mem(&st->user[k], (unsigned char *)kept + st->kept_bias_off)
+                     : has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k])
+                                        : mem(&st->user[k], user);
         args[n].arg = st->arg[k];
         args[n++].memory = operand[k];
     }
@@ -179,7 +188,8 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p)
 typedef struct parts_job {
     const conv_state *st;
     const tg_kernel_args *a;
-    bool out; /* slices_loop: the output's slices, else the shared inputs' */
+    bool out;   /* slices_loop: the output's slices, else the shared inputs' */
+    void *kept; /* the weights from the cache, or NULL */
 } parts_job;
 
 /* Slice p of role k's reorder, with part p's reorder scratchpad. */
@@ -217,7 +227,8 @@ static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
         for (int k = 0; k < st->n_args; k++)
-            if (st->slices[k] && (k == st->n_args - 1) == j->out)
+            if (st->slices[k] && (k == st->n_args - 1) == j->out &&
+                !(j->kept && k == st->weight_role))
                 run_slice(st, j->a, k, (int)p);
 }
 
@@ -228,7 +239,7 @@ static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
     (void)part;
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
-        run_part(j->st, j->a, (int)p);
+        run_part(j->st, j->a, (int)p, j->kept);
 }
 
 /* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
@@ -249,13 +260,15 @@ static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
 
 /* The batch in parts over the device's pool: whichever thread is free takes
  * the next part, so a thread the OS holds back delays nothing but itself. */
-static void run_parts(const conv_state *st, const tg_kernel_args *a)
+static void run_parts(const conv_state *st, const tg_kernel_args *a, void *kept)
 {
     tg_dnnl_threads(1);
-    parts_job j = {st, a, false};
+    parts_job j = {st, a, false, kept};
     bool sliced = false;
     unsigned char *scratch = a->scratch;
     for (int k = 0; k < st->n_args - 1; k++) {
+        if (kept && k == st->weight_role)
+            continue;
         if (shared_input(st, k) && !st->slices[k])
             reorder_part0(st, a, k);
         if (shared_input(st, k) && st->slices[k] && st->convert[k])
@@ -283,6 +296,73 @@ static void run_parts(const conv_state *st, const tg_kernel_args *a)
     }
 }
 
+/* A fused convolution's weights and bias with the batch norm folded in
+ * (compile/fuse.c): weights scaled by gamma / sqrt(var + eps) per output
+ * channel, bias (b - mean) * scale + beta, in double and rounded once, then
+ * reordered into the cache like the plain weights. */
+static void fold_into(const conv_state *st, const tg_kernel_args *a, unsigned char *kept)
+{
+    const tg_tensor *bn = st->fold;
+    int k = st->weight_role;
+    int64_t K = a->node->shape.dim[1];
+    size_t per = st->weight_bytes / sizeof(float) / (size_t)K;
+    const float *w = a->in[1], *b = a->node->n_in == 3 ? a->in[2] : NULL;
+    const float *stats = a->in[TG_FUSE_IN_STATS], *gamma = a->in[TG_FUSE_IN_STATS + 1],
+                *beta = a->in[TG_FUSE_IN_STATS + 2];
+    double eps = tg_norm_eps(bn);
+    float *folded = st->reorder[k] ? tg_malloc_aligned(st->weight_bytes) : (float *)kept;
+    if (!folded)
+        tg_dnnl_run_failed(dnnl_out_of_memory, "folding a batch norm into a conv2d");
+    float *bias = (float *)(kept + st->kept_bias_off);
+    for (int64_t c = 0; c < K; c++) {
+        double scale = (gamma ? gamma[c] : 1.0) / sqrt((double)stats[K + c] + eps);
+        for (size_t i = 0; i < per; i++)
+            folded[(size_t)c * per + i] = (float)(w[(size_t)c * per + i] * scale);
+        bias[c] = (float)(((b ? b[c] : 0.0) - stats[c]) * scale + (beta ? beta[c] : 0.0));
+    }
+    if (!st->reorder[k])
+        return;
+    tg_status ts;
+    dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
+    run_reorder(st, k, stream, folded + st->weight_offset, kept, a->scratch);
+    dnnl_stream_destroy(stream);
+    tg_free(folded);
+}
+
+/* The weights in the primitive's layout from the node's cache (conv_dnnl.c's
+ * keep_weights), reordered (or converted, or folded) into it first if the
+ * host wrote them since; NULL without a cache or a weights version. */
+static void *kept_weights(const conv_state *st, const tg_kernel_args *a)
+{
+    int k = st->weight_role;
+    bool fill;
+    uint64_t version = a->weights_version;
+    if (st->fold && !version) /* no version (a test's call): fold afresh */
+        version = tg_process_next_weights_version();
+    void *kept = st->cache ? tg_weight_cache_get(st->cache, a->in[k], version, &fill) : NULL;
+    if (!kept && st->fold)
+        tg_dnnl_run_failed(dnnl_out_of_memory, "keeping a conv2d's folded weights");
+    if (!kept || !fill)
+        return kept;
+    if (st->fold) {
+        fold_into(st, a, kept);
+        return kept;
+    }
+    void *user = user_ptr(st, a, k, 0);
+    if (!st->reorder[k]) { /* converted only: the f32 copy is the operand */
+        tg_convert(user, TG_BF16, kept, TG_F32, st->span[k]);
+        return kept;
+    }
+    if (st->convert[k])
+        tg_convert(user, TG_BF16, copy_ptr(st, k, a->scratch), TG_F32, st->span[k]);
+    tg_status ts;
+    dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
+    run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, a->scratch) : user, kept,
+                a->scratch);
+    dnnl_stream_destroy(stream);
+    return kept;
+}
+
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const conv_state *st = state;
@@ -292,13 +372,14 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
     }
     if (st->cropped && st->weight_role == st->n_args - 1)
         memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
+    void *kept = kept_weights(st, a);
     if (st->parts > 1) {
-        run_parts(st, a);
+        run_parts(st, a, kept);
         return;
     }
     /* the device's own threads: at most those the primitive was made for */
     int team = a->pool ? tg_pool_threads(a->pool) : 1;
     tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
     tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
-    run_part(st, a, 0);
+    run_part(st, a, 0, kept);
 }

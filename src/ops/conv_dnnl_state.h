@@ -7,6 +7,7 @@
 
 #include "ops/conv_wgrad_mm.h"
 #include "ops/dnnl_util.h"
+#include "ops/weight_cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,6 +61,18 @@ typedef struct conv_state {
      * weight gradient in `parts` slices, one per thread, where the layout
      * allows (else NULL: one thread reorders the whole). */
     reorder_slice *slices[4];
+    /* An inference program's forward convolution whose weights need a
+     * reorder or a conversion: the weights in the primitive's layout, kept
+     * from run to run while the host writes none (ops/weight_cache.h);
+     * NULL otherwise. */
+    tg_weight_cache *cache;
+    /* The batch norm this convolution computes (compile/fuse.c), whose
+     * folded weights and bias the cache holds (the bias kept_bias_off bytes
+     * in; the weights kept_offset bytes before the first live tap when they
+     * need no reorder), and whether a ReLU post-op follows; NULL, false. */
+    const tg_tensor *fold;
+    bool fold_relu;
+    size_t kept_bias_off, kept_offset;
 } conv_state;
 
 /* The side of role k's reorder that is not the primitive's: the stored

@@ -65,6 +65,11 @@ typedef struct tg_kernel_args {
     uint64_t stream;
     /* The node's state from its op's plan hook, or NULL. */
     const void *plan;
+    /* In an inference program, the version of the weights as the host last
+     * wrote them (runtime/session_io.c): a planned kernel may keep what it
+     * derives from constant weights (ops/weight_cache.h) while it stays the
+     * same. 0 (training, tests, other callers): derive it afresh. */
+    uint64_t weights_version;
     /* The op's 4-D operands (inputs and output) are in the blocked layout
      * (TG_CHANNEL_BLOCK below) instead of NCHW: the compiler's layout pass
      * (compile/layout.c) sets it only for ops whose kernels read it. */
@@ -100,7 +105,19 @@ typedef struct tg_plan_opts {
      * the planned kernel must read and write them so. */
     bool in_blocked[TG_MAX_INPUTS];
     bool out_blocked;
+    /* The program has no backward and no optimizer: its weights change only
+     * when the host writes them (tg_kernel_args.weights_version). */
+    bool inference;
+    /* A convolution that computes the batch norm after it (compile/fuse.c):
+     * that norm (its statistics, gamma and beta are the step's inputs
+     * in[4], [5], [6], NULL where absent), and whether a ReLU follows. */
+    const tg_tensor *fold_norm;
+    bool post_relu;
 } tg_plan_opts;
+
+/* Where a fused convolution's kernel finds the batch norm's statistics,
+ * gamma and beta: in[TG_FUSE_IN_STATS + 0, 1, 2] (NULL where absent). */
+#define TG_FUSE_IN_STATS 4
 
 /* What an op's plan hook decided for one node. */
 typedef struct tg_kernel_plan {

@@ -174,9 +174,12 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
              * the same replicas draw in one process */
             .stream = (uint64_t)(s->replica_offset + c->replica) * 0x100000000ull + (uint64_t)g,
             .plan = p->plans[t->id].state,
+            .weights_version = p->training ? 0 : s->weights_version,
             .blocked = p->layout && (p->layout[t->id] & TG_LAYOUT_OP_BLOCKED),
         };
         for (int i = 0; i < t->n_in; i++)
+            a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
+        for (int i = TG_FUSE_IN_STATS; st->fused && i < TG_FUSE_IN_STATS + 3; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
         if (!st->staged && tg_step_reads_native(p, st))
             native_types(p, st, &a);

@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/convert.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "graph/init.h"
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
@@ -79,10 +80,18 @@ static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigne
         tg_rts_host_written(s, s->program->home[t->id], src);
 }
 
+/* The host wrote a persistent value: what kernels derived from the old
+ * ones (ops/weight_cache.h) is stale. */
+static void weights_written(tg_session *s)
+{
+    s->weights_version = tg_process_next_weights_version();
+}
+
 /* Write a persistent value given in t's own type: converted to its storage
  * type and copied to every replica (or shard). */
 static tg_status write_value(tg_session *s, const tg_tensor *t, const void *data)
 {
+    weights_written(s);
     const tg_buffer *b = home_buffer(s, t);
     if (!b->sharded) {
         for (int r = 0; r < s->program->replicas; r++)
@@ -121,6 +130,7 @@ tg_status tg_session_fill_leaves(tg_session *s)
 {
     const tg_program *p = s->program;
     const tg_graph *g = s->graph;
+    weights_written(s);
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         if (t->n_in > 0 || p->home[i] < 0 || t->role == TG_ROLE_INPUT || t->dtype != TG_F32)
@@ -347,6 +357,7 @@ tg_status tg_session_value_in(tg_session *s, const tg_tensor *t, const void *src
 {
     if (!replica_data(s, 0, t))
         return tg_error(TG_ERR_INVALID_ARG, "session: '%s' is not stored", t ? t->name : "(null)");
+    weights_written(s);
     scatter_value(s, t, src);
     return TG_OK;
 }

@@ -95,6 +95,10 @@ struct tg_session {
     unsigned char **host_state;
     uint64_t seed;
     int64_t step;
+    /* Taken afresh (core/process.h) at every host write of a persistent
+     * value: the kernels of an inference program keep their reordered
+     * weights while it stays (tg_kernel_args.weights_version). */
+    uint64_t weights_version;
     bool check_nan;
     int cache;       /* tg_cache_result: what the executable cache did at create */
     int output_mode; /* tg_output_mode */

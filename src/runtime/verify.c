@@ -16,6 +16,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "graph/optim_params.h"
+#include "ops/norm.h"
 #include "ops/op.h"
 #include "runtime/interp.h"
 #include "runtime/session_state.h"
@@ -204,7 +205,9 @@ static void unblock(const float *src, float *dst, const tg_shape *s)
 void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, const void *out,
                        int64_t g)
 {
-    const tg_tensor *t = p->graph->nodes[st->node];
+    /* a fused convolution's output is the last node it computes (compile/fuse.c) */
+    int id = st->fused && p->fused_tail ? p->fused_tail[st->node] : st->node;
+    const tg_tensor *t = p->graph->nodes[id];
     if (g < 0 || g >= v->n_mb)
         return;
     float **fast = v->fast_mb[g];
@@ -551,9 +554,81 @@ static void set_skip(tg_verify_row *row, const char *why)
     row->note = why;
 }
 
+/* The last node a fused convolution computes (compile/fuse.c): the
+ * convolution's, the batch norm's and the ReLU's reference kernels chained
+ * on the convolution's inputs as the program used them, into cx->ref. The
+ * folded convolution rounds like one whose outputs are the convolution's
+ * times each channel's scale: that magnitude and the convolution's
+ * sensitivity times the largest scale go into *magnitude and *sensitivity.
+ * False (row skipped) when an input was not kept. */
+static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *row,
+                            double *magnitude, double *sensitivity)
+{
+    const tg_program *p = cx->s->program;
+    const tg_tensor *conv = cx->s->graph->nodes[p->fused_into[t->id]];
+    const tg_tensor *bn = t->op == TG_OP_RELU ? t->in[0] : t;
+    int64_t n = tg_numel(t), K = conv->shape.dim[1], plane = n / conv->shape.dim[0] / K;
+    tg_ref_args a = {.node = conv,
+                     .out = cx->ref,
+                     .step = cx->v->step,
+                     .seed = cx->s->seed,
+                     .stream = stream_of(cx)};
+    for (int k = 0; k < conv->n_in; k++)
+        if (!(a.in[k] = (double *)input_value(cx, conv->in[k], k)))
+            return set_skip(row, "an input was not kept"), false;
+    tg_op_get(conv->op)->reference(&a);
+    double sens = sensitivity_of(cx, conv, a);
+    double *y = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!y)
+        return set_skip(row, "out of memory"), false;
+    memcpy(y, cx->ref, (size_t)n * sizeof(double));
+    tg_ref_args b = {.node = bn, .out = cx->ref};
+    b.in[0] = y;
+    for (int k = 1; k < bn->n_in; k++)
+        b.in[k] = cx->v->before[bn->in[k]->id];
+    tg_op_get(bn->op)->reference(&b);
+    const double *stats = b.in[1], *gamma = tg_norm_has_gamma(bn) ? b.in[2] : NULL;
+    double most_scale = 0, folded = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = (i / plane) % K;
+        double scale = fabs((gamma ? gamma[c] : 1.0) / sqrt(stats[K + c] + tg_norm_eps(bn)));
+        most_scale = fmax(most_scale, scale);
+        folded = fmax(folded, fabs(y[i]) * scale);
+    }
+    if (bn != t) { /* the ReLU, in place */
+        memcpy(y, cx->ref, (size_t)n * sizeof(double));
+        tg_ref_args r = {.node = t, .out = cx->ref};
+        r.in[0] = y;
+        tg_op_get(t->op)->reference(&r);
+    }
+    tg_free(y);
+    *magnitude = folded;
+    *sensitivity = sens * most_scale;
+    return true;
+}
+
+/* A fused tail's row: against its chained reference, with the tolerance of
+ * the convolution that computed it. */
+static void check_fused(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
+{
+    double folded, sens;
+    if (!fused_reference(cx, t, row, &folded, &sens))
+        return;
+    const tg_tensor *conv = cx->s->graph->nodes[cx->s->program->fused_into[t->id]];
+    compare_out c = compare(cx->v->fast[t->id], cx->ref, tg_numel(t), stored_type(cx, t));
+    row->max_abs = c.nonfinite ? INFINITY : c.max_abs;
+    row->max_rel = relative(row->max_abs, c.magnitude);
+    row->tolerance = tolerance_of(cx, conv, fmax(c.magnitude, folded), sens);
+    row->verdict = row->max_abs > row->tolerance ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
+    row->note = "fused: conv2d, batch norm and what follows against their chained references";
+}
+
 /* The node's own error: its reference kernel on the inputs the program used. */
 static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
 {
+    const tg_program *p = cx->s->program;
+    if (p->fused_into && p->fused_into[t->id] >= 0)
+        return check_fused(cx, t, row);
     tg_verify *v = cx->v;
     int64_t n = tg_numel(t);
     const double *ref = NULL;
