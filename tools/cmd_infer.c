@@ -157,7 +157,7 @@ static int infer_parse(infer_args *a, int argc, char **argv)
          "resize images (bilinear) as in training, e.g. 64x64", 1, 0, NULL},
         {"--index", CLI_INT, &a->index, "N", "first test image to classify", 0, 1e9, NULL},
         {"--count", CLI_INT, &a->count, "N", "number of test images to classify", 1, 1e6, NULL},
-        {"--threads", CLI_INT, &a->threads, "N", "threads to compute with (0: the free cores)", 0,
+        {"--threads", CLI_INT, &a->threads, "N", "threads to compute with (0: the usable cores)", 0,
          1024, NULL},
         {"--executable", CLI_STRING, &a->exe, "FILE",
          "executableFile: load the compiled program from FILE (compiled and written there when "
