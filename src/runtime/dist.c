@@ -531,13 +531,14 @@ static tg_status world_start(tg_coll what, int64_t *k)
     tg_coll other = w[0] != what.op || w[1] != what.bytes ? (tg_coll){(tg_coll_op)w[0], w[1]}
                                                           : (tg_coll){(tg_coll_op)-w[2], -w[3]};
     char mine[96], theirs[96];
-    return tg_error(TG_ERR_CONFIG,
-                    "MPI: the instances called different collectives at their collective %lld over "
-                    "the job: this instance (%d) %s, another %s, so they can never meet. Every "
-                    "instance must call the same functions over the job (tilegraph.dist; --save, "
-                    "evaluation and checks on all instances or on none) in the same order",
-                    (long long)*k, rank, tg_dist_watch_coll_text(mine, sizeof mine, what),
-                    tg_dist_watch_coll_text(theirs, sizeof theirs, other));
+    return tg_error(
+        TG_ERR_CONFIG,
+        "MPI: the instances called different collectives at their collective %lld over "
+        "the job: this instance (%d) calls %s, another calls %s, so they can never meet. Every "
+        "instance must call the same functions over the job (tilegraph.dist; --save, "
+        "evaluation and checks on all instances or on none) in the same order",
+        (long long)*k, rank, tg_dist_watch_coll_text(mine, sizeof mine, what),
+        tg_dist_watch_coll_text(theirs, sizeof theirs, other));
 }
 
 const char *tg_dist_stuck_reason(const char *otherwise)
