@@ -310,7 +310,9 @@ static void fwd_conv(const tg_kernel_args *a)
  * plain loops above took most of a ResNet check's minutes. In double, the
  * other summation order is far below any tolerance the checker applies.
  * The loops remain for when the unfolded input does not fit in memory. */
-static void unfold(const tg_conv_geom *g, const double *x, int64_t grp, double *col)
+/* col = the input x of group grp unfolded; or, given dx, its transpose:
+ * dx += col folded back. */
+static void unfold(const tg_conv_geom *g, const double *x, double *dx, int64_t grp, double *col)
 {
     int64_t Cg = g->C / g->G, P = g->OH * g->OW;
     for (int64_t c = 0; c < Cg; c++)
@@ -319,26 +321,13 @@ static void unfold(const tg_conv_geom *g, const double *x, int64_t grp, double *
                 for (int64_t oy = 0; oy < g->OH; oy++) {
                     int64_t iy = oy * g->sh - g->ph + r * g->dh;
                     for (int64_t ox = 0; ox < g->OW; ox++) {
-                        int64_t ix = ox * g->sw - g->pw + s * g->dw;
+                        int64_t ix = ox * g->sw - g->pw + s * g->dw, p = oy * g->OW + ox;
                         bool in = iy >= 0 && iy < g->H && ix >= 0 && ix < g->W;
-                        col[oy * g->OW + ox] = in ? x[((grp * Cg + c) * g->H + iy) * g->W + ix] : 0;
-                    }
-                }
-}
-
-/* dx += the unfolded gradient col, folded back (the transpose of unfold) */
-static void fold(const tg_conv_geom *g, const double *col, int64_t grp, double *dx)
-{
-    int64_t Cg = g->C / g->G, P = g->OH * g->OW;
-    for (int64_t c = 0; c < Cg; c++)
-        for (int64_t r = 0; r < g->R; r++)
-            for (int64_t s = 0; s < g->S; s++, col += P)
-                for (int64_t oy = 0; oy < g->OH; oy++) {
-                    int64_t iy = oy * g->sh - g->ph + r * g->dh;
-                    for (int64_t ox = 0; ox < g->OW; ox++) {
-                        int64_t ix = ox * g->sw - g->pw + s * g->dw;
-                        if (iy >= 0 && iy < g->H && ix >= 0 && ix < g->W)
-                            dx[((grp * Cg + c) * g->H + iy) * g->W + ix] += col[oy * g->OW + ox];
+                        int64_t at = in ? ((grp * Cg + c) * g->H + iy) * g->W + ix : -1;
+                        if (dx && in)
+                            dx[at] += col[p];
+                        else if (!dx)
+                            col[p] = in ? x[at] : 0;
                     }
                 }
 }
@@ -360,15 +349,15 @@ static bool ref_by_gemm(tg_op op, const tg_conv_geom *g, const double *x, const 
             const double *wg = w ? w + grp * Kg * CRS : NULL;
             if (op == TG_OP_CONV2D) { /* y[Kg, P] += w[Kg, CRS] col[CRS, P] */
                 yk = out + (n * g->K + grp * Kg) * P;
-                unfold(g, xn, grp, col);
+                unfold(g, xn, NULL, grp, col);
                 tg_dgemm(false, false, Kg, P, CRS, 1.0, wg, CRS, col, P, 1.0, yk, P);
             } else if (op == TG_OP_CONV2D_BWD_WEIGHT) { /* dw[Kg, CRS] += dy[Kg, P] col^T */
-                unfold(g, xn, grp, col);
+                unfold(g, xn, NULL, grp, col);
                 tg_dgemm(false, true, Kg, CRS, P, 1.0, dyk, P, col, P, 1.0, out + grp * Kg * CRS,
                          CRS);
             } else { /* col[CRS, P] = w^T dy[Kg, P], folded into dx */
                 tg_dgemm(true, false, CRS, P, Kg, 1.0, wg, CRS, dyk, P, 0.0, col, P);
-                fold(g, col, grp, out + n * g->C * g->H * g->W);
+                unfold(g, NULL, out + n * g->C * g->H * g->W, grp, col);
             }
         }
     tg_free(col);

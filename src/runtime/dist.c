@@ -283,14 +283,7 @@ static tg_status first_difference(const uint64_t *hashes, int n, int *k_out, int
     uint64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
-    MPI_Request req;
-    int64_t c;
-    tg_coll what = {TG_COLL_GATHER, (int64_t)n * 8};
-    tg_status st = world_start(what, &c);
-    if (st == TG_OK) {
-        MPI_Iallgather(hashes, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD, &req);
-        st = world_wait(&req, c, what);
-    }
+    tg_status st = tg_dist_allgather(hashes, all, (size_t)n * sizeof *all);
     if (st != TG_OK) {
         tg_free(all);
         return st;
@@ -343,14 +336,7 @@ tg_status tg_dist_agree_texts(const char *const *names, const char *const *texts
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
     snprintf(mine, sizeof mine, "%s", texts[k]);
-    MPI_Request req;
-    int64_t c;
-    tg_coll what = {TG_COLL_GATHER, AGREE_TEXT};
-    if ((st = world_start(what, &c)) == TG_OK) {
-        MPI_Iallgather(mine, AGREE_TEXT, MPI_CHAR, all, AGREE_TEXT, MPI_CHAR, MPI_COMM_WORLD, &req);
-        st = world_wait(&req, c, what);
-    }
-    if (st != TG_OK) {
+    if ((st = tg_dist_allgather(mine, all, AGREE_TEXT)) != TG_OK) {
         tg_free(all);
         return st;
     }
@@ -369,14 +355,7 @@ tg_status tg_dist_agree_values(const char *const *names, const int64_t *values, 
     int64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
-    MPI_Request req;
-    int64_t c;
-    tg_coll what = {TG_COLL_GATHER, (int64_t)n * 8};
-    tg_status st = world_start(what, &c);
-    if (st == TG_OK) {
-        MPI_Iallgather(values, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD, &req);
-        st = world_wait(&req, c, what);
-    }
+    tg_status st = tg_dist_allgather(values, all, (size_t)n * sizeof *all);
     for (int k = 0; k < n && st == TG_OK; k++)
         for (int i = 1; i < size; i++) {
             int64_t v0 = all[k], vi = all[(size_t)i * (size_t)n + (size_t)k];
