@@ -2,6 +2,7 @@
 #include "core/meminfo.h"
 
 #include <stdio.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 void tg_meminfo(int64_t *total, int64_t *available)
@@ -23,4 +24,23 @@ void tg_meminfo(int64_t *total, int64_t *available)
             *available = (int64_t)kib * 1024;
     }
     fclose(f);
+}
+
+int64_t tg_mem_room(void)
+{
+    int64_t total, room;
+    tg_meminfo(&total, &room);
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+        return room;
+    long long pages = 0; /* the first field of statm: the mapped size */
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%lld", &pages) != 1)
+        pages = 0;
+    if (f)
+        fclose(f);
+    int64_t left = (int64_t)lim.rlim_cur - (int64_t)pages * sysconf(_SC_PAGESIZE);
+    if (left < 0)
+        left = 0;
+    return room > 0 && room < left ? room : left;
 }

@@ -792,12 +792,12 @@ static tg_interp *reference_run(tg_session *s, tg_verify *v, tg_verify_report *r
      * OOM killer ends the process (and maybe another). Without the room,
      * each op is still checked on its own inputs; only the whole-graph
      * figures (drift, end to end) are missing. */
-    int64_t need = 0, total, avail;
+    int64_t need = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (!(g->nodes[i]->flags & TG_NODE_ALIAS))
             need +=
                 (tg_numel(g->nodes[i]) > 0 ? tg_numel(g->nodes[i]) : 1) * (int64_t)sizeof(double);
-    tg_meminfo(&total, &avail);
+    int64_t avail = tg_mem_room(); /* ulimit -v counts too */
     if (avail > 0 && need > avail / 10 * 8) {
         snprintf(r->limits, sizeof r->limits,
                  "no reference run of the whole graph: its doubles need %.1f GiB, %.1f GiB of "
