@@ -517,7 +517,7 @@ static int run_compile(const train_args *a, train_run *r)
     if (!a->json) {
         print_setup(&r->ctx, r->s, a->batch, r->steps_per_epoch);
         if (a->dev.threads <= 0) /* the rule: docs/multi-device.md, Threads */
-            printf("threads: %d per device, the default from the cores free at compile time "
+            printf("threads: %d per device, the default from the cores this process may use "
                    "(--threads N fixes it)\n",
                    tg_session_threads(r->s));
         fflush(stdout); /* before the progress lines on stderr */

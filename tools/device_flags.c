@@ -110,8 +110,9 @@ static int dev_rows(device_args *a, dev_flag *r)
          DEV_SET,
          NULL,
          {NULL, CLI_INT, &a->threads, "N",
-          "threads each device computes with (0: the free cores shared over the devices)", 0, 1024,
-          NULL}},
+          "threads each device computes with (0: the usable cores shared over the devices; "
+          "threadsPerDevice -1 in --options: the free ones)",
+          0, 1024, NULL}},
         {NULL,
          DEV_OWN,
          NULL,

@@ -148,7 +148,7 @@ tg_status tg_program_compile_cached_config(const tg_graph *g, const tg_config *c
         g && g->status == TG_OK && !tg_phases_auto_wanted(c) && cache_path(g, c, path, sizeof path);
     if (cached && access(path, F_OK) == 0) {
         if (tg_executable_load(g, c, path, out) == TG_OK) {
-            tg_program_choose_threads(*out); /* for the cores free now */
+            tg_program_choose_threads(*out); /* for this machine's cores */
             if (result)
                 *result = TG_CACHE_LOADED;
             return TG_OK;

@@ -253,15 +253,21 @@ static void threads_warning(tg_program *p, int parties)
 
 /* Threads per device: the user's, or the default rule's (core/cpus.h) over
  * every device of every replica. Warn when they exceed the usable cores:
- * the devices then share cores, and waits between them cost time slices. */
+ * the devices then share cores, and waits between them cost time slices.
+ * The default (0) shares the cores this process may use, not the free ones:
+ * kernels sum in an order that depends on their thread count, so a default
+ * that followed the load would change a run's last bits with the machine's
+ * load (docs/numerics.md). The load is still sampled, for the waits' spin
+ * (runtime/session.c) and the report; -1 asks for the free cores. */
 void tg_program_choose_threads(tg_program *p)
 {
     int asked = p->config.threads.per_device;
     int parties = p->n_devices * p->replicas;
     p->threads_auto = asked <= 0;
+    p->threads_free = asked < 0;
     if (p->threads_auto) {
         p->cpu = tg_cpu_load_recent(TG_CPU_WINDOW_MS);
-        p->n_threads = tg_threads_default(p->cpu.free, parties);
+        p->n_threads = tg_threads_default(p->threads_free ? p->cpu.free : p->cpu.allowed, parties);
     } else {
         int allowed = tg_cpu_count();
         p->cpu = (tg_cpu_load){allowed, 0, 0, false, allowed};

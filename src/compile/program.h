@@ -200,6 +200,7 @@ typedef struct tg_program {
     int n_threads;     /* per device, in a run */
     int plan_threads;  /* kernel scratch is planned for this many (>= n_threads) */
     bool threads_auto; /* n_threads is the default rule's (core/cpus.h), not the user's */
+    bool threads_free; /* ... over the cores free at compile time (threadsPerDevice -1) */
     tg_cpu_load cpu;   /* the cores at compile time (busy measured only for the default) */
     /* non-empty when devices x replicas x threads exceed the cores this
      * process may use: the numbers and what to do (also printed on stderr) */
@@ -272,9 +273,10 @@ bool tg_step_stages_in_chunks(const tg_tensor *t);
 
 /* Threads per device for a run of p (n_threads, threads_auto, cpu,
  * threads_warning): the user's threadsPerDevice, or the default rule's over
- * the cores free now, shared with the other instances of an MPI job on this
- * host (config.threads.host_instances). The run uses n_threads as it is. The compiler calls it; so
- * does loading an executable, whose plan does not depend on the load but whose run does. */
+ * the cores this process may use (over those free now for -1), shared with the other instances of
+ * an MPI job on this host (config.threads.host_instances). The run uses n_threads as it is. The
+ * compiler calls it; so does loading an executable, whose plan does not depend on the load but
+ * whose run does. */
 void tg_program_choose_threads(tg_program *p);
 
 /* After loading an executable: make the kernel plans again (oneDNN

@@ -61,9 +61,10 @@ static const opt_spec option_table[] = {
     {"targetDescription", "--target-description", OPT_STRING, "", 0, 0, NULL,
      "target mk2 (a target that takes a description): a JSON file describing another tile "
      "processor (docs/targets.md); empty: the target's own numbers"},
-    {"threadsPerDevice", "--threads-per-device", OPT_INT, "0", 0, 1024, NULL,
-     "threads each device computes with (0: the free cores this process may use, shared "
-     "among all devices and replicas; see docs/multi-device.md, Threads)"},
+    {"threadsPerDevice", "--threads-per-device", OPT_INT, "0", -1, 1024, NULL,
+     "threads each device computes with (0: the cores this process may use, shared among all "
+     "devices and replicas, so a run's bits do not depend on the machine's load; -1: the "
+     "cores free at compile time, shared the same way; see docs/multi-device.md, Threads)"},
     {"debug.checkNaN", NULL, OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},

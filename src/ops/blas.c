@@ -26,6 +26,24 @@ void tg_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void tg_dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+              const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C,
+              int64_t ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) { /* an empty sum: BLAS would refuse the leading dimension 0 */
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++)
+                C[m * ldc + n] *= beta;
+        return;
+    }
+    tg_blas_init();
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, alpha, A,
+                (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
+
 typedef struct {
     bool ta, tb, by_rows;
     int M, N, K, lda, ldb, ldc;

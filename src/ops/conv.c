@@ -16,6 +16,8 @@
 #include "ops/conv.h"
 
 #include "core/error.h"
+#include "core/alloc.h"
+#include "ops/blas.h"
 #include "core/process.h"
 
 #include <string.h>
@@ -309,6 +311,65 @@ static void fwd_conv(const tg_kernel_args *a)
             }                                                                                      \
     } while (0)
 
+/* The same products through double-precision GEMMs (OpenBLAS's dgemm) on
+ * the unfolded input of one sample and group, col [Cg*R*S, OH*OW]: the
+ * plain loops above took most of a ResNet check's minutes. In double, the
+ * other summation order is far below any tolerance the checker applies.
+ * The loops remain for when the unfolded input does not fit in memory. */
+/* col = the input x of group grp unfolded; or, given dx, its transpose:
+ * dx += col folded back. */
+static void unfold(const tg_conv_geom *g, const double *x, double *dx, int64_t grp, double *col)
+{
+    int64_t Cg = g->C / g->G, P = g->OH * g->OW;
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t r = 0; r < g->R; r++)
+            for (int64_t s = 0; s < g->S; s++, col += P)
+                for (int64_t oy = 0; oy < g->OH; oy++) {
+                    int64_t iy = oy * g->sh - g->ph + r * g->dh;
+                    for (int64_t ox = 0; ox < g->OW; ox++) {
+                        int64_t ix = ox * g->sw - g->pw + s * g->dw, p = oy * g->OW + ox;
+                        bool in = iy >= 0 && iy < g->H && ix >= 0 && ix < g->W;
+                        int64_t at = in ? ((grp * Cg + c) * g->H + iy) * g->W + ix : -1;
+                        if (dx && in)
+                            dx[at] += col[p];
+                        else if (!dx)
+                            col[p] = in ? x[at] : 0;
+                    }
+                }
+}
+
+/* One of the three convolutions by GEMMs; false (nothing done) without
+ * memory for the unfolded input. */
+static bool ref_by_gemm(tg_op op, const tg_conv_geom *g, const double *x, const double *w,
+                        const double *dy, double *out)
+{
+    int64_t Cg = g->C / g->G, Kg = g->K / g->G, P = g->OH * g->OW, CRS = Cg * g->R * g->S;
+    double *col = tg_malloc((size_t)(CRS * P > 0 ? CRS * P : 1) * sizeof(double));
+    if (!col)
+        return false;
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t grp = 0; grp < g->G; grp++) {
+            const double *xn = x ? x + n * g->C * g->H * g->W : NULL;
+            double *yk = NULL;
+            const double *dyk = dy ? dy + (n * g->K + grp * Kg) * P : NULL;
+            const double *wg = w ? w + grp * Kg * CRS : NULL;
+            if (op == TG_OP_CONV2D) { /* y[Kg, P] += w[Kg, CRS] col[CRS, P] */
+                yk = out + (n * g->K + grp * Kg) * P;
+                unfold(g, xn, NULL, grp, col);
+                tg_dgemm(false, false, Kg, P, CRS, 1.0, wg, CRS, col, P, 1.0, yk, P);
+            } else if (op == TG_OP_CONV2D_BWD_WEIGHT) { /* dw[Kg, CRS] += dy[Kg, P] col^T */
+                unfold(g, xn, NULL, grp, col);
+                tg_dgemm(false, true, Kg, CRS, P, 1.0, dyk, P, col, P, 1.0, out + grp * Kg * CRS,
+                         CRS);
+            } else { /* col[CRS, P] = w^T dy[Kg, P], folded into dx */
+                tg_dgemm(true, false, CRS, P, Kg, 1.0, wg, CRS, dyk, P, 0.0, col, P);
+                unfold(g, NULL, out + n * g->C * g->H * g->W, grp, col);
+            }
+        }
+    tg_free(col);
+    return true;
+}
+
 static void ref_conv(const tg_ref_args *a)
 {
     tg_conv_geom g = tg_conv_geom_of(a->node);
@@ -319,7 +380,8 @@ static void ref_conv(const tg_ref_args *a)
         a->out[i] = bias ? bias[(i / plane) % g.K] : 0.0;
     const double *x = a->in[0], *w = a->in[1];
     double *y = a->out;
-    CONV_LOOPS(g, y[yi] += x[xi] * w[wi]);
+    if (!ref_by_gemm(TG_OP_CONV2D, &g, x, w, NULL, y))
+        CONV_LOOPS(g, y[yi] += x[xi] * w[wi]);
 }
 
 static void ref_bwd_data(const tg_ref_args *a)
@@ -328,7 +390,8 @@ static void ref_bwd_data(const tg_ref_args *a)
     memset(a->out, 0, (size_t)tg_numel(a->node) * sizeof(double));
     const double *dy = a->in[0], *w = a->in[1];
     double *dx = a->out;
-    CONV_LOOPS(g, dx[xi] += dy[yi] * w[wi]);
+    if (!ref_by_gemm(TG_OP_CONV2D_BWD_DATA, &g, NULL, w, dy, dx))
+        CONV_LOOPS(g, dx[xi] += dy[yi] * w[wi]);
 }
 
 static void ref_bwd_weight(const tg_ref_args *a)
@@ -337,7 +400,8 @@ static void ref_bwd_weight(const tg_ref_args *a)
     memset(a->out, 0, (size_t)tg_numel(a->node) * sizeof(double));
     const double *dy = a->in[0], *x = a->in[1];
     double *dw = a->out;
-    CONV_LOOPS(g, dw[wi] += dy[yi] * x[xi]);
+    if (!ref_by_gemm(TG_OP_CONV2D_BWD_WEIGHT, &g, x, NULL, dy, dw))
+        CONV_LOOPS(g, dw[wi] += dy[yi] * x[xi]);
 }
 
 /* ---- builders and gradient rules --------------------------------------------------------- */

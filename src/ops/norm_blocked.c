@@ -240,7 +240,7 @@ TG_VEC_INLINE void elementwise_row(const norm_blocked *j, int64_t r, tg_bf16x16_
         for (int i = 0; i < B; i++) {
             int64_t c = cb * B + i;
             a0[i] = ds[c] * inv_n;
-            a1[i] = 2.0f * ds[j->C + c] * inv_n;
+            a1[i] = ds[j->C + c] * (2.0f * inv_n); /* 2 / n first: norm.c */
             mean[i] = st[c];
         }
     } else {

@@ -399,12 +399,19 @@ static const char *schedule_text(const tg_program *p)
  * the devices' threads exceed the cores (also on stderr, once, at compile). */
 static void print_threads_text(const tg_program *p, FILE *out)
 {
-    if (p->threads_auto)
+    int parties = p->n_devices * p->replicas;
+    if (p->threads_free)
         fprintf(out,
-                "threads: %d per device (default: %d of %d usable cores free, %.1f busy, %.1f "
-                "niced, over %d device%s)\n",
-                p->n_threads, p->cpu.free, p->cpu.allowed, p->cpu.busy, p->cpu.niced,
-                p->n_devices * p->replicas, p->n_devices * p->replicas == 1 ? "" : "s");
+                "threads: %d per device (threadsPerDevice -1: %d of %d usable cores free, %.1f "
+                "busy, %.1f niced, over %d device%s)\n",
+                p->n_threads, p->cpu.free, p->cpu.allowed, p->cpu.busy, p->cpu.niced, parties,
+                parties == 1 ? "" : "s");
+    else if (p->threads_auto)
+        fprintf(out,
+                "threads: %d per device (default: %d usable cores over %d device%s; now %d free, "
+                "%.1f busy, %.1f niced)\n",
+                p->n_threads, p->cpu.allowed, parties, parties == 1 ? "" : "s", p->cpu.free,
+                p->cpu.busy, p->cpu.niced);
     else
         fprintf(out, "threads: %d per device (threadsPerDevice; %d usable cores)\n", p->n_threads,
                 p->cpu.allowed);
@@ -482,10 +489,11 @@ int tg_report_plan_json(const tg_compiled *c, const char *model, double ms, cons
             p->micro_batches, p->iterations, p->n_devices == 1 ? "none" : schedule_text(p),
             precision_text(p, prec, sizeof prec), ms, p->arena_bytes);
     fprintf(out,
-            "\"threads\":{\"per_device\":%d,\"default\":%s,\"cores_allowed\":%d,"
-            "\"cores_free\":%d,\"cores_busy\":%.2f,\"cores_niced\":%.2f,\"warning\":",
-            p->n_threads, p->threads_auto ? "true" : "false", p->cpu.allowed, p->cpu.free,
-            p->cpu.busy, p->cpu.niced);
+            "\"threads\":{\"per_device\":%d,\"default\":%s,\"free_cores\":%s,"
+            "\"cores_allowed\":%d,\"cores_free\":%d,\"cores_busy\":%.2f,\"cores_niced\":%.2f,"
+            "\"warning\":",
+            p->n_threads, p->threads_auto ? "true" : "false", p->threads_free ? "true" : "false",
+            p->cpu.allowed, p->cpu.free, p->cpu.busy, p->cpu.niced);
     if (p->threads_warning[0])
         fprintf(out, "\"%s\"},\"per_device\":[", p->threads_warning); /* no quotes or backslashes */
     else

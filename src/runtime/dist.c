@@ -55,7 +55,8 @@ struct tg_dist_group {
 };
 
 static void align_trace_clocks(void);
-static tg_status world_wait(MPI_Request *req, int64_t k);
+static tg_status world_wait(MPI_Request *req, int64_t k, tg_coll what);
+static tg_status world_start(tg_coll what, int64_t *k);
 static tg_status start_heartbeats(void);
 /* why this instance gave up its waits on another (dist_alive.c), written
  * once under lost_lock by the first thread to see it, then `lost` set */
@@ -338,10 +339,12 @@ static tg_status sum(void *values, int n, MPI_Datatype type)
     if (!tg_dist_active() || n <= 0)
         return TG_OK;
     MPI_Request req;
-    int64_t k = tg_dist_watch_note_world();
+    int64_t k;
+    tg_coll what = {TG_COLL_SUM, (int64_t)n * 8};
+    TG_TRY(world_start(what, &k));
     if (MPI_Iallreduce(MPI_IN_PLACE, values, n, type, MPI_SUM, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: summing %d values over the instances failed", n);
-    return world_wait(&req, k);
+    return world_wait(&req, k, what);
 }
 
 tg_status tg_dist_sum_i64(int64_t *values, int n)
@@ -373,10 +376,7 @@ static tg_status first_difference(const uint64_t *hashes, int n, int *k_out, int
     uint64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
-    MPI_Request req;
-    int64_t c = tg_dist_watch_note_world();
-    MPI_Iallgather(hashes, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD, &req);
-    tg_status st = world_wait(&req, c);
+    tg_status st = tg_dist_allgather(hashes, all, (size_t)n * sizeof *all);
     if (st != TG_OK) {
         tg_free(all);
         return st;
@@ -429,10 +429,7 @@ tg_status tg_dist_agree_texts(const char *const *names, const char *const *texts
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
     snprintf(mine, sizeof mine, "%s", texts[k]);
-    MPI_Request req;
-    int64_t c = tg_dist_watch_note_world();
-    MPI_Iallgather(mine, AGREE_TEXT, MPI_CHAR, all, AGREE_TEXT, MPI_CHAR, MPI_COMM_WORLD, &req);
-    if ((st = world_wait(&req, c)) != TG_OK) {
+    if ((st = tg_dist_allgather(mine, all, AGREE_TEXT)) != TG_OK) {
         tg_free(all);
         return st;
     }
@@ -451,10 +448,7 @@ tg_status tg_dist_agree_values(const char *const *names, const int64_t *values, 
     int64_t *all = tg_malloc((size_t)n * (size_t)size * sizeof *all);
     if (!all)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory comparing the instances");
-    MPI_Request req;
-    int64_t c = tg_dist_watch_note_world();
-    MPI_Iallgather(values, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD, &req);
-    tg_status st = world_wait(&req, c);
+    tg_status st = tg_dist_allgather(values, all, (size_t)n * sizeof *all);
     for (int k = 0; k < n && st == TG_OK; k++)
         for (int i = 1; i < size; i++) {
             int64_t v0 = all[k], vi = all[(size_t)i * (size_t)n + (size_t)k];
@@ -524,6 +518,7 @@ typedef struct request_wait {
     tg_wait_kind kind;
     int64_t n;
     bool told, stuck;
+    tg_coll what; /* a collective over the job: which, and its bytes from each */
 } request_wait;
 
 /* Done, or abandoned because this instance's run was aborted (the request
@@ -562,7 +557,7 @@ static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
     double tell_at = tg_clock_seconds() + 0.1;
     for (long tests = 0; !request_settled(w); tests++) {
         if (w->kind != TG_WAIT_NONE && tests % 16 == 0 && tg_clock_seconds() > tell_at &&
-            tg_dist_watch_stuck(w->kind, w->n, &w->told)) {
+            tg_dist_watch_stuck(w->kind, w->n, w->what, &w->told)) {
             w->stuck = w->aborted = true;
             break;
         }
@@ -579,14 +574,47 @@ static void sleep_until_settled(request_wait *w, long first_ns, long later_ns)
 /* A collective over the job started as request *req (its number k,
  * tg_dist_watch_note_world): waited for between sleeps, or an error if
  * another instance waits where this one never gets. */
-static tg_status world_wait(MPI_Request *req, int64_t k)
+static tg_status world_wait(MPI_Request *req, int64_t k, tg_coll what)
 {
-    request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false};
+    request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false, what};
     if (!yield_briefly(&w))
         sleep_until_settled(&w, 20000, 1000000);
     if (w.stuck)
         return tg_error(TG_ERR_CONFIG, "%s", tg_dist_stuck_reason(""));
     return TG_OK;
+}
+
+/* Count a collective over the job (*k, its number) and agree on it first:
+ * MPI matches collectives by order alone, so instances at the same number
+ * in different collectives (one gathers, as a save does, another sums, as
+ * an evaluation does) or with other byte counts would exchange the wrong
+ * bytes, fail inside MPI with a truncation, or hang. Each instance's
+ * (collective, bytes) goes through a maximum and a minimum on the watch's
+ * own communicator, which every instance enters at every collective; two
+ * that differ refuse it, naming both, before any data moves. */
+static tg_status world_start(tg_coll what, int64_t *k)
+{
+    *k = tg_dist_watch_note_world();
+    if (tg_dist_watch_comm() == MPI_COMM_NULL) /* out of memory at the start: unchecked */
+        return TG_OK;
+    int64_t w[4] = {what.op, what.bytes, -(int64_t)what.op, -what.bytes};
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, w, 4, MPI_INT64_T, MPI_MAX, tg_dist_watch_comm(), &req);
+    TG_TRY(world_wait(&req, *k, what));
+    bool same = w[0] == what.op && w[1] == what.bytes && -w[2] == what.op && -w[3] == what.bytes;
+    if (same)
+        return TG_OK;
+    tg_coll other = w[0] != what.op || w[1] != what.bytes ? (tg_coll){(tg_coll_op)w[0], w[1]}
+                                                          : (tg_coll){(tg_coll_op)-w[2], -w[3]};
+    char mine[96], theirs[96];
+    return tg_error(
+        TG_ERR_CONFIG,
+        "MPI: the instances called different collectives at their collective %lld over "
+        "the job: this instance (%d) calls %s, another calls %s, so they can never meet. Every "
+        "instance must call the same functions over the job (tilegraph.dist; --save, "
+        "evaluation and checks on all instances or on none) in the same order",
+        (long long)*k, rank, tg_dist_watch_coll_text(mine, sizeof mine, what),
+        tg_dist_watch_coll_text(theirs, sizeof theirs, other));
 }
 
 const char *tg_dist_stuck_reason(const char *otherwise)
@@ -608,8 +636,9 @@ static struct {
     MPI_Request req;
     bool pending;
     tg_spin spin;
-    int64_t k; /* its number among the job's collectives (dist_watch.h) */
-} started_sum = {MPI_REQUEST_NULL, false, {0}, 0};
+    int64_t k;    /* its number among the job's collectives (dist_watch.h) */
+    tg_coll what; /* a sum of how many bytes */
+} started_sum = {MPI_REQUEST_NULL, false, {0}, 0, {TG_COLL_SUM, 0}};
 
 tg_status tg_dist_sum_f64_start(double *values, int n)
 {
@@ -619,6 +648,13 @@ tg_status tg_dist_sum_f64_start(double *values, int n)
         return tg_error(TG_ERR_INVALID_ARG,
                         "MPI: a sum over the instances was started before the last one finished "
                         "(tg_dist_sum_f64_finish)");
+    started_sum.what = (tg_coll){TG_COLL_SUM, (int64_t)n * 8};
+    /* not agreed first (world_start): the agreement would wait for the
+     * slowest instance, which this sum exists to leave to the next host
+     * step (2.4-4.5 ms a host step of mnist-pipeline over 2 instances where
+     * the sums took 0.003-0.09). Its wait is still watched, a clash there
+     * named by dist_watch.c; the CLI, its one caller, agrees on its loop at
+     * start. */
     started_sum.k = tg_dist_watch_note_world();
     if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                        &started_sum.req) != MPI_SUCCESS)
@@ -633,7 +669,8 @@ tg_status tg_dist_sum_f64_finish(void)
 {
     if (!started_sum.pending)
         return TG_OK;
-    request_wait w = {&started_sum.req, NULL, false, TG_WAIT_WORLD, started_sum.k, false, false};
+    request_wait w = {&started_sum.req, NULL,  false, TG_WAIT_WORLD,
+                      started_sum.k,    false, false, started_sum.what};
     if (!tg_spin_wait(&started_sum.spin, request_settled, &w))
         sleep_until_settled(&w, 20000, 50000);
     started_sum.pending = false;
@@ -664,7 +701,7 @@ static bool yield_until_settled(request_wait *w, double seconds)
  * else is runnable on it. */
 static bool settle(tg_dist_group *g, int device, MPI_Request *req, const bool *abort)
 {
-    request_wait w = {req, abort, false, TG_WAIT_RUN, tg_dist_watch_runs(), false, false};
+    request_wait w = {req, abort, false, TG_WAIT_RUN, tg_dist_watch_runs(), false, false, {0}};
     if (!tg_spin_wait(&g->spins[device], request_settled, &w) &&
         !(g->spare && yield_until_settled(&w, 1e-3)))
         sleep_until_settled(&w, 50000, 50000);
@@ -725,9 +762,9 @@ bool tg_dist_group_wait(tg_dist_group *g, int device, int part, const bool *abor
 
 /* A broadcast's wait: no spinning, since instance 0 may be compiling on
  * these cores for seconds; watched as world_wait watches. */
-static tg_status wait_politely(MPI_Request *req, int64_t k)
+static tg_status wait_politely(MPI_Request *req, int64_t k, tg_coll what)
 {
-    request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false};
+    request_wait w = {req, NULL, false, TG_WAIT_WORLD, k, false, false, what};
     sleep_until_settled(&w, 20000, 1000000);
     if (w.stuck)
         return tg_error(TG_ERR_CONFIG, "%s", tg_dist_stuck_reason(""));
@@ -740,9 +777,11 @@ tg_status tg_dist_broadcast(void **data, size_t *len)
         return TG_OK;
     int64_t n = rank == 0 ? (*data ? (int64_t)*len : -1) : 0;
     MPI_Request req;
-    int64_t k = tg_dist_watch_note_world();
+    int64_t k;
+    tg_coll what = {TG_COLL_BROADCAST, 8};
+    TG_TRY(world_start(what, &k));
     MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
-    TG_TRY(wait_politely(&req, k));
+    TG_TRY(wait_politely(&req, k, what));
     if (rank != 0) {
         *data = NULL;
         *len = 0;
@@ -757,9 +796,12 @@ tg_status tg_dist_broadcast(void **data, size_t *len)
     const int64_t chunk = 1 << 30; /* MPI counts are ints */
     for (int64_t at = 0; at < n; at += chunk) {
         int part = (int)(n - at < chunk ? n - at : chunk);
-        k = tg_dist_watch_note_world();
-        MPI_Ibcast((char *)*data + at, part, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-        tg_status st = wait_politely(&req, k);
+        what.bytes = part;
+        tg_status st = world_start(what, &k);
+        if (st == TG_OK) {
+            MPI_Ibcast((char *)*data + at, part, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+            st = wait_politely(&req, k, what);
+        }
         if (st != TG_OK) {
             if (rank != 0) {
                 tg_free(*data);
@@ -809,11 +851,13 @@ tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes)
                         "MPI count holds",
                         bytes);
     MPI_Request req;
-    int64_t k = tg_dist_watch_note_world();
+    int64_t k;
+    tg_coll what = {TG_COLL_GATHER, (int64_t)bytes};
+    TG_TRY(world_start(what, &k));
     if (MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
                        &req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: gathering %zu bytes from every instance failed", bytes);
-    return world_wait(&req, k);
+    return world_wait(&req, k, what);
 }
 
 tg_status tg_dist_sync(tg_session *s)

@@ -15,7 +15,10 @@
  * and two waits that can never both finish are a deadlock: instance A waits
  * for X, B for Y, X is not Y, A has not reached Y and B has not reached X
  * (a collective finishes only once every instance has called it, so if B
- * had called X, X would finish). A message is acted on only after a second,
+ * had called X, X would finish). Two waits at the same collective number
+ * that are different collectives (one instance gathers, the other sums, as
+ * when only one of them saves) or give different byte counts never finish
+ * either: MPI matches them by order alone. A message is acted on only after a second,
  * so one that the next message (the wait ended) contradicts is not. The
  * waiting instance then fails its wait with a sentence naming both
  * instances and where each is, and the failure ends the job (the CLI and
@@ -31,12 +34,12 @@
 #include <string.h>
 #include <time.h>
 
-enum { TAG_NOTICE = 4602, NOTICE_WORDS = 4 };
+enum { TAG_NOTICE = 4602, NOTICE_WORDS = 6 };
 
 /* What an instance last told: where it waits and how far it got. */
 typedef struct notice {
-    int64_t kind, n, runs, world; /* the message, in this order */
-    double at;                    /* when it arrived here; 0: nothing yet */
+    int64_t kind, n, runs, world, op, bytes; /* the message, in this order */
+    double at;                               /* when it arrived here; 0: nothing yet */
 } notice;
 
 /* A message on its way: MPI reads `words` until the request completes. */
@@ -52,7 +55,7 @@ static int me, count;
 static notice *heard; /* per instance */
 static outgoing *sending;
 static int64_t runs, world; /* atomics: device threads read them */
-static char reason[512];
+static char reason[768];
 static const double settle_s = 1.0; /* a notice older than this is acted on */
 
 void tg_dist_watch_init(MPI_Comm job, int rank, int size)
@@ -115,14 +118,15 @@ static void reap(void)
 }
 
 /* Tell every other instance; with the lock held. */
-static void tell(tg_wait_kind kind, int64_t n)
+static void tell(tg_wait_kind kind, int64_t n, tg_coll what)
 {
     for (int i = 0; i < count; i++) {
         outgoing *o = i == me ? NULL : malloc(sizeof *o);
         if (!o)
             continue;
-        int64_t w[NOTICE_WORDS] = {kind, n, tg_dist_watch_runs(),
-                                   __atomic_load_n(&world, __ATOMIC_ACQUIRE)};
+        int64_t w[NOTICE_WORDS] = {
+            kind,    n,         tg_dist_watch_runs(), __atomic_load_n(&world, __ATOMIC_ACQUIRE),
+            what.op, what.bytes};
         memcpy(o->words, w, sizeof w);
         MPI_Isend(o->words, NOTICE_WORDS, MPI_INT64_T, i, TAG_NOTICE, comm, &o->req);
         o->next = sending;
@@ -142,7 +146,7 @@ static void listen(void)
             return;
         int64_t w[NOTICE_WORDS];
         MPI_Recv(w, NOTICE_WORDS, MPI_INT64_T, st.MPI_SOURCE, TAG_NOTICE, comm, MPI_STATUS_IGNORE);
-        heard[st.MPI_SOURCE] = (notice){w[0], w[1], w[2], w[3], tg_clock_seconds()};
+        heard[st.MPI_SOURCE] = (notice){w[0], w[1], w[2], w[3], w[4], w[5], tg_clock_seconds()};
     }
 }
 
@@ -152,9 +156,36 @@ static bool reached(tg_wait_kind kind, int64_t n, int64_t r, int64_t c)
     return kind == TG_WAIT_RUN ? r >= n : kind == TG_WAIT_WORLD ? c >= n : false;
 }
 
-static const char *where(char *buf, size_t cap, tg_wait_kind kind, int64_t n, int64_t r)
+static const char *coll_name(tg_coll_op op)
 {
-    if (kind == TG_WAIT_LEFT)
+    return op == TG_COLL_SUM         ? "a sum"
+           : op == TG_COLL_GATHER    ? "a gather"
+           : op == TG_COLL_BROADCAST ? "a broadcast"
+                                     : "a collective";
+}
+
+MPI_Comm tg_dist_watch_comm(void)
+{
+    return comm;
+}
+
+const char *tg_dist_watch_coll_text(char *buf, size_t cap, tg_coll what)
+{
+    snprintf(buf, cap, "%s of %lld byte%s from each", coll_name(what.op), (long long)what.bytes,
+             what.bytes == 1 ? "" : "s");
+    return buf;
+}
+
+static const char *where(char *buf, size_t cap, tg_wait_kind kind, int64_t n, int64_t r,
+                         tg_coll what)
+{
+    char c[96];
+    if (kind == TG_WAIT_WORLD && what.op != TG_COLL_NONE)
+        snprintf(buf, cap,
+                 "waits in its collective %lld over the job, %s, after %lld training run%s",
+                 (long long)n, tg_dist_watch_coll_text(c, sizeof c, what), (long long)r,
+                 r == 1 ? "" : "s");
+    else if (kind == TG_WAIT_LEFT)
         snprintf(buf, cap, "has ended after %lld training run%s", (long long)r, r == 1 ? "" : "s");
     else if (kind == TG_WAIT_RUN)
         snprintf(buf, cap, "waits in the gradient exchange of its training run %lld", (long long)n);
@@ -166,42 +197,54 @@ static const char *where(char *buf, size_t cap, tg_wait_kind kind, int64_t n, in
     return buf;
 }
 
+/* Whether instance i's notice is a wait at this very collective, as this
+ * one calls it (then it finishes once the rest arrive). */
+static bool same_wait(const notice *h, tg_wait_kind kind, int64_t n, tg_coll what)
+{
+    if ((tg_wait_kind)h->kind != kind || h->n != n)
+        return false;
+    return kind != TG_WAIT_WORLD || (h->op == what.op && h->bytes == what.bytes);
+}
+
 /* Instance i's last notice against this wait: a deadlock sets the reason. */
-static bool deadlocked(int i, tg_wait_kind kind, int64_t n, double now)
+static bool deadlocked(int i, tg_wait_kind kind, int64_t n, tg_coll what, double now)
 {
     const notice *h = &heard[i];
     tg_wait_kind theirs = (tg_wait_kind)h->kind;
     if (h->at == 0 || now - h->at < settle_s || theirs == TG_WAIT_NONE ||
-        (theirs == kind && h->n == n))
+        same_wait(h, kind, n, what))
         return false;
     int64_t my_runs = tg_dist_watch_runs(), my_world = __atomic_load_n(&world, __ATOMIC_ACQUIRE);
-    if (reached(theirs, h->n, my_runs, my_world) || reached(kind, n, h->runs, h->world))
+    /* at one number, the other collective is the one each has called */
+    bool clash = theirs == kind && h->n == n;
+    if (!clash && (reached(theirs, h->n, my_runs, my_world) || reached(kind, n, h->runs, h->world)))
         return false;
-    char a[160], b[160];
+    char a[200], b[200];
+    tg_coll yours = {(tg_coll_op)h->op, h->bytes};
     snprintf(reason, sizeof reason,
              "MPI: instance %d %s, while this instance (%d) %s: they can never meet. The "
              "instances ran different numbers of steps or called different collectives; every "
              "instance must run the model the same number of times and call the same functions "
              "over the job (tilegraph.dist) in the same order",
-             i, where(a, sizeof a, theirs, h->n, h->runs), me,
-             where(b, sizeof b, kind, n, my_runs));
+             i, where(a, sizeof a, theirs, h->n, h->runs, yours), me,
+             where(b, sizeof b, kind, n, my_runs, what));
     return true;
 }
 
-bool tg_dist_watch_stuck(tg_wait_kind kind, int64_t n, bool *told)
+bool tg_dist_watch_stuck(tg_wait_kind kind, int64_t n, tg_coll what, bool *told)
 {
     if (comm == MPI_COMM_NULL)
         return false;
     pthread_mutex_lock(&lock);
     if (!*told) {
-        tell(kind, n);
+        tell(kind, n, what);
         *told = true;
     }
     listen();
     double now = tg_clock_seconds();
     bool stuck = reason[0] != 0;
     for (int i = 0; i < count && !stuck; i++)
-        stuck = i != me && deadlocked(i, kind, n, now);
+        stuck = i != me && deadlocked(i, kind, n, what, now);
     pthread_mutex_unlock(&lock);
     return stuck;
 }
@@ -212,7 +255,7 @@ void tg_dist_watch_done(tg_wait_kind kind, int64_t n, bool told)
     if (!told || comm == MPI_COMM_NULL)
         return;
     pthread_mutex_lock(&lock);
-    tell(TG_WAIT_NONE, 0);
+    tell(TG_WAIT_NONE, 0, (tg_coll){0});
     pthread_mutex_unlock(&lock);
 }
 
@@ -221,7 +264,7 @@ void tg_dist_watch_end(void)
     if (comm == MPI_COMM_NULL)
         return;
     pthread_mutex_lock(&lock);
-    tell(TG_WAIT_LEFT, 0);
+    tell(TG_WAIT_LEFT, 0, (tg_coll){0});
     /* every other instance's leaving, so that no message is left unread */
     for (;;) {
         listen();

@@ -13,6 +13,15 @@
  * a broadcast). An instance that has left waits for nothing. */
 typedef enum { TG_WAIT_NONE, TG_WAIT_RUN, TG_WAIT_WORLD, TG_WAIT_LEFT } tg_wait_kind;
 
+/* Which collective over the job a TG_WAIT_WORLD wait is, and the bytes each
+ * instance gives it: instances at the same number in different collectives
+ * (one gathers, another sums) or with other sizes never meet either. */
+typedef enum { TG_COLL_NONE, TG_COLL_SUM, TG_COLL_GATHER, TG_COLL_BROADCAST } tg_coll_op;
+typedef struct tg_coll {
+    tg_coll_op op;
+    int64_t bytes;
+} tg_coll;
+
 /* At the job's start (collective: duplicates the job's communicator). */
 void tg_dist_watch_init(MPI_Comm world, int rank, int size);
 /* At its end, before MPI_Finalize: tells the others this instance has left
@@ -27,13 +36,21 @@ int64_t tg_dist_watch_note_world(void);
 int64_t tg_dist_watch_runs(void);
 
 /* Between tests of a wait that has lasted a while (this thread waits for
- * `kind` number `n`): tells the others once, reads what they told, and
- * whether some instance waits where this one never gets, or has left,
- * while this one waits where it never gets: then the reason is set and
- * true. `*told` starts false and is kept for tg_dist_watch_done. */
-bool tg_dist_watch_stuck(tg_wait_kind kind, int64_t n, bool *told);
+ * `kind` number `n`, a collective `what` for TG_WAIT_WORLD): tells the
+ * others once, reads what they told, and whether some instance waits where
+ * this one never gets, or has left, while this one waits where it never
+ * gets, or waits at the same number in another collective: then the reason
+ * is set and true. `*told` starts false and is kept for tg_dist_watch_done. */
+bool tg_dist_watch_stuck(tg_wait_kind kind, int64_t n, tg_coll what, bool *told);
 /* The wait ended: the others are told if they were told of it. */
 void tg_dist_watch_done(tg_wait_kind kind, int64_t n, bool told);
+/* The watch's own communicator (a duplicate of the job's), for the check
+ * that instances call the same collective (dist.c); MPI_COMM_NULL outside
+ * a job. */
+MPI_Comm tg_dist_watch_comm(void);
+/* "a gather of 24 bytes from each" into buf. */
+const char *tg_dist_watch_coll_text(char *buf, size_t cap, tg_coll what);
+
 /* The sentence naming the instances and where each waits; "" if none. */
 const char *tg_dist_watch_reason(void);
 

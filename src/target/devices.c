@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "tilegraph/devices.h"
 
+#include "core/meminfo.h"
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/isa.h"
@@ -103,28 +104,6 @@ static void query_cpu_model(char *out, size_t cap)
     fclose(f);
 }
 
-/* MemTotal and MemAvailable from /proc/meminfo, in bytes. */
-static void query_memory(int64_t *total, int64_t *available)
-{
-    *total = *available = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) {
-        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && size > 0)
-            *total = (int64_t)pages * size;
-        return;
-    }
-    char line[128];
-    long long kib;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "MemTotal: %lld kB", &kib) == 1)
-            *total = (int64_t)kib * 1024;
-        else if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
-            *available = (int64_t)kib * 1024;
-    }
-    fclose(f);
-}
-
 static int usable_cores(int online)
 {
     cpu_set_t set;
@@ -143,7 +122,7 @@ tg_status tg_host_query(tg_host_info *out)
     query_cpu_model(out->cpu_model, sizeof out->cpu_model);
     out->cores_online = tg_cpu_count();
     out->cores_usable = usable_cores(out->cores_online);
-    query_memory(&out->memory_total, &out->memory_available);
+    tg_meminfo(&out->memory_total, &out->memory_available);
     query_isa(out->isa);
     snprintf(out->kernel_level, sizeof out->kernel_level, "%s", tg_isa_name(tg_isa_get()));
     return TG_OK;

@@ -20,10 +20,9 @@ def train(model, options, steps=2, n=16):
 
 
 def opts(accumulation, strategy=None):
-    # one thread per device, given: the default is the cores free when the
-    # program compiles, and one device on a quiet machine would take two and
-    # sum in another order than the phased and pipelined runs it is compared
-    # with bit for bit
+    # one thread per device, given: the default shares the cores over the
+    # devices, so one device would take two and sum in another order than
+    # the pipelined runs' devices it is compared with bit for bit
     o = poptorch.Options().outputMode(poptorch.OutputMode.All).set("threadsPerDevice", 1)
     o.Training.gradientAccumulation(accumulation)
     if strategy is not None:

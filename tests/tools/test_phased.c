@@ -158,10 +158,10 @@ static void test_the_comparison_can_fail(void)
  * memory on chip; in four phases with everything in streaming memory it
  * trains, bit for bit as on an unlimited device, and so it does with the
  * copies preloaded four steps ahead on the I/O thread (a run that caught a
- * missing wait for earlier stores). The threads are given: by default each
- * run takes the cores free when it starts, and ResNet-50's convolutions sum
- * in another order over another thread count, so under load the three runs
- * could differ in the last bits for that reason alone. */
+ * missing wait for earlier stores). The threads are given: ResNet-50's
+ * convolutions sum in another order over another thread count, so the
+ * runs compare the same bits on any machine (docs/numerics.md,
+ * Bit-reproducibility). */
 static void test_resnet50_trains_phased_on_a_device_smaller_than_its_weights(void)
 {
     char args[800];
