@@ -138,6 +138,17 @@ static bool is_train(const run_args *a)
     return a->n_command > 0 && !strcmp(a->command[0], "train");
 }
 
+/* A command of tilegraph's own (tools/main.c), not a program on PATH. */
+static bool own_command(const char *name)
+{
+    static const char *names[] = {"infer",  "compile", "check",   "models",  "import",  "options",
+                                  "report", "analyse", "compare", "devices", "monitor", "run"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}
+
 static int check(const run_args *a)
 {
     const char *bad = NULL;
@@ -155,6 +166,10 @@ static int check(const run_args *a)
     } else if (a->hosts && a->hostfile) {
         bad = "give --host or --hostfile, not both";
         snprintf(got, sizeof got, "got --host %s --hostfile %s", a->hosts, a->hostfile);
+    } else if (a->n_command > 0 && !is_train(a) && own_command(a->command[0])) {
+        bad = "of tilegraph's commands only train runs as instances (-- train [train "
+              "options]); a program runs by its name or path (-- python3 train.py)";
+        snprintf(got, sizeof got, "got '-- %.200s'", a->command[0]);
     } else if (a->n_command < 1) {
         bad = "after '--' comes what each instance runs: -- train [train options], or a "
               "program (-- python3 train.py)";
