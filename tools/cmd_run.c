@@ -163,6 +163,10 @@ static int check(const run_args *a)
     } else if (a->replicas % a->instances) {
         bad = "--replicas must be a multiple of --instances: each instance runs R/N replicas";
         snprintf(got, sizeof got, "got --instances %ld --replicas %ld", a->instances, a->replicas);
+    } else if (a->ipus_per_replica && is_train(a)) {
+        bad = "--ipus-per-replica is a PROGRAM's POPDIST_NUM_IPUS_PER_REPLICA; train takes its "
+              "devices per replica from the model (its --strategy)";
+        snprintf(got, sizeof got, "got --ipus-per-replica %ld -- train", a->ipus_per_replica);
     } else if (a->hosts && a->hostfile) {
         bad = "give --host or --hostfile, not both";
         snprintf(got, sizeof got, "got --host %s --hostfile %s", a->hosts, a->hostfile);

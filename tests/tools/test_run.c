@@ -138,6 +138,8 @@ static void test_poprun_flags(void)
            "t.py",
            0, "run --as-instance 4 2 -- python3 t.py");
     EXPECT("run --as-instance 4 1 -- true", 2, "run's own way to start an instance");
+    EXPECT("run --num-instances 2 --num-replicas 2 --ipus-per-replica 4 -- train", 2,
+           "got --ipus-per-replica 4 -- train");
     EXPECT("run --instances 2 --replicas 4 --replicas-per-instance 3 -- train", 2,
            "got --instances 2 --replicas 4 --replicas-per-instance 3");
 }
