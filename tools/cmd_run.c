@@ -28,7 +28,7 @@
 #define MAX_MPI_ARGS 32
 
 typedef struct run_args {
-    long instances, replicas, per_instance;
+    long instances, replicas, per_instance, ipus_per_replica;
     const char *hosts, *hostfile;
     const char *mpi_args[MAX_MPI_ARGS];
     int n_mpi_args;
@@ -42,16 +42,20 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tilegraph run --instances N --replicas R [--host h1,h2 | --hostfile F]\n"
-            "                     [--mpi-arg ARG]... [--dry-run] -- train [train options]\n\n"
+            "                     [--mpi-arg ARG]... [--dry-run] -- train [train options]\n"
+            "       tilegraph run --instances N --replicas R [...] -- PROGRAM [ARGS]\n\n"
             "Start one training as N instances (processes) over MPI, R replicas in all: each\n"
             "instance runs R/N of them and loads only their samples; gradients are reduced\n"
             "across instances in replica order, so the result is bit for bit the training of\n"
             "one process with R replicas (docs/distributed.md). An instance silent for\n"
-            "TILEGRAPH_DIST_TIMEOUT seconds (default 10: a host or link down) ends the job.\n\n"
+            "TILEGRAPH_DIST_TIMEOUT seconds (default 10: a host or link down) ends the job.\n"
+            "Any other PROGRAM (python3 train.py) runs as the N instances with PopRun's\n"
+            "POPDIST_* variables set for each (python/popdist reads them).\n\n"
             "  --instances N     processes to start (1..%d); PopRun's --num-instances\n"
             "  --replicas R      replicas in all; N must divide R (passed on as --replicas R);\n"
             "                    PopRun's --num-replicas\n"
             "  --replicas-per-instance K  instead of --replicas: R = N x K\n"
+            "  --ipus-per-replica I  POPDIST_NUM_IPUS_PER_REPLICA for a PROGRAM (default 1)\n"
             "  --host LIST       comma-separated hosts, instances placed round-robin\n"
             "  --hostfile F      an OpenMPI hostfile (one host per line, slots=K)\n"
             "                    (with either, the instances' lines are tagged [host:rank]\n"
@@ -103,6 +107,9 @@ static int parse(run_args *a, int argc, char **argv)
         } else if (!strcmp(f, "--replicas-per-instance")) {
             if (parse_long(f, v, 1, 64, &a->per_instance))
                 return -1;
+        } else if (!strcmp(f, "--ipus-per-replica")) {
+            if (parse_long(f, v, 1, 64, &a->ipus_per_replica))
+                return -1;
         } else if (!strcmp(f, "--host") && v) {
             a->hosts = v;
         } else if (!strcmp(f, "--hostfile") && v) {
@@ -125,6 +132,23 @@ static int parse(run_args *a, int argc, char **argv)
     return 0;
 }
 
+/* The instances run tilegraph's train (else a program of the user's). */
+static bool is_train(const run_args *a)
+{
+    return a->n_command > 0 && !strcmp(a->command[0], "train");
+}
+
+/* A command of tilegraph's own (tools/main.c), not a program on PATH. */
+static bool own_command(const char *name)
+{
+    static const char *names[] = {"infer",  "compile", "check",   "models",  "import",  "options",
+                                  "report", "analyse", "compare", "devices", "monitor", "run"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i]))
+            return true;
+    return false;
+}
+
 static int check(const run_args *a)
 {
     const char *bad = NULL;
@@ -139,16 +163,23 @@ static int check(const run_args *a)
     } else if (a->replicas % a->instances) {
         bad = "--replicas must be a multiple of --instances: each instance runs R/N replicas";
         snprintf(got, sizeof got, "got --instances %ld --replicas %ld", a->instances, a->replicas);
+    } else if (a->ipus_per_replica && is_train(a)) {
+        bad = "--ipus-per-replica is a PROGRAM's POPDIST_NUM_IPUS_PER_REPLICA; train takes its "
+              "devices per replica from the model (its --strategy)";
+        snprintf(got, sizeof got, "got --ipus-per-replica %ld -- train", a->ipus_per_replica);
     } else if (a->hosts && a->hostfile) {
         bad = "give --host or --hostfile, not both";
         snprintf(got, sizeof got, "got --host %s --hostfile %s", a->hosts, a->hostfile);
-    } else if (a->n_command < 1 || strcmp(a->command[0], "train")) {
-        bad = "after '--' comes the command each instance runs, and only train runs as "
-              "instances: -- train [train options]";
-        snprintf(got, sizeof got, "got %s%.200s%s", a->n_command ? "'-- " : "",
-                 a->n_command ? a->command[0] : "nothing after '--'", a->n_command ? "'" : "");
+    } else if (a->n_command > 0 && !is_train(a) && own_command(a->command[0])) {
+        bad = "of tilegraph's commands only train runs as instances (-- train [train "
+              "options]); a program runs by its name or path (-- python3 train.py)";
+        snprintf(got, sizeof got, "got '-- %.200s'", a->command[0]);
+    } else if (a->n_command < 1) {
+        bad = "after '--' comes what each instance runs: -- train [train options], or a "
+              "program (-- python3 train.py)";
+        snprintf(got, sizeof got, "got nothing after '--'");
     }
-    for (int i = 1; !bad && i < a->n_command; i++)
+    for (int i = 1; !bad && is_train(a) && i < a->n_command; i++)
         if (!strcmp(a->command[i], "--replicas")) {
             bad = "give --replicas to run, not to train: run passes R on to every instance";
             snprintf(got, sizeof got, "got train --replicas %.40s",
@@ -255,16 +286,29 @@ static void print_plan(const run_args *a, const hostfile *hf)
 
 extern char **environ;
 
-/* Every TILEGRAPH_* variable of run's environment passed on to the
- * instances (-x NAME): a remote host's instance starts from its daemon's
- * environment, not run's (PopRun's --mpi-local-args="-x NAME"). */
+/* Passed on by name: what a program (python3) needs to find its modules
+ * and libraries, as PopRun passes PATH, LD_LIBRARY_PATH and PYTHONPATH. */
+static bool forwarded(const char *var, size_t len)
+{
+    static const char *names[] = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "OMP_NUM_THREADS"};
+    if (!strncmp(var, "TILEGRAPH_", 10))
+        return true;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == len && !strncmp(var, names[i], len))
+            return true;
+    return false;
+}
+
+/* Every TILEGRAPH_* variable of run's environment, and those of forwarded(),
+ * passed on to the instances (-x NAME): a remote host's instance starts from
+ * its daemon's environment, not run's (PopRun's --mpi-local-args="-x NAME"). */
 static int forward_environment(char **av, int n, int cap)
 {
     static char names[MAX_MPI_ARGS][128];
     int k = 0;
     for (char **e = environ; *e && k < MAX_MPI_ARGS && n + 2 < cap; e++) {
         size_t len = strcspn(*e, "=");
-        if (strncmp(*e, "TILEGRAPH_", 10) || len >= sizeof names[0])
+        if (!forwarded(*e, len) || len >= sizeof names[0])
             continue;
         snprintf(names[k], sizeof names[k], "%.*s", (int)len, *e);
         av[n++] = "-x";
@@ -272,6 +316,10 @@ static int forward_environment(char **av, int n, int cap)
     }
     return n;
 }
+
+/* `tilegraph run INSTANCE_FLAG R I -- PROGRAM ARGS`: what mpirun starts as
+ * each instance of a PROGRAM (instance_exec). */
+#define INSTANCE_FLAG "--as-instance"
 
 /* mpirun, its flags, then this tilegraph with the instance's command. */
 static int build_argv(const run_args *a, char **av, int cap, char *np, char *reps, char *hostlist)
@@ -323,10 +371,21 @@ static int build_argv(const run_args *a, char **av, int cap, char *np, char *rep
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     self[len > 0 ? len : 0] = 0;
     av[n++] = len > 0 ? self : "tilegraph";
-    av[n++] = a->command[0];
-    av[n++] = "--replicas";
     snprintf(reps, 16, "%ld", a->replicas);
-    av[n++] = reps;
+    if (is_train(a)) {
+        av[n++] = a->command[0];
+        av[n++] = "--replicas";
+        av[n++] = reps;
+    } else { /* this tilegraph sets the instance's POPDIST_* and runs the program */
+        static char ipr[16];
+        snprintf(ipr, sizeof ipr, "%ld", a->ipus_per_replica ? a->ipus_per_replica : 1);
+        av[n++] = "run";
+        av[n++] = INSTANCE_FLAG;
+        av[n++] = reps;
+        av[n++] = ipr;
+        av[n++] = "--";
+        av[n++] = a->command[0];
+    }
     for (int i = 1; i < a->n_command && n < cap - 1; i++)
         av[n++] = a->command[i];
     av[n] = NULL;
@@ -527,8 +586,50 @@ static int run_mpirun(char **av, const run_hosts *hosts)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* One instance of a PROGRAM, under mpirun: the POPDIST_* variables PopRun
+ * sets for it (per instance, so mpirun's -x cannot give them), then the
+ * program in this process's place. argv: R I -- PROGRAM ARGS. */
+static int instance_exec(int argc, char **argv)
+{
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE"), *rank = getenv("OMPI_COMM_WORLD_RANK");
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    long r = 0, ipr = 0, n = 0, k = 0, lk = 0;
+    if (argc < 4 || strcmp(argv[2], "--") || parse_long("replicas", argv[0], 1, 64, &r) ||
+        parse_long("ipus per replica", argv[1], 1, 64, &ipr) || !size || !rank ||
+        parse_long("OMPI_COMM_WORLD_SIZE", size, 1, r, &n) ||
+        parse_long("OMPI_COMM_WORLD_RANK", rank, 0, n - 1, &k) || r % n) {
+        fprintf(stderr,
+                "tilegraph run: %s is run's own way to start an instance under "
+                "mpirun: use tilegraph run --instances N --replicas R -- PROGRAM\n",
+                INSTANCE_FLAG);
+        return 2;
+    }
+    if (local)
+        parse_long("OMPI_COMM_WORLD_LOCAL_RANK", local, 0, n - 1, &lk);
+    long per = r / n;
+    char v[6][24];
+    snprintf(v[0], 24, "%ld", r);
+    snprintf(v[1], 24, "%ld", ipr);
+    snprintf(v[2], 24, "%ld", per);
+    snprintf(v[3], 24, "1"); /* every instance runs R/N replicas (check) */
+    snprintf(v[4], 24, "%ld", k * per);
+    snprintf(v[5], 24, "%ld", lk);
+    static const char *names[6] = {
+        "POPDIST_NUM_TOTAL_REPLICAS",   "POPDIST_NUM_IPUS_PER_REPLICA",
+        "POPDIST_NUM_LOCAL_REPLICAS",   "POPDIST_UNIFORM_REPLICAS_PER_INSTANCE",
+        "POPDIST_REPLICA_INDEX_OFFSET", "POPDIST_LOCAL_INSTANCE_INDEX"};
+    for (int i = 0; i < 6; i++)
+        setenv(names[i], v[i], 1);
+    execvp(argv[3], argv + 3);
+    fprintf(stderr, "tilegraph run: instance %ld cannot start %s: %s (is it on PATH there?)\n", k,
+            argv[3], strerror(errno));
+    return 127;
+}
+
 int cmd_run(int argc, char **argv)
 {
+    if (argc > 0 && !strcmp(argv[0], INSTANCE_FLAG))
+        return instance_exec(argc - 1, argv + 1);
     run_args a;
     int r = parse(&a, argc, argv);
     if (r)

@@ -53,7 +53,7 @@ static bool job_of(const char *path, char *job, size_t cap, char *kind, size_t k
 }
 
 typedef struct instance_row {
-    double steps, step_ns, all_reduce_ns, exchange_ns, samples_per_s;
+    double steps, step_ns, all_reduce_ns, exchange_ns, buckets_ns, samples_per_s;
 } instance_row;
 
 static double query_double(tg_profile_reader *r, const char *sql)
@@ -73,6 +73,43 @@ static double query_double(tg_profile_reader *r, const char *sql)
 #define STEADY                                                                                     \
     "run > (SELECT CASE WHEN COUNT(DISTINCT run) > 1 THEN MIN(run) ELSE -1 END FROM trace)"
 
+/* The time some gradient bucket of replica 0 was on its way while the
+ * backward still ran (before its device's all-reduce began), summed over
+ * the steady host steps and devices: the exchange the buckets overlapped
+ * with the backward. Buckets in flight together overlap each other, so
+ * their intervals are merged, not added. */
+static double buckets_in_backward(tg_profile_reader *r)
+{
+    static const char *sql =
+        "SELECT b.run, b.device, b.start_ns, b.end_ns, (SELECT MIN(a.start_ns) FROM trace a "
+        "WHERE a.run = b.run AND a.device = b.device AND a.replica = 0 AND a.kind = "
+        "'all-reduce') FROM trace b WHERE b.replica = 0 AND b.kind = 'gradient bucket to "
+        "instances' AND b." STEADY " ORDER BY b.run, b.device, b.start_ns";
+    sqlite3_stmt *st = NULL;
+    if (tg_an_prepare(r, sql, &st) != TG_OK)
+        return NAN;
+    double sum = 0, reached = 0;
+    int64_t run = -1, device = -1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (sqlite3_column_int64(st, 0) != run || sqlite3_column_int64(st, 1) != device) {
+            run = sqlite3_column_int64(st, 0);
+            device = sqlite3_column_int64(st, 1);
+            reached = 0;
+        }
+        double start = sqlite3_column_double(st, 2), end = sqlite3_column_double(st, 3);
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL && sqlite3_column_double(st, 4) < end)
+            end = sqlite3_column_double(st, 4); /* the backward ended there */
+        if (start < reached)
+            start = reached;
+        if (end > start)
+            sum += end - start;
+        if (end > reached)
+            reached = end;
+    }
+    sqlite3_finalize(st);
+    return sum;
+}
+
 /* Per recorded host step: its wall time (first start to last end over every
  * replica and device), and the all-reduce and the exchange with the other
  * instances of replica 0, averaged over its devices. */
@@ -91,6 +128,7 @@ static void read_row(tg_profile_reader *r, instance_row *row)
         query_double(r, "SELECT COALESCE(SUM(end_ns - start_ns), 0) FROM trace WHERE replica = 0 "
                         "AND kind = 'exchange with instances' AND " STEADY) /
         runs / devices;
+    row->buckets_ns = buckets_in_backward(r) / runs / devices;
     /* the samples of the steps averaged above over their mean time: the
      * mean of each step's own rate would disagree with the host step shown */
     double samples = query_double(r, "SELECT AVG(value) FROM counters WHERE name = 'samples' AND "
@@ -98,7 +136,8 @@ static void read_row(tg_profile_reader *r, instance_row *row)
     row->samples_per_s = row->step_ns > 0 ? samples / (row->step_ns * 1e-9) : NAN;
 }
 
-static void add_row(tg_an_table *t, tg_profile_reader *r, int k)
+/* true: the instance sent gradient buckets during the backward */
+static bool add_row(tg_an_table *t, tg_profile_reader *r, int k)
 {
     instance_row row;
     read_row(r, &row);
@@ -114,20 +153,23 @@ static void add_row(tg_an_table *t, tg_profile_reader *r, int k)
     snprintf(host_copy, sizeof host_copy, "%s", *host ? host : "-");
     double share = row.step_ns > 0 ? row.exchange_ns / row.step_ns : NAN;
     tg_an_row(t, (double)k, host_copy, replicas, row.steps, row.step_ns, row.all_reduce_ns,
-              row.exchange_ns, share, row.samples_per_s);
+              row.exchange_ns, share, row.buckets_ns, row.samples_per_s);
+    return row.buckets_ns > 0;
 }
 
 static tg_an_table *instances_table(tg_an_view *v)
 {
-    static const char *const cols[] = {"instance",       "host",        "replicas",
-                                       "host steps",     "mean step",   "all-reduce",
-                                       "with instances", "of the step", "samples/s"};
+    static const char *const cols[] = {
+        "instance",   "host",           "replicas",    "host steps",      "mean step",
+        "all-reduce", "with instances", "of the step", "in the backward", "samples/s"};
     static const tg_an_kind kinds[] = {TG_AN_ID, TG_AN_LABEL, TG_AN_LABEL, TG_AN_COUNT, TG_AN_NS,
-                                       TG_AN_NS, TG_AN_NS,    TG_AN_FRAC,  TG_AN_NUM};
-    return tg_an_table_add(v,
-                           "Instances (the mean of the recorded host steps after the first; "
-                           "samples/s: a step's samples over that mean; all-reduce of replica 0)",
-                           9, cols, kinds);
+                                       TG_AN_NS, TG_AN_NS,    TG_AN_FRAC,  TG_AN_NS,    TG_AN_NUM};
+    return tg_an_table_add(
+        v,
+        "Instances (the mean of the recorded host steps after the first; "
+        "samples/s: a step's samples over that mean; all-reduce of replica 0; "
+        "in the backward: some gradient bucket on its way while the backward ran)",
+        10, cols, kinds);
 }
 
 tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v)
@@ -143,10 +185,10 @@ tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_a
                    tg_profile_reader_path(r));
         return TG_OK;
     }
-    int found = 0;
+    int found = 0, bucketed = 0;
     for (int k = 0; k < n; k++) {
         if (k == self) {
-            add_row(t, r, k);
+            bucketed += add_row(t, r, k);
             found++;
             continue;
         }
@@ -157,7 +199,7 @@ tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_a
             tg_an_note(v, "instance %d: %s", k, tg_error_message());
             continue;
         }
-        add_row(t, other, k);
+        bucketed += add_row(t, other, k);
         tg_profile_reader_close(other);
         found++;
     }
@@ -166,5 +208,14 @@ tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_a
                "is the MPI exchange inside the all-reduce, waiting for the slowest instance "
                "included",
                n, found, job, kind);
+    /* what runtime/allreduce.c and buckets.c do; which algorithm OpenMPI's
+     * coll component runs under the all-gather is its own choice, not
+     * recorded */
+    tg_an_note(v,
+               "all-reduce algorithm: every instance's gradients all-gathered (%s), then "
+               "summed on each instance in global replica order (the sum of one process)",
+               bucketed ? "in buckets during the backward, MPI_Iallgatherv, the rest waited "
+                          "for after it"
+                        : "after the backward, MPI_Iallgather");
     return TG_OK;
 }

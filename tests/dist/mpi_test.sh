@@ -150,6 +150,17 @@ grep -q "use --replicas 2 or 4\$" rep.log || fail "--replicas 3 over 2 instances
 $T analyse prof instances --json >inst.json || fail "analyse instances"
 grep -q '"instance":1,"host":' inst.json && grep -q '"replicas":"1"' inst.json ||
     fail "analyse instances lists not both instances: $(cat inst.json)"
+# ... with the time the gradient buckets overlapped the backward (one
+# replica per instance: buckets on) and the all-reduce's algorithm
+grep -q '"in the backward":[1-9]' inst.json ||
+    fail "analyse instances shows no bucket in flight during the backward: $(cat inst.json)"
+awk 'BEGIN { RS = "[{}]" } /"in the backward"/ {
+        match($0, /"mean step":[0-9.e+]+/); m = substr($0, RSTART + 12, RLENGTH - 12) + 0
+        match($0, /"in the backward":[0-9.e+]+/); b = substr($0, RSTART + 18, RLENGTH - 18) + 0
+        if (b > m) bad = 1 } END { exit bad }' inst.json ||
+    fail "buckets in flight during the backward longer than the host step: $(cat inst.json)"
+$T analyse prof instances | grep -q "all-reduce algorithm: .* all-gathered (in buckets during" ||
+    fail "analyse instances names no all-reduce algorithm"
 $T analyse prof --instance 1 | grep -q "instance 1 of an MPI job of 2" ||
     fail "analyse --instance 1 does not open instance 1's profile"
 # the job's figures, not instance 0's: the epoch line of 2 x 1 is that of 1 x 2

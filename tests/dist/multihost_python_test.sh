@@ -4,9 +4,14 @@
 # (netns_hosts.sh), 2 on each, trains to the weights of one process: the
 # script of tests/python/test_dist.py, replicationFactor 4, one replica per
 # instance. Interpreter: Debian's /usr/bin/python3 (torch 1.13).
-# usage: multihost_python_test.sh LIBTILEGRAPH_SO SOURCE_DIR   (exit 77: skipped, saying why)
+# Then the seed-004 tutorial's model with popdist (popdist_tutorial.py),
+# started by `tilegraph run --host h1,h2` as 4 instances, trains to the
+# weights of one process.
+# usage: multihost_python_test.sh LIBTILEGRAPH_SO SOURCE_DIR TILEGRAPH_CLI
+#        (exit 77: skipped, saying why)
 LIB=$1
 SRC=$2
+T=$3
 PY=/usr/bin/python3
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
 $PY -c "import torch, cffi" 2>/dev/null || { echo "no torch or cffi for $PY: skipped"; exit 77; }
@@ -40,4 +45,24 @@ import sys, torch
 a, b = torch.load("one.pt"), torch.load("four.pt")
 sys.exit(0 if a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a) else 1)
 PYEOF
-echo "multihost_python_test: 2 hosts x 2 instances train as one process"
+$PY "$SRC/tests/dist/popdist_tutorial.py" tut_one.pt "$SRC/examples/python" >tut_one.log 2>&1 ||
+    fail "the tutorial as one process"
+MPI_ARGS=""
+for a in $HOSTS_MPI; do
+    MPI_ARGS="$MPI_ARGS --mpi-arg $a"
+done
+on_host 1 timeout 240 "$T" run --host h1,h2 --num-instances 4 --num-replicas 4 \
+    --ipus-per-replica 4 $MPI_ARGS -- $PY "$SRC/tests/dist/popdist_tutorial.py" tut_four.pt \
+    "$SRC/examples/python" >tut_four.log 2>&1 || fail "the tutorial under run over 2 hosts"
+grep -q '^\[h2:' tut_four.log || fail "no line of the tutorial's tagged as h2's"
+$PY - "$SRC/examples/python" <<'PYEOF' || fail "the tutorial under run ends with other weights"
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+a, b = torch.load("tut_one.pt"), torch.load("tut_four.pt")
+same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+torch.manual_seed(0)
+import seed004_pipelining as tutorial
+start = tutorial.Network().state_dict()
+sys.exit(0 if same and any(not torch.equal(start[k], a[k]) for k in a) else 1)
+PYEOF
+echo "multihost_python_test: 2 hosts x 2 instances train as one process (mpirun, tilegraph run)"

@@ -77,7 +77,17 @@ on_host() {
 
 # the bridge's side of host K's link: a cable pulled (down) or put back (up)
 host_link() { # K up|down
-    ip -n "${HOSTS_PREFIX}br" link set "p$1" "$2"
+    ip -n "${HOSTS_PREFIX}br" link set "p$1" "$2" || return 1
+    [ "$2" = up ] || return 0
+    # the other hosts' ARP entries for host K failed while it was down, and a
+    # failed entry refuses connections to it (EHOSTUNREACH) until the kernel
+    # probes again: mpirun then could not start its daemon there ("ORTE was
+    # unable to reliably start one or more daemons")
+    k=1
+    while [ $k -le "$HOSTS_N" ]; do
+        ip -n "${HOSTS_PREFIX}h$k" neigh flush all 2>/dev/null
+        k=$((k + 1))
+    done
 }
 
 # whether links can be rate-limited here (prints why not)

@@ -133,6 +133,13 @@ static void test_poprun_flags(void)
     EXPECT("run --num-instances 2 --replicas-per-instance 3 --dry-run -- train", 0,
            "2 instances x 3 replicas = 6 replicas");
     TG_CHECK(strstr(tg_cli_output, "--replicas 6") != NULL); /* passed on to train */
+    /* any other program runs as the instances, each with its POPDIST_* set */
+    EXPECT("run --num-instances 2 --num-replicas 4 --ipus-per-replica 2 --dry-run -- python3 "
+           "t.py",
+           0, "run --as-instance 4 2 -- python3 t.py");
+    EXPECT("run --as-instance 4 1 -- true", 2, "run's own way to start an instance");
+    EXPECT("run --num-instances 2 --num-replicas 2 --ipus-per-replica 4 -- train", 2,
+           "got --ipus-per-replica 4 -- train");
     EXPECT("run --instances 2 --replicas 4 --replicas-per-instance 3 -- train", 2,
            "got --instances 2 --replicas 4 --replicas-per-instance 3");
 }
