@@ -486,17 +486,26 @@ static int wait_mpirun(pid_t pid, int *status, run_stream *streams, int n, const
 }
 
 static volatile pid_t mpirun_pid;
+/* The signal that asks the instances to stop: SIGUSR2 for train (mpirun
+ * passes it on to every instance on every host, and train stops at a host
+ * step boundary on it, as on SIGTERM); a program of the user's gets the
+ * signal itself. mpirun's own SIGINT or SIGTERM ends the instances at once
+ * (measured: no instance printed its stop or wrote its checkpoint, even
+ * with odls_base_sigkill_timeout at 20 s), so the first stop never goes to
+ * mpirun as it came. */
+static int stop_request = SIGUSR2;
+static volatile sig_atomic_t stops_sent;
 
 /* mpirun runs in its own process group, so each stop signal reaches it
  * once, from here: Ctrl-C at a terminal, kill PID, or a signal to run's
- * whole group (timeout(1) sends one). A second one would make OpenMPI kill
- * the instances at once, before their checkpoint; a second Ctrl-C still
- * does, as the user then means it. */
+ * whole group (timeout(1) sends one). The first becomes the instances' stop
+ * request; a second Ctrl-C goes to mpirun as it came, which kills the
+ * instances at once, as the user then means it. */
 static void on_stop(int sig)
 {
     stop_signal = sig;
     if (mpirun_pid > 0)
-        kill(mpirun_pid, sig);
+        kill(mpirun_pid, stops_sent++ ? sig : stop_request);
 }
 
 /* Start mpirun and wait for it: its exit code, or 128 + the stop signal run
@@ -561,8 +570,8 @@ static int run_mpirun(char **av, const run_hosts *hosts)
     }
     setpgid(pid, pid); /* also here: no signal may find it in run's group */
     mpirun_pid = pid;
-    if (stop_signal) /* a signal before mpirun_pid was set */
-        kill(pid, stop_signal);
+    if (stop_signal && !stops_sent++) /* a signal before mpirun_pid was set */
+        kill(pid, stop_request);
     int e = 0;
     ssize_t got;
     while ((got = read(pipefd[0], &e, sizeof e)) < 0 && errno == EINTR)
@@ -653,6 +662,8 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     if (a.dry_run)
         return 0;
+    if (!is_train(&a))
+        stop_request = SIGTERM;
     char pid[32], host[256] = "";
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     if (gethostname(host, sizeof host - 1) == 0) { /* for the instances here (tell_run_lost) */

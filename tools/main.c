@@ -62,7 +62,7 @@ static void on_stop_signal(int sig)
         raise(sig);
         return;
     }
-    stop_signal = sig;
+    stop_signal = sig == SIGUSR2 ? SIGTERM : sig; /* tilegraph run's stop request */
 }
 
 int cli_stop_signal(void)
@@ -92,6 +92,8 @@ static void catch_stop_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (getenv("TILEGRAPH_RUN_PID")) /* an instance of tilegraph run (tools/cmd_run.c) */
+        sigaction(SIGUSR2, &sa, NULL);
 }
 
 /* The host trace is written once, at the end. Its failure is the command's

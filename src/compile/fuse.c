@@ -15,7 +15,8 @@
  * Only where nothing else could see the difference: the program has no
  * backward (nothing else reads the convolution's own output or the norm's),
  * one device, f32 storage, no off-chip or sharded tensors, no executable
- * file (the file holds steps, not this plan), the convolution planned with
+ * file and no MPI instances (the file, which instance 0 also sends the
+ * others, holds steps, not this plan), the convolution planned with
  * oneDNN, and the three values in one layout. `tilegraph check` compares
  * the last fused value with the three reference kernels chained on the
  * convolution's inputs (runtime/verify.c).
@@ -38,7 +39,9 @@ static bool program_fuses(const tg_program *p)
         return false;
     if (p->precision.model != TG_F32 || p->precision.input != TG_F32)
         return false;
-    if (c->executable.cache_dir[0] || c->executable.file[0])
+    /* an executable file, or MPI instances (instance 0 compiles and sends
+     * the others its program as the file's bytes) */
+    if (c->executable.cache_dir[0] || c->executable.file[0] || c->distributed.instances > 1)
         return false;
     for (int k = 0; k < TG_TENSOR_KINDS; k++)
         if (c->memory.location[k].off_chip || c->memory.location[k].sharded)

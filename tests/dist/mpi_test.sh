@@ -30,7 +30,7 @@ MPI="mpirun -np 2 --bind-to none"
 long_job() { # LOG [train flags]
     log=$1
     shift
-    timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 100 --train-limit 1024 \
+    timeout 120 $MPI $T train --model mnist-pipeline --replicas 2 --epochs 10000 --train-limit 1024 \
         --test-limit 16 --quiet "$@" >"$log" 2>&1 &
     job=$!
     tries=0
@@ -38,7 +38,7 @@ long_job() { # LOG [train flags]
         sleep 0.2
         tries=$((tries + 1))
     done
-    victim=$(pgrep -f "epochs 100 --train-limit 1024" | while read p; do
+    victim=$(pgrep -f "epochs 10000 --train-limit 1024" | while read p; do
         [ "$(cat /proc/$p/comm 2>/dev/null)" = tilegraph ] && [ "$(readlink /proc/$p/cwd)" = "$W" ] &&
             echo $p; done | tail -1)
 }
@@ -198,7 +198,7 @@ grep -q "failed" stop.log && fail "a stop was reported as a failure"
 
 # ... and SIGINT to `tilegraph run` (mpirun's parent) ends the job as one
 # stopped process ends: 130, with the checkpoint (mpirun itself exits 1)
-timeout 120 $T run --instances 2 --replicas 2 -- train --model mnist-pipeline --epochs 100 \
+timeout 120 $T run --instances 2 --replicas 2 -- train --model mnist-pipeline --epochs 10000 \
     --train-limit 1024 --test-limit 16 --quiet --save runstop.safetensors >runstop.log 2>&1 &
 job=$!
 tries=0

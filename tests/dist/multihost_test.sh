@@ -79,7 +79,7 @@ grep -q '^\[h1:0\] epoch 1: train loss' two.log || fail "instance 0's lines are 
 #    keepalive), naming the lost host; the last checkpoint resumes to the
 #    bytes of an uninterrupted run
 L="--model mnist-pipeline --batch-size 8 --epochs 100 --train-limit 512 --test-limit 16 --quiet"
-L="$L --max-steps 60 --checkpoint-every 5"
+L="$L --max-steps 400 --checkpoint-every 10"
 $T train $L --replicas 4 --save ref.safetensors >ref.log 2>&1 || fail "uninterrupted run"
 export TILEGRAPH_DIST_TIMEOUT=3 # run passes it on (-x) to every host
 start_job down.log --replicas-per-instance 1 -- train $L --save ck.safetensors
@@ -142,7 +142,7 @@ else
 fi
 
 # 4. an instance killed (-9) on h2: the job ends, non-zero, naming it
-start_job kill.log --num-replicas 4 -- train --model mnist-pipeline --epochs 100 --train-limit 512 \
+start_job kill.log --num-replicas 4 -- train --model mnist-pipeline --epochs 1000 --train-limit 512 \
     --test-limit 16 --quiet
 wait_training kill.log
 victim=$(left_on 2 | tail -1)
@@ -158,7 +158,7 @@ grep -q "rank [13] .* on node h2 exited on signal 9" kill.log || fail "no messag
 
 # 6. SIGINT to `tilegraph run` stops every instance on both hosts after the
 #    same host step: instance 0 writes the checkpoint, the job exits 130
-start_job stop.log --num-replicas 4 -- train --model mnist-pipeline --epochs 100 \
+start_job stop.log --num-replicas 4 -- train --model mnist-pipeline --epochs 1000 \
     --train-limit 512 --test-limit 16 --quiet --save stop.safetensors
 wait_training stop.log
 sleep 1
