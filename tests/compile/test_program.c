@@ -41,7 +41,7 @@ static void test_threads_given_and_default(void)
     const char *dflt[] = {"threadsPerDevice", "0", NULL};
     p = compile_with(mg.graph, dflt);
     TG_CHECK(p && p->threads_auto && p->cpu.measured);
-    TG_CHECK(p && p->n_threads == tg_threads_default(p->cpu.free, 1));
+    TG_CHECK(p && p->n_threads == tg_threads_default(p->cpu.allowed, 1)); /* not the load */
     TG_CHECK(p && p->n_threads <= cores && p->threads_warning[0] == '\0');
     tg_program_destroy(p);
 

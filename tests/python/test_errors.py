@@ -63,30 +63,30 @@ class ErrorsTest(unittest.TestCase):
         class Wave(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.fc = nn.Linear(64, 5)
+                self.fc = nn.Linear(64, 25)
 
             def forward(self, x):
-                return torch.prod(self.fc(x.flatten(1)), 1)
+                return torch.det(self.fc(x.flatten(1)).view(-1, 5, 5))
 
         with self.assertRaises(TilegraphError) as cm:
             poptorch.inferenceModel(Wave())(data(4)[0])
         text = str(cm.exception)
-        self.assertIn("unsupported op type: ReduceProd", text)
+        self.assertIn("unsupported op type: Det", text)
         # The module and the Python line that made the node, from the
         # exporter's scope and recorded stack.
         line = inspect.getsourcelines(Wave.forward)[1] + 1
-        self.assertIn(f"ReduceProd ('/ReduceProd') from Wave (the model), made at {__file__}:{line}: "
-                      "return torch.prod(", text)
+        self.assertIn(f"Det ('/Det') from Wave (the model), made at {__file__}:{line}: "
+                      "return torch.det(", text)
 
     def test_unsupported_op_in_a_submodule_names_it(self):
-        class Prod(nn.Module):
+        class Determinant(nn.Module):
             def forward(self, x):
-                return torch.prod(x, 1)
+                return torch.det(x.view(-1, 5, 5))
 
         class Head(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.body = nn.Sequential(nn.Linear(64, 5), Prod())
+                self.body = nn.Sequential(nn.Linear(64, 25), Determinant())
 
             def forward(self, x):
                 y = x.flatten(1)
@@ -96,9 +96,9 @@ class ErrorsTest(unittest.TestCase):
             poptorch.inferenceModel(Head())(data(4)[0])
         text = str(cm.exception)
         # the deepest Python line that made the node: the submodule's own
-        line = inspect.getsourcelines(Prod.forward)[1] + 1
-        self.assertRegex(text, r"ReduceProd \('/body/body\.1/[A-Za-z]+'\) from body\.1 \(Prod\), "
-                         f"made at {re.escape(__file__)}:{line}: return torch\\.prod\\(x, 1\\)")
+        line = inspect.getsourcelines(Determinant.forward)[1] + 1
+        self.assertRegex(text, r"Det \('/body/body\.1/[A-Za-z]+'\) from body\.1 \(Determinant\), "
+                         f"made at {re.escape(__file__)}:{line}: return torch\\.det\\(x\\.view")
 
     def test_not_a_module(self):
         with self.assertRaisesRegex(ValueError, "torch.nn.Module"):

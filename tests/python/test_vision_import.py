@@ -172,16 +172,6 @@ class VisionImport(unittest.TestCase):
     def test_small_vit(self):
         self.check("vit")
 
-    def test_conv_transpose3d_refused(self):
-        # 3-D convolution and pooling are taken (test_conv3d.py); a 3-D
-        # transposed convolution is refused by name
-        model = nn.Sequential(nn.ConvTranspose3d(2, 3, 2, stride=2), nn.Flatten())
-        with self.assertRaises(poptorch.TilegraphError) as cm:
-            poptorch.inferenceModel(model, poptorch.Options())(torch.randn(1, 2, 3, 3, 3))
-        msg = str(cm.exception)
-        self.assertIn("ConvTranspose", msg)
-        self.assertIn("this op has no 3-D form here", msg)
-
     def test_output_padding_beyond_stride_refused(self):
         # PyTorch allows output_padding below the stride or the dilation;
         # only below the stride maps onto the conv's data gradient

@@ -13,7 +13,12 @@
 static char tmpdir[256];
 
 #define EXPECT(args, code, text) TG_CLI_EXPECT(tmpdir, args, code, text)
-#define TRAIN "train --model mnist-pipeline --train-limit 800 --test-limit 100 --quiet "
+/* One thread per device in every run: kernels sum in an order that depends
+ * on their thread count, and the default gives one device both cores but
+ * each of two devices one (docs/numerics.md, "Bit-reproducibility"). */
+#define TRAIN                                                                                      \
+    "train --model mnist-pipeline --train-limit 800 --test-limit 100 --quiet "                     \
+    "--threads-per-device 1 "
 #define PHASED "--strategy phased --phases \"B1|B2|B3|B4\" "
 
 static void train_both(const char *flags, const char *offload)
@@ -93,7 +98,7 @@ static void test_parallel_ipu_resnet18(void)
     char args[800];
 #define R18                                                                                        \
     "train --model resnet18 --batch-size 2 --max-steps 2 --train-limit 4 --test-limit 2 "          \
-    "--optimizer adamw --lr 0.001 --quiet "
+    "--optimizer adamw --lr 0.001 --quiet --threads-per-device 1 "
     snprintf(args, sizeof args, R18 "--save %s/r18_one.safetensors", tmpdir);
     EXPECT(args, 0, "r18_one.safetensors");
     snprintf(args, sizeof args,

@@ -26,7 +26,10 @@ static char tmpdir[256];
 #define COMMON BASE "--train-limit 48 "
 /* 4 host steps of 2 micro-batches: enough for the weights to move apart
  * wherever a way of running could differ */
-#define SHORT BASE "--train-limit 32 --epochs 1 "
+/* one thread per device: the default gives one device both cores and each of
+ * two devices one, and kernels sum in an order that depends on it
+ * (docs/numerics.md, "Bit-reproducibility") */
+#define SHORT BASE "--train-limit 32 --epochs 1 --threads-per-device 1 "
 
 static char *path(const char *name)
 {
