@@ -108,6 +108,17 @@ bool ob_is_foldable(onnx_builder *b, int i)
     return d && !d->f;
 }
 
+tg_status ob_value_in(onnx_builder *b, int i, const tg_onnx_data **c, tg_tensor **t, tg_shape *s)
+{
+    bool folded = ob_is_foldable(b, i);
+    *c = folded ? ob_const(b, i) : NULL;
+    *t = folded ? NULL : ob_tensor(b, i);
+    if (!*t && !*c)
+        return TG_ERR_UNSUPPORTED;
+    *s = *t ? tg_tensor_shape(*t) : tg_shape_of((*c)->ndim, (*c)->dim);
+    return TG_OK;
+}
+
 const tg_onnx_data *ob_const(onnx_builder *b, int i)
 {
     ob_value *v = input_value(b, i);

@@ -67,6 +67,9 @@ int ob_initializer(const onnx_builder *b, int i);
 /* Whether input i can be folded at import: a constant that is not a float
  * initializer (a weight, which must stay a trainable parameter). */
 bool ob_is_foldable(onnx_builder *b, int i);
+/* Input i as a constant folded at import (*c) or as a tensor (*t), exactly
+ * one set, and its shape in *s: TG_ERR_UNSUPPORTED when it is neither. */
+tg_status ob_value_in(onnx_builder *b, int i, const tg_onnx_data **c, tg_tensor **t, tg_shape *s);
 
 /* Set output k of the current node. The constant form takes ownership of
  * d's arrays. */

@@ -177,14 +177,12 @@ static tg_status map_slice(onnx_builder *b)
         return ob_fail(b, TG_ERR_FORMAT,
                        "starts, ends, axes and steps must be integer lists of "
                        "one length");
-    bool folded = ob_is_foldable(b, 0);
-    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
-    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
-    if (!x && !xc)
-        return TG_ERR_UNSUPPORTED;
+    const tg_onnx_data *xc;
+    tg_tensor *x;
+    tg_shape s;
+    TG_TRY(ob_value_in(b, 0, &xc, &x, &s));
     if (xc)
         return fold_slice(b, 0, xc, st, en, ax, sp);
-    tg_shape s = tg_tensor_shape(x);
     tg_tensor *y = x;
     for (int64_t k = 0; k < st->n; k++) {
         int axis = 0;
@@ -277,12 +275,10 @@ static tg_status map_split(onnx_builder *b)
     int outputs = (int)b->node->n_output;
     if (outputs < 1 || outputs > 4096)
         return ob_fail(b, TG_ERR_FORMAT, "Split has %d outputs", outputs);
-    bool folded = ob_is_foldable(b, 0);
-    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
-    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
-    if (!x && !xc)
-        return TG_ERR_UNSUPPORTED;
-    tg_shape s = x ? tg_tensor_shape(x) : tg_shape_of(xc->ndim, xc->dim);
+    const tg_onnx_data *xc;
+    tg_tensor *x;
+    tg_shape s;
+    TG_TRY(ob_value_in(b, 0, &xc, &x, &s));
     int axis = 0;
     TG_TRY(ob_axis(b, ob_attr_int(b, "axis", 0), s.ndim, &axis));
     int64_t *size = tg_malloc((size_t)outputs * sizeof *size);

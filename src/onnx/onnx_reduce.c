@@ -165,12 +165,10 @@ static tg_tensor *tensor_prod(onnx_builder *b, tg_tensor *x, unsigned mask, tg_s
 
 static tg_status map_reduce_prod(onnx_builder *b)
 {
-    bool folded = ob_is_foldable(b, 0);
-    const tg_onnx_data *xc = folded ? ob_const(b, 0) : NULL;
-    tg_tensor *x = folded ? NULL : ob_tensor(b, 0);
-    if (!x && !xc)
-        return TG_ERR_UNSUPPORTED;
-    tg_shape s = x ? tg_tensor_shape(x) : tg_shape_of(xc->ndim, xc->dim);
+    const tg_onnx_data *xc;
+    tg_tensor *x;
+    tg_shape s;
+    TG_TRY(ob_value_in(b, 0, &xc, &x, &s));
     unsigned mask;
     bool noop;
     TG_TRY(ob_reduce_axes(b, s.ndim, 18, &mask, &noop));
