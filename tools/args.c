@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include "tilegraph/devices.h"
+#include "tilegraph/options.h"
 
 #include <errno.h>
 #include <math.h>
@@ -119,29 +120,6 @@ static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
     return -1;
 }
 
-/* Edit distance of a[0..n) and b, capped at 99 for names over 63 characters. */
-static int flag_distance(const char *a, size_t n, const char *b)
-{
-    size_t m = strlen(b);
-    if (n > 63 || m > 63)
-        return 99;
-    int row[64];
-    for (size_t j = 0; j <= m; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            best = up + 1 < best ? up + 1 : best;
-            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[m];
-}
-
 /* The flag a user most likely meant by a[0..n) (--epoch: --epochs), or
  * NULL: the one flag it is a prefix of or that is a prefix of it, else the
  * nearest by edit distance within a third of its length. */
@@ -154,7 +132,7 @@ static const char *nearest_flag(const cli_command *cmd, const char *a, size_t n)
         size_t m = strlen(name);
         if (n > 3 && m > 3 && strncmp(name, a, n < m ? n : m) == 0)
             prefix = name, prefixes++;
-        int d = flag_distance(a, n, name);
+        int d = tg_options_name_distance(a, n, name);
         if (d < best_d)
             best_d = d, best = name;
     }

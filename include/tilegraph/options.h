@@ -19,6 +19,7 @@
 #include "tilegraph/status.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -49,6 +50,9 @@ TG_API bool tg_options_is_engine(const char *key);
  * none (set it with --options FILE or --engine-option). The option table's
  * `flag` column: the commands take their flags' names from it. */
 TG_API const char *tg_options_flag(const char *key);
+/* Edit distance between a[0..n) and b, for a "did you mean" on a misspelt
+ * option or flag name; names over 63 characters count as far (99). */
+TG_API int tg_options_name_distance(const char *a, size_t n, const char *b);
 
 TG_API int64_t tg_options_get_int(const tg_options *o, const char *key);
 TG_API double tg_options_get_float(const tg_options *o, const char *key);

@@ -318,10 +318,9 @@ tg_options *tg_options_clone(const tg_options *o)
     return c;
 }
 
-/* Edit distance between a and b, capped: names longer than 63 count as far. */
-static int edit_distance(const char *a, const char *b)
+int tg_options_name_distance(const char *a, size_t n, const char *b)
 {
-    size_t n = strlen(a), m = strlen(b);
+    size_t m = strlen(b);
     if (n > 63 || m > 63)
         return 99;
     int row[64];
@@ -367,7 +366,7 @@ static const char *nearest_key(const char *key)
     const char *best = NULL;
     int len = key ? (int)strlen(key) : 0, best_d = (len / 3 > 2 ? len / 3 : 2) + 1;
     for (int i = 0; key && i < N_OPTIONS; i++) {
-        int d = edit_distance(key, option_table[i].key);
+        int d = tg_options_name_distance(key, strlen(key), option_table[i].key);
         if (d < best_d)
             best_d = d, best = option_table[i].key;
     }
