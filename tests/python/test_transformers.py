@@ -26,7 +26,7 @@ import math
 import unittest
 
 import tg_pytest  # noqa: F401  (skips without torch, cffi, onnx)
-from tg_pytest import rel  # noqa: E402
+from tg_pytest import TRAIN_FACTOR, TRAIN_FLOOR, rel  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -36,10 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 import tilegraph as poptorch  # noqa: E402
 
 INFER_TOL = 1e-4
-TRAIN_FACTOR = 3.0
-TRAIN_FLOOR = 1e-5
 ZERO = 1e-9  # a float64 gradient below this fraction of the largest is analytically zero
-ZERO_FLOOR = 1e-6
 
 BATCH, SEQ, VOCAB = 2, 12, 40
 
@@ -207,17 +204,7 @@ class Transformers(unittest.TestCase):
         print(f"{name}: inference {err:.2e} of the largest output", flush=True)
         self.assertGreater(spread, 1e-3, f"{name}: the two samples' reference outputs agree")
         self.assertLessEqual(err, INFER_TOL, f"{name}: inference differs from PyTorch by {err:.3g}")
-        r = training(name)
-        tol = max(TRAIN_FACTOR * r["torch32"], TRAIN_FLOOR)
-        print(f"{name}: training step {r['worst']:.2e} from float64 (PyTorch float32 {r['torch32']:.2e}, "
-              f"worst parameter {r['where']} of {r['params']}); loss {r['loss']:.1e} "
-              f"(PyTorch float32 {r['loss32']:.1e}); {len(r['zeros'])} analytically zero", flush=True)
-        self.assertLessEqual(r["worst"], tol, f"{name}: the training step's {r['where']} is "
-                             f"{r['worst']:.3g} from float64, PyTorch float32's worst is {r['torch32']:.3g}")
-        for ours, theirs, k in r["zeros"]:
-            self.assertLessEqual(ours, max(TRAIN_FACTOR * theirs, ZERO_FLOOR),
-                                 f"{name}: analytically zero gradient of {k} at {ours:.3g} of the largest")
-        self.assertLessEqual(r["loss"], max(TRAIN_FACTOR * r["loss32"], TRAIN_FLOOR), f"{name}: loss")
+        tg_pytest.assert_training_step(self, name, training(name))
 
     def verify(self, name):
         """The differential checker on the first training step: passes, and

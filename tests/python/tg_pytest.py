@@ -94,6 +94,31 @@ def rel(a, b):
     return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
+# A training step against float64: within TRAIN_FACTOR of PyTorch float32's
+# own error (or TRAIN_FLOOR); a gradient analytically zero (float64 below
+# ZERO of the largest) within TRAIN_FACTOR of PyTorch's (or ZERO_FLOOR).
+TRAIN_FACTOR = 3.0
+TRAIN_FLOOR = 1e-5
+ZERO_FLOOR = 1e-6
+
+
+def assert_training_step(test, name, r, what="training step"):
+    """test's checks of one training step measured against float64 (r: the
+    worst parameter's error, PyTorch float32's, the analytically zero
+    gradients and the loss, as test_transformers' and test_hf_models'
+    training() return them), with a line saying the figures."""
+    tol = max(TRAIN_FACTOR * r["torch32"], TRAIN_FLOOR)
+    print(f"{name}: {what} {r['worst']:.2e} from float64 (PyTorch float32 {r['torch32']:.2e}, "
+          f"worst parameter {r['where']} of {r['params']}); loss {r['loss']:.1e} "
+          f"(PyTorch float32 {r['loss32']:.1e}); {len(r['zeros'])} analytically zero", flush=True)
+    test.assertLessEqual(r["worst"], tol, f"{name}: the training step's {r['where']} is "
+                         f"{r['worst']:.3g} from float64, PyTorch float32's worst is {r['torch32']:.3g}")
+    for ours, theirs, k in r["zeros"]:
+        test.assertLessEqual(ours, max(TRAIN_FACTOR * theirs, ZERO_FLOOR),
+                             f"{name}: analytically zero gradient of {k} at {ours:.3g} of the largest")
+    test.assertLessEqual(r["loss"], max(TRAIN_FACTOR * r["loss32"], TRAIN_FLOOR), f"{name}: loss")
+
+
 def data(n, seed=1):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 5, (n,), generator=g)
