@@ -138,6 +138,18 @@ static bool is_train(const run_args *a)
     return a->n_command > 0 && !strcmp(a->command[0], "train");
 }
 
+/* Whether every name of a --host list is there: "h1,,h2", ",h1" or "h1,"
+ * would place an instance on no host (mpirun's "--host h1:1,:1"). */
+static bool hosts_named(const char *list)
+{
+    if (!*list || *list == ',')
+        return false;
+    for (const char *p = list; *p; p++)
+        if (*p == ',' && (p[1] == ',' || p[1] == '\0'))
+            return false;
+    return true;
+}
+
 /* A command of tilegraph's own (tools/main.c), not a program on PATH. */
 static bool own_command(const char *name)
 {
@@ -167,6 +179,9 @@ static int check(const run_args *a)
         bad = "--ipus-per-replica is a PROGRAM's POPDIST_NUM_IPUS_PER_REPLICA; train takes its "
               "devices per replica from the model (its --strategy)";
         snprintf(got, sizeof got, "got --ipus-per-replica %ld -- train", a->ipus_per_replica);
+    } else if (a->hosts && !hosts_named(a->hosts)) {
+        bad = "--host takes host names separated by commas, none of them empty: --host h1,h2";
+        snprintf(got, sizeof got, "got --host '%.200s'", a->hosts);
     } else if (a->hosts && a->hostfile) {
         bad = "give --host or --hostfile, not both";
         snprintf(got, sizeof got, "got --host %s --hostfile %s", a->hosts, a->hostfile);

@@ -72,6 +72,9 @@ static void test_errors_name_the_fault(void)
     EXPECT("run --instances 2 --replicas 2", 2, "got nothing after '--'");
     EXPECT("run --instances 2 --replicas 3 -- train", 2, "got --instances 2 --replicas 3");
     EXPECT("run --instances 2 --replicas 2 -- train --replicas 4", 2, "got train --replicas 4");
+    EXPECT("run --instances 2 --replicas 2 --host h1,,h2 -- train", 2, "got --host 'h1,,h2'");
+    EXPECT("run --instances 2 --replicas 2 --host h1, -- train", 2, "none of them empty");
+    EXPECT("run --instances 2 --replicas 2 --host ,h1 -- train", 2, "none of them empty");
     EXPECT("run --instances 2 --replicas 2 --host a --hostfile h -- train", 2,
            "got --host a --hostfile h");
 }
