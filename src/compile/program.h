@@ -283,6 +283,12 @@ void tg_program_choose_threads(tg_program *p);
  * primitives are host objects, not stored) and check every step's kernel
  * scratch against them; TG_ERR_FORMAT (stale) when they differ. */
 tg_status tg_program_plan_loaded(tg_program *p);
+/* Host memory device d's planned kernels keep beside its arena for each
+ * replica (tg_kernel_plan.kept_bytes: an inference program's weight caches,
+ * ~98 MiB for ResNet-50), counted once per node. */
+size_t tg_program_kept_bytes(const tg_program *p, int d);
+/* Its category in the profile's `memory` table and the memory table. */
+#define TG_WEIGHT_CACHE_CATEGORY "weight cache"
 
 /* ---- executables (compile/executable.c, executable_file.c, docs/executable-cache.md) */
 

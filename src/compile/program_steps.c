@@ -184,6 +184,16 @@ tg_status tg_program_plan_loaded(tg_program *p)
     return TG_OK;
 }
 
+size_t tg_program_kept_bytes(const tg_program *p, int d)
+{
+    size_t n = 0;
+    /* the caches serve the forward steps; a node runs there once */
+    const tg_device_program *dp = &p->devices[d];
+    for (int k = 0; p->plans && k < dp->n_steps[TG_PHASE_FORWARD]; k++)
+        n += p->plans[dp->steps[TG_PHASE_FORWARD][k].node].kept_bytes;
+    return n;
+}
+
 tg_status tg_program_add_step(tg_program *p, const tg_tensor *t)
 {
     tg_device_program *dp = &p->devices[p->device_of[t->id]];
