@@ -105,33 +105,6 @@ static int instance_main(void)
     return 0;
 }
 
-/* The job's exit code, output in out; 137 (and a failure) when it hung. */
-static int job(const char *dir, char *out, size_t cap)
-{
-    char cmd[2048], self[512];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = '\0';
-    snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-             "OMPI_MCA_rmaps_base_oversubscribe=1 TILEGRAPH_MONITOR=0 "
-             "TILEGRAPH_TRACE='{\"enable\":\"true\",\"directory\":\"%s/tr\","
-             "\"channels\":[\"compile\"]}' timeout -s KILL %d mpirun -np 2 --bind-to none "
-             "%s instance > %s/out.txt 2>&1",
-             dir, BOUND_S, self, dir);
-    int rc = system(cmd);
-    int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    char path[600];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    FILE *f = fopen(path, "r");
-    size_t len = f ? fread(out, 1, cap - 1, f) : 0;
-    out[len] = '\0';
-    if (f)
-        fclose(f);
-    if (code == 137)
-        tg_test_fail(__FILE__, __LINE__, "the job hung (killed after %d s):\n%s", BOUND_S, out);
-    return code;
-}
-
 /* How many of the job's compile traces in dir/tr hold `what`. */
 static int traces_with(const char *dir, const char *what)
 {
@@ -152,7 +125,12 @@ static void test_instances_run_fused(void)
     char dir[] = "/tmp/tg_dist_fused_XXXXXX";
     static char out[1 << 16];
     TG_CHECK(TG_MKDTEMP(dir) != NULL);
-    int code = job(dir, out, sizeof out);
+    char env[600];
+    snprintf(env, sizeof env,
+             "TILEGRAPH_MONITOR=0 TILEGRAPH_TRACE='{\"enable\":\"true\",\"directory\":\"%s/tr\","
+             "\"channels\":[\"compile\"]}'",
+             dir);
+    int code = tg_test_mpi_self(dir, env, "instance", BOUND_S, out, sizeof out);
     unsigned long crc[2] = {0, 1};
     int fused[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
