@@ -18,9 +18,11 @@ tg_options *infer_options(const infer_args *a)
     /* an inference program's deviceIterations: --device-iterations, which
      * the device flags give a training program, as --eval-device-iterations */
     if (dev.eval_iterations < 0)
-        dev.eval_iterations = dev.iterations;
+        dev.eval_iterations = *device_int(&dev, "deviceIterations");
     tg_options *o = device_options(&dev, "infer", true);
-    if (o && dev.executable && tg_options_set(o, "executableFile", dev.executable) != TG_OK) {
+    char num[32];
+    const char *executable = device_given(&dev, "executableFile", num, sizeof num);
+    if (o && executable && tg_options_set(o, "executableFile", executable) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         tg_options_destroy(o);
         return NULL;
@@ -30,7 +32,9 @@ tg_options *infer_options(const infer_args *a)
 
 uint64_t infer_seed(const infer_args *a)
 {
-    return a->dev.seed < 0 ? 0 : (uint64_t)a->dev.seed;
+    char num[32];
+    const char *seed = device_given(&a->dev, "randomSeed", num, sizeof num);
+    return seed ? strtoull(seed, NULL, 10) : 0;
 }
 
 const char *infer_weights(const infer_args *a, const tg_model_spec *m, char *buf, size_t cap)
@@ -178,20 +182,26 @@ done:
  * program has no update, no loss and no optimizer), or NULL. */
 static const char *training_flag(const infer_args *a)
 {
+    static const char *const keys[] = {"Training.gradientAccumulation",
+                                       "outputMode",
+                                       "lossScaling",
+                                       "lossScalingFactor",
+                                       "accumType",
+                                       "firstOrderMomentumAccumType",
+                                       "secondOrderMomentumAccumType",
+                                       "Precision.enableStochasticRounding"};
     const device_args *d = &a->dev;
-    return d->accumulation >= 0     ? "--gradient-accumulation"
-           : d->output_mode         ? "--output-mode"
-           : d->offload_optimizer   ? "--offload-optimizer"
-           : d->loss_scaling        ? "--loss-scaling"
-           : d->loss_scale          ? "--loss-scale"
-           : d->accum_type          ? "--accum-type"
-           : d->first_moment        ? "--first-moment-type"
-           : d->second_moment       ? "--second-moment-type"
-           : d->stochastic_rounding ? "--stochastic-rounding"
-           : d->round_to_nearest    ? "--no-stochastic-rounding"
-           : a->data.flip > 0       ? "--flip"
-           : a->data.loss           ? "--loss"
-                                    : NULL;
+    if (d->offload_optimizer)
+        return "--offload-optimizer";
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char num[32];
+        if (device_given(d, keys[i], num, sizeof num))
+            return tg_options_flag(keys[i]);
+    }
+    return d->round_to_nearest ? "--no-stochastic-rounding"
+           : a->data.flip > 0  ? "--flip"
+           : a->data.loss      ? "--loss"
+                               : NULL;
 }
 
 /* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
@@ -238,7 +248,7 @@ static int infer_parse(infer_args *a, int argc, char **argv)
          NULL},
         {"--top-k", CLI_INT, &a->top_k, "K",
          "generation: sample only among the K most likely tokens (0: all)", 0, 1e6, NULL},
-        {"--seed", CLI_INT, &a->dev.seed, "N",
+        {"--seed", CLI_INT, device_int(&a->dev, "randomSeed"), "N",
          "randomSeed: the initialisation without --load, and sampling", 0, 9e18, "0"},
         {"--json", CLI_BOOL, &a->json, NULL, "print JSON lines for scripts", 1, 0, NULL},
         {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,
