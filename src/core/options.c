@@ -131,7 +131,7 @@ static const opt_spec option_table[] = {
      "N-th (outputReturnPeriod); \"default\" is final when training, all for inference"},
     {"outputReturnPeriod", "--output-return-period", "N", OPT_INT, "1", 1, 1e6, NULL,
      "outputMode everyN: return every N-th iteration"},
-    {"recomputation", NULL, NULL, OPT_ENUM, "none", 0, 0, "none|pipeline",
+    {"recomputation", "--recomputation", "KIND", OPT_ENUM, "none", 0, 0, "none|pipeline",
      "pipeline: each device keeps only its inputs and recomputation checkpoints for the backward "
      "pass and recomputes the other activations there (less stash, more compute)"},
     {"precision", "--precision", "IN.MODEL", OPT_ENUM, "32.32", 0, 0,
