@@ -80,8 +80,8 @@ static void print_seg(const tg_dataset *d, const seg_counts *c, int classes, boo
     int shown = classes < EVAL_MAX_IOU_CLASSES ? classes : EVAL_MAX_IOU_CLASSES;
     double acc = c->pixels ? 100.0 * (double)c->correct / (double)c->pixels : NAN;
     double mean = classes <= EVAL_MAX_IOU_CLASSES
-                      ? mean_iou(c->truth, c->predicted, c->both, classes, iou)
-                      : mean_iou(c->truth, c->predicted, c->both, classes, NULL);
+                      ? tg_eval_mean_iou(c->truth, c->predicted, c->both, classes, iou)
+                      : tg_eval_mean_iou(c->truth, c->predicted, c->both, classes, NULL);
     if (json) {
         tg_an_field f[4 + EVAL_MAX_IOU_CLASSES];
         char names[EVAL_MAX_IOU_CLASSES][64];
