@@ -26,6 +26,7 @@
  */
 #include "bench_util.h"
 #include "tilegraph/data.h"
+#include "tilegraph/evaluate.h"
 #include "tilegraph/models.h"
 #include "tilegraph/options.h"
 #include "tilegraph/session.h"
@@ -136,19 +137,6 @@ static double train(tg_session *s, const tg_model_graph *mg, const acc_config *c
     return n ? sum / n : -1;
 }
 
-static int64_t count_correct(const float *scores, const int32_t *lab, int64_t count)
-{
-    int64_t correct = 0;
-    for (int64_t i = 0; i < count; i++) {
-        int best = 0;
-        for (int k = 1; k < 10; k++)
-            if (scores[i * 10 + k] > scores[i * 10 + best])
-                best = k;
-        correct += best == lab[i];
-    }
-    return correct;
-}
-
 /* Percent of the test set the trained weights classify right. */
 static double evaluate(const tg_session *trained, const acc_config *c, const acc_run *spec)
 {
@@ -158,26 +146,16 @@ static double evaluate(const tg_session *trained, const acc_config *c, const acc
     if (tg_session_copy_weights(s, trained) != TG_OK)
         die("copy weights");
     tg_loader *l = open_loader(c, c->test, EVAL_BATCH, false);
-    float *img = calloc((size_t)EVAL_BATCH * 784, sizeof(float));
-    float *scores = malloc((size_t)EVAL_BATCH * 10 * sizeof(float));
-    int32_t *lab = malloc(EVAL_BATCH * sizeof(int32_t));
-    int64_t count = 0, correct = 0, seen = 0;
     tg_loader_start_epoch(l, 0);
-    while (tg_loader_next(l, img, lab, &count) == TG_OK && count > 0) {
-        tg_session_write(s, mg.images, img, (size_t)EVAL_BATCH * 784 * sizeof(float));
-        if (tg_session_run(s) != TG_OK)
-            die("evaluation step");
-        tg_session_read(s, mg.output, scores, (size_t)EVAL_BATCH * 10 * sizeof(float));
-        correct += count_correct(scores, lab, count);
-        seen += count;
-    }
+    /* the library's evaluation, as the command's: the same figure */
+    tg_eval_io io = {mg.images, NULL, mg.output};
+    tg_eval_result r;
+    if (tg_evaluate(s, &io, l, NULL, NULL, &r) != TG_OK)
+        die("evaluation");
     tg_loader_destroy(l);
-    free(img);
-    free(scores);
-    free(lab);
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
-    return seen ? 100.0 * (double)correct / (double)seen : 0;
+    return r.accuracy;
 }
 
 static acc_result run(const acc_config *c, const acc_run *spec)

@@ -152,7 +152,7 @@ static int compile_parse(compile_args *a, int argc, char **argv)
         {"--train-limit", CLI_INT, &a->train_limit, "N",
          "step or cosine schedule, warm-up: the training samples of an epoch (as train's)", 0, 1e9,
          NULL},
-        {tg_options_flag("randomSeed"), CLI_INT, &a->dev.seed, "N",
+        {tg_options_flag("randomSeed"), CLI_INT, device_int(&a->dev, "randomSeed"), "N",
          "random seed (randomSeed: dropout, rounding)", 0, 9e18, NULL},
         {tg_options_flag("outputReturnPeriod"), CLI_INT, &a->return_period, "N",
          "--output-mode everyN: return every N-th iteration's outputs", 1, 1e6, NULL},
@@ -358,7 +358,10 @@ int cmd_compile(int argc, char **argv)
                 cache, c.ms - graph_ms, graph_ms);
     status = compile_print(&a, &c);
     /* PopVision's graph profile is written at compile time: so is ours */
-    if ((a.dev.profile || a.dev.profile_dir) && c.p && compile_write_profile(&a, &c) != 0)
+    char b1[32], b2[32];
+    bool profile = device_given(&a.dev, "autoReport.all", b1, sizeof b1) ||
+                   device_given(&a.dev, "autoReport.directory", b2, sizeof b2);
+    if (profile && c.p && compile_write_profile(&a, &c) != 0)
         status = 1;
     tg_options_destroy(c.over);
     tg_compiled_destroy(c.p);

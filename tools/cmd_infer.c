@@ -18,9 +18,11 @@ tg_options *infer_options(const infer_args *a)
     /* an inference program's deviceIterations: --device-iterations, which
      * the device flags give a training program, as --eval-device-iterations */
     if (dev.eval_iterations < 0)
-        dev.eval_iterations = dev.iterations;
+        dev.eval_iterations = *device_int(&dev, "deviceIterations");
     tg_options *o = device_options(&dev, "infer", true);
-    if (o && dev.executable && tg_options_set(o, "executableFile", dev.executable) != TG_OK) {
+    char num[32];
+    const char *executable = device_given(&dev, "executableFile", num, sizeof num);
+    if (o && executable && tg_options_set(o, "executableFile", executable) != TG_OK) {
         fprintf(stderr, "tilegraph infer: %s\n", tg_error_message());
         tg_options_destroy(o);
         return NULL;
@@ -30,7 +32,9 @@ tg_options *infer_options(const infer_args *a)
 
 uint64_t infer_seed(const infer_args *a)
 {
-    return a->dev.seed < 0 ? 0 : (uint64_t)a->dev.seed;
+    char num[32];
+    const char *seed = device_given(&a->dev, "randomSeed", num, sizeof num);
+    return seed ? strtoull(seed, NULL, 10) : 0;
 }
 
 const char *infer_weights(const infer_args *a, const tg_model_spec *m, char *buf, size_t cap)
@@ -76,8 +80,8 @@ static void print_seg(const tg_dataset *d, const seg_counts *c, int classes, boo
     int shown = classes < EVAL_MAX_IOU_CLASSES ? classes : EVAL_MAX_IOU_CLASSES;
     double acc = c->pixels ? 100.0 * (double)c->correct / (double)c->pixels : NAN;
     double mean = classes <= EVAL_MAX_IOU_CLASSES
-                      ? mean_iou(c->truth, c->predicted, c->both, classes, iou)
-                      : mean_iou(c->truth, c->predicted, c->both, classes, NULL);
+                      ? tg_eval_mean_iou(c->truth, c->predicted, c->both, classes, iou)
+                      : tg_eval_mean_iou(c->truth, c->predicted, c->both, classes, NULL);
     if (json) {
         tg_an_field f[4 + EVAL_MAX_IOU_CLASSES];
         char names[EVAL_MAX_IOU_CLASSES][64];
@@ -218,7 +222,7 @@ static int infer_parse(infer_args *a, int argc, char **argv)
          NULL},
         {"--top-k", CLI_INT, &a->top_k, "K",
          "generation: sample only among the K most likely tokens (0: all)", 0, 1e6, NULL},
-        {"--seed", CLI_INT, &a->dev.seed, "N",
+        {"--seed", CLI_INT, device_int(&a->dev, "randomSeed"), "N",
          "randomSeed: the initialisation without --load, and sampling", 0, 9e18, "0"},
         {"--json", CLI_BOOL, &a->json, NULL, "print JSON lines for scripts", 1, 0, NULL},
         {"--allow-non-finite", CLI_BOOL, &a->allow_non_finite, NULL,

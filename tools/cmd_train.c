@@ -337,10 +337,11 @@ static int join_as_instance(train_args *a, char *dir, size_t cap)
         fprintf(stderr, "tilegraph train: instance %d: cannot silence stdout\n", k);
         return 1;
     }
-    if (a->dev.profile || a->dev.profile_dir) {
-        snprintf(dir, cap, "%s/instance-%d", a->dev.profile_dir ? a->dev.profile_dir : "./profile",
-                 k);
-        a->dev.profile_dir = dir;
+    char b1[32], b2[32];
+    const char *profile_dir = device_given(&a->dev, "autoReport.directory", b1, sizeof b1);
+    if (profile_dir || device_given(&a->dev, "autoReport.all", b2, sizeof b2)) {
+        snprintf(dir, cap, "%s/instance-%d", profile_dir ? profile_dir : "./profile", k);
+        *device_text(&a->dev, "autoReport.directory") = dir;
     }
     return 0;
 }
@@ -516,7 +517,9 @@ static int run_compile(const train_args *a, train_run *r)
     }
     if (!a->json) {
         print_setup(&r->ctx, r->s, a->batch, r->steps_per_epoch);
-        if (a->dev.threads <= 0) /* the rule: docs/multi-device.md, Threads */
+        char num[32];
+        const char *threads = device_given(&a->dev, "threadsPerDevice", num, sizeof num);
+        if (!threads || strtoll(threads, NULL, 10) <= 0) /* docs/multi-device.md, Threads */
             printf("threads: %d per device, the default from the cores this process may use "
                    "(--threads N fixes it)\n",
                    tg_session_threads(r->s));
@@ -626,7 +629,9 @@ int cmd_train(int argc, char **argv)
     if (train_check_args(&a) != 0)
         return 2;
     char instance_dir[1024];
-    const char *job_profile_dir = a.dev.profile_dir ? a.dev.profile_dir : "./profile";
+    char num[32];
+    const char *given_dir = device_given(&a.dev, "autoReport.directory", num, sizeof num);
+    const char *job_profile_dir = given_dir ? given_dir : "./profile";
     if (join_as_instance(&a, instance_dir, sizeof instance_dir) != 0)
         return 1;
     if (train_probe_outputs(&a) != 0 || train_probe_inputs(&a) != 0)

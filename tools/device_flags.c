@@ -11,265 +11,237 @@
 void device_args_defaults(device_args *a)
 {
     memset(a, 0, sizeof *a);
-    a->replicas = a->accumulation = a->iterations = -1;
-    a->devices = a->threads = a->eval_iterations = a->memory = -1;
+    for (int i = 0; i < DEVICE_OPTIONS_MAX; i++)
+        a->ints[i] = DEVICE_UNSET;
+    a->eval_iterations = -1;
 }
 
-/* One device flag: the option it sets (key; NULL for a flag of the command's
- * own) and how the command reads it. The flag's name is the option table's
- * `flag` column (tg_options_flag), so that it is spelt in one place; `name`
- * is given only for a flag of no option and for a second spelling. */
+/* When device_options sets an option given by its flag. Not a column of the
+ * option table: these say how the command builds its two sessions (training
+ * and evaluation), not what the option is; every other option is DEV_SET. */
 typedef enum {
-    DEV_SET,      /* set from the value given, if given */
+    DEV_SET,      /* set from the value given, if given, in either session */
     DEV_TRAINING, /* the same, but not for an evaluation session */
-    DEV_UPDATE,   /* the same, training only and after outputMode (accumulation, iterations) */
-    DEV_OWN,      /* read by device_options' own code (outputMode, --offload, --profile) */
-    DEV_UNLISTED, /* set from the value, but not a flag here (--seed: the commands' own help) */
+    DEV_UPDATE,   /* the same, training only and after outputMode */
+    DEV_OWN,      /* read by device_options' own code */
 } dev_when;
 
-typedef struct dev_flag {
+static const struct {
     const char *key;
     dev_when when;
-    const char *bool_value; /* CLI_BOOL: the option's value when the flag is given */
-    cli_flag flag;
-} dev_flag;
+} dev_roles[] = {
+    {"Training.gradientAccumulation", DEV_UPDATE},
+    {"deviceIterations", DEV_UPDATE},
+    /* the file holds one program: train's, not that of its evaluation session */
+    {"executableFile", DEV_TRAINING},
+    {"outputMode", DEV_OWN},           /* "all" unless given: every loss is shown */
+    {"autoReport.all", DEV_OWN},       /* with --profile-dir too */
+    {"autoReport.directory", DEV_OWN}, /* ./profile */
+};
 
-#define DEV_FLAGS_MAX 40
+/* Options a command lists the flag of itself, with its own help (the
+ * targets registered, what the seed seeds there) or not at all. */
+static const char *const own_flags[] = {"randomSeed", "target", "targetDescription",
+                                        "outputReturnPeriod"};
 
-/* The rows, pointing into a (read-only to device_options). */
-static int dev_rows(device_args *a, dev_flag *r)
+/* Options only a training program reads (an update, a loss, an optimizer):
+ * their flags' help begins with CLI_TRAINING, so a command that runs
+ * inference programs leaves them out of its --help and refuses them
+ * (cli_parse_inference). */
+static const char *const training_only[] = {"Training.gradientAccumulation",
+                                            "outputMode",
+                                            "lossScaling",
+                                            "lossScalingFactor",
+                                            "accumType",
+                                            "firstOrderMomentumAccumType",
+                                            "secondOrderMomentumAccumType",
+                                            "Precision.enableStochasticRounding"};
+
+static bool is_training_only(const char *key)
 {
-    const dev_flag rows[] = {
-        {"executionStrategy",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->strategy, "KIND", "single, pipelined, sharded or phased", 1, 0,
-          "phased with --phases, pipelined with --split, --stages or --devices > 1, else single"}},
-        {"phases",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->phases, "SPEC",
-          "phased: blocks per phase, run one after another: \"B1|B2|B3|B4\", on device 0, over "
-          "--devices in order, or \"B3@1\" on the device named (with --offload weights each "
-          "phase's weights are streamed in for it)",
-          1, 0, NULL}},
-        {"phasedExecutionType",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->phased_type, "TYPE",
-          "phased: SingleIPU (each phase on one device, as --phases places it) or ParallelIPU "
-          "(phases alternating over two devices: one loads its next phase while the other "
-          "computes)",
-          1, 0, NULL}},
-        {"stages",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->stages, "SPEC",
-          "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0,
-          NULL}},
-        {"split",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->split, "LAYERS",
-          "start new blocks at these layers: \"layer3.8\", or auto (the best layer boundaries)", 1,
-          0, NULL}},
-        {"pipelineSchedule",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->schedule, "KIND",
-          "pipeline schedule: grouped, interleaved, gpipe, 1f1b, zb-h1 or zb-h2", 1, 0, NULL}},
-        {"replicationFactor",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_INT, &a->replicas, "N", "replicationFactor (data parallel copies)", 1, 64,
-          NULL}},
-        {"Training.gradientAccumulation",
-         DEV_UPDATE,
-         NULL,
-         {NULL, CLI_INT, &a->accumulation, "N", CLI_TRAINING "micro-batches per weight update", 1,
-          1e6, NULL}},
-        {"deviceIterations",
-         DEV_UPDATE,
-         NULL,
-         {NULL, CLI_INT, &a->iterations, "N", "weight updates per host step", 1, 1e6, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
-          "batches per host step when evaluating", 1, 1e6, "1, or 10 on several devices"}},
-        {"outputMode",
-         DEV_OWN,
-         NULL,
-         {NULL, CLI_STRING, &a->output_mode, "MODE", CLI_TRAINING "all, sum, final or everyN", 1, 0,
-          "all, so every loss is shown"}},
-        {"devices",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_INT, &a->devices, "N", "devices available", 1, TG_MAX_DEVICES,
-          "one per stage"}},
-        {"threadsPerDevice",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_INT, &a->threads, "N",
-          "threads each device computes with (0: the usable cores shared over the devices; "
-          "threadsPerDevice -1 in --options: the free ones)",
-          0, 1024, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--threads", CLI_INT, &a->threads, "N", "the same as --threads-per-device", 0, 1024,
-          NULL}},
-        {"memoryPerDevice",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_INT, &a->memory, "BYTES", "device capacity (0: unlimited)", 0, 9e18, NULL}},
-        {"randomSeed", DEV_UNLISTED, NULL, {NULL, CLI_INT, &a->seed, "N", "", 0, 9e18, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--options", CLI_STRING, &a->options_file, "FILE",
-          "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
-          "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be "
-          "repeated)",
-          1, 0, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
-          CLI_TRAINING "keep optimizer state in host memory "
-                       "(TensorLocations.optimizer.onChip=false)",
-          1, 0, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, CLI_TRAINING "the same", 1,
-          0, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--offload", CLI_STRING, &a->offload, "KINDS",
-          "keep these in host streaming memory, streamed in around the steps that use them: "
-          "weights, activations, accumulators, optimizer, or all (comma-separated; "
-          "TensorLocations.<kind>.onChip=false, docs/memory-locations.md)",
-          1, 0, NULL}},
-        {NULL,
-         DEV_OWN,
-         NULL,
-         {"--shard", CLI_STRING, &a->shard, "KINDS",
-          "with replicas: replicated tensor sharding of weights, optimizer (comma-separated): "
-          "each replica keeps 1/replicas of each tensor of at least "
-          "TensorLocations.<kind>.minElementsForReplicatedTensorSharding elements (8192)",
-          1, 0, NULL}},
-        {"precision",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->precision, "IN.MODEL",
-          "storage types: 32.32, 16.32, 16.16, bf16.32, bf16.bf16, 32.16 or 32.bf16 (kernels "
-          "compute in f32)",
-          1, 0, NULL}},
-        {"lossScaling",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->loss_scaling, "KIND",
-          CLI_TRAINING "none, static or dynamic: scale the loss, skip updates whose gradients "
-                       "overflow",
-          1, 0, NULL}},
-        {"lossScalingFactor",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->loss_scale, "F", CLI_TRAINING "the (starting) loss scale", 1, 0,
-          "1024"}},
-        {"accumType",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->accum_type, "TYPE",
-          CLI_TRAINING "gradient accumulators: auto (the model's type), f32, f16 or bf16", 1, 0,
-          NULL}},
-        {"firstOrderMomentumAccumType",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->first_moment, "TYPE",
-          CLI_TRAINING "Adam's exp_avg, SGD's momentum: f32, f16 or bf16", 1, 0, NULL}},
-        {"secondOrderMomentumAccumType",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->second_moment, "TYPE",
-          CLI_TRAINING "Adam's exp_avg_sq: f32, f16 or bf16", 1, 0, NULL}},
-        {"Precision.enableStochasticRounding",
-         DEV_SET,
-         "true",
-         {NULL, CLI_BOOL, &a->stochastic_rounding, NULL,
-          CLI_TRAINING "round half-precision weight updates stochastically (bf16 ones do by "
-                       "default)",
-          1, 0, NULL}},
-        {"Precision.enableStochasticRounding",
-         DEV_SET,
-         "false",
-         {"--no-stochastic-rounding", CLI_BOOL, &a->round_to_nearest, NULL,
-          CLI_TRAINING "round bf16 weight updates to nearest as f16 ones (faster, loses updates "
-                       "below half "
-                       "a step)",
-          1, 0, NULL}},
-        {"autoReport.all",
-         DEV_OWN,
-         NULL,
-         {NULL, CLI_BOOL, &a->profile, NULL, "write graph and execution profiles (autoReport.all)",
-          1, 0, NULL}},
-        {"autoReport.directory",
-         DEV_OWN,
-         NULL,
-         {NULL, CLI_STRING, &a->profile_dir, "DIR",
-          "where profiles go: DIR/training, DIR/inference", 1, 0, "./profile"}},
-        {"enableExecutableCaching",
-         DEV_SET,
-         NULL,
-         {NULL, CLI_STRING, &a->executable_cache, "DIR",
-          "enableExecutableCaching: load compiled programs from DIR, compile and store the "
-          "missing",
-          1, 0, NULL}},
-        /* the file holds one program: train's, not that of its evaluation session */
-        {"executableFile",
-         DEV_TRAINING,
-         NULL,
-         {NULL, CLI_STRING, &a->executable, "FILE",
-          "executableFile: load the compiled program from FILE (compile --save-executable); "
-          "compiled again with a warning when it does not match",
-          1, 0, NULL}},
-    };
-    int n = (int)(sizeof rows / sizeof rows[0]);
-    _Static_assert(sizeof rows / sizeof rows[0] <= DEV_FLAGS_MAX, "raise DEV_FLAGS_MAX");
-    for (int i = 0; i < n; i++) {
-        r[i] = rows[i];
-        if (!r[i].flag.name)
-            r[i].flag.name = tg_options_flag(r[i].key);
+    for (size_t i = 0; i < sizeof training_only / sizeof training_only[0]; i++)
+        if (!strcmp(training_only[i], key))
+            return true;
+    return false;
+}
+
+/* The default --help shows where the command's is not the library's. */
+static const struct {
+    const char *key, *def;
+} command_defaults[] = {
+    {"outputMode", "all, so every loss is shown"},
+    {"autoReport.directory", "./profile"},
+};
+
+static dev_when role(const char *key)
+{
+    for (size_t i = 0; i < sizeof dev_roles / sizeof dev_roles[0]; i++)
+        if (!strcmp(dev_roles[i].key, key))
+            return dev_roles[i].when;
+    return DEV_SET;
+}
+
+static bool listed_by_command(const char *key)
+{
+    for (size_t i = 0; i < sizeof own_flags / sizeof own_flags[0]; i++)
+        if (!strcmp(own_flags[i], key))
+            return true;
+    return false;
+}
+
+static int option_count(void)
+{
+    int n = tg_options_count();
+    if (n > DEVICE_OPTIONS_MAX) {
+        fprintf(stderr,
+                "tilegraph: internal error: %d options, room for %d: raise "
+                "DEVICE_OPTIONS_MAX (tools/device_flags.h)\n",
+                n, DEVICE_OPTIONS_MAX);
+        abort();
     }
     return n;
 }
 
+static int option_index(const char *key)
+{
+    for (int i = 0; i < option_count(); i++)
+        if (!strcmp(tg_options_key(i), key))
+            return i;
+    fprintf(stderr, "tilegraph: internal error: no option '%s'\n", key);
+    abort();
+}
+
+/* Option i's flag as the table gives it, writing into a's slot for it. */
+static cli_flag option_flag(device_args *a, int i)
+{
+    const char *key = tg_options_key(i), *arg = tg_options_flag_arg(i);
+    cli_flag f = {
+        tg_options_flag(key), CLI_STRING, &a->texts[i], arg, tg_options_description(i), 1, 0, NULL};
+    const char *values = arg ? tg_options_values(i) : NULL;
+    const char *mark = is_training_only(key) ? CLI_TRAINING : "";
+    size_t room = sizeof a->help_text - a->help_used;
+    int len = values ? snprintf(a->help_text + a->help_used, room, "%s%s (one of %s)", mark, f.help,
+                                values)
+              : *mark ? snprintf(a->help_text + a->help_used, room, "%s%s", mark, f.help)
+                      : -1;
+    if (len >= 0 && (size_t)len < room) { /* else the help alone: still right, less complete */
+        f.help = a->help_text + a->help_used;
+        a->help_used += (size_t)len + 1;
+    }
+    const char *def = tg_options_default(i);
+    f.def = def && *def ? def : NULL;
+    for (size_t k = 0; k < sizeof command_defaults / sizeof command_defaults[0]; k++)
+        if (!strcmp(command_defaults[k].key, key))
+            f.def = command_defaults[k].def;
+    if (!arg) {
+        f.type = CLI_BOOL;
+        f.value = &a->switches[i];
+        f.def = NULL;
+    } else if (tg_options_int_range(i, &f.min, &f.max)) {
+        f.type = CLI_INT;
+        f.value = &a->ints[i];
+    }
+    return f;
+}
+
+int64_t *device_int(device_args *a, const char *key)
+{
+    int i = option_index(key);
+    double min, max;
+    if (!tg_options_int_range(i, &min, &max)) {
+        fprintf(stderr, "tilegraph: internal error: option '%s' is not an integer\n", key);
+        abort();
+    }
+    return &a->ints[i];
+}
+
+const char **device_text(device_args *a, const char *key)
+{
+    int i = option_index(key);
+    double min, max;
+    if (tg_options_int_range(i, &min, &max) || !tg_options_flag_arg(i)) {
+        fprintf(stderr, "tilegraph: internal error: option '%s' is not set by text\n", key);
+        abort();
+    }
+    return &a->texts[i];
+}
+
+/* The value given to option i's flag, as option text; NULL if not given. */
+static const char *given(const device_args *a, int i, char *buf, size_t cap)
+{
+    if (a->ints[i] != DEVICE_UNSET) {
+        snprintf(buf, cap, "%lld", (long long)a->ints[i]);
+        return buf;
+    }
+    return a->switches[i] ? "true" : a->texts[i];
+}
+
+const char *device_given(const device_args *a, const char *key, char *buf, size_t cap)
+{
+    return given(a, option_index(key), buf, cap);
+}
+
+/* A command's table too short dropped its last device flags without a word
+ * (compile lost --executable): a build error in all but name, so every run
+ * of that command says it. */
+static void add(cli_flag *f, int cap, int *n, cli_flag flag)
+{
+    if (*n == cap) {
+        fprintf(stderr,
+                "tilegraph: internal error: the command's flag table has room for %d device "
+                "flags, not '%s' and the rest\n",
+                cap, flag.name);
+        abort();
+    }
+    f[(*n)++] = flag;
+}
+
 int device_flags(device_args *a, cli_flag *f, int cap)
 {
-    dev_flag rows[DEV_FLAGS_MAX];
-    int n = dev_rows(a, rows), listed = 0;
-    for (int i = 0; i < n; i++) {
-        if (rows[i].when == DEV_UNLISTED)
-            continue;
-        /* a command's flag array too short dropped its last device flags
-         * without a word (compile lost --executable): a build error in all
-         * but name, so every run of that command says it */
-        if (listed == cap) {
-            fprintf(stderr,
-                    "tilegraph: internal error: the command's flag table has room for %d "
-                    "device flags, not '%s' and the rest\n",
-                    cap, rows[i].flag.name);
-            abort();
-        }
-        f[listed++] = rows[i].flag;
+    int n = 0, threads = option_index("threadsPerDevice");
+    for (int i = 0; i < option_count(); i++) {
+        const char *key = tg_options_key(i), *flag = tg_options_flag(key);
+        /* "--offload weights": a value of the command's own --offload */
+        if (flag && !strchr(flag, ' ') && !listed_by_command(key))
+            add(f, cap, &n, option_flag(a, i));
     }
-    return listed;
+    cli_flag threads_alias = option_flag(a, threads);
+    threads_alias.name = "--threads";
+    threads_alias.help = "the same as --threads-per-device";
+    const cli_flag own[] = {
+        {"--eval-device-iterations", CLI_INT, &a->eval_iterations, "N",
+         "batches per host step when evaluating", 1, 1e6, "1, or 10 on several devices"},
+        threads_alias,
+        {"--options", CLI_STRING, &a->options_file, "FILE",
+         "read options from a JSON file ({\"replicationFactor\": 2, ...})", 1, 0, NULL},
+        {"--engine-option", CLI_LIST, a->engine_options, "KEY=VALUE[,...]",
+         "set options by name: debug.allowOutOfMemory=true,autoReport.all=true (may be "
+         "repeated)",
+         1, 0, NULL},
+        {"--offload-optimiser", CLI_BOOL, &a->offload_optimizer, NULL,
+         CLI_TRAINING "keep optimizer state in host memory "
+                      "(TensorLocations.optimizer.onChip=false)",
+         1, 0, NULL},
+        {"--offload-optimizer", CLI_BOOL, &a->offload_optimizer, NULL, CLI_TRAINING "the same", 1,
+         0, NULL},
+        {"--offload", CLI_STRING, &a->offload, "KINDS",
+         "keep these in host streaming memory, streamed in around the steps that use them: "
+         "weights, activations, accumulators, optimizer, or all (comma-separated; "
+         "TensorLocations.<kind>.onChip=false, docs/memory-locations.md)",
+         1, 0, NULL},
+        {"--shard", CLI_STRING, &a->shard, "KINDS",
+         "with replicas: replicated tensor sharding of weights, optimizer (comma-separated): "
+         "each replica keeps 1/replicas of each tensor of at least "
+         "TensorLocations.<kind>.minElementsForReplicatedTensorSharding elements (8192)",
+         1, 0, NULL},
+        {"--no-stochastic-rounding", CLI_BOOL, &a->round_to_nearest, NULL,
+         CLI_TRAINING "round bf16 weight updates to nearest as f16 ones (faster, loses updates "
+                      "below half a step)",
+         1, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        add(f, cap, &n, own[i]);
+    return n;
 }
 
 /* The whole file as a string; NULL after recording why (a directory or a
@@ -388,47 +360,24 @@ static bool set_shard(tg_options *o, const char *command, const char *list)
     return any;
 }
 
-/* The value given for row r as option text, or NULL when the flag was not given. */
-static const char *row_value(const dev_flag *r, char *buf, size_t cap)
-{
-    switch (r->flag.type) {
-    case CLI_INT: {
-        int64_t v = *(const int64_t *)r->flag.value;
-        if (v < 0)
-            return NULL;
-        snprintf(buf, cap, "%lld", (long long)v);
-        return buf;
-    }
-    case CLI_STRING:
-        return *(const char *const *)r->flag.value;
-    case CLI_BOOL:
-        return *(const bool *)r->flag.value ? r->bool_value : NULL;
-    case CLI_FLOAT:
-    case CLI_LIST:
-        break;
-    }
-    return NULL;
-}
-
 /* Set the options of the flags given: those set as they are read (update =
  * false), or the update's, set last (update = true); an evaluation session
  * (inference) takes neither the update's nor the training-only ones. */
-static bool set_rows(tg_options *o, const device_args *a, const char *command, bool inference,
-                     bool update)
+static bool set_given(tg_options *o, const device_args *a, const char *command, bool inference,
+                      bool update)
 {
-    dev_flag rows[DEV_FLAGS_MAX];
-    int n = dev_rows((device_args *)a, rows); /* read only */
-    for (int i = 0; i < n; i++) {
-        dev_when w = rows[i].when;
-        if (w == DEV_OWN || (w == DEV_UPDATE) != update ||
-            (inference && w != DEV_SET && w != DEV_UNLISTED))
+    for (int i = 0; i < option_count(); i++) {
+        dev_when w = role(tg_options_key(i));
+        if (w == DEV_OWN || (w == DEV_UPDATE) != update || (inference && w != DEV_SET))
             continue;
         char buf[32];
-        const char *v = row_value(&rows[i], buf, sizeof buf);
-        if (v && !set(o, command, rows[i].key, v))
+        const char *v = given(a, i, buf, sizeof buf);
+        if (v && !set(o, command, tg_options_key(i), v))
             return false;
     }
-    return true;
+    /* --no-stochastic-rounding: the same option's other value */
+    return update || !a->round_to_nearest ||
+           set(o, command, "Precision.enableStochasticRounding", "false");
 }
 
 /* The kind of tensor option `key` offloads: "weights" of the flag "--offload
@@ -510,14 +459,19 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         }
         free(text);
     }
-    if (a->stochastic_rounding && a->round_to_nearest) {
+    char b1[32], b2[32], b3[32], b4[32];
+    const char *profile = device_given(a, "autoReport.all", b1, sizeof b1),
+               *profile_dir = device_given(a, "autoReport.directory", b2, sizeof b2),
+               *output_mode = device_given(a, "outputMode", b3, sizeof b3);
+    if (device_given(a, "Precision.enableStochasticRounding", b4, sizeof b4) &&
+        a->round_to_nearest) {
         fprintf(stderr,
                 "tilegraph %s: --stochastic-rounding and --no-stochastic-rounding contradict each "
                 "other: give one\n",
                 command);
         ok = false;
     }
-    ok = ok && set_rows(o, a, command, inference, false);
+    ok = ok && set_given(o, a, command, inference, false);
     if (ok && a->engine_options[0]) {
         char buf[CLI_LIST_CAP];
         snprintf(buf, sizeof buf, "%s", a->engine_options);
@@ -537,10 +491,9 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
     ok = ok && (!a->offload_optimizer || set_offload(o, command, "optimizer"));
     ok = ok && (!a->offload || set_offload(o, command, a->offload));
     ok = ok && (!a->shard || set_shard(o, command, a->shard));
-    if (a->profile || a->profile_dir) {
+    if (profile || profile_dir) {
         ok = ok && set(o, command, "autoReport.all", "true");
-        ok = ok &&
-             set(o, command, "autoReport.directory", a->profile_dir ? a->profile_dir : "./profile");
+        ok = ok && set(o, command, "autoReport.directory", profile_dir ? profile_dir : "./profile");
     }
     /* how the options read so far run (the output mode and the strategy) */
     tg_options_summary sum = {0};
@@ -549,9 +502,9 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         ok = false;
     }
     /* the command shows every micro-batch's loss and accuracy unless told otherwise */
-    if (ok && !a->output_mode && !strcmp(sum.output_mode, "default"))
+    if (ok && !output_mode && !strcmp(sum.output_mode, "default"))
         ok = set(o, command, "outputMode", "all");
-    ok = ok && (!a->output_mode || set(o, command, "outputMode", a->output_mode));
+    ok = ok && (!output_mode || set(o, command, "outputMode", output_mode));
     if (inference) {
         int64_t iters = a->eval_iterations;
         if (iters < 0)
@@ -560,7 +513,7 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
         ok = ok && set_int(o, command, "deviceIterations", iters);
         ok = ok && set(o, command, "outputMode", "all");
     } else {
-        ok = ok && set_rows(o, a, command, inference, true);
+        ok = ok && set_given(o, a, command, inference, true);
     }
     if (!ok) {
         tg_options_destroy(o);

@@ -9,25 +9,35 @@
 
 #include "tilegraph/options.h"
 
+/* Room for the option table (tg_options_count(); device_flags aborts,
+ * naming this, if the table outgrows it). */
+#define DEVICE_OPTIONS_MAX 96
+/* An integer flag not given (threadsPerDevice takes -1). */
+#define DEVICE_UNSET INT64_MIN
+
+/* What the device flags were given. The flags of options are generated
+ * from the option table (core/options.c: name, placeholder, help, default,
+ * an integer's range), one per row with a flag, and fill these slots by the
+ * option's index; device_options sets each given one. The rest are the
+ * commands' own flags, which set several options or none. */
 typedef struct device_args {
-    const char *strategy, *stages, *split, *schedule, *output_mode, *options_file, *profile_dir;
-    const char *executable_cache, *executable; /* enableExecutableCaching, executableFile */
-    const char *phases;                        /* executionStrategy phased: "B1|B2|B3" */
-    const char *phased_type;                   /* phasedExecutionType: SingleIPU, ParallelIPU */
+    int64_t ints[DEVICE_OPTIONS_MAX];      /* integer options; DEVICE_UNSET: not given */
+    const char *texts[DEVICE_OPTIONS_MAX]; /* other options, as text; NULL: not given */
+    bool switches[DEVICE_OPTIONS_MAX];     /* flags that take no value (--profile): "true" */
+    const char *options_file;              /* --options FILE */
     const char *offload; /* "weights,activations,...": TensorLocations.<kind>.onChip=false */
     const char *shard;   /* "weights,optimizer": TensorLocations.<kind>.replicatedTensorSharding */
     char engine_options[CLI_LIST_CAP]; /* "key=value,key=value", from every --engine-option */
-    /* precision (compile/precision.h) */
-    const char *precision, *loss_scaling, *loss_scale, *accum_type, *first_moment, *second_moment;
-    bool profile, offload_optimizer, stochastic_rounding, round_to_nearest;
-    int64_t replicas, accumulation, iterations, devices, threads, eval_iterations, seed;
-    int64_t memory;
+    bool offload_optimizer, round_to_nearest; /* --offload-optimizer, --no-stochastic-rounding */
+    int64_t eval_iterations;                  /* --eval-device-iterations; -1: not given */
+    char help_text[8192]; /* the flags' help with a set's values: "... (one of a|b|c)" */
+    size_t help_used;
 } device_args;
 
 /* Fill `flags` (room for cap) with flags that write into a; returns their
- * number (those that fit: a command's table too small loses the last ones,
- * which tests/tools would find unknown). Each flag that sets an option takes its
- * name from the option table (tg_options_flag). */
+ * number (a command's table too small for them is an internal error, said
+ * on every run). Options whose flag a command lists itself (--seed, --target,
+ * --target-description, --output-return-period) are not among them. */
 int device_flags(device_args *a, cli_flag *flags, int cap);
 void device_args_defaults(device_args *a);
 
@@ -40,5 +50,14 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
  * which only --output-mode everyN reads, so without it the flag is an error.
  * period < 0: not given. Prints the error and returns -1. */
 int device_return_period(tg_options *o, const char *command, int64_t period);
+
+/* The slot of integer option `key` (a command's own --seed writes there),
+ * that of an option set by text (an MPI instance's own profile directory);
+ * the value given to option `key`'s flag as option text, or NULL when not
+ * given (buf: room for an integer's text). An unknown key, or one of the
+ * other kind, is an internal error (abort, naming it). */
+int64_t *device_int(device_args *a, const char *key);
+const char **device_text(device_args *a, const char *key);
+const char *device_given(const device_args *a, const char *key, char *buf, size_t cap);
 
 #endif

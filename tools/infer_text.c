@@ -56,7 +56,7 @@ int infer_score(const infer_args *a)
         return 1;
     device_args dev = a->dev;
     if (dev.eval_iterations < 0)
-        dev.eval_iterations = dev.iterations;
+        dev.eval_iterations = *device_int(&dev, "deviceIterations");
     int64_t batch = a->batch > 0 ? a->batch : SCORE_DEFAULT_BATCH;
     char *vocab = text_vocab_record(ctx.test);
     eval_result e;

@@ -95,7 +95,7 @@ int train_parse_args(train_args *a, int argc, char **argv)
         flags,
         n};
     int r = cli_parse(&cmd, argc, argv);
-    a->dev.seed = a->seed;
+    *device_int(&a->dev, "randomSeed") = a->seed;
     return r;
 }
 
@@ -141,9 +141,11 @@ int train_probe_outputs(const train_args *a)
     tg_status st = TG_OK;
     if (a->save)
         st = tg_probe_writable("--save", a->save);
-    if (st == TG_OK && a->dev.profile_dir)
-        st = tg_probe_writable_dir("--profile-dir", a->dev.profile_dir);
-    else if (st == TG_OK && a->dev.profile)
+    char b1[32], b2[32];
+    const char *profile_dir = device_given(&a->dev, "autoReport.directory", b1, sizeof b1);
+    if (st == TG_OK && profile_dir)
+        st = tg_probe_writable_dir("--profile-dir", profile_dir);
+    else if (st == TG_OK && device_given(&a->dev, "autoReport.all", b2, sizeof b2))
         st = tg_probe_writable_dir("--profile", "./profile");
     const char *trace_dir = tg_trace_directory();
     if (st == TG_OK && trace_dir)

@@ -129,7 +129,8 @@ void train_print_epoch(const train_args *a, int64_t epoch, const epoch_stats *st
                test_acc, iou, sps, cli_duration(st->seconds, t, sizeof t));
         if (tg_dist_active())
             train_exchange_print(stdout, &st->share);
-        if (a->dev.loss_scaling || st->skipped)
+        char num[32];
+        if (device_given(&a->dev, "lossScaling", num, sizeof num) || st->skipped)
             printf("  loss scale %g, %lld update%s skipped for overflowing gradients\n",
                    (double)st->loss_scale, (long long)st->skipped, st->skipped == 1 ? "" : "s");
     }
@@ -165,8 +166,10 @@ void train_print_resumed_json(const train_args *a, const train_pos *pos, const e
  * (its error is on stderr already). */
 void train_print_profiles(const train_args *a, const char *job_dir, int failed)
 {
-    const char *dir = a->dev.profile_dir ? a->dev.profile_dir : "./profile";
-    if (!a->dev.profile && !a->dev.profile_dir)
+    char b1[32], b2[32];
+    const char *given_dir = device_given(&a->dev, "autoReport.directory", b1, sizeof b1);
+    const char *dir = given_dir ? given_dir : "./profile";
+    if (!given_dir && !device_given(&a->dev, "autoReport.all", b2, sizeof b2))
         return;
     if (tg_dist_active()) {
         if (!failed)

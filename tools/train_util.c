@@ -553,62 +553,6 @@ tg_status load_step(tg_loader *loader, step_buffers *b, int64_t *count)
                         : tg_loader_next(loader, b->images, b->labels, count);
 }
 
-/* -log softmax(scores)[label], in double. */
-static double row_nll(const float *scores, int n, int label)
-{
-    double max = scores[0], sum = 0;
-    for (int c = 1; c < n; c++)
-        max = scores[c] > max ? scores[c] : max;
-    for (int c = 0; c < n; c++)
-        sum += exp((double)scores[c] - max);
-    return log(sum) + max - (double)scores[label];
-}
-
-/* The class of the largest of n scores `stride` apart (the first of equals). */
-static int argmax_strided(const float *v, int n, int64_t stride)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i * stride] > v[best * stride])
-            best = i;
-    return best;
-}
-
-/* One prediction against its label; a masked language model's unmasked
- * positions (TG_MODEL_IGNORE_LABEL) are not scored. A segmentation's row
- * is a pixel, its class scores `stride` apart, and counts towards the IoU. */
-static void score_row(step_buffers *b, const float *scores, int64_t stride, int32_t label)
-{
-    if (label < 0 || label >= b->classes)
-        return;
-    int pred = argmax_strided(scores, (int)b->classes, stride);
-    b->correct += pred == label;
-    if (b->tokens)
-        b->nll_sum += row_nll(scores, (int)b->classes, label);
-    if (b->segment) {
-        b->truth[label]++;
-        b->predicted[pred]++;
-        b->both[label] += pred == label;
-    }
-    b->scored++;
-}
-
-double mean_iou(const int64_t *truth, const int64_t *predicted, const int64_t *both, int classes,
-                double *iou)
-{
-    double sum = 0;
-    int counted = 0;
-    for (int c = 0; c < classes; c++) {
-        int64_t uni = truth[c] + predicted[c] - both[c];
-        double v = uni > 0 ? (double)both[c] / (double)uni : NAN;
-        if (iou)
-            iou[c] = v;
-        if (uni > 0)
-            sum += v, counted++;
-    }
-    return counted ? sum / counted : NAN;
-}
-
 tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int64_t count)
 {
     int64_t pixels = tg_shape_numel(tg_tensor_shape(mg->images)) / b->batch;
@@ -638,23 +582,14 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
                               ? b->samples / b->batch
                               : b->n_losses;
     }
-    b->correct = b->scored = 0;
-    b->nll_sum = 0;
     if (b->segment)
         memset(b->truth, 0, (size_t)(3 * b->classes) * sizeof(int64_t));
-    /* a row's scores: classes apart rows (segmentation), or one after another */
-    int64_t stride = b->segment ? b->rows : 1, row_step = b->segment ? 1 : b->classes;
-    for (int64_t k = 0; k < b->n_scores; k++) {
-        int64_t h = tg_session_output_index(s, mg->output, k);
-        for (int64_t i = 0; h >= 0 && i < b->batch; i++) {
-            int64_t sample = h * b->batch + i;
-            if (sample >= count)
-                continue; /* padding of a short final step */
-            const float *scores = b->scores + (k * b->batch + i) * b->rows * b->classes;
-            for (int64_t r = 0; r < b->rows; r++)
-                score_row(b, scores + r * row_step, stride, b->labels[sample * b->rows + r]);
-        }
-    }
+    tg_eval_tally t = {
+        .classes = b->classes, .truth = b->truth, .predicted = b->predicted, .both = b->both};
+    tg_eval_score(s, mg->output, b->scores, b->labels, count, b->tokens != NULL, &t);
+    b->correct = t.correct;
+    b->scored = t.scored;
+    b->nll_sum = t.nll;
     return TG_OK;
 }
 
@@ -695,80 +630,46 @@ tg_status evaluate(train_context *ctx, const tg_session *trained, const device_a
     return evaluate_loaded(ctx, progress, result);
 }
 
+static void show_progress(void *bar, int64_t done, int64_t total)
+{
+    (void)total;
+    cli_progress_update(bar, done, NULL);
+}
+
 tg_status evaluate_loaded(train_context *ctx, bool progress, eval_result *result)
 {
     tg_session *s = ctx->eval_session;
     const tg_model_graph *mg = &ctx->eval_graph;
     if (!s)
         return tg_error_set(TG_ERR_INVALID_ARG, "evaluate_loaded before evaluate_prepare");
-    step_buffers b;
-    tg_status st = step_buffers_init(&b, s, mg);
     tg_loader_config lc;
     tg_loader *loader = NULL;
-    if (st == TG_OK)
-        st = loader_config(ctx, ctx->test, b.samples, false, &lc);
+    tg_status st =
+        loader_config(ctx, ctx->test, tg_session_samples_per_run(s, mg->images), false, &lc);
     if (st == TG_OK)
         st = tg_loader_create(ctx->test, &lc, &loader);
-    int64_t correct = 0, scored = 0, steps = loader ? tg_loader_steps_per_epoch(loader) : 0;
-    double nll = 0;
-    /* correct, scored, then a segmentation's truth, predicted and both per class */
-    int64_t *counts = calloc((size_t)(2 + 3 * b.classes), sizeof *counts);
-    if (!counts && st == TG_OK)
-        st = tg_error_set(TG_ERR_NOMEM, "out of memory for the evaluation's counts");
     cli_progress bar;
-    cli_progress_start(&bar, "evaluate", steps, progress && isatty(STDERR_FILENO));
-    /* an MPI job's instances take turns at the test set's steps and add up
-     * their counts: every sample is scored once, as in one process */
-    int N = tg_dist_instances(), me = tg_dist_instance();
-    for (int64_t k = 0; st == TG_OK && k < steps; k++) {
-        int64_t count = 0;
-        st = load_step(loader, &b, &count);
-        if (k % N != me)
-            continue;
-        if (st == TG_OK)
-            st = run_step(s, mg, &b, count);
-        counts[0] += b.correct;
-        counts[1] += b.scored;
-        for (int64_t c = 0; b.segment && c < b.classes; c++) {
-            counts[2 + c] += b.truth[c];
-            counts[2 + b.classes + c] += b.predicted[c];
-            counts[2 + 2 * b.classes + c] += b.both[c];
-        }
-        nll += b.nll_sum;
-        cli_progress_update(&bar, k + 1, NULL);
-    }
-    int n_counts = 2 + (b.segment ? 3 * (int)b.classes : 0);
-    if (st == TG_OK && (st = tg_dist_sum_i64(counts, n_counts)) == TG_OK)
-        correct = counts[0], scored = counts[1];
-    if (st == TG_OK && tg_dist_active())
-        st = tg_dist_sum_f64(&nll, 1);
+    cli_progress_start(&bar, "evaluate", loader ? tg_loader_steps_per_epoch(loader) : 0,
+                       progress && isatty(STDERR_FILENO));
+    tg_eval_result r;
+    tg_eval_io io = {mg->images, mg->labels, mg->output};
+    if (st == TG_OK)
+        st = tg_evaluate(s, &io, loader, show_progress, &bar, &r);
     if (progress && bar.tty && bar.enabled)
         fprintf(stderr, "\r\033[K"); /* the epoch line that follows says the result */
-    result->accuracy = scored ? 100.0 * (double)correct / (double)scored : 0.0;
-    result->loss = scored ? nll / (double)scored : NAN;
-    result->scored = scored;
-    result->mean_iou = NAN;
-    result->iou_classes = 0;
-    if (st == TG_OK && b.segment) {
-        int classes = (int)b.classes;
-        double iou[EVAL_MAX_IOU_CLASSES];
-        int keep = classes < EVAL_MAX_IOU_CLASSES ? classes : EVAL_MAX_IOU_CLASSES;
-        double *all = classes <= EVAL_MAX_IOU_CLASSES ? iou : malloc((size_t)classes * sizeof *all);
-        result->mean_iou =
-            all ? mean_iou(counts + 2, counts + 2 + classes, counts + 2 + 2 * classes, classes, all)
-                : NAN;
-        for (int c = 0; all && c < keep; c++) {
-            result->iou[c] = all[c];
-            result->iou_name[c] = tg_dataset_class_name(ctx->test, c);
-        }
-        result->iou_classes = all ? keep : 0;
-        if (all != iou)
-            free(all);
-    }
-    free(counts);
-    step_buffers_free(&b);
     tg_loader_destroy(loader);
-    return st;
+    if (st != TG_OK)
+        return st;
+    result->accuracy = r.accuracy;
+    result->loss = r.loss;
+    result->scored = r.scored;
+    result->mean_iou = r.mean_iou;
+    result->iou_classes = r.iou_classes;
+    for (int c = 0; c < r.iou_classes; c++) {
+        result->iou[c] = r.iou[c];
+        result->iou_name[c] = tg_dataset_class_name(ctx->test, c);
+    }
+    return TG_OK;
 }
 
 void print_setup(const train_context *ctx, const tg_session *s, int64_t batch,

@@ -7,6 +7,7 @@
 #include "device_flags.h"
 
 #include "tilegraph/data.h"
+#include "tilegraph/evaluate.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 
@@ -98,7 +99,7 @@ tg_status run_step(tg_session *s, const tg_model_graph *mg, step_buffers *b, int
 tg_status evaluate_prepare(train_context *ctx, const device_args *dev, int64_t batch);
 
 /* Classes whose IoU evaluate keeps one by one (the mean covers all). */
-#define EVAL_MAX_IOU_CLASSES 32
+#define EVAL_MAX_IOU_CLASSES TG_EVAL_MAX_IOU_CLASSES
 
 /* What evaluate measures on the test set: the accuracy (percent) of the
  * predictions (for a language model, of every scored token; for a
@@ -116,11 +117,6 @@ typedef struct eval_result {
     double iou[EVAL_MAX_IOU_CLASSES];
     const char *iou_name[EVAL_MAX_IOU_CLASSES]; /* the data set's class names */
 } eval_result;
-
-/* The mean IoU of per-class pixel counts (labelled, predicted, both);
- * each class's IoU into iou[] (NaN when its union is empty). */
-double mean_iou(const int64_t *truth, const int64_t *predicted, const int64_t *both, int classes,
-                double *iou);
 
 /* The weights of `trained` on the test set, run with the same device
  * settings (accumulation 1). */

@@ -50,6 +50,15 @@ TG_API bool tg_options_is_engine(const char *key);
  * none (set it with --options FILE or --engine-option). The option table's
  * `flag` column: the commands take their flags' names from it. */
 TG_API const char *tg_options_flag(const char *key);
+/* The rest of option `index`'s flag, from the same row, so that the commands
+ * generate their flags from the table: the placeholder --help shows ("N"), or
+ * NULL for a flag that takes no value and sets "true" (--profile); and, for an
+ * integer option, true with its range (a flag checks it as it is read; any
+ * other value is checked by tg_options_set). */
+TG_API const char *tg_options_flag_arg(int index);
+/* The values option `index` takes, "a|b|c", for one of a set (NULL for any other). */
+TG_API const char *tg_options_values(int index);
+TG_API bool tg_options_int_range(int index, double *min, double *max);
 /* Edit distance between a[0..n) and b, for a "did you mean" on a misspelt
  * option or flag name; names over 63 characters count as far (99). */
 TG_API int tg_options_name_distance(const char *a, size_t n, const char *b);

@@ -20,6 +20,7 @@
  * devices.h  the host and the targets this machine offers
  * monitor.h  the tilegraph processes running on this host
  * verify.h   one run checked tensor by tensor against the reference
+ * evaluate.h a model's accuracy, loss and IoU on a test set (tg_evaluate)
  * See docs/README.md for where each part is described.
  */
 #ifndef TILEGRAPH_TILEGRAPH_H
@@ -30,6 +31,7 @@
 #include "tilegraph/devices.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/dtype.h"
+#include "tilegraph/evaluate.h"
 #include "tilegraph/files.h"
 #include "tilegraph/graph.h"
 #include "tilegraph/models.h"

@@ -134,12 +134,8 @@ size_t tg_program_own_scratch(const tg_program *p, const tg_op_def *def, const t
     return bytes;
 }
 
-/* A loaded executable holds no kernel plans (they are host objects: oneDNN
- * primitives): make them again, and check that each step's kernel scratch
- * is what this machine's kernels now need. oneDNN picks its kernels by the
- * CPU it runs on, so a file made on another machine (or with TG_KERNELS
- * set otherwise) can plan other scratch: such a file is stale. */
-/* From the counts read from the options and the graph's first host input. */
+/* From the options (tg_config_samples_per_step) and the micro-batch of the
+ * graph's first host input; 0 for a graph without one. */
 void tg_program_count_samples(tg_program *p)
 {
     const tg_graph *g = p->graph;
@@ -147,11 +143,16 @@ void tg_program_count_samples(tg_program *p)
     for (int i = 0; i < g->n_nodes && !p->samples_per_step; i++) {
         const tg_tensor *t = g->nodes[i];
         if (t->role == TG_ROLE_INPUT)
-            p->samples_per_step = (int64_t)p->iterations * p->replicas * p->micro_batches *
-                                  (t->shape.ndim ? t->shape.dim[0] : 1);
+            p->samples_per_step =
+                tg_config_samples_per_step(&p->config, t->shape.ndim ? t->shape.dim[0] : 1);
     }
 }
 
+/* A loaded executable holds no kernel plans (they are host objects: oneDNN
+ * primitives): make them again, and check that each step's kernel scratch
+ * is what this machine's kernels now need. oneDNN picks its kernels by the
+ * CPU it runs on, so a file made on another machine (or with TG_KERNELS
+ * set otherwise) can plan other scratch: such a file is stale. */
 tg_status tg_program_plan_loaded(tg_program *p)
 {
     tg_program_count_samples(p);

@@ -204,6 +204,16 @@ const char *tg_config_text(const tg_config *c, int index)
     return key ? tg_options_get_string(c->options, key) : NULL;
 }
 
+int64_t tg_config_samples_per_update(const tg_config *c, int64_t batch)
+{
+    return batch * c->pipeline.accumulation * c->pipeline.replicas;
+}
+
+int64_t tg_config_samples_per_step(const tg_config *c, int64_t batch)
+{
+    return tg_config_samples_per_update(c, batch) * c->pipeline.device_iterations;
+}
+
 tg_status tg_options_summarize(const tg_options *o, int64_t batch, tg_options_summary *out)
 {
     tg_config c;
@@ -212,8 +222,8 @@ tg_status tg_options_summarize(const tg_options *o, int64_t batch, tg_options_su
     snprintf(out->strategy, sizeof out->strategy, "%s", c.pipeline.strategy);
     snprintf(out->output_mode, sizeof out->output_mode, "%s", c.output.mode);
     out->replicas = c.pipeline.replicas;
-    out->samples_per_update = batch * c.pipeline.accumulation * c.pipeline.replicas;
-    out->samples_per_step = out->samples_per_update * c.pipeline.device_iterations;
+    out->samples_per_update = tg_config_samples_per_update(&c, batch);
+    out->samples_per_step = tg_config_samples_per_step(&c, batch);
     snprintf(out->target, sizeof out->target, "%s", c.target.name);
     snprintf(out->precision, sizeof out->precision, "%s", c.precision.precision);
     snprintf(out->accum_type, sizeof out->accum_type, "%s", c.precision.accum);

@@ -146,4 +146,13 @@ void tg_config_free(tg_config *c);
  * profile, which list every option. */
 const char *tg_config_text(const tg_config *c, int index);
 
+/* The samples of one weight update and of one host step, for micro-batches
+ * of `batch`: batch x Training.gradientAccumulation x replicationFactor, and
+ * that x deviceIterations (an inference program pipelines its iterations as
+ * micro-batches and takes accumulation 1 only: the same product). Multiplied
+ * out here only: tg_options_summarize, for a caller before the graph exists,
+ * and the compiled program, for the session, ask here and so agree. */
+int64_t tg_config_samples_per_update(const tg_config *c, int64_t batch);
+int64_t tg_config_samples_per_step(const tg_config *c, int64_t batch);
+
 #endif

@@ -39,12 +39,15 @@ typedef enum {
 
 /* flag: the `tilegraph` command-line flag that sets the option ("--replicas"),
  * or the flag and the value that does ("--offload weights"); NULL when only
- * --options FILE and --engine-option KEY=VALUE set it. The commands name their
- * flags from this column (tools/device_flags.c), messages quote it, and
+ * --options FILE and --engine-option KEY=VALUE set it. arg: the flag's
+ * placeholder ("N"), NULL for a flag that takes no value and sets "true". The
+ * commands generate their flags from this row (tools/device_flags.c: name,
+ * placeholder, help, default and an integer's range), messages quote it, and
  * docs/options.md shows it, so a flag is spelt in this one place. */
 typedef struct {
     const char *key;
     const char *flag;
+    const char *arg; /* the flag's placeholder in --help ("N"); NULL: the flag takes no value */
     opt_type type;
     const char *def;
     double min, max;    /* OPT_INT, OPT_FLOAT */
@@ -53,22 +56,22 @@ typedef struct {
 } opt_spec;
 
 static const opt_spec option_table[] = {
-    {"randomSeed", "--seed", OPT_INT, "0", 0, 9.2e18, NULL,
+    {"randomSeed", "--seed", "N", OPT_INT, "0", 0, 9.2e18, NULL,
      "seed for parameter initialisation, shuffling and dropout"},
-    {"target", "--target", OPT_TARGET, "cpu", 0, 0, NULL,
+    {"target", "--target", "NAME", OPT_TARGET, "cpu", 0, 0, NULL,
      "the device type to compile for: cpu, or a simulated tile processor such as mk2 "
      "(`tilegraph devices` lists the targets; docs/targets.md)"},
-    {"targetDescription", "--target-description", OPT_STRING, "", 0, 0, NULL,
+    {"targetDescription", "--target-description", "FILE", OPT_STRING, "", 0, 0, NULL,
      "target mk2 (a target that takes a description): a JSON file describing another tile "
      "processor (docs/targets.md); empty: the target's own numbers"},
-    {"threadsPerDevice", "--threads-per-device", OPT_INT, "0", -1, 1024, NULL,
+    {"threadsPerDevice", "--threads-per-device", "N", OPT_INT, "0", -1, 1024, NULL,
      "threads each device computes with (0: the cores this process may use, shared among all "
      "devices and replicas, so a run's bits do not depend on the machine's load; -1: the "
      "cores free at compile time, shared the same way; see docs/multi-device.md, Threads)"},
-    {"debug.checkNaN", NULL, OPT_BOOL, "true", 0, 0, NULL,
+    {"debug.checkNaN", NULL, NULL, OPT_BOOL, "true", 0, 0, NULL,
      "after every micro-batch, fail with a message naming the output if a scalar output "
      "(a loss) is NaN or infinite"},
-    {"executionStrategy", "--strategy", OPT_ENUM, "auto", 0, 0,
+    {"executionStrategy", "--strategy", "KIND", OPT_ENUM, "auto", 0, 0,
      "auto|single|pipelined|sharded|phased",
      "single: the whole model on one device; pipelined: stages on devices, all busy once the "
      "pipeline is full; sharded: stages on devices, one micro-batch at a time; phased: the "
@@ -76,188 +79,191 @@ static const opt_spec option_table[] = {
      "TensorLocations off chip, its weights streamed in for it); auto: phased when phases are "
      "given, pipelined when split, stages or devices > 1 say how to divide the model, else "
      "single"},
-    {"phases", "--phases", OPT_GROUPS, "", 0, 0, NULL,
+    {"phases", "--phases", "SPEC", OPT_GROUPS, "", 0, 0, NULL,
      "executionStrategy phased: blocks grouped into phases, run in this order: \"B1|B2|B3|B4\" "
      "or \"B1,B2|B3,B4\"; \"B3@1\" puts a phase on device 1; \"auto\": the compiler chooses the "
      "phases' devices (up to devices) and the TensorLocations off chip, the fitting plan with the "
      "fewest copies (docs/memory-locations.md)"},
-    {"phasedExecutionType", "--phased-execution-type", OPT_ENUM, "SingleIPU", 0, 0,
+    {"phasedExecutionType", "--phased-execution-type", "TYPE", OPT_ENUM, "SingleIPU", 0, 0,
      "SingleIPU|ParallelIPU",
      "executionStrategy phased: SingleIPU runs each phase on one device (device 0, the one it "
      "names, or spread in order over devices); ParallelIPU alternates the phases over two "
      "devices, even ones on device 0, odd ones on device 1, so one device loads its next "
      "phase's weights while the other computes (docs/memory-locations.md)"},
-    {"pipelineSchedule", "--schedule", OPT_ENUM, "grouped", 0, 0,
+    {"pipelineSchedule", "--schedule", "KIND", OPT_ENUM, "grouped", 0, 0,
      "grouped|interleaved|gpipe|1f1b|zb-h1|zb-h2",
      "order of forward and backward passes of the micro-batches on each device (pipelined); "
      "zb-h1 and zb-h2 split each backward into the input gradient, sent at once, and the "
      "weight gradient, run after it (zb-h2: later, with more micro-batches in flight)"},
-    {"stages", "--stages", OPT_GROUPS, "", 0, 0, NULL,
-     "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (default: one stage per "
+    {"stages", "--stages", "SPEC", OPT_GROUPS, "", 0, 0, NULL,
+     "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (empty: one stage per "
      "block); \"auto\": the cost model's best split over devices (docs/multi-device.md); when "
      "none fits, the compile error names the phased plan that would"},
-    {"split", "--split", OPT_NAMES, "", 0, 0, NULL,
+    {"split", "--split", "LAYERS", OPT_NAMES, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
      "\"auto\": the cost model's best split at layer boundaries over devices"},
-    {"devices", "--devices", OPT_INT, "0", 0, TG_MAX_DEVICES, NULL,
+    {"devices", "--devices", "N", OPT_INT, "0", 0, TG_MAX_DEVICES, NULL,
      "devices available (0: one per stage)"},
-    {"autoStages.memoryMargin", NULL, OPT_FLOAT, "0.1", 0, 0.9, NULL,
+    {"autoStages.memoryMargin", NULL, NULL, OPT_FLOAT, "0.1", 0, 0.9, NULL,
      "stages auto / split auto: the share of memoryPerDevice the memory estimate leaves free for "
      "what the memory plan adds (raised by 0.1 and the search run again when a chosen split does "
      "not fit the plan)"},
-    {"memoryPerDevice", "--memory-per-device", OPT_INT, "0", 0, 9.2e18, NULL,
+    {"memoryPerDevice", "--memory-per-device", "BYTES", OPT_INT, "0", 0, 9.2e18, NULL,
      "device memory capacity in bytes (0: unlimited); a plan that does not fit fails to compile"},
-    {"replicationFactor", "--replicas", OPT_INT, "1", 1, 64, NULL,
+    {"replicationFactor", "--replicas", "N", OPT_INT, "1", 1, 64, NULL,
      "replicas of the whole model; gradients are averaged across them before each update"},
-    {"distributed.instances", NULL, OPT_INT, "1", 1, 64, NULL,
+    {"distributed.instances", NULL, NULL, OPT_INT, "1", 1, 64, NULL,
      "instances of an MPI job that share replicationFactor: set by the session under mpirun "
      "(each instance then runs replicationFactor / instances replicas; docs/distributed.md), "
      "not by users"},
-    {"distributed.gradientBucketBytes", NULL, OPT_INT, "262144", 0, 2147483647, NULL,
+    {"distributed.gradientBucketBytes", NULL, NULL, OPT_INT, "262144", 0, 2147483647, NULL,
      "in an MPI job of one replica per instance (and device): the gradients go to the other "
      "instances in buckets of about this many bytes, each as soon as the backward has finished "
      "it, overlapping the rest of the backward (docs/distributed.md); 0: all at once after the "
      "backward. Results are the same bit for bit"},
-    {"Training.gradientAccumulation", "--gradient-accumulation", OPT_INT, "1", 1, 1e6, NULL,
+    {"Training.gradientAccumulation", "--gradient-accumulation", "N", OPT_INT, "1", 1, 1e6, NULL,
      "micro-batches whose gradients are averaged into one weight update"},
-    {"deviceIterations", "--device-iterations", OPT_INT, "1", 1, 1e6, NULL,
+    {"deviceIterations", "--device-iterations", "N", OPT_INT, "1", 1, 1e6, NULL,
      "weight updates (or inference batches) the devices run per host call"},
-    {"outputMode", "--output-mode", OPT_ENUM, "default", 0, 0, "default|all|sum|final|everyN",
-     "which micro-batches' outputs come back to the host (default: final when training, all "
-     "for inference)"},
-    {"outputReturnPeriod", "--output-return-period", OPT_INT, "1", 1, 1e6, NULL,
+    {"outputMode", "--output-mode", "MODE", OPT_ENUM, "default", 0, 0,
+     "default|all|sum|final|everyN",
+     "which micro-batches' outputs come back to the host: all, their sum, the final one or every "
+     "N-th (outputReturnPeriod); \"default\" is final when training, all for inference"},
+    {"outputReturnPeriod", "--output-return-period", "N", OPT_INT, "1", 1, 1e6, NULL,
      "outputMode everyN: return every N-th iteration"},
-    {"recomputation", NULL, OPT_ENUM, "none", 0, 0, "none|pipeline",
+    {"recomputation", "--recomputation", "KIND", OPT_ENUM, "none", 0, 0, "none|pipeline",
      "pipeline: each device keeps only its inputs and recomputation checkpoints for the backward "
      "pass and recomputes the other activations there (less stash, more compute)"},
-    {"precision", "--precision", OPT_ENUM, "32.32", 0, 0,
+    {"precision", "--precision", "IN.MODEL", OPT_ENUM, "32.32", 0, 0,
      "32.32|16.32|16.16|bf16.32|bf16.bf16|32.16|32.bf16",
      "storage types INPUT.MODEL: host-stream inputs, then weights, activations and gradients "
      "(kernels compute in f32 either way)"},
-    {"accumType", "--accum-type", OPT_ENUM, "auto", 0, 0, "auto|f32|f16|bf16",
+    {"accumType", "--accum-type", "TYPE", OPT_ENUM, "auto", 0, 0, "auto|f32|f16|bf16",
      "gradient accumulators' type (auto: the model's type)"},
-    {"firstOrderMomentumAccumType", "--first-moment-type", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
-     "Adam's exp_avg and SGD's momentum buffer"},
-    {"secondOrderMomentumAccumType", "--second-moment-type", OPT_ENUM, "f32", 0, 0, "f32|f16|bf16",
-     "Adam's exp_avg_sq"},
-    {"Precision.enableStochasticRounding", "--stochastic-rounding", OPT_ENUM, "auto", 0, 0,
+    {"firstOrderMomentumAccumType", "--first-moment-type", "TYPE", OPT_ENUM, "f32", 0, 0,
+     "f32|f16|bf16", "Adam's exp_avg and SGD's momentum buffer"},
+    {"secondOrderMomentumAccumType", "--second-moment-type", "TYPE", OPT_ENUM, "f32", 0, 0,
+     "f32|f16|bf16", "Adam's exp_avg_sq"},
+    {"Precision.enableStochasticRounding", "--stochastic-rounding", NULL, OPT_ENUM, "auto", 0, 0,
      "auto|true|false|1|0",
      "round half-precision weight and optimizer-state updates stochastically, so updates "
      "smaller than half an ulp still move the weights on average (auto: when the update writes "
      "bf16 values, weights or optimizer state; f16 ones round to nearest as in PopTorch)"},
-    {"lossScaling", "--loss-scaling", OPT_ENUM, "none", 0, 0, "none|static|dynamic",
+    {"lossScaling", "--loss-scaling", "KIND", OPT_ENUM, "none", 0, 0, "none|static|dynamic",
      "multiply the loss by lossScalingFactor before the backward pass and divide the gradients "
      "before the update; an update whose gradients overflow is skipped, and dynamic halves the "
      "factor then and doubles it after lossScalingGrowthInterval good updates"},
-    {"lossScalingFactor", "--loss-scale", OPT_FLOAT, "1024", 1e-30, 1e30, NULL,
+    {"lossScalingFactor", "--loss-scale", "F", OPT_FLOAT, "1024", 1e-30, 1e30, NULL,
      "the loss scale (static), or the starting one (dynamic)"},
-    {"lossScalingGrowthInterval", NULL, OPT_INT, "200", 1, 1e9, NULL,
+    {"lossScalingGrowthInterval", NULL, NULL, OPT_INT, "200", 1, 1e9, NULL,
      "dynamic loss scaling: good updates in a row before the scale doubles"},
-    {"numIOTiles", NULL, OPT_INT, "0", 0, 1 << 20, NULL,
+    {"numIOTiles", NULL, NULL, OPT_INT, "0", 0, 1 << 20, NULL,
      "tiled targets (mk2; ignored on cpu): tiles per device reserved for I/O, so that the next "
      "micro-batch's stream copy, and the streamed copies of off-chip tensors (TensorLocations), "
      "run while the other tiles compute; they must hold a micro-batch of the host-stream inputs "
      "per slot, and what room is left bounds how far ahead a copy starts (docs/targets.md)"},
-    {"defaultPrefetchBufferingDepth", NULL, OPT_INT, "1", 1, 64, NULL,
+    {"defaultPrefetchBufferingDepth", NULL, NULL, OPT_INT, "1", 1, 64, NULL,
      "micro-batches of host-stream input each device's buffers hold beyond those in flight, plus "
      "one; above 1 a host-stream thread fills the next ones while a device computes "
      "(docs/data.md, Host streams)"},
-    {"availableMemoryProportion", NULL, OPT_FLOAT, "0.6", 0.001, 1, NULL,
+    {"availableMemoryProportion", NULL, NULL, OPT_FLOAT, "0.6", 0.001, 1, NULL,
      "the share of a device's memory one step's kernel scratch (im2col and the like) may take; "
      "a kernel over it is planned for one thread, which needs less (only with a capacity: "
      "memoryPerDevice or a tiled target)"},
-    {"TensorLocations.optimizer.onChip", "--offload optimizer", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.optimizer.onChip", "--offload optimizer", NULL, OPT_BOOL, "true", 0, 0, NULL,
      "false: keep optimizer state in host memory and stream it in for each weight update "
      "(less device memory, more host traffic)"},
-    {"TensorLocations.weight.onChip", "--offload weights", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.weight.onChip", "--offload weights", NULL, OPT_BOOL, "true", 0, 0, NULL,
      "false: keep the weights in host memory (streaming memory) and stream each in before the "
      "steps of a forward, backward or update pass that read it, and the updated one back "
      "(docs/memory-locations.md)"},
-    {"TensorLocations.activation.onChip", "--offload activations", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.activation.onChip", "--offload activations", NULL, OPT_BOOL, "true", 0, 0,
+     NULL,
      "false: activations kept from a micro-batch's forward pass to its backward pass are "
      "streamed to host memory after their last forward use and back before their first "
      "backward use"},
-    {"TensorLocations.accumulator.onChip", "--offload accumulators", OPT_BOOL, "true", 0, 0, NULL,
+    {"TensorLocations.accumulator.onChip", "--offload accumulators", NULL, OPT_BOOL, "true", 0, 0,
+     NULL,
      "false: gradient accumulators live in host memory: each micro-batch's gradients are added "
      "there and the sums streamed in for the weight update"},
-    {"TensorLocations.weight.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.weight.minElementsForOffChip", NULL, NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.weight.onChip=false: weights of fewer elements stay on the device"},
-    {"TensorLocations.activation.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.activation.minElementsForOffChip", NULL, NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.activation.onChip=false: activations of fewer elements stay on the "
      "device"},
-    {"TensorLocations.accumulator.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.accumulator.minElementsForOffChip", NULL, NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.accumulator.onChip=false: accumulators of fewer elements stay on the "
      "device"},
-    {"TensorLocations.optimizer.minElementsForOffChip", NULL, OPT_INT, "2", 0, 9.2e18, NULL,
+    {"TensorLocations.optimizer.minElementsForOffChip", NULL, NULL, OPT_INT, "2", 0, 9.2e18, NULL,
      "with TensorLocations.optimizer.onChip=false: optimizer state of fewer elements stays on "
      "the device"},
-    {"TensorLocations.weight.minElementsForReplicatedTensorSharding", NULL, OPT_INT, "8192", 0,
-     9.2e18, NULL,
+    {"TensorLocations.weight.minElementsForReplicatedTensorSharding", NULL, NULL, OPT_INT, "8192",
+     0, 9.2e18, NULL,
      "with TensorLocations.weight.replicatedTensorSharding: weights of fewer elements are kept "
      "whole on every replica"},
-    {"TensorLocations.weight.replicatedTensorSharding", "--shard weights", OPT_BOOL, "false", 0, 0,
-     NULL,
+    {"TensorLocations.weight.replicatedTensorSharding", "--shard weights", NULL, OPT_BOOL, "false",
+     0, 0, NULL,
      "with replicas: each replica keeps 1/replicationFactor of every weight (and its optimizer "
      "state), all-gathers the whole weight into a buffer live for each pass that reads it and "
      "updates its share from the reduce-scattered gradient (ZeRO-3; less memory, a gather per "
      "pass; ignored with one replica; docs/memory-locations.md)"},
-    {"TensorLocations.ioSchedule", NULL, OPT_ENUM, "onDemand", 0, 0, "onDemand|preload",
+    {"TensorLocations.ioSchedule", NULL, NULL, OPT_ENUM, "onDemand", 0, 0, "onDemand|preload",
      "how the copies of tensors kept off chip run: onDemand: on the device's own thread when "
      "its step comes; preload: on an I/O thread per device, each step's loads while the steps "
      "before it compute (TensorLocations.preloadSteps) and its stores while the next one does, "
      "so a copy holds device memory over those steps too: time for memory"},
-    {"TensorLocations.preloadSteps", NULL, OPT_INT, "4", 1, 64, NULL,
+    {"TensorLocations.preloadSteps", NULL, NULL, OPT_INT, "4", 1, 64, NULL,
      "with TensorLocations.ioSchedule preload: how many steps ahead a step's loads start"},
-    {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", NULL, OPT_INT, "8192", 0,
-     9.2e18, NULL,
+    {"TensorLocations.optimizer.minElementsForReplicatedTensorSharding", NULL, NULL, OPT_INT,
+     "8192", 0, 9.2e18, NULL,
      "with TensorLocations.optimizer.replicatedTensorSharding: optimizer state of fewer "
      "elements is kept whole on every replica"},
     /* engine options: also read from TILEGRAPH_ENGINE_OPTIONS, like POPLAR_ENGINE_OPTIONS */
-    {"TensorLocations.optimizer.replicatedTensorSharding", "--shard optimizer", OPT_BOOL, "false",
-     0, 0, NULL,
+    {"TensorLocations.optimizer.replicatedTensorSharding", "--shard optimizer", NULL, OPT_BOOL,
+     "false", 0, 0, NULL,
      "with replicas: each replica keeps 1/replicationFactor of the optimizer state, updates that "
      "share of the weights and sends it to the others (less memory, an all-gather per update)"},
-    {"autoReport.all", "--profile", OPT_BOOL, "false", 0, 0, NULL,
+    {"autoReport.all", "--profile", NULL, OPT_BOOL, "false", 0, 0, NULL,
      "write the graph and the execution profile of every compiled program"},
-    {"autoReport.outputGraphProfile", NULL, OPT_BOOL, "false", 0, 0, NULL,
+    {"autoReport.outputGraphProfile", NULL, NULL, OPT_BOOL, "false", 0, 0, NULL,
      "write the graph profile (memory plan, liveness, program tree)"},
-    {"autoReport.outputExecutionProfile", NULL, OPT_BOOL, "false", 0, 0, NULL,
+    {"autoReport.outputExecutionProfile", NULL, NULL, OPT_BOOL, "false", 0, 0, NULL,
      "write the execution profile (the timed steps of the first runs)"},
-    {"autoReport.directory", "--profile-dir", OPT_STRING, "./report", 0, 0, NULL,
+    {"autoReport.directory", "--profile-dir", "DIR", OPT_STRING, "./report", 0, 0, NULL,
      "where profiles go: DIR/training/profile.sqlite, DIR/inference/profile.sqlite"},
-    {"autoReport.executionProfileProgramRunCount", NULL, OPT_INT, "2", 1, 1e6, NULL,
+    {"autoReport.executionProfileProgramRunCount", NULL, NULL, OPT_INT, "2", 1, 1e6, NULL,
      "host steps whose execution is recorded (the first N), so profiles stay small"},
-    {"profiler.includeFlopEstimates", NULL, OPT_BOOL, "true", 0, 0, NULL,
+    {"profiler.includeFlopEstimates", NULL, NULL, OPT_BOOL, "true", 0, 0, NULL,
      "record FLOP counts per op and per executed step"},
-    {"trace.enable", NULL, OPT_BOOL, "false", 0, 0, NULL,
+    {"trace.enable", NULL, NULL, OPT_BOOL, "false", 0, 0, NULL,
      "record the host trace (as TILEGRAPH_TRACE does), from the first session created with it"},
-    {"trace.directory", NULL, OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
-    {"trace.channels", NULL, OPT_NAMES, "*", 0, 0, "compile|engine|data|comms|*",
+    {"trace.directory", NULL, NULL, OPT_STRING, ".", 0, 0, NULL, "where the host trace files go"},
+    {"trace.channels", NULL, NULL, OPT_NAMES, "*", 0, 0, "compile|engine|data|comms|*",
      "channels to record, comma-separated (compile, engine, data, comms), or *"},
-    {"monitor.enable", NULL, OPT_BOOL, "true", 0, 0, NULL,
+    {"monitor.enable", NULL, NULL, OPT_BOOL, "true", 0, 0, NULL,
      "keep this process's record in the registry `tilegraph monitor` lists (docs/monitor.md); "
      "TILEGRAPH_MONITOR=0 also turns it off"},
-    {"streamCallbacks.multiThreadMode", NULL, OPT_ENUM, "none", 0, 0,
+    {"streamCallbacks.multiThreadMode", NULL, NULL, OPT_ENUM, "none", 0, 0,
      "none|collaborative|dedicated",
      "with defaultPrefetchBufferingDepth above 1, the threads that fill the host streams: none, "
      "one for every device and replica; collaborative, streamCallbacks.numWorkerThreads of them; "
      "dedicated, one per device and replica that streams inputs"},
-    {"streamCallbacks.numWorkerThreads", NULL, OPT_INT, "0", 0, 64, NULL,
+    {"streamCallbacks.numWorkerThreads", NULL, NULL, OPT_INT, "0", 0, 64, NULL,
      "multiThreadMode collaborative: the host-stream threads (0: one per device and replica that "
      "streams inputs)"},
-    {"enableExecutableCaching", "--executable-cache", OPT_STRING, "", 0, 0, NULL,
+    {"enableExecutableCaching", "--executable-cache", "DIR", OPT_STRING, "", 0, 0, NULL,
      "a directory of compiled programs keyed by graph, options, target and version: a hit is "
      "loaded instead of compiled (docs/executable-cache.md); empty: off"},
-    {"executableFile", "--executable", OPT_STRING, "", 0, 0, NULL,
+    {"executableFile", "--executable", "FILE", OPT_STRING, "", 0, 0, NULL,
      "a compiled program file: loaded when it matches the graph and options, else compiled "
      "and written there (docs/executable-cache.md); empty: off"},
-    {"debug.allowOutOfMemory", NULL, OPT_BOOL, "false", 0, 0, NULL,
+    {"debug.allowOutOfMemory", NULL, NULL, OPT_BOOL, "false", 0, 0, NULL,
      "compile a plan that does not fit the device memory anyway, so it can be looked at"},
-    {"debug.verifyAgainstReference", NULL, OPT_BOOL, "false", 0, 0, NULL,
+    {"debug.verifyAgainstReference", NULL, NULL, OPT_BOOL, "false", 0, 0, NULL,
      "check the first run tensor by tensor against the reference (every fast path off: "
      "double-precision reference kernels, NCHW) and fail it naming the first tensor beyond "
      "tolerance (docs/numerics.md)"},
-    {"debug.verifyTolerance", NULL, OPT_FLOAT, "32", 1e-3, 1e9, NULL,
+    {"debug.verifyTolerance", NULL, NULL, OPT_FLOAT, "32", 1e-3, 1e9, NULL,
      "factor on the tolerances of debug.verifyAgainstReference and `tilegraph check`: "
      "factor x magnitude x (2^-24 x sqrt(reduction length) + the storage type's roundoff)"},
 };
@@ -603,6 +609,26 @@ const char *tg_options_flag(const char *key)
 {
     int i = find_option(key);
     return i < 0 ? NULL : option_table[i].flag;
+}
+
+const char *tg_options_flag_arg(int i)
+{
+    return i >= 0 && i < N_OPTIONS ? option_table[i].arg : NULL;
+}
+
+const char *tg_options_values(int i)
+{
+    return i >= 0 && i < N_OPTIONS && option_table[i].type == OPT_ENUM ? option_table[i].values
+                                                                       : NULL;
+}
+
+bool tg_options_int_range(int i, double *min, double *max)
+{
+    if (i < 0 || i >= N_OPTIONS || option_table[i].type != OPT_INT)
+        return false;
+    *min = option_table[i].min;
+    *max = option_table[i].max;
+    return true;
 }
 
 /* Options text as a JSON object (anything else is refused, naming source). */

@@ -427,7 +427,8 @@ static const struct {
                  {tg_onnx_fold_ops, &tg_onnx_fold_op_count},
                  {tg_onnx_fold_logic_ops, &tg_onnx_fold_logic_op_count},
                  {tg_onnx_index_ops, &tg_onnx_index_op_count},
-                 {tg_onnx_vision_ops, &tg_onnx_vision_op_count},
+                 {tg_onnx_resize_ops, &tg_onnx_resize_op_count},
+                 {tg_onnx_random_ops, &tg_onnx_random_op_count},
                  {tg_onnx_scatter_ops, &tg_onnx_scatter_op_count},
                  {tg_onnx_reduce_ops, &tg_onnx_reduce_op_count},
                  {tg_onnx_loop_ops, &tg_onnx_loop_op_count}};

@@ -168,7 +168,7 @@ bool ob_match_gelu(onnx_builder *b, int k, bool *skip);
  * GELU's tanh form. */
 bool ob_match_layer_norm(onnx_builder *b, int k, bool *skip);
 bool ob_match_gelu_tanh(onnx_builder *b, int k, bool *skip);
-/* SiLU's Sigmoid(x) -> Mul(x, .) (onnx_vision.c). */
+/* SiLU's Sigmoid(x) -> Mul(x, .) (onnx_ops_elementwise.c). */
 bool ob_match_silu(onnx_builder *b, int k, bool *skip);
 /* 0, 1, ..., len - 1 along `axis` of an ndim-dimensional f32 constant that
  * is 1 on every other axis: the indices ArgMax, OneHot and TopK compare
@@ -267,8 +267,8 @@ tg_status ob_read_window(onnx_builder *b, tg_shape x, int nsp, const int64_t *ke
  * family (onnx_ops_conv.c, onnx_ops_elementwise.c, onnx_ops_norm.c,
  * onnx_ops_shape.c, onnx_ops_loss.c with the recurrent ops), constant
  * folding (onnx_fold.c; comparisons, logic, Where, Expand and Tile in
- * onnx_fold_logic.c), index and mask ops (onnx_index.c) and vision ops
- * (onnx_vision.c). */
+ * onnx_fold_logic.c), index and mask ops (onnx_index.c), resizing
+ * (onnx_ops_resize.c) and random ops (onnx_ops_random.c). */
 const ob_op *ob_find_op(const char *op_type);
 extern const ob_op tg_onnx_conv_ops[];
 extern const int tg_onnx_conv_op_count;
@@ -286,10 +286,13 @@ extern const ob_op tg_onnx_fold_logic_ops[];
 extern const int tg_onnx_fold_logic_op_count;
 extern const ob_op tg_onnx_index_ops[];
 extern const int tg_onnx_index_op_count;
-/* Vision ops (onnx_vision.c): activations, element-wise math, Resize,
- * Upsample, DepthToSpace, SpaceToDepth. */
-extern const ob_op tg_onnx_vision_ops[];
-extern const int tg_onnx_vision_op_count;
+/* Resize, Upsample, DepthToSpace, SpaceToDepth (onnx_ops_resize.c). */
+extern const ob_op tg_onnx_resize_ops[];
+extern const int tg_onnx_resize_op_count;
+/* RandomUniformLike, Bernoulli, RandomNormalLike, RandomNormal,
+ * RandomUniform (onnx_ops_random.c). */
+extern const ob_op tg_onnx_random_ops[];
+extern const int tg_onnx_random_op_count;
 /* Scatter, ScatterElements, ScatterND, TopK and Einsum (onnx_scatter.c,
  * onnx_einsum.c's entry is in it). */
 extern const ob_op tg_onnx_scatter_ops[];

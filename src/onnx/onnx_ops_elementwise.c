@@ -1,6 +1,13 @@
 /* onnx/onnx_ops_elementwise.c - ONNX element-wise ops (arithmetic,
  * activations, Clip, variadic Max/Min/Sum/Mean, Softmax) mapped onto the
- * graph builder; constants fold at import.
+ * graph builder; constants fold at import. The whole activation family is
+ * here: Relu, LeakyRelu, Sigmoid, Tanh beside MobileNetV3's HardSigmoid and
+ * HardSwish, Mish, Elu, Celu, Selu, Softplus, Softsign, PRelu,
+ * ThresholdedRelu and Shrink (tg_hard_sigmoid and its siblings,
+ * ops/activation.c; PRelu is relu(x) - slope * relu(-x), exact for either
+ * sign and broadcasting the slope as ONNX does), with ONNX's element-wise
+ * math (Sign, Floor, Ceil, Round, the trigonometric and hyperbolic
+ * functions) and SiLU's Sigmoid -> Mul pattern.
  */
 #include "onnx/onnx_build.h"
 
@@ -392,6 +399,132 @@ static tg_status map_log_softmax(onnx_builder *b)
     return softmax_like(b, tg_log_softmax);
 }
 
+/* ---- the activation family and ONNX's element-wise math ------------------------ */
+
+#define UNARY_MAP(NAME, FN)                                                                        \
+    static tg_status map_##NAME(onnx_builder *b)                                                   \
+    {                                                                                              \
+        return unary(b, FN);                                                                       \
+    }
+UNARY_MAP(hard_swish, tg_hard_swish)
+UNARY_MAP(mish, tg_mish)
+UNARY_MAP(softplus, tg_softplus)
+UNARY_MAP(softsign, tg_softsign)
+UNARY_MAP(sign, tg_sign)
+UNARY_MAP(floor, tg_floor)
+UNARY_MAP(ceil, tg_ceil)
+UNARY_MAP(round, tg_round)
+UNARY_MAP(cos, tg_cos)
+UNARY_MAP(sin, tg_sin)
+UNARY_MAP(tan, tg_tan)
+UNARY_MAP(acos, tg_acos)
+UNARY_MAP(asin, tg_asin)
+UNARY_MAP(atan, tg_atan)
+UNARY_MAP(acosh, tg_acosh)
+UNARY_MAP(asinh, tg_asinh)
+UNARY_MAP(atanh, tg_atanh)
+UNARY_MAP(cosh, tg_cosh)
+UNARY_MAP(sinh, tg_sinh)
+
+static tg_status map_thresholded_relu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0, tg_thresholded_relu(b->g, x, ob_attr_float(b, "alpha", 1.0f)))
+             : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_shrink(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0,
+                      tg_shrink(b->g, x, ob_attr_float(b, "lambd", 0.5f),
+                                ob_attr_float(b, "bias", 0.0f)))
+             : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_hard_sigmoid(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0,
+                      tg_hard_sigmoid(b->g, x, ob_attr_float(b, "alpha", 0.2f),
+                                      ob_attr_float(b, "beta", 0.5f)))
+             : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_elu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0, tg_elu(b->g, x, ob_attr_float(b, "alpha", 1.0f))) : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_celu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    return x ? ob_set(b, 0, tg_celu(b->g, x, ob_attr_float(b, "alpha", 1.0f))) : TG_ERR_UNSUPPORTED;
+}
+
+static tg_status map_selu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    float alpha = ob_attr_float(b, "alpha", 1.67326319217681884765625f);
+    float gamma = ob_attr_float(b, "gamma", 1.05070102214813232421875f);
+    return x ? ob_set(b, 0, tg_selu(b->g, x, alpha, gamma)) : TG_ERR_UNSUPPORTED;
+}
+
+/* relu(x) - slope * relu(-x): x where x > 0 and slope * x where x < 0, both
+ * exactly (one rounding, as x * slope); the slope's gradient is summed over
+ * the axes it is broadcast along. */
+static tg_status map_prelu(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *slope = x ? ob_tensor(b, 1) : NULL;
+    if (!slope)
+        return TG_ERR_UNSUPPORTED;
+    tg_graph *g = b->g;
+    /* before opset 7 a slope of one dim is per channel (axis 1), not
+     * broadcast from the last axis */
+    tg_shape xs = tg_tensor_shape(x), ss = tg_tensor_shape(slope);
+    if (ob_opset(b) < 7 && ss.ndim == 1 && xs.ndim > 2 && ss.dim[0] == xs.dim[1]) {
+        tg_shape per_channel = ss;
+        per_channel.ndim = xs.ndim - 1;
+        for (int d = 1; d < per_channel.ndim; d++)
+            per_channel.dim[d] = 1;
+        slope = tg_reshape(g, slope, per_channel);
+    }
+    return ob_set(b, 0, tg_sub(g, tg_relu(g, x), tg_mul(g, slope, tg_relu(g, tg_neg(g, x)))));
+}
+
+/* ---- SiLU: Sigmoid(x) -> Mul(x, .) ------------------------------------------------ */
+
+/* nn.SiLU (EfficientNet's activation) exports as Sigmoid(x) then Mul(x, .):
+ * built as tg_silu, one kernel whose backward keeps only x, where the two
+ * ops keep x and the sigmoid both. A sigmoid read elsewhere, or multiplied
+ * by another tensor (a squeeze-excitation gate), is left to the node-by-node
+ * mapping, which computes the same function. */
+bool ob_match_silu(onnx_builder *b, int k, bool *skip)
+{
+    const Onnx__NodeProto *const *node = (const Onnx__NodeProto *const *)b->m->graph->node;
+    const Onnx__NodeProto *sig = node[k];
+    if (strcmp(sig->op_type, "Sigmoid") || sig->n_input != 1 || sig->n_output < 1)
+        return false;
+    int m = ob_sole_consumer(b, sig->output[0]);
+    const Onnx__NodeProto *mul = m > k ? node[m] : NULL;
+    if (!mul || strcmp(mul->op_type, "Mul") || mul->n_input != 2 || mul->n_output < 1)
+        return false;
+    const char *x = sig->input[0];
+    bool pair = (!strcmp(mul->input[0], x) && !strcmp(mul->input[1], sig->output[0])) ||
+                (!strcmp(mul->input[1], x) && !strcmp(mul->input[0], sig->output[0]));
+    ob_value *in = ob_find(b, x), *out = ob_find(b, mul->output[0]);
+    if (!pair || !in || !in->t || !out || tg_tensor_dtype(in->t) != TG_F32)
+        return false;
+    ob_enter(b, mul); /* the SiLU takes the Mul's scope */
+    out->t = tg_silu(b->g, in->t);
+    ob_leave(b);
+    out->known = true;
+    skip[m] = true;
+    return true;
+}
+
 const ob_op tg_onnx_elementwise_ops[] = {
     {"Add", map_add, OB_LEGACY_BROADCAST_ATTRS},
     {"Sub", map_sub, OB_LEGACY_BROADCAST_ATTRS},
@@ -416,6 +549,32 @@ const ob_op tg_onnx_elementwise_ops[] = {
     {"Tanh", map_tanh, ""},
     {"Softmax", map_softmax, "axis"},
     {"LogSoftmax", map_log_softmax, "axis"},
+    {"HardSigmoid", map_hard_sigmoid, "alpha,beta"},
+    {"HardSwish", map_hard_swish, ""},
+    {"Mish", map_mish, ""},
+    {"Elu", map_elu, "alpha"},
+    {"Celu", map_celu, "alpha"},
+    {"Selu", map_selu, "alpha,gamma"},
+    {"Softplus", map_softplus, ""},
+    {"Softsign", map_softsign, ""},
+    {"PRelu", map_prelu, ""},
+    {"Sign", map_sign, ""},
+    {"Floor", map_floor, ""},
+    {"Ceil", map_ceil, ""},
+    {"Round", map_round, ""},
+    {"Cos", map_cos, ""},
+    {"Sin", map_sin, ""},
+    {"Tan", map_tan, ""},
+    {"Acos", map_acos, ""},
+    {"Asin", map_asin, ""},
+    {"Atan", map_atan, ""},
+    {"Acosh", map_acosh, ""},
+    {"Asinh", map_asinh, ""},
+    {"Atanh", map_atanh, ""},
+    {"Cosh", map_cosh, ""},
+    {"Sinh", map_sinh, ""},
+    {"ThresholdedRelu", map_thresholded_relu, "alpha"},
+    {"Shrink", map_shrink, "bias,lambd"},
 };
 const int tg_onnx_elementwise_op_count =
     (int)(sizeof tg_onnx_elementwise_ops / sizeof tg_onnx_elementwise_ops[0]);

@@ -1,6 +1,7 @@
 /* onnx/onnx_ops_norm.c - ONNX pooling and normalisation ops (MaxPool,
  * AveragePool, GlobalAveragePool, BatchNormalization, LayerNormalization,
- * Dropout) mapped onto the graph builder.
+ * InstanceNormalization (also PyTorch's GroupNorm export),
+ * GroupNormalization, LRN, Dropout) mapped onto the graph builder.
  */
 #include "onnx/onnx_build.h"
 
@@ -333,6 +334,119 @@ static tg_status map_dropout(onnx_builder *b)
     return ob_set(b, 1, tg_cast(b->g, one, TG_I32));
 }
 
+/* ---- InstanceNormalization, GroupNormalization, LRN
+ * ----------------------------------------------------- */
+
+/* Whether input i is a constant whose every element is v (the exporter's
+ * ones and zeros around GroupNorm's InstanceNormalization). */
+static bool constant_all(onnx_builder *b, int i, double v)
+{
+    if (!ob_is_foldable(b, i))
+        return false;
+    const tg_onnx_data *d = ob_const(b, i);
+    for (int64_t k = 0; d && k < d->n; k++)
+        if (ob_get(d, k) != v)
+            return false;
+    return d != NULL;
+}
+
+/* Per sample and channel over the spatial axes: group norm with one group
+ * per channel. PyTorch exports GroupNorm as this over [N, G, -1] with
+ * constant ones and zeros (left out here), then its own affine. */
+static tg_status map_instance_norm(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = tg_tensor_shape(x);
+    if (s.ndim < 3)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, D1, ...] is taken)", s.ndim);
+    tg_tensor *gamma = NULL, *beta = NULL;
+    if (!constant_all(b, 1, 1.0) && !(gamma = ob_tensor(b, 1)))
+        return TG_ERR_UNSUPPORTED;
+    if (!constant_all(b, 2, 0.0) && !(beta = ob_tensor(b, 2)))
+        return TG_ERR_UNSUPPORTED;
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *t = k ? beta : gamma;
+        if (t && (tg_tensor_shape(t).ndim != 1 || tg_tensor_shape(t).dim[0] != s.dim[1]))
+            return ob_fail(b, TG_ERR_SHAPE, "%s must be [%lld]", k ? "B" : "scale",
+                           (long long)s.dim[1]);
+    }
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    return ob_set(b, 0, tg_group_norm(b->g, x, (int)s.dim[1], gamma, beta, eps));
+}
+
+/* GroupNormalization (opset 18, 21): tg_group_norm. Opset 18's scale and
+ * bias are per group ([num_groups]: each repeated over its C / G
+ * channels), 21's per channel ([C]); statistics in float32 (stash_type 1,
+ * the only one: the devices have no f64). */
+static tg_status map_group_norm(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    tg_tensor *gamma = x ? ob_tensor(b, 1) : NULL, *beta = gamma ? ob_tensor(b, 2) : NULL;
+    if (!beta)
+        return TG_ERR_UNSUPPORTED;
+    TG_TRY(ob_attr_in_opsets(b, "stash_type", 21, 1 << 30));
+    tg_shape s = tg_tensor_shape(x);
+    int64_t groups = ob_attr_int(b, "num_groups", 0), stash = ob_attr_int(b, "stash_type", 1);
+    if (stash != 1)
+        return ob_fail(b, TG_ERR_UNSUPPORTED, "stash_type %lld (1, float32 statistics, is taken)",
+                       (long long)stash);
+    if (s.ndim < 3)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, D1, ...] is taken)", s.ndim);
+    int64_t c = s.dim[1];
+    if (groups < 1 || c % groups)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "num_groups %lld does not divide %lld channels",
+                       (long long)groups, (long long)c);
+    int64_t per = ob_opset(b) < 21 ? groups : c; /* the affine's length */
+    tg_graph *g = b->g;
+    for (int k = 0; k < 2; k++) {
+        tg_tensor **t = k ? &beta : &gamma;
+        tg_shape ts = tg_tensor_shape(*t);
+        if (ts.ndim != 1 || ts.dim[0] != per)
+            return ob_fail(b, TG_ERR_SHAPE, "%s must be [%lld] at opset %d", k ? "bias" : "scale",
+                           (long long)per, ob_opset(b));
+        if (per != c) /* [G] -> [G, C/G] -> [C] */
+            *t = tg_reshape(g,
+                            tg_expand(g, tg_reshape(g, *t, tg_shape2(groups, 1)),
+                                      tg_shape2(groups, c / groups)),
+                            tg_shape1(c));
+    }
+    float eps = ob_attr_float(b, "epsilon", 1e-5f);
+    return ob_set(b, 0, tg_group_norm(g, x, (int)groups, gamma, beta, eps));
+}
+
+/* LRN: x / (bias + alpha / size * sum of x^2 over `size` channels about
+ * each)^beta, the window floor((size-1)/2) channels before and
+ * ceil((size-1)/2) after. The sum is an average pool of x^2 laid out as
+ * [N, 1, C, rest] with a (size, 1) window, zeros padded and counted, times
+ * size; so y = x * (bias + alpha * mean)^-beta, from ops with gradients. */
+static tg_status map_lrn(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0);
+    if (!x)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = tg_tensor_shape(x);
+    int64_t size = ob_attr_int(b, "size", 0);
+    if (s.ndim < 3)
+        return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, D1, ...] is taken)", s.ndim);
+    if (size < 1 || size > 2 * s.dim[1] + 1 || size > 1 << 20)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "size %lld (give an odd or even window of 1 to %lld)",
+                       (long long)size, (long long)(2 * s.dim[1] + 1));
+    float alpha = ob_attr_float(b, "alpha", 1e-4f), beta = ob_attr_float(b, "beta", 0.75f);
+    float bias = ob_attr_float(b, "bias", 1.0f);
+    int64_t rest = tg_shape_numel(s) / (s.dim[0] * s.dim[1]);
+    tg_graph *g = b->g;
+    tg_tensor *sq = tg_reshape(g, tg_mul(g, x, x), tg_shape4(s.dim[0], 1, s.dim[1], rest));
+    int lo = (int)((size - 1) / 2), hi = (int)(size - 1 - lo);
+    tg_pool2d_params p = {(int)size, 1, 1, 1, lo, 0, hi, 0, 1, 1, false, true};
+    tg_tensor *mean = tg_reshape(g, tg_avgpool2d_ex(g, sq, p), s);
+    float one = -beta;
+    tg_tensor *e = tg_constant_data(g, "lrn_exponent", tg_shape1(1), &one);
+    tg_tensor *d = tg_pow(g, tg_scale(g, mean, alpha, bias), e);
+    return ob_set(b, 0, tg_mul(g, x, d));
+}
+
 const ob_op tg_onnx_norm_ops[] = {
     {"MaxPool", map_maxpool, OB_WINDOW_ATTRS ",ceil_mode,dilations,storage_order"},
     {"AveragePool", map_avgpool, OB_WINDOW_ATTRS ",ceil_mode,count_include_pad,dilations"},
@@ -340,5 +454,8 @@ const ob_op tg_onnx_norm_ops[] = {
     {"BatchNormalization", map_batch_norm, "epsilon,is_test,momentum,spatial,training_mode"},
     {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
     {"Dropout", map_dropout, "is_test,ratio,seed"},
+    {"GroupNormalization", map_group_norm, "epsilon,num_groups,stash_type"},
+    {"InstanceNormalization", map_instance_norm, "epsilon"},
+    {"LRN", map_lrn, "alpha,beta,bias,size"},
 };
 const int tg_onnx_norm_op_count = (int)(sizeof tg_onnx_norm_ops / sizeof tg_onnx_norm_ops[0]);

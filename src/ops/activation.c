@@ -660,16 +660,14 @@ tg_tensor *tg_shrink(tg_graph *g, tg_tensor *x, float lambd, float bias)
     return act(g, TG_ACT_SHRINK, x, lambd, bias);
 }
 
-const tg_op_def tg_opdef_ACTIVATION = {.name = "activation",
-                                       .infer = infer_act,
+const tg_op_def tg_opdef_ACTIVATION = {.infer = infer_act,
                                        .flops = flops_act,
                                        .forward = fwd_act,
                                        .reference = ref_act,
                                        .backward = bwd_act,
                                        .flags = TG_OPF_ELEMENTWISE,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_ACTIVATION_BWD = {.name = "activation_bwd",
-                                           .infer = infer_act_bwd,
+const tg_op_def tg_opdef_ACTIVATION_BWD = {.infer = infer_act_bwd,
                                            .flops = flops_act,
                                            .forward = fwd_act,
                                            .reference = ref_act,

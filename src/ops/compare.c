@@ -366,26 +366,22 @@ tg_tensor *tg_where(tg_graph *g, tg_tensor *cond, tg_tensor *x, tg_tensor *y)
     return tg_node_create(g, TG_OP_WHERE, 3, in, &p);
 }
 
-const tg_op_def tg_opdef_CAST = {.name = "cast",
-                                 .infer = infer_cast,
+const tg_op_def tg_opdef_CAST = {.infer = infer_cast,
                                  .flops = flops_per_element,
                                  .forward = fwd_cast,
                                  .reference = ref_cast,
                                  .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_COMPARE = {.name = "compare",
-                                    .infer = infer_compare,
+const tg_op_def tg_opdef_COMPARE = {.infer = infer_compare,
                                     .flops = flops_per_element,
                                     .forward = fwd_select,
                                     .reference = ref_select,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_LOGICAL = {.name = "logical",
-                                    .infer = infer_logical,
+const tg_op_def tg_opdef_LOGICAL = {.infer = infer_logical,
                                     .flops = flops_per_element,
                                     .forward = fwd_select,
                                     .reference = ref_select,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_WHERE = {.name = "where",
-                                  .infer = infer_where,
+const tg_op_def tg_opdef_WHERE = {.infer = infer_where,
                                   .flops = flops_per_element,
                                   .forward = fwd_select,
                                   .reference = ref_select,

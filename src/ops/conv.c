@@ -568,8 +568,7 @@ static tg_op_layout conv_layout(const tg_tensor *node, int n_threads)
 
 static const tg_op_planner tg_conv_planner;
 
-const tg_op_def tg_opdef_CONV2D = {.name = "conv2d",
-                                   .infer = infer_conv,
+const tg_op_def tg_opdef_CONV2D = {.infer = infer_conv,
                                    .flops = flops_conv,
                                    .scratch = scratch_conv,
                                    .forward = fwd_conv,
@@ -579,8 +578,7 @@ const tg_op_def tg_opdef_CONV2D = {.name = "conv2d",
                                    .planner = &tg_conv_planner,
                                    .layout = conv_layout,
                                    .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_CONV2D_BWD_DATA = {.name = "conv2d_bwd_data",
-                                            .infer = infer_bwd_data,
+const tg_op_def tg_opdef_CONV2D_BWD_DATA = {.infer = infer_bwd_data,
                                             .flops = flops_conv,
                                             .scratch = scratch_conv,
                                             .forward = fwd_conv,
@@ -590,8 +588,7 @@ const tg_op_def tg_opdef_CONV2D_BWD_DATA = {.name = "conv2d_bwd_data",
                                             .planner = &tg_conv_planner,
                                             .layout = conv_layout,
                                             .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {.name = "conv2d_bwd_weight",
-                                              .infer = infer_bwd_weight,
+const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {.infer = infer_bwd_weight,
                                               .flops = flops_conv,
                                               .scratch = scratch_conv,
                                               .forward = fwd_conv,

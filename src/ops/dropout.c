@@ -161,8 +161,7 @@ tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)
     return t;
 }
 
-const tg_op_def tg_opdef_DROPOUT = {.name = "dropout",
-                                    .infer = infer_dropout,
+const tg_op_def tg_opdef_DROPOUT = {.infer = infer_dropout,
                                     .flops = flops,
                                     .forward = fwd_dropout,
                                     .reference = ref_dropout,

@@ -386,16 +386,14 @@ tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
     return t;
 }
 
-const tg_op_def tg_opdef_GATHER = {.name = "gather",
-                                   .infer = infer_gather,
+const tg_op_def tg_opdef_GATHER = {.infer = infer_gather,
                                    .flops = flops_gather,
                                    .forward = fwd_gather,
                                    .reference = ref_gather,
                                    .backward = bwd_gather,
                                    .memory = TG_OP_OWN_STORAGE,
                                    .check = check_gather};
-const tg_op_def tg_opdef_GATHER_BWD = {.name = "gather_bwd",
-                                       .infer = infer_gather_bwd,
+const tg_op_def tg_opdef_GATHER_BWD = {.infer = infer_gather_bwd,
                                        .flops = flops_gather_bwd,
                                        .scratch = scratch_gather_bwd,
                                        .forward = fwd_gather_bwd,

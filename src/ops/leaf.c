@@ -5,7 +5,7 @@
  */
 #include "ops/op.h"
 
-const tg_op_def tg_opdef_INPUT = {.name = "input", .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_PARAM = {.name = "param", .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_STATE = {.name = "state", .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_CONSTANT = {.name = "constant", .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_INPUT = {.memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_PARAM = {.memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_STATE = {.memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_CONSTANT = {.memory = TG_OP_OWN_STORAGE};

@@ -704,7 +704,7 @@ static tg_status no_weight_grad(const tg_tensor *node, const bool *need, int k)
         return tg_error(TG_ERR_UNSUPPORTED,
                         "%s: the gradient of the class weights '%s' is not supported (make the "
                         "weights a constant)",
-                        tg_op_get(node->op)->name, node->in[k]->name);
+                        tg_op_name(node->op), node->in[k]->name);
     return TG_OK;
 }
 
@@ -801,9 +801,8 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
     return TG_OK;
 }
 
-#define LOSS_DEF(E, NAME, SCRATCH, FWD, REF, BWD, CHECK)                                           \
-    const tg_op_def tg_opdef_##E = {.name = NAME,                                                  \
-                                    .infer = infer_loss,                                           \
+#define LOSS_DEF(E, SCRATCH, FWD, REF, BWD, CHECK)                                                 \
+    const tg_op_def tg_opdef_##E = {.infer = infer_loss,                                           \
                                     .flops = flops,                                                \
                                     .scratch = SCRATCH,                                            \
                                     .forward = FWD,                                                \
@@ -813,11 +812,9 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
                                     .check = CHECK}
 
 /* The backward ops read the labels their forward op has checked. */
-LOSS_DEF(CROSS_ENTROPY, "cross_entropy", scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy,
-         check_labels);
-LOSS_DEF(NLL_LOSS, "nll_loss", scratch_partials, fwd_loss, ref_fwd, bwd_nll, check_labels);
-LOSS_DEF(MSE_LOSS, "mse_loss", scratch_partials, fwd_loss, ref_fwd, bwd_mse, NULL);
-LOSS_DEF(CROSS_ENTROPY_BWD, "cross_entropy_bwd", NULL, bwd_kernel, ref_bwd, bwd_cross_entropy_bwd,
-         NULL);
-LOSS_DEF(NLL_LOSS_BWD, "nll_loss_bwd", NULL, bwd_kernel, ref_bwd, bwd_nll_bwd, NULL);
-LOSS_DEF(MSE_LOSS_BWD, "mse_loss_bwd", NULL, bwd_kernel, ref_bwd, bwd_mse_bwd, NULL);
+LOSS_DEF(CROSS_ENTROPY, scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy, check_labels);
+LOSS_DEF(NLL_LOSS, scratch_partials, fwd_loss, ref_fwd, bwd_nll, check_labels);
+LOSS_DEF(MSE_LOSS, scratch_partials, fwd_loss, ref_fwd, bwd_mse, NULL);
+LOSS_DEF(CROSS_ENTROPY_BWD, NULL, bwd_kernel, ref_bwd, bwd_cross_entropy_bwd, NULL);
+LOSS_DEF(NLL_LOSS_BWD, NULL, bwd_kernel, ref_bwd, bwd_nll_bwd, NULL);
+LOSS_DEF(MSE_LOSS_BWD, NULL, bwd_kernel, ref_bwd, bwd_mse_bwd, NULL);

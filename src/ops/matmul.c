@@ -252,8 +252,7 @@ static tg_status bwd_matmul(tg_graph *g, tg_tensor *node, tg_tensor *dc, const b
 
 extern const tg_op_planner tg_matmul_planner; /* matmul_dnnl.c */
 
-const tg_op_def tg_opdef_MATMUL = {.name = "matmul",
-                                   .infer = infer_matmul,
+const tg_op_def tg_opdef_MATMUL = {.infer = infer_matmul,
                                    .flops = flops_matmul,
                                    .forward = fwd_matmul,
                                    .reference = ref_matmul,
@@ -369,8 +368,7 @@ tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b)
     return tg_node_create(g, TG_OP_LINEAR, b ? 3 : 2, in, NULL);
 }
 
-const tg_op_def tg_opdef_LINEAR = {.name = "linear",
-                                   .infer = infer_linear,
+const tg_op_def tg_opdef_LINEAR = {.infer = infer_linear,
                                    .flops = flops_linear,
                                    .forward = fwd_linear,
                                    .reference = ref_linear,

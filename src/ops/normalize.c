@@ -125,8 +125,7 @@ tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x)
 }
 
 /* The input is data, not a parameter: no gradient rule. */
-const tg_op_def tg_opdef_NORMALIZE_U8 = {.name = "normalize_u8",
-                                         .infer = infer_normalize,
+const tg_op_def tg_opdef_NORMALIZE_U8 = {.infer = infer_normalize,
                                          .flops = flops_normalize,
                                          .forward = fwd_normalize,
                                          .reference = ref_normalize,

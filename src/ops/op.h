@@ -6,7 +6,8 @@
  * the op's only description: besides its rules and kernels it says what the
  * passes need to know of it (memory, flags, cost kind, plan and layout
  * hooks, below), and its params are named in the family's header
- * (ops/<family>.h, TG_PARAM_I in graph/node.h).
+ * (ops/<family>.h, TG_PARAM_I in graph/node.h). Its name is its line of
+ * graph/op_list.h alone (tg_op_name), not a field here.
  *
  * Kernels:
  *  - forward: the fast f32 kernel used by the engine. It may use the pool to
@@ -212,7 +213,6 @@ typedef struct tg_op_planner {
 /* One op kind, written with designated initializers: every field but
  * `memory` may be left out, and a field left out is the safe default. */
 typedef struct tg_op_def {
-    const char *name;
     tg_infer_rule infer; /* graph/op_rules.h */
     /* Floating-point operations of one run (multiply-add = 2). */
     double (*flops)(const tg_tensor *node);

@@ -695,16 +695,14 @@ static bool update_reads_bf16(const tg_tensor *node, bool blocked)
 }
 
 /* No backward: updates come after the backward pass and output nothing. */
-const tg_op_def tg_opdef_SGD_UPDATE = {.name = "sgd_update",
-                                       .infer = infer_sgd,
+const tg_op_def tg_opdef_SGD_UPDATE = {.infer = infer_sgd,
                                        .flops = flops_sgd,
                                        .forward = fwd_sgd,
                                        .reference = ref_sgd,
                                        .reads_bf16 = update_reads_bf16,
                                        .memory = TG_OP_OWN_STORAGE};
 
-const tg_op_def tg_opdef_ADAM_UPDATE = {.name = "adam_update",
-                                        .infer = infer_adam,
+const tg_op_def tg_opdef_ADAM_UPDATE = {.infer = infer_adam,
                                         .flops = flops_adam,
                                         .scratch = scratch_adam,
                                         .forward = fwd_adam,

@@ -300,15 +300,13 @@ static tg_status bwd_pad_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
-const tg_op_def tg_opdef_PAD = {.name = "pad",
-                                .infer = infer_pad,
+const tg_op_def tg_opdef_PAD = {.infer = infer_pad,
                                 .flops = flops_none,
                                 .forward = fwd_pad,
                                 .reference = ref_pad,
                                 .backward = bwd_pad,
                                 .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_PAD_BWD = {.name = "pad_bwd",
-                                    .infer = infer_pad,
+const tg_op_def tg_opdef_PAD_BWD = {.infer = infer_pad,
                                     .flops = flops_bwd,
                                     .forward = fwd_pad_bwd,
                                     .reference = ref_pad,

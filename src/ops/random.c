@@ -151,8 +151,7 @@ tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float
     return t;
 }
 
-const tg_op_def tg_opdef_RANDOM_UNIFORM = {.name = "random_uniform",
-                                           .infer = infer_random,
+const tg_op_def tg_opdef_RANDOM_UNIFORM = {.infer = infer_random,
                                            .flops = flops_random,
                                            .forward = fwd_random,
                                            .reference = ref_random,

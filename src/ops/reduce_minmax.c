@@ -239,22 +239,19 @@ static tg_status bwd_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
-const tg_op_def tg_opdef_REDUCE_MAX = {.name = "reduce_max",
-                                       .infer = infer_reduce,
+const tg_op_def tg_opdef_REDUCE_MAX = {.infer = infer_reduce,
                                        .flops = flops_fwd,
                                        .forward = fwd_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_REDUCE_MIN = {.name = "reduce_min",
-                                       .infer = infer_reduce,
+const tg_op_def tg_opdef_REDUCE_MIN = {.infer = infer_reduce,
                                        .flops = flops_fwd,
                                        .forward = fwd_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {.name = "reduce_minmax_bwd",
-                                              .infer = infer_bwd,
+const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {.infer = infer_bwd,
                                               .flops = flops_bwd,
                                               .scratch = scratch_bwd,
                                               .forward = fwd_bwd,

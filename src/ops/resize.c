@@ -325,16 +325,14 @@ tg_tensor *tg_resize(tg_graph *g, tg_tensor *x, const tg_resize_params *rp)
     return tg_node_create(g, TG_OP_RESIZE, 1, &x, &p);
 }
 
-const tg_op_def tg_opdef_RESIZE = {.name = "resize",
-                                   .infer = infer_resize,
+const tg_op_def tg_opdef_RESIZE = {.infer = infer_resize,
                                    .flops = flops_resize,
                                    .scratch = scratch_resize,
                                    .forward = fwd_resize,
                                    .reference = ref_resize,
                                    .backward = bwd_resize,
                                    .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_RESIZE_BWD = {.name = "resize_bwd",
-                                       .infer = infer_resize,
+const tg_op_def tg_opdef_RESIZE_BWD = {.infer = infer_resize,
                                        .flops = flops_resize,
                                        .scratch = scratch_resize,
                                        .forward = fwd_resize,

@@ -201,15 +201,13 @@ static tg_status bwd_slice_step_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dou
     return din[0] ? TG_OK : tg_graph_status(g);
 }
 
-const tg_op_def tg_opdef_SLICE_STEP = {.name = "slice_step",
-                                       .infer = infer_slice_step,
+const tg_op_def tg_opdef_SLICE_STEP = {.infer = infer_slice_step,
                                        .flops = flops_none,
                                        .forward = fwd_slice_step,
                                        .reference = ref_slice_step,
                                        .backward = bwd_slice_step,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_SLICE_STEP_BWD = {.name = "slice_step_bwd",
-                                           .infer = infer_slice_step,
+const tg_op_def tg_opdef_SLICE_STEP_BWD = {.infer = infer_slice_step,
                                            .flops = flops_none,
                                            .forward = fwd_slice_step,
                                            .reference = ref_slice_step,

@@ -289,29 +289,25 @@ static tg_status bwd_log_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *do
     return TG_OK;
 }
 
-const tg_op_def tg_opdef_SOFTMAX = {.name = "softmax",
-                                    .infer = infer_softmax,
+const tg_op_def tg_opdef_SOFTMAX = {.infer = infer_softmax,
                                     .flops = flops,
                                     .forward = fwd_softmax,
                                     .reference = ref_softmax,
                                     .backward = bwd_softmax,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_LOG_SOFTMAX = {.name = "log_softmax",
-                                        .infer = infer_softmax,
+const tg_op_def tg_opdef_LOG_SOFTMAX = {.infer = infer_softmax,
                                         .flops = flops,
                                         .forward = fwd_softmax,
                                         .reference = ref_softmax,
                                         .backward = bwd_softmax,
                                         .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_SOFTMAX_BWD = {.name = "softmax_bwd",
-                                        .infer = infer_softmax,
+const tg_op_def tg_opdef_SOFTMAX_BWD = {.infer = infer_softmax,
                                         .flops = flops,
                                         .forward = fwd_softmax,
                                         .reference = ref_softmax,
                                         .backward = bwd_softmax_bwd,
                                         .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {.name = "log_softmax_bwd",
-                                            .infer = infer_softmax,
+const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {.infer = infer_softmax,
                                             .flops = flops,
                                             .forward = fwd_softmax,
                                             .reference = ref_softmax,

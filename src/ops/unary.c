@@ -758,9 +758,8 @@ static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
 }
 
 /* Every op here is one formula per element (fwd_map): element-wise. */
-#define UNARY_DEF(E, NAME, INFER, BWD, FLAGS)                                                      \
-    const tg_op_def tg_opdef_##E = {.name = NAME,                                                  \
-                                    .infer = INFER,                                                \
+#define UNARY_DEF(E, INFER, BWD, FLAGS)                                                            \
+    const tg_op_def tg_opdef_##E = {.infer = INFER,                                                \
                                     .flops = flops,                                                \
                                     .forward = fwd_map,                                            \
                                     .reference = ref_map,                                          \
@@ -768,26 +767,26 @@ static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
                                     .flags = TG_OPF_ELEMENTWISE | (FLAGS),                         \
                                     .memory = TG_OP_OWN_STORAGE}
 
-UNARY_DEF(RELU, "relu", infer_unary, bwd_relu, TG_OPF_BF16_NATIVE);
-UNARY_DEF(RELU_BWD, "relu_bwd", infer_bwd, bwd_relu_bwd, TG_OPF_BF16_NATIVE);
-UNARY_DEF(GELU, "gelu", infer_gelu, bwd_gelu, 0);
-UNARY_DEF(GELU_BWD, "gelu_bwd", infer_bwd, bwd_gelu_bwd, 0);
-UNARY_DEF(SIGMOID, "sigmoid", infer_unary, bwd_sigmoid, 0);
-UNARY_DEF(SIGMOID_BWD, "sigmoid_bwd", infer_bwd, bwd_sigmoid_bwd, 0);
-UNARY_DEF(TANH, "tanh", infer_unary, bwd_tanh, 0);
-UNARY_DEF(TANH_BWD, "tanh_bwd", infer_bwd, bwd_tanh_bwd, 0);
-UNARY_DEF(SCALE, "scale", infer_unary, bwd_scale, 0);
-UNARY_DEF(ERF, "erf", infer_unary, bwd_erf, 0);
-UNARY_DEF(ERF_BWD, "erf_bwd", infer_bwd, bwd_erf_bwd, 0);
-UNARY_DEF(EXP, "exp", infer_unary, bwd_exp, 0);
-UNARY_DEF(LOG, "log", infer_unary, bwd_log, 0);
-UNARY_DEF(SQRT, "sqrt", infer_unary, bwd_sqrt, 0);
-UNARY_DEF(NEG, "neg", infer_unary, bwd_neg, 0);
-UNARY_DEF(ROUND_HALF, "round_half", infer_round_half, bwd_round_half, 0);
-UNARY_DEF(ABS, "abs", infer_unary, bwd_abs, 0);
-UNARY_DEF(ABS_BWD, "abs_bwd", infer_bwd, bwd_abs_bwd, 0);
-UNARY_DEF(RECIPROCAL, "reciprocal", infer_unary, bwd_reciprocal, 0);
-UNARY_DEF(LEAKY_RELU, "leaky_relu", infer_unary, bwd_leaky_relu, 0);
-UNARY_DEF(LEAKY_RELU_BWD, "leaky_relu_bwd", infer_bwd, bwd_masked_bwd, 0);
-UNARY_DEF(CLIP, "clip", infer_unary, bwd_clip, 0);
-UNARY_DEF(CLIP_BWD, "clip_bwd", infer_bwd, bwd_masked_bwd, 0);
+UNARY_DEF(RELU, infer_unary, bwd_relu, TG_OPF_BF16_NATIVE);
+UNARY_DEF(RELU_BWD, infer_bwd, bwd_relu_bwd, TG_OPF_BF16_NATIVE);
+UNARY_DEF(GELU, infer_gelu, bwd_gelu, 0);
+UNARY_DEF(GELU_BWD, infer_bwd, bwd_gelu_bwd, 0);
+UNARY_DEF(SIGMOID, infer_unary, bwd_sigmoid, 0);
+UNARY_DEF(SIGMOID_BWD, infer_bwd, bwd_sigmoid_bwd, 0);
+UNARY_DEF(TANH, infer_unary, bwd_tanh, 0);
+UNARY_DEF(TANH_BWD, infer_bwd, bwd_tanh_bwd, 0);
+UNARY_DEF(SCALE, infer_unary, bwd_scale, 0);
+UNARY_DEF(ERF, infer_unary, bwd_erf, 0);
+UNARY_DEF(ERF_BWD, infer_bwd, bwd_erf_bwd, 0);
+UNARY_DEF(EXP, infer_unary, bwd_exp, 0);
+UNARY_DEF(LOG, infer_unary, bwd_log, 0);
+UNARY_DEF(SQRT, infer_unary, bwd_sqrt, 0);
+UNARY_DEF(NEG, infer_unary, bwd_neg, 0);
+UNARY_DEF(ROUND_HALF, infer_round_half, bwd_round_half, 0);
+UNARY_DEF(ABS, infer_unary, bwd_abs, 0);
+UNARY_DEF(ABS_BWD, infer_bwd, bwd_abs_bwd, 0);
+UNARY_DEF(RECIPROCAL, infer_unary, bwd_reciprocal, 0);
+UNARY_DEF(LEAKY_RELU, infer_unary, bwd_leaky_relu, 0);
+UNARY_DEF(LEAKY_RELU_BWD, infer_bwd, bwd_masked_bwd, 0);
+UNARY_DEF(CLIP, infer_unary, bwd_clip, 0);
+UNARY_DEF(CLIP_BWD, infer_bwd, bwd_masked_bwd, 0);

@@ -134,7 +134,7 @@ static bool operands_valid(const device_ctx *c, const tg_kernel_args *a, int64_t
         return true;
     snprintf(msg, cap, "step %lld, micro-batch %lld, replica %d: '%s' (%s): %s",
              (long long)(c->s->step + it), (long long)(g % c->s->program->micro_batches),
-             c->replica, a->node->name, def->name, why);
+             c->replica, a->node->name, tg_op_name(a->node->op), why);
     return false;
 }
 

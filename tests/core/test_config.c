@@ -140,6 +140,18 @@ static void test_summary_agrees_with_session(void)
         TG_CHECK(tg_session_samples_per_step(s) == sum.samples_per_step);
     tg_session_destroy(s);
     tg_model_graph_destroy(&mg);
+    /* an inference program pipelines its device iterations as micro-batches
+     * (accumulation 1): the same count, from the same one product */
+    TG_CHECK_OK(tg_options_set_int(o, "Training.gradientAccumulation", 1));
+    TG_CHECK_OK(tg_options_summarize(o, 4, &sum));
+    TG_CHECK(sum.samples_per_step == 4 * 2 * 3);
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 4, NULL, &mg));
+    s = NULL;
+    TG_CHECK_OK(tg_session_create(mg.graph, o, &s));
+    if (s)
+        TG_CHECK(tg_session_samples_per_step(s) == sum.samples_per_step);
+    tg_session_destroy(s);
+    tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
 }
 

@@ -38,7 +38,7 @@ static void test_flag_column(void)
     TG_CHECK(tg_options_flag(NULL) == NULL && tg_options_flag("noSuchOption") == NULL);
     TG_CHECK(!strcmp(tg_options_flag("deviceIterations"), "--device-iterations"));
     TG_CHECK(!strcmp(tg_options_flag("TensorLocations.weight.onChip"), "--offload weights"));
-    TG_CHECK(tg_options_flag("recomputation") == NULL);
+    TG_CHECK(tg_options_flag("lossScalingGrowthInterval") == NULL);
     for (int i = 0; i < tg_options_count(); i++) {
         const char *k = tg_options_key(i), *f = tg_options_flag(k);
         if (!f)
@@ -75,9 +75,9 @@ static void test_engine_json_refuses_training_options(void)
     TG_CHECK(strstr(m, "--device-iterations") != NULL);
     /* nothing was applied, not even the valid key before it */
     TG_CHECK(tg_options_get_int(o, "autoReport.all") == 0);
-    TG_CHECK(tg_options_set_engine_json(o, "{\"recomputation\":\"pipeline\"}", "ENV") ==
+    TG_CHECK(tg_options_set_engine_json(o, "{\"lossScalingGrowthInterval\":100}", "ENV") ==
              TG_ERR_CONFIG);
-    TG_CHECK(strstr(tg_error_message(), "--engine-option recomputation=VALUE") != NULL);
+    TG_CHECK(strstr(tg_error_message(), "--engine-option lossScalingGrowthInterval=VALUE") != NULL);
     TG_CHECK(tg_options_set_engine_json(o, "{\"autoReport.al\":1}", "ENV") == TG_ERR_CONFIG);
     TG_CHECK(strstr(tg_error_message(), "unknown option 'autoReport.al'") != NULL);
     TG_CHECK_OK(tg_options_set_engine_json(o, "{\"autoReport.all\":\"true\"}", "ENV"));

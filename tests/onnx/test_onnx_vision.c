@@ -1,4 +1,5 @@
-/* tests/onnx/test_onnx_vision.c - the vision mappings of src/onnx/onnx_vision.c
+/* tests/onnx/test_onnx_vision.c - the vision mappings (src/onnx/onnx_ops_elementwise.c,
+ * onnx_ops_norm.c, onnx_ops_resize.c, onnx_ops_random.c)
  * that ONNX's own test cases do not reach: nn.SiLU's exported
  * Sigmoid -> Mul (either operand order) built as one silu op while a
  * squeeze-excitation gate (x times the sigmoid of another tensor) stays a

@@ -181,6 +181,14 @@ static void test_compile_plans_and_reports_out_of_memory(void)
            "--memory-per-device 4000000 --engine-option debug.allowOutOfMemory=true "
            "--engine-option recomputation=pipeline",
            0, "needs 5.04 MiB of 3.81 MiB");
+    /* ...and its flag, generated from the option's row, does the same */
+    EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --batch-size 40 --strategy "
+           "pipelined --gradient-accumulation 10 --memory-per-device 4000000 "
+           "--engine-option debug.allowOutOfMemory=true --recomputation pipeline",
+           0, "needs 5.04 MiB of 3.81 MiB");
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --recomputation always", 1,
+           "option 'recomputation': 'always' is not one of none|pipeline");
+    EXPECT("train --help", 0, "--recomputation KIND");
     /* over capacity but allowed: the plan and the remedies, each re-planned */
     EXPECT("compile --optimizer adamw --lr 0.001 --model mnist-pipeline --batch-size 40 --strategy "
            "pipelined "

@@ -42,7 +42,8 @@ static void test_threads_reported(void)
         TG_CHECK(per == tg_threads_default((int)allowed, 1)); /* not the free ones */
         TG_CHECK(flag(t, "default") == 1 && flag(t, "free_cores") == 0);
     }
-    /* -1 (an option, not a flag value): the cores free at compile time */
+    /* -1: the cores free at compile time, from --options or the flag alike
+     * (the flag takes the option table's range, -1..1024) */
     char path[300];
     snprintf(path, sizeof path, "%s/free.json", tmpdir);
     FILE *f = fopen(path, "w");
@@ -62,7 +63,17 @@ static void test_threads_reported(void)
         TG_CHECK(tg_cli_num(t, "per_device") ==
                  tg_threads_default((int)tg_cli_num(t, "cores_free"), 1));
     }
-    EXPECT("compile --model mnist-pipeline --batch-size 40 --threads -1", 2, "--threads");
+    for (int k = 0; k < 2; k++) {
+        j = tg_cli_json(tmpdir, a,
+                        k ? "compile --model mnist-pipeline --batch-size 40 --threads -1 --json"
+                          : "compile --model mnist-pipeline --batch-size 40 "
+                            "--threads-per-device -1 --json",
+                        __FILE__, __LINE__);
+        t = j ? tg_json_get(j, "threads") : NULL;
+        TG_CHECK(t != NULL && flag(t, "free_cores") == 1);
+    }
+    EXPECT("compile --model mnist-pipeline --batch-size 40 --threads -2", 2,
+           "--threads must be between -1 and 1024");
     tg_arena_destroy(a);
 }
 
