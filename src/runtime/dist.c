@@ -263,16 +263,30 @@ static void merge_traces(void)
         merge_trace(k);
 }
 
+static void tell_run_lost(void);
+
+/* An instance lost while this one ends: the waits below are MPI's and the
+ * watch's, which ask no heartbeat, and would wait for it for ever. */
+static void lost_while_ending(const char *why)
+{
+    fprintf(stderr, "tilegraph: %s (while every instance was leaving the job)\n", why);
+    fflush(stderr);
+    tell_run_lost();
+    _exit(1);
+}
+
 void tg_dist_finalize(void)
 {
     if (joined) {
+        if (size > 1)
+            tg_dist_alive_guard(lost_while_ending);
         tg_dist_sum_f64_finish(); /* a sum still in flight: MPI_Finalize would wait anyway */
         if (size > 1) {
             tg_dist_watch_end(); /* an instance still waiting for this one fails, not hangs */
             merge_traces();
         }
+        MPI_Finalize(); /* a fence over every instance: the heartbeat still guards it */
         tg_dist_alive_stop();
-        MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;
         clock_offset = 0;
