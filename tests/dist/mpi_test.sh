@@ -161,8 +161,12 @@ awk 'BEGIN { RS = "[{}]" } /"in the backward"/ {
         match($0, /"in the backward":[0-9.e+]+/); b = substr($0, RSTART + 18, RLENGTH - 18) + 0
         if (b > m) bad = 1 } END { exit bad }' inst.json ||
     fail "buckets in flight during the backward longer than the host step: $(cat inst.json)"
-$T analyse prof instances | grep -q "all-reduce algorithm: .* all-gathered (in buckets during" ||
+$T analyse prof instances >inst.txt || fail "analyse instances (text)"
+grep -q "all-reduce algorithm: .* all-gathered (in buckets during" inst.txt ||
     fail "analyse instances names no all-reduce algorithm"
+# ... and what the MPI library ran beneath it (runtime/dist.c reads it back)
+grep -q "float32 on the wire.*beneath it, MPI_Iallgatherv: coll/libnbc linear" inst.txt ||
+    fail "analyse instances names not the MPI algorithm: $(tail -1 inst.txt)"
 $T analyse prof --instance 1 | grep -q "instance 1 of an MPI job of 2" ||
     fail "analyse --instance 1 does not open instance 1's profile"
 # the job's figures, not instance 0's: the epoch line of 2 x 1 is that of 1 x 2
@@ -328,7 +332,12 @@ $T train $COMMON $R2 --lr 0 --save bf_init.safetensors >bfi.log 2>&1 || fail "we
 timeout 120 $MPI $T train $COMMON $R2 $BF --save bf1.safetensors >bf1.log 2>&1 ||
     fail "bf16 on the wire, buckets"
 timeout 120 $MPI $T train $COMMON $R2 $BF --engine-option distributed.gradientBucketBytes=0 \
-    --save bf2.safetensors >bf2.log 2>&1 || fail "bf16 on the wire, no buckets"
+    --save bf2.safetensors --profile-dir bfprof >bf2.log 2>&1 || fail "bf16 on the wire, no buckets"
+# the profile records the wire's type and the all-gather MPI ran: tilegraph
+# asks OpenMPI's coll/libnbc for recursive doubling (2 instances: a power of 2)
+$T analyse bfprof instances >bfinst.txt || fail "analyse instances of the bf16 job"
+grep -q "bfloat16 on the wire.*MPI_Iallgather: coll/libnbc recursive doubling" bfinst.txt ||
+    fail "the profile names not the wire's type and MPI's algorithm: $(tail -1 bfinst.txt)"
 cmp bf1.safetensors bf2.safetensors || fail "bf16 on the wire: buckets and no buckets differ"
 $PY "$HERE/wire_error.py" one.safetensors bf1.safetensors \
     bf_init.safetensors 0.01 >bf.err 2>&1 || fail "bf16 on the wire against float32: $(cat bf.err)"
