@@ -6,7 +6,8 @@
 # instance. Interpreter: Debian's /usr/bin/python3 (torch 1.13).
 # Then the seed-004 tutorial's model with popdist (popdist_tutorial.py),
 # started by `tilegraph run --host h1,h2` as 4 instances, trains to the
-# weights of one process.
+# weights of one process, and so does seed 001's pipelined BERT question
+# answering (popdist_seed001.py).
 # usage: multihost_python_test.sh LIBTILEGRAPH_SO SOURCE_DIR TILEGRAPH_CLI
 #        (exit 77: skipped, saying why)
 LIB=$1
@@ -65,4 +66,22 @@ import seed004_pipelining as tutorial
 start = tutorial.Network().state_dict()
 sys.exit(0 if same and any(not torch.equal(start[k], a[k]) for k in a) else 1)
 PYEOF
-echo "multihost_python_test: 2 hosts x 2 instances train as one process (mpirun, tilegraph run)"
+# seed 001's pipelined BERT question answering (popdist_seed001.py, dropout
+# on: its random streams follow the job's replica index) the same way
+$PY "$SRC/tests/dist/popdist_seed001.py" qa_one.pt "$SRC/examples/python" >qa_one.log 2>&1 ||
+    fail "seed 001 as one process"
+on_host 1 timeout 240 "$T" run --host h1,h2 --num-instances 4 --num-replicas 4 \
+    --ipus-per-replica 4 $MPI_ARGS -- $PY "$SRC/tests/dist/popdist_seed001.py" qa_four.pt \
+    "$SRC/examples/python" >qa_four.log 2>&1 || fail "seed 001 under run over 2 hosts"
+grep -q '^\[h2:[0-9]*\] step 3: loss' qa_four.log || fail "no step of seed 001 tagged as h2's"
+$PY - "$SRC/examples/python" <<'PYEOF' || fail "seed 001 under run ends with other weights"
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+a, b = torch.load("qa_one.pt"), torch.load("qa_four.pt")
+same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+import seed001_bert_qa_debian as seed
+sys.argv = [sys.argv[0], "--layers", "5", "--hidden", "32", "--heads", "2", "--seq-len", "16"]
+start = seed.build(seed.parse()).state_dict()
+sys.exit(0 if same and any(not torch.equal(start[k], a[k]) for k in a) else 1)
+PYEOF
+echo "multihost_python_test: 2 hosts x 2 instances train as one process (mpirun, tilegraph run; seeds 004 and 001)"
