@@ -4,7 +4,8 @@ encoder layers 0, 2 and 4 on devices 1-3, AdamW, its span task) at a small
 size, with PopDist's options when `tilegraph run` started it and
 replicationFactor 4 otherwise: 5 layers, hidden 32, sequence 16, dropout
 0.1, micro-batch 2, gradient accumulation 4, 3 host steps of 32 samples.
-Instance 0 (or the one process) saves the weights to OUT.
+Instance 0 (or the one process) saves the weights to OUT; the one process
+also saves the weights it starts from to OUT.start.
 Interpreter: Debian's /usr/bin/python3 (torch 1.13).
 usage: popdist_seed001.py OUT EXAMPLES_DIR
 """
@@ -34,6 +35,8 @@ opts.randomSeed(args.seed)
 data = seed.SpanTask(args.train_samples, args.seq_len, args.vocab, seed=args.seed + 1, task=args.task)
 loader = poptorch.DataLoader(opts, data, batch_size=args.batch_size, shuffle=True, drop_last=True)
 optimizer = poptorch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8)
+if not popdist.isPopdistEnvSet():  # the weights the training starts from
+    torch.save({k: v.clone() for k, v in model.state_dict().items()}, OUT + ".start")
 tm = poptorch.trainingModel(model, opts, optimizer=optimizer)
 steps = 0
 for ids, types, mask, start, end in loader:
