@@ -208,14 +208,18 @@ tg_status tg_an_view_instances(tg_profile_reader *r, const tg_an_filter *f, tg_a
                "is the MPI exchange inside the all-reduce, waiting for the slowest instance "
                "included",
                n, found, job, kind);
-    /* what runtime/allreduce.c and buckets.c do; which algorithm OpenMPI's
-     * coll component runs under the all-gather is its own choice, not
-     * recorded */
+    /* what runtime/allreduce.c and buckets.c do, and beneath them what the
+     * MPI library ran (the profile's record, runtime/dist.c) */
+    char wire[32];
+    snprintf(wire, sizeof wire, "%s", tg_profile_reader_meta(r, "gradient_wire"));
+    const char *mpi = tg_profile_reader_meta(r, bucketed ? "mpi_allgatherv" : "mpi_allgather");
     tg_an_note(v,
-               "all-reduce algorithm: every instance's gradients all-gathered (%s), then "
-               "summed on each instance in global replica order (the sum of one process)",
+               "all-reduce algorithm: every instance's gradients all-gathered (%s; %s on the "
+               "wire), then summed in f32 on each instance in global replica order (the sum of "
+               "one process); beneath it, %s",
                bucketed ? "in buckets during the backward, MPI_Iallgatherv, the rest waited "
                           "for after it"
-                        : "after the backward, MPI_Iallgather");
+                        : "after the backward, MPI_Iallgather",
+               *wire ? wire : "float32", *mpi ? mpi : "not recorded (an older profile)");
     return TG_OK;
 }

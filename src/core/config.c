@@ -50,6 +50,7 @@ static void read_pipeline(tg_config *c)
     c->pipeline.device_iterations = (int)integer(c, "deviceIterations");
     c->distributed.instances = (int)integer(c, "distributed.instances");
     c->distributed.bucket_bytes = integer(c, "distributed.gradientBucketBytes");
+    c->distributed.wire_bf16 = !strcmp(text(c, "distributed.gradientWireType"), "bfloat16");
     c->output.mode = text(c, "outputMode");
     c->output.period = (int)integer(c, "outputReturnPeriod");
 }

@@ -79,6 +79,7 @@ typedef struct tg_config {
     struct {
         int instances;        /* distributed.instances */
         int64_t bucket_bytes; /* distributed.gradientBucketBytes */
+        bool wire_bf16;       /* distributed.gradientWireType bfloat16 */
     } distributed;
     struct {
         const char *mode; /* outputMode */

@@ -121,6 +121,12 @@ static const opt_spec option_table[] = {
      "instances in buckets of about this many bytes, each as soon as the backward has finished "
      "it, overlapping the rest of the backward (docs/distributed.md); 0: all at once after the "
      "backward. Results are the same bit for bit"},
+    {"distributed.gradientWireType", NULL, NULL, OPT_ENUM, "float32", 0, 0, "float32|bfloat16",
+     "in an MPI job: the type f32 gradients travel to the other instances in. bfloat16 halves "
+     "the bytes on the wire (as PyTorch DDP's bf16_compress_hook); every instance, its own "
+     "included, rounds its f32 gradient sums to bf16 before the exchange and the sum over the "
+     "replicas is then taken in f32, so the result differs from float32's in the last bits "
+     "(docs/distributed.md gives the error measured); float32 trains bit for bit as one process"},
     {"Training.gradientAccumulation", "--gradient-accumulation", "N", OPT_INT, "1", 1, 1e6, NULL,
      "micro-batches whose gradients are averaged into one weight update"},
     {"deviceIterations", "--device-iterations", "N", OPT_INT, "1", 1, 1e6, NULL,

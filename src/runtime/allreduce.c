@@ -160,6 +160,51 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     return ok;
 }
 
+/* Whether buffer buf travels as bf16 (an f32 one under bfloat16 on the wire). */
+static bool wire_bf16(const tg_session *s, int buf)
+{
+    return s->program->config.distributed.wire_bf16 && s->program->buffers[buf].dtype == TG_F32;
+}
+
+size_t tg_allreduce_wire_bytes(const tg_session *s, int buf)
+{
+    size_t bytes = s->program->buffers[buf].bytes;
+    return wire_bf16(s, buf) ? bytes / 2 : bytes;
+}
+
+void tg_allreduce_to_wire(const tg_session *s, int buf, unsigned char *dst,
+                          const unsigned char *src)
+{
+    if (!wire_bf16(s, buf)) {
+        memcpy(dst, src, s->program->buffers[buf].bytes);
+        return;
+    }
+    int64_t n = tg_numel(s->program->graph->nodes[s->program->buffers[buf].node]);
+    const float *x = (const float *)src;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = tg_f32_to_bf16(x[i]);
+        memcpy(dst + 2 * i, &h, sizeof h);
+    }
+}
+
+/* Elements [begin, end) of R bf16 copies: scale * their sum, summed in f32
+ * in replica order, into the n_out f32 buffers outs. */
+static void reduce_from_bf16(unsigned char *const *copies, int R, unsigned char *const *outs,
+                             int n_out, int64_t begin, int64_t end, float scale)
+{
+    for (int64_t i = begin; i < end; i++) {
+        float sum = 0;
+        for (int r = 0; r < R; r++) {
+            uint16_t h;
+            memcpy(&h, copies[r] + 2 * i, sizeof h);
+            sum += tg_bf16_to_f32(h);
+        }
+        sum *= scale;
+        for (int o = 0; o < n_out; o++)
+            memcpy(outs[o] + 4 * i, &sum, sizeof sum);
+    }
+}
+
 void tg_allreduce_stamp(unsigned char *at, double local)
 {
     double job = tg_dist_job_time(local);
@@ -196,9 +241,10 @@ static bool gather_instances(device_ctx *c, int64_t it)
     size_t off = 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
-        size_t bytes = p->buffers[buf].bytes;
+        size_t bytes = tg_allreduce_wire_bytes(s, buf);
         for (int r = 0; r < p->replicas; r++, off += bytes)
-            memcpy(s->dist_send[c->device] + off, tg_engine_slot_ptr(s, r, buf, 0), bytes);
+            tg_allreduce_to_wire(s, buf, s->dist_send[c->device] + off,
+                                 tg_engine_slot_ptr(s, r, buf, 0));
     }
     tg_allreduce_stamp(s->dist_send[c->device] + off, t0);
     size_t pack = off + TG_DIST_STAMP_BYTES;
@@ -223,20 +269,24 @@ static size_t pack_bytes(const tg_session *s, int d)
     const tg_program *p = s->program;
     size_t pack = TG_DIST_STAMP_BYTES;
     for (int k = 0; k < p->devices[d].n_accumulators; k++)
-        pack += p->buffers[p->devices[d].accumulators[k].acc_buffer].bytes * (size_t)p->replicas;
+        pack += tg_allreduce_wire_bytes(s, p->devices[d].accumulators[k].acc_buffer) *
+                (size_t)p->replicas;
     return pack;
 }
 
 /* Where global replica g's copy of an accumulator (at offset `off` of a
- * replica's part of a `pack`, `bytes` long) is: this instance's arena for
- * its own replicas, the gathered packs for the others' and, under gradient
- * buckets, for its own too (buckets.c added the last micro-batch there). */
+ * replica's part of a `pack`, `bytes` long on the wire) is: this instance's
+ * arena for its own replicas, the gathered packs for the others' and, under
+ * gradient buckets, for its own too (buckets.c added the last micro-batch
+ * there), as under bf16 on the wire (every instance sums the same rounded
+ * values, its own included). */
 static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t bytes, size_t pack)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
     int local = g - s->replica_offset;
-    if (local >= 0 && local < p->replicas && !bucket_plan(s, c->device))
+    if (local >= 0 && local < p->replicas && !bucket_plan(s, c->device) &&
+        !p->config.distributed.wire_bf16)
         return tg_engine_slot_ptr(s, local, buf, 0);
     int instance = g / p->replicas, r = g % p->replicas;
     return s->dist_recv[c->device] + (size_t)instance * pack + off * (size_t)p->replicas +
@@ -274,7 +324,8 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
     size_t off = 0, pack = b ? b->pack : s->dist ? pack_bytes(s, c->device) : 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
-        size_t bytes = p->buffers[buf].bytes, at = b ? b->pack_off[k] : off;
+        size_t bytes = s->dist ? tg_allreduce_wire_bytes(s, buf) : p->buffers[buf].bytes;
+        size_t at = b ? b->pack_off[k] : off;
         int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
         int64_t begin, end;
         bool scatter = tg_allreduce_scatters(s, &dp->accumulators[k]);
@@ -289,8 +340,11 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
             outs[r] = tg_engine_slot_ptr(s, r, buf, 0);
         if (scatter)
             outs[0] = tg_engine_slot_ptr(s, c->replica, buf, 0);
-        tg_reduce_typed(copies, R, outs, scatter ? 1 : p->replicas, p->buffers[buf].dtype, begin,
-                        end, scale);
+        if (s->dist && wire_bf16(s, buf))
+            reduce_from_bf16(copies, R, outs, scatter ? 1 : p->replicas, begin, end, scale);
+        else
+            tg_reduce_typed(copies, R, outs, scatter ? 1 : p->replicas, p->buffers[buf].dtype,
+                            begin, end, scale);
         off += bytes;
     }
     if (s->dist) { /* one process of R replicas sums too, but 1 x 1 does not */

@@ -19,6 +19,12 @@ bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a);
  * (exchanging them with the other instances); false if the run was
  * aborted. */
 bool tg_allreduce_gather_weights(device_ctx *c, int64_t it);
+/* Under distributed.gradientWireType bfloat16, an f32 accumulator (buffer
+ * buf) travels to the other instances as bf16: its bytes in an instance's
+ * pack, and its values rounded into the pack at dst (a copy otherwise). */
+size_t tg_allreduce_wire_bytes(const tg_session *s, int buf);
+void tg_allreduce_to_wire(const tg_session *s, int buf, unsigned char *dst,
+                          const unsigned char *src);
 /* This instance's stamp at `at` (TG_DIST_STAMP_BYTES, the end of its pack):
  * the local time its gradients were final, on the job's clock. */
 void tg_allreduce_stamp(unsigned char *at, double local);

@@ -72,8 +72,9 @@ static int ready_cmp(const void *a, const void *b)
 /* Accumulators in the order they become final, cut into buckets of at
  * least `cap` bytes (the last may be smaller), each with its place in the
  * pack. */
-static tg_status cut(const tg_program *p, int d, size_t cap, tg_bucket_plan *b)
+static tg_status cut(const tg_session *s, int d, size_t cap, tg_bucket_plan *b)
 {
+    const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[d];
     int n = dp->n_accumulators;
     ready_key *keys = tg_calloc((size_t)n, sizeof *keys);
@@ -91,7 +92,7 @@ static tg_status cut(const tg_program *p, int d, size_t cap, tg_bucket_plan *b)
     tg_bucket *cur = NULL;
     for (int k = 0; k < n; k++) {
         int a = keys[k].index;
-        size_t bytes = p->buffers[dp->accumulators[a].acc_buffer].bytes;
+        size_t bytes = tg_allreduce_wire_bytes(s, dp->accumulators[a].acc_buffer);
         if (!cur || cur->bytes >= cap) {
             cur = &b->buckets[b->n_buckets++];
             *cur = (tg_bucket){k, 0, -1, b->pack, 0};
@@ -125,7 +126,7 @@ tg_status tg_buckets_plan(tg_session *s)
         tg_bucket_plan *b = &s->buckets[d];
         if (!p->devices[d].n_accumulators || !finishing_op(p, d, b))
             continue;
-        TG_TRY(cut(p, d, (size_t)cap, b));
+        TG_TRY(cut(s, d, (size_t)cap, b));
         /* MPI's displacements are ints: a larger pack goes whole, after the backward */
         if (b->pack * (size_t)tg_dist_instances() > INT_MAX)
             b->n_buckets = 0;
@@ -166,6 +167,14 @@ static void accumulate_into(device_ctx *c, const tg_accumulator *a, int64_t j, i
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
+    if (tg_allreduce_wire_bytes(s, a->acc_buffer) != acc->bytes) {
+        /* to another type on the wire: the sum in the accumulator, then rounded into the pack */
+        unsigned char *sum = tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0);
+        tg_accumulate_typed(sum, acc->dtype, tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g),
+                            grad->dtype, tg_numel(p->graph->nodes[acc->node]), j == 0, 1.0f);
+        tg_allreduce_to_wire(s, a->acc_buffer, dst, sum);
+        return;
+    }
     if (j > 0)
         memcpy(dst, tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0), acc->bytes);
     tg_accumulate_typed(dst, acc->dtype, tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g),

@@ -82,6 +82,61 @@ static bool instance_lost(void)
     return true;
 }
 
+/* The gradients' all-gathers (allreduce.c, buckets.c) under OpenMPI 4.1
+ * run in its coll/libnbc component, its one component with non-blocking
+ * all-gathers. Its MPI_Iallgather takes coll_libnbc_iallgather_algorithm
+ * (0, its default, and 1: linear, every instance sending its block to
+ * every other; 2: recursive doubling, log2 N rounds of pairs, on a power of
+ * two of instances, linear otherwise); its MPI_Iallgatherv is linear only.
+ * tilegraph asks for recursive doubling unless the job sets the parameter
+ * (mpirun --mca, the environment): the same bytes reach every instance,
+ * but with instances placed on hosts round-robin (as `run --host` places
+ * them) half as many blocks cross a host's link as linear sends, and never
+ * more. The value in force is read back after MPI_Init (MPI_T) for the
+ * profile. */
+static const char nbc_param[] = "coll_libnbc_iallgather_algorithm";
+static int nbc_algorithm = -1; /* as read back; -1: no such parameter (not libnbc) */
+
+static void choose_allgather(void)
+{
+    setenv("OMPI_MCA_coll_libnbc_iallgather_algorithm", "2", 0);
+}
+
+static void read_allgather_choice(void)
+{
+    int provided, idx, count;
+    MPI_T_cvar_handle h;
+    nbc_algorithm = -1;
+    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        return;
+    if (MPI_T_cvar_get_index(nbc_param, &idx) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+        int v = -1;
+        if (count == 1 && MPI_T_cvar_read(h, &v) == MPI_SUCCESS)
+            nbc_algorithm = v;
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+}
+
+const char *tg_dist_allgather_algorithm(bool varying)
+{
+    static char text[256];
+    if (nbc_algorithm < 0)
+        snprintf(text, sizeof text,
+                 "%s: the MPI library's own choice (no %s: not OpenMPI's coll/libnbc)",
+                 varying ? "MPI_Iallgatherv" : "MPI_Iallgather", nbc_param);
+    else if (varying)
+        snprintf(text, sizeof text, "MPI_Iallgatherv: coll/libnbc linear (its only schedule)");
+    else
+        snprintf(text, sizeof text, "MPI_Iallgather: coll/libnbc %s (%s=%d%s)",
+                 nbc_algorithm == 2 && !(size & (size - 1)) ? "recursive doubling" : "linear",
+                 nbc_param, nbc_algorithm,
+                 nbc_algorithm == 2 && (size & (size - 1)) ? ", but not a power of 2 of instances"
+                                                           : "");
+    return text;
+}
+
 static bool under_mpirun(void)
 {
     const char *v = getenv("OMPI_COMM_WORLD_SIZE");
@@ -95,11 +150,13 @@ tg_status tg_dist_init(int *argc, char ***argv)
     if (joined || !under_mpirun())
         return TG_OK;
     int provided = 0;
+    choose_allgather();
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: cannot join the job (MPI_Init_thread failed)");
     joined = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    read_allgather_choice();
     /* errors end the job rather than return codes nobody waits for */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Comm host;
@@ -263,16 +320,30 @@ static void merge_traces(void)
         merge_trace(k);
 }
 
+static void tell_run_lost(void);
+
+/* An instance lost while this one ends: the waits below are MPI's and the
+ * watch's, which ask no heartbeat, and would wait for it for ever. */
+static void lost_while_ending(const char *why)
+{
+    fprintf(stderr, "tilegraph: %s (while every instance was leaving the job)\n", why);
+    fflush(stderr);
+    tell_run_lost();
+    _exit(1);
+}
+
 void tg_dist_finalize(void)
 {
     if (joined) {
+        if (size > 1)
+            tg_dist_alive_guard(lost_while_ending);
         tg_dist_sum_f64_finish(); /* a sum still in flight: MPI_Finalize would wait anyway */
         if (size > 1) {
             tg_dist_watch_end(); /* an instance still waiting for this one fails, not hangs */
             merge_traces();
         }
+        MPI_Finalize(); /* a fence over every instance: the heartbeat still guards it */
         tg_dist_alive_stop();
-        MPI_Finalize();
         joined = 0;
         rank = 0, size = 1, host_size = 1;
         clock_offset = 0;

@@ -13,6 +13,10 @@
 
 typedef struct tg_dist_group tg_dist_group;
 
+/* Which algorithm the MPI library runs the gradients' all-gather with
+ * (varying: MPI_Iallgatherv, the buckets'; else MPI_Iallgather), as a
+ * sentence for the profile (dist.c says how it is chosen). */
+const char *tg_dist_allgather_algorithm(bool varying);
 /* Instances of the job on this host (1 outside a job): they share its cores. */
 int tg_dist_host_instances(void);
 /* Bytes at the end of each instance's pack in a gradient exchange: when

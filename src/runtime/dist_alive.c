@@ -37,7 +37,9 @@ static const double beat_s = 0.1;
 
 typedef struct beat {
     uint32_t magic, rank;
-    uint64_t job; /* two jobs on one host never count each other's beats */
+    uint64_t job;   /* two jobs on one host never count each other's beats */
+    uint32_t gone;  /* the instance has left the job (tg_dist_alive_stop) */
+    uint32_t spare; /* (padding, zero) */
 } beat;
 
 static struct {
@@ -47,6 +49,10 @@ static struct {
     double timeout_s;
     tg_alive_card *cards;
     double *heard; /* per instance, under lock */
+    bool *gone;    /* per instance, under lock: said it left, never lost */
+    /* while ending (tg_dist_alive_guard): called by the beating thread when
+     * an instance falls silent, since no wait of dist.c asks then */
+    void (*guard)(const char *why);
     pthread_t thread;
     bool running;
     int stop; /* atomic */
@@ -90,9 +96,9 @@ tg_status tg_dist_alive_open(tg_alive_card *mine, bool one_host)
     return TG_OK;
 }
 
-static void send_beats(void)
+static void send_beats(uint32_t gone)
 {
-    beat b = {BEAT_MAGIC, (uint32_t)alive.rank, alive.job};
+    beat b = {BEAT_MAGIC, (uint32_t)alive.rank, alive.job, gone, 0};
     for (int i = 0; i < alive.size; i++) {
         const tg_alive_card *c = &alive.cards[i];
         for (uint32_t k = 0; i != alive.rank && k < c->n_addr && k < TG_ALIVE_ADDRS; k++) {
@@ -115,6 +121,7 @@ static void read_beats(void)
             continue;
         pthread_mutex_lock(&lock);
         alive.heard[b.rank] = tg_clock_seconds();
+        alive.gone[b.rank] |= b.gone != 0;
         pthread_mutex_unlock(&lock);
     }
 }
@@ -126,8 +133,12 @@ static void *beating(void *arg)
     while (!__atomic_load_n(&alive.stop, __ATOMIC_ACQUIRE)) {
         double now = tg_clock_seconds();
         if (now >= next) {
-            send_beats();
+            send_beats(0);
             next = now + beat_s;
+            void (*guard)(const char *) = __atomic_load_n(&alive.guard, __ATOMIC_ACQUIRE);
+            char why[512];
+            if (guard && tg_dist_alive_lost(why, sizeof why))
+                guard(why); /* does not return */
         }
         struct pollfd p = {alive.fd, POLLIN, 0};
         int wait_ms = (int)((next - now) * 1e3) + 1;
@@ -143,7 +154,9 @@ tg_status tg_dist_alive_start(const tg_alive_card *cards, int rank, int size, ui
     alive.rank = rank, alive.size = size, alive.job = job, alive.timeout_s = timeout_s;
     alive.cards = tg_malloc((size_t)size * sizeof *alive.cards);
     alive.heard = tg_malloc((size_t)size * sizeof *alive.heard);
-    if (!alive.cards || !alive.heard)
+    alive.gone = tg_calloc((size_t)size, sizeof *alive.gone);
+    alive.guard = NULL;
+    if (!alive.cards || !alive.heard || !alive.gone)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory for the heartbeats of %d instances",
                         size);
     memcpy(alive.cards, cards, (size_t)size * sizeof *cards);
@@ -167,7 +180,7 @@ bool tg_dist_alive_lost(char *why, size_t cap)
     int lost = -1, n_lost = 0;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < alive.size; i++)
-        if (i != alive.rank && now - alive.heard[i] > alive.timeout_s) {
+        if (i != alive.rank && !alive.gone[i] && now - alive.heard[i] > alive.timeout_s) {
             if (lost < 0)
                 lost = i, silent = now - alive.heard[i];
             n_lost++;
@@ -194,18 +207,30 @@ const char *tg_dist_alive_host(int rank)
     return alive.cards && rank >= 0 && rank < alive.size ? alive.cards[rank].host : "";
 }
 
+void tg_dist_alive_guard(void (*on_lost)(const char *why))
+{
+    __atomic_store_n(&alive.guard, on_lost, __ATOMIC_RELEASE);
+}
+
 void tg_dist_alive_stop(void)
 {
     if (alive.running) {
         __atomic_store_n(&alive.stop, 1, __ATOMIC_RELEASE);
         pthread_join(alive.thread, NULL);
         alive.running = false;
+        /* the others, maybe still ending, must not take this silence for a
+         * loss: said a few times, as a datagram may be dropped */
+        for (int k = 0; k < 3; k++)
+            send_beats(1);
     }
     if (alive.fd >= 0)
         close(alive.fd);
     alive.fd = -1;
     tg_free(alive.cards);
     tg_free(alive.heard);
+    tg_free(alive.gone);
     alive.cards = NULL;
     alive.heard = NULL;
+    alive.gone = NULL;
+    alive.guard = NULL;
 }

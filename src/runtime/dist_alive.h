@@ -33,6 +33,13 @@ tg_status tg_dist_alive_start(const tg_alive_card *cards, int rank, int size, ui
 bool tg_dist_alive_lost(char *why, size_t cap);
 /* The host instance `rank` said it runs on ("" before the start). */
 const char *tg_dist_alive_host(int rank);
+/* While the instance ends (every instance leaving the job, MPI_Finalize),
+ * when nothing of dist.c waits and asks: the beating thread calls on_lost
+ * with the sentence once some instance has been silent for the timeout
+ * (on_lost ends the process). NULL: off. */
+void tg_dist_alive_guard(void (*on_lost)(const char *why));
+/* Stop beating, after telling every other instance that this one left the
+ * job (its silence from then on is no loss). */
 void tg_dist_alive_stop(void);
 
 #endif

@@ -13,9 +13,11 @@
 # SIGINT exits 130; gradient buckets sent during
 # the backward change no bit; the exchange's figures of the epoch line add
 # up and count the time an instance waits for a stopped one; weights
-# sharded over the instances train, checkpoint and resume as one process.
+# sharded over the instances train, checkpoint and resume as one process;
+# bf16 gradients on the wire stay within a bound of float32's.
 # usage: mpi_test.sh TILEGRAPH_BINARY   (exit 77: skipped, no mpirun)
 T=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 W=$(mktemp -d) || exit 1
@@ -159,8 +161,12 @@ awk 'BEGIN { RS = "[{}]" } /"in the backward"/ {
         match($0, /"in the backward":[0-9.e+]+/); b = substr($0, RSTART + 18, RLENGTH - 18) + 0
         if (b > m) bad = 1 } END { exit bad }' inst.json ||
     fail "buckets in flight during the backward longer than the host step: $(cat inst.json)"
-$T analyse prof instances | grep -q "all-reduce algorithm: .* all-gathered (in buckets during" ||
+$T analyse prof instances >inst.txt || fail "analyse instances (text)"
+grep -q "all-reduce algorithm: .* all-gathered (in buckets during" inst.txt ||
     fail "analyse instances names no all-reduce algorithm"
+# ... and what the MPI library ran beneath it (runtime/dist.c reads it back)
+grep -q "float32 on the wire.*beneath it, MPI_Iallgatherv: coll/libnbc linear" inst.txt ||
+    fail "analyse instances names not the MPI algorithm: $(tail -1 inst.txt)"
 $T analyse prof --instance 1 | grep -q "instance 1 of an MPI job of 2" ||
     fail "analyse --instance 1 does not open instance 1's profile"
 # the job's figures, not instance 0's: the epoch line of 2 x 1 is that of 1 x 2
@@ -311,5 +317,36 @@ timeout 120 $MPI $T train $COMMON $W2 --replicas 4 --shard weights,optimizer --m
 timeout 120 $MPI $T train $COMMON $W2 --replicas 4 --shard weights,optimizer \
     --resume w5.safetensors --save w6.safetensors >w6.log 2>&1 || fail "sharded weights, resumed"
 cmp w4.safetensors w6.safetensors || fail "a resumed job of sharded weights differs from one run"
+
+# 12. bf16 gradients on the wire (distributed.gradientWireType=bfloat16):
+#     bounded, not bit-equal, against float32 (tests/dist/wire_error.py: each
+#     tensor's distance from the f32 run under 1% of the f32 run's movement,
+#     0.1-0.3% measured); the exchange after the backward and the buckets
+#     round the same; several local replicas (2 x 2 against 1 x 4) too; one
+#     process has no wire, and the option changes nothing there
+BF="--engine-option distributed.gradientWireType=bfloat16"
+PY=/usr/bin/python3 # the distance check (pure Python); without it, only the runs
+[ -x $PY ] || PY=true
+R2="--replicas 2 --gradient-accumulation 2"
+$T train $COMMON $R2 --lr 0 --save bf_init.safetensors >bfi.log 2>&1 || fail "weights before training"
+timeout 120 $MPI $T train $COMMON $R2 $BF --save bf1.safetensors >bf1.log 2>&1 ||
+    fail "bf16 on the wire, buckets"
+timeout 120 $MPI $T train $COMMON $R2 $BF --engine-option distributed.gradientBucketBytes=0 \
+    --save bf2.safetensors --profile-dir bfprof >bf2.log 2>&1 || fail "bf16 on the wire, no buckets"
+# the profile records the wire's type and the all-gather MPI ran: tilegraph
+# asks OpenMPI's coll/libnbc for recursive doubling (2 instances: a power of 2)
+$T analyse bfprof instances >bfinst.txt || fail "analyse instances of the bf16 job"
+grep -q "bfloat16 on the wire.*MPI_Iallgather: coll/libnbc recursive doubling" bfinst.txt ||
+    fail "the profile names not the wire's type and MPI's algorithm: $(tail -1 bfinst.txt)"
+cmp bf1.safetensors bf2.safetensors || fail "bf16 on the wire: buckets and no buckets differ"
+$PY "$HERE/wire_error.py" one.safetensors bf1.safetensors \
+    bf_init.safetensors 0.01 >bf.err 2>&1 || fail "bf16 on the wire against float32: $(cat bf.err)"
+$T train $COMMON $R2 $BF --save bf3.safetensors >bf3.log 2>&1 || fail "bf16 option, one process"
+cmp one.safetensors bf3.safetensors || fail "bf16 on the wire changed one process"
+$T train $COMMON --replicas 4 --save bf4.safetensors >bf4.log 2>&1 || fail "4 replicas, one process"
+timeout 120 $MPI $T train $COMMON --replicas 4 $BF --save bf5.safetensors >bf5.log 2>&1 ||
+    fail "bf16 on the wire, 2 x 2"
+$PY "$HERE/wire_error.py" bf4.safetensors bf5.safetensors \
+    bf_init.safetensors 0.01 >bf.err 2>&1 || fail "bf16 on the wire, 2 x 2 against 1 x 4: $(cat bf.err)"
 
 echo "mpi_test: all cases passed (kill -9 ended the job in ${took} s)"

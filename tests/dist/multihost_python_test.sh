@@ -6,7 +6,8 @@
 # instance. Interpreter: Debian's /usr/bin/python3 (torch 1.13).
 # Then the seed-004 tutorial's model with popdist (popdist_tutorial.py),
 # started by `tilegraph run --host h1,h2` as 4 instances, trains to the
-# weights of one process.
+# weights of one process, and so does seed 001's pipelined BERT question
+# answering (popdist_seed001.py).
 # usage: multihost_python_test.sh LIBTILEGRAPH_SO SOURCE_DIR TILEGRAPH_CLI
 #        (exit 77: skipped, saying why)
 LIB=$1
@@ -45,24 +46,30 @@ import sys, torch
 a, b = torch.load("one.pt"), torch.load("four.pt")
 sys.exit(0 if a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a) else 1)
 PYEOF
-$PY "$SRC/tests/dist/popdist_tutorial.py" tut_one.pt "$SRC/examples/python" >tut_one.log 2>&1 ||
-    fail "the tutorial as one process"
 MPI_ARGS=""
 for a in $HOSTS_MPI; do
     MPI_ARGS="$MPI_ARGS --mpi-arg $a"
 done
-on_host 1 timeout 240 "$T" run --host h1,h2 --num-instances 4 --num-replicas 4 \
-    --ipus-per-replica 4 $MPI_ARGS -- $PY "$SRC/tests/dist/popdist_tutorial.py" tut_four.pt \
-    "$SRC/examples/python" >tut_four.log 2>&1 || fail "the tutorial under run over 2 hosts"
-grep -q '^\[h2:' tut_four.log || fail "no line of the tutorial's tagged as h2's"
-$PY - "$SRC/examples/python" <<'PYEOF' || fail "the tutorial under run ends with other weights"
+# as_one_process SCRIPT NAME: tests/dist/SCRIPT (a popdist script: OUT
+# EXAMPLES_DIR; one process also saves its starting weights to OUT.start)
+# as one process, then under run as 2 hosts x 2 instances: the same
+# weights, which the training moved, and lines tagged as h2's
+as_one_process() {
+    $PY "$SRC/tests/dist/$1" "$2_one.pt" "$SRC/examples/python" >"$2_one.log" 2>&1 ||
+        fail "$1 as one process"
+    on_host 1 timeout 240 "$T" run --host h1,h2 --num-instances 4 --num-replicas 4 \
+        --ipus-per-replica 4 $MPI_ARGS -- $PY "$SRC/tests/dist/$1" "$2_four.pt" \
+        "$SRC/examples/python" >"$2_four.log" 2>&1 || fail "$1 under run over 2 hosts"
+    grep -q '^\[h2:' "$2_four.log" || fail "no line of $1 tagged as h2's"
+    $PY - "$2" <<'PYEOF' || fail "$1 under run ends with other weights than one process"
 import sys, torch
-sys.path.insert(0, sys.argv[1])
-a, b = torch.load("tut_one.pt"), torch.load("tut_four.pt")
+a, b, start = (torch.load(f"{sys.argv[1]}_{k}") for k in ("one.pt", "four.pt", "one.pt.start"))
 same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-torch.manual_seed(0)
-import seed004_pipelining as tutorial
-start = tutorial.Network().state_dict()
 sys.exit(0 if same and any(not torch.equal(start[k], a[k]) for k in a) else 1)
 PYEOF
-echo "multihost_python_test: 2 hosts x 2 instances train as one process (mpirun, tilegraph run)"
+}
+as_one_process popdist_tutorial.py tut
+# seed 001's pipelined BERT question answering, dropout on (its random
+# streams follow the job's replica index)
+as_one_process popdist_seed001.py qa
+echo "multihost_python_test: 2 hosts x 2 instances train as one process (mpirun, tilegraph run; seeds 004 and 001)"

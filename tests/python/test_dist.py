@@ -48,6 +48,11 @@ def main(out, fail, reseed, unequal):
         torch.save(m.state_dict(), out)
 
 main(sys.argv[1], "fail" in sys.argv[3:], "reseed" in sys.argv[3:], "unequal" in sys.argv[3:])
+if "stop_at_exit" in sys.argv[3:] and poptorch.dist.instance() == 1:
+    # lost while ending: registered after the package's tg_dist_finalize,
+    # so run before it (atexit is last in, first out)
+    import atexit, os, signal
+    atexit.register(lambda: os.kill(os.getpid(), signal.SIGSTOP))
 '''
 
 
@@ -68,12 +73,13 @@ class DistTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_script(self, out, mpi, *extra):
+    def run_script(self, out, mpi, *extra, env=None, timeout=240):
         here = os.path.dirname(os.path.abspath(__file__))
         cmd = [sys.executable, self.script, out, here, *extra]
         if mpi:
             cmd = ["mpirun", "-np", "2", "--bind-to", "none"] + cmd
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=240)
+        return subprocess.run(cmd, env=dict(self.env, **(env or {})), capture_output=True,
+                              text=True, timeout=timeout)
 
     def test_two_instances_train_as_one_process(self):
         self.check_as_one_process("one.pt", "two.pt")
@@ -112,6 +118,19 @@ class DistTest(unittest.TestCase):
         self.assertIn("instance 0 has ended after", r.stderr)
         self.assertIn("waits in the gradient exchange of its training run", r.stderr)
         self.assertIn("same number of times", r.stderr)
+
+    def test_an_instance_lost_while_the_job_ends_fails_not_hangs(self):
+        # instance 1 stops (as a lost host falls silent) after its last step,
+        # before it leaves the job: instance 0, leaving (the watch's end,
+        # MPI_Finalize), waited for it for ever; the heartbeat now ends it.
+        # The subprocess timeout is the hang's bound.
+        start = time.time()
+        r = self.run_script(os.path.join(self.dir, "ending.pt"), True, "stop_at_exit",
+                            env={"TILEGRAPH_DIST_TIMEOUT": "2"}, timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("instance 1 on host", r.stderr)
+        self.assertIn("while every instance was leaving the job", r.stderr)
+        self.assertLess(time.time() - start, 100)
 
 
 if __name__ == "__main__":
