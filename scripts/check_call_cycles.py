@@ -15,7 +15,7 @@ naming its files and, for each, the calls that keep it in.
 Interpreter: any python3 (standard library only); nm from binutils.
 
 usage: scripts/check_call_cycles.py BUILD_DIR [--dir src/runtime] [--max 2]
-       [--edges] (BUILD_DIR: a CMake build of the library, made first; NM
+       [--edges] [--source SOURCE_DIR] (BUILD_DIR: a CMake build of the library, made first; NM
        overrides nm)
 """
 import argparse
@@ -115,6 +115,10 @@ def main():
     ap.add_argument("--dir", default="src/runtime")
     ap.add_argument("--max", type=int, default=2)
     ap.add_argument("--edges", action="store_true", help="print every edge too")
+    ap.add_argument(
+        "--source",
+        help="the source tree: objects whose source file is gone (left in the build) are skipped",
+    )
     a = ap.parse_args()
     base = os.path.join(a.build, OBJ_DIR, a.dir)
     if not os.path.isdir(base):
@@ -122,6 +126,12 @@ def main():
     objects = sorted(
         os.path.join(base, n) for n in os.listdir(base) if n.endswith(".o")
     )
+    if a.source:
+        objects = [
+            o
+            for o in objects
+            if os.path.exists(os.path.join(a.source, a.dir, os.path.basename(o)[: -len(".o")]))
+        ]
     if not objects:
         sys.exit("check_call_cycles: no objects in %s: build the library first" % base)
     syms = read_symbols(objects, os.environ.get("NM", "nm"))

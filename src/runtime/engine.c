@@ -43,30 +43,7 @@
 #include <stdio.h>
 #include <string.h>
 
-double tg_engine_now(void)
-{
-    return tg_clock_seconds();
-}
-
 #define now_s tg_engine_now
-
-/* ---- addressing ------------------------------------------------------------------- */
-
-unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g)
-{
-    const tg_buffer *b = &s->program->buffers[buffer];
-    if (b->offloaded) /* its host copy (compile/streaming.c) */
-        return s->host_state[buffer * s->program->replicas + replica] +
-               (size_t)(g % b->slots) * b->stride;
-    unsigned char *arena = s->arena[replica * s->program->n_devices + b->device];
-    return arena + b->offset + (size_t)(g % b->slots) * b->stride;
-}
-
-int64_t tg_session_stream_count(const tg_session *s)
-{
-    const tg_program *p = s->program;
-    return (int64_t)p->iterations * p->replicas * p->micro_batches;
-}
 
 static tg_trace_channel *engine_channel(void)
 {

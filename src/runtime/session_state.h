@@ -8,6 +8,7 @@
 #include "runtime/session_internal.h"
 #include "tilegraph/dist.h"
 
+#include "core/clock.h"
 #include "core/pool.h"
 #include "core/wait.h"
 #include "profile/profile.h"
@@ -186,12 +187,15 @@ struct tg_session {
     struct tg_verify *verify; /* a verified run (runtime/verify.h), or NULL */
 };
 
-/* Seconds on the monotonic clock. */
-double tg_engine_now(void);
-/* Micro-batch j's gradient (slot g) into an accumulator (runtime/engine_passes.c). */
+/* Seconds on the monotonic clock (core/clock.h). */
+static inline double tg_engine_now(void)
+{
+    return tg_clock_seconds();
+}
+/* Micro-batch j's gradient (slot g) into an accumulator (runtime/arena.c). */
 void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_t j, int64_t g);
 /* Record an event of device c that ran from t0 to now (seconds); no-op
- * when the run is not recorded. */
+ * when the run is not recorded (runtime/record.c). */
 void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
                       int peer, double t0, int64_t bytes, double flops);
 /* The same for an event that ran from t0 to t1 on another thread on the
@@ -206,7 +210,7 @@ void tg_engine_stop_threads(tg_session *s);
  * the session: kept so that bench_step_overhead can measure both ways in
  * one run. Stops the session's parked threads when turned on. */
 void tg_engine_set_per_step_threads(tg_session *s, bool on);
-/* Slot of micro-batch g of a program buffer in a replica's arena. */
+/* Slot of micro-batch g of a program buffer in a replica's arena (runtime/arena.c). */
 unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g);
 /* One host step of device c: deviceIterations times its schedule, the
  * all-reduce and the update; returns early when the step is aborted
@@ -232,7 +236,7 @@ typedef enum tg_output_mode {
     TG_OUTPUT_EVERY_N,
 } tg_output_mode;
 
-/* Micro-batches of all replicas and iterations in one run. */
+/* Micro-batches of all replicas and iterations in one run (runtime/arena.c). */
 int64_t tg_session_stream_count(const tg_session *s);
 /* Every leaf's initial value, drawn in f32 and written to every replica in
  * its storage type (runtime/session_io.c; tg_session_create calls it). */
