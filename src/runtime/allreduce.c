@@ -10,6 +10,7 @@
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/rts.h"
+#include "runtime/scaling.h"
 #include "runtime/session_dist.h"
 #include "runtime/staging.h"
 
@@ -27,7 +28,8 @@ bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a)
     const tg_program *p = s->program;
     int b = p->home[a->param];
     /* the overflow check and the clipping norm read the whole gradient */
-    return b >= 0 && tg_sharding_is_weight(p, b) && !s->check_overflow && !(s->max_grad_norm > 0);
+    return b >= 0 && tg_sharding_is_weight(p, b) && !tg_scaling_checks_overflow(s->scaling) &&
+           !(tg_scaling_max_grad_norm(s->scaling) > 0);
 }
 
 /* Under an MPI job, after the instance's replicas have their shares (run by

@@ -35,6 +35,7 @@
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
+#include "runtime/scaling.h"
 #include "runtime/stream_io.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
@@ -270,10 +271,8 @@ tg_status tg_session_run(tg_session *s)
         s->ctx[i] = (device_ctx){.s = s,
                                  .replica = i / p->n_devices,
                                  .device = i % p->n_devices,
-                                 .rec = recording ? &s->recorders[i] : NULL,
-                                 .loss_scale = s->loss_scale,
-                                 .good_updates = s->good_updates,
-                                 .grad_scale = s->loss_scale};
+                                 .rec = recording ? &s->recorders[i] : NULL};
+        tg_scaling_begin_device(s->scaling, &s->ctx[i]);
         if (recording)
             s->recorders[i].n_events = 0;
     }
@@ -299,9 +298,7 @@ tg_status tg_session_run(tg_session *s)
     }
     if (p->training && !s->abort) {
         s->step += p->iterations;
-        s->loss_scale = s->ctx[0].loss_scale;
-        s->good_updates = s->ctx[0].good_updates;
-        s->skipped_updates += s->ctx[0].skipped_updates;
+        tg_scaling_end_run(s->scaling, &s->ctx[0]);
     }
     if (s->abort)
         return tg_error(s->fail_status, "%s", s->fail_message);

@@ -16,6 +16,7 @@
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
 #include "runtime/rts.h"
+#include "runtime/scaling.h"
 #include "runtime/stream_io.h"
 #include "runtime/streams.h"
 #include "runtime/verify.h"
@@ -384,7 +385,7 @@ void tg_engine_device_main(device_ctx *c)
     const tg_program *p = s->program;
     const tg_pipe_schedule *sch = &p->schedule;
     for (int64_t it = 0; it < p->iterations; it++) {
-        tg_engine_write_loss_scale(c);
+        tg_scaling_write_seed(c);
         for (int k = 0; k < sch->n_ops[c->device]; k++) {
             tg_pipe_op op = sch->ops[c->device][k];
             bool ok = op.pass == TG_PASS_FORWARD    ? forward(c, it, op.micro_batch)
@@ -405,7 +406,7 @@ void tg_engine_device_main(device_ctx *c)
             tg_engine_record(c, reduce_kind(c), TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
         }
         bool ok = true;
-        if (!tg_engine_update_runs(c, it, &ok)) {
+        if (!tg_scaling_update_runs(c, it, &ok)) {
             if (!ok)
                 return;
             continue;

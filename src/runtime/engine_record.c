@@ -10,6 +10,7 @@
 #include "core/convert.h"
 #include "profile/profile.h"
 #include "runtime/allreduce.h"
+#include "runtime/scaling.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -104,7 +105,8 @@ tg_status tg_engine_record_own_counters(tg_session *s)
     int64_t step = s->runs - 1;
     TG_TRY(tg_profile_counter(s->profile, step, "host step time (ns)", s->last_run_seconds * 1e9));
     if (s->program->training)
-        TG_TRY(tg_profile_counter(s->profile, step, "loss scale", (double)s->loss_scale));
+        TG_TRY(tg_profile_counter(s->profile, step, "loss scale",
+                                  (double)tg_scaling_loss_scale(s->scaling)));
     TG_TRY(tg_profile_counter(s->profile, step, "device memory (bytes)",
                               (double)tg_session_arena_bytes(s)));
     return tg_profile_counter(s->profile, step, "host memory in use (bytes)", resident_bytes());

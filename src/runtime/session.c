@@ -9,16 +9,15 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "ops/blas.h"
-#include "graph/optim_params.h"
 #include "profile/profile.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
 #include "runtime/rts.h"
+#include "runtime/scaling.h"
 #include "runtime/stream_io.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -30,33 +29,15 @@ static int n_arenas(const tg_session *s)
     return s->program->replicas * s->program->n_devices;
 }
 
-/* Loss scaling and overflow checks: the engine's per-run state. */
+/* Loss scaling, overflow checks and clipping (runtime/scaling.h), and the
+ * barrier over each replica's devices that agrees on them. */
 static tg_status setup_precision(tg_session *s)
 {
     const tg_program *p = s->program;
-    s->check_overflow = p->training && tg_precision_checks_overflow(&p->precision);
-    s->loss_scale = p->precision.loss_scale;
-    s->seed_buffer = -1;
-    for (int i = 0; i < s->graph->n_nodes; i++)
-        if ((s->graph->nodes[i]->flags & TG_NODE_LOSS_SEED) &&
-            p->precision.loss_scaling != TG_LOSS_SCALING_NONE)
-            s->seed_buffer = p->home[i];
-    for (int i = 0; i < s->graph->n_nodes && p->training; i++)
-        if (tg_is_weight_update(s->graph->nodes[i])) {
-            /* one optimizer per graph: every update carries the same setting */
-            float m = tg_optim_params_get(&s->graph->nodes[i]->p).max_grad_norm;
-            s->max_grad_norm = m > 0 && isfinite(m) ? m : 0.0f;
-            break;
-        }
-    if (s->max_grad_norm > 0) {
-        s->grad_squares = tg_calloc((size_t)(2 * p->replicas * s->graph->n_nodes), sizeof(double));
-        if (!s->grad_squares)
-            return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    }
-    s->overflow_mark = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    TG_TRY(tg_scaling_create(p, s->graph, &s->scaling));
     s->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
     s->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
-    if (!s->overflow_mark || !s->group_count || !s->group_gen)
+    if (!s->group_count || !s->group_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     return TG_OK;
 }
@@ -502,8 +483,7 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->barrier_count);
     tg_free(s->barrier_gen);
     tg_free(s->transfer_spin);
-    tg_free(s->overflow_mark);
-    tg_free(s->grad_squares);
+    tg_scaling_free(s->scaling);
     tg_free(s->group_count);
     tg_free(s->group_gen);
     tg_program_destroy(s->program);

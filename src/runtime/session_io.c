@@ -16,6 +16,7 @@
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
 #include "runtime/rts.h"
+#include "runtime/scaling.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -340,11 +341,11 @@ int64_t tg_session_step(const tg_session *s)
 }
 float tg_session_loss_scale(const tg_session *s)
 {
-    return s->loss_scale;
+    return tg_scaling_loss_scale(s->scaling);
 }
 int64_t tg_session_skipped_updates(const tg_session *s)
 {
-    return s->skipped_updates;
+    return tg_scaling_skipped_updates(s->scaling);
 }
 tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *dst)
 {

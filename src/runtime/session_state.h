@@ -140,17 +140,9 @@ struct tg_session {
      * (runtime/stream_io.c), or NULL: on demand, or not started yet */
     struct tg_stream_io *stream_io;
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
-    /* loss scaling and overflow checks (compile/precision.h) */
-    bool check_overflow;
-    float loss_scale;
-    int64_t good_updates, skipped_updates;
-    int64_t *overflow_mark;           /* per replica: 1 + the last update that overflowed */
+    /* loss scaling, overflow checks and clipping (runtime/scaling.h) */
+    struct tg_scaling *scaling;
     int64_t *group_count, *group_gen; /* per replica: a barrier over its devices */
-    int seed_buffer;                  /* the loss gradient's seed, scaled; -1 none */
-    /* gradient clipping by the global norm (tg_optimizer.max_grad_norm; 0: off) */
-    float max_grad_norm;
-    double *
-        grad_squares; /* [parity of the update][replica][node]: sum g^2 of each update's gradient */
     /* profiling and host tracing */
     struct tg_profile *profile; /* NULL when off, or after it failed */
     tg_status profile_status;   /* the first failure writing the profile */
@@ -216,11 +208,6 @@ unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, 
  * all-reduce and the update; returns early when the step is aborted
  * (runtime/engine_passes.c). */
 void tg_engine_device_main(device_ctx *c);
-/* Whether update `it` runs: overflow check, loss scale, clipping, agreed by
- * the replica's devices; sets *ok false on failure (runtime/engine_update.c). */
-bool tg_engine_update_runs(device_ctx *c, int64_t it, bool *ok);
-/* Write the loss scale into the loss gradient's seed (runtime/engine_update.c). */
-void tg_engine_write_loss_scale(device_ctx *c);
 /* After a recorded host step (runtime/engine_record.c): its device events
  * into the host trace's tracks; the session's own counters; the weights'
  * and gradients' histograms; and dropping a profile that failed to write. */
