@@ -10,8 +10,10 @@
 #include "core/json.h"
 #include "ops/blas.h"
 #include "profile/profile.h"
+#include "runtime/device_threads.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
+#include "runtime/record.h"
 #include "runtime/rts.h"
 #include "runtime/scaling.h"
 #include "runtime/stream_io.h"
@@ -85,7 +87,6 @@ static tg_status allocate(tg_session *s, int threads)
     int n = n_arenas(s), nodes = s->graph->n_nodes;
     s->arena = tg_calloc((size_t)n, sizeof *s->arena);
     s->pools = tg_calloc((size_t)n, sizeof *s->pools);
-    s->threads = tg_calloc((size_t)n, sizeof *s->threads);
     s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
     s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
     s->last_streams = tg_calloc((size_t)n, sizeof *s->last_streams);
@@ -97,11 +98,13 @@ static tg_status allocate(tg_session *s, int threads)
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->transfer_spin = tg_calloc((size_t)n, sizeof *s->transfer_spin);
-    if (!s->transfer_spin || !s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy ||
+    if (!s->transfer_spin || !s->arena || !s->pools || !s->ctx || !s->last_busy ||
         !s->last_streams || !s->max_in_flight || !s->host_in || !s->host_out || !s->produced ||
         !s->consumed || !s->barrier_count || !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     tg_spin_init(&s->exchange_spin, spin_ceiling(p));
+    TG_TRY(
+        tg_device_threads_create(p->replicas, p->n_devices, &s->exchange_spin, &s->device_threads));
     for (int i = 0; i < n; i++)
         tg_spin_init(&s->transfer_spin[i], spin_ceiling(p));
     for (int i = 0; i < n; i++) {
@@ -213,69 +216,17 @@ static tg_status effective_options(const tg_options *opts, tg_options **out)
     return TG_OK;
 }
 
-/* The most stream events one pass of device d records: a load and a
- * gather before a step, a store after it (runtime/streams.c). */
-static int streamed_events(const tg_program *p, int d)
-{
-    int n = 0;
-    for (int ph = TG_PHASE_FORWARD; ph <= TG_PHASE_BACKWARD; ph++)
-        for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
-            const tg_step *st = &p->devices[d].steps[ph][k];
-            /* loads and gathers; stores and accumulations; and under
-             * ioSchedule preload up to three waits for the I/O thread */
-            n += (st->n_stream_in > 0 ? 2 : 0) + (st->n_stream_out > 0 ? 2 : 0) +
-                 (st->n_stream_in + st->n_stream_out > 0 ? 3 : 0);
-        }
-    return n;
-}
-
+/* The profile and trace (runtime/record.h) this session's options ask for,
+ * with this instance's place in an MPI job in the profile's record. */
 static tg_status start_profiling(tg_session *s)
 {
-    const tg_config *c = &s->program->config;
-    bool graph = c->report.graph, execution = c->report.execution;
-    /* host tracing on the engine channel also wants the devices' steps */
-    s->trace_devices = tg_trace_channel_enabled(tg_trace_channel_get("engine"));
-    if (!graph && !execution && !s->trace_devices)
-        return TG_OK;
-    const tg_program *p = s->program;
-    if (graph || execution) {
-        TG_TRY(tg_profile_open(c->report.directory, p, execution, &s->profile));
-        TG_TRY(tg_session_dist_profile_meta(s));
-    }
-    if (!execution && !s->trace_devices)
-        return TG_OK;
-    s->runs_to_record = c->report.run_count;
-    int n = n_arenas(s);
-    s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
-    if (!s->recorders)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
-    s->trace_steps = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_steps);
-    s->trace_n = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_n);
-    s->trace_cap = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_cap);
-    if (!s->trace_steps || !s->trace_n || !s->trace_cap)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
-    for (int i = 0; i < n; i++) {
-        tg_profile_recorder *r = &s->recorders[i];
-        int d = i % p->n_devices;
-        /* per pass: the phase, host streams in and out, accumulation, for
-         * each transfer a wait to receive, a wait for a free slot and the
-         * copy, and around its steps the loads, gathers and stores of
-         * streamed copies; per update: offloaded state in and out around
-         * each update step, and in an MPI job at most a gradient bucket per
-         * accumulator */
-        int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
-        int buckets = p->devices[d].n_accumulators;
-        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers + streamed_events(p, d)) +
-                         7 * updates + buckets + 4) *
-                            p->iterations +
-                        16;
-        r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
-        r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
-        r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
-        if (!r->events || !r->op_ns || !r->op_calls)
-            return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
-    }
-    return TG_OK;
+    TG_TRY(tg_recording_start(s->recording, s->program, s->graph, s->replica_offset));
+    return tg_recording_profile(s->recording) ? tg_session_dist_profile_meta(s) : TG_OK;
+}
+
+tg_status tg_session_finish_profile(tg_session *s)
+{
+    return s ? tg_recording_finish(s->recording) : TG_OK;
 }
 
 tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
@@ -292,9 +243,10 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
     s->graph = g;
-    s->t_origin = tg_engine_now();
-    static uint64_t sessions; /* link ids of host steps are unique across sessions */
-    s->link_base = __atomic_add_fetch(&sessions, 1, __ATOMIC_RELAXED) << 32;
+    if (!(s->recording = tg_recording_create())) {
+        tg_session_destroy(s);
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    }
     tg_options *opts = NULL;
     tg_config cfg = {0}; /* read once; the program keeps a copy, read after compiling */
     tg_status st = tg_trace_configure_env();
@@ -361,99 +313,18 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     return TG_OK;
 }
 
-/* The host trace with this session's device steps as tracks:
- * <trace directory>/tilegraph-<pid>-<training|inference>.trace.json. */
-static tg_status export_trace(const tg_session *s)
-{
-    const tg_program *p = s->program;
-    int n = n_arenas(s), m = 0;
-    tg_trace_device_track *tracks = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *tracks);
-    if (!tracks)
-        return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
-    static const char *const lanes[TG_TRACE_LANES] = {NULL, "gradient buckets to instances",
-                                                      "streaming memory (I/O thread)"};
-    for (int i = 0; i < TG_TRACE_LANES * n; i++) {
-        int d = i % p->n_devices, lane = i / n;
-        const char *name = NULL;
-        if (lane > 0 && !s->trace_n[i])
-            continue; /* no gradient buckets, or no I/O thread, on this device */
-        if (lane > 0) {
-            char label[80];
-            snprintf(label, sizeof label, "device %d: %s", d, lanes[lane]);
-            name = tg_trace_intern(label);
-        }
-        tracks[m++] = (tg_trace_device_track){
-            /* the job's replica index: an MPI job's instances' traces merge */
-            s->replica_offset + (i % n) / p->n_devices,
-            lane * p->n_devices + d,
-            name,
-            s->trace_steps[i],
-            s->trace_n[i],
-            NULL,
-            0};
-    }
-    char path[1024];
-    const char *base = tg_trace_output_path();
-    size_t len = strlen(base);
-    const char *suffix = ".trace.json";
-    size_t keep = len > strlen(suffix) ? len - strlen(suffix) : len;
-    snprintf(path, sizeof path, "%.*s-%s.trace.json", (int)keep, base,
-             p->training ? "training" : "inference");
-    tg_status st = tg_trace_flush(); /* creates the directory */
-    if (st == TG_OK)
-        st = tg_trace_export_chrome(path, tracks, (size_t)m);
-    tg_free(tracks);
-    return st;
-}
-
-tg_status tg_session_finish_profile(tg_session *s)
-{
-    if (!s)
-        return TG_OK;
-    if (s->profile_status != TG_OK) {
-        s->profile_reported = true;
-        return tg_error(s->profile_status, "%s", s->profile_error);
-    }
-    tg_status st = tg_profile_close(s->profile, s->recorders);
-    s->profile = NULL;
-    if (st != TG_OK) {
-        s->profile_status = st;
-        s->profile_reported = true;
-        snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
-    }
-    return st;
-}
-
 void tg_session_destroy(tg_session *s)
 {
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
-    tg_engine_stop_threads(s); /* first: they read everything below */
+    tg_device_threads_free(s->device_threads); /* first: they read everything below */
     tg_verify_destroy(s->verify);
     tg_prefetch_stop(s);
     tg_stream_io_stop(s);
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
-    /* destroy cannot fail: a profile failure nobody asked about is printed */
-    if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
-        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
-    else if (s->profile_status != TG_OK && !s->profile_reported)
-        fprintf(stderr, "tilegraph: %s\n", s->profile_error);
-    /* reported once, at the program's tg_trace_shutdown */
-    if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
-        tg_trace_note_failure(TG_ERR_IO);
-    for (int i = 0; s->trace_steps && i < TG_TRACE_LANES * n; i++)
-        tg_free(s->trace_steps[i]);
-    tg_free(s->trace_steps);
-    tg_free(s->trace_n);
-    tg_free(s->trace_cap);
-    for (int i = 0; s->recorders && i < n; i++) {
-        tg_free(s->recorders[i].events);
-        tg_free(s->recorders[i].op_ns);
-        tg_free(s->recorders[i].op_calls);
-    }
-    tg_free(s->recorders);
+    tg_recording_free(s->recording);
     for (int i = 0; i < n; i++) {
         if (s->pools)
             tg_pool_destroy(s->pools[i]);
@@ -473,7 +344,6 @@ void tg_session_destroy(tg_session *s)
     tg_rts_free(s);
     tg_free(s->arena);
     tg_free(s->pools);
-    tg_free(s->threads);
     tg_free(s->ctx);
     tg_free(s->last_busy);
     tg_free(s->last_streams);

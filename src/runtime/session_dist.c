@@ -10,6 +10,7 @@
 #include "runtime/allreduce.h"
 #include "runtime/buckets.h"
 #include "runtime/dist.h"
+#include "runtime/record.h"
 #include "runtime/rts.h"
 #include "tilegraph/trace.h"
 
@@ -269,7 +270,7 @@ tg_status tg_session_dist_profile_meta(tg_session *s)
     char host[256] = "", v[32];
     if (gethostname(host, sizeof host - 1) != 0)
         snprintf(host, sizeof host, "?");
-    TG_TRY(tg_profile_set_meta(s->profile, "host", host));
+    TG_TRY(tg_profile_set_meta(tg_recording_profile(s->recording), "host", host));
     const struct {
         const char *key;
         int value;
@@ -279,7 +280,7 @@ tg_status tg_session_dist_profile_meta(tg_session *s)
                 {"global_replicas", s->global_replicas}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         snprintf(v, sizeof v, "%d", rows[i].value);
-        TG_TRY(tg_profile_set_meta(s->profile, rows[i].key, v));
+        TG_TRY(tg_profile_set_meta(tg_recording_profile(s->recording), rows[i].key, v));
     }
     return TG_OK;
 }

@@ -17,16 +17,6 @@
 
 typedef struct tg_session tg_session;
 
-/* A device thread that lives as long as the session (engine.c): it runs
- * device `index` (replica * n_devices + device) of every host step and
- * parks between steps. */
-typedef struct tg_device_thread {
-    tg_session *s;
-    int index;
-    tg_spin spin; /* its wait for the next host step */
-    pthread_t id;
-} tg_device_thread;
-
 /* Gradient buckets (runtime/allreduce.c): under an MPI job whose instances
  * run one replica each, a device's accumulators in groups of about
  * distributed.gradientBucketBytes, in the order the backward finishes them
@@ -51,11 +41,6 @@ typedef struct tg_bucket_plan {
     tg_pipe_pass last_pass;
     double *started; /* per bucket, when its exchange started (the device's thread's) */
 } tg_bucket_plan;
-
-/* Trace tracks per (replica, device): its own; its gradient buckets to the
- * other instances (they overlap its compute); its I/O thread's copies to
- * and from streaming memory (runtime/stream_io.c). */
-#define TG_TRACE_LANES 3
 
 typedef struct device_ctx {
     tg_session *s;
@@ -118,18 +103,9 @@ struct tg_session {
     bool abort;
     tg_status fail_status;
     char fail_message[512];
-    pthread_t *threads; /* per-step threads (tg_engine_set_per_step_threads) */
     device_ctx *ctx;
-    /* device threads that live as long as the session (engine.c): started
-     * by the first run of several devices or replicas, parked between runs
-     * on park_wake (under `lock`), stopped by tg_engine_stop_threads */
-    tg_device_thread *device_threads; /* [replica * n_devices + device], or NULL */
-    pthread_cond_t park_wake, park_done;
-    int64_t run_gen;       /* host steps handed to the threads (atomic) */
-    int threads_running;   /* threads still in the current step (atomic) */
-    bool threads_stop;     /* leave the loop: the session ends (atomic) */
-    tg_spin done_spin;     /* the caller's wait for the step's end */
-    bool per_step_threads; /* the former way: a thread per device per step */
+    /* the threads that run the devices' host steps (runtime/device_threads.h) */
+    struct tg_device_threads *device_threads;
     double last_run_seconds;
     double *last_busy;    /* [replica * n_devices + device] */
     double *last_streams; /* the same: each device_ctx's `streams` of the last run */
@@ -143,22 +119,10 @@ struct tg_session {
     /* loss scaling, overflow checks and clipping (runtime/scaling.h) */
     struct tg_scaling *scaling;
     int64_t *group_count, *group_gen; /* per replica: a barrier over its devices */
-    /* profiling and host tracing */
-    struct tg_profile *profile; /* NULL when off, or after it failed */
-    tg_status profile_status;   /* the first failure writing the profile */
-    char profile_error[512];    /* its message */
-    bool profile_reported;      /* tg_session_finish_profile returned it */
-    bool trace_devices;         /* host tracing is on: keep device steps for the export */
-    /* [lane * n + replica * n_devices + device][...] for TG_TRACE_LANES lanes:
-     * the devices' steps, their gradient buckets and their I/O threads'
-     * copies (the last two overlap the steps, so they get tracks of their own) */
-    struct tg_trace_device_step **trace_steps;
-    size_t *trace_n, *trace_cap;
-    uint64_t link_base;             /* link ids of this session's host steps start after it */
-    tg_profile_recorder *recorders; /* [replica * n_devices + device], when recording */
-    struct tg_monitor *monitor;     /* this session's registry record, or NULL */
-    int64_t runs, runs_to_record;
-    double t_origin;
+    /* profiling and host tracing (runtime/record.h) */
+    struct tg_recording *recording;
+    struct tg_monitor *monitor; /* this session's registry record, or NULL */
+    int64_t runs;
     /* the MPI job (runtime/dist.h): this instance runs replicas
      * [replica_offset, replica_offset + program->replicas) of
      * global_replicas; dist is NULL outside a job of several instances */
@@ -208,13 +172,10 @@ unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, 
  * all-reduce and the update; returns early when the step is aborted
  * (runtime/engine_passes.c). */
 void tg_engine_device_main(device_ctx *c);
-/* After a recorded host step (runtime/engine_record.c): its device events
- * into the host trace's tracks; the session's own counters; the weights'
- * and gradients' histograms; and dropping a profile that failed to write. */
-void tg_engine_keep_device_steps(tg_session *s, uint64_t link);
+/* After a recorded host step (runtime/engine_record.c): the session's own
+ * counters, and the weights' and gradients' histograms, in the profile. */
 tg_status tg_engine_record_own_counters(tg_session *s);
 tg_status tg_engine_record_histograms(tg_session *s, int64_t run);
-void tg_engine_drop_profile(tg_session *s);
 
 typedef enum tg_output_mode {
     TG_OUTPUT_ALL,
