@@ -17,6 +17,7 @@
 #include "runtime/rts.h"
 #include "runtime/scaling.h"
 #include "runtime/stream_io.h"
+#include "runtime/streams.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
@@ -84,23 +85,21 @@ static int spin_ceiling(const tg_program *p)
 static tg_status allocate(tg_session *s, int threads)
 {
     const tg_program *p = s->program;
-    int n = n_arenas(s), nodes = s->graph->n_nodes;
+    int n = n_arenas(s);
     s->arena = tg_calloc((size_t)n, sizeof *s->arena);
     s->pools = tg_calloc((size_t)n, sizeof *s->pools);
     s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
     s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
     s->last_streams = tg_calloc((size_t)n, sizeof *s->last_streams);
     s->max_in_flight = tg_calloc((size_t)p->n_devices, sizeof *s->max_in_flight);
-    s->host_in = tg_calloc((size_t)nodes + 1, sizeof *s->host_in);
-    s->host_out = tg_calloc((size_t)nodes + 1, sizeof *s->host_out);
     s->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
     s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
     s->transfer_spin = tg_calloc((size_t)n, sizeof *s->transfer_spin);
     if (!s->transfer_spin || !s->arena || !s->pools || !s->ctx || !s->last_busy ||
-        !s->last_streams || !s->max_in_flight || !s->host_in || !s->host_out || !s->produced ||
-        !s->consumed || !s->barrier_count || !s->barrier_gen)
+        !s->last_streams || !s->max_in_flight || !s->produced || !s->consumed ||
+        !s->barrier_count || !s->barrier_gen)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     tg_spin_init(&s->exchange_spin, spin_ceiling(p));
     TG_TRY(
@@ -134,19 +133,7 @@ static tg_status allocate(tg_session *s, int threads)
                 return tg_error(TG_ERR_NOMEM,
                                 "session: out of memory for the host copy of offloaded '%s'",
                                 s->graph->nodes[p->buffers[b].node]->name);
-    int64_t count = tg_session_stream_count(s);
-    for (int d = 0; d < p->n_devices; d++) {
-        const tg_device_program *dp = &p->devices[d];
-        for (int k = 0; k < dp->n_inputs + dp->n_outputs; k++) {
-            const tg_buffer *b =
-                &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
-            unsigned char **slot = k < dp->n_inputs ? &s->host_in[b->node] : &s->host_out[b->node];
-            if (!(*slot = tg_calloc((size_t)count, b->bytes)))
-                return tg_error(TG_ERR_NOMEM, "session: out of memory for the host stream of '%s'",
-                                s->graph->nodes[b->node]->name);
-        }
-    }
-    return TG_OK;
+    return tg_host_streams_create(p, s->graph, tg_session_stream_count(s), &s->streams);
 }
 
 static int parse_output_mode(const char *m, bool training)
@@ -332,12 +319,7 @@ void tg_session_destroy(tg_session *s)
             tg_free(s->arena[i]);
     }
     /* each list on its own: a create that ran out of memory may have made one only */
-    for (int i = 0; s->host_in && i < s->graph->n_nodes; i++)
-        tg_free(s->host_in[i]);
-    for (int i = 0; s->host_out && i < s->graph->n_nodes; i++)
-        tg_free(s->host_out[i]);
-    tg_free(s->host_in);
-    tg_free(s->host_out);
+    tg_host_streams_free(s->streams);
     for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)
         tg_free(s->host_state[i]);
     tg_free(s->host_state);

@@ -74,9 +74,8 @@ struct tg_session {
     tg_program *program;
     unsigned char **arena; /* [replica * n_devices + device] */
     tg_pool **pools;       /* the same indexing */
-    /* host streams, per node id: all micro-batches of one run, in
-     * [iteration][replica][micro-batch] order (NULL for other nodes) */
-    unsigned char **host_in, **host_out;
+    /* the host streams of a run (runtime/streams.h) */
+    struct tg_host_streams *streams;
     /* offloaded buffers' host copies: [buffer * replicas + replica] (NULL otherwise) */
     unsigned char **host_state;
     uint64_t seed;

@@ -21,6 +21,7 @@
 #include "ops/op.h"
 #include "runtime/interp.h"
 #include "runtime/scaling.h"
+#include "runtime/streams.h"
 #include "runtime/session_state.h"
 
 #include <math.h>
@@ -254,8 +255,9 @@ static tg_status keep_inputs(tg_session *s, tg_verify *v, const tg_tensor *t)
         if (!(v->inputs_mb[m][t->id] = d))
             return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
         int64_t h = p->training ? m : (int64_t)m * p->replicas;
-        if (s->host_in[t->id])
-            to_double(s->host_in[t->id] + (size_t)(h * n) * tg_dtype_size(dt), dt, d, n);
+        if (tg_host_streams_in(s->streams, t->id))
+            to_double(tg_host_streams_in(s->streams, t->id) + (size_t)(h * n) * tg_dtype_size(dt),
+                      dt, d, n);
     }
     v->before[t->id] = v->inputs_mb[0][t->id];
     return TG_OK;
