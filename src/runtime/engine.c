@@ -87,12 +87,7 @@ tg_status tg_session_run(tg_session *s)
     TG_TRY(tg_verify_begin(s));
     if (s->dist) /* counted, so that instances running other step counts are told (dist.h) */
         tg_dist_note_run();
-    memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
-    memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
-    /* an aborted step may have left devices counted in at a barrier */
-    memset(s->barrier_count, 0, sizeof(int64_t) * (size_t)p->n_devices);
-    if (s->group_count)
-        memset(s->group_count, 0, sizeof(int64_t) * (size_t)p->replicas);
+    tg_exchange_begin_run(s->exchange);
     s->abort = false;
     s->fail_status = TG_OK;
     double t0 = now_s();

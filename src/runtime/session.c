@@ -11,6 +11,7 @@
 #include "ops/blas.h"
 #include "profile/profile.h"
 #include "runtime/device_threads.h"
+#include "runtime/exchange.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
 #include "runtime/record.h"
@@ -32,17 +33,10 @@ static int n_arenas(const tg_session *s)
     return s->program->replicas * s->program->n_devices;
 }
 
-/* Loss scaling, overflow checks and clipping (runtime/scaling.h), and the
- * barrier over each replica's devices that agrees on them. */
+/* Loss scaling, overflow checks and clipping (runtime/scaling.h). */
 static tg_status setup_precision(tg_session *s)
 {
-    const tg_program *p = s->program;
-    TG_TRY(tg_scaling_create(p, s->graph, &s->scaling));
-    s->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
-    s->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
-    if (!s->group_count || !s->group_gen)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    return TG_OK;
+    return tg_scaling_create(s->program, s->graph, &s->scaling);
 }
 
 /* Said once per process on stderr, when a session is compiled: a training
@@ -92,20 +86,11 @@ static tg_status allocate(tg_session *s, int threads)
     s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
     s->last_streams = tg_calloc((size_t)n, sizeof *s->last_streams);
     s->max_in_flight = tg_calloc((size_t)p->n_devices, sizeof *s->max_in_flight);
-    s->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
-    s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
-    s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    s->transfer_spin = tg_calloc((size_t)n, sizeof *s->transfer_spin);
-    if (!s->transfer_spin || !s->arena || !s->pools || !s->ctx || !s->last_busy ||
-        !s->last_streams || !s->max_in_flight || !s->produced || !s->consumed ||
-        !s->barrier_count || !s->barrier_gen)
+    if (!s->arena || !s->pools || !s->ctx || !s->last_busy || !s->last_streams || !s->max_in_flight)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    tg_spin_init(&s->exchange_spin, spin_ceiling(p));
-    TG_TRY(
-        tg_device_threads_create(p->replicas, p->n_devices, &s->exchange_spin, &s->device_threads));
-    for (int i = 0; i < n; i++)
-        tg_spin_init(&s->transfer_spin[i], spin_ceiling(p));
+    TG_TRY(tg_exchange_create(p, spin_ceiling(p), &s->exchange));
+    TG_TRY(tg_device_threads_create(p->replicas, p->n_devices, tg_exchange_spin(s->exchange),
+                                    &s->device_threads));
     for (int i = 0; i < n; i++) {
         size_t bytes = p->devices[i % p->n_devices].arena_bytes;
         s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
@@ -330,14 +315,8 @@ void tg_session_destroy(tg_session *s)
     tg_free(s->last_busy);
     tg_free(s->last_streams);
     tg_free(s->max_in_flight);
-    tg_free(s->produced);
-    tg_free(s->consumed);
-    tg_free(s->barrier_count);
-    tg_free(s->barrier_gen);
-    tg_free(s->transfer_spin);
+    tg_exchange_free(s->exchange);
     tg_scaling_free(s->scaling);
-    tg_free(s->group_count);
-    tg_free(s->group_gen);
     tg_program_destroy(s->program);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->changed);

@@ -91,14 +91,8 @@ struct tg_session {
     /* synchronisation for one run */
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    int64_t *produced, *consumed;         /* [replica * n_transfers + transfer] */
-    int64_t *barrier_count, *barrier_gen; /* per device */
-    tg_spin exchange_spin;                /* how long the waits of exchange.c spin */
-    /* the same for the transfer waits of each (replica, device): a stage
-     * that waits long for a slower one (its budget shrinks, it sleeps) must
-     * not take the spin from the slower stage's short waits, where a sleep
-     * and wake-up is most of the hand-off (issue 45) */
-    tg_spin *transfer_spin;
+    /* the run's transfer counters and barriers (runtime/exchange.h) */
+    struct tg_exchange_state *exchange;
     bool abort;
     tg_status fail_status;
     char fail_message[512];
@@ -117,7 +111,6 @@ struct tg_session {
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
     /* loss scaling, overflow checks and clipping (runtime/scaling.h) */
     struct tg_scaling *scaling;
-    int64_t *group_count, *group_gen; /* per replica: a barrier over its devices */
     /* profiling and host tracing (runtime/record.h) */
     struct tg_recording *recording;
     struct tg_monitor *monitor; /* this session's registry record, or NULL */
