@@ -6,7 +6,10 @@ on the same ONNX file, the same inputs, at 1 and 2 threads, in one run
 Rows: ResNet-50 224x224 at batch 1 and 32; a BERT-base-shaped encoder
 (hidden 768, 12 heads, intermediate 3072, bench/bench_bert.c's shape; 2
 layers by default as there, --bert-layers 12 for all of BERT-base) at
-sequence 128, batch 1 and 8; MiniLM (the packaged pretrained
+sequence 128, batch 1 and 8, its token ids int64 as are the text rows'
+(and its attention mask int64, as tokenizers give it; the bert_bool row,
+batch 8, feeds the same encoder a bool mask: the file's input is bool);
+MiniLM (the packaged pretrained
 all-MiniLM-L6-v2) at sequence 128, batch 1 and 8; mobilenet_v3_large at
 224x224, batch 1 and 32.
 
@@ -26,8 +29,8 @@ model and ISA, and the load average: on a shared machine the figures are
 under load and the ranges say how much.
 
 --quick: small stand-ins (ResNet-18 and mobilenet_v3_large at 64x64,
-a 1-layer encoder at sequence 16), one turn, 1 thread: a smoke test of the
-whole path, no timing meaning. --profile DIR: onnxruntime's own per-op
+a 1-layer encoder at sequence 16, its mask int64 and bool), one turn, 1
+thread: a smoke test of the whole path, no timing meaning. --profile DIR: onnxruntime's own per-op
 profile (SessionOptions.enable_profiling, a JSON trace) of each row beside
 tilegraph's execution profile (autoReport.outputExecutionProfile:
 DIR/<row>_tilegraph_f32/inference/profile.sqlite, read with `tilegraph
@@ -107,18 +110,20 @@ def vision(name, size):
                          .astype(np.float32)}
 
 
-def text_feeds(seq, vocab):
+def text_feeds(seq, vocab, mask_type="int64"):
+    """int64 token ids and an attention mask of mask_type (int64 as the
+    tokenizers give it, or bool: the file's input is then a bool tensor)."""
     import numpy as np
 
     def feeds(b):
         g = np.random.default_rng(1)
-        mask = np.ones((b, seq), np.int64)
+        mask = np.ones((b, seq), mask_type)
         mask[:, seq - seq // 8:] = 0  # the padded last eighth, as bench_bert.c
         return {"input_ids": g.integers(100, vocab, (b, seq)).astype(np.int64), "attention_mask": mask}
     return feeds
 
 
-def bert(layers, seq, hidden=768, heads=12, inter=3072):
+def bert(layers, seq, hidden=768, heads=12, inter=3072, mask_type="int64"):
     import torch
     import transformers as T
     torch.manual_seed(0)
@@ -126,7 +131,7 @@ def bert(layers, seq, hidden=768, heads=12, inter=3072):
                        num_attention_heads=heads, intermediate_size=inter, hidden_act="gelu",
                        max_position_embeddings=512, hidden_dropout_prob=0.0,
                        attention_probs_dropout_prob=0.0)
-    return T.BertModel(cfg, add_pooling_layer=False), text_feeds(seq, 30522)
+    return T.BertModel(cfg, add_pooling_layer=False), text_feeds(seq, 30522, mask_type)
 
 
 def minilm(seq):
@@ -141,11 +146,16 @@ def rows(a):
     if a.quick:
         return [("resnet18_64", "resnet18_64", lambda: vision("resnet18", 64), [2], "3x64x64"),
                 ("bert_tiny", "bert_l1_h64_s16", lambda: bert(1, 16, 64, 4, 128), [2], "seq 16"),
+                ("bert_tiny_bool", "bert_l1_h64_s16_bool",
+                 lambda: bert(1, 16, 64, 4, 128, mask_type="bool"), [2], "seq 16, bool mask"),
                 ("mobilenet_v3_large_64", "mobilenet_v3_large_64",
                  lambda: vision("mobilenet_v3_large", 64), [1], "3x64x64")]
     return [("resnet50", "resnet50_224", lambda: vision("resnet50", 224), [1, 32], "3x224x224"),
             ("bert", f"bert_base_l{a.bert_layers}_s128", lambda: bert(a.bert_layers, 128), [1, 8],
              f"seq 128, {a.bert_layers} layers"),
+            ("bert_bool", f"bert_base_l{a.bert_layers}_s128_bool",
+             lambda: bert(a.bert_layers, 128, mask_type="bool"), [8],
+             f"seq 128, {a.bert_layers} layers, bool mask"),
             ("minilm", "minilm_l6_s128", lambda: minilm(128), [1, 8], "seq 128"),
             ("mobilenet_v3_large", "mobilenet_v3_large_224", lambda: vision("mobilenet_v3_large", 224),
              [1, 32], "3x224x224")]
@@ -285,6 +295,7 @@ def bench_row(a, name, path, feeds, batch, threads, what):
             v.time(a.iterations, a.seconds)
     ours, bf16, ref = variants
     out = {"bench": "ort_infer", "model": name, "sample": what, "batch": batch, "threads": threads,
+           "inputs": {k: str(v.dtype) for k, v in feeds.items()},
            "reps": a.reps, "cpu": cpu_model(), "isa": cpu_isa(),
            "load_average": round(os.getloadavg()[0], 2), "onnxruntime": __import__("onnxruntime").__version__}
     for v in variants:
@@ -309,6 +320,7 @@ def bench_row(a, name, path, feeds, batch, threads, what):
 
 
 ROW_TITLES = {"resnet50": "ResNet-50", "bert": "BERT-base-shaped encoder",
+              "bert_bool": "BERT-base-shaped encoder, bool attention mask",
               "minilm": "MiniLM (all-MiniLM-L6-v2)", "mobilenet_v3_large": "mobilenet_v3_large"}
 
 
@@ -338,7 +350,8 @@ def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small stand-ins, one turn, 1 thread")
-    ap.add_argument("--rows", help="comma-separated row names (resnet50,bert,minilm,mobilenet_v3_large)")
+    ap.add_argument("--rows", help="comma-separated row names "
+                    "(resnet50,bert,bert_bool,minilm,mobilenet_v3_large)")
     ap.add_argument("--batches", help="comma-separated batch sizes (default: each row's)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=3, help="turns of every variant (alternated)")

@@ -402,3 +402,29 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
     tg_graph_destroy(g);
     return ok;
 }
+
+int tg_test_mpi_self(const char *dir, const char *env, const char *args, int bound_s, char *out,
+                     size_t cap)
+{
+    char cmd[4096], self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+             "OMPI_MCA_rmaps_base_oversubscribe=1 %s timeout -s KILL %d mpirun -np 2 --bind-to "
+             "none %s %s > %s/out.txt 2>&1",
+             env ? env : "", bound_s, self, args, dir);
+    int rc = system(cmd);
+    int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    char path[600];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(out, 1, cap - 1, f) : 0;
+    out[len] = '\0';
+    if (f)
+        fclose(f);
+    remove(path);
+    if (code == 137)
+        tg_test_fail(__FILE__, __LINE__, "the job hung (killed after %d s):\n%s", bound_s, out);
+    return code;
+}

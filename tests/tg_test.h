@@ -104,6 +104,13 @@ void tg_test_check_no_leak(int64_t live);
 /* The whole file, NUL-terminated (free it); NULL if it cannot be read. */
 char *tg_test_read_file(const char *path, size_t *len);
 
+/* This test executable run as 2 MPI instances (mpirun -np 2, killed after
+ * bound_s seconds) with argument `args`, `env` (NULL: none) before the
+ * command, output (stdout and stderr) into out; its exit code. A hang (137)
+ * is a test failure. */
+int tg_test_mpi_self(const char *dir, const char *env, const char *args, int bound_s, char *out,
+                     size_t cap);
+
 /* The data directory of Debian's dataset-fashion-mnist, or NULL if absent. */
 const char *tg_test_fashion_dir(void);
 

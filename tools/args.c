@@ -38,11 +38,19 @@ static const char *default_text(const cli_flag *f, char *buf, size_t cap)
     return NULL;
 }
 
-void cli_print_help(const cli_command *cmd, FILE *out)
+bool cli_flag_training_only(const cli_flag *f)
+{
+    return f->help && strncmp(f->help, CLI_TRAINING, strlen(CLI_TRAINING)) == 0;
+}
+
+/* The help; with `inference`, of the flags an inference program reads. */
+static void print_help(const cli_command *cmd, FILE *out, bool inference)
 {
     fprintf(out, "%s\n\nusage: %s\n\noptions:\n", cmd->summary, cmd->usage);
     int width = 0;
     for (int i = 0; i < cmd->n_flags; i++) {
+        if (inference && cli_flag_training_only(&cmd->flags[i]))
+            continue;
         int w = (int)strlen(cmd->flags[i].name) +
                 (cmd->flags[i].arg ? (int)strlen(cmd->flags[i].arg) + 1 : 0);
         if (w > width)
@@ -50,6 +58,8 @@ void cli_print_help(const cli_command *cmd, FILE *out)
     }
     for (int i = 0; i < cmd->n_flags; i++) {
         const cli_flag *f = &cmd->flags[i];
+        if (inference && cli_flag_training_only(f))
+            continue;
         char left[96];
         snprintf(left, sizeof left, "%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
         fprintf(out, "  %-*s  %s", width, left, f->help);
@@ -62,6 +72,11 @@ void cli_print_help(const cli_command *cmd, FILE *out)
     fprintf(out, "  %-*s  %s\n", width, "--help", "show this help");
     if (cmd->details)
         fprintf(out, "\n%s\n", cmd->details);
+}
+
+void cli_print_help(const cli_command *cmd, FILE *out)
+{
+    print_help(cmd, out, false);
 }
 
 static int set_value(const cli_command *cmd, const cli_flag *f, const char *v)
@@ -139,12 +154,12 @@ static const char *nearest_flag(const cli_command *cmd, const char *a, size_t n)
     return prefixes == 1 ? prefix : best;
 }
 
-int cli_parse(const cli_command *cmd, int argc, char **argv)
+static int parse(const cli_command *cmd, int argc, char **argv, bool inference)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            cli_print_help(cmd, stdout);
+            print_help(cmd, stdout, inference);
             return 1;
         }
         const char *eq = strchr(a, '=');
@@ -158,6 +173,13 @@ int cli_parse(const cli_command *cmd, int argc, char **argv)
             fprintf(stderr, "tilegraph %s: unknown option '%.*s'%s%s%s (see tilegraph %s --help)\n",
                     cmd->name, (int)len, a, near ? " (did you mean " : "", near ? near : "",
                     near ? "?)" : "", cmd->name);
+            return -1;
+        }
+        if (inference && cli_flag_training_only(f)) {
+            fprintf(stderr,
+                    "tilegraph %s: %s applies to training (an inference program has no weight "
+                    "update, loss or optimizer): drop it\n",
+                    cmd->name, f->name);
             return -1;
         }
         const char *v = NULL;
@@ -179,6 +201,16 @@ int cli_parse(const cli_command *cmd, int argc, char **argv)
             return -1;
     }
     return 0;
+}
+
+int cli_parse(const cli_command *cmd, int argc, char **argv)
+{
+    return parse(cmd, argc, argv, false);
+}
+
+int cli_parse_inference(const cli_command *cmd, int argc, char **argv)
+{
+    return parse(cmd, argc, argv, true);
 }
 
 tg_optimizer cli_optimizer(int kind, float lr, float momentum)

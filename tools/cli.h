@@ -41,6 +41,14 @@ typedef struct cli_flag {
     const char *def;
 } cli_flag;
 
+/* The help of a flag only a training program reads (an update, a loss, an
+ * optimizer, augmentation) begins with CLI_TRAINING: CLI_TRAINING "micro-
+ * batches per weight update". A command that builds inference programs
+ * only parses with cli_parse_inference, which leaves such flags out of its
+ * --help and refuses one given by name: the flag table says it once. */
+#define CLI_TRAINING "training: "
+bool cli_flag_training_only(const cli_flag *f);
+
 typedef struct cli_command {
     const char *name;    /* "train" */
     const char *summary; /* one line */
@@ -53,6 +61,9 @@ typedef struct cli_command {
 /* Parse argv (after the subcommand name). Returns 0 on success, 1 if --help
  * was printed, -1 on an error (printed to stderr, naming the flag). */
 int cli_parse(const cli_command *cmd, int argc, char **argv);
+/* cli_parse for a command that runs inference programs only: its --help
+ * lists no training-only flag (CLI_TRAINING) and one given is an error. */
+int cli_parse_inference(const cli_command *cmd, int argc, char **argv);
 void cli_print_help(const cli_command *cmd, FILE *out);
 
 /* The optimizer of `kind` (tg_optimizer_parse: sgd, adam, adamw, lamb) at

@@ -174,26 +174,6 @@ done:
     "--iterations, --batch-size or no --load measure throughput and latency on synthetic "         \
     "inputs (or --data's); otherwise the test images --index.. are classified."
 
-/* The first flag given that only a training program reads (an inference
- * program has no update, no loss and no optimizer), or NULL. */
-static const char *training_flag(const infer_args *a)
-{
-    const device_args *d = &a->dev;
-    return d->accumulation >= 0     ? "--gradient-accumulation"
-           : d->output_mode         ? "--output-mode"
-           : d->offload_optimizer   ? "--offload-optimizer"
-           : d->loss_scaling        ? "--loss-scaling"
-           : d->loss_scale          ? "--loss-scale"
-           : d->accum_type          ? "--accum-type"
-           : d->first_moment        ? "--first-moment-type"
-           : d->second_moment       ? "--second-moment-type"
-           : d->stochastic_rounding ? "--stochastic-rounding"
-           : d->round_to_nearest    ? "--no-stochastic-rounding"
-           : a->data.flip > 0       ? "--flip"
-           : a->data.loss           ? "--loss"
-                                    : NULL;
-}
-
 /* Parse argv into a: 0, 1 after --help, -1 on an error (printed). */
 static int infer_parse(infer_args *a, int argc, char **argv)
 {
@@ -259,7 +239,8 @@ static int infer_parse(infer_args *a, int argc, char **argv)
                        n};
     /* unset, to see whether they were given (synthetic inputs without them) */
     a->data.dataset = a->data.loader = NULL;
-    int r = cli_parse(&cmd, argc, argv);
+    /* training-only flags (CLI_TRAINING) are refused by name, not listed */
+    int r = cli_parse_inference(&cmd, argc, argv);
     if (r)
         return r;
     a->data_given = a->data.data || a->data.dataset;
@@ -271,14 +252,6 @@ static int infer_parse(infer_args *a, int argc, char **argv)
     a->index_given = a->index >= 0;
     a->batch_given = a->batch > 0;
     a->iterations_given = a->iterations > 0;
-    const char *training = training_flag(a);
-    if (training) {
-        fprintf(stderr,
-                "tilegraph infer: %s applies to training (an inference program has no weight "
-                "update, loss or optimizer): drop it\n",
-                training);
-        return -1;
-    }
     if (!a->generate && (a->prompt || a->temperature > 0 || a->top_k > 0)) {
         fprintf(stderr, "tilegraph infer: %s applies to generation: add --generate N\n",
                 a->prompt            ? "--prompt"

@@ -81,11 +81,14 @@ var CATEGORY_COLOURS = {
   'weights': '#2f6fdb', 'optimizer state': '#7a5af8', 'gradient accumulators': '#ee46bc',
   'constants': '#667085', 'host-stream buffers': '#15b79e', 'pipeline stash': '#f79009',
   'inter-device copy buffers': '#06aed4', 'activations': '#f04438', 'kernel scratch (peak)': '#fda29b',
-  'offloaded to host': '#98a2b3'
+  'offloaded to host': '#98a2b3', 'weight cache': '#84adff'
 };
 /* Categories that are not part of the arena total: kernel scratch is inside
- * activations, offloaded state lives on the host. */
-function inArena(cat) { return !/^kernel scratch/.test(cat) && cat !== 'offloaded to host'; }
+ * activations, offloaded state and an inference program's weight cache
+ * (the weights in the kernels' layout) live on the host. */
+function inArena(cat) {
+  return !/^kernel scratch/.test(cat) && cat !== 'offloaded to host' && cat !== 'weight cache';
+}
 function colourOf(cat) { return CATEGORY_COLOURS[cat] || '#999'; }
 
 function loadReport(raw) {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "profile/profile.h"
 #include "profile/reader.h"
+#include "report/memory_table.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -452,10 +453,11 @@ static tg_status memory_insights(tg_profile_reader *r, tg_an_view *v)
         "SELECT d.device, d.arena_bytes, "
         "(SELECT category FROM memory m WHERE m.device = d.device "
         " AND m.category NOT LIKE 'kernel scratch%' AND m.category != 'offloaded to host' "
-        " ORDER BY bytes DESC LIMIT 1), "
+        " AND m.category != '" TG_WEIGHT_CACHE_CATEGORY "' ORDER BY bytes DESC LIMIT 1), "
         "(SELECT MAX(bytes) FROM memory m WHERE m.device = d.device "
         " AND m.category NOT LIKE 'kernel scratch%' "
-        " AND m.category != 'offloaded to host') "
+        " AND m.category != 'offloaded to host' "
+        " AND m.category != '" TG_WEIGHT_CACHE_CATEGORY "') "
         "FROM devices d ORDER BY d.device",
         &st));
     while (sqlite3_step(st) == SQLITE_ROW) {

@@ -69,6 +69,8 @@ static double *category_slot(tg_an_device_memory *dm, const char *name)
         return &dm->scratch_peak;
     if (strcmp(name, "offloaded to host") == 0)
         return &dm->offloaded;
+    if (strcmp(name, TG_WEIGHT_CACHE_CATEGORY) == 0)
+        return &dm->weight_cache;
     return NULL; /* a category this reader does not know: in "Memory by category" only */
 }
 
@@ -80,7 +82,8 @@ static tg_status tg_an_memory_from_profile(tg_profile_reader *r, tg_an_memory *m
         tg_an_device_memory *dm = &m->devices[d];
         for (int k = 0; k < TG_REGION_COUNT; k++)
             dm->region[k] = NAN;
-        dm->scratch_peak = dm->total = dm->offloaded = dm->stash_depth = dm->flops = NAN;
+        dm->scratch_peak = dm->total = dm->offloaded = dm->weight_cache = dm->stash_depth =
+            dm->flops = NAN;
     }
     TG_TRY(read_devices(r, m));
     sqlite3_stmt *st;

@@ -44,10 +44,20 @@ static size_t whole_bytes(const tg_program *p, const tg_buffer *b)
     return (size_t)tg_numel(p->graph->nodes[b->node]) * tg_dtype_size(b->dtype);
 }
 
+/* The buffer of a node fused into a convolution (compile/fuse.c): it
+ * holds nothing, the convolution's buffer holds the node's value. */
+static bool emptied_by_fusion(const tg_program *p, const tg_buffer *b)
+{
+    return p->fused_into && p->fused_into[b->node] >= 0 && b->region == TG_REGION_NONE &&
+           !b->offloaded && b->bytes == 0 && b->stride == 0 && b->copy_of < 0;
+}
+
 static tg_status check_buffer_sizes(const tg_program *p)
 {
     for (int i = 0; i < p->n_buffers; i++) {
         const tg_buffer *b = &p->buffers[i];
+        if (emptied_by_fusion(p, b))
+            continue;
         size_t want = b->sharded ? tg_sharding_shard_bytes(p, i) : whole_bytes(p, b);
         if (b->bytes != want || b->stride < b->bytes || b->stride > tg_align(b->bytes))
             return tg_error(TG_ERR_FORMAT,
@@ -89,10 +99,14 @@ static tg_status check_homes(const tg_program *p)
         if (h < 0)
             continue;
         const tg_buffer *b = &p->buffers[h];
-        if (b->node != root_of(p->graph->nodes[i])->id || b->copy_of >= 0 ||
-            b->region == TG_REGION_ACCUMULATOR || is_accumulator(p, h))
-            return tg_error(TG_ERR_FORMAT, "'%s' is kept in buffer %d, which holds '%s'",
-                            node_name(p, i), h, node_name(p, b->node));
+        int want = tg_fuse_value_node(p, root_of(p->graph->nodes[i])->id);
+        if (b->node != want || b->copy_of >= 0 || b->region == TG_REGION_ACCUMULATOR ||
+            is_accumulator(p, h))
+            return tg_error(TG_ERR_FORMAT, "'%s' is kept in buffer %d, which holds '%s'%s%s%s",
+                            node_name(p, i), h, node_name(p, b->node),
+                            b->node != want ? " (it should hold '" : "",
+                            b->node != want ? node_name(p, want) : "",
+                            b->node != want ? "')" : " as a copy or an accumulator");
     }
     return TG_OK;
 }
@@ -108,7 +122,7 @@ static bool operand_ok(const tg_program *p, int d, const tg_tensor *t, int k, in
     const tg_buffer *buf = &p->buffers[b];
     if (buf->device != d)
         return false;
-    if (buf->node == v->id)
+    if (buf->node == tg_fuse_value_node(p, v->id))
         return !is_accumulator(p, b);
     return k == t->n_in - 1 && (t->flags & TG_NODE_OPTIMIZER) && is_accumulator(p, b) &&
            buf->node == root_of(t->in[0])->id;

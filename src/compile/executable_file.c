@@ -189,6 +189,11 @@ static void put_program(writer *w, const tg_program *p)
     put_i64(w, p->n_phases);
     if (p->n_phases > 0)
         put_array(w, p->phase_of, n_nodes, sizeof(int));
+    put_i64(w, p->fused_into != NULL);
+    if (p->fused_into) {
+        put_array(w, p->fused_into, n_nodes, sizeof(int));
+        put_array(w, p->fused_tail, n_nodes, sizeof(int));
+    }
     put_array(w, p->buffers, p->n_buffers, sizeof(tg_buffer));
     for (int d = 0; d < p->n_devices; d++)
         put_device(w, &p->devices[d]);
@@ -212,9 +217,6 @@ tg_status tg_executable_serialize(const tg_program *p, void **data, size_t *len)
 {
     *data = NULL;
     *len = 0;
-    if (p->fused_into) /* never with an executable file (compile/fuse.c) */
-        return tg_error(TG_ERR_UNSUPPORTED, "an inference program with fused convolutions is not "
-                                            "written to an executable file");
     char key[33];
     TG_TRY(tg_executable_key(p->graph, &p->config, key));
     writer w = {0};
@@ -431,7 +433,7 @@ static void check_streams(reader *r, const tg_program *p, const tg_device_progra
 
 static void check_step(reader *r, const tg_program *p, const tg_step *st, size_t arena)
 {
-    if (!bool_ok(&st->staged) || !bool_ok(&st->exchange_before))
+    if (!bool_ok(&st->staged) || !bool_ok(&st->exchange_before) || !bool_ok(&st->fused))
         fail(r, "a step's flags are not flags");
     if (!in_range(st->node, 0, p->graph->n_nodes) || !buffer_ok(p, st->out))
         fail(r, "a step names a node or buffer that does not exist");
@@ -543,6 +545,31 @@ static void check_buffers(reader *r, const tg_program *p)
             fail(r, "a node's device, buffer or type does not exist");
 }
 
+/* The fusion's indices (compile/fuse.c), before anything follows them:
+ * each in range, a node fused into a convolution that computes a last node
+ * (fused into it, or itself) and is fused into nothing; whether the pass
+ * would fuse so is checked once the program is whole
+ * (tg_fuse_check_loaded). */
+static void get_fusion(reader *r, tg_program *p)
+{
+    int n = p->graph->n_nodes;
+    if (!get_int(r, 0, 1, "a bad fusion flag") || r->bad)
+        return;
+    p->fused_into = get_array(r, n, sizeof(int), NULL, "a bad fusion table");
+    p->fused_tail = get_array(r, n, sizeof(int), NULL, "a bad fusion table");
+    for (int i = 0; p->fused_into && p->fused_tail && i < n; i++)
+        if (!in_range(p->fused_into[i], -1, n) || !in_range(p->fused_tail[i], -1, n))
+            fail(r, "a node fused into, or computing, a node that does not exist");
+    for (int i = 0; p->fused_into && p->fused_tail && i < n && !r->bad; i++) {
+        int into = p->fused_into[i], tail = p->fused_tail[i];
+        if (into >= 0 &&
+            (into == i || p->fused_into[into] != -1 || p->fused_tail[into] < 0 || tail != -1))
+            fail(r, "a node fused into a node that computes no others");
+        else if (tail >= 0 && (into != -1 || tail == i || p->fused_into[tail] != i))
+            fail(r, "a fused node's last node is not fused into it");
+    }
+}
+
 static void get_tile_plan(reader *r, tg_program *p)
 {
     if (!get_int(r, 0, 1, "a bad tile plan flag") || r->bad)
@@ -623,6 +650,7 @@ static void get_program(reader *r, tg_program *p)
     for (int i = 0; p->phase_of && i < n_nodes && !r->bad; i++)
         if (!in_range(p->phase_of[i], -1, p->n_phases))
             fail(r, "a node's phase does not exist");
+    get_fusion(r, p);
     p->buffers = get_array(r, -1, sizeof(tg_buffer), &p->n_buffers, "a bad buffer list");
     p->cap_buffers = p->n_buffers;
     if (r->bad)

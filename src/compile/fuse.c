@@ -14,12 +14,19 @@
  *
  * Only where nothing else could see the difference: the program has no
  * backward (nothing else reads the convolution's own output or the norm's),
- * one device, f32 storage, no off-chip or sharded tensors, no executable
- * file and no MPI instances (the file, which instance 0 also sends the
- * others, holds steps, not this plan), the convolution planned with
- * oneDNN, and the three values in one layout. `tilegraph check` compares
- * the last fused value with the three reference kernels chained on the
- * convolution's inputs (runtime/verify.c).
+ * one device, f32 storage, no off-chip or sharded tensors, the convolution
+ * planned with oneDNN, and the three values in one layout. `tilegraph
+ * check` compares the last fused value with the three reference kernels
+ * chained on the convolution's inputs (runtime/verify.c).
+ *
+ * An executable file (and the program instance 0 sends the other MPI
+ * instances, which is one) holds fused_into and fused_tail. The loader
+ * does not take them on trust: it makes the decisions again with the same
+ * pass (tg_fuse_decide, from the graph, the options and this machine's
+ * kernels) and refuses a file whose decisions differ, and links the steps
+ * again and refuses one whose steps differ (tg_fuse_check_loaded). So a
+ * new kind of fusion added to the pass is stored and checked with no
+ * change to the file format.
  */
 #include "compile/layout.h"
 #include "compile/program.h"
@@ -31,6 +38,9 @@
 #include "ops/norm.h"
 #include "ops/op.h"
 
+#include <stdio.h>
+#include <string.h>
+
 /* Whether p may fuse at all (the file's comment says why each). */
 static bool program_fuses(const tg_program *p)
 {
@@ -38,10 +48,6 @@ static bool program_fuses(const tg_program *p)
     if (p->training || p->n_devices != 1 || !p->plan_kernels || !tg_process_fuse_inference())
         return false;
     if (p->precision.model != TG_F32 || p->precision.input != TG_F32)
-        return false;
-    /* an executable file, or MPI instances (instance 0 compiles and sends
-     * the others its program as the file's bytes) */
-    if (c->executable.cache_dir[0] || c->executable.file[0] || c->distributed.instances > 1)
         return false;
     for (int k = 0; k < TG_TENSOR_KINDS; k++)
         if (c->memory.location[k].off_chip || c->memory.location[k].sharded)
@@ -112,7 +118,7 @@ static void drop_home(tg_program *p, const tg_tensor *m)
     p->home[m->id] = p->home[m->in[0]->id];
 }
 
-tg_status tg_fuse_inference(tg_program *p, const bool *needed)
+tg_status tg_fuse_decide(tg_program *p, const bool *needed)
 {
     const tg_graph *g = p->graph;
     if (!program_fuses(p))
@@ -145,6 +151,16 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
     }
     tg_free(readers);
     tg_free(reader);
+    return TG_OK;
+}
+
+tg_status tg_fuse_inference(tg_program *p, const bool *needed)
+{
+    TG_TRY(tg_fuse_decide(p, needed));
+    if (!p->fused_into)
+        return TG_OK;
+    const tg_graph *g = p->graph;
+    int n = g->n_nodes;
     /* homes in graph order: a ReLU's home is its norm's, already the conv's */
     for (int i = 0; i < n; i++)
         if (p->fused_into[i] >= 0)
@@ -186,4 +202,111 @@ const tg_tensor *tg_fuse_norm_of(const tg_program *p, const tg_tensor *conv, boo
     const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
     *relu = tail->op == TG_OP_RELU;
     return *relu ? tail->in[0] : tail;
+}
+
+static int fused_at(const int *a, int i)
+{
+    return a ? a[i] : -1;
+}
+
+int tg_fuse_value_node(const tg_program *p, int id)
+{
+    int into = fused_at(p->fused_into, id);
+    int tail = fused_at(p->fused_tail, into >= 0 ? into : id);
+    return tail >= 0 ? tail : id;
+}
+
+/* The first node whose decisions differ between the file's (into, tail)
+ * and the pass's (in p), or -1. */
+static int first_difference(const tg_program *p, const int *into, const int *tail)
+{
+    for (int i = 0; i < p->graph->n_nodes; i++)
+        if (fused_at(into, i) != fused_at(p->fused_into, i) ||
+            fused_at(tail, i) != fused_at(p->fused_tail, i))
+            return i;
+    return -1;
+}
+
+/* The pass's decisions for loaded p (its graph, options, layout and this
+ * machine's kernels) in p's fused_into and fused_tail; the file's are
+ * returned in *into and *tail (the caller frees them). */
+static tg_status decide_again(tg_program *p, int **into, int **tail)
+{
+    int *order = NULL, n_order = 0;
+    *into = p->fused_into, *tail = p->fused_tail;
+    p->fused_into = p->fused_tail = NULL;
+    TG_TRY(tg_schedule(p->graph, &order, &n_order));
+    bool *needed = tg_calloc((size_t)p->graph->n_nodes + 1, sizeof(bool));
+    for (int k = 0; needed && k < n_order; k++)
+        needed[order[k]] = true;
+    tg_free(order);
+    if (!needed)
+        return tg_error(TG_ERR_NOMEM, "out of memory checking the fused plan");
+    tg_status s = tg_fuse_decide(p, needed);
+    tg_free(needed);
+    return s;
+}
+
+static const char *fused_role(const int *into, const int *tail, int i)
+{
+    return fused_at(into, i) >= 0   ? "fused into another node"
+           : fused_at(tail, i) >= 0 ? "a convolution computing the nodes after it"
+                                    : "not fused";
+}
+
+/* Every step is marked fused exactly when its node computes others; the
+ * steps linked again by the pass are the file's, byte for byte. */
+static tg_status check_steps_linked(tg_program *p)
+{
+    for (int d = 0; d < p->n_devices; d++)
+        for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
+            for (int s = 0; s < p->devices[d].n_steps[ph]; s++) {
+                const tg_step *st = &p->devices[d].steps[ph][s];
+                if (st->fused != (ph == TG_PHASE_FORWARD && fused_at(p->fused_tail, st->node) >= 0))
+                    return tg_error(TG_ERR_FORMAT, "step %d of device %d ('%s') is %s", s, d,
+                                    p->graph->nodes[st->node]->name,
+                                    st->fused ? "marked fused, but computes no other node"
+                                              : "not marked fused, but computes other nodes");
+            }
+    if (!p->fused_tail)
+        return TG_OK;
+    tg_device_program *dp = &p->devices[0];
+    size_t bytes = (size_t)dp->n_steps[TG_PHASE_FORWARD] * sizeof(tg_step);
+    tg_step *saved = tg_malloc(bytes + 1);
+    if (!saved)
+        return tg_error(TG_ERR_NOMEM, "out of memory checking the fused plan");
+    memcpy(saved, dp->steps[TG_PHASE_FORWARD], bytes);
+    tg_fuse_link(p);
+    int bad = -1;
+    for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD] && bad < 0; s++)
+        if (memcmp(&saved[s], &dp->steps[TG_PHASE_FORWARD][s], sizeof *saved) != 0)
+            bad = s;
+    tg_free(saved);
+    if (bad >= 0)
+        return tg_error(TG_ERR_FORMAT,
+                        "step %d ('%s') reads other statistics, gamma or beta than the batch "
+                        "norm fused into it",
+                        bad, p->graph->nodes[dp->steps[TG_PHASE_FORWARD][bad].node]->name);
+    return TG_OK;
+}
+
+tg_status tg_fuse_check_loaded(tg_program *p)
+{
+    int *into = NULL, *tail = NULL;
+    tg_status s = decide_again(p, &into, &tail);
+    int bad = s == TG_OK ? first_difference(p, into, tail) : -1;
+    char file_role[64], here_role[64];
+    if (bad >= 0) {
+        snprintf(file_role, sizeof file_role, "%s", fused_role(into, tail, bad));
+        snprintf(here_role, sizeof here_role, "%s", fused_role(p->fused_into, p->fused_tail, bad));
+    }
+    tg_free(into);
+    tg_free(tail);
+    TG_TRY(s);
+    if (bad >= 0)
+        return tg_error(TG_ERR_FORMAT,
+                        "its fused plan is not the one this build makes: '%s' is %s in the file, "
+                        "%s here (made with other kernels or on another machine, or altered)",
+                        p->graph->nodes[bad]->name, file_role, here_role);
+    return check_steps_linked(p);
 }

@@ -283,14 +283,21 @@ void tg_program_choose_threads(tg_program *p);
  * primitives are host objects, not stored) and check every step's kernel
  * scratch against them; TG_ERR_FORMAT (stale) when they differ. */
 tg_status tg_program_plan_loaded(tg_program *p);
+/* Host memory device d's planned kernels keep beside its arena for each
+ * replica (tg_kernel_plan.kept_bytes: an inference program's weight caches,
+ * ~98 MiB for ResNet-50), counted once per node. */
+size_t tg_program_kept_bytes(const tg_program *p, int d);
+/* Its category in the profile's `memory` table and the memory table. */
+#define TG_WEIGHT_CACHE_CATEGORY "weight cache"
 
 /* ---- executables (compile/executable.c, executable_file.c, docs/executable-cache.md) */
 
 /* The file format's version, in the key and the header (4: activations may
  * be blocked, the layout recomputed at load; 5: transfers may move inside a
- * pass, ParallelIPU; 6: the running statistics region). Written and read in
+ * pass, ParallelIPU; 6: the running statistics region; 7: the inference
+ * fusion, fused_into and fused_tail). Written and read in
  * compile/executable_file.c. */
-#define TG_EXECUTABLE_FORMAT_VERSION 6u
+#define TG_EXECUTABLE_FORMAT_VERSION 7u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per
@@ -424,6 +431,17 @@ void tg_program_phase_memory(const tg_program *p, int d, tg_phase_memory *out);
  * after the layout pass, before the steps are made. The fused nodes get no
  * step and no buffer: they are the convolution's buffer. */
 tg_status tg_fuse_inference(tg_program *p, const bool *needed);
+/* The pass's decisions alone (fused_into, fused_tail; nothing else of p
+ * changed): what tg_fuse_inference applies, and what a loaded program's
+ * stored decisions are checked against. */
+tg_status tg_fuse_decide(tg_program *p, const bool *needed);
+/* A loaded program (layout assigned): its stored fusion is the pass's on
+ * this machine, and its steps are linked as tg_fuse_link links them;
+ * TG_ERR_FORMAT naming the first difference. */
+tg_status tg_fuse_check_loaded(tg_program *p);
+/* The node whose value node id's buffer holds: a fused convolution's and
+ * the nodes fused into it hold the last one it computes; others their own. */
+int tg_fuse_value_node(const tg_program *p, int id);
 /* After the steps' buffers are linked: the fused convolutions' steps read
  * the norm's statistics, gamma and beta too (tg_step.fused). */
 void tg_fuse_link(tg_program *p);

@@ -161,6 +161,7 @@ tg_status tg_program_plan_loaded(tg_program *p)
     if (!p->plans && !(p->plans = tg_calloc((size_t)n_nodes + 1, sizeof *p->plans)))
         return tg_error(TG_ERR_NOMEM, "executable: out of memory");
     TG_TRY(tg_layout_assign(p));
+    TG_TRY(tg_fuse_check_loaded(p)); /* before plan_node folds a norm by it */
     for (int d = 0; d < p->n_devices; d++)
         for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
             for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
@@ -181,6 +182,16 @@ tg_status tg_program_plan_loaded(tg_program *p)
                                     st->kernel_scratch);
             }
     return TG_OK;
+}
+
+size_t tg_program_kept_bytes(const tg_program *p, int d)
+{
+    size_t n = 0;
+    /* the caches serve the forward steps; a node runs there once */
+    const tg_device_program *dp = &p->devices[d];
+    for (int k = 0; p->plans && k < dp->n_steps[TG_PHASE_FORWARD]; k++)
+        n += p->plans[dp->steps[TG_PHASE_FORWARD][k].node].kept_bytes;
+    return n;
 }
 
 tg_status tg_program_add_step(tg_program *p, const tg_tensor *t)

@@ -490,6 +490,7 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
         bytes = st->kept_bias_off + (size_t)node->shape.dim[1] * sizeof(float);
     if (!(st->cache = tg_weight_cache_create(bytes)))
         return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
+    plan->kept_bytes = tg_conv_align(bytes);
     size_t n = strlen(plan->kernel);
     snprintf(plan->kernel + n, sizeof plan->kernel - n, "%s%s, weights kept",
              fold ? ", batch norm folded" : "", st->fold_relu ? ", ReLU post-op" : "");

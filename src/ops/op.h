@@ -129,6 +129,11 @@ typedef struct tg_kernel_plan {
      * them through f32 (runtime/staging.h): bf16 activations go straight
      * to oneDNN, which converts them while it reorders anyway. */
     bool native_storage;
+    /* Host memory the planned kernel keeps beside the arena for each
+     * replica (its weight cache, ops/weight_cache.h: the weights reordered
+     * into oneDNN's layout, batch norm folded in): the memory report's
+     * "weight cache" category (tg_program_kept_bytes). */
+    size_t kept_bytes;
 } tg_kernel_plan;
 
 typedef struct tg_ref_args {

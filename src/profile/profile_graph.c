@@ -126,6 +126,9 @@ static tg_status write_devices(tg_profile *pf)
         if (s == TG_OK)
             s = pf_insert(pf, mem, "isi", (int64_t)d, "offloaded to host",
                           (int64_t)dp->offloaded_bytes);
+        if (s == TG_OK)
+            s = pf_insert(pf, mem, "isi", (int64_t)d, TG_WEIGHT_CACHE_CATEGORY,
+                          (int64_t)tg_program_kept_bytes(p, d));
     }
     sqlite3_finalize(dev);
     sqlite3_finalize(mem);

@@ -37,9 +37,9 @@ const char *tg_an_memory_region_name(int region)
 }
 
 /* The rows of the memory table after the regions, and of the second table. */
-enum { EXTRA_BYTE_ROWS = 3, BYTE_ROWS = TG_REGION_COUNT - TG_REGION_PARAM + EXTRA_BYTE_ROWS };
-static const char *const extra_byte_labels[EXTRA_BYTE_ROWS] = {"of which kernel scratch", "total",
-                                                               "offloaded to host"};
+enum { EXTRA_BYTE_ROWS = 4, BYTE_ROWS = TG_REGION_COUNT - TG_REGION_PARAM + EXTRA_BYTE_ROWS };
+static const char *const extra_byte_labels[EXTRA_BYTE_ROWS] = {
+    "of which kernel scratch", "total", "offloaded to host", TG_WEIGHT_CACHE_CATEGORY};
 static const char *const work_labels[2] = {"stash depth (slots)", "MFLOP per micro-batch"};
 
 /* Device k's figures into column k of the rows. */
@@ -51,7 +51,8 @@ static void fill_column(const tg_an_device_memory *dm, int k, double bytes[][TG_
         bytes[row++][k] = dm->region[r];
     bytes[row++][k] = dm->scratch_peak;
     bytes[row++][k] = dm->total;
-    bytes[row][k] = dm->offloaded;
+    bytes[row++][k] = dm->offloaded;
+    bytes[row][k] = dm->weight_cache;
     work[0][k] = dm->stash_depth;
     work[1][k] = dm->flops / 1e6;
 }

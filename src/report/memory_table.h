@@ -23,8 +23,9 @@ typedef struct tg_an_device_memory {
     double scratch_peak;            /* kernel scratch, counted within activations */
     double total;                   /* the device's arena */
     double offloaded;               /* kept in host memory, streamed in for the update */
-    double stash_depth;             /* slots of stash, input and exchange buffers */
-    double flops;                   /* forward and backward of one micro-batch */
+    double weight_cache; /* host memory beside the arena: weights in the kernels' layout */
+    double stash_depth;  /* slots of stash, input and exchange buffers */
+    double flops;        /* forward and backward of one micro-batch */
 } tg_an_device_memory;
 
 typedef struct tg_an_memory {
@@ -45,7 +46,8 @@ const char *tg_an_memory_region_name(int region);
 void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out);
 
 /* Add to v the memory table (a row per region, then "of which kernel
- * scratch", "total" and "offloaded to host"; a column per device) and the
+ * scratch", "total", "offloaded to host" and "weight cache"; a column per
+ * device) and the
  * stash-depth-and-work table ("stash depth (slots)", "MFLOP per
  * micro-batch"): every device, or only `device` when it is >= 0. */
 void tg_an_memory_tables(const tg_an_memory *m, int device, tg_an_view *v);

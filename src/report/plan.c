@@ -316,6 +316,7 @@ void tg_an_memory_from_program(const tg_program *p, tg_an_memory *out)
         m->scratch_peak = (double)dp->scratch_peak;
         m->total = (double)dp->arena_bytes;
         m->offloaded = (double)dp->offloaded_bytes;
+        m->weight_cache = (double)tg_program_kept_bytes(p, d);
         m->stash_depth = dp->stash_depth;
         m->flops = dp->flops[TG_PHASE_FORWARD] + dp->flops[TG_PHASE_BACKWARD];
     }

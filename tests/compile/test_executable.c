@@ -13,6 +13,7 @@
 #include "ops/op.h"
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "core/rng.h"
 #include "target/tiled.h"
 #include "tilegraph/models.h"
@@ -505,6 +506,168 @@ static void test_tampered_refused(void)
     tg_model_graph_destroy(&mg);
 }
 
+/* ---- the inference fusion in the file (compile/fuse.c) ---- */
+
+/* x -> conv -> batch norm -> ReLU -> conv -> batch norm -> add: an inference
+ * program whose two convolutions compute the nodes after them. */
+static tg_graph *build_fused(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    tg_tensor *h = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+    for (int l = 0; l < 2; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", l);
+        tg_tensor *w =
+            tg_param(g, name, tg_shape4(16, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+        snprintf(name, sizeof name, "gamma%d", l);
+        tg_tensor *gamma = tg_param(g, name, tg_shape1(16), (tg_init){TG_INIT_ONES, 0, 0});
+        snprintf(name, sizeof name, "stats%d", l);
+        tg_tensor *st = tg_state(g, name, tg_shape2(2, 16), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+        h = tg_conv2d(g, h, w, NULL, (tg_conv2d_params){1, 1, 1, 1, 1, 1, 1});
+        h = tg_batch_norm(g, h, gamma, NULL, st, 1e-5f);
+        if (l == 0)
+            h = tg_relu(g, h);
+    }
+    tg_tensor_mark_output(tg_add(g, h, h)); /* a step not fused */
+    TG_CHECK_OK(tg_graph_status(g));
+    return g;
+}
+
+static tg_program *compile_fused(const tg_graph *g)
+{
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    tg_options_destroy(o);
+    int fused = 0;
+    for (int i = 0; p && p->fused_tail && i < g->n_nodes; i++)
+        fused += p->fused_tail[i] >= 0;
+    TG_CHECK(fused == 2);
+    return p;
+}
+
+/* The forward step of the first (k = 0) or another (k = 1) fused or
+ * unfused (fused = false) node. */
+static tg_step *fusion_step(tg_program *p, bool fused, int k)
+{
+    tg_device_program *dp = &p->devices[0];
+    for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++)
+        if (dp->steps[TG_PHASE_FORWARD][s].fused == fused && k-- == 0)
+            return &dp->steps[TG_PHASE_FORWARD][s];
+    return NULL;
+}
+
+typedef enum {
+    FUSE_RANGE,     /* a node fused into node 1e6: the kernels would read past the graph */
+    FUSE_FOREIGN,   /* the input fused into a convolution */
+    FUSE_TAIL,      /* a convolution's last node one it does not compute */
+    FUSE_UNDONE,    /* no fusion in the tables, the steps still fused */
+    FUSE_STATS,     /* a fused step reads the other norm's statistics */
+    FUSE_FLAG_ON,   /* an unfused step marked fused: it would read statistics it has not */
+    FUSE_FLAG_OFF,  /* a fused step not marked so */
+    FUSE_FLAG_BYTE, /* a fused flag that is no bool */
+    FUSE_MUTATION_COUNT
+} fuse_mutation;
+
+static const char *const fuse_mutation_names[FUSE_MUTATION_COUNT] = {
+    "fused out of range", "input fused",   "tail elsewhere", "fusion undone",
+    "other statistics",   "fused flag on", "fused flag off", "fused flag byte"};
+
+static bool mutate_fusion(tg_program *p, fuse_mutation m)
+{
+    int n = p->graph->n_nodes, conv = -1;
+    for (int i = 0; i < n && conv < 0; i++)
+        if (p->fused_tail[i] >= 0)
+            conv = i;
+    tg_step *a = fusion_step(p, true, 0), *b = fusion_step(p, true, 1);
+    tg_step *plain = fusion_step(p, false, 0);
+    unsigned char two = 2;
+    switch (m) {
+    case FUSE_RANGE:
+        return (p->fused_into[p->fused_tail[conv]] = 1000000, true);
+    case FUSE_FOREIGN:
+        return (p->fused_into[0] = conv, true);
+    case FUSE_TAIL:
+        return (p->fused_tail[conv] = n - 1, true);
+    case FUSE_UNDONE:
+        for (int i = 0; i < n; i++)
+            p->fused_into[i] = p->fused_tail[i] = -1;
+        return true;
+    case FUSE_STATS:
+        return a && b && (a->in[TG_FUSE_IN_STATS] = b->in[TG_FUSE_IN_STATS], true);
+    case FUSE_FLAG_ON:
+        return plain && (plain->fused = true, true);
+    case FUSE_FLAG_OFF:
+        return a && (a->fused = false, true);
+    case FUSE_FLAG_BYTE:
+        return a && (memcpy(&a->fused, &two, 1), true);
+    default:
+        return false;
+    }
+}
+
+/* A fused program loads; each hand-made change to its fusion is refused
+ * naming the file, never followed. */
+static void test_fusion_tampered_refused(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = build_fused();
+    tg_program *p = compile_fused(g);
+    if (p && reparse(p) != TG_OK)
+        tg_test_fail(__FILE__, __LINE__, "the fused program refused: %s", tg_error_message());
+    tg_program_destroy(p);
+    for (int m = 0; m < FUSE_MUTATION_COUNT; m++) {
+        p = compile_fused(g);
+        if (!p || !p->fused_tail || !mutate_fusion(p, (fuse_mutation)m)) {
+            tg_test_fail(__FILE__, __LINE__, "no program to try '%s' on", fuse_mutation_names[m]);
+            tg_program_destroy(p);
+            continue;
+        }
+        tg_status s = reparse(p);
+        if (s != TG_ERR_FORMAT || !strstr(tg_error_message(), "tampered.tgx"))
+            tg_test_fail(__FILE__, __LINE__, "%s: %s, \"%s\"", fuse_mutation_names[m],
+                         tg_status_name(s), tg_error_message());
+        else
+            printf("  %s: %s\n", fuse_mutation_names[m], tg_error_message());
+        tg_program_destroy(p);
+    }
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* A fused file where this build would not fuse (here: fusion turned off)
+ * is stale: refused by name, and the cache compiles again. */
+static void test_fusion_not_ours_recompiled(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = build_fused();
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
+    TG_CHECK_OK(tg_options_set(o, "executableFile", path("fused.tgx")));
+    unlink(path("fused.tgx"));
+    tg_program *p = NULL;
+    tg_cache_result r;
+    TG_CHECK_OK(tg_program_compile_cached(g, o, &p, &r));
+    TG_CHECK(r == TG_CACHE_COMPILED && p && p->fused_tail);
+    tg_program_destroy(p);
+    tg_process_set_fuse_inference(0);
+    tg_config c;
+    TG_CHECK_OK(tg_config_read(o, &c));
+    tg_status s = tg_executable_load(g, &c, path("fused.tgx"), &p);
+    TG_CHECK(s == TG_ERR_FORMAT && strstr(tg_error_message(), "fused plan"));
+    printf("  %s\n", tg_error_message());
+    tg_config_free(&c);
+    TG_CHECK_OK(tg_program_compile_cached(g, o, &p, &r));
+    TG_CHECK(r == TG_CACHE_REPLACED && p && !p->fused_tail);
+    tg_program_destroy(p);
+    tg_process_set_fuse_inference(1);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* Through the cache: a corrupt or stale file is replaced, then loaded. */
 static void test_cache_recompiles(void)
 {
@@ -693,6 +856,20 @@ static void test_allocation_failures(void)
         tg_options_destroy(o);
         tg_model_graph_destroy(&mg);
     }
+    /* an inference program with its fusion, checked again at load */
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = build_fused();
+    tg_program *p = compile_fused(g);
+    exe_ctx c = {p, g, NULL, 0};
+    if (p && tg_executable_save(p, path("faults.tgx")) == TG_OK)
+        c.buf = read_all(path("faults.tgx"), &c.len);
+    TG_CHECK(c.buf != NULL);
+    if (c.buf)
+        fails_cleanly("parse, fused", parse_once, &c);
+    free((void *)c.buf);
+    tg_program_destroy(p);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
 int main(void)
@@ -706,6 +883,8 @@ int main(void)
     TG_RUN(test_corrupt_truncated_stale);
     TG_RUN(test_compiled_programs_load);
     TG_RUN(test_tampered_refused);
+    TG_RUN(test_fusion_tampered_refused);
+    TG_RUN(test_fusion_not_ours_recompiled);
     TG_RUN(test_cache_recompiles);
     TG_RUN(test_same_training);
     TG_RUN(test_allocation_failures);

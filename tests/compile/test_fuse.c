@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_LAYERS 3
 
@@ -95,17 +96,24 @@ static chain build(tg_rng *r, bool training)
     return c;
 }
 
-static tg_session *open_session(chain *c, int threads, bool fuse)
+static tg_session *open_session_file(chain *c, int threads, bool fuse, const char *exe)
 {
     tg_process_set_fuse_inference(fuse);
     tg_options *o = tg_options_create();
     tg_options_set_int(o, "threadsPerDevice", threads);
     tg_options_set_int(o, "randomSeed", 9);
+    if (exe)
+        TG_CHECK_OK(tg_options_set(o, "executableFile", exe));
     tg_session *s = NULL;
     TG_CHECK_OK(tg_session_create(c->g, o, &s));
     tg_options_destroy(o);
     tg_process_set_fuse_inference(1);
     return s;
+}
+
+static tg_session *open_session(chain *c, int threads, bool fuse)
+{
+    return open_session_file(c, threads, fuse, NULL);
 }
 
 /* Running statistics far from (0, 1) so that the fold matters, the same
@@ -269,10 +277,51 @@ static void test_nothing_fused_where_seen(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* An executable file holds the fused plan: a program compiled and written,
+ * then loaded from the file, fuses the same convolutions and gives the
+ * same bytes as one compiled without a file. */
+static void test_executable_file_keeps_fusion(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    char exe[64];
+    snprintf(exe, sizeof exe, "/tmp/test_fuse.%d.tgx", (int)getpid());
+    tg_rng r;
+    tg_rng_seed(&r, 11);
+    for (int k = 0; k < 3; k++) {
+        chain c = build(&r, false);
+        unlink(exe);
+        tg_session *fresh = open_session(&c, 1, true);
+        tg_session *written = open_session_file(&c, 1, true, exe);
+        tg_session *loaded = open_session_file(&c, 1, true, exe);
+        TG_CHECK(fresh && written && loaded);
+        if (!fresh || !written || !loaded)
+            break;
+        TG_CHECK(strstr(tg_session_cache(written), "miss (compiled and written)") != NULL);
+        if (!strstr(tg_session_cache(loaded), "hit"))
+            tg_test_fail(__FILE__, __LINE__, "chain %d: not loaded: %s", k,
+                         tg_session_cache(loaded));
+        TG_CHECK(fused_convs(fresh) >= 1);
+        TG_CHECK(fused_convs(written) == fused_convs(fresh));
+        TG_CHECK(fused_convs(loaded) == fused_convs(fresh));
+        size_t bytes = (size_t)c.out_numel * sizeof(float);
+        float *a = tg_malloc(bytes), *b = tg_malloc(bytes);
+        run(fresh, &c, 3, a);
+        run(loaded, &c, 3, b);
+        TG_CHECK(memcmp(a, b, bytes) == 0);
+        check_rows(loaded, &c, false, "loaded from the file");
+        tg_free(a), tg_free(b);
+        tg_session_destroy(fresh), tg_session_destroy(written), tg_session_destroy(loaded);
+        tg_graph_destroy(c.g);
+    }
+    unlink(exe);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 int main(void)
 {
     TG_RUN(test_random_chains_match_unfused);
     TG_RUN(test_fold_follows_writes);
     TG_RUN(test_nothing_fused_where_seen);
+    TG_RUN(test_executable_file_keeps_fusion);
     return tg_test_finish();
 }

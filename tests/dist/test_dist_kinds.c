@@ -55,38 +55,12 @@ static int instance_main(bool small)
     return 0;
 }
 
-/* The job's exit code and output; 137 (and a failure) when it hung. */
-static int job(const char *dir, const char *which, char *out, size_t cap)
-{
-    char cmd[1024], self[512];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = '\0';
-    snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-             "OMPI_MCA_rmaps_base_oversubscribe=1 timeout -s KILL %d mpirun -np 2 --bind-to none "
-             "%s %s > %s/out.txt 2>&1",
-             BOUND_S, self, which, dir);
-    int rc = system(cmd);
-    int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    char path[600];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    FILE *f = fopen(path, "r");
-    size_t len = f ? fread(out, 1, cap - 1, f) : 0;
-    out[len] = '\0';
-    if (f)
-        fclose(f);
-    remove(path);
-    if (code == 137)
-        tg_test_fail(__FILE__, __LINE__, "the job hung (killed after %d s):\n%s", BOUND_S, out);
-    return code;
-}
-
 static void expect_refused(const char *which, const char *gather)
 {
     char dir[] = "/tmp/tg_dist_kinds_XXXXXX";
     static char out[1 << 16];
     TG_CHECK(TG_MKDTEMP(dir) != NULL);
-    int code = job(dir, which, out, sizeof out);
+    int code = tg_test_mpi_self(dir, NULL, which, BOUND_S, out, sizeof out);
     TG_CHECK(code != 0);
     if (!strstr(out, "called different collectives at their collective 2 over the job") ||
         !strstr(out, gather) || !strstr(out, "a sum of 8 bytes from each"))

@@ -33,7 +33,11 @@ class BenchOrtInferTest(unittest.TestCase):
             r = run("--quick", "--cache", d)
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
         rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-        self.assertEqual([j["model"] for j in rows], ["resnet18_64", "bert_tiny", "mobilenet_v3_large_64"])
+        self.assertEqual([j["model"] for j in rows],
+                         ["resnet18_64", "bert_tiny", "bert_tiny_bool", "mobilenet_v3_large_64"])
+        inputs = {j["model"]: j["inputs"] for j in rows}
+        self.assertEqual(inputs["bert_tiny"], {"input_ids": "int64", "attention_mask": "int64"})
+        self.assertEqual(inputs["bert_tiny_bool"], {"input_ids": "int64", "attention_mask": "bool"})
         for j in rows:
             with self.subTest(j["model"]):
                 self.assertEqual(j["bench"], "ort_infer")

@@ -292,6 +292,48 @@ class Parity(unittest.TestCase):
                     path = export_example(model, d, extra)
                     self.check(f"export.py {model}", path, random_inputs(path))
 
+    def test_int64_and_bool_inputs(self):
+        """Inputs of ONNX type int64 and bool, fed as numpy int64 and bool
+        arrays to both runtimes: a masked mean of embeddings (Gather on the
+        int64 ids, the bool mask through Not, Where and Cast) and BERT with
+        its attention mask as bool. Half of each mask's rows end in padding,
+        so a mask read wrong changes the output."""
+        class MaskedMean(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.emb, self.out = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 4)
+
+            def forward(self, ids, mask):
+                h = self.emb(ids).masked_fill(~mask.unsqueeze(-1), 0.0)
+                n = mask.to(torch.float32).sum(1, keepdim=True).clamp(min=1.0)
+                return self.out(h.sum(1) / n)
+
+        g = np.random.default_rng(3)
+        mask = np.ones((BATCH, 12), np.bool_)
+        mask[1, 7:] = False
+        feeds = {"ids": g.integers(0, 50, (BATCH, 12)).astype(np.int64), "mask": mask}
+        import test_hf_models as hf
+        m, x, _ = hf.make("bert_cls")
+        m.config.return_dict = False
+        bert = {k: v.numpy() for k, v in x.items()}
+        bert["attention_mask"] = np.ones(bert["attention_mask"].shape, np.bool_)
+        bert["attention_mask"][1, bert["attention_mask"].shape[1] // 2:] = False
+        with tempfile.TemporaryDirectory() as d:
+            for label, model, f in (("int64 ids, bool mask", MaskedMean(), feeds),
+                                    ("transformers bert_cls, bool attention mask",
+                                     Positional(m, list(bert)), bert)):
+                with self.subTest(label):
+                    path = export_eval(model, f, os.path.join(d, "typed.onnx"))
+                    types = {n: t for n, t, _ in declared_inputs(path)}
+                    self.assertIn(onnx.TensorProto.BOOL, types.values(), types)
+                    self.assertIn(onnx.TensorProto.INT64, types.values(), types)
+                    self.check(label, path, f)
+                    # the mask matters: all ones gives another output
+                    ones = dict(f, **{k: np.ones_like(v) for k, v in f.items() if v.dtype == np.bool_})
+                    with OnnxSession(path, batch=BATCH) as s:
+                        self.assertGreater(rel(s.run(ones)[0], s.run(f)[0]), 1e-3, label)
+
     def test_text_models(self):
         with tempfile.TemporaryDirectory() as d:
             for name in HF_MODELS:

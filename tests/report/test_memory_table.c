@@ -39,6 +39,7 @@ static void fill(tg_an_memory *m, int n)
         dm->scratch_peak = 100.0 * (d + 1);
         dm->total = 1e6 * (d + 1);
         dm->offloaded = d == 1 ? NAN : 7.0; /* a profile without the row */
+        dm->weight_cache = d == 2 ? NAN : 11.0 * (d + 1);
         dm->stash_depth = d + 2;
         dm->flops = 3e6 * (d + 1);
     }
@@ -58,9 +59,9 @@ static void test_rows_and_columns(void)
     TG_CHECK(!strcmp(t->title, TG_AN_MEMORY_TITLE) && !strcmp(w->title, TG_AN_MEMORY_STASH_TITLE));
     TG_CHECK(t->n_cols == 4 && !strcmp(t->cols[0], "memory") && !strcmp(t->cols[3], "device 2"));
     TG_CHECK(t->kinds[0] == TG_AN_TEXT && t->kinds[1] == TG_AN_BYTES && w->kinds[1] == TG_AN_NUM);
-    /* a row per region (not "none"), then scratch, total, offloaded */
+    /* a row per region (not "none"), then scratch, total, offloaded, weight cache */
     int regions = TG_REGION_COUNT - TG_REGION_PARAM;
-    TG_CHECK(t->n_rows == regions + 3 && w->n_rows == 2);
+    TG_CHECK(t->n_rows == regions + 4 && w->n_rows == 2);
     for (int r = TG_REGION_PARAM; r < TG_REGION_COUNT; r++) {
         int row = r - TG_REGION_PARAM;
         TG_CHECK(!strcmp(label(t, row), tg_region_name((tg_region)r)) &&
@@ -71,6 +72,8 @@ static void test_rows_and_columns(void)
     TG_CHECK(!strcmp(label(t, regions + 1), "total") && cell(t, regions + 1, 3) == 3e6);
     TG_CHECK(!strcmp(label(t, regions + 2), "offloaded to host") &&
              cell(t, regions + 2, 1) == 7.0 && isnan(cell(t, regions + 2, 2)));
+    TG_CHECK(!strcmp(label(t, regions + 3), "weight cache") && cell(t, regions + 3, 2) == 22.0 &&
+             isnan(cell(t, regions + 3, 3)));
     TG_CHECK(!strcmp(label(w, 0), "stash depth (slots)") && cell(w, 0, 3) == 4.0);
     TG_CHECK(!strcmp(label(w, 1), "MFLOP per micro-batch") && cell(w, 1, 2) == 6.0);
     tg_an_view_free(&v);
@@ -180,6 +183,51 @@ static void test_compile_and_analyse_json(void)
     tg_arena_destroy(arena);
 }
 
+/* The figure of row `name`, column `col` of a memory table's JSON rows. */
+static double row_value(const tg_json *rows, const char *name, const char *col)
+{
+    for (size_t r = 0; rows && r < rows->count; r++)
+        if (!strcmp(tg_cli_str(rows->items[r], "memory"), name))
+            return tg_cli_num(rows->items[r], col);
+    tg_test_fail(__FILE__, __LINE__, "no row '%s'", name);
+    return NAN;
+}
+
+/* An inference program's convolutions keep their weights in oneDNN's layout
+ * beside the arena: the table's "weight cache" row says how much (a
+ * training program keeps none), and analyse memory reads the same figure
+ * from the profile. */
+static void test_weight_cache_row(void)
+{
+    tg_arena *arena = tg_arena_create(1 << 20);
+    const char *programs[2] = {"--inference", ""};
+    for (int k = 0; k < 2; k++) {
+        char args[700];
+        snprintf(args, sizeof args,
+                 "compile --model resnet18 --batch-size 1 --threads 1 %s --json --profile-dir "
+                 "%s/cache%d",
+                 programs[k], tmpdir, k);
+        const tg_json *compiled = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+        const tg_json *view = compiled ? tg_json_get(compiled, "memory_view") : NULL;
+        const tg_json *rows = view ? tg_json_get(table(view, TG_AN_MEMORY_TITLE), "rows") : NULL;
+        double cache = row_value(rows, "weight cache", "device 0");
+        double weights = row_value(rows, "weights", "device 0");
+        snprintf(args, sizeof args, "analyse %s/cache%d memory --json", tmpdir, k);
+        const tg_json *theirs = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+        const tg_json *their_rows =
+            theirs ? tg_json_get(table(theirs, TG_AN_MEMORY_TITLE), "rows") : NULL;
+        TG_CHECK(row_value(their_rows, "weight cache", "device 0") == cache);
+        printf("  resnet18 %s: weights %.0f bytes, weight cache %.0f\n",
+               k == 0 ? "inference" : "training", weights, cache);
+        /* the convolutions' weights (not the classifier's, nor the norms'), aligned */
+        if (k == 0)
+            TG_CHECK(cache > 0.5 * weights && cache <= weights + 64.0 * 100);
+        else
+            TG_CHECK(cache == 0);
+    }
+    tg_arena_destroy(arena);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_memory_table_XXXXXX");
@@ -188,6 +236,7 @@ int main(void)
     TG_RUN(test_rows_and_columns);
     TG_RUN(test_compile_and_analyse_text);
     TG_RUN(test_compile_and_analyse_json);
+    TG_RUN(test_weight_cache_row);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

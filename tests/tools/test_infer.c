@@ -85,6 +85,39 @@ static void test_bad_input(void)
     EXPECT("infer --iterations 2 --flip 0.5", 2, "--flip applies to training");
 }
 
+/* The flags train's --help marks "training: " (the flag table's
+ * CLI_TRAINING) are not in infer's --help, and each given to infer is
+ * refused by name; infer's help keeps what it takes. */
+static void test_help_lists_what_infer_takes(void)
+{
+    static char train_help[1 << 16], infer_help[1 << 16];
+    TG_CHECK(tg_cli_run(tmpdir, "train --help", 0) == 0);
+    snprintf(train_help, sizeof train_help, "%s", tg_cli_output);
+    TG_CHECK(tg_cli_run(tmpdir, "infer --help", 0) == 0);
+    snprintf(infer_help, sizeof infer_help, "%s", tg_cli_output);
+    TG_CHECK(
+        strstr(infer_help, "\n  --batch-size N ") && strstr(infer_help, "\n  --iterations N ") &&
+        strstr(infer_help, "\n  --executable FILE ") && strstr(infer_help, "\n  --precision "));
+    int training = 0;
+    for (const char *line = train_help; (line = strstr(line, "\n  --")) != NULL; line++) {
+        char name[64] = {0};
+        const char *help = strstr(line, " training: ");
+        const char *eol = strchr(line + 1, '\n');
+        if (sscanf(line + 3, "%63s", name) != 1 || !help || (eol && help > eol))
+            continue;
+        training++;
+        char listed[80], args[96], want[96];
+        snprintf(listed, sizeof listed, "\n  %s ", name);
+        if (strstr(infer_help, listed))
+            tg_test_fail(__FILE__, __LINE__, "infer --help lists %s, a training flag", name);
+        snprintf(args, sizeof args, "infer --iterations 2 %s", name);
+        snprintf(want, sizeof want, "%s applies to training", name);
+        EXPECT(args, 2, want);
+    }
+    printf("  %d training flags, none in infer --help, each refused\n", training);
+    TG_CHECK(training >= 12); /* flip, loss, accumulation, output mode, loss scaling, ... */
+}
+
 /* train a few steps, save: the checkpoint the rest read, and its held-out loss */
 static double train_gpt(const char *extra, const char *save)
 {
@@ -288,6 +321,7 @@ int main(void)
         return 1;
     TG_RUN(test_throughput_record);
     TG_RUN(test_bad_input);
+    TG_RUN(test_help_lists_what_infer_takes);
     if (access(CORPUS, R_OK) == 0) {
         train_loss = train_gpt("", "g.safetensors");
         TG_CHECK(isfinite(train_loss));
