@@ -1,16 +1,18 @@
 /* runtime/engine.c - a compiled program on its devices: the engine's host
- * step (tg_session_run), addressing and the device threads. A device's
- * passes are runtime/engine_passes.c, the update's checks (overflow, loss
- * scaling, clipping) runtime/engine_update.c, the recorded run's profile
- * and trace runtime/engine_record.c. Creating a session is
- * runtime/session.c, moving data in and out of it runtime/session_io.c.
+ * step (tg_session_run). The session's parts do the rest, each behind its
+ * header (docs/architecture.md, "The runtime's parts"): the device threads
+ * runtime/device_threads.c, a device's passes runtime/engine_passes.c, the
+ * update's checks (overflow, loss scaling, clipping) runtime/scaling.c,
+ * the recorded run's profile and trace runtime/record.c and
+ * engine_record.c. Creating a session is runtime/session.c, moving data in
+ * and out of it runtime/session_io.c.
  *
  * The session owns the program, one arena per (replica, device) exactly as
  * planned, one thread pool per (replica, device), and the host-side stream
  * buffers. A run is one host step: every replica runs every device's
  * schedule for deviceIterations weight updates (or inference batches),
  * each device on a thread of its own that lives as long as the session
- * (parked between host steps, see "device threads" below). Devices meet
+ * (parked between host steps, runtime/device_threads.c). Devices meet
  * only where the program says: receive buffers filled by explicit copies
  * (transfers), the accumulators' all-reduce across replicas, and the host
  * streams. With one device and one replica everything runs on the calling
@@ -22,7 +24,7 @@
  * waits until micro-batch g has arrived. The schedules guarantee progress
  * (compile/pipeline.h). Any failure sets an abort flag that wakes every
  * waiting thread, so a failing step never hangs. Before the updates, the
- * devices of a replica meet once more (tg_engine_update_runs): to agree whether a
+ * devices of a replica meet once more (tg_scaling_update_runs): to agree whether a
  * gradient overflowed and, with max_grad_norm, on the gradients' global norm.
  */
 #include "runtime/session_state.h"

@@ -147,7 +147,7 @@ void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it
 
 /* The trace track of an event of (replica, device) i of n: its own; for a
  * gradient bucket the device's bucket track; for a copy its I/O thread ran,
- * the device's streaming-memory track (session.c, TRACE_LANES). */
+ * the device's streaming-memory track (TG_TRACE_LANES). */
 static int track_of(const tg_profile_event *e, int i, int n)
 {
     if (e->kind == TG_EVENT_BUCKET)
