@@ -10,24 +10,17 @@
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/rts.h"
+#include "runtime/scaling.h"
 #include "runtime/session_dist.h"
 #include "runtime/staging.h"
 
 #include <string.h>
 
-/* An update whose optimizer state, or weight, is sharded over the replicas. */
-bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
-{
-    return tg_is_weight_update(t) &&
-           (tg_rts_updates_shard(p, st) ||
-            (t->n_mutated >= 2 && st->in[1] >= 0 && p->buffers[st->in[1]].sharded));
-}
-
 /* A sharded update of a weight every replica keeps whole (the optimizer
  * state alone is sharded): its updated share goes to the others after it. */
 static bool shares_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
 {
-    return tg_allreduce_is_sharded_update(p, st, t) && !tg_rts_updates_shard(p, st);
+    return tg_rts_is_sharded_update(p, st, t) && !tg_rts_updates_shard(p, st);
 }
 
 bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a)
@@ -35,7 +28,8 @@ bool tg_allreduce_scatters(const tg_session *s, const tg_accumulator *a)
     const tg_program *p = s->program;
     int b = p->home[a->param];
     /* the overflow check and the clipping norm read the whole gradient */
-    return b >= 0 && tg_sharding_is_weight(p, b) && !s->check_overflow && !(s->max_grad_norm > 0);
+    return b >= 0 && tg_sharding_is_weight(p, b) && !tg_scaling_checks_overflow(s->scaling) &&
+           !(tg_scaling_max_grad_norm(s->scaling) > 0);
 }
 
 /* Under an MPI job, after the instance's replicas have their shares (run by
@@ -56,10 +50,10 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
         int64_t n = tg_numel(t->in[0]), begin, end;
         int home = tg_program_home_of(p, st->in[0]);
         size_t es = tg_dtype_size(p->buffers[home].dtype);
-        tg_session_dist_block(s, n, tg_dist_instance(), &begin, &end);
+        tg_rts_block(s, n, tg_dist_instance(), &begin, &end);
         memcpy(send + off, tg_engine_slot_ptr(s, 0, home, 0) + (size_t)begin * es,
                (size_t)(end - begin) * es);
-        off += tg_session_dist_block_cap(s, n, es);
+        off += tg_rts_block_cap(s, n, es);
     }
     double t0 = tg_engine_now();
     if (!tg_dist_group_allgather(s->dist, c->device, send, recv, off, &s->abort)) {
@@ -81,12 +75,12 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
         size_t es = tg_dtype_size(p->buffers[home].dtype);
         for (int i = 0; i < tg_dist_instances(); i++) {
             int64_t begin, end;
-            tg_session_dist_block(s, n, i, &begin, &end);
+            tg_rts_block(s, n, i, &begin, &end);
             for (int r = 0; r < p->replicas && i != tg_dist_instance(); r++)
                 memcpy(tg_engine_slot_ptr(s, r, home, 0) + (size_t)begin * es,
                        recv + (size_t)i * off + at, (size_t)(end - begin) * es);
         }
-        at += tg_session_dist_block_cap(s, n, es);
+        at += tg_rts_block_cap(s, n, es);
     }
     return true;
 }

@@ -5,9 +5,6 @@
 
 #include "runtime/session_state.h"
 
-/* An update whose optimizer state (or weight) is sharded over the replicas:
- * it updates one shard (engine.c shard_view). */
-bool tg_allreduce_is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t);
 /* Whether the all-reduce sums only this replica's shard of accumulator a
  * (its weight is sharded: a reduce-scatter), leaving the rest of the
  * replica's accumulator as it was; not when the overflow check or gradient

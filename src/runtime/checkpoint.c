@@ -18,6 +18,7 @@
 #include "data/safetensors.h"
 #include "runtime/session_state.h"
 #include "runtime/session_internal.h"
+#include "runtime/scaling.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -70,9 +71,11 @@ typedef struct engine_meta {
 static size_t engine_meta_fill(const tg_session *s, engine_meta *m, tg_st_meta *out)
 {
     snprintf(m->step, sizeof m->step, "%lld", (long long)tg_session_step(s));
-    snprintf(m->loss_scale, sizeof m->loss_scale, "%.9g", (double)s->loss_scale);
-    snprintf(m->good, sizeof m->good, "%lld", (long long)s->good_updates);
-    snprintf(m->skipped, sizeof m->skipped, "%lld", (long long)s->skipped_updates);
+    snprintf(m->loss_scale, sizeof m->loss_scale, "%.9g",
+             (double)tg_scaling_loss_scale(s->scaling));
+    snprintf(m->good, sizeof m->good, "%lld", (long long)tg_scaling_good_updates(s->scaling));
+    snprintf(m->skipped, sizeof m->skipped, "%lld",
+             (long long)tg_scaling_skipped_updates(s->scaling));
     out[0] = (tg_st_meta){"step", m->step};
     out[1] = (tg_st_meta){"skipped_updates", m->skipped};
     if (s->program->precision.loss_scaling != TG_LOSS_SCALING_DYNAMIC)
@@ -393,20 +396,17 @@ static tg_status meta_scale(const tg_safetensors *f, float *out)
 static tg_status read_engine_meta(const tg_safetensors *f, tg_session *s, bool apply)
 {
     const int64_t max = (int64_t)1 << 62;
-    int64_t step = s->step, good = s->good_updates, skipped = s->skipped_updates;
-    float scale = s->loss_scale;
+    int64_t step = s->step, good = tg_scaling_good_updates(s->scaling);
+    int64_t skipped = tg_scaling_skipped_updates(s->scaling);
+    float scale = tg_scaling_loss_scale(s->scaling);
     TG_TRY(meta_int(f, "step", max, &step));
     TG_TRY(meta_int(f, "good_updates", max, &good));
     TG_TRY(meta_int(f, "skipped_updates", max, &skipped));
     TG_TRY(meta_scale(f, &scale));
     if (apply) {
         tg_session_set_step(s, step);
-        s->skipped_updates = skipped;
         /* Only a dynamic scale is state; a static one is the session's option. */
-        if (s->program->precision.loss_scaling == TG_LOSS_SCALING_DYNAMIC) {
-            s->good_updates = good;
-            s->loss_scale = scale;
-        }
+        tg_scaling_restore(s->scaling, scale, good, skipped);
     }
     return TG_OK;
 }

@@ -17,8 +17,6 @@
 #include "core/error.h"
 #include "core/wait.h"
 #include "trace/trace_internal.h"
-#include "runtime/session_dist.h"
-#include "runtime/session_state.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -885,33 +883,6 @@ tg_status tg_dist_broadcast(void **data, size_t *len)
     return TG_OK;
 }
 
-/* A checksum of every parameter as stored (replica 0's copy: the all-reduce
- * gives every replica the same; a sharded weight whole, runtime/rts.c). Not
- * the state: batch norm's running statistics are each replica's own, from
- * its own samples, in one process as across instances (checkpoints keep
- * replica 0's). */
-static tg_status weights_hash(const tg_session *s, uint64_t *out)
-{
-    const tg_graph *g = tg_session_graph(s);
-    uint64_t h = TG_DIST_HASH_INIT;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->op != TG_OP_PARAM || !tg_session_data(s, t))
-            continue;
-        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(s, t));
-        void *whole = tg_malloc(bytes + 1);
-        if (!whole)
-            return tg_error(TG_ERR_NOMEM, "MPI: out of memory checking '%s'", t->name);
-        tg_status st = tg_session_value_out(s, t, whole);
-        if (st == TG_OK)
-            h = tg_dist_hash(h, whole, bytes);
-        tg_free(whole);
-        TG_TRY(st);
-    }
-    *out = h;
-    return TG_OK;
-}
-
 tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes)
 {
     if (!tg_dist_active())
@@ -929,26 +900,4 @@ tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes)
                        &req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: gathering %zu bytes from every instance failed", bytes);
     return world_wait(&req, k, what);
-}
-
-tg_status tg_dist_sync(tg_session *s)
-{
-    if (!tg_dist_active())
-        return TG_OK;
-    TG_TRY(tg_dist_check_weights(s));
-    return tg_session_dist_gather_state(s);
-}
-
-tg_status tg_dist_check_weights(const tg_session *s)
-{
-    if (!tg_dist_active())
-        return TG_OK;
-    static const char *const what[] = {"weights after the last update"};
-    uint64_t h = 0;
-    TG_TRY(weights_hash(s, &h));
-    return tg_dist_agree(what, &h, 1,
-                         "the instances' training diverged; instances on hosts with different "
-                         "core counts compute with different threads per device: give the same "
-                         "--threads-per-device (threadsPerDevice) to all, otherwise report it "
-                         "as a tilegraph defect with the command line");
 }

@@ -15,6 +15,8 @@
 #include "runtime/buckets.h"
 #include "runtime/exchange.h"
 #include "runtime/prefetch.h"
+#include "runtime/rts.h"
+#include "runtime/scaling.h"
 #include "runtime/stream_io.h"
 #include "runtime/streams.h"
 #include "runtime/verify.h"
@@ -193,7 +195,7 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
             so.round_key = tg_hash64(
                 s->seed ^ tg_hash64((uint64_t)(s->step + it) * 0x10000u + (uint64_t)t->id));
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
-        if (ph == TG_PHASE_UPDATE && tg_allreduce_is_sharded_update(p, st, t))
+        if (ph == TG_PHASE_UPDATE && tg_rts_is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
         bool valid = operands_valid(c, &a, it, g, bad, sizeof bad);
         void *stored_out = a.out; /* staging points a.out at its f32 copy */
@@ -259,21 +261,6 @@ static bool forward(device_ctx *c, int64_t it, int64_t j)
         tg_prefetch_release(c);
     tg_exchange_release(c, TG_PHASE_FORWARD, g);
     return tg_exchange_send(c, TG_PHASE_FORWARD, g);
-}
-
-/* acc = g (first micro-batch j) or acc + g; on the last micro-batch of a
- * single replica also scaled to the mean (with replicas the all-reduce
- * does it). */
-void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_t j, int64_t g)
-{
-    tg_session *s = c->s;
-    const tg_program *p = s->program;
-    const tg_buffer *acc = &p->buffers[acc_buffer], *grad = &p->buffers[grad_buffer];
-    float scale = 1.0f / (float)(p->micro_batches * s->global_replicas);
-    bool last = j == p->micro_batches - 1 && s->global_replicas == 1;
-    tg_accumulate_typed(tg_engine_slot_ptr(s, c->replica, acc_buffer, 0), acc->dtype,
-                        tg_engine_slot_ptr(s, c->replica, grad_buffer, g), grad->dtype,
-                        tg_numel(p->graph->nodes[acc->node]), j == 0, last ? scale : 1.0f);
 }
 
 /* Every accumulator not added into already after its gradient's last step
@@ -398,7 +385,7 @@ void tg_engine_device_main(device_ctx *c)
     const tg_program *p = s->program;
     const tg_pipe_schedule *sch = &p->schedule;
     for (int64_t it = 0; it < p->iterations; it++) {
-        tg_engine_write_loss_scale(c);
+        tg_scaling_write_seed(c);
         for (int k = 0; k < sch->n_ops[c->device]; k++) {
             tg_pipe_op op = sch->ops[c->device][k];
             bool ok = op.pass == TG_PASS_FORWARD    ? forward(c, it, op.micro_batch)
@@ -419,7 +406,7 @@ void tg_engine_device_main(device_ctx *c)
             tg_engine_record(c, reduce_kind(c), TG_PHASE_UPDATE, it, -1, -1, t_ar, 0, 0);
         }
         bool ok = true;
-        if (!tg_engine_update_runs(c, it, &ok)) {
+        if (!tg_scaling_update_runs(c, it, &ok)) {
             if (!ok)
                 return;
             continue;

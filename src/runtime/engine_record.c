@@ -1,6 +1,6 @@
-/* runtime/engine_record.c - what a recorded host step leaves behind: the
- * device events (tg_engine_record), their copy into the host trace's
- * tracks, the profile's counters and histograms. Split from
+/* runtime/engine_record.c - what a recorded host step leaves behind in the
+ * profile (runtime/record.h): the session's counters and the weights' and
+ * gradients' histograms. Split from
  * runtime/engine.c, whose tg_session_run calls these after the step.
  */
 #include "runtime/session_state.h"
@@ -10,6 +10,8 @@
 #include "core/convert.h"
 #include "profile/profile.h"
 #include "runtime/allreduce.h"
+#include "runtime/record.h"
+#include "runtime/scaling.h"
 #include "tilegraph/trace.h"
 
 #include <math.h>
@@ -18,98 +20,6 @@
 #include <unistd.h>
 
 #define now_s tg_engine_now
-
-/* Record an event that ran from t0 to now (seconds); no-op when not recording. */
-void tg_engine_record_span(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
-                           int peer, double t0, double t1, int64_t bytes, double flops)
-{
-    tg_profile_recorder *r = c->rec;
-    if (!r || r->n_events >= r->cap_events)
-        return;
-    double origin = c->s->t_origin;
-    r->events[r->n_events++] = (tg_profile_event){(int16_t)kind,
-                                                  (int16_t)ph,
-                                                  (int32_t)j,
-                                                  (int32_t)it,
-                                                  peer,
-                                                  (int64_t)((t0 - origin) * 1e9),
-                                                  (int64_t)((t1 - origin) * 1e9),
-                                                  bytes,
-                                                  flops};
-}
-
-void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
-                      int peer, double t0, int64_t bytes, double flops)
-{
-    if (c->rec)
-        tg_engine_record_span(c, kind, ph, it, j, peer, t0, now_s(), bytes, flops);
-}
-
-/* The trace track of an event of (replica, device) i of n: its own; for a
- * gradient bucket the device's bucket track; for a copy its I/O thread ran,
- * the device's streaming-memory track (session.c, TRACE_LANES). */
-static int track_of(const tg_profile_event *e, int i, int n)
-{
-    if (e->kind == TG_EVENT_BUCKET)
-        return n + i;
-    if ((e->kind == TG_EVENT_STREAMING_LOAD || e->kind == TG_EVENT_STREAMING_STORE) &&
-        e->peer == TG_EVENT_PEER_IO_THREAD)
-        return 2 * n + i;
-    return i;
-}
-
-/* Event e as a step of track i. Buckets in flight together overlap each
- * other partially, which a track cannot show: a bucket's step starts when
- * it started or, if later, when the one before it arrived. */
-static void keep_device_step(tg_session *s, const tg_profile_event *e, int i, int64_t origin,
-                             uint64_t link)
-{
-    static const tg_trace_phase phases[] = {TG_TRACE_PHASE_FORWARD, TG_TRACE_PHASE_BACKWARD,
-                                            TG_TRACE_PHASE_UPDATE};
-    tg_trace_phase ph = e->kind == TG_EVENT_PHASE ? phases[e->phase] : TG_TRACE_PHASE_OTHER;
-    int64_t start = origin + e->start_ns;
-    size_t n = s->trace_n[i];
-    if (e->kind == TG_EVENT_BUCKET && n && s->trace_steps[i][n - 1].end_ns > start)
-        start = s->trace_steps[i][n - 1].end_ns;
-    s->trace_steps[i][s->trace_n[i]++] = (tg_trace_device_step){
-        tg_event_name((tg_event_kind)e->kind), start, origin + e->end_ns, e->micro_batch, ph, link};
-}
-
-/* Copy the recorded run's device events into the tracks the host-trace
- * export will carry (host-side work after the run, not in the step loop). */
-void tg_engine_keep_device_steps(tg_session *s, uint64_t link)
-{
-    const tg_program *p = s->program;
-    int64_t origin = (int64_t)(s->t_origin * 1e9);
-    int n = p->replicas * p->n_devices;
-    for (int i = 0; i < n; i++) {
-        const tg_profile_recorder *r = &s->recorders[i];
-        for (int own = i; own < TG_TRACE_LANES * n; own += n) { /* each of the device's */
-            size_t need = s->trace_n[own] + (size_t)r->n_events;
-            if (need <= s->trace_cap[own])
-                continue;
-            tg_trace_device_step *st = tg_realloc(s->trace_steps[own], need * 2 * sizeof *st);
-            if (!st)
-                return; /* the export shows fewer steps, the run is unaffected */
-            s->trace_steps[own] = st;
-            s->trace_cap[own] = need * 2;
-        }
-        for (int k = 0; k < r->n_events; k++)
-            keep_device_step(s, &r->events[k], track_of(&r->events[k], i, n), origin, link);
-    }
-}
-
-/* A failure to write the profile (a full disk) must not stop training or
- * cost the weights: the profile is dropped (its temporary removed, the
- * previous profile kept) and the failure kept for tg_session_finish_profile,
- * which the command reports after saving its checkpoint. */
-void tg_engine_drop_profile(tg_session *s)
-{
-    s->profile_status = TG_ERR_IO;
-    snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
-    tg_profile_abort(s->profile);
-    s->profile = NULL;
-}
 
 /* The process's resident memory (Linux /proc/self/statm); NaN elsewhere. */
 static double resident_bytes(void)
@@ -128,12 +38,15 @@ static double resident_bytes(void)
 tg_status tg_engine_record_own_counters(tg_session *s)
 {
     int64_t step = s->runs - 1;
-    TG_TRY(tg_profile_counter(s->profile, step, "host step time (ns)", s->last_run_seconds * 1e9));
+    TG_TRY(tg_profile_counter(tg_recording_profile(s->recording), step, "host step time (ns)",
+                              s->last_run_seconds * 1e9));
     if (s->program->training)
-        TG_TRY(tg_profile_counter(s->profile, step, "loss scale", (double)s->loss_scale));
-    TG_TRY(tg_profile_counter(s->profile, step, "device memory (bytes)",
+        TG_TRY(tg_profile_counter(tg_recording_profile(s->recording), step, "loss scale",
+                                  (double)tg_scaling_loss_scale(s->scaling)));
+    TG_TRY(tg_profile_counter(tg_recording_profile(s->recording), step, "device memory (bytes)",
                               (double)tg_session_arena_bytes(s)));
-    return tg_profile_counter(s->profile, step, "host memory in use (bytes)", resident_bytes());
+    return tg_profile_counter(tg_recording_profile(s->recording), step,
+                              "host memory in use (bytes)", resident_bytes());
 }
 
 /* `n` values of `dtype` at `src` as floats into the scratch `*buf` (grown). */
@@ -185,7 +98,8 @@ tg_status tg_engine_record_histograms(tg_session *s, int64_t run)
         if (st == TG_OK && !x)
             st = tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
         if (st == TG_OK)
-            st = tg_profile_histogram(s->profile, run, t->name, "weight", x, n);
+            st = tg_profile_histogram(tg_recording_profile(s->recording), run, t->name, "weight", x,
+                                      n);
         const tg_device_program *dp = &p->devices[p->device_of[i] >= 0 ? p->device_of[i] : 0];
         for (int k = 0; st == TG_OK && k < dp->n_accumulators; k++) {
             const tg_accumulator *a = &dp->accumulators[k];
@@ -203,7 +117,8 @@ tg_status tg_engine_record_histograms(tg_session *s, int64_t run)
             x = as_floats(tg_engine_slot_ptr(s, 0, a->acc_buffer, 0) +
                               (size_t)begin * tg_dtype_size(acc->dtype),
                           acc->dtype, m, &buf, &cap);
-            st = x ? tg_profile_histogram(s->profile, run, t->name, "gradient", x, m)
+            st = x ? tg_profile_histogram(tg_recording_profile(s->recording), run, t->name,
+                                          "gradient", x, m)
                    : tg_error(TG_ERR_NOMEM, "profile: out of memory for histograms");
         }
     }
@@ -214,8 +129,8 @@ tg_status tg_engine_record_histograms(tg_session *s, int64_t run)
 
 tg_status tg_session_record_counter(tg_session *s, const char *name, double value)
 {
-    if (!s || !s->profile || s->runs < 1)
+    if (!s || !tg_recording_profile(s->recording) || s->runs < 1)
         return TG_OK;
     /* a refused counter (too many names) is the caller's error; the profile stays */
-    return tg_profile_counter(s->profile, s->runs - 1, name, value);
+    return tg_profile_counter(tg_recording_profile(s->recording), s->runs - 1, name, value);
 }

@@ -11,9 +11,84 @@
  */
 #include "runtime/exchange.h"
 
+#include "core/alloc.h"
+#include "core/error.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+/* ---- the part ------------------------------------------------------------------------- */
+
+/* The run's counters and barriers. The lock, the `changed` condition and
+ * the abort flag they wait under stay the session's: the prefetch threads
+ * (runtime/prefetch.c) sleep under them too. */
+struct tg_exchange_state {
+    int64_t *produced, *consumed;         /* [replica * n_transfers + transfer] */
+    int64_t *barrier_count, *barrier_gen; /* per device: its replicas meet */
+    int64_t *group_count, *group_gen;     /* per replica: its devices meet */
+    tg_spin spin;                         /* how long the waits of exchange.c spin */
+    /* the same for the transfer waits of each (replica, device): a stage
+     * that waits long for a slower one (its budget shrinks, it sleeps) must
+     * not take the spin from the slower stage's short waits, where a sleep
+     * and wake-up is most of the hand-off (issue 45) */
+    tg_spin *transfer_spin;
+    int n_transfers, replicas, n_devices;
+};
+
+tg_status tg_exchange_create(const tg_program *p, int spin_ceiling, tg_exchange_state **out)
+{
+    tg_exchange_state *x = tg_calloc(1, sizeof *x);
+    if (!x)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    *out = x;
+    int n = p->replicas * p->n_devices;
+    x->n_transfers = p->n_transfers;
+    x->replicas = p->replicas;
+    x->n_devices = p->n_devices;
+    x->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
+    x->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
+    x->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
+    x->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
+    x->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    x->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
+    x->transfer_spin = tg_calloc((size_t)n, sizeof *x->transfer_spin);
+    if (!x->produced || !x->consumed || !x->barrier_count || !x->barrier_gen || !x->group_count ||
+        !x->group_gen || !x->transfer_spin)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    tg_spin_init(&x->spin, spin_ceiling);
+    for (int i = 0; i < n; i++)
+        tg_spin_init(&x->transfer_spin[i], spin_ceiling);
+    return TG_OK;
+}
+
+void tg_exchange_free(tg_exchange_state *x)
+{
+    if (!x)
+        return;
+    tg_free(x->produced);
+    tg_free(x->consumed);
+    tg_free(x->barrier_count);
+    tg_free(x->barrier_gen);
+    tg_free(x->group_count);
+    tg_free(x->group_gen);
+    tg_free(x->transfer_spin);
+    tg_free(x);
+}
+
+void tg_exchange_begin_run(tg_exchange_state *x)
+{
+    memset(x->produced, 0, sizeof(int64_t) * (size_t)(x->n_transfers * x->replicas + 1));
+    memset(x->consumed, 0, sizeof(int64_t) * (size_t)(x->n_transfers * x->replicas + 1));
+    /* an aborted step may have left devices counted in at a barrier */
+    memset(x->barrier_count, 0, sizeof(int64_t) * (size_t)x->n_devices);
+    memset(x->group_count, 0, sizeof(int64_t) * (size_t)x->replicas);
+}
+
+tg_spin *tg_exchange_spin(tg_exchange_state *x)
+{
+    return &x->spin;
+}
 
 /* ---- synchronisation ------------------------------------------------------------------- */
 
@@ -88,13 +163,13 @@ static bool wait_with(tg_session *s, tg_spin *spin, const int64_t *counter, int6
 
 bool tg_exchange_wait_for(tg_session *s, const int64_t *counter, int64_t target, const char *what)
 {
-    return wait_with(s, &s->exchange_spin, counter, target, what);
+    return wait_with(s, &s->exchange->spin, counter, target, what);
 }
 
 /* Device c's own spin budget for its transfer waits. */
 static tg_spin *transfer_spin(const device_ctx *c)
 {
-    return &c->s->transfer_spin[c->replica * c->s->program->n_devices + c->device];
+    return &c->s->exchange->transfer_spin[c->replica * c->s->program->n_devices + c->device];
 }
 
 void tg_exchange_publish(tg_session *s, int64_t *counter, int64_t value)
@@ -133,7 +208,7 @@ static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
     pthread_mutex_unlock(&s->lock);
     /* Replicas usually arrive within microseconds of each other, so a short
      * spin saves a wake-up; one that is off the CPU is slept through. */
-    if (!tg_spin_wait(&s->exchange_spin, moved_on, &b)) {
+    if (!tg_spin_wait(&s->exchange->spin, moved_on, &b)) {
         pthread_mutex_lock(&s->lock);
         while (!moved_on(&b))
             pthread_cond_wait(&s->changed, &s->lock);
@@ -145,22 +220,24 @@ static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
 /* The same device of every replica (the all-reduce). */
 bool tg_exchange_replica_barrier(tg_session *s, int device)
 {
-    return barrier(s, &s->barrier_count[device], &s->barrier_gen[device], s->program->replicas);
+    return barrier(s, &s->exchange->barrier_count[device], &s->exchange->barrier_gen[device],
+                   s->program->replicas);
 }
 
 /* Every device of one replica (agreeing on a skipped update). */
 bool tg_exchange_device_barrier(tg_session *s, int replica)
 {
-    return barrier(s, &s->group_count[replica], &s->group_gen[replica], s->program->n_devices);
+    return barrier(s, &s->exchange->group_count[replica], &s->exchange->group_gen[replica],
+                   s->program->n_devices);
 }
 
 static int64_t *produced(tg_session *s, int r, int t)
 {
-    return &s->produced[r * s->program->n_transfers + t];
+    return &s->exchange->produced[r * s->program->n_transfers + t];
 }
 static int64_t *consumed(tg_session *s, int r, int t)
 {
-    return &s->consumed[r * s->program->n_transfers + t];
+    return &s->exchange->consumed[r * s->program->n_transfers + t];
 }
 
 /* Wait until transfer t's micro-batch g has arrived on device c. */

@@ -1,10 +1,23 @@
-/* runtime/exchange.h - inter-device copies, flow control and barriers of a
- * run (exchange.c), called by the engine's device loop (engine.c). */
+/* runtime/exchange.h - the session's part for what devices and replicas
+ * exchange during a run (exchange.c): inter-device copies, their flow
+ * control and the barriers, called by the engine's device loop
+ * (engine_passes.c), the all-reduce and the update's checks. */
 #ifndef TG_RUNTIME_EXCHANGE_H
 #define TG_RUNTIME_EXCHANGE_H
 
 #include "runtime/session_state.h"
 #include "tilegraph/trace.h"
+
+typedef struct tg_exchange_state tg_exchange_state;
+
+/* The counters and barriers of program p's runs; their waits spin within
+ * spin_ceiling (core/wait.h) before sleeping. */
+tg_status tg_exchange_create(const tg_program *p, int spin_ceiling, tg_exchange_state **out);
+void tg_exchange_free(tg_exchange_state *x);
+/* A run's start: no transfer made, nobody at a barrier. */
+void tg_exchange_begin_run(tg_exchange_state *x);
+/* The exchange's spin, whose ceiling the other waits of a run take. */
+tg_spin *tg_exchange_spin(tg_exchange_state *x);
 
 /* Abort the run with status st: every waiting device thread wakes up. The
  * first failure's message is the one reported. */

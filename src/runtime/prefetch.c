@@ -249,7 +249,8 @@ static tg_status start_threads(tg_session *s, tg_prefetch *pf)
     pf->threads = tg_calloc((size_t)pf->n_threads + 1, sizeof *pf->threads);
     if (!pf->threads)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the host-stream threads");
-    int ceiling = atomic_load_explicit(&s->exchange_spin.ceiling, memory_order_relaxed);
+    int ceiling =
+        atomic_load_explicit(&tg_exchange_spin(s->exchange)->ceiling, memory_order_relaxed);
     for (int t = 0; t < pf->n_threads; t++) {
         fill_thread *ft = &pf->threads[t];
         *ft = (fill_thread){.s = s, .index = t};

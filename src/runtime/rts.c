@@ -28,7 +28,6 @@
 #include "core/error.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
-#include "runtime/session_dist.h"
 
 #include <string.h>
 
@@ -122,7 +121,7 @@ static void pack_block(const tg_session *s, int b, int64_t n, unsigned char *sen
     const tg_program *p = s->program;
     size_t es = tg_dtype_size(p->buffers[b].dtype);
     int64_t first, unused;
-    tg_session_dist_block(s, n, tg_dist_instance(), &first, &unused);
+    tg_rts_block(s, n, tg_dist_instance(), &first, &unused);
     for (int r = 0; r < p->replicas; r++) {
         int64_t begin, end;
         tg_shard_range(n, s->replica_offset + r, tg_program_shards(p), &begin, &end);
@@ -139,7 +138,7 @@ static void unpack_blocks(tg_session *s, int b, int64_t n, const unsigned char *
     size_t es = tg_dtype_size(s->program->buffers[b].dtype);
     for (int i = 0; i < tg_dist_instances(); i++) {
         int64_t begin, end;
-        tg_session_dist_block(s, n, i, &begin, &end);
+        tg_rts_block(s, n, i, &begin, &end);
         if (i != tg_dist_instance())
             memcpy(s->rts_remote[b] + (size_t)begin * es, recv + (size_t)i * pack + at,
                    (size_t)(end - begin) * es);
@@ -160,7 +159,7 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
         int64_t n = tg_numel(p->graph->nodes[st->node]->in[0]);
         int home = tg_program_home_of(p, st->in[0]); /* an offloaded shard's host copy */
         pack_block(s, home, n, send + pack);
-        pack += tg_session_dist_block_cap(s, n, tg_dtype_size(p->buffers[home].dtype));
+        pack += tg_rts_block_cap(s, n, tg_dtype_size(p->buffers[home].dtype));
     }
     if (pack == 0)
         return true;
@@ -181,7 +180,28 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
         int64_t n = tg_numel(p->graph->nodes[st->node]->in[0]);
         int home = tg_program_home_of(p, st->in[0]);
         unpack_blocks(s, home, n, recv, pack, at);
-        at += tg_session_dist_block_cap(s, n, tg_dtype_size(p->buffers[home].dtype));
+        at += tg_rts_block_cap(s, n, tg_dtype_size(p->buffers[home].dtype));
     }
     return true;
+}
+
+/* An update whose optimizer state, or weight, is sharded over the replicas. */
+bool tg_rts_is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t)
+{
+    return tg_is_weight_update(t) &&
+           (tg_rts_updates_shard(p, st) ||
+            (t->n_mutated >= 2 && st->in[1] >= 0 && p->buffers[st->in[1]].sharded));
+}
+
+void tg_rts_block(const tg_session *s, int64_t n, int instance, int64_t *begin, int64_t *end)
+{
+    int S = tg_program_shards(s->program), Rl = s->program->replicas;
+    int64_t unused;
+    tg_shard_range(n, instance * Rl, S, begin, &unused);
+    tg_shard_range(n, (instance + 1) * Rl - 1, S, &unused, end);
+}
+
+size_t tg_rts_block_cap(const tg_session *s, int64_t n, size_t elem_bytes)
+{
+    return (size_t)(n / tg_dist_instances() + 1) * elem_bytes;
 }

@@ -28,4 +28,13 @@ bool tg_rts_exchange(device_ctx *c, int64_t it);
 /* Whether update step st rewrites a sharded weight (its home holds a shard). */
 bool tg_rts_updates_shard(const tg_program *p, const tg_step *st);
 
+/* An update whose optimizer state (or weight) is sharded over the replicas:
+ * it updates one shard (engine.c shard_view). */
+bool tg_rts_is_sharded_update(const tg_program *p, const tg_step *st, const tg_tensor *t);
+/* Replicated tensor sharding across instances: instance i's replicas hold
+ * shards i*R/N .. (i+1)*R/N-1 of each sharded tensor of n elements, the
+ * contiguous elements [*begin, *end); a block is at most _cap bytes. */
+void tg_rts_block(const tg_session *s, int64_t n, int instance, int64_t *begin, int64_t *end);
+size_t tg_rts_block_cap(const tg_session *s, int64_t n, size_t elem_bytes);
+
 #endif

@@ -9,16 +9,19 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "ops/blas.h"
-#include "graph/optim_params.h"
 #include "profile/profile.h"
+#include "runtime/device_threads.h"
+#include "runtime/exchange.h"
 #include "runtime/monitor.h"
 #include "runtime/prefetch.h"
+#include "runtime/record.h"
 #include "runtime/rts.h"
+#include "runtime/scaling.h"
 #include "runtime/stream_io.h"
+#include "runtime/streams.h"
 #include "runtime/verify.h"
 #include "tilegraph/trace.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -30,35 +33,10 @@ static int n_arenas(const tg_session *s)
     return s->program->replicas * s->program->n_devices;
 }
 
-/* Loss scaling and overflow checks: the engine's per-run state. */
+/* Loss scaling, overflow checks and clipping (runtime/scaling.h). */
 static tg_status setup_precision(tg_session *s)
 {
-    const tg_program *p = s->program;
-    s->check_overflow = p->training && tg_precision_checks_overflow(&p->precision);
-    s->loss_scale = p->precision.loss_scale;
-    s->seed_buffer = -1;
-    for (int i = 0; i < s->graph->n_nodes; i++)
-        if ((s->graph->nodes[i]->flags & TG_NODE_LOSS_SEED) &&
-            p->precision.loss_scaling != TG_LOSS_SCALING_NONE)
-            s->seed_buffer = p->home[i];
-    for (int i = 0; i < s->graph->n_nodes && p->training; i++)
-        if (tg_is_weight_update(s->graph->nodes[i])) {
-            /* one optimizer per graph: every update carries the same setting */
-            float m = tg_optim_params_get(&s->graph->nodes[i]->p).max_grad_norm;
-            s->max_grad_norm = m > 0 && isfinite(m) ? m : 0.0f;
-            break;
-        }
-    if (s->max_grad_norm > 0) {
-        s->grad_squares = tg_calloc((size_t)(2 * p->replicas * s->graph->n_nodes), sizeof(double));
-        if (!s->grad_squares)
-            return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    }
-    s->overflow_mark = tg_calloc((size_t)p->replicas, sizeof(int64_t));
-    s->group_count = tg_calloc((size_t)p->replicas, sizeof(int64_t));
-    s->group_gen = tg_calloc((size_t)p->replicas, sizeof(int64_t));
-    if (!s->overflow_mark || !s->group_count || !s->group_gen)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    return TG_OK;
+    return tg_scaling_create(s->program, s->graph, &s->scaling);
 }
 
 /* Said once per process on stderr, when a session is compiled: a training
@@ -101,28 +79,18 @@ static int spin_ceiling(const tg_program *p)
 static tg_status allocate(tg_session *s, int threads)
 {
     const tg_program *p = s->program;
-    int n = n_arenas(s), nodes = s->graph->n_nodes;
+    int n = n_arenas(s);
     s->arena = tg_calloc((size_t)n, sizeof *s->arena);
     s->pools = tg_calloc((size_t)n, sizeof *s->pools);
-    s->threads = tg_calloc((size_t)n, sizeof *s->threads);
     s->ctx = tg_calloc((size_t)n, sizeof *s->ctx);
     s->last_busy = tg_calloc((size_t)n, sizeof *s->last_busy);
     s->last_streams = tg_calloc((size_t)n, sizeof *s->last_streams);
     s->max_in_flight = tg_calloc((size_t)p->n_devices, sizeof *s->max_in_flight);
-    s->host_in = tg_calloc((size_t)nodes + 1, sizeof *s->host_in);
-    s->host_out = tg_calloc((size_t)nodes + 1, sizeof *s->host_out);
-    s->produced = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
-    s->consumed = tg_calloc((size_t)(p->n_transfers * p->replicas) + 1, sizeof(int64_t));
-    s->barrier_count = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    s->barrier_gen = tg_calloc((size_t)p->n_devices, sizeof(int64_t));
-    s->transfer_spin = tg_calloc((size_t)n, sizeof *s->transfer_spin);
-    if (!s->transfer_spin || !s->arena || !s->pools || !s->threads || !s->ctx || !s->last_busy ||
-        !s->last_streams || !s->max_in_flight || !s->host_in || !s->host_out || !s->produced ||
-        !s->consumed || !s->barrier_count || !s->barrier_gen)
+    if (!s->arena || !s->pools || !s->ctx || !s->last_busy || !s->last_streams || !s->max_in_flight)
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
-    tg_spin_init(&s->exchange_spin, spin_ceiling(p));
-    for (int i = 0; i < n; i++)
-        tg_spin_init(&s->transfer_spin[i], spin_ceiling(p));
+    TG_TRY(tg_exchange_create(p, spin_ceiling(p), &s->exchange));
+    TG_TRY(tg_device_threads_create(p->replicas, p->n_devices, tg_exchange_spin(s->exchange),
+                                    &s->device_threads));
     for (int i = 0; i < n; i++) {
         size_t bytes = p->devices[i % p->n_devices].arena_bytes;
         s->arena[i] = tg_malloc_aligned(bytes ? bytes : 64);
@@ -150,19 +118,7 @@ static tg_status allocate(tg_session *s, int threads)
                 return tg_error(TG_ERR_NOMEM,
                                 "session: out of memory for the host copy of offloaded '%s'",
                                 s->graph->nodes[p->buffers[b].node]->name);
-    int64_t count = tg_session_stream_count(s);
-    for (int d = 0; d < p->n_devices; d++) {
-        const tg_device_program *dp = &p->devices[d];
-        for (int k = 0; k < dp->n_inputs + dp->n_outputs; k++) {
-            const tg_buffer *b =
-                &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
-            unsigned char **slot = k < dp->n_inputs ? &s->host_in[b->node] : &s->host_out[b->node];
-            if (!(*slot = tg_calloc((size_t)count, b->bytes)))
-                return tg_error(TG_ERR_NOMEM, "session: out of memory for the host stream of '%s'",
-                                s->graph->nodes[b->node]->name);
-        }
-    }
-    return TG_OK;
+    return tg_host_streams_create(p, s->graph, tg_session_stream_count(s), &s->streams);
 }
 
 static int parse_output_mode(const char *m, bool training)
@@ -232,69 +188,17 @@ static tg_status effective_options(const tg_options *opts, tg_options **out)
     return TG_OK;
 }
 
-/* The most stream events one pass of device d records: a load and a
- * gather before a step, a store after it (runtime/streams.c). */
-static int streamed_events(const tg_program *p, int d)
-{
-    int n = 0;
-    for (int ph = TG_PHASE_FORWARD; ph <= TG_PHASE_BACKWARD; ph++)
-        for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {
-            const tg_step *st = &p->devices[d].steps[ph][k];
-            /* loads and gathers; stores and accumulations; and under
-             * ioSchedule preload up to three waits for the I/O thread */
-            n += (st->n_stream_in > 0 ? 2 : 0) + (st->n_stream_out > 0 ? 2 : 0) +
-                 (st->n_stream_in + st->n_stream_out > 0 ? 3 : 0);
-        }
-    return n;
-}
-
+/* The profile and trace (runtime/record.h) this session's options ask for,
+ * with this instance's place in an MPI job in the profile's record. */
 static tg_status start_profiling(tg_session *s)
 {
-    const tg_config *c = &s->program->config;
-    bool graph = c->report.graph, execution = c->report.execution;
-    /* host tracing on the engine channel also wants the devices' steps */
-    s->trace_devices = tg_trace_channel_enabled(tg_trace_channel_get("engine"));
-    if (!graph && !execution && !s->trace_devices)
-        return TG_OK;
-    const tg_program *p = s->program;
-    if (graph || execution) {
-        TG_TRY(tg_profile_open(c->report.directory, p, execution, &s->profile));
-        TG_TRY(tg_session_dist_profile_meta(s));
-    }
-    if (!execution && !s->trace_devices)
-        return TG_OK;
-    s->runs_to_record = c->report.run_count;
-    int n = n_arenas(s);
-    s->recorders = tg_calloc((size_t)n, sizeof *s->recorders);
-    if (!s->recorders)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
-    s->trace_steps = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_steps);
-    s->trace_n = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_n);
-    s->trace_cap = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *s->trace_cap);
-    if (!s->trace_steps || !s->trace_n || !s->trace_cap)
-        return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution trace");
-    for (int i = 0; i < n; i++) {
-        tg_profile_recorder *r = &s->recorders[i];
-        int d = i % p->n_devices;
-        /* per pass: the phase, host streams in and out, accumulation, for
-         * each transfer a wait to receive, a wait for a free slot and the
-         * copy, and around its steps the loads, gathers and stores of
-         * streamed copies; per update: offloaded state in and out around
-         * each update step, and in an MPI job at most a gradient bucket per
-         * accumulator */
-        int updates = p->devices[d].n_steps[TG_PHASE_UPDATE];
-        int buckets = p->devices[d].n_accumulators;
-        r->cap_events = (p->schedule.n_ops[d] * (4 + 3 * p->n_transfers + streamed_events(p, d)) +
-                         7 * updates + buckets + 4) *
-                            p->iterations +
-                        16;
-        r->events = tg_calloc((size_t)r->cap_events, sizeof *r->events);
-        r->op_ns = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
-        r->op_calls = tg_calloc((size_t)s->graph->n_nodes + 1, sizeof(int64_t));
-        if (!r->events || !r->op_ns || !r->op_calls)
-            return tg_error(TG_ERR_NOMEM, "session: out of memory for the execution profile");
-    }
-    return TG_OK;
+    TG_TRY(tg_recording_start(s->recording, s->program, s->graph, s->replica_offset));
+    return tg_recording_profile(s->recording) ? tg_session_dist_profile_meta(s) : TG_OK;
+}
+
+tg_status tg_session_finish_profile(tg_session *s)
+{
+    return s ? tg_recording_finish(s->recording) : TG_OK;
 }
 
 tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session **out)
@@ -311,9 +215,10 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
     s->graph = g;
-    s->t_origin = tg_engine_now();
-    static uint64_t sessions; /* link ids of host steps are unique across sessions */
-    s->link_base = __atomic_add_fetch(&sessions, 1, __ATOMIC_RELAXED) << 32;
+    if (!(s->recording = tg_recording_create())) {
+        tg_session_destroy(s);
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    }
     tg_options *opts = NULL;
     tg_config cfg = {0}; /* read once; the program keeps a copy, read after compiling */
     tg_status st = tg_trace_configure_env();
@@ -380,99 +285,18 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     return TG_OK;
 }
 
-/* The host trace with this session's device steps as tracks:
- * <trace directory>/tilegraph-<pid>-<training|inference>.trace.json. */
-static tg_status export_trace(const tg_session *s)
-{
-    const tg_program *p = s->program;
-    int n = n_arenas(s), m = 0;
-    tg_trace_device_track *tracks = tg_calloc((size_t)(TG_TRACE_LANES * n), sizeof *tracks);
-    if (!tracks)
-        return tg_error(TG_ERR_NOMEM, "trace export: out of memory");
-    static const char *const lanes[TG_TRACE_LANES] = {NULL, "gradient buckets to instances",
-                                                      "streaming memory (I/O thread)"};
-    for (int i = 0; i < TG_TRACE_LANES * n; i++) {
-        int d = i % p->n_devices, lane = i / n;
-        const char *name = NULL;
-        if (lane > 0 && !s->trace_n[i])
-            continue; /* no gradient buckets, or no I/O thread, on this device */
-        if (lane > 0) {
-            char label[80];
-            snprintf(label, sizeof label, "device %d: %s", d, lanes[lane]);
-            name = tg_trace_intern(label);
-        }
-        tracks[m++] = (tg_trace_device_track){
-            /* the job's replica index: an MPI job's instances' traces merge */
-            s->replica_offset + (i % n) / p->n_devices,
-            lane * p->n_devices + d,
-            name,
-            s->trace_steps[i],
-            s->trace_n[i],
-            NULL,
-            0};
-    }
-    char path[1024];
-    const char *base = tg_trace_output_path();
-    size_t len = strlen(base);
-    const char *suffix = ".trace.json";
-    size_t keep = len > strlen(suffix) ? len - strlen(suffix) : len;
-    snprintf(path, sizeof path, "%.*s-%s.trace.json", (int)keep, base,
-             p->training ? "training" : "inference");
-    tg_status st = tg_trace_flush(); /* creates the directory */
-    if (st == TG_OK)
-        st = tg_trace_export_chrome(path, tracks, (size_t)m);
-    tg_free(tracks);
-    return st;
-}
-
-tg_status tg_session_finish_profile(tg_session *s)
-{
-    if (!s)
-        return TG_OK;
-    if (s->profile_status != TG_OK) {
-        s->profile_reported = true;
-        return tg_error(s->profile_status, "%s", s->profile_error);
-    }
-    tg_status st = tg_profile_close(s->profile, s->recorders);
-    s->profile = NULL;
-    if (st != TG_OK) {
-        s->profile_status = st;
-        s->profile_reported = true;
-        snprintf(s->profile_error, sizeof s->profile_error, "%s", tg_error_message());
-    }
-    return st;
-}
-
 void tg_session_destroy(tg_session *s)
 {
     if (!s)
         return;
     int n = s->program ? n_arenas(s) : 0;
-    tg_engine_stop_threads(s); /* first: they read everything below */
+    tg_device_threads_free(s->device_threads); /* first: they read everything below */
     tg_verify_destroy(s->verify);
     tg_prefetch_stop(s);
     tg_stream_io_stop(s);
     tg_monitor_stop(s->monitor);
     tg_session_dist_free(s);
-    /* destroy cannot fail: a profile failure nobody asked about is printed */
-    if (s->profile && tg_profile_close(s->profile, s->recorders) != TG_OK)
-        fprintf(stderr, "tilegraph: %s\n", tg_error_message());
-    else if (s->profile_status != TG_OK && !s->profile_reported)
-        fprintf(stderr, "tilegraph: %s\n", s->profile_error);
-    /* reported once, at the program's tg_trace_shutdown */
-    if (s->trace_devices && s->trace_steps && export_trace(s) != TG_OK)
-        tg_trace_note_failure(TG_ERR_IO);
-    for (int i = 0; s->trace_steps && i < TG_TRACE_LANES * n; i++)
-        tg_free(s->trace_steps[i]);
-    tg_free(s->trace_steps);
-    tg_free(s->trace_n);
-    tg_free(s->trace_cap);
-    for (int i = 0; s->recorders && i < n; i++) {
-        tg_free(s->recorders[i].events);
-        tg_free(s->recorders[i].op_ns);
-        tg_free(s->recorders[i].op_calls);
-    }
-    tg_free(s->recorders);
+    tg_recording_free(s->recording);
     for (int i = 0; i < n; i++) {
         if (s->pools)
             tg_pool_destroy(s->pools[i]);
@@ -480,32 +304,19 @@ void tg_session_destroy(tg_session *s)
             tg_free(s->arena[i]);
     }
     /* each list on its own: a create that ran out of memory may have made one only */
-    for (int i = 0; s->host_in && i < s->graph->n_nodes; i++)
-        tg_free(s->host_in[i]);
-    for (int i = 0; s->host_out && i < s->graph->n_nodes; i++)
-        tg_free(s->host_out[i]);
-    tg_free(s->host_in);
-    tg_free(s->host_out);
+    tg_host_streams_free(s->streams);
     for (int i = 0; s->host_state && i < s->program->n_buffers * s->program->replicas; i++)
         tg_free(s->host_state[i]);
     tg_free(s->host_state);
     tg_rts_free(s);
     tg_free(s->arena);
     tg_free(s->pools);
-    tg_free(s->threads);
     tg_free(s->ctx);
     tg_free(s->last_busy);
     tg_free(s->last_streams);
     tg_free(s->max_in_flight);
-    tg_free(s->produced);
-    tg_free(s->consumed);
-    tg_free(s->barrier_count);
-    tg_free(s->barrier_gen);
-    tg_free(s->transfer_spin);
-    tg_free(s->overflow_mark);
-    tg_free(s->grad_squares);
-    tg_free(s->group_count);
-    tg_free(s->group_gen);
+    tg_exchange_free(s->exchange);
+    tg_scaling_free(s->scaling);
     tg_program_destroy(s->program);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->changed);

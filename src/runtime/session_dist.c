@@ -10,6 +10,8 @@
 #include "runtime/allreduce.h"
 #include "runtime/buckets.h"
 #include "runtime/dist.h"
+#include "runtime/record.h"
+#include "runtime/rts.h"
 #include "tilegraph/trace.h"
 
 #include <stdio.h>
@@ -165,20 +167,6 @@ static size_t accumulator_bytes(const tg_program *p, int d)
     return n;
 }
 
-void tg_session_dist_block(const tg_session *s, int64_t n, int instance, int64_t *begin,
-                           int64_t *end)
-{
-    int S = tg_program_shards(s->program), Rl = s->program->replicas;
-    int64_t unused;
-    tg_shard_range(n, instance * Rl, S, begin, &unused);
-    tg_shard_range(n, (instance + 1) * Rl - 1, S, &unused, end);
-}
-
-size_t tg_session_dist_block_cap(const tg_session *s, int64_t n, size_t elem_bytes)
-{
-    return (size_t)(n / tg_dist_instances() + 1) * elem_bytes;
-}
-
 /* Bytes of device d's sharded weights' instance blocks: what the gather of
  * the updated weights sends after each update. */
 static size_t sharded_weight_bytes(const tg_session *s, int d)
@@ -189,9 +177,9 @@ static size_t sharded_weight_bytes(const tg_session *s, int d)
     for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
         const tg_tensor *t = p->graph->nodes[st->node];
-        if (tg_allreduce_is_sharded_update(p, st, t))
-            n += tg_session_dist_block_cap(s, tg_numel(t->in[0]),
-                                           tg_dtype_size(p->buffers[st->in[0]].dtype));
+        if (tg_rts_is_sharded_update(p, st, t))
+            n +=
+                tg_rts_block_cap(s, tg_numel(t->in[0]), tg_dtype_size(p->buffers[st->in[0]].dtype));
     }
     return n;
 }
@@ -282,7 +270,7 @@ tg_status tg_session_dist_profile_meta(tg_session *s)
     char host[256] = "", v[32];
     if (gethostname(host, sizeof host - 1) != 0)
         snprintf(host, sizeof host, "?");
-    TG_TRY(tg_profile_set_meta(s->profile, "host", host));
+    TG_TRY(tg_profile_set_meta(tg_recording_profile(s->recording), "host", host));
     const struct {
         const char *key;
         int value;
@@ -292,7 +280,7 @@ tg_status tg_session_dist_profile_meta(tg_session *s)
                 {"global_replicas", s->global_replicas}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         snprintf(v, sizeof v, "%d", rows[i].value);
-        TG_TRY(tg_profile_set_meta(s->profile, rows[i].key, v));
+        TG_TRY(tg_profile_set_meta(tg_recording_profile(s->recording), rows[i].key, v));
     }
     if (tg_dist_instances() < 2)
         return TG_OK;
@@ -318,7 +306,7 @@ static tg_status gather_one(tg_session *s, const tg_tensor *t, unsigned char *se
     const tg_program *p = s->program;
     size_t es = tg_dtype_size(p->storage[t->id]);
     int64_t n = tg_numel(t), S = tg_program_shards(p), first, unused;
-    tg_session_dist_block(s, n, tg_dist_instance(), &first, &unused);
+    tg_rts_block(s, n, tg_dist_instance(), &first, &unused);
     for (int r = 0; r < p->replicas; r++) { /* this instance's block, shard after shard */
         int64_t begin, end;
         tg_shard_range(n, s->replica_offset + r, (int)S, &begin, &end);
@@ -331,7 +319,7 @@ static tg_status gather_one(tg_session *s, const tg_tensor *t, unsigned char *se
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering '%s'", t->name);
     for (int i = 0; i < tg_dist_instances(); i++) {
         int64_t begin, end;
-        tg_session_dist_block(s, n, i, &begin, &end);
+        tg_rts_block(s, n, i, &begin, &end);
         memcpy(whole + (size_t)begin * es, recv + (size_t)i * cap, (size_t)(end - begin) * es);
     }
     return TG_OK;
@@ -350,8 +338,7 @@ tg_status tg_session_dist_gather_state(tg_session *s)
         const tg_tensor *t = g->nodes[i];
         if (!is_sharded(s, t))
             continue;
-        size_t cap =
-            tg_session_dist_block_cap(s, tg_numel(t), tg_dtype_size(s->program->storage[i]));
+        size_t cap = tg_rts_block_cap(s, tg_numel(t), tg_dtype_size(s->program->storage[i]));
         unsigned char *send = tg_malloc(cap + 1);
         unsigned char *recv = tg_malloc(cap * (size_t)tg_dist_instances() + 1);
         st = send && recv ? gather_one(s, t, send, recv, cap)
@@ -374,4 +361,53 @@ tg_status tg_session_dist_state(const tg_session *s, const tg_tensor *t, unsigne
     memcpy(dst, s->dist_state[t->id],
            (size_t)tg_numel(t) * tg_dtype_size(s->program->storage[t->id]));
     return TG_OK;
+}
+
+/* A checksum of every parameter as stored (replica 0's copy: the all-reduce
+ * gives every replica the same; a sharded weight whole, runtime/rts.c). Not
+ * the state: batch norm's running statistics are each replica's own, from
+ * its own samples, in one process as across instances (checkpoints keep
+ * replica 0's). */
+static tg_status weights_hash(const tg_session *s, uint64_t *out)
+{
+    const tg_graph *g = tg_session_graph(s);
+    uint64_t h = TG_DIST_HASH_INIT;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_PARAM || !tg_session_data(s, t))
+            continue;
+        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(tg_session_storage_dtype(s, t));
+        void *whole = tg_malloc(bytes + 1);
+        if (!whole)
+            return tg_error(TG_ERR_NOMEM, "MPI: out of memory checking '%s'", t->name);
+        tg_status st = tg_session_value_out(s, t, whole);
+        if (st == TG_OK)
+            h = tg_dist_hash(h, whole, bytes);
+        tg_free(whole);
+        TG_TRY(st);
+    }
+    *out = h;
+    return TG_OK;
+}
+
+tg_status tg_dist_sync(tg_session *s)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    TG_TRY(tg_dist_check_weights(s));
+    return tg_session_dist_gather_state(s);
+}
+
+tg_status tg_dist_check_weights(const tg_session *s)
+{
+    if (!tg_dist_active())
+        return TG_OK;
+    static const char *const what[] = {"weights after the last update"};
+    uint64_t h = 0;
+    TG_TRY(weights_hash(s, &h));
+    return tg_dist_agree(what, &h, 1,
+                         "the instances' training diverged; instances on hosts with different "
+                         "core counts compute with different threads per device: give the same "
+                         "--threads-per-device (threadsPerDevice) to all, otherwise report it "
+                         "as a tilegraph defect with the command line");
 }

@@ -28,12 +28,6 @@ void tg_session_dist_free(tg_session *s);
  * together from them). */
 tg_status tg_session_dist_profile_meta(tg_session *s);
 
-/* Replicated tensor sharding across instances: instance i's replicas hold
- * shards i*R/N .. (i+1)*R/N-1 of each sharded tensor of n elements, the
- * contiguous elements [*begin, *end); a block is at most _cap bytes. */
-void tg_session_dist_block(const tg_session *s, int64_t n, int instance, int64_t *begin,
-                           int64_t *end);
-size_t tg_session_dist_block_cap(const tg_session *s, int64_t n, size_t elem_bytes);
 /* Collective: every sharded value gathered whole over the instances, for
  * reading after this host step (tg_dist_sync). */
 tg_status tg_session_dist_gather_state(tg_session *s);

@@ -16,6 +16,8 @@
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
 #include "runtime/rts.h"
+#include "runtime/streams.h"
+#include "runtime/scaling.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -187,7 +189,7 @@ static bool is_leaf_value(const tg_tensor *t)
 int64_t tg_session_output_count(const tg_session *s, const tg_tensor *t)
 {
     const tg_program *p = s->program;
-    if (!t || !s->host_out[t->id])
+    if (!t || !tg_host_streams_out(s->streams, t->id))
         return 1;
     switch (s->output_mode) {
     case TG_OUTPUT_SUM:
@@ -213,7 +215,7 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
                             "(iterations x replicas x accumulation), %zu bytes in all, not %zu",
                             t->name, (long long)count, count == 1 ? "" : "es", tg_nbytes(t),
                             (size_t)count * tg_nbytes(t), bytes);
-        tg_convert(data, t->dtype, s->host_in[t->id], stored_as(s, t),
+        tg_convert(data, t->dtype, tg_host_streams_in(s->streams, t->id), stored_as(s, t),
                    (size_t)(count * tg_numel(t)));
         return TG_OK;
     }
@@ -231,7 +233,8 @@ tg_status tg_session_write(tg_session *s, const tg_tensor *t, const void *data, 
 int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t k)
 {
     const tg_program *p = s->program;
-    if (!t || !s->host_out[t->id] || k < 0 || k >= tg_session_output_count(s, t))
+    if (!t || !tg_host_streams_out(s->streams, t->id) || k < 0 ||
+        k >= tg_session_output_count(s, t))
         return -1;
     switch (s->output_mode) {
     case TG_OUTPUT_ALL:
@@ -255,8 +258,8 @@ int64_t tg_session_output_index(const tg_session *s, const tg_tensor *t, int64_t
  * tensor's own type. */
 static void copy_out(const tg_session *s, const tg_tensor *t, unsigned char *dst, int64_t h)
 {
-    tg_convert(s->host_out[t->id] + (size_t)h * stored_bytes(s, t), stored_as(s, t), dst, t->dtype,
-               (size_t)tg_numel(t));
+    tg_convert(tg_host_streams_out(s->streams, t->id) + (size_t)h * stored_bytes(s, t),
+               stored_as(s, t), dst, t->dtype, (size_t)tg_numel(t));
 }
 
 static tg_status read_output(const tg_session *s, const tg_tensor *t, unsigned char *dst)
@@ -311,7 +314,7 @@ tg_status tg_session_read(tg_session *s, const tg_tensor *t, void *data, size_t 
     if (!t || !replica_data(s, 0, t))
         return tg_error(TG_ERR_INVALID_ARG, "session: tensor '%s' is not stored by this program",
                         t ? t->name : "(null)");
-    if (s->host_out[t->id]) {
+    if (tg_host_streams_out(s->streams, t->id)) {
         int64_t count = tg_session_output_count(s, t);
         if (bytes != (size_t)count * tg_nbytes(t))
             return tg_error(TG_ERR_INVALID_ARG,
@@ -340,11 +343,11 @@ int64_t tg_session_step(const tg_session *s)
 }
 float tg_session_loss_scale(const tg_session *s)
 {
-    return s->loss_scale;
+    return tg_scaling_loss_scale(s->scaling);
 }
 int64_t tg_session_skipped_updates(const tg_session *s)
 {
-    return s->skipped_updates;
+    return tg_scaling_skipped_updates(s->scaling);
 }
 tg_status tg_session_value_out(const tg_session *s, const tg_tensor *t, void *dst)
 {

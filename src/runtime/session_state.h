@@ -8,6 +8,7 @@
 #include "runtime/session_internal.h"
 #include "tilegraph/dist.h"
 
+#include "core/clock.h"
 #include "core/pool.h"
 #include "core/wait.h"
 #include "profile/profile.h"
@@ -15,16 +16,6 @@
 #include <pthread.h>
 
 typedef struct tg_session tg_session;
-
-/* A device thread that lives as long as the session (engine.c): it runs
- * device `index` (replica * n_devices + device) of every host step and
- * parks between steps. */
-typedef struct tg_device_thread {
-    tg_session *s;
-    int index;
-    tg_spin spin; /* its wait for the next host step */
-    pthread_t id;
-} tg_device_thread;
 
 /* Gradient buckets (runtime/allreduce.c): under an MPI job whose instances
  * run one replica each, a device's accumulators in groups of about
@@ -50,11 +41,6 @@ typedef struct tg_bucket_plan {
     tg_pipe_pass last_pass;
     double *started; /* per bucket, when its exchange started (the device's thread's) */
 } tg_bucket_plan;
-
-/* Trace tracks per (replica, device): its own; its gradient buckets to the
- * other instances (they overlap its compute); its I/O thread's copies to
- * and from streaming memory (runtime/stream_io.c). */
-#define TG_TRACE_LANES 3
 
 typedef struct device_ctx {
     tg_session *s;
@@ -88,9 +74,8 @@ struct tg_session {
     tg_program *program;
     unsigned char **arena; /* [replica * n_devices + device] */
     tg_pool **pools;       /* the same indexing */
-    /* host streams, per node id: all micro-batches of one run, in
-     * [iteration][replica][micro-batch] order (NULL for other nodes) */
-    unsigned char **host_in, **host_out;
+    /* the host streams of a run (runtime/streams.h) */
+    struct tg_host_streams *streams;
     /* offloaded buffers' host copies: [buffer * replicas + replica] (NULL otherwise) */
     unsigned char **host_state;
     uint64_t seed;
@@ -106,29 +91,14 @@ struct tg_session {
     /* synchronisation for one run */
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    int64_t *produced, *consumed;         /* [replica * n_transfers + transfer] */
-    int64_t *barrier_count, *barrier_gen; /* per device */
-    tg_spin exchange_spin;                /* how long the waits of exchange.c spin */
-    /* the same for the transfer waits of each (replica, device): a stage
-     * that waits long for a slower one (its budget shrinks, it sleeps) must
-     * not take the spin from the slower stage's short waits, where a sleep
-     * and wake-up is most of the hand-off (issue 45) */
-    tg_spin *transfer_spin;
+    /* the run's transfer counters and barriers (runtime/exchange.h) */
+    struct tg_exchange_state *exchange;
     bool abort;
     tg_status fail_status;
     char fail_message[512];
-    pthread_t *threads; /* per-step threads (tg_engine_set_per_step_threads) */
     device_ctx *ctx;
-    /* device threads that live as long as the session (engine.c): started
-     * by the first run of several devices or replicas, parked between runs
-     * on park_wake (under `lock`), stopped by tg_engine_stop_threads */
-    tg_device_thread *device_threads; /* [replica * n_devices + device], or NULL */
-    pthread_cond_t park_wake, park_done;
-    int64_t run_gen;       /* host steps handed to the threads (atomic) */
-    int threads_running;   /* threads still in the current step (atomic) */
-    bool threads_stop;     /* leave the loop: the session ends (atomic) */
-    tg_spin done_spin;     /* the caller's wait for the step's end */
-    bool per_step_threads; /* the former way: a thread per device per step */
+    /* the threads that run the devices' host steps (runtime/device_threads.h) */
+    struct tg_device_threads *device_threads;
     double last_run_seconds;
     double *last_busy;    /* [replica * n_devices + device] */
     double *last_streams; /* the same: each device_ctx's `streams` of the last run */
@@ -139,33 +109,12 @@ struct tg_session {
      * (runtime/stream_io.c), or NULL: on demand, or not started yet */
     struct tg_stream_io *stream_io;
     int *max_in_flight; /* the most micro-batches any run had stashed, per device */
-    /* loss scaling and overflow checks (compile/precision.h) */
-    bool check_overflow;
-    float loss_scale;
-    int64_t good_updates, skipped_updates;
-    int64_t *overflow_mark;           /* per replica: 1 + the last update that overflowed */
-    int64_t *group_count, *group_gen; /* per replica: a barrier over its devices */
-    int seed_buffer;                  /* the loss gradient's seed, scaled; -1 none */
-    /* gradient clipping by the global norm (tg_optimizer.max_grad_norm; 0: off) */
-    float max_grad_norm;
-    double *
-        grad_squares; /* [parity of the update][replica][node]: sum g^2 of each update's gradient */
-    /* profiling and host tracing */
-    struct tg_profile *profile; /* NULL when off, or after it failed */
-    tg_status profile_status;   /* the first failure writing the profile */
-    char profile_error[512];    /* its message */
-    bool profile_reported;      /* tg_session_finish_profile returned it */
-    bool trace_devices;         /* host tracing is on: keep device steps for the export */
-    /* [lane * n + replica * n_devices + device][...] for TG_TRACE_LANES lanes:
-     * the devices' steps, their gradient buckets and their I/O threads'
-     * copies (the last two overlap the steps, so they get tracks of their own) */
-    struct tg_trace_device_step **trace_steps;
-    size_t *trace_n, *trace_cap;
-    uint64_t link_base;             /* link ids of this session's host steps start after it */
-    tg_profile_recorder *recorders; /* [replica * n_devices + device], when recording */
-    struct tg_monitor *monitor;     /* this session's registry record, or NULL */
-    int64_t runs, runs_to_record;
-    double t_origin;
+    /* loss scaling, overflow checks and clipping (runtime/scaling.h) */
+    struct tg_scaling *scaling;
+    /* profiling and host tracing (runtime/record.h) */
+    struct tg_recording *recording;
+    struct tg_monitor *monitor; /* this session's registry record, or NULL */
+    int64_t runs;
     /* the MPI job (runtime/dist.h): this instance runs replicas
      * [replica_offset, replica_offset + program->replicas) of
      * global_replicas; dist is NULL outside a job of several instances */
@@ -186,12 +135,15 @@ struct tg_session {
     struct tg_verify *verify; /* a verified run (runtime/verify.h), or NULL */
 };
 
-/* Seconds on the monotonic clock. */
-double tg_engine_now(void);
-/* Micro-batch j's gradient (slot g) into an accumulator (runtime/engine_passes.c). */
+/* Seconds on the monotonic clock (core/clock.h). */
+static inline double tg_engine_now(void)
+{
+    return tg_clock_seconds();
+}
+/* Micro-batch j's gradient (slot g) into an accumulator (runtime/arena.c). */
 void tg_engine_accumulate(device_ctx *c, int acc_buffer, int grad_buffer, int64_t j, int64_t g);
 /* Record an event of device c that ran from t0 to now (seconds); no-op
- * when the run is not recorded. */
+ * when the run is not recorded (runtime/record.c). */
 void tg_engine_record(device_ctx *c, tg_event_kind kind, tg_phase ph, int64_t it, int64_t j,
                       int peer, double t0, int64_t bytes, double flops);
 /* The same for an event that ran from t0 to t1 on another thread on the
@@ -206,24 +158,16 @@ void tg_engine_stop_threads(tg_session *s);
  * the session: kept so that bench_step_overhead can measure both ways in
  * one run. Stops the session's parked threads when turned on. */
 void tg_engine_set_per_step_threads(tg_session *s, bool on);
-/* Slot of micro-batch g of a program buffer in a replica's arena. */
+/* Slot of micro-batch g of a program buffer in a replica's arena (runtime/arena.c). */
 unsigned char *tg_engine_slot_ptr(const tg_session *s, int replica, int buffer, int64_t g);
 /* One host step of device c: deviceIterations times its schedule, the
  * all-reduce and the update; returns early when the step is aborted
  * (runtime/engine_passes.c). */
 void tg_engine_device_main(device_ctx *c);
-/* Whether update `it` runs: overflow check, loss scale, clipping, agreed by
- * the replica's devices; sets *ok false on failure (runtime/engine_update.c). */
-bool tg_engine_update_runs(device_ctx *c, int64_t it, bool *ok);
-/* Write the loss scale into the loss gradient's seed (runtime/engine_update.c). */
-void tg_engine_write_loss_scale(device_ctx *c);
-/* After a recorded host step (runtime/engine_record.c): its device events
- * into the host trace's tracks; the session's own counters; the weights'
- * and gradients' histograms; and dropping a profile that failed to write. */
-void tg_engine_keep_device_steps(tg_session *s, uint64_t link);
+/* After a recorded host step (runtime/engine_record.c): the session's own
+ * counters, and the weights' and gradients' histograms, in the profile. */
 tg_status tg_engine_record_own_counters(tg_session *s);
 tg_status tg_engine_record_histograms(tg_session *s, int64_t run);
-void tg_engine_drop_profile(tg_session *s);
 
 typedef enum tg_output_mode {
     TG_OUTPUT_ALL,
@@ -232,7 +176,7 @@ typedef enum tg_output_mode {
     TG_OUTPUT_EVERY_N,
 } tg_output_mode;
 
-/* Micro-batches of all replicas and iterations in one run. */
+/* Micro-batches of all replicas and iterations in one run (runtime/arena.c). */
 int64_t tg_session_stream_count(const tg_session *s);
 /* Every leaf's initial value, drawn in f32 and written to every replica in
  * its storage type (runtime/session_io.c; tg_session_create calls it). */

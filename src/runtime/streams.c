@@ -4,6 +4,8 @@
  * steps that use them (compile/streaming.c). */
 #include "runtime/streams.h"
 
+#include "core/alloc.h"
+#include "core/error.h"
 #include "runtime/exchange.h"
 #include "runtime/rts.h"
 
@@ -14,6 +16,62 @@
 /* Position of (iteration, replica, micro-batch) in the host streams:
  * [device iteration][replica][accumulation micro-batch]. Inference pipelines
  * its iterations as micro-batches, so there j is the iteration. */
+struct tg_host_streams {
+    /* per node id: all micro-batches of one run, in
+     * [iteration][replica][micro-batch] order (NULL for other nodes) */
+    unsigned char **in, **out;
+    int n_nodes;
+};
+
+tg_status tg_host_streams_create(const tg_program *p, const tg_graph *g, int64_t count,
+                                 tg_host_streams **out)
+{
+    tg_host_streams *h = tg_calloc(1, sizeof *h);
+    if (!h)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    *out = h;
+    h->n_nodes = g->n_nodes;
+    h->in = tg_calloc((size_t)g->n_nodes + 1, sizeof *h->in);
+    h->out = tg_calloc((size_t)g->n_nodes + 1, sizeof *h->out);
+    if (!h->in || !h->out)
+        return tg_error(TG_ERR_NOMEM, "session: out of memory");
+    for (int d = 0; d < p->n_devices; d++) {
+        const tg_device_program *dp = &p->devices[d];
+        for (int k = 0; k < dp->n_inputs + dp->n_outputs; k++) {
+            const tg_buffer *b =
+                &p->buffers[k < dp->n_inputs ? dp->inputs[k] : dp->outputs[k - dp->n_inputs]];
+            unsigned char **slot = k < dp->n_inputs ? &h->in[b->node] : &h->out[b->node];
+            if (!(*slot = tg_calloc((size_t)count, b->bytes)))
+                return tg_error(TG_ERR_NOMEM, "session: out of memory for the host stream of '%s'",
+                                g->nodes[b->node]->name);
+        }
+    }
+    return TG_OK;
+}
+
+void tg_host_streams_free(tg_host_streams *h)
+{
+    if (!h)
+        return;
+    for (int i = 0; h->in && i < h->n_nodes; i++)
+        tg_free(h->in[i]);
+    for (int i = 0; h->out && i < h->n_nodes; i++)
+        tg_free(h->out[i]);
+    tg_free(h->in);
+    tg_free(h->out);
+    tg_free(h);
+}
+
+unsigned char *tg_host_streams_in(const tg_host_streams *h, int node)
+{
+    return h->in[node];
+}
+
+unsigned char *tg_host_streams_out(const tg_host_streams *h, int node)
+{
+    return h->out[node];
+}
+
 static int64_t host_index(const tg_program *p, int64_t it, int r, int64_t j)
 {
     if (!p->training)
@@ -29,7 +87,7 @@ int64_t tg_streams_copy_in(tg_session *s, int replica, int device, int64_t it, i
     for (int k = 0; k < dp->n_inputs; k++) {
         const tg_buffer *b = &p->buffers[dp->inputs[k]];
         memcpy(tg_engine_slot_ptr(s, replica, dp->inputs[k], g),
-               s->host_in[b->node] + (size_t)h * b->bytes, b->bytes);
+               s->streams->in[b->node] + (size_t)h * b->bytes, b->bytes);
         streamed += (int64_t)b->bytes;
     }
     return streamed;
@@ -138,7 +196,7 @@ bool tg_streams_outputs(device_ctx *c, int64_t it, int64_t j, int64_t g)
     for (int k = 0; k < dp->n_outputs; k++) {
         const tg_buffer *b = &p->buffers[dp->outputs[k]];
         const unsigned char *src = tg_engine_slot_ptr(s, c->replica, dp->outputs[k], g);
-        memcpy(s->host_out[b->node] + (size_t)h * b->bytes, src, b->bytes);
+        memcpy(s->streams->out[b->node] + (size_t)h * b->bytes, src, b->bytes);
         streamed += (int64_t)b->bytes;
         const tg_tensor *t = p->graph->nodes[b->node];
         if (!s->check_nan || tg_numel(t) != 1 || t->dtype != TG_F32)

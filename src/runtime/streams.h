@@ -1,10 +1,25 @@
-/* runtime/streams.h - host streams of a run (streams.c), called by the
- * engine's device loop (engine.c). */
+/* runtime/streams.h - the session's part for host streams (streams.c):
+ * the host's copies of every input and output of a run, and the copies
+ * between them and the devices, called by the engine's device loop
+ * (engine_passes.c), the prefetch threads and the I/O threads. */
 #ifndef TG_RUNTIME_STREAMS_H
 #define TG_RUNTIME_STREAMS_H
 
 #include "ops/op.h"
 #include "runtime/session_state.h"
+
+typedef struct tg_host_streams tg_host_streams;
+
+/* The host streams of program p (g: its graph): for every input and
+ * output node, `count` micro-batches (all replicas and iterations of a run,
+ * tg_session_stream_count). */
+tg_status tg_host_streams_create(const tg_program *p, const tg_graph *g, int64_t count,
+                                 tg_host_streams **out);
+void tg_host_streams_free(tg_host_streams *h);
+/* Node `node`'s host stream in or out, in [iteration][replica][micro-batch]
+ * order; NULL when the node has none. */
+unsigned char *tg_host_streams_in(const tg_host_streams *h, int node);
+unsigned char *tg_host_streams_out(const tg_host_streams *h, int node);
 
 /* Copy micro-batch j of iteration it from the host into slot g of the
  * input buffers of (replica, device); returns the bytes. Any thread. */

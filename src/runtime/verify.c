@@ -20,6 +20,8 @@
 #include "ops/norm.h"
 #include "ops/op.h"
 #include "runtime/interp.h"
+#include "runtime/scaling.h"
+#include "runtime/streams.h"
 #include "runtime/session_state.h"
 
 #include <math.h>
@@ -253,8 +255,9 @@ static tg_status keep_inputs(tg_session *s, tg_verify *v, const tg_tensor *t)
         if (!(v->inputs_mb[m][t->id] = d))
             return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
         int64_t h = p->training ? m : (int64_t)m * p->replicas;
-        if (s->host_in[t->id])
-            to_double(s->host_in[t->id] + (size_t)(h * n) * tg_dtype_size(dt), dt, d, n);
+        if (tg_host_streams_in(s->streams, t->id))
+            to_double(tg_host_streams_in(s->streams, t->id) + (size_t)(h * n) * tg_dtype_size(dt),
+                      dt, d, n);
     }
     v->before[t->id] = v->inputs_mb[0][t->id];
     return TG_OK;
@@ -276,7 +279,7 @@ static tg_status keep_leaves(tg_session *s, tg_verify *v)
         }
         if (!(v->before[i] = tg_malloc((size_t)(n ? n : 1) * sizeof(double))))
             return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
-        if ((t->flags & TG_NODE_LOSS_SEED) && s->seed_buffer >= 0) {
+        if ((t->flags & TG_NODE_LOSS_SEED) && tg_scaling_seed_buffer(s->scaling) >= 0) {
             /* the engine writes the run's loss scale here as the run begins:
              * the reference's backward pass is scaled as the program's is */
             for (int64_t k = 0; k < n; k++)
@@ -355,7 +358,7 @@ tg_status tg_verify_begin(tg_session *s)
     v->armed = false;
     free_values(v);
     v->step = s->program->training ? s->step : s->runs * s->program->iterations; /* engine.c's */
-    v->loss_scale = s->loss_scale;
+    v->loss_scale = tg_scaling_loss_scale(s->scaling);
     tg_status st = make_buffers(s, v);
     if (st == TG_OK)
         st = keep_leaves(s, v);
@@ -683,7 +686,7 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     const tg_op_def *def = tg_op_get(t->op);
     if (!cx->single)
         return set_skip(row, "updates read gradients summed over micro-batches or replicas");
-    if (cx->s->max_grad_norm > 0)
+    if (tg_scaling_max_grad_norm(cx->s->scaling) > 0)
         return set_skip(row, "the gradient is clipped");
     if (!def || !def->reference)
         return set_skip(row, "no reference kernel");
@@ -928,9 +931,7 @@ static tg_status build_report(tg_session *s, tg_verify *v, tg_verify_report *r)
     const tg_graph *g = s->graph;
     check_ctx cx = {.s = s, .v = v};
     cx.single = p->micro_batches == 1 && p->iterations == 1 && s->global_replicas == 1;
-    /* engine_update.c marks replica 0's overflowed update `step + 1` */
-    cx.skipped =
-        p->training && s->check_overflow && s->overflow_mark && s->overflow_mark[0] == v->step + 1;
+    cx.skipped = p->training && tg_scaling_skipped(s->scaling, 0, v->step);
     int64_t most = 1;
     for (int i = 0; i < g->n_nodes; i++)
         if (tg_numel(g->nodes[i]) > most)

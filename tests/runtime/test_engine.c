@@ -8,6 +8,7 @@
 
 #include "core/alloc.h"
 #include "core/rng.h"
+#include "runtime/device_threads.h"
 #include "runtime/session_state.h"
 #include "tilegraph/models.h"
 
@@ -104,17 +105,18 @@ static void test_threads_live_as_long_as_the_session(void)
         return;
     int n = t.s->program->replicas * t.s->program->n_devices;
     TG_CHECK(n > 1 && n <= 8);
-    TG_CHECK(t.s->device_threads == NULL); /* started by the first run, not by create */
+    TG_CHECK(!tg_device_threads_started(t.s->device_threads)); /* by the first run, not create */
     train(&t, 0, 1);
-    TG_CHECK(t.s->device_threads != NULL);
+    TG_CHECK(tg_device_threads_started(t.s->device_threads));
     pthread_t ids[8];
-    for (int i = 0; t.s->device_threads && i < n && i < 8; i++)
-        ids[i] = t.s->device_threads[i].id;
+    for (int i = 0; tg_device_threads_started(t.s->device_threads) && i < n && i < 8; i++)
+        ids[i] = tg_device_threads_id(t.s->device_threads, i);
     train(&t, 1, 3);
-    TG_CHECK(t.s->run_gen == 4); /* every step went to the parked threads */
-    for (int i = 0; t.s->device_threads && i < n && i < 8; i++)
-        TG_CHECK(pthread_equal(ids[i], t.s->device_threads[i].id));
-    TG_CHECK(__atomic_load_n(&t.s->threads_running, __ATOMIC_ACQUIRE) == 0);
+    TG_CHECK(tg_device_threads_steps(t.s->device_threads) ==
+             4); /* every step went to the parked threads */
+    for (int i = 0; tg_device_threads_started(t.s->device_threads) && i < n && i < 8; i++)
+        TG_CHECK(pthread_equal(ids[i], tg_device_threads_id(t.s->device_threads, i)));
+    TG_CHECK(tg_device_threads_running(t.s->device_threads) == 0);
     destroy(&t);
 }
 
@@ -127,12 +129,12 @@ static void test_same_bits_as_a_thread_per_step(void)
         tg_engine_set_per_step_threads(per_step.s, true);
         train(&parked, 0, 3);
         train(&per_step, 0, 3);
-        TG_CHECK(per_step.s->device_threads == NULL);
+        TG_CHECK(!tg_device_threads_started(per_step.s->device_threads));
         TG_CHECK(same_weights(&parked, &per_step));
         TG_CHECK(tg_session_step(parked.s) == tg_session_step(per_step.s));
         /* turning it on between runs stops the parked threads */
         tg_engine_set_per_step_threads(parked.s, true);
-        TG_CHECK(parked.s->device_threads == NULL);
+        TG_CHECK(!tg_device_threads_started(parked.s->device_threads));
         train(&parked, 3, 1);
         train(&per_step, 3, 1);
         TG_CHECK(same_weights(&parked, &per_step));
@@ -150,7 +152,7 @@ static void test_a_failed_step_leaves_the_threads_usable(void)
         feed(&failed, 0, true);
         TG_CHECK(tg_session_run(failed.s) == TG_ERR_NUMERIC);
         TG_CHECK(strstr(tg_error_message(), "micro-batch 2") != NULL);
-        TG_CHECK(__atomic_load_n(&failed.s->threads_running, __ATOMIC_ACQUIRE) == 0);
+        TG_CHECK(tg_device_threads_running(failed.s->device_threads) == 0);
         TG_CHECK(tg_session_step(failed.s) == 0);
         /* the failed step updated nothing and left no one at a barrier */
         train(&failed, 0, 2);
@@ -170,7 +172,7 @@ static void test_destroy_at_any_point(void)
     if (just_failed.s) {
         feed(&just_failed, 0, true);
         TG_CHECK(tg_session_run(just_failed.s) == TG_ERR_NUMERIC);
-        TG_CHECK(just_failed.s->device_threads != NULL);
+        TG_CHECK(tg_device_threads_started(just_failed.s->device_threads));
     }
     destroy(&just_failed); /* parked after the failure: joins without a hang */
 }
@@ -182,7 +184,8 @@ static void test_one_device_starts_no_thread(void)
     make(&t, (const char *const[]){"Training.gradientAccumulation", "4", NULL});
     if (t.s) {
         train(&t, 0, 2);
-        TG_CHECK(t.s->device_threads == NULL && t.s->run_gen == 0);
+        TG_CHECK(!tg_device_threads_started(t.s->device_threads) &&
+                 tg_device_threads_steps(t.s->device_threads) == 0);
     }
     destroy(&t);
 }
