@@ -285,9 +285,11 @@ tg_status tg_session_dist_profile_meta(tg_session *s)
     if (tg_dist_instances() < 2)
         return TG_OK;
     /* beneath the all-reduce (analyse's instances view): what MPI runs */
-    TG_TRY(tg_profile_set_meta(s->profile, "mpi_allgather", tg_dist_allgather_algorithm(false)));
-    TG_TRY(tg_profile_set_meta(s->profile, "mpi_allgatherv", tg_dist_allgather_algorithm(true)));
-    return tg_profile_set_meta(s->profile, "gradient_wire",
+    TG_TRY(tg_profile_set_meta(tg_recording_profile(s->recording), "mpi_allgather",
+                               tg_dist_allgather_algorithm(false)));
+    TG_TRY(tg_profile_set_meta(tg_recording_profile(s->recording), "mpi_allgatherv",
+                               tg_dist_allgather_algorithm(true)));
+    return tg_profile_set_meta(tg_recording_profile(s->recording), "gradient_wire",
                                s->program->config.distributed.wire_bf16 ? "bfloat16" : "float32");
 }
 
