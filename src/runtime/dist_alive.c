@@ -32,15 +32,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { BEAT_MAGIC = 0x54474842 }; /* "TGHB" */
 static const double beat_s = 0.1;
 
-typedef struct beat {
-    uint32_t magic, rank;
-    uint64_t job;   /* two jobs on one host never count each other's beats */
-    uint32_t gone;  /* the instance has left the job (tg_dist_alive_stop) */
-    uint32_t spare; /* (padding, zero) */
-} beat;
+typedef tg_alive_beat beat;
 
 static struct {
     int fd;
@@ -98,7 +92,7 @@ tg_status tg_dist_alive_open(tg_alive_card *mine, bool one_host)
 
 static void send_beats(uint32_t gone)
 {
-    beat b = {BEAT_MAGIC, (uint32_t)alive.rank, alive.job, gone, 0};
+    beat b = {TG_ALIVE_MAGIC, (uint32_t)alive.rank, alive.job, gone, 0};
     for (int i = 0; i < alive.size; i++) {
         const tg_alive_card *c = &alive.cards[i];
         for (uint32_t k = 0; i != alive.rank && k < c->n_addr && k < TG_ALIVE_ADDRS; k++) {
@@ -116,7 +110,7 @@ static void read_beats(void)
     beat b;
     ssize_t got;
     while ((got = recv(alive.fd, &b, sizeof b, MSG_DONTWAIT)) >= 0 || errno == EINTR) {
-        if (got != (ssize_t)sizeof b || b.magic != BEAT_MAGIC || b.job != alive.job ||
+        if (got != (ssize_t)sizeof b || b.magic != TG_ALIVE_MAGIC || b.job != alive.job ||
             b.rank >= (uint32_t)alive.size)
             continue;
         pthread_mutex_lock(&lock);

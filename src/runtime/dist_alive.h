@@ -12,6 +12,15 @@
 
 enum { TG_ALIVE_ADDRS = 4, TG_ALIVE_HOST = 64 };
 
+/* The heartbeat datagram, as sent; a datagram of another size is not one. */
+enum { TG_ALIVE_MAGIC = 0x54474842 }; /* "TGHB" */
+typedef struct tg_alive_beat {
+    uint32_t magic, rank;
+    uint64_t job;   /* two jobs on one host never count each other's beats */
+    uint32_t gone;  /* the instance has left the job (tg_dist_alive_stop) */
+    uint32_t spare; /* (padding, zero) */
+} tg_alive_beat;
+
 /* Where an instance hears heartbeats: its host's IPv4 addresses (network
  * order) and a UDP port, and its host's name for messages. */
 typedef struct tg_alive_card {

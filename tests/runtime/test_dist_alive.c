@@ -20,10 +20,7 @@
 
 enum { JOB = 4242 };
 
-typedef struct beat { /* dist_alive.c's datagram */
-    uint32_t magic, rank;
-    uint64_t job;
-} beat;
+typedef tg_alive_beat beat;
 
 static void sleep_ms(long ms)
 {
@@ -32,7 +29,7 @@ static void sleep_ms(long ms)
 
 static void send_beat(int fd, uint32_t port, uint32_t rank, uint64_t job)
 {
-    beat b = {0x54474842, rank, job};
+    beat b = {TG_ALIVE_MAGIC, rank, job, 0, 0};
     struct sockaddr_in to = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
