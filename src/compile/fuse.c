@@ -82,7 +82,7 @@ static bool conv_fuses(const tg_program *p, const tg_tensor *c)
     if (c->op != TG_OP_CONV2D || !is_leaf_value(c->in[1]) ||
         (c->n_in == 3 && !is_leaf_value(c->in[2])))
         return false;
-    return tg_conv_dnnl_chosen(c, p->plan_threads);
+    return tg_conv_dnnl_chosen(c, p->plan_threads, true);
 }
 
 /* The sole reader of each node among the needed ones (-1: none or several),
