@@ -30,6 +30,7 @@
 #include "ops/conv.h"
 #include "ops/norm.h"
 #include "ops/op.h"
+#include "ops/unary.h"
 
 /* Whether p may fuse at all (the file's comment says why each). */
 static bool program_fuses(const tg_program *p)
@@ -77,6 +78,29 @@ static bool is_inference_norm(const tg_tensor *n)
     return true;
 }
 
+/* An activation oneDNN computes as an eltwise post-op of the convolution:
+ * ReLU, hard swish, hard sigmoid (conv_dnnl.c's post_ops). */
+static bool is_post_act(const tg_tensor *n)
+{
+    return n->op == TG_OP_RELU || tg_is_hard_swish(n) || tg_is_hard_sigmoid(n);
+}
+
+/* The last node of the chain convolution c computes: the batch norm after
+ * it if there is one, then an activation if one follows; c itself when
+ * nothing follows that it could compute. An ONNX file exported in eval
+ * mode has its batch norms folded already: there the chain is the
+ * convolution and its activation. */
+static const tg_tensor *chain_tail(const tg_program *p, const int *readers, const int *reader,
+                                   const tg_tensor *c)
+{
+    const tg_graph *g = p->graph;
+    const tg_tensor *mid = c, *next = reader[c->id] >= 0 ? g->nodes[reader[c->id]] : NULL;
+    if (follows(p, readers, c, next) && is_inference_norm(next))
+        mid = next;
+    next = reader[mid->id] >= 0 ? g->nodes[reader[mid->id]] : NULL;
+    return next && is_post_act(next) && follows(p, readers, mid, next) ? next : mid;
+}
+
 static bool conv_fuses(const tg_program *p, const tg_tensor *c)
 {
     if (c->op != TG_OP_CONV2D || !is_leaf_value(c->in[1]) ||
@@ -101,15 +125,19 @@ static void find_readers(const tg_program *p, const bool *needed, int *readers, 
 }
 
 /* The fused node m is the buffer of the node before it: the buffer
- * make_homes gave it holds nothing (bytes 0, not stored). */
+ * make_homes gave it holds nothing (bytes 0, not stored), and the views of
+ * m (a flatten, a reshape: make_homes gave them m's buffer) move with it. */
 static void drop_home(tg_program *p, const tg_tensor *m)
 {
-    int b = p->home[m->id];
+    int b = p->home[m->id], to = p->home[m->in[0]->id];
     if (b >= 0) {
         p->buffers[b].region = TG_REGION_NONE;
         p->buffers[b].bytes = p->buffers[b].stride = 0;
+        for (int i = 0; i < p->graph->n_nodes; i++)
+            if (p->home[i] == b)
+                p->home[i] = to;
     }
-    p->home[m->id] = p->home[m->in[0]->id];
+    p->home[m->id] = to;
 }
 
 tg_status tg_fuse_inference(tg_program *p, const bool *needed)
@@ -133,12 +161,9 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
         const tg_tensor *c = g->nodes[i];
         if (!needed[i] || !conv_fuses(p, c))
             continue;
-        const tg_tensor *bn = reader[i] >= 0 ? g->nodes[reader[i]] : NULL;
-        if (!follows(p, readers, c, bn) || !is_inference_norm(bn))
+        const tg_tensor *tail = chain_tail(p, readers, reader, c);
+        if (tail == c)
             continue;
-        const tg_tensor *tail = bn, *r = reader[bn->id] >= 0 ? g->nodes[reader[bn->id]] : NULL;
-        if (r && r->op == TG_OP_RELU && follows(p, readers, bn, r))
-            tail = r;
         for (const tg_tensor *m = tail; m != c; m = m->in[0])
             p->fused_into[m->id] = c->id;
         p->fused_tail[c->id] = tail->id;
@@ -164,11 +189,12 @@ void tg_fuse_link(tg_program *p)
     tg_device_program *dp = &p->devices[0];
     for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++) {
         tg_step *st = &dp->steps[TG_PHASE_FORWARD][s];
-        bool relu;
-        const tg_tensor *bn = tg_fuse_norm_of(p, p->graph->nodes[st->node], &relu);
-        if (!bn)
+        const tg_tensor *bn, *act;
+        if (!tg_fuse_chain(p, p->graph->nodes[st->node], &bn, &act))
             continue;
         st->fused = true;
+        if (!bn)
+            continue;
         for (int k = 0; k < 3; k++)
             st->in[TG_FUSE_IN_STATS + k] = k + 1 < bn->n_in ? p->home[bn->in[k + 1]->id] : -1;
         /* without gamma, beta is the norm's third input */
@@ -178,12 +204,15 @@ void tg_fuse_link(tg_program *p)
     }
 }
 
-const tg_tensor *tg_fuse_norm_of(const tg_program *p, const tg_tensor *conv, bool *relu)
+bool tg_fuse_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor **norm,
+                   const tg_tensor **act)
 {
-    *relu = false;
+    *norm = *act = NULL;
     if (!p->fused_tail || p->fused_tail[conv->id] < 0)
-        return NULL;
+        return false;
     const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
-    *relu = tail->op == TG_OP_RELU;
-    return *relu ? tail->in[0] : tail;
+    *act = tail->op == TG_OP_NORM_APPLY ? NULL : tail;
+    const tg_tensor *before = *act ? tail->in[0] : tail;
+    *norm = before != conv ? before : NULL;
+    return true;
 }

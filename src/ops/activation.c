@@ -554,6 +554,16 @@ static tg_status bwd_act_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
     return TG_OK;
 }
 
+bool tg_is_hard_swish(const tg_tensor *node)
+{
+    return node->op == TG_OP_ACTIVATION && tg_act_fn(node) == TG_ACT_HARD_SWISH;
+}
+
+bool tg_is_hard_sigmoid(const tg_tensor *node)
+{
+    return node->op == TG_OP_ACTIVATION && tg_act_fn(node) == TG_ACT_HARD_SIGMOID;
+}
+
 tg_tensor *tg_hard_sigmoid(tg_graph *g, tg_tensor *x, float alpha, float beta)
 {
     if (!isfinite(alpha) || !isfinite(beta) || alpha == 0)

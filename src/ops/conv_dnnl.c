@@ -68,6 +68,7 @@
 
 #include "core/alloc.h"
 #include "core/process.h"
+#include "ops/unary.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -509,23 +510,46 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
     if (!(st->cache = tg_weight_cache_create(bytes)))
         return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
     size_t n = strlen(plan->kernel);
-    snprintf(plan->kernel + n, sizeof plan->kernel - n, "%s%s, weights kept",
-             fold ? ", batch norm folded" : "", st->fold_relu ? ", ReLU post-op" : "");
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, "%s, weights kept",
+             fold ? ", batch norm folded" : "");
     return TG_OK;
 }
 
-/* The ReLU of a fused convolution as oneDNN's eltwise post-op. */
-static dnnl_status_t relu_post_op(dnnl_primitive_attr_t attr)
+/* The activation a fused convolution applies (compile/fuse.c) as oneDNN's
+ * eltwise post-ops: ReLU; hard swish (x relu6(x + 3) / 6, oneDNN 2.6 has
+ * no parameters for it); hard sigmoid as alpha x + beta clipped to [0, 1]. */
+static dnnl_status_t act_post_ops(const tg_tensor *act, dnnl_primitive_attr_t attr)
 {
     dnnl_post_ops_t ops;
     dnnl_status_t s = dnnl_post_ops_create(&ops);
     if (s != dnnl_success)
         return s;
-    s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    if (act->op == TG_OP_RELU) {
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    } else if (tg_is_hard_swish(act)) {
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+    } else {
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, tg_act_a(act),
+                                         tg_act_b(act));
+        if (s == dnnl_success)
+            s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
+    }
     if (s == dnnl_success)
         s = dnnl_primitive_attr_set_post_ops(attr, ops);
     dnnl_post_ops_destroy(ops);
     return s;
+}
+
+/* The post-op's name for the kernel's, after keep_weights's. */
+static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
+{
+    if (!st->post_act)
+        return;
+    const char *what = st->post_act->op == TG_OP_RELU   ? "ReLU"
+                       : tg_is_hard_swish(st->post_act) ? "hard swish"
+                                                        : "hard sigmoid";
+    size_t n = strlen(plan->kernel);
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, ", %s post-op", what);
 }
 
 /* How the primitive shares the device's threads. A batch that the threads
@@ -574,7 +598,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     conv_mds m;
     TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, xy, &m));
     st->fold = node->op == TG_OP_CONV2D ? o->fold_norm : NULL;
-    st->fold_relu = st->fold && o->post_relu;
+    st->post_act = node->op == TG_OP_CONV2D ? o->post_act : NULL;
     bool bias = node->op == TG_OP_CONV2D && (node->n_in == 3 || st->fold);
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
@@ -595,8 +619,8 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     dnnl_primitive_attr_t conv_attr = NULL;
     if (s == dnnl_success)
         s = dnnl_primitive_attr_clone(&conv_attr, attr);
-    if (s == dnnl_success && st->fold_relu)
-        s = relu_post_op(conv_attr);
+    if (s == dnnl_success && st->post_act)
+        s = act_post_ops(st->post_act, conv_attr);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
@@ -614,7 +638,9 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
         dnnl_primitive_attr_destroy(conv_attr);
     dnnl_primitive_attr_destroy(attr);
     TG_TRY(tg_dnnl_check(s, "creating the conv2d primitives"));
-    return keep_weights(node, o, st, plan);
+    TG_TRY(keep_weights(node, o, st, plan));
+    name_post_op(st, plan);
+    return TG_OK;
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's

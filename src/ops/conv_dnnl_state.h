@@ -70,9 +70,10 @@ typedef struct conv_state {
     /* The batch norm this convolution computes (compile/fuse.c), whose
      * folded weights and bias the cache holds (the bias kept_bias_off bytes
      * in; the weights kept_offset bytes before the first live tap when they
-     * need no reorder), and whether a ReLU post-op follows; NULL, false. */
+     * need no reorder), and the activation it applies as a post-op; NULL
+     * where absent. */
     const tg_tensor *fold;
-    bool fold_relu;
+    const tg_tensor *post_act;
     size_t kept_bias_off, kept_offset;
     size_t kept_step; /* split_k: bytes from one part's kept weights to the next */
 } conv_state;

@@ -108,11 +108,13 @@ typedef struct tg_plan_opts {
     /* The program has no backward and no optimizer: its weights change only
      * when the host writes them (tg_kernel_args.weights_version). */
     bool inference;
-    /* A convolution that computes the batch norm after it (compile/fuse.c):
-     * that norm (its statistics, gamma and beta are the step's inputs
-     * in[4], [5], [6], NULL where absent), and whether a ReLU follows. */
+    /* A convolution that computes the nodes after it (compile/fuse.c): the
+     * batch norm it folds (its statistics, gamma and beta are the step's
+     * inputs in[4], [5], [6], NULL where absent), and the activation it
+     * applies as a post-op (ReLU, hard swish, hard sigmoid); NULL where
+     * absent. */
     const tg_tensor *fold_norm;
-    bool post_relu;
+    const tg_tensor *post_act;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,
