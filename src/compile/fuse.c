@@ -85,6 +85,32 @@ static bool is_post_act(const tg_tensor *n)
     return n->op == TG_OP_RELU || tg_is_hard_swish(n) || tg_is_hard_sigmoid(n);
 }
 
+/* The value x * hard_sigmoid(x) is hard swish (alpha 1/6, beta 1/2, as
+ * PyTorch's export writes hardswish before opset 14): m a Mul of the same
+ * shape reading mid and a hard sigmoid of mid that only m reads, mid read
+ * by those two alone. */
+static bool is_swish_mul(const tg_program *p, const int *readers, const tg_tensor *mid,
+                         const tg_tensor *m)
+{
+    if (!m || m->op != TG_OP_MUL || m->n_in != 2 || readers[mid->id] != 2)
+        return false;
+    const tg_tensor *hs = m->in[0] == mid ? m->in[1] : m->in[1] == mid ? m->in[0] : NULL;
+    return hs && hs != mid && tg_is_hard_sigmoid(hs) && hs->in[0] == mid &&
+           tg_act_a(hs) == 1.0f / 6.0f && tg_act_b(hs) == 0.5f && readers[hs->id] == 1 &&
+           !(hs->flags & TG_NODE_OUTPUT) && !(mid->flags & TG_NODE_OUTPUT) &&
+           tg_shape_equal(mid->shape, m->shape) && tg_shape_equal(mid->shape, hs->shape) &&
+           p->storage[hs->id] == TG_F32 && p->storage[m->id] == TG_F32 &&
+           p->storage[mid->id] == TG_F32 && p->layout &&
+           (p->layout[mid->id] & TG_LAYOUT_BLOCKED) == (p->layout[m->id] & TG_LAYOUT_BLOCKED) &&
+           (p->layout[mid->id] & TG_LAYOUT_BLOCKED) == (p->layout[hs->id] & TG_LAYOUT_BLOCKED);
+}
+
+/* The hard sigmoid of a fused x * hard_sigmoid(x) (is_swish_mul). */
+static const tg_tensor *swish_sigmoid(const tg_tensor *m)
+{
+    return tg_is_hard_sigmoid(m->in[0]) && m->in[0]->in[0] == m->in[1] ? m->in[0] : m->in[1];
+}
+
 /* The last node of the chain convolution c computes: the batch norm after
  * it if there is one, then an activation if one follows; c itself when
  * nothing follows that it could compute. An ONNX file exported in eval
@@ -98,6 +124,8 @@ static const tg_tensor *chain_tail(const tg_program *p, const int *readers, cons
     if (follows(p, readers, c, next) && is_inference_norm(next))
         mid = next;
     next = reader[mid->id] >= 0 ? g->nodes[reader[mid->id]] : NULL;
+    if (is_swish_mul(p, readers, mid, next))
+        return next;
     return next && is_post_act(next) && follows(p, readers, mid, next) ? next : mid;
 }
 
@@ -164,9 +192,12 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
         const tg_tensor *tail = chain_tail(p, readers, reader, c);
         if (tail == c)
             continue;
-        for (const tg_tensor *m = tail; m != c; m = m->in[0])
-            p->fused_into[m->id] = c->id;
         p->fused_tail[c->id] = tail->id;
+        p->fused_into[tail->id] = c->id;
+        /* back along first inputs; from x * hard_sigmoid(x), its sigmoid's */
+        const tg_tensor *m = tail->op == TG_OP_MUL ? swish_sigmoid(tail) : tail->in[0];
+        for (; m != c; m = m->in[0])
+            p->fused_into[m->id] = c->id;
     }
     tg_free(readers);
     tg_free(reader);
@@ -212,7 +243,10 @@ bool tg_fuse_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor *
         return false;
     const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
     *act = tail->op == TG_OP_NORM_APPLY ? NULL : tail;
-    const tg_tensor *before = *act ? tail->in[0] : tail;
+    /* x * hard_sigmoid(x): x is the sigmoid's input */
+    const tg_tensor *before = !*act                   ? tail
+                              : tail->op == TG_OP_MUL ? swish_sigmoid(tail)->in[0]
+                                                      : tail->in[0];
     *norm = before != conv ? before : NULL;
     return true;
 }

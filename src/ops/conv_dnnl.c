@@ -517,7 +517,8 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
 
 /* The activation a fused convolution applies (compile/fuse.c) as oneDNN's
  * eltwise post-ops: ReLU; hard swish (x relu6(x + 3) / 6, oneDNN 2.6 has
- * no parameters for it); hard sigmoid as alpha x + beta clipped to [0, 1]. */
+ * no parameters for it), also where the graph writes it as a Mul of x and
+ * its hard sigmoid; hard sigmoid as alpha x + beta clipped to [0, 1]. */
 static dnnl_status_t act_post_ops(const tg_tensor *act, dnnl_primitive_attr_t attr)
 {
     dnnl_post_ops_t ops;
@@ -526,7 +527,7 @@ static dnnl_status_t act_post_ops(const tg_tensor *act, dnnl_primitive_attr_t at
         return s;
     if (act->op == TG_OP_RELU) {
         s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
-    } else if (tg_is_hard_swish(act)) {
+    } else if (tg_is_hard_swish(act) || act->op == TG_OP_MUL) {
         s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
     } else {
         s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, tg_act_a(act),
@@ -545,9 +546,10 @@ static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
 {
     if (!st->post_act)
         return;
-    const char *what = st->post_act->op == TG_OP_RELU   ? "ReLU"
-                       : tg_is_hard_swish(st->post_act) ? "hard swish"
-                                                        : "hard sigmoid";
+    const char *what = st->post_act->op == TG_OP_RELU ? "ReLU"
+                       : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL
+                           ? "hard swish"
+                           : "hard sigmoid";
     size_t n = strlen(plan->kernel);
     snprintf(plan->kernel + n, sizeof plan->kernel - n, ", %s post-op", what);
 }

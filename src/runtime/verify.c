@@ -613,7 +613,25 @@ static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *ro
         for (int64_t i = 0; i < n; i++)
             folded = fmax(folded, fabs(y[i]));
     }
-    if (act) { /* the activation, on the norm's or the convolution's value */
+    if (act && act->op == TG_OP_MUL) { /* x * hard_sigmoid(x), in the graph's order */
+        const tg_tensor *hs = act->in[0]->op == TG_OP_ACTIVATION && act->in[0]->in[0] == act->in[1]
+                                  ? act->in[0]
+                                  : act->in[1];
+        double *s = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+        if (!s) {
+            tg_free(y);
+            return set_skip(row, "out of memory"), false;
+        }
+        memcpy(y, cx->ref, (size_t)n * sizeof(double));
+        tg_ref_args h = {.node = hs, .out = s};
+        h.in[0] = y;
+        tg_op_get(hs->op)->reference(&h);
+        tg_ref_args r = {.node = act, .out = cx->ref};
+        r.in[0] = act->in[0] == hs ? s : y;
+        r.in[1] = act->in[0] == hs ? y : s;
+        tg_op_get(act->op)->reference(&r);
+        tg_free(s);
+    } else if (act) { /* the activation, on the norm's or the convolution's value */
         memcpy(y, cx->ref, (size_t)n * sizeof(double));
         tg_ref_args r = {.node = act, .out = cx->ref};
         r.in[0] = y;

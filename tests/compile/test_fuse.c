@@ -37,8 +37,9 @@ static int below(tg_rng *r, int n)
     return (int)tg_rng_below(r, (uint64_t)n);
 }
 
-/* ReLU, hard swish, hard sigmoid (PyTorch's constants, then others), or
- * none. */
+/* ReLU, hard swish, hard sigmoid (PyTorch's constants, then others), hard
+ * swish as x * hard_sigmoid(x) (either order), x * another hard sigmoid,
+ * or none. */
 static tg_tensor *activation(tg_graph *g, tg_tensor *h, int which)
 {
     switch (which) {
@@ -50,6 +51,12 @@ static tg_tensor *activation(tg_graph *g, tg_tensor *h, int which)
         return tg_hard_sigmoid(g, h, 1.0f / 6.0f, 0.5f);
     case 3:
         return tg_hard_sigmoid(g, h, 0.3f, 0.4f);
+    case 4: /* hard swish as PyTorch exports it at opset 13 */
+        return tg_mul(g, h, tg_hard_sigmoid(g, h, 1.0f / 6.0f, 0.5f));
+    case 5:
+        return tg_mul(g, tg_hard_sigmoid(g, h, 1.0f / 6.0f, 0.5f), h);
+    case 6: /* not hard swish: not fused */
+        return tg_mul(g, h, tg_hard_sigmoid(g, h, 0.2f, 0.5f));
     default:
         return h;
     }
@@ -92,7 +99,7 @@ static chain build(tg_rng *r, bool training)
         tg_tensor *gamma = NULL, *beta = NULL;
         c.stats[l] = NULL;
         if (below(r, 4) == 0) { /* no norm (an ONNX file's, folded on export) */
-            h = activation(c.g, h, below(r, 4));
+            h = activation(c.g, h, below(r, 6));
             C = K;
             continue;
         }
@@ -108,7 +115,7 @@ static chain build(tg_rng *r, bool training)
         c.stats[l] = tg_state(c.g, name, tg_shape2(2, K), (tg_init){TG_INIT_NORM_STATS, 0, 0});
         h = tg_batch_norm(c.g, h, gamma, beta, c.stats[l], 1e-5f);
         if (below(r, 3))
-            h = activation(c.g, h, below(r, 5));
+            h = activation(c.g, h, below(r, 8));
         C = K;
     }
     c.y = h;
@@ -169,6 +176,16 @@ static int fused_convs(tg_session *s)
     return n;
 }
 
+/* Fused chains that end in x * hard_sigmoid(x). */
+static int fused_swish_muls(tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    int n = 0;
+    for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
+        n += p->fused_tail[i] >= 0 && p->graph->nodes[p->fused_tail[i]]->op == TG_OP_MUL;
+    return n;
+}
+
 /* The largest difference relative to the largest unfused value. */
 static double difference(const float *a, const float *b, int64_t n)
 {
@@ -211,7 +228,7 @@ static void test_random_chains_match_unfused(void)
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     tg_rng r;
     tg_rng_seed(&r, 42);
-    int graphs = 24, fused_total = 0;
+    int graphs = 24, fused_total = 0, muls = 0;
     double worst = 0;
     for (int k = 0; k < graphs; k++) {
         chain c = build(&r, false);
@@ -223,6 +240,7 @@ static void test_random_chains_match_unfused(void)
         run(u, &c, 1 + (uint64_t)k, yu);
         TG_CHECK(fused_convs(u) == 0);
         fused_total += fused_convs(f);
+        muls += fused_swish_muls(f);
         double d = difference(yf, yu, c.out_numel);
         worst = fmax(worst, d);
         char label[64];
@@ -236,9 +254,11 @@ static void test_random_chains_match_unfused(void)
         tg_session_destroy(f), tg_session_destroy(u);
         tg_graph_destroy(c.g);
     }
-    printf("  %d random chains, %d fused convolutions, worst difference from unfused %.3g\n",
-           graphs, fused_total, worst);
+    printf("  %d random chains, %d fused convolutions (%d ending in x * hard_sigmoid(x)), worst "
+           "difference from unfused %.3g\n",
+           graphs, fused_total, muls, worst);
     TG_CHECK(fused_total >= graphs); /* every chain's first conv at least */
+    TG_CHECK(muls > 0);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
