@@ -33,9 +33,10 @@
  *    kernels are im2col + sgemm: oneDNN was 1.1-3.9x faster on most ResNet-18
  *    shapes in that run (a few below 1x: the figures need a quiet machine);
  *  - at more than one thread per device, everywhere too when the batch
- *    splits evenly over the threads (below); otherwise only if OpenMP
- *    threads sleep when idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait
- *    says why).
+ *    splits evenly over the threads (below), and in an inference program's
+ *    forward convolution at any batch (split_parts: output channels in
+ *    parts, or one thread); otherwise only if OpenMP threads sleep when
+ *    idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait says why).
  *
  * Threads. With T > 1 threads per device and a batch that T divides, the
  * primitive is made for N / T samples and one OpenMP thread, and runs T
