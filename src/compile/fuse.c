@@ -14,11 +14,10 @@
  *
  * Only where nothing else could see the difference: the program has no
  * backward (nothing else reads the convolution's own output or the norm's),
- * one device, f32 storage, no off-chip or sharded tensors, no executable
- * file and no MPI instances (the file, which instance 0 also sends the
- * others, holds steps, not this plan), the convolution planned with
- * oneDNN, and the three values in one layout. `tilegraph check` compares
- * the last fused value with the three reference kernels chained on the
+ * one device, f32 storage (bf16: activations only, no fold), no off-chip or sharded tensors, no
+ * executable file and no MPI instances (the file, which instance 0 also sends the others, holds
+ * steps, not this plan), the convolution planned with oneDNN, and the three values in one layout.
+ * `tilegraph check` compares the last fused value with the three reference kernels chained on the
  * convolution's inputs (runtime/verify.c).
  */
 #include "compile/layout.h"
@@ -38,7 +37,8 @@ static bool program_fuses(const tg_program *p)
     const tg_config *c = &p->config;
     if (p->training || p->n_devices != 1 || !p->plan_kernels || !tg_process_fuse_inference())
         return false;
-    if (p->precision.model != TG_F32 || p->precision.input != TG_F32)
+    /* bf16 models fuse activations only (folds_norms) */
+    if (p->precision.model != TG_F32 && p->precision.model != TG_BF16)
         return false;
     /* an executable file, or MPI instances (instance 0 compiles and sends
      * the others its program as the file's bytes) */
@@ -55,16 +55,31 @@ static bool is_leaf_value(const tg_tensor *t)
     return t && t->n_in == 0 && t->op != TG_OP_INPUT;
 }
 
+/* Whether a and b are stored alike, in f32 or bf16 (the fused value is
+ * rounded once, from oneDNN's f32 accumulators, where the unfused chain
+ * rounded each step's), in one layout. */
+static bool stored_alike(const tg_program *p, const tg_tensor *a, const tg_tensor *b)
+{
+    tg_dtype s = p->storage[a->id];
+    return (s == TG_F32 || s == TG_BF16) && p->storage[b->id] == s && p->layout &&
+           (p->layout[a->id] & TG_LAYOUT_BLOCKED) == (p->layout[b->id] & TG_LAYOUT_BLOCKED);
+}
+
 /* Whether `next` may be computed by the step that computes `t`: its only
- * reader, reading it as its first input, not an output, of one shape, in
- * one layout, stored in f32. */
+ * reader, reading it as its first input, not an output, of one shape,
+ * stored alike. */
 static bool follows(const tg_program *p, const int *readers, const tg_tensor *t,
                     const tg_tensor *next)
 {
     return next && readers[t->id] == 1 && next->in[0] == t && !(t->flags & TG_NODE_OUTPUT) &&
-           tg_shape_equal(t->shape, next->shape) && p->storage[t->id] == TG_F32 &&
-           p->storage[next->id] == TG_F32 && p->layout &&
-           (p->layout[t->id] & TG_LAYOUT_BLOCKED) == (p->layout[next->id] & TG_LAYOUT_BLOCKED);
+           tg_shape_equal(t->shape, next->shape) && stored_alike(p, t, next);
+}
+
+/* Whether a batch norm may be folded: the fold (ops/conv_dnnl_run.c's
+ * fold_into) reads and writes f32 weights, so not in a bf16 model. */
+static bool folds_norms(const tg_program *p)
+{
+    return p->precision.model == TG_F32 && p->precision.input == TG_F32;
 }
 
 /* The batch norm on running statistics (leaves) over a 4-D value. */
@@ -99,10 +114,7 @@ static bool is_swish_mul(const tg_program *p, const int *readers, const tg_tenso
            tg_act_a(hs) == 1.0f / 6.0f && tg_act_b(hs) == 0.5f && readers[hs->id] == 1 &&
            !(hs->flags & TG_NODE_OUTPUT) && !(mid->flags & TG_NODE_OUTPUT) &&
            tg_shape_equal(mid->shape, m->shape) && tg_shape_equal(mid->shape, hs->shape) &&
-           p->storage[hs->id] == TG_F32 && p->storage[m->id] == TG_F32 &&
-           p->storage[mid->id] == TG_F32 && p->layout &&
-           (p->layout[mid->id] & TG_LAYOUT_BLOCKED) == (p->layout[m->id] & TG_LAYOUT_BLOCKED) &&
-           (p->layout[mid->id] & TG_LAYOUT_BLOCKED) == (p->layout[hs->id] & TG_LAYOUT_BLOCKED);
+           stored_alike(p, mid, m) && stored_alike(p, mid, hs);
 }
 
 /* The hard sigmoid of a fused x * hard_sigmoid(x) (is_swish_mul). */
@@ -121,7 +133,7 @@ static const tg_tensor *chain_tail(const tg_program *p, const int *readers, cons
 {
     const tg_graph *g = p->graph;
     const tg_tensor *mid = c, *next = reader[c->id] >= 0 ? g->nodes[reader[c->id]] : NULL;
-    if (follows(p, readers, c, next) && is_inference_norm(next))
+    if (follows(p, readers, c, next) && is_inference_norm(next) && folds_norms(p))
         mid = next;
     next = reader[mid->id] >= 0 ? g->nodes[reader[mid->id]] : NULL;
     if (is_swish_mul(p, readers, mid, next))
