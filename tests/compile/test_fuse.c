@@ -1,11 +1,14 @@
 /* tests/compile/test_fuse.c - an inference program's convolutions compute
- * the batch norm and ReLU after them (compile/fuse.c): random chains of
- * conv (groups, strides, padding, bias or not) + batch norm (gamma and beta
- * or not, random running statistics) + ReLU or not give what the unfused
- * program gives within f32 rounding, at 1 and 2 threads; `check` compares
- * every fused value with the chained reference kernels and finds a fault
- * put into one; a graph whose convolution is read elsewhere, or a training
- * program, fuses nothing; the folded weights follow the host's writes.
+ * the batch norm and the activation after them (compile/fuse.c): random
+ * chains of conv (groups, strides, padding, bias or not) + batch norm or
+ * not (gamma and beta or not, random running statistics) + ReLU, hard
+ * swish, hard sigmoid, x * hard_sigmoid(x) or nothing give what the unfused
+ * program gives within f32 rounding (bf16 models: within bf16's, no norm
+ * folded), at 1 and 2 threads; `check` compares every fused value with the
+ * chained reference kernels and finds a fault put into one; a view of a
+ * fused value reads it; a graph whose convolution is read elsewhere, or a
+ * training program, fuses nothing; the folded weights follow the host's
+ * writes.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
@@ -230,41 +233,61 @@ static void check_rows(tg_session *s, const chain *c, bool fault, const char *la
     tg_free(out);
 }
 
-static void test_random_chains_match_unfused(void)
+/* Random chains (with norms or not) in a precision, each run fused and
+ * unfused: the difference within `bound`, every fused row checked; faults
+ * put into the first `faults` chains are found. Totals into *fused and
+ * *muls; the worst difference is returned. */
+typedef struct chains_run {
+    uint64_t seed;
+    int graphs, faults;
+    bool norms;
+    const char *precision, *what;
+    double bound;
+} chains_run;
+
+static double run_chains(const chains_run *cr, int *fused, int *muls)
 {
-    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     tg_rng r;
-    tg_rng_seed(&r, 42);
-    int graphs = 24, fused_total = 0, muls = 0;
+    tg_rng_seed(&r, cr->seed);
     double worst = 0;
-    for (int k = 0; k < graphs; k++) {
-        chain c = build(&r, false, true);
+    for (int k = 0; k < cr->graphs; k++) {
+        chain c = build(&r, false, cr->norms);
         int threads = 1 + k % 2;
-        tg_session *f = open_session(&c, threads, true), *u = open_session(&c, threads, false);
+        tg_session *f = open_precision(&c, threads, true, cr->precision);
+        tg_session *u = open_precision(&c, threads, false, cr->precision);
         float *yf = tg_malloc((size_t)c.out_numel * sizeof(float));
         float *yu = tg_malloc((size_t)c.out_numel * sizeof(float));
         run(f, &c, 1 + (uint64_t)k, yf);
         run(u, &c, 1 + (uint64_t)k, yu);
         TG_CHECK(fused_convs(u) == 0);
-        fused_total += fused_convs(f);
-        muls += fused_swish_muls(f);
+        *fused += fused_convs(f);
+        *muls += fused_swish_muls(f);
         double d = difference(yf, yu, c.out_numel);
         worst = fmax(worst, d);
         char label[64];
-        snprintf(label, sizeof label, "random chain %d (%d threads)", k, threads);
-        if (!(d <= 2e-6))
+        snprintf(label, sizeof label, "%s %d (%d threads)", cr->what, k, threads);
+        if (!(d <= cr->bound))
             tg_test_fail(__FILE__, __LINE__, "%s: fused %.3g from unfused", label, d);
         check_rows(f, &c, false, label);
-        if (k < 4)
+        if (k < cr->faults)
             check_rows(f, &c, true, label);
         tg_free(yf), tg_free(yu);
         tg_session_destroy(f), tg_session_destroy(u);
         tg_graph_destroy(c.g);
     }
+    return worst;
+}
+
+static void test_random_chains_match_unfused(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    int fused = 0, muls = 0;
+    chains_run cr = {42, 24, 4, true, NULL, "random chain", 2e-6};
+    double worst = run_chains(&cr, &fused, &muls);
     printf("  %d random chains, %d fused convolutions (%d ending in x * hard_sigmoid(x)), worst "
            "difference from unfused %.3g\n",
-           graphs, fused_total, muls, worst);
-    TG_CHECK(fused_total >= graphs); /* every chain's first conv at least */
+           cr.graphs, fused, muls, worst);
+    TG_CHECK(fused >= cr.graphs); /* every chain's first conv at least */
     TG_CHECK(muls > 0);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
@@ -276,34 +299,12 @@ static void test_random_chains_match_unfused(void)
 static void test_bf16_chains_fuse_activations(void)
 {
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
-    tg_rng r;
-    tg_rng_seed(&r, 77);
-    int fused_total = 0;
-    double worst = 0;
-    for (int k = 0; k < 12; k++) {
-        chain c = build(&r, false, false);
-        int threads = 1 + k % 2;
-        tg_session *f = open_precision(&c, threads, true, "32.bf16");
-        tg_session *u = open_precision(&c, threads, false, "32.bf16");
-        float *yf = tg_malloc((size_t)c.out_numel * sizeof(float));
-        float *yu = tg_malloc((size_t)c.out_numel * sizeof(float));
-        run(f, &c, 1 + (uint64_t)k, yf);
-        run(u, &c, 1 + (uint64_t)k, yu);
-        fused_total += fused_convs(f);
-        double d = difference(yf, yu, c.out_numel);
-        worst = fmax(worst, d);
-        char label[64];
-        snprintf(label, sizeof label, "bf16 chain %d (%d threads)", k, threads);
-        if (!(d <= 3e-2))
-            tg_test_fail(__FILE__, __LINE__, "%s: fused %.3g from unfused", label, d);
-        check_rows(f, &c, false, label);
-        tg_free(yf), tg_free(yu);
-        tg_session_destroy(f), tg_session_destroy(u);
-        tg_graph_destroy(c.g);
-    }
-    printf("  12 bf16 chains, %d fused convolutions, worst difference from unfused %.3g\n",
-           fused_total, worst);
-    TG_CHECK(fused_total > 0);
+    int fused = 0, muls = 0;
+    chains_run cr = {77, 12, 0, false, "32.bf16", "bf16 chain", 3e-2};
+    double worst = run_chains(&cr, &fused, &muls);
+    printf("  %d bf16 chains, %d fused convolutions, worst difference from unfused %.3g\n",
+           cr.graphs, fused, worst);
+    TG_CHECK(fused > 0);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
