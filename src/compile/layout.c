@@ -61,7 +61,7 @@ static op_kind kind_of(const tg_program *p, const tg_tensor *t)
 {
     if (!is_step(p, t)) /* an alias views its input's bytes in NCHW order */
         return OP_PLAIN;
-    switch (tg_op_layout_of(t, p->plan_threads)) {
+    switch (tg_op_layout_of(t, p->plan_threads, !p->training)) {
     case TG_LAYOUT_OWN:
         return OP_CONV;
     case TG_LAYOUT_TIED:

@@ -445,9 +445,12 @@ int tg_fuse_value_node(const tg_program *p, int id);
 /* After the steps' buffers are linked: the fused convolutions' steps read
  * the norm's statistics, gamma and beta too (tg_step.fused). */
 void tg_fuse_link(tg_program *p);
-/* Whether step st's node computes nodes fused into it, and the batch norm
- * it folds (NULL: none) and whether a ReLU follows. */
-const tg_tensor *tg_fuse_norm_of(const tg_program *p, const tg_tensor *conv, bool *relu);
+/* Whether convolution conv computes nodes fused into it (fused_tail), and
+ * then the batch norm it folds and the activation it applies after (each
+ * NULL where absent): the chain is read from the graph, from the tail back
+ * to conv, so fused_into and fused_tail are all the state fusion adds. */
+bool tg_fuse_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor **norm,
+                   const tg_tensor **act);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

@@ -560,10 +560,11 @@ static tg_status bwd_bwd_weight(tg_graph *g, tg_tensor *node, tg_tensor *gw, con
 /* A convolution keeps its 4-D operands blocked only when oneDNN runs it
  * (ungrouped, and the plan hook would choose it): oneDNN reads each operand
  * in the layout it is planned with. Own kernels read NCHW. */
-static tg_op_layout conv_layout(const tg_tensor *node, int n_threads)
+static tg_op_layout conv_layout(const tg_tensor *node, int n_threads, bool inference)
 {
-    return tg_conv_geom_of(node).G == 1 && tg_conv_dnnl_chosen(node, n_threads) ? TG_LAYOUT_OWN
-                                                                                : TG_LAYOUT_PLAIN;
+    return tg_conv_geom_of(node).G == 1 && tg_conv_dnnl_chosen(node, n_threads, inference)
+               ? TG_LAYOUT_OWN
+               : TG_LAYOUT_PLAIN;
 }
 
 static const tg_op_planner tg_conv_planner;

@@ -79,10 +79,10 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
 void tg_conv_dnnl_free(void *state);
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a);
 /* Whether the plan hook makes a oneDNN primitive for node with n_threads
- * threads (TG_KERNELS, the own kernels' rule, the thread rule), before
- * trying: the compiler's layout pass keeps a tensor blocked only between
- * ops that will read it so. */
-bool tg_conv_dnnl_chosen(const tg_tensor *node, int n_threads);
+ * threads in an inference program or not (TG_KERNELS, the own kernels'
+ * rule, the thread rule), before trying: the compiler's layout pass keeps
+ * a tensor blocked only between ops that will read it so. */
+bool tg_conv_dnnl_chosen(const tg_tensor *node, int n_threads, bool inference);
 
 /* Scratch is carved into 64-byte aligned pieces. */
 static inline size_t tg_conv_align(size_t bytes)

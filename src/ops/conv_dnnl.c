@@ -33,9 +33,10 @@
  *    kernels are im2col + sgemm: oneDNN was 1.1-3.9x faster on most ResNet-18
  *    shapes in that run (a few below 1x: the figures need a quiet machine);
  *  - at more than one thread per device, everywhere too when the batch
- *    splits evenly over the threads (below); otherwise only if OpenMP
- *    threads sleep when idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait
- *    says why).
+ *    splits evenly over the threads (below), and in an inference program's
+ *    forward convolution at any batch (split_parts: output channels in
+ *    parts, or one thread); otherwise only if OpenMP threads sleep when
+ *    idle (OMP_WAIT_POLICY=passive; tg_dnnl_passive_wait says why).
  *
  * Threads. With T > 1 threads per device and a batch that T divides, the
  * primitive is made for N / T samples and one OpenMP thread, and runs T
@@ -68,6 +69,7 @@
 
 #include "core/alloc.h"
 #include "core/process.h"
+#include "ops/unary.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,7 +390,8 @@ static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd
         off += tg_conv_align(dnnl_memory_desc_get_size(&st->inner[k]));
         size_t rs = dnnl_memory_desc_get_size(&st->reorder_scratch_md[k]);
         reorder_scratch = rs > reorder_scratch ? rs : reorder_scratch;
-        bool shared = st->parts > 1 && (summed || (k < st->n_args - 1 && k == st->weight_role));
+        bool shared = st->parts > 1 && !st->split_k &&
+                      (summed || (k < st->n_args - 1 && k == st->weight_role));
         if (s == dnnl_success && shared)
             make_slices(st, k, eng, attr, &reorder_scratch);
     }
@@ -430,9 +433,20 @@ static dnnl_status_t storage_types(const tg_tensor *node, const tg_plan_opts *o,
 }
 
 /* Bytes from one part's samples of each batch role (x, y and their
- * gradients, plain NCHW: a part's samples are contiguous) to the next. */
+ * gradients, plain NCHW: a part's samples are contiguous) to the next; with
+ * parts of the output channels, from one part's weights, bias and output
+ * to the next (the input is shared). */
 static void batch_steps(conv_state *st)
 {
+    if (st->split_k) {
+        const dnnl_memory_desc_t *w = &st->user[st->weight_role];
+        for (int k = 0; k < st->n_args; k++)
+            st->batch_step[k] = k == 0 ? 0 : dnnl_memory_desc_get_size(&st->user[k]);
+        /* the weights' view has the full weights' strides (weight_md) */
+        st->batch_step[st->weight_role] =
+            (size_t)w->dims[0] * (size_t)w->format_desc.blocking.strides[0] * st->elem[1];
+        return;
+    }
     for (int k = 0; k < st->n_args; k++)
         st->batch_step[k] = st->parts > 1 && k != st->weight_role && st->user[k].ndims == 4
                                 ? dnnl_memory_desc_get_size(&st->user[k])
@@ -449,7 +463,8 @@ static void name_kernel(const_dnnl_primitive_desc_t pd, const conv_state *st, co
         snprintf(taps, sizeof taps, ", %lldx%lld live taps", (long long)(lt->r1 - lt->r0),
                  (long long)(lt->s1 - lt->s0));
     if (st->parts > 1)
-        snprintf(parts, sizeof parts, ", batch in %d parts", st->parts);
+        snprintf(parts, sizeof parts, ", %s in %d parts", st->split_k ? "out channels" : "batch",
+                 st->parts);
     bool blocked = false;
     for (int k = 0; k < st->n_args; k++)
         blocked |= st->blocked[k];
@@ -480,9 +495,14 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
     if (!fold && (!o->inference || node->op != TG_OP_CONV2D ||
                   !(st->reorder[k] || st->convert[k]) || !tg_process_keep_weights()))
         return TG_OK;
+    /* with parts of the output channels, each part's weights one after
+     * another, kept_step bytes apart */
+    int copies = st->split_k ? st->parts : 1;
     size_t bytes = st->reorder[k]   ? dnnl_memory_desc_get_size(&st->inner[k])
                    : st->convert[k] ? st->span[k] * sizeof(float)
-                                    : st->weight_bytes;
+                                    : st->weight_bytes / (size_t)copies;
+    st->kept_step = st->split_k ? bytes : 0;
+    bytes *= (size_t)copies;
     if (fold && !st->reorder[k])
         st->kept_offset = st->weight_offset * st->elem[k];
     st->kept_bias_off = tg_conv_align(bytes);
@@ -492,23 +512,73 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
         return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
     plan->kept_bytes = tg_conv_align(bytes);
     size_t n = strlen(plan->kernel);
-    snprintf(plan->kernel + n, sizeof plan->kernel - n, "%s%s, weights kept",
-             fold ? ", batch norm folded" : "", st->fold_relu ? ", ReLU post-op" : "");
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, "%s, weights kept",
+             fold ? ", batch norm folded" : "");
     return TG_OK;
 }
 
-/* The ReLU of a fused convolution as oneDNN's eltwise post-op. */
-static dnnl_status_t relu_post_op(dnnl_primitive_attr_t attr)
+/* The activation a fused convolution applies (compile/fuse.c) as oneDNN's
+ * eltwise post-ops: ReLU; hard swish (x relu6(x + 3) / 6, oneDNN 2.6 has
+ * no parameters for it), also where the graph writes it as a Mul of x and
+ * its hard sigmoid; hard sigmoid as alpha x + beta clipped to [0, 1]. */
+static dnnl_status_t act_post_ops(const tg_tensor *act, dnnl_primitive_attr_t attr)
 {
     dnnl_post_ops_t ops;
     dnnl_status_t s = dnnl_post_ops_create(&ops);
     if (s != dnnl_success)
         return s;
-    s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    if (act->op == TG_OP_RELU) {
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    } else if (tg_is_hard_swish(act) || act->op == TG_OP_MUL) {
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+    } else {
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, tg_act_a(act),
+                                         tg_act_b(act));
+        if (s == dnnl_success)
+            s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
+    }
     if (s == dnnl_success)
         s = dnnl_primitive_attr_set_post_ops(attr, ops);
     dnnl_post_ops_destroy(ops);
     return s;
+}
+
+/* The post-op's name for the kernel's, after keep_weights's. */
+static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
+{
+    if (!st->post_act)
+        return;
+    const char *what = st->post_act->op == TG_OP_RELU ? "ReLU"
+                       : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL
+                           ? "hard swish"
+                           : "hard sigmoid";
+    size_t n = strlen(plan->kernel);
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, ", %s post-op", what);
+}
+
+/* How the primitive shares the device's threads. A batch that the threads
+ * divide: one part of it each. Otherwise (only in an inference program,
+ * own_reason): one sample of an ungrouped convolution whose output
+ * channels the threads divide (in whole blocks where the output is
+ * blocked), whose weights are not cropped: one part of the output channels
+ * each, every part reading the whole input; for one sample a part's
+ * output channels are contiguous in NCHW and in nChw16c alike. Anything
+ * else runs on one thread: an OpenMP team of the device's threads would
+ * spin beside the pool's (at batch 1 on 2 threads the own im2col kernels
+ * this replaces took ResNet-50 from 41 ms to 94-167 ms a run). */
+static void split_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                        bool y_blocked, conv_state *st)
+{
+    int t = o->n_threads;
+    st->split_k = false;
+    st->parts = t > 1 && g->N % t == 0 ? t : 1;
+    st->n_threads = st->parts > 1 ? 1 : t;
+    if (t <= 1 || g->N % t == 0 || !o->inference || node->op != TG_OP_CONV2D)
+        return;
+    int64_t unit = y_blocked ? (int64_t)TG_CHANNEL_BLOCK * t : t;
+    st->split_k = g->N == 1 && g->G == 1 && g->K % unit == 0 && !st->cropped;
+    st->parts = st->split_k ? t : 1;
+    st->n_threads = 1;
 }
 
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
@@ -518,20 +588,21 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     if (!eng)
         return ts;
-    /* several threads: one-thread primitives over parts of the batch */
-    st->parts = o->n_threads > 1 && g->N % o->n_threads == 0 ? o->n_threads : 1;
-    st->n_threads = st->parts > 1 ? 1 : o->n_threads;
-    st->sum_out = st->parts > 1 && node->op == TG_OP_CONV2D_BWD_WEIGHT;
-    tg_conv_geom part = *g;
-    part.N = g->N / st->parts;
-    conv_mds m;
     live_taps lt;
     st->cropped = live_taps_of(g, &lt);
     bool xy[2];
     blocked_xy(node->op, o, xy);
+    /* several threads: one-thread primitives over parts of the batch, or
+     * of the output channels, or one thread (split_parts) */
+    split_parts(node, g, o, xy[1], st);
+    st->sum_out = st->parts > 1 && node->op == TG_OP_CONV2D_BWD_WEIGHT;
+    tg_conv_geom part = *g;
+    part.N = st->split_k ? g->N : g->N / st->parts;
+    part.K = st->split_k ? g->K / st->parts : g->K;
+    conv_mds m;
     TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, xy, &m));
     st->fold = node->op == TG_OP_CONV2D ? o->fold_norm : NULL;
-    st->fold_relu = st->fold && o->post_relu;
+    st->post_act = node->op == TG_OP_CONV2D ? o->post_act : NULL;
     bool bias = node->op == TG_OP_CONV2D && (node->n_in == 3 || st->fold);
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
@@ -552,8 +623,8 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     dnnl_primitive_attr_t conv_attr = NULL;
     if (s == dnnl_success)
         s = dnnl_primitive_attr_clone(&conv_attr, attr);
-    if (s == dnnl_success && st->fold_relu)
-        s = relu_post_op(conv_attr);
+    if (s == dnnl_success && st->post_act)
+        s = act_post_ops(st->post_act, conv_attr);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
@@ -571,7 +642,9 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
         dnnl_primitive_attr_destroy(conv_attr);
     dnnl_primitive_attr_destroy(attr);
     TG_TRY(tg_dnnl_check(s, "creating the conv2d primitives"));
-    return keep_weights(node, o, st, plan);
+    TG_TRY(keep_weights(node, o, st, plan));
+    name_post_op(st, plan);
+    return TG_OK;
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's
@@ -624,8 +697,11 @@ static bool own_direct_wins(const tg_conv_geom *g, tg_conv_method own)
     return own == TG_CONV_DIRECT && (g->C < 16 || g->K < 16);
 }
 
-/* Why the plan hook leaves node to the own kernels (NULL: it does not). */
-static const char *own_reason(const tg_tensor *node, int n_threads)
+/* Why the plan hook leaves node to the own kernels (NULL: it does not). An
+ * inference program's forward convolution keeps oneDNN at any batch: its
+ * primitive runs on the device's pool in parts of the output channels, or
+ * on one thread (create_state), never with an OpenMP team. */
+static const char *own_reason(const tg_tensor *node, int n_threads, bool inference)
 {
     tg_conv_geom g = tg_conv_geom_of(node);
     tg_dnnl_mode mode = tg_dnnl_mode_get();
@@ -635,7 +711,7 @@ static const char *own_reason(const tg_tensor *node, int n_threads)
         return "";
     /* the matmul runs one-thread bands: no OpenMP team either */
     if (mode == TG_DNNL_AUTO && n_threads > 1 && g.N % n_threads != 0 && !tg_dnnl_passive_wait() &&
-        !matmul_wins(node->op, &g))
+        !matmul_wins(node->op, &g) && !(inference && node->op == TG_OP_CONV2D))
         return "oneDNN with several threads needs OMP_WAIT_POLICY=passive";
     return NULL;
 }
@@ -648,9 +724,9 @@ static bool any_blocked(const tg_plan_opts *o)
     return any;
 }
 
-bool tg_conv_dnnl_chosen(const tg_tensor *node, int n_threads)
+bool tg_conv_dnnl_chosen(const tg_tensor *node, int n_threads, bool inference)
 {
-    return own_reason(node, n_threads) == NULL;
+    return own_reason(node, n_threads, inference) == NULL;
 }
 
 tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
@@ -658,7 +734,7 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
     tg_conv_geom g = tg_conv_geom_of(node);
     tg_conv_method own = tg_conv_method_for(node->op, &g);
     const char *own_name = own == TG_CONV_DIRECT ? "own direct" : "own im2col+sgemm";
-    const char *why = own_reason(node, opts->n_threads);
+    const char *why = own_reason(node, opts->n_threads, opts->inference);
     if (why) {
         if (why[0])
             snprintf(plan->kernel, sizeof plan->kernel, "%s (%s)", own_name, why);

@@ -161,8 +161,10 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void 
         if (k < o && !shared && !from_cache && !folded_bias)
             bring_in(st, k, stream, user, scratch);
         unsigned char *base = shared ? (unsigned char *)a->scratch : scratch;
-        operand[k] = from_cache    ? mem(&st->inner[k], (unsigned char *)kept + st->kept_offset)
-                     : folded_bias ? mem(&st->user[k], (unsigned char *)kept + st->kept_bias_off)
+        unsigned char *kept_at = (unsigned char *)kept;
+        operand[k] = from_cache ? mem(&st->inner[k], kept_at + st->kept_offset + p * st->kept_step)
+                     : folded_bias
+                         ? mem(&st->user[k], kept_at + st->kept_bias_off + p * st->batch_step[k])
                      : has_inner(st, k) ? mem(&st->inner[k], base + st->buf_off[k])
                                         : mem(&st->user[k], user);
         args[n].arg = st->arg[k];
@@ -296,6 +298,13 @@ static void run_parts(const conv_state *st, const tg_kernel_args *a, void *kept)
     }
 }
 
+/* Copies of the weights in the cache: one per part of the output channels,
+ * else one that every part reads. */
+static int kept_copies(const conv_state *st)
+{
+    return st->split_k ? st->parts : 1;
+}
+
 /* A fused convolution's weights and bias with the batch norm folded in
  * (compile/fuse.c): weights scaled by gamma / sqrt(var + eps) per output
  * channel, bias (b - mean) * scale + beta, in double and rounded once, then
@@ -324,7 +333,10 @@ static void fold_into(const conv_state *st, const tg_kernel_args *a, unsigned ch
         return;
     tg_status ts;
     dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
-    run_reorder(st, k, stream, folded + st->weight_offset, kept, a->scratch);
+    for (int p = 0; p < kept_copies(st); p++) /* f32: elem[k] is 4 */
+        run_reorder(st, k, stream,
+                    (unsigned char *)(folded + st->weight_offset) + p * st->batch_step[k],
+                    kept + p * st->kept_step, a->scratch);
     dnnl_stream_destroy(stream);
     tg_free(folded);
 }
@@ -348,17 +360,20 @@ static void *kept_weights(const conv_state *st, const tg_kernel_args *a)
         fold_into(st, a, kept);
         return kept;
     }
-    void *user = user_ptr(st, a, k, 0);
     if (!st->reorder[k]) { /* converted only: the f32 copy is the operand */
-        tg_convert(user, TG_BF16, kept, TG_F32, st->span[k]);
+        tg_convert(user_ptr(st, a, k, 0), TG_BF16, kept, TG_F32,
+                   st->span[k] * (size_t)kept_copies(st));
         return kept;
     }
-    if (st->convert[k])
-        tg_convert(user, TG_BF16, copy_ptr(st, k, a->scratch), TG_F32, st->span[k]);
     tg_status ts;
     dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
-    run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, a->scratch) : user, kept,
-                a->scratch);
+    for (int p = 0; p < kept_copies(st); p++) {
+        void *user = user_ptr(st, a, k, p);
+        if (st->convert[k])
+            tg_convert(user, TG_BF16, copy_ptr(st, k, a->scratch), TG_F32, st->span[k]);
+        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, a->scratch) : user,
+                    (unsigned char *)kept + p * st->kept_step, a->scratch);
+    }
     dnnl_stream_destroy(stream);
     return kept;
 }

@@ -54,6 +54,7 @@ typedef struct conv_state {
     /* Batch split (see the header comment): the primitive is made for
      * N / parts samples and runs once per part; parts = 1 without split. */
     int parts;
+    bool split_k;         /* the parts are of the output channels (one sample), not the batch */
     size_t part_bytes;    /* of one part's scratch (all of it without split) */
     size_t batch_step[4]; /* bytes from one part's samples of a role to the next; 0: shared */
     bool sum_out;         /* the weight gradient: parts' sums added in part 0's buffer */
@@ -69,10 +70,12 @@ typedef struct conv_state {
     /* The batch norm this convolution computes (compile/fuse.c), whose
      * folded weights and bias the cache holds (the bias kept_bias_off bytes
      * in; the weights kept_offset bytes before the first live tap when they
-     * need no reorder), and whether a ReLU post-op follows; NULL, false. */
+     * need no reorder), and the activation it applies as a post-op; NULL
+     * where absent. */
     const tg_tensor *fold;
-    bool fold_relu;
+    const tg_tensor *post_act;
     size_t kept_bias_off, kept_offset;
+    size_t kept_step; /* split_k: bytes from one part's kept weights to the next */
 } conv_state;
 
 /* The side of role k's reorder that is not the primitive's: the stored

@@ -841,9 +841,9 @@ static bool is_batch_norm_4d(const tg_tensor *node)
     return tg_norm_mode(node) == TG_NORM_BATCH && x->shape.ndim == 4;
 }
 
-static tg_op_layout norm_layout(const tg_tensor *node, int n_threads)
+static tg_op_layout norm_layout(const tg_tensor *node, int n_threads, bool inference)
 {
-    (void)n_threads;
+    (void)n_threads, (void)inference;
     return is_batch_norm_4d(node) ? TG_LAYOUT_TIED : TG_LAYOUT_PLAIN;
 }
 

@@ -109,11 +109,13 @@ typedef struct tg_plan_opts {
     /* The program has no backward and no optimizer: its weights change only
      * when the host writes them (tg_kernel_args.weights_version). */
     bool inference;
-    /* A convolution that computes the batch norm after it (compile/fuse.c):
-     * that norm (its statistics, gamma and beta are the step's inputs
-     * in[4], [5], [6], NULL where absent), and whether a ReLU follows. */
+    /* A convolution that computes the nodes after it (compile/fuse.c): the
+     * batch norm it folds (its statistics, gamma and beta are the step's
+     * inputs in[4], [5], [6], NULL where absent), and the activation it
+     * applies as a post-op (ReLU, hard swish, hard sigmoid); NULL where
+     * absent. */
     const tg_tensor *fold_norm;
-    bool post_relu;
+    const tg_tensor *post_act;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,
@@ -226,9 +228,10 @@ typedef struct tg_op_def {
     tg_cost_kind cost;
     const tg_op_planner *planner; /* NULL: no plan hooks */
     /* When the layout depends on the node (its params, the kernel its plan
-     * hook will choose with n_threads threads): the layout; NULL = from
-     * the flags (TG_OPF_BLOCKED, TG_OPF_ELEMENTWISE). */
-    tg_op_layout (*layout)(const tg_tensor *node, int n_threads);
+     * hook will choose with n_threads threads, in an inference program or
+     * not): the layout; NULL = from the flags (TG_OPF_BLOCKED,
+     * TG_OPF_ELEMENTWISE). */
+    tg_op_layout (*layout)(const tg_tensor *node, int n_threads, bool inference);
     /* When the kernel reads and writes bf16-stored operands as they are
      * (tg_kernel_args.in_type, out_type) on a condition of the node's
      * (blocked: it runs in the blocked layout): whether it does; NULL =
@@ -253,9 +256,9 @@ const tg_op_def *tg_op_get(tg_op op);
     tg_unreachable_fail(__FILE__, __LINE__, "op", (long long)(op), tg_op_name(op))
 /* The op's plan hooks, or NULL when it has none. */
 const tg_op_planner *tg_op_planner_get(tg_op op);
-/* How node's kernels take their 4-D operands with n_threads threads (the
- * def's layout hook, else its flags). */
-tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads);
+/* How node's kernels take their 4-D operands with n_threads threads in an
+ * inference program or not (the def's layout hook, else its flags). */
+tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inference);
 
 /* Whether node's kernel computes each output element from the elements at
  * the same place of its inputs alone (ReLU, add, their gradients, ...) with

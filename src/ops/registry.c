@@ -58,20 +58,20 @@ bool tg_op_aliases_input(tg_op op)
     return def && def->memory == TG_OP_VIEWS_INPUT;
 }
 
-tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads)
+tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inference)
 {
     const tg_op_def *def = tg_op_get(node->op);
     if (!def)
         return TG_LAYOUT_PLAIN;
     if (def->layout)
-        return def->layout(node, n_threads);
+        return def->layout(node, n_threads, inference);
     return (def->flags & TG_OPF_BLOCKED) || tg_op_is_elementwise(node) ? TG_LAYOUT_TIED
                                                                        : TG_LAYOUT_PLAIN;
 }
 
 bool tg_blocked_kernel_exists(const tg_tensor *node)
 {
-    return tg_op_layout_of(node, 1) == TG_LAYOUT_TIED;
+    return tg_op_layout_of(node, 1, false) == TG_LAYOUT_TIED;
 }
 
 tg_status tg_op_infer_elementwise_grad(tg_tensor *node, const char *inputs, const char *operand)

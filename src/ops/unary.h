@@ -24,6 +24,11 @@ TG_PARAM_I(round_half, to, 0)
 TG_PARAM_I(act, fn, 0)
 TG_PARAM_F(act, a, 0)
 TG_PARAM_F(act, b, 1)
+/* Whether node is an ACTIVATION computing hard swish, or hard sigmoid
+ * (alpha x + beta clipped to [0, 1]: act_a, act_b): the functions oneDNN
+ * applies as a convolution's post-op (compile/fuse.c). */
+bool tg_is_hard_swish(const tg_tensor *node);
+bool tg_is_hard_sigmoid(const tg_tensor *node);
 
 /* SOFTMAX, LOG_SOFTMAX and their gradients: the axis (stored normalised
  * to >= 0 by the shape rule). */

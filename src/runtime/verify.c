@@ -558,20 +558,43 @@ static void set_skip(tg_verify_row *row, const char *why)
     row->note = why;
 }
 
+/* The batch norm's reference on y (the convolution's), into cx->ref; the
+ * largest per-channel scale and the largest |y| times its channel's scale. */
+static void norm_reference(check_ctx *cx, const tg_tensor *conv, const tg_tensor *bn, double *y,
+                           double *most_scale, double *folded)
+{
+    int64_t n = tg_numel(bn), K = conv->shape.dim[1], plane = n / conv->shape.dim[0] / K;
+    tg_ref_args b = {.node = bn, .out = cx->ref};
+    b.in[0] = y;
+    for (int k = 1; k < bn->n_in; k++)
+        b.in[k] = cx->v->before[bn->in[k]->id];
+    tg_op_get(bn->op)->reference(&b);
+    const double *stats = b.in[1], *gamma = tg_norm_has_gamma(bn) ? b.in[2] : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = (i / plane) % K;
+        double scale = fabs((gamma ? gamma[c] : 1.0) / sqrt(stats[K + c] + tg_norm_eps(bn)));
+        *most_scale = fmax(*most_scale, scale);
+        *folded = fmax(*folded, fabs(y[i]) * scale);
+    }
+}
+
 /* The last node a fused convolution computes (compile/fuse.c): the
- * convolution's, the batch norm's and the ReLU's reference kernels chained
- * on the convolution's inputs as the program used them, into cx->ref. The
- * folded convolution rounds like one whose outputs are the convolution's
- * times each channel's scale: that magnitude and the convolution's
- * sensitivity times the largest scale go into *magnitude and *sensitivity.
- * False (row skipped) when an input was not kept. */
+ * convolution's, the batch norm's (if folded) and the activation's (if
+ * any) reference kernels chained on the convolution's inputs as the
+ * program used them, into cx->ref. The folded convolution rounds like one
+ * whose outputs are the convolution's times each channel's scale: that
+ * magnitude and the convolution's sensitivity times the largest scale go
+ * into *magnitude and *sensitivity. False (row skipped) when an input was
+ * not kept. */
 static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *row,
                             double *magnitude, double *sensitivity)
 {
     const tg_program *p = cx->s->program;
-    const tg_tensor *conv = cx->s->graph->nodes[p->fused_into[t->id]];
-    const tg_tensor *bn = t->op == TG_OP_RELU ? t->in[0] : t;
-    int64_t n = tg_numel(t), K = conv->shape.dim[1], plane = n / conv->shape.dim[0] / K;
+    const tg_tensor *conv = cx->s->graph->nodes[p->fused_into[t->id]], *bn, *act;
+    tg_fuse_chain(p, conv, &bn, &act);
+    if (t == bn)
+        act = NULL; /* a row for the norm itself ends the chain there */
+    int64_t n = tg_numel(t);
     tg_ref_args a = {.node = conv,
                      .out = cx->ref,
                      .step = cx->v->step,
@@ -586,24 +609,36 @@ static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *ro
     if (!y)
         return set_skip(row, "out of memory"), false;
     memcpy(y, cx->ref, (size_t)n * sizeof(double));
-    tg_ref_args b = {.node = bn, .out = cx->ref};
-    b.in[0] = y;
-    for (int k = 1; k < bn->n_in; k++)
-        b.in[k] = cx->v->before[bn->in[k]->id];
-    tg_op_get(bn->op)->reference(&b);
-    const double *stats = b.in[1], *gamma = tg_norm_has_gamma(bn) ? b.in[2] : NULL;
-    double most_scale = 0, folded = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t c = (i / plane) % K;
-        double scale = fabs((gamma ? gamma[c] : 1.0) / sqrt(stats[K + c] + tg_norm_eps(bn)));
-        most_scale = fmax(most_scale, scale);
-        folded = fmax(folded, fabs(y[i]) * scale);
+    double most_scale = bn ? 0 : 1, folded = 0;
+    if (bn) {
+        norm_reference(cx, conv, bn, y, &most_scale, &folded);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            folded = fmax(folded, fabs(y[i]));
     }
-    if (bn != t) { /* the ReLU, in place */
+    if (act && act->op == TG_OP_MUL) { /* x * hard_sigmoid(x), in the graph's order */
+        const tg_tensor *hs = act->in[0]->op == TG_OP_ACTIVATION && act->in[0]->in[0] == act->in[1]
+                                  ? act->in[0]
+                                  : act->in[1];
+        double *s = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+        if (!s) {
+            tg_free(y);
+            return set_skip(row, "out of memory"), false;
+        }
         memcpy(y, cx->ref, (size_t)n * sizeof(double));
-        tg_ref_args r = {.node = t, .out = cx->ref};
+        tg_ref_args h = {.node = hs, .out = s};
+        h.in[0] = y;
+        tg_op_get(hs->op)->reference(&h);
+        tg_ref_args r = {.node = act, .out = cx->ref};
+        r.in[0] = act->in[0] == hs ? s : y;
+        r.in[1] = act->in[0] == hs ? y : s;
+        tg_op_get(act->op)->reference(&r);
+        tg_free(s);
+    } else if (act) { /* the activation, on the norm's or the convolution's value */
+        memcpy(y, cx->ref, (size_t)n * sizeof(double));
+        tg_ref_args r = {.node = act, .out = cx->ref};
         r.in[0] = y;
-        tg_op_get(t->op)->reference(&r);
+        tg_op_get(act->op)->reference(&r);
     }
     tg_free(y);
     *magnitude = folded;
@@ -624,7 +659,7 @@ static void check_fused(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     row->max_rel = relative(row->max_abs, c.magnitude);
     row->tolerance = tolerance_of(cx, conv, fmax(c.magnitude, folded), sens);
     row->verdict = row->max_abs > row->tolerance ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
-    row->note = "fused: conv2d, batch norm and what follows against their chained references";
+    row->note = "fused: conv2d and what it computes after it against their chained references";
 }
 
 /* The node's own error: its reference kernel on the inputs the program used. */

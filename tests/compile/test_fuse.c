@@ -1,11 +1,14 @@
 /* tests/compile/test_fuse.c - an inference program's convolutions compute
- * the batch norm and ReLU after them (compile/fuse.c): random chains of
- * conv (groups, strides, padding, bias or not) + batch norm (gamma and beta
- * or not, random running statistics) + ReLU or not give what the unfused
- * program gives within f32 rounding, at 1 and 2 threads; `check` compares
- * every fused value with the chained reference kernels and finds a fault
- * put into one; a graph whose convolution is read elsewhere, or a training
- * program, fuses nothing; the folded weights follow the host's writes.
+ * the batch norm and the activation after them (compile/fuse.c): random
+ * chains of conv (groups, strides, padding, bias or not) + batch norm or
+ * not (gamma and beta or not, random running statistics) + ReLU, hard
+ * swish, hard sigmoid, x * hard_sigmoid(x) or nothing give what the unfused
+ * program gives within f32 rounding (bf16 models: within bf16's, no norm
+ * folded), at 1 and 2 threads; `check` compares every fused value with the
+ * chained reference kernels and finds a fault put into one; a view of a
+ * fused value reads it; a graph whose convolution is read elsewhere, or a
+ * training program, fuses nothing; the folded weights follow the host's
+ * writes.
  * TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
@@ -38,8 +41,34 @@ static int below(tg_rng *r, int n)
     return (int)tg_rng_below(r, (uint64_t)n);
 }
 
-/* 1 to 3 layers of conv + BN (+ ReLU), shapes drawn from r. */
-static chain build(tg_rng *r, bool training)
+/* ReLU, hard swish, hard sigmoid (PyTorch's constants, then others), hard
+ * swish as x * hard_sigmoid(x) (either order), x * another hard sigmoid,
+ * or none. */
+static tg_tensor *activation(tg_graph *g, tg_tensor *h, int which)
+{
+    switch (which) {
+    case 0:
+        return tg_relu(g, h);
+    case 1:
+        return tg_hard_swish(g, h);
+    case 2:
+        return tg_hard_sigmoid(g, h, 1.0f / 6.0f, 0.5f);
+    case 3:
+        return tg_hard_sigmoid(g, h, 0.3f, 0.4f);
+    case 4: /* hard swish as PyTorch exports it at opset 13 */
+        return tg_mul(g, h, tg_hard_sigmoid(g, h, 1.0f / 6.0f, 0.5f));
+    case 5:
+        return tg_mul(g, tg_hard_sigmoid(g, h, 1.0f / 6.0f, 0.5f), h);
+    case 6: /* not hard swish: not fused */
+        return tg_mul(g, h, tg_hard_sigmoid(g, h, 0.2f, 0.5f));
+    default:
+        return h;
+    }
+}
+
+/* 1 to 3 layers of conv (+ BN) (+ ReLU, hard swish or hard sigmoid),
+ * shapes drawn from r. */
+static chain build(tg_rng *r, bool training, bool norms)
 {
     chain c = {.g = tg_graph_create()};
     tg_graph_set_training(c.g, training);
@@ -72,6 +101,12 @@ static chain build(tg_rng *r, bool training)
         if (l == 0)
             c.conv0 = h;
         tg_tensor *gamma = NULL, *beta = NULL;
+        c.stats[l] = NULL;
+        if (below(r, 4) == 0 || !norms) { /* no norm (an ONNX file's, folded on export) */
+            h = activation(c.g, h, below(r, 6));
+            C = K;
+            continue;
+        }
         if (below(r, 4)) {
             snprintf(name, sizeof name, "gamma%d", l);
             gamma = tg_param(c.g, name, tg_shape1(K), (tg_init){TG_INIT_FAN_IN_UNIFORM, 1, 0});
@@ -84,7 +119,7 @@ static chain build(tg_rng *r, bool training)
         c.stats[l] = tg_state(c.g, name, tg_shape2(2, K), (tg_init){TG_INIT_NORM_STATS, 0, 0});
         h = tg_batch_norm(c.g, h, gamma, beta, c.stats[l], 1e-5f);
         if (below(r, 3))
-            h = tg_relu(c.g, h);
+            h = activation(c.g, h, below(r, 8));
         C = K;
     }
     c.y = h;
@@ -96,10 +131,13 @@ static chain build(tg_rng *r, bool training)
     return c;
 }
 
-static tg_session *open_session_file(chain *c, int threads, bool fuse, const char *exe)
+static tg_session *open_with(chain *c, int threads, bool fuse, const char *precision,
+                             const char *exe)
 {
     tg_process_set_fuse_inference(fuse);
     tg_options *o = tg_options_create();
+    if (precision)
+        TG_CHECK_OK(tg_options_set(o, "precision", precision));
     tg_options_set_int(o, "threadsPerDevice", threads);
     tg_options_set_int(o, "randomSeed", 9);
     if (exe)
@@ -113,7 +151,7 @@ static tg_session *open_session_file(chain *c, int threads, bool fuse, const cha
 
 static tg_session *open_session(chain *c, int threads, bool fuse)
 {
-    return open_session_file(c, threads, fuse, NULL);
+    return open_with(c, threads, fuse, NULL, NULL);
 }
 
 /* Running statistics far from (0, 1) so that the fold matters, the same
@@ -123,6 +161,8 @@ static void run(tg_session *s, const chain *c, uint64_t seed, float *out)
     tg_rng r;
     tg_rng_seed(&r, seed);
     for (int l = 0; l < c->n_layers; l++) {
+        if (!c->stats[l])
+            continue;
         int64_t K = tg_tensor_shape(c->stats[l]).dim[1];
         float st[2 * 64];
         for (int64_t k = 0; k < K; k++) {
@@ -147,6 +187,16 @@ static int fused_convs(tg_session *s)
     int n = 0;
     for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
         n += p->fused_tail[i] >= 0;
+    return n;
+}
+
+/* Fused chains that end in x * hard_sigmoid(x). */
+static int fused_swish_muls(tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    int n = 0;
+    for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
+        n += p->fused_tail[i] >= 0 && p->graph->nodes[p->fused_tail[i]]->op == TG_OP_MUL;
     return n;
 }
 
@@ -187,39 +237,78 @@ static void check_rows(tg_session *s, const chain *c, bool fault, const char *la
     tg_free(out);
 }
 
-static void test_random_chains_match_unfused(void)
+/* Random chains (with norms or not) in a precision, each run fused and
+ * unfused: the difference within `bound`, every fused row checked; faults
+ * put into the first `faults` chains are found. Totals into *fused and
+ * *muls; the worst difference is returned. */
+typedef struct chains_run {
+    uint64_t seed;
+    int graphs, faults;
+    bool norms;
+    const char *precision, *what;
+    double bound;
+} chains_run;
+
+static double run_chains(const chains_run *cr, int *fused, int *muls)
 {
-    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     tg_rng r;
-    tg_rng_seed(&r, 42);
-    int graphs = 24, fused_total = 0;
+    tg_rng_seed(&r, cr->seed);
     double worst = 0;
-    for (int k = 0; k < graphs; k++) {
-        chain c = build(&r, false);
+    for (int k = 0; k < cr->graphs; k++) {
+        chain c = build(&r, false, cr->norms);
         int threads = 1 + k % 2;
-        tg_session *f = open_session(&c, threads, true), *u = open_session(&c, threads, false);
+        tg_session *f = open_with(&c, threads, true, cr->precision, NULL);
+        tg_session *u = open_with(&c, threads, false, cr->precision, NULL);
         float *yf = tg_malloc((size_t)c.out_numel * sizeof(float));
         float *yu = tg_malloc((size_t)c.out_numel * sizeof(float));
         run(f, &c, 1 + (uint64_t)k, yf);
         run(u, &c, 1 + (uint64_t)k, yu);
         TG_CHECK(fused_convs(u) == 0);
-        fused_total += fused_convs(f);
+        *fused += fused_convs(f);
+        *muls += fused_swish_muls(f);
         double d = difference(yf, yu, c.out_numel);
         worst = fmax(worst, d);
         char label[64];
-        snprintf(label, sizeof label, "random chain %d (%d threads)", k, threads);
-        if (!(d <= 2e-6))
+        snprintf(label, sizeof label, "%s %d (%d threads)", cr->what, k, threads);
+        if (!(d <= cr->bound))
             tg_test_fail(__FILE__, __LINE__, "%s: fused %.3g from unfused", label, d);
         check_rows(f, &c, false, label);
-        if (k < 4)
+        if (k < cr->faults)
             check_rows(f, &c, true, label);
         tg_free(yf), tg_free(yu);
         tg_session_destroy(f), tg_session_destroy(u);
         tg_graph_destroy(c.g);
     }
-    printf("  %d random chains, %d fused convolutions, worst difference from unfused %.3g\n",
-           graphs, fused_total, worst);
-    TG_CHECK(fused_total >= graphs); /* every chain's first conv at least */
+    return worst;
+}
+
+static void test_random_chains_match_unfused(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    int fused = 0, muls = 0;
+    chains_run cr = {42, 24, 4, true, NULL, "random chain", 2e-6};
+    double worst = run_chains(&cr, &fused, &muls);
+    printf("  %d random chains, %d fused convolutions (%d ending in x * hard_sigmoid(x)), worst "
+           "difference from unfused %.3g\n",
+           cr.graphs, fused, muls, worst);
+    TG_CHECK(fused >= cr.graphs); /* every chain's first conv at least */
+    TG_CHECK(muls > 0);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* A bf16 model (precision 32.bf16) fuses the activations (a fold would
+ * need f32 weights): the fused value is rounded to bf16 once where the
+ * unfused chain rounded twice, so they agree within bf16's rounding, and
+ * the checker finds every fused row within its bf16 tolerance. */
+static void test_bf16_chains_fuse_activations(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    int fused = 0, muls = 0;
+    chains_run cr = {77, 12, 0, false, "32.bf16", "bf16 chain", 3e-2};
+    double worst = run_chains(&cr, &fused, &muls);
+    printf("  %d bf16 chains, %d fused convolutions, worst difference from unfused %.3g\n",
+           cr.graphs, fused, worst);
+    TG_CHECK(fused > 0);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -230,7 +319,7 @@ static void test_fold_follows_writes(void)
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     tg_rng r;
     tg_rng_seed(&r, 5);
-    chain c = build(&r, false);
+    chain c = build(&r, false, true);
     tg_session *s = open_session(&c, 1, true);
     float *a = tg_malloc((size_t)c.out_numel * sizeof(float));
     float *b = tg_malloc((size_t)c.out_numel * sizeof(float));
@@ -242,6 +331,50 @@ static void test_fold_follows_writes(void)
     tg_free(a), tg_free(b);
     tg_session_destroy(f), tg_session_destroy(s);
     tg_graph_destroy(c.g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* A view of a fused chain's last value (a flatten before a linear layer,
+ * as every classifier has) reads what the convolution computed: the view
+ * was given the fused node's buffer before fusion took it away. With and
+ * without a batch norm; fused and unfused agree, and `check` agrees. */
+static void test_view_of_fused_value(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (int with_norm = 0; with_norm < 2; with_norm++) {
+        tg_graph *g = tg_graph_create();
+        tg_graph_set_training(g, false);
+        chain c = {.g = g, .n_layers = 1};
+        c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 4, 6, 6));
+        tg_tensor *w =
+            tg_param(g, "w", tg_shape4(32, 4, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
+        tg_tensor *b = tg_param(g, "b", tg_shape1(32), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
+        tg_tensor *h = c.conv0 = tg_conv2d(g, c.x, w, b, (tg_conv2d_params){1, 1, 0, 0, 1, 1, 1});
+        if (with_norm) {
+            c.stats[0] =
+                tg_state(g, "stats", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+            h = tg_batch_norm(g, h, NULL, NULL, c.stats[0], 1e-5f);
+        }
+        h = tg_flatten(g, tg_relu(g, h), 1);
+        tg_tensor *wl =
+            tg_param(g, "wl", tg_shape2(3, 32 * 36), (tg_init){TG_INIT_FAN_IN_UNIFORM, 1152, 0});
+        c.y = tg_linear(g, h, wl, NULL);
+        tg_tensor_mark_output(c.y);
+        TG_CHECK_OK(tg_graph_status(g));
+        c.out_numel = 6;
+        tg_session *f = open_session(&c, 1, true), *u = open_session(&c, 1, false);
+        float yf[6], yu[6];
+        run(f, &c, 3, yf);
+        run(u, &c, 3, yu);
+        TG_CHECK(fused_convs(f) == 1);
+        if (!(difference(yf, yu, 6) <= 2e-6))
+            tg_test_fail(__FILE__, __LINE__, "with norm %d: fused %.3g from unfused", with_norm,
+                         difference(yf, yu, 6));
+        check_rows(f, &c, false,
+                   with_norm ? "view after conv + norm + relu" : "view after conv + relu");
+        tg_session_destroy(f), tg_session_destroy(u);
+        tg_graph_destroy(g);
+    }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -288,11 +421,11 @@ static void test_executable_file_keeps_fusion(void)
     tg_rng r;
     tg_rng_seed(&r, 11);
     for (int k = 0; k < 3; k++) {
-        chain c = build(&r, false);
+        chain c = build(&r, false, true);
         unlink(exe);
         tg_session *fresh = open_session(&c, 1, true);
-        tg_session *written = open_session_file(&c, 1, true, exe);
-        tg_session *loaded = open_session_file(&c, 1, true, exe);
+        tg_session *written = open_with(&c, 1, true, NULL, exe);
+        tg_session *loaded = open_with(&c, 1, true, NULL, exe);
         TG_CHECK(fresh && written && loaded);
         if (!fresh || !written || !loaded)
             break;
@@ -320,7 +453,9 @@ static void test_executable_file_keeps_fusion(void)
 int main(void)
 {
     TG_RUN(test_random_chains_match_unfused);
+    TG_RUN(test_bf16_chains_fuse_activations);
     TG_RUN(test_fold_follows_writes);
+    TG_RUN(test_view_of_fused_value);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_executable_file_keeps_fusion);
     return tg_test_finish();

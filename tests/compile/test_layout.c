@@ -118,7 +118,7 @@ static void test_math_functions_stay_blocked(void)
     TG_CHECK_OK(tg_graph_status(g));
     tg_program *p = tg_graph_status(g) == TG_OK ? compile_with(g, "blocked") : NULL;
     /* (the layout pass blocks activations only between oneDNN convolutions) */
-    bool dnnl = tg_conv_dnnl_chosen(c1, 1) && tg_conv_dnnl_chosen(y, 1);
+    bool dnnl = tg_conv_dnnl_chosen(c1, 1, false) && tg_conv_dnnl_chosen(y, 1, false);
     if (p && dnnl) {
         TG_CHECK(p->layout[c1->id] & TG_LAYOUT_BLOCKED);
         for (int k = 0; k < 5; k++) {

@@ -290,6 +290,40 @@ static void test_against_pytorch(void)
     }
 }
 
+/* Hard sigmoid and hard swish's vectorised loops give fmaxf(0, fminf(1, u))
+ * bit for bit, the formula they replaced (training must not move): signed
+ * zeros, NaN, infinities, the kinks and a run of ordinary values, at odd
+ * lengths (the vector loops' tails), with ONNX's constants and others. */
+static void test_clip_bit_exact(void)
+{
+    enum { N = 1037 };
+    static float x[N], out[N];
+    const float special[] = {0.0f,  -0.0f, NAN,   -NAN,   INFINITY, -INFINITY, 3.0f,
+                             -3.0f, 6.0f,  -6.0f, 1e-45f, -1e-45f,  2.5f,      -2.5f};
+    for (int i = 0; i < N; i++)
+        x[i] = i < 14 ? special[i] : (float)((i * 7919) % 2001 - 1000) / 97.0f;
+    const float ab[][2] = {{1.0f / 6.0f, 0.5f}, {0.2f, 0.5f}, {-0.3f, -0.0f}, {0.25f, -0.0f}};
+    for (int k = 0; k < 5; k++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *in = tg_input(g, "x", TG_F32, tg_shape1(N - k));
+        tg_tensor *y = k < 4 ? tg_hard_sigmoid(g, in, ab[k][0], ab[k][1]) : tg_hard_swish(g, in);
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_kernel_args a = {.node = y, .in = {x}, .out = out};
+        if (y)
+            tg_op_get(TG_OP_ACTIVATION)->forward(&a);
+        for (int i = 0; y && i < N - k; i++) {
+            volatile float u = k < 4 ? ab[k][0] * x[i] + ab[k][1] : x[i] / 6.0f + 0.5f;
+            float c = fmaxf(0.0f, fminf(1.0f, u)), w = k < 4 ? c : x[i] * c;
+            if (memcmp(&w, &out[i], sizeof w) != 0 && !(isnan(w) && isnan(out[i]))) {
+                tg_test_fail(__FILE__, __LINE__, "case %d, x %a: %a, wanted %a", k, (double)x[i],
+                             (double)out[i], (double)w);
+                break;
+            }
+        }
+        tg_graph_destroy(g);
+    }
+}
+
 /* Bad constants are refused naming the function; a second derivative that
  * is not implemented is refused naming the node and the function. */
 static void test_errors(void)
@@ -333,6 +367,7 @@ int main(void)
     TG_RUN(test_gradcheck);
     TG_RUN(test_kernels);
     TG_RUN(test_against_pytorch);
+    TG_RUN(test_clip_bit_exact);
     TG_RUN(test_errors);
     return tg_test_finish();
 }

@@ -16,9 +16,12 @@
 #include "ops/conv.h"
 #include "ops/dnnl_util.h"
 #include "runtime/interp.h"
+#include "runtime/session_internal.h"
 #include "tilegraph/optim.h"
 #include "tilegraph/session.h"
+#include "tilegraph/verify.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +244,111 @@ static void test_two_threads_split_the_batch(void)
         tg_graph_destroy(g);
     }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* One sample on two threads. The plan hook for training keeps the own
+ * kernels (no OpenMP team: the rule as before); for inference the
+ * ungrouped convolution's output channels are split into two parts, the
+ * grouped one runs on one thread. */
+static void test_one_sample_plans(void)
+{
+    const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 32, 10, 10));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(64, 32, 3, 3));
+    tg_tensor *wg = tg_input(g, "wg", TG_F32, tg_shape4(64, 16, 3, 3));
+    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1));
+    tg_tensor *yg = tg_conv2d(g, x, wg, NULL, P(1, 1, 1, 1, 1, 1, 2));
+    TG_CHECK_OK(tg_graph_status(g));
+    for (int k = 0; y && yg && k < 3; k++) {
+        bool inference = k > 0;
+        tg_kernel_plan kp = {0};
+        TG_CHECK_OK(pl->plan(k == 2 ? yg : y,
+                             &(tg_plan_opts){.n_threads = 2, .inference = inference}, &kp));
+        const char *want = !inference ? (tg_dnnl_passive_wait() ? "oneDNN" : "own")
+                           : k == 1   ? "out channels in 2 parts"
+                                      : "oneDNN";
+        if (!strstr(kp.kernel, want) || (k == 2 && strstr(kp.kernel, "parts")))
+            tg_test_fail(__FILE__, __LINE__, "case %d: kernel '%s', wanted '%s'", k, kp.kernel,
+                         want);
+        if (kp.state)
+            pl->plan_free(kp.state);
+    }
+    tg_graph_destroy(g);
+}
+
+/* An inference program at batch 1: conv (+ bias) -> conv 1x1 (host output,
+ * plain) -> grouped conv, on two threads, gives what one thread gives, and
+ * the checker finds every value within tolerance of the reference. Output
+ * channels split in parts read each part's own weights and bias: a part
+ * given another's would differ in half the channels. */
+static void one_sample_run(int threads, float *out, size_t count, bool check)
+{
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 32, 9, 9));
+    tg_tensor *w1 =
+        tg_param(g, "w1", tg_shape4(64, 32, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 288, 0});
+    tg_tensor *b1 = tg_param(g, "b1", tg_shape1(64), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
+    tg_tensor *w2 =
+        tg_param(g, "w2", tg_shape4(48, 64, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 64, 0});
+    tg_tensor *w3 =
+        tg_param(g, "w3", tg_shape4(48, 24, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 216, 0});
+    tg_tensor *h = tg_relu(g, tg_conv2d(g, x, w1, b1, P(1, 1, 1, 1, 1, 1, 1)));
+    tg_tensor *y2 = tg_conv2d(g, h, w2, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    tg_tensor *y = tg_conv2d(g, y2, w3, NULL, P(2, 2, 1, 1, 1, 1, 2));
+    tg_tensor_mark_output(y2);
+    tg_tensor_mark_output(y);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", 4);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    float xs[32 * 9 * 9];
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
+        xs[i] = (float)(((int)i * 29) % 23) / 11.0f - 1.0f;
+    if (s && threads == 2) {
+        const tg_kernel_plan *kp = tg_session_program(s)->plans;
+        const tg_tensor *c1 = h->in[0];
+        if (!strstr(kp[c1->id].kernel, "in 2 parts") || !strstr(kp[y2->id].kernel, "in 2 parts"))
+            tg_test_fail(__FILE__, __LINE__, "kernels '%s', '%s': output channels not split",
+                         kp[c1->id].kernel, kp[y2->id].kernel);
+    }
+    if (s && check)
+        TG_CHECK_OK(tg_session_verify_next_run(s));
+    TG_CHECK_OK(tg_session_write(s, x, xs, sizeof xs));
+    TG_CHECK_OK(tg_session_run(s));
+    size_t n2 = (size_t)tg_numel(y2);
+    TG_CHECK_OK(tg_session_read(s, y2, out, n2 * sizeof(float)));
+    TG_CHECK_OK(tg_session_read(s, y, out + n2, (count - n2) * sizeof(float)));
+    const tg_verify_report *r = check && s ? tg_session_verify_report(s) : NULL;
+    for (int i = 0; r && i < tg_verify_rows(r); i++) {
+        const tg_verify_row *row = tg_verify_row_at(r, i);
+        if (row->verdict != TG_VERIFY_OK)
+            tg_test_fail(__FILE__, __LINE__, "%d threads: %s not ok: %s", threads, row->name,
+                         row->note);
+    }
+    TG_CHECK(!check || r);
+    tg_session_destroy(s);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+static void test_one_sample_two_threads_match_one(void)
+{
+    enum { COUNT = 48 * 9 * 9 + 48 * 5 * 5 };
+    static float one[COUNT], two[COUNT];
+    one_sample_run(1, one, COUNT, false);
+    one_sample_run(2, two, COUNT, true);
+    double diff = 0, most = 0;
+    for (int i = 0; i < COUNT; i++) {
+        diff = fmax(diff, fabs((double)one[i] - two[i]));
+        most = fmax(most, fabs((double)one[i]));
+    }
+    if (!(diff <= 1e-6 * most) || most == 0)
+        tg_test_fail(__FILE__, __LINE__, "2 threads differ from 1 by %.3g (largest value %.3g)",
+                     diff, most);
 }
 
 /* A small conv net trained for a few SGD steps. */
@@ -570,6 +678,8 @@ int main(void)
     TG_RUN(test_own_kernels_when_forced);
     TG_RUN(test_choice_and_kernel_name);
     TG_RUN(test_two_threads_split_the_batch);
+    TG_RUN(test_one_sample_plans);
+    TG_RUN(test_one_sample_two_threads_match_one);
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);

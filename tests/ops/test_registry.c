@@ -103,12 +103,13 @@ static void test_math_functions_are_elementwise(void)
     for (size_t k = 0; k < sizeof ys / sizeof ys[0] && tg_graph_status(g) == TG_OK; k++) {
         TG_CHECK(tg_op_is_elementwise(ys[k]));
         TG_CHECK(tg_blocked_kernel_exists(ys[k]));
-        TG_CHECK(tg_op_layout_of(ys[k], 2) == TG_LAYOUT_TIED);
+        TG_CHECK(tg_op_layout_of(ys[k], 2, false) == TG_LAYOUT_TIED);
     }
     /* broadcasting is not element-wise: the operands' elements differ in place */
     tg_tensor *b = tg_input(g, "b", TG_F32, tg_shape4(1, 16, 1, 1));
     tg_tensor *sum = tg_add(g, x, b);
-    TG_CHECK(sum && !tg_op_is_elementwise(sum) && tg_op_layout_of(sum, 2) == TG_LAYOUT_PLAIN);
+    TG_CHECK(sum && !tg_op_is_elementwise(sum) &&
+             tg_op_layout_of(sum, 2, false) == TG_LAYOUT_PLAIN);
     tg_tensor *pow_b = tg_pow(g, x, b);
     TG_CHECK(pow_b && !tg_op_is_elementwise(pow_b));
     tg_tensor *grad_b =
@@ -135,15 +136,16 @@ static void test_layout_and_bf16(void)
         return;
     }
     /* batch norm's apply over 4-D x runs blocked and reads bf16 when blocked */
-    TG_CHECK(bn->op == TG_OP_NORM_APPLY && tg_op_layout_of(bn, 1) == TG_LAYOUT_TIED);
+    TG_CHECK(bn->op == TG_OP_NORM_APPLY && tg_op_layout_of(bn, 1, false) == TG_LAYOUT_TIED);
     TG_CHECK(tg_op_reads_bf16(bn, true) && !tg_op_reads_bf16(bn, false));
-    TG_CHECK(ln->op == TG_OP_NORM_APPLY && tg_op_layout_of(ln, 1) == TG_LAYOUT_PLAIN);
+    TG_CHECK(ln->op == TG_OP_NORM_APPLY && tg_op_layout_of(ln, 1, false) == TG_LAYOUT_PLAIN);
     TG_CHECK(!tg_op_reads_bf16(ln, true));
-    TG_CHECK(tg_op_layout_of(mp, 1) == TG_LAYOUT_TIED && tg_op_get(mp->op)->cost == TG_COST_POOL);
+    TG_CHECK(tg_op_layout_of(mp, 1, false) == TG_LAYOUT_TIED &&
+             tg_op_get(mp->op)->cost == TG_COST_POOL);
     TG_CHECK(tg_op_reads_bf16(r, false) && tg_elementwise_bf16_supported(r));
     TG_CHECK(!tg_op_reads_bf16(e, false) && !tg_elementwise_bf16_supported(e));
     /* the view: marked by the graph from its def, plain layout */
-    TG_CHECK((v->flags & TG_NODE_ALIAS) && tg_op_layout_of(v, 1) == TG_LAYOUT_PLAIN);
+    TG_CHECK((v->flags & TG_NODE_ALIAS) && tg_op_layout_of(v, 1, false) == TG_LAYOUT_PLAIN);
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         bool alias = tg_op_get(t->op)->memory == TG_OP_VIEWS_INPUT;

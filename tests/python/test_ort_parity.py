@@ -348,6 +348,20 @@ class Parity(unittest.TestCase):
                     path, feeds = export_torchvision(name, size, d)
                     self.check(f"torchvision {name} {size}x{size}", path, feeds)
 
+    def test_small_vision_one_sample_two_threads(self):
+        """Batch 1 on two threads: an inference program's convolutions split
+        their output channels over the threads (ops/conv_dnnl.c), or run on
+        one; both runtimes at 2 threads."""
+        with tempfile.TemporaryDirectory() as d:
+            for name, size in SMALL_VISION[:2]:
+                with self.subTest(name):
+                    path, feeds = export_torchvision(name, size, d)
+                    one = {k: v[:1] for k, v in feeds.items()}
+                    worst, _ = compare(path, one, threads=2)
+                    RESULTS.append((f"torchvision {name} {size}x{size}, batch 1, 2 threads", worst,
+                                    "ok" if worst <= TOL else "FAIL"))
+                    self.assertLessEqual(worst, TOL, f"{name}, batch 1, 2 threads")
+
     def test_bad_input_is_named(self):
         """OnnxSession refuses a missing input, a wrong shape and a missing
         file by name, without running."""
