@@ -100,7 +100,7 @@ static void find_readers(const tg_program *p, const bool *needed, int *readers, 
         }
 }
 
-/* The fused node m is the buffer of the node before it: the buffer
+/* The fused node m is the buffer of the node computing it: the buffer
  * make_homes gave it holds nothing (bytes 0, not stored). */
 static void drop_home(tg_program *p, const tg_tensor *m)
 {
@@ -109,7 +109,7 @@ static void drop_home(tg_program *p, const tg_tensor *m)
         p->buffers[b].region = TG_REGION_NONE;
         p->buffers[b].bytes = p->buffers[b].stride = 0;
     }
-    p->home[m->id] = p->home[m->in[0]->id];
+    p->home[m->id] = p->home[p->fused_into[m->id]];
 }
 
 tg_status tg_fuse_inference(tg_program *p, const bool *needed)
@@ -143,12 +143,18 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
             p->fused_into[m->id] = c->id;
         p->fused_tail[c->id] = tail->id;
     }
+    tg_fuse_matmul(p, needed, readers, reader);
     tg_free(readers);
     tg_free(reader);
     /* homes in graph order: a ReLU's home is its norm's, already the conv's */
     for (int i = 0; i < n; i++)
         if (p->fused_into[i] >= 0)
             drop_home(p, g->nodes[i]);
+    /* a view of a fused value (a reshape after a matmul's bias add) is the
+     * computing node's buffer too: make_homes gave it the dropped one */
+    for (int i = 0; i < n; i++)
+        if (needed[i] && (g->nodes[i]->flags & TG_NODE_ALIAS))
+            p->home[i] = p->home[g->nodes[i]->in[0]->id];
     /* the conv's buffer ends the step holding the last fused value: host
      * outputs and the memory report name that */
     for (int i = 0; i < n; i++)
@@ -164,6 +170,7 @@ void tg_fuse_link(tg_program *p)
     tg_device_program *dp = &p->devices[0];
     for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++) {
         tg_step *st = &dp->steps[TG_PHASE_FORWARD][s];
+        tg_fuse_matmul_link(p, st);
         bool relu;
         const tg_tensor *bn = tg_fuse_norm_of(p, p->graph->nodes[st->node], &relu);
         if (!bn)
@@ -181,7 +188,7 @@ void tg_fuse_link(tg_program *p)
 const tg_tensor *tg_fuse_norm_of(const tg_program *p, const tg_tensor *conv, bool *relu)
 {
     *relu = false;
-    if (!p->fused_tail || p->fused_tail[conv->id] < 0)
+    if (!p->fused_tail || p->fused_tail[conv->id] < 0 || conv->op != TG_OP_CONV2D)
         return NULL;
     const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
     *relu = tail->op == TG_OP_RELU;

@@ -113,6 +113,12 @@ typedef struct tg_plan_opts {
      * in[4], [5], [6], NULL where absent), and whether a ReLU follows. */
     const tg_tensor *fold_norm;
     bool post_relu;
+    /* A matmul that computes the ops after it (compile/fuse_matmul.c): a
+     * bias added (in[TG_FUSE_IN_STATS], [N]), then an activation (that
+     * GELU or RELU node, NULL for none), then a residual of the output's
+     * shape added (in[TG_FUSE_IN_STATS + 1]). */
+    bool mm_bias, mm_residual;
+    const tg_tensor *mm_act;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,
