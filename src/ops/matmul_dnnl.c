@@ -49,7 +49,8 @@ typedef struct mm_state {
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md, scratch_md;
     int parts;
     int team;                       /* threads the whole product was made for (parts: 1) */
-    int64_t a_step, b_step, c_step; /* floats from one part's operand to the next's */
+    int64_t a_step, b_step, c_step; /* elements from one part's operand to the next's */
+    size_t a_size, b_size, c_size;  /* bytes per element as stored */
     size_t sp_bytes;                /* one part's scratchpad (aligned) */
     int bias_in;                    /* the in[] holding the bias, -1: none */
     /* An inference program's constant B, packed into the primitive's
@@ -71,6 +72,9 @@ typedef struct mm_layout {
     int parts;
     bool bias;
     bool pack; /* B constant: the primitive picks its layout (format any) */
+    /* the operands' types as stored: f32, or bf16 read in place (a bf16
+     * program on a CPU with bf16 arithmetic) */
+    dnnl_data_type_t a_dt, b_dt, c_dt, bias_dt;
 } mm_layout;
 
 static int split(int64_t n, int threads)
@@ -182,17 +186,17 @@ static dnnl_status_t post_ops(mm_state *st, const tg_plan_opts *o, dnnl_primitiv
  * user_b_md, and in b_md as the primitive will choose (packed) or the same. */
 static dnnl_status_t operand_mds(mm_state *st, const mm_layout *l)
 {
-    dnnl_status_t s = dnnl_memory_desc_init_by_strides(&st->a_md, l->nd, l->a, dnnl_f32, l->as);
+    dnnl_status_t s = dnnl_memory_desc_init_by_strides(&st->a_md, l->nd, l->a, l->a_dt, l->as);
     if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_strides(&st->user_b_md, l->nd, l->b, dnnl_f32, l->bs);
+        s = dnnl_memory_desc_init_by_strides(&st->user_b_md, l->nd, l->b, l->b_dt, l->bs);
     st->b_md = st->user_b_md;
     if (s == dnnl_success && l->pack)
-        s = dnnl_memory_desc_init_by_tag(&st->b_md, l->nd, l->b, dnnl_f32, dnnl_format_tag_any);
+        s = dnnl_memory_desc_init_by_tag(&st->b_md, l->nd, l->b, l->b_dt, dnnl_format_tag_any);
     if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_strides(&st->c_md, l->nd, l->c, dnnl_f32, l->cs);
+        s = dnnl_memory_desc_init_by_strides(&st->c_md, l->nd, l->c, l->c_dt, l->cs);
     if (s == dnnl_success && l->bias) {
         dnnl_dims_t bd = {1, l->c[1]};
-        s = dnnl_memory_desc_init_by_tag(&st->bias_md, 2, bd, dnnl_f32, dnnl_ab);
+        s = dnnl_memory_desc_init_by_tag(&st->bias_md, 2, bd, l->bias_dt, dnnl_ab);
     }
     return s;
 }
@@ -234,7 +238,7 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, const tg_p
     if (s != dnnl_success)
         return s;
     s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (s == dnnl_success && bf16)
+    if (s == dnnl_success && bf16 && l->a_dt == dnnl_f32)
         s = dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_bf16);
     if (s == dnnl_success)
         s = post_ops(st, o, attr);
@@ -275,9 +279,10 @@ static void name_kernel(const mm_state *st, const tg_plan_opts *o, const char *i
 {
     bool bf16 = o->compute == TG_BF16;
     snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s%s%s", impl,
-             bf16 && native_bf16() ? " (bf16 math)"
-             : bf16                ? " (f32: no bf16 arithmetic on this CPU)"
-                                   : "",
+             st->a_size == 2         ? " (bf16 operands in place)"
+             : bf16 && native_bf16() ? " (bf16 math)"
+             : bf16                  ? " (f32: no bf16 arithmetic on this CPU)"
+                                     : "",
              st->parts > 1 ? ", parts per thread" : "", st->cache ? ", weights packed" : "",
              o->mm_act || o->mm_residual || st->bias_in == TG_FUSE_IN_STATS ? ", fused" : "");
 }
@@ -342,9 +347,20 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
                  "%s (oneDNN with several threads needs OMP_WAIT_POLICY=passive)", own);
         return TG_OK;
     }
+    /* An inference program's operands stored in bf16 are read as they are
+     * where the CPU multiplies bf16 (the product is in bf16 anyway): no f32
+     * copy of the activations, and of the weights at every run, is staged
+     * (training keeps its staged path, bit for bit) */
+    bool native = opts->inference && bf16 && native_bf16() && opts->in_storage[0] == TG_BF16 &&
+                  opts->in_storage[1] == TG_BF16 && !fused;
+    l.a_dt = l.b_dt = native ? dnnl_bf16 : dnnl_f32;
+    l.c_dt = native && opts->out_storage == TG_BF16 ? dnnl_bf16 : dnnl_f32;
+    l.bias_dt = native && opts->in_storage[2] == TG_BF16 ? dnnl_bf16 : dnnl_f32;
     mm_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "out of memory planning its oneDNN matmul");
+    st->a_size = native ? 2 : 4, st->b_size = native ? 2 : 4;
+    st->c_size = l.c_dt == dnnl_bf16 ? 2 : 4;
     st->parts = l.parts;
     st->a_step = l.a_step, st->b_step = l.b_step, st->c_step = l.c_step;
     st->bias_in = !l.bias ? -1 : opts->mm_bias ? TG_FUSE_IN_STATS : 2;
@@ -363,6 +379,7 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     st->sp_bytes = align64(dnnl_memory_desc_get_size(&st->scratch_md));
     plan->state = st;
     plan->scratch = st->sp_bytes * (size_t)st->parts;
+    plan->native_storage = native;
     name_kernel(st, opts, impl, plan);
     return TG_OK;
 }
@@ -389,7 +406,7 @@ static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *ptr)
 
 /* Part p of the product, with part p's scratchpad; B from b (packed, or
  * the graph's). */
-static void run_part(const mm_state *st, const tg_kernel_args *a, const float *b, int p)
+static void run_part(const mm_state *st, const tg_kernel_args *a, const void *b, int p)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
@@ -399,11 +416,13 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, const float *b
         tg_dnnl_run_failed(s, RUN_WHAT);
     dnnl_exec_arg_t args[6];
     int n = 0;
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&st->a_md, (float *)a->in[0] + p * st->a_step)};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, mem(&st->b_md, (float *)b + p * st->b_step)};
+    char *in0 = a->in[0], *out = a->out;
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&st->a_md, in0 + p * st->a_step * st->a_size)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
+                                  mem(&st->b_md, (char *)b + p * st->b_step * st->b_size)};
     if (st->bias_in >= 0)
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem(&st->bias_md, a->in[st->bias_in])};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&st->c_md, (float *)a->out + p * st->c_step)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&st->c_md, out + p * st->c_step * st->c_size)};
     if (st->residual)
         args[n++] = (dnnl_exec_arg_t){
             DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->residual_po) | DNNL_ARG_SRC_1,
@@ -446,7 +465,7 @@ static void pack_b(const mm_state *st, const void *b, void *to)
  * cache (refilled when the host wrote the weights since); without a
  * weights version (a test's call) packed afresh into *fresh, which the
  * caller frees. */
-static const float *packed_b(const mm_state *st, const tg_kernel_args *a, void **fresh)
+static const void *packed_b(const mm_state *st, const tg_kernel_args *a, void **fresh)
 {
     *fresh = NULL;
     if (!st->pack)
@@ -465,7 +484,7 @@ static const float *packed_b(const mm_state *st, const tg_kernel_args *a, void *
 typedef struct parts_job {
     const mm_state *st;
     const tg_kernel_args *a;
-    const float *b;
+    const void *b;
 } parts_job;
 
 static void parts_loop(void *ctx, int64_t begin, int64_t end, int t)
@@ -481,7 +500,7 @@ void tg_matmul_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const mm_state *st = state;
     void *fresh;
-    const float *b = packed_b(st, a, &fresh);
+    const void *b = packed_b(st, a, &fresh);
     if (st->parts > 1) {
         parts_job j = {st, a, b};
         tg_pool_for(a->pool, st->parts, parts_loop, &j);

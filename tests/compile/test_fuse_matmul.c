@@ -9,8 +9,8 @@
  * and 2 threads; `check` compares every fused value with the chained
  * reference kernels and finds a fault put into one; a product read
  * elsewhere fuses nothing, a residual computed after the product is not
- * fused; the packed weights follow the host's writes.
- * TG_TEST_LABELS: threads */
+ * fused; a bf16 inference program's products read bf16 in place. the packed weights follow the
+ * host's writes. TG_TEST_LABELS: threads */
 #include "tg_test.h"
 
 #include "compile/program.h"
@@ -18,6 +18,7 @@
 #include "core/process.h"
 #include "core/rng.h"
 #include "ops/dnnl_util.h"
+#include "ops/op.h"
 #include "runtime/session_internal.h"
 #include "runtime/verify.h"
 #include "tilegraph/session.h"
@@ -284,10 +285,60 @@ static void test_nothing_fused_where_seen(void)
     }
 }
 
+/* A bf16 inference program (precision 32.bf16) on a CPU with bf16
+ * arithmetic: its products read their bf16 operands in place (no staged
+ * f32 copies), stay within bf16 rounding of the f32 program, and `check`
+ * finds every row within tolerance. Without bf16 arithmetic (AVX2) they
+ * are staged as before. */
+static void test_bf16_operands_in_place(void)
+{
+    tg_rng r;
+    tg_rng_seed(&r, 11);
+    bool has_bf16 = tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+    int in_place = 0;
+    for (int k = 0; k < 6; k++) {
+        chain c = build(&r, false);
+        tg_session *f = open_session(&c, 1, true), *h = NULL;
+        tg_options *o = tg_options_create();
+        TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
+        TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 9));
+        TG_CHECK_OK(tg_session_create(c.g, o, &h));
+        tg_options_destroy(o);
+        const tg_program *p = tg_session_program(h);
+        for (int i = 0; i < p->graph->n_nodes; i++) {
+            const tg_tensor *t = p->graph->nodes[i];
+            if (t->op == TG_OP_MATMUL || t->op == TG_OP_LINEAR)
+                in_place += p->plans[i].native_storage;
+        }
+        float *yf = tg_malloc((size_t)c.out_numel * sizeof(float));
+        float *yh = tg_malloc((size_t)c.out_numel * sizeof(float));
+        run(f, &c, 3, yf);
+        run(h, &c, 3, yh);
+        double d = difference(yh, yf, c.out_numel);
+        if (!(d <= 0.05))
+            tg_test_fail(__FILE__, __LINE__, "chain %d: bf16 %.3g from f32", k, d);
+        TG_CHECK_OK(tg_session_verify_next_run(h));
+        run(h, &c, 4, yh);
+        const tg_verify_report *rep = tg_session_verify_report(h);
+        for (int i = 0; rep && i < tg_verify_rows(rep); i++)
+            if (tg_verify_row_at(rep, i)->verdict == TG_VERIFY_BEYOND)
+                tg_test_fail(__FILE__, __LINE__, "chain %d: %s beyond tolerance", k,
+                             tg_verify_row_at(rep, i)->name);
+        tg_free(yf), tg_free(yh);
+        tg_session_destroy(f), tg_session_destroy(h);
+        tg_graph_destroy(c.g);
+    }
+    /* the first layer reads the f32 input x: staged */
+    printf("  %d products read bf16 in place (the CPU %s bf16 arithmetic)\n", in_place,
+           has_bf16 ? "has" : "has no");
+    TG_CHECK(has_bf16 ? in_place > 0 : in_place == 0);
+}
+
 int main(void)
 {
     TG_RUN(test_random_chains_match_unfused);
     TG_RUN(test_packing_follows_writes);
     TG_RUN(test_nothing_fused_where_seen);
+    TG_RUN(test_bf16_operands_in_place);
     return tg_test_finish();
 }
