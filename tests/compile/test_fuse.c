@@ -7,7 +7,7 @@
  * put into one; a graph whose convolution is read elsewhere, or a training
  * program, fuses nothing; the folded weights follow the host's writes.
  * TG_TEST_LABELS: threads */
-#include "tg_test.h"
+#include "tg_fuse_test.h"
 
 #include "compile/program.h"
 #include "core/alloc.h"
@@ -97,15 +97,7 @@ static chain build(tg_rng *r, bool training)
 
 static tg_session *open_session(chain *c, int threads, bool fuse)
 {
-    tg_process_set_fuse_inference(fuse);
-    tg_options *o = tg_options_create();
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    tg_options_set_int(o, "randomSeed", 9);
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(c->g, o, &s));
-    tg_options_destroy(o);
-    tg_process_set_fuse_inference(1);
-    return s;
+    return tg_fuse_test_open(c->g, threads, fuse);
 }
 
 /* Running statistics far from (0, 1) so that the fold matters, the same
@@ -133,26 +125,6 @@ static void run(tg_session *s, const chain *c, uint64_t seed, float *out)
     TG_CHECK_OK(tg_session_read(s, c->y, out, (size_t)c->out_numel * sizeof(float)));
 }
 
-static int fused_convs(tg_session *s)
-{
-    const tg_program *p = tg_session_program(s);
-    int n = 0;
-    for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
-        n += p->fused_tail[i] >= 0;
-    return n;
-}
-
-/* The largest difference relative to the largest unfused value. */
-static double difference(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, most = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        most = fmax(most, fabs((double)b[i]));
-    }
-    return most > 0 ? diff / most : diff;
-}
-
 /* The checker's rows on s's next run: fused rows checked, none beyond
  * (or, with a fault, the fused row beyond). */
 static void check_rows(tg_session *s, const chain *c, bool fault, const char *label)
@@ -163,19 +135,7 @@ static void check_rows(tg_session *s, const chain *c, bool fault, const char *la
     tg_verify_test_fault_from = 0;
     run(s, c, 7, out);
     tg_verify_test_fault_node = -1;
-    const tg_verify_report *r = tg_session_verify_report(s);
-    int fused_ok = 0, beyond = 0;
-    for (int i = 0; r && i < tg_verify_rows(r); i++) {
-        const tg_verify_row *row = tg_verify_row_at(r, i);
-        bool fused = strstr(row->note, "fused") != NULL;
-        fused_ok += fused && row->verdict == TG_VERIFY_OK;
-        beyond += row->verdict == TG_VERIFY_BEYOND;
-        if (row->verdict == TG_VERIFY_SKIPPED)
-            tg_test_fail(__FILE__, __LINE__, "%s: %s skipped: %s", label, row->name, row->note);
-    }
-    if (!r || (!fault && (beyond > 0 || fused_ok != fused_convs(s))) || (fault && beyond == 0))
-        tg_test_fail(__FILE__, __LINE__, "%s: %d fused rows ok of %d, %d beyond%s", label, fused_ok,
-                     fused_convs(s), beyond, fault ? " (a fault was put in)" : "");
+    tg_fuse_test_rows(s, "fused", fault, label);
     tg_free(out);
 }
 
@@ -194,9 +154,9 @@ static void test_random_chains_match_unfused(void)
         float *yu = tg_malloc((size_t)c.out_numel * sizeof(float));
         run(f, &c, 1 + (uint64_t)k, yf);
         run(u, &c, 1 + (uint64_t)k, yu);
-        TG_CHECK(fused_convs(u) == 0);
-        fused_total += fused_convs(f);
-        double d = difference(yf, yu, c.out_numel);
+        TG_CHECK(tg_fuse_test_chains(u) == 0);
+        fused_total += tg_fuse_test_chains(f);
+        double d = tg_fuse_test_difference(yf, yu, c.out_numel);
         worst = fmax(worst, d);
         char label[64];
         snprintf(label, sizeof label, "random chain %d (%d threads)", k, threads);
@@ -261,7 +221,7 @@ static void test_nothing_fused_where_seen(void)
         tg_session *s = NULL;
         TG_CHECK_OK(tg_session_create(g, o, &s));
         if (s)
-            TG_CHECK(fused_convs(s) == 0);
+            TG_CHECK(tg_fuse_test_chains(s) == 0);
         tg_session_destroy(s);
         tg_options_destroy(o);
         tg_graph_destroy(g);

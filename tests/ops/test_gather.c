@@ -228,8 +228,8 @@ static void test_bf16_table_read_in_place(void)
                 float want = in_t == TG_BF16 ? wide[iv[r] * 19 + c]
                                              : tg_bf16_widen(tg_bf16_narrow(tf[iv[r] * 19 + c]));
                 if (got != want)
-                    tg_test_fail(__FILE__, __LINE__, "pair %d: row %d col %d: %g, not %g", pair,
-                                 r, c, got, want);
+                    tg_test_fail(__FILE__, __LINE__, "pair %d: row %d col %d: %g, not %g", pair, r,
+                                 c, got, want);
             }
     }
     tg_graph_destroy(g);
