@@ -71,9 +71,12 @@ static bool is_residual(const tg_program *p, const tg_tensor *r, const tg_tensor
     return r && r->id < head->id && tg_shape_equal(r->shape, head->shape) && plain_f32(p, r);
 }
 
+/* GELU only: oneDNN's ReLU post-op turns NaN into 0 (a max), where the
+ * project's ReLU passes NaN on (a NaN input must reach the loss and be
+ * reported: tests/runtime/test_session.c); its GELU keeps NaN. */
 static bool is_activation(const tg_tensor *t, const tg_tensor *prev)
 {
-    return (t->op == TG_OP_GELU || t->op == TG_OP_RELU) && t->n_in == 1 && t->in[0] == prev;
+    return t->op == TG_OP_GELU && t->n_in == 1 && t->in[0] == prev;
 }
 
 static bool head_fuses(const tg_program *p, const tg_tensor *t)
@@ -84,7 +87,7 @@ static bool head_fuses(const tg_program *p, const tg_tensor *t)
     return tg_matmul_dnnl_packs(t, &o);
 }
 
-/* The chain after head: bias add (when head has none), activation, residual
+/* The chain after head: bias add (when head has none), GELU, residual
  * add, each optional, in that order (oneDNN's: bias, then post-ops). */
 static const tg_tensor *chain_tail(const tg_program *p, const int *readers, const int *reader,
                                    const tg_tensor *head)

@@ -242,7 +242,7 @@ typedef struct tg_program {
     bool plan_kernels;
     /* Inference fusion (compile/fuse.c, fuse_matmul.c), NULL when nothing
      * is fused: per node, for a batch norm or ReLU computed by the
-     * convolution before it, or a bias add, GELU/ReLU or residual add
+     * convolution before it, or a bias add, GELU or residual add
      * computed by the matmul before it, that convolution's or matmul's id,
      * else -1 (fused_into); for such a convolution or matmul, the last node
      * it computes, else -1 (fused_tail). What a matmul's chain holds is

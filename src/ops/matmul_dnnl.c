@@ -165,9 +165,9 @@ static dnnl_status_t post_ops(mm_state *st, const tg_plan_opts *o, dnnl_primitiv
         return s;
     int n = 0;
     if (o->mm_act) {
-        dnnl_alg_kind_t alg = o->mm_act->op == TG_OP_RELU    ? dnnl_eltwise_relu
-                              : tg_gelu_form(o->mm_act) == 0 ? dnnl_eltwise_gelu_erf
-                                                             : dnnl_eltwise_gelu_tanh;
+        /* GELU only (compile/fuse_matmul.c: oneDNN's ReLU drops NaN) */
+        dnnl_alg_kind_t alg =
+            tg_gelu_form(o->mm_act) == 0 ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
         s = dnnl_post_ops_append_eltwise(po, 1.0f, alg, 0.0f, 0.0f);
         n++;
     }

@@ -115,7 +115,7 @@ typedef struct tg_plan_opts {
     bool post_relu;
     /* A matmul that computes the ops after it (compile/fuse_matmul.c): a
      * bias added (in[TG_FUSE_IN_STATS], [N]), then an activation (that
-     * GELU or RELU node, NULL for none), then a residual of the output's
+     * GELU node, NULL for none), then a residual of the output's
      * shape added (in[TG_FUSE_IN_STATS + 1]). */
     bool mm_bias, mm_residual;
     const tg_tensor *mm_act;

@@ -1,9 +1,9 @@
 /* tests/compile/test_fuse_matmul.c - an inference program's matmuls keep
- * their constant weights packed and compute the bias add, GELU/ReLU and
+ * their constant weights packed and compute the bias add, GELU and
  * residual add after them (compile/fuse_matmul.c, ops/matmul_dnnl.c):
  * random chains of transformer-like dense layers (matmul or bias-less
- * linear, bias on either side of the add or none, GELU erf/tanh, ReLU or
- * none, a residual (an input or an earlier layer's value, on either side)
+ * linear, bias on either side of the add or none, GELU erf/tanh, ReLU
+ * (never fused) or none, a residual (an input or an earlier layer's value, on either side)
  * or none; a view of the result read by the next layer) give what the
  * unfused program gives within f32 rounding, at 1
  * and 2 threads; `check` compares every fused value with the chained
@@ -296,11 +296,45 @@ static void test_bf16_operands_in_place(void)
     TG_CHECK(has_bf16 ? in_place > 0 : in_place == 0);
 }
 
+/* A NaN in the input reaches the output through a fused chain (the
+ * engine's check then names the loss it reaches): GELU is fused and keeps
+ * it; a ReLU after the product is not fused (oneDNN's would turn it to 0). */
+static void test_nan_passes(void)
+{
+    for (int relu = 0; relu < 2; relu++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape3(2, 4, 16));
+        tg_tensor *w = param(g, "w", 0, tg_shape2(16, 8), 16);
+        tg_tensor *b = param(g, "b", 0, tg_shape1(8), 4);
+        tg_tensor *y = tg_matmul(g, x, w, false, false), *a = tg_add(g, y, b);
+        tg_tensor *z = relu ? tg_relu(g, a) : tg_gelu(g, a);
+        tg_tensor_mark_output(z);
+        TG_CHECK_OK(tg_graph_status(g));
+        tg_session *s = tg_fuse_test_open(g, 1, true);
+        const tg_program *p = tg_session_program(s);
+        TG_CHECK(p->fused_tail && p->fused_tail[tg_tensor_id(y)] == tg_tensor_id(relu ? a : z));
+        float xv[2 * 4 * 16], out[2 * 4 * 8];
+        for (int i = 0; i < 2 * 4 * 16; i++)
+            xv[i] = i == 3 ? NAN : 0.25f;
+        TG_CHECK_OK(tg_session_write(s, x, xv, sizeof xv));
+        TG_CHECK_OK(tg_session_run(s));
+        TG_CHECK_OK(tg_session_read(s, z, out, sizeof out));
+        for (int c = 0; c < 8; c++)
+            if (!isnan(out[c]))
+                tg_test_fail(__FILE__, __LINE__, "%s: column %d of the NaN row is %g",
+                             relu ? "relu" : "gelu", c, out[c]);
+        TG_CHECK(!isnan(out[8]));
+        tg_session_destroy(s);
+        tg_graph_destroy(g);
+    }
+}
+
 int main(void)
 {
     TG_RUN(test_random_chains_match_unfused);
     TG_RUN(test_packing_follows_writes);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_bf16_operands_in_place);
+    TG_RUN(test_nan_passes);
     return tg_test_finish();
 }
