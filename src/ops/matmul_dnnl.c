@@ -30,7 +30,16 @@
  * oneDNN's bf16 math mode, which lets it multiply in bf16 where the CPU
  * has bf16 instructions (AVX512_BF16, AMX); the operands stay f32. On AVX2
  * (no bf16 arithmetic; oneDNN 2.6 has no bf16 matmul there at all) the
- * product is f32, which the kernel name says.
+ * product is f32, which the kernel name says. An inference program's
+ * operands stored in bf16 are read in place on such a CPU (bf16 memory
+ * descriptors, plan.native_storage), not staged through f32 copies.
+ *
+ * Inference: a constant B (a leaf) is packed into the layout the primitive
+ * chooses (format any: brgemm's blocked weights) once per weight write,
+ * kept in a weight cache (ops/weight_cache.h), and a product fused with
+ * what follows it (compile/fuse_matmul.c) adds the bias from
+ * in[TG_FUSE_IN_STATS], applies GELU as an eltwise post-op and adds the
+ * residual in[TG_FUSE_IN_STATS + 1] as a binary post-op.
  */
 #include "ops/matmul_dnnl.h"
 #include "ops/dnnl_util.h"
