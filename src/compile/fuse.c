@@ -171,12 +171,13 @@ static void find_readers(const tg_program *p, const bool *needed, int *readers, 
         }
 }
 
-/* The fused node m is the buffer of the node before it: the buffer
+/* The fused node m is the buffer of the node computing it (a matmul chain's
+ * residual add may take that value as its second input): the buffer
  * make_homes gave it holds nothing (bytes 0, not stored), and the views of
  * m (a flatten, a reshape: make_homes gave them m's buffer) move with it. */
 static void drop_home(tg_program *p, const tg_tensor *m)
 {
-    int b = p->home[m->id], to = p->home[m->in[0]->id];
+    int b = p->home[m->id], to = p->home[p->fused_into[m->id]];
     if (b >= 0) {
         p->buffers[b].region = TG_REGION_NONE;
         p->buffers[b].bytes = p->buffers[b].stride = 0;
@@ -218,6 +219,7 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
         for (; m != c; m = m->in[0])
             p->fused_into[m->id] = c->id;
     }
+    tg_fuse_matmul(p, needed, readers, reader);
     tg_free(readers);
     tg_free(reader);
     return TG_OK;
@@ -234,6 +236,11 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
     for (int i = 0; i < n; i++)
         if (p->fused_into[i] >= 0)
             drop_home(p, g->nodes[i]);
+    /* a view of a fused value (a reshape after a matmul's bias add) is the
+     * computing node's buffer too: make_homes gave it the dropped one */
+    for (int i = 0; i < n; i++)
+        if (needed[i] && (g->nodes[i]->flags & TG_NODE_ALIAS))
+            p->home[i] = p->home[g->nodes[i]->in[0]->id];
     /* the conv's buffer ends the step holding the last fused value: host
      * outputs and the memory report name that */
     for (int i = 0; i < n; i++)
@@ -249,6 +256,7 @@ void tg_fuse_link(tg_program *p)
     tg_device_program *dp = &p->devices[0];
     for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++) {
         tg_step *st = &dp->steps[TG_PHASE_FORWARD][s];
+        tg_fuse_matmul_link(p, st);
         const tg_tensor *bn, *act;
         if (!tg_fuse_chain(p, p->graph->nodes[st->node], &bn, &act))
             continue;
@@ -268,7 +276,7 @@ bool tg_fuse_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor *
                    const tg_tensor **act)
 {
     *norm = *act = NULL;
-    if (!p->fused_tail || p->fused_tail[conv->id] < 0)
+    if (!p->fused_tail || p->fused_tail[conv->id] < 0 || conv->op != TG_OP_CONV2D)
         return false;
     const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
     *act = tail->op == TG_OP_NORM_APPLY ? NULL : tail;
@@ -326,7 +334,7 @@ static tg_status decide_again(tg_program *p, int **into, int **tail)
 static const char *fused_role(const int *into, const int *tail, int i)
 {
     return fused_at(into, i) >= 0   ? "fused into another node"
-           : fused_at(tail, i) >= 0 ? "a convolution computing the nodes after it"
+           : fused_at(tail, i) >= 0 ? "a convolution or product computing the nodes after it"
                                     : "not fused";
 }
 
@@ -360,8 +368,8 @@ static tg_status check_steps_linked(tg_program *p)
     tg_free(saved);
     if (bad >= 0)
         return tg_error(TG_ERR_FORMAT,
-                        "step %d ('%s') reads other statistics, gamma or beta than the batch "
-                        "norm fused into it",
+                        "step %d ('%s') reads other inputs (a norm's statistics, gamma or beta, "
+                        "a bias or a residual) than the nodes fused into it",
                         bad, p->graph->nodes[dp->steps[TG_PHASE_FORWARD][bad].node]->name);
     return TG_OK;
 }

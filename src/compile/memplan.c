@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "ops/op.h"
 #include "target/target.h"
 
 #include <stdlib.h>
@@ -113,8 +114,11 @@ static void compute_liveness(tg_program *p, int d)
             const tg_step *st = &dp->steps[ph][s];
             if (st->out >= 0)
                 tg_buffer_live_at(&p->buffers[st->out], base + s);
+            /* a fused step reads its fused ops' inputs too (tg_step.fused) */
             for (int k = 0; k < TG_MAX_INPUTS; k++)
-                if (k < p->graph->nodes[st->node]->n_in && st->in[k] >= 0)
+                if ((k < p->graph->nodes[st->node]->n_in ||
+                     (st->fused && k >= TG_FUSE_IN_STATS && k < TG_FUSE_IN_STATS + 3)) &&
+                    st->in[k] >= 0)
                     tg_buffer_live_at(&p->buffers[st->in[k]], base + s);
         }
     }

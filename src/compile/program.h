@@ -127,7 +127,11 @@ typedef struct tg_step {
      * the engine stages them through f32 copies after the kernel scratch. */
     bool staged;
     /* The convolution computes a batch norm (and a ReLU) fused into it
-     * (compile/fuse.c): in[TG_FUSE_IN_STATS ..] are that norm's inputs. */
+     * (compile/fuse.c): in[TG_FUSE_IN_STATS ..] are that norm's inputs; or
+     * the matmul computes a bias add, activation or residual add
+     * (compile/fuse_matmul.c): in[TG_FUSE_IN_STATS] is the bias,
+     * [TG_FUSE_IN_STATS + 1] the residual (-1 where absent). These inputs
+     * are read at this step too (the memory plan keeps them live). */
     bool fused;
     /* ParallelIPU (compile/parallel_phases.c): values are sent to or
      * received from the other device before this step runs, at a boundary
@@ -236,10 +240,13 @@ typedef struct tg_program {
     /* whether the plan hooks run: on the cpu target; a tiled target models
      * its own kernels, and host libraries' buffers have no place on tiles */
     bool plan_kernels;
-    /* Inference fusion (compile/fuse.c), NULL when nothing is fused: per
-     * node, for a batch norm or ReLU computed by the convolution before it,
-     * that convolution's id, else -1 (fused_into); for such a convolution,
-     * the last node it computes, else -1 (fused_tail). */
+    /* Inference fusion (compile/fuse.c, fuse_matmul.c), NULL when nothing
+     * is fused: per node, for a batch norm or ReLU computed by the
+     * convolution before it, or a bias add, GELU or residual add
+     * computed by the matmul before it, that convolution's or matmul's id,
+     * else -1 (fused_into); for such a convolution or matmul, the last node
+     * it computes, else -1 (fused_tail). What a matmul's chain holds is
+     * read back from these (tg_fuse_matmul_opts). */
     int *fused_into, *fused_tail;
     /* per node: TG_LAYOUT_* bits, which activations are kept blocked
      * (nChw16c) and which ops run their blocked kernels (compile/layout.h) */
@@ -451,6 +458,19 @@ void tg_fuse_link(tg_program *p);
  * to conv, so fused_into and fused_tail are all the state fusion adds. */
 bool tg_fuse_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor **norm,
                    const tg_tensor **act);
+struct tg_plan_opts; /* ops/op.h */
+/* The matmul chains (compile/fuse_matmul.c), called by tg_fuse_decide
+ * with its arrays made: readers[] counts each needed node's readings,
+ * reader[] its sole reader (-1: none or several). */
+void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const int *reader);
+/* For a matmul computing a chain: the plan options saying what it computes
+ * (o->mm_bias, mm_act, mm_residual), the bias and residual nodes (NULL where
+ * absent); false (o untouched) for any other node. */
+bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_plan_opts *o,
+                         const tg_tensor **bias, const tg_tensor **residual);
+/* A fused matmul's step: marked fused, the bias and residual buffers as its
+ * in[TG_FUSE_IN_STATS], [TG_FUSE_IN_STATS + 1]. */
+void tg_fuse_matmul_link(tg_program *p, tg_step *st);
 
 /* Internal passes, each in its own file. */
 tg_status tg_schedule(const tg_graph *g, int **order, int *n_order);

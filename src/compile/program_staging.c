@@ -14,16 +14,19 @@
 #include <string.h>
 
 /* Whether operand v, stored in buffer b, is one a kernel reading bf16 can
- * take: an f32 value stored in f32 or bf16. */
+ * take: an f32 value stored in f32 or bf16, or an i32 one (a gather's
+ * indices) stored as it is. */
 static bool native_operand(const tg_program *p, const tg_tensor *v, int b)
 {
     tg_dtype dt = b >= 0 ? p->buffers[b].dtype : v->dtype;
-    return v->dtype == TG_F32 && (dt == TG_F32 || dt == TG_BF16);
+    return (v->dtype == TG_F32 && (dt == TG_F32 || dt == TG_BF16)) ||
+           (v->dtype == TG_I32 && dt == TG_I32);
 }
 
 size_t tg_step_native_scratch(const tg_tensor *t)
 {
-    if (tg_op_update_reads_bf16(t))
+    /* a gather reads its rows in place (ops/gather.c) */
+    if (tg_op_update_reads_bf16(t) || t->op == TG_OP_GATHER)
         return 0;
     size_t bytes = t->shape.ndim == 4 ? 0 : tg_align((size_t)tg_numel(t) * sizeof(float));
     for (int k = 0; k < t->n_in; k++)

@@ -102,6 +102,8 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
         po.in_storage[k] = p->storage[t->in[k]->id];
     po.out_storage = p->storage ? p->storage[t->id] : TG_F32;
     bool fused = tg_fuse_chain(p, t, &po.fold_norm, &po.post_act);
+    const tg_tensor *bias, *residual;
+    bool mm_fused = tg_fuse_matmul_opts(p, t, &po, &bias, &residual);
     bool blocked = tg_layout_reads_blocked(p, t);
     po.out_blocked = blocked;
     for (int k = 0; k < t->n_in; k++) {
@@ -115,8 +117,8 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
         return tg_error(s, "%s: %s", t->name, why);
     }
     /* a blocked operand keeps the planned kernel: no other one reads it;
-     * nor does any other compute a fused norm or activation */
-    if (kp->state && kp->scratch > p->scratch_cap && !blocked && !fused) {
+     * nor does any other compute a fused norm, activation or chain */
+    if (kp->state && kp->scratch > p->scratch_cap && !blocked && !fused && !mm_fused) {
         def->plan_free(kp->state);
         kp->state = NULL;
         snprintf(kp->kernel, sizeof kp->kernel, "own (planned scratch over the proportion)");
@@ -210,7 +212,7 @@ tg_status tg_program_add_step(tg_program *p, const tg_tensor *t)
     TG_TRY(plan_node(p, t));
     if (p->fused_tail && p->fused_tail[t->id] >= 0 && !p->plans[t->id].state)
         return tg_error(TG_ERR_INTERNAL,
-                        "%s: fused with the nodes after it, but not planned "
+                        "%s: fused with the ops after it, but not planned "
                         "with oneDNN (%s)",
                         t->name, p->plans[t->id].kernel);
     if (p->plans[t->id].state) {

@@ -27,6 +27,7 @@
 #include "ops/broadcast.h"
 #include "ops/gather.h"
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 #include <math.h>
@@ -202,41 +203,70 @@ typedef struct gather_job {
     const char *data;
     const int32_t *idx;
     char *out;
-    size_t elem;
     bool is_float, ids;
+    tg_dtype data_type, out_type; /* as stored (f32 data may be kept in bf16) */
 } gather_job;
+
+/* One row of f32 data from `src` to `dst` in their stored types: a copy,
+ * or widened or rounded (to nearest even, as staging rounds). */
+static void copy_row(const gather_job *j, const char *src, char *dst)
+{
+    int64_t n = j->g.inner;
+    if (j->data_type == TG_BF16 && j->out_type == TG_F32)
+        tg_bf16_widen_run((const uint16_t *)(const void *)src, (float *)(void *)dst, (size_t)n);
+    else if (j->data_type == TG_F32 && j->out_type == TG_BF16)
+        tg_bf16_narrow_run((const float *)(const void *)src, (uint16_t *)(void *)dst, (size_t)n);
+    else
+        memcpy(dst, src, (size_t)n * tg_dtype_size(j->data_type));
+}
 
 /* Rows [begin, end) of the output, a row being one (outer, index) pair. */
 static void gather_rows(void *ctx, int64_t begin, int64_t end, int part)
 {
     const gather_job *j = ctx;
-    size_t row_bytes = (size_t)j->g.inner * j->elem;
+    size_t in_row = (size_t)j->g.inner * tg_dtype_size(j->data_type);
+    size_t out_row = (size_t)j->g.inner * tg_dtype_size(j->out_type);
     for (int64_t r = begin; r < end; r++) {
         int64_t o = r / j->g.n_idx, k = table_row(j->idx[r % j->g.n_idx], j->g.dim, j->ids);
-        char *dst = j->out + (size_t)r * row_bytes;
+        char *dst = j->out + (size_t)r * out_row;
         if (k >= 0) {
-            memcpy(dst, j->data + (size_t)(o * j->g.dim + k) * row_bytes, row_bytes);
+            copy_row(j, j->data + (size_t)(o * j->g.dim + k) * in_row, dst);
+        } else if (j->is_float && j->out_type == TG_BF16) {
+            for (int64_t c = 0; c < j->g.inner; c++)
+                ((uint16_t *)(void *)dst)[c] = tg_bf16_narrow(NAN);
         } else if (j->is_float) {
             for (int64_t c = 0; c < j->g.inner; c++)
                 ((float *)(void *)dst)[c] = NAN;
         } else {
-            memset(dst, 0, row_bytes);
+            memset(dst, 0, out_row);
         }
     }
     (void)part;
 }
 
+/* The table and the output in their stored types (a->in_type, out_type:
+ * f32 unless the engine passed bf16, gather_reads_bf16): a bf16 table is
+ * read row by row, only the rows asked for, instead of staged whole
+ * through an f32 copy at every run (BERT's word embeddings: 47 MB). */
 static void fwd_gather(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node, *data = node->in[0];
+    bool is_float = data->dtype == TG_F32;
     gather_job j = {geom_of(data->shape, (int)tg_gather_axis(node), tg_numel(node->in[1])),
                     a->in[0],
                     a->in[1],
                     a->out,
-                    tg_dtype_size(data->dtype),
-                    data->dtype == TG_F32,
-                    tg_gather_ids(node) != 0};
+                    is_float,
+                    tg_gather_ids(node) != 0,
+                    is_float && a->in_type[0] == TG_BF16 ? TG_BF16 : data->dtype,
+                    is_float && a->out_type == TG_BF16 ? TG_BF16 : data->dtype};
     tg_par_for(a->pool, j.g.outer * j.g.n_idx, tg_numel(node), gather_rows, &j);
+}
+
+/* f32 tables read in their stored type (bf16 or f32) by fwd_gather. */
+static bool gather_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    return !blocked && node->in[0]->dtype == TG_F32;
 }
 
 static void ref_gather(const tg_ref_args *a)
@@ -392,7 +422,8 @@ const tg_op_def tg_opdef_GATHER = {.infer = infer_gather,
                                    .reference = ref_gather,
                                    .backward = bwd_gather,
                                    .memory = TG_OP_OWN_STORAGE,
-                                   .check = check_gather};
+                                   .check = check_gather,
+                                   .reads_bf16 = gather_reads_bf16};
 const tg_op_def tg_opdef_GATHER_BWD = {.infer = infer_gather_bwd,
                                        .flops = flops_gather_bwd,
                                        .scratch = scratch_gather_bwd,

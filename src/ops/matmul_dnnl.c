@@ -30,13 +30,25 @@
  * oneDNN's bf16 math mode, which lets it multiply in bf16 where the CPU
  * has bf16 instructions (AVX512_BF16, AMX); the operands stay f32. On AVX2
  * (no bf16 arithmetic; oneDNN 2.6 has no bf16 matmul there at all) the
- * product is f32, which the kernel name says.
+ * product is f32, which the kernel name says. An inference program's
+ * operands stored in bf16 are read in place on such a CPU (bf16 memory
+ * descriptors, plan.native_storage), not staged through f32 copies.
+ *
+ * Inference: a constant B (a leaf) is packed into the layout the primitive
+ * chooses (format any: brgemm's blocked weights) once per weight write,
+ * kept in a weight cache (ops/weight_cache.h), and a product fused with
+ * what follows it (compile/fuse_matmul.c) adds the bias from
+ * in[TG_FUSE_IN_STATS], applies GELU as an eltwise post-op and adds the
+ * residual in[TG_FUSE_IN_STATS + 1] as a binary post-op.
  */
 #include "ops/matmul_dnnl.h"
 #include "ops/dnnl_util.h"
 #include "ops/matmul_geom.h"
 
 #include "core/alloc.h"
+#include "core/process.h"
+#include "ops/unary.h"
+#include "ops/weight_cache.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -46,9 +58,19 @@ typedef struct mm_state {
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md, scratch_md;
     int parts;
     int team;                       /* threads the whole product was made for (parts: 1) */
-    int64_t a_step, b_step, c_step; /* floats from one part's operand to the next's */
+    int64_t a_step, b_step, c_step; /* elements from one part's operand to the next's */
+    size_t a_size, b_size, c_size;  /* bytes per element as stored */
     size_t sp_bytes;                /* one part's scratchpad (aligned) */
-    bool bias;
+    int bias_in;                    /* the in[] holding the bias, -1: none */
+    /* An inference program's constant B, packed into the primitive's
+     * layout (b_md) from the graph's (user_b_md) once per weight write */
+    tg_weight_cache *cache;
+    dnnl_memory_desc_t user_b_md;
+    dnnl_primitive_t pack;
+    /* A residual added by a binary post-op (compile/fuse_matmul.c),
+     * from in[TG_FUSE_IN_STATS + 1], laid out as C; its post-op index */
+    bool residual;
+    int residual_po;
 } mm_state;
 
 /* One part's operands as oneDNN sees them (dims and strides in floats). */
@@ -58,6 +80,10 @@ typedef struct mm_layout {
     int64_t a_step, b_step, c_step;
     int parts;
     bool bias;
+    bool pack; /* B constant: the primitive picks its layout (format any) */
+    /* the operands' types as stored: f32, or bf16 read in place (a bf16
+     * program on a CPU with bf16 arithmetic) */
+    dnnl_data_type_t a_dt, b_dt, c_dt, bias_dt;
 } mm_layout;
 
 static int split(int64_t n, int threads)
@@ -135,25 +161,82 @@ static size_t align64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/* What a fused matmul computes after the product (compile/fuse_matmul.c):
+ * the activation as an eltwise post-op, then the residual as a binary add
+ * post-op (the bias is the primitive's own). */
+static dnnl_status_t post_ops(mm_state *st, const tg_plan_opts *o, dnnl_primitive_attr_t attr)
+{
+    if (!o->mm_act && !o->mm_residual)
+        return dnnl_success;
+    dnnl_post_ops_t po;
+    dnnl_status_t s = dnnl_post_ops_create(&po);
+    if (s != dnnl_success)
+        return s;
+    int n = 0;
+    if (o->mm_act) {
+        /* GELU only (compile/fuse_matmul.c: oneDNN's ReLU drops NaN) */
+        dnnl_alg_kind_t alg =
+            tg_gelu_form(o->mm_act) == 0 ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
+        s = dnnl_post_ops_append_eltwise(po, 1.0f, alg, 0.0f, 0.0f);
+        n++;
+    }
+    if (s == dnnl_success && o->mm_residual) {
+        s = dnnl_post_ops_append_binary(po, dnnl_binary_add, &st->c_md);
+        st->residual = true;
+        st->residual_po = n;
+    }
+    if (s == dnnl_success)
+        s = dnnl_primitive_attr_set_post_ops(attr, po);
+    dnnl_post_ops_destroy(po);
+    return s;
+}
+
+/* The descriptors of one part's operands; B's as the graph holds it in
+ * user_b_md, and in b_md as the primitive will choose (packed) or the same. */
+static dnnl_status_t operand_mds(mm_state *st, const mm_layout *l)
+{
+    dnnl_status_t s = dnnl_memory_desc_init_by_strides(&st->a_md, l->nd, l->a, l->a_dt, l->as);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_strides(&st->user_b_md, l->nd, l->b, l->b_dt, l->bs);
+    st->b_md = st->user_b_md;
+    if (s == dnnl_success && l->pack)
+        s = dnnl_memory_desc_init_by_tag(&st->b_md, l->nd, l->b, l->b_dt, dnnl_format_tag_any);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_strides(&st->c_md, l->nd, l->c, l->c_dt, l->cs);
+    if (s == dnnl_success && l->bias) {
+        dnnl_dims_t bd = {1, l->c[1]};
+        s = dnnl_memory_desc_init_by_tag(&st->bias_md, 2, bd, l->bias_dt, dnnl_ab);
+    }
+    return s;
+}
+
+/* The reorder that packs B into the layout the primitive chose; none when
+ * it chose B's own. */
+static dnnl_status_t make_pack(mm_state *st, dnnl_primitive_desc_t pd, dnnl_engine_t eng)
+{
+    st->b_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (dnnl_memory_desc_equal(&st->b_md, &st->user_b_md))
+        return dnnl_success;
+    dnnl_memory_desc_t sp;
+    dnnl_status_t s = tg_dnnl_reorder_create(&st->user_b_md, &st->b_md, eng, NULL, &st->pack, &sp);
+    if (s == dnnl_success &&
+        !(st->cache = tg_weight_cache_create(align64(dnnl_memory_desc_get_size(&st->b_md)))))
+        s = dnnl_out_of_memory;
+    return s;
+}
+
 /* The primitive of one part, with the user-managed scratchpad and, for bf16
  * compute, oneDNN's bf16 math mode; *impl names the implementation. */
-static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, bool bf16, int team,
-                                    const char **impl)
+static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, const tg_plan_opts *o,
+                                    int team, const char **impl)
 {
     tg_status ts;
+    bool bf16 = o->compute == TG_BF16;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     if (!eng)
         return dnnl_runtime_error;
-    dnnl_status_t s = dnnl_memory_desc_init_by_strides(&st->a_md, l->nd, l->a, dnnl_f32, l->as);
-    if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_strides(&st->b_md, l->nd, l->b, dnnl_f32, l->bs);
-    if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_strides(&st->c_md, l->nd, l->c, dnnl_f32, l->cs);
-    if (s == dnnl_success && l->bias) {
-        dnnl_dims_t bd = {1, l->c[1]};
-        s = dnnl_memory_desc_init_by_tag(&st->bias_md, 2, bd, dnnl_f32, dnnl_ab);
-    }
     dnnl_matmul_desc_t d;
+    dnnl_status_t s = operand_mds(st, l);
     if (s == dnnl_success)
         s = dnnl_matmul_desc_init(&d, &st->a_md, &st->b_md, l->bias ? &st->bias_md : NULL,
                                   &st->c_md);
@@ -164,8 +247,10 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, bool bf16,
     if (s != dnnl_success)
         return s;
     s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (s == dnnl_success && bf16)
+    if (s == dnnl_success && bf16 && l->a_dt == dnnl_f32)
         s = dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_bf16);
+    if (s == dnnl_success)
+        s = post_ops(st, o, attr);
     dnnl_primitive_desc_t pd = NULL;
     /* the implementation and its scratchpad depend on the team size */
     tg_dnnl_threads(team);
@@ -176,7 +261,9 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, bool bf16,
         return s;
     st->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, impl);
-    s = dnnl_primitive_create(&st->prim, pd);
+    s = l->pack ? make_pack(st, pd, eng) : dnnl_success;
+    if (s == dnnl_success)
+        s = dnnl_primitive_create(&st->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     return s;
 }
@@ -185,6 +272,42 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, bool bf16,
 static bool native_bf16(void)
 {
     return tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+}
+
+/* Whether B is a value only the host writes (a leaf: a weight, a constant)
+ * in an inference program, so that the product may keep it packed. */
+static bool constant_b(const tg_tensor *node, const tg_plan_opts *opts)
+{
+    const tg_tensor *b = node->in[1];
+    return opts->inference && b->n_in == 0 && b->op != TG_OP_INPUT && tg_process_keep_weights();
+}
+
+/* The kernel's name in plan->kernel. */
+static void name_kernel(const mm_state *st, const tg_plan_opts *o, const char *impl,
+                        tg_kernel_plan *plan)
+{
+    bool bf16 = o->compute == TG_BF16;
+    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s%s%s", impl,
+             st->a_size == 2         ? " (bf16 operands in place)"
+             : bf16 && native_bf16() ? " (bf16 math)"
+             : bf16                  ? " (f32: no bf16 arithmetic on this CPU)"
+                                     : "",
+             st->parts > 1 ? ", parts per thread" : "", st->cache ? ", weights packed" : "",
+             o->mm_act || o->mm_residual || st->bias_in == TG_FUSE_IN_STATS ? ", fused" : "");
+}
+
+bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts)
+{
+    mm_layout l;
+    if (tg_dnnl_mode_get() == TG_DNNL_NEVER || !constant_b(node, opts) ||
+        !layout_of(node, opts->n_threads, &l))
+        return false;
+    /* a product the threads cannot split runs on an OpenMP team, whose idle
+     * threads spin against the device's pool unless they sleep (as for the
+     * convolutions, dnnl_util.h) */
+    bool team_ok = l.parts > 1 || opts->n_threads == 1 || tg_dnnl_passive_wait() ||
+                   tg_dnnl_mode_get() != TG_DNNL_AUTO;
+    return l.nd == 2 && l.b_step == 0 && team_ok;
 }
 
 tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
@@ -206,38 +329,57 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN form)", own);
         return TG_OK;
     }
-    /* The rule (TG_DNNL_AUTO): oneDNN for the batched products, OpenBLAS
-     * for the 2-D ones, unless bf16 arithmetic is asked for and the CPU has
-     * it. Measured by bench_matmul (best of alternating runs, 1 thread, on
-     * the shared 2-core AVX2 machine, oneDNN's gemm:jit / OpenBLAS):
-     * attention's batched 128x128x64 and 128x64x128 products 1.03-1.64,
-     * BERT's 2-D ones 0.82-1.04 (the 1024x3072x768 feed-forward 0.82-0.83). */
+    /* An inference program's constant B is packed once per weight write
+     * into the layout oneDNN's brgemm kernels read: measured on the 2-core
+     * AVX-512 machine (1 thread, BERT's 128x768x768 to 1024x3072x768
+     * products) 1.3-2.6x OpenBLAS's sgemm, where oneDNN on B as the graph
+     * holds it was not faster. */
+    l.pack = tg_matmul_dnnl_packs(node, opts);
+    bool fused = opts->mm_bias || opts->mm_act || opts->mm_residual;
+    if (fused && !l.pack)
+        return tg_error(TG_ERR_INTERNAL, "fused with what follows it, but its weights not packed");
+    l.bias |= opts->mm_bias;
+    /* The rule (TG_DNNL_AUTO) otherwise: oneDNN for the batched products,
+     * OpenBLAS for the 2-D ones, unless bf16 arithmetic is asked for and
+     * the CPU has it. Measured by bench_matmul (best of alternating runs, 1
+     * thread, on the shared 2-core AVX2 machine, oneDNN's gemm:jit /
+     * OpenBLAS): attention's batched 128x128x64 and 128x64x128 products
+     * 1.03-1.64, BERT's 2-D ones 0.82-1.04 (the 1024x3072x768 feed-forward
+     * 0.82-0.83). */
     bool bf16 = opts->compute == TG_BF16;
-    if (mode == TG_DNNL_AUTO && l.nd == 2 && !(bf16 && native_bf16())) {
+    if (mode == TG_DNNL_AUTO && l.nd == 2 && !l.pack && !(bf16 && native_bf16())) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s", own);
         return TG_OK;
     }
-    /* a product the threads cannot split runs on an OpenMP team, whose idle
-     * threads spin against the device's pool unless they sleep (as for the
-     * convolutions, dnnl_util.h) */
     if (mode == TG_DNNL_AUTO && l.parts == 1 && opts->n_threads > 1 && !tg_dnnl_passive_wait()) {
         snprintf(plan->kernel, sizeof plan->kernel,
                  "%s (oneDNN with several threads needs OMP_WAIT_POLICY=passive)", own);
         return TG_OK;
     }
+    /* An inference program's operands stored in bf16 are read as they are
+     * where the CPU multiplies bf16 (the product is in bf16 anyway): no f32
+     * copy of the activations, and of the weights at every run, is staged
+     * (training keeps its staged path, bit for bit) */
+    bool native = opts->inference && bf16 && native_bf16() && opts->in_storage[0] == TG_BF16 &&
+                  opts->in_storage[1] == TG_BF16 && !fused;
+    l.a_dt = l.b_dt = native ? dnnl_bf16 : dnnl_f32;
+    l.c_dt = native && opts->out_storage == TG_BF16 ? dnnl_bf16 : dnnl_f32;
+    l.bias_dt = native && opts->in_storage[2] == TG_BF16 ? dnnl_bf16 : dnnl_f32;
     mm_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "out of memory planning its oneDNN matmul");
+    st->a_size = native ? 2 : 4, st->b_size = native ? 2 : 4;
+    st->c_size = l.c_dt == dnnl_bf16 ? 2 : 4;
     st->parts = l.parts;
     st->a_step = l.a_step, st->b_step = l.b_step, st->c_step = l.c_step;
-    st->bias = l.bias;
+    st->bias_in = !l.bias ? -1 : opts->mm_bias ? TG_FUSE_IN_STATS : 2;
     const char *impl = "?";
     int team = l.parts > 1 ? 1 : opts->n_threads;
     st->team = team;
-    dnnl_status_t s = make_primitive(st, &l, bf16, team, &impl);
+    dnnl_status_t s = make_primitive(st, &l, opts, team, &impl);
     if (s != dnnl_success) {
         tg_matmul_dnnl_free(st);
-        if (s == dnnl_unimplemented) {
+        if (s == dnnl_unimplemented && !fused) {
             snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN implementation)", own);
             return TG_OK;
         }
@@ -246,11 +388,8 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     st->sp_bytes = align64(dnnl_memory_desc_get_size(&st->scratch_md));
     plan->state = st;
     plan->scratch = st->sp_bytes * (size_t)st->parts;
-    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s", impl,
-             bf16 && native_bf16() ? " (bf16 math)"
-             : bf16                ? " (f32: no bf16 arithmetic on this CPU)"
-                                   : "",
-             st->parts > 1 ? ", parts per thread" : "");
+    plan->native_storage = native;
+    name_kernel(st, opts, impl, plan);
     return TG_OK;
 }
 
@@ -261,6 +400,9 @@ void tg_matmul_dnnl_free(void *state)
         return;
     if (st->prim)
         dnnl_primitive_destroy(st->prim);
+    if (st->pack)
+        dnnl_primitive_destroy(st->pack);
+    tg_weight_cache_destroy(st->cache);
     tg_free(st);
 }
 
@@ -271,8 +413,9 @@ static dnnl_memory_t mem(const dnnl_memory_desc_t *md, void *ptr)
     return tg_dnnl_memory(md, ptr, RUN_WHAT);
 }
 
-/* Part p of the product, with part p's scratchpad. */
-static void run_part(const mm_state *st, const tg_kernel_args *a, int p)
+/* Part p of the product, with part p's scratchpad; B from b (packed, or
+ * the graph's). */
+static void run_part(const mm_state *st, const tg_kernel_args *a, const void *b, int p)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
@@ -280,14 +423,19 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, int p)
     dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
     if (s != dnnl_success)
         tg_dnnl_run_failed(s, RUN_WHAT);
-    dnnl_exec_arg_t args[5];
+    dnnl_exec_arg_t args[6];
     int n = 0;
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&st->a_md, (float *)a->in[0] + p * st->a_step)};
-    args[n++] =
-        (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, mem(&st->b_md, (float *)a->in[1] + p * st->b_step)};
-    if (st->bias)
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem(&st->bias_md, a->in[2])};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&st->c_md, (float *)a->out + p * st->c_step)};
+    char *in0 = a->in[0], *out = a->out;
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&st->a_md, in0 + p * st->a_step * st->a_size)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
+                                  mem(&st->b_md, (char *)b + p * st->b_step * st->b_size)};
+    if (st->bias_in >= 0)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem(&st->bias_md, a->in[st->bias_in])};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&st->c_md, out + p * st->c_step * st->c_size)};
+    if (st->residual)
+        args[n++] = (dnnl_exec_arg_t){
+            DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->residual_po) | DNNL_ARG_SRC_1,
+            mem(&st->c_md, (float *)a->in[TG_FUSE_IN_STATS + 1] + p * st->c_step)};
     dnnl_memory_t sp =
         st->sp_bytes ? mem(&st->scratch_md, (unsigned char *)a->scratch + p * st->sp_bytes) : NULL;
     if (sp)
@@ -302,9 +450,50 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, int p)
     dnnl_stream_destroy(stream);
 }
 
+/* B packed into `to` (the calling thread's team). */
+static void pack_b(const mm_state *st, const void *b, void *to)
+{
+    tg_status ts;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_stream_create(&stream, tg_dnnl_engine(&ts), dnnl_stream_default_flags);
+    if (s != dnnl_success)
+        tg_dnnl_run_failed(s, "packing a matmul's weights");
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mem(&st->user_b_md, (void *)b)},
+                               {DNNL_ARG_TO, mem(&st->b_md, to)}};
+    s = dnnl_primitive_execute(st->pack, stream, 2, args);
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(stream);
+    if (s != dnnl_success)
+        tg_dnnl_run_failed(s, "packing a matmul's weights");
+    dnnl_memory_destroy(args[0].memory);
+    dnnl_memory_destroy(args[1].memory);
+    dnnl_stream_destroy(stream);
+}
+
+/* B in the primitive's layout: the graph's own, or packed from the node's
+ * cache (refilled when the host wrote the weights since); without a
+ * weights version (a test's call) packed afresh into *fresh, which the
+ * caller frees. */
+static const void *packed_b(const mm_state *st, const tg_kernel_args *a, void **fresh)
+{
+    *fresh = NULL;
+    if (!st->pack)
+        return a->in[1];
+    bool fill;
+    void *kept = tg_weight_cache_get(st->cache, a->in[1], a->weights_version, &fill);
+    if (!kept && !(kept = *fresh = tg_malloc_aligned(dnnl_memory_desc_get_size(&st->b_md))))
+        tg_dnnl_run_failed(dnnl_out_of_memory, "packing a matmul's weights");
+    if (fill || *fresh) {
+        tg_dnnl_threads(1);
+        pack_b(st, a->in[1], kept);
+    }
+    return kept;
+}
+
 typedef struct parts_job {
     const mm_state *st;
     const tg_kernel_args *a;
+    const void *b;
 } parts_job;
 
 static void parts_loop(void *ctx, int64_t begin, int64_t end, int t)
@@ -313,23 +502,26 @@ static void parts_loop(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
-        run_part(j->st, j->a, (int)p);
+        run_part(j->st, j->a, j->b, (int)p);
 }
 
 void tg_matmul_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const mm_state *st = state;
+    void *fresh;
+    const void *b = packed_b(st, a, &fresh);
     if (st->parts > 1) {
-        parts_job j = {st, a};
+        parts_job j = {st, a, b};
         tg_pool_for(a->pool, st->parts, parts_loop, &j);
-        return;
+    } else {
+        int team = a->pool ? tg_pool_threads(a->pool) : 1;
+        team = team < st->team ? team : st->team;
+        if (team > 1)
+            tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
+        tg_dnnl_threads(team);
+        run_part(st, a, b, 0);
     }
-    int team = a->pool ? tg_pool_threads(a->pool) : 1;
-    team = team < st->team ? team : st->team;
-    if (team > 1)
-        tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
-    tg_dnnl_threads(team);
-    run_part(st, a, 0);
+    tg_free(fresh);
 }
 
 const tg_op_planner tg_matmul_planner = {tg_matmul_dnnl_plan, tg_matmul_dnnl_free};

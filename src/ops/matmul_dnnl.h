@@ -12,6 +12,12 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts,
                               tg_kernel_plan *plan);
 void tg_matmul_dnnl_free(void *state);
 
+/* Whether the plan hook would make node's product with B packed once per
+ * weight write (an inference program's constant B in a 2-D product of
+ * rows): only such a product computes what follows it
+ * (compile/fuse_matmul.c). */
+bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts);
+
 /* Run the planned product: a->plan is the state from the hook. */
 void tg_matmul_dnnl_run(const void *state, const tg_kernel_args *a);
 

@@ -116,6 +116,12 @@ typedef struct tg_plan_opts {
      * absent. */
     const tg_tensor *fold_norm;
     const tg_tensor *post_act;
+    /* A matmul that computes the ops after it (compile/fuse_matmul.c): a
+     * bias added (in[TG_FUSE_IN_STATS], [N]), then an activation (that
+     * GELU node, NULL for none), then a residual of the output's
+     * shape added (in[TG_FUSE_IN_STATS + 1]). */
+    bool mm_bias, mm_residual;
+    const tg_tensor *mm_act;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,

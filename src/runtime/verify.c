@@ -646,20 +646,71 @@ static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *ro
     return true;
 }
 
+/* The last node a fused matmul computes (compile/fuse_matmul.c): the
+ * product's reference kernel on its inputs as the program used them, then
+ * each fused op's (bias add, activation, residual add) on the value before
+ * it and its other input, into cx->ref; the product's sensitivity in
+ * *sensitivity and the largest value along the chain in *magnitude. False
+ * (row skipped) when an input was not kept. */
+static bool matmul_chain_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *row,
+                                   double *magnitude, double *sensitivity)
+{
+    const tg_program *p = cx->s->program;
+    const tg_tensor *head = cx->s->graph->nodes[p->fused_into[t->id]], *prev = head;
+    int64_t n = tg_numel(t);
+    tg_ref_args a = {.node = head,
+                     .out = cx->ref,
+                     .step = cx->v->step,
+                     .seed = cx->s->seed,
+                     .stream = stream_of(cx)};
+    for (int k = 0; k < head->n_in; k++)
+        if (!(a.in[k] = (double *)input_value(cx, head->in[k], k)))
+            return set_skip(row, "an input was not kept"), false;
+    tg_op_get(head->op)->reference(&a);
+    *sensitivity = sensitivity_of(cx, head, a);
+    double *y = tg_malloc((size_t)(n ? n : 1) * sizeof(double)), most = 0;
+    if (!y)
+        return set_skip(row, "out of memory"), false;
+    for (int i = head->id + 1; i <= t->id; i++) {
+        const tg_tensor *m = cx->s->graph->nodes[i];
+        if (p->fused_into[i] != head->id)
+            continue;
+        for (int64_t e = 0; e < n; e++)
+            most = fmax(most, fabs(y[e] = cx->ref[e]));
+        tg_ref_args b = {.node = m, .out = cx->ref};
+        for (int k = 0; k < m->n_in; k++)
+            if (!(b.in[k] = m->in[k] == prev
+                                ? y
+                                : (double *)input_value(cx, m->in[k], TG_MAX_INPUTS - 1))) {
+                tg_free(y);
+                return set_skip(row, "an input was not kept"), false;
+            }
+        tg_op_get(m->op)->reference(&b);
+        prev = m;
+    }
+    tg_free(y);
+    *magnitude = most;
+    return true;
+}
+
 /* A fused tail's row: against its chained reference, with the tolerance of
- * the convolution that computed it. */
+ * the convolution or matmul that computed it. */
 static void check_fused(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
 {
     double folded, sens;
-    if (!fused_reference(cx, t, row, &folded, &sens))
+    const tg_tensor *head = cx->s->graph->nodes[cx->s->program->fused_into[t->id]];
+    bool mm = head->op != TG_OP_CONV2D;
+    if (mm ? !matmul_chain_reference(cx, t, row, &folded, &sens)
+           : !fused_reference(cx, t, row, &folded, &sens))
         return;
-    const tg_tensor *conv = cx->s->graph->nodes[cx->s->program->fused_into[t->id]];
     compare_out c = compare(cx->v->fast[t->id], cx->ref, tg_numel(t), stored_type(cx, t));
     row->max_abs = c.nonfinite ? INFINITY : c.max_abs;
     row->max_rel = relative(row->max_abs, c.magnitude);
-    row->tolerance = tolerance_of(cx, conv, fmax(c.magnitude, folded), sens);
+    row->tolerance = tolerance_of(cx, head, fmax(c.magnitude, folded), sens);
     row->verdict = row->max_abs > row->tolerance ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
-    row->note = "fused: conv2d and what it computes after it against their chained references";
+    row->note = mm ? "fused: matmul and the bias, activation or residual after it against "
+                     "their chained references"
+                   : "fused: conv2d and what it computes after it against their chained references";
 }
 
 /* The node's own error: its reference kernel on the inputs the program used. */

@@ -10,7 +10,7 @@
  * training program, fuses nothing; the folded weights follow the host's
  * writes.
  * TG_TEST_LABELS: threads */
-#include "tg_test.h"
+#include "tg_fuse_test.h"
 
 #include "compile/program.h"
 #include "core/alloc.h"
@@ -181,15 +181,6 @@ static void run(tg_session *s, const chain *c, uint64_t seed, float *out)
     TG_CHECK_OK(tg_session_read(s, c->y, out, (size_t)c->out_numel * sizeof(float)));
 }
 
-static int fused_convs(tg_session *s)
-{
-    const tg_program *p = tg_session_program(s);
-    int n = 0;
-    for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
-        n += p->fused_tail[i] >= 0;
-    return n;
-}
-
 /* Fused chains that end in x * hard_sigmoid(x). */
 static int fused_swish_muls(tg_session *s)
 {
@@ -198,17 +189,6 @@ static int fused_swish_muls(tg_session *s)
     for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
         n += p->fused_tail[i] >= 0 && p->graph->nodes[p->fused_tail[i]]->op == TG_OP_MUL;
     return n;
-}
-
-/* The largest difference relative to the largest unfused value. */
-static double difference(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, most = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        most = fmax(most, fabs((double)b[i]));
-    }
-    return most > 0 ? diff / most : diff;
 }
 
 /* The checker's rows on s's next run: fused rows checked, none beyond
@@ -221,19 +201,7 @@ static void check_rows(tg_session *s, const chain *c, bool fault, const char *la
     tg_verify_test_fault_from = 0;
     run(s, c, 7, out);
     tg_verify_test_fault_node = -1;
-    const tg_verify_report *r = tg_session_verify_report(s);
-    int fused_ok = 0, beyond = 0;
-    for (int i = 0; r && i < tg_verify_rows(r); i++) {
-        const tg_verify_row *row = tg_verify_row_at(r, i);
-        bool fused = strstr(row->note, "fused") != NULL;
-        fused_ok += fused && row->verdict == TG_VERIFY_OK;
-        beyond += row->verdict == TG_VERIFY_BEYOND;
-        if (row->verdict == TG_VERIFY_SKIPPED)
-            tg_test_fail(__FILE__, __LINE__, "%s: %s skipped: %s", label, row->name, row->note);
-    }
-    if (!r || (!fault && (beyond > 0 || fused_ok != fused_convs(s))) || (fault && beyond == 0))
-        tg_test_fail(__FILE__, __LINE__, "%s: %d fused rows ok of %d, %d beyond%s", label, fused_ok,
-                     fused_convs(s), beyond, fault ? " (a fault was put in)" : "");
+    tg_fuse_test_rows(s, "fused", fault, label);
     tg_free(out);
 }
 
@@ -263,10 +231,10 @@ static double run_chains(const chains_run *cr, int *fused, int *muls)
         float *yu = tg_malloc((size_t)c.out_numel * sizeof(float));
         run(f, &c, 1 + (uint64_t)k, yf);
         run(u, &c, 1 + (uint64_t)k, yu);
-        TG_CHECK(fused_convs(u) == 0);
-        *fused += fused_convs(f);
+        TG_CHECK(tg_fuse_test_chains(u) == 0);
+        *fused += tg_fuse_test_chains(f);
         *muls += fused_swish_muls(f);
-        double d = difference(yf, yu, c.out_numel);
+        double d = tg_fuse_test_difference(yf, yu, c.out_numel);
         worst = fmax(worst, d);
         char label[64];
         snprintf(label, sizeof label, "%s %d (%d threads)", cr->what, k, threads);
@@ -366,10 +334,10 @@ static void test_view_of_fused_value(void)
         float yf[6], yu[6];
         run(f, &c, 3, yf);
         run(u, &c, 3, yu);
-        TG_CHECK(fused_convs(f) == 1);
-        if (!(difference(yf, yu, 6) <= 2e-6))
+        TG_CHECK(tg_fuse_test_chains(f) == 1);
+        if (!(tg_fuse_test_difference(yf, yu, 6) <= 2e-6))
             tg_test_fail(__FILE__, __LINE__, "with norm %d: fused %.3g from unfused", with_norm,
-                         difference(yf, yu, 6));
+                         tg_fuse_test_difference(yf, yu, 6));
         check_rows(f, &c, false,
                    with_norm ? "view after conv + norm + relu" : "view after conv + relu");
         tg_session_destroy(f), tg_session_destroy(u);
@@ -402,7 +370,7 @@ static void test_nothing_fused_where_seen(void)
         tg_session *s = NULL;
         TG_CHECK_OK(tg_session_create(g, o, &s));
         if (s)
-            TG_CHECK(fused_convs(s) == 0);
+            TG_CHECK(tg_fuse_test_chains(s) == 0);
         tg_session_destroy(s);
         tg_options_destroy(o);
         tg_graph_destroy(g);
@@ -433,9 +401,9 @@ static void test_executable_file_keeps_fusion(void)
         if (!strstr(tg_session_cache(loaded), "hit"))
             tg_test_fail(__FILE__, __LINE__, "chain %d: not loaded: %s", k,
                          tg_session_cache(loaded));
-        TG_CHECK(fused_convs(fresh) >= 1);
-        TG_CHECK(fused_convs(written) == fused_convs(fresh));
-        TG_CHECK(fused_convs(loaded) == fused_convs(fresh));
+        TG_CHECK(tg_fuse_test_chains(fresh) >= 1);
+        TG_CHECK(tg_fuse_test_chains(written) == tg_fuse_test_chains(fresh));
+        TG_CHECK(tg_fuse_test_chains(loaded) == tg_fuse_test_chains(fresh));
         size_t bytes = (size_t)c.out_numel * sizeof(float);
         float *a = tg_malloc(bytes), *b = tg_malloc(bytes);
         run(fresh, &c, 3, a);

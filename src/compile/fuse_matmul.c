@@ -1,0 +1,172 @@
+/* compile/fuse_matmul.c - an inference program's matmul computes the bias
+ * add, the activation and the residual add after it in one oneDNN primitive.
+ *
+ * A transformer's dense layers are MATMUL [.., K] x W [K, N], then ADD of a
+ * bias [N], then GELU (the feed-forward's first) or ADD of the block's input
+ * (the residual, before LayerNorm). Run as steps, each of those is one more
+ * pass over the product; oneDNN applies them to the product's tile while it
+ * is in registers: the bias as the primitive's bias, the activation as an
+ * eltwise post-op, the residual as a binary add post-op reading the other
+ * operand where it lies (no copy, and its buffer is not reused as the
+ * output). The fused nodes get no step and no buffer: they are the matmul's
+ * buffer, which ends the step holding the last one's value.
+ *
+ * Only for a product whose weights the plan keeps packed
+ * (tg_matmul_dnnl_packs: an inference program's constant B in a 2-D product
+ * of rows, planned with oneDNN), in a program that fuses at all
+ * (compile/fuse.c's conditions: no backward, one device, f32, no file), and
+ * where nothing else could see the difference: each fused value but the
+ * last has one reader, the next one, and is no output; every value of the
+ * chain has the product's shape, stored in f32 in the plain layout; the
+ * residual is computed before the product (the schedule runs nodes in id
+ * order, compile/schedule.c) and has the product's shape (no broadcast).
+ * `tilegraph check` compares the last fused value with the reference kernels
+ * chained on the product's inputs (runtime/verify.c).
+ *
+ * The state this adds to tg_program is fused_into/fused_tail only (as for
+ * the convolutions): which ops a chain holds is read back from them
+ * (tg_fuse_matmul_opts), and its step's extra inputs are the bias at
+ * in[TG_FUSE_IN_STATS] and the residual at in[TG_FUSE_IN_STATS + 1].
+ */
+#include "compile/layout.h"
+#include "compile/program.h"
+
+#include "ops/matmul_dnnl.h"
+#include "ops/op.h"
+
+/* next's input that is not t, when next reads t once of two inputs. */
+static const tg_tensor *other_input(const tg_tensor *next, const tg_tensor *t)
+{
+    if (next->n_in != 2 || next->in[0] == next->in[1])
+        return NULL;
+    return next->in[0] == t ? next->in[1] : next->in[1] == t ? next->in[0] : NULL;
+}
+
+static bool plain_f32(const tg_program *p, const tg_tensor *t)
+{
+    return t->dtype == TG_F32 && (!p->storage || p->storage[t->id] == TG_F32) &&
+           !(p->layout && (p->layout[t->id] & TG_LAYOUT_BLOCKED));
+}
+
+/* Whether next may be computed by the step that computes t: t's only
+ * reader, t no output, of t's shape, both plain f32. */
+static bool joins(const tg_program *p, const int *readers, const tg_tensor *t,
+                  const tg_tensor *next)
+{
+    return next && readers[t->id] == 1 && !(t->flags & TG_NODE_OUTPUT) &&
+           tg_shape_equal(t->shape, next->shape) && plain_f32(p, t) && plain_f32(p, next);
+}
+
+/* A bias of the product: a leaf [N]. */
+static bool is_bias(const tg_tensor *b, const tg_tensor *head)
+{
+    int64_t N = head->shape.dim[head->shape.ndim - 1];
+    return b && b->n_in == 0 && b->op != TG_OP_INPUT && b->dtype == TG_F32 && b->shape.ndim == 1 &&
+           b->shape.dim[0] == N;
+}
+
+/* A residual of the product: computed before it, of its shape. */
+static bool is_residual(const tg_program *p, const tg_tensor *r, const tg_tensor *head)
+{
+    return r && r->id < head->id && tg_shape_equal(r->shape, head->shape) && plain_f32(p, r);
+}
+
+/* GELU only: oneDNN's ReLU post-op turns NaN into 0 (a max), where the
+ * project's ReLU passes NaN on (a NaN input must reach the loss and be
+ * reported: tests/runtime/test_session.c); its GELU keeps NaN. */
+static bool is_activation(const tg_tensor *t, const tg_tensor *prev)
+{
+    return t->op == TG_OP_GELU && t->n_in == 1 && t->in[0] == prev;
+}
+
+static bool head_fuses(const tg_program *p, const tg_tensor *t)
+{
+    if ((t->op != TG_OP_MATMUL && t->op != TG_OP_LINEAR) || t->shape.ndim < 2 || !plain_f32(p, t))
+        return false;
+    tg_plan_opts o = {.n_threads = p->plan_threads, .inference = true};
+    return tg_matmul_dnnl_packs(t, &o);
+}
+
+/* The chain after head: bias add (when head has none), GELU, residual
+ * add, each optional, in that order (oneDNN's: bias, then post-ops). */
+static const tg_tensor *chain_tail(const tg_program *p, const int *readers, const int *reader,
+                                   const tg_tensor *head)
+{
+    const tg_graph *g = p->graph;
+    const tg_tensor *t = head, *next;
+#define NEXT(x) (reader[(x)->id] >= 0 ? g->nodes[reader[(x)->id]] : NULL)
+    bool has_bias = head->op == TG_OP_LINEAR && head->n_in == 3;
+    next = NEXT(t);
+    if (!has_bias && joins(p, readers, t, next) && next->op == TG_OP_ADD &&
+        is_bias(other_input(next, t), head))
+        t = next, next = NEXT(t);
+    if (joins(p, readers, t, next) && is_activation(next, t))
+        t = next, next = NEXT(t);
+    if (joins(p, readers, t, next) && next->op == TG_OP_ADD &&
+        is_residual(p, other_input(next, t), head))
+        t = next;
+#undef NEXT
+    return t;
+}
+
+void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const int *reader)
+{
+    const tg_graph *g = p->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *head = g->nodes[i];
+        if (!needed[i] || p->fused_into[i] >= 0 || !head_fuses(p, head))
+            continue;
+        const tg_tensor *tail = chain_tail(p, readers, reader, head);
+        if (tail == head)
+            continue;
+        /* each next node is its predecessor's sole reader */
+        for (const tg_tensor *m = head; m != tail;) {
+            m = g->nodes[reader[m->id]];
+            p->fused_into[m->id] = head->id;
+        }
+        p->fused_tail[head->id] = tail->id;
+    }
+}
+
+/* The chain's nodes after head, in order, into out[] (at most 3). */
+static int chain_of(const tg_program *p, const tg_tensor *head, const tg_tensor **out)
+{
+    int n = 0, tail = p->fused_tail[head->id];
+    for (int i = head->id + 1; i <= tail && n < 3; i++)
+        if (p->fused_into[i] == head->id)
+            out[n++] = p->graph->nodes[i];
+    return n;
+}
+
+bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_plan_opts *o,
+                         const tg_tensor **bias, const tg_tensor **residual)
+{
+    *bias = *residual = NULL;
+    if (!p->fused_tail || p->fused_tail[head->id] < 0 ||
+        (head->op != TG_OP_MATMUL && head->op != TG_OP_LINEAR))
+        return false;
+    const tg_tensor *chain[3], *prev = head;
+    int n = chain_of(p, head, chain);
+    for (int k = 0; k < n; prev = chain[k++]) {
+        const tg_tensor *m = chain[k], *other = other_input(m, prev);
+        if (is_activation(m, prev))
+            o->mm_act = m;
+        else if (m->op == TG_OP_ADD && !o->mm_act && !*bias && is_bias(other, head))
+            *bias = other, o->mm_bias = true;
+        else
+            *residual = other, o->mm_residual = true;
+    }
+    return true;
+}
+
+void tg_fuse_matmul_link(tg_program *p, tg_step *st)
+{
+    tg_plan_opts o = {0};
+    const tg_tensor *bias, *residual;
+    if (!tg_fuse_matmul_opts(p, p->graph->nodes[st->node], &o, &bias, &residual))
+        return;
+    st->fused = true;
+    st->in[TG_FUSE_IN_STATS] = bias ? p->home[bias->id] : -1;
+    st->in[TG_FUSE_IN_STATS + 1] = residual ? p->home[residual->id] : -1;
+    st->in[TG_FUSE_IN_STATS + 2] = -1;
+}

@@ -1,0 +1,74 @@
+/* tests/tg_fuse_test.h - what the inference fusion tests share
+ * (tests/compile/test_fuse.c: convolutions, test_fuse_matmul.c: matmuls):
+ * a session with fusion on or off, the count of fused chains, the
+ * difference of two outputs, and the checker's verdict on fused rows. */
+#ifndef TG_TESTS_FUSE_TEST_H
+#define TG_TESTS_FUSE_TEST_H
+
+#include "tg_test.h"
+
+#include "compile/program.h"
+#include "core/process.h"
+#include "runtime/session_internal.h"
+#include "tilegraph/session.h"
+#include "tilegraph/verify.h"
+
+#include <math.h>
+#include <string.h>
+
+/* g's session at `threads` threads, randomSeed 9, fused or not. */
+static inline tg_session *tg_fuse_test_open(tg_graph *g, int threads, bool fuse)
+{
+    tg_process_set_fuse_inference(fuse);
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", 9);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_options_destroy(o);
+    tg_process_set_fuse_inference(1);
+    return s;
+}
+
+/* The chains s's program fuses (nodes computing others). */
+static inline int tg_fuse_test_chains(tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    int n = 0;
+    for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++)
+        n += p->fused_tail[i] >= 0;
+    return n;
+}
+
+/* The largest difference relative to the largest value of b. */
+static inline double tg_fuse_test_difference(const float *a, const float *b, int64_t n)
+{
+    double diff = 0, most = 0;
+    for (int64_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        most = fmax(most, fabs((double)b[i]));
+    }
+    return most > 0 ? diff / most : diff;
+}
+
+/* The checker's report of s's last verified run: no row skipped, and every
+ * fused row (note containing `note`) within tolerance and none beyond, or,
+ * with a fault put in, some row beyond. */
+static inline void tg_fuse_test_rows(tg_session *s, const char *note, bool fault, const char *label)
+{
+    const tg_verify_report *r = tg_session_verify_report(s);
+    int fused_ok = 0, beyond = 0;
+    for (int i = 0; r && i < tg_verify_rows(r); i++) {
+        const tg_verify_row *row = tg_verify_row_at(r, i);
+        fused_ok += strstr(row->note, note) != NULL && row->verdict == TG_VERIFY_OK;
+        beyond += row->verdict == TG_VERIFY_BEYOND;
+        if (row->verdict == TG_VERIFY_SKIPPED)
+            tg_test_fail(__FILE__, __LINE__, "%s: %s skipped: %s", label, row->name, row->note);
+    }
+    int chains = tg_fuse_test_chains(s);
+    if (!r || (!fault && (beyond > 0 || fused_ok != chains)) || (fault && beyond == 0))
+        tg_test_fail(__FILE__, __LINE__, "%s: %d fused rows ok of %d, %d beyond%s", label, fused_ok,
+                     chains, beyond, fault ? " (a fault was put in)" : "");
+}
+
+#endif
