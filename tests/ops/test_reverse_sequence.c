@@ -73,6 +73,11 @@ static void test_gradient(void)
 {
     /* lengths (7k + 3) mod 6: 3, 4, 5 */
     tg_gradcheck("reverse_sequence", build_rs, NULL, (tg_check_opts){.int_range = 6});
+    /* forward and gradient through the engine's kernel (the reference run
+     * as one), against the interpreter's */
+    for (int threads = 1; threads <= 2; threads++)
+        tg_check_kernels("reverse_sequence", build_rs, NULL, threads, 1e-6,
+                         (tg_check_opts){.int_range = 6});
 }
 
 /* x [T=6, B=4, 3] (time-major) -> * w -> reverse_sequence -> linear -> MSE
