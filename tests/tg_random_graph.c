@@ -370,9 +370,33 @@ static tg_tensor *global_pool(gen *r, tg_tensor *x)
 /* Integer ops on the way: a gather of channels by constant i32 indices
  * (repeats and reorders: its gradient scatter-adds), or a select by a
  * comparison (where(x > o, x, o / 4), with its gradient routed by the mask). */
+/* Each sample's first lens[n] rows (or columns) reversed: the op defined
+ * by its reference kernel alone (ops/reverse_sequence.c), run by the
+ * engine through tg_op_forward under every fast path around it. */
+static tg_tensor *reverse_sequence(gen *r, tg_tensor *x)
+{
+    int axis = 2 + (int)pick(r, 2);
+    int64_t n = dim(x, 0), steps = dim(x, axis);
+    float lens[8];
+    char list[64] = "";
+    if (n > 8)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        lens[i] = (float)pick(r, (unsigned)steps + 1);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "",
+                 (int)lens[i]);
+    }
+    tg_tensor *l = tg_cast(r->g, tg_constant_data(r->g, "lens", tg_shape1(n), lens), TG_I32);
+    tg_tensor *y = tg_reverse_sequence(r->g, x, l, 0, axis);
+    note(r, y, "reverse_sequence(t%d, batch 0, time %d, [%s])", index_of(r, x), axis, list);
+    return y;
+}
+
 static tg_tensor *gather_or_select(gen *r, tg_tensor *x)
 {
     int64_t c = dim(x, 1);
+    if (!pick(r, 2))
+        return reverse_sequence(r, x);
     tg_tensor *o = same_shape(r, x);
     if (o && pick(r, 2)) {
         tg_tensor *y = tg_where(r->g, tg_greater(r->g, x, o), x, tg_scale(r->g, o, 0.25f, 0.0f));

@@ -346,6 +346,12 @@ typedef enum tg_pad_mode {
  * dy over every output element read from an input element. */
 TG_API tg_tensor *tg_pad(tg_graph *g, tg_tensor *x, const int64_t *pads, tg_pad_mode mode,
                          float value);
+/* ONNX ReverseSequence (tf.reverse_sequence): along time_axis, the first
+ * lens[b] elements of each batch b (indexed along batch_axis) reversed, the
+ * rest copied. lens is an i32 [B], each in [0, T]; a run with a length
+ * outside stops naming it. Its gradient reverses dy alike. */
+TG_API tg_tensor *tg_reverse_sequence(tg_graph *g, tg_tensor *x, tg_tensor *lens, int batch_axis,
+                                      int time_axis);
 /* Resize the maps of [N, C, H, W] to [N, C, out_h, out_w] (ONNX Resize and
  * Upsample, torch's F.interpolate): nearest or bilinear, the source
  * coordinate of output index o by ONNX's coordinate_transformation_mode

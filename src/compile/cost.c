@@ -79,15 +79,15 @@ static void *made_up_input(const tg_tensor *x)
 /* The fastest of five rounds of `budget` / 5 seconds (at least one run
  * each) after one warm-up run: on a shared machine the slow rounds are
  * other processes' time, not the kernel's. */
-static double fastest_run(const tg_op_def *def, const tg_kernel_args *a, double budget)
+static double fastest_run(const tg_kernel_args *a, double budget)
 {
     double per_run = -1;
-    def->forward(a);
+    tg_op_forward(a);
     for (int round = 0; round < 5; round++) {
         int runs = 0;
         double t0 = tg_clock_seconds(), t1 = t0;
         while ((runs == 0 || t1 - t0 < budget / 5) && runs < 20000) {
-            def->forward(a);
+            tg_op_forward(a);
             runs++;
             t1 = tg_clock_seconds();
         }
@@ -131,12 +131,11 @@ static float touch(const void *p, size_t bytes)
 /* The fastest of three runs, each after `evict` has pushed everything out
  * of the caches and the inputs that are not stashed (just made by the
  * steps before: in cache in the program too) have been read back. */
-static double fastest_cold_run(const tg_op_def *def, const tg_kernel_args *a,
-                               const tg_cost_evict *evict)
+static double fastest_cold_run(const tg_kernel_args *a, const tg_cost_evict *evict)
 {
     double per_run = -1;
     volatile float sink = 0;
-    def->forward(a); /* warm-up: page faults, plans */
+    tg_op_forward(a); /* warm-up: page faults, plans */
     for (int round = 0; round < 3; round++) {
         /* read, not memset: a large memset streams past the caches */
         sink += touch(evict->buf, evict->bytes);
@@ -144,7 +143,7 @@ static double fastest_cold_run(const tg_op_def *def, const tg_kernel_args *a,
             if (!stashed_value(a->node->in[k]))
                 sink += touch(a->in[k], (size_t)tg_numel(a->node->in[k]) * sizeof(float));
         double t0 = tg_clock_seconds();
-        def->forward(a);
+        tg_op_forward(a);
         double r = tg_clock_seconds() - t0;
         per_run = per_run < 0 || r < per_run ? r : per_run;
     }
@@ -156,7 +155,7 @@ double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
                            const tg_cost_evict *evict)
 {
     const tg_op_def *def = tg_op_get(t->op);
-    if (!def || !def->forward || t->n_in == 0)
+    if (!def || !tg_op_has_kernel(t->op) || t->n_in == 0)
         return -1;
     int threads = tg_pool_threads(pool);
     const tg_op_planner *planner = tg_op_planner_get(t->op);
@@ -167,7 +166,7 @@ double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
         return TG_COST_NO_MEMORY;
     if (planned != TG_OK)
         memset(&kp, 0, sizeof kp); /* the op's own kernel, as the program falls back */
-    size_t scratch = kp.state ? kp.scratch : def->scratch ? def->scratch(t, threads) : 0;
+    size_t scratch = kp.state ? kp.scratch : tg_op_scratch(t, threads);
     tg_kernel_args a = {.node = t, .pool = pool, .scratch_bytes = scratch, .plan = kp.state};
     a.step = 1; /* an optimizer's first update: no division by 1 - beta^0 */
     bool ok = (a.out = tg_calloc(tg_nbytes(t) + (size_t)tg_numel(t) * sizeof(float) + 64, 1));
@@ -175,8 +174,8 @@ double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
     for (int k = 0; ok && k < t->n_in; k++)
         ok = (a.in[k] = made_up_input(t->in[k])) != NULL;
     double per_run = !ok     ? TG_COST_NO_MEMORY
-                     : evict ? fastest_cold_run(def, &a, evict)
-                             : fastest_run(def, &a, budget);
+                     : evict ? fastest_cold_run(&a, evict)
+                             : fastest_run(&a, budget);
     for (int k = 0; k < t->n_in; k++)
         tg_free(a.in[k]);
     tg_free(a.out);

@@ -2,6 +2,7 @@
 #include "compile/pipeline.h"
 
 #include "core/alloc.h"
+#include "core/check.h"
 #include "core/error.h"
 
 #include <string.h>
@@ -188,8 +189,10 @@ static void build_device(tg_pipe_schedule *s, int d)
         }
         return;
     }
+    case TG_SCHEDULE_ZB_H1: /* training: split passes, built by build_zero_bubble */
+    case TG_SCHEDULE_ZB_H2:
     default:
-        return;
+        TG_UNREACHABLE("pipeline schedule", s->kind);
     }
 }
 
@@ -273,8 +276,10 @@ static bool unit_ready(const tg_pipe_schedule *s, const int *done, int d, tg_pip
     case TG_PASS_BACKWARD:
         return unit_done(done, m, d, j, TG_PASS_FORWARD, cycle) &&
                (d == n - 1 || unit_done(done, m, d + 1, j, TG_PASS_BACKWARD, cycle));
-    default:
+    case TG_PASS_WEIGHT:
         return unit_done(done, m, d, j, TG_PASS_BACKWARD, cycle);
+    default:
+        TG_UNREACHABLE("pipeline pass", op.pass);
     }
 }
 

@@ -28,7 +28,7 @@ tg_status tg_program_make_transfers_and_links(tg_program *p);
  * the update: the update reads the accumulator instead of the gradient. */
 tg_status tg_program_make_accumulators(tg_program *p);
 /* The scratch the project's own kernel of t is planned with. */
-size_t tg_program_own_scratch(const tg_program *p, const tg_op_def *def, const tg_tensor *t);
+size_t tg_program_own_scratch(const tg_program *p, const tg_tensor *t);
 /* Each step's f32 staging in its scratch, before the memory plan
  * (compile/program_staging.c). */
 void tg_program_plan_staging(tg_program *p);

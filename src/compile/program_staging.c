@@ -175,8 +175,7 @@ void tg_program_plan_staging(tg_program *p)
                     if (pass == 0)
                         continue;
                     if (!kp->state && strncmp(kp->kernel, "own (operands", 13) == 0)
-                        st->kernel_scratch = st->scratch_bytes =
-                            tg_program_own_scratch(p, tg_op_get(t->op), t);
+                        st->kernel_scratch = st->scratch_bytes = tg_program_own_scratch(p, t);
                     stage_step(p, st);
                 }
 }

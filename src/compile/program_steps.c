@@ -127,12 +127,12 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
 }
 
 /* The scratch the project's own kernel of t is planned with. */
-size_t tg_program_own_scratch(const tg_program *p, const tg_op_def *def, const tg_tensor *t)
+size_t tg_program_own_scratch(const tg_program *p, const tg_tensor *t)
 {
-    size_t bytes = def->scratch ? def->scratch(t, p->plan_threads) : 0;
+    size_t bytes = tg_op_scratch(t, p->plan_threads);
     /* over the proportion: kernels fall back to one thread, which needs the least */
     if (bytes > p->scratch_cap && p->plan_threads > 1)
-        bytes = def->scratch(t, 1);
+        bytes = tg_op_scratch(t, 1);
     return bytes;
 }
 
@@ -174,8 +174,7 @@ tg_status tg_program_plan_loaded(tg_program *p)
                 const tg_tensor *t = p->graph->nodes[st->node];
                 TG_TRY(plan_node(p, t));
                 const tg_kernel_plan *kp = &p->plans[st->node];
-                const tg_op_def *def = tg_op_get(t->op);
-                size_t want = kp->state ? kp->scratch : tg_program_own_scratch(p, def, t);
+                size_t want = kp->state ? kp->scratch : tg_program_own_scratch(p, t);
                 if (want != st->kernel_scratch)
                     return tg_error(TG_ERR_FORMAT,
                                     "%s: its kernel (%s) needs %zu bytes of scratch here, the "
@@ -202,7 +201,7 @@ tg_status tg_program_add_step(tg_program *p, const tg_tensor *t)
     tg_device_program *dp = &p->devices[p->device_of[t->id]];
     tg_phase ph = phase_of(t);
     const tg_op_def *def = tg_op_get(t->op);
-    if (!def || !def->forward)
+    if (!def || !tg_op_has_kernel(t->op))
         return tg_error(TG_ERR_UNSUPPORTED, "%s: op '%s' has no kernel", t->name,
                         tg_op_name(t->op));
     tg_step *st = &dp->steps[ph][dp->n_steps[ph]++];
@@ -218,7 +217,7 @@ tg_status tg_program_add_step(tg_program *p, const tg_tensor *t)
     if (p->plans[t->id].state) {
         st->scratch_bytes = p->plans[t->id].scratch;
     } else {
-        st->scratch_bytes = tg_program_own_scratch(p, def, t);
+        st->scratch_bytes = tg_program_own_scratch(p, t);
     }
     st->kernel_scratch = st->scratch_bytes;
     if (def->flops)

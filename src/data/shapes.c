@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 
 #include "core/alloc.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -40,8 +41,10 @@ static bool inside(int cls, int x, int y, int cx, int cy, int r)
         return dx * dx + dy * dy <= r * r;
     case SQUARE:
         return dx >= -r && dx <= r && dy >= -r && dy <= r;
-    default: /* the row dy from the apex's -r is dy + r tall: half of it each side */
+    case TRIANGLE: /* the row dy from the apex's -r is dy + r tall: half of it each side */
         return dy >= -r && dy <= r && 2 * (dx < 0 ? -dx : dx) <= dy + r;
+    default:
+        TG_UNREACHABLE("shape class", cls);
     }
 }
 

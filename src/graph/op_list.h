@@ -71,6 +71,7 @@
     X(PAD_BWD, "pad_bwd", pad)                                                                     \
     X(RESIZE, "resize", resize)                                                                    \
     X(RESIZE_BWD, "resize_bwd", resize)                                                            \
+    X(REVERSE_SEQUENCE, "reverse_sequence", reverse_sequence)                                      \
     /* indices and integers */                                                                     \
     X(GATHER, "gather", gather)                                                                    \
     X(GATHER_BWD, "gather_bwd", gather)                                                            \

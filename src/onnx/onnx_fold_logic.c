@@ -9,6 +9,7 @@
 #include "onnx/onnx_build.h"
 
 #include "core/alloc.h"
+#include "core/check.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -84,8 +85,10 @@ static bool cmp_one(cmp_kind k, double x, double y)
         return x != 0 && y != 0;
     case LOGIC_OR:
         return x != 0 || y != 0;
-    default:
+    case LOGIC_XOR:
         return (x != 0) != (y != 0);
+    default:
+        TG_UNREACHABLE("comparison kind", k);
     }
 }
 

@@ -12,6 +12,7 @@
 #include "onnx/onnx_build.h"
 
 #include "core/alloc.h"
+#include "core/check.h"
 
 #include <float.h>
 #include <math.h>
@@ -37,10 +38,12 @@ static double fold_one(bin_kind k, double x, double y, bool integer)
         return isnan(x) || isnan(y) ? NAN : x < y ? x : y;
     case BIN_POW: /* an integer base keeps its type: truncated, as numpy's astype */
         return integer ? trunc(pow(x, y)) : pow(x, y);
-    default:
+    case BIN_DIV:
         if (integer)
             return y != 0 ? (double)((int64_t)x / (int64_t)y) : 0.0;
         return x / y;
+    default:
+        TG_UNREACHABLE("binary kind", k);
     }
 }
 

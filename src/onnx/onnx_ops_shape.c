@@ -458,6 +458,23 @@ static tg_status map_pad(onnx_builder *b)
     return ob_set(b, 0, tg_pad(b->g, x, pads, m, value));
 }
 
+/* ReverseSequence: x and sequence_lens (int64 in the file, i32 here), batch
+ * and time axes 1 and 0 by default (ONNX's, its time-major layout). */
+static tg_status map_reverse_sequence(onnx_builder *b)
+{
+    tg_tensor *x = ob_tensor(b, 0), *lens = ob_typed_tensor(b, 1);
+    if (!x || !lens)
+        return TG_ERR_UNSUPPORTED;
+    int nd = tg_tensor_shape(x).ndim, axes[2];
+    TG_TRY(ob_axis(b, ob_attr_int(b, "batch_axis", 1), nd, &axes[0]));
+    TG_TRY(ob_axis(b, ob_attr_int(b, "time_axis", 0), nd, &axes[1]));
+    if (axes[0] > 1 || axes[1] > 1 || axes[0] == axes[1])
+        return ob_fail(b, TG_ERR_FORMAT,
+                       "batch_axis %d and time_axis %d must be 0 and 1, one each (ONNX's rule)",
+                       axes[0], axes[1]);
+    return ob_set(b, 0, tg_reverse_sequence(b->g, x, lens, axes[0], axes[1]));
+}
+
 const ob_op tg_onnx_shape_ops[] = {
     {"Flatten", map_flatten, "axis"},
     {"Transpose", map_transpose, "perm"},
@@ -468,5 +485,6 @@ const ob_op tg_onnx_shape_ops[] = {
     {"ReduceMax", map_reduce_max, "axes,keepdims,noop_with_empty_axes"},
     {"ReduceMin", map_reduce_min, "axes,keepdims,noop_with_empty_axes"},
     {"Pad", map_pad, "mode,pads,value"},
+    {"ReverseSequence", map_reverse_sequence, "batch_axis,time_axis"},
 };
 const int tg_onnx_shape_op_count = (int)(sizeof tg_onnx_shape_ops / sizeof tg_onnx_shape_ops[0]);

@@ -29,6 +29,7 @@
 #include "onnx/onnx_build.h"
 
 #include "core/alloc.h"
+#include "core/check.h"
 
 #include <string.h>
 
@@ -58,7 +59,7 @@ static tg_status reduce_norm(onnx_builder *b, reduce_kind k)
         return ob_set(b, 0, tg_reduce_sum(g, tg_mul(g, x, x), mask, keep));
     case R_LOG_SUM:
         return ob_set(b, 0, tg_log(g, tg_reduce_sum(g, x, mask, keep)));
-    default: {
+    case R_LOG_SUM_EXP: {
         /* m twice: the two paths' gradients (dy and -sum(dy softmax)) would
          * meet at one m as a difference that is zero but for rounding */
         tg_tensor *m = tg_floor(g, tg_reduce_max(g, x, mask, true));
@@ -66,6 +67,8 @@ static tg_status reduce_norm(onnx_builder *b, reduce_kind k)
         tg_tensor *mk = tg_floor(g, tg_reduce_max(g, x, mask, keep));
         return ob_set(b, 0, tg_add(g, tg_log(g, s), mk));
     }
+    default:
+        TG_UNREACHABLE("reduce kind", k);
     }
 }
 

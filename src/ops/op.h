@@ -260,6 +260,17 @@ const tg_op_def *tg_op_get(tg_op op);
  * as "unreachable: op 12 (relu)". */
 #define TG_UNREACHABLE_OP(op)                                                                      \
     tg_unreachable_fail(__FILE__, __LINE__, "op", (long long)(op), tg_op_name(op))
+/* Run node's f32 kernel (a->node): the def's forward, or, for an op
+ * defined with only its reference kernel, that kernel on the operands
+ * converted to doubles in a->scratch (one thread). Every caller runs ops
+ * through it, so such an op runs on every target, staged through f32 in
+ * half precision, with no kernel of its own. */
+void tg_op_forward(const tg_kernel_args *a);
+/* The scratch tg_op_forward needs for node with n_threads threads: the
+ * def's scratch(), or the doubles of its operands when it has no forward. */
+size_t tg_op_scratch(const tg_tensor *node, int n_threads);
+/* Whether op has a kernel to run (a forward or a reference). */
+bool tg_op_has_kernel(tg_op op);
 /* The op's plan hooks, or NULL when it has none. */
 const tg_op_planner *tg_op_planner_get(tg_op op);
 /* How node's kernels take their 4-D operands with n_threads threads in an

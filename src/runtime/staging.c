@@ -96,7 +96,7 @@ static void stage_chunk(const chunk_job *j, int64_t first, int64_t len)
     unsigned char *dst =
         j->st->out >= 0 ? (unsigned char *)j->a->out + first * tg_dtype_size(ot) : NULL;
     b.out = j->out_staged ? buf[TG_ELEMENTWISE_MAX_INPUTS + 1] : (void *)dst;
-    tg_op_get(t->op)->forward(&b);
+    tg_op_forward(&b);
     if (j->out_staged)
         tg_convert(b.out, TG_F32, dst, ot, (size_t)len);
     for (int k = 0; k < t->n_mutated; k++) {
@@ -142,14 +142,13 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
                   const tg_update_opts *o)
 {
     const tg_tensor *t = a->node;
-    const tg_op_def *def = tg_op_get(t->op);
     if (!st->staged) {
         /* an update reading bf16 itself unscales and rounds as staging would */
         tg_update_opts u = *o;
         if (!tg_step_unscales_gradient(p, st))
             u.grad_unscale = 1.0f;
         a->update = tg_is_weight_update(t) ? &u : NULL;
-        def->forward(a);
+        tg_op_forward(a);
         return;
     }
     if (tg_step_stages_in_chunks(t)) {
@@ -177,7 +176,7 @@ void tg_stage_run(const tg_program *p, const tg_step *st, tg_kernel_args *a,
     }
     a->scratch = st->kernel_scratch ? a->scratch : NULL;
     a->scratch_bytes = st->kernel_scratch;
-    def->forward(a);
+    tg_op_forward(a);
     for (int k = 0; k < t->n_mutated; k++) {
         tg_dtype dt = p->buffers[st->in[k]].dtype;
         if (!stored_in[k] || dt == TG_F32)

@@ -308,7 +308,8 @@ static int setting_graphs(int i, int n)
 }
 
 /* The suite's random graphs train pow, maximum and minimum (whose
- * backward ops are POW_BWD and MINMAX_BWD) in f32 and in bf16, so those
+ * backward ops are POW_BWD and MINMAX_BWD) and reverse_sequence (the op
+ * with only a reference kernel) in f32 and in bf16, so those
  * kernels are checked against the reference kernels too, element-wise
  * (blocked, staged in chunks) as their definitions now say. The Release
  * suite's graphs are counted in every build (building them is cheap): the
@@ -316,24 +317,24 @@ static int setting_graphs(int i, int n)
  * coverage. */
 static void test_random_graphs_cover_pow_and_minmax(void)
 {
-    static const char *ops[] = {"pow_bounded(", "maximum(", "minimum("};
+    static const char *ops[] = {"pow_bounded(", "maximum(", "minimum(", "reverse_sequence("};
     tg_options *o[SETTINGS];
     settings(o);
-    int trained[SETTINGS][3] = {{0}};
+    int trained[SETTINGS][4] = {{0}};
     for (int i = 0; i < SETTINGS; i++) {
         for (int k = 0; k < setting_graphs(i, RELEASE_GRAPHS); k++) {
             tg_rg_spec spec = spec_of(1000 * (uint64_t)i + 1 + (uint64_t)k, MAX_OPS, o[i]);
             tg_random_graph rg;
             if (tg_random_graph_build(&spec, &rg) == TG_OK && spec.training)
-                for (int op = 0; op < 3; op++)
+                for (int op = 0; op < 4; op++)
                     trained[i][op] += strstr(rg.listing, ops[op]) != NULL;
             tg_random_graph_destroy(&rg);
         }
-        printf("setting %d: graphs training pow %d, maximum %d, minimum %d\n", i, trained[i][0],
-               trained[i][1], trained[i][2]);
+        printf("setting %d: graphs training pow %d, maximum %d, minimum %d, reverse_sequence %d\n",
+               i, trained[i][0], trained[i][1], trained[i][2], trained[i][3]);
         tg_options_destroy(o[i]);
     }
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < 4; op++) {
         TG_CHECK(trained[0][op] + trained[1][op] + trained[2][op] + trained[4][op] >= 10);
         TG_CHECK(trained[3][op] >= 2); /* bf16 */
     }

@@ -55,6 +55,26 @@ static void test_onnx_fixtures(void)
         }
 }
 
+/* An op defined by its reference kernel alone (REVERSE_SEQUENCE, issue
+ * 43): an ONNX classifier with a ReverseSequence in it (fixture made by
+ * tests/onnx/fixtures/make_reverse_sequence_fixture.py) trains a step on
+ * every target in f32 and bf16, its forward and gradient within tolerance. */
+static void test_reference_only_op(void)
+{
+    static const char *targets[] = {"cpu", "mk2", "tiny"};
+    static const char *precisions[] = {"32.32", "bf16.bf16"};
+    char args[1024];
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++)
+        for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++) {
+            snprintf(args, sizeof args,
+                     "check --model %s/tests/onnx/fixtures/tiny_reverse_seq.onnx --batch-size 8 "
+                     "--engine-option target=%s --precision %s --all",
+                     TG_SOURCE_DIR, targets[t], precisions[p]);
+            EXPECT(args, 0, "ok: every tensor within tolerance");
+            EXPECT(args, 0, "reverse_sequence/reverse_sequence  reverse_sequence");
+        }
+}
+
 /* Issue 46 rows 3 and 4: every zoo model under every precision and every
  * loss scaling passes (the language models fed token ids their embeddings
  * have, the reference scaled as the program). Small shapes keep it to about
@@ -149,6 +169,7 @@ int main(void)
     TG_RUN(test_onnx_language_models);
     TG_RUN(test_device_settings);
     TG_RUN(test_onnx_fixtures);
+    TG_RUN(test_reference_only_op);
     TG_RUN(test_zoo);
     return tg_test_finish();
 }
