@@ -65,8 +65,9 @@ static int dev_rows(device_args *a, dev_flag *r)
          DEV_SET,
          NULL,
          {NULL, CLI_STRING, &a->stages, "SPEC",
-          "blocks per stage: \"B1,B2|B3,B4\", or auto (the cost model's best over --devices)", 1, 0,
-          NULL}},
+          "blocks per stage: \"B1,B2|B3,B4\", a block from one of its ops on as BLOCK:OP "
+          "(\"B1,B2|B2:layer2/relu,B3\"), or auto (the cost model's best over --devices)",
+          1, 0, NULL}},
         {"split",
          DEV_SET,
          NULL,
