@@ -227,6 +227,15 @@ static void test_blocks_and_errors(void)
     tg_model_graph_destroy(&mg);
 }
 
+/* The backward pass and SGD's updates after a test graph's loss. */
+static void train_with_sgd(tg_graph *g, tg_tensor *loss)
+{
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+}
+
 /* Three blocks of a small MLP: what each atom holds and what crosses each
  * boundary, against the graph itself. */
 static void test_atom_bytes_and_costs(void)
@@ -242,10 +251,7 @@ static void test_atom_bytes_and_costs(void)
     tg_tensor *out = tg_nn_linear(g, h2, "l3", 32, 10, true);
     tg_tensor *loss = tg_cross_entropy(g, out, labels);
     tg_block_end(g);
-    tg_tensor_mark_output(loss);
-    TG_CHECK_OK(tg_graph_backward(g, loss));
-    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
-    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    train_with_sgd(g, loss);
     tg_options *o = options(3, "pipelined", "cpu");
     TG_CHECK_OK(tg_options_set(o, "split", ""));
     tg_stage_atoms a;
@@ -314,10 +320,7 @@ static void test_stages_inside_a_block(void)
     h = tg_relu(g, tg_nn_linear(g, h, "l4", 256, 256, true));
     tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "l5", 256, 10, true), labels);
     tg_block_end(g);
-    tg_tensor_mark_output(loss);
-    TG_CHECK_OK(tg_graph_backward(g, loss));
-    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
-    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    train_with_sgd(g, loss);
     tg_options *o = options(2, "pipelined", "cpu");
     TG_CHECK_OK(tg_options_set(o, "split", ""));
     TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
