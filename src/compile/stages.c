@@ -632,22 +632,55 @@ static void blocks_to_cut(const tg_stage_atoms *a, const tg_stage_goal *goal,
         cut_block[p->first[k] - 1] = cut_block[p->first[k]] = true;
 }
 
+/* spanned[i]: a leaf (a weight, an input) is read by forward ops both
+ * before op i and at or after it, so no stage may begin at i (a weight or
+ * input is not shared by two stages). */
+static int *leaf_spans(const tg_graph *g, const bool *needed)
+{
+    int *first = tg_malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    int *span = tg_calloc((size_t)g->n_nodes + 2, sizeof(int));
+    for (int i = 0; first && i < g->n_nodes; i++)
+        first[i] = -1;
+    for (int i = 0; first && span && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        for (int k = 0; needed[i] && is_forward(t) && k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            if (x->n_in != 0)
+                continue;
+            if (first[x->id] >= 0 && first[x->id] < i) { /* (first, i] */
+                span[first[x->id] + 1]++;
+                span[i + 1]--;
+            }
+            first[x->id] = first[x->id] < 0 ? i : first[x->id];
+        }
+    }
+    for (int i = 1; span && i <= g->n_nodes; i++)
+        span[i] += span[i - 1];
+    tg_free(first);
+    return span;
+}
+
 /* cut_at for every forward op but the first of the blocks chosen, the ops
- * sharing storage (views) staying with the op before them; NULL when
- * that would pass TG_ATOMS_MAX atoms. */
+ * sharing storage (views) staying with the op before them, as do ops a
+ * leaf's readers span; NULL when that would pass TG_ATOMS_MAX atoms. */
 static bool *op_cuts(const tg_graph *g, const bool *needed, const tg_stage_atoms *a,
                      const bool *cut_block)
 {
     bool *cut_at = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool));
-    int n = a->n;
+    int *spanned = leaf_spans(g, needed), n = a->n;
+    if (!spanned) {
+        tg_free(cut_at);
+        return NULL;
+    }
     for (int i = 0; cut_at && i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         if (!needed[i] || !is_forward(t) || (t->flags & TG_NODE_ALIAS) || a->atom_of[i] < 0 ||
-            !cut_block[a->atom_of[i]])
+            !cut_block[a->atom_of[i]] || spanned[i] > 0)
             continue;
         cut_at[i] = true;
         n++;
     }
+    tg_free(spanned);
     if (n > TG_ATOMS_MAX) {
         tg_free(cut_at);
         return NULL;

@@ -373,6 +373,52 @@ static void test_stages_inside_a_block(void)
     tg_graph_destroy(g);
 }
 
+/* An input read at both ends of the heavy block (as each layer of the
+ * encoder reads its mask): no stage begins between its readers, since a
+ * stage cannot read an input another reads, and the split compiles. */
+static void test_no_cut_between_a_leafs_readers(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
+    tg_tensor *mask = tg_input(g, "mask", TG_F32, tg_shape2(8, 256));
+    tg_block_begin(g, "A");
+    tg_tensor *h = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
+    tg_block_begin(g, "B");
+    h = tg_add(g, tg_nn_linear(g, h, "l2", 32, 256, true), mask);
+    h = tg_relu(g, tg_nn_linear(g, h, "l3", 256, 256, true));
+    h = tg_add(g, tg_nn_linear(g, h, "l4", 256, 256, true), mask);
+    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "l5", 256, 10, true), labels);
+    tg_block_end(g);
+    train_with_sgd(g, loss);
+    tg_options *o = options(2, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", ""));
+    TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plan;
+    TG_CHECK_OK(plan_auto(g, o, 2, false, &a, &goal, &plan));
+    int readers[2] = {-1, -1}; /* the two adds reading the mask */
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++)
+            if (g->nodes[i]->in[k] == mask && !(g->nodes[i]->flags & TG_NODE_BACKWARD))
+                readers[readers[0] < 0 ? 0 : 1] = i;
+    TG_CHECK(readers[0] >= 0 && readers[1] > readers[0]);
+    if (readers[1] > 0)
+        TG_CHECK(a.atom_of[readers[0]] == a.atom_of[readers[1]] ||
+                 (a.atom_of[readers[0]] >= plan.first[1]) ==
+                     (a.atom_of[readers[1]] >= plan.first[1]));
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    if (p)
+        TG_CHECK(p->device_of[readers[0]] == p->device_of[readers[1]]);
+    tg_program_destroy(p);
+    tg_stage_atoms_free(&a);
+    tg_cost_model_free(&goal.cost);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
 /* Layer scopes below containers (Hugging Face's bert/encoder/layer/N) are
  * atoms of their own, named as --split takes them; ResNet's layer3/8 and a
  * scope without a numbered module keep their old keys. */
@@ -434,6 +480,7 @@ int main(void)
     TG_RUN(test_blocks_and_errors);
     TG_RUN(test_atom_bytes_and_costs);
     TG_RUN(test_stages_inside_a_block);
+    TG_RUN(test_no_cut_between_a_leafs_readers);
     TG_RUN(test_scopes_below_containers);
     return tg_test_finish();
 }
