@@ -18,6 +18,10 @@
 #ifndef TG_VERSION
 #define TG_VERSION "0"
 #endif
+/* the caches' version: the build's, and the clock one-thread kernels are
+ * timed on (the thread's CPU time: a cache of wall-clock times, taken
+ * under whatever load there was, is timed again) */
+#define CACHE_VERSION TG_VERSION "+cpu-clock"
 
 static const char *const kind_names[TG_COST_KIND_COUNT] = {[TG_COST_GEMM] = "gemm",
                                                            [TG_COST_CONV] = "conv",
@@ -332,7 +336,7 @@ static bool cache_read(const char *path, const char *cpu, int threads, tg_cost_r
         fscanf(f, CACHE_READ, version, model, &th, &c.flops_per_s[TG_COST_GEMM],
                &c.flops_per_s[TG_COST_CONV], &c.pool_bytes_per_s, &c.bytes_per_s, &c.op_overhead_s);
     fclose(f);
-    bool ok = n == 8 && strcmp(version, TG_VERSION) == 0 && strcmp(model, cpu) == 0 &&
+    bool ok = n == 8 && strcmp(version, CACHE_VERSION) == 0 && strcmp(model, cpu) == 0 &&
               th == threads && c.flops_per_s[TG_COST_GEMM] > 0 && c.flops_per_s[TG_COST_CONV] > 0 &&
               c.pool_bytes_per_s > 0 && c.bytes_per_s > 0 && c.op_overhead_s >= 0;
     if (ok) {
@@ -348,7 +352,7 @@ static void cache_write(const char *dir, const char *path, const char *cpu, cons
     if (tg_probe_writable_dir("cost cache", dir) != TG_OK ||
         tg_atomic_file_open(path, &af) != TG_OK)
         return; /* the rates are still good for this run */
-    fprintf(af.f, CACHE_WRITE, TG_VERSION, cpu, r->threads, r->flops_per_s[TG_COST_GEMM],
+    fprintf(af.f, CACHE_WRITE, CACHE_VERSION, cpu, r->threads, r->flops_per_s[TG_COST_GEMM],
             r->flops_per_s[TG_COST_CONV], r->pool_bytes_per_s, r->bytes_per_s, r->op_overhead_s);
     tg_atomic_file_commit(&af);
 }
