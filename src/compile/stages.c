@@ -639,9 +639,14 @@ static int *leaf_spans(const tg_graph *g, const bool *needed)
 {
     int *first = tg_malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     int *span = tg_calloc((size_t)g->n_nodes + 2, sizeof(int));
-    for (int i = 0; first && i < g->n_nodes; i++)
+    if (!first || !span) {
+        tg_free(first);
+        tg_free(span);
+        return NULL;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
         first[i] = -1;
-    for (int i = 0; first && span && i < g->n_nodes; i++) {
+    for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         for (int k = 0; needed[i] && is_forward(t) && k < t->n_in; k++) {
             const tg_tensor *x = t->in[k];
@@ -654,7 +659,7 @@ static int *leaf_spans(const tg_graph *g, const bool *needed)
             first[x->id] = first[x->id] < 0 ? i : first[x->id];
         }
     }
-    for (int i = 1; span && i <= g->n_nodes; i++)
+    for (int i = 1; i <= g->n_nodes; i++)
         span[i] += span[i - 1];
     tg_free(first);
     return span;
@@ -662,17 +667,20 @@ static int *leaf_spans(const tg_graph *g, const bool *needed)
 
 /* cut_at for every forward op but the first of the blocks chosen, the ops
  * sharing storage (views) staying with the op before them, as do ops a
- * leaf's readers span; NULL when that would pass TG_ATOMS_MAX atoms. */
-static bool *op_cuts(const tg_graph *g, const bool *needed, const tg_stage_atoms *a,
-                     const bool *cut_block)
+ * leaf's readers span; *cut_at NULL when that would pass TG_ATOMS_MAX
+ * atoms. */
+static tg_status op_cuts(const tg_graph *g, const bool *needed, const tg_stage_atoms *a,
+                         const bool *cut_block, bool **out)
 {
     bool *cut_at = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool));
     int *spanned = leaf_spans(g, needed), n = a->n;
-    if (!spanned) {
+    *out = NULL;
+    if (!cut_at || !spanned) {
         tg_free(cut_at);
-        return NULL;
+        tg_free(spanned);
+        return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
     }
-    for (int i = 0; cut_at && i < g->n_nodes; i++) {
+    for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
         if (!needed[i] || !is_forward(t) || (t->flags & TG_NODE_ALIAS) || a->atom_of[i] < 0 ||
             !cut_block[a->atom_of[i]] || spanned[i] > 0)
@@ -681,11 +689,11 @@ static bool *op_cuts(const tg_graph *g, const bool *needed, const tg_stage_atoms
         n++;
     }
     tg_free(spanned);
-    if (n > TG_ATOMS_MAX) {
-        tg_free(cut_at);
-        return NULL;
-    }
-    return cut_at;
+    if (n > TG_ATOMS_MAX)
+        tg_free(cut_at); /* blocks of hundreds of ops: the blocks' split stands */
+    else
+        *out = cut_at;
+    return TG_OK;
 }
 
 tg_status tg_stage_plan_refine(const tg_graph *g, const bool *needed, bool accumulate,
@@ -694,31 +702,36 @@ tg_status tg_stage_plan_refine(const tg_graph *g, const bool *needed, bool accum
 {
     if (!atoms->from_blocks || goal->n_stages < 2 || !isfinite(plan->objective))
         return TG_OK;
-    bool cut_block[TG_ATOMS_MAX] = {0};
+    bool cut_block[TG_ATOMS_MAX] = {0}, *cut_at = NULL;
     blocks_to_cut(atoms, goal, plan, cut_block);
-    bool *cut_at = op_cuts(g, needed, atoms, cut_block);
+    TG_TRY(op_cuts(g, needed, atoms, cut_block, &cut_at));
     if (!cut_at)
-        return TG_OK; /* blocks of hundreds of ops: the blocks' split stands */
-    /* the parts are an option, not a requirement: when they cannot be made
-     * (an op's name too long for an atom) the blocks' split stands */
+        return TG_OK;
     tg_stage_atoms *parts = tg_calloc(1, sizeof *parts);
     tg_stage_plan *better = tg_calloc(1, sizeof *better);
-    if (parts && better &&
-        tg_stage_atoms_build_cut(g, needed, false, cut_at, &goal->cost, accumulate, parts) ==
-            TG_OK &&
-        tg_stage_plan_best(parts, goal, better) == TG_OK &&
-        better->objective < plan->objective * (1 - TG_STAGE_PART_GAIN)) {
+    tg_status s =
+        parts && better ? TG_OK : tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    if (s == TG_OK)
+        s = tg_stage_atoms_build_cut(g, needed, false, cut_at, &goal->cost, accumulate, parts);
+    if (s == TG_OK)
+        s = tg_stage_plan_best(parts, goal, better);
+    if (s == TG_OK && better->objective < plan->objective * (1 - TG_STAGE_PART_GAIN)) {
         tg_stage_atoms_free(atoms);
         *atoms = *parts; /* takes atom_of */
         *plan = *better;
         parts->atom_of = NULL;
     }
+    /* the parts are an option, not a requirement: when they cannot be made
+     * (an op's name too long for an atom, no split of them fits) the
+     * blocks' split stands; running out of memory does not pass */
+    if (s != TG_ERR_NOMEM)
+        s = TG_OK;
     if (parts)
         tg_stage_atoms_free(parts);
     tg_free(parts);
     tg_free(better);
     tg_free(cut_at);
-    return TG_OK;
+    return s;
 }
 
 tg_status tg_stage_plan_for(const tg_graph *g, const bool *needed, bool scopes, const char *spec,
