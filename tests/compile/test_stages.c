@@ -303,27 +303,45 @@ static void test_atom_bytes_and_costs(void)
     tg_graph_destroy(g);
 }
 
+/* Block A, one small linear layer, then block B, four larger ones; with
+ * *mask, an input B adds after its first and its third layer. */
+static tg_graph *light_then_heavy(tg_tensor **mask)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
+    tg_tensor *m = mask ? (*mask = tg_input(g, "mask", TG_F32, tg_shape2(8, 256))) : NULL;
+    tg_block_begin(g, "A");
+    tg_tensor *h = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
+    tg_block_begin(g, "B");
+    h = tg_nn_linear(g, h, "l2", 32, 256, true);
+    h = m ? tg_add(g, h, m) : tg_relu(g, h);
+    h = tg_relu(g, tg_nn_linear(g, h, "l3", 256, 256, true));
+    h = tg_nn_linear(g, h, "l4", 256, 256, true);
+    h = m ? tg_add(g, h, m) : tg_relu(g, h);
+    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "l5", 256, 10, true), labels);
+    tg_block_end(g);
+    train_with_sgd(g, loss);
+    return g;
+}
+
+/* Automatic stages over 2 devices, pipelined. */
+static tg_options *auto_over_2(void)
+{
+    tg_options *o = options(2, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", ""));
+    TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
+    return o;
+}
+
 /* A light block and a heavy one over 2 devices: no block boundary balances
  * them, so the split begins the second stage inside the heavy block
  * ("A,B|B:OP,..."), predicted faster than the blocks' split; the spec reads
  * back, compiles to the ops' devices, and names what is wrong in a bad one. */
 static void test_stages_inside_a_block(void)
 {
-    tg_graph *g = tg_graph_create();
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
-    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
-    tg_block_begin(g, "A");
-    tg_tensor *h = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
-    tg_block_begin(g, "B");
-    h = tg_relu(g, tg_nn_linear(g, h, "l2", 32, 256, true));
-    h = tg_relu(g, tg_nn_linear(g, h, "l3", 256, 256, true));
-    h = tg_relu(g, tg_nn_linear(g, h, "l4", 256, 256, true));
-    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "l5", 256, 10, true), labels);
-    tg_block_end(g);
-    train_with_sgd(g, loss);
-    tg_options *o = options(2, "pipelined", "cpu");
-    TG_CHECK_OK(tg_options_set(o, "split", ""));
-    TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
+    tg_graph *g = light_then_heavy(NULL);
+    tg_options *o = auto_over_2();
     tg_stage_atoms a, blocks;
     tg_stage_goal goal;
     tg_stage_plan plan, by_blocks;
@@ -378,22 +396,9 @@ static void test_stages_inside_a_block(void)
  * stage cannot read an input another reads, and the split compiles. */
 static void test_no_cut_between_a_leafs_readers(void)
 {
-    tg_graph *g = tg_graph_create();
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
-    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
-    tg_tensor *mask = tg_input(g, "mask", TG_F32, tg_shape2(8, 256));
-    tg_block_begin(g, "A");
-    tg_tensor *h = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
-    tg_block_begin(g, "B");
-    h = tg_add(g, tg_nn_linear(g, h, "l2", 32, 256, true), mask);
-    h = tg_relu(g, tg_nn_linear(g, h, "l3", 256, 256, true));
-    h = tg_add(g, tg_nn_linear(g, h, "l4", 256, 256, true), mask);
-    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "l5", 256, 10, true), labels);
-    tg_block_end(g);
-    train_with_sgd(g, loss);
-    tg_options *o = options(2, "pipelined", "cpu");
-    TG_CHECK_OK(tg_options_set(o, "split", ""));
-    TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
+    tg_tensor *mask = NULL;
+    tg_graph *g = light_then_heavy(&mask);
+    tg_options *o = auto_over_2();
     tg_stage_atoms a;
     tg_stage_goal goal;
     tg_stage_plan plan;
