@@ -342,6 +342,13 @@ tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an
                tg_an_format(TG_AN_NS, step, s1, sizeof s1), strategy, schedule, b.n_devices, m,
                tg_an_format(TG_AN_NS, pr.step, s2, sizeof s2),
                step > 0 ? 100 * (1 - untracked / step) : 0.0);
+    /* the split the cost model chose, cuts inside a block (BLOCK:OP) included */
+    const char *chosen = tg_an_meta(r, "stages_auto");
+    if (chosen && *chosen)
+        tg_an_note(v, "pipeline: the split --%s auto chose: \"%s\"%s",
+                   strchr(chosen, '|') ? "stages" : "split", chosen,
+                   strchr(chosen, ':') ? " (BLOCK:OP: a stage begins inside the block, at that op)"
+                                       : "");
     double sum = 0, longest = 0;
     for (int d = 0; d < b.n_devices; d++) {
         sum += b.ns[d][P_COMPUTE] / b.runs;

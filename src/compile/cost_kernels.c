@@ -23,6 +23,10 @@
 #ifndef TG_VERSION
 #define TG_VERSION "0"
 #endif
+/* the caches' version: the build's, and the clock one-thread kernels are
+ * timed on (the thread's CPU time: a cache of wall-clock times, taken
+ * under whatever load there was, is timed again) */
+#define CACHE_VERSION TG_VERSION "+cpu-clock"
 
 /* About 10 ms of runs per kernel (five rounds of at least a run each after
  * the warm-up; three runs when timed cold), 30 s in all: what is left keeps
@@ -143,7 +147,7 @@ static bool cache_load(const char *path, const char *cpu, int threads, tg_cost_k
     int th = 0;
     bool ours = fgets(line, sizeof line, f) &&
                 sscanf(line, HEADER_READ, version, model, &th) == 3 &&
-                strcmp(version, TG_VERSION) == 0 && strcmp(model, cpu) == 0 && th == threads;
+                strcmp(version, CACHE_VERSION) == 0 && strcmp(model, cpu) == 0 && th == threads;
     uint64_t sig;
     double sec;
     bool ok = true;
@@ -162,7 +166,7 @@ static void cache_write(const char *dir, const char *path, const char *cpu, int 
         tg_probe_writable_dir("cost cache", dir) != TG_OK ||
         tg_atomic_file_open(path, &af) != TG_OK)
         return; /* the times are still good for this run */
-    fprintf(af.f, HEADER_WRITE, TG_VERSION, cpu, threads);
+    fprintf(af.f, HEADER_WRITE, CACHE_VERSION, cpu, threads);
     for (int i = 0; i < t->n; i++)
         fprintf(af.f, ENTRY_WRITE, t->sig[i], t->op[i], t->seconds[i]);
     tg_atomic_file_commit(&af);

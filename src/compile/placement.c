@@ -118,20 +118,35 @@ static tg_status stages_from_spec(const char *spec, const block_list *bl, int *s
     return TG_OK;
 }
 
+static int count_stages(const char *spec)
+{
+    int n = 1;
+    for (const char *c = spec; *c; c++)
+        n += *c == '|';
+    return n;
+}
+
 /* --stages auto / --split auto: the atoms and the cost model's best split
- * over the devices given (compile/stages.h) become the blocks and stages. */
+ * over the devices given (compile/stages.h) become the blocks and stages;
+ * so do the blocks cut into parts of a user's split ("B1,B2|B2:OP,B3"). */
 static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement *p, int *block_of,
                              block_list *bl, int *stage_of_block)
 {
     const char *split = c->pipeline.split;
     bool scopes = strcmp(split, "auto") == 0;
+    const char *spec = c->pipeline.auto_stages ? "auto" : c->pipeline.stages;
+    if (*split && !c->pipeline.auto_stages)
+        return tg_error(TG_ERR_CONFIG,
+                        "stages \"%s\" cuts blocks at ops, and split \"%s\" makes other blocks: "
+                        "drop --split",
+                        spec, split);
     if (*split && !scopes)
         return tg_error(TG_ERR_CONFIG,
                         "stages auto with split \"%s\": automatic stages choose among blocks "
                         "or layer boundaries; use --split auto (layer boundaries) or drop "
                         "--split (the model's blocks)",
                         split);
-    int n = c->pipeline.devices;
+    int n = c->pipeline.auto_stages ? (int)c->pipeline.devices : count_stages(spec);
     if (n < 1)
         return tg_error(TG_ERR_CONFIG,
                         "%s auto needs the number of devices to divide the model "
@@ -140,8 +155,9 @@ static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement
     tg_stage_atoms *atoms = tg_calloc(1, sizeof *atoms);
     tg_stage_goal *goal = tg_calloc(1, sizeof *goal);
     tg_stage_plan *plan = tg_calloc(1, sizeof *plan);
-    tg_status s = atoms && goal && plan ? tg_stage_plan_auto(g, c, n, scopes, atoms, goal, plan)
-                                        : tg_error(TG_ERR_NOMEM, "placement: out of memory");
+    tg_status s = atoms && goal && plan
+                      ? tg_stage_plan_auto(g, c, n, scopes, spec, atoms, goal, plan)
+                      : tg_error(TG_ERR_NOMEM, "placement: out of memory");
     if (s == TG_OK) {
         bl->n = atoms->n < TG_MAX_BLOCKS ? atoms->n : TG_MAX_BLOCKS;
         for (int b = 0; b < bl->n; b++) {
@@ -155,7 +171,8 @@ static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement
             for (int x = plan->first[k]; x < plan->first[k + 1]; x++)
                 stage_of_block[x] = k;
         p->n_stages = plan->n_stages;
-        tg_stage_plan_spec(atoms, plan, p->auto_spec, sizeof p->auto_spec);
+        if (c->pipeline.auto_stages)
+            tg_stage_plan_spec(atoms, plan, p->auto_spec, sizeof p->auto_spec);
     }
     if (atoms)
         tg_stage_atoms_free(atoms);
@@ -174,7 +191,7 @@ static tg_status forward_stages(const tg_graph *g, const tg_config *c, tg_placem
     const char *spec = tg_placement_phased(c) ? c->pipeline.phases : c->pipeline.stages;
     for (int i = 0; i < g->n_nodes; i++)
         block_of[i] = -1;
-    if (c->pipeline.auto_stages)
+    if (c->pipeline.auto_stages || (!tg_placement_phased(c) && strchr(spec, ':')))
         return auto_stages(g, c, p, block_of, bl, stage_of_block);
     if (*split) {
         TG_TRY(blocks_from_split(g, split, block_of, bl));

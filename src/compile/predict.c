@@ -36,13 +36,7 @@ static tg_status plan_with(const tg_graph *g, const bool *needed, bool scopes, c
                            prediction_ctx *c)
 {
     bool acc = c->goal.training && c->goal.micro_batches > 1;
-    TG_TRY(tg_stage_atoms_build(g, needed, scopes, &c->goal.cost, acc, &c->atoms));
-    tg_status s = strcmp(spec, "auto") == 0
-                      ? tg_stage_plan_best(&c->atoms, &c->goal, &c->plan)
-                      : tg_stage_plan_parse(&c->atoms, &c->goal, spec, &c->plan);
-    if (s != TG_OK)
-        tg_stage_atoms_free(&c->atoms);
-    return s;
+    return tg_stage_plan_for(g, needed, scopes, spec, acc, &c->goal, &c->atoms, &c->plan);
 }
 
 /* Atoms, goal and plan for spec; the caller frees c->atoms. */

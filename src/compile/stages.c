@@ -75,10 +75,29 @@ static tg_status atoms_from_scopes(const tg_graph *g, const bool *needed, tg_sta
     return TG_OK;
 }
 
-static tg_status atoms_from_blocks(const tg_graph *g, const bool *needed, tg_stage_atoms *a)
+/* A part of block b starting at op t: "B2:layer2/relu" (an atom of its own,
+ * `part` set), or an error naming what does not fit. */
+static tg_status start_part(const tg_graph *g, int b, const tg_tensor *t, tg_stage_atoms *a)
 {
-    /* blocks in the order they first appear; each must be one run */
-    int map[TG_ATOMS_MAX], last = -1;
+    if (a->n == TG_ATOMS_MAX)
+        return tg_error(TG_ERR_CONFIG, "stages: more than %d blocks and parts of blocks",
+                        TG_ATOMS_MAX);
+    int n = snprintf(a->names[a->n], sizeof a->names[0], "%s:%s", g->blocks[b].name, t->name);
+    if (n >= (int)sizeof a->names[0])
+        return tg_error(TG_ERR_CONFIG,
+                        "stages: the part of block '%s' from op '%s' has a name longer than %d "
+                        "characters; cut the block with tg_block_begin instead",
+                        g->blocks[b].name, t->name, (int)sizeof a->names[0] - 1);
+    a->part[a->n++] = true;
+    return TG_OK;
+}
+
+static tg_status atoms_from_blocks(const tg_graph *g, const bool *needed, const bool *cut_at,
+                                   tg_stage_atoms *a)
+{
+    /* blocks in the order they first appear; each must be one run; an op
+     * with cut_at set begins a part of its block (after the block's first op) */
+    int map[TG_ATOMS_MAX], last = -1, last_block = -1;
     for (int b = 0; b < TG_ATOMS_MAX; b++)
         map[b] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -91,16 +110,21 @@ static tg_status atoms_from_blocks(const tg_graph *g, const bool *needed, tg_sta
             continue;
         }
         if (map[b] < 0) {
+            if (a->n == TG_ATOMS_MAX)
+                return tg_error(TG_ERR_CONFIG, "stages: more than %d blocks", TG_ATOMS_MAX);
             map[b] = a->n;
             snprintf(a->names[a->n++], sizeof a->names[0], "%s", g->blocks[b].name);
-        } else if (map[b] != last) {
+        } else if (b != last_block) {
             return tg_error(TG_ERR_CONFIG,
                             "automatic stages: block '%s' is not one run of the model (op '%s' "
                             "comes back to it after block '%s'); group stages by hand with "
                             "--stages",
                             g->blocks[b].name, t->name, last >= 0 ? a->names[last] : "?");
+        } else if (cut_at && cut_at[i]) {
+            TG_TRY(start_part(g, b, t, a));
         }
-        a->atom_of[i] = last = map[b];
+        a->atom_of[i] = last = a->n - 1;
+        last_block = b;
     }
     for (int i = 0; i < g->n_nodes; i++) /* ops before the first block */
         if (a->atom_of[i] < 0 && needed[i] && is_forward(g->nodes[i]))
@@ -257,6 +281,13 @@ void tg_stage_atoms_free(tg_stage_atoms *a)
 tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scopes,
                                const tg_cost_model *cost, bool accumulate, tg_stage_atoms *a)
 {
+    return tg_stage_atoms_build_cut(g, needed, scopes, NULL, cost, accumulate, a);
+}
+
+tg_status tg_stage_atoms_build_cut(const tg_graph *g, const bool *needed, bool scopes,
+                                   const bool *cut_at, const tg_cost_model *cost, bool accumulate,
+                                   tg_stage_atoms *a)
+{
     memset(a, 0, sizeof *a);
     a->atom_of = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     int *param_atom = tg_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
@@ -271,7 +302,7 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
         a->atom_of[i] = -1;
     a->from_blocks = !scopes && g->n_blocks > 0;
     tg_status s =
-        a->from_blocks ? atoms_from_blocks(g, needed, a) : atoms_from_scopes(g, needed, a);
+        a->from_blocks ? atoms_from_blocks(g, needed, cut_at, a) : atoms_from_scopes(g, needed, a);
     unsigned char *seen = NULL;
     if (s == TG_OK && !(seen = tg_calloc((size_t)g->n_nodes * (size_t)(a->n + 1) + 1, 1)))
         s = tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
@@ -529,13 +560,211 @@ void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *b
             continue;
         }
         for (int x = p->first[k]; x < p->first[k + 1] && used + 1 < cap; x++)
-            used += (size_t)snprintf(buf + used, cap - used, "%s%s",
-                                     x == p->first[k] ? (k ? "|" : "") : ",", a->names[x]);
+            if (!a->part[x] || x == p->first[k]) /* a part goes with its block in the stage */
+                used += (size_t)snprintf(buf + used, cap - used, "%s%s",
+                                         x == p->first[k] ? (k ? "|" : "") : ",", a->names[x]);
     }
 }
 
+/* ---- below the blocks ------------------------------------------------------------ */
+
+/* The ops a spec's "BLOCK:OP" items name: cut_at[op] set, or an error
+ * naming the item that is not an op of its block. */
+tg_status tg_stage_spec_cuts(const tg_graph *g, const bool *needed, const char *spec, bool *cut_at)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, ",|", &save); tok;
+         tok = strtok_r(NULL, ",|", &save)) {
+        char *colon = strchr(tok, ':');
+        while (*tok == ' ')
+            tok++;
+        if (!colon)
+            continue;
+        *colon = '\0';
+        const char *op = colon + 1;
+        int found = -1, block = -1;
+        for (int b = 0; b < g->n_blocks; b++)
+            if (strcmp(g->blocks[b].name, tok) == 0)
+                block = b;
+        for (int i = 0; block >= 0 && found < 0 && i < g->n_nodes; i++)
+            if (needed[i] && is_forward(g->nodes[i]) && g->nodes[i]->block == block &&
+                strcmp(g->nodes[i]->name, op) == 0)
+                found = i;
+        if (block < 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "stages \"%s\": '%s:%s' names block '%s', which the model does not "
+                            "have (BLOCK:OP is the part of a block from one of its ops on)",
+                            spec, tok, op, tok);
+        if (found < 0)
+            return tg_error(TG_ERR_CONFIG,
+                            "stages \"%s\": block '%s' has no forward op '%s' (BLOCK:OP is the "
+                            "part of a block from one of its ops on; `tilegraph compile "
+                            "--stages auto` prints the cuts it finds)",
+                            spec, tok, op);
+        cut_at[found] = true;
+    }
+    return TG_OK;
+}
+
+/* Seconds an atom costs per micro-batch, as stage_eval counts them. */
+static double atom_seconds(const tg_stage_atoms *a, const tg_stage_goal *goal, int x)
+{
+    return a->forward[x] +
+           (goal->training ? a->backward[x] + a->update[x] / goal->micro_batches : 0);
+}
+
+/* The blocks worth cutting into ops: the ones holding the points k/S of
+ * the work (where a balanced boundary would fall) and the ones on either
+ * side of the block plan's boundaries. */
+static void blocks_to_cut(const tg_stage_atoms *a, const tg_stage_goal *goal,
+                          const tg_stage_plan *p, bool *cut_block)
+{
+    double total = 0, sum = 0;
+    for (int x = 0; x < a->n; x++)
+        total += atom_seconds(a, goal, x);
+    for (int x = 0, k = 1; x < a->n; x++) {
+        sum += atom_seconds(a, goal, x);
+        for (; k < goal->n_stages && sum >= total * k / goal->n_stages; k++)
+            cut_block[x] = true;
+    }
+    for (int k = 1; k < p->n_stages; k++)
+        cut_block[p->first[k] - 1] = cut_block[p->first[k]] = true;
+}
+
+/* spanned[i]: a leaf (a weight, an input) is read by forward ops both
+ * before op i and at or after it, so no stage may begin at i (a weight or
+ * input is not shared by two stages). */
+static int *leaf_spans(const tg_graph *g, const bool *needed)
+{
+    int *first = tg_malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    int *span = tg_calloc((size_t)g->n_nodes + 2, sizeof(int));
+    if (!first || !span) {
+        tg_free(first);
+        tg_free(span);
+        return NULL;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        first[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        for (int k = 0; needed[i] && is_forward(t) && k < t->n_in; k++) {
+            const tg_tensor *x = t->in[k];
+            if (x->n_in != 0)
+                continue;
+            if (first[x->id] >= 0 && first[x->id] < i) { /* (first, i] */
+                span[first[x->id] + 1]++;
+                span[i + 1]--;
+            }
+            first[x->id] = first[x->id] < 0 ? i : first[x->id];
+        }
+    }
+    for (int i = 1; i <= g->n_nodes; i++)
+        span[i] += span[i - 1];
+    tg_free(first);
+    return span;
+}
+
+/* cut_at for every forward op but the first of the blocks chosen, the ops
+ * sharing storage (views) staying with the op before them, as do ops a
+ * leaf's readers span; *cut_at NULL when that would pass TG_ATOMS_MAX
+ * atoms. */
+static tg_status op_cuts(const tg_graph *g, const bool *needed, const tg_stage_atoms *a,
+                         const bool *cut_block, bool **out)
+{
+    bool *cut_at = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool));
+    int *spanned = leaf_spans(g, needed), n = a->n;
+    *out = NULL;
+    if (!cut_at || !spanned) {
+        tg_free(cut_at);
+        tg_free(spanned);
+        return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !is_forward(t) || (t->flags & TG_NODE_ALIAS) || a->atom_of[i] < 0 ||
+            !cut_block[a->atom_of[i]] || spanned[i] > 0)
+            continue;
+        cut_at[i] = true;
+        n++;
+    }
+    tg_free(spanned);
+    if (n > TG_ATOMS_MAX)
+        tg_free(cut_at); /* blocks of hundreds of ops: the blocks' split stands */
+    else
+        *out = cut_at;
+    return TG_OK;
+}
+
+tg_status tg_stage_plan_refine(const tg_graph *g, const bool *needed, bool accumulate,
+                               const tg_stage_goal *goal, tg_stage_atoms *atoms,
+                               tg_stage_plan *plan)
+{
+    if (!atoms->from_blocks || goal->n_stages < 2 || !isfinite(plan->objective))
+        return TG_OK;
+    bool cut_block[TG_ATOMS_MAX] = {0}, *cut_at = NULL;
+    blocks_to_cut(atoms, goal, plan, cut_block);
+    TG_TRY(op_cuts(g, needed, atoms, cut_block, &cut_at));
+    if (!cut_at)
+        return TG_OK;
+    tg_stage_atoms *parts = tg_calloc(1, sizeof *parts);
+    tg_stage_plan *better = tg_calloc(1, sizeof *better);
+    tg_status s =
+        parts && better ? TG_OK : tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    if (s == TG_OK)
+        s = tg_stage_atoms_build_cut(g, needed, false, cut_at, &goal->cost, accumulate, parts);
+    if (s == TG_OK)
+        s = tg_stage_plan_best(parts, goal, better);
+    if (s == TG_OK && better->objective < plan->objective * (1 - TG_STAGE_PART_GAIN)) {
+        tg_stage_atoms_free(atoms);
+        *atoms = *parts; /* takes atom_of */
+        *plan = *better;
+        parts->atom_of = NULL;
+    }
+    /* the parts are an option, not a requirement: when they cannot be made
+     * (an op's name too long for an atom, no split of them fits) the
+     * blocks' split stands; running out of memory does not pass */
+    if (s != TG_ERR_NOMEM)
+        s = TG_OK;
+    if (parts)
+        tg_stage_atoms_free(parts);
+    tg_free(parts);
+    tg_free(better);
+    tg_free(cut_at);
+    return s;
+}
+
+tg_status tg_stage_plan_for(const tg_graph *g, const bool *needed, bool scopes, const char *spec,
+                            bool accumulate, const tg_stage_goal *goal, tg_stage_atoms *atoms,
+                            tg_stage_plan *plan)
+{
+    bool automatic = strcmp(spec, "auto") == 0;
+    bool *cut_at = NULL;
+    if (!automatic && !scopes && strchr(spec, ':')) {
+        if (!(cut_at = tg_calloc((size_t)g->n_nodes + 1, sizeof(bool))))
+            return tg_error(TG_ERR_NOMEM, "stages: out of memory");
+        tg_status s = tg_stage_spec_cuts(g, needed, spec, cut_at);
+        if (s != TG_OK) {
+            tg_free(cut_at);
+            return s;
+        }
+    }
+    tg_status s =
+        tg_stage_atoms_build_cut(g, needed, scopes, cut_at, &goal->cost, accumulate, atoms);
+    tg_free(cut_at);
+    if (s == TG_OK)
+        s = automatic ? tg_stage_plan_best(atoms, goal, plan)
+                      : tg_stage_plan_parse(atoms, goal, spec, plan);
+    if (s == TG_OK && automatic)
+        s = tg_stage_plan_refine(g, needed, accumulate, goal, atoms, plan);
+    if (s != TG_OK)
+        tg_stage_atoms_free(atoms);
+    return s;
+}
+
 tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages, bool scopes,
-                             tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan)
+                             const char *spec, tg_stage_atoms *atoms, tg_stage_goal *goal,
+                             tg_stage_plan *plan)
 {
     memset(atoms, 0, sizeof *atoms);
     int *order = NULL, n_order = 0;
@@ -555,13 +784,9 @@ tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages
     if (s == TG_OK)
         s = tg_cost_model_time_kernels(&goal->cost, g, needed);
     if (s == TG_OK)
-        s = tg_stage_atoms_build(g, needed, scopes, &goal->cost, accumulate, atoms);
-    if (s == TG_OK)
-        s = tg_stage_plan_best(atoms, goal, plan);
-    if (s != TG_OK) {
-        tg_stage_atoms_free(atoms);
+        s = tg_stage_plan_for(g, needed, scopes, spec, accumulate, goal, atoms, plan);
+    if (s != TG_OK)
         tg_cost_model_free(&goal->cost);
-    }
     tg_free(order);
     tg_free(needed);
     return s;

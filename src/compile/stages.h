@@ -44,6 +44,9 @@ typedef struct tg_stage_atoms {
      * the weights (once; their accumulators are as many again) and the
      * optimizer state */
     double params[TG_ATOMS_MAX], state[TG_ATOMS_MAX];
+    /* the atom is a part of the block of the atom before it, cut at an op
+     * ("B2:layer2/relu", named by its block and first op) */
+    bool part[TG_ATOMS_MAX];
     int *atom_of; /* per node: atom of a forward node, else -1 (owned) */
 } tg_stage_atoms;
 
@@ -75,6 +78,13 @@ tg_status tg_stage_atoms_build(const tg_graph *g, const bool *needed, bool scope
                                const tg_cost_model *cost, bool accumulate, tg_stage_atoms *out);
 void tg_stage_atoms_free(tg_stage_atoms *a);
 
+/* The same, with blocks cut into parts: a forward op i with cut_at[i] (not
+ * the first of its block) begins a part of its block, an atom of its own
+ * named "BLOCK:OP". cut_at may be NULL; it is ignored for scopes. */
+tg_status tg_stage_atoms_build_cut(const tg_graph *g, const bool *needed, bool scopes,
+                                   const bool *cut_at, const tg_cost_model *cost, bool accumulate,
+                                   tg_stage_atoms *out);
+
 /* The goal for n_stages under the config (schedule, accumulation,
  * capacity: memoryPerDevice, or the tiles' memory on a tiled target). */
 tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg_stage_goal *out);
@@ -99,12 +109,37 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
  * points "layer2.0,layer4.0" for scopes. */
 void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *buf, size_t cap);
 
-/* Everything `--stages auto` needs from a graph and the config, in one call:
- * the schedule's needed nodes, atoms, goal (its cost model with the
- * program's kernels timed) and the best plan over n_stages. The atoms and
+/* Below the blocks: when the best split of block atoms leaves the stages
+ * unbalanced, the blocks where a balanced boundary would fall (and those
+ * beside the split's boundaries) are cut into their ops (views stay with
+ * the op before them), and the best split of those finer atoms replaces
+ * the blocks' when the cost model predicts it TG_STAGE_PART_GAIN faster
+ * (copies between the stages included). Stages may then begin inside a
+ * block: "B1,B2|B2:layer2/relu,B3,B4". Nothing changes for scopes, one
+ * stage, or blocks of more ops than TG_ATOMS_MAX atoms hold. */
+#define TG_STAGE_PART_GAIN 0.02
+tg_status tg_stage_plan_refine(const tg_graph *g, const bool *needed, bool accumulate,
+                               const tg_stage_goal *goal, tg_stage_atoms *atoms,
+                               tg_stage_plan *plan);
+
+/* The ops a spec's "BLOCK:OP" items name (cut_at[op] set); an error names
+ * an item whose block or op the model does not have. */
+tg_status tg_stage_spec_cuts(const tg_graph *g, const bool *needed, const char *spec, bool *cut_at);
+
+/* Atoms and plan for spec: "auto" (the best split, refined below the
+ * blocks), else a user's split, whose BLOCK:OP items cut their blocks.
+ * The atoms own memory (tg_stage_atoms_free); on error none is left. */
+tg_status tg_stage_plan_for(const tg_graph *g, const bool *needed, bool scopes, const char *spec,
+                            bool accumulate, const tg_stage_goal *goal, tg_stage_atoms *atoms,
+                            tg_stage_plan *plan);
+
+/* Everything placement needs from a graph and the config, in one call: the
+ * schedule's needed nodes, the goal (its cost model with the program's
+ * kernels timed) and tg_stage_plan_for(spec) over n_stages. The atoms and
  * the goal's cost model own memory: tg_stage_atoms_free and
  * tg_cost_model_free(&goal->cost). */
 tg_status tg_stage_plan_auto(const tg_graph *g, const tg_config *c, int n_stages, bool scopes,
-                             tg_stage_atoms *atoms, tg_stage_goal *goal, tg_stage_plan *plan);
+                             const char *spec, tg_stage_atoms *atoms, tg_stage_goal *goal,
+                             tg_stage_plan *plan);
 
 #endif

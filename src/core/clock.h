@@ -8,4 +8,10 @@
 /* Seconds since an arbitrary fixed point (boot), monotonic. */
 double tg_clock_seconds(void);
 
+/* CPU seconds the calling thread has run (CLOCK_THREAD_CPUTIME_ID): time
+ * off the CPU (another process running, a sleep) is not counted, so a
+ * single-threaded kernel timed on it reads the same on a loaded machine
+ * as on an idle one. */
+double tg_clock_thread_seconds(void);
+
 #endif

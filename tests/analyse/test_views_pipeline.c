@@ -129,6 +129,26 @@ static void test_slot_waits(void)
                  0) == 0);
 }
 
+/* The view names the split --stages auto chose, as --stages takes it back
+ * (from the profile's stages_auto; at micro-batch 4 the cost model begins
+ * the second stage inside B2, "B1,B2|B2:layer2/maxpool2d,B3,B4"). */
+static void test_names_the_automatic_split(void)
+{
+    snprintf(db, sizeof db, "%s/cpu/training/profile.sqlite", tmpdir);
+    char args[700];
+    snprintf(args, sizeof args, "analyse %s pipeline --json", db);
+    tg_arena *arena = tg_arena_create(1 << 20);
+    const tg_json *root = tg_cli_json(tmpdir, arena, args, __FILE__, __LINE__);
+    const tg_json *notes = root ? tg_json_get(root, "notes") : NULL;
+    bool named = false;
+    for (size_t i = 0; notes && i < notes->count; i++)
+        named |= notes->items[i]->string &&
+                 strstr(notes->items[i]->string, "--stages auto chose: \"B1") != NULL &&
+                 strchr(notes->items[i]->string, '|') != NULL;
+    TG_CHECK(named);
+    tg_arena_destroy(arena);
+}
+
 static void test_parts_add_up(void)
 {
     char path[600];
@@ -165,6 +185,7 @@ int main(void)
     }
     TG_RUN(test_parts_add_up);
     TG_RUN(test_slot_waits);
+    TG_RUN(test_names_the_automatic_split);
     tg_test_remove_dir(tmpdir);
     return tg_test_finish();
 }

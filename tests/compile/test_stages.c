@@ -67,7 +67,7 @@ static tg_status plan_auto(const tg_graph *g, const tg_options *o, int n_stages,
 {
     tg_config c;
     TG_TRY(tg_config_read(o, &c));
-    tg_status s = tg_stage_plan_auto(g, &c, n_stages, scopes, atoms, goal, plan);
+    tg_status s = tg_stage_plan_auto(g, &c, n_stages, scopes, "auto", atoms, goal, plan);
     tg_config_free(&c);
     return s;
 }
@@ -227,6 +227,15 @@ static void test_blocks_and_errors(void)
     tg_model_graph_destroy(&mg);
 }
 
+/* The backward pass and SGD's updates after a test graph's loss. */
+static void train_with_sgd(tg_graph *g, tg_tensor *loss)
+{
+    tg_tensor_mark_output(loss);
+    TG_CHECK_OK(tg_graph_backward(g, loss));
+    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
+    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+}
+
 /* Three blocks of a small MLP: what each atom holds and what crosses each
  * boundary, against the graph itself. */
 static void test_atom_bytes_and_costs(void)
@@ -242,16 +251,20 @@ static void test_atom_bytes_and_costs(void)
     tg_tensor *out = tg_nn_linear(g, h2, "l3", 32, 10, true);
     tg_tensor *loss = tg_cross_entropy(g, out, labels);
     tg_block_end(g);
-    tg_tensor_mark_output(loss);
-    TG_CHECK_OK(tg_graph_backward(g, loss));
-    tg_optimizer opt = tg_optimizer_sgd(0.1f, 0.0f);
-    TG_CHECK_OK(tg_graph_add_optimizer(g, &opt));
+    train_with_sgd(g, loss);
     tg_options *o = options(3, "pipelined", "cpu");
     TG_CHECK_OK(tg_options_set(o, "split", ""));
     tg_stage_atoms a;
     tg_stage_goal goal;
     tg_stage_plan plan;
     TG_CHECK_OK(plan_auto(g, o, 3, false, &a, &goal, &plan));
+    tg_stage_atoms_free(&a); /* may hold parts of blocks: the blocks alone */
+    bool needed[64];
+    TG_CHECK(g->n_nodes <= 64);
+    for (int i = 0; i < g->n_nodes && i < 64; i++)
+        needed[i] = true;
+    TG_CHECK_OK(tg_stage_atoms_build(g, needed, false, &goal.cost, true, &a));
+    TG_CHECK_OK(tg_stage_plan_best(&a, &goal, &plan));
     TG_CHECK(a.n == 3 && a.from_blocks && strcmp(a.names[1], "B2") == 0);
     /* one [8, 32] activation crosses each boundary; nothing after the last */
     TG_CHECK_NEAR(a.cut[0], 8 * 32 * 4, 0);
@@ -286,6 +299,127 @@ static void test_atom_bytes_and_costs(void)
     TG_CHECK(plan.first[0] == 0 && plan.first[1] == 1 && plan.first[2] == 2);
     (void)h2;
     tg_stage_atoms_free(&a);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+/* Block A, one small linear layer, then block B, four larger ones; with
+ * *mask, an input B adds after its first and its third layer. */
+static tg_graph *light_then_heavy(tg_tensor **mask)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(8, 16));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(8));
+    tg_tensor *m = mask ? (*mask = tg_input(g, "mask", TG_F32, tg_shape2(8, 256))) : NULL;
+    tg_block_begin(g, "A");
+    tg_tensor *h = tg_relu(g, tg_nn_linear(g, x, "l1", 16, 32, true));
+    tg_block_begin(g, "B");
+    h = tg_nn_linear(g, h, "l2", 32, 256, true);
+    h = m ? tg_add(g, h, m) : tg_relu(g, h);
+    h = tg_relu(g, tg_nn_linear(g, h, "l3", 256, 256, true));
+    h = tg_nn_linear(g, h, "l4", 256, 256, true);
+    h = m ? tg_add(g, h, m) : tg_relu(g, h);
+    tg_tensor *loss = tg_cross_entropy(g, tg_nn_linear(g, h, "l5", 256, 10, true), labels);
+    tg_block_end(g);
+    train_with_sgd(g, loss);
+    return g;
+}
+
+/* Automatic stages over 2 devices, pipelined. */
+static tg_options *auto_over_2(void)
+{
+    tg_options *o = options(2, "pipelined", "cpu");
+    TG_CHECK_OK(tg_options_set(o, "split", ""));
+    TG_CHECK_OK(tg_options_set(o, "stages", "auto"));
+    return o;
+}
+
+/* A light block and a heavy one over 2 devices: no block boundary balances
+ * them, so the split begins the second stage inside the heavy block
+ * ("A,B|B:OP,..."), predicted faster than the blocks' split; the spec reads
+ * back, compiles to the ops' devices, and names what is wrong in a bad one. */
+static void test_stages_inside_a_block(void)
+{
+    tg_graph *g = light_then_heavy(NULL);
+    tg_options *o = auto_over_2();
+    tg_stage_atoms a, blocks;
+    tg_stage_goal goal;
+    tg_stage_plan plan, by_blocks;
+    TG_CHECK_OK(plan_auto(g, o, 2, false, &a, &goal, &plan));
+    TG_CHECK(a.from_blocks && a.n > 2 && a.part[plan.first[1]]);
+    /* the blocks alone: A|B, predicted slower */
+    bool *needed = calloc((size_t)g->n_nodes, sizeof(bool));
+    for (int i = 0; i < g->n_nodes; i++)
+        needed[i] = true;
+    TG_CHECK_OK(tg_stage_atoms_build(g, needed, false, &goal.cost, true, &blocks));
+    TG_CHECK_OK(tg_stage_plan_best(&blocks, &goal, &by_blocks));
+    TG_CHECK(blocks.n == 2 && by_blocks.first[1] == 1);
+    TG_CHECK(plan.objective < by_blocks.objective * (1 - TG_STAGE_PART_GAIN));
+    /* the parts divide the blocks' costs: nothing lost or counted twice */
+    double fa = 0, fb = blocks.forward[0] + blocks.forward[1];
+    double ba = 0, bb = blocks.backward[0] + blocks.backward[1];
+    for (int k = 0; k < a.n; k++)
+        fa += a.forward[k], ba += a.backward[k];
+    TG_CHECK_NEAR(fa, fb, 1e-15);
+    TG_CHECK_NEAR(ba, bb, 1e-15);
+    tg_split_prediction best, again;
+    TG_CHECK_OK(tg_predict_split(g, o, 2, "auto", &best));
+    TG_CHECK(best.blocks && strncmp(best.spec, "A,B|B:", 6) == 0);
+    TG_CHECK_OK(tg_predict_split(g, o, 2, best.spec, &again));
+    TG_CHECK(strcmp(best.spec, again.spec) == 0);
+    TG_CHECK_NEAR(again.step_seconds, best.step_seconds, 1e-12);
+    /* compiled as predicted: the op the stage begins at on device 1, the
+     * block's first weight on device 0 */
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    if (p) {
+        TG_CHECK(p->n_devices == 2 && strcmp(p->auto_stages, best.spec) == 0);
+        const tg_tensor *first = tg_graph_find(g, strchr(best.spec, ':') + 1);
+        TG_CHECK(first && p->device_of[first->id] == 1);
+        TG_CHECK(p->device_of[tg_graph_find(g, "l2/weight")->id] == 0);
+    }
+    tg_program_destroy(p);
+    TG_CHECK(tg_predict_split(g, o, 2, "A,B|B:nope", &again) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "block 'B' has no forward op 'nope'") != NULL);
+    TG_CHECK(tg_predict_split(g, o, 2, "A,B|C:l3", &again) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "block 'C'") != NULL);
+    free(needed);
+    tg_stage_atoms_free(&blocks);
+    tg_stage_atoms_free(&a);
+    tg_cost_model_free(&goal.cost);
+    tg_options_destroy(o);
+    tg_graph_destroy(g);
+}
+
+/* An input read at both ends of the heavy block (as each layer of the
+ * encoder reads its mask): no stage begins between its readers, since a
+ * stage cannot read an input another reads, and the split compiles. */
+static void test_no_cut_between_a_leafs_readers(void)
+{
+    tg_tensor *mask = NULL;
+    tg_graph *g = light_then_heavy(&mask);
+    tg_options *o = auto_over_2();
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plan;
+    TG_CHECK_OK(plan_auto(g, o, 2, false, &a, &goal, &plan));
+    int readers[2] = {-1, -1}; /* the two adds reading the mask */
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++)
+            if (g->nodes[i]->in[k] == mask && !(g->nodes[i]->flags & TG_NODE_BACKWARD))
+                readers[readers[0] < 0 ? 0 : 1] = i;
+    TG_CHECK(readers[0] >= 0 && readers[1] > readers[0]);
+    if (readers[1] > 0)
+        TG_CHECK(a.atom_of[readers[0]] == a.atom_of[readers[1]] ||
+                 (a.atom_of[readers[0]] >= plan.first[1]) ==
+                     (a.atom_of[readers[1]] >= plan.first[1]));
+    tg_program *p = NULL;
+    TG_CHECK_OK(tg_program_compile(g, o, &p));
+    if (p)
+        TG_CHECK(p->device_of[readers[0]] == p->device_of[readers[1]]);
+    tg_program_destroy(p);
+    tg_stage_atoms_free(&a);
+    tg_cost_model_free(&goal.cost);
     tg_options_destroy(o);
     tg_graph_destroy(g);
 }
@@ -350,6 +484,8 @@ int main(void)
     TG_RUN(test_specs_round_trip);
     TG_RUN(test_blocks_and_errors);
     TG_RUN(test_atom_bytes_and_costs);
+    TG_RUN(test_stages_inside_a_block);
+    TG_RUN(test_no_cut_between_a_leafs_readers);
     TG_RUN(test_scopes_below_containers);
     return tg_test_finish();
 }

@@ -5,6 +5,7 @@
 
 #include "core/alloc.h"
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/rng.h"
@@ -12,6 +13,7 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 static void test_allocator_counts_and_fails_on_request(void)
 {
@@ -129,6 +131,23 @@ static void test_error_set_for_callers(void)
     tg_error_clear();
 }
 
+/* The thread's CPU clock (what the cost model times one-thread kernels on)
+ * does not count time off the CPU: 50 ms asleep add (next to) nothing,
+ * while the monotonic clock counts them all; work does count. */
+static void test_thread_clock_leaves_out_time_off_the_cpu(void)
+{
+    double c0 = tg_clock_thread_seconds(), w0 = tg_clock_seconds();
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    double asleep = tg_clock_thread_seconds() - c0, wall = tg_clock_seconds() - w0;
+    TG_CHECK(wall >= 0.049);
+    TG_CHECK(asleep < 0.02);
+    volatile double x = 0;
+    double c1 = tg_clock_thread_seconds();
+    for (int i = 0; i < 20 * 1000 * 1000; i++)
+        x += 1e-9 * i;
+    TG_CHECK(tg_clock_thread_seconds() > c1);
+}
+
 static void test_options(void)
 {
     tg_options *o = tg_options_create();
@@ -175,5 +194,6 @@ int main(void)
     TG_RUN(test_status_and_messages);
     TG_RUN(test_error_set_for_callers);
     TG_RUN(test_options);
+    TG_RUN(test_thread_clock_leaves_out_time_off_the_cpu);
     return tg_test_finish();
 }

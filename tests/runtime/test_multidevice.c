@@ -135,6 +135,44 @@ static void test_pipelined_matches_accumulation_on_one_device(void)
     destroy(&one);
 }
 
+/* Stages that begin inside a block ("B2:layer2/maxpool2d": block B2 from its
+ * max-pool on, as --stages auto may choose): pipelined and sharded give the
+ * weights one device gives, to the bit, and the block's ops really are on
+ * two devices. */
+static void test_stages_inside_a_block_are_bit_identical(void)
+{
+    static const char *strategies[] = {"pipelined", "sharded"};
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    trainer one;
+    TG_CHECK_OK(
+        make(&one, BATCH, &opt, (const char *[]){"Training.gradientAccumulation", "6", NULL}));
+    if (one.s)
+        train(&one, 2);
+    for (int k = 0; k < 2 && one.s; k++) {
+        trainer two;
+        TG_CHECK_OK(make(&two, BATCH, &opt,
+                         (const char *[]){"executionStrategy", strategies[k], "stages",
+                                          "B1,B2|B2:layer2/maxpool2d,B3,B4",
+                                          "Training.gradientAccumulation", "6", NULL}));
+        if (two.s) {
+            const tg_program *p = tg_session_program(two.s);
+            const tg_tensor *pool = tg_graph_find(two.mg.graph, "layer2/maxpool2d");
+            const tg_tensor *conv = tg_graph_find(two.mg.graph, "layer2/conv/weight");
+            TG_CHECK(p->n_devices == 2 && pool && conv);
+            TG_CHECK(pool && p->device_of[pool->id] == 1);
+            TG_CHECK(conv && p->device_of[conv->id] == 0);
+            train(&two, 2);
+            bool same;
+            double diff = max_param_diff(&one, &two, &same);
+            if (!same)
+                tg_test_fail(__FILE__, __LINE__, "%s: weights differ (max %.3g)", strategies[k],
+                             diff);
+        }
+        destroy(&two);
+    }
+    destroy(&one);
+}
+
 /* zb-h1 and zb-h2 run each backward as B (input gradient) then W (weight
  * gradient): on 2 and 4 devices, with SGD and AdamW, a few updates give
  * the weights 1f1b gives to the bit, the backward is really split (a later
@@ -411,6 +449,7 @@ int main(void)
     TG_RUN(test_sharded_is_bit_identical_to_one_device);
     TG_RUN(test_pipelined_matches_accumulation_on_one_device);
     TG_RUN(test_zero_bubble_is_bit_identical_to_1f1b);
+    TG_RUN(test_stages_inside_a_block_are_bit_identical);
     TG_RUN(test_replicas_match_a_larger_batch_and_stay_identical);
     TG_RUN(test_device_iterations_equal_separate_runs);
     TG_RUN(test_output_modes);
