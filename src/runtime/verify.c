@@ -19,7 +19,7 @@
 #include "graph/optim_params.h"
 #include "ops/norm.h"
 #include "ops/op.h"
-#include "runtime/interp.h"
+#include "runtime/verify_ref.h"
 #include "runtime/session_state.h"
 
 #include <math.h>
@@ -44,15 +44,19 @@ struct tg_verify {
     bool capturing; /* the current run is */
     int n;          /* nodes */
     int n_mb;       /* micro-batches kept: those of replica 0's first iteration */
-    int cur_mb;     /* the one fast, captured and before's inputs show */
+    int cur_mb;     /* the one fast and captured show */
     float **fast;   /* per node: the program's value of micro-batch cur_mb (f32, NCHW) */
     unsigned char *captured;
     float ***fast_mb; /* per micro-batch: its fast */
     unsigned char **captured_mb;
-    double ***inputs_mb;           /* per micro-batch, per input node: what it streamed */
+    void ***inputs_mb;             /* per micro-batch, per input node: what it streamed */
     int *alias_first, *alias_next; /* per root buffer's node: its views, chained */
-    double **before;               /* per leaf: its value as the run began (inputs: cur_mb's) */
-    float **after;                 /* per mutated leaf: its value after the run, as read */
+    /* per value leaf (weights, state, constants): its value as the run began,
+     * as stored (raw_dt), or `seeded`: the loss scale the engine writes. Kept
+     * in its own type, not in double: BERT-large's weights are 1.3 GB so. */
+    void **before;
+    tg_dtype *raw_dt; /* per leaf: the type of before's or inputs_mb's bytes */
+    unsigned char *seeded;
     int64_t step;
     float loss_scale;
     tg_verify_report *report;
@@ -76,11 +80,8 @@ static void free_values(tg_verify *v)
         for (int i = 0; i < v->n; i++) {
             if (v->fast_mb && v->fast_mb[m])
                 tg_free(v->fast_mb[m][i]);
-            if (v->inputs_mb && v->inputs_mb[m]) {
-                if (v->before && v->before[i] == v->inputs_mb[m][i])
-                    v->before[i] = NULL; /* borrowed */
+            if (v->inputs_mb && v->inputs_mb[m])
                 tg_free(v->inputs_mb[m][i]);
-            }
         }
         if (v->fast_mb)
             tg_free(v->fast_mb[m]);
@@ -89,20 +90,18 @@ static void free_values(tg_verify *v)
         if (v->inputs_mb)
             tg_free(v->inputs_mb[m]);
     }
-    for (int i = 0; i < v->n; i++) {
-        if (v->before)
-            tg_free(v->before[i]);
-        if (v->after)
-            tg_free(v->after[i]);
-    }
+    for (int i = 0; v->before && i < v->n; i++)
+        tg_free(v->before[i]);
     tg_free(v->fast_mb);
     tg_free(v->captured_mb);
     tg_free(v->inputs_mb);
     tg_free(v->before);
-    tg_free(v->after);
+    tg_free(v->raw_dt);
+    tg_free(v->seeded);
     tg_free(v->alias_first);
     tg_free(v->alias_next);
-    v->fast = v->after = NULL, v->before = NULL, v->captured = NULL;
+    v->fast = NULL, v->before = NULL, v->captured = NULL;
+    v->raw_dt = NULL, v->seeded = NULL;
     v->fast_mb = NULL, v->captured_mb = NULL, v->inputs_mb = NULL;
     v->alias_first = v->alias_next = NULL;
     v->n_mb = v->cur_mb = 0;
@@ -114,9 +113,6 @@ static void select_mb(tg_verify *v, int m)
     v->cur_mb = m;
     v->fast = v->fast_mb[m];
     v->captured = v->captured_mb[m];
-    for (int i = 0; i < v->n; i++)
-        if (v->inputs_mb[0][i])
-            v->before[i] = v->inputs_mb[m][i];
 }
 
 static void free_report(tg_verify_report *r)
@@ -248,15 +244,16 @@ static tg_status keep_inputs(tg_session *s, tg_verify *v, const tg_tensor *t)
     const tg_program *p = s->program;
     int64_t n = tg_numel(t);
     tg_dtype dt = tg_session_storage_dtype(s, t);
+    size_t bytes = (size_t)n * tg_dtype_size(dt);
+    v->raw_dt[t->id] = dt;
     for (int m = 0; m < v->n_mb; m++) {
-        double *d = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+        unsigned char *d = tg_calloc(bytes ? bytes : 1, 1);
         if (!(v->inputs_mb[m][t->id] = d))
             return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
         int64_t h = p->training ? m : (int64_t)m * p->replicas;
         if (s->host_in[t->id])
-            to_double(s->host_in[t->id] + (size_t)(h * n) * tg_dtype_size(dt), dt, d, n);
+            memcpy(d, s->host_in[t->id] + (size_t)h * bytes, bytes);
     }
-    v->before[t->id] = v->inputs_mb[0][t->id];
     return TG_OK;
 }
 
@@ -274,25 +271,20 @@ static tg_status keep_leaves(tg_session *s, tg_verify *v)
             TG_TRY(keep_inputs(s, v, t));
             continue;
         }
-        if (!(v->before[i] = tg_malloc((size_t)(n ? n : 1) * sizeof(double))))
-            return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
         if ((t->flags & TG_NODE_LOSS_SEED) && s->seed_buffer >= 0) {
             /* the engine writes the run's loss scale here as the run begins:
              * the reference's backward pass is scaled as the program's is */
-            for (int64_t k = 0; k < n; k++)
-                v->before[i][k] = v->loss_scale;
+            v->seeded[i] = 1;
             continue;
         }
-        void *tmp = tg_malloc((size_t)(n ? n : 1) * tg_dtype_size(t->dtype));
-        tg_status st = tmp ? tg_session_read(s, t, tmp, tg_nbytes(t))
-                           : tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
-        if (st == TG_OK)
-            to_double(tmp, t->dtype, v->before[i], n);
-        tg_free(tmp);
-        if (st != TG_OK) {
-            tg_free(v->before[i]);
-            v->before[i] = NULL;
-        }
+        void *raw = tg_malloc((size_t)(n ? n : 1) * tg_dtype_size(t->dtype));
+        if (!raw)
+            return tg_error(TG_ERR_NOMEM, "verify: out of memory for '%s'", t->name);
+        v->raw_dt[i] = t->dtype;
+        if (tg_session_read(s, t, raw, tg_nbytes(t)) == TG_OK)
+            v->before[i] = raw;
+        else
+            tg_free(raw);
     }
     return TG_OK;
 }
@@ -303,23 +295,24 @@ static tg_status make_buffers(tg_session *s, tg_verify *v)
     int n = v->n = g->n_nodes, mbs = s->program->micro_batches > 0 ? s->program->micro_batches : 1;
     v->fast_mb = tg_calloc((size_t)mbs, sizeof(float **));
     v->captured_mb = tg_calloc((size_t)mbs, sizeof(unsigned char *));
-    v->inputs_mb = tg_calloc((size_t)mbs, sizeof(double **));
+    v->inputs_mb = tg_calloc((size_t)mbs, sizeof(void **));
     if (!v->fast_mb || !v->captured_mb || !v->inputs_mb)
         return tg_error(TG_ERR_NOMEM, "verify: out of memory");
     v->n_mb = mbs;
     for (int m = 0; m < mbs; m++) {
         v->fast_mb[m] = tg_calloc((size_t)n + 1, sizeof(float *));
         v->captured_mb[m] = tg_calloc((size_t)n + 1, 1);
-        v->inputs_mb[m] = tg_calloc((size_t)n + 1, sizeof(double *));
+        v->inputs_mb[m] = tg_calloc((size_t)n + 1, sizeof(void *));
         if (!v->fast_mb[m] || !v->captured_mb[m] || !v->inputs_mb[m])
             return tg_error(TG_ERR_NOMEM, "verify: out of memory");
     }
     v->fast = v->fast_mb[0], v->captured = v->captured_mb[0];
-    v->before = tg_calloc((size_t)n + 1, sizeof(double *));
-    v->after = tg_calloc((size_t)n + 1, sizeof(float *));
+    v->before = tg_calloc((size_t)n + 1, sizeof(void *));
+    v->raw_dt = tg_calloc((size_t)n + 1, sizeof(tg_dtype));
+    v->seeded = tg_calloc((size_t)n + 1, 1);
     v->alias_first = tg_malloc(((size_t)n + 1) * sizeof(int));
     v->alias_next = tg_malloc(((size_t)n + 1) * sizeof(int));
-    if (!v->before || !v->after || !v->alias_first || !v->alias_next)
+    if (!v->before || !v->raw_dt || !v->seeded || !v->alias_first || !v->alias_next)
         return tg_error(TG_ERR_NOMEM, "verify: out of memory");
     for (int i = 0; i < n; i++)
         v->alias_first[i] = v->alias_next[i] = -1;
@@ -438,15 +431,64 @@ static double relative(double abs, double magnitude)
     return magnitude > 0 ? abs / magnitude : (abs > 0 ? INFINITY : 0);
 }
 
+/* Scratch doubles of one node's check, grown as needed and given back after
+ * a node that needed many (a 30522 x 1024 embedding's are 250 MB each). */
+typedef struct scratch {
+    double *p;
+    int64_t n;
+} scratch;
+
+enum { SCRATCH_KEEP = 1 << 21 }; /* doubles (16 MiB) kept from one node to the next */
+
+static double *scratch_get(scratch *b, int64_t n)
+{
+    n = n > 0 ? n : 1;
+    if (n > b->n) {
+        double *p = tg_realloc(b->p, (size_t)n * sizeof(double));
+        if (!p)
+            return NULL;
+        b->p = p, b->n = n;
+    }
+    return b->p;
+}
+
+static void scratch_trim(scratch *b, int64_t keep)
+{
+    if (b->n > keep) {
+        tg_free(b->p);
+        b->p = NULL, b->n = 0;
+    }
+}
+
+/* A sum of drifts: the largest difference over a set of tensors relative
+ * to the largest reference value among them all (a gradient that is zero
+ * in the reference, such as a bias in front of a batch norm, does not make
+ * it infinite). */
+typedef struct drift_sum {
+    double max_abs, magnitude;
+    bool nonfinite, any;
+} drift_sum;
+
 typedef struct check_ctx {
     tg_session *s;
     tg_verify *v;
-    tg_interp *ip;     /* the reference run of the whole graph, or NULL */
+    tg_verify_report *r;
     bool single;       /* one micro-batch of one replica per run: updates are comparable */
     bool skipped;      /* the run's update was skipped: a gradient overflowed (loss scaling) */
-    double *ref;       /* scratch for one node's reference */
-    double *moved_out; /* and for it on inputs moved by a rounding */
-    double *in_tmp[TG_MAX_INPUTS], *moved[TG_MAX_INPUTS];
+    bool reference;    /* the whole graph runs in the reference (drift, end to end) */
+    scratch ref;       /* one node's reference */
+    scratch moved_out; /* and it on inputs moved by a rounding */
+    scratch in_tmp[TG_MAX_INPUTS], moved[TG_MAX_INPUTS];
+    float *after_tmp; /* a leaf after the run, as read */
+    int64_t after_n;
+    /* the micro-batch in view: its rows by node (appended in graph order at
+     * its end) and its end-to-end sums */
+    tg_verify_row *rows;
+    unsigned char *has_row;
+    drift_sum loss, outputs, gradients, weights;
+    /* per position of the reference's order: the captures whose last
+     * reader it is (freed there), chained */
+    int *fast_first, *fast_next;
 } check_ctx;
 
 /* The random ops' stream of the micro-batch in view (engine_passes.c's):
@@ -462,21 +504,63 @@ static tg_dtype stored_type(const check_ctx *cx, const tg_tensor *t)
     return cx->s->program->storage[storage_root(t)->id];
 }
 
+/* Leaf t as the run began (inputs: the micro-batch in view's) into out;
+ * false when it was not kept. */
+static bool leaf_double(const check_ctx *cx, const tg_tensor *t, double *out)
+{
+    const tg_verify *v = cx->v;
+    int64_t n = tg_numel(t);
+    if (v->seeded[t->id]) {
+        for (int64_t k = 0; k < n; k++)
+            out[k] = v->loss_scale;
+        return true;
+    }
+    const void *raw = t->op == TG_OP_INPUT ? v->inputs_mb[v->cur_mb][t->id] : v->before[t->id];
+    if (!raw)
+        return false;
+    to_double(raw, v->raw_dt[t->id], out, n);
+    return true;
+}
+
+static bool leaf_hook(void *ctx, const tg_tensor *t, double *out)
+{
+    return leaf_double(ctx, t, out);
+}
+
+/* Input x of a node, slot k: what the program used, in double (in the slot's
+ * scratch); NULL when it was not kept. */
 static const double *input_value(check_ctx *cx, const tg_tensor *x, int k)
 {
     tg_verify *v = cx->v;
-    if (x->n_in == 0)
-        return v->before[x->id];
-    if (!v->captured[x->id])
+    if (x->n_in > 0 && !v->captured[x->id])
         return NULL;
     int64_t n = tg_numel(x);
-    double *d = tg_realloc(cx->in_tmp[k], (size_t)(n ? n : 1) * sizeof(double));
+    double *d = scratch_get(&cx->in_tmp[k], n);
     if (!d)
         return NULL;
-    cx->in_tmp[k] = d;
+    if (x->n_in == 0)
+        return leaf_double(cx, x, d) ? d : NULL;
     for (int64_t i = 0; i < n; i++)
         d[i] = v->fast[x->id][i];
     return d;
+}
+
+/* Leaf w after the run, as read from the session (f32 value leaves only);
+ * NULL otherwise. */
+static const float *after_value(check_ctx *cx, const tg_tensor *w)
+{
+    if (!is_value_leaf(w) || w->dtype != TG_F32)
+        return NULL;
+    int64_t n = tg_numel(w) ? tg_numel(w) : 1;
+    if (n > cx->after_n) {
+        float *p = tg_realloc(cx->after_tmp, (size_t)n * sizeof(float));
+        if (!p)
+            return NULL;
+        cx->after_tmp = p, cx->after_n = n;
+    }
+    if (tg_session_read(cx->s, w, cx->after_tmp, (size_t)tg_numel(w) * sizeof(float)) != TG_OK)
+        return NULL;
+    return cx->after_tmp;
 }
 
 /* The reduction length: the op's FLOPs per output element (at least 1). */
@@ -518,8 +602,8 @@ static double tolerance_of(const check_ctx *cx, const tg_tensor *t, double magni
 
 /* The reference's largest change when each float input element moves by
  * 2^-24 of itself, up or down at random: the error its conditioning alone
- * gives an f32 computation. */
-static double sensitivity_of(check_ctx *cx, const tg_tensor *t, tg_ref_args a)
+ * gives an f32 computation. `ref` is the reference on the unmoved inputs. */
+static double sensitivity_of(check_ctx *cx, const tg_tensor *t, tg_ref_args a, const double *ref)
 {
     if (t->flags & TG_NODE_ALIAS)
         return 0;
@@ -527,10 +611,9 @@ static double sensitivity_of(check_ctx *cx, const tg_tensor *t, tg_ref_args a)
         int64_t n = tg_numel(t->in[k]);
         if (t->in[k]->dtype == TG_I32 || t->in[k]->dtype == TG_U8)
             continue;
-        double *d = tg_realloc(cx->moved[k], (size_t)(n ? n : 1) * sizeof(double));
+        double *d = scratch_get(&cx->moved[k], n);
         if (!d)
             return 0;
-        cx->moved[k] = d;
         uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
         for (int64_t i = 0; i < n; i++) {
             h ^= h >> 12, h ^= h << 25, h ^= h >> 27;
@@ -538,11 +621,12 @@ static double sensitivity_of(check_ctx *cx, const tg_tensor *t, tg_ref_args a)
         }
         a.in[k] = d;
     }
-    a.out = cx->moved_out;
+    if (!(a.out = scratch_get(&cx->moved_out, tg_numel(t))))
+        return 0;
     tg_op_get(t->op)->reference(&a);
     double worst = 0;
     for (int64_t i = 0; i < tg_numel(t); i++) {
-        double d = fabs(a.out[i] - cx->ref[i]);
+        double d = fabs(a.out[i] - ref[i]);
         if (isfinite(d) && d > worst)
             worst = d;
     }
@@ -557,36 +641,43 @@ static void set_skip(tg_verify_row *row, const char *why)
 
 /* The last node a fused convolution computes (compile/fuse.c): the
  * convolution's, the batch norm's and the ReLU's reference kernels chained
- * on the convolution's inputs as the program used them, into cx->ref. The
- * folded convolution rounds like one whose outputs are the convolution's
- * times each channel's scale: that magnitude and the convolution's
- * sensitivity times the largest scale go into *magnitude and *sensitivity.
- * False (row skipped) when an input was not kept. */
-static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *row,
-                            double *magnitude, double *sensitivity)
+ * on the convolution's inputs as the program used them, into the returned
+ * scratch. The folded convolution rounds like one whose outputs are the
+ * convolution's times each channel's scale: that magnitude and the
+ * convolution's sensitivity times the largest scale go into *magnitude and
+ * *sensitivity. NULL (row skipped) when an input was not kept. */
+static const double *fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *row,
+                                     double *magnitude, double *sensitivity)
 {
     const tg_program *p = cx->s->program;
     const tg_tensor *conv = cx->s->graph->nodes[p->fused_into[t->id]];
     const tg_tensor *bn = t->op == TG_OP_RELU ? t->in[0] : t;
     int64_t n = tg_numel(t), K = conv->shape.dim[1], plane = n / conv->shape.dim[0] / K;
+    double *out = scratch_get(&cx->ref, n), *y = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!out || !y) {
+        tg_free(y);
+        return set_skip(row, "out of memory"), NULL;
+    }
     tg_ref_args a = {.node = conv,
-                     .out = cx->ref,
+                     .out = out,
                      .step = cx->v->step,
                      .seed = cx->s->seed,
                      .stream = stream_of(cx)};
     for (int k = 0; k < conv->n_in; k++)
-        if (!(a.in[k] = (double *)input_value(cx, conv->in[k], k)))
-            return set_skip(row, "an input was not kept"), false;
+        if (!(a.in[k] = (double *)input_value(cx, conv->in[k], k))) {
+            tg_free(y);
+            return set_skip(row, "an input was not kept"), NULL;
+        }
     tg_op_get(conv->op)->reference(&a);
-    double sens = sensitivity_of(cx, conv, a);
-    double *y = tg_malloc((size_t)(n ? n : 1) * sizeof(double));
-    if (!y)
-        return set_skip(row, "out of memory"), false;
-    memcpy(y, cx->ref, (size_t)n * sizeof(double));
-    tg_ref_args b = {.node = bn, .out = cx->ref};
+    double sens = sensitivity_of(cx, conv, a, out);
+    memcpy(y, out, (size_t)n * sizeof(double));
+    tg_ref_args b = {.node = bn, .out = out};
     b.in[0] = y;
-    for (int k = 1; k < bn->n_in; k++)
-        b.in[k] = cx->v->before[bn->in[k]->id];
+    for (int k = 1; k < bn->n_in; k++) /* the convolution's inputs are no longer read */
+        if (!(b.in[k] = (double *)input_value(cx, bn->in[k], k))) {
+            tg_free(y);
+            return set_skip(row, "an input was not kept"), NULL;
+        }
     tg_op_get(bn->op)->reference(&b);
     const double *stats = b.in[1], *gamma = tg_norm_has_gamma(bn) ? b.in[2] : NULL;
     double most_scale = 0, folded = 0;
@@ -597,15 +688,15 @@ static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *ro
         folded = fmax(folded, fabs(y[i]) * scale);
     }
     if (bn != t) { /* the ReLU, in place */
-        memcpy(y, cx->ref, (size_t)n * sizeof(double));
-        tg_ref_args r = {.node = t, .out = cx->ref};
+        memcpy(y, out, (size_t)n * sizeof(double));
+        tg_ref_args r = {.node = t, .out = out};
         r.in[0] = y;
         tg_op_get(t->op)->reference(&r);
     }
     tg_free(y);
     *magnitude = folded;
     *sensitivity = sens * most_scale;
-    return true;
+    return out;
 }
 
 /* A fused tail's row: against its chained reference, with the tolerance of
@@ -613,10 +704,11 @@ static bool fused_reference(check_ctx *cx, const tg_tensor *t, tg_verify_row *ro
 static void check_fused(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
 {
     double folded, sens;
-    if (!fused_reference(cx, t, row, &folded, &sens))
+    const double *ref = fused_reference(cx, t, row, &folded, &sens);
+    if (!ref)
         return;
     const tg_tensor *conv = cx->s->graph->nodes[cx->s->program->fused_into[t->id]];
-    compare_out c = compare(cx->v->fast[t->id], cx->ref, tg_numel(t), stored_type(cx, t));
+    compare_out c = compare(cx->v->fast[t->id], ref, tg_numel(t), stored_type(cx, t));
     row->max_abs = c.nonfinite ? INFINITY : c.max_abs;
     row->max_rel = relative(row->max_abs, c.magnitude);
     row->tolerance = tolerance_of(cx, conv, fmax(c.magnitude, folded), sens);
@@ -633,8 +725,7 @@ static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     tg_verify *v = cx->v;
     int64_t n = tg_numel(t);
     const double *ref = NULL;
-    tg_ref_args a = {
-        .node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed, .stream = stream_of(cx)};
+    tg_ref_args a = {.node = t, .step = v->step, .seed = cx->s->seed, .stream = stream_of(cx)};
     if (t->flags & TG_NODE_ALIAS) {
         ref = input_value(cx, storage_root(t), 0);
     } else {
@@ -643,11 +734,13 @@ static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
             return set_skip(row, "no reference kernel");
         if ((t->flags & TG_NODE_LOSS_SEED) && v->loss_scale != 1.0f)
             return set_skip(row, "the loss scale's seed");
+        if (!(a.out = scratch_get(&cx->ref, n)))
+            return set_skip(row, "out of memory");
         for (int k = 0; k < t->n_in; k++)
             if (!(a.in[k] = (double *)input_value(cx, t->in[k], k)))
                 return set_skip(row, "an input was not kept");
         def->reference(&a);
-        ref = cx->ref;
+        ref = a.out;
     }
     if (!ref)
         return set_skip(row, "its input was not kept");
@@ -656,7 +749,7 @@ static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
         return set_skip(row, "the reference is not finite");
     row->max_abs = c.nonfinite ? INFINITY : c.max_abs;
     row->max_rel = relative(row->max_abs, c.magnitude);
-    row->tolerance = tolerance_of(cx, t, c.magnitude, sensitivity_of(cx, t, a));
+    row->tolerance = tolerance_of(cx, t, c.magnitude, a.out ? sensitivity_of(cx, t, a, ref) : 0);
     row->verdict = row->max_abs > row->tolerance ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
 }
 
@@ -665,10 +758,9 @@ static void check_own(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
 static double *unscaled(check_ctx *cx, const tg_tensor *x, const double *g, int k)
 {
     int64_t n = tg_numel(x);
-    double *d = tg_realloc(cx->moved[k], (size_t)(n ? n : 1) * sizeof(double));
+    double *d = scratch_get(&cx->moved[k], n);
     if (!d)
         return NULL;
-    cx->moved[k] = d;
     for (int64_t i = 0; i < n; i++)
         d[i] = g[i] / cx->v->loss_scale;
     return d;
@@ -676,7 +768,9 @@ static double *unscaled(check_ctx *cx, const tg_tensor *x, const double *g, int 
 
 /* An update (or running statistics): its reference on the weights as the
  * run began and the gradient the program computed, against the weights
- * after the run. Comparable when the run is one update of one micro-batch. */
+ * after the run. Comparable when the run is one update of one micro-batch.
+ * The rewritten inputs are the slots' own copies (input_value), rewritten
+ * in place. */
 static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
 {
     tg_verify *v = cx->v;
@@ -687,9 +781,14 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
         return set_skip(row, "the gradient is clipped");
     if (!def || !def->reference)
         return set_skip(row, "no reference kernel");
+    double *out = scratch_get(&cx->ref, tg_numel(t));
+    if (!out)
+        return set_skip(row, "out of memory");
     tg_ref_args a = {
-        .node = t, .out = cx->ref, .step = v->step, .seed = cx->s->seed, .stream = stream_of(cx)};
-    double *mutated[TG_MAX_INPUTS] = {0};
+        .node = t, .out = out, .step = v->step, .seed = cx->s->seed, .stream = stream_of(cx)};
+    for (int k = 0; k < t->n_mutated; k++)
+        if (!is_value_leaf(t->in[k]) || t->in[k]->dtype != TG_F32)
+            return set_skip(row, "its result was not read");
     for (int k = 0; k < t->n_in; k++) {
         const double *x = input_value(cx, t->in[k], k);
         if (x && k >= t->n_mutated && (t->in[k]->flags & TG_NODE_BACKWARD) && v->loss_scale != 1.0f)
@@ -697,15 +796,6 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
         if (!x)
             return set_skip(row, "an input was not kept");
         a.in[k] = (double *)x;
-    }
-    for (int k = 0; k < t->n_mutated; k++) {
-        if (!v->after[t->in[k]->id])
-            return set_skip(row, "its result was not read");
-        int64_t n = tg_numel(t->in[k]);
-        if (!(mutated[k] = tg_malloc((size_t)(n ? n : 1) * sizeof(double))))
-            goto out;
-        memcpy(mutated[k], a.in[k], (size_t)n * sizeof(double));
-        a.in[k] = mutated[k];
     }
     if (cx->skipped && tg_is_weight_update(t))
         row->note = "skipped by the program: a gradient overflowed (loss scaling)";
@@ -715,7 +805,10 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
     double worst = -1;
     for (int k = 0; k < t->n_mutated; k++) {
         int64_t n = tg_numel(t->in[k]);
-        compare_out c = compare(v->after[t->in[k]->id], mutated[k], n, TG_F32);
+        const float *after = after_value(cx, t->in[k]);
+        if (!after)
+            return set_skip(row, "its result was not read");
+        compare_out c = compare(after, a.in[k], n, TG_F32);
         double tol = tolerance_of(cx, t->in[k], c.magnitude, 0);
         double abs = c.nonfinite ? INFINITY : c.max_abs;
         row->elements += n;
@@ -725,30 +818,7 @@ static void check_update(check_ctx *cx, const tg_tensor *t, tg_verify_row *row)
         }
     }
     row->verdict = worst > 1 ? TG_VERIFY_BEYOND : TG_VERIFY_OK;
-out:
-    for (int k = 0; k < t->n_mutated; k++)
-        tg_free(mutated[k]);
 }
-
-/* Against the reference run of the whole graph. */
-static double drift_of(check_ctx *cx, const tg_tensor *t)
-{
-    tg_verify *v = cx->v;
-    if (!cx->ip || !v->captured[t->id])
-        return -1;
-    compare_out c =
-        compare(v->fast[t->id], tg_interp_data(cx->ip, t), tg_numel(t), stored_type(cx, t));
-    return c.nonfinite ? INFINITY : relative(c.max_abs, c.magnitude);
-}
-
-/* A summary figure: the largest difference over a set of tensors relative
- * to the largest reference value among them all (a gradient that is zero
- * in the reference, such as a bias in front of a batch norm, does not make
- * it infinite). */
-typedef struct drift_sum {
-    double max_abs, magnitude;
-    bool nonfinite, any;
-} drift_sum;
 
 static void add_drift(drift_sum *d, const float *fast, const double *ref, int64_t n, tg_dtype dt)
 {
@@ -766,30 +836,88 @@ static double drift_value(const drift_sum *d)
     return d->nonfinite ? INFINITY : relative(d->max_abs, d->magnitude);
 }
 
-static void summarise(check_ctx *cx, tg_verify_report *r)
+/* Against the reference run of the whole graph (ref: t's value there). */
+static double drift_of(check_ctx *cx, const tg_tensor *t, const double *ref)
 {
-    const tg_graph *g = cx->s->graph;
+    if (!ref || !cx->v->captured[t->id])
+        return -1;
+    compare_out c = compare(cx->v->fast[t->id], ref, tg_numel(t), stored_type(cx, t));
+    return c.nonfinite ? INFINITY : relative(c.max_abs, c.magnitude);
+}
+
+/* Node t's share of the end-to-end figures. */
+static void add_to_summary(check_ctx *cx, const tg_tensor *t, const double *ref)
+{
+    const tg_verify *v = cx->v;
+    if (!ref || !v->captured[t->id])
+        return;
+    if (t->flags & TG_NODE_OUTPUT)
+        add_drift(tg_numel(t) == 1 ? &cx->loss : &cx->outputs, v->fast[t->id], ref, tg_numel(t),
+                  stored_type(cx, t));
+    if (t->role == TG_ROLE_GRADIENT)
+        add_drift(&cx->gradients, v->fast[t->id], ref, tg_numel(t), stored_type(cx, t));
+}
+
+/* A weight as the reference run leaves it, against the program's. */
+static void settled_hook(void *ctx, const tg_tensor *t, const double *ref)
+{
+    check_ctx *cx = ctx;
+    const tg_verify *v = cx->v;
+    if (t->op != TG_OP_PARAM || !cx->single || cx->skipped || v->loss_scale != 1.0f)
+        return;
+    const float *after = after_value(cx, t);
+    if (after)
+        add_drift(&cx->weights, after, ref, tg_numel(t), TG_F32);
+}
+
+/* Captures no later position reads: freed (the check of a micro-batch
+ * gives back its memory as it goes, for the reference's). */
+static void free_read_captures(check_ctx *cx, int pos)
+{
     tg_verify *v = cx->v;
-    drift_sum loss = {0}, outputs = {0}, gradients = {0}, weights = {0};
-    for (int i = 0; cx->ip && i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        const double *ref = tg_interp_data(cx->ip, t);
-        if ((t->flags & TG_NODE_OUTPUT) && v->captured[i])
-            add_drift(tg_numel(t) == 1 ? &loss : &outputs, v->fast[i], ref, tg_numel(t),
-                      stored_type(cx, t));
-        if (t->role == TG_ROLE_GRADIENT && v->captured[i])
-            add_drift(&gradients, v->fast[i], ref, tg_numel(t), stored_type(cx, t));
-        if (t->op == TG_OP_PARAM && cx->single && !cx->skipped && v->after[i] &&
-            v->loss_scale == 1.0f)
-            add_drift(&weights, v->after[i], tg_interp_data(cx->ip, t), tg_numel(t), TG_F32);
+    for (int i = cx->fast_first[pos]; i >= 0; i = cx->fast_next[i]) {
+        tg_free(v->fast[i]);
+        v->fast[i] = NULL;
+        v->captured[i] = 0;
     }
-    tg_verify_summary now = {drift_value(&loss), drift_value(&outputs), drift_value(&gradients),
-                             drift_value(&weights)};
-    /* over the micro-batches, the largest (-1: not compared in any) */
-    r->summary.loss = fmax(r->summary.loss, now.loss);
-    r->summary.outputs = fmax(r->summary.outputs, now.outputs);
-    r->summary.gradients = fmax(r->summary.gradients, now.gradients);
-    r->summary.weights = fmax(r->summary.weights, now.weights);
+}
+
+/* Node t, at position pos of the reference's order, with its reference
+ * value (NULL: none): its row (updates with micro-batch 0's) and its share
+ * of the summary. */
+static tg_status node_hook(void *ctx, const tg_tensor *t, int pos, const double *ref)
+{
+    check_ctx *cx = ctx;
+    const tg_graph *g = cx->s->graph;
+    bool update = t->n_mutated > 0;
+    if ((update && cx->v->cur_mb == 0) || (!update && cx->v->captured[t->id])) {
+        tg_verify_row row = {.name = t->name,
+                             .op = tg_op_name(t->op),
+                             .block = t->block >= 0 ? g->blocks[t->block].name : "",
+                             .elements = tg_numel(t),
+                             .drift_rel = update ? -1 : drift_of(cx, t, ref),
+                             .note = "",
+                             .micro_batch = cx->v->cur_mb};
+        if (update)
+            check_update(cx, t, &row);
+        else
+            check_own(cx, t, &row);
+        cx->rows[t->id] = row;
+        cx->has_row[t->id] = 1;
+    }
+    add_to_summary(cx, t, ref);
+    free_read_captures(cx, pos);
+    scratch_trim(&cx->ref, SCRATCH_KEEP);
+    scratch_trim(&cx->moved_out, SCRATCH_KEEP);
+    for (int k = 0; k < TG_MAX_INPUTS; k++) {
+        scratch_trim(&cx->in_tmp[k], SCRATCH_KEEP);
+        scratch_trim(&cx->moved[k], SCRATCH_KEEP);
+    }
+    if (cx->after_n > SCRATCH_KEEP) {
+        tg_free(cx->after_tmp);
+        cx->after_tmp = NULL, cx->after_n = 0;
+    }
+    return TG_OK;
 }
 
 static tg_status add_row(tg_verify_report *r, int *cap, const tg_verify_row *row)
@@ -805,97 +933,83 @@ static tg_status add_row(tg_verify_report *r, int *cap, const tg_verify_row *row
     return TG_OK;
 }
 
-/* The rows of the micro-batch in view (select_mb); the updates, made once
- * per run, with micro-batch 0's. */
-static tg_status check_nodes(check_ctx *cx, tg_verify_report *r, int *cap)
+/* The micro-batch's rows, in graph order. */
+static tg_status add_rows(check_ctx *cx, int *cap)
+{
+    tg_verify_report *r = cx->r;
+    for (int i = 0; i < cx->v->n; i++) {
+        if (!cx->has_row[i])
+            continue;
+        const tg_verify_row *row = &cx->rows[i];
+        if (row->verdict == TG_VERIFY_BEYOND && r->first_beyond < 0)
+            r->first_beyond = r->n_rows;
+        r->counts[row->verdict]++;
+        TG_TRY(add_row(r, cap, row));
+    }
+    return TG_OK;
+}
+
+/* Per position of the order: the captures whose last reader it is (a
+ * node's own check, its readers', a view's of its root and a fused tail's
+ * of the convolution's and batch norm's inputs). */
+static tg_status plan_captures(check_ctx *cx, const tg_ref_plan *plan)
 {
     const tg_graph *g = cx->s->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        bool update = t->n_mutated > 0;
-        if (t->n_in == 0 || (!update && !cx->v->captured[i]) || (update && cx->v->cur_mb > 0))
-            continue;
-        tg_verify_row row = {.name = t->name,
-                             .op = tg_op_name(t->op),
-                             .block = t->block >= 0 ? g->blocks[t->block].name : "",
-                             .elements = tg_numel(t),
-                             .drift_rel = update ? -1 : drift_of(cx, t),
-                             .note = "",
-                             .micro_batch = cx->v->cur_mb};
-        if (update)
-            check_update(cx, t, &row);
-        else
-            check_own(cx, t, &row);
-        if (row.verdict == TG_VERIFY_BEYOND && r->first_beyond < 0)
-            r->first_beyond = r->n_rows;
-        r->counts[row.verdict]++;
-        TG_TRY(add_row(r, cap, &row));
+    const tg_program *p = cx->s->program;
+    int n_order, n = g->n_nodes;
+    const int *order = tg_ref_plan_order(plan, &n_order);
+    int *last = tg_malloc(((size_t)n + 1) * sizeof(int));
+    cx->fast_first = tg_malloc(((size_t)n + 1) * sizeof(int));
+    cx->fast_next = tg_malloc(((size_t)n + 1) * sizeof(int));
+    if (!last || !cx->fast_first || !cx->fast_next) {
+        tg_free(last);
+        return tg_error(TG_ERR_NOMEM, "verify: out of memory");
     }
-    return TG_OK;
-}
-
-/* The mutated leaves (weights, optimizer and running state) after the run. */
-static tg_status keep_results(tg_session *s, tg_verify *v)
-{
-    const tg_graph *g = s->graph;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const tg_tensor *u = g->nodes[i];
-        for (int k = 0; k < u->n_mutated; k++) {
-            const tg_tensor *w = u->in[k];
-            if (v->after[w->id] || !is_value_leaf(w) || w->dtype != TG_F32)
-                continue;
-            int64_t n = tg_numel(w);
-            if (!(v->after[w->id] = tg_malloc((size_t)(n ? n : 1) * sizeof(float))))
-                return tg_error(TG_ERR_NOMEM, "verify: out of memory");
-            if (tg_session_read(s, w, v->after[w->id], (size_t)n * sizeof(float)) != TG_OK) {
-                tg_free(v->after[w->id]);
-                v->after[w->id] = NULL;
-            }
+    for (int at = 0; at < n_order; at++) {
+        const tg_tensor *t = g->nodes[order[at]];
+        last[t->id] = at;
+        cx->fast_first[at] = -1;
+    }
+    for (int at = 0; at < n_order; at++) {
+        const tg_tensor *t = g->nodes[order[at]];
+        for (int k = 0; k < t->n_in; k++)
+            last[t->in[k]->id] = at > last[t->in[k]->id] ? at : last[t->in[k]->id];
+        if (t->flags & TG_NODE_ALIAS)
+            last[storage_root(t)->id] =
+                at > last[storage_root(t)->id] ? at : last[storage_root(t)->id];
+        if (p->fused_into && p->fused_into[t->id] >= 0 && t->n_in > 0) {
+            const tg_tensor *conv = g->nodes[p->fused_into[t->id]];
+            const tg_tensor *bn = t->op == TG_OP_RELU ? t->in[0] : t;
+            for (int k = 0; k < conv->n_in; k++)
+                last[conv->in[k]->id] = at > last[conv->in[k]->id] ? at : last[conv->in[k]->id];
+            for (int k = 1; k < bn->n_in; k++)
+                last[bn->in[k]->id] = at > last[bn->in[k]->id] ? at : last[bn->in[k]->id];
         }
     }
+    for (int i = 0; i < n; i++) {
+        cx->fast_next[i] = cx->fast_first[last[i]];
+        cx->fast_first[last[i]] = i;
+    }
+    tg_free(last);
     return TG_OK;
 }
 
-/* The whole graph run by the reference from the same leaves; NULL (and a
- * line in limits) when it cannot run. */
-static tg_interp *reference_run(tg_session *s, tg_verify *v, tg_verify_report *r)
+/* Whether the whole graph's reference run fits: its doubles at their most
+ * (verify_ref.h) against the memory available (ulimit -v counts too), a
+ * fifth kept free; Linux hands out memory it does not have until the OOM
+ * killer ends the process (and maybe another). Without the room, each op is
+ * still checked on its own inputs. */
+static bool reference_fits(const tg_ref_plan *plan, tg_verify_report *r)
 {
-    const tg_graph *g = s->graph;
-    tg_interp *ip = NULL;
-    /* A double of every tensor at once: BERT-large's took 10 GB beside the
-     * kept values, and Linux hands out memory it does not have until the
-     * OOM killer ends the process (and maybe another). Without the room,
-     * each op is still checked on its own inputs; only the whole-graph
-     * figures (drift, end to end) are missing. */
-    int64_t need = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!(g->nodes[i]->flags & TG_NODE_ALIAS))
-            need +=
-                (tg_numel(g->nodes[i]) > 0 ? tg_numel(g->nodes[i]) : 1) * (int64_t)sizeof(double);
-    int64_t avail = tg_mem_room(); /* ulimit -v counts too */
-    if (avail > 0 && need > avail / 10 * 8) {
-        snprintf(r->limits, sizeof r->limits,
-                 "no reference run of the whole graph: its doubles need %.1f GiB, %.1f GiB of "
-                 "memory is available (each op is still checked on its own inputs; a smaller "
-                 "--batch-size or --input gives the end-to-end figures)",
-                 (double)need / (1 << 30), (double)avail / (1 << 30));
-        return NULL;
-    }
-    if (tg_interp_create(g, s->seed, &ip) != TG_OK) {
-        snprintf(r->limits, sizeof r->limits, "no reference run: %s", tg_error_message());
-        return NULL;
-    }
-    for (int i = 0; i < g->n_nodes; i++)
-        if (v->before[i])
-            memcpy(tg_interp_data(ip, g->nodes[i]), v->before[i],
-                   (size_t)tg_numel(g->nodes[i]) * sizeof(double));
-    tg_interp_set_stream(ip, (uint64_t)s->replica_offset * 0x100000000ull + (uint64_t)v->cur_mb);
-    if (tg_interp_run(ip, v->step) != TG_OK) {
-        snprintf(r->limits, sizeof r->limits, "no reference run: %s", tg_error_message());
-        tg_interp_destroy(ip);
-        return NULL;
-    }
-    return ip;
+    int64_t need = tg_ref_plan_peak_bytes(plan), avail = tg_mem_room();
+    if (avail <= 0 || need <= avail / 10 * 8)
+        return true;
+    snprintf(r->limits, sizeof r->limits,
+             "no reference run of the whole graph: its doubles need %.1f GiB at once, %.1f GiB of "
+             "memory is available (each op is still checked on its own inputs; a smaller "
+             "--batch-size or --input gives the end-to-end figures)",
+             (double)need / (1 << 30), (double)avail / (1 << 30));
+    return false;
 }
 
 static void describe_limits(const check_ctx *cx, tg_verify_report *r)
@@ -922,47 +1036,74 @@ static void describe_limits(const check_ctx *cx, tg_verify_report *r)
                  len ? "; " : "", (double)cx->v->loss_scale);
 }
 
+/* Micro-batch m: its rows and end-to-end figures, the reference run
+ * streamed beside the checks. */
+static tg_status check_mb(check_ctx *cx, const tg_ref_plan *plan, int m, int *cap)
+{
+    tg_verify *v = cx->v;
+    tg_verify_report *r = cx->r;
+    select_mb(v, m);
+    TG_TRY(plan_captures(cx, plan));
+    memset(cx->has_row, 0, (size_t)v->n);
+    cx->loss = cx->outputs = cx->gradients = cx->weights = (drift_sum){0};
+    tg_ref_visit visit = {cx, leaf_hook, node_hook, settled_hook};
+    char why[sizeof r->limits];
+    tg_status st = tg_ref_plan_run(plan, &visit, cx->reference, cx->s->seed, stream_of(cx), v->step,
+                                   why, sizeof why);
+    tg_free(cx->fast_first);
+    tg_free(cx->fast_next);
+    cx->fast_first = cx->fast_next = NULL;
+    if (why[0] && !r->limits[0])
+        snprintf(r->limits, sizeof r->limits, "%s", why);
+    if (st == TG_OK)
+        st = add_rows(cx, cap);
+    if (st == TG_OK && cx->reference && !why[0]) {
+        /* over the micro-batches, the largest (-1: not compared in any) */
+        r->summary.loss = fmax(r->summary.loss, drift_value(&cx->loss));
+        r->summary.outputs = fmax(r->summary.outputs, drift_value(&cx->outputs));
+        r->summary.gradients = fmax(r->summary.gradients, drift_value(&cx->gradients));
+        r->summary.weights = fmax(r->summary.weights, drift_value(&cx->weights));
+    }
+    return st;
+}
+
+static void free_ctx(check_ctx *cx)
+{
+    tg_free(cx->ref.p);
+    tg_free(cx->moved_out.p);
+    for (int k = 0; k < TG_MAX_INPUTS; k++) {
+        tg_free(cx->in_tmp[k].p);
+        tg_free(cx->moved[k].p);
+    }
+    tg_free(cx->after_tmp);
+    tg_free(cx->rows);
+    tg_free(cx->has_row);
+}
+
 static tg_status build_report(tg_session *s, tg_verify *v, tg_verify_report *r)
 {
     const tg_program *p = s->program;
-    const tg_graph *g = s->graph;
-    check_ctx cx = {.s = s, .v = v};
+    check_ctx cx = {.s = s, .v = v, .r = r};
     cx.single = p->micro_batches == 1 && p->iterations == 1 && s->global_replicas == 1;
     /* engine_update.c marks replica 0's overflowed update `step + 1` */
     cx.skipped =
         p->training && s->check_overflow && s->overflow_mark && s->overflow_mark[0] == v->step + 1;
-    int64_t most = 1;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (tg_numel(g->nodes[i]) > most)
-            most = tg_numel(g->nodes[i]);
-    cx.ref = tg_malloc((size_t)most * sizeof(double));
-    cx.moved_out = tg_malloc((size_t)most * sizeof(double));
-    if (!cx.ref || !cx.moved_out) {
-        tg_free(cx.ref);
-        tg_free(cx.moved_out);
-        return tg_error(TG_ERR_NOMEM, "verify: out of memory");
-    }
-    tg_status st = p->training ? keep_results(s, v) : TG_OK;
-    int cap = 0;
     r->first_beyond = -1;
     r->summary = (tg_verify_summary){-1, -1, -1, -1};
-    for (int m = 0; st == TG_OK && m < v->n_mb; m++) {
-        select_mb(v, m);
-        cx.ip = reference_run(s, v, r);
-        st = check_nodes(&cx, r, &cap);
-        if (st == TG_OK)
-            summarise(&cx, r);
-        tg_interp_destroy(cx.ip);
-        cx.ip = NULL;
-    }
+    tg_ref_plan *plan = NULL;
+    cx.rows = tg_calloc((size_t)v->n + 1, sizeof *cx.rows);
+    cx.has_row = tg_calloc((size_t)v->n + 1, 1);
+    tg_status st = cx.rows && cx.has_row ? tg_ref_plan_create(s->graph, &plan)
+                                         : tg_error(TG_ERR_NOMEM, "verify: out of memory");
+    if (st == TG_OK)
+        cx.reference = reference_fits(plan, r);
+    int cap = 0;
+    for (int m = 0; st == TG_OK && m < v->n_mb; m++)
+        st = check_mb(&cx, plan, m, &cap);
     if (st == TG_OK)
         describe_limits(&cx, r);
-    tg_free(cx.ref);
-    tg_free(cx.moved_out);
-    for (int k = 0; k < TG_MAX_INPUTS; k++) {
-        tg_free(cx.in_tmp[k]);
-        tg_free(cx.moved[k]);
-    }
+    tg_ref_plan_destroy(plan);
+    free_ctx(&cx);
     return st;
 }
 
