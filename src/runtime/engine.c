@@ -276,7 +276,7 @@ tg_status tg_session_run(tg_session *s)
     int n = p->replicas * p->n_devices;
     TG_TRY(tg_verify_begin(s));
     if (s->dist) /* counted, so that instances running other step counts are told (dist.h) */
-        tg_dist_note_run();
+        tg_dist_note_run(s->dist);
     memset(s->produced, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     memset(s->consumed, 0, sizeof(int64_t) * (size_t)(p->n_transfers * p->replicas + 1));
     /* an aborted step may have left devices counted in at a barrier */

@@ -7,7 +7,9 @@ one process's order) and the library sums the gradients over the instances
 in replica order, even when the instances' torch seeds differ. Also: an exception in one instance ends the job, non-zero,
 within seconds; instances that run different numbers of steps (issue 46,
 row 2) end the job with an error naming both instances and where each
-waits, instead of waiting for each other for ever.
+waits, instead of waiting for each other for ever; an instance that detaches
+its model a step short, and lives on, ends the job at once, named, instead of
+when it ends.
 """
 import os
 import shutil
@@ -20,12 +22,12 @@ import unittest
 from tg_pytest import poptorch  # noqa: F401 (skips without torch)
 
 SCRIPT = r'''
-import sys
+import sys, time
 sys.path.insert(0, sys.argv[2])
 import torch
 from tg_pytest import WithLoss, net, poptorch
 
-def main(out, fail, reseed, unequal):
+def main(out, fail, reseed, unequal, detach):
     torch.manual_seed(3)
     x = torch.randn(192, 1, 8, 8)
     y = torch.randint(0, 5, (192,))
@@ -40,6 +42,11 @@ def main(out, fail, reseed, unequal):
     for step, (xb, yb) in enumerate(loader):
         if fail and poptorch.dist.instance() == 1 and step == 1:
             raise RuntimeError("instance 1 fails on purpose")
+        if detach and poptorch.dist.instance() == 1 and step == 2:
+            # one step short: instance 1 puts its model away and goes on with
+            # something else for longer than the test waits
+            tm.detachFromDevice()
+            time.sleep(600)
         tm(xb, yb)
     if unequal and poptorch.dist.instance() == 1:  # one step more than instance 0
         tm(xb, yb)
@@ -47,7 +54,7 @@ def main(out, fail, reseed, unequal):
     if poptorch.dist.instance() == 0:
         torch.save(m.state_dict(), out)
 
-main(sys.argv[1], "fail" in sys.argv[3:], "reseed" in sys.argv[3:], "unequal" in sys.argv[3:])
+main(sys.argv[1], *(flag in sys.argv[3:] for flag in ("fail", "reseed", "unequal", "detach")))
 '''
 
 
@@ -68,12 +75,12 @@ class DistTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def run_script(self, out, mpi, *extra):
+    def run_script(self, out, mpi, *extra, timeout=240):
         here = os.path.dirname(os.path.abspath(__file__))
         cmd = [sys.executable, self.script, out, here, *extra]
         if mpi:
             cmd = ["mpirun", "-np", "2", "--bind-to", "none"] + cmd
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=240)
+        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def test_two_instances_train_as_one_process(self):
         self.check_as_one_process("one.pt", "two.pt")
@@ -112,6 +119,18 @@ class DistTest(unittest.TestCase):
         self.assertIn("instance 0 has ended after", r.stderr)
         self.assertIn("waits in the gradient exchange of its training run", r.stderr)
         self.assertIn("same number of times", r.stderr)
+
+    def test_an_instance_that_detaches_early_ends_the_job_while_it_lives(self):
+        # instance 1 detaches one step short and sleeps 600 s: instance 0,
+        # waiting in the exchange of a step instance 1 will never run, used
+        # to wait until instance 1 ended (the subprocess timeout is the bound)
+        r = self.run_script(os.path.join(self.dir, "detach.pt"), True, "detach", timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("instance 1 closed its training model 1", r.stderr)
+        self.assertIn("after 2 training runs of it", r.stderr)
+        self.assertIn("this instance (0) waits in the gradient exchange of its training run 3",
+                      r.stderr)
+        self.assertIn("different numbers of steps", r.stderr)
 
 
 if __name__ == "__main__":
