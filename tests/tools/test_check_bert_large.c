@@ -2,10 +2,10 @@
  * the ordinary suite (issue 46): its 24 layers of 1024 and vocabulary of
  * 30522 at 8 tokens, batch 1, bf16 with dynamic loss scaling, the
  * whole-graph reference included (streamed, runtime/verify_ref.c: a few
- * layers' doubles at once). About 90 s of CPU and 7 GB at its peak, so not
+ * layers' doubles at once). About 90 s of CPU and 6.9 GiB at its peak, so not
  * in the sanitizer builds (skipped: several times both). Every precision
  * and loss scaling is tests/tools/test_check.c's (label slow), and its own
- * size (128 tokens, batch 4: 12 GB) too. */
+ * size (128 tokens, batch 4: 11.6 GiB) too. */
 #include "tg_test.h"
 #include "tg_test_cli.h"
 
@@ -25,7 +25,7 @@ static void test_bert_large_at_8_tokens(void)
 int main(void)
 {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    printf("skipped: BERT-large's check takes several times its 7 GB and 90 s instrumented\n");
+    printf("skipped: BERT-large's check takes several times its 6.9 GiB and 90 s instrumented\n");
     return 77;
 #endif
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_check_bert_large_XXXXXX");
