@@ -27,7 +27,7 @@ sys.path.insert(0, sys.argv[2])
 import torch
 from tg_pytest import WithLoss, net, poptorch
 
-def main(out, fail, reseed, unequal, detach):
+def main(out, fail, reseed, unequal, detach, crossed):
     torch.manual_seed(3)
     x = torch.randn(192, 1, 8, 8)
     y = torch.randint(0, 5, (192,))
@@ -37,6 +37,15 @@ def main(out, fail, reseed, unequal, detach):
     loader = poptorch.DataLoader(opts, ds, batch_size=3, shuffle=True)
     m = net()
     tm = poptorch.trainingModel(WithLoss(m), opts, poptorch.optim.SGD(m.parameters(), lr=0.05))
+    if crossed:  # two models, made in the same order, then run in crossed orders
+        m2 = net()
+        tm2 = poptorch.trainingModel(WithLoss(m2), opts,
+                                     poptorch.optim.SGD(m2.parameters(), lr=0.05))
+        xb, yb = next(iter(loader))
+        tm(xb, yb)
+        tm2(xb, yb)
+        (tm if poptorch.dist.instance() == 0 else tm2)(xb, yb)
+        return
     if reseed:  # instances whose torch seeds differ still shuffle as instance 0
         torch.manual_seed(100 + poptorch.dist.instance())
     for step, (xb, yb) in enumerate(loader):
@@ -54,7 +63,8 @@ def main(out, fail, reseed, unequal, detach):
     if poptorch.dist.instance() == 0:
         torch.save(m.state_dict(), out)
 
-main(sys.argv[1], *(flag in sys.argv[3:] for flag in ("fail", "reseed", "unequal", "detach")))
+main(sys.argv[1], *(flag in sys.argv[3:] for flag in ("fail", "reseed", "unequal", "detach",
+                                                      "crossed")))
 '''
 
 
@@ -119,6 +129,16 @@ class DistTest(unittest.TestCase):
         self.assertIn("instance 0 has ended after", r.stderr)
         self.assertIn("waits in the gradient exchange of its training run", r.stderr)
         self.assertIn("same number of times", r.stderr)
+
+    def test_instances_in_two_models_exchanges_fail_not_hang(self):
+        # both at their third training run, one in model 1's exchange, the
+        # other in model 2's: the same count, but they never meet (these
+        # counted as one wait and spun for ever; the timeout is the bound)
+        r = self.run_script(os.path.join(self.dir, "crossed.pt"), True, "crossed", timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("of training model 2)", r.stderr)
+        self.assertIn("of training model 1)", r.stderr)
+        self.assertIn("they can never meet", r.stderr)
 
     def test_an_instance_that_detaches_early_ends_the_job_while_it_lives(self):
         # instance 1 detaches one step short and sleeps 600 s: instance 0,
