@@ -28,7 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int joined; /* tg_dist_init called MPI_Init_thread */
+static int joined;          /* tg_dist_init called MPI_Init_thread */
+static int64_t groups_made; /* tg_dist_group_create's, for their ordinals */
 static int rank, size = 1;
 static int host_size = 1; /* instances on this host (they share its cores) */
 /* this instance's CLOCK_MONOTONIC plus clock_offset is instance 0's: 0 when
@@ -46,7 +47,9 @@ typedef struct parts {
 
 struct tg_dist_group {
     int n;
-    bool spare; /* this host has a core per instance's device */
+    bool spare;      /* this host has a core per instance's device */
+    int64_t ordinal; /* among the job's groups, from 1, in the order made (dist_watch.h) */
+    int64_t runs;    /* training runs exchanged in it (tg_dist_note_run) */
     MPI_Comm *comms;
     tg_spin *spins; /* per device: how long its all-gathers spin before sleeping */
     parts *parts;   /* per device */
@@ -345,6 +348,7 @@ void tg_dist_finalize(void)
         joined = 0;
         rank = 0, size = 1, host_size = 1;
         clock_offset = 0;
+        groups_made = 0;
     }
 }
 
@@ -409,7 +413,7 @@ static tg_status sum(void *values, int n, MPI_Datatype type)
         return TG_OK;
     MPI_Request req;
     int64_t k;
-    tg_coll what = {TG_COLL_SUM, (int64_t)n * 8};
+    tg_coll what = {.op = TG_COLL_SUM, .bytes = (int64_t)n * 8};
     TG_TRY(world_start(what, &k));
     if (MPI_Iallreduce(MPI_IN_PLACE, values, n, type, MPI_SUM, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
         return tg_error(TG_ERR_IO, "MPI: summing %d values over the instances failed", n);
@@ -549,6 +553,7 @@ tg_status tg_dist_group_create(int n_devices, tg_dist_group **out)
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory for %d communicators", n_devices);
     }
     g->n = n_devices;
+    g->ordinal = ++groups_made;
     /* spin while this host has a core per instance's device; otherwise the
      * waiting threads would take the cores of the ones they wait for */
     bool spare = tg_cpu_count() >= host_size * n_devices;
@@ -565,6 +570,10 @@ void tg_dist_group_destroy(tg_dist_group *g)
 {
     if (!g)
         return;
+    /* an instance still waiting in this model's exchange fails now, not
+     * when this one ends (a script that detaches its model and goes on) */
+    if (joined)
+        tg_dist_watch_closed(g->ordinal, g->runs);
     for (int d = 0; d < g->n && joined; d++)
         MPI_Comm_free(&g->comms[d]);
     for (int d = 0; d < g->n; d++) {
@@ -673,8 +682,9 @@ static tg_status world_start(tg_coll what, int64_t *k)
     bool same = w[0] == what.op && w[1] == what.bytes && -w[2] == what.op && -w[3] == what.bytes;
     if (same)
         return TG_OK;
-    tg_coll other = w[0] != what.op || w[1] != what.bytes ? (tg_coll){(tg_coll_op)w[0], w[1]}
-                                                          : (tg_coll){(tg_coll_op)-w[2], -w[3]};
+    tg_coll other = w[0] != what.op || w[1] != what.bytes
+                        ? (tg_coll){.op = (tg_coll_op)w[0], .bytes = w[1]}
+                        : (tg_coll){.op = (tg_coll_op)-w[2], .bytes = -w[3]};
     char mine[96], theirs[96];
     return tg_error(
         TG_ERR_CONFIG,
@@ -694,10 +704,12 @@ const char *tg_dist_stuck_reason(const char *otherwise)
     return r[0] ? r : otherwise;
 }
 
-void tg_dist_note_run(void)
+void tg_dist_note_run(tg_dist_group *g)
 {
-    if (tg_dist_active())
-        tg_dist_watch_note_run();
+    if (!tg_dist_active() || !g)
+        return;
+    g->runs++;
+    tg_dist_watch_note_run();
 }
 
 /* The sum tg_dist_sum_f64_start started, until tg_dist_sum_f64_finish. */
@@ -707,7 +719,7 @@ static struct {
     tg_spin spin;
     int64_t k;    /* its number among the job's collectives (dist_watch.h) */
     tg_coll what; /* a sum of how many bytes */
-} started_sum = {MPI_REQUEST_NULL, false, {0}, 0, {TG_COLL_SUM, 0}};
+} started_sum = {MPI_REQUEST_NULL, false, {0}, 0, {.op = TG_COLL_SUM}};
 
 tg_status tg_dist_sum_f64_start(double *values, int n)
 {
@@ -717,7 +729,7 @@ tg_status tg_dist_sum_f64_start(double *values, int n)
         return tg_error(TG_ERR_INVALID_ARG,
                         "MPI: a sum over the instances was started before the last one finished "
                         "(tg_dist_sum_f64_finish)");
-    started_sum.what = (tg_coll){TG_COLL_SUM, (int64_t)n * 8};
+    started_sum.what = (tg_coll){.op = TG_COLL_SUM, .bytes = (int64_t)n * 8};
     /* not agreed first (world_start): the agreement would wait for the
      * slowest instance, which this sum exists to leave to the next host
      * step (2.4-4.5 ms a host step of mnist-pipeline over 2 instances where
@@ -770,7 +782,14 @@ static bool yield_until_settled(request_wait *w, double seconds)
  * else is runnable on it. */
 static bool settle(tg_dist_group *g, int device, MPI_Request *req, const bool *abort)
 {
-    request_wait w = {req, abort, false, TG_WAIT_RUN, tg_dist_watch_runs(), false, false, {0}};
+    request_wait w = {req,
+                      abort,
+                      false,
+                      TG_WAIT_RUN,
+                      tg_dist_watch_runs(),
+                      false,
+                      false,
+                      {TG_COLL_NONE, 0, g->ordinal, g->runs}};
     if (!tg_spin_wait(&g->spins[device], request_settled, &w) &&
         !(g->spare && yield_until_settled(&w, 1e-3)))
         sleep_until_settled(&w, 50000, 50000);
@@ -847,7 +866,7 @@ tg_status tg_dist_broadcast(void **data, size_t *len)
     int64_t n = rank == 0 ? (*data ? (int64_t)*len : -1) : 0;
     MPI_Request req;
     int64_t k;
-    tg_coll what = {TG_COLL_BROADCAST, 8};
+    tg_coll what = {.op = TG_COLL_BROADCAST, .bytes = 8};
     TG_TRY(world_start(what, &k));
     MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &req);
     TG_TRY(wait_politely(&req, k, what));
@@ -894,7 +913,7 @@ tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes)
                         bytes);
     MPI_Request req;
     int64_t k;
-    tg_coll what = {TG_COLL_GATHER, (int64_t)bytes};
+    tg_coll what = {.op = TG_COLL_GATHER, .bytes = (int64_t)bytes};
     TG_TRY(world_start(what, &k));
     if (MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
                        &req) != MPI_SUCCESS)

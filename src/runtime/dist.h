@@ -76,8 +76,9 @@ tg_status tg_dist_allgather(const void *send, void *recv, size_t bytes);
 tg_status tg_dist_broadcast(void **data, size_t *len);
 
 /* Count a training run of a session in the job (before its gradient
- * exchange): the instances' waits compare these counts (dist_watch.c). */
-void tg_dist_note_run(void);
+ * exchange in group g): the instances' waits compare these counts
+ * (dist_watch.c). */
+void tg_dist_note_run(tg_dist_group *g);
 /* Why this instance's waits were given up (another instance waits where
  * this one never gets, or has left), or `otherwise` if they were not. */
 const char *tg_dist_stuck_reason(const char *otherwise);

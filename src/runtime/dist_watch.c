@@ -34,12 +34,12 @@
 #include <string.h>
 #include <time.h>
 
-enum { TAG_NOTICE = 4602, NOTICE_WORDS = 6 };
+enum { TAG_NOTICE = 4602, NOTICE_WORDS = 8 };
 
 /* What an instance last told: where it waits and how far it got. */
 typedef struct notice {
-    int64_t kind, n, runs, world, op, bytes; /* the message, in this order */
-    double at;                               /* when it arrived here; 0: nothing yet */
+    int64_t kind, n, runs, world, op, bytes, group, run; /* the message, in this order */
+    double at;                                           /* when it arrived here; 0: nothing yet */
 } notice;
 
 /* A message on its way: MPI reads `words` until the request completes. */
@@ -55,7 +55,7 @@ static int me, count;
 static notice *heard; /* per instance */
 static outgoing *sending;
 static int64_t runs, world; /* atomics: device threads read them */
-static char reason[768];
+static char reason[1024];
 static const double settle_s = 1.0; /* a notice older than this is acted on */
 
 void tg_dist_watch_init(MPI_Comm job, int rank, int size)
@@ -125,8 +125,8 @@ static void tell(tg_wait_kind kind, int64_t n, tg_coll what)
         if (!o)
             continue;
         int64_t w[NOTICE_WORDS] = {
-            kind,    n,         tg_dist_watch_runs(), __atomic_load_n(&world, __ATOMIC_ACQUIRE),
-            what.op, what.bytes};
+            kind,    n,          tg_dist_watch_runs(), __atomic_load_n(&world, __ATOMIC_ACQUIRE),
+            what.op, what.bytes, what.group,           what.run};
         memcpy(o->words, w, sizeof w);
         MPI_Isend(o->words, NOTICE_WORDS, MPI_INT64_T, i, TAG_NOTICE, comm, &o->req);
         o->next = sending;
@@ -146,7 +146,8 @@ static void listen(void)
             return;
         int64_t w[NOTICE_WORDS];
         MPI_Recv(w, NOTICE_WORDS, MPI_INT64_T, st.MPI_SOURCE, TAG_NOTICE, comm, MPI_STATUS_IGNORE);
-        heard[st.MPI_SOURCE] = (notice){w[0], w[1], w[2], w[3], w[4], w[5], tg_clock_seconds()};
+        heard[st.MPI_SOURCE] =
+            (notice){w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], tg_clock_seconds()};
     }
 }
 
@@ -187,6 +188,16 @@ static const char *where(char *buf, size_t cap, tg_wait_kind kind, int64_t n, in
                  r == 1 ? "" : "s");
     else if (kind == TG_WAIT_LEFT)
         snprintf(buf, cap, "has ended after %lld training run%s", (long long)r, r == 1 ? "" : "s");
+    else if (kind == TG_WAIT_CLOSED)
+        snprintf(buf, cap,
+                 "closed its training model %lld (detachFromDevice, destroy, or the model was "
+                 "freed) after %lld training run%s of it",
+                 (long long)what.group, (long long)what.run, what.run == 1 ? "" : "s");
+    else if (kind == TG_WAIT_RUN && what.group > 0)
+        snprintf(buf, cap,
+                 "waits in the gradient exchange of its training run %lld (run %lld of training "
+                 "model %lld)",
+                 (long long)n, (long long)what.run, (long long)what.group);
     else if (kind == TG_WAIT_RUN)
         snprintf(buf, cap, "waits in the gradient exchange of its training run %lld", (long long)n);
     else
@@ -203,6 +214,8 @@ static bool same_wait(const notice *h, tg_wait_kind kind, int64_t n, tg_coll wha
 {
     if ((tg_wait_kind)h->kind != kind || h->n != n)
         return false;
+    if (kind == TG_WAIT_RUN) /* two models' exchanges never meet */
+        return h->group == what.group;
     return kind != TG_WAIT_WORLD || (h->op == what.op && h->bytes == what.bytes);
 }
 
@@ -211,16 +224,26 @@ static bool deadlocked(int i, tg_wait_kind kind, int64_t n, tg_coll what, double
 {
     const notice *h = &heard[i];
     tg_wait_kind theirs = (tg_wait_kind)h->kind;
-    if (h->at == 0 || now - h->at < settle_s || theirs == TG_WAIT_NONE ||
+    /* a wait may end by the next message; having left or closed a model
+     * is final, and acted on at once */
+    bool final = theirs == TG_WAIT_LEFT || theirs == TG_WAIT_CLOSED;
+    if (h->at == 0 || (!final && now - h->at < settle_s) || theirs == TG_WAIT_NONE ||
         same_wait(h, kind, n, what))
         return false;
     int64_t my_runs = tg_dist_watch_runs(), my_world = __atomic_load_n(&world, __ATOMIC_ACQUIRE);
     /* at one number, the other collective is the one each has called */
     bool clash = theirs == kind && h->n == n;
-    if (!clash && (reached(theirs, h->n, my_runs, my_world) || reached(kind, n, h->runs, h->world)))
+    /* a model closed after fewer runs than the one this instance waits in
+     * never exchanges that run's gradients (its last one, still arriving
+     * here, is not waited for in vain) */
+    bool closed = theirs == TG_WAIT_CLOSED;
+    if (closed && (kind != TG_WAIT_RUN || h->group != what.group || h->run >= what.run))
         return false;
-    char a[200], b[200];
-    tg_coll yours = {(tg_coll_op)h->op, h->bytes};
+    if (!clash && !closed &&
+        (reached(theirs, h->n, my_runs, my_world) || reached(kind, n, h->runs, h->world)))
+        return false;
+    char a[240], b[240];
+    tg_coll yours = {(tg_coll_op)h->op, h->bytes, h->group, h->run};
     snprintf(reason, sizeof reason,
              "MPI: instance %d %s, while this instance (%d) %s: they can never meet. The "
              "instances ran different numbers of steps or called different collectives; every "
@@ -256,6 +279,15 @@ void tg_dist_watch_done(tg_wait_kind kind, int64_t n, bool told)
         return;
     pthread_mutex_lock(&lock);
     tell(TG_WAIT_NONE, 0, (tg_coll){0});
+    pthread_mutex_unlock(&lock);
+}
+
+void tg_dist_watch_closed(int64_t group, int64_t group_runs)
+{
+    if (comm == MPI_COMM_NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    tell(TG_WAIT_CLOSED, group, (tg_coll){TG_COLL_NONE, 0, group, group_runs});
     pthread_mutex_unlock(&lock);
 }
 

@@ -88,7 +88,7 @@ tg_status tg_session_run(tg_session *s)
     int n = p->replicas * p->n_devices;
     TG_TRY(tg_verify_begin(s));
     if (s->dist) /* counted, so that instances running other step counts are told (dist.h) */
-        tg_dist_note_run();
+        tg_dist_note_run(s->dist);
     tg_exchange_begin_run(s->exchange);
     s->abort = false;
     s->fail_status = TG_OK;

@@ -7,7 +7,9 @@ one process's order) and the library sums the gradients over the instances
 in replica order, even when the instances' torch seeds differ. Also: an exception in one instance ends the job, non-zero,
 within seconds; instances that run different numbers of steps (issue 46,
 row 2) end the job with an error naming both instances and where each
-waits, instead of waiting for each other for ever.
+waits, instead of waiting for each other for ever; an instance that detaches
+its model a step short, and lives on, ends the job at once, named, instead of
+when it ends.
 """
 import os
 import shutil
@@ -20,12 +22,12 @@ import unittest
 from tg_pytest import poptorch  # noqa: F401 (skips without torch)
 
 SCRIPT = r'''
-import sys
+import sys, time
 sys.path.insert(0, sys.argv[2])
 import torch
 from tg_pytest import WithLoss, net, poptorch
 
-def main(out, fail, reseed, unequal):
+def main(out, fail, reseed, unequal, detach, crossed):
     torch.manual_seed(3)
     x = torch.randn(192, 1, 8, 8)
     y = torch.randint(0, 5, (192,))
@@ -35,11 +37,25 @@ def main(out, fail, reseed, unequal):
     loader = poptorch.DataLoader(opts, ds, batch_size=3, shuffle=True)
     m = net()
     tm = poptorch.trainingModel(WithLoss(m), opts, poptorch.optim.SGD(m.parameters(), lr=0.05))
+    if crossed:  # two models, made in the same order, then run in crossed orders
+        m2 = net()
+        tm2 = poptorch.trainingModel(WithLoss(m2), opts,
+                                     poptorch.optim.SGD(m2.parameters(), lr=0.05))
+        xb, yb = next(iter(loader))
+        tm(xb, yb)
+        tm2(xb, yb)
+        (tm if poptorch.dist.instance() == 0 else tm2)(xb, yb)
+        return
     if reseed:  # instances whose torch seeds differ still shuffle as instance 0
         torch.manual_seed(100 + poptorch.dist.instance())
     for step, (xb, yb) in enumerate(loader):
         if fail and poptorch.dist.instance() == 1 and step == 1:
             raise RuntimeError("instance 1 fails on purpose")
+        if detach and poptorch.dist.instance() == 1 and step == 2:
+            # one step short: instance 1 puts its model away and goes on with
+            # something else for longer than the test waits
+            tm.detachFromDevice()
+            time.sleep(600)
         tm(xb, yb)
     if unequal and poptorch.dist.instance() == 1:  # one step more than instance 0
         tm(xb, yb)
@@ -47,7 +63,8 @@ def main(out, fail, reseed, unequal):
     if poptorch.dist.instance() == 0:
         torch.save(m.state_dict(), out)
 
-main(sys.argv[1], "fail" in sys.argv[3:], "reseed" in sys.argv[3:], "unequal" in sys.argv[3:])
+main(sys.argv[1], *(flag in sys.argv[3:] for flag in ("fail", "reseed", "unequal", "detach",
+                                                      "crossed")))
 if "stop_at_exit" in sys.argv[3:] and poptorch.dist.instance() == 1:
     # lost while ending: registered after the package's tg_dist_finalize,
     # so run before it (atexit is last in, first out)
@@ -131,6 +148,28 @@ class DistTest(unittest.TestCase):
         self.assertIn("instance 1 on host", r.stderr)
         self.assertIn("while every instance was leaving the job", r.stderr)
         self.assertLess(time.time() - start, 100)
+
+    def test_instances_in_two_models_exchanges_fail_not_hang(self):
+        # both at their third training run, one in model 1's exchange, the
+        # other in model 2's: the same count, but they never meet (these
+        # counted as one wait and spun for ever; the timeout is the bound)
+        r = self.run_script(os.path.join(self.dir, "crossed.pt"), True, "crossed", timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("of training model 2)", r.stderr)
+        self.assertIn("of training model 1)", r.stderr)
+        self.assertIn("they can never meet", r.stderr)
+
+    def test_an_instance_that_detaches_early_ends_the_job_while_it_lives(self):
+        # instance 1 detaches one step short and sleeps 600 s: instance 0,
+        # waiting in the exchange of a step instance 1 will never run, used
+        # to wait until instance 1 ended (the subprocess timeout is the bound)
+        r = self.run_script(os.path.join(self.dir, "detach.pt"), True, "detach", timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("instance 1 closed its training model 1", r.stderr)
+        self.assertIn("after 2 training runs of it", r.stderr)
+        self.assertIn("this instance (0) waits in the gradient exchange of its training run 3",
+                      r.stderr)
+        self.assertIn("different numbers of steps", r.stderr)
 
 
 if __name__ == "__main__":
