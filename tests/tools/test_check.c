@@ -3,6 +3,8 @@
  * settings train offers (pipelined, bf16): every tensor of one step within
  * tolerance of the reference kernels. Also its failures: a tolerance too
  * tight for f32 exits 1 naming a tensor, a bad flag exits 2, --json parses.
+ * The whole matrix of zoo models, precisions and loss scalings, and
+ * BERT-large at its own size, are test_check_matrix.c's (label heavy).
  * TG_TEST_LABELS: slow */
 #include "tg_test.h"
 #include "tg_test_cli.h"
@@ -75,51 +77,6 @@ static void test_reference_only_op(void)
         }
 }
 
-/* Issue 46 rows 3 and 4: every zoo model under every precision and every
- * loss scaling passes (the language models fed token ids their embeddings
- * have, the reference scaled as the program). Small shapes keep it to
- * minutes, but for BERT-large (about 90 s of CPU each at 8 tokens, its own
- * 24 layers of 1024 and vocabulary of 30522): the ResNets at 16x16, the
- * language models at 8 tokens. scripts/check_matrix.py runs the same table
- * with times and memory, and at full size. */
-static void test_every_precision_and_loss_scaling(void)
-{
-    static const char *models[] = {
-        "fashion-basic",
-        "mnist-pipeline",
-        "resnet18 --input 3x16x16 --stem imagenet",
-        "resnet34 --input 3x16x16 --stem imagenet",
-        "resnet50 --input 3x16x16 --stem imagenet",
-        "resnet101 --input 3x16x16 --stem imagenet",
-        "gpt-tiny --input 1x1x8",
-        "bert-tiny --input 1x1x8",
-        "bert-large --input 1x1x8 --batch-size 1",
-    };
-    static const char *precisions[] = {"32.32",     "16.32", "16.16",  "bf16.32",
-                                       "bf16.bf16", "32.16", "32.bf16"};
-    static const char *scalings[] = {"none", "static", "dynamic"};
-    char args[512];
-    for (size_t m = 0; m < sizeof models / sizeof *models; m++)
-        for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++)
-            for (size_t l = 0; l < sizeof scalings / sizeof *scalings; l++) {
-                snprintf(args, sizeof args,
-                         "check --batch-size 2 --model %s --precision %s --loss-scaling %s",
-                         models[m], precisions[p], scalings[l]);
-                EXPECT(args, 0, "ok: every tensor within tolerance");
-            }
-}
-
-/* BERT-large at its own size (128 tokens, check's batch of 4): the
- * whole-graph reference streamed (runtime/verify_ref.c) fits beside the
- * program, where the interpreter's double of every tensor did not (21.6 GB,
- * ended by the OOM killer), so the end-to-end figures are there. */
-static void test_bert_large_full_size(void)
-{
-    EXPECT("check --model bert-large", 0, "ok: every tensor within tolerance");
-    EXPECT("check --model bert-large --precision bf16.bf16 --loss-scaling dynamic", 0,
-           "ok: every tensor within tolerance");
-}
-
 /* Exported language models (issue 46 row 3): their i32 token ids were fed
  * random floats' bits, and the loss was NaN. */
 static void test_onnx_language_models(void)
@@ -182,12 +139,10 @@ int main(void)
     if (!TG_MKDTEMP(tmpdir))
         return 1;
     TG_RUN(test_failures_and_json);
-    TG_RUN(test_every_precision_and_loss_scaling);
     TG_RUN(test_onnx_language_models);
     TG_RUN(test_device_settings);
     TG_RUN(test_onnx_fixtures);
     TG_RUN(test_reference_only_op);
     TG_RUN(test_zoo);
-    TG_RUN(test_bert_large_full_size);
     return tg_test_finish();
 }
