@@ -49,7 +49,7 @@ KNOWN = {
     ("src/report/table.c", "k"): "plain numbers",
     ("src/runtime/session_io.c", "s->output_mode"): "output modes: every other mode streams",
     ("src/runtime/session_io.c", "(tg_cache_result)s->cache"): "no cache result yet",
-    ("src/runtime/verify.c", "t"): "per-dtype figures: integers exact, f32's range",
+    ("src/runtime/verify_check.c", "t"): "per-dtype figures: integers exact, f32's range",
     ("src/trace/chrome_trace.c", "e->kind"): "heatmap samples are written per slice",
 }
 
