@@ -15,25 +15,17 @@ import tempfile
 import unittest
 
 from tg_pytest import skip_without_deps  # noqa: F401  (exits 77 without torch)
+import sys
+
 import torch
 import torch.nn as nn
 
-VOCAB, SEQ, D = 256, 16, 16
+# The language model is the one the C tests' fixture is exported from.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "onnx",
+                                "fixtures"))
+from make_symbolic_fixtures import SEQ, VOCAB, CausalLM  # noqa: E402
+
 CORPUS = "/usr/share/common-licenses/GPL-3"
-
-
-class CausalLM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB, D)
-        self.pos = nn.Embedding(SEQ, D)
-        self.layer = nn.TransformerEncoderLayer(D, 2, 32, dropout=0.0, batch_first=True)
-        self.head = nn.Linear(D, VOCAB)
-
-    def forward(self, ids):
-        s = ids.shape[1]
-        mask = torch.triu(torch.full((s, s), float("-inf")), 1)
-        return self.head(self.layer(self.tok(ids) + self.pos(torch.arange(s)), src_mask=mask))
 
 
 def export(model, example, path, opset=13):
