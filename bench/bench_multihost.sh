@@ -16,11 +16,7 @@ T=$(readlink -f "$1")
 RATE=${2:-100mbit}
 . "$(dirname "$0")/../tests/dist/netns_hosts.sh"
 why=$(hosts_can) || { echo "no network hosts here: $why" >&2; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-W=$(mktemp -d) || exit 1
-trap 'hosts_down; rm -rf "$W"' EXIT
-trap 'exit 1' INT TERM
-cd "$W" || exit 1
+hosts_workdir
 hosts_up 4 "$W" || exit 1
 for k in 1 2 3 4; do
     host_rate $k "$RATE" || exit 1
