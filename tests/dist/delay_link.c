@@ -300,5 +300,7 @@ int main(int argc, char **argv)
     }
     report(&ab);
     report(&ba);
+    free(ab.ring);
+    free(ba.ring);
     return 0;
 }
