@@ -17,7 +17,8 @@ DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev zlib1g-dev \
                libsqlite3-dev sqlite3 dataset-fashion-mnist clang clang-format chromium \
                libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3 \
                python3-torch python3-torchvision python3-numpy python3-cffi python3-onnx \
-               python3-tqdm python3-venv openmpi-bin libopenmpi-dev libdnnl-dev iproute2
+               python3-tqdm python3-venv openmpi-bin libopenmpi-dev libdnnl-dev iproute2 \
+               iputils-ping
 DEB_BENCH_PACKAGES = python3-torch python3-numpy
 
 .PHONY: all demo test test-heavy test-isa build install format-check deps bench-deps bench format asan tsan fuzz clean options-doc

@@ -18,17 +18,8 @@ command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; 
 $PY -c "import torch, cffi" 2>/dev/null || { echo "no torch or cffi for $PY: skipped"; exit 77; }
 . "$SRC/tests/dist/netns_hosts.sh"
 why=$(hosts_can) || { echo "no network hosts here: $why: skipped"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PYTHONPATH="$SRC/python" TILEGRAPH_LIBRARY="$LIB" OMP_NUM_THREADS=1
-W=$(mktemp -d) || exit 1
-trap 'hosts_down; rm -rf "$W"' EXIT
-trap 'exit 1' INT TERM
-cd "$W" || exit 1
-fail() {
-    echo "FAIL: $*"
-    tail -20 "$W"/*.log
-    exit 1
-}
+hosts_workdir
 hosts_up 2 "$W" || fail "could not make the hosts"
 # the script test_dist.py runs (its SCRIPT), written out here
 $PY - "$SRC/tests/python/test_dist.py" <<'PYEOF' || fail "no script in test_dist.py"

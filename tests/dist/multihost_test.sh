@@ -9,9 +9,9 @@
 #  2. a link that goes down mid-step: every instance ends within a bounded
 #     time, the message names the host and instance lost, the last
 #     checkpoint is whole and resumes to the bytes of an uninterrupted run;
-#  3. a slow link (100 Mbit/s, tc's token bucket: this kernel has no netem):
-#     the job completes and the profile's all-reduce takes at least the
-#     time the gradients need on that link;
+#  3. a slow link (100 Mbit/s, tc's token bucket): the job completes and the
+#     profile's all-reduce takes at least the time the gradients need on
+#     that link (with a delay as well: tests/dist/slow_link_test.sh);
 #  4. an instance killed (-9) on one host ends the job, naming host and rank;
 #  5. a host that never starts (absent, or cut off from the start) ends the
 #     job with OpenMPI's message;
@@ -22,19 +22,7 @@ T=$1
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun (openmpi-bin): skipped"; exit 77; }
 . "$(dirname "$0")/netns_hosts.sh"
 why=$(hosts_can) || { echo "no network hosts here: $why: skipped"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-W=$(mktemp -d) || exit 1
-trap 'hosts_down; rm -rf "$W"' EXIT
-trap 'exit 1' INT TERM
-cd "$W" || exit 1
-fail() {
-    echo "FAIL: $*"
-    for f in "$W"/*.log; do
-        echo "--- $f"
-        grep -v '^epoch [0-9]*/' "$f" | tail -25
-    done
-    exit 1
-}
+hosts_workdir
 hosts_up 2 "$W" || fail "could not make the hosts"
 on_host 1 sh -c "getent hosts h2 >/dev/null" || fail "h1 does not know h2"
 MPI_ARGS=""
