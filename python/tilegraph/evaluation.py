@@ -18,7 +18,6 @@ program again (for that batch), and only it.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, List, NamedTuple, Optional
 
 import numpy as np
@@ -39,7 +38,7 @@ class EvalResult(NamedTuple):
     iou: List[float]  # a segmentation's IoU per class (at most 32); empty otherwise
 
 
-def _first(batch):
+def _pair(batch):
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise ValueError("poptorch.evaluate: each batch must be (input, labels), got "
                          f"{type(batch).__name__}")
@@ -70,7 +69,7 @@ class _Source:
         try:
             batch = self.first if self.first is not None else next(self.rest)
             self.first = None
-            x, y = _first(batch)
+            x, y = _pair(batch)
             n = x.shape[0]
             if n > self.want or tuple(x.shape[1:]) != tuple(self.sample):
                 raise ValueError(f"poptorch.evaluate: a batch of shape {tuple(x.shape)}; the "
@@ -136,7 +135,7 @@ def evaluate(model: InferenceModel, data: Iterable[Any], steps: Optional[int] = 
         first = next(rest)
     except StopIteration:
         raise ValueError("poptorch.evaluate: the data is empty") from None
-    x, _ = _first(first)
+    x, _ = _pair(first)
     _prepare(model, x)
     src = _Source(model, first, rest, steps)
     callback = ffi.callback("tg_status(void *, void *, int32_t *, int64_t *)", src.next)
@@ -151,6 +150,5 @@ def evaluate(model: InferenceModel, data: Iterable[Any], steps: Optional[int] = 
         raise src.error
     check(status, "poptorch.evaluate")
     model._ran()
-    nan = float("nan")
-    return EvalResult(out.accuracy, out.loss if not math.isnan(out.loss) else nan, out.scored,
-                      out.mean_iou, [out.iou[i] for i in range(out.iou_classes)])
+    return EvalResult(out.accuracy, out.loss, out.scored, out.mean_iou,
+                      [out.iou[i] for i in range(out.iou_classes)])
