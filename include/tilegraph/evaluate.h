@@ -82,6 +82,27 @@ TG_API tg_status tg_evaluate(tg_session *s, const tg_eval_io *io, tg_loader *loa
                              void (*progress)(void *user, int64_t done, int64_t total), void *user,
                              tg_eval_result *out);
 
+/* A source of batches other than a tg_loader (the Python package's
+ * DataLoader): next fills one run's input (the input tensor's type, every
+ * sample of the run) and its labels, and sets *count to the real samples
+ * (the rest pad a short final step); a status other than TG_OK ends the
+ * evaluation with it. steps: the runs in all. own_share: in an MPI job each
+ * instance's source gives its own share of the test set (a distributed
+ * loader), so every instance scores all its steps; otherwise every instance
+ * sees the same steps and they take turns, as tg_evaluate's loader does. */
+typedef tg_status (*tg_eval_next_fn)(void *user, void *input, int32_t *labels, int64_t *count);
+typedef struct tg_eval_source {
+    int64_t steps;
+    tg_eval_next_fn next;
+    void *user;
+    bool own_share;
+} tg_eval_source;
+
+/* tg_evaluate over such a source: the same scoring, counts and result. */
+TG_API tg_status tg_evaluate_source(tg_session *s, const tg_eval_io *io, const tg_eval_source *src,
+                                    void (*progress)(void *user, int64_t done, int64_t total),
+                                    void *user, tg_eval_result *out);
+
 #ifdef __cplusplus
 }
 #endif

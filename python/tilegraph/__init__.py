@@ -12,6 +12,7 @@ from ._export import mark_parameters
 from ._lib import TilegraphError
 from .blocks import BeginBlock, Block
 from .data import AsynchronousDataAccessor, DataLoader, DataLoaderMode
+from .evaluation import EvalResult, evaluate
 from .model import (InferenceModel, TrainingModel, identity_loss, inferenceModel,
                     recomputationCheckpoint, trainingModel)
 from ._surface import (CPU, Attribute, AutoStage, BlockFunction, CommGroupType, ConnectionType,
@@ -29,7 +30,8 @@ from .options import (Liveness, OutputMode, Options, ParallelPhasedExecution, Ph
 
 __version__ = "0.1.0"
 __all__ = ["dist", "optim", "mark_parameters", "TilegraphError", "BeginBlock", "Block",
-           "AsynchronousDataAccessor", "DataLoader", "DataLoaderMode", "InferenceModel",
+           "AsynchronousDataAccessor", "DataLoader", "DataLoaderMode", "EvalResult", "evaluate",
+           "InferenceModel",
            "TrainingModel", "identity_loss", "inferenceModel", "recomputationCheckpoint",
            "trainingModel", "Liveness", "OutputMode", "Options", "ParallelPhasedExecution", "Phase",
            "PhasedExecution", "PipelinedExecution", "SerialPhasedExecution", "ShardedExecution",

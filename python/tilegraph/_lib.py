@@ -116,6 +116,18 @@ size_t tg_session_arena_bytes(const tg_session *s);
 tg_status tg_checkpoint_save(const tg_session *s, const char *path, const char *model);
 tg_status tg_checkpoint_load(tg_session *s, const char *path, const char *model);
 int tg_session_devices(const tg_session *s);
+
+typedef struct tg_eval_io { tg_tensor *input, *labels, *output; } tg_eval_io;
+typedef struct tg_eval_result {
+    double accuracy, loss; int64_t scored; double mean_iou; int iou_classes; double iou[32];
+} tg_eval_result;
+typedef tg_status (*tg_eval_next_fn)(void *user, void *input, int32_t *labels, int64_t *count);
+typedef struct tg_eval_source {
+    int64_t steps; tg_eval_next_fn next; void *user; bool own_share;
+} tg_eval_source;
+tg_status tg_evaluate_source(tg_session *s, const tg_eval_io *io, const tg_eval_source *src,
+                             void (*progress)(void *user, int64_t done, int64_t total), void *user,
+                             tg_eval_result *out);
 """
 ffi = cffi.FFI()
 ffi.cdef(CDEF)

@@ -7,12 +7,14 @@
 
 #include "ops/op.h"
 #include "runtime/buckets.h"
+#include "runtime/collectives_state.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/rts.h"
 #include "runtime/scaling.h"
 #include "runtime/session_dist.h"
 #include "runtime/staging.h"
+#include "runtime/run_control.h"
 
 #include <string.h>
 
@@ -40,7 +42,7 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    unsigned char *send = s->dist_send[c->device], *recv = s->dist_recv[c->device];
+    unsigned char *send = s->coll->send[c->device], *recv = s->coll->recv[c->device];
     size_t off = 0;
     for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) { /* pack: a block per weight */
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
@@ -56,7 +58,8 @@ static bool weights_from_instances(device_ctx *c, int64_t it)
         off += tg_rts_block_cap(s, n, es);
     }
     double t0 = tg_engine_now();
-    if (!tg_dist_group_allgather(s->dist, c->device, send, recv, off, &s->abort)) {
+    if (!tg_dist_group_allgather(s->coll->group, c->device, send, recv, off,
+                                 tg_run_abort_flag(s->run))) {
         tg_exchange_fail(
             s, TG_ERR_IO,
             tg_dist_stuck_reason("the weights' exchange across instances was abandoned"));
@@ -144,7 +147,7 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     if (shares && ok)
         send_shares(c, true, &offloaded);
     ok = ok && tg_exchange_replica_barrier(s, c->device);
-    if (ok && s->dist) {
+    if (ok && s->coll->group) {
         ok = c->replica != 0 ||
              ((!shares || weights_from_instances(c, it)) && (!shards || tg_rts_exchange(c, it)));
         ok = tg_exchange_replica_barrier(s, c->device) && ok;
@@ -152,33 +155,6 @@ bool tg_allreduce_gather_weights(device_ctx *c, int64_t it)
     if (shares)
         tg_engine_record(c, TG_EVENT_ALL_REDUCE, TG_PHASE_UPDATE, it, -1, -1, t0, 0, 0);
     return ok;
-}
-
-/* Whether buffer buf travels as bf16 (an f32 one under bfloat16 on the wire). */
-static bool wire_bf16(const tg_session *s, int buf)
-{
-    return s->program->config.distributed.wire_bf16 && s->program->buffers[buf].dtype == TG_F32;
-}
-
-size_t tg_allreduce_wire_bytes(const tg_session *s, int buf)
-{
-    size_t bytes = s->program->buffers[buf].bytes;
-    return wire_bf16(s, buf) ? bytes / 2 : bytes;
-}
-
-void tg_allreduce_to_wire(const tg_session *s, int buf, unsigned char *dst,
-                          const unsigned char *src)
-{
-    if (!wire_bf16(s, buf)) {
-        memcpy(dst, src, s->program->buffers[buf].bytes);
-        return;
-    }
-    int64_t n = tg_numel(s->program->graph->nodes[s->program->buffers[buf].node]);
-    const float *x = (const float *)src;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h = tg_f32_to_bf16(x[i]);
-        memcpy(dst + 2 * i, &h, sizeof h);
-    }
 }
 
 /* Elements [begin, end) of R bf16 copies: scale * their sum, summed in f32
@@ -199,27 +175,6 @@ static void reduce_from_bf16(unsigned char *const *copies, int R, unsigned char 
     }
 }
 
-void tg_allreduce_stamp(unsigned char *at, double local)
-{
-    double job = tg_dist_job_time(local);
-    memcpy(at, &job, sizeof job);
-}
-
-void tg_allreduce_note_wait(device_ctx *c, const unsigned char *recv, size_t stride, size_t at,
-                            double t0)
-{
-    double waited = tg_engine_now() - t0, latest = -1e300;
-    for (int i = 0; i < tg_dist_instances(); i++) {
-        double stamp;
-        memcpy(&stamp, recv + (size_t)i * stride + at, sizeof stamp);
-        if (i != tg_dist_instance() && stamp > latest)
-            latest = stamp;
-    }
-    double behind = latest - tg_dist_job_time(t0); /* how long after t0 the last one sent */
-    c->exchange.after_backward += waited;
-    c->exchange.imbalance += behind < 0 ? 0 : behind > waited ? waited : behind;
-}
-
 /* Under an MPI job: local replica 0 of this device packs the accumulators of
  * the instance's replicas ([accumulator][local replica]), then its stamp,
  * and gathers every instance's pack, so that all R replicas' values are on
@@ -235,26 +190,26 @@ static bool gather_instances(device_ctx *c, int64_t it)
     size_t off = 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
-        size_t bytes = tg_allreduce_wire_bytes(s, buf);
+        size_t bytes = tg_collectives_wire_bytes(s, buf);
         for (int r = 0; r < p->replicas; r++, off += bytes)
-            tg_allreduce_to_wire(s, buf, s->dist_send[c->device] + off,
-                                 tg_engine_slot_ptr(s, r, buf, 0));
+            tg_collectives_to_wire(s, buf, s->coll->send[c->device] + off,
+                                   tg_engine_slot_ptr(s, r, buf, 0));
     }
-    tg_allreduce_stamp(s->dist_send[c->device] + off, t0);
+    tg_collectives_stamp(s->coll->send[c->device] + off, t0);
     size_t pack = off + TG_DIST_STAMP_BYTES;
-    bool ok = tg_dist_group_allgather(s->dist, c->device, s->dist_send[c->device],
-                                      s->dist_recv[c->device], pack, &s->abort);
+    bool ok = tg_dist_group_allgather(s->coll->group, c->device, s->coll->send[c->device],
+                                      s->coll->recv[c->device], pack, tg_run_abort_flag(s->run));
     tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
                      (int64_t)pack * tg_dist_instances(), 0);
     if (ok)
-        tg_allreduce_note_wait(c, s->dist_recv[c->device], pack, off, t0);
+        tg_collectives_note_wait(c, s->coll->recv[c->device], pack, off, t0);
     return ok;
 }
 
 /* Under gradient buckets, device d's plan (the pack is in its order). */
 static const tg_bucket_plan *bucket_plan(const tg_session *s, int d)
 {
-    return s->buckets && s->buckets[d].n_buckets ? &s->buckets[d] : NULL;
+    return s->coll->buckets && s->coll->buckets[d].n_buckets ? &s->coll->buckets[d] : NULL;
 }
 
 /* Bytes of an instance's pack on device d, its stamp included. */
@@ -263,7 +218,7 @@ static size_t pack_bytes(const tg_session *s, int d)
     const tg_program *p = s->program;
     size_t pack = TG_DIST_STAMP_BYTES;
     for (int k = 0; k < p->devices[d].n_accumulators; k++)
-        pack += tg_allreduce_wire_bytes(s, p->devices[d].accumulators[k].acc_buffer) *
+        pack += tg_collectives_wire_bytes(s, p->devices[d].accumulators[k].acc_buffer) *
                 (size_t)p->replicas;
     return pack;
 }
@@ -283,7 +238,7 @@ static unsigned char *copy_of(device_ctx *c, int g, int buf, size_t off, size_t 
         !p->config.distributed.wire_bf16)
         return tg_engine_slot_ptr(s, local, buf, 0);
     int instance = g / p->replicas, r = g % p->replicas;
-    return s->dist_recv[c->device] + (size_t)instance * pack + off * (size_t)p->replicas +
+    return s->coll->recv[c->device] + (size_t)instance * pack + off * (size_t)p->replicas +
            (size_t)r * bytes;
 }
 
@@ -304,7 +259,7 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
     const tg_bucket_plan *b = bucket_plan(s, c->device);
     if (b && !tg_buckets_wait(c, it))
         return false;
-    if (s->dist && !b) {
+    if (s->coll->group && !b) {
         if (!gather_instances(c, it)) {
             tg_exchange_fail(s, TG_ERR_IO,
                              tg_dist_stuck_reason("the all-reduce across instances was abandoned"));
@@ -315,10 +270,10 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
     }
     double t_sum = tg_engine_now();
     unsigned char *copies[64], *outs[64];
-    size_t off = 0, pack = b ? b->pack : s->dist ? pack_bytes(s, c->device) : 0;
+    size_t off = 0, pack = b ? b->pack : s->coll->group ? pack_bytes(s, c->device) : 0;
     for (int k = 0; k < dp->n_accumulators; k++) {
         int buf = dp->accumulators[k].acc_buffer;
-        size_t bytes = s->dist ? tg_allreduce_wire_bytes(s, buf) : p->buffers[buf].bytes;
+        size_t bytes = s->coll->group ? tg_collectives_wire_bytes(s, buf) : p->buffers[buf].bytes;
         size_t at = b ? b->pack_off[k] : off;
         int64_t n = tg_numel(p->graph->nodes[p->buffers[buf].node]);
         int64_t begin, end;
@@ -328,20 +283,20 @@ bool tg_allreduce_run(device_ctx *c, int64_t it)
         else
             tg_shard_range(n, c->replica, p->replicas, &begin, &end);
         for (int r = 0; r < R; r++)
-            copies[r] =
-                s->dist ? copy_of(c, r, buf, at, bytes, pack) : tg_engine_slot_ptr(s, r, buf, 0);
+            copies[r] = s->coll->group ? copy_of(c, r, buf, at, bytes, pack)
+                                       : tg_engine_slot_ptr(s, r, buf, 0);
         for (int r = 0; r < p->replicas; r++) /* the result: this instance's replicas' */
             outs[r] = tg_engine_slot_ptr(s, r, buf, 0);
         if (scatter)
             outs[0] = tg_engine_slot_ptr(s, c->replica, buf, 0);
-        if (s->dist && wire_bf16(s, buf))
+        if (s->coll->group && tg_collectives_wire_bf16(s, buf))
             reduce_from_bf16(copies, R, outs, scatter ? 1 : p->replicas, begin, end, scale);
         else
             tg_reduce_typed(copies, R, outs, scatter ? 1 : p->replicas, p->buffers[buf].dtype,
                             begin, end, scale);
         off += bytes;
     }
-    if (s->dist) { /* one process of R replicas sums too, but 1 x 1 does not */
+    if (s->coll->group) { /* one process of R replicas sums too, but 1 x 1 does not */
         c->exchange.summing += tg_engine_now() - t_sum;
         c->exchange.updates++;
     }

@@ -17,6 +17,8 @@
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
 #include "runtime/staging.h"
+#include "runtime/run_control.h"
+#include "runtime/collectives_state.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -92,7 +94,7 @@ static tg_status cut(const tg_session *s, int d, size_t cap, tg_bucket_plan *b)
     tg_bucket *cur = NULL;
     for (int k = 0; k < n; k++) {
         int a = keys[k].index;
-        size_t bytes = tg_allreduce_wire_bytes(s, dp->accumulators[a].acc_buffer);
+        size_t bytes = tg_collectives_wire_bytes(s, dp->accumulators[a].acc_buffer);
         if (!cur || cur->bytes >= cap) {
             cur = &b->buckets[b->n_buckets++];
             *cur = (tg_bucket){k, 0, -1, b->pack, 0};
@@ -116,14 +118,14 @@ tg_status tg_buckets_plan(tg_session *s)
 {
     const tg_program *p = s->program;
     int64_t cap = p->config.distributed.bucket_bytes;
-    if (!s->dist || p->replicas != 1 || cap <= 0)
+    if (!s->coll->group || p->replicas != 1 || cap <= 0)
         return TG_OK;
-    s->buckets = tg_calloc((size_t)p->n_devices, sizeof *s->buckets);
-    if (!s->buckets)
+    s->coll->buckets = tg_calloc((size_t)p->n_devices, sizeof *s->coll->buckets);
+    if (!s->coll->buckets)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the gradient buckets");
     bool any = false;
     for (int d = 0; d < p->n_devices; d++) {
-        tg_bucket_plan *b = &s->buckets[d];
+        tg_bucket_plan *b = &s->coll->buckets[d];
         if (!p->devices[d].n_accumulators || !finishing_op(p, d, b))
             continue;
         TG_TRY(cut(s, d, (size_t)cap, b));
@@ -131,7 +133,7 @@ tg_status tg_buckets_plan(tg_session *s)
         if (b->pack * (size_t)tg_dist_instances() > INT_MAX)
             b->n_buckets = 0;
         if (b->n_buckets)
-            TG_TRY(tg_dist_group_reserve(s->dist, d, b->n_buckets));
+            TG_TRY(tg_dist_group_reserve(s->coll->group, d, b->n_buckets));
         any |= b->n_buckets > 0;
     }
     if (!any)
@@ -141,20 +143,20 @@ tg_status tg_buckets_plan(tg_session *s)
 
 void tg_buckets_free(tg_session *s)
 {
-    for (int d = 0; s->buckets && d < s->program->n_devices; d++) {
-        tg_bucket_plan *b = &s->buckets[d];
+    for (int d = 0; s->coll->buckets && d < s->program->n_devices; d++) {
+        tg_bucket_plan *b = &s->coll->buckets[d];
         tg_free(b->order);
         tg_free(b->pack_off);
         tg_free(b->buckets);
         tg_free(b->started);
     }
-    tg_free(s->buckets);
-    s->buckets = NULL;
+    tg_free(s->coll->buckets);
+    s->coll->buckets = NULL;
 }
 
 const tg_bucket_plan *tg_buckets_finishing(const device_ctx *c, tg_pipe_pass pass, int64_t j)
 {
-    const tg_bucket_plan *b = c->s->buckets ? &c->s->buckets[c->device] : NULL;
+    const tg_bucket_plan *b = c->s->coll->buckets ? &c->s->coll->buckets[c->device] : NULL;
     return b && b->n_buckets && b->last_pass == pass && b->last_mb == j ? b : NULL;
 }
 
@@ -167,12 +169,12 @@ static void accumulate_into(device_ctx *c, const tg_accumulator *a, int64_t j, i
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_buffer *acc = &p->buffers[a->acc_buffer], *grad = &p->buffers[a->grad_buffer];
-    if (tg_allreduce_wire_bytes(s, a->acc_buffer) != acc->bytes) {
+    if (tg_collectives_wire_bytes(s, a->acc_buffer) != acc->bytes) {
         /* to another type on the wire: the sum in the accumulator, then rounded into the pack */
         unsigned char *sum = tg_engine_slot_ptr(s, c->replica, a->acc_buffer, 0);
         tg_accumulate_typed(sum, acc->dtype, tg_engine_slot_ptr(s, c->replica, a->grad_buffer, g),
                             grad->dtype, tg_numel(p->graph->nodes[acc->node]), j == 0, 1.0f);
-        tg_allreduce_to_wire(s, a->acc_buffer, dst, sum);
+        tg_collectives_to_wire(s, a->acc_buffer, dst, sum);
         return;
     }
     if (j > 0)
@@ -185,20 +187,20 @@ void tg_buckets_send(device_ctx *c, int i, int64_t j, int64_t g)
 {
     tg_session *s = c->s;
     const tg_program *p = s->program;
-    tg_bucket_plan *b = &s->buckets[c->device];
+    tg_bucket_plan *b = &s->coll->buckets[c->device];
     const tg_bucket *k = &b->buckets[i];
     /* this instance's block of the gathered packs: the accumulators' final
      * values go there (the all-reduce reads them there and writes the mean
      * to the accumulators) */
-    unsigned char *mine = s->dist_recv[c->device] + (size_t)tg_dist_instance() * b->pack;
+    unsigned char *mine = s->coll->recv[c->device] + (size_t)tg_dist_instance() * b->pack;
     for (int m = k->first; m < k->first + k->count; m++)
         accumulate_into(c, &p->devices[c->device].accumulators[b->order[m]], j, g,
                         mine + b->pack_off[b->order[m]]);
     double t0 = tg_engine_now();
     b->started[i] = t0;
     if (i == b->n_buckets - 1)
-        tg_allreduce_stamp(mine + b->pack - TG_DIST_STAMP_BYTES, t0);
-    tg_dist_group_start(s->dist, c->device, i, s->dist_recv[c->device], k->offset, k->bytes,
+        tg_collectives_stamp(mine + b->pack - TG_DIST_STAMP_BYTES, t0);
+    tg_dist_group_start(s->coll->group, c->device, i, s->coll->recv[c->device], k->offset, k->bytes,
                         b->pack);
     c->buckets_sent++;
     c->exchange.during_backward += tg_engine_now() - t0;
@@ -207,7 +209,7 @@ void tg_buckets_send(device_ctx *c, int i, int64_t j, int64_t g)
 /* Bucket i has arrived: its event, from its start to now. */
 static void arrived(device_ctx *c, int64_t it, int i)
 {
-    const tg_bucket_plan *b = &c->s->buckets[c->device];
+    const tg_bucket_plan *b = &c->s->coll->buckets[c->device];
     tg_engine_record(c, TG_EVENT_BUCKET, TG_PHASE_BACKWARD, it, -1, -1, b->started[i],
                      (int64_t)b->buckets[i].bytes * tg_dist_instances(), 0);
     c->buckets_done++;
@@ -217,7 +219,7 @@ void tg_buckets_progress(device_ctx *c, int64_t it)
 {
     double t0 = tg_engine_now();
     while (c->buckets_done < c->buckets_sent &&
-           tg_dist_group_test(c->s->dist, c->device, c->buckets_done))
+           tg_dist_group_test(c->s->coll->group, c->device, c->buckets_done))
         arrived(c, it, c->buckets_done);
     c->exchange.during_backward += tg_engine_now() - t0;
 }
@@ -225,7 +227,7 @@ void tg_buckets_progress(device_ctx *c, int64_t it)
 bool tg_buckets_wait(device_ctx *c, int64_t it)
 {
     tg_session *s = c->s;
-    const tg_bucket_plan *b = &s->buckets[c->device];
+    const tg_bucket_plan *b = &s->coll->buckets[c->device];
     double t0 = tg_engine_now();
     if (c->buckets_sent != b->n_buckets) { /* the finishing op sends them all */
         char msg[160];
@@ -237,7 +239,8 @@ bool tg_buckets_wait(device_ctx *c, int64_t it)
         return false;
     }
     while (c->buckets_done < c->buckets_sent) {
-        if (!tg_dist_group_wait(s->dist, c->device, c->buckets_done, &s->abort)) {
+        if (!tg_dist_group_wait(s->coll->group, c->device, c->buckets_done,
+                                tg_run_abort_flag(s->run))) {
             tg_exchange_fail(
                 s, TG_ERR_IO,
                 tg_dist_stuck_reason("the gradients' exchange across instances was abandoned"));
@@ -248,7 +251,8 @@ bool tg_buckets_wait(device_ctx *c, int64_t it)
     /* what the update waited for: the exchange the backward did not hide */
     tg_engine_record(c, TG_EVENT_INSTANCES, TG_PHASE_UPDATE, it, -1, -1, t0,
                      (int64_t)b->pack * tg_dist_instances(), 0);
-    tg_allreduce_note_wait(c, s->dist_recv[c->device], b->pack, b->pack - TG_DIST_STAMP_BYTES, t0);
+    tg_collectives_note_wait(c, s->coll->recv[c->device], b->pack, b->pack - TG_DIST_STAMP_BYTES,
+                             t0);
     c->buckets_sent = c->buckets_done = 0;
     return true;
 }

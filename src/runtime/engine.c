@@ -42,6 +42,8 @@
 #include "runtime/scaling.h"
 #include "runtime/stream_io.h"
 #include "runtime/verify.h"
+#include "runtime/run_control.h"
+#include "runtime/collectives.h"
 #include "tilegraph/trace.h"
 
 #include <pthread.h>
@@ -67,31 +69,16 @@ void tg_engine_set_per_step_threads(tg_session *s, bool on)
     tg_device_threads_set_per_step(s->device_threads, on);
 }
 
-/* This run's exchange with the other instances added to the session's
- * (tg_session_exchange_times): local replica 0's, which runs it. */
-static void add_exchange_times(tg_session *s)
-{
-    for (int d = 0; s->exchange_times && d < s->program->n_devices; d++) {
-        const tg_exchange_times *x = &s->ctx[d].exchange;
-        tg_exchange_times *to = &s->exchange_times[d];
-        to->updates += x->updates;
-        to->during_backward += x->during_backward;
-        to->after_backward += x->after_backward;
-        to->imbalance += x->imbalance;
-        to->summing += x->summing;
-    }
-}
-
 tg_status tg_session_run(tg_session *s)
 {
     const tg_program *p = s->program;
     int n = p->replicas * p->n_devices;
     TG_TRY(tg_verify_begin(s));
-    if (s->dist) /* counted, so that instances running other step counts are told (dist.h) */
-        tg_dist_note_run(s->dist);
+    /* counted, so that instances running other step counts are told (dist.h) */
+    if (tg_collectives_group(s->coll))
+        tg_dist_note_run(tg_collectives_group(s->coll));
     tg_exchange_begin_run(s->exchange);
-    s->abort = false;
-    s->fail_status = TG_OK;
+    tg_run_begin(s->run);
     double t0 = now_s();
     bool recording = tg_recording_wants(s->recording, s->runs);
     uint64_t link = tg_recording_link(s->recording, s->runs);
@@ -115,7 +102,7 @@ tg_status tg_session_run(tg_session *s)
     tg_trace_end(engine_channel());
     if (started != TG_OK)
         return started;
-    add_exchange_times(s);
+    tg_collectives_add_times(s);
     for (int i = 0; i < n; i++) {
         s->last_busy[i] = s->ctx[i].busy;
         s->last_streams[i] = s->ctx[i].streams;
@@ -123,12 +110,11 @@ tg_status tg_session_run(tg_session *s)
         if (s->ctx[i].max_in_flight > s->max_in_flight[d])
             s->max_in_flight[d] = s->ctx[i].max_in_flight;
     }
-    if (p->training && !s->abort) {
+    if (p->training && !tg_run_aborted(s->run)) {
         s->step += p->iterations;
         tg_scaling_end_run(s->scaling, &s->ctx[0]);
     }
-    if (s->abort)
-        return tg_error(s->fail_status, "%s", s->fail_message);
+    TG_TRY(tg_run_result(s->run));
     s->runs++;
     tg_recording *rec = s->recording;
     if (tg_recording_profile(rec) && tg_engine_record_own_counters(s) != TG_OK)

@@ -134,15 +134,22 @@ static void buffers_free(eval_buffers *b)
     tg_free(b->scores);
 }
 
-static tg_status load(tg_loader *l, const tg_eval_io *io, eval_buffers *b, int64_t *count)
+/* The loader as a source: the batch in the input tensor's type. */
+typedef struct loader_source {
+    tg_loader *loader;
+    tg_dtype dtype;
+} loader_source;
+
+static tg_status load(void *user, void *input, int32_t *labels, int64_t *count)
 {
-    switch (tg_tensor_dtype(io->input)) {
+    const loader_source *l = user;
+    switch (l->dtype) {
     case TG_I32:
-        return tg_loader_next_tokens(l, b->input, b->labels, count);
+        return tg_loader_next_tokens(l->loader, input, labels, count);
     case TG_U8:
-        return tg_loader_next_u8(l, b->input, b->labels, count);
+        return tg_loader_next_u8(l->loader, input, labels, count);
     default:
-        return tg_loader_next(l, b->input, b->labels, count);
+        return tg_loader_next(l->loader, input, labels, count);
     }
 }
 
@@ -184,32 +191,33 @@ static void result_of(const int64_t *counts, const double *nll, int64_t classes,
         tg_free(all);
 }
 
-tg_status tg_evaluate(tg_session *s, const tg_eval_io *io, tg_loader *loader,
-                      void (*progress)(void *user, int64_t done, int64_t total), void *user,
-                      tg_eval_result *out)
+tg_status tg_evaluate_source(tg_session *s, const tg_eval_io *io, const tg_eval_source *src,
+                             void (*progress)(void *user, int64_t done, int64_t total), void *user,
+                             tg_eval_result *out)
 {
     memset(out, 0, sizeof *out);
     out->loss = out->mean_iou = NAN;
-    if (!s || !io || !io->input || !io->output || !loader)
-        return tg_error(TG_ERR_INVALID_ARG,
-                        "tg_evaluate: give a session, its input and output tensors and a loader");
+    if (!s || !io || !io->input || !io->output || !src || !src->next || src->steps < 0)
+        return tg_error(TG_ERR_INVALID_ARG, "tg_evaluate: give a session, its input and output "
+                                            "tensors and a loader (or a source of batches)");
     eval_buffers b;
     tg_status st = buffers_init(&b, s, io);
     bool segment = tg_tensor_shape(io->output).ndim == 4,
          nll = tg_tensor_dtype(io->input) == TG_I32;
-    int64_t steps = tg_loader_steps_per_epoch(loader), classes = b.classes;
+    int64_t steps = src->steps, classes = b.classes;
     /* correct, scored, then a segmentation's truth, predicted and both per class */
     int n_counts = 2 + (segment ? 3 * (int)classes : 0);
     int64_t *counts = tg_calloc((size_t)n_counts, sizeof *counts);
     if (!counts && st == TG_OK)
         st = tg_error(TG_ERR_NOMEM, "evaluate: out of memory for the counts");
     double nll_sum = 0;
-    /* an MPI job's instances take turns at the steps and add up their
-     * counts: every sample is scored once, as in one process */
-    int N = tg_dist_instances(), me = tg_dist_instance();
+    /* an MPI job's instances take turns at the steps (or each scores its
+     * own share) and add up their counts: every sample is scored once, as
+     * in one process */
+    int N = src->own_share ? 1 : tg_dist_instances(), me = src->own_share ? 0 : tg_dist_instance();
     for (int64_t k = 0; st == TG_OK && k < steps; k++) {
         int64_t count = 0;
-        st = load(loader, io, &b, &count);
+        st = src->next(src->user, b.input, b.labels, &count);
         if (k % N != me)
             continue;
         if (st == TG_OK)
@@ -236,4 +244,19 @@ tg_status tg_evaluate(tg_session *s, const tg_eval_io *io, tg_loader *loader,
     tg_free(counts);
     buffers_free(&b);
     return st;
+}
+
+tg_status tg_evaluate(tg_session *s, const tg_eval_io *io, tg_loader *loader,
+                      void (*progress)(void *user, int64_t done, int64_t total), void *user,
+                      tg_eval_result *out)
+{
+    if (!loader || !io || !io->input) {
+        memset(out, 0, sizeof *out);
+        out->loss = out->mean_iou = NAN;
+        return tg_error(TG_ERR_INVALID_ARG,
+                        "tg_evaluate: give a session, its input and output tensors and a loader");
+    }
+    loader_source l = {loader, tg_tensor_dtype(io->input)};
+    tg_eval_source src = {tg_loader_steps_per_epoch(loader), load, &l, false};
+    return tg_evaluate_source(s, io, &src, progress, user, out);
 }

@@ -10,6 +10,7 @@
  * so a device whose peer is off the CPU does not burn its time slice.
  */
 #include "runtime/exchange.h"
+#include "runtime/run_control.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -94,15 +95,7 @@ tg_spin *tg_exchange_spin(tg_exchange_state *x)
 
 void tg_exchange_fail(tg_session *s, tg_status st, const char *msg)
 {
-    pthread_mutex_lock(&s->lock);
-    if (!s->abort) {
-        s->fail_status = st;
-        snprintf(s->fail_message, sizeof s->fail_message, "%s", msg);
-        /* atomic: spinning waiters read it without the lock */
-        __atomic_store_n(&s->abort, true, __ATOMIC_RELEASE);
-    }
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
+    tg_run_fail(s->run, st, msg);
 }
 
 /* A channel looked up once; device threads may race to the first lookup,
@@ -128,7 +121,7 @@ tg_trace_channel *tg_exchange_comms_channel(void)
  * lock but atomically, so the spinning phase may read them without it. */
 static bool aborted(const tg_session *s)
 {
-    return __atomic_load_n(&s->abort, __ATOMIC_ACQUIRE);
+    return tg_run_aborted(s->run);
 }
 
 typedef struct {
@@ -152,10 +145,10 @@ static bool wait_with(tg_session *s, tg_spin *spin, const int64_t *counter, int6
         return !aborted(s);
     tg_trace_begin(tg_exchange_comms_channel(), what);
     if (!tg_spin_wait(spin, reached, &r)) {
-        pthread_mutex_lock(&s->lock);
+        tg_run_lock(s->run);
         while (!reached(&r))
-            pthread_cond_wait(&s->changed, &s->lock);
-        pthread_mutex_unlock(&s->lock);
+            tg_run_wait(s->run, NULL);
+        tg_run_unlock(s->run);
     }
     tg_trace_end(tg_exchange_comms_channel());
     return !aborted(s);
@@ -174,10 +167,10 @@ static tg_spin *transfer_spin(const device_ctx *c)
 
 void tg_exchange_publish(tg_session *s, int64_t *counter, int64_t value)
 {
-    pthread_mutex_lock(&s->lock);
+    tg_run_lock(s->run);
     __atomic_store_n(counter, value, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
+    tg_run_broadcast(s->run);
+    tg_run_unlock(s->run);
 }
 
 typedef struct {
@@ -196,23 +189,23 @@ static bool moved_on(void *arg)
  * false if the run was aborted. The last to arrive bumps the generation. */
 static bool barrier(tg_session *s, int64_t *count, int64_t *gen_p, int parties)
 {
-    pthread_mutex_lock(&s->lock);
+    tg_run_lock(s->run);
     passed b = {s, gen_p, __atomic_load_n(gen_p, __ATOMIC_ACQUIRE)};
     if (++*count == parties) {
         *count = 0;
         __atomic_store_n(gen_p, b.gen + 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&s->changed);
-        pthread_mutex_unlock(&s->lock);
+        tg_run_broadcast(s->run);
+        tg_run_unlock(s->run);
         return !aborted(s);
     }
-    pthread_mutex_unlock(&s->lock);
+    tg_run_unlock(s->run);
     /* Replicas usually arrive within microseconds of each other, so a short
      * spin saves a wake-up; one that is off the CPU is slept through. */
     if (!tg_spin_wait(&s->exchange->spin, moved_on, &b)) {
-        pthread_mutex_lock(&s->lock);
+        tg_run_lock(s->run);
         while (!moved_on(&b))
-            pthread_cond_wait(&s->changed, &s->lock);
-        pthread_mutex_unlock(&s->lock);
+            tg_run_wait(s->run, NULL);
+        tg_run_unlock(s->run);
     }
     return !aborted(s);
 }

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "runtime/exchange.h"
 #include "runtime/streams.h"
+#include "runtime/run_control.h"
 #include "tilegraph/trace.h"
 
 #include <stdio.h>
@@ -68,7 +69,7 @@ static tg_trace_channel *engine_channel(void)
 
 static bool aborted(const tg_session *s)
 {
-    return __atomic_load_n(&s->abort, __ATOMIC_ACQUIRE);
+    return tg_run_aborted(s->run);
 }
 
 /* ---- filling ------------------------------------------------------------------------- */
@@ -172,10 +173,10 @@ static void fill_step(fill_thread *t)
             progress |= owns(t, i) && fill_one(s, i);
         if (progress || tg_spin_wait(&t->spin, any_fillable, t))
             continue;
-        pthread_mutex_lock(&s->lock);
+        tg_run_lock(s->run);
         while (!any_fillable(t) && !all_filled(t))
-            pthread_cond_wait(&s->changed, &s->lock);
-        pthread_mutex_unlock(&s->lock);
+            tg_run_wait(s->run, NULL);
+        tg_run_unlock(s->run);
     }
 }
 
@@ -189,19 +190,19 @@ static void *fill_main(void *arg)
     tg_trace_thread_name(tg_trace_intern(name));
     int64_t seen = 0;
     for (;;) {
-        pthread_mutex_lock(&s->lock);
+        tg_run_lock(s->run);
         while (pf->gen == seen && !pf->stop)
-            pthread_cond_wait(&pf->wake, &s->lock);
+            tg_run_wait(s->run, &pf->wake);
         bool stop = pf->stop;
         seen = pf->gen;
-        pthread_mutex_unlock(&s->lock);
+        tg_run_unlock(s->run);
         if (stop)
             return NULL;
         fill_step(t);
-        pthread_mutex_lock(&s->lock);
+        tg_run_lock(s->run);
         if (--pf->running == 0)
             pthread_cond_signal(&pf->done);
-        pthread_mutex_unlock(&s->lock);
+        tg_run_unlock(s->run);
     }
 }
 
@@ -300,14 +301,14 @@ tg_status tg_prefetch_begin(tg_session *s)
     }
     tg_prefetch *pf = s->prefetch;
     int n = s->program->replicas * s->program->n_devices;
-    pthread_mutex_lock(&s->lock);
+    tg_run_lock(s->run);
     memset(pf->claimed, 0, (size_t)n * sizeof(int64_t));
     memset(pf->filled, 0, (size_t)n * sizeof(int64_t));
     memset(pf->freed, 0, (size_t)n * sizeof(int64_t));
     pf->running = pf->n_threads;
     pf->gen++;
     pthread_cond_broadcast(&pf->wake);
-    pthread_mutex_unlock(&s->lock);
+    tg_run_unlock(s->run);
     return TG_OK;
 }
 
@@ -316,10 +317,10 @@ void tg_prefetch_end(tg_session *s)
     tg_prefetch *pf = s->prefetch;
     if (!pf)
         return;
-    pthread_mutex_lock(&s->lock);
+    tg_run_lock(s->run);
     while (pf->running > 0)
-        pthread_cond_wait(&pf->done, &s->lock);
-    pthread_mutex_unlock(&s->lock);
+        tg_run_wait(s->run, &pf->done);
+    tg_run_unlock(s->run);
 }
 
 bool tg_prefetch_take(device_ctx *c, int64_t it, int64_t j)
@@ -361,10 +362,10 @@ void tg_prefetch_stop(tg_session *s)
     tg_prefetch *pf = s->prefetch;
     if (!pf)
         return;
-    pthread_mutex_lock(&s->lock);
+    tg_run_lock(s->run);
     pf->stop = true;
     pthread_cond_broadcast(&pf->wake);
-    pthread_mutex_unlock(&s->lock);
+    tg_run_unlock(s->run);
     for (int t = 0; pf->threads && t < pf->n_threads; t++)
         pthread_join(pf->threads[t].id, NULL);
     for (int d = 0; pf->forward_mb && d < s->program->n_devices; d++)

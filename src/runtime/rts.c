@@ -28,6 +28,8 @@
 #include "core/error.h"
 #include "runtime/dist.h"
 #include "runtime/exchange.h"
+#include "runtime/run_control.h"
+#include "runtime/collectives_state.h"
 
 #include <string.h>
 
@@ -42,14 +44,14 @@ tg_status tg_rts_setup(tg_session *s)
     const tg_program *p = s->program;
     if (tg_program_shards(p) <= p->replicas) /* one instance: every shard is local */
         return TG_OK;
-    if (!(s->rts_remote = tg_calloc((size_t)p->n_buffers + 1, sizeof *s->rts_remote)))
+    if (!(s->coll->rts_remote = tg_calloc((size_t)p->n_buffers + 1, sizeof *s->coll->rts_remote)))
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the sharded weights");
     for (int b = 0; b < p->n_buffers; b++) {
         if (!tg_sharding_is_weight(p, b)) /* optimizer state is never gathered */
             continue;
         const tg_tensor *t = p->graph->nodes[p->buffers[b].node];
         size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(p->buffers[b].dtype);
-        if (!(s->rts_remote[b] = tg_calloc(1, bytes + 1)))
+        if (!(s->coll->rts_remote[b] = tg_calloc(1, bytes + 1)))
             return tg_error(TG_ERR_NOMEM,
                             "session: out of memory for the other instances' shards of '%s' "
                             "(%zu bytes)",
@@ -60,10 +62,12 @@ tg_status tg_rts_setup(tg_session *s)
 
 void tg_rts_free(tg_session *s)
 {
-    for (int b = 0; s->rts_remote && b < s->program->n_buffers; b++)
-        tg_free(s->rts_remote[b]);
-    tg_free(s->rts_remote);
-    s->rts_remote = NULL;
+    if (!s->coll)
+        return;
+    for (int b = 0; s->coll->rts_remote && b < s->program->n_buffers; b++)
+        tg_free(s->coll->rts_remote[b]);
+    tg_free(s->coll->rts_remote);
+    s->coll->rts_remote = NULL;
 }
 
 /* Where shard k of sharded buffer b (elements from `begin`) is read. */
@@ -72,7 +76,7 @@ static const unsigned char *shard_at(const tg_session *s, int b, int k, int64_t 
     int local = k - s->replica_offset;
     if (local >= 0 && local < s->program->replicas)
         return tg_engine_slot_ptr(s, local, b, 0);
-    return s->rts_remote[b] + (size_t)begin * tg_dtype_size(s->program->buffers[b].dtype);
+    return s->coll->rts_remote[b] + (size_t)begin * tg_dtype_size(s->program->buffers[b].dtype);
 }
 
 /* Every shard of b into dst; the bytes that came from other shards than
@@ -107,10 +111,10 @@ void tg_rts_whole(const tg_session *s, int b, unsigned char *dst)
 
 void tg_rts_host_written(const tg_session *s, int b, const unsigned char *whole)
 {
-    if (!s->rts_remote || !s->rts_remote[b])
+    if (!s->coll->rts_remote || !s->coll->rts_remote[b])
         return;
     const tg_tensor *t = s->program->graph->nodes[s->program->buffers[b].node];
-    memcpy(s->rts_remote[b], whole,
+    memcpy(s->coll->rts_remote[b], whole,
            (size_t)tg_numel(t) * tg_dtype_size(s->program->buffers[b].dtype));
 }
 
@@ -140,7 +144,7 @@ static void unpack_blocks(tg_session *s, int b, int64_t n, const unsigned char *
         int64_t begin, end;
         tg_rts_block(s, n, i, &begin, &end);
         if (i != tg_dist_instance())
-            memcpy(s->rts_remote[b] + (size_t)begin * es, recv + (size_t)i * pack + at,
+            memcpy(s->coll->rts_remote[b] + (size_t)begin * es, recv + (size_t)i * pack + at,
                    (size_t)(end - begin) * es);
     }
 }
@@ -150,7 +154,7 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
     tg_session *s = c->s;
     const tg_program *p = s->program;
     const tg_device_program *dp = &p->devices[c->device];
-    unsigned char *send = s->dist_send[c->device], *recv = s->dist_recv[c->device];
+    unsigned char *send = s->coll->send[c->device], *recv = s->coll->recv[c->device];
     size_t pack = 0;
     for (int k = 0; k < dp->n_steps[TG_PHASE_UPDATE]; k++) {
         const tg_step *st = &dp->steps[TG_PHASE_UPDATE][k];
@@ -164,7 +168,8 @@ bool tg_rts_exchange(device_ctx *c, int64_t it)
     if (pack == 0)
         return true;
     double t0 = tg_engine_now();
-    if (!tg_dist_group_allgather(s->dist, c->device, send, recv, pack, &s->abort)) {
+    if (!tg_dist_group_allgather(s->coll->group, c->device, send, recv, pack,
+                                 tg_run_abort_flag(s->run))) {
         tg_exchange_fail(
             s, TG_ERR_IO,
             tg_dist_stuck_reason("the sharded weights' exchange across instances was abandoned"));

@@ -6,8 +6,8 @@
 #include "runtime/session_state.h"
 
 /* Under an MPI job with sharded weights: the host copy of the other
- * instances' shards of each sharded weight (s->rts_remote). TG_OK and
- * nothing allocated otherwise. */
+ * instances' shards of each sharded weight (s->coll->rts_remote, runtime/collectives_state.h).
+ * TG_OK and nothing allocated otherwise. */
 tg_status tg_rts_setup(tg_session *s);
 void tg_rts_free(tg_session *s);
 /* A gather op (TG_STREAM_GATHER) of device c for slot g: every shard of

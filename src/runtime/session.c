@@ -20,6 +20,8 @@
 #include "runtime/stream_io.h"
 #include "runtime/streams.h"
 #include "runtime/verify.h"
+#include "runtime/run_control.h"
+#include "runtime/collectives.h"
 #include "tilegraph/trace.h"
 
 #include <stdatomic.h>
@@ -212,10 +214,9 @@ tg_status tg_session_create(tg_graph *g, const tg_options *user_opts, tg_session
     /* OpenBLAS starts its own threads at load; pin it to one now, not at the
      * first GEMM, so they do not spin while the devices work */
     tg_blas_init();
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->changed, NULL);
     s->graph = g;
-    if (!(s->recording = tg_recording_create())) {
+    if (tg_run_control_create(&s->run) != TG_OK || tg_collectives_create(&s->coll) != TG_OK ||
+        !(s->recording = tg_recording_create())) {
         tg_session_destroy(s);
         return tg_error(TG_ERR_NOMEM, "session: out of memory");
     }
@@ -318,7 +319,7 @@ void tg_session_destroy(tg_session *s)
     tg_exchange_free(s->exchange);
     tg_scaling_free(s->scaling);
     tg_program_destroy(s->program);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->changed);
+    tg_collectives_free(s->coll);
+    tg_run_control_free(s->run);
     tg_free(s);
 }

@@ -12,6 +12,7 @@
 #include "runtime/dist.h"
 #include "runtime/record.h"
 #include "runtime/rts.h"
+#include "runtime/collectives_state.h"
 #include "tilegraph/trace.h"
 
 #include <stdio.h>
@@ -200,11 +201,11 @@ tg_status tg_session_dist_setup(tg_session *s)
     const tg_program *p = s->program;
     if (!p->training)
         return TG_OK; /* inference exchanges nothing */
-    TG_TRY(tg_dist_group_create(p->n_devices, &s->dist));
-    s->dist_send = tg_calloc((size_t)p->n_devices, sizeof *s->dist_send);
-    s->dist_recv = tg_calloc((size_t)p->n_devices, sizeof *s->dist_recv);
-    s->exchange_times = tg_calloc((size_t)p->n_devices, sizeof *s->exchange_times);
-    if (!s->dist_send || !s->dist_recv || !s->exchange_times)
+    TG_TRY(tg_dist_group_create(p->n_devices, &s->coll->group));
+    s->coll->send = tg_calloc((size_t)p->n_devices, sizeof *s->coll->send);
+    s->coll->recv = tg_calloc((size_t)p->n_devices, sizeof *s->coll->recv);
+    s->coll->exchange_times = tg_calloc((size_t)p->n_devices, sizeof *s->coll->exchange_times);
+    if (!s->coll->send || !s->coll->recv || !s->coll->exchange_times)
         return tg_error(TG_ERR_NOMEM, "session: out of memory for the all-reduce buffers");
     for (int d = 0; d < p->n_devices; d++) {
         size_t one = accumulator_bytes(p, d), weights = sharded_weight_bytes(s, d);
@@ -214,9 +215,9 @@ tg_status tg_session_dist_setup(tg_session *s)
         send = weights > send ? weights : send;
         recv = weights * (size_t)tg_dist_instances() > recv ? weights * (size_t)tg_dist_instances()
                                                             : recv;
-        s->dist_send[d] = tg_malloc(send + 1);
-        s->dist_recv[d] = tg_malloc(recv + 1);
-        if (!s->dist_send[d] || !s->dist_recv[d])
+        s->coll->send[d] = tg_malloc(send + 1);
+        s->coll->recv[d] = tg_malloc(recv + 1);
+        if (!s->coll->send[d] || !s->coll->recv[d])
             return tg_error(TG_ERR_NOMEM,
                             "session: out of memory for the all-reduce buffers of device %d "
                             "(%zu bytes per replica)",
@@ -227,24 +228,26 @@ tg_status tg_session_dist_setup(tg_session *s)
 
 void tg_session_dist_free(tg_session *s)
 {
+    if (!s->coll) /* a session that ran out of memory at once */
+        return;
     int n = s->program ? s->program->n_devices : 0;
     for (int d = 0; d < n; d++) {
-        if (s->dist_send)
-            tg_free(s->dist_send[d]);
-        if (s->dist_recv)
-            tg_free(s->dist_recv[d]);
+        if (s->coll->send)
+            tg_free(s->coll->send[d]);
+        if (s->coll->recv)
+            tg_free(s->coll->recv[d]);
     }
-    tg_free(s->dist_send);
-    tg_free(s->dist_recv);
-    tg_free(s->exchange_times);
-    s->exchange_times = NULL;
-    for (int i = 0; s->dist_state && i < s->graph->n_nodes; i++)
-        tg_free(s->dist_state[i]);
-    tg_free(s->dist_state);
-    s->dist_state = NULL;
+    tg_free(s->coll->send);
+    tg_free(s->coll->recv);
+    tg_free(s->coll->exchange_times);
+    s->coll->exchange_times = NULL;
+    for (int i = 0; s->coll->state && i < s->graph->n_nodes; i++)
+        tg_free(s->coll->state[i]);
+    tg_free(s->coll->state);
+    s->coll->state = NULL;
     tg_buckets_free(s);
-    tg_dist_group_destroy(s->dist);
-    s->dist = NULL;
+    tg_dist_group_destroy(s->coll->group);
+    s->coll->group = NULL;
 }
 
 int tg_session_global_replicas(const tg_session *s)
@@ -255,14 +258,6 @@ int tg_session_global_replicas(const tg_session *s)
 int tg_session_replica_offset(const tg_session *s)
 {
     return s->replica_offset;
-}
-
-tg_exchange_times tg_session_exchange_times(const tg_session *s, int device)
-{
-    tg_exchange_times none = {0};
-    if (!s || !s->exchange_times || device < 0 || device >= s->program->n_devices)
-        return none;
-    return s->exchange_times[device];
 }
 
 tg_status tg_session_dist_profile_meta(tg_session *s)
@@ -316,8 +311,8 @@ static tg_status gather_one(tg_session *s, const tg_tensor *t, unsigned char *se
                (size_t)(end - begin) * es);
     }
     TG_TRY(tg_dist_allgather(send, recv, cap));
-    unsigned char *whole = s->dist_state[t->id];
-    if (!whole && !(whole = s->dist_state[t->id] = tg_malloc((size_t)n * es + 1)))
+    unsigned char *whole = s->coll->state[t->id];
+    if (!whole && !(whole = s->coll->state[t->id] = tg_malloc((size_t)n * es + 1)))
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering '%s'", t->name);
     for (int i = 0; i < tg_dist_instances(); i++) {
         int64_t begin, end;
@@ -331,9 +326,10 @@ tg_status tg_session_dist_gather_state(tg_session *s)
 {
     const tg_graph *g = s->graph;
     const tg_tensor_location *loc = s->program->config.memory.location;
-    if (!s->dist || !(loc[TG_TENSOR_OPTIMIZER].sharded || loc[TG_TENSOR_WEIGHT].sharded))
+    if (!s->coll->group || !(loc[TG_TENSOR_OPTIMIZER].sharded || loc[TG_TENSOR_WEIGHT].sharded))
         return TG_OK;
-    if (!s->dist_state && !(s->dist_state = tg_calloc((size_t)g->n_nodes, sizeof *s->dist_state)))
+    if (!s->coll->state &&
+        !(s->coll->state = tg_calloc((size_t)g->n_nodes, sizeof *s->coll->state)))
         return tg_error(TG_ERR_NOMEM, "MPI: out of memory gathering the sharded state");
     tg_status st = TG_OK;
     for (int i = 0; st == TG_OK && i < g->n_nodes; i++) {
@@ -348,21 +344,8 @@ tg_status tg_session_dist_gather_state(tg_session *s)
         tg_free(send);
         tg_free(recv);
     }
-    s->dist_state_step = st == TG_OK ? s->step : -1;
+    s->coll->state_step = st == TG_OK ? s->step : -1;
     return st;
-}
-
-tg_status tg_session_dist_state(const tg_session *s, const tg_tensor *t, unsigned char *dst)
-{
-    if (!s->dist_state || !s->dist_state[t->id] || s->dist_state_step != s->step)
-        return tg_error(TG_ERR_INVALID_ARG,
-                        "session: '%s' is sharded over the replicas of every instance of the "
-                        "job; every instance calls tg_dist_sync before one of them reads it "
-                        "(as before a checkpoint)",
-                        t->name);
-    memcpy(dst, s->dist_state[t->id],
-           (size_t)tg_numel(t) * tg_dtype_size(s->program->storage[t->id]));
-    return TG_OK;
 }
 
 /* A checksum of every parameter as stored (replica 0's copy: the all-reduce

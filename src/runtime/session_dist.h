@@ -31,8 +31,4 @@ tg_status tg_session_dist_profile_meta(tg_session *s);
 /* Collective: every sharded value gathered whole over the instances, for
  * reading after this host step (tg_dist_sync). */
 tg_status tg_session_dist_gather_state(tg_session *s);
-/* A sharded value whole, as gathered at this host step (an error naming it
- * otherwise). */
-tg_status tg_session_dist_state(const tg_session *s, const tg_tensor *t, unsigned char *dst);
-
 #endif

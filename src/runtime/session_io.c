@@ -18,6 +18,7 @@
 #include "runtime/rts.h"
 #include "runtime/streams.h"
 #include "runtime/scaling.h"
+#include "runtime/collectives.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -54,8 +55,8 @@ static tg_status gather_value(const tg_session *s, const tg_tensor *t, unsigned 
         tg_rts_whole(s, s->program->home[t->id], dst);
         return TG_OK;
     }
-    if (s->dist) /* the other instances' shards: gathered by tg_dist_sync */
-        return tg_session_dist_state(s, t, dst);
+    if (tg_collectives_group(s->coll)) /* the other instances' shards: tg_dist_sync's */
+        return tg_collectives_state(s, t, dst);
     size_t es = tg_dtype_size(b->dtype);
     for (int r = 0; r < s->program->replicas; r++) {
         int64_t begin, end;

@@ -17,31 +17,6 @@
 
 typedef struct tg_session tg_session;
 
-/* Gradient buckets (runtime/allreduce.c): under an MPI job whose instances
- * run one replica each, a device's accumulators in groups of about
- * distributed.gradientBucketBytes, in the order the backward finishes them
- * (last layer first). Each group's exchange with the other instances starts
- * in the last backward of an update, as soon as its gradients are final,
- * and runs while the rest of the backward computes. */
-typedef struct tg_bucket {
-    int first, count;     /* accumulators order[first .. first + count) */
-    int ready;            /* the backward step after which they are final (-1: before the first) */
-    size_t offset, bytes; /* their part of the instance's pack */
-} tg_bucket;
-
-typedef struct tg_bucket_plan {
-    int *order;       /* accumulators by the backward step that finishes them */
-    size_t *pack_off; /* per accumulator (by index): its place in the pack */
-    size_t pack;      /* bytes of one instance's pack */
-    tg_bucket *buckets;
-    int n_buckets;
-    /* the op of the schedule that finishes the accumulators: the backward
-     * (or, in a split schedule, the weight gradient) of micro-batch last_mb */
-    int last_mb;
-    tg_pipe_pass last_pass;
-    double *started; /* per bucket, when its exchange started (the device's thread's) */
-} tg_bucket_plan;
-
 typedef struct device_ctx {
     tg_session *s;
     int replica, device;
@@ -88,14 +63,10 @@ struct tg_session {
     int cache;       /* tg_cache_result: what the executable cache did at create */
     int output_mode; /* tg_output_mode */
     int output_period;
-    /* synchronisation for one run */
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
+    /* one run's lock, condition and abort flag (runtime/run_control.h) */
+    struct tg_run_control *run;
     /* the run's transfer counters and barriers (runtime/exchange.h) */
     struct tg_exchange_state *exchange;
-    bool abort;
-    tg_status fail_status;
-    char fail_message[512];
     device_ctx *ctx;
     /* the threads that run the devices' host steps (runtime/device_threads.h) */
     struct tg_device_threads *device_threads;
@@ -117,21 +88,10 @@ struct tg_session {
     int64_t runs;
     /* the MPI job (runtime/dist.h): this instance runs replicas
      * [replica_offset, replica_offset + program->replicas) of
-     * global_replicas; dist is NULL outside a job of several instances */
+     * global_replicas */
     int global_replicas, replica_offset;
-    struct tg_dist_group *dist;
-    unsigned char **dist_send, **dist_recv; /* per device: the all-reduce's staging */
-    tg_bucket_plan *buckets;           /* per device, or NULL: no exchange during the backward */
-    tg_exchange_times *exchange_times; /* per device, since creation (local replica 0's) */
-    /* replicated tensor sharding across instances: each sharded value whole
-     * (per node id; NULL when not sharded), as tg_dist_sync gathered it
-     * after host step dist_state_step (-1: never) */
-    unsigned char **dist_state;
-    int64_t dist_state_step;
-    /* replicated tensor sharding of weights across instances (runtime/rts.c):
-     * per buffer, the other instances' shards of a sharded weight as last
-     * exchanged (whole-sized); NULL with one instance */
-    unsigned char **rts_remote;
+    /* the exchange with the job's other instances (runtime/collectives.h) */
+    struct tg_collectives *coll;
     struct tg_verify *verify; /* a verified run (runtime/verify.h), or NULL */
 };
 

@@ -112,31 +112,6 @@ bool tg_verify_capturing(const tg_verify *v)
     return v && v->capturing;
 }
 
-static void to_float(const void *src, tg_dtype dt, float *dst, int64_t n)
-{
-    if (dt == TG_F32 || dt == TG_F16 || dt == TG_BF16) {
-        tg_convert(src, dt, dst, TG_F32, (size_t)n);
-        return;
-    }
-    for (int64_t k = 0; k < n; k++)
-        dst[k] = dt == TG_I32 ? (float)((const int32_t *)src)[k] : ((const uint8_t *)src)[k];
-}
-
-/* n values of type dt into doubles: i32 directly, the rest through f32 a
- * chunk at a time (f32 holds every half-precision and u8 value exactly). */
-void tg_verify_to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
-{
-    float chunk[1024];
-    for (int64_t k = 0; dt == TG_I32 && k < n; k++)
-        dst[k] = ((const int32_t *)src)[k];
-    for (int64_t k = 0; dt != TG_I32 && k < n; k += 1024) {
-        int64_t m = n - k < 1024 ? n - k : 1024;
-        to_float((const unsigned char *)src + (size_t)k * tg_dtype_size(dt), dt, chunk, m);
-        for (int64_t i = 0; i < m; i++)
-            dst[k + i] = chunk[i];
-    }
-}
-
 /* nChw16c -> NCHW */
 static void unblock(const float *src, float *dst, const tg_shape *s)
 {
@@ -165,17 +140,17 @@ void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, con
     int64_t n = tg_numel(t);
     float *tmp = NULL;
     if (tg_layout_reads_blocked(p, t) && t->shape.ndim == 4 && (tmp = tg_malloc((size_t)n * 4))) {
-        to_float(out, dt, tmp, n);
+        tg_verify_to_float(out, dt, tmp, n);
         unblock(tmp, fast[t->id], &t->shape);
         tg_free(tmp);
     } else {
-        to_float(out, dt, fast[t->id], n);
+        tg_verify_to_float(out, dt, fast[t->id], n);
     }
     captured[t->id] = 1;
     /* the views of this buffer see its bytes in plain order */
     for (int a = v->alias_first[t->id]; a >= 0; a = v->alias_next[a]) {
         if (fast[a] && tg_numel(p->graph->nodes[a]) == n) {
-            to_float(out, dt, fast[a], n);
+            tg_verify_to_float(out, dt, fast[a], n);
             captured[a] = 1;
         }
     }

@@ -10,6 +10,7 @@
 #include "runtime/verify_internal.h"
 
 #include "core/alloc.h"
+#include "core/convert.h"
 #include "core/error.h"
 #include "core/meminfo.h"
 #include "graph/optim_params.h"
@@ -171,6 +172,32 @@ static uint64_t stream_of(const check_ctx *cx)
 static tg_dtype stored_type(const check_ctx *cx, const tg_tensor *t)
 {
     return cx->s->program->storage[tg_verify_storage_root(t)->id];
+}
+
+void tg_verify_to_float(const void *src, tg_dtype dt, float *dst, int64_t n)
+{
+    if (dt == TG_F32 || dt == TG_F16 || dt == TG_BF16) {
+        tg_convert(src, dt, dst, TG_F32, (size_t)n);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++)
+        dst[k] = dt == TG_I32 ? (float)((const int32_t *)src)[k] : ((const uint8_t *)src)[k];
+}
+
+/* n values of type dt into doubles: i32 directly, the rest through f32 a
+ * chunk at a time (f32 holds every half-precision and u8 value exactly). */
+void tg_verify_to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
+{
+    float chunk[1024];
+    for (int64_t k = 0; dt == TG_I32 && k < n; k++)
+        dst[k] = ((const int32_t *)src)[k];
+    for (int64_t k = 0; dt != TG_I32 && k < n; k += 1024) {
+        int64_t m = n - k < 1024 ? n - k : 1024;
+        tg_verify_to_float((const unsigned char *)src + (size_t)k * tg_dtype_size(dt), dt, chunk,
+                           m);
+        for (int64_t i = 0; i < m; i++)
+            dst[k + i] = chunk[i];
+    }
 }
 
 /* Leaf t as the run began (inputs: the micro-batch in view's) into out;

@@ -115,6 +115,25 @@ static void structs(void)
     FIELD(tg_onnx_outputs, inputs);
     FIELD(tg_onnx_outputs, outputs);
     struct_end();
+    STRUCT(tg_eval_io);
+    FIELD(tg_eval_io, input);
+    FIELD(tg_eval_io, labels);
+    FIELD(tg_eval_io, output);
+    struct_end();
+    STRUCT(tg_eval_result);
+    FIELD(tg_eval_result, accuracy);
+    FIELD(tg_eval_result, loss);
+    FIELD(tg_eval_result, scored);
+    FIELD(tg_eval_result, mean_iou);
+    FIELD(tg_eval_result, iou_classes);
+    FIELD(tg_eval_result, iou);
+    struct_end();
+    STRUCT(tg_eval_source);
+    FIELD(tg_eval_source, steps);
+    FIELD(tg_eval_source, next);
+    FIELD(tg_eval_source, user);
+    FIELD(tg_eval_source, own_share);
+    struct_end();
     close_object();
 }
 

@@ -9,7 +9,9 @@ within seconds; instances that run different numbers of steps (issue 46,
 row 2) end the job with an error naming both instances and where each
 waits, instead of waiting for each other for ever; an instance that detaches
 its model a step short, and lives on, ends the job at once, named, instead of
-when it ends.
+when it ends. A test set evaluated after the training (poptorch.evaluate,
+from a distributed DataLoader and from a list the instances take turns at)
+gives one process's figures.
 """
 import os
 import shutil
@@ -60,8 +62,26 @@ def main(out, fail, reseed, unequal, detach, crossed):
     if unequal and poptorch.dist.instance() == 1:  # one step more than instance 0
         tm(xb, yb)
     tm.copyWeightsToHost()
+    sd = m.state_dict()
+    if not (fail or detach or unequal):
+        sd["eval"] = evaluate(m)
     if poptorch.dist.instance() == 0:
-        torch.save(m.state_dict(), out)
+        torch.save(sd, out)
+
+def evaluate(m):
+    """The trained model on a test set, scored by tg_evaluate: from a
+    poptorch.DataLoader (each instance its share) and from a list every
+    instance sees (the instances take turns); the job's figures are one
+    process's."""
+    g = torch.Generator().manual_seed(9)
+    tx, ty = torch.randn(96, 1, 8, 8, generator=g), torch.randint(0, 5, (96,), generator=g)
+    eo = poptorch.Options().replicationFactor(4)
+    test = poptorch.DataLoader(eo, torch.utils.data.TensorDataset(tx, ty), batch_size=3)
+    shared = poptorch.evaluate(poptorch.inferenceModel(m, eo), test)
+    turns = poptorch.evaluate(poptorch.inferenceModel(m, eo),
+                              [(tx[i:i + 12], ty[i:i + 12]) for i in range(0, 96, 12)])
+    assert shared.scored == turns.scored == 96, (shared, turns)
+    return torch.tensor([shared.accuracy, turns.accuracy], dtype=torch.float64)
 
 main(sys.argv[1], *(flag in sys.argv[3:] for flag in ("fail", "reseed", "unequal", "detach",
                                                       "crossed")))

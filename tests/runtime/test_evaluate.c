@@ -1,7 +1,10 @@
 /* tests/runtime/test_evaluate.c - tg_evaluate (tilegraph/evaluate.h): the
  * accuracy of a session over a loader counts every sample once, the padding
  * of a short final step never, and agrees with the step-by-step loop a
- * caller would write; the mean IoU of hand-made counts.
+ * caller would write; the mean IoU of hand-made counts; a source of
+ * batches of the caller's (tg_evaluate_source, the Python package's way in)
+ * gives tg_evaluate's figures, and its failure ends the evaluation with its
+ * status and message.
  * TG_TEST_LABELS: quick */
 #include "tg_test.h"
 
@@ -83,6 +86,53 @@ static void count_steps(void *user, int64_t done, int64_t total)
     steps_seen = done == steps_seen + 1 && total == 4 ? (int)done : -1;
 }
 
+/* A source of the caller's: the loader's batches, failing at step fail_at. */
+typedef struct {
+    tg_loader *loader;
+    int steps, fail_at;
+} my_source;
+
+static tg_status my_next(void *user, void *input, int32_t *labels, int64_t *count)
+{
+    my_source *m = user;
+    if (m->steps++ == m->fail_at)
+        return tg_error_set(TG_ERR_IO, "my source: batch %d unreadable", m->fail_at);
+    return tg_loader_next(m->loader, input, labels, count);
+}
+
+static void test_source_of_the_callers(void)
+{
+    tg_dataset *ds = NULL;
+    TG_CHECK_OK(tg_dataset_open("synthetic", NULL, TG_SPLIT_TEST, SAMPLES, &ds));
+    if (!ds)
+        return;
+    tg_eval_io io;
+    tg_graph *g = classifier((tg_init){TG_INIT_FAN_IN_UNIFORM, 3 * 32 * 32, 0}, &io);
+    tg_session *s = session(g);
+    tg_loader *l = test_loader(ds);
+    tg_eval_result want, got;
+    TG_CHECK_OK(tg_evaluate(s, &io, l, NULL, NULL, &want));
+    tg_loader_destroy(l);
+    my_source m = {test_loader(ds), 0, -1};
+    tg_eval_source src = {tg_loader_steps_per_epoch(m.loader), my_next, &m, false};
+    TG_CHECK_OK(tg_evaluate_source(s, &io, &src, NULL, NULL, &got));
+    TG_CHECK(got.scored == SAMPLES && got.scored == want.scored && m.steps == 4);
+    TG_CHECK(got.accuracy == want.accuracy);
+    tg_loader_destroy(m.loader);
+    /* the source's failure is the evaluation's, with its message */
+    m = (my_source){test_loader(ds), 0, 2};
+    src.user = &m;
+    TG_CHECK(tg_evaluate_source(s, &io, &src, NULL, NULL, &got) == TG_ERR_IO);
+    TG_CHECK(strstr(tg_error_message(), "batch 2 unreadable") != NULL);
+    TG_CHECK(m.steps == 3);
+    src.next = NULL;
+    TG_CHECK(tg_evaluate_source(s, &io, &src, NULL, NULL, &got) == TG_ERR_INVALID_ARG);
+    tg_loader_destroy(m.loader);
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+    tg_dataset_destroy(ds);
+}
+
 /* Random weights: the same figures as the loop a caller would write. */
 static void test_agrees_with_a_loop(void)
 {
@@ -141,6 +191,7 @@ int main(void)
 {
     TG_RUN(test_all_equal_scores);
     TG_RUN(test_agrees_with_a_loop);
+    TG_RUN(test_source_of_the_callers);
     TG_RUN(test_mean_iou);
     return tg_test_finish();
 }
