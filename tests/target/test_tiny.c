@@ -133,9 +133,9 @@ static void test_analysed(void)
     char path[128];
     snprintf(path, sizeof path, "%s/training/profile.sqlite", dir);
     tg_profile_reader *r = NULL;
-    TG_CHECK_OK(tg_an_open(path, &r));
+    TG_CHECK_OK(tg_analyse_open(path, -1, &r));
     if (r) {
-        TG_CHECK(strcmp(tg_an_meta(r, "target"), "tiny") == 0);
+        TG_CHECK(strcmp(tg_analyse_meta(r, "target"), "tiny") == 0);
         TG_CHECK(tg_an_trace_is_simulated(r));
         int tiles = 0;
         TG_CHECK_OK(tg_an_tiles_per_device(r, &tiles));
@@ -145,7 +145,7 @@ static void test_analysed(void)
             tg_an_view v;
             memset(&v, 0, sizeof v);
             tg_an_filter f;
-            tg_an_filter_defaults(&f);
+            tg_view_filter_defaults(&f);
             TG_CHECK_OK(tg_an_build(r, views[i], &f, &v));
             char *text = NULL;
             size_t len = 0;
@@ -157,7 +157,7 @@ static void test_analysed(void)
             tg_an_view_free(&v);
         }
     }
-    tg_an_close(r);
+    tg_analyse_close(r);
     tg_test_remove_dir(dir);
 }
 
