@@ -79,7 +79,8 @@ static int make_optimizer(const optim_args *oa, const tg_options *o, int64_t bat
 /* --target and --target-description into the options; prints the error. */
 static int apply_target(tg_options *o, const char *target, const char *target_desc)
 {
-    if (target && tg_options_set(o, "target", target) != TG_OK) {
+    if (target &&
+        (tg_target_check(target) != TG_OK || tg_options_set(o, "target", target) != TG_OK)) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return -1;
     }
