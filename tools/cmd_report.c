@@ -42,7 +42,7 @@ static int check_output(const char *out, tg_profile_reader *const *r, int n)
     return 0;
 }
 
-/* Write the page atomically (analyse/report_page.h). Returns 0 or 1 (after
+/* Write the page atomically (tg_report_page_write, tilegraph/analyse.h). Returns 0 or 1 (after
  * the message). */
 static int write_atomically(const char *out, const char *json, size_t json_len)
 {
