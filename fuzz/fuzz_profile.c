@@ -43,7 +43,7 @@ static void run_view(tg_profile_reader *r, const char *name, const tg_an_filter 
 static void run_analysers(tg_profile_reader *r)
 {
     tg_an_filter f;
-    tg_an_filter_defaults(&f);
+    tg_view_filter_defaults(&f);
     for (int i = 0; tg_an_views[i].name; i++)
         run_view(r, tg_an_views[i].name, &f);
     f.by_tile = true; /* the one-tile memory view reads tile_spans */

@@ -18,9 +18,9 @@
 #   KNOWN: "caller.c:symbol", each an upward call that is still there, with
 #     the reason; any other fails. Remove an entry when its call goes.
 # tools/ objects are also checked against libtilegraph.so when it is built:
-# a call to a library function the shared library does not export (no
-# TG_API) must be in KNOWN_TOOLS, the internal functions the command still
-# reaches (analyse/ and report/), which keep it from linking the shared library.
+# the command links the shared library through include/tilegraph/ only, so a
+# call to a library function it does not export (no TG_API) fails, named
+# here before the linker reports an undefined reference.
 #
 # usage: scripts/check_layer_symbols.sh BUILD_DIR [SOURCE_DIR]
 # (BUILD_DIR: a CMake build of the library and the command, made first;
@@ -30,22 +30,10 @@ src=${2:-$(dirname "$0")/..}
 NM=${NM:-nm}
 
 INTERFACES="graph/op_rules.h"
-# core/options.c checks an option's target name against the registry when it
-# is set (tg_target_count/tg_target_name): needs the registry passed down or
-# the check moved to where the config meets the targets.
 # graph/nn.c builds layers (linear, conv, norms) from ops' builders: it belongs
 # above ops and moves with the op/backend split (issue 43 item 2).
-KNOWN="src/core/options.c:tg_target_count src/core/options.c:tg_target_name
-src/graph/nn.c:tg_linear src/graph/nn.c:tg_conv2d src/graph/nn.c:tg_batch_norm
+KNOWN="src/graph/nn.c:tg_linear src/graph/nn.c:tg_conv2d src/graph/nn.c:tg_batch_norm
 src/graph/nn.c:tg_layer_norm src/graph/nn.c:tg_group_norm"
-# The analyser and report API the command calls without TG_API (issue 43
-# item 3: the command to link libtilegraph.so through include/tilegraph/ only).
-KNOWN_TOOLS="tg_an_build tg_an_check_comparable tg_an_close tg_an_compare tg_an_filter_defaults
-tg_an_format tg_an_meta tg_an_open tg_an_open_instance tg_an_path tg_an_print_json
-tg_an_print_record tg_an_print_text tg_an_report_json tg_an_report_json_free
-tg_an_table_truncate tg_an_view_free tg_an_view_known tg_an_view_list tg_an_views
-tg_an_write_report_page tg_report_insights tg_report_insights_wanted tg_report_plan_json
-tg_report_plan_text tg_report_predictions tg_report_write_graph_profile"
 
 lib=CMakeFiles/tilegraph_objects.dir
 cli=CMakeFiles/tilegraph_cli.dir
@@ -92,10 +80,9 @@ if [ -f "$build/libtilegraph.so" ]; then
 fi
 
 echo "$KNOWN" | tr ' ' '\n' >"$tmp/known"
-echo "$KNOWN_TOOLS" | tr ' ' '\n' >"$tmp/known_tools"
 
 awk -v exports="$tmp/exports" -v interfaces="$tmp/interfaces" -v known="$tmp/known" \
-    -v known_tools="$tmp/known_tools" -v used_out="$tmp/used" '
+    -v used_out="$tmp/used" '
 function layer(f, p) {
     split(f, p, "/")
     return p[1] == "src" ? p[2] : p[1]
@@ -112,7 +99,6 @@ BEGIN {
     }
     while ((getline line < interfaces) > 0) { split(line, w, " "); iface[w[1]] = w[2] }
     while ((getline line < known) > 0) if (line != "") ok[line] = 1
-    while ((getline line < known_tools) > 0) if (line != "") ok_tools[line] = 1
     have_exports = 0
     while ((getline line < exports) > 0) { exported[line] = 1; have_exports = 1 }
 }
@@ -133,15 +119,12 @@ END {
             bad++
         }
         if (from == "tools" && have_exports && !(s in exported) && layer(def[s]) != "tools") {
-            if (s in ok_tools) { used_tools[s] = 1; continue }
             printf "%s: tools calls %s (%s), which libtilegraph.so does not export (no TG_API)\n",
                    f, s, def[s]
             bad++
         }
     }
     for (k in ok) if (!(k in used)) print "check_layer_symbols: KNOWN " k " is no longer called: remove it" > "/dev/stderr"
-    if (have_exports)
-        for (k in ok_tools) if (!(k in used_tools)) print "check_layer_symbols: KNOWN_TOOLS " k " is no longer called: remove it" > "/dev/stderr"
     print bad > used_out
 }' "$tmp/syms" >"$tmp/report" || exit 2
 

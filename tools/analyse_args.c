@@ -101,9 +101,9 @@ int analyse_parse(const cli_command *cmd, analyse_args *a, int argc, char **argv
     return r;
 }
 
-void analyse_filter(const analyse_args *a, tg_an_filter *f)
+void analyse_filter(const analyse_args *a, tg_view_filter *f)
 {
-    tg_an_filter_defaults(f);
+    tg_view_filter_defaults(f);
     f->device = (int)a->device;
     f->step = (int)a->step;
     f->op = a->op;
@@ -113,13 +113,13 @@ void analyse_filter(const analyse_args *a, tg_an_filter *f)
     f->no_group = a->no_group;
 }
 
-int analyse_print(const tg_an_view *v, bool json)
+int analyse_print(const tg_view *v, bool json)
 {
     if (!json) {
-        tg_an_print_text(v, stdout);
+        tg_view_print_text(v, stdout);
         return 0;
     }
-    if (tg_an_print_json(v, stdout) != TG_OK) {
+    if (tg_view_print_json(v, stdout) != TG_OK) {
         fprintf(stderr, "tilegraph: %s\n", tg_error_message());
         return 1;
     }

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 
-#include "analyse/analyse.h"
+#include "tilegraph/analyse.h"
 
 enum { ANALYSE_MAX_FLAGS = 10 };
 
@@ -24,8 +24,8 @@ int analyse_flags(analyse_args *a, cli_flag *flags, bool with_force);
 /* Parse: flags through cli_parse, the rest into a->positional. Returns as cli_parse
  * (0 ok, 1 help printed, -1 error printed). */
 int analyse_parse(const cli_command *cmd, analyse_args *a, int argc, char **argv);
-void analyse_filter(const analyse_args *a, tg_an_filter *f);
+void analyse_filter(const analyse_args *a, tg_view_filter *f);
 /* Print one view as text or JSON. */
-int analyse_print(const tg_an_view *v, bool json);
+int analyse_print(const tg_view *v, bool json);
 
 #endif

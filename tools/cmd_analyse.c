@@ -11,11 +11,11 @@ int cmd_analyse(int argc, char **argv)
     cli_flag flags[ANALYSE_MAX_FLAGS];
     int n = analyse_flags(&a, flags, false);
     char views[256], usage[400], list[256];
-    tg_an_view_list(views, sizeof views, ", ", " or ", NULL);
+    tg_view_list(views, sizeof views, ", ", " or ", NULL);
     char desc[320];
     snprintf(desc, sizeof desc, "Show a profile's views: %s.", views);
     snprintf(usage, sizeof usage, "tilegraph analyse REPORT [%s] [options]",
-             tg_an_view_list(list, sizeof list, "|", "|", NULL));
+             tg_view_list(list, sizeof list, "|", "|", NULL));
     char details[2048];
     int used = snprintf(
         details, sizeof details, "%s",
@@ -23,9 +23,9 @@ int cmd_analyse(int argc, char **argv)
         "inference/profile.sqlite), as written with autoReport.all, or an MPI job's --profile-dir\n"
         "(instance-K directories: instance 0, or --instance K; the instances view shows them\n"
         "all). The view defaults to summary.\nViews:\n");
-    for (int i = 0; tg_an_views[i].name && used > 0 && (size_t)used < sizeof details; i++)
+    for (int i = 0; i < tg_view_count() && used > 0 && (size_t)used < sizeof details; i++)
         used += snprintf(details + used, sizeof details - (size_t)used, "  %-11s %s\n",
-                         tg_an_views[i].name, tg_an_views[i].about);
+                         tg_view_name(i), tg_view_about(i));
     if (used > 0 && (size_t)used < sizeof details)
         snprintf(details + used, sizeof details - (size_t)used, "%s",
                  "Examples:\n  tilegraph analyse ./report trace\n  tilegraph analyse ./prof "
@@ -40,28 +40,27 @@ int cmd_analyse(int argc, char **argv)
         return 2;
     }
     const char *view = a.n_positional > 1 ? a.positional[1] : "summary";
-    if (!tg_an_view_known(view)) {
+    if (!tg_view_known(view)) {
         fprintf(stderr, "tilegraph analyse: unknown view '%s' (%s)\n", view, views);
         return 2;
     }
     tg_profile_reader *rd = NULL;
-    if (tg_an_open_instance(a.positional[0], (int)a.instance, &rd) != TG_OK) {
+    if (tg_analyse_open(a.positional[0], (int)a.instance, &rd) != TG_OK) {
         fprintf(stderr, "tilegraph analyse: %s\n", tg_error_message());
         return 1;
     }
-    tg_an_filter f;
+    tg_view_filter f;
     analyse_filter(&a, &f);
-    tg_an_view v;
-    memset(&v, 0, sizeof v);
+    tg_view *v = NULL;
     int status = 0;
-    tg_status bs = tg_an_build(rd, view, &f, &v);
+    tg_status bs = tg_view_build(rd, view, &f, &v);
     if (bs != TG_OK) {
         fprintf(stderr, "tilegraph analyse: %s\n", tg_error_message());
         status = bs == TG_ERR_INVALID_ARG ? 2 : 1; /* a bad filter (--tile) is a usage error */
     } else {
-        status = analyse_print(&v, a.json);
+        status = analyse_print(v, a.json);
     }
-    tg_an_view_free(&v);
-    tg_an_close(rd);
+    tg_view_destroy(v);
+    tg_analyse_close(rd);
     return status;
 }

@@ -7,32 +7,24 @@
 #include <string.h>
 
 static int compare_view(tg_profile_reader *ra, tg_profile_reader *rb, const char *view,
-                        const tg_an_filter *f, int top, bool json)
+                        const tg_view_filter *f, int top, bool json)
 {
-    tg_an_view va, vb, out;
-    memset(&va, 0, sizeof va);
-    memset(&vb, 0, sizeof vb);
-    memset(&out, 0, sizeof out);
+    tg_view *va = NULL, *vb = NULL, *out = NULL;
     int status = 0;
-    tg_status s = tg_an_build(ra, view, f, &va);
+    tg_status s = tg_view_build(ra, view, f, &va);
     if (s == TG_OK)
-        s = tg_an_build(rb, view, f, &vb);
+        s = tg_view_build(rb, view, f, &vb);
     if (s == TG_OK)
-        s = tg_an_compare(&va, &vb, &out);
+        s = tg_view_compare(va, vb, top, &out);
     if (s != TG_OK) {
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
         status = s == TG_ERR_INVALID_ARG ? 2 : 1; /* a bad filter (--tile) is a usage error */
     } else {
-        /* the lists were compared whole (so "only in" is true); now shorten them */
-        for (int i = 0; i < out.n_tables; i++)
-            if (!strncmp(out.tables[i].title, "Largest", 7) ||
-                !strncmp(out.tables[i].title, "Per op,", 7))
-                tg_an_table_truncate(&out.tables[i], top);
-        status = analyse_print(&out, json);
+        status = analyse_print(out, json);
     }
-    tg_an_view_free(&va);
-    tg_an_view_free(&vb);
-    tg_an_view_free(&out);
+    tg_view_destroy(va);
+    tg_view_destroy(vb);
+    tg_view_destroy(out);
     return status;
 }
 
@@ -42,9 +34,9 @@ int cmd_compare(int argc, char **argv)
     cli_flag flags[ANALYSE_MAX_FLAGS];
     int n = analyse_flags(&a, flags, true);
     char views[256], usage[400], list[256];
-    tg_an_view_list(views, sizeof views, ", ", " or ", "all");
+    tg_view_list(views, sizeof views, ", ", " or ", "all");
     snprintf(usage, sizeof usage, "tilegraph compare A B [%s] [options]",
-             tg_an_view_list(list, sizeof list, "|", "|", "all"));
+             tg_view_list(list, sizeof list, "|", "|", "all"));
     cli_command cmd = {
         "compare",
         "Compare two profiles side by side, with differences.",
@@ -63,23 +55,23 @@ int cmd_compare(int argc, char **argv)
         return 2;
     }
     const char *view = a.n_positional > 2 ? a.positional[2] : "all";
-    if (strcmp(view, "all") && !tg_an_view_known(view)) {
+    if (strcmp(view, "all") && !tg_view_known(view)) {
         fprintf(stderr, "tilegraph compare: unknown view '%s' (%s)\n", view, views);
         return 2;
     }
     tg_profile_reader *ra = NULL, *rb = NULL;
-    if (tg_an_open_instance(a.positional[0], (int)a.instance, &ra) != TG_OK ||
-        tg_an_open_instance(a.positional[1], (int)a.instance, &rb) != TG_OK) {
+    if (tg_analyse_open(a.positional[0], (int)a.instance, &ra) != TG_OK ||
+        tg_analyse_open(a.positional[1], (int)a.instance, &rb) != TG_OK) {
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
-        tg_an_close(ra);
+        tg_analyse_close(ra);
         return 1;
     }
     int status = 0;
-    if (!a.force && tg_an_check_comparable(ra, rb) != TG_OK) {
+    if (!a.force && tg_analyse_comparable(ra, rb) != TG_OK) {
         fprintf(stderr, "tilegraph compare: %s\n", tg_error_message());
         status = 1;
     }
-    tg_an_filter f;
+    tg_view_filter f;
     analyse_filter(&a, &f);
     /* "only in A" must mean absent from B, not outside B's top N: compare
      * everything, then show the first --top rows (all when not given) */
@@ -89,17 +81,17 @@ int cmd_compare(int argc, char **argv)
     int top = top_given ? f.top : -1;
     f.top = 1 << 30;
     if (!status && !a.json)
-        printf("A: %s\nB: %s\n\n", tg_an_path(ra), tg_an_path(rb));
-    for (int i = 0; !status && tg_an_views[i].name; i++) {
-        if (strcmp(view, "all") && strcmp(view, tg_an_views[i].name))
+        printf("A: %s\nB: %s\n\n", tg_analyse_path(ra), tg_analyse_path(rb));
+    for (int i = 0; !status && i < tg_view_count(); i++) {
+        if (strcmp(view, "all") && strcmp(view, tg_view_name(i)))
             continue;
         if (!strcmp(view, "all") && !a.json)
-            printf("==== %s ====\n", tg_an_views[i].name);
-        status = compare_view(ra, rb, tg_an_views[i].name, &f, top, a.json);
+            printf("==== %s ====\n", tg_view_name(i));
+        status = compare_view(ra, rb, tg_view_name(i), &f, top, a.json);
         if (!strcmp(view, "all") && !a.json)
             printf("\n");
     }
-    tg_an_close(rb);
-    tg_an_close(ra);
+    tg_analyse_close(rb);
+    tg_analyse_close(ra);
     return status;
 }

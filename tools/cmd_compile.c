@@ -6,10 +6,9 @@
 #include "device_flags.h"
 #include "optim_flags.h"
 
-#include "report/plan.h"
-#include "report/remedies.h"
 #include "tilegraph/devices.h"
 #include "tilegraph/models.h"
+#include "tilegraph/plan.h"
 #include "tilegraph/predict.h"
 #include "tilegraph/program.h"
 
@@ -80,7 +79,8 @@ static int make_optimizer(const optim_args *oa, const tg_options *o, int64_t bat
 /* --target and --target-description into the options; prints the error. */
 static int apply_target(tg_options *o, const char *target, const char *target_desc)
 {
-    if (target && tg_options_set(o, "target", target) != TG_OK) {
+    if (target &&
+        (tg_target_check(target) != TG_OK || tg_options_set(o, "target", target) != TG_OK)) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return -1;
     }
@@ -261,9 +261,18 @@ typedef struct compile_result {
     tg_status s;
     double ms;
     tg_compiled_facts facts;
-    tg_report_remedy rows[TG_REPORT_MAX_REMEDIES]; /* the remedies printed */
-    int n_rows;
+    tg_what_if_plan remedies; /* the remedies printed */
+    bool have_remedies;
 } compile_result;
+
+/* The remedies of `m`, each the model compiled again with one change; kept
+ * for the graph profile. */
+static void print_remedies(const tg_what_if_model *m, compile_result *c)
+{
+    c->have_remedies = tg_program_what_if(c->p, m, &c->remedies) == TG_OK;
+    if (c->have_remedies)
+        tg_what_if_print(&c->remedies, stdout);
+}
 
 /* The plan (text or JSON), the predictions and the remedies, or the failure
  * with the remedies re-planned when it does not fit; the exit code. */
@@ -277,8 +286,8 @@ static int compile_print(compile_args *a, compile_result *c)
         c->over = tg_options_clone(c->o);
         if (c->over && tg_options_set(c->over, "debug.allowOutOfMemory", "true") == TG_OK &&
             tg_compiled_create(c->mg.graph, c->over, &c->p) == TG_OK) {
-            tg_report_insight_model im = {c->m, &c->in, opt, (int)a->batch, c->over};
-            tg_report_insights(&im, c->p, stdout, c->rows, &c->n_rows);
+            tg_what_if_model im = {c->m, &c->in, opt, (int)a->batch, c->over};
+            print_remedies(&im, c);
         }
         return 1;
     }
@@ -296,9 +305,9 @@ static int compile_print(compile_args *a, compile_result *c)
     if (a->pa.wanted && c->facts.n_devices > 1)
         status =
             tg_report_predictions(c->mg.graph, c->o, c->p, &a->pa, c->facts.auto_stages, stdout);
-    if (a->insights || tg_report_insights_wanted(c->p)) {
-        tg_report_insight_model im = {c->m, &c->in, opt, (int)a->batch, c->o};
-        tg_report_insights(&im, c->p, stdout, c->rows, &c->n_rows);
+    if (a->insights || tg_what_if_wanted(c->p)) {
+        tg_what_if_model im = {c->m, &c->in, opt, (int)a->batch, c->o};
+        print_remedies(&im, c);
     }
     return status;
 }
@@ -309,13 +318,13 @@ static int compile_write_profile(const compile_args *a, compile_result *c)
 {
     tg_compiled_facts_get(c->p, &c->facts);
     const char *dir = c->facts.report_dir;
-    if (tg_report_write_graph_profile(dir, c->p, c->rows, c->n_rows) != TG_OK) {
+    if (tg_compiled_write_profile(dir, c->p, c->have_remedies ? &c->remedies : NULL) != TG_OK) {
         fprintf(stderr, "tilegraph compile: %s\n", tg_error_message());
         return 1;
     }
     if (!a->json)
         fprintf(stderr, "graph profile: %s/%s/profile.sqlite (%d remedies)\n", dir,
-                a->inference ? "inference" : "training", c->n_rows);
+                a->inference ? "inference" : "training", c->have_remedies ? c->remedies.n : 0);
     return 0;
 }
 

@@ -5,7 +5,7 @@
  * model's images are scored pixel by pixel against their masks. */
 #include "infer_cmd.h"
 
-#include "analyse/analyse.h"
+#include "tilegraph/analyse.h"
 #include "tilegraph/checkpoint.h"
 
 #include <math.h>
@@ -83,18 +83,18 @@ static void print_seg(const tg_dataset *d, const seg_counts *c, int classes, boo
                       ? tg_eval_mean_iou(c->truth, c->predicted, c->both, classes, iou)
                       : tg_eval_mean_iou(c->truth, c->predicted, c->both, classes, NULL);
     if (json) {
-        tg_an_field f[4 + EVAL_MAX_IOU_CLASSES];
+        tg_record_field f[4 + EVAL_MAX_IOU_CLASSES];
         char names[EVAL_MAX_IOU_CLASSES][64];
         int n = 0;
-        f[n++] = one ? (tg_an_field){"index", TG_AN_FIELD_INT, NULL, index, 0}
-                     : (tg_an_field){"images", TG_AN_FIELD_INT, NULL, count, 0};
-        f[n++] = (tg_an_field){"pixel_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, acc};
-        f[n++] = (tg_an_field){"mean_iou", TG_AN_FIELD_NUMBER, NULL, 0, mean};
+        f[n++] = one ? (tg_record_field){"index", TG_RECORD_INT, NULL, index, 0}
+                     : (tg_record_field){"images", TG_RECORD_INT, NULL, count, 0};
+        f[n++] = (tg_record_field){"pixel_accuracy", TG_RECORD_NUMBER, NULL, 0, acc};
+        f[n++] = (tg_record_field){"mean_iou", TG_RECORD_NUMBER, NULL, 0, mean};
         for (int k = 0; classes <= EVAL_MAX_IOU_CLASSES && k < shown; k++) {
             snprintf(names[k], sizeof names[k], "iou_%s", tg_dataset_class_name(d, k));
-            f[n++] = (tg_an_field){names[k], TG_AN_FIELD_NUMBER, NULL, 0, iou[k]};
+            f[n++] = (tg_record_field){names[k], TG_RECORD_NUMBER, NULL, 0, iou[k]};
         }
-        tg_an_print_record(stdout, f, n);
+        tg_print_record(stdout, f, n);
         return;
     }
     if (one)

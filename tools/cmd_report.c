@@ -5,8 +5,7 @@
  * differences. */
 #include "cli.h"
 
-#include "analyse/analyse.h"
-#include "analyse/report_page.h"
+#include "tilegraph/analyse.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -31,24 +30,26 @@ static int check_output(const char *out, tg_profile_reader *const *r, int n)
         return 1;
     }
     for (int i = 0; i < n; i++)
-        if (stat(tg_an_path(r[i]), &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+        if (stat(tg_analyse_path(r[i]), &si) == 0 && si.st_dev == so.st_dev &&
+            si.st_ino == so.st_ino) {
             fprintf(stderr,
                     "tilegraph report: -o '%s' is the profile being read (%s); "
                     "writing the page there would destroy it: choose another file, "
                     "e.g. -o report.html\n",
-                    out, tg_an_path(r[i]));
+                    out, tg_analyse_path(r[i]));
             return 1;
         }
     return 0;
 }
 
-/* Write the page atomically (analyse/report_page.h). Returns 0 or 1 (after
+/* Write the page atomically (tg_report_page_write, tilegraph/analyse.h). Returns 0 or 1 (after
  * the message). */
 static int write_atomically(const char *out, const char *json, size_t json_len)
 {
-    const tg_an_page page = {tg_web_report_html,     tg_web_report_css,     tg_web_report_js,
-                             tg_web_report_html_len, tg_web_report_css_len, tg_web_report_js_len};
-    if (tg_an_write_report_page(out, &page, json, json_len) != TG_OK) {
+    const tg_report_page page = {tg_web_report_html,    tg_web_report_css,
+                                 tg_web_report_js,      tg_web_report_html_len,
+                                 tg_web_report_css_len, tg_web_report_js_len};
+    if (tg_report_page_write(out, &page, json, json_len) != TG_OK) {
         fprintf(stderr, "tilegraph report: %s (any previous file is left as it was)\n",
                 tg_error_message());
         return 1;
@@ -107,18 +108,18 @@ int cmd_report(int argc, char **argv)
     /* the same resolution as `analyse`: a file, an autoReport directory or
      * its training/ or inference/ subdirectory */
     for (int i = 0; i < n_pos; i++) {
-        if (tg_an_open(pos[i], &r[i]) != TG_OK) {
+        if (tg_analyse_open(pos[i], -1, &r[i]) != TG_OK) {
             fprintf(stderr, "tilegraph report: %s\n", tg_error_message());
             goto done;
         }
-        path[i] = tg_an_path(r[i]);
+        path[i] = tg_analyse_path(r[i]);
     }
     if (check_output(out, r, n_pos))
         goto done;
     if (n_pos == 2) {
         char ta[128];
-        snprintf(ta, sizeof ta, "%s", tg_an_meta(r[0], "target"));
-        const char *tb = tg_an_meta(r[1], "target");
+        snprintf(ta, sizeof ta, "%s", tg_analyse_meta(r[0], "target"));
+        const char *tb = tg_analyse_meta(r[1], "target");
         if (strcmp(ta, tb) != 0) {
             fprintf(stderr,
                     "tilegraph report: %s and %s are profiles of different targets "
@@ -127,7 +128,7 @@ int cmd_report(int argc, char **argv)
             goto done;
         }
     }
-    if (tg_an_report_json(r, n_pos, &json, &json_len) != TG_OK) {
+    if (tg_report_json(r, n_pos, &json, &json_len) != TG_OK) {
         fprintf(stderr, "tilegraph report: %s\n", tg_error_message());
         goto done;
     }
@@ -136,9 +137,9 @@ int cmd_report(int argc, char **argv)
     printf("%s\n", out);
     rc = 0;
 done:
-    tg_an_report_json_free(json);
+    tg_report_json_free(json);
     for (int i = 0; i < 2; i++)
         if (r[i])
-            tg_an_close(r[i]);
+            tg_analyse_close(r[i]);
     return rc;
 }

@@ -286,9 +286,17 @@ static char *read_text(const char *path)
     return buf;
 }
 
+/* Option "target" names a registered target: asked when it is given, as the
+ * library asks only when compiling (tg_target_check). */
+static tg_status set_checked(tg_options *o, const char *key, const char *value)
+{
+    tg_status s = !strcmp(key, "target") && value ? tg_target_check(value) : TG_OK;
+    return s == TG_OK ? tg_options_set(o, key, value) : s;
+}
+
 static bool set(tg_options *o, const char *command, const char *key, const char *value)
 {
-    if (tg_options_set(o, key, value) == TG_OK)
+    if (set_checked(o, key, value) == TG_OK)
         return true;
     fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
     return false;
@@ -442,6 +450,17 @@ static bool set_offload(tg_options *o, const char *command, const char *list)
     return any;
 }
 
+/* The target an options file names is registered: asked when the file is
+ * read, as for --target (the library asks when compiling). */
+static bool file_target_known(const tg_options *o, const char *command, const char *file)
+{
+    tg_options_summary sum;
+    if (tg_options_summarize(o, 1, &sum) == TG_OK && tg_target_check(sum.target) == TG_OK)
+        return true;
+    fprintf(stderr, "tilegraph %s: %s: %s\n", command, file, tg_error_message());
+    return false;
+}
+
 tg_options *device_options(const device_args *a, const char *command, bool inference)
 {
     tg_options *o = tg_options_create();
@@ -455,6 +474,8 @@ tg_options *device_options(const device_args *a, const char *command, bool infer
             ok = false;
         } else if (tg_options_set_json(o, text, a->options_file) != TG_OK) {
             fprintf(stderr, "tilegraph %s: %s\n", command, tg_error_message());
+            ok = false;
+        } else if (!file_target_known(o, command, a->options_file)) {
             ok = false;
         }
         free(text);

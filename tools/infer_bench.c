@@ -5,7 +5,7 @@
  * Latency is one host step's: inputs written, run, outputs read. */
 #include "infer_cmd.h"
 
-#include "analyse/analyse.h"
+#include "tilegraph/analyse.h"
 #include "tilegraph/devices.h"
 
 #include <math.h>
@@ -244,33 +244,33 @@ static void print_bench(const infer_args *a, const bench_run *r, const bench_sta
     const char *cache = tg_session_cache(r->s); /* hit or miss, with --executable(-cache) */
     const char *inputs = r->have_data ? tg_dataset_describe(r->ctx.test).name : "synthetic";
     if (a->json) {
-        tg_an_field f[] = {
-            {"model", TG_AN_FIELD_STRING, r->model->name, 0, 0},
-            {"batch_size", TG_AN_FIELD_INT, NULL, r->b.batch, 0},
-            {"replicas", TG_AN_FIELD_INT, NULL, replicas, 0},
-            {"device_iterations", TG_AN_FIELD_INT, NULL, per_replica, 0},
-            {"samples_per_step", TG_AN_FIELD_INT, NULL, r->b.samples, 0},
-            {"threads_per_device", TG_AN_FIELD_INT, NULL, threads, 0},
-            {"seq_len", TG_AN_FIELD_INT, NULL, lm ? r->in.seq_len : 0, 0},
-            {"weights", TG_AN_FIELD_STRING, infer_weights_kind(a, r->model), 0, 0},
-            {"inputs", TG_AN_FIELD_STRING, inputs, 0, 0},
-            {"warmup", TG_AN_FIELD_INT, NULL, warm, 0},
-            {"iterations", TG_AN_FIELD_INT, NULL, iters, 0},
-            {"compile_s", TG_AN_FIELD_NUMBER, NULL, 0, r->compile_s},
-            {"executable_cache", TG_AN_FIELD_STRING, cache, 0, 0},
-            {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
-            {lm ? "sequences_per_s" : "images_per_s", TG_AN_FIELD_NUMBER, NULL, 0, st->per_s},
-            {"tokens_per_s", TG_AN_FIELD_NUMBER, NULL, 0, lm ? st->per_s * r->in.seq_len : NAN},
-            {"latency_ms_p50", TG_AN_FIELD_NUMBER, NULL, 0, st->p50},
-            {"latency_ms_p90", TG_AN_FIELD_NUMBER, NULL, 0, st->p90},
-            {"latency_ms_p99", TG_AN_FIELD_NUMBER, NULL, 0, st->p99},
-            {"latency_ms_mean", TG_AN_FIELD_NUMBER, NULL, 0, st->mean},
-            {"latency_ms_min", TG_AN_FIELD_NUMBER, NULL, 0, st->min},
-            {"latency_ms_max", TG_AN_FIELD_NUMBER, NULL, 0, st->max},
-            {"cpu", TG_AN_FIELD_STRING, host.cpu_model, 0, 0},
-            {"isa", TG_AN_FIELD_STRING, host.kernel_level, 0, 0},
+        tg_record_field f[] = {
+            {"model", TG_RECORD_STRING, r->model->name, 0, 0},
+            {"batch_size", TG_RECORD_INT, NULL, r->b.batch, 0},
+            {"replicas", TG_RECORD_INT, NULL, replicas, 0},
+            {"device_iterations", TG_RECORD_INT, NULL, per_replica, 0},
+            {"samples_per_step", TG_RECORD_INT, NULL, r->b.samples, 0},
+            {"threads_per_device", TG_RECORD_INT, NULL, threads, 0},
+            {"seq_len", TG_RECORD_INT, NULL, lm ? r->in.seq_len : 0, 0},
+            {"weights", TG_RECORD_STRING, infer_weights_kind(a, r->model), 0, 0},
+            {"inputs", TG_RECORD_STRING, inputs, 0, 0},
+            {"warmup", TG_RECORD_INT, NULL, warm, 0},
+            {"iterations", TG_RECORD_INT, NULL, iters, 0},
+            {"compile_s", TG_RECORD_NUMBER, NULL, 0, r->compile_s},
+            {"executable_cache", TG_RECORD_STRING, cache, 0, 0},
+            {"seconds", TG_RECORD_NUMBER, NULL, 0, st->seconds},
+            {lm ? "sequences_per_s" : "images_per_s", TG_RECORD_NUMBER, NULL, 0, st->per_s},
+            {"tokens_per_s", TG_RECORD_NUMBER, NULL, 0, lm ? st->per_s * r->in.seq_len : NAN},
+            {"latency_ms_p50", TG_RECORD_NUMBER, NULL, 0, st->p50},
+            {"latency_ms_p90", TG_RECORD_NUMBER, NULL, 0, st->p90},
+            {"latency_ms_p99", TG_RECORD_NUMBER, NULL, 0, st->p99},
+            {"latency_ms_mean", TG_RECORD_NUMBER, NULL, 0, st->mean},
+            {"latency_ms_min", TG_RECORD_NUMBER, NULL, 0, st->min},
+            {"latency_ms_max", TG_RECORD_NUMBER, NULL, 0, st->max},
+            {"cpu", TG_RECORD_STRING, host.cpu_model, 0, 0},
+            {"isa", TG_RECORD_STRING, host.kernel_level, 0, 0},
         };
-        tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
+        tg_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
         return;
     }
     printf("model %s: %s\n", r->model->name, r->model->description);

@@ -4,7 +4,7 @@
  * --prompt, greedily or sampling at --temperature. */
 #include "infer_cmd.h"
 
-#include "analyse/analyse.h"
+#include "tilegraph/analyse.h"
 #include "tilegraph/checkpoint.h"
 
 #include <math.h>
@@ -27,18 +27,18 @@ static void print_score(const infer_args *a, const train_context *ctx, const eva
     const char *unit = token_unit(ctx);
     double bits = e->loss / log(2.0), ppl = exp(e->loss);
     if (a->json) {
-        tg_an_field f[] = {
-            {"model", TG_AN_FIELD_STRING, ctx->model->name, 0, 0},
-            {"weights", TG_AN_FIELD_STRING, infer_weights_kind(a, ctx->model), 0, 0},
-            {"token_unit", TG_AN_FIELD_STRING, unit, 0, 0},
-            {"seq_len", TG_AN_FIELD_INT, NULL, ctx->input.seq_len, 0},
-            {"tokens_scored", TG_AN_FIELD_INT, NULL, e->scored, 0},
-            {"test_loss", TG_AN_FIELD_NUMBER, NULL, 0, e->loss},
-            {"test_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, ppl},
-            {"test_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits},
-            {"test_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, e->accuracy},
+        tg_record_field f[] = {
+            {"model", TG_RECORD_STRING, ctx->model->name, 0, 0},
+            {"weights", TG_RECORD_STRING, infer_weights_kind(a, ctx->model), 0, 0},
+            {"token_unit", TG_RECORD_STRING, unit, 0, 0},
+            {"seq_len", TG_RECORD_INT, NULL, ctx->input.seq_len, 0},
+            {"tokens_scored", TG_RECORD_INT, NULL, e->scored, 0},
+            {"test_loss", TG_RECORD_NUMBER, NULL, 0, e->loss},
+            {"test_perplexity", TG_RECORD_NUMBER, NULL, 0, ppl},
+            {"test_bits_per_token", TG_RECORD_NUMBER, NULL, 0, bits},
+            {"test_accuracy", TG_RECORD_NUMBER, NULL, 0, e->accuracy},
         };
-        tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
+        tg_print_record(stdout, f, (int)(sizeof f / sizeof f[0]));
         return;
     }
     char weights[600];

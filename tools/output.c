@@ -5,7 +5,7 @@
  */
 #include "cli.h"
 
-#include "analyse/analyse.h"
+#include "tilegraph/analyse.h"
 
 #include <string.h>
 #include <time.h>
@@ -16,7 +16,7 @@ char *cli_bytes(double b, char *buf, size_t cap)
     /* The analyse renderer's units, so commands and views print sizes alike;
      * a negative or NaN size keeps its plain "N B" form. */
     if (b >= 0)
-        return tg_an_format(TG_AN_BYTES, b, buf, cap);
+        return tg_format_bytes(b, buf, cap);
     snprintf(buf, cap, "%.0f B", b);
     return buf;
 }

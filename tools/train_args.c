@@ -4,6 +4,7 @@
  * options the command's own flags set. */
 #include "train_cmd.h"
 
+#include "tilegraph/devices.h"
 #include "tilegraph/files.h"
 #include "tilegraph/trace.h"
 
@@ -182,7 +183,8 @@ int train_probe_inputs(const train_args *a)
  * without --output-mode everyN would be ignored, so it is an error. */
 int train_apply_options(const train_args *a, tg_options *o)
 {
-    if (a->target && tg_options_set(o, "target", a->target) != TG_OK) {
+    if (a->target &&
+        (tg_target_check(a->target) != TG_OK || tg_options_set(o, "target", a->target) != TG_OK)) {
         fprintf(stderr, "tilegraph train: --target: %s\n", tg_error_message());
         return -1;
     }

@@ -3,7 +3,7 @@
  * explained. */
 #include "train_cmd.h"
 
-#include "analyse/analyse.h"
+#include "tilegraph/analyse.h"
 #include "tilegraph/dist.h"
 
 #include <math.h>
@@ -28,41 +28,41 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
                              double train_acc, const eval_result *test, double sps)
 {
     double test_acc = test->accuracy, loss = st->loss_sum / (double)(st->losses ? st->losses : 1);
-    const tg_an_field lm[] = {
-        {"token_unit", TG_AN_FIELD_STRING, a->unit, 0, 0},
-        {"seq_len", TG_AN_FIELD_INT, NULL, a->seq_len, 0},
-        {"train_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, perplexity(loss)},
-        {"train_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits(loss)},
-        {"test_loss", TG_AN_FIELD_NUMBER, NULL, 0, test->loss},
-        {"test_perplexity", TG_AN_FIELD_NUMBER, NULL, 0, perplexity(test->loss)},
-        {"test_bits_per_token", TG_AN_FIELD_NUMBER, NULL, 0, bits(test->loss)},
-        {"tokens_per_s", TG_AN_FIELD_NUMBER, NULL, 0, sps * a->seq_len},
+    const tg_record_field lm[] = {
+        {"token_unit", TG_RECORD_STRING, a->unit, 0, 0},
+        {"seq_len", TG_RECORD_INT, NULL, a->seq_len, 0},
+        {"train_perplexity", TG_RECORD_NUMBER, NULL, 0, perplexity(loss)},
+        {"train_bits_per_token", TG_RECORD_NUMBER, NULL, 0, bits(loss)},
+        {"test_loss", TG_RECORD_NUMBER, NULL, 0, test->loss},
+        {"test_perplexity", TG_RECORD_NUMBER, NULL, 0, perplexity(test->loss)},
+        {"test_bits_per_token", TG_RECORD_NUMBER, NULL, 0, bits(test->loss)},
+        {"tokens_per_s", TG_RECORD_NUMBER, NULL, 0, sps * a->seq_len},
     };
-    const tg_an_field f[] = {
-        {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
-        {"epoch", TG_AN_FIELD_INT, NULL, epoch + 1, 0},
-        {"train_loss", TG_AN_FIELD_NUMBER, NULL, 0,
+    const tg_record_field f[] = {
+        {"model", TG_RECORD_STRING, a->model, 0, 0},
+        {"epoch", TG_RECORD_INT, NULL, epoch + 1, 0},
+        {"train_loss", TG_RECORD_NUMBER, NULL, 0,
          st->loss_sum / (double)(st->losses ? st->losses : 1)},
         /* NaN (null): the output mode returns no predictions */
-        {"train_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, train_acc},
-        {"test_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, test_acc},
-        {"samples_per_s", TG_AN_FIELD_NUMBER, NULL, 0, sps},
-        {"seconds", TG_AN_FIELD_NUMBER, NULL, 0, st->seconds},
-        {"loss_scale", TG_AN_FIELD_NUMBER, NULL, 0, st->loss_scale},
-        {"skipped_updates", TG_AN_FIELD_INT, NULL, st->skipped, 0},
-        {"auto_stages", TG_AN_FIELD_STRING, st->auto_stages, 0, 0},
+        {"train_accuracy", TG_RECORD_NUMBER, NULL, 0, train_acc},
+        {"test_accuracy", TG_RECORD_NUMBER, NULL, 0, test_acc},
+        {"samples_per_s", TG_RECORD_NUMBER, NULL, 0, sps},
+        {"seconds", TG_RECORD_NUMBER, NULL, 0, st->seconds},
+        {"loss_scale", TG_RECORD_NUMBER, NULL, 0, st->loss_scale},
+        {"skipped_updates", TG_RECORD_INT, NULL, st->skipped, 0},
+        {"auto_stages", TG_RECORD_STRING, st->auto_stages, 0, 0},
         /* an MPI job's gradient exchange, ms per host step (train_exchange.h) */
-        {"host_step_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.host_step},
-        {"exchange_pct_of_host_step", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct},
-        {"exchange_without_imbalance_pct", TG_AN_FIELD_NUMBER, NULL, 0, st->share.pct_transfer},
-        {"exchange_during_backward_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.during_backward},
-        {"exchange_after_backward_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.after_backward},
-        {"exchange_imbalance_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.imbalance},
-        {"exchange_summing_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.summing},
-        {"exchange_step_totals_ms", TG_AN_FIELD_NUMBER, NULL, 0, st->share.step_totals},
+        {"host_step_ms", TG_RECORD_NUMBER, NULL, 0, st->share.host_step},
+        {"exchange_pct_of_host_step", TG_RECORD_NUMBER, NULL, 0, st->share.pct},
+        {"exchange_without_imbalance_pct", TG_RECORD_NUMBER, NULL, 0, st->share.pct_transfer},
+        {"exchange_during_backward_ms", TG_RECORD_NUMBER, NULL, 0, st->share.during_backward},
+        {"exchange_after_backward_ms", TG_RECORD_NUMBER, NULL, 0, st->share.after_backward},
+        {"exchange_imbalance_ms", TG_RECORD_NUMBER, NULL, 0, st->share.imbalance},
+        {"exchange_summing_ms", TG_RECORD_NUMBER, NULL, 0, st->share.summing},
+        {"exchange_step_totals_ms", TG_RECORD_NUMBER, NULL, 0, st->share.step_totals},
     };
     enum { N_F = sizeof f / sizeof f[0], N_LM = sizeof lm / sizeof lm[0], N_BASE = 10 };
-    tg_an_field all[N_F + N_LM + 1 + EVAL_MAX_IOU_CLASSES];
+    tg_record_field all[N_F + N_LM + 1 + EVAL_MAX_IOU_CLASSES];
     char iou_names[EVAL_MAX_IOU_CLASSES][64];
     int n = 0;
     for (int i = 0; i < N_BASE; i++)
@@ -70,15 +70,15 @@ static void print_epoch_json(const train_args *a, int64_t epoch, const epoch_sta
     for (int i = 0; a->unit && i < N_LM; i++)
         all[n++] = lm[i];
     if (!isnan(test->mean_iou)) { /* segmentation: test_accuracy is per pixel */
-        all[n++] = (tg_an_field){"test_mean_iou", TG_AN_FIELD_NUMBER, NULL, 0, test->mean_iou};
+        all[n++] = (tg_record_field){"test_mean_iou", TG_RECORD_NUMBER, NULL, 0, test->mean_iou};
         for (int c = 0; c < test->iou_classes; c++) {
             snprintf(iou_names[c], sizeof iou_names[c], "test_iou_%s", test->iou_name[c]);
-            all[n++] = (tg_an_field){iou_names[c], TG_AN_FIELD_NUMBER, NULL, 0, test->iou[c]};
+            all[n++] = (tg_record_field){iou_names[c], TG_RECORD_NUMBER, NULL, 0, test->iou[c]};
         }
     }
     for (int i = N_BASE; tg_dist_active() && i < N_F; i++)
         all[n++] = f[i];
-    tg_an_print_record(stdout, all, n);
+    tg_print_record(stdout, all, n);
 }
 
 /* ", test mean IoU 0.712 (background 0.98, disc 0.61, ...)" */
@@ -151,15 +151,15 @@ void train_say_nothing_left(const train_args *a, const train_pos *pos)
 
 void train_print_resumed_json(const train_args *a, const train_pos *pos, const eval_result *test)
 {
-    const tg_an_field f[] = {
-        {"model", TG_AN_FIELD_STRING, a->model, 0, 0},
-        {"epoch", TG_AN_FIELD_INT, NULL, pos->epoch, 0},
-        {"trained_steps", TG_AN_FIELD_INT, NULL, 0, 0},
-        {"nothing_to_train", TG_AN_FIELD_STRING, "the checkpoint is at --epochs already", 0, 0},
-        {"test_accuracy", TG_AN_FIELD_NUMBER, NULL, 0, test->accuracy},
-        {"test_loss", TG_AN_FIELD_NUMBER, NULL, 0, test->loss},
+    const tg_record_field f[] = {
+        {"model", TG_RECORD_STRING, a->model, 0, 0},
+        {"epoch", TG_RECORD_INT, NULL, pos->epoch, 0},
+        {"trained_steps", TG_RECORD_INT, NULL, 0, 0},
+        {"nothing_to_train", TG_RECORD_STRING, "the checkpoint is at --epochs already", 0, 0},
+        {"test_accuracy", TG_RECORD_NUMBER, NULL, 0, test->accuracy},
+        {"test_loss", TG_RECORD_NUMBER, NULL, 0, test->loss},
     };
-    tg_an_print_record(stdout, f, (int)(sizeof f / sizeof f[0]) - (a->unit ? 0 : 1));
+    tg_print_record(stdout, f, (int)(sizeof f / sizeof f[0]) - (a->unit ? 0 : 1));
 }
 
 /* The "profiles:" line names the profiles written, never one that failed

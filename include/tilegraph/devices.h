@@ -76,6 +76,12 @@ TG_API int tg_target_count(void);
 TG_API const char *tg_target_name(int i);
 /* Target i (0 <= i < tg_target_count()); TG_ERR_INVALID_ARG out of range. */
 TG_API tg_status tg_target_info_get(int i, tg_target_info *out);
+/* TG_OK when `name` is a registered target, else TG_ERR_CONFIG naming it as
+ * the value of option "target" and listing the targets. Compiling checks the
+ * option with it (options themselves are core's, below the targets, and take
+ * any name); a program that wants the error when the option is given, as the
+ * command does for --target, calls it then. */
+TG_API tg_status tg_target_check(const char *name);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
  * options.h  session options by PopTorch's names
  * session.h  compiling and running a graph on its devices
  * program.h  a compiled program without a session: will it fit, save it, its figures
+ * plan.h     what `tilegraph compile` shows of one: the plan, predictions, what-if remedies
+ * analyse.h  a profile's views (the Graph Analyser), compared, the HTML report page
  * predict.h  predicted stage splits and pipeline schedules (the cost model)
  * checkpoint.h  safetensors checkpoints with PyTorch's parameter names
  * models.h   the built-in model zoo
@@ -26,6 +28,7 @@
 #ifndef TILEGRAPH_TILEGRAPH_H
 #define TILEGRAPH_TILEGRAPH_H
 
+#include "tilegraph/analyse.h"
 #include "tilegraph/checkpoint.h"
 #include "tilegraph/data.h"
 #include "tilegraph/devices.h"
@@ -40,6 +43,7 @@
 #include "tilegraph/onnx.h"
 #include "tilegraph/optim.h"
 #include "tilegraph/options.h"
+#include "tilegraph/plan.h"
 #include "tilegraph/predict.h"
 #include "tilegraph/program.h"
 #include "tilegraph/session.h"

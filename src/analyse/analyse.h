@@ -11,6 +11,7 @@
 #define TG_ANALYSE_H
 
 #include "report/table.h"
+#include "tilegraph/analyse.h"
 #include "tilegraph/devices.h"
 #include "tilegraph/status.h"
 
@@ -18,39 +19,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct tg_profile_reader tg_profile_reader;
-
-/* Filters from the command line; negative / NULL: none. */
-typedef struct tg_an_filter {
-    int device;
-    int step;
-    const char *op; /* substring of an op or tensor name */
-    int top;        /* rows in "largest" lists; <= 0: 20 */
-    /* tiled targets: the memory view of tile `tile` only when `by_tile`
-     * (a flag, so a zero-initialised filter means no tile, not tile 0) */
-    bool by_tile;
-    int tile;
-    /* trace: every execution on its own row instead of repeated ones grouped */
-    bool no_group;
-} tg_an_filter;
-
-void tg_an_filter_defaults(tg_an_filter *f);
-
-/* Open REPORT: a profile.sqlite, or a directory holding
- * training/profile.sqlite (preferred) or inference/profile.sqlite. */
-tg_status tg_an_open(const char *report, tg_profile_reader **out);
-/* The same for the directory of an MPI job (instance-K subdirectories,
- * docs/distributed.md): instance `instance`'s profile, instance 0's when it
- * is negative. A non-negative instance of a report that is not a job's
- * directory is an error naming it. */
-tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reader **out);
-/* Close a profile opened by tg_an_open (NULL is fine), and the file it read:
- * so that commands need not reach into the profile reader. */
-void tg_an_close(tg_profile_reader *r);
-const char *tg_an_path(const tg_profile_reader *r);
-/* A value of the profile's meta table ("target"), "" when absent; valid
- * until the next call. */
-const char *tg_an_meta(tg_profile_reader *r, const char *key);
+/* The command line's filters (tilegraph/analyse.h), by the name the views
+ * were written with. */
+typedef tg_view_filter tg_an_filter;
+/* Opening a profile, the filters' defaults, the view names and
+ * tg_analyse_comparable are the public API's (tilegraph/analyse.h, api.c). */
 
 /* The views: one row per view, the only list of them. Dispatch, the
  * unknown-view error and the commands' --help all read it, so a view added
@@ -64,41 +37,16 @@ typedef struct tg_an_view_def {
 extern const tg_an_view_def tg_an_views[];
 /* The row of view `name`, or NULL. */
 const tg_an_view_def *tg_an_view_find(const char *name);
-bool tg_an_view_known(const char *name);
-/* The view names, then `extra` (NULL: none), joined by `sep` with `last`
- * before the final one ("a|b|c" or "a, b or c") into buf; returns buf. */
-const char *tg_an_view_list(char *buf, size_t cap, const char *sep, const char *last,
-                            const char *extra);
 
 /* Fill `view` (zeroed by the caller) with view `name` of the profile. */
 tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter *f,
                       tg_an_view *view);
-
-/* One field of a flat JSON record (tg_an_print_record). */
-typedef enum tg_an_field_kind {
-    TG_AN_FIELD_STRING,
-    TG_AN_FIELD_INT,
-    TG_AN_FIELD_NUMBER /* NaN and infinities print null, never `nan` */
-} tg_an_field_kind;
-typedef struct tg_an_field {
-    const char *key;
-    tg_an_field_kind kind;
-    const char *s; /* TG_AN_FIELD_STRING, escaped */
-    int64_t i;     /* TG_AN_FIELD_INT */
-    double v;      /* TG_AN_FIELD_NUMBER */
-} tg_an_field;
-/* {"key": value, ...} and a newline to `out`, one line per record (train
- * --json's epochs): nothing is printed when the writer fails. */
-tg_status tg_an_print_record(FILE *out, const tg_an_field *f, int n);
 
 /* ---- comparison (compare.c) ---- */
 /* Fill `out` with a side-by-side table per table of `a` and `b`: for every
  * numeric column source, target and difference (absolute and %); rows
  * matched by key, rows of one report only marked "only in A"/"only in B". */
 tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *out);
-/* TG_ERR_CONFIG naming both when the profiles are of different targets or
- * program kinds (training/inference). */
-tg_status tg_an_check_comparable(tg_profile_reader *a, tg_profile_reader *b);
 
 /* The views, one family per file. */
 tg_status tg_an_view_summary(tg_profile_reader *r, const tg_an_filter *f, tg_an_view *v);

@@ -335,7 +335,7 @@ tg_status tg_an_compare(const tg_an_view *a, const tg_an_view *b, tg_an_view *ou
     return TG_OK;
 }
 
-tg_status tg_an_check_comparable(tg_profile_reader *a, tg_profile_reader *b)
+tg_status tg_analyse_comparable(tg_profile_reader *a, tg_profile_reader *b)
 {
     static const char *const keys[] = {"target", "program"};
     for (int i = 0; i < 2; i++) {

@@ -4,18 +4,18 @@
 #include "core/alloc.h"
 #include "core/json.h"
 
-static void write_field(tg_json_writer *w, const tg_an_field *f)
+static void write_field(tg_json_writer *w, const tg_record_field *f)
 {
     tg_json_key(w, f->key);
-    if (f->kind == TG_AN_FIELD_STRING)
+    if (f->kind == TG_RECORD_STRING)
         tg_json_string(w, f->s);
-    else if (f->kind == TG_AN_FIELD_INT)
+    else if (f->kind == TG_RECORD_INT)
         tg_json_int(w, f->i);
     else
         tg_json_number(w, f->v);
 }
 
-tg_status tg_an_print_record(FILE *out, const tg_an_field *f, int n)
+tg_status tg_print_record(FILE *out, const tg_record_field *f, int n)
 {
     tg_json_writer w;
     tg_json_writer_init(&w);

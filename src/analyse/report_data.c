@@ -64,7 +64,7 @@ static void write_view_table(const tg_an_table *t, tg_json_writer *w)
 static void write_view(tg_profile_reader *r, const char *name, tg_json_writer *w)
 {
     tg_an_filter f;
-    tg_an_filter_defaults(&f);
+    tg_view_filter_defaults(&f);
     tg_an_view v;
     memset(&v, 0, sizeof v);
     tg_json_begin_object(w);

@@ -1,6 +1,6 @@
 /* analyse/report_page.c - the HTML page of `tilegraph report`
- * (analyse/report_page.h). */
-#include "analyse/report_page.h"
+ * (tilegraph/analyse.h). */
+#include "analyse/analyse.h"
 
 #include "analyse/report_data.h"
 #include "core/alloc.h"
@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
-tg_status tg_an_report_json(tg_profile_reader *const *r, int n, char **json, size_t *len)
+tg_status tg_report_json(tg_profile_reader *const *r, int n, char **json, size_t *len)
 {
     *json = NULL;
     *len = 0;
@@ -31,7 +31,7 @@ tg_status tg_an_report_json(tg_profile_reader *const *r, int n, char **json, siz
     return st;
 }
 
-void tg_an_report_json_free(char *json)
+void tg_report_json_free(char *json)
 {
     tg_free(json);
 }
@@ -52,7 +52,7 @@ static void write_json_in_script(FILE *f, const char *s, size_t n)
 }
 
 /* Copy the page, replacing the markers @@CSS@@, @@JS@@ and @@DATA@@. */
-static void write_page(FILE *f, const tg_an_page *page, const char *json, size_t json_len)
+static void write_page(FILE *f, const tg_report_page *page, const char *json, size_t json_len)
 {
     const char *p = (const char *)page->html, *end = p + page->html_len;
     while (p < end) {
@@ -78,8 +78,8 @@ static void write_page(FILE *f, const tg_an_page *page, const char *json, size_t
     }
 }
 
-tg_status tg_an_write_report_page(const char *out, const tg_an_page *page, const char *json,
-                                  size_t len)
+tg_status tg_report_page_write(const char *out, const tg_report_page *page, const char *json,
+                               size_t len)
 {
     tg_atomic_file af;
     TG_TRY(tg_atomic_file_open(out, &af));

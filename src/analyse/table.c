@@ -35,13 +35,13 @@ const tg_an_view_def *tg_an_view_find(const char *name)
     return NULL;
 }
 
-bool tg_an_view_known(const char *name)
+bool tg_view_known(const char *name)
 {
     return tg_an_view_find(name) != NULL;
 }
 
-const char *tg_an_view_list(char *buf, size_t cap, const char *sep, const char *last,
-                            const char *extra)
+const char *tg_view_list(char *buf, size_t cap, const char *sep, const char *last,
+                         const char *extra)
 {
     int n = 0;
     while (tg_an_views[n].name)
@@ -57,7 +57,7 @@ const char *tg_an_view_list(char *buf, size_t cap, const char *sep, const char *
     return buf;
 }
 
-void tg_an_filter_defaults(tg_an_filter *f)
+void tg_view_filter_defaults(tg_an_filter *f)
 {
     f->device = -1;
     f->step = -1;
@@ -103,7 +103,7 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reader **out)
+tg_status tg_analyse_open(const char *report, int instance, tg_profile_reader **out)
 {
     *out = NULL;
     struct stat st;
@@ -123,22 +123,17 @@ tg_status tg_an_open_instance(const char *report, int instance, tg_profile_reade
     return open_in_dir(job ? job_dir : report, out);
 }
 
-tg_status tg_an_open(const char *report, tg_profile_reader **out)
-{
-    return tg_an_open_instance(report, -1, out);
-}
-
-void tg_an_close(tg_profile_reader *r)
+void tg_analyse_close(tg_profile_reader *r)
 {
     tg_profile_reader_close(r);
 }
 
-const char *tg_an_path(const tg_profile_reader *r)
+const char *tg_analyse_path(const tg_profile_reader *r)
 {
     return tg_profile_reader_path(r);
 }
 
-const char *tg_an_meta(tg_profile_reader *r, const char *key)
+const char *tg_analyse_meta(tg_profile_reader *r, const char *key)
 {
     return tg_profile_reader_meta(r, key);
 }
@@ -185,7 +180,7 @@ tg_status tg_an_build(tg_profile_reader *r, const char *name, const tg_an_filter
         return d->build(r, f, v);
     char list[256];
     return tg_error(TG_ERR_INVALID_ARG, "unknown view '%s' (%s)", name,
-                    tg_an_view_list(list, sizeof list, ", ", " or ", NULL));
+                    tg_view_list(list, sizeof list, ", ", " or ", NULL));
 }
 
 tg_status tg_an_prepare(tg_profile_reader *r, const char *sql, sqlite3_stmt **out)

@@ -129,7 +129,7 @@ tg_status tg_an_view_memory(tg_profile_reader *r, const tg_an_filter *f, tg_an_v
 {
     tg_an_memory *m = tg_calloc(1, sizeof *m);
     if (!m)
-        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the memory table", tg_an_path(r));
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for the memory table", tg_analyse_path(r));
     tg_status s = tg_an_memory_from_profile(r, m);
     if (s == TG_OK)
         tg_an_memory_tables(m, f->device, v);

@@ -325,12 +325,12 @@ tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an
     prediction pr;
     TG_TRY(predict(r, b.n_devices, &pr));
     breakdown_table(v, &b, &pr, f->device);
-    int m = atoi(tg_an_meta(r, "micro_batches")), its = atoi(tg_an_meta(r, "iterations"));
+    int m = atoi(tg_analyse_meta(r, "micro_batches")), its = atoi(tg_analyse_meta(r, "iterations"));
     m *= its > 0 ? its : 1; /* micro-batches per host step */
     waits_table(v, &b, m, f->device);
     char strategy[32], schedule[32];
-    snprintf(strategy, sizeof strategy, "%s", tg_an_meta(r, "strategy"));
-    snprintf(schedule, sizeof schedule, "%s", tg_an_meta(r, "schedule"));
+    snprintf(strategy, sizeof strategy, "%s", tg_analyse_meta(r, "strategy"));
+    snprintf(schedule, sizeof schedule, "%s", tg_analyse_meta(r, "schedule"));
     double step = b.step_ns / b.runs, untracked = 0;
     for (int d = 0; d < b.n_devices; d++)
         untracked = fmax(untracked, b.ns[d][P_UNTRACKED] / b.runs);
@@ -343,7 +343,7 @@ tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an
                tg_an_format(TG_AN_NS, pr.step, s2, sizeof s2),
                step > 0 ? 100 * (1 - untracked / step) : 0.0);
     /* the split the cost model chose, cuts inside a block (BLOCK:OP) included */
-    const char *chosen = tg_an_meta(r, "stages_auto");
+    const char *chosen = tg_analyse_meta(r, "stages_auto");
     if (chosen && *chosen)
         tg_an_note(v, "pipeline: the split --%s auto chose: \"%s\"%s",
                    strchr(chosen, '|') ? "stages" : "split", chosen,

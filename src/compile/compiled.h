@@ -1,6 +1,6 @@
 /* compile/compiled.h - what the public handle of a compiled program
  * (tilegraph/program.h) holds: the program and how it was obtained. The
- * report layer reads the program through it (report/plan.h); the command
+ * report layer reads the program through it (report/plan.c, tilegraph/plan.h); the command
  * sees only the opaque tg_compiled.
  */
 #ifndef TG_COMPILE_COMPILED_H

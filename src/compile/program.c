@@ -455,6 +455,8 @@ tg_status tg_program_compile_config(const tg_graph *g, const tg_config *c, tg_pr
         return tg_error(TG_ERR_INVALID_ARG, "compile: no graph");
     if (g->status != TG_OK)
         return tg_error(g->status, "compile: the graph has an error: %s", g->error);
+    /* option "target" meets the registry here, before anything is planned for it */
+    TG_TRY(tg_target_check(c->target.name));
     tg_program *p = tg_calloc(1, sizeof *p);
     if (!p)
         return tg_error(TG_ERR_NOMEM, "compile: out of memory");

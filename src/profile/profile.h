@@ -108,7 +108,7 @@ tg_status tg_profile_counter(tg_profile *pf, int64_t step, const char *name, dou
 enum { TG_PROFILE_HISTOGRAM_BINS = 32 };
 tg_status tg_profile_histogram(tg_profile *pf, int64_t run, const char *tensor, const char *kind,
                                const float *x, int64_t n);
-/* A re-planned memory remedy (report/remedies.h) for the graph profile;
+/* A re-planned memory remedy (tilegraph/plan.h) for the graph profile;
  * `after` < 0: not computed, `outcome` says why. */
 tg_status tg_profile_add_remedy(tg_profile *pf, const char *what, int64_t need, int64_t after,
                                 int64_t capacity, const char *outcome);

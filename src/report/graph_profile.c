@@ -1,16 +1,18 @@
 /* report/graph_profile.c - a graph profile written by `compile`, with the
- * remedies it printed (report/remedies.h). The profile layer writes the
+ * remedies it printed (tilegraph/plan.h). The profile layer writes the
  * file; this only hands it the program and the rows, so tools/ reach it
- * through the report layer. */
-#include "report/remedies.h"
+ * through the public API. */
+#include "tilegraph/plan.h"
 
 #include "compile/compiled.h"
 #include "core/error.h"
 #include "profile/profile.h"
 
-tg_status tg_report_write_graph_profile(const char *dir, const tg_compiled *c,
-                                        const tg_report_remedy *rows, int n)
+tg_status tg_compiled_write_profile(const char *dir, const tg_compiled *c,
+                                    const tg_what_if_plan *plan)
 {
+    const tg_what_if_row *rows = plan ? plan->rows : NULL;
+    int n = plan ? plan->n : 0;
     tg_profile *pf = NULL;
     TG_TRY(tg_profile_open(dir, tg_compiled_program(c), false, &pf));
     tg_status s = TG_OK;

@@ -1,7 +1,7 @@
 /* report/plan.c - the compiled program as `tilegraph compile` shows it
- * (report/plan.h): read from the program itself, the whole truth about a
+ * (report/plan.c, tilegraph/plan.h): read from the program itself, the whole truth about a
  * run, so the figures are those the engine will allocate and execute. */
-#include "report/plan.h"
+#include "tilegraph/plan.h"
 
 #include "compile/compiled.h"
 #include "compile/program.h"

@@ -1,9 +1,10 @@
 /* report/remedies.c - what would make it fit: the reference's list of memory
  * remedies, each quantified by compiling the model again with that one
- * change (a what-if on the real plan, not a rule of thumb). The figure is the
- * largest need: the fullest tile on a tiled target, the largest device
- * arena otherwise. */
-#include "report/remedies.h"
+ * change (a what-if on the real plan, not a rule of thumb), behind one public
+ * call (tg_program_what_if, tilegraph/plan.h). The figure is the largest
+ * need: the fullest tile on a tiled target, the largest device arena
+ * otherwise. */
+#include "tilegraph/plan.h"
 
 #include "compile/compiled.h"
 #include "compile/program.h"
@@ -66,7 +67,7 @@ static void checkpoint_units(tg_graph *g)
 
 /* Compile the model with the changes kv (key, value, ..., NULL), after
  * prepare(graph) when given; *need < 0 when it does not compile. */
-static void what_if(const tg_report_insight_model *m, int batch, const char *const *kv,
+static void what_if(const tg_what_if_model *m, int batch, const char *const *kv,
                     void (*prepare)(tg_graph *), int64_t *need)
 {
     *need = -1;
@@ -185,7 +186,7 @@ static bool split_further(const tg_program *p, char *split, size_t cap, char *po
     return false;
 }
 
-bool tg_report_insights_wanted(const tg_compiled *c)
+bool tg_what_if_wanted(const tg_compiled *c)
 {
     const tg_program *p = tg_compiled_program(c);
     int64_t need, cap;
@@ -194,20 +195,18 @@ bool tg_report_insights_wanted(const tg_compiled *c)
     return cap > 0 && need * 10 > cap * 9; /* over, or within 10% of, the capacity */
 }
 
-void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *compiled, FILE *out,
-                        tg_report_remedy *out_rows, int *n_rows)
+tg_status tg_program_what_if(const tg_compiled *compiled, const tg_what_if_model *m,
+                             tg_what_if_plan *plan)
 {
     const tg_program *p = tg_compiled_program(compiled);
     int64_t need, cap;
     const char *unit;
     need_of(p, &need, &cap, &unit);
+    memset(plan, 0, sizeof *plan);
+    snprintf(plan->unit, sizeof plan->unit, "%s", unit);
+    plan->need = need;
+    plan->capacity = cap;
     char a[32], b[32], c[32];
-    fprintf(out, "\ninsights: %s needs %s", unit,
-            tg_an_format(TG_AN_BYTES, (double)need, a, sizeof a));
-    if (cap > 0)
-        fprintf(out, " of %s (%.0f%%)", tg_an_format(TG_AN_BYTES, (double)cap, b, sizeof b),
-                100.0 * (double)need / (double)cap);
-    fprintf(out, "; each remedy below is this model compiled again with that one change:\n");
     char split[512], devices[16], point[64], where[80] = "";
     bool can_split = split_further(p, split, sizeof split, point, sizeof point);
     snprintf(devices, sizeof devices, "%d", p->n_devices + 1);
@@ -318,47 +317,54 @@ void tg_report_insights(const tg_report_insight_model *m, const tg_compiled *com
              : NULL,
          NULL},
     };
-    for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
-        tg_report_remedy *row =
-            out_rows && *n_rows < TG_REPORT_MAX_REMEDIES ? &out_rows[(*n_rows)++] : NULL;
-        if (row) {
-            memset(row, 0, sizeof *row);
-            snprintf(row->what, sizeof row->what, "%s", remedies[i].what);
-            row->need = need;
-            row->after = -1;
-            row->capacity = cap;
-        }
+    for (size_t i = 0; i < sizeof remedies / sizeof remedies[0] && plan->n < TG_WHAT_IF_MAX; i++) {
+        tg_what_if_row *row = &plan->rows[plan->n++];
+        snprintf(row->what, sizeof row->what, "%s", remedies[i].what);
+        row->need = need;
+        row->after = -1;
+        row->capacity = cap;
         if (remedies[i].unavailable || remedies[i].batch < 1) {
             const char *why = remedies[i].unavailable ? remedies[i].unavailable : "batch already 1";
-            fprintf(out, "  %-42s %s\n", remedies[i].what, why);
-            if (row)
-                snprintf(row->outcome, sizeof row->outcome, "%s", why);
+            snprintf(row->shown, sizeof row->shown, "%s", why);
+            snprintf(row->outcome, sizeof row->outcome, "%s", why);
             continue;
         }
         int64_t after;
         what_if(m, remedies[i].batch, remedies[i].kv, remedies[i].prepare, &after);
         if (after < 0) {
-            fprintf(out, "  %-42s does not compile: %s\n", remedies[i].what, tg_error_message());
-            if (row)
-                snprintf(row->outcome, sizeof row->outcome, "does not compile: %s",
-                         tg_error_message());
+            snprintf(row->shown, sizeof row->shown, "does not compile: %s", tg_error_message());
+            snprintf(row->outcome, sizeof row->outcome, "does not compile: %s", tg_error_message());
             continue;
         }
         /* a remedy can cost memory here (f16 staging, say): "adds", not "saves -N B" */
         int64_t saved = need - after;
         bool split_row = remedies[i].kv[0] && !strcmp(remedies[i].kv[0], "split");
-        fprintf(out, "  %-42s %s -> %s, %s %s (%.0f%%)%s%s%s\n", remedies[i].what,
-                tg_an_format(TG_AN_BYTES, (double)need, a, sizeof a),
-                tg_an_format(TG_AN_BYTES, (double)after, b, sizeof b), saved < 0 ? "adds" : "saves",
-                tg_an_format(TG_AN_BYTES, (double)(saved < 0 ? -saved : saved), c, sizeof c),
-                need ? 100.0 * (double)(saved < 0 ? -saved : saved) / (double)need : 0.0,
-                cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
-                split_row ? "; split " : "", split_row ? where : "");
-        if (row) {
-            row->after = after;
-            snprintf(row->outcome, sizeof row->outcome, "%s%s%s",
-                     cap > 0 ? (after <= cap ? "fits" : "still over") : "no capacity set",
-                     split_row ? "; split " : "", split_row ? where : "");
-        }
+        snprintf(row->shown, sizeof row->shown, "%s -> %s, %s %s (%.0f%%)%s%s%s",
+                 tg_an_format(TG_AN_BYTES, (double)need, a, sizeof a),
+                 tg_an_format(TG_AN_BYTES, (double)after, b, sizeof b),
+                 saved < 0 ? "adds" : "saves",
+                 tg_an_format(TG_AN_BYTES, (double)(saved < 0 ? -saved : saved), c, sizeof c),
+                 need ? 100.0 * (double)(saved < 0 ? -saved : saved) / (double)need : 0.0,
+                 cap > 0 ? (after <= cap ? ", fits" : ", still over") : "",
+                 split_row ? "; split " : "", split_row ? where : "");
+        row->after = after;
+        snprintf(row->outcome, sizeof row->outcome, "%s%s%s",
+                 cap > 0 ? (after <= cap ? "fits" : "still over") : "no capacity set",
+                 split_row ? "; split " : "", split_row ? where : "");
     }
+    return TG_OK;
+}
+
+void tg_what_if_print(const tg_what_if_plan *plan, FILE *out)
+{
+    char a[32], b[32];
+    fprintf(out, "\ninsights: %s needs %s", plan->unit,
+            tg_an_format(TG_AN_BYTES, (double)plan->need, a, sizeof a));
+    if (plan->capacity > 0)
+        fprintf(out, " of %s (%.0f%%)",
+                tg_an_format(TG_AN_BYTES, (double)plan->capacity, b, sizeof b),
+                100.0 * (double)plan->need / (double)plan->capacity);
+    fprintf(out, "; each remedy below is this model compiled again with that one change:\n");
+    for (int i = 0; i < plan->n; i++)
+        fprintf(out, "  %-42s %s\n", plan->rows[i].what, plan->rows[i].shown);
 }

@@ -84,15 +84,21 @@ tg_status tg_target_info_get(int i, tg_target_info *out)
     return TG_OK;
 }
 
+tg_status tg_target_check(const char *name)
+{
+    if (tg_target_find(name))
+        return TG_OK;
+    char names[256];
+    return tg_error(TG_ERR_CONFIG,
+                    "option 'target': '%s' is not a target; the targets are %s (`tilegraph "
+                    "devices` describes them)",
+                    name ? name : "", tg_target_names(names, sizeof names, " or "));
+}
+
 tg_status tg_target_from_config(const tg_config *c, tg_target_desc *out)
 {
-    const tg_target_ops *t = tg_target_of_config(c);
-    if (!t) {
-        char names[256];
-        return tg_error(TG_ERR_INVALID_ARG, "target: no target named '%s' (the targets: %s)",
-                        c->target.name, tg_target_names(names, sizeof names, " and "));
-    }
-    return t->limits(c, out);
+    TG_TRY(tg_target_check(c->target.name));
+    return tg_target_of_config(c)->limits(c, out);
 }
 
 int64_t tg_target_device_need(const tg_program *p, int d)

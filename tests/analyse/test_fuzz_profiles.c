@@ -44,7 +44,7 @@ static void run_file(const char *path)
         TG_CHECK(strstr(tg_error_message(), path) != NULL);
     } else {
         tg_an_filter f;
-        tg_an_filter_defaults(&f);
+        tg_view_filter_defaults(&f);
         for (int i = 0; tg_an_views[i].name; i++)
             run_view(r, tg_an_views[i].name, &f);
         f.by_tile = true;

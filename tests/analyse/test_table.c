@@ -15,16 +15,16 @@ static void test_rows_are_complete(void)
         TG_CHECK(d->build != NULL);
         TG_CHECK(d->about != NULL && d->about[0] != '\0');
         TG_CHECK(tg_an_view_find(d->name) == d); /* unique: the first row of its name */
-        TG_CHECK(tg_an_view_known(d->name));
+        TG_CHECK(tg_view_known(d->name));
     }
     TG_CHECK(n >= 10);
-    TG_CHECK(!tg_an_view_known("flamegraph") && tg_an_view_find("") == NULL);
+    TG_CHECK(!tg_view_known("flamegraph") && tg_an_view_find("") == NULL);
 }
 
 static void test_unknown_view_lists_the_table(void)
 {
     tg_an_filter f;
-    tg_an_filter_defaults(&f);
+    tg_view_filter_defaults(&f);
     tg_an_view v;
     memset(&v, 0, sizeof v);
     /* the name is looked up before the profile is read: no profile needed */
@@ -39,11 +39,11 @@ static void test_unknown_view_lists_the_table(void)
 static void test_list_joins(void)
 {
     char buf[256];
-    tg_an_view_list(buf, sizeof buf, ", ", " or ", "all");
+    tg_view_list(buf, sizeof buf, ", ", " or ", "all");
     TG_CHECK(strncmp(buf, "summary, insights, ", 19) == 0);
     TG_CHECK(strstr(buf, ", instances or all") != NULL);
     char tiny[8];
-    tg_an_view_list(tiny, sizeof tiny, "|", "|", NULL); /* truncated, terminated */
+    tg_view_list(tiny, sizeof tiny, "|", "|", NULL); /* truncated, terminated */
     TG_CHECK(strlen(tiny) < sizeof tiny);
 }
 

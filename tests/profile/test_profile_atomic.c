@@ -135,7 +135,7 @@ static void test_analyse_names_a_profile_being_written(void)
     snprintf(lock, sizeof lock, "%s/.profile.lock", sub);
     TG_CHECK(mkdir(fresh, 0777) == 0 && mkdir(sub, 0777) == 0);
     tg_profile_reader *r = NULL;
-    TG_CHECK(tg_an_open(fresh, &r) == TG_ERR_NOT_FOUND); /* no writer: holds no profile */
+    TG_CHECK(tg_analyse_open(fresh, -1, &r) == TG_ERR_NOT_FOUND); /* no writer: holds no profile */
     int go[2], done[2];
     TG_CHECK(pipe(go) == 0 && pipe(done) == 0);
     pid_t child = fork();
@@ -151,7 +151,7 @@ static void test_analyse_names_a_profile_being_written(void)
     TG_CHECK(read(go[0], &b, 1) == 1 && b == 'y');
     TG_CHECK(tg_profile_writer_pid(sub) == (long)child);
     snprintf(want, sizeof want, "(pid %ld)", (long)child);
-    TG_CHECK(tg_an_open(fresh, &r) == TG_ERR_IO);
+    TG_CHECK(tg_analyse_open(fresh, -1, &r) == TG_ERR_IO);
     TG_CHECK(strstr(tg_error_message(), "being written") && strstr(tg_error_message(), want));
     (void)!write(done[1], "x", 1);
     waitpid(child, NULL, 0);

@@ -140,7 +140,7 @@ static void check(const char *accumulation, int want_gradients)
     tg_profile_reader *r = NULL;
     TG_CHECK_OK(tg_profile_reader_open(path, &r));
     tg_an_filter f;
-    tg_an_filter_defaults(&f);
+    tg_view_filter_defaults(&f);
     tg_an_view v;
     memset(&v, 0, sizeof v);
     if (r && tg_an_build(r, "histograms", &f, &v) == TG_OK) {

@@ -42,16 +42,27 @@ static void test_registered(void)
     TG_CHECK(strcmp(tg_target_names(names, sizeof names, " and "), "cpu, mk2 and tiny") == 0);
 }
 
-/* Option "target" takes a registered name and refuses others, listing them. */
+/* A registered name is a target and others are refused, listing them: by
+ * tg_target_check and by compiling, where option "target" meets the
+ * registry (options are core's, below the targets, and take any name but an
+ * empty one). */
 static void test_option_checked_against_registry(void)
 {
-    tg_options *o = tg_options_create();
-    TG_CHECK_OK(tg_options_set(o, "target", "tiny"));
-    TG_CHECK(strcmp(tg_options_get_string(o, "target"), "tiny") == 0);
-    TG_CHECK(tg_options_set(o, "target", "gpu") == TG_ERR_CONFIG);
-    TG_CHECK(strstr(tg_error_message(), "'gpu' is not a target") != NULL);
+    TG_CHECK_OK(tg_target_check("tiny"));
+    TG_CHECK(tg_target_check("gpu") == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "option 'target': 'gpu' is not a target") != NULL);
     TG_CHECK(strstr(tg_error_message(), "cpu, mk2 or tiny") != NULL);
-    TG_CHECK(strcmp(tg_options_get_string(o, "target"), "tiny") == 0); /* unchanged */
+    TG_CHECK(tg_target_check(NULL) == TG_ERR_CONFIG);
+    tg_options *o = tg_options_create();
+    TG_CHECK(tg_options_set(o, "target", "") == TG_ERR_CONFIG);
+    TG_CHECK_OK(tg_options_set(o, "target", "gpu"));
+    tg_model_graph mg = {0};
+    tg_optimizer opt = tg_optimizer_sgd(0.05f, 0.0f);
+    TG_CHECK_OK(tg_model_graph_create_ex(tg_model_find("mnist-pipeline"), 4, &opt, NULL, &mg));
+    tg_program *p = NULL;
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CONFIG && p == NULL);
+    TG_CHECK(strstr(tg_error_message(), "'gpu' is not a target; the targets are cpu, mk2 or tiny"));
+    tg_model_graph_destroy(&mg);
     tg_options_destroy(o);
 }
 
@@ -133,9 +144,9 @@ static void test_analysed(void)
     char path[128];
     snprintf(path, sizeof path, "%s/training/profile.sqlite", dir);
     tg_profile_reader *r = NULL;
-    TG_CHECK_OK(tg_an_open(path, &r));
+    TG_CHECK_OK(tg_analyse_open(path, -1, &r));
     if (r) {
-        TG_CHECK(strcmp(tg_an_meta(r, "target"), "tiny") == 0);
+        TG_CHECK(strcmp(tg_analyse_meta(r, "target"), "tiny") == 0);
         TG_CHECK(tg_an_trace_is_simulated(r));
         int tiles = 0;
         TG_CHECK_OK(tg_an_tiles_per_device(r, &tiles));
@@ -145,7 +156,7 @@ static void test_analysed(void)
             tg_an_view v;
             memset(&v, 0, sizeof v);
             tg_an_filter f;
-            tg_an_filter_defaults(&f);
+            tg_view_filter_defaults(&f);
             TG_CHECK_OK(tg_an_build(r, views[i], &f, &v));
             char *text = NULL;
             size_t len = 0;
@@ -157,7 +168,7 @@ static void test_analysed(void)
             tg_an_view_free(&v);
         }
     }
-    tg_an_close(r);
+    tg_analyse_close(r);
     tg_test_remove_dir(dir);
 }
 
