@@ -33,7 +33,7 @@ KNOWN = {
     ("src/compile/program_steps.c", "t->role"): "every other role is a host input",
     ("src/compile/streaming.c", "buf->region"): "a region with no streaming slot",
     ("src/core/json.c", "a->type"): "a scalar has no children",
-    ("src/runtime/evaluate.c", "tg_tensor_dtype(io->input)"): "every other input type is read as floats (the loader converts)",
+    ("src/runtime/evaluate.c", "l->dtype"): "every other input type is read as floats (the loader converts)",
     ("src/core/json_write.c", "c"): "every other control byte as \\u00XX",
     ("src/data/safetensors.c", "t"): "dtype mappings: the others refused by the caller",
     ("src/onnx/onnx_fold.c", "t"): "an element type with no integer reading",
