@@ -368,6 +368,8 @@ tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg
     g->kind = strcmp(c->pipeline.strategy, "sharded") == 0
                   ? TG_SCHEDULE_SHARDED
                   : (tg_schedule_kind)tg_schedule_parse(c->pipeline.schedule);
+    const tg_tensor_location *w = &c->memory.location[TG_TENSOR_WEIGHT];
+    g->weight_copies = !w->off_chip && !w->sharded;
     g->micro_batches = training ? c->pipeline.accumulation : c->pipeline.device_iterations;
     if (g->micro_batches < 1)
         g->micro_batches = 1;
@@ -475,7 +477,7 @@ static void take_if_better(tg_stage_plan *plan, const tg_stage_plan *try)
 tg_status tg_stage_plan_handoffs(const tg_stage_atoms *a, const tg_stage_goal *goal,
                                  tg_stage_plan *plan)
 {
-    if (!goal->training || goal->n_stages < 2 || !isfinite(plan->objective))
+    if (!goal->training || goal->n_stages < 2 || !goal->weight_copies || !isfinite(plan->objective))
         return TG_OK;
     tg_stage_plan *try = tg_malloc(sizeof *try);
     if (!try)

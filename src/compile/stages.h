@@ -65,6 +65,9 @@ typedef struct tg_stage_goal {
     double capacity;          /* bytes per device; 0: no limit */
     int depth[TG_STAGES_MAX]; /* stash depth of the stage at each position */
     tg_cost_model cost;       /* for the copies */
+    /* weights stay whole and on chip, so one may be copied to the stage
+     * before for an input gradient handed back (tg_stage_plan_handoffs) */
+    bool weight_copies;
 } tg_stage_goal;
 
 typedef struct tg_stage_plan {

@@ -450,6 +450,18 @@ static void test_handed_back_input_gradient(void)
     TG_CHECK(tg_stage_plan_parse(&a, &goal, "B1,B2|<B3,B4", &again) == TG_ERR_CONFIG);
     TG_CHECK(strstr(tg_error_message(), "'<B3'") != NULL);
     TG_CHECK(tg_stage_plan_parse(&a, &goal, "<B1|B2,B3,B4", &again) == TG_ERR_CONFIG);
+    /* weights off chip are not copied: the search keeps the plain split,
+     * and a user's '<' fails to compile naming the weight */
+    goal.weight_copies = false;
+    chosen = plain;
+    TG_CHECK_OK(tg_stage_plan_handoffs(&a, &goal, &chosen));
+    TG_CHECK(!chosen.handoff[1]);
+    TG_CHECK_OK(tg_options_set(o, "stages", "B1|<B2,B3,B4"));
+    TG_CHECK_OK(tg_options_set(o, "TensorLocations.weight.onChip", "false"));
+    tg_program *p = NULL;
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "'layer2/conv/weight' is copied") != NULL);
+    tg_program_destroy(p);
     tg_stage_atoms_free(&a);
     tg_cost_model_free(&goal.cost);
     tg_config_free(&c);
