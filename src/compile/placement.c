@@ -335,7 +335,7 @@ static tg_status assign_nodes(const tg_graph *g, const bool *needed, tg_placemen
     /* input gradients handed back: after the leaves, so the weight stays
      * with its convolution and update (the stage before gets a copy) */
     for (int i = 0; p->handoff && i < g->n_nodes; i++)
-        if (needed[i] && s[i] > 0 && p->handoff[s[i]] && tg_stage_handoff_node(g->nodes[i], s))
+        if (needed[i] && s[i] > 0 && p->handoff[s[i]] && tg_stage_handoff_node(g, g->nodes[i], s))
             s[i]--;
     return TG_OK;
 }

@@ -184,7 +184,19 @@ static void lowest_backward_reader(const tg_graph *g, const bool *needed, const 
     }
 }
 
-bool tg_stage_handoff_node(const tg_tensor *t, const int *index_of)
+/* Whether forward node x has forward readers other than f. */
+static bool read_by_another(const tg_graph *g, const tg_tensor *x, const tg_tensor *f)
+{
+    for (int i = x->id + 1; i < g->n_nodes; i++) {
+        const tg_tensor *r = g->nodes[i];
+        for (int k = 0; r != f && is_forward(r) && k < r->n_in; k++)
+            if (r->in[k] == x)
+                return true;
+    }
+    return false;
+}
+
+bool tg_stage_handoff_node(const tg_graph *g, const tg_tensor *t, const int *index_of)
 {
     if (t->op != TG_OP_CONV2D_BWD_DATA || t->n_in != 2 || !(t->flags & TG_NODE_BACKWARD))
         return false;
@@ -192,12 +204,14 @@ bool tg_stage_handoff_node(const tg_tensor *t, const int *index_of)
     if (!f || f->op != TG_OP_CONV2D || f->in[1] != w || w->n_in != 0 || w->role != TG_ROLE_PARAM ||
         !(dy->flags & TG_NODE_BACKWARD))
         return false;
+    /* x read by the convolution alone: then dx is x's whole gradient, and
+     * no sum on the convolution's stage (autodiff's, whose forward_of is a
+     * reader) would wait for it, a gradient flowing forward */
     const tg_tensor *x = f->in[0];
-    while ((x->flags & TG_NODE_ALIAS) && x->n_in > 0) /* a view travels as its storage */
-        x = x->in[0];
-    if (!is_forward(x) || index_of[x->id] < 0 || index_of[f->id] < 0)
+    if (!is_forward(x) || (x->flags & TG_NODE_ALIAS) || index_of[x->id] < 0 ||
+        index_of[f->id] < 0 || index_of[x->id] != index_of[f->id] - 1)
         return false;
-    return index_of[x->id] == index_of[f->id] - 1;
+    return !read_by_another(g, x, f);
 }
 
 /* The input gradients an atom may hand to the one before: their seconds,
@@ -208,7 +222,7 @@ static void add_handoffs(const tg_graph *g, const bool *needed, const tg_cost_mo
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *t = g->nodes[i];
-        if (!needed[i] || !tg_stage_handoff_node(t, a->atom_of))
+        if (!needed[i] || !tg_stage_handoff_node(g, t, a->atom_of))
             continue;
         int at = a->atom_of[t->forward_of->id];
         a->handoff[at] += tg_cost_node_seconds(cost, t);
@@ -477,7 +491,9 @@ static void take_if_better(tg_stage_plan *plan, const tg_stage_plan *try)
 tg_status tg_stage_plan_handoffs(const tg_stage_atoms *a, const tg_stage_goal *goal,
                                  tg_stage_plan *plan)
 {
-    if (!goal->training || goal->n_stages < 2 || !goal->weight_copies || !isfinite(plan->objective))
+    /* blocks only: --split takes layer names, with no place for a '<' */
+    if (!a->from_blocks || !goal->training || goal->n_stages < 2 || !goal->weight_copies ||
+        !isfinite(plan->objective))
         return TG_OK;
     tg_stage_plan *try = tg_malloc(sizeof *try);
     if (!try)
@@ -606,6 +622,11 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
                 nm++;
             bool back = *nm == '<';
             nm += back;
+            if (back && !a->from_blocks)
+                return tg_error(TG_ERR_CONFIG,
+                                "%s \"%s\": '<%s': an input gradient is handed back between "
+                                "blocks only (--stages \"B1|<B2\"); split points take no '<'",
+                                stages_form ? "stages" : "split", spec, nm);
             if (back && stages_form && (!head || n_stages == 0))
                 return tg_error(TG_ERR_CONFIG,
                                 "stages \"%s\": '<%s': only a stage after the first may hand "

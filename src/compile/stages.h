@@ -110,14 +110,14 @@ void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, cons
 void tg_stage_plan_eval_handoff(const tg_stage_atoms *a, const tg_stage_goal *goal,
                                 const int *first, const bool *handoff, tg_stage_plan *out);
 
-/* Whether backward node t may run on the stage before its own: the input
- * gradient of a convolution (dy, w -> dx) whose input x comes from the
- * index (atom or stage) just before the convolution's, by index_of over
- * forward nodes. Its weight stays with the convolution; the stage before
- * receives a copy of it with dy each micro-batch (the weight changes only
- * at the update), so the results are the same to the bit. It moves the
- * gradient's kernel, not a copy: dx's reader is on the stage before. */
-bool tg_stage_handoff_node(const tg_tensor *t, const int *index_of);
+/* Whether backward node t of g may run on the stage before its own: the
+ * input gradient of a convolution (dy, w -> dx) whose input x comes from
+ * the index (atom or stage) just before the convolution's, by index_of over
+ * forward nodes, and is read by that convolution alone. Its weight stays with the convolution; the
+ * stage before receives a copy of it with dy each micro-batch (the weight changes only at the
+ * update), so the results are the same to the bit. It moves the gradient's kernel, not a copy: dx's
+ * reader is on the stage before. */
+bool tg_stage_handoff_node(const tg_graph *g, const tg_tensor *t, const int *index_of);
 
 /* Input gradients handed back: when running a stage's first input
  * gradient on the stage before makes the objective TG_STAGE_PART_GAIN

@@ -469,6 +469,64 @@ static void test_handed_back_input_gradient(void)
     tg_model_graph_destroy(&mg);
 }
 
+/* Two blocks of convolutions; with `shortcut` block B adds its input to
+ * its convolution's output (a residual), so A's output has two readers. */
+static tg_graph *two_conv_blocks(bool shortcut)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 3, 8, 8));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(2));
+    tg_block_begin(g, "A");
+    tg_tensor *h = tg_relu(g, tg_nn_conv2d(g, x, "c1", 3, 8, 3, 1, 1));
+    tg_block_begin(g, "B");
+    tg_tensor *y = tg_nn_conv2d(g, h, "c2", 8, 8, 3, 1, 1);
+    y = tg_relu(g, shortcut ? tg_add(g, y, h) : y);
+    tg_tensor *loss =
+        tg_cross_entropy(g, tg_nn_linear(g, tg_flatten(g, y, 1), "fc", 512, 10, true), labels);
+    tg_block_end(g);
+    train_with_sgd(g, loss);
+    return g;
+}
+
+/* A convolution whose input another op of its stage reads too (a residual
+ * shortcut) keeps its input gradient: autodiff sums the two contributions
+ * on the convolution's stage, which would then wait for the stage before
+ * in the backward: a gradient flowing forward, which no schedule orders
+ * (by the engine's dependencies, a deadlock; not run). Without the
+ * shortcut the same convolution's gradient may be handed back. */
+static void test_no_handoff_of_a_shared_input(void)
+{
+    for (int shortcut = 0; shortcut < 2; shortcut++) {
+        tg_graph *g = two_conv_blocks(shortcut);
+        tg_options *o = options(2, "pipelined", "cpu");
+        TG_CHECK_OK(tg_options_set(o, "split", ""));
+        tg_config c;
+        TG_CHECK_OK(tg_config_read(o, &c));
+        tg_stage_atoms a;
+        tg_stage_goal goal;
+        tg_stage_plan plan;
+        TG_CHECK_OK(tg_stage_plan_auto(g, &c, 2, false, "A|B", &a, &goal, &plan));
+        TG_CHECK(a.n == 2 && (a.handoff[1] > 0) == !shortcut);
+        tg_status st = tg_stage_plan_parse(&a, &goal, "A|<B", &plan);
+        TG_CHECK(st == (shortcut ? TG_ERR_CONFIG : TG_OK));
+        TG_CHECK(!shortcut || strstr(tg_error_message(), "'<B'") != NULL);
+        if (!shortcut) { /* it compiles, the gradient on device 0 */
+            TG_CHECK_OK(tg_options_set(o, "stages", "A|<B"));
+            tg_program *p = NULL;
+            TG_CHECK_OK(tg_program_compile(g, o, &p));
+            for (int i = 0; p && i < g->n_nodes; i++)
+                if (g->nodes[i]->op == TG_OP_CONV2D_BWD_DATA)
+                    TG_CHECK(p->device_of[i] == 0);
+            tg_program_destroy(p);
+        }
+        tg_stage_atoms_free(&a);
+        tg_cost_model_free(&goal.cost);
+        tg_config_free(&c);
+        tg_options_destroy(o);
+        tg_graph_destroy(g);
+    }
+}
+
 /* An input read at both ends of the heavy block (as each layer of the
  * encoder reads its mask): no stage begins between its readers, since a
  * stage cannot read an input another reads, and the split compiles. */
@@ -564,6 +622,7 @@ int main(void)
     TG_RUN(test_atom_bytes_and_costs);
     TG_RUN(test_stages_inside_a_block);
     TG_RUN(test_handed_back_input_gradient);
+    TG_RUN(test_no_handoff_of_a_shared_input);
     TG_RUN(test_no_cut_between_a_leafs_readers);
     TG_RUN(test_scopes_below_containers);
     return tg_test_finish();
