@@ -173,9 +173,13 @@ static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement
         p->n_stages = plan->n_stages;
         if (!(p->handoff = tg_calloc((size_t)plan->n_stages + 1, sizeof(bool))))
             s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
-        /* phases take turns on a device's memory: no weight copies there */
-        for (int k = 0; s == TG_OK && k < plan->n_stages && !tg_placement_phased(c); k++)
-            p->handoff[k] = plan->handoff[k];
+        /* phases take turns on a device's memory: no weight copies there
+         * (nor a '<' in the split printed) */
+        for (int k = 0; k < plan->n_stages; k++) {
+            plan->handoff[k] = plan->handoff[k] && !tg_placement_phased(c);
+            if (p->handoff)
+                p->handoff[k] = plan->handoff[k];
+        }
         if (c->pipeline.auto_stages)
             tg_stage_plan_spec(atoms, plan, p->auto_spec, sizeof p->auto_spec);
     }
