@@ -345,10 +345,15 @@ tg_status tg_an_view_pipeline(tg_profile_reader *r, const tg_an_filter *f, tg_an
     /* the split the cost model chose, cuts inside a block (BLOCK:OP) included */
     const char *chosen = tg_analyse_meta(r, "stages_auto");
     if (chosen && *chosen)
-        tg_an_note(v, "pipeline: the split --%s auto chose: \"%s\"%s",
+        tg_an_note(v, "pipeline: the split --%s auto chose: \"%s\"%s%s",
                    strchr(chosen, '|') ? "stages" : "split", chosen,
                    strchr(chosen, ':') ? " (BLOCK:OP: a stage begins inside the block, at that op)"
-                                       : "");
+                                       : "",
+                   strchr(chosen, '<')
+                       ? " (<X: the stage before runs X's first convolution's input gradient, "
+                         "its weight copied there with each micro-batch's gradient: in its "
+                         "compute and copies above, and in the prediction)"
+                       : "");
     double sum = 0, longest = 0;
     for (int d = 0; d < b.n_devices; d++) {
         sum += b.ns[d][P_COMPUTE] / b.runs;

@@ -171,6 +171,15 @@ static tg_status auto_stages(const tg_graph *g, const tg_config *c, tg_placement
             for (int x = plan->first[k]; x < plan->first[k + 1]; x++)
                 stage_of_block[x] = k;
         p->n_stages = plan->n_stages;
+        if (!(p->handoff = tg_calloc((size_t)plan->n_stages + 1, sizeof(bool))))
+            s = tg_error(TG_ERR_NOMEM, "placement: out of memory");
+        /* phases take turns on a device's memory: no weight copies there
+         * (nor a '<' in the split printed) */
+        for (int k = 0; k < plan->n_stages; k++) {
+            plan->handoff[k] = plan->handoff[k] && !tg_placement_phased(c);
+            if (p->handoff)
+                p->handoff[k] = plan->handoff[k];
+        }
         if (c->pipeline.auto_stages)
             tg_stage_plan_spec(atoms, plan, p->auto_spec, sizeof p->auto_spec);
     }
@@ -191,7 +200,8 @@ static tg_status forward_stages(const tg_graph *g, const tg_config *c, tg_placem
     const char *spec = tg_placement_phased(c) ? c->pipeline.phases : c->pipeline.stages;
     for (int i = 0; i < g->n_nodes; i++)
         block_of[i] = -1;
-    if (c->pipeline.auto_stages || (!tg_placement_phased(c) && strchr(spec, ':')))
+    if (c->pipeline.auto_stages ||
+        (!tg_placement_phased(c) && (strchr(spec, ':') || strchr(spec, '<'))))
         return auto_stages(g, c, p, block_of, bl, stage_of_block);
     if (*split) {
         TG_TRY(blocks_from_split(g, split, block_of, bl));
@@ -326,6 +336,11 @@ static tg_status assign_nodes(const tg_graph *g, const bool *needed, tg_placemen
     for (int i = 0; i < g->n_nodes; i++)
         if (needed[i] && s[i] < 0)
             s[i] = 0;
+    /* input gradients handed back: after the leaves, so the weight stays
+     * with its convolution and update (the stage before gets a copy) */
+    for (int i = 0; p->handoff && i < g->n_nodes; i++)
+        if (needed[i] && s[i] > 0 && p->handoff[s[i]] && tg_stage_handoff_node(g, g->nodes[i], s))
+            s[i]--;
     return TG_OK;
 }
 
@@ -608,5 +623,6 @@ void tg_placement_free(tg_placement *p)
 {
     tg_free(p->stage_of);
     tg_free(p->device_of_stage);
+    tg_free(p->handoff);
     memset(p, 0, sizeof *p);
 }

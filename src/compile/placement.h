@@ -25,6 +25,9 @@ typedef struct tg_placement {
     int n_phases;
     int *stage_of; /* per node id; -1 for nodes nothing needs */
     int *device_of_stage;
+    /* per stage (NULL: none): the stage hands the input gradient of its
+     * first convolution to the stage before (compile/stages.h, "B1|<B2") */
+    bool *handoff;
     /* with stages or split "auto": the chosen split as the options would
      * give it ("B1|B2,B3,B4" or split points), else "" */
     char auto_spec[256];

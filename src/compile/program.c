@@ -359,6 +359,8 @@ static tg_status compile(tg_program *p)
     if (s == TG_OK)
         s = tg_streaming_plan(p);
     if (s == TG_OK)
+        s = tg_program_check_weight_copies(p);
+    if (s == TG_OK)
         s = tg_parallel_phases_exchange(p);
     if (s == TG_OK)
         tg_program_plan_staging(p);

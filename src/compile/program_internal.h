@@ -24,6 +24,10 @@ tg_status tg_program_make_homes(tg_program *p, const int *order, int n_order, bo
 tg_status tg_program_add_step(tg_program *p, const tg_tensor *t);
 /* The copies between devices of every value read on another device. */
 tg_status tg_program_make_transfers_and_links(tg_program *p);
+/* A weight copied to another device (an input gradient handed back) must
+ * be whole and on chip: an error naming it otherwise. After the sharding
+ * and streaming plans. */
+tg_status tg_program_check_weight_copies(const tg_program *p);
 /* Gradients summed over micro-batches (and averaged over replicas) before
  * the update: the update reads the accumulator instead of the gradient. */
 tg_status tg_program_make_accumulators(tg_program *p);

@@ -326,8 +326,12 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
     for (int i = 0; i < p->n_transfers && !tr; i++)
         if (p->transfers[i].src_buffer == home && p->transfers[i].dst_device == device)
             tr = &p->transfers[i];
+    /* a weight read by a backward step on another device (an input
+     * gradient handed back, compile/stages.h): copied there with the
+     * backward's values each micro-batch; it changes only at the update */
+    bool weight_copy = value->n_in == 0 && value->role == TG_ROLE_PARAM && use == TG_PHASE_BACKWARD;
     if (!tr) {
-        if (value->n_in == 0)
+        if (value->n_in == 0 && !weight_copy)
             return tg_error(TG_ERR_CONFIG,
                             "'%s' is used on device %d and device %d; a weight or input shared by "
                             "two stages is not supported (put its users in one stage)",
@@ -348,7 +352,7 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
         *tr = (tg_transfer){.node = value->id,
                             .src_device = p->buffers[home].device,
                             .dst_device = device,
-                            .phase = phase_of(value),
+                            .phase = weight_copy ? TG_PHASE_BACKWARD : phase_of(value),
                             .src_buffer = home,
                             .dst_buffer = dst,
                             .send_at = -1,
@@ -363,6 +367,11 @@ static tg_status need_transfer(tg_program *p, const tg_tensor *reader, int k, in
         tr->used_forward = true;
     else
         tr->used_backward = true;
+    if (use == TG_PHASE_FORWARD && value->n_in == 0)
+        return tg_error(TG_ERR_CONFIG,
+                        "'%s' is used on device %d and device %d; a weight or input shared by "
+                        "two stages is not supported (put its users in one stage)",
+                        value->name, tr->src_device, device);
     if (use == TG_PHASE_FORWARD && tr->phase == TG_PHASE_BACKWARD)
         return tg_error(TG_ERR_CONFIG,
                         "'%s' is read in the forward pass on device %d but computed "
@@ -417,6 +426,22 @@ tg_status tg_program_make_accumulators(tg_program *p)
                 (tg_accumulator){u->in[0]->id, grad, acc, false};
             st->in[k] = acc;
         }
+    }
+    return TG_OK;
+}
+
+tg_status tg_program_check_weight_copies(const tg_program *p)
+{
+    for (int k = 0; k < p->n_transfers; k++) {
+        const tg_buffer *b = &p->buffers[p->transfers[k].src_buffer];
+        if (p->graph->nodes[b->node]->n_in == 0 && (b->offloaded || b->sharded))
+            return tg_error(TG_ERR_CONFIG,
+                            "'%s' is copied from device %d to device %d for an input gradient "
+                            "handed back (\"<\" in stages), and is %s; keep weights on chip "
+                            "and whole, or drop the '<'",
+                            p->graph->nodes[b->node]->name, b->device, p->transfers[k].dst_device,
+                            b->offloaded ? "offloaded to streaming memory"
+                                         : "sharded over replicas");
     }
     return TG_OK;
 }

@@ -184,6 +184,53 @@ static void lowest_backward_reader(const tg_graph *g, const bool *needed, const 
     }
 }
 
+/* Whether forward node x has forward readers other than f. */
+static bool read_by_another(const tg_graph *g, const tg_tensor *x, const tg_tensor *f)
+{
+    for (int i = x->id + 1; i < g->n_nodes; i++) {
+        const tg_tensor *r = g->nodes[i];
+        for (int k = 0; r != f && is_forward(r) && k < r->n_in; k++)
+            if (r->in[k] == x)
+                return true;
+    }
+    return false;
+}
+
+bool tg_stage_handoff_node(const tg_graph *g, const tg_tensor *t, const int *index_of)
+{
+    if (t->op != TG_OP_CONV2D_BWD_DATA || t->n_in != 2 || !(t->flags & TG_NODE_BACKWARD))
+        return false;
+    const tg_tensor *f = t->forward_of, *dy = t->in[0], *w = t->in[1];
+    if (!f || f->op != TG_OP_CONV2D || f->in[1] != w || w->n_in != 0 || w->role != TG_ROLE_PARAM ||
+        !(dy->flags & TG_NODE_BACKWARD))
+        return false;
+    /* x read by the convolution alone: then dx is x's whole gradient, and
+     * no sum on the convolution's stage (autodiff's, whose forward_of is a
+     * reader) would wait for it, a gradient flowing forward */
+    const tg_tensor *x = f->in[0];
+    if (!is_forward(x) || (x->flags & TG_NODE_ALIAS) || index_of[x->id] < 0 ||
+        index_of[f->id] < 0 || index_of[x->id] != index_of[f->id] - 1)
+        return false;
+    return !read_by_another(g, x, f);
+}
+
+/* The input gradients an atom may hand to the one before: their seconds,
+ * the bytes of what they read that cross back instead (dy, the weight) and
+ * of what they make (dx, which then stays on the stage before). */
+static void add_handoffs(const tg_graph *g, const bool *needed, const tg_cost_model *cost,
+                         tg_stage_atoms *a)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (!needed[i] || !tg_stage_handoff_node(g, t, a->atom_of))
+            continue;
+        int at = a->atom_of[t->forward_of->id];
+        a->handoff[at] += tg_cost_node_seconds(cost, t);
+        a->handoff_in[at] += (double)(tg_nbytes(t->in[0]) + tg_nbytes(t->in[1]));
+        a->handoff_dx[at] += (double)tg_nbytes(t);
+    }
+}
+
 static void add_costs(const tg_graph *g, const bool *needed, const tg_cost_model *cost,
                       bool accumulate, const int *param_atom, const int *lowest, tg_stage_atoms *a)
 {
@@ -312,6 +359,7 @@ tg_status tg_stage_atoms_build_cut(const tg_graph *g, const bool *needed, bool s
         add_costs(g, needed, cost, accumulate, param_atom, lowest, a);
         add_kept(g, needed, param_atom, seen, a);
         add_cuts(g, needed, param_atom, a); /* param_atom is no longer needed: reused */
+        add_handoffs(g, needed, cost, a);
     }
     tg_free(seen);
     tg_free(param_atom);
@@ -334,6 +382,8 @@ tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg
     g->kind = strcmp(c->pipeline.strategy, "sharded") == 0
                   ? TG_SCHEDULE_SHARDED
                   : (tg_schedule_kind)tg_schedule_parse(c->pipeline.schedule);
+    const tg_tensor_location *w = &c->memory.location[TG_TENSOR_WEIGHT];
+    g->weight_copies = !w->off_chip && !w->sharded;
     g->micro_batches = training ? c->pipeline.accumulation : c->pipeline.device_iterations;
     if (g->micro_batches < 1)
         g->micro_batches = 1;
@@ -351,9 +401,11 @@ tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg
     return TG_OK;
 }
 
-/* Stage k = atoms [i, j]: its cost for the simulator, time and memory. */
+/* Stage k = atoms [i, j]: its cost for the simulator, time and memory.
+ * gives: atom i's input gradient runs on the stage before (handoff); takes:
+ * this stage runs atom j+1's. */
 static void stage_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, int k, int i, int j,
-                       tg_stage_cost *c, double *time, double *memory)
+                       bool gives, bool takes, tg_stage_cost *c, double *time, double *memory)
 {
     memset(c, 0, sizeof *c);
     double persistent = 0, kept = 0, working = 0;
@@ -369,11 +421,21 @@ static void stage_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, int k
         kept += a->kept[x];
         working = a->working[x] > working ? a->working[x] : working;
     }
+    gives = gives && goal->training && i > 0 && a->handoff[i] > 0;
+    takes = takes && goal->training && j + 1 < a->n && a->handoff[j + 1] > 0;
+    double back = i > 0 ? a->cut[i - 1] : 0, received = back;
+    if (gives) { /* dy and the weight cross back, not dx */
+        c->time[TG_SIM_BACKWARD] -= a->handoff[i];
+        back += a->handoff_in[i] - a->handoff_dx[i];
+    }
+    if (takes) {
+        c->time[TG_SIM_BACKWARD] += a->handoff[j + 1];
+        received += a->handoff_in[j + 1];
+    }
     if (j < a->n - 1)
         c->send_forward = tg_cost_copy_seconds(&goal->cost, a->cut[j]);
     if (i > 0 && goal->training)
-        c->send_backward = tg_cost_copy_seconds(&goal->cost, a->cut[i - 1]);
-    double received = i > 0 ? a->cut[i - 1] : 0;
+        c->send_backward = tg_cost_copy_seconds(&goal->cost, back);
     *time = c->time[TG_SIM_FORWARD] + c->time[TG_SIM_BACKWARD] + c->time[TG_SIM_WEIGHT] +
             c->send_forward + c->send_backward + c->update / goal->micro_batches;
     int depth = goal->training ? goal->depth[k] : 1;
@@ -390,17 +452,20 @@ static double combine(const tg_stage_goal *goal, double acc, double t)
     return pipelined(goal) ? (acc > t ? acc : t) : acc + t;
 }
 
-void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, const int *first,
-                        tg_stage_plan *p)
+void tg_stage_plan_eval_handoff(const tg_stage_atoms *a, const tg_stage_goal *goal,
+                                const int *first, const bool *handoff, tg_stage_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->n_stages = goal->n_stages;
-    for (int k = 0; k < goal->n_stages; k++)
+    for (int k = 0; k < goal->n_stages; k++) {
         p->first[k] = first[k];
+        p->handoff[k] = handoff && k > 0 && handoff[k] && a->handoff[first[k]] > 0;
+    }
     p->first[goal->n_stages] = a->n;
     for (int k = 0; k < goal->n_stages; k++) {
-        stage_eval(a, goal, k, p->first[k], p->first[k + 1] - 1, &p->costs[k], &p->time[k],
-                   &p->memory[k]);
+        bool takes = k + 1 < goal->n_stages && p->handoff[k + 1];
+        stage_eval(a, goal, k, p->first[k], p->first[k + 1] - 1, p->handoff[k], takes, &p->costs[k],
+                   &p->time[k], &p->memory[k]);
         for (int x = p->first[k]; x < p->first[k + 1]; x++)
             p->kept[k] += a->kept[x];
         p->kept[k] += p->first[k] > 0 ? a->cut[p->first[k] - 1] : 0;
@@ -408,6 +473,51 @@ void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, cons
         if (goal->capacity > 0 && p->memory[k] > goal->capacity)
             p->objective = INFINITY;
     }
+}
+
+void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, const int *first,
+                        tg_stage_plan *p)
+{
+    tg_stage_plan_eval_handoff(a, goal, first, NULL, p);
+}
+
+/* Take `try` for plan when it is TG_STAGE_PART_GAIN better. */
+static void take_if_better(tg_stage_plan *plan, const tg_stage_plan *try)
+{
+    if (try->objective < plan->objective * (1 - TG_STAGE_PART_GAIN))
+        *plan = *try;
+}
+
+tg_status tg_stage_plan_handoffs(const tg_stage_atoms *a, const tg_stage_goal *goal,
+                                 tg_stage_plan *plan)
+{
+    /* blocks only: --split takes layer names, with no place for a '<' */
+    if (!a->from_blocks || !goal->training || goal->n_stages < 2 || !goal->weight_copies ||
+        !isfinite(plan->objective))
+        return TG_OK;
+    tg_stage_plan *try = tg_malloc(sizeof *try);
+    if (!try)
+        return tg_error(TG_ERR_NOMEM, "automatic stages: out of memory");
+    bool handoff[TG_STAGES_MAX] = {0};
+    int first[TG_STAGES_MAX + 1] = {0};
+    if (goal->n_stages == 2) {
+        handoff[1] = true;
+        for (first[1] = 1; first[1] < a->n; first[1]++) {
+            tg_stage_plan_eval_handoff(a, goal, first, handoff, try);
+            if (try->handoff[1])
+                take_if_better(plan, try);
+        }
+    } else {
+        for (int k = 1; k < goal->n_stages; k++) {
+            for (int q = 0; q < goal->n_stages; q++)
+                handoff[q] = plan->handoff[q] || q == k;
+            tg_stage_plan_eval_handoff(a, goal, plan->first, handoff, try);
+            if (try->handoff[k])
+                take_if_better(plan, try);
+        }
+    }
+    tg_free(try);
+    return TG_OK;
 }
 
 tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal, tg_stage_plan *out)
@@ -439,7 +549,7 @@ tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal,
                 double before = k == 0 ? (i == 0 ? 0 : INFINITY) : best[(k - 1) * n + i - 1];
                 if (before == INFINITY)
                     continue;
-                stage_eval(a, goal, k, i, j, &c, &t, &mem);
+                stage_eval(a, goal, k, i, j, false, false, &c, &t, &mem);
                 if (goal->capacity > 0 && mem > goal->capacity)
                     continue;
                 double v = combine(goal, before, t);
@@ -498,6 +608,7 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
     snprintf(buf, sizeof buf, "%s", spec);
     atom_list(a, list, sizeof list);
     int first[TG_STAGES_MAX + 1], n_stages = 0, expect = 0;
+    bool handoff[TG_STAGES_MAX + 1] = {0};
     bool stages_form = strchr(spec, '|') != NULL || a->from_blocks;
     char *save = NULL;
     const char *sep = stages_form ? "|" : ",";
@@ -509,6 +620,19 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
         for (char *nm = strtok_r(st, ",", &save2); nm; nm = strtok_r(NULL, ",", &save2)) {
             while (*nm == ' ')
                 nm++;
+            bool back = *nm == '<';
+            nm += back;
+            if (back && !a->from_blocks)
+                return tg_error(TG_ERR_CONFIG,
+                                "%s \"%s\": '<%s': an input gradient is handed back between "
+                                "blocks only (--stages \"B1|<B2\"); split points take no '<'",
+                                stages_form ? "stages" : "split", spec, nm);
+            if (back && stages_form && (!head || n_stages == 0))
+                return tg_error(TG_ERR_CONFIG,
+                                "stages \"%s\": '<%s': only a stage after the first may hand "
+                                "its input gradient back, written before its first item "
+                                "(\"B1|<B2,B3\")",
+                                spec, nm);
             int x = find_atom(a, nm);
             if (x < 0)
                 return tg_error(TG_ERR_CONFIG, "%s \"%s\": '%s' is not one of the model's %s (%s)",
@@ -517,12 +641,21 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
             if (n_stages >= TG_STAGES_MAX)
                 return tg_error(TG_ERR_CONFIG, "stages \"%s\": more than %d stages", spec,
                                 TG_STAGES_MAX);
+            /* an inference program of the same options (train's evaluation)
+             * has no gradient to hand back: the forward split is the same */
+            if (back && goal->training && a->handoff[x] <= 0)
+                return tg_error(TG_ERR_CONFIG,
+                                "stages \"%s\": '<%s': %s does not begin with a convolution "
+                                "reading the stage before, whose input gradient that stage "
+                                "could compute; drop the '<'",
+                                spec, nm, nm);
             if (!stages_form) {
                 if (x <= first[n_stages - 1])
                     return tg_error(TG_ERR_CONFIG,
                                     "split \"%s\": '%s' is not after the point "
                                     "before it",
                                     spec, nm);
+                handoff[n_stages] = back;
                 first[n_stages++] = x;
             } else if (x != expect) {
                 return tg_error(TG_ERR_CONFIG,
@@ -531,7 +664,7 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
                                 spec, nm, a->from_blocks ? "blocks" : "scopes", list);
             } else {
                 if (head)
-                    first[n_stages++] = x;
+                    handoff[n_stages] = back, first[n_stages++] = x;
                 head = false;
                 expect++;
             }
@@ -544,7 +677,7 @@ tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal
         return tg_error(TG_ERR_CONFIG,
                         "stages \"%s\" has %d stages, and the comparison is over %d devices", spec,
                         n_stages, goal->n_stages);
-    tg_stage_plan_eval(a, goal, first, out);
+    tg_stage_plan_eval_handoff(a, goal, first, handoff, out);
     return TG_OK;
 }
 
@@ -555,14 +688,15 @@ void tg_stage_plan_spec(const tg_stage_atoms *a, const tg_stage_plan *p, char *b
     for (int k = 0; k < p->n_stages && used + 1 < cap; k++) {
         if (!a->from_blocks) {
             if (k > 0)
-                used += (size_t)snprintf(buf + used, cap - used, "%s%s", k > 1 ? "," : "",
-                                         a->names[p->first[k]]);
+                used += (size_t)snprintf(buf + used, cap - used, "%s%s%s", k > 1 ? "," : "",
+                                         p->handoff[k] ? "<" : "", a->names[p->first[k]]);
             continue;
         }
         for (int x = p->first[k]; x < p->first[k + 1] && used + 1 < cap; x++)
             if (!a->part[x] || x == p->first[k]) /* a part goes with its block in the stage */
-                used += (size_t)snprintf(buf + used, cap - used, "%s%s",
-                                         x == p->first[k] ? (k ? "|" : "") : ",", a->names[x]);
+                used += (size_t)snprintf(buf + used, cap - used, "%s%s%s",
+                                         x == p->first[k] ? (k ? "|" : "") : ",",
+                                         x == p->first[k] && p->handoff[k] ? "<" : "", a->names[x]);
     }
 }
 
@@ -757,6 +891,8 @@ tg_status tg_stage_plan_for(const tg_graph *g, const bool *needed, bool scopes, 
                       : tg_stage_plan_parse(atoms, goal, spec, plan);
     if (s == TG_OK && automatic)
         s = tg_stage_plan_refine(g, needed, accumulate, goal, atoms, plan);
+    if (s == TG_OK && automatic)
+        s = tg_stage_plan_handoffs(atoms, goal, plan);
     if (s != TG_OK)
         tg_stage_atoms_free(atoms);
     return s;

@@ -47,6 +47,12 @@ typedef struct tg_stage_atoms {
     /* the atom is a part of the block of the atom before it, cut at an op
      * ("B2:layer2/relu", named by its block and first op) */
     bool part[TG_ATOMS_MAX];
+    /* Handing an input gradient back (tg_stage_handoff_node): seconds of
+     * the atom's input-gradient nodes the stage before may run, the bytes
+     * that then cross back instead of their gradient (the gradient they
+     * read and their weight, copied each micro-batch) and that gradient's
+     * bytes; 0 where the atom has none */
+    double handoff[TG_ATOMS_MAX], handoff_in[TG_ATOMS_MAX], handoff_dx[TG_ATOMS_MAX];
     int *atom_of; /* per node: atom of a forward node, else -1 (owned) */
 } tg_stage_atoms;
 
@@ -59,11 +65,17 @@ typedef struct tg_stage_goal {
     double capacity;          /* bytes per device; 0: no limit */
     int depth[TG_STAGES_MAX]; /* stash depth of the stage at each position */
     tg_cost_model cost;       /* for the copies */
+    /* weights stay whole and on chip, so one may be copied to the stage
+     * before for an input gradient handed back (tg_stage_plan_handoffs) */
+    bool weight_copies;
 } tg_stage_goal;
 
 typedef struct tg_stage_plan {
     int n_stages;
     int first[TG_STAGES_MAX + 1]; /* stage k holds atoms first[k] .. first[k+1]-1 */
+    /* stage k (> 0) hands its first atom's input gradient to stage k-1:
+     * written "B1|<B2,B3,B4" */
+    bool handoff[TG_STAGES_MAX];
     double time[TG_STAGES_MAX];   /* per micro-batch: forward + backward + copies sent */
     double memory[TG_STAGES_MAX]; /* estimated bytes */
     double kept[TG_STAGES_MAX];   /* bytes per micro-batch in flight (kept + received) */
@@ -94,6 +106,26 @@ tg_status tg_stage_goal_read(const tg_config *c, int n_stages, bool training, tg
 void tg_stage_plan_eval(const tg_stage_atoms *a, const tg_stage_goal *goal, const int *first,
                         tg_stage_plan *out);
 
+/* The same with handoff[k] (NULL: none) as in tg_stage_plan.handoff. */
+void tg_stage_plan_eval_handoff(const tg_stage_atoms *a, const tg_stage_goal *goal,
+                                const int *first, const bool *handoff, tg_stage_plan *out);
+
+/* Whether backward node t of g may run on the stage before its own: the
+ * input gradient of a convolution (dy, w -> dx) whose input x comes from
+ * the index (atom or stage) just before the convolution's, by index_of over
+ * forward nodes, and is read by that convolution alone. Its weight stays with the convolution; the
+ * stage before receives a copy of it with dy each micro-batch (the weight changes only at the
+ * update), so the results are the same to the bit. It moves the gradient's kernel, not a copy: dx's
+ * reader is on the stage before. */
+bool tg_stage_handoff_node(const tg_graph *g, const tg_tensor *t, const int *index_of);
+
+/* Input gradients handed back: when running a stage's first input
+ * gradient on the stage before makes the objective TG_STAGE_PART_GAIN
+ * better, plan takes it (over 2 stages every boundary is tried with it,
+ * over more each boundary of plan in turn). */
+tg_status tg_stage_plan_handoffs(const tg_stage_atoms *a, const tg_stage_goal *goal,
+                                 tg_stage_plan *plan);
+
 /* The best split by dynamic programming. TG_ERR_CONFIG when there are fewer
  * atoms than stages, or no split fits the capacity (naming the estimates). */
 tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal,
@@ -101,7 +133,8 @@ tg_status tg_stage_plan_best(const tg_stage_atoms *a, const tg_stage_goal *goal,
 
 /* A user's split in the atoms' terms: "B1|B2,B3,B4" (stages of blocks) or
  * "layer2.0,layer4.0" (the atoms where stages 1.. begin). Stages must be
- * contiguous runs of atoms. */
+ * contiguous runs of atoms. A stage's first item written "<B2" hands its
+ * input gradient to the stage before (tg_stage_handoff_node). */
 tg_status tg_stage_plan_parse(const tg_stage_atoms *a, const tg_stage_goal *goal, const char *spec,
                               tg_stage_plan *out);
 

@@ -98,10 +98,11 @@ static const opt_spec option_table[] = {
      "weight gradient, run after it (zb-h2: later, with more micro-batches in flight)"},
     {"stages", "--stages", "SPEC", OPT_GROUPS, "", 0, 0, NULL,
      "blocks grouped into stages, stage i on device i: \"B1,B2|B3,B4\" (empty: one stage per "
-     "block), a block from one of its ops on as BLOCK:OP (\"B1,B2|B2:layer2/relu,B3\"); "
-     "\"auto\": the cost model's best split over devices, inside a block where no block "
-     "boundary balances (docs/multi-device.md); when none fits, the compile error names the "
-     "phased plan that would"},
+     "block), a block from one of its ops on as BLOCK:OP (\"B1,B2|B2:layer2/relu,B3\"), a "
+     "stage whose first convolution's input gradient the stage before computes as <BLOCK "
+     "(\"B1|<B2,B3\"); \"auto\": the cost model's best split over devices, inside a block "
+     "or handing an input gradient back where that balances (docs/multi-device.md); when none "
+     "fits, the compile error names the phased plan that would"},
     {"split", "--split", "LAYERS", OPT_NAMES, "", 0, 0, NULL,
      "start a new block at each named layer, like BeginBlock: \"layer3.8\" or \"layer2,layer4\"; "
      "\"auto\": the cost model's best split at layer boundaries over devices"},

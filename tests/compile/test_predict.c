@@ -95,13 +95,14 @@ static void test_auto_is_one_of_the_splits(void)
 {
     tg_model_graph mg = mnist(8);
     tg_options *o = options("1f1b");
-    const char *splits[] = {"B1|B2,B3,B4", "B1,B2|B3,B4", "B1,B2,B3|B4"};
+    /* "<B2": B2's convolution's input gradient on the stage before */
+    const char *splits[] = {"B1|B2,B3,B4", "B1,B2|B3,B4", "B1,B2,B3|B4", "B1|<B2,B3,B4"};
     tg_split_prediction best, sp;
     TG_CHECK_OK(tg_predict_split(mg.graph, o, 2, "auto", &best));
     int found = -1;
     double slowest_best = best.stage_seconds[0] > best.stage_seconds[1] ? best.stage_seconds[0]
                                                                         : best.stage_seconds[1];
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         TG_CHECK_OK(tg_predict_split(mg.graph, o, 2, splits[k], &sp));
         if (strcmp(sp.spec, best.spec) == 0) {
             found = k;

@@ -391,6 +391,142 @@ static void test_stages_inside_a_block(void)
     tg_graph_destroy(g);
 }
 
+/* A stage handing its convolution's input gradient back ("B1|<B2,B3,B4"
+ * on mnist-pipeline): the atoms know B2's conv2d_bwd_data alone, the
+ * evaluation moves exactly its seconds from stage 1's input gradient to
+ * stage 0's and sends dy and the weight back instead of dx, the spec
+ * round-trips, --stages auto takes it exactly when it is better by
+ * TG_STAGE_PART_GAIN, and an atom with nothing to hand back is refused. */
+static void test_handed_back_input_gradient(void)
+{
+    tg_model_graph mg = {0};
+    tg_optimizer opt = tg_optimizer_adamw(0.001f);
+    TG_CHECK_OK(tg_model_graph_create(tg_model_find("mnist-pipeline"), 40, &opt, &mg));
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "executionStrategy", "pipelined"));
+    TG_CHECK_OK(tg_options_set(o, "pipelineSchedule", "1f1b"));
+    TG_CHECK_OK(tg_options_set_int(o, "Training.gradientAccumulation", 16));
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", 1));
+    tg_config c;
+    TG_CHECK_OK(tg_config_read(o, &c));
+    tg_stage_atoms a;
+    tg_stage_goal goal;
+    tg_stage_plan plain, back, again, chosen;
+    TG_CHECK_OK(tg_stage_plan_auto(mg.graph, &c, 2, false, "B1|B2,B3,B4", &a, &goal, &plain));
+    TG_CHECK(a.n == 4 && a.handoff[0] == 0 && a.handoff[1] > 0 && a.handoff[2] == 0 &&
+             a.handoff[3] == 0);
+    double dx = 0, in = 0, sec = 0;
+    const tg_graph *g = mg.graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op == TG_OP_CONV2D_BWD_DATA && t->forward_of &&
+            strcmp(t->forward_of->in[1]->name, "layer2/conv/weight") == 0) {
+            sec += tg_cost_node_seconds(&goal.cost, t);
+            dx += (double)tg_nbytes(t);
+            in += (double)(tg_nbytes(t->in[0]) + tg_nbytes(t->in[1]));
+        }
+    }
+    TG_CHECK(sec > 0 && a.handoff[1] == sec && a.handoff_dx[1] == dx && a.handoff_in[1] == in);
+    TG_CHECK_OK(tg_stage_plan_parse(&a, &goal, "B1|<B2,B3,B4", &back));
+    TG_CHECK(back.handoff[1] && !plain.handoff[1] && back.first[1] == 1);
+    TG_CHECK_NEAR(back.costs[0].time[TG_SIM_BACKWARD], plain.costs[0].time[TG_SIM_BACKWARD] + sec,
+                  1e-15);
+    TG_CHECK_NEAR(back.costs[1].time[TG_SIM_BACKWARD], plain.costs[1].time[TG_SIM_BACKWARD] - sec,
+                  1e-15);
+    TG_CHECK_NEAR(back.costs[1].send_backward, tg_cost_copy_seconds(&goal.cost, a.cut[0] - dx + in),
+                  1e-15);
+    char spec[256];
+    tg_stage_plan_spec(&a, &back, spec, sizeof spec);
+    TG_CHECK(strcmp(spec, "B1|<B2,B3,B4") == 0);
+    TG_CHECK_OK(tg_stage_plan_parse(&a, &goal, spec, &again));
+    TG_CHECK_NEAR(again.objective, back.objective, 1e-15);
+    /* the search over the handed-back splits takes it when it pays */
+    chosen = plain;
+    TG_CHECK_OK(tg_stage_plan_handoffs(&a, &goal, &chosen));
+    bool pays = back.objective < plain.objective * (1 - TG_STAGE_PART_GAIN);
+    TG_CHECK(chosen.handoff[1] == pays || (chosen.handoff[1] && chosen.first[1] != 1));
+    TG_CHECK(chosen.objective <= (pays ? back.objective : plain.objective));
+    /* B3 begins with no convolution reading B2 */
+    TG_CHECK(tg_stage_plan_parse(&a, &goal, "B1,B2|<B3,B4", &again) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "'<B3'") != NULL);
+    TG_CHECK(tg_stage_plan_parse(&a, &goal, "<B1|B2,B3,B4", &again) == TG_ERR_CONFIG);
+    /* weights off chip are not copied: the search keeps the plain split,
+     * and a user's '<' fails to compile naming the weight */
+    goal.weight_copies = false;
+    chosen = plain;
+    TG_CHECK_OK(tg_stage_plan_handoffs(&a, &goal, &chosen));
+    TG_CHECK(!chosen.handoff[1]);
+    TG_CHECK_OK(tg_options_set(o, "stages", "B1|<B2,B3,B4"));
+    TG_CHECK_OK(tg_options_set(o, "TensorLocations.weight.onChip", "false"));
+    tg_program *p = NULL;
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) == TG_ERR_CONFIG);
+    TG_CHECK(strstr(tg_error_message(), "'layer2/conv/weight' is copied") != NULL);
+    tg_program_destroy(p);
+    tg_stage_atoms_free(&a);
+    tg_cost_model_free(&goal.cost);
+    tg_config_free(&c);
+    tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
+}
+
+/* Two blocks of convolutions; with `shortcut` block B adds its input to
+ * its convolution's output (a residual), so A's output has two readers. */
+static tg_graph *two_conv_blocks(bool shortcut)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 3, 8, 8));
+    tg_tensor *labels = tg_input(g, "labels", TG_I32, tg_shape1(2));
+    tg_block_begin(g, "A");
+    tg_tensor *h = tg_relu(g, tg_nn_conv2d(g, x, "c1", 3, 8, 3, 1, 1));
+    tg_block_begin(g, "B");
+    tg_tensor *y = tg_nn_conv2d(g, h, "c2", 8, 8, 3, 1, 1);
+    y = tg_relu(g, shortcut ? tg_add(g, y, h) : y);
+    tg_tensor *loss =
+        tg_cross_entropy(g, tg_nn_linear(g, tg_flatten(g, y, 1), "fc", 512, 10, true), labels);
+    tg_block_end(g);
+    train_with_sgd(g, loss);
+    return g;
+}
+
+/* A convolution whose input another op of its stage reads too (a residual
+ * shortcut) keeps its input gradient: autodiff sums the two contributions
+ * on the convolution's stage, which would then wait for the stage before
+ * in the backward: a gradient flowing forward, which no schedule orders
+ * (by the engine's dependencies, a deadlock; not run). Without the
+ * shortcut the same convolution's gradient may be handed back. */
+static void test_no_handoff_of_a_shared_input(void)
+{
+    for (int shortcut = 0; shortcut < 2; shortcut++) {
+        tg_graph *g = two_conv_blocks(shortcut);
+        tg_options *o = options(2, "pipelined", "cpu");
+        TG_CHECK_OK(tg_options_set(o, "split", ""));
+        tg_config c;
+        TG_CHECK_OK(tg_config_read(o, &c));
+        tg_stage_atoms a;
+        tg_stage_goal goal;
+        tg_stage_plan plan;
+        TG_CHECK_OK(tg_stage_plan_auto(g, &c, 2, false, "A|B", &a, &goal, &plan));
+        TG_CHECK(a.n == 2 && (a.handoff[1] > 0) == !shortcut);
+        tg_status st = tg_stage_plan_parse(&a, &goal, "A|<B", &plan);
+        TG_CHECK(st == (shortcut ? TG_ERR_CONFIG : TG_OK));
+        TG_CHECK(!shortcut || strstr(tg_error_message(), "'<B'") != NULL);
+        if (!shortcut) { /* it compiles, the gradient on device 0 */
+            TG_CHECK_OK(tg_options_set(o, "stages", "A|<B"));
+            tg_program *p = NULL;
+            TG_CHECK_OK(tg_program_compile(g, o, &p));
+            for (int i = 0; p && i < g->n_nodes; i++)
+                if (g->nodes[i]->op == TG_OP_CONV2D_BWD_DATA)
+                    TG_CHECK(p->device_of[i] == 0);
+            tg_program_destroy(p);
+        }
+        tg_stage_atoms_free(&a);
+        tg_cost_model_free(&goal.cost);
+        tg_config_free(&c);
+        tg_options_destroy(o);
+        tg_graph_destroy(g);
+    }
+}
+
 /* An input read at both ends of the heavy block (as each layer of the
  * encoder reads its mask): no stage begins between its readers, since a
  * stage cannot read an input another reads, and the split compiles. */
@@ -485,6 +621,8 @@ int main(void)
     TG_RUN(test_blocks_and_errors);
     TG_RUN(test_atom_bytes_and_costs);
     TG_RUN(test_stages_inside_a_block);
+    TG_RUN(test_handed_back_input_gradient);
+    TG_RUN(test_no_handoff_of_a_shared_input);
     TG_RUN(test_no_cut_between_a_leafs_readers);
     TG_RUN(test_scopes_below_containers);
     return tg_test_finish();

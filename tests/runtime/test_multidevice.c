@@ -135,6 +135,27 @@ static void test_pipelined_matches_accumulation_on_one_device(void)
     destroy(&one);
 }
 
+/* One device, accumulation 6, two host steps: what the splits below must
+ * give to the bit. */
+static void train_reference(trainer *one, const tg_optimizer *opt)
+{
+    TG_CHECK_OK(
+        make(one, BATCH, opt, (const char *[]){"Training.gradientAccumulation", "6", NULL}));
+    if (one->s)
+        train(one, 2);
+}
+
+/* Train two as one was trained; fail naming `what` unless the weights are
+ * the same to the bit. */
+static void expect_reference_weights(const trainer *one, trainer *two, const char *what)
+{
+    train(two, 2);
+    bool same;
+    double diff = max_param_diff(one, two, &same);
+    if (!same)
+        tg_test_fail(__FILE__, __LINE__, "%s: weights differ (max %.3g)", what, diff);
+}
+
 /* Stages that begin inside a block ("B2:layer2/maxpool2d": block B2 from its
  * max-pool on, as --stages auto may choose): pipelined and sharded give the
  * weights one device gives, to the bit, and the block's ops really are on
@@ -144,10 +165,7 @@ static void test_stages_inside_a_block_are_bit_identical(void)
     static const char *strategies[] = {"pipelined", "sharded"};
     tg_optimizer opt = tg_optimizer_adamw(0.01f);
     trainer one;
-    TG_CHECK_OK(
-        make(&one, BATCH, &opt, (const char *[]){"Training.gradientAccumulation", "6", NULL}));
-    if (one.s)
-        train(&one, 2);
+    train_reference(&one, &opt);
     for (int k = 0; k < 2 && one.s; k++) {
         trainer two;
         TG_CHECK_OK(make(&two, BATCH, &opt,
@@ -161,12 +179,50 @@ static void test_stages_inside_a_block_are_bit_identical(void)
             TG_CHECK(p->n_devices == 2 && pool && conv);
             TG_CHECK(pool && p->device_of[pool->id] == 1);
             TG_CHECK(conv && p->device_of[conv->id] == 0);
-            train(&two, 2);
-            bool same;
-            double diff = max_param_diff(&one, &two, &same);
-            if (!same)
-                tg_test_fail(__FILE__, __LINE__, "%s: weights differ (max %.3g)", strategies[k],
-                             diff);
+            expect_reference_weights(&one, &two, strategies[k]);
+        }
+        destroy(&two);
+    }
+    destroy(&one);
+}
+
+/* A stage handing its convolution's input gradient back ("B1|<B2,B3,B4":
+ * B2's conv2d_bwd_data on device 0, its weight updated on device 1 and
+ * copied to device 0 with each micro-batch's gradient): pipelined, sharded
+ * and a zero-bubble schedule give the weights one device gives, to the
+ * bit, and the gradient really runs on device 0. */
+static void test_handed_back_input_gradient_is_bit_identical(void)
+{
+    static const char *strategies[] = {"pipelined", "sharded", "pipelined"};
+    static const char *schedules[] = {"1f1b", "", "zb-h1"};
+    tg_optimizer opt = tg_optimizer_adamw(0.01f);
+    trainer one;
+    train_reference(&one, &opt);
+    for (int k = 0; k < 3 && one.s; k++) {
+        trainer two;
+        const char *kv[] = {"executionStrategy",
+                            strategies[k],
+                            "stages",
+                            "B1|<B2,B3,B4",
+                            "Training.gradientAccumulation",
+                            "6",
+                            "pipelineSchedule",
+                            schedules[k],
+                            NULL};
+        if (!schedules[k][0])
+            kv[6] = NULL; /* sharded: no schedule */
+        TG_CHECK_OK(make(&two, BATCH, &opt, kv));
+        if (two.s) {
+            const tg_program *p = tg_session_program(two.s);
+            const tg_graph *g = two.mg.graph;
+            const tg_tensor *w = tg_graph_find(g, "layer2/conv/weight");
+            int moved = 0;
+            for (int i = 0; i < g->n_nodes; i++)
+                if (g->nodes[i]->op == TG_OP_CONV2D_BWD_DATA && g->nodes[i]->forward_of &&
+                    g->nodes[i]->forward_of->in[1] == w)
+                    moved += p->device_of[i] == 0;
+            TG_CHECK(p->n_devices == 2 && w && p->device_of[w->id] == 1 && moved == 1);
+            expect_reference_weights(&one, &two, kv[6] ? kv[7] : strategies[k]);
         }
         destroy(&two);
     }
@@ -450,6 +506,7 @@ int main(void)
     TG_RUN(test_pipelined_matches_accumulation_on_one_device);
     TG_RUN(test_zero_bubble_is_bit_identical_to_1f1b);
     TG_RUN(test_stages_inside_a_block_are_bit_identical);
+    TG_RUN(test_handed_back_input_gradient_is_bit_identical);
     TG_RUN(test_replicas_match_a_larger_batch_and_stay_identical);
     TG_RUN(test_device_iterations_equal_separate_runs);
     TG_RUN(test_output_modes);
