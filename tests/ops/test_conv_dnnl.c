@@ -352,9 +352,11 @@ static void test_one_sample_two_threads_match_one(void)
 }
 
 /* mobilenet's shapes at batch 1 on two threads: depthwise convolutions on
- * 48 channels (blocked; batch norm folded and hard swish; 5x5, stride 2,
- * bias) and on 40 (plain), a 1x1 one to 48 channels (blocked, batch norm
- * folded): the threads divide none of them in equal 16-channel blocks. Each runs in parts of its
+ * 48 channels (batch norm folded and hard swish; 5x5, stride 2, bias: in
+ * and out blocked, as an inference program keeps a depthwise convolution
+ * between blocked ones) and on 40 (plain), a 1x1 one to 48 channels
+ * (blocked, batch norm folded): the threads divide none of them in equal
+ * 16-channel blocks. Each runs in parts of its
  * channels with a primitive each (the kernel names say so) and gives what one thread gives; the
  * checker finds every value within tolerance of the reference. The statistics differ per channel: a
  * part reading another's (or its weights, bias, input) would differ from one thread. */
@@ -397,6 +399,11 @@ static void chan_parts_run(int threads, float *out, size_t count)
         if (!strstr(k, "channels in 2 parts") || strstr(k, "out channels"))
             tg_test_fail(__FILE__, __LINE__, "conv %d: kernel '%s', not in 2 parts", i, k);
     }
+    /* between blocked convolutions a depthwise one reads and writes nChw16c */
+    const char *k5 = s ? tg_session_program(s)->plans[c5->id].kernel : "";
+    if (!strstr(k5, "nChw16c"))
+        tg_test_fail(__FILE__, __LINE__, "%d threads: depthwise kernel '%s', not blocked", threads,
+                     k5);
     float st[2 * 48], xs[48 * 11 * 11];
     for (int c = 0; c < 48; c++) {
         st[c] = (float)((c * 7) % 11) / 10.0f - 0.5f;
