@@ -277,6 +277,44 @@ static void test_one_sample_plans(void)
     tg_graph_destroy(g);
 }
 
+/* An inference session of g on `threads` threads. */
+static tg_session *open_threads(tg_graph *g, int threads, int seed)
+{
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", seed);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_options_destroy(o);
+    return s;
+}
+
+/* The checker's report on s's run: every row within tolerance. */
+static void expect_verified(tg_session *s, int threads)
+{
+    const tg_verify_report *r = s ? tg_session_verify_report(s) : NULL;
+    for (int i = 0; r && i < tg_verify_rows(r); i++) {
+        const tg_verify_row *row = tg_verify_row_at(r, i);
+        if (row->verdict != TG_VERIFY_OK)
+            tg_test_fail(__FILE__, __LINE__, "%d threads: %s not ok: %s", threads, row->name,
+                         row->note);
+    }
+    TG_CHECK(r != NULL);
+}
+
+/* Two threads' values (two) within f32 rounding of one thread's (one). */
+static void expect_close(const float *one, const float *two, int count)
+{
+    double diff = 0, most = 0;
+    for (int i = 0; i < count; i++) {
+        diff = fmax(diff, fabs((double)one[i] - two[i]));
+        most = fmax(most, fabs((double)one[i]));
+    }
+    if (!(diff <= 1e-6 * most) || most == 0)
+        tg_test_fail(__FILE__, __LINE__, "2 threads differ from 1 by %.3g (largest value %.3g)",
+                     diff, most);
+}
+
 /* An inference program at batch 1: conv (+ bias) -> conv 1x1 (host output,
  * plain) -> grouped conv, on two threads, gives what one thread gives, and
  * the checker finds every value within tolerance of the reference. Output
@@ -300,11 +338,7 @@ static void one_sample_run(int threads, float *out, size_t count, bool check)
     tg_tensor_mark_output(y2);
     tg_tensor_mark_output(y);
     TG_CHECK_OK(tg_graph_status(g));
-    tg_options *o = tg_options_create();
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    tg_options_set_int(o, "randomSeed", 4);
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_session *s = open_threads(g, threads, 4);
     float xs[32 * 9 * 9];
     for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
         xs[i] = (float)(((int)i * 29) % 23) / 11.0f - 1.0f;
@@ -322,16 +356,9 @@ static void one_sample_run(int threads, float *out, size_t count, bool check)
     size_t n2 = (size_t)tg_numel(y2);
     TG_CHECK_OK(tg_session_read(s, y2, out, n2 * sizeof(float)));
     TG_CHECK_OK(tg_session_read(s, y, out + n2, (count - n2) * sizeof(float)));
-    const tg_verify_report *r = check && s ? tg_session_verify_report(s) : NULL;
-    for (int i = 0; r && i < tg_verify_rows(r); i++) {
-        const tg_verify_row *row = tg_verify_row_at(r, i);
-        if (row->verdict != TG_VERIFY_OK)
-            tg_test_fail(__FILE__, __LINE__, "%d threads: %s not ok: %s", threads, row->name,
-                         row->note);
-    }
-    TG_CHECK(!check || r);
+    if (check)
+        expect_verified(s, threads);
     tg_session_destroy(s);
-    tg_options_destroy(o);
     tg_graph_destroy(g);
 }
 
@@ -341,14 +368,7 @@ static void test_one_sample_two_threads_match_one(void)
     static float one[COUNT], two[COUNT];
     one_sample_run(1, one, COUNT, false);
     one_sample_run(2, two, COUNT, true);
-    double diff = 0, most = 0;
-    for (int i = 0; i < COUNT; i++) {
-        diff = fmax(diff, fabs((double)one[i] - two[i]));
-        most = fmax(most, fabs((double)one[i]));
-    }
-    if (!(diff <= 1e-6 * most) || most == 0)
-        tg_test_fail(__FILE__, __LINE__, "2 threads differ from 1 by %.3g (largest value %.3g)",
-                     diff, most);
+    expect_close(one, two, COUNT);
 }
 
 /* mobilenet's shapes at batch 1 on two threads: depthwise convolutions on
@@ -388,11 +408,7 @@ static void chan_parts_run(int threads, float *out, size_t count)
     tg_tensor *y = tg_batch_norm(g, ce, NULL, NULL, se, 1e-5f);
     tg_tensor_mark_output(y);
     TG_CHECK_OK(tg_graph_status(g));
-    tg_options *o = tg_options_create();
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    tg_options_set_int(o, "randomSeed", 5);
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_session *s = open_threads(g, threads, 5);
     const tg_tensor *convs[] = {cd, c5, cm, c4};
     for (int i = 0; s && threads == 2 && i < 4; i++) {
         const char *k = tg_session_program(s)->plans[convs[i]->id].kernel;
@@ -418,15 +434,9 @@ static void chan_parts_run(int threads, float *out, size_t count)
         TG_CHECK_OK(tg_session_verify_next_run(s));
     TG_CHECK_OK(tg_session_run(s));
     TG_CHECK_OK(tg_session_read(s, y, out, count * sizeof(float)));
-    const tg_verify_report *r = threads == 2 && s ? tg_session_verify_report(s) : NULL;
-    for (int i = 0; r && i < tg_verify_rows(r); i++) {
-        const tg_verify_row *row = tg_verify_row_at(r, i);
-        if (row->verdict != TG_VERIFY_OK)
-            tg_test_fail(__FILE__, __LINE__, "%s not ok: %s", row->name, row->note);
-    }
-    TG_CHECK(threads != 2 || r);
+    if (threads == 2)
+        expect_verified(s, threads);
     tg_session_destroy(s);
-    tg_options_destroy(o);
     tg_graph_destroy(g);
 }
 
@@ -436,14 +446,7 @@ static void test_channel_parts_match_one_thread(void)
     static float one[COUNT], two[COUNT];
     chan_parts_run(1, one, COUNT);
     chan_parts_run(2, two, COUNT);
-    double diff = 0, most = 0;
-    for (int i = 0; i < COUNT; i++) {
-        diff = fmax(diff, fabs((double)one[i] - two[i]));
-        most = fmax(most, fabs((double)one[i]));
-    }
-    if (!(diff <= 1e-6 * most) || most == 0)
-        tg_test_fail(__FILE__, __LINE__, "2 threads differ from 1 by %.3g (largest value %.3g)",
-                     diff, most);
+    expect_close(one, two, COUNT);
 }
 
 /* A small conv net trained for a few SGD steps. */
