@@ -672,10 +672,11 @@ static bool matmul_wins(tg_op op, const tg_conv_geom *g)
  * output channels with a primitive each (chan_parts), where split_parts
  * would leave it on one thread: a depthwise one (its input channels cut
  * with the output's), or an ungrouped one whose channels the threads do
- * not divide in equal 16-channel blocks (mobilenet_v3_large's 24, 40, 72,
- * 120, 240...). The parts are whole blocks, the last one short: for one
- * sample a block-aligned run of channels is a dense tensor of its own in
- * NCHW and in nChw16c alike (the last block's padding included). */
+ * not divide in equal parts (blocked output: in 16-channel blocks, as
+ * mobilenet_v3_large's 80, 112 and 240; plain: an odd count). The parts
+ * are whole 16-channel blocks, the last one short: for one sample a
+ * block-aligned run of channels is a dense tensor of its own in NCHW and
+ * in nChw16c alike (the last block's padding included). */
 static bool wants_chan_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o)
 {
     int t = o->n_threads;
