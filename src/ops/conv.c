@@ -563,9 +563,9 @@ static tg_status bwd_bwd_weight(tg_graph *g, tg_tensor *node, tg_tensor *gw, con
  * with. Own kernels read NCHW. oneDNN's depthwise kernel (jit_dw) reads
  * nChw16c natively: planned plain, mobilenet_v3_large's depthwise
  * convolutions reordered their input in and their output out at every run
- * and kept the 1x1 convolutions around them plain too (batch 1, one
- * thread: 0.92 ms of depthwise and 1.41 of plain 1x1 against
- * onnxruntime's 0.38 and 0.68; docs/performance.md). */
+ * and kept the 1x1 convolutions around them plain too: its CPU time per
+ * run at batch 1 on one thread was 5.96-6.09 ms, 5.20-5.51 blocked
+ * (onnxruntime 4.44-4.64; under load, docs/performance.md). */
 static tg_op_layout conv_layout(const tg_tensor *node, int n_threads, bool inference)
 {
     tg_conv_geom g = tg_conv_geom_of(node);
