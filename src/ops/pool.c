@@ -436,23 +436,32 @@ static int64_t window_bounds(const pool_geom *g, int64_t oy, int64_t ox, int64_t
     return g->cip ? (ye - ys) * (xe - xs) : (*y1 - *y0) * (*x1 - *x0);
 }
 
-/* The sum of n contiguous floats in 16 running sums (a vector's worth):
- * one running sum waits an add's latency per element, the compiler may
- * not reorder it. mobilenet_v3_large's squeeze-excite pools (NCHW where
- * the channels are no whole blocks) took 17-65 us each that way at batch
- * 1 against onnxruntime's 4-11 (docs/performance.md). */
-static float run_sum(const float *p, int64_t n)
+/* The means of `count` (at most 16) whole planes of n floats, side by
+ * side: each plane summed in the order the blocked kernel sums it (so the
+ * two layouts agree to the bit), 16 independent running sums where one
+ * waited an add's latency per element. mobilenet_v3_large's squeeze-excite
+ * pools in NCHW (channels that are no whole blocks) took 17-65 us each
+ * plane by plane at batch 1 against onnxruntime's 4-11
+ * (docs/performance.md). */
+static void plane_means(const float *p, int64_t n, int count, float inv, float *mean)
 {
-    float lane[16] = {0}, sum = 0.0f;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            lane[l] += p[i + l];
-    for (; i < n; i++)
-        sum += p[i];
-    for (int l = 0; l < 16; l++)
-        sum += lane[l];
-    return sum;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < n; i++)
+        for (int l = 0; l < count; l++)
+            acc[l] += p[l * n + i];
+    for (int l = 0; l < count; l++)
+        mean[l] = acc[l] * inv;
+}
+
+/* Whether every output of an average pool is the mean of its whole plane
+ * (a global pool); *inv is then 1 / the count. */
+static bool whole_plane(const pool_geom *g, float *inv)
+{
+    int64_t y0, y1, x0, x1;
+    if (g->oh != 1 || g->ow != 1)
+        return false;
+    *inv = 1.0f / (float)window_bounds(g, 0, 0, &y0, &y1, &x0, &x1);
+    return y0 == 0 && y1 == g->ih && x0 == 0 && x1 == g->iw;
 }
 
 static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
@@ -463,6 +472,13 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
     const float *src = j->a->in[0];
     float *dst = j->a->out;
     int64_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow;
+    float whole_inv;
+    if (!bwd && whole_plane(g, &whole_inv)) {
+        for (int64_t pl = begin; pl < end; pl += 16)
+            plane_means(src + pl * in_plane, in_plane, end - pl < 16 ? (int)(end - pl) : 16,
+                        whole_inv, dst + pl);
+        return;
+    }
     for (int64_t pl = begin; pl < end; pl++) {
         /* forward: x plane -> y plane; backward: dy plane -> dx plane */
         const float *sp = src + pl * (bwd ? out_plane : in_plane);
@@ -475,10 +491,6 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
                 int64_t y0, y1, x0, x1;
                 float inv = 1.0f / (float)window_bounds(g, oy, ox, &y0, &y1, &x0, &x1);
                 float acc = 0.0f, v = bwd ? sp[oy * g->ow + ox] * inv : 0.0f;
-                if (!bwd && x0 == 0 && x1 == g->iw) { /* whole rows: one run */
-                    dp[oy * g->ow + ox] = run_sum(sp + y0 * g->iw, (y1 - y0) * g->iw) * inv;
-                    continue;
-                }
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = x0; ix < x1; ix++) {
                         if (bwd)
