@@ -558,11 +558,19 @@ static tg_status bwd_bwd_weight(tg_graph *g, tg_tensor *node, tg_tensor *gw, con
 }
 
 /* A convolution keeps its 4-D operands blocked only when oneDNN runs it
- * (ungrouped, and the plan hook would choose it): oneDNN reads each operand
- * in the layout it is planned with. Own kernels read NCHW. */
+ * (ungrouped, or depthwise in an inference program, and the plan hook
+ * would choose it): oneDNN reads each operand in the layout it is planned
+ * with. Own kernels read NCHW. oneDNN's depthwise kernel (jit_dw) reads
+ * nChw16c natively: planned plain, mobilenet_v3_large's depthwise
+ * convolutions reordered their input in and their output out at every run
+ * and kept the 1x1 convolutions around them plain too: its CPU time per
+ * run at batch 1 on one thread was 5.96-6.09 ms, 5.20-5.51 blocked
+ * (onnxruntime 4.44-4.64; under load, docs/performance.md). */
 static tg_op_layout conv_layout(const tg_tensor *node, int n_threads, bool inference)
 {
-    return tg_conv_geom_of(node).G == 1 && tg_conv_dnnl_chosen(node, n_threads, inference)
+    tg_conv_geom g = tg_conv_geom_of(node);
+    bool depthwise = g.G > 1 && g.G == g.C && g.K == g.G;
+    return (g.G == 1 || (inference && depthwise)) && tg_conv_dnnl_chosen(node, n_threads, inference)
                ? TG_LAYOUT_OWN
                : TG_LAYOUT_PLAIN;
 }

@@ -465,6 +465,8 @@ static void name_kernel(const_dnnl_primitive_desc_t pd, const conv_state *st, co
     if (st->parts > 1)
         snprintf(parts, sizeof parts, ", %s in %d parts", st->split_k ? "out channels" : "batch",
                  st->parts);
+    if (st->of_parts > 1)
+        snprintf(parts, sizeof parts, ", channels in %d parts", st->of_parts);
     bool blocked = false;
     for (int k = 0; k < st->n_args; k++)
         blocked |= st->blocked[k];
@@ -507,7 +509,7 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
         st->kept_offset = st->weight_offset * st->elem[k];
     st->kept_bias_off = tg_conv_align(bytes);
     if (fold)
-        bytes = st->kept_bias_off + (size_t)node->shape.dim[1] * sizeof(float);
+        bytes = st->kept_bias_off + (size_t)st->k_out * sizeof(float);
     if (!(st->cache = tg_weight_cache_create(bytes)))
         return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
     plan->kept_bytes = tg_conv_align(bytes);
@@ -601,6 +603,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     part.K = st->split_k ? g->K / st->parts : g->K;
     conv_mds m;
     TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, xy, &m));
+    st->k_out = g->K;
     st->fold = node->op == TG_OP_CONV2D ? o->fold_norm : NULL;
     st->post_act = node->op == TG_OP_CONV2D ? o->post_act : NULL;
     bool bias = node->op == TG_OP_CONV2D && (node->n_in == 3 || st->fold);
@@ -665,6 +668,80 @@ static bool matmul_wins(tg_op op, const tg_conv_geom *g)
            tg_dnnl_mode_get() == TG_DNNL_AUTO;
 }
 
+/* Whether an inference convolution of one sample runs in parts of its
+ * output channels with a primitive each (chan_parts), where split_parts
+ * would leave it on one thread: a depthwise one (its input channels cut
+ * with the output's), or an ungrouped one whose channels the threads do
+ * not divide in equal parts (blocked output: in 16-channel blocks, as
+ * mobilenet_v3_large's 80, 112 and 240; plain: an odd count). The parts
+ * are whole 16-channel blocks, the last one short: for one sample a
+ * block-aligned run of channels is a dense tensor of its own in NCHW and
+ * in nChw16c alike (the last block's padding included). */
+static bool wants_chan_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o)
+{
+    int t = o->n_threads;
+    live_taps lt;
+    if (t <= 1 || !o->inference || node->op != TG_OP_CONV2D || g->N != 1 || live_taps_of(g, &lt))
+        return false;
+    bool depthwise = g->G == g->C && g->K == g->G;
+    int64_t unit = o->out_blocked ? (int64_t)TG_CHANNEL_BLOCK * t : t;
+    bool split_k = g->G == 1 && g->K % unit == 0; /* split_parts's equal parts */
+    return (depthwise || g->G == 1) && !split_k &&
+           (g->K + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK >= t;
+}
+
+/* Part p of t of the output channels, in whole 16-channel blocks: its
+ * geometry (depthwise: its input channels and groups too) and offsets. */
+static tg_conv_geom chan_part_geom(const tg_conv_geom *g, int p, int t, int64_t *k0)
+{
+    int64_t blocks = (g->K + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
+    int64_t b0 = blocks * p / t, b1 = blocks * (p + 1) / t;
+    int64_t k1 = b1 * TG_CHANNEL_BLOCK < g->K ? b1 * TG_CHANNEL_BLOCK : g->K;
+    tg_conv_geom pg = *g;
+    *k0 = b0 * TG_CHANNEL_BLOCK;
+    pg.K = k1 - *k0;
+    if (g->G > 1)
+        pg.C = pg.G = pg.K;
+    return pg;
+}
+
+/* The parts' states (one thread each), their scratch one after another,
+ * their weight caches summed; the kernel named after part 0's. */
+static tg_status chan_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                            dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
+{
+    int t = o->n_threads;
+    if (!(st->chan = tg_calloc((size_t)t, sizeof *st->chan)))
+        return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
+    tg_plan_opts one = *o;
+    one.n_threads = 1;
+    plan->scratch = plan->kept_bytes = 0;
+    for (int p = 0; p < t; p++) {
+        conv_chan_part *cp = &st->chan[p];
+        tg_conv_geom pg = chan_part_geom(g, p, t, &cp->k0);
+        tg_kernel_plan pp = {0};
+        if (!(cp->st = tg_calloc(1, sizeof *cp->st)))
+            return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
+        st->n_chan = p + 1;
+        cp->st->of_parts = t;
+        TG_TRY(create_state(node, &pg, &one, mul, cp->st, &pp));
+        const conv_state *s = cp->st;
+        int64_t per = (g->C / g->G) * g->R * g->S, o_hw = g->OH * g->OW;
+        cp->in_off[0] = g->G > 1 ? (size_t)(cp->k0 * g->H * g->W) * s->elem[0] : 0;
+        cp->in_off[1] = (size_t)(cp->k0 * per) * s->elem[1];
+        cp->in_off[2] = node->n_in == 3 ? (size_t)cp->k0 * s->elem[2] : 0;
+        cp->out_off = (size_t)(cp->k0 * o_hw) * s->elem[s->n_args - 1];
+        cp->scratch_off = plan->scratch;
+        cp->scratch_bytes = pp.scratch;
+        plan->scratch += tg_conv_align(pp.scratch);
+        plan->kept_bytes += pp.kept_bytes;
+        plan->native_storage = pp.native_storage;
+        if (p == 0)
+            memcpy(plan->kernel, pp.kernel, sizeof plan->kernel);
+    }
+    return TG_OK;
+}
+
 /* A fresh state in `mul`; TG_ERR_UNSUPPORTED when oneDNN has no
  * implementation for it. */
 static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
@@ -676,7 +753,9 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     /* the matmul reads f32 and bf16 storage only: f16 takes the convolution */
     tg_status s =
         matmul_wins(node->op, g) ? tg_wgrad_mm_create(node, o, plan, &st->mm) : TG_ERR_UNSUPPORTED;
-    if (s == TG_ERR_UNSUPPORTED)
+    if (s == TG_ERR_UNSUPPORTED && wants_chan_parts(node, g, o))
+        s = chan_parts(node, g, o, mul, st, plan);
+    else if (s == TG_ERR_UNSUPPORTED)
         s = create_state(node, g, o, mul, st, plan);
     if (s == TG_OK)
         plan->state = st;
@@ -772,6 +851,9 @@ void tg_conv_dnnl_free(void *state)
     if (!st)
         return;
     tg_wgrad_mm_free(st->mm);
+    for (int p = 0; p < st->n_chan; p++)
+        tg_conv_dnnl_free(st->chan[p].st);
+    tg_free(st->chan);
     tg_weight_cache_destroy(st->cache);
     if (st->prim)
         dnnl_primitive_destroy(st->prim);

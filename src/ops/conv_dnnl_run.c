@@ -313,7 +313,9 @@ static void fold_into(const conv_state *st, const tg_kernel_args *a, unsigned ch
 {
     const tg_tensor *bn = st->fold;
     int k = st->weight_role;
-    int64_t K = a->node->shape.dim[1];
+    /* a part of the channels (chan_run) reads the statistics from its first
+     * channel on: the variances stay the node's channels further */
+    int64_t K = st->k_out, K_all = a->node->shape.dim[1];
     size_t per = st->weight_bytes / sizeof(float) / (size_t)K;
     const float *w = a->in[1], *b = a->node->n_in == 3 ? a->in[2] : NULL;
     const float *stats = a->in[TG_FUSE_IN_STATS], *gamma = a->in[TG_FUSE_IN_STATS + 1],
@@ -324,7 +326,7 @@ static void fold_into(const conv_state *st, const tg_kernel_args *a, unsigned ch
         tg_dnnl_run_failed(dnnl_out_of_memory, "folding a batch norm into a conv2d");
     float *bias = (float *)(kept + st->kept_bias_off);
     for (int64_t c = 0; c < K; c++) {
-        double scale = (gamma ? gamma[c] : 1.0) / sqrt((double)stats[K + c] + eps);
+        double scale = (gamma ? gamma[c] : 1.0) / sqrt((double)stats[K_all + c] + eps);
         for (size_t i = 0; i < per; i++)
             folded[(size_t)c * per + i] = (float)(w[(size_t)c * per + i] * scale);
         bias[c] = (float)(((b ? b[c] : 0.0) - stats[c]) * scale + (beta ? beta[c] : 0.0));
@@ -378,11 +380,45 @@ static void *kept_weights(const conv_state *st, const tg_kernel_args *a)
     return kept;
 }
 
+/* Part p of the output channels (conv_dnnl.c's chan_parts) on the calling
+ * thread: its own state over the node's operands from its first channel
+ * on (the batch norm's statistics, gamma and beta too), its own scratch. */
+static void chan_run(const conv_state *st, const tg_kernel_args *a, int p)
+{
+    const conv_chan_part *cp = &st->chan[p];
+    tg_kernel_args pa = *a;
+    pa.pool = NULL;
+    pa.scratch = a->scratch ? (unsigned char *)a->scratch + cp->scratch_off : NULL;
+    pa.scratch_bytes = cp->scratch_bytes;
+    for (int k = 0; k < 3; k++)
+        if (pa.in[k])
+            pa.in[k] = (unsigned char *)pa.in[k] + cp->in_off[k];
+    for (int k = TG_FUSE_IN_STATS; k < TG_FUSE_IN_STATS + 3 && cp->st->fold; k++)
+        if (pa.in[k])
+            pa.in[k] = (float *)pa.in[k] + cp->k0;
+    pa.out = (unsigned char *)a->out + cp->out_off;
+    tg_dnnl_threads(1);
+    run_part(cp->st, &pa, 0, kept_weights(cp->st, &pa));
+}
+
+static void chan_loop(void *ctx, int64_t begin, int64_t end, int part)
+{
+    const parts_job *j = ctx;
+    (void)part;
+    for (int64_t p = begin; p < end; p++)
+        chan_run(j->st, j->a, (int)p);
+}
+
 void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const conv_state *st = state;
     if (st->mm) {
         tg_wgrad_mm_run(st->mm, a);
+        return;
+    }
+    if (st->chan) {
+        parts_job j = {st, a, false, NULL};
+        tg_pool_for(a->pool, st->n_chan, chan_loop, &j);
         return;
     }
     if (st->cropped && st->weight_role == st->n_args - 1)

@@ -20,6 +20,18 @@ typedef struct reorder_slice {
     dnnl_memory_desc_t user, inner, scratch_md;
 } reorder_slice;
 
+struct conv_state;
+
+/* One part of a convolution split over its output channels into
+ * primitives of their own (conv_dnnl.c's chan_parts): a whole state over
+ * channels [k0, k0 + its K), and where its operands start in the node's. */
+typedef struct conv_chan_part {
+    struct conv_state *st;
+    int64_t k0;
+    size_t in_off[3], out_off; /* bytes into x, w, b and y */
+    size_t scratch_off, scratch_bytes;
+} conv_chan_part;
+
 typedef struct conv_state {
     dnnl_primitive_t prim;
     int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
@@ -51,6 +63,12 @@ typedef struct conv_state {
     /* The weight gradient as one matmul (ops/conv_wgrad_mm.h) where that
      * wins (matmul_wins): then nothing else here is used. */
     tg_wgrad_mm *mm;
+    /* Parts of the output channels (and of the input's, depthwise) that
+     * the threads do not divide in equal blocks: one state each, run one
+     * per thread; then nothing else here is used. of_parts: a part's state
+     * knows how many there are (for its kernel name). */
+    conv_chan_part *chan;
+    int n_chan, of_parts;
     /* Batch split (see the header comment): the primitive is made for
      * N / parts samples and runs once per part; parts = 1 without split. */
     int parts;
@@ -75,6 +93,7 @@ typedef struct conv_state {
     const tg_tensor *fold;
     const tg_tensor *post_act;
     size_t kept_bias_off, kept_offset;
+    int64_t k_out;    /* output channels the primitive (or split_k's parts together) computes */
     size_t kept_step; /* split_k: bytes from one part's kept weights to the next */
 } conv_state;
 

@@ -277,6 +277,44 @@ static void test_one_sample_plans(void)
     tg_graph_destroy(g);
 }
 
+/* An inference session of g on `threads` threads. */
+static tg_session *open_threads(tg_graph *g, int threads, int seed)
+{
+    tg_options *o = tg_options_create();
+    tg_options_set_int(o, "threadsPerDevice", threads);
+    tg_options_set_int(o, "randomSeed", seed);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_options_destroy(o);
+    return s;
+}
+
+/* The checker's report on s's run: every row within tolerance. */
+static void expect_verified(tg_session *s, int threads)
+{
+    const tg_verify_report *r = s ? tg_session_verify_report(s) : NULL;
+    for (int i = 0; r && i < tg_verify_rows(r); i++) {
+        const tg_verify_row *row = tg_verify_row_at(r, i);
+        if (row->verdict != TG_VERIFY_OK)
+            tg_test_fail(__FILE__, __LINE__, "%d threads: %s not ok: %s", threads, row->name,
+                         row->note);
+    }
+    TG_CHECK(r != NULL);
+}
+
+/* Two threads' values (two) within f32 rounding of one thread's (one). */
+static void expect_close(const float *one, const float *two, int count)
+{
+    double diff = 0, most = 0;
+    for (int i = 0; i < count; i++) {
+        diff = fmax(diff, fabs((double)one[i] - two[i]));
+        most = fmax(most, fabs((double)one[i]));
+    }
+    if (!(diff <= 1e-6 * most) || most == 0)
+        tg_test_fail(__FILE__, __LINE__, "2 threads differ from 1 by %.3g (largest value %.3g)",
+                     diff, most);
+}
+
 /* An inference program at batch 1: conv (+ bias) -> conv 1x1 (host output,
  * plain) -> grouped conv, on two threads, gives what one thread gives, and
  * the checker finds every value within tolerance of the reference. Output
@@ -300,11 +338,7 @@ static void one_sample_run(int threads, float *out, size_t count, bool check)
     tg_tensor_mark_output(y2);
     tg_tensor_mark_output(y);
     TG_CHECK_OK(tg_graph_status(g));
-    tg_options *o = tg_options_create();
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    tg_options_set_int(o, "randomSeed", 4);
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_session *s = open_threads(g, threads, 4);
     float xs[32 * 9 * 9];
     for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
         xs[i] = (float)(((int)i * 29) % 23) / 11.0f - 1.0f;
@@ -322,16 +356,9 @@ static void one_sample_run(int threads, float *out, size_t count, bool check)
     size_t n2 = (size_t)tg_numel(y2);
     TG_CHECK_OK(tg_session_read(s, y2, out, n2 * sizeof(float)));
     TG_CHECK_OK(tg_session_read(s, y, out + n2, (count - n2) * sizeof(float)));
-    const tg_verify_report *r = check && s ? tg_session_verify_report(s) : NULL;
-    for (int i = 0; r && i < tg_verify_rows(r); i++) {
-        const tg_verify_row *row = tg_verify_row_at(r, i);
-        if (row->verdict != TG_VERIFY_OK)
-            tg_test_fail(__FILE__, __LINE__, "%d threads: %s not ok: %s", threads, row->name,
-                         row->note);
-    }
-    TG_CHECK(!check || r);
+    if (check)
+        expect_verified(s, threads);
     tg_session_destroy(s);
-    tg_options_destroy(o);
     tg_graph_destroy(g);
 }
 
@@ -341,14 +368,85 @@ static void test_one_sample_two_threads_match_one(void)
     static float one[COUNT], two[COUNT];
     one_sample_run(1, one, COUNT, false);
     one_sample_run(2, two, COUNT, true);
-    double diff = 0, most = 0;
-    for (int i = 0; i < COUNT; i++) {
-        diff = fmax(diff, fabs((double)one[i] - two[i]));
-        most = fmax(most, fabs((double)one[i]));
+    expect_close(one, two, COUNT);
+}
+
+/* mobilenet's shapes at batch 1 on two threads: depthwise convolutions on
+ * 48 channels (batch norm folded and hard swish; 5x5, stride 2, bias: in
+ * and out blocked, as an inference program keeps a depthwise convolution
+ * between blocked ones) and on 40 (plain), a 1x1 one to 48 channels
+ * (blocked, batch norm folded): the threads divide none of them in equal
+ * 16-channel blocks. Each runs in parts of its
+ * channels with a primitive each (the kernel names say so) and gives what one thread gives; the
+ * checker finds every value within tolerance of the reference. The statistics differ per channel: a
+ * part reading another's (or its weights, bias, input) would differ from one thread. */
+static void chan_parts_run(int threads, float *out, size_t count)
+{
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 48, 11, 11));
+    tg_init u9 = {TG_INIT_FAN_IN_UNIFORM, 9, 0}, u1 = {TG_INIT_FAN_IN_UNIFORM, 1, 0};
+    tg_tensor *wd = tg_param(g, "wd", tg_shape4(48, 1, 3, 3), u9);
+    tg_tensor *w5 = tg_param(g, "w5", tg_shape4(48, 1, 5, 5), u9);
+    tg_tensor *b5 = tg_param(g, "b5", tg_shape1(48), u1);
+    tg_tensor *wm = tg_param(g, "wm", tg_shape4(48, 48, 1, 1), u9);
+    tg_tensor *wp = tg_param(g, "wp", tg_shape4(40, 48, 1, 1), u9);
+    tg_tensor *w4 = tg_param(g, "w4", tg_shape4(40, 1, 3, 3), u9);
+    tg_tensor *we = tg_param(g, "we", tg_shape4(48, 40, 1, 1), u9);
+    tg_tensor *gd = tg_param(g, "gd", tg_shape1(48), u1);
+    tg_tensor *bd = tg_param(g, "bd", tg_shape1(48), u1);
+    tg_tensor *sd = tg_state(g, "sd", tg_shape2(2, 48), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    tg_tensor *se = tg_state(g, "se", tg_shape2(2, 48), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    tg_tensor *cd = tg_conv2d(g, x, wd, NULL, P(1, 1, 1, 1, 1, 1, 48));
+    tg_tensor *h = tg_hard_swish(g, tg_batch_norm(g, cd, gd, bd, sd, 1e-5f));
+    tg_tensor *c5 = tg_conv2d(g, h, w5, b5, P(2, 2, 2, 2, 1, 1, 48));
+    tg_tensor *cm = tg_conv2d(g, c5, wm, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    h = tg_batch_norm(g, cm, NULL, NULL, se, 1e-5f);
+    tg_tensor *cp = tg_conv2d(g, h, wp, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    tg_tensor *c4 = tg_conv2d(g, cp, w4, NULL, P(1, 1, 1, 1, 1, 1, 40));
+    tg_tensor *ce = tg_conv2d(g, c4, we, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    tg_tensor *y = tg_batch_norm(g, ce, NULL, NULL, se, 1e-5f);
+    tg_tensor_mark_output(y);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_session *s = open_threads(g, threads, 5);
+    const tg_tensor *convs[] = {cd, c5, cm, c4};
+    for (int i = 0; s && threads == 2 && i < 4; i++) {
+        const char *k = tg_session_program(s)->plans[convs[i]->id].kernel;
+        if (!strstr(k, "channels in 2 parts") || strstr(k, "out channels"))
+            tg_test_fail(__FILE__, __LINE__, "conv %d: kernel '%s', not in 2 parts", i, k);
     }
-    if (!(diff <= 1e-6 * most) || most == 0)
-        tg_test_fail(__FILE__, __LINE__, "2 threads differ from 1 by %.3g (largest value %.3g)",
-                     diff, most);
+    /* between blocked convolutions a depthwise one reads and writes nChw16c */
+    const char *k5 = s ? tg_session_program(s)->plans[c5->id].kernel : "";
+    if (!strstr(k5, "nChw16c"))
+        tg_test_fail(__FILE__, __LINE__, "%d threads: depthwise kernel '%s', not blocked", threads,
+                     k5);
+    float st[2 * 48], xs[48 * 11 * 11];
+    for (int c = 0; c < 48; c++) {
+        st[c] = (float)((c * 7) % 11) / 10.0f - 0.5f;
+        st[48 + c] = 0.1f + (float)((c * 5) % 13) / 4.0f;
+    }
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
+        xs[i] = (float)(((int)i * 29) % 23) / 11.0f - 1.0f;
+    TG_CHECK_OK(tg_session_write(s, sd, st, sizeof st));
+    TG_CHECK_OK(tg_session_write(s, se, st, sizeof st));
+    TG_CHECK_OK(tg_session_write(s, x, xs, sizeof xs));
+    if (s && threads == 2)
+        TG_CHECK_OK(tg_session_verify_next_run(s));
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, y, out, count * sizeof(float)));
+    if (threads == 2)
+        expect_verified(s, threads);
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+}
+
+static void test_channel_parts_match_one_thread(void)
+{
+    enum { COUNT = 48 * 6 * 6 };
+    static float one[COUNT], two[COUNT];
+    chan_parts_run(1, one, COUNT);
+    chan_parts_run(2, two, COUNT);
+    expect_close(one, two, COUNT);
 }
 
 /* A small conv net trained for a few SGD steps. */
@@ -680,6 +778,7 @@ int main(void)
     TG_RUN(test_two_threads_split_the_batch);
     TG_RUN(test_one_sample_plans);
     TG_RUN(test_one_sample_two_threads_match_one);
+    TG_RUN(test_channel_parts_match_one_thread);
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);

@@ -1,7 +1,7 @@
 /* tests/ops/test_pool.c - max and average pooling: gradients, fast kernels
- * against the reference, hand-checked values, bad shapes; and the general
- * form (asymmetric padding, dilation, ceil_mode, count_include_pad) against
- * PyTorch's values and gradients.
+ * against the reference (global pools of many planes too), hand-checked
+ * values, bad shapes; and the general form (asymmetric padding, dilation,
+ * ceil_mode, count_include_pad) against PyTorch's values and gradients.
  * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
@@ -26,10 +26,17 @@ static tg_tensor *build(tg_graph *g, void *ctx)
 }
 
 static const pool_case cases[] = {
-    {2, 3, 8, 8, 2, 2, 0, true, false},     {2, 3, 7, 9, 3, 2, 1, true, false},
+    {2, 3, 8, 8, 2, 2, 0, true, false},
+    {2, 3, 7, 9, 3, 2, 1, true, false},
     {2, 3, 7, 9, 2, 2, 0, true, false}, /* 2x2 windows leave the last row and column out */
-    {1, 2, 6, 6, 3, 1, 1, true, false},     {2, 3, 8, 8, 2, 2, 0, false, false},
-    {2, 2, 7, 5, 3, 2, 1, false, false},    {2, 4, 5, 7, 0, 0, 0, false, true},
+    {1, 2, 6, 6, 3, 1, 1, true, false},
+    {2, 3, 8, 8, 2, 2, 0, false, false},
+    {2, 2, 7, 5, 3, 2, 1, false, false},
+    {2, 4, 5, 7, 0, 0, 0, false, true},
+    /* global pools: planes summed 16 side by side, the last group short */
+    {2, 3, 9, 7, 0, 0, 0, false, true},
+    {1, 5, 28, 28, 0, 0, 0, false, true},
+    {2, 20, 7, 7, 0, 0, 0, false, true},
     {40, 10, 24, 24, 2, 2, 0, true, false},
 };
 
