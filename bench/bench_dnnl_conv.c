@@ -26,7 +26,7 @@
 #include "core/alloc.h"
 #include "core/pool.h"
 #include "ops/conv.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 
 #include <stdio.h>

@@ -16,10 +16,10 @@
 #include "bench_util.h"
 #include "core/alloc.h"
 #include "core/pool.h"
-#include "ops/blas.h"
+#include "backend/cpu/blas.h"
 #include "ops/conv.h"
 #include "ops/op.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/conv.h"
 
 #include <stdlib.h>

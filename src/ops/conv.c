@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/alloc.h"
-#include "ops/blas.h"
+#include "backend/cpu/blas.h"
 #include "core/process.h"
 
 #include <string.h>

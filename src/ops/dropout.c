@@ -15,7 +15,7 @@
  */
 #include "ops/broadcast.h"
 #include "ops/random.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 
 #include "core/error.h"
 #include "core/rng.h"

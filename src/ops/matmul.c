@@ -21,13 +21,13 @@
  * out = x w^T + b, the bias written first and the GEMM accumulated onto it.
  *
  * Fast kernels: oneDNN's matmul primitive, planned at compile time where it
- * takes the product (ops/matmul_dnnl.c); else OpenBLAS sgemm,
+ * takes the product (backend/cpu/matmul_dnnl.c); else OpenBLAS sgemm,
  * single-threaded per call and split over the device's pool by us
- * (ops/blas.h), which is also what runs without a plan.
+ * (backend/cpu/blas.h), which is also what runs without a plan.
  */
 #include "ops/matmul.h"
-#include "ops/blas.h"
-#include "ops/matmul_dnnl.h"
+#include "backend/cpu/blas.h"
+#include "backend/cpu/matmul_dnnl.h"
 #include "ops/matmul_geom.h"
 #include "ops/op.h"
 

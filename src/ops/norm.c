@@ -25,7 +25,7 @@
  * has_beta, eps; RUNNING_STATS_UPDATE's momentum and count) are named in
  * ops/norm.h.
  */
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/norm.h"
 #include "ops/broadcast.h"
 
@@ -833,7 +833,7 @@ tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *ga
 }
 
 /* Batch norm over a 4-D x (mode TG_NORM_BATCH) has blocked kernels
- * (ops/norm_blocked.c), which read and write bf16-stored operands as they
+ * (backend/cpu/norm_blocked.c), which read and write bf16-stored operands as they
  * are; group and layer norm, and batch norm of other ranks, run NCHW. */
 static bool is_batch_norm_4d(const tg_tensor *node)
 {

@@ -68,7 +68,7 @@ typedef struct tg_kernel_args {
     const void *plan;
     /* In an inference program, the version of the weights as the host last
      * wrote them (runtime/session_io.c): a planned kernel may keep what it
-     * derives from constant weights (ops/weight_cache.h) while it stays the
+     * derives from constant weights (backend/cpu/weight_cache.h) while it stays the
      * same. 0 (training, tests, other callers): derive it afresh. */
     uint64_t weights_version;
     /* The op's 4-D operands (inputs and output) are in the blocked layout
@@ -139,7 +139,7 @@ typedef struct tg_kernel_plan {
      * to oneDNN, which converts them while it reorders anyway. */
     bool native_storage;
     /* Host memory the planned kernel keeps beside the arena for each
-     * replica (its weight cache, ops/weight_cache.h: the weights reordered
+     * replica (its weight cache, backend/cpu/weight_cache.h: the weights reordered
      * into oneDNN's layout, batch norm folded in): the memory report's
      * "weight cache" category (tg_program_kept_bytes). */
     size_t kept_bytes;
@@ -173,7 +173,7 @@ enum {
      * layout hook instead. */
     TG_OPF_BLOCKED = 1u << 1,
     /* An element-wise op with a kernel for every operand in bf16
-     * (ops/elementwise_bf16.c: tg_elementwise_bf16_run). */
+     * (backend/cpu/elementwise_bf16.c: tg_elementwise_bf16_run). */
     TG_OPF_BF16_NATIVE = 1u << 2,
 };
 
@@ -299,11 +299,11 @@ bool tg_op_update_is_elementwise(const tg_tensor *node);
 bool tg_op_update_reads_bf16(const tg_tensor *node);
 /* Whether node's kernel reads and writes its bf16-stored operands as they
  * are (tg_kernel_args.in_type, out_type), running blocked or not: the def's
- * reads_bf16 hook (batch norm's ops when blocked, ops/norm_blocked.c; the
+ * reads_bf16 hook (batch norm's ops when blocked, backend/cpu/norm_blocked.c; the
  * element-wise weight updates), else TG_OPF_BF16_NATIVE element-wise ops. */
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked);
 /* The element-wise ops with every operand in bf16 (TG_OPF_BF16_NATIVE,
- * ops/elementwise_bf16.c: ReLU, its gradient and add): whether node is
+ * backend/cpu/elementwise_bf16.c: ReLU, its gradient and add): whether node is
  * one, and its kernel, which runs and returns true when a->out_type is
  * bf16 (the compiler then gave it every operand in bf16). */
 bool tg_elementwise_bf16_supported(const tg_tensor *node);

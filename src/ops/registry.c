@@ -1,7 +1,7 @@
 /* ops/registry.c - the table of op definitions, indexed by tg_op, and the
  * questions every pass asks of it (tg_op_is_elementwise, tg_op_layout_of,
  * tg_op_reads_bf16): each is answered from the op's own tg_op_def. */
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "core/error.h"
 
 #define TG_OP_DECLARE(e, name, family) extern const tg_op_def tg_opdef_##e;

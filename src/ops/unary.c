@@ -18,7 +18,7 @@
  */
 #include "ops/broadcast.h"
 #include "ops/unary.h"
-#include "ops/vmath.h"
+#include "backend/cpu/vmath.h"
 
 #include "core/convert.h"
 #include "core/error.h"

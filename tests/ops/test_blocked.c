@@ -1,4 +1,4 @@
-/* tests/ops/test_blocked.c - the kernels' blocked-layout variants (ops/blocked.h,
+/* tests/ops/test_blocked.c - the kernels' blocked-layout variants (backend/cpu/blocked.h,
  * nChw16c) against the same kernels on NCHW: every op of a small training
  * graph (convolution, batch norm, ReLU, max and average pooling, a residual
  * add, and all their gradients) that can run blocked is run both ways on
@@ -10,7 +10,7 @@
  * TG_TEST_LABELS: threads isa */
 #include "tg_test.h"
 
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/conv.h"
 #include "runtime/interp.h"
 #include "tilegraph/graph.h"

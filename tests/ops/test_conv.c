@@ -11,7 +11,7 @@
 #include "tg_test.h"
 
 #include "ops/conv.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 #include "runtime/interp.h"
 
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 
 #include "ops/op.h"
 #include "ops/random.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 #include "runtime/interp.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * sums in double: the statistics (mean, variance) and the backward sums
  * (sum dy, sum dy (x - mean)) over N x H x W values a channel whose mean is
  * far from zero, in both layouts (NCHW, ops/norm.c; nChw16c,
- * ops/norm_blocked.c), must be within about one rounding of the result:
+ * backend/cpu/norm_blocked.c), must be within about one rounding of the result:
  * summing a whole H x W plane in float lanes was many ulps off here. The
  * blocked kernels reading bf16 operands give the same bits as reading
  * their values in f32. Layer norm's dgamma and dbeta, summed down many rows,
@@ -10,7 +10,7 @@
  * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/op.h"
 #include "tilegraph/dtype.h"
 

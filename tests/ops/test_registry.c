@@ -7,7 +7,7 @@
 #include "tg_test.h"
 
 #include "ops/binary.h"
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/op.h"
 #include "tilegraph/graph.h"
 

@@ -1,5 +1,5 @@
-/* ops/blas.c - OpenBLAS pinned to one thread, and GEMMs split over a pool. */
-#include "ops/blas.h"
+/* backend/cpu/blas.c - OpenBLAS pinned to one thread, and GEMMs split over a pool. */
+#include "backend/cpu/blas.h"
 
 #include <cblas.h>
 #include <pthread.h>

@@ -1,12 +1,12 @@
-/* ops/blas.h - single-threaded OpenBLAS under our own thread pool.
+/* backend/cpu/blas.h - single-threaded OpenBLAS under our own thread pool.
  *
  * The engine runs several devices, each a group of threads (a tg_pool), so
  * OpenBLAS must never start threads of its own: tg_blas_init() pins it to one
  * thread (once per process, thread-safe), and tg_sgemm_pool() splits one large
  * GEMM over a pool, each thread calling sgemm on its block of rows or columns.
  */
-#ifndef TG_OPS_BLAS_H
-#define TG_OPS_BLAS_H
+#ifndef TG_BACKEND_CPU_BLAS_H
+#define TG_BACKEND_CPU_BLAS_H
 
 #include "core/pool.h"
 
