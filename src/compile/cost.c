@@ -1,5 +1,6 @@
 /* compile/cost.c - op costs from FLOPs and bytes, with rates calibrated on
  * this machine and cached, or from the tile processor's cycle model. */
+#include "backend/backend.h"
 #include "compile/cost.h"
 
 #include "core/alloc.h"

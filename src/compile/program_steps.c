@@ -4,6 +4,7 @@
  * accumulators. Split from compile/program.c, whose compile() calls these
  * in order.
  */
+#include "backend/backend.h"
 #include "compile/program.h"
 #include "compile/program_internal.h"
 #include "compile/layout.h"

@@ -571,32 +571,32 @@ static const tg_op_planner tg_conv_planner;
 
 const tg_op_def tg_opdef_CONV2D = {.infer = infer_conv,
                                    .flops = flops_conv,
-                                   .scratch = scratch_conv,
-                                   .forward = fwd_conv,
                                    .reference = ref_conv,
                                    .backward = bwd_conv,
                                    .cost = TG_COST_CONV,
-                                   .planner = &tg_conv_planner,
-                                   .layout = conv_layout,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_CONV2D = {.scratch = scratch_conv,
+                                            .forward = fwd_conv,
+                                            .planner = &tg_conv_planner,
+                                            .layout = conv_layout};
 const tg_op_def tg_opdef_CONV2D_BWD_DATA = {.infer = infer_bwd_data,
                                             .flops = flops_conv,
-                                            .scratch = scratch_conv,
-                                            .forward = fwd_conv,
                                             .reference = ref_bwd_data,
                                             .backward = bwd_bwd_data,
                                             .cost = TG_COST_CONV,
-                                            .planner = &tg_conv_planner,
-                                            .layout = conv_layout,
                                             .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_CONV2D_BWD_DATA = {.scratch = scratch_conv,
+                                                     .forward = fwd_conv,
+                                                     .planner = &tg_conv_planner,
+                                                     .layout = conv_layout};
 const tg_op_def tg_opdef_CONV2D_BWD_WEIGHT = {.infer = infer_bwd_weight,
                                               .flops = flops_conv,
-                                              .scratch = scratch_conv,
-                                              .forward = fwd_conv,
                                               .reference = ref_bwd_weight,
                                               .backward = bwd_bwd_weight,
                                               .cost = TG_COST_CONV,
-                                              .planner = &tg_conv_planner,
-                                              .layout = conv_layout,
                                               .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_CONV2D_BWD_WEIGHT = {.scratch = scratch_conv,
+                                                       .forward = fwd_conv,
+                                                       .planner = &tg_conv_planner,
+                                                       .layout = conv_layout};
 static const tg_op_planner tg_conv_planner = {tg_conv_dnnl_plan, tg_conv_dnnl_free};

@@ -163,7 +163,7 @@ tg_tensor *tg_dropout(tg_graph *g, tg_tensor *x, float p)
 
 const tg_op_def tg_opdef_DROPOUT = {.infer = infer_dropout,
                                     .flops = flops,
-                                    .forward = fwd_dropout,
                                     .reference = ref_dropout,
                                     .backward = bwd_dropout,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_DROPOUT = {.forward = fwd_dropout};

@@ -254,12 +254,11 @@ extern const tg_op_planner tg_matmul_planner; /* matmul_dnnl.c */
 
 const tg_op_def tg_opdef_MATMUL = {.infer = infer_matmul,
                                    .flops = flops_matmul,
-                                   .forward = fwd_matmul,
                                    .reference = ref_matmul,
                                    .backward = bwd_matmul,
                                    .cost = TG_COST_GEMM,
-                                   .planner = &tg_matmul_planner,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_MATMUL = {.forward = fwd_matmul, .planner = &tg_matmul_planner};
 
 /* ---- LINEAR ------------------------------------------------------------------------- */
 
@@ -370,9 +369,8 @@ tg_tensor *tg_linear(tg_graph *g, tg_tensor *x, tg_tensor *w, tg_tensor *b)
 
 const tg_op_def tg_opdef_LINEAR = {.infer = infer_linear,
                                    .flops = flops_linear,
-                                   .forward = fwd_linear,
                                    .reference = ref_linear,
                                    .backward = bwd_linear,
                                    .cost = TG_COST_GEMM,
-                                   .planner = &tg_matmul_planner,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_LINEAR = {.forward = fwd_linear, .planner = &tg_matmul_planner};

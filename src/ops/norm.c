@@ -854,50 +854,36 @@ static bool norm_reads_bf16(const tg_tensor *node, bool blocked)
 
 const tg_op_def tg_opdef_NORM_STATS = {.infer = infer_norm,
                                        .flops = flops_norm,
-                                       .forward = fwd_norm,
                                        .reference = ref_norm,
                                        .backward = bwd_stats,
-                                       .layout = norm_layout,
-                                       .reads_bf16 = norm_reads_bf16,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_STATS_BWD = {.infer = infer_norm,
-                                           .flops = flops_norm,
-                                           .forward = fwd_norm,
-                                           .reference = ref_norm,
-                                           .layout = norm_layout,
-                                           .reads_bf16 = norm_reads_bf16,
-                                           .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_STATS = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_STATS_BWD = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_STATS_BWD = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
 const tg_op_def tg_opdef_NORM_APPLY = {.infer = infer_norm,
                                        .flops = flops_norm,
-                                       .forward = fwd_norm,
                                        .reference = ref_norm,
                                        .backward = bwd_apply,
-                                       .layout = norm_layout,
-                                       .reads_bf16 = norm_reads_bf16,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {.infer = infer_norm,
-                                             .flops = flops_norm,
-                                             .forward = fwd_norm,
-                                             .reference = ref_norm,
-                                             .layout = norm_layout,
-                                             .reads_bf16 = norm_reads_bf16,
-                                             .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {.infer = infer_norm,
-                                                 .flops = flops_norm,
-                                                 .forward = fwd_norm,
-                                                 .reference = ref_norm,
-                                                 .layout = norm_layout,
-                                                 .reads_bf16 = norm_reads_bf16,
-                                                 .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {.infer = infer_norm,
-                                                  .flops = flops_norm,
-                                                  .forward = fwd_norm,
-                                                  .reference = ref_norm,
-                                                  .layout = norm_layout,
-                                                  .reads_bf16 = norm_reads_bf16,
-                                                  .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY_BWD_X = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY_BWD_STATS = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY_BWD_AFFINE = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
 const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {.infer = infer_running,
                                                  .flops = flops_running,
-                                                 .forward = fwd_running,
                                                  .reference = ref_running,
                                                  .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_RUNNING_STATS_UPDATE = {.forward = fwd_running};

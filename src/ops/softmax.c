@@ -291,25 +291,25 @@ static tg_status bwd_log_softmax_bwd(tg_graph *g, tg_tensor *node, tg_tensor *do
 
 const tg_op_def tg_opdef_SOFTMAX = {.infer = infer_softmax,
                                     .flops = flops,
-                                    .forward = fwd_softmax,
                                     .reference = ref_softmax,
                                     .backward = bwd_softmax,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SOFTMAX = {.forward = fwd_softmax};
 const tg_op_def tg_opdef_LOG_SOFTMAX = {.infer = infer_softmax,
                                         .flops = flops,
-                                        .forward = fwd_softmax,
                                         .reference = ref_softmax,
                                         .backward = bwd_softmax,
                                         .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_LOG_SOFTMAX = {.forward = fwd_softmax};
 const tg_op_def tg_opdef_SOFTMAX_BWD = {.infer = infer_softmax,
                                         .flops = flops,
-                                        .forward = fwd_softmax,
                                         .reference = ref_softmax,
                                         .backward = bwd_softmax_bwd,
                                         .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SOFTMAX_BWD = {.forward = fwd_softmax};
 const tg_op_def tg_opdef_LOG_SOFTMAX_BWD = {.infer = infer_softmax,
                                             .flops = flops,
-                                            .forward = fwd_softmax,
                                             .reference = ref_softmax,
                                             .backward = bwd_log_softmax_bwd,
                                             .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_LOG_SOFTMAX_BWD = {.forward = fwd_softmax};

@@ -315,8 +315,6 @@ static void map_range(void *ctx, int64_t begin, int64_t end, int t)
 
 static void fwd_map(const tg_kernel_args *a)
 {
-    if (tg_elementwise_bf16_run(a))
-        return;
     const tg_tensor *node = a->node;
     map_job j = {.op = node->op, .x = a->in[0], .out = a->out};
     j.y = node->n_in > 1 ? a->in[1] : a->in[0];
@@ -761,11 +759,11 @@ static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
 #define UNARY_DEF(E, INFER, BWD, FLAGS)                                                            \
     const tg_op_def tg_opdef_##E = {.infer = INFER,                                                \
                                     .flops = flops,                                                \
-                                    .forward = fwd_map,                                            \
                                     .reference = ref_map,                                          \
                                     .backward = BWD,                                               \
                                     .flags = TG_OPF_ELEMENTWISE | (FLAGS),                         \
-                                    .memory = TG_OP_OWN_STORAGE}
+                                    .memory = TG_OP_OWN_STORAGE};                                  \
+    const tg_kernel_def tg_cpu_kernel_##E = {.forward = fwd_map}
 
 UNARY_DEF(RELU, infer_unary, bwd_relu, TG_OPF_BF16_NATIVE);
 UNARY_DEF(RELU_BWD, infer_bwd, bwd_relu_bwd, TG_OPF_BF16_NATIVE);

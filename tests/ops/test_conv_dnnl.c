@@ -7,6 +7,7 @@
  * session with oneDNN gives the same losses as with the own kernels.
  * bf16 arithmetic within bf16 tolerance. Nothing here needs AVX-512: oneDNN picks what the CPU has.
  * TG_TEST_LABELS: threads isa */
+#include "backend/backend.h"
 #include "conv_case.h"
 #include "tg_test.h"
 

@@ -4,6 +4,7 @@
  * NaN for a NaN, whose payload C leaves open): special values (NaN, infinities, signed zeros,
  * subnormals, rounding ties) and lengths around the 16-wide vectors, on 1 and 2 threads.
  * TG_TEST_LABELS: isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "core/pool.h"

@@ -7,6 +7,7 @@
  * planned too. bf16 compute within bf16 tolerance; the kernel names; no
  * plan when the own kernels are forced.
  * TG_TEST_LABELS: threads isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "matmul_case.h"

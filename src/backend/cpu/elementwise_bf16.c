@@ -11,7 +11,7 @@
 #include "core/bf16.h"
 #include "core/clones.h"
 #include "ops/broadcast.h"
-#include "ops/op.h"
+#include "backend/backend.h"
 
 #include <string.h>
 
