@@ -25,7 +25,6 @@
  * has_beta, eps; RUNNING_STATS_UPDATE's momentum and count) are named in
  * ops/norm.h.
  */
-#include "backend/cpu/blocked.h"
 #include "ops/norm.h"
 #include "ops/broadcast.h"
 
@@ -599,12 +598,10 @@ static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* Plain NCHW; the cpu backend runs blocked operands with
+ * backend/cpu/norm_blocked.c before it calls this. */
 static void fwd_norm(const tg_kernel_args *a)
 {
-    if (a->blocked) {
-        tg_norm_blocked_run(a);
-        return;
-    }
     norm_job j = {
         .node = a->node, .v = view_of(a->node), .out = a->out, .eps = tg_norm_eps(a->node)};
     for (int k = 0; k < a->node->n_in && k < 4; k++)

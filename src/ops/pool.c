@@ -16,7 +16,6 @@
  * channel) planes.
  */
 #include "core/clones.h"
-#include "backend/cpu/blocked.h"
 #include "ops/pool.h"
 
 #include "core/error.h"
@@ -470,7 +469,7 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
-/* ---- the blocked layout (backend/cpu/blocked.h) ---------------------------------------------- */
+/* ---- the blocked layout (ops/pool.h) ---------------------------------------------- */
 
 /* On nChw16c a "plane" is a block of 16 channels of one sample: each pixel
  * one vector of 16 lanes, so a window's taps are vector maxima or sums. The

@@ -5,10 +5,14 @@
  * give an op a fast kernel: define its tg_cpu_kernel_<ENUM> and add its
  * line below (docs/architecture.md, "Adding a fast kernel to a backend"). */
 #include "backend/backend.h"
+#include "backend/cpu/blocked.h"
+
+#include <pthread.h>
 
 #define TG_CPU_KERNELS(X)                                                                          \
     X(ACTIVATION)                                                                                  \
     X(ACTIVATION_BWD)                                                                              \
+    X(ADD)                                                                                         \
     X(SUB)                                                                                         \
     X(MUL)                                                                                         \
     X(DIV)                                                                                         \
@@ -65,6 +69,8 @@
     X(LOG_SOFTMAX)                                                                                 \
     X(SOFTMAX_BWD)                                                                                 \
     X(LOG_SOFTMAX_BWD)                                                                             \
+    X(RELU)                                                                                        \
+    X(RELU_BWD)                                                                                    \
     X(GELU)                                                                                        \
     X(GELU_BWD)                                                                                    \
     X(SIGMOID)                                                                                     \
@@ -97,32 +103,65 @@
 TG_CPU_KERNELS(TG_CPU_KERNEL_DECLARE)
 #undef TG_CPU_KERNEL_DECLARE
 
-/* ReLU, its gradient and add (TG_OPF_BF16_NATIVE) with every operand in
- * bf16 run backend/cpu/elementwise_bf16.c's loops; otherwise their
- * family's f32 kernel. */
+/* The engines that take some runs of a family's ops before its own kernel:
+ * ReLU, its gradient and add (TG_OPF_BF16_NATIVE) with every operand in
+ * bf16 run backend/cpu/elementwise_bf16.c's loops, batch norm's ops on
+ * blocked operands backend/cpu/norm_blocked.c's; every other run is the
+ * family's kernel. Their entries are the family's with this forward. */
 #define TG_CPU_BF16_NATIVE(X) X(ADD) X(RELU) X(RELU_BWD)
-#define TG_CPU_BF16_KERNEL(e)                                                                      \
-    extern const tg_kernel_def tg_cpu_kernel_##e;                                                  \
+#define TG_CPU_NORM_BLOCKED(X)                                                                     \
+    X(NORM_STATS)                                                                                  \
+    X(NORM_STATS_BWD)                                                                              \
+    X(NORM_APPLY)                                                                                  \
+    X(NORM_APPLY_BWD_X)                                                                            \
+    X(NORM_APPLY_BWD_STATS)                                                                        \
+    X(NORM_APPLY_BWD_AFFINE)
+#define TG_CPU_BF16_FORWARD(e)                                                                     \
     static void fwd_bf16_##e(const tg_kernel_args *a)                                              \
     {                                                                                              \
         if (!tg_elementwise_bf16_run(a))                                                           \
             tg_cpu_kernel_##e.forward(a);                                                          \
-    }                                                                                              \
-    static const tg_kernel_def cpu_bf16_##e = {.forward = fwd_bf16_##e};
-TG_CPU_BF16_NATIVE(TG_CPU_BF16_KERNEL)
-#undef TG_CPU_BF16_KERNEL
+    }
+TG_CPU_BF16_NATIVE(TG_CPU_BF16_FORWARD)
+#undef TG_CPU_BF16_FORWARD
+#define TG_CPU_BLOCKED_FORWARD(e)                                                                  \
+    static void fwd_blocked_##e(const tg_kernel_args *a)                                           \
+    {                                                                                              \
+        if (a->blocked)                                                                            \
+            tg_norm_blocked_run(a);                                                                \
+        else                                                                                       \
+            tg_cpu_kernel_##e.forward(a);                                                          \
+    }
+TG_CPU_NORM_BLOCKED(TG_CPU_BLOCKED_FORWARD)
+#undef TG_CPU_BLOCKED_FORWARD
 
-static const tg_kernel_def *const cpu_table[TG_OP_COUNT] = {
-#define TG_CPU_KERNEL_ENTRY(e) [TG_OP_##e] = &tg_cpu_kernel_##e,
+static const tg_kernel_def *cpu_table[TG_OP_COUNT];
+static tg_kernel_def cpu_wrapped[TG_OP_COUNT];
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+
+static void wrap(tg_op op, void (*forward)(const tg_kernel_args *a))
+{
+    cpu_wrapped[op] = *cpu_table[op];
+    cpu_wrapped[op].forward = forward;
+    cpu_table[op] = &cpu_wrapped[op];
+}
+
+static void cpu_table_fill(void)
+{
+#define TG_CPU_KERNEL_ENTRY(e) cpu_table[TG_OP_##e] = &tg_cpu_kernel_##e;
     TG_CPU_KERNELS(TG_CPU_KERNEL_ENTRY)
 #undef TG_CPU_KERNEL_ENTRY
-#define TG_CPU_BF16_ENTRY(e) [TG_OP_##e] = &cpu_bf16_##e,
-        TG_CPU_BF16_NATIVE(TG_CPU_BF16_ENTRY)
-#undef TG_CPU_BF16_ENTRY
-};
+#define TG_CPU_BF16_WRAP(e) wrap(TG_OP_##e, fwd_bf16_##e);
+    TG_CPU_BF16_NATIVE(TG_CPU_BF16_WRAP)
+#undef TG_CPU_BF16_WRAP
+#define TG_CPU_BLOCKED_WRAP(e) wrap(TG_OP_##e, fwd_blocked_##e);
+    TG_CPU_NORM_BLOCKED(TG_CPU_BLOCKED_WRAP)
+#undef TG_CPU_BLOCKED_WRAP
+}
 
 static const tg_kernel_def *cpu_kernel(tg_op op)
 {
+    pthread_once(&cpu_once, cpu_table_fill);
     return (unsigned)op < TG_OP_COUNT ? cpu_table[op] : NULL;
 }
 
