@@ -4,10 +4,12 @@
 # build trees of a few tiny objects compiled here, each tree one call.
 # Must fail, naming the caller and the symbol: core calling trace, target
 # calling compile (target sits below compile), graph calling an ops function
-# that no interface header declares, a tools object calling a function the
+# that no interface header declares, ops calling the cpu backend's engine
+# (backend sits above ops), a tools object calling a function the
 # scratch libtilegraph.so does not export. Must pass: trace calling core,
 # graph calling a function graph/op_rules.h declares and ops defines (the
-# interface), core/options.c calling tg_target_count (in KNOWN), tools
+# interface), the backend calling an ops function, core/options.c calling
+# tg_target_count (in KNOWN), tools
 # calling an exported function.
 # usage: check_layer_symbols_test.sh SOURCE_DIR
 set -u
@@ -72,6 +74,8 @@ done <<CASES
 fail src/core/alloc.c src/trace/trace.c tg_trace_fn
 fail src/target/tilesim.c src/compile/pipeline.c tg_pipe_fn
 fail src/graph/autodiff.c src/ops/binary.c tg_add
+fail src/ops/conv.c src/backend/cpu/conv_dnnl.c tg_conv_dnnl_run
+pass src/backend/cpu/conv_kernels.c src/ops/conv.c tg_conv_geom_of
 pass src/trace/trace.c src/core/alloc2.c tg_alloc_fn
 pass src/graph/graph.c src/ops/registry.c tg_op_name
 pass src/core/options.c src/target/targets.c tg_target_count
@@ -89,4 +93,4 @@ if sh "$script" "$tmp/build" "$tmp/src" >/dev/null 2>&1; then
     fails=$((fails + 1))
 fi
 [ "$fails" -eq 0 ] || exit 1
-echo "check_layer_symbols_test: 9 cases as expected"
+echo "check_layer_symbols_test: 11 cases as expected"
