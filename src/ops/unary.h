@@ -34,4 +34,12 @@ bool tg_is_hard_sigmoid(const tg_tensor *node);
  * to >= 0 by the shape rule). */
 TG_PARAM_I(softmax, axis, 0)
 
+/* A softmax node seen as [outer, len, inner] around its axis: a lane is one
+ * (outer, inner) pair, len elements `inner` apart (ops/softmax.c; the cpu
+ * backend's kernels, backend/cpu/softmax_kernels.c, run lane by lane). */
+typedef struct tg_softmax_lanes {
+    int64_t outer, len, inner;
+} tg_softmax_lanes;
+tg_softmax_lanes tg_softmax_lanes_of(const tg_tensor *node);
+
 #endif
