@@ -55,8 +55,13 @@ void tg_op_forward(const tg_kernel_args *a);
 size_t tg_op_scratch(const tg_tensor *node, int n_threads);
 /* Whether op has a kernel to run (the backend's or its reference). */
 bool tg_op_has_kernel(tg_op op);
-/* node's plan hooks, or NULL when its kernel has none. */
+/* op's plan hooks, or NULL when its kernel has none (to free a state
+ * they made). */
 const tg_op_planner *tg_op_planner_get(tg_op op);
+/* The plan hooks to plan node with: its kernel's, or NULL when it has none
+ * or runs by reference (supports_op said no: a plan's scratch would not
+ * be the reference's). */
+const tg_op_planner *tg_node_planner(const tg_tensor *node);
 /* How node's kernels take their 4-D operands with n_threads threads in an
  * inference program or not (the kernel's layout hook, else the op's
  * flags; plain NCHW for an op run by reference). */

@@ -37,6 +37,12 @@ const tg_op_planner *tg_op_planner_get(tg_op op)
     return k ? k->planner : NULL;
 }
 
+const tg_op_planner *tg_node_planner(const tg_tensor *node)
+{
+    const tg_kernel_def *k = host_kernel(node);
+    return k && k->forward ? k->planner : NULL;
+}
+
 tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inference)
 {
     const tg_op_def *def = tg_op_get(node->op);

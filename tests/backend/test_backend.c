@@ -97,8 +97,10 @@ static void test_supports_op_falls_back_to_reference(void)
     for (int i = 0; i < 108; i++)
         wf[i] = (float)((i * 5) % 13) / 13.0f - 0.5f;
     run(y, xf, wf, fast); /* the cpu backend's kernel */
+    TG_CHECK(tg_node_planner(y) == tg_backend_cpu.kernel(TG_OP_CONV2D)->planner);
     tg_backend_use_host(&refuse_conv);
     TG_CHECK(tg_op_layout_of(y, 1, true) == TG_LAYOUT_PLAIN);
+    TG_CHECK(tg_node_planner(y) == NULL); /* no plan for a node run by reference */
     TG_CHECK(tg_op_layout_of(r, 1, true) == TG_LAYOUT_OWN);
     TG_CHECK(!tg_op_reads_bf16(y, false));
     TG_CHECK(tg_op_scratch(y, 1) >= (75 + 108 + 100) * sizeof(double));
