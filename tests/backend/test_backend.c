@@ -28,7 +28,20 @@ static tg_op_layout own_layout(const tg_tensor *node, int n_threads, bool infere
     return TG_LAYOUT_OWN;
 }
 
-static const tg_kernel_def fill_kernel = {.forward = fill_42, .layout = own_layout};
+static tg_status fill_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_kernel_plan *plan)
+{
+    (void)node, (void)opts, (void)plan;
+    return TG_OK;
+}
+
+static void fill_plan_free(void *state)
+{
+    (void)state;
+}
+
+static const tg_op_planner fill_planner = {fill_plan, fill_plan_free};
+static const tg_kernel_def fill_kernel = {
+    .forward = fill_42, .layout = own_layout, .planner = &fill_planner};
 
 static const tg_kernel_def *fill_any(tg_op op)
 {
@@ -101,6 +114,7 @@ static void test_supports_op_falls_back_to_reference(void)
     tg_backend_use_host(&refuse_conv);
     TG_CHECK(tg_op_layout_of(y, 1, true) == TG_LAYOUT_PLAIN);
     TG_CHECK(tg_node_planner(y) == NULL); /* no plan for a node run by reference */
+    TG_CHECK(tg_node_planner(r) == &fill_planner);
     TG_CHECK(tg_op_layout_of(r, 1, true) == TG_LAYOUT_OWN);
     TG_CHECK(!tg_op_reads_bf16(y, false));
     TG_CHECK(tg_op_scratch(y, 1) >= (75 + 108 + 100) * sizeof(double));
