@@ -34,12 +34,7 @@ INTERFACES="graph/op_rules.h"
 # core/options.c checks an option's target name against the registry when it
 # is set (tg_target_count/tg_target_name): needs the registry passed down or
 # the check moved to where the config meets the targets.
-# ops/unary.c still holds its fast kernel, which uses the cpu backend's
-# vector GELU (backend/cpu/vmath.c): it moves to backend/cpu/ as the
-# convolution's, the product's, softmax's and dropout's did (issue 43 item 2).
-KNOWN="src/core/options.c:tg_target_count src/core/options.c:tg_target_name
-src/ops/unary.c:tg_vgelu src/ops/unary.c:tg_vgelu_bwd src/ops/unary.c:tg_vgelu_tanh
-src/ops/unary.c:tg_vgelu_tanh_bwd"
+KNOWN="src/core/options.c:tg_target_count src/core/options.c:tg_target_name"
 # The analyser and report API the command calls without TG_API (issue 43
 # item 3: the command to link libtilegraph.so through include/tilegraph/ only).
 KNOWN_TOOLS="tg_an_build tg_an_check_comparable tg_an_close tg_an_compare tg_an_filter_defaults

@@ -43,7 +43,7 @@ KNOWN = {
     ("src/ops/activation.c", "f"): "the other functions run one element at a time below",
     ("src/backend/cpu/dnnl_util.c", "tg_dnnl_isa()"): "oneDNN without JIT",
     ("src/backend/cpu/simd.c", "level"): "the base ISA level",
-    ("src/ops/unary.c", "j->op"): "map_math's own op switch aborts",
+    ("src/backend/cpu/unary_kernels.c", "j->op"): "map_math's own op switch aborts",
     ("src/ops/unary.c", "node->op"): "ref_math's own op switch aborts",
     ("src/profile/profile.c", "types[i]"): "NULL columns",
     ("src/report/table.c", "k"): "plain numbers",

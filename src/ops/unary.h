@@ -42,4 +42,11 @@ typedef struct tg_softmax_lanes {
 } tg_softmax_lanes;
 tg_softmax_lanes tg_softmax_lanes_of(const tg_tensor *node);
 
+/* What the family's reference and the cpu backend's kernel
+ * (backend/cpu/unary_kernels.c) share: GELU's second derivative in its
+ * tanh form, and x rounded to the nearest value of a half type (as a cast
+ * there and back). */
+double tg_gelu_tanh_d2(double x);
+void tg_round_half(const float *x, float *o, int64_t n, tg_dtype to);
+
 #endif
