@@ -22,11 +22,12 @@
  * Usage: bench_dnnl_conv [seconds per case, default 0.2] [threads, default 1]
  *                        [net: resnet18 | resnet50 | tutorial | all, default all]
  */
+#include "backend/backend.h"
 #include "bench_util.h"
 #include "core/alloc.h"
 #include "core/pool.h"
 #include "ops/conv.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 
 #include <stdio.h>
@@ -65,6 +66,7 @@ static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, tg_dty
                           bool blocked, char *kernel, size_t cap)
 {
     const tg_op_def *def = tg_op_get(t->op);
+    const tg_kernel_def *kd = tg_backend_cpu.kernel(t->op);
     const tg_op_planner *pl = tg_op_planner_get(t->op);
     int threads = tg_pool_threads(pool);
     tg_dnnl_force_mode(mode, true);
@@ -82,15 +84,15 @@ static double node_gflops(tg_tensor *t, tg_pool *pool, tg_dnnl_mode mode, tg_dty
     for (int k = 0; k < t->n_in; k++)
         a.in[k] = rand_buf(tg_numel(t->in[k]));
     a.out = rand_buf(tg_numel(t));
-    a.scratch_bytes = plan.state ? plan.scratch : def->scratch(t, threads);
+    a.scratch_bytes = plan.state ? plan.scratch : kd->scratch(t, threads);
     a.scratch = tg_malloc_aligned(a.scratch_bytes ? a.scratch_bytes : 1);
-    def->forward(&a);
+    kd->forward(&a);
     int reps = 1;
     double best = 1e30;
     for (int round = 0; round < 4; round++) {
         double t0 = bench_now();
         for (int r = 0; r < reps; r++)
-            def->forward(&a);
+            kd->forward(&a);
         double s = (bench_now() - t0) / reps;
         if (round == 0 && s * reps < min_seconds / 4 && reps < (1 << 16)) {
             reps *= 2;

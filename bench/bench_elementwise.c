@@ -5,6 +5,7 @@
  * storage conversions (f32 <-> f16 with F16C, f32 <-> bf16) against memcpy of
  * the same bytes. Prints one JSON line: GB/s moved per kernel and thread
  * count, and the 2-thread speed-up. */
+#include "backend/backend.h"
 #include "bench_util.h"
 #include "core/pool.h"
 #include "graph/node.h"
@@ -26,7 +27,7 @@ static double time_node(const tg_tensor *t, void *const *in, float *out, tg_pool
     tg_kernel_args a = {.node = t, .out = out, .pool = pool};
     for (int k = 0; k < t->n_in; k++)
         a.in[k] = in[k];
-    const tg_op_def *def = tg_op_get(t->op);
+    const tg_kernel_def *def = tg_backend_cpu.kernel(t->op);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = bench_now();

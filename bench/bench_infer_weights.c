@@ -1,5 +1,5 @@
 /* bench/bench_infer_weights.c - what the inference planner saves: the
- * convolutions' weights kept in oneDNN's layout (ops/weight_cache.h),
+ * convolutions' weights kept in oneDNN's layout (backend/cpu/weight_cache.h),
  * reordered once per host write instead of at every run, and the batch norm
  * and ReLU after a convolution computed by it (compile/fuse.c).
  *

@@ -13,13 +13,14 @@
  *
  * Usage: bench_kernels [seconds per case, default 0.3] [threads: 1 or 2, default both]
  */
+#include "backend/backend.h"
 #include "bench_util.h"
 #include "core/alloc.h"
 #include "core/pool.h"
-#include "ops/blas.h"
+#include "backend/cpu/blas.h"
 #include "ops/conv.h"
 #include "ops/op.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,13 +107,14 @@ static double sgemm_gflops(tg_pool *pool, bool ta, bool tb, int M, int N, int K)
 
 typedef struct node_ctx {
     const tg_op_def *def;
+    const tg_kernel_def *kd;
     tg_kernel_args a;
 } node_ctx;
 
 static void run_node(void *ctx)
 {
     node_ctx *n = ctx;
-    n->def->forward(&n->a);
+    n->kd->forward(&n->a);
 }
 
 static double node_gflops(tg_tensor *t, tg_pool *pool)
@@ -120,12 +122,13 @@ static double node_gflops(tg_tensor *t, tg_pool *pool)
     node_ctx n;
     memset(&n, 0, sizeof n);
     n.def = tg_op_get(t->op);
+    n.kd = tg_backend_cpu.kernel(t->op);
     n.a.node = t;
     n.a.pool = pool;
     for (int k = 0; k < t->n_in; k++)
         n.a.in[k] = rand_buf(tg_numel(t->in[k]));
     n.a.out = rand_buf(tg_numel(t));
-    n.a.scratch_bytes = n.def->scratch ? n.def->scratch(t, tg_pool_threads(pool)) : 0;
+    n.a.scratch_bytes = n.kd->scratch ? n.kd->scratch(t, tg_pool_threads(pool)) : 0;
     n.a.scratch = tg_malloc_aligned(n.a.scratch_bytes ? n.a.scratch_bytes : 1);
     double s = time_it(run_node, &n);
     for (int k = 0; k < t->n_in; k++)

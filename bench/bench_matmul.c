@@ -1,5 +1,5 @@
 /* bench/bench_matmul.c - GFLOP/s of the products a BERT-base layer's
- * training step makes, on one thread: OpenBLAS sgemm (ops/blas.h) against
+ * training step makes, on one thread: OpenBLAS sgemm (backend/cpu/blas.h) against
  * oneDNN's matmul primitive in f32 and with bf16 operands (f32 result),
  * measured in the same run. This is the ceiling of bench_bert: the encoder
  * spends most of its step in these products, so its ratio to PyTorch (whose
@@ -17,9 +17,9 @@
  * Usage: bench_matmul [seconds per case, default 0.5]
  */
 #include "bench_util.h"
-#include "ops/blas.h"
-#include "ops/dnnl_util.h"
-#include "ops/simd.h"
+#include "backend/cpu/blas.h"
+#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/simd.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,7 +23,7 @@
  */
 #include "compile/program.h"
 #include "core/error.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"
 

@@ -1,7 +1,9 @@
 #!/bin/sh
 # scripts/check_layers.sh - includes point one way (docs/architecture.md):
-#   core -> trace -> graph -> ops, data -> onnx -> compile, target -> profile -> runtime -> report
-#   -> analyse -> tools
+#   core -> trace -> graph -> ops, data -> backend -> onnx -> compile, target -> profile -> runtime
+#   -> report -> analyse -> tools
+# (ops is what an op is: shape, gradient, FLOPs, reference kernel, builder;
+# backend holds the kernels that run them on a machine, src/backend/cpu/)
 # (trace is host tracing: it needs only core, and every layer above may record;
 # report shows a compiled program and holds the tables every view is made of,
 # analyse reads profiles into those tables)
@@ -16,9 +18,9 @@ cd "${1:-$(dirname "$0")/..}" || exit 2
 KNOWN=""   # none left; add "file:layer" here only with the issue that removes it
 rank() {
     case $1 in
-    core) echo 1 ;; trace) echo 2 ;; graph) echo 3 ;; ops | data) echo 4 ;; onnx) echo 5 ;;
-    compile | target) echo 6 ;; profile) echo 7 ;; runtime) echo 8 ;; report) echo 9 ;;
-    analyse) echo 10 ;; *) echo 0 ;;
+    core) echo 1 ;; trace) echo 2 ;; graph) echo 3 ;; ops | data) echo 4 ;; backend) echo 5 ;;
+    onnx) echo 6 ;; compile | target) echo 7 ;; profile) echo 8 ;; runtime) echo 9 ;;
+    report) echo 10 ;; analyse) echo 11 ;; *) echo 0 ;;
     esac
 }
 bad=0 edges=0

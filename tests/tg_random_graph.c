@@ -1,5 +1,6 @@
 /* tests/tg_random_graph.c - random graphs for differential tests
  * (tg_random_graph.h). */
+#include "backend/backend.h"
 #include "tg_random_graph.h"
 
 #include <math.h>

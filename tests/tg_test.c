@@ -1,4 +1,5 @@
 /* tests/tg_test.c - test harness, gradient check and kernel check. */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "core/alloc.h"

@@ -137,12 +137,12 @@ static int joins_job(const char *name)
 
 /* oneDNN's OpenMP threads must sleep when idle, or after every convolution
  * they spin against the devices' own threads for the cores (measured in
- * src/ops/dnnl_util.h). libgomp reads OMP_WAIT_POLICY only when it loads,
+ * src/backend/cpu/dnnl_util.h). libgomp reads OMP_WAIT_POLICY only when it loads,
  * before main, so the command sets it and starts itself again; a policy
  * the user chose is kept. Should the exec fail, the variable is removed
  * again and the command runs on (with more than one thread per device the
  * compiler then keeps the own convolution kernels where the batch does not
- * split evenly over the threads; ops/conv_dnnl.c). */
+ * split evenly over the threads; backend/cpu/conv_dnnl.c). */
 static void ensure_passive_openmp(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)

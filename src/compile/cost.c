@@ -1,5 +1,6 @@
 /* compile/cost.c - op costs from FLOPs and bytes, with rates calibrated on
  * this machine and cached, or from the tile processor's cycle model. */
+#include "backend/backend.h"
 #include "compile/cost.h"
 
 #include "core/alloc.h"
@@ -174,7 +175,7 @@ double tg_cost_time_kernel(const tg_tensor *t, tg_pool *pool, double budget,
     if (!def || !tg_op_has_kernel(t->op) || t->n_in == 0)
         return -1;
     int threads = tg_pool_threads(pool);
-    const tg_op_planner *planner = tg_op_planner_get(t->op);
+    const tg_op_planner *planner = tg_node_planner(t);
     tg_kernel_plan kp = {0};
     tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
     tg_status planned = planner ? planner->plan(t, &po, &kp) : TG_OK;

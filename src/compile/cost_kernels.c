@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "graph/op_rules.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * coefficients (running statistics, gamma, beta), so conv + BN is one
  * convolution with each output channel's weights scaled by
  * gamma / sqrt(var + eps) and bias (b - mean) * scale + beta. The kernel
- * folds them when the host has written the weights (ops/weight_cache.h,
+ * folds them when the host has written the weights (backend/cpu/weight_cache.h,
  * with the reorder it does anyway), never at a run, and never into the
  * user's weights: checkpoints and reads see them as written. A ReLU after
  * the norm is the primitive's eltwise post-op. The fused nodes get no step
@@ -82,7 +82,7 @@ static bool follows(const tg_program *p, const int *readers, const tg_tensor *t,
            tg_shape_equal(t->shape, next->shape) && stored_alike(p, t, next);
 }
 
-/* Whether a batch norm may be folded: the fold (ops/conv_dnnl_run.c's
+/* Whether a batch norm may be folded: the fold (backend/cpu/conv_dnnl_run.c's
  * fold_into) reads and writes f32 weights, so not in a bf16 model. */
 static bool folds_norms(const tg_program *p)
 {

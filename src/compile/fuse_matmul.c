@@ -31,7 +31,7 @@
 #include "compile/layout.h"
 #include "compile/program.h"
 
-#include "ops/matmul_dnnl.h"
+#include "backend/cpu/matmul_dnnl.h"
 #include "ops/op.h"
 
 /* next's input that is not t, when next reads t once of two inputs. */

@@ -1,11 +1,12 @@
 /* compile/layout.c - the blocked-layout pass (compile/layout.h): groups of
  * tensors that must share a layout, found with a union-find over the
  * operands of the ops that tie them. */
+#include "backend/backend.h"
 #include "compile/layout.h"
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/conv.h"
 
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * memory plan per device. The driver (compile) and the options it reads;
  * the steps, buffers and transfers are compile/program_steps.c, the
  * staging plans compile/program_staging.c. */
+#include "backend/backend.h"
 #include "compile/program.h"
 #include "compile/program_internal.h"
 #include "compile/phases_auto.h"

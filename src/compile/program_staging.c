@@ -3,6 +3,7 @@
  * through an f32 copy (whole or in chunks). Split from compile/program.c,
  * whose compile() plans it after the memory locations.
  */
+#include "backend/backend.h"
 #include "compile/program.h"
 #include "compile/program_internal.h"
 #include "compile/layout.h"

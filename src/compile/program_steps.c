@@ -4,6 +4,7 @@
  * accumulators. Split from compile/program.c, whose compile() calls these
  * in order.
  */
+#include "backend/backend.h"
 #include "compile/program.h"
 #include "compile/program_internal.h"
 #include "compile/layout.h"
@@ -89,7 +90,7 @@ int tg_program_buffer_on(const tg_program *p, int id, int device)
 static tg_status plan_node(tg_program *p, const tg_tensor *t)
 {
     tg_kernel_plan *kp = &p->plans[t->id];
-    const tg_op_planner *def = tg_op_planner_get(t->op);
+    const tg_op_planner *def = tg_node_planner(t);
     if (!def || !p->plan_kernels || kp->state || kp->kernel[0])
         return TG_OK;
     bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;

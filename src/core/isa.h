@@ -4,8 +4,8 @@
  * TILEGRAPH_ISA=avx2 / avx512 / avx512_bf16 holds every kernel choice to at
  * most that set (never above what the CPU has), so one AVX-512 machine tests
  * the AVX2 paths and the paths without AVX-512 BF16 too: the own kernels'
- * dispatch (ops/simd.c, core/bf16.h tg_bf16_hw) and oneDNN's JIT
- * (ops/dnnl_util.c, dnnl_set_max_cpu_isa) both read tg_isa_get. Plans
+ * dispatch (backend/cpu/simd.c, core/bf16.h tg_bf16_hw) and oneDNN's JIT
+ * (backend/cpu/dnnl_util.c, dnnl_set_max_cpu_isa) both read tg_isa_get. Plans
  * differ by set (kernel scratch, blocked layouts), numbers must not beyond
  * the rounding the kernels document. The loops compiled once per set by an
  * ifunc (core/clones.h) are picked at load time, before any environment is

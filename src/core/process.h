@@ -5,15 +5,15 @@
  * and its runs; nothing here belongs to one session. What stays process-wide:
  *
  *  - Kernel-choice overrides, held here (process.c): the forced convolution
- *    method (ops/conv.h), the SIMD cap (ops/simd.h) and the forced oneDNN
- *    mode (ops/dnnl_util.h), whole-tensor staging of element-wise
+ *    method (ops/conv.h), the SIMD cap (backend/cpu/simd.h) and the forced oneDNN
+ *    mode (backend/cpu/dnnl_util.h), whole-tensor staging of element-wise
  *    half-precision steps (compile/program.h), and whether inference
- *    programs keep their reordered weights (ops/weight_cache.h). They exist so tests and benchmarks
- * can run every kernel variant on one machine; kernels read them where no session is at hand
- * (reference checks, benchmarks call kernels directly). Atomics, so setting one while another
+ *    programs keep their reordered weights (backend/cpu/weight_cache.h). They exist so tests and
+ * benchmarks can run every kernel variant on one machine; kernels read them where no session is at
+ * hand (reference checks, benchmarks call kernels directly). Atomics, so setting one while another
  * thread plans or runs a kernel is no data race.
- *  - CPU features: the SIMD level detected once (ops/simd.c) and the oneDNN
- *    engine made once (ops/dnnl_util.c), since the CPU is the process's.
+ *  - CPU features: the SIMD level detected once (backend/cpu/simd.c) and the oneDNN
+ *    engine made once (backend/cpu/dnnl_util.c), since the CPU is the process's.
  *  - MPI membership (runtime/dist.c): MPI_Init_thread is once per process, so
  *    rank, size and the instances on this host are the process's.
  *  - Host tracing (trace/trace.c, trace_aggregate.c, trace_config.c,
@@ -31,7 +31,7 @@
  *    the process's environment is said once, not once per session).
  *  - The weights versions (process.c): every host write of a session's
  *    weights takes the next number, so that a kernel's cache of reordered
- *    weights (ops/weight_cache.h), keyed by the weights' address, never
+ *    weights (backend/cpu/weight_cache.h), keyed by the weights' address, never
  *    mistakes another session's weights at a reused address for its own.
  *  - The last error message (core/error.c) is per thread, not shared.
  */
@@ -60,7 +60,7 @@ int tg_process_whole_staging(void);
 void tg_process_set_whole_staging(int whole);
 
 /* Whether programs compiled from now on keep an inference convolution's
- * weights in oneDNN's layout between runs (ops/weight_cache.h); on unless
+ * weights in oneDNN's layout between runs (backend/cpu/weight_cache.h); on unless
  * a benchmark turns it off to measure what it saves. */
 int tg_process_keep_weights(void);
 void tg_process_set_keep_weights(int keep);

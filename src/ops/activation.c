@@ -694,15 +694,15 @@ tg_tensor *tg_shrink(tg_graph *g, tg_tensor *x, float lambd, float bias)
 
 const tg_op_def tg_opdef_ACTIVATION = {.infer = infer_act,
                                        .flops = flops_act,
-                                       .forward = fwd_act,
                                        .reference = ref_act,
                                        .backward = bwd_act,
                                        .flags = TG_OPF_ELEMENTWISE,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_ACTIVATION = {.forward = fwd_act};
 const tg_op_def tg_opdef_ACTIVATION_BWD = {.infer = infer_act_bwd,
                                            .flops = flops_act,
-                                           .forward = fwd_act,
                                            .reference = ref_act,
                                            .backward = bwd_act_bwd,
                                            .flags = TG_OPF_ELEMENTWISE,
                                            .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_ACTIVATION_BWD = {.forward = fwd_act};

@@ -234,8 +234,6 @@ static void arith_forward(const tg_kernel_args *a, arith op)
 
 static void fwd_add(const tg_kernel_args *a)
 {
-    if (tg_elementwise_bf16_run(a))
-        return;
     arith_forward(a, OP_ADD);
 }
 static void fwd_sub(const tg_kernel_args *a)
@@ -581,76 +579,76 @@ static tg_status bwd_expand(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
 
 const tg_op_def tg_opdef_ADD = {.infer = infer_arith,
                                 .flops = flops_out,
-                                .forward = fwd_add,
                                 .reference = ref_add,
                                 .backward = bwd_add_sub,
                                 .flags = TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE,
                                 .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_ADD = {.forward = fwd_add};
 const tg_op_def tg_opdef_SUB = {.infer = infer_arith,
                                 .flops = flops_out,
-                                .forward = fwd_sub,
                                 .reference = ref_sub,
                                 .backward = bwd_add_sub,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SUB = {.forward = fwd_sub};
 const tg_op_def tg_opdef_MUL = {.infer = infer_arith,
                                 .flops = flops_out,
-                                .forward = fwd_mul,
                                 .reference = ref_mul,
                                 .backward = bwd_mul,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_MUL = {.forward = fwd_mul};
 const tg_op_def tg_opdef_DIV = {.infer = infer_arith,
                                 .flops = flops_out,
-                                .forward = fwd_div,
                                 .reference = ref_div,
                                 .backward = bwd_div,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_DIV = {.forward = fwd_div};
 const tg_op_def tg_opdef_POW = {.infer = infer_arith,
                                 .flops = flops_pow,
-                                .forward = fwd_pow,
                                 .reference = ref_pow,
                                 .backward = bwd_pow_minmax,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_POW = {.forward = fwd_pow};
 const tg_op_def tg_opdef_POW_BWD = {.infer = infer_grad3,
                                     .flops = flops_pow_bwd,
-                                    .forward = fwd_grad3,
                                     .reference = ref_grad3,
                                     .backward = bwd_grad3,
                                     .flags = TG_OPF_ELEMENTWISE,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_POW_BWD = {.forward = fwd_grad3};
 const tg_op_def tg_opdef_MAXIMUM = {.infer = infer_arith,
                                     .flops = flops_out,
-                                    .forward = fwd_max,
                                     .reference = ref_max,
                                     .backward = bwd_pow_minmax,
                                     .flags = TG_OPF_ELEMENTWISE,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_MAXIMUM = {.forward = fwd_max};
 const tg_op_def tg_opdef_MINIMUM = {.infer = infer_arith,
                                     .flops = flops_out,
-                                    .forward = fwd_min,
                                     .reference = ref_min,
                                     .backward = bwd_pow_minmax,
                                     .flags = TG_OPF_ELEMENTWISE,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_MINIMUM = {.forward = fwd_min};
 const tg_op_def tg_opdef_MINMAX_BWD = {.infer = infer_grad3,
                                        .flops = flops_minmax_bwd,
-                                       .forward = fwd_grad3,
                                        .reference = ref_grad3,
                                        .backward = bwd_grad3,
                                        .flags = TG_OPF_ELEMENTWISE,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_MINMAX_BWD = {.forward = fwd_grad3};
 const tg_op_def tg_opdef_SUM_TO = {.infer = infer_sum_to,
                                    .flops = flops_in,
-                                   .forward = fwd_sum_to,
                                    .reference = ref_sum_to,
                                    .backward = bwd_sum_to,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SUM_TO = {.forward = fwd_sum_to};
 const tg_op_def tg_opdef_EXPAND = {.infer = infer_expand,
                                    .flops = flops_none,
-                                   .forward = fwd_expand,
                                    .reference = ref_expand,
                                    .backward = bwd_expand,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_EXPAND = {.forward = fwd_expand};

@@ -368,22 +368,22 @@ tg_tensor *tg_where(tg_graph *g, tg_tensor *cond, tg_tensor *x, tg_tensor *y)
 
 const tg_op_def tg_opdef_CAST = {.infer = infer_cast,
                                  .flops = flops_per_element,
-                                 .forward = fwd_cast,
                                  .reference = ref_cast,
                                  .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_CAST = {.forward = fwd_cast};
 const tg_op_def tg_opdef_COMPARE = {.infer = infer_compare,
                                     .flops = flops_per_element,
-                                    .forward = fwd_select,
                                     .reference = ref_select,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_COMPARE = {.forward = fwd_select};
 const tg_op_def tg_opdef_LOGICAL = {.infer = infer_logical,
                                     .flops = flops_per_element,
-                                    .forward = fwd_select,
                                     .reference = ref_select,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_LOGICAL = {.forward = fwd_select};
 const tg_op_def tg_opdef_WHERE = {.infer = infer_where,
                                   .flops = flops_per_element,
-                                  .forward = fwd_select,
                                   .reference = ref_select,
                                   .backward = bwd_where,
                                   .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_WHERE = {.forward = fwd_select};

@@ -418,17 +418,16 @@ tg_tensor *tg_embedding(tg_graph *g, tg_tensor *table, tg_tensor *ids)
 
 const tg_op_def tg_opdef_GATHER = {.infer = infer_gather,
                                    .flops = flops_gather,
-                                   .forward = fwd_gather,
                                    .reference = ref_gather,
                                    .backward = bwd_gather,
                                    .memory = TG_OP_OWN_STORAGE,
-                                   .check = check_gather,
-                                   .reads_bf16 = gather_reads_bf16};
+                                   .check = check_gather};
+const tg_kernel_def tg_cpu_kernel_GATHER = {.forward = fwd_gather, .reads_bf16 = gather_reads_bf16};
 const tg_op_def tg_opdef_GATHER_BWD = {.infer = infer_gather_bwd,
                                        .flops = flops_gather_bwd,
-                                       .scratch = scratch_gather_bwd,
-                                       .forward = fwd_gather_bwd,
                                        .reference = ref_gather_bwd,
                                        .backward = bwd_gather_bwd,
                                        .memory = TG_OP_OWN_STORAGE,
                                        .check = check_gather};
+const tg_kernel_def tg_cpu_kernel_GATHER_BWD = {.scratch = scratch_gather_bwd,
+                                                .forward = fwd_gather_bwd};

@@ -804,12 +804,11 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
 #define LOSS_DEF(E, SCRATCH, FWD, REF, BWD, CHECK)                                                 \
     const tg_op_def tg_opdef_##E = {.infer = infer_loss,                                           \
                                     .flops = flops,                                                \
-                                    .scratch = SCRATCH,                                            \
-                                    .forward = FWD,                                                \
                                     .reference = REF,                                              \
                                     .backward = BWD,                                               \
                                     .memory = TG_OP_OWN_STORAGE,                                   \
-                                    .check = CHECK}
+                                    .check = CHECK};                                               \
+    const tg_kernel_def tg_cpu_kernel_##E = {.scratch = SCRATCH, .forward = FWD}
 
 /* The backward ops read the labels their forward op has checked. */
 LOSS_DEF(CROSS_ENTROPY, scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy, check_labels);

@@ -1,5 +1,5 @@
 /* ops/matmul_geom.h - a MATMUL node's geometry (ops/matmul.c), shared by
- * its OpenBLAS kernels and its oneDNN plan (ops/matmul_dnnl.c). */
+ * its OpenBLAS kernels and its oneDNN plan (backend/cpu/matmul_dnnl.c). */
 #ifndef TG_OPS_MATMUL_GEOM_H
 #define TG_OPS_MATMUL_GEOM_H
 

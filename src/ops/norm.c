@@ -25,7 +25,6 @@
  * has_beta, eps; RUNNING_STATS_UPDATE's momentum and count) are named in
  * ops/norm.h.
  */
-#include "ops/blocked.h"
 #include "ops/norm.h"
 #include "ops/broadcast.h"
 
@@ -599,12 +598,10 @@ static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* Plain NCHW; the cpu backend runs blocked operands with
+ * backend/cpu/norm_blocked.c before it calls this. */
 static void fwd_norm(const tg_kernel_args *a)
 {
-    if (a->blocked) {
-        tg_norm_blocked_run(a);
-        return;
-    }
     norm_job j = {
         .node = a->node, .v = view_of(a->node), .out = a->out, .eps = tg_norm_eps(a->node)};
     for (int k = 0; k < a->node->n_in && k < 4; k++)
@@ -833,7 +830,7 @@ tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *ga
 }
 
 /* Batch norm over a 4-D x (mode TG_NORM_BATCH) has blocked kernels
- * (ops/norm_blocked.c), which read and write bf16-stored operands as they
+ * (backend/cpu/norm_blocked.c), which read and write bf16-stored operands as they
  * are; group and layer norm, and batch norm of other ranks, run NCHW. */
 static bool is_batch_norm_4d(const tg_tensor *node)
 {
@@ -854,50 +851,36 @@ static bool norm_reads_bf16(const tg_tensor *node, bool blocked)
 
 const tg_op_def tg_opdef_NORM_STATS = {.infer = infer_norm,
                                        .flops = flops_norm,
-                                       .forward = fwd_norm,
                                        .reference = ref_norm,
                                        .backward = bwd_stats,
-                                       .layout = norm_layout,
-                                       .reads_bf16 = norm_reads_bf16,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_STATS_BWD = {.infer = infer_norm,
-                                           .flops = flops_norm,
-                                           .forward = fwd_norm,
-                                           .reference = ref_norm,
-                                           .layout = norm_layout,
-                                           .reads_bf16 = norm_reads_bf16,
-                                           .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_STATS = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_STATS_BWD = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_STATS_BWD = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
 const tg_op_def tg_opdef_NORM_APPLY = {.infer = infer_norm,
                                        .flops = flops_norm,
-                                       .forward = fwd_norm,
                                        .reference = ref_norm,
                                        .backward = bwd_apply,
-                                       .layout = norm_layout,
-                                       .reads_bf16 = norm_reads_bf16,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {.infer = infer_norm,
-                                             .flops = flops_norm,
-                                             .forward = fwd_norm,
-                                             .reference = ref_norm,
-                                             .layout = norm_layout,
-                                             .reads_bf16 = norm_reads_bf16,
-                                             .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {.infer = infer_norm,
-                                                 .flops = flops_norm,
-                                                 .forward = fwd_norm,
-                                                 .reference = ref_norm,
-                                                 .layout = norm_layout,
-                                                 .reads_bf16 = norm_reads_bf16,
-                                                 .memory = TG_OP_OWN_STORAGE};
-const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {.infer = infer_norm,
-                                                  .flops = flops_norm,
-                                                  .forward = fwd_norm,
-                                                  .reference = ref_norm,
-                                                  .layout = norm_layout,
-                                                  .reads_bf16 = norm_reads_bf16,
-                                                  .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_X = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY_BWD_X = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_STATS = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY_BWD_STATS = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
+const tg_op_def tg_opdef_NORM_APPLY_BWD_AFFINE = {
+    .infer = infer_norm, .flops = flops_norm, .reference = ref_norm, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORM_APPLY_BWD_AFFINE = {
+    .forward = fwd_norm, .layout = norm_layout, .reads_bf16 = norm_reads_bf16};
 const tg_op_def tg_opdef_RUNNING_STATS_UPDATE = {.infer = infer_running,
                                                  .flops = flops_running,
-                                                 .forward = fwd_running,
                                                  .reference = ref_running,
                                                  .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_RUNNING_STATS_UPDATE = {.forward = fwd_running};

@@ -127,6 +127,6 @@ tg_tensor *tg_cast_u8(tg_graph *g, tg_tensor *x)
 /* The input is data, not a parameter: no gradient rule. */
 const tg_op_def tg_opdef_NORMALIZE_U8 = {.infer = infer_normalize,
                                          .flops = flops_normalize,
-                                         .forward = fwd_normalize,
                                          .reference = ref_normalize,
                                          .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_NORMALIZE_U8 = {.forward = fwd_normalize};

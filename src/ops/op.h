@@ -1,4 +1,10 @@
-/* ops/op.h - the op table: what each op kind brings.
+/* ops/op.h - the op table: what each op kind is, and the kernel contract.
+ *
+ * The op's meaning (shape rule, FLOPs, reference kernel, gradient, memory,
+ * cost kind) is its tg_op_def here; the kernels a backend runs it with
+ * (fast forward, scratch, plan hooks, layout, bf16 reading)
+ * are a tg_kernel_def in that backend's table (backend/backend.h), and an
+ * op a backend has no kernel for runs its reference kernel there.
  *
  * One tg_op_def per op kind, defined in the op's family file
  * (src/ops/<family>.c) as `const tg_op_def tg_opdef_<ENUM>`. The registry
@@ -68,7 +74,7 @@ typedef struct tg_kernel_args {
     const void *plan;
     /* In an inference program, the version of the weights as the host last
      * wrote them (runtime/session_io.c): a planned kernel may keep what it
-     * derives from constant weights (ops/weight_cache.h) while it stays the
+     * derives from constant weights (backend/cpu/weight_cache.h) while it stays the
      * same. 0 (training, tests, other callers): derive it afresh. */
     uint64_t weights_version;
     /* The op's 4-D operands (inputs and output) are in the blocked layout
@@ -139,7 +145,7 @@ typedef struct tg_kernel_plan {
      * to oneDNN, which converts them while it reorders anyway. */
     bool native_storage;
     /* Host memory the planned kernel keeps beside the arena for each
-     * replica (its weight cache, ops/weight_cache.h: the weights reordered
+     * replica (its weight cache, backend/cpu/weight_cache.h: the weights reordered
      * into oneDNN's layout, batch norm folded in): the memory report's
      * "weight cache" category (tg_program_kept_bytes). */
     size_t kept_bytes;
@@ -173,7 +179,7 @@ enum {
      * layout hook instead. */
     TG_OPF_BLOCKED = 1u << 1,
     /* An element-wise op with a kernel for every operand in bf16
-     * (ops/elementwise_bf16.c: tg_elementwise_bf16_run). */
+     * (backend/cpu/elementwise_bf16.c: tg_elementwise_bf16_run). */
     TG_OPF_BF16_NATIVE = 1u << 2,
 };
 
@@ -218,20 +224,40 @@ typedef struct tg_op_planner {
     void (*plan_free)(void *state);
 } tg_op_planner;
 
-/* One op kind, written with designated initializers: every field but
- * `memory` may be left out, and a field left out is the safe default. */
+/* What an op IS, written with designated initializers: every field but
+ * `memory` may be left out, and a field left out is the safe default. How a
+ * machine runs it fast is a backend's (tg_kernel_def below,
+ * backend/backend.h); the reference kernel is the op's own, and every
+ * backend falls back to it. */
 typedef struct tg_op_def {
     tg_infer_rule infer; /* graph/op_rules.h */
     /* Floating-point operations of one run (multiply-add = 2). */
     double (*flops)(const tg_tensor *node);
-    /* Temporary bytes the fast kernel needs with n_threads threads; NULL = 0. */
-    size_t (*scratch)(const tg_tensor *node, int n_threads);
-    void (*forward)(const tg_kernel_args *a);
     void (*reference)(const tg_ref_args *a);
     tg_backward_rule backward; /* graph/op_rules.h */
     tg_op_memory memory;       /* required */
     unsigned flags;            /* TG_OPF_* */
     tg_cost_kind cost;
+    /* When some operand values are errors no kernel can report (an index
+     * outside its table, a label outside its classes): whether the run's
+     * operands (a->in, as forward reads them) are all valid; if not, a
+     * sentence naming the input, the bad value, its position and the valid
+     * range in msg. The engine calls it before forward and stops the run
+     * with the message (runtime/engine_passes.c); the kernel itself still
+     * reads no memory for a bad value. NULL: every value is valid. It
+     * is the op's, not a backend's: whichever kernel runs, reference or
+     * fast, reads no memory for a bad value only if it is checked. */
+    bool (*check)(const tg_kernel_args *a, char *msg, size_t cap);
+} tg_op_def;
+
+/* How a backend runs one op kind (backend/backend.h gathers them into its
+ * kernel table; the cpu backend's is backend/cpu/kernels.c): every field
+ * may be left out. An op with no kernel on a backend runs its reference
+ * kernel there (tg_op_forward). */
+typedef struct tg_kernel_def {
+    /* Temporary bytes the fast kernel needs with n_threads threads; NULL = 0. */
+    size_t (*scratch)(const tg_tensor *node, int n_threads);
+    void (*forward)(const tg_kernel_args *a);
     const tg_op_planner *planner; /* NULL: no plan hooks */
     /* When the layout depends on the node (its params, the kernel its plan
      * hook will choose with n_threads threads, in an inference program or
@@ -243,15 +269,7 @@ typedef struct tg_op_def {
      * (blocked: it runs in the blocked layout): whether it does; NULL =
      * from the flags (TG_OPF_BF16_NATIVE on an element-wise node). */
     bool (*reads_bf16)(const tg_tensor *node, bool blocked);
-    /* When some operand values are errors no kernel can report (an index
-     * outside its table, a label outside its classes): whether the run's
-     * operands (a->in, as forward reads them) are all valid; if not, a
-     * sentence naming the input, the bad value, its position and the valid
-     * range in msg. The engine calls it before forward and stops the run
-     * with the message (runtime/engine_passes.c); the kernel itself still
-     * reads no memory for a bad value. NULL: every value is valid. */
-    bool (*check)(const tg_kernel_args *a, char *msg, size_t cap);
-} tg_op_def;
+} tg_kernel_def;
 
 /* The op's definition, or NULL for a value outside tg_op. tg_op_name and the
  * rules the graph layer uses are declared in graph/op_rules.h. */
@@ -260,23 +278,6 @@ const tg_op_def *tg_op_get(tg_op op);
  * as "unreachable: op 12 (relu)". */
 #define TG_UNREACHABLE_OP(op)                                                                      \
     tg_unreachable_fail(__FILE__, __LINE__, "op", (long long)(op), tg_op_name(op))
-/* Run node's f32 kernel (a->node): the def's forward, or, for an op
- * defined with only its reference kernel, that kernel on the operands
- * converted to doubles in a->scratch (one thread). Every caller runs ops
- * through it, so such an op runs on every target, staged through f32 in
- * half precision, with no kernel of its own. */
-void tg_op_forward(const tg_kernel_args *a);
-/* The scratch tg_op_forward needs for node with n_threads threads: the
- * def's scratch(), or the doubles of its operands when it has no forward. */
-size_t tg_op_scratch(const tg_tensor *node, int n_threads);
-/* Whether op has a kernel to run (a forward or a reference). */
-bool tg_op_has_kernel(tg_op op);
-/* The op's plan hooks, or NULL when it has none. */
-const tg_op_planner *tg_op_planner_get(tg_op op);
-/* How node's kernels take their 4-D operands with n_threads threads in an
- * inference program or not (the def's layout hook, else its flags). */
-tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inference);
-
 /* Whether node's kernel computes each output element from the elements at
  * the same place of its inputs alone (ReLU, add, their gradients, ...) with
  * every operand of the output's shape and at most this many inputs: any
@@ -297,16 +298,8 @@ bool tg_op_update_is_elementwise(const tg_tensor *node);
  * stored in bf16 as they are (tg_kernel_args.in_type and update): SGD, Adam
  * and AdamW (ops/optim.c). */
 bool tg_op_update_reads_bf16(const tg_tensor *node);
-/* Whether node's kernel reads and writes its bf16-stored operands as they
- * are (tg_kernel_args.in_type, out_type), running blocked or not: the def's
- * reads_bf16 hook (batch norm's ops when blocked, ops/norm_blocked.c; the
- * element-wise weight updates), else TG_OPF_BF16_NATIVE element-wise ops. */
-bool tg_op_reads_bf16(const tg_tensor *node, bool blocked);
-/* The element-wise ops with every operand in bf16 (TG_OPF_BF16_NATIVE,
- * ops/elementwise_bf16.c: ReLU, its gradient and add): whether node is
- * one, and its kernel, which runs and returns true when a->out_type is
- * bf16 (the compiler then gave it every operand in bf16). */
-bool tg_elementwise_bf16_supported(const tg_tensor *node);
-bool tg_elementwise_bf16_run(const tg_kernel_args *a);
+/* Whether the operands of a run of a->node are valid (its def's check; true
+ * when it has none); if not, why in msg. */
+bool tg_op_check_operands(const tg_kernel_args *a, char *msg, size_t cap);
 
 #endif

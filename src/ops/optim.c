@@ -695,17 +695,12 @@ static bool update_reads_bf16(const tg_tensor *node, bool blocked)
 }
 
 /* No backward: updates come after the backward pass and output nothing. */
-const tg_op_def tg_opdef_SGD_UPDATE = {.infer = infer_sgd,
-                                       .flops = flops_sgd,
-                                       .forward = fwd_sgd,
-                                       .reference = ref_sgd,
-                                       .reads_bf16 = update_reads_bf16,
-                                       .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_SGD_UPDATE = {
+    .infer = infer_sgd, .flops = flops_sgd, .reference = ref_sgd, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SGD_UPDATE = {.forward = fwd_sgd,
+                                                .reads_bf16 = update_reads_bf16};
 
-const tg_op_def tg_opdef_ADAM_UPDATE = {.infer = infer_adam,
-                                        .flops = flops_adam,
-                                        .scratch = scratch_adam,
-                                        .forward = fwd_adam,
-                                        .reference = ref_adam,
-                                        .reads_bf16 = update_reads_bf16,
-                                        .memory = TG_OP_OWN_STORAGE};
+const tg_op_def tg_opdef_ADAM_UPDATE = {
+    .infer = infer_adam, .flops = flops_adam, .reference = ref_adam, .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_ADAM_UPDATE = {
+    .scratch = scratch_adam, .forward = fwd_adam, .reads_bf16 = update_reads_bf16};

@@ -302,13 +302,13 @@ static tg_status bwd_pad_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
 
 const tg_op_def tg_opdef_PAD = {.infer = infer_pad,
                                 .flops = flops_none,
-                                .forward = fwd_pad,
                                 .reference = ref_pad,
                                 .backward = bwd_pad,
                                 .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_PAD = {.forward = fwd_pad};
 const tg_op_def tg_opdef_PAD_BWD = {.infer = infer_pad,
                                     .flops = flops_bwd,
-                                    .forward = fwd_pad_bwd,
                                     .reference = ref_pad,
                                     .backward = bwd_pad_bwd,
                                     .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_PAD_BWD = {.forward = fwd_pad_bwd};

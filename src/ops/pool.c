@@ -16,7 +16,6 @@
  * channel) planes.
  */
 #include "core/clones.h"
-#include "ops/blocked.h"
 #include "ops/pool.h"
 
 #include "core/error.h"
@@ -505,7 +504,7 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
     (void)t;
 }
 
-/* ---- the blocked layout (ops/blocked.h) ---------------------------------------------- */
+/* ---- the blocked layout (ops/pool.h) ---------------------------------------------- */
 
 /* On nChw16c a "plane" is a block of 16 channels of one sample: each pixel
  * one vector of 16 lanes, so a window's taps are vector maxima or sums. The
@@ -791,33 +790,33 @@ static tg_status bwd_maxpool_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, 
 
 const tg_op_def tg_opdef_MAXPOOL2D = {.infer = infer_pool,
                                       .flops = flops_pool,
-                                      .forward = fwd_maxpool,
                                       .reference = ref_pool,
                                       .backward = bwd_pool,
                                       .flags = TG_OPF_BLOCKED,
                                       .memory = TG_OP_OWN_STORAGE,
                                       .cost = TG_COST_POOL};
+const tg_kernel_def tg_cpu_kernel_MAXPOOL2D = {.forward = fwd_maxpool};
 const tg_op_def tg_opdef_MAXPOOL2D_BWD = {.infer = infer_bwd,
                                           .flops = flops_pool,
-                                          .forward = fwd_maxpool_bwd,
                                           .reference = ref_pool,
                                           .backward = bwd_maxpool_bwd,
                                           .flags = TG_OPF_BLOCKED,
                                           .memory = TG_OP_OWN_STORAGE,
                                           .cost = TG_COST_POOL};
+const tg_kernel_def tg_cpu_kernel_MAXPOOL2D_BWD = {.forward = fwd_maxpool_bwd};
 const tg_op_def tg_opdef_AVGPOOL2D = {.infer = infer_pool,
                                       .flops = flops_pool,
-                                      .forward = fwd_avgpool,
                                       .reference = ref_pool,
                                       .backward = bwd_pool,
                                       .flags = TG_OPF_BLOCKED,
                                       .memory = TG_OP_OWN_STORAGE,
                                       .cost = TG_COST_POOL};
+const tg_kernel_def tg_cpu_kernel_AVGPOOL2D = {.forward = fwd_avgpool};
 const tg_op_def tg_opdef_AVGPOOL2D_BWD = {.infer = infer_bwd,
                                           .flops = flops_pool,
-                                          .forward = fwd_avgpool,
                                           .reference = ref_pool,
                                           .backward = bwd_avgpool_bwd,
                                           .flags = TG_OPF_BLOCKED,
                                           .memory = TG_OP_OWN_STORAGE,
                                           .cost = TG_COST_POOL};
+const tg_kernel_def tg_cpu_kernel_AVGPOOL2D_BWD = {.forward = fwd_avgpool};

@@ -21,4 +21,8 @@ TG_PARAM_I(pool, dilation_w, 11)
 TG_PARAM_I(pool, ceil_mode, 12)
 TG_PARAM_I(pool, count_include_pad, 13) /* average pooling */
 
+/* The pooling ops (max and average, forward and gradient) on blocked x,
+ * y and their gradients when a->blocked; false (nothing done) otherwise. */
+bool tg_pool_blocked_run(const tg_kernel_args *a);
+
 #endif

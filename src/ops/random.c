@@ -153,7 +153,7 @@ tg_tensor *tg_random_normal_like(tg_graph *g, tg_tensor *like, float mean, float
 
 const tg_op_def tg_opdef_RANDOM_UNIFORM = {.infer = infer_random,
                                            .flops = flops_random,
-                                           .forward = fwd_random,
                                            .reference = ref_random,
                                            .backward = bwd_random,
                                            .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_RANDOM_UNIFORM = {.forward = fwd_random};

@@ -241,20 +241,19 @@ static tg_status bwd_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bo
 
 const tg_op_def tg_opdef_REDUCE_MAX = {.infer = infer_reduce,
                                        .flops = flops_fwd,
-                                       .forward = fwd_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_REDUCE_MAX = {.forward = fwd_reduce};
 const tg_op_def tg_opdef_REDUCE_MIN = {.infer = infer_reduce,
                                        .flops = flops_fwd,
-                                       .forward = fwd_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_REDUCE_MIN = {.forward = fwd_reduce};
 const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {.infer = infer_bwd,
                                               .flops = flops_bwd,
-                                              .scratch = scratch_bwd,
-                                              .forward = fwd_bwd,
                                               .reference = ref_bwd,
                                               .backward = bwd_bwd,
                                               .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_REDUCE_MINMAX_BWD = {.scratch = scratch_bwd, .forward = fwd_bwd};

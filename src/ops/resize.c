@@ -327,15 +327,13 @@ tg_tensor *tg_resize(tg_graph *g, tg_tensor *x, const tg_resize_params *rp)
 
 const tg_op_def tg_opdef_RESIZE = {.infer = infer_resize,
                                    .flops = flops_resize,
-                                   .scratch = scratch_resize,
-                                   .forward = fwd_resize,
                                    .reference = ref_resize,
                                    .backward = bwd_resize,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_RESIZE = {.scratch = scratch_resize, .forward = fwd_resize};
 const tg_op_def tg_opdef_RESIZE_BWD = {.infer = infer_resize,
                                        .flops = flops_resize,
-                                       .scratch = scratch_resize,
-                                       .forward = fwd_resize,
                                        .reference = ref_resize,
                                        .backward = bwd_resize,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_RESIZE_BWD = {.scratch = scratch_resize, .forward = fwd_resize};

@@ -660,37 +660,37 @@ tg_tensor *tg_slice(tg_graph *g, tg_tensor *x, int axis, int64_t start, int64_t 
 
 const tg_op_def tg_opdef_RESHAPE = {.infer = infer_reshape,
                                     .flops = flops_none,
-                                    .forward = fwd_alias,
                                     .reference = ref_alias,
                                     .backward = bwd_reshape,
                                     .memory = TG_OP_VIEWS_INPUT};
+const tg_kernel_def tg_cpu_kernel_RESHAPE = {.forward = fwd_alias};
 const tg_op_def tg_opdef_REDUCE_SUM = {.infer = infer_reduce,
                                        .flops = flops_reduce,
-                                       .forward = fwd_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_REDUCE_SUM = {.forward = fwd_reduce};
 const tg_op_def tg_opdef_TRANSPOSE = {.infer = infer_transpose,
                                       .flops = flops_none,
-                                      .forward = fwd_transpose,
                                       .reference = ref_transpose,
                                       .backward = bwd_transpose,
                                       .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_TRANSPOSE = {.forward = fwd_transpose};
 const tg_op_def tg_opdef_CONCAT = {.infer = infer_concat,
                                    .flops = flops_none,
-                                   .forward = fwd_concat,
                                    .reference = ref_concat,
                                    .backward = bwd_concat,
                                    .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_CONCAT = {.forward = fwd_concat};
 const tg_op_def tg_opdef_SLICE = {.infer = infer_slice,
                                   .flops = flops_none,
-                                  .forward = fwd_slice,
                                   .reference = ref_slice,
                                   .backward = bwd_slice,
                                   .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SLICE = {.forward = fwd_slice};
 const tg_op_def tg_opdef_SLICE_BWD = {.infer = infer_slice,
                                       .flops = flops_none,
-                                      .forward = fwd_slice,
                                       .reference = ref_slice,
                                       .backward = bwd_slice_bwd,
                                       .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SLICE_BWD = {.forward = fwd_slice};

@@ -203,13 +203,13 @@ static tg_status bwd_slice_step_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dou
 
 const tg_op_def tg_opdef_SLICE_STEP = {.infer = infer_slice_step,
                                        .flops = flops_none,
-                                       .forward = fwd_slice_step,
                                        .reference = ref_slice_step,
                                        .backward = bwd_slice_step,
                                        .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SLICE_STEP = {.forward = fwd_slice_step};
 const tg_op_def tg_opdef_SLICE_STEP_BWD = {.infer = infer_slice_step,
                                            .flops = flops_none,
-                                           .forward = fwd_slice_step,
                                            .reference = ref_slice_step,
                                            .backward = bwd_slice_step_bwd,
                                            .memory = TG_OP_OWN_STORAGE};
+const tg_kernel_def tg_cpu_kernel_SLICE_STEP_BWD = {.forward = fwd_slice_step};

@@ -34,4 +34,19 @@ bool tg_is_hard_sigmoid(const tg_tensor *node);
  * to >= 0 by the shape rule). */
 TG_PARAM_I(softmax, axis, 0)
 
+/* A softmax node seen as [outer, len, inner] around its axis: a lane is one
+ * (outer, inner) pair, len elements `inner` apart (ops/softmax.c; the cpu
+ * backend's kernels, backend/cpu/softmax_kernels.c, run lane by lane). */
+typedef struct tg_softmax_lanes {
+    int64_t outer, len, inner;
+} tg_softmax_lanes;
+tg_softmax_lanes tg_softmax_lanes_of(const tg_tensor *node);
+
+/* What the family's reference and the cpu backend's kernel
+ * (backend/cpu/unary_kernels.c) share: GELU's second derivative in its
+ * tanh form, and x rounded to the nearest value of a half type (as a cast
+ * there and back). */
+double tg_gelu_tanh_d2(double x);
+void tg_round_half(const float *x, float *o, int64_t n, tg_dtype to);
+
 #endif

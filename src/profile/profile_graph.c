@@ -12,7 +12,7 @@
 #include "compile/placement.h"
 #include "core/alloc.h"
 #include "core/error.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "target/tiled.h"
 

@@ -4,6 +4,7 @@
  * all-reduce and the update. Split from runtime/engine.c, which hands the
  * step to the device threads (tg_engine_device_main).
  */
+#include "backend/backend.h"
 #include "runtime/session_state.h"
 #include "compile/layout.h"
 
@@ -123,16 +124,15 @@ static bool phase_boundary(device_ctx *c, tg_phase ph, int64_t it, int64_t g, in
     return ok;
 }
 
-/* The op's check of its operands (tg_op_def.check: indices, labels) before
+/* The op's check of its operands (its kernel's tg_kernel_def.check: indices, labels) before
  * its kernel runs: true when they are valid, else false with the run's
  * error message in msg. The kernel runs anyway (it reads no memory for a
  * bad value); the run stops after the step. */
 static bool operands_valid(const device_ctx *c, const tg_kernel_args *a, int64_t it, int64_t g,
                            char *msg, size_t cap)
 {
-    const tg_op_def *def = tg_op_get(a->node->op);
     char why[320];
-    if (!def->check || def->check(a, why, sizeof why))
+    if (tg_op_check_operands(a, why, sizeof why))
         return true;
     snprintf(msg, cap, "step %lld, micro-batch %lld, replica %d: '%s' (%s): %s",
              (long long)(c->s->step + it), (long long)(g % c->s->program->micro_batches),

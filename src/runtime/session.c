@@ -8,7 +8,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "ops/blas.h"
+#include "backend/cpu/blas.h"
 #include "profile/profile.h"
 #include "runtime/device_threads.h"
 #include "runtime/exchange.h"

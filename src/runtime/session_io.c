@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/process.h"
 #include "graph/init.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "runtime/rts.h"
 #include "runtime/streams.h"
@@ -84,7 +84,7 @@ static void scatter_value(const tg_session *s, const tg_tensor *t, const unsigne
 }
 
 /* The host wrote a persistent value: what kernels derived from the old
- * ones (ops/weight_cache.h) is stale. */
+ * ones (backend/cpu/weight_cache.h) is stale. */
 static void weights_written(tg_session *s)
 {
     s->weights_version = tg_process_next_weights_version();

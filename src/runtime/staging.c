@@ -1,5 +1,6 @@
 /* runtime/staging.c - f32 staging of half-precision steps and typed reductions
  * (gradient accumulation, the replicas' all-reduce, gradient clipping). */
+#include "backend/backend.h"
 #include "runtime/staging.h"
 
 #include "core/bf16.h"

@@ -38,6 +38,7 @@ static int64_t cpu_device_memory(const tg_target_desc *t)
 
 const tg_target_ops tg_target_cpu_ops = {
     .name = "cpu",
+    .backend = &tg_backend_cpu,
     .plan_kernels = true,
     .describe = cpu_describe,
     .limits = cpu_limits,

@@ -221,6 +221,7 @@ static tg_status mk2_limits(const tg_config *c, tg_target_desc *out)
  * so the ops' plan hooks (host kernels) do not run. */
 const tg_target_ops tg_target_mk2_ops = {
     .name = "mk2",
+    .backend = &tg_backend_cpu,
     .plan_kernels = false,
     .takes_description = true,
     .describe = mk2_describe,

@@ -13,6 +13,7 @@
 #ifndef TG_TARGET_TARGET_H
 #define TG_TARGET_TARGET_H
 
+#include "backend/backend.h"
 #include "core/config.h"
 #include "tilegraph/devices.h"
 #include "tilegraph/status.h"
@@ -48,8 +49,14 @@ typedef tg_status (*tg_tile_event_fn)(void *ctx, int device, int phase, tg_tile_
 /* What the compiler and the profile ask of a target. A NULL hook means the
  * target has nothing to do there (the cpu target has no tile plan). */
 typedef struct tg_target_ops {
-    const char *name;  /* the value of option "target" */
-    bool plan_kernels; /* the ops' plan hooks run (the host executes the kernels as planned) */
+    const char *name; /* the value of option "target" */
+    /* The kernels its programs run with (backend/backend.h); an op the
+     * backend has no kernel for runs its reference kernel. A target is a
+     * backend plus a cost model: cpu measures the host, mk2 and tiny model
+     * tiles and cycles, and all three run the host's kernels (the cpu
+     * backend) today. */
+    const struct tg_backend *backend;
+    bool plan_kernels; /* the backend's plan hooks run (the host executes the kernels as planned) */
     /* option targetDescription (a JSON file, target/tiled.h) replaces the
      * numbers of its tile processor; with other targets it is refused */
     bool takes_description;

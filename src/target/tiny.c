@@ -45,6 +45,7 @@ static tg_status tiny_limits(const tg_config *c, tg_target_desc *out)
 /* Like the Mk2: computed on the host, planned and timed by the tile model. */
 const tg_target_ops tg_target_tiny_ops = {
     .name = "tiny",
+    .backend = &tg_backend_cpu,
     .plan_kernels = false,
     .describe = tiny_describe,
     .limits = tiny_limits,

@@ -9,7 +9,7 @@
 #include "tg_test.h"
 
 #include "compile/program.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "core/alloc.h"
 #include "core/error.h"

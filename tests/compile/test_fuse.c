@@ -16,7 +16,7 @@
 #include "core/alloc.h"
 #include "core/process.h"
 #include "core/rng.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "runtime/session_internal.h"
 #include "runtime/verify.h"
 #include "tilegraph/session.h"

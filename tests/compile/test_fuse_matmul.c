@@ -1,6 +1,6 @@
 /* tests/compile/test_fuse_matmul.c - an inference program's matmuls keep
  * their constant weights packed and compute the bias add, GELU and
- * residual add after them (compile/fuse_matmul.c, ops/matmul_dnnl.c):
+ * residual add after them (compile/fuse_matmul.c, backend/cpu/matmul_dnnl.c):
  * random chains of transformer-like dense layers (matmul or bias-less
  * linear, bias on either side of the add or none, GELU erf/tanh, ReLU
  * (never fused) or none, a residual (an input or an earlier layer's value, on either side)
@@ -17,7 +17,7 @@
 #include "core/alloc.h"
 #include "core/process.h"
 #include "core/rng.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "runtime/session_internal.h"
 #include "runtime/verify.h"

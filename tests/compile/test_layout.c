@@ -9,7 +9,7 @@
 #include "compile/program.h"
 #include "core/process.h"
 #include "ops/conv.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "tilegraph/models.h"
 #include "tilegraph/session.h"

@@ -13,7 +13,7 @@
 #include "tg_test.h"
 
 #include "compile/program.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/dist.h"
 #include "tilegraph/session.h"

@@ -7,6 +7,7 @@
  * their derivatives' formulas). Each function is evaluated inside its
  * domain: at a X + b (the `at` table).
  * TG_TEST_LABELS: isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -266,12 +267,12 @@ static void test_against_pytorch(void)
         for (int threads = 1; threads <= 2; threads++) {
             tg_pool *pool = tg_pool_create(threads);
             tg_kernel_args a = {.node = y, .in = {xf}, .out = out, .pool = pool};
-            tg_op_get(TG_OP_ACTIVATION)->forward(&a);
+            tg_backend_cpu.kernel(TG_OP_ACTIVATION)->forward(&a);
             for (int k = 0; k < N_X; k++)
                 if (!(fabs(out[k] - want[f][0][k]) <= 4e-7 * (1 + fabs(want[f][0][k]))))
                     TG_CHECK_NEAR(out[k], want[f][0][k], 4e-7 * (1 + fabs(want[f][0][k])));
             a = (tg_kernel_args){.node = d, .in = {dyf, xf}, .out = out, .pool = pool};
-            tg_op_get(TG_OP_ACTIVATION_BWD)->forward(&a);
+            tg_backend_cpu.kernel(TG_OP_ACTIVATION_BWD)->forward(&a);
             for (int k = 0; k < N_X; k++)
                 TG_CHECK_NEAR(out[k], want[f][1][k], 4e-7 * (1 + fabs(want[f][1][k])));
             tg_pool_destroy(pool);
@@ -310,7 +311,7 @@ static void test_clip_bit_exact(void)
         TG_CHECK_OK(tg_graph_status(g));
         tg_kernel_args a = {.node = y, .in = {x}, .out = out};
         if (y)
-            tg_op_get(TG_OP_ACTIVATION)->forward(&a);
+            tg_backend_cpu.kernel(TG_OP_ACTIVATION)->forward(&a);
         for (int i = 0; y && i < N - k; i++) {
             volatile float u = k < 4 ? ab[k][0] * x[i] + ab[k][1] : x[i] / 6.0f + 0.5f;
             float c = fmaxf(0.0f, fminf(1.0f, u)), w = k < 4 ? c : x[i] * c;

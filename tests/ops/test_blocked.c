@@ -1,4 +1,4 @@
-/* tests/ops/test_blocked.c - the kernels' blocked-layout variants (ops/blocked.h,
+/* tests/ops/test_blocked.c - the kernels' blocked-layout variants (backend/cpu/blocked.h,
  * nChw16c) against the same kernels on NCHW: every op of a small training
  * graph (convolution, batch norm, ReLU, max and average pooling, a residual
  * add, and all their gradients) that can run blocked is run both ways on
@@ -8,9 +8,10 @@
  * rounding; convolutions through oneDNN with blocked operands within
  * rounding). The kernels run on two threads.
  * TG_TEST_LABELS: threads isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/conv.h"
 #include "runtime/interp.h"
 #include "tilegraph/graph.h"
@@ -107,7 +108,7 @@ static float *run(tg_interp *ip, const tg_tensor *t, tg_pool *pool, bool blocked
     po.out_blocked = blocked && operand_blocked(t, -1);
     if (planner)
         TG_CHECK(planner->plan(t, &po, &plan) == TG_OK);
-    const tg_op_def *def = tg_op_get(t->op);
+    const tg_kernel_def *def = tg_backend_cpu.kernel(t->op);
     size_t sb = plan.state ? plan.scratch : def->scratch ? def->scratch(t, 1) : 0;
     void *scratch = sb ? malloc(sb) : NULL;
     tg_kernel_args a = {.node = t,

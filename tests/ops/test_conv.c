@@ -7,11 +7,12 @@
  * (tg_conv_transpose2d) against PyTorch, by finite differences and each
  * fast method against the reference.
  * TG_TEST_LABELS: threads quick isa */
+#include "backend/backend.h"
 #include "conv_case.h"
 #include "tg_test.h"
 
 #include "ops/conv.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 #include "runtime/interp.h"
 
 #include <stdlib.h>
@@ -182,7 +183,7 @@ static void test_conv_values(void)
     float X[16], W[4] = {1, 0, 0, -1}, B[1] = {0.5f}, Y1[9], Y2[4], Y3[25];
     for (int i = 0; i < 16; i++)
         X[i] = (float)(i + 1);
-    const tg_op_def *def = tg_op_get(TG_OP_CONV2D);
+    const tg_kernel_def *def = tg_backend_cpu.kernel(TG_OP_CONV2D);
     for (int m = TG_CONV_GEMM; m <= TG_CONV_DIRECT; m++) {
         tg_conv_force_method((tg_conv_method)m);
         tg_tensor *ys[3] = {y1, y2, y3};

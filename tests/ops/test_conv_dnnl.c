@@ -1,4 +1,4 @@
-/* tests/ops/test_conv_dnnl.c - the oneDNN convolutions (ops/conv_dnnl.c)
+/* tests/ops/test_conv_dnnl.c - the oneDNN convolutions (backend/cpu/conv_dnnl.c)
  * against the double reference: every kind (forward with and without bias,
  * backward data, backward weights) on groups, depthwise, strides, padding,
  * dilation, 1x1, 7x7 and odd sizes at 1 and 2 threads; the compile-time
@@ -7,6 +7,7 @@
  * session with oneDNN gives the same losses as with the own kernels.
  * bf16 arithmetic within bf16 tolerance. Nothing here needs AVX-512: oneDNN picks what the CPU has.
  * TG_TEST_LABELS: threads isa */
+#include "backend/backend.h"
 #include "conv_case.h"
 #include "tg_test.h"
 
@@ -14,7 +15,7 @@
 #include "core/bf16.h"
 #include "core/convert.h"
 #include "ops/conv.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "runtime/interp.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/optim.h"
@@ -177,7 +178,7 @@ static void test_choice_and_kernel_name(void)
 }
 
 /* Weight gradients over maps of at most 4 pixels are one matmul over the
- * batch (ops/conv_wgrad_mm.c): with and without im2col (a 1x1 kernel at
+ * batch (backend/cpu/conv_wgrad_mm.c): with and without im2col (a 1x1 kernel at
  * stride 1 reads x as it is), strided, dilated, padded, f32 and bf16, 1
  * and 2 threads (bands of output channels), against the reference. */
 static void test_small_maps_weight_gradient_is_a_matmul(void)
@@ -601,7 +602,7 @@ static void bf16_losses(tg_dnnl_mode mode, int threads, float *losses, int *nati
             const tg_step *st = &p->devices[0].steps[ph][k];
             tg_op op = g->nodes[st->node]->op;
             if (op != TG_OP_CONV2D && op != TG_OP_CONV2D_BWD_DATA && op != TG_OP_CONV2D_BWD_WEIGHT)
-                continue; /* the net's linear head is planned too (ops/matmul_dnnl.c) */
+                continue; /* the net's linear head is planned too (backend/cpu/matmul_dnnl.c) */
             (*conv_steps)++;
             if (p->plans[st->node].native_storage) {
                 (*native_steps)++;

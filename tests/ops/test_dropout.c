@@ -5,11 +5,12 @@
  * vectorised mask (AVX2) equals the scalar one and the reference kernel's
  * over a long tensor.
  * TG_TEST_LABELS: isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
 #include "ops/random.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 #include "runtime/interp.h"
 
 #include <math.h>
@@ -23,7 +24,7 @@ static void drop(const tg_tensor *node, const float *x, float *out, uint64_t see
     tg_pool *pool = tg_pool_create(threads);
     tg_kernel_args a = {
         .node = node, .in = {(void *)x}, .out = out, .pool = pool, .seed = seed, .step = step};
-    tg_op_get(TG_OP_DROPOUT)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_DROPOUT)->forward(&a);
     tg_pool_destroy(pool);
 }
 

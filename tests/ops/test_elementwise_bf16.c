@@ -1,9 +1,10 @@
 /* tests/ops/test_elementwise_bf16.c - ReLU, its gradient and add read and
- * written in bf16 (ops/elementwise_bf16.c) give, element by element, the
+ * written in bf16 (backend/cpu/elementwise_bf16.c) give, element by element, the
  * f32 formula on the widened values rounded as tg_f32_to_bf16 rounds (a
  * NaN for a NaN, whose payload C leaves open): special values (NaN, infinities, signed zeros,
  * subnormals, rounding ties) and lengths around the 16-wide vectors, on 1 and 2 threads.
  * TG_TEST_LABELS: isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "core/pool.h"

@@ -2,6 +2,7 @@
  * CAST, COMPARE, LOGICAL and WHERE: fast kernels (the gradients' too) against
  * the reference at 1 and 2 threads, gradients against finite differences, negative and
  * out-of-range indices, and the inputs each op refuses. */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "compile/program.h"
@@ -112,7 +113,7 @@ static void test_index_edges(void)
     const int32_t iv[] = {-1, 0, 3, -4};
     float out[8];
     tg_kernel_args a = {.node = y, .in = {(void *)tv, (void *)iv}, .out = out};
-    tg_op_get(TG_OP_GATHER)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_GATHER)->forward(&a);
     TG_CHECK(out[0] == 5 && out[1] == 6 && out[2] == 1 && out[3] == 2);
     TG_CHECK(isnan(out[4]) && isnan(out[5]) && isnan(out[6]) && isnan(out[7]));
 
@@ -125,13 +126,13 @@ static void test_index_edges(void)
     const float dv[] = {1, 1, 10, 10, 100, 100, 1000, 1000};
     float grad[6];
     double acc[3 * 16];
-    TG_CHECK(tg_op_get(TG_OP_GATHER_BWD)->scratch(dt, 1) == sizeof acc);
+    TG_CHECK(tg_backend_cpu.kernel(TG_OP_GATHER_BWD)->scratch(dt, 1) == sizeof acc);
     tg_kernel_args b = {.node = dt,
                         .in = {(void *)dv, (void *)iv},
                         .out = grad,
                         .scratch = acc,
                         .scratch_bytes = sizeof acc};
-    tg_op_get(TG_OP_GATHER_BWD)->forward(&b);
+    tg_backend_cpu.kernel(TG_OP_GATHER_BWD)->forward(&b);
     const float want[] = {10, 10, 0, 0, 1, 1};
     for (int k = 0; k < 6; k++)
         TG_CHECK_NEAR(grad[k], want[k], 0);
@@ -217,7 +218,7 @@ static void test_bf16_table_read_in_place(void)
                             .out = out_t == TG_BF16 ? (void *)ob : (void *)of,
                             .in_type = {in_t, TG_I32},
                             .out_type = out_t};
-        tg_op_get(TG_OP_GATHER)->forward(&a);
+        tg_backend_cpu.kernel(TG_OP_GATHER)->forward(&a);
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 19; c++) {
                 float got = out_t == TG_BF16 ? tg_bf16_widen(ob[r * 19 + c]) : of[r * 19 + c];
@@ -307,7 +308,7 @@ static void test_cast_values(void)
     const float xv[] = {2.7f, -2.7f, 0.5f, 3e9f, -3e9f, NAN, 16777216.0f};
     int32_t out[7];
     tg_kernel_args a = {.node = i, .in = {(void *)xv}, .out = out};
-    tg_op_get(TG_OP_CAST)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_CAST)->forward(&a);
     const int32_t want[] = {2, -2, 0, INT32_MAX, INT32_MIN, 0, 16777216};
     for (int k = 0; k < 7; k++)
         TG_CHECK(out[k] == want[k]);
@@ -380,6 +381,7 @@ static void test_index_check(void)
     tg_tensor *cols = tg_input(g, "cols", TG_I32, tg_shape2(1, 3));
     tg_tensor *y = tg_gather(g, table, cols, 1);
     const tg_op_def *def = tg_op_get(TG_OP_GATHER);
+    const tg_kernel_def *kd = tg_backend_cpu.kernel(TG_OP_GATHER);
     TG_CHECK(def->check != NULL && y != NULL);
     char msg[320] = "";
     const int32_t fine[] = {4, -5, 0}, past[] = {4, 7, 0}, below[] = {0, 1, -6};
@@ -405,7 +407,7 @@ static void test_index_check(void)
     float out[15];
     b.in[0] = (void *)tv;
     b.out = out;
-    def->forward(&b);
+    kd->forward(&b);
     TG_CHECK(out[0] == 1 && isnan(out[5]) && out[10] == 11); /* -1 is not the last row */
 
     /* the gradient op of an embedding keeps the ids' rule */

@@ -3,6 +3,7 @@
  * reference (including the multi-threaded partial sums), hand-computed
  * values, NaN for out-of-range labels, and build errors.
  * TG_TEST_LABELS: quick */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -159,7 +160,8 @@ static void run_both(const tg_tensor *node, void *const *in_f, double *const *in
 {
     tg_pool *pool = tg_pool_create(threads);
     const tg_op_def *def = tg_op_get(node->op);
-    size_t sb = def->scratch ? def->scratch(node, threads) : 0;
+    const tg_kernel_def *kd = tg_backend_cpu.kernel(node->op);
+    size_t sb = kd->scratch ? kd->scratch(node, threads) : 0;
     double scratch[8];
     tg_kernel_args a = {.node = node,
                         .out = out_f,
@@ -171,7 +173,7 @@ static void run_both(const tg_tensor *node, void *const *in_f, double *const *in
         a.in[k] = in_f[k];
         r.in[k] = in_d[k];
     }
-    def->forward(&a);
+    kd->forward(&a);
     def->reference(&r);
     tg_pool_destroy(pool);
 }

@@ -2,6 +2,7 @@
  * differences for every operand mode and transpose flag, fast sgemm kernels
  * against the double reference on 1 and 2 threads, shape errors.
  * TG_TEST_LABELS: threads quick isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "matmul_case.h"
@@ -62,7 +63,7 @@ static void test_matmul_values(void)
     tg_tensor *ct = tg_matmul(g, a, b, true, false); /* [[26,30],[38,44]] */
     TG_CHECK_OK(tg_graph_status(g));
     float A[] = {1, 2, 3, 4}, B[] = {5, 6, 7, 8}, C[4], CT[4];
-    const tg_op_def *def = tg_op_get(TG_OP_MATMUL);
+    const tg_kernel_def *def = tg_backend_cpu.kernel(TG_OP_MATMUL);
     tg_kernel_args k = {.node = c, .in = {A, B}, .out = C};
     def->forward(&k);
     k.node = ct;

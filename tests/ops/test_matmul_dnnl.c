@@ -1,5 +1,5 @@
 /* tests/ops/test_matmul_dnnl.c - MATMUL and LINEAR through oneDNN's matmul
- * (ops/matmul_dnnl.c) against the double reference: every operand mode
+ * (backend/cpu/matmul_dnnl.c) against the double reference: every operand mode
  * and transpose flag, attention's 4-D products [B, heads, S, d] and their
  * gradients, LINEAR with and without bias over 2-D and 3-D x (its weight
  * gradient is the summed mode), at 1 and 2 threads (parts per thread and
@@ -7,11 +7,12 @@
  * planned too. bf16 compute within bf16 tolerance; the kernel names; no
  * plan when the own kernels are forced.
  * TG_TEST_LABELS: threads isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "matmul_case.h"
 
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 
 #include <string.h>

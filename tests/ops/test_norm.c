@@ -3,6 +3,7 @@
  * finite differences, fast kernels against the double reference at 1 and 2
  * threads, running statistics checked by hand, and shape errors.
  * TG_TEST_LABELS: quick isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -150,7 +151,7 @@ static void test_running_stats_momentum(void)
         TG_CHECK_NEAR(rd[1], (1 - m) + m * 14.0 / 3.0, 1e-12);
         float S[2] = {3.0f, 3.5f}, R[2] = {0.0f, 1.0f};
         tg_kernel_args u = {.node = upd, .in = {R, S}, .out = NULL};
-        tg_op_get(TG_OP_RUNNING_STATS_UPDATE)->forward(&u);
+        tg_backend_cpu.kernel(TG_OP_RUNNING_STATS_UPDATE)->forward(&u);
         TG_CHECK_NEAR(R[0], 3 * m, 1e-7);
         TG_CHECK_NEAR(R[1], (1 - m) + m * 14.0 / 3.0, 1e-6);
         tg_interp_destroy(ip);
@@ -207,11 +208,11 @@ static void test_running_stats(void)
     float X[4] = {1, 2, 3, 6}, S[2], R[2] = {0.0f, 1.0f};
     tg_tensor *stats = upd->in[1];
     tg_kernel_args a = {.node = stats, .in = {X}, .out = S};
-    tg_op_get(TG_OP_NORM_STATS)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_NORM_STATS)->forward(&a);
     TG_CHECK_NEAR(S[0], 3.0, 1e-6);
     TG_CHECK_NEAR(S[1], 3.5, 1e-6);
     tg_kernel_args u = {.node = upd, .in = {R, S}, .out = NULL};
-    tg_op_get(TG_OP_RUNNING_STATS_UPDATE)->forward(&u);
+    tg_backend_cpu.kernel(TG_OP_RUNNING_STATS_UPDATE)->forward(&u);
     TG_CHECK_NEAR(R[0], 0.3, 1e-6);
     TG_CHECK_NEAR(R[1], v1, 1e-6);
     tg_interp_destroy(ip);
@@ -255,7 +256,7 @@ static void test_stats_bwd_near_float_max(void)
     if (bwd) {
         float ds[2] = {0.0f, 3e38f}, X[2] = {1.0f, 1.001f}, st[2] = {1.0005f, 2.5e-7f}, dx[2];
         tg_kernel_args a = {.node = bwd, .in = {ds, X, st}, .out = dx};
-        tg_op_get(TG_OP_NORM_STATS_BWD)->forward(&a);
+        tg_backend_cpu.kernel(TG_OP_NORM_STATS_BWD)->forward(&a);
         for (int i = 0; i < 2; i++) {
             double want = 3e38 * ((double)X[i] - 1.0005); /* 2 / n is 1 */
             TG_CHECK(isfinite(dx[i]));
@@ -276,9 +277,9 @@ static void test_layer_norm_values(void)
     TG_CHECK_OK(tg_graph_status(g));
     float X[4] = {1, 2, 3, 4}, S[2], Y[4], G[4] = {2, 2, 2, 2}, B[4] = {1, 1, 1, 1};
     tg_kernel_args a = {.node = y->in[1], .in = {X}, .out = S};
-    tg_op_get(TG_OP_NORM_STATS)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_NORM_STATS)->forward(&a);
     tg_kernel_args b = {.node = y, .in = {X, S, G, B}, .out = Y};
-    tg_op_get(TG_OP_NORM_APPLY)->forward(&b);
+    tg_backend_cpu.kernel(TG_OP_NORM_APPLY)->forward(&b);
     double r = 1.0 / sqrt(1.25 + 1e-5);
     for (int i = 0; i < 4; i++)
         TG_CHECK_NEAR(Y[i], (X[i] - 2.5) * r * 2 + 1, 1e-5);

@@ -2,15 +2,16 @@
  * sums in double: the statistics (mean, variance) and the backward sums
  * (sum dy, sum dy (x - mean)) over N x H x W values a channel whose mean is
  * far from zero, in both layouts (NCHW, ops/norm.c; nChw16c,
- * ops/norm_blocked.c), must be within about one rounding of the result:
+ * backend/cpu/norm_blocked.c), must be within about one rounding of the result:
  * summing a whole H x W plane in float lanes was many ulps off here. The
  * blocked kernels reading bf16 operands give the same bits as reading
  * their values in f32. Layer norm's dgamma and dbeta, summed down many rows,
  * likewise.
  * TG_TEST_LABELS: isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/op.h"
 #include "tilegraph/dtype.h"
 
@@ -100,7 +101,7 @@ static void run(const tg_tensor *t, const void *const *in, bool blocked, const b
             a.in_type[k] = TG_BF16;
         }
     }
-    tg_op_get(t->op)->forward(&a);
+    tg_backend_cpu.kernel(t->op)->forward(&a);
     for (int k = 0; k < t->n_in; k++)
         free(owned[k]);
 }
@@ -294,7 +295,7 @@ static void test_layer_norm_affine(void)
     }
     tg_pool *pool = tg_pool_create(2);
     tg_kernel_args k = {.node = aff, .in = {dv, xv, stats}, .out = got, .pool = pool};
-    tg_op_get(TG_OP_NORM_APPLY_BWD_AFFINE)->forward(&k);
+    tg_backend_cpu.kernel(TG_OP_NORM_APPLY_BWD_AFFINE)->forward(&k);
     for (int c = 0; c < F; c++)
         sq[c] = ldexp(sqrt(sq[c]), -24);
     expect_near_floor("layer norm dgamma", "rows", got, want, sq, F, 3.0);

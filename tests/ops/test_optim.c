@@ -3,11 +3,12 @@
  * against PyTorch numbers from tests/ops/gen_optim_golden.py), fast against
  * reference on 1 and 2 threads, the shape rule's errors.
  *
- * The kernels are called directly (tg_op_get(op)->forward/reference) on
+ * The kernels are called directly (the cpu backend's forward, the def's reference) on
  * update nodes built by tg_graph_add_optimizer from a parameter whose
  * gradient is a plain input node.
  * TG_TEST_LABELS: isa
  */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "core/alloc.h"
@@ -287,7 +288,7 @@ static void check_golden(const golden *gd, bool use_ref)
             tg_kernel_args a = {.node = b.u, .step = step};
             for (int k = 0; k < n_in; k++)
                 a.in[k] = fbuf[k];
-            tg_op_get(b.u->op)->forward(&a);
+            tg_backend_cpu.kernel(b.u->op)->forward(&a);
         }
         for (int k = 0; k <= n_state; k++)
             for (int i = 0; i < 3; i++) {
@@ -324,10 +325,10 @@ static void test_sgd_by_hand(void)
     one_update b = build(&o, 1);
     float p = 1, buf = 123, g = 2; /* buf's old value must be ignored on step 0 */
     tg_kernel_args a = {.node = b.u, .in = {&p, &buf, &g}, .step = 0};
-    tg_op_get(TG_OP_SGD_UPDATE)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_SGD_UPDATE)->forward(&a);
     TG_CHECK(buf == 2.0f && p == -1.0f);
     a.step = 1;
-    tg_op_get(TG_OP_SGD_UPDATE)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_SGD_UPDATE)->forward(&a);
     TG_CHECK(buf == 2.0f && p == -3.0f);
     tg_graph_destroy(b.g);
 
@@ -380,7 +381,7 @@ static void test_lamb_trust_ratio(void)
         /* r = sign(g) = (1, 1), ||r|| = sqrt 2; ||p|| = 3 (or 1.5 capped) */
         float fp[2] = {3, 0}, fm[2] = {0}, fv[2] = {0}, fg[2] = {1, 7};
         tg_kernel_args a = {.node = b.u, .in = {fp, fm, fv, fg}, .step = 0};
-        tg_op_get(TG_OP_ADAM_UPDATE)->forward(&a);
+        tg_backend_cpu.kernel(TG_OP_ADAM_UPDATE)->forward(&a);
         double norm = capped ? 1.5 : 3.0, moved = 0.1 * norm / sqrt(2.0);
         TG_CHECK_NEAR(fp[0], 3 - moved, 1e-6);
         TG_CHECK_NEAR(fp[1], -moved, 1e-6);
@@ -396,7 +397,7 @@ static void test_no_bias_correction_first_step(void)
     one_update b = build(&o, 2);
     float p[2] = {1, 1}, m[2] = {0}, v[2] = {0}, g[2] = {0.5f, -40};
     tg_kernel_args a = {.node = b.u, .in = {p, m, v, g}, .step = 0};
-    tg_op_get(TG_OP_ADAM_UPDATE)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_ADAM_UPDATE)->forward(&a);
     double moved = 0.01 * (1.0 - 0.9f) / sqrt(1.0 - 0.999f);
     TG_CHECK_NEAR(p[0], 1 - moved, 1e-6);
     TG_CHECK_NEAR(p[1], 1 + moved, 1e-6);
@@ -466,7 +467,7 @@ static void fast_vs_reference(const char *label, const tg_optimizer *o, int64_t 
     int n_in = b.u->n_in;
     float *f1[4], *f2[4];
     double *d[4];
-    const tg_op_def *def = tg_op_get(b.u->op);
+    const tg_kernel_def *def = tg_backend_cpu.kernel(b.u->op);
     size_t scratch_bytes = def->scratch ? def->scratch(b.u, 2) : 0;
     void *scratch = scratch_bytes ? tg_malloc(scratch_bytes) : NULL;
     tg_rng rng;
@@ -503,8 +504,8 @@ static void fast_vs_reference(const char *label, const tg_optimizer *o, int64_t 
             a2.in[k] = f2[k];
             r.in[k] = d[k];
         }
-        tg_op_get(b.u->op)->forward(&a1);
-        tg_op_get(b.u->op)->forward(&a2);
+        tg_backend_cpu.kernel(b.u->op)->forward(&a1);
+        tg_backend_cpu.kernel(b.u->op)->forward(&a2);
         tg_op_get(b.u->op)->reference(&r);
     }
     /* Elementwise work: splitting over threads must not change a bit. */
@@ -571,7 +572,7 @@ static void run_staged(const tg_tensor *u, void *const *store, const bool *bf16,
             f[k][i] *= o->grad_unscale;
         a.in[k] = f[k];
     }
-    tg_op_get(u->op)->forward(&a);
+    tg_backend_cpu.kernel(u->op)->forward(&a);
     for (int k = 0; k < u->n_in; k++) {
         if (k < u->n_mutated && bf16[k] && o->stochastic)
             tg_convert_stochastic(f[k], store[k], TG_BF16, (size_t)n, o->round_key ^ (uint64_t)k,
@@ -619,7 +620,7 @@ static void native_vs_staged(const char *label, const tg_optimizer *opt, int64_t
             a.in[k] = nat[k];
             a.in_type[k] = bf16[k] ? TG_BF16 : TG_F32;
         }
-        tg_op_get(b.u->op)->forward(&a);
+        tg_backend_cpu.kernel(b.u->op)->forward(&a);
         run_staged(b.u, stg, bf16, n, step, &u, pool);
     }
     for (int k = 0; k < n_in - 1; k++)

@@ -3,6 +3,7 @@
  * of a mean and scale), new for each step, micro-batch and replica and
  * node, the same for the same key, and a product with them differentiates
  * as by a constant. */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -53,7 +54,7 @@ static void draw(const tg_tensor *t, uint64_t seed, int64_t step, uint64_t strea
 {
     tg_kernel_args a = {
         .node = t, .out = out, .pool = pool, .seed = seed, .step = step, .stream = stream};
-    tg_op_get(TG_OP_RANDOM_UNIFORM)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_RANDOM_UNIFORM)->forward(&a);
 }
 
 static void test_distribution_and_keys(void)

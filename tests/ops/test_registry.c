@@ -4,10 +4,11 @@
  * with what the passes see on real nodes (element-wise, blocked layout,
  * bf16 kernels, aliasing, cost kind, plan hooks).
  * TG_TEST_LABELS: quick */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/binary.h"
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/op.h"
 #include "tilegraph/graph.h"
 
@@ -25,6 +26,7 @@ static void test_every_op_has_a_def(void)
     for (int op = 0; op < TG_OP_COUNT; op++) {
         const tg_op_def *d = tg_op_get((tg_op)op);
         TG_CHECK(d != NULL);
+        const tg_kernel_def *k = tg_backend_cpu.kernel((tg_op)op);
         if (!d)
             continue;
         /* the name is graph/op_list.h's line alone: present and unique */
@@ -39,7 +41,7 @@ static void test_every_op_has_a_def(void)
         TG_CHECK(d->memory == TG_OP_OWN_STORAGE || d->memory == TG_OP_VIEWS_INPUT);
         TG_CHECK((unsigned)d->cost < TG_COST_KIND_COUNT);
         if (is_leaf((tg_op)op)) {
-            TG_CHECK(!d->infer && !d->forward && d->flags == TG_OPF_NONE);
+            TG_CHECK(!d->infer && !k && d->flags == TG_OPF_NONE);
             continue;
         }
         /* a reference kernel is enough: the engine runs it (tg_op_forward) */
@@ -47,13 +49,15 @@ static void test_every_op_has_a_def(void)
             printf("  op %s lacks a rule or a reference kernel\n", name);
         TG_CHECK(d->infer && d->reference && d->flops);
         TG_CHECK(tg_op_has_kernel((tg_op)op));
-        /* a def without a fast kernel has nothing a fast path would read */
-        if (!d->forward)
-            TG_CHECK(!d->scratch && !d->planner && d->flags == TG_OPF_NONE && !d->layout &&
-                     !d->reads_bf16);
-        if (d->planner)
-            TG_CHECK(d->planner->plan && d->planner->plan_free);
-        TG_CHECK(tg_op_planner_get((tg_op)op) == d->planner);
+        /* an op without a cpu kernel has nothing a fast path would read; a
+         * kernel entry without forward would leave the output unwritten */
+        if (!k)
+            TG_CHECK(d->flags == TG_OPF_NONE || d->flags == TG_OPF_ELEMENTWISE);
+        else
+            TG_CHECK(k->forward != NULL);
+        if (k && k->planner)
+            TG_CHECK(k->planner->plan && k->planner->plan_free);
+        TG_CHECK(tg_op_planner_get((tg_op)op) == (k ? k->planner : NULL));
     }
     TG_CHECK(tg_op_get(TG_OP_COUNT) == NULL && tg_op_get((tg_op)-1) == NULL);
     TG_CHECK(strcmp(tg_op_name(TG_OP_COUNT), "?") == 0);
@@ -70,13 +74,14 @@ static void test_flags_consistent(void)
             /* elementwise_bf16.c's kernels are ReLU's, its gradient's and add's */
             TG_CHECK((d->flags & TG_OPF_ELEMENTWISE) &&
                      (op == TG_OP_RELU || op == TG_OP_RELU_BWD || op == TG_OP_ADD));
+        const tg_kernel_def *k = tg_backend_cpu.kernel((tg_op)op);
         if (d->memory == TG_OP_VIEWS_INPUT) /* a view runs no kernel and keeps NCHW */
-            TG_CHECK(d->flags == TG_OPF_NONE && !d->layout && !d->planner && !d->scratch &&
-                     !d->reads_bf16);
+            TG_CHECK(d->flags == TG_OPF_NONE &&
+                     (!k || (!k->layout && !k->planner && !k->scratch && !k->reads_bf16)));
         if (d->flags & TG_OPF_ELEMENTWISE) /* position-free: no layout of its own to plan */
-            TG_CHECK(!d->layout && !d->planner && d->cost == TG_COST_MEMORY &&
+            TG_CHECK((!k || (!k->layout && !k->planner)) && d->cost == TG_COST_MEMORY &&
                      !(d->flags & TG_OPF_BLOCKED));
-        if (d->layout)
+        if (k && k->layout)
             TG_CHECK(!(d->flags & (TG_OPF_BLOCKED | TG_OPF_ELEMENTWISE)));
     }
 }

@@ -3,6 +3,7 @@
  * values, its gradient by finite differences, the engine's run of the
  * reference (tg_op_forward), and one verified training step
  * (tilegraph check's test) on every target in f32 and bf16. */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/reverse_sequence.h"

@@ -4,6 +4,7 @@
  * against finite differences, fast kernels against the reference, and
  * values from PyTorch.
  * TG_TEST_LABELS: isa */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -98,11 +99,11 @@ static void test_gelu_tanh_form(void)
     for (int k = 0; k < 8; k++)
         xf[k] = (float)xv[k], dyf[k] = 1;
     tg_kernel_args a = {.node = y, .in = {xf}, .out = out};
-    tg_op_get(TG_OP_GELU)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_GELU)->forward(&a);
     for (int k = 0; k < 8; k++)
         TG_CHECK_NEAR(out[k], want[k], 3e-7 * (1 + fabs(want[k])));
     a = (tg_kernel_args){.node = d, .in = {dyf, xf}, .out = out};
-    tg_op_get(TG_OP_GELU_BWD)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_GELU_BWD)->forward(&a);
     for (int k = 0; k < 8; k++)
         TG_CHECK_NEAR(out[k], want_grad[k], 3e-7 * (1 + fabs(want_grad[k])));
     /* a form other than 0 or 1 is refused by name */
@@ -179,16 +180,16 @@ static void test_values(void)
             xf[k] = (float)xv[k];
         for (int o = 0; o < 5; o++) {
             tg_kernel_args a = {.node = outs[o], .in = {xf}, .out = out, .pool = pool};
-            tg_op_get(outs[o]->op)->forward(&a);
+            tg_backend_cpu.kernel(outs[o]->op)->forward(&a);
             for (int k = 0; k < 5; k++)
                 TG_CHECK_NEAR(out[k], want[o][k], 2e-7 * (1 + fabs(want[o][k])));
         }
         tg_kernel_args a = {.node = gelu_bwd, .in = {dyf, xf}, .out = out, .pool = pool};
-        tg_op_get(TG_OP_GELU_BWD)->forward(&a);
+        tg_backend_cpu.kernel(TG_OP_GELU_BWD)->forward(&a);
         for (int k = 0; k < 5; k++)
             TG_CHECK_NEAR(out[k], want_gelu_grad[k], 3e-7);
         a.node = relu_bwd;
-        tg_op_get(TG_OP_RELU_BWD)->forward(&a);
+        tg_backend_cpu.kernel(TG_OP_RELU_BWD)->forward(&a);
         const double want_relu_grad[5] = {0, 0, 0, 1, 1}; /* 0 at x = 0, as PyTorch */
         for (int k = 0; k < 5; k++)
             TG_CHECK_NEAR(out[k], want_relu_grad[k], 0);
@@ -372,7 +373,7 @@ static void test_math_values(void)
         xf[k] = (float)xv[k];
     for (int o = 0; o < 4; o++) {
         tg_kernel_args a = {.node = outs[o], .in = {xf}, .out = out, .pool = pool};
-        tg_op_get(outs[o]->op)->forward(&a);
+        tg_backend_cpu.kernel(outs[o]->op)->forward(&a);
         for (int k = 0; k < 5; k++)
             TG_CHECK_NEAR(out[k], want[o][k], 2e-7 * (1 + fabs(want[o][k])));
     }
@@ -396,7 +397,7 @@ static void test_clip_edges(void)
     float out[4];
     for (int o = 0; o < 3; o++) {
         tg_kernel_args a = {.node = outs[o], .in = {(void *)xv}, .out = out};
-        tg_op_get(TG_OP_CLIP)->forward(&a);
+        tg_backend_cpu.kernel(TG_OP_CLIP)->forward(&a);
         for (int k = 0; k < 3; k++)
             TG_CHECK_NEAR(out[k], want[o][k], 0);
         TG_CHECK(isnan(out[3]));

@@ -5,6 +5,7 @@
  * the fast and reference kernels of the unary ops. Each call runs in a child
  * process that must die by SIGABRT with "unreachable: op N (name)" on stderr.
  * TG_TEST_LABELS: quick */
+#include "backend/backend.h"
 #include "tg_test.h"
 
 #include "ops/conv.h"
@@ -52,7 +53,7 @@ static void call_forward(void *ctx)
     fake_init(&f, c->op);
     tg_kernel_args a = {.node = &f.node, .in = {f.in, f.in}, .out = f.out, .out_type = TG_F32};
     a.in_type[0] = a.in_type[1] = TG_F32;
-    tg_op_get(c->def)->forward(&a);
+    tg_backend_cpu.kernel(c->def)->forward(&a);
 }
 
 static void call_reference(void *ctx)
@@ -106,7 +107,7 @@ static void test_unary_kernels_abort(void)
     f.in[0] = 1, f.in[1] = -2, f.in[2] = 3, f.in[3] = 0;
     tg_kernel_args a = {.node = &f.node, .in = {f.in}, .out = f.out, .out_type = TG_F32};
     f.node.n_in = 1;
-    tg_op_get(TG_OP_NEG)->forward(&a);
+    tg_backend_cpu.kernel(TG_OP_NEG)->forward(&a);
     TG_CHECK(f.out[0] == -1 && f.out[1] == 2 && f.out[2] == -3 && f.out[3] == 0);
 }
 

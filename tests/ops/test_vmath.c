@@ -1,12 +1,12 @@
-/* tests/ops/test_vmath.c - the vectorised exp and GELU (ops/vmath.c)
+/* tests/ops/test_vmath.c - the vectorised exp and GELU (backend/cpu/vmath.c)
  * against double precision over a dense sweep and at the special values
  * (NaN, +-inf, the underflow and overflow edges), at every SIMD level this
  * CPU has, with lengths that leave a scalar tail.
  * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
-#include "ops/simd.h"
-#include "ops/vmath.h"
+#include "backend/cpu/simd.h"
+#include "backend/cpu/vmath.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* tests/ops/test_weight_cache.c - an inference program's convolutions keep
- * their weights in oneDNN's layout between runs (ops/weight_cache.h,
+ * their weights in oneDNN's layout between runs (backend/cpu/weight_cache.h,
  * conv_dnnl.c's keep_weights): reordered once per host write of the
  * weights, never per run, and never stale. After every way the host writes
  * weights (tg_session_write, tg_session_copy_weights, a checkpoint through
@@ -13,8 +13,8 @@
 #include "tg_test.h"
 
 #include "compile/program.h"
-#include "ops/conv_dnnl_state.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/conv_dnnl_state.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/optim.h"

@@ -350,7 +350,7 @@ class Parity(unittest.TestCase):
 
     def test_small_vision_one_sample_two_threads(self):
         """Batch 1 on two threads: an inference program's convolutions split
-        their output channels over the threads (ops/conv_dnnl.c), or run on
+        their output channels over the threads (backend/cpu/conv_dnnl.c), or run on
         one; both runtimes at 2 threads."""
         with tempfile.TemporaryDirectory() as d:
             for name, size in SMALL_VISION[:2]:

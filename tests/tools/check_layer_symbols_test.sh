@@ -4,12 +4,13 @@
 # build trees of a few tiny objects compiled here, each tree one call.
 # Must fail, naming the caller and the symbol: core calling trace, target
 # calling compile (target sits below compile), graph calling an ops function
-# that no interface header declares, core/options.c calling tg_target_count
+# that no interface header declares, ops calling the cpu backend's engine
+# (backend sits above ops), core/options.c calling tg_target_count
 # (no longer in KNOWN: the target check moved to where the config meets the
 # targets), a tools object calling a function the scratch libtilegraph.so
 # does not export. Must pass: trace calling core, graph calling a function
-# graph/op_rules.h declares and ops defines (the interface), tools calling an
-# exported function.
+# graph/op_rules.h declares and ops defines (the interface), the backend
+# calling an ops function, tools calling an exported function.
 # The linker must refuse the same: a program calling a function the scratch
 # libtilegraph.so does not export fails to link, naming it, and one calling an
 # exported function links. Given BUILD_DIR (a build of the library and the
@@ -80,6 +81,8 @@ done <<CASES
 fail src/core/alloc.c src/trace/trace.c tg_trace_fn
 fail src/target/tilesim.c src/compile/pipeline.c tg_pipe_fn
 fail src/graph/autodiff.c src/ops/binary.c tg_add
+fail src/ops/conv.c src/backend/cpu/conv_dnnl.c tg_conv_dnnl_run
+pass src/backend/cpu/conv_kernels.c src/ops/conv.c tg_conv_geom_of
 pass src/trace/trace.c src/core/alloc2.c tg_alloc_fn
 pass src/graph/graph.c src/ops/registry.c tg_op_name
 fail src/core/options.c src/target/targets.c tg_target_count

@@ -5,7 +5,9 @@
 # and the report layer (runtime -> report -> analyse): core including trace/,
 # trace including graph/ and report including analyse/ must fail, naming the
 # file and line; trace including core/, graph including trace/, analyse
-# including report/ and report including compile/ must pass.
+# including report/ and report including compile/ must pass; and around the
+# backend layer (ops -> backend -> compile): ops including backend/ fails,
+# backend including ops/ and compile including backend/ pass.
 # usage: check_layers_test.sh SOURCE_DIR
 set -u
 script=$1/scripts/check_layers.sh
@@ -40,10 +42,13 @@ expect_fail core/alloc.c trace/trace_internal.h
 expect_fail trace/trace.c graph/graph.h
 expect_fail trace/chrome_trace.c profile/profile.h
 expect_fail report/plan.c analyse/analyse.h
+expect_fail ops/conv.c backend/cpu/conv_dnnl_state.h
 expect_pass trace/trace.c core/alloc.h
 expect_pass graph/graph.c trace/trace_internal.h
 expect_pass data/loader.c trace/trace_internal.h
 expect_pass analyse/views_memory.c report/memory_table.h
 expect_pass report/plan.c compile/program.h
+expect_pass backend/cpu/conv_kernels.c ops/conv.h
+expect_pass compile/layout.c backend/backend.h
 [ "$fails" -eq 0 ] || exit 1
-echo "check_layers_test: 9 cases as expected"
+echo "check_layers_test: 12 cases as expected"

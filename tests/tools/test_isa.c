@@ -1,6 +1,6 @@
 /* tests/tools/test_isa.c - TILEGRAPH_ISA (core/isa.h, issue 46 row 29):
- * avx2 holds the own kernels' dispatch (ops/simd.c), the bf16 conversions
- * (core/bf16.h) and oneDNN's JIT (ops/dnnl_util.c) to AVX2 in this process,
+ * avx2 holds the own kernels' dispatch (backend/cpu/simd.c), the bf16 conversions
+ * (core/bf16.h) and oneDNN's JIT (backend/cpu/dnnl_util.c) to AVX2 in this process,
  * whatever the CPU has; the command says what it uses in --version, plans
  * with the set it is held to (the AVX2 plan of mnist-pipeline needs less
  * kernel scratch than the AVX-512 one where the CPU has AVX-512), and
@@ -11,8 +11,8 @@
 
 #include "core/bf16.h"
 #include "core/isa.h"
-#include "ops/dnnl_util.h"
-#include "ops/simd.h"
+#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/simd.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* ops/norm_blocked.c - batch norm's ops on blocked activations (ops/blocked.h).
+/* backend/cpu/norm_blocked.c - batch norm's ops on blocked activations (backend/cpu/blocked.h).
  *
  * x [N, C, H, W] is stored [N][C/16][H*W][16]: a row (n, cb) is H*W
  * vectors of 16 channels. Element-wise ops walk rows with one scale and
@@ -10,7 +10,7 @@
  */
 #include "core/bf16.h"
 #include "core/clones.h"
-#include "ops/blocked.h"
+#include "backend/cpu/blocked.h"
 #include "ops/norm.h"
 #include "ops/broadcast.h"
 #include "tilegraph/dtype.h"

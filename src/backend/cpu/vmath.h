@@ -1,6 +1,6 @@
-/* ops/vmath.h - vectorised exp and GELU for the transformer's elementwise
+/* backend/cpu/vmath.h - vectorised exp and GELU for the transformer's elementwise
  * kernels (softmax, GELU and its gradient), chosen at run time by the CPU
- * (ops/simd.h): AVX2 + FMA, else the C library's expf and erff.
+ * (backend/cpu/simd.h): AVX2 + FMA, else the C library's expf and erff.
  *
  * Accuracy (checked against double in tests/ops/test_vmath.c): exp within
  * 2 ulp over [-87, 88.7], 0 below -87.3 with AVX2 (where expf gives
@@ -8,8 +8,8 @@
  * both tails (it is computed from erfc, never as 1 + erf, so large negative
  * inputs keep their relative accuracy).
  */
-#ifndef TG_OPS_VMATH_H
-#define TG_OPS_VMATH_H
+#ifndef TG_BACKEND_CPU_VMATH_H
+#define TG_BACKEND_CPU_VMATH_H
 
 #include <stdint.h>
 

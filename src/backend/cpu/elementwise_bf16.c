@@ -1,4 +1,4 @@
-/* ops/elementwise_bf16.c - ReLU, its gradient and add on operands stored
+/* backend/cpu/elementwise_bf16.c - ReLU, its gradient and add on operands stored
  * in bf16, read and written in place (tg_op_reads_bf16) instead of staged
  * through f32 copies: these three are most of a ResNet's element-wise work,
  * and in bf16.bf16 staging them cost 3-4x their f32 time.
@@ -11,7 +11,7 @@
 #include "core/bf16.h"
 #include "core/clones.h"
 #include "ops/broadcast.h"
-#include "ops/op.h"
+#include "backend/backend.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* ops/dnnl_util.h - what the oneDNN-backed kernels share: the one CPU engine,
+/* backend/cpu/dnnl_util.h - what the oneDNN-backed kernels share: the one CPU engine,
  * tg shapes as oneDNN memory descriptors, oneDNN statuses as tg_status, the
  * OpenMP thread count of the calling device, and the kernel choice switch.
  *
@@ -6,8 +6,8 @@
  * team of the calling thread; tg_dnnl_threads() sets that team's size to the
  * device's thread count, so that devices never oversubscribe the cores.
  */
-#ifndef TG_OPS_DNNL_UTIL_H
-#define TG_OPS_DNNL_UTIL_H
+#ifndef TG_BACKEND_CPU_DNNL_UTIL_H
+#define TG_BACKEND_CPU_DNNL_UTIL_H
 
 #include "core/error.h"
 #include "graph/node.h"

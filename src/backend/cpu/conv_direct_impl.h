@@ -1,4 +1,4 @@
-/* ops/conv_direct_impl.h - the inner loops of the direct convolution
+/* backend/cpu/conv_direct_impl.h - the inner loops of the direct convolution
  * kernels, written once and compiled per instruction set: conv_direct.c
  * includes this file after defining
  *   VL          floats per vector (16, 8 or 4)

@@ -1,11 +1,11 @@
-/* ops/conv_dnnl_run.c - running a node's oneDNN convolution as
+/* backend/cpu/conv_dnnl_run.c - running a node's oneDNN convolution as
  * conv_dnnl.c planned it: the operands converted from bf16 storage and
  * reordered into the primitive's layouts, the batch in parts over the
  * device's pool, the shared weights and the summed weight gradient in
  * slices, the output reordered (and converted) back. conv_dnnl.c's header
  * comment says why each of these is so. */
 #include "ops/conv.h"
-#include "ops/conv_dnnl_state.h"
+#include "backend/cpu/conv_dnnl_state.h"
 
 #include "core/alloc.h"
 #include "core/convert.h"

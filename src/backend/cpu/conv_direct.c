@@ -1,4 +1,4 @@
-/* ops/conv_direct.c - direct SIMD convolution kernels for stride 1 and
+/* backend/cpu/conv_direct.c - direct SIMD convolution kernels for stride 1 and
  * groups 1 (any padding and dilation), the fast path for small and medium
  * layers (up to about 64 channels of 3x3 or 5x5: see tg_conv_method_for),
  * where im2col + GEMM gives OpenBLAS thin, awkward matrices (the first layer
@@ -25,7 +25,7 @@
  * scratch; weight-gradient partial sums are added at the end.
  */
 #include "ops/conv.h"
-#include "ops/simd.h"
+#include "backend/cpu/simd.h"
 
 #include <string.h>
 
@@ -136,7 +136,7 @@ static inline void copy_tail(float *d, const float *s, int n)
 #define CB_BWD 12
 #define WB_CO 5
 #define WB_T 5
-#include "ops/conv_direct_impl.h"
+#include "backend/cpu/conv_direct_impl.h"
 
 #define DTARGET __attribute__((target("avx2,fma")))
 #define VL 8
@@ -153,7 +153,7 @@ static inline void copy_tail(float *d, const float *s, int n)
 #define CB_BWD 6
 #define WB_CO 3
 #define WB_T 4
-#include "ops/conv_direct_impl.h"
+#include "backend/cpu/conv_direct_impl.h"
 #endif
 
 /* Baseline: 4 floats per "vector" in portable C that compilers map to SSE2. */
@@ -201,7 +201,7 @@ static inline v4 v4_fma(v4 a, v4 b, v4 c)
 #define CB_BWD 6
 #define WB_CO 3
 #define WB_T 4
-#include "ops/conv_direct_impl.h"
+#include "backend/cpu/conv_direct_impl.h"
 
 typedef void (*fwd_fn)(const dplan *, const float *, const float *, const float *, float *);
 typedef void (*bwd_data_fn)(const dplan *, const float *, const float *, float *);

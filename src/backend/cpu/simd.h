@@ -1,9 +1,9 @@
-/* ops/simd.h - which vector instructions the fast kernels may use, decided
+/* backend/cpu/simd.h - which vector instructions the fast kernels may use, decided
  * at run time from the CPU (never from the build host: the library is built
  * without -march flags and its SIMD kernels carry target attributes).
  */
-#ifndef TG_OPS_SIMD_H
-#define TG_OPS_SIMD_H
+#ifndef TG_BACKEND_CPU_SIMD_H
+#define TG_BACKEND_CPU_SIMD_H
 
 typedef enum tg_simd_level {
     TG_SIMD_BASE = 0, /* SSE2, which every x86-64 has; portable C elsewhere */

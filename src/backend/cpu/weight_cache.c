@@ -1,6 +1,6 @@
-/* ops/weight_cache.c - reordered constant weights kept between runs
+/* backend/cpu/weight_cache.c - reordered constant weights kept between runs
  * (weight_cache.h says when they are valid and who may use them). */
-#include "ops/weight_cache.h"
+#include "backend/cpu/weight_cache.h"
 
 #include "core/alloc.h"
 

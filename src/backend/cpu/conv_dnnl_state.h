@@ -1,13 +1,13 @@
-/* ops/conv_dnnl_state.h - the state of one node's oneDNN convolution,
+/* backend/cpu/conv_dnnl_state.h - the state of one node's oneDNN convolution,
  * shared by its planning (conv_dnnl.c: descriptors, layouts, reorders,
  * the primitive) and its running (conv_dnnl_run.c: parts of the batch,
  * slices, conversions). Internal to those two files. */
-#ifndef TG_OPS_CONV_DNNL_STATE_H
-#define TG_OPS_CONV_DNNL_STATE_H
+#ifndef TG_BACKEND_CPU_CONV_DNNL_STATE_H
+#define TG_BACKEND_CPU_CONV_DNNL_STATE_H
 
-#include "ops/conv_wgrad_mm.h"
-#include "ops/dnnl_util.h"
-#include "ops/weight_cache.h"
+#include "backend/cpu/conv_wgrad_mm.h"
+#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/weight_cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,7 +60,7 @@ typedef struct conv_state {
     dnnl_memory_desc_t user32[4]; /* user[k] in f32 */
     size_t span[4];               /* elements from the first stored to the last */
     size_t copy_off[4];           /* of the f32 copy in scratch, when a reorder follows it */
-    /* The weight gradient as one matmul (ops/conv_wgrad_mm.h) where that
+    /* The weight gradient as one matmul (backend/cpu/conv_wgrad_mm.h) where that
      * wins (matmul_wins): then nothing else here is used. */
     tg_wgrad_mm *mm;
     /* Parts of the output channels (and of the input's, depthwise) that
@@ -82,7 +82,7 @@ typedef struct conv_state {
     reorder_slice *slices[4];
     /* An inference program's forward convolution whose weights need a
      * reorder or a conversion: the weights in the primitive's layout, kept
-     * from run to run while the host writes none (ops/weight_cache.h);
+     * from run to run while the host writes none (backend/cpu/weight_cache.h);
      * NULL otherwise. */
     tg_weight_cache *cache;
     /* The batch norm this convolution computes (compile/fuse.c), whose

@@ -1,4 +1,4 @@
-/* ops/blocked.h - the own kernels' variants for the blocked activation
+/* backend/cpu/blocked.h - the own kernels' variants for the blocked activation
  * layout (ops/op.h TG_CHANNEL_BLOCK, nChw16c), which the compiler's layout
  * pass (compile/layout.h) chooses between oneDNN convolutions.
  *
@@ -7,8 +7,8 @@
  * vector per pixel. Element-wise ops need no variant when all their
  * operands have one shape (every operand is permuted alike).
  */
-#ifndef TG_OPS_BLOCKED_H
-#define TG_OPS_BLOCKED_H
+#ifndef TG_BACKEND_CPU_BLOCKED_H
+#define TG_BACKEND_CPU_BLOCKED_H
 
 #include "ops/op.h"
 
@@ -24,8 +24,6 @@ bool tg_blocked_kernel_exists(const tg_tensor *node);
  * and dy; statistics, gamma and beta stay [C] / [2, C] vectors. */
 void tg_norm_blocked_run(const tg_kernel_args *a);
 
-/* The pooling ops (max and average, forward and gradient) on blocked x,
- * y and their gradients when a->blocked; false (nothing done) otherwise. */
-bool tg_pool_blocked_run(const tg_kernel_args *a);
+/* 2-D pooling's blocked kernels are its family's (ops/pool.h). */
 
 #endif

@@ -1,4 +1,4 @@
-/* ops/vmath.c - vectorised exp and GELU (see vmath.h).
+/* backend/cpu/vmath.c - vectorised exp and GELU (see vmath.h).
  *
  * exp is Cephes' expf: x = n ln2 + r with n = round(x / ln2) and ln2 split
  * in two parts so r is exact, a degree-5 polynomial for e^r, and 2^n put
@@ -13,8 +13,8 @@
  * 24.9 -> 7.4 ms, GELU over [8, 128, 3072] 46.3 -> 16.4 ms, its gradient
  * 62.5 -> 17.9 ms (docs/transformers.md).
  */
-#include "ops/vmath.h"
-#include "ops/simd.h"
+#include "backend/cpu/vmath.h"
+#include "backend/cpu/simd.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* ops/weight_cache.h - what a planned kernel derives from constant weights
+/* backend/cpu/weight_cache.h - what a planned kernel derives from constant weights
  * (oneDNN's reordered weights), kept from one run to the next while the
  * host has not written the weights again.
  *
@@ -16,8 +16,8 @@
  * ever used by the thread that runs its source's node. The buffers are heap
  * memory beside the arena (one copy of the weights in the kernel's layout),
  * freed with the program's kernel plans. */
-#ifndef TG_OPS_WEIGHT_CACHE_H
-#define TG_OPS_WEIGHT_CACHE_H
+#ifndef TG_BACKEND_CPU_WEIGHT_CACHE_H
+#define TG_BACKEND_CPU_WEIGHT_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>

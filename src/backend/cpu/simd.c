@@ -1,5 +1,5 @@
-/* ops/simd.c - run-time CPU feature detection for the SIMD kernels. */
-#include "ops/simd.h"
+/* backend/cpu/simd.c - run-time CPU feature detection for the SIMD kernels. */
+#include "backend/cpu/simd.h"
 
 #include "core/isa.h"
 #include "core/process.h"

@@ -1,7 +1,7 @@
-/* ops/matmul_dnnl.h - MATMUL and LINEAR through oneDNN's matmul primitive,
+/* backend/cpu/matmul_dnnl.h - MATMUL and LINEAR through oneDNN's matmul primitive,
  * planned when the program is compiled (matmul_dnnl.c). */
-#ifndef TG_OPS_MATMUL_DNNL_H
-#define TG_OPS_MATMUL_DNNL_H
+#ifndef TG_BACKEND_CPU_MATMUL_DNNL_H
+#define TG_BACKEND_CPU_MATMUL_DNNL_H
 
 #include "ops/op.h"
 

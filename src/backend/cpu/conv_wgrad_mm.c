@@ -1,4 +1,4 @@
-/* ops/conv_wgrad_mm.c - a convolution's weight gradient over a small output
+/* backend/cpu/conv_wgrad_mm.c - a convolution's weight gradient over a small output
  * map as one matrix product (oneDNN's matmul) over the whole batch.
  *
  * dW[K][C R S] = dyT[K][P] . col[P][C R S], P = N * OH * OW. On maps of at
@@ -15,9 +15,9 @@
  * reorders run on the calling thread, the im2col over the pool. Every
  * buffer is in the node's planned scratch.
  */
-#include "ops/conv_wgrad_mm.h"
+#include "backend/cpu/conv_wgrad_mm.h"
 #include "ops/broadcast.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 
 #include "core/alloc.h"
 

@@ -1,4 +1,4 @@
-/* graph/nn.c - PyTorch-style layer helpers over the op builders. */
+/* ops/nn.c - PyTorch-style layer helpers over the op builders. */
 #include "tilegraph/nn.h"
 
 #include "graph/node.h"

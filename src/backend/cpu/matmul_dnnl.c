@@ -1,4 +1,4 @@
-/* ops/matmul_dnnl.c - MATMUL and LINEAR through oneDNN's matmul primitive,
+/* backend/cpu/matmul_dnnl.c - MATMUL and LINEAR through oneDNN's matmul primitive,
  * created once per node when the program is compiled (the op table's plan
  * hook, as the convolutions' in conv_dnnl.c) and run by the ops' forward
  * kernels.
@@ -36,19 +36,19 @@
  *
  * Inference: a constant B (a leaf) is packed into the layout the primitive
  * chooses (format any: brgemm's blocked weights) once per weight write,
- * kept in a weight cache (ops/weight_cache.h), and a product fused with
+ * kept in a weight cache (backend/cpu/weight_cache.h), and a product fused with
  * what follows it (compile/fuse_matmul.c) adds the bias from
  * in[TG_FUSE_IN_STATS], applies GELU as an eltwise post-op and adds the
  * residual in[TG_FUSE_IN_STATS + 1] as a binary post-op.
  */
-#include "ops/matmul_dnnl.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/matmul_dnnl.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/matmul_geom.h"
 
 #include "core/alloc.h"
 #include "core/process.h"
 #include "ops/unary.h"
-#include "ops/weight_cache.h"
+#include "backend/cpu/weight_cache.h"
 
 #include <stdio.h>
 #include <string.h>

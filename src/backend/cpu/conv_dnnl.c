@@ -1,4 +1,4 @@
-/* ops/conv_dnnl.c - the three convolution ops through oneDNN primitives,
+/* backend/cpu/conv_dnnl.c - the three convolution ops through oneDNN primitives,
  * created once per node when the program is compiled (the op table's plan
  * hook) and run by the op's forward kernel (conv_dnnl_run.c; the state the
  * two share is conv_dnnl_state.h).
@@ -65,7 +65,7 @@
  * figures against PyTorch.
  */
 #include "ops/conv.h"
-#include "ops/conv_dnnl_state.h"
+#include "backend/cpu/conv_dnnl_state.h"
 
 #include "core/alloc.h"
 #include "core/process.h"
@@ -654,7 +654,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
  * convolution kernels split their work by pixels and run at 35-66 GFLOP/s
  * there in f32 and 63-95 in bf16 (bench_dnnl_conv, 1 thread, ResNet-50's
  * layer4 at 64x64 images), a matmul over the whole batch's pixels at
- * 90-110 in f32 and about 200 in bf16 (ops/conv_wgrad_mm.c). Not a 1x1 map
+ * 90-110 in f32 and about 200 in bf16 (backend/cpu/conv_wgrad_mm.c). Not a 1x1 map
  * read by one live tap: the convolution is cropped to that tap, a matrix
  * product already, where oneDNN's 1x1 kernel reaches 250.
  * TG_KERNELS=dnnl keeps oneDNN's convolution. */

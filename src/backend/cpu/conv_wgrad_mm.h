@@ -1,8 +1,8 @@
-/* ops/conv_wgrad_mm.h - a convolution's weight gradient over a small output
+/* backend/cpu/conv_wgrad_mm.h - a convolution's weight gradient over a small output
  * map as one oneDNN matrix product over the batch (conv_wgrad_mm.c). Used
- * by ops/conv_dnnl.c's plan hook where it beats oneDNN's convolution. */
-#ifndef TG_OPS_CONV_WGRAD_MM_H
-#define TG_OPS_CONV_WGRAD_MM_H
+ * by backend/cpu/conv_dnnl.c's plan hook where it beats oneDNN's convolution. */
+#ifndef TG_BACKEND_CPU_CONV_WGRAD_MM_H
+#define TG_BACKEND_CPU_CONV_WGRAD_MM_H
 
 #include "ops/conv.h"
 #include "ops/op.h"

@@ -1,6 +1,6 @@
-/* ops/dnnl_util.c - the oneDNN engine, descriptors, statuses and threads
+/* backend/cpu/dnnl_util.c - the oneDNN engine, descriptors, statuses and threads
  * shared by the oneDNN-backed kernels (see dnnl_util.h). */
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 
 #include "core/isa.h"
 #include "core/process.h"

@@ -1,4 +1,4 @@
-/* ops/conv_gemm.c - convolution kernels by im2col + sgemm, for every
+/* backend/cpu/conv_gemm.c - convolution kernels by im2col + sgemm, for every
  * geometry (stride, padding, dilation, groups).
  *
  * Images are taken in chunks of nb so that each GEMM is wide enough for
@@ -16,7 +16,7 @@
  * at the end. With fewer images than threads, the caller walks the images
  * and splits each GEMM over the pool instead.
  */
-#include "ops/blas.h"
+#include "backend/cpu/blas.h"
 #include "ops/conv.h"
 
 #include <string.h>
