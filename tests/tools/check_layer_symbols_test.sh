@@ -34,7 +34,8 @@ obj() {
     tools/*) o=$tmp/build/CMakeFiles/tilegraph_cli.dir/$1.o ;;
     *) o=$tmp/build/CMakeFiles/tilegraph_objects.dir/$1.o ;;
     esac
-    mkdir -p "$(dirname "$o")" "$tmp/c"
+    mkdir -p "$(dirname "$o")" "$tmp/c" "$(dirname "$tmp/src/$1")"
+    : >"$tmp/src/$1" # its source, so the check does not take it for stale
     printf '%s\n' "$2" >"$tmp/c/one.c"
     "$CC" -c -fPIC -fvisibility=hidden -o "$o" "$tmp/c/one.c" || {
         echo "check_layer_symbols_test: cannot compile $1" >&2
@@ -88,6 +89,17 @@ pass src/graph/graph.c src/ops/registry.c tg_op_name
 fail src/core/options.c src/target/targets.c tg_target_count
 pass tools/cmd_x.c src/report/plan.c tg_report_fn
 CASES
+# a stale object (its source moved away since the build) is skipped, saying
+# so: graph/nn.c's old object calling an ops builder after it moved to ops/
+tree src/graph/nn.c src/ops/conv.c tg_conv2d
+rm -f "$tmp/src/src/graph/nn.c"
+if ! out=$(sh "$script" "$tmp/build" "$tmp/src" 2>&1); then
+    echo "check_layer_symbols_test: a stale object failed the check: $out" >&2
+    fails=$((fails + 1))
+elif ! echo "$out" | grep -q "skipping .*src/graph/nn.c.o"; then
+    echo "check_layer_symbols_test: a stale object was skipped without a word: $out" >&2
+    fails=$((fails + 1))
+fi
 # with a libtilegraph.so: the command calling a function it does not export
 obj src/report/hidden.c 'int tg_hidden_fn(void); int tg_hidden_fn(void) { return 3; }'
 obj tools/cmd_y.c 'int tg_hidden_fn(void); int use(void); int use(void) { return tg_hidden_fn(); }'
