@@ -213,23 +213,6 @@ static void find_readers(const tg_program *p, const bool *needed, int *readers, 
         }
 }
 
-/* The fused node m is the buffer of the node computing it (a matmul chain's
- * residual add may take that value as its second input): the buffer
- * make_homes gave it holds nothing (bytes 0, not stored), and the views of
- * m (a flatten, a reshape: make_homes gave them m's buffer) move with it. */
-static void drop_home(tg_program *p, const tg_tensor *m)
-{
-    int b = p->home[m->id], to = p->home[p->fused_into[m->id]];
-    if (b >= 0) {
-        p->buffers[b].region = TG_REGION_NONE;
-        p->buffers[b].bytes = p->buffers[b].stride = 0;
-        for (int i = 0; i < p->graph->n_nodes; i++)
-            if (p->home[i] == b)
-                p->home[i] = to;
-    }
-    p->home[m->id] = to;
-}
-
 tg_status tg_fuse_decide(tg_program *p, const bool *needed)
 {
     const tg_graph *g = p->graph;
@@ -265,22 +248,50 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
     return TG_OK;
 }
 
+/* Every node whose buffer is a fused node's, moved to the buffer of the
+ * node computing it, in one pass in graph order. A fused node m's own
+ * buffer (make_homes gave it one) holds nothing: bytes 0, not stored, and
+ * moved[] says where it went. A node after m that make_homes gave m's
+ * buffer (a view of it: a flatten, a reshape; or any node sharing it) takes
+ * the new one: whatever shares a buffer comes after the node that made it,
+ * so one pass sees each dropped buffer before its sharers. A view keeps its
+ * input's buffer, as make_homes gave it. */
+static tg_status rehome(tg_program *p, const bool *needed)
+{
+    const tg_graph *g = p->graph;
+    int *moved = tg_malloc(((size_t)p->n_buffers + 1) * sizeof(int));
+    if (!moved)
+        return tg_error(TG_ERR_NOMEM, "compile: out of memory fusing the inference program");
+    for (int b = 0; b < p->n_buffers; b++)
+        moved[b] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int b = p->home[i];
+        if (b >= 0 && moved[b] >= 0)
+            b = p->home[i] = moved[b];
+        if (p->fused_into[i] >= 0) {
+            /* the head is before i and already where it stays */
+            int to = p->home[p->fused_into[i]];
+            if (b >= 0 && b != to) {
+                p->buffers[b].region = TG_REGION_NONE;
+                p->buffers[b].bytes = p->buffers[b].stride = 0;
+                moved[b] = to;
+            }
+            p->home[i] = to;
+        } else if (needed[i] && (g->nodes[i]->flags & TG_NODE_ALIAS)) {
+            p->home[i] = p->home[g->nodes[i]->in[0]->id];
+        }
+    }
+    tg_free(moved);
+    return TG_OK;
+}
+
 tg_status tg_fuse_inference(tg_program *p, const bool *needed)
 {
     TG_TRY(tg_fuse_decide(p, needed));
     if (!p->fused_into)
         return TG_OK;
-    const tg_graph *g = p->graph;
-    int n = g->n_nodes;
-    /* homes in graph order: a ReLU's home is its norm's, already the conv's */
-    for (int i = 0; i < n; i++)
-        if (p->fused_into[i] >= 0)
-            drop_home(p, g->nodes[i]);
-    /* a view of a fused value (a reshape after a matmul's bias add) is the
-     * computing node's buffer too: make_homes gave it the dropped one */
-    for (int i = 0; i < n; i++)
-        if (needed[i] && (g->nodes[i]->flags & TG_NODE_ALIAS))
-            p->home[i] = p->home[g->nodes[i]->in[0]->id];
+    int n = p->graph->n_nodes;
+    TG_TRY(rehome(p, needed));
     /* the conv's buffer ends the step holding the last fused value: host
      * outputs and the memory report name that */
     for (int i = 0; i < n; i++)

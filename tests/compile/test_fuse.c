@@ -346,6 +346,56 @@ static void test_view_of_fused_value(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* Views of views of fused values (compile/fuse.c's rehome, one pass in
+ * graph order): conv + norm + ReLU, reshaped twice back to its own shape
+ * and read by a second fused conv, whose value is flattened and reshaped
+ * and read by a linear layer; and a third conv reading the first view.
+ * Each view takes the buffer of the node computing its root: fused and
+ * unfused agree, and `check` agrees. */
+static void test_views_of_views(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    chain c = {.g = g, .n_layers = 2};
+    c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+    tg_tensor *w0 =
+        tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+    tg_tensor *w1 =
+        tg_param(g, "w1", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    tg_tensor *w2 =
+        tg_param(g, "w2", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    c.stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    c.stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1}, one = {1, 1, 0, 0, 1, 1, 1};
+    tg_tensor *h = c.conv0 = tg_conv2d(g, c.x, w0, NULL, same);
+    h = tg_relu(g, tg_batch_norm(g, h, NULL, NULL, c.stats[0], 1e-5f));
+    tg_tensor *v1 = tg_reshape(g, h, tg_shape3(2, 32, 36));
+    tg_tensor *v2 = tg_reshape(g, v1, tg_shape4(2, 32, 6, 6));
+    tg_tensor *a = tg_conv2d(g, v2, w1, NULL, one);
+    a = tg_relu(g, tg_batch_norm(g, a, NULL, NULL, c.stats[1], 1e-5f));
+    tg_tensor *b = tg_relu(g, tg_conv2d(g, v2, w2, NULL, one));
+    tg_tensor *f = tg_reshape(g, tg_flatten(g, tg_add(g, a, b), 1), tg_shape2(2, 32 * 36));
+    tg_tensor *wl =
+        tg_param(g, "wl", tg_shape2(3, 32 * 36), (tg_init){TG_INIT_FAN_IN_UNIFORM, 1152, 0});
+    c.y = tg_linear(g, f, wl, NULL);
+    tg_tensor_mark_output(c.y);
+    TG_CHECK_OK(tg_graph_status(g));
+    c.out_numel = 6;
+    tg_session *fs = open_session(&c, 1, true), *us = open_session(&c, 1, false);
+    float yf[6], yu[6];
+    run(fs, &c, 3, yf);
+    run(us, &c, 3, yu);
+    TG_CHECK(tg_fuse_test_chains(fs) >= 3);
+    if (!(tg_fuse_test_difference(yf, yu, 6) <= 2e-6))
+        tg_test_fail(__FILE__, __LINE__, "fused %.3g from unfused",
+                     tg_fuse_test_difference(yf, yu, 6));
+    check_rows(fs, &c, false, "views of views of fused values");
+    tg_session_destroy(fs), tg_session_destroy(us);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* A convolution's own output read by another op, or an output itself, and
  * a training program: nothing fused. */
 static void test_nothing_fused_where_seen(void)
@@ -424,6 +474,7 @@ int main(void)
     TG_RUN(test_bf16_chains_fuse_activations);
     TG_RUN(test_fold_follows_writes);
     TG_RUN(test_view_of_fused_value);
+    TG_RUN(test_views_of_views);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_executable_file_keeps_fusion);
     return tg_test_finish();
