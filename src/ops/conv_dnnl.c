@@ -537,7 +537,16 @@ static dnnl_status_t post_ops(conv_state *st, dnnl_primitive_attr_t attr)
     }
     if (s != dnnl_success || !act) {
     } else if (act->op == TG_OP_RELU) {
-        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        /* ReLU as ELU with alpha 0: x > 0 ? x : 0 * (exp(x) - 1), which is
+         * the project's ReLU (ops/unary.c) on every input: a NaN passes on
+         * (to be reported; PyTorch's ReLU passes it too), -inf gives 0.
+         * oneDNN's ReLU post-op is a max with 0 and gives 0 for NaN; with
+         * a tiny alpha, applied twice, it keeps NaN but gives -inf for
+         * -inf; clip and a binary max lose NaN like the ReLU. On this
+         * machine's AVX-512 JIT, one thread, under load, a 1x1 256->256
+         * conv at 28x28, batch 8: 3.41-3.60 ms against 3.13-3.21 with the
+         * ReLU post-op (ResNet-50 end to end: docs/performance.md). */
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f);
     } else if (tg_is_hard_swish(act) || act->op == TG_OP_MUL) {
         s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
     } else {

@@ -8,7 +8,7 @@
  * chained reference kernels and finds a fault put into one; a view of a
  * fused value reads it; a graph whose convolution is read elsewhere, or a
  * training program, fuses nothing; the folded weights follow the host's
- * writes.
+ * writes; NaN and infinities through a fused ReLU as through the unfused.
  * TG_TEST_LABELS: threads */
 #include "tg_fuse_test.h"
 
@@ -396,6 +396,98 @@ static void test_views_of_views(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* Outputs a (fused) and b (unfused) of n: the same NaN, the same
+ * infinities, the rest close; NaNs and infinities of b counted. */
+static int differing(const float *a, const float *b, int64_t n, int *nan, int *inf)
+{
+    int differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+        *nan += isnan(b[i]), *inf += isinf(b[i]);
+        bool close = isnan(b[i])       ? isnan(a[i])
+                     : !isfinite(b[i]) ? a[i] == b[i]
+                                       : fabs(a[i] - b[i]) <= 1e-5 * (1 + fabs(b[i]));
+        differ += !close;
+    }
+    return differ;
+}
+
+/* Non-finite inputs through a fused ReLU: x with a NaN in one sample and
+ * -inf and +inf in another, through conv + norm + ReLU (r, read out too)
+ * and then conv + norm + ReLU, or conv + norm + r + ReLU and a conv (y). The fused program's
+ * outputs are NaN, +inf and 0 exactly where the unfused program's are (its ReLU, as PyTorch's,
+ * passes NaN on and gives 0 for -inf), and close elsewhere. */
+static void test_nonfinite_through_fused_relu(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (int residual = 0; residual < 2; residual++) {
+        tg_graph *g = tg_graph_create();
+        tg_graph_set_training(g, false);
+        chain c = {.g = g, .n_layers = 2};
+        c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+        tg_tensor *w0 =
+            tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+        tg_tensor *w1 =
+            tg_param(g, "w1", tg_shape4(32, 32, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 288, 0});
+        c.stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+        c.stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+        tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1};
+        tg_tensor *r = c.conv0 = tg_conv2d(g, c.x, w0, NULL, same);
+        r = tg_relu(g, tg_batch_norm(g, r, NULL, NULL, c.stats[0], 1e-5f));
+        tg_tensor *conv1 = tg_conv2d(g, r, w1, NULL, same);
+        tg_tensor *h = tg_batch_norm(g, conv1, NULL, NULL, c.stats[1], 1e-5f);
+        c.y = tg_relu(g, residual ? tg_add(g, h, r) : h);
+        if (residual) { /* a conv reads it: the add stays in the blocked layout */
+            tg_tensor *w2 = tg_param(g, "w2", tg_shape4(16, 32, 1, 1),
+                                     (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+            c.y = tg_conv2d(g, c.y, w2, NULL, (tg_conv2d_params){1, 1, 0, 0, 1, 1, 1});
+        }
+        /* without the add, r read out through one more ReLU (unfused, the
+         * identity on it; with it, the program would keep r plain, and a
+         * plain residual is not fused) */
+        tg_tensor *r_out = residual ? NULL : tg_relu(g, r);
+        if (r_out)
+            tg_tensor_mark_output(r_out);
+        tg_tensor_mark_output(c.y);
+        TG_CHECK_OK(tg_graph_status(g));
+        c.out_numel = tg_numel(c.y);
+        tg_session *s[2] = {open_session(&c, 1, true), open_session(&c, 1, false)};
+        TG_CHECK(tg_fuse_test_chains(s[0]) == 2);
+        TG_CHECK(tg_fuse_test_chains(s[1]) == 0);
+        TG_CHECK(!residual || tg_fuse_conv_add(tg_session_program(s[0]), conv1));
+        float *y[2], *rv[2];
+        for (int k = 0; k < 2; k++) {
+            y[k] = tg_malloc((size_t)c.out_numel * sizeof(float));
+            rv[k] = tg_calloc((size_t)tg_numel(r), sizeof(float));
+            run(s[k], &c, 3, y[k]); /* statistics written */
+            float x[2 * 16 * 36];
+            tg_rng rng;
+            tg_rng_seed(&rng, 4);
+            for (int i = 0; i < 2 * 16 * 36; i++)
+                x[i] = (float)(2 * tg_rng_uniform(&rng) - 1);
+            x[3 * 36 + 14] = NAN;                 /* sample 0 */
+            x[16 * 36 + 5 * 36 + 26] = -INFINITY; /* sample 1: windows apart */
+            x[16 * 36 + 9 * 36 + 2] = INFINITY;
+            TG_CHECK_OK(tg_session_write(s[k], c.x, x, sizeof x));
+            TG_CHECK_OK(tg_session_run(s[k]));
+            TG_CHECK_OK(tg_session_read(s[k], c.y, y[k], (size_t)c.out_numel * sizeof(float)));
+            if (r_out)
+                TG_CHECK_OK(
+                    tg_session_read(s[k], r_out, rv[k], (size_t)tg_numel(r) * sizeof(float)));
+        }
+        int nan = 0, inf = 0;
+        int differ = differing(y[0], y[1], c.out_numel, &nan, &inf) +
+                     differing(rv[0], rv[1], tg_numel(r), &nan, &inf);
+        printf("  %s: %d NaN and %d infinite outputs unfused, %d outputs differ fused\n",
+               residual ? "with a residual add" : "without", nan, inf, differ);
+        TG_CHECK(nan > 0 && (residual || inf > 0));
+        TG_CHECK(differ == 0);
+        for (int k = 0; k < 2; k++)
+            tg_free(y[k]), tg_free(rv[k]), tg_session_destroy(s[k]);
+        tg_graph_destroy(g);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* A convolution's own output read by another op, or an output itself, and
  * a training program: nothing fused. */
 static void test_nothing_fused_where_seen(void)
@@ -475,6 +567,7 @@ int main(void)
     TG_RUN(test_fold_follows_writes);
     TG_RUN(test_view_of_fused_value);
     TG_RUN(test_views_of_views);
+    TG_RUN(test_nonfinite_through_fused_relu);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_executable_file_keeps_fusion);
     return tg_test_finish();
