@@ -1,5 +1,6 @@
 /* compile/fuse.c - an inference program's convolution computes the batch
- * norm after it, and the ReLU after that, in one oneDNN primitive.
+ * norm after it, a residual add after that, and the ReLU after that, in
+ * one oneDNN primitive.
  *
  * In inference batch norm is an affine map per channel with constant
  * coefficients (running statistics, gamma, beta), so conv + BN is one
@@ -7,8 +8,10 @@
  * gamma / sqrt(var + eps) and bias (b - mean) * scale + beta. The kernel
  * folds them when the host has written the weights (ops/weight_cache.h,
  * with the reorder it does anyway), never at a run, and never into the
- * user's weights: checkpoints and reads see them as written. A ReLU after
- * the norm is the primitive's eltwise post-op. The fused nodes get no step
+ * user's weights: checkpoints and reads see them as written. A residual
+ * added after the norm (a ResNet block's) is a binary post-op reading the
+ * other operand where it lies, and a ReLU after the norm or the add is an
+ * eltwise post-op. The fused nodes get no step
  * and no buffer: they are the convolution's buffer, so the memory plan
  * loses two activations per block and the run two passes over them.
  *

@@ -134,19 +134,7 @@ static chain build(tg_rng *r, bool training, bool norms)
 static tg_session *open_with(chain *c, int threads, bool fuse, const char *precision,
                              const char *exe)
 {
-    tg_process_set_fuse_inference(fuse);
-    tg_options *o = tg_options_create();
-    if (precision)
-        TG_CHECK_OK(tg_options_set(o, "precision", precision));
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    tg_options_set_int(o, "randomSeed", 9);
-    if (exe)
-        TG_CHECK_OK(tg_options_set(o, "executableFile", exe));
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(c->g, o, &s));
-    tg_options_destroy(o);
-    tg_process_set_fuse_inference(1);
-    return s;
+    return tg_fuse_test_open_with(c->g, threads, fuse, precision, exe);
 }
 
 static tg_session *open_session(chain *c, int threads, bool fuse)
