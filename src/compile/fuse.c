@@ -257,9 +257,9 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
  * moved[] says where it went. A node after m that make_homes gave m's
  * buffer (a view of it: a flatten, a reshape; or any node sharing it) takes
  * the new one: whatever shares a buffer comes after the node that made it,
- * so one pass sees each dropped buffer before its sharers. A view keeps its
- * input's buffer, as make_homes gave it. */
-static tg_status rehome(tg_program *p, const bool *needed)
+ * so one pass sees each dropped buffer before its sharers (a view of a
+ * view of a fused value included: make_homes gave it the same buffer). */
+static tg_status rehome(tg_program *p)
 {
     const tg_graph *g = p->graph;
     int *moved = tg_malloc(((size_t)p->n_buffers + 1) * sizeof(int));
@@ -280,8 +280,6 @@ static tg_status rehome(tg_program *p, const bool *needed)
                 moved[b] = to;
             }
             p->home[i] = to;
-        } else if (needed[i] && (g->nodes[i]->flags & TG_NODE_ALIAS)) {
-            p->home[i] = p->home[g->nodes[i]->in[0]->id];
         }
     }
     tg_free(moved);
@@ -294,7 +292,7 @@ tg_status tg_fuse_inference(tg_program *p, const bool *needed)
     if (!p->fused_into)
         return TG_OK;
     int n = p->graph->n_nodes;
-    TG_TRY(rehome(p, needed));
+    TG_TRY(rehome(p));
     /* the conv's buffer ends the step holding the last fused value: host
      * outputs and the memory report name that */
     for (int i = 0; i < n; i++)
