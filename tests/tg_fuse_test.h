@@ -16,18 +16,30 @@
 #include <math.h>
 #include <string.h>
 
-/* g's session at `threads` threads, randomSeed 9, fused or not. */
-static inline tg_session *tg_fuse_test_open(tg_graph *g, int threads, bool fuse)
+/* g's session at `threads` threads, randomSeed 9, fused or not, in
+ * `precision` and with the executable file `exe` where not NULL. */
+static inline tg_session *tg_fuse_test_open_with(tg_graph *g, int threads, bool fuse,
+                                                 const char *precision, const char *exe)
 {
     tg_process_set_fuse_inference(fuse);
     tg_options *o = tg_options_create();
+    if (precision)
+        TG_CHECK_OK(tg_options_set(o, "precision", precision));
     tg_options_set_int(o, "threadsPerDevice", threads);
     tg_options_set_int(o, "randomSeed", 9);
+    if (exe)
+        TG_CHECK_OK(tg_options_set(o, "executableFile", exe));
     tg_session *s = NULL;
     TG_CHECK_OK(tg_session_create(g, o, &s));
     tg_options_destroy(o);
     tg_process_set_fuse_inference(1);
     return s;
+}
+
+/* g's session at `threads` threads, randomSeed 9, fused or not. */
+static inline tg_session *tg_fuse_test_open(tg_graph *g, int threads, bool fuse)
+{
+    return tg_fuse_test_open_with(g, threads, fuse, NULL, NULL);
 }
 
 /* The chains s's program fuses (nodes computing others). */

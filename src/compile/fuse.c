@@ -1,5 +1,6 @@
 /* compile/fuse.c - an inference program's convolution computes the batch
- * norm after it, and the ReLU after that, in one oneDNN primitive.
+ * norm after it, a residual add after that, and the ReLU after that, in
+ * one oneDNN primitive.
  *
  * In inference batch norm is an affine map per channel with constant
  * coefficients (running statistics, gamma, beta), so conv + BN is one
@@ -7,8 +8,10 @@
  * gamma / sqrt(var + eps) and bias (b - mean) * scale + beta. The kernel
  * folds them when the host has written the weights (backend/cpu/weight_cache.h,
  * with the reorder it does anyway), never at a run, and never into the
- * user's weights: checkpoints and reads see them as written. A ReLU after
- * the norm is the primitive's eltwise post-op. The fused nodes get no step
+ * user's weights: checkpoints and reads see them as written. A residual
+ * added after the norm (a ResNet block's) is a binary post-op reading the
+ * other operand where it lies, and a ReLU after the norm or the add is an
+ * eltwise post-op. The fused nodes get no step
  * and no buffer: they are the convolution's buffer, so the memory plan
  * loses two activations per block and the run two passes over them.
  *
@@ -130,11 +133,46 @@ static const tg_tensor *swish_sigmoid(const tg_tensor *m)
     return tg_is_hard_sigmoid(m->in[0]) && m->in[0]->in[0] == m->in[1] ? m->in[0] : m->in[1];
 }
 
+/* next's input that is not t, when next reads t once of two inputs. */
+static const tg_tensor *other_input(const tg_tensor *next, const tg_tensor *t)
+{
+    if (next->n_in != 2 || next->in[0] == next->in[1])
+        return NULL;
+    return next->in[0] == t ? next->in[1] : next->in[1] == t ? next->in[0] : NULL;
+}
+
+/* Whether `add` adds a residual to mid, the value convolution c computes so
+ * far (a ResNet block's conv + BN before its ReLU): mid's only reader, no
+ * output, the other operand computed before c (the schedule runs nodes in
+ * id order, compile/schedule.c: it is there when c's step runs, and that
+ * step reading it keeps it alive) of the same shape, all three stored
+ * alike in the blocked layout (the primitive's binary post-op reads the
+ * residual laid out as its output, which then needs no reorder). */
+static bool adds_residual(const tg_program *p, const int *readers, const tg_tensor *c,
+                          const tg_tensor *mid, const tg_tensor *add)
+{
+    const tg_tensor *r = add && add->op == TG_OP_ADD ? other_input(add, mid) : NULL;
+    return r && r->id < c->id && readers[mid->id] == 1 && !(mid->flags & TG_NODE_OUTPUT) &&
+           tg_shape_equal(mid->shape, add->shape) && tg_shape_equal(r->shape, add->shape) &&
+           stored_alike(p, mid, add) && stored_alike(p, mid, r) &&
+           (p->layout[mid->id] & TG_LAYOUT_BLOCKED);
+}
+
+/* The node before m in convolution c's chain: a residual add's operand
+ * computed from c (the other was computed before c); x * hard_sigmoid(x)'s
+ * sigmoid; else m's first input. */
+static const tg_tensor *chain_prev(const tg_tensor *m, const tg_tensor *c)
+{
+    if (m->op == TG_OP_ADD)
+        return m->in[0]->id >= c->id ? m->in[0] : m->in[1];
+    return m->op == TG_OP_MUL ? swish_sigmoid(m) : m->in[0];
+}
+
 /* The last node of the chain convolution c computes: the batch norm after
- * it if there is one, then an activation if one follows; c itself when
- * nothing follows that it could compute. An ONNX file exported in eval
- * mode has its batch norms folded already: there the chain is the
- * convolution and its activation. */
+ * it if there is one, then a residual add, then an activation if one
+ * follows; c itself when nothing follows that it could compute. An ONNX
+ * file exported in eval mode has its batch norms folded already: there the
+ * chain is the convolution, the add and the activation. */
 static const tg_tensor *chain_tail(const tg_program *p, const int *readers, const int *reader,
                                    const tg_tensor *c)
 {
@@ -143,6 +181,13 @@ static const tg_tensor *chain_tail(const tg_program *p, const int *readers, cons
     if (follows(p, readers, c, next) && is_inference_norm(next) && folds_norms(p))
         mid = next;
     next = reader[mid->id] >= 0 ? g->nodes[reader[mid->id]] : NULL;
+    if (adds_residual(p, readers, c, mid, next)) {
+        mid = next;
+        next = reader[mid->id] >= 0 ? g->nodes[reader[mid->id]] : NULL;
+        /* oneDNN applies hard swish and hard sigmoid after the add too,
+         * but no model has them there: ReLU only, kept simple */
+        return next && next->op == TG_OP_RELU && follows(p, readers, mid, next) ? next : mid;
+    }
     if (is_swish_mul(p, readers, mid, next))
         return next;
     return next && is_post_act(next) && follows(p, readers, mid, next) ? next : mid;
@@ -171,23 +216,6 @@ static void find_readers(const tg_program *p, const bool *needed, int *readers, 
         }
 }
 
-/* The fused node m is the buffer of the node computing it (a matmul chain's
- * residual add may take that value as its second input): the buffer
- * make_homes gave it holds nothing (bytes 0, not stored), and the views of
- * m (a flatten, a reshape: make_homes gave them m's buffer) move with it. */
-static void drop_home(tg_program *p, const tg_tensor *m)
-{
-    int b = p->home[m->id], to = p->home[p->fused_into[m->id]];
-    if (b >= 0) {
-        p->buffers[b].region = TG_REGION_NONE;
-        p->buffers[b].bytes = p->buffers[b].stride = 0;
-        for (int i = 0; i < p->graph->n_nodes; i++)
-            if (p->home[i] == b)
-                p->home[i] = to;
-    }
-    p->home[m->id] = to;
-}
-
 tg_status tg_fuse_decide(tg_program *p, const bool *needed)
 {
     const tg_graph *g = p->graph;
@@ -214,9 +242,7 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
             continue;
         p->fused_tail[c->id] = tail->id;
         p->fused_into[tail->id] = c->id;
-        /* back along first inputs; from x * hard_sigmoid(x), its sigmoid's */
-        const tg_tensor *m = tail->op == TG_OP_MUL ? swish_sigmoid(tail) : tail->in[0];
-        for (; m != c; m = m->in[0])
+        for (const tg_tensor *m = chain_prev(tail, c); m != c; m = chain_prev(m, c))
             p->fused_into[m->id] = c->id;
     }
     tg_fuse_matmul(p, needed, readers, reader);
@@ -225,28 +251,73 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
     return TG_OK;
 }
 
+/* Every node whose buffer is a fused node's, moved to the buffer of the
+ * node computing it, in one pass in graph order. A fused node m's own
+ * buffer (make_homes gave it one) holds nothing: bytes 0, not stored, and
+ * moved[] says where it went. A node after m that make_homes gave m's
+ * buffer (a view of it: a flatten, a reshape; or any node sharing it) takes
+ * the new one: whatever shares a buffer comes after the node that made it,
+ * so one pass sees each dropped buffer before its sharers (a view of a
+ * view of a fused value included: make_homes gave it the same buffer). */
+static tg_status rehome(tg_program *p)
+{
+    const tg_graph *g = p->graph;
+    int *moved = tg_malloc(((size_t)p->n_buffers + 1) * sizeof(int));
+    if (!moved)
+        return tg_error(TG_ERR_NOMEM, "compile: out of memory fusing the inference program");
+    for (int b = 0; b < p->n_buffers; b++)
+        moved[b] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int b = p->home[i];
+        if (b >= 0 && moved[b] >= 0)
+            b = p->home[i] = moved[b];
+        if (p->fused_into[i] >= 0) {
+            /* the head is before i and already where it stays */
+            int to = p->home[p->fused_into[i]];
+            if (b >= 0 && b != to) {
+                p->buffers[b].region = TG_REGION_NONE;
+                p->buffers[b].bytes = p->buffers[b].stride = 0;
+                moved[b] = to;
+            }
+            p->home[i] = to;
+        }
+    }
+    tg_free(moved);
+    return TG_OK;
+}
+
 tg_status tg_fuse_inference(tg_program *p, const bool *needed)
 {
     TG_TRY(tg_fuse_decide(p, needed));
     if (!p->fused_into)
         return TG_OK;
-    const tg_graph *g = p->graph;
-    int n = g->n_nodes;
-    /* homes in graph order: a ReLU's home is its norm's, already the conv's */
-    for (int i = 0; i < n; i++)
-        if (p->fused_into[i] >= 0)
-            drop_home(p, g->nodes[i]);
-    /* a view of a fused value (a reshape after a matmul's bias add) is the
-     * computing node's buffer too: make_homes gave it the dropped one */
-    for (int i = 0; i < n; i++)
-        if (needed[i] && (g->nodes[i]->flags & TG_NODE_ALIAS))
-            p->home[i] = p->home[g->nodes[i]->in[0]->id];
+    int n = p->graph->n_nodes;
+    TG_TRY(rehome(p));
     /* the conv's buffer ends the step holding the last fused value: host
      * outputs and the memory report name that */
     for (int i = 0; i < n; i++)
         if (p->fused_tail[i] >= 0 && p->home[i] >= 0)
             p->buffers[p->home[i]].node = p->fused_tail[i];
     return TG_OK;
+}
+
+/* What convolution conv's chain holds (any may be NULL), walked back from
+ * its tail: the batch norm, the residual add and the activation. */
+static bool conv_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor **norm,
+                       const tg_tensor **add, const tg_tensor **act)
+{
+    *norm = *add = *act = NULL;
+    if (!p->fused_tail || p->fused_tail[conv->id] < 0 || conv->op != TG_OP_CONV2D)
+        return false;
+    const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
+    if (tail->op != TG_OP_NORM_APPLY && tail->op != TG_OP_ADD)
+        *act = tail;
+    for (const tg_tensor *m = tail; m != conv; m = chain_prev(m, conv))
+        if (m->op == TG_OP_NORM_APPLY)
+            *norm = m;
+        else if (m->op == TG_OP_ADD)
+            *add = m;
+    return true;
 }
 
 void tg_fuse_link(tg_program *p)
@@ -257,10 +328,14 @@ void tg_fuse_link(tg_program *p)
     for (int s = 0; s < dp->n_steps[TG_PHASE_FORWARD]; s++) {
         tg_step *st = &dp->steps[TG_PHASE_FORWARD][s];
         tg_fuse_matmul_link(p, st);
-        const tg_tensor *bn, *act;
-        if (!tg_fuse_chain(p, p->graph->nodes[st->node], &bn, &act))
+        const tg_tensor *conv = p->graph->nodes[st->node], *bn, *add, *act;
+        if (!conv_chain(p, conv, &bn, &add, &act))
             continue;
         st->fused = true;
+        /* the residual: the add's operand not computed by the chain */
+        st->in[TG_FUSE_IN_RESIDUAL] =
+            add ? p->home[chain_prev(add, conv) == add->in[0] ? add->in[1]->id : add->in[0]->id]
+                : -1;
         if (!bn)
             continue;
         for (int k = 0; k < 3; k++)
@@ -275,17 +350,15 @@ void tg_fuse_link(tg_program *p)
 bool tg_fuse_chain(const tg_program *p, const tg_tensor *conv, const tg_tensor **norm,
                    const tg_tensor **act)
 {
-    *norm = *act = NULL;
-    if (!p->fused_tail || p->fused_tail[conv->id] < 0 || conv->op != TG_OP_CONV2D)
-        return false;
-    const tg_tensor *tail = p->graph->nodes[p->fused_tail[conv->id]];
-    *act = tail->op == TG_OP_NORM_APPLY ? NULL : tail;
-    /* x * hard_sigmoid(x): x is the sigmoid's input */
-    const tg_tensor *before = !*act                   ? tail
-                              : tail->op == TG_OP_MUL ? swish_sigmoid(tail)->in[0]
-                                                      : tail->in[0];
-    *norm = before != conv ? before : NULL;
-    return true;
+    const tg_tensor *add;
+    return conv_chain(p, conv, norm, &add, act);
+}
+
+const tg_tensor *tg_fuse_conv_add(const tg_program *p, const tg_tensor *conv)
+{
+    const tg_tensor *norm, *add, *act;
+    conv_chain(p, conv, &norm, &add, &act);
+    return add;
 }
 
 static int fused_at(const int *a, int i)

@@ -168,5 +168,5 @@ void tg_fuse_matmul_link(tg_program *p, tg_step *st)
     st->fused = true;
     st->in[TG_FUSE_IN_STATS] = bias ? p->home[bias->id] : -1;
     st->in[TG_FUSE_IN_STATS + 1] = residual ? p->home[residual->id] : -1;
-    st->in[TG_FUSE_IN_STATS + 2] = -1;
+    st->in[TG_FUSE_IN_STATS + 2] = st->in[TG_FUSE_IN_RESIDUAL] = -1;
 }

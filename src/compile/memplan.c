@@ -117,7 +117,7 @@ static void compute_liveness(tg_program *p, int d)
             /* a fused step reads its fused ops' inputs too (tg_step.fused) */
             for (int k = 0; k < TG_MAX_INPUTS; k++)
                 if ((k < p->graph->nodes[st->node]->n_in ||
-                     (st->fused && k >= TG_FUSE_IN_STATS && k < TG_FUSE_IN_STATS + 3)) &&
+                     (st->fused && k >= TG_FUSE_IN_STATS && k < TG_FUSE_IN_END)) &&
                     st->in[k] >= 0)
                     tg_buffer_live_at(&p->buffers[st->in[k]], base + s);
         }

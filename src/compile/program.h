@@ -127,7 +127,8 @@ typedef struct tg_step {
      * the engine stages them through f32 copies after the kernel scratch. */
     bool staged;
     /* The convolution computes a batch norm (and a ReLU) fused into it
-     * (compile/fuse.c): in[TG_FUSE_IN_STATS ..] are that norm's inputs; or
+     * (compile/fuse.c): in[TG_FUSE_IN_STATS ..] are that norm's inputs,
+     * in[TG_FUSE_IN_RESIDUAL] the residual it adds (-1 where absent); or
      * the matmul computes a bias add, activation or residual add
      * (compile/fuse_matmul.c): in[TG_FUSE_IN_STATS] is the bias,
      * [TG_FUSE_IN_STATS + 1] the residual (-1 where absent). These inputs
@@ -452,6 +453,10 @@ int tg_fuse_value_node(const tg_program *p, int id);
 /* After the steps' buffers are linked: the fused convolutions' steps read
  * the norm's statistics, gamma and beta too (tg_step.fused). */
 void tg_fuse_link(tg_program *p);
+/* The residual add convolution conv computes (between its norm and its
+ * activation; its other operand is the step's in[TG_FUSE_IN_RESIDUAL]),
+ * or NULL. */
+const tg_tensor *tg_fuse_conv_add(const tg_program *p, const tg_tensor *conv);
 /* Whether convolution conv computes nodes fused into it (fused_tail), and
  * then the batch norm it folds and the activation it applies after (each
  * NULL where absent): the chain is read from the graph, from the tail back

@@ -103,6 +103,7 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
         po.in_storage[k] = p->storage[t->in[k]->id];
     po.out_storage = p->storage ? p->storage[t->id] : TG_F32;
     bool fused = tg_fuse_chain(p, t, &po.fold_norm, &po.post_act);
+    po.post_add = tg_fuse_conv_add(p, t);
     const tg_tensor *bias, *residual;
     bool mm_fused = tg_fuse_matmul_opts(p, t, &po, &bias, &residual);
     bool blocked = tg_layout_reads_blocked(p, t);

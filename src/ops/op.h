@@ -122,6 +122,10 @@ typedef struct tg_plan_opts {
      * absent. */
     const tg_tensor *fold_norm;
     const tg_tensor *post_act;
+    /* ... and the residual add between the two, whose other operand (the
+     * output's shape, storage and layout) is the step's input
+     * in[TG_FUSE_IN_RESIDUAL]; NULL where absent. */
+    const tg_tensor *post_add;
     /* A matmul that computes the ops after it (compile/fuse_matmul.c): a
      * bias added (in[TG_FUSE_IN_STATS], [N]), then an activation (that
      * GELU node, NULL for none), then a residual of the output's
@@ -133,6 +137,10 @@ typedef struct tg_plan_opts {
 /* Where a fused convolution's kernel finds the batch norm's statistics,
  * gamma and beta: in[TG_FUSE_IN_STATS + 0, 1, 2] (NULL where absent). */
 #define TG_FUSE_IN_STATS 4
+/* A fused convolution's residual (the operand of the add it computes). */
+#define TG_FUSE_IN_RESIDUAL (TG_FUSE_IN_STATS + 3)
+/* One past the last of the inputs a fused step reads beyond its node's. */
+#define TG_FUSE_IN_END (TG_FUSE_IN_STATS + 4)
 
 /* What an op's plan hook decided for one node. */
 typedef struct tg_kernel_plan {

@@ -181,7 +181,7 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         };
         for (int i = 0; i < t->n_in; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
-        for (int i = TG_FUSE_IN_STATS; st->fused && i < TG_FUSE_IN_STATS + 3; i++)
+        for (int i = TG_FUSE_IN_STATS; st->fused && i < TG_FUSE_IN_END; i++)
             a.in[i] = st->in[i] >= 0 ? tg_engine_slot_ptr(s, c->replica, st->in[i], g) : NULL;
         if (!st->staged && tg_step_reads_native(p, st))
             native_types(p, st, &a);

@@ -386,9 +386,25 @@ static bool activation_reference(const tg_tensor *act, double *y, double *out, i
     return true;
 }
 
+/* The residual add fused after a convolution (compile/fuse.c) on y, the
+ * value before it, and its other operand as the program had it, into out.
+ * False when that operand was not kept. */
+static bool add_reference(check_ctx *cx, const tg_tensor *conv, const tg_tensor *add, double *y,
+                          double *out)
+{
+    tg_ref_args r = {.node = add, .out = out};
+    for (int k = 0; k < add->n_in; k++) /* the residual was computed before the conv */
+        if (!(r.in[k] = add->in[k]->id >= conv->id
+                            ? y
+                            : (double *)input_value(cx, add->in[k], TG_MAX_INPUTS - 1)))
+            return false;
+    tg_op_get(add->op)->reference(&r);
+    return true;
+}
+
 /* The last node a fused convolution computes (compile/fuse.c): the
- * convolution's, the batch norm's (if folded) and the activation's (if
- * any) reference kernels chained on the convolution's inputs as the
+ * convolution's, the batch norm's (if folded), the residual add's (if
+ * any) and the activation's (if any) reference kernels chained on the convolution's inputs as the
  * program used them, into the returned scratch. The folded convolution
  * rounds like one whose outputs are the convolution's times each channel's
  * scale: that magnitude and the convolution's sensitivity times the
@@ -428,6 +444,14 @@ static const double *fused_reference(check_ctx *cx, const tg_tensor *t, tg_verif
     }
     for (int64_t i = 0; !bn && i < n; i++)
         folded = fmax(folded, fabs(y[i]));
+    const tg_tensor *add = t == bn ? NULL : tg_fuse_conv_add(p, conv);
+    if (add) {
+        memcpy(y, out, (size_t)n * sizeof(double));
+        if (!add_reference(cx, conv, add, y, out)) {
+            tg_free(y);
+            return set_skip(row, "the residual was not kept"), NULL;
+        }
+    }
     if (act) {
         memcpy(y, out, (size_t)n * sizeof(double));
         if (!activation_reference(act, y, out, n)) {
@@ -747,9 +771,19 @@ static tg_status add_rows(check_ctx *cx, int *cap)
     return TG_OK;
 }
 
+/* The node before m in the chain that node head computes (head itself, or
+ * a node fused into it); NULL from head. */
+static const tg_tensor *fused_before(const tg_program *p, const tg_tensor *m, int head)
+{
+    for (int k = 0; m->id != head && k < m->n_in; k++)
+        if (m->in[k]->id == head || p->fused_into[m->in[k]->id] == head)
+            return m->in[k];
+    return NULL;
+}
+
 /* Per position of the order: the captures whose last reader it is (a
- * node's own check, its readers', a view's of its root and a fused tail's
- * of the convolution's and batch norm's inputs). */
+ * node's own check, its readers', a view's of its root and a fused node's
+ * of its chain's inputs). */
 static tg_status plan_captures(check_ctx *cx, const tg_ref_plan *plan)
 {
     const tg_graph *g = cx->s->graph;
@@ -775,14 +809,12 @@ static tg_status plan_captures(check_ctx *cx, const tg_ref_plan *plan)
         if (t->flags & TG_NODE_ALIAS)
             last[tg_verify_storage_root(t)->id] =
                 at > last[tg_verify_storage_root(t)->id] ? at : last[tg_verify_storage_root(t)->id];
-        if (p->fused_into && p->fused_into[t->id] >= 0 && t->n_in > 0) {
-            const tg_tensor *conv = g->nodes[p->fused_into[t->id]];
-            const tg_tensor *bn = t->op == TG_OP_RELU ? t->in[0] : t;
-            for (int k = 0; k < conv->n_in; k++)
-                last[conv->in[k]->id] = at > last[conv->in[k]->id] ? at : last[conv->in[k]->id];
-            for (int k = 1; k < bn->n_in; k++)
-                last[bn->in[k]->id] = at > last[bn->in[k]->id] ? at : last[bn->in[k]->id];
-        }
+        /* a fused node's chained reference reads every input of the chain
+         * up to it: the head's, a norm's, a residual add's */
+        int head = p->fused_into && t->n_in > 0 ? p->fused_into[t->id] : -1;
+        for (const tg_tensor *m = head >= 0 ? t : NULL; m; m = fused_before(p, m, head))
+            for (int k = 0; k < m->n_in; k++)
+                last[m->in[k]->id] = at > last[m->in[k]->id] ? at : last[m->in[k]->id];
     }
     for (int i = 0; i < n; i++) {
         cx->fast_next[i] = cx->fast_first[last[i]];

@@ -8,7 +8,7 @@
  * chained reference kernels and finds a fault put into one; a view of a
  * fused value reads it; a graph whose convolution is read elsewhere, or a
  * training program, fuses nothing; the folded weights follow the host's
- * writes.
+ * writes; NaN and infinities through a fused ReLU as through the unfused.
  * TG_TEST_LABELS: threads */
 #include "tg_fuse_test.h"
 
@@ -134,19 +134,7 @@ static chain build(tg_rng *r, bool training, bool norms)
 static tg_session *open_with(chain *c, int threads, bool fuse, const char *precision,
                              const char *exe)
 {
-    tg_process_set_fuse_inference(fuse);
-    tg_options *o = tg_options_create();
-    if (precision)
-        TG_CHECK_OK(tg_options_set(o, "precision", precision));
-    tg_options_set_int(o, "threadsPerDevice", threads);
-    tg_options_set_int(o, "randomSeed", 9);
-    if (exe)
-        TG_CHECK_OK(tg_options_set(o, "executableFile", exe));
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(c->g, o, &s));
-    tg_options_destroy(o);
-    tg_process_set_fuse_inference(1);
-    return s;
+    return tg_fuse_test_open_with(c->g, threads, fuse, precision, exe);
 }
 
 static tg_session *open_session(chain *c, int threads, bool fuse)
@@ -346,6 +334,148 @@ static void test_view_of_fused_value(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* Views of views of fused values (compile/fuse.c's rehome, one pass in
+ * graph order): conv + norm + ReLU, reshaped twice back to its own shape
+ * and read by a second fused conv, whose value is flattened and reshaped
+ * and read by a linear layer; and a third conv reading the first view.
+ * Each view takes the buffer of the node computing its root: fused and
+ * unfused agree, and `check` agrees. */
+static void test_views_of_views(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    chain c = {.g = g, .n_layers = 2};
+    c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+    tg_tensor *w0 =
+        tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+    tg_tensor *w1 =
+        tg_param(g, "w1", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    tg_tensor *w2 =
+        tg_param(g, "w2", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    c.stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    c.stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1}, one = {1, 1, 0, 0, 1, 1, 1};
+    tg_tensor *h = c.conv0 = tg_conv2d(g, c.x, w0, NULL, same);
+    h = tg_relu(g, tg_batch_norm(g, h, NULL, NULL, c.stats[0], 1e-5f));
+    tg_tensor *v1 = tg_reshape(g, h, tg_shape3(2, 32, 36));
+    tg_tensor *v2 = tg_reshape(g, v1, tg_shape4(2, 32, 6, 6));
+    tg_tensor *a = tg_conv2d(g, v2, w1, NULL, one);
+    a = tg_relu(g, tg_batch_norm(g, a, NULL, NULL, c.stats[1], 1e-5f));
+    tg_tensor *b = tg_relu(g, tg_conv2d(g, v2, w2, NULL, one));
+    tg_tensor *f = tg_reshape(g, tg_flatten(g, tg_add(g, a, b), 1), tg_shape2(2, 32 * 36));
+    tg_tensor *wl =
+        tg_param(g, "wl", tg_shape2(3, 32 * 36), (tg_init){TG_INIT_FAN_IN_UNIFORM, 1152, 0});
+    c.y = tg_linear(g, f, wl, NULL);
+    tg_tensor_mark_output(c.y);
+    TG_CHECK_OK(tg_graph_status(g));
+    c.out_numel = 6;
+    tg_session *fs = open_session(&c, 1, true), *us = open_session(&c, 1, false);
+    float yf[6], yu[6];
+    run(fs, &c, 3, yf);
+    run(us, &c, 3, yu);
+    TG_CHECK(tg_fuse_test_chains(fs) >= 3);
+    if (!(tg_fuse_test_difference(yf, yu, 6) <= 2e-6))
+        tg_test_fail(__FILE__, __LINE__, "fused %.3g from unfused",
+                     tg_fuse_test_difference(yf, yu, 6));
+    check_rows(fs, &c, false, "views of views of fused values");
+    tg_session_destroy(fs), tg_session_destroy(us);
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* Outputs a (fused) and b (unfused) of n: the same NaN, the same
+ * infinities, the rest close; NaNs and infinities of b counted. */
+static int differing(const float *a, const float *b, int64_t n, int *nan, int *inf)
+{
+    int differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+        *nan += isnan(b[i]), *inf += isinf(b[i]);
+        bool close = isnan(b[i])       ? isnan(a[i])
+                     : !isfinite(b[i]) ? a[i] == b[i]
+                                       : fabs(a[i] - b[i]) <= 1e-5 * (1 + fabs(b[i]));
+        differ += !close;
+    }
+    return differ;
+}
+
+/* Non-finite inputs through a fused ReLU: x with a NaN in one sample and
+ * -inf and +inf in another, through conv + norm + ReLU (r, read out too)
+ * and then conv + norm + ReLU, or conv + norm + r + ReLU and a conv (y). The fused program's
+ * outputs are NaN, +inf and 0 exactly where the unfused program's are (its ReLU, as PyTorch's,
+ * passes NaN on and gives 0 for -inf), and close elsewhere. */
+static void test_nonfinite_through_fused_relu(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (int residual = 0; residual < 2; residual++) {
+        tg_graph *g = tg_graph_create();
+        tg_graph_set_training(g, false);
+        chain c = {.g = g, .n_layers = 2};
+        c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+        tg_tensor *w0 =
+            tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+        tg_tensor *w1 =
+            tg_param(g, "w1", tg_shape4(32, 32, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 288, 0});
+        c.stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+        c.stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+        tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1};
+        tg_tensor *r = c.conv0 = tg_conv2d(g, c.x, w0, NULL, same);
+        r = tg_relu(g, tg_batch_norm(g, r, NULL, NULL, c.stats[0], 1e-5f));
+        tg_tensor *conv1 = tg_conv2d(g, r, w1, NULL, same);
+        tg_tensor *h = tg_batch_norm(g, conv1, NULL, NULL, c.stats[1], 1e-5f);
+        c.y = tg_relu(g, residual ? tg_add(g, h, r) : h);
+        if (residual) { /* a conv reads it: the add stays in the blocked layout */
+            tg_tensor *w2 = tg_param(g, "w2", tg_shape4(16, 32, 1, 1),
+                                     (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+            c.y = tg_conv2d(g, c.y, w2, NULL, (tg_conv2d_params){1, 1, 0, 0, 1, 1, 1});
+        }
+        /* without the add, r read out through one more ReLU (unfused, the
+         * identity on it; with it, the program would keep r plain, and a
+         * plain residual is not fused) */
+        tg_tensor *r_out = residual ? NULL : tg_relu(g, r);
+        if (r_out)
+            tg_tensor_mark_output(r_out);
+        tg_tensor_mark_output(c.y);
+        TG_CHECK_OK(tg_graph_status(g));
+        c.out_numel = tg_numel(c.y);
+        tg_session *s[2] = {open_session(&c, 1, true), open_session(&c, 1, false)};
+        TG_CHECK(tg_fuse_test_chains(s[0]) == 2);
+        TG_CHECK(tg_fuse_test_chains(s[1]) == 0);
+        TG_CHECK(!residual || tg_fuse_conv_add(tg_session_program(s[0]), conv1));
+        float *y[2], *rv[2];
+        for (int k = 0; k < 2; k++) {
+            y[k] = tg_malloc((size_t)c.out_numel * sizeof(float));
+            rv[k] = tg_calloc((size_t)tg_numel(r), sizeof(float));
+            run(s[k], &c, 3, y[k]); /* statistics written */
+            float x[2 * 16 * 36];
+            tg_rng rng;
+            tg_rng_seed(&rng, 4);
+            for (int i = 0; i < 2 * 16 * 36; i++)
+                x[i] = (float)(2 * tg_rng_uniform(&rng) - 1);
+            x[3 * 36 + 14] = NAN;                 /* sample 0 */
+            x[16 * 36 + 5 * 36 + 26] = -INFINITY; /* sample 1: windows apart */
+            x[16 * 36 + 9 * 36 + 2] = INFINITY;
+            TG_CHECK_OK(tg_session_write(s[k], c.x, x, sizeof x));
+            TG_CHECK_OK(tg_session_run(s[k]));
+            TG_CHECK_OK(tg_session_read(s[k], c.y, y[k], (size_t)c.out_numel * sizeof(float)));
+            if (r_out)
+                TG_CHECK_OK(
+                    tg_session_read(s[k], r_out, rv[k], (size_t)tg_numel(r) * sizeof(float)));
+        }
+        int nan = 0, inf = 0;
+        int differ = differing(y[0], y[1], c.out_numel, &nan, &inf) +
+                     differing(rv[0], rv[1], tg_numel(r), &nan, &inf);
+        printf("  %s: %d NaN and %d infinite outputs unfused, %d outputs differ fused\n",
+               residual ? "with a residual add" : "without", nan, inf, differ);
+        TG_CHECK(nan > 0 && (residual || inf > 0));
+        TG_CHECK(differ == 0);
+        for (int k = 0; k < 2; k++)
+            tg_free(y[k]), tg_free(rv[k]), tg_session_destroy(s[k]);
+        tg_graph_destroy(g);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
 /* A convolution's own output read by another op, or an output itself, and
  * a training program: nothing fused. */
 static void test_nothing_fused_where_seen(void)
@@ -424,6 +554,8 @@ int main(void)
     TG_RUN(test_bf16_chains_fuse_activations);
     TG_RUN(test_fold_follows_writes);
     TG_RUN(test_view_of_fused_value);
+    TG_RUN(test_views_of_views);
+    TG_RUN(test_nonfinite_through_fused_relu);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_executable_file_keeps_fusion);
     return tg_test_finish();

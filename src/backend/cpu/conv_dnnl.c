@@ -519,18 +519,36 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
     return TG_OK;
 }
 
-/* The activation a fused convolution applies (compile/fuse.c) as oneDNN's
- * eltwise post-ops: ReLU; hard swish (x relu6(x + 3) / 6, oneDNN 2.6 has
- * no parameters for it), also where the graph writes it as a Mul of x and
- * its hard sigmoid; hard sigmoid as alpha x + beta clipped to [0, 1]. */
-static dnnl_status_t act_post_ops(const tg_tensor *act, dnnl_primitive_attr_t attr)
+/* What a fused convolution computes after it (compile/fuse.c) as oneDNN's
+ * post-ops: a residual added (a binary post-op reading it where it lies,
+ * laid out as the output, so no copy of it into the output first, as the
+ * sum post-op would need), then the activation as eltwise post-ops: ReLU;
+ * hard swish (x relu6(x + 3) / 6, oneDNN 2.6 has no parameters for it),
+ * also where the graph writes it as a Mul of x and its hard sigmoid; hard
+ * sigmoid as alpha x + beta clipped to [0, 1]. */
+static dnnl_status_t post_ops(conv_state *st, dnnl_primitive_attr_t attr)
 {
     dnnl_post_ops_t ops;
     dnnl_status_t s = dnnl_post_ops_create(&ops);
     if (s != dnnl_success)
         return s;
-    if (act->op == TG_OP_RELU) {
-        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+    const tg_tensor *act = st->post_act;
+    if (st->post_add) {
+        st->residual_po = dnnl_post_ops_len(ops);
+        s = dnnl_post_ops_append_binary(ops, dnnl_binary_add, &st->user[st->n_args - 1]);
+    }
+    if (s != dnnl_success || !act) {
+    } else if (act->op == TG_OP_RELU) {
+        /* ReLU as ELU with alpha 0: x > 0 ? x : 0 * (exp(x) - 1), which is
+         * the project's ReLU (ops/unary.c) on every input: a NaN passes on
+         * (to be reported; PyTorch's ReLU passes it too), -inf gives 0.
+         * oneDNN's ReLU post-op is a max with 0 and gives 0 for NaN; with
+         * a tiny alpha, applied twice, it keeps NaN but gives -inf for
+         * -inf; clip and a binary max lose NaN like the ReLU. On this
+         * machine's AVX-512 JIT, one thread, under load, a 1x1 256->256
+         * conv at 28x28, batch 8: 3.41-3.60 ms against 3.13-3.21 with the
+         * ReLU post-op (ResNet-50 end to end: docs/performance.md). */
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f);
     } else if (tg_is_hard_swish(act) || act->op == TG_OP_MUL) {
         s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
     } else {
@@ -548,13 +566,16 @@ static dnnl_status_t act_post_ops(const tg_tensor *act, dnnl_primitive_attr_t at
 /* The post-op's name for the kernel's, after keep_weights's. */
 static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
 {
+    size_t n = strlen(plan->kernel);
+    if (st->post_add)
+        snprintf(plan->kernel + n, sizeof plan->kernel - n, ", residual add");
     if (!st->post_act)
         return;
     const char *what = st->post_act->op == TG_OP_RELU ? "ReLU"
                        : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL
                            ? "hard swish"
                            : "hard sigmoid";
-    size_t n = strlen(plan->kernel);
+    n = strlen(plan->kernel);
     snprintf(plan->kernel + n, sizeof plan->kernel - n, ", %s post-op", what);
 }
 
@@ -606,6 +627,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     st->k_out = g->K;
     st->fold = node->op == TG_OP_CONV2D ? o->fold_norm : NULL;
     st->post_act = node->op == TG_OP_CONV2D ? o->post_act : NULL;
+    st->post_add = node->op == TG_OP_CONV2D ? o->post_add : NULL;
     bool bias = node->op == TG_OP_CONV2D && (node->n_in == 3 || st->fold);
     roles_of(node->op, bias, &m, st);
     st->weight_role = node->op == TG_OP_CONV2D_BWD_WEIGHT ? 2 : 1;
@@ -626,8 +648,8 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     dnnl_primitive_attr_t conv_attr = NULL;
     if (s == dnnl_success)
         s = dnnl_primitive_attr_clone(&conv_attr, attr);
-    if (s == dnnl_success && st->post_act)
-        s = act_post_ops(st->post_act, conv_attr);
+    if (s == dnnl_success && (st->post_act || st->post_add))
+        s = post_ops(st, conv_attr);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
@@ -645,6 +667,13 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
         dnnl_primitive_attr_destroy(conv_attr);
     dnnl_primitive_attr_destroy(attr);
     TG_TRY(tg_dnnl_check(s, "creating the conv2d primitives"));
+    /* the residual is read as the output is stored (compile/fuse.c fuses
+     * it only into a blocked output, which oneDNN takes as it is) */
+    if (st->post_add && st->reorder[st->n_args - 1])
+        return tg_error(TG_ERR_UNSUPPORTED,
+                        "%s: oneDNN wants its output in another layout than the fused residual "
+                        "add's (report the shapes)",
+                        node->name);
     TG_TRY(keep_weights(node, o, st, plan));
     name_post_op(st, plan);
     return TG_OK;

@@ -149,8 +149,8 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void 
     /* no scratch at all when nothing is reordered (NULL + 0 is undefined) */
     unsigned char *scratch =
         a->scratch ? (unsigned char *)a->scratch + (size_t)p * st->part_bytes : NULL;
-    dnnl_memory_t operand[4] = {0};
-    dnnl_exec_arg_t args[5];
+    dnnl_memory_t operand[4] = {0}, residual = NULL;
+    dnnl_exec_arg_t args[6];
     int n = 0;
     int o = st->n_args - 1;
     for (int k = 0; k < st->n_args; k++) {
@@ -170,6 +170,12 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void 
         args[n].arg = st->arg[k];
         args[n++].memory = operand[k];
     }
+    if (st->post_add) { /* the part's residual: where the part's output lies */
+        residual = mem(&st->user[o],
+                       (unsigned char *)a->in[TG_FUSE_IN_RESIDUAL] + (size_t)p * st->batch_step[o]);
+        args[n].arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->residual_po) | DNNL_ARG_SRC_1;
+        args[n++].memory = residual;
+    }
     dnnl_memory_t sp = mem(&st->scratch_md, scratch);
     if (sp) {
         args[n].arg = DNNL_ARG_SCRATCHPAD;
@@ -184,6 +190,8 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void 
         dnnl_memory_destroy(sp);
     for (int k = 0; k < st->n_args; k++)
         dnnl_memory_destroy(operand[k]);
+    if (residual)
+        dnnl_memory_destroy(residual);
     dnnl_stream_destroy(stream);
 }
 

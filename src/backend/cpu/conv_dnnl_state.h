@@ -92,6 +92,11 @@ typedef struct conv_state {
      * where absent. */
     const tg_tensor *fold;
     const tg_tensor *post_act;
+    /* The residual add it computes (compile/fuse.c) as a binary post-op,
+     * number residual_po, reading in[TG_FUSE_IN_RESIDUAL] laid out as the
+     * output (user[n_args - 1]); NULL where absent. */
+    const tg_tensor *post_add;
+    int residual_po;
     size_t kept_bias_off, kept_offset;
     int64_t k_out;    /* output channels the primitive (or split_k's parts together) computes */
     size_t kept_step; /* split_k: bytes from one part's kept weights to the next */

@@ -1,0 +1,90 @@
+#!/opt/tilegraph/venv/bin/python
+"""Two or more builds of libtilegraph.so on one ONNX model's inference: CPU time per run.
+
+Interpreter: the venv's (/opt/tilegraph/venv/bin/python, numpy and the
+package's dependencies); the tilegraph package is this checkout's python/.
+
+On the shared machine wall time spreads by 30% and more between turns; the
+CPU time of the process per run (time.process_time) is what the load
+disturbs least (the caches it shares still count, so alternate). Each
+library runs in its own process, one after another, `--rounds` times
+(A, B, ..., A, B, ...); each process builds the session, runs once, then
+`--runs` timed runs. One JSON line per library: [min-max] over the rounds
+of each round's median (and minimum), with the CPU model and ISA.
+
+    /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
+        --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from ort_infer import cpu_isa, cpu_model  # noqa: E402
+
+CHILD = r'''
+import json, os, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from tilegraph.onnx_session import OnnxSession
+model, batch, runs, threads, precision = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
+import onnx
+inp = onnx.load(model, load_external_data=False).graph.input[0]
+dims = [batch] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
+feeds = {inp.name: np.random.default_rng(0).standard_normal(dims, dtype=np.float32)}
+s.run(feeds)
+wall, cpu = [], []
+for _ in range(runs):
+    t, p = time.perf_counter(), time.process_time()
+    s.run(feeds)
+    wall.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - p)
+wall.sort(); cpu.sort()
+print(json.dumps({"cpu_ms": [cpu[0] * 1e3, cpu[len(cpu) // 2] * 1e3],
+                  "wall_ms": [wall[0] * 1e3, wall[len(wall) // 2] * 1e3]}))
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("libraries", nargs="+", help="paths of libtilegraph.so builds to compare")
+    ap.add_argument("--model", required=True, help="an ONNX file with one float input")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", default="32.32")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    for lib in a.libraries:
+        if not os.path.isfile(lib):
+            sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
+    if not os.path.isfile(a.model):
+        sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")
+    python = os.path.join(os.path.dirname(HERE), "python")
+    got = {lib: [] for lib in a.libraries}
+    for _ in range(a.rounds):
+        for lib in a.libraries:
+            env = dict(os.environ, TILEGRAPH_LIBRARY=lib, OMP_NUM_THREADS=str(a.threads))
+            out = subprocess.run([sys.executable, "-c", CHILD, python, a.model, str(a.batch), str(a.runs),
+                                  str(a.threads), a.precision], env=env, capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"infer_cpu_ab: {lib} failed:\n{out.stderr[-2000:]}")
+            got[lib].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    span = lambda v: [round(min(v), 2), round(max(v), 2)]  # noqa: E731
+    for lib, turns in got.items():
+        print(json.dumps({"bench": "infer_cpu_ab", "library": lib, "model": os.path.basename(a.model),
+                          "batch": a.batch, "threads": a.threads, "precision": a.precision,
+                          "runs": a.runs, "rounds": a.rounds, "cpu": cpu_model(), "isa": cpu_isa(),
+                          "load_average": os.getloadavg()[0],
+                          "cpu_ms_median": span([t["cpu_ms"][1] for t in turns]),
+                          "cpu_ms_min": span([t["cpu_ms"][0] for t in turns]),
+                          "wall_ms_median": span([t["wall_ms"][1] for t in turns])}))
+
+
+if __name__ == "__main__":
+    main()
