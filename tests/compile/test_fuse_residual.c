@@ -14,7 +14,7 @@
 #include "compile/program.h"
 #include "core/alloc.h"
 #include "core/rng.h"
-#include "ops/dnnl_util.h"
+#include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
 #include "runtime/verify.h"
 
