@@ -247,6 +247,22 @@ static void test_nothing_fused_where_seen(void)
     }
 }
 
+/* g's 32.bf16 session at `threads` threads (0: the
+ * process's cores), fused or not. */
+static tg_session *open_bf16(tg_graph *g, int threads, bool fuse)
+{
+    tg_process_set_fuse_inference(fuse);
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", threads));
+    TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 9));
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_options_destroy(o);
+    tg_process_set_fuse_inference(1);
+    return s;
+}
+
 /* A bf16 inference program (precision 32.bf16) on a CPU with bf16
  * arithmetic: its products read their bf16 operands in place (no staged
  * f32 copies), stay within bf16 rounding of the f32 program, and `check`
@@ -260,12 +276,7 @@ static void test_bf16_operands_in_place(void)
     int in_place = 0;
     for (int k = 0; k < 6; k++) {
         chain c = build(&r, false);
-        tg_session *f = open_session(&c, 1, true), *h = NULL;
-        tg_options *o = tg_options_create();
-        TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
-        TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 9));
-        TG_CHECK_OK(tg_session_create(c.g, o, &h));
-        tg_options_destroy(o);
+        tg_session *f = open_session(&c, 1, true), *h = open_bf16(c.g, 0, true);
         const tg_program *p = tg_session_program(h);
         for (int i = 0; i < p->graph->n_nodes; i++) {
             const tg_tensor *t = p->graph->nodes[i];
@@ -294,21 +305,6 @@ static void test_bf16_operands_in_place(void)
     printf("  %d products read bf16 in place (the CPU %s bf16 arithmetic)\n", in_place,
            has_bf16 ? "has" : "has no");
     TG_CHECK(has_bf16 ? in_place > 0 : in_place == 0);
-}
-
-/* g's 32.bf16 session at `threads` threads, fused or not. */
-static tg_session *open_bf16(tg_graph *g, int threads, bool fuse)
-{
-    tg_process_set_fuse_inference(fuse);
-    tg_options *o = tg_options_create();
-    TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
-    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", threads));
-    TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 9));
-    tg_session *s = NULL;
-    TG_CHECK_OK(tg_session_create(g, o, &s));
-    tg_options_destroy(o);
-    tg_process_set_fuse_inference(1);
-    return s;
 }
 
 /* The fused products of s whose kernel reads bf16 in place; -1 when a
