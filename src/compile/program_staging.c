@@ -9,6 +9,7 @@
 #include "compile/layout.h"
 #include "core/process.h"
 
+#include "ops/norm.h"
 #include "ops/op.h"
 
 #include <stdio.h>
@@ -26,8 +27,9 @@ static bool native_operand(const tg_program *p, const tg_tensor *v, int b)
 
 size_t tg_step_native_scratch(const tg_tensor *t)
 {
-    /* a gather reads its rows in place (ops/gather.c) */
-    if (tg_op_update_reads_bf16(t) || t->op == TG_OP_GATHER)
+    /* a gather reads its rows in place (ops/gather.c), layer norm its rows
+     * on the stack (ops/norm.c) */
+    if (tg_op_update_reads_bf16(t) || t->op == TG_OP_GATHER || tg_norm_reads_rows_bf16(t))
         return 0;
     size_t bytes = t->shape.ndim == 4 ? 0 : tg_align((size_t)tg_numel(t) * sizeof(float));
     for (int k = 0; k < t->n_in; k++)
