@@ -7,6 +7,7 @@
 #include "compile/program.h"
 #include "compile/program_internal.h"
 #include "compile/layout.h"
+#include "core/check.h"
 #include "core/process.h"
 
 #include "ops/norm.h"
@@ -154,6 +155,13 @@ static bool native_storage_holds(const tg_program *p, const tg_step *st)
 
 static void drop_native_plan(tg_program *p, const tg_tensor *t)
 {
+    /* A fused product computes its chain (bias, GELU, residual) only in its
+     * native-storage plan: the plain kernel it would fall back to computes
+     * the product alone, and the fused nodes have no steps of their own.
+     * Fusion decides on the same storage this checks, so this cannot happen
+     * unless the two disagree: stop rather than skip the chain silently. */
+    if (p->fused_tail && p->fused_tail[t->id] >= 0)
+        TG_UNREACHABLE("staging drops the in-place plan of a fused node", t->id);
     tg_kernel_plan *kp = &p->plans[t->id];
     tg_op_planner_get(t->op)->plan_free(kp->state);
     kp->state = NULL;
