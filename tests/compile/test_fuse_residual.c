@@ -5,7 +5,8 @@
  * convolution's norm added, in either order; with norms or as an ONNX file
  * exported in eval mode has them, folded into a bias) give what the unfused
  * program gives, in f32 and in bf16, at 1 and 2 threads (batch 1: parts of
- * the output channels; batch 2: parts of the batch); `check` compares each
+ * the output channels, 32 split evenly and 48 in channel parts of whole
+ * 16-channel blocks; batch 2: parts of the batch); `check` compares each
  * fused value with the chained reference kernels and finds a fault put into
  * one; an executable file keeps the fusion.
  * TG_TEST_LABELS: threads */
@@ -39,6 +40,7 @@ typedef struct shape_of_block {
     bool swap;       /* Add(residual, h) rather than Add(h, residual) */
     bool relu;       /* a ReLU after the add */
     int batch;
+    int width; /* the block's channels: 48 at batch 1 splits them unevenly (channel parts) */
 } shape_of_block;
 
 static tg_tensor *conv_layer(block_net *n, tg_tensor *h, const char *name, int K, int R, int stride,
@@ -74,14 +76,15 @@ static block_net build(const shape_of_block *b)
     block_net n = {.g = tg_graph_create()};
     tg_graph_set_training(n.g, false);
     n.x = tg_input(n.g, "x", TG_F32, tg_shape4(b->batch, 16, 8, 8));
-    tg_tensor *r = tg_relu(n.g, conv_layer(&n, n.x, "stem", 32, 3, 1, b->norms));
-    tg_tensor *h = tg_relu(n.g, conv_layer(&n, r, "c1", 32, 3, b->downsample ? 2 : 1, b->norms));
+    int w = b->width;
+    tg_tensor *r = tg_relu(n.g, conv_layer(&n, n.x, "stem", w, 3, 1, b->norms));
+    tg_tensor *h = tg_relu(n.g, conv_layer(&n, r, "c1", w, 3, b->downsample ? 2 : 1, b->norms));
     /* one more between: the memory plan must keep r's buffer to c2 (its
      * last reader is now c2's step), not give it to this one's output */
-    h = tg_relu(n.g, conv_layer(&n, h, "c1b", 32, 3, 1, b->norms));
-    h = conv_layer(&n, h, "c2", 32, 3, 1, b->norms);
+    h = tg_relu(n.g, conv_layer(&n, h, "c1b", w, 3, 1, b->norms));
+    h = conv_layer(&n, h, "c2", w, 3, 1, b->norms);
     if (b->downsample) /* created after c2, as torchvision's block does */
-        r = conv_layer(&n, r, "down", 32, 1, 2, b->norms);
+        r = conv_layer(&n, r, "down", w, 1, 2, b->norms);
     h = b->swap ? tg_add(n.g, r, h) : tg_add(n.g, h, r);
     if (b->relu)
         h = tg_relu(n.g, h);
@@ -161,18 +164,24 @@ static void blocks_match_unfused(const char *precision, double bound, bool fault
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     double worst = 0;
     int cases = 0;
-    for (int v = 0; v < 32; v++) {
-        shape_of_block b = {v & 1, v & 2, v & 4, v & 8, 1 + ((v >> 4) & 1)};
+    for (int v = 0; v < 48; v++) {
+        /* 32 channels at batch 1 and 2, then 48 at batch 1: 3 blocks of 16
+         * over 2 threads, the convolutions in channel parts, each adding its
+         * own channels of the residual */
+        shape_of_block b = {v & 1, v & 2, v & 4, v & 8, 1 + ((v >> 4) & 1), v < 32 ? 32 : 48};
+        if (v >= 32)
+            b.batch = 1;
         if (precision && b.norms) /* a bf16 model folds no norm: nothing to add into */
             continue;
         block_net n = build(&b);
         /* batch 1 on 2 threads splits the output channels, batch 2 the batch */
         for (int threads = 1; threads <= 2; threads++) {
             char label[96];
-            snprintf(label, sizeof label,
-                     "%s block %d (norms %d down %d swap %d relu %d) batch %d, %d threads",
-                     precision ? precision : "f32", v, b.norms, b.downsample, b.swap, b.relu,
-                     b.batch, threads);
+            snprintf(
+                label, sizeof label,
+                "%s block %d (norms %d down %d swap %d relu %d, %d channels) batch %d, %d threads",
+                precision ? precision : "f32", v, b.norms, b.downsample, b.swap, b.relu, b.width,
+                b.batch, threads);
             tg_session *f = open_with(&n, threads, true, precision, NULL);
             tg_session *u = open_with(&n, threads, false, precision, NULL);
             if (!f || !u) {
@@ -223,7 +232,7 @@ static void test_executable_file_keeps_residual(void)
     char exe[64];
     snprintf(exe, sizeof exe, "/tmp/test_fuse_residual.%d.tgx", (int)getpid());
     unlink(exe);
-    shape_of_block b = {true, true, false, true, 2};
+    shape_of_block b = {true, true, false, true, 2, 32};
     block_net n = build(&b);
     tg_session *fresh = open_with(&n, 2, true, NULL, NULL);
     tg_session *written = open_with(&n, 2, true, NULL, exe);

@@ -405,6 +405,9 @@ static void chan_run(const conv_state *st, const tg_kernel_args *a, int p)
         if (pa.in[k])
             pa.in[k] = (float *)pa.in[k] + cp->k0;
     pa.out = (unsigned char *)a->out + cp->out_off;
+    /* a fused residual is stored as the output is: the part's channels of it */
+    if (pa.in[TG_FUSE_IN_RESIDUAL])
+        pa.in[TG_FUSE_IN_RESIDUAL] = (unsigned char *)pa.in[TG_FUSE_IN_RESIDUAL] + cp->out_off;
     tg_dnnl_threads(1);
     run_part(cp->st, &pa, 0, kept_weights(cp->st, &pa));
 }
