@@ -8,6 +8,7 @@
 #include "compile/program.h"
 #include "core/error.h"
 #include "target/tiled.h"
+#include "tilegraph/devices.h"
 #include "tilegraph/models.h"
 #include "tilegraph/optim.h"
 
@@ -309,10 +310,17 @@ static void test_target_descriptions(void)
     tg_options_destroy(o);
     tg_model_graph_destroy(&mg);
 
-    /* an unknown target is refused by the option table */
+    /* an unknown target is refused where the config meets the targets:
+     * tg_target_check, and the compile before any planning, naming it */
+    TG_CHECK(tg_target_check("mk3") != TG_OK);
+    TG_CHECK(strstr(tg_error_message(), "mk3") != NULL);
+    mg = build(4);
     o = tg_options_create();
-    TG_CHECK(tg_options_set(o, "target", "mk3") != TG_OK);
+    TG_CHECK_OK(tg_options_set(o, "target", "mk3"));
+    TG_CHECK(tg_program_compile(mg.graph, o, &p) != TG_OK && p == NULL);
+    TG_CHECK(strstr(tg_error_message(), "mk3") != NULL);
     tg_options_destroy(o);
+    tg_model_graph_destroy(&mg);
 }
 
 static tg_status compile_io(const tg_model_graph *mg, int io_tiles, tg_program **p)
