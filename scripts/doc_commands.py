@@ -45,6 +45,7 @@ NOT_RUN = [
     (r"\bREPORT\b|\bA B\b|\[[a-z|.]+\]|\bFILE\b|\bDIR\b", "a synopsis, not a command"),
     (r"monitor --watch", "runs until interrupted"),
     (r"--hostfile", "needs hosts"),
+    (r"analyse (plain|slow)1 ", "reads the profiles tests/dist/slow_link_test.sh makes over its hosts"),
     (r"cifar10:/data|--dataset cifar10", "needs a data set not in Debian"),
     (r"\btrain\b.*\bresnet(50|101|152)\b", "trains a large ResNet: minutes on this machine"),
 ]
