@@ -31,6 +31,7 @@
  * new kind of fusion added to the pass is stored and checked with no
  * change to the file format.
  */
+#include "backend/backend.h"
 #include "compile/layout.h"
 #include "compile/program.h"
 
@@ -216,6 +217,38 @@ static void find_readers(const tg_program *p, const bool *needed, int *readers, 
         }
 }
 
+/* Convolution c computes the chain from it to tail (nothing when tail is c). */
+static void keep_chain(tg_program *p, const tg_tensor *c, const tg_tensor *tail)
+{
+    if (tail == c)
+        return;
+    p->fused_tail[c->id] = tail->id;
+    p->fused_into[tail->id] = c->id;
+    for (const tg_tensor *m = chain_prev(tail, c); m != c; m = chain_prev(m, c))
+        p->fused_into[m->id] = c->id;
+}
+
+/* Whether c's plan hook takes the chain kept for it: oneDNN implements a
+ * binary add post-op only for some of its kernels, and which ones depends
+ * on the CPU (on an AVX2-only machine, not for a strided 1x1 convolution
+ * on blocked operands), so it is asked, as the plan will ask it, with the
+ * same options, rather than assumed. */
+static bool oneDNN_takes(const tg_program *p, const tg_tensor *c)
+{
+    const tg_op_planner *def = tg_node_planner(c);
+    if (!def || !p->plan_kernels)
+        return true;
+    tg_plan_opts po;
+    bool fused, mm_fused, blocked;
+    tg_program_node_plan_opts(p, c, &po, &fused, &mm_fused, &blocked);
+    tg_kernel_plan plan = {0};
+    tg_status s = def->plan(c, &po, &plan);
+    if (plan.state)
+        def->plan_free(plan.state);
+    tg_error_clear();
+    return s == TG_OK;
+}
+
 tg_status tg_fuse_decide(tg_program *p, const bool *needed)
 {
     const tg_graph *g = p->graph;
@@ -238,12 +271,16 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
         if (!needed[i] || !conv_fuses(p, c))
             continue;
         const tg_tensor *tail = chain_tail(p, readers, reader, c);
-        if (tail == c)
-            continue;
-        p->fused_tail[c->id] = tail->id;
-        p->fused_into[tail->id] = c->id;
-        for (const tg_tensor *m = chain_prev(tail, c); m != c; m = chain_prev(m, c))
-            p->fused_into[m->id] = c->id;
+        keep_chain(p, c, tail);
+        if (tg_fuse_conv_add(p, c) && !oneDNN_takes(p, c)) {
+            /* the chain up to the node before the add, the add and the
+             * activation after it unfused */
+            const tg_tensor *add = tg_fuse_conv_add(p, c);
+            for (const tg_tensor *m = tail; m != c; m = chain_prev(m, c))
+                p->fused_into[m->id] = -1;
+            p->fused_tail[c->id] = -1;
+            keep_chain(p, c, chain_prev(add, c));
+        }
     }
     tg_fuse_matmul(p, needed, readers, reader);
     tg_free(readers);

@@ -478,6 +478,11 @@ bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_p
  * fusion: threads, compute type, inference, the operands' storage types
  * (compile/program_steps.c; the fusion passes ask the hooks with them). */
 void tg_program_plan_opts(const tg_program *p, const tg_tensor *t, struct tg_plan_opts *po);
+/* The options t's plan hook is called with, its fused chain's included
+ * (compile/program_steps.c): fusion asks with them whether oneDNN takes a
+ * chain before it keeps it. */
+void tg_program_node_plan_opts(const tg_program *p, const tg_tensor *t, struct tg_plan_opts *po,
+                               bool *fused, bool *mm_fused, bool *blocked);
 /* A fused matmul's step: marked fused, the bias and residual buffers as its
  * in[TG_FUSE_IN_STATS], [TG_FUSE_IN_STATS + 1]. */
 void tg_fuse_matmul_link(tg_program *p, tg_step *st);

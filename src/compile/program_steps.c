@@ -97,6 +97,32 @@ void tg_program_plan_opts(const tg_program *p, const tg_tensor *t, tg_plan_opts 
     po->out_storage = p->storage ? p->storage[t->id] : TG_F32;
 }
 
+/* The options t's plan hook is called with: the program's storage, what
+ * its fused chain computes (a convolution's norm, activation and residual
+ * add; a product's bias, GELU and residual) and which operands are
+ * blocked. *fused: a convolution's chain; *mm_fused: a product's; *blocked:
+ * an operand or the output is blocked. */
+void tg_program_node_plan_opts(const tg_program *p, const tg_tensor *t, tg_plan_opts *po,
+                               bool *fused, bool *mm_fused, bool *blocked)
+{
+    tg_program_plan_opts(p, t, po);
+    *fused = tg_fuse_chain(p, t, &po->fold_norm, &po->post_act);
+    po->post_add = tg_fuse_conv_add(p, t);
+    const tg_tensor *bias, *residual;
+    *mm_fused = tg_fuse_matmul_opts(p, t, po, &bias, &residual);
+    /* a fused product reads its bias and residual as they are stored */
+    if (*mm_fused && p->storage) {
+        po->in_storage[TG_FUSE_IN_STATS] = bias ? p->storage[bias->id] : TG_F32;
+        po->in_storage[TG_FUSE_IN_STATS + 1] = residual ? p->storage[residual->id] : TG_F32;
+    }
+    *blocked = tg_layout_reads_blocked(p, t);
+    po->out_blocked = *blocked;
+    for (int k = 0; k < t->n_in; k++) {
+        po->in_blocked[k] = tg_layout_reads_blocked(p, t->in[k]);
+        *blocked |= p->layout && (p->layout[t->in[k]->id] & TG_LAYOUT_BLOCKED);
+    }
+}
+
 /* Run the op's plan hook once per node (a node recomputed in the backward
  * phase shares its state). A planned kernel whose scratch exceeds the
  * proportion is dropped: the op's own kernels then run with their scratch. */
@@ -107,22 +133,8 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     if (!def || !p->plan_kernels || kp->state || kp->kernel[0])
         return TG_OK;
     tg_plan_opts po;
-    tg_program_plan_opts(p, t, &po);
-    bool fused = tg_fuse_chain(p, t, &po.fold_norm, &po.post_act);
-    po.post_add = tg_fuse_conv_add(p, t);
-    const tg_tensor *bias, *residual;
-    bool mm_fused = tg_fuse_matmul_opts(p, t, &po, &bias, &residual);
-    /* a fused product reads its bias and residual as they are stored */
-    if (mm_fused && p->storage) {
-        po.in_storage[TG_FUSE_IN_STATS] = bias ? p->storage[bias->id] : TG_F32;
-        po.in_storage[TG_FUSE_IN_STATS + 1] = residual ? p->storage[residual->id] : TG_F32;
-    }
-    bool blocked = tg_layout_reads_blocked(p, t);
-    po.out_blocked = blocked;
-    for (int k = 0; k < t->n_in; k++) {
-        po.in_blocked[k] = tg_layout_reads_blocked(p, t->in[k]);
-        blocked |= p->layout && (p->layout[t->in[k]->id] & TG_LAYOUT_BLOCKED);
-    }
+    bool fused, mm_fused, blocked;
+    tg_program_node_plan_opts(p, t, &po, &fused, &mm_fused, &blocked);
     tg_status s = def->plan(t, &po, kp);
     if (s != TG_OK) {
         char why[512];

@@ -9,11 +9,12 @@
  * 16-channel blocks; batch 2: parts of the batch); `check` compares each
  * fused value with the chained reference kernels and finds a fault put into
  * one; an executable file keeps the fusion.
- * TG_TEST_LABELS: threads */
+ * TG_TEST_LABELS: threads isa */
 #include "tg_fuse_test.h"
 
 #include "compile/program.h"
 #include "core/alloc.h"
+#include "core/isa.h"
 #include "core/rng.h"
 #include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"
@@ -108,7 +109,7 @@ static void run(tg_session *s, const block_net *n, uint64_t seed, float *out)
     tg_rng_seed(&r, seed);
     for (int l = 0; l < n->n_stats; l++) {
         int64_t K = tg_tensor_shape(n->stats[l]).dim[1];
-        float st[2 * 32];
+        float st[2 * 64]; /* up to 64 channels */
         for (int64_t k = 0; k < K; k++) {
             st[k] = (float)(tg_rng_uniform(&r) - 0.5);
             st[K + k] = (float)(0.05 + 2 * tg_rng_uniform(&r));
@@ -192,9 +193,14 @@ static void blocks_match_unfused(const char *precision, double bound, bool fault
             float *yf = tg_malloc(bytes), *yu = tg_malloc(bytes);
             run(f, &n, 1 + (uint64_t)v, yf);
             run(u, &n, 1 + (uint64_t)v, yu);
-            if (residual_convs(f, label) != 1)
-                tg_test_fail(__FILE__, __LINE__, "%s: %d residual adds fused, not 1", label,
-                             residual_convs(f, label));
+            /* oneDNN's AVX-512 kernels take the add as a post-op; its
+             * AVX2 ones (TILEGRAPH_ISA=avx2) on these blocked operands do
+             * not, and fusion asks before it keeps the add: unfused there,
+             * the same values */
+            int want = tg_isa_get() >= TG_ISA_AVX512 ? 1 : 0;
+            if (residual_convs(f, label) != want)
+                tg_test_fail(__FILE__, __LINE__, "%s: %d residual adds fused, not %d", label,
+                             residual_convs(f, label), want);
             double d = tg_fuse_test_difference(yf, yu, n.out_numel);
             worst = fmax(worst, d);
             if (!(d <= bound))
@@ -240,7 +246,7 @@ static void test_executable_file_keeps_residual(void)
     TG_CHECK(fresh && written && loaded);
     if (fresh && written && loaded) {
         TG_CHECK(strstr(tg_session_cache(loaded), "hit") != NULL);
-        TG_CHECK(residual_convs(loaded, "loaded") == 1);
+        TG_CHECK(residual_convs(loaded, "loaded") == (tg_isa_get() >= TG_ISA_AVX512 ? 1 : 0));
         size_t bytes = (size_t)n.out_numel * sizeof(float);
         float *a = tg_malloc(bytes), *c = tg_malloc(bytes);
         run(fresh, &n, 3, a);
