@@ -35,4 +35,15 @@ TG_PARAM_I(slice_step, len, 4)
 TG_PARAM_I(reduce, mask, 0)
 TG_PARAM_I(reduce, keepdim, 1)
 
+/* Elements before and after `axis` (the shape family's references and
+ * kernels, SLICE_STEP's too). */
+static inline void tg_outer_inner(tg_shape s, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= s.dim[d];
+    for (int d = axis + 1; d < s.ndim; d++)
+        *inner *= s.dim[d];
+}
+
 #endif
