@@ -14,12 +14,21 @@
  * Only for a product whose weights the plan keeps packed
  * (tg_matmul_dnnl_packs: an inference program's constant B in a 2-D product
  * of rows, planned with oneDNN), in a program that fuses at all
- * (compile/fuse.c's conditions: no backward, one device, f32, no file), and
- * where nothing else could see the difference: each fused value but the
- * last has one reader, the next one, and is no output; every value of the
- * chain has the product's shape, stored in f32 in the plain layout; the
- * residual is computed before the product (the schedule runs nodes in id
- * order, compile/schedule.c) and has the product's shape (no broadcast).
+ * (compile/fuse.c's conditions: no backward, one device, f32 or bf16, no
+ * file), and where nothing else could see the difference: each fused value
+ * but the last has one reader, the next one, and is no output; every value
+ * of the chain and the residual have the product's shape and are stored
+ * as the product, in the plain layout; the residual is computed before the
+ * product (the schedule runs nodes in id order, compile/schedule.c).
+ *
+ * bf16 (a 32.bf16 or bf16 program): values stored in bf16 fuse only where
+ * the product reads its bf16 operands in place (tg_matmul_dnnl_reads_bf16:
+ * a CPU with bf16 arithmetic), so that the primitive reads the bias and
+ * the residual as stored and writes the last value in bf16; the chain is
+ * then rounded to bf16 once, from oneDNN's f32 accumulators, where the
+ * steps rounded each of the product, the bias add, GELU and the residual
+ * add (within the bf16 tolerance `tilegraph check` uses). Without bf16
+ * arithmetic (AVX2) such products are staged through f32 and fuse nothing.
  * `tilegraph check` compares the last fused value with the reference kernels
  * chained on the product's inputs (runtime/verify.c).
  *
@@ -42,33 +51,40 @@ static const tg_tensor *other_input(const tg_tensor *next, const tg_tensor *t)
     return next->in[0] == t ? next->in[1] : next->in[1] == t ? next->in[0] : NULL;
 }
 
-static bool plain_f32(const tg_program *p, const tg_tensor *t)
+static tg_dtype stored(const tg_program *p, const tg_tensor *t)
 {
-    return t->dtype == TG_F32 && (!p->storage || p->storage[t->id] == TG_F32) &&
+    return p->storage ? p->storage[t->id] : t->dtype;
+}
+
+/* An f32 value stored as the product head, in the plain layout. */
+static bool plain_as(const tg_program *p, const tg_tensor *t, const tg_tensor *head)
+{
+    return t->dtype == TG_F32 && stored(p, t) == stored(p, head) &&
            !(p->layout && (p->layout[t->id] & TG_LAYOUT_BLOCKED));
 }
 
 /* Whether next may be computed by the step that computes t: t's only
- * reader, t no output, of t's shape, both plain f32. */
-static bool joins(const tg_program *p, const int *readers, const tg_tensor *t,
-                  const tg_tensor *next)
+ * reader, t no output, of t's shape, both plain and stored as head. */
+static bool joins(const tg_program *p, const int *readers, const tg_tensor *head,
+                  const tg_tensor *t, const tg_tensor *next)
 {
     return next && readers[t->id] == 1 && !(t->flags & TG_NODE_OUTPUT) &&
-           tg_shape_equal(t->shape, next->shape) && plain_f32(p, t) && plain_f32(p, next);
+           tg_shape_equal(t->shape, next->shape) && plain_as(p, t, head) && plain_as(p, next, head);
 }
 
-/* A bias of the product: a leaf [N]. */
-static bool is_bias(const tg_tensor *b, const tg_tensor *head)
+/* A bias of the product: a leaf [N], stored in f32, or in bf16 when the
+ * product's values are (it then reads its operands in place). */
+static bool is_bias(const tg_program *p, const tg_tensor *b, const tg_tensor *head)
 {
     int64_t N = head->shape.dim[head->shape.ndim - 1];
     return b && b->n_in == 0 && b->op != TG_OP_INPUT && b->dtype == TG_F32 && b->shape.ndim == 1 &&
-           b->shape.dim[0] == N;
+           b->shape.dim[0] == N && (stored(p, b) == TG_F32 || stored(p, b) == stored(p, head));
 }
 
-/* A residual of the product: computed before it, of its shape. */
+/* A residual of the product: computed before it, of its shape, stored as it. */
 static bool is_residual(const tg_program *p, const tg_tensor *r, const tg_tensor *head)
 {
-    return r && r->id < head->id && tg_shape_equal(r->shape, head->shape) && plain_f32(p, r);
+    return r && r->id < head->id && tg_shape_equal(r->shape, head->shape) && plain_as(p, r, head);
 }
 
 /* GELU only: oneDNN's ReLU post-op turns NaN into 0 (a max), where the
@@ -79,11 +95,18 @@ static bool is_activation(const tg_tensor *t, const tg_tensor *prev)
     return t->op == TG_OP_GELU && t->n_in == 1 && t->in[0] == prev;
 }
 
+/* A product whose packed plan computes a chain: its values stored in f32,
+ * or in bf16 read in place. */
 static bool head_fuses(const tg_program *p, const tg_tensor *t)
 {
-    if ((t->op != TG_OP_MATMUL && t->op != TG_OP_LINEAR) || t->shape.ndim < 2 || !plain_f32(p, t))
+    if ((t->op != TG_OP_MATMUL && t->op != TG_OP_LINEAR) || t->shape.ndim < 2 ||
+        t->dtype != TG_F32 || (p->layout && (p->layout[t->id] & TG_LAYOUT_BLOCKED)))
         return false;
-    tg_plan_opts o = {.n_threads = p->plan_threads, .inference = true};
+    tg_plan_opts o;
+    tg_program_plan_opts(p, t, &o);
+    o.inference = true;
+    if (stored(p, t) != TG_F32 && !(stored(p, t) == TG_BF16 && tg_matmul_dnnl_reads_bf16(&o)))
+        return false;
     return tg_matmul_dnnl_packs(t, &o);
 }
 
@@ -97,12 +120,12 @@ static const tg_tensor *chain_tail(const tg_program *p, const int *readers, cons
 #define NEXT(x) (reader[(x)->id] >= 0 ? g->nodes[reader[(x)->id]] : NULL)
     bool has_bias = head->op == TG_OP_LINEAR && head->n_in == 3;
     next = NEXT(t);
-    if (!has_bias && joins(p, readers, t, next) && next->op == TG_OP_ADD &&
-        is_bias(other_input(next, t), head))
+    if (!has_bias && joins(p, readers, head, t, next) && next->op == TG_OP_ADD &&
+        is_bias(p, other_input(next, t), head))
         t = next, next = NEXT(t);
-    if (joins(p, readers, t, next) && is_activation(next, t))
+    if (joins(p, readers, head, t, next) && is_activation(next, t))
         t = next, next = NEXT(t);
-    if (joins(p, readers, t, next) && next->op == TG_OP_ADD &&
+    if (joins(p, readers, head, t, next) && next->op == TG_OP_ADD &&
         is_residual(p, other_input(next, t), head))
         t = next;
 #undef NEXT
@@ -151,7 +174,7 @@ bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_p
         const tg_tensor *m = chain[k], *other = other_input(m, prev);
         if (is_activation(m, prev))
             o->mm_act = m;
-        else if (m->op == TG_OP_ADD && !o->mm_act && !*bias && is_bias(other, head))
+        else if (m->op == TG_OP_ADD && !o->mm_act && !*bias && is_bias(p, other, head))
             *bias = other, o->mm_bias = true;
         else
             *residual = other, o->mm_residual = true;

@@ -474,6 +474,10 @@ void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const
  * absent); false (o untouched) for any other node. */
 bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_plan_opts *o,
                          const tg_tensor **bias, const tg_tensor **residual);
+/* The plan options of node t as compile() gives its plan hook before any
+ * fusion: threads, compute type, inference, the operands' storage types
+ * (compile/program_steps.c; the fusion passes ask the hooks with them). */
+void tg_program_plan_opts(const tg_program *p, const tg_tensor *t, struct tg_plan_opts *po);
 /* A fused matmul's step: marked fused, the bias and residual buffers as its
  * in[TG_FUSE_IN_STATS], [TG_FUSE_IN_STATS + 1]. */
 void tg_fuse_matmul_link(tg_program *p, tg_step *st);

@@ -7,8 +7,10 @@
 #include "compile/program.h"
 #include "compile/program_internal.h"
 #include "compile/layout.h"
+#include "core/check.h"
 #include "core/process.h"
 
+#include "ops/norm.h"
 #include "ops/op.h"
 
 #include <stdio.h>
@@ -26,8 +28,9 @@ static bool native_operand(const tg_program *p, const tg_tensor *v, int b)
 
 size_t tg_step_native_scratch(const tg_tensor *t)
 {
-    /* a gather reads its rows in place (ops/gather.c) */
-    if (tg_op_update_reads_bf16(t) || t->op == TG_OP_GATHER)
+    /* a gather reads its rows in place (ops/gather.c), layer norm its rows
+     * on the stack (ops/norm.c) */
+    if (tg_op_update_reads_bf16(t) || t->op == TG_OP_GATHER || tg_norm_reads_rows_bf16(t))
         return 0;
     size_t bytes = t->shape.ndim == 4 ? 0 : tg_align((size_t)tg_numel(t) * sizeof(float));
     for (int k = 0; k < t->n_in; k++)
@@ -152,6 +155,13 @@ static bool native_storage_holds(const tg_program *p, const tg_step *st)
 
 static void drop_native_plan(tg_program *p, const tg_tensor *t)
 {
+    /* A fused product computes its chain (bias, GELU, residual) only in its
+     * native-storage plan: the plain kernel it would fall back to computes
+     * the product alone, and the fused nodes have no steps of their own.
+     * Fusion decides on the same storage this checks, so this cannot happen
+     * unless the two disagree: stop rather than skip the chain silently. */
+    if (p->fused_tail && p->fused_tail[t->id] >= 0)
+        TG_UNREACHABLE("staging drops the in-place plan of a fused node", t->id);
     tg_kernel_plan *kp = &p->plans[t->id];
     tg_op_planner_get(t->op)->plan_free(kp->state);
     kp->state = NULL;

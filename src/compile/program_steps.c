@@ -84,6 +84,19 @@ int tg_program_buffer_on(const tg_program *p, int id, int device)
 
 /* ---- steps, buffers, transfers ------------------------------------------------------- */
 
+void tg_program_plan_opts(const tg_program *p, const tg_tensor *t, tg_plan_opts *po)
+{
+    bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
+    /* planned for the most threads the run may use (n_threads is chosen
+     * later, from the load); the run sizes its team to its device's pool */
+    *po = (tg_plan_opts){.n_threads = p->plan_threads,
+                         .compute = bf16 ? TG_BF16 : TG_F32,
+                         .inference = !p->training};
+    for (int k = 0; p->storage && k < t->n_in; k++)
+        po->in_storage[k] = p->storage[t->in[k]->id];
+    po->out_storage = p->storage ? p->storage[t->id] : TG_F32;
+}
+
 /* Run the op's plan hook once per node (a node recomputed in the backward
  * phase shares its state). A planned kernel whose scratch exceeds the
  * proportion is dropped: the op's own kernels then run with their scratch. */
@@ -93,19 +106,17 @@ static tg_status plan_node(tg_program *p, const tg_tensor *t)
     const tg_op_planner *def = tg_node_planner(t);
     if (!def || !p->plan_kernels || kp->state || kp->kernel[0])
         return TG_OK;
-    bool bf16 = p->precision.model == TG_BF16 || p->precision.input == TG_BF16;
-    /* planned for the most threads the run may use (n_threads is chosen
-     * later, from the load); the run sizes its team to its device's pool */
-    tg_plan_opts po = {.n_threads = p->plan_threads,
-                       .compute = bf16 ? TG_BF16 : TG_F32,
-                       .inference = !p->training};
-    for (int k = 0; p->storage && k < t->n_in; k++)
-        po.in_storage[k] = p->storage[t->in[k]->id];
-    po.out_storage = p->storage ? p->storage[t->id] : TG_F32;
+    tg_plan_opts po;
+    tg_program_plan_opts(p, t, &po);
     bool fused = tg_fuse_chain(p, t, &po.fold_norm, &po.post_act);
     po.post_add = tg_fuse_conv_add(p, t);
     const tg_tensor *bias, *residual;
     bool mm_fused = tg_fuse_matmul_opts(p, t, &po, &bias, &residual);
+    /* a fused product reads its bias and residual as they are stored */
+    if (mm_fused && p->storage) {
+        po.in_storage[TG_FUSE_IN_STATS] = bias ? p->storage[bias->id] : TG_F32;
+        po.in_storage[TG_FUSE_IN_STATS + 1] = residual ? p->storage[residual->id] : TG_F32;
+    }
     bool blocked = tg_layout_reads_blocked(p, t);
     po.out_blocked = blocked;
     for (int k = 0; k < t->n_in; k++) {

@@ -28,6 +28,7 @@
 #include "ops/norm.h"
 #include "ops/broadcast.h"
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 #include <math.h>
@@ -598,10 +599,115 @@ static void affine_reduce(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* ---- layer norm on bf16 storage, a row at a time ---------------------------------------- */
+
+/* The longest row (normalised elements) read in place from bf16: a row,
+ * gamma and beta widened on the stack. */
+#define LAYER_ROW_MAX 4096
+
+typedef struct layer_bf16_job {
+    const tg_kernel_args *a;
+    norm_view v;
+    float eps;
+    const float *gam, *bet; /* widened once, NULL where absent */
+} layer_bf16_job;
+
+/* n values of operand v stored as `type` from element `at`, into f32 `to`
+ * (the operand itself where it is f32). */
+static const float *widened(const void *v, tg_dtype type, int64_t at, int64_t n, float *to)
+{
+    if (type != TG_BF16)
+        return (const float *)v + at;
+    tg_bf16_widen_run((const uint16_t *)v + at, to, (size_t)n);
+    return to;
+}
+
+static float load(const void *v, tg_dtype type, int64_t at)
+{
+    return type == TG_BF16 ? tg_bf16_widen(((const uint16_t *)v)[at]) : ((const float *)v)[at];
+}
+
+static void store(void *out, tg_dtype type, int64_t at, float value)
+{
+    if (type == TG_BF16)
+        ((uint16_t *)out)[at] = tg_bf16_narrow(value);
+    else
+        ((float *)out)[at] = value;
+}
+
+/* Rows [begin, end) of a layer norm's NORM_STATS or NORM_APPLY whose
+ * operands may be stored in bf16 (tg_kernel_args.in_type, out_type): each
+ * row widened into the thread's stack, computed as the f32 kernels do
+ * (the same bits as staging the whole tensor through f32), the result
+ * rounded once as staging would. */
+static void layer_bf16_rows(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const layer_bf16_job *j = ctx;
+    const tg_kernel_args *a = j->a;
+    int64_t len = j->v.inner, G = j->v.G;
+    float row[LAYER_ROW_MAX], y[LAYER_ROW_MAX];
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = widened(a->in[0], a->in_type[0], r * len, len, row);
+        if (a->node->op == TG_OP_NORM_STATS) {
+            double mean = run_sum(x, len) / (double)len;
+            float mean_f = (float)mean;
+            double shift = mean - (double)mean_f;
+            double var = run_sq_dev(x, len, mean_f) / (double)len - shift * shift;
+            store(a->out, a->out_type, r, mean_f);
+            store(a->out, a->out_type, G + r, (float)(var < 0 ? 0 : var));
+            continue;
+        }
+        float st[2] = {load(a->in[1], a->in_type[1], r), load(a->in[1], a->in_type[1], G + r)};
+        float mean, rstd;
+        mean_rstd(st, 1, 0, j->eps, &mean, &rstd);
+        float *o = a->out_type == TG_BF16 ? y : (float *)a->out + r * len;
+        for (int64_t i = 0; i < len; i++) {
+            float v = (x[i] - mean) * rstd;
+            o[i] = v * (j->gam ? j->gam[i] : 1.0f) + (j->bet ? j->bet[i] : 0.0f);
+        }
+        if (a->out_type == TG_BF16)
+            tg_bf16_narrow_run(y, (uint16_t *)a->out + r * len, (size_t)len);
+    }
+}
+
+static void fwd_layer_bf16(const tg_kernel_args *a)
+{
+    layer_bf16_job j = {.a = a, .v = view_of(a->node), .eps = tg_norm_eps(a->node)};
+    float gam[LAYER_ROW_MAX], bet[LAYER_ROW_MAX];
+    if (a->node->op == TG_OP_NORM_APPLY) {
+        int k = 2, len = (int)j.v.inner;
+        if (tg_norm_has_gamma(a->node))
+            j.gam = widened(a->in[k], a->in_type[k], 0, len, gam), k++;
+        if (tg_norm_has_beta(a->node))
+            j.bet = widened(a->in[k], a->in_type[k], 0, len, bet);
+    }
+    int64_t n = tg_numel(a->node->in[0]);
+    tg_par_for(a->pool, j.v.G, a->node->op == TG_OP_NORM_STATS ? 2 * n : n, layer_bf16_rows, &j);
+}
+
+bool tg_norm_reads_rows_bf16(const tg_tensor *node)
+{
+    return (node->op == TG_OP_NORM_STATS || node->op == TG_OP_NORM_APPLY) &&
+           tg_norm_mode(node) == TG_NORM_LAYER && view_of(node).inner <= LAYER_ROW_MAX;
+}
+
+static bool any_bf16(const tg_kernel_args *a)
+{
+    bool any = a->out_type == TG_BF16;
+    for (int k = 0; k < a->node->n_in; k++)
+        any |= a->in_type[k] == TG_BF16;
+    return any;
+}
+
 /* Plain NCHW; the cpu backend runs blocked operands with
  * backend/cpu/norm_blocked.c before it calls this. */
 static void fwd_norm(const tg_kernel_args *a)
 {
+    if (any_bf16(a)) {
+        fwd_layer_bf16(a);
+        return;
+    }
     norm_job j = {
         .node = a->node, .v = view_of(a->node), .out = a->out, .eps = tg_norm_eps(a->node)};
     for (int k = 0; k < a->node->n_in && k < 4; k++)
@@ -831,7 +937,9 @@ tg_tensor *tg_layer_norm(tg_graph *g, tg_tensor *x, int norm_dims, tg_tensor *ga
 
 /* Batch norm over a 4-D x (mode TG_NORM_BATCH) has blocked kernels
  * (backend/cpu/norm_blocked.c), which read and write bf16-stored operands as they
- * are; group and layer norm, and batch norm of other ranks, run NCHW. */
+ * are; group and layer norm, and batch norm of other ranks, run NCHW, and
+ * layer norm's forward ops read bf16 in place a row at a time
+ * (layer_bf16_rows). */
 static bool is_batch_norm_4d(const tg_tensor *node)
 {
     const tg_tensor *x = node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
@@ -846,7 +954,7 @@ static tg_op_layout norm_layout(const tg_tensor *node, int n_threads, bool infer
 
 static bool norm_reads_bf16(const tg_tensor *node, bool blocked)
 {
-    return blocked && is_batch_norm_4d(node);
+    return (blocked && is_batch_norm_4d(node)) || (!blocked && tg_norm_reads_rows_bf16(node));
 }
 
 const tg_op_def tg_opdef_NORM_STATS = {.infer = infer_norm,

@@ -26,4 +26,9 @@ TG_PARAM_F(norm, eps, 0)
 TG_PARAM_F(norm, momentum, 0)
 TG_PARAM_I(norm, count, 4)
 
+/* Whether node is a layer norm's statistics or normalisation whose kernel
+ * reads and writes operands stored in bf16 in place, a row at a time on
+ * its thread's stack (no scratch, no f32 copy of the tensor). */
+bool tg_norm_reads_rows_bf16(const tg_tensor *node);
+
 #endif

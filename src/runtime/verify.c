@@ -16,6 +16,7 @@
 
 #include "compile/layout.h"
 #include "core/alloc.h"
+#include "core/bf16.h"
 #include "core/convert.h"
 #include "core/error.h"
 #include "ops/op.h"
@@ -34,9 +35,15 @@ int64_t tg_verify_test_fault_from;
 
 void tg_verify_test_fault(const tg_program *p, const tg_step *st, void *out, int64_t g)
 {
-    if (out && st->out >= 0 && g >= tg_verify_test_fault_from &&
-        p->buffers[st->out].dtype == TG_F32)
+    if (!out || st->out < 0 || g < tg_verify_test_fault_from)
+        return;
+    /* bf16 too (a bf16 program's fused products are checked alike), with a
+     * fault as far beyond bf16's tolerance (a few units in the 8th bit of
+     * the largest value) as 1 is beyond f32's */
+    if (p->buffers[st->out].dtype == TG_F32)
         ((float *)out)[0] += 1.0f;
+    else if (p->buffers[st->out].dtype == TG_BF16)
+        ((uint16_t *)out)[0] = tg_bf16_narrow(tg_bf16_widen(((uint16_t *)out)[0]) + 256.0f);
 }
 
 static void free_values(tg_verify *v)

@@ -247,6 +247,22 @@ static void test_nothing_fused_where_seen(void)
     }
 }
 
+/* g's 32.bf16 session at `threads` threads (0: the
+ * process's cores), fused or not. */
+static tg_session *open_bf16(tg_graph *g, int threads, bool fuse)
+{
+    tg_process_set_fuse_inference(fuse);
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", threads));
+    TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 9));
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_options_destroy(o);
+    tg_process_set_fuse_inference(1);
+    return s;
+}
+
 /* A bf16 inference program (precision 32.bf16) on a CPU with bf16
  * arithmetic: its products read their bf16 operands in place (no staged
  * f32 copies), stay within bf16 rounding of the f32 program, and `check`
@@ -260,12 +276,7 @@ static void test_bf16_operands_in_place(void)
     int in_place = 0;
     for (int k = 0; k < 6; k++) {
         chain c = build(&r, false);
-        tg_session *f = open_session(&c, 1, true), *h = NULL;
-        tg_options *o = tg_options_create();
-        TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
-        TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 9));
-        TG_CHECK_OK(tg_session_create(c.g, o, &h));
-        tg_options_destroy(o);
+        tg_session *f = open_session(&c, 1, true), *h = open_bf16(c.g, 0, true);
         const tg_program *p = tg_session_program(h);
         for (int i = 0; i < p->graph->n_nodes; i++) {
             const tg_tensor *t = p->graph->nodes[i];
@@ -294,6 +305,103 @@ static void test_bf16_operands_in_place(void)
     printf("  %d products read bf16 in place (the CPU %s bf16 arithmetic)\n", in_place,
            has_bf16 ? "has" : "has no");
     TG_CHECK(has_bf16 ? in_place > 0 : in_place == 0);
+}
+
+/* The fused products of s whose kernel reads bf16 in place; -1 when a
+ * fused one does not (it would read a bf16 bias or residual as f32). */
+static int fused_in_place(tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    int n = 0;
+    for (int i = 0; p->fused_tail && i < p->graph->n_nodes; i++) {
+        if (p->fused_tail[i] < 0 || p->storage[i] != TG_BF16)
+            continue;
+        if (!p->plans[i].native_storage) {
+            printf("  %s: %s\n", p->graph->nodes[i]->name, p->plans[i].kernel);
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* s's program written as an executable file and loaded again: the file
+ * carries the fused chains (the loader makes them again and compares) and
+ * the loaded plans read bf16 in place. */
+static void check_file_carries(tg_session *s, const char *label)
+{
+    const tg_program *p = tg_session_program(s);
+    void *data = NULL;
+    size_t len = 0;
+    tg_program *back = NULL;
+    TG_CHECK_OK(tg_executable_serialize(p, &data, &len));
+    tg_status st = tg_executable_parse(p->graph, &p->config, data, len, "bf16.tgx", &back);
+    if (st != TG_OK || !back || !back->fused_tail) {
+        tg_test_fail(__FILE__, __LINE__, "%s: the file refused or unfused: %s", label,
+                     st != TG_OK ? tg_error_message() : "no fused chains");
+    } else {
+        for (int i = 0; i < p->graph->n_nodes; i++)
+            if (back->fused_tail[i] != p->fused_tail[i] ||
+                back->fused_into[i] != p->fused_into[i] ||
+                (p->fused_tail[i] >= 0 &&
+                 back->plans[i].native_storage != p->plans[i].native_storage))
+                tg_test_fail(__FILE__, __LINE__, "%s: node %d's fusion differs in the file", label,
+                             i);
+    }
+    tg_program_destroy(back);
+    tg_free(data);
+}
+
+/* A bf16 inference program on a CPU with bf16 arithmetic fuses its chains
+ * as f32 does: the bias, GELU and residual read in bf16 by the product's
+ * primitive, the chain rounded once. Within bf16 rounding of the unfused
+ * bf16 program and of f32, `check` passes every fused row and finds a
+ * fault put into a product; the executable file carries the chains.
+ * Without bf16 arithmetic nothing stored in bf16 fuses. */
+static void test_bf16_chains_fused(void)
+{
+    tg_rng r;
+    tg_rng_seed(&r, 23);
+    bool has_bf16 = tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+    int fused = 0;
+    double worst = 0;
+    for (int k = 0; k < 10; k++) {
+        chain c = build(&r, false);
+        int threads = 1 + k % 2;
+        tg_session *f = open_bf16(c.g, threads, true), *u = open_bf16(c.g, threads, false);
+        tg_session *ref = open_session(&c, 1, false);
+        int n = fused_in_place(f);
+        char label[64];
+        snprintf(label, sizeof label, "bf16 chain %d (%d threads)", k, threads);
+        if (n < 0 || (!has_bf16 && n > 0))
+            tg_test_fail(__FILE__, __LINE__, "%s: a fused product not reading bf16 in place",
+                         label);
+        fused += n > 0 ? n : 0;
+        float *yf = tg_malloc((size_t)c.out_numel * sizeof(float));
+        float *yu = tg_malloc((size_t)c.out_numel * sizeof(float));
+        float *y32 = tg_malloc((size_t)c.out_numel * sizeof(float));
+        run(f, &c, 5 + (uint64_t)k, yf);
+        run(u, &c, 5 + (uint64_t)k, yu);
+        run(ref, &c, 5 + (uint64_t)k, y32);
+        double d = tg_fuse_test_difference(yf, yu, c.out_numel);
+        double d32 = tg_fuse_test_difference(yf, y32, c.out_numel);
+        worst = fmax(worst, d);
+        if (!(d <= 0.05) || !(d32 <= 0.05))
+            tg_test_fail(__FILE__, __LINE__, "%s: fused %.3g from unfused bf16, %.3g from f32",
+                         label, d, d32);
+        check_rows(f, &c, false, label);
+        if (k < 3)
+            check_rows(f, &c, true, label);
+        if (n > 0)
+            check_file_carries(f, label);
+        tg_free(yf), tg_free(yu), tg_free(y32);
+        tg_session_destroy(f), tg_session_destroy(u), tg_session_destroy(ref);
+        tg_graph_destroy(c.g);
+    }
+    printf("  %d bf16 products fused (the CPU %s bf16 arithmetic), worst difference from "
+           "unfused bf16 %.3g\n",
+           fused, has_bf16 ? "has" : "has no", worst);
+    TG_CHECK(has_bf16 ? fused >= 3 : fused == 0);
 }
 
 /* A NaN in the input reaches the output through a fused chain (the
@@ -335,6 +443,7 @@ int main(void)
     TG_RUN(test_packing_follows_writes);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_bf16_operands_in_place);
+    TG_RUN(test_bf16_chains_fused);
     TG_RUN(test_nan_passes);
     return tg_test_finish();
 }

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/checkpoint.h"
+#include "tilegraph/verify.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -213,6 +214,97 @@ static void test_native_updates_match_staged(void)
         }
 }
 
+/* x [2, 5, D] times w, then layer norm with gamma and beta, then one
+ * without: the norms' operands are activations stored in bf16 under
+ * 32.bf16. The output of a run from fixed data and weights into out. */
+static tg_session *layer_norm_session(tg_graph *g, int D, int threads, bool whole, float *out,
+                                      int64_t *n_out)
+{
+    tg_graph_set_training(g, false);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape3(2, 5, D));
+    tg_tensor *w = tg_param(g, "w", tg_shape2(D, D), (tg_init){TG_INIT_FAN_IN_UNIFORM, D, 0});
+    tg_tensor *gamma = tg_param(g, "gamma", tg_shape1(D), (tg_init){TG_INIT_FAN_IN_UNIFORM, 1, 0});
+    tg_tensor *beta = tg_param(g, "beta", tg_shape1(D), (tg_init){TG_INIT_FAN_IN_UNIFORM, 1, 0});
+    tg_tensor *h = tg_matmul(g, x, w, false, false);
+    tg_tensor *y =
+        tg_layer_norm(g, tg_layer_norm(g, h, 1, gamma, beta, 1e-5f), 1, NULL, NULL, 1e-5f);
+    tg_tensor_mark_output(y);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_options *o = tg_options_create();
+    TG_CHECK_OK(tg_options_set(o, "precision", "32.bf16"));
+    TG_CHECK_OK(tg_options_set_int(o, "threadsPerDevice", threads));
+    TG_CHECK_OK(tg_options_set_int(o, "randomSeed", 3));
+    tg_process_set_whole_staging(whole);
+    tg_session *s = NULL;
+    TG_CHECK_OK(tg_session_create(g, o, &s));
+    tg_options_destroy(o);
+    int64_t n = 2 * 5 * D;
+    float *xv = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        xv[i] = (float)((i * 2654435761u) % 1000) / 250.0f - 2.0f + (i % D == 3 ? 40.0f : 0.0f);
+    TG_CHECK_OK(tg_session_write(s, x, xv, (size_t)n * sizeof(float)));
+    TG_CHECK_OK(tg_session_verify_next_run(s));
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, y, out, (size_t)n * sizeof(float)));
+    tg_process_set_whole_staging(0); /* the run reads it too */
+    *n_out = n;
+    free(xv);
+    return s;
+}
+
+/* The layer norm steps of s that read bf16 in place (not staged). */
+static int norms_in_place(const tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    const tg_device_program *dp = &p->devices[0];
+    int n = 0;
+    for (int k = 0; k < dp->n_steps[TG_PHASE_FORWARD]; k++) {
+        const tg_step *st = &dp->steps[TG_PHASE_FORWARD][k];
+        tg_op op = p->graph->nodes[st->node]->op;
+        if (op == TG_OP_NORM_STATS || op == TG_OP_NORM_APPLY)
+            n += !st->staged && tg_step_reads_native(p, st);
+    }
+    return n;
+}
+
+/* A bf16 inference program's layer norms (statistics and normalisation)
+ * read and write their bf16 operands in place, a row at a time: the same
+ * bits as staging them whole through f32, no staging, every row within
+ * `check`'s tolerance; on 1 and 2 threads; a row longer than the kernel's
+ * stack holds (4100) is staged as before. */
+static void test_layer_norm_bf16_in_place(void)
+{
+    static const int dims[] = {48, 768, 4100};
+    for (int d = 0; d < 3; d++)
+        for (int threads = 1; threads <= (d < 2 ? 2 : 1); threads++) {
+            int D = dims[d];
+            float *a = malloc((size_t)10 * D * sizeof(float)),
+                  *b = malloc((size_t)10 * D * sizeof(float));
+            int64_t n = 0;
+            tg_graph *g1 = tg_graph_create(), *g2 = tg_graph_create();
+            tg_session *native = layer_norm_session(g1, D, threads, false, a, &n);
+            tg_session *whole = layer_norm_session(g2, D, threads, true, b, &n);
+            int in_place = norms_in_place(native);
+            if (in_place != (D <= 4096 ? 4 : 0))
+                tg_test_fail(__FILE__, __LINE__, "D %d, %d threads: %d norm steps in place", D,
+                             threads, in_place);
+            TG_CHECK(norms_in_place(whole) == 0);
+            if (memcmp(a, b, (size_t)n * sizeof(float)) != 0)
+                tg_test_fail(__FILE__, __LINE__, "D %d, %d threads: in place differs from staged",
+                             D, threads);
+            const tg_verify_report *r = tg_session_verify_report(native);
+            for (int i = 0; r && i < tg_verify_rows(r); i++)
+                if (tg_verify_row_at(r, i)->verdict != TG_VERIFY_OK)
+                    tg_test_fail(__FILE__, __LINE__, "D %d: %s not within tolerance: %s", D,
+                                 tg_verify_row_at(r, i)->name, tg_verify_row_at(r, i)->note);
+            TG_CHECK(r != NULL);
+            tg_session_destroy(native);
+            tg_session_destroy(whole);
+            tg_graph_destroy(g1), tg_graph_destroy(g2);
+            free(a), free(b);
+        }
+}
+
 /* One host step of data: uniform images, or `poison` everywhere if non-zero. */
 static tg_status step(tg_test_model *c, float poison, uint64_t seed)
 {
@@ -399,6 +491,7 @@ int main(void)
     TG_RUN(test_half_training_follows_f32);
     TG_RUN(test_chunked_staging_matches_whole);
     TG_RUN(test_native_updates_match_staged);
+    TG_RUN(test_layer_norm_bf16_in_place);
     TG_RUN(test_dynamic_scaling_skips_and_recovers);
     TG_RUN(test_scale_too_high_comes_down);
     TG_RUN(test_static_scaling_keeps_factor);

@@ -39,7 +39,9 @@
  * kept in a weight cache (backend/cpu/weight_cache.h), and a product fused with
  * what follows it (compile/fuse_matmul.c) adds the bias from
  * in[TG_FUSE_IN_STATS], applies GELU as an eltwise post-op and adds the
- * residual in[TG_FUSE_IN_STATS + 1] as a binary post-op.
+ * residual in[TG_FUSE_IN_STATS + 1] as a binary post-op; in a bf16 program
+ * (operands read in place) the bias and residual are read in their stored
+ * types and the last value written in bf16.
  */
 #include "backend/cpu/matmul_dnnl.h"
 #include "backend/cpu/dnnl_util.h"
@@ -68,9 +70,12 @@ typedef struct mm_state {
     dnnl_memory_desc_t user_b_md;
     dnnl_primitive_t pack;
     /* A residual added by a binary post-op (compile/fuse_matmul.c),
-     * from in[TG_FUSE_IN_STATS + 1], laid out as C; its post-op index */
+     * from in[TG_FUSE_IN_STATS + 1], laid out as C in its stored type
+     * (res_md, res_size bytes an element); its post-op index */
     bool residual;
     int residual_po;
+    dnnl_memory_desc_t res_md;
+    size_t res_size;
 } mm_state;
 
 /* One part's operands as oneDNN sees them (dims and strides in floats). */
@@ -82,8 +87,8 @@ typedef struct mm_layout {
     bool bias;
     bool pack; /* B constant: the primitive picks its layout (format any) */
     /* the operands' types as stored: f32, or bf16 read in place (a bf16
-     * program on a CPU with bf16 arithmetic) */
-    dnnl_data_type_t a_dt, b_dt, c_dt, bias_dt;
+     * program on a CPU with bf16 arithmetic); res_dt a fused residual's */
+    dnnl_data_type_t a_dt, b_dt, c_dt, bias_dt, res_dt;
 } mm_layout;
 
 static int split(int64_t n, int threads)
@@ -164,7 +169,8 @@ static size_t align64(size_t n)
 /* What a fused matmul computes after the product (compile/fuse_matmul.c):
  * the activation as an eltwise post-op, then the residual as a binary add
  * post-op (the bias is the primitive's own). */
-static dnnl_status_t post_ops(mm_state *st, const tg_plan_opts *o, dnnl_primitive_attr_t attr)
+static dnnl_status_t post_ops(mm_state *st, const mm_layout *l, const tg_plan_opts *o,
+                              dnnl_primitive_attr_t attr)
 {
     if (!o->mm_act && !o->mm_residual)
         return dnnl_success;
@@ -180,8 +186,11 @@ static dnnl_status_t post_ops(mm_state *st, const tg_plan_opts *o, dnnl_primitiv
         s = dnnl_post_ops_append_eltwise(po, 1.0f, alg, 0.0f, 0.0f);
         n++;
     }
+    if (s == dnnl_success && o->mm_residual)
+        s = dnnl_memory_desc_init_by_strides(&st->res_md, l->nd, l->c, l->res_dt, l->cs);
     if (s == dnnl_success && o->mm_residual) {
-        s = dnnl_post_ops_append_binary(po, dnnl_binary_add, &st->c_md);
+        s = dnnl_post_ops_append_binary(po, dnnl_binary_add, &st->res_md);
+        st->res_size = l->res_dt == dnnl_bf16 ? 2 : 4;
         st->residual = true;
         st->residual_po = n;
     }
@@ -250,7 +259,7 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, const tg_p
     if (s == dnnl_success && bf16 && l->a_dt == dnnl_f32)
         s = dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_bf16);
     if (s == dnnl_success)
-        s = post_ops(st, o, attr);
+        s = post_ops(st, l, o, attr);
     dnnl_primitive_desc_t pd = NULL;
     /* the implementation and its scratchpad depend on the team size */
     tg_dnnl_threads(team);
@@ -274,6 +283,19 @@ static bool native_bf16(void)
     return tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
 }
 
+bool tg_matmul_dnnl_reads_bf16(const tg_plan_opts *o)
+{
+    return o->inference && o->compute == TG_BF16 && native_bf16() && o->in_storage[0] == TG_BF16 &&
+           o->in_storage[1] == TG_BF16;
+}
+
+/* The oneDNN type of an operand stored as `stored` in a product reading
+ * its operands in place (native) or staged through f32. */
+static dnnl_data_type_t stored_dt(bool native, tg_dtype stored)
+{
+    return native && stored == TG_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
 /* Whether B is a value only the host writes (a leaf: a weight, a constant)
  * in an inference program, so that the product may keep it packed. */
 static bool constant_b(const tg_tensor *node, const tg_plan_opts *opts)
@@ -288,7 +310,7 @@ static void name_kernel(const mm_state *st, const tg_plan_opts *o, const char *i
 {
     bool bf16 = o->compute == TG_BF16;
     snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s%s%s", impl,
-             st->a_size == 2         ? " (bf16 operands in place)"
+             st->a_size == 2         ? " (bf16 in place)"
              : bf16 && native_bf16() ? " (bf16 math)"
              : bf16                  ? " (f32: no bf16 arithmetic on this CPU)"
                                      : "",
@@ -359,12 +381,19 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     /* An inference program's operands stored in bf16 are read as they are
      * where the CPU multiplies bf16 (the product is in bf16 anyway): no f32
      * copy of the activations, and of the weights at every run, is staged
-     * (training keeps its staged path, bit for bit) */
-    bool native = opts->inference && bf16 && native_bf16() && opts->in_storage[0] == TG_BF16 &&
-                  opts->in_storage[1] == TG_BF16 && !fused;
+     * (training keeps its staged path, bit for bit). A fused product's bias
+     * and residual are read as stored too: they are never staged. */
+    bool native = tg_matmul_dnnl_reads_bf16(opts);
+    int bias_at = opts->mm_bias ? TG_FUSE_IN_STATS : 2;
     l.a_dt = l.b_dt = native ? dnnl_bf16 : dnnl_f32;
-    l.c_dt = native && opts->out_storage == TG_BF16 ? dnnl_bf16 : dnnl_f32;
-    l.bias_dt = native && opts->in_storage[2] == TG_BF16 ? dnnl_bf16 : dnnl_f32;
+    l.c_dt = stored_dt(native, opts->out_storage);
+    l.bias_dt = stored_dt(native, opts->in_storage[bias_at]);
+    l.res_dt = stored_dt(native, opts->in_storage[TG_FUSE_IN_STATS + 1]);
+    if (fused && !native &&
+        (opts->out_storage == TG_BF16 || (opts->mm_bias && opts->in_storage[bias_at] == TG_BF16) ||
+         (opts->mm_residual && opts->in_storage[TG_FUSE_IN_STATS + 1] == TG_BF16)))
+        return tg_error(TG_ERR_INTERNAL, "fused with what follows it in bf16, but its operands "
+                                         "not read in place (no bf16 arithmetic on this CPU)");
     mm_state *st = tg_calloc(1, sizeof *st);
     if (!st)
         return tg_error(TG_ERR_NOMEM, "out of memory planning its oneDNN matmul");
@@ -372,7 +401,7 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     st->c_size = l.c_dt == dnnl_bf16 ? 2 : 4;
     st->parts = l.parts;
     st->a_step = l.a_step, st->b_step = l.b_step, st->c_step = l.c_step;
-    st->bias_in = !l.bias ? -1 : opts->mm_bias ? TG_FUSE_IN_STATS : 2;
+    st->bias_in = !l.bias ? -1 : bias_at;
     const char *impl = "?";
     int team = l.parts > 1 ? 1 : opts->n_threads;
     st->team = team;
@@ -435,7 +464,7 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, const void *b,
     if (st->residual)
         args[n++] = (dnnl_exec_arg_t){
             DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->residual_po) | DNNL_ARG_SRC_1,
-            mem(&st->c_md, (float *)a->in[TG_FUSE_IN_STATS + 1] + p * st->c_step)};
+            mem(&st->res_md, (char *)a->in[TG_FUSE_IN_STATS + 1] + p * st->c_step * st->res_size)};
     dnnl_memory_t sp =
         st->sp_bytes ? mem(&st->scratch_md, (unsigned char *)a->scratch + p * st->sp_bytes) : NULL;
     if (sp)

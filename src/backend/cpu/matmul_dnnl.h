@@ -18,6 +18,12 @@ void tg_matmul_dnnl_free(void *state);
  * (compile/fuse_matmul.c). */
 bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts);
 
+/* Whether the plan hook reads the product's operands in their bf16
+ * storage, in place (an inference program with bf16 compute whose A and B
+ * are stored in bf16, on a CPU with bf16 arithmetic): only then may a
+ * product whose values are stored in bf16 compute what follows it. */
+bool tg_matmul_dnnl_reads_bf16(const tg_plan_opts *opts);
+
 /* Run the planned product: a->plan is the state from the hook. */
 void tg_matmul_dnnl_run(const void *state, const tg_kernel_args *a);
 
