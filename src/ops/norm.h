@@ -1,7 +1,7 @@
 /* ops/norm.h - the params of the normalisation ops (ops/norm.c: NORM_STATS,
  * NORM_APPLY and their gradients, RUNNING_STATS_UPDATE), named once here for
- * the builders, the shape rules, the kernels (norm.c, norm_blocked.c) and
- * the tests.
+ * the builders, the shape rules, the kernels (backend/cpu/norm_kernels.c,
+ * norm_blocked.c) and the tests.
  */
 #ifndef TG_OPS_NORM_H
 #define TG_OPS_NORM_H
