@@ -40,7 +40,7 @@ KNOWN = {
     ("src/onnx/onnx_tensor.c", "t"): "element sizes: unknown types refused by the caller",
     ("src/onnx/onnx_tensor.c", "d->elem_type"): "integer types read from int32_data",
     ("src/onnx/onnx_tensor.c", "e"): "integer types read from int32_data",
-    ("src/ops/activation.c", "f"): "the other functions run one element at a time below",
+    ("src/backend/cpu/activation_kernels.c", "f"): "the other functions run one element at a time below",
     ("src/backend/cpu/dnnl_util.c", "tg_dnnl_isa()"): "oneDNN without JIT",
     ("src/backend/cpu/simd.c", "level"): "the base ISA level",
     ("src/backend/cpu/unary_kernels.c", "j->op"): "map_math's own op switch aborts",

@@ -10,11 +10,12 @@
  * (ops/binary.h: 0 = a, 1 = b) at that shape (the caller sums it down);
  * MINMAX_BWD's is_min tells MINIMUM's from MAXIMUM's.
  *
- * Fast kernels view the inputs through a merged strided view (tg_bcast), so
- * the common cases reduce to one inner loop over contiguous memory: same
- * shape (one dimension, both strides 1), scalar operand (stride 0) and row
- * broadcast such as a bias add [N, K] + [K] (rows of K with the bias at
- * stride 1). Anything else walks the view one inner run at a time.
+ * The cpu backend's kernels (backend/cpu/binary_kernels.c) view the inputs
+ * through a merged strided view (tg_bcast), so the common cases reduce to
+ * one inner loop over contiguous memory: same shape (one dimension, both
+ * strides 1), scalar operand (stride 0) and row broadcast such as a bias add
+ * [N, K] + [K] (rows of K with the bias at stride 1). Anything else walks
+ * the view one inner run at a time.
  */
 #include "ops/binary.h"
 #include "ops/broadcast.h"
@@ -127,207 +128,7 @@ static double flops_minmax_bwd(const tg_tensor *node)
     return 3 * (double)tg_numel(node);
 }
 
-/* ---- fast kernels ------------------------------------------------------------------ */
-
-typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_COPY } arith;
-
-typedef struct arith_job {
-    arith op;
-    tg_bcast bc;
-    const float *a, *b;
-    float *out;
-} arith_job;
-
-/* One inner run of n outputs. On the innermost merged dim a contiguous
- * input has stride 1 or 0 (stretched), so three patterns cover every case
- * and each gets its own loop, which the compiler vectorises. */
-#define RUN_LOOPS(EXPR)                                                                            \
-    do {                                                                                           \
-        if (sa == 1 && sb == 1)                                                                    \
-            for (int64_t q = 0; q < n; q++) {                                                      \
-                float x = a[q], y = b[q];                                                          \
-                o[q] = EXPR;                                                                       \
-            }                                                                                      \
-        else if (sa == 1 && sb == 0) {                                                             \
-            float y = b[0];                                                                        \
-            for (int64_t q = 0; q < n; q++) {                                                      \
-                float x = a[q];                                                                    \
-                o[q] = EXPR;                                                                       \
-            }                                                                                      \
-        } else if (sa == 0 && sb == 1) {                                                           \
-            float x = a[0];                                                                        \
-            for (int64_t q = 0; q < n; q++) {                                                      \
-                float y = b[q];                                                                    \
-                o[q] = EXPR;                                                                       \
-            }                                                                                      \
-        } else /* both stretched: cannot happen, kept as a safe net */                             \
-            for (int64_t q = 0; q < n; q++) {                                                      \
-                float x = a[q * sa], y = b[q * sb];                                                \
-                o[q] = EXPR;                                                                       \
-            }                                                                                      \
-    } while (0)
-
-static void run_inner(arith op, const float *a, int64_t sa, const float *b, int64_t sb, float *o,
-                      int64_t n)
-{
-    switch (op) {
-    case OP_ADD:
-        RUN_LOOPS(x + y);
-        break;
-    case OP_SUB:
-        RUN_LOOPS(x - y);
-        break;
-    case OP_MUL:
-        RUN_LOOPS(x * y);
-        break;
-    case OP_DIV:
-        RUN_LOOPS(x / y);
-        break;
-    case OP_POW:
-        RUN_LOOPS(powf(x, y));
-        break;
-    /* NaN in either operand gives NaN, as torch.maximum / torch.minimum */
-    case OP_MAX:
-        RUN_LOOPS(x > y || x != x ? x : y);
-        break;
-    case OP_MIN:
-        RUN_LOOPS(x < y || x != x ? x : y);
-        break;
-    case OP_COPY:
-        RUN_LOOPS(((void)y, x));
-        break;
-    default:
-        TG_UNREACHABLE("arithmetic op", op);
-    }
-}
-
-static void arith_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const arith_job *j = ctx;
-    const tg_bcast *bc = &j->bc;
-    int last = bc->ndim - 1;
-    int64_t inner = bc->dim[last];
-    /* run_inner walks the last dimension: each operand's stride there is
-     * 1 (contiguous) or 0 (broadcast) */
-    TG_ASSERT(bc->stride[0][last] <= 1 && bc->stride[1][last] <= 1);
-    for (int64_t k = begin; k < end;) {
-
-        int64_t i = k % inner, n = inner - i < end - k ? inner - i : end - k;
-        int64_t off[2];
-        tg_bcast_offsets(bc, k, off);
-        run_inner(j->op, j->a + off[0], bc->stride[0][last], j->b + off[1], bc->stride[1][last],
-                  j->out + k, n);
-        k += n;
-    }
-}
-
-static void arith_forward(const tg_kernel_args *a, arith op)
-{
-    const tg_tensor *node = a->node;
-    arith_job j = {.op = op, .a = a->in[0], .out = a->out};
-    tg_shape ins[2] = {node->in[0]->shape, op == OP_COPY ? node->in[0]->shape : node->in[1]->shape};
-    j.b = op == OP_COPY ? a->in[0] : a->in[1];
-    tg_bcast_init(&j.bc, node->shape, 2, ins);
-    int64_t n = tg_numel(node);
-    tg_par_for(a->pool, n, n, arith_range, &j);
-}
-
-static void fwd_add(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_ADD);
-}
-static void fwd_sub(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_SUB);
-}
-static void fwd_mul(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_MUL);
-}
-static void fwd_div(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_DIV);
-}
-static void fwd_pow(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_POW);
-}
-static void fwd_max(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_MAX);
-}
-static void fwd_min(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_MIN);
-}
-static void fwd_expand(const tg_kernel_args *a)
-{
-    arith_forward(a, OP_COPY);
-}
-
-static void fwd_sum_to(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    tg_shape in = node->in[0]->shape;
-    tg_sum_f32(a->pool, in, tg_shape_pad_left(node->shape, in.ndim), a->in[0], a->out);
-}
-
-/* ---- gradient kernels of POW, MAXIMUM, MINIMUM ----------------------------------------- */
-
-/* The factor dy is multiplied by, for the gradient of input `which` at one
- * element with operands u = a, v = b. Written once for float and double
- * through the macro so that the fast and reference kernels agree. */
-#define POW_GRAD(T, POW, LOG, which, u, v)                                                         \
-    ((which) == 0 ? ((v) == 0 ? (T)0 : (v)*POW((u), (v) - (T)1))                                   \
-                  : ((u) == 0 && (v) >= 0 ? (T)0 : POW((u), (v)) * LOG((u))))
-/* PyTorch's rule: on a tie half each; otherwise all to the winner. A NaN
- * compares false both ways, so then both inputs get the whole gradient. */
-#define MINMAX_GRAD(T, is_min, which, u, v)                                                        \
-    ((u) == (v) ? (T)0.5                                                                           \
-     : ((which) == 0 ? ((is_min) ? (u) > (v) : (u) < (v)) : ((is_min) ? (v) > (u) : (v) < (u)))    \
-         ? (T)0                                                                                    \
-         : (T)1)
-
-typedef struct grad3_job {
-    const tg_tensor *node;
-    tg_bcast bc; /* a and b seen at dy's shape */
-    const float *dy, *a, *b;
-    float *out;
-} grad3_job;
-
-static void grad3_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const grad3_job *j = ctx;
-    const tg_bcast *bc = &j->bc;
-    int last = bc->ndim - 1, which = (int)tg_grad3_which(j->node),
-        is_min = (int)tg_grad3_is_min(j->node);
-    bool is_pow = j->node->op == TG_OP_POW_BWD;
-    int64_t inner = bc->dim[last], sa = bc->stride[0][last], sb = bc->stride[1][last];
-    for (int64_t k = begin; k < end;) {
-        int64_t i = k % inner, n = inner - i < end - k ? inner - i : end - k;
-        int64_t off[2];
-        tg_bcast_offsets(bc, k, off);
-        const float *a = j->a + off[0], *b = j->b + off[1], *dy = j->dy + k;
-        float *o = j->out + k;
-        for (int64_t q = 0; q < n; q++) {
-            float u = a[q * sa], v = b[q * sb];
-            o[q] = dy[q] * (is_pow ? POW_GRAD(float, powf, logf, which, u, v)
-                                   : MINMAX_GRAD(float, is_min, which, u, v));
-        }
-        k += n;
-    }
-    (void)t;
-}
-
-static void fwd_grad3(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    grad3_job j = {.node = node, .dy = a->in[0], .a = a->in[1], .b = a->in[2], .out = a->out};
-    tg_shape ins[2] = {node->in[1]->shape, node->in[2]->shape};
-    tg_bcast_init(&j.bc, node->shape, 2, ins);
-    int64_t n = tg_numel(node);
-    tg_par_for(a->pool, n, n, grad3_range, &j);
-}
+/* ---- reference kernels ---------------------------------------------------------------- */
 
 static void ref_grad3(const tg_ref_args *a)
 {
@@ -338,45 +139,43 @@ static void ref_grad3(const tg_ref_args *a)
         double u = a->in[1][tg_bcast_ref_offset(node->shape, sa, k)];
         double v = a->in[2][tg_bcast_ref_offset(node->shape, sb, k)];
         a->out[k] =
-            a->in[0][k] * (node->op == TG_OP_POW_BWD ? POW_GRAD(double, pow, log, which, u, v)
-                                                     : MINMAX_GRAD(double, is_min, which, u, v));
+            a->in[0][k] * (node->op == TG_OP_POW_BWD ? TG_POW_GRAD(double, pow, log, which, u, v)
+                                                     : TG_MINMAX_GRAD(double, is_min, which, u, v));
     }
 }
 
-/* ---- reference kernels ---------------------------------------------------------------- */
-
-static void arith_ref(const tg_ref_args *a, arith op)
+static void arith_ref(const tg_ref_args *a, tg_arith op)
 {
     const tg_tensor *node = a->node;
-    tg_shape sa = node->in[0]->shape, sb = op == OP_COPY ? sa : node->in[1]->shape;
-    const double *x = a->in[0], *y = op == OP_COPY ? a->in[0] : a->in[1];
+    tg_shape sa = node->in[0]->shape, sb = op == TG_ARITH_COPY ? sa : node->in[1]->shape;
+    const double *x = a->in[0], *y = op == TG_ARITH_COPY ? a->in[0] : a->in[1];
     int64_t n = tg_numel(node);
     for (int64_t k = 0; k < n; k++) {
         double u = x[tg_bcast_ref_offset(node->shape, sa, k)];
         double v = y[tg_bcast_ref_offset(node->shape, sb, k)];
         switch (op) {
-        case OP_ADD:
+        case TG_ARITH_ADD:
             a->out[k] = u + v;
             break;
-        case OP_SUB:
+        case TG_ARITH_SUB:
             a->out[k] = u - v;
             break;
-        case OP_MUL:
+        case TG_ARITH_MUL:
             a->out[k] = u * v;
             break;
-        case OP_DIV:
+        case TG_ARITH_DIV:
             a->out[k] = u / v;
             break;
-        case OP_POW:
+        case TG_ARITH_POW:
             a->out[k] = pow(u, v);
             break;
-        case OP_MAX:
+        case TG_ARITH_MAX:
             a->out[k] = u > v || u != u ? u : v;
             break;
-        case OP_MIN:
+        case TG_ARITH_MIN:
             a->out[k] = u < v || u != u ? u : v;
             break;
-        case OP_COPY:
+        case TG_ARITH_COPY:
             a->out[k] = u;
             break;
         default:
@@ -387,35 +186,35 @@ static void arith_ref(const tg_ref_args *a, arith op)
 
 static void ref_add(const tg_ref_args *a)
 {
-    arith_ref(a, OP_ADD);
+    arith_ref(a, TG_ARITH_ADD);
 }
 static void ref_sub(const tg_ref_args *a)
 {
-    arith_ref(a, OP_SUB);
+    arith_ref(a, TG_ARITH_SUB);
 }
 static void ref_mul(const tg_ref_args *a)
 {
-    arith_ref(a, OP_MUL);
+    arith_ref(a, TG_ARITH_MUL);
 }
 static void ref_div(const tg_ref_args *a)
 {
-    arith_ref(a, OP_DIV);
+    arith_ref(a, TG_ARITH_DIV);
 }
 static void ref_pow(const tg_ref_args *a)
 {
-    arith_ref(a, OP_POW);
+    arith_ref(a, TG_ARITH_POW);
 }
 static void ref_max(const tg_ref_args *a)
 {
-    arith_ref(a, OP_MAX);
+    arith_ref(a, TG_ARITH_MAX);
 }
 static void ref_min(const tg_ref_args *a)
 {
-    arith_ref(a, OP_MIN);
+    arith_ref(a, TG_ARITH_MIN);
 }
 static void ref_expand(const tg_ref_args *a)
 {
-    arith_ref(a, OP_COPY);
+    arith_ref(a, TG_ARITH_COPY);
 }
 
 static void ref_sum_to(const tg_ref_args *a)
@@ -583,72 +382,61 @@ const tg_op_def tg_opdef_ADD = {.infer = infer_arith,
                                 .backward = bwd_add_sub,
                                 .flags = TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE,
                                 .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_ADD = {.forward = fwd_add};
 const tg_op_def tg_opdef_SUB = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_sub,
                                 .backward = bwd_add_sub,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_SUB = {.forward = fwd_sub};
 const tg_op_def tg_opdef_MUL = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_mul,
                                 .backward = bwd_mul,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_MUL = {.forward = fwd_mul};
 const tg_op_def tg_opdef_DIV = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_div,
                                 .backward = bwd_div,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_DIV = {.forward = fwd_div};
 const tg_op_def tg_opdef_POW = {.infer = infer_arith,
                                 .flops = flops_pow,
                                 .reference = ref_pow,
                                 .backward = bwd_pow_minmax,
                                 .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_POW = {.forward = fwd_pow};
 const tg_op_def tg_opdef_POW_BWD = {.infer = infer_grad3,
                                     .flops = flops_pow_bwd,
                                     .reference = ref_grad3,
                                     .backward = bwd_grad3,
                                     .flags = TG_OPF_ELEMENTWISE,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_POW_BWD = {.forward = fwd_grad3};
 const tg_op_def tg_opdef_MAXIMUM = {.infer = infer_arith,
                                     .flops = flops_out,
                                     .reference = ref_max,
                                     .backward = bwd_pow_minmax,
                                     .flags = TG_OPF_ELEMENTWISE,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_MAXIMUM = {.forward = fwd_max};
 const tg_op_def tg_opdef_MINIMUM = {.infer = infer_arith,
                                     .flops = flops_out,
                                     .reference = ref_min,
                                     .backward = bwd_pow_minmax,
                                     .flags = TG_OPF_ELEMENTWISE,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_MINIMUM = {.forward = fwd_min};
 const tg_op_def tg_opdef_MINMAX_BWD = {.infer = infer_grad3,
                                        .flops = flops_minmax_bwd,
                                        .reference = ref_grad3,
                                        .backward = bwd_grad3,
                                        .flags = TG_OPF_ELEMENTWISE,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_MINMAX_BWD = {.forward = fwd_grad3};
 const tg_op_def tg_opdef_SUM_TO = {.infer = infer_sum_to,
                                    .flops = flops_in,
                                    .reference = ref_sum_to,
                                    .backward = bwd_sum_to,
                                    .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_SUM_TO = {.forward = fwd_sum_to};
 const tg_op_def tg_opdef_EXPAND = {.infer = infer_expand,
                                    .flops = flops_none,
                                    .reference = ref_expand,
                                    .backward = bwd_expand,
                                    .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_EXPAND = {.forward = fwd_expand};

@@ -20,52 +20,6 @@
 #include <math.h>
 #include <stdint.h>
 
-enum { TG_CMP_EQ, TG_CMP_LT, TG_CMP_LE, TG_CMP_GT, TG_CMP_GE, TG_CMP_COUNT };
-enum { TG_LOGIC_AND, TG_LOGIC_OR, TG_LOGIC_XOR, TG_LOGIC_NOT, TG_LOGIC_COUNT };
-
-/* ---- a walk over up to three inputs broadcast to the output --------------------- */
-
-typedef struct walk {
-    int ndim;
-    int64_t dim[TG_MAX_DIMS];
-    int64_t stride[3][TG_MAX_DIMS]; /* element strides, 0 on stretched dims */
-    int64_t inner;                  /* dim[ndim - 1] (1 for a scalar output) */
-} walk;
-
-static void walk_init(walk *w, tg_shape out, int n_in, const tg_tensor *const *in)
-{
-    w->ndim = out.ndim;
-    for (int d = 0; d < out.ndim; d++)
-        w->dim[d] = out.dim[d];
-    for (int k = 0; k < n_in; k++) {
-        tg_shape s = tg_shape_pad_left(in[k]->shape, out.ndim);
-        int64_t st = 1;
-        for (int d = out.ndim - 1; d >= 0; d--) {
-            w->stride[k][d] = s.dim[d] == 1 ? 0 : st;
-            st *= s.dim[d];
-        }
-    }
-    w->inner = out.ndim ? out.dim[out.ndim - 1] : 1;
-}
-
-/* Offsets of each input at the start of output row `row` (all dims but the last). */
-static void walk_row(const walk *w, int n_in, int64_t row, int64_t *off)
-{
-    for (int k = 0; k < n_in; k++)
-        off[k] = 0;
-    for (int d = w->ndim - 2; d >= 0; d--) {
-        int64_t i = row % w->dim[d];
-        row /= w->dim[d];
-        for (int k = 0; k < n_in; k++)
-            off[k] += i * w->stride[k][d];
-    }
-}
-
-static int64_t inner_stride(const walk *w, int k)
-{
-    return w->ndim ? w->stride[k][w->ndim - 1] : 0;
-}
-
 /* ---- shape rules ---------------------------------------------------------------------- */
 
 static tg_status broadcast_all(tg_tensor *node)
@@ -143,137 +97,13 @@ static double flops_per_element(const tg_tensor *node)
     return (double)tg_numel(node);
 }
 
-/* ---- kernels ------------------------------------------------------------------------- */
-
-static inline int32_t to_i32(double v)
-{
-    if (!(v == v))
-        return 0;
-    if (v >= 2147483647.0)
-        return INT32_MAX;
-    if (v <= -2147483648.0)
-        return INT32_MIN;
-    return (int32_t)v; /* truncates toward zero */
-}
-
-static inline double fetch(const void *p, tg_dtype t, int64_t k)
-{
-    return t == TG_I32 ? (double)((const int32_t *)p)[k] : (double)((const float *)p)[k];
-}
-
-static void cast_range(void *ctx, int64_t begin, int64_t end, int part)
-{
-    const tg_kernel_args *a = ctx;
-    tg_dtype from = a->node->in[0]->dtype;
-    if (a->node->dtype == TG_I32) {
-        for (int64_t k = begin; k < end; k++)
-            ((int32_t *)a->out)[k] = to_i32(fetch(a->in[0], from, k));
-    } else {
-        for (int64_t k = begin; k < end; k++)
-            ((float *)a->out)[k] = (float)fetch(a->in[0], from, k);
-    }
-    (void)part;
-}
-
-static void fwd_cast(const tg_kernel_args *a)
-{
-    tg_par_for(a->pool, tg_numel(a->node), tg_numel(a->node), cast_range, (void *)a);
-}
+/* ---- reference kernels ----------------------------------------------------------------- */
 
 static void ref_cast(const tg_ref_args *a)
 {
     bool to_int = a->node->dtype == TG_I32;
     for (int64_t k = 0; k < tg_numel(a->node); k++)
-        a->out[k] = to_int ? (double)to_i32(a->in[0][k]) : (double)(float)a->in[0][k];
-}
-
-static inline bool compare_one(int kind, double x, double y)
-{
-    switch (kind) {
-    case TG_CMP_EQ:
-        return x == y;
-    case TG_CMP_LT:
-        return x < y;
-    case TG_CMP_LE:
-        return x <= y;
-    case TG_CMP_GT:
-        return x > y;
-    case TG_CMP_GE:
-        return x >= y;
-    default:
-        TG_UNREACHABLE("comparison", kind);
-    }
-}
-
-static inline bool logic_one(int kind, bool x, bool y)
-{
-    switch (kind) {
-    case TG_LOGIC_AND:
-        return x && y;
-    case TG_LOGIC_OR:
-        return x || y;
-    case TG_LOGIC_XOR:
-        return x != y;
-    case TG_LOGIC_NOT:
-        return !x;
-    default:
-        TG_UNREACHABLE("logical op", kind);
-    }
-}
-
-/* One output value from the inputs' values at offsets off (in double: exact
- * for every f32 and i32 operand, so the fast and reference kernels agree). */
-static double element(const tg_tensor *node, const double *v)
-{
-    switch (node->op) {
-    case TG_OP_COMPARE:
-        return compare_one((int)tg_compare_kind(node), v[0], v[1]);
-    case TG_OP_LOGICAL:
-        return logic_one((int)tg_compare_kind(node), v[0] != 0, node->n_in > 1 && v[1] != 0);
-    case TG_OP_WHERE:
-        return v[0] != 0 ? v[1] : v[2];
-    default:
-        TG_UNREACHABLE_OP(node->op);
-    }
-}
-
-typedef struct select_job {
-    const tg_kernel_args *a;
-    walk w;
-} select_job;
-
-static void select_rows(void *ctx, int64_t begin, int64_t end, int part)
-{
-    const select_job *j = ctx;
-    const tg_tensor *node = j->a->node;
-    int n = node->n_in;
-    int64_t st[3];
-    for (int k = 0; k < n; k++)
-        st[k] = inner_stride(&j->w, k);
-    for (int64_t r = begin; r < end; r++) {
-        int64_t off[3];
-        walk_row(&j->w, n, r, off);
-        for (int64_t c = 0; c < j->w.inner; c++) {
-            double v[3];
-            for (int k = 0; k < n; k++)
-                v[k] = fetch(j->a->in[k], node->in[k]->dtype, off[k] + c * st[k]);
-            double y = element(node, v);
-            int64_t at = r * j->w.inner + c;
-            if (node->dtype == TG_I32)
-                ((int32_t *)j->a->out)[at] = (int32_t)y;
-            else
-                ((float *)j->a->out)[at] = (float)y;
-        }
-    }
-    (void)part;
-}
-
-static void fwd_select(const tg_kernel_args *a)
-{
-    select_job j = {a, {0}};
-    walk_init(&j.w, a->node->shape, a->node->n_in, (const tg_tensor *const *)a->node->in);
-    int64_t rows = j.w.inner ? tg_numel(a->node) / j.w.inner : 0;
-    tg_par_for(a->pool, rows, tg_numel(a->node), select_rows, &j);
+        a->out[k] = to_int ? (double)tg_to_i32(a->in[0][k]) : (double)(float)a->in[0][k];
 }
 
 static void ref_select(const tg_ref_args *a)
@@ -283,7 +113,7 @@ static void ref_select(const tg_ref_args *a)
         double v[3];
         for (int i = 0; i < node->n_in; i++)
             v[i] = a->in[i][tg_bcast_ref_offset(node->shape, node->in[i]->shape, k)];
-        a->out[k] = element(node, v);
+        a->out[k] = tg_compare_element(node, v);
     }
 }
 
@@ -370,20 +200,16 @@ const tg_op_def tg_opdef_CAST = {.infer = infer_cast,
                                  .flops = flops_per_element,
                                  .reference = ref_cast,
                                  .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_CAST = {.forward = fwd_cast};
 const tg_op_def tg_opdef_COMPARE = {.infer = infer_compare,
                                     .flops = flops_per_element,
                                     .reference = ref_select,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_COMPARE = {.forward = fwd_select};
 const tg_op_def tg_opdef_LOGICAL = {.infer = infer_logical,
                                     .flops = flops_per_element,
                                     .reference = ref_select,
                                     .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_LOGICAL = {.forward = fwd_select};
 const tg_op_def tg_opdef_WHERE = {.infer = infer_where,
                                   .flops = flops_per_element,
                                   .reference = ref_select,
                                   .backward = bwd_where,
                                   .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_WHERE = {.forward = fwd_select};

@@ -43,10 +43,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
-
-/* A row's class, or one of these. */
-enum { ROW_IGNORED = -1, ROW_BAD = -2 };
 
 static bool is_class_loss(tg_op op)
 {
@@ -230,27 +226,9 @@ static tg_status infer_loss(tg_tensor *node)
     }
 }
 
-/* The scores' (or gradient's) tensor of a class loss node. */
-static const tg_tensor *scores_of(const tg_tensor *node)
-{
-    switch (node->op) {
-    case TG_OP_CROSS_ENTROPY_BWD:
-    case TG_OP_MSE_LOSS_BWD:
-        return node->in[1];
-    case TG_OP_NLL_LOSS_BWD:
-        return node;
-    case TG_OP_CROSS_ENTROPY:
-    case TG_OP_NLL_LOSS:
-    case TG_OP_MSE_LOSS:
-        return node->in[0];
-    default:
-        TG_UNREACHABLE_OP(node->op);
-    }
-}
-
 static double flops(const tg_tensor *node)
 {
-    double n = (double)tg_numel(scores_of(node));
+    double n = (double)tg_numel(tg_loss_scores_of(node));
     switch (node->op) {
     case TG_OP_CROSS_ENTROPY:
         return 7 * n; /* max, sub, exp (4), sum */
@@ -268,261 +246,6 @@ static double flops(const tg_tensor *node)
     }
 }
 
-/* Two partial sums per thread: the loss and the weights (mean's denominator). */
-static size_t scratch_partials(const tg_tensor *node, int n_threads)
-{
-    (void)node;
-    return (size_t)(n_threads > 0 ? n_threads : 1) * 2 * sizeof(double);
-}
-
-/* ---- rows ----------------------------------------------------------------------------- */
-
-/* The geometry and labels of a class loss, shared by both kinds of kernel. */
-typedef struct rows {
-    int64_t C, D, R; /* classes, positions per sample (d1 * d2 ...), rows N * D */
-    int red;
-    bool has_ii;
-    int64_t ii;
-} rows;
-
-static rows rows_of(const tg_tensor *node)
-{
-    const tg_tensor *l = node->op == TG_OP_NLL_LOSS_BWD        ? node->in[1]
-                         : node->op == TG_OP_CROSS_ENTROPY_BWD ? node->in[2]
-                                                               : node->in[1];
-    rows r = {.R = tg_numel(l),
-              .red = (int)tg_loss_reduce(node),
-              .has_ii = tg_loss_has_ignore_index(node) != 0,
-              .ii = tg_loss_ignore_index(node)};
-    r.C = node->op == TG_OP_NLL_LOSS_BWD ? tg_loss_classes(node) : scores_of(node)->shape.dim[1];
-    r.D = 1;
-    for (int d = 1; d < l->shape.ndim; d++)
-        r.D *= l->shape.dim[d];
-    return r;
-}
-
-/* The class of label value l, ROW_IGNORED or ROW_BAD (outside [0, C), or
- * not an integer). */
-static int64_t row_class(const rows *g, double l)
-{
-    if (g->has_ii && l == (double)g->ii)
-        return ROW_IGNORED;
-    if (!(l >= 0 && l < (double)g->C) || l != floor(l))
-        return ROW_BAD;
-    return (int64_t)l;
-}
-
-/* A row's weight: w[class], 1 without weights; 0 ignored, 1 bad (its NaN
- * decides anyway). */
-static double row_weight(int64_t cls, const float *wf, const double *wd)
-{
-    if (cls == ROW_IGNORED)
-        return 0;
-    if (cls == ROW_BAD)
-        return 1;
-    return wf ? (double)wf[cls] : wd ? wd[cls] : 1.0;
-}
-
-/* ---- fast kernels ---------------------------------------------------------------------- */
-
-typedef struct loss_job {
-    const tg_tensor *node;
-    rows g;
-    const float *x, *y; /* scores or a; b (MSE) */
-    const int32_t *li;  /* labels: i32 ... */
-    const float *lf;    /* ... or f32 */
-    const float *w;     /* class weights or NULL */
-    const float *dl;    /* backward, reduction none: dloss per row */
-    float *out;
-    double dscale; /* backward: dloss / sum(w) (mean), dloss (sum), 2 dloss / numel (MSE) */
-    double *part;  /* forward: two partial sums per thread */
-} loss_job;
-
-static int64_t job_class(const loss_job *j, int64_t r)
-{
-    return row_class(&j->g, j->li ? (double)j->li[r] : (double)j->lf[r]);
-}
-
-/* log(sum(exp(row))) over C values D apart, with the row's maximum taken out first. */
-static double logsumexp_f32(const float *row, int64_t C, int64_t D)
-{
-    float m = row[0];
-    for (int64_t c = 1; c < C; c++)
-        m = row[c * D] > m ? row[c * D] : m;
-    double s = 0;
-    for (int64_t c = 0; c < C; c++)
-        s += expf(row[c * D] - m);
-    return m + log(s);
-}
-
-static void loss_fwd_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const loss_job *j = ctx;
-    double acc = 0, wacc = 0;
-    if (j->node->op == TG_OP_MSE_LOSS) {
-        for (int64_t k = begin; k < end; k++) {
-            double d = (double)j->x[k] - j->y[k];
-            acc += d * d;
-        }
-        j->part[2 * t] = acc;
-        return;
-    }
-    int64_t C = j->g.C, D = j->g.D;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t cls = job_class(j, r);
-        double w = row_weight(cls, j->w, NULL), v = 0;
-        if (cls == ROW_BAD) {
-            v = NAN;
-        } else if (cls >= 0) {
-            const float *row = j->x + (r / D) * C * D + r % D;
-            v = -row[cls * D];
-            if (j->node->op == TG_OP_CROSS_ENTROPY)
-                v += logsumexp_f32(row, C, D);
-            v *= w;
-        }
-        if (j->g.red == TG_LOSS_NONE)
-            j->out[r] = (float)v;
-        acc += v;
-        wacc += w;
-    }
-    j->part[2 * t] = acc;
-    j->part[2 * t + 1] = wacc;
-}
-
-static void fwd_loss(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    const tg_tensor *x = node->in[0];
-    loss_job j = {.node = node, .x = a->in[0], .y = a->in[1], .out = a->out};
-    int64_t units;
-    if (node->op == TG_OP_MSE_LOSS) {
-        units = tg_numel(x);
-    } else {
-        j.g = rows_of(node);
-        units = j.g.R;
-        if (node->in[1]->dtype == TG_I32)
-            j.li = a->in[1];
-        else
-            j.lf = a->in[1];
-        j.w = node->n_in > 2 ? a->in[2] : NULL;
-    }
-    int T = tg_pool_threads(a->pool);
-    double one[2] = {0, 0};
-    /* partial sums live in scratch; without enough of it, run on one thread */
-    bool par = a->scratch && a->scratch_bytes >= (size_t)T * 2 * sizeof(double);
-    j.part = par ? a->scratch : one;
-    double total = 0, wsum = 0;
-    if (par) {
-        memset(j.part, 0, (size_t)T * 2 * sizeof(double));
-        tg_par_for(a->pool, units, tg_numel(x), loss_fwd_range, &j);
-    } else if (units > 0) {
-        loss_fwd_range(&j, 0, units, 0);
-    }
-    for (int t = 0; t < (par ? T : 1); t++) {
-        total += j.part[2 * t];
-        wsum += j.part[2 * t + 1];
-    }
-    if (node->op == TG_OP_MSE_LOSS) /* the mean of an empty batch is NaN, as in PyTorch */
-        *(float *)a->out = (float)(total / (double)units);
-    else if (j.g.red == TG_LOSS_MEAN) /* over no weight: 0, not PyTorch's NaN (above) */
-        *(float *)a->out = wsum != 0 ? (float)(total / wsum) : 0.0f;
-    else if (j.g.red == TG_LOSS_SUM)
-        *(float *)a->out = (float)total;
-}
-
-static void loss_bwd_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    (void)t;
-    const loss_job *j = ctx;
-    if (j->node->op == TG_OP_MSE_LOSS_BWD) {
-        float k = (float)j->dscale;
-        for (int64_t q = begin; q < end; q++)
-            j->out[q] = (j->x[q] - j->y[q]) * k;
-        return;
-    }
-    int64_t C = j->g.C, D = j->g.D;
-    bool ce = j->node->op == TG_OP_CROSS_ENTROPY_BWD;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t cls = job_class(j, r), at = (r / D) * C * D + r % D;
-        float *o = j->out + at;
-        double s = (j->dl ? (double)j->dl[r] : j->dscale) * row_weight(cls, j->w, NULL);
-        if (cls < 0) { /* ignored: no gradient; bad: NaN */
-            float v = cls == ROW_BAD ? NAN : 0.0f;
-            for (int64_t c = 0; c < C; c++)
-                o[c * D] = v;
-            continue;
-        }
-        if (!ce) {
-            for (int64_t c = 0; c < C; c++)
-                o[c * D] = 0.0f;
-            o[cls * D] = (float)-s;
-            continue;
-        }
-        const float *row = j->x + at;
-        float m = row[0];
-        for (int64_t c = 1; c < C; c++)
-            m = row[c * D] > m ? row[c * D] : m;
-        double sum = 0;
-        for (int64_t c = 0; c < C; c++) {
-            o[c * D] = expf(row[c * D] - m);
-            sum += o[c * D];
-        }
-        float k = (float)(s / sum);
-        for (int64_t c = 0; c < C; c++)
-            o[c * D] *= k;
-        o[cls * D] -= (float)s;
-    }
-}
-
-/* Sum of the rows' weights: the mean's denominator. */
-static double weight_sum(const rows *g, const int32_t *li, const float *lf, const float *wf,
-                         const double *ld, const double *wd)
-{
-    double s = 0;
-    for (int64_t r = 0; r < g->R; r++) {
-        double l = li ? (double)li[r] : lf ? (double)lf[r] : ld[r];
-        s += row_weight(row_class(g, l), wf, wd);
-    }
-    return s;
-}
-
-/* dloss / wsum, 0 over no weight (the loss is 0 there, not NaN). */
-static double mean_scale(double dloss, double wsum)
-{
-    return wsum != 0 ? dloss / wsum : 0.0;
-}
-
-static void bwd_kernel(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    loss_job j = {.node = node, .out = a->out};
-    int64_t units;
-    if (node->op == TG_OP_MSE_LOSS_BWD) {
-        j.x = a->in[1];
-        j.y = a->in[2];
-        units = tg_numel(node);
-        j.dscale = 2.0 * *(const float *)a->in[0] / (double)units;
-    } else {
-        bool ce = node->op == TG_OP_CROSS_ENTROPY_BWD;
-        int kl = ce ? 2 : 1;
-        j.g = rows_of(node);
-        j.x = ce ? a->in[1] : NULL;
-        if (node->in[kl]->dtype == TG_I32)
-            j.li = a->in[kl];
-        else
-            j.lf = a->in[kl];
-        j.w = node->n_in > kl + 1 ? a->in[kl + 1] : NULL;
-        units = j.g.R;
-        if (j.g.red == TG_LOSS_NONE)
-            j.dl = a->in[0];
-        else
-            j.dscale = mean_scale(
-                *(const float *)a->in[0],
-                j.g.red == TG_LOSS_MEAN ? weight_sum(&j.g, j.li, j.lf, j.w, NULL, NULL) : 1.0);
-    }
-    tg_par_for(a->pool, units, tg_numel(node), loss_bwd_range, &j);
-}
-
 /* ---- reference kernels ------------------------------------------------------------------ */
 
 static void ref_fwd(const tg_ref_args *a)
@@ -536,13 +259,13 @@ static void ref_fwd(const tg_ref_args *a)
         a->out[0] = total / (double)count;
         return;
     }
-    rows g = rows_of(node);
+    tg_loss_rows g = tg_loss_rows_of(node);
     const double *w = node->n_in > 2 ? a->in[2] : NULL;
     double total = 0, wsum = 0;
     for (int64_t r = 0; r < g.R; r++) {
-        int64_t cls = row_class(&g, a->in[1][r]);
-        double wt = row_weight(cls, NULL, w), v = 0;
-        if (cls == ROW_BAD) {
+        int64_t cls = tg_loss_row_class(&g, a->in[1][r]);
+        double wt = tg_loss_row_weight(cls, NULL, w), v = 0;
+        if (cls == TG_LOSS_ROW_BAD) {
             v = NAN;
         } else if (cls >= 0) {
             const double *row = a->in[0] + (r / g.D) * g.C * g.D + r % g.D;
@@ -563,7 +286,7 @@ static void ref_fwd(const tg_ref_args *a)
         wsum += wt;
     }
     if (g.red != TG_LOSS_NONE)
-        a->out[0] = g.red == TG_LOSS_MEAN ? mean_scale(total, wsum) : total;
+        a->out[0] = g.red == TG_LOSS_MEAN ? tg_loss_mean_scale(total, wsum) : total;
 }
 
 static void ref_bwd(const tg_ref_args *a)
@@ -577,19 +300,21 @@ static void ref_bwd(const tg_ref_args *a)
     }
     bool ce = node->op == TG_OP_CROSS_ENTROPY_BWD;
     int kl = ce ? 2 : 1;
-    rows g = rows_of(node);
+    tg_loss_rows g = tg_loss_rows_of(node);
     const double *labels = a->in[kl], *w = node->n_in > kl + 1 ? a->in[kl + 1] : NULL;
-    double dscale = g.red == TG_LOSS_NONE ? 0
-                    : g.red == TG_LOSS_SUM
-                        ? a->in[0][0]
-                        : mean_scale(a->in[0][0], weight_sum(&g, NULL, NULL, NULL, labels, w));
+    double dscale =
+        g.red == TG_LOSS_NONE ? 0
+        : g.red == TG_LOSS_SUM
+            ? a->in[0][0]
+            : tg_loss_mean_scale(a->in[0][0], tg_loss_weight_sum(&g, NULL, NULL, NULL, labels, w));
     for (int64_t r = 0; r < g.R; r++) {
-        int64_t cls = row_class(&g, labels[r]), at = (r / g.D) * g.C * g.D + r % g.D;
+        int64_t cls = tg_loss_row_class(&g, labels[r]), at = (r / g.D) * g.C * g.D + r % g.D;
         double *o = a->out + at;
-        double s = (g.red == TG_LOSS_NONE ? a->in[0][r] : dscale) * row_weight(cls, NULL, w);
+        double s =
+            (g.red == TG_LOSS_NONE ? a->in[0][r] : dscale) * tg_loss_row_weight(cls, NULL, w);
         if (cls < 0) {
             for (int64_t c = 0; c < g.C; c++)
-                o[c * g.D] = cls == ROW_BAD ? NAN : 0.0;
+                o[c * g.D] = cls == TG_LOSS_ROW_BAD ? NAN : 0.0;
             continue;
         }
         if (ce) {
@@ -620,10 +345,10 @@ static bool check_labels(const tg_kernel_args *a, char *msg, size_t cap)
     const tg_tensor *l = node->in[kl];
     const int32_t *li = l->dtype == TG_I32 ? a->in[kl] : NULL;
     const float *lf = l->dtype == TG_I32 ? NULL : a->in[kl];
-    rows g = rows_of(node);
+    tg_loss_rows g = tg_loss_rows_of(node);
     for (int64_t r = 0; (li || lf) && r < g.R; r++) {
         double v = li ? (double)li[r] : (double)lf[r];
-        if (row_class(&g, v) != ROW_BAD)
+        if (tg_loss_row_class(&g, v) != TG_LOSS_ROW_BAD)
             continue;
         char ii[64] = "", at[64];
         if (g.has_ii)
@@ -801,19 +526,18 @@ static tg_status bwd_mse_bwd(tg_graph *g, tg_tensor *node, tg_tensor *dout, cons
     return TG_OK;
 }
 
-#define LOSS_DEF(E, SCRATCH, FWD, REF, BWD, CHECK)                                                 \
+#define LOSS_DEF(E, REF, BWD, CHECK)                                                               \
     const tg_op_def tg_opdef_##E = {.infer = infer_loss,                                           \
                                     .flops = flops,                                                \
                                     .reference = REF,                                              \
                                     .backward = BWD,                                               \
                                     .memory = TG_OP_OWN_STORAGE,                                   \
-                                    .check = CHECK};                                               \
-    const tg_kernel_def tg_cpu_kernel_##E = {.scratch = SCRATCH, .forward = FWD}
+                                    .check = CHECK}
 
 /* The backward ops read the labels their forward op has checked. */
-LOSS_DEF(CROSS_ENTROPY, scratch_partials, fwd_loss, ref_fwd, bwd_cross_entropy, check_labels);
-LOSS_DEF(NLL_LOSS, scratch_partials, fwd_loss, ref_fwd, bwd_nll, check_labels);
-LOSS_DEF(MSE_LOSS, scratch_partials, fwd_loss, ref_fwd, bwd_mse, NULL);
-LOSS_DEF(CROSS_ENTROPY_BWD, NULL, bwd_kernel, ref_bwd, bwd_cross_entropy_bwd, NULL);
-LOSS_DEF(NLL_LOSS_BWD, NULL, bwd_kernel, ref_bwd, bwd_nll_bwd, NULL);
-LOSS_DEF(MSE_LOSS_BWD, NULL, bwd_kernel, ref_bwd, bwd_mse_bwd, NULL);
+LOSS_DEF(CROSS_ENTROPY, ref_fwd, bwd_cross_entropy, check_labels);
+LOSS_DEF(NLL_LOSS, ref_fwd, bwd_nll, check_labels);
+LOSS_DEF(MSE_LOSS, ref_fwd, bwd_mse, NULL);
+LOSS_DEF(CROSS_ENTROPY_BWD, ref_bwd, bwd_cross_entropy_bwd, NULL);
+LOSS_DEF(NLL_LOSS_BWD, ref_bwd, bwd_nll_bwd, NULL);
+LOSS_DEF(MSE_LOSS_BWD, ref_bwd, bwd_mse_bwd, NULL);

@@ -1,7 +1,7 @@
 /* ops/norm.h - the params of the normalisation ops (ops/norm.c: NORM_STATS,
  * NORM_APPLY and their gradients, RUNNING_STATS_UPDATE), named once here for
- * the builders, the shape rules, the kernels (norm.c, norm_blocked.c) and
- * the tests.
+ * the builders, the shape rules, the kernels (backend/cpu/norm_kernels.c,
+ * norm_blocked.c) and the tests.
  */
 #ifndef TG_OPS_NORM_H
 #define TG_OPS_NORM_H
@@ -30,5 +30,64 @@ TG_PARAM_I(norm, count, 4)
  * reads and writes operands stored in bf16 in place, a row at a time on
  * its thread's stack (no scratch, no f32 copy of the tensor). */
 bool tg_norm_reads_rows_bf16(const tg_tensor *node);
+
+/* ---- what the references (ops/norm.c) and every backend's kernels read
+ * alike: x seen as [outer, G, inner] and [a, Caff, b] (ops/norm.c's top). */
+
+typedef struct tg_norm_view {
+    int64_t outer, G, inner; /* statistics groups */
+    int64_t a, Caff, b;      /* affine parameters */
+    int64_t count;           /* elements per group: outer * inner */
+} tg_norm_view;
+
+/* The tensor whose shape defines the view: x or dy, by op. */
+static inline const tg_tensor *tg_norm_shaped_input(const tg_tensor *node)
+{
+    return node->op == TG_OP_NORM_STATS_BWD ? node->in[1] : node->in[0];
+}
+
+static inline tg_norm_view tg_norm_view_of_shape(const tg_node_params *p, tg_shape s)
+{
+    tg_norm_view v;
+    int64_t numel = tg_shape_numel(s);
+    if (tg_norm_get_mode(p) == TG_NORM_LAYER) {
+        int64_t inner = 1;
+        for (int d = s.ndim - (int)tg_norm_get_mode_arg(p); d < s.ndim; d++)
+            inner *= s.dim[d];
+        v.outer = 1, v.inner = inner, v.G = inner ? numel / inner : 0;
+        v.a = v.G, v.Caff = inner, v.b = 1;
+    } else {
+        int64_t N = s.dim[0], C = s.dim[1], S = 1;
+        for (int d = 2; d < s.ndim; d++)
+            S *= s.dim[d];
+        v.a = N, v.Caff = C, v.b = S;
+        if (tg_norm_get_mode(p) == TG_NORM_BATCH)
+            v.outer = N, v.G = C, v.inner = S;
+        else
+            v.outer = 1, v.G = N * tg_norm_get_mode_arg(p),
+            v.inner = C / tg_norm_get_mode_arg(p) * S;
+    }
+    v.count = v.outer * v.inner;
+    return v;
+}
+
+static inline tg_norm_view tg_norm_view_of(const tg_tensor *node)
+{
+    return tg_norm_view_of_shape(&node->p, tg_norm_shaped_input(node)->shape);
+}
+
+/* Index helpers on the [outer, G, inner] and [a, Caff, b] views. A run is a
+ * stretch of consecutive elements with one group and one affine index:
+ * each (o, c) row of b elements for batch/group norm (b divides inner), and
+ * for layer norm (b = 1) each row of inner elements with the affine index
+ * running along it. */
+static inline int64_t tg_norm_group_of(const tg_norm_view *v, int64_t flat)
+{
+    return (flat / v->inner) % v->G;
+}
+
+/* The longest row (normalised elements) read in place from bf16: a row,
+ * gamma and beta widened on the stack. */
+#define TG_NORM_LAYER_ROW_MAX 4096
 
 #endif

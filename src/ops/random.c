@@ -50,66 +50,16 @@ static double flops_random(const tg_tensor *node)
     return 2.0 * (double)tg_numel(node);
 }
 
-static uint32_t random_key32(uint64_t seed, uint64_t stream, int64_t step, int64_t salt)
-{
-    uint64_t s = seed ^ (stream ? tg_hash64(stream) : 0);
-    return tg_round_key32(tg_hash64(s ^ tg_hash64((uint64_t)salt ^ tg_hash64((uint64_t)step))));
-}
-
-typedef struct random_job {
-    float *out;
-    uint32_t key32;
-    float lo, width;
-    bool normal;
-} random_job;
-
-#define TWO_PI 6.283185307179586
-
-/* The two uniforms of normal draw k (see the top). */
-static void normal_uniforms(uint32_t key32, int64_t k, double *u1, double *u2)
-{
-    *u1 = ((double)(tg_round_bits(key32, (uint32_t)(2 * k)) >> 8) + 1) * 0x1.0p-24;
-    *u2 = (double)(tg_round_bits(key32, (uint32_t)(2 * k + 1)) >> 8) * 0x1.0p-24;
-}
-
-static void random_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    (void)t;
-    const random_job *j = ctx;
-    for (int64_t k = begin; k < end && j->normal; k++) {
-        double u1, u2; /* both exact in float: 24 bits */
-        normal_uniforms(j->key32, k, &u1, &u2);
-        float z = sqrtf(-2.0f * logf((float)u1)) * cosf((float)TWO_PI * (float)u2);
-        j->out[k] = j->lo + j->width * z;
-    }
-    for (int64_t k = begin; k < end && !j->normal; k++) {
-        float u = (float)(tg_round_bits(j->key32, (uint32_t)k) >> 8) * 0x1.0p-24f;
-        j->out[k] = j->lo + j->width * u;
-    }
-}
-
-static void fwd_random(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    bool normal = tg_random_normal(node) == 1;
-    random_job j = {a->out, random_key32(a->seed, a->stream, a->step, tg_random_salt(node)),
-                    tg_random_low(node),
-                    normal ? tg_random_high(node) : tg_random_high(node) - tg_random_low(node),
-                    normal};
-    int64_t n = tg_numel(node);
-    tg_par_for(a->pool, n, (normal ? 20 : 2) * n, random_range, &j);
-}
-
 /* The same draws (of the replica and micro-batch a->stream), in double. */
 static void ref_random(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    uint32_t key32 = random_key32(a->seed, a->stream, a->step, tg_random_salt(node));
+    uint32_t key32 = tg_random_key32(a->seed, a->stream, a->step, tg_random_salt(node));
     double lo = tg_random_low(node), width = (double)tg_random_high(node) - lo;
     for (int64_t k = 0; k < tg_numel(node) && tg_random_normal(node) == 1; k++) {
         double u1, u2;
-        normal_uniforms(key32, k, &u1, &u2);
-        a->out[k] = lo + (double)tg_random_high(node) * sqrt(-2 * log(u1)) * cos(TWO_PI * u2);
+        tg_random_normal_uniforms(key32, k, &u1, &u2);
+        a->out[k] = lo + (double)tg_random_high(node) * sqrt(-2 * log(u1)) * cos(TG_TWO_PI * u2);
     }
     for (int64_t k = 0; k < tg_numel(node) && tg_random_normal(node) != 1; k++)
         a->out[k] = lo + width * ((double)(tg_round_bits(key32, (uint32_t)k) >> 8) * 0x1.0p-24);
@@ -156,4 +106,3 @@ const tg_op_def tg_opdef_RANDOM_UNIFORM = {.infer = infer_random,
                                            .reference = ref_random,
                                            .backward = bwd_random,
                                            .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_RANDOM_UNIFORM = {.forward = fwd_random};

@@ -34,4 +34,22 @@ static inline uint32_t tg_dropout_bits(uint32_t key32, int64_t k)
     return tg_round_bits(key32, (uint32_t)k) >> 8;
 }
 
+/* RANDOM_UNIFORM's draws (ops/random.c), which its reference and every
+ * backend's kernel make alike: the key of a run (the replica and micro-batch
+ * stream, the step, the node's salt) and the two uniforms of normal draw k. */
+static inline uint32_t tg_random_key32(uint64_t seed, uint64_t stream, int64_t step, int64_t salt)
+{
+    uint64_t s = seed ^ (stream ? tg_hash64(stream) : 0);
+    return tg_round_key32(tg_hash64(s ^ tg_hash64((uint64_t)salt ^ tg_hash64((uint64_t)step))));
+}
+
+#define TG_TWO_PI 6.283185307179586
+
+/* The two uniforms of normal draw k (ops/random.c's top). */
+static inline void tg_random_normal_uniforms(uint32_t key32, int64_t k, double *u1, double *u2)
+{
+    *u1 = ((double)(tg_round_bits(key32, (uint32_t)(2 * k)) >> 8) + 1) * 0x1.0p-24;
+    *u2 = (double)(tg_round_bits(key32, (uint32_t)(2 * k + 1)) >> 8) * 0x1.0p-24;
+}
+
 #endif

@@ -18,16 +18,6 @@
 #include "core/error.h"
 
 #include <math.h>
-#include <string.h>
-
-/* x's shape with 1 on every reduced axis. */
-static tg_shape keep_shape(tg_shape x, int64_t mask)
-{
-    for (int d = 0; d < x.ndim; d++)
-        if (mask & (1ll << d))
-            x.dim[d] = 1;
-    return x;
-}
 
 /* ---- shape rules ------------------------------------------------------------------- */
 
@@ -60,7 +50,7 @@ static tg_status infer_reduce(tg_tensor *node)
     TG_TRY(check_mask(mask, in));
     node->dtype = TG_F32;
     if (tg_reduce_keepdim(node)) {
-        node->shape = keep_shape(in, mask);
+        node->shape = tg_reduce_keep_shape(in, mask);
         return TG_OK;
     }
     node->shape = tg_shape_of(0, NULL);
@@ -78,7 +68,7 @@ static tg_status infer_bwd(tg_tensor *node)
         TG_TRY(need_f32(node, k));
     tg_shape x = node->in[1]->shape;
     TG_TRY(check_mask(tg_reduce_mask(node), x));
-    tg_shape k = keep_shape(x, tg_reduce_mask(node));
+    tg_shape k = tg_reduce_keep_shape(x, tg_reduce_mask(node));
     if (!tg_shape_equal(node->in[0]->shape, k) || !tg_shape_equal(node->in[2]->shape, k)) {
         char a[96];
         return tg_error(TG_ERR_SHAPE, "dy and y must have the reduced shape %s",
@@ -98,67 +88,12 @@ static double flops_bwd(const tg_tensor *node)
     return 3 * (double)tg_numel(node);
 }
 
-/* ---- fast kernels ------------------------------------------------------------------ */
-
-/* Calls BODY(i, g) for every element i of x (shape xs) with g the offset of
- * its group in the keep shape ks, one merged inner run at a time. */
-#define FOR_GROUPS(xs, ks, BODY)                                                                   \
-    do {                                                                                           \
-        tg_bcast bc_;                                                                              \
-        tg_shape in_[2] = {(ks), (ks)};                                                            \
-        tg_bcast_init(&bc_, (xs), 2, in_);                                                         \
-        int last_ = bc_.ndim - 1;                                                                  \
-        int64_t inner_ = bc_.dim[last_], s_ = bc_.stride[0][last_];                                \
-        int64_t total_ = tg_shape_numel(xs);                                                       \
-        for (int64_t k_ = 0; k_ < total_; k_ += inner_) {                                          \
-            int64_t off_[2];                                                                       \
-            tg_bcast_offsets(&bc_, k_, off_);                                                      \
-            for (int64_t q_ = 0; q_ < inner_; q_++) {                                              \
-                int64_t i = k_ + q_, g = off_[0] + q_ * s_;                                        \
-                BODY;                                                                              \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
-
-static void fwd_reduce(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, tg_reduce_mask(node));
-    const float *x = a->in[0];
-    float *y = a->out;
-    bool is_max = node->op == TG_OP_REDUCE_MAX;
-    for (int64_t k = 0; k < tg_numel(node); k++)
-        y[k] = is_max ? -INFINITY : INFINITY;
-    /* NaN wins and then stays: v > NaN and v < NaN are false */
-    if (is_max)
-        FOR_GROUPS(xs, ks, y[g] = x[i] > y[g] || x[i] != x[i] ? x[i] : y[g]);
-    else
-        FOR_GROUPS(xs, ks, y[g] = x[i] < y[g] || x[i] != x[i] ? x[i] : y[g]);
-}
-
-static size_t scratch_bwd(const tg_tensor *node, int n_threads)
-{
-    (void)n_threads;
-    return (size_t)tg_numel(node->in[2]) * sizeof(float);
-}
-
-static void fwd_bwd(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    tg_shape xs = node->shape, ks = node->in[2]->shape;
-    const float *dy = a->in[0], *x = a->in[1], *y = a->in[2];
-    float *count = a->scratch, *dx = a->out;
-    memset(count, 0, (size_t)tg_numel(node->in[2]) * sizeof(float));
-    FOR_GROUPS(xs, ks, count[g] += x[i] == y[g] ? 1.0f : 0.0f);
-    FOR_GROUPS(xs, ks, dx[i] = dy[g] / count[g] * (x[i] == y[g] ? 1.0f : 0.0f));
-}
-
 /* ---- reference kernels (plain loops over every element) ------------------------------ */
 
 static void ref_reduce(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    tg_shape xs = node->in[0]->shape, ks = keep_shape(xs, tg_reduce_mask(node));
+    tg_shape xs = node->in[0]->shape, ks = tg_reduce_keep_shape(xs, tg_reduce_mask(node));
     bool is_max = node->op == TG_OP_REDUCE_MAX;
     for (int64_t k = 0; k < tg_numel(node); k++)
         a->out[k] = is_max ? -INFINITY : INFINITY;
@@ -215,7 +150,7 @@ static tg_status bwd_reduce(tg_graph *g, tg_tensor *node, tg_tensor *dout, const
                             tg_tensor **din)
 {
     tg_tensor *x = node->in[0];
-    tg_shape ks = keep_shape(x->shape, tg_reduce_mask(node));
+    tg_shape ks = tg_reduce_keep_shape(x->shape, tg_reduce_mask(node));
     tg_tensor *in[3] = {tg_reshape(g, dout, ks), x, tg_reshape(g, node, ks)};
     tg_node_params p = {0};
     tg_reduce_set_mask(&p, tg_reduce_mask(node));
@@ -244,16 +179,13 @@ const tg_op_def tg_opdef_REDUCE_MAX = {.infer = infer_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_REDUCE_MAX = {.forward = fwd_reduce};
 const tg_op_def tg_opdef_REDUCE_MIN = {.infer = infer_reduce,
                                        .flops = flops_fwd,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_REDUCE_MIN = {.forward = fwd_reduce};
 const tg_op_def tg_opdef_REDUCE_MINMAX_BWD = {.infer = infer_bwd,
                                               .flops = flops_bwd,
                                               .reference = ref_bwd,
                                               .backward = bwd_bwd,
                                               .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_REDUCE_MINMAX_BWD = {.scratch = scratch_bwd, .forward = fwd_bwd};

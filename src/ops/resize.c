@@ -26,11 +26,6 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct axis_entry {
-    int64_t i0, i1;
-    double w;
-} axis_entry;
-
 /* The source coordinate of output index o (ONNX's formulas). `out` is the
  * resized length as ONNX's reference takes it: in * scale, unrounded, when
  * a scale is given (so align_corners from scales 0.6 of 4 divides by 1.4,
@@ -63,10 +58,11 @@ static int64_t clamp_index(double v, int64_t len)
 }
 
 /* Output index o's inputs and weight along one axis. */
-static axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int64_t in, double out)
+static tg_resize_axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int64_t in,
+                                    double out)
 {
     double x = source_coord((tg_resize_coord)tg_resize_get_coords(p), o, scale, in, out);
-    axis_entry e;
+    tg_resize_axis_entry e;
     if (tg_resize_get_kind(p) == TG_RESIZE_NEAREST) {
         double r;
         switch ((tg_resize_nearest)tg_resize_get_rounding(p)) {
@@ -101,7 +97,7 @@ static axis_entry axis_at(const tg_node_params *p, int64_t o, double scale, int6
 }
 
 /* Tables for H (out_h entries) then W (out_w entries). */
-static void make_tables(const tg_node_params *p, axis_entry *t)
+void tg_resize_make_tables(const tg_node_params *p, tg_resize_axis_entry *t)
 {
     int64_t oh = tg_resize_get_out_h(p), ow = tg_resize_get_out_w(p), h = tg_resize_get_in_h(p),
             w = tg_resize_get_in_w(p);
@@ -161,93 +157,7 @@ static double flops_resize(const tg_tensor *node)
     return (tg_resize_kind(node) == TG_RESIZE_LINEAR ? 8.0 : 0.0) * (double)tg_numel(big);
 }
 
-static size_t scratch_resize(const tg_tensor *node, int n_threads)
-{
-    (void)n_threads;
-    return (size_t)(tg_resize_out_h(node) + tg_resize_out_w(node)) * sizeof(axis_entry);
-}
-
-/* ---- kernels --------------------------------------------------------------------------- */
-
-typedef struct resize_job {
-    const tg_node_params *p;
-    const axis_entry *t; /* H then W */
-    const float *in;
-    float *out;
-} resize_job;
-
-/* Planes [begin, end) of RESIZE: every output element from its inputs. */
-static void resize_planes(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    const resize_job *j = ctx;
-    int64_t oh = tg_resize_get_out_h(j->p), ow = tg_resize_get_out_w(j->p),
-            h = tg_resize_get_in_h(j->p), w = tg_resize_get_in_w(j->p);
-    const axis_entry *ty = j->t, *tx = j->t + oh;
-    for (int64_t pl = begin; pl < end; pl++) {
-        const float *x = j->in + pl * h * w;
-        float *y = j->out + pl * oh * ow;
-        for (int64_t oy = 0; oy < oh; oy++, y += ow) {
-            const float *r0 = x + ty[oy].i0 * w, *r1 = x + ty[oy].i1 * w;
-            float wy = (float)ty[oy].w;
-            if (tg_resize_get_kind(j->p) == TG_RESIZE_NEAREST) {
-                for (int64_t ox = 0; ox < ow; ox++)
-                    y[ox] = r0[tx[ox].i0];
-                continue;
-            }
-            for (int64_t ox = 0; ox < ow; ox++) {
-                float wx = (float)tx[ox].w;
-                float top = r0[tx[ox].i0] * (1.0f - wx) + r0[tx[ox].i1] * wx;
-                float bot = r1[tx[ox].i0] * (1.0f - wx) + r1[tx[ox].i1] * wx;
-                y[ox] = top * (1.0f - wy) + bot * wy;
-            }
-        }
-    }
-}
-
-/* Planes [begin, end) of RESIZE_BWD: dx = 0, then each dy element added to
- * the inputs it read, in output order. */
-static void resize_bwd_planes(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    const resize_job *j = ctx;
-    int64_t oh = tg_resize_get_out_h(j->p), ow = tg_resize_get_out_w(j->p),
-            h = tg_resize_get_in_h(j->p), w = tg_resize_get_in_w(j->p);
-    const axis_entry *ty = j->t, *tx = j->t + oh;
-    for (int64_t pl = begin; pl < end; pl++) {
-        const float *dy = j->in + pl * oh * ow;
-        float *dx = j->out + pl * h * w;
-        memset(dx, 0, (size_t)(h * w) * sizeof *dx);
-        for (int64_t oy = 0; oy < oh; oy++, dy += ow) {
-            float *r0 = dx + ty[oy].i0 * w, *r1 = dx + ty[oy].i1 * w;
-            float wy = (float)ty[oy].w;
-            if (tg_resize_get_kind(j->p) == TG_RESIZE_NEAREST) {
-                for (int64_t ox = 0; ox < ow; ox++)
-                    r0[tx[ox].i0] += dy[ox];
-                continue;
-            }
-            for (int64_t ox = 0; ox < ow; ox++) {
-                float wx = (float)tx[ox].w, top = dy[ox] * (1.0f - wy), bot = dy[ox] * wy;
-                r0[tx[ox].i0] += top * (1.0f - wx);
-                r0[tx[ox].i1] += top * wx;
-                r1[tx[ox].i0] += bot * (1.0f - wx);
-                r1[tx[ox].i1] += bot * wx;
-            }
-        }
-    }
-}
-
-static void fwd_resize(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    axis_entry *t = a->scratch;
-    make_tables(&node->p, t);
-    resize_job j = {&node->p, t, a->in[0], a->out};
-    int64_t planes = node->shape.dim[0] * node->shape.dim[1];
-    int64_t work = node->op == TG_OP_RESIZE ? tg_numel(node) : tg_numel(node->in[0]);
-    tg_par_for(a->pool, planes, 4 * work,
-               node->op == TG_OP_RESIZE ? resize_planes : resize_bwd_planes, &j);
-}
+/* ---- reference kernel ----------------------------------------------------------------- */
 
 static void ref_resize(const tg_ref_args *a)
 {
@@ -255,10 +165,10 @@ static void ref_resize(const tg_ref_args *a)
     const tg_node_params *p = &node->p;
     int64_t oh = tg_resize_get_out_h(p), ow = tg_resize_get_out_w(p), h = tg_resize_get_in_h(p),
             w = tg_resize_get_in_w(p);
-    axis_entry *t = tg_malloc((size_t)(oh + ow) * sizeof *t);
+    tg_resize_axis_entry *t = tg_malloc((size_t)(oh + ow) * sizeof *t);
     if (!t)
         return; /* the reference runs in tests only: a failed allocation shows as wrong values */
-    make_tables(p, t);
+    tg_resize_make_tables(p, t);
     int64_t planes = node->shape.dim[0] * node->shape.dim[1];
     bool bwd = node->op == TG_OP_RESIZE_BWD;
     if (bwd)
@@ -266,7 +176,7 @@ static void ref_resize(const tg_ref_args *a)
     for (int64_t pl = 0; pl < planes; pl++)
         for (int64_t oy = 0; oy < oh; oy++)
             for (int64_t ox = 0; ox < ow; ox++) {
-                const axis_entry *ey = &t[oy], *ex = &t[oh + ox];
+                const tg_resize_axis_entry *ey = &t[oy], *ex = &t[oh + ox];
                 int64_t iy[2] = {ey->i0, ey->i1}, ix[2] = {ex->i0, ex->i1};
                 double wy[2] = {1 - ey->w, ey->w}, wx[2] = {1 - ex->w, ex->w};
                 int64_t o = (pl * oh + oy) * ow + ox;
@@ -330,10 +240,8 @@ const tg_op_def tg_opdef_RESIZE = {.infer = infer_resize,
                                    .reference = ref_resize,
                                    .backward = bwd_resize,
                                    .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_RESIZE = {.scratch = scratch_resize, .forward = fwd_resize};
 const tg_op_def tg_opdef_RESIZE_BWD = {.infer = infer_resize,
                                        .flops = flops_resize,
                                        .reference = ref_resize,
                                        .backward = bwd_resize,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_RESIZE_BWD = {.scratch = scratch_resize, .forward = fwd_resize};

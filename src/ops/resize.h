@@ -17,4 +17,15 @@ TG_PARAM_I(resize, in_w, 6)
 TG_PARAM_F(resize, scale_h, 0)
 TG_PARAM_F(resize, scale_w, 1)
 
+/* One output index's sources along an axis: indices i0 and i1 and the
+ * weight w of i1 (ops/resize.c); the reference and every backend's kernel
+ * read the same tables. */
+typedef struct tg_resize_axis_entry {
+    int64_t i0, i1;
+    double w;
+} tg_resize_axis_entry;
+
+/* Fills t with the tables for H (out_h entries) then W (out_w entries). */
+void tg_resize_make_tables(const tg_node_params *p, tg_resize_axis_entry *t);
+
 #endif

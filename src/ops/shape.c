@@ -14,7 +14,6 @@
 #include "core/error.h"
 
 #include <math.h>
-#include <string.h>
 
 static double flops_none(const tg_tensor *node)
 {
@@ -42,10 +41,6 @@ static tg_status infer_reshape(tg_tensor *node)
     return TG_OK;
 }
 
-static void fwd_alias(const tg_kernel_args *a)
-{
-    (void)a;
-}
 static void ref_alias(const tg_ref_args *a)
 {
     (void)a;
@@ -107,16 +102,6 @@ tg_tensor *tg_flatten(tg_graph *g, tg_tensor *x, int axis)
 
 /* ---- REDUCE_SUM ---------------------------------------------------------------------- */
 
-static tg_shape reduce_keep_shape(const tg_tensor *node)
-{
-    tg_shape s = node->in[0]->shape;
-    unsigned mask = (unsigned)tg_reduce_mask(node);
-    for (int d = 0; d < s.ndim; d++)
-        if (mask & (1u << d))
-            s.dim[d] = 1;
-    return s;
-}
-
 static tg_status infer_reduce(tg_tensor *node)
 {
     tg_shape in = node->in[0]->shape;
@@ -129,7 +114,7 @@ static tg_status infer_reduce(tg_tensor *node)
         return tg_error(TG_ERR_INVALID_ARG, "axes mask 0x%llx names an axis beyond %s",
                         (unsigned long long)mask, tg_shape_str(in, a, sizeof a));
     }
-    tg_shape keep = reduce_keep_shape(node);
+    tg_shape keep = tg_reduce_keep_shape(node->in[0]->shape, tg_reduce_mask(node));
     node->dtype = TG_F32;
     if (tg_reduce_keepdim(node)) {
         node->shape = keep;
@@ -147,23 +132,21 @@ static double flops_reduce(const tg_tensor *node)
     return (double)tg_numel(node->in[0]);
 }
 
-static void fwd_reduce(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    tg_sum_f32(a->pool, node->in[0]->shape, reduce_keep_shape(node), a->in[0], a->out);
-}
-
 static void ref_reduce(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
-    tg_sum_ref(node->in[0]->shape, reduce_keep_shape(node), a->in[0], a->out);
+    tg_sum_ref(node->in[0]->shape, tg_reduce_keep_shape(node->in[0]->shape, tg_reduce_mask(node)),
+               a->in[0], a->out);
 }
 
 /* Every input element receives the gradient of the sum it went into. */
 static tg_status bwd_reduce(tg_graph *g, tg_tensor *node, tg_tensor *dout, const bool *need,
                             tg_tensor **din)
 {
-    tg_tensor *d = tg_reduce_keepdim(node) ? dout : tg_reshape(g, dout, reduce_keep_shape(node));
+    tg_tensor *d =
+        tg_reduce_keepdim(node)
+            ? dout
+            : tg_reshape(g, dout, tg_reduce_keep_shape(node->in[0]->shape, tg_reduce_mask(node)));
     din[0] = tg_expand(g, d, node->in[0]->shape);
     return TG_OK;
 }
@@ -199,16 +182,6 @@ static tg_status norm_axis(int64_t *axis, int ndim)
     return TG_OK;
 }
 
-/* Elements before and after `axis`. */
-static void outer_inner(tg_shape s, int axis, int64_t *outer, int64_t *inner)
-{
-    *outer = *inner = 1;
-    for (int d = 0; d < axis; d++)
-        *outer *= s.dim[d];
-    for (int d = axis + 1; d < s.ndim; d++)
-        *inner *= s.dim[d];
-}
-
 /* ---- TRANSPOSE ----------------------------------------------------------------------- */
 
 static tg_status infer_transpose(tg_tensor *node)
@@ -230,133 +203,6 @@ static tg_status infer_transpose(tg_tensor *node)
     for (int d = 0; d < in.ndim; d++)
         node->shape.dim[d] = in.dim[tg_transpose_perm(node, d)];
     return TG_OK;
-}
-
-/* The input read in output order: output dims with the input's element
- * strides, size-1 dims dropped and regular neighbours merged, so that a
- * batch of 2-D transposes becomes three dims and a no-op permutation one. */
-typedef struct perm_view {
-    int nd;
-    int64_t dim[TG_MAX_DIMS], stride[TG_MAX_DIMS];
-} perm_view;
-
-static void perm_view_init(perm_view *v, const tg_tensor *node)
-{
-    tg_shape in = node->in[0]->shape;
-    int64_t istride[TG_MAX_DIMS], s = 1;
-    for (int d = in.ndim - 1; d >= 0; d--) {
-        istride[d] = s;
-        s *= in.dim[d];
-    }
-    v->nd = 0;
-    for (int d = 0; d < in.ndim; d++) {
-        int64_t n = node->shape.dim[d], st = istride[tg_transpose_perm(node, d)];
-        if (n == 1)
-            continue;
-        if (v->nd > 0 && v->stride[v->nd - 1] == st * n) {
-            v->dim[v->nd - 1] *= n;
-            v->stride[v->nd - 1] = st;
-            continue;
-        }
-        v->dim[v->nd] = n;
-        v->stride[v->nd++] = st;
-    }
-    if (v->nd == 0) {
-        v->nd = 1;
-        v->dim[0] = 1;
-        v->stride[0] = 1;
-    }
-}
-
-typedef struct transpose_job {
-    perm_view v;
-    const char *in;
-    char *out;
-    size_t es; /* element size */
-} transpose_job;
-
-enum { TILE = 32 };
-
-static int64_t view_offset(const perm_view *v, int64_t flat, int upto)
-{
-    int64_t off = 0;
-    for (int d = upto - 1; d >= 0; d--) {
-        off += (flat % v->dim[d]) * v->stride[d];
-        flat /= v->dim[d];
-    }
-    return off;
-}
-
-#define COPY_ELEM(dst, src, es)                                                                    \
-    do {                                                                                           \
-        if ((es) == 4)                                                                             \
-            memcpy((dst), (src), 4);                                                               \
-        else if ((es) == 2)                                                                        \
-            memcpy((dst), (src), 2);                                                               \
-        else                                                                                       \
-            memcpy((dst), (src), (es));                                                            \
-    } while (0)
-
-/* Units are output rows (innermost dim) when the innermost dim is
- * contiguous in the input (plain runs) or when no tiling applies. */
-static void transpose_rows(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const transpose_job *j = ctx;
-    const perm_view *v = &j->v;
-    int last = v->nd - 1;
-    int64_t n = v->dim[last], st = v->stride[last];
-    for (int64_t r = begin; r < end; r++) {
-        const char *src = j->in + (size_t)view_offset(v, r, last) * j->es;
-        char *dst = j->out + (size_t)(r * n) * j->es;
-        if (st == 1)
-            memcpy(dst, src, (size_t)n * j->es);
-        else
-            for (int64_t q = 0; q < n; q++)
-                COPY_ELEM(dst + (size_t)q * j->es, src + (size_t)(q * st) * j->es, j->es);
-    }
-}
-
-/* Batched 2-D transpose (the second-innermost view dim is contiguous in the
- * input): TILE x TILE blocks so both sides stay in cache. Units are
- * (batch, row tile) pairs. */
-static void transpose_tiles(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const transpose_job *j = ctx;
-    const perm_view *v = &j->v;
-    int nd = v->nd;
-    int64_t R = v->dim[nd - 2], C = v->dim[nd - 1], cs = v->stride[nd - 1];
-    int64_t row_tiles = (R + TILE - 1) / TILE;
-    size_t es = j->es;
-    for (int64_t u = begin; u < end; u++) {
-        int64_t b = u / row_tiles, i0 = (u % row_tiles) * TILE;
-        int64_t i1 = i0 + TILE < R ? i0 + TILE : R;
-        const char *src = j->in + (size_t)view_offset(v, b, nd - 2) * es;
-        char *dst = j->out + (size_t)(b * R * C) * es;
-        for (int64_t j0 = 0; j0 < C; j0 += TILE) {
-            int64_t j1 = j0 + TILE < C ? j0 + TILE : C;
-            for (int64_t i = i0; i < i1; i++)
-                for (int64_t q = j0; q < j1; q++)
-                    COPY_ELEM(dst + (size_t)(i * C + q) * es, src + (size_t)(i + q * cs) * es, es);
-        }
-    }
-}
-
-static void fwd_transpose(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    transpose_job j = {.in = a->in[0], .out = a->out, .es = tg_dtype_size(node->dtype)};
-    perm_view_init(&j.v, node);
-    int64_t n = tg_numel(node);
-    if (n == 0)
-        return;
-    int nd = j.v.nd;
-    if (nd >= 2 && j.v.stride[nd - 1] != 1 && j.v.stride[nd - 2] == 1) {
-        int64_t units =
-            n / (j.v.dim[nd - 2] * j.v.dim[nd - 1]) * ((j.v.dim[nd - 2] + TILE - 1) / TILE);
-        tg_par_for(a->pool, units, n, transpose_tiles, &j);
-    } else {
-        tg_par_for(a->pool, n / j.v.dim[nd - 1], n, transpose_rows, &j);
-    }
 }
 
 static void ref_transpose(const tg_ref_args *a)
@@ -430,46 +276,12 @@ static tg_status infer_concat(tg_tensor *node)
     return TG_OK;
 }
 
-typedef struct concat_job {
-    const tg_tensor *node;
-    void *const *in;
-    char *out;
-    size_t es;
-    int64_t inner, out_row; /* elements after the axis; output elements per outer index */
-} concat_job;
-
-static void concat_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const concat_job *j = ctx;
-    const tg_tensor *node = j->node;
-    int axis = (int)tg_concat_axis(node);
-    for (int64_t o = begin; o < end; o++) {
-        char *dst = j->out + (size_t)(o * j->out_row) * j->es;
-        for (int k = 0; k < node->n_in; k++) {
-            size_t run = (size_t)(node->in[k]->shape.dim[axis] * j->inner) * j->es;
-            memcpy(dst, (const char *)j->in[k] + o * run, run);
-            dst += run;
-        }
-    }
-}
-
-static void fwd_concat(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    int64_t outer, inner;
-    outer_inner(node->shape, (int)tg_concat_axis(node), &outer, &inner);
-    concat_job j = {node,   a->in,
-                    a->out, tg_dtype_size(node->dtype),
-                    inner,  node->shape.dim[tg_concat_axis(node)] * inner};
-    tg_par_for(a->pool, outer, tg_numel(node), concat_range, &j);
-}
-
 static void ref_concat(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
     int axis = (int)tg_concat_axis(node);
     int64_t outer, inner;
-    outer_inner(node->shape, axis, &outer, &inner);
+    tg_outer_inner(node->shape, axis, &outer, &inner);
     double *dst = a->out;
     for (int64_t o = 0; o < outer; o++)
         for (int k = 0; k < node->n_in; k++) {
@@ -556,54 +368,6 @@ static tg_status infer_slice(tg_tensor *node)
     return TG_OK;
 }
 
-/* The big tensor (SLICE's input, SLICE_BWD's output) has `len` rows of
- * `inner` per outer index; the small one holds rows [start, end). */
-typedef struct slice_job {
-    const char *in;
-    char *out;
-    size_t es;
-    int64_t inner, len, start, end;
-    bool scatter; /* SLICE_BWD */
-} slice_job;
-
-static void slice_range(void *ctx, int64_t begin, int64_t end, int t)
-{
-    const slice_job *j = ctx;
-    size_t es = j->es, run = (size_t)((j->end - j->start) * j->inner) * es;
-    size_t big = (size_t)(j->len * j->inner) * es, head = (size_t)(j->start * j->inner) * es;
-    for (int64_t o = begin; o < end; o++) {
-        /* an empty slice has no buffer (NULL): nothing to copy from or to */
-        if (j->scatter) {
-            char *dst = j->out + (size_t)o * big;
-            memset(dst, 0, head);
-            if (run)
-                memcpy(dst + head, j->in + (size_t)o * run, run);
-            memset(dst + head + run, 0, big - head - run);
-        } else if (run) {
-            memcpy(j->out + (size_t)o * run, j->in + (size_t)o * big + head, run);
-        }
-    }
-}
-
-static void fwd_slice(const tg_kernel_args *a)
-{
-    const tg_tensor *node = a->node;
-    bool scatter = node->op == TG_OP_SLICE_BWD;
-    const tg_tensor *big = scatter ? node : node->in[0];
-    int axis = (int)tg_slice_axis(node);
-    int64_t outer, inner;
-    outer_inner(big->shape, axis, &outer, &inner);
-    slice_job j = {a->in[0],
-                   a->out,
-                   tg_dtype_size(node->dtype),
-                   inner,
-                   big->shape.dim[axis],
-                   tg_slice_start(node),
-                   tg_slice_end(node),
-                   scatter};
-    tg_par_for(a->pool, outer, tg_numel(big), slice_range, &j);
-}
-
 static void ref_slice(const tg_ref_args *a)
 {
     const tg_tensor *node = a->node;
@@ -612,7 +376,7 @@ static void ref_slice(const tg_ref_args *a)
     int axis = (int)tg_slice_axis(node);
     int64_t outer, inner, len = big->shape.dim[axis], start = tg_slice_start(node),
                           end = tg_slice_end(node);
-    outer_inner(big->shape, axis, &outer, &inner);
+    tg_outer_inner(big->shape, axis, &outer, &inner);
     if (scatter)
         for (int64_t k = 0; k < tg_numel(node); k++)
             a->out[k] = 0;
@@ -663,34 +427,28 @@ const tg_op_def tg_opdef_RESHAPE = {.infer = infer_reshape,
                                     .reference = ref_alias,
                                     .backward = bwd_reshape,
                                     .memory = TG_OP_VIEWS_INPUT};
-const tg_kernel_def tg_cpu_kernel_RESHAPE = {.forward = fwd_alias};
 const tg_op_def tg_opdef_REDUCE_SUM = {.infer = infer_reduce,
                                        .flops = flops_reduce,
                                        .reference = ref_reduce,
                                        .backward = bwd_reduce,
                                        .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_REDUCE_SUM = {.forward = fwd_reduce};
 const tg_op_def tg_opdef_TRANSPOSE = {.infer = infer_transpose,
                                       .flops = flops_none,
                                       .reference = ref_transpose,
                                       .backward = bwd_transpose,
                                       .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_TRANSPOSE = {.forward = fwd_transpose};
 const tg_op_def tg_opdef_CONCAT = {.infer = infer_concat,
                                    .flops = flops_none,
                                    .reference = ref_concat,
                                    .backward = bwd_concat,
                                    .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_CONCAT = {.forward = fwd_concat};
 const tg_op_def tg_opdef_SLICE = {.infer = infer_slice,
                                   .flops = flops_none,
                                   .reference = ref_slice,
                                   .backward = bwd_slice,
                                   .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_SLICE = {.forward = fwd_slice};
 const tg_op_def tg_opdef_SLICE_BWD = {.infer = infer_slice,
                                       .flops = flops_none,
                                       .reference = ref_slice,
                                       .backward = bwd_slice_bwd,
                                       .memory = TG_OP_OWN_STORAGE};
-const tg_kernel_def tg_cpu_kernel_SLICE_BWD = {.forward = fwd_slice};

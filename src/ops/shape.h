@@ -35,4 +35,25 @@ TG_PARAM_I(slice_step, len, 4)
 TG_PARAM_I(reduce, mask, 0)
 TG_PARAM_I(reduce, keepdim, 1)
 
+/* Elements before and after `axis` (the shape family's references and
+ * kernels, SLICE_STEP's too). */
+static inline void tg_outer_inner(tg_shape s, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= s.dim[d];
+    for (int d = axis + 1; d < s.ndim; d++)
+        *inner *= s.dim[d];
+}
+
+/* x's shape with 1 on every reduced axis of mask (REDUCE_MAX and
+ * REDUCE_MIN: ops/reduce_minmax.c, their references and kernels). */
+static inline tg_shape tg_reduce_keep_shape(tg_shape x, int64_t mask)
+{
+    for (int d = 0; d < x.ndim; d++)
+        if (mask & (1ll << d))
+            x.dim[d] = 1;
+    return x;
+}
+
 #endif

@@ -20,10 +20,42 @@ TG_PARAM_I(gelu, form, 1)
 TG_PARAM_I(round_half, to, 0)
 
 /* ACTIVATION(_BWD) (activation.c): the function (tg_act) and its two
- * float params (alpha, beta, ...: see tg_act there). */
+ * float params (alpha, beta, ...: see activation.c). */
 TG_PARAM_I(act, fn, 0)
 TG_PARAM_F(act, a, 0)
 TG_PARAM_F(act, b, 1)
+
+/* ACTIVATION's functions, which its reference and every backend's kernel
+ * name alike. */
+typedef enum tg_act {
+    TG_ACT_HARD_SIGMOID,
+    TG_ACT_HARD_SWISH,
+    TG_ACT_SILU,
+    TG_ACT_MISH,
+    TG_ACT_ELU,
+    TG_ACT_CELU,
+    TG_ACT_SELU,
+    TG_ACT_SOFTPLUS,
+    TG_ACT_SOFTSIGN,
+    TG_ACT_SIGN,
+    TG_ACT_FLOOR,
+    TG_ACT_CEIL,
+    TG_ACT_ROUND,
+    TG_ACT_COS,
+    TG_ACT_SIN,
+    TG_ACT_TAN,
+    TG_ACT_ACOS,
+    TG_ACT_ASIN,
+    TG_ACT_ATAN,
+    TG_ACT_ACOSH,
+    TG_ACT_ASINH,
+    TG_ACT_ATANH,
+    TG_ACT_COSH,
+    TG_ACT_SINH,
+    TG_ACT_THRESHOLDED_RELU,
+    TG_ACT_SHRINK,
+    TG_ACT_COUNT
+} tg_act;
 /* Whether node is an ACTIVATION computing hard swish, or hard sigmoid
  * (alpha x + beta clipped to [0, 1]: act_a, act_b): the functions oneDNN
  * applies as a convolution's post-op (compile/fuse.c). */

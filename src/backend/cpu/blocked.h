@@ -24,6 +24,9 @@ bool tg_blocked_kernel_exists(const tg_tensor *node);
  * and dy; statistics, gamma and beta stay [C] / [2, C] vectors. */
 void tg_norm_blocked_run(const tg_kernel_args *a);
 
-/* 2-D pooling's blocked kernels are its family's (ops/pool.h). */
+/* The pooling ops (max and average, forward and gradient) on blocked x,
+ * y and their gradients when a->blocked; false (nothing done) otherwise
+ * (backend/cpu/pool_kernels.c). */
+bool tg_pool_blocked_run(const tg_kernel_args *a);
 
 #endif

@@ -1,0 +1,208 @@
+/* backend/cpu/binary_kernels.c - the cpu backend's kernels for the binary
+ * family (ops/binary.c is what they are): the inputs seen through a merged
+ * strided view (tg_bcast), so that the common cases are one inner loop over
+ * contiguous memory, over the device's pool; POW's and MAXIMUM's / MINIMUM's
+ * gradients from ops/binary.h's rules. */
+#include "backend/backend.h"
+#include "ops/binary.h"
+#include "ops/broadcast.h"
+#include "ops/shape.h"
+
+#include <math.h>
+
+typedef struct arith_job {
+    tg_arith op;
+    tg_bcast bc;
+    const float *a, *b;
+    float *out;
+} arith_job;
+
+/* One inner run of n outputs. On the innermost merged dim a contiguous
+ * input has stride 1 or 0 (stretched), so three patterns cover every case
+ * and each gets its own loop, which the compiler vectorises. */
+#define RUN_LOOPS(EXPR)                                                                            \
+    do {                                                                                           \
+        if (sa == 1 && sb == 1)                                                                    \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float x = a[q], y = b[q];                                                          \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+        else if (sa == 1 && sb == 0) {                                                             \
+            float y = b[0];                                                                        \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float x = a[q];                                                                    \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+        } else if (sa == 0 && sb == 1) {                                                           \
+            float x = a[0];                                                                        \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float y = b[q];                                                                    \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+        } else /* both stretched: cannot happen, kept as a safe net */                             \
+            for (int64_t q = 0; q < n; q++) {                                                      \
+                float x = a[q * sa], y = b[q * sb];                                                \
+                o[q] = EXPR;                                                                       \
+            }                                                                                      \
+    } while (0)
+
+static void run_inner(tg_arith op, const float *a, int64_t sa, const float *b, int64_t sb, float *o,
+                      int64_t n)
+{
+    switch (op) {
+    case TG_ARITH_ADD:
+        RUN_LOOPS(x + y);
+        break;
+    case TG_ARITH_SUB:
+        RUN_LOOPS(x - y);
+        break;
+    case TG_ARITH_MUL:
+        RUN_LOOPS(x * y);
+        break;
+    case TG_ARITH_DIV:
+        RUN_LOOPS(x / y);
+        break;
+    case TG_ARITH_POW:
+        RUN_LOOPS(powf(x, y));
+        break;
+    /* NaN in either operand gives NaN, as torch.maximum / torch.minimum */
+    case TG_ARITH_MAX:
+        RUN_LOOPS(x > y || x != x ? x : y);
+        break;
+    case TG_ARITH_MIN:
+        RUN_LOOPS(x < y || x != x ? x : y);
+        break;
+    case TG_ARITH_COPY:
+        RUN_LOOPS(((void)y, x));
+        break;
+    default:
+        TG_UNREACHABLE("arithmetic op", op);
+    }
+}
+
+static void arith_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const arith_job *j = ctx;
+    const tg_bcast *bc = &j->bc;
+    int last = bc->ndim - 1;
+    int64_t inner = bc->dim[last];
+    /* run_inner walks the last dimension: each operand's stride there is
+     * 1 (contiguous) or 0 (broadcast) */
+    TG_ASSERT(bc->stride[0][last] <= 1 && bc->stride[1][last] <= 1);
+    for (int64_t k = begin; k < end;) {
+
+        int64_t i = k % inner, n = inner - i < end - k ? inner - i : end - k;
+        int64_t off[2];
+        tg_bcast_offsets(bc, k, off);
+        run_inner(j->op, j->a + off[0], bc->stride[0][last], j->b + off[1], bc->stride[1][last],
+                  j->out + k, n);
+        k += n;
+    }
+}
+
+static void arith_forward(const tg_kernel_args *a, tg_arith op)
+{
+    const tg_tensor *node = a->node;
+    arith_job j = {.op = op, .a = a->in[0], .out = a->out};
+    tg_shape ins[2] = {node->in[0]->shape,
+                       op == TG_ARITH_COPY ? node->in[0]->shape : node->in[1]->shape};
+    j.b = op == TG_ARITH_COPY ? a->in[0] : a->in[1];
+    tg_bcast_init(&j.bc, node->shape, 2, ins);
+    int64_t n = tg_numel(node);
+    tg_par_for(a->pool, n, n, arith_range, &j);
+}
+
+static void fwd_add(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_ADD);
+}
+static void fwd_sub(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_SUB);
+}
+static void fwd_mul(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_MUL);
+}
+static void fwd_div(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_DIV);
+}
+static void fwd_pow(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_POW);
+}
+static void fwd_max(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_MAX);
+}
+static void fwd_min(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_MIN);
+}
+static void fwd_expand(const tg_kernel_args *a)
+{
+    arith_forward(a, TG_ARITH_COPY);
+}
+
+static void fwd_sum_to(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    tg_shape in = node->in[0]->shape;
+    tg_sum_f32(a->pool, in, tg_shape_pad_left(node->shape, in.ndim), a->in[0], a->out);
+}
+
+/* ---- gradient kernels of POW, MAXIMUM, MINIMUM ----------------------------------------- */
+
+typedef struct grad3_job {
+    const tg_tensor *node;
+    tg_bcast bc; /* a and b seen at dy's shape */
+    const float *dy, *a, *b;
+    float *out;
+} grad3_job;
+
+static void grad3_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const grad3_job *j = ctx;
+    const tg_bcast *bc = &j->bc;
+    int last = bc->ndim - 1, which = (int)tg_grad3_which(j->node),
+        is_min = (int)tg_grad3_is_min(j->node);
+    bool is_pow = j->node->op == TG_OP_POW_BWD;
+    int64_t inner = bc->dim[last], sa = bc->stride[0][last], sb = bc->stride[1][last];
+    for (int64_t k = begin; k < end;) {
+        int64_t i = k % inner, n = inner - i < end - k ? inner - i : end - k;
+        int64_t off[2];
+        tg_bcast_offsets(bc, k, off);
+        const float *a = j->a + off[0], *b = j->b + off[1], *dy = j->dy + k;
+        float *o = j->out + k;
+        for (int64_t q = 0; q < n; q++) {
+            float u = a[q * sa], v = b[q * sb];
+            o[q] = dy[q] * (is_pow ? TG_POW_GRAD(float, powf, logf, which, u, v)
+                                   : TG_MINMAX_GRAD(float, is_min, which, u, v));
+        }
+        k += n;
+    }
+    (void)t;
+}
+
+static void fwd_grad3(const tg_kernel_args *a)
+{
+    const tg_tensor *node = a->node;
+    grad3_job j = {.node = node, .dy = a->in[0], .a = a->in[1], .b = a->in[2], .out = a->out};
+    tg_shape ins[2] = {node->in[1]->shape, node->in[2]->shape};
+    tg_bcast_init(&j.bc, node->shape, 2, ins);
+    int64_t n = tg_numel(node);
+    tg_par_for(a->pool, n, n, grad3_range, &j);
+}
+
+const tg_kernel_def tg_cpu_kernel_ADD = {.forward = fwd_add};
+const tg_kernel_def tg_cpu_kernel_SUB = {.forward = fwd_sub};
+const tg_kernel_def tg_cpu_kernel_MUL = {.forward = fwd_mul};
+const tg_kernel_def tg_cpu_kernel_DIV = {.forward = fwd_div};
+const tg_kernel_def tg_cpu_kernel_POW = {.forward = fwd_pow};
+const tg_kernel_def tg_cpu_kernel_POW_BWD = {.forward = fwd_grad3};
+const tg_kernel_def tg_cpu_kernel_MAXIMUM = {.forward = fwd_max};
+const tg_kernel_def tg_cpu_kernel_MINIMUM = {.forward = fwd_min};
+const tg_kernel_def tg_cpu_kernel_MINMAX_BWD = {.forward = fwd_grad3};
+const tg_kernel_def tg_cpu_kernel_SUM_TO = {.forward = fwd_sum_to};
+const tg_kernel_def tg_cpu_kernel_EXPAND = {.forward = fwd_expand};
