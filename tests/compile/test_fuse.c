@@ -334,6 +334,22 @@ static void test_view_of_fused_value(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* An inference graph with a 2x16x6x6 input x and two 32-channel batch
+ * norms' running statistics, for two layers: returns the first layer's
+ * 3x3 conv weight (16 -> 32). */
+static tg_tensor *two_norm_chain(chain *c)
+{
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    *c = (chain){.g = g, .n_layers = 2};
+    c->x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+    tg_tensor *w0 =
+        tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+    c->stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    c->stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    return w0;
+}
+
 /* Views of views of fused values (compile/fuse.c's rehome, one pass in
  * graph order): conv + norm + ReLU, reshaped twice back to its own shape
  * and read by a second fused conv, whose value is flattened and reshaped
@@ -343,18 +359,13 @@ static void test_view_of_fused_value(void)
 static void test_views_of_views(void)
 {
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
-    tg_graph *g = tg_graph_create();
-    tg_graph_set_training(g, false);
-    chain c = {.g = g, .n_layers = 2};
-    c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
-    tg_tensor *w0 =
-        tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+    chain c;
+    tg_tensor *w0 = two_norm_chain(&c);
+    tg_graph *g = c.g;
     tg_tensor *w1 =
         tg_param(g, "w1", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
     tg_tensor *w2 =
         tg_param(g, "w2", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
-    c.stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
-    c.stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
     tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1}, one = {1, 1, 0, 0, 1, 1, 1};
     tg_tensor *h = c.conv0 = tg_conv2d(g, c.x, w0, NULL, same);
     h = tg_relu(g, tg_batch_norm(g, h, NULL, NULL, c.stats[0], 1e-5f));
@@ -408,16 +419,11 @@ static void test_nonfinite_through_fused_relu(void)
 {
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
     for (int residual = 0; residual < 2; residual++) {
-        tg_graph *g = tg_graph_create();
-        tg_graph_set_training(g, false);
-        chain c = {.g = g, .n_layers = 2};
-        c.x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
-        tg_tensor *w0 =
-            tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+        chain c;
+        tg_tensor *w0 = two_norm_chain(&c);
+        tg_graph *g = c.g;
         tg_tensor *w1 =
             tg_param(g, "w1", tg_shape4(32, 32, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 288, 0});
-        c.stats[0] = tg_state(g, "stats0", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
-        c.stats[1] = tg_state(g, "stats1", tg_shape2(2, 32), (tg_init){TG_INIT_NORM_STATS, 0, 0});
         tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1};
         tg_tensor *r = c.conv0 = tg_conv2d(g, c.x, w0, NULL, same);
         r = tg_relu(g, tg_batch_norm(g, r, NULL, NULL, c.stats[0], 1e-5f));
