@@ -8,7 +8,7 @@
  * fast method against the reference.
  * TG_TEST_LABELS: threads quick isa */
 #include "backend/backend.h"
-#include "conv_case.h"
+#include "tg_conv_case.h"
 #include "tg_test.h"
 
 #include "ops/conv.h"

@@ -5,7 +5,7 @@
 #include "backend/backend.h"
 #include "tg_test.h"
 
-#include "matmul_case.h"
+#include "tg_matmul_case.h"
 
 #include "core/error.h"
 #include "ops/op.h"

@@ -118,7 +118,7 @@ static void elementwise_rows(void *ctx, int64_t begin, int64_t end, int t)
  * a large mean are multiples of the mean's ulp, their squares are exact,
  * and adding them to a float partial rounds one way more often than the
  * other, a bias that grows with the block (on the data of
- * tests/ops/test_norm_accuracy.c about 0.2 ulps of the variance at 4
+ * tests/backend/cpu/test_norm_accuracy.c about 0.2 ulps of the variance at 4
  * values a lane, 1 ulp at 16). Plain loops here stay scalar: the compiler
  * will not reassociate a float sum by itself. */
 typedef float v4f __attribute__((vector_size(16)));

@@ -2,7 +2,7 @@
  * kernels (softmax, GELU and its gradient), chosen at run time by the CPU
  * (backend/cpu/simd.h): AVX2 + FMA, else the C library's expf and erff.
  *
- * Accuracy (checked against double in tests/ops/test_vmath.c): exp within
+ * Accuracy (checked against double in tests/backend/cpu/test_vmath.c): exp within
  * 2 ulp over [-87, 88.7], 0 below -87.3 with AVX2 (where expf gives
  * denormals or 0), +inf above ln(FLT_MAX), NaN kept; the GELU's normal CDF within 3e-7 relative in
  * both tails (it is computed from erfc, never as 1 + erf, so large negative

@@ -1,4 +1,4 @@
-/* tests/ops/test_matmul_dnnl.c - MATMUL and LINEAR through oneDNN's matmul
+/* tests/backend/cpu/test_matmul_dnnl.c - MATMUL and LINEAR through oneDNN's matmul
  * (backend/cpu/matmul_dnnl.c) against the double reference: every operand mode
  * and transpose flag, attention's 4-D products [B, heads, S, d] and their
  * gradients, LINEAR with and without bias over 2-D and 3-D x (its weight
@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "tg_test.h"
 
-#include "matmul_case.h"
+#include "tg_matmul_case.h"
 
 #include "backend/cpu/dnnl_util.h"
 #include "ops/op.h"

@@ -1,4 +1,4 @@
-/* tests/ops/test_weight_cache.c - an inference program's convolutions keep
+/* tests/backend/cpu/test_weight_cache.c - an inference program's convolutions keep
  * their weights in oneDNN's layout between runs (backend/cpu/weight_cache.h,
  * conv_dnnl.c's keep_weights): reordered once per host write of the
  * weights, never per run, and never stale. After every way the host writes

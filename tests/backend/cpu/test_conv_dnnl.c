@@ -1,4 +1,4 @@
-/* tests/ops/test_conv_dnnl.c - the oneDNN convolutions (backend/cpu/conv_dnnl.c)
+/* tests/backend/cpu/test_conv_dnnl.c - the oneDNN convolutions (backend/cpu/conv_dnnl.c)
  * against the double reference: every kind (forward with and without bias,
  * backward data, backward weights) on groups, depthwise, strides, padding,
  * dilation, 1x1, 7x7 and odd sizes at 1 and 2 threads; the compile-time
@@ -8,7 +8,7 @@
  * bf16 arithmetic within bf16 tolerance. Nothing here needs AVX-512: oneDNN picks what the CPU has.
  * TG_TEST_LABELS: threads isa */
 #include "backend/backend.h"
-#include "conv_case.h"
+#include "tg_conv_case.h"
 #include "tg_test.h"
 
 #include "compile/program.h"

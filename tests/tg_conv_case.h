@@ -1,8 +1,9 @@
-/* tests/ops/conv_case.h - one convolution geometry as the conv tests
- * describe it (test_conv.c for the project's kernels, test_conv_dnnl.c for
- * oneDNN's), and the graph of that single conv for tg_check_kernels. */
-#ifndef TG_TESTS_OPS_CONV_CASE_H
-#define TG_TESTS_OPS_CONV_CASE_H
+/* tests/tg_conv_case.h - one convolution geometry as the conv tests
+ * describe it (ops/test_conv.c for the project's kernels,
+ * backend/cpu/test_conv_dnnl.c for oneDNN's), and the graph of that single
+ * conv for tg_check_kernels. */
+#ifndef TG_TESTS_CONV_CASE_H
+#define TG_TESTS_CONV_CASE_H
 
 #include "tilegraph/graph.h"
 

@@ -1,4 +1,4 @@
-/* tests/ops/test_blocked.c - the kernels' blocked-layout variants (backend/cpu/blocked.h,
+/* tests/backend/cpu/test_blocked.c - the kernels' blocked-layout variants (backend/cpu/blocked.h,
  * nChw16c) against the same kernels on NCHW: every op of a small training
  * graph (convolution, batch norm, ReLU, max and average pooling, a residual
  * add, and all their gradients) that can run blocked is run both ways on

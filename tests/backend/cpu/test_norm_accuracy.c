@@ -1,4 +1,4 @@
-/* tests/ops/test_norm_accuracy.c - batch norm's long reductions against
+/* tests/backend/cpu/test_norm_accuracy.c - batch norm's long reductions against
  * sums in double: the statistics (mean, variance) and the backward sums
  * (sum dy, sum dy (x - mean)) over N x H x W values a channel whose mean is
  * far from zero, in both layouts (NCHW, ops/norm.c; nChw16c,

@@ -1,4 +1,4 @@
-/* tests/ops/test_vmath.c - the vectorised exp and GELU (backend/cpu/vmath.c)
+/* tests/backend/cpu/test_vmath.c - the vectorised exp and GELU (backend/cpu/vmath.c)
  * against double precision over a dense sweep and at the special values
  * (NaN, +-inf, the underflow and overflow edges), at every SIMD level this
  * CPU has, with lengths that leave a scalar tail.

@@ -1,4 +1,4 @@
-/* tests/ops/test_elementwise_bf16.c - ReLU, its gradient and add read and
+/* tests/backend/cpu/test_elementwise_bf16.c - ReLU, its gradient and add read and
  * written in bf16 (backend/cpu/elementwise_bf16.c) give, element by element, the
  * f32 formula on the widened values rounded as tg_f32_to_bf16 rounds (a
  * NaN for a NaN, whose payload C leaves open): special values (NaN, infinities, signed zeros,

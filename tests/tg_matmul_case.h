@@ -1,9 +1,9 @@
-/* tests/ops/matmul_case.h - one product as the matmul tests describe it
- * (test_matmul.c for the project's kernels, test_matmul_dnnl.c for
- * oneDNN's), and the graph of that single matmul (or linear layer) for
- * tg_check_kernels. */
-#ifndef TG_TESTS_OPS_MATMUL_CASE_H
-#define TG_TESTS_OPS_MATMUL_CASE_H
+/* tests/tg_matmul_case.h - one product as the matmul tests describe it
+ * (ops/test_matmul.c for the project's kernels,
+ * backend/cpu/test_matmul_dnnl.c for oneDNN's), and the graph of that
+ * single matmul (or linear layer) for tg_check_kernels. */
+#ifndef TG_TESTS_MATMUL_CASE_H
+#define TG_TESTS_MATMUL_CASE_H
 
 #include "tilegraph/graph.h"
 
