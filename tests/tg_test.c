@@ -3,6 +3,7 @@
 #include "tg_test.h"
 
 #include "core/alloc.h"
+#include "core/convert.h"
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/rng.h"
@@ -289,19 +290,6 @@ int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_
 
 /* ---- fast kernels against the reference ------------------------------------------ */
 
-static void to_f32(const tg_tensor *t, const double *src, void *dst)
-{
-    int64_t n = tg_numel(t);
-    for (int64_t k = 0; k < n; k++) {
-        if (t->dtype == TG_I32)
-            ((int32_t *)dst)[k] = (int32_t)src[k];
-        else if (t->dtype == TG_U8)
-            ((uint8_t *)dst)[k] = (uint8_t)src[k];
-        else
-            ((float *)dst)[k] = (float)src[k];
-    }
-}
-
 int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads, double rtol,
                      tg_check_opts o)
 {
@@ -335,7 +323,7 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
         /* Outputs start as NaN bytes, so a kernel that skips elements fails. */
         memset(buf[i], 0xff, bytes ? bytes : 1);
         if (t->n_in == 0) {
-            to_f32(t, tg_interp_data(ip, t), buf[i]);
+            tg_convert_from_double(tg_interp_data(ip, t), buf[i], t->dtype, (size_t)tg_numel(t));
             continue;
         }
         /* the engine's kernel: the fast one, or the reference run as one

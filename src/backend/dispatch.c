@@ -5,6 +5,7 @@
 
 #include "backend/cpu/blocked.h"
 #include "core/check.h"
+#include "core/convert.h"
 
 static const tg_backend *host_backend = &tg_backend_cpu;
 
@@ -111,52 +112,14 @@ bool tg_op_has_kernel(tg_op op)
     return def && ((k && k->forward) || def->reference);
 }
 
-/* n elements of type dt at src as doubles (the kernel's operand types:
- * f32, i32 or u8; half-precision operands arrive staged through f32). */
-static void to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
+/* An operand's doubles: the kernels' operand types are f32, i32 and u8
+ * (half-precision operands arrive staged through f32, so a half type here
+ * would read f32 bytes as halves). */
+static void operand_to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
 {
-    switch (dt) {
-    case TG_F32:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = ((const float *)src)[i];
-        return;
-    case TG_I32:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = ((const int32_t *)src)[i];
-        return;
-    case TG_U8:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = ((const uint8_t *)src)[i];
-        return;
-    case TG_F16:
-    case TG_BF16:
-    case TG_DTYPE_COUNT:
-        break;
-    }
-    TG_UNREACHABLE("kernel operand dtype", dt);
-}
-
-static void from_double(const double *src, void *dst, tg_dtype dt, int64_t n)
-{
-    switch (dt) {
-    case TG_F32:
-        for (int64_t i = 0; i < n; i++)
-            ((float *)dst)[i] = (float)src[i];
-        return;
-    case TG_I32:
-        for (int64_t i = 0; i < n; i++)
-            ((int32_t *)dst)[i] = (int32_t)src[i];
-        return;
-    case TG_U8:
-        for (int64_t i = 0; i < n; i++)
-            ((uint8_t *)dst)[i] = (uint8_t)src[i];
-        return;
-    case TG_F16:
-    case TG_BF16:
-    case TG_DTYPE_COUNT:
-        break;
-    }
-    TG_UNREACHABLE("kernel operand dtype", dt);
+    if (dt == TG_F16 || dt == TG_BF16)
+        TG_UNREACHABLE("kernel operand dtype", dt);
+    tg_convert_to_double(src, dt, dst, (size_t)n);
 }
 
 /* An op defined with only its reference kernel, run as a kernel: its
@@ -172,15 +135,15 @@ static void forward_by_reference(const tg_op_def *def, const tg_kernel_args *a)
     tg_ref_args r = {.node = t, .step = a->step, .seed = a->seed, .stream = a->stream};
     for (int k = 0; k < t->n_in; k++) {
         r.in[k] = (double *)s;
-        to_double(a->in[k], t->in[k]->dtype, r.in[k], tg_numel(t->in[k]));
+        operand_to_double(a->in[k], t->in[k]->dtype, r.in[k], tg_numel(t->in[k]));
         s += ref_align((size_t)tg_numel(t->in[k]) * sizeof(double));
     }
     r.out = (double *)s;
     def->reference(&r);
     for (int k = 0; k < t->n_mutated; k++)
-        from_double(r.in[k], a->in[k], t->in[k]->dtype, tg_numel(t->in[k]));
+        tg_convert_from_double(r.in[k], a->in[k], t->in[k]->dtype, (size_t)tg_numel(t->in[k]));
     if (a->out && tg_numel(t) > 0)
-        from_double(r.out, a->out, t->dtype, tg_numel(t));
+        tg_convert_from_double(r.out, a->out, t->dtype, (size_t)tg_numel(t));
 }
 
 void tg_op_forward(const tg_kernel_args *a)

@@ -3,6 +3,7 @@
 #include "core/clones.h"
 
 #include "core/bf16.h"
+#include "core/check.h"
 #include "core/rng.h"
 
 #include <math.h>
@@ -42,6 +43,61 @@ void tg_convert(const void *src, tg_dtype sd, void *dst, tg_dtype dd, size_t n)
         tg_convert((const uint16_t *)src + i, sd, tmp, TG_F32, k);
         tg_convert(tmp, TG_F32, (uint16_t *)dst + i, dd, k);
     }
+}
+
+void tg_convert_to_double(const void *src, tg_dtype dt, double *dst, size_t n)
+{
+    switch (dt) {
+    case TG_F32:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = ((const float *)src)[i];
+        return;
+    case TG_I32:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = ((const int32_t *)src)[i];
+        return;
+    case TG_U8:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = ((const uint8_t *)src)[i];
+        return;
+    case TG_F16:
+    case TG_BF16: {
+        float tmp[CONVERT_CHUNK];
+        for (size_t i = 0; i < n; i += CONVERT_CHUNK) {
+            size_t k = n - i < CONVERT_CHUNK ? n - i : CONVERT_CHUNK;
+            tg_convert((const uint16_t *)src + i, dt, tmp, TG_F32, k);
+            for (size_t j = 0; j < k; j++)
+                dst[i + j] = tmp[j];
+        }
+        return;
+    }
+    case TG_DTYPE_COUNT:
+        break;
+    }
+    TG_UNREACHABLE("dtype", dt);
+}
+
+void tg_convert_from_double(const double *src, void *dst, tg_dtype dt, size_t n)
+{
+    switch (dt) {
+    case TG_F32:
+        for (size_t i = 0; i < n; i++)
+            ((float *)dst)[i] = (float)src[i];
+        return;
+    case TG_I32:
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)dst)[i] = (int32_t)src[i];
+        return;
+    case TG_U8:
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)dst)[i] = (uint8_t)src[i];
+        return;
+    case TG_F16:
+    case TG_BF16:
+    case TG_DTYPE_COUNT:
+        break;
+    }
+    TG_UNREACHABLE("dtype of a buffer written from doubles", dt);
 }
 
 /* a where cond (0 or 1), else b: masks, because GCC 12 leaves a loop with

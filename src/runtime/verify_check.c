@@ -184,22 +184,6 @@ void tg_verify_to_float(const void *src, tg_dtype dt, float *dst, int64_t n)
         dst[k] = dt == TG_I32 ? (float)((const int32_t *)src)[k] : ((const uint8_t *)src)[k];
 }
 
-/* n values of type dt into doubles: i32 directly, the rest through f32 a
- * chunk at a time (f32 holds every half-precision and u8 value exactly). */
-void tg_verify_to_double(const void *src, tg_dtype dt, double *dst, int64_t n)
-{
-    float chunk[1024];
-    for (int64_t k = 0; dt == TG_I32 && k < n; k++)
-        dst[k] = ((const int32_t *)src)[k];
-    for (int64_t k = 0; dt != TG_I32 && k < n; k += 1024) {
-        int64_t m = n - k < 1024 ? n - k : 1024;
-        tg_verify_to_float((const unsigned char *)src + (size_t)k * tg_dtype_size(dt), dt, chunk,
-                           m);
-        for (int64_t i = 0; i < m; i++)
-            dst[k + i] = chunk[i];
-    }
-}
-
 /* Leaf t as the run began (inputs: the micro-batch in view's) into out;
  * false when it was not kept. */
 static bool leaf_double(const check_ctx *cx, const tg_tensor *t, double *out)
@@ -214,7 +198,7 @@ static bool leaf_double(const check_ctx *cx, const tg_tensor *t, double *out)
     const void *raw = t->op == TG_OP_INPUT ? v->inputs_mb[v->cur_mb][t->id] : v->before[t->id];
     if (!raw)
         return false;
-    tg_verify_to_double(raw, v->raw_dt[t->id], out, n);
+    tg_convert_to_double(raw, v->raw_dt[t->id], out, (size_t)n);
     return true;
 }
 

@@ -54,9 +54,9 @@ static inline bool tg_verify_is_value_leaf(const tg_tensor *t)
     return t->n_in == 0 && t->op != TG_OP_INPUT;
 }
 
-/* n values of type dt into floats, and into doubles (verify_check.c). */
+/* n values of type dt into floats (verify_check.c; into doubles:
+ * core/convert.h's tg_convert_to_double). */
 void tg_verify_to_float(const void *src, tg_dtype dt, float *dst, int64_t n);
-void tg_verify_to_double(const void *src, tg_dtype dt, double *dst, int64_t n);
 
 /* The run is over: every kept value checked into r (verify_check.c). */
 tg_status tg_verify_build_report(tg_session *s, tg_verify *v, tg_verify_report *r);

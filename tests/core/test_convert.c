@@ -2,7 +2,9 @@
  * round-trips what the narrower type holds, stochastic rounding picks one of
  * the two neighbours with the right odds (so it is unbiased) and is
  * reproducible from its key, and the non-finite scan finds the first NaN or
- * infinity in each type.
+ * infinity in each type; every type into doubles exactly (the half types
+ * past the f32 chunk they go through) and doubles back into f32, i32 and
+ * u8, a half type refused.
  * TG_TEST_LABELS: isa */
 #include "tg_test.h"
 
@@ -171,11 +173,76 @@ static void test_first_nonfinite(void)
     free(lb);
 }
 
+/* Every type's values as doubles, exactly: halves over more elements than
+ * the f32 chunk they pass through (1024), in a pattern whose period (255)
+ * 1024 does not divide, so a chunk read from the wrong place shows. */
+static void test_to_double(void)
+{
+    enum { N = 2500 };
+    float f[N];
+    int32_t i[N];
+    uint8_t u[N];
+    uint16_t h[N];
+    double d[N];
+    for (int k = 0; k < N; k++) {
+        f[k] = (float)(k % 255 - 127) * 0.5f; /* exact in f16 and bf16 */
+        i[k] = (k - 1250) * 1000003;
+        u[k] = (uint8_t)k;
+    }
+    tg_convert_to_double(f, TG_F32, d, N);
+    for (int k = 0; k < N; k++)
+        TG_CHECK(d[k] == (double)f[k]);
+    tg_convert_to_double(i, TG_I32, d, N);
+    for (int k = 0; k < N; k++)
+        TG_CHECK(d[k] == (double)i[k]);
+    tg_convert_to_double(u, TG_U8, d, N);
+    for (int k = 0; k < N; k++)
+        TG_CHECK(d[k] == (double)u[k]);
+    const tg_dtype halves[] = {TG_F16, TG_BF16};
+    for (int t = 0; t < 2; t++) {
+        tg_convert(f, TG_F32, h, halves[t], N);
+        tg_convert_to_double(h, halves[t], d, N);
+        for (int k = 0; k < N; k++)
+            TG_CHECK(d[k] == (double)f[k]);
+    }
+}
+
+/* Doubles into f32 (nearest), i32 and u8 (C's truncation); into a half
+ * type it aborts naming the type. */
+static void from_double_f16(void *ctx)
+{
+    const double one = 1.0;
+    uint16_t h;
+    (void)ctx;
+    tg_convert_from_double(&one, &h, TG_F16, 1);
+}
+
+static void test_from_double(void)
+{
+    const double v[] = {0.1, -2.75, 200.9, 1e-50};
+    enum { N = sizeof v / sizeof v[0] };
+    float f[N];
+    int32_t i[N];
+    uint8_t u[N];
+    tg_convert_from_double(v, f, TG_F32, N);
+    tg_convert_from_double(v, i, TG_I32, 3);
+    tg_convert_from_double(v, u, TG_U8, 1);
+    for (int k = 0; k < N; k++)
+        TG_CHECK(f[k] == (float)v[k]);
+    TG_CHECK(i[0] == 0 && i[1] == -2 && i[2] == 200);
+    TG_CHECK(u[0] == 0);
+    tg_convert_from_double(&v[2], u, TG_U8, 1);
+    TG_CHECK(u[0] == 200);
+    TG_CHECK_ABORTS(from_double_f16, NULL, "dtype of a buffer written from doubles");
+}
+
 int main(void)
 {
     TG_RUN(test_pairs);
     TG_RUN(test_stochastic_is_unbiased);
     TG_RUN(test_f16_stochastic_sweep);
     TG_RUN(test_first_nonfinite);
+    TG_RUN(test_to_double);
+    TG_RUN(test_from_double);
     return tg_test_finish();
 }
