@@ -26,31 +26,29 @@ static tg_status random_dtype(onnx_builder *b, bool ints_ok, bool *is_int)
                    tg_onnx_elem_name((int)dt), ints_ok ? " or an integer type" : "");
 }
 
-/* Uniform in [low, high) of the input's shape, from the session's seed: a
- * seed attribute is not used (each step and replica draws its own). */
-static tg_status map_random_uniform_like(onnx_builder *b)
+/* Normal of mean and scale, or uniform in [low, high), of like's shape,
+ * from the session's seed: a seed attribute is not used (each step and
+ * replica draws its own). */
+static tg_status random_draw(onnx_builder *b, tg_tensor *like, bool normal)
 {
-    tg_tensor *x = ob_typed_tensor(b, 0);
-    bool is_int;
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    TG_TRY(random_dtype(b, false, &is_int));
+    if (normal)
+        return ob_set(b, 0,
+                      tg_random_normal_like(b->g, like, ob_attr_float(b, "mean", 0.0f),
+                                            ob_attr_float(b, "scale", 1.0f)));
     return ob_set(b, 0,
-                  tg_random_uniform_like(b->g, x, ob_attr_float(b, "low", 0.0f),
+                  tg_random_uniform_like(b->g, like, ob_attr_float(b, "low", 0.0f),
                                          ob_attr_float(b, "high", 1.0f)));
 }
 
-/* Normal of mean and scale, of the input's shape, from the session's seed. */
-static tg_status map_random_normal_like(onnx_builder *b)
+/* RandomUniformLike and RandomNormalLike: of the input's shape. */
+static tg_status random_like(onnx_builder *b, bool normal)
 {
     tg_tensor *x = ob_typed_tensor(b, 0);
     bool is_int;
     if (!x)
         return TG_ERR_UNSUPPORTED;
     TG_TRY(random_dtype(b, false, &is_int));
-    return ob_set(b, 0,
-                  tg_random_normal_like(b->g, x, ob_attr_float(b, "mean", 0.0f),
-                                        ob_attr_float(b, "scale", 1.0f)));
+    return random_draw(b, x, normal);
 }
 
 /* RandomUniform and RandomNormal: the shape attribute's; a constant of
@@ -67,14 +65,17 @@ static tg_status random_of_shape(onnx_builder *b, bool normal)
     for (int d = 0; d < n; d++)
         if (dims[d] < 1 || dims[d] > (1 << 30))
             return ob_fail(b, TG_ERR_INVALID_ARG, "shape dim %d is %lld", d, (long long)dims[d]);
-    tg_tensor *like = tg_constant(b->g, tg_shape_of(n, dims), 0.0f);
-    if (normal)
-        return ob_set(b, 0,
-                      tg_random_normal_like(b->g, like, ob_attr_float(b, "mean", 0.0f),
-                                            ob_attr_float(b, "scale", 1.0f)));
-    return ob_set(b, 0,
-                  tg_random_uniform_like(b->g, like, ob_attr_float(b, "low", 0.0f),
-                                         ob_attr_float(b, "high", 1.0f)));
+    return random_draw(b, tg_constant(b->g, tg_shape_of(n, dims), 0.0f), normal);
+}
+
+static tg_status map_random_uniform_like(onnx_builder *b)
+{
+    return random_like(b, false);
+}
+
+static tg_status map_random_normal_like(onnx_builder *b)
+{
+    return random_like(b, true);
 }
 
 static tg_status map_random_normal(onnx_builder *b)

@@ -21,14 +21,25 @@
 
 /* ---- DepthToSpace, SpaceToDepth ----------------------------------------------------- */
 
-static tg_status block_size(onnx_builder *b, tg_tensor *x, int64_t *bs)
+/* The input x of DepthToSpace or SpaceToDepth, its dims (n, c, h, w) and
+ * the blocksize attribute bs, refusing an input not 4-D and a bs below 1. */
+typedef struct block_input {
+    tg_tensor *x;
+    int64_t n, c, h, w, bs;
+} block_input;
+
+static tg_status block_input_of(onnx_builder *b, block_input *in)
 {
-    tg_shape s = tg_tensor_shape(x);
-    *bs = ob_attr_int(b, "blocksize", 0);
+    in->x = ob_tensor(b, 0);
+    if (!in->x)
+        return TG_ERR_UNSUPPORTED;
+    tg_shape s = tg_tensor_shape(in->x);
+    in->bs = ob_attr_int(b, "blocksize", 0);
     if (s.ndim != 4)
         return ob_fail(b, TG_ERR_SHAPE, "the input has %d dims ([N, C, H, W] is taken)", s.ndim);
-    if (*bs < 1)
-        return ob_fail(b, TG_ERR_INVALID_ARG, "blocksize %lld (give one >= 1)", (long long)*bs);
+    if (in->bs < 1)
+        return ob_fail(b, TG_ERR_INVALID_ARG, "blocksize %lld (give one >= 1)", (long long)in->bs);
+    in->n = s.dim[0], in->c = s.dim[1], in->h = s.dim[2], in->w = s.dim[3];
     return TG_OK;
 }
 
@@ -36,13 +47,10 @@ static tg_status block_size(onnx_builder *b, tg_tensor *x, int64_t *bs)
  * channel as (bh, bw, c), CRD (PyTorch's PixelShuffle) as (c, bh, bw). */
 static tg_status map_depth_to_space(onnx_builder *b)
 {
-    tg_tensor *x = ob_tensor(b, 0);
-    int64_t bs;
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    TG_TRY(block_size(b, x, &bs));
-    tg_shape s = tg_tensor_shape(x);
-    int64_t n = s.dim[0], c = s.dim[1], h = s.dim[2], w = s.dim[3];
+    block_input in;
+    TG_TRY(block_input_of(b, &in));
+    tg_tensor *x = in.x;
+    int64_t n = in.n, c = in.c, h = in.h, w = in.w, bs = in.bs;
     if (c % (bs * bs))
         return ob_fail(b, TG_ERR_SHAPE, "%lld channels are not a multiple of blocksize^2 = %lld",
                        (long long)c, (long long)(bs * bs));
@@ -64,13 +72,10 @@ static tg_status map_depth_to_space(onnx_builder *b)
 /* [N, C, H, W] -> [N, C bs^2, H / bs, W / bs], the channel as (bh, bw, c). */
 static tg_status map_space_to_depth(onnx_builder *b)
 {
-    tg_tensor *x = ob_tensor(b, 0);
-    int64_t bs;
-    if (!x)
-        return TG_ERR_UNSUPPORTED;
-    TG_TRY(block_size(b, x, &bs));
-    tg_shape s = tg_tensor_shape(x);
-    int64_t n = s.dim[0], c = s.dim[1], h = s.dim[2], w = s.dim[3];
+    block_input in;
+    TG_TRY(block_input_of(b, &in));
+    tg_tensor *x = in.x;
+    int64_t n = in.n, c = in.c, h = in.h, w = in.w, bs = in.bs;
     if (h % bs || w % bs)
         return ob_fail(b, TG_ERR_SHAPE, "maps of %lldx%lld are not multiples of blocksize %lld",
                        (long long)h, (long long)w, (long long)bs);
