@@ -393,6 +393,48 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
     return ok;
 }
 
+void tg_test_run_fast(tg_graph *g, tg_tensor *const *ins, const float *const *vals, int n_ins,
+                      tg_tensor *out, float *result, int threads)
+{
+    tg_pool *pool = tg_pool_create(threads);
+    void **buf = calloc((size_t)g->n_nodes, sizeof(void *));
+    for (int i = 0; i < g->n_nodes; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (t->flags & TG_NODE_ALIAS) {
+            buf[i] = buf[t->in[0]->id];
+            continue;
+        }
+        buf[i] = malloc(tg_nbytes(t) + 4);
+        memset(buf[i], 0xff, tg_nbytes(t) + 4);
+        for (int k = 0; k < n_ins; k++)
+            if (ins[k] == t)
+                memcpy(buf[i], vals[k], tg_nbytes(t));
+        if (t->n_in == 0)
+            continue;
+        tg_kernel_args a = {.node = t, .out = buf[i], .pool = pool};
+        for (int k = 0; k < t->n_in; k++)
+            a.in[k] = buf[t->in[k]->id];
+        tg_backend_cpu.kernel(t->op)->forward(&a);
+    }
+    memcpy(result, buf[out->id], tg_nbytes(out));
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!(g->nodes[i]->flags & TG_NODE_ALIAS))
+            free(buf[i]);
+    free(buf);
+    tg_pool_destroy(pool);
+}
+
+void tg_test_refused(const char *file, int line, tg_graph *g, tg_status s, const char *text)
+{
+    const char *error = tg_graph_error(g) ? tg_graph_error(g) : "(none)";
+    if (tg_graph_status(g) != s)
+        tg_test_fail(file, line, "status %s, not %s (error '%s')",
+                     tg_status_name(tg_graph_status(g)), tg_status_name(s), error);
+    else if (!strstr(error, text))
+        tg_test_fail(file, line, "error '%s' does not contain '%s'", error, text);
+    tg_graph_destroy(g);
+}
+
 int tg_test_mpi_self(const char *dir, const char *env, const char *args, int bound_s, char *out,
                      size_t cap)
 {

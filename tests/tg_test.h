@@ -93,6 +93,20 @@ int tg_gradcheck(const char *label, tg_test_build_fn build, void *ctx, tg_check_
 int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int threads, double rtol,
                      tg_check_opts opts);
 
+/* Runs every node of g through the cpu backend's fast kernels on `threads`
+ * threads, the n_ins inputs ins[k] holding vals[k], and copies out's values
+ * into result. Outputs start as NaN bytes (the engine's buffers are reused
+ * and never cleared: a kernel must write every element); views share their
+ * input's buffer, as in the engine. For exact values of the fast kernels
+ * alone; tg_check_kernels compares them with the reference. */
+void tg_test_run_fast(tg_graph *g, tg_tensor *const *ins, const float *const *vals, int n_ins,
+                      tg_tensor *out, float *result, int threads);
+
+/* g's last build was refused: its status is s and its error contains text
+ * (a failure at the caller's line shows the error). Destroys g. */
+void tg_test_refused(const char *file, int line, tg_graph *g, tg_status s, const char *text);
+#define TG_CHECK_REFUSED(g, s, text) tg_test_refused(__FILE__, __LINE__, (g), (s), (text))
+
 /* Set the NULL-terminated key/value list kv (NULL: nothing) on o; a key or
  * value the options refuse is a test failure. */
 void tg_test_options_set(tg_options *o, const char *const *kv);

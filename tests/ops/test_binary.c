@@ -163,35 +163,6 @@ static void test_sum_to_expand(void)
 
 /* ---- exact values ------------------------------------------------------------------- */
 
-/* Run the graph through the fast kernels with given inputs; returns out's data. */
-static void run_fast(tg_graph *g, tg_tensor *const *ins, const float *const *vals, int n_ins,
-                     tg_tensor *out, float *result, int threads)
-{
-    tg_pool *pool = tg_pool_create(threads);
-    void **buf = calloc((size_t)g->n_nodes, sizeof(void *));
-    for (int i = 0; i < g->n_nodes; i++) {
-        tg_tensor *t = g->nodes[i];
-        buf[i] = malloc(tg_nbytes(t) + 4);
-        /* outputs start as NaN bytes: a kernel must write every element,
-         * the engine's buffers are reused and never cleared */
-        memset(buf[i], 0xff, tg_nbytes(t) + 4);
-        for (int k = 0; k < n_ins; k++)
-            if (ins[k] == t)
-                memcpy(buf[i], vals[k], tg_nbytes(t));
-        if (t->n_in == 0)
-            continue;
-        tg_kernel_args a = {.node = t, .out = buf[i], .pool = pool};
-        for (int k = 0; k < t->n_in; k++)
-            a.in[k] = buf[t->in[k]->id];
-        tg_backend_cpu.kernel(t->op)->forward(&a);
-    }
-    memcpy(result, buf[out->id], tg_nbytes(out));
-    for (int i = 0; i < g->n_nodes; i++)
-        free(buf[i]);
-    free(buf);
-    tg_pool_destroy(pool);
-}
-
 static void test_values(void)
 {
     tg_graph *g = tg_graph_create();
@@ -210,27 +181,27 @@ static void test_values(void)
     const float *vals[] = {av, bv, cv};
     for (int threads = 1; threads <= 2; threads++) {
         float r[6];
-        run_fast(g, ins, vals, 3, add, r, threads);
+        tg_test_run_fast(g, ins, vals, 3, add, r, threads);
         const float want_add[] = {11, 22, 33, 14, 25, 36};
         for (int k = 0; k < 6; k++)
             TG_CHECK_NEAR(r[k], want_add[k], 0);
-        run_fast(g, ins, vals, 3, sub, r, threads);
+        tg_test_run_fast(g, ins, vals, 3, sub, r, threads);
         const float want_sub[] = {1, 0, -1, 0, -1, -2};
         for (int k = 0; k < 6; k++)
             TG_CHECK_NEAR(r[k], want_sub[k], 0);
-        run_fast(g, ins, vals, 3, mul, r, threads);
+        tg_test_run_fast(g, ins, vals, 3, mul, r, threads);
         const float want_mul[] = {20, 40, 60, 40, 80, 120};
         for (int k = 0; k < 6; k++)
             TG_CHECK_NEAR(r[k], want_mul[k], 0);
-        run_fast(g, ins, vals, 3, dv, r, threads);
+        tg_test_run_fast(g, ins, vals, 3, dv, r, threads);
         const float want_div[] = {0.5f, 1, 1.5f, 1, 1.25f, 1.5f};
         for (int k = 0; k < 6; k++)
             TG_CHECK_NEAR(r[k], want_div[k], 0);
-        run_fast(g, ins, vals, 3, st, r, threads);
+        tg_test_run_fast(g, ins, vals, 3, st, r, threads);
         TG_CHECK_NEAR(r[0], 5, 0);
         TG_CHECK_NEAR(r[1], 7, 0);
         TG_CHECK_NEAR(r[2], 9, 0);
-        run_fast(g, ins, vals, 3, sr, r, threads);
+        tg_test_run_fast(g, ins, vals, 3, sr, r, threads);
         TG_CHECK_NEAR(r[0], 6, 0);
         TG_CHECK_NEAR(r[1], 15, 0);
     }
