@@ -10,7 +10,9 @@
 #include "graph/init.h"
 #include "ops/op.h"
 #include "runtime/interp.h"
+#include "runtime/session_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -152,6 +154,37 @@ const char *tg_test_fashion_dir(void)
     char path[512];
     snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
     return access(path, R_OK) == 0 ? dir : NULL;
+}
+
+char *tg_test_path(const char *dir, const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
+    return p;
+}
+
+int tg_test_count_temps(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+int tg_test_fashion_tmpdir(const char *name, char *dir, size_t cap)
+{
+    if (!tg_test_fashion_dir()) {
+        printf("  skip: Fashion-MNIST not installed\n");
+        return 77;
+    }
+    snprintf(dir, cap, "/tmp/tg_%s_XXXXXX", name);
+    return TG_MKDTEMP(dir) ? 0 : 1;
 }
 
 /* ---- shared set-up ------------------------------------------------------------ */
@@ -422,6 +455,24 @@ void tg_test_run_fast(tg_graph *g, tg_tensor *const *ins, const float *const *va
             free(buf[i]);
     free(buf);
     tg_pool_destroy(pool);
+}
+
+void tg_test_params_match(const char *file, int line, const tg_graph *g, const struct tg_session *s,
+                          struct tg_interp *ip)
+{
+    for (int i = 0; s && ip && i < g->n_nodes; i++) {
+        const tg_tensor *t = g->nodes[i];
+        if (t->op != TG_OP_PARAM)
+            continue;
+        const float *fast = tg_session_data(s, t);
+        const double *ref = tg_interp_data(ip, t);
+        for (int64_t k = 0; k < tg_numel(t); k++)
+            if (!(fabs(fast[k] - ref[k]) <= 1e-4 + 1e-4 * fabs(ref[k]))) {
+                tg_test_fail(file, line, "parameter '%s'[%lld]: session %.9g, reference %.9g",
+                             t->name, (long long)k, fast[k], ref[k]);
+                break;
+            }
+    }
 }
 
 void tg_test_refused(const char *file, int line, tg_graph *g, tg_status s, const char *text)

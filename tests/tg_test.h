@@ -38,6 +38,12 @@ void tg_test_run(const char *name, void (*fn)(void));
  * silently without it. NULL then. */
 char *tg_test_mkdtemp(const char *file, int line, char *templ);
 #define TG_MKDTEMP(templ) tg_test_mkdtemp(__FILE__, __LINE__, (templ))
+/* "dir/name" in one of 8 static buffers used in turn: valid until 8 more
+ * calls, so a few may stand in one call's arguments. One thread only. */
+char *tg_test_path(const char *dir, const char *name);
+/* How many files in dir have ".tmp." in their name: the temporary files an
+ * atomic write (core/atomic_file.h) left behind. */
+int tg_test_count_temps(const char *dir);
 int tg_test_finish(void);
 /* A death test: run fn(ctx) in a child process and check that it ends by
  * SIGABRT (core/check.h's aborts) having written `expect` to its stderr;
@@ -102,6 +108,15 @@ int tg_check_kernels(const char *label, tg_test_build_fn build, void *ctx, int t
 void tg_test_run_fast(tg_graph *g, tg_tensor *const *ins, const float *const *vals, int n_ins,
                       tg_tensor *out, float *result, int threads);
 
+/* Every parameter of g in session s (f32 storage) agrees with the
+ * reference interpreter ip's after the same steps, within 1e-4 + 1e-4
+ * |reference| (a failure at the caller's line). */
+struct tg_session;
+struct tg_interp;
+void tg_test_params_match(const char *file, int line, const tg_graph *g, const struct tg_session *s,
+                          struct tg_interp *ip);
+#define TG_CHECK_PARAMS_MATCH(g, s, ip) tg_test_params_match(__FILE__, __LINE__, (g), (s), (ip))
+
 /* g's last build was refused: its status is s and its error contains text
  * (a failure at the caller's line shows the error). Destroys g. */
 void tg_test_refused(const char *file, int line, tg_graph *g, tg_status s, const char *text);
@@ -127,5 +142,10 @@ int tg_test_mpi_self(const char *dir, const char *env, const char *args, int bou
 
 /* The data directory of Debian's dataset-fashion-mnist, or NULL if absent. */
 const char *tg_test_fashion_dir(void);
+/* The opening of a test's main that trains on Fashion-MNIST in a directory
+ * of its own: 0, dir (cap bytes) a new /tmp/tg_<name>_XXXXXX; 77 (skipped,
+ * saying why) without the data set; 1 (a failure) when the directory
+ * cannot be made. main returns anything but 0. */
+int tg_test_fashion_tmpdir(const char *name, char *dir, size_t cap);
 
 #endif

@@ -299,13 +299,9 @@ static int train(const char *strategy, const char *dir)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_analyse_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("analyse", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     if (train("pipelined", "pipe") != 0 || train("sharded", "shard") != 0) {
         fprintf(stderr, "training with autoReport failed; see %s/train.txt\n", tmpdir);
         return 1;

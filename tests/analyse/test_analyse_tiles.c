@@ -361,13 +361,9 @@ static int train(const char *strategy, const char *dir, const char *target)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_analyse_tiles_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("analyse_tiles", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     if (train("pipelined", "mk2", "mk2") != 0 || train("sharded", "mk2s", "mk2") != 0 ||
         train("pipelined", "cpu", NULL) != 0) {
         fprintf(stderr, "training with --profile failed; see %s/train.txt\n", tmpdir);

@@ -212,13 +212,9 @@ static void test_report_subdirectory(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_hostile_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("hostile", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s/tilegraph train --model mnist-pipeline --strategy pipelined "

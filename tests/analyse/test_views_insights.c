@@ -302,13 +302,9 @@ static void test_io_tiles(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_insights_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("insights", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     TG_RUN(test_offloading);
     TG_RUN(test_mk2_limit);
     TG_RUN(test_io_tiles);

@@ -160,13 +160,9 @@ static void test_parts_add_up(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_views_pipeline_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("views_pipeline", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     char cmd[1400];
     /* 192 samples of 4 x 16 (cpu) and 96 of 8 x 4 (mk2): three host steps,
      * of which the first two are recorded */

@@ -122,13 +122,9 @@ static void test_no_exponents(void)
 int main(void)
 {
     TG_RUN(test_number_format);
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_summary_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("summary", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     char cmd[1400];
     snprintf(cmd, sizeof cmd,
              "%s/tilegraph train --model mnist-pipeline --strategy pipelined "

@@ -152,13 +152,9 @@ static void test_repeated_executions(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_views_time_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("views_time", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     char cmd[1400];
     snprintf(cmd, sizeof cmd,
              "%s/tilegraph train --model mnist-pipeline --strategy pipelined "

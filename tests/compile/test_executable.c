@@ -28,11 +28,7 @@ static char tmpdir[256];
 
 static char *path(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
+    return tg_test_path(tmpdir, name);
 }
 
 /* mnist-pipeline over two pipelined devices with accumulation, on `target`. */

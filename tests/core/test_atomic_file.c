@@ -7,7 +7,6 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -26,11 +25,7 @@ static void make_dir(void)
 
 static char *path_in(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
+    return tg_test_path(dir, name);
 }
 
 static char *slurp(const char *path)
@@ -48,14 +43,7 @@ static char *slurp(const char *path)
 /* Files in `dir` whose name contains ".tmp.". */
 static int count_temps(void)
 {
-    int n = 0;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        n += strstr(e->d_name, ".tmp.") != NULL;
-    if (d)
-        closedir(d);
-    return n;
+    return tg_test_count_temps(dir);
 }
 
 static void test_commit_replaces_and_abort_keeps(void)

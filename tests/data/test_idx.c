@@ -15,11 +15,7 @@ static char tmpdir[256];
 
 static char *tmp_path(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ & 3];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
+    return tg_test_path(tmpdir, name);
 }
 
 /* An IDX image [n, rows, cols] or label [n] file image in memory; pixel i is

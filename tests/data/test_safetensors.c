@@ -4,7 +4,6 @@
 #include "data/safetensors.h"
 #include "tg_test.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +15,7 @@ static char dir[256];
 
 static const char *path_in_dir(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ & 3];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
+    return tg_test_path(dir, name);
 }
 
 /* ---- a checkpoint-like set of tensors ------------------------------------------ */
@@ -322,14 +317,7 @@ static void test_corrupt_files(void)
 
 static int temp_files_left(void)
 {
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        n += strstr(e->d_name, ".tmp.") != NULL;
-    if (d)
-        closedir(d);
-    return n;
+    return tg_test_count_temps(dir);
 }
 
 /* The file at p holds fill(seed)'s values. */

@@ -10,7 +10,6 @@
 #include "profile/reader.h"
 #include "tilegraph/checkpoint.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -34,14 +33,7 @@ static int temps_left(void)
 {
     char sub[128];
     snprintf(sub, sizeof sub, "%s/training", dir);
-    int n = 0;
-    DIR *d = opendir(sub);
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        n += strstr(e->d_name, ".tmp.") != NULL;
-    if (d)
-        closedir(d);
-    return n;
+    return tg_test_count_temps(sub);
 }
 
 static int64_t runs_recorded(const char *path)

@@ -90,15 +90,7 @@ static void train_matches_interpreter(const tg_optimizer *opt, int threads)
     }
     TG_CHECK(tg_session_step(s) == 4);
     /* after four updates every parameter agrees with the double reference */
-    for (int i = 0; s && ip && i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->op != TG_OP_PARAM)
-            continue;
-        const float *fast = tg_session_data(s, t);
-        const double *ref = tg_interp_data(ip, t);
-        for (int64_t k = 0; k < tg_numel(t); k++)
-            TG_CHECK_NEAR(fast[k], ref[k], 1e-4 + 1e-4 * fabs(ref[k]));
-    }
+    TG_CHECK_PARAMS_MATCH(g, s, ip);
     tg_interp_destroy(ip);
     tg_session_destroy(s);
     tg_options_destroy(o);

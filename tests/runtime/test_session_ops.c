@@ -112,15 +112,7 @@ static void matches_interpreter(int threads, const char *target)
         TG_CHECK_OK(tg_session_read(s, m.loss, &loss, sizeof loss));
         TG_CHECK_NEAR(loss, tg_interp_data(ip, m.loss)[0], 1e-4);
     }
-    for (int i = 0; s && ip && i < g->n_nodes; i++) {
-        const tg_tensor *t = g->nodes[i];
-        if (t->op != TG_OP_PARAM)
-            continue;
-        const float *fast = tg_session_data(s, t);
-        const double *ref = tg_interp_data(ip, t);
-        for (int64_t k = 0; k < tg_numel(t); k++)
-            TG_CHECK_NEAR(fast[k], ref[k], 1e-4 + 1e-4 * fabs(ref[k]));
-    }
+    TG_CHECK_PARAMS_MATCH(g, s, ip);
     tg_interp_destroy(ip);
     tg_session_destroy(s);
     tg_options_destroy(o);

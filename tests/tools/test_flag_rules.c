@@ -240,13 +240,9 @@ static void test_options_refused(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_flag_rules_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("flag_rules", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     TG_RUN(test_help_shows_one_default);
     TG_RUN(test_flag_column_is_taken);
     TG_RUN(test_flags_that_cannot_apply);

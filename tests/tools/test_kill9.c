@@ -33,11 +33,7 @@ static void sleep_ms(long ms)
 
 static char *path(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
+    return tg_test_path(dir, name);
 }
 
 /* Every file present under its final name loads. */

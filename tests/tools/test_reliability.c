@@ -64,11 +64,7 @@ static int run(const char *env, const char *fmt, ...)
 
 static char *in_dir(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
+    return tg_test_path(dir, name);
 }
 
 static long file_bytes(const char *path, unsigned char **data)

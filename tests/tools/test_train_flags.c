@@ -140,13 +140,9 @@ static void test_compile_line(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_train_flags_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("train_flags", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     TG_RUN(test_loader_flags);
     TG_RUN(test_precision_help);
     TG_RUN(test_view_lists);

@@ -26,11 +26,7 @@ static char tmpdir[256];
 
 static const char *at(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
+    return tg_test_path(tmpdir, name);
 }
 
 /* A number after `key` in the output (NAN when absent). */
@@ -243,13 +239,9 @@ static void test_one_run_per_checkpoint(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_train_resume_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("train_resume", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     TG_RUN(test_resume_of_a_finished_run);
     TG_RUN(test_progress_of_a_stopped_run);
     TG_RUN(test_max_steps_in_all);

@@ -22,11 +22,7 @@ static char tmpdir[256];
 
 static char *path(const char *name)
 {
-    static char buf[4][512];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
+    return tg_test_path(tmpdir, name);
 }
 
 /* The issue's command: training fits in 3 MB, the evaluation program (500
@@ -163,13 +159,9 @@ static void test_full_disk_rescued(void)
 
 int main(void)
 {
-    if (!tg_test_fashion_dir()) {
-        printf("  skip: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tg_train_save_XXXXXX");
-    if (!TG_MKDTEMP(tmpdir))
-        return 1;
+    int begun = tg_test_fashion_tmpdir("train_save", tmpdir, sizeof tmpdir);
+    if (begun)
+        return begun;
     TG_RUN(test_eval_that_cannot_fit_fails_before_training);
     TG_RUN(test_saved_before_evaluation);
     TG_RUN(test_full_disk_rescued);
