@@ -6,6 +6,8 @@
 #ifndef TG_TESTS_ONNX_DOCS_H
 #define TG_TESTS_ONNX_DOCS_H
 
+#include "tg_test.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,24 +15,12 @@
 
 #define ONNX_DOCS TG_SOURCE_DIR "/docs/onnx.md"
 
+/* docs/onnx.md's text (NUL-terminated, malloc'd) and its length; NULL
+ * (and 0) when it cannot be read. */
 static char *onnx_docs_read(size_t *len)
 {
-    FILE *f = fopen(ONNX_DOCS, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    *len = buf ? (size_t)n : 0;
-    return buf;
+    *len = 0;
+    return tg_test_read_file(ONNX_DOCS, len);
 }
 
 /* The section's body (between the marker lines) in *start / *end of doc;

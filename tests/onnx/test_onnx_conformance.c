@@ -72,16 +72,9 @@ static void read_case_ops(const char *path)
 {
     n_case_ops = 0;
     case_opset = -1;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
-    bool ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
-    fclose(f);
-    Onnx__ModelProto *m = ok ? onnx__model_proto__unpack(NULL, (size_t)len, buf) : NULL;
+    size_t len = 0;
+    uint8_t *buf = (uint8_t *)tg_test_read_file(path, &len);
+    Onnx__ModelProto *m = buf && len ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
     free(buf);
     if (!m)
         return;

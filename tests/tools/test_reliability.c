@@ -69,17 +69,9 @@ static char *in_dir(const char *name)
 
 static long file_bytes(const char *path, unsigned char **data)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *data = malloc((size_t)n + 1);
-    if (fread(*data, 1, (size_t)n, f) != (size_t)n)
-        n = -1;
-    fclose(f);
-    return n;
+    size_t n = 0;
+    *data = (unsigned char *)tg_test_read_file(path, &n);
+    return *data ? (long)n : -1;
 }
 
 static int same_file(const char *a, const char *b)
