@@ -49,14 +49,7 @@ static tg_status infer_reduce(tg_tensor *node)
     int64_t mask = tg_reduce_mask(node);
     TG_TRY(check_mask(mask, in));
     node->dtype = TG_F32;
-    if (tg_reduce_keepdim(node)) {
-        node->shape = tg_reduce_keep_shape(in, mask);
-        return TG_OK;
-    }
-    node->shape = tg_shape_of(0, NULL);
-    for (int d = 0; d < in.ndim; d++)
-        if (!(mask & (1ll << d)))
-            node->shape.dim[node->shape.ndim++] = in.dim[d];
+    node->shape = tg_reduce_out_shape(in, mask, tg_reduce_keepdim(node));
     return TG_OK;
 }
 

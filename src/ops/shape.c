@@ -114,16 +114,8 @@ static tg_status infer_reduce(tg_tensor *node)
         return tg_error(TG_ERR_INVALID_ARG, "axes mask 0x%llx names an axis beyond %s",
                         (unsigned long long)mask, tg_shape_str(in, a, sizeof a));
     }
-    tg_shape keep = tg_reduce_keep_shape(node->in[0]->shape, tg_reduce_mask(node));
     node->dtype = TG_F32;
-    if (tg_reduce_keepdim(node)) {
-        node->shape = keep;
-        return TG_OK;
-    }
-    node->shape = tg_shape_of(0, NULL);
-    for (int d = 0; d < in.ndim; d++)
-        if (!(mask & (1ll << d)))
-            node->shape.dim[node->shape.ndim++] = in.dim[d];
+    node->shape = tg_reduce_out_shape(in, mask, tg_reduce_keepdim(node));
     return TG_OK;
 }
 

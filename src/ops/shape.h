@@ -56,4 +56,18 @@ static inline tg_shape tg_reduce_keep_shape(tg_shape x, int64_t mask)
     return x;
 }
 
+/* A reduction's output shape: x's with every reduced axis of mask kept as
+ * 1 (keepdim) or dropped (REDUCE_SUM, REDUCE_MAX, REDUCE_MIN's shape
+ * rules). */
+static inline tg_shape tg_reduce_out_shape(tg_shape x, int64_t mask, bool keepdim)
+{
+    if (keepdim)
+        return tg_reduce_keep_shape(x, mask);
+    tg_shape out = tg_shape_of(0, NULL);
+    for (int d = 0; d < x.ndim; d++)
+        if (!(mask & (1ll << d)))
+            out.dim[out.ndim++] = x.dim[d];
+    return out;
+}
+
 #endif
