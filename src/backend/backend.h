@@ -69,10 +69,11 @@ tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inferenc
 /* Whether node's kernel reads and writes its bf16-stored operands as they
  * are (tg_kernel_args.in_type, out_type), running blocked or not: the
  * kernel's reads_bf16 hook (batch norm's ops when blocked,
- * backend/cpu/norm_blocked.c; the element-wise weight updates), else
- * TG_OPF_BF16_NATIVE element-wise ops. */
+ * backend/cpu/norm_blocked.c; the element-wise weight updates; ReLU, its
+ * gradient and add where element-wise, backend/cpu/kernels.c). */
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked);
-/* The element-wise ops with every operand in bf16 (TG_OPF_BF16_NATIVE,
+/* The element-wise ops with every operand in bf16 (the cpu table's
+ * TG_CPU_BF16_NATIVE, backend/cpu/kernels.c, run by
  * backend/cpu/elementwise_bf16.c: ReLU, its gradient and add): whether node
  * is one, and its kernel, which runs and returns true when a->out_type is
  * bf16 (the compiler then gave it every operand in bf16). */

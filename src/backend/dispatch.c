@@ -52,8 +52,7 @@ tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inferenc
         return TG_LAYOUT_PLAIN; /* the reference kernel reads NCHW */
     if (k->layout)
         return k->layout(node, n_threads, inference);
-    return (def->flags & TG_OPF_BLOCKED) || tg_op_is_elementwise(node) ? TG_LAYOUT_TIED
-                                                                       : TG_LAYOUT_PLAIN;
+    return tg_op_is_elementwise(node) ? TG_LAYOUT_TIED : TG_LAYOUT_PLAIN;
 }
 
 bool tg_blocked_kernel_exists(const tg_tensor *node)
@@ -64,18 +63,7 @@ bool tg_blocked_kernel_exists(const tg_tensor *node)
 bool tg_op_reads_bf16(const tg_tensor *node, bool blocked)
 {
     const tg_kernel_def *k = host_kernel(node);
-    if (!k)
-        return false;
-    if (k->reads_bf16)
-        return k->reads_bf16(node, blocked);
-    return tg_elementwise_bf16_supported(node);
-}
-
-bool tg_elementwise_bf16_supported(const tg_tensor *node)
-{
-    const tg_op_def *def = tg_op_get(node->op);
-    return def && host_kernel(node) && (def->flags & TG_OPF_BF16_NATIVE) &&
-           tg_op_is_elementwise(node);
+    return k && k->reads_bf16 && k->reads_bf16(node, blocked);
 }
 
 /* Each operand's doubles on a cache line of their own. */

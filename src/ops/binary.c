@@ -380,7 +380,7 @@ const tg_op_def tg_opdef_ADD = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_add,
                                 .backward = bwd_add_sub,
-                                .flags = TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE,
+                                .flags = TG_OPF_ELEMENTWISE,
                                 .memory = TG_OP_OWN_STORAGE};
 const tg_op_def tg_opdef_SUB = {.infer = infer_arith,
                                 .flops = flops_out,

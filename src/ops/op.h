@@ -181,14 +181,9 @@ enum {
      * (tg_op_is_elementwise) wherever every operand has the output's shape
      * and it has at most TG_ELEMENTWISE_MAX_INPUTS inputs. */
     TG_OPF_ELEMENTWISE = 1u << 0,
-    /* The kernels run with every 4-D operand in the blocked layout
-     * (tg_kernel_args.blocked) whatever the params: 2-D pooling. Element-wise
-     * ops need not say so; ops for which it depends on the params have a
-     * layout hook instead. */
-    TG_OPF_BLOCKED = 1u << 1,
-    /* An element-wise op with a kernel for every operand in bf16
-     * (backend/cpu/elementwise_bf16.c: tg_elementwise_bf16_run). */
-    TG_OPF_BF16_NATIVE = 1u << 2,
+    /* How a backend's kernels take the op's operands (blocked, bf16 as
+     * they are) is the backend's to say: tg_kernel_def's layout and
+     * reads_bf16 (backend/cpu/kernels.c), not a flag here. */
 };
 
 /* Whether an op's output is memory of its own or another's bytes
@@ -267,15 +262,16 @@ typedef struct tg_kernel_def {
     size_t (*scratch)(const tg_tensor *node, int n_threads);
     void (*forward)(const tg_kernel_args *a);
     const tg_op_planner *planner; /* NULL: no plan hooks */
-    /* When the layout depends on the node (its params, the kernel its plan
-     * hook will choose with n_threads threads, in an inference program or
-     * not): the layout; NULL = from the flags (TG_OPF_BLOCKED,
-     * TG_OPF_ELEMENTWISE). */
+    /* The layout the kernels take node's operands in: always blocked
+     * (pooling's), or depending on the node (its params, the kernel its
+     * plan hook will choose with n_threads threads, in an inference program
+     * or not); NULL = tied to the output's for an element-wise node
+     * (tg_op_is_elementwise), else plain. */
     tg_op_layout (*layout)(const tg_tensor *node, int n_threads, bool inference);
     /* When the kernel reads and writes bf16-stored operands as they are
      * (tg_kernel_args.in_type, out_type) on a condition of the node's
      * (blocked: it runs in the blocked layout): whether it does; NULL =
-     * from the flags (TG_OPF_BF16_NATIVE on an element-wise node). */
+     * never. */
     bool (*reads_bf16)(const tg_tensor *node, bool blocked);
 } tg_kernel_def;
 

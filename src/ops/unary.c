@@ -598,8 +598,8 @@ static tg_status bwd_clip(tg_graph *g, tg_tensor *node, tg_tensor *dout, const b
                                     .flags = TG_OPF_ELEMENTWISE | (FLAGS),                         \
                                     .memory = TG_OP_OWN_STORAGE}
 
-UNARY_DEF(RELU, infer_unary, bwd_relu, TG_OPF_BF16_NATIVE);
-UNARY_DEF(RELU_BWD, infer_bwd, bwd_relu_bwd, TG_OPF_BF16_NATIVE);
+UNARY_DEF(RELU, infer_unary, bwd_relu, 0);
+UNARY_DEF(RELU_BWD, infer_bwd, bwd_relu_bwd, 0);
 UNARY_DEF(GELU, infer_gelu, bwd_gelu, 0);
 UNARY_DEF(GELU_BWD, infer_bwd, bwd_gelu_bwd, 0);
 UNARY_DEF(SIGMOID, infer_unary, bwd_sigmoid, 0);

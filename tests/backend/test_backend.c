@@ -1,8 +1,9 @@
 /* tests/backend/test_backend.c - a backend apart from the ops
  * (backend/backend.h): its kernel table, supports_op sending a node to the
  * op's reference kernel, the engine's questions (scratch, layout, bf16)
- * answered for such a node as for an op with no fast kernel, and every
- * target naming its backend. */
+ * answered for such a node as for an op with no fast kernel, the layout
+ * and bf16 answers coming from the backend's kernels, not the ops, and
+ * every target naming its backend. */
 #include "backend/backend.h"
 #include "tg_test.h"
 
@@ -56,6 +57,19 @@ static bool no_conv(const tg_tensor *node)
 
 static const tg_backend refuse_conv = {
     .name = "no-conv", .kernel = fill_any, .supports_op = no_conv};
+
+/* A backend whose kernels say nothing but how to run (no layout, no bf16
+ * hook): it takes no operand blocked and reads none in bf16, whatever the
+ * cpu backend's kernels for the same ops do. */
+static const tg_kernel_def forward_only_kernel = {.forward = fill_42};
+
+static const tg_kernel_def *forward_only_any(tg_op op)
+{
+    (void)op;
+    return &forward_only_kernel;
+}
+
+static const tg_backend forward_only = {.name = "forward-only", .kernel = forward_only_any};
 
 static void test_table(void)
 {
@@ -136,10 +150,36 @@ static void test_targets_name_their_backend(void)
         TG_CHECK(tg_target_at(i)->backend == &tg_backend_cpu);
 }
 
+/* Pooling's blocked layout and ReLU's and add's bf16 operands are the cpu
+ * backend's kernels' answers, read from its table; another backend's
+ * kernels, saying nothing, take NCHW and staged f32 (an element-wise node
+ * still follows its operands' layout: its formula has no position in it).
+ * They were flags on the ops' defs, and so the answers of every backend. */
+static void test_kernel_questions_are_the_backends(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 4, 4));
+    tg_tensor *mp = tg_maxpool2d(g, x, 2, 2, 0);
+    tg_tensor *r = tg_relu(g, x);
+    tg_tensor *sum = tg_add(g, x, r);
+    TG_CHECK_OK(tg_graph_status(g));
+    TG_CHECK(tg_op_layout_of(mp, 1, false) == TG_LAYOUT_TIED);
+    TG_CHECK(tg_op_reads_bf16(r, false) && tg_elementwise_bf16_supported(r));
+    TG_CHECK(tg_op_reads_bf16(sum, true) && tg_elementwise_bf16_supported(sum));
+    tg_backend_use_host(&forward_only);
+    TG_CHECK(tg_op_layout_of(mp, 1, false) == TG_LAYOUT_PLAIN);
+    TG_CHECK(tg_op_layout_of(r, 1, false) == TG_LAYOUT_TIED);
+    TG_CHECK(!tg_op_reads_bf16(r, false) && !tg_elementwise_bf16_supported(r));
+    TG_CHECK(!tg_op_reads_bf16(sum, true) && !tg_elementwise_bf16_supported(sum));
+    tg_backend_use_host(NULL);
+    tg_graph_destroy(g);
+}
+
 int main(void)
 {
     TG_RUN(test_table);
     TG_RUN(test_supports_op_falls_back_to_reference);
+    TG_RUN(test_kernel_questions_are_the_backends);
     TG_RUN(test_targets_name_their_backend);
     return tg_test_finish();
 }

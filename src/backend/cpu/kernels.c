@@ -104,10 +104,11 @@ TG_CPU_KERNELS(TG_CPU_KERNEL_DECLARE)
 #undef TG_CPU_KERNEL_DECLARE
 
 /* The engines that take some runs of a family's ops before its own kernel:
- * ReLU, its gradient and add (TG_OPF_BF16_NATIVE) with every operand in
- * bf16 run backend/cpu/elementwise_bf16.c's loops, batch norm's ops on
- * blocked operands backend/cpu/norm_blocked.c's; every other run is the
- * family's kernel. Their entries are the family's with this forward. */
+ * ReLU, its gradient and add, element-wise, with every operand in bf16 run
+ * backend/cpu/elementwise_bf16.c's loops (their operands read as they are:
+ * reads_bf16), batch norm's ops on blocked operands
+ * backend/cpu/norm_blocked.c's; every other run is the family's kernel.
+ * Their entries are the family's with this forward (wrap). */
 #define TG_CPU_BF16_NATIVE(X) X(ADD) X(RELU) X(RELU_BWD)
 #define TG_CPU_NORM_BLOCKED(X)                                                                     \
     X(NORM_STATS)                                                                                  \
@@ -135,15 +136,62 @@ TG_CPU_BF16_NATIVE(TG_CPU_BF16_FORWARD)
 TG_CPU_NORM_BLOCKED(TG_CPU_BLOCKED_FORWARD)
 #undef TG_CPU_BLOCKED_FORWARD
 
+/* The pooling kernels take every 4-D operand blocked, whatever the params
+ * (pool_kernels.c: tg_pool_blocked_run): their entries are the family's
+ * with this layout. */
+#define TG_CPU_POOL_BLOCKED(X) X(MAXPOOL2D) X(MAXPOOL2D_BWD) X(AVGPOOL2D) X(AVGPOOL2D_BWD)
+
+static const tg_kernel_def *cpu_kernel(tg_op op);
+
+bool tg_elementwise_bf16_supported(const tg_tensor *node)
+{
+#define TG_CPU_IS(e) node->op == TG_OP_##e ||
+    bool listed = TG_CPU_BF16_NATIVE(TG_CPU_IS) false;
+#undef TG_CPU_IS
+    /* ... and the host runs this table's entry for it, not another
+     * backend's (tests swap the host) */
+    return listed && tg_op_is_elementwise(node) &&
+           tg_backend_kernel(tg_backend_host(), node) == cpu_kernel(node->op);
+}
+
+static bool reads_bf16_elementwise(const tg_tensor *node, bool blocked)
+{
+    (void)blocked; /* the element-wise loops read any layout alike */
+    return tg_elementwise_bf16_supported(node);
+}
+
+static tg_op_layout layout_blocked(const tg_tensor *node, int n_threads, bool inference)
+{
+    (void)node, (void)n_threads, (void)inference;
+    return TG_LAYOUT_TIED;
+}
+
 static const tg_kernel_def *cpu_table[TG_OP_COUNT];
 static tg_kernel_def cpu_wrapped[TG_OP_COUNT];
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 
-static void wrap(tg_op op, void (*forward)(const tg_kernel_args *a))
+/* op's entry as a copy of the family's, for the table to add to. */
+static tg_kernel_def *wrap(tg_op op)
 {
     cpu_wrapped[op] = *cpu_table[op];
-    cpu_wrapped[op].forward = forward;
     cpu_table[op] = &cpu_wrapped[op];
+    return &cpu_wrapped[op];
+}
+
+/* A hook of the family's own stays in these two: it knows its kernel. */
+static void wrap_bf16(tg_op op, void (*forward)(const tg_kernel_args *a))
+{
+    tg_kernel_def *k = wrap(op);
+    k->forward = forward;
+    if (!k->reads_bf16)
+        k->reads_bf16 = reads_bf16_elementwise;
+}
+
+static void wrap_blocked_layout(tg_op op)
+{
+    tg_kernel_def *k = wrap(op);
+    if (!k->layout)
+        k->layout = layout_blocked;
 }
 
 static void cpu_table_fill(void)
@@ -151,12 +199,15 @@ static void cpu_table_fill(void)
 #define TG_CPU_KERNEL_ENTRY(e) cpu_table[TG_OP_##e] = &tg_cpu_kernel_##e;
     TG_CPU_KERNELS(TG_CPU_KERNEL_ENTRY)
 #undef TG_CPU_KERNEL_ENTRY
-#define TG_CPU_BF16_WRAP(e) wrap(TG_OP_##e, fwd_bf16_##e);
+#define TG_CPU_BF16_WRAP(e) wrap_bf16(TG_OP_##e, fwd_bf16_##e);
     TG_CPU_BF16_NATIVE(TG_CPU_BF16_WRAP)
 #undef TG_CPU_BF16_WRAP
-#define TG_CPU_BLOCKED_WRAP(e) wrap(TG_OP_##e, fwd_blocked_##e);
+#define TG_CPU_BLOCKED_WRAP(e) wrap(TG_OP_##e)->forward = fwd_blocked_##e;
     TG_CPU_NORM_BLOCKED(TG_CPU_BLOCKED_WRAP)
 #undef TG_CPU_BLOCKED_WRAP
+#define TG_CPU_POOL_WRAP(e) wrap_blocked_layout(TG_OP_##e);
+    TG_CPU_POOL_BLOCKED(TG_CPU_POOL_WRAP)
+#undef TG_CPU_POOL_WRAP
 }
 
 static const tg_kernel_def *cpu_kernel(tg_op op)
