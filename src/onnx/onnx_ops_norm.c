@@ -49,6 +49,17 @@ static tg_status check_pool_pads(onnx_builder *b, const tg_pool2d_params *p)
     return TG_OK;
 }
 
+/* MaxPool's and AveragePool's input x of 1 or 2 spatial dims (nsp) as the
+ * 2-D x2 the builders take, and their params p, pads checked. */
+static tg_status pool_2d_of(onnx_builder *b, tg_tensor *x, tg_tensor **x2, int *nsp,
+                            tg_pool2d_params *p)
+{
+    TG_TRY(ob_spatial_dims(b, x, nsp));
+    *x2 = ob_as_2d(b, x);
+    TG_TRY(pool_params(b, *x2, *nsp, p));
+    return check_pool_pads(b, p);
+}
+
 /* A constant [1, 1, OD, OH, OW] of the flat index within its volume
  * ((d * H + h) * W + w) of window element at at each output position. */
 static tg_tensor *window_positions(onnx_builder *b, tg_shape x, tg_shape y, const int64_t *s,
@@ -153,11 +164,9 @@ static tg_status map_maxpool(onnx_builder *b)
     if (x && tg_tensor_shape(x).ndim == 5)
         return ob_pool3d(b, true);
     int nsp = 0;
-    TG_TRY(ob_spatial_dims(b, x, &nsp));
-    tg_tensor *x2 = ob_as_2d(b, x);
+    tg_tensor *x2 = NULL;
     tg_pool2d_params p;
-    TG_TRY(pool_params(b, x2, nsp, &p));
-    TG_TRY(check_pool_pads(b, &p));
+    TG_TRY(pool_2d_of(b, x, &x2, &nsp, &p));
     if (ob_attr_int(b, "storage_order", 0))
         return ob_fail(b, TG_ERR_UNSUPPORTED, "storage_order=1 is not supported");
     tg_tensor *y = tg_maxpool2d_ex(b->g, x2, p);
@@ -174,11 +183,9 @@ static tg_status map_avgpool(onnx_builder *b)
     if (x && tg_tensor_shape(x).ndim == 5)
         return ob_pool3d(b, false);
     int nsp = 0;
-    TG_TRY(ob_spatial_dims(b, x, &nsp));
-    tg_tensor *x2 = ob_as_2d(b, x);
+    tg_tensor *x2 = NULL;
     tg_pool2d_params p;
-    TG_TRY(pool_params(b, x2, nsp, &p));
-    TG_TRY(check_pool_pads(b, &p));
+    TG_TRY(pool_2d_of(b, x, &x2, &nsp, &p));
     if (p.dilation_h != 1 || p.dilation_w != 1)
         return ob_fail(b, TG_ERR_UNSUPPORTED,
                        "dilated average pooling is not supported (dilations must be "
