@@ -43,13 +43,7 @@ static net build(bool training)
     n.w1 = tg_param(n.g, "w1", tg_shape4(K, C, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, C * 9, 0});
     n.b1 = tg_param(n.g, "b1", tg_shape1(K), (tg_init){TG_INIT_FAN_IN_UNIFORM, C * 9, 0});
     n.w2 = tg_param(n.g, "w2", tg_shape4(K, K, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, K * 9, 0});
-    tg_conv2d_params p1 = {.stride_h = 1,
-                           .stride_w = 1,
-                           .pad_h = 1,
-                           .pad_w = 1,
-                           .dilation_h = 1,
-                           .dilation_w = 1,
-                           .groups = 1};
+    tg_conv2d_params p1 = {1, 1, 1, 1, 1, 1, 1}; /* stride 1, pad 1: 3x3 keeps the size */
     tg_conv2d_params p2 = p1;
     p2.stride_h = p2.stride_w = 2;
     tg_tensor *h = tg_relu(n.g, tg_conv2d(n.g, n.x, n.w1, n.b1, p1));
