@@ -3,38 +3,16 @@
  * run: each opens or is refused with a message, and every analyse view,
  * each view compared with itself and the HTML report's data finish without
  * a crash or a leak (under make asan, without a sanitizer report). The
- * libFuzzer target fuzz/fuzz_profile.c does the same open-endedly. */
+ * libFuzzer target fuzz/fuzz_profile.c does the same open-endedly, through
+ * the same fuzz/profile_check.h. */
 #include "tg_test.h"
 
-#include "analyse/analyse.h"
-#include "analyse/report_data.h"
-#include "core/alloc.h"
-#include "core/error.h"
-#include "profile/reader.h"
+#include "../../fuzz/profile_check.h"
 
 #include <dirent.h>
 #include <string.h>
 
 static int files_run;
-
-static void run_view(tg_profile_reader *r, const char *name, const tg_an_filter *f)
-{
-    tg_an_view v, out;
-    memset(&v, 0, sizeof v);
-    memset(&out, 0, sizeof out);
-    if (tg_an_build(r, name, f, &v) == TG_OK && tg_an_compare(&v, &v, &out) == TG_OK) {
-        FILE *null = fopen("/dev/null", "w");
-        if (null) {
-            tg_an_print_text(&out, null);
-            tg_an_print_json(&v, null);
-            fclose(null);
-        }
-    } else {
-        TG_CHECK(tg_error_message()[0] != '\0'); /* a refusal says why */
-    }
-    tg_an_view_free(&out);
-    tg_an_view_free(&v);
-}
 
 static void run_file(const char *path)
 {
@@ -43,26 +21,7 @@ static void run_file(const char *path)
     if (tg_profile_reader_open(path, &r) != TG_OK) {
         TG_CHECK(strstr(tg_error_message(), path) != NULL);
     } else {
-        tg_an_filter f;
-        tg_view_filter_defaults(&f);
-        for (int i = 0; tg_an_views[i].name; i++)
-            run_view(r, tg_an_views[i].name, &f);
-        f.by_tile = true;
-        f.tile = 0;
-        run_view(r, "memory", &f);
-        f.by_tile = false;
-        f.top = 1 << 30;
-        run_view(r, "host", &f);
-        tg_json_writer w;
-        tg_json_writer_init(&w);
-        tg_json_begin_array(&w);
-        tg_report_data_write(r, &w);
-        tg_json_end_array(&w);
-        char *json = NULL;
-        size_t len = 0;
-        if (tg_json_writer_finish(&w, &json, &len) == TG_OK)
-            tg_free(json);
-        tg_json_writer_free(&w);
+        TG_CHECK(tg_fuzz_profile_read_all(r) == 0); /* a refusal says why */
         tg_profile_reader_close(r);
     }
     if (tg_alloc_live_bytes() != live)
