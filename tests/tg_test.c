@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 int tg_test_failed_checks;
 static int tests_passed, tests_failed;
@@ -163,6 +164,21 @@ char *tg_test_path(const char *dir, const char *name)
     char *p = buf[k++ % 8];
     snprintf(p, sizeof buf[0], "%s/%s", dir, name);
     return p;
+}
+
+size_t tg_test_gzip(const void *src, size_t len, unsigned char *dst, size_t cap)
+{
+    z_stream zs = {0};
+    deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+    zs.next_in = (Bytef *)src;
+    zs.avail_in = (uInt)len;
+    zs.next_out = dst;
+    zs.avail_out = (uInt)cap;
+    int rc = deflate(&zs, Z_FINISH);
+    TG_CHECK(rc == Z_STREAM_END);
+    size_t n = zs.total_out;
+    deflateEnd(&zs);
+    return n;
 }
 
 int tg_test_count_temps(const char *dir)

@@ -41,6 +41,9 @@ char *tg_test_mkdtemp(const char *file, int line, char *templ);
 /* "dir/name" in one of 8 static buffers used in turn: valid until 8 more
  * calls, so a few may stand in one call's arguments. One thread only. */
 char *tg_test_path(const char *dir, const char *name);
+/* src's len bytes gzipped into dst (cap bytes: a test failure when they do
+ * not hold it); the gzipped length. For readers of .gz files. */
+size_t tg_test_gzip(const void *src, size_t len, unsigned char *dst, size_t cap);
 /* How many files in dir have ".tmp." in their name: the temporary files an
  * atomic write (core/atomic_file.h) left behind. */
 int tg_test_count_temps(const char *dir);

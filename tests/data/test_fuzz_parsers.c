@@ -20,7 +20,6 @@
 #include "tg_test.h"
 
 #include <string.h>
-#include <zlib.h>
 
 #define MUTATIONS 3000
 #define FUZZ_MAX_INPUT 8192
@@ -291,20 +290,6 @@ static int check_idx(const unsigned char *buf, size_t len)
     return accepted;
 }
 
-static size_t gzip_mem(const void *src, size_t len, unsigned char *dst, size_t cap)
-{
-    z_stream zs = {0};
-    deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-    zs.next_in = (Bytef *)src;
-    zs.avail_in = (uInt)len;
-    zs.next_out = dst;
-    zs.avail_out = (uInt)cap;
-    deflate(&zs, Z_FINISH);
-    size_t n = zs.total_out;
-    deflateEnd(&zs);
-    return n;
-}
-
 static void test_fuzz_idx(void)
 {
     unsigned char img[16 + 60], lab[8 + 3], gz[512];
@@ -318,8 +303,8 @@ static void test_fuzz_idx(void)
     corpus c = {0};
     corpus_add(&c, img, sizeof img);
     corpus_add(&c, lab, sizeof lab);
-    corpus_add(&c, gz, gzip_mem(img, sizeof img, gz, sizeof gz));
-    corpus_add(&c, gz, gzip_mem(lab, sizeof lab, gz, sizeof gz));
+    corpus_add(&c, gz, tg_test_gzip(img, sizeof img, gz, sizeof gz));
+    corpus_add(&c, gz, tg_test_gzip(lab, sizeof lab, gz, sizeof gz));
     run_fuzz("idx", &c, FIELDS_IDX, check_idx, 2);
     corpus_free(&c);
 }

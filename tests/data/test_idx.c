@@ -56,22 +56,6 @@ static void write_file(const char *path, const void *data, size_t len, int gzip)
     }
 }
 
-/* gzip in memory. */
-static size_t gzip_mem(const void *src, size_t len, unsigned char *dst, size_t cap)
-{
-    z_stream zs = {0};
-    deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-    zs.next_in = (Bytef *)src;
-    zs.avail_in = (uInt)len;
-    zs.next_out = dst;
-    zs.avail_out = (uInt)cap;
-    int rc = deflate(&zs, Z_FINISH);
-    TG_CHECK(rc == Z_STREAM_END);
-    size_t n = zs.total_out;
-    deflateEnd(&zs);
-    return n;
-}
-
 static unsigned char img[64 * 1024], lab[1024], gz[80 * 1024];
 
 /* Loading must fail with `status` and a message holding `msg` and the name. */
@@ -128,7 +112,7 @@ static void test_valid_files(void)
     TG_CHECK_OK(tg_idx_parse(img, ni, "mem", TG_IDX_IMAGES, 0, &a));
     check_images(&a, 50, 28, 28);
     tg_idx_free(&a);
-    size_t ng = gzip_mem(img, ni, gz, sizeof gz);
+    size_t ng = tg_test_gzip(img, ni, gz, sizeof gz);
     TG_CHECK_OK(tg_idx_parse(gz, ng, "mem.gz", TG_IDX_IMAGES, 0, &a));
     check_images(&a, 50, 28, 28);
     tg_idx_free(&a);
@@ -199,7 +183,7 @@ static void test_huge_dims(void)
     set_be32(b + 4, 4000000);
     set_be32(b + 8, 28);
     set_be32(b + 12, 28);
-    size_t ng = gzip_mem(b, 16, gz, sizeof gz);
+    size_t ng = tg_test_gzip(b, 16, gz, sizeof gz);
     tg_alloc_reset_peak();
     int64_t base = tg_alloc_live_bytes();
     EXPECT_FAIL(tg_idx_parse(gz, ng, "h.gz", 3, 0, &a), TG_ERR_FORMAT,
@@ -234,7 +218,7 @@ static void test_truncated_and_trailing(void)
         EXPECT_FAIL(tg_idx_load(p, 3, 0, &a), TG_ERR_FORMAT, "empty file", p);
     }
     /* A compressed stream cut in the middle. */
-    size_t ng = gzip_mem(img, ni, gz, sizeof gz);
+    size_t ng = tg_test_gzip(img, ni, gz, sizeof gz);
     EXPECT_FAIL(tg_idx_parse(gz, ng / 2, "cut.gz", 3, 0, &a), TG_ERR_FORMAT, "truncated", "cut.gz");
     TG_CHECK(strstr(tg_error_message(), "cut short"));
     const char *p = tmp_path("cut.gz");
@@ -279,7 +263,7 @@ static void test_pair_mismatch_and_io(void)
 static void test_no_leaks_on_failure(void)
 {
     size_t ni = make_idx(img, 3, 10, 8, 8);
-    size_t ng = gzip_mem(img, ni, gz, sizeof gz);
+    size_t ng = tg_test_gzip(img, ni, gz, sizeof gz);
     int64_t live = tg_alloc_live_bytes();
     tg_idx a;
     for (size_t cut = 0; cut < ng; cut += 7)
