@@ -1,4 +1,5 @@
-/* tests/tg_test.c - test harness, gradient check and kernel check. */
+/* tests/tg_test.c - test harness, gradient check and kernel check, and the
+ * helpers several tests share (tg_test.h). */
 #include "backend/backend.h"
 #include "tg_test.h"
 

@@ -17,6 +17,14 @@
  *    every op's fast f32 kernel on `threads` threads and compares each node's
  *    output with the double reference, relative tolerance rtol.
  * Inputs are filled with U(-1, 1) for f32 and (7k+3) mod int_range for i32.
+ *  - tg_test_run_fast (exact values of the fast kernels alone),
+ *    TG_CHECK_REFUSED (a build refused with its message) and
+ *    TG_CHECK_PARAMS_MATCH (a session against the reference interpreter).
+ *
+ * And what several test files need: a path in a test's directory, its
+ * leftover temporary files, gzip in memory, a file's bytes, the opening of
+ * a test that trains on Fashion-MNIST. A helper a second test file would
+ * copy belongs here (or in tg_test_cli.h, tg_test_train.h).
  */
 #ifndef TG_TEST_H
 #define TG_TEST_H
