@@ -76,6 +76,32 @@ static AVX2 double exp_sum_avx2(const float *x, float *y, int64_t n, float sub)
     return sum;
 }
 
+/* The largest of x[0..n) and m, NaN skipped: max_ps(x, m) is x > m ? x : m,
+ * the scalar loop's test, so the result is the scalar loop's (a signed zero
+ * aside, which no softmax sees: x - (+0) and x - (-0) are equal). Four
+ * accumulators: one max's latency per 32 elements, not per element. */
+static AVX2 float max_avx2(const float *x, int64_t n, float m)
+{
+    __m256 a0 = _mm256_set1_ps(m), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_max_ps(_mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_max_ps(_mm256_loadu_ps(x + i), a0);
+    a0 = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, a0);
+    for (int k = 0; k < 8; k++)
+        m = lanes[k] > m ? lanes[k] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 /* Phi(x) for 8 floats, and (for the gradient) phi(x) = exp(-x^2/2)/sqrt(2 pi). */
 static inline AVX2 __m256 cdf8(__m256 x, __m256 *pdf)
 {
@@ -182,6 +208,17 @@ static bool use_avx2(void)
 #else
     return false;
 #endif
+}
+
+float tg_vmax(const float *x, int64_t n, float m)
+{
+#if defined(__x86_64__)
+    if (use_avx2())
+        return max_avx2(x, n, m);
+#endif
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
 }
 
 double tg_vexp_sum(const float *x, float *y, int64_t n, float sub)

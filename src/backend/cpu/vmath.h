@@ -13,6 +13,9 @@
 
 #include <stdint.h>
 
+/* The largest of m and x[0..n), NaN skipped (each step m = x > m ? x : m). */
+float tg_vmax(const float *x, int64_t n, float m);
+
 /* y[i] = exp(x[i] - sub); returns the sum of the y[i] (in double). y may be x. */
 double tg_vexp_sum(const float *x, float *y, int64_t n, float sub);
 
