@@ -2,10 +2,20 @@
  * family (ops/shape.c is what they are): RESHAPE's alias (nothing to do),
  * REDUCE_SUM through tg_sum_f32, TRANSPOSE over a merged view of the
  * permutation (in tiles when the innermost axis is strided), CONCAT, SLICE
- * and SLICE_BWD as row copies, over the device's pool. */
+ * and SLICE_BWD as row copies, over the device's pool.
+ *
+ * TRANSPOSE reads and writes an activation stored in bf16 as it is
+ * (transpose_reads_bf16): two-byte elements moved, where staging widened
+ * the whole tensor, moved four-byte ones and narrowed them back (the same
+ * bits: widening is exact and the narrowing gives the bits back); an
+ * input and output stored in different types convert element by element.
+ * In MiniLM's bf16 attention the head split and merge are four of them a
+ * layer. */
 #include "backend/backend.h"
 #include "ops/broadcast.h"
 #include "ops/shape.h"
+
+#include "core/bf16.h"
 
 #include <string.h>
 
@@ -130,15 +140,51 @@ static void transpose_tiles(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* Output rows [begin, end) from an input stored in the other type of f32
+ * and bf16 (j->es: the input's element size), converted element by
+ * element. */
+static void transpose_convert(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const transpose_job *j = ctx;
+    const perm_view *v = &j->v;
+    int last = v->nd - 1;
+    int64_t n = v->dim[last], st = v->stride[last];
+    for (int64_t r = begin; r < end; r++) {
+        int64_t off = view_offset(v, r, last);
+        for (int64_t q = 0; q < n; q++) {
+            int64_t i = off + q * st, o = r * n + q;
+            if (j->es == 2)
+                ((float *)j->out)[o] = tg_bf16_widen(((const uint16_t *)j->in)[i]);
+            else
+                ((uint16_t *)j->out)[o] = tg_bf16_narrow(((const float *)j->in)[i]);
+        }
+    }
+}
+
+/* An f32 value's transpose moves its elements as they are stored. */
+static bool transpose_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    return !blocked && node->dtype == TG_F32;
+}
+
 static void fwd_transpose(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    transpose_job j = {.in = a->in[0], .out = a->out, .es = tg_dtype_size(node->dtype)};
+    /* the engine passes the storage types only to a step that reads them
+     * itself (an f32 node: transpose_reads_bf16); else they read f32 */
+    bool f32 = node->dtype == TG_F32;
+    tg_dtype in_t = f32 ? a->in_type[0] : node->dtype, out_t = f32 ? a->out_type : node->dtype;
+    transpose_job j = {.in = a->in[0], .out = a->out, .es = tg_dtype_size(in_t)};
     perm_view_init(&j.v, node);
     int64_t n = tg_numel(node);
     if (n == 0)
         return;
     int nd = j.v.nd;
+    if (in_t != out_t) {
+        tg_par_for(a->pool, n / j.v.dim[nd - 1], n, transpose_convert, &j);
+        return;
+    }
     if (nd >= 2 && j.v.stride[nd - 1] != 1 && j.v.stride[nd - 2] == 1) {
         int64_t units =
             n / (j.v.dim[nd - 2] * j.v.dim[nd - 1]) * ((j.v.dim[nd - 2] + TILE - 1) / TILE);
@@ -234,7 +280,8 @@ const tg_kernel_def tg_cpu_kernel_RESHAPE = {.forward = fwd_alias};
 
 const tg_kernel_def tg_cpu_kernel_REDUCE_SUM = {.forward = fwd_reduce};
 
-const tg_kernel_def tg_cpu_kernel_TRANSPOSE = {.forward = fwd_transpose};
+const tg_kernel_def tg_cpu_kernel_TRANSPOSE = {.forward = fwd_transpose,
+                                               .reads_bf16 = transpose_reads_bf16};
 
 const tg_kernel_def tg_cpu_kernel_CONCAT = {.forward = fwd_concat};
 
