@@ -134,6 +134,16 @@ static void check_max(void)
         sp[i] = NAN;
     TG_CHECK(tg_vmax(sp, 40, -INFINITY) == -INFINITY);
     TG_CHECK(tg_vmax(sp, 0, 2.0f) == 2.0f);
+    /* tg_vscale: each element times the factor, the tail too */
+    for (int n = 0; n <= 19; n++) {
+        float y[19];
+        for (int i = 0; i < n; i++)
+            y[i] = (float)i - 3.5f;
+        tg_vscale(y, n, 0.3f);
+        for (int i = 0; i < n; i++)
+            if (y[i] != ((float)i - 3.5f) * 0.3f)
+                tg_test_fail(__FILE__, __LINE__, "scale of %d, element %d: %g", n, i, y[i]);
+    }
 }
 
 static void test_every_level(void)

@@ -36,9 +36,7 @@ static void row_softmax(const float *x, float *o, int64_t n)
     float m = tg_vmax(x, n, -INFINITY);
     if (m == -INFINITY)
         m = 0; /* an all -inf row has no mass: the result is NaN, as in PyTorch */
-    float inv = (float)(1.0 / tg_vexp_sum(x, o, n, m));
-    for (int64_t q = 0; q < n; q++)
-        o[q] *= inv;
+    tg_vscale(o, n, (float)(1.0 / tg_vexp_sum(x, o, n, m)));
 }
 
 typedef struct sm_job {
