@@ -8,14 +8,17 @@ On the shared machine wall time spreads by 30% and more between turns; the
 CPU time of the process per run (time.process_time) is what the load
 disturbs least (the caches it shares still count, so alternate). The text
 models' int64 token ids and attention mask are fed as bench/ort_infer.py
-feeds them. Each
-library runs in its own process, one after another, `--rounds` times
+feeds them. `onnxruntime` in place of a library times onnxruntime's CPU
+provider (f32) on the same file and inputs (at more than one thread its
+spinning pool threads count in its CPU time). Each library runs in its own process, one after another, `--rounds` times
 (A, B, ..., A, B, ...); each process builds the session, runs once, then
 `--runs` timed runs. One JSON line per library: [min-max] over the rounds
 of each round's median (and minimum), with the CPU model and ISA.
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
         --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
+    /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py --batch 8 \
+        --model build/bench-onnx/minilm_l6_s128.onnx build/libtilegraph.so onnxruntime
 """
 import argparse
 import json
@@ -31,9 +34,19 @@ CHILD = r'''
 import json, os, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from tilegraph.onnx_session import OnnxSession
 model, batch, runs, threads, precision = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
+if os.environ.get("TILEGRAPH_LIBRARY") == "onnxruntime":  # the yardstick, f32 on its CPU provider
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+    o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
+    class S:
+        run = staticmethod(lambda f: sess.run(None, f))
+    s = S()
+else:
+    from tilegraph.onnx_session import OnnxSession
+    s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
 import onnx
 g = np.random.default_rng(0)
 feeds = {}
@@ -64,7 +77,9 @@ print(json.dumps({"cpu_ms": [cpu[0] * 1e3, cpu[len(cpu) // 2] * 1e3],
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("libraries", nargs="+", help="paths of libtilegraph.so builds to compare")
+    ap.add_argument("libraries", nargs="+",
+                    help="paths of libtilegraph.so builds to compare ('onnxruntime': onnxruntime's "
+                         "CPU provider in f32 on the same file, --threads intra-op threads)")
     ap.add_argument("--model", required=True,
                     help="an ONNX file: float inputs get normal values, int64 ones token ids "
                          "(an input named *mask*: ones, the last eighth 0)")
@@ -75,7 +90,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     for lib in a.libraries:
-        if not os.path.isfile(lib):
+        if lib != "onnxruntime" and not os.path.isfile(lib):
             sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
     if not os.path.isfile(a.model):
         sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")
