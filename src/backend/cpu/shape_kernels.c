@@ -115,6 +115,16 @@ static void transpose_rows(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* One tile of elements of type T (the common sizes typed, so that the
+ * copy is a load and a store, not a call by size). */
+#define TILE_OF(T)                                                                                 \
+    for (int64_t i = i0; i < i1; i++) {                                                            \
+        T *d_ = (T *)(void *)dst + i * C;                                                          \
+        const T *s_ = (const T *)(const void *)src + i;                                            \
+        for (int64_t q = j0; q < j1; q++)                                                          \
+            d_[q] = s_[q * cs];                                                                    \
+    }
+
 /* Batched 2-D transpose (the second-innermost view dim is contiguous in the
  * input): TILE x TILE blocks so both sides stay in cache. Units are
  * (batch, row tile) pairs. */
@@ -133,9 +143,16 @@ static void transpose_tiles(void *ctx, int64_t begin, int64_t end, int t)
         char *dst = j->out + (size_t)(b * R * C) * es;
         for (int64_t j0 = 0; j0 < C; j0 += TILE) {
             int64_t j1 = j0 + TILE < C ? j0 + TILE : C;
-            for (int64_t i = i0; i < i1; i++)
-                for (int64_t q = j0; q < j1; q++)
-                    COPY_ELEM(dst + (size_t)(i * C + q) * es, src + (size_t)(i + q * cs) * es, es);
+            if (es == 4) {
+                TILE_OF(uint32_t);
+            } else if (es == 2) {
+                TILE_OF(uint16_t);
+            } else {
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t q = j0; q < j1; q++)
+                        COPY_ELEM(dst + (size_t)(i * C + q) * es, src + (size_t)(i + q * cs) * es,
+                                  es);
+            }
         }
     }
 }
