@@ -37,9 +37,11 @@
  * binary div post-op by the scalar (x / c, the step's f32 value) and a
  * binary add post-op reading the mask [B or 1, 1, 1 or M, N] broadcast over
  * the heads; the divisor a leaf of one element, the mask computed before
- * the product. oneDNN is asked whether it takes the chain (the plan hook,
- * with the plan's own options) before it is kept. Two passes over the
- * scores ([B, 12, 128, 128] per layer) go; in bf16 they were staged.
+ * the product. A batched product followed by the transpose that merges its
+ * heads back ([B, H, M, N] -> [B, M, H, N], p v before the output dense
+ * layer) writes the transpose's layout through its output's strides. oneDNN is asked whether it
+ * takes the chain (the plan hook, with the plan's own options) before it is kept. Two passes over
+ * the scores ([B, 12, 128, 128] per layer) go; in bf16 they were staged.
  *
  * The state this adds to tg_program is fused_into/fused_tail only (as for
  * the convolutions): which ops a chain holds is read back from them
@@ -53,6 +55,7 @@
 #include "backend/cpu/matmul_dnnl.h"
 #include "core/error.h"
 #include "ops/op.h"
+#include "ops/shape.h"
 
 /* next's input that is not t, when next reads t once of two inputs. */
 static const tg_tensor *other_input(const tg_tensor *next, const tg_tensor *t)
@@ -182,8 +185,24 @@ static bool scores_head(const tg_program *p, const tg_tensor *t)
     return stored(p, t) == TG_F32 || (stored(p, t) == TG_BF16 && tg_matmul_dnnl_reads_bf16(&o));
 }
 
-/* The scores' chain: division by a scalar, then a mask's add, each
- * optional. */
+/* The transpose merging a batched product's heads back, [B, H, M, N] ->
+ * [B, M, H, N], as t's only reader, stored as head, plain. */
+static bool merges_heads(const tg_program *p, const int *readers, const tg_tensor *head,
+                         const tg_tensor *t, const tg_tensor *next)
+{
+    if (!next || next->op != TG_OP_TRANSPOSE || next->n_in != 1 || next->in[0] != t ||
+        readers[t->id] != 1 || (t->flags & TG_NODE_OUTPUT) || t->shape.ndim != 4 ||
+        !plain_as(p, t, head) || !plain_as(p, next, head))
+        return false;
+    static const int perm[4] = {0, 2, 1, 3};
+    for (int d = 0; d < 4; d++)
+        if (tg_transpose_perm(next, d) != perm[d])
+            return false;
+    return true;
+}
+
+/* The scores' chain: division by a scalar, then a mask's add, then the
+ * heads merged back (p v's product), each optional. */
 static const tg_tensor *scores_tail(const tg_program *p, const int *readers, const int *reader,
                                     const tg_tensor *head)
 {
@@ -195,6 +214,8 @@ static const tg_tensor *scores_tail(const tg_program *p, const int *readers, con
         t = next, next = NEXT(t);
     if (joins(p, readers, head, t, next) && next->op == TG_OP_ADD &&
         is_mask(p, other_input(next, t), head))
+        t = next, next = NEXT(t);
+    if (merges_heads(p, readers, head, t, next))
         t = next;
 #undef NEXT
     return t;
@@ -271,6 +292,8 @@ bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_p
         const tg_tensor *m = chain[k], *other = other_input(m, prev);
         if (m->op == TG_OP_DIV)
             *bias = o->mm_scale = other; /* only in the scores' chain */
+        else if (m->op == TG_OP_TRANSPOSE)
+            o->mm_heads_out = true;
         else if (is_activation(m, prev))
             o->mm_act = m;
         else if (m->op == TG_OP_ADD && !o->mm_act && !*bias && is_bias(p, other, head))

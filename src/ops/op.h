@@ -137,6 +137,9 @@ typedef struct tg_plan_opts {
      * then the mask mm_mask added, broadcast over the heads
      * (in[TG_FUSE_IN_STATS + 1], mm_residual set); NULL where absent. */
     const tg_tensor *mm_scale, *mm_mask;
+    /* ... and, last, a batched product [B, H, M, N] written as its
+     * transpose [B, M, H, N] (attention's heads merged back: p v). */
+    bool mm_heads_out;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,

@@ -437,11 +437,13 @@ static void test_nan_passes(void)
     }
 }
 
-/* Attention's scores, softmax(q k^T / c + mask): the product computes the
+/* Attention's scores, softmax(q k^T / c + mask) v, the heads merged back:
+ * the product computes the
  * division by the scalar and the mask's add (broadcast over the heads:
  * [B, 1, 1, S], [1, 1, 1, S] or [B, 1, S, S], a leaf or computed; on
  * either side of the add) as post-ops, at batch 1 and 2 on 1 and 2 threads
- * (parts by heads, by samples). The same values as unfused within f32
+ * (parts by heads, by samples), and p v writes the merge's layout through
+ * its output's strides. The same values as unfused within f32
  * rounding; `check` passes every fused row and finds a fault put into the
  * product; a 32.bf16 program's scores fuse reading bf16 in place, within
  * bf16 rounding of f32, every row within tolerance. */
@@ -452,7 +454,7 @@ typedef struct scores_case {
 
 typedef struct scores_graph {
     tg_graph *g;
-    tg_tensor *q, *k, *m, *mm, *add, *y;
+    tg_tensor *q, *k, *v, *m, *mm, *add, *pv, *y;
 } scores_graph;
 
 static scores_graph scores_build(const scores_case *c)
@@ -466,15 +468,18 @@ static scores_graph scores_build(const scores_case *c)
     sg.q = tg_input(g, "q", TG_F32, qs);
     sg.k = tg_input(g, "k", TG_F32, qs);
     sg.m = tg_input(g, "mask", TG_F32, ms);
-    tg_tensor *q = sg.q, *k = sg.k, *m = sg.m;
+    sg.v = tg_input(g, "v", TG_F32, qs);
+    tg_tensor *q = sg.q, *k = sg.k, *m = sg.m, *v = sg.v;
     if (c->bf16) /* activations (stored in bf16), not f32 inputs */
-        q = tg_add(g, q, q), k = tg_add(g, k, k);
+        q = tg_add(g, q, q), k = tg_add(g, k, k), v = tg_add(g, v, v);
     if (c->computed_mask)
         m = tg_add(g, m, m);
     sg.mm = tg_matmul(g, q, k, false, true);
     tg_tensor *sc = tg_div(g, sg.mm, tg_constant(g, tg_shape1(1), sqrtf((float)c->d)));
     sg.add = c->mask_first ? tg_add(g, m, sc) : tg_add(g, sc, m);
-    sg.y = tg_softmax(g, sg.add, -1);
+    /* p v, its heads merged back: [B, H, S, d] -> [B, S, H, d] */
+    sg.pv = tg_matmul(g, tg_softmax(g, sg.add, -1), v, false, false);
+    sg.y = tg_transpose(g, sg.pv, (int[]){0, 2, 1, 3});
     tg_tensor_mark_output(sg.y);
     TG_CHECK_OK(tg_graph_status(g));
     return sg;
@@ -486,6 +491,7 @@ static void scores_run(tg_session *s, const scores_graph *sg, float *out)
     tg_rng_seed(&r, 3);
     write_random(s, sg->q, &r, 2);
     write_random(s, sg->k, &r, 2);
+    write_random(s, sg->v, &r, 1);
     int64_t n = tg_numel(sg->m);
     float *m = tg_malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; m && i < n; i++)
@@ -505,6 +511,8 @@ static void check_scores(const scores_case *c, const char *label)
     const tg_program *p = tg_session_program(f);
     if (!p || !p->fused_tail || p->fused_tail[tg_tensor_id(sg.mm)] != tg_tensor_id(sg.add))
         tg_test_fail(__FILE__, __LINE__, "%s: the division and the mask not fused", label);
+    else if (p->fused_tail[tg_tensor_id(sg.pv)] != tg_tensor_id(sg.y))
+        tg_test_fail(__FILE__, __LINE__, "%s: the heads' merge not fused", label);
     else if (c->bf16 && !p->plans[tg_tensor_id(sg.mm)].native_storage)
         tg_test_fail(__FILE__, __LINE__, "%s: not reading bf16 in place", label);
     int64_t n = tg_numel(sg.y);

@@ -175,7 +175,8 @@ static bool layout_of(const tg_tensor *node, int threads, mm_layout *l)
  * transposed) as 4-D operands, so that a mask [B or 1, 1, M or 1, N] added
  * by a post-op broadcasts over the heads (the 3-D form's batch B * H
  * cannot say that). Cut into the threads' parts by B, or by H at B = 1. */
-static bool scores_layout(const tg_tensor *node, const tg_tensor *mask, int threads, mm_layout *l)
+static bool scores_layout(const tg_tensor *node, const tg_tensor *mask, bool heads_out, int threads,
+                          mm_layout *l)
 {
     memset(l, 0, sizeof *l);
     tg_mm_dims d = tg_mm_dims_of(node);
@@ -192,10 +193,14 @@ static bool scores_layout(const tg_tensor *node, const tg_tensor *mask, int thre
         hp = H / l->parts;
     int64_t per = bp < B ? bp : hp; /* what one part's step crosses: samples or heads */
     int64_t a_unit = bp < B ? H * M * K : M * K, b_unit = bp < B ? H * K * N : K * N;
-    int64_t c_unit = bp < B ? H * M * N : M * N;
+    /* heads_out: C written as its transpose [B, M, H, N] (element (b, h,
+     * m, n) at ((b M + m) H + h) N + n): a head's part starts N on */
+    int64_t c_unit = bp < B ? H * M * N : heads_out ? N : M * N;
     dnnl_dims_t a = {bp, hp, M, K}, as = {H * M * K, M * K, d.ta ? 1 : K, d.ta ? M : 1};
     dnnl_dims_t b = {bp, hp, K, N}, bs = {H * K * N, K * N, d.tb ? 1 : N, d.tb ? K : 1};
     dnnl_dims_t c = {bp, hp, M, N}, cs = {H * M * N, M * N, N, 1};
+    if (heads_out)
+        cs[1] = N, cs[2] = H * N;
     memcpy(l->a, a, sizeof a), memcpy(l->as, as, sizeof as);
     memcpy(l->b, b, sizeof b), memcpy(l->bs, bs, sizeof bs);
     memcpy(l->c, c, sizeof c), memcpy(l->cs, cs, sizeof cs);
@@ -217,7 +222,7 @@ static bool scores_layout(const tg_tensor *node, const tg_tensor *mask, int thre
 bool tg_matmul_dnnl_scores(const tg_tensor *node, const tg_tensor *mask, int threads)
 {
     mm_layout l;
-    return tg_dnnl_mode_get() != TG_DNNL_NEVER && scores_layout(node, mask, threads, &l);
+    return tg_dnnl_mode_get() != TG_DNNL_NEVER && scores_layout(node, mask, false, threads, &l);
 }
 
 static size_t align64(size_t n)
@@ -389,7 +394,8 @@ static void name_kernel(const mm_state *st, const tg_plan_opts *o, const char *i
              : bf16                  ? " (f32: no bf16 arithmetic on this CPU)"
                                      : "",
              st->parts > 1 ? ", parts per thread" : "", st->cache ? ", weights packed" : "",
-             o->mm_act || o->mm_residual || o->mm_scale || st->bias_in == TG_FUSE_IN_STATS
+             o->mm_act || o->mm_residual || o->mm_scale || o->mm_heads_out ||
+                     st->bias_in == TG_FUSE_IN_STATS
                  ? ", fused"
                  : "");
 }
@@ -423,8 +429,9 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     for (int k = 0; k < node->n_in; k++)
         blocked |= opts->in_blocked[k];
     mm_layout l;
-    bool scores = opts->mm_scale || (opts->mm_residual && opts->mm_mask);
-    if (scores && (blocked || !scores_layout(node, opts->mm_mask, opts->n_threads, &l)))
+    bool scores = opts->mm_scale || (opts->mm_residual && opts->mm_mask) || opts->mm_heads_out;
+    if (scores &&
+        (blocked || !scores_layout(node, opts->mm_mask, opts->mm_heads_out, opts->n_threads, &l)))
         return tg_error(TG_ERR_INTERNAL, "fused with a scale or mask, but no 4-D oneDNN form");
     if (!scores && (blocked || !layout_of(node, opts->n_threads, &l))) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN form)", own);
@@ -436,7 +443,8 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
      * products) 1.3-2.6x OpenBLAS's sgemm, where oneDNN on B as the graph
      * holds it was not faster. */
     l.pack = tg_matmul_dnnl_packs(node, opts);
-    bool fused = opts->mm_bias || opts->mm_act || opts->mm_residual || opts->mm_scale;
+    bool fused =
+        opts->mm_bias || opts->mm_act || opts->mm_residual || opts->mm_scale || opts->mm_heads_out;
     if (fused && !l.pack && !scores)
         return tg_error(TG_ERR_INTERNAL, "fused with what follows it, but its weights not packed");
     l.bias |= opts->mm_bias;
