@@ -51,9 +51,7 @@
 #include "compile/layout.h"
 #include "compile/program.h"
 
-#include "backend/backend.h"
 #include "backend/cpu/matmul_dnnl.h"
-#include "core/error.h"
 #include "ops/op.h"
 #include "ops/shape.h"
 
@@ -221,24 +219,6 @@ static const tg_tensor *scores_tail(const tg_program *p, const int *readers, con
     return t;
 }
 
-/* Whether the plan hook takes head's chain, asked as the plan will ask it
- * (oneDNN implements binary post-ops for some kernels and broadcasts). */
-static bool oneDNN_takes(const tg_program *p, const tg_tensor *head)
-{
-    const tg_op_planner *def = tg_node_planner(head);
-    if (!def || !p->plan_kernels)
-        return true;
-    tg_plan_opts po;
-    bool fused, mm_fused, blocked;
-    tg_program_node_plan_opts(p, head, &po, &fused, &mm_fused, &blocked);
-    tg_kernel_plan plan = {0};
-    tg_status s = def->plan(head, &po, &plan);
-    if (plan.state)
-        def->plan_free(plan.state);
-    tg_error_clear();
-    return s == TG_OK && plan.state;
-}
-
 void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const int *reader)
 {
     const tg_graph *g = p->graph;
@@ -259,7 +239,7 @@ void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const
             p->fused_into[m->id] = head->id;
         }
         p->fused_tail[head->id] = tail->id;
-        if (scores && !oneDNN_takes(p, head)) {
+        if (scores && !tg_fuse_plan_takes(p, head)) {
             for (const tg_tensor *m = head; m != tail;) {
                 m = g->nodes[reader[m->id]];
                 p->fused_into[m->id] = -1;

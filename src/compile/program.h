@@ -469,6 +469,10 @@ struct tg_plan_opts; /* ops/op.h */
  * with its arrays made: readers[] counts each needed node's readings,
  * reader[] its sole reader (-1: none or several). */
 void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const int *reader);
+/* Whether node's plan hook, asked with the options the plan will give it
+ * (the chain fused_into/fused_tail now hold included), takes them
+ * (compile/fuse.c); true where no hook plans it. */
+bool tg_fuse_plan_takes(const tg_program *p, const tg_tensor *node);
 /* For a matmul computing a chain: the plan options saying what it computes
  * (o->mm_bias, mm_act, mm_residual), the bias and residual nodes (NULL where
  * absent); false (o untouched) for any other node. */
