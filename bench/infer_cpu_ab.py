@@ -6,14 +6,19 @@ package's dependencies); the tilegraph package is this checkout's python/.
 
 On the shared machine wall time spreads by 30% and more between turns; the
 CPU time of the process per run (time.process_time) is what the load
-disturbs least (the caches it shares still count, so alternate). Each
-library runs in its own process, one after another, `--rounds` times
+disturbs least (the caches it shares still count, so alternate). The text
+models' int64 token ids and attention mask are fed as bench/ort_infer.py
+feeds them. `onnxruntime` in place of a library times onnxruntime's CPU
+provider (f32) on the same file and inputs (at more than one thread its
+spinning pool threads count in its CPU time). Each library runs in its own process, one after another, `--rounds` times
 (A, B, ..., A, B, ...); each process builds the session, runs once, then
 `--runs` timed runs. One JSON line per library: [min-max] over the rounds
 of each round's median (and minimum), with the CPU model and ISA.
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
         --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
+    /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py --batch 8 \
+        --model build/bench-onnx/minilm_l6_s128.onnx build/libtilegraph.so onnxruntime
 """
 import argparse
 import json
@@ -29,13 +34,33 @@ CHILD = r'''
 import json, os, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from tilegraph.onnx_session import OnnxSession
 model, batch, runs, threads, precision = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
+if os.environ.get("TILEGRAPH_LIBRARY") == "onnxruntime":  # the yardstick, f32 on its CPU provider
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+    o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
+    class S:
+        run = staticmethod(lambda f: sess.run(None, f))
+    s = S()
+else:
+    from tilegraph.onnx_session import OnnxSession
+    s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
 import onnx
-inp = onnx.load(model, load_external_data=False).graph.input[0]
-dims = [batch] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
-feeds = {inp.name: np.random.default_rng(0).standard_normal(dims, dtype=np.float32)}
+g = np.random.default_rng(0)
+feeds = {}
+for inp in onnx.load(model, load_external_data=False).graph.input:
+    dims = [batch] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
+    kind = inp.type.tensor_type.elem_type
+    if kind == onnx.TensorProto.FLOAT:
+        feeds[inp.name] = g.standard_normal(dims, dtype=np.float32)
+    elif "mask" in inp.name:  # an attention mask: the last eighth padded, as bench/ort_infer.py's
+        m = np.ones(dims, np.bool_ if kind == onnx.TensorProto.BOOL else np.int64)
+        m[..., dims[-1] - dims[-1] // 8:] = 0
+        feeds[inp.name] = m
+    else:  # token ids
+        feeds[inp.name] = g.integers(100, 1000, dims).astype(np.int64)
 s.run(feeds)
 wall, cpu = [], []
 for _ in range(runs):
@@ -52,8 +77,12 @@ print(json.dumps({"cpu_ms": [cpu[0] * 1e3, cpu[len(cpu) // 2] * 1e3],
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("libraries", nargs="+", help="paths of libtilegraph.so builds to compare")
-    ap.add_argument("--model", required=True, help="an ONNX file with one float input")
+    ap.add_argument("libraries", nargs="+",
+                    help="paths of libtilegraph.so builds to compare ('onnxruntime': onnxruntime's "
+                         "CPU provider in f32 on the same file, --threads intra-op threads)")
+    ap.add_argument("--model", required=True,
+                    help="an ONNX file: float inputs get normal values, int64 ones token ids "
+                         "(an input named *mask*: ones, the last eighth 0)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--precision", default="32.32")
@@ -61,7 +90,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     for lib in a.libraries:
-        if not os.path.isfile(lib):
+        if lib != "onnxruntime" and not os.path.isfile(lib):
             sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
     if not os.path.isfile(a.model):
         sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")

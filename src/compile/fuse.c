@@ -228,12 +228,11 @@ static void keep_chain(tg_program *p, const tg_tensor *c, const tg_tensor *tail)
         p->fused_into[m->id] = c->id;
 }
 
-/* Whether c's plan hook takes the chain kept for it: oneDNN implements a
- * binary add post-op only for some of its kernels, and which ones depends
- * on the CPU (on an AVX2-only machine, not for a strided 1x1 convolution
- * on blocked operands), so it is asked, as the plan will ask it, with the
- * same options, rather than assumed. */
-static bool oneDNN_takes(const tg_program *p, const tg_tensor *c)
+/* oneDNN implements a binary post-op only for some of its kernels, and
+ * which ones depends on the CPU (on an AVX2-only machine, not for a
+ * strided 1x1 convolution on blocked operands), so the plan hook is asked,
+ * as the plan will ask it, with the same options, rather than assumed. */
+bool tg_fuse_plan_takes(const tg_program *p, const tg_tensor *c)
 {
     const tg_op_planner *def = tg_node_planner(c);
     if (!def || !p->plan_kernels)
@@ -272,7 +271,7 @@ tg_status tg_fuse_decide(tg_program *p, const bool *needed)
             continue;
         const tg_tensor *tail = chain_tail(p, readers, reader, c);
         keep_chain(p, c, tail);
-        if (tg_fuse_conv_add(p, c) && !oneDNN_takes(p, c)) {
+        if (tg_fuse_conv_add(p, c) && !tg_fuse_plan_takes(p, c)) {
             /* the chain up to the node before the add, the add and the
              * activation after it unfused */
             const tg_tensor *add = tg_fuse_conv_add(p, c);

@@ -32,6 +32,17 @@
  * `tilegraph check` compares the last fused value with the reference kernels
  * chained on the product's inputs (runtime/verify.c).
  *
+ * Attention's scores, q k^T (a batched 4-D product, no weights), compute
+ * the division by sqrt(d) and the mask's add after them the same way: a
+ * binary div post-op by the scalar (x / c, the step's f32 value) and a
+ * binary add post-op reading the mask [B or 1, 1, 1 or M, N] broadcast over
+ * the heads; the divisor a leaf of one element, the mask computed before
+ * the product. A batched product followed by the transpose that merges its
+ * heads back ([B, H, M, N] -> [B, M, H, N], p v before the output dense
+ * layer) writes the transpose's layout through its output's strides. oneDNN is asked whether it
+ * takes the chain (the plan hook, with the plan's own options) before it is kept. Two passes over
+ * the scores ([B, 12, 128, 128] per layer) go; in bf16 they were staged.
+ *
  * The state this adds to tg_program is fused_into/fused_tail only (as for
  * the convolutions): which ops a chain holds is read back from them
  * (tg_fuse_matmul_opts), and its step's extra inputs are the bias at
@@ -42,6 +53,7 @@
 
 #include "backend/cpu/matmul_dnnl.h"
 #include "ops/op.h"
+#include "ops/shape.h"
 
 /* next's input that is not t, when next reads t once of two inputs. */
 static const tg_tensor *other_input(const tg_tensor *next, const tg_tensor *t)
@@ -132,14 +144,93 @@ static const tg_tensor *chain_tail(const tg_program *p, const int *readers, cons
     return t;
 }
 
+/* The divisor of attention's scores: a leaf of one element, stored in f32
+ * or as the product head. */
+static bool is_scale(const tg_program *p, const tg_tensor *next, const tg_tensor *t,
+                     const tg_tensor *head)
+{
+    const tg_tensor *c =
+        next->op == TG_OP_DIV && next->n_in == 2 && next->in[0] == t && next->in[1] != t
+            ? next->in[1]
+            : NULL;
+    return c && c->n_in == 0 && c->op != TG_OP_INPUT && c->dtype == TG_F32 && tg_numel(c) == 1 &&
+           (stored(p, c) == TG_F32 || stored(p, c) == stored(p, head));
+}
+
+/* A mask added to attention's scores: a leaf or computed before them, f32
+ * stored in f32 or as they are, plain, in a shape their 4-D product
+ * broadcasts (matmul_dnnl.c). */
+static bool is_mask(const tg_program *p, const tg_tensor *m, const tg_tensor *head)
+{
+    return m && (m->n_in == 0 || m->id < head->id) && m->dtype == TG_F32 &&
+           (stored(p, m) == TG_F32 || stored(p, m) == stored(p, head)) &&
+           !(p->layout && (p->layout[m->id] & TG_LAYOUT_BLOCKED)) &&
+           !tg_shape_equal(m->shape, head->shape) &&
+           tg_matmul_dnnl_scores(head, m, p->plan_threads);
+}
+
+/* A product of attention's scores: batched 4-D, no constant operand, its
+ * values stored in f32 or in bf16 read in place. */
+static bool scores_head(const tg_program *p, const tg_tensor *t)
+{
+    if (t->op != TG_OP_MATMUL || t->dtype != TG_F32 || t->shape.ndim != 4 ||
+        (p->layout && (p->layout[t->id] & TG_LAYOUT_BLOCKED)) ||
+        !tg_matmul_dnnl_scores(t, NULL, p->plan_threads))
+        return false;
+    tg_plan_opts o;
+    tg_program_plan_opts(p, t, &o);
+    o.inference = true;
+    return stored(p, t) == TG_F32 || (stored(p, t) == TG_BF16 && tg_matmul_dnnl_reads_bf16(&o));
+}
+
+/* The transpose merging a batched product's heads back, [B, H, M, N] ->
+ * [B, M, H, N], as t's only reader, stored as head, plain. */
+static bool merges_heads(const tg_program *p, const int *readers, const tg_tensor *head,
+                         const tg_tensor *t, const tg_tensor *next)
+{
+    if (!next || next->op != TG_OP_TRANSPOSE || next->n_in != 1 || next->in[0] != t ||
+        readers[t->id] != 1 || (t->flags & TG_NODE_OUTPUT) || t->shape.ndim != 4 ||
+        !plain_as(p, t, head) || !plain_as(p, next, head))
+        return false;
+    static const int perm[4] = {0, 2, 1, 3};
+    for (int d = 0; d < 4; d++)
+        if (tg_transpose_perm(next, d) != perm[d])
+            return false;
+    return true;
+}
+
+/* The scores' chain: division by a scalar, then a mask's add, then the
+ * heads merged back (p v's product), each optional. */
+static const tg_tensor *scores_tail(const tg_program *p, const int *readers, const int *reader,
+                                    const tg_tensor *head)
+{
+    const tg_graph *g = p->graph;
+    const tg_tensor *t = head, *next;
+#define NEXT(x) (reader[(x)->id] >= 0 ? g->nodes[reader[(x)->id]] : NULL)
+    next = NEXT(t);
+    if (joins(p, readers, head, t, next) && is_scale(p, next, t, head))
+        t = next, next = NEXT(t);
+    if (joins(p, readers, head, t, next) && next->op == TG_OP_ADD &&
+        is_mask(p, other_input(next, t), head))
+        t = next, next = NEXT(t);
+    if (merges_heads(p, readers, head, t, next))
+        t = next;
+#undef NEXT
+    return t;
+}
+
 void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const int *reader)
 {
     const tg_graph *g = p->graph;
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *head = g->nodes[i];
-        if (!needed[i] || p->fused_into[i] >= 0 || !head_fuses(p, head))
+        if (!needed[i] || p->fused_into[i] >= 0)
             continue;
-        const tg_tensor *tail = chain_tail(p, readers, reader, head);
+        bool scores = !head_fuses(p, head);
+        if (scores && !scores_head(p, head))
+            continue;
+        const tg_tensor *tail =
+            scores ? scores_tail(p, readers, reader, head) : chain_tail(p, readers, reader, head);
         if (tail == head)
             continue;
         /* each next node is its predecessor's sole reader */
@@ -148,6 +239,13 @@ void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const
             p->fused_into[m->id] = head->id;
         }
         p->fused_tail[head->id] = tail->id;
+        if (scores && !tg_fuse_plan_takes(p, head)) {
+            for (const tg_tensor *m = head; m != tail;) {
+                m = g->nodes[reader[m->id]];
+                p->fused_into[m->id] = -1;
+            }
+            p->fused_tail[head->id] = -1;
+        }
     }
 }
 
@@ -172,13 +270,20 @@ bool tg_fuse_matmul_opts(const tg_program *p, const tg_tensor *head, struct tg_p
     int n = chain_of(p, head, chain);
     for (int k = 0; k < n; prev = chain[k++]) {
         const tg_tensor *m = chain[k], *other = other_input(m, prev);
-        if (is_activation(m, prev))
+        if (m->op == TG_OP_DIV)
+            *bias = o->mm_scale = other; /* only in the scores' chain */
+        else if (m->op == TG_OP_TRANSPOSE)
+            o->mm_heads_out = true;
+        else if (is_activation(m, prev))
             o->mm_act = m;
         else if (m->op == TG_OP_ADD && !o->mm_act && !*bias && is_bias(p, other, head))
             *bias = other, o->mm_bias = true;
         else
             *residual = other, o->mm_residual = true;
     }
+    /* a residual of another shape is the scores' mask, broadcast */
+    if (*residual && !tg_shape_equal((*residual)->shape, head->shape))
+        o->mm_mask = *residual;
     return true;
 }
 

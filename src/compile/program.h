@@ -304,9 +304,12 @@ size_t tg_program_kept_bytes(const tg_program *p, int d);
  * be blocked, the layout recomputed at load; 5: transfers may move inside a
  * pass, ParallelIPU; 6: the running statistics region; 7: the inference
  * fusion, fused_into and fused_tail; 8: a step's unused fused-input slots
- * are -1, and a convolution's step may read the residual it adds). Written
- * and read in compile/executable_file.c. */
-#define TG_EXECUTABLE_FORMAT_VERSION 8u
+ * are -1, and a convolution's step may read the residual it adds; 9: a
+ * batched product's step may read the divisor and the mask it applies,
+ * attention's scores, and write its heads merged, so the same graph's
+ * inference program differs from an 8's). Written and read in
+ * compile/executable_file.c. */
+#define TG_EXECUTABLE_FORMAT_VERSION 9u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per
@@ -469,6 +472,10 @@ struct tg_plan_opts; /* ops/op.h */
  * with its arrays made: readers[] counts each needed node's readings,
  * reader[] its sole reader (-1: none or several). */
 void tg_fuse_matmul(tg_program *p, const bool *needed, const int *readers, const int *reader);
+/* Whether node's plan hook, asked with the options the plan will give it
+ * (the chain fused_into/fused_tail now hold included), takes them
+ * (compile/fuse.c); true where no hook plans it. */
+bool tg_fuse_plan_takes(const tg_program *p, const tg_tensor *node);
 /* For a matmul computing a chain: the plan options saying what it computes
  * (o->mm_bias, mm_act, mm_residual), the bias and residual nodes (NULL where
  * absent); false (o untouched) for any other node. */

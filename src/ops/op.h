@@ -132,6 +132,14 @@ typedef struct tg_plan_opts {
      * shape added (in[TG_FUSE_IN_STATS + 1]). */
     bool mm_bias, mm_residual;
     const tg_tensor *mm_act;
+    /* ... or, attention's scores (a batched product, no bias, no
+     * activation): divided by the scalar mm_scale (in[TG_FUSE_IN_STATS]),
+     * then the mask mm_mask added, broadcast over the heads
+     * (in[TG_FUSE_IN_STATS + 1], mm_residual set); NULL where absent. */
+    const tg_tensor *mm_scale, *mm_mask;
+    /* ... and, last, a batched product [B, H, M, N] written as its
+     * transpose [B, M, H, N] (attention's heads merged back: p v). */
+    bool mm_heads_out;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,

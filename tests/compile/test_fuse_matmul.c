@@ -437,6 +437,126 @@ static void test_nan_passes(void)
     }
 }
 
+/* Attention's scores, softmax(q k^T / c + mask) v, the heads merged back:
+ * the product computes the
+ * division by the scalar and the mask's add (broadcast over the heads:
+ * [B, 1, 1, S], [1, 1, 1, S] or [B, 1, S, S], a leaf or computed; on
+ * either side of the add) as post-ops, at batch 1 and 2 on 1 and 2 threads
+ * (parts by heads, by samples), and p v writes the merge's layout through
+ * its output's strides. The same values as unfused within f32
+ * rounding; `check` passes every fused row and finds a fault put into the
+ * product; a 32.bf16 program's scores fuse reading bf16 in place, within
+ * bf16 rounding of f32, every row within tolerance. */
+typedef struct scores_case {
+    int B, H, S, d, mask_kind, threads;
+    bool computed_mask, mask_first, bf16;
+} scores_case;
+
+typedef struct scores_graph {
+    tg_graph *g;
+    tg_tensor *q, *k, *v, *m, *mm, *add, *pv, *y;
+} scores_graph;
+
+static scores_graph scores_build(const scores_case *c)
+{
+    scores_graph sg = {.g = tg_graph_create()};
+    tg_graph *g = sg.g;
+    tg_shape qs = tg_shape4(c->B, c->H, c->S, c->d);
+    tg_shape ms = c->mask_kind == 0   ? tg_shape4(c->B, 1, 1, c->S)
+                  : c->mask_kind == 1 ? tg_shape4(1, 1, 1, c->S)
+                                      : tg_shape4(c->B, 1, c->S, c->S);
+    sg.q = tg_input(g, "q", TG_F32, qs);
+    sg.k = tg_input(g, "k", TG_F32, qs);
+    sg.m = tg_input(g, "mask", TG_F32, ms);
+    sg.v = tg_input(g, "v", TG_F32, qs);
+    tg_tensor *q = sg.q, *k = sg.k, *m = sg.m, *v = sg.v;
+    if (c->bf16) /* activations (stored in bf16), not f32 inputs */
+        q = tg_add(g, q, q), k = tg_add(g, k, k), v = tg_add(g, v, v);
+    if (c->computed_mask)
+        m = tg_add(g, m, m);
+    sg.mm = tg_matmul(g, q, k, false, true);
+    tg_tensor *sc = tg_div(g, sg.mm, tg_constant(g, tg_shape1(1), sqrtf((float)c->d)));
+    sg.add = c->mask_first ? tg_add(g, m, sc) : tg_add(g, sc, m);
+    /* p v, its heads merged back: [B, H, S, d] -> [B, S, H, d] */
+    sg.pv = tg_matmul(g, tg_softmax(g, sg.add, -1), v, false, false);
+    sg.y = tg_transpose(g, sg.pv, (int[]){0, 2, 1, 3});
+    tg_tensor_mark_output(sg.y);
+    TG_CHECK_OK(tg_graph_status(g));
+    return sg;
+}
+
+static void scores_run(tg_session *s, const scores_graph *sg, float *out)
+{
+    tg_rng r;
+    tg_rng_seed(&r, 3);
+    write_random(s, sg->q, &r, 2);
+    write_random(s, sg->k, &r, 2);
+    write_random(s, sg->v, &r, 1);
+    int64_t n = tg_numel(sg->m);
+    float *m = tg_malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; m && i < n; i++)
+        m[i] = tg_rng_uniform(&r) < 0.25 ? -50.0f : 0.0f; /* (the bf16 fault: +256) */
+    TG_CHECK_OK(tg_session_write(s, sg->m, m, (size_t)n * sizeof(float)));
+    tg_free(m);
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, sg->y, out, (size_t)tg_numel(sg->y) * sizeof(float)));
+}
+
+static void check_scores(const scores_case *c, const char *label)
+{
+    scores_graph sg = scores_build(c);
+    tg_session *f =
+        c->bf16 ? open_bf16(sg.g, c->threads, true) : tg_fuse_test_open(sg.g, c->threads, true);
+    tg_session *u = tg_fuse_test_open(sg.g, c->threads, false);
+    const tg_program *p = tg_session_program(f);
+    if (!p || !p->fused_tail || p->fused_tail[tg_tensor_id(sg.mm)] != tg_tensor_id(sg.add))
+        tg_test_fail(__FILE__, __LINE__, "%s: the division and the mask not fused", label);
+    else if (p->fused_tail[tg_tensor_id(sg.pv)] != tg_tensor_id(sg.y))
+        tg_test_fail(__FILE__, __LINE__, "%s: the heads' merge not fused", label);
+    else if (c->bf16 && !p->plans[tg_tensor_id(sg.mm)].native_storage)
+        tg_test_fail(__FILE__, __LINE__, "%s: not reading bf16 in place", label);
+    int64_t n = tg_numel(sg.y);
+    float *yf = tg_malloc((size_t)n * sizeof(float)), *yu = tg_malloc((size_t)n * sizeof(float));
+    scores_run(f, &sg, yf);
+    scores_run(u, &sg, yu);
+    double d = tg_fuse_test_difference(yf, yu, n);
+    if (!(d <= (c->bf16 ? 0.05 : 1e-6)))
+        tg_test_fail(__FILE__, __LINE__, "%s: fused %.3g from unfused f32", label, d);
+    for (int fault = 0; fault <= 1; fault++) {
+        TG_CHECK_OK(tg_session_verify_next_run(f));
+        tg_verify_test_fault_node = fault ? tg_tensor_id(sg.mm) : -1;
+        tg_verify_test_fault_from = 0;
+        scores_run(f, &sg, yf);
+        tg_verify_test_fault_node = -1;
+        tg_fuse_test_rows(f, "fused: matmul", fault, label);
+    }
+    tg_free(yf), tg_free(yu);
+    tg_session_destroy(f), tg_session_destroy(u);
+    tg_graph_destroy(sg.g);
+}
+
+static void test_scores_fused(void)
+{
+    bool has_bf16 = tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+    int k = 0;
+    for (int B = 1; B <= 2; B++)
+        for (int threads = 1; threads <= 2; threads++)
+            for (int kind = 0; kind < 3; kind++, k++) {
+                scores_case c = {B,       4,          8 + 3 * kind, 16,   kind,
+                                 threads, k % 2 == 1, k % 3 == 2,   false};
+                char label[96];
+                snprintf(label, sizeof label, "scores B %d, mask kind %d, %d threads%s%s", B, kind,
+                         threads, c.computed_mask ? ", mask computed" : "",
+                         c.mask_first ? ", mask first" : "");
+                check_scores(&c, label);
+                if (has_bf16 && kind == 0) {
+                    c.bf16 = true;
+                    strcat(label, ", 32.bf16");
+                    check_scores(&c, label);
+                }
+            }
+}
+
 int main(void)
 {
     TG_RUN(test_random_chains_match_unfused);
@@ -445,5 +565,6 @@ int main(void)
     TG_RUN(test_bf16_operands_in_place);
     TG_RUN(test_bf16_chains_fused);
     TG_RUN(test_nan_passes);
+    TG_RUN(test_scores_fused);
     return tg_test_finish();
 }

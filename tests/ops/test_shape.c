@@ -2,6 +2,8 @@
  * SLICE / SLICE_BWD, REDUCE_SUM and reduce_mean: gradients, fast kernels
  * against the reference at 1 and 2 threads, exact values and build errors. */
 #include "backend/backend.h"
+#include "core/bf16.h"
+#include "core/pool.h"
 #include "tg_test.h"
 
 #include "ops/op.h"
@@ -414,6 +416,61 @@ static void test_int_data(void)
     tg_graph_destroy(g);
 }
 
+/* A transpose of an f32 value stored in bf16 moves the two-byte elements
+ * as they are (backend/cpu/shape_kernels.c): every permutation of a
+ * [3, 5, 4, 2] tensor (both tiled and row paths), bf16 in and out; and
+ * an input and output stored in different types convert (widen exactly,
+ * narrow as tg_f32_to_bf16 rounds). */
+static void test_transpose_bf16(void)
+{
+    static const int perms[][4] = {{0, 2, 1, 3}, {0, 1, 3, 2}, {3, 2, 1, 0},
+                                   {0, 2, 3, 1}, {1, 0, 2, 3}, {0, 1, 2, 3}};
+    enum { N = 3 * 5 * 4 * 2 };
+    uint16_t in16[N], out16[N];
+    float in32[N], out32[N], want[N];
+    for (int i = 0; i < N; i++) {
+        in32[i] = (float)i * 1.00390625f - 7.0f; /* not all exact in bf16 */
+        in16[i] = tg_f32_to_bf16(in32[i]);
+    }
+    const tg_kernel_def *k = tg_backend_cpu.kernel(TG_OP_TRANSPOSE);
+    for (size_t pi = 0; pi < sizeof perms / sizeof *perms; pi++)
+        for (int threads = 1; threads <= 2; threads++) {
+            tg_graph *g = tg_graph_create();
+            tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(3, 5, 4, 2));
+            tg_tensor *t = tg_transpose(g, x, perms[pi]);
+            TG_CHECK_OK(tg_graph_status(g));
+            TG_CHECK(tg_op_reads_bf16(t, false));
+            tg_pool *pool = tg_pool_create(threads);
+            tg_kernel_args a = {.node = t, .in = {in32}, .out = want, .pool = pool};
+            k->forward(&a); /* f32: the reference order */
+            a = (tg_kernel_args){.node = t, .in = {in16}, .out = out16, .pool = pool};
+            a.in_type[0] = a.out_type = TG_BF16;
+            k->forward(&a);
+            a.out = out32, a.out_type = TG_F32; /* bf16 in, f32 out */
+            k->forward(&a);
+            for (int i = 0; i < N; i++) {
+                uint16_t w = tg_f32_to_bf16(want[i]);
+                if (out16[i] != w || out32[i] != tg_bf16_to_f32(w)) {
+                    tg_test_fail(__FILE__, __LINE__,
+                                 "perm %zu, element %d: 0x%04x and %g, want 0x%04x", pi, i,
+                                 out16[i], out32[i], w);
+                    break;
+                }
+            }
+            a = (tg_kernel_args){.node = t, .in = {in32}, .out = out16, .pool = pool};
+            a.in_type[0] = TG_F32, a.out_type = TG_BF16; /* f32 in, bf16 out */
+            k->forward(&a);
+            for (int i = 0; i < N; i++)
+                if (out16[i] != tg_f32_to_bf16(want[i])) {
+                    tg_test_fail(__FILE__, __LINE__, "perm %zu, f32 in, element %d: 0x%04x", pi, i,
+                                 out16[i]);
+                    break;
+                }
+            tg_pool_destroy(pool);
+            tg_graph_destroy(g);
+        }
+}
+
 int main(void)
 {
     TG_RUN(test_reshape_flatten);
@@ -424,5 +481,6 @@ int main(void)
     TG_RUN(test_reduce);
     TG_RUN(test_errors);
     TG_RUN(test_int_data);
+    TG_RUN(test_transpose_bf16);
     return tg_test_finish();
 }

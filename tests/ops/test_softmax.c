@@ -9,6 +9,10 @@
 #include "ops/unary.h"
 #include "runtime/interp.h"
 
+#include "core/bf16.h"
+
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -102,6 +106,80 @@ static void test_values(void)
     tg_graph_destroy(g);
 }
 
+/* Softmax over the last axis read and written in bf16 in place
+ * (backend/cpu/softmax_kernels.c) has the bits of staging: the whole tensor
+ * widened, the f32 kernel, rounded back; rows of lengths around the 16-wide
+ * conversions, a row of NaN, of -inf, of huge logits, on 1 and 2 threads,
+ * bf16 in and out, and each side alone. */
+static void check_bf16_rows(int64_t rows, int64_t len, tg_pool *pool)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(rows, len));
+    tg_tensor *s = tg_softmax(g, x, -1);
+    TG_CHECK_OK(tg_graph_status(g));
+    TG_CHECK(tg_op_reads_bf16(s, false));
+    int64_t n = rows * len;
+    uint16_t *xb = malloc((size_t)n * 2), *ob = malloc((size_t)n * 2);
+    float *xf = malloc((size_t)n * 4), *of = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+    TG_CHECK(xb && ob && xf && of && got);
+    uint64_t r = (uint64_t)(rows * 1000 + len);
+    for (int64_t i = 0; xb && i < n; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        xb[i] = tg_f32_to_bf16((float)((r >> 40) % 2001) / 100.0f - 10.0f);
+    }
+    for (int64_t i = 0; rows >= 3 && i < len; i++) {
+        xb[i] = tg_f32_to_bf16(i % 3 ? NAN : 1.0f);                 /* row 0: NaN */
+        xb[len + i] = tg_f32_to_bf16(-INFINITY);                    /* row 1: no mass */
+        xb[2 * len + i] = tg_f32_to_bf16(3e38f - (float)i * 1e36f); /* row 2: huge */
+    }
+    for (int64_t i = 0; xb && xf && i < n; i++)
+        xf[i] = tg_bf16_to_f32(xb[i]);
+    const tg_kernel_def *k = tg_backend_cpu.kernel(TG_OP_SOFTMAX);
+    if (xb && ob && xf && of && got) {
+        tg_kernel_args a = {.node = s, .in = {xf}, .out = of, .pool = pool};
+        k->forward(&a); /* the staged path's f32 kernel */
+        for (int side = 0; side < 3; side++) {
+            bool in16 = side != 2, out16 = side != 1;
+            a = (tg_kernel_args){.node = s, .pool = pool};
+            a.in[0] = in16 ? (void *)xb : (void *)xf, a.in_type[0] = in16 ? TG_BF16 : TG_F32;
+            a.out = out16 ? (void *)ob : (void *)got, a.out_type = out16 ? TG_BF16 : TG_F32;
+            k->forward(&a);
+            for (int64_t i = 0; i < n; i++) {
+                float want = out16 ? tg_bf16_to_f32(tg_f32_to_bf16(of[i])) : of[i];
+                float v = out16 ? tg_bf16_to_f32(ob[i]) : got[i];
+                if (memcmp(&v, &want, 4) && !(isnan(v) && isnan(want))) {
+                    tg_test_fail(__FILE__, __LINE__,
+                                 "softmax %lldx%lld (bf16 in %d, out %d), element %lld: %.9g, "
+                                 "want %.9g",
+                                 (long long)rows, (long long)len, in16, out16, (long long)i, v,
+                                 want);
+                    break;
+                }
+            }
+        }
+    }
+    free(xb), free(ob), free(xf), free(of), free(got);
+    tg_graph_destroy(g);
+}
+
+static void test_bf16_in_place(void)
+{
+    static const int64_t lens[] = {1, 15, 16, 17, 33, 128, 300};
+    for (int threads = 1; threads <= 2; threads++) {
+        tg_pool *pool = tg_pool_create(threads);
+        for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+            check_bf16_rows(7, lens[l], pool);
+        tg_pool_destroy(pool);
+    }
+    /* a middle axis, or a row longer than the stack's, is staged */
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape2(3, 5000));
+    TG_CHECK(!tg_op_reads_bf16(tg_softmax(g, x, 0), false));
+    TG_CHECK(!tg_op_reads_bf16(tg_softmax(g, x, 1), false));
+    TG_CHECK(!tg_op_reads_bf16(tg_log_softmax(g, x, 1), false));
+    tg_graph_destroy(g);
+}
+
 static void test_errors(void)
 {
     tg_graph *g = tg_graph_create();
@@ -130,6 +208,7 @@ int main(void)
 {
     TG_RUN(test_values);
     TG_RUN(test_errors);
+    TG_RUN(test_bf16_in_place);
     TG_RUN(test_gradcheck);
     TG_RUN(test_kernels);
     return tg_test_finish();

@@ -76,6 +76,12 @@ typedef struct mm_state {
     int residual_po;
     dnnl_memory_desc_t res_md;
     size_t res_size;
+    int64_t res_step; /* elements from one part's residual (or mask) to the next's */
+    /* A scores product's divisor (a binary div post-op by a scalar) from
+     * in[TG_FUSE_IN_STATS], in its stored type; its post-op index */
+    bool scale;
+    int scale_po;
+    dnnl_memory_desc_t scale_md;
 } mm_state;
 
 /* One part's operands as oneDNN sees them (dims and strides in floats). */
@@ -88,7 +94,11 @@ typedef struct mm_layout {
     bool pack; /* B constant: the primitive picks its layout (format any) */
     /* the operands' types as stored: f32, or bf16 read in place (a bf16
      * program on a CPU with bf16 arithmetic); res_dt a fused residual's */
-    dnnl_data_type_t a_dt, b_dt, c_dt, bias_dt, res_dt;
+    dnnl_data_type_t a_dt, b_dt, c_dt, bias_dt, res_dt, scale_dt;
+    /* a fused residual's (or attention mask's) dims and strides, and the
+     * elements from one part's to the next's */
+    dnnl_dims_t r, rs;
+    int64_t r_step;
 } mm_layout;
 
 static int split(int64_t n, int threads)
@@ -161,25 +171,91 @@ static bool layout_of(const tg_tensor *node, int threads, mm_layout *l)
     return true;
 }
 
+/* Attention's scores, [B, H, M, K] x [B, H, K, N] (both batched, either
+ * transposed) as 4-D operands, so that a mask [B or 1, 1, M or 1, N] added
+ * by a post-op broadcasts over the heads (the 3-D form's batch B * H
+ * cannot say that). Cut into the threads' parts by B, or by H at B = 1. */
+static bool scores_layout(const tg_tensor *node, const tg_tensor *mask, bool heads_out, int threads,
+                          mm_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    tg_mm_dims d = tg_mm_dims_of(node);
+    if (node->op != TG_OP_MATMUL || node->shape.ndim != 4 || d.sum || !d.a_batched ||
+        !d.b_batched || d.M == 0 || d.N == 0 || d.K == 0 || d.batch == 0)
+        return false;
+    int64_t B = node->shape.dim[0], H = node->shape.dim[1], M = d.M, N = d.N, K = d.K;
+    int64_t bp = B, hp = H;
+    l->nd = 4;
+    l->parts = split(B, threads);
+    if (l->parts > 1)
+        bp = B / l->parts;
+    else if (B == 1 && (l->parts = split(H, threads)) > 1)
+        hp = H / l->parts;
+    int64_t per = bp < B ? bp : hp; /* what one part's step crosses: samples or heads */
+    int64_t a_unit = bp < B ? H * M * K : M * K, b_unit = bp < B ? H * K * N : K * N;
+    /* heads_out: C written as its transpose [B, M, H, N] (element (b, h,
+     * m, n) at ((b M + m) H + h) N + n): a head's part starts N on */
+    int64_t c_unit = bp < B ? H * M * N : heads_out ? N : M * N;
+    dnnl_dims_t a = {bp, hp, M, K}, as = {H * M * K, M * K, d.ta ? 1 : K, d.ta ? M : 1};
+    dnnl_dims_t b = {bp, hp, K, N}, bs = {H * K * N, K * N, d.tb ? 1 : N, d.tb ? K : 1};
+    dnnl_dims_t c = {bp, hp, M, N}, cs = {H * M * N, M * N, N, 1};
+    if (heads_out)
+        cs[1] = N, cs[2] = H * N;
+    memcpy(l->a, a, sizeof a), memcpy(l->as, as, sizeof as);
+    memcpy(l->b, b, sizeof b), memcpy(l->bs, bs, sizeof bs);
+    memcpy(l->c, c, sizeof c), memcpy(l->cs, cs, sizeof cs);
+    l->a_step = per * a_unit, l->b_step = per * b_unit, l->c_step = per * c_unit;
+    memcpy(l->r, c, sizeof c), memcpy(l->rs, cs, sizeof cs);
+    l->r_step = l->c_step;
+    if (mask) {
+        const int64_t *md = mask->shape.dim;
+        if (mask->shape.ndim != 4 || (md[0] != 1 && md[0] != B) || md[1] != 1 ||
+            (md[2] != 1 && md[2] != M) || md[3] != N)
+            return false;
+        dnnl_dims_t r = {md[0] == 1 ? 1 : bp, 1, md[2], N}, rs = {md[2] * N, md[2] * N, N, 1};
+        memcpy(l->r, r, sizeof r), memcpy(l->rs, rs, sizeof rs);
+        l->r_step = md[0] == 1 || bp == B ? 0 : bp * md[2] * N;
+    }
+    return true;
+}
+
+bool tg_matmul_dnnl_scores(const tg_tensor *node, const tg_tensor *mask, int threads)
+{
+    mm_layout l;
+    return tg_dnnl_mode_get() != TG_DNNL_NEVER && scores_layout(node, mask, false, threads, &l);
+}
+
 static size_t align64(size_t n)
 {
     return (n + 63) & ~(size_t)63;
 }
 
 /* What a fused matmul computes after the product (compile/fuse_matmul.c):
- * the activation as an eltwise post-op, then the residual as a binary add
- * post-op (the bias is the primitive's own). */
+ * the division by a scalar (attention's scores) as a binary div post-op,
+ * the activation as an eltwise post-op, then the residual (or the scores'
+ * mask, broadcast) as a binary add post-op (the bias is the primitive's
+ * own). */
 static dnnl_status_t post_ops(mm_state *st, const mm_layout *l, const tg_plan_opts *o,
                               dnnl_primitive_attr_t attr)
 {
-    if (!o->mm_act && !o->mm_residual)
+    if (!o->mm_act && !o->mm_residual && !o->mm_scale)
         return dnnl_success;
     dnnl_post_ops_t po;
     dnnl_status_t s = dnnl_post_ops_create(&po);
     if (s != dnnl_success)
         return s;
     int n = 0;
-    if (o->mm_act) {
+    if (o->mm_scale) {
+        /* x / c as the step divides (not x * (1 / c)): the same f32 value */
+        dnnl_dims_t one = {1, 1, 1, 1};
+        s = dnnl_memory_desc_init_by_tag(&st->scale_md, l->nd, one, l->scale_dt,
+                                         l->nd == 4 ? dnnl_abcd : dnnl_abc);
+        if (s == dnnl_success)
+            s = dnnl_post_ops_append_binary(po, dnnl_binary_div, &st->scale_md);
+        st->scale = true;
+        st->scale_po = n++;
+    }
+    if (s == dnnl_success && o->mm_act) {
         /* GELU only (compile/fuse_matmul.c: oneDNN's ReLU drops NaN) */
         dnnl_alg_kind_t alg =
             tg_gelu_form(o->mm_act) == 0 ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
@@ -187,12 +263,15 @@ static dnnl_status_t post_ops(mm_state *st, const mm_layout *l, const tg_plan_op
         n++;
     }
     if (s == dnnl_success && o->mm_residual)
-        s = dnnl_memory_desc_init_by_strides(&st->res_md, l->nd, l->c, l->res_dt, l->cs);
+        s = o->mm_mask
+                ? dnnl_memory_desc_init_by_strides(&st->res_md, l->nd, l->r, l->res_dt, l->rs)
+                : dnnl_memory_desc_init_by_strides(&st->res_md, l->nd, l->c, l->res_dt, l->cs);
     if (s == dnnl_success && o->mm_residual) {
         s = dnnl_post_ops_append_binary(po, dnnl_binary_add, &st->res_md);
         st->res_size = l->res_dt == dnnl_bf16 ? 2 : 4;
         st->residual = true;
         st->residual_po = n;
+        st->res_step = o->mm_mask ? l->r_step : l->c_step;
     }
     if (s == dnnl_success)
         s = dnnl_primitive_attr_set_post_ops(attr, po);
@@ -315,7 +394,10 @@ static void name_kernel(const mm_state *st, const tg_plan_opts *o, const char *i
              : bf16                  ? " (f32: no bf16 arithmetic on this CPU)"
                                      : "",
              st->parts > 1 ? ", parts per thread" : "", st->cache ? ", weights packed" : "",
-             o->mm_act || o->mm_residual || st->bias_in == TG_FUSE_IN_STATS ? ", fused" : "");
+             o->mm_act || o->mm_residual || o->mm_scale || o->mm_heads_out ||
+                     st->bias_in == TG_FUSE_IN_STATS
+                 ? ", fused"
+                 : "");
 }
 
 bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts)
@@ -347,7 +429,11 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     for (int k = 0; k < node->n_in; k++)
         blocked |= opts->in_blocked[k];
     mm_layout l;
-    if (blocked || !layout_of(node, opts->n_threads, &l)) {
+    bool scores = opts->mm_scale || (opts->mm_residual && opts->mm_mask) || opts->mm_heads_out;
+    if (scores &&
+        (blocked || !scores_layout(node, opts->mm_mask, opts->mm_heads_out, opts->n_threads, &l)))
+        return tg_error(TG_ERR_INTERNAL, "fused with a scale or mask, but no 4-D oneDNN form");
+    if (!scores && (blocked || !layout_of(node, opts->n_threads, &l))) {
         snprintf(plan->kernel, sizeof plan->kernel, "%s (no oneDNN form)", own);
         return TG_OK;
     }
@@ -357,8 +443,9 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
      * products) 1.3-2.6x OpenBLAS's sgemm, where oneDNN on B as the graph
      * holds it was not faster. */
     l.pack = tg_matmul_dnnl_packs(node, opts);
-    bool fused = opts->mm_bias || opts->mm_act || opts->mm_residual;
-    if (fused && !l.pack)
+    bool fused =
+        opts->mm_bias || opts->mm_act || opts->mm_residual || opts->mm_scale || opts->mm_heads_out;
+    if (fused && !l.pack && !scores)
         return tg_error(TG_ERR_INTERNAL, "fused with what follows it, but its weights not packed");
     l.bias |= opts->mm_bias;
     /* The rule (TG_DNNL_AUTO) otherwise: oneDNN for the batched products,
@@ -374,6 +461,9 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
         return TG_OK;
     }
     if (mode == TG_DNNL_AUTO && l.parts == 1 && opts->n_threads > 1 && !tg_dnnl_passive_wait()) {
+        if (fused)
+            return tg_error(TG_ERR_INTERNAL, "fused with what follows it, but its product not "
+                                             "split over the threads");
         snprintf(plan->kernel, sizeof plan->kernel,
                  "%s (oneDNN with several threads needs OMP_WAIT_POLICY=passive)", own);
         return TG_OK;
@@ -389,9 +479,11 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
     l.c_dt = stored_dt(native, opts->out_storage);
     l.bias_dt = stored_dt(native, opts->in_storage[bias_at]);
     l.res_dt = stored_dt(native, opts->in_storage[TG_FUSE_IN_STATS + 1]);
+    l.scale_dt = stored_dt(native, opts->in_storage[TG_FUSE_IN_STATS]);
     if (fused && !native &&
         (opts->out_storage == TG_BF16 || (opts->mm_bias && opts->in_storage[bias_at] == TG_BF16) ||
-         (opts->mm_residual && opts->in_storage[TG_FUSE_IN_STATS + 1] == TG_BF16)))
+         (opts->mm_residual && opts->in_storage[TG_FUSE_IN_STATS + 1] == TG_BF16) ||
+         (opts->mm_scale && opts->in_storage[TG_FUSE_IN_STATS] == TG_BF16)))
         return tg_error(TG_ERR_INTERNAL, "fused with what follows it in bf16, but its operands "
                                          "not read in place (no bf16 arithmetic on this CPU)");
     mm_state *st = tg_calloc(1, sizeof *st);
@@ -452,7 +544,7 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, const void *b,
     dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
     if (s != dnnl_success)
         tg_dnnl_run_failed(s, RUN_WHAT);
-    dnnl_exec_arg_t args[6];
+    dnnl_exec_arg_t args[7];
     int n = 0;
     char *in0 = a->in[0], *out = a->out;
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&st->a_md, in0 + p * st->a_step * st->a_size)};
@@ -462,9 +554,13 @@ static void run_part(const mm_state *st, const tg_kernel_args *a, const void *b,
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem(&st->bias_md, a->in[st->bias_in])};
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&st->c_md, out + p * st->c_step * st->c_size)};
     if (st->residual)
-        args[n++] = (dnnl_exec_arg_t){
-            DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->residual_po) | DNNL_ARG_SRC_1,
-            mem(&st->res_md, (char *)a->in[TG_FUSE_IN_STATS + 1] + p * st->c_step * st->res_size)};
+        args[n++] =
+            (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->residual_po) | DNNL_ARG_SRC_1,
+                              mem(&st->res_md, (char *)a->in[TG_FUSE_IN_STATS + 1] +
+                                                   p * st->res_step * st->res_size)};
+    if (st->scale)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(st->scale_po) | DNNL_ARG_SRC_1,
+                                      mem(&st->scale_md, a->in[TG_FUSE_IN_STATS])};
     dnnl_memory_t sp =
         st->sp_bytes ? mem(&st->scratch_md, (unsigned char *)a->scratch + p * st->sp_bytes) : NULL;
     if (sp)

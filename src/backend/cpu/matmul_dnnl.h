@@ -18,6 +18,12 @@ void tg_matmul_dnnl_free(void *state);
  * (compile/fuse_matmul.c). */
 bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts);
 
+/* Whether a batched product has the 4-D form of attention's scores
+ * ([B, H, M, K] x [B, H, K, N], both batched) in which the plan hook divides
+ * it by a scalar and adds mask ([B or 1, 1, M or 1, N]; NULL: none) as
+ * post-ops (compile/fuse_matmul.c). */
+bool tg_matmul_dnnl_scores(const tg_tensor *node, const tg_tensor *mask, int threads);
+
 /* Whether the plan hook reads the product's operands in their bf16
  * storage, in place (an inference program with bf16 compute whose A and B
  * are stored in bf16, on a CPU with bf16 arithmetic): only then may a

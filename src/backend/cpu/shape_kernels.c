@@ -2,10 +2,20 @@
  * family (ops/shape.c is what they are): RESHAPE's alias (nothing to do),
  * REDUCE_SUM through tg_sum_f32, TRANSPOSE over a merged view of the
  * permutation (in tiles when the innermost axis is strided), CONCAT, SLICE
- * and SLICE_BWD as row copies, over the device's pool. */
+ * and SLICE_BWD as row copies, over the device's pool.
+ *
+ * TRANSPOSE reads and writes an activation stored in bf16 as it is
+ * (transpose_reads_bf16): two-byte elements moved, where staging widened
+ * the whole tensor, moved four-byte ones and narrowed them back (the same
+ * bits: widening is exact and the narrowing gives the bits back); an
+ * input and output stored in different types convert element by element.
+ * In MiniLM's bf16 attention the head split and merge are four of them a
+ * layer. */
 #include "backend/backend.h"
 #include "ops/broadcast.h"
 #include "ops/shape.h"
+
+#include "core/bf16.h"
 
 #include <string.h>
 
@@ -105,6 +115,16 @@ static void transpose_rows(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* One tile of elements of type T (the common sizes typed, so that the
+ * copy is a load and a store, not a call by size). */
+#define TILE_OF(T)                                                                                 \
+    for (int64_t i = i0; i < i1; i++) {                                                            \
+        T *d_ = (T *)(void *)dst + i * C;                                                          \
+        const T *s_ = (const T *)(const void *)src + i;                                            \
+        for (int64_t q = j0; q < j1; q++)                                                          \
+            d_[q] = s_[q * cs];                                                                    \
+    }
+
 /* Batched 2-D transpose (the second-innermost view dim is contiguous in the
  * input): TILE x TILE blocks so both sides stay in cache. Units are
  * (batch, row tile) pairs. */
@@ -123,22 +143,65 @@ static void transpose_tiles(void *ctx, int64_t begin, int64_t end, int t)
         char *dst = j->out + (size_t)(b * R * C) * es;
         for (int64_t j0 = 0; j0 < C; j0 += TILE) {
             int64_t j1 = j0 + TILE < C ? j0 + TILE : C;
-            for (int64_t i = i0; i < i1; i++)
-                for (int64_t q = j0; q < j1; q++)
-                    COPY_ELEM(dst + (size_t)(i * C + q) * es, src + (size_t)(i + q * cs) * es, es);
+            if (es == 4) {
+                TILE_OF(uint32_t);
+            } else if (es == 2) {
+                TILE_OF(uint16_t);
+            } else {
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t q = j0; q < j1; q++)
+                        COPY_ELEM(dst + (size_t)(i * C + q) * es, src + (size_t)(i + q * cs) * es,
+                                  es);
+            }
         }
     }
+}
+
+/* Output rows [begin, end) from an input stored in the other type of f32
+ * and bf16 (j->es: the input's element size), converted element by
+ * element. */
+static void transpose_convert(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const transpose_job *j = ctx;
+    const perm_view *v = &j->v;
+    int last = v->nd - 1;
+    int64_t n = v->dim[last], st = v->stride[last];
+    for (int64_t r = begin; r < end; r++) {
+        int64_t off = view_offset(v, r, last);
+        for (int64_t q = 0; q < n; q++) {
+            int64_t i = off + q * st, o = r * n + q;
+            if (j->es == 2)
+                ((float *)j->out)[o] = tg_bf16_widen(((const uint16_t *)j->in)[i]);
+            else
+                ((uint16_t *)j->out)[o] = tg_bf16_narrow(((const float *)j->in)[i]);
+        }
+    }
+}
+
+/* An f32 value's transpose moves its elements as they are stored. */
+static bool transpose_reads_bf16(const tg_tensor *node, bool blocked)
+{
+    return !blocked && node->dtype == TG_F32;
 }
 
 static void fwd_transpose(const tg_kernel_args *a)
 {
     const tg_tensor *node = a->node;
-    transpose_job j = {.in = a->in[0], .out = a->out, .es = tg_dtype_size(node->dtype)};
+    /* the engine passes the storage types only to a step that reads them
+     * itself (an f32 node: transpose_reads_bf16); else they read f32 */
+    bool f32 = node->dtype == TG_F32;
+    tg_dtype in_t = f32 ? a->in_type[0] : node->dtype, out_t = f32 ? a->out_type : node->dtype;
+    transpose_job j = {.in = a->in[0], .out = a->out, .es = tg_dtype_size(in_t)};
     perm_view_init(&j.v, node);
     int64_t n = tg_numel(node);
     if (n == 0)
         return;
     int nd = j.v.nd;
+    if (in_t != out_t) {
+        tg_par_for(a->pool, n / j.v.dim[nd - 1], n, transpose_convert, &j);
+        return;
+    }
     if (nd >= 2 && j.v.stride[nd - 1] != 1 && j.v.stride[nd - 2] == 1) {
         int64_t units =
             n / (j.v.dim[nd - 2] * j.v.dim[nd - 1]) * ((j.v.dim[nd - 2] + TILE - 1) / TILE);
@@ -234,7 +297,8 @@ const tg_kernel_def tg_cpu_kernel_RESHAPE = {.forward = fwd_alias};
 
 const tg_kernel_def tg_cpu_kernel_REDUCE_SUM = {.forward = fwd_reduce};
 
-const tg_kernel_def tg_cpu_kernel_TRANSPOSE = {.forward = fwd_transpose};
+const tg_kernel_def tg_cpu_kernel_TRANSPOSE = {.forward = fwd_transpose,
+                                               .reads_bf16 = transpose_reads_bf16};
 
 const tg_kernel_def tg_cpu_kernel_CONCAT = {.forward = fwd_concat};
 

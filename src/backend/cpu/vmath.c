@@ -76,6 +76,96 @@ static AVX2 double exp_sum_avx2(const float *x, float *y, int64_t n, float sub)
     return sum;
 }
 
+/* The largest of x[0..n) and m, NaN skipped: max_ps(x, m) is x > m ? x : m,
+ * the scalar loop's test, so the result is the scalar loop's (a signed zero
+ * aside, which no softmax sees: x - (+0) and x - (-0) are equal). Four
+ * accumulators: one max's latency per 32 elements, not per element. */
+static AVX2 float max_avx2(const float *x, int64_t n, float m)
+{
+    __m256 a0 = _mm256_set1_ps(m), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_max_ps(_mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_max_ps(_mm256_loadu_ps(x + i), a0);
+    a0 = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, a0);
+    for (int k = 0; k < 8; k++)
+        m = lanes[k] > m ? lanes[k] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static AVX2 int64_t scale_avx2(float *y, int64_t n, float by)
+{
+    __m256 s = _mm256_set1_ps(by);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), s));
+    return i;
+}
+
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+/* exp8's steps on 16 floats (the same operations, so the same values),
+ * the selections by mask registers. */
+static inline AVX512 __m512 exp16(__m512 x)
+{
+    const __m512 hi = _mm512_set1_ps(88.72283935f), lo = _mm512_set1_ps(-87.3f);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    __m512 v = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v);
+    v = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), v);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(v, v), _mm512_add_ps(v, _mm512_set1_ps(1.0f)));
+    __m512i ni = _mm512_cvtps_epi32(n);
+    __mmask16 big = _mm512_cmpgt_epi32_mask(ni, _mm512_set1_epi32(127));
+    ni = _mm512_mask_sub_epi32(ni, big, ni, _mm512_set1_epi32(1));
+    __m512 pow2 =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+    p = _mm512_mul_ps(p, pow2);
+    p = _mm512_mask_add_ps(p, big, p, p);
+    p = _mm512_maskz_mov_ps((__mmask16)~under, p);
+    p = _mm512_mask_mov_ps(p, over, _mm512_set1_ps(INFINITY));
+    return _mm512_mask_mov_ps(p, nan, x);
+}
+
+/* 16 at a time, the sum in double in 16 lanes; the rest by exp_sum_avx2. */
+static AVX512 double exp_sum_avx512(const float *x, float *y, int64_t n, float sub)
+{
+    __m512 s = _mm512_set1_ps(sub);
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+        _mm512_storeu_ps(y + i, e);
+        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                       _mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    double lanes[8];
+    _mm512_storeu_pd(lanes, _mm512_add_pd(acc0, acc1));
+    double sum = 0;
+    for (int k = 0; k < 8; k++)
+        sum += lanes[k];
+    return i < n ? sum + exp_sum_avx2(x + i, y + i, n - i, sub) : sum;
+}
+
 /* Phi(x) for 8 floats, and (for the gradient) phi(x) = exp(-x^2/2)/sqrt(2 pi). */
 static inline AVX2 __m256 cdf8(__m256 x, __m256 *pdf)
 {
@@ -184,9 +274,33 @@ static bool use_avx2(void)
 #endif
 }
 
+float tg_vmax(const float *x, int64_t n, float m)
+{
+#if defined(__x86_64__)
+    if (use_avx2())
+        return max_avx2(x, n, m);
+#endif
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+void tg_vscale(float *y, int64_t n, float by)
+{
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (use_avx2())
+        i = scale_avx2(y, n, by);
+#endif
+    for (; i < n; i++)
+        y[i] *= by;
+}
+
 double tg_vexp_sum(const float *x, float *y, int64_t n, float sub)
 {
 #if defined(__x86_64__)
+    if (tg_simd_level_get() >= TG_SIMD_AVX512)
+        return exp_sum_avx512(x, y, n, sub);
     if (use_avx2())
         return exp_sum_avx2(x, y, n, sub);
 #endif

@@ -103,12 +103,56 @@ static void check_level(void)
     near("gelu_bwd", sp[5], out[5], 1.0, 1e-7, 0);
 }
 
+/* tg_vmax is the scalar loop m = x > m ? x : m, NaN skipped, at every
+ * length around the 8- and 32-wide steps and with the largest anywhere. */
+static void check_max(void)
+{
+    static float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 37) % 101) - 50.0f;
+    for (int n = 0; n <= 70; n++)
+        for (int at = 0; at < n; at += 3) {
+            float keep = x[at];
+            x[at] = 1000.0f + (float)at;
+            float want = -INFINITY;
+            for (int i = 0; i < n; i++)
+                want = x[i] > want ? x[i] : want;
+            float got = tg_vmax(x, n, -INFINITY);
+            if (got != want)
+                tg_test_fail(__FILE__, __LINE__, "max of %d (largest at %d): %g, want %g (%s)", n,
+                             at, got, want, tg_simd_level_name(tg_simd_level_get()));
+            x[at] = keep;
+        }
+    float sp[40];
+    for (int i = 0; i < 40; i++)
+        sp[i] = i % 5 == 0 ? NAN : -(float)i;
+    sp[33] = INFINITY;
+    TG_CHECK(tg_vmax(sp, 40, -INFINITY) == INFINITY);
+    sp[33] = -1e30f;
+    TG_CHECK(tg_vmax(sp, 40, -INFINITY) == -1.0f); /* the NaNs skipped */
+    for (int i = 0; i < 40; i++)
+        sp[i] = NAN;
+    TG_CHECK(tg_vmax(sp, 40, -INFINITY) == -INFINITY);
+    TG_CHECK(tg_vmax(sp, 0, 2.0f) == 2.0f);
+    /* tg_vscale: each element times the factor, the tail too */
+    for (int n = 0; n <= 19; n++) {
+        float y[19];
+        for (int i = 0; i < n; i++)
+            y[i] = (float)i - 3.5f;
+        tg_vscale(y, n, 0.3f);
+        for (int i = 0; i < n; i++)
+            if (y[i] != ((float)i - 3.5f) * 0.3f)
+                tg_test_fail(__FILE__, __LINE__, "scale of %d, element %d: %g", n, i, y[i]);
+    }
+}
+
 static void test_every_level(void)
 {
     tg_simd_level best = tg_simd_level_get();
     for (int l = TG_SIMD_BASE; l <= (int)best; l++) {
         tg_simd_cap((tg_simd_level)l);
         check_level();
+        check_max();
     }
     tg_simd_cap(best);
     TG_CHECK(tg_simd_level_get() == best);
