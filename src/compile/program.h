@@ -304,9 +304,11 @@ size_t tg_program_kept_bytes(const tg_program *p, int d);
  * be blocked, the layout recomputed at load; 5: transfers may move inside a
  * pass, ParallelIPU; 6: the running statistics region; 7: the inference
  * fusion, fused_into and fused_tail; 8: a step's unused fused-input slots
- * are -1, and a convolution's step may read the residual it adds). Written
- * and read in compile/executable_file.c. */
-#define TG_EXECUTABLE_FORMAT_VERSION 8u
+ * are -1, and a convolution's step may read the residual it adds; 9: an
+ * inference program's buffers of blocked values whose channels are no
+ * whole blocks hold the padded size). Written and read in
+ * compile/executable_file.c. */
+#define TG_EXECUTABLE_FORMAT_VERSION 9u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per

@@ -100,6 +100,23 @@ static void arith_range(void *ctx, int64_t begin, int64_t end, int t)
     }
 }
 
+/* A 4-D shape [N, C, H, W] as its nChw16c memory: [N, C/16, H*W, 16]
+ * (the engine gives padded operands whole blocks). */
+static tg_shape blocked_shape(tg_shape s)
+{
+    return tg_shape4(s.dim[0], (s.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK,
+                     s.dim[2] * s.dim[3], TG_CHANNEL_BLOCK);
+}
+
+/* Whether a blocked op's operands broadcast per channel (tg_binary_layout):
+ * with every shape seen as its nChw16c memory, the broadcast is one over
+ * the pixels and the samples, which the strided view takes as it is. */
+static bool blocked_broadcast(const tg_kernel_args *a, const tg_shape ins[2])
+{
+    return a->blocked && a->node->shape.ndim == 4 && ins[0].ndim == 4 && ins[1].ndim == 4 &&
+           !(tg_shape_equal(ins[0], a->node->shape) && tg_shape_equal(ins[1], a->node->shape));
+}
+
 static void arith_forward(const tg_kernel_args *a, tg_arith op)
 {
     const tg_tensor *node = a->node;
@@ -107,7 +124,12 @@ static void arith_forward(const tg_kernel_args *a, tg_arith op)
     tg_shape ins[2] = {node->in[0]->shape,
                        op == TG_ARITH_COPY ? node->in[0]->shape : node->in[1]->shape};
     j.b = op == TG_ARITH_COPY ? a->in[0] : a->in[1];
-    tg_bcast_init(&j.bc, node->shape, 2, ins);
+    if (blocked_broadcast(a, ins)) {
+        ins[0] = blocked_shape(ins[0]), ins[1] = blocked_shape(ins[1]);
+        tg_bcast_init(&j.bc, blocked_shape(node->shape), 2, ins);
+    } else {
+        tg_bcast_init(&j.bc, node->shape, 2, ins);
+    }
     int64_t n = tg_numel(node);
     tg_par_for(a->pool, n, n, arith_range, &j);
 }
@@ -195,9 +217,38 @@ static void fwd_grad3(const tg_kernel_args *a)
     tg_par_for(a->pool, n, n, grad3_range, &j);
 }
 
-const tg_kernel_def tg_cpu_kernel_ADD = {.forward = fwd_add};
-const tg_kernel_def tg_cpu_kernel_SUB = {.forward = fwd_sub};
-const tg_kernel_def tg_cpu_kernel_MUL = {.forward = fwd_mul};
+/* One operand of a 4-D add, sub or mul stretched over the other's pixels
+ * (and samples): [N, C, H, W] with [N, C, 1, 1] or [1, C, 1, 1], as a
+ * squeeze-excite block's scale (mobilenet_v3). */
+static bool per_channel(const tg_tensor *node)
+{
+    if (node->n_in != 2 || node->shape.ndim != 4)
+        return false;
+    for (int k = 0; k < 2; k++) {
+        tg_shape s = node->in[k]->shape;
+        if (s.ndim != 4 || s.dim[1] != node->shape.dim[1] ||
+            (s.dim[0] != node->shape.dim[0] && s.dim[0] != 1) ||
+            ((s.dim[2] != node->shape.dim[2] || s.dim[3] != node->shape.dim[3]) &&
+             s.dim[2] * s.dim[3] != 1))
+            return false;
+    }
+    return true;
+}
+
+/* Element-wise (one shape), or in an inference program per channel too:
+ * arith_forward runs both on blocked operands. Planned plain, a
+ * squeeze-excite Mul kept the depthwise convolution before it and the 1x1
+ * one after it in NCHW, each reordering at every run. */
+static tg_op_layout binary_layout(const tg_tensor *node, int n_threads, bool inference)
+{
+    (void)n_threads;
+    return tg_op_is_elementwise(node) || (inference && per_channel(node)) ? TG_LAYOUT_TIED
+                                                                          : TG_LAYOUT_PLAIN;
+}
+
+const tg_kernel_def tg_cpu_kernel_ADD = {.forward = fwd_add, .layout = binary_layout};
+const tg_kernel_def tg_cpu_kernel_SUB = {.forward = fwd_sub, .layout = binary_layout};
+const tg_kernel_def tg_cpu_kernel_MUL = {.forward = fwd_mul, .layout = binary_layout};
 const tg_kernel_def tg_cpu_kernel_DIV = {.forward = fwd_div};
 const tg_kernel_def tg_cpu_kernel_POW = {.forward = fwd_pow};
 const tg_kernel_def tg_cpu_kernel_POW_BWD = {.forward = fwd_grad3};
