@@ -117,6 +117,71 @@ static bool blocked_broadcast(const tg_kernel_args *a, const tg_shape ins[2])
            !(tg_shape_equal(ins[0], a->node->shape) && tg_shape_equal(ins[1], a->node->shape));
 }
 
+/* A blocked per-channel op where one operand has the output's shape and
+ * the other one value per channel (and sample, or for all): per 16-channel
+ * block, one vector of the scale against every pixel's vector. */
+typedef struct chan_job {
+    tg_arith op;
+    const float *x, *s;
+    float *out;
+    int64_t blocks, hw, s_sample; /* s_sample: s's stride between samples (0: shared) */
+    bool s_first;                 /* s is the first operand */
+} chan_job;
+
+#define CHAN_LOOP(EXPR)                                                                            \
+    for (int64_t p = 0; p < j->hw; p++, x += B, o += B)                                            \
+        for (int64_t c = 0; c < B; c++) {                                                          \
+            float u = x[c], v = sv[c];                                                             \
+            o[c] = EXPR;                                                                           \
+        }
+
+static void chan_range(void *ctx, int64_t begin, int64_t end, int t)
+{
+    (void)t;
+    const chan_job *j = ctx;
+    enum { B = TG_CHANNEL_BLOCK };
+    const int64_t step = j->hw * B;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t n = r / j->blocks, cb = r % j->blocks;
+        const float *x = j->x + r * step, *sv = j->s + n * j->s_sample + cb * B;
+        float *o = j->out + r * step;
+        if (j->op == TG_ARITH_MUL)
+            CHAN_LOOP(u * v)
+        else if (j->op == TG_ARITH_ADD)
+            CHAN_LOOP(u + v)
+        else if (j->s_first)
+            CHAN_LOOP(v - u)
+        else
+            CHAN_LOOP(u - v)
+    }
+}
+#undef CHAN_LOOP
+
+/* The per-channel case of a blocked broadcast (chan_job); false for any
+ * other, which the strided view takes. */
+static bool chan_forward(const tg_kernel_args *a, tg_arith op, const tg_shape ins[2])
+{
+    tg_shape y = a->node->shape;
+    int full = tg_shape_equal(ins[0], y) ? 0 : tg_shape_equal(ins[1], y) ? 1 : -1;
+    if (full < 0 || (op != TG_ARITH_MUL && op != TG_ARITH_ADD && op != TG_ARITH_SUB))
+        return false;
+    tg_shape s = ins[1 - full];
+    if (s.dim[1] != y.dim[1] || s.dim[2] * s.dim[3] != 1 || (s.dim[0] != y.dim[0] && s.dim[0] != 1))
+        return false;
+    int64_t blocks = (y.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
+    chan_job j = {op,
+                  a->in[full],
+                  a->in[1 - full],
+                  a->out,
+                  blocks,
+                  y.dim[2] * y.dim[3],
+                  s.dim[0] == 1 ? 0 : blocks * TG_CHANNEL_BLOCK,
+                  full == 1};
+    int64_t n = y.dim[0] * blocks;
+    tg_par_for(a->pool, n, n * j.hw * TG_CHANNEL_BLOCK, chan_range, &j);
+    return true;
+}
+
 static void arith_forward(const tg_kernel_args *a, tg_arith op)
 {
     const tg_tensor *node = a->node;
@@ -125,6 +190,8 @@ static void arith_forward(const tg_kernel_args *a, tg_arith op)
                        op == TG_ARITH_COPY ? node->in[0]->shape : node->in[1]->shape};
     j.b = op == TG_ARITH_COPY ? a->in[0] : a->in[1];
     if (blocked_broadcast(a, ins)) {
+        if (chan_forward(a, op, ins))
+            return;
         ins[0] = blocked_shape(ins[0]), ins[1] = blocked_shape(ins[1]);
         tg_bcast_init(&j.bc, blocked_shape(node->shape), 2, ins);
     } else {
