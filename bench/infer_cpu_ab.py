@@ -14,6 +14,9 @@ of each round's median (and minimum), with the CPU model and ISA.
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
         --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
+
+`--onnxruntime` adds onnxruntime (its CPU provider, intra_op_num_threads
+set to --threads, f32) as one more turn of each round, measured alike.
 """
 import argparse
 import json
@@ -29,13 +32,20 @@ CHILD = r'''
 import json, os, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from tilegraph.onnx_session import OnnxSession
 model, batch, runs, threads, precision = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
 import onnx
 inp = onnx.load(model, load_external_data=False).graph.input[0]
 dims = [batch] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
 feeds = {inp.name: np.random.default_rng(0).standard_normal(dims, dtype=np.float32)}
+if os.environ.get("TILEGRAPH_LIBRARY") == "onnxruntime":
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+    sess = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
+    s = type("S", (), {"run": lambda self, f: sess.run(None, f)})()
+else:
+    from tilegraph.onnx_session import OnnxSession
+    s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
 s.run(feeds)
 wall, cpu = [], []
 for _ in range(runs):
@@ -59,6 +69,7 @@ def main():
     ap.add_argument("--precision", default="32.32")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--onnxruntime", action="store_true", help="onnxruntime too, one more turn a round")
     a = ap.parse_args()
     for lib in a.libraries:
         if not os.path.isfile(lib):
@@ -66,6 +77,8 @@ def main():
     if not os.path.isfile(a.model):
         sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")
     python = os.path.join(os.path.dirname(HERE), "python")
+    if a.onnxruntime:  # the child's TILEGRAPH_LIBRARY names it
+        a.libraries.append("onnxruntime")
     got = {lib: [] for lib in a.libraries}
     for _ in range(a.rounds):
         for lib in a.libraries:
@@ -78,7 +91,8 @@ def main():
     span = lambda v: [round(min(v), 2), round(max(v), 2)]  # noqa: E731
     for lib, turns in got.items():
         print(json.dumps({"bench": "infer_cpu_ab", "library": lib, "model": os.path.basename(a.model),
-                          "batch": a.batch, "threads": a.threads, "precision": a.precision,
+                          "batch": a.batch, "threads": a.threads,
+                          "precision": "32.32" if lib == "onnxruntime" else a.precision,
                           "runs": a.runs, "rounds": a.rounds, "cpu": cpu_model(), "isa": cpu_isa(),
                           "load_average": os.getloadavg()[0],
                           "cpu_ms_median": span([t["cpu_ms"][1] for t in turns]),
