@@ -380,19 +380,20 @@ const tg_op_def tg_opdef_ADD = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_add,
                                 .backward = bwd_add_sub,
-                                .flags = TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE,
+                                .flags =
+                                    TG_OPF_ELEMENTWISE | TG_OPF_BF16_NATIVE | TG_OPF_PER_CHANNEL,
                                 .memory = TG_OP_OWN_STORAGE};
 const tg_op_def tg_opdef_SUB = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_sub,
                                 .backward = bwd_add_sub,
-                                .flags = TG_OPF_ELEMENTWISE,
+                                .flags = TG_OPF_ELEMENTWISE | TG_OPF_PER_CHANNEL,
                                 .memory = TG_OP_OWN_STORAGE};
 const tg_op_def tg_opdef_MUL = {.infer = infer_arith,
                                 .flops = flops_out,
                                 .reference = ref_mul,
                                 .backward = bwd_mul,
-                                .flags = TG_OPF_ELEMENTWISE,
+                                .flags = TG_OPF_ELEMENTWISE | TG_OPF_PER_CHANNEL,
                                 .memory = TG_OP_OWN_STORAGE};
 const tg_op_def tg_opdef_DIV = {.infer = infer_arith,
                                 .flops = flops_out,

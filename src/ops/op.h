@@ -189,6 +189,14 @@ enum {
     /* An element-wise op with a kernel for every operand in bf16
      * (backend/cpu/elementwise_bf16.c: tg_elementwise_bf16_run). */
     TG_OPF_BF16_NATIVE = 1u << 2,
+    /* An element-wise binary op whose kernel also runs blocked where one
+     * operand has one value per channel of the other's 4-D shape
+     * (tg_op_per_channel_full: a squeeze-excite block's scale); in an
+     * inference program the layout pass ties its operands then too
+     * (planned plain, mobilenet_v3's squeeze-excite Mul kept the depthwise
+     * convolution before it and the 1x1 one after it in NCHW, each
+     * reordering at every run). */
+    TG_OPF_PER_CHANNEL = 1u << 3,
 };
 
 /* Whether an op's output is memory of its own or another's bytes
@@ -293,6 +301,10 @@ const tg_op_def *tg_op_get(tg_op op);
  * staging half-precision operands a chunk at a time). */
 #define TG_ELEMENTWISE_MAX_INPUTS 3
 bool tg_op_is_elementwise(const tg_tensor *node);
+/* Which input of a two-input 4-D node has the output's shape [N, C, H, W]
+ * while the other has [N or 1, C, 1, 1] (one value per channel, and per
+ * sample or for all), not the output's shape; -1 for any other node. */
+int tg_op_per_channel_full(const tg_tensor *node);
 /* The shape rule of an element-wise gradient op (dy, operand) -> dx: two f32
  * inputs of one shape, the output theirs. `inputs` and `operand` name the
  * second input in the messages ("takes 2 inputs (dy and x)", "dy [4] and x

@@ -22,7 +22,8 @@ static bool is_leaf(tg_op op)
 /* Every enum value has a complete def. */
 static void test_every_op_has_a_def(void)
 {
-    const unsigned known = TG_OPF_ELEMENTWISE | TG_OPF_BLOCKED | TG_OPF_BF16_NATIVE;
+    const unsigned known =
+        TG_OPF_ELEMENTWISE | TG_OPF_BLOCKED | TG_OPF_BF16_NATIVE | TG_OPF_PER_CHANNEL;
     for (int op = 0; op < TG_OP_COUNT; op++) {
         const tg_op_def *d = tg_op_get((tg_op)op);
         TG_CHECK(d != NULL);
@@ -78,6 +79,9 @@ static void test_flags_consistent(void)
         if (d->memory == TG_OP_VIEWS_INPUT) /* a view runs no kernel and keeps NCHW */
             TG_CHECK(d->flags == TG_OPF_NONE &&
                      (!k || (!k->layout && !k->planner && !k->scratch && !k->reads_bf16)));
+        if (d->flags & TG_OPF_PER_CHANNEL) /* the binary kernels' blocked per-channel loop */
+            TG_CHECK((d->flags & TG_OPF_ELEMENTWISE) &&
+                     (op == TG_OP_ADD || op == TG_OP_SUB || op == TG_OP_MUL));
         if (d->flags & TG_OPF_ELEMENTWISE) /* position-free: no layout of its own to plan */
             TG_CHECK((!k || (!k->layout && !k->planner)) && d->cost == TG_COST_MEMORY &&
                      !(d->flags & TG_OPF_BLOCKED));

@@ -116,7 +116,7 @@ static tg_shape blocked_shape(tg_shape s)
                      s.dim[2] * s.dim[3], TG_CHANNEL_BLOCK);
 }
 
-/* Whether a blocked op's operands broadcast per channel (tg_binary_layout):
+/* Whether a blocked op's operands broadcast per channel (ops/op.h TG_OPF_PER_CHANNEL):
  * with every shape seen as its nChw16c memory, the broadcast is one over
  * the pixels and the samples, which the strided view takes as it is. */
 static bool blocked_broadcast(const tg_kernel_args *a, const tg_shape ins[2])
@@ -213,36 +213,14 @@ static void chan_range(void *ctx, int64_t begin, int64_t end, int t)
 }
 #undef CHAN_LOOP
 
-/* Which operand of a 4-D add, sub or mul has the output's shape when the
- * other has one value per channel (and sample, or for all): chan_job's
- * case; -1 otherwise. */
-static int chan_full(const tg_tensor *node)
-{
-    tg_shape y = node->shape;
-    if (node->n_in != 2 || y.ndim != 4 || node->in[0]->shape.ndim != 4 ||
-        node->in[1]->shape.ndim != 4 ||
-        (node->op != TG_OP_MUL && node->op != TG_OP_ADD && node->op != TG_OP_SUB))
-        return -1;
-    int full = tg_shape_equal(node->in[0]->shape, y)   ? 0
-               : tg_shape_equal(node->in[1]->shape, y) ? 1
-                                                       : -1;
-    if (full < 0)
-        return -1;
-    tg_shape s = node->in[1 - full]->shape;
-    return s.dim[1] == y.dim[1] && s.dim[2] * s.dim[3] == 1 &&
-                   (s.dim[0] == y.dim[0] || s.dim[0] == 1) && !tg_shape_equal(s, y)
-               ? full
-               : -1;
-}
-
 /* The per-channel case of a blocked broadcast (chan_job); false for any
  * other, which the strided view takes. */
 static bool chan_forward(const tg_kernel_args *a, tg_arith op, const tg_shape ins[2])
 {
     (void)ins;
     tg_shape y = a->node->shape;
-    int full = chan_full(a->node);
-    if (full < 0)
+    int full = tg_op_per_channel_full(a->node);
+    if (full < 0 || (op != TG_ARITH_MUL && op != TG_ARITH_ADD && op != TG_ARITH_SUB))
         return false;
     tg_shape s = a->node->in[1 - full]->shape;
     int64_t blocks = (y.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
@@ -364,35 +342,6 @@ static void fwd_grad3(const tg_kernel_args *a)
     tg_par_for(a->pool, n, n, grad3_range, &j);
 }
 
-/* One operand of a 4-D add, sub or mul stretched over the other's pixels
- * (and samples): [N, C, H, W] with [N, C, 1, 1] or [1, C, 1, 1], as a
- * squeeze-excite block's scale (mobilenet_v3). */
-static bool per_channel(const tg_tensor *node)
-{
-    if (node->n_in != 2 || node->shape.ndim != 4)
-        return false;
-    for (int k = 0; k < 2; k++) {
-        tg_shape s = node->in[k]->shape;
-        if (s.ndim != 4 || s.dim[1] != node->shape.dim[1] ||
-            (s.dim[0] != node->shape.dim[0] && s.dim[0] != 1) ||
-            ((s.dim[2] != node->shape.dim[2] || s.dim[3] != node->shape.dim[3]) &&
-             s.dim[2] * s.dim[3] != 1))
-            return false;
-    }
-    return true;
-}
-
-/* Element-wise (one shape), or in an inference program per channel too:
- * arith_forward runs both on blocked operands. Planned plain, a
- * squeeze-excite Mul kept the depthwise convolution before it and the 1x1
- * one after it in NCHW, each reordering at every run. */
-static tg_op_layout binary_layout(const tg_tensor *node, int n_threads, bool inference)
-{
-    (void)n_threads;
-    return tg_op_is_elementwise(node) || (inference && per_channel(node)) ? TG_LAYOUT_TIED
-                                                                          : TG_LAYOUT_PLAIN;
-}
-
 /* Element-wise in bf16 as every such op (backend/cpu/elementwise_bf16.c),
  * and blocked per channel (chan_job) in its operands' storage: staged, a
  * squeeze-excite Mul converted its whole input to f32 and its output back
@@ -400,15 +349,12 @@ static tg_op_layout binary_layout(const tg_tensor *node, int n_threads, bool inf
  * in f32, 1 thread, under load). */
 static bool binary_reads_bf16(const tg_tensor *node, bool blocked)
 {
-    return tg_elementwise_bf16_supported(node) || (blocked && chan_full(node) >= 0);
+    return tg_elementwise_bf16_supported(node) || (blocked && tg_op_per_channel_full(node) >= 0);
 }
 
-const tg_kernel_def tg_cpu_kernel_ADD = {
-    .forward = fwd_add, .layout = binary_layout, .reads_bf16 = binary_reads_bf16};
-const tg_kernel_def tg_cpu_kernel_SUB = {
-    .forward = fwd_sub, .layout = binary_layout, .reads_bf16 = binary_reads_bf16};
-const tg_kernel_def tg_cpu_kernel_MUL = {
-    .forward = fwd_mul, .layout = binary_layout, .reads_bf16 = binary_reads_bf16};
+const tg_kernel_def tg_cpu_kernel_ADD = {.forward = fwd_add, .reads_bf16 = binary_reads_bf16};
+const tg_kernel_def tg_cpu_kernel_SUB = {.forward = fwd_sub, .reads_bf16 = binary_reads_bf16};
+const tg_kernel_def tg_cpu_kernel_MUL = {.forward = fwd_mul, .reads_bf16 = binary_reads_bf16};
 const tg_kernel_def tg_cpu_kernel_DIV = {.forward = fwd_div};
 const tg_kernel_def tg_cpu_kernel_POW = {.forward = fwd_pow};
 const tg_kernel_def tg_cpu_kernel_POW_BWD = {.forward = fwd_grad3};
