@@ -19,6 +19,8 @@ of each round's median (and minimum), with the CPU model and ISA.
         --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py --batch 8 \
         --model build/bench-onnx/minilm_l6_s128.onnx build/libtilegraph.so onnxruntime
+
+`--onnxruntime` is the same as naming `onnxruntime` last.
 """
 import argparse
 import json
@@ -88,7 +90,10 @@ def main():
     ap.add_argument("--precision", default="32.32")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--onnxruntime", action="store_true", help="onnxruntime too, one more turn a round")
     a = ap.parse_args()
+    if a.onnxruntime and "onnxruntime" not in a.libraries:
+        a.libraries.append("onnxruntime")
     for lib in a.libraries:
         if lib != "onnxruntime" and not os.path.isfile(lib):
             sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
@@ -107,7 +112,8 @@ def main():
     span = lambda v: [round(min(v), 2), round(max(v), 2)]  # noqa: E731
     for lib, turns in got.items():
         print(json.dumps({"bench": "infer_cpu_ab", "library": lib, "model": os.path.basename(a.model),
-                          "batch": a.batch, "threads": a.threads, "precision": a.precision,
+                          "batch": a.batch, "threads": a.threads,
+                          "precision": "32.32" if lib == "onnxruntime" else a.precision,
                           "runs": a.runs, "rounds": a.rounds, "cpu": cpu_model(), "isa": cpu_isa(),
                           "load_average": os.getloadavg()[0],
                           "cpu_ms_median": span([t["cpu_ms"][1] for t in turns]),

@@ -8,7 +8,9 @@
 #include "tg_test.h"
 
 #include "compile/program.h"
+#include "core/alloc.h"
 #include "core/process.h"
+#include "core/rng.h"
 #include "runtime/session_internal.h"
 #include "tilegraph/session.h"
 #include "tilegraph/verify.h"
@@ -40,6 +42,21 @@ static inline tg_session *tg_fuse_test_open_with(tg_graph *g, int threads, bool 
 static inline tg_session *tg_fuse_test_open(tg_graph *g, int threads, bool fuse)
 {
     return tg_fuse_test_open_with(g, threads, fuse, NULL, NULL);
+}
+
+/* x filled from r, uniform in [-1, 1), then a run; y into out (y's
+ * elements). */
+static inline void tg_fuse_test_run_x(tg_session *s, tg_rng *r, tg_tensor *x, tg_tensor *y,
+                                      float *out)
+{
+    int64_t nx = tg_numel(x);
+    float *v = tg_malloc((size_t)nx * sizeof(float));
+    for (int64_t i = 0; v && i < nx; i++)
+        v[i] = (float)(2 * tg_rng_uniform(r) - 1);
+    TG_CHECK_OK(tg_session_write(s, x, v, (size_t)nx * sizeof(float)));
+    tg_free(v);
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, y, out, (size_t)tg_numel(y) * sizeof(float)));
 }
 
 /* The chains s's program fuses (nodes computing others). */

@@ -52,7 +52,8 @@ tg_op_layout tg_op_layout_of(const tg_tensor *node, int n_threads, bool inferenc
         return TG_LAYOUT_PLAIN; /* the reference kernel reads NCHW */
     if (k->layout)
         return k->layout(node, n_threads, inference);
-    return tg_op_is_elementwise(node) ? TG_LAYOUT_TIED : TG_LAYOUT_PLAIN;
+    bool per_channel = inference && k->per_channel_blocked && tg_op_per_channel_full(node) >= 0;
+    return tg_op_is_elementwise(node) || per_channel ? TG_LAYOUT_TIED : TG_LAYOUT_PLAIN;
 }
 
 bool tg_blocked_kernel_exists(const tg_tensor *node)

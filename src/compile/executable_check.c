@@ -19,6 +19,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "ops/op.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,18 @@ static size_t whole_bytes(const tg_program *p, const tg_buffer *b)
     return (size_t)tg_numel(p->graph->nodes[b->node]) * tg_dtype_size(b->dtype);
 }
 
+/* Or, for a 4-D value whose channels are no whole blocks, the padded
+ * blocked size (compile/layout.h; which of the two the layout pass, run
+ * again at load, checks: tg_layout_size_buffers). */
+static size_t padded_bytes(const tg_program *p, const tg_buffer *b)
+{
+    tg_shape s = p->graph->nodes[b->node]->shape;
+    if (s.ndim != 4 || s.dim[1] % TG_CHANNEL_BLOCK == 0)
+        return 0;
+    s.dim[1] = (s.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK * TG_CHANNEL_BLOCK;
+    return (size_t)tg_shape_numel(s) * tg_dtype_size(b->dtype);
+}
+
 /* The buffer of a node fused into a convolution (compile/fuse.c): it
  * holds nothing, the convolution's buffer holds the node's value. */
 static bool emptied_by_fusion(const tg_program *p, const tg_buffer *b)
@@ -59,7 +72,8 @@ static tg_status check_buffer_sizes(const tg_program *p)
         if (emptied_by_fusion(p, b))
             continue;
         size_t want = b->sharded ? tg_sharding_shard_bytes(p, i) : whole_bytes(p, b);
-        if (b->bytes != want || b->stride < b->bytes || b->stride > tg_align(b->bytes))
+        if ((b->bytes != want && (b->sharded || b->bytes != padded_bytes(p, b))) ||
+            b->stride < b->bytes || b->stride > tg_align(b->bytes))
             return tg_error(TG_ERR_FORMAT,
                             "buffer %d of '%s' has %zu bytes a slot %zu apart; its value needs "
                             "%zu",

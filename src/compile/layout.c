@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "backend/cpu/blocked.h"
 #include "ops/conv.h"
+#include "ops/unary.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +49,70 @@ static bool is_step(const tg_program *p, const tg_tensor *t)
     return p->device_of[t->id] >= 0 && t->n_in > 0 && !(t->flags & TG_NODE_ALIAS);
 }
 
-/* A value the pass may keep blocked as far as the value itself goes: a
- * whole-channel-block activation computed by a step, not read by the host. */
+/* A 4-D value whose channels are no whole blocks: blocked, its last block
+ * is padded (tg_layout_padded). */
+static bool is_partial(const tg_tensor *t)
+{
+    return is_4d(t) && t->shape.dim[1] % TG_CHANNEL_BLOCK != 0;
+}
+
+/* Whether the program may pad: an inference program on one device (a
+ * padded value is never sent to another) with f32 or bf16 storage, which
+ * oneDNN's convolutions read and write as they are. */
+static bool may_pad(const tg_program *p, const tg_tensor *t)
+{
+    tg_dtype d = p->storage ? p->storage[t->id] : t->dtype;
+    return !p->training && p->n_devices == 1 && (d == TG_F32 || d == TG_BF16);
+}
+
+/* A value the pass may keep blocked as far as the value itself goes: an
+ * activation computed by a step, not read by the host, with whole channel
+ * blocks or (may_pad) a padded last one. */
 static bool may_block(const tg_program *p, const tg_tensor *t)
 {
-    return is_4d(t) && t->shape.dim[1] % TG_CHANNEL_BLOCK == 0 && is_step(p, t) &&
+    return is_4d(t) && (!is_partial(t) || may_pad(p, t)) && is_step(p, t) &&
            t->role == TG_ROLE_ACTIVATION && !(t->flags & TG_NODE_OUTPUT) && p->home[t->id] >= 0;
+}
+
+/* Whether a tied op may run on a padded operand: with its shapes padded
+ * (the engine's view, runtime/engine_passes.c) it computes the padding's
+ * channels from the padding alone, per element or per channel, and a
+ * finite padding stays finite (the zeros oneDNN writes there, or what
+ * these ops make of them). A convolution reading it multiplies the padding
+ * by zero weights; the reorder out and the checker skip it. */
+static bool padding_safe(const tg_tensor *t)
+{
+    switch (t->op) {
+    case TG_OP_ADD:
+    case TG_OP_SUB:
+    case TG_OP_MUL:
+    case TG_OP_RELU:
+    case TG_OP_LEAKY_RELU:
+    case TG_OP_CLIP:
+    case TG_OP_SIGMOID:
+    case TG_OP_TANH:
+    case TG_OP_NEG:
+    case TG_OP_ABS:
+    case TG_OP_SCALE:
+    case TG_OP_AVGPOOL2D:
+    case TG_OP_MAXPOOL2D:
+        return true;
+    case TG_OP_ACTIVATION:
+        return tg_is_hard_swish(t) || tg_is_hard_sigmoid(t);
+    default:
+        return false;
+    }
+}
+
+/* Whether a convolution reads and writes its storage as it is (f32 or
+ * bf16 everywhere: conv_dnnl.c's storage_types), so that no staging
+ * copies a padded operand by its logical size. */
+static bool conv_native(const tg_program *p, const tg_tensor *t)
+{
+    bool ok = may_pad(p, t);
+    for (int k = 0; k < t->n_in; k++)
+        ok &= may_pad(p, t->in[k]);
+    return ok;
 }
 
 /* What the op's definition says of its layout (tg_op_layout_of): an op that
@@ -97,6 +156,8 @@ static void visit_op(layout_pass *lp, const tg_tensor *t)
         const tg_tensor *v = k < 0 ? t : t->in[k];
         if (!is_4d(v) || is_neutral(v))
             continue;
+        if (is_partial(v) && !(kind == OP_CONV ? conv_native(lp->p, t) : padding_safe(t)))
+            lp->bad[v->id] = true;
         if (kind == OP_PLAIN)
             lp->bad[v->id] = true;
         else if (kind == OP_CONV)
@@ -188,4 +249,42 @@ void tg_layout_counts(const tg_program *p, int *tensors, int *ops)
         *tensors += (p->layout[i] & TG_LAYOUT_BLOCKED) != 0;
         *ops += (p->layout[i] & TG_LAYOUT_OP_BLOCKED) != 0;
     }
+}
+
+bool tg_layout_padded(const tg_program *p, const tg_tensor *t)
+{
+    return p->layout && (p->layout[t->id] & TG_LAYOUT_BLOCKED) && is_partial(t);
+}
+
+tg_shape tg_layout_stored_shape(const tg_program *p, const tg_tensor *t)
+{
+    tg_shape s = t->shape;
+    if (tg_layout_padded(p, t))
+        s.dim[1] = (s.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK * TG_CHANNEL_BLOCK;
+    return s;
+}
+
+tg_status tg_layout_size_buffers(tg_program *p, bool loaded)
+{
+    for (int i = 0; p->layout && i < p->graph->n_nodes; i++) {
+        const tg_tensor *t = p->graph->nodes[i];
+        int b = p->home[i];
+        /* loaded: every buffer of its own value, padded or not as the pass
+         * says (compile/executable_check.c accepts either size) */
+        if (b < 0 || !is_partial(t) || (!tg_layout_padded(p, t) && !loaded) ||
+            p->buffers[b].node != i || p->buffers[b].sharded || p->buffers[b].bytes == 0)
+            continue;
+        tg_buffer *buf = &p->buffers[b];
+        size_t bytes =
+            (size_t)tg_shape_numel(tg_layout_stored_shape(p, t)) * tg_dtype_size(buf->dtype);
+        if (loaded && buf->bytes != bytes)
+            return tg_error(TG_ERR_FORMAT,
+                            "executable: '%s' takes %zu bytes in the layout this machine "
+                            "plans (channels padded to whole blocks or not), the file's "
+                            "buffer %zu: the file is stale, compile again",
+                            t->name, bytes, buf->bytes);
+        if (!loaded && buf->bytes < bytes)
+            buf->bytes = buf->stride = bytes;
+    }
+    return TG_OK;
 }

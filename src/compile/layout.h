@@ -14,7 +14,9 @@
  * so does the input of a view (reshape, flatten: a node with no step that
  * reads its input's bytes in NCHW order), which is also what
  * checkpoints, reads and writes see. A 4-D tensor with a 1x1 map and
- * channels a multiple of the block is the same memory in both layouts.
+ * channels a multiple of the block is the same memory in both layouts. An
+ * inference program also blocks channel counts that are no whole blocks,
+ * padded (tg_layout_padded), where the ops around them take the padding.
  *
  * TG_LAYOUT=plain in the environment turns the pass off (every tensor NCHW),
  * to compare; the tiled targets never use it.
@@ -38,6 +40,21 @@ tg_status tg_layout_assign(tg_program *p);
 /* Whether t's memory may be read as blocked: kept blocked, or a 1x1 map
  * whose channels are a multiple of the block (the same bytes either way). */
 bool tg_layout_reads_blocked(const tg_program *p, const tg_tensor *t);
+
+/* Whether t is kept blocked with channels that are no whole blocks (an
+ * inference program's 24, 40, 72...: oneDNN's nChw16c with the channels
+ * padded to the next block, the padding's contents finite and never read
+ * into a real channel, layout.c's padding_safe). Its buffer holds the
+ * padded size; the engine runs a tied op on padded operands with their
+ * shapes padded (runtime/engine_passes.c). */
+bool tg_layout_padded(const tg_program *p, const tg_tensor *t);
+/* t's shape as stored: its channels padded to whole blocks when
+ * tg_layout_padded, else its own. */
+tg_shape tg_layout_stored_shape(const tg_program *p, const tg_tensor *t);
+/* Give every padded value's buffer its padded size (compile, after the
+ * layout pass and before the memory plan); loaded: check instead that the
+ * file's buffers have it (TG_ERR_FORMAT naming the value when not). */
+tg_status tg_layout_size_buffers(tg_program *p, bool loaded);
 
 /* Tensors kept blocked, and ops running a blocked variant (for the compile
  * summary). */

@@ -337,6 +337,8 @@ static tg_status compile(tg_program *p)
     if (s == TG_OK)
         s = tg_layout_assign(p);
     if (s == TG_OK)
+        s = tg_layout_size_buffers(p, false);
+    if (s == TG_OK)
         s = tg_fuse_inference(p, needed);
     for (int k = 0; s == TG_OK && k < n_order; k++)
         if (runs_as_step(g->nodes[order[k]]) && !(p->fused_into && p->fused_into[order[k]] >= 0))

@@ -307,9 +307,11 @@ size_t tg_program_kept_bytes(const tg_program *p, int d);
  * are -1, and a convolution's step may read the residual it adds; 9: a
  * batched product's step may read the divisor and the mask it applies,
  * attention's scores, and write its heads merged, so the same graph's
- * inference program differs from an 8's). Written and read in
+ * inference program differs from an 8's; 10: an inference program's
+ * buffers of blocked values whose channels are no whole blocks hold the
+ * padded size). Written and read in
  * compile/executable_file.c. */
-#define TG_EXECUTABLE_FORMAT_VERSION 9u
+#define TG_EXECUTABLE_FORMAT_VERSION 10u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per

@@ -113,6 +113,11 @@ bool tg_step_stages_in_chunks(const tg_tensor *t)
     return tg_op_is_elementwise(t) && t->n_mutated == 0;
 }
 
+static int64_t stored_numel(const tg_program *p, const tg_tensor *t)
+{
+    return tg_shape_numel(tg_layout_stored_shape(p, t));
+}
+
 /* Add one step's f32 staging to its scratch (none for chunks: they live on
  * the stack of the thread converting them). */
 static void stage_step(const tg_program *p, tg_step *st)
@@ -130,12 +135,13 @@ static void stage_step(const tg_program *p, tg_step *st)
         st->staged = in || tg_step_stages_output(p, st);
         return;
     }
+    /* a padded blocked operand is staged whole (runtime/engine_passes.c) */
     size_t extra = 0;
     for (int k = 0; k < t->n_in; k++)
         if (tg_step_stages_input(p, st, k))
-            extra += tg_align((size_t)tg_numel(t->in[k]) * sizeof(float));
+            extra += tg_align((size_t)stored_numel(p, t->in[k]) * sizeof(float));
     if (tg_step_stages_output(p, st))
-        extra += tg_align((size_t)tg_numel(t) * sizeof(float));
+        extra += tg_align((size_t)stored_numel(p, t) * sizeof(float));
     st->staged = extra > 0;
     if (st->staged)
         st->scratch_bytes = tg_align(st->kernel_scratch) + extra;

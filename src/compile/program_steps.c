@@ -190,6 +190,7 @@ tg_status tg_program_plan_loaded(tg_program *p)
         return tg_error(TG_ERR_NOMEM, "executable: out of memory");
     TG_TRY(tg_layout_assign(p));
     TG_TRY(tg_fuse_check_loaded(p)); /* before plan_node folds a norm by it */
+    TG_TRY(tg_layout_size_buffers(p, true));
     for (int d = 0; d < p->n_devices; d++)
         for (int ph = 0; ph < TG_PHASE_COUNT; ph++)
             for (int k = 0; k < p->devices[d].n_steps[ph]; k++) {

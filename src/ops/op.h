@@ -281,6 +281,14 @@ typedef struct tg_kernel_def {
      * (blocked: it runs in the blocked layout): whether it does; NULL =
      * never. */
     bool (*reads_bf16)(const tg_tensor *node, bool blocked);
+    /* Whether the kernel, element-wise, also runs blocked where one operand
+     * has one value per channel of the other's 4-D shape
+     * (tg_op_per_channel_full: a squeeze-excite block's scale). An inference
+     * program's layout pass then ties its operands: planned plain,
+     * mobilenet_v3's squeeze-excite Mul kept the depthwise convolution
+     * before it and the 1x1 one after it in NCHW, each reordering at every
+     * run. */
+    bool per_channel_blocked;
 } tg_kernel_def;
 
 /* The op's definition, or NULL for a value outside tg_op. tg_op_name and the
@@ -297,6 +305,10 @@ const tg_op_def *tg_op_get(tg_op op);
  * staging half-precision operands a chunk at a time). */
 #define TG_ELEMENTWISE_MAX_INPUTS 3
 bool tg_op_is_elementwise(const tg_tensor *node);
+/* Which input of a two-input 4-D node has the output's shape [N, C, H, W]
+ * while the other has [N or 1, C, 1, 1] (one value per channel, and per
+ * sample or for all), not the output's shape; -1 for any other node. */
+int tg_op_per_channel_full(const tg_tensor *node);
 /* The shape rule of an element-wise gradient op (dy, operand) -> dx: two f32
  * inputs of one shape, the output theirs. `inputs` and `operand` name the
  * second input in the messages ("takes 2 inputs (dy and x)", "dy [4] and x

@@ -84,6 +84,24 @@ bool tg_op_is_elementwise(const tg_tensor *node)
     return true;
 }
 
+int tg_op_per_channel_full(const tg_tensor *node)
+{
+    tg_shape y = node->shape;
+    if (node->n_in != 2 || y.ndim != 4 || node->in[0]->shape.ndim != 4 ||
+        node->in[1]->shape.ndim != 4)
+        return -1;
+    int full = tg_shape_equal(node->in[0]->shape, y)   ? 0
+               : tg_shape_equal(node->in[1]->shape, y) ? 1
+                                                       : -1;
+    if (full < 0)
+        return -1;
+    tg_shape s = node->in[1 - full]->shape;
+    return s.dim[1] == y.dim[1] && s.dim[2] * s.dim[3] == 1 &&
+                   (s.dim[0] == y.dim[0] || s.dim[0] == 1) && !tg_shape_equal(s, y)
+               ? full
+               : -1;
+}
+
 bool tg_op_check_operands(const tg_kernel_args *a, char *msg, size_t cap)
 {
     const tg_op_def *def = tg_op_get(a->node->op);

@@ -57,6 +57,28 @@ static const tg_tensor *shard_view(device_ctx *c, const tg_step *st, const tg_te
     return node;
 }
 
+/* A tied op on padded blocked operands (compile/layout.h tg_layout_padded)
+ * seen with their channels padded, so that its kernel and its staging walk
+ * the whole padded memory; NULL when none is padded. */
+static const tg_tensor *padded_view(const tg_program *p, const tg_tensor *t, tg_kernel_args *a,
+                                    tg_tensor *node, tg_tensor *in)
+{
+    bool padded = tg_layout_padded(p, t);
+    for (int k = 0; k < t->n_in; k++)
+        padded |= tg_layout_padded(p, t->in[k]);
+    if (!padded)
+        return NULL;
+    *node = *t;
+    node->shape = tg_layout_stored_shape(p, t);
+    for (int k = 0; k < t->n_in && k < TG_MAX_INPUTS; k++) {
+        in[k] = *t->in[k];
+        in[k].shape = tg_layout_stored_shape(p, t->in[k]);
+        node->in[k] = &in[k];
+    }
+    a->node = node;
+    return node;
+}
+
 /* The storage types of a step that reads them itself (tg_step_reads_native). */
 static void native_types(const tg_program *p, const tg_step *st, tg_kernel_args *a)
 {
@@ -197,6 +219,8 @@ static bool run_range(device_ctx *c, tg_phase ph, int64_t it, int64_t g, int beg
         tg_tensor shard_node, shard_in[TG_MAX_INPUTS];
         if (ph == TG_PHASE_UPDATE && tg_rts_is_sharded_update(p, st, t))
             t = shard_view(c, st, t, &a, &so, &shard_node, shard_in);
+        else if (a.blocked && padded_view(p, t, &a, &shard_node, shard_in))
+            t = &shard_node;
         bool valid = operands_valid(c, &a, it, g, bad, sizeof bad);
         void *stored_out = a.out; /* staging points a.out at its f32 copy */
         if (c->rec) {

@@ -119,14 +119,15 @@ bool tg_verify_capturing(const tg_verify *v)
     return v && v->capturing;
 }
 
-/* nChw16c -> NCHW */
+/* nChw16c -> NCHW (a padded last block's padding skipped) */
 static void unblock(const float *src, float *dst, const tg_shape *s)
 {
-    int64_t N = s->dim[0], C = s->dim[1], HW = s->dim[2] * s->dim[3], CB = C / TG_CHANNEL_BLOCK;
+    int64_t N = s->dim[0], C = s->dim[1], HW = s->dim[2] * s->dim[3],
+            CB = (C + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
     for (int64_t n = 0; n < N; n++)
         for (int64_t cb = 0; cb < CB; cb++)
             for (int64_t hw = 0; hw < HW; hw++)
-                for (int64_t c = 0; c < TG_CHANNEL_BLOCK; c++)
+                for (int64_t c = 0; c < TG_CHANNEL_BLOCK && cb * TG_CHANNEL_BLOCK + c < C; c++)
                     dst[(n * C + cb * TG_CHANNEL_BLOCK + c) * HW + hw] =
                         src[((n * CB + cb) * HW + hw) * TG_CHANNEL_BLOCK + c];
 }
@@ -146,8 +147,10 @@ void tg_verify_capture(tg_verify *v, const tg_program *p, const tg_step *st, con
     tg_dtype dt = p->buffers[st->out].dtype;
     int64_t n = tg_numel(t);
     float *tmp = NULL;
-    if (tg_layout_reads_blocked(p, t) && t->shape.ndim == 4 && (tmp = tg_malloc((size_t)n * 4))) {
-        tg_verify_to_float(out, dt, tmp, n);
+    int64_t stored = tg_shape_numel(tg_layout_stored_shape(p, t));
+    if (tg_layout_reads_blocked(p, t) && t->shape.ndim == 4 &&
+        (tmp = tg_malloc((size_t)stored * 4))) {
+        tg_verify_to_float(out, dt, tmp, stored);
         unblock(tmp, fast[t->id], &t->shape);
         tg_free(tmp);
     } else {

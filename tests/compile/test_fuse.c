@@ -159,14 +159,7 @@ static void run(tg_session *s, const chain *c, uint64_t seed, float *out)
         }
         TG_CHECK_OK(tg_session_write(s, c->stats[l], st, (size_t)(2 * K) * sizeof(float)));
     }
-    int64_t n = tg_numel(c->x);
-    float *x = tg_malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; x && i < n; i++)
-        x[i] = (float)(2 * tg_rng_uniform(&r) - 1);
-    TG_CHECK_OK(tg_session_write(s, c->x, x, (size_t)n * sizeof(float)));
-    tg_free(x);
-    TG_CHECK_OK(tg_session_run(s));
-    TG_CHECK_OK(tg_session_read(s, c->y, out, (size_t)c->out_numel * sizeof(float)));
+    tg_fuse_test_run_x(s, &r, c->x, c->y, out);
 }
 
 /* Fused chains that end in x * hard_sigmoid(x). */

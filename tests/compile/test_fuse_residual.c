@@ -116,14 +116,7 @@ static void run(tg_session *s, const block_net *n, uint64_t seed, float *out)
         }
         TG_CHECK_OK(tg_session_write(s, n->stats[l], st, (size_t)(2 * K) * sizeof(float)));
     }
-    int64_t nx = tg_numel(n->x);
-    float *x = tg_malloc((size_t)nx * sizeof(float));
-    for (int64_t i = 0; x && i < nx; i++)
-        x[i] = (float)(2 * tg_rng_uniform(&r) - 1);
-    TG_CHECK_OK(tg_session_write(s, n->x, x, (size_t)nx * sizeof(float)));
-    tg_free(x);
-    TG_CHECK_OK(tg_session_run(s));
-    TG_CHECK_OK(tg_session_read(s, n->y, out, (size_t)n->out_numel * sizeof(float)));
+    tg_fuse_test_run_x(s, &r, n->x, n->y, out);
 }
 
 /* The convolutions of s's program computing a residual add, each planned

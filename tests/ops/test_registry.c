@@ -74,6 +74,9 @@ static void test_flags_consistent(void)
         if (d->memory == TG_OP_VIEWS_INPUT) /* a view runs no kernel and keeps NCHW */
             TG_CHECK(d->flags == TG_OPF_NONE &&
                      (!k || (!k->layout && !k->planner && !k->scratch && !k->reads_bf16)));
+        if (k && k->per_channel_blocked) /* the binary kernels' blocked per-channel loop */
+            TG_CHECK((d->flags & TG_OPF_ELEMENTWISE) &&
+                     (op == TG_OP_ADD || op == TG_OP_SUB || op == TG_OP_MUL));
         if (d->flags & TG_OPF_ELEMENTWISE) /* position-free: no layout of its own to plan */
             TG_CHECK((!k || (!k->layout && !k->planner)) && d->cost == TG_COST_MEMORY);
         if (k && k->layout)

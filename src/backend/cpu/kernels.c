@@ -141,6 +141,10 @@ TG_CPU_NORM_BLOCKED(TG_CPU_BLOCKED_FORWARD)
  * with this layout. */
 #define TG_CPU_POOL_BLOCKED(X) X(MAXPOOL2D) X(MAXPOOL2D_BWD) X(AVGPOOL2D) X(AVGPOOL2D_BWD)
 
+/* The binary kernels' blocked per-channel loop (binary_kernels.c): add, sub
+ * and mul with one operand of one value per channel run blocked too. */
+#define TG_CPU_PER_CHANNEL(X) X(ADD) X(SUB) X(MUL)
+
 static const tg_kernel_def *cpu_kernel(tg_op op);
 
 bool tg_elementwise_bf16_supported(const tg_tensor *node)
@@ -208,6 +212,9 @@ static void cpu_table_fill(void)
 #define TG_CPU_POOL_WRAP(e) wrap_blocked_layout(TG_OP_##e);
     TG_CPU_POOL_BLOCKED(TG_CPU_POOL_WRAP)
 #undef TG_CPU_POOL_WRAP
+#define TG_CPU_PER_CHANNEL_WRAP(e) wrap(TG_OP_##e)->per_channel_blocked = true;
+    TG_CPU_PER_CHANNEL(TG_CPU_PER_CHANNEL_WRAP)
+#undef TG_CPU_PER_CHANNEL_WRAP
 }
 
 static const tg_kernel_def *cpu_kernel(tg_op op)

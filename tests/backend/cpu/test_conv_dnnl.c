@@ -101,6 +101,32 @@ static void test_bf16_kernels_match_reference(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* An inference stem (3 input channels) computes in f32 under bf16
+ * arithmetic, where oneDNN's bf16 kernels would pad its channel pairs; the
+ * same convolution in training, or with 4 input channels, stays bf16. */
+static void test_inference_stem_computes_f32(void)
+{
+    if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
+        return; /* no bf16 kernels: f32 either way */
+    for (int c = 3; c <= 4; c++)
+        for (int inference = 0; inference <= 1; inference++) {
+            tg_graph *g = tg_graph_create();
+            tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, c, 16, 16));
+            tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(16, c, 3, 3));
+            tg_tensor *y = tg_conv2d(g, x, w, NULL, P(2, 2, 1, 1, 1, 1, 1));
+            tg_kernel_plan kp = {0};
+            tg_plan_opts po = {.n_threads = 1, .compute = TG_BF16, .inference = inference};
+            TG_CHECK_OK(tg_op_planner_get(TG_OP_CONV2D)->plan(y, &po, &kp));
+            bool f32 = c == 3 && inference;
+            if (!kp.state || (strstr(kp.kernel, "(bf16)") != NULL) == f32)
+                tg_test_fail(__FILE__, __LINE__, "%d channels, %s: '%s'", c,
+                             inference ? "inference" : "training", kp.kernel);
+            if (kp.state)
+                tg_op_planner_get(TG_OP_CONV2D)->plan_free(kp.state);
+            tg_graph_destroy(g);
+        }
+}
+
 /* Taps that read only padding are left out of the primitive (its kernel
  * name says how many are live), and the results still match the reference
  * (test_dnnl_kernels_match_reference runs these geometries); a conv where
@@ -772,6 +798,7 @@ int main(void)
     TG_RUN(test_one_thread_device_starts_no_openmp_threads);
     TG_RUN(test_small_maps_weight_gradient_is_a_matmul);
     TG_RUN(test_dnnl_kernels_match_reference);
+    TG_RUN(test_inference_stem_computes_f32);
     TG_RUN(test_bf16_kernels_match_reference);
     TG_RUN(test_dead_taps_are_cropped);
     TG_RUN(test_own_kernels_when_forced);
