@@ -10,7 +10,8 @@ disturbs least (the caches it shares still count, so alternate). Each
 library runs in its own process, one after another, `--rounds` times
 (A, B, ..., A, B, ...); each process builds the session, runs once, then
 `--runs` timed runs. One JSON line per library: [min-max] over the rounds
-of each round's median (and minimum), with the CPU model and ISA.
+of each round's median (and minimum), each round's median in order (to
+compare the libraries round by round), with the CPU model and ISA.
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
         --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
@@ -82,6 +83,9 @@ def main():
                           "runs": a.runs, "rounds": a.rounds, "cpu": cpu_model(), "isa": cpu_isa(),
                           "load_average": os.getloadavg()[0],
                           "cpu_ms_median": span([t["cpu_ms"][1] for t in turns]),
+                          # each round's, in order: rounds alternate the libraries, so
+                          # one round's medians side by side share the load of that moment
+                          "cpu_ms_median_by_round": [round(t["cpu_ms"][1], 2) for t in turns],
                           "cpu_ms_min": span([t["cpu_ms"][0] for t in turns]),
                           "wall_ms_median": span([t["wall_ms"][1] for t in turns])}))
 
