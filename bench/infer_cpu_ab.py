@@ -11,10 +11,14 @@ library runs in its own process, one after another, `--rounds` times
 (A, B, ..., A, B, ...); each process builds the session, runs once, then
 `--runs` timed runs. One JSON line per library: [min-max] over the rounds
 of each round's median (and minimum), each round's median in order (to
-compare the libraries round by round), with the CPU model and ISA.
+compare the libraries round by round), with the CPU model and ISA. In
+place of a library, `onnxruntime` runs onnxruntime's CPU provider (f32,
+intra-op threads = --threads, sequential) on the same file and input: its
+CPU time per run beside tilegraph's, the yardstick least disturbed by
+the load (at one thread; at more, onnxruntime's spinning threads count).
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
-        --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
+        --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so onnxruntime
 """
 import argparse
 import json
@@ -23,20 +27,29 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ORT = "onnxruntime"  # in place of a library: onnxruntime's CPU provider, f32, on the same file
 sys.path.insert(0, HERE)
 from ort_infer import cpu_isa, cpu_model  # noqa: E402
 
 CHILD = r'''
 import json, os, sys, time
 import numpy as np
-sys.path.insert(0, sys.argv[1])
-from tilegraph.onnx_session import OnnxSession
 model, batch, runs, threads, precision = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
 import onnx
 inp = onnx.load(model, load_external_data=False).graph.input[0]
 dims = [batch] + [d.dim_value for d in inp.type.tensor_type.shape.dim[1:]]
 feeds = {inp.name: np.random.default_rng(0).standard_normal(dims, dtype=np.float32)}
+if sys.argv[7] == "onnxruntime":
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.inter_op_num_threads = threads, 1
+    o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    s = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
+    s.run = (lambda run: lambda f: run(None, f))(s.run)
+else:
+    sys.path.insert(0, sys.argv[1])
+    from tilegraph.onnx_session import OnnxSession
+    s = OnnxSession(model, batch=batch, threads=threads, precision=precision)
 s.run(feeds)
 wall, cpu = [], []
 for _ in range(runs):
@@ -53,7 +66,8 @@ print(json.dumps({"cpu_ms": [cpu[0] * 1e3, cpu[len(cpu) // 2] * 1e3],
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("libraries", nargs="+", help="paths of libtilegraph.so builds to compare")
+    ap.add_argument("libraries", nargs="+",
+                    help="paths of libtilegraph.so builds to compare, or 'onnxruntime'")
     ap.add_argument("--model", required=True, help="an ONNX file with one float input")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
@@ -62,8 +76,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     for lib in a.libraries:
-        if not os.path.isfile(lib):
-            sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
+        if lib != ORT and not os.path.isfile(lib):
+            sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so "
+                     f"(or '{ORT}')")
     if not os.path.isfile(a.model):
         sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")
     python = os.path.join(os.path.dirname(HERE), "python")
@@ -72,7 +87,8 @@ def main():
         for lib in a.libraries:
             env = dict(os.environ, TILEGRAPH_LIBRARY=lib, OMP_NUM_THREADS=str(a.threads))
             out = subprocess.run([sys.executable, "-c", CHILD, python, a.model, str(a.batch), str(a.runs),
-                                  str(a.threads), a.precision], env=env, capture_output=True, text=True)
+                                  str(a.threads), a.precision, "onnxruntime" if lib == ORT else "tilegraph"],
+                                 env=env, capture_output=True, text=True)
             if out.returncode:
                 sys.exit(f"infer_cpu_ab: {lib} failed:\n{out.stderr[-2000:]}")
             got[lib].append(json.loads(out.stdout.strip().splitlines()[-1]))
