@@ -13,7 +13,8 @@ provider (f32) on the same file and inputs (at more than one thread its
 spinning pool threads count in its CPU time). Each library runs in its own process, one after another, `--rounds` times
 (A, B, ..., A, B, ...); each process builds the session, runs once, then
 `--runs` timed runs. One JSON line per library: [min-max] over the rounds
-of each round's median (and minimum), with the CPU model and ISA.
+of each round's median (and minimum), each round's median in order (to
+compare the libraries round by round), with the CPU model and ISA.
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py \\
         --model build/bench-onnx/resnet50_224.onnx OLD/libtilegraph.so build/libtilegraph.so
@@ -29,6 +30,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ORT = "onnxruntime"  # in place of a library: onnxruntime's CPU provider, f32, on the same file
 sys.path.insert(0, HERE)
 from ort_infer import cpu_isa, cpu_model  # noqa: E402
 
@@ -92,10 +94,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--onnxruntime", action="store_true", help="onnxruntime too, one more turn a round")
     a = ap.parse_args()
-    if a.onnxruntime and "onnxruntime" not in a.libraries:
-        a.libraries.append("onnxruntime")
+    if a.onnxruntime and ORT not in a.libraries:
+        a.libraries.append(ORT)
     for lib in a.libraries:
-        if lib != "onnxruntime" and not os.path.isfile(lib):
+        if lib != ORT and not os.path.isfile(lib):
             sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
     if not os.path.isfile(a.model):
         sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")
@@ -105,7 +107,8 @@ def main():
         for lib in a.libraries:
             env = dict(os.environ, TILEGRAPH_LIBRARY=lib, OMP_NUM_THREADS=str(a.threads))
             out = subprocess.run([sys.executable, "-c", CHILD, python, a.model, str(a.batch), str(a.runs),
-                                  str(a.threads), a.precision], env=env, capture_output=True, text=True)
+                                  str(a.threads), a.precision],
+                                 env=env, capture_output=True, text=True)
             if out.returncode:
                 sys.exit(f"infer_cpu_ab: {lib} failed:\n{out.stderr[-2000:]}")
             got[lib].append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -113,10 +116,13 @@ def main():
     for lib, turns in got.items():
         print(json.dumps({"bench": "infer_cpu_ab", "library": lib, "model": os.path.basename(a.model),
                           "batch": a.batch, "threads": a.threads,
-                          "precision": "32.32" if lib == "onnxruntime" else a.precision,
+                          "precision": "32.32" if lib == ORT else a.precision,
                           "runs": a.runs, "rounds": a.rounds, "cpu": cpu_model(), "isa": cpu_isa(),
                           "load_average": os.getloadavg()[0],
                           "cpu_ms_median": span([t["cpu_ms"][1] for t in turns]),
+                          # each round's, in order: rounds alternate the libraries, so
+                          # one round's medians side by side share the load of that moment
+                          "cpu_ms_median_by_round": [round(t["cpu_ms"][1], 2) for t in turns],
                           "cpu_ms_min": span([t["cpu_ms"][0] for t in turns]),
                           "wall_ms_median": span([t["wall_ms"][1] for t in turns])}))
 

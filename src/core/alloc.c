@@ -4,11 +4,16 @@
  * subtract it and so that every block is 64-byte aligned (cache lines and
  * AVX-512 loads). The counters are C11 atomics.
  */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "core/alloc.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define TG_ALLOC_HEADER 64
 
@@ -89,6 +94,19 @@ void tg_free(void *ptr)
         return;
     count(-(long long)block_size(ptr));
     free((char *)ptr - TG_ALLOC_HEADER);
+}
+
+void tg_advise_huge_pages(void *ptr, size_t size)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t lo = ((uintptr_t)ptr + huge - 1) & ~(huge - 1);
+    uintptr_t hi = ((uintptr_t)ptr + size) & ~(huge - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)ptr, (void)size;
+#endif
 }
 
 char *tg_strdup(const char *s)

@@ -152,9 +152,9 @@ typedef struct tg_plan_opts {
 
 /* What an op's plan hook decided for one node. */
 typedef struct tg_kernel_plan {
-    void *state;     /* NULL: forward runs without planned state */
-    size_t scratch;  /* bytes the planned kernel needs (with state; else scratch()'s) */
-    char kernel[96]; /* the kernel chosen, for the compile output and the profile */
+    void *state;      /* NULL: forward runs without planned state */
+    size_t scratch;   /* bytes the planned kernel needs (with state; else scratch()'s) */
+    char kernel[160]; /* the kernel chosen, for the compile output and the profile */
     /* The planned kernel reads in[] and writes out in their stored types
      * (tg_plan_opts.in_storage, out_storage), so the engine does not stage
      * them through f32 (runtime/staging.h): bf16 activations go straight

@@ -101,6 +101,7 @@ static tg_status allocate(tg_session *s, int threads)
                             "session: out of memory: cannot allocate %zu bytes for device "
                             "%d of replica %d",
                             bytes, i % p->n_devices, i / p->n_devices);
+        tg_advise_huge_pages(s->arena[i], bytes);
         memset(s->arena[i], 0, bytes);
         if (!(s->pools[i] = tg_pool_create(threads))) {
             char why[256]; /* the pool's own reason: memory or a thread it could not start */

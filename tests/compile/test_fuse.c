@@ -17,6 +17,7 @@
 #include "core/process.h"
 #include "core/rng.h"
 #include "backend/cpu/dnnl_util.h"
+#include "ops/op.h"
 #include "runtime/session_internal.h"
 #include "runtime/verify.h"
 #include "tilegraph/session.h"
@@ -407,11 +408,16 @@ static int differing(const float *a, const float *b, int64_t n, int *nan, int *i
  * -inf and +inf in another, through conv + norm + ReLU (r, read out too)
  * and then conv + norm + ReLU, or conv + norm + r + ReLU and a conv (y). The fused program's
  * outputs are NaN, +inf and 0 exactly where the unfused program's are (its ReLU, as PyTorch's,
- * passes NaN on and gives 0 for -inf), and close elsewhere. */
+ * passes NaN on and gives 0 for -inf), and close elsewhere: the fused ReLU is oneDNN's max with
+ * 0, which gives 0 for NaN, run again as ELU(0) where a NaN raised the invalid flag
+ * (backend/cpu/conv_dnnl.c's fast_relu). */
 static void test_nonfinite_through_fused_relu(void)
 {
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
-    for (int residual = 0; residual < 2; residual++) {
+    /* two threads: the batch in parts, each primitive run by a pool thread,
+     * whose own flag must be the one read */
+    for (int variant = 0; variant < 4; variant++) {
+        int residual = variant % 2, threads = 1 + variant / 2;
         chain c;
         tg_tensor *w0 = two_norm_chain(&c);
         tg_graph *g = c.g;
@@ -437,10 +443,15 @@ static void test_nonfinite_through_fused_relu(void)
         tg_tensor_mark_output(c.y);
         TG_CHECK_OK(tg_graph_status(g));
         c.out_numel = tg_numel(c.y);
-        tg_session *s[2] = {open_session(&c, 1, true), open_session(&c, 1, false)};
+        tg_session *s[2] = {open_session(&c, threads, true), open_session(&c, threads, false)};
         TG_CHECK(tg_fuse_test_chains(s[0]) == 2);
         TG_CHECK(tg_fuse_test_chains(s[1]) == 0);
         TG_CHECK(!residual || tg_fuse_conv_add(tg_session_program(s[0]), conv1));
+        /* the fused ReLU runs as oneDNN's max first, its ELU(0) again where
+         * the max met a NaN: the NaN below must come out through that */
+        const char *kernel = tg_session_program(s[0])->plans[conv1->id].kernel;
+        if (!strstr(kernel, "ReLU (max, ELU on NaN) post-op"))
+            tg_test_fail(__FILE__, __LINE__, "conv1's kernel is '%s'", kernel);
         float *y[2], *rv[2];
         for (int k = 0; k < 2; k++) {
             y[k] = tg_malloc((size_t)c.out_numel * sizeof(float));
@@ -464,14 +475,75 @@ static void test_nonfinite_through_fused_relu(void)
         int nan = 0, inf = 0;
         int differ = differing(y[0], y[1], c.out_numel, &nan, &inf) +
                      differing(rv[0], rv[1], tg_numel(r), &nan, &inf);
-        printf("  %s: %d NaN and %d infinite outputs unfused, %d outputs differ fused\n",
-               residual ? "with a residual add" : "without", nan, inf, differ);
+        printf("  %s, %d thread%s: %d NaN and %d infinite outputs unfused, %d outputs differ "
+               "fused\n",
+               residual ? "with a residual add" : "without", threads, threads > 1 ? "s" : "", nan,
+               inf, differ);
         TG_CHECK(nan > 0 && (residual || inf > 0));
         TG_CHECK(differ == 0);
         for (int k = 0; k < 2; k++)
             tg_free(y[k]), tg_free(rv[k]), tg_session_destroy(s[k]);
         tg_graph_destroy(g);
     }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* The same in a bf16 model (precision 32.bf16, on a CPU with bf16
+ * convolutions: the activation fuses, no norm): x with NaN, -inf and +inf
+ * through conv + ReLU twice; the fused ReLU's max runs on the f32
+ * accumulators and raises the flag there as in f32, so NaN and the
+ * infinities land where the unfused program's do. */
+static void test_nonfinite_through_fused_relu_bf16(void)
+{
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 16, 6, 6));
+    tg_tensor *w0 =
+        tg_param(g, "w0", tg_shape4(32, 16, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 144, 0});
+    tg_tensor *w1 =
+        tg_param(g, "w1", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    tg_conv2d_params same = {1, 1, 1, 1, 1, 1, 1}, one = {1, 1, 0, 0, 1, 1, 1};
+    tg_tensor *conv0 = tg_conv2d(g, x, w0, NULL, same);
+    tg_tensor *y = tg_relu(g, tg_conv2d(g, tg_relu(g, conv0), w1, NULL, one));
+    tg_tensor_mark_output(y);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_session *s[2] = {tg_fuse_test_open_with(g, 1, true, "32.bf16", NULL),
+                        tg_fuse_test_open_with(g, 1, false, "32.bf16", NULL)};
+    const char *kernel = tg_session_program(s[0])->plans[conv0->id].kernel;
+    if (!strstr(kernel, "(bf16)") || !strstr(kernel, "ReLU (max, ELU on NaN) post-op")) {
+        printf("  (no bf16 convolution with the fast ReLU here: '%s')\n", kernel);
+    } else {
+        int64_t n = tg_numel(y);
+        float *out[2];
+        float xs[2 * 16 * 36];
+        tg_rng rng;
+        tg_rng_seed(&rng, 5);
+        for (int i = 0; i < 2 * 16 * 36; i++)
+            xs[i] = (float)(2 * tg_rng_uniform(&rng) - 1);
+        xs[3 * 36 + 14] = NAN;
+        xs[16 * 36 + 5 * 36 + 26] = -INFINITY;
+        xs[16 * 36 + 9 * 36 + 2] = INFINITY;
+        for (int k = 0; k < 2; k++) {
+            out[k] = tg_malloc((size_t)n * sizeof(float));
+            TG_CHECK_OK(tg_session_write(s[k], x, xs, sizeof xs));
+            TG_CHECK_OK(tg_session_run(s[k]));
+            TG_CHECK_OK(tg_session_read(s[k], y, out[k], (size_t)n * sizeof(float)));
+        }
+        int nan = 0, inf = 0, differ = 0;
+        for (int64_t i = 0; i < n; i++) {
+            nan += isnan(out[1][i]), inf += isinf(out[1][i]);
+            differ += isnan(out[1][i])   ? !isnan(out[0][i])
+                      : isinf(out[1][i]) ? out[0][i] != out[1][i]
+                                         : isnan(out[0][i]) || isinf(out[0][i]);
+        }
+        printf("  bf16: %d NaN and %d infinite outputs unfused, %d differ in kind fused\n", nan,
+               inf, differ);
+        TG_CHECK(nan > 0 && differ == 0);
+        tg_free(out[0]), tg_free(out[1]);
+    }
+    tg_session_destroy(s[0]), tg_session_destroy(s[1]);
+    tg_graph_destroy(g);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -555,6 +627,7 @@ int main(void)
     TG_RUN(test_view_of_fused_value);
     TG_RUN(test_views_of_views);
     TG_RUN(test_nonfinite_through_fused_relu);
+    TG_RUN(test_nonfinite_through_fused_relu_bf16);
     TG_RUN(test_nothing_fused_where_seen);
     TG_RUN(test_executable_file_keeps_fusion);
     return tg_test_finish();

@@ -525,8 +525,9 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
  * sum post-op would need), then the activation as eltwise post-ops: ReLU;
  * hard swish (x relu6(x + 3) / 6, oneDNN 2.6 has no parameters for it),
  * also where the graph writes it as a Mul of x and its hard sigmoid; hard
- * sigmoid as alpha x + beta clipped to [0, 1]. */
-static dnnl_status_t post_ops(conv_state *st, dnnl_primitive_attr_t attr)
+ * sigmoid as alpha x + beta clipped to [0, 1]. `fast`: the ReLU as
+ * oneDNN's max with 0 (fast_relu below), else as ELU with alpha 0. */
+static dnnl_status_t post_ops(conv_state *st, dnnl_primitive_attr_t attr, bool fast)
 {
     dnnl_post_ops_t ops;
     dnnl_status_t s = dnnl_post_ops_create(&ops);
@@ -544,11 +545,11 @@ static dnnl_status_t post_ops(conv_state *st, dnnl_primitive_attr_t attr)
          * (to be reported; PyTorch's ReLU passes it too), -inf gives 0.
          * oneDNN's ReLU post-op is a max with 0 and gives 0 for NaN; with
          * a tiny alpha, applied twice, it keeps NaN but gives -inf for
-         * -inf; clip and a binary max lose NaN like the ReLU. On this
-         * machine's AVX-512 JIT, one thread, under load, a 1x1 256->256
-         * conv at 28x28, batch 8: 3.41-3.60 ms against 3.13-3.21 with the
-         * ReLU post-op (ResNet-50 end to end: docs/performance.md). */
-        s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f);
+         * -inf; clip and a binary max lose NaN like the ReLU. ELU's exp
+         * costs about 5% of ResNet-50's run (docs/performance.md), hence
+         * the max first where it gives the same (fast_relu). */
+        s = dnnl_post_ops_append_eltwise(ops, 1.0f, fast ? dnnl_eltwise_relu : dnnl_eltwise_elu,
+                                         0.0f, 0.0f);
     } else if (tg_is_hard_swish(act) || act->op == TG_OP_MUL) {
         s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f);
     } else {
@@ -563,6 +564,54 @@ static dnnl_status_t post_ops(conv_state *st, dnnl_primitive_attr_t attr)
     return s;
 }
 
+/* The fused ReLU with oneDNN's max post-op, which the run (conv_dnnl_run.c)
+ * tries first: its output equals the ELU one's wherever the value before
+ * the ReLU is no NaN, and a max that meets a NaN raises the x86 invalid
+ * flag (MAXPS signals it for every NaN operand; an inf - inf or 0 * inf in
+ * the sums raises it too), so a run whose thread sees no invalid flag is
+ * the exact one, and one that sees it runs the ELU primitive again over
+ * the same operands. Only for a one-thread primitive, whose flags are the
+ * calling thread's (oneDNN runs a team of one there), and where both
+ * primitives take the same layouts and scratchpad, so they share the kept
+ * weights; else st->fast stays NULL and the ELU primitive runs alone. */
+static dnnl_status_t fast_relu(conv_state *st, tg_op op, const conv_mds *m, bool bias,
+                               const_dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                               const_dnnl_primitive_desc_t exact)
+{
+    const char *impl = "";
+    dnnl_primitive_desc_query(exact, dnnl_query_impl_info_str, 0, &impl);
+    /* oneDNN's JIT kernels (jit, jit_1x1, brgconv) compute the post-ops
+     * with its eltwise injector, whose ReLU is a plain vmaxps (the flag
+     * not suppressed): those, checked by tests/compile/test_fuse.c */
+    bool injector = strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
+    if (!st->post_act || st->post_act->op != TG_OP_RELU || st->n_threads != 1 || !injector)
+        return dnnl_success;
+    dnnl_primitive_attr_t fast_attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_primitive_attr_clone(&fast_attr, attr);
+    if (s == dnnl_success)
+        s = post_ops(st, fast_attr, true);
+    if (s == dnnl_success)
+        s = make_pd(op, m, bias, fast_attr, eng, &pd);
+    bool same = s == dnnl_success;
+    dnnl_query_t q[] = {dnnl_query_exec_arg_md, dnnl_query_scratchpad_md};
+    for (int k = 0; same && k < st->n_args; k++)
+        same = dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, q[0], st->arg[k]),
+                                      dnnl_primitive_desc_query_md(exact, q[0], st->arg[k]));
+    same = same && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, q[1], 0),
+                                          dnnl_primitive_desc_query_md(exact, q[1], 0));
+    if (same)
+        s = dnnl_primitive_create(&st->fast, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (fast_attr)
+        dnnl_primitive_attr_destroy(fast_attr);
+    /* no fast primitive is no error: the exact one runs */
+    if (s != dnnl_success)
+        st->fast = NULL;
+    return dnnl_success;
+}
+
 /* The post-op's name for the kernel's, after keep_weights's. */
 static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
 {
@@ -571,7 +620,7 @@ static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
         snprintf(plan->kernel + n, sizeof plan->kernel - n, ", residual add");
     if (!st->post_act)
         return;
-    const char *what = st->post_act->op == TG_OP_RELU ? "ReLU"
+    const char *what = st->post_act->op == TG_OP_RELU ? st->fast ? "ReLU (max, ELU on NaN)" : "ReLU"
                        : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL
                            ? "hard swish"
                            : "hard sigmoid";
@@ -649,7 +698,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     if (s == dnnl_success)
         s = dnnl_primitive_attr_clone(&conv_attr, attr);
     if (s == dnnl_success && (st->post_act || st->post_add))
-        s = post_ops(st, conv_attr);
+        s = post_ops(st, conv_attr, false);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
@@ -661,6 +710,8 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     }
     if (s == dnnl_success)
         s = dnnl_primitive_create(&st->prim, pd);
+    if (s == dnnl_success)
+        s = fast_relu(st, node->op, &m, bias, conv_attr, eng, pd);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (conv_attr)
@@ -896,6 +947,8 @@ void tg_conv_dnnl_free(void *state)
     tg_weight_cache_destroy(st->cache);
     if (st->prim)
         dnnl_primitive_destroy(st->prim);
+    if (st->fast)
+        dnnl_primitive_destroy(st->fast);
     for (int k = 0; k < 4; k++)
         if (st->reorder[k])
             dnnl_primitive_destroy(st->reorder[k]);

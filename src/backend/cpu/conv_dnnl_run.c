@@ -12,6 +12,7 @@
 #include "core/process.h"
 #include "ops/norm.h"
 
+#include <fenv.h>
 #include <math.h>
 
 #include <string.h>
@@ -31,6 +32,27 @@ static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_
         s = dnnl_stream_wait(stream);
     if (s != dnnl_success)
         tg_dnnl_run_failed(s, RUN_WHAT);
+}
+
+/* The convolution itself: with a fast ReLU (conv_dnnl.c's fast_relu),
+ * that first, on this thread's cleared invalid flag, and the exact
+ * primitive again over the same operands where the flag went up (a NaN met
+ * the max, or an inf - inf made one); the thread's flag as it was after. */
+static void exec_conv(const conv_state *st, dnnl_stream_t stream, int n,
+                      const dnnl_exec_arg_t *args)
+{
+    if (!st->fast) {
+        exec(st->prim, stream, n, args);
+        return;
+    }
+    fexcept_t saved;
+    fegetexceptflag(&saved, FE_INVALID);
+    feclearexcept(FE_INVALID);
+    exec(st->fast, stream, n, args);
+    bool nan_met = fetestexcept(FE_INVALID) != 0;
+    fesetexceptflag(&saved, FE_INVALID);
+    if (nan_met)
+        exec(st->prim, stream, n, args);
 }
 
 /* Reorder role k between user_side (the stored tensor, or its f32 copy)
@@ -183,7 +205,7 @@ static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void 
     }
     if (!st->sum_out)
         zero_dead_taps(st, o, scratch);
-    exec(st->prim, stream, n, args);
+    exec_conv(st, stream, n, args);
     if (!st->sum_out)
         send_out(st, o, stream, user_ptr(st, a, o, p), scratch);
     if (sp)

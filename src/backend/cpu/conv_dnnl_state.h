@@ -34,6 +34,10 @@ typedef struct conv_chan_part {
 
 typedef struct conv_state {
     dnnl_primitive_t prim;
+    /* The same convolution with its fused ReLU as oneDNN's max post-op,
+     * tried first where it is exact (conv_dnnl.c's fast_relu); NULL: prim
+     * alone. */
+    dnnl_primitive_t fast;
     int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
     int arg[4];                  /* oneDNN argument of each role */
     dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */

@@ -316,9 +316,9 @@ static void avg_planes(void *ctx, int64_t begin, int64_t end, int t)
  * same divisors), so both layouts give the same bits. */
 #define LANES TG_CHANNEL_BLOCK
 
-/* Per lane: the first maximum of window (oy, ox) in best[] and, when arg
- * is not NULL, the pixel (iy * iw + ix) it came from. Loops over the 16
- * lanes, which the compiler turns into vector compares and blends. */
+/* Per lane: the first maximum of window (oy, ox) in best[] and the pixel
+ * (iy * iw + ix) it came from, for the gradient. Loops over the 16 lanes,
+ * which the compiler turns into vector compares and blends. */
 static void window_max_lanes(const float *xb, const tg_pool_geom *g, int64_t oy, int64_t ox,
                              float *best, int32_t *arg)
 {
@@ -335,22 +335,57 @@ static void window_max_lanes(const float *xb, const tg_pool_geom *g, int64_t oy,
             int32_t at = (int32_t)(iy * g->iw + ix);
             if (first) {
                 memcpy(best, v, LANES * sizeof *best);
-                for (int l = 0; arg && l < LANES; l++)
+                for (int l = 0; l < LANES; l++)
                     arg[l] = at;
                 first = false;
-                continue;
-            }
-            if (arg) {
-                for (int l = 0; l < LANES; l++) {
-                    int take = (v[l] > best[l]) | ((v[l] != v[l]) & (best[l] == best[l]));
-                    best[l] = take ? v[l] : best[l];
-                    arg[l] = take ? at : arg[l];
-                }
                 continue;
             }
             for (int l = 0; l < LANES; l++) {
                 int take = (v[l] > best[l]) | ((v[l] != v[l]) & (best[l] == best[l]));
                 best[l] = take ? v[l] : best[l];
+                arg[l] = take ? at : arg[l];
+            }
+        }
+    }
+}
+
+/* One tap over the outputs [lo, hi) of a row of blocks, as max_tap per
+ * lane: 16 contiguous lanes per pixel, a vector each. */
+static inline __attribute__((always_inline)) void max_tap_lanes(float *best, const float *row,
+                                                                int64_t lo, int64_t hi, int64_t sw)
+{
+    for (int64_t ox = lo; ox < hi; ox++) {
+        const float *v = row + ox * sw * LANES;
+        float *m = best + ox * LANES;
+        for (int l = 0; l < LANES; l++)
+            m[l] = (v[l] > m[l] || (v[l] != v[l] && m[l] == m[l])) ? v[l] : m[l];
+    }
+}
+
+/* The forward of one block of 16 channels, row by row and tap by tap, as
+ * max_fwd_rows: each output row starts at -inf in place and takes the
+ * valid outputs of every tap in row-major order, so every window gets
+ * window_max_lanes's value bit for bit (a window's first tap replaces
+ * -inf, or is -inf itself) without the per-window bounds checks (ResNet's
+ * 3x3/2 stem pool: 3.5-4.5 ms against onnxruntime's 1.1-1.3 at batch 8). */
+static void max_blocked_rows(const float *xb, float *yb, const tg_pool_geom *g)
+{
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        float *best = yb + oy * g->ow * LANES;
+        for (int64_t i = 0; i < g->ow * LANES; i++)
+            best[i] = -INFINITY;
+        for (int ky = 0; ky < g->kh; ky++) {
+            int64_t iy = oy * g->sh - g->pt + (int64_t)ky * g->dh;
+            if (iy < 0 || iy >= g->ih)
+                continue;
+            const float *row = xb + iy * g->iw * LANES;
+            for (int kx = 0; kx < g->kw; kx++) {
+                int64_t lo, hi, off = (int64_t)kx * g->dw - g->pl;
+                tap_columns(g, kx, &lo, &hi);
+                if (g->sw == 2)
+                    max_tap_lanes(best, row + off * LANES, lo, hi, 2);
+                else
+                    max_tap_lanes(best, row + off * LANES, lo, hi, g->sw);
             }
         }
     }
@@ -360,30 +395,31 @@ TG_WIDE_KERNEL static void max_blocked(void *ctx, int64_t begin, int64_t end, in
 {
     const pool_job *j = ctx;
     const tg_pool_geom *g = &j->g;
-    bool bwd = j->a->node->op == TG_OP_MAXPOOL2D_BWD;
-    const float *x = j->a->in[bwd ? 1 : 0], *dy = j->a->in[0];
-    float *out = j->a->out;
     int64_t in_px = g->ih * g->iw, out_px = g->oh * g->ow;
+    (void)t;
+    if (j->a->node->op != TG_OP_MAXPOOL2D_BWD) {
+        for (int64_t b = begin; b < end; b++)
+            max_blocked_rows((const float *)j->a->in[0] + b * in_px * LANES,
+                             (float *)j->a->out + b * out_px * LANES, g);
+        return;
+    }
+    /* the gradient: dy to each lane's first maximum */
+    const float *x = j->a->in[1], *dy = j->a->in[0];
+    float *out = j->a->out;
     for (int64_t b = begin; b < end; b++) {
         const float *xb = x + b * in_px * LANES;
         float *dxb = out + b * in_px * LANES;
-        if (bwd)
-            memset(dxb, 0, (size_t)in_px * LANES * sizeof(float));
+        memset(dxb, 0, (size_t)in_px * LANES * sizeof(float));
         for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 int64_t o = (b * out_px + oy * g->ow + ox) * LANES;
                 int32_t arg[LANES];
                 float best[LANES];
-                window_max_lanes(xb, g, oy, ox, best, bwd ? arg : NULL);
-                if (!bwd) {
-                    memcpy(out + o, best, sizeof best);
-                    continue;
-                }
+                window_max_lanes(xb, g, oy, ox, best, arg);
                 for (int l = 0; l < LANES; l++)
                     dxb[(int64_t)arg[l] * LANES + l] += dy[o + l];
             }
     }
-    (void)t;
 }
 
 TG_WIDE_KERNEL static void avg_blocked(void *ctx, int64_t begin, int64_t end, int t)

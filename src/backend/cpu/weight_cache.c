@@ -53,6 +53,7 @@ static entry *entry_of(tg_weight_cache *c, const void *source)
         e = e->next;
     if (!e && (e = tg_calloc(1, sizeof *e)) != NULL) {
         if ((e->buf = tg_malloc_aligned(c->bytes ? c->bytes : 1)) != NULL) {
+            tg_advise_huge_pages(e->buf, c->bytes);
             e->source = source;
             e->next = c->first;
             c->first = e;

@@ -16,6 +16,7 @@
 #include "runtime/interp.h"
 #include "tilegraph/graph.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,6 +232,71 @@ static void test_pool_generality(void)
     check_graph((tg_pool2d_params){2, 3, 2, 1, 0, 1, 1, 0, 2, 1, true, false}, 16);
 }
 
+/* Max pooling's forward of x (NCHW) on one layout, put back in NCHW. */
+static float *max_forward(const tg_tensor *t, const float *x, tg_pool *pool, bool blocked)
+{
+    int64_t nx = tg_numel(t->in[0]), n = tg_numel(t);
+    float *in = malloc((size_t)nx * sizeof *in), *out = malloc((size_t)n * sizeof *out);
+    if (blocked)
+        permute(t->in[0], x, in, true);
+    else
+        memcpy(in, x, (size_t)nx * sizeof *in);
+    memset(out, 0xff, (size_t)n * sizeof *out);
+    tg_kernel_args a = {.node = t, .out = out, .pool = pool, .blocked = blocked};
+    a.in[0] = in;
+    tg_backend_cpu.kernel(t->op)->forward(&a);
+    float *plain = out;
+    if (blocked) {
+        plain = malloc((size_t)n * sizeof *plain);
+        permute(t, out, plain, false);
+        free(out);
+    }
+    free(in);
+    return plain;
+}
+
+/* Windows full of ties and non-finite values: NaN (two payloads: the
+ * first NaN of a window wins), -inf, +inf, -0 against +0 (the first of
+ * equal values wins), so the blocked forward must follow the NCHW one's
+ * order of taps, not only its maxima. */
+static void test_max_pool_nonfinite_and_ties(void)
+{
+    static const tg_pool2d_params shapes[] = {
+        {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true}, /* ResNet's stem pool */
+        {2, 3, 2, 1, 0, 1, 1, 0, 2, 1, true, false}, /* padding, dilation, ceil_mode */
+        {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+    };
+    uint32_t nan2 = 0x7fc00123u, seed = 7;
+    float other_nan;
+    memcpy(&other_nan, &nan2, sizeof other_nan);
+    const float values[] = {NAN, other_nan, -INFINITY, INFINITY, -0.0f, 0.0f, -1.0f, 1.0f, 1.0f};
+    tg_pool *pool = tg_pool_create(2);
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 2 * CB, 9, 11));
+        tg_tensor *y = tg_maxpool2d_ex(g, x, shapes[k]);
+        int64_t n = tg_numel(x);
+        float *xs = malloc((size_t)n * sizeof *xs);
+        for (int64_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            /* mostly ordinary values, a few non-finite ones */
+            uint32_t r = (seed >> 16) % 24;
+            xs[i] = r < sizeof values / sizeof *values ? values[r] : (float)(r % 5) - 2.0f;
+        }
+        float *plain = max_forward(y, xs, pool, false), *blocked = max_forward(y, xs, pool, true);
+        TG_CHECK(compare(y, plain, blocked));
+        int nans = 0;
+        for (int64_t i = 0; i < tg_numel(y); i++)
+            nans += plain[i] != plain[i];
+        TG_CHECK(nans > 0); /* the windows did hold NaN */
+        free(plain);
+        free(blocked);
+        free(xs);
+        tg_graph_destroy(g);
+    }
+    tg_pool_destroy(pool);
+}
+
 /* A kernel that ignored the flag would read blocked memory as NCHW: the
  * comparison must see that (this is the check the tests above rely on). */
 static void test_detects_wrong_layout(void)
@@ -268,6 +334,7 @@ int main(void)
 {
     TG_RUN(test_resnet_stem_pool);
     TG_RUN(test_pool_generality);
+    TG_RUN(test_max_pool_nonfinite_and_ties);
     TG_RUN(test_detects_wrong_layout);
     return tg_test_finish();
 }
