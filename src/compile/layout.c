@@ -82,26 +82,16 @@ static bool may_block(const tg_program *p, const tg_tensor *t)
  * by zero weights; the reorder out and the checker skip it. */
 static bool padding_safe(const tg_tensor *t)
 {
-    switch (t->op) {
-    case TG_OP_ADD:
-    case TG_OP_SUB:
-    case TG_OP_MUL:
-    case TG_OP_RELU:
-    case TG_OP_LEAKY_RELU:
-    case TG_OP_CLIP:
-    case TG_OP_SIGMOID:
-    case TG_OP_TANH:
-    case TG_OP_NEG:
-    case TG_OP_ABS:
-    case TG_OP_SCALE:
-    case TG_OP_AVGPOOL2D:
-    case TG_OP_MAXPOOL2D:
-        return true;
-    case TG_OP_ACTIVATION:
-        return tg_is_hard_swish(t) || tg_is_hard_sigmoid(t);
-    default:
-        return false;
-    }
+    /* a list, not a switch over ops: every other op is unsafe (a switch
+     * over ops ends in an abort, scripts/check_switches.py) */
+    static const tg_op safe[] = {TG_OP_ADD,        TG_OP_SUB,  TG_OP_MUL,     TG_OP_RELU,
+                                 TG_OP_LEAKY_RELU, TG_OP_CLIP, TG_OP_SIGMOID, TG_OP_TANH,
+                                 TG_OP_NEG,        TG_OP_ABS,  TG_OP_SCALE,   TG_OP_AVGPOOL2D,
+                                 TG_OP_MAXPOOL2D};
+    for (size_t i = 0; i < sizeof safe / sizeof *safe; i++)
+        if (t->op == safe[i])
+            return true;
+    return t->op == TG_OP_ACTIVATION && (tg_is_hard_swish(t) || tg_is_hard_sigmoid(t));
 }
 
 /* Whether a convolution reads and writes its storage as it is (f32 or
