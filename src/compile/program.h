@@ -309,9 +309,12 @@ size_t tg_program_kept_bytes(const tg_program *p, int d);
  * attention's scores, and write its heads merged, so the same graph's
  * inference program differs from an 8's; 10: an inference program's
  * buffers of blocked values whose channels are no whole blocks hold the
- * padded size). Written and read in
+ * padded size; 11: a 2-D product with constant weights whose rows the
+ * threads do not divide, a classifier's at batch 1, runs in parts of its
+ * columns, so it is fused at several threads where OpenMP threads spin,
+ * and its plan's scratch differs). Written and read in
  * compile/executable_file.c. */
-#define TG_EXECUTABLE_FORMAT_VERSION 10u
+#define TG_EXECUTABLE_FORMAT_VERSION 11u
 
 /* The cache key of compiling g with o: 32 hex digits hashing the graph, the
  * options that shape the program, the target description, the threads per

@@ -10,7 +10,9 @@
  * reference kernels and finds a fault put into one; a product read
  * elsewhere fuses nothing, a residual computed after the product is not
  * fused; a bf16 inference program's products read bf16 in place. the packed weights follow the
- * host's writes. TG_TEST_LABELS: threads */
+ * host's writes; a product whose rows 2 threads do not divide (batch 1) runs
+ * in parts of its columns and gives what one thread gives, in f32 and bf16.
+ * TG_TEST_LABELS: threads */
 #include "tg_fuse_test.h"
 
 #include "compile/program.h"
@@ -557,6 +559,87 @@ static void test_scores_fused(void)
             }
 }
 
+/* A classifier at batch 1: rows that 2 threads do not divide, so the
+ * products run in parts of their output columns (matmul_dnnl.c's
+ * col_parts), each with its own slice of the packed weights, bias and
+ * residual: 40 -> 72 (bias add, GELU, residual; parts of 32 and 40
+ * columns) -> 51 (the linear's own bias; 32 and 19: odd). */
+#define CLS_OUT 51
+typedef struct cls_graph {
+    tg_graph *g;
+    tg_tensor *x, *r, *y;
+} cls_graph;
+
+static cls_graph cls_build(void)
+{
+    cls_graph c = {.g = tg_graph_create()};
+    tg_graph_set_training(c.g, false);
+    c.x = tg_input(c.g, "x", TG_F32, tg_shape2(1, 40));
+    c.r = tg_input(c.g, "r", TG_F32, tg_shape2(1, 72));
+    tg_tensor *w0 = param(c.g, "w", 0, tg_shape2(72, 40), 40);
+    tg_tensor *b0 = param(c.g, "b", 0, tg_shape1(72), 4);
+    tg_tensor *h = tg_gelu(c.g, tg_add(c.g, tg_linear(c.g, c.x, w0, NULL), b0));
+    h = tg_add(c.g, h, c.r);
+    tg_tensor *w1 = param(c.g, "w", 1, tg_shape2(CLS_OUT, 72), 72);
+    tg_tensor *b1 = param(c.g, "b", 1, tg_shape1(CLS_OUT), 4);
+    c.y = tg_linear(c.g, h, w1, b1);
+    tg_tensor_mark_output(c.y);
+    TG_CHECK_OK(tg_graph_status(c.g));
+    return c;
+}
+
+static void cls_run(tg_session *s, const cls_graph *c, float out[CLS_OUT])
+{
+    tg_rng r;
+    tg_rng_seed(&r, 5);
+    write_random(s, c->x, &r, 1);
+    write_random(s, c->r, &r, 1);
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, c->y, out, CLS_OUT * sizeof(float)));
+}
+
+/* The products of s planned in column parts. */
+static int column_parts(tg_session *s)
+{
+    const tg_program *p = tg_session_program(s);
+    int n = 0;
+    for (int i = 0; i < p->graph->n_nodes; i++)
+        n += strstr(p->plans[i].kernel, "columns in 2 parts") != NULL;
+    return n;
+}
+
+static void test_columns_split(void)
+{
+    bool has_bf16 = tg_dnnl_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+    for (int bf16 = 0; bf16 <= has_bf16; bf16++) {
+        cls_graph c = cls_build();
+        tg_session *one = bf16 ? open_bf16(c.g, 1, true) : tg_fuse_test_open(c.g, 1, true);
+        tg_session *two = bf16 ? open_bf16(c.g, 2, true) : tg_fuse_test_open(c.g, 2, true);
+        const char *label = bf16 ? "classifier, 32.bf16" : "classifier, f32";
+        TG_CHECK(column_parts(one) == 0);
+        if (column_parts(two) != 2)
+            tg_test_fail(__FILE__, __LINE__, "%s: %d products in column parts, want 2", label,
+                         column_parts(two));
+        float y1[CLS_OUT], y2[CLS_OUT];
+        cls_run(one, &c, y1);
+        cls_run(two, &c, y2);
+        double d = tg_fuse_test_difference(y2, y1, CLS_OUT);
+        printf("  %s: 2 threads (column parts) %.3g from 1\n", label, d);
+        if (!(d <= (bf16 ? 1e-2 : 1e-5)))
+            tg_test_fail(__FILE__, __LINE__, "%s: column parts %.3g from one thread's", label, d);
+        TG_CHECK_OK(tg_session_verify_next_run(two));
+        cls_run(two, &c, y2);
+        const tg_verify_report *rep = tg_session_verify_report(two);
+        TG_CHECK(rep != NULL && tg_verify_rows(rep) > 0);
+        for (int i = 0; rep && i < tg_verify_rows(rep); i++)
+            if (tg_verify_row_at(rep, i)->verdict == TG_VERIFY_BEYOND)
+                tg_test_fail(__FILE__, __LINE__, "%s: %s beyond tolerance", label,
+                             tg_verify_row_at(rep, i)->name);
+        tg_session_destroy(one), tg_session_destroy(two);
+        tg_graph_destroy(c.g);
+    }
+}
+
 int main(void)
 {
     TG_RUN(test_random_chains_match_unfused);
@@ -566,5 +649,6 @@ int main(void)
     TG_RUN(test_bf16_chains_fused);
     TG_RUN(test_nan_passes);
     TG_RUN(test_scores_fused);
+    TG_RUN(test_columns_split);
     return tg_test_finish();
 }

@@ -24,7 +24,11 @@
  * parts (rows of C, or batch elements), each a one-thread primitive run on
  * the device's own pool with its own scratchpad, as the convolutions do: no
  * OpenMP team exists and whichever thread is free takes the next part.
- * A shape that T does not divide runs whole on the calling thread's team.
+ * In an inference program a 2-D product with constant weights whose rows
+ * T does not divide (a classifier's at batch 1) is cut by its output
+ * columns instead, each part a primitive of its own with its own packed
+ * slice of the weights (col_parts). Any other shape that T does not
+ * divide runs whole on the calling thread's team.
  *
  * bf16: with the precision's bf16 compute the primitive is made with
  * oneDNN's bf16 math mode, which lets it multiply in bf16 where the CPU
@@ -55,7 +59,18 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct mm_state {
+typedef struct mm_state mm_state;
+
+/* One thread's share of a product cut by its output columns (col_parts):
+ * its own primitive over columns [n0, n0 + width) of B, C, the bias and
+ * the residual, its packed slice of B, its scratchpad at scratch_off. */
+typedef struct mm_col_part {
+    mm_state *st;
+    int64_t n0;
+    size_t scratch_off;
+} mm_col_part;
+
+struct mm_state {
     dnnl_primitive_t prim; /* one part's product */
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md, scratch_md;
     int parts;
@@ -82,7 +97,13 @@ typedef struct mm_state {
     bool scale;
     int scale_po;
     dnnl_memory_desc_t scale_md;
-} mm_state;
+    /* Parts of the output columns, a state each (prim NULL here), and what
+     * a column is in B as the graph holds it and in the bias */
+    mm_col_part *cols;
+    int n_cols;
+    int64_t b_col;
+    size_t bias_size;
+};
 
 /* One part's operands as oneDNN sees them (dims and strides in floats). */
 typedef struct mm_layout {
@@ -100,6 +121,10 @@ typedef struct mm_layout {
     dnnl_dims_t r, rs;
     int64_t r_step;
 } mm_layout;
+
+/* A column part's width is a multiple of this (brgemm packs B in blocks
+ * of 16 columns and more). */
+#define TG_MM_COL_BLOCK 16
 
 static int split(int64_t n, int threads)
 {
@@ -356,6 +381,54 @@ static dnnl_status_t make_primitive(mm_state *st, const mm_layout *l, const tg_p
     return s;
 }
 
+/* A state for the product l, one primitive made for `team` threads. */
+static dnnl_status_t new_state(const mm_layout *l, const tg_plan_opts *o, bool native, int bias_at,
+                               int team, const char **impl, mm_state **out)
+{
+    mm_state *st = *out = tg_calloc(1, sizeof *st);
+    if (!st)
+        return dnnl_out_of_memory;
+    st->a_size = native ? 2 : 4, st->b_size = native ? 2 : 4;
+    st->c_size = l->c_dt == dnnl_bf16 ? 2 : 4;
+    st->bias_size = l->bias_dt == dnnl_bf16 ? 2 : 4;
+    st->b_col = l->bs[1];
+    st->parts = l->parts;
+    st->a_step = l->a_step, st->b_step = l->b_step, st->c_step = l->c_step;
+    st->bias_in = !l->bias ? -1 : bias_at;
+    st->team = team;
+    dnnl_status_t s = make_primitive(st, l, o, team, impl);
+    if (s == dnnl_success)
+        st->sp_bytes = align64(dnnl_memory_desc_get_size(&st->scratch_md));
+    return s;
+}
+
+/* The t column parts of l into st (col_parts), their scratchpads one
+ * after another. */
+static dnnl_status_t new_col_states(mm_state *st, const mm_layout *l, const tg_plan_opts *o,
+                                    bool native, int bias_at, int t, const char **impl)
+{
+    st->parts = 1;
+    if (!(st->cols = tg_calloc((size_t)t, sizeof *st->cols)))
+        return dnnl_out_of_memory;
+    int64_t n = l->c[1], blocks = (n + TG_MM_COL_BLOCK - 1) / TG_MM_COL_BLOCK;
+    dnnl_status_t s = dnnl_success;
+    for (int p = 0; p < t && s == dnnl_success; p++) {
+        mm_col_part *cp = &st->cols[p];
+        int64_t n1 = blocks * (p + 1) / t * TG_MM_COL_BLOCK;
+        cp->n0 = blocks * p / t * TG_MM_COL_BLOCK;
+        cp->scratch_off = st->sp_bytes;
+        mm_layout lp = *l;
+        lp.b[1] = lp.c[1] = (n1 < n ? n1 : n) - cp->n0;
+        st->n_cols = p + 1;
+        s = new_state(&lp, o, native, bias_at, 1, impl, &cp->st);
+        if (s == dnnl_success)
+            st->sp_bytes += cp->st->sp_bytes;
+    }
+    if (s == dnnl_success)
+        st->a_size = st->cols[0].st->a_size;
+    return s;
+}
+
 /* Whether oneDNN's bf16 arithmetic exists on this CPU (AVX512_BF16, AMX). */
 static bool native_bf16(void)
 {
@@ -388,16 +461,34 @@ static void name_kernel(const mm_state *st, const tg_plan_opts *o, const char *i
                         tg_kernel_plan *plan)
 {
     bool bf16 = o->compute == TG_BF16;
-    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s%s%s", impl,
+    const mm_state *k = st->n_cols ? st->cols[0].st : st;
+    char cols[32] = "";
+    if (st->n_cols)
+        snprintf(cols, sizeof cols, ", columns in %d parts", st->n_cols);
+    snprintf(plan->kernel, sizeof plan->kernel, "oneDNN matmul %s%s%s%s%s%s", impl,
              st->a_size == 2         ? " (bf16 in place)"
              : bf16 && native_bf16() ? " (bf16 math)"
              : bf16                  ? " (f32: no bf16 arithmetic on this CPU)"
                                      : "",
-             st->parts > 1 ? ", parts per thread" : "", st->cache ? ", weights packed" : "",
+             st->parts > 1 ? ", parts per thread" : "", cols, k->cache ? ", weights packed" : "",
              o->mm_act || o->mm_residual || o->mm_scale || o->mm_heads_out ||
                      st->bias_in == TG_FUSE_IN_STATS
                  ? ", fused"
                  : "");
+}
+
+/* Column parts for a 2-D product whose rows the threads do not divide (a
+ * classifier's at batch 1) in an inference program, whose constant B each
+ * part packs its own slice of: one thread each on the device's pool (no
+ * OpenMP team), in whole 16-column blocks, the last one short; 1: none. At
+ * batch 1 on 2 threads mobilenet_v3_large's classifier (960->1280->1000)
+ * ran on a team of 2, or on OpenBLAS where OpenMP threads spin, for 7-22%
+ * of the run. */
+static int col_parts(const mm_layout *l, const tg_plan_opts *o)
+{
+    int t = o->n_threads;
+    bool wide = (l->c[1] + TG_MM_COL_BLOCK - 1) / TG_MM_COL_BLOCK >= t;
+    return o->inference && l->nd == 2 && l->parts == 1 && t > 1 && wide ? t : 1;
 }
 
 bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts)
@@ -409,8 +500,8 @@ bool tg_matmul_dnnl_packs(const tg_tensor *node, const tg_plan_opts *opts)
     /* a product the threads cannot split runs on an OpenMP team, whose idle
      * threads spin against the device's pool unless they sleep (as for the
      * convolutions, dnnl_util.h) */
-    bool team_ok = l.parts > 1 || opts->n_threads == 1 || tg_dnnl_passive_wait() ||
-                   tg_dnnl_mode_get() != TG_DNNL_AUTO;
+    bool team_ok = l.parts > 1 || col_parts(&l, opts) > 1 || opts->n_threads == 1 ||
+                   tg_dnnl_passive_wait() || tg_dnnl_mode_get() != TG_DNNL_AUTO;
     return l.nd == 2 && l.b_step == 0 && team_ok;
 }
 
@@ -460,7 +551,8 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
         snprintf(plan->kernel, sizeof plan->kernel, "%s", own);
         return TG_OK;
     }
-    if (mode == TG_DNNL_AUTO && l.parts == 1 && opts->n_threads > 1 && !tg_dnnl_passive_wait()) {
+    if (mode == TG_DNNL_AUTO && l.parts == 1 && !(l.pack && col_parts(&l, opts) > 1) &&
+        opts->n_threads > 1 && !tg_dnnl_passive_wait()) {
         if (fused)
             return tg_error(TG_ERR_INTERNAL, "fused with what follows it, but its product not "
                                              "split over the threads");
@@ -486,18 +578,16 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
          (opts->mm_scale && opts->in_storage[TG_FUSE_IN_STATS] == TG_BF16)))
         return tg_error(TG_ERR_INTERNAL, "fused with what follows it in bf16, but its operands "
                                          "not read in place (no bf16 arithmetic on this CPU)");
-    mm_state *st = tg_calloc(1, sizeof *st);
-    if (!st)
-        return tg_error(TG_ERR_NOMEM, "out of memory planning its oneDNN matmul");
-    st->a_size = native ? 2 : 4, st->b_size = native ? 2 : 4;
-    st->c_size = l.c_dt == dnnl_bf16 ? 2 : 4;
-    st->parts = l.parts;
-    st->a_step = l.a_step, st->b_step = l.b_step, st->c_step = l.c_step;
-    st->bias_in = !l.bias ? -1 : bias_at;
+    int cols = l.pack && !scores ? col_parts(&l, opts) : 1;
+    mm_state *st = NULL;
     const char *impl = "?";
-    int team = l.parts > 1 ? 1 : opts->n_threads;
-    st->team = team;
-    dnnl_status_t s = make_primitive(st, &l, opts, team, &impl);
+    dnnl_status_t s;
+    if (cols > 1) {
+        st = tg_calloc(1, sizeof *st);
+        s = st ? new_col_states(st, &l, opts, native, bias_at, cols, &impl) : dnnl_out_of_memory;
+    } else {
+        s = new_state(&l, opts, native, bias_at, l.parts > 1 ? 1 : opts->n_threads, &impl, &st);
+    }
     if (s != dnnl_success) {
         tg_matmul_dnnl_free(st);
         if (s == dnnl_unimplemented && !fused) {
@@ -506,7 +596,6 @@ tg_status tg_matmul_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, t
         }
         return tg_dnnl_check(s, "creating its oneDNN matmul");
     }
-    st->sp_bytes = align64(dnnl_memory_desc_get_size(&st->scratch_md));
     plan->state = st;
     plan->scratch = st->sp_bytes * (size_t)st->parts;
     plan->native_storage = native;
@@ -519,6 +608,9 @@ void tg_matmul_dnnl_free(void *state)
     mm_state *st = state;
     if (!st)
         return;
+    for (int p = 0; p < st->n_cols; p++)
+        tg_matmul_dnnl_free(st->cols[p].st);
+    tg_free(st->cols);
     if (st->prim)
         dnnl_primitive_destroy(st->prim);
     if (st->pack)
@@ -630,9 +722,43 @@ static void parts_loop(void *ctx, int64_t begin, int64_t end, int t)
         run_part(j->st, j->a, j->b, (int)p);
 }
 
+/* Column part cp: the node's operands moved on to its first column (A
+ * whole), its own packed slice of B and its scratchpad. */
+static void run_col_part(const mm_col_part *cp, const tg_kernel_args *a)
+{
+    const mm_state *st = cp->st;
+    tg_kernel_args pa = *a;
+    pa.in[1] = (char *)a->in[1] + cp->n0 * st->b_col * (int64_t)st->b_size;
+    pa.out = (char *)a->out + cp->n0 * (int64_t)st->c_size;
+    if (st->bias_in >= 0)
+        pa.in[st->bias_in] = (char *)a->in[st->bias_in] + cp->n0 * (int64_t)st->bias_size;
+    if (st->residual)
+        pa.in[TG_FUSE_IN_STATS + 1] =
+            (char *)a->in[TG_FUSE_IN_STATS + 1] + cp->n0 * (int64_t)st->res_size;
+    pa.scratch = (unsigned char *)a->scratch + cp->scratch_off;
+    void *fresh;
+    const void *b = packed_b(st, &pa, &fresh);
+    run_part(st, &pa, b, 0);
+    tg_free(fresh);
+}
+
+static void cols_loop(void *ctx, int64_t begin, int64_t end, int t)
+{
+    const parts_job *j = ctx;
+    (void)t;
+    tg_dnnl_threads(1);
+    for (int64_t p = begin; p < end; p++)
+        run_col_part(&j->st->cols[p], j->a);
+}
+
 void tg_matmul_dnnl_run(const void *state, const tg_kernel_args *a)
 {
     const mm_state *st = state;
+    if (st->n_cols) {
+        parts_job j = {st, a, NULL};
+        tg_pool_for(a->pool, st->n_cols, cols_loop, &j);
+        return;
+    }
     void *fresh;
     const void *b = packed_b(st, a, &fresh);
     if (st->parts > 1) {
