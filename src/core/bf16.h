@@ -200,6 +200,20 @@ typedef struct tg_bf16x16_ops {
     void (*narrow)(uint16_t *, tg_f32x16);
 } tg_bf16x16_ops;
 
+/* n floats of src narrowed into dst by cv, 16 at a time, the tail one by
+ * one (a row a kernel computed in f32 and stores in bf16). */
+TG_VEC_INLINE void tg_bf16_narrow_row(tg_bf16x16_ops cv, uint16_t *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tg_f32x16 v;
+        memcpy(&v, src + i, sizeof v);
+        cv.narrow(dst + i, v);
+    }
+    for (; i < n; i++)
+        dst[i] = tg_bf16_narrow(src[i]);
+}
+
 #define TG_BF16X16_GENERIC ((tg_bf16x16_ops){tg_bf16x16_widen, tg_bf16x16_narrow})
 #if TG_BF16_HW
 #define TG_BF16X16_HW ((tg_bf16x16_ops){tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw})

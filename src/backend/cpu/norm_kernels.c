@@ -448,15 +448,7 @@ TG_VEC_INLINE void layer_bf16_loop(const layer_bf16_job *j, int64_t begin, int64
         apply_row(x, j->gam, j->bet, mean, rstd, o, len);
         if (a->out_type != TG_BF16)
             continue;
-        uint16_t *h = (uint16_t *)a->out + r * len;
-        int64_t i = 0;
-        for (; i + 16 <= len; i += 16) {
-            tg_f32x16 f;
-            memcpy(&f, y + i, sizeof f);
-            cv.narrow(h + i, f);
-        }
-        for (; i < len; i++)
-            h[i] = tg_bf16_narrow(y[i]);
+        tg_bf16_narrow_row(cv, (uint16_t *)a->out + r * len, y, len);
     }
 }
 

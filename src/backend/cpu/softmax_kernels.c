@@ -148,14 +148,7 @@ TG_VEC_INLINE void bf16_rows(const sm_bf16_job *j, int64_t begin, int64_t end, t
             continue;
         }
         row_softmax(row, row, n);
-        uint16_t *o = (uint16_t *)j->out + r * n;
-        for (i = 0; i + 16 <= n; i += 16) {
-            tg_f32x16 v;
-            memcpy(&v, row + i, sizeof v);
-            cv.narrow(o + i, v);
-        }
-        for (; i < n; i++)
-            o[i] = tg_bf16_narrow(row[i]);
+        tg_bf16_narrow_row(cv, (uint16_t *)j->out + r * n, row, n);
     }
 }
 
