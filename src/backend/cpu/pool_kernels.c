@@ -63,47 +63,55 @@ static void tap_columns(const tg_pool_geom *g, int kx, int64_t *lo, int64_t *hi)
         *hi = *lo;
 }
 
-/* One tap over the outputs [lo, hi) of a row: the running maximum takes
- * the tap where it is larger, or NaN while the maximum is not. */
-static inline __attribute__((always_inline)) void max_tap(float *best, const float *row, int64_t lo,
-                                                          int64_t hi, int64_t sw)
+/* One tap over the outputs [lo, hi) of a row, `lanes` contiguous values a
+ * pixel (1 in NCHW, a 16-channel block's in nChw16c): per lane the running
+ * maximum takes the tap where it is larger, or NaN while the maximum is
+ * not. */
+TG_VEC_INLINE void max_tap(float *best, const float *row, int64_t lo, int64_t hi, int64_t sw,
+                           int lanes)
 {
     for (int64_t ox = lo; ox < hi; ox++) {
-        float v = row[ox * sw], m = best[ox];
-        best[ox] = (v > m || (v != v && m == m)) ? v : m;
+        const float *v = row + ox * sw * lanes;
+        float *m = best + ox * lanes;
+        for (int l = 0; l < lanes; l++)
+            m[l] = (v[l] > m[l] || (v[l] != v[l] && m[l] == m[l])) ? v[l] : m[l];
     }
 }
 
-/* Max pooling row by row and tap by tap (the window's taps in row-major
- * order, as window_argmax): for each tap the valid outputs of the row take
- * the larger value, a loop over contiguous outputs that the compiler
- * vectorises. A tap replaces the running value when it is larger, or NaN
- * while the running value is not, so the result is window_argmax's value
- * bit for bit (the first maximum; NaN wins). `best` holds one output row. */
-static void max_fwd_rows(const float *xp, float *yp, const tg_pool_geom *g, float *best)
+/* Max pooling of one plane (lanes 1) or one 16-channel block (lanes 16)
+ * row by row and tap by tap (the window's taps in row-major order, as
+ * window_argmax): each output row starts at -inf in y and for each tap its
+ * valid outputs take the larger value, a loop over contiguous outputs that
+ * the compiler vectorises. A tap replaces the running value when it is
+ * larger, or NaN while the running value is not, so every window gets
+ * window_argmax's value bit for bit (the first maximum; NaN wins; a
+ * window's first tap replaces -inf, or is -inf itself) without per-window
+ * bounds checks (ResNet's 3x3/2 pool, blocked: 3.5-4.5 ms against
+ * onnxruntime's 1.1-1.3 at batch 8 with them). */
+TG_VEC_INLINE void max_fwd_rows(const float *x, float *y, const tg_pool_geom *g, int lanes)
 {
     for (int64_t oy = 0; oy < g->oh; oy++) {
-        for (int64_t ox = 0; ox < g->ow; ox++)
-            best[ox] = -INFINITY;
+        float *best = y + oy * g->ow * lanes;
+        for (int64_t i = 0; i < g->ow * lanes; i++)
+            best[i] = -INFINITY;
         for (int ky = 0; ky < g->kh; ky++) {
             int64_t iy = oy * g->sh - g->pt + (int64_t)ky * g->dh;
             if (iy < 0 || iy >= g->ih)
                 continue;
-            const float *row = xp + iy * g->iw;
+            const float *row = x + iy * g->iw * lanes;
             for (int kx = 0; kx < g->kw; kx++) {
                 int64_t lo, hi, off = (int64_t)kx * g->dw - g->pl;
                 tap_columns(g, kx, &lo, &hi);
                 if (g->sw == 2) /* the stride as a constant: a vectorised loop */
-                    max_tap(best, row + off, lo, hi, 2);
+                    max_tap(best, row + off * lanes, lo, hi, 2, lanes);
                 else
-                    max_tap(best, row + off, lo, hi, g->sw);
+                    max_tap(best, row + off * lanes, lo, hi, g->sw, lanes);
             }
         }
-        memcpy(yp + oy * g->ow, best, (size_t)g->ow * sizeof *best);
     }
 }
 
-/* Rows up to this many outputs go through max_fwd_rows' row buffer. */
+/* Rows up to this many outputs go through max_bwd_rows' row buffers. */
 enum { MAX_ROW = 2048 };
 
 TG_WIDE_KERNEL static void max_fwd_planes(void *ctx, int64_t begin, int64_t end, int t)
@@ -113,28 +121,22 @@ TG_WIDE_KERNEL static void max_fwd_planes(void *ctx, int64_t begin, int64_t end,
     const float *x = j->a->in[0];
     float *y = j->a->out;
     bool plain = is_plain_2x2(g);
-    float best[MAX_ROW];
     for (int64_t pl = begin; pl < end; pl++) {
         const float *xp = x + pl * g->ih * g->iw;
         float *yp = y + pl * g->oh * g->ow;
-        if (!plain && g->ow <= MAX_ROW) {
-            max_fwd_rows(xp, yp, g, best);
+        if (!plain) {
+            max_fwd_rows(xp, yp, g, 1);
             continue;
         }
-        for (int64_t oy = 0; oy < g->oh; oy++) {
-            if (plain) { /* the common 2x2/2 case: no bounds checks */
-                const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
-                for (int64_t ox = 0; ox < g->ow; ox++) {
-                    float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-                    float m = b > a ? b : a;
-                    m = c > m ? c : m;
-                    m = d > m ? d : m;
-                    yp[oy * g->ow + ox] = ((a != a) | (b != b) | (c != c) | (d != d)) ? NAN : m;
-                }
-                continue;
+        for (int64_t oy = 0; oy < g->oh; oy++) { /* the common 2x2/2 case: no bounds checks */
+            const float *r0 = xp + 2 * oy * g->iw, *r1 = r0 + g->iw;
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+                float m = b > a ? b : a;
+                m = c > m ? c : m;
+                m = d > m ? d : m;
+                yp[oy * g->ow + ox] = ((a != a) | (b != b) | (c != c) | (d != d)) ? NAN : m;
             }
-            for (int64_t ox = 0; ox < g->ow; ox++)
-                yp[oy * g->ow + ox] = xp[window_argmax(xp, g, oy, ox)];
         }
     }
     (void)t;
@@ -349,48 +351,6 @@ static void window_max_lanes(const float *xb, const tg_pool_geom *g, int64_t oy,
     }
 }
 
-/* One tap over the outputs [lo, hi) of a row of blocks, as max_tap per
- * lane: 16 contiguous lanes per pixel, a vector each. */
-static inline __attribute__((always_inline)) void max_tap_lanes(float *best, const float *row,
-                                                                int64_t lo, int64_t hi, int64_t sw)
-{
-    for (int64_t ox = lo; ox < hi; ox++) {
-        const float *v = row + ox * sw * LANES;
-        float *m = best + ox * LANES;
-        for (int l = 0; l < LANES; l++)
-            m[l] = (v[l] > m[l] || (v[l] != v[l] && m[l] == m[l])) ? v[l] : m[l];
-    }
-}
-
-/* The forward of one block of 16 channels, row by row and tap by tap, as
- * max_fwd_rows: each output row starts at -inf in place and takes the
- * valid outputs of every tap in row-major order, so every window gets
- * window_max_lanes's value bit for bit (a window's first tap replaces
- * -inf, or is -inf itself) without the per-window bounds checks (ResNet's
- * 3x3/2 stem pool: 3.5-4.5 ms against onnxruntime's 1.1-1.3 at batch 8). */
-static void max_blocked_rows(const float *xb, float *yb, const tg_pool_geom *g)
-{
-    for (int64_t oy = 0; oy < g->oh; oy++) {
-        float *best = yb + oy * g->ow * LANES;
-        for (int64_t i = 0; i < g->ow * LANES; i++)
-            best[i] = -INFINITY;
-        for (int ky = 0; ky < g->kh; ky++) {
-            int64_t iy = oy * g->sh - g->pt + (int64_t)ky * g->dh;
-            if (iy < 0 || iy >= g->ih)
-                continue;
-            const float *row = xb + iy * g->iw * LANES;
-            for (int kx = 0; kx < g->kw; kx++) {
-                int64_t lo, hi, off = (int64_t)kx * g->dw - g->pl;
-                tap_columns(g, kx, &lo, &hi);
-                if (g->sw == 2)
-                    max_tap_lanes(best, row + off * LANES, lo, hi, 2);
-                else
-                    max_tap_lanes(best, row + off * LANES, lo, hi, g->sw);
-            }
-        }
-    }
-}
-
 TG_WIDE_KERNEL static void max_blocked(void *ctx, int64_t begin, int64_t end, int t)
 {
     const pool_job *j = ctx;
@@ -399,8 +359,8 @@ TG_WIDE_KERNEL static void max_blocked(void *ctx, int64_t begin, int64_t end, in
     (void)t;
     if (j->a->node->op != TG_OP_MAXPOOL2D_BWD) {
         for (int64_t b = begin; b < end; b++)
-            max_blocked_rows((const float *)j->a->in[0] + b * in_px * LANES,
-                             (float *)j->a->out + b * out_px * LANES, g);
+            max_fwd_rows((const float *)j->a->in[0] + b * in_px * LANES,
+                         (float *)j->a->out + b * out_px * LANES, g, LANES);
         return;
     }
     /* the gradient: dy to each lane's first maximum */
