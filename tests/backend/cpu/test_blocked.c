@@ -13,6 +13,7 @@
 
 #include "backend/cpu/blocked.h"
 #include "ops/conv.h"
+#include "ops/pool.h"
 #include "runtime/interp.h"
 #include "tilegraph/graph.h"
 
@@ -255,10 +256,42 @@ static float *max_forward(const tg_tensor *t, const float *x, tg_pool *pool, boo
     return plain;
 }
 
+/* The first maximum of window (oy, ox) of plane xp, taps in row-major
+ * order, NaN winning (the first NaN): what both layouts' kernels must
+ * give, computed here apart from them (they share their row loop). */
+static float first_max(const float *xp, const tg_pool_geom *g, int64_t oy, int64_t ox)
+{
+    float best = -INFINITY;
+    for (int ky = 0; ky < g->kh; ky++)
+        for (int kx = 0; kx < g->kw; kx++) {
+            int64_t iy = oy * g->sh - g->pt + ky * g->dh, ix = ox * g->sw - g->pl + kx * g->dw;
+            if (iy < 0 || iy >= g->ih || ix < 0 || ix >= g->iw)
+                continue;
+            float v = xp[iy * g->iw + ix];
+            if (v > best || (v != v && best == best))
+                best = v;
+        }
+    return best;
+}
+
+/* Whether every output of the NCHW result is first_max's, bit for bit. */
+static bool matches_first_max(const tg_tensor *y, const float *x, const float *plain)
+{
+    tg_pool_geom g = tg_pool_geom_of(y, tg_pool_input_shape(y), tg_pool_output_shape(y));
+    for (int64_t pl = 0; pl < g.planes; pl++)
+        for (int64_t oy = 0; oy < g.oh; oy++)
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                float want = first_max(x + pl * g.ih * g.iw, &g, oy, ox);
+                if (memcmp(&want, &plain[(pl * g.oh + oy) * g.ow + ox], sizeof want) != 0)
+                    return false;
+            }
+    return true;
+}
+
 /* Windows full of ties and non-finite values: NaN (two payloads: the
  * first NaN of a window wins), -inf, +inf, -0 against +0 (the first of
  * equal values wins), so the blocked forward must follow the NCHW one's
- * order of taps, not only its maxima. */
+ * order of taps, not only its maxima, and both the window's. */
 static void test_max_pool_nonfinite_and_ties(void)
 {
     static const tg_pool2d_params shapes[] = {
@@ -285,6 +318,7 @@ static void test_max_pool_nonfinite_and_ties(void)
         }
         float *plain = max_forward(y, xs, pool, false), *blocked = max_forward(y, xs, pool, true);
         TG_CHECK(compare(y, plain, blocked));
+        TG_CHECK(matches_first_max(y, xs, plain));
         int nans = 0;
         for (int64_t i = 0; i < tg_numel(y); i++)
             nans += plain[i] != plain[i];
