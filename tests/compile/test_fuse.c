@@ -287,6 +287,27 @@ static void test_fold_follows_writes(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
+/* c's fused and unfused programs on one thread, its 6 outputs within 2e-6
+ * of each other and every fused value within tolerance by `check`
+ * (labelled what); returns the fused program's chains. */
+static int fused_matches_unfused(chain *c, const char *what)
+{
+    TG_CHECK(c->out_numel == 6);
+    if (c->out_numel != 6)
+        return -1;
+    tg_session *f = open_session(c, 1, true), *u = open_session(c, 1, false);
+    float yf[6], yu[6];
+    run(f, c, 3, yf);
+    run(u, c, 3, yu);
+    int chains = tg_fuse_test_chains(f);
+    if (!(tg_fuse_test_difference(yf, yu, 6) <= 2e-6))
+        tg_test_fail(__FILE__, __LINE__, "%s: fused %.3g from unfused", what,
+                     tg_fuse_test_difference(yf, yu, 6));
+    check_rows(f, c, false, what);
+    tg_session_destroy(f), tg_session_destroy(u);
+    return chains;
+}
+
 /* A view of a fused chain's last value (a flatten before a linear layer,
  * as every classifier has) reads what the convolution computed: the view
  * was given the fused node's buffer before fusion took it away. With and
@@ -315,17 +336,8 @@ static void test_view_of_fused_value(void)
         tg_tensor_mark_output(c.y);
         TG_CHECK_OK(tg_graph_status(g));
         c.out_numel = 6;
-        tg_session *f = open_session(&c, 1, true), *u = open_session(&c, 1, false);
-        float yf[6], yu[6];
-        run(f, &c, 3, yf);
-        run(u, &c, 3, yu);
-        TG_CHECK(tg_fuse_test_chains(f) == 1);
-        if (!(tg_fuse_test_difference(yf, yu, 6) <= 2e-6))
-            tg_test_fail(__FILE__, __LINE__, "with norm %d: fused %.3g from unfused", with_norm,
-                         tg_fuse_test_difference(yf, yu, 6));
-        check_rows(f, &c, false,
-                   with_norm ? "view after conv + norm + relu" : "view after conv + relu");
-        tg_session_destroy(f), tg_session_destroy(u);
+        TG_CHECK(fused_matches_unfused(&c, with_norm ? "view after conv + norm + relu"
+                                                     : "view after conv + relu") == 1);
         tg_graph_destroy(g);
     }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
@@ -378,16 +390,7 @@ static void test_views_of_views(void)
     tg_tensor_mark_output(c.y);
     TG_CHECK_OK(tg_graph_status(g));
     c.out_numel = 6;
-    tg_session *fs = open_session(&c, 1, true), *us = open_session(&c, 1, false);
-    float yf[6], yu[6];
-    run(fs, &c, 3, yf);
-    run(us, &c, 3, yu);
-    TG_CHECK(tg_fuse_test_chains(fs) >= 3);
-    if (!(tg_fuse_test_difference(yf, yu, 6) <= 2e-6))
-        tg_test_fail(__FILE__, __LINE__, "fused %.3g from unfused",
-                     tg_fuse_test_difference(yf, yu, 6));
-    check_rows(fs, &c, false, "views of views of fused values");
-    tg_session_destroy(fs), tg_session_destroy(us);
+    TG_CHECK(fused_matches_unfused(&c, "views of views of fused values") >= 3);
     tg_graph_destroy(g);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
