@@ -53,7 +53,7 @@ static size_t padded_bytes(const tg_program *p, const tg_buffer *b)
     tg_shape s = p->graph->nodes[b->node]->shape;
     if (s.ndim != 4 || s.dim[1] % TG_CHANNEL_BLOCK == 0)
         return 0;
-    s.dim[1] = (s.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK * TG_CHANNEL_BLOCK;
+    s.dim[1] = tg_channel_blocks(s.dim[1]) * TG_CHANNEL_BLOCK;
     return (size_t)tg_shape_numel(s) * tg_dtype_size(b->dtype);
 }
 

@@ -250,7 +250,7 @@ tg_shape tg_layout_stored_shape(const tg_program *p, const tg_tensor *t)
 {
     tg_shape s = t->shape;
     if (tg_layout_padded(p, t))
-        s.dim[1] = (s.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK * TG_CHANNEL_BLOCK;
+        s.dim[1] = tg_channel_blocks(s.dim[1]) * TG_CHANNEL_BLOCK;
     return s;
 }
 

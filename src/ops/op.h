@@ -92,10 +92,18 @@ typedef struct tg_kernel_args {
 } tg_kernel_args;
 
 /* The blocked activation layout, oneDNN's nChw16c: [N][C/16][H][W][16], so
- * that 16 channels of one pixel are one AVX-512 vector. Only tensors whose
- * channel count is a multiple of the block are ever kept in it, so it
- * holds exactly the bytes of NCHW (a 1x1 map is the same memory in both). */
+ * that 16 channels of one pixel are one AVX-512 vector. A training program
+ * keeps only tensors whose channel count is a multiple of the block in it,
+ * which then hold exactly the bytes of NCHW (a 1x1 map is the same memory
+ * in both); an inference program also keeps others, their last block
+ * padded (compile/layout.h tg_layout_padded). */
 #define TG_CHANNEL_BLOCK 16
+
+/* The blocks c channels take, the last one maybe padded. */
+static inline int64_t tg_channel_blocks(int64_t c)
+{
+    return (c + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
+}
 
 /* What the compiler tells an op's plan hook about the program. */
 typedef struct tg_plan_opts {

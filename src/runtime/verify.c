@@ -122,8 +122,7 @@ bool tg_verify_capturing(const tg_verify *v)
 /* nChw16c -> NCHW (a padded last block's padding skipped) */
 static void unblock(const float *src, float *dst, const tg_shape *s)
 {
-    int64_t N = s->dim[0], C = s->dim[1], HW = s->dim[2] * s->dim[3],
-            CB = (C + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
+    int64_t N = s->dim[0], C = s->dim[1], HW = s->dim[2] * s->dim[3], CB = tg_channel_blocks(C);
     for (int64_t n = 0; n < N; n++)
         for (int64_t cb = 0; cb < CB; cb++)
             for (int64_t hw = 0; hw < HW; hw++)

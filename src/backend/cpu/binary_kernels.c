@@ -112,8 +112,7 @@ static void arith_range(void *ctx, int64_t begin, int64_t end, int t)
  * (the engine gives padded operands whole blocks). */
 static tg_shape blocked_shape(tg_shape s)
 {
-    return tg_shape4(s.dim[0], (s.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK,
-                     s.dim[2] * s.dim[3], TG_CHANNEL_BLOCK);
+    return tg_shape4(s.dim[0], tg_channel_blocks(s.dim[1]), s.dim[2] * s.dim[3], TG_CHANNEL_BLOCK);
 }
 
 /* Whether a blocked op's operands broadcast per channel (kernels.c TG_CPU_PER_CHANNEL):
@@ -223,7 +222,7 @@ static bool chan_forward(const tg_kernel_args *a, tg_arith op, const tg_shape in
     if (full < 0 || (op != TG_ARITH_MUL && op != TG_ARITH_ADD && op != TG_ARITH_SUB))
         return false;
     tg_shape s = a->node->in[1 - full]->shape;
-    int64_t blocks = (y.dim[1] + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
+    int64_t blocks = tg_channel_blocks(y.dim[1]);
     chan_job j = {op,
                   a->in[full],
                   a->in[1 - full],

@@ -766,15 +766,14 @@ static bool wants_chan_parts(const tg_tensor *node, const tg_conv_geom *g, const
     bool depthwise = g->G == g->C && g->K == g->G;
     int64_t unit = o->out_blocked ? (int64_t)TG_CHANNEL_BLOCK * t : t;
     bool split_k = g->G == 1 && g->K % unit == 0; /* split_parts's equal parts */
-    return (depthwise || g->G == 1) && !split_k &&
-           (g->K + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK >= t;
+    return (depthwise || g->G == 1) && !split_k && tg_channel_blocks(g->K) >= t;
 }
 
 /* Part p of t of the output channels, in whole 16-channel blocks: its
  * geometry (depthwise: its input channels and groups too) and offsets. */
 static tg_conv_geom chan_part_geom(const tg_conv_geom *g, int p, int t, int64_t *k0)
 {
-    int64_t blocks = (g->K + TG_CHANNEL_BLOCK - 1) / TG_CHANNEL_BLOCK;
+    int64_t blocks = tg_channel_blocks(g->K);
     int64_t b0 = blocks * p / t, b1 = blocks * (p + 1) / t;
     int64_t k1 = b1 * TG_CHANNEL_BLOCK < g->K ? b1 * TG_CHANNEL_BLOCK : g->K;
     tg_conv_geom pg = *g;
