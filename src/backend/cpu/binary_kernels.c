@@ -160,10 +160,11 @@ TG_VEC_INLINE void store16(void *dst, tg_dtype t, int64_t at, tg_f32x16 v)
         store16(j->out, j->out_type, at, EXPR);                                                    \
     }
 
-/* chan_range where an operand is stored in bf16: each 16-channel vector
- * widened, computed in f32 and rounded once (tg_bf16x16_narrow, as staging
+/* Row r of a chan_job (sample r / blocks, block r % blocks): each
+ * 16-channel vector read in its storage type (bf16 widened), computed in
+ * f32 and stored (bf16 rounded once, tg_bf16x16_narrow, as staging
  * rounds). */
-TG_WIDE_KERNEL static void chan_range_bf16(const chan_job *j, int64_t r)
+TG_WIDE_KERNEL static void chan_row(const chan_job *j, int64_t r)
 {
     int64_t n = r / j->blocks, cb = r % j->blocks;
     tg_f32x16 v = load16(j->s, j->s_type, n * j->s_sample + cb * TG_CHANNEL_BLOCK);
@@ -178,45 +179,17 @@ TG_WIDE_KERNEL static void chan_range_bf16(const chan_job *j, int64_t r)
 }
 #undef CHAN_LOOP_16
 
-#define CHAN_LOOP(EXPR)                                                                            \
-    for (int64_t p = 0; p < j->hw; p++, x += B, o += B)                                            \
-        for (int64_t c = 0; c < B; c++) {                                                          \
-            float u = x[c], v = sv[c];                                                             \
-            o[c] = EXPR;                                                                           \
-        }
-
 static void chan_range(void *ctx, int64_t begin, int64_t end, int t)
 {
     (void)t;
-    const chan_job *j = ctx;
-    enum { B = TG_CHANNEL_BLOCK };
-    const int64_t step = j->hw * B;
-    for (int64_t r = begin; r < end; r++) {
-        if (j->x_type == TG_BF16 || j->s_type == TG_BF16 || j->out_type == TG_BF16) {
-            chan_range_bf16(j, r);
-            continue;
-        }
-        int64_t n = r / j->blocks, cb = r % j->blocks;
-        const float *x = (const float *)j->x + r * step,
-                    *sv = (const float *)j->s + n * j->s_sample + cb * B;
-        float *o = (float *)j->out + r * step;
-        if (j->op == TG_ARITH_MUL)
-            CHAN_LOOP(u * v)
-        else if (j->op == TG_ARITH_ADD)
-            CHAN_LOOP(u + v)
-        else if (j->s_first)
-            CHAN_LOOP(v - u)
-        else
-            CHAN_LOOP(u - v)
-    }
+    for (int64_t r = begin; r < end; r++)
+        chan_row(ctx, r);
 }
-#undef CHAN_LOOP
 
 /* The per-channel case of a blocked broadcast (chan_job); false for any
  * other, which the strided view takes. */
-static bool chan_forward(const tg_kernel_args *a, tg_arith op, const tg_shape ins[2])
+static bool chan_forward(const tg_kernel_args *a, tg_arith op)
 {
-    (void)ins;
     tg_shape y = a->node->shape;
     int full = tg_op_per_channel_full(a->node);
     if (full < 0 || (op != TG_ARITH_MUL && op != TG_ARITH_ADD && op != TG_ARITH_SUB))
@@ -247,7 +220,7 @@ static void arith_forward(const tg_kernel_args *a, tg_arith op)
                        op == TG_ARITH_COPY ? node->in[0]->shape : node->in[1]->shape};
     j.b = op == TG_ARITH_COPY ? a->in[0] : a->in[1];
     if (blocked_broadcast(a, ins)) {
-        if (chan_forward(a, op, ins))
+        if (chan_forward(a, op))
             return;
         ins[0] = blocked_shape(ins[0]), ins[1] = blocked_shape(ins[1]);
         tg_bcast_init(&j.bc, blocked_shape(node->shape), 2, ins);
