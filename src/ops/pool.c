@@ -162,7 +162,8 @@ static void ref_pool(const tg_ref_args *a)
                         int64_t i = (pl * g.ih + iy) * g.iw + ix;
                         if (bwd && !is_max)
                             a->out[i] += dy[o] / count;
-                        else if (is_max && (arg < 0 || x[i] > best)) {
+                        else if (is_max &&
+                                 (arg < 0 || x[i] > best || (isnan(x[i]) && !isnan(best)))) {
                             arg = i;
                             best = x[i];
                         } else if (!is_max)

@@ -7,6 +7,7 @@
 
 #include "runtime/interp.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -77,6 +78,25 @@ static void test_values(void)
     TG_CHECK_NEAR(tg_interp_data(ip, av)[0], 11.0 / 4, 1e-12);
     TG_CHECK_NEAR(tg_interp_data(ip, av)[1], 12.0 / 4, 1e-12);
     TG_CHECK_NEAR(tg_interp_data(ip, gl)[0], 23.0 / 8, 1e-12);
+    tg_interp_destroy(ip);
+    tg_graph_destroy(g);
+}
+
+/* A NaN anywhere in a window wins, the first NaN if several (the fast
+ * kernels' rule and PyTorch's); the reference once let it win only as a
+ * window's first tap, and these windows hold it second and last. */
+static void test_reference_nan_wins_anywhere(void)
+{
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 1, 2, 4));
+    tg_tensor *mx = tg_maxpool2d(g, x, 2, 2, 0);
+    TG_CHECK_OK(tg_graph_status(g));
+    tg_interp *ip = NULL;
+    TG_CHECK_OK(tg_interp_create(g, 0, &ip));
+    const double v[8] = {1, NAN, -2, 0, 3, 2, 7, NAN};
+    memcpy(tg_interp_data(ip, x), v, sizeof v);
+    TG_CHECK_OK(tg_interp_run(ip, 0));
+    TG_CHECK(isnan(tg_interp_data(ip, mx)[0]) && isnan(tg_interp_data(ip, mx)[1]));
     tg_interp_destroy(ip);
     tg_graph_destroy(g);
 }
@@ -373,6 +393,7 @@ int main(void)
     TG_RUN(test_fast_matches_reference);
     TG_RUN(test_ties_pick_the_first_maximum);
     TG_RUN(test_values);
+    TG_RUN(test_reference_nan_wins_anywhere);
     TG_RUN(test_bad_shapes);
     return tg_test_finish();
 }
