@@ -1,6 +1,6 @@
 /* backend/cpu/conv_dw_bf16.c - the own depthwise convolution (one filter
- * per channel) of an inference program whose activations are bf16 in
- * nChw16c, on a CPU with AVX512_BF16.
+ * per channel) of an inference program whose activations are bf16 (or, on
+ * large maps at stride 1, f32) in nChw16c, on a CPU with AVX512_BF16.
  *
  * Why not oneDNN's: a depthwise convolution does 9 or 25 FMAs per element
  * it reads, so it is bound by memory and by the work per element, and bf16
@@ -15,7 +15,8 @@
  * taps are plain FMAs from L1 with no bounds checks; 8 output pixels (16
  * channels each) accumulate in registers, from the bias, over the R x S
  * taps; the post-op (ReLU, hard swish, hard sigmoid) runs on the sums and
- * VCVTNEPS2BF16 stores them. The weights (batch norm folded in, as
+ * VCVTNEPS2BF16 stores them (f32 activations: copied into the ring, stored
+ * as they are). The weights (batch norm folded in, as
  * compile/fuse.c asks) are kept in f32 per 16-channel block and tap in the
  * node's weight cache (backend/cpu/weight_cache.h), refilled only when the
  * host writes them. The padded lanes of the last block have zero weights
@@ -60,6 +61,7 @@ struct tg_conv_dw {
     const tg_tensor *fold;
     tg_dtype w_type, b_type; /* the weights' and the bias's storage */
     bool bias;
+    bool f32;               /* activations stored in f32, else bf16 */
     tg_weight_cache *cache; /* f32 weights [blocks][R*S][16], then the bias [blocks][16] */
     size_t bias_off;        /* bytes */
 };
@@ -90,7 +92,12 @@ static bool f32_or_bf16(tg_dtype t)
  * 5x5 convolutions, 960 channels) oneDNN's kernel, which skips the taps
  * that read padding, took 0.57 ms a run at batch 32 against this one's
  * 0.84-0.89 (one thread, under load), where 14x14 and larger maps were as
- * fast or faster here. */
+ * fast or faster here. f32 activations only at stride 1 on maps 28 wide
+ * and more: there oneDNN's f32 jit_dw took 2.95-3.01 ms against 2.28-2.38
+ * on 16 channels at 112x112 and 3.43-4.36 against 1.80-1.83 on 72 at 56x56
+ * (batch 32, one thread, under load); at stride 2 (a copy of every input
+ * row for fewer taps each) it was as fast or 2-5% faster, and on 14x14
+ * maps the runs spread too far to tell. */
 static bool applies(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o)
 {
     bool depthwise = g->G > 1 && g->G == g->C && g->K == g->G;
@@ -100,8 +107,9 @@ static bool applies(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_
     return TG_BF16_HW && tg_bf16_hw() && tg_dnnl_mode_get() == TG_DNNL_AUTO && o->inference &&
            node->op == TG_OP_CONV2D && depthwise && g->dh == 1 && g->dw == 1 &&
            g->R <= DW_MAX_TAPS && g->S <= DW_MAX_TAPS && g->OW >= DW_TILE &&
-           o->in_storage[0] == TG_BF16 && o->out_storage == TG_BF16 && o->in_blocked[0] &&
-           o->out_blocked && !o->post_add && f32_or_bf16(o->in_storage[1]) &&
+           f32_or_bf16(o->in_storage[0]) && o->out_storage == o->in_storage[0] &&
+           (o->in_storage[0] == TG_BF16 || (g->sh == 1 && g->sw == 1 && g->OW >= 28)) &&
+           o->in_blocked[0] && o->out_blocked && !o->post_add && f32_or_bf16(o->in_storage[1]) &&
            (node->n_in < 3 || f32_or_bf16(o->in_storage[2])) && stats_f32;
 }
 
@@ -124,8 +132,8 @@ static void name_kernel(const tg_conv_dw *d, tg_kernel_plan *plan)
     char rows[40] = "";
     if (d->bands > 1)
         snprintf(rows, sizeof rows, ", rows in %lld bands", (long long)d->bands);
-    snprintf(plan->kernel, sizeof plan->kernel, "own dw_bf16:avx512_bf16 %lldx%lld, nChw16c%s%s%s",
-             (long long)d->g.R, (long long)d->g.S, rows,
+    snprintf(plan->kernel, sizeof plan->kernel, "own dw_%s:avx512_bf16 %lldx%lld, nChw16c%s%s%s",
+             d->f32 ? "f32" : "bf16", (long long)d->g.R, (long long)d->g.S, rows,
              d->fold ? ", batch norm folded, weights kept" : ", weights kept", acts[d->act]);
 }
 
@@ -148,6 +156,7 @@ tg_status tg_conv_dw_create(const tg_tensor *node, const tg_plan_opts *o, tg_ker
     if (d->act == DW_ACT_HARD_SIGMOID)
         d->act_a = tg_act_a(o->post_act), d->act_b = tg_act_b(o->post_act);
     d->fold = o->fold_norm;
+    d->f32 = o->in_storage[0] == TG_F32;
     d->w_type = o->in_storage[1];
     d->bias = node->n_in >= 3 && node->in[2];
     d->b_type = d->bias ? o->in_storage[2] : TG_F32;
@@ -207,8 +216,8 @@ static void fill_weights(const tg_conv_dw *d, const tg_kernel_args *a, float *ke
 #if TG_BF16_HW
 typedef struct dw_job {
     const tg_conv_dw *d;
-    const uint16_t *x;
-    uint16_t *y;
+    const unsigned char *x;
+    unsigned char *y;
     const float *w;
     unsigned char *scratch;
 } dw_job;
@@ -221,16 +230,19 @@ TG_VEC_INLINE TG_BF16_HW_TARGET __m512 widen16(const uint16_t *p)
 
 /* Input row ih of a plane widened into dst: row_len pixels, the padding
  * columns (and any past the input) zero. */
-TG_VEC_INLINE TG_BF16_HW_TARGET void widen_row(const tg_conv_dw *d, const uint16_t *plane,
-                                               int64_t ih, float *dst)
+TG_VEC_INLINE TG_BF16_HW_TARGET void widen_row(const tg_conv_dw *d, const unsigned char *plane,
+                                               int64_t ih, float *dst, const bool f32)
 {
     int64_t W = d->g.W, pw = d->g.pw, L = d->row_len;
     int64_t j0 = pw < L ? pw : L, j1 = pw + W < L ? pw + W : L;
-    const uint16_t *src = plane + (ih * W - pw) * TG_CHANNEL_BLOCK;
+    const float *src32 = (const float *)plane + (ih * W - pw) * TG_CHANNEL_BLOCK;
+    const uint16_t *src = (const uint16_t *)plane + (ih * W - pw) * TG_CHANNEL_BLOCK;
     for (int64_t j = 0; j < j0; j++)
         _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK, _mm512_setzero_ps());
     for (int64_t j = j0; j < j1; j++)
-        _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK, widen16(src + j * TG_CHANNEL_BLOCK));
+        _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK,
+                         f32 ? _mm512_loadu_ps(src32 + j * TG_CHANNEL_BLOCK)
+                             : widen16(src + j * TG_CHANNEL_BLOCK));
     for (int64_t j = j1; j < L; j++)
         _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK, _mm512_setzero_ps());
 }
@@ -261,8 +273,8 @@ TG_VEC_INLINE TG_BF16_HW_TARGET __m512 post_op(const tg_conv_dw *d, __m512 v)
 /* T output pixels from ow on: the sums from the bias over every live row's
  * taps, the post-op, the padded lanes (not in `lanes`) zero, narrowed. */
 TG_VEC_INLINE TG_BF16_HW_TARGET void tile(const tg_conv_dw *d, const float *const *rows,
-                                          const float *w, __m512 bias, __mmask16 lanes,
-                                          uint16_t *out, int64_t ow, const int T)
+                                          const float *w, __m512 bias, __mmask16 lanes, void *out,
+                                          int64_t ow, const int T, const bool f32)
 {
     int64_t S = d->g.S, sw = d->g.sw;
     __m512 acc[DW_TILE];
@@ -285,24 +297,28 @@ TG_VEC_INLINE TG_BF16_HW_TARGET void tile(const tg_conv_dw *d, const float *cons
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
         __m512 v = _mm512_maskz_mov_ps(lanes, post_op(d, acc[t]));
-        __m256bh h = _mm512_cvtneps_pbh(v);
-        memcpy(out + (ow + t) * TG_CHANNEL_BLOCK, &h, sizeof h);
+        if (f32) {
+            _mm512_storeu_ps((float *)out + (ow + t) * TG_CHANNEL_BLOCK, v);
+        } else {
+            __m256bh h = _mm512_cvtneps_pbh(v);
+            memcpy((uint16_t *)out + (ow + t) * TG_CHANNEL_BLOCK, &h, sizeof h);
+        }
     }
 }
 
 /* Output row oh of a plane from the widened rows it reads (NULL: padding). */
 TG_VEC_INLINE TG_BF16_HW_TARGET void out_row(const tg_conv_dw *d, const float *const *rows,
                                              const float *w, __m512 bias, __mmask16 lanes,
-                                             uint16_t *out)
+                                             void *out, const bool f32)
 {
     int64_t ow = 0, OW = d->g.OW;
     for (; ow + DW_TILE <= OW; ow += DW_TILE)
-        tile(d, rows, w, bias, lanes, out, ow, DW_TILE);
+        tile(d, rows, w, bias, lanes, out, ow, DW_TILE, f32);
         /* the rest in one tile too: one pixel at a time chains its R x S FMAs
          * on one sum (a 7x7 map's 5x5 convolution ran at half oneDNN's speed) */
 #define DW_REST(T)                                                                                 \
     case T:                                                                                        \
-        tile(d, rows, w, bias, lanes, out, ow, T);                                                 \
+        tile(d, rows, w, bias, lanes, out, ow, T, f32);                                            \
         break;
     switch (OW - ow) {
         DW_REST(1)
@@ -322,13 +338,14 @@ TG_VEC_INLINE TG_BF16_HW_TARGET void out_row(const tg_conv_dw *d, const float *c
  * row ih in slot ih mod R (the R rows an output row reads are R
  * consecutive ones, so they never share a slot). */
 TG_VEC_INLINE TG_BF16_HW_TARGET void plane_rows(const dw_job *j, int64_t n, int64_t cb, int64_t oh0,
-                                                int64_t oh1, float *ring)
+                                                int64_t oh1, float *ring, const bool f32)
 {
     const tg_conv_dw *d = j->d;
     const tg_conv_geom *g = &d->g;
     int64_t plane = n * d->blocks + cb, taps = g->R * g->S, L = d->row_len;
-    const uint16_t *x = j->x + plane * g->H * g->W * TG_CHANNEL_BLOCK;
-    uint16_t *y = j->y + plane * g->OH * g->OW * TG_CHANNEL_BLOCK;
+    size_t es = f32 ? sizeof(float) : sizeof(uint16_t);
+    const unsigned char *x = j->x + (size_t)(plane * g->H * g->W * TG_CHANNEL_BLOCK) * es;
+    unsigned char *y = j->y + (size_t)(plane * g->OH * g->OW * TG_CHANNEL_BLOCK) * es;
     const float *w = j->w + cb * taps * TG_CHANNEL_BLOCK;
     const float *bias_at = (const float *)((const unsigned char *)j->w + d->bias_off);
     __m512 bias = _mm512_loadu_ps(bias_at + cb * TG_CHANNEL_BLOCK);
@@ -346,25 +363,37 @@ TG_VEC_INLINE TG_BF16_HW_TARGET void plane_rows(const dw_job *j, int64_t n, int6
                 continue;
             float *at = ring + slot * L * TG_CHANNEL_BLOCK;
             if (tag[slot] != ih)
-                widen_row(d, x, ih, at);
+                widen_row(d, x, ih, at, f32);
             tag[slot] = ih;
             rows[r] = at;
         }
-        out_row(d, rows, w, bias, lanes, y + oh * g->OW * TG_CHANNEL_BLOCK);
+        out_row(d, rows, w, bias, lanes, y + (size_t)(oh * g->OW * TG_CHANNEL_BLOCK) * es, f32);
     }
 }
 
-TG_BF16_HW_TARGET __attribute__((flatten)) static void dw_loop(void *ctx, int64_t begin,
-                                                               int64_t end, int part)
+TG_VEC_INLINE TG_BF16_HW_TARGET void dw_jobs(const dw_job *j, int64_t begin, int64_t end, int part,
+                                             const bool f32)
 {
-    const dw_job *j = ctx;
     const tg_conv_dw *d = j->d;
     float *ring = (float *)(j->scratch + (size_t)part * d->ring_bytes);
     for (int64_t i = begin; i < end; i++) {
         int64_t band = i % d->bands, plane = i / d->bands;
         int64_t oh0 = band * d->band, oh1 = oh0 + d->band < d->g.OH ? oh0 + d->band : d->g.OH;
-        plane_rows(j, plane / d->blocks, plane % d->blocks, oh0, oh1, ring);
+        plane_rows(j, plane / d->blocks, plane % d->blocks, oh0, oh1, ring, f32);
     }
+}
+
+/* One copy for each storage type, its loads and stores fixed. */
+TG_BF16_HW_TARGET __attribute__((flatten)) static void dw_loop_bf16(void *ctx, int64_t begin,
+                                                                    int64_t end, int part)
+{
+    dw_jobs(ctx, begin, end, part, false);
+}
+
+TG_BF16_HW_TARGET __attribute__((flatten)) static void dw_loop_f32(void *ctx, int64_t begin,
+                                                                   int64_t end, int part)
+{
+    dw_jobs(ctx, begin, end, part, true);
 }
 #endif
 
@@ -383,6 +412,6 @@ void tg_conv_dw_run(const tg_conv_dw *d, const tg_kernel_args *a)
     dw_job j = {d, a->in[0], a->out, kept, a->scratch};
     /* the rings are sized for the planned threads: a larger pool runs serially */
     tg_pool *pool = a->pool && tg_pool_threads(a->pool) <= d->n_threads ? a->pool : NULL;
-    tg_pool_for(pool, d->g.N * d->blocks * d->bands, dw_loop, &j);
+    tg_pool_for(pool, d->g.N * d->blocks * d->bands, d->f32 ? dw_loop_f32 : dw_loop_bf16, &j);
 #endif
 }

@@ -1,5 +1,5 @@
 /* tests/backend/cpu/test_conv_dw_bf16.c - the own depthwise convolution
- * over bf16 nChw16c (backend/cpu/conv_dw_bf16.c) against the op's double
+ * over bf16 and f32 nChw16c (backend/cpu/conv_dw_bf16.c) against the op's double
  * reference (ops/conv.c, then the activation's): channel counts that are
  * and are not whole 16-channel blocks (16, 24, 32, 40, 72, 120), 3x3, 5x5
  * and 3x5 filters, stride 1 and 2, odd sizes and a tile remainder, bias,
@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The activations' storage the cases run with: bf16, then f32. */
+static tg_dtype storage = TG_BF16;
+
 enum { ACT_NONE, ACT_RELU, ACT_HSWISH, ACT_MUL, ACT_HSIGMOID, N_ACTS };
 
 typedef struct dw_case {
@@ -40,6 +43,8 @@ static const dw_case cases[] = {
     {3, 16, 6, 10, 3, 3, 1, 0, 0},   /* no padding, one full block */
     {1, 32, 7, 21, 3, 3, 1, 1, 1},   /* tiles of 8 and a remainder of 5 */
     {2, 24, 11, 13, 3, 5, 1, 1, 2},  /* 3x5 filter */
+    {1, 40, 5, 29, 3, 3, 1, 1, 1},   /* 29 wide: f32 too, a remainder of 5 */
+    {2, 24, 6, 30, 5, 5, 1, 2, 2},   /* 5x5, 30 wide: f32 too */
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -107,7 +112,8 @@ static dw_values make_values(const dw_case *c, uint32_t seed, bool special)
                    doubles((size_t)c->C), doubles(2 * (size_t)c->C),
                    doubles((size_t)c->C), doubles((size_t)c->C)};
     for (size_t i = 0; i < nx; i++)
-        v.x[i] = tg_bf16_widen(tg_bf16_narrow(uniform(&seed, -2, 2)));
+        v.x[i] = storage == TG_BF16 ? tg_bf16_widen(tg_bf16_narrow(uniform(&seed, -2, 2)))
+                                    : uniform(&seed, -2, 2);
     for (size_t i = 0; i < nw; i++)
         v.w[i] = uniform(&seed, -1, 1);
     for (int64_t k = 0; k < c->C; k++) {
@@ -139,19 +145,24 @@ static float *floats_of(const double *d, size_t n)
     return f;
 }
 
-/* x in nChw16c bf16, the padded lanes a finite value that is no zero. */
-static uint16_t *blocked_bf16(const double *x, int64_t N, int64_t C, int64_t HW)
+/* x in nChw16c as stored, the padded lanes a finite value that is no zero. */
+static void *blocked(const double *x, int64_t N, int64_t C, int64_t HW)
 {
     int64_t blocks = tg_channel_blocks(C);
     size_t n = (size_t)(N * blocks * HW * TG_CHANNEL_BLOCK);
-    uint16_t *b = malloc(n * sizeof *b);
+    float *f = malloc(n * sizeof *f);
     for (size_t i = 0; i < n; i++)
-        b[i] = tg_bf16_narrow(1.5f);
+        f[i] = 1.5f;
     for (int64_t s = 0; s < N; s++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t p = 0; p < HW; p++)
-                b[((s * blocks + c / 16) * HW + p) * 16 + c % 16] =
-                    tg_bf16_narrow((float)x[(s * C + c) * HW + p]);
+                f[((s * blocks + c / 16) * HW + p) * 16 + c % 16] = (float)x[(s * C + c) * HW + p];
+    if (storage == TG_F32)
+        return f;
+    uint16_t *b = malloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = tg_bf16_narrow(f[i]);
+    free(f);
     return b;
 }
 
@@ -205,7 +216,7 @@ static const tg_op_planner *plan(const dw_net *n, int threads, tg_kernel_plan *k
     tg_plan_opts po = {.n_threads = threads, .compute = TG_BF16, .inference = true};
     for (int k = 0; k < TG_MAX_INPUTS; k++)
         po.in_storage[k] = TG_F32;
-    po.in_storage[0] = po.out_storage = TG_BF16;
+    po.in_storage[0] = po.out_storage = storage;
     po.in_blocked[0] = po.out_blocked = true;
     po.fold_norm = n->bn;
     po.post_act = n->act;
@@ -218,23 +229,25 @@ static const tg_op_planner *plan(const dw_net *n, int threads, tg_kernel_plan *k
  * NaN, the infinity y has, else within bf16 rounding of y plus the f32
  * sums' rounding (and the post-op's slope, at most 1.5, over it); the
  * padded lanes zero. The first bad one is reported. */
-static int64_t compare(const dw_case *c, int64_t OH, int64_t OW, const uint16_t *got,
-                       const double *y, const double *mag, const char *label)
+static int64_t compare(const dw_case *c, int64_t OH, int64_t OW, const void *got, const double *y,
+                       const double *mag, const char *label)
 {
     int64_t blocks = tg_channel_blocks(c->C), hw = OH * OW, bad = 0;
     for (int64_t s = 0; s < c->N; s++)
         for (int64_t k = 0; k < blocks * 16; k++)
             for (int64_t p = 0; p < hw; p++) {
-                uint16_t bits = got[((s * blocks + k / 16) * hw + p) * 16 + k % 16];
-                double g = tg_bf16_widen(bits);
+                size_t at = (size_t)(((s * blocks + k / 16) * hw + p) * 16 + k % 16);
+                double g = storage == TG_BF16 ? tg_bf16_widen(((const uint16_t *)got)[at])
+                                              : ((const float *)got)[at];
                 bool ok;
                 double want = 0, tol = 0;
                 if (k >= c->C) {
-                    ok = bits == 0;
+                    ok = g == 0;
                 } else {
                     size_t i = (size_t)((s * c->C + k) * hw + p);
                     want = y[i];
-                    tol = ldexp(fabs(want), -8) + 1.5 * 4e-6 * mag[i] + 1e-30;
+                    tol = ldexp(fabs(want), storage == TG_BF16 ? -8 : -22) + 1.5 * 4e-6 * mag[i] +
+                          1e-30;
                     ok = isnan(want) ? isnan(g) : isinf(want) ? g == want : fabs(g - want) <= tol;
                 }
                 if (!ok && bad++ == 0)
@@ -256,7 +269,18 @@ static bool run_case(const dw_case *c, int act, bool fold, bool bias, int thread
     dw_net n = build(c, act, fold, bias);
     tg_kernel_plan kp = {0};
     const tg_op_planner *pl = plan(&n, threads, &kp);
-    bool own = strstr(kp.kernel, "own dw_bf16") != NULL;
+    bool own = strstr(kp.kernel, storage == TG_BF16 ? "own dw_bf16" : "own dw_f32") != NULL;
+    /* f32: only at stride 1 on maps 28 wide and more */
+    bool f32_shape = c->stride == 1 && n.conv->shape.dim[3] >= 28;
+    if (storage == TG_F32 && !f32_shape) {
+        if (own)
+            tg_test_fail(__FILE__, __LINE__, "f32 at stride %lld, %lld wide: kernel '%s'",
+                         (long long)c->stride, (long long)n.conv->shape.dim[3], kp.kernel);
+        if (kp.state)
+            pl->plan_free(kp.state);
+        tg_graph_destroy(n.g);
+        return false;
+    }
     if (own != tg_bf16_hw())
         tg_test_fail(__FILE__, __LINE__, "AVX512_BF16 %s, kernel '%s'", tg_bf16_hw() ? "on" : "off",
                      kp.kernel);
@@ -268,17 +292,19 @@ static bool run_case(const dw_case *c, int act, bool fold, bool bias, int thread
     }
     char label[200];
     snprintf(label, sizeof label,
-             "%lldx%lld on %lld channels %lldx%lld stride %lld, %s%s%s, %d threads%s",
-             (long long)c->R, (long long)c->S, (long long)c->C, (long long)c->H, (long long)c->W,
-             (long long)c->stride, act_names[act], fold ? ", batch norm" : "", bias ? ", bias" : "",
-             threads, special ? ", NaN and inf" : "");
+             "%s: %lldx%lld on %lld channels %lldx%lld stride %lld, %s%s%s, %d threads%s",
+             tg_dtype_name(storage), (long long)c->R, (long long)c->S, (long long)c->C,
+             (long long)c->H, (long long)c->W, (long long)c->stride, act_names[act],
+             fold ? ", batch norm" : "", bias ? ", bias" : "", threads,
+             special ? ", NaN and inf" : "");
     dw_values v = make_values(c, 7u + (uint32_t)(c - cases) * 31u + (uint32_t)act, special);
     int64_t OH = n.conv->shape.dim[2], OW = n.conv->shape.dim[3];
     size_t ny = (size_t)tg_numel(n.conv);
-    uint16_t *xb = blocked_bf16(v.x, c->N, c->C, c->H * c->W);
+    void *xb = blocked(v.x, c->N, c->C, c->H * c->W);
     size_t out_n = (size_t)(c->N * tg_channel_blocks(c->C) * OH * OW * 16);
-    uint16_t *out = malloc(out_n * sizeof *out);
-    memset(out, 0xff, out_n * sizeof *out); /* NaN: an element left unwritten shows */
+    size_t es = tg_dtype_size(storage);
+    void *out = malloc(out_n * es);
+    memset(out, 0xff, out_n * es); /* NaN: an element left unwritten shows */
     float *w = floats_of(v.w, (size_t)tg_numel(n.w)), *b = floats_of(v.b, (size_t)c->C);
     float *stats = floats_of(v.stats, 2 * (size_t)c->C), *gamma = floats_of(v.gamma, (size_t)c->C),
           *beta = floats_of(v.beta, (size_t)c->C);
@@ -317,13 +343,16 @@ static bool run_case(const dw_case *c, int act, bool fold, bool bias, int thread
 static void test_matches_reference(void)
 {
     int ran = 0;
-    for (size_t i = 0; i < N_CASES; i++)
-        for (int threads = 1; threads <= 2; threads++) {
-            int act = (int)(i + (size_t)threads) % N_ACTS;
-            bool fold = (i + (size_t)threads) % 2 == 0, bias = i % 3 != 1;
-            ran += run_case(&cases[i], act, fold, bias, threads, false);
-            ran += run_case(&cases[i], (act + 2) % N_ACTS, !fold, !bias, threads, false);
-        }
+    for (int st = 0; st < 2; st++)
+        for (size_t i = 0; i < N_CASES; i++)
+            for (int threads = 1; threads <= 2; threads++) {
+                storage = st ? TG_F32 : TG_BF16;
+                int act = (int)(i + (size_t)threads) % N_ACTS;
+                bool fold = (i + (size_t)threads) % 2 == 0, bias = i % 3 != 1;
+                ran += run_case(&cases[i], act, fold, bias, threads, false);
+                ran += run_case(&cases[i], (act + 2) % N_ACTS, !fold, !bias, threads, false);
+            }
+    storage = TG_BF16;
     if (!ran)
         printf("  (no AVX512_BF16 here: the plan hook leaves the convolutions to oneDNN)\n");
 }
@@ -333,21 +362,25 @@ static void test_matches_reference(void)
  * there: fmin / fmax). */
 static void test_nan_and_inf_propagate(void)
 {
-    for (int act = 0; act < N_ACTS; act++)
-        for (int threads = 1; threads <= 2; threads++)
-            run_case(&cases[act % 2 ? 0 : 2], act, act % 2 == 0, true, threads, true);
+    for (int st = 0; st < 2; st++)
+        for (int act = 0; act < N_ACTS; act++)
+            for (int threads = 1; threads <= 2; threads++) {
+                storage = st ? TG_F32 : TG_BF16;
+                run_case(&cases[act % 2 ? 7 : 8], act, act % 2 == 0, true, threads, true);
+            }
+    storage = TG_BF16;
 }
 
-/* The hook leaves to oneDNN what the kernel does not do: f32 storage, a
+/* The hook leaves to oneDNN what the kernel does not do: f16 storage, a
  * plain layout, a fused residual add, a training program, a 7x7 map
  * (oneDNN's faster there). */
 static void test_falls_back_to_onednn(void)
 {
     dw_case c = {1, 24, 12, 12, 3, 3, 1, 1, 1};
     dw_net n = build(&c, ACT_RELU, false, true);
-    for (int v = 0; v < 4; v++) { /* f32, plain, a residual add, training */
+    for (int v = 0; v < 4; v++) { /* f16, plain, a residual add, training */
         tg_plan_opts po = {.n_threads = 1, .compute = TG_BF16, .inference = v != 3};
-        po.in_storage[0] = po.out_storage = v == 0 ? TG_F32 : TG_BF16;
+        po.in_storage[0] = po.out_storage = v == 0 ? TG_F16 : TG_BF16;
         po.in_storage[1] = po.in_storage[2] = TG_F32;
         po.in_blocked[0] = po.out_blocked = v != 1;
         po.post_act = n.act;
@@ -356,7 +389,7 @@ static void test_falls_back_to_onednn(void)
         const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
         /* oneDNN may have no kernel for it on an AVX2 machine: no matter here */
         tg_status st = pl->plan(n.conv, &po, &kp);
-        if (st == TG_OK && strstr(kp.kernel, "own dw_bf16"))
+        if (st == TG_OK && strstr(kp.kernel, "own dw_"))
             tg_test_fail(__FILE__, __LINE__, "variant %d: kernel '%s'", v, kp.kernel);
         if (kp.state)
             pl->plan_free(kp.state);
@@ -366,25 +399,27 @@ static void test_falls_back_to_onednn(void)
     dw_net m = build(&small, ACT_NONE, false, false);
     tg_kernel_plan kp = {0};
     const tg_op_planner *pl = plan(&m, 1, &kp);
-    if (strstr(kp.kernel, "own dw_bf16"))
+    if (strstr(kp.kernel, "own dw_"))
         tg_test_fail(__FILE__, __LINE__, "7x7 map: kernel '%s'", kp.kernel);
     if (kp.state)
         pl->plan_free(kp.state);
     tg_graph_destroy(m.g);
 }
 
-/* An inference program in 32.bf16 (1x1 16 -> 24 + ReLU, depthwise 3x3 +
- * bias + hard swish, 1x1 24 -> 16; the weights stored in bf16 there): the
- * depthwise convolution reads and writes nChw16c bf16 with the own kernel,
- * and the checker finds every value within tolerance of the reference, at
- * 1 and 2 threads. */
+/* An inference program in 32.bf16 and in f32 (1x1 16 -> 24 + ReLU,
+ * depthwise 3x3 + bias + hard swish, 1x1 24 -> 16; the weights stored in
+ * bf16 in the first): the depthwise convolution reads and writes nChw16c
+ * with the own kernel, and the checker finds every value within tolerance
+ * of the reference, at 1 and 2 threads. */
 static void test_program_passes_checker(void)
 {
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int v = 0; v < 4; v++) {
+        int threads = 1 + v % 2;
+        bool bf16 = v < 2;
         tg_graph *g = tg_graph_create();
         tg_graph_set_training(g, false);
         tg_init u = {TG_INIT_UNIFORM, -0.5, 0.5};
-        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 16, 12, 12));
+        tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 16, 10, 28));
         tg_tensor *we = tg_param(g, "we", tg_shape4(24, 16, 1, 1), u);
         tg_tensor *wd = tg_param(g, "wd", tg_shape4(24, 1, 3, 3), u);
         tg_tensor *wp = tg_param(g, "wp", tg_shape4(16, 24, 1, 1), u);
@@ -397,14 +432,15 @@ static void test_program_passes_checker(void)
         TG_CHECK_OK(tg_graph_status(g));
         tg_options *o = tg_options_create();
         tg_options_set_int(o, "threadsPerDevice", threads);
-        tg_options_set(o, "precision", "32.bf16");
+        if (bf16)
+            tg_options_set(o, "precision", "32.bf16");
         tg_session *s = NULL;
         TG_CHECK_OK(tg_session_create(g, o, &s));
         tg_options_destroy(o);
         const char *k = s ? tg_session_program(s)->plans[dw->id].kernel : "";
-        if ((strstr(k, "own dw_bf16") != NULL) != tg_bf16_hw())
+        if ((strstr(k, bf16 ? "own dw_bf16" : "own dw_f32") != NULL) != tg_bf16_hw())
             tg_test_fail(__FILE__, __LINE__, "%d threads: depthwise kernel '%s'", threads, k);
-        float xs[16 * 12 * 12], out[16 * 12 * 12];
+        float xs[16 * 10 * 28], out[16 * 10 * 28];
         for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
             xs[i] = (float)(((int)i * 29) % 23) / 11.0f - 1.0f;
         TG_CHECK_OK(tg_session_verify_next_run(s));
