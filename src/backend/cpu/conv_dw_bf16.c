@@ -235,14 +235,15 @@ TG_VEC_INLINE TG_BF16_HW_TARGET void widen_row(const tg_conv_dw *d, const unsign
 {
     int64_t W = d->g.W, pw = d->g.pw, L = d->row_len;
     int64_t j0 = pw < L ? pw : L, j1 = pw + W < L ? pw + W : L;
-    const float *src32 = (const float *)plane + (ih * W - pw) * TG_CHANNEL_BLOCK;
-    const uint16_t *src = (const uint16_t *)plane + (ih * W - pw) * TG_CHANNEL_BLOCK;
+    /* input column j - pw is ring column j */
+    const float *src32 = (const float *)plane + ih * W * TG_CHANNEL_BLOCK;
+    const uint16_t *src = (const uint16_t *)plane + ih * W * TG_CHANNEL_BLOCK;
     for (int64_t j = 0; j < j0; j++)
         _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK, _mm512_setzero_ps());
     for (int64_t j = j0; j < j1; j++)
         _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK,
-                         f32 ? _mm512_loadu_ps(src32 + j * TG_CHANNEL_BLOCK)
-                             : widen16(src + j * TG_CHANNEL_BLOCK));
+                         f32 ? _mm512_loadu_ps(src32 + (j - pw) * TG_CHANNEL_BLOCK)
+                             : widen16(src + (j - pw) * TG_CHANNEL_BLOCK));
     for (int64_t j = j1; j < L; j++)
         _mm512_storeu_ps(dst + j * TG_CHANNEL_BLOCK, _mm512_setzero_ps());
 }
