@@ -832,6 +832,8 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     /* the matmul reads f32 and bf16 storage only: f16 takes the convolution */
     tg_status s =
         matmul_wins(node->op, g) ? tg_wgrad_mm_create(node, o, plan, &st->mm) : TG_ERR_UNSUPPORTED;
+    if (s == TG_ERR_UNSUPPORTED)
+        s = tg_conv_dw_create(node, o, plan, &st->dw);
     if (s == TG_ERR_UNSUPPORTED && wants_chan_parts(node, g, o))
         s = chan_parts(node, g, o, mul, st, plan);
     else if (s == TG_ERR_UNSUPPORTED)
@@ -940,6 +942,7 @@ void tg_conv_dnnl_free(void *state)
     if (!st)
         return;
     tg_wgrad_mm_free(st->mm);
+    tg_conv_dw_free(st->dw);
     for (int p = 0; p < st->n_chan; p++)
         tg_conv_dnnl_free(st->chan[p].st);
     tg_free(st->chan);
