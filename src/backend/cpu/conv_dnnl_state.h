@@ -5,6 +5,7 @@
 #ifndef TG_BACKEND_CPU_CONV_DNNL_STATE_H
 #define TG_BACKEND_CPU_CONV_DNNL_STATE_H
 
+#include "backend/cpu/conv_pw_bf16.h"
 #include "backend/cpu/conv_wgrad_mm.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/weight_cache.h"
@@ -67,6 +68,9 @@ typedef struct conv_state {
     /* The weight gradient as one matmul (backend/cpu/conv_wgrad_mm.h) where that
      * wins (matmul_wins): then nothing else here is used. */
     tg_wgrad_mm *mm;
+    /* The own bf16 1x1 kernel (backend/cpu/conv_pw_bf16.h) where it
+     * applies: then nothing else here is used. */
+    tg_conv_pw *pw;
     /* Parts of the output channels (and of the input's, depthwise) that
      * the threads do not divide in equal blocks: one state each, run one
      * per thread; then nothing else here is used. of_parts: a part's state

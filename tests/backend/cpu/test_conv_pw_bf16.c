@@ -1,0 +1,314 @@
+/* tests/backend/cpu/test_conv_pw_bf16.c - the own bf16 1x1 convolution
+ * (backend/cpu/conv_pw_bf16.c) against a double reference of the test's
+ * own, in nChw16c: input channels 16..64 and padded ones (24, 40: padded
+ * lanes hold finite junk that must not count), output channels padded
+ * (17, 24, 72), pixel counts that no tile divides, with and without bias,
+ * batch norm folded, residual added, ReLU / hard swish / hard sigmoid, NaN
+ * and infinities where the reference has them, at 1 and 2 threads, and
+ * its packed weights kept per weights version and refreshed on a new one.
+ * On a CPU without AVX-512 BF16 (or TILEGRAPH_ISA below it) the plan must
+ * not choose it.
+ * TG_TEST_LABELS: threads isa */
+#include "backend/backend.h"
+#include "tg_test.h"
+
+#include "backend/cpu/conv_pw_bf16.h"
+#include "core/bf16.h"
+#include "ops/conv.h"
+#include "tilegraph/graph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ACT_NONE, ACT_RELU, ACT_HSWISH, ACT_HSIGMOID, N_ACTS };
+
+typedef struct pw_case {
+    int64_t n, c, k, h, w;
+    bool bias, specials; /* specials: NaN and infinities in x */
+} pw_case;
+
+static const pw_case cases[] = {
+    {2, 16, 64, 5, 7, true, false},   /* mobilenet's [64, 16], 35 pixels */
+    {1, 24, 72, 9, 9, false, true},   /* [72, 24]: both padded */
+    {3, 40, 24, 4, 5, true, false},   /* [24, 40]... input padded to 48 */
+    {1, 64, 40, 13, 3, false, false}, /* the most channels, 39 pixels */
+    {2, 32, 17, 1, 1, true, true},    /* one pixel, one output lane in a block */
+    {1, 48, 240, 3, 3, false, false}, /* 15 output blocks: groups of 4, 4, 4, 3 */
+};
+
+typedef struct operands {
+    const pw_case *cs;
+    int64_t cb, kb, P;
+    uint16_t *x, *res, *y;               /* blocked bf16 */
+    float *w, *b, *stats, *gamma, *beta; /* f32 */
+} operands;
+
+static float uniform(uint32_t *s, float lo, float hi)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)(*s >> 8) / 16777216.0f;
+}
+
+/* Weights of magnitude 0.1..1 (none that bf16 would flush), x in -2..2
+ * with junk 7.5 in the padded lanes, a residual, statistics. */
+static void fill(operands *o, const pw_case *cs, uint32_t seed)
+{
+    o->cs = cs;
+    o->cb = tg_channel_blocks(cs->c), o->kb = tg_channel_blocks(cs->k), o->P = cs->h * cs->w;
+    size_t xn = (size_t)(cs->n * o->cb * o->P * 16), yn = (size_t)(cs->n * o->kb * o->P * 16);
+    o->x = malloc(xn * 2), o->res = malloc(yn * 2), o->y = malloc(yn * 2);
+    o->w = malloc((size_t)(cs->k * cs->c) * 4), o->b = malloc((size_t)cs->k * 4);
+    o->stats = malloc((size_t)cs->k * 8), o->gamma = malloc((size_t)cs->k * 4);
+    o->beta = malloc((size_t)cs->k * 4);
+    for (size_t i = 0; i < xn; i++) {
+        bool pad =
+            (int64_t)(i / (size_t)(o->P * 16) % (size_t)o->cb) * 16 + (int64_t)(i % 16) >= cs->c;
+        o->x[i] = tg_bf16_narrow(pad ? 7.5f : uniform(&seed, -2.0f, 2.0f));
+    }
+    for (size_t i = 0; i < yn; i++)
+        o->res[i] = tg_bf16_narrow(uniform(&seed, -1.0f, 1.0f));
+    for (int64_t i = 0; i < cs->k * cs->c; i++)
+        o->w[i] = uniform(&seed, 0.1f, 1.0f) * (uniform(&seed, 0, 1) < 0.5f ? -1.0f : 1.0f);
+    for (int64_t k = 0; k < cs->k; k++) {
+        o->b[k] = uniform(&seed, -1.0f, 1.0f);
+        o->stats[k] = uniform(&seed, -0.5f, 0.5f);
+        o->stats[cs->k + k] = uniform(&seed, 0.2f, 2.0f);
+        o->gamma[k] = uniform(&seed, 0.5f, 1.5f);
+        o->beta[k] = uniform(&seed, -0.5f, 0.5f);
+    }
+    if (cs->specials) {            /* in real channels of the first image's first block */
+        o->x[3 * 16 + 1] = 0x7fc0; /* NaN */
+        o->x[5 * 16 + 2] = 0x7f80; /* +inf */
+        o->x[6 * 16 + 0] = 0xff80; /* -inf */
+        o->x[6 * 16 + 3] = 0x7f80; /* +inf beside it: inf - inf */
+    }
+}
+
+static void release(operands *o)
+{
+    free(o->x), free(o->res), free(o->y), free(o->w), free(o->b);
+    free(o->stats), free(o->gamma), free(o->beta);
+}
+
+static double act_ref(int act, double v)
+{
+    switch (act) {
+    case ACT_RELU:
+        return v < 0 ? 0 : v;
+    case ACT_HSWISH:
+        return v * fmax(0, fmin(1, v / 6 + 0.5));
+    case ACT_HSIGMOID:
+        return fmax(0, fmin(1, 0.2 * v + 0.5));
+    default:
+        return v;
+    }
+}
+
+/* Counts outputs outside bf16's tolerance of the double reference: 2^-7
+ * of the sum of the products' magnitudes (weights and x in bf16, the
+ * result rounded to bf16), NaN and infinities exactly; padded output
+ * lanes must be zero (the next convolution's zero weights times a NaN
+ * there would be NaN). */
+static int mismatches(const operands *o, bool fold, bool residual, int act, double eps)
+{
+    const pw_case *cs = o->cs;
+    int bad = 0;
+    for (int64_t n = 0; n < cs->n; n++)
+        for (int64_t k = 0; k < o->kb * 16; k++)
+            for (int64_t p = 0; p < o->P; p++) {
+                size_t yo = (size_t)(((n * o->kb + k / 16) * o->P + p) * 16 + k % 16);
+                float got = tg_bf16_widen(o->y[yo]);
+                if (k >= cs->k) {
+                    bad += got != 0.0f;
+                    continue;
+                }
+                double scale = 1, shift = cs->bias ? o->b[k] : 0;
+                if (fold) {
+                    scale = o->gamma[k] / sqrt((double)o->stats[cs->k + k] + eps);
+                    shift = (shift - o->stats[k]) * scale + o->beta[k];
+                }
+                double sum = shift, mag = fabs(shift);
+                for (int64_t c = 0; c < cs->c; c++) {
+                    size_t xo = (size_t)(((n * o->cb + c / 16) * o->P + p) * 16 + c % 16);
+                    double v = (double)o->w[k * cs->c + c] * scale * tg_bf16_widen(o->x[xo]);
+                    sum += v, mag += fabs(v);
+                }
+                if (residual) {
+                    double r = tg_bf16_widen(o->res[yo]);
+                    sum += r, mag += fabs(r);
+                }
+                double want = act_ref(act, sum);
+                bool ok = isnan(want)   ? isnan(got)
+                          : isinf(want) ? got == want
+                                        : got == want || fabs(got - want) <= ldexp(mag, -7) + 1e-6;
+                if (!ok && bad++ < 3)
+                    tg_test_fail(__FILE__, __LINE__, "n %lld k %lld p %lld: %g, reference %g",
+                                 (long long)n, (long long)k, (long long)p, (double)got, want);
+            }
+    return bad;
+}
+
+typedef struct graph_nodes {
+    tg_graph *g;
+    tg_tensor *conv, *norm, *act[N_ACTS], *add;
+} graph_nodes;
+
+/* The nodes whose parameters the plan reads: the convolution, a batch
+ * norm after it (its eps), each activation, an add. */
+static graph_nodes build(const pw_case *cs)
+{
+    graph_nodes gn = {.g = tg_graph_create()};
+    tg_graph *g = gn.g;
+    tg_graph_set_training(g, false);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(cs->n, cs->c, cs->h, cs->w));
+    tg_init u = {TG_INIT_FAN_IN_UNIFORM, 1, 0};
+    tg_tensor *w = tg_param(g, "w", tg_shape4(cs->k, cs->c, 1, 1), u);
+    tg_tensor *b = cs->bias ? tg_param(g, "b", tg_shape1(cs->k), u) : NULL;
+    tg_tensor *st = tg_state(g, "st", tg_shape2(2, cs->k), (tg_init){TG_INIT_NORM_STATS, 0, 0});
+    tg_conv2d_params p = {1, 1, 0, 0, 1, 1, 1};
+    gn.conv = tg_conv2d(g, x, w, b, p);
+    gn.norm = tg_batch_norm(g, gn.conv, NULL, NULL, st, 1e-3f);
+    gn.act[ACT_RELU] = tg_relu(g, gn.conv);
+    gn.act[ACT_HSWISH] = tg_hard_swish(g, gn.conv);
+    gn.act[ACT_HSIGMOID] = tg_hard_sigmoid(g, gn.conv, 0.2f, 0.5f);
+    gn.add = tg_add(g, gn.conv, gn.conv);
+    TG_CHECK_OK(tg_graph_status(g));
+    return gn;
+}
+
+/* Plans node with the options an inference program in 32.bf16 gives a
+ * blocked 1x1 convolution, runs it (weights version `version`), frees it;
+ * false where the own kernel was not chosen. */
+static bool run_pw(const graph_nodes *gn, operands *o, bool fold, bool residual, int act,
+                   int threads, uint64_t version)
+{
+    tg_plan_opts po = {.n_threads = threads, .compute = TG_BF16, .inference = true};
+    po.in_storage[0] = po.out_storage = TG_BF16;
+    po.in_storage[1] = po.in_storage[2] = TG_F32;
+    po.in_blocked[0] = po.out_blocked = true;
+    po.fold_norm = fold ? gn->norm : NULL;
+    po.post_act = act ? gn->act[act] : NULL;
+    po.post_add = residual ? gn->add : NULL;
+    const tg_op_planner *pl = tg_op_planner_get(TG_OP_CONV2D);
+    tg_kernel_plan kp = {0};
+    TG_CHECK_OK(pl->plan(gn->conv, &po, &kp));
+    bool ours = kp.state && strncmp(kp.kernel, "own 1x1 (bf16)", 14) == 0;
+    size_t yn = (size_t)(o->cs->n * o->kb * o->P * 16);
+    memset(o->y, 0xff, yn * 2); /* NaN: an output left unwritten shows */
+    void *scratch = kp.scratch ? malloc(kp.scratch) : NULL;
+    tg_pool *pool = threads > 1 ? tg_pool_create(threads) : NULL;
+    tg_kernel_args a = {.node = gn->conv,
+                        .out = o->y,
+                        .scratch = scratch,
+                        .scratch_bytes = kp.scratch,
+                        .pool = pool,
+                        .plan = kp.state,
+                        .weights_version = version,
+                        .blocked = true};
+    a.in[0] = o->x, a.in[1] = o->w, a.in[2] = o->cs->bias ? o->b : NULL;
+    a.in[TG_FUSE_IN_STATS] = o->stats;
+    a.in[TG_FUSE_IN_STATS + 1] = o->gamma;
+    a.in[TG_FUSE_IN_STATS + 2] = o->beta;
+    a.in[TG_FUSE_IN_RESIDUAL] = o->res;
+    if (ours)
+        tg_conv_dnnl_run(kp.state, &a);
+    if (kp.state)
+        pl->plan_free(kp.state);
+    tg_pool_destroy(pool);
+    free(scratch);
+    return ours;
+}
+
+/* Every case, post-op and thread count against the reference. */
+static void test_matches_reference(void)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const pw_case *cs = &cases[i];
+        graph_nodes gn = build(cs);
+        operands o;
+        fill(&o, cs, 17u + (uint32_t)i);
+        for (int v = 0; v < 2 * 2 * N_ACTS * 2; v++) {
+            bool fold = v & 1, residual = v & 2;
+            int act = v / 4 % N_ACTS, threads = 1 + v / (4 * N_ACTS);
+            if (!run_pw(&gn, &o, fold, residual, act, threads, 0)) {
+                if (tg_bf16_hw())
+                    tg_test_fail(__FILE__, __LINE__, "case %zu: the own 1x1 kernel not chosen", i);
+                break;
+            }
+            int bad = mismatches(&o, fold, residual, act, 1e-3f);
+            if (bad)
+                tg_test_fail(__FILE__, __LINE__,
+                             "case %zu (C %lld, K %lld), fold %d, residual %d, act %d, %d threads: "
+                             "%d outputs off",
+                             i, (long long)cs->c, (long long)cs->k, fold, residual, act, threads,
+                             bad);
+        }
+        release(&o);
+        tg_graph_destroy(gn.g);
+    }
+}
+
+/* The packed weights are kept for a weights version and packed again for
+ * the next: a run after the host wrote new weights must not see the old. */
+static void test_weights_follow_the_version(void)
+{
+    const pw_case *cs = &cases[0];
+    graph_nodes gn = build(cs);
+    operands o;
+    fill(&o, cs, 5u);
+    bool ours = run_pw(&gn, &o, true, false, ACT_RELU, 1, 41);
+    if (ours) {
+        TG_CHECK(mismatches(&o, true, false, ACT_RELU, 1e-3f) == 0);
+        for (int64_t i = 0; i < cs->k * cs->c; i++)
+            o.w[i] = -o.w[i];
+        /* plans are per run here: the cache is new, so this checks the
+         * packing of a fresh version (the keeping is weight_cache's test) */
+        TG_CHECK(run_pw(&gn, &o, true, false, ACT_RELU, 2, 42));
+        TG_CHECK(mismatches(&o, true, false, ACT_RELU, 1e-3f) == 0);
+    }
+    release(&o);
+    tg_graph_destroy(gn.g);
+}
+
+/* Not where it cannot run or where the shape is not its own: 3x3,
+ * stride 2, too many input channels, f32 storage, training. */
+static void test_chosen_only_where_it_applies(void)
+{
+    const pw_case *cs = &cases[0];
+    graph_nodes gn = build(cs);
+    tg_plan_opts po = {.n_threads = 1, .compute = TG_BF16, .inference = true};
+    po.in_storage[0] = po.out_storage = TG_BF16;
+    po.in_storage[1] = TG_F32;
+    po.in_blocked[0] = po.out_blocked = true;
+    tg_conv_pw *pw = NULL;
+    tg_kernel_plan kp = {0};
+    TG_CHECK_OK(tg_conv_pw_plan(gn.conv, &po, &kp, &pw));
+    TG_CHECK((pw != NULL) == tg_bf16_hw());
+    tg_conv_pw_free(pw);
+    tg_plan_opts other[4] = {po, po, po, po};
+    other[0].inference = false;
+    other[1].out_storage = TG_F32;
+    other[2].in_blocked[0] = false;
+    other[3].compute = TG_F32;
+    for (int i = 0; i < 4; i++) {
+        tg_kernel_plan k2 = {0};
+        TG_CHECK_OK(tg_conv_pw_plan(gn.conv, &other[i], &k2, &pw));
+        if (pw)
+            tg_test_fail(__FILE__, __LINE__, "variant %d chose the own 1x1 kernel", i);
+        tg_conv_pw_free(pw);
+    }
+    tg_conv_pw_set_max_channels(8); /* 16 channels are then too many */
+    TG_CHECK_OK(tg_conv_pw_plan(gn.conv, &po, &kp, &pw));
+    TG_CHECK(pw == NULL);
+    tg_conv_pw_set_max_channels(0);
+    tg_graph_destroy(gn.g);
+}
+
+int main(void)
+{
+    TG_RUN(test_matches_reference);
+    TG_RUN(test_weights_follow_the_version);
+    TG_RUN(test_chosen_only_where_it_applies);
+    return tg_test_finish();
+}
