@@ -2,7 +2,7 @@
  * (stride 1, ungrouped) with few input channels, its activations stored in
  * bf16 in nChw16c, computed with AVX-512 BF16's VDPBF16PS.
  *
- * Why its own: with K input channels (16..64) a 1x1 convolution does K
+ * Why its own: with K input channels (16..64, say) a 1x1 convolution does K
  * multiply-adds per output and reads K + writes one value per output
  * channel and pixel: it is bound by memory, so bf16 storage should bring
  * it near twice its f32 speed. oneDNN's jit_bf16_1x1 kernel loses instead
@@ -54,10 +54,19 @@
 
 enum { PW_NONE, PW_RELU, PW_HSWISH, PW_HSIGMOID };
 
-/* Up to 64 input channels by default: measured against oneDNN's bf16 1x1
- * in docs/performance.md's mobilenet rows (the setter's comment). */
-#define PW_DEFAULT_MAX_C 64
-#define PW_MAX_MAX_C 256
+/* Up to 128 input channels, 256 on maps of 100 pixels and more: measured
+ * per convolution against oneDNN's bf16 1x1 in mobilenet_v3_large at batch
+ * 32, one thread (profiles, two runs each, under load, ms per run). Up to
+ * 64 it wins by 1.4-4x (above); 72 -> 24 at 56x56 2.6 -> 2.0, 120 -> 40 at
+ * 28x28 0.8 -> 0.65, 112 -> 672 at 14x14 2.3 -> 2.15, 200 -> 80 and 240 ->
+ * 80 at 14x14 even; it loses on 160 -> 960 at 7x7 (1.05-1.13 against
+ * 1.11-1.24) and squeeze-excite's 168 -> 672 and 240 -> 960 on 1x1 maps
+ * (0.09 against 0.12, 0.14 against 0.21), where a part of 49 pixels (or of
+ * the batch's 32 images) reads hundreds of KiB of weights; beyond 256 it
+ * loses more. */
+#define PW_DEFAULT_MAX_C 128
+#define PW_WIDE_MAP 100
+#define PW_MAX_MAX_C 1024
 static int max_channels = PW_DEFAULT_MAX_C;
 
 void tg_conv_pw_set_max_channels(int c)
@@ -69,6 +78,11 @@ struct tg_conv_pw {
     int64_t K, C, P; /* output and input channels, pixels of one image */
     int64_t kb, cb;  /* their 16-channel blocks */
     int64_t N;       /* images */
+    /* elements from one input block (output block) of a pixel to the
+     * next, and from one pixel to the next; 1x1 maps (squeeze-excite's):
+     * the batch's images are the pixels of one image, so that a tile
+     * reads its weights once for several of them */
+    int64_t x_cb, x_px, y_ob, y_px;
     tg_dtype w_type, b_type;
     bool bias, residual; /* a bias input (in[2]), a fused residual add */
     const tg_tensor *fold;
@@ -109,7 +123,8 @@ static bool applies(const tg_tensor *node, const tg_plan_opts *o)
     tg_conv_geom g = tg_conv_geom_of(node);
     bool shape = g.G == 1 && g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                  g.pw == 0 && g.OH == g.H && g.OW == g.W &&
-                 tg_channel_blocks(g.C) * TG_CHANNEL_BLOCK <= max_channels;
+                 tg_channel_blocks(g.C) * TG_CHANNEL_BLOCK <=
+                     (g.H * g.W >= PW_WIDE_MAP ? 2 : 1) * max_channels;
     bool stored = o->in_blocked[0] && o->out_blocked && o->in_storage[0] == TG_BF16 &&
                   o->out_storage == TG_BF16 && stored_f32_or_bf16(o->in_storage[1]) &&
                   (node->n_in < 3 || stored_f32_or_bf16(o->in_storage[2]));
@@ -128,6 +143,11 @@ tg_status tg_conv_pw_plan(const tg_tensor *node, const tg_plan_opts *o, tg_kerne
         return tg_error(TG_ERR_NOMEM, "%s: out of memory planning its 1x1 kernel", node->name);
     pw->K = g.K, pw->C = g.C, pw->P = g.H * g.W, pw->N = g.N;
     pw->kb = tg_channel_blocks(g.K), pw->cb = tg_channel_blocks(g.C);
+    pw->x_cb = pw->y_ob = pw->P * 16, pw->x_px = pw->y_px = 16;
+    if (pw->P == 1) {
+        pw->P = pw->N, pw->N = 1;
+        pw->x_cb = pw->y_ob = 16, pw->x_px = pw->cb * 16, pw->y_px = pw->kb * 16;
+    }
     pw->w_type = o->in_storage[1];
     pw->b_type = node->n_in == 3 ? o->in_storage[2] : TG_F32;
     pw->bias = node->n_in == 3;
@@ -213,7 +233,7 @@ typedef struct pw_img {
     uint16_t *y;
     const uint32_t *w;
     const float *bias;
-    int64_t P, cb, kb;
+    int64_t x_cb, x_px, y_ob, y_px, cb, kb;
     uint16_t last_lanes; /* the last output block's own channels (the rest: padding) */
     int act;
     float act_a, act_b;
@@ -253,7 +273,7 @@ TG_BF16_HW_TARGET TG_VEC_INLINE void tile(const pw_img *im, int64_t p, int64_t o
                                           const int OB)
 {
     __m512 acc[12][4];
-    int64_t P = im->P, pairs = im->cb * 8;
+    int64_t pairs = im->cb * 8;
 #pragma GCC unroll 4
     for (int j = 0; j < OB; j++) {
         __m512 b = _mm512_loadu_ps(im->bias + (ob0 + j) * 16);
@@ -262,7 +282,7 @@ TG_BF16_HW_TARGET TG_VEC_INLINE void tile(const pw_img *im, int64_t p, int64_t o
             acc[t][j] = b;
     }
     for (int64_t cb = 0; cb < im->cb; cb++) {
-        const uint16_t *xb = im->x + (cb * P + p) * 16;
+        const uint16_t *xb = im->x + cb * im->x_cb + p * im->x_px;
         const uint32_t *wb = im->w + (ob0 * pairs + cb * 8) * 16;
         for (int q = 0; q < 8; q++) {
             __m512i w[4];
@@ -272,7 +292,7 @@ TG_BF16_HW_TARGET TG_VEC_INLINE void tile(const pw_img *im, int64_t p, int64_t o
 #pragma GCC unroll 12
             for (int t = 0; t < T; t++) {
                 int32_t pair;
-                memcpy(&pair, xb + t * 16 + 2 * q, sizeof pair);
+                memcpy(&pair, xb + t * im->x_px + 2 * q, sizeof pair);
                 __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 4
                 for (int j = 0; j < OB; j++)
@@ -284,7 +304,7 @@ TG_BF16_HW_TARGET TG_VEC_INLINE void tile(const pw_img *im, int64_t p, int64_t o
     for (int j = 0; j < OB; j++) {
 #pragma GCC unroll 12
         for (int t = 0; t < T; t++) {
-            int64_t off = ((ob0 + j) * P + p + t) * 16;
+            int64_t off = (ob0 + j) * im->y_ob + (p + t) * im->y_px;
             __m512 v = acc[t][j];
             if (im->res)
                 v = _mm512_add_ps(v, widen16(im->res + off));
@@ -358,7 +378,10 @@ static void pw_loop(void *ctx, int64_t begin, int64_t end, int part)
                      .y = (uint16_t *)j->a->out + y_off,
                      .w = (const uint32_t *)j->packed,
                      .bias = (const float *)(j->packed + pw->w_bytes),
-                     .P = pw->P,
+                     .x_cb = pw->x_cb,
+                     .x_px = pw->x_px,
+                     .y_ob = pw->y_ob,
+                     .y_px = pw->y_px,
                      .cb = pw->cb,
                      .kb = pw->kb,
                      .last_lanes = (uint16_t)(0xffffu >> (pw->kb * 16 - pw->K)),

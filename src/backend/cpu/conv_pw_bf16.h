@@ -18,8 +18,9 @@ tg_status tg_conv_pw_plan(const tg_tensor *node, const tg_plan_opts *o, tg_kerne
 void tg_conv_pw_run(const tg_conv_pw *pw, const tg_kernel_args *a);
 void tg_conv_pw_free(tg_conv_pw *pw);
 
-/* The most input channels (whole blocks) it takes: tests and benchmarks
- * may raise it up to 256 (0 restores the default). */
+/* The most input channels (whole blocks) it takes, twice that on maps of
+ * 100 pixels and more (conv_pw_bf16.c says why): tests and benchmarks may
+ * change it (0 restores the default, 128). */
 void tg_conv_pw_set_max_channels(int c);
 
 #endif

@@ -1,6 +1,6 @@
 /* tests/backend/cpu/test_conv_pw_bf16.c - the own bf16 1x1 convolution
  * (backend/cpu/conv_pw_bf16.c) against a double reference of the test's
- * own, in nChw16c: input channels 16..64 and padded ones (24, 40: padded
+ * own, in nChw16c: input channels 16..160 and padded ones (24, 40: padded
  * lanes hold finite junk that must not count), output channels padded
  * (17, 24, 72), pixel counts that no tile divides, with and without bias,
  * batch norm folded, residual added, ReLU / hard swish / hard sigmoid, NaN
@@ -35,6 +35,8 @@ static const pw_case cases[] = {
     {1, 64, 40, 13, 3, false, false}, /* the most channels, 39 pixels */
     {2, 32, 17, 1, 1, true, true},    /* one pixel, one output lane in a block */
     {1, 48, 240, 3, 3, false, false}, /* 15 output blocks: groups of 4, 4, 4, 3 */
+    {7, 40, 120, 1, 1, true, true},   /* squeeze-excite: 1x1 maps, the images as pixels */
+    {2, 160, 56, 3, 5, false, false}, /* many input channels */
 };
 
 typedef struct operands {
@@ -223,6 +225,7 @@ static bool run_pw(const graph_nodes *gn, operands *o, bool fold, bool residual,
 /* Every case, post-op and thread count against the reference. */
 static void test_matches_reference(void)
 {
+    tg_conv_pw_set_max_channels(256); /* case 7's 160 channels on 15 pixels */
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const pw_case *cs = &cases[i];
         graph_nodes gn = build(cs);
@@ -247,6 +250,7 @@ static void test_matches_reference(void)
         release(&o);
         tg_graph_destroy(gn.g);
     }
+    tg_conv_pw_set_max_channels(0);
 }
 
 /* The packed weights are kept for a weights version and packed again for
