@@ -2,26 +2,28 @@
  * (stride 1, ungrouped) with few input channels, its activations stored in
  * bf16 in nChw16c, computed with AVX-512 BF16's VDPBF16PS.
  *
- * Why its own: with K input channels (16..64, say) a 1x1 convolution does K
- * multiply-adds per output and reads K + writes one value per output
- * channel and pixel: it is bound by memory, so bf16 storage should bring
- * it near twice its f32 speed. oneDNN's jit_bf16_1x1 kernel loses instead
- * (mobilenet_v3_large at batch 32, one thread, under load: the [64 out, 16
- * in] convolution at 112x112 took 4.20 ms in f32 and 6.81 in bf16, the
- * [72, 24] ones at 56x56 2.40 -> 2.69): its blocking is made for many
- * input channels.
+ * Why its own: with few input channels (16..64; up to 256 taken, see
+ * PW_DEFAULT_MAX_C) a 1x1 convolution does few multiply-adds per value it
+ * reads or writes, so bf16 should bring it near twice its f32 speed: half
+ * the bytes, and half the instructions (VDPBF16PS does two products a
+ * lane). oneDNN's jit_bf16_1x1 kernel loses instead (mobilenet_v3_large at
+ * batch 32, one thread, under load: the [64 out, 16 in] convolution at
+ * 112x112 took 4.20 ms in f32 and 6.81 in bf16, the [72, 24] ones at 56x56
+ * 2.40 -> 2.69): its blocking is made for many input channels.
  *
  * In nChw16c a 1x1 convolution of one image is a small matrix product,
  * y[ob][p][16] = bias + sum_c x[c/16][p][c%16] w[c][16 ob..]. The weights
- * are packed once per weights version (backend/cpu/weight_cache.h), the
- * batch norm folded in (compile/fuse.c), as pairs of input channels per
- * output lane, [ob][c/2][16][2] bf16, with the folded bias after them in
- * f32; input channels past the tensor's own (the padding of 24, 40: its
- * lanes hold finite values, compile/layout.h) and output channels past its
- * own get zero weights and bias, and the output's padded lanes are written
- * as zeros (0 x NaN would be NaN there). A tile of T pixels x OB output blocks
- * (6x4, 8x3, 12x2, 12x1: the accumulators and the OB weight vectors fill
- * the 32 registers) keeps its sums in f32; each pair of input channels of
+ * are packed once per weights version (backend/cpu/weight_cache.h), a
+ * fused batch norm folded in (compile/fuse.c folds them only in f32
+ * programs today; an ONNX file exported in eval mode has them in the bias
+ * already), as pairs of input channels per output lane, [ob][c/2][16][2]
+ * bf16, with the folded bias after them in f32; input channels past the
+ * tensor's own (the padding of 24, 40: its lanes hold finite values,
+ * compile/layout.h) and output channels past its own get zero weights and
+ * bias, and the output's padded lanes are written as zeros (0 x NaN would
+ * be NaN there). A tile of T pixels x OB output blocks (6x4, 8x3, 12x2,
+ * 12x1: the accumulators and the OB weight vectors fill the 32 registers;
+ * the compiled loop spills none) keeps its sums in f32; each pair of input channels of
  * a pixel is broadcast as one 32-bit value and VDPBF16PS adds its two
  * products to each output lane. Then, as oneDNN's post-ops do: the
  * residual added (read as the output is stored), the activation (ReLU,
@@ -33,6 +35,8 @@
  * Work: parts of an image's pixels (all output blocks each, so a part's
  * input is read from the cache for every block), claimed over the device's
  * pool; small batches are cut finer so that two threads share one image.
+ * Streaming the output past the caches (non-temporal stores) measured no
+ * faster on mobilenet_v3_large's large early maps.
  * Chosen only where the CPU has AVX-512 BF16 and TILEGRAPH_ISA allows it
  * (core/bf16.h tg_bf16_hw), with TG_KERNELS unset (dnnl keeps oneDNN). */
 #include "backend/cpu/conv_pw_bf16.h"
