@@ -894,6 +894,24 @@ static bool few_input_channels(const tg_tensor *node, const tg_conv_geom *g, con
     return o->inference && node->op == TG_OP_CONV2D && g->C / g->G < 4 && g->G == 1;
 }
 
+/* The own bf16 1x1 kernel for few input channels where it applies
+ * (backend/cpu/conv_pw_bf16.c says why); TG_ERR_UNSUPPORTED elsewhere. */
+static tg_status try_pointwise(const tg_tensor *node, const tg_plan_opts *o, tg_kernel_plan *plan)
+{
+    tg_conv_pw *pw;
+    TG_TRY(tg_conv_pw_plan(node, o, plan, &pw));
+    if (!pw)
+        return TG_ERR_UNSUPPORTED;
+    conv_state *st = tg_calloc(1, sizeof *st);
+    if (!st) {
+        tg_conv_pw_free(pw);
+        return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
+    }
+    st->pw = pw;
+    plan->state = st;
+    return TG_OK;
+}
+
 bool tg_conv_dnnl_chosen(const tg_tensor *node, int n_threads, bool inference)
 {
     return own_reason(node, n_threads, inference) == NULL;
@@ -913,8 +931,8 @@ tg_status tg_conv_dnnl_plan(const tg_tensor *node, const tg_plan_opts *opts, tg_
         return TG_OK;
     }
     /* bf16 needs AVX-512 (native with AVX512_BF16): elsewhere f32 */
-    tg_status s = TG_ERR_UNSUPPORTED;
-    if (opts->compute == TG_BF16 && !few_input_channels(node, &g, opts))
+    tg_status s = opts->compute == TG_BF16 ? try_pointwise(node, opts, plan) : TG_ERR_UNSUPPORTED;
+    if (s == TG_ERR_UNSUPPORTED && opts->compute == TG_BF16 && !few_input_channels(node, &g, opts))
         s = try_state(node, &g, opts, dnnl_bf16, plan);
     if (s == TG_ERR_UNSUPPORTED)
         s = try_state(node, &g, opts, dnnl_f32, plan);
@@ -943,6 +961,7 @@ void tg_conv_dnnl_free(void *state)
         return;
     tg_wgrad_mm_free(st->mm);
     tg_conv_dw_free(st->dw);
+    tg_conv_pw_free(st->pw);
     for (int p = 0; p < st->n_chan; p++)
         tg_conv_dnnl_free(st->chan[p].st);
     tg_free(st->chan);

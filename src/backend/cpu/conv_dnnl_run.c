@@ -453,6 +453,10 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
         tg_conv_dw_run(st->dw, a);
         return;
     }
+    if (st->pw) {
+        tg_conv_pw_run(st->pw, a);
+        return;
+    }
     if (st->chan) {
         parts_job j = {st, a, false, NULL};
         tg_pool_for(a->pool, st->n_chan, chan_loop, &j);

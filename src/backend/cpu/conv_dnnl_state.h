@@ -6,6 +6,7 @@
 #define TG_BACKEND_CPU_CONV_DNNL_STATE_H
 
 #include "backend/cpu/conv_dw_bf16.h"
+#include "backend/cpu/conv_pw_bf16.h"
 #include "backend/cpu/conv_wgrad_mm.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/weight_cache.h"
@@ -71,6 +72,9 @@ typedef struct conv_state {
     /* The own depthwise kernel over bf16 nChw16c (backend/cpu/conv_dw_bf16.h)
      * where it applies: then nothing else here is used. */
     tg_conv_dw *dw;
+    /* The own bf16 1x1 kernel (backend/cpu/conv_pw_bf16.h) where it
+     * applies: then nothing else here is used. */
+    tg_conv_pw *pw;
     /* Parts of the output channels (and of the input's, depthwise) that
      * the threads do not divide in equal blocks: one state each, run one
      * per thread; then nothing else here is used. of_parts: a part's state
