@@ -362,6 +362,31 @@ static bool make_slices(conv_state *st, int k, dnnl_engine_t eng, const_dnnl_pri
     return ok;
 }
 
+/* The forward's descriptor writing a bf16-stored output itself where one
+ * of oneDNN's JIT kernels can (its result rounded once, as the conversion
+ * after it rounded): an f32 result converted after was an extra pass over
+ * the output, mobilenet_v3_large's f32 stem under bf16 storage took 4.8
+ * ms per run against 3.8 in f32 (batch 32, 1 thread, under load).
+ * Elsewhere (and for the other ops) the result in f32, m->ay kept so. */
+static dnnl_status_t result_pd(tg_op op, const conv_state *st, conv_mds *m, bool bias,
+                               const_dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                               dnnl_primitive_desc_t *pd)
+{
+    if (op == TG_OP_CONV2D && st->user[st->n_args - 1].data_type == dnnl_bf16) {
+        m->ay.data_type = dnnl_bf16;
+        if (make_pd(op, m, bias, attr, eng, pd) == dnnl_success) {
+            const char *impl = "";
+            dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl);
+            if (strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0)
+                return dnnl_success;
+            dnnl_primitive_desc_destroy(*pd);
+            *pd = NULL;
+        }
+        m->ay.data_type = dnnl_f32;
+    }
+    return make_pd(op, m, bias, attr, eng, pd);
+}
+
 /* The layouts the primitive chose, the reorders to them, and the scratch
  * layout: primitive scratchpad, inner copies, one shared reorder scratchpad. */
 static dnnl_status_t plan_layouts(conv_state *st, const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
@@ -703,7 +728,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
     if (s == dnnl_success)
-        s = make_pd(node->op, &m, bias, conv_attr, eng, &pd);
+        s = result_pd(node->op, st, &m, bias, conv_attr, eng, &pd);
     if (s == dnnl_success) {
         name_kernel(pd, st, &lt, mul, plan);
         s = plan_layouts(st, pd, eng, attr, &plan->scratch);

@@ -695,9 +695,9 @@ static void test_bf16_storage_is_read_natively(void)
  * (in: f32 values, converted), the activations blocked or not, the result
  * widened to f32. */
 static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, bool blocked,
-                         float *const in[2])
+                         float *const in[2], tg_dtype compute, size_t *scratch_bytes)
 {
-    tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
+    tg_plan_opts po = {.n_threads = threads, .compute = compute};
     po.in_storage[0] = po.in_storage[1] = po.out_storage = t;
     /* the activations (x, y and their gradients) in nChw16c: dy or x in
      * front, then the output unless it is the weight gradient */
@@ -707,6 +707,8 @@ static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, bool bl
     tg_kernel_plan kp = {0};
     const tg_op_planner *pl = tg_op_planner_get(node->op);
     TG_CHECK_OK(pl->plan(node, &po, &kp));
+    if (scratch_bytes)
+        *scratch_bytes = kp.scratch;
     size_t es = tg_dtype_size(t);
     void *stored[2], *out = malloc((size_t)tg_numel(node) * es);
     memset(out, 0xff, (size_t)tg_numel(node) * es); /* NaN: an element left unwritten shows */
@@ -786,8 +788,8 @@ static void test_bf16_storage_converts_exactly(void)
                         in[k][i] = tg_bf16_widen(
                             tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
                 }
-                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in);
-                float *bf16 = run_stored(nodes[n], TG_BF16, threads, blocked, in);
+                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in, TG_F32, NULL);
+                float *bf16 = run_stored(nodes[n], TG_BF16, threads, blocked, in, TG_F32, NULL);
                 size_t len = (size_t)tg_numel(nodes[n]), bad = 0;
                 for (size_t i = 0; i < len; i++)
                     bad += tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
@@ -802,6 +804,57 @@ static void test_bf16_storage_converts_exactly(void)
             }
         tg_graph_destroy(g);
     }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* With bf16 arithmetic and a bf16-stored output, oneDNN's kernel writes
+ * the output itself (blocked, on one thread: no f32 copy of it in the
+ * scratch, converted after):
+ * the same bits as the f32-stored result rounded, with the activations
+ * plain and blocked, on 1 and 2 threads, a NaN and an infinity among x. */
+static void test_bf16_output_written_by_the_primitive(void)
+{
+    if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
+        return; /* no bf16 kernels: the f32 result converted */
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 32, 32));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 32, 1, 1));
+    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    TG_CHECK_OK(tg_graph_status(g));
+    size_t len = y ? (size_t)tg_numel(y) : 0;
+    for (int v = 0; y && v < 4; v++) {
+        int threads = 1 + v % 2;
+        bool blocked = v >= 2;
+        float *in[2];
+        for (int k = 0; k < 2; k++) {
+            size_t n = (size_t)tg_numel(y->in[k]);
+            in[k] = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++)
+                in[k][i] =
+                    tg_bf16_widen(tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
+        }
+        in[0][5] = NAN, in[0][7] = INFINITY;
+        size_t scratch = 0;
+        float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL);
+        float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, &scratch);
+        if (threads == 1 && blocked && scratch >= len * sizeof(float))
+            tg_test_fail(__FILE__, __LINE__,
+                         "%d threads%s: %zu bytes of scratch, the output's "
+                         "f32 copy is %zu",
+                         threads, blocked ? ", nChw16c" : "", scratch, len * sizeof(float));
+        size_t bad = 0, nan = 0;
+        for (size_t i = 0; i < len; i++) {
+            nan += isnan(bf16[i]);
+            bad +=
+                isnan(f32[i]) ? !isnan(bf16[i]) : tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
+        }
+        if (bad || nan == 0)
+            tg_test_fail(__FILE__, __LINE__, "%d threads%s: %zu of %zu differ, %zu NaN", threads,
+                         blocked ? ", nChw16c" : "", bad, len, nan);
+        free(f32), free(bf16), free(in[0]), free(in[1]);
+    }
+    tg_graph_destroy(g);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -822,5 +875,6 @@ int main(void)
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);
+    TG_RUN(test_bf16_output_written_by_the_primitive);
     return tg_test_finish();
 }
