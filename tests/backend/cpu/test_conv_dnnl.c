@@ -695,13 +695,15 @@ static void test_bf16_storage_is_read_natively(void)
  * (in: f32 values, converted), the activations blocked or not, the result
  * widened to f32. */
 static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, bool blocked,
-                         float *const in[2], tg_dtype compute, size_t *scratch_bytes)
+                         float *const in[2], tg_dtype compute, size_t *scratch_bytes, char *kernel)
 {
-    tg_plan_opts po = {.n_threads = threads, .compute = compute};
+    /* bf16 arithmetic: as an inference program plans (the stem in f32) */
+    tg_plan_opts po = {.n_threads = threads, .compute = compute, .inference = compute == TG_BF16};
     po.in_storage[0] = po.in_storage[1] = po.out_storage = t;
     /* the activations (x, y and their gradients) in nChw16c: dy or x in
      * front, then the output unless it is the weight gradient */
-    po.in_blocked[0] = blocked;
+    po.in_blocked[0] =
+        blocked && node->in[0]->shape.dim[1] % TG_CHANNEL_BLOCK == 0; /* a stem's image: plain */
     po.in_blocked[1] = blocked && node->op == TG_OP_CONV2D_BWD_WEIGHT;
     po.out_blocked = blocked && node->op != TG_OP_CONV2D_BWD_WEIGHT;
     tg_kernel_plan kp = {0};
@@ -709,6 +711,8 @@ static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, bool bl
     TG_CHECK_OK(pl->plan(node, &po, &kp));
     if (scratch_bytes)
         *scratch_bytes = kp.scratch;
+    if (kernel)
+        memcpy(kernel, kp.kernel, sizeof kp.kernel);
     size_t es = tg_dtype_size(t);
     void *stored[2], *out = malloc((size_t)tg_numel(node) * es);
     memset(out, 0xff, (size_t)tg_numel(node) * es); /* NaN: an element left unwritten shows */
@@ -788,8 +792,9 @@ static void test_bf16_storage_converts_exactly(void)
                         in[k][i] = tg_bf16_widen(
                             tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
                 }
-                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in, TG_F32, NULL);
-                float *bf16 = run_stored(nodes[n], TG_BF16, threads, blocked, in, TG_F32, NULL);
+                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in, TG_F32, NULL, NULL);
+                float *bf16 =
+                    run_stored(nodes[n], TG_BF16, threads, blocked, in, TG_F32, NULL, NULL);
                 size_t len = (size_t)tg_numel(nodes[n]), bad = 0;
                 for (size_t i = 0; i < len; i++)
                     bad += tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
@@ -836,13 +841,64 @@ static void test_bf16_output_written_by_the_primitive(void)
         }
         in[0][5] = NAN, in[0][7] = INFINITY;
         size_t scratch = 0;
-        float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL);
-        float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, &scratch);
+        float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL, NULL);
+        float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, &scratch, NULL);
         if (threads == 1 && blocked && scratch >= len * sizeof(float))
             tg_test_fail(__FILE__, __LINE__,
                          "%d threads%s: %zu bytes of scratch, the output's "
                          "f32 copy is %zu",
                          threads, blocked ? ", nChw16c" : "", scratch, len * sizeof(float));
+        size_t bad = 0, nan = 0;
+        for (size_t i = 0; i < len; i++) {
+            nan += isnan(bf16[i]);
+            bad +=
+                isnan(f32[i]) ? !isnan(bf16[i]) : tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
+        }
+        if (bad || nan == 0)
+            tg_test_fail(__FILE__, __LINE__, "%d threads%s: %zu of %zu differ, %zu NaN", threads,
+                         blocked ? ", nChw16c" : "", bad, len, nan);
+        free(f32), free(bf16), free(in[0]), free(in[1]);
+    }
+    tg_graph_destroy(g);
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* The inference stem computes in f32 (test_inference_stem_computes_f32),
+ * and oneDNN's f32 kernel writes no bf16: its result is converted, one
+ * sample a part, each thread's parts in one scratch region, so the scratch
+ * holds a sample's f32 copy per thread, not the batch's. The same bits as
+ * the f32-stored result rounded; 1 and 2 threads, NaN and inf among x. */
+static void test_f32_stem_converts_per_sample(void)
+{
+    if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
+        return; /* no bf16 kernels: every convolution in f32, no stem rule */
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    tg_graph *g = tg_graph_create();
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(8, 3, 32, 32));
+    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(16, 3, 3, 3));
+    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(2, 2, 1, 1, 1, 1, 1));
+    TG_CHECK_OK(tg_graph_status(g));
+    size_t len = y ? (size_t)tg_numel(y) : 0;
+    for (int v = 0; y && v < 4; v++) {
+        int threads = 1 + v % 2;
+        bool blocked = v >= 2;
+        float *in[2];
+        for (int k = 0; k < 2; k++) {
+            size_t n = (size_t)tg_numel(y->in[k]);
+            in[k] = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++)
+                in[k][i] =
+                    tg_bf16_widen(tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
+        }
+        in[0][40] = NAN, in[0][3000] = -INFINITY;
+        size_t scratch = 0;
+        char kernel[sizeof((tg_kernel_plan *)0)->kernel];
+        float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL, NULL);
+        float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, &scratch, kernel);
+        if (!strstr(kernel, "batch in 8 parts") || strstr(kernel, "(bf16)") ||
+            scratch > len / 8 * sizeof(float) * (size_t)threads + (64u << 10))
+            tg_test_fail(__FILE__, __LINE__, "%d threads%s: '%s', %zu bytes of scratch", threads,
+                         blocked ? ", nChw16c" : "", kernel, scratch);
         size_t bad = 0, nan = 0;
         for (size_t i = 0; i < len; i++) {
             nan += isnan(bf16[i]);
@@ -876,5 +932,6 @@ int main(void)
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);
     TG_RUN(test_bf16_output_written_by_the_primitive);
+    TG_RUN(test_f32_stem_converts_per_sample);
     return tg_test_finish();
 }
