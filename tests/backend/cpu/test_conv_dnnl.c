@@ -812,105 +812,84 @@ static void test_bf16_storage_converts_exactly(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
-/* With bf16 arithmetic and a bf16-stored output, oneDNN's kernel writes
- * the output itself (blocked, on one thread: no f32 copy of it in the
- * scratch, converted after):
- * the same bits as the f32-stored result rounded, with the activations
- * plain and blocked, on 1 and 2 threads, a NaN and an infinity among x. */
-static void test_bf16_output_written_by_the_primitive(void)
+/* x [xs] -> conv2d with w [ws] in g (NULL when the graph refuses it). */
+static tg_tensor *conv_node(tg_graph *g, tg_shape xs, tg_shape ws, tg_conv2d_params p)
 {
-    if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
-        return; /* no bf16 kernels: the f32 result converted */
-    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
-    tg_graph *g = tg_graph_create();
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 32, 32));
-    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(32, 32, 1, 1));
-    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    tg_tensor *y =
+        tg_conv2d(g, tg_input(g, "x", TG_F32, xs), tg_input(g, "w", TG_F32, ws), NULL, p);
     TG_CHECK_OK(tg_graph_status(g));
-    size_t len = y ? (size_t)tg_numel(y) : 0;
-    for (int v = 0; y && v < 4; v++) {
-        int threads = 1 + v % 2;
-        bool blocked = v >= 2;
-        float *in[2];
-        for (int k = 0; k < 2; k++) {
-            size_t n = (size_t)tg_numel(y->in[k]);
-            in[k] = malloc(n * sizeof(float));
-            for (size_t i = 0; i < n; i++)
-                in[k][i] =
-                    tg_bf16_widen(tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
-        }
-        in[0][5] = NAN, in[0][7] = INFINITY;
-        size_t scratch = 0;
-        float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL, NULL);
-        float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, &scratch, NULL);
-        if (threads == 1 && blocked && scratch >= len * sizeof(float))
-            tg_test_fail(__FILE__, __LINE__,
-                         "%d threads%s: %zu bytes of scratch, the output's "
-                         "f32 copy is %zu",
-                         threads, blocked ? ", nChw16c" : "", scratch, len * sizeof(float));
-        size_t bad = 0, nan = 0;
-        for (size_t i = 0; i < len; i++) {
-            nan += isnan(bf16[i]);
-            bad +=
-                isnan(f32[i]) ? !isnan(bf16[i]) : tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
-        }
-        if (bad || nan == 0)
-            tg_test_fail(__FILE__, __LINE__, "%d threads%s: %zu of %zu differ, %zu NaN", threads,
-                         blocked ? ", nChw16c" : "", bad, len, nan);
-        free(f32), free(bf16), free(in[0]), free(in[1]);
-    }
-    tg_graph_destroy(g);
-    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+    return y;
 }
 
-/* The inference stem computes in f32 (test_inference_stem_computes_f32),
- * and oneDNN's f32 kernel writes no bf16: its result is converted, one
- * sample a part, each thread's parts in one scratch region, so the scratch
- * holds a sample's f32 copy per thread, not the batch's. The same bits as
- * the f32-stored result rounded; 1 and 2 threads, NaN and inf among x. */
-static void test_f32_stem_converts_per_sample(void)
+/* y's kernel on bf16 arithmetic with bf16 storage against the f32-stored
+ * result rounded, bit for bit (x and w bf16 values, x[nan_at] NaN and
+ * x[inf_at] -inf, whose NaNs must reach the output); the bf16 plan's
+ * scratch and kernel name in *scratch, kernel. */
+static void bf16_matches_f32_rounded(const tg_tensor *y, int threads, bool blocked, size_t nan_at,
+                                     size_t inf_at, size_t *scratch, char *kernel)
+{
+    float *in[2];
+    for (int k = 0; k < 2; k++) {
+        size_t n = (size_t)tg_numel(y->in[k]);
+        in[k] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            in[k][i] =
+                tg_bf16_widen(tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
+    }
+    in[0][nan_at] = NAN, in[0][inf_at] = -INFINITY;
+    float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL, NULL);
+    float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, scratch, kernel);
+    size_t len = (size_t)tg_numel(y), bad = 0, nan = 0;
+    for (size_t i = 0; i < len; i++) {
+        nan += isnan(bf16[i]);
+        bad += isnan(f32[i]) ? !isnan(bf16[i]) : tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
+    }
+    char w[64];
+    if (bad || nan == 0)
+        tg_test_fail(__FILE__, __LINE__, "w %s, %d threads%s: %zu of %zu differ, %zu NaN",
+                     tg_shape_str(y->in[1]->shape, w, sizeof w), threads,
+                     blocked ? ", nChw16c" : "", bad, len, nan);
+    free(f32), free(bf16), free(in[0]), free(in[1]);
+}
+
+/* A bf16-stored output: with bf16 arithmetic oneDNN's kernel writes it
+ * itself (blocked, on one thread: no f32 copy of it in the scratch,
+ * converted after); the inference stem computes in f32
+ * (test_inference_stem_computes_f32), whose kernel writes no bf16, so its
+ * result is converted, one sample a part, each thread's parts in one
+ * scratch region (a sample's f32 copy per thread, not the batch's). Both
+ * give the bits of the f32-stored result rounded, the output plain and
+ * blocked (the stem's image plain), on 1 and 2 threads. */
+static void test_bf16_output_without_a_batch_copy(void)
 {
     if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
-        return; /* no bf16 kernels: every convolution in f32, no stem rule */
+        return; /* no bf16 kernels: every convolution in f32, converted */
     tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
-    tg_graph *g = tg_graph_create();
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(8, 3, 32, 32));
-    tg_tensor *w = tg_input(g, "w", TG_F32, tg_shape4(16, 3, 3, 3));
-    tg_tensor *y = tg_conv2d(g, x, w, NULL, P(2, 2, 1, 1, 1, 1, 1));
-    TG_CHECK_OK(tg_graph_status(g));
-    size_t len = y ? (size_t)tg_numel(y) : 0;
-    for (int v = 0; y && v < 4; v++) {
-        int threads = 1 + v % 2;
-        bool blocked = v >= 2;
-        float *in[2];
-        for (int k = 0; k < 2; k++) {
-            size_t n = (size_t)tg_numel(y->in[k]);
-            in[k] = malloc(n * sizeof(float));
-            for (size_t i = 0; i < n; i++)
-                in[k][i] =
-                    tg_bf16_widen(tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
+    for (int stem = 0; stem <= 1; stem++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *y = stem ? conv_node(g, tg_shape4(8, 3, 32, 32), tg_shape4(16, 3, 3, 3),
+                                        P(2, 2, 1, 1, 1, 1, 1))
+                            : conv_node(g, tg_shape4(2, 32, 32, 32), tg_shape4(32, 32, 1, 1),
+                                        P(1, 1, 0, 0, 1, 1, 1));
+        size_t copy = y ? (size_t)tg_numel(y) * sizeof(float) : 0;
+        for (int v = 0; y && v < 4; v++) {
+            int threads = 1 + v % 2;
+            size_t scratch = 0;
+            char kernel[sizeof((tg_kernel_plan *)0)->kernel];
+            bf16_matches_f32_rounded(y, threads, v >= 2, stem ? 40 : 5, stem ? 3000 : 7, &scratch,
+                                     kernel);
+            bool ok = stem ? strstr(kernel, "batch in 8 parts") && !strstr(kernel, "(bf16)") &&
+                                 scratch <= copy / 8 * (size_t)threads + (64u << 10)
+                           : threads > 1 || v < 2 || scratch < copy;
+            if (!ok)
+                tg_test_fail(__FILE__, __LINE__,
+                             "%s, %d threads%s: '%s', %zu bytes of scratch, the output's f32 "
+                             "copy %zu",
+                             stem ? "stem" : "1x1", threads, v >= 2 ? ", nChw16c" : "", kernel,
+                             scratch, copy);
         }
-        in[0][40] = NAN, in[0][3000] = -INFINITY;
-        size_t scratch = 0;
-        char kernel[sizeof((tg_kernel_plan *)0)->kernel];
-        float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL, NULL);
-        float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, &scratch, kernel);
-        if (!strstr(kernel, "batch in 8 parts") || strstr(kernel, "(bf16)") ||
-            scratch > len / 8 * sizeof(float) * (size_t)threads + (64u << 10))
-            tg_test_fail(__FILE__, __LINE__, "%d threads%s: '%s', %zu bytes of scratch", threads,
-                         blocked ? ", nChw16c" : "", kernel, scratch);
-        size_t bad = 0, nan = 0;
-        for (size_t i = 0; i < len; i++) {
-            nan += isnan(bf16[i]);
-            bad +=
-                isnan(f32[i]) ? !isnan(bf16[i]) : tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
-        }
-        if (bad || nan == 0)
-            tg_test_fail(__FILE__, __LINE__, "%d threads%s: %zu of %zu differ, %zu NaN", threads,
-                         blocked ? ", nChw16c" : "", bad, len, nan);
-        free(f32), free(bf16), free(in[0]), free(in[1]);
+        tg_graph_destroy(g);
     }
-    tg_graph_destroy(g);
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
@@ -931,7 +910,6 @@ int main(void)
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);
-    TG_RUN(test_bf16_output_written_by_the_primitive);
-    TG_RUN(test_f32_stem_converts_per_sample);
+    TG_RUN(test_bf16_output_without_a_batch_copy);
     return tg_test_finish();
 }
