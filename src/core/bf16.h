@@ -214,6 +214,26 @@ TG_VEC_INLINE void tg_bf16_narrow_row(tg_bf16x16_ops cv, uint16_t *dst, const fl
         dst[i] = tg_bf16_narrow(src[i]);
 }
 
+/* 16 floats at element `at` of an operand stored in bf16 (widened by cv)
+ * or f32: the blocked kernels' one vector per pixel, whichever storage the
+ * engine gave them (tg_kernel_args.in_type, out_type). */
+TG_VEC_INLINE tg_f32x16 tg_x16_load(tg_bf16x16_ops cv, const void *src, bool bf16, int64_t at)
+{
+    if (bf16)
+        return cv.widen((const uint16_t *)src + at);
+    tg_f32x16 v;
+    memcpy(&v, (const float *)src + at, sizeof v);
+    return v;
+}
+
+TG_VEC_INLINE void tg_x16_store(tg_bf16x16_ops cv, void *dst, bool bf16, int64_t at, tg_f32x16 v)
+{
+    if (bf16)
+        cv.narrow((uint16_t *)dst + at, v);
+    else
+        memcpy((float *)dst + at, &v, sizeof v);
+}
+
 #define TG_BF16X16_GENERIC ((tg_bf16x16_ops){tg_bf16x16_widen, tg_bf16x16_narrow})
 #if TG_BF16_HW
 #define TG_BF16X16_HW ((tg_bf16x16_ops){tg_bf16x16_widen_hw, tg_bf16x16_narrow_hw})

@@ -136,38 +136,19 @@ typedef struct chan_job {
     tg_dtype x_type, s_type, out_type; /* as stored (tg_kernel_args.in_type) */
 } chan_job;
 
-TG_VEC_INLINE tg_f32x16 load16(const void *src, tg_dtype t, int64_t at)
-{
-    if (t == TG_BF16)
-        return tg_bf16x16_widen((const uint16_t *)src + at);
-    tg_f32x16 v;
-    memcpy(&v, (const float *)src + at, sizeof v);
-    return v;
-}
-
-TG_VEC_INLINE void store16(void *dst, tg_dtype t, int64_t at, tg_f32x16 v)
-{
-    if (t == TG_BF16)
-        tg_bf16x16_narrow((uint16_t *)dst + at, v);
-    else
-        memcpy((float *)dst + at, &v, sizeof v);
-}
-
 #define CHAN_LOOP_16(EXPR)                                                                         \
     for (int64_t p = 0; p < j->hw; p++) {                                                          \
         int64_t at = (r * j->hw + p) * TG_CHANNEL_BLOCK;                                           \
-        tg_f32x16 u = load16(j->x, j->x_type, at);                                                 \
-        store16(j->out, j->out_type, at, EXPR);                                                    \
+        tg_f32x16 u = tg_x16_load(cv, j->x, x_bf16, at);                                           \
+        tg_x16_store(cv, j->out, out_bf16, at, EXPR);                                              \
     }
 
-/* Row r of a chan_job (sample r / blocks, block r % blocks): each
- * 16-channel vector read in its storage type (bf16 widened), computed in
- * f32 and stored (bf16 rounded once, tg_bf16x16_narrow, as staging
- * rounds). */
-TG_WIDE_KERNEL static void chan_row(const chan_job *j, int64_t r)
+/* The pixels of row r against the row's scale v, x and out in the storage
+ * given (constants where chan_row passes them, so each pair is its own
+ * loop without a test per pixel). */
+TG_VEC_INLINE void chan_pixels(const chan_job *j, int64_t r, tg_f32x16 v, bool x_bf16,
+                               bool out_bf16, tg_bf16x16_ops cv)
 {
-    int64_t n = r / j->blocks, cb = r % j->blocks;
-    tg_f32x16 v = load16(j->s, j->s_type, n * j->s_sample + cb * TG_CHANNEL_BLOCK);
     if (j->op == TG_ARITH_MUL)
         CHAN_LOOP_16(u * v)
     else if (j->op == TG_ARITH_ADD)
@@ -179,12 +160,29 @@ TG_WIDE_KERNEL static void chan_row(const chan_job *j, int64_t r)
 }
 #undef CHAN_LOOP_16
 
-static void chan_range(void *ctx, int64_t begin, int64_t end, int t)
+/* Rows [begin, end) of a chan_job (row r: sample r / blocks, block r %
+ * blocks): each 16-channel vector read in its storage type (bf16 widened
+ * by cv), computed in f32 and stored (bf16 rounded once, as staging
+ * rounds). With cv the AVX-512 BF16 instructions (TG_BF16_POOL_FNS) a
+ * squeeze-excite Mul in bf16 took 0.41-0.60 ms against 0.34-0.40 in f32
+ * with the generic conversions (mobilenet_v3_large, batch 32, 1 thread). */
+TG_VEC_INLINE void chan_loop(const chan_job *j, int64_t begin, int64_t end, tg_bf16x16_ops cv)
 {
-    (void)t;
-    for (int64_t r = begin; r < end; r++)
-        chan_row(ctx, r);
+    bool x_bf16 = j->x_type == TG_BF16, out_bf16 = j->out_type == TG_BF16;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t n = r / j->blocks, cb = r % j->blocks;
+        tg_f32x16 v =
+            tg_x16_load(cv, j->s, j->s_type == TG_BF16, n * j->s_sample + cb * TG_CHANNEL_BLOCK);
+        if (x_bf16 && out_bf16)
+            chan_pixels(j, r, v, true, true, cv);
+        else if (!x_bf16 && !out_bf16)
+            chan_pixels(j, r, v, false, false, cv);
+        else
+            chan_pixels(j, r, v, x_bf16, out_bf16, cv);
+    }
 }
+
+TG_BF16_POOL_FNS(chan_range, chan_loop, TG_BF16X16_GENERIC, TG_BF16X16_HW)
 
 /* The per-channel case of a blocked broadcast (chan_job); false for any
  * other, which the strided view takes. */
@@ -208,7 +206,7 @@ static bool chan_forward(const tg_kernel_args *a, tg_arith op)
                   a->in_type[1 - full],
                   a->out_type};
     int64_t n = y.dim[0] * blocks;
-    tg_par_for(a->pool, n, n * j.hw * TG_CHANNEL_BLOCK, chan_range, &j);
+    tg_par_for(a->pool, n, n * j.hw * TG_CHANNEL_BLOCK, TG_BF16_POOL_FN(chan_range), &j);
     return true;
 }
 

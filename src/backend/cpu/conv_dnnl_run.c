@@ -161,16 +161,17 @@ static void reorder_part0(const conv_state *st, const tg_kernel_args *a, int k)
 }
 
 /* The primitive over part p of the batch (the whole of it without parts),
- * with part p's scratch: inputs reordered in, the output reordered out
- * unless the parts' weight gradients are summed first. */
-static void run_part(const conv_state *st, const tg_kernel_args *a, int p, void *kept)
+ * with scratch region `region` (the part's, or its thread's): inputs
+ * reordered in, the output reordered out unless the parts' weight
+ * gradients are summed first. */
+static void run_part(const conv_state *st, const tg_kernel_args *a, int p, int region, void *kept)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
     dnnl_stream_t stream = new_stream(eng);
     /* no scratch at all when nothing is reordered (NULL + 0 is undefined) */
     unsigned char *scratch =
-        a->scratch ? (unsigned char *)a->scratch + (size_t)p * st->part_bytes : NULL;
+        a->scratch ? (unsigned char *)a->scratch + (size_t)region * st->part_bytes : NULL;
     dnnl_memory_t operand[4] = {0}, residual = NULL;
     dnnl_exec_arg_t args[6];
     int n = 0;
@@ -268,10 +269,9 @@ static void slices_loop(void *ctx, int64_t begin, int64_t end, int part)
 static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
 {
     const parts_job *j = ctx;
-    (void)part;
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
-        run_part(j->st, j->a, (int)p, j->kept);
+        run_part(j->st, j->a, (int)p, j->st->regions ? part : (int)p, j->kept);
 }
 
 /* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
@@ -431,7 +431,7 @@ static void chan_run(const conv_state *st, const tg_kernel_args *a, int p)
     if (pa.in[TG_FUSE_IN_RESIDUAL])
         pa.in[TG_FUSE_IN_RESIDUAL] = (unsigned char *)pa.in[TG_FUSE_IN_RESIDUAL] + cp->out_off;
     tg_dnnl_threads(1);
-    run_part(cp->st, &pa, 0, kept_weights(cp->st, &pa));
+    run_part(cp->st, &pa, 0, 0, kept_weights(cp->st, &pa));
 }
 
 static void chan_loop(void *ctx, int64_t begin, int64_t end, int part)
@@ -473,5 +473,5 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
     int team = a->pool ? tg_pool_threads(a->pool) : 1;
     tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
     tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
-    run_part(st, a, 0, kept);
+    run_part(st, a, 0, 0, kept);
 }

@@ -84,8 +84,11 @@ typedef struct conv_state {
     /* Batch split (see the header comment): the primitive is made for
      * N / parts samples and runs once per part; parts = 1 without split. */
     int parts;
-    bool split_k;         /* the parts are of the output channels (one sample), not the batch */
-    size_t part_bytes;    /* of one part's scratch (all of it without split) */
+    bool split_k;      /* the parts are of the output channels (one sample), not the batch */
+    size_t part_bytes; /* of one part's scratch (all of it without split) */
+    /* Scratch regions of part_bytes: one per part, or (regions > 0) one per
+     * thread, which runs its parts one after another in it. */
+    int regions;
     size_t batch_step[4]; /* bytes from one part's samples of a role to the next; 0: shared */
     bool sum_out;         /* the weight gradient: parts' sums added in part 0's buffer */
     /* With parts, the reorders of the shared weights and of the summed

@@ -695,18 +695,24 @@ static void test_bf16_storage_is_read_natively(void)
  * (in: f32 values, converted), the activations blocked or not, the result
  * widened to f32. */
 static float *run_stored(const tg_tensor *node, tg_dtype t, int threads, bool blocked,
-                         float *const in[2])
+                         float *const in[2], tg_dtype compute, size_t *scratch_bytes, char *kernel)
 {
-    tg_plan_opts po = {.n_threads = threads, .compute = TG_F32};
+    /* bf16 arithmetic: as an inference program plans (the stem in f32) */
+    tg_plan_opts po = {.n_threads = threads, .compute = compute, .inference = compute == TG_BF16};
     po.in_storage[0] = po.in_storage[1] = po.out_storage = t;
     /* the activations (x, y and their gradients) in nChw16c: dy or x in
      * front, then the output unless it is the weight gradient */
-    po.in_blocked[0] = blocked;
+    po.in_blocked[0] =
+        blocked && node->in[0]->shape.dim[1] % TG_CHANNEL_BLOCK == 0; /* a stem's image: plain */
     po.in_blocked[1] = blocked && node->op == TG_OP_CONV2D_BWD_WEIGHT;
     po.out_blocked = blocked && node->op != TG_OP_CONV2D_BWD_WEIGHT;
     tg_kernel_plan kp = {0};
     const tg_op_planner *pl = tg_op_planner_get(node->op);
     TG_CHECK_OK(pl->plan(node, &po, &kp));
+    if (scratch_bytes)
+        *scratch_bytes = kp.scratch;
+    if (kernel)
+        memcpy(kernel, kp.kernel, sizeof kp.kernel);
     size_t es = tg_dtype_size(t);
     void *stored[2], *out = malloc((size_t)tg_numel(node) * es);
     memset(out, 0xff, (size_t)tg_numel(node) * es); /* NaN: an element left unwritten shows */
@@ -786,8 +792,9 @@ static void test_bf16_storage_converts_exactly(void)
                         in[k][i] = tg_bf16_widen(
                             tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
                 }
-                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in);
-                float *bf16 = run_stored(nodes[n], TG_BF16, threads, blocked, in);
+                float *f32 = run_stored(nodes[n], TG_F32, threads, blocked, in, TG_F32, NULL, NULL);
+                float *bf16 =
+                    run_stored(nodes[n], TG_BF16, threads, blocked, in, TG_F32, NULL, NULL);
                 size_t len = (size_t)tg_numel(nodes[n]), bad = 0;
                 for (size_t i = 0; i < len; i++)
                     bad += tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
@@ -800,6 +807,87 @@ static void test_bf16_storage_converts_exactly(void)
                 free(in[0]);
                 free(in[1]);
             }
+        tg_graph_destroy(g);
+    }
+    tg_dnnl_force_mode(TG_DNNL_AUTO, false);
+}
+
+/* x [xs] -> conv2d with w [ws] in g (NULL when the graph refuses it). */
+static tg_tensor *conv_node(tg_graph *g, tg_shape xs, tg_shape ws, tg_conv2d_params p)
+{
+    tg_tensor *y =
+        tg_conv2d(g, tg_input(g, "x", TG_F32, xs), tg_input(g, "w", TG_F32, ws), NULL, p);
+    TG_CHECK_OK(tg_graph_status(g));
+    return y;
+}
+
+/* y's kernel on bf16 arithmetic with bf16 storage against the f32-stored
+ * result rounded, bit for bit (x and w bf16 values, x[nan_at] NaN and
+ * x[inf_at] -inf, whose NaNs must reach the output); the bf16 plan's
+ * scratch and kernel name in *scratch, kernel. */
+static void bf16_matches_f32_rounded(const tg_tensor *y, int threads, bool blocked, size_t nan_at,
+                                     size_t inf_at, size_t *scratch, char *kernel)
+{
+    float *in[2];
+    for (int k = 0; k < 2; k++) {
+        size_t n = (size_t)tg_numel(y->in[k]);
+        in[k] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            in[k][i] =
+                tg_bf16_widen(tg_bf16_narrow((float)((i * 37 + 11 * k) % 97) / 48.0f - 1.0f));
+    }
+    in[0][nan_at] = NAN, in[0][inf_at] = -INFINITY;
+    float *f32 = run_stored(y, TG_F32, threads, blocked, in, TG_BF16, NULL, NULL);
+    float *bf16 = run_stored(y, TG_BF16, threads, blocked, in, TG_BF16, scratch, kernel);
+    size_t len = (size_t)tg_numel(y), bad = 0, nan = 0;
+    for (size_t i = 0; i < len; i++) {
+        nan += isnan(bf16[i]);
+        bad += isnan(f32[i]) ? !isnan(bf16[i]) : tg_bf16_narrow(f32[i]) != tg_bf16_narrow(bf16[i]);
+    }
+    char w[64];
+    if (bad || nan == 0)
+        tg_test_fail(__FILE__, __LINE__, "w %s, %d threads%s: %zu of %zu differ, %zu NaN",
+                     tg_shape_str(y->in[1]->shape, w, sizeof w), threads,
+                     blocked ? ", nChw16c" : "", bad, len, nan);
+    free(f32), free(bf16), free(in[0]), free(in[1]);
+}
+
+/* A bf16-stored output: with bf16 arithmetic oneDNN's kernel writes it
+ * itself (blocked, on one thread: no f32 copy of it in the scratch,
+ * converted after); the inference stem computes in f32
+ * (test_inference_stem_computes_f32), whose kernel writes no bf16, so its
+ * result is converted, one sample a part, each thread's parts in one
+ * scratch region (a sample's f32 copy per thread, not the batch's). Both
+ * give the bits of the f32-stored result rounded, the output plain and
+ * blocked (the stem's image plain), on 1 and 2 threads. */
+static void test_bf16_output_without_a_batch_copy(void)
+{
+    if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
+        return; /* no bf16 kernels: every convolution in f32, converted */
+    tg_dnnl_force_mode(TG_DNNL_ALWAYS, true);
+    for (int stem = 0; stem <= 1; stem++) {
+        tg_graph *g = tg_graph_create();
+        tg_tensor *y = stem ? conv_node(g, tg_shape4(8, 3, 32, 32), tg_shape4(16, 3, 3, 3),
+                                        P(2, 2, 1, 1, 1, 1, 1))
+                            : conv_node(g, tg_shape4(2, 32, 32, 32), tg_shape4(32, 32, 1, 1),
+                                        P(1, 1, 0, 0, 1, 1, 1));
+        size_t copy = y ? (size_t)tg_numel(y) * sizeof(float) : 0;
+        for (int v = 0; y && v < 4; v++) {
+            int threads = 1 + v % 2;
+            size_t scratch = 0;
+            char kernel[sizeof((tg_kernel_plan *)0)->kernel];
+            bf16_matches_f32_rounded(y, threads, v >= 2, stem ? 40 : 5, stem ? 3000 : 7, &scratch,
+                                     kernel);
+            bool ok = stem ? strstr(kernel, "batch in 8 parts") && !strstr(kernel, "(bf16)") &&
+                                 scratch <= copy / 8 * (size_t)threads + (64u << 10)
+                           : threads > 1 || v < 2 || scratch < copy;
+            if (!ok)
+                tg_test_fail(__FILE__, __LINE__,
+                             "%s, %d threads%s: '%s', %zu bytes of scratch, the output's f32 "
+                             "copy %zu",
+                             stem ? "stem" : "1x1", threads, v >= 2 ? ", nChw16c" : "", kernel,
+                             scratch, copy);
+        }
         tg_graph_destroy(g);
     }
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
@@ -822,5 +910,6 @@ int main(void)
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);
+    TG_RUN(test_bf16_output_without_a_batch_copy);
     return tg_test_finish();
 }
