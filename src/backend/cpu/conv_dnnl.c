@@ -585,9 +585,10 @@ static dnnl_status_t fast_relu(conv_state *st, tg_op op, const conv_mds *m, bool
 {
     const char *impl = "";
     dnnl_primitive_desc_query(exact, dnnl_query_impl_info_str, 0, &impl);
-    /* oneDNN's JIT kernels (jit, jit_1x1, brgconv) compute the post-ops
-     * with its eltwise injector, whose ReLU is a plain vmaxps (the flag
-     * not suppressed): those, checked by tests/compile/test_fuse.c */
+    /* oneDNN's JIT kernels (jit, jit_1x1, brgconv, jit_wino) compute the
+     * post-ops with its eltwise injector, whose ReLU is a plain vmaxps (the
+     * flag not suppressed): those, checked by tests/compile/test_fuse.c and
+     * (brgconv at stride 2, Winograd) tests/backend/cpu/test_conv_dnnl.c */
     bool injector = strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
     if (!st->post_act || st->post_act->op != TG_OP_RELU || st->n_threads != 1 || !injector)
         return dnnl_success;
@@ -669,7 +670,7 @@ static void split_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_p
  * the exact ReLU runs after it (relu_after). On ResNet-50's 13 such
  * convolutions at batch 32, one thread, it took 199 ms against the direct
  * kernel's 382, its error against float64 1.2-2.8e-6 of the largest
- * output against 2.2-2.7e-7 (docs/performance.md, "Winograd"). */
+ * output against 2.2-2.7e-7 (docs/performance.md, "ResNet-50 at batch 32"). */
 static bool winograd_fits(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                           dnnl_data_type_t mul, const conv_state *st)
 {

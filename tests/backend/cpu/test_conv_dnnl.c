@@ -343,6 +343,13 @@ static void expect_close(const float *one, const float *two, int count)
                      diff, most);
 }
 
+/* A k x c x r x r weight parameter, uniform over its fan-in. */
+static tg_tensor *weight(tg_graph *g, const char *name, int k, int c, int r)
+{
+    return tg_param(g, name, tg_shape4(k, c, r, r),
+                    (tg_init){TG_INIT_FAN_IN_UNIFORM, c * r * r, 0});
+}
+
 /* An inference program at batch 1: conv (+ bias) -> conv 1x1 (host output,
  * plain) -> grouped conv, on two threads, gives what one thread gives, and
  * the checker finds every value within tolerance of the reference. Output
@@ -353,13 +360,10 @@ static void one_sample_run(int threads, float *out, size_t count, bool check)
     tg_graph *g = tg_graph_create();
     tg_graph_set_training(g, false);
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(1, 32, 9, 9));
-    tg_tensor *w1 =
-        tg_param(g, "w1", tg_shape4(64, 32, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 288, 0});
+    tg_tensor *w1 = weight(g, "w1", 64, 32, 3);
     tg_tensor *b1 = tg_param(g, "b1", tg_shape1(64), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
-    tg_tensor *w2 =
-        tg_param(g, "w2", tg_shape4(48, 64, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 64, 0});
-    tg_tensor *w3 =
-        tg_param(g, "w3", tg_shape4(48, 24, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 216, 0});
+    tg_tensor *w2 = weight(g, "w2", 48, 64, 1);
+    tg_tensor *w3 = weight(g, "w3", 48, 24, 3);
     tg_tensor *h = tg_relu(g, tg_conv2d(g, x, w1, b1, P(1, 1, 1, 1, 1, 1, 1)));
     tg_tensor *y2 = tg_conv2d(g, h, w2, NULL, P(1, 1, 0, 0, 1, 1, 1));
     tg_tensor *y = tg_conv2d(g, y2, w3, NULL, P(2, 2, 1, 1, 1, 1, 2));
@@ -810,13 +814,10 @@ static void fast_path_run(int threads, int stride, bool wino)
     tg_graph *g = tg_graph_create();
     tg_graph_set_training(g, false);
     tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 9, 9));
-    tg_tensor *w1 =
-        tg_param(g, "w1", tg_shape4(64, 32, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 288, 0});
+    tg_tensor *w1 = weight(g, "w1", 64, 32, 3);
     tg_tensor *b1 = tg_param(g, "b1", tg_shape1(64), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
-    tg_tensor *w2 =
-        tg_param(g, "w2", tg_shape4(32, 64, 3, 3), (tg_init){TG_INIT_FAN_IN_UNIFORM, 576, 0});
-    tg_tensor *w0 =
-        tg_param(g, "w0", tg_shape4(32, 32, 1, 1), (tg_init){TG_INIT_FAN_IN_UNIFORM, 32, 0});
+    tg_tensor *w2 = weight(g, "w2", 32, 64, 3);
+    tg_tensor *w0 = weight(g, "w0", 32, 32, 1);
     /* a 1x1 conv first: c1 reads a blocked input, as in a network */
     tg_tensor *x0 = tg_conv2d(g, x, w0, NULL, P(1, 1, 0, 0, 1, 1, 1));
     tg_tensor *c1 = tg_conv2d(g, x0, w1, b1, P(stride, stride, 1, 1, 1, 1, 1));
