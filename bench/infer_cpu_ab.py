@@ -21,7 +21,13 @@ compare the libraries round by round), with the CPU model and ISA.
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py --batch 8 \
         --model build/bench-onnx/minilm_l6_s128.onnx build/libtilegraph.so onnxruntime
 
-`--onnxruntime` is the same as naming `onnxruntime` last.
+`--onnxruntime` is the same as naming `onnxruntime` last. A library
+followed by `,VAR=VALUE` (one or more) runs with those in its environment,
+so one build compares with itself under a setting:
+
+    /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py --batch 32 --model \
+        build/bench-onnx/resnet50_224.onnx build/libtilegraph.so \
+        build/libtilegraph.so,TG_CONV_WINOGRAD=1 onnxruntime
 """
 import argparse
 import json
@@ -97,7 +103,10 @@ def main():
     if a.onnxruntime and ORT not in a.libraries:
         a.libraries.append(ORT)
     for lib in a.libraries:
-        if lib != ORT and not os.path.isfile(lib):
+        path, *settings = lib.split(",")
+        if any("=" not in v for v in settings):
+            sys.exit(f"infer_cpu_ab: {lib}: what follows the library's path must be VAR=VALUE settings")
+        if path != ORT and not os.path.isfile(path):
             sys.exit(f"infer_cpu_ab: no library at {lib}: give the path of a built libtilegraph.so")
     if not os.path.isfile(a.model):
         sys.exit(f"infer_cpu_ab: no model at {a.model} (bench/ort_infer.py exports them into build/bench-onnx)")
@@ -105,7 +114,9 @@ def main():
     got = {lib: [] for lib in a.libraries}
     for _ in range(a.rounds):
         for lib in a.libraries:
-            env = dict(os.environ, TILEGRAPH_LIBRARY=lib, OMP_NUM_THREADS=str(a.threads))
+            path, *settings = lib.split(",")
+            env = dict(os.environ, TILEGRAPH_LIBRARY=path, OMP_NUM_THREADS=str(a.threads))
+            env.update(v.split("=", 1) for v in settings)
             out = subprocess.run([sys.executable, "-c", CHILD, python, a.model, str(a.batch), str(a.runs),
                                   str(a.threads), a.precision],
                                  env=env, capture_output=True, text=True)

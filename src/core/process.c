@@ -7,6 +7,8 @@
 
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 static atomic_int conv_method;          /* 0: TG_CONV_AUTO */
 static atomic_int simd_cap = INT_MAX;   /* no cap */
@@ -66,6 +68,22 @@ int tg_process_keep_weights(void)
 void tg_process_set_keep_weights(int keep)
 {
     atomic_store_explicit(&drop_weights, !keep, memory_order_relaxed);
+}
+
+static atomic_int winograd = -1; /* -1: as TG_CONV_WINOGRAD says */
+
+int tg_process_winograd(void)
+{
+    int on = atomic_load_explicit(&winograd, memory_order_relaxed);
+    if (on >= 0)
+        return on;
+    const char *e = getenv("TG_CONV_WINOGRAD");
+    return e && strcmp(e, "1") == 0;
+}
+
+void tg_process_set_winograd(int on)
+{
+    atomic_store_explicit(&winograd, on < 0 ? -1 : on != 0, memory_order_relaxed);
 }
 
 static atomic_int no_fusion; /* 0: fuse (the default) */

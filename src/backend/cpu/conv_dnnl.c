@@ -141,6 +141,8 @@ typedef struct conv_mds {
     dnnl_memory_desc_t ax, aw, ay; /* format "any": oneDNN's choice, in the op's types */
     dnnl_memory_desc_t fx, fw, fy; /* the same for the forward hint of a backward op */
     dnnl_dims_t strides, dilates, pad_l, pad_r;
+    bool winograd; /* the forward as oneDNN's Winograd convolution (winograd_fits) */
+    bool nhwc;     /* x and y as nhwc inside, for oneDNN's brgemm kernel (brgemm_fits) */
 } conv_mds;
 
 /* Format "any" descriptors of x, w, y: the multiplied operands in `mul`,
@@ -223,9 +225,12 @@ static dnnl_status_t fwd_pd(const conv_mds *m, bool hint, bool bias,
     dnnl_convolution_desc_t d;
     /* forward_training also with a fused ReLU post-op: forward_inference
      * picks oneDNN's brgconv kernels, whose scratchpad took ResNet-50's at
-     * batch 32 from 9 to 147 MiB */
+     * batch 32 from 9 to 147 MiB. The Winograd kernel keeps its weights
+     * transformed only for forward_inference. */
+    bool wino = m->winograd && !hint;
     dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
-        &d, dnnl_forward_training, dnnl_convolution_direct, hint ? &m->fx : &m->ax,
+        &d, wino || (m->nhwc && !hint) ? dnnl_forward_inference : dnnl_forward_training,
+        wino ? dnnl_convolution_winograd : dnnl_convolution_direct, hint ? &m->fx : &m->ax,
         hint ? &m->fw : &m->aw, bias ? &m->b : NULL, hint ? &m->fy : &m->ay, m->strides, m->dilates,
         m->pad_l, m->pad_r);
     return s == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, eng, NULL) : s;
@@ -605,9 +610,10 @@ static dnnl_status_t fast_relu(conv_state *st, tg_op op, const conv_mds *m, bool
 {
     const char *impl = "";
     dnnl_primitive_desc_query(exact, dnnl_query_impl_info_str, 0, &impl);
-    /* oneDNN's JIT kernels (jit, jit_1x1, brgconv) compute the post-ops
-     * with its eltwise injector, whose ReLU is a plain vmaxps (the flag
-     * not suppressed): those, checked by tests/compile/test_fuse.c */
+    /* oneDNN's JIT kernels (jit, jit_1x1, brgconv, jit_wino) compute the
+     * post-ops with its eltwise injector, whose ReLU is a plain vmaxps (the
+     * flag not suppressed): those, checked by tests/compile/test_fuse.c and
+     * (brgconv at stride 2, Winograd) tests/backend/cpu/test_conv_dnnl.c */
     bool injector = strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
     if (!st->post_act || st->post_act->op != TG_OP_RELU || st->n_threads != 1 || !injector)
         return dnnl_success;
@@ -645,10 +651,13 @@ static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
         snprintf(plan->kernel + n, sizeof plan->kernel - n, ", residual add");
     if (!st->post_act)
         return;
-    const char *what = st->post_act->op == TG_OP_RELU ? st->fast ? "ReLU (max, ELU on NaN)" : "ReLU"
-                       : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL
-                           ? "hard swish"
-                           : "hard sigmoid";
+    const char *what =
+        st->post_act->op == TG_OP_RELU
+            ? st->relu_after ? st->fast ? "ReLU (max, after it on NaN)" : "ReLU after it"
+              : st->fast     ? "ReLU (max, ELU on NaN)"
+                             : "ReLU"
+        : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL ? "hard swish"
+                                                                          : "hard sigmoid";
     n = strlen(plan->kernel);
     snprintf(plan->kernel + n, sizeof plan->kernel - n, ", %s post-op", what);
 }
@@ -688,6 +697,85 @@ static void split_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_p
     st->n_threads = 1;
 }
 
+/* Whether node runs as oneDNN's Winograd convolution, where
+ * tg_process_winograd asks (off by default): oneDNN 2.6 has it for f32
+ * forward inference, 3x3 and stride 1, on AVX-512 (jit_wino_4x3:
+ * F(4x4, 3x3) on 6x6 tiles). Its post-ops are ReLU and sum only: no
+ * residual add as a binary post-op, no other activation, and no ELU, so
+ * the exact ReLU runs after it (relu_after). On ResNet-50's 13 such
+ * convolutions at batch 32, one thread, it took 199 ms against the direct
+ * kernel's 382, its error against float64 1.2-2.8e-6 of the largest
+ * output against 2.2-2.7e-7 (docs/performance.md, "ResNet-50 at batch 32"). */
+static bool winograd_fits(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                          dnnl_data_type_t mul, const conv_state *st)
+{
+    return tg_process_winograd() && o->inference && node->op == TG_OP_CONV2D && mul == dnnl_f32 &&
+           g->G == 1 && g->R == 3 && g->S == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+           g->dw == 1 && !st->cropped && !st->post_add &&
+           (!st->post_act || st->post_act->op == TG_OP_RELU);
+}
+
+/* The convolution's primitive descriptor, its post-ops set in attr;
+ * where oneDNN has no Winograd kernel for m (no AVX-512), the direct one. */
+/* Whether an inference program's forward 3x3 stride-2 f32 convolution,
+ * its input and output blocked, runs oneDNN's brgemm kernel (brgconv),
+ * which takes nhwc only: x reordered to nhwc before it, y back to nChw16c
+ * after it (plan_layouts makes both reorders). ResNet-50's three at batch
+ * 32, one thread, CPU time: 142.5 ms on nChw16c (jit) against 98.6 for
+ * brgconv and 8.4 for the reorders; at batch 8 24.4 against 21.9 with the
+ * reorders; at batch 1 3.0 against 2.4. Not with parts of the output
+ * channels (a part of a blocked tensor), nor with a fused residual add
+ * (read in the output's stored layout), nor cropped taps. */
+static bool brgemm_fits(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                        dnnl_data_type_t mul, const conv_state *st)
+{
+    return o->inference && node->op == TG_OP_CONV2D && mul == dnnl_f32 && g->G == 1 && g->R == 3 &&
+           g->S == 3 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && !st->cropped &&
+           !st->post_add && !st->split_k && st->of_parts <= 1 && o->in_blocked[0] && o->out_blocked;
+}
+
+/* x's and y's descriptors inside the primitive: nhwc, or oneDNN's choice. */
+static dnnl_status_t inner_xy(conv_mds *m, bool nhwc)
+{
+    dnnl_format_tag_t tag = nhwc ? dnnl_nhwc : dnnl_format_tag_any;
+    m->nhwc = nhwc;
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&m->ax, 4, m->ax.dims, dnnl_f32, tag);
+    return s == dnnl_success ? dnnl_memory_desc_init_by_tag(&m->ay, 4, m->ay.dims, dnnl_f32, tag)
+                             : s;
+}
+
+static bool impl_is(const_dnnl_primitive_desc_t pd, const char *prefix)
+{
+    const char *impl = "";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    return strncmp(impl, prefix, strlen(prefix)) == 0;
+}
+
+/* The convolution's primitive descriptor, its post-ops set in attr;
+ * where oneDNN has no Winograd kernel for m (no AVX-512), the direct one;
+ * where nhwc gets no brgemm kernel, oneDNN's choice of layouts. */
+static dnnl_status_t conv_pd(tg_op op, conv_state *st, conv_mds *m, bool bias,
+                             dnnl_primitive_attr_t attr, dnnl_engine_t eng,
+                             dnnl_primitive_desc_t *pd)
+{
+    st->relu_after = m->winograd && st->post_act;
+    dnnl_status_t s = dnnl_success;
+    if ((st->post_act || st->post_add) && !st->relu_after)
+        s = post_ops(st, attr, false);
+    if (s == dnnl_success)
+        s = result_pd(op, st, m, bias, attr, eng, pd);
+    if (s == dnnl_success && m->nhwc && !impl_is(*pd, "brg")) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+        s = dnnl_unimplemented;
+    }
+    if (s != dnnl_unimplemented || !(m->winograd || m->nhwc))
+        return s;
+    m->winograd = false;
+    s = m->nhwc ? inner_xy(m, false) : dnnl_success;
+    return s == dnnl_success ? conv_pd(op, st, m, bias, attr, eng, pd) : s;
+}
+
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                               dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
@@ -706,7 +794,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     tg_conv_geom part = *g;
     part.N = st->split_k ? g->N : g->N / st->parts;
     part.K = st->split_k ? g->K / st->parts : g->K;
-    conv_mds m;
+    conv_mds m = {0};
     TG_TRY(make_mds(&part, &lt, st->cropped, node->op, mul, xy, &m));
     st->k_out = g->K;
     st->fold = node->op == TG_OP_CONV2D ? o->fold_norm : NULL;
@@ -732,13 +820,14 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     dnnl_primitive_attr_t conv_attr = NULL;
     if (s == dnnl_success)
         s = dnnl_primitive_attr_clone(&conv_attr, attr);
-    if (s == dnnl_success && (st->post_act || st->post_add))
-        s = post_ops(st, conv_attr, false);
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
+    m.winograd = winograd_fits(node, g, o, mul, st);
+    if (s == dnnl_success && brgemm_fits(node, g, o, mul, st))
+        s = inner_xy(&m, true);
     if (s == dnnl_success)
-        s = result_pd(node->op, st, &m, bias, conv_attr, eng, &pd);
+        s = conv_pd(node->op, st, &m, bias, conv_attr, eng, &pd);
     if (s == dnnl_success) {
         name_kernel(pd, st, &lt, mul, plan);
         s = plan_layouts(st, pd, eng, attr, &plan->scratch);

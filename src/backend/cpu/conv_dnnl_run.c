@@ -34,6 +34,34 @@ static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_
         tg_dnnl_run_failed(s, RUN_WHAT);
 }
 
+/* The project's ReLU (ops/unary.c: NaN passes, -inf gives 0) over the
+ * primitive's whole output, its padding channels included (zeros stay). */
+static void relu_output(int n, const dnnl_exec_arg_t *args)
+{
+    for (int i = 0; i < n; i++) {
+        if (args[i].arg != DNNL_ARG_DST)
+            continue;
+        const dnnl_memory_desc_t *md;
+        void *p = NULL;
+        dnnl_memory_get_memory_desc(args[i].memory, &md);
+        dnnl_memory_get_data_handle(args[i].memory, &p);
+        float *y = p;
+        size_t count = dnnl_memory_desc_get_size(md) / sizeof(float);
+        for (size_t k = 0; k < count; k++)
+            y[k] = y[k] > 0 || y[k] != y[k] ? y[k] : 0.0f;
+    }
+}
+
+/* The exact primitive, and the ReLU after it where it has none
+ * (conv_state.relu_after). */
+static void exec_exact(const conv_state *st, dnnl_stream_t stream, int n,
+                       const dnnl_exec_arg_t *args)
+{
+    exec(st->prim, stream, n, args);
+    if (st->relu_after)
+        relu_output(n, args);
+}
+
 /* The convolution itself: with a fast ReLU (conv_dnnl.c's fast_relu),
  * that first, on this thread's cleared invalid flag, and the exact
  * primitive again over the same operands where the flag went up (a NaN met
@@ -42,7 +70,7 @@ static void exec_conv(const conv_state *st, dnnl_stream_t stream, int n,
                       const dnnl_exec_arg_t *args)
 {
     if (!st->fast) {
-        exec(st->prim, stream, n, args);
+        exec_exact(st, stream, n, args);
         return;
     }
     fexcept_t saved;
@@ -52,7 +80,7 @@ static void exec_conv(const conv_state *st, dnnl_stream_t stream, int n,
     bool nan_met = fetestexcept(FE_INVALID) != 0;
     fesetexceptflag(&saved, FE_INVALID);
     if (nan_met)
-        exec(st->prim, stream, n, args);
+        exec_exact(st, stream, n, args);
 }
 
 /* Reorder role k between user_side (the stored tensor, or its f32 copy)

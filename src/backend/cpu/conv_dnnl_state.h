@@ -40,6 +40,10 @@ typedef struct conv_state {
      * tried first where it is exact (conv_dnnl.c's fast_relu); NULL: prim
      * alone. */
     dnnl_primitive_t fast;
+    /* prim is oneDNN's Winograd convolution without the fused ReLU (it has
+     * no ELU post-op): the run applies the ReLU to its output after it
+     * (conv_dnnl.c's winograd_fits) */
+    bool relu_after;
     int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
     int arg[4];                  /* oneDNN argument of each role */
     dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */
