@@ -31,6 +31,7 @@
 
 #include "core/alloc.h"
 #include "core/bf16.h"
+#include "core/check.h"
 #include "core/pool.h"
 #include "core/process.h"
 #include "ops/conv.h"
@@ -266,8 +267,10 @@ TG_VEC_INLINE TG_BF16_HW_TARGET __m512 post_op(const tg_conv_dw *d, __m512 v)
         __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(d->act_a), _mm512_set1_ps(d->act_b));
         return _mm512_max_ps(_mm512_min_ps(t, one), zero);
     }
-    default:
+    case DW_ACT_NONE:
         return v;
+    default:
+        TG_UNREACHABLE("depthwise post-op", d->act);
     }
 }
 
@@ -329,8 +332,10 @@ TG_VEC_INLINE TG_BF16_HW_TARGET void out_row(const tg_conv_dw *d, const float *c
         DW_REST(5)
         DW_REST(6)
         DW_REST(7)
-    default:
+    case 0:
         break;
+    default:
+        TG_UNREACHABLE("pixels left after whole tiles", OW - ow);
     }
 #undef DW_REST
 }

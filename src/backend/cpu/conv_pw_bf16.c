@@ -278,8 +278,10 @@ TG_BF16_HW_TARGET TG_VEC_INLINE __m512 activate(const pw_img *im, __m512 v)
         __m512 h = _mm512_fmadd_ps(v, _mm512_set1_ps(im->act_a), _mm512_set1_ps(im->act_b));
         return _mm512_max_ps(_mm512_min_ps(h, one), zero);
     }
-    default:
+    case PW_NONE:
         return v;
+    default:
+        TG_UNREACHABLE("1x1 post-op", im->act);
     }
 }
 
@@ -371,9 +373,11 @@ static TG_BF16_HW_TARGET void rows_hw(const pw_img *im, int64_t kb, int64_t p0, 
         case 3:
             tiles_3(im, p0, p1, ob0);
             break;
-        default:
+        case 4:
             tiles_4(im, p0, p1, ob0);
             break;
+        default:
+            TG_UNREACHABLE("output blocks in a group", ob1 - ob0);
         }
     }
 }
