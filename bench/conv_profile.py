@@ -199,12 +199,16 @@ def table(line):
             "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |"]
     for cls, c in line["classes"].items():
         t, o = c.get("tilegraph"), c.get("onnxruntime")
-        tms = t["ms_mean"] if t else 0.0
+        tms = (t["ms_mean"] or 0.0) if t else 0.0
         tfast = t.get("ms_fastest", tms) if t else 0.0
         oms = o["ms_mean"] if o else 0.0
         ofast = o["ms_fastest"] if o else 0.0
         if abs(tms) < 0.01 and oms < 0.01:
             continue  # fused away on both sides (ReLU, the residual Add, Flatten)
+        if t and t.get("warm_up_noise"):
+            rows.append(f"| {cls} | {t['nodes']} / {o['nodes'] if o else 0} | | n/a (warm-up noise: more --runs) | | "
+                        f"{oms:.2f} / {ofast:.2f} | | |")
+            continue
         gflop = o["gflop"] if o else 0.0
         rate = lambda ms: f"{gflop / ms * 1e3:.1f}" if gflop and ms > 0 else ""  # noqa: E731
         rows.append(f"| {cls} | {t['nodes'] if t else 0} / {o['nodes'] if o else 0} | {gflop:.2f} | {tms:.2f} / {tfast:.2f} | {rate(tfast)} | "
@@ -219,7 +223,9 @@ def main():
     ap.add_argument("--model", required=True, help="an ONNX file with one float NCHW input")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=3, help="profiled runs after the warm-up")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="profiled runs after the warm-up (a class whose warm-up varied by more than "
+                         "these runs take is reported as warm-up noise: give more)")
     ap.add_argument("--table", action="store_true", help="also print a markdown table")
     ap.add_argument("--nodes", action="store_true",
                     help="and one row per convolution (one thread: each one's fastest run)")
@@ -236,6 +242,10 @@ def main():
         c = classes[cls] = {}
         if cls in tg:
             c["tilegraph"] = {"nodes": tg[cls][0], "ms_mean": round(tg[cls][1], 3)}
+            if tg[cls][1] < 0:
+                # the two sessions' warm-up runs (weights packed, pages first
+                # touched) differed by more than --runs steady runs take
+                c["tilegraph"].update(ms_mean=None, warm_up_noise=True)
             if tg[cls][2]:
                 c["tilegraph"]["ms_fastest"] = round(tg[cls][2], 3)
             if cls in kernels:
