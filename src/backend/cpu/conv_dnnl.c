@@ -617,7 +617,8 @@ static dnnl_status_t fast_relu(conv_state *st, tg_op op, const conv_mds *m, bool
     /* oneDNN's JIT kernels (jit, jit_1x1, brgconv, jit_wino) compute the
      * post-ops with its eltwise injector, whose ReLU is a plain vmaxps (the
      * flag not suppressed): those, checked by tests/compile/test_fuse.c and
-     * (brgconv at stride 2, Winograd) tests/backend/cpu/test_conv_dnnl.c */
+     * (brgconv at stride 2; the Winograd kernel runs its max alone,
+     * add_winograd) tests/backend/cpu/test_conv_dnnl.c */
     bool injector = strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
     if (!st->post_act || st->post_act->op != TG_OP_RELU || st->n_threads != 1 || !injector)
         return dnnl_success;
