@@ -889,8 +889,12 @@ static void add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_
     plan->scratch = part * (size_t)(st->regions ? st->regions : st->parts);
     plan->kept_bytes += wp.kept_bytes;
     st->wino = w;
+    const_dnnl_primitive_desc_t pd = NULL;
+    const char *impl = "wino";
+    if (dnnl_primitive_get_primitive_desc(w->prim, &pd) == dnnl_success)
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     size_t n = strlen(plan->kernel);
-    snprintf(plan->kernel + n, sizeof plan->kernel - n, "; first oneDNN jit_wino_4x3 where finite");
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, "; first oneDNN %s where finite", impl);
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's
