@@ -27,7 +27,7 @@ so one build compares with itself under a setting:
 
     /opt/tilegraph/venv/bin/python bench/infer_cpu_ab.py --batch 32 --model \
         build/bench-onnx/resnet50_224.onnx build/libtilegraph.so \
-        build/libtilegraph.so,TG_CONV_WINOGRAD=1 onnxruntime
+        build/libtilegraph.so,TG_CONV_WINOGRAD=0 onnxruntime
 """
 import argparse
 import json

@@ -78,7 +78,7 @@ int tg_process_winograd(void)
     if (on >= 0)
         return on;
     const char *e = getenv("TG_CONV_WINOGRAD");
-    return e && strcmp(e, "1") == 0;
+    return !e || strcmp(e, "0") != 0;
 }
 
 void tg_process_set_winograd(int on)

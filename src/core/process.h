@@ -66,12 +66,12 @@ int tg_process_keep_weights(void);
 void tg_process_set_keep_weights(int keep);
 
 /* Whether programs compiled from now on run an inference program's 3x3
- * stride-1 convolutions as oneDNN's Winograd convolution where it has one
- * (backend/cpu/conv_dnnl.c's winograd_fits): TG_CONV_WINOGRAD=1 in the
- * environment, or a test's setting (1 on, 0 off, -1 back to the
- * environment's). Off by default: a non-finite input spreads over its
- * tiles and an infinity can come out NaN, where the direct convolution
- * gives the infinity (docs/performance.md, "ResNet-50 at batch 32"). */
+ * stride-1 convolutions as oneDNN's Winograd convolution first where it has
+ * one (backend/cpu/conv_dnnl.c's add_winograd; the direct convolution where
+ * a value is not finite): on by default, TG_CONV_WINOGRAD=0 in the
+ * environment turns it off, or a test's setting (1 on, 0 off, -1 back to
+ * the environment's). Its error is larger than the direct convolution's
+ * (docs/performance.md, "ResNet-50 at batch 32"). */
 int tg_process_winograd(void);
 void tg_process_set_winograd(int on);
 

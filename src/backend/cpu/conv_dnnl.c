@@ -520,7 +520,7 @@ static void blocked_xy(tg_op op, const tg_plan_opts *o, bool xy[2])
  * cache instead of at every run. ResNet-50's weights are 25.5M floats, read
  * and written by their reorders at every run of batch 1 before. */
 static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv_state *st,
-                              tg_kernel_plan *plan)
+                              bool finite_word, tg_kernel_plan *plan)
 {
     int k = st->weight_role;
     bool fold = st->fold != NULL; /* the folded weights live only here */
@@ -540,6 +540,10 @@ static tg_status keep_weights(const tg_tensor *node, const tg_plan_opts *o, conv
     st->kept_bias_off = tg_conv_align(bytes);
     if (fold)
         bytes = st->kept_bias_off + (size_t)st->k_out * sizeof(float);
+    if (finite_word) { /* the Winograd state's (conv_state.finite_off) */
+        st->finite_off = tg_conv_align(bytes);
+        bytes = st->finite_off + sizeof(int);
+    }
     if (!(st->cache = tg_weight_cache_create(bytes)))
         return tg_error(TG_ERR_NOMEM, "conv2d: out of memory for the weight cache");
     plan->kept_bytes = tg_conv_align(bytes);
@@ -613,7 +617,8 @@ static dnnl_status_t fast_relu(conv_state *st, tg_op op, const conv_mds *m, bool
     /* oneDNN's JIT kernels (jit, jit_1x1, brgconv, jit_wino) compute the
      * post-ops with its eltwise injector, whose ReLU is a plain vmaxps (the
      * flag not suppressed): those, checked by tests/compile/test_fuse.c and
-     * (brgconv at stride 2, Winograd) tests/backend/cpu/test_conv_dnnl.c */
+     * (brgconv at stride 2; the Winograd kernel runs its max alone,
+     * add_winograd) tests/backend/cpu/test_conv_dnnl.c */
     bool injector = strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
     if (!st->post_act || st->post_act->op != TG_OP_RELU || st->n_threads != 1 || !injector)
         return dnnl_success;
@@ -651,13 +656,10 @@ static void name_post_op(const conv_state *st, tg_kernel_plan *plan)
         snprintf(plan->kernel + n, sizeof plan->kernel - n, ", residual add");
     if (!st->post_act)
         return;
-    const char *what =
-        st->post_act->op == TG_OP_RELU
-            ? st->relu_after ? st->fast ? "ReLU (max, after it on NaN)" : "ReLU after it"
-              : st->fast     ? "ReLU (max, ELU on NaN)"
-                             : "ReLU"
-        : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL ? "hard swish"
-                                                                          : "hard sigmoid";
+    const char *what = st->post_act->op == TG_OP_RELU ? st->fast ? "ReLU (max, ELU on NaN)" : "ReLU"
+                       : tg_is_hard_swish(st->post_act) || st->post_act->op == TG_OP_MUL
+                           ? "hard swish"
+                           : "hard sigmoid";
     n = strlen(plan->kernel);
     snprintf(plan->kernel + n, sizeof plan->kernel - n, ", %s post-op", what);
 }
@@ -697,12 +699,14 @@ static void split_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_p
     st->n_threads = 1;
 }
 
-/* Whether node runs as oneDNN's Winograd convolution, where
- * tg_process_winograd asks (off by default): oneDNN 2.6 has it for f32
+/* Whether node runs as oneDNN's Winograd convolution first, where
+ * tg_process_winograd asks (on by default): oneDNN 2.6 has it for f32
  * forward inference, 3x3 and stride 1, on AVX-512 (jit_wino_4x3:
  * F(4x4, 3x3) on 6x6 tiles). Its post-ops are ReLU and sum only: no
- * residual add as a binary post-op, no other activation, and no ELU, so
- * the exact ReLU runs after it (relu_after). On ResNet-50's 13 such
+ * residual add as a binary post-op, no other activation, and no ELU: its
+ * ReLU is the max, exact where no NaN can arise (add_winograd). Non-finite
+ * values spread over its tiles (an inf - inf in its transforms gives NaN),
+ * so the direct state stays beside it for those. On ResNet-50's 13 such
  * convolutions at batch 32, one thread, it took 199 ms against the direct
  * kernel's 382, its error against float64 1.2-2.8e-6 of the largest
  * output against 2.2-2.7e-7 (docs/performance.md, "ResNet-50 at batch 32"). */
@@ -715,8 +719,6 @@ static bool winograd_fits(const tg_tensor *node, const tg_conv_geom *g, const tg
            (!st->post_act || st->post_act->op == TG_OP_RELU);
 }
 
-/* The convolution's primitive descriptor, its post-ops set in attr;
- * where oneDNN has no Winograd kernel for m (no AVX-512), the direct one. */
 /* Whether an inference program's forward 3x3 stride-2 f32 convolution,
  * its input and output blocked, runs oneDNN's brgemm kernel (brgconv),
  * which takes nhwc only: x reordered to nhwc before it, y back to nChw16c
@@ -758,10 +760,9 @@ static dnnl_status_t conv_pd(tg_op op, conv_state *st, conv_mds *m, bool bias,
                              dnnl_primitive_attr_t attr, dnnl_engine_t eng,
                              dnnl_primitive_desc_t *pd)
 {
-    st->relu_after = m->winograd && st->post_act;
     dnnl_status_t s = dnnl_success;
-    if ((st->post_act || st->post_add) && !st->relu_after)
-        s = post_ops(st, attr, false);
+    if (st->post_act || st->post_add)
+        s = post_ops(st, attr, m->winograd);
     if (s == dnnl_success)
         s = result_pd(op, st, m, bias, attr, eng, pd);
     if (s == dnnl_success && m->nhwc && !impl_is(*pd, "brg")) {
@@ -776,8 +777,13 @@ static dnnl_status_t conv_pd(tg_op op, conv_state *st, conv_mds *m, bool bias,
     return s == dnnl_success ? conv_pd(op, st, m, bias, attr, eng, pd) : s;
 }
 
+static void add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                         dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan);
+
+/* The state of node's convolution; `wino`: as oneDNN's Winograd one (else
+ * the direct one, with the Winograd state beside it where it fits). */
 static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
-                              dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
+                              dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan, bool wino)
 {
     tg_status ts;
     dnnl_engine_t eng = tg_dnnl_engine(&ts);
@@ -823,7 +829,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     /* the scratchpad and the implementation depend on the team size */
     tg_dnnl_threads(st->n_threads);
     dnnl_primitive_desc_t pd = NULL;
-    m.winograd = winograd_fits(node, g, o, mul, st);
+    m.winograd = wino;
     if (s == dnnl_success && brgemm_fits(node, g, o, mul, st))
         s = inner_xy(&m, true);
     if (s == dnnl_success)
@@ -834,7 +840,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     }
     if (s == dnnl_success)
         s = dnnl_primitive_create(&st->prim, pd);
-    if (s == dnnl_success)
+    if (s == dnnl_success && !wino) /* Winograd's ReLU is the max already */
         s = fast_relu(st, node->op, &m, bias, conv_attr, eng, pd);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -849,9 +855,46 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
                         "%s: oneDNN wants its output in another layout than the fused residual "
                         "add's (report the shapes)",
                         node->name);
-    TG_TRY(keep_weights(node, o, st, plan));
+    TG_TRY(keep_weights(node, o, st, wino, plan));
     name_post_op(st, plan);
+    if (!wino)
+        add_winograd(node, g, o, mul, st, plan);
     return TG_OK;
+}
+
+/* The Winograd state beside st (conv_state.wino), where it fits and the
+ * run can fall back from it exactly: one-thread primitives over parts of
+ * the batch (the thread's flags are the primitive's, as for fast_relu),
+ * the input stored in f32 (scanned as it lies), the Winograd weights kept
+ * (the finite word is theirs). With a finite input and finite weights, and
+ * no overflow in the transforms, no NaN can arise, so its max ReLU is the
+ * exact one. Both states' scratch regions take the larger size: a part
+ * falls back in the same region. Where any of this fails the direct state
+ * runs alone (no error). */
+static void add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                         dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
+{
+    if (!winograd_fits(node, g, o, mul, st) || st->n_threads != 1 || st->split_k ||
+        st->convert[0] || st->elem[0] != 4)
+        return;
+    conv_state *w = tg_calloc(1, sizeof *w);
+    tg_kernel_plan wp = {0};
+    if (!w || create_state(node, g, o, mul, w, &wp, true) != TG_OK || !strstr(wp.kernel, "wino") ||
+        !w->cache || w->parts != st->parts || w->regions != st->regions || w->n_threads != 1) {
+        tg_conv_dnnl_free(w);
+        return;
+    }
+    size_t part = st->part_bytes > w->part_bytes ? st->part_bytes : w->part_bytes;
+    st->part_bytes = w->part_bytes = part;
+    plan->scratch = part * (size_t)(st->regions ? st->regions : st->parts);
+    plan->kept_bytes += wp.kept_bytes;
+    st->wino = w;
+    const_dnnl_primitive_desc_t pd = NULL;
+    const char *impl = "wino";
+    if (dnnl_primitive_get_primitive_desc(w->prim, &pd) == dnnl_success)
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    size_t n = strlen(plan->kernel);
+    snprintf(plan->kernel + n, sizeof plan->kernel - n, "; first oneDNN %s where finite", impl);
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's
@@ -927,7 +970,7 @@ static tg_status chan_parts(const tg_tensor *node, const tg_conv_geom *g, const 
             return tg_error(TG_ERR_NOMEM, "conv2d plan: out of memory");
         st->n_chan = p + 1;
         cp->st->of_parts = t;
-        TG_TRY(create_state(node, &pg, &one, mul, cp->st, &pp));
+        TG_TRY(create_state(node, &pg, &one, mul, cp->st, &pp, false));
         const conv_state *s = cp->st;
         int64_t per = (g->C / g->G) * g->R * g->S, o_hw = g->OH * g->OW;
         cp->in_off[0] = g->G > 1 ? (size_t)(cp->k0 * g->H * g->W) * s->elem[0] : 0;
@@ -961,7 +1004,7 @@ static tg_status try_state(const tg_tensor *node, const tg_conv_geom *g, const t
     if (s == TG_ERR_UNSUPPORTED && wants_chan_parts(node, g, o))
         s = chan_parts(node, g, o, mul, st, plan);
     else if (s == TG_ERR_UNSUPPORTED)
-        s = create_state(node, g, o, mul, st, plan);
+        s = create_state(node, g, o, mul, st, plan, false);
     if (s == TG_OK)
         plan->state = st;
     else
@@ -1086,6 +1129,7 @@ void tg_conv_dnnl_free(void *state)
     tg_wgrad_mm_free(st->mm);
     tg_conv_dw_free(st->dw);
     tg_conv_pw_free(st->pw);
+    tg_conv_dnnl_free(st->wino);
     for (int p = 0; p < st->n_chan; p++)
         tg_conv_dnnl_free(st->chan[p].st);
     tg_free(st->chan);

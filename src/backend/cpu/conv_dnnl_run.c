@@ -34,34 +34,6 @@ static void exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_
         tg_dnnl_run_failed(s, RUN_WHAT);
 }
 
-/* The project's ReLU (ops/unary.c: NaN passes, -inf gives 0) over the
- * primitive's whole output, its padding channels included (zeros stay). */
-static void relu_output(int n, const dnnl_exec_arg_t *args)
-{
-    for (int i = 0; i < n; i++) {
-        if (args[i].arg != DNNL_ARG_DST)
-            continue;
-        const dnnl_memory_desc_t *md;
-        void *p = NULL;
-        dnnl_memory_get_memory_desc(args[i].memory, &md);
-        dnnl_memory_get_data_handle(args[i].memory, &p);
-        float *y = p;
-        size_t count = dnnl_memory_desc_get_size(md) / sizeof(float);
-        for (size_t k = 0; k < count; k++)
-            y[k] = y[k] > 0 || y[k] != y[k] ? y[k] : 0.0f;
-    }
-}
-
-/* The exact primitive, and the ReLU after it where it has none
- * (conv_state.relu_after). */
-static void exec_exact(const conv_state *st, dnnl_stream_t stream, int n,
-                       const dnnl_exec_arg_t *args)
-{
-    exec(st->prim, stream, n, args);
-    if (st->relu_after)
-        relu_output(n, args);
-}
-
 /* The convolution itself: with a fast ReLU (conv_dnnl.c's fast_relu),
  * that first, on this thread's cleared invalid flag, and the exact
  * primitive again over the same operands where the flag went up (a NaN met
@@ -70,7 +42,7 @@ static void exec_conv(const conv_state *st, dnnl_stream_t stream, int n,
                       const dnnl_exec_arg_t *args)
 {
     if (!st->fast) {
-        exec_exact(st, stream, n, args);
+        exec(st->prim, stream, n, args);
         return;
     }
     fexcept_t saved;
@@ -80,7 +52,7 @@ static void exec_conv(const conv_state *st, dnnl_stream_t stream, int n,
     bool nan_met = fetestexcept(FE_INVALID) != 0;
     fesetexceptflag(&saved, FE_INVALID);
     if (nan_met)
-        exec_exact(st, stream, n, args);
+        exec(st->prim, stream, n, args);
 }
 
 /* Reorder role k between user_side (the stored tensor, or its f32 copy)
@@ -251,7 +223,38 @@ typedef struct parts_job {
     const tg_kernel_args *a;
     bool out;   /* slices_loop: the output's slices, else the shared inputs' */
     void *kept; /* the weights from the cache, or NULL */
+    /* the Winograd state to try first (conv_state.wino) with its kept
+     * weights, where they are finite; else NULL */
+    const conv_state *wino;
+    void *kept_wino;
 } parts_job;
+
+/* Part p as the Winograd state computes it where that is exact, else as
+ * the direct one (conv_dnnl.c's add_winograd): the part's input scanned
+ * for a NaN or an infinity (one read of it, against 9 C multiply-adds per
+ * input element), then the Winograd primitive on this thread's cleared
+ * overflow and invalid flags (an overflow in its transforms), the direct
+ * primitive over the same operands where either went up; the thread's
+ * flags as they were after. */
+static void run_checked(const parts_job *j, int p, int region)
+{
+    const conv_state *st = j->st;
+    const tg_kernel_args *a = j->a;
+    if (!j->wino ||
+        tg_first_nonfinite(user_ptr(st, a, 0, p), TG_F32,
+                           dnnl_memory_desc_get_size(&st->user[0]) / sizeof(float)) >= 0) {
+        run_part(st, a, p, region, j->kept);
+        return;
+    }
+    fexcept_t saved;
+    fegetexceptflag(&saved, FE_INVALID | FE_OVERFLOW);
+    feclearexcept(FE_INVALID | FE_OVERFLOW);
+    run_part(j->wino, a, p, region, j->kept_wino);
+    bool inexact = fetestexcept(FE_INVALID | FE_OVERFLOW) != 0;
+    fesetexceptflag(&saved, FE_INVALID | FE_OVERFLOW);
+    if (inexact)
+        run_part(st, a, p, region, j->kept);
+}
 
 /* Slice p of role k's reorder, with part p's reorder scratchpad. */
 static void run_slice(const conv_state *st, const tg_kernel_args *a, int k, int p)
@@ -299,7 +302,7 @@ static void parts_loop(void *ctx, int64_t begin, int64_t end, int part)
     const parts_job *j = ctx;
     tg_dnnl_threads(1);
     for (int64_t p = begin; p < end; p++)
-        run_part(j->st, j->a, (int)p, j->st->regions ? part : (int)p, j->kept);
+        run_checked(j, (int)p, j->st->regions ? part : (int)p);
 }
 
 /* Pool loop over floats of the weight gradient: parts 1.. added to part 0. */
@@ -320,14 +323,13 @@ static void sum_loop(void *ctx, int64_t begin, int64_t end, int part)
 
 /* The batch in parts over the device's pool: whichever thread is free takes
  * the next part, so a thread the OS holds back delays nothing but itself. */
-static void run_parts(const conv_state *st, const tg_kernel_args *a, void *kept)
+static void run_parts(const conv_state *st, const tg_kernel_args *a, parts_job j)
 {
     tg_dnnl_threads(1);
-    parts_job j = {st, a, false, kept};
     bool sliced = false;
     unsigned char *scratch = a->scratch;
     for (int k = 0; k < st->n_args - 1; k++) {
-        if (kept && k == st->weight_role)
+        if (j.kept && k == st->weight_role)
             continue;
         if (shared_input(st, k) && !st->slices[k])
             reorder_part0(st, a, k);
@@ -401,6 +403,47 @@ static void fold_into(const conv_state *st, const tg_kernel_args *a, unsigned ch
     tg_free(folded);
 }
 
+/* Fills kept with the weights in the primitive's layout: reordered,
+ * converted or folded from the node's. */
+static void fill_kept(const conv_state *st, const tg_kernel_args *a, void *kept)
+{
+    int k = st->weight_role;
+    if (st->fold) {
+        fold_into(st, a, kept);
+        return;
+    }
+    if (!st->reorder[k]) { /* converted only: the f32 copy is the operand */
+        tg_convert(user_ptr(st, a, k, 0), TG_BF16, kept, TG_F32,
+                   st->span[k] * (size_t)kept_copies(st));
+        return;
+    }
+    tg_status ts;
+    dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
+    for (int p = 0; p < kept_copies(st); p++) {
+        void *user = user_ptr(st, a, k, p);
+        if (st->convert[k])
+            tg_convert(user, TG_BF16, copy_ptr(st, k, a->scratch), TG_F32, st->span[k]);
+        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, a->scratch) : user,
+                    (unsigned char *)kept + p * st->kept_step, a->scratch);
+    }
+    dnnl_stream_destroy(stream);
+    return;
+}
+
+/* Whether the Winograd state's kept weights (and the bias it adds) are all
+ * finite: a NaN or an infinity in the weights, or an overflow in their
+ * transform, sends every run of this version to the direct state. */
+static int kept_finite(const conv_state *st, const tg_kernel_args *a, const void *kept)
+{
+    size_t n = dnnl_memory_desc_get_size(&st->inner[st->weight_role]) / sizeof(float);
+    if (tg_first_nonfinite(kept, TG_F32, n) >= 0)
+        return 0;
+    const void *bias = st->fold             ? (const unsigned char *)kept + st->kept_bias_off
+                       : a->node->n_in == 3 ? a->in[2]
+                                            : NULL;
+    return !bias || tg_first_nonfinite(bias, TG_F32, (size_t)st->k_out) < 0;
+}
+
 /* The weights in the primitive's layout from the node's cache (conv_dnnl.c's
  * keep_weights), reordered (or converted, or folded) into it first if the
  * host wrote them since; NULL without a cache or a weights version. */
@@ -416,28 +459,13 @@ static void *kept_weights(const conv_state *st, const tg_kernel_args *a)
         tg_dnnl_run_failed(dnnl_out_of_memory, "keeping a conv2d's folded weights");
     if (!kept || !fill)
         return kept;
-    if (st->fold) {
-        fold_into(st, a, kept);
-        return kept;
-    }
-    if (!st->reorder[k]) { /* converted only: the f32 copy is the operand */
-        tg_convert(user_ptr(st, a, k, 0), TG_BF16, kept, TG_F32,
-                   st->span[k] * (size_t)kept_copies(st));
-        return kept;
-    }
-    tg_status ts;
-    dnnl_stream_t stream = new_stream(tg_dnnl_engine(&ts));
-    for (int p = 0; p < kept_copies(st); p++) {
-        void *user = user_ptr(st, a, k, p);
-        if (st->convert[k])
-            tg_convert(user, TG_BF16, copy_ptr(st, k, a->scratch), TG_F32, st->span[k]);
-        run_reorder(st, k, stream, st->convert[k] ? copy_ptr(st, k, a->scratch) : user,
-                    (unsigned char *)kept + p * st->kept_step, a->scratch);
-    }
-    dnnl_stream_destroy(stream);
+    if (st->finite_off) /* the Winograd state's: its padding zero, not stale */
+        memset(kept, 0, st->finite_off);
+    fill_kept(st, a, kept);
+    if (st->finite_off)
+        *(int *)((unsigned char *)kept + st->finite_off) = kept_finite(st, a, kept);
     return kept;
 }
-
 /* Part p of the output channels (conv_dnnl.c's chan_parts) on the calling
  * thread: its own state over the node's operands from its first channel
  * on (the batch norm's statistics, gamma and beta too), its own scratch. */
@@ -486,20 +514,27 @@ void tg_conv_dnnl_run(const void *state, const tg_kernel_args *a)
         return;
     }
     if (st->chan) {
-        parts_job j = {st, a, false, NULL};
+        parts_job j = {st, a, false, NULL, NULL, NULL};
         tg_pool_for(a->pool, st->n_chan, chan_loop, &j);
         return;
     }
     if (st->cropped && st->weight_role == st->n_args - 1)
         memset(a->out, 0, st->weight_bytes); /* the dead taps' gradient */
-    void *kept = kept_weights(st, a);
+    parts_job j = {st, a, false, kept_weights(st, a), NULL, NULL};
+    /* the Winograd state where its weights are kept and finite (a test's
+     * call without a weights version keeps none: the direct state runs) */
+    void *kw = st->wino ? kept_weights(st->wino, a) : NULL;
+    if (kw && *(const int *)((const unsigned char *)kw + st->wino->finite_off)) {
+        j.wino = st->wino;
+        j.kept_wino = kw;
+    }
     if (st->parts > 1) {
-        run_parts(st, a, kept);
+        run_parts(st, a, j);
         return;
     }
     /* the device's own threads: at most those the primitive was made for */
     int team = a->pool ? tg_pool_threads(a->pool) : 1;
     tg_pool_rest(a->pool); /* its spinning workers would take the team's cores */
     tg_dnnl_threads(team < st->n_threads ? team : st->n_threads);
-    run_part(st, a, 0, 0, kept);
+    run_checked(&j, 0, 0);
 }

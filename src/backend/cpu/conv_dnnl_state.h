@@ -40,10 +40,16 @@ typedef struct conv_state {
      * tried first where it is exact (conv_dnnl.c's fast_relu); NULL: prim
      * alone. */
     dnnl_primitive_t fast;
-    /* prim is oneDNN's Winograd convolution without the fused ReLU (it has
-     * no ELU post-op): the run applies the ReLU to its output after it
-     * (conv_dnnl.c's winograd_fits) */
-    bool relu_after;
+    /* The same convolution as oneDNN's Winograd one (conv_dnnl.c's
+     * winograd_fits), a whole state of its own (its weights layout, kept
+     * weights, scratch regions as large as this one's), which the run tries
+     * first where the part's input and the weights are finite and falls back
+     * from to this exact one where they are not or the thread's overflow or
+     * invalid flag went up (conv_dnnl_run.c's run_checked); NULL: none. */
+    struct conv_state *wino;
+    /* The Winograd state's: bytes into its kept weights of the word saying
+     * whether the weights version it holds is finite (set when filled). */
+    size_t finite_off;
     int n_args;                  /* roles: in[0], in[1], (in[2]), out; see roles_of */
     int arg[4];                  /* oneDNN argument of each role */
     dnnl_memory_desc_t user[4];  /* the plain layout the graph holds */

@@ -898,63 +898,85 @@ static void test_bf16_output_without_a_batch_copy(void)
     tg_dnnl_force_mode(TG_DNNL_AUTO, false);
 }
 
-/* The inference fast paths of 3x3 convolutions, conv 1x1 -> conv + bias +
- * ReLU (fused) -> conv 3x3 stride 1, on odd 9x9 maps, at 1 and 2 threads (the batch in
- * parts): at stride 1 with Winograd asked (tg_process_winograd, off by
- * default) oneDNN's Winograd kernel (a partial 4x4 output tile; its ReLU
- * after it where the max met a NaN), at stride 2 its brgemm kernel on nhwc
- * with the reorders from and back to nChw16c (brgemm_fits). Where oneDNN
- * has them (AVX-512) they run, and the checker finds every value within
- * tolerance of the double reference; a NaN in x passes through the fused
- * ReLU into y, and the other sample is what it was without it. Winograd
- * off, the same program runs the direct kernel. */
+/* The fast-path graph: x -> conv 1x1 (so that c1 reads a blocked input, as
+ * in a network) -> c1 = conv 3x3 + bias + ReLU (fused) -> conv 3x3 -> y, on
+ * odd 9x9 maps (a partial Winograd tile), batch 2. */
+typedef struct fast_graph {
+    tg_graph *g;
+    tg_tensor *x, *w0, *w1, *b1, *w2, *c1, *y;
+} fast_graph;
+
+static fast_graph fast_graph_make(int stride)
+{
+    fast_graph f = {0};
+    f.g = tg_graph_create();
+    tg_graph_set_training(f.g, false);
+    f.x = tg_input(f.g, "x", TG_F32, tg_shape4(2, 32, 9, 9));
+    f.w1 = weight(f.g, "w1", 64, 32, 3);
+    f.b1 = tg_param(f.g, "b1", tg_shape1(64), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
+    f.w2 = weight(f.g, "w2", 32, 64, 3);
+    f.w0 = weight(f.g, "w0", 32, 32, 1);
+    tg_tensor *x0 = tg_conv2d(f.g, f.x, f.w0, NULL, P(1, 1, 0, 0, 1, 1, 1));
+    f.c1 = tg_conv2d(f.g, x0, f.w1, f.b1, P(stride, stride, 1, 1, 1, 1, 1));
+    f.y = tg_conv2d(f.g, tg_relu(f.g, f.c1), f.w2, NULL, P(1, 1, 1, 1, 1, 1, 1));
+    tg_tensor_mark_output(f.y);
+    TG_CHECK_OK(tg_graph_status(f.g));
+    return f;
+}
+
+#define FAST_X (2 * 32 * 9 * 9)
+
+static void fast_x(float *xs)
+{
+    for (int i = 0; i < FAST_X; i++)
+        xs[i] = (float)((i * 37) % 29) / 14.0f - 1.0f;
+}
+
+/* The inference fast paths of 3x3 convolutions on the fast-path graph, at
+ * 1 and 2 threads (the batch in parts): at stride 1 oneDNN's Winograd
+ * kernel first (tg_process_winograd, on by default; add_winograd), at
+ * stride 2 its brgemm kernel on nhwc with the reorders from and back to
+ * nChw16c (brgemm_fits). Where oneDNN has them (AVX-512) they run, and the
+ * checker finds every value within tolerance of the double reference; a
+ * NaN in x passes through the fused ReLU into y, and the other sample is
+ * what it was without it. Winograd off, the same program runs the direct
+ * kernel only. */
 static void fast_path_run(int threads, int stride, bool wino)
 {
     tg_process_set_winograd(wino);
-    tg_graph *g = tg_graph_create();
-    tg_graph_set_training(g, false);
-    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 9, 9));
-    tg_tensor *w1 = weight(g, "w1", 64, 32, 3);
-    tg_tensor *b1 = tg_param(g, "b1", tg_shape1(64), (tg_init){TG_INIT_FAN_IN_UNIFORM, 4, 0});
-    tg_tensor *w2 = weight(g, "w2", 32, 64, 3);
-    tg_tensor *w0 = weight(g, "w0", 32, 32, 1);
-    /* a 1x1 conv first: c1 reads a blocked input, as in a network */
-    tg_tensor *x0 = tg_conv2d(g, x, w0, NULL, P(1, 1, 0, 0, 1, 1, 1));
-    tg_tensor *c1 = tg_conv2d(g, x0, w1, b1, P(stride, stride, 1, 1, 1, 1, 1));
-    tg_tensor *y = tg_conv2d(g, tg_relu(g, c1), w2, NULL, P(1, 1, 1, 1, 1, 1, 1));
-    tg_tensor_mark_output(y);
-    TG_CHECK_OK(tg_graph_status(g));
-    tg_session *s = open_threads(g, threads, 5);
+    fast_graph f = fast_graph_make(stride);
+    tg_session *s = open_threads(f.g, threads, 5);
     const tg_kernel_plan *kp = s ? tg_session_program(s)->plans : NULL;
     bool avx512 = strncmp(tg_dnnl_isa_name(), "avx512_core", 11) == 0;
-    const char *k1 = kp ? kp[c1->id].kernel : "", *k2 = kp ? kp[y->id].kernel : "";
+    const char *k1 = kp ? kp[f.c1->id].kernel : "", *k2 = kp ? kp[f.y->id].kernel : "";
     bool want_wino = avx512 && wino && stride == 1;
     if (kp && avx512 &&
-        (want_wino ? !strstr(k1, "wino") || !strstr(k1, "ReLU (max, after") || !strstr(k2, "wino")
+        (want_wino
+             ? !strstr(k1, "wino") || !strstr(k1, "ReLU (max, ELU on NaN)") || !strstr(k2, "wino")
          : stride == 2 ? !strstr(k1, "brgconv") || !strstr(k1, "ReLU (max, ELU on NaN)")
                        : strstr(k1, "wino") != NULL))
         tg_test_fail(__FILE__, __LINE__, "%d threads, stride %d, Winograd %s: kernels '%s', '%s'",
                      threads, stride, wino ? "on" : "off", k1, k2);
-    float xs[2 * 32 * 9 * 9];
-    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
-        xs[i] = (float)(((int)i * 37) % 29) / 14.0f - 1.0f;
+    float xs[FAST_X];
+    fast_x(xs);
     if (s)
         TG_CHECK_OK(tg_session_verify_next_run(s));
-    TG_CHECK_OK(tg_session_write(s, x, xs, sizeof xs));
+    TG_CHECK_OK(tg_session_write(s, f.x, xs, sizeof xs));
     TG_CHECK_OK(tg_session_run(s));
     expect_verified(s, threads);
-    int per = (int)tg_numel(y) / 2;
-    static float finite[2 * 32 * 9 * 9], ys[2 * 32 * 9 * 9];
-    TG_CHECK_OK(tg_session_read(s, y, finite, (size_t)tg_numel(y) * sizeof(float)));
+    int per = (int)tg_numel(f.y) / 2;
+    static float finite[FAST_X], ys[FAST_X];
+    TG_CHECK_OK(tg_session_read(s, f.y, finite, (size_t)tg_numel(f.y) * sizeof(float)));
     xs[32 * 81 + 5 * 81 + 40] = NAN; /* sample 1, channel 5, the centre */
-    TG_CHECK_OK(tg_session_write(s, x, xs, sizeof xs));
+    TG_CHECK_OK(tg_session_write(s, f.x, xs, sizeof xs));
     TG_CHECK_OK(tg_session_run(s));
-    TG_CHECK_OK(tg_session_read(s, y, ys, (size_t)tg_numel(y) * sizeof(float)));
+    TG_CHECK_OK(tg_session_read(s, f.y, ys, (size_t)tg_numel(f.y) * sizeof(float)));
     int nan0 = 0, nan1 = 0;
     for (int i = 0; i < per; i++)
         nan0 += isnan(ys[i]), nan1 += isnan(ys[per + i]);
-    /* sample 0, rerun where sample 1's NaN met the max (one thread: one
-     * primitive over both), is what it was without the NaN */
+    /* sample 0, rerun where sample 1's NaN met the max or (Winograd) the
+     * scan found it (one thread: one primitive over both), is what it was
+     * without the NaN, to the direct kernel's rounding */
     if (nan0 == 0)
         expect_close(finite, ys, per);
     if (nan0 != 0 || nan1 < 32 * 9)
@@ -963,7 +985,7 @@ static void fast_path_run(int threads, int stride, bool wino)
                      "(expected 0 and all 32 channels' 3x3 around the NaN's at least)",
                      threads, stride, nan0, nan1);
     tg_session_destroy(s);
-    tg_graph_destroy(g);
+    tg_graph_destroy(f.g);
     tg_process_set_winograd(-1);
 }
 
@@ -974,6 +996,100 @@ static void test_fast_paths_match_reference(void)
         fast_path_run(threads, 2, false);
     }
     fast_path_run(1, 1, false);
+}
+
+/* One case of test_winograd_falls_back_exactly: y of the fast-path graph
+ * (stride 1) with Winograd on or off, on `threads`, x and the weights as
+ * the case makes them. */
+static void nonfinite_case_run(int c, int threads, bool wino, float *y)
+{
+    tg_process_set_winograd(wino);
+    fast_graph f = fast_graph_make(1);
+    tg_session *s = open_threads(f.g, threads, 7);
+    static float xs[FAST_X], w1[64 * 32 * 9], w0[32 * 32];
+    fast_x(xs);
+    TG_CHECK_OK(tg_session_read(s, f.w1, w1, sizeof w1));
+    for (int n = 0; n < 2 && c < 3; n++) /* every sample: every part falls back */
+        xs[n * 32 * 81 + 5 * 81 + 40 + n] = c == 0 ? NAN : c == 1 ? INFINITY : -INFINITY;
+    if (c == 3) { /* overflow: x0 = x up to 1e37 (w0 the identity), weights up to
+                   * ~6: sums past FLT_MAX from finite operands */
+        for (int i = 0; i < FAST_X; i++)
+            xs[i] *= 1e37f;
+        for (int i = 0; i < 32 * 32; i++)
+            w0[i] = i % 33 == 0 ? 1.0f : 0.0f;
+        for (int i = 0; i < 64 * 32 * 9; i++)
+            w1[i] *= 100.0f;
+        TG_CHECK_OK(tg_session_write(s, f.w0, w0, sizeof w0));
+    }
+    TG_CHECK_OK(tg_session_write(s, f.w1, w1, sizeof w1));
+    TG_CHECK_OK(tg_session_write(s, f.x, xs, sizeof xs));
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, f.y, y, (size_t)tg_numel(f.y) * sizeof(float)));
+    tg_session_destroy(s);
+    tg_graph_destroy(f.g);
+    tg_process_set_winograd(-1);
+}
+
+/* A NaN weight, a corner tap, of a lone 3x3 convolution without ReLU (no
+ * max to raise the invalid flag; NaN arithmetic raises none): the direct
+ * kernel skips the tap on the padding, the Winograd one spreads it over
+ * the output channel. y with Winograd on or off, on `threads`. */
+static void nan_weight_run(int threads, bool wino, float *y)
+{
+    tg_process_set_winograd(wino);
+    tg_graph *g = tg_graph_create();
+    tg_graph_set_training(g, false);
+    tg_tensor *x = tg_input(g, "x", TG_F32, tg_shape4(2, 32, 9, 9));
+    tg_tensor *w = weight(g, "w", 32, 32, 3);
+    tg_tensor *out = tg_conv2d(g, x, w, NULL, P(1, 1, 1, 1, 1, 1, 1));
+    tg_tensor_mark_output(out);
+    tg_session *s = open_threads(g, threads, 7);
+    static float xs[FAST_X], ws[32 * 32 * 9];
+    fast_x(xs);
+    TG_CHECK_OK(tg_session_read(s, w, ws, sizeof ws));
+    ws[7 * 32 * 9 + 3 * 9] = NAN;
+    TG_CHECK_OK(tg_session_write(s, w, ws, sizeof ws));
+    TG_CHECK_OK(tg_session_write(s, x, xs, sizeof xs));
+    TG_CHECK_OK(tg_session_run(s));
+    TG_CHECK_OK(tg_session_read(s, out, y, sizeof xs));
+    tg_session_destroy(s);
+    tg_graph_destroy(g);
+    tg_process_set_winograd(-1);
+}
+
+static void nan_weight_case(int c, int threads, bool wino, float *y)
+{
+    (void)c;
+    nan_weight_run(threads, wino, y);
+}
+
+/* With Winograd on (the default), a NaN, +inf or -inf in every sample's
+ * input, an input whose Winograd transforms overflow where the direct
+ * sums do not, and a NaN weight give y bit for bit as the direct kernel
+ * (Winograd off) gives it: conv_dnnl_run.c's run_checked falls back on the
+ * scan, on the overflow and invalid flags, and the weights' finite word. */
+static void test_winograd_falls_back_exactly(void)
+{
+    if (strncmp(tg_dnnl_isa_name(), "avx512_core", 11) != 0)
+        return; /* no Winograd kernel */
+    static const char *what[] = {"NaN", "+inf", "-inf", "overflow", "NaN weight"};
+    static float on[FAST_X], off[FAST_X];
+    for (int c = 0; c < 5; c++)
+        for (int threads = 1; threads <= 2; threads++) {
+            void (*run)(int, int, bool, float *) = c < 4 ? nonfinite_case_run : nan_weight_case;
+            run(c, threads, true, on);
+            run(c, threads, false, off);
+            int diff = 0, special = 0;
+            for (int i = 0; i < FAST_X; i++) {
+                diff += memcmp(&on[i], &off[i], sizeof(float)) != 0;
+                special += !isfinite(off[i]);
+            }
+            if (diff || special == 0)
+                tg_test_fail(__FILE__, __LINE__,
+                             "%s, %d threads: %d of %d outputs differ from the direct kernel's "
+                             "(%d not finite there)",
+                             what[c], threads, diff, FAST_X, special);
+        }
 }
 
 int main(void)
@@ -991,6 +1107,7 @@ int main(void)
     TG_RUN(test_one_sample_two_threads_match_one);
     TG_RUN(test_channel_parts_match_one_thread);
     TG_RUN(test_fast_paths_match_reference);
+    TG_RUN(test_winograd_falls_back_exactly);
     TG_RUN(test_training_matches_own_kernels);
     TG_RUN(test_bf16_storage_is_read_natively);
     TG_RUN(test_bf16_storage_converts_exactly);
