@@ -91,7 +91,8 @@ void tg_program_plan_opts(const tg_program *p, const tg_tensor *t, tg_plan_opts 
      * later, from the load); the run sizes its team to its device's pool */
     *po = (tg_plan_opts){.n_threads = p->plan_threads,
                          .compute = bf16 ? TG_BF16 : TG_F32,
-                         .inference = !p->training};
+                         .inference = !p->training,
+                         .memory_limited = p->config.memory.per_device > 0};
     for (int k = 0; p->storage && k < t->n_in; k++)
         po->in_storage[k] = p->storage[t->in[k]->id];
     po->out_storage = p->storage ? p->storage[t->id] : TG_F32;

@@ -148,6 +148,10 @@ typedef struct tg_plan_opts {
     /* ... and, last, a batched product [B, H, M, N] written as its
      * transpose [B, M, H, N] (attention's heads merged back: p v). */
     bool mm_heads_out;
+    /* memoryPerDevice is set: a kernel that would spend memory for speed
+     * (the Winograd convolution's transformed weights and larger scratch)
+     * does not, so that what fitted still fits. */
+    bool memory_limited;
 } tg_plan_opts;
 
 /* Where a fused convolution's kernel finds the batch norm's statistics,
