@@ -709,13 +709,16 @@ static void split_parts(const tg_tensor *node, const tg_conv_geom *g, const tg_p
  * so the direct state stays beside it for those. On ResNet-50's 13 such
  * convolutions at batch 32, one thread, it took 199 ms against the direct
  * kernel's 382, its error against float64 1.2-2.8e-6 of the largest
- * output against 2.2-2.7e-7 (docs/performance.md, "ResNet-50 at batch 32"). */
+ * output against 2.2-2.7e-7 (docs/performance.md, "ResNet-50 at batch 32").
+ * Not where memoryPerDevice is set (tg_plan_opts.memory_limited): its
+ * transformed weights are 4x the direct ones and both are kept, and a
+ * phased ResNet-50's evaluation on a 90 MB device no longer fitted. */
 static bool winograd_fits(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
                           dnnl_data_type_t mul, const conv_state *st)
 {
-    return tg_process_winograd() && o->inference && node->op == TG_OP_CONV2D && mul == dnnl_f32 &&
-           g->G == 1 && g->R == 3 && g->S == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-           g->dw == 1 && !st->cropped && !st->post_add &&
+    return tg_process_winograd() && o->inference && !o->memory_limited &&
+           node->op == TG_OP_CONV2D && mul == dnnl_f32 && g->G == 1 && g->R == 3 && g->S == 3 &&
+           g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && !st->cropped && !st->post_add &&
            (!st->post_act || st->post_act->op == TG_OP_RELU);
 }
 
@@ -777,8 +780,8 @@ static dnnl_status_t conv_pd(tg_op op, conv_state *st, conv_mds *m, bool bias,
     return s == dnnl_success ? conv_pd(op, st, m, bias, attr, eng, pd) : s;
 }
 
-static void add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
-                         dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan);
+static tg_status add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                              dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan);
 
 /* The state of node's convolution; `wino`: as oneDNN's Winograd one (else
  * the direct one, with the Winograd state beside it where it fits). */
@@ -858,7 +861,7 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
     TG_TRY(keep_weights(node, o, st, wino, plan));
     name_post_op(st, plan);
     if (!wino)
-        add_winograd(node, g, o, mul, st, plan);
+        TG_TRY(add_winograd(node, g, o, mul, st, plan));
     return TG_OK;
 }
 
@@ -869,20 +872,29 @@ static tg_status create_state(const tg_tensor *node, const tg_conv_geom *g, cons
  * (the finite word is theirs). With a finite input and finite weights, and
  * no overflow in the transforms, no NaN can arise, so its max ReLU is the
  * exact one. Both states' scratch regions take the larger size: a part
- * falls back in the same region. Where any of this fails the direct state
- * runs alone (no error). */
-static void add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
-                         dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
+ * falls back in the same region. Where oneDNN offers no such state the
+ * direct one runs alone (no error); out of memory is an error, as for the
+ * direct state, so that a plan never depends on an allocation's luck (an
+ * executable's file names the scratch its plan needs). */
+static tg_status add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_plan_opts *o,
+                              dnnl_data_type_t mul, conv_state *st, tg_kernel_plan *plan)
 {
     if (!winograd_fits(node, g, o, mul, st) || st->n_threads != 1 || st->split_k ||
         st->convert[0] || st->elem[0] != 4)
-        return;
+        return TG_OK;
     conv_state *w = tg_calloc(1, sizeof *w);
+    if (!w)
+        return tg_error(TG_ERR_NOMEM, "%s: out of memory for its Winograd state", node->name);
     tg_kernel_plan wp = {0};
-    if (!w || create_state(node, g, o, mul, w, &wp, true) != TG_OK || !strstr(wp.kernel, "wino") ||
-        !w->cache || w->parts != st->parts || w->regions != st->regions || w->n_threads != 1) {
+    tg_status s = create_state(node, g, o, mul, w, &wp, true);
+    if (s == TG_ERR_NOMEM) {
         tg_conv_dnnl_free(w);
-        return;
+        return s;
+    }
+    if (s != TG_OK || !strstr(wp.kernel, "wino") || !w->cache || w->parts != st->parts ||
+        w->regions != st->regions || w->n_threads != 1) {
+        tg_conv_dnnl_free(w);
+        return TG_OK;
     }
     size_t part = st->part_bytes > w->part_bytes ? st->part_bytes : w->part_bytes;
     st->part_bytes = w->part_bytes = part;
@@ -895,6 +907,7 @@ static void add_winograd(const tg_tensor *node, const tg_conv_geom *g, const tg_
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     size_t n = strlen(plan->kernel);
     snprintf(plan->kernel + n, sizeof plan->kernel - n, "; first oneDNN %s where finite", impl);
+    return TG_OK;
 }
 
 /* Weight gradients over output maps of at most 4 pixels: oneDNN's
