@@ -216,6 +216,13 @@ static double flops_running(const tg_tensor *node)
     return 6.0 * (double)tg_numel(node->in[0]);
 }
 
+tg_norm_fold tg_norm_fold_channel(const tg_tensor *bn, const float *stats, int64_t n,
+                                  const float *gamma, const float *beta, int64_t c, double b)
+{
+    double scale = (gamma ? gamma[c] : 1.0) / sqrt((double)stats[n + c] + tg_norm_eps(bn));
+    return (tg_norm_fold){scale, (b - stats[c]) * scale + (beta ? beta[c] : 0.0)};
+}
+
 bool tg_norm_reads_rows_bf16(const tg_tensor *node)
 {
     return (node->op == TG_OP_NORM_STATS || node->op == TG_OP_NORM_APPLY) &&

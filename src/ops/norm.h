@@ -31,6 +31,17 @@ TG_PARAM_I(norm, count, 4)
  * its thread's stack (no scratch, no f32 copy of the tensor). */
 bool tg_norm_reads_rows_bf16(const tg_tensor *node);
 
+/* A batch norm bn folded into the convolution before it (compile/fuse.c),
+ * for output channel c of the norm's n: the weights scaled by
+ * gamma / sqrt(var + eps), the bias b made (b - mean) scale + beta, both in
+ * double for the caller to round once. stats: the means [n], then the
+ * variances [n]; gamma and beta NULL where absent. */
+typedef struct tg_norm_fold {
+    double scale, shift;
+} tg_norm_fold;
+tg_norm_fold tg_norm_fold_channel(const tg_tensor *bn, const float *stats, int64_t n,
+                                  const float *gamma, const float *beta, int64_t c, double b);
+
 /* ---- what the references (ops/norm.c) and every backend's kernels read
  * alike: x seen as [outer, G, inner] and [a, Caff, b] (ops/norm.c's top). */
 

@@ -380,16 +380,15 @@ static void fold_into(const conv_state *st, const tg_kernel_args *a, unsigned ch
     const float *w = a->in[1], *b = a->node->n_in == 3 ? a->in[2] : NULL;
     const float *stats = a->in[TG_FUSE_IN_STATS], *gamma = a->in[TG_FUSE_IN_STATS + 1],
                 *beta = a->in[TG_FUSE_IN_STATS + 2];
-    double eps = tg_norm_eps(bn);
     float *folded = st->reorder[k] ? tg_malloc_aligned(st->weight_bytes) : (float *)kept;
     if (!folded)
         tg_dnnl_run_failed(dnnl_out_of_memory, "folding a batch norm into a conv2d");
     float *bias = (float *)(kept + st->kept_bias_off);
     for (int64_t c = 0; c < K; c++) {
-        double scale = (gamma ? gamma[c] : 1.0) / sqrt((double)stats[K_all + c] + eps);
+        tg_norm_fold f = tg_norm_fold_channel(bn, stats, K_all, gamma, beta, c, b ? b[c] : 0.0);
         for (size_t i = 0; i < per; i++)
-            folded[(size_t)c * per + i] = (float)(w[(size_t)c * per + i] * scale);
-        bias[c] = (float)(((b ? b[c] : 0.0) - stats[c]) * scale + (beta ? beta[c] : 0.0));
+            folded[(size_t)c * per + i] = (float)(w[(size_t)c * per + i] * f.scale);
+        bias[c] = (float)f.shift;
     }
     if (!st->reorder[k])
         return;

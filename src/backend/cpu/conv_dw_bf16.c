@@ -202,15 +202,15 @@ static void fill_weights(const tg_conv_dw *d, const tg_kernel_args *a, float *ke
     const float *stats = d->fold ? a->in[TG_FUSE_IN_STATS] : NULL;
     const float *gamma = d->fold ? a->in[TG_FUSE_IN_STATS + 1] : NULL;
     const float *beta = d->fold ? a->in[TG_FUSE_IN_STATS + 2] : NULL;
-    double eps = d->fold ? tg_norm_eps(d->fold) : 0;
     for (int64_t c = 0; c < K; c++) {
-        double scale = stats ? (gamma ? gamma[c] : 1.0) / sqrt((double)stats[K + c] + eps) : 1.0;
         double b = d->bias ? value_at(a->in[2], d->b_type, c) : 0.0;
+        tg_norm_fold f = stats ? tg_norm_fold_channel(d->fold, stats, K, gamma, beta, c, b)
+                               : (tg_norm_fold){1.0, b};
         int64_t cb = c / TG_CHANNEL_BLOCK, lane = c % TG_CHANNEL_BLOCK;
         for (int64_t t = 0; t < taps; t++)
             kept[(cb * taps + t) * TG_CHANNEL_BLOCK + lane] =
-                (float)(value_at(a->in[1], d->w_type, c * taps + t) * scale);
-        bias[c] = (float)(stats ? (b - stats[c]) * scale + (beta ? beta[c] : 0.0) : b);
+                (float)(value_at(a->in[1], d->w_type, c * taps + t) * f.scale);
+        bias[c] = (float)f.shift;
     }
 }
 

@@ -204,14 +204,12 @@ static void fold_channel(const tg_conv_pw *pw, const tg_kernel_args *a, int64_t 
                          double *shift)
 {
     double b = pw->bias ? value_at(a->in[2], pw->b_type, k) : 0.0;
-    *scale = 1.0;
-    *shift = b;
-    if (!pw->fold)
-        return;
-    const float *stats = a->in[TG_FUSE_IN_STATS], *gamma = a->in[TG_FUSE_IN_STATS + 1],
-                *beta = a->in[TG_FUSE_IN_STATS + 2];
-    *scale = (gamma ? gamma[k] : 1.0) / sqrt((double)stats[pw->K + k] + tg_norm_eps(pw->fold));
-    *shift = (b - stats[k]) * *scale + (beta ? beta[k] : 0.0);
+    tg_norm_fold f = pw->fold ? tg_norm_fold_channel(pw->fold, a->in[TG_FUSE_IN_STATS], pw->K,
+                                                     a->in[TG_FUSE_IN_STATS + 1],
+                                                     a->in[TG_FUSE_IN_STATS + 2], k, b)
+                              : (tg_norm_fold){1.0, b};
+    *scale = f.scale;
+    *shift = f.shift;
 }
 
 /* The weights as pairs of input channels per output lane, [ob][c/2][16]
