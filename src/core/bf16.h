@@ -20,6 +20,7 @@
 #include "core/clones.h"
 #include "core/isa.h"
 #include "core/rng.h"
+#include "tilegraph/dtype.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,6 +62,13 @@ static inline float tg_bf16_widen(uint16_t b)
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+
+/* Element i of an operand stored in f32 or bf16, as f32, read one value at
+ * a time (weights and biases packed once, statistics per row). */
+static inline float tg_f32_or_bf16_at(const void *p, tg_dtype t, int64_t i)
+{
+    return t == TG_BF16 ? tg_bf16_widen(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 static inline uint16_t tg_bf16_narrow(float f)

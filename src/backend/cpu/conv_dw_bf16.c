@@ -185,11 +185,6 @@ void tg_conv_dw_free(tg_conv_dw *d)
     tg_free(d);
 }
 
-static double value_at(const void *p, tg_dtype t, int64_t i)
-{
-    return t == TG_BF16 ? tg_bf16_widen(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
 /* The weights per block and tap, 16 lanes each, and the bias, with the
  * batch norm folded in (in double, rounded once, as conv_dnnl_run.c folds
  * it): scale gamma / sqrt(var + eps) per channel, bias (b - mean) scale +
@@ -203,13 +198,13 @@ static void fill_weights(const tg_conv_dw *d, const tg_kernel_args *a, float *ke
     const float *gamma = d->fold ? a->in[TG_FUSE_IN_STATS + 1] : NULL;
     const float *beta = d->fold ? a->in[TG_FUSE_IN_STATS + 2] : NULL;
     for (int64_t c = 0; c < K; c++) {
-        double b = d->bias ? value_at(a->in[2], d->b_type, c) : 0.0;
+        double b = d->bias ? tg_f32_or_bf16_at(a->in[2], d->b_type, c) : 0.0;
         tg_norm_fold f = stats ? tg_norm_fold_channel(d->fold, stats, K, gamma, beta, c, b)
                                : (tg_norm_fold){1.0, b};
         int64_t cb = c / TG_CHANNEL_BLOCK, lane = c % TG_CHANNEL_BLOCK;
         for (int64_t t = 0; t < taps; t++)
             kept[(cb * taps + t) * TG_CHANNEL_BLOCK + lane] =
-                (float)(value_at(a->in[1], d->w_type, c * taps + t) * f.scale);
+                (float)(tg_f32_or_bf16_at(a->in[1], d->w_type, c * taps + t) * f.scale);
         bias[c] = (float)f.shift;
     }
 }

@@ -107,11 +107,6 @@ struct tg_conv_pw {
     tg_weight_cache *cache;
 };
 
-static float value_at(const void *p, tg_dtype t, int64_t i)
-{
-    return t == TG_BF16 ? tg_bf16_widen(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
 static int act_of(const tg_tensor *act)
 {
     if (!act)
@@ -203,7 +198,7 @@ void tg_conv_pw_free(tg_conv_pw *pw)
 static void fold_channel(const tg_conv_pw *pw, const tg_kernel_args *a, int64_t k, double *scale,
                          double *shift)
 {
-    double b = pw->bias ? value_at(a->in[2], pw->b_type, k) : 0.0;
+    double b = pw->bias ? tg_f32_or_bf16_at(a->in[2], pw->b_type, k) : 0.0;
     tg_norm_fold f = pw->fold ? tg_norm_fold_channel(pw->fold, a->in[TG_FUSE_IN_STATS], pw->K,
                                                      a->in[TG_FUSE_IN_STATS + 1],
                                                      a->in[TG_FUSE_IN_STATS + 2], k, b)
@@ -229,9 +224,10 @@ static void pack(const tg_conv_pw *pw, const tg_kernel_args *a, unsigned char *d
             uint32_t pair = 0;
             for (int h = 0; h < 2; h++) {
                 int64_t c = 2 * q + h;
-                float v = k < pw->K && c < pw->C
-                              ? (float)(value_at(a->in[1], pw->w_type, k * pw->C + c) * scale)
-                              : 0.0f;
+                float v =
+                    k < pw->K && c < pw->C
+                        ? (float)(tg_f32_or_bf16_at(a->in[1], pw->w_type, k * pw->C + c) * scale)
+                        : 0.0f;
                 pair |= (uint32_t)tg_bf16_narrow(v) << (16 * h);
             }
             w[((k / 16) * pairs + q) * 16 + k % 16] = pair;

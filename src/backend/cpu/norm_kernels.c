@@ -366,11 +366,6 @@ static const float *widened(const void *v, tg_dtype type, int64_t at, int64_t n,
     return to;
 }
 
-static float load(const void *v, tg_dtype type, int64_t at)
-{
-    return type == TG_BF16 ? tg_bf16_widen(((const uint16_t *)v)[at]) : ((const float *)v)[at];
-}
-
 static void store(void *out, tg_dtype type, int64_t at, float value)
 {
     if (type == TG_BF16)
@@ -441,7 +436,8 @@ TG_VEC_INLINE void layer_bf16_loop(const layer_bf16_job *j, int64_t begin, int64
             store(a->out, a->out_type, G + r, (float)(var < 0 ? 0 : var));
             continue;
         }
-        float st[2] = {load(a->in[1], a->in_type[1], r), load(a->in[1], a->in_type[1], G + r)};
+        float st[2] = {tg_f32_or_bf16_at(a->in[1], a->in_type[1], r),
+                       tg_f32_or_bf16_at(a->in[1], a->in_type[1], G + r)};
         float mean, rstd;
         mean_rstd(st, 1, 0, j->eps, &mean, &rstd);
         float *o = a->out_type == TG_BF16 ? y : (float *)a->out + r * len;
